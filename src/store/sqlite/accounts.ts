@@ -124,8 +124,9 @@ export function createSqliteKeys(db: Database): KeyRepo {
         k.kid, k.alg, JSON.stringify(k.privateJwk), JSON.stringify(k.publicJwk), k.createdAt, k.retiredAt,
       );
     },
-    async retireAllExcept(kid, at) {
-      db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid <> ?').run(at, kid);
+    async retire(kids, at) {
+      const q = db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid = ?');
+      for (const kid of kids) q.run(at, kid);
     },
   };
 }

@@ -7,8 +7,11 @@ import type { KeyRing } from './auth/keys.ts';
 import { createTokenVerifier } from './auth/tokens.ts';
 import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
 import { FhirError } from './errors.ts';
+import { exportCapability } from './export/capability.ts';
+import { openSink, type ExportSink } from './export/sink.ts';
 import type { AppEnv } from './http/env.ts';
 import { renderError } from './http/errors.ts';
+import { exportRoutes } from './http/export.ts';
 import { fhirRoutes } from './http/fhir.ts';
 import { checkAccept, fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
@@ -29,6 +32,8 @@ export interface AppDeps {
   metrics?: Metrics;
   /** True once SIGTERM started draining: /readyz answers 503. */
   isDraining?: () => boolean;
+  /** Bulk export storage; default: opened from `config.exportStorage` (S3 credentials need the composition root's env). */
+  exportSink?: ExportSink;
 }
 
 /** Builds the Hono app (STYLE.md rule 1): no globals, two apps can live in one process. */
@@ -47,7 +52,12 @@ export function createApp(deps: AppDeps) {
   app.route('/', opsRoutes(store, metrics, deps.isDraining ?? (() => false)));
   app.route('/', oauthRoutes(authDeps));
 
-  const contributions: CapabilityContribution[] = [];
+  const exportSink = deps.exportSink ?? openSink(config.exportStorage, {});
+  if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
+  metrics.gauge('cinder_export_jobs', 'Bulk export jobs by state.', async () =>
+    Object.fromEntries(Object.entries(await store.exports.countByState()).map(([state, n]) => [`state=${state}`, n])),
+  );
+  const contributions: CapabilityContribution[] = [exportCapability];
   const fhir = new Hono<AppEnv>();
   fhir.use('*', tenantGuard(store));
   fhir.use('*', async (c, next) => {
@@ -62,6 +72,10 @@ export function createApp(deps: AppDeps) {
     }));
   });
   fhir.use('*', bearerAuth(verify));
+  fhir.route('/', exportRoutes({
+    store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes,
+    maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on',
+  }));
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
   return app;

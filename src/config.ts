@@ -23,6 +23,10 @@ const schema = z.object({
   accessTokenTtl: z.coerce.number().int().min(30).max(86400).default(3600),
   exportWorkers: z.coerce.number().int().min(0).max(64).default(2),
   exportFileTtl: z.coerce.number().int().min(60).default(24 * 3600),
+  exportFileMaxBytes: z.coerce.number().int().min(1024).default(128 * 1024 * 1024),
+  exportMaxJobsPerClient: z.coerce.number().int().min(1).max(1000).default(3),
+  exportLeaseSeconds: z.coerce.number().int().min(2).max(3600).default(30),
+  exportSignedUrls: z.enum(['on', 'off']).default('off'),
 });
 
 type Parsed = z.infer<typeof schema>;

@@ -1,4 +1,5 @@
 import { createApp } from '../app.ts';
+import { startExportServices } from '../export/services.ts';
 import { CONFIG_KEYS, flagName } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
 import { bootstrap } from './bootstrap.ts';
@@ -25,7 +26,8 @@ export const serveCommand: Command = {
     const first = await bootstrap(store, clock);
     let draining = false;
     const metrics = createMetrics();
-    const app = createApp({ config, store, keys, clock, log, metrics, isDraining: () => draining });
+    const exports = startExportServices({ config, store, clock, log, env: io.env });
+    const app = createApp({ config, store, keys, clock, log, metrics, isDraining: () => draining, exportSink: exports.sink });
     const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024 });
     const fhirBase = `${config.baseUrl}/tenants/default/fhir/R4`;
     if (first) {
@@ -42,6 +44,7 @@ export const serveCommand: Command = {
         draining = true;
         log.info('draining', { signal });
         await server.stop(false);
+        await exports.stop();
         await store.close();
         log.info('stopped');
         resolve();

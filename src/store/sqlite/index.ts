@@ -1,6 +1,7 @@
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
-import { openDatabase, runMigrations } from './db.ts';
+import { createMutex, openDatabase, runMigrations } from './db.ts';
+import { createSqliteExportJobs } from './export-jobs.ts';
 import { sqliteMigrations } from './migrations.ts';
 import { createSqliteResources } from './resources.ts';
 
@@ -11,7 +12,10 @@ import { createSqliteResources } from './resources.ts';
 export function createSqliteStore(path: string): Store {
   const writer = openDatabase(path);
   const reader = path === ':memory:' ? writer : openDatabase(path);
+  // One queue for every write on the writer connection, so statements never run inside another's transaction.
+  const serial = createMutex();
   let resources: Store['resources'] | undefined;
+  let exports: Store['exports'] | undefined;
   const store: Store = {
     kind: 'sqlite',
     async migrate() {
@@ -30,7 +34,10 @@ export function createSqliteStore(path: string): Store {
     keys: createSqliteKeys(writer),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
-      return (resources ??= createSqliteResources(writer, reader));
+      return (resources ??= createSqliteResources(writer, reader, serial));
+    },
+    get exports() {
+      return (exports ??= createSqliteExportJobs(writer, reader, serial));
     },
   };
   return store;

@@ -48,4 +48,25 @@ CREATE INDEX compartments_patient ON compartments (tenant, patient, type);
 CREATE INDEX compartments_res ON compartments (res);
 `,
   },
+  {
+    version: 3,
+    name: 'export_jobs',
+    sql: `
+CREATE TABLE export_jobs (
+  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, client_id TEXT NOT NULL, state TEXT NOT NULL, request TEXT NOT NULL,
+  spec TEXT NOT NULL, transaction_time INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+  lease_owner TEXT, lease_until INTEGER, attempts INTEGER NOT NULL DEFAULT 0, progress TEXT NOT NULL, error TEXT,
+  completed_at INTEGER, expires_at INTEGER, download_until INTEGER, purged INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX export_jobs_claim ON export_jobs (state, created_at);
+CREATE INDEX export_jobs_client ON export_jobs (tenant, client_id, state);
+CREATE TABLE export_patients (job_id TEXT NOT NULL, patient TEXT NOT NULL, joined INTEGER NOT NULL, PRIMARY KEY (job_id, patient)) WITHOUT ROWID;
+CREATE TABLE export_provenance (
+  job_id TEXT NOT NULL, target TEXT NOT NULL, provenance TEXT NOT NULL, rank TEXT NOT NULL, PRIMARY KEY (job_id, target)
+) WITHOUT ROWID;
+CREATE INDEX export_provenance_winner ON export_provenance (job_id, provenance);
+-- Keyset scans of one type in row order (the implicit rowid ends the key).
+CREATE INDEX resources_scan ON resources (tenant, type);
+`,
+  },
 ];

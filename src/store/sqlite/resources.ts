@@ -10,6 +10,7 @@ import type {
 } from '../types.ts';
 import { createMutex } from './db.ts';
 import { buildSearch } from './search-sql.ts';
+import { createSqliteSnapshot } from './snapshot.ts';
 
 interface Row {
   type: string;
@@ -31,8 +32,8 @@ export function toVersion(r: Row): ResourceVersion {
  * `writer` is the connection used for writes (serialised); `reader` a second connection whose
  * reads never see another request's uncommitted transaction.
  */
-export function createSqliteResources(writer: Database, reader: Database): ResourceRepo {
-  const serial = createMutex();
+export function createSqliteResources(writer: Database, reader: Database, serial = createMutex()): ResourceRepo {
+  const snapshot = createSqliteSnapshot(reader);
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
@@ -85,6 +86,7 @@ export function createSqliteResources(writer: Database, reader: Database): Resou
         .get(tenant, ...types)!;
       return `${row.s ?? 0}:${row.n}`;
     },
+    snapshot,
   };
 }
 

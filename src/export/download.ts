@@ -1,0 +1,42 @@
+import { FhirError } from '../errors.ts';
+import type { ByteRange } from './sink.ts';
+import type { FileRecord, JobProgress } from './spec.ts';
+import { visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
+import { mayExport } from './types-param.ts';
+
+/** How long a started download keeps its files from being collected; renewed while it streams. */
+export const DOWNLOAD_LEASE_MS = 60_000;
+
+export interface Download {
+  file: FileRecord;
+  /** Strong validator: files never change once written. */
+  etag: string;
+  size: number;
+  read(range?: ByteRange): ReadableStream<Uint8Array>;
+  /** Extends the download lease (call while streaming). */
+  keepAlive(): Promise<void>;
+}
+
+/**
+ * Bulk Data 2.0 output file request: the file of a completed job, for the client that started it, with
+ * a token that may still read the file's resource type. Starting the download takes a lease on the
+ * files so that garbage collection waits for it.
+ */
+export async function openDownload(deps: StatusDeps, req: StatusRequest, id: string, name: string): Promise<Download> {
+  const job = await visibleJob(deps, req, id);
+  if (job.state !== 'completed') throw new FhirError('not-found', `Export job '${id}' has no files yet`);
+  const file = (JSON.parse(job.progress) as JobProgress).files.find((f) => f.name === name);
+  if (!file) throw new FhirError('not-found', `Export job '${id}' has no file '${name}'`);
+  if (file.kind !== 'error' && !mayExport(req.access, file.subject)) {
+    throw new FhirError('forbidden', `The access token's scopes do not allow reading ${file.subject} resources`);
+  }
+  const lease = (starting: boolean) => deps.store.exports.holdFiles(req.tenant, id, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
+  if (!(await lease(true))) throw new FhirError('not-found', `The files of export job '${id}' have expired`);
+  return {
+    file,
+    etag: `"${job.id}.${file.name}.${file.bytes}"`,
+    size: file.bytes,
+    read: (range) => deps.sink.read(file.key, range),
+    keepAlive: async () => void (await lease(false)),
+  };
+}

@@ -1,0 +1,68 @@
+import type { Clock } from '../clock.ts';
+import type { ExportJob, Store } from '../store/types.ts';
+import type { JobProgress } from './spec.ts';
+
+/** Why a job stopped before finishing. */
+export type Interruption = 'cancelled' | 'lost' | 'stopped';
+
+export class JobInterrupted extends Error {
+  override name = 'JobInterrupted';
+  constructor(readonly reason: Interruption) {
+    super(`export job ${reason}`);
+  }
+}
+
+/**
+ * A worker's hold on a job: renews the lease on a timer (heartbeat), stores checkpoints under the lease,
+ * and notices when the job was cancelled, taken over by another worker, or the worker is stopping.
+ */
+export class JobControl {
+  private interrupted: Interruption | null = null;
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    readonly job: ExportJob,
+    readonly owner: string,
+    private readonly leaseMs: number,
+    private readonly signal?: AbortSignal,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.renew(), Math.max(250, Math.floor(this.leaseMs / 3)));
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Throws JobInterrupted when the job may not go on. Called between pages. */
+  check(): void {
+    if (this.signal?.aborted) this.interrupted ??= 'stopped';
+    if (this.interrupted) throw new JobInterrupted(this.interrupted);
+  }
+
+  /** Stores `progress` (and renews the lease); throws JobInterrupted when the job is no longer ours. */
+  async checkpoint(progress: JobProgress): Promise<void> {
+    const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs, JSON.stringify(progress));
+    if (!ok) await this.lost();
+    this.check();
+  }
+
+  private async renew(): Promise<void> {
+    if (this.interrupted) return;
+    try {
+      const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs);
+      if (!ok) await this.lost();
+    } catch {
+      // A failed heartbeat is retried on the next tick; the lease outlives a few misses.
+    }
+  }
+
+  /** Tells a cancellation from a lost lease. */
+  private async lost(): Promise<void> {
+    const now = await this.store.exports.get(this.job.tenant, this.job.id);
+    this.interrupted ??= !now || now.state === 'cancelled' ? 'cancelled' : 'lost';
+  }
+}

@@ -1,0 +1,141 @@
+import type { Clock } from '../clock.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
+import type { Access } from '../fhir/access.ts';
+import { requireAccess } from '../fhir/crud.ts';
+import { issue } from '../fhir/outcome.ts';
+import { parseReference } from '../fhir/references.ts';
+import { ID_PATTERN } from '../fhir/resource-types.ts';
+import type { ExportPatient, Store } from '../store/types.ts';
+import { parseElements } from './elements.ts';
+import { groupPatients, readAsOf } from './group.ts';
+import type { ExportInput } from './kickoff-input.ts';
+import { parseSince } from './since.ts';
+import { initialProgress, type ExportLevel, type ExportSpec } from './spec.ts';
+import { parseTypeFilters } from './type-filter.ts';
+import { selectTypes } from './types-param.ts';
+
+export interface KickoffDeps {
+  store: Store;
+  clock: Clock;
+  /** Accepted or in-progress exports one client may have at a time. */
+  maxJobsPerClient: number;
+}
+
+export interface KickoffRequest {
+  tenant: string;
+  access: Access;
+  level: ExportLevel;
+  groupId?: string;
+  input: ExportInput;
+  /** `Prefer: handling=lenient`. */
+  lenient: boolean;
+  /** The kick-off URL (the manifest's `request`; without parameters for POST). */
+  requestUrl: string;
+}
+
+const NDJSON_FORMATS = ['application/fhir+ndjson', 'application/ndjson', 'ndjson'];
+
+function single(values: string[], name: string): string | undefined {
+  if (values.length > 1) throw new FhirError('invalid', `${name} may be given once`, { expression: [name] });
+  return values[0];
+}
+
+function checkOutputFormat(values: string[]): void {
+  const format = single(values, '_outputFormat');
+  if (format !== undefined && !NDJSON_FORMATS.includes(format.trim().toLowerCase())) {
+    throw new FhirError('invalid', `_outputFormat '${format}' is not supported: use application/fhir+ndjson, application/ndjson or ndjson`, {
+      expression: ['_outputFormat'],
+    });
+  }
+}
+
+/** Problems that lenient handling turns into manifest issues and strict handling into a 400. */
+function tolerate(lenient: boolean, issues: FhirIssue[], text: string, expression: string): void {
+  if (!lenient) throw new FhirError('invalid', text, { expression: [expression] });
+  issues.push(issue('warning', 'not-supported', `${text}; it was ignored`, [expression]));
+}
+
+function patientIds(refs: string[]): string[] {
+  return refs.map((ref) => {
+    const parsed = parseReference(ref);
+    const id = parsed?.type === 'Patient' ? parsed.id : !ref.includes('/') && ID_PATTERN.test(ref) ? ref : null;
+    if (!id) throw new FhirError('invalid', `patient '${ref}' is not a reference to a Patient`, { expression: ['patient'] });
+    return id;
+  });
+}
+
+/** Which patients a Patient or Group export covers: stored with the job, or `any` compartment. */
+async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[]) {
+  const wanted = [...new Set(patientIds(req.input.patients))];
+  let members: Set<string> | undefined;
+  if (req.level === 'group') {
+    requireAccess(req.access, 'Group', 'r');
+    if (!(await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at))) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
+    members = await groupPatients(deps.store, req.tenant, req.groupId!, at);
+  }
+  let chosen = members ? [...members] : undefined;
+  if (wanted.length) {
+    chosen = [];
+    for (const id of wanted) {
+      const known = members ? members.has(id) : (await readAsOf(deps.store, req.tenant, 'Patient', id, at)) !== null;
+      if (known) chosen.push(id);
+      else tolerate(req.lenient, issues, members ? `Patient/${id} is not a member of Group/${req.groupId}` : `Patient/${id} is not known`, 'patient');
+    }
+  }
+  if (!chosen) return { compartment: 'any' as const, patients: [] as ExportPatient[], joinedSince: false };
+  const before = since !== undefined && req.level === 'group' ? await groupPatients(deps.store, req.tenant, req.groupId!, since) : undefined;
+  const patients = chosen.map((id): ExportPatient => ({ id, joined: before !== undefined && !before.has(id) }));
+  return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
+}
+
+/** Builds the job spec from validated parameters (Bulk Data 2.0 kick-off request). */
+async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
+  const { input, lenient, level } = req;
+  checkOutputFormat(input.outputFormat);
+  const sinceRaw = single(input.since, '_since');
+  const since = sinceRaw === undefined ? undefined : parseSince(sinceRaw);
+  const issues: FhirIssue[] = [];
+  for (const name of new Set(input.unknown)) tolerate(lenient, issues, `Parameter '${name}' is not supported by $export`, name);
+  if (input.patients.length && input.method === 'GET') throw new FhirError('invalid', 'patient is accepted only in a POST kick-off (Bulk Data 2.0)', { expression: ['patient'] });
+  if (input.patients.length && level === 'system') tolerate(lenient, issues, 'patient does not apply to a system-level export', 'patient');
+  const selection = selectTypes(level, input.types, input.includeAssociatedData, req.access, lenient);
+  issues.push(...selection.issues);
+  const { filters, issues: filterIssues } = parseTypeFilters(input.typeFilters, selection.types, lenient);
+  const withProvenance = selection.provenance === 'none' ? selection.types : [...selection.types, 'Provenance'];
+  const { elements, issues: elementIssues } = parseElements(input.elements, withProvenance, lenient);
+  issues.push(...filterIssues, ...elementIssues);
+  const spec: ExportSpec = { level, types: selection.types, filters, joinedSince: false, provenance: selection.provenance, issues };
+  if (since !== undefined) spec.since = since;
+  if (Object.keys(elements).length) spec.elements = elements;
+  if (level === 'system') return { spec, patients: [] as ExportPatient[] };
+  spec.groupId = req.groupId;
+  if (level === 'patient') delete spec.groupId;
+  const resolved = await resolvePatients(deps, req, at, since, issues);
+  spec.compartment = resolved.compartment;
+  spec.joinedSince = resolved.joinedSince;
+  return { spec, patients: resolved.patients };
+}
+
+/**
+ * Bulk Data 2.0 kick-off: validates the request, persists an accepted job (with the patients of a
+ * Patient or Group export) and returns its id. The work happens later in a worker.
+ */
+export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<string> {
+  const transactionTime = deps.clock.now();
+  const { spec, patients } = await buildSpec(deps, req, transactionTime);
+  const id = crypto.randomUUID();
+  const created = await deps.store.exports.create(
+    {
+      id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: JSON.stringify(spec),
+      transactionTime, progress: JSON.stringify(initialProgress()), createdAt: transactionTime,
+    },
+    patients,
+    deps.maxJobsPerClient,
+  );
+  if (!created) {
+    throw new FhirError('too-many', `This client already has ${deps.maxJobsPerClient} export(s) in progress; wait for one to finish or cancel it`, {
+      headers: { 'Retry-After': '30' },
+    });
+  }
+  return id;
+}

@@ -1,0 +1,106 @@
+import type { Clock } from '../clock.ts';
+import type { Logger } from '../log.ts';
+import type { ExportJob, Store } from '../store/types.ts';
+import { JobControl, JobInterrupted } from './job-control.ts';
+import type { ExportSink } from './sink.ts';
+import { planSteps, type ExportSpec, type JobProgress } from './spec.ts';
+import type { StepContext } from './step-context.ts';
+import { runStep } from './steps.ts';
+
+/** What running a job needs; plain values plus a store and a sink the caller opened (a worker opens its own). */
+export interface RunDeps {
+  store: Store;
+  sink: ExportSink;
+  clock: Clock;
+  log: Logger;
+  /** This worker's lease owner name (unique per worker and process). */
+  owner: string;
+  leaseMs: number;
+  fileMaxBytes: number;
+  /** How long finished files stay available. */
+  fileTtlMs: number;
+  pageSize: number;
+  /** Claims of a job that ended in an unexpected error before it is marked failed. */
+  maxAttempts: number;
+  /**
+   * Waits until transactionTime + settleMs before reading, so that writes stamped at or before
+   * transactionTime but still committing in another process are visible.
+   */
+  settleMs: number;
+  /** Storage key prefix of a job attempt's files; default `tenant/job/a<attempt>`. */
+  keyPrefix?: (job: ExportJob) => string;
+  onProgress?: (exported: number, label: string) => void;
+  /** Aborted when the worker is stopping: the job is handed back at the next page boundary. */
+  signal?: AbortSignal;
+}
+
+export type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'stopped' | 'retry';
+
+export const jobPrefix = (job: Pick<ExportJob, 'tenant' | 'id'>) => `${job.tenant}/${job.id}`;
+
+async function settle(deps: RunDeps, job: ExportJob, control: JobControl): Promise<void> {
+  for (;;) {
+    control.check();
+    const wait = job.transactionTime + deps.settleMs - deps.clock.now();
+    if (wait <= 0) return;
+    await Bun.sleep(Math.min(wait, 200));
+  }
+}
+
+async function runSteps(deps: RunDeps, job: ExportJob, control: JobControl): Promise<JobProgress> {
+  const spec = JSON.parse(job.spec) as ExportSpec;
+  const progress = JSON.parse(job.progress) as JobProgress;
+  const steps = planSteps(spec);
+  const ctx: StepContext = {
+    store: deps.store, tenant: job.tenant, jobId: job.id, transactionTime: job.transactionTime, spec, sink: deps.sink, control,
+    progress, fileMaxBytes: deps.fileMaxBytes, pageSize: deps.pageSize,
+    keyPrefix: deps.keyPrefix ? deps.keyPrefix(job) : `${jobPrefix(job)}/a${job.attempts}`,
+  };
+  if (deps.onProgress) ctx.onProgress = deps.onProgress;
+  await settle(deps, job, control);
+  while (progress.step < steps.length) {
+    control.check();
+    await runStep(ctx, steps[progress.step]!);
+  }
+  return progress;
+}
+
+async function interrupted(deps: RunDeps, job: ExportJob, err: JobInterrupted): Promise<RunOutcome> {
+  if (err.reason === 'cancelled') await deps.sink.removePrefix(jobPrefix(job));
+  if (err.reason === 'stopped') await deps.store.exports.release(job.id, deps.owner, deps.clock.now());
+  return err.reason;
+}
+
+/**
+ * Runs (or resumes) a claimed job to its end: streams every step, checkpointing at file boundaries, then
+ * completes it. A cancelled job's files are removed; a stopping worker hands the job back; an unexpected
+ * error is retried by a later claim until `maxAttempts`, then the job fails with the reason.
+ */
+export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
+  const control = new JobControl(deps.store, deps.clock, job, deps.owner, deps.leaseMs, deps.signal);
+  control.start();
+  const log = deps.log.child({ job: job.id, tenant: job.tenant, attempt: job.attempts });
+  try {
+    const progress = await runSteps(deps, job, control);
+    const now = deps.clock.now();
+    if (await deps.store.exports.complete(job.id, deps.owner, now, JSON.stringify(progress), now + deps.fileTtlMs)) {
+      log.info('export completed', { resources: progress.exported, files: progress.files.length });
+      return 'completed';
+    }
+    await control.checkpoint(progress);
+    return 'lost';
+  } catch (err) {
+    if (err instanceof JobInterrupted) return await interrupted(deps, job, err);
+    const now = deps.clock.now();
+    log.error('export attempt failed', { err });
+    if (job.attempts < deps.maxAttempts) {
+      await deps.store.exports.release(job.id, deps.owner, now);
+      return 'retry';
+    }
+    const reason = `The export failed after ${job.attempts} attempts: ${err instanceof Error ? err.message : String(err)}`;
+    await deps.store.exports.fail(job.id, deps.owner, now, reason, now + deps.fileTtlMs);
+    return 'failed';
+  } finally {
+    control.stop();
+  }
+}

@@ -1,0 +1,40 @@
+import type { Config } from '../config.ts';
+import { runJob, type RunDeps, type RunOutcome } from './run-job.ts';
+
+/** Rows per snapshot page: large enough to amortise a query, small enough to keep memory flat. */
+export const PAGE_SIZE = 2000;
+/** Claims of a job that ended in an unexpected error before it is marked failed. */
+export const MAX_ATTEMPTS = 3;
+/** See RunDeps.settleMs. */
+export const SETTLE_MS = 1000;
+
+/** The plain settings a job runner takes from the configuration (workers get them as data). */
+export interface RunSettings {
+  leaseMs: number;
+  fileMaxBytes: number;
+  fileTtlMs: number;
+  pageSize: number;
+  maxAttempts: number;
+  settleMs: number;
+}
+
+export function runSettings(config: Config): RunSettings {
+  return {
+    leaseMs: config.exportLeaseSeconds * 1000,
+    fileMaxBytes: config.exportFileMaxBytes,
+    fileTtlMs: config.exportFileTtl * 1000,
+    pageSize: PAGE_SIZE,
+    maxAttempts: MAX_ATTEMPTS,
+    settleMs: SETTLE_MS,
+  };
+}
+
+/** Claims and runs jobs one after another until none is claimable (the CLI, and tests, run jobs this way). */
+export async function drainJobs(deps: RunDeps): Promise<RunOutcome[]> {
+  const outcomes: RunOutcome[] = [];
+  for (;;) {
+    const job = await deps.store.exports.claim(deps.owner, deps.clock.now(), deps.leaseMs);
+    if (!job) return outcomes;
+    outcomes.push(await runJob(deps, job));
+  }
+}

@@ -1,0 +1,71 @@
+import { compartmentsOf } from '../fhir/indexer.ts';
+import type { SnapshotQuery, SnapshotRow, Store } from '../store/types.ts';
+import type { ExportSpec } from './spec.ts';
+import { matchesFilters } from './type-filter.ts';
+
+/** What a page query needs to know about its job. */
+export interface SelectContext {
+  store: Store;
+  tenant: string;
+  jobId: string;
+  transactionTime: number;
+  spec: ExportSpec;
+}
+
+export interface SelectedPage {
+  /** Live versions to export and deletions to report (`deleted`), in row order. */
+  rows: SnapshotRow[];
+  next: number | null;
+}
+
+/** The snapshot query of one type of a job (Bulk Data 2.0 selection: `_since`, compartments, `_typeFilter`). */
+export function snapshotQuery(ctx: SelectContext, type: string, after: number | null, limit: number, ids?: string[]): SnapshotQuery {
+  const { spec } = ctx;
+  const q: SnapshotQuery = { type, at: ctx.transactionTime, limit };
+  if (after !== null) q.after = after;
+  if (spec.since !== undefined) q.since = spec.since;
+  if (spec.compartment === 'any') q.compartment = { kind: 'any' };
+  if (spec.compartment === 'job') q.compartment = { kind: 'job', jobId: ctx.jobId };
+  if (spec.joinedSince) q.joinedSince = true;
+  const filters = spec.filters[type];
+  if (filters?.length) q.filters = filters;
+  if (ids) q.ids = ids;
+  return q;
+}
+
+/**
+ * Checks the versions the database could not judge (changed after transactionTime, or deletions)
+ * against the same conditions in code, on their content as of transactionTime.
+ */
+async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]): Promise<Set<SnapshotRow>> {
+  const parsed = rows.map((row) => ({ row, resource: JSON.parse(row.content) as Record<string, unknown> }));
+  const patientsOf = new Map(parsed.map((p) => [p.row, q.compartment ? compartmentsOf(p.resource) : []]));
+  let patients: Map<string, boolean> | undefined;
+  if (q.compartment?.kind === 'job') {
+    const all = [...new Set([...patientsOf.values()].flat())];
+    patients = new Map((await ctx.store.exports.patientsIn(ctx.jobId, all)).map((p) => [p.id, p.joined]));
+  }
+  const pass = new Set<SnapshotRow>();
+  for (const { row, resource } of parsed) {
+    let matched: string[] = [];
+    if (q.compartment) {
+      const members = patientsOf.get(row)!;
+      matched = patients ? members.filter((p) => patients!.has(p)) : members;
+      if (matched.length === 0) continue;
+    }
+    const joined = q.joinedSince === true && matched.some((p) => patients?.get(p) === true);
+    if (!row.deleted && q.since !== undefined && row.lastUpdated <= q.since && !joined) continue;
+    if (q.filters && !matchesFilters(resource, row.lastUpdated, q.filters)) continue;
+    pass.add(row);
+  }
+  return pass;
+}
+
+/** One page of a type's selection as of transactionTime. */
+export async function selectPage(ctx: SelectContext, q: SnapshotQuery): Promise<SelectedPage> {
+  const page = await ctx.store.resources.snapshot(ctx.tenant, q);
+  const unverified = page.rows.filter((r) => !r.verified);
+  if (unverified.length === 0) return page;
+  const pass = await recheck(ctx, q, unverified);
+  return { rows: page.rows.filter((r) => r.verified || pass.has(r)), next: page.next };
+}

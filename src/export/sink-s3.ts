@@ -1,0 +1,77 @@
+import { S3Client, type S3Options } from 'bun';
+import type { ByteRange, ExportSink, SinkWriter } from './sink.ts';
+
+/** Multipart part size: S3 needs at least 5 MiB per part but the last. */
+const PART_SIZE = 8 * 1024 * 1024;
+
+/** The standard S3_* variables, falling back to AWS_* ones (as Bun documents for S3Client). */
+export function s3OptionsFromEnv(env: Record<string, string | undefined>): S3Options {
+  const pick = (name: string) => env[`S3_${name}`] ?? env[`AWS_${name}`];
+  const options: S3Options = {};
+  const accessKeyId = pick('ACCESS_KEY_ID');
+  const secretAccessKey = pick('SECRET_ACCESS_KEY');
+  const sessionToken = pick('SESSION_TOKEN');
+  const region = pick('REGION') ?? env.AWS_DEFAULT_REGION;
+  const endpoint = pick('ENDPOINT') ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  if (accessKeyId) options.accessKeyId = accessKeyId;
+  if (secretAccessKey) options.secretAccessKey = secretAccessKey;
+  if (sessionToken) options.sessionToken = sessionToken;
+  if (region) options.region = region;
+  if (endpoint) options.endpoint = endpoint;
+  if (pick('VIRTUAL_HOSTED_STYLE') === 'true') options.virtualHostedStyle = true;
+  return options;
+}
+
+function s3Writer(client: S3Client, key: string): SinkWriter {
+  const sink = client.file(key).writer({ partSize: PART_SIZE, queueSize: 2, retry: 3, type: 'application/fhir+ndjson' });
+  let buffered = 0;
+  return {
+    async write(chunk) {
+      await sink.write(chunk);
+      buffered += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.byteLength;
+      // Wait for the upload once a part's worth is buffered, so memory stays bounded.
+      if (buffered >= PART_SIZE) {
+        buffered = 0;
+        await sink.flush();
+      }
+    },
+    async close() {
+      await sink.end();
+    },
+    async abort() {
+      await Promise.resolve(sink.end(new Error('aborted'))).catch(() => undefined);
+      await client.delete(key).catch(() => undefined);
+    },
+  };
+}
+
+/** Export files in an S3 bucket (any S3-compatible service), under `prefix`. */
+export function createS3Sink(options: S3Options, prefix: string): ExportSink {
+  const client = new S3Client(options);
+  const keyOf = (key: string) => (prefix ? `${prefix}/${key}` : key);
+  return {
+    kind: 's3',
+    open: (key) => s3Writer(client, keyOf(key)),
+    async size(key) {
+      try {
+        return (await client.file(keyOf(key)).stat()).size;
+      } catch {
+        return null;
+      }
+    },
+    read(key, range?: ByteRange) {
+      const file = client.file(keyOf(key));
+      return (range ? file.slice(range.start, range.end + 1) : file).stream();
+    },
+    async removePrefix(dir) {
+      const p = keyOf(dir).replace(/\/?$/, '/');
+      let token: string | undefined;
+      do {
+        const page = await client.list({ prefix: p, ...(token ? { continuationToken: token } : {}) });
+        await Promise.all((page.contents ?? []).map((o) => client.delete(o.key)));
+        token = page.isTruncated ? page.nextContinuationToken : undefined;
+      } while (token);
+    },
+    presign: (key, seconds) => client.presign(keyOf(key), { method: 'GET', expiresIn: seconds }),
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * The plain data of an export job: what kick-off decided (ExportSpec) and how far a worker got
+ * (JobProgress). Both are stored as JSON in the job row and handed to workers as they are.
+ */
+import type { FhirIssue } from '../errors.ts';
+import type { SnapshotFilter } from '../store/types.ts';
+
+export type ExportLevel = 'system' | 'patient' | 'group';
+
+/**
+ * Provenance handling (Bulk Data 2.0 `includeAssociatedData` and its default): `type` = Provenance is an
+ * ordinary type of a system export; `relevant` = every Provenance whose target was exported; `latest` =
+ * for each exported resource only the most recent Provenance targeting it; `none` = no Provenance.
+ */
+export type ProvenanceMode = 'none' | 'relevant' | 'latest';
+
+export interface ExportSpec {
+  level: ExportLevel;
+  groupId?: string;
+  /** Types exported by their own scan, in order (Provenance only when it is an ordinary type). */
+  types: string[];
+  /** `_since` in epoch ms. */
+  since?: number;
+  /** `_typeFilter` per type: ORed alternatives of ANDed criteria. */
+  filters: Record<string, SnapshotFilter[]>;
+  /** `_elements`: top-level elements to keep per type (mandatory ones included). */
+  elements?: Record<string, string[]>;
+  /** Patient and Group exports: any patient's compartment, or those of the job's stored patients. */
+  compartment?: 'any' | 'job';
+  /** Group export with `_since`: resources of patients who joined after `_since` are exported whatever their time. */
+  joinedSince: boolean;
+  provenance: ProvenanceMode;
+  /** Problems with the request that lenient handling let through; they go to the manifest's `error` files. */
+  issues: FhirIssue[];
+}
+
+/** One finished file of a job. */
+export interface FileRecord {
+  kind: 'output' | 'deleted' | 'error';
+  /** Resource type in the file (`Bundle` for deletions, `OperationOutcome` for errors). */
+  type: string;
+  /** What the type's lines are about (the deleted resources' type for `deleted` files). */
+  subject: string;
+  /** File name in download URLs. */
+  name: string;
+  /** Storage key. */
+  key: string;
+  count: number;
+  bytes: number;
+}
+
+export type Step =
+  | { kind: 'type'; type: string }
+  | { kind: 'provenance'; mode: 'relevant' }
+  | { kind: 'provenance-scan' }
+  | { kind: 'provenance-emit' }
+  | { kind: 'errors' };
+
+export interface JobProgress {
+  /** Index of the step in progress. */
+  step: number;
+  /** Keyset position where the current step's open files start (a row key, or an id for provenance-emit). */
+  after: number | string | null;
+  /** Next part numbers of the current step's output and deleted files. */
+  part: number;
+  deletedPart: number;
+  files: FileRecord[];
+  /** Resources written to finished files. */
+  exported: number;
+  /** Problems met while exporting (bounded); written to the error file at the end. */
+  issues: FhirIssue[];
+}
+
+export const MAX_RUNTIME_ISSUES = 1000;
+
+export function initialProgress(): JobProgress {
+  return { step: 0, after: null, part: 1, deletedPart: 1, files: [], exported: 0, issues: [] };
+}
+
+/** The steps of a job, in order; derived from the spec alone so that every attempt sees the same plan. */
+export function planSteps(spec: ExportSpec): Step[] {
+  const steps: Step[] = spec.types.map((type) => ({ kind: 'type', type }));
+  if (spec.provenance === 'relevant') steps.push({ kind: 'provenance', mode: 'relevant' });
+  if (spec.provenance === 'latest') steps.push({ kind: 'provenance-scan' }, { kind: 'provenance-emit' });
+  steps.push({ kind: 'errors' });
+  return steps;
+}
+
+/** The non-Provenance types whose resources Provenance may target. */
+export function targetTypes(spec: ExportSpec): string[] {
+  return spec.types.filter((t) => t !== 'Provenance');
+}

@@ -1,0 +1,98 @@
+import type { Clock } from '../clock.ts';
+import { FhirError } from '../errors.ts';
+import type { Access } from '../fhir/access.ts';
+import type { ExportJob, Store } from '../store/types.ts';
+import { jobPrefix } from './run-job.ts';
+import type { ExportSink } from './sink.ts';
+import { planSteps, type ExportSpec, type FileRecord, type JobProgress } from './spec.ts';
+
+export interface StatusDeps {
+  store: Store;
+  clock: Clock;
+  sink: ExportSink;
+  /** Presigned S3 URLs in the manifest (and `requiresAccessToken: false`). */
+  signedUrls: boolean;
+}
+
+/** Who asks: the tenant of the URL and the token's access (its client owns jobs). */
+export interface StatusRequest {
+  tenant: string;
+  access: Access;
+  fhirBase: string;
+}
+
+export type StatusResult =
+  | { kind: 'running'; progress: string }
+  | { kind: 'completed'; manifest: Record<string, unknown>; expiresAt: number }
+  | { kind: 'failed'; reason: string };
+
+/** Download URL of a job file (served by the FHIR API with a bearer token). */
+export function fileUrl(fhirBase: string, jobId: string, name: string): string {
+  return `${fhirBase}/$export-file/${encodeURIComponent(jobId)}/${encodeURIComponent(name)}`;
+}
+
+/**
+ * The job behind a status URL, if the caller may see it: same tenant and same client, not cancelled,
+ * files not expired. Anyone else gets the same 404 as for an unknown job and learns nothing.
+ */
+export async function visibleJob(deps: StatusDeps, req: StatusRequest, id: string): Promise<ExportJob> {
+  const job = await deps.store.exports.get(req.tenant, id);
+  if (!job || job.clientId !== req.access.clientId) throw new FhirError('not-found', `No export job '${id}'`);
+  if (job.state === 'cancelled') throw new FhirError('not-found', `Export job '${id}' was cancelled`);
+  if (job.purged || (job.expiresAt !== null && job.expiresAt <= deps.clock.now())) {
+    throw new FhirError('not-found', `The files of export job '${id}' have expired`);
+  }
+  return job;
+}
+
+function progressText(job: ExportJob): string {
+  if (job.state === 'accepted') return 'queued';
+  const steps = planSteps(JSON.parse(job.spec) as ExportSpec);
+  const p = JSON.parse(job.progress) as JobProgress;
+  const step = steps[Math.min(p.step, steps.length - 1)]!;
+  const label = step.kind === 'type' ? step.type : step.kind === 'errors' ? 'finishing' : 'Provenance';
+  return `step ${Math.min(p.step + 1, steps.length)} of ${steps.length} (${label}), ${p.exported} resources written`;
+}
+
+function entries(deps: StatusDeps, req: StatusRequest, job: ExportJob, files: FileRecord[], kind: FileRecord['kind']) {
+  const seconds = Math.max(1, Math.min(604800, Math.floor(((job.expiresAt ?? 0) - deps.clock.now()) / 1000)));
+  return files
+    .filter((f) => f.kind === kind)
+    .map((f) => ({
+      type: f.type,
+      url: deps.signedUrls && deps.sink.presign ? deps.sink.presign(f.key, seconds) : fileUrl(req.fhirBase, job.id, f.name),
+      count: f.count,
+    }));
+}
+
+/** Bulk Data 2.0 status request: still running, the complete-status manifest, or why the job failed. */
+export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: string): Promise<StatusResult> {
+  const job = await visibleJob(deps, req, id);
+  if (job.state === 'accepted' || job.state === 'in-progress') return { kind: 'running', progress: progressText(job) };
+  if (job.state === 'failed') return { kind: 'failed', reason: job.error ?? 'The export failed' };
+  const spec = JSON.parse(job.spec) as ExportSpec;
+  const { files } = JSON.parse(job.progress) as JobProgress;
+  const manifest: Record<string, unknown> = {
+    transactionTime: new Date(job.transactionTime).toISOString(),
+    request: job.request,
+    requiresAccessToken: !(deps.signedUrls && deps.sink.presign),
+    output: entries(deps, req, job, files, 'output'),
+  };
+  if (spec.since !== undefined) manifest.deleted = entries(deps, req, job, files, 'deleted');
+  manifest.error = entries(deps, req, job, files, 'error');
+  return { kind: 'completed', manifest, expiresAt: job.expiresAt! };
+}
+
+/**
+ * Bulk Data 2.0 delete request: cancels the job and removes its files (a running worker removes what it
+ * wrote when it notices; garbage collection catches the rest). Later polls get 404.
+ */
+export async function cancelExport(deps: StatusDeps, req: StatusRequest, id: string): Promise<void> {
+  await visibleJob(deps, req, id);
+  const now = deps.clock.now();
+  const previous = await deps.store.exports.cancel(req.tenant, id, now);
+  if (previous === null) throw new FhirError('not-found', `Export job '${id}' was cancelled`);
+  if (previous !== 'in-progress' && (await deps.store.exports.markPurged(id, now))) {
+    await deps.sink.removePrefix(jobPrefix({ tenant: req.tenant, id }));
+  }
+}

@@ -1,0 +1,84 @@
+import { partWriter, type Chunk, type Rollover } from './part-writer.ts';
+import { latestProvenanceEmitPage, latestProvenanceScan, relevantProvenancePage } from './provenance.ts';
+import { selectPage, snapshotQuery } from './select.ts';
+import type { FileRecord, Step } from './spec.ts';
+import { fileKey, toChunk, type PageSource, type StepContext } from './step-context.ts';
+
+/**
+ * Streams one step's pages (Web Streams, one page ahead) into its split NDJSON files, checkpointing at
+ * every file boundary. Resumes from the step's checkpoint.
+ */
+export async function streamStep(ctx: StepContext, type: string, source: PageSource): Promise<void> {
+  const p = ctx.progress;
+  let after = p.after;
+  let done = false;
+  const pages = new ReadableStream<Chunk>(
+    {
+      async pull(controller) {
+        ctx.control.check();
+        const chunk = await source(after);
+        after = chunk.next;
+        controller.enqueue(chunk);
+        if (chunk.next === null) controller.close();
+      },
+    },
+    new CountQueuingStrategy({ highWaterMark: 1 }),
+  );
+  const onRollover = async (r: Rollover) => {
+    p.files.push(...r.files);
+    p.exported += r.files.filter((f) => f.kind === 'output').reduce((n, f) => n + f.count, 0);
+    if (r.done) Object.assign(p, { step: p.step + 1, after: null, part: 1, deletedPart: 1 });
+    else Object.assign(p, { after: r.after, part: r.part, deletedPart: r.deletedPart });
+    done = r.done;
+    await ctx.control.checkpoint(p);
+    ctx.onProgress?.(p.exported, type);
+  };
+  const name = (kind: 'output' | 'deleted', part: number) => {
+    const file = kind === 'output' ? `${type}-${part}.ndjson` : `${type}-deleted-${part}.ndjson`;
+    return { name: file, key: fileKey(ctx, file) };
+  };
+  await pages.pipeTo(partWriter({ sink: ctx.sink, type, name, maxBytes: ctx.fileMaxBytes, part: p.part, deletedPart: p.deletedPart, onRollover }));
+  if (!done) throw new Error(`step for ${type} ended without its final checkpoint`);
+}
+
+/** A type's own scan: its snapshot selection, page by page. */
+function typeSource(ctx: StepContext, type: string): PageSource {
+  return async (after) => {
+    const page = await selectPage(ctx, snapshotQuery(ctx, type, after as number | null, ctx.pageSize));
+    return toChunk(ctx, type, page.rows, page.next);
+  };
+}
+
+/** The error file: one OperationOutcome per issue (Bulk Data 2.0 manifest `error`). */
+async function writeErrors(ctx: StepContext): Promise<void> {
+  const p = ctx.progress;
+  const issues = [...ctx.spec.issues, ...p.issues];
+  if (issues.length) {
+    const name = 'errors-1.ndjson';
+    const key = fileKey(ctx, name);
+    const text = issues.map((i) => JSON.stringify({ resourceType: 'OperationOutcome', issue: [i] })).join('\n') + '\n';
+    const writer = ctx.sink.open(key);
+    await writer.write(text);
+    await writer.close();
+    const record: FileRecord = { kind: 'error', type: 'OperationOutcome', subject: 'OperationOutcome', name, key, count: issues.length, bytes: Buffer.byteLength(text) };
+    p.files.push(record);
+  }
+  Object.assign(p, { step: p.step + 1, after: null, part: 1, deletedPart: 1 });
+  await ctx.control.checkpoint(p);
+}
+
+/** Runs one step of a job's plan. */
+export async function runStep(ctx: StepContext, step: Step): Promise<void> {
+  switch (step.kind) {
+    case 'type':
+      return streamStep(ctx, step.type, typeSource(ctx, step.type));
+    case 'provenance':
+      return streamStep(ctx, 'Provenance', (after) => relevantProvenancePage(ctx, after as number | null));
+    case 'provenance-scan':
+      return latestProvenanceScan(ctx);
+    case 'provenance-emit':
+      return streamStep(ctx, 'Provenance', (after) => latestProvenanceEmitPage(ctx, after as string | null));
+    case 'errors':
+      return writeErrors(ctx);
+  }
+}

@@ -1,0 +1,70 @@
+import { FhirError, type FhirIssue } from '../errors.ts';
+import type { Access } from '../fhir/access.ts';
+import { compartmentTypes } from '../fhir/definitions.ts';
+import { issue } from '../fhir/outcome.ts';
+import { isResourceType, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
+import type { ExportLevel, ProvenanceMode } from './spec.ts';
+
+export interface TypeSelection {
+  types: string[];
+  provenance: ProvenanceMode;
+  issues: FhirIssue[];
+}
+
+/** Whether the token may read every resource of `type` (bulk export needs system or user access, not one patient's). */
+export function mayExport(access: Access, type: string): boolean {
+  return access.can(type, 'r') && access.patientLimit(type) === undefined;
+}
+
+function byExportOrder(a: string, b: string): number {
+  if (a === 'Patient' || b === 'Patient') return a === 'Patient' ? (b === 'Patient' ? 0 : -1) : 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** `includeAssociatedData` values; the least restrictive wins when several are given (Bulk Data 2.0). */
+function associatedData(values: string[], lenient: boolean, issues: FhirIssue[]): ProvenanceMode | undefined {
+  let mode: ProvenanceMode | undefined;
+  for (const v of values) {
+    if (v === 'RelevantProvenanceResources') mode = 'relevant';
+    else if (v === 'LatestProvenanceResources') mode = mode === 'relevant' ? 'relevant' : 'latest';
+    else {
+      const text = `includeAssociatedData '${v}' is not supported: Cinder supports LatestProvenanceResources and RelevantProvenanceResources`;
+      if (!lenient) throw new FhirError('not-supported', text, { expression: ['includeAssociatedData'] });
+      issues.push(issue('warning', 'not-supported', `${text}; it was ignored`, ['includeAssociatedData']));
+    }
+  }
+  return mode;
+}
+
+/**
+ * The types an export covers (Bulk Data 2.0 `_type`): only types the token may read; Patient and Group
+ * exports only Patient-compartment types. An unknown, unsupported or forbidden type is an error, or
+ * with lenient handling an issue in the manifest. Provenance is handled by its own rules.
+ */
+export function selectTypes(level: ExportLevel, requested: string[], associated: string[], access: Access, lenient: boolean): TypeSelection {
+  const issues: FhirIssue[] = [];
+  const problem = (category: 'invalid' | 'not-supported' | 'forbidden', text: string) => {
+    if (!lenient) throw new FhirError(category, text, { expression: ['_type'] });
+    issues.push(issue('warning', category === 'forbidden' ? 'forbidden' : 'not-supported', `${text}; it was left out`, ['_type']));
+  };
+  const compartment = new Set(compartmentTypes());
+  const scope = level === 'system' ? R4_RESOURCE_TYPES : [...compartment];
+  const explicit = requested.length > 0;
+  const types: string[] = [];
+  for (const type of explicit ? [...new Set(requested)] : scope) {
+    if (!isResourceType(type)) problem('invalid', `_type '${type}' is not a FHIR R4 resource type`);
+    else if (level !== 'system' && !compartment.has(type)) problem('not-supported', `${type} is outside the Patient compartment and not part of ${level === 'group' ? 'a Group' : 'a Patient'} export`);
+    else if (!mayExport(access, type)) {
+      if (explicit) problem('forbidden', `The access token's scopes do not allow reading all ${type} resources`);
+    } else types.push(type);
+  }
+  const mode = associatedData(associated, lenient, issues);
+  const wantsProvenance = types.includes('Provenance');
+  let provenance: ProvenanceMode = 'none';
+  if (mode) {
+    if (mayExport(access, 'Provenance')) provenance = mode;
+    else problem('forbidden', "includeAssociatedData needs read access to Provenance, which the access token's scopes do not allow");
+  } else if (wantsProvenance && level !== 'system') provenance = 'relevant';
+  const scanned = types.filter((t) => t !== 'Provenance' || (level === 'system' && !mode));
+  return { types: scanned.sort(byExportOrder), provenance, issues };
+}

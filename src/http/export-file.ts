@@ -1,0 +1,80 @@
+import type { Download } from '../export/download.ts';
+import type { ByteRange } from '../export/sink.ts';
+
+const NDJSON = 'application/fhir+ndjson';
+const KEEP_ALIVE_MS = 20_000;
+
+/** A single `bytes=` range (RFC 9110 14.1.2); null when absent or not one range (then the whole file is sent). */
+export function parseRange(header: string | null, size: number): ByteRange | 'unsatisfiable' | null {
+  if (!header) return null;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return null;
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    if (suffix === 0) return 'unsatisfiable';
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+    if (m[2] !== '' && Number(m[2]) < start) return null;
+  }
+  return start >= size ? 'unsatisfiable' : { start, end };
+}
+
+/** Whether `Accept-Encoding` allows gzip (q > 0). */
+export function acceptsGzip(header: string | null): boolean {
+  return (header ?? '').split(',').some((part) => {
+    const [coding, ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return (coding === 'gzip' || coding === 'x-gzip') && (q === undefined || Number(q.slice(2)) > 0);
+  });
+}
+
+/** Passes bytes through and renews the download's hold on its files while it streams. */
+function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): ReadableStream<Uint8Array> {
+  let last = Date.now();
+  return stream.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        controller.enqueue(chunk);
+        if (Date.now() - last > KEEP_ALIVE_MS) {
+          last = Date.now();
+          void download.keepAlive().catch(() => undefined);
+        }
+      },
+    }),
+  );
+}
+
+/**
+ * Serves an export file (Bulk Data 2.0 output file request): `application/fhir+ndjson`, streamed,
+ * with ETag / If-None-Match, single byte ranges (206 / 416, honouring If-Range), and gzip when the
+ * client accepts it and asked for the whole file.
+ */
+export function fileResponse(req: Request, download: Download): Response {
+  const base: Record<string, string> = {
+    'Content-Type': NDJSON,
+    ETag: download.etag,
+    'Accept-Ranges': 'bytes',
+    'Cache-Control': 'private, no-store',
+    Vary: 'Accept-Encoding',
+  };
+  const inm = req.headers.get('if-none-match');
+  if (inm && inm.split(',').some((t) => t.trim() === download.etag || t.trim() === '*')) return new Response(null, { status: 304, headers: base });
+  const ifRange = req.headers.get('if-range');
+  const range = ifRange && ifRange !== download.etag ? null : parseRange(req.headers.get('range'), download.size);
+  if (range === 'unsatisfiable') return new Response(null, { status: 416, headers: { ...base, 'Content-Range': `bytes */${download.size}` } });
+  if (range) {
+    const headers = { ...base, 'Content-Range': `bytes ${range.start}-${range.end}/${download.size}`, 'Content-Length': String(range.end - range.start + 1) };
+    return new Response(keepingAlive(download.read(range), download), { status: 206, headers });
+  }
+  if (acceptsGzip(req.headers.get('accept-encoding'))) {
+    const gzip = new CompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
+    const body = keepingAlive(download.read(), download).pipeThrough(gzip);
+    return new Response(body, { status: 200, headers: { ...base, 'Content-Encoding': 'gzip' } });
+  }
+  return new Response(keepingAlive(download.read(), download), { status: 200, headers: { ...base, 'Content-Length': String(download.size) } });
+}

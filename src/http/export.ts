@@ -1,0 +1,72 @@
+import { Hono, type Context } from 'hono';
+import { FhirError } from '../errors.ts';
+import { openDownload } from '../export/download.ts';
+import { kickOff, type KickoffDeps } from '../export/kickoff.ts';
+import { inputFromParameters, inputFromQuery } from '../export/kickoff-input.ts';
+import type { ExportLevel } from '../export/spec.ts';
+import { cancelExport, exportStatus, type StatusDeps, type StatusRequest } from '../export/status.ts';
+import { issue, operationOutcome } from '../fhir/outcome.ts';
+import { readFhirBody } from './body.ts';
+import type { AppEnv } from './env.ts';
+import { parsePrefer } from './fhir.ts';
+import { fhirJson } from './fhir-response.ts';
+import { fileResponse } from './export-file.ts';
+
+export interface ExportRouteDeps extends KickoffDeps, StatusDeps {
+  baseUrl: string;
+  maxBodyBytes: number;
+}
+
+/** Seconds a client should wait before polling a running export again. */
+const POLL_SECONDS = '2';
+
+function statusRequest(c: Context<AppEnv>, baseUrl: string): StatusRequest {
+  return { tenant: c.get('tenant'), access: c.get('access'), fhirBase: `${baseUrl}/tenants/${c.get('tenant')}/fhir/R4` };
+}
+
+/**
+ * Bulk Data 2.0 export endpoints for one tenant: kick-off at `/$export`, `/Patient/$export` and
+ * `/Group/{id}/$export` (GET, or POST with Parameters), the status URL (GET polls, DELETE cancels) and
+ * the file downloads. Mounted behind bearer authentication, before the generic FHIR routes.
+ */
+export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  const kick = (level: ExportLevel) => async (c: Context<AppEnv>) => {
+    const url = new URL(c.req.url);
+    const input = c.req.method === 'POST' ? inputFromParameters(await readFhirBody(c, deps.maxBodyBytes)) : inputFromQuery(url.search);
+    const requestUrl = `${deps.baseUrl}${c.req.path}${c.req.method === 'GET' ? url.search : ''}`;
+    const sreq = statusRequest(c, deps.baseUrl);
+    const id = await kickOff(deps, {
+      tenant: sreq.tenant, access: sreq.access, level, input, requestUrl,
+      lenient: parsePrefer(c.req.header('prefer')).get('handling') === 'lenient',
+      ...(level === 'group' ? { groupId: c.req.param('id') } : {}),
+    });
+    const outcome = operationOutcome([issue('information', 'informational', `Export job ${id} accepted`)]);
+    return fhirJson(outcome, 202, { 'Content-Location': `${sreq.fhirBase}/$export-status/${id}` });
+  };
+  for (const [path, level] of [['/$export', 'system'], ['/Patient/$export', 'patient'], ['/Group/:id/$export', 'group']] as const) {
+    app.get(path, kick(level));
+    app.post(path, kick(level));
+  }
+
+  app.get('/$export-status/:job', async (c) => {
+    const r = await exportStatus(deps, statusRequest(c, deps.baseUrl), c.req.param('job'));
+    if (r.kind === 'running') return new Response(null, { status: 202, headers: { 'X-Progress': r.progress, 'Retry-After': POLL_SECONDS } });
+    if (r.kind === 'failed') throw new FhirError('exception', r.reason, { issueCode: 'processing' });
+    return new Response(JSON.stringify(r.manifest), {
+      status: 200,
+      headers: { 'Content-Type': 'application/json', Expires: new Date(r.expiresAt).toUTCString(), 'Cache-Control': 'no-store' },
+    });
+  });
+  app.delete('/$export-status/:job', async (c) => {
+    const id = c.req.param('job');
+    await cancelExport(deps, statusRequest(c, deps.baseUrl), id);
+    return fhirJson(operationOutcome([issue('information', 'informational', `Export job ${id} cancelled; its files are removed`)]), 202);
+  });
+  app.get('/$export-file/:job/:name', async (c) => {
+    const download = await openDownload(deps, statusRequest(c, deps.baseUrl), c.req.param('job'), c.req.param('name'));
+    return fileResponse(c.req.raw, download);
+  });
+  return app;
+}

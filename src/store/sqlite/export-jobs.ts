@@ -1,0 +1,209 @@
+import type { Database } from 'bun:sqlite';
+import type { ExportJob, ExportJobRepo, ExportJobState, ExportPatient } from '../types.ts';
+import type { createMutex } from './db.ts';
+
+interface JobRow {
+  id: string;
+  tenant: string;
+  client_id: string;
+  state: ExportJobState;
+  request: string;
+  spec: string;
+  transaction_time: number;
+  created_at: number;
+  updated_at: number;
+  lease_owner: string | null;
+  lease_until: number | null;
+  attempts: number;
+  progress: string;
+  error: string | null;
+  completed_at: number | null;
+  expires_at: number | null;
+  download_until: number | null;
+  purged: number;
+}
+
+function toJob(r: JobRow): ExportJob {
+  return {
+    id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
+    transactionTime: r.transaction_time, createdAt: r.created_at, updatedAt: r.updated_at, leaseOwner: r.lease_owner,
+    leaseUntil: r.lease_until, attempts: r.attempts, progress: r.progress, error: r.error, completedAt: r.completed_at,
+    expiresAt: r.expires_at, downloadUntil: r.download_until, purged: r.purged === 1,
+  };
+}
+
+const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
+
+/** Runs `fn` in a `BEGIN IMMEDIATE` transaction: it takes the write lock first, so claims never race. */
+function immediate<T>(db: Database, fn: () => T): T {
+  return db.transaction(fn).immediate();
+}
+
+/** Export jobs on SQLite. Writes go through the writer connection's queue (`serial`); reads use `reader`. */
+export function createSqliteExportJobs(writer: Database, reader: Database, serial: ReturnType<typeof createMutex>): ExportJobRepo {
+  const w = <T>(fn: () => T) => serial(async () => fn());
+  const changed = (sql: string, ...params: (string | number | null)[]) => writer.query(sql).run(...params).changes > 0;
+  return {
+    create(job, patients, maxActive) {
+      return w(() =>
+        immediate(writer, () => {
+          const active = writer
+            .query<{ n: number }, [string, string]>(
+              "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')",
+            )
+            .get(job.tenant, job.clientId)!.n;
+          if (active >= maxActive) return false;
+          writer
+            .query(
+              `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress)
+               VALUES (?, ?, ?, 'accepted', ?, ?, ?, ?, ?, ?)`,
+            )
+            .run(job.id, job.tenant, job.clientId, job.request, job.spec, job.transactionTime, job.createdAt, job.createdAt, job.progress);
+          const add = writer.query('INSERT OR IGNORE INTO export_patients (job_id, patient, joined) VALUES (?, ?, ?)');
+          for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
+          return true;
+        }),
+      );
+    },
+    async get(tenant, id) {
+      const r = reader.query<JobRow, [string, string]>('SELECT * FROM export_jobs WHERE tenant = ? AND id = ?').get(tenant, id);
+      return r ? toJob(r) : null;
+    },
+    claim(owner, now, leaseMs, id) {
+      return w(() =>
+        immediate(writer, () => {
+          const pick = id
+            ? writer.query<{ id: string }, [string, number]>(
+                "SELECT id FROM export_jobs WHERE id = ? AND (state = 'accepted' OR (state = 'in-progress' AND lease_until < ?))",
+              ).get(id, now)
+            : writer.query<{ id: string }, [number]>(
+                "SELECT id FROM export_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ?) ORDER BY created_at, id LIMIT 1",
+              ).get(now);
+          if (!pick) return null;
+          const r = writer
+            .query<JobRow, [string, number, number, string]>(
+              "UPDATE export_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *",
+            )
+            .get(owner, now + leaseMs, now, pick.id)!;
+          return toJob(r);
+        }),
+      );
+    },
+    checkpoint(id, owner, now, leaseMs, progress) {
+      return w(() =>
+        progress === undefined
+          ? changed(`UPDATE export_jobs SET lease_until = ?, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, id, owner)
+          : changed(`UPDATE export_jobs SET lease_until = ?, updated_at = ?, progress = ? WHERE ${IN_PROGRESS_BY}`, now + leaseMs, now, progress, id, owner),
+      );
+    },
+    complete(id, owner, now, progress, expiresAt) {
+      return w(() =>
+        changed(
+          `UPDATE export_jobs SET state = 'completed', progress = ?, completed_at = ?, expires_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
+          progress, now, expiresAt, now, id, owner,
+        ),
+      );
+    },
+    fail(id, owner, now, error, expiresAt) {
+      return w(() =>
+        changed(
+          `UPDATE export_jobs SET state = 'failed', error = ?, completed_at = ?, expires_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
+          error, now, expiresAt, now, id, owner,
+        ),
+      );
+    },
+    async release(id, owner, now) {
+      await w(() => changed(`UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now, id, owner));
+    },
+    cancel(tenant, id, now) {
+      return w(() =>
+        immediate(writer, () => {
+          const r = writer
+            .query<{ state: ExportJobState }, [string, string]>("SELECT state FROM export_jobs WHERE tenant = ? AND id = ? AND state <> 'cancelled'")
+            .get(tenant, id);
+          if (!r) return null;
+          writer.query("UPDATE export_jobs SET state = 'cancelled', updated_at = ? WHERE id = ?").run(now, id);
+          return r.state;
+        }),
+      );
+    },
+    holdFiles(tenant, id, now, until, starting) {
+      return w(() =>
+        changed(
+          "UPDATE export_jobs SET download_until = MAX(COALESCE(download_until, 0), ?) WHERE tenant = ? AND id = ? AND state = 'completed' AND purged = 0" +
+            (starting ? ' AND expires_at > ?' : ''),
+          ...(starting ? [until, tenant, id, now] : [until, tenant, id]),
+        ),
+      );
+    },
+    async purgeable(now, limit) {
+      return reader
+        .query<JobRow, [number, number, number, number]>(
+          `SELECT * FROM export_jobs WHERE purged = 0 AND COALESCE(download_until, 0) < ? AND (
+             (state IN ('completed', 'failed') AND expires_at <= ?) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ?))
+           ORDER BY updated_at LIMIT ?`,
+        )
+        .all(now, now, now, limit)
+        .map(toJob);
+    },
+    markPurged(id, now) {
+      return w(() =>
+        changed(
+          "UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND COALESCE(download_until, 0) < ? AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ?)",
+          now, id, now, now,
+        ),
+      );
+    },
+    remove(id) {
+      return w(() =>
+        immediate(writer, () => {
+          writer.query('DELETE FROM export_patients WHERE job_id = ?').run(id);
+          writer.query('DELETE FROM export_provenance WHERE job_id = ?').run(id);
+          writer.query('DELETE FROM export_jobs WHERE id = ?').run(id);
+        }),
+      );
+    },
+    async purgedBefore(before, limit) {
+      return reader
+        .query<{ id: string }, [number, number]>('SELECT id FROM export_jobs WHERE purged = 1 AND updated_at < ? ORDER BY updated_at LIMIT ?')
+        .all(before, limit)
+        .map((r) => r.id);
+    },
+    async patientsIn(jobId, candidates) {
+      if (candidates.length === 0) return [];
+      const marks = candidates.map(() => '?').join(', ');
+      return reader
+        .query<{ patient: string; joined: number }, string[]>(
+          `SELECT patient, joined FROM export_patients WHERE job_id = ? AND patient IN (${marks})`,
+        )
+        .all(jobId, ...candidates)
+        .map((r): ExportPatient => ({ id: r.patient, joined: r.joined === 1 }));
+    },
+    noteProvenance(jobId, rows) {
+      return w(() =>
+        immediate(writer, () => {
+          const q = writer.query(
+            'INSERT INTO export_provenance (job_id, target, provenance, rank) VALUES (?, ?, ?, ?) ' +
+              'ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank WHERE excluded.rank > export_provenance.rank',
+          );
+          for (const r of rows) q.run(jobId, r.target, r.provenance, r.rank);
+        }),
+      );
+    },
+    async latestProvenance(jobId, after, limit) {
+      return reader
+        .query<{ provenance: string }, [string, string, number]>(
+          'SELECT DISTINCT provenance FROM export_provenance WHERE job_id = ? AND provenance > ? ORDER BY provenance LIMIT ?',
+        )
+        .all(jobId, after, limit)
+        .map((r) => r.provenance);
+    },
+    async countByState() {
+      const out: Record<string, number> = {};
+      for (const r of reader.query<{ state: string; n: number }, []>('SELECT state, COUNT(*) AS n FROM export_jobs WHERE purged = 0 GROUP BY state').all()) {
+        out[r.state] = r.n;
+      }
+      return out;
+    },
+  };
+}

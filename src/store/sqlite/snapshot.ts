@@ -1,0 +1,131 @@
+import type { Database } from 'bun:sqlite';
+import type { SnapshotFilter, SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
+import { timeCondition } from './search-sql.ts';
+
+type Param = string | number;
+type PageRow = [pk: number, id: string, versionId: number, lastUpdated: number, deleted: number, content: string];
+type HistoryRow = { version_id: number; last_updated: number; deleted: number; content: string };
+
+/** `EXISTS` probes per row (through the `res` indexes), so a page costs what its rows cost, never the whole type. */
+function filterCondition(f: SnapshotFilter, params: Param[]): string {
+  const parts: string[] = [];
+  if (f.ids) {
+    parts.push(`r.id IN (${f.ids.map(() => '?').join(', ')})`);
+    params.push(...f.ids);
+  }
+  for (const t of f.lastUpdated ?? []) {
+    const c = timeCondition('r.last_updated', t);
+    parts.push(c.sql);
+    params.push(...c.params);
+  }
+  for (const p of f.params ?? []) {
+    const alts = p.values.map((v) =>
+      v.system === undefined ? 's.value = ?' : v.value === undefined ? 's.system = ?' : '(s.value = ? AND s.system = ?)',
+    );
+    parts.push(`EXISTS (SELECT 1 FROM search_index s WHERE s.res = r.pk AND s.param = ? AND (${alts.join(' OR ') || '0'}))`);
+    params.push(p.param);
+    for (const v of p.values) {
+      if (v.value !== undefined) params.push(v.value);
+      if (v.system !== undefined) params.push(v.system);
+    }
+  }
+  return parts.length ? `(${parts.join(' AND ')})` : '1';
+}
+
+function compartmentCondition(q: SnapshotQuery, joinedOnly: boolean, params: Param[]): string {
+  const c = q.compartment!;
+  if (c.kind === 'any') return 'EXISTS (SELECT 1 FROM compartments c WHERE c.res = r.pk)';
+  params.push(c.jobId);
+  return (
+    'EXISTS (SELECT 1 FROM compartments c JOIN export_patients p ON p.job_id = ? AND p.patient = c.patient ' +
+    `WHERE c.res = r.pk${joinedOnly ? ' AND p.joined = 1' : ''})`
+  );
+}
+
+/**
+ * The page statement: rows of the type in pk order. A current, live version updated at or before `at`
+ * must pass every condition here; rows updated after `at` (and, with `since`, deletions) come back for
+ * the caller to resolve and check.
+ */
+export function snapshotSql(tenant: string, q: SnapshotQuery): { sql: string; params: Param[] } {
+  const params: Param[] = [tenant, q.type, q.after ?? 0];
+  const where = ['r.tenant = ?', 'r.type = ?', 'r.pk > ?'];
+  if (q.ids) {
+    where.push(`r.id IN (${q.ids.map(() => '?').join(', ')})`);
+    params.push(...q.ids);
+  }
+  const live = ['r.deleted = 0', 'r.last_updated <= ?'];
+  params.push(q.at);
+  if (q.since !== undefined) {
+    if (q.joinedSince && q.compartment?.kind === 'job') {
+      params.push(q.since);
+      const joined = compartmentCondition(q, true, params);
+      live.push(`(r.last_updated > ? OR ${joined})`);
+    } else {
+      live.push('r.last_updated > ?');
+      params.push(q.since);
+    }
+  }
+  if (q.compartment) live.push(compartmentCondition(q, false, params));
+  if (q.filters?.length) live.push(`(${q.filters.map((f) => filterCondition(f, params)).join(' OR ')})`);
+  const alternatives = [`(${live.join(' AND ')})`, 'r.last_updated > ?'];
+  params.push(q.at);
+  if (q.since !== undefined) {
+    alternatives.push('(r.deleted = 1 AND r.last_updated > ?)');
+    params.push(q.since);
+  }
+  where.push(`(${alternatives.join(' OR ')})`);
+  params.push(q.limit);
+  return {
+    sql: `SELECT r.pk, r.id, r.version_id, r.last_updated, r.deleted, r.content FROM resources r WHERE ${where.join(' AND ')} ORDER BY r.pk LIMIT ?`,
+    params,
+  };
+}
+
+/** Resource snapshots on SQLite (see ResourceRepo.snapshot). */
+export function createSqliteSnapshot(db: Database) {
+  const asOf = db.query<HistoryRow, [string, string, string, number]>(
+    'SELECT version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? ' +
+      'AND last_updated <= ? ORDER BY version_id DESC LIMIT 1',
+  );
+  const liveBefore = db.query<HistoryRow, [string, string, string, number]>(
+    'SELECT version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? ' +
+      'AND version_id < ? AND deleted = 0 ORDER BY version_id DESC LIMIT 1',
+  );
+  const statements = new Map<string, ReturnType<Database['query']>>();
+
+  /** The version of a row that changed after `at` (or a deletion), or null when nothing is to be reported. */
+  function resolve(tenant: string, q: SnapshotQuery, r: PageRow): SnapshotRow | null {
+    const [, id, versionId, lastUpdated, deleted, content] = r;
+    let v: HistoryRow | null = { version_id: versionId, last_updated: lastUpdated, deleted, content };
+    if (lastUpdated > q.at) v = asOf.get(tenant, q.type, id, q.at);
+    if (!v) return null;
+    if (v.deleted === 0) return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: false, content: v.content, verified: false };
+    if (q.since === undefined || v.last_updated <= q.since) return null;
+    const before = liveBefore.get(tenant, q.type, id, v.version_id);
+    if (!before) return null;
+    return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: true, content: before.content, verified: false };
+  }
+
+  return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
+    const { sql, params } = snapshotSql(tenant, q);
+    let stmt = statements.get(sql);
+    if (!stmt) {
+      if (statements.size > 64) statements.clear();
+      stmt = db.query(sql);
+      statements.set(sql, stmt);
+    }
+    const raw = stmt.values(...params) as unknown as PageRow[];
+    const rows: SnapshotRow[] = [];
+    for (const r of raw) {
+      if (r[4] === 0 && r[3] <= q.at) {
+        rows.push({ id: r[1], versionId: r[2], lastUpdated: r[3], deleted: false, content: r[5], verified: true });
+        continue;
+      }
+      const v = resolve(tenant, q, r);
+      if (v) rows.push(v);
+    }
+    const last = raw[raw.length - 1];
+    return { rows, next: raw.length < q.limit || !last ? null : last[0] };
+  };
+}

@@ -1,0 +1,105 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { download, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
+
+let t: TestApp;
+let token: string;
+beforeEach(async () => {
+  t = await createTestApp();
+  token = await t.token();
+  await put(t, patient('p1', { gender: 'female', name: [{ family: 'One' }], birthDate: '1970-01-01', identifier: [{ system: 'urn:mrn', value: '1' }] }));
+  await put(t, patient('p2', { gender: 'male', identifier: [{ system: 'urn:mrn', value: '2' }] }));
+  await put(t, observation('o1', 'p1', 'A'));
+  await put(t, observation('o2', 'p2', 'B'));
+  await put(t, observation('o3', 'p2', 'C'));
+  await put(t, { resourceType: 'Condition', id: 'c1', subject: { reference: 'Patient/p1' }, code: { text: 'x' } });
+});
+afterEach(async () => t.close());
+
+const get = (path: string, headers: Record<string, string> = {}) => t.request(t.fhir() + path, fhirInit(token, 'GET', undefined, headers));
+const enc = encodeURIComponent;
+
+describe('_typeFilter', () => {
+  test('filters a type by FHIR search queries, ORed, leaving other types whole', async () => {
+    const filters = [enc('Observation?code=http://loinc.org|A'), enc('Observation?subject=Patient/p2&code=C')].join(',');
+    const status = await kickOff(t, token, `/$export?_type=Observation,Condition&_typeFilter=${filters}`);
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    expect(refs(files)).toEqual(['Condition/c1', 'Observation/o1', 'Observation/o3']);
+  });
+
+  test('repeated _typeFilter parameters and a whole-value-encoded list', async () => {
+    const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${enc('Patient?identifier=urn:mrn|2,Observation?_id=o1')}&_typeFilter=${enc('Observation?_id=o2')}`);
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    expect(refs(files)).toEqual(['Observation/o1', 'Observation/o2', 'Patient/p2']);
+  });
+
+  test('a filter Cinder cannot apply is a 400, never silently ignored', async () => {
+    for (const q of ['Observation?value-quantity=5', 'Observation?code:text=x', 'Observation?_sort=_id', 'Observation?_include=Observation:subject', 'Observation?subject.name=x']) {
+      const res = await get(`/$export?_type=Observation&_typeFilter=${enc(q)}`);
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { issue: { details: { text: string } }[] };
+      expect(body.issue[0]!.details.text).toContain('_typeFilter');
+    }
+    expect((await get(`/$export?_type=Patient&_typeFilter=${enc('Observation?code=A')}`)).status).toBe(400);
+  });
+
+  test('with handling=lenient an unusable filter is reported and its type exported unfiltered', async () => {
+    const status = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${enc('Observation?value-quantity=5')}`, { Prefer: 'handling=lenient' });
+    const manifest = await finish(t, token, status);
+    expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o1', 'Observation/o2', 'Observation/o3']);
+    const errors = await download(t, token, manifest.error);
+    expect(JSON.stringify(errors)).toContain('value-quantity');
+  });
+});
+
+describe('_elements', () => {
+  test('keeps requested and mandatory elements and tags SUBSETTED; unnamed types stay whole', async () => {
+    const status = await kickOff(t, token, '/$export?_type=Patient,Observation,Condition&_elements=Patient.gender,Observation.subject');
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    const p1 = files.Patient!.find((p) => p.id === 'p1')!;
+    expect(Object.keys(p1).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+    const tags = (p1.meta as { tag: { code: string }[] }).tag;
+    expect(tags.map((x) => x.code)).toContain('SUBSETTED');
+    const o1 = files.Observation!.find((o) => o.id === 'o1')!;
+    expect(Object.keys(o1).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status', 'subject']);
+    const c1 = files.Condition![0]!;
+    expect(c1.code).toEqual({ text: 'x' });
+    expect((c1.meta as { tag?: unknown }).tag).toBeUndefined();
+  });
+
+  test('a bare element applies to every exported type that has it', async () => {
+    const status = await kickOff(t, token, '/$export?_type=Patient,Observation&_elements=identifier');
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    expect(Object.keys(files.Patient![0]!).sort()).toEqual(['id', 'identifier', 'meta', 'resourceType']);
+    expect(Object.keys(files.Observation![0]!).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+  });
+
+  test('unknown or nested elements are a 400', async () => {
+    expect((await get('/$export?_type=Patient&_elements=Patient.bogus')).status).toBe(400);
+    expect((await get('/$export?_type=Patient&_elements=name.family')).status).toBe(400);
+  });
+});
+
+describe('scopes', () => {
+  test('only types the token may read are exported', async () => {
+    const narrow = await t.tokenFor('t1', ['system/Patient.read', 'system/Condition.rs']);
+    const status = await kickOff(t, narrow, '/$export');
+    const manifest = await finish(t, narrow, status);
+    expect(manifest.output.map((o) => o.type).sort()).toEqual(['Condition', 'Patient']);
+  });
+
+  test('asking for a type the token may not read is a 403, or an issue with lenient handling', async () => {
+    const narrow = await t.tokenFor('t1', ['system/Patient.read']);
+    const res = await t.request(t.fhir() + '/$export?_type=Patient,Observation', fhirInit(narrow));
+    expect(res.status).toBe(403);
+    const status = await kickOff(t, narrow, '/$export?_type=Patient,Observation', { Prefer: 'handling=lenient' });
+    const manifest = await finish(t, narrow, status);
+    expect(manifest.output.map((o) => o.type)).toEqual(['Patient']);
+    expect(JSON.stringify(await download(t, narrow, manifest.error))).toContain('Observation');
+  });
+
+  test('patient-context tokens cannot bulk export', async () => {
+    const res = await t.request(t.fhir() + '/$export?_type=Patient', fhirInit(await t.tokenFor('t1', ['patient/*.read'])));
+    expect(res.status).toBe(403);
+  });
+});

@@ -31,6 +31,8 @@ export interface KickoffRequest {
   lenient: boolean;
   /** The kick-off URL (the manifest's `request`; without parameters for POST). */
   requestUrl: string;
+  /** Create the job already claimed by this runner (the CLI runs its export itself). */
+  claim?: { owner: string; leaseMs: number };
 }
 
 const NDJSON_FORMATS = ['application/fhir+ndjson', 'application/ndjson', 'ndjson'];
@@ -128,6 +130,7 @@ export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<s
     {
       id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: JSON.stringify(spec),
       transactionTime, progress: JSON.stringify(initialProgress()), createdAt: transactionTime,
+      ...(req.claim ? { claim: { owner: req.claim.owner, leaseUntil: transactionTime + req.claim.leaseMs } } : {}),
     },
     patients,
     deps.maxJobsPerClient,

@@ -12,12 +12,16 @@ export async function streamStep(ctx: StepContext, type: string, source: PageSou
   const p = ctx.progress;
   let after = p.after;
   let done = false;
+  const base = p.exported;
+  let read = 0;
   const pages = new ReadableStream<Chunk>(
     {
       async pull(controller) {
         ctx.control.check();
         const chunk = await source(after);
         after = chunk.next;
+        read += chunk.count;
+        ctx.onProgress?.(base + read, type);
         controller.enqueue(chunk);
         if (chunk.next === null) controller.close();
       },
@@ -31,7 +35,6 @@ export async function streamStep(ctx: StepContext, type: string, source: PageSou
     else Object.assign(p, { after: r.after, part: r.part, deletedPart: r.deletedPart });
     done = r.done;
     await ctx.control.checkpoint(p);
-    ctx.onProgress?.(p.exported, type);
   };
   const name = (kind: 'output' | 'deleted', part: number) => {
     const file = kind === 'output' ? `${type}-${part}.ndjson` : `${type}-deleted-${part}.ndjson`;

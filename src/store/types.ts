@@ -255,6 +255,8 @@ export interface ExportJob {
 
 export type NewExportJob = Pick<ExportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'transactionTime' | 'progress'> & {
   createdAt: number;
+  /** Creates the job already claimed (in-progress, first attempt) by this owner until `leaseUntil`. */
+  claim?: { owner: string; leaseUntil: number };
 };
 
 export interface ExportPatient {

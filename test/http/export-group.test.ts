@@ -1,14 +1,15 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
 
 let t: TestApp;
+let clock: ReturnType<typeof testClock>;
 let token: string;
 
 const member = (id: string, extra: Record<string, unknown> = {}) => ({ entity: { reference: `Patient/${id}` }, ...extra });
 
 beforeEach(async () => {
-  t = await createTestApp();
+  t = await createTestApp({ clock: (clock = testClock()) });
   token = await t.token();
   for (const id of ['p1', 'p2', 'p3', 'p4', 'p5', 'p6']) {
     await put(t, patient(id));
@@ -67,9 +68,9 @@ describe('Group export', () => {
   });
 
   test('with _since, members who joined since then come with all their data', async () => {
-    t.clock.advance(60_000);
+    clock.advance(60_000);
     const since = new Date(t.clock.now()).toISOString();
-    t.clock.advance(1000);
+    clock.advance(1000);
     await put(t, observation('obs-p1-new', 'p1'));
     await put(t, { resourceType: 'Group', id: 'g2', type: 'person', actual: true, member: [member('p6'), member('p3')] });
     const status = await kickOff(t, token, `/Group/g1/$export?_since=${since}`);

@@ -1,11 +1,12 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
-import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { BASE, createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
 
 let t: TestApp;
+let clock: ReturnType<typeof testClock>;
 let token: string;
 beforeEach(async () => {
-  t = await createTestApp();
+  t = await createTestApp({ clock: (clock = testClock()) });
   token = await t.token();
   await put(t, patient('p1', { gender: 'female', name: [{ family: 'One' }], birthDate: '1970-01-01' }));
   await put(t, patient('p2', { gender: 'male' }));
@@ -135,9 +136,9 @@ describe('_since', () => {
   });
 
   test('only resources changed after _since, and deletions since then in deleted', async () => {
-    t.clock.advance(60_000);
+    clock.advance(60_000);
     const since = new Date(t.clock.now()).toISOString();
-    t.clock.advance(1000);
+    clock.advance(1000);
     await put(t, observation('o1', 'p1', 'A2'));
     await put(t, observation('o3', 'p1', 'C'));
     await (await import('../helpers/export.ts')).remove(t, 'Observation', 'o2');

@@ -4,13 +4,14 @@ import { join } from 'node:path';
 import { collectExports } from '../../src/export/gc.ts';
 import { openSink } from '../../src/export/sink.ts';
 import { silentLogger } from '../../src/log.ts';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
 import { finish, kickOff, observation, patient, put, runExports, type Manifest } from '../helpers/export.ts';
 
 let t: TestApp;
+let clock: ReturnType<typeof testClock>;
 let token: string;
 beforeEach(async () => {
-  t = await createTestApp({ env: { CINDER_EXPORT_FILE_TTL: '600' } });
+  t = await createTestApp({ clock: (clock = testClock()), env: { CINDER_EXPORT_FILE_TTL: '600' } });
   token = await t.token();
   await put(t, patient('p1'));
   for (let i = 0; i < 30; i++) await put(t, observation(`o${i}`, 'p1'));
@@ -59,7 +60,7 @@ describe('status', () => {
 
   test('files split at the configured size, each with its count', async () => {
     await t.close();
-    t = await createTestApp({ env: { CINDER_EXPORT_FILE_MAX_BYTES: '2048' } });
+    t = await createTestApp({ clock: (clock = testClock()), env: { CINDER_EXPORT_FILE_MAX_BYTES: '2048' } });
     token = await t.token();
     for (let i = 0; i < 50; i++) await put(t, observation(`o${i}`, 'p1'));
     const status = await kickOff(t, token, '/$export?_type=Observation');
@@ -132,7 +133,7 @@ describe('cancel', () => {
 
   test('a client over its export limit gets 429 with Retry-After', async () => {
     await t.close();
-    t = await createTestApp({ env: { CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '1' } });
+    t = await createTestApp({ clock: (clock = testClock()), env: { CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '1' } });
     token = await t.token();
     const first = await kickOff(t, token, '/$export');
     const res = await t.request(t.fhir() + '/$export', fhirInit(token));
@@ -179,10 +180,10 @@ describe('expiry', () => {
   test('after the file time-to-live status and files are 404 and the files are collected', async () => {
     const { status, manifest } = await completed();
     const jobDir = join(exportsDir(), status.split('/').pop()!);
-    t.clock.advance(599_000);
+    clock.advance(599_000);
     expect((await gc()).purged).toBe(0);
     expect((await t.request(status, fhirInit(token))).status).toBe(200);
-    t.clock.advance(1000);
+    clock.advance(1000);
     expect((await t.request(status, fhirInit(token))).status).toBe(404);
     expect((await t.request(manifest.output[0]!.url, fhirInit(token))).status).toBe(404);
     expect(await gc()).toEqual({ purged: 1, removed: 0 });
@@ -192,11 +193,11 @@ describe('expiry', () => {
   test('files are never collected while a download of them runs', async () => {
     const { status, manifest } = await completed();
     const jobDir = join(exportsDir(), status.split('/').pop()!);
-    t.clock.advance(590_000);
+    clock.advance(590_000);
     const res = await t.request(manifest.output[1]!.url, fhirInit(token));
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
-    t.clock.advance(20_000);
+    clock.advance(20_000);
     expect((await t.request(status, fhirInit(token))).status).toBe(404);
     expect((await gc()).purged).toBe(0);
     expect(readdirSync(jobDir).length).toBeGreaterThan(0);
@@ -207,7 +208,7 @@ describe('expiry', () => {
       text += new TextDecoder().decode(value);
     }
     expect(text.trim().split('\n')).toHaveLength(30);
-    t.clock.advance(41_000);
+    clock.advance(41_000);
     expect((await gc()).purged).toBe(1);
     expect(existsSync(jobDir)).toBe(false);
   });

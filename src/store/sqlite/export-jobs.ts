@@ -55,10 +55,13 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
           if (active >= maxActive) return false;
           writer
             .query(
-              `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress)
-               VALUES (?, ?, ?, 'accepted', ?, ?, ?, ?, ?, ?)`,
+              `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress,
+                 lease_owner, lease_until, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
             )
-            .run(job.id, job.tenant, job.clientId, job.request, job.spec, job.transactionTime, job.createdAt, job.createdAt, job.progress);
+            .run(
+              job.id, job.tenant, job.clientId, job.claim ? 'in-progress' : 'accepted', job.request, job.spec, job.transactionTime,
+              job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseUntil ?? null, job.claim ? 1 : 0,
+            );
           const add = writer.query('INSERT OR IGNORE INTO export_patients (job_id, patient, joined) VALUES (?, ?, ?)');
           for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
           return true;

@@ -1,0 +1,88 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { operatorAccess } from '../../src/fhir/access.ts';
+import { deleteVersion, putVersion } from '../../src/fhir/crud.ts';
+import type { SnapshotQuery, SnapshotRow, Store } from '../../src/store/types.ts';
+import { exportStoreFactories } from '../helpers/export-stores.ts';
+
+const obs = (id: string, patient: string, code: string) => ({
+  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patient}` },
+});
+
+for (const factory of exportStoreFactories) {
+  describe(`ResourceRepo.snapshot (${factory.name})`, () => {
+    let store: Store;
+    let dispose: () => Promise<void>;
+    const put = (r: Record<string, unknown> & { resourceType: string; id: string }, now: number) =>
+      store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }));
+    const del = (type: string, id: string, now: number) => store.resources.write('t1', (w) => deleteVersion(w, type, id, { now, access: operatorAccess }));
+
+    async function all(q: Omit<SnapshotQuery, 'limit' | 'after'>, limit = 3): Promise<SnapshotRow[]> {
+      const rows: SnapshotRow[] = [];
+      let after: number | undefined;
+      for (;;) {
+        const page = await store.resources.snapshot('t1', { ...q, limit, ...(after !== undefined ? { after } : {}) });
+        rows.push(...page.rows);
+        if (page.next === null) return rows;
+        after = page.next;
+      }
+    }
+    const summary = (rows: SnapshotRow[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
+
+    beforeEach(async () => {
+      const opened = await factory.open();
+      if (!opened) return;
+      ({ store, dispose } = opened);
+      // At T = 1000: o1..o6 live; later changes after T.
+      for (let i = 1; i <= 6; i++) await put(obs(`o${i}`, i <= 3 ? 'p1' : 'p2', i % 2 ? 'odd' : 'even'), 100 * i);
+      await del('Observation', 'o6', 700);
+      await put(obs('o2', 'p2', 'even'), 1500);
+      await del('Observation', 'o3', 1600);
+      await put(obs('o7', 'p1', 'odd'), 1700);
+      await put(obs('o4', 'p1', 'even'), 1800);
+      await put(obs('o4', 'p1', 'odd'), 1900);
+    });
+    afterEach(async () => dispose?.());
+
+    test('versions as of `at`: later updates show their old version, later creations and earlier deletions nothing', async () => {
+      const rows = await all({ type: 'Observation', at: 1000 });
+      expect(summary(rows)).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?', 'o5@1']);
+      const o2 = rows.find((r) => r.id === 'o2')!;
+      expect(JSON.parse(o2.content).subject.reference).toBe('Patient/p1');
+      expect(o2.lastUpdated).toBe(200);
+    });
+
+    test('paging in keyset order returns every row once whatever the page size', async () => {
+      for (const limit of [1, 2, 5, 100]) expect(summary(await all({ type: 'Observation', at: 1000 }, limit))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?', 'o5@1']);
+      expect(summary(await all({ type: 'Observation', at: 5000 }))).toEqual(['o1@1', 'o2@2', 'o4@3', 'o5@1', 'o7@1']);
+    });
+
+    test('since: only versions updated after it, plus deletions after it with their last live version', async () => {
+      const rows = await all({ type: 'Observation', at: 1650, since: 400 });
+      expect(summary(rows)).toEqual(['o2@2', 'o3@2:deleted?', 'o4@1?', 'o5@1', 'o6@2:deleted?']);
+      const o3 = rows.find((r) => r.id === 'o3')!;
+      expect(JSON.parse(o3.content).id).toBe('o3');
+      expect(o3.lastUpdated).toBe(1600);
+    });
+
+    test('compartments: the database judges current rows, leaves changed ones to the caller', async () => {
+      expect(summary(await all({ type: 'Observation', at: 1000, compartment: { kind: 'any' } }))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?', 'o5@1']);
+      await store.exports.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 1000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }], 9);
+      expect(summary(await all({ type: 'Observation', at: 1000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?']);
+      expect(summary(await all({ type: 'Observation', at: 5000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o4@3', 'o7@1']);
+    });
+
+    test('filters (ORed) and ids', async () => {
+      const filters = [{ params: [{ param: 'code', values: [{ value: 'odd' }] }] }, { ids: ['o2'] }];
+      expect(summary(await all({ type: 'Observation', at: 5000, filters }))).toEqual(['o1@1', 'o2@2', 'o4@3', 'o5@1', 'o7@1']);
+      expect(summary(await all({ type: 'Observation', at: 5000, filters: [{ params: [{ param: 'code', values: [{ system: 'http://loinc.org', value: 'even' }] }] }] }))).toEqual(['o2@2']);
+      expect(summary(await all({ type: 'Observation', at: 5000, filters: [{ lastUpdated: [{ op: 'ge', low: 1700, high: 1701 }] }] }))).toEqual(['o4@3', 'o7@1']);
+      expect(summary(await all({ type: 'Observation', at: 5000, ids: ['o1', 'o6', 'zz'] }))).toEqual(['o1@1']);
+    });
+
+    test('other tenants and types are never seen', async () => {
+      await store.resources.write('t2', (w) => putVersion(w, obs('x1', 'p1', 'odd') as never, 'x1', { now: 10, access: operatorAccess }));
+      expect(summary(await all({ type: 'Observation', at: 5000 })).some((s) => s.startsWith('x1'))).toBe(false);
+      expect(await all({ type: 'Patient', at: 5000 })).toEqual([]);
+    });
+  });
+}

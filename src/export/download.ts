@@ -13,8 +13,10 @@ export interface Download {
   etag: string;
   size: number;
   read(range?: ByteRange): ReadableStream<Uint8Array>;
-  /** Extends the download lease (call while streaming). */
+  /** Extends the download's hold on the files (call while streaming). */
   keepAlive(): Promise<void>;
+  /** Ends the hold (the download finished or was abandoned). */
+  release(): Promise<void>;
 }
 
 /**
@@ -30,7 +32,9 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
   if (file.kind !== 'error' && !mayExport(req.access, file.subject)) {
     throw new FhirError('forbidden', `The access token's scopes do not allow reading ${file.subject} resources`);
   }
-  const lease = (starting: boolean) => deps.store.exports.holdFiles(req.tenant, id, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
+  const download = crypto.randomUUID();
+  const lease = (starting: boolean) =>
+    deps.store.exports.holdFiles(req.tenant, id, download, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
   if (!(await lease(true))) throw new FhirError('not-found', `The files of export job '${id}' have expired`);
   return {
     file,
@@ -38,5 +42,6 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
     size: file.bytes,
     read: (range) => deps.sink.read(file.key, range),
     keepAlive: async () => void (await lease(false)),
+    release: () => deps.store.exports.releaseFiles(id, download),
   };
 }

@@ -33,7 +33,7 @@ export function acceptsGzip(header: string | null): boolean {
   });
 }
 
-/** Passes bytes through and renews the download's hold on its files while it streams. */
+/** Passes bytes through, renews the download's hold on its files while it streams and ends it after. */
 function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): ReadableStream<Uint8Array> {
   let last = Date.now();
   return stream.pipeThrough(
@@ -44,6 +44,9 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): R
           last = Date.now();
           void download.keepAlive().catch(() => undefined);
         }
+      },
+      async flush() {
+        await download.release().catch(() => undefined);
       },
     }),
   );
@@ -63,10 +66,16 @@ export function fileResponse(req: Request, download: Download): Response {
     Vary: 'Accept-Encoding',
   };
   const inm = req.headers.get('if-none-match');
-  if (inm && inm.split(',').some((t) => t.trim() === download.etag || t.trim() === '*')) return new Response(null, { status: 304, headers: base });
+  if (inm && inm.split(',').some((t) => t.trim() === download.etag || t.trim() === '*')) {
+    void download.release().catch(() => undefined);
+    return new Response(null, { status: 304, headers: base });
+  }
   const ifRange = req.headers.get('if-range');
   const range = ifRange && ifRange !== download.etag ? null : parseRange(req.headers.get('range'), download.size);
-  if (range === 'unsatisfiable') return new Response(null, { status: 416, headers: { ...base, 'Content-Range': `bytes */${download.size}` } });
+  if (range === 'unsatisfiable') {
+    void download.release().catch(() => undefined);
+    return new Response(null, { status: 416, headers: { ...base, 'Content-Range': `bytes */${download.size}` } });
+  }
   if (range) {
     const headers = { ...base, 'Content-Range': `bytes ${range.start}-${range.end}/${download.size}`, 'Content-Length': String(range.end - range.start + 1) };
     return new Response(keepingAlive(download.read(range), download), { status: 206, headers });

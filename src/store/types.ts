@@ -247,8 +247,6 @@ export interface ExportJob {
   completedAt: number | null;
   /** When the files of a completed or failed job expire. */
   expiresAt: number | null;
-  /** A download streams until this time: the files are not removed before. */
-  downloadUntil: number | null;
   /** The files were removed (expired or cancelled). */
   purged: boolean;
 }
@@ -288,10 +286,12 @@ export interface ExportJobRepo {
   /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ExportJobState | null>;
   /**
-   * Keeps the files of a completed job from removal until `until` (a download streams). A download
-   * `starting` needs unexpired files; one under way only needs them not removed. False otherwise.
+   * Keeps the files of a completed job from removal until `until` while download `download` streams.
+   * A download `starting` needs unexpired files; one under way only needs them not removed. False otherwise.
    */
-  holdFiles(tenant: string, id: string, now: number, until: number, starting: boolean): Promise<boolean>;
+  holdFiles(tenant: string, id: string, download: string, now: number, until: number, starting: boolean): Promise<boolean>;
+  /** Ends a download's hold on the files. */
+  releaseFiles(id: string, download: string): Promise<void>;
   /**
    * Jobs whose files may be removed at `now`: completed or failed and expired, or cancelled; never
    * while a worker lease or a download runs.

@@ -19,7 +19,6 @@ interface JobRow {
   error: string | null;
   completed_at: number | null;
   expires_at: number | null;
-  download_until: number | null;
   purged: number;
 }
 
@@ -28,11 +27,13 @@ function toJob(r: JobRow): ExportJob {
     id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
     transactionTime: r.transaction_time, createdAt: r.created_at, updatedAt: r.updated_at, leaseOwner: r.lease_owner,
     leaseUntil: r.lease_until, attempts: r.attempts, progress: r.progress, error: r.error, completedAt: r.completed_at,
-    expiresAt: r.expires_at, downloadUntil: r.download_until, purged: r.purged === 1,
+    expiresAt: r.expires_at, purged: r.purged === 1,
   };
 }
 
 const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
+/** No download holds the job's files at `?` (now). */
+const NOT_HELD = 'NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = export_jobs.id AND d.until >= ?)';
 
 /** Runs `fn` in a `BEGIN IMMEDIATE` transaction: it takes the write lock first, so claims never race. */
 function immediate<T>(db: Database, fn: () => T): T {
@@ -130,19 +131,27 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
         }),
       );
     },
-    holdFiles(tenant, id, now, until, starting) {
+    holdFiles(tenant, id, download, now, until, starting) {
       return w(() =>
-        changed(
-          "UPDATE export_jobs SET download_until = MAX(COALESCE(download_until, 0), ?) WHERE tenant = ? AND id = ? AND state = 'completed' AND purged = 0" +
-            (starting ? ' AND expires_at > ?' : ''),
-          ...(starting ? [until, tenant, id, now] : [until, tenant, id]),
-        ),
+        immediate(writer, () => {
+          const ok = writer
+            .query<{ id: string }, [string, string, number]>(
+              "SELECT id FROM export_jobs WHERE tenant = ? AND id = ? AND state = 'completed' AND purged = 0" + (starting ? ' AND expires_at > ?' : ' AND ? IS NOT NULL'),
+            )
+            .get(tenant, id, now);
+          if (!ok) return false;
+          writer.query('INSERT OR REPLACE INTO export_downloads (job_id, download, until) VALUES (?, ?, ?)').run(id, download, until);
+          return true;
+        }),
       );
+    },
+    async releaseFiles(id, download) {
+      await w(() => writer.query('DELETE FROM export_downloads WHERE job_id = ? AND download = ?').run(id, download));
     },
     async purgeable(now, limit) {
       return reader
         .query<JobRow, [number, number, number, number]>(
-          `SELECT * FROM export_jobs WHERE purged = 0 AND COALESCE(download_until, 0) < ? AND (
+          `SELECT * FROM export_jobs WHERE purged = 0 AND ${NOT_HELD} AND (
              (state IN ('completed', 'failed') AND expires_at <= ?) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ?))
            ORDER BY updated_at LIMIT ?`,
         )
@@ -152,7 +161,7 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
     markPurged(id, now) {
       return w(() =>
         changed(
-          "UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND COALESCE(download_until, 0) < ? AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ?)",
+          `UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND ${NOT_HELD} AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ?)`,
           now, id, now, now,
         ),
       );
@@ -162,6 +171,7 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
         immediate(writer, () => {
           writer.query('DELETE FROM export_patients WHERE job_id = ?').run(id);
           writer.query('DELETE FROM export_provenance WHERE job_id = ?').run(id);
+          writer.query('DELETE FROM export_downloads WHERE job_id = ?').run(id);
           writer.query('DELETE FROM export_jobs WHERE id = ?').run(id);
         }),
       );

@@ -56,11 +56,13 @@ CREATE TABLE export_jobs (
   id TEXT PRIMARY KEY, tenant TEXT NOT NULL, client_id TEXT NOT NULL, state TEXT NOT NULL, request TEXT NOT NULL,
   spec TEXT NOT NULL, transaction_time INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
   lease_owner TEXT, lease_until INTEGER, attempts INTEGER NOT NULL DEFAULT 0, progress TEXT NOT NULL, error TEXT,
-  completed_at INTEGER, expires_at INTEGER, download_until INTEGER, purged INTEGER NOT NULL DEFAULT 0
+  completed_at INTEGER, expires_at INTEGER, purged INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX export_jobs_claim ON export_jobs (state, created_at);
 CREATE INDEX export_jobs_client ON export_jobs (tenant, client_id, state);
 CREATE TABLE export_patients (job_id TEXT NOT NULL, patient TEXT NOT NULL, joined INTEGER NOT NULL, PRIMARY KEY (job_id, patient)) WITHOUT ROWID;
+-- Downloads in progress hold their job's files (a lease each, renewed while streaming).
+CREATE TABLE export_downloads (job_id TEXT NOT NULL, download TEXT NOT NULL, until INTEGER NOT NULL, PRIMARY KEY (job_id, download)) WITHOUT ROWID;
 CREATE TABLE export_provenance (
   job_id TEXT NOT NULL, target TEXT NOT NULL, provenance TEXT NOT NULL, rank TEXT NOT NULL, PRIMARY KEY (job_id, target)
 ) WITHOUT ROWID;

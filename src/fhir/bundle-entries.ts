@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import { parseCondition } from './conditional.ts';
 import { asResource, type Resource } from './resource.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
@@ -65,7 +66,13 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   }
   if (method === 'POST') {
     if (id !== undefined || query) fail(index, `POST request.url must be the resource type, got '${request.url}'`);
-    if (typeof request.ifNoneExist === 'string') entry.condition = new URLSearchParams(request.ifNoneExist.replace(/^.*\?/, ''));
+    if (typeof request.ifNoneExist === 'string') {
+      try {
+        entry.condition = parseCondition(request.ifNoneExist, type, 'ifNoneExist');
+      } catch (err) {
+        fail(index, (err as Error).message);
+      }
+    }
   } else if (id !== undefined) {
     entry.id = id;
     if (method === 'PUT' && entry.resource!.id !== undefined && entry.resource!.id !== id) {

@@ -37,7 +37,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     versioning: 'versioned-update',
     readHistory: true,
     updateCreate: true,
-    conditionalCreate: false,
+    conditionalCreate: true,
     conditionalUpdate: false,
     conditionalDelete: 'not-supported',
     searchParam: [...COMMON_PARAMS, ...paramsOf(type).map((p) => ({ name: p.code, definition: p.url, type: p.type }))],

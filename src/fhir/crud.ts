@@ -78,10 +78,11 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
 export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
   requireAccess(opts.access, type, 'd');
   const current = await w.current(type, id);
-  if (!current || current.deleted) return null;
-  if (opts.ifMatch !== undefined && current.versionId !== opts.ifMatch) {
-    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch}, current is ${current.versionId}`);
+  const exists = current !== null && !current.deleted;
+  if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
+    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
   }
+  if (!exists) return null;
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };

@@ -7,6 +7,7 @@ import { operationOutcome } from './outcome.ts';
 import { walkReferences } from './references.ts';
 import { newId } from './resource.ts';
 import { searchResources } from './search.ts';
+import { resolveCondition } from './conditional.ts';
 
 type Json = Record<string, unknown>;
 
@@ -16,15 +17,6 @@ interface Planned {
   id?: string;
   /** POST matched by ifNoneExist: nothing is written. */
   existing?: ResourceVersion;
-}
-
-/** Resolves a conditional query to at most one current resource (FHIR R4 conditional interactions). */
-async function resolveCondition(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string) {
-  const params = new URLSearchParams(query);
-  params.set('_count', '2');
-  const { rows } = await searchResources(deps, req, type, params, true);
-  if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${type}?${query}' matches more than one resource`);
-  return rows[0];
 }
 
 async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[]): Promise<{ planned: Planned[]; ids: Map<string, string> }> {

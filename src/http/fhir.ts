@@ -1,6 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
 import { historyJson, searchsetJson, type BundleLink } from '../fhir/bundle.ts';
+import { conditionalCreate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources } from '../fhir/search.ts';
@@ -94,8 +95,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   });
   app.post('/:type', async (c) => {
     const body = await readFhirBody(c, deps.maxBodyBytes);
-    const { version } = await createResource(deps, request(c), c.req.param('type'), body);
-    return writeResponse(c, version, 201, fhirBase(c, deps.baseUrl));
+    const ifNoneExist = c.req.header('if-none-exist');
+    const type = c.req.param('type');
+    const { version, created } = ifNoneExist === undefined
+      ? await createResource(deps, request(c), type, body)
+      : await conditionalCreate(deps, request(c), type, body, ifNoneExist);
+    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
   app.get('/:type/:id', async (c) => {

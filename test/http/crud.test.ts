@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
+import { BASE, createTestApp, testClock, type TestApp } from '../helpers/app.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 let t: TestApp;
 let api: FhirClient;
+const clock = testClock();
 const base = `${BASE}/tenants/t1/fhir/R4`;
 
 beforeAll(async () => {
-  t = await createTestApp();
+  t = await createTestApp({ clock });
   api = fhirClient(t, await t.token());
 });
 afterAll(() => t.close());
@@ -21,11 +22,11 @@ describe('create (POST)', () => {
     expect(body.id).not.toBe('client-chosen');
     expect(body.id).toMatch(/^[A-Za-z0-9\-.]{1,64}$/);
     expect(body.meta.versionId).toBe('1');
-    expect(body.meta.lastUpdated).toBe(new Date(t.clock.now()).toISOString());
+    expect(body.meta.lastUpdated).toBe(new Date(clock.now()).toISOString());
     expect(body.name).toEqual([{ family: 'Chalmers' }]);
     expect(res.headers.get('location')).toBe(`${base}/Patient/${body.id}/_history/1`);
     expect(res.headers.get('etag')).toBe('W/"1"');
-    expect(res.headers.get('last-modified')).toBe(new Date(t.clock.now()).toUTCString());
+    expect(res.headers.get('last-modified')).toBe(new Date(clock.now()).toUTCString());
     expect(res.headers.get('content-type')).toStartWith('application/fhir+json');
     expect((await api.get('Patient/client-chosen')).status).toBe(404);
   });
@@ -36,7 +37,7 @@ describe('create (POST)', () => {
       meta: { versionId: '99', lastUpdated: '2001-01-01T00:00:00Z', profile: ['http://example.org/p'], tag: [{ code: 'x' }] },
     });
     expect(created.meta).toEqual({
-      versionId: '1', lastUpdated: new Date(t.clock.now()).toISOString(), profile: ['http://example.org/p'], tag: [{ code: 'x' }],
+      versionId: '1', lastUpdated: new Date(clock.now()).toISOString(), profile: ['http://example.org/p'], tag: [{ code: 'x' }],
     });
   });
 
@@ -58,7 +59,7 @@ describe('read and vread', () => {
 
   test('vread returns each version; an unknown version is 404', async () => {
     const v1 = await api.create({ resourceType: 'Patient', active: true });
-    t.clock.advance(1000);
+    clock.advance(1000);
     const v2 = await api.put200({ ...v1, active: false });
     const r1 = await api.get(`Patient/${v1.id}/_history/1`);
     expect(r1.status).toBe(200);
@@ -86,14 +87,14 @@ describe('update (PUT)', () => {
 
   test('update answers 200, bumps the version and moves lastUpdated', async () => {
     await api.put200({ resourceType: 'Patient', id: 'pat-put-2', gender: 'male' });
-    t.clock.advance(5000);
+    clock.advance(5000);
     const res = await api.put('Patient/pat-put-2', { resourceType: 'Patient', id: 'pat-put-2', gender: 'other' });
     expect(res.status).toBe(200);
     expect(res.headers.get('location')).toBeNull();
     expect(res.headers.get('etag')).toBe('W/"2"');
     const body = (await res.json()) as Json;
     expect(body.meta.versionId).toBe('2');
-    expect(body.meta.lastUpdated).toBe(new Date(t.clock.now()).toISOString());
+    expect(body.meta.lastUpdated).toBe(new Date(clock.now()).toISOString());
     expect(body.gender).toBe('other');
     expect(((await (await api.get('Patient/pat-put-2')).json()) as Json).gender).toBe('other');
   });
@@ -108,7 +109,7 @@ describe('update (PUT)', () => {
 describe('delete', () => {
   test('delete, then read is 410, history shows the deletion, delete again is idempotent', async () => {
     const p = await api.create({ resourceType: 'Patient' });
-    t.clock.advance(1000);
+    clock.advance(1000);
     const del = await api.del(`Patient/${p.id}`);
     expect(del.status).toBe(200);
     expect(del.headers.get('etag')).toBe('W/"2"');

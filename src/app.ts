@@ -37,7 +37,8 @@ export function createApp(deps: AppDeps) {
   const metrics = deps.metrics ?? createMetrics();
   const verify = createTokenVerifier(deps.keys, clock, config.baseUrl);
   const authDeps = { store, keys: deps.keys, clock, config, log };
-  const app = new Hono<AppEnv>();
+  // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
+  const app = new Hono<AppEnv>({ strict: false });
   app.onError((err, c) => renderError(err, c, log));
   app.notFound((c) => {
     if (c.req.path.startsWith('/tenants/')) return renderError(new FhirError('not-found', `No route for ${c.req.method} ${c.req.path}`), c, log);

@@ -5,7 +5,7 @@ import { asResource, checkTypeAndId } from './resource.ts';
 import { searchResources } from './search.ts';
 
 /** Search parameters that select resources (as opposed to result parameters such as `_count`). */
-function hasCriteria(query: URLSearchParams): boolean {
+export function hasCriteria(query: URLSearchParams): boolean {
   for (const key of query.keys()) if (!key.startsWith('_') || key === '_id' || key.startsWith('_lastUpdated')) return true;
   return false;
 }

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
-import type { ResourceVersion, ResourceWriter, Store } from '../store/types.ts';
+import { StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import type { Access, Permission } from './access.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
@@ -20,6 +20,19 @@ export interface FhirRequest {
 export interface WriteResult {
   version: ResourceVersion;
   created: boolean;
+}
+
+/**
+ * Runs `fn` in one store transaction; a clash with a concurrent writer (StoreConflictError) becomes a
+ * 409 the client may retry instead of a 500.
+ */
+export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T> {
+  try {
+    return await deps.store.resources.write(tenant, fn);
+  } catch (err) {
+    if (err instanceof StoreConflictError) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
+    throw err;
+  }
 }
 
 /** Throws 403 unless the request's scopes allow `perm` on `type`. */
@@ -96,7 +109,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   const resource = asResource(body, type);
   requireAccess(req.access, type, 'c');
   const now = deps.clock.now();
-  return deps.store.resources.write(req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
+  return writeTx(deps, req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
 }
 
 /** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
@@ -112,7 +125,7 @@ export async function updateResource(
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
-  return deps.store.resources.write(req.tenant, (w) => putVersion(w, resource, id, opts));
+  return writeTx(deps, req.tenant, (w) => putVersion(w, resource, id, opts));
 }
 
 /** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */
@@ -123,7 +136,7 @@ export async function deleteResource(
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
-  return deps.store.resources.write(req.tenant, (w) => deleteVersion(w, type, id, opts));
+  return writeTx(deps, req.tenant, (w) => deleteVersion(w, type, id, opts));
 }
 
 /** FHIR R4 read (3.1.0.1): 404 when unknown, 410 when deleted. */

@@ -3,7 +3,7 @@ import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import type { Entry } from './bundle-entries.ts';
 import { etag } from './bundle.ts';
 import { parseCondition, resolveCondition } from './conditional.ts';
-import { deleteVersion, putVersion, readResource, requireAccess, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
 import { walkReferences } from './references.ts';
 import { checkTypeAndId, newId } from './resource.ts';
@@ -44,12 +44,19 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
   return p;
 }
 
+/** Resolves an entry's target; a PUT or DELETE may not reach outside a patient-context token's compartment. */
+async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
+  const p = await resolveTarget(deps, req, entry);
+  if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInCompartment(deps, req, entry.type, p.id);
+  return p;
+}
+
 /** Resolves every entry's target and maps each fullUrl to `Type/id` (FHIR R4 http 3.1.0.11.2). */
 export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[]): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
   const ids = new Map<string, string>();
   const planned: Planned[] = [];
   for (const entry of entries) {
-    const p = await resolveTarget(deps, req, entry);
+    const p = await target(deps, req, entry);
     if (entry.fullUrl && p.id && entry.method !== 'DELETE' && entry.method !== 'GET') {
       if (ids.has(entry.fullUrl)) throw new FhirError('invalid', `${at(entry)}: fullUrl '${entry.fullUrl}' is used twice`);
       ids.set(entry.fullUrl, `${entry.type}/${p.id}`);

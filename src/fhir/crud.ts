@@ -52,6 +52,16 @@ export function requireCompartment(access: Access, resource: Resource): void {
   }
 }
 
+/**
+ * With patient-context scopes, throws 403 unless the stored `type/id` (if any) is in that patient's
+ * compartment: an update or delete may not reach a resource outside it, whatever the new content says.
+ */
+export async function requireStoredInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<void> {
+  if (req.access.patientLimit(type) === undefined || !patientCompartment().has(type)) return;
+  const stored = await deps.store.resources.read(req.tenant, type, id);
+  if (stored && !stored.deleted) requireCompartment(req.access, JSON.parse(stored.content) as Resource);
+}
+
 /** Parses an `If-Match` ETag (`W/"3"` or `"3"`) into a version number. */
 export function parseIfMatch(header: string | undefined): number | undefined {
   if (header === undefined) return undefined;
@@ -122,6 +132,7 @@ export async function updateResource(
   if (resource.id !== id) {
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
+  await requireStoredInCompartment(deps, req, type, id);
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
@@ -133,6 +144,8 @@ export async function deleteResource(
   deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: number,
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
+  requireAccess(req.access, type, 'd');
+  await requireStoredInCompartment(deps, req, type, id);
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;

@@ -6,6 +6,7 @@ import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources } from '../fhir/search.ts';
 import { processBundle } from '../fhir/transaction.ts';
+import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
@@ -129,5 +130,24 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const v = await vreadResource(deps, request(c), type, id, vid);
     return fhirJson(v.content, 200, versionHeaders(v));
   });
+  notAllowed(app);
   return app;
+}
+
+/**
+ * 405 with `Allow` for methods a known path does not support (PATCH, conditional update/delete on the
+ * type, writes to a version); unknown types and `$operations` stay 404.
+ */
+function notAllowed(app: Hono<AppEnv>): void {
+  const refuse = (allow: string) => (c: Context<AppEnv>) => {
+    const { type, id } = c.req.param() as { type: string; id?: string };
+    if (id?.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+    checkTypeAndId(type);
+    throw new FhirError('method-not-allowed', `${c.req.method} is not supported on ${new URL(c.req.url).pathname.replace(/^.*\/fhir\/R4/, '')}`, {
+      headers: { Allow: allow },
+    });
+  };
+  app.on(['PUT', 'DELETE', 'PATCH'], '/:type', refuse('GET, POST'));
+  app.on(['POST', 'PATCH'], '/:type/:id', refuse('GET, PUT, DELETE'));
+  app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
 }

@@ -38,8 +38,8 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     readHistory: true,
     updateCreate: true,
     conditionalCreate: true,
-    conditionalUpdate: false,
-    conditionalDelete: 'not-supported',
+    conditionalUpdate: true,
+    conditionalDelete: 'single',
     searchParam: [...COMMON_PARAMS, ...paramsOf(type).map((p) => ({ name: p.code, definition: p.url, type: p.type }))],
   };
   const typeOps = ops.filter((o) => o.types?.includes(type));

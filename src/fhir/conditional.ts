@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { createResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { createResource, deleteResource, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { asResource, checkTypeAndId } from './resource.ts';
 import { searchResources } from './search.ts';
 
@@ -52,4 +52,43 @@ export async function conditionalCreate(
   const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
   if (match) return { version: match, created: false };
   return createResource(deps, req, type, body);
+}
+
+function requireCriteria(query: URLSearchParams, what: string): void {
+  if (!hasCriteria(query)) throw new FhirError('invalid', `${what} needs search criteria in the URL (e.g. ?identifier=...)`);
+}
+
+/**
+ * FHIR R4 conditional update (3.1.0.4.3, `PUT [type]?query`): no match creates (with the body's id,
+ * or a server id), one match is updated (a different body id is 400), several are 412.
+ */
+export async function conditionalUpdate(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, body: unknown, ifMatch?: number,
+): Promise<WriteResult> {
+  checkTypeAndId(type);
+  const resource = asResource(body, type);
+  requireCriteria(query, 'Conditional update');
+  const match = await resolveCondition(deps, req, type, query, 'Conditional update');
+  if (match) {
+    if (resource.id !== undefined && resource.id !== match.id) {
+      throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
+    }
+    return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
+  }
+  if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch);
+  return createResource(deps, req, type, resource);
+}
+
+/**
+ * FHIR R4 conditional delete (3.1.0.7.1, `DELETE [type]?query`), one resource at a time: no match
+ * deletes nothing (null), one match is deleted, several are 412.
+ */
+export async function conditionalDelete(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams,
+): Promise<{ id: string; version: ResourceVersion | null } | null> {
+  checkTypeAndId(type);
+  requireCriteria(query, 'Conditional delete');
+  const match = await resolveCondition(deps, req, type, query, 'Conditional delete');
+  if (!match) return null;
+  return { id: match.id, version: await deleteResource(deps, req, type, match.id) };
 }

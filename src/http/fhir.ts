@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
 import { historyJson, searchsetJson, type BundleLink } from '../fhir/bundle.ts';
-import { conditionalCreate } from '../fhir/conditional.ts';
+import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources } from '../fhir/search.ts';
@@ -49,6 +49,13 @@ function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, b
     return fhirJson(operationOutcome([issue('information', 'informational', `${v.type}/${v.id} version ${v.versionId} stored`)]), status, headers);
   }
   return fhirJson(v.content, status, headers);
+}
+
+/** The answer to a delete: an informational OperationOutcome, with the deletion's ETag. */
+function deleteResponse(type: string, id: string | undefined, deleted: ResourceVersion | null): Response {
+  const text = deleted ? `Deleted ${type}/${id}` : id ? `${type}/${id} did not exist; nothing to delete` : `No ${type} matched; nothing to delete`;
+  const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
+  return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
 }
 
 function links(base: string, path: string, self: URLSearchParams, next?: string): BundleLink[] {
@@ -117,12 +124,21 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { version, created } = await updateResource(deps, request(c), type, id, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
+  app.put('/:type', async (c) => {
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const query = new URL(c.req.url).searchParams;
+    const { version, created } = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
+    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
+  });
   app.delete('/:type/:id', async (c) => {
     const { type, id } = c.req.param();
-    const deleted = await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match')));
-    const text = deleted ? `Deleted ${type}/${id}` : `${type}/${id} did not exist; nothing to delete`;
-    const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
-    return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
+    return deleteResponse(type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
+  });
+  app.delete('/:type', async (c) => {
+    const type = c.req.param('type');
+    const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams);
+    return r ? deleteResponse(type, r.id, r.version) : deleteResponse(type, undefined, null);
   });
   app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));
   app.get('/:type/:id/_history/:vid', async (c) => {
@@ -135,8 +151,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
 }
 
 /**
- * 405 with `Allow` for methods a known path does not support (PATCH, conditional update/delete on the
- * type, writes to a version); unknown types and `$operations` stay 404.
+ * 405 with `Allow` for methods a known path does not support (PATCH, POST to an instance, writes to a
+ * version); unknown types and `$operations` stay 404.
  */
 function notAllowed(app: Hono<AppEnv>): void {
   const refuse = (allow: string) => (c: Context<AppEnv>) => {
@@ -147,7 +163,7 @@ function notAllowed(app: Hono<AppEnv>): void {
       headers: { Allow: allow },
     });
   };
-  app.on(['PUT', 'DELETE', 'PATCH'], '/:type', refuse('GET, POST'));
+  app.on('PATCH', '/:type', refuse('GET, POST, PUT, DELETE'));
   app.on(['POST', 'PATCH'], '/:type/:id', refuse('GET, PUT, DELETE'));
   app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
 }

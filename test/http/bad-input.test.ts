@@ -231,18 +231,28 @@ describe('unsupported interactions and operations', () => {
     await rejects(() => raw('POST', '$foo', '{"resourceType":"Parameters"}', JSON_TYPE), 404);
   });
 
-  test('PATCH, and conditional update/delete on the type, are 405 with Allow', async () => {
+  test('PATCH and writes to a version are 405 with Allow', async () => {
     const patch = await rejects(() => raw('PATCH', 'Patient/existing', '[]', { 'Content-Type': 'application/json-patch+json' }), 405);
     expect(patch.issue[0].code).toBe('not-supported');
-    for (const method of ['PUT', 'DELETE', 'PATCH']) {
-      const before = await countVersions(t);
-      const res = await raw(method, 'Patient?identifier=x', method === 'DELETE' ? undefined : '{"resourceType":"Patient"}', JSON_TYPE);
-      expect(res.headers.get('allow')).toBe('GET, POST');
-      await expectOutcome(res, 405);
-      expect(await countVersions(t)).toBe(before);
-    }
+    const before = await countVersions(t);
+    const onType = await raw('PATCH', 'Patient?identifier=x', '[]', { 'Content-Type': 'application/json-patch+json' });
+    expect(onType.headers.get('allow')).toBe('GET, POST, PUT, DELETE');
+    await expectOutcome(onType, 405);
+    const post = await raw('POST', 'Patient/existing', '{"resourceType":"Patient"}', JSON_TYPE);
+    expect(post.headers.get('allow')).toBe('GET, PUT, DELETE');
+    await expectOutcome(post, 405);
     const put = await raw('PUT', 'Patient/existing/_history/1', '{}', JSON_TYPE);
+    expect(put.headers.get('allow')).toBe('GET');
     await expectOutcome(put, 405);
+    expect(await countVersions(t)).toBe(before);
+  });
+
+  test('PUT or DELETE on a type without search criteria is 400', async () => {
+    await rejects(() => raw('PUT', 'Patient', '{"resourceType":"Patient"}', JSON_TYPE), 400);
+    await rejects(() => raw('PUT', 'Patient?_count=1', '{"resourceType":"Patient"}', JSON_TYPE), 400);
+    await rejects(() => raw('DELETE', 'Patient'), 400);
+    await rejects(() => raw('DELETE', 'Patient?_sort=_id'), 400);
+    await rejects(() => raw('DELETE', 'Patient?bogus=1'), 400);
   });
 
   test('unknown routes under the FHIR base are 404 OperationOutcomes', async () => {

@@ -62,7 +62,7 @@ describe('GET /metadata', () => {
       expect(r.interaction.map((i: Json) => i.code).sort()).toEqual(
         ['create', 'delete', 'history-instance', 'history-type', 'read', 'search-type', 'update', 'vread'],
       );
-      expect(r).toMatchObject({ versioning: 'versioned-update', readHistory: true, updateCreate: true, conditionalCreate: true });
+      expect(r).toMatchObject({ versioning: 'versioned-update', readHistory: true, updateCreate: true, conditionalCreate: true, conditionalUpdate: true, conditionalDelete: 'single' });
       const names = r.searchParam.map((p: Json) => p.name);
       expect(names).toContain('_id');
       expect(names).toContain('_lastUpdated');

@@ -238,3 +238,45 @@ describe('conditional create (If-None-Exist)', () => {
     await expectOutcome(await api.post('Patient', body, { 'If-None-Exist': '' }), 400);
   });
 });
+
+describe('conditional update (PUT [type]?query)', () => {
+  test('no match creates, one match updates, several are 412', async () => {
+    const body = { resourceType: 'Patient', identifier: [{ system: 'urn:mrn', value: 'cu-1' }], active: true };
+    const first = await api.put('Patient?identifier=urn:mrn|cu-1', body);
+    expect(first.status).toBe(201);
+    const created = (await first.json()) as Json;
+    expect(first.headers.get('location')).toBe(`${base}/Patient/${created.id}/_history/1`);
+    const second = await api.put('Patient?identifier=urn:mrn|cu-1', { ...body, active: false });
+    expect(second.status).toBe(200);
+    expect(await second.json()).toMatchObject({ id: created.id, active: false, meta: { versionId: '2' } });
+    const sameId = await api.put('Patient?identifier=urn:mrn|cu-1', { ...body, id: created.id });
+    expect(sameId.status).toBe(200);
+    await expectOutcome(await api.put('Patient?identifier=urn:mrn|cu-1', { ...body, id: 'someone-else' }), 400);
+    await expectOutcome(await api.put('Patient?identifier=urn:mrn|cu-1', body, { 'If-Match': 'W/"1"' }), 412);
+    await api.create(body);
+    await expectOutcome(await api.put('Patient?identifier=urn:mrn|cu-1', body), 412);
+  });
+
+  test('no match with a body id creates that id', async () => {
+    const res = await api.put('Patient?identifier=urn:mrn|cu-2', { resourceType: 'Patient', id: 'cu-2', identifier: [{ system: 'urn:mrn', value: 'cu-2' }] });
+    expect(res.status).toBe(201);
+    expect(res.headers.get('location')).toBe(`${base}/Patient/cu-2/_history/1`);
+  });
+});
+
+describe('conditional delete (DELETE [type]?query)', () => {
+  test('one match is deleted, no match is a no-op, several are 412', async () => {
+    const p = await api.create({ resourceType: 'Patient', identifier: [{ value: 'cd-1' }] });
+    const res = await api.del('Patient?identifier=cd-1');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('etag')).toBe('W/"2"');
+    expect((await api.get(`Patient/${p.id}`)).status).toBe(410);
+    const none = await api.del('Patient?identifier=cd-1');
+    expect(none.status).toBe(200);
+    expect(none.headers.get('etag')).toBeNull();
+    await api.create({ resourceType: 'Patient', identifier: [{ value: 'cd-2' }] });
+    await api.create({ resourceType: 'Patient', identifier: [{ value: 'cd-2' }] });
+    await expectOutcome(await api.del('Patient?identifier=cd-2'), 412);
+    expect((await api.search('Patient?identifier=cd-2')).entry).toHaveLength(2);
+  });
+});

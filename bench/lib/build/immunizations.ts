@@ -1,5 +1,5 @@
 /** Immunizations (CVX) given at wellness visits, and AllergyIntolerances recorded at the first visit. */
-import type { VaccineDef } from "../catalog/immunization-allergy.ts";
+import type { AllergyDef, VaccineDef } from "../catalog/immunization-allergy.ts";
 import { ALLERGIES, INFLUENZA, VACCINES } from "../catalog/immunization-allergy.ts";
 import { CVX, SNOMED, coded, concept, quantity } from "../fhir.ts";
 import type { FhirResource } from "../fhir.ts";
@@ -47,34 +47,37 @@ export function emitImmunizations(ctx: BuildContext, patient: PatientState, visi
 const CLINICAL = "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical";
 const VERIFICATION = "http://terminology.hl7.org/CodeSystem/allergyintolerance-verification";
 
+function emitAllergy(ctx: BuildContext, patient: PatientState, visit: Visit, def: AllergyDef): void {
+  const rng = ctx.rng;
+  const reaction = rng.pick(def.reactions);
+  const severe = reaction.code === "39579001";
+  const onset = Math.min(visit.start, Math.max(patient.birth + YEAR / 2, visit.start - rng.int(1, 3650) * DAY));
+  const resource = start(ctx, "AllergyIntolerance");
+  resource["clinicalStatus"] = coded(CLINICAL, "active", "Active");
+  resource["verificationStatus"] = coded(VERIFICATION, "confirmed", "Confirmed");
+  resource["type"] = "allergy";
+  resource["category"] = [def.category];
+  resource["criticality"] = severe ? "high" : "low";
+  resource["code"] = concept(SNOMED, def.code, def.display);
+  resource["patient"] = patientRef(patient);
+  resource["encounter"] = encounterRef(ctx, visit);
+  resource["onsetDateTime"] = dateTime(onset, patient.offset);
+  resource["recordedDate"] = dateTime(visit.start, patient.offset);
+  resource["recorder"] = practitionerRef(ctx, visit.practitioner);
+  resource["reaction"] = [
+    { manifestation: [concept(SNOMED, reaction.code, reaction.display)], severity: severe ? "severe" : rng.pick(["mild", "moderate"]) },
+  ];
+  emit(ctx, resource);
+}
+
 /** Emits 0-3 AllergyIntolerances recorded at a visit (FHIR R4 AllergyIntolerance, SNOMED CT substances). */
 export function emitAllergies(ctx: BuildContext, patient: PatientState, visit: Visit): void {
-  const rng = ctx.rng;
-  if (!rng.chance(0.3)) return;
-  const count = rng.weighted([1, 2, 3], [70, 22, 8]);
+  if (!ctx.rng.chance(0.3)) return;
+  const count = ctx.rng.weighted([1, 2, 3], [70, 22, 8]);
   const seen = new Set<string>();
   for (let i = 0; i < count; i++) {
-    const def = rng.pick(ALLERGIES);
-    if (seen.has(def.code)) continue;
+    const def = ctx.rng.pick(ALLERGIES);
+    if (!seen.has(def.code)) emitAllergy(ctx, patient, visit, def);
     seen.add(def.code);
-    const reaction = rng.pick(def.reactions);
-    const severe = reaction.code === "39579001";
-    const resource = start(ctx, "AllergyIntolerance");
-    resource["clinicalStatus"] = coded(CLINICAL, "active", "Active");
-    resource["verificationStatus"] = coded(VERIFICATION, "confirmed", "Confirmed");
-    resource["type"] = "allergy";
-    resource["category"] = [def.category];
-    resource["criticality"] = severe ? "high" : "low";
-    resource["code"] = concept(SNOMED, def.code, def.display);
-    resource["patient"] = patientRef(patient);
-    resource["encounter"] = encounterRef(ctx, visit);
-    const onset = Math.min(visit.start, Math.max(patient.birth + YEAR / 2, visit.start - rng.int(1, 3650) * DAY));
-    resource["onsetDateTime"] = dateTime(onset, patient.offset);
-    resource["recordedDate"] = dateTime(visit.start, patient.offset);
-    resource["recorder"] = practitionerRef(ctx, visit.practitioner);
-    resource["reaction"] = [
-      { manifestation: [concept(SNOMED, reaction.code, reaction.display)], severity: severe ? "severe" : rng.pick(["mild", "moderate"]) },
-    ];
-    emit(ctx, resource);
   }
 }

@@ -3,10 +3,11 @@ import type { ConditionDef } from "../catalog/clinical.ts";
 import { CHRONIC_CONDITIONS } from "../catalog/clinical.ts";
 import { SMOKING_VALUES } from "../catalog/measurements.ts";
 import { CITIES, FAMILY_NAMES, FEMALE_NAMES, MALE_NAMES, RACES } from "../catalog/people.ts";
+import type { City } from "../catalog/people.ts";
 import { coded, concept, round } from "../fhir.ts";
 import type { FhirResource, Reference } from "../fhir.ts";
 import type { BuildContext } from "./context.ts";
-import { YEAR, date, emit, refTo, start } from "./context.ts";
+import { YEAR, date, emit, organizationRef, practitionerRef, refTo, start } from "./context.ts";
 import { address, phone } from "./shared.ts";
 
 export interface ChronicCondition {
@@ -98,42 +99,61 @@ function names(ctx: BuildContext, gender: "male" | "female", age: number): { giv
   return { given, family, name: [official] };
 }
 
-/** Creates the patient (emitting the Patient resource) with its traits. */
+/** The patient's home organization and a general practitioner working there. */
+function careTeam(ctx: BuildContext): [organization: number, practitioner: number] {
+  const organizations = ctx.shared.organizations.length;
+  const home = ctx.rng.int(0, organizations - 1);
+  const colleagues = Math.ceil((ctx.shared.practitioners.length - home) / organizations);
+  return [home, home + organizations * ctx.rng.int(0, colleagues - 1)];
+}
+
+interface Identity {
+  gender: "male" | "female";
+  birth: number;
+  city: City;
+  homeOrganization: number;
+  generalPractitioner: number;
+}
+
+/** Emits the Patient resource (FHIR R4 Patient, with the US Core race/ethnicity/birth sex extensions). */
+function emitPatientResource(ctx: BuildContext, who: Identity): FhirResource {
+  const rng = ctx.rng;
+  const age = (ctx.now - who.birth) / YEAR;
+  const { given, family, name } = names(ctx, who.gender, age);
+  const email = `${given}.${family}.${rng.digits(3)}@example.com`.toLowerCase().replace("'", "");
+  const resource = start(ctx, "Patient");
+  resource["meta"] = { profile: [`${CORE}us-core-patient`] };
+  resource["extension"] = demographics(ctx, who.gender, rng.chance(0.18));
+  resource["identifier"] = identifiers(ctx);
+  resource["active"] = true;
+  resource["name"] = name;
+  resource["telecom"] = [{ system: "phone", value: phone(rng), use: "home" }, ...(age >= 16 ? [{ system: "email", value: email }] : [])];
+  resource["gender"] = who.gender;
+  resource["birthDate"] = date(who.birth, who.city.offset);
+  resource["address"] = [address(rng, who.city)];
+  resource["maritalStatus"] = maritalStatus(ctx, age);
+  resource["multipleBirthBoolean"] = rng.chance(0.02);
+  resource["communication"] = [{ language: coded("urn:ietf:bcp:47", rng.chance(0.85) ? "en-US" : "es"), preferred: true }];
+  resource["generalPractitioner"] = [practitionerRef(ctx, who.generalPractitioner)];
+  resource["managingOrganization"] = organizationRef(ctx, who.homeOrganization);
+  return emit(ctx, resource);
+}
+
+/** Creates the patient (emitting the Patient resource) with the traits the rest of the record follows. */
 export function buildPatient(ctx: BuildContext): PatientState {
   const rng = ctx.rng;
   const gender = rng.chance(0.5) ? "female" : "male";
   const band = rng.weighted(AGE_BANDS, AGE_WEIGHTS);
   const birth = ctx.now - (band[0] + rng.float() * (band[1] - band[0] + 1)) * YEAR;
-  const age = (ctx.now - birth) / YEAR;
   const city = rng.pick(CITIES);
-  const homeOrganization = rng.int(0, ctx.shared.organizations.length - 1);
-  const colleagues = Math.ceil((ctx.shared.practitioners.length - homeOrganization) / ctx.shared.organizations.length);
-  const generalPractitioner = homeOrganization + ctx.shared.organizations.length * rng.int(0, colleagues - 1);
+  const [homeOrganization, generalPractitioner] = careTeam(ctx);
   const bmi = Math.min(45, Math.max(17, rng.normal(27, 4.5)));
-  const { given, family, name } = names(ctx, gender, age);
-  const resource = start(ctx, "Patient");
-  resource["meta"] = { profile: [`${CORE}us-core-patient`] };
-  resource["extension"] = demographics(ctx, gender, rng.chance(0.18));
-  resource["identifier"] = identifiers(ctx);
-  resource["active"] = true;
-  resource["name"] = name;
-  resource["telecom"] = [
-    { system: "phone", value: phone(rng), use: "home" },
-    ...(age >= 16 ? [{ system: "email", value: `${given}.${family}.${rng.digits(3)}@example.com`.toLowerCase().replace("'", "") }] : []),
-  ];
-  resource["gender"] = gender;
-  resource["birthDate"] = date(birth, city.offset);
-  resource["address"] = [address(rng, city)];
-  resource["maritalStatus"] = maritalStatus(ctx, age);
-  resource["multipleBirthBoolean"] = rng.chance(0.02);
-  resource["communication"] = [{ language: coded("urn:ietf:bcp:47", rng.chance(0.85) ? "en-US" : "es", undefined), preferred: true }];
-  resource["generalPractitioner"] = [{ ...ctx.shared.practitioners[generalPractitioner]!.ref }];
-  resource["managingOrganization"] = { ...ctx.shared.organizations[homeOrganization]!.ref };
-  emit(ctx, resource);
-  const adultHeight = round(gender === "female" ? rng.normal(163, 6.5) : rng.normal(176, 7), 1);
+  const resource = emitPatientResource(ctx, { gender, birth, city, homeOrganization, generalPractitioner });
   return {
     resource, ref: refTo(ctx, resource), gender, birth, offset: city.offset, homeOrganization, generalPractitioner,
-    adultHeight, bmi, smoking: rng.weighted(SMOKING_VALUES, SMOKING_VALUES.map((s) => s.weight)),
+    adultHeight: round(gender === "female" ? rng.normal(163, 6.5) : rng.normal(176, 7), 1),
+    bmi,
+    smoking: rng.weighted(SMOKING_VALUES, SMOKING_VALUES.map((s) => s.weight)),
     chronic: chronicConditions(ctx, birth, bmi),
   };
 }

@@ -16,9 +16,9 @@ export function requestContext(log: Logger, metrics: Metrics): MiddlewareHandler
     await next();
     c.header('X-Request-Id', requestId);
     const seconds = (performance.now() - started) / 1000;
-    // Only this middleware's own '*' matched: no route handled the request.
-    const matched = routePath(c, -1);
-    const route = matched === '/*' || matched === '*' ? 'unmatched' : matched;
+    // When only this middleware's own '*' matched, no route answered: one label for all such paths.
+    const answered = routePath(c);
+    const route = answered === '/*' ? 'unmatched' : answered;
     metrics.observeRequest(c.req.method, route, c.res.status, seconds);
     log.debug('request', { requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) });
   };

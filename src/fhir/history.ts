@@ -2,6 +2,8 @@ import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { requireAccess, requireCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
 import { dateRange } from './dates.ts';
+import { patientCompartment } from './definitions.ts';
+import { compartmentsOf } from './indexer.ts';
 import { historyPage, historyPageAt, type HistoryCursor } from './history-at.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
 import { DEFAULT_COUNT, MAX_COUNT } from './search.ts';
@@ -72,17 +74,11 @@ function parseParams(params: URLSearchParams) {
 async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string) {
   const current = await deps.store.resources.read(req.tenant, type, id);
   if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
-  if (req.access.patientLimit(type) === undefined) return (rows: ResourceVersion[]) => rows;
+  const patient = req.access.patientLimit(type);
+  if (patient === undefined || !patientCompartment().has(type)) return (rows: ResourceVersion[]) => rows;
   const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
   if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource);
-  const inCompartment = (v: ResourceVersion) => {
-    try {
-      requireCompartment(req.access, JSON.parse(v.content) as Resource);
-      return true;
-    } catch {
-      return false;
-    }
-  };
+  const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource).includes(patient);
   return (rows: ResourceVersion[]) => rows.filter((v) => v.deleted || inCompartment(v));
 }
 

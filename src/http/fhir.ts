@@ -93,7 +93,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.get('/_history', (c) => historyOf(c));
   app.get('/:type', (c) => search(c, c.req.param('type'), new URL(c.req.url).searchParams));
   app.post('/:type/_search', async (c) => {
-    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim();
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/x-www-form-urlencoded') {
       throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
     }

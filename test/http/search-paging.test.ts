@@ -195,7 +195,7 @@ describe('POST _search', () => {
     const combined = (await (await post('Practitioner/_search?_id=pr-01,pr-02', '_id=pr-02,pr-03')).json()) as Json;
     expect(ids(combined)).toEqual(['pr-02']);
 
-    const charset = await post('Practitioner/_search', '_id=pr-04', { 'Content-Type': 'application/x-www-form-urlencoded; charset=UTF-8' });
+    const charset = await post('Practitioner/_search', '_id=pr-04', { 'Content-Type': 'Application/X-WWW-Form-URLencoded; charset=UTF-8' });
     expect(ids((await charset.json()) as Json)).toEqual(['pr-04']);
 
     await expectOutcome(await post('Practitioner/_search', '{"_id":"x"}', { 'Content-Type': 'application/json' }), 415);

@@ -1,0 +1,25 @@
+import { CoreTerminology } from '../../src/terminology/core/core-source.ts';
+import type { TerminologyContext } from '../../src/terminology/context.ts';
+import { TerminologyService } from '../../src/terminology/service.ts';
+import type { TerminologySource } from '../../src/terminology/source.ts';
+import { fixtureSource, MemoryTerminologySource } from './memory-terminology.ts';
+
+/** One core for every test file of a process: it is read-only and costly to load. */
+let sharedCore: CoreTerminology | undefined;
+export function testCore(): CoreTerminology {
+  sharedCore ??= new CoreTerminology();
+  return sharedCore;
+}
+
+const EMPTY: TerminologySource = new MemoryTerminologySource();
+
+/** A service whose tenant 't' holds the fixtures, over an empty core unless `withCore`. */
+export async function fixtureService(options: { withCore?: boolean } = {}): Promise<{
+  service: TerminologyService;
+  source: MemoryTerminologySource;
+  context: () => Promise<TerminologyContext>;
+}> {
+  const source = await fixtureSource();
+  const service = new TerminologyService({ core: options.withCore === true ? testCore() : EMPTY, sourceFor: () => source });
+  return { service, source, context: () => service.context('t') };
+}

@@ -13,7 +13,7 @@ export class MemoryTerminologySource implements TerminologySource {
   private changes = 0;
 
   /** Stores (or replaces, by id) a CodeSystem or ValueSet. */
-  put(resource: { resourceType: string; id?: string }): void {
+  put(resource: { readonly resourceType: string; readonly id?: string; readonly [field: string]: unknown }): void {
     if (resource.resourceType === 'CodeSystem') {
       const cs = parseCodeSystem(resource);
       this.codeSystems = [...this.codeSystems.filter((r) => r.id === undefined || r.id !== cs.id), cs];

@@ -41,7 +41,7 @@ export class CompiledValueSet {
     this.expansion = parts.expansion;
     this.inactiveAllowed = parts.resource.compose?.inactive !== false;
     this.excludeWarnings = parts.excludes.flatMap((set) =>
-      set.missingImports().map((c) => `the ValueSet '${c}' named by ${set.where} could not be found, so it excluded nothing`),
+      set.missingImports().map((c) => `The ValueSet '${c}' named by ${set.where} could not be found, so it excluded nothing`),
     );
   }
 
@@ -49,7 +49,7 @@ export class CompiledValueSet {
   async check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
     const found = this.expansion !== undefined ? await this.expansion.check(coding, lookup) : await this.checkCompose(coding, lookup);
     if (found.member && found.inactive && !this.inactiveAllowed) {
-      return nonMember(`the code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`);
+      return nonMember(`The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`);
     }
     return found;
   }
@@ -70,7 +70,7 @@ export class CompiledValueSet {
     for (const set of this.excludes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
       if ((await set.check(coding, lookup)).member) {
-        return nonMember(`the code '${coding.code}' is excluded from ${this.label} by ${set.where}`);
+        return nonMember(`The code '${coding.code}' is excluded from ${this.label} by ${set.where}`);
       }
     }
     return withWarnings(hit, this.excludeWarnings);

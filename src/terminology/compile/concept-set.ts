@@ -77,7 +77,7 @@ export class CompiledConceptSet {
       found = local;
     }
     for (const imported of this.imports) {
-      if (imported.compiled === null) return nonMember(`the imported ValueSet '${imported.canonical}' could not be found`);
+      if (imported.compiled === null) return nonMember(`The imported ValueSet '${imported.canonical}' could not be found`);
       const m = await imported.compiled.check(coding, lookup);
       if (!m.member) return m;
       found = found === undefined ? m : withWarnings(found, m.warnings);
@@ -89,7 +89,7 @@ export class CompiledConceptSet {
   private async checkSystem(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
     const system = coding.system;
     if (this.version !== undefined && coding.version !== undefined && this.version !== coding.version) {
-      return nonMember(`the value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
+      return nonMember(`The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
     }
     const version = this.version ?? coding.version;
     const cs = await lookup.codeSystem(system, version);
@@ -118,7 +118,7 @@ export class CompiledConceptSet {
     if (cs.content === 'complete' || cs.content === 'supplement') return nonMember(unknownCodeMessage(coding.code, cs));
     if (this.concepts !== undefined && this.listed(coding.code, cs) === undefined) return nonMember();
     if (this.filters.length > 0) {
-      return nonMember(`the code '${coding.code}' is not in CodeSystem ${label} (content '${cs.content}'), so the filters cannot be evaluated`);
+      return nonMember(`The code '${coding.code}' is not in CodeSystem ${label} (content '${cs.content}'), so the filters cannot be evaluated`);
     }
     const note = `The code '${coding.code}' was not found in CodeSystem ${label}, whose content is '${cs.content}', so it may still be valid`;
     return memberOf(coding.system, coding.code, { cs, warnings: [note] });

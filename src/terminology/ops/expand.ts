@@ -83,7 +83,7 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
     if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e));
     total++;
     if (input.count === undefined && contains.length > limit) {
-      throw tooCostly(`the expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
+      throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
     }
   }
   const { id, url, version, name, title, status } = vs.resource;

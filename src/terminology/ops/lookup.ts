@@ -23,7 +23,7 @@ export function lookupInput(raw: RawInput): LookupInput {
   const code = raw.code ?? raw.coding?.code;
   const system = raw.code !== undefined ? raw.system : raw.coding?.system;
   if (code === undefined) throw invalid("'code' (with 'system') or 'coding' is required", ['code', 'coding']);
-  if (system === undefined) throw invalid(`the system of the code '${code}' is required`, ['system']);
+  if (system === undefined) throw invalid(`The system of the code '${code}' is required`, ['system']);
   return { system, code, version: raw.version ?? raw.coding?.version, properties: raw.property ?? [] };
 }
 

@@ -41,7 +41,7 @@ export async function validateValueSetCode(
       ? await validateCoding(vs, input.subject.coding, input.abstract, ctx)
       : await validateConcept(vs, input.subject.codings, input.abstract, ctx);
   if (input.date === undefined) return result;
-  return { ...result, messages: [...result.messages, "the 'date' parameter is not supported; the current versions were used"] };
+  return { ...result, messages: [...result.messages, "The 'date' parameter is not supported; the current versions were used"] };
 }
 
 async function validateCoding(
@@ -53,7 +53,7 @@ async function validateCoding(
   const m = await vs.check(coding, ctx);
   if (m.member) return finishMember(m, coding, abstract);
   const notIn = `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`;
-  return { result: false, messages: [...m.reasons, notIn] };
+  return { result: false, messages: [notIn, ...m.reasons] };
 }
 
 /** True when one coding is valid; unknown codes of complete CodeSystems are still reported. */

@@ -25,32 +25,30 @@ export function validationParameters(r: ValidationResult): Parameters {
  * or one of its designations exactly (R4 $validate-code `display`, `abstract`).
  */
 export function finishMember(m: Member, coding: CheckedCoding, abstract: boolean | undefined): ValidationResult {
-  const messages = [...m.warnings];
-  let result = true;
+  const errors: string[] = [];
+  const warnings = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
   if (m.entry !== undefined && m.entry.code !== coding.code) {
-    messages.push(`The code '${coding.code}' differs in case from the code ${label}; the CodeSystem is not case sensitive`);
+    warnings.push(`The code '${coding.code}' differs in case from the code ${label}; the CodeSystem is not case sensitive`);
   }
   if (abstract === false && m.abstract) {
-    result = false;
-    messages.push(`The code ${label} is abstract (not selectable) and abstract codes are not allowed here`);
+    errors.push(`The code ${label} is abstract (not selectable) and abstract codes are not allowed here`);
   }
   if (m.inactive) {
     const status = m.entry?.status;
-    messages.push(`The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`);
+    warnings.push(`The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`);
   }
   const definition = m.entry?.definition;
-  const display = definition?.display ?? m.displays[0];
   if (coding.display !== undefined) {
-    const valid = [definition?.display, ...(definition?.designation ?? []).map((d) => d.value), ...m.displays];
-    const known = valid.filter((d): d is string => d !== undefined);
+    const known = [definition?.display, ...(definition?.designation ?? []).map((d) => d.value), ...m.displays].filter(
+      (d): d is string => d !== undefined,
+    );
     if (known.length === 0) {
-      messages.push(`No display is known for the code ${label}, so the display '${coding.display}' was not checked`);
+      warnings.push(`No display is known for the code ${label}, so the display '${coding.display}' was not checked`);
     } else if (!known.includes(coding.display)) {
-      result = false;
       const expected = [...new Set(known)].map((d) => `'${d}'`).join(', ');
-      messages.push(`Wrong display '${coding.display}' for the code ${label}: expected ${expected}`);
+      errors.push(`Wrong display '${coding.display}' for the code ${label}: expected ${expected}`);
     }
   }
-  return { result, display, messages };
+  return { result: errors.length === 0, display: definition?.display ?? m.displays[0], messages: [...errors, ...warnings] };
 }

@@ -1,0 +1,78 @@
+import { join, resolve } from 'node:path';
+import { z } from 'zod';
+
+/** Every setting, its environment variable and its `serve` flag (the variable minus `CINDER_`, kebab-cased). */
+const schema = z.object({
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  host: z.string().min(1).default('0.0.0.0'),
+  baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+  dataDir: z.string().min(1).default('./cinder-data'),
+  databaseUrl: z
+    .string()
+    .refine((v) => /^(postgres(ql)?:\/\/|sqlite:|file:)/.test(v) || !v.includes('://'), {
+      message: 'expected a postgres:// URL, sqlite:<path> or a file path',
+    })
+    .optional(),
+  exportStorage: z
+    .string()
+    .refine((v) => v.startsWith('file:') || v.startsWith('s3://'), { message: 'expected file:<dir> or s3://bucket/prefix' })
+    .optional(),
+  rateLimits: z.enum(['on', 'off']).default('on'),
+  maxBodyBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  accessTokenTtl: z.coerce.number().int().min(30).max(86400).default(3600),
+  exportWorkers: z.coerce.number().int().min(0).max(64).default(2),
+  exportFileTtl: z.coerce.number().int().min(60).default(24 * 3600),
+});
+
+type Parsed = z.infer<typeof schema>;
+export type Config = Readonly<
+  Omit<Parsed, 'baseUrl' | 'databaseUrl' | 'exportStorage'> & {
+    baseUrl: string;
+    databaseUrl: string;
+    exportStorage: string;
+  }
+>;
+
+export const CONFIG_KEYS = Object.keys(schema.shape) as (keyof Parsed)[];
+
+/** `maxBodyBytes` -> `CINDER_MAX_BODY_BYTES`. */
+export function envName(key: string): string {
+  return 'CINDER_' + key.replace(/[A-Z]/g, (c) => '_' + c).toUpperCase();
+}
+
+/** `maxBodyBytes` -> `--max-body-bytes`. */
+export function flagName(key: string): string {
+  return '--' + key.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/**
+ * Builds the frozen configuration from environment variables and `serve` flags (flags win).
+ * `PORT` and `DATABASE_URL` are accepted as fallbacks, as container platforms set them.
+ */
+export function loadConfig(env: Record<string, string | undefined>, flags: Record<string, string> = {}): Config {
+  const raw: Record<string, string | undefined> = {};
+  for (const key of CONFIG_KEYS) raw[key] = flags[key] ?? env[envName(key)];
+  raw.port ??= env.PORT;
+  raw.databaseUrl ??= env.DATABASE_URL;
+  for (const key of CONFIG_KEYS) if (raw[key] === '') raw[key] = undefined;
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const key = String(issue.path[0]);
+    throw new ConfigError(`invalid ${envName(key)} (${flagName(key)}): ${issue.message} (got ${JSON.stringify(raw[key])})`);
+  }
+  const c = result.data;
+  const dataDir = resolve(c.dataDir);
+  return Object.freeze({
+    ...c,
+    dataDir,
+    baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
+    databaseUrl: c.databaseUrl ?? 'sqlite:' + join(dataDir, 'cinder.db'),
+    exportStorage: c.exportStorage ?? 'file:' + join(dataDir, 'exports'),
+  });
+}

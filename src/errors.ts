@@ -1,0 +1,102 @@
+/**
+ * Domain errors with a stable code and an HTTP status. One handler (src/http/errors.ts) renders them:
+ * OAuthError as `{error, error_description}`, FhirError as an OperationOutcome.
+ */
+
+/** FHIR error categories and their HTTP status / OperationOutcome `issue.code` (STYLE.md rule 4). */
+export const FHIR_CATEGORIES = {
+  invalid: { status: 400, code: 'invalid' },
+  structure: { status: 400, code: 'structure' },
+  required: { status: 400, code: 'required' },
+  value: { status: 400, code: 'value' },
+  'not-supported': { status: 400, code: 'not-supported' },
+  unauthorized: { status: 401, code: 'login' },
+  forbidden: { status: 403, code: 'forbidden' },
+  'not-found': { status: 404, code: 'not-found' },
+  'method-not-allowed': { status: 405, code: 'not-supported' },
+  'not-acceptable': { status: 406, code: 'not-supported' },
+  conflict: { status: 409, code: 'conflict' },
+  gone: { status: 410, code: 'deleted' },
+  precondition: { status: 412, code: 'conflict' },
+  'too-large': { status: 413, code: 'too-costly' },
+  'unsupported-media': { status: 415, code: 'not-supported' },
+  unprocessable: { status: 422, code: 'processing' },
+  'too-many': { status: 429, code: 'throttled' },
+  exception: { status: 500, code: 'exception' },
+  unavailable: { status: 503, code: 'transient' },
+} as const;
+
+export type FhirCategory = keyof typeof FHIR_CATEGORIES;
+
+export interface FhirIssue {
+  severity: 'fatal' | 'error' | 'warning' | 'information';
+  code: string;
+  diagnostics?: string;
+  details?: { text: string };
+  expression?: string[];
+}
+
+export interface FhirErrorOptions {
+  /** FHIRPath expressions of the offending elements. */
+  expression?: string[];
+  /** Extra response headers (e.g. `Retry-After`, `WWW-Authenticate`). */
+  headers?: Record<string, string>;
+  /** Overrides the issue code implied by the category. */
+  issueCode?: string;
+  /** More issues after the first. */
+  issues?: FhirIssue[];
+  cause?: unknown;
+}
+
+export class FhirError extends Error {
+  override name = 'FhirError';
+  readonly status: number;
+  readonly issues: FhirIssue[];
+  readonly headers: Record<string, string>;
+
+  constructor(readonly category: FhirCategory, message: string, options: FhirErrorOptions = {}) {
+    super(message, { cause: options.cause });
+    const def = FHIR_CATEGORIES[category];
+    this.status = def.status;
+    this.headers = options.headers ?? {};
+    const first: FhirIssue = {
+      severity: 'error',
+      code: options.issueCode ?? def.code,
+      details: { text: message },
+      diagnostics: message,
+    };
+    if (options.expression) first.expression = options.expression;
+    this.issues = [first, ...(options.issues ?? [])];
+  }
+}
+
+/** RFC 6749 section 5.2 error codes plus RFC 6750 / 7009 / OIDC ones that Cinder uses. */
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'invalid_scope'
+  | 'unsupported_token_type'
+  | 'invalid_token'
+  | 'insufficient_scope'
+  | 'access_denied'
+  | 'unsupported_response_type'
+  | 'server_error'
+  | 'temporarily_unavailable'
+  | 'login_required'
+  | 'slow_down';
+
+export class OAuthError extends Error {
+  override name = 'OAuthError';
+  constructor(
+    readonly error: OAuthErrorCode,
+    readonly description?: string,
+    readonly status = 400,
+    readonly headers: Record<string, string> = {},
+    options?: { cause?: unknown },
+  ) {
+    super(description ? `${error}: ${description}` : error, options);
+  }
+}

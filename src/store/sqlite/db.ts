@@ -1,0 +1,45 @@
+import { Database } from 'bun:sqlite';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Migration } from './migrations.ts';
+
+/** Opens a SQLite database in WAL mode with the pragmas Cinder relies on. */
+export function openDatabase(path: string): Database {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path, { create: true, strict: true });
+  db.exec('PRAGMA journal_mode = WAL');
+  db.exec('PRAGMA synchronous = NORMAL');
+  db.exec('PRAGMA busy_timeout = 10000');
+  db.exec('PRAGMA temp_store = MEMORY');
+  db.exec('PRAGMA cache_size = -65536');
+  db.exec('PRAGMA mmap_size = 268435456');
+  return db;
+}
+
+/** Applies pending migrations under an IMMEDIATE transaction, so concurrent starters serialise. */
+export function runMigrations(db: Database, migrations: Migration[], now: number): string[] {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+  const applied: string[] = [];
+  db.transaction(() => {
+    const done = new Set(
+      db.query<{ version: number }, []>('SELECT version FROM schema_migrations').all().map((r) => r.version),
+    );
+    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (done.has(m.version)) continue;
+      db.exec(m.sql);
+      db.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, now);
+      applied.push(`${m.version}_${m.name}`);
+    }
+  }).immediate();
+  return applied;
+}
+
+/** Serialises async work on one connection: bun:sqlite transactions must not interleave. */
+export function createMutex() {
+  let tail: Promise<unknown> = Promise.resolve();
+  return function run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = tail.then(fn, fn);
+    tail = result.catch(() => undefined);
+    return result;
+  };
+}

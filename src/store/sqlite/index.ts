@@ -1,0 +1,37 @@
+import type { Store } from '../types.ts';
+import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
+import { openDatabase, runMigrations } from './db.ts';
+import { sqliteMigrations } from './migrations.ts';
+import { createSqliteResources } from './resources.ts';
+
+/**
+ * The embedded SQLite adapter. Two connections: one serialised writer, one reader (WAL lets reads
+ * proceed during writes and never see uncommitted data).
+ */
+export function createSqliteStore(path: string): Store {
+  const writer = openDatabase(path);
+  const reader = path === ':memory:' ? writer : openDatabase(path);
+  let resources: Store['resources'] | undefined;
+  const store: Store = {
+    kind: 'sqlite',
+    async migrate() {
+      const applied = runMigrations(writer, sqliteMigrations, Date.now());
+      return { applied };
+    },
+    async ping() {
+      reader.query('SELECT 1').get();
+    },
+    async close() {
+      writer.close();
+      if (reader !== writer) reader.close();
+    },
+    tenants: createSqliteTenants(writer),
+    clients: createSqliteClients(writer),
+    keys: createSqliteKeys(writer),
+    // Prepared statements need the schema, so the repo is built on first use (after migrate()).
+    get resources() {
+      return (resources ??= createSqliteResources(writer, reader));
+    },
+  };
+  return store;
+}

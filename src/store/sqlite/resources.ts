@@ -1,0 +1,158 @@
+import type { Database } from 'bun:sqlite';
+import type {
+  CurrentVersion,
+  HistoryQuery,
+  ResourceRepo,
+  ResourceVersion,
+  ResourceWriter,
+  SearchQuery,
+  VersionToWrite,
+} from '../types.ts';
+import { createMutex } from './db.ts';
+import { buildSearch } from './search-sql.ts';
+
+interface Row {
+  type: string;
+  id: string;
+  version_id: number;
+  last_updated: number;
+  deleted: number;
+  content: string;
+}
+
+const COLS = 'type, id, version_id, last_updated, deleted, content';
+
+export function toVersion(r: Row): ResourceVersion {
+  return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content };
+}
+
+/**
+ * Resources on SQLite: current versions in `resources`, older ones in `resource_history`.
+ * `writer` is the connection used for writes (serialised); `reader` a second connection whose
+ * reads never see another request's uncommitted transaction.
+ */
+export function createSqliteResources(writer: Database, reader: Database): ResourceRepo {
+  const serial = createMutex();
+  const q = {
+    read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
+    vreadCurrent: reader.query<Row, [string, string, string, number]>(
+      `SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
+    ),
+    vreadHistory: reader.query<Row, [string, string, string, number]>(
+      `SELECT ${COLS} FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
+    ),
+  };
+
+  return {
+    async read(tenant, type, id) {
+      const row = q.read.get(tenant, type, id);
+      return row ? toVersion(row) : null;
+    },
+    async vread(tenant, type, id, versionId) {
+      const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);
+      return row ? toVersion(row) : null;
+    },
+    async search(tenant, query) {
+      const { sql, params } = buildSearch(tenant, query, false);
+      return reader.query<Row, (string | number)[]>(sql).all(...params).map(toVersion);
+    },
+    async count(tenant, query) {
+      const { sql, params } = buildSearch(tenant, query, true);
+      return reader.query<{ n: number }, (string | number)[]>(sql).get(...params)!.n;
+    },
+    async history(tenant, query) {
+      return historyRows(reader, tenant, query).map(toVersion);
+    },
+    write(tenant, fn) {
+      return serial(async () => {
+        writer.exec('BEGIN IMMEDIATE');
+        try {
+          const result = await fn(createWriter(writer, tenant));
+          writer.exec('COMMIT');
+          return result;
+        } catch (err) {
+          writer.exec('ROLLBACK');
+          throw err;
+        }
+      });
+    },
+    async changeToken(tenant, types) {
+      const marks = types.map(() => '?').join(', ');
+      const row = reader
+        .query<{ s: number | null; n: number }, string[]>(
+          `SELECT MAX(seq) AS s, COUNT(*) AS n FROM resources WHERE tenant = ? AND type IN (${marks})`,
+        )
+        .get(tenant, ...types)!;
+      return `${row.s ?? 0}:${row.n}`;
+    },
+  };
+}
+
+function historyRows(db: Database, tenant: string, query: HistoryQuery): Row[] {
+  const where = ['tenant = ?'];
+  const params: (string | number)[] = [tenant];
+  if (query.type) (where.push('type = ?'), params.push(query.type));
+  if (query.id) (where.push('id = ?'), params.push(query.id));
+  if (query.since !== undefined) (where.push('last_updated >= ?'), params.push(query.since));
+  if (query.at !== undefined) (where.push('last_updated <= ?'), params.push(query.at));
+  if (query.before) {
+    const b = query.before;
+    where.push('(last_updated, type, id, version_id) < (?, ?, ?, ?)');
+    params.push(b.lastUpdated, b.type, b.id, b.versionId);
+  }
+  const cond = where.join(' AND ');
+  const sql =
+    `SELECT ${COLS} FROM (SELECT ${COLS} FROM resources WHERE ${cond} UNION ALL SELECT ${COLS} FROM resource_history WHERE ${cond}) ` +
+    'ORDER BY last_updated DESC, type DESC, id DESC, version_id DESC LIMIT ?';
+  return db.query<Row, (string | number)[]>(sql).all(...params, ...params, query.count);
+}
+
+function createWriter(db: Database, tenant: string): ResourceWriter {
+  const q = {
+    current: db.query<{ pk: number; version_id: number; last_updated: number; deleted: number }, [string, string, string]>(
+      'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
+    ),
+    seq: db.query<{ value: number }, []>("UPDATE counters SET value = value + 1 WHERE name = 'resource_seq' RETURNING value"),
+    toHistory: db.query(
+      'INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content) ' +
+        'SELECT tenant, type, id, version_id, last_updated, deleted, seq, content FROM resources WHERE pk = ?',
+    ),
+    update: db.query(
+      'UPDATE resources SET version_id = ?, last_updated = ?, deleted = ?, seq = ?, content = ? WHERE pk = ?',
+    ),
+    insert: db.query<{ pk: number }, (string | number)[]>(
+      'INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk',
+    ),
+    clearIndex: db.query('DELETE FROM search_index WHERE res = ?'),
+    clearCompartments: db.query('DELETE FROM compartments WHERE res = ?'),
+    addIndex: db.query('INSERT INTO search_index (res, tenant, type, param, system, value) VALUES (?, ?, ?, ?, ?, ?)'),
+    addCompartment: db.query('INSERT INTO compartments (res, tenant, patient, type) VALUES (?, ?, ?, ?)'),
+  };
+  return {
+    async current(type, id): Promise<CurrentVersion | null> {
+      const row = q.current.get(tenant, type, id);
+      return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1 } : null;
+    },
+    async exists(type, id) {
+      const row = q.current.get(tenant, type, id);
+      return !!row && row.deleted === 0;
+    },
+    async put(v: VersionToWrite) {
+      const seq = q.seq.get()!.value;
+      const existing = q.current.get(tenant, v.type, v.id);
+      let pk: number;
+      if (existing) {
+        pk = existing.pk;
+        q.toHistory.run(pk);
+        q.update.run(v.versionId, v.lastUpdated, v.deleted ? 1 : 0, seq, v.content, pk);
+        q.clearIndex.run(pk);
+        q.clearCompartments.run(pk);
+      } else {
+        pk = q.insert.get(tenant, v.type, v.id, v.versionId, v.lastUpdated, v.deleted ? 1 : 0, seq, v.content)!.pk;
+      }
+      if (v.deleted) return;
+      for (const e of v.index) q.addIndex.run(pk, tenant, v.type, e.param, e.system, e.value);
+      for (const p of v.compartments) q.addCompartment.run(pk, tenant, p, v.type);
+    },
+  };
+}

@@ -1,25 +1,18 @@
+import { FhirError } from '../errors.ts';
+
 /**
- * Domain errors of the terminology engine. The category maps one to one onto the
- * OperationOutcome issue code and an HTTP status at the edge (invalid 400, not-found 404,
- * too-costly 400), so the HTTP layer never needs to inspect messages.
+ * The errors the terminology engine throws, as the shared FhirError (rendered as an
+ * OperationOutcome by the one error handler): bad input 400 `invalid`, unknown instance 404,
+ * an expansion over the size limit 400 `too-costly`.
  */
-export type TerminologyErrorCategory = 'invalid' | 'not-found' | 'too-costly';
-
-export class TerminologyError extends Error {
-  override readonly name = 'TerminologyError';
-
-  constructor(
-    readonly category: TerminologyErrorCategory,
-    message: string,
-    /** FHIRPath-ish locations of the problem (OperationOutcome.issue.expression). */
-    readonly expression: readonly string[] = [],
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
+export function invalid(message: string, expression: readonly string[] = []): FhirError {
+  return new FhirError('invalid', message, expression.length > 0 ? { expression: [...expression] } : {});
 }
 
-/** Shorthand for the most common case: bad client input (400 invalid). */
-export function invalid(message: string, expression: readonly string[] = []): TerminologyError {
-  return new TerminologyError('invalid', message, expression);
+export function notFound(message: string): FhirError {
+  return new FhirError('not-found', message);
+}
+
+export function tooCostly(message: string): FhirError {
+  return new FhirError('invalid', message, { issueCode: 'too-costly' });
 }

@@ -1,3 +1,4 @@
+import { FhirError } from '../../src/errors.ts';
 import { CoreTerminology } from '../../src/terminology/core/core-source.ts';
 import type { TerminologyContext } from '../../src/terminology/context.ts';
 import { TerminologyService } from '../../src/terminology/service.ts';
@@ -22,4 +23,15 @@ export async function fixtureService(options: { withCore?: boolean } = {}): Prom
   const source = await fixtureSource();
   const service = new TerminologyService({ core: options.withCore === true ? testCore() : EMPTY, sourceFor: () => source });
   return { service, source, context: () => service.context('t') };
+}
+
+/** The FhirError a promise rejects with (fails the test when it resolves or throws something else). */
+export async function rejected(promise: Promise<unknown> | (() => unknown)): Promise<FhirError> {
+  try {
+    await (typeof promise === 'function' ? promise() : promise);
+  } catch (e) {
+    if (e instanceof FhirError) return e;
+    throw e;
+  }
+  throw new Error('expected a FhirError');
 }

@@ -57,7 +57,7 @@ export const CodeSystemSchema = z.object({
 });
 export type CodeSystem = z.infer<typeof CodeSystemSchema>;
 
-/** Validates a stored or submitted CodeSystem resource; throws a 400 TerminologyError. */
+/** Validates a stored or submitted CodeSystem resource; throws a 400 FhirError. */
 export function parseCodeSystem(value: unknown, what = 'CodeSystem'): CodeSystem {
   return parseWith(CodeSystemSchema, value, what);
 }

@@ -1,8 +1,9 @@
 import type { z } from 'zod';
-import { invalid, type TerminologyError } from '../errors.ts';
+import type { FhirError } from '../../errors.ts';
+import { invalid } from '../errors.ts';
 
 /** Turns zod issues into one precise 400 message with the paths as expressions. */
-export function zodToError(what: string, error: z.ZodError): TerminologyError {
+export function zodToError(what: string, error: z.ZodError): FhirError {
   const expressions = error.issues.map((i) => i.path.map(String).join('.'));
   const details = error.issues
     .slice(0, 5)
@@ -11,7 +12,7 @@ export function zodToError(what: string, error: z.ZodError): TerminologyError {
   return invalid(`${what} is not valid: ${details}`, expressions);
 }
 
-/** Parses `value` with `schema` or throws a 400 TerminologyError naming `what`. */
+/** Parses `value` with `schema` or throws a 400 FhirError naming `what`. */
 export function parseWith<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
   const result = schema.safeParse(value);
   if (!result.success) throw zodToError(what, result.error);

@@ -67,7 +67,7 @@ export const ValueSetSchema = z.object({
 });
 export type ValueSet = z.infer<typeof ValueSetSchema>;
 
-/** Validates a stored or submitted ValueSet resource; throws a 400 TerminologyError. */
+/** Validates a stored or submitted ValueSet resource; throws a 400 FhirError. */
 export function parseValueSet(value: unknown, what = 'ValueSet'): ValueSet {
   return parseWith(ValueSetSchema, value, what);
 }

@@ -1,6 +1,6 @@
 import { type ExpansionEntry, enumerateValueSet } from '../compile/enumerate.ts';
 import type { TerminologyContext } from '../context.ts';
-import { TerminologyError } from '../errors.ts';
+import { tooCostly } from '../errors.ts';
 import type { expandParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
@@ -99,10 +99,6 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
       contains,
     },
   };
-}
-
-function tooCostly(message: string): TerminologyError {
-  return new TerminologyError('too-costly', message);
 }
 
 function matches(e: ExpansionEntry, text: string | undefined): boolean {

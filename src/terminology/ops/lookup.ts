@@ -1,7 +1,7 @@
 import type { CodeSystemIndex, ConceptEntry } from '../compile/code-system-index.ts';
 import { systemLabel, unknownCodeMessage } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
-import { TerminologyError, invalid } from '../errors.ts';
+import { invalid, notFound } from '../errors.ts';
 import type { lookupParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { ConceptProperty } from '../model/code-system.ts';
@@ -34,9 +34,9 @@ export function lookupInput(raw: RawInput): LookupInput {
  */
 export async function lookupCode(input: LookupInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
   const cs = await deps.terminology.codeSystem(input.system, input.version);
-  if (cs === null) throw new TerminologyError('not-found', `CodeSystem ${systemLabel(input.system, input.version)} is not known`);
+  if (cs === null) throw notFound(`CodeSystem ${systemLabel(input.system, input.version)} is not known`);
   const entry = cs.find(input.code);
-  if (entry === undefined) throw new TerminologyError('not-found', unknownCodeMessage(input.code, cs));
+  if (entry === undefined) throw notFound(unknownCodeMessage(input.code, cs));
   const wanted = (name: string): boolean => input.properties.length === 0 || input.properties.includes(name);
   const parameter: ParametersParameter[] = [{ name: 'name', valueString: cs.name ?? cs.url }];
   if (cs.version !== undefined) parameter.push({ name: 'version', valueString: cs.version });

@@ -1,6 +1,6 @@
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
-import { TerminologyError, invalid } from '../errors.ts';
+import { invalid, notFound } from '../errors.ts';
 import type { ValueSetTarget } from '../input/value-set-target.ts';
 
 /**
@@ -11,7 +11,7 @@ export async function resolveValueSet(target: ValueSetTarget, ctx: TerminologyCo
   if (target.kind === 'inline') return ctx.compile(target.resource);
   if (target.kind === 'id') {
     const byId = await ctx.valueSetById(target.id);
-    if (byId === null) throw new TerminologyError('not-found', `ValueSet/${target.id} is not known`);
+    if (byId === null) throw notFound(`ValueSet/${target.id} is not known`);
     return byId;
   }
   const compiled = await ctx.valueSet(target.url, target.version);

@@ -1,10 +1,10 @@
 import { describe, expect, test } from 'bun:test';
-import { TerminologyError } from '../../../src/terminology/errors.ts';
+import { FhirError } from '../../../src/errors.ts';
 import { codeSystemValidateCodeParams, lookupParams } from '../../../src/terminology/input/operations.ts';
 import { lookupCode, lookupInput } from '../../../src/terminology/ops/lookup.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../../../src/terminology/ops/validate-code-system-code.ts';
 import type { Parameters, ParametersParameter } from '../../../src/terminology/model/parameters.ts';
-import { fixtureService } from '../../helpers/terminology-service.ts';
+import { fixtureService, rejected } from '../../helpers/terminology-service.ts';
 
 const ANIMALS = 'http://cinder.test/CodeSystem/animals';
 const { context } = await fixtureService();
@@ -18,15 +18,6 @@ async function lookup(query: Record<string, string> | [string, string][]): Promi
   return lookupCode(lookupInput(lookupParams.fromQuery(new URLSearchParams(query))), { terminology: await context() });
 }
 
-async function rejected(promise: Promise<unknown>): Promise<TerminologyError> {
-  try {
-    await promise;
-  } catch (e) {
-    if (e instanceof TerminologyError) return e;
-    throw e;
-  }
-  throw new Error('expected a TerminologyError');
-}
 
 const values = (p: Parameters, name: string): ParametersParameter[] => p.parameter.filter((x) => x.name === name);
 const properties = (p: Parameters): string[] =>

@@ -1,8 +1,8 @@
 import { describe, expect, test } from 'bun:test';
-import { TerminologyError } from '../../../src/terminology/errors.ts';
+import { FhirError } from '../../../src/errors.ts';
 import { expandParams } from '../../../src/terminology/input/operations.ts';
 import { type ExpandedValueSet, expandInput, expandValueSet } from '../../../src/terminology/ops/expand.ts';
-import { fixtureService } from '../../helpers/terminology-service.ts';
+import { fixtureService, rejected } from '../../helpers/terminology-service.ts';
 
 const VS = 'http://cinder.test/ValueSet/';
 const { context } = await fixtureService();
@@ -19,15 +19,6 @@ async function expand(query: Record<string, string>, limit = 1000): Promise<Expa
 
 const codes = (vs: ExpandedValueSet) => vs.expansion.contains.map((c) => c.code);
 
-async function rejected(promise: Promise<unknown>): Promise<TerminologyError> {
-  try {
-    await promise;
-  } catch (e) {
-    if (e instanceof TerminologyError) return e;
-    throw e;
-  }
-  throw new Error('expected a TerminologyError');
-}
 
 describe('ValueSet $expand', () => {
   test('expands filters in CodeSystem order with total, flags and metadata', async () => {
@@ -62,10 +53,11 @@ describe('ValueSet $expand', () => {
 
   test('a too large expansion is refused with too-costly; paging stays possible', async () => {
     const e = await rejected(expand({ url: `${VS}all-animals` }, 5));
-    expect(e.category).toBe('too-costly');
+    expect(e.issues[0]?.code).toBe('too-costly');
+    expect(e.status).toBe(400);
     expect(e.message).toContain('more than 5 codes');
     expect(codes(await expand({ url: `${VS}all-animals`, count: '5' }, 5)).length).toBe(5);
-    expect((await rejected(expand({ url: `${VS}all-animals`, count: '6' }, 5))).category).toBe('too-costly');
+    expect((await rejected(expand({ url: `${VS}all-animals`, count: '6' }, 5))).issues[0]?.code).toBe('too-costly');
   });
 
   test('expansions that cannot be complete are 400s', async () => {

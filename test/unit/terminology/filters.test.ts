@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { CodeSystemIndex } from '../../../src/terminology/compile/code-system-index.ts';
 import { checkFilter, compileFilter } from '../../../src/terminology/compile/filters.ts';
-import { TerminologyError } from '../../../src/terminology/errors.ts';
+import { FhirError } from '../../../src/errors.ts';
 import { parseCodeSystem } from '../../../src/terminology/model/code-system.ts';
 import { fixtureResources } from '../../helpers/memory-terminology.ts';
 
@@ -56,8 +56,8 @@ describe('filter operators (R4 FilterOperator)', () => {
       } catch (e) {
         error = e;
       }
-      expect(error).toBeInstanceOf(TerminologyError);
-      expect((error as TerminologyError).category).toBe('invalid');
+      expect(error).toBeInstanceOf(FhirError);
+      expect((error as FhirError).category).toBe('invalid');
     }
   });
 });

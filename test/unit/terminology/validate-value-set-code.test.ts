@@ -1,12 +1,12 @@
 import { describe, expect, test } from 'bun:test';
-import { TerminologyError } from '../../../src/terminology/errors.ts';
+import { FhirError } from '../../../src/errors.ts';
 import { valueSetValidateCodeParams } from '../../../src/terminology/input/operations.ts';
 import {
   validateValueSetCode,
   valueSetValidateCodeInput,
 } from '../../../src/terminology/ops/validate-value-set-code.ts';
 import type { ValidationResult } from '../../../src/terminology/ops/validation-result.ts';
-import { fixtureService } from '../../helpers/terminology-service.ts';
+import { fixtureService, rejected } from '../../helpers/terminology-service.ts';
 
 const ANIMALS = 'http://cinder.test/CodeSystem/animals';
 const VS = 'http://cinder.test/ValueSet/';
@@ -20,15 +20,6 @@ async function validate(parameter: Record<string, unknown>[], id?: string): Prom
 const code = (vs: string, c: string, system = ANIMALS, extra: Record<string, unknown>[] = []) =>
   validate([{ name: 'url', valueUri: VS + vs }, { name: 'code', valueCode: c }, { name: 'system', valueUri: system }, ...extra]);
 
-async function rejected(promise: Promise<unknown>): Promise<TerminologyError> {
-  try {
-    await promise;
-  } catch (e) {
-    if (e instanceof TerminologyError) return e;
-    throw e;
-  }
-  throw new Error('expected a TerminologyError');
-}
 
 describe('ValueSet $validate-code: compose semantics', () => {
   test('whole-system include, with the CodeSystem display', async () => {
@@ -278,7 +269,7 @@ describe('ValueSet $validate-code: inputs', () => {
       expect(e.category).toBe('invalid');
       expect(e.message).toContain(message);
     }
-    const notParameters = await rejected(Promise.resolve().then(() => valueSetValidateCodeParams.fromBody({ resourceType: 'Patient' })));
+    const notParameters = await rejected(() => valueSetValidateCodeParams.fromBody({ resourceType: 'Patient' }));
     expect(notParameters.message).toContain('Parameters');
   });
 
@@ -286,9 +277,9 @@ describe('ValueSet $validate-code: inputs', () => {
     const raw = valueSetValidateCodeParams.fromQuery(new URLSearchParams({ url: `${VS}all-animals`, code: 'animal', system: ANIMALS, abstract: 'false' }));
     const r = await validateValueSetCode(valueSetValidateCodeInput(raw), { terminology: await context() });
     expect(r.result).toBe(false);
-    const bad = await rejected(Promise.resolve().then(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ abstract: 'maybe' }))));
+    const bad = await rejected(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ abstract: 'maybe' })));
     expect(bad.message).toContain('abstract');
-    const complex = await rejected(Promise.resolve().then(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ coding: 'x' }))));
+    const complex = await rejected(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ coding: 'x' })));
     expect(complex.message).toContain('cannot be given in the URL');
   });
 });

@@ -12,7 +12,12 @@ export async function putTerminologyFixtures(t: TestApp, token: string, tenant =
   }
 }
 
-export async function putResource(t: TestApp, token: string, r: { resourceType: string; id?: string }, tenant = 't1'): Promise<void> {
+export async function putResource(
+  t: TestApp,
+  token: string,
+  r: { readonly resourceType: string; readonly id?: string; readonly [field: string]: unknown },
+  tenant = 't1',
+): Promise<void> {
   const res = await t.request(`${t.fhir(tenant)}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r));
   expect(res.status).toBeLessThan(300);
 }

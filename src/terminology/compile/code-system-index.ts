@@ -8,6 +8,8 @@ export interface ConceptEntry {
   /** Codes of the direct parents (nested `concept`, `parent` and inverted `child` properties). */
   readonly parents: readonly string[];
   readonly children: readonly string[];
+  /** The parents that are concepts of this CodeSystem, for walking up without lookups. */
+  readonly parentEntries: readonly ConceptEntry[];
   /** Inactive: `inactive` property true, or `status` retired / deprecated. */
   readonly inactive: boolean;
   /** The `status` property value, if any (e.g. `retired`). */
@@ -21,6 +23,7 @@ interface MutableEntry {
   definition: ConceptDefinition;
   parents: string[];
   children: string[];
+  parentEntries: MutableEntry[];
   inactive: boolean;
   status: string | undefined;
   abstract: boolean;
@@ -75,28 +78,21 @@ export class CodeSystemIndex {
   /** True when `code` is `ancestor` or one of its descendants (is-a, subsumption). */
   subsumes(ancestor: string, code: string): boolean {
     if (code === ancestor) return true;
-    let entry = this.byCode.get(code);
-    // Fast path for tree-shaped hierarchies: follow the single parent without allocating.
-    for (let steps = 0; entry !== undefined && entry.parents.length === 1; steps++) {
-      const parent = entry.parents[0] as string;
-      if (parent === ancestor) return true;
-      if (steps > this.byCode.size) return false; // a cycle in bad data
-      entry = this.byCode.get(parent);
-    }
-    return entry !== undefined && entry.parents.length > 1 && this.searchUp(entry, ancestor);
+    const entry = this.byCode.get(code);
+    const target = this.byCode.get(ancestor);
+    return entry !== undefined && target !== undefined && this.isA(entry, target);
   }
 
-  private searchUp(from: MutableEntry, ancestor: string): boolean {
-    const stack = [...from.parents];
-    const seen = new Set<string>();
-    for (let code = stack.pop(); code !== undefined; code = stack.pop()) {
-      if (code === ancestor) return true;
-      if (seen.has(code)) continue;
-      seen.add(code);
-      const entry = this.byCode.get(code);
-      if (entry !== undefined) stack.push(...entry.parents);
+  /** True when `entry` is `ancestor` or one of its descendants, walking parent links. */
+  isA(entry: ConceptEntry, ancestor: ConceptEntry): boolean {
+    let current: ConceptEntry | undefined = entry;
+    // Fast path for tree-shaped hierarchies: follow the single parent without allocating.
+    for (let steps = 0; current !== undefined && steps <= this.byCode.size; steps++) {
+      if (current === ancestor) return true;
+      if (current.parentEntries.length !== 1) break;
+      current = current.parentEntries[0];
     }
-    return false;
+    return current !== undefined && current.parentEntries.length > 1 && searchUp(current, ancestor);
   }
 
   private addConcepts(concepts: readonly ConceptDefinition[], parent: string | undefined, used: Set<string>): void {
@@ -118,6 +114,7 @@ export class CodeSystemIndex {
       definition,
       parents: [],
       children: [],
+      parentEntries: [],
       inactive: false,
       status: undefined,
       abstract: false,
@@ -148,7 +145,12 @@ export class CodeSystemIndex {
     }
     // Parents are unique per entry, so each (parent, child) pair is pushed once.
     for (const entry of this.byCode.values()) {
-      for (const parent of entry.parents) this.byCode.get(parent)?.children.push(entry.code);
+      for (const code of entry.parents) {
+        const parent = this.byCode.get(code);
+        if (parent === undefined) continue;
+        parent.children.push(entry.code);
+        entry.parentEntries.push(parent);
+      }
     }
   }
 
@@ -160,6 +162,19 @@ export class CodeSystemIndex {
     }
     return lower;
   }
+}
+
+/** Depth-first search up a multi-parent hierarchy (a DAG, or a cycle in bad data). */
+function searchUp(from: ConceptEntry, ancestor: ConceptEntry): boolean {
+  const stack = [...from.parentEntries];
+  const seen = new Set<ConceptEntry>();
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    if (entry === ancestor) return true;
+    if (seen.has(entry)) continue;
+    seen.add(entry);
+    stack.push(...entry.parentEntries);
+  }
+  return false;
 }
 
 function addUnique(list: string[], value: string): void {

@@ -92,18 +92,19 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
 }
 
 function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex): ConceptPredicate {
-  const v = cs.find(filter.value)?.code ?? filter.value;
+  const target = cs.find(filter.value);
+  const v = target?.code ?? filter.value;
   switch (filter.op) {
     case '=':
       return (e) => e.code === v;
     case 'is-a':
-      return (e) => cs.subsumes(v, e.code);
+      return target === undefined ? () => false : (e) => cs.isA(e, target);
     case 'descendent-of':
-      return (e) => e.code !== v && cs.subsumes(v, e.code);
+      return target === undefined ? () => false : (e) => e !== target && cs.isA(e, target);
     case 'is-not-a':
-      return (e) => !cs.subsumes(v, e.code);
+      return target === undefined ? () => true : (e) => !cs.isA(e, target);
     case 'generalizes':
-      return (e) => cs.subsumes(e.code, v);
+      return target === undefined ? () => false : (e) => cs.isA(target, e);
     case 'in':
     case 'not-in': {
       const set = new Set(filter.list.map((c) => cs.find(c)?.code ?? c));

@@ -51,7 +51,7 @@ export type OperationInput<S extends OperationSpec> = {
 
 const ParametersSchema = z.object({
   resourceType: z.literal('Parameters', { error: "the body must be a FHIR Parameters resource (resourceType 'Parameters')" }),
-  parameter: z.array(z.record(z.string(), z.unknown())).optional(),
+  parameter: z.array(z.looseObject({ name: z.string() })).optional(),
 });
 
 /**
@@ -60,14 +60,12 @@ const ParametersSchema = z.object({
  * Create one per operation at start-up; reading is then cheap per request.
  */
 export class OperationParameters<S extends OperationSpec> {
-  private readonly schema: z.ZodType;
+  private readonly schemas = new Map<string, z.ZodType>();
 
   constructor(readonly spec: S) {
-    const shape: Record<string, z.ZodType> = {};
     for (const [name, param] of Object.entries(spec)) {
-      shape[name] = (param.repeats === true ? z.array(param.kind.schema) : param.kind.schema).optional();
+      this.schemas.set(name, param.repeats === true ? z.array(param.kind.schema) : param.kind.schema);
     }
-    this.schema = z.object(shape);
   }
 
   /** Inputs from a Parameters resource body; unknown parameter names are ignored. */
@@ -75,9 +73,8 @@ export class OperationParameters<S extends OperationSpec> {
     const parsed = ParametersSchema.safeParse(body);
     if (!parsed.success) throw zodToError('The request body', parsed.error);
     const raw: Record<string, unknown> = {};
-    for (const [i, entry] of (parsed.data.parameter ?? []).entries()) {
+    for (const entry of parsed.data.parameter ?? []) {
       const name = entry.name;
-      if (typeof name !== 'string') throw invalid(`Parameters.parameter[${i}] has no name`, [`Parameters.parameter[${i}]`]);
       const param = this.spec[name];
       if (param === undefined) continue;
       collect(raw, name, param, valueOf(entry, name, param.kind));
@@ -97,10 +94,15 @@ export class OperationParameters<S extends OperationSpec> {
     return this.validate(raw);
   }
 
+  /** Validates each given input with its kind's schema (only given ones: this is per request). */
   private validate(raw: Record<string, unknown>): OperationInput<S> {
-    const result = this.schema.safeParse(raw);
-    if (!result.success) throw zodToError('The operation parameters', result.error);
-    return result.data as OperationInput<S>;
+    const inputs: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(raw)) {
+      const result = (this.schemas.get(name) as z.ZodType).safeParse(value);
+      if (!result.success) throw zodToError(`The parameter '${name}'`, result.error, name);
+      inputs[name] = result.data;
+    }
+    return inputs as OperationInput<S>;
   }
 }
 

@@ -3,8 +3,8 @@ import type { FhirError } from '../../errors.ts';
 import { invalid } from '../errors.ts';
 
 /** Turns zod issues into one precise 400 message with the paths as expressions. */
-export function zodToError(what: string, error: z.ZodError): FhirError {
-  const expressions = error.issues.map((i) => i.path.map(String).join('.'));
+export function zodToError(what: string, error: z.ZodError, root?: string): FhirError {
+  const expressions = error.issues.map((i) => [...(root === undefined ? [] : [root]), ...i.path.map(String)].join('.'));
   const details = error.issues
     .slice(0, 5)
     .map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message))

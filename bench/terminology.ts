@@ -24,6 +24,7 @@ Options:
   --connections C   concurrent connections (default 64)
   --duration S      measured seconds (default 10)
   --warmup S        unmeasured seconds before (default 2)
+  --baseline        also measure a bare Bun endpoint (one Set lookup) with the same client
   --json            print the result as JSON
   --help            show this help`;
 
@@ -32,6 +33,7 @@ const Options = z.object({
   connections: z.coerce.number().int().min(1).max(1024).default(64),
   duration: z.coerce.number().positive().default(10),
   warmup: z.coerce.number().min(0).default(2),
+  baseline: z.boolean().default(false),
   json: z.boolean().default(false),
 });
 type Options = z.infer<typeof Options>;
@@ -119,15 +121,34 @@ function requests(concepts: number): { body: string; expected: boolean }[] {
   });
 }
 
-async function validateOnce(s: Server, token: string, body: string): Promise<boolean> {
-  const res = await fetch(`${s.fhir}/ValueSet/$validate-code`, {
-    method: 'POST',
-    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' },
-    body,
-  });
-  const text = await res.text();
-  if (res.status !== 200) throw new Error(`$validate-code: ${res.status} ${text}`);
-  return text.includes('"valueBoolean":true');
+type Send = (body: string) => Promise<boolean>;
+
+/** POST $validate-code; true when the answer's result is true. */
+function validator(s: Server, token: string): Send {
+  const headers = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
+  return async (body) => {
+    const res = await fetch(`${s.fhir}/ValueSet/$validate-code`, { method: 'POST', headers, body });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`$validate-code: ${res.status} ${text}`);
+    return text.includes('"valueBoolean":true');
+  };
+}
+
+/** A bare Bun endpoint answering the same bodies with one Set lookup: the client's ceiling. */
+async function baselineServer(concepts: number): Promise<{ send: Send; stop: () => void }> {
+  const port = await freePort();
+  const code = `const member = new Set(${JSON.stringify(requests(concepts).filter((r) => r.expected).map((r) => JSON.parse(r.body).parameter[1].valueCode))});
+Bun.serve({ port: ${port}, hostname: '127.0.0.1', fetch: async (req) => {
+  const p = await req.json();
+  return Response.json({ resourceType: 'Parameters', parameter: [{ name: 'result', valueBoolean: member.has(p.parameter[1].valueCode) }] });
+} });
+console.log('ready');`;
+  const child = Bun.spawn(['bun', '-e', code], { stdout: 'pipe', stderr: 'inherit' });
+  await child.stdout.getReader().read();
+  return {
+    send: async (body) => (await (await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body })).text()).includes('"valueBoolean":true'),
+    stop: () => child.kill(),
+  };
 }
 
 interface LoadResult {
@@ -141,7 +162,7 @@ interface LoadResult {
 }
 
 /** C connections, each sending its next request when the previous answer arrived. */
-async function load(s: Server, token: string, o: Options, until: number, record: boolean): Promise<LoadResult> {
+async function load(send: Send, o: Options, until: number, record: boolean): Promise<LoadResult> {
   const bodies = requests(o.concepts);
   const latencies: number[] = [];
   let errors = 0;
@@ -151,7 +172,7 @@ async function load(s: Server, token: string, o: Options, until: number, record:
       const r = bodies[n % bodies.length]!;
       const t0 = performance.now();
       try {
-        if ((await validateOnce(s, token, r.body)) !== r.expected) errors++;
+        if ((await send(r.body)) !== r.expected) errors++;
       } catch {
         errors++;
       }
@@ -165,6 +186,20 @@ async function load(s: Server, token: string, o: Options, until: number, record:
   return { requests: latencies.length, errors, seconds, perSecond: latencies.length / seconds, p50: at(0.5), p99: at(0.99), max: at(1) };
 }
 
+async function measure(send: Send, o: Options): Promise<LoadResult> {
+  await load(send, o, performance.now() + o.warmup * 1000, false);
+  return load(send, o, performance.now() + o.duration * 1000, true);
+}
+
+async function measureBaseline(o: Options): Promise<LoadResult> {
+  const bare = await baselineServer(o.concepts);
+  try {
+    return await measure(bare.send, o);
+  } finally {
+    bare.stop();
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -175,6 +210,7 @@ async function main(argv: string[]): Promise<number> {
       duration: { type: 'string' },
       warmup: { type: 'string' },
       json: { type: 'boolean' },
+      baseline: { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -187,20 +223,24 @@ async function main(argv: string[]): Promise<number> {
     const loadMs = await put(server, token, cs);
     await put(server, token, generatedIsAValueSet('C1'));
     const [probe] = requests(o.concepts);
+    const send = validator(server, token);
     let t0 = performance.now();
-    await validateOnce(server, token, probe!.body);
+    await send(probe!.body);
     const coldMs = performance.now() - t0;
     t0 = performance.now();
-    await validateOnce(server, token, probe!.body);
+    await send(probe!.body);
     const warmMs = performance.now() - t0;
-    await load(server, token, o, performance.now() + o.warmup * 1000, false);
-    const r = await load(server, token, o, performance.now() + o.duration * 1000, true);
-    const result = { concepts: o.concepts, connections: o.connections, loadMs, coldFirstCallMs: coldMs, warmSingleCallMs: warmMs, ...r };
+    const r = await measure(send, o);
+    const baseline = o.baseline ? await measureBaseline(o) : undefined;
+    const result = { concepts: o.concepts, connections: o.connections, loadMs, coldFirstCallMs: coldMs, warmSingleCallMs: warmMs, ...r, baseline };
     if (o.json) console.log(JSON.stringify(result, null, 2));
     else {
       const ms = (v: number) => `${v.toFixed(2)} ms`;
       console.log(`CodeSystem of ${o.concepts} concepts: PUT ${ms(loadMs)}; first $validate-code (cold) ${ms(coldMs)}, second ${ms(warmMs)}`);
-      console.log(`$validate-code, ${o.connections} connections, ${r.seconds.toFixed(1)} s: ${Math.round(r.perSecond)} requests/s, p50 ${ms(r.p50)}, p99 ${ms(r.p99)}, max ${ms(r.max)}, ${r.errors} errors`);
+      const line = (what: string, x: LoadResult) =>
+        `${what}, ${o.connections} connections, ${x.seconds.toFixed(1)} s: ${Math.round(x.perSecond)} requests/s, p50 ${ms(x.p50)}, p99 ${ms(x.p99)}, max ${ms(x.max)}, ${x.errors} errors`;
+      console.log(line('$validate-code', r));
+      if (baseline !== undefined) console.log(line('bare Bun endpoint (same client)', baseline));
     }
     return r.errors === 0 ? 0 : 1;
   } finally {

@@ -85,7 +85,7 @@ export class CompiledConceptSet {
     return found ?? nonMember();
   }
 
-  /** The version of the CodeSystem to use: pinned by the ValueSet, else the coding's, else latest. */
+  /** The system selection, against the CodeSystem version pinned here, else the coding's, else the latest. */
   private async checkSystem(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
     const system = coding.system;
     if (this.version !== undefined && coding.version !== undefined && this.version !== coding.version) {
@@ -96,9 +96,10 @@ export class CompiledConceptSet {
     if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, version);
     const entry = cs.find(coding.code);
     if (entry === undefined) return this.checkUnknownCode(coding, cs);
-    if (this.concepts !== undefined && this.listed(entry.code, cs) === undefined) return nonMember();
+    const listed = this.listed(entry.code, cs);
+    if (this.concepts !== undefined && listed === undefined) return nonMember();
     if (!this.predicatesFor(cs).every((p) => p(entry))) return nonMember();
-    return memberOf(system, entry.code, { entry, cs, listed: this.listed(entry.code, cs) });
+    return memberOf(system, entry.code, { entry, cs, listed });
   }
 
   /** No concepts to check against: only an enumerated concept list can still decide. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CodingSchema, DesignationSchema } from './datatypes.ts';
+import { CanonicalFields, CodingSchema, DesignationSchema } from './datatypes.ts';
 import { parseWith } from './parse.ts';
 
 /** CodeSystem.concept.property: one value of a concept property. */
@@ -43,12 +43,7 @@ export type CodeSystemContent = z.infer<typeof CodeSystemContent>;
 /** FHIR R4 CodeSystem (the fields the terminology engine reads; others are dropped). */
 export const CodeSystemSchema = z.object({
   resourceType: z.literal('CodeSystem'),
-  id: z.string().optional(),
-  url: z.string().min(1).optional(),
-  version: z.string().optional(),
-  name: z.string().optional(),
-  title: z.string().optional(),
-  status: z.string().optional(),
+  ...CanonicalFields,
   caseSensitive: z.boolean().optional(),
   hierarchyMeaning: z.string().optional(),
   content: CodeSystemContent.default('complete'),

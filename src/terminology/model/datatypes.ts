@@ -24,3 +24,13 @@ export const DesignationSchema = z.object({
   value: z.string(),
 });
 export type Designation = z.infer<typeof DesignationSchema>;
+
+/** The identifying fields of a canonical resource (CodeSystem, ValueSet) the engine reads. */
+export const CanonicalFields = {
+  id: z.string().optional(),
+  url: z.string().min(1).optional(),
+  version: z.string().optional(),
+  name: z.string().optional(),
+  title: z.string().optional(),
+  status: z.string().optional(),
+};

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DesignationSchema } from './datatypes.ts';
+import { CanonicalFields, DesignationSchema } from './datatypes.ts';
 import { parseWith } from './parse.ts';
 
 /** ValueSet.compose.include.filter. `op` and `value` are checked by the compiler for precise errors. */
@@ -46,12 +46,7 @@ export type ExpansionContains = z.infer<typeof ExpansionContainsSchema>;
 /** FHIR R4 ValueSet (the fields the terminology engine reads; others are dropped). */
 export const ValueSetSchema = z.object({
   resourceType: z.literal('ValueSet'),
-  id: z.string().optional(),
-  url: z.string().min(1).optional(),
-  version: z.string().optional(),
-  name: z.string().optional(),
-  title: z.string().optional(),
-  status: z.string().optional(),
+  ...CanonicalFields,
   compose: z
     .object({
       inactive: z.boolean().optional(),

@@ -27,6 +27,8 @@ const schema = z.object({
   exportMaxJobsPerClient: z.coerce.number().int().min(1).max(1000).default(3),
   exportLeaseSeconds: z.coerce.number().int().min(2).max(3600).default(30),
   exportSignedUrls: z.enum(['on', 'off']).default('off'),
+  /** The most codes one ValueSet/$expand response may carry. */
+  maxExpansionSize: z.coerce.number().int().min(1).default(10_000),
 });
 
 type Parsed = z.infer<typeof schema>;

@@ -3,9 +3,9 @@ import type { FileRecord } from './spec.ts';
 
 /** NDJSON produced from one page: exported lines and deletion Bundles, and where the next page starts. */
 export interface Chunk {
-  output: string;
+  output: Uint8Array;
   count: number;
-  deleted: string;
+  deleted: Uint8Array;
   deletedCount: number;
   /** Keyset position after this chunk; null after the last one. */
   next: number | string | null;
@@ -53,11 +53,10 @@ export function partWriter(o: PartWriterOptions): WritableStream<Chunk> {
     const type = kind === 'output' ? o.type : 'Bundle';
     return { writer: o.sink.open(key), record: { kind, type, subject: o.type, name, key, count: 0, bytes: 0 } };
   };
-  const append = async (file: OpenFile, text: string, count: number) => {
-    const bytes = Buffer.byteLength(text);
-    await file.writer.write(text);
+  const append = async (file: OpenFile, bytes: Uint8Array, count: number) => {
+    await file.writer.write(bytes);
     file.record.count += count;
-    file.record.bytes += bytes;
+    file.record.bytes += bytes.byteLength;
   };
   const finish = async (after: number | string | null, done: boolean) => {
     const files: FileRecord[] = [];

@@ -1,7 +1,7 @@
 import { parseReference } from '../fhir/references.ts';
-import type { SnapshotQuery, SnapshotRow } from '../store/types.ts';
+import type { SnapshotQuery } from '../store/types.ts';
 import type { Chunk } from './part-writer.ts';
-import { selectPage, snapshotQuery } from './select.ts';
+import { pageTexts, selectPage, snapshotQuery, type SelectedPage } from './select.ts';
 import { targetTypes } from './spec.ts';
 import { toChunk, type StepContext } from './step-context.ts';
 
@@ -13,7 +13,12 @@ function provenanceQuery(ctx: StepContext, after: number | null, ids?: string[])
   return q;
 }
 
-function targetsOf(row: SnapshotRow): string[] {
+interface Text {
+  id: string;
+  content: string;
+}
+
+function targetsOf(row: Text): string[] {
   const p = JSON.parse(row.content) as { target?: { reference?: unknown }[] };
   const out: string[] = [];
   for (const t of Array.isArray(p.target) ? p.target : []) {
@@ -36,32 +41,42 @@ async function exportedTargets(ctx: StepContext, refs: Iterable<string>): Promis
     let after: number | null = null;
     do {
       const page = await selectPage(ctx, snapshotQuery(ctx, type, after, ctx.pageSize, [...ids]));
-      for (const r of page.rows) if (!r.deleted) exported.add(`${type}/${r.id}`);
+      for (const r of pageTexts(page)) exported.add(`${type}/${r.id}`);
       after = page.next;
     } while (after !== null);
   }
   return exported;
 }
 
-/** A page of Provenance with targets, and which of those targets the job exports. */
+/** A page of Provenance (live versions) with their targets, and which of those targets the job exports. */
 async function provenancePage(ctx: StepContext, q: SnapshotQuery) {
   const page = await selectPage(ctx, q);
-  const targets = new Map(page.rows.map((r) => [r, targetsOf(r)]));
+  const texts = pageTexts(page);
+  const targets = new Map(texts.map((r) => [r, targetsOf(r)]));
   const exported = await exportedTargets(ctx, new Set([...targets.values()].flat()));
-  return { page, targets, exported };
+  return { page, texts, targets, exported };
+}
+
+/** A chunk of the given Provenance texts (re-encoded; their lines already passed `pageTexts`). */
+function chunkOf(ctx: StepContext, texts: Text[], deletions: SelectedPage['rows'], next: number | string | null): Chunk {
+  const rows = [...texts.map((t) => ({ id: t.id, versionId: 0, lastUpdated: 0, deleted: false, content: t.content })), ...deletions];
+  return toChunk(ctx, 'Provenance', { lines: new Uint8Array(0), count: 0, rows }, next);
 }
 
 /** `RelevantProvenanceResources` (and the Patient/Group default): every Provenance whose target was exported. */
 export async function relevantProvenancePage(ctx: StepContext, after: number | null): Promise<Chunk> {
-  const { page, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
-  const rows = page.rows.filter((r) => targets.get(r)!.some((t) => exported.has(t)));
-  return toChunk(ctx, 'Provenance', rows, page.next);
+  const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
+  const kept = texts.filter((r) => targets.get(r)!.some((t) => exported.has(t)));
+  const deletions = page.rows.filter((r) => r.deleted && targetsOf(r).some((t) => exported.has(t)));
+  return chunkOf(ctx, kept, deletions, page.next);
 }
 
 /** Orders Provenance for "most recent": `recorded`, then last update, then id. */
-function rank(row: SnapshotRow): string {
-  const recorded = Date.parse((JSON.parse(row.content) as { recorded?: string }).recorded ?? '') || 0;
-  return `${String(recorded).padStart(15, '0')}.${String(row.lastUpdated).padStart(15, '0')}.${row.id}`;
+function rank(row: Text): string {
+  const p = JSON.parse(row.content) as { recorded?: string; meta?: { lastUpdated?: string } };
+  const recorded = Date.parse(p.recorded ?? '') || 0;
+  const updated = Date.parse(p.meta?.lastUpdated ?? '') || 0;
+  return `${String(recorded).padStart(15, '0')}.${String(updated).padStart(15, '0')}.${row.id}`;
 }
 
 /**
@@ -72,10 +87,8 @@ export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
   let after: number | null = null;
   do {
     ctx.control.check();
-    const { page, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
-    const notes = page.rows
-      .filter((r) => !r.deleted)
-      .flatMap((r) => targets.get(r)!.filter((t) => exported.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
+    const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
+    const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => exported.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
     if (notes.length) await ctx.store.exports.noteProvenance(ctx.jobId, notes);
     after = page.next;
   } while (after !== null);
@@ -88,13 +101,13 @@ export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
 export async function latestProvenanceEmitPage(ctx: StepContext, after: string | null): Promise<Chunk> {
   const ids = await ctx.store.exports.latestProvenance(ctx.jobId, after ?? '', ctx.pageSize);
   const next = ids.length < ctx.pageSize ? null : ids[ids.length - 1]!;
-  if (ids.length === 0) return toChunk(ctx, 'Provenance', [], null);
-  const rows: SnapshotRow[] = [];
+  if (ids.length === 0) return chunkOf(ctx, [], [], null);
+  const texts: Text[] = [];
   let cursor: number | null = null;
   do {
     const page = await selectPage(ctx, provenanceQuery(ctx, cursor, ids));
-    rows.push(...page.rows.filter((r) => !r.deleted));
+    texts.push(...pageTexts(page));
     cursor = page.next;
   } while (cursor !== null);
-  return toChunk(ctx, 'Provenance', rows, next);
+  return chunkOf(ctx, texts, [], next);
 }

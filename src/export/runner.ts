@@ -2,7 +2,7 @@ import type { Config } from '../config.ts';
 import { runJob, type RunDeps, type RunOutcome } from './run-job.ts';
 
 /** Rows per snapshot page: large enough to amortise a query, small enough to keep memory flat. */
-export const PAGE_SIZE = 2000;
+export const PAGE_SIZE = 1000;
 /** Claims of a job that ended in an unexpected error before it is marked failed. */
 export const MAX_ATTEMPTS = 3;
 /** See RunDeps.settleMs. */

@@ -13,7 +13,10 @@ export interface SelectContext {
 }
 
 export interface SelectedPage {
-  /** Live versions to export and deletions to report (`deleted`), in row order. */
+  /** Versions the database selected, as NDJSON bytes (stored text, newline-terminated). */
+  lines: Uint8Array;
+  count: number;
+  /** Versions selected in code after a recheck: live ones to export and deletions to report. */
   rows: SnapshotRow[];
   next: number | null;
 }
@@ -37,7 +40,7 @@ export function snapshotQuery(ctx: SelectContext, type: string, after: number | 
  * Checks the versions the database could not judge (changed after transactionTime, or deletions)
  * against the same conditions in code, on their content as of transactionTime.
  */
-async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]): Promise<Set<SnapshotRow>> {
+async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]): Promise<SnapshotRow[]> {
   const parsed = rows.map((row) => ({ row, resource: JSON.parse(row.content) as Record<string, unknown> }));
   const patientsOf = new Map(parsed.map((p) => [p.row, q.compartment ? compartmentsOf(p.resource) : []]));
   let patients: Map<string, boolean> | undefined;
@@ -45,7 +48,7 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
     const all = [...new Set([...patientsOf.values()].flat())];
     patients = new Map((await ctx.store.exports.patientsIn(ctx.jobId, all)).map((p) => [p.id, p.joined]));
   }
-  const pass = new Set<SnapshotRow>();
+  const pass: SnapshotRow[] = [];
   for (const { row, resource } of parsed) {
     let matched: string[] = [];
     if (q.compartment) {
@@ -56,7 +59,7 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
     const joined = q.joinedSince === true && matched.some((p) => patients?.get(p) === true);
     if (!row.deleted && q.since !== undefined && row.lastUpdated <= q.since && !joined) continue;
     if (q.filters && !matchesFilters(resource, row.lastUpdated, q.filters)) continue;
-    pass.add(row);
+    pass.push(row);
   }
   return pass;
 }
@@ -64,8 +67,22 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
 /** One page of a type's selection as of transactionTime. */
 export async function selectPage(ctx: SelectContext, q: SnapshotQuery): Promise<SelectedPage> {
   const page = await ctx.store.resources.snapshot(ctx.tenant, q);
-  const unverified = page.rows.filter((r) => !r.verified);
-  if (unverified.length === 0) return page;
-  const pass = await recheck(ctx, q, unverified);
-  return { rows: page.rows.filter((r) => r.verified || pass.has(r)), next: page.next };
+  const rows = page.recheck.length ? await recheck(ctx, q, page.recheck) : [];
+  return { lines: page.lines, count: page.count, rows, next: page.next };
+}
+
+const decoder = new TextDecoder();
+
+/** The JSON texts of an NDJSON buffer. */
+export function splitLines(lines: Uint8Array): string[] {
+  if (lines.byteLength === 0) return [];
+  const text = decoder.decode(lines);
+  return text.slice(0, -1).split('\n');
+}
+
+/** Every selected live version of a page as JSON text (for the paths that must read them: `_elements`, Provenance). */
+export function pageTexts(page: SelectedPage): { id: string; content: string }[] {
+  const out = splitLines(page.lines).map((content) => ({ id: (JSON.parse(content) as { id: string }).id, content }));
+  for (const r of page.rows) if (!r.deleted) out.push({ id: r.id, content: r.content });
+  return out;
 }

@@ -2,7 +2,7 @@ import type { SnapshotRow } from '../store/types.ts';
 import { subsetResource } from './elements.ts';
 import type { JobControl } from './job-control.ts';
 import type { Chunk } from './part-writer.ts';
-import type { SelectContext } from './select.ts';
+import { splitLines, type SelectContext, type SelectedPage } from './select.ts';
 import type { ExportSink } from './sink.ts';
 import type { JobProgress } from './spec.ts';
 
@@ -30,22 +30,31 @@ function deletionBundle(type: string, row: SnapshotRow): string {
   });
 }
 
-/** Turns selected rows into NDJSON: resources as stored (or subset for `_elements`), deletions as Bundles. */
-export function toChunk(ctx: StepContext, type: string, rows: SnapshotRow[], next: number | string | null): Chunk {
+const encoder = new TextEncoder();
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (b.byteLength === 0) return a;
+  if (a.byteLength === 0) return b;
+  const out = new Uint8Array(a.byteLength + b.byteLength);
+  out.set(a);
+  out.set(b, a.byteLength);
+  return out;
+}
+
+const joinLines = (texts: string[]) => (texts.length ? encoder.encode(texts.join('\n') + '\n') : new Uint8Array(0));
+
+/**
+ * Turns a selected page into NDJSON: the database's lines passed through as bytes (or subset for
+ * `_elements`), the rechecked versions appended, deletions as transaction Bundles.
+ */
+export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage, 'lines' | 'count' | 'rows'>, next: number | string | null): Chunk {
   const kept = ctx.spec.elements?.[type];
-  const out: string[] = [];
-  const del: string[] = [];
-  for (const r of rows) {
-    if (r.deleted) del.push(deletionBundle(type, r));
-    else out.push(kept ? subsetResource(r.content, kept) : r.content);
-  }
-  return {
-    output: out.length ? out.join('\n') + '\n' : '',
-    count: out.length,
-    deleted: del.length ? del.join('\n') + '\n' : '',
-    deletedCount: del.length,
-    next,
-  };
+  const live = page.rows.filter((r) => !r.deleted).map((r) => r.content);
+  const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
+  const output = kept
+    ? joinLines([...splitLines(page.lines), ...live].map((c) => subsetResource(c, kept)))
+    : concat(page.lines, joinLines(live));
+  return { output, count: page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
 }
 
 /** Storage key of a file of this attempt. */

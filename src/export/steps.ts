@@ -34,7 +34,8 @@ export async function streamStep(ctx: StepContext, type: string, source: PageSou
     if (r.done) Object.assign(p, { step: p.step + 1, after: null, part: 1, deletedPart: 1 });
     else Object.assign(p, { after: r.after, part: r.part, deletedPart: r.deletedPart });
     done = r.done;
-    await ctx.control.checkpoint(p);
+    // A step that wrote nothing is redone for free after a crash: no need to persist its end.
+    if (r.files.length) await ctx.control.checkpoint(p);
   };
   const name = (kind: 'output' | 'deleted', part: number) => {
     const file = kind === 'output' ? `${type}-${part}.ndjson` : `${type}-deleted-${part}.ndjson`;
@@ -48,7 +49,7 @@ export async function streamStep(ctx: StepContext, type: string, source: PageSou
 function typeSource(ctx: StepContext, type: string): PageSource {
   return async (after) => {
     const page = await selectPage(ctx, snapshotQuery(ctx, type, after as number | null, ctx.pageSize));
-    return toChunk(ctx, type, page.rows, page.next);
+    return toChunk(ctx, type, page, page.next);
   };
 }
 

@@ -177,7 +177,7 @@ export interface SnapshotQuery {
   limit: number;
 }
 
-/** One version of a snapshot page. */
+/** A version of a snapshot page that the database could not judge (see SnapshotPage.recheck). */
 export interface SnapshotRow {
   id: string;
   versionId: number;
@@ -185,15 +185,21 @@ export interface SnapshotRow {
   /** The resource was deleted as of `at` (only with `since`); `content` is its last version before. */
   deleted: boolean;
   content: string;
-  /**
-   * True when the database applied every condition (compartment, filters, since). False for versions
-   * it could not judge (changed after `at`, or deletions): the caller checks `content` against them.
-   */
-  verified: boolean;
 }
 
 export interface SnapshotPage {
-  rows: SnapshotRow[];
+  /**
+   * The versions the database judged against every condition (compartment, filters, since): their
+   * stored JSON text, each followed by a newline, as UTF-8 bytes (NDJSON, never re-serialised).
+   */
+  lines: Uint8Array;
+  /** How many lines `lines` holds. */
+  count: number;
+  /**
+   * Versions the database could not judge (changed after `at`, or deletions), as they were at `at`:
+   * the caller checks them against the conditions on their content.
+   */
+  recheck: SnapshotRow[];
   /** Keyset position for the next page; null when the scan is complete. */
   next: number | null;
 }

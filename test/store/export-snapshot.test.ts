@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { operatorAccess } from '../../src/fhir/access.ts';
 import { deleteVersion, putVersion } from '../../src/fhir/crud.ts';
-import type { SnapshotQuery, SnapshotRow, Store } from '../../src/store/types.ts';
+import type { SnapshotQuery, Store } from '../../src/store/types.ts';
 import { exportStoreFactories } from '../helpers/export-stores.ts';
 
 const obs = (id: string, patient: string, code: string) => ({
@@ -16,17 +16,35 @@ for (const factory of exportStoreFactories) {
       store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }));
     const del = (type: string, id: string, now: number) => store.resources.write('t1', (w) => deleteVersion(w, type, id, { now, access: operatorAccess }));
 
-    async function all(q: Omit<SnapshotQuery, 'limit' | 'after'>, limit = 3): Promise<SnapshotRow[]> {
-      const rows: SnapshotRow[] = [];
+    interface Row {
+      id: string;
+      versionId: number;
+      lastUpdated: number;
+      deleted: boolean;
+      verified: boolean;
+      content: string;
+    }
+
+    /** Every page of the scan; judged lines and rows left to recheck in one list. */
+    async function all(q: Omit<SnapshotQuery, 'limit' | 'after'>, limit = 3): Promise<Row[]> {
+      const rows: Row[] = [];
       let after: number | undefined;
       for (;;) {
         const page = await store.resources.snapshot('t1', { ...q, limit, ...(after !== undefined ? { after } : {}) });
-        rows.push(...page.rows);
+        const text = new TextDecoder().decode(page.lines);
+        expect(text === '' || text.endsWith('\n')).toBe(true);
+        const lines = text === '' ? [] : text.slice(0, -1).split('\n');
+        expect(lines).toHaveLength(page.count);
+        for (const content of lines) {
+          const r = JSON.parse(content) as { id: string; meta: { versionId: string; lastUpdated: string } };
+          rows.push({ id: r.id, versionId: Number(r.meta.versionId), lastUpdated: Date.parse(r.meta.lastUpdated), deleted: false, verified: true, content });
+        }
+        rows.push(...page.recheck.map((r) => ({ ...r, verified: false })));
         if (page.next === null) return rows;
         after = page.next;
       }
     }
-    const summary = (rows: SnapshotRow[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
+    const summary = (rows: Row[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
 
     beforeEach(async () => {
       const opened = await factory.open();

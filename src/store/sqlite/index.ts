@@ -12,6 +12,8 @@ import { createSqliteResources } from './resources.ts';
 export function createSqliteStore(path: string): Store {
   const writer = openDatabase(path);
   const reader = path === ':memory:' ? writer : openDatabase(path);
+  // Bulk export scans read through a connection of their own (no mmap, small cache: flat memory).
+  const scanner = path === ':memory:' ? writer : openDatabase(path);
   // One queue for every write on the writer connection, so statements never run inside another's transaction.
   const serial = createMutex();
   let resources: Store['resources'] | undefined;
@@ -28,13 +30,14 @@ export function createSqliteStore(path: string): Store {
     async close() {
       writer.close();
       if (reader !== writer) reader.close();
+      if (scanner !== writer) scanner.close();
     },
     tenants: createSqliteTenants(writer),
     clients: createSqliteClients(writer),
     keys: createSqliteKeys(writer),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
-      return (resources ??= createSqliteResources(writer, reader, serial));
+      return (resources ??= createSqliteResources(writer, reader, serial, scanner));
     },
     get exports() {
       return (exports ??= createSqliteExportJobs(writer, reader, serial));

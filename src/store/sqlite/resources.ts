@@ -32,8 +32,8 @@ export function toVersion(r: Row): ResourceVersion {
  * `writer` is the connection used for writes (serialised); `reader` a second connection whose
  * reads never see another request's uncommitted transaction.
  */
-export function createSqliteResources(writer: Database, reader: Database, serial = createMutex()): ResourceRepo {
-  const snapshot = createSqliteSnapshot(reader);
+export function createSqliteResources(writer: Database, reader: Database, serial = createMutex(), scanner = reader): ResourceRepo {
+  let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
@@ -86,7 +86,9 @@ export function createSqliteResources(writer: Database, reader: Database, serial
         .get(tenant, ...types)!;
       return `${row.s ?? 0}:${row.n}`;
     },
-    snapshot,
+    snapshot(tenant, query) {
+      return (snapshot ??= createSqliteSnapshot(scanner))(tenant, query);
+    },
   };
 }
 

@@ -3,7 +3,7 @@ import type { SnapshotFilter, SnapshotPage, SnapshotQuery, SnapshotRow } from '.
 import { timeCondition } from './search-sql.ts';
 
 type Param = string | number;
-type PageRow = [pk: number, id: string, versionId: number, lastUpdated: number, deleted: number, content: string];
+type PageRow = [pk: number, id: string, versionId: number, lastUpdated: number, deleted: number, content: Uint8Array];
 type HistoryRow = { version_id: number; last_updated: number; deleted: number; content: string };
 
 /** `EXISTS` probes per row (through the `res` indexes), so a page costs what its rows cost, never the whole type. */
@@ -77,13 +77,35 @@ export function snapshotSql(tenant: string, q: SnapshotQuery): { sql: string; pa
   where.push(`(${alternatives.join(' OR ')})`);
   params.push(q.limit);
   return {
-    sql: `SELECT r.pk, r.id, r.version_id, r.last_updated, r.deleted, r.content FROM resources r WHERE ${where.join(' AND ')} ORDER BY r.pk LIMIT ?`,
+    // Content as a BLOB: the stored UTF-8 bytes go out as they are, never decoded to a string.
+    sql: `SELECT r.pk, r.id, r.version_id, r.last_updated, r.deleted, CAST(r.content AS BLOB) FROM resources r WHERE ${where.join(' AND ')} ORDER BY r.pk LIMIT ?`,
     params,
   };
 }
 
-/** Resource snapshots on SQLite (see ResourceRepo.snapshot). */
+const NEWLINE = 10;
+
+/** The stored texts of `rows`, each followed by a newline, in one buffer. */
+function ndjson(rows: PageRow[]): Uint8Array {
+  let size = 0;
+  for (const r of rows) size += r[5].byteLength + 1;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const r of rows) {
+    out.set(r[5], at);
+    at += r[5].byteLength;
+    out[at++] = NEWLINE;
+  }
+  return out;
+}
+
+/**
+ * Resource snapshots on SQLite (see ResourceRepo.snapshot), read through `db`: bulk exports open a
+ * connection of their own without memory-mapping, so a scan of any size keeps the process's memory flat.
+ */
 export function createSqliteSnapshot(db: Database) {
+  db.exec('PRAGMA mmap_size = 0');
+  db.exec('PRAGMA cache_size = -8192');
   const asOf = db.query<HistoryRow, [string, string, string, number]>(
     'SELECT version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? ' +
       'AND last_updated <= ? ORDER BY version_id DESC LIMIT 1',
@@ -94,17 +116,16 @@ export function createSqliteSnapshot(db: Database) {
   );
   const statements = new Map<string, ReturnType<Database['query']>>();
 
-  /** The version of a row that changed after `at` (or a deletion), or null when nothing is to be reported. */
+  /** The version as of `at` of a row that changed after it (or a deletion), or null when nothing is to be reported. */
   function resolve(tenant: string, q: SnapshotQuery, r: PageRow): SnapshotRow | null {
-    const [, id, versionId, lastUpdated, deleted, content] = r;
-    let v: HistoryRow | null = { version_id: versionId, last_updated: lastUpdated, deleted, content };
-    if (lastUpdated > q.at) v = asOf.get(tenant, q.type, id, q.at);
+    const [, id, versionId, lastUpdated, deleted] = r;
+    const v = lastUpdated > q.at ? asOf.get(tenant, q.type, id, q.at) : { version_id: versionId, last_updated: lastUpdated, deleted, content: '' };
     if (!v) return null;
-    if (v.deleted === 0) return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: false, content: v.content, verified: false };
+    if (v.deleted === 0) return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: false, content: v.content };
     if (q.since === undefined || v.last_updated <= q.since) return null;
     const before = liveBefore.get(tenant, q.type, id, v.version_id);
     if (!before) return null;
-    return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: true, content: before.content, verified: false };
+    return { id, versionId: v.version_id, lastUpdated: v.last_updated, deleted: true, content: before.content };
   }
 
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
@@ -116,16 +137,16 @@ export function createSqliteSnapshot(db: Database) {
       statements.set(sql, stmt);
     }
     const raw = stmt.values(...params) as unknown as PageRow[];
-    const rows: SnapshotRow[] = [];
+    const judged: PageRow[] = [];
+    const recheck: SnapshotRow[] = [];
     for (const r of raw) {
-      if (r[4] === 0 && r[3] <= q.at) {
-        rows.push({ id: r[1], versionId: r[2], lastUpdated: r[3], deleted: false, content: r[5], verified: true });
-        continue;
+      if (r[4] === 0 && r[3] <= q.at) judged.push(r);
+      else {
+        const v = resolve(tenant, q, r);
+        if (v) recheck.push(v);
       }
-      const v = resolve(tenant, q, r);
-      if (v) rows.push(v);
     }
     const last = raw[raw.length - 1];
-    return { rows, next: raw.length < q.limit || !last ? null : last[0] };
+    return { lines: ndjson(judged), count: judged.length, recheck, next: raw.length < q.limit || !last ? null : last[0] };
   };
 }

@@ -1,0 +1,143 @@
+/**
+ * Bulk export benchmark: system export and Group export from SQLite and/or PostgreSQL.
+ *
+ *   bun bench/export.ts [--patients N] [--group-patients M] [--sqlite PATH] [--postgres URL] [--out DIR] [--json]
+ *
+ * Loads `bench/generate.ts` data (N patients, about 100 resources each) into each database once (a
+ * database that already holds the tenant `bench` is reused), then runs each export in a fresh child
+ * process through the same pipeline as a worker (snapshot scan -> NDJSON files), and reports
+ * resources/s and the child's peak RSS (VmHWM). The Group export covers the first M patients.
+ */
+import { parseArgs } from 'node:util';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { createTenant } from '../src/auth/admin.ts';
+import { systemClock } from '../src/clock.ts';
+import { operatorAccess } from '../src/fhir/access.ts';
+import { putVersion } from '../src/fhir/crud.ts';
+import { kickOff } from '../src/export/kickoff.ts';
+import { runJob } from '../src/export/run-job.ts';
+import { runSettings } from '../src/export/runner.ts';
+import { createFileSink } from '../src/export/sink-file.ts';
+import type { JobProgress } from '../src/export/spec.ts';
+import { loadConfig } from '../src/config.ts';
+import { silentLogger } from '../src/log.ts';
+import { openStore } from '../src/store/open.ts';
+import type { Store } from '../src/store/types.ts';
+import { generatePatients } from './lib/generator.ts';
+
+const TENANT = 'bench';
+
+interface Result {
+  database: string;
+  export: string;
+  resources: number;
+  seconds: number;
+  resourcesPerSecond: number;
+  megabytes: number;
+  peakRssMb: number;
+}
+
+/** Loads N generated patients (and a Group of the first M) unless the tenant exists already. */
+async function load(store: Store, patients: number, groupPatients: number): Promise<void> {
+  if (await store.tenants.get(TENANT)) return;
+  await createTenant(store, systemClock, TENANT);
+  const started = performance.now();
+  let batch: Record<string, unknown>[] = [];
+  let count = 0;
+  const members: { entity: { reference: string } }[] = [];
+  const flush = async () => {
+    const now = systemClock.now();
+    const rows = batch;
+    batch = [];
+    await store.resources.write(TENANT, async (w) => {
+      for (const r of rows) await putVersion(w, r as never, r.id as string, { now, access: operatorAccess });
+    });
+  };
+  for (const resource of generatePatients({ patients, seed: 1 })) {
+    const r = resource as unknown as Record<string, unknown>;
+    if (r.resourceType === 'Patient' && members.length < groupPatients) members.push({ entity: { reference: `Patient/${r.id}` } });
+    batch.push(r);
+    if (batch.length === 2000) await flush();
+    if (++count % 100_000 === 0) process.stderr.write(`  loaded ${count.toLocaleString('en')} resources\n`);
+  }
+  batch.push({ resourceType: 'Group', id: 'bench-group', type: 'person', actual: true, member: members });
+  await flush();
+  process.stderr.write(`  loaded ${count.toLocaleString('en')} resources in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+}
+
+function peakRssMb(): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'));
+  return m ? Number(m[1]) / 1024 : process.memoryUsage().rss / 1048576;
+}
+
+/** Child process: one export, timed from the first page to the completed job. */
+async function child(databaseUrl: string, level: 'system' | 'group', out: string): Promise<void> {
+  const store = openStore(databaseUrl);
+  const settings = runSettings(loadConfig({ CINDER_EXPORT_FILE_MAX_BYTES: String(1024 * 1024 * 1024) }));
+  const owner = `bench:${process.pid}`;
+  const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters: [], elements: [], patients: [], includeAssociatedData: [], unknown: [] };
+  const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
+    tenant: TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
+    ...(level === 'group' ? { groupId: 'bench-group' } : {}),
+  });
+  const job = (await store.exports.get(TENANT, id))!;
+  const started = performance.now();
+  const outcome = await runJob({ ...settings, settleMs: 0, store, sink: createFileSink(out), clock: systemClock, log: silentLogger, owner, keyPrefix: () => '' }, job);
+  const seconds = (performance.now() - started) / 1000;
+  const progress = JSON.parse((await store.exports.get(TENANT, id))!.progress) as JobProgress;
+  await store.exports.remove(id);
+  await store.close();
+  if (outcome !== 'completed') throw new Error(`export ${outcome}`);
+  const bytes = progress.files.reduce((n, f) => n + f.bytes, 0);
+  process.stdout.write(JSON.stringify({ resources: progress.exported, seconds, bytes, peakRssMb: peakRssMb() }) + '\n');
+}
+
+async function measure(database: string, url: string, level: 'system' | 'group', outRoot: string): Promise<Result> {
+  const out = join(outRoot, `${database}-${level}`);
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  const proc = Bun.spawn(['bun', import.meta.path, '--child', level, '--url', url, '--out', out], { stdout: 'pipe', stderr: 'inherit' });
+  const text = await new Response(proc.stdout).text();
+  if ((await proc.exited) !== 0) throw new Error(`${database} ${level} export failed`);
+  const r = JSON.parse(text) as { resources: number; seconds: number; bytes: number; peakRssMb: number };
+  rmSync(out, { recursive: true, force: true });
+  return {
+    database, export: level === 'system' ? 'system' : 'Group', resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
+    resourcesPerSecond: Math.round(r.resources / r.seconds), megabytes: Math.round(r.bytes / 1048576), peakRssMb: Math.round(r.peakRssMb),
+  };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      patients: { type: 'string', default: '100' },
+      'group-patients': { type: 'string' },
+      sqlite: { type: 'string' },
+      postgres: { type: 'string' },
+      out: { type: 'string', default: join(tmpdir(), 'cinder-bench-export') },
+      json: { type: 'boolean', default: false },
+      child: { type: 'string' },
+      url: { type: 'string' },
+    },
+  });
+  if (values.child) return child(values.url!, values.child as 'system' | 'group', values.out!);
+  const patients = Number(values.patients);
+  const groupPatients = Number(values['group-patients'] ?? Math.min(patients, 10_000));
+  const targets: [string, string][] = [['sqlite', 'sqlite:' + resolve(values.sqlite ?? join(values.out!, `bench-${patients}.db`))]];
+  if (values.postgres) targets.push(['postgres', values.postgres]);
+  const results: Result[] = [];
+  for (const [name, url] of targets) {
+    process.stderr.write(`${name}: loading ${patients.toLocaleString('en')} patients (skipped when already loaded)\n`);
+    const store = openStore(url);
+    await store.migrate();
+    await load(store, patients, groupPatients);
+    await store.close();
+    for (const level of ['system', 'group'] as const) results.push(await measure(name, url, level, values.out!));
+  }
+  if (values.json) process.stdout.write(JSON.stringify(results, null, 2) + '\n');
+  else console.table(results);
+}
+
+await main();

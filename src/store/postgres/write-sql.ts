@@ -1,0 +1,117 @@
+import type { VersionToWrite } from '../types.ts';
+import type { PgTx } from './db.ts';
+
+/** A current row as locked by a writer. */
+export interface LockedRow {
+  pk: number;
+  type: string;
+  id: string;
+  version_id: number;
+  last_updated: number;
+  deleted: boolean;
+}
+
+/** Column arrays for `unnest`: one statement text (one prepared statement) whatever the batch size. */
+function versionColumns(vs: VersionToWrite[]) {
+  return {
+    versionId: vs.map((v) => v.versionId),
+    lastUpdated: vs.map((v) => v.lastUpdated),
+    // Sent as 0/1: postgres.js would declare a JS boolean[] parameter as a scalar bool.
+    deleted: vs.map((v) => (v.deleted ? 1 : 0)),
+    content: vs.map((v) => v.content),
+  };
+}
+
+/** Index and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
+function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
+  const idx = { ref: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], value: [] as string[] };
+  const cmp = { ref: [] as number[], type: [] as string[], patient: [] as string[] };
+  vs.forEach((v, i) => {
+    if (v.deleted) return;
+    for (const e of v.index) {
+      idx.ref.push(ref(i)), idx.type.push(v.type), idx.param.push(e.param), idx.system.push(e.system), idx.value.push(e.value);
+    }
+    for (const p of v.compartments) cmp.ref.push(ref(i)), cmp.type.push(v.type), cmp.patient.push(p);
+  });
+  return { idx, cmp };
+}
+
+/** Locks the current rows of these resources (in key order, to avoid deadlocks) and returns them. */
+export function lockVersions(tx: PgTx, tenant: string, vs: VersionToWrite[]): Promise<LockedRow[]> {
+  return tx<LockedRow[]>`
+    SELECT r.pk, r.type, r.id, r.version_id, r.last_updated, r.deleted FROM resources r
+    WHERE r.tenant = ${tenant}
+      AND (r.type, r.id) IN (SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[]))
+    ORDER BY r.type, r.id FOR UPDATE OF r`;
+}
+
+/**
+ * Inserts first versions in one statement, with their index and compartment rows. A resource that
+ * already exists is skipped (ON CONFLICT DO NOTHING); returns the pk of each inserted `type/id`.
+ */
+export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[]): Promise<Map<string, number>> {
+  if (!vs.length) return new Map();
+  const c = versionColumns(vs);
+  const { idx, cmp } = entryColumns(vs, (i) => i + 1);
+  const rows = await tx<{ pk: number; type: string; id: string }[]>`
+    WITH x AS (
+      SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[], ${c.versionId}::int[],
+        ${c.lastUpdated}::bigint[], ${c.deleted}::int[], ${c.content}::text[])
+        WITH ORDINALITY AS x(type, id, version_id, last_updated, deleted, content, n)
+    ), ins AS (
+      INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content)
+      SELECT ${tenant}, type, id, version_id, last_updated, deleted = 1, nextval('resource_seq'), content FROM x ORDER BY n
+      ON CONFLICT (tenant, type, id) DO NOTHING
+      RETURNING pk, type, id
+    ), k AS (
+      SELECT ins.pk, x.n FROM ins JOIN x ON x.type = ins.type AND x.id = ins.id
+    ), ii AS (
+      INSERT INTO search_index (res, tenant, type, param, system, value)
+      SELECT k.pk, ${tenant}, e.type, e.param, e.system, e.value
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
+        AS e(n, type, param, system, value) JOIN k ON k.n = e.n
+    ), ic AS (
+      INSERT INTO compartments (res, tenant, patient, type)
+      SELECT k.pk, ${tenant}, e.patient, e.type
+      FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(n, patient, type) JOIN k ON k.n = e.n
+    )
+    SELECT pk, type, id FROM ins`;
+  return new Map(rows.map((r) => [`${r.type}/${r.id}`, r.pk]));
+}
+
+/**
+ * Replaces locked current rows in one statement: each old version is copied to history, the row
+ * updated with a fresh `seq`, and its index and compartment rows replaced. All sub-statements see the
+ * same snapshot, so the copy reads the old version and the deletes never touch the new entries.
+ */
+export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
+  if (!rows.length) return;
+  const vs = rows.map((r) => r.v);
+  const c = versionColumns(vs);
+  const { idx, cmp } = entryColumns(vs, (i) => rows[i]!.pk);
+  await tx`
+    WITH v AS (
+      SELECT * FROM unnest(${rows.map((r) => r.pk)}::bigint[], ${c.versionId}::int[], ${c.lastUpdated}::bigint[],
+        ${c.deleted}::int[], ${c.content}::text[]) AS v(pk, version_id, last_updated, deleted, content)
+    ), h AS (
+      INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content)
+      SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content FROM resources r JOIN v ON r.pk = v.pk
+    ), u AS (
+      UPDATE resources r SET version_id = v.version_id, last_updated = v.last_updated, deleted = v.deleted = 1,
+        seq = nextval('resource_seq'), content = v.content
+      FROM v WHERE r.pk = v.pk
+    ), di AS (
+      DELETE FROM search_index WHERE res IN (SELECT pk FROM v)
+    ), dc AS (
+      DELETE FROM compartments WHERE res IN (SELECT pk FROM v)
+    ), ii AS (
+      INSERT INTO search_index (res, tenant, type, param, system, value)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
+        AS e(res, type, param, system, value)
+    ), ic AS (
+      INSERT INTO compartments (res, tenant, patient, type)
+      SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)
+    )
+    SELECT 1`;
+}

@@ -2,7 +2,7 @@ import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts
 import { StoreConflictError } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
-import { insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import { createLookupBatcher, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { LockedRow } from './write-sql.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
@@ -70,17 +70,16 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
     if (clashed.length) await replaceUnseen(clashed);
   }
 
+  const lookups = createLookupBatcher(tx, tenant);
+
   async function current(type: string, id: string): Promise<CurrentVersion | null> {
     const k = keyOf(type, id);
     const p = pending.get(k);
     if (p) return { versionId: p.versionId, lastUpdated: p.lastUpdated, deleted: p.deleted };
     let row = locked.get(k) ?? null;
     if (!row) {
-      const rows = await tx<LockedRow[]>`
-        SELECT pk, type, id, version_id, last_updated, deleted FROM resources
-        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} FOR UPDATE`;
-      row = rows[0] ?? null;
-      locked.set(k, row);
+      row = await lookups(type, id);
+      if (!pending.has(k)) locked.set(k, row);
     }
     return row && { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted };
   }

@@ -86,7 +86,7 @@ export function createSqliteClients(db: Database): ClientRepo {
       return r ? toClient(r) : null;
     },
     async list(tenant) {
-      return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE tenant = ? ORDER BY created_at').all(tenant).map(toClient);
+      return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE tenant = ? ORDER BY created_at, client_id').all(tenant).map(toClient);
     },
   };
 }

@@ -17,6 +17,8 @@ export const PG_ADMIN_URL = process.env.CINDER_TEST_POSTGRES_URL ?? 'postgres://
 const TEST_POOL_SIZE = 4;
 
 export interface StoreDatabase {
+  /** The database URL (Postgres) or file path (SQLite). */
+  url: string;
   /** Opens a Store on this database; each call is a separate instance, like another process. */
   open(): Store;
 }
@@ -37,6 +39,7 @@ function sqliteTarget(): StoreTarget {
   const dir = mkdtempSync(join(tmpdir(), 'cinder-store-'));
   const opened: Store[] = [];
   const database = (path: string): StoreDatabase => ({
+    url: path,
     open: () => {
       const s = createSqliteStore(path);
       opened.push(s);
@@ -68,6 +71,7 @@ async function postgresTarget(admin: postgres.Sql): Promise<StoreTarget> {
     await admin`CREATE DATABASE ${admin(name)}`;
     made.push(name);
     return {
+      url: databaseUrl(name),
       open: () => {
         const s = createPostgresStore(databaseUrl(name), { max: TEST_POOL_SIZE });
         opened.push(s);
@@ -78,6 +82,7 @@ async function postgresTarget(admin: postgres.Sql): Promise<StoreTarget> {
   const main = await create();
   return {
     kind: 'postgres',
+    url: main.url,
     open: main.open,
     fresh: create,
     async cleanup() {

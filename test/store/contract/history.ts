@@ -34,6 +34,17 @@ export function historyContract(store: () => Store) {
       expect(await s.resources.read(uniqueTenant(), 'Patient', 'p1')).toBeNull();
     });
 
+    test('content is kept byte for byte (key order, spacing, number format)', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const content = '{"resourceType":"Patient",  "id":"x","meta":{"versionId":"1"},"z":1.50,"a":{"y":[ ],"b":"\\u00e9 é"}}\n';
+      const v = { ...version('Patient', 'x'), content };
+      await s.resources.write(t, (w) => w.put(v));
+      expect((await s.resources.read(t, 'Patient', 'x'))!.content).toBe(content);
+      expect((await s.resources.vread(t, 'Patient', 'x', 1))!.content).toBe(content);
+      expect((await s.resources.search(t, { type: 'Patient', sort: 'id', count: 1 }))[0]!.content).toBe(content);
+    });
+
     test('a deletion is a version with empty content; the resource can come back', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -88,10 +88,10 @@ export interface TimeCriterion {
   high: number;
 }
 
-/** Values are ORed; `system` undefined matches any system. */
+/** Values are ORed; `system` undefined matches any system, `value` undefined any value (token `system|`). */
 export interface ParamCriterion {
   param: string;
-  values: { system?: string; value: string }[];
+  values: { system?: string; value?: string }[];
 }
 
 export interface SearchCursor {
@@ -157,8 +157,8 @@ export interface KeyRepo {
   /** Keys not retired, or retired after `publishedSince`, newest first. */
   list(publishedSince: number): Promise<SigningKey[]>;
   add(key: SigningKey): Promise<void>;
-  /** Marks every active key other than `kid` retired at `at`. */
-  retireAllExcept(kid: string, at: number): Promise<void>;
+  /** Marks these keys retired at `at` (they stop signing; they stay published for a while). */
+  retire(kids: string[], at: number): Promise<void>;
 }
 
 export interface Store {

@@ -130,8 +130,8 @@ export function createPostgresKeys(sql: Pg): KeyRepo {
         throw asConflict(err, `signing key ${k.kid} already exists`);
       }
     },
-    async retireAllExcept(kid, at) {
-      await sql`UPDATE signing_keys SET retired_at = ${at} WHERE retired_at IS NULL AND kid <> ${kid}`;
+    async retire(kids, at) {
+      await sql`UPDATE signing_keys SET retired_at = ${at} WHERE retired_at IS NULL AND kid = ANY(${kids}::text[])`;
     },
   };
 }

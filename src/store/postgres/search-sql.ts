@@ -27,11 +27,15 @@ export function timeCondition(sql: Pg, t: TimeCriterion): Fragment {
   }
 }
 
-/** `pk IN (index rows of this parameter matching any of its values)`; a value without system matches any system. */
+/** One alternative: a missing system matches any system, a missing value any value (token `system|`). */
+function valueCondition(sql: Pg, v: ParamCriterion['values'][number]): Fragment {
+  if (v.system === undefined) return v.value === undefined ? sql`true` : sql`s.value = ${v.value}`;
+  return v.value === undefined ? sql`s.system = ${v.system}` : sql`(s.value = ${v.value} AND s.system = ${v.system})`;
+}
+
+/** `pk IN (index rows of this parameter matching any of its values)`. */
 function paramCondition(sql: Pg, tenant: string, type: string, p: ParamCriterion): Fragment {
-  const alts = p.values.map((v) =>
-    v.system === undefined ? sql`s.value = ${v.value}` : sql`(s.value = ${v.value} AND s.system = ${v.system})`,
-  );
+  const alts = p.values.map((v) => valueCondition(sql, v));
   const any = alts.length ? join(sql, alts, 'OR') : sql`false`;
   return sql`r.pk IN (SELECT s.res FROM search_index s
     WHERE s.tenant = ${tenant} AND s.type = ${type} AND s.param = ${p.param} AND (${any}))`;

@@ -129,8 +129,9 @@ export function createSqliteKeys(db: Database): KeyRepo {
         throw err;
       }
     },
-    async retireAllExcept(kid, at) {
-      db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid <> ?').run(at, kid);
+    async retire(kids, at) {
+      const q = db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid = ?');
+      for (const kid of kids) q.run(at, kid);
     },
   };
 }

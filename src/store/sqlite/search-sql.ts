@@ -32,12 +32,17 @@ export function buildSearch(tenant: string, q: SearchQuery, countOnly: boolean):
     params.push(...c.params);
   }
   for (const p of q.params ?? []) {
-    const alts = p.values.map((v) => (v.system === undefined ? 's.value = ?' : '(s.value = ? AND s.system = ?)'));
+    const alts = p.values.map((v) =>
+      v.system === undefined ? 's.value = ?' : v.value === undefined ? 's.system = ?' : '(s.value = ? AND s.system = ?)',
+    );
     where.push(
       `r.pk IN (SELECT s.res FROM search_index s WHERE s.tenant = ? AND s.type = ? AND s.param = ? AND (${alts.join(' OR ')}))`,
     );
     params.push(tenant, q.type, p.param);
-    for (const v of p.values) v.system === undefined ? params.push(v.value) : params.push(v.value, v.system);
+    for (const v of p.values) {
+      if (v.value !== undefined) params.push(v.value);
+      if (v.system !== undefined) params.push(v.system);
+    }
   }
   if (q.compartment !== undefined) {
     where.push('r.pk IN (SELECT c.res FROM compartments c WHERE c.tenant = ? AND c.patient = ? AND c.type = ?)');

@@ -100,9 +100,11 @@ export function accountsContract(store: () => Store) {
       expect((await mine(5_001)).map((k) => k.kid)).toEqual([`${p}-new`, `${p}-mid`]);
       expect((await mine(0))[0]).toEqual(key(`${p}-new`, 3_000));
       await expect(s.keys.add(key(`${p}-mid`, 9_000))).rejects.toBeInstanceOf(StoreConflictError);
-      await s.keys.retireAllExcept(`${p}-new`, 7_000);
-      const after = await mine(7_000);
-      expect(after.map((k) => [k.kid, k.retiredAt])).toEqual([[`${p}-new`, null], [`${p}-mid`, 7_000]]);
+      await s.keys.retire([`${p}-mid`, `${p}-old`, `${p}-unknown`], 7_000);
+      const after = await mine(0);
+      expect(after.map((k) => [k.kid, k.retiredAt])).toEqual([[`${p}-new`, null], [`${p}-mid`, 7_000], [`${p}-old`, 5_000]]);
+      expect((await mine(7_001)).map((k) => k.kid)).toEqual([`${p}-new`]);
+      await s.keys.retire([], 8_000);
       expect((await mine(7_001)).map((k) => k.kid)).toEqual([`${p}-new`]);
     });
   });

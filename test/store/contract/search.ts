@@ -74,6 +74,11 @@ export function searchContract(store: () => Store) {
       ];
       expect(await find(both)).toEqual(['B']);
       expect(await find([{ param: 'name', values: [{ value: '200' }] }])).toEqual([]);
+      // Token `system|`: any value in that system; no value and no system: any value of the parameter.
+      expect(await find([{ param: 'identifier', values: [{ system: MRN }] }])).toEqual(['A-1', 'B', 'a.2', 'b', 'c9']);
+      expect(await find([{ param: 'identifier', values: [{ system: 'http://other' }, { system: SSN, value: '111' }] }])).toEqual(['c9']);
+      expect(await find([{ param: 'identifier', values: [{}] }])).toEqual(['A-1', 'B', 'a.2', 'b', 'c9']);
+      expect(await find([{ param: 'identifier', values: [{}, { value: '100' }] }, { param: 'identifier', values: [{ value: '100' }] }])).toEqual(['a.2']);
     });
 
     test('reference: system is the target type', async () => {

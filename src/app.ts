@@ -1,0 +1,70 @@
+import { Hono } from 'hono';
+import type { Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import type { Logger } from './log.ts';
+import type { Store } from './store/types.ts';
+import type { KeyRing } from './auth/keys.ts';
+import { createTokenVerifier } from './auth/tokens.ts';
+import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
+import { FhirError } from './errors.ts';
+import type { AppEnv } from './http/env.ts';
+import { renderError } from './http/errors.ts';
+import { fhirRoutes } from './http/fhir.ts';
+import { checkAccept, fhirJson } from './http/fhir-response.ts';
+import { createMetrics, type Metrics } from './http/metrics.ts';
+import { bearerAuth } from './http/middleware/bearer.ts';
+import { requestContext } from './http/middleware/request-context.ts';
+import { tenantGuard } from './http/middleware/tenant.ts';
+import { oauthRoutes } from './http/oauth.ts';
+import { opsRoutes } from './http/ops.ts';
+import pkg from '../package.json' with { type: 'json' };
+
+/** Everything the app needs, built by the composition root (src/main.ts, or test helpers). */
+export interface AppDeps {
+  config: Config;
+  store: Store;
+  keys: KeyRing;
+  clock: Clock;
+  log: Logger;
+  metrics?: Metrics;
+  /** True once SIGTERM started draining: /readyz answers 503. */
+  isDraining?: () => boolean;
+}
+
+/** Builds the Hono app (STYLE.md rule 1): no globals, two apps can live in one process. */
+export function createApp(deps: AppDeps) {
+  const { config, store, clock, log } = deps;
+  const metrics = deps.metrics ?? createMetrics();
+  const verify = createTokenVerifier(deps.keys, clock, config.baseUrl);
+  const authDeps = { store, keys: deps.keys, clock, config, log };
+  const app = new Hono<AppEnv>();
+  app.onError((err, c) => renderError(err, c, log));
+  app.notFound((c) => {
+    if (c.req.path.startsWith('/tenants/')) return renderError(new FhirError('not-found', `No route for ${c.req.method} ${c.req.path}`), c, log);
+    return c.json({ error: 'not_found' }, 404);
+  });
+  app.use('*', requestContext(log, metrics));
+  app.route('/', opsRoutes(store, metrics, deps.isDraining ?? (() => false)));
+  app.route('/', oauthRoutes(authDeps));
+
+  const contributions: CapabilityContribution[] = [];
+  const fhir = new Hono<AppEnv>();
+  fhir.use('*', tenantGuard(store));
+  fhir.use('*', async (c, next) => {
+    checkAccept(c.req.header('accept'), c.req.query('_format') ?? null);
+    await next();
+  });
+  fhir.get('/metadata', (c) => {
+    const fhirBase = `${config.baseUrl}/tenants/${c.get('tenant')}/fhir/R4`;
+    return fhirJson(capabilityStatement({
+      fhirBase, contributions, now: clock.now(), version: pkg.version,
+      oauthUris: { token: `${config.baseUrl}/oauth2/token`, authorize: `${config.baseUrl}/oauth2/authorize` },
+    }));
+  });
+  fhir.use('*', bearerAuth(verify));
+  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
+  app.route('/tenants/:tenant/fhir/R4', fhir);
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,61 @@
+import type { Clock } from '../clock.ts';
+import type { Client, Store } from '../store/types.ts';
+import { StoreConflictError } from '../store/types.ts';
+import { randomToken, sha256Hex } from './secrets.ts';
+
+export const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+export class AdminError extends Error {
+  override name = 'AdminError';
+}
+
+/** Creates a tenant (the interface's "project"). */
+export async function createTenant(store: Store, clock: Clock, id: string) {
+  if (!TENANT_ID.test(id)) throw new AdminError(`invalid tenant id '${id}': use 1-63 of [a-z0-9-], starting with a letter or digit`);
+  try {
+    return await store.tenants.create(id, clock.now());
+  } catch (err) {
+    if (err instanceof StoreConflictError) throw new AdminError(`tenant '${id}' already exists`, { cause: err });
+    throw err;
+  }
+}
+
+export interface NewClientOptions {
+  tenant: string;
+  name?: string;
+  grants?: string[];
+  scopes?: string[];
+  redirectUris?: string[];
+  secret?: boolean;
+  jwks?: Client['jwks'];
+  jwksUrl?: string | null;
+  readAttributes?: string[] | null;
+  accessTokenTtl?: number | null;
+}
+
+export const GRANT_TYPES = ['client_credentials', 'authorization_code', 'refresh_token'] as const;
+
+/** Registers a client; the secret (when one is issued) is returned once and stored only as a SHA-256 digest. */
+export async function createClient(store: Store, clock: Clock, o: NewClientOptions) {
+  if (!(await store.tenants.get(o.tenant))) throw new AdminError(`tenant '${o.tenant}' does not exist`);
+  const grants = o.grants?.length ? o.grants : ['client_credentials'];
+  for (const g of grants) if (!(GRANT_TYPES as readonly string[]).includes(g)) throw new AdminError(`unknown grant type '${g}'`);
+  for (const uri of o.redirectUris ?? []) {
+    if (!URL.canParse(uri) || uri.includes('#')) throw new AdminError(`invalid redirect URI '${uri}': an absolute URI without fragment`);
+  }
+  if (grants.includes('authorization_code') && !o.redirectUris?.length) throw new AdminError('authorization_code clients need --redirect-uri');
+  const hasKeys = !!o.jwks || !!o.jwksUrl;
+  const secret = (o.secret ?? !hasKeys) ? randomToken(32) : null;
+  const clientId = randomToken(16);
+  const client: Client = {
+    tenant: o.tenant, clientId, name: o.name ?? clientId, secretHash: secret ? sha256Hex(secret) : null, grants,
+    scopes: o.scopes ?? [], redirectUris: o.redirectUris ?? [], jwks: o.jwks ?? null, jwksUrl: o.jwksUrl ?? null,
+    readAttributes: o.readAttributes ?? null, accessTokenTtl: o.accessTokenTtl ?? null, createdAt: clock.now(), disabled: false,
+  };
+  if (grants.includes('client_credentials') && !secret && !hasKeys) {
+    throw new AdminError('client_credentials clients need a secret or a JWK Set');
+  }
+  await store.clients.create(client);
+  return { client, clientSecret: secret };
+}
+

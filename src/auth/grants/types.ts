@@ -1,0 +1,20 @@
+import type { AuthDeps } from '../deps.ts';
+import type { AuthenticatedClient } from '../client-auth.ts';
+
+/** The JSON body of a successful token response (RFC 6749 5.1, OIDC Core 3.1.3.3). */
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  scope: string;
+  id_token?: string;
+  refresh_token?: string;
+  patient?: string;
+}
+
+/** A grant type module: its name, the form parameters it reads, and its handler. */
+export interface Grant {
+  grantType: string;
+  parameters: string[];
+  handle(deps: AuthDeps, client: AuthenticatedClient, form: URLSearchParams): Promise<TokenResponse>;
+}

@@ -1,0 +1,107 @@
+import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
+import type { Clock } from '../clock.ts';
+import type { SigningKey, Store } from '../store/types.ts';
+import { randomToken } from './secrets.ts';
+
+/** Algorithms Cinder signs with: ES256 for access tokens (fast), RS256 for id_tokens (OIDC's default). */
+export type SigningAlg = 'ES256' | 'RS256';
+
+interface LoadedKey {
+  record: SigningKey;
+  privateKey: CryptoKey;
+  publicKey: CryptoKey;
+}
+
+export interface KeyRing {
+  /** Creates a key for every algorithm without an active one; loads the rest. Call at start. */
+  init(): Promise<void>;
+  /** The active key for `alg`. */
+  signingKey(alg: SigningAlg): LoadedKey;
+  /** Public key for `kid`, reloading from the database once for a kid this process has not seen. */
+  verificationKey(kid: string): Promise<CryptoKey | null>;
+  /** The published JWK Set (active keys and retired ones still within the longest token lifetime). */
+  jwks(): Promise<{ keys: JWK[] }>;
+  /** Adds new active keys and retires the old ones (which stay published until their tokens expire). */
+  rotate(): Promise<string[]>;
+}
+
+const ALGS: SigningAlg[] = ['ES256', 'RS256'];
+
+async function newKey(alg: SigningAlg, now: number): Promise<SigningKey> {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  const kid = randomToken(12);
+  const publicJwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
+  const privateJwk = { ...(await exportJWK(privateKey)), kid, alg };
+  return { kid, alg, privateJwk, publicJwk, createdAt: now, retiredAt: null };
+}
+
+async function load(record: SigningKey): Promise<LoadedKey> {
+  return {
+    record,
+    privateKey: (await importJWK(record.privateJwk, record.alg)) as CryptoKey,
+    publicKey: (await importJWK(record.publicJwk, record.alg)) as CryptoKey,
+  };
+}
+
+/**
+ * Signing keys kept in the database (so every process shares them) and cached in memory.
+ * `maxTokenTtl` bounds how long a retired key stays published.
+ */
+export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): KeyRing {
+  const loaded = new Map<string, LoadedKey>();
+  const active = new Map<SigningAlg, LoadedKey>();
+  let lastReload = 0;
+
+  async function reload(): Promise<void> {
+    lastReload = clock.now();
+    const records = await store.keys.list(clock.now() - maxTokenTtl * 1000);
+    for (const r of records) if (!loaded.has(r.kid)) loaded.set(r.kid, await load(r));
+    active.clear();
+    for (const r of records) {
+      const alg = r.alg as SigningAlg;
+      if (r.retiredAt === null && !active.has(alg)) active.set(alg, loaded.get(r.kid)!);
+    }
+  }
+
+  async function addKeys(algs: SigningAlg[]): Promise<string[]> {
+    const kids: string[] = [];
+    for (const alg of algs) {
+      const k = await newKey(alg, clock.now());
+      await store.keys.add(k);
+      kids.push(k.kid);
+    }
+    return kids;
+  }
+
+  return {
+    async init() {
+      await reload();
+      const missing = ALGS.filter((a) => !active.has(a));
+      if (missing.length > 0) {
+        await addKeys(missing);
+        await reload();
+      }
+    },
+    signingKey(alg) {
+      const k = active.get(alg);
+      if (!k) throw new Error(`no active ${alg} signing key; KeyRing.init() was not called`);
+      return k;
+    },
+    async verificationKey(kid) {
+      if (!loaded.has(kid) && clock.now() - lastReload > 1000) await reload();
+      return loaded.get(kid)?.publicKey ?? null;
+    },
+    async jwks() {
+      const records = await store.keys.list(clock.now() - maxTokenTtl * 1000);
+      return { keys: records.map((r) => r.publicJwk) };
+    },
+    async rotate() {
+      await reload();
+      const old = [...active.values()].map((k) => k.record.kid);
+      const kids = await addKeys(ALGS);
+      await store.keys.retire(old, clock.now());
+      await reload();
+      return kids;
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import type { Access, Permission } from '../fhir/access.ts';
+import { isResourceType } from '../fhir/resource-types.ts';
+
+export type ScopeContext = 'system' | 'user' | 'patient';
+
+/** One SMART resource scope, v1 (`read`/`write`/`*`) or v2 (`cruds` letters) normalised to permissions. */
+export interface ResourceScope {
+  context: ScopeContext;
+  type: string;
+  perms: Set<Permission>;
+}
+
+const SCOPE = /^(system|user|patient)\/(\*|[A-Z][A-Za-z]+)\.(\*|read|write|c?r?u?d?s?)$/;
+const V1: Record<string, Permission[]> = { read: ['r', 's'], write: ['c', 'u', 'd'], '*': ['c', 'r', 'u', 'd', 's'] };
+
+/**
+ * Parses a SMART App Launch 2.x resource scope (`system/Patient.rs`, `user/*.read`, `patient/*.cruds`).
+ * Returns null for anything else (OpenID scopes, custom scopes, v2 scopes with `?` search filters,
+ * which Cinder does not grant rather than over-grant).
+ */
+export function parseResourceScope(scope: string): ResourceScope | null {
+  const m = SCOPE.exec(scope);
+  if (!m || m[3] === '') return null;
+  const [, context, type, perm] = m as unknown as [string, ScopeContext, string, string];
+  if (type !== '*' && !isResourceType(type)) return null;
+  return { context, type, perms: new Set(V1[perm] ?? (perm.split('') as Permission[])) };
+}
+
+/** Whether `scope` is a well-formed SMART resource scope. */
+export function isResourceScope(scope: string): boolean {
+  return parseResourceScope(scope) !== null;
+}
+
+/** Splits a space-delimited scope string (RFC 6749 3.3), dropping empties and duplicates. */
+export function splitScopes(scope: string | undefined | null): string[] {
+  return [...new Set((scope ?? '').split(' ').filter(Boolean))];
+}
+
+/**
+ * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment
+ * of `patient` unless a system/user scope also covers that type; without a patient they grant nothing.
+ */
+export function accessFromScopes(scopes: string[], clientId: string, patient?: string): Access {
+  const parsed = scopes.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
+  const wide = parsed.filter((s) => s.context !== 'patient');
+  const narrow = patient ? parsed.filter((s) => s.context === 'patient') : [];
+  const covers = (list: ResourceScope[], type: string, perm?: Permission) =>
+    list.some((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
+  return {
+    clientId,
+    can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
+    patientLimit: (type) => (patient && !covers(wide, type) && covers(narrow, type) ? patient : undefined),
+  };
+}

@@ -1,0 +1,35 @@
+import type { ParseArgsConfig } from 'node:util';
+
+export type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** IO a command uses; injected so tests can run commands in-process. */
+export interface CliIO {
+  env: Record<string, string | undefined>;
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  /** Standard input as text (for --password-stdin). */
+  stdin: () => Promise<string>;
+  isTTY: boolean;
+}
+
+export interface ParsedArgs {
+  values: Record<string, string | boolean | string[] | undefined>;
+  positionals: string[];
+}
+
+/** One `cinder` subcommand. */
+export interface Command {
+  /** Words after `cinder`, e.g. `client create`. */
+  name: string;
+  summary: string;
+  usage: string;
+  options: Options;
+  allowPositionals?: boolean;
+  /** Returns the process exit code. */
+  run(args: ParsedArgs, io: CliIO): Promise<number>;
+}
+
+/** Thrown for a usage mistake: printed with the command's usage, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}

@@ -1,0 +1,61 @@
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../config.ts';
+import { clientCreateCommand } from './client.ts';
+import { UsageError, type CliIO, type Command } from './command.ts';
+import { migrateCommand } from './migrate.ts';
+import { serveCommand } from './serve.ts';
+import { tenantCreateCommand } from './tenant.ts';
+
+/** Every `cinder` subcommand. */
+export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, migrateCommand];
+
+function overview(): string {
+  const width = Math.max(...commands.map((c) => c.name.length));
+  return (
+    'Cinder: a FHIR R4 server with OAuth 2.0 / SMART authorization, terminology and bulk export.\n\n' +
+    'Usage: cinder <command> [options]   (no command = serve)\n\nCommands:\n' +
+    commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n') +
+    '\n\nRun `cinder <command> --help` for a command\'s options.\n'
+  );
+}
+
+/** Finds the longest command name that prefixes argv. */
+function match(argv: string[]): { command: Command; rest: string[] } | null {
+  for (const c of [...commands].sort((a, b) => b.name.length - a.name.length)) {
+    const words = c.name.split(' ');
+    if (words.every((w, i) => argv[i] === w)) return { command: c, rest: argv.slice(words.length) };
+  }
+  return null;
+}
+
+/** Runs the CLI; returns the exit code. */
+export async function runCli(argv: string[], io: CliIO): Promise<number> {
+  if (argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+    io.stdout(overview());
+    return 0;
+  }
+  const found = argv.length === 0 || argv[0]!.startsWith('--') ? { command: serveCommand, rest: argv } : match(argv);
+  if (!found) {
+    io.stderr(`cinder: unknown command '${argv.join(' ')}'\n\n${overview()}`);
+    return 2;
+  }
+  const { command, rest } = found;
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout(`${command.summary}\n\nUsage: ${command.usage}\n`);
+    return 0;
+  }
+  try {
+    const parsed = parseArgs({ args: rest, options: command.options, allowPositionals: command.allowPositionals ?? false, strict: true });
+    return await command.run(parsed as never, io);
+  } catch (err) {
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      io.stderr(`cinder ${command.name}: ${(err as Error).message}\n\nUsage: ${command.usage}\n`);
+      return 2;
+    }
+    if (err instanceof ConfigError) {
+      io.stderr(`cinder: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}

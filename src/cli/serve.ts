@@ -1,0 +1,54 @@
+import { createApp } from '../app.ts';
+import { CONFIG_KEYS, flagName } from '../config.ts';
+import { createMetrics } from '../http/metrics.ts';
+import { bootstrap } from './bootstrap.ts';
+import type { Command, Options } from './command.ts';
+import { openContext } from './context.ts';
+
+const options: Options = Object.fromEntries(CONFIG_KEYS.map((k) => [flagName(k).slice(2), { type: 'string' as const }]));
+
+function camel(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** `cinder serve`: migrate, bootstrap an empty database, listen, drain on SIGTERM. */
+export const serveCommand: Command = {
+  name: 'serve',
+  summary: 'Run the Cinder server (the default command)',
+  usage: `cinder serve [${CONFIG_KEYS.map((k) => flagName(k) + ' <value>').join('] [')}]\n\nEach flag overrides its CINDER_* environment variable (see README).`,
+  options,
+  async run(args, io) {
+    const flags: Record<string, string> = {};
+    for (const [k, v] of Object.entries(args.values)) if (typeof v === 'string') flags[camel(k)] = v;
+    const { config, log, store, keys, clock } = await openContext(io, flags);
+    await keys.init();
+    const first = await bootstrap(store, clock);
+    let draining = false;
+    const metrics = createMetrics();
+    const app = createApp({ config, store, keys, clock, log, metrics, isDraining: () => draining });
+    const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024 });
+    const fhirBase = `${config.baseUrl}/tenants/default/fhir/R4`;
+    if (first) {
+      io.stdout(
+        `Cinder initialised ${config.dataDir}.\nAdmin client for tenant 'default' (shown once, keep it safe):\n` +
+          `  client_id:     ${first.clientId}\n  client_secret: ${first.clientSecret}\n  FHIR base:     ${fhirBase}\n` +
+          `  token URL:     ${config.baseUrl}/oauth2/token\n`,
+      );
+    }
+    log.info('listening', { url: `http://${config.host}:${server.port}`, baseUrl: config.baseUrl, database: store.kind });
+    await new Promise<void>((resolve) => {
+      const stop = async (signal: string) => {
+        if (draining) return;
+        draining = true;
+        log.info('draining', { signal });
+        await server.stop(false);
+        await store.close();
+        log.info('stopped');
+        resolve();
+      };
+      process.once('SIGTERM', () => void stop('SIGTERM'));
+      process.once('SIGINT', () => void stop('SIGINT'));
+    });
+    return 0;
+  },
+};

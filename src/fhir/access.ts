@@ -1,0 +1,17 @@
+/** What a request may do, derived from its token's SMART scopes (src/auth/scopes.ts). */
+export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
+
+export interface Access {
+  /** Whether the holder may perform `perm` on resources of `type`. */
+  can(type: string, perm: Permission): boolean;
+  /**
+   * The patient whose compartment bounds access to `type` (patient-context scopes), or undefined when
+   * the holder's access to `type` is not limited to one patient.
+   */
+  patientLimit(type: string): string | undefined;
+  /** Client that acts, for audit and job ownership. */
+  clientId: string;
+}
+
+/** Operator access (CLI, workers acting for a verified job): everything in the tenant. */
+export const operatorAccess: Access = { can: () => true, patientLimit: () => undefined, clientId: 'cinder-cli' };

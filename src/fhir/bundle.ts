@@ -1,0 +1,57 @@
+import type { FhirIssue } from '../errors.ts';
+import type { ResourceVersion } from '../store/types.ts';
+import { operationOutcome } from './outcome.ts';
+
+export interface BundleLink {
+  relation: string;
+  url: string;
+}
+
+/** ETag of a version, as FHIR R4 http 3.1.0.4.3 prescribes. */
+export function etag(versionId: number): string {
+  return `W/"${versionId}"`;
+}
+
+/**
+ * A searchset Bundle as JSON text. Stored resource text is spliced in as is, never re-serialised.
+ */
+export function searchsetJson(
+  fhirBase: string, rows: ResourceVersion[], links: BundleLink[], total: number | undefined, warnings: FhirIssue[], now: number,
+): string {
+  const entries = rows.map(
+    (r) => `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.type}/${r.id}`)},"resource":${r.content},"search":{"mode":"match"}}`,
+  );
+  if (warnings.length > 0) {
+    entries.push(`{"resource":${JSON.stringify(operationOutcome(warnings))},"search":{"mode":"outcome"}}`);
+  }
+  const head: Record<string, unknown> = {
+    resourceType: 'Bundle',
+    id: crypto.randomUUID(),
+    meta: { lastUpdated: new Date(now).toISOString() },
+    type: 'searchset',
+  };
+  if (total !== undefined) head.total = total;
+  head.link = links;
+  return `${JSON.stringify(head).slice(0, -1)},"entry":[${entries.join(',')}]}`;
+}
+
+/** A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource. */
+export function historyJson(fhirBase: string, rows: ResourceVersion[], links: BundleLink[], now: number): string {
+  const entries = rows.map((r) => {
+    const fullUrl = JSON.stringify(`${fhirBase}/${r.type}/${r.id}`);
+    const lastModified = new Date(r.lastUpdated).toISOString();
+    const method = r.deleted ? 'DELETE' : r.versionId === 1 ? 'POST' : 'PUT';
+    const url = JSON.stringify(method === 'POST' ? r.type : `${r.type}/${r.id}`);
+    const status = r.deleted ? '204' : r.versionId === 1 ? '201' : '200';
+    const resource = r.deleted ? '' : `"resource":${r.content},`;
+    return `{"fullUrl":${fullUrl},${resource}"request":{"method":"${method}","url":${url}},"response":{"status":"${status}","etag":"W/\\"${r.versionId}\\"","lastModified":"${lastModified}"}}`;
+  });
+  const head = {
+    resourceType: 'Bundle',
+    id: crypto.randomUUID(),
+    meta: { lastUpdated: new Date(now).toISOString() },
+    type: 'history',
+    link: links,
+  };
+  return `${JSON.stringify(head).slice(0, -1)},"entry":[${entries.join(',')}]}`;
+}

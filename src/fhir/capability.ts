@@ -1,0 +1,85 @@
+import { paramsOf } from './definitions.ts';
+import { R4_RESOURCE_TYPES } from './resource-types.ts';
+
+/** An operation a feature adds to the CapabilityStatement. */
+export interface OperationDecl {
+  name: string;
+  definition: string;
+  /** Where it is invoked: system level, or on these resource types. */
+  types?: string[];
+}
+
+/** What features contribute to the CapabilityStatement. */
+export interface CapabilityContribution {
+  operations?: OperationDecl[];
+  instantiates?: string[];
+}
+
+export interface CapabilityOptions {
+  fhirBase: string;
+  /** OAuth endpoints for the SMART security extension (`oauth-uris`). */
+  oauthUris: Record<string, string>;
+  contributions: CapabilityContribution[];
+  now: number;
+  version: string;
+}
+
+const INTERACTIONS = ['read', 'vread', 'update', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
+const COMMON_PARAMS = [
+  { name: '_id', definition: 'http://hl7.org/fhir/SearchParameter/Resource-id', type: 'token' },
+  { name: '_lastUpdated', definition: 'http://hl7.org/fhir/SearchParameter/Resource-lastUpdated', type: 'date' },
+];
+
+function resourceEntry(type: string, ops: OperationDecl[]) {
+  const entry: Record<string, unknown> = {
+    type,
+    interaction: INTERACTIONS.map((code) => ({ code })),
+    versioning: 'versioned-update',
+    readHistory: true,
+    updateCreate: true,
+    conditionalCreate: false,
+    conditionalUpdate: false,
+    conditionalDelete: 'not-supported',
+    searchParam: [...COMMON_PARAMS, ...paramsOf(type).map((p) => ({ name: p.code, definition: p.url, type: p.type }))],
+  };
+  const typeOps = ops.filter((o) => o.types?.includes(type));
+  if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));
+  return entry;
+}
+
+/** The server's truthful CapabilityStatement (FHIR R4 CapabilityStatement, SMART security extension). */
+export function capabilityStatement(o: CapabilityOptions): Record<string, unknown> {
+  const ops = o.contributions.flatMap((c) => c.operations ?? []);
+  const instantiates = o.contributions.flatMap((c) => c.instantiates ?? []);
+  const statement: Record<string, unknown> = {
+    resourceType: 'CapabilityStatement',
+    status: 'active',
+    date: new Date(o.now).toISOString(),
+    publisher: 'Cinder',
+    kind: 'instance',
+    software: { name: 'Cinder', version: o.version },
+    implementation: { description: 'Cinder FHIR R4 server', url: o.fhirBase },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json', 'json'],
+    rest: [
+      {
+        mode: 'server',
+        security: {
+          cors: false,
+          service: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' }] }],
+          extension: [
+            {
+              url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+              extension: Object.entries(o.oauthUris).map(([url, valueUri]) => ({ url, valueUri })),
+            },
+          ],
+        },
+        resource: R4_RESOURCE_TYPES.map((t) => resourceEntry(t, ops)),
+        interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
+        operation: ops.filter((op) => !op.types).map((op) => ({ name: op.name, definition: op.definition })),
+      },
+    ],
+  };
+  if (instantiates.length) statement.instantiates = instantiates;
+  return statement;
+}

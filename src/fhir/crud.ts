@@ -1,0 +1,156 @@
+import type { Clock } from '../clock.ts';
+import { FhirError } from '../errors.ts';
+import type { ResourceVersion, ResourceWriter, Store } from '../store/types.ts';
+import type { Access, Permission } from './access.ts';
+import { patientCompartment } from './definitions.ts';
+import { compartmentsOf, indexEntries } from './indexer.ts';
+import { asResource, checkTypeAndId, newId, stamp, type Resource } from './resource.ts';
+
+export interface FhirDeps {
+  store: Store;
+  clock: Clock;
+}
+
+/** Who asks, in which tenant. */
+export interface FhirRequest {
+  tenant: string;
+  access: Access;
+}
+
+export interface WriteResult {
+  version: ResourceVersion;
+  created: boolean;
+}
+
+/** Throws 403 unless the request's scopes allow `perm` on `type`. */
+export function requireAccess(access: Access, type: string, perm: Permission): void {
+  if (!access.can(type, perm)) {
+    const verb = { c: 'create', r: 'read', u: 'update', d: 'delete', s: 'search' }[perm];
+    throw new FhirError('forbidden', `The access token's scopes do not allow ${verb} of ${type}`);
+  }
+}
+
+/** With patient-context scopes, throws 403 unless `resource` is in that patient's compartment. */
+export function requireCompartment(access: Access, resource: Resource): void {
+  const patient = access.patientLimit(resource.resourceType);
+  if (patient === undefined || !patientCompartment().has(resource.resourceType)) return;
+  if (!compartmentsOf(resource).includes(patient)) {
+    throw new FhirError('forbidden', `${resource.resourceType} is outside the patient compartment the token is limited to`);
+  }
+}
+
+/** Parses an `If-Match` ETag (`W/"3"` or `"3"`) into a version number. */
+export function parseIfMatch(header: string | undefined): number | undefined {
+  if (header === undefined) return undefined;
+  const m = /^(?:W\/)?"(\d+)"$/.exec(header.trim());
+  if (!m) throw new FhirError('invalid', `Malformed If-Match header '${header}': expected W/"<versionId>"`);
+  return Number(m[1]);
+}
+
+export interface PutOptions {
+  ifMatch?: number;
+  now: number;
+  access: Access;
+}
+
+/**
+ * Writes `resource` as the next version of `type/id` inside an open transaction (FHIR R4 update,
+ * create-on-update). Shared by create, update, transactions and import.
+ */
+export async function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions): Promise<WriteResult> {
+  const type = resource.resourceType;
+  const current = await w.current(type, id);
+  const exists = current !== null && !current.deleted;
+  requireAccess(opts.access, type, exists ? 'u' : 'c');
+  if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
+    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
+  }
+  const versionId = (current?.versionId ?? 0) + 1;
+  const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
+  const withId = { ...resource, id } as Resource;
+  requireCompartment(opts.access, withId);
+  const version = { type, id, versionId, lastUpdated, deleted: false, content: stamp(withId, id, versionId, lastUpdated) };
+  await w.put({ ...version, index: indexEntries(withId), compartments: compartmentsOf(withId) });
+  return { version, created: !exists };
+}
+
+/** Marks `type/id` deleted with a new version; returns null when there was nothing to delete. */
+export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
+  requireAccess(opts.access, type, 'd');
+  const current = await w.current(type, id);
+  if (!current || current.deleted) return null;
+  if (opts.ifMatch !== undefined && current.versionId !== opts.ifMatch) {
+    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch}, current is ${current.versionId}`);
+  }
+  const versionId = current.versionId + 1;
+  const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
+  const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
+  await w.put({ ...version, index: [], compartments: [] });
+  return version;
+}
+
+/** FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. */
+export async function createResource(deps: FhirDeps, req: FhirRequest, type: string, body: unknown): Promise<WriteResult> {
+  checkTypeAndId(type);
+  const resource = asResource(body, type);
+  requireAccess(req.access, type, 'c');
+  const now = deps.clock.now();
+  return deps.store.resources.write(req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
+}
+
+/** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
+export async function updateResource(
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: number,
+): Promise<WriteResult> {
+  checkTypeAndId(type, id);
+  const resource = asResource(body, type);
+  if (resource.id === undefined) throw new FhirError('required', 'Resource in an update must carry an id', { expression: ['id'] });
+  if (resource.id !== id) {
+    throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
+  }
+  const now = deps.clock.now();
+  const opts: PutOptions = { now, access: req.access };
+  if (ifMatch !== undefined) opts.ifMatch = ifMatch;
+  return deps.store.resources.write(req.tenant, (w) => putVersion(w, resource, id, opts));
+}
+
+/** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */
+export async function deleteResource(
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: number,
+): Promise<ResourceVersion | null> {
+  checkTypeAndId(type, id);
+  const now = deps.clock.now();
+  const opts: PutOptions = { now, access: req.access };
+  if (ifMatch !== undefined) opts.ifMatch = ifMatch;
+  return deps.store.resources.write(req.tenant, (w) => deleteVersion(w, type, id, opts));
+}
+
+/** FHIR R4 read (3.1.0.1): 404 when unknown, 410 when deleted. */
+export async function readResource(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<ResourceVersion> {
+  checkTypeAndId(type, id);
+  requireAccess(req.access, type, 'r');
+  const v = await deps.store.resources.read(req.tenant, type, id);
+  if (!v) throw new FhirError('not-found', `${type}/${id} is not known`);
+  if (v.deleted) throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
+  checkReadable(req.access, v);
+  return v;
+}
+
+/** FHIR R4 vread (3.1.0.2). */
+export async function vreadResource(
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, versionId: string,
+): Promise<ResourceVersion> {
+  checkTypeAndId(type, id);
+  requireAccess(req.access, type, 'r');
+  if (!/^\d{1,15}$/.test(versionId)) throw new FhirError('not-found', `${type}/${id} has no version '${versionId}'`);
+  const v = await deps.store.resources.vread(req.tenant, type, id, Number(versionId));
+  if (!v) throw new FhirError('not-found', `${type}/${id} has no version ${versionId}`);
+  if (v.deleted) throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
+  checkReadable(req.access, v);
+  return v;
+}
+
+function checkReadable(access: Access, v: ResourceVersion): void {
+  if (access.patientLimit(v.type) === undefined) return;
+  requireCompartment(access, JSON.parse(v.content) as Resource);
+}

@@ -1,0 +1,37 @@
+import { ID_PATTERN, isResourceType } from './resource-types.ts';
+
+export interface ParsedReference {
+  type: string;
+  id: string;
+  version?: string;
+}
+
+const TAIL = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/([A-Za-z0-9\-.]{1,64}))?$/;
+
+/**
+ * Parses a literal reference (`Type/id`, `Type/id/_history/v` or an absolute URL ending so) into its parts.
+ * Contained (`#x`), `urn:` and conditional references give null.
+ */
+export function parseReference(reference: string): ParsedReference | null {
+  if (reference.startsWith('#') || reference.startsWith('urn:') || reference.includes('?')) return null;
+  const m = TAIL.exec(reference);
+  if (!m || !isResourceType(m[1]!) || !ID_PATTERN.test(m[2]!)) return null;
+  const parsed: ParsedReference = { type: m[1]!, id: m[2]! };
+  if (m[3]) parsed.version = m[3];
+  return parsed;
+}
+
+/** Calls `visit` for every object with a string `reference` property anywhere in `node`. */
+export function walkReferences(node: unknown, visit: (holder: { reference: string }) => void): void {
+  if (Array.isArray(node)) {
+    for (const item of node) walkReferences(item, visit);
+    return;
+  }
+  if (node === null || typeof node !== 'object') return;
+  const obj = node as Record<string, unknown>;
+  if (typeof obj.reference === 'string') visit(obj as { reference: string });
+  for (const key in obj) {
+    const value = obj[key];
+    if (value !== null && typeof value === 'object') walkReferences(value, visit);
+  }
+}

@@ -1,0 +1,39 @@
+import type { Context } from 'hono';
+import { FhirError, OAuthError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { operationOutcome, issue } from '../fhir/outcome.ts';
+import { FHIR_JSON } from './fhir-response.ts';
+
+/** True for paths answered with OperationOutcome bodies (the FHIR API). */
+function isFhirPath(path: string): boolean {
+  return /^\/tenants\/[^/]+\/fhir\//.test(path);
+}
+
+/**
+ * The one error handler (STYLE.md rule 2): domain errors render in their protocol's shape; anything
+ * else is a generic 500 whose detail goes only to the log.
+ */
+export function renderError(err: unknown, c: Context, log: Logger): Response {
+  if (err instanceof OAuthError) {
+    return new Response(JSON.stringify(err.description ? { error: err.error, error_description: err.description } : { error: err.error }), {
+      status: err.status,
+      headers: { 'Content-Type': 'application/json;charset=UTF-8', 'Cache-Control': 'no-store', Pragma: 'no-cache', ...err.headers },
+    });
+  }
+  if (err instanceof FhirError) {
+    return new Response(JSON.stringify(operationOutcome(err.issues)), {
+      status: err.status,
+      headers: { 'Content-Type': FHIR_JSON, ...err.headers },
+    });
+  }
+  const requestId = c.get('requestId' as never) as string | undefined;
+  log.error('unhandled error', { err, requestId, path: c.req.path, method: c.req.method });
+  if (isFhirPath(c.req.path)) {
+    const body = operationOutcome([issue('error', 'exception', `Internal server error (request id ${requestId ?? 'unknown'})`)]);
+    return new Response(JSON.stringify(body), { status: 500, headers: { 'Content-Type': FHIR_JSON } });
+  }
+  return new Response(JSON.stringify({ error: 'server_error' }), {
+    status: 500,
+    headers: { 'Content-Type': 'application/json;charset=UTF-8' },
+  });
+}

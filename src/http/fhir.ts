@@ -1,0 +1,128 @@
+import { Hono, type Context } from 'hono';
+import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
+import { historyJson, searchsetJson, type BundleLink } from '../fhir/bundle.ts';
+import { history } from '../fhir/history.ts';
+import { issue, operationOutcome } from '../fhir/outcome.ts';
+import { searchResources } from '../fhir/search.ts';
+import { processBundle } from '../fhir/transaction.ts';
+import { FhirError } from '../errors.ts';
+import type { ResourceVersion } from '../store/types.ts';
+import { readFhirBody, readLimited } from './body.ts';
+import type { AppEnv } from './env.ts';
+import { fhirJson, versionHeaders } from './fhir-response.ts';
+
+export interface FhirRouteDeps extends FhirDeps {
+  baseUrl: string;
+  maxBodyBytes: number;
+}
+
+function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
+  return `${baseUrl}/tenants/${c.get('tenant')}/fhir/R4`;
+}
+
+function request(c: Context<AppEnv>): FhirRequest {
+  return { tenant: c.get('tenant'), access: c.get('access') };
+}
+
+/** Parses `Prefer` (RFC 7240) into its preferences: `return`, `handling`, `respond-async`. */
+export function parsePrefer(header: string | undefined): Map<string, string> {
+  const prefs = new Map<string, string>();
+  for (const part of (header ?? '').split(',')) {
+    const [k, v] = part.split(';')[0]!.split('=').map((s) => s.trim().replace(/^"|"$/g, ''));
+    if (k) prefs.set(k.toLowerCase(), v ?? '');
+  }
+  return prefs;
+}
+
+/** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */
+function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
+  const headers: Record<string, string> = { ...versionHeaders(v) };
+  if (status === 201) headers.Location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
+  const ret = parsePrefer(c.req.header('prefer')).get('return');
+  if (ret === 'minimal') {
+    delete headers['Content-Type'];
+    return new Response(null, { status, headers });
+  }
+  if (ret === 'OperationOutcome') {
+    return fhirJson(operationOutcome([issue('information', 'informational', `${v.type}/${v.id} version ${v.versionId} stored`)]), status, headers);
+  }
+  return fhirJson(v.content, status, headers);
+}
+
+function links(base: string, path: string, self: URLSearchParams, next?: string): BundleLink[] {
+  const out: BundleLink[] = [{ relation: 'self', url: `${base}${path}${self.size ? '?' + self : ''}` }];
+  if (next) {
+    const q = new URLSearchParams(self);
+    q.set('_cursor', next);
+    out.push({ relation: 'next', url: `${base}${path}?${q}` });
+  }
+  return out;
+}
+
+/** FHIR R4 RESTful interactions for one tenant (mounted under `/tenants/:tenant/fhir/R4`, behind bearer auth). */
+export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const strict = (c: Context<AppEnv>) => parsePrefer(c.req.header('prefer')).get('handling') === 'strict';
+
+  const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const r = await searchResources(deps, request(c), type, params, strict(c));
+    return fhirJson(searchsetJson(base, r.rows, links(base, `/${type}`, r.self, r.next), r.total, r.warnings, deps.clock.now()));
+  };
+  const historyOf = async (c: Context<AppEnv>, type?: string, id?: string) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const params = new URL(c.req.url).searchParams;
+    const r = await history(deps, request(c), params, type, id);
+    const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
+    return fhirJson(historyJson(base, r.rows, links(base, path, r.self, r.next), deps.clock.now()));
+  };
+
+  app.post('/', async (c) => {
+    const body = await readFhirBody(c, deps.maxBodyBytes);
+    return fhirJson(await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl)));
+  });
+  app.get('/_history', (c) => historyOf(c));
+  app.get('/:type', (c) => search(c, c.req.param('type'), new URL(c.req.url).searchParams));
+  app.post('/:type/_search', async (c) => {
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim();
+    if (type !== 'application/x-www-form-urlencoded') {
+      throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
+    }
+    const params = new URLSearchParams(await readLimited(c.req.raw, deps.maxBodyBytes));
+    for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
+    return search(c, c.req.param('type'), params);
+  });
+  app.post('/:type', async (c) => {
+    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const { version } = await createResource(deps, request(c), c.req.param('type'), body);
+    return writeResponse(c, version, 201, fhirBase(c, deps.baseUrl));
+  });
+  app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
+  app.get('/:type/:id', async (c) => {
+    const { type, id } = c.req.param();
+    if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+    const v = await readResource(deps, request(c), type, id);
+    return fhirJson(v.content, 200, versionHeaders(v));
+  });
+  app.put('/:type/:id', async (c) => {
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const { type, id } = c.req.param();
+    const { version, created } = await updateResource(deps, request(c), type, id, body, ifMatch);
+    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
+  });
+  app.delete('/:type/:id', async (c) => {
+    const { type, id } = c.req.param();
+    const deleted = await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match')));
+    const text = deleted ? `Deleted ${type}/${id}` : `${type}/${id} did not exist; nothing to delete`;
+    const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
+    return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
+  });
+  app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));
+  app.get('/:type/:id/_history/:vid', async (c) => {
+    const { type, id, vid } = c.req.param();
+    const v = await vreadResource(deps, request(c), type, id, vid);
+    return fhirJson(v.content, 200, versionHeaders(v));
+  });
+  return app;
+}

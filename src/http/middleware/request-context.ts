@@ -1,0 +1,23 @@
+import type { MiddlewareHandler } from 'hono';
+import { routePath } from 'hono/route';
+import type { Logger } from '../../log.ts';
+import type { AppEnv } from '../env.ts';
+import type { Metrics } from '../metrics.ts';
+
+const REQUEST_ID = /^[A-Za-z0-9\-._]{1,128}$/;
+
+/** Request id (`X-Request-Id`, echoed or generated), an access log line at debug level, and metrics. */
+export function requestContext(log: Logger, metrics: Metrics): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const started = performance.now();
+    const incoming = c.req.header('x-request-id');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+    c.set('requestId', requestId);
+    await next();
+    c.header('X-Request-Id', requestId);
+    const seconds = (performance.now() - started) / 1000;
+    const route = routePath(c);
+    metrics.observeRequest(c.req.method, route, c.res.status, seconds);
+    log.debug('request', { requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) });
+  };
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bun
+/** Entry point: parses argv and dispatches to src/cli/*. The only place that starts Bun.serve (via `serve`). */
+import { runCli } from './cli/index.ts';
+
+const code = await runCli(process.argv.slice(2), {
+  env: process.env,
+  stdout: (t) => process.stdout.write(t),
+  stderr: (t) => process.stderr.write(t),
+  stdin: () => Bun.stdin.text(),
+  isTTY: !!process.stderr.isTTY,
+}).catch((err: unknown) => {
+  process.stderr.write(`cinder: ${err instanceof Error ? err.message : String(err)}\n`);
+  return 1;
+});
+process.exit(code);

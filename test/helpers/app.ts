@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createApp } from '../../src/app.ts';
+import { createClient, createTenant } from '../../src/auth/admin.ts';
+import { createKeyRing } from '../../src/auth/keys.ts';
+import type { Clock } from '../../src/clock.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import type { Store } from '../../src/store/types.ts';
+
+export const BASE = 'http://cinder.test';
+
+/** A clock tests can move. */
+export function testClock(start = Date.parse('2026-01-15T10:00:00Z')): Clock & { advance(ms: number): void; set(ms: number): void } {
+  let now = start;
+  return { now: () => now, advance: (ms) => void (now += ms), set: (ms) => void (now = ms) };
+}
+
+export interface TestAppOptions {
+  store?: Store;
+  clock?: Clock;
+  env?: Record<string, string>;
+}
+
+/**
+ * An in-process Cinder on a fresh SQLite file (or the given store), with tenant `t1` and an admin
+ * client. `request()` goes through `app.request()`; `token()` gets a client_credentials token.
+ */
+export async function createTestApp(opts: TestAppOptions = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'cinder-test-'));
+  const store = opts.store ?? createSqliteStore(join(dir, 'cinder.db'));
+  await store.migrate();
+  const clock = opts.clock ?? testClock();
+  const config: Config = loadConfig({ CINDER_BASE_URL: BASE, CINDER_DATA_DIR: dir, ...opts.env });
+  const keys = createKeyRing(store, clock, config.accessTokenTtl);
+  await keys.init();
+  const app = createApp({ config, store, keys, clock, log: silentLogger });
+  await createTenant(store, clock, 't1');
+  const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
+
+  const request = (path: string, init: RequestInit = {}) => app.request(path.startsWith('http') ? path : BASE + path, init);
+
+  /** client_credentials token for `clientId`/`secret` (the admin client by default). */
+  async function token(scope?: string, clientId = admin.client.clientId, secret = admin.clientSecret!): Promise<string> {
+    const form = new URLSearchParams({ grant_type: 'client_credentials' });
+    if (scope) form.set('scope', scope);
+    const res = await request('/oauth2/token', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded', Authorization: 'Basic ' + btoa(`${clientId}:${secret}`) },
+      body: form,
+    });
+    if (res.status !== 200) throw new Error(`token request failed: ${res.status} ${await res.text()}`);
+    return ((await res.json()) as { access_token: string }).access_token;
+  }
+
+  /** Creates a client in `tenant` with these scopes and returns a token for it. */
+  async function tokenFor(tenant: string, scopes: string[], scope?: string): Promise<string> {
+    if (!(await store.tenants.get(tenant))) await createTenant(store, clock, tenant);
+    const c = await createClient(store, clock, { tenant, scopes });
+    return token(scope, c.client.clientId, c.clientSecret!);
+  }
+
+  return {
+    app, store, clock, config, keys, admin, request, token, tokenFor, dir,
+    fhir: (tenant = 't1') => `${BASE}/tenants/${tenant}/fhir/R4`,
+    async close() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export type TestApp = Awaited<ReturnType<typeof createTestApp>>;
+
+/** JSON request init with a bearer token. */
+export function fhirInit(token: string, method = 'GET', body?: unknown, headers: Record<string, string> = {}): RequestInit {
+  const init: RequestInit = { method, headers: { Authorization: `Bearer ${token}`, ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === 'string' ? body : JSON.stringify(body);
+    (init.headers as Record<string, string>)['Content-Type'] ??= 'application/fhir+json';
+  }
+  return init;
+}

@@ -66,6 +66,30 @@ describe.if(pg !== undefined)('postgres adapter', () => {
     expect((await store.resources.read(t, 'Patient', 'y'))!.versionId).toBe(2);
   });
 
+  test('before any ANALYZE, key lookups use resources_key instead of scanning a whole type', async () => {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const types = ['Patient', 'Observation', 'Encounter'];
+    await s.resources.write('t', async (w) => {
+      for (let i = 0; i < 3_000; i++) await w.put(version(types[i % 3]!, `r${i}`, { lastUpdated: i }));
+    });
+    const conn = postgres(db.url, { max: 1 });
+    try {
+      await conn`SET plan_cache_mode = force_generic_plan`;
+      await conn.unsafe('PREPARE one(text, text, text) AS SELECT pk FROM resources WHERE tenant = $1 AND type = $2 AND id = $3 FOR UPDATE');
+      // The two lookup statements of write-sql.ts (current() of one key, and of several at once).
+      await conn.unsafe(`PREPARE many(text, text[], text[]) AS SELECT r.* FROM unnest($2::text[], $3::text[]) AS k(type, id)
+        CROSS JOIN LATERAL (SELECT pk FROM resources WHERE tenant = $1 AND type = k.type AND id = k.id FOR UPDATE) r`);
+      for (const call of ["one('t', 'Patient', 'r3')", "many('t', '{Patient}', '{r3}')"]) {
+        const plan = (await conn.unsafe(`EXPLAIN EXECUTE ${call}`)).map((r) => String(r['QUERY PLAN'])).join('\n');
+        expect(plan).toContain('using resources_key');
+      }
+    } finally {
+      await conn.end();
+    }
+  });
+
   test('the connection pool stays within its configured size', async () => {
     const db = await pg!.fresh();
     const s = db.open();

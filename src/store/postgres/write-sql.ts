@@ -36,13 +36,19 @@ function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
   return { idx, cmp };
 }
 
-/** Locks the current rows of these resources (in key order, to avoid deadlocks) and returns them. */
-export function lockVersions(tx: PgTx, tenant: string, vs: { type: string; id: string }[]): Promise<LockedRow[]> {
+/**
+ * Locks the current rows of these resources and returns them. One index probe per key (a LATERAL
+ * join leaves the planner no whole-table plan, even before statistics exist), in sorted key order
+ * so that concurrent writers lock in the same order.
+ */
+export function lockVersions(tx: PgTx, tenant: string, keys: { type: string; id: string }[]): Promise<LockedRow[]> {
+  const sorted = [...keys].sort((a, b) => (a.type === b.type ? (a.id < b.id ? -1 : 1) : a.type < b.type ? -1 : 1));
   return tx<LockedRow[]>`
-    SELECT r.pk, r.type, r.id, r.version_id, r.last_updated, r.deleted FROM resources r
-    WHERE r.tenant = ${tenant}
-      AND (r.type, r.id) IN (SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[]))
-    ORDER BY r.type, r.id FOR UPDATE OF r`;
+    SELECT r.* FROM unnest(${sorted.map((k) => k.type)}::text[], ${sorted.map((k) => k.id)}::text[]) AS k(type, id)
+    CROSS JOIN LATERAL (
+      SELECT pk, type, id, version_id, last_updated, deleted FROM resources
+      WHERE tenant = ${tenant} AND type = k.type AND id = k.id FOR UPDATE
+    ) r`;
 }
 
 /**
@@ -116,23 +122,25 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
 export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
   if (!rows.length) return;
   const vs = rows.map((r) => r.v);
+  const pks = rows.map((r) => r.pk);
   const c = versionColumns(vs);
   const { idx, cmp } = entryColumns(vs, (i) => rows[i]!.pk);
+  // `pk = ANY(...)` on every table gives each sub-statement an index path whatever the statistics.
   await tx`
     WITH v AS (
-      SELECT * FROM unnest(${rows.map((r) => r.pk)}::bigint[], ${c.versionId}::int[], ${c.lastUpdated}::bigint[],
+      SELECT * FROM unnest(${pks}::bigint[], ${c.versionId}::int[], ${c.lastUpdated}::bigint[],
         ${c.deleted}::int[], ${c.content}::text[]) AS v(pk, version_id, last_updated, deleted, content)
     ), h AS (
       INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content)
-      SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content FROM resources r JOIN v ON r.pk = v.pk
+      SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content FROM resources r WHERE r.pk = ANY(${pks}::bigint[])
     ), u AS (
       UPDATE resources r SET version_id = v.version_id, last_updated = v.last_updated, deleted = v.deleted = 1,
         seq = nextval('resource_seq'), content = v.content
-      FROM v WHERE r.pk = v.pk
+      FROM v WHERE r.pk = v.pk AND r.pk = ANY(${pks}::bigint[])
     ), di AS (
-      DELETE FROM search_index WHERE res IN (SELECT pk FROM v)
+      DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])
     ), dc AS (
-      DELETE FROM compartments WHERE res IN (SELECT pk FROM v)
+      DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])
     ), ii AS (
       INSERT INTO search_index (res, tenant, type, param, system, value)
       SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value

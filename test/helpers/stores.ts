@@ -51,7 +51,7 @@ function sqliteTarget(): StoreTarget {
     ...database(join(dir, 'main.db')),
     fresh: async () => database(join(dir, `${randomName()}.db`)),
     async cleanup() {
-      for (const s of opened.splice(0)) await s.close();
+      await Promise.all(opened.splice(0).map((s) => s.close()));
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -86,7 +86,7 @@ async function postgresTarget(admin: postgres.Sql): Promise<StoreTarget> {
     open: main.open,
     fresh: create,
     async cleanup() {
-      for (const s of opened.splice(0)) await s.close();
+      await Promise.all(opened.splice(0).map((s) => s.close()));
       for (const name of made.splice(0)) await admin`DROP DATABASE IF EXISTS ${admin(name)} WITH (FORCE)`;
       await admin.end();
     },

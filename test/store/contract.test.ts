@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe } from 'bun:test';
 import type { Store } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { accountsContract } from './contract/accounts.ts';
+import { batchingContract } from './contract/batching.ts';
 import { twoInstanceContract } from './contract/concurrency.ts';
 import { historyContract } from './contract/history.ts';
 import { metacharContract } from './contract/metachars.ts';
@@ -21,13 +22,15 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
     store = target.open();
     await store.migrate();
   });
-  afterAll(() => target.cleanup());
+  // Dropping databases can take seconds on a busy shared server.
+  afterAll(() => target.cleanup(), 60_000);
 
   migrationContract(target);
   accountsContract(() => store);
   historyContract(() => store);
   searchContract(() => store);
   writesContract(() => store);
+  batchingContract(() => store);
   metacharContract(() => store);
   twoInstanceContract(() => target, kind === 'postgres');
 });

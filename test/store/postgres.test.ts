@@ -10,7 +10,7 @@ const targets = await storeTargets();
 const pg = targets.find((t) => t.kind === 'postgres');
 afterAll(async () => {
   for (const t of targets) await t.cleanup();
-});
+}, 60_000);
 
 describe.if(pg !== undefined)('postgres adapter', () => {
   let store: Store;

@@ -48,7 +48,15 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
     for (const r of rows) remember(r.v, r.pk);
   }
 
-  async function flush(): Promise<void> {
+  /** Flushes run one after another, so each sees the rows the previous one wrote. */
+  let flushing: Promise<void> = Promise.resolve();
+  function flush(): Promise<void> {
+    const next = flushing.then(writePending);
+    flushing = next.catch(() => undefined);
+    return next;
+  }
+
+  async function writePending(): Promise<void> {
     if (!pending.size) return;
     const batch = [...pending.values()];
     pending.clear();

@@ -21,7 +21,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   beforeAll(async () => {
     store = target.open();
     await store.migrate();
-  });
+  }, 30_000);
   // Dropping databases can take seconds on a busy shared server.
   afterAll(() => target.cleanup(), 60_000);
 

@@ -47,6 +47,9 @@ export function searchContract(store: () => Store) {
       expect(ids(await s.resources.search(t, q({ ids: ['b', 'c9', 'gone', 'o1', 'nope'] })))).toEqual(['b', 'c9']);
       expect(ids(await s.resources.search(t, q()))).toEqual(['A-1', 'B', 'a.2', 'b', 'c9']);
       expect(await s.resources.count(t, q())).toBe(5);
+      expect(await s.resources.search(t, q({ ids: [] }))).toEqual([]);
+      expect(await s.resources.count(t, q({ ids: [] }))).toBe(0);
+      expect(await s.resources.changeToken(t, [])).toBe(await s.resources.changeToken(uniqueTenant(), []));
     });
 
     test('_lastUpdated: each comparator against a precision window', async () => {

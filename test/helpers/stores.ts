@@ -110,8 +110,8 @@ async function adminConnection(): Promise<postgres.Sql | null> {
 
 /** SQLite always; PostgreSQL when reachable. Call once per test file and run cleanup() in afterAll. */
 export async function storeTargets(): Promise<StoreTarget[]> {
-  const targets = [sqliteTarget()];
   const admin = await adminConnection();
+  const targets = [sqliteTarget()];
   if (admin) targets.push(await postgresTarget(admin));
   return targets;
 }

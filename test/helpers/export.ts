@@ -1,4 +1,6 @@
-import { expect } from 'bun:test';
+import { afterAll, expect } from 'bun:test';
+import type { Store } from '../../src/store/types.ts';
+import { storeTargets } from './stores.ts';
 import { deleteResource, updateResource } from '../../src/fhir/crud.ts';
 import { operatorAccess } from '../../src/fhir/access.ts';
 import { drainJobs, runSettings } from '../../src/export/runner.ts';
@@ -70,4 +72,20 @@ export async function download(t: TestApp, token: string, entries: Manifest['out
 /** `Type/id` of every exported resource, sorted. */
 export function refs(files: Record<string, Record<string, unknown>[]>): string[] {
   return Object.values(files).flat().map((r) => `${r.resourceType}/${r.id}`).sort();
+}
+
+/**
+ * Runs `suite` once per store kind (SQLite; PostgreSQL when reachable, see test/helpers/stores.ts).
+ * `fresh()` gives a new, migrated store on a database of its own for one test app.
+ */
+export async function eachStore(suite: (kind: string, fresh: () => Promise<Store>) => void): Promise<void> {
+  const targets = await storeTargets();
+  afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+  for (const target of targets) {
+    suite(target.kind, async () => {
+      const store = (await target.fresh()).open();
+      await store.migrate();
+      return store;
+    });
+  }
 }

@@ -1,21 +1,11 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import type { ResourceRepo, Store } from '../../src/store/types.ts';
 import { createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
-import { download, kickOff, observation, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
+import { download, eachStore, kickOff, observation, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
 
 let t: TestApp;
 let clock: ReturnType<typeof testClock>;
 let token: string;
-beforeEach(async () => {
-  t = await createTestApp({ clock: (clock = testClock()) });
-  token = await t.token();
-  await put(t, patient('p1'));
-  await put(t, patient('p2'));
-  for (let i = 0; i < 40; i++) await put(t, observation(`o${String(i).padStart(2, '0')}`, i % 2 ? 'p2' : 'p1', i % 3 ? 'A' : 'B'));
-  await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }] });
-  clock.advance(1000);
-});
-afterEach(async () => t.close());
 
 /** The store, except that `during` runs once, right after the export read its first page of Observations. */
 function interfering(store: Store, during: () => Promise<void>): Store {
@@ -57,27 +47,40 @@ async function churn(): Promise<void> {
   await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p2' } }] });
 }
 
-describe('consistency', () => {
-  test('writes and deletes during a system export do not change its output', async () => {
-    const status = await kickOff(t, token, '/$export?_type=Observation');
-    const before = await observationsNow();
-    expect(await exported(status, churn)).toEqual(before);
-  });
+await eachStore((kind, fresh) => {
+  describe(`consistency (${kind})`, () => {
+    beforeEach(async () => {
+      t = await createTestApp({ clock: (clock = testClock()), store: await fresh() });
+      token = await t.token();
+      await put(t, patient('p1'));
+      await put(t, patient('p2'));
+      for (let i = 0; i < 40; i++) await put(t, observation(`o${String(i).padStart(2, '0')}`, i % 2 ? 'p2' : 'p1', i % 3 ? 'A' : 'B'));
+      await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }] });
+      clock.advance(1000);
+    });
+    afterEach(async () => t.close());
 
-  test('a Group export keeps the compartments and membership as of transactionTime', async () => {
-    const status = await kickOff(t, token, '/Group/g1/$export?_type=Observation');
-    const before = await observationsNow((r) => (r.subject as { reference: string }).reference === 'Patient/p1');
-    expect(before).toHaveLength(20);
-    expect(await exported(status, churn)).toEqual(before);
-  });
+    test('writes and deletes during a system export do not change its output', async () => {
+      const status = await kickOff(t, token, '/$export?_type=Observation');
+      const before = await observationsNow();
+      expect(await exported(status, churn)).toEqual(before);
+    });
 
-  test('a filtered export with _since keeps its selection as of transactionTime', async () => {
-    const since = new Date(t.clock.now() - 1500).toISOString();
-    const status = await kickOff(t, token, `/$export?_type=Observation&_since=${since}&_typeFilter=${encodeURIComponent('Observation?code=B')}`);
-    const before = await observationsNow((r) => JSON.stringify(r.code).includes('"B"'));
-    expect(await exported(status, churn)).toEqual(before);
-    const manifest = (await (await t.request(status, fhirInit(token))).json()) as Manifest;
-    expect(manifest.deleted).toEqual([]);
-    expect(await download(t, token, manifest.deleted!)).toEqual({});
+    test('a Group export keeps the compartments and membership as of transactionTime', async () => {
+      const status = await kickOff(t, token, '/Group/g1/$export?_type=Observation');
+      const before = await observationsNow((r) => (r.subject as { reference: string }).reference === 'Patient/p1');
+      expect(before).toHaveLength(20);
+      expect(await exported(status, churn)).toEqual(before);
+    });
+
+    test('a filtered export with _since keeps its selection as of transactionTime', async () => {
+      const since = new Date(t.clock.now() - 1500).toISOString();
+      const status = await kickOff(t, token, `/$export?_type=Observation&_since=${since}&_typeFilter=${encodeURIComponent('Observation?code=B')}`);
+      const before = await observationsNow((r) => JSON.stringify(r.code).includes('"B"'));
+      expect(await exported(status, churn)).toEqual(before);
+      const manifest = (await (await t.request(status, fhirInit(token))).json()) as Manifest;
+      expect(manifest.deleted).toEqual([]);
+      expect(await download(t, token, manifest.deleted!)).toEqual({});
+    });
   });
 });

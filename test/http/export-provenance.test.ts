@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { download, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
+import { download, eachStore, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
 
 let t: TestApp;
 let token: string;
@@ -8,57 +8,61 @@ const prov = (id: string, recorded: string, ...targets: string[]) => ({
   resourceType: 'Provenance', id, recorded, target: targets.map((reference) => ({ reference })), agent: [{ who: { display: 'someone' } }],
 });
 
-beforeEach(async () => {
-  t = await createTestApp();
-  token = await t.token();
-  await put(t, patient('p1'));
-  await put(t, patient('p2'));
-  await put(t, observation('o1', 'p1'));
-  await put(t, observation('o2', 'p2'));
-  await put(t, { resourceType: 'Medication', id: 'm1' });
-  await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }] });
-  await put(t, prov('prov-o1-old', '2025-01-01T00:00:00Z', 'Observation/o1'));
-  await put(t, prov('prov-o1-new', '2025-06-01T00:00:00Z', 'Observation/o1', 'Medication/m1'));
-  await put(t, prov('prov-o2', '2025-06-01T00:00:00Z', 'Observation/o2'));
-  await put(t, prov('prov-p1', '2025-02-01T00:00:00Z', 'Patient/p1'));
-  await put(t, prov('prov-m1', '2025-02-01T00:00:00Z', 'Medication/m1'));
-});
-afterEach(async () => t.close());
+await eachStore((kind, fresh) => {
+  describe(kind, () => {
+    beforeEach(async () => {
+      t = await createTestApp({ store: await fresh() });
+      token = await t.token();
+      await put(t, patient('p1'));
+      await put(t, patient('p2'));
+      await put(t, observation('o1', 'p1'));
+      await put(t, observation('o2', 'p2'));
+      await put(t, { resourceType: 'Medication', id: 'm1' });
+      await put(t, { resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }] });
+      await put(t, prov('prov-o1-old', '2025-01-01T00:00:00Z', 'Observation/o1'));
+      await put(t, prov('prov-o1-new', '2025-06-01T00:00:00Z', 'Observation/o1', 'Medication/m1'));
+      await put(t, prov('prov-o2', '2025-06-01T00:00:00Z', 'Observation/o2'));
+      await put(t, prov('prov-p1', '2025-02-01T00:00:00Z', 'Patient/p1'));
+      await put(t, prov('prov-m1', '2025-02-01T00:00:00Z', 'Medication/m1'));
+    });
+    afterEach(async () => t.close());
 
-const provenance = async (path: string) => {
-  const files = await download(t, token, (await finish(t, token, await kickOff(t, token, path))).output);
-  return refs({ Provenance: files.Provenance ?? [] });
-};
+    const provenance = async (path: string) => {
+      const files = await download(t, token, (await finish(t, token, await kickOff(t, token, path))).output);
+      return refs({ Provenance: files.Provenance ?? [] });
+    };
 
-describe('Provenance', () => {
-  test('a Group export includes the Provenance targeting its exported resources, and no other', async () => {
-    expect(await provenance('/Group/g1/$export')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-p1']);
-  });
+    describe(`Provenance (${kind})`, () => {
+      test('a Group export includes the Provenance targeting its exported resources, and no other', async () => {
+        expect(await provenance('/Group/g1/$export')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-p1']);
+      });
 
-  test('a Patient export limited by _type includes Provenance only when asked for', async () => {
-    expect(await provenance('/Patient/$export?_type=Observation')).toEqual([]);
-    expect(await provenance('/Patient/$export?_type=Observation,Provenance')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2']);
-  });
+      test('a Patient export limited by _type includes Provenance only when asked for', async () => {
+        expect(await provenance('/Patient/$export?_type=Observation')).toEqual([]);
+        expect(await provenance('/Patient/$export?_type=Observation,Provenance')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2']);
+      });
 
-  test('LatestProvenanceResources: only the most recent Provenance of each exported resource', async () => {
-    expect(await provenance('/Group/g1/$export?includeAssociatedData=LatestProvenanceResources')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-p1']);
-    expect(await provenance('/$export?_type=Medication&includeAssociatedData=LatestProvenanceResources')).toEqual(['Provenance/prov-o1-new']);
-  });
+      test('LatestProvenanceResources: only the most recent Provenance of each exported resource', async () => {
+        expect(await provenance('/Group/g1/$export?includeAssociatedData=LatestProvenanceResources')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-p1']);
+        expect(await provenance('/$export?_type=Medication&includeAssociatedData=LatestProvenanceResources')).toEqual(['Provenance/prov-o1-new']);
+      });
 
-  test('RelevantProvenanceResources wins over Latest (least restrictive)', async () => {
-    expect(await provenance('/$export?_type=Observation&includeAssociatedData=LatestProvenanceResources,RelevantProvenanceResources')).toEqual([
-      'Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2',
-    ]);
-  });
+      test('RelevantProvenanceResources wins over Latest (least restrictive)', async () => {
+        expect(await provenance('/$export?_type=Observation&includeAssociatedData=LatestProvenanceResources,RelevantProvenanceResources')).toEqual([
+          'Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2',
+        ]);
+      });
 
-  test('a system export without includeAssociatedData exports Provenance as a type', async () => {
-    expect(await provenance('/$export')).toHaveLength(5);
-  });
+      test('a system export without includeAssociatedData exports Provenance as a type', async () => {
+        expect(await provenance('/$export')).toHaveLength(5);
+      });
 
-  test('unknown includeAssociatedData values are a 400, or an issue with lenient handling', async () => {
-    const res = await t.request(t.fhir() + '/$export?includeAssociatedData=_everything', fhirInit(token));
-    expect(res.status).toBe(400);
-    const m = await finish(t, token, await kickOff(t, token, '/$export?_type=Patient&includeAssociatedData=_everything', { Prefer: 'handling=lenient' }));
-    expect(JSON.stringify(await download(t, token, m.error))).toContain('_everything');
+      test('unknown includeAssociatedData values are a 400, or an issue with lenient handling', async () => {
+        const res = await t.request(t.fhir() + '/$export?includeAssociatedData=_everything', fhirInit(token));
+        expect(res.status).toBe(400);
+        const m = await finish(t, token, await kickOff(t, token, '/$export?_type=Patient&includeAssociatedData=_everything', { Prefer: 'handling=lenient' }));
+        expect(JSON.stringify(await download(t, token, m.error))).toContain('_everything');
+      });
+    });
   });
 });

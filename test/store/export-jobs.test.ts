@@ -1,21 +1,21 @@
-import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { afterAll, beforeEach, describe, expect, test } from 'bun:test';
 import type { NewExportJob, Store } from '../../src/store/types.ts';
-import { exportStoreFactories } from '../helpers/export-stores.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const job = (id: string, at: number, clientId = 'c1'): NewExportJob => ({
   id, tenant: 't1', clientId, request: 'http://x/$export', spec: '{}', transactionTime: at, progress: '{"step":0}', createdAt: at,
 });
 
-for (const factory of exportStoreFactories) {
-  describe(`ExportJobRepo (${factory.name})`, () => {
+for (const target of targets) {
+  describe(`ExportJobRepo (${target.kind})`, () => {
     let store: Store;
-    let dispose: () => Promise<void>;
     beforeEach(async () => {
-      const opened = await factory.open();
-      if (!opened) return;
-      ({ store, dispose } = opened);
+      store = (await target.fresh()).open();
+      await store.migrate();
     });
-    afterEach(async () => dispose?.());
 
     test('create enforces the per-client limit of accepted and in-progress jobs', async () => {
       expect(await store.exports.create(job('a', 1), [], 2)).toBe(true);

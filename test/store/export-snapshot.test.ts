@@ -1,17 +1,19 @@
-import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { afterAll, beforeEach, describe, expect, test } from 'bun:test';
 import { operatorAccess } from '../../src/fhir/access.ts';
 import { deleteVersion, putVersion } from '../../src/fhir/crud.ts';
 import type { SnapshotQuery, Store } from '../../src/store/types.ts';
-import { exportStoreFactories } from '../helpers/export-stores.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const obs = (id: string, patient: string, code: string) => ({
   resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patient}` },
 });
 
-for (const factory of exportStoreFactories) {
-  describe(`ResourceRepo.snapshot (${factory.name})`, () => {
+for (const target of targets) {
+  describe(`ResourceRepo.snapshot (${target.kind})`, () => {
     let store: Store;
-    let dispose: () => Promise<void>;
     const put = (r: Record<string, unknown> & { resourceType: string; id: string }, now: number) =>
       store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }));
     const del = (type: string, id: string, now: number) => store.resources.write('t1', (w) => deleteVersion(w, type, id, { now, access: operatorAccess }));
@@ -47,9 +49,8 @@ for (const factory of exportStoreFactories) {
     const summary = (rows: Row[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
 
     beforeEach(async () => {
-      const opened = await factory.open();
-      if (!opened) return;
-      ({ store, dispose } = opened);
+      store = (await target.fresh()).open();
+      await store.migrate();
       // At T = 1000: o1..o6 live; later changes after T.
       for (let i = 1; i <= 6; i++) await put(obs(`o${i}`, i <= 3 ? 'p1' : 'p2', i % 2 ? 'odd' : 'even'), 100 * i);
       await del('Observation', 'o6', 700);
@@ -59,7 +60,6 @@ for (const factory of exportStoreFactories) {
       await put(obs('o4', 'p1', 'even'), 1800);
       await put(obs('o4', 'p1', 'odd'), 1900);
     });
-    afterEach(async () => dispose?.());
 
     test('versions as of `at`: later updates show their old version, later creations and earlier deletions nothing', async () => {
       const rows = await all({ type: 'Observation', at: 1000 });

@@ -1,6 +1,7 @@
 import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { connect, runMigrations } from './db.ts';
+import { createPostgresExportJobs } from './export-jobs.ts';
 import type { PostgresStoreOptions } from './db.ts';
 import { postgresMigrations } from './migrations.ts';
 import { createPostgresResources } from './resources.ts';
@@ -28,5 +29,6 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     clients: createPostgresClients(sql),
     keys: createPostgresKeys(sql),
     resources: createPostgresResources(sql),
+    exports: createPostgresExportJobs(sql),
   };
 }

@@ -58,4 +58,30 @@ CREATE INDEX compartments_patient ON compartments (tenant, patient, type) INCLUD
 CREATE INDEX compartments_res ON compartments (res);
 `,
   },
+  {
+    version: 3,
+    name: 'export_jobs',
+    sql: `
+CREATE TABLE export_jobs (
+  id TEXT COLLATE "C" PRIMARY KEY, tenant TEXT COLLATE "C" NOT NULL, client_id TEXT COLLATE "C" NOT NULL, state TEXT NOT NULL,
+  request TEXT NOT NULL, spec TEXT NOT NULL, transaction_time BIGINT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL,
+  lease_owner TEXT, lease_until BIGINT, attempts INTEGER NOT NULL DEFAULT 0, progress TEXT NOT NULL, error TEXT,
+  completed_at BIGINT, expires_at BIGINT, purged BOOLEAN NOT NULL DEFAULT false
+);
+CREATE INDEX export_jobs_claim ON export_jobs (state, created_at);
+CREATE INDEX export_jobs_client ON export_jobs (tenant, client_id, state);
+CREATE TABLE export_patients (
+  job_id TEXT COLLATE "C" NOT NULL, patient TEXT COLLATE "C" NOT NULL, joined BOOLEAN NOT NULL, PRIMARY KEY (job_id, patient)
+);
+-- Downloads in progress hold their job's files (a lease each, renewed while streaming).
+CREATE TABLE export_downloads (job_id TEXT COLLATE "C" NOT NULL, download TEXT COLLATE "C" NOT NULL, until BIGINT NOT NULL, PRIMARY KEY (job_id, download));
+CREATE TABLE export_provenance (
+  job_id TEXT COLLATE "C" NOT NULL, target TEXT COLLATE "C" NOT NULL, provenance TEXT COLLATE "C" NOT NULL, rank TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (job_id, target)
+);
+CREATE INDEX export_provenance_winner ON export_provenance (job_id, provenance);
+-- Keyset scans of one type in row order.
+CREATE INDEX resources_scan ON resources (tenant, type, pk);
+`,
+  },
 ];

@@ -2,6 +2,7 @@ import type { ResourceRepo, ResourceVersion } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
 import { countQuery, historyQuery, searchQuery } from './search-sql.ts';
+import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresWriter } from './writer.ts';
 
 interface Row {
@@ -23,6 +24,7 @@ function toVersion(r: Row): ResourceVersion {
  * `sql.begin` transactions that lock the rows they replace.
  */
 export function createPostgresResources(sql: Pg): ResourceRepo {
+  const snapshot = createPostgresSnapshot(sql);
   return {
     async read(tenant, type, id) {
       const [row] = await sql<Row[]>`
@@ -78,5 +80,6 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
         WHERE tenant = ${tenant} AND type = ANY(${types}::text[])`;
       return `${row!.s}:${row!.n}`;
     },
+    snapshot,
   };
 }

@@ -1,0 +1,193 @@
+import type { ExportJob, ExportJobRepo, ExportJobState } from '../types.ts';
+import type { Pg, PgTx } from './db.ts';
+
+interface JobRow {
+  id: string;
+  tenant: string;
+  client_id: string;
+  state: ExportJobState;
+  request: string;
+  spec: string;
+  transaction_time: number;
+  created_at: number;
+  updated_at: number;
+  lease_owner: string | null;
+  lease_until: number | null;
+  attempts: number;
+  progress: string;
+  error: string | null;
+  completed_at: number | null;
+  expires_at: number | null;
+  purged: boolean;
+}
+
+function toJob(r: JobRow): ExportJob {
+  return {
+    id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
+    transactionTime: r.transaction_time, createdAt: r.created_at, updatedAt: r.updated_at, leaseOwner: r.lease_owner,
+    leaseUntil: r.lease_until, attempts: r.attempts, progress: r.progress, error: r.error, completedAt: r.completed_at,
+    expiresAt: r.expires_at, purged: r.purged,
+  };
+}
+
+/** A download holds the job's files at `now`. */
+async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
+  const [r] = await tx<{ held: boolean }[]>`SELECT EXISTS (SELECT 1 FROM export_downloads WHERE job_id = ${id} AND until >= ${now}) AS held`;
+  return r!.held;
+}
+
+/**
+ * Export jobs on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`, so
+ * processes sharing the database never hand one job to two workers and never wait on each other.
+ * Starting a download and removing files both lock the job row first, so they cannot interleave.
+ */
+export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
+  return {
+    async create(job, patients, maxActive) {
+      return sql.begin(async (tx) => {
+        // One creator per client at a time, so the count and the insert are atomic.
+        await tx`SELECT pg_advisory_xact_lock(hashtextextended(${job.tenant + '/' + job.clientId}, 0))`;
+        const [active] = await tx<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM export_jobs
+          WHERE tenant = ${job.tenant} AND client_id = ${job.clientId} AND state IN ('accepted', 'in-progress')`;
+        if (active!.n >= maxActive) return false;
+        const claim = job.claim;
+        await tx`
+          INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress, lease_owner, lease_until, attempts)
+          VALUES (${job.id}, ${job.tenant}, ${job.clientId}, ${claim ? 'in-progress' : 'accepted'}, ${job.request}, ${job.spec}, ${job.transactionTime},
+                  ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${claim?.owner ?? null}, ${claim?.leaseUntil ?? null}, ${claim ? 1 : 0})`;
+        if (patients.length) {
+          await tx`
+            INSERT INTO export_patients (job_id, patient, joined)
+            SELECT ${job.id}, p, j = 't' FROM unnest(${patients.map((p) => p.id)}::text[], ${patients.map((p) => (p.joined ? 't' : 'f'))}::text[]) AS u(p, j)
+            ON CONFLICT DO NOTHING`;
+        }
+        return true;
+      });
+    },
+    async get(tenant, id) {
+      const [r] = await sql<JobRow[]>`SELECT * FROM export_jobs WHERE tenant = ${tenant} AND id = ${id}`;
+      return r ? toJob(r) : null;
+    },
+    async claim(owner, now, leaseMs, id) {
+      const only = id === undefined ? sql`` : sql`AND id = ${id}`;
+      const [r] = await sql<JobRow[]>`
+        UPDATE export_jobs SET state = 'in-progress', lease_owner = ${owner}, lease_until = ${now + leaseMs}, attempts = attempts + 1, updated_at = ${now}
+        WHERE id = (
+          SELECT id FROM export_jobs
+          WHERE (state = 'accepted' OR (state = 'in-progress' AND lease_until < ${now})) ${only}
+          ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+        RETURNING *`;
+      return r ? toJob(r) : null;
+    },
+    async checkpoint(id, owner, now, leaseMs, progress) {
+      const set = progress === undefined ? sql`` : sql`, progress = ${progress}`;
+      const r = await sql`
+        UPDATE export_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now} ${set}
+        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+      return r.count > 0;
+    },
+    async complete(id, owner, now, progress, expiresAt) {
+      const r = await sql`
+        UPDATE export_jobs SET state = 'completed', progress = ${progress}, completed_at = ${now}, expires_at = ${expiresAt},
+          updated_at = ${now}, lease_owner = NULL, lease_until = NULL
+        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+      return r.count > 0;
+    },
+    async fail(id, owner, now, error, expiresAt) {
+      const r = await sql`
+        UPDATE export_jobs SET state = 'failed', error = ${error}, completed_at = ${now}, expires_at = ${expiresAt},
+          updated_at = ${now}, lease_owner = NULL, lease_until = NULL
+        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+      return r.count > 0;
+    },
+    async release(id, owner, now) {
+      await sql`
+        UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ${now}
+        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+    },
+    async cancel(tenant, id, now) {
+      return sql.begin(async (tx) => {
+        const [r] = await tx<{ state: ExportJobState }[]>`
+          SELECT state FROM export_jobs WHERE tenant = ${tenant} AND id = ${id} AND state <> 'cancelled' FOR UPDATE`;
+        if (!r) return null;
+        await tx`UPDATE export_jobs SET state = 'cancelled', updated_at = ${now} WHERE id = ${id}`;
+        return r.state;
+      });
+    },
+    async holdFiles(tenant, id, download, now, until, starting) {
+      return sql.begin(async (tx) => {
+        const unexpired = starting ? tx`AND expires_at > ${now}` : tx``;
+        const [job] = await tx`
+          SELECT id FROM export_jobs WHERE tenant = ${tenant} AND id = ${id} AND state = 'completed' AND NOT purged ${unexpired} FOR SHARE`;
+        if (!job) return false;
+        await tx`
+          INSERT INTO export_downloads (job_id, download, until) VALUES (${id}, ${download}, ${until})
+          ON CONFLICT (job_id, download) DO UPDATE SET until = excluded.until`;
+        return true;
+      });
+    },
+    async releaseFiles(id, download) {
+      await sql`DELETE FROM export_downloads WHERE job_id = ${id} AND download = ${download}`;
+    },
+    async purgeable(now, limit) {
+      const rows = await sql<JobRow[]>`
+        SELECT * FROM export_jobs j WHERE NOT purged
+          AND NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = j.id AND d.until >= ${now})
+          AND ((state IN ('completed', 'failed') AND expires_at <= ${now}) OR (state = 'cancelled' AND COALESCE(lease_until, 0) < ${now}))
+        ORDER BY updated_at LIMIT ${limit}`;
+      return rows.map(toJob);
+    },
+    async markPurged(id, now) {
+      return sql.begin(async (tx) => {
+        const [job] = await tx<{ state: ExportJobState; lease_until: number | null }[]>`
+          SELECT state, lease_until FROM export_jobs WHERE id = ${id} AND NOT purged FOR UPDATE`;
+        if (!job || (job.state === 'cancelled' && (job.lease_until ?? 0) >= now)) return false;
+        // Read after taking the lock: a download that started meanwhile is visible now.
+        if (await held(tx, id, now)) return false;
+        await tx`UPDATE export_jobs SET purged = true, updated_at = ${now} WHERE id = ${id}`;
+        return true;
+      });
+    },
+    async remove(id) {
+      await sql.begin(async (tx) => {
+        await tx`DELETE FROM export_patients WHERE job_id = ${id}`;
+        await tx`DELETE FROM export_provenance WHERE job_id = ${id}`;
+        await tx`DELETE FROM export_downloads WHERE job_id = ${id}`;
+        await tx`DELETE FROM export_jobs WHERE id = ${id}`;
+      });
+    },
+    async purgedBefore(before, limit) {
+      const rows = await sql<{ id: string }[]>`SELECT id FROM export_jobs WHERE purged AND updated_at < ${before} ORDER BY updated_at LIMIT ${limit}`;
+      return rows.map((r) => r.id);
+    },
+    async patientsIn(jobId, candidates) {
+      if (candidates.length === 0) return [];
+      const rows = await sql<{ patient: string; joined: boolean }[]>`
+        SELECT patient, joined FROM export_patients WHERE job_id = ${jobId} AND patient = ANY(${candidates}::text[])`;
+      return rows.map((r) => ({ id: r.patient, joined: r.joined }));
+    },
+    async noteProvenance(jobId, rows) {
+      // One row per target (ON CONFLICT may touch a row once per statement): the highest rank wins here first.
+      const best = new Map<string, { provenance: string; rank: string }>();
+      for (const r of rows) if (!best.has(r.target) || best.get(r.target)!.rank < r.rank) best.set(r.target, r);
+      if (best.size === 0) return;
+      const targets = [...best.keys()];
+      await sql`
+        INSERT INTO export_provenance (job_id, target, provenance, rank)
+        SELECT ${jobId}, t, p, r FROM unnest(${targets}::text[], ${targets.map((t) => best.get(t)!.provenance)}::text[],
+          ${targets.map((t) => best.get(t)!.rank)}::text[]) AS u(t, p, r)
+        ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank
+        WHERE excluded.rank > export_provenance.rank`;
+    },
+    async latestProvenance(jobId, after, limit) {
+      const rows = await sql<{ provenance: string }[]>`
+        SELECT DISTINCT provenance FROM export_provenance WHERE job_id = ${jobId} AND provenance > ${after} ORDER BY provenance LIMIT ${limit}`;
+      return rows.map((r) => r.provenance);
+    },
+    async countByState() {
+      const rows = await sql<{ state: string; n: number }[]>`SELECT state, count(*)::int AS n FROM export_jobs WHERE NOT purged GROUP BY state`;
+      return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+    },
+  };
+}

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { createApp } from '../../src/app.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import type { Clock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -22,6 +23,8 @@ export interface TestAppOptions {
   store?: Store;
   clock?: Clock;
   env?: Record<string, string>;
+  /** fetch for outgoing requests (clients' JWK Set URLs). */
+  fetch?: typeof fetch;
 }
 
 /**
@@ -34,9 +37,9 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   await store.migrate();
   const clock = opts.clock ?? testClock();
   const config: Config = loadConfig({ CINDER_BASE_URL: BASE, CINDER_DATA_DIR: dir, ...opts.env });
-  const keys = createKeyRing(store, clock, config.accessTokenTtl);
+  const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: silentLogger });
+  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 

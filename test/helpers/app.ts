@@ -13,15 +13,17 @@ import type { Store } from '../../src/store/types.ts';
 
 export const BASE = 'http://cinder.test';
 
+export type TestClock = Clock & { advance(ms: number): void; set(ms: number): void };
+
 /** A clock tests can move. */
-export function testClock(start = Date.parse('2026-01-15T10:00:00Z')): Clock & { advance(ms: number): void; set(ms: number): void } {
+export function testClock(start = Date.parse('2026-01-15T10:00:00Z')): TestClock {
   let now = start;
   return { now: () => now, advance: (ms) => void (now += ms), set: (ms) => void (now = ms) };
 }
 
 export interface TestAppOptions {
   store?: Store;
-  clock?: Clock;
+  clock?: TestClock;
   env?: Record<string, string>;
   /** fetch for outgoing requests (clients' JWK Set URLs). */
   fetch?: typeof fetch;

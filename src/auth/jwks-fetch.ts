@@ -46,6 +46,10 @@ async function download(f: typeof fetch, url: string, timeoutMs: number, maxByte
     throw new JwksFetchError(`fetching the JWK Set at ${url} failed`, { cause: err });
   }
   if (res.status !== 200) throw new JwksFetchError(`the JWK Set at ${url} answered HTTP ${res.status}`);
+  if (Number(res.headers.get('content-length') ?? 0) > maxBytes) {
+    await res.body?.cancel();
+    throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
+  }
   const text = await res.text();
   if (text.length > maxBytes) throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
   let body: unknown;

@@ -79,7 +79,7 @@ export async function authenticateAssertion(deps: AuthDeps, form: URLSearchParam
   if (typeof id !== 'string' || claims.sub !== id) throw fail('iss and sub must both be the client_id');
   const bodyId = form.get('client_id');
   if (bodyId !== null && bodyId !== id) throw fail('client_id differs from the assertion issuer');
-  const client = await deps.store.clients.get(id);
+  const client = await deps.clients.get(id);
   if (!client || client.disabled) throw fail('unknown client');
   const payload = await verify(deps, client, assertion, header, audiences);
   const now = deps.clock.now();

@@ -36,7 +36,7 @@ function presentedMethods(req: TokenRequest): string[] {
 async function authenticatePublic(deps: AuthDeps, form: URLSearchParams): Promise<Client> {
   const id = form.get('client_id');
   if (id === null) throw new OAuthError('invalid_client', 'no client authentication and no client_id');
-  const client = id ? await deps.store.clients.get(id) : null;
+  const client = id ? await deps.clients.get(id) : null;
   if (!client || client.disabled) throw new OAuthError('invalid_client', 'unknown client');
   if (isConfidential(client)) throw new OAuthError('invalid_client', 'this client must authenticate (HTTP Basic or private_key_jwt)');
   return client;
@@ -54,7 +54,7 @@ export async function authenticateClient(deps: AuthDeps, req: TokenRequest, audi
   if (methods.length > 1) throw new OAuthError('invalid_request', 'use exactly one client authentication method');
   switch (methods[0]) {
     case 'basic':
-      return { client: await authenticateBasic(deps.store, req.authorization!, req.form.get('client_id')), method: 'client_secret_basic' };
+      return { client: await authenticateBasic(deps.clients, req.authorization!, req.form.get('client_id')), method: 'client_secret_basic' };
     case 'assertion':
       return { client: await authenticateAssertion(deps, req.form, audiences), method: 'private_key_jwt' };
     case 'secret-post':

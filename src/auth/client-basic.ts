@@ -1,5 +1,6 @@
 import { OAuthError } from '../errors.ts';
-import type { Client, Store } from '../store/types.ts';
+import type { Client } from '../store/types.ts';
+import type { ClientLookup } from './client-cache.ts';
 import { matchesDigest } from './secrets.ts';
 
 /** RFC 6749 5.2 / RFC 7235: a failed Basic authentication answers 401 with a Basic challenge. */
@@ -31,12 +32,12 @@ export function parseBasic(header: string): { id: string; secret: string } {
  * `client_secret_basic` (RFC 6749 2.3.1): the secret is compared in constant time with its stored
  * SHA-256 digest. A body `client_id` must name the same client.
  */
-export async function authenticateBasic(store: Store, header: string, bodyClientId: string | null): Promise<Client> {
+export async function authenticateBasic(clients: ClientLookup, header: string, bodyClientId: string | null): Promise<Client> {
   const { id, secret } = parseBasic(header);
   if (bodyClientId !== null && bodyClientId !== id) {
     throw new OAuthError('invalid_request', 'client_id in the body differs from the authenticated client');
   }
-  const client = id ? await store.clients.get(id) : null;
+  const client = id ? await clients.get(id) : null;
   if (!client || client.disabled || client.secretHash === null || !matchesDigest(secret, client.secretHash)) {
     throw basicFailure('client authentication failed');
   }

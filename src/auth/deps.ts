@@ -2,6 +2,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
+import { createClientCache, type ClientLookup } from './client-cache.ts';
 import { createJwksFetcher, type JwksFetcher } from './jwks-fetch.ts';
 import type { KeyRing } from './keys.ts';
 import { createRateLimits, type RateLimits } from './rate-limit.ts';
@@ -20,6 +21,8 @@ export interface AuthDeps {
   /** Revoked access tokens and grants, mirrored in memory for the bearer check. */
   revocations: RevocationList;
   limits: RateLimits;
+  /** Client records for client authentication, cached for a few seconds. */
+  clients: ClientLookup;
   /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
   verifyAccess: TokenVerifier;
 }
@@ -41,6 +44,7 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
     store: i.store, keys: i.keys, clock: i.clock, config: i.config, log: i.log, revocations,
     jwks: createJwksFetcher(i.clock, i.fetch ? { fetch: i.fetch } : {}),
     limits: createRateLimits(i.config, i.store, i.clock),
+    clients: createClientCache(i.store, i.clock),
     verifyAccess: createTokenVerifier(i.keys, i.clock, i.config.baseUrl, revocations),
   };
 }

@@ -90,6 +90,7 @@ describe('refresh_token', () => {
     const db = new Database(`${t.dir}/cinder.db`);
     db.query('UPDATE clients SET read_attributes = ? WHERE client_id = ?').run(JSON.stringify(['name', 'email']), c.id);
     db.close();
+    t.clock.advance(5_001); // client records are cached for five seconds
     expect(await error(await refresh())).toBe('invalid_grant');
     const narrowed = await refresh({ scope: 'openid profile user/*.read' });
     expect(narrowed.status).toBe(200);

@@ -6,7 +6,8 @@
  * Measures client_credentials tokens/s with client_secret_basic and with private_key_jwt (ES256
  * assertions signed beforehand, one fresh jti each), and FHIR read requests/s with a bearer token,
  * each at `--connections` concurrent connections, with p50/p99 latency. The server runs with
- * CINDER_RATE_LIMITS=off on a fresh SQLite database (or CINDER_DATABASE_URL when set).
+ * CINDER_RATE_LIMITS=off on a fresh SQLite database (or CINDER_DATABASE_URL when set). BENCH_BUN_FLAGS adds
+ * flags to the server's `bun` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -74,7 +75,7 @@ async function waitReady(): Promise<void> {
 }
 
 const setup = await setUp();
-const server = Bun.spawn(['bun', 'src/main.ts', 'serve'], {
+const server = Bun.spawn(['bun', ...(process.env.BENCH_BUN_FLAGS?.split(' ').filter(Boolean) ?? []), 'src/main.ts', 'serve'], {
   cwd: join(import.meta.dir, '..'),
   env: { ...process.env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base, CINDER_DATA_DIR: dir,
     CINDER_DATABASE_URL: databaseUrl, CINDER_RATE_LIMITS: 'off', CINDER_LOG_LEVEL: 'warn' },

@@ -2,7 +2,7 @@ import type { OAuthErrorCode } from '../errors.ts';
 import type { Client, User } from '../store/types.ts';
 import { OFFLINE_SCOPES, OPENID_SCOPES } from './claims.ts';
 import { isConfidential } from './client-auth.ts';
-import type { AuthDeps } from './deps.ts';
+import { fhirBaseOf, type AuthDeps } from './deps.ts';
 import { S256_CHALLENGE } from './pkce.ts';
 import { splitScopes } from './scopes.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
@@ -72,17 +72,10 @@ function checkPkceParams(client: Client, challenge: string | null, method: strin
   if (!S256_CHALLENGE.test(challenge)) fail('code_challenge must be 43 base64url characters');
 }
 
-/**
- * Validates an authorization request (RFC 6749 4.1.1 and 4.1.2.1, RFC 7636, OIDC Core 3.1.2). An unknown
- * client or a redirect URI not registered exactly throws AuthorizePageError (never redirect); anything
- * else throws AuthorizeRedirectError.
- */
-export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchParams): Promise<AuthorizationRequest> {
-  const { client, redirectUri } = await clientAndRedirect(deps, q);
-  const state = q.get('state');
-  const fail = (d: string, code: OAuthErrorCode = 'invalid_request'): never => {
-    throw new AuthorizeRedirectError(code, d, redirectUri, state);
-  };
+type Fail = (description: string, code?: OAuthErrorCode) => never;
+
+/** The request's shape: no repeats, no request objects, `response_type=code`, query mode, bounded lengths. */
+function checkShape(client: Client, q: URLSearchParams, fail: Fail): void {
   for (const name of AUTHORIZE_PARAMS) if (q.getAll(name).length > 1) fail(`parameter '${name}' is repeated`);
   if (q.has('request') || q.has('request_uri')) fail('request objects are not supported');
   const responseType = q.get('response_type');
@@ -92,12 +85,40 @@ export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchP
   const mode = q.get('response_mode');
   if (mode !== null && mode !== 'query') fail('response_mode must be query');
   for (const name of ['state', 'nonce', 'login_hint'] as const) if ((q.get(name)?.length ?? 0) > 1024) fail(`${name} is too long`);
-  checkPkceParams(client, q.get('code_challenge'), q.get('code_challenge_method'), fail);
+}
+
+/** SMART `aud` (when sent) must be the client's FHIR base; `prompt=none` cannot succeed without sessions. */
+function checkAudienceAndPrompt(deps: AuthDeps, client: Client, q: URLSearchParams, fail: Fail): void {
+  const aud = q.get('aud');
+  if (aud !== null && aud.replace(/\/+$/, '') !== fhirBaseOf(deps.config.baseUrl, client.tenant)) {
+    fail("aud is not this client's FHIR base URL (SMART App Launch: the server the token is for)");
+  }
   if ((q.get('prompt') ?? '').split(' ').includes('none')) fail('Cinder has no sign-in session to reuse: prompt=none cannot succeed', 'login_required');
+}
+
+function grantedScopes(client: Client, q: URLSearchParams, fail: Fail): string[] {
   const requested = splitScopes(q.get('scope'));
   if (requested.length === 0) fail('scope is required', 'invalid_scope');
   const scopes = grantableScopes(client, requested);
   if (scopes.filter((s) => !OFFLINE_SCOPES.includes(s)).length === 0) fail('none of the requested scopes may be granted to this client', 'invalid_scope');
+  return scopes;
+}
+
+/**
+ * Validates an authorization request (RFC 6749 4.1.1 and 4.1.2.1, RFC 7636, OIDC Core 3.1.2). An unknown
+ * client or a redirect URI not registered exactly throws AuthorizePageError (never redirect); anything
+ * else throws AuthorizeRedirectError.
+ */
+export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchParams): Promise<AuthorizationRequest> {
+  const { client, redirectUri } = await clientAndRedirect(deps, q);
+  const state = q.get('state');
+  const fail: Fail = (d, code = 'invalid_request') => {
+    throw new AuthorizeRedirectError(code, d, redirectUri, state);
+  };
+  checkShape(client, q, fail);
+  checkPkceParams(client, q.get('code_challenge'), q.get('code_challenge_method'), fail);
+  checkAudienceAndPrompt(deps, client, q, fail);
+  const scopes = grantedScopes(client, q, fail);
   const params: Record<string, string> = {};
   for (const name of AUTHORIZE_PARAMS) {
     const v = q.get(name);

@@ -1,6 +1,6 @@
 import {
   createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify,
-  type JSONWebKeySet, type JWTPayload, type ProtectedHeaderParameters,
+  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters,
 } from 'jose';
 import { OAuthError } from '../errors.ts';
 import type { Client } from '../store/types.ts';
@@ -13,6 +13,22 @@ export const ASSERTION_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS5
 
 const SKEW_S = 60;
 const MAX_LIFETIME_S = 300;
+
+/** jose key-set resolvers per JWK Set object, so imported keys are reused while the set is cached. */
+export type KeySetResolver = (set: JSONWebKeySet) => JWTVerifyGetKey;
+
+/** A resolver that builds each set's resolver once (keyed weakly by the set object). */
+export function createKeySetResolver(): KeySetResolver {
+  const resolvers = new WeakMap<JSONWebKeySet, JWTVerifyGetKey>();
+  return (set) => {
+    let r = resolvers.get(set);
+    if (!r) {
+      r = createLocalJWKSet(set);
+      resolvers.set(set, r);
+    }
+    return r;
+  };
+}
 
 function fail(description: string, cause?: unknown): OAuthError {
   return new OAuthError('invalid_client', description, 400, {}, { cause });
@@ -46,7 +62,7 @@ async function verify(deps: AuthDeps, client: Client, assertion: string, header:
   for (const refresh of [false, true]) {
     const set = await keySet(deps, client, header, refresh);
     try {
-      return (await jwtVerify(assertion, createLocalJWKSet(set), options)).payload;
+      return (await jwtVerify(assertion, deps.keySets(set), options)).payload;
     } catch (err) {
       const unknownKey = err instanceof joseErrors.JWKSNoMatchingKey;
       if (unknownKey && !refresh && client.jwksUrl && !client.jwks) continue;

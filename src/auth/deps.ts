@@ -2,6 +2,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
+import { createKeySetResolver, type KeySetResolver } from './client-assertion.ts';
 import { createClientCache, type ClientLookup } from './client-cache.ts';
 import { createJwksFetcher, type JwksFetcher } from './jwks-fetch.ts';
 import type { KeyRing } from './keys.ts';
@@ -18,6 +19,8 @@ export interface AuthDeps {
   log: Logger;
   /** Clients' registered JWK Set URLs (private_key_jwt). */
   jwks: JwksFetcher;
+  /** Verification key resolvers per JWK Set, reused while the set is cached. */
+  keySets: KeySetResolver;
   /** Revoked access tokens and grants, mirrored in memory for the bearer check. */
   revocations: RevocationList;
   limits: RateLimits;
@@ -43,6 +46,7 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
   return {
     store: i.store, keys: i.keys, clock: i.clock, config: i.config, log: i.log, revocations,
     jwks: createJwksFetcher(i.clock, i.fetch ? { fetch: i.fetch } : {}),
+    keySets: createKeySetResolver(),
     limits: createRateLimits(i.config, i.store, i.clock),
     clients: createClientCache(i.store, i.clock),
     verifyAccess: createTokenVerifier(i.keys, i.clock, i.config.baseUrl, revocations),

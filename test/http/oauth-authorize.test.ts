@@ -152,6 +152,8 @@ describe('request validation', () => {
     ['prompt=none', { prompt: 'none' }, 'login_required'],
     ['response_mode fragment', { response_mode: 'fragment' }, 'invalid_request'],
     ['request object', { request: 'eyJ...' }, 'invalid_request'],
+    ['SMART aud of another server', { aud: 'https://elsewhere.example/fhir' }, 'invalid_request'],
+    ['SMART aud of another tenant', { aud: 'http://cinder.test/tenants/t2/fhir/R4' }, 'invalid_request'],
   ];
   for (const [name, change, error] of redirected) {
     test(`${name} -> redirect with error=${error} and state`, async () => {
@@ -164,6 +166,11 @@ describe('request validation', () => {
       expect(params.get('code')).toBeNull();
     });
   }
+
+  test("SMART aud equal to the client's FHIR base is accepted", async () => {
+    expect((await page(authorizeQuery({ clientId: c.id, extra: { aud: t.fhir('t1') } }))).status).toBe(200);
+    expect((await page(authorizeQuery({ clientId: c.id, extra: { aud: t.fhir('t1') + '/' } }))).status).toBe(200);
+  });
 
   test('a repeated parameter -> invalid_request redirect', async () => {
     const params = redirectParams(await page(authorizeQuery({ clientId: c.id }) + '&scope=openid'));

@@ -3,6 +3,7 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
+import { createTerminology } from './terminology/create.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
@@ -16,6 +17,7 @@ import { createMetrics, type Metrics } from './http/metrics.ts';
 import { bearerAuth } from './http/middleware/bearer.ts';
 import { requestContext } from './http/middleware/request-context.ts';
 import { tenantGuard } from './http/middleware/tenant.ts';
+import { terminologyCapabilities, terminologyRoutes, terminologyWrites } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
 import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
@@ -40,7 +42,8 @@ export function createApp(deps: AppDeps) {
   const { config, store, clock, log } = deps;
   const metrics = deps.metrics ?? createMetrics();
   const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
-  const app = new Hono<AppEnv>();
+  // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
+  const app = new Hono<AppEnv>({ strict: false });
   app.onError((err, c) => renderError(err, c, log));
   app.notFound((c) => {
     if (c.req.path.startsWith('/tenants/')) return renderError(new FhirError('not-found', `No route for ${c.req.method} ${c.req.path}`), c, log);
@@ -51,7 +54,8 @@ export function createApp(deps: AppDeps) {
   app.route('/', oauthRoutes(authDeps));
   app.route('/', authorizeRoutes(authDeps));
 
-  const contributions: CapabilityContribution[] = [];
+  const terminology = createTerminology({ store, clock });
+  const contributions: CapabilityContribution[] = [terminologyCapabilities];
   const fhir = new Hono<AppEnv>();
   fhir.use('*', tenantGuard(store));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
@@ -67,6 +71,8 @@ export function createApp(deps: AppDeps) {
     }));
   });
   fhir.use('*', bearerAuth(authDeps.verifyAccess));
+  fhir.use('*', terminologyWrites(terminology));
+  fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: config.maxBodyBytes, maxExpansionSize: config.maxExpansionSize }));
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
   return app;

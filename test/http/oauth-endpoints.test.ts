@@ -164,6 +164,19 @@ describe('discovery', () => {
   });
 });
 
+describe('CORS', () => {
+  test('browser apps may call token, revocation, userinfo, JWKS and discovery cross-origin; not introspection or the login page', async () => {
+    const origin = { Origin: 'https://app.example' };
+    for (const path of ['/oauth2/token', '/oauth2/revoke', '/oauth2/userinfo', '/oauth2/jwks', '/.well-known/smart-configuration']) {
+      const pre = await t.request(path, { method: 'OPTIONS', headers: { ...origin, 'Access-Control-Request-Method': 'POST' } });
+      expect(pre.status).toBe(204);
+      expect(pre.headers.get('access-control-allow-origin')).toBe('*');
+    }
+    expect((await t.request('/oauth2/introspect', { method: 'OPTIONS', headers: origin })).headers.get('access-control-allow-origin')).toBeNull();
+    expect((await t.request('/oauth2/authorize', { headers: origin })).headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
+
 describe('keys', () => {
   test('rotation: new tokens signed with the new key, old tokens still verify, both published', async () => {
     const before = await t.token();

@@ -72,7 +72,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   const cs = await lookup.codeSystem(system, set.version);
   const listed = set.conceptList();
   if (cs === null || cs.content === 'not-present') {
-    if (listed === undefined) throw invalid(`${set.where}: CodeSystem ${systemLabel(system, set.version)} is not available, so it cannot be expanded`);
+    if (listed === undefined) throw invalid(`${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`);
     for (const c of listed) yield { system, version: set.version, code: c.code, display: c.display, abstract: false, inactive: false };
     return;
   }

@@ -15,6 +15,7 @@ import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
 import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
 import { validationParameters } from '../terminology/ops/validation-result.ts';
+import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
 import type { TerminologyContext } from '../terminology/context.ts';
 import type { Terminology } from '../terminology/create.ts';
 import { readFhirBody } from './body.ts';
@@ -64,11 +65,6 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     const result = await validateValueSetCode(input, { terminology: await context(c, 'ValueSet') });
     return fhirJson(validationParameters(result));
   };
-  /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */
-  const instance = (c: Context<AppEnv>, terminology: TerminologyContext) => {
-    const id = c.req.param('id');
-    return id === undefined ? undefined : codeSystemInstance(terminology, id);
-  };
   const validateCs = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, codeSystemValidateCodeParams);
     const terminology = await context(c, 'CodeSystem');
@@ -99,6 +95,12 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     app.on(method, '/CodeSystem/:id/$lookup', lookup);
   }
   return app;
+}
+
+/** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */
+function instance(c: Context<AppEnv>, terminology: TerminologyContext): Promise<CodeSystemIndex> | undefined {
+  const id = c.req.param('id');
+  return id === undefined ? undefined : codeSystemInstance(terminology, id);
 }
 
 /**

@@ -73,6 +73,13 @@ describe('inputs that used to be ignored silently', () => {
     expect(errorIssue(nameless, 400).text).toBe("the inline 'codeSystem' has no url; give 'url' or a coding with a system");
   });
 
+  test('CodeSystem/$validate-code takes the system from the first coding of a codeableConcept that has one', async () => {
+    const r = await postOperation(t, token, 'CodeSystem/$validate-code', [
+      { name: 'codeableConcept', valueCodeableConcept: { coding: [{ code: 'x' }, { system: ANIMALS, code: 'dog' }] } },
+    ]);
+    expect(outcome(r)).toEqual({ result: true, display: 'Dog', message: 'codeableConcept.coding[0] has no system' });
+  });
+
   test("$lookup: 'system' next to a 'coding' is a 400", async () => {
     const r = await postOperation(t, token, 'CodeSystem/$lookup', [
       { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } },

@@ -42,7 +42,7 @@ export function codeSystemValidateCodeInput(raw: RawInput, instance?: CodeSystem
 
 function typeTarget(raw: RawInput): CodeSystemTarget {
   const canonical = raw.url !== undefined ? splitCanonical(raw.url) : undefined;
-  const codingSystem = raw.coding?.system ?? raw.codeableConcept?.coding?.[0]?.system;
+  const codingSystem = raw.coding?.system ?? raw.codeableConcept?.coding?.find((c) => c.system !== undefined)?.system;
   const inline = raw.codeSystem;
   if (inline === undefined) {
     const url = canonical?.url ?? codingSystem;

@@ -49,45 +49,60 @@ export const exportCommand: Command = {
     if (typeof v.out !== 'string') throw new UsageError('--out is required');
     const out = resolve(v.out);
     mkdirSync(out, { recursive: true });
-    const { config, log, store, clock } = await openContext(io);
+    const ctx = await openContext(io);
     const owner = `cli:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
     let jobId: string | undefined;
     try {
-      if (!(await store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
-      const input: ExportInput = {
-        method: 'GET', outputFormat: [], since: strings(v.since), types: strings(v.type).flatMap((t) => t.split(',').filter(Boolean)),
-        typeFilters: strings(v['type-filter']), elements: [], patients: [], includeAssociatedData: [], unknown: [],
-      };
-      const settings = runSettings(config);
-      jobId = await kickOff({ store, clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
-        tenant: v.tenant, access: operatorAccess, level: typeof v.group === 'string' ? 'group' : 'system', input, lenient: false,
-        requestUrl: `cinder export --tenant ${v.tenant}${typeof v.group === 'string' ? ` --group ${v.group}` : ''}`,
-        claim: { owner, leaseMs: settings.leaseMs }, ...(typeof v.group === 'string' ? { groupId: v.group } : {}),
-      });
-      const job = (await store.exports.get(v.tenant, jobId))!;
-      const spec = JSON.parse(job.spec) as ExportSpec;
-      let total = 0;
-      for (const type of spec.types) total += await store.resources.count(v.tenant, { type, sort: 'id', count: 0 });
-      const bar = progressBar(io, total);
-      const outcome = await runJob(
-        { ...settings, settleMs: 0, store, sink: createFileSink(out), clock, log, owner, keyPrefix: () => '', onProgress: (n, label) => bar(n, label) },
-        job,
-      );
-      if (outcome !== 'completed') throw new Error(`export ${outcome}: ${(await store.exports.get(v.tenant, jobId))?.error ?? 'see the log'}`);
-      const progress = JSON.parse((await store.exports.get(v.tenant, jobId))!.progress) as JobProgress;
-      bar(progress.exported, 'done', true);
-      if (io.isTTY) io.stderr('\n');
+      if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
+      jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
+      const progress = await run(ctx, io, v.tenant, jobId, owner, out);
       printData(io, !!v.json, {
-        out, transaction_time: new Date(job.transactionTime).toISOString(), resources: progress.exported,
-        files: progress.files.map((f) => `${f.name}:${f.count}`),
+        out, transaction_time: new Date((await ctx.store.exports.get(v.tenant, jobId))!.transactionTime).toISOString(),
+        resources: progress.exported, files: progress.files.map((f) => `${f.name}:${f.count}`),
       });
       return 0;
     } catch (err) {
       if (err instanceof FhirError) throw new UsageError(err.message);
       throw err;
     } finally {
-      if (jobId) await store.exports.remove(jobId);
-      await store.close();
+      if (jobId) await ctx.store.exports.remove(jobId);
+      await ctx.store.close();
     }
   },
 };
+
+type Context = Awaited<ReturnType<typeof openContext>>;
+
+function inputOf(v: Record<string, unknown>): ExportInput {
+  return {
+    method: 'GET', outputFormat: [], since: strings(v.since), types: strings(v.type).flatMap((t) => t.split(',').filter(Boolean)),
+    typeFilters: strings(v['type-filter']), elements: [], patients: [], includeAssociatedData: [], unknown: [],
+  };
+}
+
+/** Validates like a kick-off and creates the job already claimed by this process. */
+function start(ctx: Context, tenant: string, group: string | undefined, input: ExportInput, owner: string): Promise<string> {
+  return kickOff({ store: ctx.store, clock: ctx.clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
+    tenant, access: operatorAccess, level: group ? 'group' : 'system', input, lenient: false,
+    requestUrl: `cinder export --tenant ${tenant}${group ? ` --group ${group}` : ''}`,
+    claim: { owner, leaseMs: runSettings(ctx.config).leaseMs }, ...(group ? { groupId: group } : {}),
+  });
+}
+
+/** Runs the job through the export pipeline into `out`, with a progress bar; returns its final progress. */
+async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner: string, out: string): Promise<JobProgress> {
+  const job = (await ctx.store.exports.get(tenant, jobId))!;
+  let total = 0;
+  for (const type of (JSON.parse(job.spec) as ExportSpec).types) total += await ctx.store.resources.count(tenant, { type, sort: 'id', count: 0 });
+  const bar = progressBar(io, total);
+  const outcome = await runJob({
+    ...runSettings(ctx.config), settleMs: 0, store: ctx.store, sink: createFileSink(out), clock: ctx.clock, log: ctx.log, owner,
+    keyPrefix: () => '', onProgress: (n, label) => bar(n, label),
+  }, job);
+  const after = (await ctx.store.exports.get(tenant, jobId))!;
+  if (outcome !== 'completed') throw new Error(`export ${outcome}: ${after.error ?? 'see the log'}`);
+  const progress = JSON.parse(after.progress) as JobProgress;
+  bar(progress.exported, 'done', true);
+  if (io.isTTY) io.stderr('\n');
+  return progress;
+}

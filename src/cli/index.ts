@@ -3,12 +3,14 @@ import { ConfigError } from '../config.ts';
 import { clientCreateCommand } from './client.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { exportCommand } from './export.ts';
+import { keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
 import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
+import { userCreateCommand } from './user.ts';
 
 /** Every `cinder` subcommand. */
-export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, migrateCommand, exportCommand];
+export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, migrateCommand, exportCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

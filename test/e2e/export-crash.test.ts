@@ -59,7 +59,7 @@ for (const target of targets) {
     const first = await startServer(env(dir, url), ports[0]!);
     servers.push(first);
     const running = [first];
-    if (target.kind === 'postgres') running.push(await startServer(env(dir, url), ports[1]!));
+    if (target.kind === 'postgres') running.push(await startServer(env(dir, url), ports[1]!, first.base));
     servers.push(...running.slice(1));
 
     const token = await clientToken(first.base, creds.clientId, creds.secret);

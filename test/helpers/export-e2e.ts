@@ -39,10 +39,13 @@ export interface Server {
   log: () => string;
 }
 
-/** Starts `bun src/main.ts serve` with `env` and waits until /healthz answers. */
-export async function startServer(env: Record<string, string>, port: number): Promise<Server> {
+/**
+ * Starts `bun src/main.ts serve` with `env` and waits until /healthz answers. Processes that share a
+ * database share one public base URL (`baseUrl`, default this process's own), as behind a load balancer.
+ */
+export async function startServer(env: Record<string, string>, port: number, baseUrl = `http://127.0.0.1:${port}`): Promise<Server> {
   const proc = Bun.spawn(['bun', 'src/main.ts', 'serve'], {
-    cwd: ROOT, env: { ...process.env, ...env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: `http://127.0.0.1:${port}` },
+    cwd: ROOT, env: { ...process.env, ...env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: baseUrl },
     stdout: 'pipe', stderr: 'pipe',
   });
   let text = '';

@@ -181,6 +181,7 @@ describe('expiry', () => {
     const { status, manifest } = await completed();
     const jobDir = join(exportsDir(), status.split('/').pop()!);
     clock.advance(599_000);
+    token = await t.token();
     expect((await gc()).purged).toBe(0);
     expect((await t.request(status, fhirInit(token))).status).toBe(200);
     clock.advance(1000);
@@ -194,6 +195,7 @@ describe('expiry', () => {
     const { status, manifest } = await completed();
     const jobDir = join(exportsDir(), status.split('/').pop()!);
     clock.advance(590_000);
+    token = await t.token();
     const res = await t.request(manifest.output[1]!.url, fhirInit(token));
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();

@@ -2,6 +2,8 @@ import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { connect, runMigrations } from './db.ts';
 import { createPostgresExportJobs } from './export-jobs.ts';
+import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
+import { createPostgresUsers } from './users.ts';
 import type { PostgresStoreOptions } from './db.ts';
 import { postgresMigrations } from './migrations.ts';
 import { createPostgresResources } from './resources.ts';
@@ -28,6 +30,9 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     tenants: createPostgresTenants(sql),
     clients: createPostgresClients(sql),
     keys: createPostgresKeys(sql),
+    users: createPostgresUsers(sql),
+    oauth: createPostgresOAuth(sql),
+    counters: createPostgresCounters(sql),
     resources: createPostgresResources(sql),
     exports: createPostgresExportJobs(sql),
   };

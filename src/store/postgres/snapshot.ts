@@ -47,7 +47,7 @@ function pageQuery(sql: Pg, tenant: string, q: SnapshotQuery): Fragment {
   if (q.since !== undefined) alternatives.push(sql`(r.deleted AND r.last_updated > ${q.since})`);
   const ids = q.ids ? sql`AND r.id = ANY(${q.ids}::text[])` : sql``;
   return sql`SELECT r.pk, r.id, r.version_id, r.last_updated, r.deleted, r.content FROM resources r
-    WHERE r.tenant = ${tenant} AND r.type = ${q.type} AND r.pk > ${q.after ?? 0} ${ids} AND (${join(sql, alternatives, 'OR')})
+    WHERE (r.tenant || '/' || r.type) = ${`${tenant}/${q.type}`} AND r.pk > ${q.after ?? 0} ${ids} AND (${join(sql, alternatives, 'OR')})
     ORDER BY r.pk LIMIT ${q.limit}`;
 }
 

@@ -49,8 +49,8 @@ export const serveCommand: Command = {
         draining = true;
         clearInterval(purge);
         log.info('draining', { signal });
-        await server.stop(false);
-        await exports.stop();
+        // Export workers hand their jobs back at once while HTTP requests drain.
+        await Promise.all([server.stop(false), exports.stop()]);
         await store.close();
         log.info('stopped');
         resolve();

@@ -37,8 +37,22 @@ export class JobControl {
     clearInterval(this.timer);
   }
 
-  /** Throws JobInterrupted when the job may not go on. Called between pages. */
-  check(): void {
+  private lastYield = Date.now();
+
+  /**
+   * Called between pages: lets timers and messages run (SQLite reads and file writes may complete
+   * without ever leaving the microtask queue, which would starve the heartbeat and a stop request),
+   * then throws JobInterrupted when the job may not go on.
+   */
+  async check(): Promise<void> {
+    if (Date.now() - this.lastYield > 20) {
+      await new Promise((resolve) => setImmediate(resolve));
+      this.lastYield = Date.now();
+    }
+    this.throwIfInterrupted();
+  }
+
+  throwIfInterrupted(): void {
     if (this.signal?.aborted) this.interrupted ??= 'stopped';
     if (this.interrupted) throw new JobInterrupted(this.interrupted);
   }
@@ -47,7 +61,7 @@ export class JobControl {
   async checkpoint(progress: JobProgress): Promise<void> {
     const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs, JSON.stringify(progress));
     if (!ok) await this.lost();
-    this.check();
+    this.throwIfInterrupted();
   }
 
   private async renew(): Promise<void> {

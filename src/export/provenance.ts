@@ -86,7 +86,7 @@ function rank(row: Text): string {
 export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
   let after: number | null = null;
   do {
-    ctx.control.check();
+    await ctx.control.check();
     const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
     const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => exported.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
     if (notes.length) await ctx.store.exports.noteProvenance(ctx.jobId, notes);

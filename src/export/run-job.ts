@@ -40,7 +40,7 @@ export const jobPrefix = (job: Pick<ExportJob, 'tenant' | 'id'>) => `${job.tenan
 
 async function settle(deps: RunDeps, job: ExportJob, control: JobControl): Promise<void> {
   for (;;) {
-    control.check();
+    await control.check();
     const wait = job.transactionTime + deps.settleMs - deps.clock.now();
     if (wait <= 0) return;
     await Bun.sleep(Math.min(wait, 200));
@@ -59,7 +59,7 @@ async function runSteps(deps: RunDeps, job: ExportJob, control: JobControl): Pro
   if (deps.onProgress) ctx.onProgress = deps.onProgress;
   await settle(deps, job, control);
   while (progress.step < steps.length) {
-    control.check();
+    await control.check();
     await runStep(ctx, steps[progress.step]!);
   }
   return progress;

@@ -4,7 +4,9 @@ import type { JobControl } from './job-control.ts';
 import type { Chunk } from './part-writer.ts';
 import { splitLines, type SelectContext, type SelectedPage } from './select.ts';
 import type { ExportSink } from './sink.ts';
-import type { JobProgress } from './spec.ts';
+import { MAX_RUNTIME_ISSUES, type JobProgress } from './spec.ts';
+import type { FhirIssue } from '../errors.ts';
+import { issue } from '../fhir/outcome.ts';
 
 /** Everything a step needs; `progress` is the job's checkpoint, updated at every rollover. */
 export interface StepContext extends SelectContext {
@@ -51,10 +53,30 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   const kept = ctx.spec.elements?.[type];
   const live = page.rows.filter((r) => !r.deleted).map((r) => r.content);
   const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
-  const output = kept
-    ? joinLines([...splitLines(page.lines), ...live].map((c) => subsetResource(c, kept)))
-    : concat(page.lines, joinLines(live));
-  return { output, count: page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
+  const texts = kept ? subsetAll(ctx, type, [...splitLines(page.lines), ...live], kept) : undefined;
+  const output = texts ? joinLines(texts) : concat(page.lines, joinLines(live));
+  return { output, count: texts ? texts.length : page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
+}
+
+/** `_elements` subsets; a resource that cannot be subset is left out and reported in the error file. */
+function subsetAll(ctx: StepContext, type: string, contents: string[], kept: string[]): string[] {
+  const out: string[] = [];
+  for (const content of contents) {
+    try {
+      out.push(subsetResource(content, kept));
+    } catch (err) {
+      const text = `A ${type} resource could not be exported with _elements: ${(err as Error).message}`;
+      noteIssue(ctx.progress, issue('error', 'exception', text, ['_elements']));
+    }
+  }
+  return out;
+}
+
+/** Records a problem met while exporting (once per text, bounded). */
+export function noteIssue(progress: JobProgress, found: FhirIssue): void {
+  if (progress.issues.length >= MAX_RUNTIME_ISSUES) return;
+  if (progress.issues.some((i) => i.details?.text === found.details?.text)) return;
+  progress.issues.push(found);
 }
 
 /** Storage key of a file of this attempt. */

@@ -17,7 +17,7 @@ export async function streamStep(ctx: StepContext, type: string, source: PageSou
   const pages = new ReadableStream<Chunk>(
     {
       async pull(controller) {
-        ctx.control.check();
+        await ctx.control.check();
         const chunk = await source(after);
         after = chunk.next;
         read += chunk.count;

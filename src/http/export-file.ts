@@ -38,11 +38,11 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): R
   let last = Date.now();
   return stream.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
+      async transform(chunk, controller) {
         controller.enqueue(chunk);
         if (Date.now() - last > KEEP_ALIVE_MS) {
           last = Date.now();
-          void download.keepAlive().catch(() => undefined);
+          await download.keepAlive().catch(() => undefined);
         }
       },
       async flush() {
@@ -57,7 +57,7 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): R
  * with ETag / If-None-Match, single byte ranges (206 / 416, honouring If-Range), and gzip when the
  * client accepts it and asked for the whole file.
  */
-export function fileResponse(req: Request, download: Download): Response {
+export async function fileResponse(req: Request, download: Download): Promise<Response> {
   const base: Record<string, string> = {
     'Content-Type': NDJSON,
     ETag: download.etag,
@@ -67,13 +67,13 @@ export function fileResponse(req: Request, download: Download): Response {
   };
   const inm = req.headers.get('if-none-match');
   if (inm && inm.split(',').some((t) => t.trim() === download.etag || t.trim() === '*')) {
-    void download.release().catch(() => undefined);
+    await download.release();
     return new Response(null, { status: 304, headers: base });
   }
   const ifRange = req.headers.get('if-range');
   const range = ifRange && ifRange !== download.etag ? null : parseRange(req.headers.get('range'), download.size);
   if (range === 'unsatisfiable') {
-    void download.release().catch(() => undefined);
+    await download.release();
     return new Response(null, { status: 416, headers: { ...base, 'Content-Range': `bytes */${download.size}` } });
   }
   if (range) {

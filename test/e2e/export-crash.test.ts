@@ -91,3 +91,39 @@ for (const target of targets) {
     expect(await survivor.proc.exited).toBe(0);
   }, 300_000);
 }
+
+test('SIGTERM mid-export hands the job back at once; the next process resumes it', async () => {
+  const target = targets.find((t) => t.kind === 'sqlite')!;
+  const dir = mkdtempSync(join(tmpdir(), 'cinder-export-term-'));
+  dirs.push(dir);
+  const db = await target.fresh();
+  const store = db.open();
+  await store.migrate();
+  const creds = await seed(store, 60_000);
+  const port = freePort();
+  const first = await startServer({ ...env(dir, 'sqlite:' + db.url), CINDER_EXPORT_LEASE_SECONDS: '600' }, port);
+  servers.push(first);
+  const token = await clientToken(first.base, creds.clientId, creds.secret);
+  const kick = await fetch(`${first.base}/tenants/t1/fhir/R4/$export?_type=Observation`, { headers: { Authorization: `Bearer ${token}` } });
+  const statusUrl = kick.headers.get('content-location')!;
+  const jobId = statusUrl.split('/').pop()!;
+  for (let i = 0; i < 4000; i++) {
+    const job = (await store.exports.get('t1', jobId))!;
+    if (job.state === 'in-progress' && (JSON.parse(job.progress) as JobProgress).files.length >= 3) break;
+    await Bun.sleep(5);
+  }
+  first.proc.kill('SIGTERM');
+  expect(await first.proc.exited).toBe(0);
+  const handedBack = (await store.exports.get('t1', jobId))!;
+  // With a 10-minute lease only a hand-back lets the next process take the job at once.
+  expect([handedBack.state, handedBack.leaseOwner]).toEqual(['accepted', null]);
+  const second = await startServer({ ...env(dir, 'sqlite:' + db.url), CINDER_EXPORT_LEASE_SECONDS: '600' }, port);
+  servers.push(second);
+  const manifest = await awaitManifest(statusUrl, token);
+  const ids = (await downloadLines(manifest, token)).map((l) => (JSON.parse(l) as { id: string }).id);
+  expect(new Set(ids).size).toBe(60_000);
+  expect(ids.length).toBe(60_000);
+  expect((await store.exports.get('t1', jobId))!.attempts).toBe(2);
+  second.proc.kill('SIGTERM');
+  await second.proc.exited;
+}, 300_000);

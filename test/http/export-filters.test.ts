@@ -1,4 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { Database } from 'bun:sqlite';
+import { join } from 'node:path';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
 
@@ -72,6 +74,18 @@ describe('_elements', () => {
     const files = await download(t, token, (await finish(t, token, status)).output);
     expect(Object.keys(files.Patient![0]!).sort()).toEqual(['id', 'identifier', 'meta', 'resourceType']);
     expect(Object.keys(files.Observation![0]!).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+  });
+
+  test('a stored resource that cannot be subset is left out and reported in the error file', async () => {
+    const db = new Database(join(t.dir, 'cinder.db'));
+    db.query("UPDATE resources SET content = '{not json' WHERE tenant = 't1' AND type = 'Patient' AND id = 'p2'").run();
+    db.close();
+    const status = await kickOff(t, token, '/$export?_type=Patient&_elements=gender');
+    const manifest = await finish(t, token, status);
+    expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1']);
+    const errors = await download(t, token, manifest.error);
+    expect(errors.OperationOutcome).toHaveLength(1);
+    expect(JSON.stringify(errors.OperationOutcome)).toContain('could not be exported');
   });
 
   test('unknown or nested elements are a 400', async () => {

@@ -9,8 +9,24 @@ function join(sql: Pg, parts: Fragment[], op: 'AND' | 'OR'): Fragment {
   return parts.reduce((acc, p) => (op === 'AND' ? sql`${acc} AND ${p}` : sql`${acc} OR ${p}`));
 }
 
-/** `EXISTS` probes per row (through the `res` indexes), so a page costs what its rows cost, never the whole type. */
-function filterCondition(sql: Pg, f: SnapshotFilter): Fragment {
+/**
+ * Per-row probes as LATERAL subqueries with LIMIT 1: the planner must run them as a nested loop on the
+ * `res` indexes. (Written as EXISTS under an OR, Postgres may hash every matching index row once per
+ * page instead, which makes a scan quadratic.)
+ */
+class Probes {
+  readonly joins: Fragment[] = [];
+  constructor(private readonly sql: Pg) {}
+
+  /** Adds `LEFT JOIN LATERAL (<select 1 ... LIMIT 1>) mN` and returns the condition that it matched. */
+  add(select: Fragment): Fragment {
+    const alias = this.sql(`m${this.joins.length}`);
+    this.joins.push(this.sql`LEFT JOIN LATERAL (${select} LIMIT 1) ${alias} ON true`);
+    return this.sql`${alias}.hit IS NOT NULL`;
+  }
+}
+
+function filterCondition(sql: Pg, probes: Probes, f: SnapshotFilter): Fragment {
   const parts: Fragment[] = [];
   if (f.ids) parts.push(sql`r.id = ANY(${f.ids}::text[])`);
   for (const t of f.lastUpdated ?? []) parts.push(timeCondition(sql, t));
@@ -19,16 +35,19 @@ function filterCondition(sql: Pg, f: SnapshotFilter): Fragment {
       v.system === undefined ? sql`s.value = ${v.value!}` : v.value === undefined ? sql`s.system = ${v.system}` : sql`(s.value = ${v.value} AND s.system = ${v.system})`,
     );
     const any = alts.length ? join(sql, alts, 'OR') : sql`false`;
-    parts.push(sql`EXISTS (SELECT 1 FROM search_index s WHERE s.res = r.pk AND s.param = ${p.param} AND (${any}))`);
+    parts.push(probes.add(sql`SELECT 1 AS hit FROM search_index s WHERE s.res = r.pk AND s.param = ${p.param} AND (${any})`));
   }
   return parts.length ? sql`(${join(sql, parts, 'AND')})` : sql`true`;
 }
 
-function compartmentCondition(sql: Pg, q: SnapshotQuery, joinedOnly: boolean): Fragment {
+function compartmentCondition(sql: Pg, probes: Probes, q: SnapshotQuery, joinedOnly: boolean): Fragment {
   const c = q.compartment!;
-  if (c.kind === 'any') return sql`EXISTS (SELECT 1 FROM compartments c WHERE c.res = r.pk)`;
+  if (c.kind === 'any') return probes.add(sql`SELECT 1 AS hit FROM compartments c WHERE c.res = r.pk`);
   const joined = joinedOnly ? sql`AND p.joined` : sql``;
-  return sql`EXISTS (SELECT 1 FROM compartments c JOIN export_patients p ON p.job_id = ${c.jobId} AND p.patient = c.patient WHERE c.res = r.pk ${joined})`;
+  // Nested LATERALs fix the order: the resource's compartment rows first, then one key probe per patient.
+  return probes.add(sql`SELECT 1 AS hit FROM compartments c
+    CROSS JOIN LATERAL (SELECT 1 FROM export_patients p WHERE p.job_id = ${c.jobId} AND p.patient = c.patient ${joined} LIMIT 1) jp
+    WHERE c.res = r.pk`);
 }
 
 /**
@@ -37,16 +56,20 @@ function compartmentCondition(sql: Pg, q: SnapshotQuery, joinedOnly: boolean): F
  * come back for resolving from the history and checking by the caller.
  */
 function pageQuery(sql: Pg, tenant: string, q: SnapshotQuery): Fragment {
+  const probes = new Probes(sql);
   const live: Fragment[] = [sql`NOT r.deleted`, sql`r.last_updated <= ${q.at}`];
   if (q.since !== undefined) {
-    live.push(q.joinedSince && q.compartment?.kind === 'job' ? sql`(r.last_updated > ${q.since} OR ${compartmentCondition(sql, q, true)})` : sql`r.last_updated > ${q.since}`);
+    live.push(q.joinedSince && q.compartment?.kind === 'job' ? sql`(r.last_updated > ${q.since} OR ${compartmentCondition(sql, probes, q, true)})` : sql`r.last_updated > ${q.since}`);
   }
-  if (q.compartment) live.push(compartmentCondition(sql, q, false));
-  if (q.filters?.length) live.push(sql`(${join(sql, q.filters.map((f) => filterCondition(sql, f)), 'OR')})`);
+  if (q.compartment) live.push(compartmentCondition(sql, probes, q, false));
+  if (q.filters?.length) live.push(sql`(${join(sql, q.filters.map((f) => filterCondition(sql, probes, f)), 'OR')})`);
   const alternatives = [sql`(${join(sql, live, 'AND')})`, sql`r.last_updated > ${q.at}`];
   if (q.since !== undefined) alternatives.push(sql`(r.deleted AND r.last_updated > ${q.since})`);
   const ids = q.ids ? sql`AND r.id = ANY(${q.ids}::text[])` : sql``;
-  return sql`SELECT r.pk, r.id, r.version_id, r.last_updated, r.deleted, r.content FROM resources r
+  const laterals = probes.joins.length ? probes.joins.reduce((acc, j) => sql`${acc} ${j}`) : sql``;
+  // Three columns only (every raw column costs a Buffer per row): the key, whether the database judged
+  // the row (current, live, updated at or before `at`), and the stored text.
+  return sql`SELECT r.pk, (NOT r.deleted AND r.last_updated <= ${q.at}) AS judged, r.content FROM resources r ${laterals}
     WHERE (r.tenant || '/' || r.type) = ${`${tenant}/${q.type}`} AND r.pk > ${q.after ?? 0} ${ids} AND (${join(sql, alternatives, 'OR')})
     ORDER BY r.pk LIMIT ${q.limit}`;
 }
@@ -94,13 +117,17 @@ async function livesBefore(sql: Pg, tenant: string, type: string, deletions: { i
 }
 
 /** Resolves the rows the database could not judge into their versions as of `at` (see ResourceRepo.snapshot). */
-async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, candidates: Candidate[]): Promise<SnapshotRow[]> {
+async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[]): Promise<SnapshotRow[]> {
+  const current = await sql<{ id: string; version_id: number; last_updated: number; deleted: boolean }[]>`
+    SELECT id, version_id, last_updated, deleted FROM resources WHERE pk = ANY(${pks}::bigint[]) ORDER BY pk`;
+  const candidates = current.map((c) => ({ id: c.id, versionId: c.version_id, lastUpdated: c.last_updated, deleted: c.deleted }));
   const asOf = await versionsAsOf(sql, tenant, q, candidates.filter((c) => c.lastUpdated > q.at).map((c) => c.id));
   const versions: Candidate[] = [];
   const live = new Map<string, string>();
   for (const c of candidates) {
     const h = c.lastUpdated > q.at ? asOf.get(c.id) : undefined;
     if (c.lastUpdated > q.at && !h) continue;
+    if (!h && !c.deleted) continue;
     const v = h ? { id: c.id, versionId: h.version_id, lastUpdated: h.last_updated, deleted: h.deleted } : c;
     if (!v.deleted) live.set(c.id, h!.content);
     if (!v.deleted || (q.since !== undefined && v.lastUpdated > q.since)) versions.push(v);
@@ -119,15 +146,13 @@ export function createPostgresSnapshot(sql: Pg) {
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
     const raw = (await sql`${pageQuery(sql, tenant, q)}`.raw()) as unknown as Buffer[][];
     const judged: Buffer[] = [];
-    const candidates: Candidate[] = [];
+    const others: number[] = [];
     let size = 0;
     for (const r of raw) {
-      const lastUpdated = num(r[3]!);
-      const deleted = r[4]![0] === T;
-      if (!deleted && lastUpdated <= q.at) {
-        judged.push(r[5]!);
-        size += r[5]!.byteLength + 1;
-      } else candidates.push({ id: r[1]!.toString('latin1'), versionId: num(r[2]!), lastUpdated, deleted });
+      if (r[1]![0] === T) {
+        judged.push(r[2]!);
+        size += r[2]!.byteLength + 1;
+      } else others.push(num(r[0]!));
     }
     const lines = new Uint8Array(size);
     let at = 0;
@@ -136,7 +161,7 @@ export function createPostgresSnapshot(sql: Pg) {
       at += b.byteLength;
       lines[at++] = NEWLINE;
     }
-    const recheck = candidates.length ? await resolve(sql, tenant, q, candidates) : [];
+    const recheck = others.length ? await resolve(sql, tenant, q, others) : [];
     const last = raw[raw.length - 1];
     return { lines, count: judged.length, recheck, next: raw.length < q.limit || !last ? null : num(last[0]!) };
   };

@@ -26,6 +26,15 @@ interface Slot {
 }
 
 /**
+ * The worker's entry point: beside this file when running from source; in a compiled binary, by its
+ * path below the build root (build with `bun build --compile src/main.ts src/export/worker.ts`).
+ */
+function workerEntry(): string {
+  const compiled = import.meta.url.includes('$bunfs') || import.meta.url.includes('~BUN');
+  return compiled ? './export/worker.ts' : new URL('./worker.ts', import.meta.url).href;
+}
+
+/**
  * A pool of Bun Worker threads for export jobs. The main thread claims a job (with a lease, in the
  * database, so several processes share the work) for each idle worker and hands it over as plain data;
  * the worker runs it on its own connections. A crashed worker's job is handed back and the worker
@@ -57,13 +66,18 @@ export function createExportPool(o: PoolOptions) {
     }
   }
 
+  let crashes = 0;
+
   function spawn(index: number): Slot {
-    const worker = new Worker(new URL('./worker.ts', import.meta.url).href);
+    const worker = new Worker(workerEntry());
     let markStopped!: () => void;
     const slot: Slot = { index, owner: `${processId}/w${index}`, worker, ready: false, job: null, stopped: new Promise((r) => (markStopped = r)) };
     worker.addEventListener('message', (event: MessageEvent<FromWorker>) => {
       const msg = event.data;
-      if (msg.type === 'ready') slot.ready = true;
+      if (msg.type === 'ready') {
+        slot.ready = true;
+        crashes = 0;
+      }
       if (msg.type === 'done') slot.job = null;
       if (msg.type === 'stopped') return markStopped();
       void fill();
@@ -74,7 +88,11 @@ export function createExportPool(o: PoolOptions) {
       worker.terminate();
       markStopped();
       if (job) void o.store.exports.release(job, slot.owner, o.clock.now()).catch(() => undefined);
-      if (!stopping) slots[index] = spawn(index);
+      // Replace the worker, backing off while it keeps crashing (e.g. it cannot start at all).
+      const delay = Math.min(30_000, 100 * 2 ** crashes++);
+      setTimeout(() => {
+        if (!stopping) slots[index] = spawn(index);
+      }, delay);
     });
     worker.postMessage({ type: 'init', init: o.init } satisfies ToWorker);
     return slot;

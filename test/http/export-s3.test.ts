@@ -3,7 +3,7 @@ import { S3Client } from 'bun';
 import { collectExports } from '../../src/export/gc.ts';
 import { openSink, type ExportSink } from '../../src/export/sink.ts';
 import { silentLogger } from '../../src/log.ts';
-import { createTestApp, fhirInit, testClock, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, testClock } from '../helpers/app.ts';
 import { download, finish, kickOff, observation, patient, put, refs, type Manifest } from '../helpers/export.ts';
 import { startS3 } from '../helpers/s3.ts';
 

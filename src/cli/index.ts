@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.ts';
 import { clientCreateCommand } from './client.ts';
+import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { migrateCommand } from './migrate.ts';
@@ -8,7 +9,7 @@ import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
 
 /** Every `cinder` subcommand. */
-export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, importCommand, migrateCommand];
+export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, importCommand, migrateCommand, healthcheckCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

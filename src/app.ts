@@ -3,6 +3,7 @@ import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
+import { createTerminology } from './terminology/create.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createTokenVerifier } from './auth/tokens.ts';
 import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
@@ -15,6 +16,7 @@ import { createMetrics, type Metrics } from './http/metrics.ts';
 import { bearerAuth } from './http/middleware/bearer.ts';
 import { requestContext } from './http/middleware/request-context.ts';
 import { tenantGuard } from './http/middleware/tenant.ts';
+import { terminologyCapabilities, terminologyRoutes, terminologyWrites } from './http/terminology.ts';
 import { oauthRoutes } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
@@ -37,7 +39,8 @@ export function createApp(deps: AppDeps) {
   const metrics = deps.metrics ?? createMetrics();
   const verify = createTokenVerifier(deps.keys, clock, config.baseUrl);
   const authDeps = { store, keys: deps.keys, clock, config, log };
-  const app = new Hono<AppEnv>();
+  // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
+  const app = new Hono<AppEnv>({ strict: false });
   app.onError((err, c) => renderError(err, c, log));
   app.notFound((c) => {
     if (c.req.path.startsWith('/tenants/')) return renderError(new FhirError('not-found', `No route for ${c.req.method} ${c.req.path}`), c, log);
@@ -47,7 +50,8 @@ export function createApp(deps: AppDeps) {
   app.route('/', opsRoutes(store, metrics, deps.isDraining ?? (() => false)));
   app.route('/', oauthRoutes(authDeps));
 
-  const contributions: CapabilityContribution[] = [];
+  const terminology = createTerminology({ store, clock });
+  const contributions: CapabilityContribution[] = [terminologyCapabilities];
   const fhir = new Hono<AppEnv>();
   fhir.use('*', tenantGuard(store));
   fhir.use('*', async (c, next) => {
@@ -62,6 +66,8 @@ export function createApp(deps: AppDeps) {
     }));
   });
   fhir.use('*', bearerAuth(verify));
+  fhir.use('*', terminologyWrites(terminology));
+  fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: config.maxBodyBytes, maxExpansionSize: config.maxExpansionSize }));
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
   return app;

@@ -23,6 +23,8 @@ const schema = z.object({
   accessTokenTtl: z.coerce.number().int().min(30).max(86400).default(3600),
   exportWorkers: z.coerce.number().int().min(0).max(64).default(2),
   exportFileTtl: z.coerce.number().int().min(60).default(24 * 3600),
+  /** The most codes one ValueSet/$expand response may carry. */
+  maxExpansionSize: z.coerce.number().int().min(1).default(10_000),
 });
 
 type Parsed = z.infer<typeof schema>;

@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import { hasCriteria, parseCondition } from './conditional.ts';
 import { asResource, type Resource } from './resource.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
@@ -65,13 +66,20 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   }
   if (method === 'POST') {
     if (id !== undefined || query) fail(index, `POST request.url must be the resource type, got '${request.url}'`);
-    if (typeof request.ifNoneExist === 'string') entry.condition = new URLSearchParams(request.ifNoneExist.replace(/^.*\?/, ''));
+    if (typeof request.ifNoneExist === 'string') {
+      try {
+        entry.condition = parseCondition(request.ifNoneExist, type, 'ifNoneExist');
+      } catch (err) {
+        fail(index, (err as Error).message);
+      }
+    }
   } else if (id !== undefined) {
     entry.id = id;
     if (method === 'PUT' && entry.resource!.id !== undefined && entry.resource!.id !== id) {
       fail(index, `resource id '${entry.resource!.id}' does not match request.url id '${id}'`);
     }
   } else if (query) {
+    if (!hasCriteria(query)) fail(index, `conditional request.url '${request.url}' has no search criteria`);
     entry.condition = query;
   } else {
     fail(index, `${method} needs Type/id or a conditional Type?query, got '${request.url}'`);
@@ -79,8 +87,17 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   return entry;
 }
 
-/** Validates the shape of a transaction or batch Bundle and its entries (FHIR R4 http 3.1.0.11). */
-export function parseBundle(body: unknown, base: string): { type: 'transaction' | 'batch'; entries: Entry[] } {
+/** A Bundle entry that failed validation (a batch answers it with its own error response). */
+export interface InvalidEntry {
+  index: number;
+  error: FhirError;
+}
+
+/**
+ * Validates the shape of a transaction or batch Bundle and its entries (FHIR R4 http 3.1.0.11).
+ * Invalid entries are returned apart: a transaction fails on the first, a batch answers each.
+ */
+export function parseBundle(body: unknown, base: string): { type: 'transaction' | 'batch'; entries: Entry[]; invalid: InvalidEntry[] } {
   const bundle = asResource(body, 'Bundle');
   if (bundle.type !== 'transaction' && bundle.type !== 'batch') {
     throw new FhirError('invalid', `Bundle.type must be transaction or batch to be processed, got '${String(bundle.type)}'`, {
@@ -89,5 +106,15 @@ export function parseBundle(body: unknown, base: string): { type: 'transaction' 
   }
   const raw = bundle.entry ?? [];
   if (!Array.isArray(raw)) throw new FhirError('structure', 'Bundle.entry must be an array', { expression: ['Bundle.entry'] });
-  return { type: bundle.type, entries: raw.map((e, i) => parseEntry(e, i, base)) };
+  const entries: Entry[] = [];
+  const invalid: InvalidEntry[] = [];
+  raw.forEach((e, i) => {
+    try {
+      entries.push(parseEntry(e, i, base));
+    } catch (err) {
+      if (!(err instanceof FhirError)) throw err;
+      invalid.push({ index: i, error: err });
+    }
+  });
+  return { type: bundle.type, entries, invalid };
 }

@@ -37,9 +37,9 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     versioning: 'versioned-update',
     readHistory: true,
     updateCreate: true,
-    conditionalCreate: false,
-    conditionalUpdate: false,
-    conditionalDelete: 'not-supported',
+    conditionalCreate: true,
+    conditionalUpdate: true,
+    conditionalDelete: 'single',
     searchParam: [...COMMON_PARAMS, ...paramsOf(type).map((p) => ({ name: p.code, definition: p.url, type: p.type }))],
   };
   const typeOps = ops.filter((o) => o.types?.includes(type));

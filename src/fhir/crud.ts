@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
-import type { ResourceVersion, ResourceWriter, Store } from '../store/types.ts';
+import { StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import type { Access, Permission } from './access.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
@@ -22,6 +22,19 @@ export interface WriteResult {
   created: boolean;
 }
 
+/**
+ * Runs `fn` in one store transaction; a clash with a concurrent writer (StoreConflictError) becomes a
+ * 409 the client may retry instead of a 500.
+ */
+export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T> {
+  try {
+    return await deps.store.resources.write(tenant, fn);
+  } catch (err) {
+    if (err instanceof StoreConflictError) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
+    throw err;
+  }
+}
+
 /** Throws 403 unless the request's scopes allow `perm` on `type`. */
 export function requireAccess(access: Access, type: string, perm: Permission): void {
   if (!access.can(type, perm)) {
@@ -37,6 +50,16 @@ export function requireCompartment(access: Access, resource: Resource): void {
   if (!compartmentsOf(resource).includes(patient)) {
     throw new FhirError('forbidden', `${resource.resourceType} is outside the patient compartment the token is limited to`);
   }
+}
+
+/**
+ * With patient-context scopes, throws 403 unless the stored `type/id` (if any) is in that patient's
+ * compartment: an update or delete may not reach a resource outside it, whatever the new content says.
+ */
+export async function requireStoredInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<void> {
+  if (req.access.patientLimit(type) === undefined || !patientCompartment().has(type)) return;
+  const stored = await deps.store.resources.read(req.tenant, type, id);
+  if (stored && !stored.deleted) requireCompartment(req.access, JSON.parse(stored.content) as Resource);
 }
 
 /** Parses an `If-Match` ETag (`W/"3"` or `"3"`) into a version number. */
@@ -78,10 +101,11 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
 export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
   requireAccess(opts.access, type, 'd');
   const current = await w.current(type, id);
-  if (!current || current.deleted) return null;
-  if (opts.ifMatch !== undefined && current.versionId !== opts.ifMatch) {
-    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch}, current is ${current.versionId}`);
+  const exists = current !== null && !current.deleted;
+  if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
+    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
   }
+  if (!exists) return null;
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
@@ -95,7 +119,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   const resource = asResource(body, type);
   requireAccess(req.access, type, 'c');
   const now = deps.clock.now();
-  return deps.store.resources.write(req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
+  return writeTx(deps, req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
 }
 
 /** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
@@ -108,10 +132,11 @@ export async function updateResource(
   if (resource.id !== id) {
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
+  await requireStoredInCompartment(deps, req, type, id);
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
-  return deps.store.resources.write(req.tenant, (w) => putVersion(w, resource, id, opts));
+  return writeTx(deps, req.tenant, (w) => putVersion(w, resource, id, opts));
 }
 
 /** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */
@@ -119,10 +144,12 @@ export async function deleteResource(
   deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: number,
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
+  requireAccess(req.access, type, 'd');
+  await requireStoredInCompartment(deps, req, type, id);
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
-  return deps.store.resources.write(req.tenant, (w) => deleteVersion(w, type, id, opts));
+  return writeTx(deps, req.tenant, (w) => deleteVersion(w, type, id, opts));
 }
 
 /** FHIR R4 read (3.1.0.1): 404 when unknown, 410 when deleted. */

@@ -14,20 +14,31 @@ export function dateRange(value: string): { low: number; high: number } | null {
   const year = Number(y);
   const month = mo ? Number(mo) - 1 : 0;
   const day = d ? Number(d) : 1;
-  if (mo && (month < 0 || month > 11)) return null;
-  if (d && (day < 1 || day > 31)) return null;
+  if (month < 0 || month > 11 || day < 1 || day > daysIn(year, month)) return null;
   if (h !== undefined && (Number(h) > 23 || Number(mi) > 59 || (s !== undefined && Number(s) > 59))) return null;
+  if (zone && zone !== 'Z' && (Number(zone.slice(1, 3)) > 14 || Number(zone.slice(4)) > 59)) return null;
   const offset = zone && zone !== 'Z' ? (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4))) : 0;
   const ms = frac ? Number(frac.slice(0, 3).padEnd(3, '0')) : 0;
-  const low = Date.UTC(year, month, day, h ? Number(h) : 0, mi ? Number(mi) : 0, s ? Number(s) : 0, ms) - offset * 60000;
+  const low = utc(year, month, day, h ? Number(h) : 0, mi ? Number(mi) : 0, s ? Number(s) : 0, ms) - offset * 60000;
   let high: number;
-  if (!mo) high = Date.UTC(year + 1, 0, 1);
-  else if (!d) high = Date.UTC(year, month + 1, 1);
-  else if (h === undefined) high = Date.UTC(year, month, day + 1);
+  if (!mo) high = utc(year + 1, 0, 1);
+  else if (!d) high = utc(year, month + 1, 1);
+  else if (h === undefined) high = utc(year, month, day + 1);
   else if (s === undefined) high = low + 60000;
   else if (!frac) high = low + 1000;
   else high = low + 1;
   return { low, high };
+}
+
+/** `Date.UTC` without its mapping of years 0-99 to 1900-1999. */
+function utc(year: number, month: number, day: number, h = 0, mi = 0, s = 0, ms = 0): number {
+  const date = new Date(Date.UTC(2000, month, day, h, mi, s, ms));
+  date.setUTCFullYear(year + Math.floor(month / 12), month % 12, day);
+  return date.getTime();
+}
+
+function daysIn(year: number, month: number): number {
+  return new Date(utc(year, month + 1, 1) - 86_400_000).getUTCDate();
 }
 
 const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'ge', 'lt', 'le'];

@@ -1,8 +1,11 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
-import { requireAccess, type FhirDeps, type FhirRequest } from './crud.ts';
+import { requireAccess, requireCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
 import { dateRange } from './dates.ts';
-import { checkTypeAndId } from './resource.ts';
+import { patientCompartment } from './definitions.ts';
+import { compartmentsOf } from './indexer.ts';
+import { historyPage, historyPageAt, type HistoryCursor } from './history-at.ts';
+import { checkTypeAndId, type Resource } from './resource.ts';
 import { DEFAULT_COUNT, MAX_COUNT } from './search.ts';
 
 export interface HistoryResult {
@@ -11,9 +14,7 @@ export interface HistoryResult {
   self: URLSearchParams;
 }
 
-type Before = NonNullable<HistoryQuery['before']>;
-
-function decodeBefore(raw: string): Before {
+function decodeBefore(raw: string): HistoryCursor {
   try {
     const [lastUpdated, type, id, versionId] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     if ([lastUpdated, versionId].every((n) => typeof n === 'number') && typeof type === 'string' && typeof id === 'string') {
@@ -25,41 +26,77 @@ function decodeBefore(raw: string): Before {
   throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
 }
 
-function instant(param: string, raw: string, edge: 'low' | 'high'): number {
-  const r = dateRange(raw);
-  if (!r) throw new FhirError('invalid', `Invalid ${param} '${raw}': expected a FHIR instant`, { expression: [param] });
-  return edge === 'low' ? r.low : r.high - 1;
+function encodeBefore(c: HistoryCursor): string {
+  return Buffer.from(JSON.stringify([c.lastUpdated, c.type, c.id, c.versionId])).toString('base64url');
 }
 
-/**
- * Instance, type or system history (FHIR R4 3.1.0.11) with `_since`, `_at`, `_count`, newest first.
- * With a patient-context token only instance history of readable resources is offered.
- */
-export async function history(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, type?: string, id?: string,
-): Promise<HistoryResult> {
+function period(param: string, raw: string): { low: number; high: number } {
+  const r = dateRange(raw);
+  if (!r) throw new FhirError('invalid', `Invalid ${param} '${raw}': expected a FHIR instant, dateTime or date`, { expression: [param] });
+  return r;
+}
+
+function checkAccess(req: FhirRequest, type?: string, id?: string): void {
   if (type) checkTypeAndId(type, id);
   if (type) requireAccess(req.access, type, 'r');
   else if (!req.access.can('*', 'r')) throw new FhirError('forbidden', 'System history needs read access to every type');
-  if (!id && req.access.patientLimit(type ?? '*') !== undefined) throw new FhirError('forbidden', 'Patient-context tokens cannot read type or system history');
+  if (!id && req.access.patientLimit(type ?? '*') !== undefined) {
+    throw new FhirError('forbidden', 'Patient-context tokens cannot read type or system history');
+  }
+}
+
+/** The parameters of a history interaction: `_count`, `_since`, `_at`, `_cursor`. */
+function parseParams(params: URLSearchParams) {
   const self = new URLSearchParams();
   const count = params.get('_count');
   if (count !== null && !/^\d{1,6}$/.test(count)) throw new FhirError('invalid', `Invalid _count '${count}'`, { expression: ['_count'] });
   const query: HistoryQuery = { count: Math.min(count === null ? DEFAULT_COUNT : Number(count), MAX_COUNT) };
   if (count !== null) self.set('_count', count);
-  if (type) query.type = type;
-  if (id) query.id = id;
   const since = params.get('_since');
-  if (since !== null) (query.since = instant('_since', since, 'low')), self.set('_since', since);
+  if (since !== null) (query.since = period('_since', since).low), self.set('_since', since);
   const at = params.get('_at');
-  if (at !== null) (query.at = instant('_at', at, 'high')), self.set('_at', at);
+  let atLow: number | undefined;
+  if (at !== null) {
+    const range = period('_at', at);
+    query.at = range.high - 1;
+    atLow = range.low;
+    self.set('_at', at);
+  }
   const cursor = params.get('_cursor');
   if (cursor !== null) query.before = decodeBefore(cursor);
-  const rows = await deps.store.resources.history(req.tenant, { ...query, count: query.count + 1 });
-  const result: HistoryResult = { rows: rows.slice(0, query.count), self };
-  if (rows.length > query.count && query.count > 0) {
-    const l = result.rows[result.rows.length - 1]!;
-    result.next = Buffer.from(JSON.stringify([l.lastUpdated, l.type, l.id, l.versionId])).toString('base64url');
-  }
+  return { query, self, atLow };
+}
+
+/**
+ * Instance history of a resource the request may see: 404 when it never existed. A patient-context token
+ * sees it only when the resource's latest content is in its compartment, and only the versions that are.
+ */
+async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string) {
+  const current = await deps.store.resources.read(req.tenant, type, id);
+  if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
+  const patient = req.access.patientLimit(type);
+  if (patient === undefined || !patientCompartment().has(type)) return (rows: ResourceVersion[]) => rows;
+  const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
+  if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource);
+  const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource).includes(patient);
+  return (rows: ResourceVersion[]) => rows.filter((v) => v.deleted || inCompartment(v));
+}
+
+/**
+ * Instance, type or system history (FHIR R4 http 3.1.0.11) with `_since`, `_at`, `_count`, newest first,
+ * paged by keyset. With a patient-context token only instance history of readable resources is offered.
+ */
+export async function history(
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, type?: string, id?: string,
+): Promise<HistoryResult> {
+  checkAccess(req, type, id);
+  const { query, self, atLow } = parseParams(params);
+  if (type) query.type = type;
+  if (id) query.id = id;
+  const visible = type && id ? await instanceFilter(deps, req, type, id) : (rows: ResourceVersion[]) => rows;
+  const repo = deps.store.resources;
+  const page = atLow === undefined ? await historyPage(repo, req.tenant, query) : await historyPageAt(repo, req.tenant, query, atLow);
+  const result: HistoryResult = { rows: visible(page.rows), self };
+  if (page.next) result.next = encodeBefore(page.next);
   return result;
 }

@@ -5,6 +5,7 @@ import { requireAccess } from './crud.ts';
 import { patientCompartment, paramsOf, type ParamDefinition } from './definitions.ts';
 import { parseTimeCriterion } from './dates.ts';
 import { issue } from './outcome.ts';
+import { alternatives, MAX_SEARCH_VALUES, tokenValue, unescapeValue } from './search-values.ts';
 import { parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
@@ -53,15 +54,6 @@ function parseSort(raw: string | null): SearchQuery['sort'] {
   throw new FhirError('not-supported', `Unsupported _sort '${raw}': Cinder sorts by _id, _lastUpdated or -_lastUpdated`, { expression: ['_sort'] });
 }
 
-/** One value of a token parameter: `code`, `system|code`, `|code` or `system|`. */
-function tokenValue(raw: string): { system?: string; value?: string } {
-  const bar = raw.indexOf('|');
-  if (bar < 0) return { value: raw };
-  const system = raw.slice(0, bar);
-  const value = raw.slice(bar + 1);
-  return value === '' ? { system } : { system, value };
-}
-
 function referenceValue(def: ParamDefinition, raw: string, modifierType?: string): { system?: string; value: string } {
   const parsed = parseReference(raw);
   if (parsed) return { system: parsed.type, value: parsed.id };
@@ -71,18 +63,17 @@ function referenceValue(def: ParamDefinition, raw: string, modifierType?: string
 }
 
 function criterion(def: ParamDefinition, modifier: string | undefined, raw: string): ParamCriterion {
-  if (raw === '') throw new FhirError('invalid', `Empty value for search parameter '${def.code}'`, { expression: [def.code] });
-  const parts = raw.split(',');
+  const parts = alternatives(raw, def.code);
   if (def.type === 'reference') {
     if (modifier !== undefined && !isResourceType(modifier)) {
       throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '${def.code}'`, { expression: [def.code] });
     }
-    return { param: def.code, values: parts.map((p) => referenceValue(def, p, modifier)) };
+    return { param: def.code, values: parts.map((p) => referenceValue(def, unescapeValue(p), modifier)) };
   }
   if (modifier !== undefined) {
     throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '${def.code}'`, { expression: [def.code] });
   }
-  return { param: def.code, values: def.type === 'token' ? parts.map(tokenValue) : parts.map((value) => ({ system: '', value })) };
+  return { param: def.code, values: def.type === 'token' ? parts.map(tokenValue) : parts.map((p) => ({ system: '', value: unescapeValue(p) })) };
 }
 
 /**
@@ -101,7 +92,8 @@ export function parseSearch(type: string, params: URLSearchParams, strict: boole
       continue;
     }
     if (name === '_id') {
-      const ids = raw.split(',');
+      if (modifier !== undefined) throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '_id'`, { expression: [key] });
+      const ids = alternatives(raw, '_id');
       for (const id of ids) if (!ID_PATTERN.test(id)) throw new FhirError('invalid', `Invalid _id value '${id}'`, { expression: ['_id'] });
       query.ids = query.ids ? query.ids.filter((i) => ids.includes(i)) : ids;
     } else if (name === '_lastUpdated' && modifier === undefined) {
@@ -115,6 +107,10 @@ export function parseSearch(type: string, params: URLSearchParams, strict: boole
       continue;
     }
     self.append(key, raw);
+  }
+  const values = (query.ids?.length ?? 0) + (query.params ?? []).reduce((n, p) => n + p.values.length, 0) + (query.lastUpdated?.length ?? 0);
+  if (values > MAX_SEARCH_VALUES) {
+    throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, { issueCode: 'too-costly' });
   }
   const cursor = params.get('_cursor');
   if (cursor !== null) query.after = decodeCursor(cursor);

@@ -9,6 +9,8 @@ export async function readLimited(req: Request, limit: number): Promise<string> 
   const declared = Number(req.headers.get('content-length') ?? NaN);
   if (declared > limit) throw new FhirError('too-large', `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
   if (!req.body) return '';
+  // With a declared length within the limit the server frames the body: read it natively.
+  if (declared <= limit) return req.text();
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;

@@ -1,10 +1,12 @@
 import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
 import { historyJson, searchsetJson, type BundleLink } from '../fhir/bundle.ts';
+import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources } from '../fhir/search.ts';
 import { processBundle } from '../fhir/transaction.ts';
+import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
@@ -49,6 +51,13 @@ function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, b
   return fhirJson(v.content, status, headers);
 }
 
+/** The answer to a delete: an informational OperationOutcome, with the deletion's ETag. */
+function deleteResponse(type: string, id: string | undefined, deleted: ResourceVersion | null): Response {
+  const text = deleted ? `Deleted ${type}/${id}` : id ? `${type}/${id} did not exist; nothing to delete` : `No ${type} matched; nothing to delete`;
+  const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
+  return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
+}
+
 function links(base: string, path: string, self: URLSearchParams, next?: string): BundleLink[] {
   const out: BundleLink[] = [{ relation: 'self', url: `${base}${path}${self.size ? '?' + self : ''}` }];
   if (next) {
@@ -84,7 +93,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.get('/_history', (c) => historyOf(c));
   app.get('/:type', (c) => search(c, c.req.param('type'), new URL(c.req.url).searchParams));
   app.post('/:type/_search', async (c) => {
-    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim();
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (type !== 'application/x-www-form-urlencoded') {
       throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
     }
@@ -94,8 +103,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   });
   app.post('/:type', async (c) => {
     const body = await readFhirBody(c, deps.maxBodyBytes);
-    const { version } = await createResource(deps, request(c), c.req.param('type'), body);
-    return writeResponse(c, version, 201, fhirBase(c, deps.baseUrl));
+    const ifNoneExist = c.req.header('if-none-exist');
+    const type = c.req.param('type');
+    const { version, created } = ifNoneExist === undefined
+      ? await createResource(deps, request(c), type, body)
+      : await conditionalCreate(deps, request(c), type, body, ifNoneExist);
+    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
   app.get('/:type/:id', async (c) => {
@@ -111,12 +124,21 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { version, created } = await updateResource(deps, request(c), type, id, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
+  app.put('/:type', async (c) => {
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const query = new URL(c.req.url).searchParams;
+    const { version, created } = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
+    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
+  });
   app.delete('/:type/:id', async (c) => {
     const { type, id } = c.req.param();
-    const deleted = await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match')));
-    const text = deleted ? `Deleted ${type}/${id}` : `${type}/${id} did not exist; nothing to delete`;
-    const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
-    return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
+    return deleteResponse(type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
+  });
+  app.delete('/:type', async (c) => {
+    const type = c.req.param('type');
+    const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams);
+    return r ? deleteResponse(type, r.id, r.version) : deleteResponse(type, undefined, null);
   });
   app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));
   app.get('/:type/:id/_history/:vid', async (c) => {
@@ -124,5 +146,24 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const v = await vreadResource(deps, request(c), type, id, vid);
     return fhirJson(v.content, 200, versionHeaders(v));
   });
+  notAllowed(app);
   return app;
+}
+
+/**
+ * 405 with `Allow` for methods a known path does not support (PATCH, POST to an instance, writes to a
+ * version); unknown types and `$operations` stay 404.
+ */
+function notAllowed(app: Hono<AppEnv>): void {
+  const refuse = (allow: string) => (c: Context<AppEnv>) => {
+    const { type, id } = c.req.param() as { type: string; id?: string };
+    if (id?.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+    checkTypeAndId(type);
+    throw new FhirError('method-not-allowed', `${c.req.method} is not supported on ${new URL(c.req.url).pathname.replace(/^.*\/fhir\/R4/, '')}`, {
+      headers: { Allow: allow },
+    });
+  };
+  app.on('PATCH', '/:type', refuse('GET, POST, PUT, DELETE'));
+  app.on(['POST', 'PATCH'], '/:type/:id', refuse('GET, PUT, DELETE'));
+  app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
 }

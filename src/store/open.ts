@@ -1,9 +1,24 @@
-import type { Store } from './types.ts';
+import { createPostgresStore } from './postgres/index.ts';
 import { createSqliteStore } from './sqlite/index.ts';
+import type { Store } from './types.ts';
 
-/** Picks the adapter from a database URL: `postgres://` / `postgresql://` or `sqlite:<path>` / a plain path. */
+/**
+ * Picks the adapter for `CINDER_DATABASE_URL`: `postgres://` or `postgresql://` -> PostgreSQL;
+ * `sqlite:<path>`, `file:<path>` or a plain path -> SQLite. Only main.ts and cli/ call this.
+ */
 export function openStore(databaseUrl: string): Store {
-  if (/^postgres(ql)?:\/\//.test(databaseUrl)) throw new Error('the PostgreSQL adapter is being merged');
-  const path = databaseUrl.replace(/^(sqlite|file):(\/\/)?/, '');
-  return createSqliteStore(path);
+  if (/^postgres(ql)?:\/\//i.test(databaseUrl)) return createPostgresStore(databaseUrl);
+  return createSqliteStore(sqlitePath(databaseUrl));
+}
+
+/** `sqlite:/data/c.db`, `sqlite:///data/c.db`, `file:./c.db`, `./c.db` and `sqlite::memory:` to a path. */
+export function sqlitePath(databaseUrl: string): string {
+  const m = /^(sqlite|file):(.*)$/i.exec(databaseUrl);
+  if (!m) {
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(databaseUrl)) throw new Error(`unsupported database URL scheme in ${databaseUrl}`);
+    return databaseUrl;
+  }
+  const rest = m[2]!.startsWith('//') ? m[2]!.slice(2) : m[2]!;
+  if (!rest) throw new Error(`missing path in database URL ${databaseUrl}`);
+  return rest;
 }

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import { accessFromScopes, splitScopes } from '../../auth/scopes.ts';
-import { InvalidTokenError, type TokenVerifier } from '../../auth/tokens.ts';
+import { InvalidTokenError, type TokenVerifier, type VerifiedToken } from '../../auth/tokens.ts';
+import type { Access } from '../../fhir/access.ts';
 import { FhirError } from '../../errors.ts';
 import type { AppEnv } from '../env.ts';
 
@@ -14,6 +15,8 @@ function unauthorized(message: string, error?: string): FhirError {
  * token of another tenant with 403, and puts the SMART-scope access on the context.
  */
 export function bearerAuth(verify: TokenVerifier): MiddlewareHandler<AppEnv> {
+  // The verifier returns the same object for a cached token, so its parsed scopes are kept beside it.
+  const accessOf = new WeakMap<VerifiedToken, Access>();
   return async (c, next) => {
     const header = c.req.header('authorization');
     if (!header) throw unauthorized('An access token is required');
@@ -30,7 +33,12 @@ export function bearerAuth(verify: TokenVerifier): MiddlewareHandler<AppEnv> {
     if (token.tenant !== tenant) throw new FhirError('forbidden', 'The access token is not valid for this tenant');
     c.set('token', token);
     c.set('tenant', tenant!);
-    c.set('access', accessFromScopes(splitScopes(token.scope), token.client_id, token.patient));
+    let access = accessOf.get(token);
+    if (!access) {
+      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient);
+      accessOf.set(token, access);
+    }
+    c.set('access', access);
     await next();
   };
 }

@@ -16,7 +16,9 @@ export function requestContext(log: Logger, metrics: Metrics): MiddlewareHandler
     await next();
     c.header('X-Request-Id', requestId);
     const seconds = (performance.now() - started) / 1000;
-    const route = c.res.status === 404 && !c.req.routePath ? 'unmatched' : routePath(c, -1);
+    // When only this middleware's own '*' matched, no route answered: one label for all such paths.
+    const answered = routePath(c);
+    const route = answered === '/*' ? 'unmatched' : answered;
     metrics.observeRequest(c.req.method, route, c.res.status, seconds);
     log.debug('request', { requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) });
   };

@@ -86,7 +86,7 @@ export function createSqliteClients(db: Database): ClientRepo {
       return r ? toClient(r) : null;
     },
     async list(tenant) {
-      return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE tenant = ? ORDER BY created_at').all(tenant).map(toClient);
+      return db.query<ClientRow, [string]>('SELECT * FROM clients WHERE tenant = ? ORDER BY created_at, client_id').all(tenant).map(toClient);
     },
   };
 }
@@ -120,9 +120,14 @@ export function createSqliteKeys(db: Database): KeyRepo {
         );
     },
     async add(k) {
-      db.query('INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-        k.kid, k.alg, JSON.stringify(k.privateJwk), JSON.stringify(k.publicJwk), k.createdAt, k.retiredAt,
-      );
+      try {
+        db.query('INSERT INTO signing_keys (kid, alg, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)').run(
+          k.kid, k.alg, JSON.stringify(k.privateJwk), JSON.stringify(k.publicJwk), k.createdAt, k.retiredAt,
+        );
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new StoreConflictError(`signing key ${k.kid} already exists`, { cause: err });
+        throw err;
+      }
     },
     async retire(kids, at) {
       const q = db.query('UPDATE signing_keys SET retired_at = ? WHERE retired_at IS NULL AND kid = ?');

@@ -8,6 +8,7 @@ import type {
   SearchQuery,
   VersionToWrite,
 } from '../types.ts';
+import { StoreConflictError } from '../types.ts';
 import { createMutex } from './db.ts';
 import { buildSearch } from './search-sql.ts';
 
@@ -138,8 +139,12 @@ function createWriter(db: Database, tenant: string): ResourceWriter {
       return !!row && row.deleted === 0;
     },
     async put(v: VersionToWrite) {
-      const seq = q.seq.get()!.value;
       const existing = q.current.get(tenant, v.type, v.id);
+      if (existing && v.versionId <= existing.version_id) {
+        // Equal or older version numbers would corrupt history (its key is type/id/version).
+        throw new StoreConflictError(`${v.type}/${v.id}: version ${v.versionId} is not newer than stored version ${existing.version_id}`);
+      }
+      const seq = q.seq.get()!.value;
       let pk: number;
       if (existing) {
         pk = existing.pk;

@@ -33,7 +33,9 @@ export function buildSearch(tenant: string, q: SearchQuery, countOnly: boolean):
   }
   for (const p of q.params ?? []) {
     const alts = p.values.map((v) =>
-      v.system === undefined ? 's.value = ?' : v.value === undefined ? 's.system = ?' : '(s.value = ? AND s.system = ?)',
+      v.system === undefined
+        ? v.value === undefined ? '1' : 's.value = ?'
+        : v.value === undefined ? 's.system = ?' : '(s.value = ? AND s.system = ?)',
     );
     where.push(
       `r.pk IN (SELECT s.res FROM search_index s WHERE s.tenant = ? AND s.type = ? AND s.param = ? AND (${alts.join(' OR ')}))`,

@@ -1,0 +1,30 @@
+import { FhirError } from '../errors.ts';
+import type { Entry } from './bundle-entries.ts';
+import { errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json } from './bundle-ops.ts';
+import { writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+
+async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+  if (entry.method === 'GET') return readEntry(deps, req, entry, base);
+  const { planned, ids } = await plan(deps, req, [entry]);
+  await rewriteReferences(deps, req, planned, ids);
+  const opts: PutOptions = { now: deps.clock.now(), access: req.access };
+  return writeTx(deps, req.tenant, (w) => writeEntry(w, planned[0]!, opts, base));
+}
+
+/**
+ * A batch (FHIR R4 http 3.1.0.11.1): each entry on its own, in its own store transaction; a failure
+ * becomes that entry's response with an OperationOutcome and the others go on. `entries` are the valid
+ * entries in Bundle order.
+ */
+export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string): Promise<Json[]> {
+  const out: Json[] = [];
+  for (const entry of entries) {
+    try {
+      out.push(await one(deps, req, entry, base));
+    } catch (err) {
+      if (!(err instanceof FhirError)) throw err;
+      out.push(errorEntry(err));
+    }
+  }
+  return out;
+}

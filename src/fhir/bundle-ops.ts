@@ -1,0 +1,159 @@
+import { FhirError } from '../errors.ts';
+import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
+import type { Entry } from './bundle-entries.ts';
+import { etag } from './bundle.ts';
+import { parseCondition, resolveCondition } from './conditional.ts';
+import { deleteVersion, putVersion, readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { operationOutcome } from './outcome.ts';
+import { walkReferences } from './references.ts';
+import { checkTypeAndId, newId } from './resource.ts';
+import { parseSearch, searchResources } from './search.ts';
+
+export type Json = Record<string, unknown>;
+
+/** An entry with its target resolved. */
+export interface Planned {
+  entry: Entry;
+  /** Resolved target id (new for POST). */
+  id?: string;
+  /** POST matched by ifNoneExist: nothing is written. */
+  existing?: ResourceVersion;
+}
+
+const at = (entry: Entry) => `Bundle.entry[${entry.index}]`;
+
+async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
+  const p: Planned = { entry };
+  if (!entry.condition) {
+    if (entry.method !== 'GET') p.id = entry.id ?? newId();
+    return p;
+  }
+  const match = await resolveCondition(deps, req, entry.type, entry.condition, at(entry));
+  if (entry.method === 'POST') {
+    if (match) p.existing = match;
+    p.id = match?.id ?? newId();
+  } else if (entry.method === 'PUT') {
+    const bodyId = entry.resource!.id;
+    if (match && bodyId !== undefined && bodyId !== match.id) {
+      throw new FhirError('invalid', `${at(entry)}: resource id '${bodyId}' differs from the id '${match.id}' the condition matched`);
+    }
+    p.id = match?.id ?? bodyId ?? newId();
+  } else if (match) {
+    p.id = match.id;
+  }
+  return p;
+}
+
+/** Resolves an entry's target; a PUT or DELETE may not reach outside a patient-context token's compartment. */
+async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
+  const p = await resolveTarget(deps, req, entry);
+  if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInCompartment(deps, req, entry.type, p.id);
+  return p;
+}
+
+/** Resolves every entry's target and maps each fullUrl to `Type/id` (FHIR R4 http 3.1.0.11.2). */
+export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[]): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
+  const ids = new Map<string, string>();
+  const planned: Planned[] = [];
+  for (const entry of entries) {
+    const p = await target(deps, req, entry);
+    if (entry.fullUrl && p.id && entry.method !== 'DELETE' && entry.method !== 'GET') {
+      if (ids.has(entry.fullUrl)) throw new FhirError('invalid', `${at(entry)}: fullUrl '${entry.fullUrl}' is used twice`);
+      ids.set(entry.fullUrl, `${entry.type}/${p.id}`);
+    }
+    planned.push(p);
+  }
+  return { planned, ids };
+}
+
+/** Rewrites `urn:uuid:` / `urn:oid:` references to entries and resolves conditional references. */
+export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>): Promise<void> {
+  for (const p of planned) {
+    const r = p.entry.resource;
+    if (!r || p.existing) continue;
+    const conditional: { reference: string }[] = [];
+    walkReferences(r, (holder) => {
+      const mapped = ids.get(holder.reference);
+      if (mapped) holder.reference = mapped;
+      else if (holder.reference.startsWith('urn:uuid:') || holder.reference.startsWith('urn:oid:')) {
+        throw new FhirError('invalid', `${at(p.entry)}: reference '${holder.reference}' matches no fullUrl in the Bundle`);
+      } else if (/^[A-Z][A-Za-z]+\?/.test(holder.reference)) conditional.push(holder);
+    });
+    for (const holder of conditional) {
+      const type = holder.reference.slice(0, holder.reference.indexOf('?'));
+      checkTypeAndId(type);
+      const match = await resolveCondition(deps, req, type, parseCondition(holder.reference, type, at(p.entry)), at(p.entry));
+      if (!match) throw new FhirError('precondition', `${at(p.entry)}: conditional reference '${holder.reference}' matches nothing`);
+      holder.reference = `${type}/${match.id}`;
+    }
+  }
+}
+
+/** A response entry: status, and location/etag/lastModified of a version. */
+export function responseEntry(status: string, v?: ResourceVersion, base?: string): Json {
+  const response: Json = { status };
+  if (v && base) {
+    response.location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
+    response.etag = etag(v.versionId);
+    response.lastModified = new Date(v.lastUpdated).toISOString();
+  }
+  return { response };
+}
+
+/** A response entry for a failed batch entry. */
+export function errorEntry(err: FhirError): Json {
+  return { response: { status: String(err.status), outcome: operationOutcome(err.issues) } };
+}
+
+/** Performs a POST, PUT or DELETE entry inside the open store transaction. */
+export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
+  const { entry } = p;
+  const o: PutOptions = { ...opts };
+  if (entry.ifMatch) {
+    const m = /^(?:W\/)?"(\d+)"$/.exec(entry.ifMatch);
+    if (!m) throw new FhirError('invalid', `${at(entry)}: malformed ifMatch '${entry.ifMatch}'`);
+    o.ifMatch = Number(m[1]);
+  }
+  if (entry.method === 'DELETE') {
+    if (!p.id) return responseEntry('204 No Content');
+    const v = await deleteVersion(w, entry.type, p.id, o);
+    return responseEntry(v ? '204 No Content' : '404 Not Found');
+  }
+  if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: JSON.parse(p.existing.content) };
+  const { version, created } = await putVersion(w, entry.resource!, p.id!, o);
+  return { ...responseEntry(created ? '201 Created' : '200 OK', version, base), resource: JSON.parse(version.content) };
+}
+
+/** Checks a GET entry before anything is written: access, id, search parameters. */
+export function checkRead(req: FhirRequest, entry: Entry): void {
+  if (entry.id) {
+    checkTypeAndId(entry.type, entry.id);
+    requireAccess(req.access, entry.type, 'r');
+  } else {
+    requireAccess(req.access, entry.type, 's');
+    parseSearch(entry.type, entry.query!, false);
+  }
+}
+
+/** Inside a transaction, after its writes: a GET by id must find a current resource. */
+export async function checkReadTarget(w: ResourceWriter, entry: Entry): Promise<void> {
+  if (!entry.id) return;
+  const current = await w.current(entry.type, entry.id);
+  if (!current) throw new FhirError('not-found', `${at(entry)}: ${entry.type}/${entry.id} is not known`);
+  if (current.deleted) throw new FhirError('gone', `${at(entry)}: ${entry.type}/${entry.id} was deleted`);
+}
+
+/** Performs a GET entry: a read, or a search answered with a searchset Bundle. */
+export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+  if (entry.id) {
+    const v = await readResource(deps, req, entry.type, entry.id);
+    return { ...responseEntry('200 OK', v, base), resource: JSON.parse(v.content) };
+  }
+  const r = await searchResources(deps, req, entry.type, entry.query!, false);
+  const bundle: Json = {
+    resourceType: 'Bundle', type: 'searchset',
+    entry: r.rows.map((v) => ({ fullUrl: `${base}/${v.type}/${v.id}`, resource: JSON.parse(v.content), search: { mode: 'match' } })),
+  };
+  if (r.total !== undefined) bundle.total = r.total;
+  return { ...responseEntry('200 OK'), resource: bundle };
+}

@@ -1,0 +1,94 @@
+import { FhirError } from '../errors.ts';
+import type { ResourceVersion } from '../store/types.ts';
+import { createResource, deleteResource, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { asResource, checkTypeAndId } from './resource.ts';
+import { searchResources } from './search.ts';
+
+/** Search parameters that select resources (as opposed to result parameters such as `_count`). */
+export function hasCriteria(query: URLSearchParams): boolean {
+  for (const key of query.keys()) if (!key.startsWith('_') || key === '_id' || key.startsWith('_lastUpdated')) return true;
+  return false;
+}
+
+/**
+ * Parses the query of a conditional interaction (`identifier=x`, `?identifier=x` or `Type?identifier=x`),
+ * as the `If-None-Exist` header and `Bundle.entry.request.ifNoneExist` carry it (FHIR R4 http 3.1.0.8.1).
+ */
+export function parseCondition(raw: string, type: string, where: string): URLSearchParams {
+  const q = raw.indexOf('?');
+  if (q > 0 && raw.slice(0, q) !== type) {
+    throw new FhirError('invalid', `${where}: condition '${raw}' names type '${raw.slice(0, q)}', expected ${type}`);
+  }
+  const query = new URLSearchParams(q < 0 ? raw : raw.slice(q + 1));
+  if (!hasCriteria(query)) throw new FhirError('invalid', `${where}: condition '${raw}' has no search criteria`);
+  return query;
+}
+
+/**
+ * Resolves a conditional query to at most one current resource (FHIR R4 conditional interactions):
+ * unknown parameters are errors here (a lenient match could select the wrong resource); two or more
+ * matches are 412.
+ */
+export async function resolveCondition(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string,
+): Promise<ResourceVersion | undefined> {
+  const params = new URLSearchParams(query);
+  params.set('_count', '2');
+  const { rows } = await searchResources(deps, req, type, params, true);
+  if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${type}?${query}' matches more than one resource`);
+  return rows[0];
+}
+
+/**
+ * FHIR R4 conditional create (3.1.0.8.1, `If-None-Exist`): no match creates (201), one match returns
+ * it without writing (200), several are 412.
+ */
+export async function conditionalCreate(
+  deps: FhirDeps, req: FhirRequest, type: string, body: unknown, ifNoneExist: string,
+): Promise<WriteResult> {
+  checkTypeAndId(type);
+  asResource(body, type);
+  const query = parseCondition(ifNoneExist, type, 'If-None-Exist');
+  const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
+  if (match) return { version: match, created: false };
+  return createResource(deps, req, type, body);
+}
+
+function requireCriteria(query: URLSearchParams, what: string): void {
+  if (!hasCriteria(query)) throw new FhirError('invalid', `${what} needs search criteria in the URL (e.g. ?identifier=...)`);
+}
+
+/**
+ * FHIR R4 conditional update (3.1.0.4.3, `PUT [type]?query`): no match creates (with the body's id,
+ * or a server id), one match is updated (a different body id is 400), several are 412.
+ */
+export async function conditionalUpdate(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, body: unknown, ifMatch?: number,
+): Promise<WriteResult> {
+  checkTypeAndId(type);
+  const resource = asResource(body, type);
+  requireCriteria(query, 'Conditional update');
+  const match = await resolveCondition(deps, req, type, query, 'Conditional update');
+  if (match) {
+    if (resource.id !== undefined && resource.id !== match.id) {
+      throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
+    }
+    return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
+  }
+  if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch);
+  return createResource(deps, req, type, resource);
+}
+
+/**
+ * FHIR R4 conditional delete (3.1.0.7.1, `DELETE [type]?query`), one resource at a time: no match
+ * deletes nothing (null), one match is deleted, several are 412.
+ */
+export async function conditionalDelete(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams,
+): Promise<{ id: string; version: ResourceVersion | null } | null> {
+  checkTypeAndId(type);
+  requireCriteria(query, 'Conditional delete');
+  const match = await resolveCondition(deps, req, type, query, 'Conditional delete');
+  if (!match) return null;
+  return { id: match.id, version: await deleteResource(deps, req, type, match.id) };
+}

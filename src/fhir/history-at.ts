@@ -1,0 +1,56 @@
+import type { HistoryQuery, ResourceRepo, ResourceVersion } from '../store/types.ts';
+
+/** How many raw batches one `_at` page may scan before it returns a short page with a `next` link. */
+const MAX_BATCHES = 20;
+
+export type HistoryCursor = NonNullable<HistoryQuery['before']>;
+
+export interface HistoryPage {
+  rows: ResourceVersion[];
+  /** Keyset position to continue from, when there may be more. */
+  next?: HistoryCursor;
+}
+
+/** The keyset position of a version in history order (newest first). */
+export function cursorOf(v: ResourceVersion): HistoryCursor {
+  return { lastUpdated: v.lastUpdated, type: v.type, id: v.id, versionId: v.versionId };
+}
+
+/** A plain page: the store's order, `count + 1` rows fetched to know whether more follow. */
+export async function historyPage(repo: ResourceRepo, tenant: string, query: HistoryQuery): Promise<HistoryPage> {
+  const raw = await repo.history(tenant, { ...query, count: query.count + 1 });
+  const rows = raw.slice(0, query.count);
+  return raw.length > query.count && query.count > 0 ? { rows, next: cursorOf(rows[rows.length - 1]!) } : { rows };
+}
+
+/**
+ * A page of `_at` history (FHIR R4 http 3.1.0.11): versions current at some point in [low, high).
+ * The store gives the versions written before `high` (`query.at`); those replaced by a later version at
+ * or before `low` are dropped. Version ids are consecutive, so the replacement of v is v + 1.
+ */
+export async function historyPageAt(repo: ResourceRepo, tenant: string, query: HistoryQuery, low: number): Promise<HistoryPage> {
+  const kept: ResourceVersion[] = [];
+  const seen = new Map<string, number>();
+  const replacedAt = async (v: ResourceVersion): Promise<number | undefined> => {
+    const key = `${v.type}/${v.id}/${v.versionId + 1}`;
+    if (seen.has(key)) return seen.get(key);
+    return (await repo.vread(tenant, v.type, v.id, v.versionId + 1))?.lastUpdated;
+  };
+  let before = query.before;
+  for (let batch = 0; batch < MAX_BATCHES && query.count > 0; batch++) {
+    const raw = await repo.history(tenant, { ...query, ...(before ? { before } : {}), count: query.count + 1 });
+    for (const v of raw) {
+      seen.set(`${v.type}/${v.id}/${v.versionId}`, v.lastUpdated);
+      const replaced = await replacedAt(v);
+      if (replaced !== undefined && replaced <= low) continue;
+      kept.push(v);
+      if (kept.length > query.count) {
+        const rows = kept.slice(0, query.count);
+        return { rows, next: cursorOf(rows[rows.length - 1]!) };
+      }
+    }
+    if (raw.length <= query.count) return { rows: kept };
+    before = cursorOf(raw[raw.length - 1]!);
+  }
+  return query.count > 0 && before ? { rows: kept, next: before } : { rows: kept };
+}

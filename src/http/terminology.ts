@@ -1,0 +1,99 @@
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import type { Clock } from '../clock.ts';
+import { requireAccess } from '../fhir/crud.ts';
+import type { CapabilityContribution } from '../fhir/capability.ts';
+import {
+  codeSystemValidateCodeParams,
+  expandParams,
+  lookupParams,
+  valueSetValidateCodeParams,
+} from '../terminology/input/operations.ts';
+import type { OperationInput, OperationParameters, OperationSpec } from '../terminology/input/parameters.ts';
+import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
+import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
+import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
+import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
+import { validationParameters } from '../terminology/ops/validation-result.ts';
+import type { Terminology } from '../terminology/create.ts';
+import { readFhirBody } from './body.ts';
+import type { AppEnv } from './env.ts';
+import { fhirJson } from './fhir-response.ts';
+
+export interface TerminologyRouteDeps {
+  readonly terminology: Terminology;
+  readonly clock: Clock;
+  readonly maxBodyBytes: number;
+  /** The most codes one $expand response may carry. */
+  readonly maxExpansionSize: number;
+}
+
+const OPERATION = 'http://hl7.org/fhir/OperationDefinition/';
+
+/** The terminology operations as listed in the CapabilityStatement. */
+export const terminologyCapabilities: CapabilityContribution = {
+  operations: [
+    { name: 'validate-code', definition: `${OPERATION}ValueSet-validate-code`, types: ['ValueSet'] },
+    { name: 'expand', definition: `${OPERATION}ValueSet-expand`, types: ['ValueSet'] },
+    { name: 'validate-code', definition: `${OPERATION}CodeSystem-validate-code`, types: ['CodeSystem'] },
+    { name: 'lookup', definition: `${OPERATION}CodeSystem-lookup`, types: ['CodeSystem'] },
+  ],
+};
+
+/**
+ * FHIR terminology operations (interface "ValueSet validate-code", FHIR R4 ValueSet/CodeSystem
+ * operations), POST with a Parameters body or GET with primitive inputs in the query.
+ * Mounted on `{fhir_base}` behind bearer auth, before the generic resource routes.
+ */
+export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const inputs = async <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): Promise<OperationInput<S>> =>
+    c.req.method === 'GET' ? params.fromQuery(new URL(c.req.url).searchParams) : params.fromBody(await readFhirBody(c, deps.maxBodyBytes));
+  const context = (c: Context<AppEnv>, type: 'ValueSet' | 'CodeSystem') => {
+    requireAccess(c.get('access'), type, 'r');
+    return deps.terminology.service.context(c.get('tenant'));
+  };
+
+  const validateVs = async (c: Context<AppEnv>) => {
+    const input = valueSetValidateCodeInput(await inputs(c, valueSetValidateCodeParams), c.req.param('id'));
+    const result = await validateValueSetCode(input, { terminology: await context(c, 'ValueSet') });
+    return fhirJson(validationParameters(result));
+  };
+  const validateCs = async (c: Context<AppEnv>) => {
+    const input = codeSystemValidateCodeInput(await inputs(c, codeSystemValidateCodeParams));
+    const result = await validateCodeSystemCode(input, { terminology: await context(c, 'CodeSystem') });
+    return fhirJson(validationParameters(result));
+  };
+  const lookup = async (c: Context<AppEnv>) => {
+    const input = lookupInput(await inputs(c, lookupParams));
+    return fhirJson(await lookupCode(input, { terminology: await context(c, 'CodeSystem') }));
+  };
+  const expand = async (c: Context<AppEnv>) => {
+    const input = expandInput(await inputs(c, expandParams), c.req.param('id'));
+    const terminology = await context(c, 'ValueSet');
+    const now = () => new Date(deps.clock.now());
+    return fhirJson(await expandValueSet(input, { terminology, now, newId: () => crypto.randomUUID(), maxExpansionSize: deps.maxExpansionSize }));
+  };
+
+  for (const method of ['GET', 'POST'] as const) {
+    app.on(method, '/ValueSet/$validate-code', validateVs);
+    app.on(method, '/ValueSet/:id/$validate-code', validateVs);
+    app.on(method, '/ValueSet/$expand', expand);
+    app.on(method, '/ValueSet/:id/$expand', expand);
+    app.on(method, '/CodeSystem/$validate-code', validateCs);
+    app.on(method, '/CodeSystem/$lookup', lookup);
+  }
+  return app;
+}
+
+/**
+ * Tells the terminology engine about every successful write through this process's FHIR API
+ * (create, update, delete, transactions), so that the next operation sees it at once. Writes of
+ * other processes are picked up by the change token check.
+ */
+export function terminologyWrites(terminology: Terminology): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    const write = c.req.method !== 'GET' && c.req.method !== 'HEAD' && !c.req.path.includes('/$');
+    if (write && c.res.status < 400) terminology.markChanged(c.get('tenant'));
+  };
+}

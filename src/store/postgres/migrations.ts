@@ -1,0 +1,61 @@
+/**
+ * Versioned PostgreSQL schema: the same tables and meaning as the SQLite migrations, adapted to Postgres.
+ * Append new entries; never edit an applied one. Key columns use the "C" collation so that ordering
+ * (`_sort=_id`, keyset paging) is bytewise, exactly as in SQLite, whatever the database's locale.
+ * Resource content is TEXT, never jsonb: it is served exactly as stored.
+ */
+export interface PgMigration {
+  version: number;
+  name: string;
+  /** Static DDL only; never values. */
+  sql: string;
+}
+
+export const postgresMigrations: PgMigration[] = [
+  {
+    version: 1,
+    name: 'core',
+    sql: `
+CREATE TABLE tenants (id TEXT COLLATE "C" PRIMARY KEY, created_at BIGINT NOT NULL);
+CREATE TABLE clients (
+  client_id TEXT COLLATE "C" PRIMARY KEY, tenant TEXT COLLATE "C" NOT NULL, name TEXT NOT NULL, secret_hash TEXT,
+  grants TEXT NOT NULL, scopes TEXT NOT NULL, redirect_uris TEXT NOT NULL, jwks TEXT, jwks_url TEXT,
+  read_attributes TEXT, access_token_ttl INTEGER, created_at BIGINT NOT NULL, disabled BOOLEAN NOT NULL DEFAULT false
+);
+CREATE INDEX clients_tenant ON clients (tenant, created_at);
+CREATE TABLE signing_keys (
+  kid TEXT COLLATE "C" PRIMARY KEY, alg TEXT NOT NULL, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
+  created_at BIGINT NOT NULL, retired_at BIGINT
+);
+CREATE SEQUENCE resource_seq;
+CREATE TABLE resources (
+  pk BIGSERIAL PRIMARY KEY, tenant TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
+  version_id INTEGER NOT NULL, last_updated BIGINT NOT NULL, deleted BOOLEAN NOT NULL,
+  seq BIGINT NOT NULL, content TEXT NOT NULL
+);
+-- seq is included for changeToken (an index-only sum). There is deliberately no narrower
+-- (tenant, type, ...) index: before the first ANALYZE (a fresh database under bulk import) the
+-- planner costs every such index the same for a key lookup and takes the smallest, or on a tie the
+-- last created, and a lookup then scans a whole type. Hence resources_key is created last.
+CREATE INDEX resources_updated ON resources (tenant, type, last_updated, id) INCLUDE (seq);
+CREATE UNIQUE INDEX resources_key ON resources (tenant, type, id);
+CREATE TABLE resource_history (
+  tenant TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL, version_id INTEGER NOT NULL,
+  last_updated BIGINT NOT NULL, deleted BOOLEAN NOT NULL, seq BIGINT NOT NULL, content TEXT NOT NULL,
+  PRIMARY KEY (tenant, type, id, version_id)
+);
+CREATE INDEX resource_history_updated ON resource_history (tenant, last_updated);
+CREATE TABLE search_index (
+  res BIGINT NOT NULL, tenant TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL, param TEXT COLLATE "C" NOT NULL,
+  system TEXT COLLATE "C" NOT NULL, value TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX search_index_value ON search_index (tenant, type, param, value, system) INCLUDE (res);
+CREATE INDEX search_index_res ON search_index (res);
+CREATE TABLE compartments (
+  res BIGINT NOT NULL, tenant TEXT COLLATE "C" NOT NULL, patient TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX compartments_patient ON compartments (tenant, patient, type) INCLUDE (res);
+CREATE INDEX compartments_res ON compartments (res);
+`,
+  },
+];

@@ -1,0 +1,82 @@
+import type { ResourceRepo, ResourceVersion } from '../types.ts';
+import { asConflict } from './db.ts';
+import type { Pg } from './db.ts';
+import { countQuery, historyQuery, searchQuery } from './search-sql.ts';
+import { createPostgresWriter } from './writer.ts';
+
+interface Row {
+  type: string;
+  id: string;
+  version_id: number;
+  last_updated: number;
+  deleted: boolean;
+  content: string;
+}
+
+function toVersion(r: Row): ResourceVersion {
+  return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted, content: r.content };
+}
+
+/**
+ * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search
+ * values in `search_index` and `compartments`. Reads run at READ COMMITTED on the pool; writes run in
+ * `sql.begin` transactions that lock the rows they replace.
+ */
+export function createPostgresResources(sql: Pg): ResourceRepo {
+  return {
+    async read(tenant, type, id) {
+      const [row] = await sql<Row[]>`
+        SELECT type, id, version_id, last_updated, deleted, content FROM resources
+        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id}`;
+      return row ? toVersion(row) : null;
+    },
+    async vread(tenant, type, id, versionId) {
+      const [row] = await sql<Row[]>`
+        SELECT type, id, version_id, last_updated, deleted, content FROM resources
+        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
+        UNION ALL
+        SELECT type, id, version_id, last_updated, deleted, content FROM resource_history
+        WHERE tenant = ${tenant} AND type = ${type} AND id = ${id} AND version_id = ${versionId}
+        LIMIT 1`;
+      return row ? toVersion(row) : null;
+    },
+    async search(tenant, query) {
+      const rows = await sql<Row[]>`${searchQuery(sql, tenant, query)}`;
+      return rows.map(toVersion);
+    },
+    async count(tenant, query) {
+      const [row] = await sql<{ n: number }[]>`${countQuery(sql, tenant, query)}`;
+      return row!.n;
+    },
+    async history(tenant, query) {
+      const rows = await sql<Row[]>`${historyQuery(sql, tenant, query)}`;
+      return rows.map(toVersion);
+    },
+    async write(tenant, fn) {
+      let fromFn = false;
+      try {
+        const result = await sql.begin(async (tx) => {
+          const w = createPostgresWriter(tx, tenant);
+          fromFn = true;
+          const value = await fn(w);
+          fromFn = false;
+          await w.flush();
+          return [value];
+        });
+        return result[0] as Awaited<ReturnType<typeof fn>>;
+      } catch (err) {
+        // What fn throws is passed on as is; a failing COMMIT (e.g. deadlock) becomes a conflict.
+        throw fromFn ? err : asConflict(err, 'write');
+      }
+    },
+    async changeToken(tenant, types) {
+      // seq only grows and every write gives its row a seq drawn after the row was locked, so the sum
+      // over current rows grows with every committed write, whatever order concurrent writers commit in
+      // (MAX(seq) alone would miss a slower transaction committing a smaller seq).
+      const [row] = await sql<{ s: string; n: number }[]>`
+        SELECT COALESCE(sum(seq), 0)::text AS s, count(*)::int AS n FROM resources
+        WHERE tenant = ${tenant} AND type = ANY(${types}::text[])`;
+      return `${row!.s}:${row!.n}`;
+    },
+  };
+}

@@ -1,0 +1,154 @@
+import type { VersionToWrite } from '../types.ts';
+import type { PgTx } from './db.ts';
+
+/** A current row as locked by a writer. */
+export interface LockedRow {
+  pk: number;
+  type: string;
+  id: string;
+  version_id: number;
+  last_updated: number;
+  deleted: boolean;
+}
+
+/** Column arrays for `unnest`: one statement text (one prepared statement) whatever the batch size. */
+function versionColumns(vs: VersionToWrite[]) {
+  return {
+    versionId: vs.map((v) => v.versionId),
+    lastUpdated: vs.map((v) => v.lastUpdated),
+    // Sent as 0/1: postgres.js would declare a JS boolean[] parameter as a scalar bool.
+    deleted: vs.map((v) => (v.deleted ? 1 : 0)),
+    content: vs.map((v) => v.content),
+  };
+}
+
+/** Index and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
+function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
+  const idx = { ref: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], value: [] as string[] };
+  const cmp = { ref: [] as number[], type: [] as string[], patient: [] as string[] };
+  vs.forEach((v, i) => {
+    if (v.deleted) return;
+    for (const e of v.index) {
+      idx.ref.push(ref(i)), idx.type.push(v.type), idx.param.push(e.param), idx.system.push(e.system), idx.value.push(e.value);
+    }
+    for (const p of v.compartments) cmp.ref.push(ref(i)), cmp.type.push(v.type), cmp.patient.push(p);
+  });
+  return { idx, cmp };
+}
+
+/**
+ * Locks the current rows of these resources and returns them. One index probe per key (a LATERAL
+ * join leaves the planner no whole-table plan, even before statistics exist), in sorted key order
+ * so that concurrent writers lock in the same order.
+ */
+export function lockVersions(tx: PgTx, tenant: string, keys: { type: string; id: string }[]): Promise<LockedRow[]> {
+  const sorted = [...keys].sort((a, b) => (a.type === b.type ? (a.id < b.id ? -1 : 1) : a.type < b.type ? -1 : 1));
+  return tx<LockedRow[]>`
+    SELECT r.* FROM unnest(${sorted.map((k) => k.type)}::text[], ${sorted.map((k) => k.id)}::text[]) AS k(type, id)
+    CROSS JOIN LATERAL (
+      SELECT pk, type, id, version_id, last_updated, deleted FROM resources
+      WHERE tenant = ${tenant} AND type = k.type AND id = k.id FOR UPDATE
+    ) r`;
+}
+
+/**
+ * `FOR UPDATE` lookups of current rows. Lookups requested in the same tick (a caller awaiting
+ * `Promise.all` over many `current()` calls) share one statement instead of one round trip each.
+ */
+export function createLookupBatcher(tx: PgTx, tenant: string) {
+  let waiting: { type: string; id: string; resolve: (r: LockedRow | null) => void; reject: (e: unknown) => void }[] = [];
+  async function run(): Promise<void> {
+    const batch = waiting;
+    waiting = [];
+    try {
+      const [one] = batch;
+      const rows =
+        batch.length === 1
+          ? await tx<LockedRow[]>`
+              SELECT pk, type, id, version_id, last_updated, deleted FROM resources
+              WHERE tenant = ${tenant} AND type = ${one!.type} AND id = ${one!.id} FOR UPDATE`
+          : await lockVersions(tx, tenant, batch);
+      const byKey = new Map(rows.map((r) => [`${r.type}/${r.id}`, r]));
+      for (const b of batch) b.resolve(byKey.get(`${b.type}/${b.id}`) ?? null);
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
+  }
+  return (type: string, id: string): Promise<LockedRow | null> =>
+    new Promise((resolve, reject) => {
+      if (waiting.push({ type, id, resolve, reject }) === 1) queueMicrotask(run);
+    });
+}
+
+/**
+ * Inserts first versions in one statement, with their index and compartment rows. A resource that
+ * already exists is skipped (ON CONFLICT DO NOTHING); returns the pk of each inserted `type/id`.
+ */
+export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[]): Promise<Map<string, number>> {
+  if (!vs.length) return new Map();
+  const c = versionColumns(vs);
+  const { idx, cmp } = entryColumns(vs, (i) => i + 1);
+  const rows = await tx<{ pk: number; type: string; id: string }[]>`
+    WITH x AS (
+      SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[], ${c.versionId}::int[],
+        ${c.lastUpdated}::bigint[], ${c.deleted}::int[], ${c.content}::text[])
+        WITH ORDINALITY AS x(type, id, version_id, last_updated, deleted, content, n)
+    ), ins AS (
+      INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content)
+      SELECT ${tenant}, type, id, version_id, last_updated, deleted = 1, nextval('resource_seq'), content FROM x
+      ON CONFLICT (tenant, type, id) DO NOTHING
+      RETURNING pk, type, id
+    ), k AS (
+      SELECT ins.pk, x.n FROM ins JOIN x ON x.type = ins.type AND x.id = ins.id
+    ), ii AS (
+      INSERT INTO search_index (res, tenant, type, param, system, value)
+      SELECT k.pk, ${tenant}, e.type, e.param, e.system, e.value
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
+        AS e(n, type, param, system, value) JOIN k ON k.n = e.n
+    ), ic AS (
+      INSERT INTO compartments (res, tenant, patient, type)
+      SELECT k.pk, ${tenant}, e.patient, e.type
+      FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(n, patient, type) JOIN k ON k.n = e.n
+    )
+    SELECT pk, type, id FROM ins`;
+  return new Map(rows.map((r) => [`${r.type}/${r.id}`, r.pk]));
+}
+
+/**
+ * Replaces locked current rows in one statement: each old version is copied to history, the row
+ * updated with a fresh `seq`, and its index and compartment rows replaced. All sub-statements see the
+ * same snapshot, so the copy reads the old version and the deletes never touch the new entries.
+ */
+export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
+  if (!rows.length) return;
+  const vs = rows.map((r) => r.v);
+  const pks = rows.map((r) => r.pk);
+  const c = versionColumns(vs);
+  const { idx, cmp } = entryColumns(vs, (i) => rows[i]!.pk);
+  // `pk = ANY(...)` on every table gives each sub-statement an index path whatever the statistics.
+  await tx`
+    WITH v AS (
+      SELECT * FROM unnest(${pks}::bigint[], ${c.versionId}::int[], ${c.lastUpdated}::bigint[],
+        ${c.deleted}::int[], ${c.content}::text[]) AS v(pk, version_id, last_updated, deleted, content)
+    ), h AS (
+      INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content)
+      SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content FROM resources r WHERE r.pk = ANY(${pks}::bigint[])
+    ), u AS (
+      UPDATE resources r SET version_id = v.version_id, last_updated = v.last_updated, deleted = v.deleted = 1,
+        seq = nextval('resource_seq'), content = v.content
+      FROM v WHERE r.pk = v.pk AND r.pk = ANY(${pks}::bigint[])
+    ), di AS (
+      DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])
+    ), dc AS (
+      DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])
+    ), ii AS (
+      INSERT INTO search_index (res, tenant, type, param, system, value)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
+        AS e(res, type, param, system, value)
+    ), ic AS (
+      INSERT INTO compartments (res, tenant, patient, type)
+      SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)
+    )
+    SELECT 1`;
+}

@@ -1,0 +1,123 @@
+import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import { StoreConflictError } from '../types.ts';
+import { asConflict } from './db.ts';
+import type { PgTx } from './db.ts';
+import { createLookupBatcher, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import type { LockedRow } from './write-sql.ts';
+
+/** Pending puts are written in one batch once this many are buffered (bounds statement size). */
+const FLUSH_AT = 1000;
+
+export interface PostgresWriter extends ResourceWriter {
+  /** Writes every buffered put; `write()` calls it before COMMIT. */
+  flush(): Promise<void>;
+}
+
+/**
+ * A transaction's writer. `current()` locks the row (`FOR UPDATE`); `put()` buffers the version and
+ * the buffer is written in batches (one statement for new resources, one for replaced ones), at the
+ * latest before COMMIT. Reads inside the transaction answer buffered keys from the buffer, so the
+ * buffering is invisible to callers; a clash surfaces as StoreConflictError from put() or write().
+ */
+export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
+  /** Rows this transaction holds locked (or wrote); null = looked up and absent, not locked. */
+  const locked = new Map<string, LockedRow | null>();
+  const pending = new Map<string, VersionToWrite>();
+  const keyOf = (type: string, id: string) => `${type}/${id}`;
+  const remember = (v: VersionToWrite, pk: number) =>
+    locked.set(keyOf(v.type, v.id), { pk, type: v.type, id: v.id, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted });
+
+  function replacement(v: VersionToWrite, cur: LockedRow): { pk: number; v: VersionToWrite } {
+    if (v.versionId <= cur.version_id) {
+      throw new StoreConflictError(`${v.type}/${v.id}: version ${v.versionId} is not newer than stored version ${cur.version_id}`);
+    }
+    return { pk: cur.pk, v };
+  }
+
+  /** Resources that existed although this transaction did not look them up: lock and replace them. */
+  async function replaceUnseen(vs: VersionToWrite[]): Promise<void> {
+    const seenAbsent = vs.find((v) => locked.get(keyOf(v.type, v.id)) === null);
+    if (seenAbsent) throw new StoreConflictError(`${seenAbsent.type}/${seenAbsent.id} was created by another transaction`);
+    for (const row of await lockVersions(tx, tenant, vs)) locked.set(keyOf(row.type, row.id), row);
+    const rows = vs.map((v) => {
+      const cur = locked.get(keyOf(v.type, v.id));
+      if (!cur) throw new StoreConflictError(`${v.type}/${v.id} changed during the write`);
+      return replacement(v, cur);
+    });
+    await replaceVersions(tx, tenant, rows);
+    for (const r of rows) remember(r.v, r.pk);
+  }
+
+  /** Flushes run one after another, so each sees the rows the previous one wrote. */
+  let flushing: Promise<void> = Promise.resolve();
+  function flush(): Promise<void> {
+    const next = flushing.then(writePending);
+    flushing = next.catch(() => undefined);
+    return next;
+  }
+
+  async function writePending(): Promise<void> {
+    if (!pending.size) return;
+    const batch = [...pending.values()];
+    pending.clear();
+    const replaced: { pk: number; v: VersionToWrite }[] = [];
+    const created: VersionToWrite[] = [];
+    for (const v of batch) {
+      const cur = locked.get(keyOf(v.type, v.id));
+      if (cur) replaced.push(replacement(v, cur));
+      else created.push(v);
+    }
+    const [, pks] = await Promise.all([replaceVersions(tx, tenant, replaced), insertVersions(tx, tenant, created)]);
+    for (const r of replaced) remember(r.v, r.pk);
+    const clashed: VersionToWrite[] = [];
+    for (const v of created) {
+      const pk = pks.get(keyOf(v.type, v.id));
+      if (pk === undefined) clashed.push(v);
+      else remember(v, pk);
+    }
+    if (clashed.length) await replaceUnseen(clashed);
+  }
+
+  const lookups = createLookupBatcher(tx, tenant);
+
+  async function current(type: string, id: string): Promise<CurrentVersion | null> {
+    const k = keyOf(type, id);
+    const p = pending.get(k);
+    if (p) return { versionId: p.versionId, lastUpdated: p.lastUpdated, deleted: p.deleted };
+    let row = locked.get(k) ?? null;
+    if (!row) {
+      row = await lookups(type, id);
+      if (!pending.has(k)) locked.set(k, row);
+    }
+    return row && { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted };
+  }
+
+  async function exists(type: string, id: string): Promise<boolean> {
+    const k = keyOf(type, id);
+    const known = pending.get(k) ?? locked.get(k);
+    if (known) return !known.deleted;
+    const [row] = await tx<{ deleted: boolean }[]>`SELECT deleted FROM resources WHERE tenant = ${tenant} AND type = ${type} AND id = ${id}`;
+    return !!row && !row.deleted;
+  }
+
+  const mapped =
+    <A extends unknown[], R>(what: string, fn: (...a: A) => Promise<R>) =>
+    async (...a: A): Promise<R> => {
+      try {
+        return await fn(...a);
+      } catch (err) {
+        throw asConflict(err, what);
+      }
+    };
+
+  return {
+    current: mapped('current', current),
+    exists: mapped('exists', exists),
+    put: mapped('put', async (v: VersionToWrite) => {
+      if (pending.has(keyOf(v.type, v.id))) await flush();
+      pending.set(keyOf(v.type, v.id), v);
+      if (pending.size >= FLUSH_AT) await flush();
+    }),
+    flush: mapped('commit', flush),
+  };
+}

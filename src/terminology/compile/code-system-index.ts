@@ -1,0 +1,182 @@
+import type { CodeSystem, CodeSystemContent, ConceptDefinition } from '../model/code-system.ts';
+import { INACTIVE_STATUSES, type PropertyRole, propertyRoles, propertyValueText } from './concept-roles.ts';
+
+/** One concept of an indexed CodeSystem with its resolved hierarchy and status flags. */
+export interface ConceptEntry {
+  readonly code: string;
+  readonly definition: ConceptDefinition;
+  /** Codes of the direct parents (nested `concept`, `parent` and inverted `child` properties). */
+  readonly parents: readonly string[];
+  readonly children: readonly string[];
+  /** The parents that are concepts of this CodeSystem, for walking up without lookups. */
+  readonly parentEntries: readonly ConceptEntry[];
+  /** Inactive: `inactive` property true, or `status` retired / deprecated. */
+  readonly inactive: boolean;
+  /** The `status` property value, if any (e.g. `retired`). */
+  readonly status: string | undefined;
+  /** `notSelectable` (or HL7 v3 `abstract`) is true. */
+  readonly abstract: boolean;
+}
+
+interface MutableEntry {
+  code: string;
+  definition: ConceptDefinition;
+  parents: string[];
+  children: string[];
+  parentEntries: MutableEntry[];
+  inactive: boolean;
+  status: string | undefined;
+  abstract: boolean;
+}
+
+/**
+ * A CodeSystem compiled for lookups: codes by value (and lower-cased when the system is not
+ * case sensitive), the is-a hierarchy as parent links, property roles. Built once per resource
+ * version and shared by every compiled ValueSet that uses it (FHIR R4 CodeSystem, 4.8).
+ */
+export class CodeSystemIndex {
+  readonly url: string;
+  readonly version: string | undefined;
+  readonly name: string | undefined;
+  readonly content: CodeSystemContent;
+  readonly caseSensitive: boolean;
+  /** Property codes declared by the CodeSystem or used by one of its concepts. */
+  readonly propertyCodes: ReadonlySet<string>;
+  readonly roles: ReadonlyMap<string, PropertyRole>;
+  private readonly byCode = new Map<string, MutableEntry>();
+  private readonly byLowerCode: Map<string, MutableEntry> | undefined;
+
+  constructor(readonly resource: CodeSystem & { url: string }) {
+    this.url = resource.url;
+    this.version = resource.version;
+    this.name = resource.name ?? resource.title;
+    this.content = resource.content;
+    // R4 leaves an absent caseSensitive unspecified; only an explicit false relaxes matching.
+    this.caseSensitive = resource.caseSensitive !== false;
+    this.roles = propertyRoles(resource.property ?? []);
+    const used = new Set((resource.property ?? []).map((p) => p.code));
+    this.addConcepts(resource.concept ?? [], undefined, used);
+    this.propertyCodes = used;
+    this.linkProperties();
+    this.byLowerCode = this.caseSensitive ? undefined : this.lowerCaseIndex();
+  }
+
+  get size(): number {
+    return this.byCode.size;
+  }
+
+  /** The concept with this code, honouring `caseSensitive`. */
+  find(code: string): ConceptEntry | undefined {
+    return this.byCode.get(code) ?? this.byLowerCode?.get(code.toLowerCase());
+  }
+
+  /** Every concept, in definition order (depth first). */
+  entries(): IterableIterator<ConceptEntry> {
+    return this.byCode.values();
+  }
+
+  /** True when `code` is `ancestor` or one of its descendants (is-a, subsumption). */
+  subsumes(ancestor: string, code: string): boolean {
+    if (code === ancestor) return true;
+    const entry = this.byCode.get(code);
+    const target = this.byCode.get(ancestor);
+    return entry !== undefined && target !== undefined && this.isA(entry, target);
+  }
+
+  /** True when `entry` is `ancestor` or one of its descendants, walking parent links. */
+  isA(entry: ConceptEntry, ancestor: ConceptEntry): boolean {
+    let current: ConceptEntry | undefined = entry;
+    // Fast path for tree-shaped hierarchies: follow the single parent without allocating.
+    for (let steps = 0; current !== undefined && steps <= this.byCode.size; steps++) {
+      if (current === ancestor) return true;
+      if (current.parentEntries.length !== 1) break;
+      current = current.parentEntries[0];
+    }
+    return current !== undefined && current.parentEntries.length > 1 && searchUp(current, ancestor);
+  }
+
+  private addConcepts(concepts: readonly ConceptDefinition[], parent: string | undefined, used: Set<string>): void {
+    for (const definition of concepts) {
+      let entry = this.byCode.get(definition.code);
+      if (entry === undefined) {
+        entry = this.newEntry(definition);
+        this.byCode.set(definition.code, entry);
+        for (const p of definition.property ?? []) used.add(p.code);
+      }
+      if (parent !== undefined) addUnique(entry.parents, parent);
+      if (definition.concept !== undefined) this.addConcepts(definition.concept, definition.code, used);
+    }
+  }
+
+  private newEntry(definition: ConceptDefinition): MutableEntry {
+    const entry: MutableEntry = {
+      code: definition.code,
+      definition,
+      parents: [],
+      children: [],
+      parentEntries: [],
+      inactive: false,
+      status: undefined,
+      abstract: false,
+    };
+    for (const p of definition.property ?? []) {
+      const role = this.roles.get(p.code);
+      if (role === 'inactive') entry.inactive ||= p.valueBoolean === true;
+      else if (role === 'notSelectable') entry.abstract ||= p.valueBoolean === true;
+      else if (role === 'status') entry.status = propertyValueText(p);
+    }
+    if (entry.status !== undefined && INACTIVE_STATUSES.has(entry.status)) entry.inactive = true;
+    return entry;
+  }
+
+  /** Adds the links of `parent`/`child` properties and fills every entry's children list. */
+  private linkProperties(): void {
+    for (const entry of this.byCode.values()) {
+      for (const p of entry.definition.property ?? []) {
+        const role = this.roles.get(p.code);
+        const target = role === 'parent' || role === 'child' ? propertyValueText(p) : undefined;
+        if (target === undefined || target === entry.code) continue;
+        if (role === 'parent') addUnique(entry.parents, target);
+        else {
+          const child = this.byCode.get(target);
+          if (child !== undefined) addUnique(child.parents, entry.code);
+        }
+      }
+    }
+    // Parents are unique per entry, so each (parent, child) pair is pushed once.
+    for (const entry of this.byCode.values()) {
+      for (const code of entry.parents) {
+        const parent = this.byCode.get(code);
+        if (parent === undefined) continue;
+        parent.children.push(entry.code);
+        entry.parentEntries.push(parent);
+      }
+    }
+  }
+
+  private lowerCaseIndex(): Map<string, MutableEntry> {
+    const lower = new Map<string, MutableEntry>();
+    for (const entry of this.byCode.values()) {
+      const key = entry.code.toLowerCase();
+      if (!lower.has(key)) lower.set(key, entry);
+    }
+    return lower;
+  }
+}
+
+/** Depth-first search up a multi-parent hierarchy (a DAG, or a cycle in bad data). */
+function searchUp(from: ConceptEntry, ancestor: ConceptEntry): boolean {
+  const stack = [...from.parentEntries];
+  const seen = new Set<ConceptEntry>();
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    if (entry === ancestor) return true;
+    if (seen.has(entry)) continue;
+    seen.add(entry);
+    stack.push(...entry.parentEntries);
+  }
+  return false;
+}
+
+function addUnique(list: string[], value: string): void {
+  if (!list.includes(value)) list.push(value);
+}

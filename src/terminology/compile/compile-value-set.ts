@@ -1,0 +1,74 @@
+import { invalid } from '../errors.ts';
+import type { ConceptSet, ValueSet } from '../model/value-set.ts';
+import { CompiledConceptSet, type ImportedValueSet } from './concept-set.ts';
+import { CompiledValueSet } from './compiled-value-set.ts';
+import { ExpansionIndex } from './expansion-index.ts';
+import { checkFilter } from './filters.ts';
+
+/** Resolves `include.valueSet` references while a ValueSet is compiled. */
+export interface ImportResolver {
+  /**
+   * The compiled ValueSet for a canonical reference (`url` or `url|version`), or null when
+   * none is found. `stack` names the ValueSets being compiled, to detect import cycles.
+   */
+  importValueSet(canonical: string, stack: readonly string[]): Promise<CompiledValueSet | null>;
+}
+
+/** The key of a ValueSet on the compile stack: its canonical URL and version. */
+export function valueSetKey(vs: ValueSet): string {
+  return vs.url === undefined ? '(inline ValueSet)' : `${vs.url}|${vs.version ?? ''}`;
+}
+
+/**
+ * Compiles a ValueSet into a membership test (R4 ValueSet 4.9.5, compose). Imports are
+ * compiled recursively; a cycle of imports is a 400, never a hang.
+ */
+export async function compileValueSet(
+  vs: ValueSet,
+  resolver: ImportResolver,
+  stack: readonly string[] = [],
+): Promise<CompiledValueSet> {
+  const key = valueSetKey(vs);
+  if (stack.includes(key)) {
+    const cycle = [...stack.slice(stack.indexOf(key)), key].map((k) => k.replace(/\|$/, ''));
+    throw invalid(`circular ValueSet import: ${cycle.join(' -> ')}`);
+  }
+  const inner = [...stack, key];
+  const label = vs.url === undefined ? 'the supplied ValueSet' : `ValueSet '${vs.url}'`;
+  const compose = vs.compose;
+  if (compose === undefined) {
+    const expansion = vs.expansion?.contains !== undefined ? new ExpansionIndex(vs.expansion.contains) : undefined;
+    return new CompiledValueSet({ resource: vs, includes: [], excludes: [], expansion });
+  }
+  const includes: CompiledConceptSet[] = [];
+  for (const [i, set] of compose.include.entries()) {
+    includes.push(await compileConceptSet(set, `${label} compose.include[${i}]`, resolver, inner));
+  }
+  const excludes: CompiledConceptSet[] = [];
+  for (const [i, set] of (compose.exclude ?? []).entries()) {
+    excludes.push(await compileConceptSet(set, `${label} compose.exclude[${i}]`, resolver, inner));
+  }
+  return new CompiledValueSet({ resource: vs, includes, excludes });
+}
+
+async function compileConceptSet(
+  set: ConceptSet,
+  where: string,
+  resolver: ImportResolver,
+  stack: readonly string[],
+): Promise<CompiledConceptSet> {
+  const concepts = set.concept !== undefined && set.concept.length > 0 ? set.concept : undefined;
+  const rawFilters = set.filter ?? [];
+  const canonicals = set.valueSet ?? [];
+  if (set.system === undefined && canonicals.length === 0) throw invalid(`${where} has neither a system nor a valueSet`, [where]);
+  if (set.system === undefined && (concepts !== undefined || rawFilters.length > 0)) {
+    throw invalid(`${where} lists concepts or filters but no system`, [where]);
+  }
+  if (concepts !== undefined && rawFilters.length > 0) throw invalid(`${where} cannot have both concept and filter`, [where]);
+  const filters = rawFilters.map((f, i) => checkFilter(f, `${where}.filter[${i}]`));
+  const imports: ImportedValueSet[] = [];
+  for (const canonical of canonicals) {
+    imports.push({ canonical, compiled: await resolver.importValueSet(canonical, stack) });
+  }
+  return new CompiledConceptSet({ system: set.system, version: set.version, concepts, filters, imports, where });
+}

@@ -1,0 +1,142 @@
+import type { ConceptReference } from '../model/value-set.ts';
+import type { CodeSystemIndex } from './code-system-index.ts';
+import type { CompiledValueSet } from './compiled-value-set.ts';
+import { type CheckedFilter, type ConceptPredicate, compileFilter } from './filters.ts';
+import {
+  type CodeSystemLookup,
+  type CodingToCheck,
+  type Member,
+  type Membership,
+  memberOf,
+  nonMember,
+  systemLabel,
+  unknownCodeMessage,
+  withWarnings,
+} from './membership.ts';
+
+/** A ValueSet referenced by `include.valueSet` / `exclude.valueSet`; null when it was not found. */
+export interface ImportedValueSet {
+  readonly canonical: string;
+  readonly compiled: CompiledValueSet | null;
+}
+
+export interface ConceptSetParts {
+  readonly system?: string;
+  readonly version?: string;
+  readonly concepts?: readonly ConceptReference[];
+  readonly filters?: readonly CheckedFilter[];
+  readonly imports?: readonly ImportedValueSet[];
+  /** Location for messages, e.g. `ValueSet 'x' compose.include[0]`. */
+  readonly where: string;
+}
+
+/**
+ * One compiled `compose.include` or `compose.exclude` element (R4 ValueSet 4.9.5):
+ * the system selection (whole system, concept list, filters, all intersected) intersected
+ * with membership in every imported ValueSet.
+ */
+export class CompiledConceptSet {
+  readonly system: string | undefined;
+  readonly version: string | undefined;
+  readonly filters: readonly CheckedFilter[];
+  readonly imports: readonly ImportedValueSet[];
+  readonly where: string;
+  private readonly concepts: Map<string, ConceptReference> | undefined;
+  private readonly lowerConcepts: Map<string, ConceptReference> | undefined;
+  private readonly predicates = new WeakMap<CodeSystemIndex, readonly ConceptPredicate[]>();
+
+  constructor(parts: ConceptSetParts) {
+    this.system = parts.system;
+    this.version = parts.version;
+    this.filters = parts.filters ?? [];
+    this.imports = parts.imports ?? [];
+    this.where = parts.where;
+    if (parts.concepts !== undefined) {
+      this.concepts = new Map(parts.concepts.map((c) => [c.code, c]));
+      this.lowerConcepts = new Map(parts.concepts.map((c) => [c.code.toLowerCase(), c]));
+    }
+  }
+
+  /** The enumerated concepts, in ValueSet order (undefined: whole system or filters). */
+  conceptList(): readonly ConceptReference[] | undefined {
+    return this.concepts === undefined ? undefined : [...this.concepts.values()];
+  }
+
+  /** Canonical references of imports that could not be found. */
+  missingImports(): string[] {
+    return this.imports.filter((i) => i.compiled === null).map((i) => i.canonical);
+  }
+
+  /** Membership of a coding in this element (system selection, then every import). */
+  async check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+    let found: Member | undefined;
+    if (this.system !== undefined) {
+      if (coding.system !== this.system) return nonMember();
+      const local = await this.checkSystem(coding, lookup);
+      if (!local.member) return local;
+      found = local;
+    }
+    for (const imported of this.imports) {
+      if (imported.compiled === null) return nonMember(`The imported ValueSet '${imported.canonical}' could not be found`);
+      const m = await imported.compiled.check(coding, lookup);
+      if (!m.member) return m;
+      found = found === undefined ? m : withWarnings(found, m.warnings);
+    }
+    return found ?? nonMember();
+  }
+
+  /** The system selection, against the CodeSystem version pinned here, else the coding's, else the latest. */
+  private async checkSystem(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+    const system = coding.system;
+    if (this.version !== undefined && coding.version !== undefined && this.version !== coding.version) {
+      return nonMember(`The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
+    }
+    const version = this.version ?? coding.version;
+    const cs = await lookup.codeSystem(system, version);
+    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, version);
+    const entry = cs.find(coding.code);
+    if (entry === undefined) return this.checkUnknownCode(coding, cs);
+    const listed = this.listed(entry.code, cs);
+    if (this.concepts !== undefined && listed === undefined) return nonMember();
+    if (!this.predicatesFor(cs).every((p) => p(entry))) return nonMember();
+    return memberOf(system, entry.code, { entry, cs, listed });
+  }
+
+  /** No concepts to check against: only an enumerated concept list can still decide. */
+  private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, version?: string): Membership {
+    const label = systemLabel(coding.system, version);
+    const why = cs === null ? `CodeSystem ${label} is unknown` : `CodeSystem ${label} has content 'not-present'`;
+    if (this.concepts === undefined) return nonMember(`${why}, so the code '${coding.code}' cannot be validated`);
+    const listed = this.concepts.get(coding.code);
+    if (listed === undefined) return nonMember();
+    const note = `${why}; the code '${coding.code}' is listed by the value set but could not be verified`;
+    return memberOf(coding.system, listed.code, { listed, warnings: [note] });
+  }
+
+  /** The code is not in the CodeSystem: proof of absence only when its content is complete. */
+  private checkUnknownCode(coding: CodingToCheck, cs: CodeSystemIndex): Membership {
+    const label = systemLabel(cs.url, cs.version);
+    if (cs.content === 'complete' || cs.content === 'supplement') return nonMember(unknownCodeMessage(coding.code, cs));
+    if (this.concepts !== undefined && this.listed(coding.code, cs) === undefined) return nonMember();
+    if (this.filters.length > 0) {
+      return nonMember(`The code '${coding.code}' is not in CodeSystem ${label} (content '${cs.content}'), so the filters cannot be evaluated`);
+    }
+    const note = `The code '${coding.code}' was not found in CodeSystem ${label}, whose content is '${cs.content}', so it may still be valid`;
+    return memberOf(coding.system, coding.code, { cs, warnings: [note] });
+  }
+
+  private listed(code: string, cs: CodeSystemIndex): ConceptReference | undefined {
+    const exact = this.concepts?.get(code);
+    return exact !== undefined || cs.caseSensitive ? exact : this.lowerConcepts?.get(code.toLowerCase());
+  }
+
+  /** The filters compiled against one CodeSystem version, cached per index. */
+  predicatesFor(cs: CodeSystemIndex): readonly ConceptPredicate[] {
+    let compiled = this.predicates.get(cs);
+    if (compiled === undefined) {
+      compiled = this.filters.map((f, i) => compileFilter(f, cs, `${this.where}.filter[${i}]`));
+      this.predicates.set(cs, compiled);
+    }
+    return compiled;
+  }
+}

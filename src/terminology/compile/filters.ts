@@ -1,0 +1,156 @@
+import { invalid } from '../errors.ts';
+import type { ConceptSetFilter } from '../model/value-set.ts';
+import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
+import { propertyValueText } from './concept-roles.ts';
+
+/** The R4 FilterOperator value set. */
+export const FILTER_OPERATORS = [
+  '=',
+  'is-a',
+  'descendent-of',
+  'is-not-a',
+  'regex',
+  'in',
+  'not-in',
+  'generalizes',
+  'exists',
+] as const;
+export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+
+/** A filter whose operator and value have been checked (independent of any CodeSystem). */
+export interface CheckedFilter {
+  readonly property: string;
+  readonly op: FilterOperator;
+  readonly value: string;
+  readonly regex: RegExp | undefined;
+  readonly list: readonly string[];
+}
+
+export type ConceptPredicate = (entry: ConceptEntry) => boolean;
+
+function isOperator(op: string): op is FilterOperator {
+  return (FILTER_OPERATORS as readonly string[]).includes(op);
+}
+
+/**
+ * Checks a compose filter when its ValueSet is compiled (R4 ValueSet.compose.include.filter):
+ * an unknown operator, a missing value, a bad regex or a non-boolean `exists` value is a 400.
+ */
+export function checkFilter(filter: ConceptSetFilter, where: string): CheckedFilter {
+  const { property, op, value } = filter;
+  if (op === undefined || op === '') throw invalid(`${where}: filter on '${property}' has no operator`, [where]);
+  if (!isOperator(op)) throw invalid(`${where}: unknown filter operator '${op}'`, [where]);
+  if (value === undefined || value === '') throw invalid(`${where}: filter '${property} ${op}' has no value`, [where]);
+  if (op === 'exists' && value !== 'true' && value !== 'false') {
+    throw invalid(`${where}: the value of an 'exists' filter must be 'true' or 'false', not '${value}'`, [where]);
+  }
+  const list = op === 'in' || op === 'not-in' ? splitList(value) : [value];
+  if (list.length === 0) throw invalid(`${where}: filter '${property} ${op}' has an empty code list`, [where]);
+  return { property, op, value, list, regex: op === 'regex' ? wholeStringRegex(value, where) : undefined };
+}
+
+function splitList(value: string): string[] {
+  return value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+}
+
+function wholeStringRegex(source: string, where: string): RegExp {
+  try {
+    return new RegExp(`^(?:${source})$`);
+  } catch (cause) {
+    throw invalid(`${where}: invalid regex '${source}': ${(cause as Error).message}`, [where]);
+  }
+}
+
+/**
+ * Compiles a checked filter into a predicate over the concepts of one CodeSystem.
+ * `concept` and `code` filter on the code and the is-a hierarchy; other names filter on
+ * concept properties (`parent`/`child` use the resolved hierarchy links).
+ */
+export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where: string): ConceptPredicate {
+  if (filter.property === 'concept' || filter.property === 'code') return codePredicate(filter, cs);
+  const role = cs.roles.get(filter.property);
+  if (!cs.propertyCodes.has(filter.property) && role === undefined) {
+    throw invalid(`${where}: CodeSystem '${cs.url}' has no property '${filter.property}' to filter on`, [where]);
+  }
+  const name = filter.property;
+  const valuesOf = (e: ConceptEntry): readonly string[] => {
+    if (role === 'parent') return e.parents;
+    if (role === 'child') return e.children;
+    if (role === 'inactive') return [String(e.inactive)];
+    if (role === 'notSelectable') return [String(e.abstract)];
+    const values: string[] = [];
+    for (const p of e.definition.property ?? []) {
+      const text = p.code === name ? propertyValueText(p) : undefined;
+      if (text !== undefined) values.push(text);
+    }
+    return values;
+  };
+  return propertyPredicate(filter, cs, valuesOf);
+}
+
+function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex): ConceptPredicate {
+  const target = cs.find(filter.value);
+  const v = target?.code ?? filter.value;
+  switch (filter.op) {
+    case '=':
+      return (e) => e.code === v;
+    case 'is-a':
+      return target === undefined ? () => false : (e) => cs.isA(e, target);
+    case 'descendent-of':
+      return target === undefined ? () => false : (e) => e !== target && cs.isA(e, target);
+    case 'is-not-a':
+      return target === undefined ? () => true : (e) => !cs.isA(e, target);
+    case 'generalizes':
+      return target === undefined ? () => false : (e) => cs.isA(target, e);
+    case 'in':
+    case 'not-in': {
+      const set = new Set(filter.list.map((c) => cs.find(c)?.code ?? c));
+      return filter.op === 'in' ? (e) => set.has(e.code) : (e) => !set.has(e.code);
+    }
+    case 'regex': {
+      const re = filter.regex as RegExp;
+      return (e) => re.test(e.code);
+    }
+    case 'exists': {
+      const all = filter.value === 'true';
+      return () => all;
+    }
+  }
+}
+
+function propertyPredicate(
+  filter: CheckedFilter,
+  cs: CodeSystemIndex,
+  valuesOf: (e: ConceptEntry) => readonly string[],
+): ConceptPredicate {
+  const v = filter.value;
+  switch (filter.op) {
+    case '=':
+      return (e) => valuesOf(e).includes(v);
+    case 'is-a':
+      return (e) => valuesOf(e).some((x) => cs.subsumes(v, x));
+    case 'descendent-of':
+      return (e) => valuesOf(e).some((x) => x !== v && cs.subsumes(v, x));
+    case 'is-not-a':
+      return (e) => !valuesOf(e).some((x) => cs.subsumes(v, x));
+    case 'generalizes':
+      return (e) => valuesOf(e).some((x) => cs.subsumes(x, v));
+    case 'in':
+    case 'not-in': {
+      const set = new Set(filter.list);
+      const hit = (e: ConceptEntry): boolean => valuesOf(e).some((x) => set.has(x));
+      return filter.op === 'in' ? hit : (e) => !hit(e);
+    }
+    case 'regex': {
+      const re = filter.regex as RegExp;
+      return (e) => valuesOf(e).some((x) => re.test(x));
+    }
+    case 'exists': {
+      const wanted = filter.value === 'true';
+      return (e) => valuesOf(e).length > 0 === wanted;
+    }
+  }
+}

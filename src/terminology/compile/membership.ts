@@ -1,0 +1,92 @@
+import type { Designation } from '../model/datatypes.ts';
+import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
+
+/** Anything of a ValueSet that carries displays for a code. */
+export interface DisplaySource {
+  readonly display?: string | undefined;
+  readonly designation?: readonly Designation[] | undefined;
+}
+
+/** The coding whose membership is checked (system and code are always known here). */
+export interface CodingToCheck {
+  readonly system: string;
+  readonly version?: string;
+  readonly code: string;
+}
+
+/** The coding is a member; carries what the operation needs to finish (display, flags). */
+export interface Member {
+  readonly member: true;
+  readonly system: string;
+  /** The code as the CodeSystem spells it (differs from the input for case-insensitive systems). */
+  readonly code: string;
+  readonly entry: ConceptEntry | undefined;
+  readonly cs: CodeSystemIndex | undefined;
+  /** Further acceptable displays supplied by the ValueSet itself (concept list, expansion). */
+  readonly displays: readonly string[];
+  readonly abstract: boolean;
+  readonly inactive: boolean;
+  readonly warnings: readonly string[];
+}
+
+/** The coding is not a member; `reasons` explain why when there is more to say than "not in". */
+export interface NonMember {
+  readonly member: false;
+  readonly reasons: readonly string[];
+}
+
+export type Membership = Member | NonMember;
+
+/** Resolves CodeSystems (cached) while membership is checked. */
+export interface CodeSystemLookup {
+  codeSystem(url: string, version?: string): Promise<CodeSystemIndex | null>;
+}
+
+export function nonMember(...reasons: string[]): NonMember {
+  return { member: false, reasons };
+}
+
+export function withWarnings(m: Member, warnings: readonly string[]): Member {
+  return warnings.length === 0 ? m : { ...m, warnings: [...m.warnings, ...warnings] };
+}
+
+/** The message for a code that a CodeSystem does not define. */
+export function unknownCodeMessage(code: string, cs: CodeSystemIndex): string {
+  return `Unknown code '${code}' in CodeSystem ${systemLabel(cs.url, cs.version)}`;
+}
+
+/** Human label of a code system and version for messages. */
+export function systemLabel(url: string, version?: string): string {
+  return version === undefined ? `'${url}'` : `'${url}' version '${version}'`;
+}
+
+export interface MemberParts {
+  readonly entry?: ConceptEntry;
+  readonly cs?: CodeSystemIndex;
+  /** The ValueSet's own entry for the code (concept list or expansion), for its displays. */
+  readonly listed?: DisplaySource | undefined;
+  readonly abstract?: boolean;
+  readonly inactive?: boolean;
+  readonly warnings?: readonly string[];
+}
+
+export function memberOf(system: string, code: string, parts: MemberParts): Member {
+  const { entry, cs, listed } = parts;
+  return {
+    member: true,
+    system,
+    code,
+    entry,
+    cs,
+    displays: listed === undefined ? [] : displaysOf(listed),
+    abstract: parts.abstract ?? entry?.abstract ?? false,
+    inactive: parts.inactive ?? entry?.inactive ?? false,
+    warnings: parts.warnings ?? [],
+  };
+}
+
+function displaysOf(c: DisplaySource): string[] {
+  const out = c.display === undefined ? [] : [c.display];
+  for (const d of c.designation ?? []) out.push(d.value);
+  return out;
+}

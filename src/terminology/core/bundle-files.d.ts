@@ -1,0 +1,2 @@
+/** Paths (readable with Bun.file) of the FHIR R4 core terminology bundles, see bundle-files.js. */
+export declare const coreBundleFiles: readonly string[];

@@ -1,0 +1,49 @@
+import { OperationParameters, P } from './parameters.ts';
+
+/** Inputs of ValueSet/$validate-code (FHIR R4 ValueSet-validate-code). */
+export const valueSetValidateCodeParams = new OperationParameters({
+  url: { kind: P.uri },
+  valueSetVersion: { kind: P.string },
+  valueSet: { kind: P.valueSet },
+  code: { kind: P.code },
+  system: { kind: P.uri },
+  systemVersion: { kind: P.string },
+  display: { kind: P.string },
+  coding: { kind: P.coding },
+  codeableConcept: { kind: P.codeableConcept },
+  abstract: { kind: P.boolean },
+  date: { kind: P.dateTime },
+});
+
+/** Inputs of CodeSystem/$validate-code (FHIR R4 CodeSystem-validate-code). */
+export const codeSystemValidateCodeParams = new OperationParameters({
+  url: { kind: P.uri },
+  codeSystem: { kind: P.codeSystem },
+  version: { kind: P.string },
+  code: { kind: P.code },
+  display: { kind: P.string },
+  coding: { kind: P.coding },
+  codeableConcept: { kind: P.codeableConcept },
+  abstract: { kind: P.boolean },
+  date: { kind: P.dateTime },
+});
+
+/** Inputs of CodeSystem/$lookup (FHIR R4 CodeSystem-lookup). */
+export const lookupParams = new OperationParameters({
+  code: { kind: P.code },
+  system: { kind: P.uri },
+  version: { kind: P.string },
+  coding: { kind: P.coding },
+  property: { kind: P.code, repeats: true },
+});
+
+/** Inputs of ValueSet/$expand (FHIR R4 ValueSet-expand). */
+export const expandParams = new OperationParameters({
+  url: { kind: P.uri },
+  valueSetVersion: { kind: P.string },
+  valueSet: { kind: P.valueSet },
+  filter: { kind: P.string },
+  count: { kind: P.integer },
+  offset: { kind: P.integer },
+  activeOnly: { kind: P.boolean },
+});

@@ -1,0 +1,135 @@
+import { z } from 'zod';
+import { invalid } from '../errors.ts';
+import { CodeSystemSchema } from '../model/code-system.ts';
+import { CodeableConceptSchema, CodingSchema } from '../model/datatypes.ts';
+import { zodToError } from '../model/parse.ts';
+import { ValueSetSchema } from '../model/value-set.ts';
+
+/** How one operation input parameter is carried: its value[x] fields and its zod schema. */
+export interface ParamKind<S extends z.ZodType = z.ZodType> {
+  /** Accepted fields of a Parameters entry (`valueUri`, `resource`, ...). */
+  readonly fields: readonly string[];
+  /** Whether the GET form may carry it as a query parameter. */
+  readonly primitive: boolean;
+  readonly schema: S;
+}
+
+const kind = <S extends z.ZodType>(fields: readonly string[], primitive: boolean, schema: S): ParamKind<S> => ({
+  fields,
+  primitive,
+  schema,
+});
+
+/** The parameter kinds used by the terminology operations (FHIR R4 data types). */
+export const P = {
+  uri: kind(['valueUri', 'valueUrl', 'valueCanonical', 'valueString'], true, z.string().min(1)),
+  code: kind(['valueCode', 'valueString'], true, z.string().min(1)),
+  string: kind(['valueString', 'valueCode'], true, z.string()),
+  boolean: kind(['valueBoolean'], true, z.boolean()),
+  integer: kind(['valueInteger', 'valueUnsignedInt', 'valuePositiveInt'], true, z.number().int().nonnegative()),
+  dateTime: kind(
+    ['valueDateTime', 'valueDate', 'valueInstant', 'valueString'],
+    true,
+    z.string().regex(/^\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?)?)?$/, 'must be a FHIR dateTime'),
+  ),
+  coding: kind(['valueCoding'], false, CodingSchema),
+  codeableConcept: kind(['valueCodeableConcept'], false, CodeableConceptSchema),
+  valueSet: kind(['resource'], false, ValueSetSchema),
+  codeSystem: kind(['resource'], false, CodeSystemSchema),
+};
+
+export interface ParamSpec {
+  readonly kind: ParamKind;
+  readonly repeats?: boolean;
+}
+export type OperationSpec = Readonly<Record<string, ParamSpec>>;
+
+/** The typed inputs of an operation, as declared by its spec. */
+export type OperationInput<S extends OperationSpec> = {
+  [K in keyof S]?: S[K]['repeats'] extends true ? z.infer<S[K]['kind']['schema']>[] : z.infer<S[K]['kind']['schema']>;
+};
+
+const ParametersSchema = z.object({
+  resourceType: z.literal('Parameters', { error: "the body must be a FHIR Parameters resource (resourceType 'Parameters')" }),
+  parameter: z.array(z.looseObject({ name: z.string() })).optional(),
+});
+
+/**
+ * The declared inputs of one operation, read from a Parameters resource (POST) or from the
+ * URL query (GET, primitive inputs only) and validated once with zod (FHIR R4 Operations 3.1.0.1).
+ * Create one per operation at start-up; reading is then cheap per request.
+ */
+export class OperationParameters<S extends OperationSpec> {
+  private readonly schemas = new Map<string, z.ZodType>();
+
+  constructor(readonly spec: S) {
+    for (const [name, param] of Object.entries(spec)) {
+      this.schemas.set(name, param.repeats === true ? z.array(param.kind.schema) : param.kind.schema);
+    }
+  }
+
+  /** Inputs from a Parameters resource body; unknown parameter names are ignored. */
+  fromBody(body: unknown): OperationInput<S> {
+    const parsed = ParametersSchema.safeParse(body);
+    if (!parsed.success) throw zodToError('The request body', parsed.error);
+    const raw: Record<string, unknown> = {};
+    for (const entry of parsed.data.parameter ?? []) {
+      const name = entry.name;
+      const param = this.spec[name];
+      if (param === undefined) continue;
+      collect(raw, name, param, valueOf(entry, name, param.kind));
+    }
+    return this.validate(raw);
+  }
+
+  /** Inputs from URL query parameters (the GET form); unknown names are ignored. */
+  fromQuery(query: URLSearchParams): OperationInput<S> {
+    const raw: Record<string, unknown> = {};
+    for (const [name, text] of query) {
+      const param = this.spec[name];
+      if (param === undefined) continue;
+      if (!param.kind.primitive) throw invalid(`the parameter '${name}' cannot be given in the URL; POST a Parameters resource`, [name]);
+      collect(raw, name, param, fromText(text, param.kind));
+    }
+    return this.validate(raw);
+  }
+
+  /** Validates each given input with its kind's schema (only given ones: this is per request). */
+  private validate(raw: Record<string, unknown>): OperationInput<S> {
+    const inputs: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(raw)) {
+      const result = (this.schemas.get(name) as z.ZodType).safeParse(value);
+      if (!result.success) throw zodToError(`The parameter '${name}'`, result.error, name);
+      inputs[name] = result.data;
+    }
+    return inputs as OperationInput<S>;
+  }
+}
+
+function valueOf(entry: Record<string, unknown>, name: string, k: ParamKind): unknown {
+  const present = Object.keys(entry).filter((key) => key.startsWith('value') || key === 'resource' || key === 'part');
+  if (present.length === 0) throw invalid(`the parameter '${name}' has no value`, [name]);
+  const field = present.find((key) => k.fields.includes(key));
+  if (field === undefined || present.length > 1) {
+    throw invalid(`the parameter '${name}' must be given as one of ${k.fields.join(', ')}`, [name]);
+  }
+  return entry[field];
+}
+
+function fromText(text: string, k: ParamKind): unknown {
+  if (k === P.boolean) return text === 'true' ? true : text === 'false' ? false : text;
+  if (k === P.integer) return /^\d{1,15}$/.test(text) ? Number(text) : text;
+  return text;
+}
+
+function collect(raw: Record<string, unknown>, name: string, param: ParamSpec, value: unknown): void {
+  if (param.repeats === true) {
+    const list = (raw[name] as unknown[] | undefined) ?? [];
+    list.push(value);
+    raw[name] = list;
+  } else if (name in raw) {
+    throw invalid(`the parameter '${name}' may be given only once`, [name]);
+  } else {
+    raw[name] = value;
+  }
+}

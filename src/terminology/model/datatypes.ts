@@ -1,0 +1,36 @@
+import { z } from 'zod';
+
+/** FHIR R4 Coding (the fields the terminology engine reads). */
+export const CodingSchema = z.object({
+  system: z.string().min(1).optional(),
+  version: z.string().min(1).optional(),
+  code: z.string().min(1).optional(),
+  display: z.string().optional(),
+  userSelected: z.boolean().optional(),
+});
+export type Coding = z.infer<typeof CodingSchema>;
+
+/** FHIR R4 CodeableConcept. */
+export const CodeableConceptSchema = z.object({
+  coding: z.array(CodingSchema).optional(),
+  text: z.string().optional(),
+});
+export type CodeableConcept = z.infer<typeof CodeableConceptSchema>;
+
+/** FHIR R4 concept designation (CodeSystem.concept.designation, ValueSet...concept.designation). */
+export const DesignationSchema = z.object({
+  language: z.string().optional(),
+  use: CodingSchema.optional(),
+  value: z.string(),
+});
+export type Designation = z.infer<typeof DesignationSchema>;
+
+/** The identifying fields of a canonical resource (CodeSystem, ValueSet) the engine reads. */
+export const CanonicalFields = {
+  id: z.string().optional(),
+  url: z.string().min(1).optional(),
+  version: z.string().optional(),
+  name: z.string().optional(),
+  title: z.string().optional(),
+  status: z.string().optional(),
+};

@@ -1,0 +1,127 @@
+import { type ExpansionEntry, enumerateValueSet } from '../compile/enumerate.ts';
+import type { TerminologyContext } from '../context.ts';
+import { tooCostly } from '../errors.ts';
+import type { expandParams } from '../input/operations.ts';
+import type { OperationInput } from '../input/parameters.ts';
+import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
+import type { ParametersParameter } from '../model/parameters.ts';
+import { resolveValueSet } from './resolve-value-set.ts';
+
+export interface ExpandInput {
+  readonly target: ValueSetTarget;
+  /** Text filter: case-insensitive substring of the code or display. */
+  readonly filter?: string;
+  readonly count?: number;
+  readonly offset?: number;
+  readonly activeOnly?: boolean;
+}
+
+export interface ExpandDeps {
+  readonly terminology: TerminologyContext;
+  /** The largest number of codes one $expand response may carry. */
+  readonly maxExpansionSize: number;
+  readonly now: () => Date;
+  readonly newId: () => string;
+}
+
+type ExpansionParameter = Omit<ParametersParameter, 'part' | 'valueCoding'>;
+
+/** A ValueSet resource with its computed expansion (output of $expand). */
+export interface ExpandedValueSet {
+  readonly resourceType: 'ValueSet';
+  readonly id?: string;
+  readonly url?: string;
+  readonly version?: string;
+  readonly name?: string;
+  readonly title?: string;
+  readonly status?: string;
+  readonly expansion: {
+    readonly identifier: string;
+    readonly timestamp: string;
+    readonly total: number;
+    readonly offset: number;
+    readonly parameter: readonly ExpansionParameter[];
+    readonly contains: readonly ExpansionContainsOut[];
+  };
+}
+
+interface ExpansionContainsOut {
+  readonly system: string;
+  readonly version?: string;
+  readonly code: string;
+  readonly display?: string;
+  readonly abstract?: true;
+  readonly inactive?: true;
+}
+
+/** Reads the $expand inputs; `count`/`offset` are validated as non-negative integers at the edge. */
+export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string): ExpandInput {
+  const { filter, count, offset, activeOnly } = raw;
+  return { target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly };
+}
+
+/**
+ * ValueSet/$expand (FHIR R4 ValueSet-expand) with `filter`, `count`, `offset` and `activeOnly`.
+ * The total is always computed; a page larger than `maxExpansionSize` is refused (too-costly)
+ * instead of building an unbounded response.
+ */
+export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
+  const vs = await resolveValueSet(input.target, deps.terminology);
+  const offset = input.offset ?? 0;
+  const limit = deps.maxExpansionSize;
+  if (input.count !== undefined && input.count > limit) {
+    throw tooCostly(`count ${input.count} is larger than the expansion limit of ${limit} codes`);
+  }
+  const text = input.filter?.toLowerCase();
+  const seen = new Set<string>();
+  const contains: ExpansionContainsOut[] = [];
+  let total = 0;
+  for await (const e of enumerateValueSet(vs, deps.terminology)) {
+    const key = `${e.system}|${e.version ?? ''}|${e.code}`;
+    if (seen.has(key) || (input.activeOnly === true && e.inactive) || !matches(e, text)) continue;
+    seen.add(key);
+    if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e));
+    total++;
+    if (input.count === undefined && contains.length > limit) {
+      throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
+    }
+  }
+  const { id, url, version, name, title, status } = vs.resource;
+  return {
+    resourceType: 'ValueSet',
+    ...{ id, url, version, name, title, status },
+    expansion: {
+      identifier: `urn:uuid:${deps.newId()}`,
+      timestamp: deps.now().toISOString(),
+      total,
+      offset,
+      parameter: expansionParameters(input),
+      contains,
+    },
+  };
+}
+
+function matches(e: ExpansionEntry, text: string | undefined): boolean {
+  if (text === undefined || text === '') return true;
+  return e.code.toLowerCase().includes(text) || (e.display?.toLowerCase().includes(text) ?? false);
+}
+
+function contained(e: ExpansionEntry): ExpansionContainsOut {
+  return {
+    system: e.system,
+    ...(e.version === undefined ? {} : { version: e.version }),
+    code: e.code,
+    ...(e.display === undefined ? {} : { display: e.display }),
+    ...(e.abstract ? { abstract: true } : {}),
+    ...(e.inactive ? { inactive: true } : {}),
+  };
+}
+
+function expansionParameters(input: ExpandInput): ExpansionParameter[] {
+  const out: ExpansionParameter[] = [];
+  if (input.filter !== undefined) out.push({ name: 'filter', valueString: input.filter });
+  if (input.count !== undefined) out.push({ name: 'count', valueInteger: input.count });
+  if (input.offset !== undefined) out.push({ name: 'offset', valueInteger: input.offset });
+  if (input.activeOnly !== undefined) out.push({ name: 'activeOnly', valueBoolean: input.activeOnly });
+  return out;
+}

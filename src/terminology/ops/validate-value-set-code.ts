@@ -1,0 +1,81 @@
+import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
+import { unknownCodeMessage } from '../compile/membership.ts';
+import type { TerminologyContext } from '../context.ts';
+import type { OperationInput } from '../input/parameters.ts';
+import type { valueSetValidateCodeParams } from '../input/operations.ts';
+import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
+import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
+import type { Coding } from '../model/datatypes.ts';
+import { invalid } from '../errors.ts';
+import { resolveValueSet } from './resolve-value-set.ts';
+import { finishMember, type ValidationResult } from './validation-result.ts';
+
+export interface ValueSetValidateCodeInput {
+  readonly target: ValueSetTarget;
+  readonly subject: ValidationSubject;
+  readonly abstract?: boolean;
+  readonly date?: string;
+}
+
+type RawInput = OperationInput<(typeof valueSetValidateCodeParams)['spec']>;
+
+/** Applies the input rules of ValueSet/$validate-code (interface rules 1 and 2). */
+export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string): ValueSetValidateCodeInput {
+  if (raw.system !== undefined && raw.code === undefined) throw invalid("the parameter 'code' is required with 'system'", ['code']);
+  const subject = validationSubject({ ...raw, systemParam: 'system', version: raw.systemVersion });
+  return { target: valueSetTarget(raw, instanceId), subject, abstract: raw.abstract, date: raw.date };
+}
+
+/**
+ * ValueSet/$validate-code (interface "ValueSet validate-code", FHIR R4 ValueSet-validate-code):
+ * whether a code, coding or CodeableConcept is in a ValueSet, with `display` and `message`.
+ */
+export async function validateValueSetCode(
+  input: ValueSetValidateCodeInput,
+  deps: { readonly terminology: TerminologyContext },
+): Promise<ValidationResult> {
+  const ctx = deps.terminology;
+  const vs = await resolveValueSet(input.target, ctx);
+  const result =
+    input.subject.kind === 'coding'
+      ? await validateCoding(vs, input.subject.coding, input.abstract, ctx)
+      : await validateConcept(vs, input.subject.codings, input.abstract, ctx);
+  if (input.date === undefined) return result;
+  return { ...result, messages: [...result.messages, "The 'date' parameter is not supported; the current versions were used"] };
+}
+
+async function validateCoding(
+  vs: CompiledValueSet,
+  coding: CheckedCoding,
+  abstract: boolean | undefined,
+  ctx: TerminologyContext,
+): Promise<ValidationResult> {
+  const m = await vs.check(coding, ctx);
+  if (m.member) return finishMember(m, coding, abstract);
+  const notIn = `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`;
+  return { result: false, messages: [notIn, ...m.reasons] };
+}
+
+/** True when one coding is valid; unknown codes of complete CodeSystems are still reported. */
+async function validateConcept(
+  vs: CompiledValueSet,
+  codings: readonly Coding[],
+  abstract: boolean | undefined,
+  ctx: TerminologyContext,
+): Promise<ValidationResult> {
+  const outcomes: ValidationResult[] = [];
+  const unknown: string[] = [];
+  for (const [i, c] of codings.entries()) {
+    if (c.system === undefined || c.code === undefined) {
+      outcomes.push({ result: false, messages: [`codeableConcept.coding[${i}] has no ${c.system === undefined ? 'system' : 'code'}`] });
+      continue;
+    }
+    const coding = { system: c.system, version: c.version, code: c.code, display: c.display };
+    outcomes.push(await validateCoding(vs, coding, abstract, ctx));
+    const cs = await ctx.codeSystem(c.system, c.version);
+    if (cs !== null && cs.content === 'complete' && cs.find(c.code) === undefined) unknown.push(unknownCodeMessage(c.code, cs));
+  }
+  const valid = outcomes.find((o) => o.result);
+  if (valid === undefined) return { result: false, messages: outcomes.flatMap((o) => o.messages) };
+  return { result: true, display: valid.display, messages: [...valid.messages, ...unknown] };
+}

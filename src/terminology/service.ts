@@ -1,0 +1,38 @@
+import { IndexCache } from './compile/index-cache.ts';
+import { CachedTerminology, type TerminologyContext } from './context.ts';
+import { layeredSource } from './layered-source.ts';
+import type { TerminologySource } from './source.ts';
+
+export interface TerminologyServiceOptions {
+  /** The shared, read-only FHIR R4 core terminology. */
+  readonly core: TerminologySource;
+  /** The terminology a tenant stored itself. */
+  readonly sourceFor: (tenant: string) => TerminologySource;
+  /** Entries per cache and tenant (compiled ValueSets, indexed CodeSystems). */
+  readonly cacheEntries?: number;
+}
+
+/**
+ * Entry point of the terminology engine, created once in the composition root: hands out the
+ * cached context of a tenant, refreshed against the tenant's change token.
+ */
+export class TerminologyService {
+  private readonly tenants = new Map<string, CachedTerminology>();
+  private readonly indexes = new IndexCache();
+
+  constructor(private readonly options: TerminologyServiceOptions) {
+    if (options.cacheEntries !== undefined && options.cacheEntries < 1) throw new RangeError('cacheEntries must be at least 1');
+  }
+
+  /** The tenant's terminology, with caches dropped if its CodeSystems or ValueSets changed. */
+  async context(tenant: string): Promise<TerminologyContext> {
+    let cached = this.tenants.get(tenant);
+    if (cached === undefined) {
+      const source = layeredSource(this.options.sourceFor(tenant), this.options.core);
+      cached = new CachedTerminology(source, this.indexes, this.options.cacheEntries);
+      this.tenants.set(tenant, cached);
+    }
+    await cached.refresh();
+    return cached;
+  }
+}

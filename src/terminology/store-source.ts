@@ -1,0 +1,130 @@
+import type { Clock } from '../clock.ts';
+import type { ResourceVersion, Store } from '../store/types.ts';
+import { BoundedCache } from './compile/bounded-cache.ts';
+import { type CodeSystem, parseCodeSystem } from './model/code-system.ts';
+import { parseValueSet, type ValueSet } from './model/value-set.ts';
+import type { TerminologySource } from './source.ts';
+import { pickVersion } from './version.ts';
+
+const TYPES = ['CodeSystem', 'ValueSet'];
+/** Versions of one canonical URL looked at when picking the latest. */
+const MAX_VERSIONS = 1000;
+
+export interface StoreTerminologyOptions {
+  readonly store: Store;
+  readonly clock: Clock;
+  /**
+   * How long a change token read from the store is trusted (ms). Writes made through this
+   * process mark the tenant stale at once (see `markChanged`); writes of other processes
+   * are seen after at most this long.
+   */
+  readonly checkIntervalMs: number;
+  /** Parsed resources kept per tenant, so unrelated changes do not re-parse large CodeSystems. */
+  readonly parsedEntries?: number;
+}
+
+/**
+ * The CodeSystems and ValueSets tenants stored through the FHIR API, as TerminologySources.
+ * Reads search the store by `url`; parsed resources are kept by version id, so an unchanged
+ * resource keeps its object identity and its compiled index survives other tenants' writes.
+ */
+export class StoreTerminology {
+  private readonly tenants = new Map<string, TenantStoreSource>();
+
+  constructor(private readonly options: StoreTerminologyOptions) {
+    if (!(options.checkIntervalMs >= 0)) throw new RangeError('checkIntervalMs must be a non-negative number');
+  }
+
+  /** The tenant's source (one per tenant, created on first use). */
+  sourceFor(tenant: string): TerminologySource {
+    let source = this.tenants.get(tenant);
+    if (source === undefined) {
+      source = new TenantStoreSource(tenant, this.options);
+      this.tenants.set(tenant, source);
+    }
+    return source;
+  }
+
+  /** Called after a write in this process: the next operation re-reads the change token. */
+  markChanged(tenant: string): void {
+    this.tenants.get(tenant)?.markStale();
+  }
+}
+
+/** Stored versions parsed once: the same version always yields the same object. */
+class ParsedVersions<T> {
+  private readonly cache: BoundedCache<string, { readonly versionId: number; readonly resource: T }>;
+
+  constructor(
+    private readonly parse: (json: unknown, what: string) => T,
+    capacity: number,
+  ) {
+    this.cache = new BoundedCache(capacity);
+  }
+
+  of(v: ResourceVersion): T {
+    const key = `${v.type}/${v.id}`;
+    const cached = this.cache.get(key);
+    if (cached !== undefined && cached.versionId === v.versionId) return cached.resource;
+    const resource = this.parse(JSON.parse(v.content), key);
+    this.cache.set(key, { versionId: v.versionId, resource });
+    return resource;
+  }
+}
+
+class TenantStoreSource implements TerminologySource {
+  private token: Promise<string> | undefined;
+  private checkedAt = 0;
+  private readonly codeSystems: ParsedVersions<CodeSystem>;
+  private readonly valueSets: ParsedVersions<ValueSet>;
+
+  constructor(
+    private readonly tenant: string,
+    private readonly options: StoreTerminologyOptions,
+  ) {
+    this.codeSystems = new ParsedVersions(parseCodeSystem, options.parsedEntries ?? 1000);
+    this.valueSets = new ParsedVersions(parseValueSet, options.parsedEntries ?? 1000);
+  }
+
+  markStale(): void {
+    this.token = undefined;
+  }
+
+  /** The store's change token for CodeSystem and ValueSet, re-read at most every checkIntervalMs. */
+  changeToken(): Promise<string> {
+    const now = this.options.clock.now();
+    if (this.token === undefined || now - this.checkedAt >= this.options.checkIntervalMs || now < this.checkedAt) {
+      const token = this.options.store.resources.changeToken(this.tenant, TYPES);
+      this.token = token;
+      this.checkedAt = now;
+      token.catch(() => {
+        if (this.token === token) this.token = undefined;
+      });
+    }
+    return this.token;
+  }
+
+  async codeSystem(url: string, version?: string): Promise<CodeSystem | null> {
+    const all = (await this.byUrl('CodeSystem', url)).map((v) => this.codeSystems.of(v));
+    return pickVersion(all, version);
+  }
+
+  async valueSet(url: string, version?: string): Promise<ValueSet | null> {
+    const all = (await this.byUrl('ValueSet', url)).map((v) => this.valueSets.of(v));
+    return pickVersion(all, version);
+  }
+
+  async valueSetById(id: string): Promise<ValueSet | null> {
+    const v = await this.options.store.resources.read(this.tenant, 'ValueSet', id);
+    return v === null || v.deleted ? null : this.valueSets.of(v);
+  }
+
+  private byUrl(type: string, url: string): Promise<ResourceVersion[]> {
+    return this.options.store.resources.search(this.tenant, {
+      type,
+      params: [{ param: 'url', values: [{ value: url }] }],
+      sort: 'id',
+      count: MAX_VERSIONS,
+    });
+  }
+}

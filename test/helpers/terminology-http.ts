@@ -1,0 +1,66 @@
+import { expect } from 'bun:test';
+import { fhirInit, type TestApp } from './app.ts';
+import { fixtureResources } from './memory-terminology.ts';
+
+export const ANIMALS = 'http://cinder.test/CodeSystem/animals';
+export const VS = 'http://cinder.test/ValueSet/';
+
+/** PUTs every terminology fixture into the tenant through the FHIR API. */
+export async function putTerminologyFixtures(t: TestApp, token: string, tenant = 't1'): Promise<void> {
+  for (const r of [...(await fixtureResources('code-systems.json')), ...(await fixtureResources('value-sets.json'))]) {
+    await putResource(t, token, r, tenant);
+  }
+}
+
+export async function putResource(
+  t: TestApp,
+  token: string,
+  r: { readonly resourceType: string; readonly id?: string; readonly [field: string]: unknown },
+  tenant = 't1',
+): Promise<void> {
+  const res = await t.request(`${t.fhir(tenant)}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r));
+  expect(res.status).toBeLessThan(300);
+}
+
+/** One Parameters entry. */
+export type Param = { name: string } & Record<string, unknown>;
+
+export interface OperationResponse {
+  status: number;
+  body: { resourceType: string; parameter?: Param[]; issue?: { severity: string; code: string; details?: { text: string } }[] } & Record<string, unknown>;
+}
+
+/** POSTs a Parameters body to `{fhir_base}/{path}`. */
+export async function postOperation(t: TestApp, token: string, path: string, parameter: Param[], tenant = 't1'): Promise<OperationResponse> {
+  const res = await t.request(`${t.fhir(tenant)}/${path}`, fhirInit(token, 'POST', { resourceType: 'Parameters', parameter }));
+  expect(res.headers.get('content-type')).toContain('application/fhir+json');
+  return { status: res.status, body: (await res.json()) as OperationResponse['body'] };
+}
+
+/** GETs `{fhir_base}/{path}?query`. */
+export async function getOperation(t: TestApp, token: string, path: string, query: Record<string, string>, tenant = 't1'): Promise<OperationResponse> {
+  const res = await t.request(`${t.fhir(tenant)}/${path}?${new URLSearchParams(query)}`, fhirInit(token));
+  expect(res.headers.get('content-type')).toContain('application/fhir+json');
+  return { status: res.status, body: (await res.json()) as OperationResponse['body'] };
+}
+
+/** `result`, `message` and `display` of a $validate-code response (asserting a 200 Parameters). */
+export function outcome(r: OperationResponse): { result: unknown; message?: string; display?: string } {
+  expect(r.status).toBe(200);
+  expect(r.body.resourceType).toBe('Parameters');
+  const get = (name: string) => r.body.parameter?.find((p) => p.name === name);
+  const out: { result: unknown; message?: string; display?: string } = { result: get('result')?.valueBoolean };
+  const message = get('message')?.valueString;
+  const display = get('display')?.valueString;
+  if (typeof message === 'string') out.message = message;
+  if (typeof display === 'string') out.display = display;
+  return out;
+}
+
+/** The single error issue of an OperationOutcome response with this status. */
+export function errorIssue(r: OperationResponse, status: number): { severity: string; code: string; text: string } {
+  expect(r.status).toBe(status);
+  expect(r.body.resourceType).toBe('OperationOutcome');
+  const issue = r.body.issue?.[0];
+  return { severity: issue?.severity ?? '', code: issue?.code ?? '', text: issue?.details?.text ?? '' };
+}

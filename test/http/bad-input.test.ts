@@ -1,0 +1,262 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
+import { countVersions, expectOutcome, fhirClient, ids, type FhirClient } from '../helpers/fhir.ts';
+
+let t: TestApp;
+let api: FhirClient;
+let token: string;
+const base = `${BASE}/tenants/t1/fhir/R4`;
+const LIMIT = 2048;
+
+/** A raw request with the admin token. */
+function raw(method: string, path: string, body?: BodyInit | null, headers: Record<string, string> = {}) {
+  const init: RequestInit = { method, headers: { Authorization: `Bearer ${token}`, ...headers } };
+  if (body !== undefined) init.body = body;
+  return t.request(`${base}/${path}`, init);
+}
+
+/** Sends a bad request and checks: the status, an OperationOutcome, and that nothing was written. */
+async function rejects(send: () => Promise<Response> | Response, status: number, code?: string) {
+  const before = await countVersions(t);
+  const outcome = await expectOutcome(await send(), status, code);
+  expect(await countVersions(t)).toBe(before);
+  return outcome;
+}
+
+beforeAll(async () => {
+  t = await createTestApp({ env: { CINDER_MAX_BODY_BYTES: String(LIMIT) } });
+  token = await t.token();
+  api = fhirClient(t, token);
+  await api.put200({ resourceType: 'Patient', id: 'existing', active: true });
+});
+afterAll(() => t.close());
+
+const JSON_TYPE = { 'Content-Type': 'application/fhir+json' };
+
+describe('malformed bodies are 400', () => {
+  const bodies: [string, string][] = [
+    ['malformed JSON', '{"resourceType": "Patient", '],
+    ['trailing garbage', '{"resourceType": "Patient"} x'],
+    ['empty body', ''],
+    ['whitespace only', '  \n '],
+    ['a JSON array', '[{"resourceType": "Patient"}]'],
+    ['a JSON string', '"Patient"'],
+    ['JSON null', 'null'],
+    ['a number', '42'],
+    ['no resourceType', '{"active": true}'],
+    ['a non-string resourceType', '{"resourceType": 7}'],
+    ['meta that is not an object', '{"resourceType": "Patient", "meta": "x"}'],
+    ['meta as an array', '{"resourceType": "Patient", "meta": []}'],
+  ];
+  for (const [name, body] of bodies) {
+    test(`POST: ${name}`, async () => {
+      await rejects(() => raw('POST', 'Patient', body, JSON_TYPE), 400);
+    });
+    test(`PUT: ${name}`, async () => {
+      await rejects(() => raw('PUT', 'Patient/existing', body, JSON_TYPE), 400);
+    });
+  }
+
+  test('POST to the base: malformed JSON and a non-Bundle are 400', async () => {
+    await rejects(() => raw('POST', '', '{', JSON_TYPE), 400);
+    await rejects(() => raw('POST', '', '{"resourceType":"Patient"}', JSON_TYPE), 400);
+  });
+});
+
+describe('media types', () => {
+  for (const type of ['text/plain', 'application/xml', 'application/fhir+xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+    test(`Content-Type ${type} is 415`, async () => {
+      await rejects(() => raw('POST', 'Patient', '{"resourceType":"Patient"}', { 'Content-Type': type }), 415);
+      await rejects(() => raw('PUT', 'Patient/existing', '{"resourceType":"Patient","id":"existing"}', { 'Content-Type': type }), 415);
+    });
+  }
+
+  test('no Content-Type is 415', async () => {
+    await rejects(() => raw('POST', 'Patient', new Blob(['{"resourceType":"Patient"}'])), 415);
+  });
+
+  test('application/json and application/fhir+json with charset are accepted', async () => {
+    for (const type of ['application/json', 'application/fhir+json; charset=utf-8', 'APPLICATION/FHIR+JSON', 'application/json+fhir']) {
+      expect((await raw('POST', 'Patient', '{"resourceType":"Patient"}', { 'Content-Type': type })).status).toBe(201);
+    }
+  });
+
+  for (const accept of ['application/xml', 'application/fhir+xml', 'text/html', 'text/plain', 'image/png']) {
+    test(`Accept: ${accept} is 406`, async () => {
+      await rejects(() => raw('GET', 'Patient/existing', undefined, { Accept: accept }), 406);
+      await rejects(() => raw('POST', 'Patient', '{"resourceType":"Patient"}', { ...JSON_TYPE, Accept: accept }), 406);
+    });
+  }
+
+  test('acceptable Accept headers', async () => {
+    for (const accept of ['application/fhir+json', 'application/json', '*/*', 'application/*', 'text/html, application/fhir+json;q=0.9', 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8']) {
+      expect((await raw('GET', 'Patient/existing', undefined, { Accept: accept })).status).toBe(200);
+    }
+  });
+
+  for (const format of ['xml', 'application/fhir+xml', 'html', 'turtle', 'text/xml']) {
+    test(`_format=${format} is 406`, async () => {
+      await rejects(() => raw('GET', `Patient/existing?_format=${encodeURIComponent(format)}`), 406);
+      await rejects(() => raw('GET', `Patient?_format=${encodeURIComponent(format)}`), 406);
+    });
+  }
+
+  test('_format=json and its media types are accepted', async () => {
+    for (const format of ['json', 'application/json', 'application/fhir+json']) {
+      expect((await raw('GET', `Patient/existing?_format=${encodeURIComponent(format)}`)).status).toBe(200);
+    }
+  });
+});
+
+describe('oversized bodies are 413', () => {
+  const big = JSON.stringify({ resourceType: 'Patient', text: { status: 'generated', div: 'x'.repeat(LIMIT) } });
+
+  test('with Content-Length', async () => {
+    await rejects(() => raw('POST', 'Patient', big, { ...JSON_TYPE, 'Content-Length': String(big.length) }), 413);
+  });
+
+  test('streamed without Content-Length', async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let i = 0; i < 8; i++) controller.enqueue(new TextEncoder().encode(i === 0 ? '{"resourceType":"Patient","x":"' : 'y'.repeat(500)));
+        controller.close();
+      },
+    });
+    await rejects(() => raw('POST', 'Patient', stream, JSON_TYPE), 413);
+  });
+
+  test('on PUT, transaction and POST _search too', async () => {
+    await rejects(() => raw('PUT', 'Patient/existing', big, JSON_TYPE), 413);
+    const bundle = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [{ resource: JSON.parse(big), request: { method: 'POST', url: 'Patient' } }] });
+    await rejects(() => raw('POST', '', bundle, JSON_TYPE), 413);
+    await rejects(() => raw('POST', 'Patient/_search', '_id=' + 'a,'.repeat(LIMIT), { 'Content-Type': 'application/x-www-form-urlencoded' }), 413);
+  });
+
+  test('a body just under the limit is fine', async () => {
+    const ok = JSON.stringify({ resourceType: 'Patient', text: { status: 'generated', div: 'x'.repeat(LIMIT - 100) } });
+    expect(ok.length).toBeLessThan(LIMIT);
+    expect((await raw('POST', 'Patient', ok, JSON_TYPE)).status).toBe(201);
+  });
+});
+
+describe('resource types', () => {
+  test('an unknown type in the URL is 404 for every interaction', async () => {
+    await rejects(() => raw('GET', 'Foo/1'), 404);
+    await rejects(() => raw('GET', 'Foo'), 404);
+    await rejects(() => raw('GET', 'Foo/_history'), 404);
+    await rejects(() => raw('GET', 'Foo/1/_history/1'), 404);
+    await rejects(() => raw('POST', 'Foo', '{"resourceType":"Foo"}', JSON_TYPE), 404);
+    await rejects(() => raw('PUT', 'Foo/1', '{"resourceType":"Foo","id":"1"}', JSON_TYPE), 404);
+    await rejects(() => raw('DELETE', 'Foo/1'), 404);
+    await rejects(() => raw('GET', 'patient/existing'), 404);
+  });
+
+  test('an unknown type in the body is 400', async () => {
+    await rejects(() => raw('POST', 'Patient', '{"resourceType":"Foo"}', JSON_TYPE), 400);
+    await rejects(() => raw('PUT', 'Patient/existing', '{"resourceType":"Foo","id":"existing"}', JSON_TYPE), 400);
+  });
+
+  test('a body type that differs from the URL type is 400', async () => {
+    const body = await rejects(() => raw('POST', 'Patient', '{"resourceType":"Observation","status":"final","code":{}}', JSON_TYPE), 400);
+    expect(body.issue[0].expression).toEqual(['resourceType']);
+    await rejects(() => raw('PUT', 'Patient/existing', '{"resourceType":"Observation","id":"existing"}', JSON_TYPE), 400);
+  });
+});
+
+describe('ids', () => {
+  test('PUT: id mismatch and missing id are 400', async () => {
+    const mismatch = await rejects(() => raw('PUT', 'Patient/existing', '{"resourceType":"Patient","id":"other"}', JSON_TYPE), 400);
+    expect(mismatch.issue[0].expression).toEqual(['id']);
+    const missing = await rejects(() => raw('PUT', 'Patient/existing', '{"resourceType":"Patient"}', JSON_TYPE), 400, 'required');
+    expect(missing.issue[0].expression).toEqual(['id']);
+    expect(((await (await api.get('Patient/existing')).json()) as { meta: { versionId: string } }).meta.versionId).toBe('1');
+  });
+
+  const badIds = ['a'.repeat(65), 'a_b', 'a%20b', 'a%2Fb', '%C3%A9t%C3%A9', "x'--", 'a*'];
+  for (const id of badIds) {
+    test(`invalid id '${decodeURIComponent(id).slice(0, 20)}' in the URL is 400`, async () => {
+      await rejects(() => raw('GET', `Patient/${id}`), 400);
+      await rejects(() => raw('PUT', `Patient/${id}`, JSON.stringify({ resourceType: 'Patient', id: decodeURIComponent(id) }), JSON_TYPE), 400);
+      await rejects(() => raw('DELETE', `Patient/${id}`), 400);
+      await rejects(() => raw('GET', `Patient/${id}/_history`), 400);
+    });
+  }
+
+  test('an id of 64 characters is fine', async () => {
+    const id = 'A-.9'.repeat(16);
+    expect((await raw('PUT', `Patient/${id}`, JSON.stringify({ resourceType: 'Patient', id }), JSON_TYPE)).status).toBe(201);
+  });
+
+  test('a body id that is not a string is 400', async () => {
+    await rejects(() => raw('PUT', 'Patient/existing', '{"resourceType":"Patient","id":7}', JSON_TYPE), 400);
+    await rejects(() => raw('POST', 'Patient', '{"resourceType":"Patient","id":{"x":1}}', JSON_TYPE), 400);
+  });
+
+  test('malformed percent-encoding in the path is 400 or 404, never 500', async () => {
+    for (const path of ['Patient/%ZZ', 'Patient/%E0%A4%A', 'Patient/%', 'Patient/%00']) {
+      const res = await raw('GET', path);
+      expect([400, 404]).toContain(res.status);
+      await expectOutcome(res, res.status);
+    }
+  });
+});
+
+describe('search values never break the store', () => {
+  test('SQL metacharacters in every kind of parameter: exact or a precise 400, and the data stays', async () => {
+    const before = await countVersions(t);
+    const probes = ["' OR 1=1 --", "'); DROP TABLE resources; --", '%', '_', '\\', '"', '\u0000', '日本', "%' OR '%'='"];
+    for (const p of probes) {
+      const v = encodeURIComponent(p);
+      for (const q of [`Patient?identifier=${v}`, `Observation?code=${v}`, `ValueSet?url=${v}`, `ValueSet?version=${v}`, `Patient?identifier=urn:x|${v}`]) {
+        const res = await raw('GET', q);
+        expect(res.status).toBe(200);
+        expect(ids((await res.json()) as never)).toEqual([]);
+      }
+      for (const q of [`Patient?_id=${v}`, `Observation?subject=${v}`, `Patient?_lastUpdated=${v}`, `Patient?_cursor=${v}`, `Patient?_count=${v}`, `Patient?_sort=${v}`]) {
+        const res = await raw('GET', q);
+        await expectOutcome(res, 400);
+      }
+    }
+    expect(await countVersions(t)).toBe(before);
+    expect((await api.get('Patient/existing')).status).toBe(200);
+  });
+});
+
+describe('unsupported interactions and operations', () => {
+  test('unknown operations are 4xx OperationOutcomes', async () => {
+    await expectOutcome(await raw('GET', 'Patient/$foo'), 404, 'not-found');
+    await rejects(() => raw('POST', 'Patient/$foo', '{"resourceType":"Parameters"}', JSON_TYPE), 404);
+    await expectOutcome(await raw('GET', 'Patient/existing/$foo'), 404);
+    await expectOutcome(await raw('GET', '$foo'), 404);
+    await rejects(() => raw('POST', '$foo', '{"resourceType":"Parameters"}', JSON_TYPE), 404);
+  });
+
+  test('PATCH and writes to a version are 405 with Allow', async () => {
+    const patch = await rejects(() => raw('PATCH', 'Patient/existing', '[]', { 'Content-Type': 'application/json-patch+json' }), 405);
+    expect(patch.issue[0].code).toBe('not-supported');
+    const before = await countVersions(t);
+    const onType = await raw('PATCH', 'Patient?identifier=x', '[]', { 'Content-Type': 'application/json-patch+json' });
+    expect(onType.headers.get('allow')).toBe('GET, POST, PUT, DELETE');
+    await expectOutcome(onType, 405);
+    const post = await raw('POST', 'Patient/existing', '{"resourceType":"Patient"}', JSON_TYPE);
+    expect(post.headers.get('allow')).toBe('GET, PUT, DELETE');
+    await expectOutcome(post, 405);
+    const put = await raw('PUT', 'Patient/existing/_history/1', '{}', JSON_TYPE);
+    expect(put.headers.get('allow')).toBe('GET');
+    await expectOutcome(put, 405);
+    expect(await countVersions(t)).toBe(before);
+  });
+
+  test('PUT or DELETE on a type without search criteria is 400', async () => {
+    await rejects(() => raw('PUT', 'Patient', '{"resourceType":"Patient"}', JSON_TYPE), 400);
+    await rejects(() => raw('PUT', 'Patient?_count=1', '{"resourceType":"Patient"}', JSON_TYPE), 400);
+    await rejects(() => raw('DELETE', 'Patient'), 400);
+    await rejects(() => raw('DELETE', 'Patient?_sort=_id'), 400);
+    await rejects(() => raw('DELETE', 'Patient?bogus=1'), 400);
+  });
+
+  test('unknown routes under the FHIR base are 404 OperationOutcomes', async () => {
+    await expectOutcome(await raw('GET', 'Patient/existing/_history/1/extra'), 404);
+    await expectOutcome(await raw('GET', 'Patient/existing/whatever'), 404);
+  });
+});

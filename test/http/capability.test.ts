@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { R4_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
+import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+let t: TestApp;
+let api: FhirClient;
+let statement: Json;
+const base = `${BASE}/tenants/t1/fhir/R4`;
+
+/** A value of the right shape for a search parameter type. */
+function sampleValue(type: string): string {
+  switch (type) {
+    case 'token': return 'http://example.org|x';
+    case 'reference': return 'x';
+    case 'uri': return 'http://example.org/x';
+    case 'date': return 'ge2020-01-01';
+    default: return 'x';
+  }
+}
+
+beforeAll(async () => {
+  t = await createTestApp();
+  api = fhirClient(t, await t.token());
+  const res = await t.request(`${base}/metadata`);
+  expect(res.status).toBe(200);
+  statement = (await res.json()) as Json;
+});
+afterAll(() => t.close());
+
+describe('GET /metadata', () => {
+  test('is public and is a FHIR R4 server CapabilityStatement', async () => {
+    const res = await t.request(`${base}/metadata`, { headers: { Authorization: 'Bearer garbage' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toStartWith('application/fhir+json');
+    expect(statement).toMatchObject({
+      resourceType: 'CapabilityStatement', status: 'active', kind: 'instance', fhirVersion: '4.0.1',
+      implementation: { url: base }, software: { name: 'Cinder' },
+    });
+    expect(statement.format).toContain('application/fhir+json');
+    expect(statement.rest).toHaveLength(1);
+    expect(statement.rest[0].mode).toBe('server');
+  });
+
+  test('carries the SMART security service and the OAuth endpoints', () => {
+    const security = statement.rest[0].security;
+    expect(security.service[0].coding[0].code).toBe('SMART-on-FHIR');
+    const uris = security.extension.find((e: Json) => e.url === 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris');
+    const byName = Object.fromEntries(uris.extension.map((e: Json) => [e.url, e.valueUri]));
+    expect(byName.token).toBe(`${BASE}/oauth2/token`);
+    expect(byName.authorize).toBe(`${BASE}/oauth2/authorize`);
+  });
+
+  test('system interactions: transaction, batch, history-system', () => {
+    expect(statement.rest[0].interaction.map((i: Json) => i.code).sort()).toEqual(['batch', 'history-system', 'transaction']);
+  });
+
+  test('lists every R4 resource type once, each with the interactions Cinder serves', () => {
+    const resources = statement.rest[0].resource as Json[];
+    expect(resources.map((r) => r.type)).toEqual([...R4_RESOURCE_TYPES]);
+    for (const r of resources) {
+      expect(r.interaction.map((i: Json) => i.code).sort()).toEqual(
+        ['create', 'delete', 'history-instance', 'history-type', 'read', 'search-type', 'update', 'vread'],
+      );
+      expect(r).toMatchObject({ versioning: 'versioned-update', readHistory: true, updateCreate: true, conditionalCreate: true, conditionalUpdate: true, conditionalDelete: 'single' });
+      const names = r.searchParam.map((p: Json) => p.name);
+      expect(names).toContain('_id');
+      expect(names).toContain('_lastUpdated');
+      expect(new Set(names).size).toBe(names.length);
+    }
+  });
+
+  test('the documented parameters are advertised where R4 defines them', () => {
+    const paramsOf = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchParam.map((p: Json) => p.name).sort();
+    expect(paramsOf('Observation')).toEqual(['_id', '_lastUpdated', 'code', 'identifier', 'patient', 'subject']);
+    expect(paramsOf('Condition')).toEqual(['_id', '_lastUpdated', 'code', 'identifier', 'patient', 'subject']);
+    expect(paramsOf('Patient')).toEqual(['_id', '_lastUpdated', 'identifier']);
+    expect(paramsOf('ValueSet')).toEqual(expect.arrayContaining(['url', 'version', 'identifier']));
+    expect(paramsOf('CodeSystem')).toEqual(expect.arrayContaining(['url', 'version']));
+  });
+
+  test('refuses XML with 406 and answers 404 for an unknown tenant', async () => {
+    await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'application/fhir+xml' } }), 406);
+    await expectOutcome(await t.request(`${base}/metadata?_format=xml`), 406);
+    await expectOutcome(await t.request(`${BASE}/tenants/nope/fhir/R4/metadata`), 404);
+  });
+});
+
+describe('every advertised search parameter works', () => {
+  test('each one, on each type, is accepted under Prefer: handling=strict', async () => {
+    let tried = 0;
+    const failures: string[] = [];
+    for (const r of statement.rest[0].resource as Json[]) {
+      for (const p of r.searchParam as Json[]) {
+        const res = await api.get(`${r.type}?${p.name}=${encodeURIComponent(p.name === '_id' ? 'x' : sampleValue(p.type))}`, { Prefer: 'handling=strict' });
+        tried++;
+        if (res.status !== 200) failures.push(`${r.type}?${p.name}: ${res.status} ${await res.text()}`);
+        else {
+          const bundle = (await res.json()) as Json;
+          if (bundle.type !== 'searchset' || bundle.entry.some((e: Json) => e.search.mode === 'outcome')) failures.push(`${r.type}?${p.name}: warning`);
+        }
+      }
+    }
+    expect(failures).toEqual([]);
+    expect(tried).toBeGreaterThan(R4_RESOURCE_TYPES.length * 2);
+  });
+
+  test('and finds what it should: identifier, url and version on every type that advertises them', async () => {
+    const resources = statement.rest[0].resource as Json[];
+    const having = (name: string) => resources.filter((r) => r.searchParam.some((p: Json) => p.name === name)).map((r) => r.type as string);
+    expect(having('identifier').length).toBeGreaterThan(50);
+    expect(having('url')).toEqual(expect.arrayContaining(['ValueSet', 'CodeSystem', 'StructureDefinition']));
+    const misses: string[] = [];
+    for (const type of having('identifier')) {
+      const r = await api.create({ resourceType: type, identifier: [{ system: 'urn:cap', value: type }] });
+      const found = await api.search(`${type}?identifier=urn:cap|${type}`);
+      if (found.entry.length !== 1 || found.entry[0].resource.id !== r.id) misses.push(`${type}?identifier`);
+    }
+    for (const type of having('url')) {
+      const url = `http://example.org/cap/${type}`;
+      const version = having('version').includes(type) ? { version: '7' } : {};
+      // Subscription's url parameter is its channel endpoint (R4 SearchParameter Subscription-url).
+      const where = type === 'Subscription' ? { channel: { type: 'rest-hook', endpoint: url } } : { url };
+      const r = await api.create({ resourceType: type, ...where, ...version });
+      const found = await api.search(`${type}?url=${url}` + ('version' in version ? '&version=7' : ''));
+      if (found.entry.length !== 1 || found.entry[0].resource.id !== r.id) misses.push(`${type}?url`);
+    }
+    expect(misses).toEqual([]);
+  });
+
+  test('the advertised interactions work on a sample of types', async () => {
+    for (const type of ['Basic', 'Device', 'Group', 'Library', 'Substance']) {
+      const created = await api.create({ resourceType: type, id: 'ignored' });
+      const id = created.id as string;
+      expect((await api.get(`${type}/${id}`)).status).toBe(200);
+      expect((await api.put(`${type}/${id}`, { resourceType: type, id })).status).toBe(200);
+      expect((await api.get(`${type}/${id}/_history/1`)).status).toBe(200);
+      expect((await api.get(`${type}/${id}/_history`)).status).toBe(200);
+      expect((await api.get(`${type}/_history`)).status).toBe(200);
+      const found = await api.search(`${type}?_id=${id}`);
+      expect(found.entry.map((e: Json) => e.resource.id)).toEqual([id]);
+      expect((await api.del(`${type}/${id}`)).status).toBe(200);
+      expect((await api.get(`${type}/${id}`)).status).toBe(410);
+    }
+  });
+});

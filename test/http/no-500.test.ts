@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+
+/**
+ * A deterministic sweep of odd requests over the FHIR routes: whatever the combination of method,
+ * path, query, headers and body, the answer is never a 5xx.
+ */
+let t: TestApp;
+let token: string;
+beforeAll(async () => {
+  t = await createTestApp({ env: { CINDER_MAX_BODY_BYTES: '4096' } });
+  token = await t.token();
+});
+afterAll(() => t.close());
+
+const TYPES = ['Patient', 'Patient', 'Patient', 'Observation', 'Observation', 'Foo', 'patient', '$x', '_history', '_search', 'metadata', 'Bundle', 'ValueSet'];
+const IDS = ['1', 'p1', '1', 'p1', 'a_b', '%ZZ', '%00', 'x'.repeat(70), '$everything', '_history', '_search', '..', '-', '%2e%2e'];
+const QUERIES = [
+  '', '?_count=5', '?_count=-1', '?_sort=_lastUpdated', '?identifier=a|b|c', '?identifier=\\', '?identifier=%5C%2C', '?subject=Patient/',
+  '?subject=/1', '?subject=http://x/Patient/1', '?_lastUpdated=ge', '?_lastUpdated=2020-01-01T10:00:00.1234567890Z', '?_cursor=W10',
+  '?_cursor=WyJhIiwxXQ', '?_since=2020', '?_at=x', '?_total=accurate&_summary=count', '?code:text=a', '?_id=,', '?_id=a,,b', '?url=%FF',
+  '?version=\\|', '?patient:Patient=Group/1', '?_format=json&_pretty=true', '?subject:identifier=x|y', '?_has:Observation:subject:code=1',
+  '?identifier=%E2%80%AE',
+];
+const BODIES = [
+  '', '{', '[]', 'null', '{"resourceType":"Patient"}', '{"resourceType":"Patient","id":"p1"}', '{"resourceType":"Patient","id":"1"}',
+  '{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"GET","url":"Patient?_id=x&_count=zz"}}]}',
+  '{"resourceType":"Bundle","type":"batch","entry":[null,1,"x",{"request":null},{"request":{"method":"POST","url":"Patient"},"resource":null},{"fullUrl":5,"request":{"method":"PUT","url":"Patient/1"},"resource":{"resourceType":"Patient","id":"1","link":[{"other":{"reference":5}}]}}]}',
+  '{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"POST","url":"Patient","ifNoneExist":5},"resource":{"resourceType":"Patient"}},{"request":{"method":"PUT","url":"Patient?"},"resource":{"resourceType":"Patient"}}]}',
+  '{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"POST","url":"Observation"},"resource":{"resourceType":"Observation","subject":{"reference":"Patient?identifier=x|"}}}]}',
+  '{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"POST","url":"Observation"},"resource":{"resourceType":"Observation","subject":{"reference":"Foo?x=1"}}}]}',
+  `{"resourceType":"Observation","code":{"coding":[{"system":5,"code":{"a":1}}]},"subject":{"reference":"Patient/${'x'.repeat(100)}"},"identifier":"notanarray"}`,
+  '{"resourceType":"Patient","meta":{"versionId":{"x":1},"lastUpdated":5}}',
+  '{"resourceType":"Patient","identifier":[null,1,{"value":5},{"system":null,"value":"x"}]}',
+  '{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"Patient?identifier=zz"}},{"request":{"method":"GET","url":"Patient/1/_history"}},{"request":{"method":"GET","url":"http://cinder.test/tenants/t1/fhir/R4/Patient?_id=1"}}]}',
+];
+const METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'];
+const TYPES_CT = ['application/fhir+json', 'application/json', 'text/plain', 'application/x-www-form-urlencoded', ''];
+
+test('2000 odd requests, no 5xx', async () => {
+  let seed = 20260115;
+  const rnd = (n: number) => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  const pick = <T>(a: T[]): T => a[rnd(a.length)]!;
+  const failures: string[] = [];
+  const statuses = new Set<number>();
+  for (let i = 0; i < 2000; i++) {
+    // Every tenth request is a well-formed write, so the sweep also runs over stored data.
+    const wellFormed = i % 10 === 0;
+    const method = wellFormed ? pick(['POST', 'PUT']) : pick(METHODS);
+    const history = rnd(4) === 0 ? `/_history${rnd(2) ? '/' + pick(['1', 'x', '%00']) : ''}` : '';
+    const path = wellFormed ? (method === 'POST' ? '/Patient' : '/Patient/1') : `/${pick(TYPES)}${rnd(2) ? `/${pick(IDS)}` : ''}${history}${pick(QUERIES)}`;
+    const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
+    const ct = wellFormed ? 'application/fhir+json' : pick(TYPES_CT);
+    if (ct) headers['Content-Type'] = ct;
+    if (rnd(5) === 0) headers['If-Match'] = pick(['W/"1"', '*', '"x"', '']);
+    if (rnd(5) === 0) headers['If-None-Exist'] = pick(['identifier=1', '', 'Foo?x=1', '_count=1', 'Patient?identifier=%']);
+    if (rnd(5) === 0) headers.Prefer = pick(['return=minimal', 'handling=strict', 'return=OperationOutcome, handling=strict', '=,;']);
+    const init: RequestInit = { method, headers };
+    if (wellFormed) init.body = JSON.stringify({ resourceType: 'Patient', id: '1', identifier: [{ system: 'urn:x', value: String(rnd(5)) }] });
+    else if (method !== 'GET' && method !== 'HEAD') init.body = pick(BODIES);
+    const res = await t.request(t.fhir() + path, init);
+    statuses.add(res.status);
+    if (res.status >= 500) failures.push(`${method} ${path} ${JSON.stringify(headers)} ${String(init.body)} -> ${res.status} ${await res.text()}`);
+  }
+  expect(failures).toEqual([]);
+  // The sweep reaches successes as well as each kind of refusal.
+  for (const s of [200, 201, 400, 404, 405, 415]) expect(statuses).toContain(s);
+}, 60_000);

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { join } from 'node:path';
+import { BENCH_SYSTEM, BENCH_VALUE_SET, generatedCodeSystem, generatedIsAValueSet } from '../../bench/lib/terminology.ts';
+import { createApp } from '../../src/app.ts';
+import { createKeyRing } from '../../src/auth/keys.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { DEFAULT_CHECK_INTERVAL_MS } from '../../src/terminology/create.ts';
+import { createTestApp, fhirInit, type TestApp, testClock } from '../helpers/app.ts';
+import { ANIMALS, errorIssue, getOperation, outcome, putResource, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
+
+const clock = testClock();
+let t: TestApp;
+let token: string;
+
+beforeAll(async () => {
+  t = await createTestApp({ clock });
+  token = await t.token();
+  await putTerminologyFixtures(t, token);
+});
+afterAll(() => t.close());
+
+const isMammal = async (code: string, app = t) =>
+  outcome(await getOperation(app, token, 'ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code })).result;
+
+async function animals(): Promise<{ resourceType: string; id: string; concept: unknown[] }> {
+  const res = await t.request(`${t.fhir()}/CodeSystem/animals-2`, fhirInit(token));
+  return (await res.json()) as { resourceType: string; id: string; concept: unknown[] };
+}
+
+describe('cached compiled ValueSets are invalidated by changes', () => {
+  test('a CodeSystem, ValueSet or imported ValueSet written through the API is seen by the next call', async () => {
+    expect(await isMammal('tiger')).toBe(false);
+    const cs = await animals();
+    await putResource(t, token, { ...cs, concept: [...cs.concept, { code: 'tiger', display: 'Tiger', property: [{ code: 'parent', valueCode: 'mammal' }] }] });
+    expect(await isMammal('tiger')).toBe(true);
+
+    const landMammal = () => getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}land-mammals`, system: ANIMALS, code: 'whale' });
+    expect(outcome(await landMammal()).result).toBe(false);
+    const seaAsLand = { resourceType: 'ValueSet', id: 'land-animals', url: `${VS}land-animals`, status: 'active', compose: { include: [{ system: ANIMALS, filter: [{ property: 'habitat', op: '=', value: 'sea' }] }] } };
+    await putResource(t, token, seaAsLand);
+    expect(outcome(await landMammal()).result).toBe(true);
+
+    const del = await t.request(`${t.fhir()}/ValueSet/mammals`, fhirInit(token, 'DELETE'));
+    expect(del.status).toBe(200);
+    const gone = await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code: 'dog' });
+    expect(errorIssue(gone, 400).text).toBe(`ValueSet '${VS}mammals' could not be found`);
+    await putTerminologyFixtures(t, token);
+    expect(await isMammal('dog')).toBe(true);
+  });
+
+  test("another process's change is seen once the change-token interval has passed", async () => {
+    const store2 = createSqliteStore(join(t.dir, 'cinder.db'));
+    const keys2 = createKeyRing(store2, clock, t.config.accessTokenTtl);
+    await keys2.init();
+    const other = createApp({ config: t.config, store: store2, keys: keys2, clock, log: silentLogger });
+    const otherApp = { ...t, request: (path: string, init: RequestInit = {}) => other.request(path, init) };
+    try {
+      expect(await isMammal('lion', otherApp)).toBe(false);
+      const cs = await animals();
+      await putResource(t, token, { ...cs, concept: [...cs.concept, { code: 'lion', display: 'Lion', property: [{ code: 'parent', valueCode: 'mammal' }] }] });
+      expect(await isMammal('lion')).toBe(true); // the writing process: at once
+      expect(await isMammal('lion', otherApp)).toBe(false); // the other: within the interval
+      clock.advance(DEFAULT_CHECK_INTERVAL_MS);
+      expect(await isMammal('lion', otherApp)).toBe(true);
+    } finally {
+      await store2.close();
+    }
+  });
+});
+
+describe('a large CodeSystem', () => {
+  test('100,000 concepts load through PUT and validate against an is-a ValueSet', async () => {
+    const started = performance.now();
+    await putResource(t, token, generatedCodeSystem(100_000));
+    const loadMs = performance.now() - started;
+    await putResource(t, token, generatedIsAValueSet('C1'));
+    const check = async (code: string) =>
+      outcome(await getOperation(t, token, 'ValueSet/$validate-code', { url: BENCH_VALUE_SET, system: BENCH_SYSTEM, code }));
+    expect(await check('C12345')).toEqual({ result: true, display: 'Generated concept 12345' }); // C12345 -> C1234 -> C123 -> C12 -> C1
+    expect((await check('C99999')).result).toBe(false); // under C9
+    expect((await check('C100000')).message).toContain("Unknown code 'C100000'");
+    const lookup = await getOperation(t, token, 'CodeSystem/$lookup', { system: BENCH_SYSTEM, code: 'C1', property: 'child' });
+    expect(lookup.body.parameter?.filter((p) => p.name === 'property').length).toBe(10);
+    expect(loadMs).toBeLessThan(10_000); // about 0.1 s on an idle machine; generous for shared CI
+  });
+});

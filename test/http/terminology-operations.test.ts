@@ -1,0 +1,140 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import {
+  ANIMALS,
+  errorIssue,
+  getOperation,
+  outcome,
+  type Param,
+  postOperation,
+  putTerminologyFixtures,
+  VS,
+} from '../helpers/terminology-http.ts';
+
+let t: TestApp;
+let token: string;
+
+beforeAll(async () => {
+  t = await createTestApp({ env: { CINDER_MAX_EXPANSION_SIZE: '10' } });
+  token = await t.token();
+  await putTerminologyFixtures(t, token);
+});
+afterAll(() => t.close());
+
+type Contains = { system: string; version?: string; code: string; display?: string; abstract?: boolean; inactive?: boolean };
+type Expansion = { total: number; offset: number; identifier: string; timestamp: string; contains: Contains[]; parameter: Param[] };
+
+async function expand(query: Record<string, string>, path = 'ValueSet/$expand'): Promise<Expansion> {
+  const r = await getOperation(t, token, path, query);
+  expect(r.status).toBe(200);
+  expect(r.body.resourceType).toBe('ValueSet');
+  return r.body.expansion as Expansion;
+}
+
+const partsOf = (r: { body: { parameter?: Param[] } }, name: string) => (r.body.parameter ?? []).filter((p) => p.name === name);
+
+describe('CodeSystem/$validate-code', () => {
+  test('code in a CodeSystem, with display, version and abstract', async () => {
+    const v = (parameter: Param[]) => postOperation(t, token, 'CodeSystem/$validate-code', parameter);
+    expect(outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'octopus' }]))).toEqual({ result: true, display: 'Octopus' });
+    const wolf = outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'wolf' }]));
+    expect(wolf).toEqual({ result: false, message: "Unknown code 'wolf' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'" });
+    expect(outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'version', valueString: '1.0.0' }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
+    const display = outcome(await v([{ name: 'coding', valueCoding: { system: ANIMALS, code: 'cat', display: 'Kat' } }]));
+    expect(display.result).toBe(false);
+    expect(display.message).toContain("Wrong display 'Kat'");
+    const abstract = outcome(await v([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'animal' }, { name: 'abstract', valueBoolean: false }]));
+    expect(abstract.result).toBe(false);
+  });
+
+  test('GET form; an unknown CodeSystem is a 400; a missing code is a 400', async () => {
+    expect(outcome(await getOperation(t, token, 'CodeSystem/$validate-code', { url: 'http://cinder.test/CodeSystem/animals-ci', code: 'cAt' })).result).toBe(true);
+    const unknown = await getOperation(t, token, 'CodeSystem/$validate-code', { url: 'http://cinder.test/CodeSystem/none', code: 'x' });
+    expect(errorIssue(unknown, 400).text).toBe("CodeSystem 'http://cinder.test/CodeSystem/none' could not be found");
+    expect(errorIssue(await getOperation(t, token, 'CodeSystem/$validate-code', { url: ANIMALS }), 400).code).toBe('invalid');
+  });
+});
+
+describe('CodeSystem/$lookup', () => {
+  test('display, designations, properties with parent and child', async () => {
+    const r = await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'mammal' });
+    expect(r.status).toBe(200);
+    expect(partsOf(r, 'name')[0]?.valueString).toBe('Animals');
+    expect(partsOf(r, 'version')[0]?.valueString).toBe('2.0.0');
+    expect(partsOf(r, 'display')[0]?.valueString).toBe('Mammal');
+    const props = partsOf(r, 'property').map((p) => {
+      const [code, value] = p.part as Param[];
+      return `${code?.valueCode}=${String(value?.valueCode ?? value?.valueBoolean)}`;
+    });
+    expect(props).toEqual(['inactive=false', 'parent=vertebrate', 'child=dog', 'child=cat', 'child=whale', 'child=mammoth', 'child=platypus']);
+    const dog = await postOperation(t, token, 'CodeSystem/$lookup', [{ name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } }, { name: 'property', valueCode: 'legs' }]);
+    expect(partsOf(dog, 'designation')[0]?.part).toEqual([
+      { name: 'language', valueCode: 'en' },
+      { name: 'use', valueCoding: { system: 'http://snomed.info/sct', code: '900000000000013009', display: 'Synonym' } },
+      { name: 'value', valueString: 'Domestic dog' },
+    ]);
+    expect(partsOf(dog, 'property')).toEqual([{ name: 'property', part: [{ name: 'code', valueCode: 'legs' }, { name: 'value', valueInteger: 4 }] }]);
+  });
+
+  test('core code systems; unknown code 404; code without system 400', async () => {
+    const r = await getOperation(t, token, 'CodeSystem/$lookup', { system: 'http://hl7.org/fhir/administrative-gender', code: 'other' });
+    expect(partsOf(r, 'display')[0]?.valueString).toBe('Other');
+    expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'yeti' }), 404).text).toContain("Unknown code 'yeti'");
+    expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: 'urn:none', code: 'yeti' }), 404).code).toBe('not-found');
+    expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { code: 'dog' }), 400).code).toBe('invalid');
+  });
+});
+
+describe('ValueSet/$expand', () => {
+  test('type and instance level, with total and flags', async () => {
+    const e = await expand({ url: `${VS}dog-ancestors` });
+    expect(e.total).toBe(4);
+    expect(e.identifier).toStartWith('urn:uuid:');
+    expect(e.timestamp).toBe('2026-01-15T10:00:00.000Z');
+    expect(e.contains.map((c) => c.code)).toEqual(['animal', 'vertebrate', 'mammal', 'dog']);
+    expect(e.contains[0]).toEqual({ system: ANIMALS, version: '2.0.0', code: 'animal', display: 'Animal', abstract: true });
+    const instance = await expand({}, 'ValueSet/land-mammals/$expand');
+    expect(instance.contains.map((c) => c.code)).toEqual(['dog', 'cat', 'mammoth', 'platypus']);
+    expect(instance.contains[2]?.inactive).toBe(true);
+    const inline = await postOperation(t, token, 'ValueSet/$expand', [
+      { name: 'valueSet', resource: { resourceType: 'ValueSet', compose: { include: [{ system: ANIMALS, filter: [{ property: 'legs', op: '=', value: '6' }] }] } } },
+    ]);
+    expect((inline.body.expansion as Expansion).contains.map((c) => c.code)).toEqual(['ant']);
+  });
+
+  test('filter, activeOnly, count and offset', async () => {
+    expect((await expand({ url: `${VS}all-animals`, filter: 'IN' })).contains.map((c) => c.code)).toEqual(['penguin', 'invertebrate', 'insect']);
+    expect((await expand({ url: `${VS}mammals`, activeOnly: 'true' })).contains.map((c) => c.code)).not.toContain('mammoth');
+    const page = await expand({ url: `${VS}all-animals`, count: '3', offset: '2' });
+    expect(page.contains.map((c) => c.code)).toEqual(['mammal', 'dog', 'cat']);
+    expect(page).toMatchObject({ total: 17, offset: 2 });
+  });
+
+  test('an expansion over the configured limit is a 4xx too-costly; bad paging is a 400', async () => {
+    const big = await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}all-animals` });
+    const issue = errorIssue(big, 400);
+    expect(issue.code).toBe('too-costly');
+    expect(issue.text).toContain('more than 10 codes');
+    expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}all-animals`, count: '11' }), 400).code).toBe('too-costly');
+    expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}all-animals`, count: 'ten' }), 400).code).toBe('invalid');
+    expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}gone` }), 400).text).toBe(`ValueSet '${VS}gone' could not be found`);
+    expect(errorIssue(await getOperation(t, token, 'ValueSet/nope/$expand', {}), 404).code).toBe('not-found');
+    expect(errorIssue(await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}external-all` }), 400).text).toContain('cannot be expanded');
+  });
+});
+
+describe('CapabilityStatement', () => {
+  test('lists the terminology operations on ValueSet and CodeSystem', async () => {
+    const res = await t.request(`${t.fhir()}/metadata`);
+    const cs = (await res.json()) as { rest: { resource: { type: string; operation?: { name: string; definition: string }[] }[] }[] };
+    const ops = (type: string) => cs.rest[0]?.resource.find((r) => r.type === type)?.operation?.map((o) => o.definition);
+    expect(ops('ValueSet')).toEqual([
+      'http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code',
+      'http://hl7.org/fhir/OperationDefinition/ValueSet-expand',
+    ]);
+    expect(ops('CodeSystem')).toEqual([
+      'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
+      'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
+    ]);
+  });
+});

@@ -1,0 +1,36 @@
+/**
+ * The storage contract: the same tests against every adapter (SQLite always; PostgreSQL on a fresh
+ * database for this file when the server is reachable, see test/helpers/stores.ts).
+ */
+import { afterAll, beforeAll, describe } from 'bun:test';
+import type { Store } from '../../src/store/types.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { accountsContract } from './contract/accounts.ts';
+import { batchingContract } from './contract/batching.ts';
+import { twoInstanceContract } from './contract/concurrency.ts';
+import { historyContract } from './contract/history.ts';
+import { metacharContract } from './contract/metachars.ts';
+import { migrationContract } from './contract/migrations.ts';
+import { searchContract } from './contract/search.ts';
+import { writesContract } from './contract/writes.ts';
+
+const targets = await storeTargets();
+
+describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, target) => {
+  let store: Store;
+  beforeAll(async () => {
+    store = target.open();
+    await store.migrate();
+  }, 30_000);
+  // Dropping databases can take seconds on a busy shared server.
+  afterAll(() => target.cleanup(), 60_000);
+
+  migrationContract(target);
+  accountsContract(() => store);
+  historyContract(() => store);
+  searchContract(() => store);
+  writesContract(() => store);
+  batchingContract(() => store);
+  metacharContract(() => store);
+  twoInstanceContract(() => target, kind === 'postgres');
+});

@@ -1,0 +1,170 @@
+import { describe, expect, test } from 'bun:test';
+import type { SearchQuery, Store } from '../../../src/store/types.ts';
+import { StoreConflictError } from '../../../src/store/types.ts';
+import { ids, save, stored, uniqueTenant, version, versions } from './fixtures.ts';
+
+const byIdentifier = (value: string, system?: string): SearchQuery => ({
+  type: 'Patient',
+  sort: 'id',
+  count: 100,
+  params: [{ param: 'identifier', values: [system === undefined ? { value } : { system, value }] }],
+});
+
+/** Transactions: atomicity, index maintenance, change tokens, batching. */
+export function writesContract(store: () => Store) {
+  describe('write()', () => {
+    test('returns what fn returns; a throw rolls everything back and is rethrown as is', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      expect(await s.resources.write(t, async (w) => (await w.current('Patient', 'x')) ?? 'none')).toBe('none');
+      await save(s, t, 'Patient', 'keep', { lastUpdated: 1_000, index: [{ param: 'identifier', system: 's', value: 'old' }], compartments: ['keep'] });
+      const token = await s.resources.changeToken(t, ['Patient', 'Observation']);
+      const boom = new Error('boom');
+      const failing = s.resources.write(t, async (w) => {
+        await w.put(version('Patient', 'new', { index: [{ param: 'identifier', system: 's', value: 'new' }], compartments: ['new'] }));
+        await w.put(version('Patient', 'keep', { versionId: 2, lastUpdated: 2_000, index: [{ param: 'identifier', system: 's', value: 'changed' }] }));
+        // A second version of the same resource makes buffering adapters write the first one now.
+        await w.put(version('Patient', 'keep', { versionId: 3, lastUpdated: 3_000 }));
+        await w.put(version('Observation', 'o', { compartments: ['keep'] }));
+        expect(await w.exists('Patient', 'new')).toBe(true);
+        throw boom;
+      });
+      await expect(failing).rejects.toBe(boom);
+      expect(await s.resources.read(t, 'Patient', 'new')).toBeNull();
+      expect(await s.resources.read(t, 'Observation', 'o')).toBeNull();
+      expect((await s.resources.read(t, 'Patient', 'keep'))!.versionId).toBe(1);
+      expect(versions(await s.resources.history(t, { count: 10 }))).toEqual([1]);
+      expect(ids(await s.resources.search(t, byIdentifier('old', 's')))).toEqual(['keep']);
+      expect(ids(await s.resources.search(t, byIdentifier('changed')))).toEqual([]);
+      expect(ids(await s.resources.search(t, byIdentifier('new')))).toEqual([]);
+      expect(await s.resources.count(t, { type: 'Observation', sort: 'id', count: 10, compartment: 'keep' })).toBe(0);
+      expect(await s.resources.changeToken(t, ['Patient', 'Observation'])).toBe(token);
+    });
+
+    test('a throw after many writes (more than one batch) leaves nothing behind', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const boom = new Error('late');
+      const failing = s.resources.write(t, async (w) => {
+        for (let i = 0; i < 1_500; i++) await w.put(version('Patient', `p${i}`, { index: [{ param: 'identifier', system: 's', value: 'x' }] }));
+        throw boom;
+      });
+      await expect(failing).rejects.toBe(boom);
+      expect(await s.resources.count(t, byIdentifier('x'))).toBe(0);
+      expect(await s.resources.history(t, { count: 1 })).toEqual([]);
+      expect(await s.resources.read(t, 'Patient', 'p0')).toBeNull();
+    });
+
+    test('index and compartment rows are replaced on update and removed on delete', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const obs = (patient: string): SearchQuery => ({ type: 'Observation', sort: 'id', count: 10, compartment: patient });
+      const code = (value: string): SearchQuery => ({ type: 'Observation', sort: 'id', count: 10, params: [{ param: 'code', values: [{ value }] }] });
+      await save(s, t, 'Observation', 'o', { index: [{ param: 'code', system: 'l', value: 'A' }, { param: 'code', system: 'l', value: 'B' }], compartments: ['p1'] });
+      expect(ids(await s.resources.search(t, code('B')))).toEqual(['o']);
+      await save(s, t, 'Observation', 'o', { index: [{ param: 'code', system: 'l', value: 'C' }], compartments: ['p2', 'p3'] });
+      expect(ids(await s.resources.search(t, code('A')))).toEqual([]);
+      expect(ids(await s.resources.search(t, code('B')))).toEqual([]);
+      expect(ids(await s.resources.search(t, code('C')))).toEqual(['o']);
+      expect(ids(await s.resources.search(t, obs('p1')))).toEqual([]);
+      expect(ids(await s.resources.search(t, obs('p3')))).toEqual(['o']);
+      await save(s, t, 'Observation', 'o', { deleted: true });
+      expect(ids(await s.resources.search(t, code('C')))).toEqual([]);
+      expect(await s.resources.count(t, obs('p2'))).toBe(0);
+      await save(s, t, 'Observation', 'o', { index: [{ param: 'code', system: 'l', value: 'A' }] });
+      expect(ids(await s.resources.search(t, code('A')))).toEqual(['o']);
+      expect(await s.resources.count(t, obs('p2'))).toBe(0);
+    });
+
+    test('changeToken changes on every write of the given types, not on other types', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const token = () => s.resources.changeToken(t, ['ValueSet', 'CodeSystem']);
+      const seen = new Set([await token()]);
+      const expectChanged = async () => {
+        const now = await token();
+        expect(seen.has(now)).toBe(false);
+        seen.add(now);
+      };
+      await save(s, t, 'ValueSet', 'v');
+      await expectChanged();
+      await save(s, t, 'ValueSet', 'v');
+      await expectChanged();
+      await save(s, t, 'CodeSystem', 'c');
+      await expectChanged();
+      await save(s, t, 'CodeSystem', 'c', { deleted: true });
+      await expectChanged();
+      const before = await token();
+      await save(s, t, 'Patient', 'p');
+      await save(s, uniqueTenant(), 'ValueSet', 'v');
+      await s.resources.write(t, async () => undefined);
+      expect(await token()).toBe(before);
+      expect(await s.resources.changeToken(t, ['Patient'])).not.toBe(await s.resources.changeToken(uniqueTenant(), ['Patient']));
+    });
+
+    test('a version not newer than the stored one is a conflict', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await save(s, t, 'Patient', 'p');
+      await save(s, t, 'Patient', 'p');
+      for (const versionId of [1, 2]) {
+        await expect(s.resources.write(t, (w) => w.put(version('Patient', 'p', { versionId })))).rejects.toBeInstanceOf(StoreConflictError);
+      }
+      expect(versions(await s.resources.history(t, { count: 10 }))).toEqual([2, 1]);
+    });
+
+    test('several versions of one resource in one transaction all reach history', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.resources.write(t, async (w) => {
+        for (let n = 1; n <= 3; n++) {
+          await w.put(version('Patient', 'p', { versionId: n, lastUpdated: n, index: [{ param: 'identifier', system: '', value: `v${n}` }] }));
+          expect(await w.current('Patient', 'p')).toEqual({ versionId: n, lastUpdated: n, deleted: false });
+        }
+      });
+      expect(versions(await s.resources.history(t, { count: 10 }))).toEqual([3, 2, 1]);
+      expect(ids(await s.resources.search(t, byIdentifier('v3', '')))).toEqual(['p']);
+      expect(ids(await s.resources.search(t, byIdentifier('v1')))).toEqual([]);
+    });
+
+    test('many current() calls at once in one transaction each get their own answer', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      for (const id of ['a', 'c', 'e']) await save(s, t, 'Patient', id, { lastUpdated: id.charCodeAt(0) });
+      await save(s, t, 'Patient', 'c', { deleted: true, lastUpdated: 5 });
+      await s.resources.write(t, async (w) => {
+        const keys = ['a', 'b', 'c', 'd', 'e', 'a'];
+        const found = await Promise.all(keys.map((id) => w.current('Patient', id)));
+        expect(found).toEqual([
+          { versionId: 1, lastUpdated: 97, deleted: false },
+          null,
+          { versionId: 2, lastUpdated: 5, deleted: true },
+          null,
+          { versionId: 1, lastUpdated: 101, deleted: false },
+          { versionId: 1, lastUpdated: 97, deleted: false },
+        ]);
+        for (const [i, id] of keys.slice(0, 5).entries()) {
+          await w.put(version('Patient', id, { versionId: (found[i]?.versionId ?? 0) + 1, lastUpdated: 1_000 }));
+        }
+      });
+      const h = await s.resources.history(t, { since: 1_000, count: 10 });
+      expect(h.map((r) => `${r.id}/${r.versionId}`)).toEqual(['e/2', 'd/1', 'c/3', 'b/1', 'a/2']);
+    });
+
+    test('a large transaction (more rows than one batch) is written whole and indexed', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const n = 2_345;
+      await s.resources.write(t, async (w) => {
+        for (let i = 0; i < n; i++) {
+          const id = `p${String(i).padStart(5, '0')}`;
+          await w.put(version('Patient', id, { lastUpdated: i, index: [{ param: 'identifier', system: 's', value: `${i % 7}` }], compartments: [id] }));
+        }
+      });
+      expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1 })).toBe(n);
+      expect(await s.resources.count(t, byIdentifier('3', 's'))).toBe(335);
+      expect(ids(await s.resources.search(t, { type: 'Patient', sort: 'id', count: 10, compartment: 'p02344' }))).toEqual(['p02344']);
+      expect(await s.resources.read(t, 'Patient', 'p01000')).toEqual(stored(version('Patient', 'p01000', { lastUpdated: 1_000 })));
+    });
+  });
+}

@@ -1,0 +1,104 @@
+/** Postgres-only behaviour behind the contract: schema shape, migration records, lock conflicts. */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import type { Store } from '../../src/store/types.ts';
+import { StoreConflictError } from '../../src/store/types.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { save, uniqueTenant, version } from './contract/fixtures.ts';
+
+const targets = await storeTargets();
+const pg = targets.find((t) => t.kind === 'postgres');
+afterAll(async () => {
+  for (const t of targets) await t.cleanup();
+}, 60_000);
+
+describe.if(pg !== undefined)('postgres adapter', () => {
+  let store: Store;
+  let raw: postgres.Sql;
+  beforeAll(async () => {
+    store = pg!.open();
+    await store.migrate();
+    raw = postgres(pg!.url, { max: 1 });
+  });
+  afterAll(() => raw.end());
+
+  test('migrations are recorded in schema_migrations', async () => {
+    const rows = await raw<{ version: number; name: string }[]>`SELECT version, name FROM schema_migrations ORDER BY version`;
+    expect(rows.map((r) => [r.version, r.name])).toEqual([[1, 'core']]);
+  });
+
+  test('resource content is TEXT (never jsonb) and times are BIGINT', async () => {
+    const cols = await raw<{ table_name: string; column_name: string; data_type: string }[]>`
+      SELECT table_name, column_name, data_type FROM information_schema.columns
+      WHERE table_name IN ('resources', 'resource_history') AND column_name IN ('content', 'last_updated', 'seq')
+      ORDER BY table_name, column_name`;
+    expect(cols.map((c) => `${c.table_name}.${c.column_name}:${c.data_type}`)).toEqual([
+      'resource_history.content:text',
+      'resource_history.last_updated:bigint',
+      'resource_history.seq:bigint',
+      'resources.content:text',
+      'resources.last_updated:bigint',
+      'resources.seq:bigint',
+    ]);
+  });
+
+  test('a deadlock between two writers surfaces as StoreConflictError and the survivor commits', async () => {
+    const t = uniqueTenant();
+    await save(store, t, 'Patient', 'x');
+    await save(store, t, 'Patient', 'y');
+    let arrived = 0;
+    let release!: () => void;
+    const bothLocked = new Promise<void>((r) => (release = r));
+    const swap = (first: string, second: string) =>
+      store.resources.write(t, async (w) => {
+        const a = await w.current('Patient', first);
+        if (++arrived === 2) release();
+        await bothLocked;
+        const b = await w.current('Patient', second);
+        await w.put(version('Patient', first, { versionId: a!.versionId + 1 }));
+        await w.put(version('Patient', second, { versionId: b!.versionId + 1 }));
+      });
+    const results = await Promise.allSettled([swap('x', 'y'), swap('y', 'x')]);
+    const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]!.reason).toBeInstanceOf(StoreConflictError);
+    expect((await store.resources.read(t, 'Patient', 'x'))!.versionId).toBe(2);
+    expect((await store.resources.read(t, 'Patient', 'y'))!.versionId).toBe(2);
+  });
+
+  test('before any ANALYZE, key lookups use resources_key instead of scanning a whole type', async () => {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const types = ['Patient', 'Observation', 'Encounter'];
+    await s.resources.write('t', async (w) => {
+      for (let i = 0; i < 3_000; i++) await w.put(version(types[i % 3]!, `r${i}`, { lastUpdated: i }));
+    });
+    const conn = postgres(db.url, { max: 1 });
+    try {
+      await conn`SET plan_cache_mode = force_generic_plan`;
+      await conn.unsafe('PREPARE one(text, text, text) AS SELECT pk FROM resources WHERE tenant = $1 AND type = $2 AND id = $3 FOR UPDATE');
+      // The two lookup statements of write-sql.ts (current() of one key, and of several at once).
+      await conn.unsafe(`PREPARE many(text, text[], text[]) AS SELECT r.* FROM unnest($2::text[], $3::text[]) AS k(type, id)
+        CROSS JOIN LATERAL (SELECT pk FROM resources WHERE tenant = $1 AND type = k.type AND id = k.id FOR UPDATE) r`);
+      for (const call of ["one('t', 'Patient', 'r3')", "many('t', '{Patient}', '{r3}')"]) {
+        const plan = (await conn.unsafe(`EXPLAIN EXECUTE ${call}`)).map((r) => String(r['QUERY PLAN'])).join('\n');
+        expect(plan).toContain('using resources_key');
+      }
+    } finally {
+      await conn.end();
+    }
+  });
+
+  test('the connection pool stays within its configured size', async () => {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const busy = Array.from({ length: 12 }, () => s.ping());
+    await Promise.all(busy);
+    const [row] = await raw<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = ${db.url.split('/').at(-1)!} AND application_name = 'cinder'`;
+    expect(row!.n).toBeGreaterThan(0);
+    expect(row!.n).toBeLessThanOrEqual(4);
+  });
+});

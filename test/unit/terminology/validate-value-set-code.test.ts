@@ -1,0 +1,285 @@
+import { describe, expect, test } from 'bun:test';
+import { FhirError } from '../../../src/errors.ts';
+import { valueSetValidateCodeParams } from '../../../src/terminology/input/operations.ts';
+import {
+  validateValueSetCode,
+  valueSetValidateCodeInput,
+} from '../../../src/terminology/ops/validate-value-set-code.ts';
+import type { ValidationResult } from '../../../src/terminology/ops/validation-result.ts';
+import { fixtureService, rejected } from '../../helpers/terminology-service.ts';
+
+const ANIMALS = 'http://cinder.test/CodeSystem/animals';
+const VS = 'http://cinder.test/ValueSet/';
+const { context } = await fixtureService();
+
+async function validate(parameter: Record<string, unknown>[], id?: string): Promise<ValidationResult> {
+  const raw = valueSetValidateCodeParams.fromBody({ resourceType: 'Parameters', parameter });
+  return validateValueSetCode(valueSetValidateCodeInput(raw, id), { terminology: await context() });
+}
+
+const code = (vs: string, c: string, system = ANIMALS, extra: Record<string, unknown>[] = []) =>
+  validate([{ name: 'url', valueUri: VS + vs }, { name: 'code', valueCode: c }, { name: 'system', valueUri: system }, ...extra]);
+
+
+describe('ValueSet $validate-code: compose semantics', () => {
+  test('whole-system include, with the CodeSystem display', async () => {
+    expect(await code('all-animals', 'dog')).toEqual({ result: true, display: 'Dog', messages: [] });
+    const unknown = await code('all-animals', 'unicorn');
+    expect(unknown.result).toBe(false);
+    expect(unknown.messages.join()).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
+  });
+
+  test('is-a, descendent-of, is-not-a, generalizes', async () => {
+    expect((await code('mammals', 'mammal')).result).toBe(true);
+    expect((await code('mammals', 'platypus')).result).toBe(true); // parent property
+    expect((await code('mammals-strict', 'mammal')).result).toBe(false);
+    expect((await code('mammals-strict', 'whale')).result).toBe(true);
+    expect((await code('not-mammals', 'dog')).result).toBe(false);
+    expect((await code('not-mammals', 'octopus')).result).toBe(true);
+    expect((await code('dog-ancestors', 'vertebrate')).result).toBe(true);
+    expect((await code('dog-ancestors', 'cat')).result).toBe(false);
+  });
+
+  test('in, not-in, regex, =, exists and intersecting criteria', async () => {
+    expect((await code('pets', 'eagle')).result).toBe(true);
+    expect((await code('pets', 'whale')).result).toBe(false);
+    expect((await code('not-pets', 'dog')).result).toBe(false);
+    expect((await code('not-pets', 'whale')).result).toBe(true);
+    expect((await code('regex-a-to-d', 'cat')).result).toBe(true);
+    expect((await code('regex-a-to-d', 'whale')).result).toBe(false);
+    expect((await code('sea-animals', 'octopus')).result).toBe(true);
+    expect((await code('legless', 'mammal')).result).toBe(true);
+    expect((await code('legless', 'dog')).result).toBe(false);
+    expect((await code('sea-mammals', 'whale')).result).toBe(true);
+    expect((await code('sea-mammals', 'penguin')).result).toBe(false);
+    expect((await code('sea-mammals', 'dog')).result).toBe(false);
+    expect((await code('children-of-insect', 'ant')).result).toBe(true);
+  });
+
+  test('concept lists accept ValueSet displays as well', async () => {
+    expect(await code('listed', 'dog')).toEqual({ result: true, display: 'Dog', messages: [] });
+    expect((await code('listed', 'cat', ANIMALS, [{ name: 'display', valueString: 'Doggy' }])).result).toBe(false);
+    expect((await code('listed', 'dog', ANIMALS, [{ name: 'display', valueString: 'Doggy' }])).result).toBe(true);
+    expect((await code('listed', 'whale')).result).toBe(false);
+  });
+
+  test('exclude removes codes, also by excluded ValueSet', async () => {
+    expect((await code('mammals-but-whale', 'dog')).result).toBe(true);
+    const whale = await code('mammals-but-whale', 'whale');
+    expect(whale.result).toBe(false);
+    expect(whale.messages.join()).toContain('excluded');
+    expect((await code('animals-but-land', 'dog')).result).toBe(false);
+    expect((await code('animals-but-land', 'whale')).result).toBe(true);
+  });
+
+  test('include.valueSet intersects the imports, and the system selection', async () => {
+    expect((await code('land-mammals', 'dog')).result).toBe(true);
+    expect((await code('land-mammals', 'whale')).result).toBe(false); // mammal, not land
+    expect((await code('land-mammals', 'spider')).result).toBe(false); // land, not mammal
+    expect((await code('four-legged-land-mammals', 'cat')).result).toBe(true);
+    expect((await code('four-legged-land-mammals', 'spider')).result).toBe(false);
+  });
+
+  test('a missing import gives false with a message; a circular import is a 400', async () => {
+    const missing = await code('missing-import', 'dog');
+    expect(missing.result).toBe(false);
+    expect(missing.messages.join()).toContain("The imported ValueSet 'http://cinder.test/ValueSet/does-not-exist' could not be found");
+    const cycle = await rejected(code('circular-a', 'dog'));
+    expect(cycle.category).toBe('invalid');
+    expect(cycle.message).toContain('circular ValueSet import');
+    expect((await rejected(code('self-import', 'dog'))).message).toContain('circular');
+  });
+
+  test('an unknown filter operator, a missing value or an unknown property is a 400', async () => {
+    for (const vs of ['bad-operator', 'no-filter-value', 'bad-property']) {
+      const error = await rejected(code(vs, 'dog'));
+      expect(error.category).toBe('invalid');
+    }
+    expect((await rejected(code('bad-operator', 'dog'))).message).toContain("unknown filter operator 'sounds-like'");
+    expect((await rejected(code('no-filter-value', 'dog'))).message).toContain('has no value');
+  });
+
+  test('expansion-only value sets use the expansion (nested contains too)', async () => {
+    expect(await code('expansion-only', 'cat')).toEqual({ result: true, display: 'Cat', messages: [] });
+    expect((await code('expansion-only', 'whale')).result).toBe(false);
+    const elsewhere = await code('expansion-only', 'x1', 'http://cinder.test/CodeSystem/elsewhere');
+    expect(elsewhere).toEqual({ result: true, display: 'Elsewhere X1', messages: [] });
+  });
+});
+
+describe('ValueSet $validate-code: concept status, display, case, versions, content', () => {
+  test('inactive codes are valid with a warning unless compose.inactive is false', async () => {
+    const dodo = await code('all-animals', 'dodo');
+    expect(dodo.result).toBe(true);
+    expect(dodo.messages.join()).toContain("is inactive (status 'retired')");
+    expect((await code('all-animals', 'mammoth')).messages.join()).toContain('inactive');
+    const excluded = await code('active-only', 'mammoth');
+    expect(excluded.result).toBe(false);
+    expect(excluded.messages.join()).toContain('excludes inactive codes');
+    expect((await code('active-only', 'dog')).result).toBe(true);
+  });
+
+  test('abstract (notSelectable) codes are invalid only when abstract=false', async () => {
+    expect((await code('all-animals', 'animal')).result).toBe(true);
+    expect((await code('all-animals', 'animal', ANIMALS, [{ name: 'abstract', valueBoolean: true }])).result).toBe(true);
+    const no = await code('all-animals', 'animal', ANIMALS, [{ name: 'abstract', valueBoolean: false }]);
+    expect(no.result).toBe(false);
+    expect(no.messages.join()).toContain('abstract');
+    expect((await code('all-animals', 'dog', ANIMALS, [{ name: 'abstract', valueBoolean: false }])).result).toBe(true);
+  });
+
+  test('display must equal the display or a designation exactly', async () => {
+    const d = (text: string) => code('all-animals', 'dog', ANIMALS, [{ name: 'display', valueString: text }]);
+    expect((await d('Dog')).result).toBe(true);
+    expect((await d('Domestic dog')).result).toBe(true);
+    expect((await d('Hund')).result).toBe(true);
+    const wrong = await d('Dog ');
+    expect(wrong).toMatchObject({ result: false, display: 'Dog' });
+    expect(wrong.messages.join()).toContain("Wrong display 'Dog ' for the code 'dog'");
+    expect((await d('dog')).result).toBe(false);
+  });
+
+  test('case-insensitive code systems accept other cases; case-sensitive ones do not', async () => {
+    const twin = await code('twin', 'dog', 'http://cinder.test/CodeSystem/animals-ci');
+    expect(twin.result).toBe(true);
+    expect(twin.display).toBe('Dog');
+    expect(twin.messages.join()).toContain('differs in case');
+    expect((await code('all-animals', 'DOG')).result).toBe(false);
+  });
+
+  test('versions: latest by default, systemVersion / coding.version / pinned include versions', async () => {
+    expect((await code('all-animals', 'platypus')).result).toBe(true); // only in 2.0.0
+    expect((await code('all-animals', 'wolf')).result).toBe(false); // only in 1.0.0
+    const v1 = [{ name: 'systemVersion', valueString: '1.0.0' }];
+    expect((await code('all-animals', 'wolf', ANIMALS, v1)).result).toBe(true);
+    expect((await code('all-animals', 'platypus', ANIMALS, v1)).result).toBe(false);
+    expect((await code('animals-v1', 'wolf')).result).toBe(true);
+    expect(await code('animals-v1', 'eagle')).toMatchObject({ result: true, display: 'Eagle (old name)' });
+    const clash = await code('animals-v2', 'dog', ANIMALS, v1);
+    expect(clash.result).toBe(false);
+    expect(clash.messages.join()).toContain("uses version '2.0.0'");
+    const coding = await validate([
+      { name: 'url', valueUri: `${VS}all-animals` },
+      { name: 'coding', valueCoding: { system: ANIMALS, version: '1.0.0', code: 'wolf' } },
+    ]);
+    expect(coding.result).toBe(true);
+    const unknownVersion = await code('all-animals', 'dog', ANIMALS, [{ name: 'systemVersion', valueString: '9' }]);
+    expect(unknownVersion.result).toBe(false);
+    expect(unknownVersion.messages.join()).toContain("version '9' is unknown");
+  });
+
+  test('valueSetVersion and url|version pick the ValueSet version; latest otherwise', async () => {
+    const v = (url: string, c: string, extra: Record<string, unknown>[] = []) =>
+      validate([{ name: 'url', valueUri: url }, { name: 'code', valueCode: c }, { name: 'system', valueUri: ANIMALS }, ...extra]);
+    expect((await v(`${VS}versioned`, 'cat')).result).toBe(true);
+    expect((await v(`${VS}versioned`, 'dog')).result).toBe(false);
+    expect((await v(`${VS}versioned|1`, 'dog')).result).toBe(true);
+    expect((await v(`${VS}versioned`, 'dog', [{ name: 'valueSetVersion', valueString: '1' }])).result).toBe(true);
+    const missing = await rejected(v(`${VS}versioned|7`, 'dog'));
+    expect(missing.message).toBe(`ValueSet '${VS}versioned|7' could not be found`);
+  });
+
+  test('fragment and example code systems: unknown codes are true with a warning', async () => {
+    expect((await code('colors', 'red', 'http://cinder.test/CodeSystem/colors')).result).toBe(true);
+    const blue = await code('colors', 'blue', 'http://cinder.test/CodeSystem/colors');
+    expect(blue.result).toBe(true);
+    expect(blue.messages.join()).toContain("content is 'fragment'");
+    expect((await code('colors-listed', 'blue', 'http://cinder.test/CodeSystem/colors')).result).toBe(true);
+    expect((await code('colors-listed', 'green', 'http://cinder.test/CodeSystem/colors')).result).toBe(false);
+    expect((await code('fruit', 'pear', 'http://cinder.test/CodeSystem/fruit')).result).toBe(true);
+  });
+
+  test('not-present and unknown code systems', async () => {
+    const listed = await code('external-listed', 'e1', 'http://cinder.test/CodeSystem/external');
+    expect(listed).toMatchObject({ result: true, display: 'External one' });
+    expect(listed.messages.join()).toContain("content 'not-present'");
+    const all = await code('external-all', 'e1', 'http://cinder.test/CodeSystem/external');
+    expect(all.result).toBe(false);
+    expect(all.messages.join()).toContain('cannot be validated');
+    const nowhere = await code('unknown-system', 'x', 'http://cinder.test/CodeSystem/nowhere');
+    expect(nowhere.result).toBe(false);
+    expect(nowhere.messages.join()).toContain("CodeSystem 'http://cinder.test/CodeSystem/nowhere' is unknown");
+  });
+});
+
+describe('ValueSet $validate-code: inputs', () => {
+  test('codeableConcept is true when one coding is valid; unknown codes are reported', async () => {
+    const r = await validate([
+      { name: 'url', valueUri: `${VS}mammals` },
+      {
+        name: 'codeableConcept',
+        valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'unicorn' }, { system: ANIMALS, code: 'octopus' }, { system: ANIMALS, code: 'cat' }] },
+      },
+    ]);
+    expect(r.result).toBe(true);
+    expect(r.display).toBe('Cat');
+    expect(r.messages).toEqual(["Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'"]);
+    const none = await validate([
+      { name: 'url', valueUri: `${VS}mammals` },
+      { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'octopus' }] } },
+    ]);
+    expect(none.result).toBe(false);
+    expect(none.messages.join()).toContain("'octopus'");
+  });
+
+  test('coding input, display from the coding', async () => {
+    const r = await validate([
+      { name: 'url', valueUri: `${VS}mammals` },
+      { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Wrong' } },
+    ]);
+    expect(r.result).toBe(false);
+    expect(r.messages.join()).toContain("Wrong display 'Wrong'");
+  });
+
+  test('inline valueSet and instance id', async () => {
+    const inline = await validate([
+      { name: 'valueSet', resource: { resourceType: 'ValueSet', compose: { include: [{ system: ANIMALS, filter: [{ property: 'concept', op: 'is-a', value: 'bird' }] }] } } },
+      { name: 'code', valueCode: 'eagle' },
+      { name: 'system', valueUri: ANIMALS },
+    ]);
+    expect(inline.result).toBe(true);
+    const byId = await validate([{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], 'mammals');
+    expect(byId.result).toBe(true);
+    const noId = await rejected(validate([{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], 'nope'));
+    expect(noId.category).toBe('not-found');
+  });
+
+  test('a ValueSet not found by URL is a 400 naming it', async () => {
+    const e = await rejected(code('no-such-set', 'dog'));
+    expect(e.category).toBe('invalid');
+    expect(e.message).toBe(`ValueSet '${VS}no-such-set' could not be found`);
+  });
+
+  test('input rules: exactly one of code+system / coding / codeableConcept; code needs system; url needed', async () => {
+    const url = { name: 'url', valueUri: `${VS}mammals` };
+    const cases: [Record<string, unknown>[], string][] = [
+      [[url], "one of 'code' (with its system), 'coding' or 'codeableConcept' is required"],
+      [[url, { name: 'code', valueCode: 'dog' }], "the parameter 'system' is required with 'code'"],
+      [[url, { name: 'system', valueUri: ANIMALS }], "the parameter 'code' is required with 'system'"],
+      [[url, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } }], 'give only one'],
+      [[url, { name: 'coding', valueCoding: { code: 'dog' } }], "'coding' needs both a system and a code"],
+      [[url, { name: 'codeableConcept', valueCodeableConcept: { text: 'dog' } }], 'at least one coding'],
+      [[{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], "the parameter 'url'"],
+      [[url, { name: 'url', valueUri: 'x' }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], 'only once'],
+      [[url, { name: 'code', valueBoolean: true }, { name: 'system', valueUri: ANIMALS }], "'code' must be given as"],
+      [[url, { name: 'abstract', valueString: 'no' }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], "'abstract' must be given as"],
+    ];
+    for (const [parameter, message] of cases) {
+      const e = await rejected(validate(parameter));
+      expect(e.category).toBe('invalid');
+      expect(e.message).toContain(message);
+    }
+    const notParameters = await rejected(() => valueSetValidateCodeParams.fromBody({ resourceType: 'Patient' }));
+    expect(notParameters.message).toContain('Parameters');
+  });
+
+  test('GET form: primitive inputs from the query', async () => {
+    const raw = valueSetValidateCodeParams.fromQuery(new URLSearchParams({ url: `${VS}all-animals`, code: 'animal', system: ANIMALS, abstract: 'false' }));
+    const r = await validateValueSetCode(valueSetValidateCodeInput(raw), { terminology: await context() });
+    expect(r.result).toBe(false);
+    const bad = await rejected(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ abstract: 'maybe' })));
+    expect(bad.message).toContain('abstract');
+    const complex = await rejected(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ coding: 'x' })));
+    expect(complex.message).toContain('cannot be given in the URL');
+  });
+});

@@ -10,6 +10,26 @@ export interface BatchWriter {
 }
 
 /**
+ * Splits a batch, in order, into runs in which each `type/id` occurs at most once (a resource given
+ * twice becomes two versions, the later line last); resources without an id get a server id.
+ */
+function distinctGroups(batch: Resource[]): [Resource, string][][] {
+  const groups: [Resource, string][][] = [[]];
+  let seen = new Set<string>();
+  for (const r of batch) {
+    const id = r.id ?? newId();
+    const key = `${r.resourceType}/${id}`;
+    if (seen.has(key)) {
+      groups.push([]);
+      seen = new Set();
+    }
+    seen.add(key);
+    groups[groups.length - 1]!.push([r, id]);
+  }
+  return groups;
+}
+
+/**
  * Writes validated resources in transactions of `size` resources (create-or-update by id, a server id
  * when there is none), with one batch in flight while the caller prepares the next.
  * `onCommitted` is told how many resources each committed batch held.
@@ -20,9 +40,12 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, size: number, 
 
   function write(batch: Resource[]): Promise<void> {
     const opts = { now: deps.clock.now(), access: operatorAccess };
-    return deps.store.resources.write(tenant, async (w) => {
-      for (const r of batch) await putVersion(w, r, r.id ?? newId(), opts);
-    }).then(() => onCommitted(batch.length));
+    return deps.store.resources
+      .write(tenant, async (w) => {
+        // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
+        for (const group of distinctGroups(batch)) await Promise.all(group.map(([r, id]) => putVersion(w, r, id, opts)));
+      })
+      .then(() => onCommitted(batch.length));
   }
 
   async function flush(): Promise<void> {

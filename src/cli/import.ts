@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import type { FhirDeps } from '../fhir/crud.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext } from './context.ts';
@@ -55,17 +56,24 @@ export const importCommand: Command = {
     const { config, store, clock } = await openContext(io);
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
-      return await runImport(io, { store, clock }, { tenant, size, totalBytes, fhirBase: `${config.baseUrl}/tenants/${tenant}/fhir/R4` }, args);
+      const fhirBase = `${config.baseUrl}/tenants/${tenant}/fhir/R4`;
+      return await runImport(io, { store, clock }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();
     }
   },
 };
 
-async function runImport(
-  io: CliIO, deps: Parameters<typeof createImporter>[0],
-  o: { tenant: string; size: number; totalBytes: number; fhirBase: string }, args: { positionals: string[]; values: Record<string, unknown> },
-): Promise<number> {
+interface ImportJob {
+  tenant: string;
+  files: string[];
+  size: number;
+  totalBytes: number;
+  fhirBase: string;
+  json: boolean;
+}
+
+async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<number> {
   const progress = createProgress(io, o.totalBytes);
   const errors: ImportIssue[] = [];
   const importer = createImporter(deps, {
@@ -77,7 +85,7 @@ async function runImport(
     onProgress: (p) => progress.update(p),
   });
   try {
-    for (const file of args.positionals) await importer.add({ name: file, blob: Bun.file(file) });
+    for (const file of o.files) await importer.add({ name: file, blob: Bun.file(file) });
     await importer.finish();
   } finally {
     progress.done();
@@ -85,8 +93,8 @@ async function runImport(
   const { imported, failed } = importer.progress;
   const seconds = progress.elapsedSeconds();
   const rate = seconds > 0 ? Math.round(imported / seconds) : imported;
-  if (args.values.json) {
-    const summary = { tenant: o.tenant, files: args.positionals.length, imported, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
+  if (o.json) {
+    const summary = { tenant: o.tenant, files: o.files.length, imported, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
     io.stdout(JSON.stringify(summary, null, 2) + '\n');
   } else {
     io.stdout(

@@ -29,7 +29,7 @@ export interface ImportOptions {
   onProgress(progress: Readonly<ImportProgress>): void;
 }
 
-export type ImportFormat = 'ndjson' | 'json';
+type ImportFormat = 'ndjson' | 'json';
 
 /** A named input, e.g. `Bun.file(path)`. */
 export interface ImportSource {
@@ -41,7 +41,7 @@ export interface ImportSource {
  * `.ndjson`/`.jsonl` are NDJSON, `.json` one JSON document; otherwise NDJSON when the first line
  * holds a complete JSON value by itself (a pretty-printed document's first line does not).
  */
-export async function detectFormat(source: ImportSource): Promise<ImportFormat> {
+async function detectFormat(source: ImportSource): Promise<ImportFormat> {
   if (/\.(ndjson|jsonl)$/i.test(source.name)) return 'ndjson';
   if (/\.json$/i.test(source.name)) return 'json';
   const head = await source.blob.slice(0, 1 << 16).text();
@@ -107,10 +107,9 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       report();
     },
     /** Commits every queued resource. */
-    async finish(): Promise<Readonly<ImportProgress>> {
+    async finish(): Promise<void> {
       await writer.drain();
       report();
-      return progress;
     },
   };
 }

@@ -5,7 +5,8 @@ import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
 import type { KeyRing } from './auth/keys.ts';
-import { createTokenVerifier } from './auth/tokens.ts';
+import { createAuthDeps } from './auth/deps.ts';
+import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
 import { FhirError } from './errors.ts';
 import type { AppEnv } from './http/env.ts';
@@ -17,7 +18,8 @@ import { bearerAuth } from './http/middleware/bearer.ts';
 import { requestContext } from './http/middleware/request-context.ts';
 import { tenantGuard } from './http/middleware/tenant.ts';
 import { terminologyCapabilities, terminologyRoutes, terminologyWrites } from './http/terminology.ts';
-import { oauthRoutes } from './http/oauth.ts';
+import { authorizeRoutes } from './http/authorize.ts';
+import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
 
@@ -31,14 +33,15 @@ export interface AppDeps {
   metrics?: Metrics;
   /** True once SIGTERM started draining: /readyz answers 503. */
   isDraining?: () => boolean;
+  /** fetch for outgoing requests (clients' JWK Set URLs); the global fetch by default. */
+  fetch?: typeof fetch;
 }
 
 /** Builds the Hono app (STYLE.md rule 1): no globals, two apps can live in one process. */
 export function createApp(deps: AppDeps) {
   const { config, store, clock, log } = deps;
   const metrics = deps.metrics ?? createMetrics();
-  const verify = createTokenVerifier(deps.keys, clock, config.baseUrl);
-  const authDeps = { store, keys: deps.keys, clock, config, log };
+  const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
   // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
   const app = new Hono<AppEnv>({ strict: false });
   app.onError((err, c) => renderError(err, c, log));
@@ -49,11 +52,13 @@ export function createApp(deps: AppDeps) {
   app.use('*', requestContext(log, metrics));
   app.route('/', opsRoutes(store, metrics, deps.isDraining ?? (() => false)));
   app.route('/', oauthRoutes(authDeps));
+  app.route('/', authorizeRoutes(authDeps));
 
   const terminology = createTerminology({ store, clock });
   const contributions: CapabilityContribution[] = [terminologyCapabilities];
   const fhir = new Hono<AppEnv>();
   fhir.use('*', tenantGuard(store));
+  fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   fhir.use('*', async (c, next) => {
     checkAccept(c.req.header('accept'), c.req.query('_format') ?? null);
     await next();
@@ -62,10 +67,10 @@ export function createApp(deps: AppDeps) {
     const fhirBase = `${config.baseUrl}/tenants/${c.get('tenant')}/fhir/R4`;
     return fhirJson(capabilityStatement({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
-      oauthUris: { token: `${config.baseUrl}/oauth2/token`, authorize: `${config.baseUrl}/oauth2/authorize` },
+      oauthUris: smartOAuthUris(config.baseUrl),
     }));
   });
-  fhir.use('*', bearerAuth(verify));
+  fhir.use('*', bearerAuth(authDeps.verifyAccess));
   fhir.use('*', terminologyWrites(terminology));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: config.maxBodyBytes, maxExpansionSize: config.maxExpansionSize }));
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));

@@ -21,6 +21,18 @@ const schema = z.object({
   maxBodyBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   accessTokenTtl: z.coerce.number().int().min(30).max(86400).default(3600),
+  /** Lifetime of client_credentials (backend services) tokens when the client sets none. */
+  backendTokenTtl: z.coerce.number().int().min(30).max(86400).default(300),
+  refreshTokenTtl: z.coerce.number().int().min(60).max(365 * 86400).default(30 * 86400),
+  /** Requests per minute to the token, revocation and introspection endpoints, per client and per IP. */
+  tokenRateLimitClient: z.coerce.number().int().min(1).default(600),
+  tokenRateLimitIp: z.coerce.number().int().min(1).default(2400),
+  /** Requests per minute to the login page per IP; failed sign-ins per 15 minutes per user and per IP. */
+  loginRateLimitIp: z.coerce.number().int().min(1).default(120),
+  loginFailuresUser: z.coerce.number().int().min(1).default(5),
+  loginFailuresIp: z.coerce.number().int().min(1).default(50),
+  /** `on`: take the client IP from the last `X-Forwarded-For` entry (one trusted reverse proxy). */
+  trustProxy: z.enum(['on', 'off']).default('off'),
   exportWorkers: z.coerce.number().int().min(0).max(64).default(2),
   exportFileTtl: z.coerce.number().int().min(60).default(24 * 3600),
   /** The most codes one ValueSet/$expand response may carry. */

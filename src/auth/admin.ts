@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.ts';
 import type { Client, Store } from '../store/types.ts';
 import { StoreConflictError } from '../store/types.ts';
+import { USER_ATTRIBUTES } from './claims.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 
 export const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -35,14 +36,33 @@ export interface NewClientOptions {
 
 export const GRANT_TYPES = ['client_credentials', 'authorization_code', 'refresh_token'] as const;
 
+/** A registered JWK Set holds public asymmetric keys only (SMART Backend Services 'client-confidential-asymmetric'). */
+function checkJwks(jwks: Client['jwks']): void {
+  if (!jwks) return;
+  for (const k of jwks.keys) {
+    if (k.kty !== 'RSA' && k.kty !== 'EC' && k.kty !== 'OKP') throw new AdminError(`JWK Set: key type '${String(k.kty)}' is not an asymmetric public key`);
+    if ('d' in k || 'p' in k) throw new AdminError('JWK Set: holds a private key; register the public keys only');
+  }
+}
+
+function checkOptions(o: NewClientOptions): void {
+  for (const uri of o.redirectUris ?? []) {
+    if (!URL.canParse(uri) || uri.includes('#')) throw new AdminError(`invalid redirect URI '${uri}': an absolute URI without fragment`);
+  }
+  for (const a of o.readAttributes ?? []) {
+    if (!USER_ATTRIBUTES.includes(a)) throw new AdminError(`unknown user attribute '${a}': one of ${USER_ATTRIBUTES.join(', ')}`);
+  }
+  if (o.jwksUrl && !/^https?:\/\/[^\s]+$/.test(o.jwksUrl)) throw new AdminError(`invalid JWK Set URL '${o.jwksUrl}'`);
+  if (o.jwks && o.jwksUrl) throw new AdminError('register either a JWK Set or a JWK Set URL, not both');
+  checkJwks(o.jwks ?? null);
+}
+
 /** Registers a client; the secret (when one is issued) is returned once and stored only as a SHA-256 digest. */
 export async function createClient(store: Store, clock: Clock, o: NewClientOptions) {
   if (!(await store.tenants.get(o.tenant))) throw new AdminError(`tenant '${o.tenant}' does not exist`);
   const grants = o.grants?.length ? o.grants : ['client_credentials'];
   for (const g of grants) if (!(GRANT_TYPES as readonly string[]).includes(g)) throw new AdminError(`unknown grant type '${g}'`);
-  for (const uri of o.redirectUris ?? []) {
-    if (!URL.canParse(uri) || uri.includes('#')) throw new AdminError(`invalid redirect URI '${uri}': an absolute URI without fragment`);
-  }
+  checkOptions(o);
   if (grants.includes('authorization_code') && !o.redirectUris?.length) throw new AdminError('authorization_code clients need --redirect-uri');
   const hasKeys = !!o.jwks || !!o.jwksUrl;
   const secret = (o.secret ?? !hasKeys) ? randomToken(32) : null;

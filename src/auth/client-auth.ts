@@ -1,66 +1,67 @@
 import { OAuthError } from '../errors.ts';
 import type { Client } from '../store/types.ts';
+import { authenticateAssertion } from './client-assertion.ts';
+import { authenticateBasic } from './client-basic.ts';
 import type { AuthDeps } from './deps.ts';
-import { matchesDigest } from './secrets.ts';
 
-/** The token request as the endpoint received it. */
+export { parseBasic } from './client-basic.ts';
+
+/** A request to an endpoint that authenticates clients (token, revocation, introspection). */
 export interface TokenRequest {
   form: URLSearchParams;
   authorization: string | undefined;
 }
 
+/** RFC 7591 `token_endpoint_auth_method` names. */
+export type AuthMethod = 'client_secret_basic' | 'private_key_jwt' | 'none';
+
 export interface AuthenticatedClient {
   client: Client;
-  /** How it authenticated: RFC 7591 `token_endpoint_auth_method` names. */
-  method: 'client_secret_basic' | 'none';
+  method: AuthMethod;
 }
 
-/** Decodes HTTP Basic credentials; each part is form-url-decoded (RFC 6749 2.3.1, appendix B). */
-export function parseBasic(header: string): { id: string; secret: string } {
-  const raw = header.slice(6).trim();
-  let decoded: string;
-  try {
-    decoded = Buffer.from(raw, 'base64').toString('utf8');
-  } catch {
-    throw new OAuthError('invalid_client', 'malformed Basic credentials', 401, { 'WWW-Authenticate': 'Basic realm="cinder"' });
-  }
-  const colon = decoded.indexOf(':');
-  if (colon < 0 || !/^[A-Za-z0-9+/=]+$/.test(raw)) {
-    throw new OAuthError('invalid_client', 'malformed Basic credentials', 401, { 'WWW-Authenticate': 'Basic realm="cinder"' });
-  }
-  const dec = (s: string) => {
-    try {
-      return decodeURIComponent(s.replace(/\+/g, ' '));
-    } catch {
-      return s;
-    }
-  };
-  return { id: dec(decoded.slice(0, colon)), secret: dec(decoded.slice(colon + 1)) };
+/** Whether a client must prove its identity (it holds a secret or registered keys). */
+export function isConfidential(client: Client): boolean {
+  return client.secretHash !== null || client.jwks !== null || client.jwksUrl !== null;
 }
 
-const BASIC_FAIL = { 'WWW-Authenticate': 'Basic realm="cinder"' };
+function presentedMethods(req: TokenRequest): string[] {
+  const methods: string[] = [];
+  if (req.authorization !== undefined) methods.push(/^basic /i.test(req.authorization) ? 'basic' : 'other-header');
+  if (req.form.has('client_assertion') || req.form.has('client_assertion_type')) methods.push('assertion');
+  if (req.form.has('client_secret')) methods.push('secret-post');
+  return methods;
+}
+
+async function authenticatePublic(deps: AuthDeps, form: URLSearchParams): Promise<Client> {
+  const id = form.get('client_id');
+  if (id === null) throw new OAuthError('invalid_client', 'no client authentication and no client_id');
+  const client = id ? await deps.clients.get(id) : null;
+  if (!client || client.disabled) throw new OAuthError('invalid_client', 'unknown client');
+  if (isConfidential(client)) throw new OAuthError('invalid_client', 'this client must authenticate (HTTP Basic or private_key_jwt)');
+  return client;
+}
 
 /**
- * Authenticates the client of a token request (RFC 6749 2.3): HTTP Basic with its secret, or a public
- * client naming itself with `client_id`. A client that holds a secret must use it.
+ * Authenticates the client of a request (RFC 6749 2.3, 3.2.1): HTTP Basic with its secret, a
+ * `private_key_jwt` assertion (RFC 7523), or a public client naming itself with `client_id`.
+ * More than one method in a request is `invalid_request` (RFC 6749 2.3); every failed authentication
+ * is `invalid_client` (401 with a Basic challenge when Basic was used, otherwise 400).
+ * `audiences` are the values an assertion's `aud` may take.
  */
-export async function authenticateClient(deps: AuthDeps, req: TokenRequest): Promise<AuthenticatedClient> {
-  const auth = req.authorization;
-  const bodyId = req.form.get('client_id');
-  if (auth !== undefined && /^basic /i.test(auth)) {
-    const { id, secret } = parseBasic(auth);
-    if (bodyId !== null && bodyId !== id) throw new OAuthError('invalid_request', 'client_id in the body differs from the authenticated client');
-    const client = await deps.store.clients.get(id);
-    if (!client || client.disabled || client.secretHash === null || !matchesDigest(secret, client.secretHash)) {
-      throw new OAuthError('invalid_client', 'client authentication failed', 401, BASIC_FAIL);
-    }
-    return { client, method: 'client_secret_basic' };
+export async function authenticateClient(deps: AuthDeps, req: TokenRequest, audiences: string[]): Promise<AuthenticatedClient> {
+  const methods = presentedMethods(req);
+  if (methods.length > 1) throw new OAuthError('invalid_request', 'use exactly one client authentication method');
+  switch (methods[0]) {
+    case 'basic':
+      return { client: await authenticateBasic(deps.clients, req.authorization!, req.form.get('client_id')), method: 'client_secret_basic' };
+    case 'assertion':
+      return { client: await authenticateAssertion(deps, req.form, audiences), method: 'private_key_jwt' };
+    case 'secret-post':
+      throw new OAuthError('invalid_client', 'client_secret_post is not supported: send the secret with HTTP Basic');
+    case 'other-header':
+      throw new OAuthError('invalid_client', 'unsupported Authorization scheme: use HTTP Basic');
+    default:
+      return { client: await authenticatePublic(deps, req.form), method: 'none' };
   }
-  if (bodyId === null) throw new OAuthError('invalid_client', 'no client authentication and no client_id', 401);
-  const client = await deps.store.clients.get(bodyId);
-  if (!client || client.disabled) throw new OAuthError('invalid_client', 'unknown client', 401);
-  if (client.secretHash !== null || client.jwks !== null || client.jwksUrl !== null) {
-    throw new OAuthError('invalid_client', 'this client must authenticate', 401);
-  }
-  return { client, method: 'none' };
 }

@@ -2,7 +2,13 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
+import { createKeySetResolver, type KeySetResolver } from './client-assertion.ts';
+import { createClientCache, type ClientLookup } from './client-cache.ts';
+import { createJwksFetcher, type JwksFetcher } from './jwks-fetch.ts';
 import type { KeyRing } from './keys.ts';
+import { createRateLimits, type RateLimits } from './rate-limit.ts';
+import { createRevocationList, type RevocationList } from './revocation.ts';
+import { createTokenVerifier, type TokenVerifier } from './tokens.ts';
 
 /** What the authorization server's functions need; built once in createApp. */
 export interface AuthDeps {
@@ -11,6 +17,40 @@ export interface AuthDeps {
   clock: Clock;
   config: Config;
   log: Logger;
+  /** Clients' registered JWK Set URLs (private_key_jwt). */
+  jwks: JwksFetcher;
+  /** Verification key resolvers per JWK Set, reused while the set is cached. */
+  keySets: KeySetResolver;
+  /** Revoked access tokens and grants, mirrored in memory for the bearer check. */
+  revocations: RevocationList;
+  limits: RateLimits;
+  /** Client records for client authentication, cached for a few seconds. */
+  clients: ClientLookup;
+  /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
+  verifyAccess: TokenVerifier;
+}
+
+export interface AuthDepsInput {
+  store: Store;
+  keys: KeyRing;
+  clock: Clock;
+  config: Config;
+  log: Logger;
+  /** Overrides the fetch used for JWK Set URLs. */
+  fetch?: typeof fetch;
+}
+
+/** Builds the authorization server's per-app state (caches, limiters); STYLE rule 1, no globals. */
+export function createAuthDeps(i: AuthDepsInput): AuthDeps {
+  const revocations = createRevocationList(i.store, i.clock);
+  return {
+    store: i.store, keys: i.keys, clock: i.clock, config: i.config, log: i.log, revocations,
+    jwks: createJwksFetcher(i.clock, i.fetch ? { fetch: i.fetch } : {}),
+    keySets: createKeySetResolver(),
+    limits: createRateLimits(i.config, i.store, i.clock),
+    clients: createClientCache(i.store, i.clock),
+    verifyAccess: createTokenVerifier(i.keys, i.clock, i.config.baseUrl, revocations),
+  };
 }
 
 /** The FHIR base URL of a tenant: the audience of its access tokens. */

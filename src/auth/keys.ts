@@ -15,8 +15,13 @@ interface LoadedKey {
 export interface KeyRing {
   /** Creates a key for every algorithm without an active one; loads the rest. Call at start. */
   init(): Promise<void>;
-  /** The active key for `alg`. */
+  /** The active key for `alg` as last loaded. */
   signingKey(alg: SigningAlg): LoadedKey;
+  /**
+   * The active key for `alg`, reloading from the database first when the last load is older than a
+   * minute, so a rotation by another process (`cinder keys rotate`) takes effect everywhere.
+   */
+  currentKey(alg: SigningAlg): Promise<LoadedKey>;
   /** Public key for `kid`, reloading from the database once for a kid this process has not seen. */
   verificationKey(kid: string): Promise<CryptoKey | null>;
   /** The published JWK Set (active keys and retired ones still within the longest token lifetime). */
@@ -26,6 +31,9 @@ export interface KeyRing {
 }
 
 const ALGS: SigningAlg[] = ['ES256', 'RS256'];
+
+/** How often a process re-reads the active keys; retired keys stay published this much longer. */
+export const KEY_RELOAD_MS = 60_000;
 
 async function newKey(alg: SigningAlg, now: number): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
@@ -50,11 +58,13 @@ async function load(record: SigningKey): Promise<LoadedKey> {
 export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): KeyRing {
   const loaded = new Map<string, LoadedKey>();
   const active = new Map<SigningAlg, LoadedKey>();
+  const publishedSince = () => clock.now() - maxTokenTtl * 1000 - 2 * KEY_RELOAD_MS;
   let lastReload = 0;
+  let reloading: Promise<void> | null = null;
 
   async function reload(): Promise<void> {
     lastReload = clock.now();
-    const records = await store.keys.list(clock.now() - maxTokenTtl * 1000);
+    const records = await store.keys.list(publishedSince());
     for (const r of records) if (!loaded.has(r.kid)) loaded.set(r.kid, await load(r));
     active.clear();
     for (const r of records) {
@@ -73,6 +83,12 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
     return kids;
   }
 
+  function signingKey(alg: SigningAlg): LoadedKey {
+    const k = active.get(alg);
+    if (!k) throw new Error(`no active ${alg} signing key; KeyRing.init() was not called`);
+    return k;
+  }
+
   return {
     async init() {
       await reload();
@@ -82,17 +98,20 @@ export function createKeyRing(store: Store, clock: Clock, maxTokenTtl: number): 
         await reload();
       }
     },
-    signingKey(alg) {
-      const k = active.get(alg);
-      if (!k) throw new Error(`no active ${alg} signing key; KeyRing.init() was not called`);
-      return k;
+    signingKey,
+    async currentKey(alg) {
+      if (clock.now() - lastReload > KEY_RELOAD_MS || clock.now() < lastReload) {
+        reloading ??= reload().finally(() => (reloading = null));
+        await reloading;
+      }
+      return signingKey(alg);
     },
     async verificationKey(kid) {
       if (!loaded.has(kid) && clock.now() - lastReload > 1000) await reload();
       return loaded.get(kid)?.publicKey ?? null;
     },
     async jwks() {
-      const records = await store.keys.list(clock.now() - maxTokenTtl * 1000);
+      const records = await store.keys.list(publishedSince());
       return { keys: records.map((r) => r.publicJwk) };
     },
     async rotate() {

@@ -1,11 +1,12 @@
 import { OAuthError } from '../errors.ts';
-import { authenticateClient, type TokenRequest } from './client-auth.ts';
-import type { AuthDeps } from './deps.ts';
+import { authenticateClient, type AuthenticatedClient, type TokenRequest } from './client-auth.ts';
+import { tokenEndpoint, type AuthDeps } from './deps.ts';
 import { grants } from './grants/index.ts';
-import type { TokenResponse } from './grants/types.ts';
+import type { Grant, TokenResponse } from './grants/types.ts';
+import { enforce } from './rate-limit.ts';
 
 /** RFC 6749 3.2: parameters must not be included more than once. */
-function rejectDuplicates(form: URLSearchParams): void {
+export function rejectDuplicates(form: URLSearchParams): void {
   const seen = new Set<string>();
   for (const key of form.keys()) {
     if (seen.has(key)) throw new OAuthError('invalid_request', `parameter '${key}' is repeated`);
@@ -13,7 +14,7 @@ function rejectDuplicates(form: URLSearchParams): void {
   }
 }
 
-function grantFor(form: URLSearchParams) {
+function supportedGrant(form: URLSearchParams): Grant {
   const type = form.get('grant_type');
   if (!type) throw new OAuthError('invalid_request', 'grant_type is required');
   const grant = grants.get(type);
@@ -21,16 +22,28 @@ function grantFor(form: URLSearchParams) {
   return grant;
 }
 
-/**
- * The token endpoint (RFC 6749 3.2) as a pipeline: form checks -> client authentication -> grant
- * supported -> grant allowed for the client -> grant handler.
- */
-export async function handleTokenRequest(deps: AuthDeps, req: TokenRequest): Promise<TokenResponse> {
-  rejectDuplicates(req.form);
-  const grant = grantFor(req.form);
-  const client = await authenticateClient(deps, req);
-  if (!client.client.grants.includes(grant.grantType)) {
+function allowedGrant(grant: Grant, { client }: AuthenticatedClient): void {
+  if (!client.grants.includes(grant.grantType)) {
     throw new OAuthError('unauthorized_client', `this client may not use the ${grant.grantType} grant`);
   }
+}
+
+/** Values a client assertion's `aud` may take at an endpoint: its URL or the issuer (RFC 7523 3, SMART). */
+export function assertionAudiences(baseUrl: string, endpointUrl: string): string[] {
+  return [endpointUrl, baseUrl, `${baseUrl}/`];
+}
+
+/**
+ * The token endpoint (RFC 6749 3.2) as a pipeline: client authentication -> per-client rate limit ->
+ * duplicate-parameter check -> grant type supported -> grant allowed for the client -> grant handler.
+ * (No-cache headers, the form-body check and the per-IP limit are the HTTP layer's.)
+ */
+export async function handleTokenRequest(deps: AuthDeps, req: TokenRequest): Promise<TokenResponse> {
+  const url = tokenEndpoint(deps.config.baseUrl);
+  const client = await authenticateClient(deps, req, assertionAudiences(deps.config.baseUrl, url));
+  enforce(deps.limits.tokenClient, client.client.clientId);
+  rejectDuplicates(req.form);
+  const grant = supportedGrant(req.form);
+  allowedGrant(grant, client);
   return grant.handle(deps, client, req.form);
 }

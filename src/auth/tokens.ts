@@ -1,7 +1,11 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
+import { createHash } from 'node:crypto';
 import type { Clock } from '../clock.ts';
 import type { KeyRing } from './keys.ts';
 import { randomToken } from './secrets.ts';
+
+/** Longest lifetime any Cinder token may have (per-client overrides included); bounds key publication. */
+export const MAX_TOKEN_TTL = 86400;
 
 /** Claims of a Cinder access token beyond the registered ones. */
 export interface AccessClaims {
@@ -12,13 +16,15 @@ export interface AccessClaims {
   tenant: string;
   patient?: string;
   fhirUser?: string;
+  /** The grant (login) the token was issued from; revoking the grant revokes the token. */
+  gid?: string;
 }
 
 export type VerifiedToken = AccessClaims & { exp: number; iat: number; jti: string; iss: string };
 
 /** Signs an access token (JWT, ES256, RFC 9068 `at+jwt`) valid for `ttl` seconds. */
 export async function signAccessToken(keys: KeyRing, clock: Clock, issuer: string, claims: AccessClaims, ttl: number) {
-  const key = keys.signingKey('ES256');
+  const key = await keys.currentKey('ES256');
   const iat = Math.floor(clock.now() / 1000);
   const token = await new SignJWT({ ...claims })
     .setProtectedHeader({ alg: 'ES256', kid: key.record.kid, typ: 'at+jwt' })
@@ -30,44 +36,88 @@ export async function signAccessToken(keys: KeyRing, clock: Clock, issuer: strin
   return { token, expiresIn: ttl };
 }
 
+/** OIDC Core 3.1.3.6 `at_hash`: base64url of the left half of the SHA-256 of the access token (RS256). */
+export function atHash(accessToken: string): string {
+  return createHash('sha256').update(accessToken).digest().subarray(0, 16).toString('base64url');
+}
+
+export interface IdTokenInput {
+  sub: string;
+  /** The client id. */
+  aud: string;
+  /** Epoch seconds of the sign-in. */
+  authTime: number;
+  nonce: string | null;
+  accessToken: string;
+  /** User claims the granted scopes release (OIDC Core 5.4). */
+  claims: Record<string, unknown>;
+}
+
+/** Signs an OpenID Connect id_token (OIDC Core 2) with the RS256 key, as OIDC requires servers to support. */
+export async function signIdToken(keys: KeyRing, clock: Clock, issuer: string, input: IdTokenInput, ttl: number): Promise<string> {
+  const key = await keys.currentKey('RS256');
+  const iat = Math.floor(clock.now() / 1000);
+  const payload: JWTPayload = { ...input.claims, auth_time: input.authTime, at_hash: atHash(input.accessToken) };
+  if (input.nonce) payload.nonce = input.nonce;
+  return new SignJWT(payload)
+    .setProtectedHeader({ alg: 'RS256', kid: key.record.kid, typ: 'JWT' })
+    .setIssuer(issuer)
+    .setSubject(input.sub)
+    .setAudience(input.aud)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + ttl)
+    .sign(key.privateKey);
+}
+
 export class InvalidTokenError extends Error {
   override name = 'InvalidTokenError';
 }
 
+/** Decides whether a verified token has been revoked (src/auth/revocation.ts). */
+export interface RevocationCheck {
+  isRevoked(token: VerifiedToken): Promise<boolean>;
+}
+
+async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, token: string): Promise<VerifiedToken> {
+  let kid: string | undefined;
+  try {
+    kid = decodeProtectedHeader(token).kid;
+  } catch (err) {
+    throw new InvalidTokenError('the access token is malformed', { cause: err });
+  }
+  const key = kid ? await keys.verificationKey(kid) : null;
+  if (!key) throw new InvalidTokenError('the access token was not signed by this server');
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(token, key, {
+      issuer, algorithms: ['ES256'], typ: 'at+jwt', currentDate: new Date(clock.now()), requiredClaims: ['exp', 'sub', 'jti'],
+    }));
+  } catch (err) {
+    const msg = err instanceof joseErrors.JWTExpired ? 'the access token has expired' : 'the access token is invalid';
+    throw new InvalidTokenError(msg, { cause: err });
+  }
+  if (typeof payload.tenant !== 'string' || typeof payload.scope !== 'string') throw new InvalidTokenError('the access token lacks tenant or scope');
+  return payload as unknown as VerifiedToken;
+}
+
 /**
  * Verifies access tokens locally (no database read) and remembers verified ones until they expire,
- * so a token is checked cryptographically once per process.
+ * so a token is checked cryptographically once per process. `revocations` is asked on every use.
  */
-export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string, cacheSize = 50_000) {
+export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string, revocations: RevocationCheck | null = null, cacheSize = 50_000) {
   const cache = new Map<string, VerifiedToken>();
   return async function verify(token: string): Promise<VerifiedToken> {
-    const hit = cache.get(token);
-    if (hit) {
-      if (hit.exp * 1000 > clock.now()) return hit;
+    let verified = cache.get(token);
+    if (verified && verified.exp * 1000 <= clock.now()) {
       cache.delete(token);
       throw new InvalidTokenError('the access token has expired');
     }
-    let kid: string | undefined;
-    try {
-      kid = decodeProtectedHeader(token).kid;
-    } catch (err) {
-      throw new InvalidTokenError('the access token is malformed', { cause: err });
+    if (!verified) {
+      verified = await verifySignature(keys, clock, issuer, token);
+      if (cache.size >= cacheSize) cache.clear();
+      cache.set(token, verified);
     }
-    const key = kid ? await keys.verificationKey(kid) : null;
-    if (!key) throw new InvalidTokenError('the access token was not signed by this server');
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, key, {
-        issuer, algorithms: ['ES256'], typ: 'at+jwt', currentDate: new Date(clock.now()), requiredClaims: ['exp', 'sub', 'jti'],
-      }));
-    } catch (err) {
-      const msg = err instanceof joseErrors.JWTExpired ? 'the access token has expired' : 'the access token is invalid';
-      throw new InvalidTokenError(msg, { cause: err });
-    }
-    if (typeof payload.tenant !== 'string' || typeof payload.scope !== 'string') throw new InvalidTokenError('the access token lacks tenant or scope');
-    const verified = payload as unknown as VerifiedToken;
-    if (cache.size >= cacheSize) cache.clear();
-    cache.set(token, verified);
+    if (revocations && (await revocations.isRevoked(verified))) throw new InvalidTokenError('the access token has been revoked');
     return verified;
   };
 }

@@ -1,4 +1,5 @@
 import { createKeyRing } from '../auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../auth/tokens.ts';
 import { systemClock } from '../clock.ts';
 import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
@@ -12,7 +13,7 @@ export async function openContext(io: CliIO, flags: Record<string, string> = {},
   const log = createLogger(config.logLevel);
   const store: Store = openStore(config.databaseUrl);
   if (migrate) await store.migrate();
-  const keys = createKeyRing(store, systemClock, config.accessTokenTtl);
+  const keys = createKeyRing(store, systemClock, MAX_TOKEN_TTL);
   return { config, log, store, keys, clock: systemClock };
 }
 

@@ -4,12 +4,16 @@ import { clientCreateCommand } from './client.ts';
 import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
+import { keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
 import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
+import { userCreateCommand } from './user.ts';
 
 /** Every `cinder` subcommand. */
-export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, importCommand, migrateCommand, healthcheckCommand];
+export const commands: Command[] = [
+  serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, importCommand, migrateCommand, healthcheckCommand,
+];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

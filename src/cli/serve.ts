@@ -27,6 +27,11 @@ export const serveCommand: Command = {
     const metrics = createMetrics();
     const app = createApp({ config, store, keys, clock, log, metrics, isDraining: () => draining });
     const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024 });
+    // Expired codes, refresh tokens, assertion jtis, revocations and login counters go every ten minutes.
+    const purge = setInterval(() => {
+      store.oauth.purgeExpired(clock.now()).catch((err: unknown) => log.warn('purging expired OAuth state failed', { err }));
+    }, 10 * 60_000);
+    purge.unref();
     const fhirBase = `${config.baseUrl}/tenants/default/fhir/R4`;
     if (first) {
       io.stdout(
@@ -40,6 +45,7 @@ export const serveCommand: Command = {
       const stop = async (signal: string) => {
         if (draining) return;
         draining = true;
+        clearInterval(purge);
         log.info('draining', { signal });
         await server.stop(false);
         await store.close();

@@ -1,9 +1,19 @@
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
+import { cors } from 'hono/cors';
+import type { TokenRequest } from '../auth/client-auth.ts';
 import type { AuthDeps } from '../auth/deps.ts';
+import { openidConfiguration, smartConfiguration } from '../auth/discovery.ts';
+import { introspectToken } from '../auth/introspect.ts';
+import { enforce } from '../auth/rate-limit.ts';
+import { revokeToken } from '../auth/revoke.ts';
 import { handleTokenRequest } from '../auth/token-endpoint.ts';
+import { InvalidTokenError } from '../auth/tokens.ts';
+import { userInfo } from '../auth/userinfo.ts';
 import { OAuthError } from '../errors.ts';
 import { readLimited } from './body.ts';
+import { clientIp } from './client-ip.ts';
 
+const JSON_TYPE = 'application/json;charset=UTF-8';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 const FORM_LIMIT = 64 * 1024;
 
@@ -13,26 +23,69 @@ export async function readForm(req: Request): Promise<URLSearchParams> {
   if (type !== 'application/x-www-form-urlencoded') {
     throw new OAuthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
-  let text: string;
+  const declared = Number(req.headers.get('content-length') ?? NaN);
+  if (declared > FORM_LIMIT) throw new OAuthError('invalid_request', 'the request body is too large');
+  // With a declared length the server reads exactly that much: req.text() is far cheaper than a stream reader.
+  if (Number.isInteger(declared)) return new URLSearchParams(await req.text());
   try {
-    text = await readLimited(req, FORM_LIMIT);
+    return new URLSearchParams(await readLimited(req, FORM_LIMIT));
   } catch (err) {
     throw new OAuthError('invalid_request', 'the request body is too large', 400, {}, { cause: err });
   }
-  return new URLSearchParams(text);
 }
 
-/** The authorization server's HTTP routes (global, not per tenant). */
+/** Rate limit per IP, then the form body only (RFC 6749 3.2: parameters in the body, none in the query). */
+async function tokenRequest(deps: AuthDeps, c: Context): Promise<TokenRequest> {
+  enforce(deps.limits.tokenIp, clientIp(c, deps.config.trustProxy === 'on'));
+  if (new URL(c.req.url).search.length > 1) throw new OAuthError('invalid_request', 'send the parameters in the form body, not in the query string');
+  return { form: await readForm(c.req.raw), authorization: c.req.header('authorization') };
+}
+
+function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': JSON_TYPE, ...headers } });
+}
+
+const postOnly = () => {
+  throw new OAuthError('invalid_request', 'this endpoint accepts POST only', 405, { Allow: 'POST' });
+};
+
+async function bearerUserInfo(deps: AuthDeps, c: Context): Promise<Response> {
+  const m = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(c.req.header('authorization') ?? '');
+  if (!m) throw new OAuthError('invalid_token', 'a bearer access token is required', 401, { 'WWW-Authenticate': 'Bearer realm="cinder"' });
+  let token;
+  try {
+    token = await deps.verifyAccess(m[1]!);
+  } catch (err) {
+    if (!(err instanceof InvalidTokenError)) throw err;
+    const challenge = `Bearer realm="cinder", error="invalid_token", error_description="${err.message}"`;
+    throw new OAuthError('invalid_token', err.message, 401, { 'WWW-Authenticate': challenge }, { cause: err });
+  }
+  return json(await userInfo(deps, token), 200, NO_STORE);
+}
+
+/** `.well-known/smart-configuration` (SMART App Launch 2.x), served at the root and under each FHIR base. */
+export function smartConfigurationResponse(baseUrl: string): Response {
+  return json(smartConfiguration(baseUrl), 200, { 'Cache-Control': 'public, max-age=300', 'Access-Control-Allow-Origin': '*' });
+}
+
+/** The authorization server's JSON endpoints (global, not per tenant); the login page is in authorize.ts. */
 export function oauthRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
-  app.post('/oauth2/token', async (c) => {
-    const form = await readForm(c.req.raw);
-    const body = await handleTokenRequest(deps, { form, authorization: c.req.header('authorization') });
-    return new Response(JSON.stringify(body), { status: 200, headers: { 'Content-Type': 'application/json;charset=UTF-8', ...NO_STORE } });
+  const base = deps.config.baseUrl;
+  // Browser-based (public) SMART apps call these cross-origin; none of them uses cookies.
+  app.use('/oauth2/token', cors({ origin: '*', allowMethods: ['POST'], maxAge: 600 }));
+  app.use('/oauth2/:endpoint{(revoke|userinfo|jwks)}', cors({ origin: '*', allowHeaders: ['Authorization', 'Content-Type'], maxAge: 600 }));
+  app.use('/.well-known/*', cors({ origin: '*' }));
+  app.post('/oauth2/token', async (c) => json(await handleTokenRequest(deps, await tokenRequest(deps, c)), 200, NO_STORE));
+  app.post('/oauth2/revoke', async (c) => {
+    await revokeToken(deps, await tokenRequest(deps, c));
+    return new Response(null, { status: 200, headers: NO_STORE });
   });
-  app.all('/oauth2/token', () => {
-    throw new OAuthError('invalid_request', 'the token endpoint accepts POST only', 405, { Allow: 'POST' });
-  });
+  app.post('/oauth2/introspect', async (c) => json(await introspectToken(deps, await tokenRequest(deps, c)), 200, NO_STORE));
+  for (const path of ['/oauth2/token', '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
+  app.on(['GET', 'POST'], '/oauth2/userinfo', (c) => bearerUserInfo(deps, c));
   app.get('/oauth2/jwks', async (c) => c.json(await deps.keys.jwks(), 200, { 'Cache-Control': 'public, max-age=300' }));
+  app.get('/.well-known/openid-configuration', () => json(openidConfiguration(base), 200, { 'Cache-Control': 'public, max-age=300' }));
+  app.get('/.well-known/smart-configuration', () => smartConfigurationResponse(base));
   return app;
 }

@@ -11,9 +11,12 @@ import {
 import type { OperationInput, OperationParameters, OperationSpec } from '../terminology/input/parameters.ts';
 import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
 import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
+import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
 import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
 import { validationParameters } from '../terminology/ops/validation-result.ts';
+import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
+import type { TerminologyContext } from '../terminology/context.ts';
 import type { Terminology } from '../terminology/create.ts';
 import { readFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
@@ -29,7 +32,10 @@ export interface TerminologyRouteDeps {
 
 const OPERATION = 'http://hl7.org/fhir/OperationDefinition/';
 
-/** The terminology operations as listed in the CapabilityStatement. */
+/**
+ * The terminology operations as listed in the CapabilityStatement (R4 lists an operation once per
+ * resource type; its OperationDefinition says it runs at type and instance level).
+ */
 export const terminologyCapabilities: CapabilityContribution = {
   operations: [
     { name: 'validate-code', definition: `${OPERATION}ValueSet-validate-code`, types: ['ValueSet'] },
@@ -41,7 +47,8 @@ export const terminologyCapabilities: CapabilityContribution = {
 
 /**
  * FHIR terminology operations (interface "ValueSet validate-code", FHIR R4 ValueSet/CodeSystem
- * operations), POST with a Parameters body or GET with primitive inputs in the query.
+ * operations) at type and instance level, POST with a Parameters body or GET with primitive
+ * inputs in the query.
  * Mounted on `{fhir_base}` behind bearer auth, before the generic resource routes.
  */
 export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
@@ -59,13 +66,16 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     return fhirJson(validationParameters(result));
   };
   const validateCs = async (c: Context<AppEnv>) => {
-    const input = codeSystemValidateCodeInput(await inputs(c, codeSystemValidateCodeParams));
-    const result = await validateCodeSystemCode(input, { terminology: await context(c, 'CodeSystem') });
-    return fhirJson(validationParameters(result));
+    const raw = await inputs(c, codeSystemValidateCodeParams);
+    const terminology = await context(c, 'CodeSystem');
+    const input = codeSystemValidateCodeInput(raw, await instance(c, terminology));
+    return fhirJson(validationParameters(await validateCodeSystemCode(input, { terminology })));
   };
   const lookup = async (c: Context<AppEnv>) => {
-    const input = lookupInput(await inputs(c, lookupParams));
-    return fhirJson(await lookupCode(input, { terminology: await context(c, 'CodeSystem') }));
+    const raw = await inputs(c, lookupParams);
+    const terminology = await context(c, 'CodeSystem');
+    const input = lookupInput(raw, await instance(c, terminology));
+    return fhirJson(await lookupCode(input, { terminology }));
   };
   const expand = async (c: Context<AppEnv>) => {
     const input = expandInput(await inputs(c, expandParams), c.req.param('id'));
@@ -80,9 +90,17 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     app.on(method, '/ValueSet/$expand', expand);
     app.on(method, '/ValueSet/:id/$expand', expand);
     app.on(method, '/CodeSystem/$validate-code', validateCs);
+    app.on(method, '/CodeSystem/:id/$validate-code', validateCs);
     app.on(method, '/CodeSystem/$lookup', lookup);
+    app.on(method, '/CodeSystem/:id/$lookup', lookup);
   }
   return app;
+}
+
+/** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */
+function instance(c: Context<AppEnv>, terminology: TerminologyContext): Promise<CodeSystemIndex> | undefined {
+  const id = c.req.param('id');
+  return id === undefined ? undefined : codeSystemInstance(terminology, id);
 }
 
 /**

@@ -4,6 +4,8 @@ import { compileValueSet, type ImportResolver } from './compile/compile-value-se
 import type { CompiledValueSet } from './compile/compiled-value-set.ts';
 import type { IndexCache } from './compile/index-cache.ts';
 import type { CodeSystemLookup } from './compile/membership.ts';
+import { invalid } from './errors.ts';
+import type { DatePeriod } from './model/date-time.ts';
 import type { ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
 import { splitCanonical } from './version.ts';
@@ -12,21 +14,34 @@ import { splitCanonical } from './version.ts';
 export interface TerminologyContext extends CodeSystemLookup {
   valueSet(url: string, version?: string): Promise<CompiledValueSet | null>;
   valueSetById(id: string): Promise<CompiledValueSet | null>;
+  codeSystemById(id: string): Promise<CodeSystemIndex | null>;
   /** Compiles a ValueSet supplied with the request (not cached; its imports are). */
   compile(vs: ValueSet): Promise<CompiledValueSet>;
+  /**
+   * The same terminology as it was at `date` (the R4 `date` input): every CodeSystem and
+   * ValueSet not named with an explicit version is chosen among the versions in effect then
+   * (see pickVersion); undefined gives the current terminology.
+   */
+  at(date: DatePeriod | undefined): TerminologyContext;
 }
 
 type Pending<T> = Promise<T | null>;
 
+const dateKey = (asOf: DatePeriod | undefined): string => (asOf === undefined ? '' : String(asOf.end));
+const canonicalKey = (url: string, version: string | undefined, asOf: DatePeriod | undefined): string =>
+  `${url}|${version ?? ''}|${dateKey(asOf)}`;
+
 /**
  * The per-tenant cache of compiled terminology. Every cached value is dropped when the source's
  * change token moves; concurrent first requests share one load. Imports are compiled without
- * waiting on other requests' in-flight loads, so an import cycle cannot deadlock.
+ * waiting on other requests' in-flight loads, so an import cycle cannot deadlock. Values chosen
+ * for a `date` are cached under that date beside the current ones.
  */
-export class CachedTerminology implements TerminologyContext, ImportResolver {
+export class CachedTerminology {
   private token: string | undefined;
   private generation = 0;
   private readonly codeSystems: BoundedCache<string, Pending<CodeSystemIndex>>;
+  private readonly codeSystemsById: BoundedCache<string, Pending<CodeSystemIndex>>;
   private readonly valueSets: BoundedCache<string, Pending<CompiledValueSet>>;
   private readonly byId: BoundedCache<string, Pending<CompiledValueSet>>;
   private readonly settled: BoundedCache<string, CompiledValueSet | null>;
@@ -37,6 +52,7 @@ export class CachedTerminology implements TerminologyContext, ImportResolver {
     capacity = 10_000,
   ) {
     this.codeSystems = new BoundedCache(capacity);
+    this.codeSystemsById = new BoundedCache(capacity);
     this.valueSets = new BoundedCache(capacity);
     this.byId = new BoundedCache(capacity);
     this.settled = new BoundedCache(capacity);
@@ -48,46 +64,55 @@ export class CachedTerminology implements TerminologyContext, ImportResolver {
     if (token === this.token) return;
     this.token = token;
     this.generation++;
-    this.codeSystems.clear();
-    this.valueSets.clear();
-    this.byId.clear();
-    this.settled.clear();
+    for (const cache of [this.codeSystems, this.codeSystemsById, this.valueSets, this.byId, this.settled]) cache.clear();
   }
 
-  codeSystem(url: string, version?: string): Promise<CodeSystemIndex | null> {
-    return this.shared(this.codeSystems, `${url}|${version ?? ''}`, async () => {
-      const cs = await this.source.codeSystem(url, version);
+  /** The tenant's terminology as of `asOf` (the current one when undefined). */
+  view(asOf?: DatePeriod): TerminologyContext & ImportResolver {
+    return new TerminologyView(this, asOf);
+  }
+
+  codeSystem(url: string, version: string | undefined, asOf: DatePeriod | undefined): Pending<CodeSystemIndex> {
+    const when = version === undefined ? asOf : undefined;
+    return this.shared(this.codeSystems, canonicalKey(url, version, when), async () => {
+      const cs = await this.source.codeSystem(url, version, when);
       return cs === null ? null : this.indexes.indexOf(cs);
     });
   }
 
-  valueSet(url: string, version?: string): Promise<CompiledValueSet | null> {
-    return this.shared(this.valueSets, `${url}|${version ?? ''}`, () => this.load(url, version, []));
-  }
-
-  valueSetById(id: string): Promise<CompiledValueSet | null> {
-    return this.shared(this.byId, id, async () => {
-      const vs = await this.source.valueSetById(id);
-      return vs === null ? null : compileValueSet(vs, this);
+  codeSystemById(id: string): Pending<CodeSystemIndex> {
+    return this.shared(this.codeSystemsById, id, async () => {
+      const cs = await this.source.codeSystemById(id);
+      if (cs === null) return null;
+      const index = this.indexes.indexOf(cs);
+      if (index === null) throw invalid(`CodeSystem/${id} has no url, so its codes cannot be referenced`);
+      return index;
     });
   }
 
-  compile(vs: ValueSet): Promise<CompiledValueSet> {
-    return compileValueSet(vs, this);
+  valueSet(url: string, version: string | undefined, asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
+    return this.shared(this.valueSets, canonicalKey(url, version, asOf), () => this.load(url, version, asOf, []));
   }
 
-  async importValueSet(canonical: string, stack: readonly string[]): Promise<CompiledValueSet | null> {
+  valueSetById(id: string, asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
+    return this.shared(this.byId, `${id}|${dateKey(asOf)}`, async () => {
+      const vs = await this.source.valueSetById(id);
+      return vs === null ? null : compileValueSet(vs, this.view(asOf));
+    });
+  }
+
+  async importValueSet(canonical: string, stack: readonly string[], asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
     const { url, version } = splitCanonical(canonical);
-    const key = `${url}|${version ?? ''}`;
+    const key = canonicalKey(url, version, asOf);
     const done = this.settled.get(key);
-    return done !== undefined || this.settled.has(key) ? (done ?? null) : this.load(url, version, stack);
+    return done !== undefined || this.settled.has(key) ? (done ?? null) : this.load(url, version, asOf, stack);
   }
 
-  private async load(url: string, version: string | undefined, stack: readonly string[]): Promise<CompiledValueSet | null> {
+  private async load(url: string, version: string | undefined, asOf: DatePeriod | undefined, stack: readonly string[]): Pending<CompiledValueSet> {
     const generation = this.generation;
-    const vs = await this.source.valueSet(url, version);
-    const compiled = vs === null ? null : await compileValueSet(vs, this, stack);
-    if (generation === this.generation) this.settled.set(`${url}|${version ?? ''}`, compiled);
+    const vs = await this.source.valueSet(url, version, version === undefined ? asOf : undefined);
+    const compiled = vs === null ? null : await compileValueSet(vs, this.view(asOf), stack);
+    if (generation === this.generation) this.settled.set(canonicalKey(url, version, asOf), compiled);
     return compiled;
   }
 
@@ -99,5 +124,41 @@ export class CachedTerminology implements TerminologyContext, ImportResolver {
     cache.set(key, pending);
     pending.catch(() => cache.deleteIf(key, pending));
     return pending;
+  }
+}
+
+/** The cached terminology of a tenant seen at one date (or now); cheap to create per request. */
+class TerminologyView implements TerminologyContext, ImportResolver {
+  constructor(
+    private readonly cache: CachedTerminology,
+    readonly asOf: DatePeriod | undefined,
+  ) {}
+
+  codeSystem(url: string, version?: string): Pending<CodeSystemIndex> {
+    return this.cache.codeSystem(url, version, this.asOf);
+  }
+
+  codeSystemById(id: string): Pending<CodeSystemIndex> {
+    return this.cache.codeSystemById(id);
+  }
+
+  valueSet(url: string, version?: string): Pending<CompiledValueSet> {
+    return this.cache.valueSet(url, version, this.asOf);
+  }
+
+  valueSetById(id: string): Pending<CompiledValueSet> {
+    return this.cache.valueSetById(id, this.asOf);
+  }
+
+  compile(vs: ValueSet): Promise<CompiledValueSet> {
+    return compileValueSet(vs, this);
+  }
+
+  importValueSet(canonical: string, stack: readonly string[]): Pending<CompiledValueSet> {
+    return this.cache.importValueSet(canonical, stack, this.asOf);
+  }
+
+  at(date: DatePeriod | undefined): TerminologyContext {
+    return date === this.asOf ? this : this.cache.view(date);
   }
 }

@@ -7,12 +7,13 @@ import type { TerminologySource } from './source.ts';
  */
 export function layeredSource(tenant: TerminologySource, core: TerminologySource): TerminologySource {
   return {
-    async codeSystem(url, version) {
-      return (await tenant.codeSystem(url, version)) ?? core.codeSystem(url, version);
+    async codeSystem(url, version, asOf) {
+      return (await tenant.codeSystem(url, version, asOf)) ?? core.codeSystem(url, version, asOf);
     },
-    async valueSet(url, version) {
-      return (await tenant.valueSet(url, version)) ?? core.valueSet(url, version);
+    async valueSet(url, version, asOf) {
+      return (await tenant.valueSet(url, version, asOf)) ?? core.valueSet(url, version, asOf);
     },
+    codeSystemById: (id) => tenant.codeSystemById(id),
     valueSetById: (id) => tenant.valueSetById(id),
     changeToken: () => tenant.changeToken(),
   };

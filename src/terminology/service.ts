@@ -33,6 +33,6 @@ export class TerminologyService {
       this.tenants.set(tenant, cached);
     }
     await cached.refresh();
-    return cached;
+    return cached.view();
   }
 }

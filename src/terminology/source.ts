@@ -1,15 +1,22 @@
 import type { CodeSystem } from './model/code-system.ts';
+import type { DatePeriod } from './model/date-time.ts';
 import type { ValueSet } from './model/value-set.ts';
 
 /**
  * Where the terminology engine reads CodeSystem and ValueSet resources from, for one tenant.
- * Implementations return validated resources (see parseCodeSystem / parseValueSet).
+ * Implementations return validated resources (see parseCodeSystem / parseValueSet) and choose
+ * among the versions of a canonical URL with `pickVersion`.
  */
 export interface TerminologySource {
-  /** The CodeSystem with this canonical URL; the latest version when none is given. */
-  codeSystem(url: string, version?: string): Promise<CodeSystem | null>;
-  /** The ValueSet with this canonical URL; the latest version when none is given. */
-  valueSet(url: string, version?: string): Promise<ValueSet | null>;
+  /**
+   * The CodeSystem with this canonical URL: the given version, else the latest one (in effect at
+   * `asOf` when given).
+   */
+  codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null>;
+  /** The ValueSet with this canonical URL, chosen as `codeSystem` chooses. */
+  valueSet(url: string, version?: string, asOf?: DatePeriod): Promise<ValueSet | null>;
+  /** The CodeSystem with this logical id (instance-level operations). */
+  codeSystemById(id: string): Promise<CodeSystem | null>;
   /** The ValueSet with this logical id (instance-level operations). */
   valueSetById(id: string): Promise<ValueSet | null>;
   /**

@@ -2,6 +2,7 @@ import type { Clock } from '../clock.ts';
 import type { ResourceVersion, Store } from '../store/types.ts';
 import { BoundedCache } from './compile/bounded-cache.ts';
 import { type CodeSystem, parseCodeSystem } from './model/code-system.ts';
+import type { DatePeriod } from './model/date-time.ts';
 import { parseValueSet, type ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
 import { pickVersion } from './version.ts';
@@ -104,14 +105,19 @@ class TenantStoreSource implements TerminologySource {
     return this.token;
   }
 
-  async codeSystem(url: string, version?: string): Promise<CodeSystem | null> {
+  async codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null> {
     const all = (await this.byUrl('CodeSystem', url)).map((v) => this.codeSystems.of(v));
-    return pickVersion(all, version);
+    return pickVersion(all, version, asOf);
   }
 
-  async valueSet(url: string, version?: string): Promise<ValueSet | null> {
+  async valueSet(url: string, version?: string, asOf?: DatePeriod): Promise<ValueSet | null> {
     const all = (await this.byUrl('ValueSet', url)).map((v) => this.valueSets.of(v));
-    return pickVersion(all, version);
+    return pickVersion(all, version, asOf);
+  }
+
+  async codeSystemById(id: string): Promise<CodeSystem | null> {
+    const v = await this.options.store.resources.read(this.tenant, 'CodeSystem', id);
+    return v === null || v.deleted ? null : this.codeSystems.of(v);
   }
 
   async valueSetById(id: string): Promise<ValueSet | null> {

@@ -1,3 +1,5 @@
+import { type DatePeriod, parseDateTime } from './model/date-time.ts';
+
 /**
  * Orders business versions of canonical resources ("1.0.2", "2.0", "20230131").
  * Numeric dot-separated segments compare as numbers, other segments as strings, so the
@@ -19,14 +21,43 @@ export function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-/** Picks the resource of the requested version, or the latest one when no version is given. */
-export function pickVersion<T extends { version?: string }>(candidates: readonly T[], version?: string): T | null {
+/** The fields that identify and date one version of a canonical resource. */
+export interface Versioned {
+  readonly version?: string;
+  readonly date?: string;
+  readonly meta?: { readonly lastUpdated?: string };
+}
+
+/**
+ * Picks the resource of the requested version; without one, the latest version (ties: the later
+ * dated) among those already in effect at `asOf` (the `date` input of the terminology operations),
+ * or among all when no date is given. See `effectiveFrom` for when a version takes effect.
+ */
+export function pickVersion<T extends Versioned>(candidates: readonly T[], version?: string, asOf?: DatePeriod): T | null {
   if (version !== undefined) return candidates.find((c) => c.version === version) ?? null;
   let best: T | null = null;
   for (const c of candidates) {
-    if (best === null || compareVersions(c.version ?? '', best.version ?? '') > 0) best = c;
+    if (asOf !== undefined && (effectiveFrom(c) ?? Number.NEGATIVE_INFINITY) > asOf.end) continue;
+    if (best === null || newer(c, best)) best = c;
   }
   return best;
+}
+
+/**
+ * When a version of a canonical resource takes effect: the start of its `date`, else of its
+ * `meta.lastUpdated` (when the server stored it); undefined when it has neither, and such a
+ * version counts as in effect at any date (the FHIR R4 core v2 tables carry no date).
+ */
+export function effectiveFrom(r: Versioned): number | undefined {
+  const date = r.date === undefined ? null : parseDateTime(r.date);
+  const stored = date === null && r.meta?.lastUpdated !== undefined ? parseDateTime(r.meta.lastUpdated) : null;
+  return (date ?? stored)?.start;
+}
+
+function newer(a: Versioned, b: Versioned): boolean {
+  const byVersion = compareVersions(a.version ?? '', b.version ?? '');
+  if (byVersion !== 0) return byVersion > 0;
+  return (effectiveFrom(a) ?? Number.NEGATIVE_INFINITY) > (effectiveFrom(b) ?? Number.NEGATIVE_INFINITY);
 }
 
 /** Splits a canonical reference `url|version` into its parts. */

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { createApp } from '../../src/app.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import type { Clock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -12,16 +13,20 @@ import type { Store } from '../../src/store/types.ts';
 
 export const BASE = 'http://cinder.test';
 
+export type TestClock = Clock & { advance(ms: number): void; set(ms: number): void };
+
 /** A clock tests can move. */
-export function testClock(start = Date.parse('2026-01-15T10:00:00Z')): Clock & { advance(ms: number): void; set(ms: number): void } {
+export function testClock(start = Date.parse('2026-01-15T10:00:00Z')): TestClock {
   let now = start;
   return { now: () => now, advance: (ms) => void (now += ms), set: (ms) => void (now = ms) };
 }
 
 export interface TestAppOptions {
   store?: Store;
-  clock?: Clock;
+  clock?: TestClock;
   env?: Record<string, string>;
+  /** fetch for outgoing requests (clients' JWK Set URLs). */
+  fetch?: typeof fetch;
 }
 
 /**
@@ -34,9 +39,9 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   await store.migrate();
   const clock = opts.clock ?? testClock();
   const config: Config = loadConfig({ CINDER_BASE_URL: BASE, CINDER_DATA_DIR: dir, ...opts.env });
-  const keys = createKeyRing(store, clock, config.accessTokenTtl);
+  const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: silentLogger });
+  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 

@@ -1,4 +1,5 @@
 import { type CodeSystem, parseCodeSystem } from '../../src/terminology/model/code-system.ts';
+import type { DatePeriod } from '../../src/terminology/model/date-time.ts';
 import { parseValueSet, type ValueSet } from '../../src/terminology/model/value-set.ts';
 import type { TerminologySource } from '../../src/terminology/source.ts';
 import { pickVersion } from '../../src/terminology/version.ts';
@@ -30,20 +31,26 @@ export class MemoryTerminologySource implements TerminologySource {
     this.changes++;
   }
 
-  async codeSystem(url: string, version?: string): Promise<CodeSystem | null> {
+  async codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null> {
     this.reads.codeSystem++;
     return pickVersion(
       this.codeSystems.filter((r) => r.url === url),
       version,
+      asOf,
     );
   }
 
-  async valueSet(url: string, version?: string): Promise<ValueSet | null> {
+  async valueSet(url: string, version?: string, asOf?: DatePeriod): Promise<ValueSet | null> {
     this.reads.valueSet++;
     return pickVersion(
       this.valueSets.filter((r) => r.url === url),
       version,
+      asOf,
     );
+  }
+
+  async codeSystemById(id: string): Promise<CodeSystem | null> {
+    return this.codeSystems.find((r) => r.id === id) ?? null;
   }
 
   async valueSetById(id: string): Promise<ValueSet | null> {

@@ -10,6 +10,7 @@ import { batchingContract } from './contract/batching.ts';
 import { twoInstanceContract } from './contract/concurrency.ts';
 import { historyContract } from './contract/history.ts';
 import { metacharContract } from './contract/metachars.ts';
+import { oauthContract } from './contract/oauth.ts';
 import { migrationContract } from './contract/migrations.ts';
 import { searchContract } from './contract/search.ts';
 import { writesContract } from './contract/writes.ts';
@@ -32,5 +33,6 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   writesContract(() => store);
   batchingContract(() => store);
   metacharContract(() => store);
+  oauthContract(() => store);
   twoInstanceContract(() => target, kind === 'postgres');
 });

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore, sqlitePath } from '../../src/store/open.ts';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import type { Store } from '../../src/store/types.ts';
 
 describe('openStore', () => {
@@ -26,7 +27,7 @@ describe('openStore', () => {
         const s = openStore(url);
         opened.push(s);
         expect(s.kind).toBe('sqlite');
-        expect(await s.migrate()).toEqual({ applied: ['1_core'] });
+        expect(await s.migrate()).toEqual({ applied: sqliteMigrations.map((m) => `${m.version}_${m.name}`) });
       }
       expect(await Bun.file(join(dir, 'b.db')).exists()).toBe(true);
     } finally {

@@ -1,6 +1,7 @@
 /** Postgres-only behaviour behind the contract: schema shape, migration records, lock conflicts. */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
+import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
 import type { Store } from '../../src/store/types.ts';
 import { StoreConflictError } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -24,7 +25,7 @@ describe.if(pg !== undefined)('postgres adapter', () => {
 
   test('migrations are recorded in schema_migrations', async () => {
     const rows = await raw<{ version: number; name: string }[]>`SELECT version, name FROM schema_migrations ORDER BY version`;
-    expect(rows.map((r) => [r.version, r.name])).toEqual([[1, 'core']]);
+    expect(rows.map((r) => [r.version, r.name])).toEqual(postgresMigrations.map((m) => [m.version, m.name]));
   });
 
   test('resource content is TEXT (never jsonb) and times are BIGINT', async () => {

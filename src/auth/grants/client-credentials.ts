@@ -6,18 +6,19 @@ import type { Grant } from './types.ts';
 
 /**
  * client_credentials (RFC 6749 4.4; SMART Backend Services): requested scopes the client does not have
- * are ignored; no scope means all of the client's scopes. No id_token, no refresh_token.
+ * are ignored; no scope means all of the client's scopes. No id_token, no refresh_token, and no
+ * database write: the token is a signed JWT.
  */
 export const clientCredentials: Grant = {
   grantType: 'client_credentials',
   parameters: ['scope'],
   async handle(deps, { client, method }, form) {
-    if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a confidential client');
+    if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a client with a secret or registered keys');
     const requested = form.has('scope') ? splitScopes(form.get('scope')) : client.scopes;
     const granted = requested.filter((s) => client.scopes.includes(s));
     if (granted.length === 0) throw new OAuthError('invalid_scope', 'none of the requested scopes is enabled for this client');
     const scope = granted.join(' ');
-    const ttl = client.accessTokenTtl ?? deps.config.accessTokenTtl;
+    const ttl = client.accessTokenTtl ?? deps.config.backendTokenTtl;
     const { token, expiresIn } = await signAccessToken(deps.keys, deps.clock, deps.config.baseUrl, {
       sub: client.clientId,
       aud: fhirBaseOf(deps.config.baseUrl, client.tenant),

@@ -1,6 +1,8 @@
 import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { connect, runMigrations } from './db.ts';
+import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
+import { createPostgresUsers } from './users.ts';
 import type { PostgresStoreOptions } from './db.ts';
 import { postgresMigrations } from './migrations.ts';
 import { createPostgresResources } from './resources.ts';
@@ -27,6 +29,9 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     tenants: createPostgresTenants(sql),
     clients: createPostgresClients(sql),
     keys: createPostgresKeys(sql),
+    users: createPostgresUsers(sql),
+    oauth: createPostgresOAuth(sql),
+    counters: createPostgresCounters(sql),
     resources: createPostgresResources(sql),
   };
 }

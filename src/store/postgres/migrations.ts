@@ -58,4 +58,39 @@ CREATE INDEX compartments_patient ON compartments (tenant, patient, type) INCLUD
 CREATE INDEX compartments_res ON compartments (res);
 `,
   },
+  {
+    version: 2,
+    name: 'auth',
+    sql: `
+CREATE TABLE users (
+  id TEXT COLLATE "C" PRIMARY KEY, tenant TEXT COLLATE "C" NOT NULL, username TEXT COLLATE "C" NOT NULL, password_hash TEXT NOT NULL,
+  name TEXT, email TEXT, email_verified BOOLEAN NOT NULL DEFAULT false, phone TEXT, phone_verified BOOLEAN NOT NULL DEFAULT false,
+  address TEXT, fhir_user TEXT, created_at BIGINT NOT NULL, disabled BOOLEAN NOT NULL DEFAULT false
+);
+CREATE UNIQUE INDEX users_username ON users (tenant, username);
+CREATE TABLE auth_codes (
+  code_hash TEXT COLLATE "C" PRIMARY KEY, grant_id TEXT COLLATE "C" NOT NULL, client_id TEXT COLLATE "C" NOT NULL,
+  tenant TEXT COLLATE "C" NOT NULL, user_id TEXT COLLATE "C" NOT NULL, redirect_uri TEXT NOT NULL, scope TEXT NOT NULL,
+  nonce TEXT, code_challenge TEXT, auth_time BIGINT NOT NULL, expires_at BIGINT NOT NULL, consumed_at BIGINT
+);
+CREATE INDEX auth_codes_expires ON auth_codes (expires_at);
+CREATE TABLE refresh_tokens (
+  token_hash TEXT COLLATE "C" PRIMARY KEY, grant_id TEXT COLLATE "C" NOT NULL, client_id TEXT COLLATE "C" NOT NULL,
+  tenant TEXT COLLATE "C" NOT NULL, user_id TEXT COLLATE "C" NOT NULL, scope TEXT NOT NULL, auth_time BIGINT NOT NULL,
+  created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, revoked_at BIGINT
+);
+CREATE INDEX refresh_tokens_grant ON refresh_tokens (grant_id);
+CREATE INDEX refresh_tokens_expires ON refresh_tokens (expires_at);
+CREATE TABLE revocations (
+  kind TEXT COLLATE "C" NOT NULL, value TEXT COLLATE "C" NOT NULL, revoked_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,
+  PRIMARY KEY (kind, value)
+);
+CREATE INDEX revocations_revoked ON revocations (revoked_at);
+CREATE TABLE assertion_jtis (
+  client_id TEXT COLLATE "C" NOT NULL, jti TEXT COLLATE "C" NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (client_id, jti)
+);
+CREATE INDEX assertion_jtis_expires ON assertion_jtis (expires_at);
+CREATE TABLE rate_counters (key TEXT COLLATE "C" PRIMARY KEY, count INTEGER NOT NULL, reset_at BIGINT NOT NULL);
+`,
+  },
 ];

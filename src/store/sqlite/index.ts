@@ -1,6 +1,8 @@
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { openDatabase, runMigrations } from './db.ts';
+import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
+import { createSqliteUsers } from './users.ts';
 import { sqliteMigrations } from './migrations.ts';
 import { createSqliteResources } from './resources.ts';
 
@@ -28,6 +30,9 @@ export function createSqliteStore(path: string): Store {
     tenants: createSqliteTenants(writer),
     clients: createSqliteClients(writer),
     keys: createSqliteKeys(writer),
+    users: createSqliteUsers(writer),
+    oauth: createSqliteOAuth(writer),
+    counters: createSqliteCounters(writer),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
       return (resources ??= createSqliteResources(writer, reader));

@@ -48,4 +48,35 @@ CREATE INDEX compartments_patient ON compartments (tenant, patient, type);
 CREATE INDEX compartments_res ON compartments (res);
 `,
   },
+  {
+    version: 2,
+    name: 'auth',
+    sql: `
+CREATE TABLE users (
+  id TEXT PRIMARY KEY, tenant TEXT NOT NULL, username TEXT NOT NULL, password_hash TEXT NOT NULL,
+  name TEXT, email TEXT, email_verified INTEGER NOT NULL DEFAULT 0, phone TEXT, phone_verified INTEGER NOT NULL DEFAULT 0,
+  address TEXT, fhir_user TEXT, created_at INTEGER NOT NULL, disabled INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX users_username ON users (tenant, username);
+CREATE TABLE auth_codes (
+  code_hash TEXT PRIMARY KEY, grant_id TEXT NOT NULL, client_id TEXT NOT NULL, tenant TEXT NOT NULL, user_id TEXT NOT NULL,
+  redirect_uri TEXT NOT NULL, scope TEXT NOT NULL, nonce TEXT, code_challenge TEXT, auth_time INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL, consumed_at INTEGER
+);
+CREATE INDEX auth_codes_expires ON auth_codes (expires_at);
+CREATE TABLE refresh_tokens (
+  token_hash TEXT PRIMARY KEY, grant_id TEXT NOT NULL, client_id TEXT NOT NULL, tenant TEXT NOT NULL, user_id TEXT NOT NULL,
+  scope TEXT NOT NULL, auth_time INTEGER NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, revoked_at INTEGER
+);
+CREATE INDEX refresh_tokens_grant ON refresh_tokens (grant_id);
+CREATE INDEX refresh_tokens_expires ON refresh_tokens (expires_at);
+CREATE TABLE revocations (
+  kind TEXT NOT NULL, value TEXT NOT NULL, revoked_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (kind, value)
+);
+CREATE INDEX revocations_revoked ON revocations (revoked_at);
+CREATE TABLE assertion_jtis (client_id TEXT NOT NULL, jti TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (client_id, jti));
+CREATE INDEX assertion_jtis_expires ON assertion_jtis (expires_at);
+CREATE TABLE rate_counters (key TEXT PRIMARY KEY, count INTEGER NOT NULL, reset_at INTEGER NOT NULL);
+`,
+  },
 ];

@@ -38,6 +38,8 @@ export class CodeSystemIndex {
   readonly url: string;
   readonly version: string | undefined;
   readonly name: string | undefined;
+  /** The language of the concepts' displays (CodeSystem.language). */
+  readonly language: string | undefined;
   readonly content: CodeSystemContent;
   readonly caseSensitive: boolean;
   /** Property codes declared by the CodeSystem or used by one of its concepts. */
@@ -50,6 +52,7 @@ export class CodeSystemIndex {
     this.url = resource.url;
     this.version = resource.version;
     this.name = resource.name ?? resource.title;
+    this.language = resource.language;
     this.content = resource.content;
     // R4 leaves an absent caseSensitive unspecified; only an explicit false relaxes matching.
     this.caseSensitive = resource.caseSensitive !== false;

@@ -93,7 +93,7 @@ export class CompiledConceptSet {
     }
     const version = this.version ?? coding.version;
     const cs = await lookup.codeSystem(system, version);
-    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, version);
+    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, lookup.asOf));
     const entry = cs.find(coding.code);
     if (entry === undefined) return this.checkUnknownCode(coding, cs);
     const listed = this.listed(entry.code, cs);
@@ -103,8 +103,7 @@ export class CompiledConceptSet {
   }
 
   /** No concepts to check against: only an enumerated concept list can still decide. */
-  private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, version?: string): Membership {
-    const label = systemLabel(coding.system, version);
+  private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, label: string): Membership {
     const why = cs === null ? `CodeSystem ${label} is unknown` : `CodeSystem ${label} has content 'not-present'`;
     if (this.concepts === undefined) return nonMember(`${why}, so the code '${coding.code}' cannot be validated`);
     const listed = this.concepts.get(coding.code);

@@ -1,4 +1,5 @@
 import { invalid } from '../errors.ts';
+import type { ConceptDefinition } from '../model/code-system.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
@@ -12,6 +13,8 @@ export interface ExpansionEntry {
   readonly display?: string;
   readonly abstract: boolean;
   readonly inactive: boolean;
+  /** The CodeSystem's concept and the language of its display, when the code is in a known CodeSystem. */
+  readonly concept?: { readonly definition: ConceptDefinition; readonly language: string | undefined };
 }
 
 /**
@@ -72,7 +75,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
   const cs = await lookup.codeSystem(system, set.version);
   const listed = set.conceptList();
   if (cs === null || cs.content === 'not-present') {
-    if (listed === undefined) throw invalid(`${set.where}: CodeSystem ${systemLabel(system, set.version)} is not available, so it cannot be expanded`);
+    if (listed === undefined) throw invalid(`${set.where}: CodeSystem ${systemLabel(system, set.version, lookup.asOf)} is not available, so it cannot be expanded`);
     for (const c of listed) yield { system, version: set.version, code: c.code, display: c.display, abstract: false, inactive: false };
     return;
   }
@@ -92,5 +95,7 @@ async function* systemCandidates(set: CompiledConceptSet, system: string, lookup
 }
 
 function entryOf(system: string, cs: CodeSystemIndex, e: ConceptEntry): ExpansionEntry {
-  return { system, version: cs.version, code: e.code, display: e.definition.display, abstract: e.abstract, inactive: e.inactive };
+  const { definition } = e;
+  const concept = { definition, language: cs.language };
+  return { system, version: cs.version, code: e.code, display: definition.display, abstract: e.abstract, inactive: e.inactive, concept };
 }

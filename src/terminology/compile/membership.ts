@@ -1,4 +1,5 @@
 import type { Designation } from '../model/datatypes.ts';
+import type { DatePeriod } from '../model/date-time.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 
 /** Anything of a ValueSet that carries displays for a code. */
@@ -39,7 +40,10 @@ export type Membership = Member | NonMember;
 
 /** Resolves CodeSystems (cached) while membership is checked. */
 export interface CodeSystemLookup {
+  /** The CodeSystem of this URL: the given version, else the latest (in effect at `asOf`). */
   codeSystem(url: string, version?: string): Promise<CodeSystemIndex | null>;
+  /** The date versions are chosen at (R4 `date` input), for messages; undefined: now. */
+  readonly asOf?: DatePeriod | undefined;
 }
 
 export function nonMember(...reasons: string[]): NonMember {
@@ -55,9 +59,10 @@ export function unknownCodeMessage(code: string, cs: CodeSystemIndex): string {
   return `Unknown code '${code}' in CodeSystem ${systemLabel(cs.url, cs.version)}`;
 }
 
-/** Human label of a code system and version for messages. */
-export function systemLabel(url: string, version?: string): string {
-  return version === undefined ? `'${url}'` : `'${url}' version '${version}'`;
+/** Human label of a code system and version (or the date it was chosen at) for messages. */
+export function systemLabel(url: string, version?: string, asOf?: DatePeriod): string {
+  if (version !== undefined) return `'${url}' version '${version}'`;
+  return asOf === undefined ? `'${url}'` : `'${url}' as of ${asOf.text}`;
 }
 
 export interface MemberParts {

@@ -13,6 +13,7 @@ export const valueSetValidateCodeParams = new OperationParameters({
   codeableConcept: { kind: P.codeableConcept },
   abstract: { kind: P.boolean },
   date: { kind: P.dateTime },
+  displayLanguage: { kind: P.language },
 });
 
 /** Inputs of CodeSystem/$validate-code (FHIR R4 CodeSystem-validate-code). */
@@ -26,6 +27,7 @@ export const codeSystemValidateCodeParams = new OperationParameters({
   codeableConcept: { kind: P.codeableConcept },
   abstract: { kind: P.boolean },
   date: { kind: P.dateTime },
+  displayLanguage: { kind: P.language },
 });
 
 /** Inputs of CodeSystem/$lookup (FHIR R4 CodeSystem-lookup). */
@@ -34,6 +36,8 @@ export const lookupParams = new OperationParameters({
   system: { kind: P.uri },
   version: { kind: P.string },
   coding: { kind: P.coding },
+  date: { kind: P.dateTime },
+  displayLanguage: { kind: P.language },
   property: { kind: P.code, repeats: true },
 });
 
@@ -46,4 +50,6 @@ export const expandParams = new OperationParameters({
   count: { kind: P.integer },
   offset: { kind: P.integer },
   activeOnly: { kind: P.boolean },
+  date: { kind: P.dateTime },
+  displayLanguage: { kind: P.language },
 });

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { invalid } from '../errors.ts';
 import { CodeSystemSchema } from '../model/code-system.ts';
 import { CodeableConceptSchema, CodingSchema } from '../model/datatypes.ts';
+import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
+import { checkDepth } from '../model/depth.ts';
 import { zodToError } from '../model/parse.ts';
 import { ValueSetSchema } from '../model/value-set.ts';
 
@@ -25,13 +27,11 @@ export const P = {
   uri: kind(['valueUri', 'valueUrl', 'valueCanonical', 'valueString'], true, z.string().min(1)),
   code: kind(['valueCode', 'valueString'], true, z.string().min(1)),
   string: kind(['valueString', 'valueCode'], true, z.string()),
+  /** A BCP 47 language tag (`de`, `en-GB`), as `displayLanguage` carries it. */
+  language: kind(['valueCode', 'valueString'], true, z.string().regex(/^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$/, 'must be a language tag such as de or en-GB')),
   boolean: kind(['valueBoolean'], true, z.boolean()),
   integer: kind(['valueInteger', 'valueUnsignedInt', 'valuePositiveInt'], true, z.number().int().nonnegative()),
-  dateTime: kind(
-    ['valueDateTime', 'valueDate', 'valueInstant', 'valueString'],
-    true,
-    z.string().regex(/^\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?)?)?$/, 'must be a FHIR dateTime'),
-  ),
+  dateTime: kind(['valueDateTime', 'valueDate', 'valueInstant', 'valueString'], true, z.string().transform(toDatePeriod)),
   coding: kind(['valueCoding'], false, CodingSchema),
   codeableConcept: kind(['valueCodeableConcept'], false, CodeableConceptSchema),
   valueSet: kind(['resource'], false, ValueSetSchema),
@@ -48,6 +48,15 @@ export type OperationSpec = Readonly<Record<string, ParamSpec>>;
 export type OperationInput<S extends OperationSpec> = {
   [K in keyof S]?: S[K]['repeats'] extends true ? z.infer<S[K]['kind']['schema']>[] : z.infer<S[K]['kind']['schema']>;
 };
+
+/** A FHIR dateTime input as the period it names; a malformed or impossible date is a zod issue (400). */
+function toDatePeriod(text: string, ctx: z.RefinementCtx): DatePeriod {
+  const period = parseDateTime(text);
+  if (period !== null) return period;
+  const hint = / \d{2}:\d{2}$/.test(text) ? " (a '+' in a URL query must be written %2B)" : '';
+  ctx.addIssue({ code: 'custom', message: `'${text}' is not a FHIR dateTime (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss+zz:zz)${hint}` });
+  return z.NEVER;
+}
 
 const ParametersSchema = z.object({
   resourceType: z.literal('Parameters', { error: "the body must be a FHIR Parameters resource (resourceType 'Parameters')" }),
@@ -70,6 +79,7 @@ export class OperationParameters<S extends OperationSpec> {
 
   /** Inputs from a Parameters resource body; unknown parameter names are ignored. */
   fromBody(body: unknown): OperationInput<S> {
+    checkDepth(body, 'The request body');
     const parsed = ParametersSchema.safeParse(body);
     if (!parsed.success) throw zodToError('The request body', parsed.error);
     const raw: Record<string, unknown> = {};

@@ -5,7 +5,7 @@ import { splitCanonical } from '../version.ts';
 /** Which ValueSet an operation works on. */
 export type ValueSetTarget =
   | { readonly kind: 'url'; readonly url: string; readonly version?: string }
-  | { readonly kind: 'id'; readonly id: string }
+  | { readonly kind: 'id'; readonly id: string; readonly url?: string; readonly version?: string }
   | { readonly kind: 'inline'; readonly resource: ValueSet };
 
 export interface TargetInputs {
@@ -16,14 +16,17 @@ export interface TargetInputs {
 
 /**
  * Interface rule 1: at type level the ValueSet comes from `url` (`url|version` accepted) or an
- * inline `valueSet`; at instance level (`ValueSet/{id}/$...`) the stored resource is used.
+ * inline `valueSet`; at instance level (`ValueSet/{id}/$...`) the stored resource is used, and a
+ * `url` or `valueSetVersion` given as well must be its own (checked by resolveValueSet).
  */
 export function valueSetTarget(i: TargetInputs, instanceId?: string): ValueSetTarget {
-  if (instanceId !== undefined) return { kind: 'id', id: instanceId };
-  if (i.url !== undefined) {
-    const { url, version } = splitCanonical(i.url);
-    return { kind: 'url', url, version: i.valueSetVersion ?? version };
+  const canonical = i.url === undefined ? undefined : splitCanonical(i.url);
+  const version = i.valueSetVersion ?? canonical?.version;
+  if (instanceId !== undefined) {
+    if (i.valueSet !== undefined) throw invalid("an inline 'valueSet' cannot be given with a ValueSet id in the path", ['valueSet']);
+    return { kind: 'id', id: instanceId, url: canonical?.url, version };
   }
+  if (canonical !== undefined) return { kind: 'url', url: canonical.url, version };
   if (i.valueSet !== undefined) return { kind: 'inline', resource: i.valueSet };
   throw invalid("the parameter 'url' (or an inline 'valueSet') is required when no ValueSet id is given in the path", ['url']);
 }

@@ -25,7 +25,11 @@ export const DesignationSchema = z.object({
 });
 export type Designation = z.infer<typeof DesignationSchema>;
 
-/** The identifying fields of a canonical resource (CodeSystem, ValueSet) the engine reads. */
+/**
+ * The identifying fields of a canonical resource (CodeSystem, ValueSet) the engine reads.
+ * `date` and `meta.lastUpdated` choose versions for the `date` input, `language` is the language
+ * of the displays; a malformed value of these is treated as absent rather than failing the resource.
+ */
 export const CanonicalFields = {
   id: z.string().optional(),
   url: z.string().min(1).optional(),
@@ -33,4 +37,7 @@ export const CanonicalFields = {
   name: z.string().optional(),
   title: z.string().optional(),
   status: z.string().optional(),
+  date: z.string().optional().catch(undefined),
+  language: z.string().optional().catch(undefined),
+  meta: z.object({ lastUpdated: z.string().optional().catch(undefined) }).optional().catch(undefined),
 };

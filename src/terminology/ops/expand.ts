@@ -4,7 +4,9 @@ import { tooCostly } from '../errors.ts';
 import type { expandParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
+import type { DatePeriod } from '../model/date-time.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
+import { displayIn } from './display-language.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 
 export interface ExpandInput {
@@ -14,6 +16,10 @@ export interface ExpandInput {
   readonly count?: number;
   readonly offset?: number;
   readonly activeOnly?: boolean;
+  /** Versions not given explicitly are chosen as of this date (R4 `date`). */
+  readonly date?: DatePeriod;
+  /** The language of the displays (R4 `displayLanguage`). */
+  readonly displayLanguage?: string;
 }
 
 export interface ExpandDeps {
@@ -56,17 +62,19 @@ interface ExpansionContainsOut {
 
 /** Reads the $expand inputs; `count`/`offset` are validated as non-negative integers at the edge. */
 export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string): ExpandInput {
-  const { filter, count, offset, activeOnly } = raw;
-  return { target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly };
+  const { filter, count, offset, activeOnly, date, displayLanguage } = raw;
+  return { target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage };
 }
 
 /**
- * ValueSet/$expand (FHIR R4 ValueSet-expand) with `filter`, `count`, `offset` and `activeOnly`.
+ * ValueSet/$expand (FHIR R4 ValueSet-expand) with `filter`, `count`, `offset`, `activeOnly`,
+ * `date` (the ValueSet and CodeSystem versions in effect then) and `displayLanguage`.
  * The total is always computed; a page larger than `maxExpansionSize` is refused (too-costly)
  * instead of building an unbounded response.
  */
 export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
-  const vs = await resolveValueSet(input.target, deps.terminology);
+  const terminology = deps.terminology.at(input.date);
+  const vs = await resolveValueSet(input.target, terminology);
   const offset = input.offset ?? 0;
   const limit = deps.maxExpansionSize;
   if (input.count !== undefined && input.count > limit) {
@@ -76,8 +84,9 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
   const seen = new Set<string>();
   const contains: ExpansionContainsOut[] = [];
   let total = 0;
-  for await (const e of enumerateValueSet(vs, deps.terminology)) {
-    const key = `${e.system}|${e.version ?? ''}|${e.code}`;
+  for await (const found of enumerateValueSet(vs, terminology)) {
+    const key = `${found.system}|${found.version ?? ''}|${found.code}`;
+    const e = inLanguage(found, input.displayLanguage);
     if (seen.has(key) || (input.activeOnly === true && e.inactive) || !matches(e, text)) continue;
     seen.add(key);
     if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e));
@@ -99,6 +108,12 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
       contains,
     },
   };
+}
+
+/** The entry with its display in `language` when its concept has a designation in it. */
+function inLanguage(e: ExpansionEntry, language: string | undefined): ExpansionEntry {
+  if (language === undefined || e.concept === undefined) return e;
+  return { ...e, display: displayIn(e.concept.definition, e.concept.language, language) };
 }
 
 function matches(e: ExpansionEntry, text: string | undefined): boolean {
@@ -123,5 +138,7 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.count !== undefined) out.push({ name: 'count', valueInteger: input.count });
   if (input.offset !== undefined) out.push({ name: 'offset', valueInteger: input.offset });
   if (input.activeOnly !== undefined) out.push({ name: 'activeOnly', valueBoolean: input.activeOnly });
+  if (input.date !== undefined) out.push({ name: 'date', valueDateTime: input.date.text });
+  if (input.displayLanguage !== undefined) out.push({ name: 'displayLanguage', valueCode: input.displayLanguage });
   return out;
 }

@@ -5,42 +5,60 @@ import { invalid, notFound } from '../errors.ts';
 import type { lookupParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { ConceptProperty } from '../model/code-system.ts';
+import type { DatePeriod } from '../model/date-time.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
+import { displayIn } from './display-language.ts';
+import { checkSameCodeSystem } from './resolve-code-system.ts';
 
 export interface LookupInput {
-  readonly system: string;
-  readonly version?: string;
+  /** The CodeSystem named by system (and version), or the stored one at instance level. */
+  readonly target: { readonly system: string; readonly version?: string } | { readonly instance: CodeSystemIndex };
   readonly code: string;
   /** Property codes to return; all when empty. */
   readonly properties: readonly string[];
+  /** Without an explicit version, the CodeSystem version in effect at this date (R4 `date`). */
+  readonly date?: DatePeriod;
+  /** The language of the `display` output (R4 `displayLanguage`). */
+  readonly displayLanguage?: string;
 }
 
 type RawInput = OperationInput<(typeof lookupParams)['spec']>;
 
-/** Applies the input rules of CodeSystem/$lookup: code with system, or a coding. */
-export function lookupInput(raw: RawInput): LookupInput {
+/**
+ * Applies the input rules of CodeSystem/$lookup: code with system, or a coding; at instance
+ * level (`CodeSystem/{id}/$lookup`) the system is the stored CodeSystem's and may be left out.
+ */
+export function lookupInput(raw: RawInput, instance?: CodeSystemIndex): LookupInput {
   if (raw.code !== undefined && raw.coding !== undefined) throw invalid("give either 'code' and 'system' or 'coding', not both", ['code', 'coding']);
+  if (raw.coding !== undefined && raw.system !== undefined) throw invalid("'system' goes with 'code'; a 'coding' carries its own system", ['system']);
   const code = raw.code ?? raw.coding?.code;
   const system = raw.code !== undefined ? raw.system : raw.coding?.system;
+  const version = raw.version ?? raw.coding?.version;
   if (code === undefined) throw invalid("'code' (with 'system') or 'coding' is required", ['code', 'coding']);
+  const { date, displayLanguage } = raw;
+  const properties = raw.property ?? [];
+  if (instance !== undefined) {
+    checkSameCodeSystem(instance, system, version, { system: raw.code !== undefined ? 'system' : 'coding.system', version: 'version' });
+    return { target: { instance }, code, properties, date, displayLanguage };
+  }
   if (system === undefined) throw invalid(`The system of the code '${code}' is required`, ['system']);
-  return { system, code, version: raw.version ?? raw.coding?.version, properties: raw.property ?? [] };
+  return { target: { system, version }, code, properties, date, displayLanguage };
 }
 
 /**
- * CodeSystem/$lookup (FHIR R4 CodeSystem-lookup): name, version, display, designations and
- * properties of a concept, with `parent` and `child` from the resolved hierarchy.
- * An unknown CodeSystem or code is a 404.
+ * CodeSystem/$lookup (FHIR R4 CodeSystem-lookup): name, version, display (in `displayLanguage`
+ * when the concept has a designation in it), designations and properties of a concept, with
+ * `parent` and `child` from the resolved hierarchy. An unknown CodeSystem or code is a 404.
  */
 export async function lookupCode(input: LookupInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
-  const cs = await deps.terminology.codeSystem(input.system, input.version);
-  if (cs === null) throw notFound(`CodeSystem ${systemLabel(input.system, input.version)} is not known`);
+  const cs = await targetCodeSystem(input, deps.terminology.at(input.date));
   const entry = cs.find(input.code);
   if (entry === undefined) throw notFound(unknownCodeMessage(input.code, cs));
   const wanted = (name: string): boolean => input.properties.length === 0 || input.properties.includes(name);
   const parameter: ParametersParameter[] = [{ name: 'name', valueString: cs.name ?? cs.url }];
   if (cs.version !== undefined) parameter.push({ name: 'version', valueString: cs.version });
-  if (entry.definition.display !== undefined) parameter.push({ name: 'display', valueString: entry.definition.display });
+  const display = displayIn(entry.definition, cs.language, input.displayLanguage);
+  if (display !== undefined) parameter.push({ name: 'display', valueString: display });
   if (entry.definition.definition !== undefined && wanted('definition')) {
     parameter.push({ name: 'definition', valueString: entry.definition.definition });
   }
@@ -53,6 +71,14 @@ export async function lookupCode(input: LookupInput, deps: { readonly terminolog
   }
   parameter.push(...conceptProperties(cs, entry).filter((p) => wanted(p.code)).map(propertyParameter));
   return { resourceType: 'Parameters', parameter };
+}
+
+async function targetCodeSystem(input: LookupInput, ctx: TerminologyContext): Promise<CodeSystemIndex> {
+  if ('instance' in input.target) return input.target.instance;
+  const { system, version } = input.target;
+  const cs = await ctx.codeSystem(system, version);
+  if (cs === null) throw notFound(`CodeSystem ${systemLabel(system, version, ctx.asOf)} is not known`);
+  return cs;
 }
 
 /** The concept's own properties, with parent/child links and `inactive` taken from the index. */

@@ -4,20 +4,32 @@ import { invalid, notFound } from '../errors.ts';
 import type { ValueSetTarget } from '../input/value-set-target.ts';
 
 /**
- * Finds and compiles the ValueSet an operation targets. Not found by URL is a 400 naming it
- * (interface: ValueSet validate-code errors); not found by id is a 404 (instance level).
+ * Finds and compiles the ValueSet an operation targets. Not found by URL (or by URL as of the
+ * context's date) is a 400 naming it (interface: ValueSet validate-code errors); not found by id
+ * is a 404 (instance level).
  */
 export async function resolveValueSet(target: ValueSetTarget, ctx: TerminologyContext): Promise<CompiledValueSet> {
   if (target.kind === 'inline') return ctx.compile(target.resource);
-  if (target.kind === 'id') {
-    const byId = await ctx.valueSetById(target.id);
-    if (byId === null) throw notFound(`ValueSet/${target.id} is not known`);
-    return byId;
-  }
+  if (target.kind === 'id') return instance(target, ctx);
   const compiled = await ctx.valueSet(target.url, target.version);
   if (compiled === null) {
     const name = target.version === undefined ? target.url : `${target.url}|${target.version}`;
-    throw invalid(`ValueSet '${name}' could not be found`, ['url']);
+    const when = target.version === undefined && ctx.asOf !== undefined ? ` as of ${ctx.asOf.text}` : '';
+    throw invalid(`ValueSet '${name}' could not be found${when}`, ['url']);
+  }
+  return compiled;
+}
+
+/** The stored ValueSet of `ValueSet/{id}/$...`; a `url` or `valueSetVersion` given too must be its own. */
+async function instance(target: ValueSetTarget & { kind: 'id' }, ctx: TerminologyContext): Promise<CompiledValueSet> {
+  const compiled = await ctx.valueSetById(target.id);
+  if (compiled === null) throw notFound(`ValueSet/${target.id} is not known`);
+  const { url, version } = compiled.resource;
+  if (target.url !== undefined && target.url !== url) {
+    throw invalid(`'url' is '${target.url}', but ValueSet/${target.id} has the url '${url ?? '(none)'}'`, ['url']);
+  }
+  if (target.version !== undefined && target.version !== version) {
+    throw invalid(`'valueSetVersion' is '${target.version}', but ValueSet/${target.id} is version '${version ?? '(none)'}'`, ['valueSetVersion']);
   }
   return compiled;
 }

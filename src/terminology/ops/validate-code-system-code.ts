@@ -7,33 +7,61 @@ import type { codeSystemValidateCodeParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
 import type { CodeSystem } from '../model/code-system.ts';
+import type { DatePeriod } from '../model/date-time.ts';
 import { splitCanonical } from '../version.ts';
+import { checkSameCodeSystem } from './resolve-code-system.ts';
 import { finishMember, type ValidationResult } from './validation-result.ts';
 
 export type CodeSystemTarget =
   | { readonly kind: 'url'; readonly url: string; readonly version?: string }
-  | { readonly kind: 'inline'; readonly resource: CodeSystem & { readonly url: string } };
+  | { readonly kind: 'inline'; readonly resource: CodeSystem & { readonly url: string } }
+  | { readonly kind: 'instance'; readonly index: CodeSystemIndex };
 
 export interface CodeSystemValidateCodeInput {
   readonly target: CodeSystemTarget;
   readonly subject: ValidationSubject;
   readonly abstract?: boolean;
+  /** Without an explicit version, the CodeSystem version in effect at this date (R4 `date`). */
+  readonly date?: DatePeriod;
+  readonly displayLanguage?: string;
 }
 
 type RawInput = OperationInput<(typeof codeSystemValidateCodeParams)['spec']>;
 
-/** Applies the input rules of CodeSystem/$validate-code: the system is `url`, or the coding's. */
-export function codeSystemValidateCodeInput(raw: RawInput): CodeSystemValidateCodeInput {
-  const inline = raw.codeSystem;
-  const canonical = raw.url !== undefined ? splitCanonical(raw.url) : undefined;
-  const url = canonical?.url ?? inline?.url ?? raw.coding?.system ?? raw.codeableConcept?.coding?.[0]?.system;
-  if (url === undefined) throw invalid("the parameter 'url' (or an inline 'codeSystem' with a url) is required", ['url']);
+/**
+ * Applies the input rules of CodeSystem/$validate-code: the CodeSystem is the one in the path
+ * (instance level), an inline `codeSystem`, or the one `url` (else the coding's system) names.
+ */
+export function codeSystemValidateCodeInput(raw: RawInput, instance?: CodeSystemIndex): CodeSystemValidateCodeInput {
+  const target = instance !== undefined ? instanceTarget(raw, instance) : typeTarget(raw);
+  const url = target.kind === 'instance' ? target.index.url : target.kind === 'inline' ? target.resource.url : target.url;
   const subject = validationSubject({ ...raw, system: url, systemParam: 'url' });
-  const target: CodeSystemTarget =
-    inline !== undefined && raw.url === undefined
-      ? { kind: 'inline', resource: { ...inline, url } }
-      : { kind: 'url', url, version: raw.version ?? canonical?.version ?? raw.coding?.version };
-  return { target, subject, abstract: raw.abstract };
+  const { abstract, date, displayLanguage } = raw;
+  return { target, subject, abstract, date, displayLanguage };
+}
+
+function typeTarget(raw: RawInput): CodeSystemTarget {
+  const canonical = raw.url !== undefined ? splitCanonical(raw.url) : undefined;
+  const codingSystem = raw.coding?.system ?? raw.codeableConcept?.coding?.find((c) => c.system !== undefined)?.system;
+  const inline = raw.codeSystem;
+  if (inline === undefined) {
+    const url = canonical?.url ?? codingSystem;
+    if (url === undefined) throw invalid("the parameter 'url' (or an inline 'codeSystem' with a url) is required", ['url']);
+    return { kind: 'url', url, version: raw.version ?? canonical?.version ?? raw.coding?.version };
+  }
+  if (canonical !== undefined && inline.url !== undefined && canonical.url !== inline.url) {
+    throw invalid(`'url' is '${canonical.url}', but the inline 'codeSystem' has the url '${inline.url}'`, ['url']);
+  }
+  const url = inline.url ?? canonical?.url ?? codingSystem;
+  if (url === undefined) throw invalid("the inline 'codeSystem' has no url; give 'url' or a coding with a system", ['codeSystem']);
+  return { kind: 'inline', resource: { ...inline, url } };
+}
+
+function instanceTarget(raw: RawInput, cs: CodeSystemIndex): CodeSystemTarget {
+  if (raw.codeSystem !== undefined) throw invalid("an inline 'codeSystem' cannot be given with a CodeSystem id in the path", ['codeSystem']);
+  const canonical = raw.url !== undefined ? splitCanonical(raw.url) : undefined;
+  checkSameCodeSystem(cs, canonical?.url, raw.version ?? canonical?.version, { system: 'url', version: 'version' });
+  return { kind: 'instance', index: cs };
 }
 
 /**
@@ -44,7 +72,7 @@ export async function validateCodeSystemCode(
   input: CodeSystemValidateCodeInput,
   deps: { readonly terminology: TerminologyContext },
 ): Promise<ValidationResult> {
-  const cs = await resolveCodeSystem(input.target, deps.terminology);
+  const cs = await resolveCodeSystem(input.target, deps.terminology.at(input.date));
   const lookup: CodeSystemLookup = { codeSystem: async () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const codings = input.subject.kind === 'coding' ? [input.subject.coding] : input.subject.codings;
@@ -64,7 +92,7 @@ export async function validateCodeSystemCode(
       messages.push(...m.reasons);
       continue;
     }
-    const outcome = finishMember(m, coding, input.abstract);
+    const outcome = finishMember(m, coding, input);
     if (outcome.result) return { ...outcome, messages: [...outcome.messages, ...messages] };
     messages.push(...outcome.messages);
   }
@@ -72,13 +100,13 @@ export async function validateCodeSystemCode(
 }
 
 async function resolveCodeSystem(target: CodeSystemTarget, ctx: TerminologyContext): Promise<CodeSystemIndex> {
-  if (target.kind === 'inline') {
-    return new CodeSystemIndex(target.resource);
-  }
+  if (target.kind === 'instance') return target.index;
+  if (target.kind === 'inline') return new CodeSystemIndex(target.resource);
   const cs = await ctx.codeSystem(target.url, target.version);
   if (cs === null) {
     const name = target.version === undefined ? target.url : `${target.url}|${target.version}`;
-    throw invalid(`CodeSystem '${name}' could not be found`, ['url']);
+    const when = target.version === undefined && ctx.asOf !== undefined ? ` as of ${ctx.asOf.text}` : '';
+    throw invalid(`CodeSystem '${name}' could not be found${when}`, ['url']);
   }
   return cs;
 }

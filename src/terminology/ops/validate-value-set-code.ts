@@ -6,15 +6,19 @@ import type { valueSetValidateCodeParams } from '../input/operations.ts';
 import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
 import type { Coding } from '../model/datatypes.ts';
+import type { DatePeriod } from '../model/date-time.ts';
 import { invalid } from '../errors.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { finishMember, type ValidationResult } from './validation-result.ts';
+import { type Finish, finishMember, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
   readonly target: ValueSetTarget;
   readonly subject: ValidationSubject;
   readonly abstract?: boolean;
-  readonly date?: string;
+  /** Versions not given explicitly are chosen as of this date (R4 `date`). */
+  readonly date?: DatePeriod;
+  /** The language of the output `display` (R4 `displayLanguage`). */
+  readonly displayLanguage?: string;
 }
 
 type RawInput = OperationInput<(typeof valueSetValidateCodeParams)['spec']>;
@@ -23,35 +27,30 @@ type RawInput = OperationInput<(typeof valueSetValidateCodeParams)['spec']>;
 export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string): ValueSetValidateCodeInput {
   if (raw.system !== undefined && raw.code === undefined) throw invalid("the parameter 'code' is required with 'system'", ['code']);
   const subject = validationSubject({ ...raw, systemParam: 'system', version: raw.systemVersion });
-  return { target: valueSetTarget(raw, instanceId), subject, abstract: raw.abstract, date: raw.date };
+  const { abstract, date, displayLanguage } = raw;
+  return { target: valueSetTarget(raw, instanceId), subject, abstract, date, displayLanguage };
 }
 
 /**
  * ValueSet/$validate-code (interface "ValueSet validate-code", FHIR R4 ValueSet-validate-code):
  * whether a code, coding or CodeableConcept is in a ValueSet, with `display` and `message`.
+ * With `date`, the ValueSet and the CodeSystems it uses are the versions in effect at that date.
  */
 export async function validateValueSetCode(
   input: ValueSetValidateCodeInput,
   deps: { readonly terminology: TerminologyContext },
 ): Promise<ValidationResult> {
-  const ctx = deps.terminology;
+  const ctx = deps.terminology.at(input.date);
   const vs = await resolveValueSet(input.target, ctx);
-  const result =
-    input.subject.kind === 'coding'
-      ? await validateCoding(vs, input.subject.coding, input.abstract, ctx)
-      : await validateConcept(vs, input.subject.codings, input.abstract, ctx);
-  if (input.date === undefined) return result;
-  return { ...result, messages: [...result.messages, "The 'date' parameter is not supported; the current versions were used"] };
+  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage };
+  return input.subject.kind === 'coding'
+    ? validateCoding(vs, input.subject.coding, finish, ctx)
+    : validateConcept(vs, input.subject.codings, finish, ctx);
 }
 
-async function validateCoding(
-  vs: CompiledValueSet,
-  coding: CheckedCoding,
-  abstract: boolean | undefined,
-  ctx: TerminologyContext,
-): Promise<ValidationResult> {
+async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {
   const m = await vs.check(coding, ctx);
-  if (m.member) return finishMember(m, coding, abstract);
+  if (m.member) return finishMember(m, coding, finish);
   const notIn = `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`;
   return { result: false, messages: [notIn, ...m.reasons] };
 }
@@ -60,7 +59,7 @@ async function validateCoding(
 async function validateConcept(
   vs: CompiledValueSet,
   codings: readonly Coding[],
-  abstract: boolean | undefined,
+  finish: Finish,
   ctx: TerminologyContext,
 ): Promise<ValidationResult> {
   const outcomes: ValidationResult[] = [];
@@ -71,7 +70,7 @@ async function validateConcept(
       continue;
     }
     const coding = { system: c.system, version: c.version, code: c.code, display: c.display };
-    outcomes.push(await validateCoding(vs, coding, abstract, ctx));
+    outcomes.push(await validateCoding(vs, coding, finish, ctx));
     const cs = await ctx.codeSystem(c.system, c.version);
     if (cs !== null && cs.content === 'complete' && cs.find(c.code) === undefined) unknown.push(unknownCodeMessage(c.code, cs));
   }

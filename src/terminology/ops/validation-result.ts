@@ -1,6 +1,7 @@
 import type { Member } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
+import { displayIn } from './display-language.ts';
 
 /** The outcome of $validate-code: R4 output parameters `result`, `message` and `display`. */
 export interface ValidationResult {
@@ -19,12 +20,20 @@ export function validationParameters(r: ValidationResult): Parameters {
   return { resourceType: 'Parameters', parameter };
 }
 
+/** The inputs that decide how a member is finished (R4 $validate-code `abstract`, `displayLanguage`). */
+export interface Finish {
+  readonly abstract?: boolean | undefined;
+  readonly displayLanguage?: string | undefined;
+}
+
 /**
  * Finishes validation of a member: abstract codes are invalid when `abstract` is false,
  * inactive codes are valid with a warning, and a given display must equal the concept's display
- * or one of its designations exactly (R4 $validate-code `display`, `abstract`).
+ * or one of its designations exactly (R4 $validate-code `display`, `abstract`). The output
+ * display is the CodeSystem's, in `displayLanguage` when a designation in it exists.
  */
-export function finishMember(m: Member, coding: CheckedCoding, abstract: boolean | undefined): ValidationResult {
+export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): ValidationResult {
+  const { abstract, displayLanguage } = finish;
   const errors: string[] = [];
   const warnings = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
@@ -50,5 +59,6 @@ export function finishMember(m: Member, coding: CheckedCoding, abstract: boolean
       errors.push(`Wrong display '${coding.display}' for the code ${label}: expected ${expected}`);
     }
   }
-  return { result: errors.length === 0, display: definition?.display ?? m.displays[0], messages: [...errors, ...warnings] };
+  const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
+  return { result: errors.length === 0, display: display ?? m.displays[0], messages: [...errors, ...warnings] };
 }

@@ -1,0 +1,149 @@
+import type { OAuthErrorCode } from '../errors.ts';
+import type { Client, User } from '../store/types.ts';
+import { OFFLINE_SCOPES, OPENID_SCOPES } from './claims.ts';
+import { isConfidential } from './client-auth.ts';
+import { fhirBaseOf, type AuthDeps } from './deps.ts';
+import { S256_CHALLENGE } from './pkce.ts';
+import { splitScopes } from './scopes.ts';
+import { randomToken, sha256Hex } from './secrets.ts';
+
+/** Lifetime of an authorization code (RFC 6749 4.1.2 recommends at most ten minutes). */
+export const CODE_TTL_MS = 60_000;
+
+/** The authorization request parameters Cinder reads (RFC 6749 4.1.1, RFC 7636 4.3, OIDC Core 3.1.2.1). */
+export const AUTHORIZE_PARAMS = [
+  'response_type', 'client_id', 'redirect_uri', 'scope', 'state', 'nonce', 'code_challenge', 'code_challenge_method',
+  'response_mode', 'prompt', 'login_hint', 'max_age', 'aud', 'launch',
+] as const;
+
+/** A validated authorization request. */
+export interface AuthorizationRequest {
+  client: Client;
+  redirectUri: string;
+  scopes: string[];
+  state: string | null;
+  nonce: string | null;
+  codeChallenge: string | null;
+  loginHint: string | null;
+  /** The parameters to carry through the login form, as received. */
+  params: Record<string, string>;
+}
+
+/** A request the server must not redirect back for (unknown client, unregistered redirect URI): shown as a page. */
+export class AuthorizePageError extends Error {
+  override name = 'AuthorizePageError';
+}
+
+/** An error reported to the client by redirecting to its redirect URI (RFC 6749 4.1.2.1). */
+export class AuthorizeRedirectError extends Error {
+  override name = 'AuthorizeRedirectError';
+  constructor(readonly error: OAuthErrorCode, readonly description: string, readonly redirectUri: string, readonly state: string | null) {
+    super(`${error}: ${description}`);
+  }
+}
+
+/** Scopes the client may be granted at sign-in: OpenID/launch scopes and the client's registered scopes. */
+export function grantableScopes(client: Client, requested: string[]): string[] {
+  return requested.filter((s) => {
+    if (OFFLINE_SCOPES.includes(s)) return client.grants.includes('refresh_token');
+    if (OPENID_SCOPES.includes(s) || s === 'launch/patient') return true;
+    return client.scopes.includes(s);
+  });
+}
+
+async function clientAndRedirect(deps: AuthDeps, q: URLSearchParams): Promise<{ client: Client; redirectUri: string }> {
+  const id = q.getAll('client_id');
+  if (id.length !== 1 || !id[0]) throw new AuthorizePageError('The request names no client (client_id is missing or repeated).');
+  const client = await deps.store.clients.get(id[0]);
+  if (!client || client.disabled) throw new AuthorizePageError('The application that sent you here is not registered.');
+  const uris = q.getAll('redirect_uri');
+  if (uris.length !== 1 || !uris[0]) throw new AuthorizePageError('The request has no redirect_uri (or more than one).');
+  if (!client.redirectUris.includes(uris[0])) throw new AuthorizePageError('The redirect_uri is not registered for this application.');
+  return { client, redirectUri: uris[0] };
+}
+
+function checkPkceParams(client: Client, challenge: string | null, method: string | null, fail: (d: string) => never): void {
+  if (challenge === null) {
+    if (method !== null) fail('code_challenge_method without code_challenge');
+    if (!isConfidential(client)) fail('PKCE is required for public clients: send code_challenge with code_challenge_method=S256');
+    return;
+  }
+  if (method !== 'S256') fail('code_challenge_method must be S256');
+  if (!S256_CHALLENGE.test(challenge)) fail('code_challenge must be 43 base64url characters');
+}
+
+type Fail = (description: string, code?: OAuthErrorCode) => never;
+
+/** The request's shape: no repeats, no request objects, `response_type=code`, query mode, bounded lengths. */
+function checkShape(client: Client, q: URLSearchParams, fail: Fail): void {
+  for (const name of AUTHORIZE_PARAMS) if (q.getAll(name).length > 1) fail(`parameter '${name}' is repeated`);
+  if (q.has('request') || q.has('request_uri')) fail('request objects are not supported');
+  const responseType = q.get('response_type');
+  if (!responseType) fail('response_type is required');
+  if (responseType !== 'code') fail(`response_type '${responseType}' is not supported: use code`, 'unsupported_response_type');
+  if (!client.grants.includes('authorization_code')) fail('this client may not use the authorization code flow', 'unauthorized_client');
+  const mode = q.get('response_mode');
+  if (mode !== null && mode !== 'query') fail('response_mode must be query');
+  for (const name of ['state', 'nonce', 'login_hint'] as const) if ((q.get(name)?.length ?? 0) > 1024) fail(`${name} is too long`);
+}
+
+/** SMART `aud` (when sent) must be the client's FHIR base; `prompt=none` cannot succeed without sessions. */
+function checkAudienceAndPrompt(deps: AuthDeps, client: Client, q: URLSearchParams, fail: Fail): void {
+  const aud = q.get('aud');
+  if (aud !== null && aud.replace(/\/+$/, '') !== fhirBaseOf(deps.config.baseUrl, client.tenant)) {
+    fail("aud is not this client's FHIR base URL (SMART App Launch: the server the token is for)");
+  }
+  if ((q.get('prompt') ?? '').split(' ').includes('none')) fail('Cinder has no sign-in session to reuse: prompt=none cannot succeed', 'login_required');
+}
+
+function grantedScopes(client: Client, q: URLSearchParams, fail: Fail): string[] {
+  const requested = splitScopes(q.get('scope'));
+  if (requested.length === 0) fail('scope is required', 'invalid_scope');
+  const scopes = grantableScopes(client, requested);
+  if (scopes.filter((s) => !OFFLINE_SCOPES.includes(s)).length === 0) fail('none of the requested scopes may be granted to this client', 'invalid_scope');
+  return scopes;
+}
+
+/**
+ * Validates an authorization request (RFC 6749 4.1.1 and 4.1.2.1, RFC 7636, OIDC Core 3.1.2). An unknown
+ * client or a redirect URI not registered exactly throws AuthorizePageError (never redirect); anything
+ * else throws AuthorizeRedirectError.
+ */
+export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchParams): Promise<AuthorizationRequest> {
+  const { client, redirectUri } = await clientAndRedirect(deps, q);
+  const state = q.get('state');
+  const fail: Fail = (d, code = 'invalid_request') => {
+    throw new AuthorizeRedirectError(code, d, redirectUri, state);
+  };
+  checkShape(client, q, fail);
+  checkPkceParams(client, q.get('code_challenge'), q.get('code_challenge_method'), fail);
+  checkAudienceAndPrompt(deps, client, q, fail);
+  const scopes = grantedScopes(client, q, fail);
+  const params: Record<string, string> = {};
+  for (const name of AUTHORIZE_PARAMS) {
+    const v = q.get(name);
+    if (v !== null) params[name] = v;
+  }
+  return {
+    client, redirectUri, scopes, state, nonce: q.get('nonce'), codeChallenge: q.get('code_challenge'), loginHint: q.get('login_hint'), params,
+  };
+}
+
+/** The redirect URI with response parameters added to its query (RFC 6749 4.1.2; RFC 9207 `iss`). */
+export function redirectWith(redirectUri: string, params: Record<string, string | null | undefined>): string {
+  const url = new URL(redirectUri);
+  for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) url.searchParams.append(k, v);
+  return url.toString();
+}
+
+/** Stores a new single-use code for a signed-in user and returns the success redirect (RFC 6749 4.1.2). */
+export async function issueCode(deps: AuthDeps, req: AuthorizationRequest, user: User): Promise<string> {
+  const code = randomToken(32);
+  const now = deps.clock.now();
+  await deps.store.oauth.createCode({
+    codeHash: sha256Hex(code), grantId: randomToken(16), clientId: req.client.clientId, tenant: req.client.tenant, userId: user.id,
+    redirectUri: req.redirectUri, scope: req.scopes.join(' '), nonce: req.nonce, codeChallenge: req.codeChallenge, authTime: now,
+    expiresAt: now + CODE_TTL_MS, consumedAt: null,
+  });
+  return redirectWith(req.redirectUri, { code, state: req.state, iss: deps.config.baseUrl });
+}

@@ -1,0 +1,63 @@
+import type { User } from '../store/types.ts';
+
+/**
+ * OpenID Connect scopes and the user attributes (claims) each releases (OIDC Core 5.4; SMART `fhirUser`).
+ * A client may read some attributes only (`Client.readAttributes`, null = all).
+ */
+export const SCOPE_ATTRIBUTES: Readonly<Record<string, readonly string[]>> = {
+  profile: ['name'],
+  email: ['email', 'email_verified'],
+  phone: ['phone_number', 'phone_number_verified'],
+  address: ['address'],
+  fhirUser: ['fhirUser'],
+};
+
+/** Every user attribute a client can be allowed to read. */
+export const USER_ATTRIBUTES: readonly string[] = [...new Set(Object.values(SCOPE_ATTRIBUTES).flat())];
+
+/** OpenID and SMART launch scopes that are not resource scopes; granted to any client that asks. */
+export const OPENID_SCOPES = ['openid', 'profile', 'email', 'phone', 'address', 'fhirUser', 'offline_access', 'offline', 'online_access'];
+
+/** Scopes asking for a refresh token. */
+export const OFFLINE_SCOPES = ['offline_access', 'offline'];
+
+/**
+ * The requested scopes whose attributes the client may not all read: the contract's `invalid_grant`
+ * condition (e.g. the client reads `email` but not `email_verified` and asks for the `email` scope).
+ */
+export function unreadableScopes(scopes: string[], readAttributes: string[] | null): string[] {
+  if (readAttributes === null) return [];
+  return scopes.filter((s) => SCOPE_ATTRIBUTES[s]?.some((a) => !readAttributes.includes(a)));
+}
+
+function attributeValue(user: User, attribute: string): unknown {
+  switch (attribute) {
+    case 'name': return user.name;
+    case 'email': return user.email;
+    case 'email_verified': return user.email === null ? null : user.emailVerified;
+    case 'phone_number': return user.phone;
+    case 'phone_number_verified': return user.phone === null ? null : user.phoneVerified;
+    case 'address': return user.address === null ? null : { formatted: user.address };
+    case 'fhirUser': return user.fhirUser;
+    default: return null;
+  }
+}
+
+/** The claims the granted scopes release about `user` to a client that may read `readAttributes`. */
+export function userClaims(user: User, scopes: string[], readAttributes: string[] | null): Record<string, unknown> {
+  const claims: Record<string, unknown> = {};
+  for (const scope of scopes) {
+    for (const attribute of SCOPE_ATTRIBUTES[scope] ?? []) {
+      if (readAttributes !== null && !readAttributes.includes(attribute)) continue;
+      const value = attributeValue(user, attribute);
+      if (value !== null && value !== undefined) claims[attribute] = value;
+    }
+  }
+  return claims;
+}
+
+/** The patient in context: the user's own Patient resource id when their fhirUser is a Patient. */
+export function patientOf(user: User): string | undefined {
+  const m = /^(?:.*\/)?Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(user.fhirUser ?? '');
+  return m ? m[1] : undefined;
+}

@@ -1,0 +1,71 @@
+import { OAuthError } from '../../errors.ts';
+import type { AuthCode } from '../../store/types.ts';
+import { OFFLINE_SCOPES } from '../claims.ts';
+import type { AuthDeps } from '../deps.ts';
+import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant } from '../issue.ts';
+import { CODE_VERIFIER, verifierMatches } from '../pkce.ts';
+import { splitScopes } from '../scopes.ts';
+import { randomToken, sha256Hex } from '../secrets.ts';
+import type { Grant } from './types.ts';
+
+function required(form: URLSearchParams, name: string): string {
+  const v = form.get(name);
+  if (!v) throw new OAuthError('invalid_request', `${name} is required`);
+  return v;
+}
+
+/** RFC 7636 4.6 and RFC 9700 2.1.1: a code requested with PKCE needs the matching verifier, and only it. */
+function checkPkce(code: AuthCode, verifier: string | null): void {
+  if (code.codeChallenge === null) {
+    if (verifier !== null) throw new OAuthError('invalid_grant', 'code_verifier sent for a code requested without PKCE');
+    return;
+  }
+  if (verifier === null) throw new OAuthError('invalid_grant', 'code_verifier is required: the code was requested with PKCE');
+  if (!verifierMatches(verifier, code.codeChallenge)) throw new OAuthError('invalid_grant', 'code_verifier does not match the code_challenge');
+}
+
+/** Redeems the code with one conditional UPDATE; a replay revokes everything issued from it (RFC 9700 4.4). */
+async function redeem(deps: AuthDeps, value: string, clientId: string): Promise<AuthCode> {
+  const r = await deps.store.oauth.redeemCode(sha256Hex(value), clientId, deps.clock.now());
+  if (r.status === 'redeemed') return r.code;
+  if (r.status === 'replayed') {
+    await revokeGrant(deps, r.code.grantId);
+    deps.log.warn('authorization code replayed; its grant is revoked', { clientId, grantId: r.code.grantId });
+    throw new OAuthError('invalid_grant', 'the authorization code was already used');
+  }
+  throw new OAuthError('invalid_grant', 'the authorization code is unknown, expired or was issued to another client');
+}
+
+/**
+ * authorization_code (RFC 6749 4.1.3, OIDC Core 3.1.3): single-use, short-lived codes bound to client
+ * and redirect URI, PKCE S256. Issues access_token and id_token; a refresh_token only when the
+ * sign-in was granted `offline_access` / `offline`.
+ */
+export const authorizationCode: Grant = {
+  grantType: 'authorization_code',
+  parameters: ['code', 'redirect_uri', 'code_verifier', 'client_id'],
+  async handle(deps, { client }, form) {
+    const value = required(form, 'code');
+    const redirectUri = required(form, 'redirect_uri');
+    const verifier = form.get('code_verifier');
+    if (verifier !== null && !CODE_VERIFIER.test(verifier)) throw new OAuthError('invalid_request', 'code_verifier must be 43-128 characters of [A-Za-z0-9._~-]');
+    const code = await redeem(deps, value, client.clientId);
+    if (code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
+    checkPkce(code, verifier);
+    const scopes = splitScopes(code.scope);
+    checkReadableScopes(client, scopes);
+    const user = await grantUser(deps, code.tenant, code.userId);
+    const grant = { client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce };
+    const body = await issueUserTokens(deps, grant, user);
+    if (scopes.some((s) => OFFLINE_SCOPES.includes(s))) {
+      const refresh = randomToken(32);
+      const now = deps.clock.now();
+      await deps.store.oauth.createRefreshToken({
+        tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
+        scope: code.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
+      });
+      body.refresh_token = refresh;
+    }
+    return body;
+  },
+};

@@ -1,0 +1,54 @@
+import { OAuthError } from '../errors.ts';
+import type { TokenRequest } from './client-auth.ts';
+import type { AuthDeps } from './deps.ts';
+import { tokenEndpointCall } from './revoke.ts';
+import { sha256Hex } from './secrets.ts';
+
+const INACTIVE = { active: false } as const;
+
+async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
+  let t;
+  try {
+    t = await deps.verifyAccess(token);
+  } catch {
+    return null;
+  }
+  if (t.tenant !== tenant) return INACTIVE;
+  // The database is authoritative here (the in-memory list may lag another process by a few seconds).
+  if (await deps.store.oauth.isRevoked(t.jti, t.gid ?? null)) return INACTIVE;
+  const info: Record<string, unknown> = {
+    active: true, token_type: 'Bearer', scope: t.scope, client_id: t.client_id, sub: t.sub, aud: t.aud, iss: t.iss,
+    exp: t.exp, iat: t.iat, jti: t.jti, tenant: t.tenant,
+  };
+  if (t.patient) info.patient = t.patient;
+  if (t.fhirUser) info.fhirUser = t.fhirUser;
+  return info;
+}
+
+async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
+  const t = await deps.store.oauth.getRefreshToken(sha256Hex(token));
+  if (!t) return null;
+  const now = deps.clock.now();
+  if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked(null, t.grantId))) return INACTIVE;
+  return {
+    active: true, token_type: 'refresh_token', scope: t.scope, client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,
+    exp: Math.floor(t.expiresAt / 1000), iat: Math.floor(t.createdAt / 1000), tenant: t.tenant,
+  };
+}
+
+/**
+ * Token introspection (RFC 7662) for resource servers: confidential clients only, and only for tokens
+ * of their own tenant (others are reported inactive).
+ */
+export async function introspectToken(deps: AuthDeps, req: TokenRequest): Promise<Record<string, unknown>> {
+  const { client, token } = await tokenEndpointCall(deps, req, '/oauth2/introspect');
+  if (client.method === 'none') throw new OAuthError('invalid_client', 'introspection needs client authentication');
+  const tenant = client.client.tenant;
+  const refreshFirst = req.form.get('token_type_hint') === 'refresh_token' || token.split('.').length !== 3;
+  const lookups = refreshFirst ? [refreshTokenInfo, accessTokenInfo] : [accessTokenInfo, refreshTokenInfo];
+  for (const lookup of lookups) {
+    const info = await lookup(deps, token, tenant);
+    if (info) return info;
+  }
+  return INACTIVE;
+}

@@ -1,0 +1,70 @@
+import { OAuthError } from '../errors.ts';
+import type { Client, User } from '../store/types.ts';
+import { patientOf, unreadableScopes, userClaims } from './claims.ts';
+import { fhirBaseOf, type AuthDeps } from './deps.ts';
+import type { TokenResponse } from './grants/types.ts';
+import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
+
+/** What a user-facing grant (authorization_code, refresh_token) issues tokens for. */
+export interface UserGrant {
+  client: Client;
+  tenant: string;
+  userId: string;
+  scopes: string[];
+  grantId: string;
+  /** Epoch ms of the sign-in. */
+  authTime: number;
+  nonce: string | null;
+}
+
+/**
+ * The contract's scope/attribute rule: asking for a scope whose user attributes the client may not all
+ * read is `invalid_grant` (on the code and refresh grants).
+ */
+export function checkReadableScopes(client: Client, scopes: string[]): void {
+  const refused = unreadableScopes(scopes, client.readAttributes);
+  if (refused.length) {
+    throw new OAuthError('invalid_grant', `the client may not read every attribute of scope ${refused.map((s) => `'${s}'`).join(', ')}`);
+  }
+}
+
+/** The grant's user, who must still exist and be enabled. */
+export async function grantUser(deps: AuthDeps, tenant: string, userId: string): Promise<User> {
+  const user = await deps.store.users.get(tenant, userId);
+  if (!user || user.disabled) throw new OAuthError('invalid_grant', 'the user of this grant no longer exists or is disabled');
+  return user;
+}
+
+/** Revokes every token issued from a grant (RFC 9700 4.4: code replay; RFC 7009 2.1: refresh token revocation). */
+export async function revokeGrant(deps: AuthDeps, grantId: string): Promise<void> {
+  const now = deps.clock.now();
+  const horizon = Math.max(deps.config.refreshTokenTtl, MAX_TOKEN_TTL) * 1000;
+  await deps.revocations.add({ kind: 'grant', value: grantId, revokedAt: now, expiresAt: now + horizon });
+}
+
+function absoluteFhirUser(fhirBase: string, ref: string | null): string | undefined {
+  if (!ref) return undefined;
+  return /^https?:\/\//.test(ref) ? ref : `${fhirBase}/${ref}`;
+}
+
+/** Access token and id_token (OIDC Core 3.1.3.3) for a user grant; the refresh token is the caller's. */
+export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User): Promise<TokenResponse> {
+  const { config } = deps;
+  const fhirBase = fhirBaseOf(config.baseUrl, g.tenant);
+  const readable = (a: string) => g.client.readAttributes === null || g.client.readAttributes.includes(a);
+  const wantsPatient = g.scopes.some((s) => s.startsWith('patient/') || s === 'launch/patient');
+  const patient = wantsPatient ? patientOf(user) : undefined;
+  const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: g.scopes.join(' '), tenant: g.tenant, gid: g.grantId };
+  const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
+  if (fhirUser) claims.fhirUser = fhirUser;
+  if (patient) claims.patient = patient;
+  const ttl = g.client.accessTokenTtl ?? config.accessTokenTtl;
+  const { token, expiresIn } = await signAccessToken(deps.keys, deps.clock, config.baseUrl, claims, ttl);
+  const released = userClaims({ ...user, fhirUser: fhirUser ?? null }, g.scopes, g.client.readAttributes);
+  const idToken = await signIdToken(deps.keys, deps.clock, config.baseUrl, {
+    sub: user.id, aud: g.client.clientId, authTime: Math.floor(g.authTime / 1000), nonce: g.nonce, accessToken: token, claims: released,
+  }, ttl);
+  const body: TokenResponse = { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope: claims.scope, id_token: idToken };
+  if (patient) body.patient = patient;
+  return body;
+}

@@ -1,0 +1,107 @@
+import type { JSONWebKeySet } from 'jose';
+import type { Clock } from '../clock.ts';
+
+export class JwksFetchError extends Error {
+  override name = 'JwksFetchError';
+}
+
+export interface JwksFetcher {
+  /**
+   * The JWK Set at `url`, from cache while its Cache-Control allows. `refresh` asks for a new copy
+   * (an unknown `kid`); it is honoured at most once per `minRefetchMs` per URL.
+   */
+  get(url: string, refresh?: boolean): Promise<JSONWebKeySet>;
+}
+
+export interface JwksFetcherOptions {
+  fetch?: typeof fetch;
+  timeoutMs?: number;
+  maxBytes?: number;
+  /** Cache lifetime when the response says nothing (seconds). */
+  defaultMaxAge?: number;
+  /** Upper bound on any cache lifetime (seconds). */
+  maxMaxAge?: number;
+  minRefetchMs?: number;
+}
+
+interface Entry {
+  jwks: JSONWebKeySet;
+  fetchedAt: number;
+  expiresAt: number;
+}
+
+/** Seconds a response may be cached: `no-store`/`no-cache` -> 0, `max-age` (bounded), else the default. */
+export function cacheSeconds(header: string | null, fallback: number, max: number): number {
+  const cc = (header ?? '').toLowerCase();
+  if (/(^|[\s,])(no-store|no-cache)\b/.test(cc)) return 0;
+  const m = /(?:^|[\s,])(?:s-)?max-age\s*=\s*"?(\d+)/.exec(cc);
+  return Math.min(m ? Number(m[1]) : fallback, max);
+}
+
+async function download(f: typeof fetch, url: string, timeoutMs: number, maxBytes: number): Promise<{ jwks: JSONWebKeySet; cacheControl: string | null }> {
+  let res: Response;
+  try {
+    res = await f(url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'error', headers: { Accept: 'application/json' } });
+  } catch (err) {
+    throw new JwksFetchError(`fetching the JWK Set at ${url} failed`, { cause: err });
+  }
+  if (res.status !== 200) throw new JwksFetchError(`the JWK Set at ${url} answered HTTP ${res.status}`);
+  if (Number(res.headers.get('content-length') ?? 0) > maxBytes) {
+    await res.body?.cancel();
+    throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
+  }
+  const text = await res.text();
+  if (text.length > maxBytes) throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    throw new JwksFetchError(`the JWK Set at ${url} is not JSON`, { cause: err });
+  }
+  const keys = (body as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(keys) || !keys.every((k) => typeof k === 'object' && k !== null)) {
+    throw new JwksFetchError(`the document at ${url} is not a JWK Set`);
+  }
+  return { jwks: { keys } as JSONWebKeySet, cacheControl: res.headers.get('cache-control') };
+}
+
+/**
+ * Fetches clients' registered JWK Set URLs (SMART Backend Services): with a timeout, a size limit, no
+ * redirects, cached per Cache-Control, concurrent requests for one URL sharing one download. When a
+ * download fails, a previously fetched copy is used.
+ */
+export function createJwksFetcher(clock: Clock, o: JwksFetcherOptions = {}): JwksFetcher {
+  const f = o.fetch ?? fetch;
+  const timeoutMs = o.timeoutMs ?? 5000;
+  const maxBytes = o.maxBytes ?? 256 * 1024;
+  const minRefetchMs = o.minRefetchMs ?? 10_000;
+  const cache = new Map<string, Entry>();
+  const inflight = new Map<string, Promise<Entry>>();
+
+  async function load(url: string, stale: Entry | undefined): Promise<Entry> {
+    try {
+      const { jwks, cacheControl } = await download(f, url, timeoutMs, maxBytes);
+      const now = clock.now();
+      const entry = { jwks, fetchedAt: now, expiresAt: now + cacheSeconds(cacheControl, o.defaultMaxAge ?? 300, o.maxMaxAge ?? 86400) * 1000 };
+      cache.set(url, entry);
+      return entry;
+    } catch (err) {
+      if (stale) return stale;
+      throw err;
+    }
+  }
+
+  return {
+    async get(url, refresh = false) {
+      const now = clock.now();
+      const hit = cache.get(url);
+      if (hit && (refresh ? now - hit.fetchedAt < minRefetchMs : now < hit.expiresAt)) return hit.jwks;
+      let pending = inflight.get(url);
+      if (!pending) {
+        pending = load(url, hit).finally(() => inflight.delete(url));
+        inflight.set(url, pending);
+      }
+      return (await pending).jwks;
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import type { AuthorizationRequest } from './authorize.ts';
+import { issueCode } from './authorize.ts';
+import type { AuthDeps } from './deps.ts';
+import { verifyUser } from './users.ts';
+
+export type SignInResult =
+  | { ok: true; redirect: string }
+  | { ok: false; reason: 'invalid' }
+  | { ok: false; reason: 'throttled'; retryAfter: number };
+
+/**
+ * Signs a user of the client's tenant in for an authorization request and issues the code. Failed
+ * attempts are counted per user and per IP in the database; past the limit, sign-in is refused
+ * without checking the password until the window ends.
+ */
+export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username: string, password: string, ip: string): Promise<SignInResult> {
+  const tenant = req.client.tenant;
+  const throttle = deps.limits.loginFailures;
+  const wait = await throttle.blocked(tenant, username, ip);
+  if (wait !== null) return { ok: false, reason: 'throttled', retryAfter: wait };
+  const user = await verifyUser(deps.store, tenant, username, password);
+  if (!user) {
+    await throttle.failed(tenant, username, ip);
+    deps.log.info('sign-in failed', { tenant, clientId: req.client.clientId, ip });
+    return { ok: false, reason: 'invalid' };
+  }
+  await throttle.succeeded(tenant, username);
+  return { ok: true, redirect: await issueCode(deps, req, user) };
+}

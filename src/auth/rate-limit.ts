@@ -1,0 +1,101 @@
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import { OAuthError } from '../errors.ts';
+import type { Store } from '../store/types.ts';
+
+/** Answers whether one more request under `key` is allowed; when not, how many seconds until it is. */
+export interface Limiter {
+  hit(key: string): { ok: true } | { ok: false; retryAfter: number };
+}
+
+const ALLOW: Limiter = { hit: () => ({ ok: true }) };
+
+/**
+ * A per-process fixed-window counter (`limit` hits per `windowMs` per key). Memory is bounded: past
+ * `maxKeys` keys the expired windows are dropped, and if that is not enough, all of them.
+ */
+export function createMemoryLimiter(clock: Clock, limit: number, windowMs: number, maxKeys = 100_000): Limiter {
+  const windows = new Map<string, { count: number; resetAt: number }>();
+  function prune(now: number) {
+    for (const [k, w] of windows) if (w.resetAt <= now) windows.delete(k);
+    if (windows.size >= maxKeys) windows.clear();
+  }
+  return {
+    hit(key) {
+      const now = clock.now();
+      let w = windows.get(key);
+      if (!w || w.resetAt <= now) {
+        if (!w && windows.size >= maxKeys) prune(now);
+        w = { count: 0, resetAt: now + windowMs };
+        windows.set(key, w);
+      }
+      w.count++;
+      if (w.count <= limit) return { ok: true };
+      return { ok: false, retryAfter: Math.max(1, Math.ceil((w.resetAt - now) / 1000)) };
+    },
+  };
+}
+
+/** The rate limits of the authorization server (all no-ops with `CINDER_RATE_LIMITS=off`). */
+export interface RateLimits {
+  /** Token, revocation and introspection requests per IP (before client authentication). */
+  tokenIp: Limiter;
+  /** The same per authenticated client. */
+  tokenClient: Limiter;
+  /** Login page requests per IP. */
+  loginIp: Limiter;
+  /** Failed sign-ins per user and per IP, in the database so every process shares them. */
+  loginFailures: LoginThrottle;
+}
+
+/** Throws the 429 `OAuthError` of a refused hit. */
+export function enforce(limiter: Limiter, key: string): void {
+  const r = limiter.hit(key);
+  if (!r.ok) {
+    throw new OAuthError('temporarily_unavailable', 'too many requests; retry later', 429, { 'Retry-After': String(r.retryAfter) });
+  }
+}
+
+export interface LoginThrottle {
+  /** Seconds to wait when the user or the IP has too many recent failures; null when sign-in may proceed. */
+  blocked(tenant: string, username: string, ip: string): Promise<number | null>;
+  failed(tenant: string, username: string, ip: string): Promise<void>;
+  succeeded(tenant: string, username: string): Promise<void>;
+}
+
+export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
+
+/** Failed-login throttling per user and per IP, counted in the database (shared across processes). */
+export function createLoginThrottle(store: Store, clock: Clock, perUser: number, perIp: number): LoginThrottle {
+  const userKey = (tenant: string, username: string) => `login-user:${tenant}:${username.toLowerCase()}`;
+  const ipKey = (ip: string) => `login-ip:${ip}`;
+  return {
+    async blocked(tenant, username, ip) {
+      const now = clock.now();
+      const [u, i] = await Promise.all([store.counters.peek(userKey(tenant, username), now), store.counters.peek(ipKey(ip), now)]);
+      const waits = [u.count >= perUser ? u.resetAt : 0, i.count >= perIp ? i.resetAt : 0].filter((t) => t > now);
+      return waits.length ? Math.max(1, Math.ceil((Math.max(...waits) - now) / 1000)) : null;
+    },
+    async failed(tenant, username, ip) {
+      const now = clock.now();
+      await store.counters.increment(userKey(tenant, username), LOGIN_WINDOW_MS, now);
+      await store.counters.increment(ipKey(ip), LOGIN_WINDOW_MS, now);
+    },
+    async succeeded(tenant, username) {
+      await store.counters.clear(userKey(tenant, username));
+    },
+  };
+}
+
+const NO_THROTTLE: LoginThrottle = { blocked: async () => null, failed: async () => undefined, succeeded: async () => undefined };
+
+/** Builds the limits from the configuration (token endpoint limits are per process; see ARCHITECTURE). */
+export function createRateLimits(config: Config, store: Store, clock: Clock): RateLimits {
+  if (config.rateLimits === 'off') return { tokenIp: ALLOW, tokenClient: ALLOW, loginIp: ALLOW, loginFailures: NO_THROTTLE };
+  return {
+    tokenIp: createMemoryLimiter(clock, config.tokenRateLimitIp, 60_000),
+    tokenClient: createMemoryLimiter(clock, config.tokenRateLimitClient, 60_000),
+    loginIp: createMemoryLimiter(clock, config.loginRateLimitIp, 60_000),
+    loginFailures: createLoginThrottle(store, clock, config.loginFailuresUser, config.loginFailuresIp),
+  };
+}

@@ -1,0 +1,99 @@
+import { Hono, type Context } from 'hono';
+import {
+  AuthorizePageError, AuthorizeRedirectError, redirectWith, validateAuthorizationRequest, type AuthorizationRequest,
+} from '../auth/authorize.ts';
+import type { AuthDeps } from '../auth/deps.ts';
+import { errorPage, loginPage } from '../auth/login-page.ts';
+import { signIn } from '../auth/login.ts';
+import { randomToken } from '../auth/secrets.ts';
+import { readLimited } from './body.ts';
+import { clientIp } from './client-ip.ts';
+import { cookieValue, formTarget, htmlHeaders, sameToken, seeOther } from './html.ts';
+
+const CSRF_COOKIE = 'cinder_csrf';
+const FORM_LIMIT = 32 * 1024;
+
+/** Per-app rendering context of the login routes. */
+interface LoginContext {
+  deps: AuthDeps;
+  https: boolean;
+  origin: string;
+  trustProxy: boolean;
+}
+
+function html(l: LoginContext, body: string, status: number, formAction = "'none'", extra: Record<string, string> = {}): Response {
+  return new Response(body, { status, headers: { ...htmlHeaders(l.https, formAction), ...extra } });
+}
+
+/** The login form with a fresh CSRF token (double-submit: an HttpOnly SameSite=Strict cookie and a hidden field). */
+function showLogin(l: LoginContext, req: AuthorizationRequest, status: number, error?: string, username?: string): Response {
+  const csrf = randomToken(32);
+  const cookie = `${CSRF_COOKIE}=${csrf}; Path=/oauth2/authorize; HttpOnly; SameSite=Strict; Max-Age=1800${l.https ? '; Secure' : ''}`;
+  const body = loginPage({ clientName: req.client.name, scopes: req.scopes, params: req.params, csrfToken: csrf, error, username: username ?? req.loginHint ?? undefined });
+  return html(l, body, status, `'self' ${formTarget(req.redirectUri)}`, { 'Set-Cookie': cookie });
+}
+
+/** Rate limit per IP, then errors as an error page (never a redirect) or an RFC 6749 4.1.2.1 error redirect. */
+async function guarded(l: LoginContext, c: Context, fn: () => Promise<Response>): Promise<Response> {
+  const hit = l.deps.limits.loginIp.hit(clientIp(c, l.trustProxy));
+  if (!hit.ok) return html(l, errorPage('Too many requests', 'Please wait a moment and try again.'), 429, "'none'", { 'Retry-After': String(hit.retryAfter) });
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof AuthorizePageError) return html(l, errorPage('Sign-in request not valid', err.message), 400);
+    if (err instanceof AuthorizeRedirectError) {
+      return seeOther(redirectWith(err.redirectUri, { error: err.error, error_description: err.description, state: err.state, iss: l.deps.config.baseUrl }));
+    }
+    throw err;
+  }
+}
+
+/** The sign-in form's submission: CSRF, the request re-validated, cancel or credentials. */
+async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promise<Response> {
+  // With Referrer-Policy no-referrer, browsers send `Origin: null` on the form POST; the CSRF token decides.
+  const from = c.req.header('origin');
+  const sameOrigin = from === undefined || from === 'null' || from === l.origin;
+  if (!sameOrigin || !sameToken(cookieValue(c, CSRF_COOKIE), form.get('csrf_token'))) {
+    return html(l, errorPage('Sign-in form expired', 'Go back to the application and start signing in again.'), 403);
+  }
+  const req = await validateAuthorizationRequest(l.deps, form);
+  const iss = l.deps.config.baseUrl;
+  if (form.get('action') === 'cancel') {
+    return seeOther(redirectWith(req.redirectUri, { error: 'access_denied', error_description: 'the user cancelled sign-in', state: req.state, iss }));
+  }
+  const username = form.get('username') ?? '';
+  const result = await signIn(l.deps, req, username, form.get('password') ?? '', clientIp(c, l.trustProxy));
+  if (result.ok) return seeOther(result.redirect);
+  if (result.reason === 'invalid') return showLogin(l, req, 200, 'The username or password is not correct.', username);
+  const minutes = Math.ceil(result.retryAfter / 60);
+  const res = showLogin(l, req, 429, `Too many failed sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`, username);
+  res.headers.set('Retry-After', String(result.retryAfter));
+  return res;
+}
+
+async function readLoginForm(c: Context): Promise<URLSearchParams> {
+  const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/x-www-form-urlencoded') throw new AuthorizePageError('The sign-in form must be posted as application/x-www-form-urlencoded.');
+  const text = await readLimited(c.req.raw, FORM_LIMIT).catch((err: unknown) => {
+    throw new AuthorizePageError('The sign-in form is too large.', { cause: err });
+  });
+  return new URLSearchParams(text);
+}
+
+/** The login page and its sign-in handling at `/oauth2/authorize` (RFC 6749 4.1.1-4.1.2, OIDC Core 3.1.2). */
+export function authorizeRoutes(deps: AuthDeps): Hono {
+  const app = new Hono();
+  const l: LoginContext = {
+    deps, https: deps.config.baseUrl.startsWith('https:'), origin: new URL(deps.config.baseUrl).origin, trustProxy: deps.config.trustProxy === 'on',
+  };
+  app.get('/oauth2/authorize', (c) =>
+    guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, new URL(c.req.url).searchParams), 200)));
+  app.post('/oauth2/authorize', (c) =>
+    guarded(l, c, async () => {
+      const form = await readLoginForm(c);
+      // OIDC Core 3.1.2.1: an authorization request may itself be POSTed; only a form with a CSRF token signs in.
+      if (!form.has('csrf_token')) return showLogin(l, await validateAuthorizationRequest(deps, form), 200);
+      return submit(l, c, form);
+    }));
+  return app;
+}

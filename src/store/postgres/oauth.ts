@@ -1,0 +1,150 @@
+import type { AuthCode, CounterRepo, OAuthRepo, RefreshToken, Revocation } from '../types.ts';
+import type { Pg } from './db.ts';
+
+/** Used codes are kept this long after expiry, so a late replay is still detected (RFC 9700 4.4). */
+export const CODE_RETENTION_MS = 24 * 3600 * 1000;
+
+interface CodeRow {
+  code_hash: string;
+  grant_id: string;
+  client_id: string;
+  tenant: string;
+  user_id: string;
+  redirect_uri: string;
+  scope: string;
+  nonce: string | null;
+  code_challenge: string | null;
+  auth_time: number;
+  expires_at: number;
+  consumed_at: number | null;
+}
+
+interface RefreshRow {
+  token_hash: string;
+  grant_id: string;
+  client_id: string;
+  tenant: string;
+  user_id: string;
+  scope: string;
+  auth_time: number;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
+function toCode(r: CodeRow): AuthCode {
+  return {
+    codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
+    redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
+    expiresAt: r.expires_at, consumedAt: r.consumed_at,
+  };
+}
+
+function toRefresh(r: RefreshRow): RefreshToken {
+  return {
+    tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
+    authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at,
+  };
+}
+
+function codeRow(c: AuthCode): CodeRow {
+  return {
+    code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
+    scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
+  };
+}
+
+function refreshRow(t: RefreshToken): RefreshRow {
+  return {
+    token_hash: t.tokenHash, grant_id: t.grantId, client_id: t.clientId, tenant: t.tenant, user_id: t.userId, scope: t.scope,
+    auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt,
+  };
+}
+
+/**
+ * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migration 2). Code
+ * redemption is one conditional UPDATE: under READ COMMITTED a concurrent redeemer waits for the
+ * winner's commit, re-checks `consumed_at IS NULL` and updates nothing.
+ */
+export function createPostgresOAuth(sql: Pg): OAuthRepo {
+  return {
+    async createCode(c) {
+      await sql`INSERT INTO auth_codes ${sql(codeRow(c))}`;
+    },
+    async redeemCode(codeHash, clientId, now) {
+      const [won] = await sql<CodeRow[]>`
+        UPDATE auth_codes SET consumed_at = ${now}
+        WHERE code_hash = ${codeHash} AND client_id = ${clientId} AND consumed_at IS NULL AND expires_at > ${now}
+        RETURNING *`;
+      if (won) return { status: 'redeemed', code: toCode(won) };
+      const [row] = await sql<CodeRow[]>`SELECT * FROM auth_codes WHERE code_hash = ${codeHash}`;
+      if (row && row.consumed_at !== null) return { status: 'replayed', code: toCode(row) };
+      return { status: 'invalid' };
+    },
+    async createRefreshToken(t) {
+      await sql`INSERT INTO refresh_tokens ${sql(refreshRow(t))}`;
+    },
+    async getRefreshToken(tokenHash) {
+      const [r] = await sql<RefreshRow[]>`SELECT * FROM refresh_tokens WHERE token_hash = ${tokenHash}`;
+      return r ? toRefresh(r) : null;
+    },
+    async revoke(r: Revocation) {
+      await sql.begin(async (tx) => {
+        await tx`
+          INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
+          ON CONFLICT (kind, value) DO NOTHING`;
+        if (r.kind === 'grant') await tx`UPDATE refresh_tokens SET revoked_at = ${r.revokedAt} WHERE grant_id = ${r.value} AND revoked_at IS NULL`;
+      });
+    },
+    async isRevoked(jti, grantId) {
+      const rows = await sql`
+        SELECT 1 FROM revocations
+        WHERE (kind = 'jti' AND value = ${jti ?? ''}) OR (kind = 'grant' AND value = ${grantId ?? ''}) LIMIT 1`;
+      return rows.length > 0;
+    },
+    async revokedSince(since, now) {
+      const rows = await sql<{ kind: 'jti' | 'grant'; value: string; revoked_at: number; expires_at: number }[]>`
+        SELECT kind, value, revoked_at, expires_at FROM revocations WHERE revoked_at >= ${since} AND expires_at > ${now}`;
+      return rows.map((r) => ({ kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at }));
+    },
+    async useJti(clientId, jti, expiresAt, now) {
+      const rows = await sql`
+        INSERT INTO assertion_jtis (client_id, jti, expires_at) VALUES (${clientId}, ${jti}, ${expiresAt})
+        ON CONFLICT (client_id, jti) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE assertion_jtis.expires_at <= ${now}
+        RETURNING 1`;
+      return rows.length > 0;
+    },
+    async purgeExpired(now) {
+      const results = await Promise.all([
+        sql`DELETE FROM auth_codes WHERE expires_at < ${now - CODE_RETENTION_MS}`,
+        sql`DELETE FROM refresh_tokens WHERE expires_at < ${now}`,
+        sql`DELETE FROM revocations WHERE expires_at < ${now}`,
+        sql`DELETE FROM assertion_jtis WHERE expires_at < ${now}`,
+        sql`DELETE FROM rate_counters WHERE reset_at < ${now}`,
+      ]);
+      return results.reduce((n, r) => n + r.count, 0);
+    },
+  };
+}
+
+/** Fixed-window counters on Postgres: one upsert per increment, shared by every process. */
+export function createPostgresCounters(sql: Pg): CounterRepo {
+  return {
+    async increment(key, windowMs, now) {
+      const [r] = await sql<{ count: number; reset_at: number }[]>`
+        INSERT INTO rate_counters (key, count, reset_at) VALUES (${key}, 1, ${now + windowMs})
+        ON CONFLICT (key) DO UPDATE SET
+          count = CASE WHEN rate_counters.reset_at <= ${now} THEN 1 ELSE rate_counters.count + 1 END,
+          reset_at = CASE WHEN rate_counters.reset_at <= ${now} THEN EXCLUDED.reset_at ELSE rate_counters.reset_at END
+        RETURNING count, reset_at`;
+      return { count: r!.count, resetAt: r!.reset_at };
+    },
+    async peek(key, now) {
+      const [r] = await sql<{ count: number; reset_at: number }[]>`SELECT count, reset_at FROM rate_counters WHERE key = ${key} AND reset_at > ${now}`;
+      return r ? { count: r.count, resetAt: r.reset_at } : { count: 0, resetAt: now };
+    },
+    async clear(key) {
+      await sql`DELETE FROM rate_counters WHERE key = ${key}`;
+    },
+  };
+}

@@ -1,0 +1,148 @@
+import type { Database } from 'bun:sqlite';
+import type { AuthCode, CounterRepo, OAuthRepo, RefreshToken, Revocation } from '../types.ts';
+
+/** Used codes are kept this long after expiry, so a late replay is still detected (RFC 9700 4.4). */
+export const CODE_RETENTION_MS = 24 * 3600 * 1000;
+
+interface CodeRow {
+  code_hash: string;
+  grant_id: string;
+  client_id: string;
+  tenant: string;
+  user_id: string;
+  redirect_uri: string;
+  scope: string;
+  nonce: string | null;
+  code_challenge: string | null;
+  auth_time: number;
+  expires_at: number;
+  consumed_at: number | null;
+}
+
+interface RefreshRow {
+  token_hash: string;
+  grant_id: string;
+  client_id: string;
+  tenant: string;
+  user_id: string;
+  scope: string;
+  auth_time: number;
+  created_at: number;
+  expires_at: number;
+  revoked_at: number | null;
+}
+
+function toCode(r: CodeRow): AuthCode {
+  return {
+    codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
+    redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
+    expiresAt: r.expires_at, consumedAt: r.consumed_at,
+  };
+}
+
+function toRefresh(r: RefreshRow): RefreshToken {
+  return {
+    tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
+    authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at,
+  };
+}
+
+/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migration 2). */
+export function createSqliteOAuth(db: Database): OAuthRepo {
+  const revokeTx = db.transaction((r: Revocation) => {
+    db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt);
+    if (r.kind === 'grant') db.query('UPDATE refresh_tokens SET revoked_at = ? WHERE grant_id = ? AND revoked_at IS NULL').run(r.revokedAt, r.value);
+  });
+  return {
+    async createCode(c) {
+      db.query(
+        `INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge,
+           auth_time, expires_at, consumed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(c.codeHash, c.grantId, c.clientId, c.tenant, c.userId, c.redirectUri, c.scope, c.nonce, c.codeChallenge, c.authTime, c.expiresAt, c.consumedAt);
+    },
+    async redeemCode(codeHash, clientId, now) {
+      const won = db
+        .query<CodeRow, [number, string, string, number]>(
+          'UPDATE auth_codes SET consumed_at = ? WHERE code_hash = ? AND client_id = ? AND consumed_at IS NULL AND expires_at > ? RETURNING *',
+        )
+        .get(now, codeHash, clientId, now);
+      if (won) return { status: 'redeemed', code: toCode(won) };
+      const row = db.query<CodeRow, [string]>('SELECT * FROM auth_codes WHERE code_hash = ?').get(codeHash);
+      if (row && row.consumed_at !== null) return { status: 'replayed', code: toCode(row) };
+      return { status: 'invalid' };
+    },
+    async createRefreshToken(t) {
+      db.query(
+        `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(t.tokenHash, t.grantId, t.clientId, t.tenant, t.userId, t.scope, t.authTime, t.createdAt, t.expiresAt, t.revokedAt);
+    },
+    async getRefreshToken(tokenHash) {
+      const r = db.query<RefreshRow, [string]>('SELECT * FROM refresh_tokens WHERE token_hash = ?').get(tokenHash);
+      return r ? toRefresh(r) : null;
+    },
+    async revoke(r) {
+      revokeTx.immediate(r);
+    },
+    async isRevoked(jti, grantId) {
+      const r = db
+        .query<{ one: number }, [string, string]>(
+          "SELECT 1 AS one FROM revocations WHERE (kind = 'jti' AND value = ?) OR (kind = 'grant' AND value = ?) LIMIT 1",
+        )
+        .get(jti ?? '', grantId ?? '');
+      return r !== null;
+    },
+    async revokedSince(since, now) {
+      return db
+        .query<{ kind: 'jti' | 'grant'; value: string; revoked_at: number; expires_at: number }, [number, number]>(
+          'SELECT kind, value, revoked_at, expires_at FROM revocations WHERE revoked_at >= ? AND expires_at > ?',
+        )
+        .all(since, now)
+        .map((r) => ({ kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at }));
+    },
+    async useJti(clientId, jti, expiresAt, now) {
+      const r = db
+        .query<{ one: number }, [string, string, number, number]>(
+          `INSERT INTO assertion_jtis (client_id, jti, expires_at) VALUES (?, ?, ?)
+             ON CONFLICT (client_id, jti) DO UPDATE SET expires_at = excluded.expires_at WHERE assertion_jtis.expires_at <= ?
+             RETURNING 1 AS one`,
+        )
+        .get(clientId, jti, expiresAt, now);
+      return r !== null;
+    },
+    async purgeExpired(now) {
+      let n = 0;
+      n += db.query('DELETE FROM auth_codes WHERE expires_at < ?').run(now - CODE_RETENTION_MS).changes;
+      n += db.query('DELETE FROM refresh_tokens WHERE expires_at < ?').run(now).changes;
+      n += db.query('DELETE FROM revocations WHERE expires_at < ?').run(now).changes;
+      n += db.query('DELETE FROM assertion_jtis WHERE expires_at < ?').run(now).changes;
+      n += db.query('DELETE FROM rate_counters WHERE reset_at < ?').run(now).changes;
+      return n;
+    },
+  };
+}
+
+/** Fixed-window counters on SQLite: one upsert per increment. */
+export function createSqliteCounters(db: Database): CounterRepo {
+  return {
+    async increment(key, windowMs, now) {
+      const r = db
+        .query<{ count: number; reset_at: number }, [string, number, number, number]>(
+          `INSERT INTO rate_counters (key, count, reset_at) VALUES (?, 1, ?)
+             ON CONFLICT (key) DO UPDATE SET
+               count = CASE WHEN rate_counters.reset_at <= ? THEN 1 ELSE rate_counters.count + 1 END,
+               reset_at = CASE WHEN rate_counters.reset_at <= ? THEN excluded.reset_at ELSE rate_counters.reset_at END
+             RETURNING count, reset_at`,
+        )
+        .get(key, now + windowMs, now, now)!;
+      return { count: r.count, resetAt: r.reset_at };
+    },
+    async peek(key, now) {
+      const r = db.query<{ count: number; reset_at: number }, [string, number]>('SELECT count, reset_at FROM rate_counters WHERE key = ? AND reset_at > ?').get(key, now);
+      return r ? { count: r.count, resetAt: r.reset_at } : { count: 0, resetAt: now };
+    },
+    async clear(key) {
+      db.query('DELETE FROM rate_counters WHERE key = ?').run(key);
+    },
+  };
+}

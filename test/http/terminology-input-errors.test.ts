@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { ANIMALS, errorIssue, getOperation, outcome, type OperationResponse, postOperation, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
+
+let t: TestApp;
+let token: string;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  token = await t.token();
+  await putTerminologyFixtures(t, token);
+});
+afterAll(() => t.close());
+
+/** JSON text of `levels` concepts (or expansion entries) each nested in the one before; too deep for JSON.stringify. */
+function nested(key: 'concept' | 'contains', levels: number, extra = ''): string {
+  const open = Array.from({ length: levels }, (_, i) => `{"code":"c${i}"${extra},"${key}":[`).join('');
+  return `${open}{"code":"leaf"${extra}}${']}'.repeat(levels)}`;
+}
+
+async function postText(path: string, body: string): Promise<OperationResponse> {
+  const res = await t.request(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body));
+  return { status: res.status, body: (await res.json()) as OperationResponse['body'] };
+}
+
+describe('deeply nested resources are a 400, not a stack overflow', () => {
+  test('an inline CodeSystem nested 10,000 levels deep', async () => {
+    const body = `{"resourceType":"Parameters","parameter":[{"name":"codeSystem","resource":{"resourceType":"CodeSystem","url":"http://x","concept":[${nested('concept', 10_000)}]}},{"name":"code","valueCode":"leaf"}]}`;
+    const issue = errorIssue(await postText('CodeSystem/$validate-code', body), 400);
+    expect(issue).toEqual({ severity: 'error', code: 'invalid', text: 'The request body nests deeper than 1000 levels' });
+  });
+
+  test('an inline ValueSet expansion nested 10,000 levels deep', async () => {
+    const contains = nested('contains', 10_000, ',"system":"http://x"');
+    const body = `{"resourceType":"Parameters","parameter":[{"name":"valueSet","resource":{"resourceType":"ValueSet","expansion":{"contains":[${contains}]}}},{"name":"code","valueCode":"leaf"},{"name":"system","valueUri":"http://x"}]}`;
+    expect(errorIssue(await postText('ValueSet/$validate-code', body), 400).text).toContain('nests deeper than 1000 levels');
+  });
+
+  test('a stored CodeSystem nested too deep fails the operations that use it with a 400', async () => {
+    const url = 'http://cinder.test/CodeSystem/deep';
+    const cs = `{"resourceType":"CodeSystem","id":"deep","url":"${url}","status":"draft","content":"complete","concept":[${nested('concept', 600)}]}`;
+    const put = await t.request(`${t.fhir()}/CodeSystem/deep`, fhirInit(token, 'PUT', cs));
+    expect(put.status).toBeLessThan(300);
+    const issue = errorIssue(await getOperation(t, token, 'CodeSystem/$validate-code', { url, code: 'leaf' }), 400);
+    expect(issue.text).toBe('CodeSystem/deep nests deeper than 1000 levels');
+  });
+
+  test('500 levels of nested concepts are fine', async () => {
+    const body = `{"resourceType":"Parameters","parameter":[{"name":"codeSystem","resource":{"resourceType":"CodeSystem","url":"http://x","concept":[${nested('concept', 450)}]}},{"name":"code","valueCode":"leaf"}]}`;
+    expect(outcome(await postText('CodeSystem/$validate-code', body)).result).toBe(true);
+  });
+});
+
+describe('inputs that used to be ignored silently', () => {
+  test("CodeSystem/$validate-code: an inline 'codeSystem' is used when 'url' names it, refused when 'url' names another", async () => {
+    const inline = { resourceType: 'CodeSystem', url: ANIMALS, content: 'complete', concept: [{ code: 'griffin', display: 'Griffin' }] };
+    const same = await postOperation(t, token, 'CodeSystem/$validate-code', [
+      { name: 'url', valueUri: ANIMALS },
+      { name: 'codeSystem', resource: inline },
+      { name: 'code', valueCode: 'griffin' },
+    ]);
+    expect(outcome(same)).toEqual({ result: true, display: 'Griffin' });
+    const other = await postOperation(t, token, 'CodeSystem/$validate-code', [
+      { name: 'url', valueUri: 'http://cinder.test/CodeSystem/colors' },
+      { name: 'codeSystem', resource: inline },
+      { name: 'code', valueCode: 'griffin' },
+    ]);
+    expect(errorIssue(other, 400).text).toBe(`'url' is 'http://cinder.test/CodeSystem/colors', but the inline 'codeSystem' has the url '${ANIMALS}'`);
+    const nameless = await postOperation(t, token, 'CodeSystem/$validate-code', [
+      { name: 'codeSystem', resource: { resourceType: 'CodeSystem', concept: [{ code: 'a' }] } },
+      { name: 'code', valueCode: 'a' },
+    ]);
+    expect(errorIssue(nameless, 400).text).toBe("the inline 'codeSystem' has no url; give 'url' or a coding with a system");
+  });
+
+  test('CodeSystem/$validate-code takes the system from the first coding of a codeableConcept that has one', async () => {
+    const r = await postOperation(t, token, 'CodeSystem/$validate-code', [
+      { name: 'codeableConcept', valueCodeableConcept: { coding: [{ code: 'x' }, { system: ANIMALS, code: 'dog' }] } },
+    ]);
+    expect(outcome(r)).toEqual({ result: true, display: 'Dog', message: 'codeableConcept.coding[0] has no system' });
+  });
+
+  test("$lookup: 'system' next to a 'coding' is a 400", async () => {
+    const r = await postOperation(t, token, 'CodeSystem/$lookup', [
+      { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } },
+      { name: 'system', valueUri: 'http://cinder.test/CodeSystem/colors' },
+    ]);
+    expect(errorIssue(r, 400).text).toBe("'system' goes with 'code'; a 'coding' carries its own system");
+  });
+
+  test('the ValueSet of an instance-level $expand is checked against url too', async () => {
+    const r = await getOperation(t, token, 'ValueSet/mammals/$expand', { url: `${VS}pets` });
+    expect(errorIssue(r, 400).text).toBe(`'url' is '${VS}pets', but ValueSet/mammals has the url '${VS}mammals'`);
+  });
+});

@@ -1,0 +1,161 @@
+import { describe, expect, test } from 'bun:test';
+import type { AuthCode, RefreshToken, Store, User } from '../../../src/store/types.ts';
+import { StoreConflictError } from '../../../src/store/types.ts';
+
+const uid = () => crypto.randomUUID().replaceAll('-', '');
+
+function user(tenant: string, over: Partial<User> = {}): User {
+  return {
+    id: uid(), tenant, username: 'user-' + uid().slice(0, 8), passwordHash: '$argon2id$fake', name: 'N', email: 'e@example.org',
+    emailVerified: true, phone: null, phoneVerified: false, address: null, fhirUser: 'Patient/1', createdAt: 1000, disabled: false, ...over,
+  };
+}
+
+function code(over: Partial<AuthCode> = {}): AuthCode {
+  return {
+    codeHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', redirectUri: 'https://app/cb', scope: 'openid',
+    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, ...over,
+  };
+}
+
+function refresh(over: Partial<RefreshToken> = {}): RefreshToken {
+  return {
+    tokenHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid offline_access', authTime: 1000,
+    createdAt: 1000, expiresAt: 100_000, revokedAt: null, ...over,
+  };
+}
+
+/** Users, authorization codes, refresh tokens, revocations, assertion jtis and counters (migration 2). */
+export function oauthContract(store: () => Store) {
+  describe('users', () => {
+    test('create, get by id and by username within a tenant; a taken username is a conflict', async () => {
+      const s = store();
+      const u = user('ta');
+      await s.users.create(u);
+      expect(await s.users.get('ta', u.id)).toEqual(u);
+      expect(await s.users.byUsername('ta', u.username)).toEqual(u);
+      expect(await s.users.byUsername('tb', u.username)).toBeNull();
+      expect(await s.users.get('tb', u.id)).toBeNull();
+      await expect(s.users.create(user('ta', { username: u.username }))).rejects.toBeInstanceOf(StoreConflictError);
+      await s.users.create(user('tb', { username: u.username }));
+    });
+  });
+
+  describe('authorization codes', () => {
+    test('redeemed once; then reported as a replay', async () => {
+      const s = store();
+      const c = code();
+      await s.oauth.createCode(c);
+      const first = await s.oauth.redeemCode(c.codeHash, 'c1', 2000);
+      expect(first).toEqual({ status: 'redeemed', code: { ...c, consumedAt: 2000 } });
+      expect(await s.oauth.redeemCode(c.codeHash, 'c1', 3000)).toEqual({ status: 'replayed', code: { ...c, consumedAt: 2000 } });
+    });
+
+    test('another client, an unknown code or an expired one: invalid, and the code is not consumed', async () => {
+      const s = store();
+      const c = code();
+      await s.oauth.createCode(c);
+      expect(await s.oauth.redeemCode(c.codeHash, 'c2', 2000)).toEqual({ status: 'invalid' });
+      expect(await s.oauth.redeemCode(uid(), 'c1', 2000)).toEqual({ status: 'invalid' });
+      expect(await s.oauth.redeemCode(c.codeHash, 'c1', 61_000)).toEqual({ status: 'invalid' });
+      expect((await s.oauth.redeemCode(c.codeHash, 'c1', 60_999)).status).toBe('redeemed');
+    });
+
+    test('N concurrent redemptions: exactly one wins', async () => {
+      const s = store();
+      const c = code();
+      await s.oauth.createCode(c);
+      const results = await Promise.all(Array.from({ length: 16 }, () => s.oauth.redeemCode(c.codeHash, 'c1', 2000)));
+      expect(results.filter((r) => r.status === 'redeemed')).toHaveLength(1);
+      expect(results.filter((r) => r.status === 'replayed')).toHaveLength(15);
+    });
+  });
+
+  describe('refresh tokens and revocations', () => {
+    test('stored and read back by digest', async () => {
+      const s = store();
+      const r = refresh();
+      await s.oauth.createRefreshToken(r);
+      expect(await s.oauth.getRefreshToken(r.tokenHash)).toEqual(r);
+      expect(await s.oauth.getRefreshToken(uid())).toBeNull();
+    });
+
+    test('revoking a grant marks its refresh tokens and is listed; revoking twice is harmless', async () => {
+      const s = store();
+      const r = refresh();
+      await s.oauth.createRefreshToken(r);
+      const rev = { kind: 'grant' as const, value: r.grantId, revokedAt: 5000, expiresAt: 200_000 };
+      await s.oauth.revoke(rev);
+      await s.oauth.revoke({ ...rev, revokedAt: 6000 });
+      expect((await s.oauth.getRefreshToken(r.tokenHash))!.revokedAt).toBe(5000);
+      expect(await s.oauth.isRevoked(null, r.grantId)).toBe(true);
+      expect(await s.oauth.isRevoked(r.grantId, null)).toBe(false);
+      expect(await s.oauth.revokedSince(5000, 10_000)).toContainEqual(rev);
+      expect(await s.oauth.revokedSince(5001, 10_000)).not.toContainEqual(rev);
+      expect(await s.oauth.revokedSince(0, 200_000)).not.toContainEqual(rev);
+    });
+
+    test('an access token jti', async () => {
+      const s = store();
+      const jti = uid();
+      expect(await s.oauth.isRevoked(jti, 'g')).toBe(false);
+      await s.oauth.revoke({ kind: 'jti', value: jti, revokedAt: 1, expiresAt: 2 });
+      expect(await s.oauth.isRevoked(jti, null)).toBe(true);
+      expect(await s.oauth.isRevoked(jti, 'other')).toBe(true);
+    });
+  });
+
+  describe('client assertion jtis', () => {
+    test('a jti is accepted once per client until it expires', async () => {
+      const s = store();
+      const jti = uid();
+      expect(await s.oauth.useJti('c1', jti, 10_000, 1000)).toBe(true);
+      expect(await s.oauth.useJti('c1', jti, 10_000, 2000)).toBe(false);
+      expect(await s.oauth.useJti('c2', jti, 10_000, 2000)).toBe(true);
+      expect(await s.oauth.useJti('c1', jti, 20_000, 10_000)).toBe(true);
+      expect(await s.oauth.useJti('c1', jti, 30_000, 15_000)).toBe(false);
+    });
+
+    test('concurrent uses of one jti: exactly one accepted', async () => {
+      const s = store();
+      const jti = uid();
+      const results = await Promise.all(Array.from({ length: 12 }, () => s.oauth.useJti('c1', jti, 10_000, 1000)));
+      expect(results.filter(Boolean)).toHaveLength(1);
+    });
+  });
+
+  describe('counters', () => {
+    test('fixed windows: increment, peek, a new window after reset, clear', async () => {
+      const s = store();
+      const key = 'k-' + uid();
+      expect(await s.counters.peek(key, 1000)).toEqual({ count: 0, resetAt: 1000 });
+      expect(await s.counters.increment(key, 60_000, 1000)).toEqual({ count: 1, resetAt: 61_000 });
+      expect(await s.counters.increment(key, 60_000, 2000)).toEqual({ count: 2, resetAt: 61_000 });
+      expect(await s.counters.peek(key, 3000)).toEqual({ count: 2, resetAt: 61_000 });
+      expect(await s.counters.peek(key, 61_000)).toEqual({ count: 0, resetAt: 61_000 });
+      expect(await s.counters.increment(key, 60_000, 61_000)).toEqual({ count: 1, resetAt: 121_000 });
+      await s.counters.clear(key);
+      expect((await s.counters.peek(key, 62_000)).count).toBe(0);
+    });
+
+    test('concurrent increments are all counted', async () => {
+      const s = store();
+      const key = 'k-' + uid();
+      await Promise.all(Array.from({ length: 10 }, () => s.counters.increment(key, 60_000, 1000)));
+      expect((await s.counters.peek(key, 1000)).count).toBe(10);
+    });
+  });
+
+  describe('purge', () => {
+    test('removes what has expired and keeps the rest', async () => {
+      const s = store();
+      const live = refresh({ expiresAt: 10 ** 13 });
+      await s.oauth.createRefreshToken(live);
+      await s.oauth.createRefreshToken(refresh({ expiresAt: 5 }));
+      await s.oauth.useJti('c1', uid(), 5, 1);
+      await s.oauth.revoke({ kind: 'jti', value: uid(), revokedAt: 1, expiresAt: 5 });
+      expect(await s.oauth.purgeExpired(10 ** 12)).toBeGreaterThanOrEqual(3);
+      expect(await s.oauth.getRefreshToken(live.tokenHash)).toEqual(live);
+    });
+  });
+}

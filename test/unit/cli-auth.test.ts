@@ -1,0 +1,81 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runCli } from '../../src/cli/index.ts';
+import type { CliIO } from '../../src/cli/command.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'cinder-cli-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+async function run(argv: string[], stdin = '') {
+  let out = '';
+  let err = '';
+  const io: CliIO = {
+    env: { CINDER_DATA_DIR: dir, CINDER_LOG_LEVEL: 'silent' },
+    stdout: (s) => void (out += s), stderr: (s) => void (err += s), stdin: async () => stdin, isTTY: false,
+  };
+  const code = await runCli(argv, io);
+  return { code, out, err };
+}
+
+describe('cinder user create', () => {
+  test('creates a user with an argon2id password read from stdin', async () => {
+    expect((await run(['tenant', 'create', 'acme'])).code).toBe(0);
+    const r = await run(
+      ['user', 'create', '--tenant', 'acme', '--username', 'dr.who', '--password-stdin', '--email', 'who@example.org', '--email-verified',
+        '--name', 'The Doctor', '--phone', '+44 20 7946 0000', '--fhir-user', 'Practitioner/42', '--json'],
+      's3cret-passw0rd\n',
+    );
+    expect(r.code).toBe(0);
+    const printed = JSON.parse(r.out) as { user_id: string; username: string; fhir_user: string };
+    expect(printed).toMatchObject({ username: 'dr.who', tenant: 'acme', fhir_user: 'Practitioner/42' });
+    const store = createSqliteStore(join(dir, 'cinder.db'));
+    const user = (await store.users.byUsername('acme', 'dr.who'))!;
+    await store.close();
+    expect(user).toMatchObject({ id: printed.user_id, email: 'who@example.org', emailVerified: true, name: 'The Doctor', phoneVerified: false });
+    expect(user.passwordHash).toStartWith('$argon2id$');
+    expect(await Bun.password.verify('s3cret-passw0rd', user.passwordHash)).toBe(true);
+  });
+
+  test('usage errors: no --password-stdin, empty password, short password, duplicate, unknown tenant', async () => {
+    await run(['tenant', 'create', 'acme']);
+    expect((await run(['user', 'create', '--tenant', 'acme', '--username', 'u'])).code).toBe(2);
+    expect((await run(['user', 'create', '--tenant', 'acme', '--username', 'u', '--password-stdin'], '')).code).toBe(2);
+    const short = await run(['user', 'create', '--tenant', 'acme', '--username', 'u', '--password-stdin'], 'short');
+    expect(short.code).toBe(2);
+    expect(short.err).toContain('at least 8 characters');
+    expect((await run(['user', 'create', '--tenant', 'acme', '--username', 'u', '--password-stdin'], 'long-enough')).code).toBe(0);
+    const dup = await run(['user', 'create', '--tenant', 'acme', '--username', 'u', '--password-stdin'], 'long-enough');
+    expect(dup.code).toBe(2);
+    expect(dup.err).toContain('already exists');
+    expect((await run(['user', 'create', '--tenant', 'nope', '--username', 'u', '--password-stdin'], 'long-enough')).code).toBe(2);
+    expect((await run(['user', 'create', '--tenant', 'acme', '--username', 'v', '--password-stdin', '--fhir-user', 'Observation/1'], 'long-enough')).code).toBe(2);
+  });
+
+  test('--help', async () => {
+    const r = await run(['user', 'create', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('--password-stdin');
+  });
+});
+
+describe('cinder keys rotate', () => {
+  test('adds new ES256 and RS256 keys; the old ones stay published', async () => {
+    const first = await run(['keys', 'rotate', '--json']);
+    expect(first.code).toBe(0);
+    const second = await run(['keys', 'rotate', '--json']);
+    const kids = (JSON.parse(second.out) as { new_kids: string[] }).new_kids;
+    expect(kids).toHaveLength(2);
+    const store = createSqliteStore(join(dir, 'cinder.db'));
+    const published = await store.keys.list(Date.now() - 86400_000);
+    await store.close();
+    const active = published.filter((k) => k.retiredAt === null).map((k) => k.kid).sort();
+    expect(active).toEqual([...kids].sort());
+    expect(published.length).toBe(6);
+  });
+});

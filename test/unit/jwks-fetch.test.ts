@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { cacheSeconds, createJwksFetcher, JwksFetchError } from '../../src/auth/jwks-fetch.ts';
+import { testClock } from '../helpers/app.ts';
+
+describe('cacheSeconds', () => {
+  test('reads max-age, bounded; no-store and no-cache mean zero; a default otherwise', () => {
+    expect(cacheSeconds('public, max-age=600', 300, 86400)).toBe(600);
+    expect(cacheSeconds('max-age=9999999', 300, 86400)).toBe(86400);
+    expect(cacheSeconds('no-store', 300, 86400)).toBe(0);
+    expect(cacheSeconds('private, no-cache', 300, 86400)).toBe(0);
+    expect(cacheSeconds(null, 300, 86400)).toBe(300);
+  });
+});
+
+describe('createJwksFetcher against a real server', () => {
+  let server: ReturnType<typeof Bun.serve>;
+  let hits = 0;
+  beforeAll(() => {
+    server = Bun.serve({
+      port: 0,
+      async fetch(req) {
+        const path = new URL(req.url).pathname;
+        hits++;
+        if (path === '/slow') await Bun.sleep(500);
+        if (path === '/redirect') return Response.redirect('/jwks', 302);
+        if (path === '/huge') return new Response(JSON.stringify({ keys: [{ kty: 'EC', x: 'a'.repeat(300_000) }] }));
+        if (path === '/not-a-set') return Response.json({ hello: 'world' });
+        return Response.json({ keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y', kid: 'k1' }] }, { headers: { 'Cache-Control': 'max-age=60' } });
+      },
+    });
+  });
+  afterAll(() => server.stop(true));
+  const url = (p: string) => `http://127.0.0.1:${server.port}${p}`;
+
+  test('downloads once, concurrent callers share it, cache follows max-age', async () => {
+    const clock = testClock();
+    const f = createJwksFetcher(clock);
+    hits = 0;
+    const sets = await Promise.all([f.get(url('/jwks')), f.get(url('/jwks')), f.get(url('/jwks'))]);
+    expect(sets[0]!.keys[0]!.kid).toBe('k1');
+    expect(hits).toBe(1);
+    clock.advance(61_000);
+    await f.get(url('/jwks'));
+    expect(hits).toBe(2);
+  });
+
+  test('a forced refresh is honoured at most once per cooldown', async () => {
+    const clock = testClock();
+    const f = createJwksFetcher(clock, { minRefetchMs: 10_000 });
+    hits = 0;
+    await f.get(url('/jwks'));
+    await f.get(url('/jwks'), true);
+    expect(hits).toBe(1);
+    clock.advance(10_000);
+    await f.get(url('/jwks'), true);
+    expect(hits).toBe(2);
+  });
+
+  test('timeout, redirects, oversized and non-JWKS answers fail', async () => {
+    const f = createJwksFetcher(testClock(), { timeoutMs: 100 });
+    for (const p of ['/slow', '/redirect', '/huge', '/not-a-set']) {
+      await expect(f.get(url(p))).rejects.toBeInstanceOf(JwksFetchError);
+    }
+  });
+
+  test('a failed download falls back to the last good copy', async () => {
+    const clock = testClock();
+    let fail = false;
+    const f = createJwksFetcher(clock, {
+      fetch: (async (input: string | URL | Request) => (fail ? Promise.reject(new Error('down')) : fetch(input as string))) as typeof fetch,
+    });
+    await f.get(url('/jwks'));
+    fail = true;
+    clock.advance(120_000);
+    expect((await f.get(url('/jwks'))).keys[0]!.kid).toBe('k1');
+  });
+});

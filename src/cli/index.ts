@@ -1,9 +1,9 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.ts';
 import { clientCreateCommand } from './client.ts';
+import { UsageError, type CliIO, type Command } from './command.ts';
 import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
-import { UsageError, type CliIO, type Command } from './command.ts';
 import { keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
 import { serveCommand } from './serve.ts';

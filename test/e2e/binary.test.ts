@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 
 const BIN = resolve(import.meta.dir, '../../dist/cinder');
 const present = existsSync(BIN);
@@ -180,5 +181,53 @@ describe.if(present)('dist/cinder', () => {
     again.kill('SIGTERM');
     expect([up, await again.exited]).toEqual([true, 0]);
     expect(await stdout).toBe('');
+  });
+});
+
+/** PostgreSQL targets (a fresh database each), when the binary is there; unreachable: see storeTargets(). */
+const targets: StoreTarget[] = present ? await storeTargets() : [];
+const postgresTarget = targets.find((t) => t.kind === 'postgres');
+
+describe.if(!!postgresTarget)('dist/cinder on PostgreSQL', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cinder-e2e-pg-'));
+  let env: Record<string, string> = {};
+
+  beforeAll(async () => {
+    env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_DATA_DIR: join(dir, 'data'), CINDER_DATABASE_URL: (await postgresTarget!.fresh()).url };
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const t of targets) await t.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function cinder(...args: string[]) {
+    const p = Bun.spawn([BIN, ...args], { env, cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+    const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    return { code, stdout, stderr };
+  }
+
+  test('migrate, tenant create, import and a server answering /readyz, all on a postgres:// URL', async () => {
+    const migrate = await cinder('migrate', '--json');
+    expect(migrate.code).toBe(0);
+    const applied = JSON.parse(migrate.stdout) as { database: string; applied: string[] };
+    expect(applied.database).toBe('postgres');
+    expect(applied.applied[0]).toBe('1_core');
+    expect((await cinder('tenant', 'create', 'pg')).code).toBe(0);
+    const file = join(dir, 'pg.ndjson');
+    writeFileSync(file, JSON.stringify({ resourceType: 'Patient', id: 'pg-1' }) + '\n');
+    const imported = await cinder('import', '--tenant', 'pg', '--json', file);
+    expect([imported.code, JSON.parse(imported.stdout).imported]).toEqual([0, 1]);
+
+    const port = freePort();
+    const server = Bun.spawn([BIN, 'serve', '--port', String(port)], { env, cwd: dir, stdin: 'ignore', stdout: 'ignore', stderr: 'ignore' });
+    try {
+      expect(await healthy(`http://127.0.0.1:${port}`)).toBe(true);
+      const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+      expect([ready.status, await ready.json()]).toEqual([200, { status: 'ok', database: 'postgres' }]);
+    } finally {
+      server.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+    }
   });
 });

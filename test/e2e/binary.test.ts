@@ -103,7 +103,7 @@ describe.if(present)('dist/cinder', () => {
     for (const c of ['serve', 'tenant create', 'client create', 'import', 'migrate', 'healthcheck']) expect(r.stdout).toContain(c);
   });
 
-  test('first start prints the admin credentials once; token -> create -> search -> read over HTTP', async () => {
+  test('first start prints the admin credentials once; token -> create -> search -> read, and core terminology, over HTTP', async () => {
     const clientId = /client_id:\s+(\S+)/.exec(banner)?.[1];
     const secret = /client_secret:\s+(\S+)/.exec(banner)?.[1];
     expect(banner).toContain(`FHIR base:     ${base}/tenants/default/fhir/R4`);
@@ -134,6 +134,24 @@ describe.if(present)('dist/cinder', () => {
     expect(((await read.json()) as { name: unknown }).name).toEqual([{ family: 'Binary' }]);
 
     expect((await fetch(`${fhir}/Patient/${id}`)).status).toBe(401);
+
+    // The R4 core terminology is embedded in the executable.
+    const validate = await fetch(`${fhir}/ValueSet/$validate-code`, {
+      method: 'POST',
+      headers: { ...auth, 'Content-Type': 'application/fhir+json' },
+      body: JSON.stringify({
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' },
+          { name: 'code', valueCode: 'female' },
+          { name: 'system', valueUri: 'http://hl7.org/fhir/administrative-gender' },
+        ],
+      }),
+    });
+    expect(validate.status).toBe(200);
+    const out = (await validate.json()) as { parameter: { name: string; valueBoolean?: boolean; valueString?: string }[] };
+    expect(out.parameter.find((p) => p.name === 'result')?.valueBoolean).toBe(true);
+    expect(out.parameter.find((p) => p.name === 'display')?.valueString).toBe('Female');
   });
 
   test('tenant create, client create --json and import work beside the running server', async () => {

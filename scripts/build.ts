@@ -4,9 +4,9 @@
  *   bun scripts/build.ts [--outfile <path>] [--target <bun-linux-x64|bun-linux-arm64|...>]
  *
  * Everything src/main.ts imports is bundled: migrations (TS modules), the R4 definitions JSON (via
- * the `@fhir-r4/*` tsconfig path), dependencies. Worker entry files (`src/**\/*worker.ts`) are
- * added as entrypoints, so they are embedded too; the bundle root is src/, so a worker is found at
- * `new URL('./<path below src>', import.meta.url)` from a module directly in src/.
+ * the `@fhir-r4/*` tsconfig path), files imported `with { type: 'file' }`, dependencies. Worker entry
+ * files (`src/**\/*worker.ts`) are added as entrypoints, so they are embedded too, laid out from src/:
+ * start them with `new Worker(workerUrl('<path below src>'))` (src/worker-url.ts).
  */
 import { rmSync } from 'node:fs';
 import { relative } from 'node:path';
@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 const root = new URL('..', import.meta.url).pathname;
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
-  options: { outfile: { type: 'string', default: 'dist/cinder' }, target: { type: 'string' } },
+  options: { outfile: { type: 'string', default: root + 'dist/cinder' }, target: { type: 'string' } },
   strict: true,
 });
 

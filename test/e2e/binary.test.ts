@@ -59,10 +59,11 @@ async function readUntil(stream: ReadableStream<Uint8Array>, done: (text: string
 }
 
 describe.if(present)('dist/cinder', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cinder-e2e-'));
   const port = freePort();
   const base = `http://127.0.0.1:${port}`;
-  const env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_BASE_URL: base, CINDER_DATA_DIR: join(dir, 'data') };
+  // Made in beforeAll: a skipped describe still runs its body, but never its hooks.
+  let dir = '';
+  let env: Record<string, string> = {};
   let server: ReturnType<typeof Bun.spawn<'ignore', 'pipe', 'pipe'>>;
   let banner = '';
   let logs: Promise<string>;
@@ -85,6 +86,8 @@ describe.if(present)('dist/cinder', () => {
   }
 
   beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'cinder-e2e-'));
+    env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_BASE_URL: base, CINDER_DATA_DIR: join(dir, 'data') };
     server = Bun.spawn([BIN], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
     logs = new Response(server.stderr).text();
     banner = await readUntil(server.stdout, (t) => t.includes('token URL:'), 20_000);
@@ -205,12 +208,14 @@ describe.if(present)('dist/cinder', () => {
 /** PostgreSQL targets (a fresh database each), when the binary is there; unreachable: see storeTargets(). */
 const targets: StoreTarget[] = present ? await storeTargets() : [];
 const postgresTarget = targets.find((t) => t.kind === 'postgres');
+if (!postgresTarget) for (const t of targets) await t.cleanup();
 
 describe.if(!!postgresTarget)('dist/cinder on PostgreSQL', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cinder-e2e-pg-'));
+  let dir = '';
   let env: Record<string, string> = {};
 
   beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'cinder-e2e-pg-'));
     env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_DATA_DIR: join(dir, 'data'), CINDER_DATABASE_URL: (await postgresTarget!.fresh()).url };
   }, 30_000);
 

@@ -3,6 +3,8 @@ import { ConfigError } from '../config.ts';
 import { clientCreateCommand } from './client.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { exportCommand } from './export.ts';
+import { healthcheckCommand } from './healthcheck.ts';
+import { importCommand } from './import.ts';
 import { keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
 import { serveCommand } from './serve.ts';
@@ -10,7 +12,9 @@ import { tenantCreateCommand } from './tenant.ts';
 import { userCreateCommand } from './user.ts';
 
 /** Every `cinder` subcommand. */
-export const commands: Command[] = [serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, migrateCommand, exportCommand];
+export const commands: Command[] = [
+  serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, importCommand, migrateCommand, healthcheckCommand, exportCommand,
+];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

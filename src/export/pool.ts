@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
+import { workerUrl } from '../worker-url.ts';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.ts';
 
 export interface PoolOptions {
@@ -23,15 +24,6 @@ interface Slot {
   ready: boolean;
   job: string | null;
   stopped: Promise<void>;
-}
-
-/**
- * The worker's entry point: beside this file when running from source; in a compiled binary, by its
- * path below the build root (build with `bun build --compile src/main.ts src/export/worker.ts`).
- */
-function workerEntry(): string {
-  const compiled = import.meta.url.includes('$bunfs') || import.meta.url.includes('~BUN');
-  return compiled ? './export/worker.ts' : new URL('./worker.ts', import.meta.url).href;
 }
 
 /**
@@ -69,7 +61,7 @@ export function createExportPool(o: PoolOptions) {
   let crashes = 0;
 
   function spawn(index: number): Slot {
-    const worker = new Worker(workerEntry());
+    const worker = new Worker(workerUrl('export/worker.ts'));
     let markStopped!: () => void;
     const slot: Slot = { index, owner: `${processId}/w${index}`, worker, ready: false, job: null, stopped: new Promise((r) => (markStopped = r)) };
     worker.addEventListener('message', (event: MessageEvent<FromWorker>) => {

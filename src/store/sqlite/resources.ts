@@ -69,7 +69,9 @@ export function createSqliteResources(writer: Database, reader: Database, serial
       return serial(async () => {
         writer.exec('BEGIN IMMEDIATE');
         try {
-          const result = await fn(createWriter(writer, tenant));
+          const w = createWriter(writer, tenant);
+          const result = await fn(w);
+          w.finish();
           writer.exec('COMMIT');
           return result;
         } catch (err) {
@@ -112,12 +114,20 @@ function historyRows(db: Database, tenant: string, query: HistoryQuery): Row[] {
   return db.query<Row, (string | number)[]>(sql).all(...params, ...params, query.count);
 }
 
-function createWriter(db: Database, tenant: string): ResourceWriter {
+type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
+
+/**
+ * A transaction's writer. The transaction holds SQLite's write lock, so rows change only through this
+ * writer: current rows it has looked up or written are remembered, and `seq` values are counted here
+ * and stored once, by finish() before COMMIT.
+ */
+function createWriter(db: Database, tenant: string): ResourceWriter & { finish(): void } {
   const q = {
-    current: db.query<{ pk: number; version_id: number; last_updated: number; deleted: number }, [string, string, string]>(
+    current: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
     ),
-    seq: db.query<{ value: number }, []>("UPDATE counters SET value = value + 1 WHERE name = 'resource_seq' RETURNING value"),
+    readSeq: db.query<{ value: number }, []>("SELECT value FROM counters WHERE name = 'resource_seq'"),
+    storeSeq: db.query("UPDATE counters SET value = ? WHERE name = 'resource_seq'"),
     toHistory: db.query(
       'INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content) ' +
         'SELECT tenant, type, id, version_id, last_updated, deleted, seq, content FROM resources WHERE pk = ?',
@@ -133,22 +143,33 @@ function createWriter(db: Database, tenant: string): ResourceWriter {
     addIndex: db.query('INSERT INTO search_index (res, tenant, type, param, system, value) VALUES (?, ?, ?, ?, ?, ?)'),
     addCompartment: db.query('INSERT INTO compartments (res, tenant, patient, type) VALUES (?, ?, ?, ?)'),
   };
+  const known = new Map<string, CurrentRow | null>();
+  function lookup(type: string, id: string): CurrentRow | null {
+    const key = `${type}/${id}`;
+    let row = known.get(key);
+    if (row === undefined) known.set(key, (row = q.current.get(tenant, type, id)));
+    return row;
+  }
+  let seq: number | undefined;
   return {
     async current(type, id): Promise<CurrentVersion | null> {
-      const row = q.current.get(tenant, type, id);
+      const row = lookup(type, id);
       return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1 } : null;
     },
     async exists(type, id) {
-      const row = q.current.get(tenant, type, id);
+      const row = lookup(type, id);
       return !!row && row.deleted === 0;
     },
+    finish() {
+      if (seq !== undefined) q.storeSeq.run(seq);
+    },
     async put(v: VersionToWrite) {
-      const existing = q.current.get(tenant, v.type, v.id);
+      const existing = lookup(v.type, v.id);
       if (existing && v.versionId <= existing.version_id) {
         // Equal or older version numbers would corrupt history (its key is type/id/version).
         throw new StoreConflictError(`${v.type}/${v.id}: version ${v.versionId} is not newer than stored version ${existing.version_id}`);
       }
-      const seq = q.seq.get()!.value;
+      seq = (seq ?? q.readSeq.get()!.value) + 1;
       let pk: number;
       if (existing) {
         pk = existing.pk;
@@ -159,6 +180,7 @@ function createWriter(db: Database, tenant: string): ResourceWriter {
       } else {
         pk = q.insert.get(tenant, v.type, v.id, v.versionId, v.lastUpdated, v.deleted ? 1 : 0, seq, v.content)!.pk;
       }
+      known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
       if (v.deleted) return;
       for (const e of v.index) q.addIndex.run(pk, tenant, v.type, e.param, e.system, e.value);
       for (const p of v.compartments) q.addCompartment.run(pk, tenant, p, v.type);

@@ -1,0 +1,124 @@
+/**
+ * `cinder import` throughput: generates patient data with bench/generate.ts, then times
+ * `cinder import` (a separate process, as a user runs it) into a fresh SQLite file and a fresh
+ * PostgreSQL database.
+ *
+ *   bun bench/import.ts [--patients N] [--seed S] [--format ndjson|bundle] [--store sqlite|postgres|both]
+ *                       [--batch-size N] [--binary] [--runs N] [--json]
+ *
+ * --patients 1000 (the default) gives about 100,000 resources. --binary runs dist/cinder instead of
+ * `bun src/main.ts`. Postgres: CINDER_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)
+ * names the server; a database `cinder_bench_<random>` is created and dropped.
+ */
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import postgres from 'postgres';
+
+const root = resolve(import.meta.dir, '..');
+const { values } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: {
+    patients: { type: 'string', default: '1000' },
+    seed: { type: 'string', default: '1' },
+    format: { type: 'string', default: 'ndjson' },
+    store: { type: 'string', default: 'both' },
+    'batch-size': { type: 'string' },
+    binary: { type: 'boolean', default: false },
+    runs: { type: 'string', default: '1' },
+    json: { type: 'boolean', default: false },
+  },
+  strict: true,
+});
+if (!['sqlite', 'postgres', 'both'].includes(values.store)) throw new Error('--store takes sqlite, postgres or both');
+if (!['ndjson', 'bundle'].includes(values.format)) throw new Error('--format takes ndjson or bundle');
+
+interface Row {
+  store: string;
+  run: number;
+  resources: number;
+  failed: number;
+  seconds: number;
+  resourcesPerSecond: number;
+  importerResourcesPerSecond: number;
+  peakRssMiB: number;
+}
+
+const work = mkdtempSync(join(tmpdir(), 'cinder-bench-import-'));
+const cinder = values.binary ? [join(root, 'dist/cinder')] : ['bun', join(root, 'src/main.ts')];
+
+async function run(cmd: string[], env: Record<string, string>) {
+  const p = Bun.spawn(cmd, { cwd: work, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' });
+  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  return { code, stdout, stderr, maxRss: p.resourceUsage()?.maxRSS ?? 0 };
+}
+
+async function generate(): Promise<string[]> {
+  const out = join(work, 'data');
+  const g = await run(['bun', join(root, 'bench/generate.ts'), '--patients', values.patients, '--seed', values.seed, '--format', values.format, '--out', out, '--json'], {});
+  if (g.code !== 0) throw new Error(`generate failed: ${g.stderr}`);
+  const summary = JSON.parse(g.stdout) as { resources: number; bytes: number };
+  if (!values.json) console.error(`generated ${summary.resources} resources (${(summary.bytes / 1048576).toFixed(0)} MiB, ${values.format}) in ${out}`);
+  return readdirSync(out).sort().map((f) => join(out, f));
+}
+
+/** A fresh, empty database for one import run; `drop` removes it. */
+async function freshDatabase(store: string, n: number): Promise<{ env: Record<string, string>; drop: () => Promise<void> }> {
+  const dataDir = join(work, `${store}-${n}`);
+  if (store === 'sqlite') return { env: { CINDER_DATA_DIR: dataDir }, drop: async () => rmSync(dataDir, { recursive: true, force: true }) };
+  const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => undefined });
+  const name = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
+  await admin`CREATE DATABASE ${admin(name)}`;
+  const url = new URL(adminUrl);
+  url.pathname = '/' + name;
+  return {
+    env: { CINDER_DATA_DIR: dataDir, CINDER_DATABASE_URL: url.toString() },
+    drop: async () => {
+      await admin`DROP DATABASE IF EXISTS ${admin(name)} WITH (FORCE)`;
+      await admin.end();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function importOnce(store: string, n: number, files: string[]): Promise<Row> {
+  const db = await freshDatabase(store, n);
+  try {
+    const env = { ...db.env, CINDER_LOG_LEVEL: 'warn' };
+    const tenant = await run([...cinder, 'tenant', 'create', 'bench'], env);
+    if (tenant.code !== 0) throw new Error(`tenant create failed: ${tenant.stderr}`);
+    const batch = values['batch-size'] ? ['--batch-size', values['batch-size']] : [];
+    const started = performance.now();
+    const r = await run([...cinder, 'import', '--tenant', 'bench', '--json', ...batch, ...files], env);
+    const seconds = (performance.now() - started) / 1000;
+    if (r.code > 1) throw new Error(`import failed (${r.code}): ${r.stderr}`);
+    const s = JSON.parse(r.stdout) as { imported: number; failed: number; resourcesPerSecond: number };
+    return {
+      store, run: n, resources: s.imported, failed: s.failed, seconds: Number(seconds.toFixed(2)),
+      resourcesPerSecond: Math.round(s.imported / seconds), importerResourcesPerSecond: s.resourcesPerSecond,
+      peakRssMiB: Math.round(r.maxRss / 1048576),
+    };
+  } finally {
+    await db.drop();
+  }
+}
+
+try {
+  const files = await generate();
+  const stores = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store];
+  const rows: Row[] = [];
+  for (const store of stores) for (let n = 1; n <= Number(values.runs); n++) rows.push(await importOnce(store, n, files));
+  if (values.json) {
+    console.log(JSON.stringify(rows, null, 2));
+  } else {
+    console.log('| store | run | resources | failed | seconds (process) | resources/s (process) | resources/s (importer) | peak RSS MiB |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const r of rows) {
+      console.log(`| ${r.store} | ${r.run} | ${r.resources} | ${r.failed} | ${r.seconds} | ${r.resourcesPerSecond} | ${r.importerResourcesPerSecond} | ${r.peakRssMiB} |`);
+    }
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}

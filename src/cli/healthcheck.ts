@@ -1,0 +1,27 @@
+import { loadConfig } from '../config.ts';
+import { UsageError, type Command } from './command.ts';
+
+/** `cinder healthcheck`: GETs the local /healthz (or --url) and exits 0 when it answers 200, else 1. */
+export const healthcheckCommand: Command = {
+  name: 'healthcheck',
+  summary: 'Check that a local server answers /healthz (for container HEALTHCHECKs)',
+  usage:
+    'cinder healthcheck [--url <url>] [--timeout <ms>]\n\n' +
+    'Default URL: http://127.0.0.1:$CINDER_PORT/healthz (port 8080 unless set). Exit 0 when it answers 200, 1 otherwise.',
+  options: { url: { type: 'string' }, timeout: { type: 'string' } },
+  async run(args, io) {
+    const timeout = args.values.timeout === undefined ? 3000 : Number(args.values.timeout);
+    if (!Number.isInteger(timeout) || timeout < 1) throw new UsageError('--timeout takes a number of milliseconds');
+    const url = typeof args.values.url === 'string' ? args.values.url : `http://127.0.0.1:${loadConfig(io.env).port}/healthz`;
+    if (!URL.canParse(url)) throw new UsageError(`--url ${url} is not a URL`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(timeout) });
+      await res.body?.cancel();
+      if (res.status === 200) return 0;
+      io.stderr(`cinder healthcheck: ${url} answered ${res.status}\n`);
+    } catch (err) {
+      io.stderr(`cinder healthcheck: ${url}: ${(err as Error).message}\n`);
+    }
+    return 1;
+  },
+};

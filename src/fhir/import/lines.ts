@@ -1,0 +1,33 @@
+/** One line of an NDJSON stream: 1-based line number, text without the line break. */
+export interface Line {
+  number: number;
+  text: string;
+}
+
+/**
+ * Splits a byte stream into lines (LF or CRLF), decoding UTF-8 incrementally, so a file of any size is
+ * read with memory bounded by its longest line. `onBytes` is told how many bytes each chunk held.
+ */
+export async function* readLines(stream: ReadableStream<Uint8Array>, onBytes?: (n: number) => void): AsyncGenerator<Line[]> {
+  const decoder = new TextDecoder('utf-8', { ignoreBOM: false });
+  let carry = '';
+  let number = 0;
+  for await (const chunk of stream) {
+    onBytes?.(chunk.byteLength);
+    const text = carry + decoder.decode(chunk, { stream: true });
+    const lines: Line[] = [];
+    let start = 0;
+    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', start)) {
+      lines.push({ number: ++number, text: stripCr(text.slice(start, nl)) });
+      start = nl + 1;
+    }
+    carry = text.slice(start);
+    if (lines.length) yield lines;
+  }
+  carry += decoder.decode();
+  if (carry.length) yield [{ number: ++number, text: stripCr(carry) }];
+}
+
+function stripCr(s: string): string {
+  return s.endsWith('\r') ? s.slice(0, -1) : s;
+}

@@ -1,0 +1,235 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Store } from '../../src/store/types.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+
+let cli: ReturnType<typeof createCliEnv>;
+let store: Store | undefined;
+
+beforeEach(async () => {
+  cli = createCliEnv();
+  expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
+});
+
+afterEach(async () => {
+  await store?.close();
+  store = undefined;
+  cli.close();
+});
+
+function file(name: string, content: string): string {
+  const path = join(cli.dir, name);
+  writeFileSync(path, content);
+  return path;
+}
+
+const ndjson = (...rows: unknown[]) => rows.map((r) => (typeof r === 'string' ? r : JSON.stringify(r))).join('\n') + '\n';
+
+async function open(): Promise<Store> {
+  store = cli.store();
+  return store;
+}
+
+async function readJson(type: string, id: string): Promise<Record<string, any>> {
+  const s = store ?? (await open());
+  const v = await s.resources.read('t1', type, id);
+  expect(v).not.toBeNull();
+  return JSON.parse(v!.content);
+}
+
+describe('cinder import: NDJSON', () => {
+  test('imports every line, keeping ids and assigning missing ones', async () => {
+    const path = file('patients.ndjson', ndjson(
+      { resourceType: 'Patient', id: 'p1', name: [{ family: 'Ng' }], meta: { versionId: '9', source: 'x' } },
+      { resourceType: 'Observation', id: 'o1', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, subject: { reference: 'Patient/p1' } },
+      { resourceType: 'Patient', name: [{ family: 'NoId' }] },
+    ));
+    const r = await cli.run(['import', '--tenant', 't1', path]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^Imported 3 resources into tenant 't1' in [\d.]+ s \([\d,]+ resources\/s\); 0 failed\.\n$/);
+
+    const p1 = await readJson('Patient', 'p1');
+    expect(p1.meta).toEqual({ versionId: '1', lastUpdated: expect.any(String), source: 'x' });
+    expect(Object.keys(p1).slice(0, 3)).toEqual(['resourceType', 'id', 'meta']);
+    const s = store!;
+    const found = await s.resources.search('t1', { type: 'Observation', params: [{ param: 'code', values: [{ system: 'http://loinc.org', value: '8867-4' }] }], compartment: 'p1', sort: 'id', count: 10 });
+    expect(found.map((v) => v.id)).toEqual(['o1']);
+    const patients = await s.resources.search('t1', { type: 'Patient', sort: 'id', count: 10 });
+    expect(patients).toHaveLength(2);
+    const generated = patients.find((v) => v.id !== 'p1')!;
+    expect(generated.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(JSON.parse(generated.content).name).toEqual([{ family: 'NoId' }]);
+  });
+
+  test('reports bad lines with file and line number, skips blank lines, keeps the good lines of the same batch', async () => {
+    const path = file('mixed.ndjson', ndjson(
+      { resourceType: 'Patient', id: 'a' },
+      '{"resourceType": "Patient", "id": ',
+      '',
+      { resourceType: 'Spaceship', id: 'x' },
+      { resourceType: 'Patient', id: 'bad id!' },
+      '[1, 2]',
+      { resourceType: 'Patient', id: 'b' },
+      { id: 'c' },
+    ));
+    const r = await cli.run(['import', '--tenant', 't1', '--batch-size', '3', path]);
+    expect(r.code).toBe(1);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toEqual([
+      expect.stringMatching(new RegExp(`^${path}:2: malformed JSON: .+`)),
+      `${path}:4: Unknown resource type 'Spaceship'`,
+      `${path}:5: Invalid resource id "bad id!": expected 1-64 of [A-Za-z0-9.-]`,
+      `${path}:6: not a JSON object`,
+      `${path}:8: Resource has no resourceType`,
+    ]);
+    expect(r.stdout).toMatch(/Imported 2 resources .*; 5 failed\.\n$/);
+    await readJson('Patient', 'a');
+    await readJson('Patient', 'b');
+    expect(await store!.resources.count('t1', { type: 'Patient', sort: 'id', count: 0 })).toBe(2);
+  });
+
+  test('--json prints the summary with the errors', async () => {
+    const path = file('one.ndjson', ndjson({ resourceType: 'Patient', id: 'a' }, 'nope'));
+    const r = await cli.run(['import', '--tenant', 't1', '--json', path]);
+    expect(r.code).toBe(1);
+    const summary = JSON.parse(r.stdout);
+    expect(summary).toEqual({
+      tenant: 't1', files: 1, imported: 1, failed: 1, seconds: expect.any(Number), resourcesPerSecond: expect.any(Number),
+      errors: [{ file: path, line: 2, message: expect.stringMatching(/^malformed JSON/) }],
+    });
+  });
+
+  test('re-importing the same file creates new versions, not duplicates', async () => {
+    const path = file('again.ndjson', ndjson({ resourceType: 'Patient', id: 'a', active: true }, { resourceType: 'Patient', id: 'b' }));
+    expect((await cli.run(['import', '--tenant', 't1', path])).code).toBe(0);
+    expect((await cli.run(['import', '--tenant', 't1', path])).code).toBe(0);
+    expect((await readJson('Patient', 'a')).meta.versionId).toBe('2');
+    const history = await store!.resources.history('t1', { type: 'Patient', id: 'a', count: 10 });
+    expect(history.map((v) => v.versionId)).toEqual([2, 1]);
+    expect(await store!.resources.count('t1', { type: 'Patient', sort: 'id', count: 0 })).toBe(2);
+  });
+
+  test('a file without a known extension is sniffed; several files import in order', async () => {
+    const a = file('first.txt', ndjson({ resourceType: 'Patient', id: 'a', gender: 'male' }));
+    const b = file('second.data', ndjson({ resourceType: 'Patient', id: 'a', gender: 'female' }));
+    const r = await cli.run(['import', '--tenant', 't1', a, b]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Imported 2 resources');
+    const p = await readJson('Patient', 'a');
+    expect([p.gender, p.meta.versionId]).toEqual(['female', '2']);
+  });
+});
+
+describe('cinder import: JSON documents', () => {
+  test('a transaction Bundle is atomic and rewrites urn:uuid references', async () => {
+    const path = file('tx.json', JSON.stringify({
+      resourceType: 'Bundle', type: 'transaction',
+      entry: [
+        { fullUrl: 'urn:uuid:6b0e2c43-1d59-4d5e-9d0b-7d8f2a1c0001', resource: { resourceType: 'Patient', name: [{ family: 'Tx' }] }, request: { method: 'POST', url: 'Patient' } },
+        { resource: { resourceType: 'Observation', id: 'obs', status: 'final', code: { text: 'x' }, subject: { reference: 'urn:uuid:6b0e2c43-1d59-4d5e-9d0b-7d8f2a1c0001' } }, request: { method: 'PUT', url: 'Observation/obs' } },
+      ],
+    }, null, 2));
+    const r = await cli.run(['import', '--tenant', 't1', path]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Imported 2 resources');
+    const obs = await readJson('Observation', 'obs');
+    const [, patientId] = obs.subject.reference.split('/');
+    expect((await readJson('Patient', patientId)).name).toEqual([{ family: 'Tx' }]);
+  });
+
+  test('a failing transaction writes nothing and counts its entries as failed', async () => {
+    const path = file('bad-tx.json', JSON.stringify({
+      resourceType: 'Bundle', type: 'transaction',
+      entry: [
+        { resource: { resourceType: 'Patient', id: 'p' }, request: { method: 'PUT', url: 'Patient/p' } },
+        { resource: { resourceType: 'Patient', id: 'q', link: [{ other: { reference: 'urn:uuid:missing' } }] }, request: { method: 'PUT', url: 'Patient/q' } },
+      ],
+    }));
+    const r = await cli.run(['import', '--tenant', 't1', '--json', path]);
+    expect(r.code).toBe(1);
+    const summary = JSON.parse(r.stdout);
+    expect([summary.imported, summary.failed]).toEqual([0, 2]);
+    expect(r.stderr).toContain(`${path}: transaction Bundle rolled back: Bundle.entry[1]: reference 'urn:uuid:missing' matches no fullUrl`);
+    store = cli.store();
+    expect(await store.resources.read('t1', 'Patient', 'p')).toBeNull();
+  });
+
+  test('a batch Bundle reports its failing entries and keeps the others', async () => {
+    const path = file('batch.json', JSON.stringify({
+      resourceType: 'Bundle', type: 'batch',
+      entry: [
+        { resource: { resourceType: 'Patient', id: 'ok' }, request: { method: 'PUT', url: 'Patient/ok' } },
+        { resource: { resourceType: 'Patient', id: 'locked' }, request: { method: 'PUT', url: 'Patient/locked', ifMatch: 'W/"5"' } },
+      ],
+    }));
+    const r = await cli.run(['import', '--tenant', 't1', path]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/Imported 1 resources .*; 1 failed\./);
+    expect(r.stderr).toBe(`${path}: Bundle.entry[1]: 412: Version conflict: If-Match expects version 5 of Patient/locked, current is none\n`);
+    await readJson('Patient', 'ok');
+  });
+
+  test('a collection Bundle creates or updates each entry by id; a single resource is imported as is', async () => {
+    const coll = file('coll.json', JSON.stringify({
+      resourceType: 'Bundle', type: 'collection',
+      entry: [
+        { resource: { resourceType: 'Patient', id: 'c1' } },
+        { resource: { resourceType: 'Nope' } },
+        { resource: { resourceType: 'Organization', name: 'Acme' } },
+      ],
+    }));
+    const single = file('single.json', JSON.stringify({ resourceType: 'Patient', id: 'c1', active: false }, null, 2));
+    const broken = file('broken.json', '{"resourceType": "Bundle",');
+    const r = await cli.run(['import', '--tenant', 't1', coll, single, broken]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${coll}: Bundle.entry[1].resource: Unknown resource type 'Nope'`);
+    expect(r.stderr).toMatch(new RegExp(`${broken}: malformed JSON: `));
+    expect(r.stdout).toMatch(/Imported 3 resources .*; 2 failed\./);
+    const c1 = await readJson('Patient', 'c1');
+    expect([c1.active, c1.meta.versionId]).toEqual([false, '2']);
+    expect(await store!.resources.count('t1', { type: 'Organization', sort: 'id', count: 0 })).toBe(1);
+  });
+});
+
+describe('cinder import: usage', () => {
+  test('missing tenant option, unknown tenant, missing file and bad batch size exit with 2', async () => {
+    const path = file('x.ndjson', ndjson({ resourceType: 'Patient' }));
+    const noTenant = await cli.run(['import', path]);
+    expect([noTenant.code, noTenant.stderr]).toEqual([2, expect.stringContaining('--tenant is required')]);
+    const unknown = await cli.run(['import', '--tenant', 'nobody', path]);
+    expect([unknown.code, unknown.stderr]).toEqual([2, expect.stringContaining("tenant 'nobody' does not exist")]);
+    const missing = await cli.run(['import', '--tenant', 't1', join(cli.dir, 'absent.ndjson')]);
+    expect([missing.code, missing.stderr]).toEqual([2, expect.stringContaining('absent.ndjson: ENOENT')]);
+    const none = await cli.run(['import', '--tenant', 't1']);
+    expect([none.code, none.stderr]).toEqual([2, expect.stringContaining('expected at least one file')]);
+    const size = await cli.run(['import', '--tenant', 't1', '--batch-size', '0', path]);
+    expect([size.code, size.stderr]).toEqual([2, expect.stringContaining('--batch-size takes 1-100000')]);
+  });
+
+  test('--help describes the command', async () => {
+    const r = await cli.run(['import', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('cinder import --tenant <id> [--batch-size <n>] [--json] <file>...');
+  });
+});
+
+describe('cinder import: as a process', () => {
+  test('bun src/main.ts import exits 1 on a bad line and 0 on a clean file', async () => {
+    const good = file('good.ndjson', ndjson({ resourceType: 'Patient', id: 'g' }));
+    const bad = file('bad.ndjson', ndjson({ resourceType: 'Patient', id: 'h' }, '{'));
+    const run = (f: string) =>
+      Bun.spawn(['bun', 'src/main.ts', 'import', '--tenant', 't1', f], {
+        cwd: join(import.meta.dir, '../..'), env: { ...process.env, ...cli.env }, stdout: 'pipe', stderr: 'pipe',
+      });
+    const ok = run(good);
+    expect(await ok.exited).toBe(0);
+    expect(await new Response(ok.stdout).text()).toContain("Imported 1 resources into tenant 't1'");
+    const failing = run(bad);
+    expect(await failing.exited).toBe(1);
+    expect(await new Response(failing.stderr).text()).toContain(`${bad}:2: malformed JSON`);
+    await readJson('Patient', 'h');
+  });
+});

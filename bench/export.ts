@@ -16,7 +16,8 @@ import { tmpdir } from 'node:os';
 import { createTenant } from '../src/auth/admin.ts';
 import { systemClock } from '../src/clock.ts';
 import { operatorAccess } from '../src/fhir/access.ts';
-import { putVersion } from '../src/fhir/crud.ts';
+import { createBatchWriter } from '../src/fhir/import/batches.ts';
+import type { Resource } from '../src/fhir/resource.ts';
 import { kickOff } from '../src/export/kickoff.ts';
 import { runJob } from '../src/export/run-job.ts';
 import { runSettings } from '../src/export/runner.ts';
@@ -40,31 +41,25 @@ interface Result {
   peakRssMb: number;
 }
 
-/** Loads N generated patients (and a Group of the first M) unless the tenant exists already. */
+/** Loads N generated patients (and a Group of the first M) unless the tenant exists already, as `cinder import` writes. */
 async function load(store: Store, patients: number, groupPatients: number): Promise<void> {
   if (await store.tenants.get(TENANT)) return;
   await createTenant(store, systemClock, TENANT);
   const started = performance.now();
-  let batch: Record<string, unknown>[] = [];
   let count = 0;
+  const writer = createBatchWriter({ store, clock: systemClock }, TENANT, 2000, (n) => {
+    const before = count;
+    count += n;
+    if (Math.floor(count / 100_000) > Math.floor(before / 100_000)) process.stderr.write(`  loaded ${count.toLocaleString('en')} resources\n`);
+  });
   const members: { entity: { reference: string } }[] = [];
-  const flush = async () => {
-    const now = systemClock.now();
-    const rows = batch;
-    batch = [];
-    await store.resources.write(TENANT, async (w) => {
-      for (const r of rows) await putVersion(w, r as never, r.id as string, { now, access: operatorAccess });
-    });
-  };
   for (const resource of generatePatients({ patients, seed: 1 })) {
-    const r = resource as unknown as Record<string, unknown>;
+    const r = resource as unknown as Resource;
     if (r.resourceType === 'Patient' && members.length < groupPatients) members.push({ entity: { reference: `Patient/${r.id}` } });
-    batch.push(r);
-    if (batch.length === 2000) await flush();
-    if (++count % 100_000 === 0) process.stderr.write(`  loaded ${count.toLocaleString('en')} resources\n`);
+    await writer.add(r);
   }
-  batch.push({ resourceType: 'Group', id: 'bench-group', type: 'person', actual: true, member: members });
-  await flush();
+  await writer.add({ resourceType: 'Group', id: 'bench-group', type: 'person', actual: true, member: members });
+  await writer.drain();
   process.stderr.write(`  loaded ${count.toLocaleString('en')} resources in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }
 

@@ -1,8 +1,7 @@
 import type { Subprocess } from 'bun';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { systemClock } from '../../src/clock.ts';
-import { operatorAccess } from '../../src/fhir/access.ts';
-import { putVersion } from '../../src/fhir/crud.ts';
+import { createBatchWriter } from '../../src/fhir/import/batches.ts';
 import type { Store } from '../../src/store/types.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -19,17 +18,16 @@ export function freePort(): number {
 export async function seed(store: Store, count: number) {
   await createTenant(store, systemClock, 't1');
   const { client, clientSecret } = await createClient(store, systemClock, { tenant: 't1', scopes: ['system/*.read'] });
-  const now = systemClock.now() - 60_000;
-  const batch = 5000;
-  for (let start = 0; start < count; start += batch) {
-    await store.resources.write('t1', async (w) => {
-      for (let i = start; i < Math.min(count, start + batch); i++) {
-        const id = `obs-${String(i).padStart(7, '0')}`;
-        const r = { resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] }, subject: { reference: `Patient/p${i % 10}` }, valueQuantity: { value: i % 200, unit: '/min' } };
-        await putVersion(w, r as never, id, { now, access: operatorAccess });
-      }
+  const clock = { now: () => systemClock.now() - 60_000 };
+  const writer = createBatchWriter({ store, clock }, 't1', 2000, () => undefined);
+  for (let i = 0; i < count; i++) {
+    const id = `obs-${String(i).padStart(7, '0')}`;
+    await writer.add({
+      resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] },
+      subject: { reference: `Patient/p${i % 10}` }, valueQuantity: { value: i % 200, unit: '/min' },
     });
   }
+  await writer.drain();
   return { clientId: client.clientId, secret: clientSecret! };
 }
 

@@ -3,8 +3,9 @@ import { FhirError } from '../errors.ts';
 import { StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import type { Access, Permission } from './access.ts';
 import { patientCompartment } from './definitions.ts';
-import { compartmentsOf, indexEntries } from './indexer.ts';
-import { asResource, checkTypeAndId, newId, stamp, type Resource } from './resource.ts';
+import { compartmentsOf } from './indexer.ts';
+import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
+import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -45,10 +46,15 @@ export function requireAccess(access: Access, type: string, perm: Permission): v
 
 /** With patient-context scopes, throws 403 unless `resource` is in that patient's compartment. */
 export function requireCompartment(access: Access, resource: Resource): void {
-  const patient = access.patientLimit(resource.resourceType);
-  if (patient === undefined || !patientCompartment().has(resource.resourceType)) return;
-  if (!compartmentsOf(resource).includes(patient)) {
-    throw new FhirError('forbidden', `${resource.resourceType} is outside the patient compartment the token is limited to`);
+  requireInCompartment(access, resource.resourceType, () => compartmentsOf(resource));
+}
+
+/** requireCompartment for a resource of `type` whose compartments `compartments()` lists. */
+function requireInCompartment(access: Access, type: string, compartments: () => string[]): void {
+  const patient = access.patientLimit(type);
+  if (patient === undefined || !patientCompartment().has(type)) return;
+  if (!compartments().includes(patient)) {
+    throw new FhirError('forbidden', `${type} is outside the patient compartment the token is limited to`);
   }
 }
 
@@ -80,8 +86,13 @@ export interface PutOptions {
  * Writes `resource` as the next version of `type/id` inside an open transaction (FHIR R4 update,
  * create-on-update). Shared by create, update, transactions and import.
  */
-export async function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions): Promise<WriteResult> {
-  const type = resource.resourceType;
+export function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions): Promise<WriteResult> {
+  return putPrepared(w, prepareVersion(resource, id), opts);
+}
+
+/** putVersion for a resource already prepared for storage (bulk import prepares on another thread). */
+export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions): Promise<WriteResult> {
+  const { type, id } = p;
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
   requireAccess(opts.access, type, exists ? 'u' : 'c');
@@ -90,11 +101,10 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   }
   const versionId = (current?.versionId ?? 0) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
-  const withId = { ...resource, id } as Resource;
-  requireCompartment(opts.access, withId);
-  const version = { type, id, versionId, lastUpdated, deleted: false, content: stamp(withId, id, versionId, lastUpdated) };
-  await w.put({ ...version, index: indexEntries(withId), compartments: compartmentsOf(withId) });
-  return { version, created: !exists };
+  requireInCompartment(opts.access, type, () => p.compartments);
+  const v = versionToWrite(p, versionId, lastUpdated);
+  await w.put(v);
+  return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists };
 }
 
 /** Marks `type/id` deleted with a new version; returns null when there was nothing to delete. */

@@ -77,6 +77,13 @@ export interface ResourceWriter {
   put(version: VersionToWrite): Promise<void>;
   /** Whether a non-deleted resource exists (for reference checks inside transactions). */
   exists(type: string, id: string): Promise<boolean>;
+  /**
+   * Bulk creation: stores each version whose resource has no row yet (never written in this tenant),
+   * with its index and compartment rows, and tells per version whether it did. Resources that exist,
+   * deleted ones included, are left untouched for the caller to write with current() and put().
+   * The versions' type/id pairs must be distinct.
+   */
+  insertNew(versions: VersionToWrite[]): Promise<boolean[]>;
 }
 
 export type Comparator = 'eq' | 'ne' | 'gt' | 'ge' | 'lt' | 'le';

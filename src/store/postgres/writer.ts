@@ -118,6 +118,16 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
       pending.set(keyOf(v.type, v.id), v);
       if (pending.size >= FLUSH_AT) await flush();
     }),
+    insertNew: mapped('insert', async (vs: VersionToWrite[]) => {
+      await flush();
+      const known = (v: VersionToWrite) => !!locked.get(keyOf(v.type, v.id));
+      const pks = await insertVersions(tx, tenant, vs.filter((v) => !known(v)));
+      return vs.map((v) => {
+        const pk = known(v) ? undefined : pks.get(keyOf(v.type, v.id));
+        if (pk !== undefined) remember(v, pk);
+        return pk !== undefined;
+      });
+    }),
     flush: mapped('commit', flush),
   };
 }

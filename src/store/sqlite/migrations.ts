@@ -37,15 +37,17 @@ CREATE TABLE resource_history (
   PRIMARY KEY (tenant, type, id, version_id)
 );
 CREATE INDEX resource_history_updated ON resource_history (tenant, last_updated);
+-- Index and compartment rows are keyed by their resource row (res = resources.pk): one B-tree each
+-- plus the lookup index, whose entries end with the key's res (covering the searches' subqueries).
 CREATE TABLE search_index (
   res INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL, param TEXT NOT NULL,
-  system TEXT NOT NULL, value TEXT NOT NULL
-);
+  system TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (res, param, system, value)
+) WITHOUT ROWID;
 CREATE INDEX search_index_value ON search_index (tenant, type, param, value, system);
-CREATE INDEX search_index_res ON search_index (res);
-CREATE TABLE compartments (res INTEGER NOT NULL, tenant TEXT NOT NULL, patient TEXT NOT NULL, type TEXT NOT NULL);
+CREATE TABLE compartments (
+  res INTEGER NOT NULL, tenant TEXT NOT NULL, patient TEXT NOT NULL, type TEXT NOT NULL, PRIMARY KEY (res, patient)
+) WITHOUT ROWID;
 CREATE INDEX compartments_patient ON compartments (tenant, patient, type);
-CREATE INDEX compartments_res ON compartments (res);
 `,
   },
   {

@@ -1,0 +1,144 @@
+import type { Database, Statement } from 'bun:sqlite';
+import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import { StoreConflictError } from '../types.ts';
+
+type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
+type Value = string | number;
+
+/** Index and compartment rows per INSERT statement in bulk creation (6 and 4 values a row). */
+const ROWS_PER_INSERT = 64;
+
+/**
+ * Multi-row `INSERT OR IGNORE INTO table (cols) VALUES (...), (...)` statements, by row count; values
+ * are collected flat and written ROWS_PER_INSERT rows at a time (the rest in one shorter statement).
+ */
+function rowInserter(db: Database, table: string, cols: string[]) {
+  const statements = new Map<number, Statement>();
+  const one = `(${cols.map(() => '?').join(', ')})`;
+  const statement = (rows: number) => {
+    let s = statements.get(rows);
+    if (!s) statements.set(rows, (s = db.prepare(`INSERT OR IGNORE INTO ${table} (${cols.join(', ')}) VALUES ${Array(rows).fill(one).join(', ')}`)));
+    return s;
+  };
+  return (values: Value[]) => {
+    const per = ROWS_PER_INSERT * cols.length;
+    let at = 0;
+    for (; at + per <= values.length; at += per) statement(ROWS_PER_INSERT).run(...values.slice(at, at + per));
+    if (at < values.length) statement((values.length - at) / cols.length).run(...values.slice(at));
+  };
+}
+
+/**
+ * A transaction's writer. The transaction holds SQLite's write lock, so rows change only through this
+ * writer: current rows it has looked up or written are remembered, and `seq` values are counted here
+ * and stored once, by finish() before COMMIT.
+ */
+export function createWriter(db: Database, tenant: string): ResourceWriter & { finish(): number } {
+  const q = {
+    current: db.query<CurrentRow, [string, string, string]>(
+      'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
+    ),
+    readSeq: db.query<{ value: number }, []>("SELECT value FROM counters WHERE name = 'resource_seq'"),
+    storeSeq: db.query("UPDATE counters SET value = ? WHERE name = 'resource_seq'"),
+    toHistory: db.query(
+      'INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content) ' +
+        'SELECT tenant, type, id, version_id, last_updated, deleted, seq, content FROM resources WHERE pk = ?',
+    ),
+    update: db.query(
+      'UPDATE resources SET version_id = ?, last_updated = ?, deleted = ?, seq = ?, content = ? WHERE pk = ?',
+    ),
+    insert: db.query(
+      'INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ' +
+        'ON CONFLICT (tenant, type, id) DO NOTHING',
+    ),
+    clearIndex: db.query('DELETE FROM search_index WHERE res = ?'),
+    clearCompartments: db.query('DELETE FROM compartments WHERE res = ?'),
+  };
+  const addIndex = rowInserter(db, 'search_index', ['res', 'tenant', 'type', 'param', 'system', 'value']);
+  const addCompartments = rowInserter(db, 'compartments', ['res', 'tenant', 'patient', 'type']);
+  const known = new Map<string, CurrentRow | null>();
+  function lookup(type: string, id: string): CurrentRow | null {
+    const key = `${type}/${id}`;
+    let row = known.get(key);
+    if (row === undefined) known.set(key, (row = q.current.get(tenant, type, id)));
+    return row;
+  }
+  let seq: number | undefined;
+  let written = 0;
+
+  /** Inserts `v` unless its resource has a row; returns the new row's pk, or undefined. */
+  function insert(v: VersionToWrite): number | undefined {
+    if (known.get(`${v.type}/${v.id}`)) return undefined;
+    const next = (seq ?? q.readSeq.get()!.value) + 1;
+    const r = q.insert.run(tenant, v.type, v.id, v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content);
+    if (r.changes !== 1) return undefined;
+    seq = next;
+    written++;
+    return Number(r.lastInsertRowid);
+  }
+
+  /** Flat index and compartment row values of `v` stored under `pk`. */
+  function entryValues(v: VersionToWrite, pk: number, index: Value[], compartments: Value[]): void {
+    for (const e of v.index) index.push(pk, tenant, v.type, e.param, e.system, e.value);
+    for (const p of v.compartments) compartments.push(pk, tenant, p, v.type);
+  }
+
+  return {
+    async current(type, id): Promise<CurrentVersion | null> {
+      const row = lookup(type, id);
+      return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1 } : null;
+    },
+    async exists(type, id) {
+      const row = lookup(type, id);
+      return !!row && row.deleted === 0;
+    },
+    /** Stores the seq counter; returns how many versions this transaction wrote. */
+    finish() {
+      if (seq !== undefined) q.storeSeq.run(seq);
+      return written;
+    },
+    async put(v: VersionToWrite) {
+      const existing = lookup(v.type, v.id);
+      if (existing && v.versionId <= existing.version_id) {
+        // Equal or older version numbers would corrupt history (its key is type/id/version).
+        throw new StoreConflictError(`${v.type}/${v.id}: version ${v.versionId} is not newer than stored version ${existing.version_id}`);
+      }
+      const next = (seq ?? q.readSeq.get()!.value) + 1;
+      let pk: number;
+      if (existing) {
+        pk = existing.pk;
+        q.toHistory.run(pk);
+        q.update.run(v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content, pk);
+        written++;
+        q.clearIndex.run(pk);
+        q.clearCompartments.run(pk);
+      } else {
+        const created = insert(v);
+        if (created === undefined) throw new StoreConflictError(`${v.type}/${v.id} was created during the write`);
+        pk = created;
+      }
+      seq = next;
+      known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
+      if (v.deleted) return;
+      const index: Value[] = [];
+      const compartments: Value[] = [];
+      entryValues(v, pk, index, compartments);
+      addIndex(index);
+      addCompartments(compartments);
+    },
+    async insertNew(versions) {
+      const index: Value[] = [];
+      const compartments: Value[] = [];
+      const inserted = versions.map((v) => {
+        const pk = insert(v);
+        if (pk === undefined) return false;
+        known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
+        if (!v.deleted) entryValues(v, pk, index, compartments);
+        return true;
+      });
+      addIndex(index);
+      addCompartments(compartments);
+      return inserted;
+    },
+  };
+}

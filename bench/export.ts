@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { createTenant } from '../src/auth/admin.ts';
 import { systemClock } from '../src/clock.ts';
 import { operatorAccess } from '../src/fhir/access.ts';
-import { createBatchWriter } from '../src/fhir/import/batches.ts';
+import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../src/fhir/import/batches.ts';
 import type { Resource } from '../src/fhir/resource.ts';
 import { kickOff } from '../src/export/kickoff.ts';
 import { runJob } from '../src/export/run-job.ts';
@@ -47,7 +47,7 @@ async function load(store: Store, patients: number, groupPatients: number): Prom
   await createTenant(store, systemClock, TENANT);
   const started = performance.now();
   let count = 0;
-  const writer = createBatchWriter({ store, clock: systemClock }, TENANT, 2000, (n) => {
+  const writer = createBatchWriter({ store, clock: systemClock }, TENANT, DEFAULT_BATCH_LIMITS, (n) => {
     const before = count;
     count += n;
     if (Math.floor(count / 100_000) > Math.floor(before / 100_000)) process.stderr.write(`  loaded ${count.toLocaleString('en')} resources\n`);

@@ -25,8 +25,8 @@ function checkFiles(files: string[]): number {
   return total;
 }
 
-function batchSize(value: unknown): number {
-  if (value === undefined) return 1000;
+function batchSize(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 100_000) throw new UsageError('--batch-size takes 1-100000');
   return n;
@@ -67,7 +67,7 @@ export const importCommand: Command = {
 interface ImportJob {
   tenant: string;
   files: string[];
-  size: number;
+  size: number | undefined;
   totalBytes: number;
   fhirBase: string;
   json: boolean;
@@ -77,7 +77,7 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
   const progress = createProgress(io, o.totalBytes);
   const errors: ImportIssue[] = [];
   const importer = createImporter(deps, {
-    tenant: o.tenant, fhirBase: o.fhirBase, batchSize: o.size,
+    tenant: o.tenant, fhirBase: o.fhirBase, ...(o.size === undefined ? {} : { batchSize: o.size }),
     onIssue(issue) {
       if (errors.length < MAX_REPORTED) errors.push(issue);
       progress.message(`${where(issue)}: ${issue.message}`);

@@ -1,7 +1,7 @@
 import type { Subprocess } from 'bun';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { systemClock } from '../../src/clock.ts';
-import { createBatchWriter } from '../../src/fhir/import/batches.ts';
+import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../../src/fhir/import/batches.ts';
 import type { Store } from '../../src/store/types.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -19,7 +19,7 @@ export async function seed(store: Store, count: number) {
   await createTenant(store, systemClock, 't1');
   const { client, clientSecret } = await createClient(store, systemClock, { tenant: 't1', scopes: ['system/*.read'] });
   const clock = { now: () => systemClock.now() - 60_000 };
-  const writer = createBatchWriter({ store, clock }, 't1', 2000, () => undefined);
+  const writer = createBatchWriter({ store, clock }, 't1', DEFAULT_BATCH_LIMITS, () => undefined);
   for (let i = 0; i < count; i++) {
     const id = `obs-${String(i).padStart(7, '0')}`;
     await writer.add({

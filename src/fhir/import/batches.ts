@@ -1,41 +1,53 @@
+import type { ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
-import { putVersion, type FhirDeps } from '../crud.ts';
+import { putPrepared, type FhirDeps, type PutOptions } from '../crud.ts';
+import { prepareVersion, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 
 /** Batches being written at once: the database commits one while the next is looked up and prepared. */
 const IN_FLIGHT = 2;
 
+/** When a batch is written: at this many resources, or this many characters of stored text. */
+export interface BatchLimits {
+  resources: number;
+  chars: number;
+}
+
+/** 10,000 resources or 32 Mi characters per transaction (see docs/PERFORMANCE.md, import). */
+export const DEFAULT_BATCH_LIMITS: BatchLimits = { resources: 10_000, chars: 32 << 20 };
+
 export interface BatchWriter {
   /** Queues a validated resource; writes a batch when the queue is full. */
   add(resource: Resource): Promise<void>;
+  /** Queues prepared resources (see prepareVersion); writes a batch whenever the queue is full. */
+  addPrepared(versions: PreparedVersion[]): Promise<void>;
   /** Writes what is queued and waits until every batch is committed. */
   drain(): Promise<void>;
 }
 
 interface Batch {
   /** Runs, in input order, in which each `type/id` occurs at most once. */
-  groups: [Resource, string][][];
+  groups: PreparedVersion[][];
   keys: Set<string>;
   size: number;
 }
 
-/** Assigns server ids where missing and splits the batch where a `type/id` repeats (two versions, in line order). */
-function prepare(resources: Resource[]): Batch {
-  const groups: [Resource, string][][] = [[]];
+/** Splits the batch where a `type/id` repeats (two versions, in line order). */
+function group(versions: PreparedVersion[]): Batch {
+  const groups: PreparedVersion[][] = [[]];
   const keys = new Set<string>();
   let seen = new Set<string>();
-  for (const r of resources) {
-    const id = r.id ?? newId();
-    const key = `${r.resourceType}/${id}`;
+  for (const v of versions) {
+    const key = `${v.type}/${v.id}`;
     if (seen.has(key)) {
       groups.push([]);
       seen = new Set();
     }
     seen.add(key);
     keys.add(key);
-    groups[groups.length - 1]!.push([r, id]);
+    groups[groups.length - 1]!.push(v);
   }
-  return { groups, keys, size: resources.length };
+  return { groups, keys, size: versions.length };
 }
 
 function overlaps(a: Set<string>, b: Set<string>): boolean {
@@ -44,20 +56,30 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
 }
 
 /**
- * Writes validated resources in transactions of `size` resources (create-or-update by id, a server id
- * when there is none). Up to IN_FLIGHT batches that touch different resources are written
- * concurrently; a batch sharing a resource with one in flight waits for it, so versions follow input
- * order. `onCommitted` is told how many resources each committed batch held.
+ * One group, with operator access: resources that do not exist yet are created as version 1 in bulk;
+ * the others (and any a concurrent writer created meanwhile) get their next version as an update would.
  */
-export function createBatchWriter(deps: FhirDeps, tenant: string, size: number, onCommitted: (n: number) => void): BatchWriter {
-  let queue: Resource[] = [];
+async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions): Promise<void> {
+  const inserted = await w.insertNew(versions.map((v) => versionToWrite(v, 1, opts.now)));
+  // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
+  await Promise.all(versions.filter((_, i) => !inserted[i]).map((v) => putPrepared(w, v, opts)));
+}
+
+/**
+ * Writes validated resources, with operator access, in transactions of up to `limits` (create-or-update
+ * by id, a server id when there is none). Up to IN_FLIGHT batches that touch different resources are
+ * written concurrently; a batch sharing a resource with one in flight waits for it, so versions follow
+ * input order. `onCommitted` is told how many resources each committed batch held.
+ */
+export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number) => void): BatchWriter {
+  let queue: PreparedVersion[] = [];
+  let queued = 0;
   const inFlight: { keys: Set<string>; done: Promise<void> }[] = [];
 
   function write(batch: Batch): Promise<void> {
     const opts = { now: deps.clock.now(), access: operatorAccess };
     return deps.store.resources.write(tenant, async (w) => {
-      // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
-      for (const group of batch.groups) await Promise.all(group.map(([r, id]) => putVersion(w, r, id, opts)));
+      for (const g of batch.groups) await writeGroup(w, g, opts);
     });
   }
 
@@ -73,8 +95,9 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, size: number, 
 
   async function flush(): Promise<void> {
     if (!queue.length) return;
-    const batch = prepare(queue);
+    const batch = group(queue);
     queue = [];
+    queued = 0;
     while (inFlight.length >= IN_FLIGHT || inFlight.some((f) => overlaps(batch.keys, f.keys))) await settle();
     const done = write(batch).then(() => onCommitted(batch.size));
     // Observed by a later flush or drain; this keeps a failure from counting as unhandled meanwhile.
@@ -82,11 +105,17 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, size: number, 
     inFlight.push({ keys: batch.keys, done });
   }
 
+  async function addPrepared(versions: PreparedVersion[]): Promise<void> {
+    for (const v of versions) {
+      queue.push(v);
+      queued += v.tail.length;
+      if (queue.length >= limits.resources || queued >= limits.chars) await flush();
+    }
+  }
+
   return {
-    async add(resource) {
-      queue.push(resource);
-      if (queue.length >= size) await flush();
-    },
+    add: (resource) => addPrepared([prepareVersion(resource, resource.id ?? newId())]),
+    addPrepared,
     async drain() {
       await flush();
       while (inFlight.length) await settle();

@@ -1,8 +1,8 @@
 import type { FhirDeps } from '../crud.ts';
-import type { Resource } from '../resource.ts';
-import { createBatchWriter } from './batches.ts';
-import { importDocument, parseResource, type DocumentContext } from './document.ts';
-import { readLines } from './lines.ts';
+import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
+import { importDocument, type DocumentContext } from './document.ts';
+import { CHUNK_CHARS, CHUNK_RESOURCES } from './ndjson.ts';
+import { createPreparer } from './preparer.ts';
 
 /** A resource that could not be imported: file, 1-based line (NDJSON) and why. */
 export interface ImportIssue {
@@ -22,8 +22,8 @@ export interface ImportOptions {
   tenant: string;
   /** The tenant's FHIR base URL (resolves absolute request URLs in transaction Bundles). */
   fhirBase: string;
-  /** Resources per write transaction. */
-  batchSize: number;
+  /** Resources per write transaction (at most; a batch also ends at 32 Mi characters of stored text). */
+  batchSize?: number;
   onIssue(issue: ImportIssue): void;
   /** Called after each committed batch and each finished file. */
   onProgress(progress: Readonly<ImportProgress>): void;
@@ -63,7 +63,8 @@ async function detectFormat(source: ImportSource): Promise<ImportFormat> {
 export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   const progress: ImportProgress = { imported: 0, failed: 0, bytesRead: 0 };
   const report = () => opts.onProgress(progress);
-  const writer = createBatchWriter(deps, opts.tenant, opts.batchSize, (n) => {
+  const limits = { ...DEFAULT_BATCH_LIMITS, resources: opts.batchSize ?? DEFAULT_BATCH_LIMITS.resources };
+  const writer = createBatchWriter(deps, opts.tenant, limits, (n) => {
     progress.imported += n;
     report();
   });
@@ -72,19 +73,15 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     opts.onIssue(issue);
   };
 
+  // NDJSON is read and prepared on a Worker thread while this thread writes, a batch and a chunk ahead.
+  const preparer = createPreparer();
+  const ahead = Math.min(Math.ceil(limits.resources / CHUNK_RESOURCES), Math.ceil(limits.chars / CHUNK_CHARS)) + 1;
+
   async function importNdjson(source: ImportSource): Promise<void> {
-    for await (const lines of readLines(source.blob.stream(), (n) => (progress.bytesRead += n))) {
-      for (const { number, text } of lines) {
-        if (text.trim() === '') continue;
-        let resource: Resource;
-        try {
-          resource = parseResource(text);
-        } catch (err) {
-          fail({ file: source.name, line: number, message: (err as Error).message });
-          continue;
-        }
-        await writer.add(resource);
-      }
+    for await (const chunk of preparer.chunks(source.blob, ahead)) {
+      for (const { line, message } of chunk.issues) fail({ file: source.name, line, message });
+      progress.bytesRead += chunk.bytes;
+      await writer.addPrepared(chunk.versions);
     }
   }
 
@@ -106,9 +103,13 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       }
       report();
     },
-    /** Commits every queued resource. */
+    /** Commits every queued resource and ends the preparation thread. */
     async finish(): Promise<void> {
-      await writer.drain();
+      try {
+        await writer.drain();
+      } finally {
+        preparer.close();
+      }
       report();
     },
   };

@@ -1,0 +1,51 @@
+import { prepareVersion, type PreparedVersion } from '../prepared.ts';
+import { newId } from '../resource.ts';
+import { parseResource } from './document.ts';
+import { readLines } from './lines.ts';
+
+/** A line that could not be imported: 1-based line number and why. */
+export interface LineIssue {
+  line: number;
+  message: string;
+}
+
+/** Consecutive lines of an NDJSON input, prepared. */
+export interface PreparedChunk {
+  versions: PreparedVersion[];
+  issues: LineIssue[];
+  /** Input bytes read since the previous chunk. */
+  bytes: number;
+}
+
+/** A chunk is yielded once it holds this many resources or this many characters of stored text. */
+export const CHUNK_RESOURCES = 1000;
+export const CHUNK_CHARS = 1 << 20;
+
+/**
+ * Reads NDJSON (one resource per line) and prepares each resource for storage (validation, server id
+ * where there is none, stamp tail, index entries, compartments), in line order. Blank lines are
+ * skipped; bad lines become issues.
+ */
+export async function* prepareNdjson(blob: Blob): AsyncGenerator<PreparedChunk> {
+  let chunk: PreparedChunk = { versions: [], issues: [], bytes: 0 };
+  let chars = 0;
+  for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
+    for (const { number, text } of lines) {
+      if (text.trim() === '') continue;
+      try {
+        const resource = parseResource(text);
+        const v = prepareVersion(resource, resource.id ?? newId());
+        chunk.versions.push(v);
+        chars += v.tail.length;
+      } catch (err) {
+        chunk.issues.push({ line: number, message: (err as Error).message });
+      }
+      if (chunk.versions.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {
+        yield chunk;
+        chunk = { versions: [], issues: [], bytes: 0 };
+        chars = 0;
+      }
+    }
+  }
+  if (chunk.versions.length || chunk.issues.length || chunk.bytes) yield chunk;
+}

@@ -1,5 +1,6 @@
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
+import { createCheckpointer } from './checkpointer.ts';
 import { createMutex, openDatabase, runMigrations } from './db.ts';
 import { createSqliteExportJobs } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
@@ -18,6 +19,7 @@ export function createSqliteStore(path: string): Store {
   const scanner = path === ':memory:' ? writer : openDatabase(path);
   // One queue for every write on the writer connection, so statements never run inside another's transaction.
   const serial = createMutex();
+  const checkpointer = path === ':memory:' ? undefined : createCheckpointer(path);
   let resources: Store['resources'] | undefined;
   let exports: Store['exports'] | undefined;
   const store: Store = {
@@ -30,6 +32,7 @@ export function createSqliteStore(path: string): Store {
       reader.query('SELECT 1').get();
     },
     async close() {
+      await checkpointer?.close();
       writer.close();
       if (reader !== writer) reader.close();
       if (scanner !== writer) scanner.close();
@@ -42,7 +45,7 @@ export function createSqliteStore(path: string): Store {
     counters: createSqliteCounters(writer),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
-      return (resources ??= createSqliteResources(writer, reader, serial, scanner));
+      return (resources ??= createSqliteResources(writer, reader, serial, scanner, checkpointer));
     },
     get exports() {
       return (exports ??= createSqliteExportJobs(writer, reader, serial));

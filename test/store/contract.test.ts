@@ -9,6 +9,7 @@ import { accountsContract } from './contract/accounts.ts';
 import { batchingContract } from './contract/batching.ts';
 import { twoInstanceContract } from './contract/concurrency.ts';
 import { historyContract } from './contract/history.ts';
+import { insertNewContract } from './contract/insert-new.ts';
 import { metacharContract } from './contract/metachars.ts';
 import { oauthContract } from './contract/oauth.ts';
 import { migrationContract } from './contract/migrations.ts';
@@ -32,6 +33,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   searchContract(() => store);
   writesContract(() => store);
   batchingContract(() => store);
+  insertNewContract(() => store);
   metacharContract(() => store);
   oauthContract(() => store);
   twoInstanceContract(() => target, kind === 'postgres');

@@ -1,5 +1,7 @@
+import postgres from 'postgres';
 import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
 import { StoreConflictError } from '../types.ts';
+import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
 import { createLookupBatcher, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
@@ -7,6 +9,7 @@ import type { LockedRow } from './write-sql.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
 const FLUSH_AT = 1000;
+const UNIQUE_VIOLATION = '23505';
 
 export interface PostgresWriter extends ResourceWriter {
   /** Writes every buffered put; `write()` calls it before COMMIT. */
@@ -78,6 +81,28 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
     if (clashed.length) await replaceUnseen(clashed);
   }
 
+  /**
+   * First versions in bulk: COPY (in a savepoint) when none of the resources exists, which is the
+   * common case of an import; otherwise an INSERT that skips the existing ones. Returns the pk of each
+   * inserted `type/id`.
+   */
+  async function createFirst(vs: VersionToWrite[]): Promise<Map<string, number>> {
+    if (!vs.length) return new Map();
+    const numbers = await reserveNumbers(tx, vs.length);
+    const rows = vs.map((v, i) => ({ v, ...numbers[i]! }));
+    try {
+      await tx.savepoint((sp) => copyVersions(sp, tenant, rows));
+      return new Map(rows.map((r) => [keyOf(r.v.type, r.v.id), r.pk]));
+    } catch (err) {
+      if (!(err instanceof postgres.PostgresError && err.code === UNIQUE_VIOLATION)) throw err;
+    }
+    const pks = new Map<string, number>();
+    for (let i = 0; i < vs.length; i += FLUSH_AT) {
+      for (const [k, pk] of await insertVersions(tx, tenant, vs.slice(i, i + FLUSH_AT))) pks.set(k, pk);
+    }
+    return pks;
+  }
+
   const lookups = createLookupBatcher(tx, tenant);
 
   async function current(type: string, id: string): Promise<CurrentVersion | null> {
@@ -121,7 +146,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
     insertNew: mapped('insert', async (vs: VersionToWrite[]) => {
       await flush();
       const known = (v: VersionToWrite) => !!locked.get(keyOf(v.type, v.id));
-      const pks = await insertVersions(tx, tenant, vs.filter((v) => !known(v)));
+      const pks = await createFirst(vs.filter((v) => !known(v)));
       return vs.map((v) => {
         const pk = known(v) ? undefined : pks.get(keyOf(v.type, v.id));
         if (pk !== undefined) remember(v, pk);

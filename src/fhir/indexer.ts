@@ -43,8 +43,16 @@ export function indexEntries(resource: Json): IndexEntry[] {
   return dedupe(out);
 }
 
+/** Up to this many entries, duplicates are found by comparing pairs (no key strings to build). */
+const PAIRWISE_DEDUPE = 16;
+
 function dedupe(entries: IndexEntry[]): IndexEntry[] {
   if (entries.length < 2) return entries;
+  if (entries.length <= PAIRWISE_DEDUPE) {
+    const out: IndexEntry[] = [];
+    for (const e of entries) if (!out.some((o) => o.value === e.value && o.param === e.param && o.system === e.system)) out.push(e);
+    return out;
+  }
   const seen = new Set<string>();
   return entries.filter((e) => {
     const key = `${e.param}\u0000${e.system}\u0000${e.value}`;

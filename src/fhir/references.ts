@@ -13,6 +13,13 @@ const TAIL = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/([A
  * Contained (`#x`), `urn:` and conditional references give null.
  */
 export function parseReference(reference: string): ParsedReference | null {
+  const slash = reference.indexOf('/');
+  if (slash > 0 && reference.indexOf('/', slash + 1) < 0) {
+    // `Type/id`, the common form: what TAIL would find, without running it.
+    const type = reference.slice(0, slash);
+    const id = reference.slice(slash + 1);
+    return isResourceType(type) && ID_PATTERN.test(id) ? { type, id } : null;
+  }
   if (reference.startsWith('#') || reference.startsWith('urn:') || reference.includes('?')) return null;
   const m = TAIL.exec(reference);
   if (!m || !isResourceType(m[1]!) || !ID_PATTERN.test(m[2]!)) return null;

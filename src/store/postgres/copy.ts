@@ -29,9 +29,11 @@ function copyFailure(query: object): Promise<never> {
   return failed;
 }
 
-/** Streams `rows` (COPY text lines, each ending in a newline) into `COPY <target> FROM STDIN`. */
-async function copyRows(tx: PgTx, target: string, rows: string[]): Promise<void> {
-  if (!rows.length) return;
+/** Streams `rows` (COPY text lines, each ending in a newline, made as they are sent) into `COPY <target> FROM STDIN`. */
+async function copyRows(tx: PgTx, target: string, rows: Iterable<string>): Promise<void> {
+  const lines = rows[Symbol.iterator]();
+  let next = lines.next();
+  if (next.done) return;
   const query = tx.unsafe(`COPY ${target} FROM STDIN`);
   const failed = copyFailure(query);
   const stream = await query.writable();
@@ -44,8 +46,8 @@ async function copyRows(tx: PgTx, target: string, rows: string[]): Promise<void>
   ]);
   done.catch(() => undefined);
   let part = '';
-  for (const row of rows) {
-    part += row;
+  for (; !next.done; next = lines.next()) {
+    part += next.value;
     if (part.length < WRITE_CHARS) continue;
     if (!stream.write(part)) await Promise.race([new Promise((resolve) => stream.once('drain', resolve)), done]);
     part = '';
@@ -68,19 +70,20 @@ export interface Numbered {
  */
 export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[]): Promise<void> {
   const t = field(tenant);
-  const resources: string[] = [];
-  const index: string[] = [];
-  const compartments: string[] = [];
-  for (const { v, pk, seq } of rows) {
-    const head = `${pk}\t${t}\t${field(v.type)}`;
-    resources.push(`${head}\t${field(v.id)}\t${v.versionId}\t${v.lastUpdated}\t${v.deleted ? 't' : 'f'}\t${seq}\t${field(v.content)}\n`);
-    if (v.deleted) continue;
-    for (const e of v.index) index.push(`${head}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\n`);
-    for (const p of v.compartments) compartments.push(`${head}\t${field(p)}\n`);
-  }
-  await copyRows(tx, 'resources (pk, tenant, type, id, version_id, last_updated, deleted, seq, content)', resources);
-  await copyRows(tx, 'search_index (res, tenant, type, param, system, value)', index);
-  await copyRows(tx, 'compartments (res, tenant, type, patient)', compartments);
+  const head = ({ v, pk }: Numbered) => `${pk}\t${t}\t${field(v.type)}`;
+  const live = rows.filter((r) => !r.v.deleted);
+  await copyRows(tx, 'resources (pk, tenant, type, id, version_id, last_updated, deleted, seq, content)', lines(rows, (r) => {
+    const { v } = r;
+    return [`${head(r)}\t${field(v.id)}\t${v.versionId}\t${v.lastUpdated}\t${v.deleted ? 't' : 'f'}\t${r.seq}\t${field(v.content)}\n`];
+  }));
+  await copyRows(tx, 'search_index (res, tenant, type, param, system, value)', lines(live, (r) =>
+    r.v.index.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\n`),
+  ));
+  await copyRows(tx, 'compartments (res, tenant, type, patient)', lines(live, (r) => r.v.compartments.map((p) => `${head(r)}\t${field(p)}\n`)));
+}
+
+function* lines(rows: Numbered[], of: (r: Numbered) => string[]): Generator<string> {
+  for (const r of rows) yield* of(r);
 }
 
 /** `n` fresh values of the resources' pk sequence and of resource_seq, in one round trip. */

@@ -218,7 +218,8 @@ describe('cinder import: usage', () => {
 
 describe('cinder import: as a process', () => {
   test('bun src/main.ts import exits 1 on a bad line and 0 on a clean file', async () => {
-    const good = file('good.ndjson', ndjson({ resourceType: 'Patient', id: 'g' }));
+    // Enough resources for a bulk transaction, whose checkpoint runs on a thread that must not hold the process.
+    const good = file('good.ndjson', ndjson(...Array.from({ length: 1_500 }, (_, i) => ({ resourceType: 'Patient', id: i ? `g${i}` : 'g' }))));
     const bad = file('bad.ndjson', ndjson({ resourceType: 'Patient', id: 'h' }, '{'));
     const run = (f: string) =>
       Bun.spawn(['bun', 'src/main.ts', 'import', '--tenant', 't1', f], {
@@ -226,7 +227,7 @@ describe('cinder import: as a process', () => {
       });
     const ok = run(good);
     expect(await ok.exited).toBe(0);
-    expect(await new Response(ok.stdout).text()).toContain("Imported 1 resources into tenant 't1'");
+    expect(await new Response(ok.stdout).text()).toContain("Imported 1,500 resources into tenant 't1'");
     const failing = run(bad);
     expect(await failing.exited).toBe(1);
     expect(await new Response(failing.stderr).text()).toContain(`${bad}:2: malformed JSON`);

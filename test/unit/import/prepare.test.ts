@@ -1,0 +1,108 @@
+/** Version preparation for bulk import: stamp split, packing across threads, NDJSON chunks. */
+import { describe, expect, test } from 'bun:test';
+import { prepareNdjson, CHUNK_RESOURCES } from '../../../src/fhir/import/ndjson.ts';
+import { packVersions, unpackVersions } from '../../../src/fhir/import/packing.ts';
+import { prepareVersion, versionToWrite } from '../../../src/fhir/prepared.ts';
+import { parseReference } from '../../../src/fhir/references.ts';
+import { newId, stamp, stampHead, stampTail, type Resource } from '../../../src/fhir/resource.ts';
+
+/** The stored text as composed before the split: resourceType, id, meta (versionId, lastUpdated, rest), rest. */
+function reference(resource: Resource, id: string, versionId: number, lastUpdated: number): string {
+  const { resourceType, id: _id, meta, ...rest } = resource;
+  const { versionId: _v, lastUpdated: _l, ...metaRest } = meta ?? {};
+  return JSON.stringify({ resourceType, id, meta: { versionId: String(versionId), lastUpdated: new Date(lastUpdated).toISOString(), ...metaRest }, ...rest });
+}
+
+const samples: Resource[] = [
+  { resourceType: 'Patient' },
+  { resourceType: 'Patient', meta: {} },
+  { resourceType: 'Patient', meta: { versionId: '7', lastUpdated: '2001-01-01T00:00:00Z' } },
+  { gender: 'male', resourceType: 'Patient', meta: { source: 'x', versionId: '7' }, id: 'old', name: [{ family: 'Ng' }] },
+  { resourceType: 'Observation', status: 'final', note: [{ text: 'tab\there "q" \\ é \u2028 \u0000' }], meta: { tag: [{ code: 'a' }] } },
+];
+
+describe('stampHead + stampTail', () => {
+  test('compose exactly the stored text: meta first with version and time, other elements in their order', () => {
+    for (const r of samples) {
+      for (const [v, t] of [[1, 0], [42, 1_700_000_000_123]] as const) {
+        expect(stampHead(r.resourceType, 'id-1', v, t) + stampTail(r)).toBe(reference(r, 'id-1', v, t));
+        expect(stamp(r, 'id-1', v, t)).toBe(reference(r, 'id-1', v, t));
+      }
+    }
+    expect(JSON.parse(stamp(samples[3]!, 'new', 3, 0))).toEqual({
+      resourceType: 'Patient', id: 'new', meta: { versionId: '3', lastUpdated: '1970-01-01T00:00:00.000Z', source: 'x' }, gender: 'male', name: [{ family: 'Ng' }],
+    });
+  });
+
+  test('versionToWrite completes a prepared version with its number and time', () => {
+    const r: Resource = { resourceType: 'Observation', id: 'o', subject: { reference: 'Patient/p' }, code: { coding: [{ system: 's', code: 'c' }] } };
+    const p = prepareVersion(r, 'o');
+    expect(p.compartments).toEqual(['p']);
+    expect(p.index).toContainEqual({ param: 'code', system: 's', value: 'c' });
+    expect(versionToWrite(p, 5, 1_000)).toEqual({
+      type: 'Observation', id: 'o', versionId: 5, lastUpdated: 1_000, deleted: false, content: stamp(r, 'o', 5, 1_000), index: p.index, compartments: ['p'],
+    });
+    // A Patient is in its own compartment under the id it is written with, not the one in its body.
+    expect(prepareVersion({ resourceType: 'Patient', id: 'body' }, 'url').compartments).toEqual(['url']);
+  });
+});
+
+test('newId: time-ordered UUID v7, a valid FHIR id', () => {
+  const ids = Array.from({ length: 3 }, () => newId());
+  for (const id of ids) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  const ms = (id: string) => parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+  expect(Math.abs(ms(ids[0]!) - Date.now())).toBeLessThan(60_000);
+  expect(ms(ids[2]!)).toBeGreaterThanOrEqual(ms(ids[0]!));
+});
+
+test('parseReference: Type/id and the other forms', () => {
+  expect(parseReference('Patient/p-1.2')).toEqual({ type: 'Patient', id: 'p-1.2' });
+  expect(parseReference('http://x.org/fhir/Patient/p1/_history/3')).toEqual({ type: 'Patient', id: 'p1', version: '3' });
+  for (const bad of ['Spaceship/p1', 'Patient/bad id', 'Patient/', '/p1', '#Patient/p1', 'urn:uuid/x', 'Patient/p?x', 'patient/p1', `Patient/${'x'.repeat(65)}`]) {
+    expect(parseReference(bad)).toBeNull();
+  }
+});
+
+describe('packVersions / unpackVersions', () => {
+  test('round-trip, empty fields, entries and non-Latin-1 text included', () => {
+    const versions = [
+      prepareVersion({ resourceType: 'Patient', id: 'a', name: [{ text: 'Zoë 张伟 😀' }], identifier: [{ system: '', value: 'ü' }] }, 'a'),
+      prepareVersion({ resourceType: 'Basic' }, 'b'),
+      { type: 'Observation', id: 'c', tail: '}', index: [{ param: 'code', system: '', value: '' }], compartments: ['', 'p'] },
+    ];
+    const packed = packVersions(versions);
+    expect(packed.shape).toEqual(new Int32Array([1, 1, 0, 0, 1, 2]));
+    expect(unpackVersions(structuredClone(packed))).toEqual(versions);
+    expect(unpackVersions(packVersions([]))).toEqual([]);
+  });
+});
+
+describe('prepareNdjson', () => {
+  const blob = (lines: string[]) => new Blob([lines.join('\n')]);
+  async function all(b: Blob) {
+    const chunks = [];
+    for await (const c of prepareNdjson(b)) chunks.push(c);
+    return chunks;
+  }
+
+  test('prepares each line in order; bad lines become issues with their line numbers; every byte is counted', async () => {
+    const lines = ['{"resourceType":"Patient","id":"a"}', '', '  ', 'nope', '{"resourceType":"Patient"}\r', '{"resourceType":"Spaceship"}', '{"resourceType":"Patient","id":"b"}'];
+    const b = blob(lines);
+    const chunks = await all(b);
+    expect(chunks.reduce((n, c) => n + c.bytes, 0)).toBe(b.size);
+    const versions = chunks.flatMap((c) => c.versions);
+    expect(versions.map((v) => v.id).filter((id) => id !== 'a' && id !== 'b')).toHaveLength(1);
+    expect([versions[0]!.id, versions[2]!.id]).toEqual(['a', 'b']);
+    expect(chunks.flatMap((c) => c.issues)).toEqual([
+      { line: 4, message: expect.stringContaining('malformed JSON') },
+      { line: 6, message: "Unknown resource type 'Spaceship'" },
+    ]);
+  });
+
+  test(`chunks of ${CHUNK_RESOURCES} resources`, async () => {
+    const n = CHUNK_RESOURCES * 2 + 3;
+    const chunks = await all(blob(Array.from({ length: n }, (_, i) => `{"resourceType":"Basic","id":"x${i}"}`)));
+    expect(chunks.map((c) => c.versions.length)).toEqual([CHUNK_RESOURCES, CHUNK_RESOURCES, 3]);
+    expect(chunks.flatMap((c) => c.versions).map((v) => v.id)).toEqual(Array.from({ length: n }, (_, i) => `x${i}`));
+  });
+});

@@ -85,7 +85,7 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
     onProgress: (p) => progress.update(p),
   });
   try {
-    for (const file of o.files) await importer.add({ name: file, blob: Bun.file(file) });
+    await importer.add(o.files.map((file) => ({ name: file, blob: Bun.file(file) })));
     await importer.finish();
   } finally {
     progress.done();

@@ -123,6 +123,21 @@ describe('cinder import: NDJSON', () => {
 });
 
 describe('cinder import: JSON documents', () => {
+  test('NDJSON files and Bundles in between are applied in file order', async () => {
+    const first = file('1.ndjson', ndjson({ resourceType: 'Patient', id: 'x', gender: 'male' }, { resourceType: 'Patient', id: 'y' }));
+    const bundle = file('2.json', JSON.stringify({
+      resourceType: 'Bundle', type: 'transaction',
+      entry: [{ resource: { resourceType: 'Patient', id: 'x', gender: 'female' }, request: { method: 'PUT', url: 'Patient/x' } }],
+    }));
+    const third = file('3.ndjson', ndjson({ resourceType: 'Patient', id: 'x', gender: 'other' }, '{bad'));
+    const r = await cli.run(['import', '--tenant', 't1', first, bundle, third]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${third}:2: malformed JSON`);
+    await open();
+    const history = await store!.resources.history('t1', { type: 'Patient', id: 'x', count: 10 });
+    expect(history.map((v) => [v.versionId, JSON.parse(v.content).gender])).toEqual([[3, 'other'], [2, 'female'], [1, 'male']]);
+  });
+
   test('a transaction Bundle is atomic and rewrites urn:uuid references', async () => {
     const path = file('tx.json', JSON.stringify({
       resourceType: 'Bundle', type: 'transaction',

@@ -74,34 +74,43 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   };
 
   // NDJSON is read and prepared on a Worker thread while this thread writes, a batch and a chunk ahead.
-  const preparer = createPreparer();
   const ahead = Math.min(Math.ceil(limits.resources / CHUNK_RESOURCES), Math.ceil(limits.chars / CHUNK_CHARS)) + 1;
+  const preparer = createPreparer(ahead);
 
-  async function importNdjson(source: ImportSource): Promise<void> {
-    for await (const chunk of preparer.chunks(source.blob, ahead)) {
+  async function importNdjson(source: ImportSource, input: number): Promise<void> {
+    for await (const chunk of preparer.chunks(input)) {
       for (const { line, message } of chunk.issues) fail({ file: source.name, line, message });
       progress.bytesRead += chunk.bytes;
       await writer.addPrepared(chunk.versions);
     }
   }
 
+  async function importJson(source: ImportSource): Promise<void> {
+    const text = await source.blob.text();
+    progress.bytesRead += source.blob.size;
+    const ctx: DocumentContext = {
+      tenant: opts.tenant, fhirBase: opts.fhirBase, writer,
+      fail: (message, count) => fail({ file: source.name, message }, count),
+      imported: (n) => void (progress.imported += n),
+    };
+    await importDocument(deps, ctx, text);
+  }
+
   return {
     progress: progress as Readonly<ImportProgress>,
-    /** Imports one source; resolves when its resources are queued (call `finish` to commit the rest). */
-    async add(source: ImportSource): Promise<void> {
-      if ((await detectFormat(source)) === 'ndjson') {
-        await importNdjson(source);
-      } else {
-        const text = await source.blob.text();
-        progress.bytesRead += source.blob.size;
-        const ctx: DocumentContext = {
-          tenant: opts.tenant, fhirBase: opts.fhirBase, writer,
-          fail: (message, count) => fail({ file: source.name, message }, count),
-          imported: (n) => void (progress.imported += n),
-        };
-        await importDocument(deps, ctx, text);
+    /**
+     * Imports the sources in order; resolves when their resources are queued (call `finish` to commit
+     * the rest). Every NDJSON source is handed to the preparation thread at once, so it never waits
+     * between files.
+     */
+    async add(sources: ImportSource[]): Promise<void> {
+      const formats = await Promise.all(sources.map(detectFormat));
+      const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob) : -1));
+      for (const [i, source] of sources.entries()) {
+        if (inputs[i]! >= 0) await importNdjson(source, inputs[i]!);
+        else await importJson(source);
+        report();
       }
-      report();
     },
     /** Commits every queued resource and ends the preparation thread. */
     async finish(): Promise<void> {

@@ -1,48 +1,58 @@
 /// <reference lib="webworker" />
 /**
- * Entry of the import preparation Worker thread: reads an NDJSON input and prepares its resources
- * (prepareNdjson), so that the importing thread only writes. Chunks go out packed (packVersions);
- * at most `credits` chunks (set per input) are unacknowledged at a time, which bounds the memory
- * between the threads.
- * Listed as an entry point of `bun build --compile` so the binary carries it.
+ * Entry of the import preparation Worker thread: reads NDJSON inputs, one after the other, and
+ * prepares their resources (prepareNdjson), so that the importing thread only writes. Chunks go out
+ * packed (packVersions); at most `credits` chunks are unacknowledged at a time, which bounds the
+ * memory between the threads. Listed as an entry point of `bun build --compile`.
  */
 import { prepareNdjson, type LineIssue } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
 
-export type ToPrepareWorker = { type: 'file'; blob: Blob; credits: number } | { type: 'ack' };
+export type ToPrepareWorker = { type: 'init'; credits: number } | { type: 'input'; input: number; blob: Blob } | { type: 'ack' };
 export type FromPrepareWorker =
-  | { type: 'chunk'; packed: PackedVersions; issues: LineIssue[]; bytes: number }
-  | { type: 'end' }
-  | { type: 'error'; message: string };
+  | { type: 'chunk'; input: number; packed: PackedVersions; issues: LineIssue[]; bytes: number }
+  | { type: 'end'; input: number }
+  | { type: 'error'; input: number; message: string };
 
 declare const self: Worker;
 
 let credits = 0;
 let wake: (() => void) | undefined;
+const inputs: { input: number; blob: Blob }[] = [];
+let busy = false;
 
 function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
   self.postMessage(msg, transfer);
 }
 
-async function prepareFile(blob: Blob, ahead: number): Promise<void> {
-  credits = ahead;
+async function prepare(input: number, blob: Blob): Promise<void> {
   try {
     for await (const chunk of prepareNdjson(blob)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
-      post({ type: 'chunk', packed, issues: chunk.issues, bytes: chunk.bytes }, [packed.ends.buffer, packed.shape.buffer]);
+      post({ type: 'chunk', input, packed, issues: chunk.issues, bytes: chunk.bytes }, [packed.ends.buffer, packed.shape.buffer]);
     }
-    post({ type: 'end' });
+    post({ type: 'end', input });
   } catch (err) {
-    post({ type: 'error', message: (err as Error).message });
+    post({ type: 'error', input, message: (err as Error).message });
   }
+}
+
+/** Works through the queued inputs in order. */
+async function drain(): Promise<void> {
+  busy = true;
+  for (let next = inputs.shift(); next; next = inputs.shift()) await prepare(next.input, next.blob);
+  busy = false;
 }
 
 self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
   const msg = event.data;
-  if (msg.type === 'file') {
-    void prepareFile(msg.blob, msg.credits);
+  if (msg.type === 'init') {
+    credits = msg.credits;
+  } else if (msg.type === 'input') {
+    inputs.push(msg);
+    if (!busy) void drain();
   } else {
     credits++;
     wake?.();

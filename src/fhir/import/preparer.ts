@@ -3,13 +3,16 @@ import type { PreparedChunk } from './ndjson.ts';
 import { unpackVersions } from './packing.ts';
 import type { FromPrepareWorker, ToPrepareWorker } from './prepare-worker.ts';
 
-/** Prepares NDJSON inputs on a Worker thread (see prepare-worker.ts), one input at a time. */
+/**
+ * Prepares NDJSON inputs on a Worker thread (see prepare-worker.ts). Inputs are queued up front, so the
+ * thread goes from one to the next without waiting for the caller; it works up to `ahead` chunks ahead
+ * of the caller, each chunk being acknowledged when the caller asks for the next.
+ */
 export interface Preparer {
-  /**
-   * The input's chunks in line order. The thread works up to `ahead` chunks ahead of the caller: each
-   * is acknowledged when the caller asks for the next.
-   */
-  chunks(blob: Blob, ahead: number): AsyncGenerator<PreparedChunk>;
+  /** Queues an input; returns its number for `chunks`. */
+  queue(blob: Blob): number;
+  /** The chunks of a queued input, in line order. Inputs must be read in the order they were queued. */
+  chunks(input: number): AsyncGenerator<PreparedChunk>;
   /** Ends the thread. */
   close(): void;
 }
@@ -17,45 +20,24 @@ export interface Preparer {
 /** Bun's Worker: an unreferenced thread does not keep the process alive. */
 type RefWorker = Worker & { ref(): void; unref(): void };
 
-/** Starts the preparation thread (lazily, on the first input). */
-export function createPreparer(): Preparer {
+/** Starts the preparation thread on the first queued input. */
+export function createPreparer(ahead: number): Preparer {
   let worker: RefWorker | undefined;
-  let deliver: ((msg: FromPrepareWorker) => void) | undefined;
+  let queued = 0;
+  let pending = 0;
+  const inbox: FromPrepareWorker[] = [];
+  let wake: (() => void) | undefined;
+  const deliver = (msg: FromPrepareWorker) => {
+    inbox.push(msg);
+    wake?.();
+  };
 
   function start(): RefWorker {
     const w = new Worker(workerUrl('fhir/import/prepare-worker.ts')) as RefWorker;
-    w.addEventListener('message', (event: MessageEvent<FromPrepareWorker>) => deliver?.(event.data));
-    w.addEventListener('error', (event) => deliver?.({ type: 'error', message: `import worker failed: ${(event as ErrorEvent).message}` }));
+    w.addEventListener('message', (event: MessageEvent<FromPrepareWorker>) => deliver(event.data));
+    w.addEventListener('error', (event) => deliver({ type: 'error', input: -1, message: `import worker failed: ${(event as ErrorEvent).message}` }));
+    w.postMessage({ type: 'init', credits: ahead } satisfies ToPrepareWorker);
     return w;
-  }
-
-  async function* chunks(blob: Blob, ahead: number): AsyncGenerator<PreparedChunk> {
-    const w = (worker ??= start());
-    const queue: FromPrepareWorker[] = [];
-    let wake: (() => void) | undefined;
-    deliver = (msg) => {
-      queue.push(msg);
-      wake?.();
-    };
-    // Referenced while it works on an input only: an idle thread never holds the process open.
-    w.ref();
-    w.postMessage({ type: 'file', blob, credits: ahead } satisfies ToPrepareWorker);
-    let ended = false;
-    try {
-      for (;;) {
-        while (!queue.length) await new Promise<void>((resolve) => (wake = resolve));
-        const msg = queue.shift()!;
-        if (msg.type === 'end') return void (ended = true);
-        if (msg.type === 'error') throw new Error(msg.message);
-        yield { versions: unpackVersions(msg.packed), issues: msg.issues, bytes: msg.bytes };
-        w.postMessage({ type: 'ack' } satisfies ToPrepareWorker);
-      }
-    } finally {
-      deliver = undefined;
-      w.unref();
-      // Left early (a failed write or a worker error): the thread may still be in that input.
-      if (!ended) close();
-    }
   }
 
   function close(): void {
@@ -63,5 +45,37 @@ export function createPreparer(): Preparer {
     worker = undefined;
   }
 
-  return { chunks, close };
+  async function* chunks(input: number): AsyncGenerator<PreparedChunk> {
+    const w = worker;
+    if (!w) throw new Error('import worker is not running');
+    let ended = false;
+    try {
+      for (;;) {
+        while (!inbox.length) await new Promise<void>((resolve) => (wake = resolve));
+        const msg = inbox.shift()!;
+        if (msg.type === 'error') throw new Error(msg.message);
+        if (msg.input !== input) throw new Error(`import worker sent input ${msg.input} while input ${input} was read`);
+        if (msg.type === 'end') return void (ended = true);
+        yield { versions: unpackVersions(msg.packed), issues: msg.issues, bytes: msg.bytes };
+        w.postMessage({ type: 'ack' } satisfies ToPrepareWorker);
+      }
+    } finally {
+      // An idle thread never holds the process open.
+      if (--pending === 0) w.unref();
+      // Left early (a failed write or a worker error): the thread may still be in this input.
+      if (!ended) close();
+    }
+  }
+
+  return {
+    queue(blob) {
+      const w = (worker ??= start());
+      if (pending++ === 0) w.ref();
+      const input = queued++;
+      w.postMessage({ type: 'input', input, blob } satisfies ToPrepareWorker);
+      return input;
+    },
+    chunks,
+    close,
+  };
 }

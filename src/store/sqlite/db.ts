@@ -43,3 +43,17 @@ export function createMutex() {
     return result;
   };
 }
+
+type Mutex = ReturnType<typeof createMutex>;
+
+/**
+ * Wraps every method of a repo that uses the writer connection in the write queue, so none of its
+ * statements can run inside (or see) another request's open transaction on that connection.
+ */
+export function serialized<T extends object>(repo: T, run: Mutex): T {
+  const out = {} as Record<string, unknown>;
+  for (const [key, value] of Object.entries(repo)) {
+    out[key] = typeof value === 'function' ? (...args: unknown[]) => run(() => Promise.resolve(value.apply(repo, args))) : value;
+  }
+  return out as T;
+}

@@ -1,34 +1,7 @@
-import type { ExportJob, ExportJobRepo, ExportJobState } from '../types.ts';
+import type { ExportJobRepo, ExportJobState } from '../types.ts';
+import { toJob } from '../rows/export-jobs.ts';
+import type { JobRow } from '../rows/export-jobs.ts';
 import type { Pg, PgTx } from './db.ts';
-
-interface JobRow {
-  id: string;
-  tenant: string;
-  client_id: string;
-  state: ExportJobState;
-  request: string;
-  spec: string;
-  transaction_time: number;
-  created_at: number;
-  updated_at: number;
-  lease_owner: string | null;
-  lease_until: number | null;
-  attempts: number;
-  progress: string;
-  error: string | null;
-  completed_at: number | null;
-  expires_at: number | null;
-  purged: boolean;
-}
-
-function toJob(r: JobRow): ExportJob {
-  return {
-    id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
-    transactionTime: r.transaction_time, createdAt: r.created_at, updatedAt: r.updated_at, leaseOwner: r.lease_owner,
-    leaseUntil: r.lease_until, attempts: r.attempts, progress: r.progress, error: r.error, completedAt: r.completed_at,
-    expiresAt: r.expires_at, purged: r.purged,
-  };
-}
 
 /** A download holds the job's files at `now`. */
 async function held(tx: PgTx, id: string, now: number): Promise<boolean> {

@@ -52,7 +52,7 @@ async function bare() {
 async function privateKeyJwtClient(s: BenchServer) {
   const { privateKey, publicKey } = await generateKeyPair('ES256');
   const jwk = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256', use: 'sig' };
-  const store = openStore(`sqlite:${s.dataDir}/cinder.db`);
+  const store = openStore(s.databaseUrl);
   const { client } = await createClient(store, systemClock, { tenant: 'default', scopes: ['system/*.read'], jwks: { keys: [jwk] } });
   await store.close();
   const aud = `${s.base}/oauth2/token`;

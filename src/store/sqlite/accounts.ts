@@ -1,12 +1,8 @@
 import type { Database } from 'bun:sqlite';
 import type { ClientRepo, KeyRepo, TenantRepo } from '../types.ts';
-import { StoreConflictError } from '../types.ts';
 import { clientRow, toClient, toSigningKey } from '../rows/accounts.ts';
 import type { ClientRow, KeyRow } from '../rows/accounts.ts';
-
-function isUniqueViolation(err: unknown): boolean {
-  return err instanceof Error && /UNIQUE constraint failed/.test(err.message);
-}
+import { asConflict } from './db.ts';
 
 export function createSqliteTenants(db: Database): TenantRepo {
   return {
@@ -14,8 +10,7 @@ export function createSqliteTenants(db: Database): TenantRepo {
       try {
         db.query('INSERT INTO tenants (id, created_at) VALUES (?, ?)').run(id, now);
       } catch (err) {
-        if (isUniqueViolation(err)) throw new StoreConflictError(`tenant ${id} already exists`, { cause: err });
-        throw err;
+        throw asConflict(err, `tenant ${id} already exists`);
       }
       return { id, createdAt: now };
     },
@@ -43,8 +38,7 @@ export function createSqliteClients(db: Database): ClientRepo {
              $read_attributes, $access_token_ttl, $created_at, $disabled)`,
         ).run(clientRow(c));
       } catch (err) {
-        if (isUniqueViolation(err)) throw new StoreConflictError(`client ${c.clientId} already exists`, { cause: err });
-        throw err;
+        throw asConflict(err, `client ${c.clientId} already exists`);
       }
     },
     async get(clientId) {
@@ -73,8 +67,7 @@ export function createSqliteKeys(db: Database): KeyRepo {
           k.kid, k.alg, JSON.stringify(k.privateJwk), JSON.stringify(k.publicJwk), k.createdAt, k.retiredAt,
         );
       } catch (err) {
-        if (isUniqueViolation(err)) throw new StoreConflictError(`signing key ${k.kid} already exists`, { cause: err });
-        throw err;
+        throw asConflict(err, `signing key ${k.kid} already exists`);
       }
     },
     async retire(kids, at) {

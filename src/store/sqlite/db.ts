@@ -1,6 +1,7 @@
 import { Database } from 'bun:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { StoreConflictError } from '../types.ts';
 import type { Migration } from './migrations.ts';
 
 /** Opens a SQLite database in WAL mode with the pragmas Cinder relies on. */
@@ -56,4 +57,10 @@ export function serialized<T extends object>(repo: T, run: Mutex): T {
     out[key] = typeof value === 'function' ? (...args: unknown[]) => run(() => Promise.resolve(value.apply(repo, args))) : value;
   }
   return out as T;
+}
+
+/** Maps a SQLite UNIQUE violation to StoreConflictError (keeping it as `cause`); other errors pass through. */
+export function asConflict(err: unknown, what: string): unknown {
+  if (err instanceof Error && /UNIQUE constraint failed/.test(err.message)) return new StoreConflictError(what, { cause: err });
+  return err;
 }

@@ -1,8 +1,8 @@
 import type { Database } from 'bun:sqlite';
 import type { UserRepo } from '../types.ts';
-import { StoreConflictError } from '../types.ts';
 import { toUser, userRow } from '../rows/users.ts';
 import type { UserRow } from '../rows/users.ts';
+import { asConflict } from './db.ts';
 
 /** Users on SQLite; a username taken in the tenant raises StoreConflictError. */
 export function createSqliteUsers(db: Database): UserRepo {
@@ -16,10 +16,7 @@ export function createSqliteUsers(db: Database): UserRepo {
              $address, $fhir_user, $created_at, $disabled)`,
         ).run(userRow(u));
       } catch (err) {
-        if (err instanceof Error && /UNIQUE constraint failed/.test(err.message)) {
-          throw new StoreConflictError(`user ${u.username} already exists in tenant ${u.tenant}`, { cause: err });
-        }
-        throw err;
+        throw asConflict(err, `user ${u.username} already exists in tenant ${u.tenant}`);
       }
     },
     async get(tenant, id) {

@@ -15,6 +15,8 @@ async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
  * Starting a download and removing files both lock the job row first, so they cannot interleave.
  */
 export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
+  /** The job is running under `owner`'s lease: every lease-holder update checks this. */
+  const inProgressBy = (id: string, owner: string) => sql`id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
   return {
     async create(job, patients, maxActive) {
       return sql.begin(async (tx) => {
@@ -57,27 +59,27 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
       const set = progress === undefined ? sql`` : sql`, progress = ${progress}`;
       const r = await sql`
         UPDATE export_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now} ${set}
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async complete(id, owner, now, progress, expiresAt) {
       const r = await sql`
         UPDATE export_jobs SET state = 'completed', progress = ${progress}, completed_at = ${now}, expires_at = ${expiresAt},
           updated_at = ${now}, lease_owner = NULL, lease_until = NULL
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async fail(id, owner, now, error, expiresAt) {
       const r = await sql`
         UPDATE export_jobs SET state = 'failed', error = ${error}, completed_at = ${now}, expires_at = ${expiresAt},
           updated_at = ${now}, lease_owner = NULL, lease_until = NULL
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async release(id, owner, now) {
       await sql`
         UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ${now}
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
     },
     async cancel(tenant, id, now) {
       return sql.begin(async (tx) => {

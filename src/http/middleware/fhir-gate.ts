@@ -29,7 +29,10 @@ export function fhirGate(o: FhirGateOptions): MiddlewareHandler<AppEnv> {
     const tenant = await checkTenant(c.req.param('tenant'));
     c.set('tenant', tenant);
     const rest = c.req.path.slice(`/tenants/${tenant}/fhir/R4`.length).replace(/\/$/, '');
-    if (rest !== '/.well-known/smart-configuration') checkAccept(c.req.header('accept'), c.req.query('_format') ?? null);
+    if (rest !== '/.well-known/smart-configuration') {
+      const format = c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null;
+      checkAccept(c.req.header('accept'), format);
+    }
     if (!PUBLIC.has(rest)) await authenticate(c, tenant);
     await next();
     const method = c.req.method;

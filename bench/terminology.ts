@@ -8,13 +8,12 @@
  * generated CodeSystem (load time), times the first $validate-code (cold cache: read, parse, index,
  * compile), then keeps C connections busy with POST $validate-code (Parameters body, half the codes
  * in the ValueSet) and reports requests/s and latency percentiles. The load generator runs in this
- * process, so on a small machine it competes with the server for CPU.
+ * process, so on a small machine it competes with the server for CPU. BENCH_BUN_FLAGS adds flags to
+ * the server's `bun` (e.g. `--cpu-prof --cpu-prof-dir=DIR`).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { adminToken, freePort, startServer, type BenchServer } from './lib/server.ts';
 import { BENCH_SYSTEM, BENCH_VALUE_SET, generatedCodeSystem, generatedIsAValueSet, isDescendant } from './lib/terminology.ts';
 
 const USAGE = `Usage: bun bench/terminology.ts [options]
@@ -38,65 +37,7 @@ const Options = z.object({
 });
 type Options = z.infer<typeof Options>;
 
-interface Server {
-  base: string;
-  fhir: string;
-  clientId: string;
-  clientSecret: string;
-  stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ port: 0, fetch: () => new Response() });
-  const port = probe.port as number;
-  await probe.stop(true);
-  return port;
-}
-
-/** `cinder serve` in a child process; the admin credentials come from its first-start banner. */
-async function startServer(): Promise<Server> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'cinder-bench-'));
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const child = Bun.spawn(['bun', ...(process.env.BENCH_SERVER_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_SERVER_PROF] : []), join(import.meta.dir, '../src/main.ts'), 'serve'], {
-    env: { ...process.env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base, CINDER_DATA_DIR: dataDir, CINDER_RATE_LIMITS: 'off', CINDER_LOG_LEVEL: 'warn' },
-    stdout: 'pipe',
-    stderr: 'inherit',
-  });
-  let banner = '';
-  const reader = child.stdout.getReader();
-  while (!/client_secret:\s+\S+/.test(banner)) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`cinder serve exited before printing its credentials:\n${banner}`);
-    banner += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  const field = (name: string) => new RegExp(`${name}:\\s+(\\S+)`).exec(banner)?.[1] ?? '';
-  for (let i = 0; i < 100 && !(await fetch(`${base}/healthz`).then((r) => r.ok, () => false)); i++) await Bun.sleep(50);
-  return {
-    base,
-    fhir: field('FHIR base'),
-    clientId: field('client_id'),
-    clientSecret: field('client_secret'),
-    async stop() {
-      child.kill('SIGTERM');
-      await child.exited;
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
-async function accessToken(s: Server): Promise<string> {
-  const res = await fetch(`${s.base}/oauth2/token`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/x-www-form-urlencoded', Authorization: `Basic ${btoa(`${s.clientId}:${s.clientSecret}`)}` },
-    body: new URLSearchParams({ grant_type: 'client_credentials' }),
-  });
-  if (!res.ok) throw new Error(`token: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
-
-async function put(s: Server, token: string, resource: { resourceType: string; id: string }): Promise<number> {
+async function put(s: BenchServer, token: string, resource: { resourceType: string; id: string }): Promise<number> {
   const started = performance.now();
   const res = await fetch(`${s.fhir}/${resource.resourceType}/${resource.id}`, {
     method: 'PUT',
@@ -124,7 +65,7 @@ function requests(concepts: number): { body: string; expected: boolean }[] {
 type Send = (body: string) => Promise<boolean>;
 
 /** POST $validate-code; true when the answer's result is true. */
-function validator(s: Server, token: string): Send {
+function validator(s: BenchServer, token: string): Send {
   const headers = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
   return async (body) => {
     const res = await fetch(`${s.fhir}/ValueSet/$validate-code`, { method: 'POST', headers, body });
@@ -218,7 +159,7 @@ async function main(argv: string[]): Promise<number> {
   const o = Options.parse(values);
   const server = await startServer();
   try {
-    const token = await accessToken(server);
+    const token = await adminToken(server);
     const cs = generatedCodeSystem(o.concepts);
     const loadMs = await put(server, token, cs);
     await put(server, token, generatedIsAValueSet('C1'));

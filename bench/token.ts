@@ -10,15 +10,13 @@
  * flags to the server's `bun` (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createClient, createTenant } from '../src/auth/admin.ts';
 import { ASSERTION_TYPE } from '../src/auth/client-assertion.ts';
 import { systemClock } from '../src/clock.ts';
 import { openStore } from '../src/store/open.ts';
 import { runLoad, type LoadResult } from './lib/load.ts';
+import { launchServer } from './lib/server.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -37,21 +35,13 @@ const SECONDS = Number(args.seconds);
 const CONNECTIONS = Number(args.connections);
 const WARMUP = Number(args.warmup);
 
-function freePort(): number {
-  const s = Bun.serve({ port: 0, fetch: () => new Response() });
-  const port = s.port!;
-  s.stop(true);
-  return port;
-}
+const server = await launchServer();
+const base = server.base;
+const databaseUrl = server.databaseUrl;
 
-const dir = mkdtempSync(join(tmpdir(), 'cinder-bench-'));
-const databaseUrl = process.env.CINDER_DATABASE_URL ?? `sqlite:${join(dir, 'cinder.db')}`;
-const port = freePort();
-const base = `http://127.0.0.1:${port}`;
-
+/** A tenant of its own with a Basic and a private_key_jwt client, in the server's (migrated) database. */
 async function setUp() {
   const store = openStore(databaseUrl);
-  await store.migrate();
   const tenant = `bench-${Date.now().toString(36)}`;
   await createTenant(store, systemClock, tenant);
   const basic = await createClient(store, systemClock, { tenant, name: 'bench-basic', scopes: ['system/*.read', 'system/*.write'] });
@@ -62,29 +52,8 @@ async function setUp() {
   return { tenant, basic, asymId: asym.client.clientId, privateKey };
 }
 
-async function waitReady(): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    try {
-      if ((await fetch(`${base}/healthz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await Bun.sleep(100);
-  }
-  throw new Error('cinder serve did not become ready');
-}
-
-const setup = await setUp();
-const server = Bun.spawn(['bun', ...(process.env.BENCH_BUN_FLAGS?.split(' ').filter(Boolean) ?? []), 'src/main.ts', 'serve'], {
-  cwd: join(import.meta.dir, '..'),
-  env: { ...process.env, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base, CINDER_DATA_DIR: dir,
-    CINDER_DATABASE_URL: databaseUrl, CINDER_RATE_LIMITS: 'off', CINDER_LOG_LEVEL: 'warn' },
-  stdout: 'ignore',
-  stderr: 'inherit',
-});
-
 try {
-  await waitReady();
+  const setup = await setUp();
   const tokenUrl = `${base}/oauth2/token`;
   const basicAuth = 'Basic ' + btoa(`${setup.basic.client.clientId}:${setup.basic.clientSecret}`);
   const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
@@ -140,7 +109,5 @@ try {
     }
   }
 } finally {
-  server.kill('SIGTERM');
-  await server.exited;
-  rmSync(dir, { recursive: true, force: true });
+  await server.stop();
 }

@@ -15,12 +15,11 @@ import type { AppEnv } from './http/env.ts';
 import { renderError } from './http/errors.ts';
 import { exportRoutes } from './http/export.ts';
 import { fhirRoutes } from './http/fhir.ts';
-import { checkAccept, fhirJson } from './http/fhir-response.ts';
+import { fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
-import { bearerAuth } from './http/middleware/bearer.ts';
+import { fhirGate } from './http/middleware/fhir-gate.ts';
 import { requestContext } from './http/middleware/request-context.ts';
-import { tenantGuard } from './http/middleware/tenant.ts';
-import { terminologyCapabilities, terminologyRoutes, terminologyWrites } from './http/terminology.ts';
+import { terminologyCapabilities, terminologyRoutes } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
 import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
@@ -67,12 +66,8 @@ export function createApp(deps: AppDeps) {
   const terminology = createTerminology({ store, clock });
   const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability];
   const fhir = new Hono<AppEnv>();
-  fhir.use('*', tenantGuard(store));
+  fhir.use('*', fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
-  fhir.use('*', async (c, next) => {
-    checkAccept(c.req.header('accept'), c.req.query('_format') ?? null);
-    await next();
-  });
   fhir.get('/metadata', (c) => {
     const fhirBase = `${config.baseUrl}/tenants/${c.get('tenant')}/fhir/R4`;
     return fhirJson(capabilityStatement({
@@ -80,12 +75,10 @@ export function createApp(deps: AppDeps) {
       oauthUris: smartOAuthUris(config.baseUrl),
     }));
   });
-  fhir.use('*', bearerAuth(authDeps.verifyAccess));
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes,
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on',
   }));
-  fhir.use('*', terminologyWrites(terminology));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: config.maxBodyBytes, maxExpansionSize: config.maxExpansionSize }));
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);

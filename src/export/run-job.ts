@@ -7,14 +7,8 @@ import { planSteps, type ExportSpec, type JobProgress } from './spec.ts';
 import type { StepContext } from './step-context.ts';
 import { runStep } from './steps.ts';
 
-/** What running a job needs; plain values plus a store and a sink the caller opened (a worker opens its own). */
-export interface RunDeps {
-  store: Store;
-  sink: ExportSink;
-  clock: Clock;
-  log: Logger;
-  /** This worker's lease owner name (unique per worker and process). */
-  owner: string;
+/** The plain settings a job runner takes from the configuration (workers get them as data). */
+export interface RunSettings {
   leaseMs: number;
   fileMaxBytes: number;
   /** How long finished files stay available. */
@@ -27,6 +21,16 @@ export interface RunDeps {
    * transactionTime but still committing in another process are visible.
    */
   settleMs: number;
+}
+
+/** What running a job needs; the settings plus a store and a sink the caller opened (a worker opens its own). */
+export interface RunDeps extends RunSettings {
+  store: Store;
+  sink: ExportSink;
+  clock: Clock;
+  log: Logger;
+  /** This worker's lease owner name (unique per worker and process). */
+  owner: string;
   /** Storage key prefix of a job attempt's files; default `tenant/job/a<attempt>`. */
   keyPrefix?: (job: ExportJob) => string;
   onProgress?: (exported: number, label: string) => void;

@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import { runJob, type RunDeps, type RunOutcome } from './run-job.ts';
+import { runJob, type RunDeps, type RunOutcome, type RunSettings } from './run-job.ts';
 
 /** Rows per snapshot page: large enough to amortise a query, small enough to keep memory flat. */
 export const PAGE_SIZE = 1000;
@@ -8,16 +8,7 @@ export const MAX_ATTEMPTS = 3;
 /** See RunDeps.settleMs. */
 export const SETTLE_MS = 1000;
 
-/** The plain settings a job runner takes from the configuration (workers get them as data). */
-export interface RunSettings {
-  leaseMs: number;
-  fileMaxBytes: number;
-  fileTtlMs: number;
-  pageSize: number;
-  maxAttempts: number;
-  settleMs: number;
-}
-
+/** The job runner's settings from the configuration (CINDER_EXPORT_LEASE_SECONDS, CINDER_EXPORT_FILE_*). */
 export function runSettings(config: Config): RunSettings {
   return {
     leaseMs: config.exportLeaseSeconds * 1000,

@@ -8,8 +8,7 @@ import { systemClock } from '../clock.ts';
 import { createLogger, type LogLevel } from '../log.ts';
 import { openStore } from '../store/open.ts';
 import type { ExportJob, Store } from '../store/types.ts';
-import { runJob, type RunDeps } from './run-job.ts';
-import type { RunSettings } from './runner.ts';
+import { runJob, type RunDeps, type RunSettings } from './run-job.ts';
 import { openSink } from './sink.ts';
 
 export interface WorkerInit extends RunSettings {

@@ -31,7 +31,10 @@ export function createMetrics(): Metrics {
         h = { labels: { method, route, status: String(status) }, counts: BUCKETS.map(() => 0), sum: 0, count: 0 };
         requests.set(key, h);
       }
-      for (let i = 0; i < BUCKETS.length; i++) if (seconds <= BUCKETS[i]!) h.counts[i]!++;
+      // One bucket per observation; render() accumulates them into Prometheus' cumulative `le` buckets.
+      let i = 0;
+      while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
+      if (i < BUCKETS.length) h.counts[i]!++;
       h.sum += seconds;
       h.count++;
     },
@@ -46,7 +49,11 @@ export function createMetrics(): Metrics {
       for (const h of requests.values()) lines.push(`cinder_http_requests_total${labelText(h.labels)} ${h.count}`);
       lines.push('# HELP cinder_http_request_duration_seconds HTTP request latency.', '# TYPE cinder_http_request_duration_seconds histogram');
       for (const h of requests.values()) {
-        BUCKETS.forEach((b, i) => lines.push(`cinder_http_request_duration_seconds_bucket${labelText({ ...h.labels, le: String(b) })} ${h.counts[i]}`));
+        let cumulative = 0;
+        BUCKETS.forEach((b, i) => {
+          cumulative += h.counts[i]!;
+          lines.push(`cinder_http_request_duration_seconds_bucket${labelText({ ...h.labels, le: String(b) })} ${cumulative}`);
+        });
         lines.push(`cinder_http_request_duration_seconds_bucket${labelText({ ...h.labels, le: '+Inf' })} ${h.count}`);
         lines.push(`cinder_http_request_duration_seconds_sum${labelText(h.labels)} ${h.sum}`);
         lines.push(`cinder_http_request_duration_seconds_count${labelText(h.labels)} ${h.count}`);

@@ -1,4 +1,4 @@
-import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { type Context, Hono } from 'hono';
 import type { Clock } from '../clock.ts';
 import { requireAccess } from '../fhir/crud.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
@@ -103,15 +103,3 @@ function instance(c: Context<AppEnv>, terminology: TerminologyContext): Promise<
   return id === undefined ? undefined : codeSystemInstance(terminology, id);
 }
 
-/**
- * Tells the terminology engine about every successful write through this process's FHIR API
- * (create, update, delete, transactions), so that the next operation sees it at once. Writes of
- * other processes are picked up by the change token check.
- */
-export function terminologyWrites(terminology: Terminology): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    await next();
-    const write = c.req.method !== 'GET' && c.req.method !== 'HEAD' && !c.req.path.includes('/$');
-    if (write && c.res.status < 400) terminology.markChanged(c.get('tenant'));
-  };
-}

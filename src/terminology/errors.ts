@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import type { DatePeriod } from './model/date-time.ts';
 
 /**
  * The errors the terminology engine throws, as the shared FhirError (rendered as an
@@ -15,4 +16,16 @@ export function notFound(message: string): FhirError {
 
 export function tooCostly(message: string): FhirError {
   return new FhirError('invalid', message, { issueCode: 'too-costly' });
+}
+
+/**
+ * A CodeSystem or ValueSet named by canonical URL (and version) that resolves to nothing: 400 naming
+ * it, with the context's date when no version pinned it (interface: $validate-code errors).
+ */
+export function canonicalNotFound(
+  type: 'CodeSystem' | 'ValueSet', url: string, version: string | undefined, asOf: DatePeriod | undefined,
+): FhirError {
+  const name = version === undefined ? url : `${url}|${version}`;
+  const when = version === undefined && asOf !== undefined ? ` as of ${asOf.text}` : '';
+  return invalid(`${type} '${name}' could not be found${when}`, ['url']);
 }

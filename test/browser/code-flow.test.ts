@@ -2,9 +2,9 @@
  * The whole authorization code flow with PKCE through the real login page in headless Chromium
  * (JavaScript disabled: the page must work without it), ending with a verified id_token.
  */
-import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { afterAll, beforeAll, expect, test as bunTest } from 'bun:test';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
@@ -15,6 +15,12 @@ import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { startCinder, type Cinder } from '../helpers/server.ts';
 
+const CHROMIUM = '/usr/bin/chromium';
+// Outside CI a machine without Debian's chromium skips these tests with a notice; under CI=true they run (and fail loudly).
+const available = existsSync(CHROMIUM) || process.env.CI === 'true';
+if (!available) console.warn(`NOTICE: ${CHROMIUM} is missing: skipping the browser tests (apt-get install chromium)`);
+const test = available ? bunTest : bunTest.skip;
+
 const dir = mkdtempSync(join(tmpdir(), 'cinder-browser-'));
 const store = createSqliteStore(join(dir, 'cinder.db'));
 let cinder: Cinder;
@@ -24,6 +30,7 @@ let clientId: string;
 let redirectUri: string;
 
 beforeAll(async () => {
+  if (!available) return;
   cinder = await startCinder({ store });
   app = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('<!doctype html><title>App</title><p>Back in the app</p>', { headers: { 'Content-Type': 'text/html' } }) });
   redirectUri = `http://127.0.0.1:${app.port}/callback`;
@@ -35,13 +42,13 @@ beforeAll(async () => {
   await createUser(store, cinder.clock, {
     tenant: 'clinic', username: 'dave', password: 'dave password 1', name: 'Dave Patient', email: 'dave@example.org', emailVerified: true, fhirUser: 'Patient/dave-1',
   });
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
 }, 60_000);
 
 afterAll(async () => {
   await browser?.close();
-  cinder.stop();
-  app.stop(true);
+  cinder?.stop();
+  app?.stop(true);
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 });

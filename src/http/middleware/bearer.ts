@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context } from 'hono';
 import { accessFromScopes, splitScopes } from '../../auth/scopes.ts';
 import { InvalidTokenError, type TokenVerifier, type VerifiedToken } from '../../auth/tokens.ts';
 import type { Access } from '../../fhir/access.ts';
@@ -10,17 +10,19 @@ function unauthorized(message: string, error?: string): FhirError {
   return new FhirError('unauthorized', message, { headers: { 'WWW-Authenticate': challenge } });
 }
 
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i;
+
 /**
- * Bearer-token middleware for a tenant's FHIR routes (RFC 6750): verifies the JWT locally, refuses a
- * token of another tenant with 403, and puts the SMART-scope access on the context.
+ * Bearer-token authentication for a tenant's FHIR routes (RFC 6750): verifies the JWT locally,
+ * refuses a token of another tenant with 403, and puts the token and its SMART-scope access on the
+ * context. The verifier returns the same object for a cached token, so parsed scopes are kept beside it.
  */
-export function bearerAuth(verify: TokenVerifier): MiddlewareHandler<AppEnv> {
-  // The verifier returns the same object for a cached token, so its parsed scopes are kept beside it.
+export function bearerAuthenticator(verify: TokenVerifier): (c: Context<AppEnv>, tenant: string) => Promise<void> {
   const accessOf = new WeakMap<VerifiedToken, Access>();
-  return async (c, next) => {
+  return async (c, tenant) => {
     const header = c.req.header('authorization');
     if (!header) throw unauthorized('An access token is required');
-    const m = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(header);
+    const m = BEARER.exec(header);
     if (!m) throw unauthorized('The Authorization header must be "Bearer <token>"', 'invalid_request');
     let token;
     try {
@@ -29,16 +31,13 @@ export function bearerAuth(verify: TokenVerifier): MiddlewareHandler<AppEnv> {
       if (err instanceof InvalidTokenError) throw unauthorized(err.message, 'invalid_token');
       throw err;
     }
-    const tenant = c.req.param('tenant');
     if (token.tenant !== tenant) throw new FhirError('forbidden', 'The access token is not valid for this tenant');
-    c.set('token', token);
-    c.set('tenant', tenant!);
     let access = accessOf.get(token);
     if (!access) {
       access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient);
       accessOf.set(token, access);
     }
+    c.set('token', token);
     c.set('access', access);
-    await next();
   };
 }

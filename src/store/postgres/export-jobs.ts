@@ -1,34 +1,7 @@
-import type { ExportJob, ExportJobRepo, ExportJobState } from '../types.ts';
+import type { ExportJobRepo, ExportJobState } from '../types.ts';
+import { toJob } from '../rows/export-jobs.ts';
+import type { JobRow } from '../rows/export-jobs.ts';
 import type { Pg, PgTx } from './db.ts';
-
-interface JobRow {
-  id: string;
-  tenant: string;
-  client_id: string;
-  state: ExportJobState;
-  request: string;
-  spec: string;
-  transaction_time: number;
-  created_at: number;
-  updated_at: number;
-  lease_owner: string | null;
-  lease_until: number | null;
-  attempts: number;
-  progress: string;
-  error: string | null;
-  completed_at: number | null;
-  expires_at: number | null;
-  purged: boolean;
-}
-
-function toJob(r: JobRow): ExportJob {
-  return {
-    id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
-    transactionTime: r.transaction_time, createdAt: r.created_at, updatedAt: r.updated_at, leaseOwner: r.lease_owner,
-    leaseUntil: r.lease_until, attempts: r.attempts, progress: r.progress, error: r.error, completedAt: r.completed_at,
-    expiresAt: r.expires_at, purged: r.purged,
-  };
-}
 
 /** A download holds the job's files at `now`. */
 async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
@@ -42,6 +15,8 @@ async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
  * Starting a download and removing files both lock the job row first, so they cannot interleave.
  */
 export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
+  /** The job is running under `owner`'s lease: every lease-holder update checks this. */
+  const inProgressBy = (id: string, owner: string) => sql`id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
   return {
     async create(job, patients, maxActive) {
       return sql.begin(async (tx) => {
@@ -84,27 +59,27 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
       const set = progress === undefined ? sql`` : sql`, progress = ${progress}`;
       const r = await sql`
         UPDATE export_jobs SET lease_until = ${now + leaseMs}, updated_at = ${now} ${set}
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async complete(id, owner, now, progress, expiresAt) {
       const r = await sql`
         UPDATE export_jobs SET state = 'completed', progress = ${progress}, completed_at = ${now}, expires_at = ${expiresAt},
           updated_at = ${now}, lease_owner = NULL, lease_until = NULL
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async fail(id, owner, now, error, expiresAt) {
       const r = await sql`
         UPDATE export_jobs SET state = 'failed', error = ${error}, completed_at = ${now}, expires_at = ${expiresAt},
           updated_at = ${now}, lease_owner = NULL, lease_until = NULL
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async release(id, owner, now) {
       await sql`
         UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ${now}
-        WHERE id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
+        WHERE ${inProgressBy(id, owner)}`;
     },
     async cancel(tenant, id, now) {
       return sql.begin(async (tx) => {

@@ -1,65 +1,7 @@
-import type { AuthCode, CounterRepo, OAuthRepo, RefreshToken, Revocation } from '../types.ts';
+import type { CounterRepo, OAuthRepo, Revocation } from '../types.ts';
+import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
-
-/** Used codes are kept this long after expiry, so a late replay is still detected (RFC 9700 4.4). */
-export const CODE_RETENTION_MS = 24 * 3600 * 1000;
-
-interface CodeRow {
-  code_hash: string;
-  grant_id: string;
-  client_id: string;
-  tenant: string;
-  user_id: string;
-  redirect_uri: string;
-  scope: string;
-  nonce: string | null;
-  code_challenge: string | null;
-  auth_time: number;
-  expires_at: number;
-  consumed_at: number | null;
-}
-
-interface RefreshRow {
-  token_hash: string;
-  grant_id: string;
-  client_id: string;
-  tenant: string;
-  user_id: string;
-  scope: string;
-  auth_time: number;
-  created_at: number;
-  expires_at: number;
-  revoked_at: number | null;
-}
-
-function toCode(r: CodeRow): AuthCode {
-  return {
-    codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
-    redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
-    expiresAt: r.expires_at, consumedAt: r.consumed_at,
-  };
-}
-
-function toRefresh(r: RefreshRow): RefreshToken {
-  return {
-    tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
-    authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at,
-  };
-}
-
-function codeRow(c: AuthCode): CodeRow {
-  return {
-    code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
-    scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
-  };
-}
-
-function refreshRow(t: RefreshToken): RefreshRow {
-  return {
-    token_hash: t.tokenHash, grant_id: t.grantId, client_id: t.clientId, tenant: t.tenant, user_id: t.userId, scope: t.scope,
-    auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt,
-  };
-}
 
 /**
  * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migration 2). Code
@@ -103,9 +45,9 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
       return rows.length > 0;
     },
     async revokedSince(since, now) {
-      const rows = await sql<{ kind: 'jti' | 'grant'; value: string; revoked_at: number; expires_at: number }[]>`
+      const rows = await sql<RevocationRow[]>`
         SELECT kind, value, revoked_at, expires_at FROM revocations WHERE revoked_at >= ${since} AND expires_at > ${now}`;
-      return rows.map((r) => ({ kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at }));
+      return rows.map(toRevocation);
     },
     async useJti(clientId, jti, expiresAt, now) {
       const rows = await sql`

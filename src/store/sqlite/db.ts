@@ -1,6 +1,7 @@
 import { Database } from 'bun:sqlite';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { StoreConflictError } from '../types.ts';
 import type { Migration } from './migrations.ts';
 
 /** Opens a SQLite database in WAL mode with the pragmas Cinder relies on. */
@@ -42,4 +43,24 @@ export function createMutex() {
     tail = result.catch(() => undefined);
     return result;
   };
+}
+
+type Mutex = ReturnType<typeof createMutex>;
+
+/**
+ * Wraps every method of a repo that uses the writer connection in the write queue, so none of its
+ * statements can run inside (or see) another request's open transaction on that connection.
+ */
+export function serialized<T extends object>(repo: T, run: Mutex): T {
+  const out = {} as Record<string, unknown>;
+  for (const [key, value] of Object.entries(repo)) {
+    out[key] = typeof value === 'function' ? (...args: unknown[]) => run(() => Promise.resolve(value.apply(repo, args))) : value;
+  }
+  return out as T;
+}
+
+/** Maps a SQLite UNIQUE violation to StoreConflictError (keeping it as `cause`); other errors pass through. */
+export function asConflict(err: unknown, what: string): unknown {
+  if (err instanceof Error && /UNIQUE constraint failed/.test(err.message)) return new StoreConflictError(what, { cause: err });
+  return err;
 }

@@ -1,35 +1,8 @@
 import type { Database } from 'bun:sqlite';
-import type { ExportJob, ExportJobRepo, ExportJobState, ExportPatient } from '../types.ts';
+import type { ExportJobRepo, ExportJobState, ExportPatient } from '../types.ts';
+import { toJob } from '../rows/export-jobs.ts';
+import type { JobRow } from '../rows/export-jobs.ts';
 import type { createMutex } from './db.ts';
-
-interface JobRow {
-  id: string;
-  tenant: string;
-  client_id: string;
-  state: ExportJobState;
-  request: string;
-  spec: string;
-  transaction_time: number;
-  created_at: number;
-  updated_at: number;
-  lease_owner: string | null;
-  lease_until: number | null;
-  attempts: number;
-  progress: string;
-  error: string | null;
-  completed_at: number | null;
-  expires_at: number | null;
-  purged: number;
-}
-
-function toJob(r: JobRow): ExportJob {
-  return {
-    id: r.id, tenant: r.tenant, clientId: r.client_id, state: r.state, request: r.request, spec: r.spec,
-    transactionTime: r.transaction_time, createdAt: r.created_at, updatedAt: r.updated_at, leaseOwner: r.lease_owner,
-    leaseUntil: r.lease_until, attempts: r.attempts, progress: r.progress, error: r.error, completedAt: r.completed_at,
-    expiresAt: r.expires_at, purged: r.purged === 1,
-  };
-}
 
 const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
 /** No download holds the job's files at `?` (now). */

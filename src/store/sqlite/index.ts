@@ -1,7 +1,7 @@
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { createCheckpointer } from './checkpointer.ts';
-import { createMutex, openDatabase, runMigrations } from './db.ts';
+import { createMutex, openDatabase, runMigrations, serialized } from './db.ts';
 import { createSqliteExportJobs } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
 import { createSqliteUsers } from './users.ts';
@@ -37,12 +37,12 @@ export function createSqliteStore(path: string): Store {
       if (reader !== writer) reader.close();
       if (scanner !== writer) scanner.close();
     },
-    tenants: createSqliteTenants(writer),
-    clients: createSqliteClients(writer),
-    keys: createSqliteKeys(writer),
-    users: createSqliteUsers(writer),
-    oauth: createSqliteOAuth(writer),
-    counters: createSqliteCounters(writer),
+    tenants: serialized(createSqliteTenants(writer), serial),
+    clients: serialized(createSqliteClients(writer), serial),
+    keys: serialized(createSqliteKeys(writer), serial),
+    users: serialized(createSqliteUsers(writer), serial),
+    oauth: serialized(createSqliteOAuth(writer), serial),
+    counters: serialized(createSqliteCounters(writer), serial),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
       return (resources ??= createSqliteResources(writer, reader, serial, scanner, checkpointer));

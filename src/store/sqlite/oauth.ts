@@ -1,51 +1,7 @@
 import type { Database } from 'bun:sqlite';
-import type { AuthCode, CounterRepo, OAuthRepo, RefreshToken, Revocation } from '../types.ts';
-
-/** Used codes are kept this long after expiry, so a late replay is still detected (RFC 9700 4.4). */
-export const CODE_RETENTION_MS = 24 * 3600 * 1000;
-
-interface CodeRow {
-  code_hash: string;
-  grant_id: string;
-  client_id: string;
-  tenant: string;
-  user_id: string;
-  redirect_uri: string;
-  scope: string;
-  nonce: string | null;
-  code_challenge: string | null;
-  auth_time: number;
-  expires_at: number;
-  consumed_at: number | null;
-}
-
-interface RefreshRow {
-  token_hash: string;
-  grant_id: string;
-  client_id: string;
-  tenant: string;
-  user_id: string;
-  scope: string;
-  auth_time: number;
-  created_at: number;
-  expires_at: number;
-  revoked_at: number | null;
-}
-
-function toCode(r: CodeRow): AuthCode {
-  return {
-    codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
-    redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
-    expiresAt: r.expires_at, consumedAt: r.consumed_at,
-  };
-}
-
-function toRefresh(r: RefreshRow): RefreshToken {
-  return {
-    tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
-    authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at,
-  };
-}
+import type { CounterRepo, OAuthRepo, Revocation } from '../types.ts';
+import { CODE_RETENTION_MS, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 
 /** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migration 2). */
 export function createSqliteOAuth(db: Database): OAuthRepo {
@@ -94,11 +50,11 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     },
     async revokedSince(since, now) {
       return db
-        .query<{ kind: 'jti' | 'grant'; value: string; revoked_at: number; expires_at: number }, [number, number]>(
+        .query<RevocationRow, [number, number]>(
           'SELECT kind, value, revoked_at, expires_at FROM revocations WHERE revoked_at >= ? AND expires_at > ?',
         )
         .all(since, now)
-        .map((r) => ({ kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at }));
+        .map(toRevocation);
     },
     async useJti(clientId, jti, expiresAt, now) {
       const r = db

@@ -1,6 +1,6 @@
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
-import { invalid, notFound } from '../errors.ts';
+import { canonicalNotFound, invalid, notFound } from '../errors.ts';
 import type { ValueSetTarget } from '../input/value-set-target.ts';
 
 /**
@@ -12,11 +12,7 @@ export async function resolveValueSet(target: ValueSetTarget, ctx: TerminologyCo
   if (target.kind === 'inline') return ctx.compile(target.resource);
   if (target.kind === 'id') return instance(target, ctx);
   const compiled = await ctx.valueSet(target.url, target.version);
-  if (compiled === null) {
-    const name = target.version === undefined ? target.url : `${target.url}|${target.version}`;
-    const when = target.version === undefined && ctx.asOf !== undefined ? ` as of ${ctx.asOf.text}` : '';
-    throw invalid(`ValueSet '${name}' could not be found${when}`, ['url']);
-  }
+  if (compiled === null) throw canonicalNotFound('ValueSet', target.url, target.version, ctx.asOf);
   return compiled;
 }
 

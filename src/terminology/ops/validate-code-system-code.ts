@@ -2,7 +2,7 @@ import { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { CompiledConceptSet } from '../compile/concept-set.ts';
 import type { CodeSystemLookup } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
-import { invalid } from '../errors.ts';
+import { canonicalNotFound, invalid } from '../errors.ts';
 import type { codeSystemValidateCodeParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type CheckedCoding, type ValidationSubject, validationSubject } from '../input/subject.ts';
@@ -103,10 +103,6 @@ async function resolveCodeSystem(target: CodeSystemTarget, ctx: TerminologyConte
   if (target.kind === 'instance') return target.index;
   if (target.kind === 'inline') return new CodeSystemIndex(target.resource);
   const cs = await ctx.codeSystem(target.url, target.version);
-  if (cs === null) {
-    const name = target.version === undefined ? target.url : `${target.url}|${target.version}`;
-    const when = target.version === undefined && ctx.asOf !== undefined ? ` as of ${ctx.asOf.text}` : '';
-    throw invalid(`CodeSystem '${name}' could not be found${when}`, ['url']);
-  }
+  if (cs === null) throw canonicalNotFound('CodeSystem', target.url, target.version, ctx.asOf);
   return cs;
 }

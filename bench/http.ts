@@ -1,0 +1,109 @@
+/**
+ * HTTP throughput of Cinder's hot paths, measured with wrk at 64 connections against `cinder serve`
+ * (source, SQLite, rate limits off), beside a bare Bun endpoint as the machine's ceiling:
+ *
+ *   bun bench/http.ts [--seconds S] [--connections C] [--concepts N] [--json]
+ *
+ * Scenarios: bare Bun, GET Patient/{id} with bearer verification, POST Patient, client_credentials
+ * with Basic, client_credentials with private_key_jwt (pre-signed assertions), and
+ * ValueSet/$validate-code against an is-a ValueSet over a generated hierarchy of N concepts.
+ */
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { parseArgs } from 'node:util';
+import { createClient } from '../src/auth/admin.ts';
+import { systemClock } from '../src/clock.ts';
+import { openStore } from '../src/store/open.ts';
+import { adminToken, freePort, startServer, type BenchServer } from './lib/server.ts';
+import { BENCH_SYSTEM, BENCH_VALUE_SET, generatedCodeSystem, generatedIsAValueSet } from './lib/terminology.ts';
+import { hasWrk, runWrk, type WrkResult } from './lib/wrk.ts';
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '64' },
+    concepts: { type: 'string', default: '100000' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const seconds = Number(values.seconds);
+const connections = Number(values.connections);
+const concepts = Number(values.concepts);
+if (!hasWrk()) {
+  console.error('bench/http.ts needs wrk (Debian: apt-get install wrk)');
+  process.exit(2);
+}
+
+type Row = WrkResult & { scenario: string };
+const rows: Row[] = [];
+async function measure(scenario: string, run: () => Promise<WrkResult>) {
+  await run(); // warm-up run, discarded
+  const r = await run();
+  rows.push({ scenario, ...r });
+  if (!values.json) console.error(`${scenario}: ${Math.round(r.perSecond)}/s p50 ${r.p50ms.toFixed(2)} ms p99 ${r.p99ms.toFixed(2)} ms`);
+}
+
+async function bare() {
+  const port = await freePort();
+  const server = Bun.serve({ port, hostname: '127.0.0.1', fetch: () => new Response('{"resourceType":"Patient","id":"x"}', { headers: { 'Content-Type': 'application/fhir+json' } }) });
+  await measure('bare Bun endpoint (ceiling)', () => runWrk({ url: `http://127.0.0.1:${port}/`, connections, seconds }));
+  await server.stop(true);
+}
+
+async function privateKeyJwtClient(s: BenchServer) {
+  const { privateKey, publicKey } = await generateKeyPair('ES256');
+  const jwk = { ...(await exportJWK(publicKey)), kid: 'bench', alg: 'ES256', use: 'sig' };
+  const store = openStore(s.databaseUrl);
+  const { client } = await createClient(store, systemClock, { tenant: 'default', scopes: ['system/*.read'], jwks: { keys: [jwk] } });
+  await store.close();
+  const aud = `${s.base}/oauth2/token`;
+  const now = Math.floor(Date.now() / 1000);
+  const bodies: string[] = [];
+  // Every assertion needs a fresh jti; enough for warm-up and run at up to ~15,000/s.
+  for (let i = 0; i < 15_000 * seconds * 2; i++) {
+    const assertion = await new SignJWT({}).setProtectedHeader({ alg: 'ES256', kid: 'bench' }).setIssuer(client.clientId)
+      .setSubject(client.clientId).setAudience(aud).setJti(crypto.randomUUID()).setIssuedAt(now).setExpirationTime(now + 290).sign(privateKey);
+    bodies.push(new URLSearchParams({ grant_type: 'client_credentials', client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: assertion }).toString());
+  }
+  return bodies;
+}
+
+async function cinder() {
+  const s = await startServer();
+  try {
+    const token = await adminToken(s);
+    const bearer = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
+    const created = await fetch(`${s.fhir}/Patient`, { method: 'POST', headers: bearer, body: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' }) });
+    const { id } = (await created.json()) as { id: string };
+    await measure('FHIR read (GET Patient/{id}, bearer verified)', () => runWrk({ url: `${s.fhir}/Patient/${id}`, headers: bearer, connections, seconds }));
+    const patient = JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Bench', given: ['Create'] }], gender: 'male', birthDate: '1980-02-02', identifier: [{ system: 'urn:bench', value: 'x' }] });
+    await measure('FHIR create (POST Patient)', () => runWrk({ url: `${s.fhir}/Patient`, method: 'POST', headers: { ...bearer, Prefer: 'return=minimal' }, bodies: [patient], connections, seconds }));
+    const basic = { Authorization: `Basic ${btoa(`${s.clientId}:${s.clientSecret}`)}`, 'Content-Type': 'application/x-www-form-urlencoded' };
+    await measure('token client_credentials (Basic)', () => runWrk({ url: `${s.base}/oauth2/token`, method: 'POST', headers: basic, bodies: ['grant_type=client_credentials'], connections, seconds }));
+    const assertions = await privateKeyJwtClient(s);
+    let half = 0;
+    await measure('token client_credentials (private_key_jwt)', () => {
+      const part = assertions.slice(half * (assertions.length / 2), (half + 1) * (assertions.length / 2));
+      half++;
+      return runWrk({ url: `${s.base}/oauth2/token`, method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, bodies: part, connections, seconds });
+    });
+    await fetch(`${s.fhir}/CodeSystem/generated`, { method: 'PUT', headers: bearer, body: JSON.stringify(generatedCodeSystem(concepts)) });
+    await fetch(`${s.fhir}/ValueSet/generated-is-a`, { method: 'PUT', headers: bearer, body: JSON.stringify(generatedIsAValueSet('C1')) });
+    const bodies = Array.from({ length: 1000 }, (_, i) => JSON.stringify({
+      resourceType: 'Parameters',
+      parameter: [{ name: 'url', valueUri: BENCH_VALUE_SET }, { name: 'system', valueUri: BENCH_SYSTEM }, { name: 'code', valueCode: `C${(i * 7919) % concepts}` }],
+    }));
+    await measure(`ValueSet/$validate-code (is-a, ${concepts} concepts)`, () =>
+      runWrk({ url: `${s.fhir}/ValueSet/$validate-code`, method: 'POST', headers: bearer, bodies, connections, seconds }));
+  } finally {
+    await s.stop();
+  }
+}
+
+await bare();
+await cinder();
+if (values.json) console.log(JSON.stringify({ connections, seconds, rows }, null, 2));
+else {
+  console.log(`| scenario (${connections} connections, ${seconds} s, wrk) | requests/s | p50 ms | p99 ms | non-2xx |`);
+  console.log('|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.scenario} | ${Math.round(r.perSecond)} | ${r.p50ms.toFixed(2)} | ${r.p99ms.toFixed(2)} | ${r.non2xx + r.errors} |`);
+}

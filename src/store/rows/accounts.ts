@@ -1,0 +1,82 @@
+import type { Client, SigningKey } from '../types.ts';
+
+/**
+ * A `clients` row as both adapters read it. List values are JSON text; `disabled` is an INTEGER 0/1
+ * on SQLite and a BOOLEAN on Postgres. A type alias, not an interface, so bun:sqlite accepts it as
+ * named parameters.
+ */
+export type ClientRow = {
+  client_id: string;
+  tenant: string;
+  name: string;
+  secret_hash: string | null;
+  grants: string;
+  scopes: string;
+  redirect_uris: string;
+  jwks: string | null;
+  jwks_url: string | null;
+  read_attributes: string | null;
+  access_token_ttl: number | null;
+  created_at: number;
+  disabled: boolean | number;
+};
+
+/** Maps a `clients` row to the domain Client. */
+export function toClient(r: ClientRow): Client {
+  return {
+    tenant: r.tenant,
+    clientId: r.client_id,
+    name: r.name,
+    secretHash: r.secret_hash,
+    grants: JSON.parse(r.grants),
+    scopes: JSON.parse(r.scopes),
+    redirectUris: JSON.parse(r.redirect_uris),
+    jwks: r.jwks ? JSON.parse(r.jwks) : null,
+    jwksUrl: r.jwks_url,
+    readAttributes: r.read_attributes ? JSON.parse(r.read_attributes) : null,
+    accessTokenTtl: r.access_token_ttl,
+    createdAt: r.created_at,
+    disabled: Boolean(r.disabled),
+  };
+}
+
+/** Maps a Client to its `clients` row (booleans as they are: Postgres stores them, bun:sqlite binds them as 1/0). */
+export function clientRow(c: Client): ClientRow {
+  return {
+    client_id: c.clientId,
+    tenant: c.tenant,
+    name: c.name,
+    secret_hash: c.secretHash,
+    grants: JSON.stringify(c.grants),
+    scopes: JSON.stringify(c.scopes),
+    redirect_uris: JSON.stringify(c.redirectUris),
+    jwks: c.jwks ? JSON.stringify(c.jwks) : null,
+    jwks_url: c.jwksUrl,
+    read_attributes: c.readAttributes ? JSON.stringify(c.readAttributes) : null,
+    access_token_ttl: c.accessTokenTtl,
+    created_at: c.createdAt,
+    disabled: c.disabled,
+  };
+}
+
+/** A `signing_keys` row; the JWKs are JSON text. */
+export interface KeyRow {
+  kid: string;
+  alg: string;
+  private_jwk: string;
+  public_jwk: string;
+  created_at: number;
+  retired_at: number | null;
+}
+
+/** Maps a `signing_keys` row to the domain SigningKey. */
+export function toSigningKey(r: KeyRow): SigningKey {
+  return {
+    kid: r.kid,
+    alg: r.alg,
+    privateJwk: JSON.parse(r.private_jwk),
+    publicJwk: JSON.parse(r.public_jwk),
+    createdAt: r.created_at,
+    retiredAt: r.retired_at,
+  };
+}

@@ -1,0 +1,39 @@
+import type { User } from '../types.ts';
+
+/**
+ * A `users` row as both adapters read it; the flags are INTEGER 0/1 on SQLite and BOOLEAN on Postgres.
+ * A type alias, not an interface, so bun:sqlite accepts it as named parameters.
+ */
+export type UserRow = {
+  id: string;
+  tenant: string;
+  username: string;
+  password_hash: string;
+  name: string | null;
+  email: string | null;
+  email_verified: boolean | number;
+  phone: string | null;
+  phone_verified: boolean | number;
+  address: string | null;
+  fhir_user: string | null;
+  created_at: number;
+  disabled: boolean | number;
+};
+
+/** Maps a User to its `users` row (booleans as they are: Postgres stores them, bun:sqlite binds them as 1/0). */
+export function userRow(u: User): UserRow {
+  return {
+    id: u.id, tenant: u.tenant, username: u.username, password_hash: u.passwordHash, name: u.name, email: u.email,
+    email_verified: u.emailVerified, phone: u.phone, phone_verified: u.phoneVerified, address: u.address, fhir_user: u.fhirUser,
+    created_at: u.createdAt, disabled: u.disabled,
+  };
+}
+
+/** Maps a `users` row to the domain User. */
+export function toUser(r: UserRow): User {
+  return {
+    id: r.id, tenant: r.tenant, username: r.username, passwordHash: r.password_hash, name: r.name, email: r.email,
+    emailVerified: Boolean(r.email_verified), phone: r.phone, phoneVerified: Boolean(r.phone_verified), address: r.address,
+    fhirUser: r.fhir_user, createdAt: r.created_at, disabled: Boolean(r.disabled),
+  };
+}

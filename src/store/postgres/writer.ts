@@ -21,6 +21,7 @@ export interface PostgresWriter extends ResourceWriter {
  * the buffer is written in batches (one statement for new resources, one for replaced ones), at the
  * latest before COMMIT. Reads inside the transaction answer buffered keys from the buffer, so the
  * buffering is invisible to callers; a clash surfaces as StoreConflictError from put() or write().
+ * `insertNew()` writes at once, with COPY (see createFirst).
  */
 export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
   /** Rows this transaction holds locked (or wrote); null = looked up and absent, not locked. */

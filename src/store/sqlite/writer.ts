@@ -31,7 +31,8 @@ function rowInserter(db: Database, table: string, cols: string[]) {
 /**
  * A transaction's writer. The transaction holds SQLite's write lock, so rows change only through this
  * writer: current rows it has looked up or written are remembered, and `seq` values are counted here
- * and stored once, by finish() before COMMIT.
+ * and stored once, by finish() before COMMIT. `insertNew()` inserts without a lookup (the unique key
+ * finds an existing row) and writes index and compartment rows many per statement.
  */
 export function createWriter(db: Database, tenant: string): ResourceWriter & { finish(): number } {
   const q = {
@@ -77,6 +78,10 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
     return Number(r.lastInsertRowid);
   }
 
+  function remember(v: VersionToWrite, pk: number): void {
+    known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
+  }
+
   /** Flat index and compartment row values of `v` stored under `pk`. */
   function entryValues(v: VersionToWrite, pk: number, index: Value[], compartments: Value[]): void {
     for (const e of v.index) index.push(pk, tenant, v.type, e.param, e.system, e.value);
@@ -118,7 +123,7 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
         pk = created;
       }
       seq = next;
-      known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
+      remember(v, pk);
       if (v.deleted) return;
       const index: Value[] = [];
       const compartments: Value[] = [];
@@ -132,7 +137,7 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       const inserted = versions.map((v) => {
         const pk = insert(v);
         if (pk === undefined) return false;
-        known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
+        remember(v, pk);
         if (!v.deleted) entryValues(v, pk, index, compartments);
         return true;
       });

@@ -45,7 +45,8 @@ export const importCommand: Command = {
     'NDJSON (.ndjson, .jsonl: one resource per line) is streamed; a .json file holds one resource or a Bundle\n' +
     '(transaction and batch Bundles are processed as if POSTed to the FHIR base, collection Bundles are unpacked).\n' +
     'Resources with an id are created or updated by that id; others get a server id. Bad lines are reported\n' +
-    'with file and line number and skipped. Exit code 1 when any resource failed.',
+    'with file and line number and skipped. Exit code 1 when any resource failed.\n' +
+    '--batch-size: resources per write transaction (default 10000; a transaction also ends at 32 Mi characters).',
   options: { tenant: { type: 'string' }, 'batch-size': { type: 'string' }, json: { type: 'boolean' } },
   allowPositionals: true,
   async run(args, io) {

@@ -60,6 +60,9 @@ export function createApp(deps: AppDeps) {
 
   const exportSink = deps.exportSink ?? openSink(config.exportStorage, {});
   if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
+  metrics.gauge('cinder_db_pool', 'Database connections and queues by stat.', () =>
+    Object.fromEntries(Object.entries(store.stats()).map(([stat, n]) => [`stat=${stat}`, n])),
+  );
   metrics.gauge('cinder_export_jobs', 'Bulk export jobs by state.', async () =>
     Object.fromEntries(Object.entries(await store.exports.countByState()).map(([state, n]) => [`state=${state}`, n])),
   );

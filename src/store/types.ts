@@ -445,6 +445,8 @@ export interface Store {
   migrate(): Promise<{ applied: string[] }>;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
+  /** Connection figures for /metrics (`cinder_db_pool{stat=...}`): pool size, queued writes... */
+  stats(): Record<string, number>;
   close(): Promise<void>;
   readonly tenants: TenantRepo;
   readonly clients: ClientRepo;

@@ -104,6 +104,11 @@ describe('/metrics', () => {
     expect(bucket).toBe(2);
   });
 
+  test('reports the database connections and the write queue (SQLite)', async () => {
+    expect(await sample('cinder_db_pool', { stat: 'connections' })).toBe(3);
+    expect(await sample('cinder_db_pool', { stat: 'write_queue' })).toBe(0);
+  });
+
   test('unmatched paths share one label', async () => {
     await t.request(`/no/such/${crypto.randomUUID()}`);
     const text = await (await t.request('/metrics')).text();

@@ -27,6 +27,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     async close() {
       await sql.end({ timeout: 5 });
     },
+    stats: () => ({ pool_max: Number(sql.options.max) }),
     tenants: createPostgresTenants(sql),
     clients: createPostgresClients(sql),
     keys: createPostgresKeys(sql),

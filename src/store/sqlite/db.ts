@@ -38,11 +38,16 @@ export function runMigrations(db: Database, migrations: Migration[], now: number
 /** Serialises async work on one connection: bun:sqlite transactions must not interleave. */
 export function createMutex() {
   let tail: Promise<unknown> = Promise.resolve();
-  return function run<T>(fn: () => Promise<T>): Promise<T> {
+  let pending = 0;
+  const run = <T>(fn: () => Promise<T>): Promise<T> => {
+    pending++;
     const result = tail.then(fn, fn);
-    tail = result.catch(() => undefined);
+    tail = result.catch(() => undefined).finally(() => pending--);
     return result;
   };
+  /** Work queued or running (for /metrics). */
+  run.pending = () => pending;
+  return run;
 }
 
 type Mutex = ReturnType<typeof createMutex>;

@@ -31,6 +31,8 @@ export function createSqliteStore(path: string): Store {
     async ping() {
       reader.query('SELECT 1').get();
     },
+    // A writer, a reader and a scan connection; writes wait in one queue.
+    stats: () => ({ connections: 3, write_queue: serial.pending() }),
     async close() {
       await checkpointer?.close();
       writer.close();

@@ -10,14 +10,12 @@
  * the HTTP process in production). The Group export covers the first M patients.
  */
 import { parseArgs } from 'node:util';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createTenant } from '../src/auth/admin.ts';
 import { systemClock } from '../src/clock.ts';
 import { operatorAccess } from '../src/fhir/access.ts';
-import { createBatchWriter, DEFAULT_BATCH_LIMITS } from '../src/fhir/import/batches.ts';
-import type { Resource } from '../src/fhir/resource.ts';
 import { kickOff } from '../src/export/kickoff.ts';
 import { runJob } from '../src/export/run-job.ts';
 import { runSettings } from '../src/export/runner.ts';
@@ -27,7 +25,6 @@ import { loadConfig } from '../src/config.ts';
 import { silentLogger } from '../src/log.ts';
 import { openStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/types.ts';
-import { generatePatients } from './lib/generator.ts';
 
 const TENANT = 'bench';
 
@@ -41,26 +38,32 @@ interface Result {
   peakRssMb: number;
 }
 
-/** Loads N generated patients (and a Group of the first M) unless the tenant exists already, as `cinder import` writes. */
-async function load(store: Store, patients: number, groupPatients: number): Promise<void> {
+/** Runs a command to completion, failing loudly. */
+async function run(cmd: string[], env: Record<string, string> = {}): Promise<void> {
+  const p = Bun.spawn(cmd, { env: { ...process.env, ...env }, stdout: 'ignore', stderr: 'inherit' });
+  if ((await p.exited) !== 0) throw new Error(`${cmd.join(' ')} failed`);
+}
+
+/**
+ * Loads N generated patients (and a Group of the first M) with `cinder import`, unless the tenant
+ * exists already: `bench/generate.ts` writes NDJSON, then the importer (worker-prepared, bulk
+ * transactions) loads it, as an operator would.
+ */
+async function load(store: Store, url: string, patients: number, groupPatients: number, out: string): Promise<void> {
   if (await store.tenants.get(TENANT)) return;
   await createTenant(store, systemClock, TENANT);
   const started = performance.now();
-  let count = 0;
-  const writer = createBatchWriter({ store, clock: systemClock }, TENANT, DEFAULT_BATCH_LIMITS, (n) => {
-    const before = count;
-    count += n;
-    if (Math.floor(count / 100_000) > Math.floor(before / 100_000)) process.stderr.write(`  loaded ${count.toLocaleString('en')} resources\n`);
-  });
-  const members: { entity: { reference: string } }[] = [];
-  for (const resource of generatePatients({ patients, seed: 1 })) {
-    const r = resource as unknown as Resource;
-    if (r.resourceType === 'Patient' && members.length < groupPatients) members.push({ entity: { reference: `Patient/${r.id}` } });
-    await writer.add(r);
-  }
-  await writer.add({ resourceType: 'Group', id: 'bench-group', type: 'person', actual: true, member: members });
-  await writer.drain();
-  process.stderr.write(`  loaded ${count.toLocaleString('en')} resources in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+  const dataDir = join(out, `data-${patients}`);
+  const root = resolve(import.meta.dir, '..');
+  await run(['bun', join(root, 'bench/generate.ts'), '--patients', String(patients), '--seed', '1', '--out', dataDir]);
+  const members = readFileSync(join(dataDir, 'Patient.ndjson'), 'utf8').split('\n', groupPatients)
+    .map((line) => ({ entity: { reference: `Patient/${(JSON.parse(line) as { id: string }).id}` } }));
+  const group = join(dataDir, 'group.json');
+  writeFileSync(group, JSON.stringify({ resourceType: 'Group', id: 'bench-group', type: 'person', actual: true, member: members }));
+  const files = readdirSync(dataDir).filter((f) => f.endsWith('.ndjson')).map((f) => join(dataDir, f));
+  await run(['bun', join(root, 'src/main.ts'), 'import', '--tenant', TENANT, ...files, group], { CINDER_DATABASE_URL: url, CINDER_LOG_LEVEL: 'warn' });
+  rmSync(dataDir, { recursive: true, force: true });
+  process.stderr.write(`  loaded in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }
 
 /** Resets VmHWM (Linux `clear_refs` 5); harmless where unsupported. */
@@ -139,7 +142,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${name}: loading ${patients.toLocaleString('en')} patients (skipped when already loaded)\n`);
     const store = openStore(url);
     await store.migrate();
-    await load(store, patients, groupPatients);
+    await load(store, url, patients, groupPatients, values.out!);
     await store.close();
     for (const level of ['system', 'group'] as const) results.push(await measure(name, url, level, values.out!));
   }

@@ -10,14 +10,24 @@
  * that everything works. PostgreSQL is expected at CINDER_BENCH_POSTGRES_URL
  * (default postgres://postgres@127.0.0.1:5432/test).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import postgres from 'postgres';
 
 const quick = process.argv.includes('--quick');
 const dir = import.meta.dir;
+const server = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+// The export benchmark loads its data into a database of its own, dropped at the end.
+const exportDb = `cinder_bench_${process.pid}`;
+const admin = postgres(server, { max: 1, onnotice: () => undefined });
+await admin.unsafe(`CREATE DATABASE ${exportDb}`);
+const exportUrl = Object.assign(new URL(server), { pathname: '/' + exportDb }).toString();
+const exportOut = mkdtempSync(join(tmpdir(), 'cinder-bench-export-'));
 const steps: [string, string[]][] = [
   ['HTTP hot paths (wrk)', ['http.ts', '--seconds', quick ? '3' : '10', '--concepts', quick ? '10000' : '100000']],
   ['import', ['import.ts', '--patients', quick ? '100' : '1000', '--store', 'both']],
-  ['export', ['export.ts', '--patients', quick ? '200' : '10000', '--group-patients', quick ? '100' : '10000']],
+  ['export', ['export.ts', '--patients', quick ? '200' : '10000', '--group-patients', quick ? '100' : '10000', '--postgres', exportUrl, '--out', exportOut]],
   ['terminology load and cold cache', ['terminology.ts', '--concepts', quick ? '10000' : '100000', '--duration', quick ? '2' : '5']],
 ];
 
@@ -30,4 +40,7 @@ for (const [title, args] of steps) {
     console.log(`(${title} failed)`);
   }
 }
+rmSync(exportOut, { recursive: true, force: true });
+await admin.unsafe(`DROP DATABASE IF EXISTS ${exportDb}`);
+await admin.end();
 process.exit(failed ? 1 : 0);

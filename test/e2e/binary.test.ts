@@ -180,6 +180,30 @@ describe.if(present)('dist/cinder', () => {
     expect(((await res.json()) as { entry: { resource: { id: string } }[] }).entry.map((e) => e.resource.id)).toEqual(['obs-1']);
   });
 
+  test('a bulk export runs on the worker threads embedded in the executable: kick-off, poll, download', async () => {
+    const client = JSON.parse((await cinder('client', 'create', '--tenant', 'e2e', '--scope', 'system/*.read', '--json')).stdout) as {
+      client_id: string;
+      client_secret: string;
+    };
+    const auth = { Authorization: `Bearer ${await token(client.client_id, client.client_secret, 'system/*.read')}` };
+    const kickoff = await fetch(`${base}/tenants/e2e/fhir/R4/Patient/$export?_type=Patient,Observation`, { headers: auth });
+    expect(kickoff.status).toBe(202);
+    const status = kickoff.headers.get('Content-Location')!;
+    let res = await fetch(status, { headers: auth });
+    for (let i = 0; i < 150 && res.status === 202; i++) {
+      await Bun.sleep(200);
+      res = await fetch(status, { headers: auth });
+    }
+    expect(res.status).toBe(200);
+    const manifest = (await res.json()) as { requiresAccessToken: boolean; output: { type: string; url: string; count: number }[] };
+    expect(manifest.requiresAccessToken).toBe(true);
+    expect(manifest.output.map((o) => [o.type, o.count]).sort()).toEqual([['Observation', 1], ['Patient', 1]]);
+    const file = await fetch(manifest.output.find((o) => o.type === 'Observation')!.url, { headers: auth });
+    expect(file.status).toBe(200);
+    expect(file.headers.get('content-type')).toStartWith('application/fhir+ndjson');
+    expect(JSON.parse((await file.text()).trim())).toMatchObject({ resourceType: 'Observation', id: 'obs-1' });
+  });
+
   test('migrate reports nothing pending; healthcheck finds the server', async () => {
     const migrate = await cinder('migrate', '--json');
     expect(migrate.code).toBe(0);

@@ -1,8 +1,11 @@
 import type { Config } from '../config.ts';
 import { runJob, type RunDeps, type RunOutcome, type RunSettings } from './run-job.ts';
 
-/** Rows per snapshot page: large enough to amortise a query, small enough to keep memory flat. */
-export const PAGE_SIZE = 1000;
+/**
+ * Rows per snapshot page: 2,000 halves the round trips of 1,000 (a 1M-resource export from PostgreSQL
+ * in 3.6-4.8 s instead of 5.2-6.6 s) while a page stays about 2 MB; see docs/PERFORMANCE.md.
+ */
+export const PAGE_SIZE = 2000;
 /** Claims of a job that ended in an unexpected error before it is marked failed. */
 export const MAX_ATTEMPTS = 3;
 /** See RunDeps.settleMs. */

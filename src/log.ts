@@ -8,6 +8,8 @@ export interface Logger {
   warn(msg: string, fields?: LogFields): void;
   error(msg: string, fields?: LogFields): void;
   child(fields: LogFields): Logger;
+  /** Whether `level` is logged, so hot paths can skip building fields nobody reads. */
+  enabled(level: Exclude<LogLevel, 'silent'>): boolean;
 }
 
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 99 };
@@ -31,6 +33,7 @@ export function createLogger(
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
     child: (fields) => createLogger(level, { ...base, ...fields }, write),
+    enabled: (lvl) => RANK[lvl] >= min,
   };
 }
 

@@ -24,6 +24,7 @@ import { authorizeRoutes } from './http/authorize.ts';
 import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
+import { fhirBaseOf } from './config.ts';
 
 /** Everything the app needs, built by the composition root (src/main.ts, or test helpers). */
 export interface AppDeps {
@@ -72,7 +73,7 @@ export function createApp(deps: AppDeps) {
   fhir.use('*', fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   fhir.get('/metadata', (c) => {
-    const fhirBase = `${config.baseUrl}/tenants/${c.get('tenant')}/fhir/R4`;
+    const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
     return fhirJson(capabilityStatement({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
       oauthUris: smartOAuthUris(config.baseUrl),

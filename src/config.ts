@@ -94,3 +94,8 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     exportStorage: c.exportStorage ?? 'file:' + join(dataDir, 'exports'),
   });
 }
+
+/** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (DESIGN.md), also its tokens' audience. */
+export function fhirBaseOf(baseUrl: string, tenant: string): string {
+  return `${baseUrl}/tenants/${tenant}/fhir/R4`;
+}

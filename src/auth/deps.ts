@@ -53,10 +53,6 @@ export function createAuthDeps(i: AuthDepsInput): AuthDeps {
   };
 }
 
-/** The FHIR base URL of a tenant: the audience of its access tokens. */
-export function fhirBaseOf(baseUrl: string, tenant: string): string {
-  return `${baseUrl}/tenants/${tenant}/fhir/R4`;
-}
 
 /** The token endpoint URL. */
 export function tokenEndpoint(baseUrl: string): string {

@@ -1,7 +1,8 @@
 import { OAuthError } from '../errors.ts';
 import type { Client, User } from '../store/types.ts';
 import { patientOf, unreadableScopes, userClaims } from './claims.ts';
-import { fhirBaseOf, type AuthDeps } from './deps.ts';
+import { fhirBaseOf } from '../config.ts';
+import type { AuthDeps } from './deps.ts';
 import type { TokenResponse } from './grants/types.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 

@@ -1,6 +1,7 @@
 import { OAuthError } from '../errors.ts';
 import { userClaims } from './claims.ts';
-import { fhirBaseOf, type AuthDeps } from './deps.ts';
+import { fhirBaseOf } from '../config.ts';
+import type { AuthDeps } from './deps.ts';
 import { splitScopes } from './scopes.ts';
 import type { VerifiedToken } from './tokens.ts';
 

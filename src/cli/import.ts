@@ -4,6 +4,7 @@ import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
+import { fhirBaseOf } from '../config.ts';
 
 /** Error details kept for the --json summary (all of them are printed on stderr as they occur). */
 const MAX_REPORTED = 1000;
@@ -57,7 +58,7 @@ export const importCommand: Command = {
     const { config, store, clock } = await openContext(io);
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
-      const fhirBase = `${config.baseUrl}/tenants/${tenant}/fhir/R4`;
+      const fhirBase = fhirBaseOf(config.baseUrl, tenant);
       return await runImport(io, { store, clock }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();

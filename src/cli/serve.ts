@@ -1,6 +1,6 @@
 import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
-import { CONFIG_KEYS, flagName } from '../config.ts';
+import { CONFIG_KEYS, flagName, fhirBaseOf } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
 import { bootstrap } from './bootstrap.ts';
 import type { Command, Options } from './command.ts';
@@ -34,7 +34,7 @@ export const serveCommand: Command = {
       store.oauth.purgeExpired(clock.now()).catch((err: unknown) => log.warn('purging expired OAuth state failed', { err }));
     }, 10 * 60_000);
     purge.unref();
-    const fhirBase = `${config.baseUrl}/tenants/default/fhir/R4`;
+    const fhirBase = fhirBaseOf(config.baseUrl, 'default');
     if (first) {
       io.stdout(
         `Cinder initialised ${config.dataDir}.\nAdmin client for tenant 'default' (shown once, keep it safe):\n` +

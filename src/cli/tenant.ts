@@ -1,6 +1,7 @@
 import { createTenant } from '../auth/admin.ts';
 import { UsageError, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
+import { fhirBaseOf } from '../config.ts';
 
 /** `cinder tenant create <id>`. */
 export const tenantCreateCommand: Command = {
@@ -15,7 +16,7 @@ export const tenantCreateCommand: Command = {
     const { config, store, clock } = await openContext(io);
     try {
       const tenant = await createTenant(store, clock, id);
-      printData(io, !!args.values.json, { tenant: tenant.id, fhir_base: `${config.baseUrl}/tenants/${tenant.id}/fhir/R4` });
+      printData(io, !!args.values.json, { tenant: tenant.id, fhir_base: fhirBaseOf(config.baseUrl, tenant.id) });
       return 0;
     } finally {
       await store.close();

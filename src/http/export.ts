@@ -11,6 +11,7 @@ import type { AppEnv } from './env.ts';
 import { parsePrefer } from './fhir.ts';
 import { fhirJson } from './fhir-response.ts';
 import { fileResponse } from './export-file.ts';
+import { fhirBaseOf } from '../config.ts';
 
 export interface ExportRouteDeps extends KickoffDeps, StatusDeps {
   baseUrl: string;
@@ -21,7 +22,7 @@ export interface ExportRouteDeps extends KickoffDeps, StatusDeps {
 const POLL_SECONDS = '2';
 
 function statusRequest(c: Context<AppEnv>, baseUrl: string): StatusRequest {
-  return { tenant: c.get('tenant'), access: c.get('access'), fhirBase: `${baseUrl}/tenants/${c.get('tenant')}/fhir/R4` };
+  return { tenant: c.get('tenant'), access: c.get('access'), fhirBase: fhirBaseOf(baseUrl, c.get('tenant')) };
 }
 
 /**

@@ -12,6 +12,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson, versionHeaders } from './fhir-response.ts';
+import { fhirBaseOf } from '../config.ts';
 
 export interface FhirRouteDeps extends FhirDeps {
   baseUrl: string;
@@ -19,7 +20,7 @@ export interface FhirRouteDeps extends FhirDeps {
 }
 
 function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
-  return `${baseUrl}/tenants/${c.get('tenant')}/fhir/R4`;
+  return fhirBaseOf(baseUrl, c.get('tenant'));
 }
 
 function request(c: Context<AppEnv>): FhirRequest {

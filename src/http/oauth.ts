@@ -23,10 +23,6 @@ export async function readForm(req: Request): Promise<URLSearchParams> {
   if (type !== 'application/x-www-form-urlencoded') {
     throw new OAuthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
-  const declared = Number(req.headers.get('content-length') ?? NaN);
-  if (declared > FORM_LIMIT) throw new OAuthError('invalid_request', 'the request body is too large');
-  // With a declared length the server reads exactly that much: req.text() is far cheaper than a stream reader.
-  if (Number.isInteger(declared)) return new URLSearchParams(await req.text());
   try {
     return new URLSearchParams(await readLimited(req, FORM_LIMIT));
   } catch (err) {

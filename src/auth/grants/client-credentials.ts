@@ -1,5 +1,5 @@
 import { OAuthError } from '../../errors.ts';
-import { fhirBaseOf } from '../deps.ts';
+import { fhirBaseOf } from '../../config.ts';
 import { splitScopes } from '../scopes.ts';
 import { signAccessToken } from '../tokens.ts';
 import type { Grant } from './types.ts';

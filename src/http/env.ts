@@ -5,9 +5,11 @@ import type { VerifiedToken } from '../auth/tokens.ts';
 export interface AppEnv {
   Variables: {
     requestId: string;
-    /** Route pattern for metrics (e.g. `/tenants/:tenant/fhir/R4/:type/:id`). */
+    /** The verified bearer token of a FHIR request (set by the FHIR gate). */
     token: VerifiedToken;
+    /** What that token's SMART scopes allow. */
     access: Access;
+    /** The tenant named in the path, known to exist. */
     tenant: string;
   };
 }

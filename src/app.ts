@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
@@ -17,8 +17,9 @@ import { exportRoutes } from './http/export.ts';
 import { fhirRoutes } from './http/fhir.ts';
 import { fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
-import { fhirGate } from './http/middleware/fhir-gate.ts';
-import { requestContext } from './http/middleware/request-context.ts';
+import { fhirAdmission, fhirGate } from './http/middleware/fhir-gate.ts';
+import { hotRoutes } from './http/hot-routes.ts';
+import { requestContext, requestRecorder } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
 import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
@@ -40,6 +41,8 @@ export interface AppDeps {
   exportSink?: ExportSink;
   /** fetch for outgoing requests (clients' JWK Set URLs); the global fetch by default. */
   fetch?: typeof fetch;
+  /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
+  hotRoutes?: boolean;
 }
 
 /** Builds the Hono app (STYLE.md rule 1): no globals, two apps can live in one process. */
@@ -49,12 +52,14 @@ export function createApp(deps: AppDeps) {
   const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
   // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
   const app = new Hono<AppEnv>({ strict: false });
-  app.onError((err, c) => renderError(err, c, log));
+  const failed = (c: Context<AppEnv>) => ({ method: c.req.method, path: c.req.path, requestId: c.get('requestId') });
+  app.onError((err, c) => renderError(err, failed(c), log));
   app.notFound((c) => {
-    if (c.req.path.startsWith('/tenants/')) return renderError(new FhirError('not-found', `No route for ${c.req.method} ${c.req.path}`), c, log);
+    if (c.req.path.startsWith('/tenants/')) return renderError(new FhirError('not-found', `No route for ${c.req.method} ${c.req.path}`), failed(c), log);
     return c.json({ error: 'not_found' }, 404);
   });
-  app.use('*', requestContext(log, metrics));
+  const recorder = requestRecorder(log, metrics);
+  app.use('*', requestContext(recorder));
   app.route('/', opsRoutes(store, metrics, deps.isDraining ?? (() => false)));
   app.route('/', oauthRoutes(authDeps));
   app.route('/', authorizeRoutes(authDeps));
@@ -70,7 +75,8 @@ export function createApp(deps: AppDeps) {
   const terminology = createTerminology({ store, clock });
   const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability];
   const fhir = new Hono<AppEnv>();
-  fhir.use('*', fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }));
+  const admit = fhirAdmission({ store, verify: authDeps.verifyAccess });
+  fhir.use('*', fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   fhir.get('/metadata', (c) => {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
@@ -86,6 +92,13 @@ export function createApp(deps: AppDeps) {
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: config.maxBodyBytes, maxExpansionSize: config.maxExpansionSize }));
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
+
+  if (deps.hotRoutes !== false) {
+    const hot = hotRoutes({ admit, recorder, log, fhir: { store, clock }, terminology, auth: authDeps, maxBodyBytes: config.maxBodyBytes });
+    const viaHono = app.fetch;
+    // An instance field: app.request() (the tests) and Bun.serve both come through here.
+    app.fetch = (req, env, ctx) => hot(req, env) ?? viaHono(req, env, ctx);
+  }
   return app;
 }
 

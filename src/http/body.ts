@@ -1,4 +1,3 @@
-import type { Context } from 'hono';
 import { FhirError } from '../errors.ts';
 import { parseJson } from '../fhir/resource.ts';
 
@@ -6,11 +5,15 @@ const FHIR_BODY_TYPES = ['application/fhir+json', 'application/json', 'applicati
 
 /** Reads at most `limit` bytes of the request body as text; 413 beyond that. */
 export async function readLimited(req: Request, limit: number): Promise<string> {
-  const declared = Number(req.headers.get('content-length') ?? NaN);
-  if (declared > limit) throw new FhirError('too-large', `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
+  const length = req.headers.get('content-length');
+  if (length !== null) {
+    const declared = Number(length);
+    if (declared > limit) throw new FhirError('too-large', `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
+    // With a declared length within the limit the server frames the body: read it natively, without
+    // materialising `req.body` as a stream (which costs more than the read itself).
+    if (declared <= limit) return req.text();
+  }
   if (!req.body) return '';
-  // With a declared length within the limit the server frames the body: read it natively.
-  if (declared <= limit) return req.text();
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -28,12 +31,12 @@ export async function readLimited(req: Request, limit: number): Promise<string> 
 }
 
 /** Checks the media type (415 otherwise) and parses the FHIR JSON body (400 when malformed). */
-export async function readFhirBody(c: Context, limit: number): Promise<unknown> {
-  const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+export async function readFhirBody(req: Request, limit: number): Promise<unknown> {
+  const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (!FHIR_BODY_TYPES.includes(type)) {
     throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json`);
   }
-  const text = await readLimited(c.req.raw, limit);
+  const text = await readLimited(req, limit);
   if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
   return parseJson(text);
 }

@@ -10,11 +10,15 @@ interface ConnInfoSource {
  * the Hono env). `unknown` when neither is available (in-process requests).
  */
 export function clientIp(c: Context, trustProxy: boolean): string {
+  return requestIp(c.req.raw, c.env, trustProxy);
+}
+
+/** clientIp() on a plain Request and the server Bun passed beside it. */
+export function requestIp(req: Request, server: unknown, trustProxy: boolean): string {
   if (trustProxy) {
-    const xff = c.req.header('x-forwarded-for');
+    const xff = req.headers.get('x-forwarded-for');
     const last = xff?.split(',').map((s) => s.trim()).filter(Boolean).pop();
     if (last) return last;
   }
-  const env = c.env as ConnInfoSource | undefined;
-  return env?.requestIP?.(c.req.raw)?.address ?? 'unknown';
+  return (server as ConnInfoSource | undefined)?.requestIP?.(req)?.address ?? 'unknown';
 }

@@ -1,4 +1,3 @@
-import type { Context } from 'hono';
 import { FhirError, OAuthError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { operationOutcome, issue } from '../fhir/outcome.ts';
@@ -9,11 +8,18 @@ function isFhirPath(path: string): boolean {
   return /^\/tenants\/[^/]+\/fhir\//.test(path);
 }
 
+/** What the error handler needs to know about the failed request. */
+export interface FailedRequest {
+  method: string;
+  path: string;
+  requestId: string | undefined;
+}
+
 /**
  * The one error handler (STYLE.md rule 2): domain errors render in their protocol's shape; anything
  * else is a generic 500 whose detail goes only to the log.
  */
-export function renderError(err: unknown, c: Context, log: Logger): Response {
+export function renderError(err: unknown, req: FailedRequest, log: Logger): Response {
   if (err instanceof OAuthError) {
     return new Response(JSON.stringify(err.description ? { error: err.error, error_description: err.description } : { error: err.error }), {
       status: err.status,
@@ -26,9 +32,9 @@ export function renderError(err: unknown, c: Context, log: Logger): Response {
       headers: { 'Content-Type': FHIR_JSON, ...err.headers },
     });
   }
-  const requestId = c.get('requestId' as never) as string | undefined;
-  log.error('unhandled error', { err, requestId, path: c.req.path, method: c.req.method });
-  if (isFhirPath(c.req.path)) {
+  const { requestId, path, method } = req;
+  log.error('unhandled error', { err, requestId, path, method });
+  if (isFhirPath(path)) {
     const body = operationOutcome([issue('error', 'exception', `Internal server error (request id ${requestId ?? 'unknown'})`)]);
     return new Response(JSON.stringify(body), { status: 500, headers: { 'Content-Type': FHIR_JSON } });
   }

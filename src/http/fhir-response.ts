@@ -21,13 +21,15 @@ export function checkAccept(accept: string | undefined, format: string | null): 
 
 /** Headers of a response carrying one resource version. */
 export function versionHeaders(v: ResourceVersion): Record<string, string> {
-  return { 'Content-Type': FHIR_JSON, ETag: etag(v.versionId), 'Last-Modified': new Date(v.lastUpdated).toUTCString() };
+  return { ETag: etag(v.versionId), 'Last-Modified': new Date(v.lastUpdated).toUTCString() };
 }
 
 /** A JSON response with the FHIR media type. */
-export function fhirJson(body: string | object, status = 200, headers: Record<string, string> = {}): Response {
+export function fhirJson(body: string | object, status = 200, headers?: Record<string, string>): Response {
   return new Response(typeof body === 'string' ? body : JSON.stringify(body), {
     status,
-    headers: { 'Content-Type': FHIR_JSON, ...headers },
+    headers: headers === undefined ? JSON_HEADERS : { 'Content-Type': FHIR_JSON, ...headers },
   });
 }
+
+const JSON_HEADERS: Readonly<Record<string, string>> = { 'Content-Type': FHIR_JSON };

@@ -39,11 +39,10 @@ export function parsePrefer(header: string | undefined): Map<string, string> {
 
 /** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */
 function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
-  const headers: Record<string, string> = { ...versionHeaders(v) };
+  const headers = versionHeaders(v);
   if (status === 201) headers.Location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
   const ret = parsePrefer(c.req.header('prefer')).get('return');
   if (ret === 'minimal') {
-    delete headers['Content-Type'];
     return new Response(null, { status, headers });
   }
   if (ret === 'OperationOutcome') {
@@ -69,6 +68,13 @@ function links(base: string, path: string, self: URLSearchParams, next?: string)
   return out;
 }
 
+/** `GET [base]/{type}/{id}`: the current version with its ETag and Last-Modified (also a hot route). */
+export async function readResponse(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<Response> {
+  if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+  const v = await readResource(deps, req, type, id);
+  return fhirJson(v.content, 200, versionHeaders(v));
+}
+
 /** FHIR R4 RESTful interactions for one tenant (mounted under `/tenants/:tenant/fhir/R4`, behind bearer auth). */
 export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -88,7 +94,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   };
 
   app.post('/', async (c) => {
-    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
     return fhirJson(await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl)));
   });
   app.get('/_history', (c) => historyOf(c));
@@ -103,7 +109,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return search(c, c.req.param('type'), params);
   });
   app.post('/:type', async (c) => {
-    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
     const ifNoneExist = c.req.header('if-none-exist');
     const type = c.req.param('type');
     const { version, created } = ifNoneExist === undefined
@@ -112,22 +118,20 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
-  app.get('/:type/:id', async (c) => {
+  app.get('/:type/:id', (c) => {
     const { type, id } = c.req.param();
-    if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
-    const v = await readResource(deps, request(c), type, id);
-    return fhirJson(v.content, 200, versionHeaders(v));
+    return readResponse(deps, request(c), type, id);
   });
   app.put('/:type/:id', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
-    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
     const { type, id } = c.req.param();
     const { version, created } = await updateResource(deps, request(c), type, id, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.put('/:type', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
-    const body = await readFhirBody(c, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
     const query = new URL(c.req.url).searchParams;
     const { version, created } = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));

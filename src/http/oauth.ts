@@ -31,10 +31,17 @@ export async function readForm(req: Request): Promise<URLSearchParams> {
 }
 
 /** Rate limit per IP, then the form body only (RFC 6749 3.2: parameters in the body, none in the query). */
-async function tokenRequest(deps: AuthDeps, c: Context): Promise<TokenRequest> {
-  enforce(deps.limits.tokenIp, clientIp(c, deps.config.trustProxy === 'on'));
-  if (new URL(c.req.url).search.length > 1) throw new OAuthError('invalid_request', 'send the parameters in the form body, not in the query string');
-  return { form: await readForm(c.req.raw), authorization: c.req.header('authorization') };
+async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<TokenRequest> {
+  enforce(deps.limits.tokenIp, ip);
+  if (new URL(req.url).search.length > 1) throw new OAuthError('invalid_request', 'send the parameters in the form body, not in the query string');
+  return { form: await readForm(req), authorization: req.headers.get('authorization') ?? undefined };
+}
+
+const requestOf = (deps: AuthDeps, c: Context) => tokenRequest(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on'));
+
+/** `POST /oauth2/token` from the client's address onwards (also a hot route; CORS headers are the caller's). */
+export async function tokenResponse(deps: AuthDeps, req: Request, ip: string): Promise<Response> {
+  return json(await handleTokenRequest(deps, await tokenRequest(deps, req, ip)), 200, NO_STORE);
 }
 
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
@@ -72,12 +79,12 @@ export function oauthRoutes(deps: AuthDeps): Hono {
   app.use('/oauth2/token', cors({ origin: '*', allowMethods: ['POST'], maxAge: 600 }));
   app.use('/oauth2/:endpoint{(revoke|userinfo|jwks)}', cors({ origin: '*', allowHeaders: ['Authorization', 'Content-Type'], maxAge: 600 }));
   app.use('/.well-known/*', cors({ origin: '*' }));
-  app.post('/oauth2/token', async (c) => json(await handleTokenRequest(deps, await tokenRequest(deps, c)), 200, NO_STORE));
+  app.post('/oauth2/token', (c) => tokenResponse(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on')));
   app.post('/oauth2/revoke', async (c) => {
-    await revokeToken(deps, await tokenRequest(deps, c));
+    await revokeToken(deps, await requestOf(deps, c));
     return new Response(null, { status: 200, headers: NO_STORE });
   });
-  app.post('/oauth2/introspect', async (c) => json(await introspectToken(deps, await tokenRequest(deps, c)), 200, NO_STORE));
+  app.post('/oauth2/introspect', async (c) => json(await introspectToken(deps, await requestOf(deps, c)), 200, NO_STORE));
   for (const path of ['/oauth2/token', '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
   app.on(['GET', 'POST'], '/oauth2/userinfo', (c) => bearerUserInfo(deps, c));
   app.get('/oauth2/jwks', async (c) => c.json(await deps.keys.jwks(), 200, { 'Cache-Control': 'public, max-age=300' }));

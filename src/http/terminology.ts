@@ -1,5 +1,6 @@
 import { type Context, Hono } from 'hono';
 import type { Clock } from '../clock.ts';
+import type { Access } from '../fhir/access.ts';
 import { requireAccess } from '../fhir/crud.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
 import {
@@ -54,17 +55,14 @@ export const terminologyCapabilities: CapabilityContribution = {
 export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const inputs = async <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): Promise<OperationInput<S>> =>
-    c.req.method === 'GET' ? params.fromQuery(new URL(c.req.url).searchParams) : params.fromBody(await readFhirBody(c, deps.maxBodyBytes));
+    c.req.method === 'GET' ? params.fromQuery(new URL(c.req.url).searchParams) : params.fromBody(await readFhirBody(c.req.raw, deps.maxBodyBytes));
   const context = (c: Context<AppEnv>, type: 'ValueSet' | 'CodeSystem') => {
     requireAccess(c.get('access'), type, 'r');
     return deps.terminology.service.context(c.get('tenant'));
   };
 
-  const validateVs = async (c: Context<AppEnv>) => {
-    const input = valueSetValidateCodeInput(await inputs(c, valueSetValidateCodeParams), c.req.param('id'));
-    const result = await validateValueSetCode(input, { terminology: await context(c, 'ValueSet') });
-    return fhirJson(validationParameters(result));
-  };
+  const validateVs = async (c: Context<AppEnv>) =>
+    validateValueSetResponse(deps.terminology, c.get('tenant'), c.get('access'), await inputs(c, valueSetValidateCodeParams), c.req.param('id'));
   const validateCs = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, codeSystemValidateCodeParams);
     const terminology = await context(c, 'CodeSystem');
@@ -95,6 +93,16 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     app.on(method, '/CodeSystem/:id/$lookup', lookup);
   }
   return app;
+}
+
+/** `ValueSet/$validate-code` (type level, or instance level with `id`) on parsed inputs (also a hot route). */
+export async function validateValueSetResponse(
+  terminology: Terminology, tenant: string, access: Access, raw: OperationInput<typeof valueSetValidateCodeParams.spec>, id?: string,
+): Promise<Response> {
+  const input = valueSetValidateCodeInput(raw, id);
+  requireAccess(access, 'ValueSet', 'r');
+  const result = await validateValueSetCode(input, { terminology: await terminology.service.context(tenant) });
+  return fhirJson(validationParameters(result));
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

@@ -3,7 +3,7 @@ import type { TokenVerifier } from '../../auth/tokens.ts';
 import type { Store } from '../../store/types.ts';
 import type { AppEnv } from '../env.ts';
 import { checkAccept } from '../fhir-response.ts';
-import { bearerAuthenticator } from './bearer.ts';
+import { bearerAuthenticator, type Bearer } from './bearer.ts';
 import { tenantChecker } from './tenant.ts';
 
 export interface FhirGateOptions {
@@ -16,24 +16,59 @@ export interface FhirGateOptions {
 /** Paths below a tenant's FHIR base that need no token (discovery). */
 const PUBLIC = new Set(['/metadata', '/.well-known/smart-configuration']);
 
+/** The parts of a request below `/tenants/{tenant}/fhir/R4` that the gate looks at. */
+export interface GateRequest {
+  /** The tenant path segment as routed. */
+  tenant: string | undefined;
+  /** The path below the FHIR base, without a trailing slash (`/Patient/1`). */
+  rest: string;
+  /** The `_format` query parameter, or null. */
+  format: string | null;
+  accept: string | null | undefined;
+  authorization: string | null | undefined;
+}
+
+/** What the gate admits: the tenant, and the bearer token unless the path is public. */
+export interface Admitted {
+  tenant: string;
+  bearer: Bearer | null;
+}
+
+export type FhirAdmission = (r: GateRequest) => Promise<Admitted>;
+
 /**
- * The one middleware in front of a tenant's FHIR routes, as a pipeline of steps: tenant exists (404)
- * -> `Accept`/`_format` is JSON (406; not for the discovery document) -> bearer token of this tenant
- * (401/403; not for public paths) -> route -> write notification. One middleware instead of four keeps
- * the per-request cost of the chain low.
+ * The checks in front of a tenant's FHIR routes, as a pipeline of steps: tenant exists (404) ->
+ * `Accept`/`_format` is JSON (406; not for the discovery document) -> bearer token of this tenant
+ * (401/403; not for public paths). Shared by the Hono middleware and the hot-route dispatcher.
  */
-export function fhirGate(o: FhirGateOptions): MiddlewareHandler<AppEnv> {
+export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify'>): FhirAdmission {
   const checkTenant = tenantChecker(o.store);
   const authenticate = bearerAuthenticator(o.verify);
+  return async (r) => {
+    const tenant = await checkTenant(r.tenant);
+    if (r.rest !== '/.well-known/smart-configuration') checkAccept(r.accept ?? undefined, r.format);
+    const bearer = PUBLIC.has(r.rest) ? null : await authenticate(r.authorization ?? null, tenant);
+    return { tenant, bearer };
+  };
+}
+
+/** The FHIR admission as the one middleware of the FHIR sub-app, plus the write notification. */
+export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmission(o)): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const tenant = await checkTenant(c.req.param('tenant'));
+    const tenantParam = c.req.param('tenant');
+    const rest = c.req.path.slice(`/tenants/${tenantParam}/fhir/R4`.length).replace(/\/$/, '');
+    const { tenant, bearer } = await admit({
+      tenant: tenantParam,
+      rest,
+      format: c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null,
+      accept: c.req.header('accept'),
+      authorization: c.req.header('authorization'),
+    });
     c.set('tenant', tenant);
-    const rest = c.req.path.slice(`/tenants/${tenant}/fhir/R4`.length).replace(/\/$/, '');
-    if (rest !== '/.well-known/smart-configuration') {
-      const format = c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null;
-      checkAccept(c.req.header('accept'), format);
+    if (bearer) {
+      c.set('token', bearer.token);
+      c.set('access', bearer.access);
     }
-    if (!PUBLIC.has(rest)) await authenticate(c, tenant);
     await next();
     const method = c.req.method;
     if (method !== 'GET' && method !== 'HEAD' && c.res.status < 400 && !rest.includes('/$')) o.onWrite(tenant);

@@ -14,7 +14,7 @@ export interface ValidationResult {
 /** Renders a validation result as the R4 $validate-code output Parameters. */
 export function validationParameters(r: ValidationResult): Parameters {
   const parameter: ParametersParameter[] = [{ name: 'result', valueBoolean: r.result }];
-  const messages = [...new Set(r.messages)];
+  const messages = r.messages.length > 1 ? [...new Set(r.messages)] : r.messages;
   if (messages.length > 0) parameter.push({ name: 'message', valueString: messages.join('; ') });
   if (r.display !== undefined) parameter.push({ name: 'display', valueString: r.display });
   return { resourceType: 'Parameters', parameter };

@@ -14,23 +14,29 @@ export interface ParamKind<S extends z.ZodType = z.ZodType> {
   /** Whether the GET form may carry it as a query parameter. */
   readonly primitive: boolean;
   readonly schema: S;
+  /**
+   * For kinds whose schema checks without transforming: true exactly for the values the schema
+   * accepts unchanged, so the common request skips zod; anything else still goes through the schema,
+   * which words the error.
+   */
+  readonly plain?: (value: unknown) => boolean;
 }
 
-const kind = <S extends z.ZodType>(fields: readonly string[], primitive: boolean, schema: S): ParamKind<S> => ({
-  fields,
-  primitive,
-  schema,
-});
+const kind = <S extends z.ZodType>(fields: readonly string[], primitive: boolean, schema: S, plain?: (value: unknown) => boolean): ParamKind<S> =>
+  plain === undefined ? { fields, primitive, schema } : { fields, primitive, schema, plain };
+
+const LANGUAGE_TAG = /^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$/;
+const nonEmptyString = (v: unknown) => typeof v === 'string' && v.length > 0;
 
 /** The parameter kinds used by the terminology operations (FHIR R4 data types). */
 export const P = {
-  uri: kind(['valueUri', 'valueUrl', 'valueCanonical', 'valueString'], true, z.string().min(1)),
-  code: kind(['valueCode', 'valueString'], true, z.string().min(1)),
-  string: kind(['valueString', 'valueCode'], true, z.string()),
+  uri: kind(['valueUri', 'valueUrl', 'valueCanonical', 'valueString'], true, z.string().min(1), nonEmptyString),
+  code: kind(['valueCode', 'valueString'], true, z.string().min(1), nonEmptyString),
+  string: kind(['valueString', 'valueCode'], true, z.string(), (v) => typeof v === 'string'),
   /** A BCP 47 language tag (`de`, `en-GB`), as `displayLanguage` carries it. */
-  language: kind(['valueCode', 'valueString'], true, z.string().regex(/^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$/, 'must be a language tag such as de or en-GB')),
-  boolean: kind(['valueBoolean'], true, z.boolean()),
-  integer: kind(['valueInteger', 'valueUnsignedInt', 'valuePositiveInt'], true, z.number().int().nonnegative()),
+  language: kind(['valueCode', 'valueString'], true, z.string().regex(LANGUAGE_TAG, 'must be a language tag such as de or en-GB'), (v) => typeof v === 'string' && LANGUAGE_TAG.test(v)),
+  boolean: kind(['valueBoolean'], true, z.boolean(), (v) => typeof v === 'boolean'),
+  integer: kind(['valueInteger', 'valueUnsignedInt', 'valuePositiveInt'], true, z.number().int().nonnegative(), (v) => Number.isSafeInteger(v) && (v as number) >= 0),
   dateTime: kind(['valueDateTime', 'valueDate', 'valueInstant', 'valueString'], true, z.string().transform(toDatePeriod)),
   coding: kind(['valueCoding'], false, CodingSchema),
   codeableConcept: kind(['valueCodeableConcept'], false, CodeableConceptSchema),
@@ -62,6 +68,20 @@ const ParametersSchema = z.object({
   resourceType: z.literal('Parameters', { error: "the body must be a FHIR Parameters resource (resourceType 'Parameters')" }),
   parameter: z.array(z.looseObject({ name: z.string() })).optional(),
 });
+type ParameterEntry = { name: string } & Record<string, unknown>;
+
+/** The entries of a body ParametersSchema accepts, found without zod; undefined when zod must judge it. */
+function plainEntries(body: unknown): readonly ParameterEntry[] | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const { resourceType, parameter } = body as Record<string, unknown>;
+  if (resourceType !== 'Parameters') return undefined;
+  if (parameter === undefined) return [];
+  if (!Array.isArray(parameter)) return undefined;
+  for (const e of parameter) {
+    if (typeof e !== 'object' || e === null || Array.isArray(e) || typeof (e as Record<string, unknown>).name !== 'string') return undefined;
+  }
+  return parameter as ParameterEntry[];
+}
 
 /**
  * The declared inputs of one operation, read from a Parameters resource (POST) or from the
@@ -80,10 +100,14 @@ export class OperationParameters<S extends OperationSpec> {
   /** Inputs from a Parameters resource body; unknown parameter names are ignored. */
   fromBody(body: unknown): OperationInput<S> {
     checkDepth(body, 'The request body');
-    const parsed = ParametersSchema.safeParse(body);
-    if (!parsed.success) throw zodToError('The request body', parsed.error);
+    let entries = plainEntries(body);
+    if (entries === undefined) {
+      const parsed = ParametersSchema.safeParse(body);
+      if (!parsed.success) throw zodToError('The request body', parsed.error);
+      entries = parsed.data.parameter ?? [];
+    }
     const raw: Record<string, unknown> = {};
-    for (const entry of parsed.data.parameter ?? []) {
+    for (const entry of entries) {
       const name = entry.name;
       const param = this.spec[name];
       if (param === undefined) continue;
@@ -108,6 +132,11 @@ export class OperationParameters<S extends OperationSpec> {
   private validate(raw: Record<string, unknown>): OperationInput<S> {
     const inputs: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(raw)) {
+      const param = this.spec[name]!;
+      if (param.repeats !== true && param.kind.plain?.(value) === true) {
+        inputs[name] = value;
+        continue;
+      }
       const result = (this.schemas.get(name) as z.ZodType).safeParse(value);
       if (!result.success) throw zodToError(`The parameter '${name}'`, result.error, name);
       inputs[name] = result.data;

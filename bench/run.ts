@@ -3,7 +3,8 @@
  *
  *   bun run bench [--quick]
  *
- * Full sizes (about 15 minutes on 2 cores): HTTP hot paths with wrk (bench/http.ts), import of 100k
+ * Full sizes (about 15 minutes on 2 cores): HTTP hot paths with wrk beside the issues' bare reference
+ * endpoints (bench/http.ts), raw-row reference rates (bench/reference.ts), import of 100k
  * generated resources into SQLite and PostgreSQL (bench/import.ts), system export of 1,000,000
  * resources and Group export of 10,000 patients (bench/export.ts), terminology load and cold-cache
  * latency on a 100,000-concept hierarchy (bench/terminology.ts). `--quick` runs small sizes to check
@@ -26,6 +27,7 @@ const exportUrl = Object.assign(new URL(server), { pathname: '/' + exportDb }).t
 const exportOut = mkdtempSync(join(tmpdir(), 'cinder-bench-export-'));
 const steps: [string, string[]][] = [
   ['HTTP hot paths (wrk)', ['http.ts', '--seconds', quick ? '3' : '10', '--concepts', quick ? '10000' : '100000']],
+  ['import reference: raw 1 KB rows (SQLite inserts, PostgreSQL COPY)', ['reference.ts', '--rows', quick ? '10000' : '100000']],
   ['import', ['import.ts', '--patients', quick ? '100' : '1000', '--store', 'both']],
   ['export', ['export.ts', '--patients', quick ? '200' : '10000', '--group-patients', quick ? '100' : '10000', '--postgres', exportUrl, '--out', exportOut]],
   ['terminology load and cold cache', ['terminology.ts', '--concepts', quick ? '10000' : '100000', '--duration', quick ? '2' : '5']],

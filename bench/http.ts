@@ -2,7 +2,7 @@
  * HTTP throughput of Cinder's hot paths, measured with wrk at 64 connections against `cinder serve`
  * (source, SQLite, rate limits off), beside a bare Bun endpoint as the machine's ceiling:
  *
- *   bun bench/http.ts [--seconds S] [--connections C] [--concepts N] [--only LIST] [--json]
+ *   bun bench/http.ts [--seconds S] [--connections C] [--concepts N] [--processes N] [--only LIST] [--json]
  *
  * Scenarios: bare Bun, GET Patient/{id} with bearer verification, POST Patient, client_credentials
  * with Basic, client_credentials with private_key_jwt (pre-signed assertions), and
@@ -29,6 +29,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '64' },
     concepts: { type: 'string', default: '100000' },
     only: { type: 'string', default: SCENARIOS_DEFAULT },
+    processes: { type: 'string', default: '1' },
     json: { type: 'boolean', default: false },
   },
 });
@@ -125,7 +126,8 @@ async function privateKeyJwtClient(s: BenchServer) {
 }
 
 async function cinder() {
-  const s = await startServer();
+  // CINDER_PROCESSES: HTTP server processes sharing the port (the load generator runs on the same cores).
+  const s = await startServer({ CINDER_PROCESSES: values.processes });
   try {
     const token = await adminToken(s);
     const bearer = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
@@ -165,7 +167,7 @@ if (runs('bare-lookup')) await bareLookup();
 if (SCENARIOS.some((name) => !name.startsWith('bare') && runs(name))) await cinder();
 if (values.json) console.log(JSON.stringify({ connections, seconds, rows }, null, 2));
 else {
-  console.log(`| scenario (${connections} connections, ${seconds} s, wrk) | requests/s | p50 ms | p99 ms | non-2xx |`);
+  console.log(`| scenario (${connections} connections, ${seconds} s, wrk, ${values.processes} server process(es)) | requests/s | p50 ms | p99 ms | non-2xx |`);
   console.log('|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.scenario} | ${Math.round(r.perSecond)} | ${r.p50ms.toFixed(2)} | ${r.p99ms.toFixed(2)} | ${r.non2xx + r.errors} |`);
 }

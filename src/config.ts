@@ -33,6 +33,8 @@ const schema = z.object({
   loginFailuresIp: z.coerce.number().int().min(1).default(50),
   /** `on`: take the client IP from the last `X-Forwarded-For` entry (one trusted reverse proxy). */
   trustProxy: z.enum(['on', 'off']).default('off'),
+  /** HTTP server processes sharing the port (SO_REUSEPORT): a number, or `auto` for one per CPU. */
+  processes: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(64)]).default(1),
   exportWorkers: z.coerce.number().int().min(0).max(64).default(2),
   exportFileTtl: z.coerce.number().int().min(60).default(24 * 3600),
   exportFileMaxBytes: z.coerce.number().int().min(1024).default(128 * 1024 * 1024),
@@ -45,7 +47,8 @@ const schema = z.object({
 
 type Parsed = z.infer<typeof schema>;
 export type Config = Readonly<
-  Omit<Parsed, 'baseUrl' | 'databaseUrl' | 'exportStorage'> & {
+  Omit<Parsed, 'baseUrl' | 'databaseUrl' | 'exportStorage' | 'processes'> & {
+    processes: number;
     baseUrl: string;
     databaseUrl: string;
     exportStorage: string;
@@ -89,10 +92,16 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   return Object.freeze({
     ...c,
     dataDir,
+    processes: c.processes === 'auto' ? navigator.hardwareConcurrency : c.processes,
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
     databaseUrl: c.databaseUrl ?? 'sqlite:' + join(dataDir, 'cinder.db'),
     exportStorage: c.exportStorage ?? 'file:' + join(dataDir, 'exports'),
   });
+}
+
+/** The environment that gives another process this exact configuration (every setting as its variable). */
+export function configEnv(config: Config): Record<string, string> {
+  return Object.fromEntries(CONFIG_KEYS.map((key) => [envName(key), String(config[key])]));
 }
 
 /** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (DESIGN.md), also its tokens' audience. */

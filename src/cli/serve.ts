@@ -1,10 +1,11 @@
 import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
-import { CONFIG_KEYS, flagName, fhirBaseOf } from '../config.ts';
+import { CONFIG_KEYS, configEnv, flagName, fhirBaseOf } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
 import { bootstrap } from './bootstrap.ts';
 import type { Command, Options } from './command.ts';
 import { openContext } from './context.ts';
+import { SIBLING_ENV, startSiblings, type Siblings } from './siblings.ts';
 
 const options: Options = Object.fromEntries(CONFIG_KEYS.map((k) => [flagName(k).slice(2), { type: 'string' as const }]));
 
@@ -12,7 +13,12 @@ function camel(flag: string): string {
   return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
-/** `cinder serve`: migrate, bootstrap an empty database, listen, drain on SIGTERM. */
+/**
+ * `cinder serve`: migrate, bootstrap an empty database, listen, drain on SIGTERM. With
+ * CINDER_PROCESSES above 1 this first process starts the others (src/cli/siblings.ts): they share the
+ * port and the database, and only the first runs migrations, the first-start bootstrap, the export
+ * workers and the periodic clean-ups.
+ */
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'Run the Cinder server (the default command)',
@@ -21,19 +27,28 @@ export const serveCommand: Command = {
   async run(args, io) {
     const flags: Record<string, string> = {};
     for (const [k, v] of Object.entries(args.values)) if (typeof v === 'string') flags[camel(k)] = v;
-    const { config, log, store, keys, clock } = await openContext(io, flags);
+    const sibling = io.env[SIBLING_ENV] !== undefined;
+    // A sibling's settings come from the first process, which has migrated the database already.
+    const { config, log, store, keys, clock } = await openContext(io, flags, !sibling);
     await keys.init();
-    const first = await bootstrap(store, clock);
+    const first = sibling ? null : await bootstrap(store, clock);
     let draining = false;
     const metrics = createMetrics();
-    const exports = startExportServices({ config, store, clock, log, env: io.env });
+    const exports = startExportServices({ config, store, clock, log, env: io.env, background: !sibling });
     const app = createApp({ config, store, keys, clock, log, metrics, isDraining: () => draining, exportSink: exports.sink });
-    const server = Bun.serve({ port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024 });
+    const shared = sibling || config.processes > 1;
+    const server = Bun.serve({
+      port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
+    });
     // Expired codes, refresh tokens, assertion jtis, revocations and login counters go every ten minutes.
-    const purge = setInterval(() => {
+    const purge = sibling ? undefined : setInterval(() => {
       store.oauth.purgeExpired(clock.now()).catch((err: unknown) => log.warn('purging expired OAuth state failed', { err }));
     }, 10 * 60_000);
-    purge.unref();
+    purge?.unref();
+    // The siblings bind the port this process got (it may have asked for port 0).
+    const siblings: Siblings | null = !sibling && config.processes > 1
+      ? startSiblings({ count: config.processes - 1, env: { ...io.env, ...configEnv(config), CINDER_PORT: String(server.port) }, log })
+      : null;
     const fhirBase = fhirBaseOf(config.baseUrl, 'default');
     if (first) {
       io.stdout(
@@ -42,21 +57,26 @@ export const serveCommand: Command = {
           `  token URL:     ${config.baseUrl}/oauth2/token\n`,
       );
     }
-    log.info('listening', { url: `http://${config.host}:${server.port}`, baseUrl: config.baseUrl, database: store.kind });
+    log.info('listening', {
+      url: `http://${config.host}:${server.port}`, baseUrl: config.baseUrl, database: store.kind,
+      ...(sibling ? { sibling: io.env[SIBLING_ENV] } : { processes: config.processes }),
+    });
     await new Promise<void>((resolve) => {
       const stop = async (signal: string) => {
         if (draining) return;
         draining = true;
         clearInterval(purge);
         log.info('draining', { signal });
-        // Export workers hand their jobs back at once while HTTP requests drain.
-        await Promise.all([server.stop(false), exports.stop()]);
+        // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
+        await Promise.all([server.stop(false), exports.stop(), siblings?.stop()]);
         await store.close();
         log.info('stopped');
         resolve();
       };
       process.once('SIGTERM', () => void stop('SIGTERM'));
       process.once('SIGINT', () => void stop('SIGINT'));
+      // A sibling's stdin is a pipe from the first process: its end means that process is gone.
+      if (sibling) void io.stdin().then(() => stop('first process exited'), () => stop('first process exited'));
     });
     return 0;
   },

@@ -16,7 +16,12 @@ export function storageEnv(env: Record<string, string | undefined>): Record<stri
  * What `cinder serve` runs for bulk export beside the HTTP API: the storage, a pool of
  * CINDER_EXPORT_WORKERS worker threads, and the garbage collection of expired files.
  */
-export function startExportServices(o: { config: Config; store: Store; clock: Clock; log: Logger; env: Record<string, string | undefined> }) {
+export function startExportServices(o: {
+  config: Config; store: Store; clock: Clock; log: Logger; env: Record<string, string | undefined>;
+  /** false: only the sink (for serving downloads); no worker pool, no clean-up (a sibling server process). */
+  background?: boolean;
+}) {
+  const background = o.background !== false;
   const env = storageEnv(o.env);
   const sink: ExportSink = openSink(o.config.exportStorage, env);
   const log = o.log.child({ component: 'export' });
@@ -25,8 +30,8 @@ export function startExportServices(o: { config: Config; store: Store; clock: Cl
     init: { ...runSettings(o.config), databaseUrl: o.config.databaseUrl, exportStorage: o.config.exportStorage, env, logLevel: o.config.logLevel },
     store: o.store, clock: o.clock, log,
   });
-  if (o.config.exportWorkers > 0) pool.start();
-  const gc = scheduleExportGc({ store: o.store, sink, clock: o.clock, log, retentionMs: o.config.exportFileTtl * 1000 });
+  if (background && o.config.exportWorkers > 0) pool.start();
+  const gc = !background ? { stop() {} } : scheduleExportGc({ store: o.store, sink, clock: o.clock, log, retentionMs: o.config.exportFileTtl * 1000 });
   return {
     sink,
     /** Stops collecting and hands running jobs back (another process, or this one after restart, resumes them). */

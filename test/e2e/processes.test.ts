@@ -1,0 +1,109 @@
+/**
+ * `cinder serve` with CINDER_PROCESSES=2: a second server process on the same port and database,
+ * from source and (when built) from dist/cinder, which re-runs itself differently.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { alive, eventually, listeningPids } from '../helpers/processes.ts';
+
+const ROOT = resolve(import.meta.dir, '../..');
+const BIN = join(ROOT, 'dist/cinder');
+const commands: [string, string[]][] = [['from source', [process.execPath, join(ROOT, 'src/main.ts')]]];
+if (existsSync(BIN)) commands.push(['dist/cinder', [BIN]]);
+
+function freePort(): number {
+  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
+}
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe.each(commands)('CINDER_PROCESSES=2 (%s)', (_, command) => {
+  test('two processes serve one port and database; a killed one comes back; SIGTERM stops both', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cinder-processes-'));
+    dirs.push(dir);
+    const port = freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const env = {
+      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base,
+      CINDER_DATA_DIR: join(dir, 'data'), CINDER_PROCESSES: '2', CINDER_LOG_LEVEL: 'error',
+    };
+    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'inherit' });
+    try {
+      // The banner is printed once, by the first process.
+      const reader = server.stdout.getReader();
+      let banner = '';
+      while (!banner.includes('token URL:')) {
+        const chunk = await reader.read();
+        if (chunk.done) break;
+        banner += new TextDecoder().decode(chunk.value);
+      }
+      const clientId = /client_id:\s+(\S+)/.exec(banner)?.[1];
+      const secret = /client_secret:\s+(\S+)/.exec(banner)?.[1];
+      expect(clientId && secret).toBeTruthy();
+      expect(await eventually(() => listeningPids(port).length === 2, 20_000)).toBe(true);
+      const [a, b] = listeningPids(port);
+      expect([a, b]).toContain(server.pid);
+      const sibling = a === server.pid ? b! : a!;
+
+      // Tokens and resources are shared: many fresh connections land on both processes.
+      const fresh = { Connection: 'close' };
+      const tokenRes = await fetch(`${base}/oauth2/token`, {
+        method: 'POST',
+        headers: { ...fresh, Authorization: 'Basic ' + btoa(`${clientId}:${secret}`), 'Content-Type': 'application/x-www-form-urlencoded' },
+        body: 'grant_type=client_credentials',
+      });
+      expect(tokenRes.status).toBe(200);
+      const { access_token: token } = (await tokenRes.json()) as { access_token: string };
+      const fhir = `${base}/tenants/default/fhir/R4`;
+      const auth = { ...fresh, Authorization: `Bearer ${token}` };
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const res = await fetch(`${fhir}/Patient`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify({ resourceType: 'Patient', gender: 'other' }) });
+        expect(res.status).toBe(201);
+        ids.push(((await res.json()) as { id: string }).id);
+      }
+      for (const id of ids) expect((await fetch(`${fhir}/Patient/${id}`, { headers: auth })).status).toBe(200);
+
+      // A sibling that dies is started again.
+      process.kill(sibling, 'SIGKILL');
+      expect(await eventually(() => listeningPids(port).length === 2 && !listeningPids(port).includes(sibling), 15_000)).toBe(true);
+      const replacement = listeningPids(port).find((pid) => pid !== server.pid)!;
+
+      // SIGTERM to the first process drains and stops both.
+      server.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      expect(await eventually(() => !alive(replacement), 10_000)).toBe(true);
+      expect(listeningPids(port)).toEqual([]);
+    } finally {
+      if (server.exitCode === null) server.kill('SIGKILL');
+    }
+  }, 60_000);
+
+  test('a sibling does not outlive a first process killed with SIGKILL', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cinder-processes-'));
+    dirs.push(dir);
+    const port = freePort();
+    const env = {
+      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1',
+      CINDER_DATA_DIR: join(dir, 'data'), CINDER_PROCESSES: '2', CINDER_LOG_LEVEL: 'error',
+    };
+    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'ignore', stderr: 'inherit' });
+    try {
+      expect(await eventually(() => listeningPids(port).length === 2, 20_000)).toBe(true);
+      const sibling = listeningPids(port).find((pid) => pid !== server.pid)!;
+      server.kill('SIGKILL');
+      await server.exited;
+      expect(await eventually(() => !alive(sibling), 10_000)).toBe(true);
+    } finally {
+      if (server.exitCode === null) server.kill('SIGKILL');
+    }
+  }, 60_000);
+});

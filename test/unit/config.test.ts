@@ -1,0 +1,20 @@
+import { expect, test } from 'bun:test';
+import { ConfigError, configEnv, loadConfig } from '../../src/config.ts';
+
+test('a bad value stops with one line naming the variable and its flag', () => {
+  expect(() => loadConfig({ CINDER_PORT: 'eighty' })).toThrow(ConfigError);
+  expect(() => loadConfig({ CINDER_PORT: 'eighty' })).toThrow(/^invalid CINDER_PORT \(--port\): .*"eighty"/);
+});
+
+test('CINDER_PROCESSES: a count from 1 to 64, or auto for one per CPU', () => {
+  expect(loadConfig({}).processes).toBe(1);
+  expect(loadConfig({ CINDER_PROCESSES: '3' }).processes).toBe(3);
+  expect(loadConfig({}, { processes: '2' }).processes).toBe(2);
+  expect(loadConfig({ CINDER_PROCESSES: 'auto' }).processes).toBe(navigator.hardwareConcurrency);
+  for (const bad of ['0', '65', '1.5', 'many']) expect(() => loadConfig({ CINDER_PROCESSES: bad })).toThrow(/^invalid CINDER_PROCESSES \(--processes\)/);
+});
+
+test('configEnv gives another process the same configuration', () => {
+  const config = loadConfig({ CINDER_PORT: '9999', CINDER_DATA_DIR: '/tmp/cinder-x', CINDER_RATE_LIMITS: 'off' }, { logLevel: 'warn', processes: '4' });
+  expect(loadConfig(configEnv(config))).toEqual(config);
+});

@@ -32,6 +32,11 @@ const TOKEN_ROUTE = '/oauth2/token';
 /** Under Hono, a request the FHIR gate refuses is counted under the gate middleware's own route. */
 const GATE_ROUTE = '/tenants/:tenant/fhir/R4/*';
 
+/** The route label of a request in flight: the route's, or the gate's once the gate refused it. */
+interface Trace {
+  route: string;
+}
+
 /** A path segment the read route's `:type` takes here; anything else goes through Hono. */
 const TYPE_SEGMENT = /^[A-Z][A-Za-z]*$/;
 
@@ -47,11 +52,6 @@ const TYPE_SEGMENT = /^[A-Z][A-Za-z]*$/;
  */
 export function hotRoutes(d: HotRouteDeps): HotRoutes {
   const trustProxy = d.auth.config.trustProxy === 'on';
-
-  /** The route label of a request in flight: the route's, or the gate's once the gate refused it. */
-  interface Trace {
-    route: string;
-  }
 
   async function answer(req: Request, path: string, route: string, handle: (trace: Trace) => Promise<Response>, cors = false): Promise<Response> {
     const started = performance.now();

@@ -27,6 +27,7 @@ const exportUrl = Object.assign(new URL(server), { pathname: '/' + exportDb }).t
 const exportOut = mkdtempSync(join(tmpdir(), 'cinder-bench-export-'));
 const steps: [string, string[]][] = [
   ['HTTP hot paths (wrk)', ['http.ts', '--seconds', quick ? '3' : '10', '--concepts', quick ? '10000' : '100000']],
+  ['HTTP hot paths, CINDER_PROCESSES=2 (wrk)', ['http.ts', '--seconds', quick ? '3' : '10', '--concepts', quick ? '10000' : '100000', '--processes', '2', '--only', 'read,basic,validate']],
   ['import reference: raw 1 KB rows (SQLite inserts, PostgreSQL COPY)', ['reference.ts', '--rows', quick ? '10000' : '100000']],
   ['import', ['import.ts', '--patients', quick ? '100' : '1000', '--store', 'both']],
   ['export', ['export.ts', '--patients', quick ? '200' : '10000', '--group-patients', quick ? '100' : '10000', '--postgres', exportUrl, '--out', exportOut]],

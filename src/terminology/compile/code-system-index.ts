@@ -27,6 +27,9 @@ interface MutableEntry {
   inactive: boolean;
   status: string | undefined;
   abstract: boolean;
+  /** Pre-order number in a tree-shaped hierarchy, and the last number of its subtree (-1: not numbered). */
+  enter: number;
+  exit: number;
 }
 
 /**
@@ -47,6 +50,8 @@ export class CodeSystemIndex {
   readonly roles: ReadonlyMap<string, PropertyRole>;
   private readonly byCode = new Map<string, MutableEntry>();
   private readonly byLowerCode: Map<string, MutableEntry> | undefined;
+  /** True when every concept has at most one parent and no cycle: is-a is then an interval test. */
+  private readonly tree: boolean;
 
   constructor(readonly resource: CodeSystem & { url: string }) {
     this.url = resource.url;
@@ -61,8 +66,10 @@ export class CodeSystemIndex {
     this.addConcepts(resource.concept ?? [], undefined, used);
     this.propertyCodes = used;
     this.linkProperties();
+    this.tree = this.numberTree();
     this.byLowerCode = this.caseSensitive ? undefined : this.lowerCaseIndex();
   }
+
 
   get size(): number {
     return this.byCode.size;
@@ -86,8 +93,16 @@ export class CodeSystemIndex {
     return entry !== undefined && target !== undefined && this.isA(entry, target);
   }
 
-  /** True when `entry` is `ancestor` or one of its descendants, walking parent links. */
+  /**
+   * True when `entry` is `ancestor` or one of its descendants (both concepts of this index). In a tree
+   * the descendants of a concept are the numbers of its subtree (a nested-set interval); otherwise
+   * this walks parent links.
+   */
   isA(entry: ConceptEntry, ancestor: ConceptEntry): boolean {
+    if (this.tree) {
+      const at = (entry as MutableEntry).enter;
+      return (ancestor as MutableEntry).enter <= at && at <= (ancestor as MutableEntry).exit;
+    }
     let current: ConceptEntry | undefined = entry;
     // Fast path for tree-shaped hierarchies: follow the single parent without allocating.
     for (let steps = 0; current !== undefined && steps <= this.byCode.size; steps++) {
@@ -121,6 +136,8 @@ export class CodeSystemIndex {
       inactive: false,
       status: undefined,
       abstract: false,
+      enter: -1,
+      exit: -1,
     };
     for (const p of definition.property ?? []) {
       const role = this.roles.get(p.code);
@@ -155,6 +172,35 @@ export class CodeSystemIndex {
         entry.parentEntries.push(parent);
       }
     }
+  }
+
+  /**
+   * Numbers a tree-shaped hierarchy depth first: each concept gets its pre-order number (`enter`) and
+   * the last number of its subtree (`exit`). False, leaving the numbers unused, when a concept has
+   * several parents or some concepts are only reachable through a cycle.
+   */
+  private numberTree(): boolean {
+    for (const entry of this.byCode.values()) if (entry.parentEntries.length > 1) return false;
+    const childrenOf = (e: MutableEntry) => e.children.map((code) => this.byCode.get(code)!);
+    let next = 0;
+    const frames: { entry: MutableEntry; kids: MutableEntry[]; i: number }[] = [];
+    for (const root of this.byCode.values()) {
+      if (root.parentEntries.length !== 0) continue;
+      root.enter = next++;
+      frames.push({ entry: root, kids: childrenOf(root), i: 0 });
+      while (frames.length > 0) {
+        const top = frames[frames.length - 1]!;
+        if (top.i < top.kids.length) {
+          const kid = top.kids[top.i++]!;
+          kid.enter = next++;
+          frames.push({ entry: kid, kids: childrenOf(kid), i: 0 });
+        } else {
+          top.entry.exit = next - 1;
+          frames.pop();
+        }
+      }
+    }
+    return next === this.byCode.size;
   }
 
   private lowerCaseIndex(): Map<string, MutableEntry> {

@@ -59,4 +59,64 @@ describe('CodeSystemIndex', () => {
     expect(cs.subsumes('c', 'd')).toBe(true);
     expect(cs.subsumes('zzz', 'd')).toBe(false);
   });
+
+  /** A deterministic pseudo-random generator (tests must not depend on luck). */
+  function lcg(seed: number) {
+    let x = seed;
+    return (n: number) => (x = (x * 1103515245 + 12345) % 2 ** 31) % n;
+  }
+
+  /** Ancestors by definition: the closure of the parent property, computed naively. */
+  function ancestorsOf(parents: Map<string, string[]>, code: string): Set<string> {
+    const seen = new Set<string>([code]);
+    const stack = [code];
+    while (stack.length > 0) for (const p of parents.get(stack.pop()!) ?? []) if (!seen.has(p)) (seen.add(p), stack.push(p));
+    return seen;
+  }
+
+  test.each([
+    ['a forest (one parent at most)', 0],
+    ['a polyhierarchy (some concepts with two parents)', 0.1],
+    ['a forest with a cycle in bad data', -1],
+  ] as const)('is-a on %s equals the closure of the parent links', (_, multi) => {
+    for (let seed = 1; seed <= 5; seed++) {
+      const next = lcg(seed);
+      const n = 300;
+      const parents = new Map<string, string[]>();
+      for (let i = 0; i < n; i++) {
+        const list: string[] = [];
+        if (i > 0 && next(10) > 0) list.push(`c${next(i)}`);
+        if (multi > 0 && i > 1 && next(100) < multi * 100) list.push(`c${next(i)}`);
+        parents.set(`c${i}`, [...new Set(list)]);
+      }
+      if (multi < 0) {
+        parents.set('c1', ['c2']);
+        parents.set('c2', ['c1']);
+      }
+      const cs = new CodeSystemIndex({
+        resourceType: 'CodeSystem', url: 'urn:gen', content: 'complete',
+        concept: [...parents].map(([code, ps]) => ({ code, property: ps.map((p) => ({ code: 'parent', valueCode: p })) })),
+      });
+      for (let k = 0; k < 2000; k++) {
+        const [a, b] = [`c${next(n)}`, `c${next(n)}`];
+        expect({ a, b, isA: cs.subsumes(a, b) }).toEqual({ a, b, isA: ancestorsOf(parents, b).has(a) });
+      }
+    }
+  });
+
+  test('nested concepts form the same tree as parent properties', () => {
+    const cs = new CodeSystemIndex({
+      resourceType: 'CodeSystem', url: 'urn:nested', content: 'complete',
+      concept: [
+        { code: 'root', concept: [{ code: 'l', concept: [{ code: 'll' }, { code: 'lr' }] }, { code: 'r', concept: [{ code: 'rl' }] }] },
+        { code: 'other', concept: [{ code: 'o1' }] },
+      ],
+    });
+    for (const code of ['root', 'l', 'll', 'lr', 'r', 'rl']) expect(cs.subsumes('root', code)).toBe(true);
+    expect(cs.subsumes('l', 'rl')).toBe(false);
+    expect(cs.subsumes('r', 'rl')).toBe(true);
+    expect(cs.subsumes('ll', 'l')).toBe(false);
+    expect(cs.subsumes('root', 'o1')).toBe(false);
+    expect(cs.subsumes('other', 'o1')).toBe(true);
+  });
 });

@@ -18,8 +18,6 @@ export function selfCommand(args: string[]): string[] {
 }
 
 export interface Siblings {
-  /** Process ids of the running siblings. */
-  pids(): number[];
   /** SIGTERM to every sibling, then waits until they have drained (killing any still running after 30 s). */
   stop(): Promise<void>;
 }
@@ -56,7 +54,6 @@ export function startSiblings(o: { count: number; env: Record<string, string | u
   for (let slot = 1; slot <= o.count; slot++) spawn(slot);
 
   return {
-    pids: () => [...running.values()].map((c) => c.pid),
     async stop() {
       stopping = true;
       const children = [...running.values()];

@@ -24,25 +24,18 @@ export type VerifiedToken = AccessClaims & { exp: number; iat: number; jti: stri
 
 const ES256 = { name: 'ECDSA', hash: 'SHA-256' } as const;
 const encoder = new TextEncoder();
-/** Encoded protected headers of access tokens, by key id (a handful of keys over a process's life). */
-const accessHeaders = new Map<string, string>();
 
 const base64url = (text: string) => Buffer.from(text).toString('base64url');
 
 /**
  * Signs an access token (JWT, ES256, RFC 9068 `at+jwt`) valid for `ttl` seconds. The compact JWS is
- * built here and signed with WebCrypto (asynchronous, like jose's own path): the header is encoded
- * once per key, and the claims, all produced by Cinder itself, need none of SignJWT's input checks
- * and copies, which were a tenth of a token request. Tokens are verified with jose (jwtVerify).
+ * built here and signed with WebCrypto (asynchronous, like jose's own path): the claims, all
+ * produced by Cinder itself, need none of SignJWT's input checks and copies, which were a tenth of a
+ * token request. Tokens are verified with jose (jwtVerify).
  */
 export async function signAccessToken(keys: KeyRing, clock: Clock, issuer: string, claims: AccessClaims, ttl: number) {
   const key = await keys.currentKey('ES256');
-  const kid = key.record.kid;
-  let header = accessHeaders.get(kid);
-  if (header === undefined) {
-    header = base64url(JSON.stringify({ alg: 'ES256', kid, typ: 'at+jwt' }));
-    accessHeaders.set(kid, header);
-  }
+  const header = base64url(JSON.stringify({ alg: 'ES256', kid: key.record.kid, typ: 'at+jwt' }));
   const iat = Math.floor(clock.now() / 1000);
   const input = `${header}.${base64url(JSON.stringify({ ...claims, iss: issuer, iat, exp: iat + ttl, jti: randomToken(16) }))}`;
   // WebCrypto's ECDSA signature is r || s, the JWS form (RFC 7518 3.4).

@@ -14,6 +14,13 @@ export interface ParamDefinition {
   paths: CompiledPath[];
   /** Resource types a reference parameter may point at. */
   targets: string[];
+  /**
+   * Set when another reference parameter of the same type reaches the same elements, so that this one
+   * keeps no index rows of its own and is searched in that parameter's rows: R4 defines `patient` as
+   * `subject.where(resolve() is Patient)` on 36 types, which `target` restricts to references to
+   * Patient; on two types the expressions are equal and there is no `target`.
+   */
+  storedAs?: { param: string; target?: string };
 }
 
 interface RawSearchParameter {
@@ -48,7 +55,44 @@ export function indexedParams(): Map<string, ParamDefinition[]> {
       params.set(base, list);
     }
   }
+  for (const list of params.values()) linkStoredAs(list);
   return params;
+}
+
+const pathKey = (p: CompiledPath): string => `${p.segments.join('.')}|${p.ofType ?? ''}`;
+const pathsKey = (paths: CompiledPath[]): string => paths.map(pathKey).sort().join(',');
+
+/**
+ * Sets `storedAs` on each reference parameter whose paths are another unrestricted reference
+ * parameter's paths, either all restricted to one target type or all unrestricted (then of two equal
+ * parameters the one allowing more target types keeps the rows: `subject` rather than `patient`).
+ */
+function linkStoredAs(list: ParamDefinition[]): void {
+  for (const p of list) {
+    if (p.type !== 'reference') continue;
+    const targets = new Set(p.paths.map((path) => path.targetType));
+    if (targets.size !== 1) continue;
+    const [target] = targets;
+    const key = pathsKey(p.paths);
+    const q = list.find((other) =>
+      other !== p && other.type === 'reference' && other.storedAs === undefined &&
+      other.paths.every((path) => path.targetType === undefined) && pathsKey(other.paths) === key,
+    );
+    if (q === undefined || (target === undefined && !keepsRowsOver(q, p, list))) continue;
+    p.storedAs = target === undefined ? { param: q.code } : { param: q.code, target };
+  }
+}
+
+/** Of two parameters with equal paths, whether `q` keeps the rows: more target types, else listed first. */
+function keepsRowsOver(q: ParamDefinition, p: ParamDefinition, list: ParamDefinition[]): boolean {
+  return q.targets.length !== p.targets.length ? q.targets.length > p.targets.length : list.indexOf(q) < list.indexOf(p);
+}
+
+/** `type`'s parameters that keep no index rows of their own (see ParamDefinition.storedAs). */
+export function paramsStoredAs(): { type: string; param: string; storedAs: NonNullable<ParamDefinition['storedAs']> }[] {
+  return [...indexedParams()].flatMap(([type, defs]) =>
+    defs.flatMap((d) => (d.storedAs ? [{ type, param: d.code, storedAs: d.storedAs }] : [])),
+  );
 }
 
 /** The parameters of `type` that Cinder can search on. */

@@ -32,6 +32,7 @@ function referenceEntries(def: ParamDefinition, value: unknown, targetType: stri
 export function indexEntries(resource: Json): IndexEntry[] {
   const out: IndexEntry[] = [];
   for (const def of paramsOf(resource.resourceType as string)) {
+    if (def.storedAs) continue;
     for (const path of def.paths) {
       for (const value of evaluatePath(resource, path)) {
         if (def.type === 'reference') referenceEntries(def, value, path.targetType, out);

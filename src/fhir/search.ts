@@ -62,13 +62,24 @@ function referenceValue(def: ParamDefinition, raw: string, modifierType?: string
   return target ? { system: target, value: raw } : { value: raw };
 }
 
+/**
+ * A criterion on a parameter kept in another's index rows (ParamDefinition.storedAs): references of
+ * other types than its target cannot match, and an untyped value names the target type.
+ */
+function storedCriterion(stored: NonNullable<ParamDefinition['storedAs']>, values: ParamCriterion['values']): ParamCriterion {
+  const { param, target } = stored;
+  if (target === undefined) return { param, values };
+  return { param, values: values.filter((v) => v.system === undefined || v.system === target).map((v) => ({ ...v, system: target })) };
+}
+
 function criterion(def: ParamDefinition, modifier: string | undefined, raw: string): ParamCriterion {
   const parts = alternatives(raw, def.code);
   if (def.type === 'reference') {
     if (modifier !== undefined && !isResourceType(modifier)) {
       throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '${def.code}'`, { expression: [def.code] });
     }
-    return { param: def.code, values: parts.map((p) => referenceValue(def, unescapeValue(p), modifier)) };
+    const values = parts.map((p) => referenceValue(def, unescapeValue(p), modifier));
+    return def.storedAs ? storedCriterion(def.storedAs, values) : { param: def.code, values };
   }
   if (modifier !== undefined) {
     throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '${def.code}'`, { expression: [def.code] });

@@ -29,6 +29,12 @@ describe('_typeFilter', () => {
     expect(refs(files)).toEqual(['Condition/c1', 'Observation/o1', 'Observation/o3']);
   });
 
+  test('patient, which shares the index rows of subject, filters like it', async () => {
+    const status = await kickOff(t, token, `/$export?_type=Observation,Condition&_typeFilter=${enc('Observation?patient=p2')},${enc('Condition?patient=Patient/p9')}`);
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    expect(refs(files)).toEqual(['Observation/o2', 'Observation/o3']);
+  });
+
   test('repeated _typeFilter parameters and a whole-value-encoded list', async () => {
     const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${enc('Patient?identifier=urn:mrn|2,Observation?_id=o1')}&_typeFilter=${enc('Observation?_id=o2')}`);
     const files = await download(t, token, (await finish(t, token, status)).output);

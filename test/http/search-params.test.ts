@@ -190,6 +190,26 @@ describe('patient / subject (reference)', () => {
     expect(await found('Condition?subject=Patient/p2')).toEqual(['c2']);
   });
 
+  test('patient is subject restricted to Patient: other reference types never match it', async () => {
+    expect(await found('Observation?patient=Group/g1')).toEqual([]);
+    expect(await found('Observation?patient:Group=g1')).toEqual([]);
+    expect(await found('Observation?patient=Patient/p2,Group/g1')).toEqual(['o2']);
+    expect(await found('Observation?patient:Patient=p1')).toEqual(['o1', 'o4']);
+    expect(await found('Observation?patient=p1&subject=Patient/p1')).toEqual(['o1', 'o4']);
+  });
+
+  test('where R4 defines patient and subject by one expression, both find every reference type', async () => {
+    await api.put200({ resourceType: 'DeviceUseStatement', id: 'd1', status: 'active', subject: { reference: 'Group/g1' }, device: { reference: 'Device/x' } });
+    await api.put200({ resourceType: 'DeviceUseStatement', id: 'd2', status: 'active', subject: { reference: 'Patient/p1' }, device: { reference: 'Device/x' } });
+    expect(await found('DeviceUseStatement?patient=Group/g1')).toEqual(['d1']);
+    expect(await found('DeviceUseStatement?subject=Group/g1')).toEqual(['d1']);
+    expect(await found('DeviceUseStatement?patient=p1')).toEqual(['d2']);
+    await api.put200({ resourceType: 'EnrollmentRequest', id: 'e1', candidate: { reference: 'Patient/p2' } });
+    expect(await found('EnrollmentRequest?subject=Patient/p2')).toEqual(['e1']);
+    expect(await found('EnrollmentRequest?patient=p2')).toEqual(['e1']);
+    expect(await found('EnrollmentRequest?subject=p1')).toEqual([]);
+  });
+
   test('the performer reference does not make p2 the subject', async () => {
     expect(await found('Observation?patient=p2')).toEqual(['o2']);
   });

@@ -1,3 +1,5 @@
+import { deleteRowsStoredElsewhere } from '../stored-elsewhere.ts';
+
 /**
  * Versioned PostgreSQL schema: the same tables and meaning as the SQLite migrations, adapted to Postgres.
  * Append new entries; never edit an applied one. Key columns use the "C" collation so that ordering
@@ -7,7 +9,7 @@
 export interface PgMigration {
   version: number;
   name: string;
-  /** Static DDL only; never values. */
+  /** Static SQL only (DDL, and data changes with literal names); never request values. */
   sql: string;
 }
 
@@ -118,6 +120,15 @@ CREATE INDEX export_provenance_winner ON export_provenance (job_id, provenance);
 -- Keyset scans of one type in row order. Keyed on an expression so that the planner never takes it for
 -- the (tenant, type, id) lookups that resources_key serves; '/' occurs in neither tenant ids nor types.
 CREATE INDEX resources_scan ON resources ((tenant || '/' || type), pk);
+`,
+  },
+  {
+    version: 4,
+    name: 'leaner_index',
+    sql: `
+-- Search parameters whose rows another parameter already holds (R4 patient = subject.where(resolve() is
+-- Patient)) are searched in that parameter's rows: their own copies go.
+${deleteRowsStoredElsewhere()}
 `,
   },
 ];

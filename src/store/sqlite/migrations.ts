@@ -1,3 +1,5 @@
+import { deleteRowsStoredElsewhere } from '../stored-elsewhere.ts';
+
 /** Versioned SQLite schema. Append new entries; never edit an applied one. */
 export interface Migration {
   version: number;
@@ -102,6 +104,20 @@ CREATE TABLE export_provenance (
 CREATE INDEX export_provenance_winner ON export_provenance (job_id, provenance);
 -- Keyset scans of one type in row order (the implicit rowid ends the key).
 CREATE INDEX resources_scan ON resources (tenant, type);
+`,
+  },
+  {
+    version: 4,
+    name: 'leaner_index',
+    sql: `
+-- Search parameters whose rows another parameter already holds (R4 patient = subject.where(resolve() is
+-- Patient)) are searched in that parameter's rows: their own copies go.
+${deleteRowsStoredElsewhere()}
+-- changeToken's MAX(seq) per type is read from resources_updated, which now ends with seq: one B-tree
+-- less to maintain per resource written.
+DROP INDEX resources_seq;
+DROP INDEX resources_updated;
+CREATE INDEX resources_updated ON resources (tenant, type, last_updated, id, seq);
 `,
   },
 ];

@@ -38,7 +38,7 @@ export function buildSearch(tenant: string, q: SearchQuery, countOnly: boolean):
         : v.value === undefined ? 's.system = ?' : '(s.value = ? AND s.system = ?)',
     );
     where.push(
-      `r.pk IN (SELECT s.res FROM search_index s WHERE s.tenant = ? AND s.type = ? AND s.param = ? AND (${alts.join(' OR ')}))`,
+      `r.pk IN (SELECT s.res FROM search_index s WHERE s.tenant = ? AND s.type = ? AND s.param = ? AND (${alts.join(' OR ') || '0'}))`,
     );
     params.push(tenant, q.type, p.param);
     for (const v of p.values) {

@@ -1,7 +1,24 @@
 import { describe, expect, test } from 'bun:test';
+import { connect, runMigrations as runPgMigrations } from '../../../src/store/postgres/db.ts';
 import { postgresMigrations } from '../../../src/store/postgres/migrations.ts';
+import { openDatabase, runMigrations as runSqliteMigrations } from '../../../src/store/sqlite/db.ts';
 import { sqliteMigrations } from '../../../src/store/sqlite/migrations.ts';
-import type { StoreTarget } from '../../helpers/stores.ts';
+import type { SearchQuery } from '../../../src/store/types.ts';
+import type { StoreDatabase, StoreTarget } from '../../helpers/stores.ts';
+import { ids, save } from './fixtures.ts';
+
+/** Applies the migrations up to `version` only, as an older Cinder left the database. */
+async function migrateUpTo(target: StoreTarget, db: StoreDatabase, version: number): Promise<void> {
+  if (target.kind === 'sqlite') {
+    const raw = openDatabase(db.url);
+    runSqliteMigrations(raw, sqliteMigrations.filter((m) => m.version <= version), 1);
+    raw.close();
+  } else {
+    const sql = connect(db.url, { max: 1 });
+    await runPgMigrations(sql, postgresMigrations.filter((m) => m.version <= version), 1);
+    await sql.end();
+  }
+}
 
 /** Versioned migrations: applied once, recorded, safe when several processes start together. */
 export function migrationContract(target: StoreTarget) {
@@ -24,6 +41,21 @@ export function migrationContract(target: StoreTarget) {
       expect(results.flatMap((r) => r.applied)).toEqual(all);
       await stores[0]!.tenants.create('shared', 1);
       for (const s of stores) expect(await s.tenants.get('shared')).toEqual({ id: 'shared', createdAt: 1 });
+    });
+
+    test('migration 4 drops the patient rows that subject rows already hold, and only those', async () => {
+      const db = await target.fresh();
+      await migrateUpTo(target, db, 3);
+      const s = db.open();
+      const ref = { system: 'Patient', value: 'p1' };
+      await save(s, 't', 'Observation', 'o1', { index: [{ param: 'patient', ...ref }, { param: 'subject', ...ref }] });
+      await save(s, 't', 'AllergyIntolerance', 'a1', { index: [{ param: 'patient', ...ref }] });
+      const q = (type: string, param: string): SearchQuery => ({ type, sort: 'id', count: 10, params: [{ param, values: [ref] }] });
+      expect(ids(await s.resources.search('t', q('Observation', 'patient')))).toEqual(['o1']);
+      expect(await s.migrate()).toEqual({ applied: all.slice(3) });
+      expect(ids(await s.resources.search('t', q('Observation', 'patient')))).toEqual([]);
+      expect(ids(await s.resources.search('t', q('Observation', 'subject')))).toEqual(['o1']);
+      expect(ids(await s.resources.search('t', q('AllergyIntolerance', 'patient')))).toEqual(['a1']);
     });
 
     test('ping succeeds on a reachable database', async () => {

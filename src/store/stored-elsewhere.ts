@@ -15,9 +15,13 @@ export const ROWS_STORED_ELSEWHERE: Readonly<Record<string, readonly string[]>> 
   subject: ['EnrollmentRequest'],
 };
 
-/** The DELETE statements of migration 4 (the same SQL on both adapters). */
+/** The DELETE statements of migration 4, with their comment (the same SQL on both adapters). */
 export function deleteRowsStoredElsewhere(): string {
-  return Object.entries(ROWS_STORED_ELSEWHERE)
-    .map(([param, types]) => `DELETE FROM search_index WHERE param = '${param}' AND type IN (${types.map((t) => `'${t}'`).join(', ')});`)
-    .join('\n');
+  const comment =
+    "-- Search parameters whose rows another parameter already holds (R4 patient = subject.where(resolve() is\n" +
+    "-- Patient)) are searched in that parameter's rows: their own copies go.";
+  const deletes = Object.entries(ROWS_STORED_ELSEWHERE).map(
+    ([param, types]) => `DELETE FROM search_index WHERE param = '${param}' AND type IN (${types.map((t) => `'${t}'`).join(', ')});`,
+  );
+  return [comment, ...deletes].join('\n');
 }

@@ -126,8 +126,6 @@ CREATE INDEX resources_scan ON resources ((tenant || '/' || type), pk);
     version: 4,
     name: 'leaner_index',
     sql: `
--- Search parameters whose rows another parameter already holds (R4 patient = subject.where(resolve() is
--- Patient)) are searched in that parameter's rows: their own copies go.
 ${deleteRowsStoredElsewhere()}
 `,
   },

@@ -110,8 +110,6 @@ CREATE INDEX resources_scan ON resources (tenant, type);
     version: 4,
     name: 'leaner_index',
     sql: `
--- Search parameters whose rows another parameter already holds (R4 patient = subject.where(resolve() is
--- Patient)) are searched in that parameter's rows: their own copies go.
 ${deleteRowsStoredElsewhere()}
 -- changeToken's MAX(seq) per type is read from resources_updated, which now ends with seq: one B-tree
 -- less to maintain per resource written.

@@ -88,13 +88,6 @@ function keepsRowsOver(q: ParamDefinition, p: ParamDefinition, list: ParamDefini
   return q.targets.length !== p.targets.length ? q.targets.length > p.targets.length : list.indexOf(q) < list.indexOf(p);
 }
 
-/** `type`'s parameters that keep no index rows of their own (see ParamDefinition.storedAs). */
-export function paramsStoredAs(): { type: string; param: string; storedAs: NonNullable<ParamDefinition['storedAs']> }[] {
-  return [...indexedParams()].flatMap(([type, defs]) =>
-    defs.flatMap((d) => (d.storedAs ? [{ type, param: d.code, storedAs: d.storedAs }] : [])),
-  );
-}
-
 /** The parameters of `type` that Cinder can search on. */
 export function paramsOf(type: string): ParamDefinition[] {
   return indexedParams().get(type) ?? [];

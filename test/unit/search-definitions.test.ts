@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { paramsOf, paramsStoredAs } from '../../src/fhir/definitions.ts';
+import { indexedParams, paramsOf } from '../../src/fhir/definitions.ts';
 import { indexEntries } from '../../src/fhir/indexer.ts';
 import { ROWS_STORED_ELSEWHERE } from '../../src/store/stored-elsewhere.ts';
 
@@ -20,7 +20,7 @@ describe('parameters stored in another parameter’s index rows', () => {
 
   test('the rows migration 4 deletes are exactly those of the parameters that keep none', () => {
     const derived: Record<string, string[]> = {};
-    for (const { type, param } of paramsStoredAs()) (derived[param] ??= []).push(type);
+    for (const [type, defs] of indexedParams()) for (const d of defs) if (d.storedAs) (derived[d.code] ??= []).push(type);
     for (const types of Object.values(derived)) types.sort();
     expect(derived).toEqual(Object.fromEntries(Object.entries(ROWS_STORED_ELSEWHERE).map(([p, types]) => [p, [...types].sort()])));
   });

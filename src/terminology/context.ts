@@ -41,6 +41,8 @@ export class CachedTerminology {
   private token: string | undefined;
   private generation = 0;
   private readonly codeSystems: BoundedCache<string, Pending<CodeSystemIndex>>;
+  /** The settled values of `codeSystems`, for checks that run without awaiting. */
+  private readonly loadedCodeSystems: BoundedCache<string, CodeSystemIndex | null>;
   private readonly codeSystemsById: BoundedCache<string, Pending<CodeSystemIndex>>;
   private readonly valueSets: BoundedCache<string, Pending<CompiledValueSet>>;
   private readonly byId: BoundedCache<string, Pending<CompiledValueSet>>;
@@ -52,6 +54,7 @@ export class CachedTerminology {
     capacity = 10_000,
   ) {
     this.codeSystems = new BoundedCache(capacity);
+    this.loadedCodeSystems = new BoundedCache(capacity);
     this.codeSystemsById = new BoundedCache(capacity);
     this.valueSets = new BoundedCache(capacity);
     this.byId = new BoundedCache(capacity);
@@ -64,7 +67,7 @@ export class CachedTerminology {
     if (token === this.token) return;
     this.token = token;
     this.generation++;
-    for (const cache of [this.codeSystems, this.codeSystemsById, this.valueSets, this.byId, this.settled]) cache.clear();
+    for (const cache of [this.codeSystems, this.loadedCodeSystems, this.codeSystemsById, this.valueSets, this.byId, this.settled]) cache.clear();
   }
 
   /** The tenant's terminology as of `asOf` (the current one when undefined). */
@@ -74,10 +77,19 @@ export class CachedTerminology {
 
   codeSystem(url: string, version: string | undefined, asOf: DatePeriod | undefined): Pending<CodeSystemIndex> {
     const when = version === undefined ? asOf : undefined;
-    return this.shared(this.codeSystems, canonicalKey(url, version, when), async () => {
+    const key = canonicalKey(url, version, when);
+    return this.shared(this.codeSystems, key, async () => {
+      const generation = this.generation;
       const cs = await this.source.codeSystem(url, version, when);
-      return cs === null ? null : this.indexes.indexOf(cs);
+      const index = cs === null ? null : this.indexes.indexOf(cs);
+      if (generation === this.generation) this.loadedCodeSystems.set(key, index);
+      return index;
     });
+  }
+
+  /** What codeSystem() resolves to once it has (see CodeSystemLookup.loadedCodeSystem). */
+  loadedCodeSystem(url: string, version: string | undefined, asOf: DatePeriod | undefined): CodeSystemIndex | null | undefined {
+    return this.loadedCodeSystems.get(canonicalKey(url, version, version === undefined ? asOf : undefined));
   }
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {
@@ -136,6 +148,10 @@ class TerminologyView implements TerminologyContext, ImportResolver {
 
   codeSystem(url: string, version?: string): Pending<CodeSystemIndex> {
     return this.cache.codeSystem(url, version, this.asOf);
+  }
+
+  loadedCodeSystem(url: string, version?: string): CodeSystemIndex | null | undefined {
+    return this.cache.loadedCodeSystem(url, version, this.asOf);
   }
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {

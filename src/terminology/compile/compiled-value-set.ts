@@ -2,11 +2,15 @@ import type { ValueSet } from '../model/value-set.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { ExpansionIndex } from './expansion-index.ts';
 import {
+  type Checked,
+  checkLoading,
   type CodeSystemLookup,
   type CodingToCheck,
+  type LoadedCodeSystems,
   type Member,
   type Membership,
   nonMember,
+  NotLoaded,
   withWarnings,
 } from './membership.ts';
 
@@ -45,21 +49,28 @@ export class CompiledValueSet {
     );
   }
 
-  /** Membership of one coding. */
-  async check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
-    const found = this.expansion !== undefined ? await this.expansion.check(coding, lookup) : await this.checkCompose(coding, lookup);
+  /** Membership of one coding (synchronous when the CodeSystems it needs are loaded, see checkLoading). */
+  check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+    return checkLoading((loaded) => this.checkLoaded(coding, loaded), lookup);
+  }
+
+  /** Membership of one coding, or the CodeSystem that must be loaded to decide it. */
+  checkLoaded(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
+    const found = this.expansion !== undefined ? this.expansion.check(coding, loaded) : this.checkCompose(coding, loaded);
+    if (found instanceof NotLoaded) return found;
     if (found.member && found.inactive && !this.inactiveAllowed) {
       return nonMember(`The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`);
     }
     return found;
   }
 
-  private async checkCompose(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+  private checkCompose(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const reasons: string[] = [];
     let hit: Member | undefined;
     for (const set of this.includes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
-      const m = await set.check(coding, lookup);
+      const m = set.checkLoaded(coding, loaded);
+      if (m instanceof NotLoaded) return m;
       if (m.member) {
         hit = m;
         break;
@@ -69,9 +80,9 @@ export class CompiledValueSet {
     if (hit === undefined) return nonMember(...reasons);
     for (const set of this.excludes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
-      if ((await set.check(coding, lookup)).member) {
-        return nonMember(`The code '${coding.code}' is excluded from ${this.label} by ${set.where}`);
-      }
+      const m = set.checkLoaded(coding, loaded);
+      if (m instanceof NotLoaded) return m;
+      if (m.member) return nonMember(`The code '${coding.code}' is excluded from ${this.label} by ${set.where}`);
     }
     return withWarnings(hit, this.excludeWarnings);
   }

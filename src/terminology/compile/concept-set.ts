@@ -3,12 +3,16 @@ import type { CodeSystemIndex } from './code-system-index.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
 import { type CheckedFilter, type ConceptPredicate, compileFilter } from './filters.ts';
 import {
+  type Checked,
+  checkLoading,
   type CodeSystemLookup,
   type CodingToCheck,
+  type LoadedCodeSystems,
   type Member,
   type Membership,
   memberOf,
   nonMember,
+  NotLoaded,
   systemLabel,
   unknownCodeMessage,
   withWarnings,
@@ -68,32 +72,38 @@ export class CompiledConceptSet {
   }
 
   /** Membership of a coding in this element (system selection, then every import). */
-  async check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+  check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+    return checkLoading((loaded) => this.checkLoaded(coding, loaded), lookup);
+  }
+
+  /** Membership of a coding in this element, or the CodeSystem that must be loaded to decide it. */
+  checkLoaded(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     let found: Member | undefined;
     if (this.system !== undefined) {
       if (coding.system !== this.system) return nonMember();
-      const local = await this.checkSystem(coding, lookup);
-      if (!local.member) return local;
+      const local = this.checkSystem(coding, loaded);
+      if (local instanceof NotLoaded || !local.member) return local;
       found = local;
     }
     for (const imported of this.imports) {
       if (imported.compiled === null) return nonMember(`The imported ValueSet '${imported.canonical}' could not be found`);
-      const m = await imported.compiled.check(coding, lookup);
-      if (!m.member) return m;
+      const m = imported.compiled.checkLoaded(coding, loaded);
+      if (m instanceof NotLoaded || !m.member) return m;
       found = found === undefined ? m : withWarnings(found, m.warnings);
     }
     return found ?? nonMember();
   }
 
   /** The system selection, against the CodeSystem version pinned here, else the coding's, else the latest. */
-  private async checkSystem(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+  private checkSystem(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const system = coding.system;
     if (this.version !== undefined && coding.version !== undefined && this.version !== coding.version) {
       return nonMember(`The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
     }
     const version = this.version ?? coding.version;
-    const cs = await lookup.codeSystem(system, version);
-    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, lookup.asOf));
+    const cs = loaded.get(system, version);
+    if (cs === undefined) return new NotLoaded(system, version);
+    if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf));
     const entry = cs.find(coding.code);
     if (entry === undefined) return this.checkUnknownCode(coding, cs);
     const listed = this.listed(entry.code, cs);

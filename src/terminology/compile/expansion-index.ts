@@ -1,5 +1,5 @@
 import type { ExpansionContains } from '../model/value-set.ts';
-import { type CodeSystemLookup, type CodingToCheck, type Membership, memberOf, nonMember } from './membership.ts';
+import { type Checked, type CodingToCheck, type LoadedCodeSystems, memberOf, nonMember, NotLoaded } from './membership.ts';
 
 /** A ValueSet.expansion.contains entry that names a code (abstract grouping entries may not). */
 export type ExpansionItem = ExpansionContains & { readonly system: string; readonly code: string };
@@ -25,11 +25,13 @@ export class ExpansionIndex {
   }
 
   /** Checks a coding against the expansion, enriching it from the CodeSystem when known. */
-  async check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+  check(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const candidates = this.byKey.get(keyOf(coding.system, coding.code)) ?? [];
     const item = candidates.find((i) => i.version === undefined || coding.version === undefined || i.version === coding.version);
     if (item === undefined) return nonMember();
-    const cs = await lookup.codeSystem(item.system, item.version ?? coding.version);
+    const version = item.version ?? coding.version;
+    const cs = loaded.get(item.system, version);
+    if (cs === undefined) return new NotLoaded(item.system, version);
     const entry = cs?.find(item.code);
     return memberOf(item.system, item.code, {
       entry,

@@ -42,8 +42,56 @@ export type Membership = Member | NonMember;
 export interface CodeSystemLookup {
   /** The CodeSystem of this URL: the given version, else the latest (in effect at `asOf`). */
   codeSystem(url: string, version?: string): Promise<CodeSystemIndex | null>;
+  /** What `codeSystem` would give when it is already loaded (null: there is none); undefined otherwise. */
+  loadedCodeSystem(url: string, version?: string): CodeSystemIndex | null | undefined;
   /** The date versions are chosen at (R4 `date` input), for messages; undefined: now. */
   readonly asOf?: DatePeriod | undefined;
+}
+
+/** CodeSystems as a synchronous check sees them. */
+export interface LoadedCodeSystems {
+  /** The CodeSystem (null: there is none), or undefined when it is not loaded yet. */
+  get(url: string, version: string | undefined): CodeSystemIndex | null | undefined;
+  /** As CodeSystemLookup.asOf. */
+  readonly asOf: DatePeriod | undefined;
+}
+
+/** A synchronous check could not decide: it needs this CodeSystem, which is not loaded yet. */
+export class NotLoaded {
+  constructor(
+    readonly url: string,
+    readonly version: string | undefined,
+  ) {}
+}
+
+export type Checked = Membership | NotLoaded;
+
+/**
+ * Runs a synchronous membership check, loading each CodeSystem it reports missing and running it
+ * again. Membership is decided without awaiting anything when every CodeSystem it needs is cached,
+ * which is the steady state. A CodeSystem loaded here is kept for the following runs of this call, so
+ * each is loaded at most once and the loop ends even if the shared cache drops it meanwhile.
+ */
+export async function checkLoading(check: (loaded: LoadedCodeSystems) => Checked, lookup: CodeSystemLookup): Promise<Membership> {
+  const { asOf } = lookup;
+  const first = check({ get: (url, version) => lookup.loadedCodeSystem(url, version), asOf });
+  if (!(first instanceof NotLoaded)) return first;
+  const fetched = new Map<string, CodeSystemIndex | null>();
+  const key = (url: string, version: string | undefined) => `${url}|${version ?? ''}`;
+  const loaded: LoadedCodeSystems = {
+    get(url, version) {
+      const k = key(url, version);
+      return fetched.has(k) ? fetched.get(k) : lookup.loadedCodeSystem(url, version);
+    },
+    asOf,
+  };
+  let missing = first;
+  for (;;) {
+    fetched.set(key(missing.url, missing.version), await lookup.codeSystem(missing.url, missing.version));
+    const next = check(loaded);
+    if (!(next instanceof NotLoaded)) return next;
+    missing = next;
+  }
 }
 
 export function nonMember(...reasons: string[]): NonMember {

@@ -73,7 +73,7 @@ export async function validateCodeSystemCode(
   deps: { readonly terminology: TerminologyContext },
 ): Promise<ValidationResult> {
   const cs = await resolveCodeSystem(input.target, deps.terminology.at(input.date));
-  const lookup: CodeSystemLookup = { codeSystem: async () => cs };
+  const lookup: CodeSystemLookup = { codeSystem: async () => cs, loadedCodeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const codings = input.subject.kind === 'coding' ? [input.subject.coding] : input.subject.codings;
   const messages: string[] = [];

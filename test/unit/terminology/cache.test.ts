@@ -1,4 +1,7 @@
 import { describe, expect, test } from 'bun:test';
+import { CodeSystemIndex } from '../../../src/terminology/compile/code-system-index.ts';
+import { compileValueSet } from '../../../src/terminology/compile/compile-value-set.ts';
+import type { CodeSystemLookup } from '../../../src/terminology/compile/membership.ts';
 import { valueSetValidateCodeParams } from '../../../src/terminology/input/operations.ts';
 import { validateValueSetCode, valueSetValidateCodeInput } from '../../../src/terminology/ops/validate-value-set-code.ts';
 import { TerminologyService } from '../../../src/terminology/service.ts';
@@ -67,5 +70,66 @@ describe('compiled ValueSet cache', () => {
     const service = new TerminologyService({ core: empty, sourceFor: (tenant) => (tenant === 't' ? source : empty) });
     expect(await check(service, 'mammals', 'dog')).toBe(true);
     expect(await (await service.context('other')).valueSet(`${VS}mammals`)).toBeNull();
+  });
+});
+
+describe('membership checks and CodeSystem loading', () => {
+  const system = (url: string, codes: string[]) =>
+    new CodeSystemIndex({ resourceType: 'CodeSystem', url, status: 'active', content: 'complete', concept: codes.map((code) => ({ code })) });
+  const A = 'http://cinder.test/CodeSystem/a';
+  const B = 'http://cinder.test/CodeSystem/b';
+  const systems = new Map([[A, system(A, ['a1', 'a2'])], [B, system(B, ['b1'])]]);
+
+  /** A lookup that counts loads; `keeps` says whether loaded CodeSystems stay available without awaiting. */
+  function lookup(keeps: boolean) {
+    const kept = new Map<string, CodeSystemIndex | null>();
+    const loads: string[] = [];
+    const l: CodeSystemLookup = {
+      async codeSystem(url) {
+        loads.push(url);
+        const cs = systems.get(url) ?? null;
+        if (keeps) kept.set(url, cs);
+        return cs;
+      },
+      loadedCodeSystem: (url) => kept.get(url),
+    };
+    return { l, loads };
+  }
+
+  // `ab`: codes of A that are also in the imported `a1` (only a1), minus a2; `b`: all of B.
+  async function valueSets() {
+    const none = { importValueSet: async () => null } as never;
+    const b = await compileValueSet({ resourceType: 'ValueSet', status: 'active', url: `${VS}b`, compose: { include: [{ system: B }] } }, none);
+    const a1 = await compileValueSet(
+      { resourceType: 'ValueSet', status: 'active', url: `${VS}a1`, compose: { include: [{ system: A, concept: [{ code: 'a1' }] }] } }, none,
+    );
+    const ab = await compileValueSet(
+      {
+        resourceType: 'ValueSet', status: 'active', url: `${VS}ab`,
+        compose: { include: [{ system: A, valueSet: [`${VS}a1`] }, { system: B }], exclude: [{ system: A, concept: [{ code: 'a2' }] }] },
+      },
+      { importValueSet: async () => a1 } as never,
+    );
+    return { ab, b };
+  }
+
+  test('a check loads what it needs once, then decides without loading again', async () => {
+    const { ab } = await valueSets();
+    const { l, loads } = lookup(true);
+    expect((await ab.check({ system: A, code: 'a1' }, l)).member).toBe(true);
+    expect((await ab.check({ system: A, code: 'a2' }, l)).member).toBe(false);
+    expect((await ab.check({ system: A, code: 'zz' }, l)).member).toBe(false);
+    expect((await ab.check({ system: B, code: 'b1' }, l)).member).toBe(true);
+    expect(loads).toEqual([A, B]);
+    // Loaded now: the synchronous check decides by itself.
+    expect(ab.checkLoaded({ system: A, code: 'a1' }, { get: (url) => l.loadedCodeSystem(url), asOf: undefined })).toMatchObject({ member: true, code: 'a1' });
+  });
+
+  test('a check whose CodeSystems never stay cached still ends, loading each one once per call', async () => {
+    const { b } = await valueSets();
+    const { l, loads } = lookup(false);
+    expect((await b.check({ system: B, code: 'b1' }, l)).member).toBe(true);
+    expect((await b.check({ system: B, code: 'nope' }, l)).member).toBe(false);
+    expect(loads).toEqual([B, B]);
   });
 });

@@ -2,11 +2,12 @@ import type { Database } from 'bun:sqlite';
 import type {
   HistoryQuery,
   ResourceRepo,
+  ResourceWriter,
   ResourceVersion,
   SearchQuery,
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
-import { createMutex } from './db.ts';
+import { autocheckpointPages, createMutex } from './db.ts';
 import { buildSearch } from './search-sql.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createWriter } from './writer.ts';
@@ -26,8 +27,6 @@ export function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content };
 }
 
-/** SQLite's default wal_autocheckpoint (pages), which the writer connection keeps outside bulk writes. */
-const AUTOCHECKPOINT_PAGES = 1000;
 /** Transactions writing at least this many versions leave their checkpoint to the checkpointer thread. */
 const BULK_WRITE = 1000;
 /** WAL size from which a bulk writer waits for the checkpointer to catch up, so the WAL restarts. */
@@ -39,9 +38,74 @@ const WAL_RESTART_BYTES = 256 << 20;
  * would not allow, so past WAL_RESTART_BYTES it waits for the copy of its last transaction.
  */
 async function checkpointAfterBulk(writer: Database, checkpointer: Checkpointer): Promise<void> {
-  writer.exec(`PRAGMA wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+  writer.exec(`PRAGMA wal_autocheckpoint = ${autocheckpointPages(writer)}`);
   const done = checkpointer.request();
   if (checkpointer.walBytes() >= WAL_RESTART_BYTES) await done;
+}
+
+/** A resource transaction waiting for its group commit. */
+interface PendingWrite {
+  tenant: string;
+  fn: (w: ResourceWriter) => Promise<unknown>;
+  resolve(result: unknown): void;
+  reject(err: unknown): void;
+}
+
+/** Most resource transactions committed together. */
+const GROUP_LIMIT = 128;
+
+/**
+ * Group commit: the resource transactions that queued while the writer connection was busy run one
+ * after another in one SQLite transaction, each inside a savepoint of its own, and are acknowledged
+ * when the single COMMIT has succeeded. A transaction that fails is rolled back to its savepoint alone;
+ * the others still commit. One commit writes each page the group dirtied to the WAL once, instead of
+ * once per transaction (the index pages that every create touches, the seq counter's page).
+ */
+async function commitGroup(writer: Database, group: PendingWrite[], checkpointer: Checkpointer | undefined): Promise<void> {
+  // A promise settles once, so rejecting a whole group also leaves its already failed writes as they are.
+  const fail = (writes: PendingWrite[], err: unknown) => writes.forEach((w) => w.reject(err));
+  let written: { write: PendingWrite; result: unknown }[] = [];
+  let versions = 0;
+  let bulk = false;
+  try {
+    for (const write of group) {
+      // The group's transaction, or a new one after an error ended it (see below).
+      if (!writer.inTransaction) writer.exec('BEGIN IMMEDIATE');
+      writer.exec('SAVEPOINT write');
+      try {
+        const w = createWriter(writer, write.tenant);
+        const result = await write.fn(w);
+        versions += w.finish();
+        writer.exec('RELEASE write');
+        written.push({ write, result });
+      } catch (err) {
+        write.reject(err);
+        if (writer.inTransaction) {
+          writer.exec('ROLLBACK TO write');
+          writer.exec('RELEASE write');
+        } else {
+          // Some errors (a full disk, say) roll back the transaction, and with it the group's earlier writes.
+          fail(written.splice(0).map((x) => x.write), err);
+          versions = 0;
+        }
+      }
+    }
+    bulk = !!checkpointer && versions >= BULK_WRITE;
+    if (bulk) writer.exec('PRAGMA wal_autocheckpoint = 0');
+    if (writer.inTransaction) writer.exec('COMMIT');
+  } catch (err) {
+    // BEGIN, a savepoint or COMMIT failed: nothing of the group is stored.
+    try {
+      if (writer.inTransaction) writer.exec('ROLLBACK');
+    } catch {
+      // Rolled back already (the error ended the transaction).
+    }
+    fail(group, err);
+    written = [];
+  } finally {
+    if (bulk) await checkpointAfterBulk(writer, checkpointer!);
+  }
+  for (const { write, result } of written) write.resolve(result);
 }
 
 /**
@@ -64,6 +128,24 @@ export function createSqliteResources(
     ),
   };
 
+  const pending: PendingWrite[] = [];
+  let scheduled = false;
+  /**
+   * Queues a group commit behind the writer connection's other work. It starts one event-loop turn
+   * later, so that the writes of the requests that arrived with this one join it: a group runs
+   * synchronously to its COMMIT, and without the wait no other request could ever queue behind it.
+   */
+  function schedule(): void {
+    scheduled = true;
+    void serial(async () => {
+      await new Promise((r) => setImmediate(r));
+      scheduled = false;
+      const group = pending.splice(0, GROUP_LIMIT);
+      if (pending.length) schedule();
+      await commitGroup(writer, group, checkpointer);
+    });
+  }
+
   return {
     async read(tenant, type, id) {
       const row = q.read.get(tenant, type, id);
@@ -85,22 +167,9 @@ export function createSqliteResources(
       return historyRows(reader, tenant, query).map(toVersion);
     },
     write(tenant, fn) {
-      return serial(async () => {
-        writer.exec('BEGIN IMMEDIATE');
-        let bulk = false;
-        try {
-          const w = createWriter(writer, tenant);
-          const result = await fn(w);
-          bulk = !!checkpointer && w.finish() >= BULK_WRITE;
-          if (bulk) writer.exec('PRAGMA wal_autocheckpoint = 0');
-          writer.exec('COMMIT');
-          return result;
-        } catch (err) {
-          writer.exec('ROLLBACK');
-          throw err;
-        } finally {
-          if (bulk) await checkpointAfterBulk(writer, checkpointer!);
-        }
+      return new Promise((resolve, reject) => {
+        pending.push({ tenant, fn, resolve: resolve as (v: unknown) => void, reject });
+        if (!scheduled) schedule();
       });
     },
     async changeToken(tenant, types) {

@@ -102,6 +102,39 @@ export function writesContract(store: () => Store) {
       expect(await s.resources.changeToken(t, ['Patient'])).not.toBe(await s.resources.changeToken(uniqueTenant(), ['Patient']));
     });
 
+    test('transactions issued together succeed or fail each on its own', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const token = await s.resources.changeToken(t, ['Patient']);
+      const failing = new Set([3, 7, 11]);
+      // Issued in one go, as concurrent requests are: an adapter may commit them together.
+      const results = await Promise.allSettled(
+        Array.from({ length: 16 }, (_, i) =>
+          s.resources.write(t, async (w) => {
+            // Every transaction after the first updates p0, whichever of the earlier ones committed.
+            const cur = await w.current('Patient', 'p0');
+            await w.put(version('Patient', 'p0', { versionId: (cur?.versionId ?? 0) + 1, body: { by: i } }));
+            await w.put(version('Patient', `p${i + 1}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i + 1}`] }));
+            if (failing.has(i)) throw new Error(`fail ${i}`);
+            return i;
+          }),
+        ),
+      );
+      results.forEach((r, i) => {
+        if (failing.has(i)) expect(r).toEqual({ status: 'rejected', reason: new Error(`fail ${i}`) });
+        else expect(r).toEqual({ status: 'fulfilled', value: i });
+      });
+      for (let i = 0; i < 16; i++) {
+        expect(ids(await s.resources.search(t, byIdentifier(`v${i}`, 's')))).toEqual(failing.has(i) ? [] : [`p${i + 1}`]);
+        expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1, compartment: `p${i + 1}` })).toBe(failing.has(i) ? 0 : 1);
+      }
+      // p0 got one version per committed transaction, numbered without gaps.
+      const p0 = await s.resources.history(t, { type: 'Patient', id: 'p0', count: 100 });
+      expect(versions(p0)).toEqual(Array.from({ length: 13 }, (_, i) => 13 - i));
+      expect(p0.map((v) => JSON.parse(v.content).by).sort((a, b) => a - b)).toEqual([...Array(16).keys()].filter((i) => !failing.has(i)));
+      expect(await s.resources.changeToken(t, ['Patient'])).not.toBe(token);
+    });
+
     test('a version not newer than the stored one is a conflict', async () => {
       const s = store();
       const t = uniqueTenant();

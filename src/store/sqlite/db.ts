@@ -6,8 +6,9 @@ import type { Migration } from './migrations.ts';
 
 /**
  * Page size of new database files. Bulk imports write a quarter as many WAL frames as with SQLite's
- * 4 KiB default, and 1 KB resources pack into fewer pages; single writes cost about the same, because
- * group commit writes each dirtied page once per group (see docs/PERFORMANCE.md).
+ * 4 KiB default, and 1 KB resources pack into fewer pages. Concurrent writes cost about the same,
+ * because group commit writes each dirtied page once per group; a lone client writing one resource
+ * at a time pays about 0.1 ms more per write (see docs/PERFORMANCE.md, fifth session).
  */
 const PAGE_SIZE = 16384;
 

@@ -48,10 +48,7 @@ const patient = (id: string, versionId = 1) => ({
 });
 
 test('an error that ends the whole group transaction fails the writes before it; later ones commit', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'cinder-queue-'));
-  dirs.push(dir);
-  const path = join(dir, 'c.db');
-  await createSqliteStore(path).migrate();
+  const { path } = await store();
   const writer = openDatabase(path);
   const resources = createSqliteResources(writer, openDatabase(path));
   // Issued together, so they share one group commit; the second one's error rolls back the transaction
@@ -76,8 +73,7 @@ test('an error that ends the whole group transaction fails the writes before it;
 });
 
 test('a group whose BEGIN fails fails every write in it, and the queue goes on', async () => {
-  const s = await store();
-  const path = s.path;
+  const { path } = await store();
   // Another connection holds the write lock past the writer's busy timeout.
   const other = openDatabase(path);
   other.exec('PRAGMA busy_timeout = 0');

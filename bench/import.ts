@@ -60,6 +60,8 @@ async function generate(): Promise<string[]> {
   if (g.code !== 0) throw new Error(`generate failed: ${g.stderr}`);
   const summary = JSON.parse(g.stdout) as { resources: number; bytes: number };
   if (!values.json) console.error(`generated ${summary.resources} resources (${(summary.bytes / 1048576).toFixed(0)} MiB, ${values.format}) in ${out}`);
+  // The generated files reach the disk now, not while the first import runs (which they slowed by up to 30%).
+  Bun.spawnSync(['sync']);
   return readdirSync(out).sort().map((f) => join(out, f));
 }
 

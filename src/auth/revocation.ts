@@ -27,6 +27,16 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
     revoked.set(key(r.kind, r.value), r.expiresAt);
   }
 
+  function pollDue(): boolean {
+    const now = clock.now();
+    return now - lastPoll >= pollMs || now < lastPoll;
+  }
+
+  function listed(token: VerifiedToken): boolean {
+    if (revoked.has(key('jti', token.jti))) return true;
+    return token.gid !== undefined && revoked.has(key('grant', token.gid));
+  }
+
   async function poll(): Promise<void> {
     const now = clock.now();
     const since = Number.isFinite(lastPoll) ? lastPoll - POLL_OVERLAP_MS : 0;
@@ -37,13 +47,14 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
 
   return {
     async isRevoked(token: VerifiedToken) {
-      const now = clock.now();
-      if (now - lastPoll >= pollMs || now < lastPoll) {
+      if (pollDue()) {
         polling ??= poll().finally(() => (polling = null));
         await polling;
       }
-      if (revoked.has(key('jti', token.jti))) return true;
-      return token.gid !== undefined && revoked.has(key('grant', token.gid));
+      return listed(token);
+    },
+    isRevokedNow(token: VerifiedToken) {
+      return pollDue() ? undefined : listed(token);
     },
     async add(r) {
       await store.oauth.revoke(r);

@@ -83,6 +83,8 @@ export class InvalidTokenError extends Error {
 /** Decides whether a verified token has been revoked (src/auth/revocation.ts). */
 export interface RevocationCheck {
   isRevoked(token: VerifiedToken): Promise<boolean>;
+  /** isRevoked() without waiting; undefined when the answer needs a read first. */
+  isRevokedNow?(token: VerifiedToken): boolean | undefined;
 }
 
 async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, token: string): Promise<VerifiedToken> {
@@ -113,7 +115,17 @@ async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, toke
  */
 export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string, revocations: RevocationCheck | null = null, cacheSize = 50_000) {
   const cache = new Map<string, VerifiedToken>();
-  return async function verify(token: string): Promise<VerifiedToken> {
+  /**
+   * verify() without waiting, for the steady state: the token was verified before, has not expired
+   * and is known not to be revoked. Undefined in every other case (verify() then decides).
+   */
+  function now(token: string): VerifiedToken | undefined {
+    const verified = cache.get(token);
+    if (verified === undefined || verified.exp * 1000 <= clock.now()) return undefined;
+    if (revocations === null) return verified;
+    return revocations.isRevokedNow?.(verified) === false ? verified : undefined;
+  }
+  return Object.assign(async function verify(token: string): Promise<VerifiedToken> {
     let verified = cache.get(token);
     if (verified && verified.exp * 1000 <= clock.now()) {
       cache.delete(token);
@@ -126,7 +138,7 @@ export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string,
     }
     if (revocations && (await revocations.isRevoked(verified))) throw new InvalidTokenError('the access token has been revoked');
     return verified;
-  };
+  }, { now });
 }
 
 export type TokenVerifier = ReturnType<typeof createTokenVerifier>;

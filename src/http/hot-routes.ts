@@ -1,4 +1,5 @@
 import type { AuthDeps } from '../auth/deps.ts';
+import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import type { Logger } from '../log.ts';
 import { valueSetValidateCodeParams } from '../terminology/input/operations.ts';
@@ -7,7 +8,7 @@ import { readFhirBody } from './body.ts';
 import { requestIp } from './client-ip.ts';
 import { renderError } from './errors.ts';
 import { readResponse } from './fhir.ts';
-import type { FhirAdmission } from './middleware/fhir-gate.ts';
+import type { Admitted, FhirAdmission, GateRequest } from './middleware/fhir-gate.ts';
 import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/request-context.ts';
 import { tokenResponse } from './oauth.ts';
 import { validateValueSetResponse } from './terminology.ts';
@@ -31,6 +32,15 @@ const VALIDATE_ROUTE = '/tenants/:tenant/fhir/R4/ValueSet/$validate-code';
 const TOKEN_ROUTE = '/oauth2/token';
 /** Under Hono, a request the FHIR gate refuses is counted under the gate middleware's own route. */
 const GATE_ROUTE = '/tenants/:tenant/fhir/R4/*';
+
+/** What a request was admitted with. */
+interface Granted {
+  tenant: string;
+  access: Access;
+}
+
+// Never null here: only /metadata and the discovery document are public, and neither is routed here.
+const granted = ({ tenant, bearer }: Admitted): Granted => ({ tenant, access: bearer!.access });
 
 /** The route label of a request in flight: the route's, or the gate's once the gate refused it. */
 interface Trace {
@@ -70,19 +80,22 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     return res;
   }
 
-  async function admitted(req: Request, trace: Trace, tenant: string, type: string, id: string) {
-    let admitted;
+  /** The FHIR admission of a request: without waiting in the steady state (FhirAdmission.now). */
+  function admitted(req: Request, trace: Trace, tenant: string, type: string, id: string): Granted | Promise<Granted> {
+    const r: GateRequest = {
+      tenant, rest: `/${type}/${id}`, format: null, accept: req.headers.get('accept'), authorization: req.headers.get('authorization'),
+    };
     try {
-      admitted = await d.admit({
-        tenant, rest: `/${type}/${id}`, format: null, accept: req.headers.get('accept'), authorization: req.headers.get('authorization'),
-      });
+      const now = d.admit.now(r);
+      if (now !== undefined) return granted(now);
     } catch (err) {
       trace.route = GATE_ROUTE;
       throw err;
     }
-    const { tenant: known, bearer } = admitted;
-    // Never null here: only /metadata and the discovery document are public, and neither is routed here.
-    return { tenant: known, access: bearer!.access };
+    return d.admit(r).then(granted, (err: unknown) => {
+      trace.route = GATE_ROUTE;
+      throw err;
+    });
   }
 
   return (req, server) => {

@@ -21,15 +21,22 @@ export interface Metrics {
 }
 
 export function createMetrics(): Metrics {
-  const requests = new Map<string, Histogram>();
+  /** By route, status and method: route labels are the same strings on every request, so no key is built. */
+  const requests = new Map<string, Map<number, Map<string, Histogram>>>();
   const gauges: { name: string; help: string; read: () => Promise<Record<string, number>> | Record<string, number> }[] = [];
+  function* histograms(): Generator<Histogram> {
+    for (const byStatus of requests.values()) for (const byMethod of byStatus.values()) yield* byMethod.values();
+  }
   return {
     observeRequest(method, route, status, seconds) {
-      const key = `${method} ${route} ${status}`;
-      let h = requests.get(key);
+      let byStatus = requests.get(route);
+      if (!byStatus) requests.set(route, (byStatus = new Map()));
+      let byMethod = byStatus.get(status);
+      if (!byMethod) byStatus.set(status, (byMethod = new Map()));
+      let h = byMethod.get(method);
       if (!h) {
         h = { labels: { method, route, status: String(status) }, counts: BUCKETS.map(() => 0), sum: 0, count: 0 };
-        requests.set(key, h);
+        byMethod.set(method, h);
       }
       // One bucket per observation; render() accumulates them into Prometheus' cumulative `le` buckets.
       let i = 0;
@@ -46,9 +53,9 @@ export function createMetrics(): Metrics {
         '# HELP cinder_http_requests_total HTTP requests by method, route and status.',
         '# TYPE cinder_http_requests_total counter',
       ];
-      for (const h of requests.values()) lines.push(`cinder_http_requests_total${labelText(h.labels)} ${h.count}`);
+      for (const h of histograms()) lines.push(`cinder_http_requests_total${labelText(h.labels)} ${h.count}`);
       lines.push('# HELP cinder_http_request_duration_seconds HTTP request latency.', '# TYPE cinder_http_request_duration_seconds histogram');
-      for (const h of requests.values()) {
+      for (const h of histograms()) {
         let cumulative = 0;
         BUCKETS.forEach((b, i) => {
           cumulative += h.counts[i]!;

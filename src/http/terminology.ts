@@ -14,7 +14,7 @@ import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
 import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
 import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
-import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
+import { validateValueSetCode, validateValueSetCodeNow, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
 import { validationParameters } from '../terminology/ops/validation-result.ts';
 import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
 import type { TerminologyContext } from '../terminology/context.ts';
@@ -101,7 +101,9 @@ export async function validateValueSetResponse(
 ): Promise<Response> {
   const input = valueSetValidateCodeInput(raw, id);
   requireAccess(access, 'ValueSet', 'r');
-  const result = await validateValueSetCode(input, { terminology: await terminology.service.context(tenant) });
+  const now = terminology.service.contextNow(tenant);
+  const result = (now === undefined ? undefined : validateValueSetCodeNow(input, now))
+    ?? (await validateValueSetCode(input, { terminology: await terminology.service.context(tenant) }));
   return fhirJson(validationParameters(result));
 }
 

@@ -15,6 +15,11 @@ export interface TerminologyContext extends CodeSystemLookup {
   valueSet(url: string, version?: string): Promise<CompiledValueSet | null>;
   valueSetById(id: string): Promise<CompiledValueSet | null>;
   codeSystemById(id: string): Promise<CodeSystemIndex | null>;
+  /**
+   * The ValueSet `valueSet(url, version)` has already resolved to (null: there is none); undefined
+   * when it has not been loaded yet. Lets a check run without waiting in the steady state.
+   */
+  loadedValueSet(url: string, version?: string): CompiledValueSet | null | undefined;
   /** Compiles a ValueSet supplied with the request (not cached; its imports are). */
   compile(vs: ValueSet): Promise<CompiledValueSet>;
   /**
@@ -28,8 +33,14 @@ export interface TerminologyContext extends CodeSystemLookup {
 type Pending<T> = Promise<T | null>;
 
 const dateKey = (asOf: DatePeriod | undefined): string => (asOf === undefined ? '' : String(asOf.end));
+/**
+ * The cache key of a canonical reference. The common one, the latest version now, is the URL itself:
+ * the same string on every request (a compiled ValueSet's system URLs), so the map finds its hash
+ * cached instead of hashing a newly built key. Every other key starts with NUL, which no plain key
+ * does, so the two forms never meet.
+ */
 const canonicalKey = (url: string, version: string | undefined, asOf: DatePeriod | undefined): string =>
-  `${url}|${version ?? ''}|${dateKey(asOf)}`;
+  version === undefined && asOf === undefined && !url.startsWith('\0') ? url : `\0${url}|${version ?? ''}|${dateKey(asOf)}`;
 
 /**
  * The per-tenant cache of compiled terminology. Every cached value is dropped when the source's
@@ -63,7 +74,21 @@ export class CachedTerminology {
 
   /** Checks the change token once per operation and drops every cached value when it moved. */
   async refresh(): Promise<void> {
-    const token = await this.source.changeToken();
+    this.update(await this.source.changeToken());
+  }
+
+  /**
+   * refresh() without waiting: true when the source vouches for its change token now (the caches
+   * are then current), false when the token must be read (call refresh()).
+   */
+  refreshNow(): boolean {
+    const token = this.source.currentChangeToken?.();
+    if (token === undefined) return false;
+    this.update(token);
+    return true;
+  }
+
+  private update(token: string): void {
     if (token === this.token) return;
     this.token = token;
     this.generation++;
@@ -104,6 +129,11 @@ export class CachedTerminology {
 
   valueSet(url: string, version: string | undefined, asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
     return this.shared(this.valueSets, canonicalKey(url, version, asOf), () => this.load(url, version, asOf, []));
+  }
+
+  /** What valueSet() resolves to once it has; undefined before (see TerminologyContext.loadedValueSet). */
+  loadedValueSet(url: string, version: string | undefined, asOf: DatePeriod | undefined): CompiledValueSet | null | undefined {
+    return this.settled.get(canonicalKey(url, version, asOf));
   }
 
   valueSetById(id: string, asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
@@ -160,6 +190,10 @@ class TerminologyView implements TerminologyContext, ImportResolver {
 
   valueSet(url: string, version?: string): Pending<CompiledValueSet> {
     return this.cache.valueSet(url, version, this.asOf);
+  }
+
+  loadedValueSet(url: string, version?: string): CompiledValueSet | null | undefined {
+    return this.cache.loadedValueSet(url, version, this.asOf);
   }
 
   valueSetById(id: string): Pending<CompiledValueSet> {

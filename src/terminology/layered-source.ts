@@ -16,5 +16,6 @@ export function layeredSource(tenant: TerminologySource, core: TerminologySource
     codeSystemById: (id) => tenant.codeSystemById(id),
     valueSetById: (id) => tenant.valueSetById(id),
     changeToken: () => tenant.changeToken(),
+    currentChangeToken: () => tenant.currentChangeToken?.(),
   };
 }

@@ -26,13 +26,27 @@ export class TerminologyService {
 
   /** The tenant's terminology, with caches dropped if its CodeSystems or ValueSets changed. */
   async context(tenant: string): Promise<TerminologyContext> {
+    const cached = this.cached(tenant);
+    await cached.refresh();
+    return cached.view();
+  }
+
+  /**
+   * context() without waiting, when the tenant's change token needs no read now (the steady state
+   * between writes); undefined otherwise.
+   */
+  contextNow(tenant: string): TerminologyContext | undefined {
+    const cached = this.cached(tenant);
+    return cached.refreshNow() ? cached.view() : undefined;
+  }
+
+  private cached(tenant: string): CachedTerminology {
     let cached = this.tenants.get(tenant);
     if (cached === undefined) {
       const source = layeredSource(this.options.sourceFor(tenant), this.options.core);
       cached = new CachedTerminology(source, this.indexes, this.options.cacheEntries);
       this.tenants.set(tenant, cached);
     }
-    await cached.refresh();
-    return cached.view();
+    return cached;
   }
 }

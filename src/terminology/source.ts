@@ -24,4 +24,9 @@ export interface TerminologySource {
    * changes, also when the change was made by another process sharing the database.
    */
   changeToken(): Promise<string>;
+  /**
+   * The change token without waiting, when the source can vouch for it now (read from the store within
+   * its check interval, with no write of this process since); undefined when it must be read.
+   */
+  currentChangeToken?(): string | undefined;
 }

@@ -75,6 +75,8 @@ class ParsedVersions<T> {
 
 class TenantStoreSource implements TerminologySource {
   private token: Promise<string> | undefined;
+  /** What `token` resolved to, while it is still the current read. */
+  private settled: string | undefined;
   private checkedAt = 0;
   private readonly codeSystems: ParsedVersions<CodeSystem>;
   private readonly valueSets: ParsedVersions<ValueSet>;
@@ -89,20 +91,35 @@ class TenantStoreSource implements TerminologySource {
 
   markStale(): void {
     this.token = undefined;
+    this.settled = undefined;
   }
 
   /** The store's change token for CodeSystem and ValueSet, re-read at most every checkIntervalMs. */
   changeToken(): Promise<string> {
     const now = this.options.clock.now();
-    if (this.token === undefined || now - this.checkedAt >= this.options.checkIntervalMs || now < this.checkedAt) {
+    if (this.token === undefined || !this.fresh(now)) {
       const token = this.options.store.resources.changeToken(this.tenant, TYPES);
       this.token = token;
+      this.settled = undefined;
       this.checkedAt = now;
-      token.catch(() => {
-        if (this.token === token) this.token = undefined;
-      });
+      token.then(
+        (value) => {
+          if (this.token === token) this.settled = value;
+        },
+        () => {
+          if (this.token === token) this.token = undefined;
+        },
+      );
     }
     return this.token;
+  }
+
+  currentChangeToken(): string | undefined {
+    return this.settled !== undefined && this.fresh(this.options.clock.now()) ? this.settled : undefined;
+  }
+
+  private fresh(now: number): boolean {
+    return now - this.checkedAt < this.options.checkIntervalMs && now >= this.checkedAt;
   }
 
   async codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null> {

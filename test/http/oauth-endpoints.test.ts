@@ -63,12 +63,16 @@ describe('introspection (RFC 7662)', () => {
 describe('revocation (RFC 7009)', () => {
   test('revoking an access token: introspection inactive, FHIR API 401, refresh token still works', async () => {
     expect((await t.request(`${t.fhir('t1')}/Patient`, fhirInit(tokens.access_token))).status).toBe(200);
+    // A read takes the direct route, which admits a token verified before without waiting.
+    expect((await t.request(`${t.fhir('t1')}/Patient/nobody`, fhirInit(tokens.access_token))).status).toBe(404);
     const res = await revoke(tokens.access_token, { token_type_hint: 'access_token' });
     expect(res.status).toBe(200);
     expect(await (await introspect(tokens.access_token)).json()).toEqual({ active: false });
-    const fhir = await t.request(`${t.fhir('t1')}/Patient`, fhirInit(tokens.access_token));
-    expect(fhir.status).toBe(401);
-    expect(fhir.headers.get('www-authenticate')).toContain('invalid_token');
+    for (const path of ['Patient', 'Patient/nobody']) {
+      const fhir = await t.request(`${t.fhir('t1')}/${path}`, fhirInit(tokens.access_token));
+      expect(fhir.status).toBe(401);
+      expect(fhir.headers.get('www-authenticate')).toContain('invalid_token');
+    }
     expect((await post(t, { grant_type: 'refresh_token', refresh_token: tokens.refresh_token }, { Authorization: basic(c.id, c.secret!) })).status).toBe(200);
   });
 

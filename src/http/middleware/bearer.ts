@@ -21,9 +21,17 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i;
  * refuses a token of another tenant with 403, and answers the token with its SMART-scope access.
  * The verifier returns the same object for a cached token, so parsed scopes are kept beside it.
  */
-export function bearerAuthenticator(verify: TokenVerifier): (header: string | null, tenant: string) => Promise<Bearer> {
+export function bearerAuthenticator(verify: TokenVerifier): BearerAuthenticator {
   const accessOf = new WeakMap<VerifiedToken, Access>();
-  return async (header, tenant) => {
+  function bearer(token: VerifiedToken): Bearer {
+    let access = accessOf.get(token);
+    if (!access) {
+      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient);
+      accessOf.set(token, access);
+    }
+    return { token, access };
+  }
+  async function authenticate(header: string | null, tenant: string): Promise<Bearer> {
     if (!header) throw unauthorized('An access token is required');
     const m = BEARER.exec(header);
     if (!m) throw unauthorized('The Authorization header must be "Bearer <token>"', 'invalid_request');
@@ -35,11 +43,25 @@ export function bearerAuthenticator(verify: TokenVerifier): (header: string | nu
       throw err;
     }
     if (token.tenant !== tenant) throw new FhirError('forbidden', 'The access token is not valid for this tenant');
-    let access = accessOf.get(token);
-    if (!access) {
-      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient);
-      accessOf.set(token, access);
-    }
-    return { token, access };
-  };
+    return bearer(token);
+  }
+  /**
+   * The steady state without waiting: a token of this tenant that verify.now() vouches for. Only the
+   * plain `Bearer <token>` form is looked up (no regex needed: a cached token passed BEARER before);
+   * any other spelling goes to the full check.
+   */
+  function now(header: string | null, tenant: string): Bearer | undefined {
+    const token = header?.startsWith('Bearer ') ? verify.now(header.slice(7)) : undefined;
+    return token === undefined || token.tenant !== tenant ? undefined : bearer(token);
+  }
+  return Object.assign(authenticate, { now });
+}
+
+/**
+ * Authenticates the Authorization header for a tenant; `now` is the same check for the steady state
+ * without waiting (undefined whenever the full check must run: then its errors are thrown).
+ */
+export interface BearerAuthenticator {
+  (header: string | null, tenant: string): Promise<Bearer>;
+  now(header: string | null, tenant: string): Bearer | undefined;
 }

@@ -34,7 +34,14 @@ export interface Admitted {
   bearer: Bearer | null;
 }
 
-export type FhirAdmission = (r: GateRequest) => Promise<Admitted>;
+/**
+ * Runs the admission checks; `now` admits the steady state without waiting (a known tenant, a token
+ * verified before), and returns undefined whenever the full checks must run.
+ */
+export interface FhirAdmission {
+  (r: GateRequest): Promise<Admitted>;
+  now(r: GateRequest): Admitted | undefined;
+}
 
 /**
  * The checks in front of a tenant's FHIR routes, as a pipeline of steps: tenant exists (404) ->
@@ -44,12 +51,20 @@ export type FhirAdmission = (r: GateRequest) => Promise<Admitted>;
 export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify'>): FhirAdmission {
   const checkTenant = tenantChecker(o.store);
   const authenticate = bearerAuthenticator(o.verify);
-  return async (r) => {
+  const admit = async (r: GateRequest): Promise<Admitted> => {
     const tenant = await checkTenant(r.tenant);
     if (r.rest !== '/.well-known/smart-configuration') checkAccept(r.accept ?? undefined, r.format);
     const bearer = PUBLIC.has(r.rest) ? null : await authenticate(r.authorization ?? null, tenant);
     return { tenant, bearer };
   };
+  const now = (r: GateRequest): Admitted | undefined => {
+    const tenant = r.tenant;
+    if (!checkTenant.known(tenant) || PUBLIC.has(r.rest)) return undefined;
+    checkAccept(r.accept ?? undefined, r.format);
+    const bearer = authenticate.now(r.authorization ?? null, tenant!);
+    return bearer === undefined ? undefined : { tenant: tenant!, bearer };
+  };
+  return Object.assign(admit, { now });
 }
 
 /** The FHIR admission as the one middleware of the FHIR sub-app, plus the write notification. */

@@ -131,7 +131,8 @@ export class OperationParameters<S extends OperationSpec> {
   /** Validates each given input with its kind's schema (only given ones: this is per request). */
   private validate(raw: Record<string, unknown>): OperationInput<S> {
     const inputs: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(raw)) {
+    for (const name in raw) {
+      const value = raw[name];
       const param = this.spec[name]!;
       if (param.repeats !== true && param.kind.plain?.(value) === true) {
         inputs[name] = value;
@@ -146,10 +147,15 @@ export class OperationParameters<S extends OperationSpec> {
 }
 
 function valueOf(entry: Record<string, unknown>, name: string, k: ParamKind): unknown {
-  const present = Object.keys(entry).filter((key) => key.startsWith('value') || key === 'resource' || key === 'part');
-  if (present.length === 0) throw invalid(`the parameter '${name}' has no value`, [name]);
-  const field = present.find((key) => k.fields.includes(key));
-  if (field === undefined || present.length > 1) {
+  let present = 0;
+  let field: string | undefined;
+  for (const key in entry) {
+    if (!key.startsWith('value') && key !== 'resource' && key !== 'part') continue;
+    present++;
+    if (field === undefined && k.fields.includes(key)) field = key;
+  }
+  if (present === 0) throw invalid(`the parameter '${name}' has no value`, [name]);
+  if (field === undefined || present > 1) {
     throw invalid(`the parameter '${name}' must be given as one of ${k.fields.join(', ')}`, [name]);
   }
   return entry[field];

@@ -7,16 +7,21 @@ import { invalid } from '../errors.ts';
  */
 export const MAX_JSON_DEPTH = 1000;
 
-/** Throws a 400 when `value` nests objects and arrays deeper than `MAX_JSON_DEPTH` (checked without recursion). */
+/** Throws a 400 when `value` nests objects and arrays deeper than `MAX_JSON_DEPTH`. */
 export function checkDepth(value: unknown, what: string): void {
-  const stack: [unknown, number][] = [[value, 1]];
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    const [node, depth] = item;
-    if (depth > MAX_JSON_DEPTH) throw invalid(`${what} nests deeper than ${MAX_JSON_DEPTH} levels`);
-    if (Array.isArray(node)) {
-      for (const child of node) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
-    } else if (typeof node === 'object' && node !== null) {
-      for (const child of Object.values(node)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
-    }
+  if (typeof value === 'object' && value !== null && deeperThanMax(value, 1)) throw invalid(`${what} nests deeper than ${MAX_JSON_DEPTH} levels`);
+}
+
+/** Whether `node` (at `depth`) nests deeper than the limit; the recursion stops one level past it. */
+function deeperThanMax(node: object, depth: number): boolean {
+  if (depth > MAX_JSON_DEPTH) return true;
+  if (Array.isArray(node)) {
+    for (const child of node) if (typeof child === 'object' && child !== null && deeperThanMax(child, depth + 1)) return true;
+    return false;
   }
+  for (const key in node) {
+    const child = (node as Record<string, unknown>)[key];
+    if (typeof child === 'object' && child !== null && deeperThanMax(child, depth + 1)) return true;
+  }
+  return false;
 }

@@ -1,5 +1,5 @@
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
-import { unknownCodeMessage } from '../compile/membership.ts';
+import { type Membership, NotLoaded, unknownCodeMessage } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
@@ -48,8 +48,27 @@ export async function validateValueSetCode(
     : validateConcept(vs, input.subject.codings, finish, ctx);
 }
 
+/**
+ * validateValueSetCode without waiting, for the steady state: a single coding checked against a
+ * ValueSet named by URL, with that ValueSet and the CodeSystems it needs already loaded. Undefined
+ * when anything must be loaded (or the input takes another form): then call validateValueSetCode.
+ */
+export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, terminology: TerminologyContext): ValidationResult | undefined {
+  const { target, subject } = input;
+  if (target.kind !== 'url' || subject.kind !== 'coding') return undefined;
+  const ctx = terminology.at(input.date);
+  const vs = ctx.loadedValueSet(target.url, target.version);
+  if (vs === undefined || vs === null) return undefined;
+  const m = vs.checkLoaded(subject.coding, { get: (url, version) => ctx.loadedCodeSystem(url, version), asOf: ctx.asOf });
+  if (m instanceof NotLoaded) return undefined;
+  return codingResult(vs, subject.coding, m, { abstract: input.abstract, displayLanguage: input.displayLanguage });
+}
+
 async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {
-  const m = await vs.check(coding, ctx);
+  return codingResult(vs, coding, await vs.check(coding, ctx), finish);
+}
+
+function codingResult(vs: CompiledValueSet, coding: CheckedCoding, m: Membership, finish: Finish): ValidationResult {
   if (m.member) return finishMember(m, coding, finish);
   const notIn = `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`;
   return { result: false, messages: [notIn, ...m.reasons] };

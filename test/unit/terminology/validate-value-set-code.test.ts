@@ -3,6 +3,7 @@ import { FhirError } from '../../../src/errors.ts';
 import { valueSetValidateCodeParams } from '../../../src/terminology/input/operations.ts';
 import {
   validateValueSetCode,
+  validateValueSetCodeNow,
   valueSetValidateCodeInput,
 } from '../../../src/terminology/ops/validate-value-set-code.ts';
 import type { ValidationResult } from '../../../src/terminology/ops/validation-result.ts';
@@ -12,9 +13,25 @@ const ANIMALS = 'http://cinder.test/CodeSystem/animals';
 const VS = 'http://cinder.test/ValueSet/';
 const { context } = await fixtureService();
 
+/** How often validate() found the answer without waiting agreeing with the full one (see below). */
+let answeredNow = 0;
+
+/**
+ * Validates through the full (asynchronous) path. Then, with everything that needs loaded, the answer
+ * without waiting (validateValueSetCodeNow) must be the same whenever it gives one: every test below
+ * checks both paths.
+ */
 async function validate(parameter: Record<string, unknown>[], id?: string): Promise<ValidationResult> {
   const raw = valueSetValidateCodeParams.fromBody({ resourceType: 'Parameters', parameter });
-  return validateValueSetCode(valueSetValidateCodeInput(raw, id), { terminology: await context() });
+  const input = valueSetValidateCodeInput(raw, id);
+  const terminology = await context();
+  const result = await validateValueSetCode(input, { terminology });
+  const now = validateValueSetCodeNow(input, terminology);
+  if (now !== undefined) {
+    expect(now).toEqual(result);
+    answeredNow++;
+  }
+  return result;
 }
 
 const code = (vs: string, c: string, system = ANIMALS, extra: Record<string, unknown>[] = []) =>
@@ -281,5 +298,40 @@ describe('ValueSet $validate-code: inputs', () => {
     expect(bad.message).toContain('abstract');
     const complex = await rejected(() => valueSetValidateCodeParams.fromQuery(new URLSearchParams({ coding: 'x' })));
     expect(complex.message).toContain('cannot be given in the URL');
+  });
+});
+
+describe('ValueSet $validate-code without waiting (validateValueSetCodeNow)', () => {
+  test('answers a code by ValueSet URL once the ValueSet and its CodeSystems are loaded', async () => {
+    const fresh = await fixtureService();
+    const input = valueSetValidateCodeInput(valueSetValidateCodeParams.fromBody({
+      resourceType: 'Parameters',
+      parameter: [{ name: 'url', valueUri: `${VS}land-mammals` }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }],
+    }));
+    const terminology = await fresh.context();
+    expect(validateValueSetCodeNow(input, terminology)).toBeUndefined(); // nothing loaded yet
+    const result = await validateValueSetCode(input, { terminology });
+    expect(result.result).toBe(true);
+    expect(validateValueSetCodeNow(input, await fresh.context())).toEqual(result);
+  });
+
+  test('leaves a CodeableConcept, an instance-level call and an unknown ValueSet to the full path', async () => {
+    const loaded = await code('all-animals', 'dog');
+    expect(loaded.result).toBe(true);
+    const terminology = await context();
+    const inputs = [
+      [{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'dog' }] } }],
+      [{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }],
+      [{ name: 'url', valueUri: `${VS}no-such-value-set` }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }],
+    ];
+    const ids = [undefined, 'all-animals', undefined];
+    for (const [i, parameter] of inputs.entries()) {
+      const raw = valueSetValidateCodeParams.fromBody({ resourceType: 'Parameters', parameter });
+      expect(validateValueSetCodeNow(valueSetValidateCodeInput(raw, ids[i]), terminology)).toBeUndefined();
+    }
+  });
+
+  test('the tests above compared both paths', () => {
+    expect(answeredNow).toBeGreaterThan(40);
   });
 });

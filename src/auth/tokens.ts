@@ -115,19 +115,20 @@ async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, toke
  */
 export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string, revocations: RevocationCheck | null = null, cacheSize = 50_000) {
   const cache = new Map<string, VerifiedToken>();
+  const expired = (v: VerifiedToken) => v.exp * 1000 <= clock.now();
   /**
    * verify() without waiting, for the steady state: the token was verified before, has not expired
    * and is known not to be revoked. Undefined in every other case (verify() then decides).
    */
   function now(token: string): VerifiedToken | undefined {
     const verified = cache.get(token);
-    if (verified === undefined || verified.exp * 1000 <= clock.now()) return undefined;
+    if (verified === undefined || expired(verified)) return undefined;
     if (revocations === null) return verified;
     return revocations.isRevokedNow?.(verified) === false ? verified : undefined;
   }
   return Object.assign(async function verify(token: string): Promise<VerifiedToken> {
     let verified = cache.get(token);
-    if (verified && verified.exp * 1000 <= clock.now()) {
+    if (verified && expired(verified)) {
       cache.delete(token);
       throw new InvalidTokenError('the access token has expired');
     }

@@ -42,10 +42,10 @@ export async function validateValueSetCode(
 ): Promise<ValidationResult> {
   const ctx = deps.terminology.at(input.date);
   const vs = await resolveValueSet(input.target, ctx);
-  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage };
+  // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   return input.subject.kind === 'coding'
-    ? validateCoding(vs, input.subject.coding, finish, ctx)
-    : validateConcept(vs, input.subject.codings, finish, ctx);
+    ? validateCoding(vs, input.subject.coding, input, ctx)
+    : validateConcept(vs, input.subject.codings, input, ctx);
 }
 
 /**
@@ -61,7 +61,7 @@ export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, termin
   if (vs === undefined || vs === null) return undefined;
   const m = vs.checkLoaded(subject.coding, { get: (url, version) => ctx.loadedCodeSystem(url, version), asOf: ctx.asOf });
   if (m instanceof NotLoaded) return undefined;
-  return codingResult(vs, subject.coding, m, { abstract: input.abstract, displayLanguage: input.displayLanguage });
+  return codingResult(vs, subject.coding, m, input);
 }
 
 async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {

@@ -3,18 +3,22 @@ import type { Client } from '../store/types.ts';
 import type { ClientLookup } from './client-cache.ts';
 import { matchesDigest } from './secrets.ts';
 
-/** RFC 6749 5.2 / RFC 7235: a failed Basic authentication answers 401 with a Basic challenge. */
+/**
+ * The challenge sent with a failed Basic authentication. The interface document makes every token
+ * error HTTP 400, `invalid_client` included, where RFC 6749 5.2 would allow 401: the status stays 400
+ * and the header tells the client which scheme to use.
+ */
 export const BASIC_CHALLENGE = { 'WWW-Authenticate': 'Basic realm="cinder", charset="UTF-8"' };
 
 function basicFailure(description: string): OAuthError {
-  return new OAuthError('invalid_client', description, 401, BASIC_CHALLENGE);
+  return new OAuthError('invalid_client', description, 400, BASIC_CHALLENGE);
 }
 
 function formDecode(s: string): string {
   try {
     return decodeURIComponent(s.replace(/\+/g, ' '));
   } catch (err) {
-    throw new OAuthError('invalid_client', 'malformed Basic credentials', 401, BASIC_CHALLENGE, { cause: err });
+    throw new OAuthError('invalid_client', 'malformed Basic credentials', 400, BASIC_CHALLENGE, { cause: err });
   }
 }
 

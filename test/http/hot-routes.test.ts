@@ -151,7 +151,7 @@ describe('POST /oauth2/token', () => {
   });
 
   test.each([
-    ['wrong secret', form('grant_type=client_credentials', 'Basic ' + btoa('nobody:wrong')), 401],
+    ['wrong secret', form('grant_type=client_credentials', 'Basic ' + btoa('nobody:wrong')), 400],
     ['unsupported grant', form('grant_type=password'), 400],
     ['no grant type', form('scope=system/*.read'), 400],
     ['repeated parameter', form('grant_type=client_credentials&grant_type=client_credentials'), 400],

@@ -101,7 +101,8 @@ describe('revocation (RFC 7009)', () => {
   test('token missing -> invalid_request; bad client -> invalid_client', async () => {
     expect(((await (await revoke('', {})).json()) as { error: string }).error).toBe('invalid_request');
     const bad = await post(t, { token: 'x' }, { Authorization: basic(c.id, 'wrong') }, '/oauth2/revoke');
-    expect(bad.status).toBe(401);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: string }).error).toBe('invalid_client');
   });
 });
 

@@ -80,19 +80,19 @@ describe('client_credentials', () => {
 });
 
 describe('client authentication', () => {
-  test('wrong secret -> 401 invalid_client with a Basic challenge', async () => {
+  test('wrong secret -> 400 invalid_client (the contract), still with a Basic challenge', async () => {
     const res = await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(id, 'wrong') });
-    await expectError(res, 'invalid_client', 401);
+    await expectError(res, 'invalid_client', 400);
     expect(res.headers.get('www-authenticate')).toStartWith('Basic realm="cinder"');
   });
 
-  test('unknown client in Basic -> 401 invalid_client', async () => {
-    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: basic('nobody', secret) }), 'invalid_client', 401);
+  test('unknown client in Basic -> 400 invalid_client', async () => {
+    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: basic('nobody', secret) }), 'invalid_client', 400);
   });
 
-  test('malformed Basic credentials -> 401 invalid_client', async () => {
-    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: 'Basic !!!' }), 'invalid_client', 401);
-    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: 'Basic ' + btoa('no-colon') }), 'invalid_client', 401);
+  test('malformed Basic credentials -> 400 invalid_client', async () => {
+    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: 'Basic !!!' }), 'invalid_client', 400);
+    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: 'Basic ' + btoa('no-colon') }), 'invalid_client', 400);
   });
 
   test('Basic credentials are form-url-decoded (RFC 6749 appendix B)', async () => {

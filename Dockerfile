@@ -9,6 +9,7 @@ ARG BUN_VERSION=1.4.5
 FROM oven/bun:${BUN_VERSION} AS build
 WORKDIR /src
 COPY package.json bun.lock ./
+COPY patches ./patches
 RUN bun install --frozen-lockfile --production
 COPY tsconfig.json ./
 COPY scripts ./scripts

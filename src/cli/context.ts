@@ -11,7 +11,9 @@ import type { CliIO } from './command.ts';
 export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true) {
   const config: Config = loadConfig(io.env, flags);
   const log = createLogger(config.logLevel);
-  const store: Store = openStore(config.databaseUrl);
+  const store: Store = openStore(config.databaseUrl, {
+    onAvailabilityChange: (down, err) => (down ? log.warn('database unreachable: answering 503 until it is back', { err }) : log.info('database reachable again')),
+  });
   if (migrate) await store.migrate();
   const keys = createKeyRing(store, systemClock, MAX_TOKEN_TTL);
   return { config, log, store, keys, clock: systemClock };

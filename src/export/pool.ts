@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import type { Store } from '../store/types.ts';
+import { StoreUnavailableError, type Store } from '../store/types.ts';
 import { workerUrl } from '../worker-url.ts';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.ts';
 
@@ -52,7 +52,9 @@ export function createExportPool(o: PoolOptions) {
         slot.worker.postMessage({ type: 'run', job, owner: slot.owner } satisfies ToWorker);
       }
     } catch (err) {
-      o.log.error('export claim failed', { err });
+      // The store logs an outage once when it starts and once when it ends; claims resume after it.
+      if (err instanceof StoreUnavailableError) o.log.debug('export claim skipped: database unavailable');
+      else o.log.error('export claim failed', { err });
     } finally {
       claiming = false;
     }

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import type { ExportJob, Store } from '../store/types.ts';
+import { StoreUnavailableError, type ExportJob, type Store } from '../store/types.ts';
 import { JobControl, JobInterrupted } from './job-control.ts';
 import type { ExportSink } from './sink.ts';
 import { planSteps, type ExportSpec, type JobProgress } from './spec.ts';
@@ -38,7 +38,10 @@ export interface RunDeps extends RunSettings {
   signal?: AbortSignal;
 }
 
-export type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'stopped' | 'retry';
+export type RunOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'stopped' | 'retry' | 'paused';
+
+/** Pause between attempts to hand a job back while the database is unavailable. */
+const OUTAGE_POLL_MS = 500;
 
 export const jobPrefix = (job: Pick<ExportJob, 'tenant' | 'id'>) => `${job.tenant}/${job.id}`;
 
@@ -76,9 +79,31 @@ async function interrupted(deps: RunDeps, job: ExportJob, err: JobInterrupted): 
 }
 
 /**
+ * The database went away under a running job. It is not the job's fault, so it must not count towards
+ * its failure: wait until the database answers, then hand the job back with this attempt refunded; the
+ * next claim resumes it from its last checkpoint. A worker told to stop meanwhile leaves the job to its
+ * lease, which another process takes over once it runs out.
+ */
+async function pauseForOutage(deps: RunDeps, job: ExportJob, log: RunDeps['log'], cause: StoreUnavailableError): Promise<RunOutcome> {
+  log.warn('export paused: the database is unavailable', { reason: cause.message });
+  for (;;) {
+    if (deps.signal?.aborted) return 'stopped';
+    await Bun.sleep(OUTAGE_POLL_MS);
+    try {
+      await deps.store.exports.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
+      log.info('export handed back after the database outage');
+      return 'paused';
+    } catch (err) {
+      if (!(err instanceof StoreUnavailableError)) throw err;
+    }
+  }
+}
+
+/**
  * Runs (or resumes) a claimed job to its end: streams every step, checkpointing at file boundaries, then
- * completes it. A cancelled job's files are removed; a stopping worker hands the job back; an unexpected
- * error is retried by a later claim until `maxAttempts`, then the job fails with the reason.
+ * completes it. A cancelled job's files are removed; a stopping worker hands the job back; a database
+ * outage pauses it (pauseForOutage); an unexpected error is retried by a later claim until
+ * `maxAttempts`, then the job fails with the reason.
  */
 export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
   const control = new JobControl(deps.store, deps.clock, job, deps.owner, deps.leaseMs, deps.signal);
@@ -95,6 +120,7 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
     return 'lost';
   } catch (err) {
     if (err instanceof JobInterrupted) return await interrupted(deps, job, err);
+    if (err instanceof StoreUnavailableError) return await pauseForOutage(deps, job, log, err);
     const now = deps.clock.now();
     log.error('export attempt failed', { err });
     if (job.attempts < deps.maxAttempts) {

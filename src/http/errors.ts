@@ -1,4 +1,5 @@
 import { FhirError, OAuthError } from '../errors.ts';
+import { StoreUnavailableError } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { operationOutcome, issue } from '../fhir/outcome.ts';
 import { FHIR_JSON } from './fhir-response.ts';
@@ -15,11 +16,29 @@ export interface FailedRequest {
   requestId: string | undefined;
 }
 
+/** Seconds a client is asked to wait after a 503 for an unavailable database (probes run every 0.5 s). */
+export const UNAVAILABLE_RETRY_AFTER = '2';
+
+/**
+ * A database outage in its protocol's shape: OperationOutcome `transient` on the FHIR API,
+ * `temporarily_unavailable` elsewhere (the token endpoint among them); 503 with `Retry-After` both.
+ */
+function unavailable(err: StoreUnavailableError, path: string): FhirError | OAuthError {
+  const headers = { 'Retry-After': UNAVAILABLE_RETRY_AFTER };
+  const text = 'The database is temporarily unavailable; retry shortly';
+  if (isFhirPath(path)) return new FhirError('unavailable', text, { headers, cause: err });
+  return new OAuthError('temporarily_unavailable', text, 503, headers, { cause: err });
+}
+
 /**
  * The one error handler (STYLE.md rule 2): domain errors render in their protocol's shape; anything
  * else is a generic 500 whose detail goes only to the log.
  */
 export function renderError(err: unknown, req: FailedRequest, log: Logger): Response {
+  if (err instanceof StoreUnavailableError) {
+    log.debug('database unavailable', { requestId: req.requestId, path: req.path, method: req.method, reason: err.message });
+    err = unavailable(err, req.path);
+  }
   if (err instanceof OAuthError) {
     return new Response(JSON.stringify(err.description ? { error: err.error, error_description: err.description } : { error: err.error }), {
       status: err.status,

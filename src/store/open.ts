@@ -2,12 +2,17 @@ import { createPostgresStore } from './postgres/index.ts';
 import { createSqliteStore } from './sqlite/index.ts';
 import type { Store } from './types.ts';
 
+export interface OpenOptions {
+  /** Told when a networked database becomes unreachable (with the error) and when it answers again. */
+  onAvailabilityChange?: (down: boolean, cause?: unknown) => void;
+}
+
 /**
  * Picks the adapter for `CINDER_DATABASE_URL`: `postgres://` or `postgresql://` -> PostgreSQL;
  * `sqlite:<path>`, `file:<path>` or a plain path -> SQLite. Only main.ts and cli/ call this.
  */
-export function openStore(databaseUrl: string): Store {
-  if (/^postgres(ql)?:\/\//i.test(databaseUrl)) return createPostgresStore(databaseUrl);
+export function openStore(databaseUrl: string, options: OpenOptions = {}): Store {
+  if (/^postgres(ql)?:\/\//i.test(databaseUrl)) return createPostgresStore(databaseUrl, options);
   return createSqliteStore(sqlitePath(databaseUrl));
 }
 

@@ -408,7 +408,7 @@ export interface ExportJobRepo {
   /** in-progress -> failed (under `owner`). */
   fail(id: string, owner: string, now: number, error: string, expiresAt: number): Promise<boolean>;
   /** Gives an in-progress job back (accepted, no lease) so that any process resumes it at once. */
-  release(id: string, owner: string, now: number): Promise<void>;
+  release(id: string, owner: string, now: number, options?: ReleaseOptions): Promise<void>;
   /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ExportJobState | null>;
   /**
@@ -458,7 +458,24 @@ export interface Store {
   readonly exports: ExportJobRepo;
 }
 
+export interface ReleaseOptions {
+  /**
+   * Hands back the attempt too (its claim does not count towards the job's attempts): the attempt
+   * ended because the database was unavailable, not because of the job.
+   */
+  refundAttempt?: boolean;
+}
+
 /** Thrown by adapters for a unique-key clash that callers may turn into 409 or retry. */
 export class StoreConflictError extends Error {
   override name = 'StoreConflictError';
+}
+
+/**
+ * Thrown by adapters when the database cannot serve the request for now (unreachable, restarting, locked
+ * past the busy timeout, disk full, I/O error). Nothing of the failed call was written; the edge answers
+ * 503 with `Retry-After`.
+ */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
 }

@@ -5,10 +5,24 @@ import type { PgMigration } from './migrations.ts';
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
   max?: number;
+  /** How often an unreachable database is probed again (default 500 ms). */
+  probeIntervalMs?: number;
+  /** Told when the database becomes unreachable (with the error) and when it answers again. */
+  onAvailabilityChange?: (down: boolean, cause?: unknown) => void;
 }
 
 /** int8 (BIGINT, COUNT) values are epoch milliseconds or counts: well inside Number's exact range. */
 const int8AsNumber = { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) };
+
+/** Seconds a new connection may take before the query waiting for it fails (`?connect_timeout=N` overrides). */
+export const DEFAULT_CONNECT_TIMEOUT = 5;
+
+/**
+ * Delay in seconds before a closed connection is opened again. postgres.js grows it to 20 s by
+ * default, and every query queued behind that connection waits for it: during an outage requests
+ * hung for 10 s and more. Capped at half a second, a queued query fails within about that much.
+ */
+const reconnectBackoff = (attempt: number) => Math.min(0.05 * 2 ** attempt, 0.5);
 
 /** Opens a postgres.js pool with prepared statements and BIGINT parsed as numbers. */
 export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
@@ -20,7 +34,30 @@ export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
     types: { int8: int8AsNumber },
     onnotice: () => undefined,
     connection: { application_name: 'cinder' },
+    backoff: reconnectBackoff,
+    // An explicit option would hide the URL's `connect_timeout`, which postgres.js reads otherwise.
+    ...(/[?&]connect_timeout=/.test(url) ? {} : { connect_timeout: DEFAULT_CONNECT_TIMEOUT }),
   });
+}
+
+/** Driver and socket error codes of a connection that could not be made or was lost. */
+const CONNECTION_ERRORS = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+]);
+
+/**
+ * SQLSTATEs of a server that cannot serve now: admin_shutdown, crash_shutdown, cannot_connect_now
+ * (starting up or shutting down), too_many_connections, disk_full, out_of_memory, io_error; and the
+ * whole connection-exception class 08.
+ */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300', '53100', '53200', '58030']);
+
+/** True for errors that mean the database is unreachable or cannot work for now, not that the query was wrong. */
+export function isPostgresOutage(err: unknown): boolean {
+  if (err instanceof postgres.PostgresError) return err.code.startsWith('08') || UNAVAILABLE_STATES.has(err.code);
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CONNECTION_ERRORS.has(code);
 }
 
 /** TypeScript types of the custom parsers above. */

@@ -76,9 +76,10 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
-    async release(id, owner, now) {
+    async release(id, owner, now, options = {}) {
+      const refund = options.refundAttempt ? 1 : 0;
       await sql`
-        UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ${now}
+        UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, attempts = GREATEST(0, attempts - ${refund}), updated_at = ${now}
         WHERE ${inProgressBy(id, owner)}`;
     },
     async cancel(tenant, id, now) {

@@ -1,6 +1,7 @@
 import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
-import { connect, runMigrations } from './db.ts';
+import { connect, isPostgresOutage, runMigrations } from './db.ts';
+import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportJobs } from './export-jobs.ts';
 import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
 import { createPostgresUsers } from './users.ts';
@@ -16,25 +17,36 @@ export type { PostgresStoreOptions } from './db.ts';
  */
 export function createPostgresStore(url: string, options: PostgresStoreOptions = {}): Store {
   const sql = connect(url, options);
+  // While the database is unreachable every call fails at once (503) and a probe looks for it again.
+  const guard = circuitGuard({
+    isOutage: isPostgresOutage,
+    probe: async () => void (await sql`SELECT 1`),
+    probeIntervalMs: options.probeIntervalMs ?? 500,
+    onChange: options.onAvailabilityChange,
+  });
+  const g = <T extends object>(repo: T) => guarded(repo, guard);
   return {
     kind: 'postgres',
     async migrate() {
       return { applied: await runMigrations(sql, postgresMigrations, Date.now()) };
     },
-    async ping() {
-      await sql`SELECT 1`;
-    },
+    ...g({
+      async ping() {
+        await sql`SELECT 1`;
+      },
+    }),
     async close() {
+      guard.close();
       await sql.end({ timeout: 5 });
     },
-    stats: () => ({ pool_max: Number(sql.options.max) }),
-    tenants: createPostgresTenants(sql),
-    clients: createPostgresClients(sql),
-    keys: createPostgresKeys(sql),
-    users: createPostgresUsers(sql),
-    oauth: createPostgresOAuth(sql),
-    counters: createPostgresCounters(sql),
-    resources: createPostgresResources(sql),
-    exports: createPostgresExportJobs(sql),
+    stats: () => ({ pool_max: Number(sql.options.max), unavailable: guard.down ? 1 : 0 }),
+    tenants: g(createPostgresTenants(sql)),
+    clients: g(createPostgresClients(sql)),
+    keys: g(createPostgresKeys(sql)),
+    users: g(createPostgresUsers(sql)),
+    oauth: g(createPostgresOAuth(sql)),
+    counters: g(createPostgresCounters(sql)),
+    resources: g(createPostgresResources(sql)),
+    exports: g(createPostgresExportJobs(sql)),
   };
 }

@@ -12,15 +12,18 @@ import type { Migration } from './migrations.ts';
  */
 const PAGE_SIZE = 16384;
 
+/** How long a statement waits for another connection's write lock before SQLITE_BUSY (then 503). */
+export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
+
 /** Opens a SQLite database in WAL mode with the pragmas Cinder relies on. */
-export function openDatabase(path: string): Database {
+export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_MS): Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path, { create: true, strict: true });
   // Takes effect only while the file is still empty; an existing database keeps its page size.
   db.exec(`PRAGMA page_size = ${PAGE_SIZE}`);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA synchronous = NORMAL');
-  db.exec('PRAGMA busy_timeout = 10000');
+  db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
   db.exec('PRAGMA temp_store = MEMORY');
   db.exec('PRAGMA cache_size = -65536');
   db.exec('PRAGMA mmap_size = 268435456');
@@ -85,6 +88,19 @@ export function serialized<T extends object>(repo: T, run: Mutex): T {
     out[key] = typeof value === 'function' ? (...args: unknown[]) => run(() => Promise.resolve(value.apply(repo, args))) : value;
   }
   return out as T;
+}
+
+/**
+ * Result codes (primary and extended) of a database that cannot work for now rather than of a wrong
+ * statement: locked past the busy timeout, disk full, I/O errors, a file that cannot be opened or
+ * written, out of memory.
+ */
+const OUTAGE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|NOMEM|PROTOCOL)(_|$)/;
+
+/** True for SQLite errors that mean "try again later" (503), not a fault of the request or of Cinder. */
+export function isSqliteOutage(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && OUTAGE_CODES.test(code);
 }
 
 /** Maps a SQLite UNIQUE violation to StoreConflictError (keeping it as `cause`); other errors pass through. */

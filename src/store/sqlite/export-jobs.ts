@@ -89,8 +89,12 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
         ),
       );
     },
-    async release(id, owner, now) {
-      await w(() => changed(`UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now, id, owner));
+    async release(id, owner, now, options = {}) {
+      const refund = options.refundAttempt ? 1 : 0;
+      await w(() => changed(
+        `UPDATE export_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, attempts = MAX(0, attempts - ?), updated_at = ? WHERE ${IN_PROGRESS_BY}`,
+        refund, now, id, owner,
+      ));
     },
     cancel(tenant, id, now) {
       return w(() =>

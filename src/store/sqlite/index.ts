@@ -1,22 +1,33 @@
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { createCheckpointer } from './checkpointer.ts';
-import { createMutex, openDatabase, runMigrations, serialized } from './db.ts';
+import { createMutex, isSqliteOutage, openDatabase, runMigrations, serialized } from './db.ts';
+import { guarded, translatingGuard } from '../unavailable.ts';
 import { createSqliteExportJobs } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
 import { createSqliteUsers } from './users.ts';
 import { sqliteMigrations } from './migrations.ts';
 import { createSqliteResources } from './resources.ts';
 
+export interface SqliteStoreOptions {
+  /** How long a write waits for another process's write lock before it fails with 503 (default 10 s). */
+  busyTimeoutMs?: number;
+}
+
+const outage = translatingGuard(isSqliteOutage, (err) => `the database cannot serve this request now: ${err instanceof Error ? err.message : String(err)}`);
+
 /**
  * The embedded SQLite adapter. Two connections: one serialised writer, one reader (WAL lets reads
- * proceed during writes and never see uncommitted data).
+ * proceed during writes and never see uncommitted data). Busy, full-disk and I/O errors leave it as
+ * StoreUnavailableError.
  */
-export function createSqliteStore(path: string): Store {
-  const writer = openDatabase(path);
-  const reader = path === ':memory:' ? writer : openDatabase(path);
+export function createSqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
+  const open = () => openDatabase(path, options.busyTimeoutMs);
+  const g = <T extends object>(repo: T) => guarded(repo, outage);
+  const writer = open();
+  const reader = path === ':memory:' ? writer : open();
   // Bulk export scans read through a connection of their own (no mmap, small cache: flat memory).
-  const scanner = path === ':memory:' ? writer : openDatabase(path);
+  const scanner = path === ':memory:' ? writer : open();
   // One queue for every write on the writer connection, so statements never run inside another's transaction.
   const serial = createMutex();
   const checkpointer = path === ':memory:' ? undefined : createCheckpointer(path);
@@ -28,9 +39,11 @@ export function createSqliteStore(path: string): Store {
       const applied = runMigrations(writer, sqliteMigrations, Date.now());
       return { applied };
     },
-    async ping() {
-      reader.query('SELECT 1').get();
-    },
+    ...g({
+      async ping() {
+        reader.query('SELECT 1').get();
+      },
+    }),
     // A writer, a reader and a scan connection; writes wait in one queue.
     stats: () => ({ connections: 3, write_queue: serial.pending() }),
     async close() {
@@ -39,18 +52,18 @@ export function createSqliteStore(path: string): Store {
       if (reader !== writer) reader.close();
       if (scanner !== writer) scanner.close();
     },
-    tenants: serialized(createSqliteTenants(writer), serial),
-    clients: serialized(createSqliteClients(writer), serial),
-    keys: serialized(createSqliteKeys(writer), serial),
-    users: serialized(createSqliteUsers(writer), serial),
-    oauth: serialized(createSqliteOAuth(writer), serial),
-    counters: serialized(createSqliteCounters(writer), serial),
+    tenants: g(serialized(createSqliteTenants(writer), serial)),
+    clients: g(serialized(createSqliteClients(writer), serial)),
+    keys: g(serialized(createSqliteKeys(writer), serial)),
+    users: g(serialized(createSqliteUsers(writer), serial)),
+    oauth: g(serialized(createSqliteOAuth(writer), serial)),
+    counters: g(serialized(createSqliteCounters(writer), serial)),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
-      return (resources ??= createSqliteResources(writer, reader, serial, scanner, checkpointer));
+      return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer)));
     },
     get exports() {
-      return (exports ??= createSqliteExportJobs(writer, reader, serial));
+      return (exports ??= g(createSqliteExportJobs(writer, reader, serial)));
     },
   };
   return store;

@@ -1,0 +1,99 @@
+import { StoreUnavailableError } from './types.ts';
+
+/** How an adapter recognises its driver's "database unavailable" errors, and what it does on one. */
+export interface OutageGuard {
+  /** Throws StoreUnavailableError at once while the adapter already knows the database is down. */
+  before(): void;
+  /** StoreUnavailableError (with the driver's error as `cause`) for an outage error; any other error as it is. */
+  translate(err: unknown): unknown;
+}
+
+/**
+ * Wraps every method of a repository so that outage errors leave the store as StoreUnavailableError,
+ * whether the method throws or rejects. Other errors, and every result, pass through untouched.
+ */
+export function guarded<T extends object>(repo: T, guard: OutageGuard): T {
+  const out = {} as Record<string, unknown>;
+  const rethrow = (err: unknown) => {
+    throw guard.translate(err);
+  };
+  for (const [key, value] of Object.entries(repo)) {
+    if (typeof value !== 'function') {
+      out[key] = value;
+      continue;
+    }
+    out[key] = (...args: unknown[]) => {
+      guard.before();
+      try {
+        const result = value.apply(repo, args);
+        return result instanceof Promise ? result.catch(rethrow) : result;
+      } catch (err) {
+        throw guard.translate(err);
+      }
+    };
+  }
+  return out as T;
+}
+
+/** A guard that only translates (SQLite: every call finds out for itself, there is no connection to lose). */
+export function translatingGuard(isOutage: (err: unknown) => boolean, describe: (err: unknown) => string): OutageGuard {
+  return {
+    before() {},
+    translate: (err) => (isOutage(err) ? new StoreUnavailableError(describe(err), { cause: err }) : err),
+  };
+}
+
+export interface CircuitOptions {
+  isOutage: (err: unknown) => boolean;
+  /** Resolves when the database answers again; rejects while it does not. */
+  probe: () => Promise<void>;
+  /** Pause between probes while the circuit is open. */
+  probeIntervalMs: number;
+  onChange?: (down: boolean, cause?: unknown) => void;
+}
+
+/**
+ * A circuit breaker for a networked database (PostgreSQL). The first outage error opens it: every call
+ * then fails at once with StoreUnavailableError instead of queueing behind the driver's reconnection
+ * back-off, and a probe runs every `probeIntervalMs` until the database answers, which closes it.
+ */
+export function circuitGuard(o: CircuitOptions): OutageGuard & { readonly down: boolean; close(): void } {
+  let down = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let closed = false;
+  const schedule = () => {
+    if (closed) return;
+    timer = setTimeout(() => {
+      o.probe().then(
+        () => {
+          down = false;
+          o.onChange?.(false);
+        },
+        schedule,
+      );
+    }, o.probeIntervalMs);
+  };
+  const open = (cause: unknown) => {
+    if (down) return;
+    down = true;
+    o.onChange?.(true, cause);
+    schedule();
+  };
+  return {
+    get down() {
+      return down;
+    },
+    before() {
+      if (down) throw new StoreUnavailableError('the database is unreachable; retrying in the background');
+    },
+    translate(err) {
+      if (!o.isOutage(err)) return err;
+      open(err);
+      return new StoreUnavailableError(`the database is unreachable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    },
+    close() {
+      closed = true;
+      clearTimeout(timer);
+    },
+  };
+}

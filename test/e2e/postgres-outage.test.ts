@@ -1,0 +1,167 @@
+/**
+ * A real PostgreSQL outage: a throwaway cluster (test/helpers/pg-cluster.ts) is stopped with
+ * `pg_ctl -m immediate stop` under eight concurrent writers and started again. Cinder must answer
+ * every request quickly, with 503 + Retry-After (never 500) while the database is gone, recover by
+ * itself, and keep every write it acknowledged. A running export job pauses and resumes.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import { createClient } from '../../src/auth/admin.ts';
+import { runJob } from '../../src/export/run-job.ts';
+import { runSettings } from '../../src/export/runner.ts';
+import { openSink } from '../../src/export/sink.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createPostgresStore } from '../../src/store/postgres/index.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { finish, kickOff } from '../helpers/export.ts';
+import { basic, post } from '../helpers/oauth.ts';
+import { createPgCluster, postgresBinDir, type PgCluster } from '../helpers/pg-cluster.ts';
+
+const bin = postgresBinDir();
+if (!bin && process.env.CI === 'true') throw new Error('PostgreSQL binaries (/usr/lib/postgresql/*/bin) are missing under CI=true');
+if (!bin) console.warn('NOTICE: no PostgreSQL binaries in /usr/lib/postgresql/*/bin; skipping the outage test.');
+
+/** Every request answers within this, outage or not (connect timeout 5 s, but refused connections fail at once). */
+const MAX_LATENCY_MS = 3000;
+
+let cluster: PgCluster;
+let t: TestApp;
+let token: string;
+
+beforeAll(async () => {
+  if (!bin) return;
+  cluster = await createPgCluster(bin);
+  await cluster.start();
+  const admin = postgres(cluster.url, { max: 1, onnotice: () => undefined });
+  await admin`CREATE DATABASE cinder`;
+  await admin.end();
+  const store = createPostgresStore(cluster.url.replace(/\/postgres$/, '/cinder'), { max: 8, probeIntervalMs: 250 });
+  t = await createTestApp({ store, env: { CINDER_RATE_LIMITS: 'off' } });
+  token = await t.token();
+}, 60_000);
+
+afterAll(async () => {
+  await t?.close().catch(() => undefined);
+  await cluster?.remove();
+}, 30_000);
+
+interface Answer {
+  status: number;
+  ms: number;
+  at: number;
+  id?: string;
+  retryAfter?: string | null;
+  issueCode?: string;
+}
+
+async function create(n: number): Promise<Answer> {
+  const start = performance.now();
+  const res = await t.request(`${t.fhir()}/Patient`, fhirInit(token, 'POST', { resourceType: 'Patient', name: [{ family: `Writer${n}` }] }));
+  const answer: Answer = { status: res.status, ms: performance.now() - start, at: start };
+  if (res.status === 201) answer.id = res.headers.get('location')!.split('/Patient/')[1]!.split('/')[0];
+  else {
+    answer.retryAfter = res.headers.get('retry-after');
+    answer.issueCode = ((await res.json()) as { issue: { code: string }[] }).issue[0]!.code;
+  }
+  return answer;
+}
+
+describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
+  test('503 with Retry-After while it is down, recovery without a restart, every 201 readable', async () => {
+    // A client whose record was never read: its token request must reach the database.
+    const cold = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'] });
+    const answers: Answer[] = [];
+    let phase: 'before' | 'down' | 'after' = 'before';
+    let stop = false;
+    const writers = Array.from({ length: 8 }, async (_, n) => {
+      while (!stop) {
+        answers.push(await create(n));
+        // In process, a 503 from the open circuit needs no I/O: give timers their turn, as a network would.
+        await Bun.sleep(2);
+      }
+    });
+    await Bun.sleep(1000);
+    const downAt = performance.now();
+    await cluster.stopImmediate();
+    phase = 'down';
+    await Bun.sleep(1500);
+
+    const ready = await t.request('/readyz');
+    const healthy = await t.request('/healthz');
+    const tokenRes = await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(cold.client.clientId, cold.clientSecret!) });
+    await Bun.sleep(1000);
+
+    const upAt = performance.now();
+    await cluster.start();
+    phase = 'after';
+    let recoveredAt = 0;
+    while (performance.now() - upAt < 10_000) {
+      await Bun.sleep(100);
+      if (answers.some((a) => a.status === 201 && a.at > upAt)) {
+        recoveredAt = performance.now();
+        break;
+      }
+    }
+    await Bun.sleep(1000);
+    stop = true;
+    await Promise.all(writers);
+    expect(phase).toBe('after');
+
+    // While down: the ops endpoints and the token endpoint answer as documented.
+    expect(ready.status).toBe(503);
+    expect(healthy.status).toBe(200);
+    expect(tokenRes.status).toBe(503);
+    expect(tokenRes.headers.get('retry-after')).toBe('2');
+    expect(tokenRes.headers.get('content-type')).toBe('application/json;charset=UTF-8');
+    expect(((await tokenRes.json()) as { error: string }).error).toBe('temporarily_unavailable');
+
+    // Never a 500, never a hang; 503s (transient, with Retry-After) during the outage.
+    const statuses = new Set(answers.map((a) => a.status));
+    expect([...statuses].sort()).toEqual([201, 503]);
+    console.log(`outage: ${answers.length} requests, ${unavailableCount(answers)} 503, max ${Math.round(Math.max(...answers.map((a) => a.ms)))} ms`);
+    expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(MAX_LATENCY_MS);
+    const unavailable = answers.filter((a) => a.status === 503);
+    expect(unavailable.length).toBeGreaterThan(8);
+    for (const a of unavailable) {
+      expect(a.retryAfter).toBe('2');
+      expect(a.issueCode).toBe('transient');
+      expect(a.at).toBeGreaterThan(downAt - MAX_LATENCY_MS);
+    }
+    expect(answers.filter((a) => a.status === 201 && a.at > downAt + 200 && a.at < upAt)).toEqual([]);
+
+    // Recovery by itself within a few seconds of the database coming back.
+    expect(recoveredAt).toBeGreaterThan(0);
+    expect(recoveredAt - upAt).toBeLessThan(5000);
+    expect((await t.request('/readyz')).status).toBe(200);
+
+    // Every acknowledged write survived.
+    const created = answers.filter((a) => a.status === 201);
+    expect(created.length).toBeGreaterThan(8);
+    for (const a of created) expect((await t.request(`${t.fhir()}/Patient/${a.id}`, fhirInit(token))).status).toBe(200);
+    const search = await t.request(`${t.fhir()}/Patient?_summary=count`, fhirInit(token));
+    expect(((await search.json()) as { total: number }).total).toBe(created.length);
+  }, 60_000);
+
+  test('an export job running when the database goes away pauses, is handed back unpenalised, and completes', async () => {
+    const status = await kickOff(t, token, '/Patient/$export');
+    const settings = { ...runSettings(t.config), settleMs: 0 };
+    const deps = { ...settings, store: t.store, sink: openSink(t.config.exportStorage, {}), clock: t.clock, log: silentLogger, owner: 'outage-test' };
+    const job = (await t.store.exports.claim(deps.owner, t.clock.now(), deps.leaseMs))!;
+    expect(job.attempts).toBe(1);
+    await cluster.stopImmediate();
+    const running = runJob(deps, job);
+    await Bun.sleep(1200);
+    await cluster.start();
+    expect(await running).toBe('paused');
+    const handedBack = (await t.store.exports.get('t1', job.id))!;
+    expect(handedBack.state).toBe('accepted');
+    expect(handedBack.attempts).toBe(0);
+    const manifest = await finish(t, token, status);
+    expect(manifest.output.map((o) => o.type)).toEqual(['Patient']);
+    expect(manifest.error).toEqual([]);
+  }, 60_000);
+});
+
+function unavailableCount(answers: Answer[]): number {
+  return answers.filter((a) => a.status === 503).length;
+}

@@ -1,0 +1,79 @@
+/**
+ * A throwaway PostgreSQL cluster from the installed binaries (`/usr/lib/postgresql/<v>/bin`), for
+ * tests that must stop and start the database. It lives in a temporary directory on a free port; run
+ * as root, initdb and pg_ctl run as the `postgres` user (PostgreSQL refuses to run as root).
+ * `remove()` kills the postmaster by its PID file, whatever state the test left it in.
+ */
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const ROOT = '/usr/lib/postgresql';
+
+/** The bin directory of the newest installed PostgreSQL, or null. */
+export function postgresBinDir(): string | null {
+  if (!existsSync(ROOT)) return null;
+  const versions = readdirSync(ROOT).filter((v) => existsSync(join(ROOT, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+  return versions.length ? join(ROOT, versions[0]!, 'bin') : null;
+}
+
+function freePort(): number {
+  const server = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+  const port = server.port;
+  server.stop(true);
+  return port;
+}
+
+function postgresUser(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
+  if (!line) throw new Error('running as root but there is no postgres user to run the cluster as');
+  const f = line.split(':');
+  return { uid: Number(f[2]), gid: Number(f[3]) };
+}
+
+export interface PgCluster {
+  port: number;
+  /** postgres://postgres@127.0.0.1:<port>/postgres */
+  url: string;
+  start(): Promise<void>;
+  /** `pg_ctl -m immediate stop`: the server dies as in a crash; clients see their connections reset. */
+  stopImmediate(): Promise<void>;
+  remove(): Promise<void>;
+}
+
+/** initdb's a new cluster (not started). */
+export async function createPgCluster(bin: string): Promise<PgCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'cinder-pg-'));
+  const data = join(dir, 'data');
+  const port = freePort();
+  const owner = postgresUser();
+  if (owner) chownSync(dir, owner.uid, owner.gid);
+  const run = async (args: string[]) => {
+    const cmd = owner ? ['runuser', '-u', 'postgres', '--', ...args] : args;
+    const proc = Bun.spawn(cmd, { stdout: 'pipe', stderr: 'pipe', cwd: dir });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    if (code !== 0) throw new Error(`${args.join(' ')} exited with ${code}: ${out}${err}`);
+  };
+  await run([join(bin, 'initdb'), '-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
+  const pgCtl = join(bin, 'pg_ctl');
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50`;
+  return {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    start: () => run([pgCtl, '-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
+    stopImmediate: () => run([pgCtl, '-D', data, '-m', 'immediate', '-w', 'stop']),
+    async remove() {
+      const pidFile = join(data, 'postmaster.pid');
+      if (existsSync(pidFile)) {
+        const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+        try {
+          if (pid > 0) process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -25,7 +25,7 @@ import { authorizeRoutes } from './http/authorize.ts';
 import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
-import { fhirBaseOf } from './config.ts';
+import { bodyLimits, fhirBaseOf } from './config.ts';
 
 /** Everything the app needs, built by the composition root (src/main.ts, or test helpers). */
 export interface AppDeps {
@@ -48,6 +48,7 @@ export interface AppDeps {
 /** Builds the Hono app (STYLE.md rule 1): no globals, two apps can live in one process. */
 export function createApp(deps: AppDeps) {
   const { config, store, clock, log } = deps;
+  const limits = bodyLimits(config);
   const metrics = deps.metrics ?? createMetrics();
   const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
   // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
@@ -86,15 +87,15 @@ export function createApp(deps: AppDeps) {
     }));
   });
   fhir.route('/', exportRoutes({
-    store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes,
+    store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on',
   }));
-  fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: config.maxBodyBytes, maxExpansionSize: config.maxExpansionSize }));
-  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, maxBodyBytes: config.maxBodyBytes }));
+  fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
+  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 
   if (deps.hotRoutes !== false) {
-    const hot = hotRoutes({ admit, recorder, log, fhir: { store, clock }, terminology, auth: authDeps, maxBodyBytes: config.maxBodyBytes });
+    const hot = hotRoutes({ admit, recorder, log, fhir: { store, clock }, terminology, auth: authDeps, maxBodyBytes: limits.resource });
     const viaHono = app.fetch;
     // An instance field: app.request() (the tests) and Bun.serve both come through here.
     app.fetch = (req, env, ctx) => hot(req, env) ?? viaHono(req, env, ctx);

@@ -18,7 +18,14 @@ const schema = z.object({
     .refine((v) => v.startsWith('file:') || v.startsWith('s3://'), { message: 'expected file:<dir> or s3://bucket/prefix' })
     .optional(),
   rateLimits: z.enum(['on', 'off']).default('on'),
+  /** The largest request body of any kind: the server refuses larger ones before a route sees them. */
   maxBodyBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  /** Bodies that hold one resource: create, update, operation Parameters, `_search` forms. */
+  maxResourceBytes: z.coerce.number().int().min(1024).default(16 * 1024 * 1024),
+  /** Transaction and batch Bundles posted to the FHIR base. */
+  maxBundleBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  /** OAuth forms: token, revocation, introspection, the login page's sign-in. */
+  maxFormBytes: z.coerce.number().int().min(1024).default(16 * 1024),
   logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
   accessTokenTtl: z.coerce.number().int().min(30).max(86400).default(3600),
   /** Lifetime of client_credentials (backend services) tokens when the client sets none. */
@@ -102,6 +109,18 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
 /** The environment that gives another process this exact configuration (every setting as its variable). */
 export function configEnv(config: Config): Record<string, string> {
   return Object.fromEntries(CONFIG_KEYS.map((key) => [envName(key), String(config[key])]));
+}
+
+/** The body size limits that apply, each capped by CINDER_MAX_BODY_BYTES. */
+export interface BodyLimits {
+  resource: number;
+  bundle: number;
+  form: number;
+}
+
+export function bodyLimits(config: Config): BodyLimits {
+  const cap = (n: number) => Math.min(n, config.maxBodyBytes);
+  return { resource: cap(config.maxResourceBytes), bundle: cap(config.maxBundleBytes), form: cap(config.maxFormBytes) };
 }
 
 /** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (DESIGN.md), also its tokens' audience. */

@@ -6,12 +6,12 @@ import type { AuthDeps } from '../auth/deps.ts';
 import { errorPage, loginPage } from '../auth/login-page.ts';
 import { signIn } from '../auth/login.ts';
 import { randomToken } from '../auth/secrets.ts';
+import { bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
 import { clientIp } from './client-ip.ts';
 import { cookieValue, formTarget, htmlHeaders, sameToken, seeOther } from './html.ts';
 
 const CSRF_COOKIE = 'cinder_csrf';
-const FORM_LIMIT = 32 * 1024;
 
 /** Per-app rendering context of the login routes. */
 interface LoginContext {
@@ -71,10 +71,10 @@ async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promi
   return res;
 }
 
-async function readLoginForm(c: Context): Promise<URLSearchParams> {
+async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams> {
   const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') throw new AuthorizePageError('The sign-in form must be posted as application/x-www-form-urlencoded.');
-  const text = await readLimited(c.req.raw, FORM_LIMIT).catch((err: unknown) => {
+  const text = await readLimited(c.req.raw, limit).catch((err: unknown) => {
     throw new AuthorizePageError('The sign-in form is too large.', { cause: err });
   });
   return new URLSearchParams(text);
@@ -90,7 +90,7 @@ export function authorizeRoutes(deps: AuthDeps): Hono {
     guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, new URL(c.req.url).searchParams), 200)));
   app.post('/oauth2/authorize', (c) =>
     guarded(l, c, async () => {
-      const form = await readLoginForm(c);
+      const form = await readLoginForm(c, bodyLimits(deps.config).form);
       // OIDC Core 3.1.2.1: an authorization request may itself be POSTed; only a form with a CSRF token signs in.
       if (!form.has('csrf_token')) return showLogin(l, await validateAuthorizationRequest(deps, form), 200);
       return submit(l, c, form);

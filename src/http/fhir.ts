@@ -12,11 +12,12 @@ import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson, versionHeaders } from './fhir-response.ts';
-import { fhirBaseOf } from '../config.ts';
+import { fhirBaseOf, type BodyLimits } from '../config.ts';
 
 export interface FhirRouteDeps extends FhirDeps {
   baseUrl: string;
-  maxBodyBytes: number;
+  /** A Bundle posted to the base may be larger than a single resource. */
+  limits: Pick<BodyLimits, 'resource' | 'bundle'>;
 }
 
 function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
@@ -94,7 +95,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   };
 
   app.post('/', async (c) => {
-    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.limits.bundle);
     return fhirJson(await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl)));
   });
   app.get('/_history', (c) => historyOf(c));
@@ -104,12 +105,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'application/x-www-form-urlencoded') {
       throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
     }
-    const params = new URLSearchParams(await readLimited(c.req.raw, deps.maxBodyBytes));
+    const params = new URLSearchParams(await readLimited(c.req.raw, deps.limits.resource));
     for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
     return search(c, c.req.param('type'), params);
   });
   app.post('/:type', async (c) => {
-    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const ifNoneExist = c.req.header('if-none-exist');
     const type = c.req.param('type');
     const { version, created } = ifNoneExist === undefined
@@ -124,14 +125,14 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   });
   app.put('/:type/:id', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
-    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const { type, id } = c.req.param();
     const { version, created } = await updateResource(deps, request(c), type, id, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.put('/:type', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
-    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
+    const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const query = new URL(c.req.url).searchParams;
     const { version, created } = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));

@@ -10,23 +10,25 @@ import { handleTokenRequest } from '../auth/token-endpoint.ts';
 import { InvalidTokenError } from '../auth/tokens.ts';
 import { userInfo } from '../auth/userinfo.ts';
 import { OAuthError } from '../errors.ts';
+import { bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
 import { clientIp } from './client-ip.ts';
 
 const JSON_TYPE = 'application/json;charset=UTF-8';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
-const FORM_LIMIT = 64 * 1024;
-
-/** Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires. */
-export async function readForm(req: Request): Promise<URLSearchParams> {
+/**
+ * Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires.
+ * One over `limit` bytes is `invalid_request` (the contract makes every token error a 400).
+ */
+export async function readForm(req: Request, limit: number): Promise<URLSearchParams> {
   const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/x-www-form-urlencoded') {
     throw new OAuthError('invalid_request', 'the body must be application/x-www-form-urlencoded');
   }
   try {
-    return new URLSearchParams(await readLimited(req, FORM_LIMIT));
+    return new URLSearchParams(await readLimited(req, limit));
   } catch (err) {
-    throw new OAuthError('invalid_request', 'the request body is too large', 400, {}, { cause: err });
+    throw new OAuthError('invalid_request', `the request body exceeds the limit of ${limit} bytes`, 400, {}, { cause: err });
   }
 }
 
@@ -34,7 +36,7 @@ export async function readForm(req: Request): Promise<URLSearchParams> {
 async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<TokenRequest> {
   enforce(deps.limits.tokenIp, ip);
   if (new URL(req.url).search.length > 1) throw new OAuthError('invalid_request', 'send the parameters in the form body, not in the query string');
-  return { form: await readForm(req), authorization: req.headers.get('authorization') ?? undefined };
+  return { form: await readForm(req, bodyLimits(deps.config).form), authorization: req.headers.get('authorization') ?? undefined };
 }
 
 const requestOf = (deps: AuthDeps, c: Context) => tokenRequest(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on'));

@@ -94,6 +94,7 @@ describe('what counts as unavailable', () => {
       } catch (err) {
         return err;
       }
+      return undefined;
     })();
     expect((full as { code: string }).code).toBe('SQLITE_FULL');
     expect(isSqliteOutage(full)).toBe(true);

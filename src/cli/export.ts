@@ -7,7 +7,8 @@ import { kickOff } from '../export/kickoff.ts';
 import { runJob } from '../export/run-job.ts';
 import { runSettings } from '../export/runner.ts';
 import { createFileSink } from '../export/sink-file.ts';
-import type { ExportSpec, JobProgress } from '../export/spec.ts';
+import type { JobProgress } from '../export/spec.ts';
+import { readPlan, readProgress } from '../export/job-data.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
 
@@ -93,7 +94,7 @@ function start(ctx: Context, tenant: string, group: string | undefined, input: E
 async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner: string, out: string): Promise<JobProgress> {
   const job = (await ctx.store.exports.get(tenant, jobId))!;
   let total = 0;
-  for (const type of (JSON.parse(job.spec) as ExportSpec).types) total += await ctx.store.resources.count(tenant, { type, sort: 'id', count: 0 });
+  for (const type of readPlan(job).spec.types) total += await ctx.store.resources.count(tenant, { type, sort: 'id', count: 0 });
   const bar = progressBar(io, total);
   const outcome = await runJob({
     ...runSettings(ctx.config), settleMs: 0, store: ctx.store, sink: createFileSink(out), clock: ctx.clock, log: ctx.log, owner,
@@ -101,7 +102,7 @@ async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner
   }, job);
   const after = (await ctx.store.exports.get(tenant, jobId))!;
   if (outcome !== 'completed') throw new Error(`export ${outcome}: ${after.error ?? 'see the log'}`);
-  const progress = JSON.parse(after.progress) as JobProgress;
+  const progress = readProgress(after);
   bar(progress.exported, 'done', true);
   if (io.isTTY) io.stderr('\n');
   return progress;

@@ -1,6 +1,8 @@
 import { FhirError } from '../errors.ts';
 import type { ByteRange } from './sink.ts';
-import type { FileRecord, JobProgress } from './spec.ts';
+import type { FileRecord } from './spec.ts';
+import { readableData } from './status.ts';
+import { readProgress } from './job-data.ts';
 import { visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
 import { mayExport } from './types-param.ts';
 
@@ -27,7 +29,7 @@ export interface Download {
 export async function openDownload(deps: StatusDeps, req: StatusRequest, id: string, name: string): Promise<Download> {
   const job = await visibleJob(deps, req, id);
   if (job.state !== 'completed') throw new FhirError('not-found', `Export job '${id}' has no files yet`);
-  const file = (JSON.parse(job.progress) as JobProgress).files.find((f) => f.name === name);
+  const file = readableData(() => readProgress(job)).files.find((f) => f.name === name);
   if (!file) throw new FhirError('not-found', `Export job '${id}' has no file '${name}'`);
   if (file.kind !== 'error' && !mayExport(req.access, file.subject)) {
     throw new FhirError('forbidden', `The access token's scopes do not allow reading ${file.subject} resources`);

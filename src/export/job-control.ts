@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.ts';
 import type { ExportJob, Store } from '../store/types.ts';
 import type { JobProgress } from './spec.ts';
+import { encodeProgress } from './job-data.ts';
 
 /** Why a job stopped before finishing. */
 export type Interruption = 'cancelled' | 'lost' | 'stopped';
@@ -59,7 +60,7 @@ export class JobControl {
 
   /** Stores `progress` (and renews the lease); throws JobInterrupted when the job is no longer ours. */
   async checkpoint(progress: JobProgress): Promise<void> {
-    const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs, JSON.stringify(progress));
+    const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs, encodeProgress(progress));
     if (!ok) await this.lost();
     this.throwIfInterrupted();
   }

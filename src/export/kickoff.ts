@@ -11,6 +11,7 @@ import { groupPatients, readAsOf } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { parseSince } from './since.ts';
 import { initialProgress, type ExportLevel, type ExportSpec } from './spec.ts';
+import { encodeProgress, encodeSpec } from './job-data.ts';
 import { parseTypeFilters } from './type-filter.ts';
 import { selectTypes } from './types-param.ts';
 
@@ -128,8 +129,8 @@ export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<s
   const id = crypto.randomUUID();
   const created = await deps.store.exports.create(
     {
-      id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: JSON.stringify(spec),
-      transactionTime, progress: JSON.stringify(initialProgress()), createdAt: transactionTime,
+      id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec),
+      transactionTime, progress: encodeProgress(initialProgress()), createdAt: transactionTime,
       ...(req.claim ? { claim: { owner: req.claim.owner, leaseUntil: transactionTime + req.claim.leaseMs } } : {}),
     },
     patients,

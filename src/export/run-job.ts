@@ -3,7 +3,8 @@ import type { Logger } from '../log.ts';
 import { StoreUnavailableError, type ExportJob, type Store } from '../store/types.ts';
 import { JobControl, JobInterrupted } from './job-control.ts';
 import type { ExportSink } from './sink.ts';
-import { planSteps, type ExportSpec, type JobProgress } from './spec.ts';
+import type { JobProgress } from './spec.ts';
+import { encodeProgress, JobDataError, readPlan, readProgress, unreadableReason } from './job-data.ts';
 import type { StepContext } from './step-context.ts';
 import { runStep } from './steps.ts';
 
@@ -55,9 +56,8 @@ async function settle(deps: RunDeps, job: ExportJob, control: JobControl): Promi
 }
 
 async function runSteps(deps: RunDeps, job: ExportJob, control: JobControl): Promise<JobProgress> {
-  const spec = JSON.parse(job.spec) as ExportSpec;
-  const progress = JSON.parse(job.progress) as JobProgress;
-  const steps = planSteps(spec);
+  const { spec, steps } = readPlan(job);
+  const progress = readProgress(job, steps);
   const ctx: StepContext = {
     store: deps.store, tenant: job.tenant, jobId: job.id, transactionTime: job.transactionTime, spec, sink: deps.sink, control,
     progress, fileMaxBytes: deps.fileMaxBytes, pageSize: deps.pageSize,
@@ -112,7 +112,7 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
   try {
     const progress = await runSteps(deps, job, control);
     const now = deps.clock.now();
-    if (await deps.store.exports.complete(job.id, deps.owner, now, JSON.stringify(progress), now + deps.fileTtlMs)) {
+    if (await deps.store.exports.complete(job.id, deps.owner, now, encodeProgress(progress), now + deps.fileTtlMs)) {
       log.info('export completed', { resources: progress.exported, files: progress.files.length });
       return 'completed';
     }
@@ -122,6 +122,12 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
     if (err instanceof JobInterrupted) return await interrupted(deps, job, err);
     if (err instanceof StoreUnavailableError) return await pauseForOutage(deps, job, log, err);
     const now = deps.clock.now();
+    if (err instanceof JobDataError) {
+      // Another attempt by this release would read the same data: fail now, with the reason.
+      log.error('export job data unreadable', { reason: err.message });
+      await deps.store.exports.fail(job.id, deps.owner, now, unreadableReason(err), now + deps.fileTtlMs);
+      return 'failed';
+    }
     log.error('export attempt failed', { err });
     if (job.attempts < deps.maxAttempts) {
       await deps.store.exports.release(job.id, deps.owner, now);

@@ -4,7 +4,8 @@ import type { Access } from '../fhir/access.ts';
 import type { ExportJob, Store } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
-import { planSteps, type ExportSpec, type FileRecord, type JobProgress } from './spec.ts';
+import type { FileRecord } from './spec.ts';
+import { JobDataError, readPlan, readProgress, unreadableReason } from './job-data.ts';
 
 export interface StatusDeps {
   store: Store;
@@ -45,10 +46,20 @@ export async function visibleJob(deps: StatusDeps, req: StatusRequest, id: strin
   return job;
 }
 
+/** Reads job data for a response; data this release cannot read is a clean OperationOutcome, not a 500 of unknown cause. */
+export function readableData<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof JobDataError) throw new FhirError('exception', unreadableReason(err), { cause: err });
+    throw err;
+  }
+}
+
 function progressText(job: ExportJob): string {
   if (job.state === 'accepted') return 'queued';
-  const steps = planSteps(JSON.parse(job.spec) as ExportSpec);
-  const p = JSON.parse(job.progress) as JobProgress;
+  const { steps } = readableData(() => readPlan(job));
+  const p = readableData(() => readProgress(job, steps));
   const step = steps[Math.min(p.step, steps.length - 1)]!;
   const label = step.kind === 'type' ? step.type : step.kind === 'errors' ? 'finishing' : 'Provenance';
   return `step ${Math.min(p.step + 1, steps.length)} of ${steps.length} (${label}), ${p.exported} resources written`;
@@ -70,8 +81,8 @@ export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: str
   const job = await visibleJob(deps, req, id);
   if (job.state === 'accepted' || job.state === 'in-progress') return { kind: 'running', progress: progressText(job) };
   if (job.state === 'failed') return { kind: 'failed', reason: job.error ?? 'The export failed' };
-  const spec = JSON.parse(job.spec) as ExportSpec;
-  const { files } = JSON.parse(job.progress) as JobProgress;
+  const { spec } = readableData(() => readPlan(job));
+  const { files } = readableData(() => readProgress(job));
   const manifest: Record<string, unknown> = {
     transactionTime: new Date(job.transactionTime).toISOString(),
     request: job.request,

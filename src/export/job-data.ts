@@ -1,0 +1,138 @@
+/**
+ * The stored data of an export job, the one place that writes and reads it. A job outlives the
+ * release that accepted it (a rolling upgrade, a crash followed by an upgrade), so its data carries a
+ * `version`, is checked against a schema when read, and holds the planned steps: a resumed job runs
+ * the plan it was given, never one recomputed by newer code. Data this release cannot read is a
+ * JobDataError, which fails the job cleanly instead of letting it run the wrong step.
+ */
+import { z } from 'zod';
+import type { ExportJob } from '../store/types.ts';
+import { planSteps, type ExportSpec, type JobProgress, type Step } from './spec.ts';
+
+/**
+ * Version of the data this release writes. 0 is what releases before versioning wrote: the spec without
+ * `version` and `steps` (their plan was `planSteps` of the spec, which is kept as it was for them).
+ */
+export const JOB_DATA_VERSION = 1;
+
+export class JobDataError extends Error {
+  override name = 'JobDataError';
+}
+
+const issue = z.object({
+  severity: z.enum(['fatal', 'error', 'warning', 'information']),
+  code: z.string(),
+  diagnostics: z.string().optional(),
+  details: z.object({ text: z.string() }).optional(),
+  expression: z.array(z.string()).optional(),
+});
+
+const timeCriterion = z.object({ op: z.enum(['eq', 'ne', 'gt', 'ge', 'lt', 'le']), low: z.number(), high: z.number() });
+const paramCriterion = z.object({ param: z.string(), values: z.array(z.object({ system: z.string().optional(), value: z.string().optional() })) });
+const snapshotFilter = z.object({
+  ids: z.array(z.string()).optional(),
+  lastUpdated: z.array(timeCriterion).optional(),
+  params: z.array(paramCriterion).optional(),
+});
+
+const specV0 = z.object({
+  level: z.enum(['system', 'patient', 'group']),
+  groupId: z.string().optional(),
+  types: z.array(z.string()),
+  since: z.number().optional(),
+  filters: z.record(z.string(), z.array(snapshotFilter)),
+  elements: z.record(z.string(), z.array(z.string())).optional(),
+  compartment: z.enum(['any', 'job']).optional(),
+  joinedSince: z.boolean(),
+  provenance: z.enum(['none', 'relevant', 'latest']),
+  issues: z.array(issue),
+});
+
+const step = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('type'), type: z.string() }),
+  z.object({ kind: z.literal('provenance'), mode: z.literal('relevant') }),
+  z.object({ kind: z.literal('provenance-scan') }),
+  z.object({ kind: z.literal('provenance-emit') }),
+  z.object({ kind: z.literal('errors') }),
+]);
+
+const specV1 = specV0.extend({ version: z.literal(1), steps: z.array(step).min(1) });
+
+const fileRecord = z.object({
+  kind: z.enum(['output', 'deleted', 'error']),
+  type: z.string(),
+  subject: z.string(),
+  name: z.string(),
+  key: z.string(),
+  count: z.number().int().min(0),
+  bytes: z.number().int().min(0),
+});
+
+const progress = z.object({
+  step: z.number().int().min(0),
+  after: z.union([z.number(), z.string(), z.null()]),
+  part: z.number().int().min(1),
+  deletedPart: z.number().int().min(1),
+  files: z.array(fileRecord),
+  exported: z.number().int().min(0),
+  issues: z.array(issue),
+});
+
+/** What kick-off decided and the steps it planned. */
+export interface JobPlan {
+  spec: ExportSpec;
+  steps: Step[];
+}
+
+/** The spec column of a new job: the spec, this release's data version, and the plan. */
+export function encodeSpec(spec: ExportSpec): string {
+  return JSON.stringify({ version: JOB_DATA_VERSION, ...spec, steps: planSteps(spec) });
+}
+
+export function encodeProgress(p: JobProgress): string {
+  return JSON.stringify(p);
+}
+
+function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new JobDataError(`the job's ${what} is not JSON`, { cause: err });
+  }
+}
+
+function unreadable(what: string, error: z.ZodError): JobDataError {
+  const first = error.issues[0]!;
+  return new JobDataError(`the job's ${what} does not match this version of Cinder (${first.path.join('.') || 'root'}: ${first.message})`);
+}
+
+/** The job's spec and plan, upgraded from older data versions; JobDataError when this release cannot read it. */
+export function readPlan(job: Pick<ExportJob, 'spec'>): JobPlan {
+  const raw = parseJson(job.spec, 'spec');
+  const version = (raw as { version?: unknown } | null)?.version ?? 0;
+  if (version === 0) {
+    const parsed = specV0.safeParse(raw);
+    if (!parsed.success) throw unreadable('spec', parsed.error);
+    return { spec: parsed.data as ExportSpec, steps: planSteps(parsed.data as ExportSpec) };
+  }
+  if (version !== JOB_DATA_VERSION) {
+    throw new JobDataError(`the job was stored by another version of Cinder (job data version ${JSON.stringify(version)}; this one reads 0 to ${JOB_DATA_VERSION})`);
+  }
+  const parsed = specV1.safeParse(raw);
+  if (!parsed.success) throw unreadable('spec', parsed.error);
+  const { version: _, steps, ...spec } = parsed.data;
+  return { spec: spec as ExportSpec, steps };
+}
+
+/** The job's progress (the same in data versions 0 and 1); JobDataError when it cannot be read. */
+export function readProgress(job: Pick<ExportJob, 'progress'>, steps?: Step[]): JobProgress {
+  const parsed = progress.safeParse(parseJson(job.progress, 'progress'));
+  if (!parsed.success) throw unreadable('progress', parsed.error);
+  if (steps && parsed.data.step > steps.length) throw new JobDataError(`the job's progress is at step ${parsed.data.step + 1} of a plan of ${steps.length}`);
+  return parsed.data as JobProgress;
+}
+
+/** What a failed job's status says when its data cannot be read. */
+export function unreadableReason(err: JobDataError): string {
+  return `This export cannot be resumed: ${err.message}. Start a new export.`;
+}

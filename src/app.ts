@@ -49,6 +49,8 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   const { config, store, clock, log } = deps;
   const limits = bodyLimits(config);
+  const exportSink = deps.exportSink ?? openSink(config.exportStorage, {}, store);
+  if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
   const metrics = deps.metrics ?? createMetrics();
   const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
   // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
@@ -61,12 +63,10 @@ export function createApp(deps: AppDeps) {
   });
   const recorder = requestRecorder(log, metrics);
   app.use('*', requestContext(recorder));
-  app.route('/', opsRoutes(store, metrics, deps.isDraining ?? (() => false)));
+  app.route('/', opsRoutes(store, exportSink, metrics, deps.isDraining ?? (() => false)));
   app.route('/', oauthRoutes(authDeps));
   app.route('/', authorizeRoutes(authDeps));
 
-  const exportSink = deps.exportSink ?? openSink(config.exportStorage, {});
-  if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
   metrics.gauge('cinder_db_pool', 'Database connections and queues by stat.', () =>
     Object.fromEntries(Object.entries(store.stats()).map(([stat, n]) => [`stat=${stat}`, n])),
   );

@@ -15,7 +15,7 @@ const schema = z.object({
     .optional(),
   exportStorage: z
     .string()
-    .refine((v) => v.startsWith('file:') || v.startsWith('s3://'), { message: 'expected file:<dir> or s3://bucket/prefix' })
+    .refine((v) => v.startsWith('file:') || v.startsWith('s3://') || v === 'postgres', { message: 'expected file:<dir>, postgres or s3://bucket/prefix' })
     .optional(),
   rateLimits: z.enum(['on', 'off']).default('on'),
   /** The largest request body of any kind: the server refuses larger ones before a route sees them. */
@@ -96,13 +96,19 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   }
   const c = result.data;
   const dataDir = resolve(c.dataDir);
+  const databaseUrl = c.databaseUrl ?? 'sqlite:' + join(dataDir, 'cinder.db');
+  const onPostgres = /^postgres(ql)?:\/\//i.test(databaseUrl);
+  if (c.exportStorage === 'postgres' && !onPostgres) {
+    throw new ConfigError('invalid CINDER_EXPORT_STORAGE (--export-storage): postgres keeps export files in a PostgreSQL database; CINDER_DATABASE_URL is not one');
+  }
   return Object.freeze({
     ...c,
     dataDir,
     processes: c.processes === 'auto' ? navigator.hardwareConcurrency : c.processes,
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
-    databaseUrl: c.databaseUrl ?? 'sqlite:' + join(dataDir, 'cinder.db'),
-    exportStorage: c.exportStorage ?? 'file:' + join(dataDir, 'exports'),
+    databaseUrl,
+    // On PostgreSQL the files go where every process sharing the database can serve them.
+    exportStorage: c.exportStorage ?? (onPostgres ? 'postgres' : 'file:' + join(dataDir, 'exports')),
   });
 }
 

@@ -38,6 +38,10 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
   const lease = (starting: boolean) =>
     deps.store.exports.holdFiles(req.tenant, id, download, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
   if (!(await lease(true))) throw new FhirError('not-found', `The files of export job '${id}' have expired`);
+  if ((await deps.sink.size(file.key)) === null) {
+    await deps.store.exports.releaseFiles(id, download);
+    throw new FhirError('gone', `The file '${name}' of export job '${id}' is no longer in the export storage (removed, or kept on another server's disk); start a new export`);
+  }
   return {
     file,
     etag: `"${job.id}.${file.name}.${file.bytes}"`,

@@ -23,7 +23,7 @@ export function startExportServices(o: {
 }) {
   const background = o.background !== false;
   const env = storageEnv(o.env);
-  const sink: ExportSink = openSink(o.config.exportStorage, env);
+  const sink: ExportSink = openSink(o.config.exportStorage, env, o.store);
   const log = o.log.child({ component: 'export' });
   const pool = createExportPool({
     size: o.config.exportWorkers,

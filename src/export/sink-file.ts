@@ -1,5 +1,5 @@
 import type { FileSink } from 'bun';
-import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve, sep } from 'node:path';
 import type { ByteRange, ExportSink, SinkWriter } from './sink.ts';
 
@@ -45,6 +45,10 @@ export function createFileSink(dir: string): ExportSink {
     },
     async removePrefix(prefix) {
       rmSync(pathOf(prefix), { recursive: true, force: true });
+    },
+    async check() {
+      mkdirSync(root, { recursive: true });
+      accessSync(root, constants.W_OK);
     },
   };
 }

@@ -45,6 +45,26 @@ function s3Writer(client: S3Client, key: string): SinkWriter {
   };
 }
 
+/** How long a reachability answer about the bucket is reused (/readyz may be polled often). */
+const CHECK_TTL_MS = 10_000;
+const CHECK_TIMEOUT_MS = 3_000;
+/** Lists at most one key under the prefix, within a timeout; each answer is reused for CHECK_TTL_MS. */
+function reachability(client: S3Client, prefix: string): () => Promise<void> {
+  let last: { at: number; result: Promise<void> } | undefined;
+  return () => {
+    if (last && Date.now() - last.at < CHECK_TTL_MS) return last.result;
+    const result = Promise.race([
+      client.list({ maxKeys: 1, ...(prefix ? { prefix: `${prefix}/` } : {}) }).then(() => undefined),
+      Bun.sleep(CHECK_TIMEOUT_MS).then(() => {
+        throw new Error('the S3 export storage did not answer in time');
+      }),
+    ]);
+    result.catch(() => undefined);
+    last = { at: Date.now(), result };
+    return result;
+  };
+}
+
 /** Export files in an S3 bucket (any S3-compatible service), under `prefix`. */
 export function createS3Sink(options: S3Options, prefix: string): ExportSink {
   const client = new S3Client(options);
@@ -73,5 +93,6 @@ export function createS3Sink(options: S3Options, prefix: string): ExportSink {
       } while (token);
     },
     presign: (key, seconds) => client.presign(keyOf(key), { method: 'GET', expiresIn: seconds }),
+    check: reachability(client, prefix),
   };
 }

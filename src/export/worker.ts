@@ -39,7 +39,7 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
   if (msg.type === 'init') {
     const { databaseUrl, exportStorage, env, logLevel, ...settings } = msg.init;
     store = openStore(databaseUrl);
-    deps = { ...settings, store, sink: openSink(exportStorage, env), clock: systemClock, log: createLogger(logLevel, { thread: 'export-worker' }) };
+    deps = { ...settings, store, sink: openSink(exportStorage, env, store), clock: systemClock, log: createLogger(logLevel, { thread: 'export-worker' }) };
     self.postMessage({ type: 'ready' } satisfies FromWorker);
   } else if (msg.type === 'run') {
     running = new AbortController();

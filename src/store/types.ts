@@ -439,6 +439,24 @@ export interface ExportJobRepo {
   countByState(): Promise<Record<string, number>>;
 }
 
+/** A file being written into the database's export file storage; readable once closed. */
+export interface ExportFileWriter {
+  write(bytes: Uint8Array): Promise<void>;
+  close(): Promise<void>;
+  abort(): Promise<void>;
+}
+
+/** Export files kept in the database (PostgreSQL only), so that every process sharing it serves every file. */
+export interface ExportFileRepo {
+  create(key: string): ExportFileWriter;
+  /** Size of a complete file, or null when there is none under `key`. */
+  size(key: string): Promise<number | null>;
+  /** The bytes of a complete file, or of the inclusive range `start`..`end`; streamed a chunk at a time. */
+  read(key: string, range?: { start: number; end: number }): ReadableStream<Uint8Array>;
+  /** Removes every file whose key starts with `prefix/`. */
+  removePrefix(prefix: string): Promise<void>;
+}
+
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /** Applies pending migrations (idempotent; safe when several processes start together). */
@@ -456,6 +474,8 @@ export interface Store {
   readonly counters: CounterRepo;
   readonly resources: ResourceRepo;
   readonly exports: ExportJobRepo;
+  /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
+  readonly exportFiles?: ExportFileRepo;
 }
 
 export interface ReleaseOptions {

@@ -26,7 +26,7 @@ export const observation = (id: string, patientId: string, code = '1234-5') => (
 /** Runs every claimable export job in this thread, exactly as a pool worker would. */
 export async function runExports(t: TestApp, overrides: Partial<RunDeps> = {}, sink?: ExportSink) {
   return drainJobs({
-    ...runSettings(t.config), settleMs: 0, store: t.store, sink: sink ?? openSink(t.config.exportStorage, {}), clock: t.clock,
+    ...runSettings(t.config), settleMs: 0, store: t.store, sink: sink ?? openSink(t.config.exportStorage, {}, t.store), clock: t.clock,
     log: silentLogger, owner: 'test-runner', ...overrides,
   });
 }

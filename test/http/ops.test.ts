@@ -62,13 +62,13 @@ describe('/healthz and /readyz', () => {
   test('/readyz is 200 when the database answers and 503 when it does not', async () => {
     const ok = await t.request('/readyz');
     expect(ok.status).toBe(200);
-    expect(await ok.json()).toEqual({ status: 'ok', database: 'sqlite' });
+    expect(await ok.json()).toEqual({ status: 'ok', database: 'sqlite', exportStorage: 'file' });
     state.down = true;
     try {
       const down = await t.request('/readyz');
       expect(down.status).toBe(503);
       const body = (await down.json()) as Record<string, unknown>;
-      expect(body).toEqual({ status: 'unavailable', database: 'sqlite' });
+      expect(body).toEqual({ status: 'unavailable', database: 'sqlite', unavailable: 'database' });
       expect(JSON.stringify(body)).not.toContain('ECONNREFUSED');
     } finally {
       state.down = false;

@@ -5,7 +5,7 @@ import type { PgTx } from './db.ts';
 const SPECIAL = /[\\\t\n\r]/;
 const ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
-function field(s: string): string {
+export function field(s: string): string {
   return SPECIAL.test(s) ? s.replace(/[\\\t\n\r]/g, (c) => ESCAPES[c]!) : s;
 }
 
@@ -13,7 +13,7 @@ function field(s: string): string {
 const WRITE_CHARS = 1 << 16;
 
 /** The pending COPY statement's failure, however postgres.js reports it. */
-function copyFailure(query: object): Promise<never> {
+export function copyFailure(query: object): Promise<never> {
   // postgres.js (3.4) resolves the statement with the stream once the server accepts the COPY. An error
   // the server raises after the client ended the stream reaches only the statement's `reject`, which
   // no longer settles anything, and the stream never finishes: hook it (test/store covers this path).

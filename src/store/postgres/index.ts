@@ -3,6 +3,7 @@ import { createPostgresClients, createPostgresKeys, createPostgresTenants } from
 import { connect, isPostgresOutage, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportJobs } from './export-jobs.ts';
+import { createPostgresExportFiles } from './export-files.ts';
 import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
 import { createPostgresUsers } from './users.ts';
 import type { PostgresStoreOptions } from './db.ts';
@@ -48,5 +49,6 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     counters: g(createPostgresCounters(sql)),
     resources: g(createPostgresResources(sql)),
     exports: g(createPostgresExportJobs(sql)),
+    exportFiles: g(createPostgresExportFiles(sql)),
   };
 }

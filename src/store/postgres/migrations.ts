@@ -129,4 +129,14 @@ CREATE INDEX resources_scan ON resources ((tenant || '/' || type), pk);
 ${deleteRowsStoredElsewhere()}
 `,
   },
+  {
+    version: 5,
+    name: 'export_files',
+    sql: `
+-- Export files kept in the database (CINDER_EXPORT_STORAGE=postgres), so every process sharing it can
+-- serve every file. A file is its chunks (fixed size but the last) plus a row written once they all are.
+CREATE TABLE export_file_chunks (key TEXT COLLATE "C" NOT NULL, seq INTEGER NOT NULL, data BYTEA NOT NULL, PRIMARY KEY (key, seq));
+CREATE TABLE export_files (key TEXT COLLATE "C" PRIMARY KEY, size BIGINT NOT NULL, chunk_bytes INTEGER NOT NULL);
+`,
+  },
 ];

@@ -5,9 +5,11 @@
  *
  * Loads `bench/generate.ts` data (N patients, about 100 resources each) into each database once (a
  * database that already holds the tenant `bench` is reused), then runs each export in a fresh child
- * process through the same pipeline as a worker (snapshot scan -> NDJSON files), and reports
- * resources/s and the child's peak RSS during the export (VmHWM, reset after the kick-off, which runs in
- * the HTTP process in production). The Group export covers the first M patients.
+ * process through the same pipeline as a worker (snapshot scan -> NDJSON files), reads every file back
+ * through the storage as a download does, and reports resources/s of the export, the download time and
+ * the child's peak RSS over both (VmHWM, reset after the kick-off, which runs in the HTTP process in
+ * production). The Group export covers the first M patients. On PostgreSQL the system export also runs
+ * into the `postgres` export storage (files in the database), beside `file:`.
  */
 import { parseArgs } from 'node:util';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,7 +22,9 @@ import { kickOff } from '../src/export/kickoff.ts';
 import { runJob } from '../src/export/run-job.ts';
 import { runSettings } from '../src/export/runner.ts';
 import { createFileSink } from '../src/export/sink-file.ts';
+import { openSink, type ExportSink } from '../src/export/sink.ts';
 import type { JobProgress } from '../src/export/spec.ts';
+import { readProgress } from '../src/export/job-data.ts';
 import { loadConfig } from '../src/config.ts';
 import { silentLogger } from '../src/log.ts';
 import { openStore } from '../src/store/open.ts';
@@ -28,14 +32,21 @@ import type { Store } from '../src/store/types.ts';
 
 const TENANT = 'bench';
 
+type Storage = 'file' | 'postgres';
+
 interface Result {
   database: string;
   export: string;
+  storage: Storage;
   resources: number;
   seconds: number;
+  /** Reading every file back through the storage, as the downloads do. */
+  downloadSeconds: number;
   resourcesPerSecond: number;
   megabytes: number;
   peakRssMb: number;
+  /** Peak RSS over the export and the read-back. */
+  peakWithDownloadMb: number;
 }
 
 /** Runs a command to completion, failing loudly. */
@@ -80,9 +91,17 @@ function peakRssMb(): number {
   return m ? Number(m[1]) / 1024 : process.memoryUsage().rss / 1048576;
 }
 
-/** Child process: one export, timed from the first page to the completed job. */
-async function child(databaseUrl: string, level: 'system' | 'group', out: string): Promise<void> {
+/** Reads every byte of every file (what the downloads cost the storage); returns the bytes read. */
+async function readBack(sink: ExportSink, progress: JobProgress): Promise<number> {
+  let bytes = 0;
+  for (const f of progress.files) for await (const chunk of sink.read(f.key)) bytes += chunk.byteLength;
+  return bytes;
+}
+
+/** Child process: one export, timed from the first page to the completed job, then its files read back. */
+async function child(databaseUrl: string, level: 'system' | 'group', out: string, storage: Storage): Promise<void> {
   const store = openStore(databaseUrl);
+  const sink = storage === 'postgres' ? openSink('postgres', {}, store) : createFileSink(out);
   const settings = runSettings(loadConfig({ CINDER_EXPORT_FILE_MAX_BYTES: String(1024 * 1024 * 1024) }));
   const owner = `bench:${process.pid}`;
   const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters: [], elements: [], patients: [], includeAssociatedData: [], unknown: [] };
@@ -94,28 +113,36 @@ async function child(databaseUrl: string, level: 'system' | 'group', out: string
   // Kick-off runs in the HTTP process, the export in a worker: measure the export's peak alone.
   resetPeakRss();
   const started = performance.now();
-  const outcome = await runJob({ ...settings, settleMs: 0, store, sink: createFileSink(out), clock: systemClock, log: silentLogger, owner, keyPrefix: () => '' }, job);
+  const prefix = `bench/${id}`;
+  const outcome = await runJob({ ...settings, settleMs: 0, store, sink, clock: systemClock, log: silentLogger, owner, keyPrefix: () => prefix }, job);
   const seconds = (performance.now() - started) / 1000;
-  const progress = JSON.parse((await store.exports.get(TENANT, id))!.progress) as JobProgress;
+  if (outcome !== 'completed') throw new Error(`export ${outcome}`);
+  const progress = readProgress((await store.exports.get(TENANT, id))!);
+  const exportPeak = peakRssMb();
+  const downloadStarted = performance.now();
+  const bytes = await readBack(sink, progress);
+  const downloadSeconds = (performance.now() - downloadStarted) / 1000;
+  if (bytes !== progress.files.reduce((n, f) => n + f.bytes, 0)) throw new Error('read back a different number of bytes than written');
+  const peak = { peakRssMb: exportPeak, peakWithDownloadMb: peakRssMb() };
+  await sink.removePrefix(prefix);
   await store.exports.remove(id);
   await store.close();
-  if (outcome !== 'completed') throw new Error(`export ${outcome}`);
-  const bytes = progress.files.reduce((n, f) => n + f.bytes, 0);
-  process.stdout.write(JSON.stringify({ resources: progress.exported, seconds, bytes, peakRssMb: peakRssMb() }) + '\n');
+  process.stdout.write(JSON.stringify({ resources: progress.exported, seconds, downloadSeconds, bytes, ...peak }) + '\n');
 }
 
-async function measure(database: string, url: string, level: 'system' | 'group', outRoot: string): Promise<Result> {
+async function measure(database: string, url: string, level: 'system' | 'group', outRoot: string, storage: Storage = 'file'): Promise<Result> {
   const out = join(outRoot, `${database}-${level}`);
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
-  const proc = Bun.spawn(['bun', import.meta.path, '--child', level, '--url', url, '--out', out], { stdout: 'pipe', stderr: 'inherit' });
+  const proc = Bun.spawn(['bun', import.meta.path, '--child', level, '--url', url, '--out', out, '--storage', storage], { stdout: 'pipe', stderr: 'inherit' });
   const text = await new Response(proc.stdout).text();
   if ((await proc.exited) !== 0) throw new Error(`${database} ${level} export failed`);
-  const r = JSON.parse(text) as { resources: number; seconds: number; bytes: number; peakRssMb: number };
+  const r = JSON.parse(text) as { resources: number; seconds: number; downloadSeconds: number; bytes: number; peakRssMb: number; peakWithDownloadMb: number };
   rmSync(out, { recursive: true, force: true });
   return {
-    database, export: level === 'system' ? 'system' : 'Group', resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
-    resourcesPerSecond: Math.round(r.resources / r.seconds), megabytes: Math.round(r.bytes / 1048576), peakRssMb: Math.round(r.peakRssMb),
+    database, export: level === 'system' ? 'system' : 'Group', storage, resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
+    downloadSeconds: Number(r.downloadSeconds.toFixed(2)),
+    resourcesPerSecond: Math.round(r.resources / r.seconds), megabytes: Math.round(r.bytes / 1048576), peakRssMb: Math.round(r.peakRssMb), peakWithDownloadMb: Math.round(r.peakWithDownloadMb),
   };
 }
 
@@ -130,9 +157,10 @@ async function main(): Promise<void> {
       json: { type: 'boolean', default: false },
       child: { type: 'string' },
       url: { type: 'string' },
+      storage: { type: 'string', default: 'file' },
     },
   });
-  if (values.child) return child(values.url!, values.child as 'system' | 'group', values.out!);
+  if (values.child) return child(values.url!, values.child as 'system' | 'group', values.out!, values.storage as Storage);
   const patients = Number(values.patients);
   const groupPatients = Number(values['group-patients'] ?? Math.min(patients, 10_000));
   const targets: [string, string][] = [['sqlite', 'sqlite:' + resolve(values.sqlite ?? join(values.out!, `bench-${patients}.db`))]];
@@ -145,6 +173,7 @@ async function main(): Promise<void> {
     await load(store, url, patients, groupPatients, values.out!);
     await store.close();
     for (const level of ['system', 'group'] as const) results.push(await measure(name, url, level, values.out!));
+    if (name === 'postgres') results.push(await measure(name, url, 'system', values.out!, 'postgres'));
   }
   if (values.json) process.stdout.write(JSON.stringify(results, null, 2) + '\n');
   else console.table(results);

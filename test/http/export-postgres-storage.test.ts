@@ -55,8 +55,13 @@ describe.skipIf(!pg)('PostgreSQL export storage', () => {
     expect(new TextDecoder().decode(bytes).split('\n').filter(Boolean).length).toBe(5000);
     const sql = postgres(url, { max: 1, onnotice: () => undefined });
     try {
-      expect(await chunks(sql)).toBe(Math.ceil(bytes.byteLength / EXPORT_CHUNK_BYTES));
-      for (const [start, end] of [[EXPORT_CHUNK_BYTES - 10, EXPORT_CHUNK_BYTES + 9], [0, 0], [bytes.byteLength - 5, bytes.byteLength - 1], [5, 2 * EXPORT_CHUNK_BYTES + 5]]) {
+      // Chunks of whole lines, each at least EXPORT_CHUNK_BYTES but the last.
+      const starts = (await sql`SELECT start FROM export_file_chunks ORDER BY start`).map((r) => Number(r.start));
+      expect(starts.length).toBeGreaterThanOrEqual(2);
+      expect(starts.length).toBeLessThanOrEqual(Math.ceil(bytes.byteLength / EXPORT_CHUNK_BYTES));
+      for (const s of starts.slice(1)) expect(bytes[s - 1]).toBe(0x0a);
+      const second = starts[1]!;
+      for (const [start, end] of [[second - 10, second + 9], [second, second], [0, 0], [bytes.byteLength - 5, bytes.byteLength - 1], [5, bytes.byteLength - 5]]) {
         const part = await t.request(fileUrl, fhirInit(token, 'GET', undefined, { Range: `bytes=${start}-${end}` }));
         expect(part.status).toBe(206);
         expect(new Uint8Array(await part.arrayBuffer())).toEqual(bytes.subarray(start!, end! + 1));
@@ -73,6 +78,34 @@ describe.skipIf(!pg)('PostgreSQL export storage', () => {
     } finally {
       await sql.end();
       await t.close();
+    }
+  }, 60_000);
+
+  test('written in pieces cut anywhere (inside UTF-8 characters too), long lines: read back byte for byte', async () => {
+    const db = await pg!.fresh();
+    const store = db.open();
+    await store.migrate();
+    try {
+      const lines: string[] = [];
+      for (let i = 0; i < 3000; i++) lines.push(JSON.stringify({ i, text: `Zoë 😀 ${'ü'.repeat(i % 300)}` }));
+      lines.splice(1000, 0, JSON.stringify({ long: 'x'.repeat(3 * EXPORT_CHUNK_BYTES) }));
+      const bytes = new TextEncoder().encode(lines.join('\n') + '\n');
+      const w = store.exportFiles!.create('t/j/a1/f.ndjson');
+      for (let at = 0, n = 1; at < bytes.byteLength; n = (n * 7919) % 65_521) {
+        await w.write(bytes.subarray(at, at + n));
+        at += n;
+      }
+      await w.close();
+      expect(await store.exportFiles!.size('t/j/a1/f.ndjson')).toBe(bytes.byteLength);
+      const read = async (range?: { start: number; end: number }) => new Uint8Array(await new Response(store.exportFiles!.read('t/j/a1/f.ndjson', range)).arrayBuffer());
+      expect(await read()).toEqual(bytes);
+      for (const [start, end] of [[3, 3], [EXPORT_CHUNK_BYTES, 2 * EXPORT_CHUNK_BYTES], [bytes.byteLength - 100, bytes.byteLength - 1]]) {
+        expect(await read({ start: start!, end: end! })).toEqual(bytes.subarray(start!, end! + 1));
+      }
+      await store.exportFiles!.removePrefix('t/j');
+      expect(await store.exportFiles!.size('t/j/a1/f.ndjson')).toBeNull();
+    } finally {
+      await store.close();
     }
   }, 60_000);
 

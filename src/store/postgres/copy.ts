@@ -1,11 +1,11 @@
 import type { VersionToWrite } from '../types.ts';
-import type { PgTx } from './db.ts';
+import type { Pg, PgTx } from './db.ts';
 
 /** COPY text format escapes (PostgreSQL COPY, "Text Format"): backslash and the row/column separators. */
 const SPECIAL = /[\\\t\n\r]/;
 const ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
-export function field(s: string): string {
+function field(s: string): string {
   return SPECIAL.test(s) ? s.replace(/[\\\t\n\r]/g, (c) => ESCAPES[c]!) : s;
 }
 
@@ -13,7 +13,7 @@ export function field(s: string): string {
 const WRITE_CHARS = 1 << 16;
 
 /** The pending COPY statement's failure, however postgres.js reports it. */
-export function copyFailure(query: object): Promise<never> {
+function copyFailure(query: object): Promise<never> {
   // postgres.js (3.4) resolves the statement with the stream once the server accepts the COPY. An error
   // the server raises after the client ended the stream reaches only the statement's `reject`, which
   // no longer settles anything, and the stream never finishes: hook it (test/store covers this path).
@@ -29,12 +29,15 @@ export function copyFailure(query: object): Promise<never> {
   return failed;
 }
 
-/** Streams `rows` (COPY text lines, each ending in a newline, made as they are sent) into `COPY <target> FROM STDIN`. */
-async function copyRows(tx: PgTx, target: string, rows: Iterable<string>): Promise<void> {
-  const lines = rows[Symbol.iterator]();
-  let next = lines.next();
-  if (next.done) return;
-  const query = tx.unsafe(`COPY ${target} FROM STDIN`);
+export interface OpenCopy {
+  stream: NodeJS.WritableStream;
+  /** Settles when the server has the rows, or refused them. */
+  done: Promise<void>;
+}
+
+/** Starts `COPY <target> FROM STDIN` (a static target, no values) on a pool or in a transaction. */
+export async function openCopy(sql: Pg | PgTx, target: string, format: 'text' | 'binary' = 'text'): Promise<OpenCopy> {
+  const query = sql.unsafe(`COPY ${target} FROM STDIN${format === 'binary' ? ' (FORMAT binary)' : ''}`);
   const failed = copyFailure(query);
   const stream = await query.writable();
   const done = Promise.race([
@@ -45,6 +48,15 @@ async function copyRows(tx: PgTx, target: string, rows: Iterable<string>): Promi
     failed,
   ]);
   done.catch(() => undefined);
+  return { stream, done };
+}
+
+/** Streams `rows` (COPY text lines, each ending in a newline, made as they are sent) into `COPY <target> FROM STDIN`. */
+async function copyRows(tx: PgTx, target: string, rows: Iterable<string>): Promise<void> {
+  const lines = rows[Symbol.iterator]();
+  let next = lines.next();
+  if (next.done) return;
+  const { stream, done } = await openCopy(tx, target);
   let part = '';
   for (; !next.done; next = lines.next()) {
     part += next.value;

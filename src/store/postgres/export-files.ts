@@ -1,65 +1,100 @@
 import type { ExportFileRepo, ExportFileWriter } from '../types.ts';
-import { copyFailure, field } from './copy.ts';
+import { openCopy, type OpenCopy } from './copy.ts';
 import type { Pg } from './db.ts';
 
-/** Bytes per chunk row: a range read fetches only the chunks it overlaps. */
-export const EXPORT_CHUNK_BYTES = 1 << 20;
+/** Bytes after which a chunk ends at the next line end: a range read fetches only the chunks it overlaps. */
+export const EXPORT_CHUNK_BYTES = 1 << 18;
+/** Chunks fetched per query when reading (about 1 MiB). */
+const CHUNKS_PER_READ = 4;
 
-interface OpenCopy {
-  stream: NodeJS.WritableStream;
-  done: Promise<void>;
-}
+const NEWLINE = 0x0a;
 
-/** Starts `COPY export_file_chunks FROM STDIN`; `done` settles when the server has the rows (or refused them). */
-async function openCopy(sql: Pg): Promise<OpenCopy> {
-  const query = sql.unsafe('COPY export_file_chunks (key, seq, data) FROM STDIN');
-  const failed = copyFailure(query);
-  const stream = await query.writable();
-  const done = Promise.race([
-    new Promise<void>((resolve, reject) => {
-      stream.once('finish', resolve);
-      stream.once('error', reject);
-    }),
-    failed,
-  ]);
-  done.catch(() => undefined);
-  return { stream, done };
+/**
+ * COPY's binary format (PostgreSQL "COPY", Binary Format): the signature, no flags, no header
+ * extension; each row a field count and length-prefixed fields; -1 as the trailer. A text field is its
+ * UTF-8 bytes as they are, so a chunk goes to the server without being decoded, escaped or copied to a
+ * string.
+ */
+const BINARY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
+const BINARY_TRAILER = Buffer.from([0xff, 0xff]);
+
+/** Everything of a (key, start, data) row before the data's bytes. */
+function rowHead(key: Buffer, start: number, dataBytes: number): Buffer {
+  const head = Buffer.allocUnsafe(2 + 4 + key.byteLength + 4 + 8 + 4);
+  let at = head.writeInt16BE(3, 0);
+  at = head.writeInt32BE(key.byteLength, at);
+  at += key.copy(head, at);
+  at = head.writeInt32BE(8, at);
+  at = head.writeBigInt64BE(BigInt(start), at);
+  head.writeInt32BE(dataBytes, at);
+  return head;
 }
 
 /**
- * Writes one file: its bytes are cut into EXPORT_CHUNK_BYTES rows streamed through one COPY (with
- * backpressure), which commits them together at close; the `export_files` row that makes the file
- * visible follows. An aborted or failed COPY leaves no row.
+ * Writes one file: its bytes are cut into chunks of whole lines (a cut after a newline never splits a
+ * UTF-8 character, so each chunk is valid text), streamed through one COPY with backpressure, which
+ * commits them together at close; the `export_files` row that makes the file visible follows. An
+ * aborted or failed COPY leaves no row.
  */
 function fileWriter(sql: Pg, key: string): ExportFileWriter {
-  const keyField = field(key);
+  const keyBytes = Buffer.from(key, 'utf8');
   let copy: Promise<OpenCopy> | undefined;
   let pending: Buffer[] = [];
   let pendingBytes = 0;
-  let seq = 0;
   let size = 0;
+  let written = 0;
 
   const start = async () => {
     await sql`DELETE FROM export_file_chunks WHERE key = ${key}`;
     await sql`DELETE FROM export_files WHERE key = ${key}`;
-    return openCopy(sql);
+    const c = await openCopy(sql, 'export_file_chunks (key, start, data)', 'binary');
+    c.stream.write(BINARY_HEADER);
+    return c;
   };
 
-  async function emit(chunk: Buffer): Promise<void> {
+  /** Sends one chunk made of `pieces` (written as they are, never joined into a new buffer). */
+  async function emit(pieces: Buffer[], bytes: number): Promise<void> {
     const c = await (copy ??= start());
-    // bytea in COPY text format: \x and hex digits, the backslash escaped.
-    const line = `${keyField}\t${seq++}\t\\\\x${chunk.toString('hex')}\n`;
-    if (!c.stream.write(line)) await Promise.race([new Promise((resolve) => c.stream.once('drain', resolve)), c.done]);
+    let ready = c.stream.write(rowHead(keyBytes, written, bytes));
+    for (const piece of pieces) ready = c.stream.write(piece);
+    written += bytes;
+    if (!ready) await Promise.race([new Promise((resolve) => c.stream.once('drain', resolve)), c.done]);
+  }
+
+  /** Where the next chunk ends: just after the first newline at or past EXPORT_CHUNK_BYTES - 1 bytes. */
+  function nextCut(): { piece: number; at: number } | null {
+    let offset = 0;
+    for (let i = 0; i < pending.length; i++) {
+      const piece = pending[i]!;
+      const from = Math.max(0, EXPORT_CHUNK_BYTES - 1 - offset);
+      if (from < piece.byteLength) {
+        const nl = piece.indexOf(NEWLINE, from);
+        if (nl >= 0) return { piece: i, at: nl + 1 };
+      }
+      offset += piece.byteLength;
+    }
+    return null;
   }
 
   async function drain(final: boolean): Promise<void> {
-    while (pendingBytes >= EXPORT_CHUNK_BYTES || (final && pendingBytes > 0)) {
-      const all = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
-      const take = Math.min(EXPORT_CHUNK_BYTES, all.byteLength);
-      await emit(all.subarray(0, take));
-      const rest = all.subarray(take);
-      pending = rest.byteLength ? [rest] : [];
-      pendingBytes = rest.byteLength;
+    while (pendingBytes >= EXPORT_CHUNK_BYTES) {
+      // A line longer than a chunk and not ended yet waits for its end (or for close).
+      const cut = nextCut();
+      if (!cut) break;
+      const last = pending[cut.piece]!;
+      const pieces = [...pending.slice(0, cut.piece), last.subarray(0, cut.at)];
+      const bytes = pieces.reduce((n, p) => n + p.byteLength, 0);
+      const rest = last.subarray(cut.at);
+      pending = [...(rest.byteLength ? [rest] : []), ...pending.slice(cut.piece + 1)];
+      pendingBytes -= bytes;
+      await emit(pieces, bytes);
+    }
+    if (final && pendingBytes > 0) {
+      const pieces = pending;
+      const bytes = pendingBytes;
+      pending = [];
+      pendingBytes = 0;
+      await emit(pieces, bytes);
     }
   }
 
@@ -73,9 +108,9 @@ function fileWriter(sql: Pg, key: string): ExportFileWriter {
     async close() {
       await drain(true);
       const c = await (copy ??= start());
-      c.stream.end();
+      c.stream.end(BINARY_TRAILER);
       await c.done;
-      await sql`INSERT INTO export_files (key, size, chunk_bytes) VALUES (${key}, ${size}, ${EXPORT_CHUNK_BYTES})`;
+      await sql`INSERT INTO export_files (key, size) VALUES (${key}, ${size})`;
     },
     async abort() {
       pending = [];
@@ -88,32 +123,38 @@ function fileWriter(sql: Pg, key: string): ExportFileWriter {
   };
 }
 
-/** Streams a file's chunks, one query per chunk as the reader pulls; only the chunks a range overlaps. */
+/**
+ * Streams a file's chunks as the reader pulls, a few per query, as raw bytes (no decoding); a range
+ * starts at the chunk holding its first byte and stops after the one holding its last.
+ */
 function fileReader(sql: Pg, key: string, range?: { start: number; end: number }): ReadableStream<Uint8Array> {
-  let seq = 0;
-  let last = -1;
-  let chunkBytes = EXPORT_CHUNK_BYTES;
-  let start = 0;
-  let end = -1;
+  let next = 0;
+  let from = 0;
+  let to = -1;
   return new ReadableStream<Uint8Array>({
     async start() {
-      const [file] = await sql<{ size: number; chunk_bytes: number }[]>`SELECT size, chunk_bytes FROM export_files WHERE key = ${key}`;
+      const [file] = await sql<{ size: number }[]>`SELECT size FROM export_files WHERE key = ${key}`;
       if (!file) throw new Error(`no export file ${key}`);
-      chunkBytes = file.chunk_bytes;
-      start = range?.start ?? 0;
-      end = Math.min(range?.end ?? file.size - 1, file.size - 1);
-      seq = Math.floor(start / chunkBytes);
-      last = end < start ? -1 : Math.floor(end / chunkBytes);
+      from = range?.start ?? 0;
+      to = Math.min(range?.end ?? file.size - 1, file.size - 1);
+      const [first] = await sql<{ start: number }[]>`
+        SELECT start FROM export_file_chunks WHERE key = ${key} AND start <= ${from} ORDER BY start DESC LIMIT 1`;
+      next = first ? first.start : to + 1;
     },
     async pull(controller) {
-      if (seq > last) return controller.close();
-      const [row] = await sql<{ data: Buffer }[]>`SELECT data FROM export_file_chunks WHERE key = ${key} AND seq = ${seq}`;
-      if (!row) return controller.error(new Error(`export file ${key} lost its chunk ${seq}`));
-      const offset = seq * chunkBytes;
-      const from = Math.max(0, start - offset);
-      const to = Math.min(row.data.byteLength, end - offset + 1);
-      controller.enqueue(new Uint8Array(row.data.buffer, row.data.byteOffset + from, to - from));
-      seq++;
+      if (next > to) return controller.close();
+      const rows = await sql`
+        SELECT start, data FROM export_file_chunks WHERE key = ${key} AND start >= ${next} AND start <= ${to}
+        ORDER BY start LIMIT ${CHUNKS_PER_READ}`.raw();
+      if (!rows.length) return controller.error(new Error(`export file ${key} lost its chunk at ${next}`));
+      for (const row of rows) {
+        if (Number((row[0] as Buffer).toString()) !== next) return controller.error(new Error(`export file ${key} lost its chunk at ${next}`));
+        const data = row[1] as Buffer;
+        const begin = Math.max(0, from - next);
+        const end = Math.min(data.byteLength, to - next + 1);
+        controller.enqueue(new Uint8Array(data.buffer, data.byteOffset + begin, end - begin));
+        next += data.byteLength;
+      }
     },
   }, { highWaterMark: 1 });
 }

@@ -1,9 +1,8 @@
 import { FhirError } from '../errors.ts';
 import type { ByteRange } from './sink.ts';
 import type { FileRecord } from './spec.ts';
-import { readableData } from './status.ts';
 import { readProgress } from './job-data.ts';
-import { visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
+import { readableData, visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
 import { mayExport } from './types-param.ts';
 
 /** How long a started download keeps its files from being collected; renewed while it streams. */

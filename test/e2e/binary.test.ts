@@ -271,7 +271,31 @@ describe.if(!!postgresTarget)('dist/cinder on PostgreSQL', () => {
     try {
       expect(await healthy(`http://127.0.0.1:${port}`)).toBe(true);
       const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
-      expect([ready.status, await ready.json()]).toEqual([200, { status: 'ok', database: 'postgres' }]);
+      expect([ready.status, await ready.json()]).toEqual([200, { status: 'ok', database: 'postgres', exportStorage: 'postgres' }]);
+
+      // An export on the embedded workers into the default storage on PostgreSQL: the database itself.
+      const client = JSON.parse((await cinder('client', 'create', '--tenant', 'pg', '--scope', 'system/*.read', '--json')).stdout) as {
+        client_id: string;
+        client_secret: string;
+      };
+      const tokenRes = await fetch(`http://127.0.0.1:${port}/oauth2/token`, {
+        method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials' }),
+        headers: { Authorization: 'Basic ' + btoa(`${client.client_id}:${client.client_secret}`), 'Content-Type': 'application/x-www-form-urlencoded' },
+      });
+      const auth = { Authorization: `Bearer ${((await tokenRes.json()) as { access_token: string }).access_token}` };
+      const kickoff = await fetch(`http://127.0.0.1:${port}/tenants/pg/fhir/R4/$export?_type=Patient`, { headers: auth });
+      expect(kickoff.status).toBe(202);
+      const status = kickoff.headers.get('Content-Location')!.replace(/^http:\/\/localhost:\d+/, `http://127.0.0.1:${port}`);
+      let res = await fetch(status, { headers: auth });
+      for (let i = 0; i < 150 && res.status === 202; i++) {
+        await Bun.sleep(200);
+        res = await fetch(status, { headers: auth });
+      }
+      expect(res.status).toBe(200);
+      const manifest = (await res.json()) as { output: { url: string }[] };
+      const file = await fetch(manifest.output[0]!.url.replace(/^http:\/\/localhost:\d+/, `http://127.0.0.1:${port}`), { headers: auth });
+      expect(JSON.parse((await file.text()).trim())).toMatchObject({ resourceType: 'Patient', id: 'pg-1' });
+      expect(existsSync(join(dir, 'data', 'exports'))).toBe(false);
     } finally {
       server.kill('SIGTERM');
       expect(await server.exited).toBe(0);

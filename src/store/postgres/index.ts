@@ -26,6 +26,8 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     onChange: options.onAvailabilityChange,
   });
   const g = <T extends object>(repo: T) => guarded(repo, guard);
+  // A file writer's calls reach the database too (an export job meeting an outage then pauses).
+  const files = createPostgresExportFiles(sql);
   return {
     kind: 'postgres',
     async migrate() {
@@ -49,6 +51,6 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     counters: g(createPostgresCounters(sql)),
     resources: g(createPostgresResources(sql)),
     exports: g(createPostgresExportJobs(sql)),
-    exportFiles: g(createPostgresExportFiles(sql)),
+    exportFiles: g({ ...files, create: (key: string) => g(files.create(key)) }),
   };
 }

@@ -2,6 +2,8 @@ import type { ExportFileRepo } from '../store/types.ts';
 import type { ExportSink, SinkWriter } from './sink.ts';
 
 const encoder = new TextEncoder();
+/** Bytes written between two collections of the worker's heap (as the scan does, steps.ts). */
+const COLLECT_BYTES = 16 << 20;
 
 /**
  * Export files in the database itself (`CINDER_EXPORT_STORAGE=postgres`): every process sharing the
@@ -12,8 +14,19 @@ export function createDatabaseSink(files: ExportFileRepo): ExportSink {
     kind: 'postgres',
     open(key): SinkWriter {
       const w = files.create(key);
+      let sinceCollect = 0;
       return {
-        write: (chunk) => w.write(typeof chunk === 'string' ? encoder.encode(chunk) : chunk),
+        write: (chunk) => {
+          const bytes = typeof chunk === 'string' ? encoder.encode(chunk) : chunk;
+          // Each chunk is copied on its way to the server (CopyData framing, socket buffers): collect
+          // that garbage at the scan's pace too, or it piles up between the scan's collections.
+          sinceCollect += bytes.byteLength;
+          if (sinceCollect >= COLLECT_BYTES) {
+            sinceCollect = 0;
+            Bun.gc(true);
+          }
+          return w.write(bytes);
+        },
         close: () => w.close(),
         abort: () => w.abort(),
       };

@@ -2,8 +2,8 @@ import type { ExportFileRepo } from '../store/types.ts';
 import type { ExportSink, SinkWriter } from './sink.ts';
 
 const encoder = new TextEncoder();
-/** Bytes written between two collections of the worker's heap (as the scan does, steps.ts). */
-const COLLECT_BYTES = 16 << 20;
+/** Bytes written between two collections of the worker's heap (the scan collects every 16 MB read, steps.ts). */
+const COLLECT_BYTES = 8 << 20;
 
 /**
  * Export files in the database itself (`CINDER_EXPORT_STORAGE=postgres`): every process sharing the

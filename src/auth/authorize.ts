@@ -5,7 +5,7 @@ import { isConfidential } from './client-auth.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import { S256_CHALLENGE } from './pkce.ts';
-import { splitScopes } from './scopes.ts';
+import { isImpliedBy, splitScopes } from './scopes.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 
 /** Lifetime of an authorization code (RFC 6749 4.1.2 recommends at most ten minutes). */
@@ -43,12 +43,12 @@ export class AuthorizeRedirectError extends Error {
   }
 }
 
-/** Scopes the client may be granted at sign-in: OpenID/launch scopes and the client's registered scopes. */
+/** Scopes the client may be granted at sign-in: OpenID/launch scopes and what the client's registered scopes imply. */
 export function grantableScopes(client: Client, requested: string[]): string[] {
   return requested.filter((s) => {
     if (OFFLINE_SCOPES.includes(s)) return client.grants.includes('refresh_token');
     if (OPENID_SCOPES.includes(s) || s === 'launch/patient') return true;
-    return client.scopes.includes(s);
+    return isImpliedBy(s, client.scopes);
   });
 }
 

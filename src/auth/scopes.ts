@@ -31,6 +31,23 @@ export function isResourceScope(scope: string): boolean {
   return parseResourceScope(scope) !== null;
 }
 
+/**
+ * Whether a client registered with `registered` may be granted `requested` (SMART App Launch 2.x,
+ * scopes v1 and v2 are equivalent: `.read` = `.rs`, `.write` = `.cud`, `.*` = `.cruds`): the same
+ * string, or a resource scope of the same context whose type and permissions a registered one covers
+ * (`system/*.read` covers `system/Observation.rs`). A context never implies another.
+ */
+export function isImpliedBy(requested: string, registered: readonly string[]): boolean {
+  if (registered.includes(requested)) return true;
+  const want = parseResourceScope(requested);
+  if (!want) return false;
+  return registered.some((r) => {
+    const have = parseResourceScope(r);
+    return have !== null && have.context === want.context && (have.type === '*' || have.type === want.type) &&
+      [...want.perms].every((p) => have.perms.has(p));
+  });
+}
+
 /** Splits a space-delimited scope string (RFC 6749 3.3), dropping empties and duplicates. */
 export function splitScopes(scope: string | undefined | null): string[] {
   return [...new Set((scope ?? '').split(' ').filter(Boolean))];

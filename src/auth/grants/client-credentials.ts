@@ -1,12 +1,13 @@
 import { OAuthError } from '../../errors.ts';
 import { fhirBaseOf } from '../../config.ts';
-import { splitScopes } from '../scopes.ts';
+import { isImpliedBy, splitScopes } from '../scopes.ts';
 import { signAccessToken } from '../tokens.ts';
 import type { Grant } from './types.ts';
 
 /**
- * client_credentials (RFC 6749 4.4; SMART Backend Services): requested scopes the client does not have
- * are ignored; no scope means all of the client's scopes. No id_token, no refresh_token, and no
+ * client_credentials (RFC 6749 4.4; SMART Backend Services): requested scopes the client's registered
+ * scopes do not imply are ignored (a v2 `system/*.rs` is granted to a `system/*.read` client, as
+ * requested); no scope means all of the client's scopes. No id_token, no refresh_token, and no
  * database write: the token is a signed JWT.
  */
 export const clientCredentials: Grant = {
@@ -15,7 +16,7 @@ export const clientCredentials: Grant = {
   async handle(deps, { client, method }, form) {
     if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a client with a secret or registered keys');
     const requested = form.has('scope') ? splitScopes(form.get('scope')) : client.scopes;
-    const granted = requested.filter((s) => client.scopes.includes(s));
+    const granted = requested.filter((s) => isImpliedBy(s, client.scopes));
     if (granted.length === 0) throw new OAuthError('invalid_scope', 'none of the requested scopes is enabled for this client');
     const scope = granted.join(' ');
     const ttl = client.accessTokenTtl ?? deps.config.backendTokenTtl;

@@ -1,0 +1,94 @@
+/**
+ * SMART scopes v1 and v2 are equivalent (`.read` = `.rs`, `.write` = `.cud`, `.*` = `.cruds`), and a
+ * requested scope that a registered one implies is granted as requested: a bulk client registered with
+ * `system/*.read` asking for `system/*.rs`, an app registered with `patient/*.read` asking for
+ * `patient/Observation.read`.
+ */
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { decodeJwt } from 'jose';
+import { createClient } from '../../src/auth/admin.ts';
+import { isImpliedBy } from '../../src/auth/scopes.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { basic, getCode, post, redeem, testUser, userClient } from '../helpers/oauth.ts';
+
+describe('which registered scopes imply a requested one', () => {
+  test.each([
+    ['system/*.rs', ['system/*.read'], true],
+    ['system/Observation.rs', ['system/*.read'], true],
+    ['system/Observation.r', ['system/*.read'], true],
+    ['system/*.read', ['system/*.rs'], true],
+    ['system/*.cruds', ['system/*.*'], true],
+    ['system/Patient.cud', ['system/*.write'], true],
+    ['system/*.write', ['system/*.cud'], true],
+    ['system/*.cruds', ['system/*.read'], false],
+    ['system/*.rs', ['system/Observation.rs'], false],
+    ['system/Observation.rs', ['user/*.read'], false],
+    ['patient/Observation.read', ['patient/*.read'], true],
+    ['patient/Observation.read', ['user/*.read'], false],
+    ['system/Observation.sr', ['system/*.*'], false],
+    ['system/Observation.x', ['system/*.*'], false],
+    ['system/Observation.rs?category=laboratory', ['system/*.*'], false],
+    ['system/Banana.rs', ['system/*.*'], false],
+    ['custom', ['custom'], true],
+    ['custom', ['system/*.*'], false],
+  ] as const)('%s from %j: %p', (requested, registered, expected) => {
+    expect(isImpliedBy(requested, registered)).toBe(expected);
+  });
+});
+
+let t: TestApp;
+beforeEach(async () => {
+  t = await createTestApp();
+});
+afterEach(() => t.close());
+
+async function clientCredentials(registered: string[], scope: string) {
+  const c = await createClient(t.store, t.clock, { tenant: 't1', scopes: registered });
+  return post(t, { grant_type: 'client_credentials', scope }, { Authorization: basic(c.client.clientId, c.clientSecret!) });
+}
+
+describe('client_credentials', () => {
+  test('a system/*.read client asking for v2 scopes gets them as requested, and they work', async () => {
+    const res = await clientCredentials(['system/*.read'], 'system/*.rs system/Observation.rs');
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { access_token: string; scope: string };
+    expect(body.scope).toBe('system/*.rs system/Observation.rs');
+    expect(decodeJwt(body.access_token).scope).toBe('system/*.rs system/Observation.rs');
+    expect((await t.request(`${t.fhir()}/Observation`, fhirInit(body.access_token))).status).toBe(200);
+    const write = await t.request(`${t.fhir()}/Observation`, fhirInit(body.access_token, 'POST', { resourceType: 'Observation', status: 'final', code: { text: 'x' } }));
+    expect(write.status).toBe(403);
+  });
+
+  test('a bulk export kick-off with a v2 scope granted from a system/*.* registration', async () => {
+    const res = await clientCredentials(['system/*.*'], 'system/*.rs');
+    const { access_token } = (await res.json()) as { access_token: string };
+    const kick = await t.request(`${t.fhir()}/$export`, fhirInit(access_token, 'GET', undefined, { Prefer: 'respond-async' }));
+    expect(kick.status).toBe(202);
+  });
+
+  test('a scope the registration does not imply is not granted', async () => {
+    const res = await clientCredentials(['system/*.read'], 'system/*.cruds');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe('invalid_scope');
+    const some = await clientCredentials(['system/*.read'], 'system/*.cruds system/Patient.rs');
+    expect(((await some.json()) as { scope: string }).scope).toBe('system/Patient.rs');
+  });
+});
+
+describe('authorization_code', () => {
+  test('a patient/*.read app asking for patient/Observation.read gets it, and reads the patient\'s Observations', async () => {
+    await testUser(t);
+    const app = await userClient(t);
+    const admin = await t.token();
+    await t.request(`${t.fhir()}/Patient/p1`, fhirInit(admin, 'PUT', { resourceType: 'Patient', id: 'p1' }));
+    await t.request(`${t.fhir()}/Observation/o1`, fhirInit(admin, 'PUT', {
+      resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' },
+    }));
+    const code = await getCode(t, { clientId: app.id, scope: 'openid launch/patient patient/Observation.read' });
+    const tokens = (await (await redeem(t, code, app)).json()) as { access_token: string; scope: string; patient: string };
+    expect(tokens.scope).toBe('openid launch/patient patient/Observation.read');
+    expect(tokens.patient).toBe('p1');
+    expect((await t.request(`${t.fhir()}/Observation/o1`, fhirInit(tokens.access_token))).status).toBe(200);
+    expect((await t.request(`${t.fhir()}/Patient/p1`, fhirInit(tokens.access_token))).status).toBe(403);
+  });
+});

@@ -94,7 +94,7 @@ function start(ctx: Context, tenant: string, group: string | undefined, input: E
 async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner: string, out: string): Promise<JobProgress> {
   const job = (await ctx.store.exports.get(tenant, jobId))!;
   let total = 0;
-  for (const type of readPlan(job).spec.types) total += await ctx.store.resources.count(tenant, { type, sort: 'id', count: 0 });
+  for (const type of readPlan(job).spec.types) total += await ctx.store.resources.count(tenant, { type, where: [], sort: [], count: 0 });
   const bar = progressBar(io, total);
   const outcome = await runJob({
     ...runSettings(ctx.config), settleMs: 0, store: ctx.store, sink: createFileSink(out), clock: ctx.clock, log: ctx.log, owner,

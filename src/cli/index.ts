@@ -7,13 +7,14 @@ import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
 import { keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
+import { reindexCommand } from './reindex.ts';
 import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
 import { userCreateCommand } from './user.ts';
 
 /** Every `cinder` subcommand. */
 export const commands: Command[] = [
-  serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, importCommand, migrateCommand, healthcheckCommand, exportCommand,
+  serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
 ];
 
 function overview(): string {

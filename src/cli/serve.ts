@@ -1,3 +1,4 @@
+import { reindex } from '../fhir/reindex.ts';
 import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
 import { CONFIG_KEYS, configEnv, flagName, fhirBaseOf } from '../config.ts';
@@ -31,6 +32,13 @@ export const serveCommand: Command = {
     // A sibling's settings come from the first process, which has migrated the database already.
     const { config, log, store, keys, clock } = await openContext(io, flags, !sibling);
     await keys.init();
+    if (!sibling) {
+      // A database holding index rows of an older model is reindexed before the server answers searches.
+      const result = await reindex(store, {
+        onProgress: ({ done }) => log.info('reindexing search index', { done }),
+      });
+      if (result.ran) log.info('search index rebuilt', { resources: result.done });
+    }
     const first = sibling ? null : await bootstrap(store, clock);
     let draining = false;
     const metrics = createMetrics();

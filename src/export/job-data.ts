@@ -6,14 +6,15 @@
  * JobDataError, which fails the job cleanly instead of letting it run the wrong step.
  */
 import { z } from 'zod';
-import type { ExportJob } from '../store/types.ts';
+import type { Condition, ExportJob } from '../store/types.ts';
 import { planSteps, type ExportSpec, type JobProgress, type Step } from './spec.ts';
 
 /**
  * Version of the data this release writes. 0 is what releases before versioning wrote: the spec without
  * `version` and `steps` (their plan was `planSteps` of the spec, which is kept as it was for them).
+ * 2 stores `_typeFilter` as compiled search conditions; 0 and 1 stored token criteria, read as conditions.
  */
-export const JOB_DATA_VERSION = 1;
+export const JOB_DATA_VERSION = 2;
 
 export class JobDataError extends Error {
   override name = 'JobDataError';
@@ -35,18 +36,23 @@ const snapshotFilter = z.object({
   params: z.array(paramCriterion).optional(),
 });
 
-const specV0 = z.object({
+const KINDS = ['id', 'lastUpdated', 'token', 'string', 'uri-prefix', 'date', 'number', 'composite', 'missing', 'chain', 'has', 'or', 'not'] as const;
+/** Compiled conditions are checked for their kind; their shape is this release's (src/store/types.ts Condition). */
+const condition = z.looseObject({ kind: z.enum(KINDS) });
+
+const specBase = z.object({
   level: z.enum(['system', 'patient', 'group']),
   groupId: z.string().optional(),
   types: z.array(z.string()),
   since: z.number().optional(),
-  filters: z.record(z.string(), z.array(snapshotFilter)),
   elements: z.record(z.string(), z.array(z.string())).optional(),
   compartment: z.enum(['any', 'job']).optional(),
   joinedSince: z.boolean(),
   provenance: z.enum(['none', 'relevant', 'latest']),
   issues: z.array(issue),
 });
+
+const specV0 = specBase.extend({ filters: z.record(z.string(), z.array(snapshotFilter)) });
 
 const step = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('type'), type: z.string() }),
@@ -57,6 +63,29 @@ const step = z.discriminatedUnion('kind', [
 ]);
 
 const specV1 = specV0.extend({ version: z.literal(1), steps: z.array(step).min(1) });
+const specV2 = specBase.extend({
+  filters: z.record(z.string(), z.array(z.array(condition))),
+  version: z.literal(2),
+  steps: z.array(step).min(1),
+});
+
+type LegacyFilter = z.infer<typeof snapshotFilter>;
+
+/** A filter of data versions 0 and 1 (token criteria on the rows they indexed) as compiled conditions. */
+function legacyConditions(f: LegacyFilter): Condition[] {
+  const out: Condition[] = [];
+  if (f.ids) out.push({ kind: 'id', ids: f.ids });
+  if (f.lastUpdated) out.push({ kind: 'lastUpdated', tests: f.lastUpdated });
+  for (const p of f.params ?? []) out.push({ kind: 'token', param: p.param, values: p.values });
+  return out;
+}
+
+function legacySpec(data: z.infer<typeof specV0>): ExportSpec {
+  const filters: Record<string, Condition[][]> = {};
+  for (const [type, list] of Object.entries(data.filters)) filters[type] = list.map(legacyConditions);
+  const { filters: _, ...rest } = data;
+  return { ...rest, filters } as ExportSpec;
+}
 
 const fileRecord = z.object({
   kind: z.enum(['output', 'deleted', 'error']),
@@ -113,15 +142,22 @@ export function readPlan(job: Pick<ExportJob, 'spec'>): JobPlan {
   if (version === 0) {
     const parsed = specV0.safeParse(raw);
     if (!parsed.success) throw unreadable('spec', parsed.error);
-    return { spec: parsed.data as ExportSpec, steps: planSteps(parsed.data as ExportSpec) };
+    const spec = legacySpec(parsed.data);
+    return { spec, steps: planSteps(spec) };
+  }
+  if (version === 1) {
+    const parsed = specV1.safeParse(raw);
+    if (!parsed.success) throw unreadable('spec', parsed.error);
+    const { version: _, steps, ...data } = parsed.data;
+    return { spec: legacySpec(data), steps };
   }
   if (version !== JOB_DATA_VERSION) {
     throw new JobDataError(`the job was stored by another version of Cinder (job data version ${JSON.stringify(version)}; this one reads 0 to ${JOB_DATA_VERSION})`);
   }
-  const parsed = specV1.safeParse(raw);
+  const parsed = specV2.safeParse(raw);
   if (!parsed.success) throw unreadable('spec', parsed.error);
   const { version: _, steps, ...spec } = parsed.data;
-  return { spec: spec as ExportSpec, steps };
+  return { spec: spec as unknown as ExportSpec, steps };
 }
 
 /** The job's progress (the same in data versions 0 and 1); JobDataError when it cannot be read. */

@@ -1,7 +1,7 @@
 import { compartmentsOf } from '../fhir/indexer.ts';
-import type { SnapshotQuery, SnapshotRow, Store } from '../store/types.ts';
+import type { Condition, SnapshotQuery, SnapshotRow, Store } from '../store/types.ts';
 import type { ExportSpec } from './spec.ts';
-import { matchesFilters } from './type-filter.ts';
+import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 
 /** What a page query needs to know about its job. */
 export interface SelectContext {
@@ -58,10 +58,17 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
     }
     const joined = q.joinedSince === true && matched.some((p) => patients?.get(p) === true);
     if (!row.deleted && q.since !== undefined && row.lastUpdated <= q.since && !joined) continue;
-    if (q.filters && !matchesFilters(resource, row.lastUpdated, q.filters)) continue;
+    if (q.filters && !(await matchesAny(ctx, resource, row.lastUpdated, q.filters))) continue;
     pass.push(row);
   }
   return pass;
+}
+
+/** Whether a version passes one of the ORed `_typeFilter` queries. */
+async function matchesAny(ctx: SelectContext, resource: Record<string, unknown>, lastUpdated: number, filters: Condition[][]): Promise<boolean> {
+  const match: MatchContext = { exists: async (query) => (await ctx.store.resources.search(ctx.tenant, query)).length > 0 };
+  for (const f of filters) if (await matchConditions(resource, lastUpdated, f, match)) return true;
+  return false;
 }
 
 /** One page of a type's selection as of transactionTime. */

@@ -3,7 +3,7 @@
  * (JobProgress). Both are stored as JSON in the job row and handed to workers as they are.
  */
 import type { FhirIssue } from '../errors.ts';
-import type { SnapshotFilter } from '../store/types.ts';
+import type { Condition } from '../store/types.ts';
 
 export type ExportLevel = 'system' | 'patient' | 'group';
 
@@ -21,8 +21,8 @@ export interface ExportSpec {
   types: string[];
   /** `_since` in epoch ms. */
   since?: number;
-  /** `_typeFilter` per type: ORed alternatives of ANDed criteria. */
-  filters: Record<string, SnapshotFilter[]>;
+  /** `_typeFilter` per type: ORed queries, each its ANDed compiled conditions (src/fhir/search-compile.ts). */
+  filters: Record<string, Condition[][]>;
   /** `_elements`: top-level elements to keep per type (mandatory ones included). */
   elements?: Record<string, string[]>;
   /** Patient and Group exports: any patient's compartment, or those of the job's stored patients. */

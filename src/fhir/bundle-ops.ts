@@ -7,7 +7,7 @@ import { deleteVersion, putVersion, readResource, requireAccess, requireStoredIn
 import { operationOutcome } from './outcome.ts';
 import { walkReferences } from './references.ts';
 import { checkTypeAndId, newId } from './resource.ts';
-import { parseSearch, searchResources } from './search.ts';
+import { compileSearch, searchResources } from './search.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -131,7 +131,7 @@ export function checkRead(req: FhirRequest, entry: Entry): void {
     requireAccess(req.access, entry.type, 'r');
   } else {
     requireAccess(req.access, entry.type, 's');
-    parseSearch(entry.type, entry.query!, false);
+    compileSearch(entry.type, entry.query!, false);
   }
 }
 

@@ -17,10 +17,12 @@ export function etag(versionId: number): string {
  */
 export function searchsetJson(
   fhirBase: string, rows: ResourceVersion[], links: BundleLink[], total: number | undefined, warnings: FhirIssue[], now: number,
+  extra: { included?: ResourceVersion[]; shape?: (content: string) => string } = {},
 ): string {
-  const entries = rows.map(
-    (r) => `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.type}/${r.id}`)},"resource":${r.content},"search":{"mode":"match"}}`,
-  );
+  const shape = extra.shape ?? ((content: string) => content);
+  const entry = (r: ResourceVersion, mode: string) =>
+    `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.type}/${r.id}`)},"resource":${shape(r.content)},"search":{"mode":"${mode}"}}`;
+  const entries = [...rows.map((r) => entry(r, 'match')), ...(extra.included ?? []).map((r) => entry(r, 'include'))];
   if (warnings.length > 0) {
     entries.push(`{"resource":${JSON.stringify(operationOutcome(warnings))},"search":{"mode":"outcome"}}`);
   }

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
-import { StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
+import { NO_INDEX_ROWS, StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import type { Access, Permission } from './access.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
@@ -10,6 +10,11 @@ import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts'
 export interface FhirDeps {
   store: Store;
   clock: Clock;
+  /**
+   * The codes of a ValueSet by canonical URL, for the `:in` and `:not-in` search modifiers (the
+   * terminology service's expansion); absent where no terminology service is wired.
+   */
+  expandCodes?: (tenant: string, valueSet: string) => Promise<{ system: string; code: string }[]>;
 }
 
 /** Who asks, in which tenant. */
@@ -119,7 +124,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
-  await w.put({ ...version, index: [], compartments: [] });
+  await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [] });
   return version;
 }
 

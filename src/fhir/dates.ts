@@ -1,5 +1,5 @@
 import { FhirError } from '../errors.ts';
-import type { Comparator, TimeCriterion } from '../store/types.ts';
+import type { Comparator, DateTest } from '../store/types.ts';
 
 const DATE = /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})?)?)?)?$/;
 
@@ -44,7 +44,7 @@ function daysIn(year: number, month: number): number {
 const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'ge', 'lt', 'le'];
 
 /** Parses a `_lastUpdated` search value with its optional prefix (`ge2024-01-01`). */
-export function parseTimeCriterion(raw: string, param = '_lastUpdated'): TimeCriterion {
+export function parseTimeCriterion(raw: string, param = '_lastUpdated'): DateTest {
   const prefix = PREFIXES.find((p) => raw.startsWith(p));
   const value = prefix ? raw.slice(2) : raw;
   const range = dateRange(value);

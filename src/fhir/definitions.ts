@@ -1,16 +1,21 @@
 import compartmentDefinition from '@fhir-r4/compartmentdefinition-patient.json' with { type: 'json' };
 import searchParameterBundle from '@fhir-r4/search-parameters.json' with { type: 'json' };
+import usCoreBundle from '@fhir-r4/search-parameters-uscore.json' with { type: 'json' };
 import { compileExpression, type CompiledPath } from './fhirpath.ts';
+import { R4_RESOURCE_TYPES } from './resource-types.ts';
 
-/** Search parameters Cinder indexes on write (beyond `_id` and `_lastUpdated`, which every type has). */
-export const INDEXED_PARAMS = ['identifier', 'patient', 'subject', 'url', 'version', 'code'] as const;
+export type ParamType = 'number' | 'date' | 'string' | 'token' | 'reference' | 'quantity' | 'uri' | 'composite' | 'special';
 
-export type IndexedParamType = 'token' | 'reference' | 'uri';
+/** Parameters every type has, kept as columns of the resource row rather than index rows. */
+export const COLUMN_PARAMS = new Set(['_id', '_lastUpdated']);
 
 export interface ParamDefinition {
   code: string;
-  type: IndexedParamType;
+  type: ParamType;
   url: string;
+  /** The resource type it is defined on here. */
+  base: string;
+  expression: string;
   paths: CompiledPath[];
   /** Resource types a reference parameter may point at. */
   targets: string[];
@@ -21,46 +26,95 @@ export interface ParamDefinition {
    * Patient; on two types the expressions are equal and there is no `target`.
    */
   storedAs?: { param: string; target?: string };
+  /**
+   * Set when this parameter's paths are exactly the union of other parameters' paths (R4's `combo-code`
+   * = `code` | `component.code`): it keeps no rows and is searched as any of those parameters.
+   */
+  unionOf?: string[];
+  /** A composite's components after the first: each a parameter type and its paths from the composite's element. */
+  components?: { type: ParamType; paths: CompiledPath[] }[];
+  /** A composite's first component (always a token in R4). */
+  first?: CompiledPath[];
 }
 
 interface RawSearchParameter {
   url: string;
   code: string;
-  type: string;
+  type: ParamType;
   base: string[];
   expression?: string;
   target?: string[];
+  component?: { definition: string; expression: string }[];
 }
 
 let params: Map<string, ParamDefinition[]> | undefined;
 let compartment: Map<string, CompiledPath[]> | undefined;
 
-function rawParameters(): RawSearchParameter[] {
-  return (searchParameterBundle as { entry: { resource: RawSearchParameter }[] }).entry.map((e) => e.resource);
+function entries(bundle: unknown): RawSearchParameter[] {
+  return (bundle as { entry: { resource: RawSearchParameter }[] }).entry.map((e) => e.resource);
 }
 
-/** Indexed search parameters by resource type, from the R4 SearchParameter definitions. */
+function rawParameters(): RawSearchParameter[] {
+  return entries(searchParameterBundle);
+}
+
+/** `DomainResource` parameters apply to every type but these (FHIR R4 resource hierarchy). */
+const NOT_DOMAIN = new Set(['Binary', 'Bundle', 'Parameters']);
+
+function basesOf(sp: RawSearchParameter): string[] {
+  return sp.base.flatMap((b) =>
+    b === 'Resource' ? [...R4_RESOURCE_TYPES] : b === 'DomainResource' ? R4_RESOURCE_TYPES.filter((t) => !NOT_DOMAIN.has(t)) : [b],
+  );
+}
+
+/**
+ * Search parameters by resource type: every R4 core SearchParameter with an expression, and the US Core
+ * ones on core types that R4 does not define (`race`, `ethnicity`...). `_id` and `_lastUpdated` are columns.
+ */
 export function indexedParams(): Map<string, ParamDefinition[]> {
   if (params) return params;
-  const wanted = new Set<string>(INDEXED_PARAMS);
   params = new Map();
-  for (const sp of rawParameters()) {
-    if (!wanted.has(sp.code) || !sp.expression) continue;
-    if (sp.type !== 'token' && sp.type !== 'reference' && sp.type !== 'uri') continue;
-    for (const base of sp.base) {
+  const byUrl = new Map<string, RawSearchParameter>();
+  const core = rawParameters();
+  for (const sp of core) byUrl.set(sp.url, sp);
+  const add = (sp: RawSearchParameter, onlyNew: boolean) => {
+    if (!sp.expression || COLUMN_PARAMS.has(sp.code)) return;
+    for (const base of basesOf(sp)) {
+      const list = params!.get(base) ?? [];
+      if (onlyNew && list.some((p) => p.code === sp.code)) continue;
       const paths = compileExpression(sp.expression, base);
       if (paths.length === 0) continue;
-      const list = params.get(base) ?? [];
-      list.push({ code: sp.code, type: sp.type, url: sp.url, paths, targets: sp.target ?? [] });
-      params.set(base, list);
+      const def: ParamDefinition = { code: sp.code, type: sp.type, url: sp.url, base, expression: sp.expression, paths, targets: sp.target ?? [] };
+      if (sp.type === 'composite') compileComponents(def, sp, byUrl);
+      list.push(def);
+      params!.set(base, list);
     }
+  };
+  for (const sp of core) add(sp, false);
+  for (const sp of entries(usCoreBundle)) add(sp, true);
+  for (const list of params.values()) {
+    linkStoredAs(list);
+    linkUnions(list);
   }
-  for (const list of params.values()) linkStoredAs(list);
   return params;
 }
 
-const pathKey = (p: CompiledPath): string => `${p.segments.join('.')}|${p.ofType ?? ''}`;
-const pathsKey = (paths: CompiledPath[]): string => paths.map(pathKey).sort().join(',');
+function compileComponents(def: ParamDefinition, sp: RawSearchParameter, byUrl: Map<string, RawSearchParameter>): void {
+  const parts = (sp.component ?? []).map((c) => {
+    const target = byUrl.get(c.definition);
+    if (!target) throw new Error(`composite ${sp.code}: component ${c.definition} has no definition`);
+    return { type: target.type, paths: compileExpression(c.expression) };
+  });
+  // R4's DocumentReference `relationship` names its components' definitions the wrong way round
+  // (relatesto, a reference, for `code`; relation, a token, for `target`): the expressions decide.
+  if (parts.length === 2 && parts[0]!.type !== 'token' && parts[1]!.type === 'token') {
+    [parts[0]!.type, parts[1]!.type] = [parts[1]!.type, parts[0]!.type];
+  }
+  const [first, ...rest] = parts;
+  if (!first || first.type !== 'token' || rest.length === 0) throw new Error(`composite ${sp.code}: unsupported components`);
+  def.first = first.paths;
+  def.components = rest;
+}
 
 /**
  * Sets `storedAs` on each reference parameter whose paths are another unrestricted reference
@@ -68,6 +122,7 @@ const pathsKey = (paths: CompiledPath[]): string => paths.map(pathKey).sort().jo
  * parameters the one allowing more target types keeps the rows: `subject` rather than `patient`).
  */
 function linkStoredAs(list: ParamDefinition[]): void {
+  const pathsKey = (paths: CompiledPath[]): string => paths.map((p) => p.key).sort().join(',');
   for (const p of list) {
     if (p.type !== 'reference') continue;
     const targets = new Set(p.paths.map((path) => path.targetType));
@@ -83,14 +138,40 @@ function linkStoredAs(list: ParamDefinition[]): void {
   }
 }
 
+const componentsKey = (p: ParamDefinition): string =>
+  [p.first ?? [], ...(p.components ?? []).map((c) => c.paths)].map((paths) => paths.map((x) => x.key).join('|')).join('$');
+
+/** Sets `unionOf` on each parameter whose paths two or more other parameters of its type cover exactly. */
+function linkUnions(list: ParamDefinition[]): void {
+  for (const p of list) {
+    if (p.type === 'reference' || p.storedAs || p.paths.length < 2) continue;
+    const keys = new Set(p.paths.map((x) => x.key));
+    const parts = list.filter((o) =>
+      o !== p && o.type === p.type && !o.unionOf && !o.storedAs && o.paths.length > 0 &&
+      o.paths.every((x) => keys.has(x.key) && !x.targetType) && componentsKey(o) === componentsKey(p),
+    );
+    const covered = new Set(parts.flatMap((o) => o.paths.map((x) => x.key)));
+    if (parts.length >= 2 && covered.size === keys.size) p.unionOf = parts.map((o) => o.code);
+  }
+}
+
 /** Of two parameters with equal paths, whether `q` keeps the rows: more target types, else listed first. */
 function keepsRowsOver(q: ParamDefinition, p: ParamDefinition, list: ParamDefinition[]): boolean {
   return q.targets.length !== p.targets.length ? q.targets.length > p.targets.length : list.indexOf(q) < list.indexOf(p);
 }
 
-/** The parameters of `type` that Cinder can search on. */
+/** The parameters of `type` that Cinder can search on (besides `_id` and `_lastUpdated`). */
 export function paramsOf(type: string): ParamDefinition[] {
   return indexedParams().get(type) ?? [];
+}
+
+const byCode = new Map<string, Map<string, ParamDefinition>>();
+
+/** The parameter `code` of `type`, if it has one. */
+export function paramOf(type: string, code: string): ParamDefinition | undefined {
+  let map = byCode.get(type);
+  if (!map) byCode.set(type, (map = new Map(paramsOf(type).map((p) => [p.code, p]))));
+  return map.get(code);
 }
 
 /**
@@ -116,4 +197,10 @@ export function patientCompartment(): Map<string, CompiledPath[]> {
 /** Resource types that can be in a Patient compartment. */
 export function compartmentTypes(): string[] {
   return [...patientCompartment().keys()];
+}
+
+/** The patient compartment's parameter names for `type` (CompartmentDefinition `param`). */
+export function compartmentParams(type: string): string[] {
+  const entry = (compartmentDefinition as { resource: { code: string; param?: string[] }[] }).resource.find((e) => e.code === type);
+  return entry?.param ?? [];
 }

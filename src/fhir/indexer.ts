@@ -1,66 +1,311 @@
-import type { IndexEntry } from '../store/types.ts';
-import { paramsOf, patientCompartment, type ParamDefinition } from './definitions.ts';
-import { evaluatePath } from './fhirpath.ts';
+import type { CompositeEntry, IndexEntry, IndexRows, RangeEntry, StringEntry } from '../store/types.ts';
+import { dateRange } from './dates.ts';
+import { paramsOf, patientCompartment, type ParamDefinition, type ParamType } from './definitions.ts';
+import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { parseReference } from './references.ts';
 
 type Json = Record<string, unknown>;
 
-function tokenEntries(param: string, value: unknown, out: IndexEntry[]): void {
+/** Normalised string values are cut to this many characters (index keys stay small; longer prefixes compare on the cut). */
+export const STRING_INDEX_CHARS = 256;
+
+/** FHIR string matching form: accents removed, lower case (search.html 3.1.1.5.12: case- and accent-insensitive). */
+export function normalizeString(s: string): string {
+  const folded = s.normalize('NFD').replace(/[\u0300-\u036f]/g, '').toLowerCase();
+  return folded.length > STRING_INDEX_CHARS ? folded.slice(0, STRING_INDEX_CHARS) : folded;
+}
+
+/** American Soundex of a name (the `phonetic` parameter): letter + three digits, '' for no letters. */
+export function soundex(name: string): string {
+  const letters = name.normalize('NFD').replace(/[^A-Za-z]/g, '').toUpperCase();
+  if (!letters) return '';
+  const codes: Record<string, string> = { B: '1', F: '1', P: '1', V: '1', C: '2', G: '2', J: '2', K: '2', Q: '2', S: '2', X: '2', Z: '2', D: '3', T: '3', L: '4', M: '5', N: '5', R: '6' };
+  let out = letters[0]!;
+  let last = codes[out] ?? '';
+  for (const ch of letters.slice(1)) {
+    const code = codes[ch] ?? '';
+    if (code && code !== last) out += code;
+    if (ch !== 'H' && ch !== 'W') last = code;
+    if (out.length === 4) break;
+  }
+  return out.padEnd(4, '0');
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
+/** The token values of one element (FHIR R4 search 3.1.1.5.11): Coding, CodeableConcept, Identifier, ContactPoint, code, boolean, uri. */
+export function tokenValues(value: unknown, out: { system: string; value: string }[]): void {
   if (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'number') {
-    out.push({ param, system: '', value: String(value) });
+    out.push({ system: '', value: String(value) });
     return;
   }
   if (value === null || typeof value !== 'object') return;
   const v = value as Json;
   if (Array.isArray(v.coding)) {
-    for (const c of v.coding) tokenEntries(param, c, out);
+    for (const c of v.coding) tokenValues(c, out);
     return;
   }
-  const code = typeof v.code === 'string' ? v.code : typeof v.value === 'string' ? v.value : undefined;
-  if (code !== undefined) out.push({ param, system: typeof v.system === 'string' ? v.system : '', value: code });
+  const code = str(v.code) ?? str(v.value);
+  if (code !== undefined) out.push({ system: str(v.system) ?? '', value: code });
 }
 
-function referenceEntries(def: ParamDefinition, value: unknown, targetType: string | undefined, out: IndexEntry[]): void {
-  const ref = typeof value === 'string' ? value : (value as Json | null)?.reference;
-  if (typeof ref !== 'string') return;
+/** The `:text` of a token element: CodeableConcept.text, else its codings' displays; Coding.display. */
+function tokenTexts(value: unknown, out: string[]): void {
+  if (value === null || typeof value !== 'object') return;
+  const v = value as Json;
+  if (typeof v.text === 'string') return void out.push(v.text);
+  if (Array.isArray(v.coding)) {
+    for (const c of v.coding) tokenTexts(c, out);
+    return;
+  }
+  if (typeof v.display === 'string') out.push(v.display);
+}
+
+/** Parts of a HumanName or Address searched by a string parameter; a plain string is itself. */
+function stringParts(value: unknown, out: string[]): void {
+  if (typeof value === 'string') return void out.push(value);
+  if (value === null || typeof value !== 'object') return;
+  const v = value as Json;
+  for (const key of ['text', 'family', 'given', 'prefix', 'suffix', 'line', 'city', 'district', 'state', 'postalCode', 'country']) {
+    const part = v[key];
+    if (typeof part === 'string') out.push(part);
+    else if (Array.isArray(part)) for (const p of part) if (typeof p === 'string') out.push(p);
+  }
+}
+
+/** [low, high) of a date element: date/dateTime/instant at its precision, Period (open ends infinite), Timing events and bounds. */
+export function dateRanges(value: unknown, out: { low: number; high: number }[]): void {
+  if (typeof value === 'string') {
+    const r = dateRange(value);
+    if (r) out.push(r);
+    return;
+  }
+  if (value === null || typeof value !== 'object') return;
+  const v = value as Json;
+  if ('start' in v || 'end' in v) {
+    const start = typeof v.start === 'string' ? dateRange(v.start) : null;
+    const end = typeof v.end === 'string' ? dateRange(v.end) : null;
+    if (start || end) out.push({ low: start?.low ?? -Infinity, high: end?.high ?? Infinity });
+    return;
+  }
+  if (Array.isArray(v.event)) for (const e of v.event) dateRanges(e, out);
+  const repeat = v.repeat as Json | undefined;
+  if (repeat?.boundsPeriod) dateRanges(repeat.boundsPeriod, out);
+}
+
+/** Number ranges of a number or quantity element, with the unit (Quantity, Money, Range; a plain number). */
+export function quantityValues(value: unknown, out: { system: string; code: string; low: number; high: number }[]): void {
+  if (typeof value === 'number') return void out.push({ system: '', code: '', low: value, high: value });
+  if (value === null || typeof value !== 'object') return;
+  const v = value as Json;
+  if (typeof v.value === 'number') {
+    const system = str(v.system) ?? (typeof v.currency === 'string' ? 'urn:iso:std:iso:4217' : '');
+    const code = str(v.code) ?? str(v.currency) ?? '';
+    out.push({ system, code, low: v.value, high: v.value });
+    const unit = str(v.unit);
+    if (unit !== undefined && unit !== code) out.push({ system: '', code: unit, low: v.value, high: v.value });
+    return;
+  }
+  const lo = v.low as Json | undefined;
+  const hi = v.high as Json | undefined;
+  if (typeof lo?.value === 'number' || typeof hi?.value === 'number') {
+    const unitOf = lo ?? hi!;
+    out.push({
+      system: str(unitOf.system) ?? '',
+      code: str(unitOf.code) ?? str(unitOf.unit) ?? '',
+      low: typeof lo?.value === 'number' ? lo.value : -Infinity,
+      high: typeof hi?.value === 'number' ? hi.value : Infinity,
+    });
+  }
+}
+
+/** The (type, id) or canonical a reference element points at; `targetType` restricts it. */
+export function referenceValues(value: unknown, targetType: string | undefined, out: { system: string; value: string }[]): void {
+  if (typeof value === 'string') {
+    // canonical: the URL as written, and without its `|version`
+    out.push({ system: '', value });
+    const bar = value.indexOf('|');
+    if (bar > 0) out.push({ system: '', value: value.slice(0, bar) });
+    return;
+  }
+  if (value === null || typeof value !== 'object') return;
+  const v = value as Json;
+  if (typeof v.resourceType === 'string' && typeof v.id === 'string') {
+    // an inline resource (Bundle.entry[0].resource)
+    if (!targetType || v.resourceType === targetType) out.push({ system: v.resourceType, value: v.id });
+    return;
+  }
+  const ref = str(v.reference);
+  if (ref === undefined) return;
   const parsed = parseReference(ref);
-  if (!parsed || (targetType && parsed.type !== targetType)) return;
-  out.push({ param: def.code, system: parsed.type, value: parsed.id });
+  if (parsed) {
+    if (!targetType || parsed.type === targetType) out.push({ system: parsed.type, value: parsed.id });
+  } else if (!targetType && /^[a-z][a-z0-9+.-]*:/i.test(ref) && !ref.startsWith('urn:')) {
+    out.push({ system: '', value: ref });
+  }
 }
 
-/** Search index entries of `resource` for the parameters Cinder indexes (R4 SearchParameter expressions). */
-export function indexEntries(resource: Json): IndexEntry[] {
-  const out: IndexEntry[] = [];
-  for (const def of paramsOf(resource.resourceType as string)) {
-    if (def.storedAs) continue;
-    for (const path of def.paths) {
-      for (const value of evaluatePath(resource, path)) {
-        if (def.type === 'reference') referenceEntries(def, value, path.targetType, out);
-        else if (def.type === 'token') tokenEntries(def.code, value, out);
-        else if (typeof value === 'string') out.push({ param: def.code, system: '', value });
+function emptyRows(): IndexRows {
+  return { tokens: [], strings: [], ranges: [], composites: [] };
+}
+
+function values(def: ParamDefinition, node: unknown, root: unknown, paths: CompiledPath[]): unknown[] {
+  const out: unknown[] = [];
+  for (const path of paths) for (const v of path.evaluate(node, root)) out.push(v);
+  return out;
+}
+
+/** Index rows of one (non-composite) parameter's value. */
+function simpleRows(def: ParamDefinition, value: unknown, targetType: string | undefined, rows: IndexRows): void {
+  const param = def.code;
+  switch (def.type) {
+    case 'token': {
+      const tokens: { system: string; value: string }[] = [];
+      tokenValues(value, tokens);
+      for (const t of tokens) rows.tokens.push({ param, system: t.system, value: t.value });
+      const texts: string[] = [];
+      tokenTexts(value, texts);
+      for (const t of texts) rows.strings.push({ param: `${param}:text`, value: normalizeString(t), exact: t });
+      const type = (value as Json | null)?.type as Json | undefined;
+      if (type && typeof (value as Json).value === 'string' && Array.isArray(type.coding)) {
+        // Identifier `:of-type`: type's system|code and the value
+        for (const c of type.coding as Json[]) {
+          if (typeof c?.code === 'string') rows.tokens.push({ param: `${param}:of-type`, system: str(c.system) ?? '', value: `${c.code}|${(value as Json).value}` });
+        }
       }
+      return;
+    }
+    case 'string': {
+      const parts: string[] = [];
+      stringParts(value, parts);
+      for (const p of parts) {
+        if (def.code === 'phonetic') {
+          const key = soundex(p);
+          if (key) rows.strings.push({ param, value: key.toLowerCase(), exact: p });
+        } else rows.strings.push({ param, value: normalizeString(p), exact: p });
+      }
+      return;
+    }
+    case 'uri':
+      if (typeof value === 'string') rows.tokens.push({ param, system: '', value });
+      return;
+    case 'reference': {
+      const refs: { system: string; value: string }[] = [];
+      referenceValues(value, targetType, refs);
+      for (const r of refs) rows.tokens.push({ param, system: r.system, value: r.value });
+      const identifier = (value as Json | null)?.identifier;
+      if (identifier) {
+        const ids: { system: string; value: string }[] = [];
+        tokenValues(identifier, ids);
+        for (const t of ids) rows.tokens.push({ param: `${param}:identifier`, system: t.system, value: t.value });
+      }
+      return;
+    }
+    case 'date': {
+      const ranges: { low: number; high: number }[] = [];
+      dateRanges(value, ranges);
+      for (const r of ranges) rows.ranges.push({ param, system: '', code: '', low: r.low, high: r.high });
+      return;
+    }
+    case 'number':
+    case 'quantity': {
+      const qs: { system: string; code: string; low: number; high: number }[] = [];
+      quantityValues(value, qs);
+      for (const q of qs) rows.ranges.push({ param, ...q });
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+type Part = { system2: string; value2: string; low: number; high: number };
+
+/** The stored forms of one composite component value. */
+function partValues(type: ParamType, value: unknown): Part[] {
+  const out: Part[] = [];
+  const none = { system2: '', value2: '', low: 0, high: 0 };
+  if (type === 'token') {
+    const t: { system: string; value: string }[] = [];
+    tokenValues(value, t);
+    for (const x of t) out.push({ ...none, system2: x.system, value2: x.value });
+  } else if (type === 'reference') {
+    const t: { system: string; value: string }[] = [];
+    referenceValues(value, undefined, t);
+    for (const x of t) out.push({ ...none, system2: x.system, value2: x.value });
+  } else if (type === 'string') {
+    const s: string[] = [];
+    stringParts(value, s);
+    for (const x of s) out.push({ ...none, value2: normalizeString(x) });
+  } else if (type === 'date') {
+    const r: { low: number; high: number }[] = [];
+    dateRanges(value, r);
+    for (const x of r) out.push({ ...none, low: x.low, high: x.high });
+  } else if (type === 'quantity' || type === 'number') {
+    const q: { system: string; code: string; low: number; high: number }[] = [];
+    quantityValues(value, q);
+    for (const x of q) out.push({ system2: x.system, value2: x.code, low: x.low, high: x.high });
+  }
+  return out;
+}
+
+/** Composite rows: per element the composite reaches, its first component's tokens times the other components' values. */
+function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry[]): void {
+  for (const path of def.paths) {
+    for (const element of path.evaluate(resource, resource)) {
+      const firsts: { system: string; value: string }[] = [];
+      for (const v of values(def, element, resource, def.first!)) tokenValues(v, firsts);
+      if (firsts.length === 0) continue;
+      const [second, third] = def.components!;
+      let parts = values(def, element, resource, second!.paths).flatMap((v) => partValues(second!.type, v));
+      if (third) {
+        // MolecularSequence coordinates: chromosome $ start $ end, the start in low and the end in high
+        const ends = values(def, element, resource, third.paths).flatMap((v) => partValues(third.type, v));
+        parts = parts.flatMap((s) => ends.map((e) => ({ ...s, high: e.low })));
+      }
+      for (const f of firsts) for (const p of parts) out.push({ param: def.code, system1: f.system, value1: f.value, ...p });
     }
   }
-  return dedupe(out);
 }
 
-/** Up to this many entries, duplicates are found by comparing pairs (no key strings to build). */
-const PAIRWISE_DEDUPE = 16;
-
-function dedupe(entries: IndexEntry[]): IndexEntry[] {
-  if (entries.length < 2) return entries;
-  if (entries.length <= PAIRWISE_DEDUPE) {
-    const out: IndexEntry[] = [];
-    for (const e of entries) if (!out.some((o) => o.value === e.value && o.param === e.param && o.system === e.system)) out.push(e);
-    return out;
+/** Search index rows of `resource` for every parameter of its type (R4 SearchParameter expressions). */
+export function indexEntries(resource: Json): IndexRows {
+  const rows = emptyRows();
+  for (const def of paramsOf(resource.resourceType as string)) {
+    if (def.storedAs || def.unionOf) continue;
+    if (def.type === 'composite') {
+      compositeRows(def, resource, rows.composites);
+      continue;
+    }
+    if (def.type === 'special') continue;
+    for (const path of def.paths) {
+      for (const value of evaluatePath(resource, path)) simpleRows(def, value, path.targetType, rows);
+    }
   }
+  return dedupe(rows);
+}
+
+function dedupeBy<T>(entries: T[], key: (e: T) => string): T[] {
+  if (entries.length < 2) return entries;
   const seen = new Set<string>();
   return entries.filter((e) => {
-    const key = `${e.param}\u0000${e.system}\u0000${e.value}`;
-    if (seen.has(key)) return false;
-    seen.add(key);
+    const k = key(e);
+    if (seen.has(k)) return false;
+    seen.add(k);
     return true;
   });
+}
+
+function dedupe(rows: IndexRows): IndexRows {
+  return {
+    tokens: dedupeBy<IndexEntry>(rows.tokens, (e) => `${e.param}\u0000${e.system}\u0000${e.value}`),
+    strings: dedupeBy<StringEntry>(rows.strings, (e) => `${e.param}\u0000${e.exact}`),
+    ranges: dedupeBy<RangeEntry>(rows.ranges, (e) => `${e.param}\u0000${e.system}\u0000${e.code}\u0000${e.low}\u0000${e.high}`),
+    composites: dedupeBy<CompositeEntry>(
+      rows.composites,
+      (e) => `${e.param}\u0000${e.system1}\u0000${e.value1}\u0000${e.system2}\u0000${e.value2}\u0000${e.low}\u0000${e.high}`,
+    ),
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { IndexEntry, VersionToWrite } from '../store/types.ts';
+import type { IndexRows, VersionToWrite } from '../store/types.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
 
@@ -12,7 +12,7 @@ export interface PreparedVersion {
   id: string;
   /** The stored text after stampHead (see stampTail). */
   tail: string;
-  index: IndexEntry[];
+  index: IndexRows;
   compartments: string[];
 }
 

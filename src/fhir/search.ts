@@ -1,40 +1,77 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { ParamCriterion, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
+import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { requireAccess } from './crud.ts';
-import { patientCompartment, paramsOf, type ParamDefinition } from './definitions.ts';
-import { parseTimeCriterion } from './dates.ts';
+import { paramOf, paramsOf, patientCompartment, type ParamDefinition } from './definitions.ts';
+import { evaluatePath } from './fhirpath.ts';
+import { referenceValues } from './indexer.ts';
 import { issue } from './outcome.ts';
-import { alternatives, MAX_SEARCH_VALUES, tokenValue, unescapeValue } from './search-values.ts';
-import { parseReference } from './references.ts';
-import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
+import { MAX_SEARCH_VALUES } from './search-values.ts';
+import { isResourceType } from './resource-types.ts';
+import summaryElements from './summary-elements.json' with { type: 'json' };
+import { keysetSort } from '../store/search-sql.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
+/** At most this many resources are added by `_include` and `_revinclude` to one page. */
+export const MAX_INCLUDES = 1000;
+/** `:iterate` follows includes this many rounds at most. */
+export const MAX_ITERATIONS = 3;
 
-/** Result parameters Cinder honours; other `_` parameters are reported as unsupported. */
-const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary']);
+/** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
+const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude']);
+/** Parameters defined for all resources that Cinder does not search. */
+const UNSUPPORTED = new Set(['_text', '_content', '_list', '_query', '_filter', '_contained', '_containedType']);
+
+export interface Include {
+  /** The type whose reference parameter is followed (`*`: any). */
+  source: string;
+  param: string;
+  target?: string;
+  iterate: boolean;
+}
+
+export interface CompiledSearch {
+  query: SearchQuery;
+  pending: PendingCondition[];
+  warnings: FhirIssue[];
+  /** The query string that reproduces this page (for the `self` link). */
+  self: URLSearchParams;
+  total: string | null;
+  summary: 'true' | 'text' | 'data' | 'count' | 'false' | null;
+  elements?: string[];
+  includes: Include[];
+  revincludes: Include[];
+}
 
 export interface SearchResult {
   rows: ResourceVersion[];
+  /** Resources added by `_include` / `_revinclude` (search mode `include`). */
+  included: ResourceVersion[];
   /** Cursor for the next page, when there may be one. */
   next?: string;
   total?: number;
   /** Issues about ignored parameters (lenient handling). */
   warnings: FhirIssue[];
-  /** The query string that reproduces this page (for the `self` link). */
   self: URLSearchParams;
+  /** Rewrites each resource's JSON for `_summary` / `_elements`, when asked for. */
+  shape?: (content: string) => string;
 }
 
-/** Encodes a keyset position as an opaque `_cursor` value. */
-export function encodeCursor(c: SearchCursor): string {
-  return Buffer.from(JSON.stringify([c.lastUpdated, c.id])).toString('base64url');
+type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number };
+
+/** Encodes a keyset position (or, for other sorts, an offset) as an opaque `_cursor` value. */
+export function encodeCursor(c: SearchCursor | { offset: number }): string {
+  const value = 'offset' in c ? { o: c.offset } : [c.lastUpdated, c.id];
+  return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
-function decodeCursor(raw: string): SearchCursor {
+function decodeCursor(raw: string): Cursor {
   try {
-    const [lastUpdated, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-    if (typeof lastUpdated === 'number' && typeof id === 'string') return { lastUpdated, id };
+    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+    if (Array.isArray(v) && typeof v[0] === 'number' && typeof v[1] === 'string') return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
+    if (v && typeof v.o === 'number' && Number.isInteger(v.o) && v.o >= 0) return { kind: 'offset', offset: v.o };
   } catch {
     // fall through to the error below
   }
@@ -47,116 +84,284 @@ function parseCount(raw: string | null): number {
   return Math.min(Number(raw), MAX_COUNT);
 }
 
-function parseSort(raw: string | null): SearchQuery['sort'] {
-  if (raw === null || raw === '_id') return 'id';
-  if (raw === '_lastUpdated') return 'lastUpdated';
-  if (raw === '-_lastUpdated') return '-lastUpdated';
-  throw new FhirError('not-supported', `Unsupported _sort '${raw}': Cinder sorts by _id, _lastUpdated or -_lastUpdated`, { expression: ['_sort'] });
+/** `_include=Source:param[:Target]` or `*`, with `:iterate` on the key. */
+function parseInclude(type: string, key: string, raw: string, reverse: boolean): Include {
+  const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
+  if (raw === '*') {
+    if (reverse) throw new FhirError('not-supported', `${key}=* is not supported: name the parameter (Type:parameter)`, { expression: [key] });
+    return { source: type, param: '*', iterate };
+  }
+  const [source, param, target] = raw.split(':');
+  const where = { expression: [key] };
+  if (!source || !param || !isResourceType(source)) throw new FhirError('invalid', `Invalid ${key} '${raw}': expected Type:parameter[:TargetType]`, where);
+  if (!reverse && !iterate && source !== type) throw new FhirError('invalid', `${key} '${raw}': ${source} is not the type searched (${type}); add :iterate`, where);
+  const def = paramOf(source, param);
+  if (!def || def.type !== 'reference') throw new FhirError('invalid', `${key} '${raw}': '${param}' is not a reference parameter of ${source}`, where);
+  if (target !== undefined && !isResourceType(target)) throw new FhirError('invalid', `${key} '${raw}': '${target}' is not a resource type`, where);
+  return target ? { source, param, target, iterate } : { source, param, iterate };
 }
 
-function referenceValue(def: ParamDefinition, raw: string, modifierType?: string): { system?: string; value: string } {
-  const parsed = parseReference(raw);
-  if (parsed) return { system: parsed.type, value: parsed.id };
-  if (!ID_PATTERN.test(raw)) throw new FhirError('invalid', `Invalid reference value '${raw}' for ${def.code}`, { expression: [def.code] });
-  const target = modifierType ?? (def.targets.length === 1 ? def.targets[0] : undefined);
-  return target ? { system: target, value: raw } : { value: raw };
-}
-
-/**
- * A criterion on a parameter kept in another's index rows (ParamDefinition.storedAs): references of
- * other types than its target cannot match, and an untyped value names the target type.
- */
-function storedCriterion(stored: NonNullable<ParamDefinition['storedAs']>, values: ParamCriterion['values']): ParamCriterion {
-  const { param, target } = stored;
-  if (target === undefined) return { param, values };
-  return { param, values: values.filter((v) => v.system === undefined || v.system === target).map((v) => ({ ...v, system: target })) };
-}
-
-function criterion(def: ParamDefinition, modifier: string | undefined, raw: string): ParamCriterion {
-  const parts = alternatives(raw, def.code);
-  if (def.type === 'reference') {
-    if (modifier !== undefined && !isResourceType(modifier)) {
-      throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '${def.code}'`, { expression: [def.code] });
+function countValues(conditions: PendingCondition[]): number {
+  let n = 0;
+  for (const c of conditions) {
+    switch (c.kind) {
+      case 'id': n += c.ids.length; break;
+      case 'lastUpdated': case 'date': case 'number': n += c.tests.length; break;
+      case 'token': case 'string': case 'uri-prefix': n += c.values.length; break;
+      case 'composite': n += c.tests.length; break;
+      case 'chain': case 'has': n += countValues(c.where) + 1; break;
+      case 'or': n += countValues(c.any); break;
+      case 'not': n += countValues([c.condition]); break;
+      default: n += 1;
     }
-    const values = parts.map((p) => referenceValue(def, unescapeValue(p), modifier));
-    return def.storedAs ? storedCriterion(def.storedAs, values) : { param: def.code, values };
   }
-  if (modifier !== undefined) {
-    throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '${def.code}'`, { expression: [def.code] });
-  }
-  return { param: def.code, values: def.type === 'token' ? parts.map(tokenValue) : parts.map((p) => ({ system: '', value: unescapeValue(p) })) };
+  return n;
 }
 
 /**
- * Turns a FHIR search query string into a store query (FHIR R4 search 3.1.1). Unknown parameters
- * become warnings, or a 400 when `strict` (`Prefer: handling=strict`).
+ * Compiles a FHIR search query string (FHIR R4 search.html). Unknown parameters become warnings, or a
+ * 400 when `strict` (`Prefer: handling=strict`); malformed values are always a 400 naming the parameter.
  */
-export function parseSearch(type: string, params: URLSearchParams, strict: boolean) {
-  const defs = new Map(paramsOf(type).map((d) => [d.code, d]));
-  const query: SearchQuery = { type, sort: parseSort(params.get('_sort')), count: parseCount(params.get('_count')) };
+export function compileSearch(type: string, params: URLSearchParams, strict: boolean, now = Date.now()): CompiledSearch {
+  const query: SearchQuery = { type, where: [], sort: parseSort(type, params.get('_sort')), count: parseCount(params.get('_count')) };
+  const pending: PendingCondition[] = [];
   const warnings: FhirIssue[] = [];
   const self = new URLSearchParams();
+  const includes: Include[] = [];
+  const revincludes: Include[] = [];
   for (const [key, raw] of params) {
-    const [name, modifier] = key.split(':', 2) as [string, string | undefined];
+    const name = key.split(':', 1)[0]!;
     if (CONTROL.has(name)) {
+      if (name === '_include') includes.push(parseInclude(type, key, raw, false));
+      if (name === '_revinclude') revincludes.push(parseInclude(type, key, raw, true));
       if (name !== '_cursor') self.append(key, raw);
       continue;
     }
-    if (name === '_id') {
-      if (modifier !== undefined) throw new FhirError('not-supported', `Unsupported modifier ':${modifier}' on '_id'`, { expression: [key] });
-      const ids = alternatives(raw, '_id');
-      for (const id of ids) if (!ID_PATTERN.test(id)) throw new FhirError('invalid', `Invalid _id value '${id}'`, { expression: ['_id'] });
-      query.ids = query.ids ? query.ids.filter((i) => ids.includes(i)) : ids;
-    } else if (name === '_lastUpdated' && modifier === undefined) {
-      (query.lastUpdated ??= []).push(parseTimeCriterion(raw));
-    } else if (defs.has(name)) {
-      (query.params ??= []).push(criterion(defs.get(name)!, modifier, raw));
-    } else {
-      const text = `Search parameter '${key}' is not supported for ${type}`;
-      if (strict) throw new FhirError('not-supported', text, { expression: [key] });
-      warnings.push(issue('warning', 'not-supported', `${text} and was ignored`, [key]));
+    try {
+      if (UNSUPPORTED.has(name)) {
+        throw new UnknownParameterError('not-supported', `Search parameter '${key}' is not supported`, { expression: [key] });
+      }
+      pending.push(parameterCondition(type, key, raw, now));
+    } catch (err) {
+      if (!(err instanceof UnknownParameterError) || strict) throw err;
+      warnings.push(issue('warning', 'not-supported', `${err.message} and was ignored`, [key]));
       continue;
     }
     self.append(key, raw);
   }
-  const values = (query.ids?.length ?? 0) + (query.params ?? []).reduce((n, p) => n + p.values.length, 0) + (query.lastUpdated?.length ?? 0);
+  const values = countValues(pending);
   if (values > MAX_SEARCH_VALUES) {
     throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, { issueCode: 'too-costly' });
   }
   const cursor = params.get('_cursor');
-  if (cursor !== null) query.after = decodeCursor(cursor);
+  if (cursor !== null) {
+    const c = decodeCursor(cursor);
+    if (c.kind === 'keyset') query.after = c.at;
+    else query.offset = c.offset;
+  }
   const total = params.get('_total');
   if (total !== null && !['none', 'estimate', 'accurate'].includes(total)) {
-    throw new FhirError('invalid', `Invalid _total '${total}'`, { expression: ['_total'] });
+    throw new FhirError('invalid', `Invalid _total '${total}': expected none, estimate or accurate`, { expression: ['_total'] });
   }
   const summary = params.get('_summary');
-  if (summary !== null && summary !== 'count' && summary !== 'false') {
-    throw new FhirError('not-supported', `Unsupported _summary '${summary}': Cinder supports count and false`, { expression: ['_summary'] });
+  if (summary !== null && !['true', 'text', 'data', 'count', 'false'].includes(summary)) {
+    throw new FhirError('invalid', `Invalid _summary '${summary}': expected true, text, data, count or false`, { expression: ['_summary'] });
   }
-  return { query, warnings, self, total, summaryCount: summary === 'count' };
+  const elementsRaw = params.get('_elements');
+  const compiled: CompiledSearch = { query, pending, warnings, self, total, summary: summary as CompiledSearch['summary'], includes, revincludes };
+  if (elementsRaw !== null) compiled.elements = elementsRaw.split(',').map((e) => e.trim()).filter(Boolean);
+  return compiled;
 }
 
-/** Runs a type-level search with keyset paging; patient-context tokens see only their compartment. */
+/** The conditions of a query string alone (for `_typeFilter`, scopes): strict, no result parameters. */
+export function compileFilter(type: string, params: URLSearchParams, now = Date.now()): PendingCondition[] {
+  for (const key of params.keys()) {
+    const name = key.split(':', 1)[0]!;
+    if (CONTROL.has(name)) throw new FhirError('invalid', `${name} is not allowed in a filter`, { expression: [key] });
+  }
+  return compileSearch(type, params, true, now).pending;
+}
+
+/**
+ * Completes conditions that need the terminology service (`:in`, `:not-in`): the ValueSet's codes become
+ * token values. Without a terminology service, or for a ValueSet it cannot expand, the search is a 400.
+ */
+export async function resolveConditions(deps: FhirDeps, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
+  const out: Condition[] = [];
+  for (const c of pending) {
+    if (c.kind !== 'value-set') {
+      out.push(c);
+      continue;
+    }
+    const where = { expression: [`${c.param}:${c.not ? 'not-in' : 'in'}`] };
+    if (!deps.expandCodes) throw new FhirError('not-supported', `':in' needs the terminology service`, where);
+    const codes = await deps.expandCodes(tenant, c.valueSet);
+    if (codes.length > MAX_SEARCH_VALUES) {
+      throw new FhirError('invalid', `ValueSet '${c.valueSet}' has ${codes.length} codes; ':in' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
+    }
+    const values = codes.map((x) => ({ system: x.system, value: x.code }));
+    out.push(c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values });
+  }
+  return out;
+}
+
+type Json = Record<string, unknown>;
+
+/** `_summary` / `_elements` as a rewrite of each resource (search.html 3.1.1.5.8 and 3.1.1.6.3), tagged SUBSETTED. */
+function shaper(type: string, summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
+  if (elements === undefined && (summary === null || summary === 'false')) return undefined;
+  const table = summaryElements as Record<string, { summary: string[]; mandatory: string[] }>;
+  return (content) => {
+    const r = JSON.parse(content) as Json;
+    const info = table[r.resourceType as string] ?? { summary: [], mandatory: [] };
+    let keep: (key: string) => boolean;
+    if (elements !== undefined) {
+      const wanted = new Set([...elements.map((e) => (e.includes('.') ? e.split('.')[1]! : e)), ...info.mandatory]);
+      keep = (k) => [...wanted].some((w) => k === w || (k.startsWith(w) && /^[A-Z]/.test(k.slice(w.length))));
+    } else if (summary === 'true') {
+      const s = info.summary;
+      keep = (k) => s.some((w) => k === w || (k.startsWith(w) && /^[A-Z]/.test(k.slice(w.length))));
+    } else if (summary === 'text') {
+      keep = (k) => k === 'text' || info.mandatory.some((w) => k === w || (k.startsWith(w) && /^[A-Z]/.test(k.slice(w.length))));
+    } else {
+      keep = (k) => k !== 'text';
+    }
+    const out: Json = {};
+    for (const [k, v] of Object.entries(r)) if (k === 'resourceType' || k === 'id' || k === 'meta' || keep(k)) out[k] = v;
+    const meta = { ...((out.meta as Json | undefined) ?? {}) };
+    const tags = Array.isArray(meta.tag) ? [...(meta.tag as Json[])] : [];
+    tags.push({ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED', display: 'subsetted' });
+    out.meta = { ...meta, tag: tags };
+    return JSON.stringify(out);
+  };
+}
+
+/** References from `rows` through the `_include` parameters: `Type/id` keys to fetch. */
+function includeTargets(rows: ResourceVersion[], includes: Include[]): Map<string, Set<string>> {
+  const byType = new Map<string, Set<string>>();
+  for (const row of rows) {
+    const resource = JSON.parse(row.content) as Json;
+    for (const inc of includes) {
+      if (inc.source !== '*' && inc.source !== row.type) continue;
+      const defs = inc.param === '*' ? referenceParamsOf(row.type) : [paramOf(row.type, inc.param)!];
+      for (const def of defs) {
+        for (const path of def.paths) {
+          const refs: { system: string; value: string }[] = [];
+          for (const v of evaluatePath(resource, path)) referenceValues(v, path.targetType, refs);
+          for (const r of refs) {
+            if (!r.system || (inc.target && r.system !== inc.target)) continue;
+            let ids = byType.get(r.system);
+            if (!ids) byType.set(r.system, (ids = new Set()));
+            ids.add(r.value);
+          }
+        }
+      }
+    }
+  }
+  return byType;
+}
+
+/** The reference parameters of `type` that keep rows (`_include=Type:*`). */
+function referenceParamsOf(type: string): ParamDefinition[] {
+  return paramsOf(type).filter((d) => d.type === 'reference' && !d.storedAs);
+}
+
+/** Adds `_include` and `_revinclude` resources (deduplicated, never a match again), at most MAX_INCLUDES. */
+async function addIncludes(deps: FhirDeps, req: FhirRequest, compiled: CompiledSearch, rows: ResourceVersion[]): Promise<{ included: ResourceVersion[]; warnings: FhirIssue[] }> {
+  const seen = new Set(rows.map((r) => `${r.type}/${r.id}`));
+  const included: ResourceVersion[] = [];
+  const warnings: FhirIssue[] = [];
+  const repo = deps.store.resources;
+  const add = (vs: ResourceVersion[]) => {
+    const fresh: ResourceVersion[] = [];
+    for (const v of vs) {
+      const key = `${v.type}/${v.id}`;
+      if (seen.has(key)) continue;
+      if (included.length >= MAX_INCLUDES) {
+        if (!warnings.length) warnings.push(issue('warning', 'too-costly', `Only the first ${MAX_INCLUDES} included resources are returned`));
+        break;
+      }
+      seen.add(key);
+      included.push(v);
+      fresh.push(v);
+    }
+    return fresh;
+  };
+  const visible = (type: string) => req.access.can(type, 'r');
+  let frontier = rows;
+  for (let round = 0; round <= MAX_ITERATIONS && frontier.length; round++) {
+    const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
+    const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
+    const next: ResourceVersion[] = [];
+    for (const [type, ids] of includeTargets(frontier, incs)) {
+      if (!visible(type)) continue;
+      const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
+      if (!list.length) continue;
+      const q: SearchQuery = { type, where: [{ kind: 'id', ids: list }], sort: [], count: MAX_INCLUDES };
+      const patient = req.access.patientLimit(type);
+      if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
+      next.push(...add(await repo.search(req.tenant, q)));
+    }
+    for (const rev of revs) {
+      for (const source of [rev.source]) {
+        if (!visible(source)) continue;
+        const def = paramOf(source, rev.param)!;
+        const byType = new Map<string, string[]>();
+        for (const r of frontier) (byType.get(r.type) ?? byType.set(r.type, []).get(r.type)!).push(r.id);
+        const values = [...byType].flatMap(([t, ids]) => ids.map((id) => ({ system: t, value: id })));
+        const stored = def.storedAs;
+        const cond: Condition = stored
+          ? { kind: 'token', param: stored.param, values: values.filter((v) => !stored.target || v.system === stored.target) }
+          : { kind: 'token', param: def.code, values };
+        const q: SearchQuery = { type: source, where: [cond], sort: [], count: MAX_INCLUDES };
+        const patient = req.access.patientLimit(source);
+        if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
+        next.push(...add(await repo.search(req.tenant, q)));
+      }
+    }
+    frontier = next;
+  }
+  return { included, warnings };
+}
+
+/** Runs a type-level search with paging; patient-context tokens see only their compartment. */
 export async function searchResources(
-  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean,
+  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
   if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type '${type}'`);
   requireAccess(req.access, type, 's');
-  const { query, warnings, self, total, summaryCount } = parseSearch(type, params, strict);
+  const compiled = compileSearch(type, params, strict, deps.clock.now());
+  const { query, warnings, self, total } = compiled;
+  query.where = await resolveConditions(deps, req.tenant, compiled.pending);
   const patient = req.access.patientLimit(type);
-  // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound.
-  if (patient !== undefined && patientCompartment().has(type)) query.compartment = patient;
+  if (compartment !== undefined) {
+    if (patient !== undefined && patient !== compartment) return { rows: [], included: [], total: 0, warnings, self };
+    query.compartment = compartment;
+  } else if (patient !== undefined && patientCompartment().has(type)) {
+    // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound.
+    query.compartment = patient;
+  }
   const repo = deps.store.resources;
-  if (summaryCount || query.count === 0) {
-    return { rows: [], total: await repo.count(req.tenant, query), warnings, self };
+  if (compiled.summary === 'count' || query.count === 0) {
+    return { rows: [], included: [], total: await repo.count(req.tenant, query), warnings, self };
   }
   const rows = await repo.search(req.tenant, { ...query, count: query.count + 1 });
-  const result: SearchResult = { rows: rows.slice(0, query.count), warnings, self };
+  const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self };
   if (rows.length > query.count) {
     const last = result.rows[result.rows.length - 1]!;
-    result.next = encodeCursor({ lastUpdated: last.lastUpdated, id: last.id });
+    result.next = keysetSort(query.sort)
+      ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
+      : encodeCursor({ offset: (query.offset ?? 0) + query.count });
   }
+  const first = !query.after && !query.offset;
   if (total === 'accurate' || total === 'estimate') result.total = await repo.count(req.tenant, query);
-  else if (total !== 'none' && !query.after && !result.next) result.total = result.rows.length;
+  else if (total !== 'none' && first && !result.next) result.total = result.rows.length;
+  if (compiled.includes.length || compiled.revincludes.length) {
+    const inc = await addIncludes(deps, req, compiled, result.rows);
+    result.included = inc.included;
+    result.warnings = [...warnings, ...inc.warnings];
+  }
+  const shape = shaper(type, compiled.summary, compiled.elements);
+  if (shape) result.shape = shape;
   return result;
 }

@@ -84,7 +84,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
     const base = fhirBase(c, deps.baseUrl);
     const r = await searchResources(deps, request(c), type, params, strict(c));
-    return fhirJson(searchsetJson(base, r.rows, links(base, `/${type}`, r.self, r.next), r.total, r.warnings, deps.clock.now()));
+    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+    return fhirJson(searchsetJson(base, r.rows, links(base, `/${type}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
   };
   const historyOf = async (c: Context<AppEnv>, type?: string, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);

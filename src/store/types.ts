@@ -50,15 +50,61 @@ export interface ResourceVersion {
   content: string;
 }
 
-/** One search index value. Tokens: system + code; references: system = target type, value = id; uris/strings: system ''. */
+/** A token, reference or uri value (`search_index`). Tokens: system + code; references: system = target type, value = id; uris: system ''. */
 export interface IndexEntry {
   param: string;
   system: string;
   value: string;
 }
 
+/** A string value (`search_string`): `value` normalised for matching (lower case, accents removed), `exact` as written. */
+export interface StringEntry {
+  param: string;
+  value: string;
+  exact: string;
+}
+
+/**
+ * A date, number or quantity value (`search_range`): dates as [low, high) in epoch ms at their precision
+ * (open ends infinite); numbers and quantities as low = high = the value (a Range: its bounds);
+ * quantities with their unit's system and code.
+ */
+export interface RangeEntry {
+  param: string;
+  system: string;
+  code: string;
+  low: number;
+  high: number;
+}
+
+/**
+ * A composite value (`search_composite`): the first component a token (system1|value1); the second as
+ * a token or reference (system2|value2), a string (value2 normalised), a quantity (low/high with the
+ * unit in system2|value2), a date or a number (low/high). Three-component composites (MolecularSequence
+ * coordinates) keep their number components in low and high.
+ */
+export interface CompositeEntry {
+  param: string;
+  system1: string;
+  value1: string;
+  system2: string;
+  value2: string;
+  low: number;
+  high: number;
+}
+
+/** A version's search index rows, by table. */
+export interface IndexRows {
+  tokens: IndexEntry[];
+  strings: StringEntry[];
+  ranges: RangeEntry[];
+  composites: CompositeEntry[];
+}
+
+export const NO_INDEX_ROWS: IndexRows = Object.freeze({ tokens: [], strings: [], ranges: [], composites: [] }) as IndexRows;
+
 export interface VersionToWrite extends ResourceVersion {
-  index: IndexEntry[];
+  index: IndexRows;
   /** Ids of the patients whose compartment holds this version. */
   compartments: string[];
 }
@@ -84,22 +130,108 @@ export interface ResourceWriter {
    * The versions' type/id pairs must be distinct.
    */
   insertNew(versions: VersionToWrite[]): Promise<boolean[]>;
+  /**
+   * Replaces the index and compartment rows of current, live resources (reindexing), leaving their
+   * versions alone; resources that no longer exist or are deleted are skipped.
+   */
+  replaceIndex(items: { type: string; id: string; index: IndexRows; compartments: string[] }[]): Promise<void>;
 }
 
-export type Comparator = 'eq' | 'ne' | 'gt' | 'ge' | 'lt' | 'le';
+/** A current row as the reindexer reads it. */
+export interface IndexedRow {
+  pk: number;
+  tenant: string;
+  type: string;
+  id: string;
+  content: string;
+}
 
-export interface TimeCriterion {
-  /** Inclusive lower / exclusive upper bound in ms, derived from the value's precision. */
+/** Search index maintenance: which index model the stored rows follow and how far a rebuild got. */
+export interface IndexMaintenance {
+  state(): Promise<{ model: number; after: number }>;
+  setState(state: { model: number; after: number }): Promise<void>;
+  /** Current, live resources of every tenant with pk > `after`, in pk order, at most `limit`. */
+  page(after: number, limit: number): Promise<IndexedRow[]>;
+}
+
+/** FHIR R4 search prefixes (search.html, 3.1.1.4.1). */
+export type Comparator = 'eq' | 'ne' | 'gt' | 'ge' | 'lt' | 'le' | 'sa' | 'eb' | 'ap';
+
+/** A date test: the search value's [low, high) in epoch ms (from its precision) against stored [low, high). */
+export interface DateTest {
   op: Comparator;
   low: number;
   high: number;
 }
 
-/** Values are ORed; `system` undefined matches any system, `value` undefined any value (token `system|`). */
-export interface ParamCriterion {
-  param: string;
-  values: { system?: string; value?: string }[];
+/**
+ * A number or quantity test: `value` as given, [low, high) the range its precision implies (`eq`,
+ * `ne`; `ap` widens it by 10%). A quantity test may name the unit: `system` and/or `code` (`value||unit`:
+ * code only, which matches the unit's code).
+ */
+export interface NumberTest {
+  op: Comparator;
+  value: number;
+  low: number;
+  high: number;
+  system?: string;
+  code?: string;
 }
+
+/** The second (and third) components of a composite test. */
+export type CompositePart =
+  | { kind: 'token'; system?: string; value?: string }
+  | { kind: 'string'; value: string }
+  | { kind: 'date'; test: DateTest }
+  /** `column`: which stored number the test reads (three-component composites keep two). */
+  | { kind: 'number'; test: NumberTest; column: 'low' | 'high' | 'both' };
+
+export interface CompositeTest {
+  system1?: string;
+  value1?: string;
+  parts: CompositePart[];
+}
+
+/** The index tables a `missing` condition can look in. */
+export type IndexTable = 'search_index' | 'search_string' | 'search_range' | 'search_composite';
+
+/** A token or reference value: `system` undefined matches any system, `value` undefined any value (`system|`). */
+export interface TokenValue {
+  system?: string;
+  value?: string;
+}
+
+/**
+ * One condition of a compiled search; a query's conditions are ANDed, the values inside one condition
+ * ORed (FHIR's `,`). Every adapter renders these to SQL and `matchConditions` (src/fhir/search/match.ts)
+ * evaluates them in memory, with the same meaning.
+ */
+export type Condition =
+  | { kind: 'id'; ids: string[]; not?: boolean }
+  | { kind: 'lastUpdated'; tests: DateTest[] }
+  /** Tokens, references and uris (`search_index`); `not`: no value of the parameter matches (`:not`). */
+  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean }
+  /** `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere in the normalised value. */
+  | { kind: 'string'; param: string; values: { value: string; match: 'prefix' | 'exact' | 'contains' }[] }
+  | { kind: 'uri-prefix'; param: string; values: string[] }
+  | { kind: 'date'; param: string; tests: DateTest[] }
+  | { kind: 'number'; param: string; tests: NumberTest[] }
+  | { kind: 'composite'; param: string; tests: CompositeTest[] }
+  | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean }
+  /** A reference parameter whose target (of `targetType`) meets `where` (chaining). */
+  | { kind: 'chain'; param: string; targetType: string; where: Condition[] }
+  /** Resources of `type` meeting `where` refer to this one through `param` (`_has`). */
+  | { kind: 'has'; type: string; param: string; where: Condition[] }
+  /** Any of the alternatives holds (a parameter folded from several, such as `combo-code`). */
+  | { kind: 'or'; any: Condition[] }
+  /** The condition does not hold (`:not` on a folded parameter). */
+  | { kind: 'not'; condition: Condition };
+
+/** A sort key: `_id`, `_lastUpdated`, or a parameter's values in one index table (lowest first, highest for descending). */
+export type SortKey =
+  | { by: 'id'; descending: boolean }
+  | { by: 'lastUpdated'; descending: boolean }
+  | { by: 'param'; table: IndexTable; param: string; descending: boolean };
 
 export interface SearchCursor {
   lastUpdated: number;
@@ -108,16 +240,17 @@ export interface SearchCursor {
 
 export interface SearchQuery {
   type: string;
-  ids?: string[];
-  lastUpdated?: TimeCriterion[];
-  /** ANDed. */
-  params?: ParamCriterion[];
+  /** ANDed (none: every resource of the type). */
+  where?: Condition[];
   /** Restrict to one patient's compartment. */
   compartment?: string;
-  sort: 'id' | 'lastUpdated' | '-lastUpdated';
+  /** Empty: by id. Ties are broken by id. */
+  sort: SortKey[];
   count: number;
-  /** Keyset position: rows strictly after this one in `sort` order. */
+  /** Keyset position for a sort on `_id` or `_lastUpdated` alone: rows strictly after this one. */
   after?: SearchCursor;
+  /** Rows to skip, for other sorts. */
+  offset?: number;
 }
 
 export interface HistoryQuery {
@@ -148,13 +281,7 @@ export interface ResourceRepo {
   changeToken(tenant: string, types: string[]): Promise<string>;
   /** One keyset page of resources of one type as they were at `query.at` (bulk export). */
   snapshot(tenant: string, query: SnapshotQuery): Promise<SnapshotPage>;
-}
-
-/** ANDed criteria of one `_typeFilter` query. */
-export interface SnapshotFilter {
-  ids?: string[];
-  lastUpdated?: TimeCriterion[];
-  params?: ParamCriterion[];
+  readonly indexing: IndexMaintenance;
 }
 
 /** Which patient compartments a snapshot is limited to. */
@@ -176,8 +303,8 @@ export interface SnapshotQuery {
   compartment?: SnapshotCompartment;
   /** With `since` and a job compartment: patients stored as `joined` match whatever their resources' time. */
   joinedSince?: boolean;
-  /** ORed `_typeFilter` queries. */
-  filters?: SnapshotFilter[];
+  /** ORed `_typeFilter` queries, each its ANDed conditions. */
+  filters?: Condition[][];
   ids?: string[];
   /** Keyset position (`next` of the previous page). */
   after?: number;

@@ -145,8 +145,8 @@ class TenantStoreSource implements TerminologySource {
   private byUrl(type: string, url: string): Promise<ResourceVersion[]> {
     return this.options.store.resources.search(this.tenant, {
       type,
-      params: [{ param: 'url', values: [{ value: url }] }],
-      sort: 'id',
+      where: [{ kind: 'token', param: 'url', values: [{ value: url }] }],
+      sort: [],
       count: MAX_VERSIONS,
     });
   }

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { paramOf } from '../../src/fhir/definitions.ts';
 import { R4_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -9,12 +10,18 @@ let statement: Json;
 const base = `${BASE}/tenants/t1/fhir/R4`;
 
 /** A value of the right shape for a search parameter type. */
-function sampleValue(type: string): string {
+function sampleValue(type: string, resourceType = '', name = ''): string {
   switch (type) {
     case 'token': return 'http://example.org|x';
     case 'reference': return 'x';
     case 'uri': return 'http://example.org/x';
     case 'date': return 'ge2020-01-01';
+    case 'number': return 'gt1.5';
+    case 'quantity': return 'le5.4|http://unitsofmeasure.org|mg';
+    case 'composite': {
+      const def = paramOf(resourceType, name)!;
+      return ['x', ...def.components!.map((c) => sampleValue(c.type).replace(/^(le|gt)/, ''))].join('$');
+    }
     default: return 'x';
   }
 }
@@ -72,9 +79,12 @@ describe('GET /metadata', () => {
 
   test('the documented parameters are advertised where R4 defines them', () => {
     const paramsOf = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchParam.map((p: Json) => p.name).sort();
-    expect(paramsOf('Observation')).toEqual(['_id', '_lastUpdated', 'code', 'identifier', 'patient', 'subject']);
-    expect(paramsOf('Condition')).toEqual(['_id', '_lastUpdated', 'code', 'identifier', 'patient', 'subject']);
-    expect(paramsOf('Patient')).toEqual(['_id', '_lastUpdated', 'identifier']);
+    // Every R4 core parameter of the type (R4 defines 38 for Observation beside the 8 of every resource).
+    expect(paramsOf('Observation')).toEqual(expect.arrayContaining(['_id', '_lastUpdated', '_tag', 'category', 'code', 'code-value-quantity', 'combo-code', 'date', 'patient', 'subject', 'value-quantity']));
+    expect(paramsOf('Observation').length).toBe(38 + 6);
+    expect(paramsOf('Condition')).toEqual(expect.arrayContaining(['clinical-status', 'onset-date', 'abatement-age', 'patient', 'subject']));
+    expect(paramsOf('Patient')).toEqual(expect.arrayContaining(['name', 'family', 'given', 'birthdate', 'gender', 'address-city', 'race', 'ethnicity']));
+    expect(paramsOf('Location')).not.toContain('near');
     expect(paramsOf('ValueSet')).toEqual(expect.arrayContaining(['url', 'version', 'identifier']));
     expect(paramsOf('CodeSystem')).toEqual(expect.arrayContaining(['url', 'version']));
   });
@@ -92,7 +102,7 @@ describe('every advertised search parameter works', () => {
     const failures: string[] = [];
     for (const r of statement.rest[0].resource as Json[]) {
       for (const p of r.searchParam as Json[]) {
-        const res = await api.get(`${r.type}?${p.name}=${encodeURIComponent(p.name === '_id' ? 'x' : sampleValue(p.type))}`, { Prefer: 'handling=strict' });
+        const res = await api.get(`${r.type}?${p.name}=${encodeURIComponent(p.name === '_id' ? 'x' : sampleValue(p.type, r.type, p.name))}`, { Prefer: 'handling=strict' });
         tried++;
         if (res.status !== 200) failures.push(`${r.type}?${p.name}: ${res.status} ${await res.text()}`);
         else {

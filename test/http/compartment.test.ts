@@ -12,7 +12,7 @@ const CANDIDATES = ['p1', 'p2', 'p3', 'p4', 'p5', 'p9', 'g1', 'x1', 'o1', 'pr1']
 async function compartments(type: string, id: string): Promise<string[]> {
   const found: string[] = [];
   for (const patient of CANDIDATES) {
-    const rows = await t.store.resources.search('t1', { type, ids: [id], compartment: patient, sort: 'id', count: 10 });
+    const rows = await t.store.resources.search('t1', { type, where: [{ kind: 'id', ids: [id] }], compartment: patient, sort: [], count: 10 });
     if (rows.length > 0) found.push(patient);
   }
   return found;
@@ -20,7 +20,7 @@ async function compartments(type: string, id: string): Promise<string[]> {
 
 /** Every resource of `type` in one patient's compartment. */
 async function members(type: string, patient: string): Promise<string[]> {
-  const rows = await t.store.resources.search('t1', { type, compartment: patient, sort: 'id', count: 100 });
+  const rows = await t.store.resources.search('t1', { type, compartment: patient, sort: [], count: 100 });
   return rows.map((r) => r.id);
 }
 

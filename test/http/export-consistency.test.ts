@@ -24,7 +24,7 @@ function interfering(store: Store, during: () => Promise<void>): Store {
 
 /** Stored JSON of every Observation as it is now (before the export's writes happen). */
 async function observationsNow(filter: (r: Record<string, unknown>) => boolean = () => true): Promise<string[]> {
-  const rows = await t.store.resources.search('t1', { type: 'Observation', sort: 'id', count: 1000 });
+  const rows = await t.store.resources.search('t1', { type: 'Observation', sort: [], count: 1000 });
   return rows.map((r) => r.content).filter((c) => filter(JSON.parse(c))).sort();
 }
 

@@ -1,7 +1,8 @@
 import { afterAll, beforeEach, describe, expect, test } from 'bun:test';
 import { operatorAccess } from '../../src/fhir/access.ts';
 import { deleteVersion, putVersion } from '../../src/fhir/crud.ts';
-import type { SnapshotQuery, Store } from '../../src/store/types.ts';
+import type { Condition, SnapshotQuery, Store } from '../../src/store/types.ts';
+import { times, tokens } from './contract/fixtures.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets();
@@ -90,10 +91,10 @@ for (const target of targets) {
     });
 
     test('filters (ORed) and ids', async () => {
-      const filters = [{ params: [{ param: 'code', values: [{ value: 'odd' }] }] }, { ids: ['o2'] }];
+      const filters: Condition[][] = [tokens([{ param: 'code', values: [{ value: 'odd' }] }]), [{ kind: 'id', ids: ['o2'] }]];
       expect(summary(await all({ type: 'Observation', at: 5000, filters }))).toEqual(['o1@1', 'o2@2', 'o4@3', 'o5@1', 'o7@1']);
-      expect(summary(await all({ type: 'Observation', at: 5000, filters: [{ params: [{ param: 'code', values: [{ system: 'http://loinc.org', value: 'even' }] }] }] }))).toEqual(['o2@2']);
-      expect(summary(await all({ type: 'Observation', at: 5000, filters: [{ lastUpdated: [{ op: 'ge', low: 1700, high: 1701 }] }] }))).toEqual(['o4@3', 'o7@1']);
+      expect(summary(await all({ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: [{ system: 'http://loinc.org', value: 'even' }] }])] }))).toEqual(['o2@2']);
+      expect(summary(await all({ type: 'Observation', at: 5000, filters: [times([{ op: 'ge', low: 1700, high: 1701 }])] }))).toEqual(['o4@3', 'o7@1']);
       expect(summary(await all({ type: 'Observation', at: 5000, ids: ['o1', 'o6', 'zz'] }))).toEqual(['o1@1']);
     });
 

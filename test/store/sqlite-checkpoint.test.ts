@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createCheckpointer } from '../../src/store/sqlite/checkpointer.ts';
 import { openDatabase } from '../../src/store/sqlite/db.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
-import { version } from './contract/fixtures.ts';
+import { tokens, version } from './contract/fixtures.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cinder-checkpoint-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -38,12 +38,12 @@ test('bulk transactions of the store: every row readable from another connection
     await store.resources.write('t', (w) => w.insertNew(vs));
   }
   const other = createSqliteStore(path);
-  expect(await other.resources.count('t', { type: 'Patient', sort: 'id', count: 0 })).toBe(3_600);
-  expect(await other.resources.count('t', { type: 'Patient', sort: 'id', count: 0, params: [{ param: 'identifier', values: [{ value: '2' }] }] })).toBe(1_200);
+  expect(await other.resources.count('t', { type: 'Patient', sort: [], count: 0 })).toBe(3_600);
+  expect(await other.resources.count('t', { type: 'Patient', sort: [], count: 0, where: tokens([{ param: 'identifier', values: [{ value: '2' }] }]) })).toBe(1_200);
   await other.close();
   // Resolves once the checkpoint thread has closed its connection (it never holds the process open).
   await store.close();
   const reopened = createSqliteStore(path);
-  expect(await reopened.resources.count('t', { type: 'Patient', sort: 'id', count: 0 })).toBe(3_600);
+  expect(await reopened.resources.count('t', { type: 'Patient', sort: [], count: 0 })).toBe(3_600);
   await reopened.close();
 });

@@ -1,3 +1,4 @@
+import { NO_INDEX_ROWS } from '../../src/store/types.ts';
 import { Database } from 'bun:sqlite';
 import { afterEach, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -43,7 +44,7 @@ test('an existing database keeps its page size and works', async () => {
   const s = createSqliteStore(file);
   await s.migrate();
   await s.resources.write('t', (w) => w.put({
-    type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: [], compartments: [],
+    type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: NO_INDEX_ROWS, compartments: [],
   }));
   expect((await s.resources.read('t', 'Patient', 'p'))!.versionId).toBe(1);
   await s.close();

@@ -1,3 +1,4 @@
+import { NO_INDEX_ROWS } from '../../src/store/types.ts';
 import { afterEach, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,7 +28,7 @@ test('an account write issued while a resource transaction is open is not swallo
   const held = new Promise<void>((r) => (release = r));
   const open = new Promise<void>((r) => (opened = r));
   const tx = s.resources.write('t', async (w) => {
-    await w.put({ type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: [], compartments: [] });
+    await w.put({ type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: NO_INDEX_ROWS, compartments: [] });
     opened();
     await held;
     throw new Error('roll back');
@@ -44,7 +45,7 @@ test('an account write issued while a resource transaction is open is not swallo
 });
 
 const patient = (id: string, versionId = 1) => ({
-  type: 'Patient', id, versionId, lastUpdated: versionId, deleted: false, content: `{"v":${versionId}}`, index: [], compartments: [],
+  type: 'Patient', id, versionId, lastUpdated: versionId, deleted: false, content: `{"v":${versionId}}`, index: NO_INDEX_ROWS, compartments: [],
 });
 
 test('an error that ends the whole group transaction fails the writes before it; later ones commit', async () => {

@@ -37,9 +37,9 @@ for (const target of targets) {
       const store = db.open();
       const patient = resources.find((x) => x.resourceType === 'Patient')!;
       const observations = resources.filter((x) => x.resourceType === 'Observation' && (x as { subject?: { reference?: string } }).subject?.reference === `Patient/${patient.id}`);
-      expect(await store.resources.count('t1', { type: 'Observation', compartment: patient.id!, sort: 'id', count: 0 })).toBe(observations.length);
+      expect(await store.resources.count('t1', { type: 'Observation', compartment: patient.id!, sort: [], count: 0 })).toBe(observations.length);
       for (const type of ['Patient', 'Encounter', 'Condition']) {
-        expect(await store.resources.count('t1', { type, sort: 'id', count: 0 })).toBe(resources.filter((x) => x.resourceType === type).length);
+        expect(await store.resources.count('t1', { type, sort: [], count: 0 })).toBe(resources.filter((x) => x.resourceType === type).length);
       }
       const stored = await store.resources.read('t1', 'Patient', patient.id!);
       const { meta: _meta, ...content } = JSON.parse(stored!.content);

@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Store } from '../../src/store/types.ts';
 import { createCliEnv } from '../helpers/cli.ts';
+import { tokens } from '../store/contract/fixtures.ts';
 
 let cli: ReturnType<typeof createCliEnv>;
 let store: Store | undefined;
@@ -54,9 +55,9 @@ describe('cinder import: NDJSON', () => {
     expect(p1.meta).toEqual({ versionId: '1', lastUpdated: expect.any(String), source: 'x' });
     expect(Object.keys(p1).slice(0, 3)).toEqual(['resourceType', 'id', 'meta']);
     const s = store!;
-    const found = await s.resources.search('t1', { type: 'Observation', params: [{ param: 'code', values: [{ system: 'http://loinc.org', value: '8867-4' }] }], compartment: 'p1', sort: 'id', count: 10 });
+    const found = await s.resources.search('t1', { type: 'Observation', where: tokens([{ param: 'code', values: [{ system: 'http://loinc.org', value: '8867-4' }] }]), compartment: 'p1', sort: [], count: 10 });
     expect(found.map((v) => v.id)).toEqual(['o1']);
-    const patients = await s.resources.search('t1', { type: 'Patient', sort: 'id', count: 10 });
+    const patients = await s.resources.search('t1', { type: 'Patient', sort: [], count: 10 });
     expect(patients).toHaveLength(2);
     const generated = patients.find((v) => v.id !== 'p1')!;
     expect(generated.id).toMatch(/^[0-9a-f-]{36}$/);
@@ -87,7 +88,7 @@ describe('cinder import: NDJSON', () => {
     expect(r.stdout).toMatch(/Imported 2 resources .*; 5 failed\.\n$/);
     await readJson('Patient', 'a');
     await readJson('Patient', 'b');
-    expect(await store!.resources.count('t1', { type: 'Patient', sort: 'id', count: 0 })).toBe(2);
+    expect(await store!.resources.count('t1', { type: 'Patient', sort: [], count: 0 })).toBe(2);
   });
 
   test('--json prints the summary with the errors', async () => {
@@ -108,7 +109,7 @@ describe('cinder import: NDJSON', () => {
     expect((await readJson('Patient', 'a')).meta.versionId).toBe('2');
     const history = await store!.resources.history('t1', { type: 'Patient', id: 'a', count: 10 });
     expect(history.map((v) => v.versionId)).toEqual([2, 1]);
-    expect(await store!.resources.count('t1', { type: 'Patient', sort: 'id', count: 0 })).toBe(2);
+    expect(await store!.resources.count('t1', { type: 'Patient', sort: [], count: 0 })).toBe(2);
   });
 
   test('a file without a known extension is sniffed; several files import in order', async () => {
@@ -205,7 +206,7 @@ describe('cinder import: JSON documents', () => {
     expect(r.stdout).toMatch(/Imported 3 resources .*; 2 failed\./);
     const c1 = await readJson('Patient', 'c1');
     expect([c1.active, c1.meta.versionId]).toEqual([false, '2']);
-    expect(await store!.resources.count('t1', { type: 'Organization', sort: 'id', count: 0 })).toBe(1);
+    expect(await store!.resources.count('t1', { type: 'Organization', sort: [], count: 0 })).toBe(1);
   });
 });
 

@@ -5,7 +5,7 @@ import v0 from '../fixtures/export/job-v0.json' with { type: 'json' };
 
 const spec: ExportSpec = {
   level: 'group', groupId: 'g1', types: ['Patient', 'Condition'], since: Date.parse('2025-01-01T00:00:00Z'),
-  filters: { Condition: [{ params: [{ param: 'code', values: [{ value: 'x' }] }], lastUpdated: [{ op: 'ge', low: 1, high: 2 }] }] },
+  filters: { Condition: [[{ kind: 'token', param: 'code', values: [{ value: 'x' }] }, { kind: 'lastUpdated', tests: [{ op: 'ge', low: 1, high: 2 }] }]] },
   compartment: 'job', joinedSince: true, provenance: 'relevant', issues: [{ severity: 'warning', code: 'not-supported', details: { text: 'w' } }],
 };
 

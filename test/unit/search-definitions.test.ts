@@ -18,17 +18,18 @@ describe('parameters stored in another parameter’s index rows', () => {
     expect(paramsOf('EnrollmentRequest').find((d) => d.code === 'subject')!.storedAs).toEqual({ param: 'patient' });
   });
 
-  test('the rows migration 4 deletes are exactly those of the parameters that keep none', () => {
+  test('the rows migration 4 deleted are of parameters that keep none', () => {
+    // Since every parameter is indexed, more keep none (Appointment's patient is its actor's rows); the
+    // reindex that the index model change runs writes every resource's rows afresh.
     const derived: Record<string, string[]> = {};
     for (const [type, defs] of indexedParams()) for (const d of defs) if (d.storedAs) (derived[d.code] ??= []).push(type);
-    for (const types of Object.values(derived)) types.sort();
-    expect(derived).toEqual(Object.fromEntries(Object.entries(ROWS_STORED_ELSEWHERE).map(([p, types]) => [p, [...types].sort()])));
+    for (const [param, types] of Object.entries(ROWS_STORED_ELSEWHERE)) expect(derived[param]).toEqual(expect.arrayContaining([...types]));
   });
 
   test('the indexer writes no rows for them', () => {
     const obs = { resourceType: 'Observation', id: 'o', subject: { reference: 'Patient/p' }, code: { coding: [{ system: 's', code: 'c' }] } };
-    expect(indexEntries(obs).map((e) => e.param).sort()).toEqual(['code', 'subject']);
+    expect(indexEntries(obs).tokens.map((e) => e.param).sort()).toEqual(['code', 'subject']);
     const allergy = { resourceType: 'AllergyIntolerance', id: 'a', patient: { reference: 'Patient/p' } };
-    expect(indexEntries(allergy)).toEqual([{ param: 'patient', system: 'Patient', value: 'p' }]);
+    expect(indexEntries(allergy).tokens).toEqual([{ param: 'patient', system: 'Patient', value: 'p' }]);
   });
 });

@@ -89,7 +89,17 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[]): 
     return [`${head(r)}\t${field(v.id)}\t${v.versionId}\t${v.lastUpdated}\t${v.deleted ? 't' : 'f'}\t${r.seq}\t${field(v.content)}\n`];
   }));
   await copyRows(tx, 'search_index (res, tenant, type, param, system, value)', lines(live, (r) =>
-    r.v.index.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\n`),
+    r.v.index.tokens.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\n`),
+  ));
+  await copyRows(tx, 'search_string (res, tenant, type, param, value, exact)', lines(live, (r) =>
+    r.v.index.strings.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.value)}\t${field(e.exact)}\n`),
+  ));
+  await copyRows(tx, 'search_range (res, tenant, type, param, system, code, low, high)', lines(live, (r) =>
+    r.v.index.ranges.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.code)}\t${e.low}\t${e.high}\n`),
+  ));
+  await copyRows(tx, 'search_composite (res, tenant, type, param, system1, value1, system2, value2, low, high)', lines(live, (r) =>
+    r.v.index.composites.map((e) =>
+      `${head(r)}\t${field(e.param)}\t${field(e.system1)}\t${field(e.value1)}\t${field(e.system2)}\t${field(e.value2)}\t${e.low}\t${e.high}\n`),
   ));
   await copyRows(tx, 'compartments (res, tenant, type, patient)', lines(live, (r) => r.v.compartments.map((p) => `${head(r)}\t${field(p)}\n`)));
 }

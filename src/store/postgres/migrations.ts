@@ -150,4 +150,35 @@ END $$;
 CREATE UNLOGGED TABLE export_files (key TEXT COLLATE "C" PRIMARY KEY, size BIGINT NOT NULL);
 `,
   },
+  {
+    version: 6,
+    name: 'search_tables',
+    sql: `
+-- Every search parameter type (#14): strings, dates/numbers/quantities and composites get tables of
+-- their own, each with one value-first index (covering the searches' subqueries) and the res index
+-- that replacing a resource's rows needs. index_state: as in the SQLite migration 5.
+CREATE TABLE search_string (
+  res BIGINT NOT NULL, tenant TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL, param TEXT COLLATE "C" NOT NULL,
+  value TEXT COLLATE "C" NOT NULL, exact TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX search_string_value ON search_string (tenant, type, param, value) INCLUDE (res);
+CREATE INDEX search_string_res ON search_string (res);
+CREATE TABLE search_range (
+  res BIGINT NOT NULL, tenant TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL, param TEXT COLLATE "C" NOT NULL,
+  system TEXT COLLATE "C" NOT NULL, code TEXT COLLATE "C" NOT NULL, low DOUBLE PRECISION NOT NULL, high DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX search_range_low ON search_range (tenant, type, param, low) INCLUDE (high, res);
+CREATE INDEX search_range_res ON search_range (res);
+CREATE TABLE search_composite (
+  res BIGINT NOT NULL, tenant TEXT COLLATE "C" NOT NULL, type TEXT COLLATE "C" NOT NULL, param TEXT COLLATE "C" NOT NULL,
+  system1 TEXT COLLATE "C" NOT NULL, value1 TEXT COLLATE "C" NOT NULL, system2 TEXT COLLATE "C" NOT NULL, value2 TEXT COLLATE "C" NOT NULL,
+  low DOUBLE PRECISION NOT NULL, high DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX search_composite_value ON search_composite (tenant, type, param, value1) INCLUDE (res);
+CREATE INDEX search_composite_res ON search_composite (res);
+CREATE TABLE index_state (name TEXT COLLATE "C" PRIMARY KEY, value BIGINT NOT NULL);
+INSERT INTO index_state (name, value) SELECT 'model', CASE WHEN EXISTS (SELECT 1 FROM resources) THEN 0 ELSE 1 END;
+INSERT INTO index_state (name, value) VALUES ('reindex_after', 0);
+`,
+  },
 ];

@@ -1,7 +1,8 @@
-import type { ResourceRepo, ResourceVersion } from '../types.ts';
+import type { IndexedRow, ResourceRepo, ResourceVersion } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countQuery, historyQuery, searchQuery } from './search-sql.ts';
+import { countSql, POSTGRES, searchSql } from '../search-sql.ts';
+import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresWriter } from './writer.ts';
 
@@ -43,12 +44,30 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
       return row ? toVersion(row) : null;
     },
     async search(tenant, query) {
-      const rows = await sql<Row[]>`${searchQuery(sql, tenant, query)}`;
+      const q = searchSql(POSTGRES, tenant, query);
+      const rows = await sql.unsafe<Row[]>(q.sql, q.values);
       return rows.map(toVersion);
     },
     async count(tenant, query) {
-      const [row] = await sql<{ n: number }[]>`${countQuery(sql, tenant, query)}`;
-      return row!.n;
+      const q = countSql(POSTGRES, tenant, query);
+      const [row] = await sql.unsafe<{ n: number }[]>(q.sql, q.values);
+      return Number(row!.n);
+    },
+    indexing: {
+      async state() {
+        const rows = await sql<{ name: string; value: number }[]>`SELECT name, value FROM index_state`;
+        const get = (name: string) => Number(rows.find((r) => r.name === name)?.value ?? 0);
+        return { model: get('model'), after: get('reindex_after') };
+      },
+      async setState({ model, after }) {
+        await sql`UPDATE index_state SET value = CASE name WHEN 'model' THEN ${model}::bigint ELSE ${after}::bigint END
+          WHERE name IN ('model', 'reindex_after')`;
+      },
+      async page(after, limit) {
+        const rows = await sql<IndexedRow[]>`
+          SELECT pk, tenant, type, id, content FROM resources WHERE pk > ${after} AND NOT deleted ORDER BY pk LIMIT ${limit}`;
+        return rows.map((r) => ({ ...r, pk: Number(r.pk) }));
+      },
     },
     async history(tenant, query) {
       const rows = await sql<Row[]>`${historyQuery(sql, tenant, query)}`;

@@ -1,52 +1,19 @@
-import type postgres from 'postgres';
-import type { SnapshotFilter, SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
+import { filtersSql, POSTGRES, SqlBuilder, type SqlValue } from '../search-sql.ts';
+import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 import type { Pg } from './db.ts';
-import { timeCondition } from './search-sql.ts';
-
-type Fragment = postgres.Fragment;
-
-function join(sql: Pg, parts: Fragment[], op: 'AND' | 'OR'): Fragment {
-  return parts.reduce((acc, p) => (op === 'AND' ? sql`${acc} AND ${p}` : sql`${acc} OR ${p}`));
-}
 
 /**
- * Per-row probes as LATERAL subqueries with LIMIT 1: the planner must run them as a nested loop on the
- * `res` indexes. (Written as EXISTS under an OR, Postgres may hash every matching index row once per
- * page instead, which makes a scan quadratic.)
+ * Per-row probes as LATERAL subqueries with LIMIT 1 (SqlBuilder correlation 'lateral'): the planner must
+ * run them as a nested loop on the `res` indexes. (Written as EXISTS under an OR, Postgres may hash
+ * every matching index row once per page instead, which makes a scan quadratic.)
  */
-class Probes {
-  readonly joins: Fragment[] = [];
-  constructor(private readonly sql: Pg) {}
-
-  /** Adds `LEFT JOIN LATERAL (<select 1 ... LIMIT 1>) mN` and returns the condition that it matched. */
-  add(select: Fragment): Fragment {
-    const alias = this.sql(`m${this.joins.length}`);
-    this.joins.push(this.sql`LEFT JOIN LATERAL (${select} LIMIT 1) ${alias} ON true`);
-    return this.sql`${alias}.hit IS NOT NULL`;
-  }
-}
-
-function filterCondition(sql: Pg, probes: Probes, f: SnapshotFilter): Fragment {
-  const parts: Fragment[] = [];
-  if (f.ids) parts.push(sql`r.id = ANY(${f.ids}::text[])`);
-  for (const t of f.lastUpdated ?? []) parts.push(timeCondition(sql, t));
-  for (const p of f.params ?? []) {
-    const alts = p.values.map((v) =>
-      v.system === undefined ? sql`s.value = ${v.value!}` : v.value === undefined ? sql`s.system = ${v.system}` : sql`(s.value = ${v.value} AND s.system = ${v.system})`,
-    );
-    const any = alts.length ? join(sql, alts, 'OR') : sql`false`;
-    parts.push(probes.add(sql`SELECT 1 AS hit FROM search_index s WHERE s.res = r.pk AND s.param = ${p.param} AND (${any})`));
-  }
-  return parts.length ? sql`(${join(sql, parts, 'AND')})` : sql`true`;
-}
-
-function compartmentCondition(sql: Pg, probes: Probes, q: SnapshotQuery, joinedOnly: boolean): Fragment {
+function compartmentCondition(b: SqlBuilder, q: SnapshotQuery, joinedOnly: boolean): string {
   const c = q.compartment!;
-  if (c.kind === 'any') return probes.add(sql`SELECT 1 AS hit FROM compartments c WHERE c.res = r.pk`);
-  const joined = joinedOnly ? sql`AND p.joined` : sql``;
+  if (c.kind === 'any') return b.lateral('SELECT 1 AS hit FROM compartments c WHERE c.res = r.pk');
+  const joined = joinedOnly ? 'AND p.joined' : '';
   // Nested LATERALs fix the order: the resource's compartment rows first, then one key probe per patient.
-  return probes.add(sql`SELECT 1 AS hit FROM compartments c
-    CROSS JOIN LATERAL (SELECT 1 FROM export_patients p WHERE p.job_id = ${c.jobId} AND p.patient = c.patient ${joined} LIMIT 1) jp
+  return b.lateral(`SELECT 1 AS hit FROM compartments c
+    CROSS JOIN LATERAL (SELECT 1 FROM export_patients p WHERE p.job_id = ${b.v(c.jobId)} AND p.patient = c.patient ${joined} LIMIT 1) jp
     WHERE c.res = r.pk`);
 }
 
@@ -55,23 +22,25 @@ function compartmentCondition(sql: Pg, probes: Probes, q: SnapshotQuery, joinedO
  * before `at` must pass every condition here; rows updated after `at` (and, with `since`, deletions)
  * come back for resolving from the history and checking by the caller.
  */
-function pageQuery(sql: Pg, tenant: string, q: SnapshotQuery): Fragment {
-  const probes = new Probes(sql);
-  const live: Fragment[] = [sql`NOT r.deleted`, sql`r.last_updated <= ${q.at}`];
+function pageQuery(tenant: string, q: SnapshotQuery): { sql: string; values: SqlValue[] } {
+  const b = new SqlBuilder(POSTGRES, tenant, 'lateral');
+  const live: string[] = ['NOT r.deleted', `r.last_updated <= ${b.v(q.at)}`];
   if (q.since !== undefined) {
-    live.push(q.joinedSince && q.compartment?.kind === 'job' ? sql`(r.last_updated > ${q.since} OR ${compartmentCondition(sql, probes, q, true)})` : sql`r.last_updated > ${q.since}`);
+    live.push(q.joinedSince && q.compartment?.kind === 'job'
+      ? `(r.last_updated > ${b.v(q.since)} OR ${compartmentCondition(b, q, true)})`
+      : `r.last_updated > ${b.v(q.since)}`);
   }
-  if (q.compartment) live.push(compartmentCondition(sql, probes, q, false));
-  if (q.filters?.length) live.push(sql`(${join(sql, q.filters.map((f) => filterCondition(sql, probes, f)), 'OR')})`);
-  const alternatives = [sql`(${join(sql, live, 'AND')})`, sql`r.last_updated > ${q.at}`];
-  if (q.since !== undefined) alternatives.push(sql`(r.deleted AND r.last_updated > ${q.since})`);
-  const ids = q.ids ? sql`AND r.id = ANY(${q.ids}::text[])` : sql``;
-  const laterals = probes.joins.length ? probes.joins.reduce((acc, j) => sql`${acc} ${j}`) : sql``;
+  if (q.compartment) live.push(compartmentCondition(b, q, false));
+  if (q.filters?.length) live.push(filtersSql(b, q.type, q.filters));
+  const alternatives = [`(${live.join(' AND ')})`, `r.last_updated > ${b.v(q.at)}`];
+  if (q.since !== undefined) alternatives.push(`(r.deleted AND r.last_updated > ${b.v(q.since)})`);
+  const ids = q.ids ? (q.ids.length ? `AND r.id IN (${q.ids.map((id) => b.v(id)).join(', ')})` : 'AND false') : '';
   // Three columns only (every raw column costs a Buffer per row): the key, whether the database judged
   // the row (current, live, updated at or before `at`), and the stored text.
-  return sql`SELECT r.pk, (NOT r.deleted AND r.last_updated <= ${q.at}) AS judged, r.content FROM resources r ${laterals}
-    WHERE (r.tenant || '/' || r.type) = ${`${tenant}/${q.type}`} AND r.pk > ${q.after ?? 0} ${ids} AND (${join(sql, alternatives, 'OR')})
-    ORDER BY r.pk LIMIT ${q.limit}`;
+  const sql = `SELECT r.pk, (NOT r.deleted AND r.last_updated <= ${b.v(q.at)}) AS judged, r.content FROM resources r ${b.laterals.join(' ')}
+    WHERE (r.tenant || '/' || r.type) = ${b.v(`${tenant}/${q.type}`)} AND r.pk > ${b.v(q.after ?? 0)} ${ids} AND (${alternatives.join(' OR ')})
+    ORDER BY r.pk LIMIT ${b.v(q.limit)}`;
+  return { sql, values: b.values };
 }
 
 /** A raw text-format column: numbers and booleans parsed, content kept as bytes. */
@@ -144,7 +113,8 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
 /** Resource snapshots on Postgres: raw rows, so stored content goes out as the bytes Postgres sent. */
 export function createPostgresSnapshot(sql: Pg) {
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
-    const raw = (await sql`${pageQuery(sql, tenant, q)}`.raw()) as unknown as Buffer[][];
+    const page = pageQuery(tenant, q);
+    const raw = (await sql.unsafe(page.sql, page.values).raw()) as unknown as Buffer[][];
     const judged: Buffer[] = [];
     const others: number[] = [];
     let size = 0;

@@ -28,12 +28,80 @@ function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
   const cmp = { ref: [] as number[], type: [] as string[], patient: [] as string[] };
   vs.forEach((v, i) => {
     if (v.deleted) return;
-    for (const e of v.index) {
+    for (const e of v.index.tokens) {
       idx.ref.push(ref(i)), idx.type.push(v.type), idx.param.push(e.param), idx.system.push(e.system), idx.value.push(e.value);
     }
     for (const p of v.compartments) cmp.ref.push(ref(i)), cmp.type.push(v.type), cmp.patient.push(p);
   });
   return { idx, cmp };
+}
+
+/**
+ * Writes the string, range and composite index rows of versions stored under the given pks (the token
+ * rows go with the version statements), one statement per table that has rows.
+ */
+export async function insertIndexRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
+  const str = { res: [] as number[], type: [] as string[], param: [] as string[], value: [] as string[], exact: [] as string[] };
+  const rng = { res: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], code: [] as string[], low: [] as number[], high: [] as number[] };
+  const cmp = {
+    res: [] as number[], type: [] as string[], param: [] as string[], system1: [] as string[], value1: [] as string[],
+    system2: [] as string[], value2: [] as string[], low: [] as number[], high: [] as number[],
+  };
+  for (const { pk, v } of rows) {
+    if (v.deleted) continue;
+    for (const e of v.index.strings) str.res.push(pk), str.type.push(v.type), str.param.push(e.param), str.value.push(e.value), str.exact.push(e.exact);
+    for (const e of v.index.ranges) {
+      rng.res.push(pk), rng.type.push(v.type), rng.param.push(e.param), rng.system.push(e.system), rng.code.push(e.code), rng.low.push(e.low), rng.high.push(e.high);
+    }
+    for (const e of v.index.composites) {
+      cmp.res.push(pk), cmp.type.push(v.type), cmp.param.push(e.param), cmp.system1.push(e.system1), cmp.value1.push(e.value1);
+      cmp.system2.push(e.system2), cmp.value2.push(e.value2), cmp.low.push(e.low), cmp.high.push(e.high);
+    }
+  }
+  const work: Promise<unknown>[] = [];
+  if (str.res.length) {
+    work.push(tx`INSERT INTO search_string (res, tenant, type, param, value, exact)
+      SELECT e.res, ${tenant}, e.type, e.param, e.value, e.exact
+      FROM unnest(${str.res}::bigint[], ${str.type}::text[], ${str.param}::text[], ${str.value}::text[], ${str.exact}::text[]) AS e(res, type, param, value, exact)`);
+  }
+  if (rng.res.length) {
+    work.push(tx`INSERT INTO search_range (res, tenant, type, param, system, code, low, high)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.code, e.low, e.high
+      FROM unnest(${rng.res}::bigint[], ${rng.type}::text[], ${rng.param}::text[], ${rng.system}::text[], ${rng.code}::text[],
+        ${rng.low}::float8[], ${rng.high}::float8[]) AS e(res, type, param, system, code, low, high)`);
+  }
+  if (cmp.res.length) {
+    work.push(tx`INSERT INTO search_composite (res, tenant, type, param, system1, value1, system2, value2, low, high)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system1, e.value1, e.system2, e.value2, e.low, e.high
+      FROM unnest(${cmp.res}::bigint[], ${cmp.type}::text[], ${cmp.param}::text[], ${cmp.system1}::text[], ${cmp.value1}::text[],
+        ${cmp.system2}::text[], ${cmp.value2}::text[], ${cmp.low}::float8[], ${cmp.high}::float8[])
+        AS e(res, type, param, system1, value1, system2, value2, low, high)`);
+  }
+  await Promise.all(work);
+}
+
+/** Writes the token and compartment rows of versions stored under the given pks. */
+export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
+  const { idx, cmp } = entryColumns(rows.map((r) => r.v), (i) => rows[i]!.pk);
+  await tx`
+    WITH ii AS (
+      INSERT INTO search_index (res, tenant, type, param, system, value)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
+        AS e(res, type, param, system, value)
+    )
+    INSERT INTO compartments (res, tenant, patient, type)
+    SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)`;
+}
+
+/** Deletes every index and compartment row of these resource rows. */
+export async function deleteIndexRows(tx: PgTx, pks: number[]): Promise<void> {
+  await tx`
+    WITH a AS (DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])),
+      b AS (DELETE FROM search_string WHERE res = ANY(${pks}::bigint[])),
+      c AS (DELETE FROM search_range WHERE res = ANY(${pks}::bigint[])),
+      d AS (DELETE FROM search_composite WHERE res = ANY(${pks}::bigint[]))
+    DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])`;
 }
 
 /**
@@ -111,7 +179,14 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
       FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(n, patient, type) JOIN k ON k.n = e.n
     )
     SELECT pk, type, id FROM ins`;
-  return new Map(rows.map((r) => [`${r.type}/${r.id}`, r.pk]));
+  const pks = new Map(rows.map((r) => [`${r.type}/${r.id}`, r.pk]));
+  const written: { pk: number; v: VersionToWrite }[] = [];
+  for (const v of vs) {
+    const pk = pks.get(`${v.type}/${v.id}`);
+    if (pk !== undefined) written.push({ pk, v });
+  }
+  await insertIndexRows(tx, tenant, written);
+  return pks;
 }
 
 /**
@@ -139,6 +214,12 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
       FROM v WHERE r.pk = v.pk AND r.pk = ANY(${pks}::bigint[])
     ), di AS (
       DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])
+    ), ds AS (
+      DELETE FROM search_string WHERE res = ANY(${pks}::bigint[])
+    ), dr AS (
+      DELETE FROM search_range WHERE res = ANY(${pks}::bigint[])
+    ), dx AS (
+      DELETE FROM search_composite WHERE res = ANY(${pks}::bigint[])
     ), dc AS (
       DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])
     ), ii AS (
@@ -151,4 +232,5 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
       SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)
     )
     SELECT 1`;
+  await insertIndexRows(tx, tenant, rows);
 }

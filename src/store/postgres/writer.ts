@@ -4,7 +4,7 @@ import { StoreConflictError } from '../types.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
-import { createLookupBatcher, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import { createLookupBatcher, deleteIndexRows, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { LockedRow } from './write-sql.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
@@ -153,6 +153,21 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
         if (pk !== undefined) remember(v, pk);
         return pk !== undefined;
       });
+    }),
+    replaceIndex: mapped('reindex', async (items) => {
+      await flush();
+      const rows = await lockVersions(tx, tenant, items);
+      const byKey = new Map(rows.filter((r) => !r.deleted).map((r) => [keyOf(r.type, r.id), r]));
+      const versions = items.flatMap((item) => {
+        const row = byKey.get(keyOf(item.type, item.id));
+        if (!row) return [];
+        const v: VersionToWrite = { ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
+        return [{ pk: row.pk, v }];
+      });
+      if (!versions.length) return;
+      await deleteIndexRows(tx, versions.map((x) => x.pk));
+      await insertTokenAndCompartmentRows(tx, tenant, versions);
+      await insertIndexRows(tx, tenant, versions);
     }),
     flush: mapped('commit', flush),
   };

@@ -118,4 +118,33 @@ DROP INDEX resources_updated;
 CREATE INDEX resources_updated ON resources (tenant, type, last_updated, id, seq);
 `,
   },
+  {
+    version: 5,
+    name: 'search_tables',
+    sql: `
+-- Every search parameter type (#14): strings, dates/numbers/quantities and composites get tables of
+-- their own, each keyed by its resource row plus one value-first index. index_state says which index
+-- model the stored rows follow: a database with resources starts at model 0 and is reindexed by
+-- \`cinder reindex\` (which \`cinder serve\` runs at start when needed), resumably from reindex_after.
+CREATE TABLE search_string (
+  res INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL, param TEXT NOT NULL, value TEXT NOT NULL, exact TEXT NOT NULL,
+  PRIMARY KEY (res, param, exact)
+) WITHOUT ROWID;
+CREATE INDEX search_string_value ON search_string (tenant, type, param, value);
+CREATE TABLE search_range (
+  res INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL, param TEXT NOT NULL, system TEXT NOT NULL, code TEXT NOT NULL,
+  low REAL NOT NULL, high REAL NOT NULL, PRIMARY KEY (res, param, low, high, system, code)
+) WITHOUT ROWID;
+CREATE INDEX search_range_low ON search_range (tenant, type, param, low);
+CREATE TABLE search_composite (
+  res INTEGER NOT NULL, tenant TEXT NOT NULL, type TEXT NOT NULL, param TEXT NOT NULL, system1 TEXT NOT NULL, value1 TEXT NOT NULL,
+  system2 TEXT NOT NULL, value2 TEXT NOT NULL, low REAL NOT NULL, high REAL NOT NULL,
+  PRIMARY KEY (res, param, value1, system1, value2, system2, low, high)
+) WITHOUT ROWID;
+CREATE INDEX search_composite_value ON search_composite (tenant, type, param, value1);
+CREATE TABLE index_state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO index_state (name, value) SELECT 'model', CASE WHEN EXISTS (SELECT 1 FROM resources) THEN 0 ELSE 1 END;
+INSERT INTO index_state (name, value) VALUES ('reindex_after', 0);
+`,
+  },
 ];

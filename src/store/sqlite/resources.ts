@@ -1,6 +1,7 @@
 import type { Database } from 'bun:sqlite';
 import type {
   HistoryQuery,
+  IndexedRow,
   ResourceRepo,
   ResourceWriter,
   ResourceVersion,
@@ -8,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, createMutex } from './db.ts';
-import { buildSearch } from './search-sql.ts';
+import { countSql, searchSql, SQLITE } from '../search-sql.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createWriter } from './writer.ts';
 
@@ -156,12 +157,12 @@ export function createSqliteResources(
       return row ? toVersion(row) : null;
     },
     async search(tenant, query) {
-      const { sql, params } = buildSearch(tenant, query, false);
-      return reader.query<Row, (string | number)[]>(sql).all(...params).map(toVersion);
+      const { sql, values } = searchSql(SQLITE, tenant, query);
+      return reader.query<Row, (string | number)[]>(sql).all(...values).map(toVersion);
     },
     async count(tenant, query) {
-      const { sql, params } = buildSearch(tenant, query, true);
-      return reader.query<{ n: number }, (string | number)[]>(sql).get(...params)!.n;
+      const { sql, values } = countSql(SQLITE, tenant, query);
+      return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;
     },
     async history(tenant, query) {
       return historyRows(reader, tenant, query).map(toVersion);
@@ -183,6 +184,24 @@ export function createSqliteResources(
     },
     snapshot(tenant, query) {
       return (snapshot ??= createSqliteSnapshot(scanner))(tenant, query);
+    },
+    indexing: {
+      async state() {
+        const rows = reader.query<{ name: string; value: number }, []>('SELECT name, value FROM index_state').all();
+        const get = (name: string) => rows.find((r) => r.name === name)?.value ?? 0;
+        return { model: get('model'), after: get('reindex_after') };
+      },
+      async setState({ model, after }) {
+        await serial(async () => {
+          writer.query("UPDATE index_state SET value = ? WHERE name = 'model'").run(model);
+          writer.query("UPDATE index_state SET value = ? WHERE name = 'reindex_after'").run(after);
+        });
+      },
+      async page(after, limit) {
+        return reader
+          .query<IndexedRow, [number, number]>('SELECT pk, tenant, type, id, content FROM resources WHERE pk > ? AND deleted = 0 ORDER BY pk LIMIT ?')
+          .all(after, limit);
+      },
     },
   };
 }

@@ -1,36 +1,10 @@
 import type { Database } from 'bun:sqlite';
-import type { SnapshotFilter, SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
-import { timeCondition } from './search-sql.ts';
+import { filtersSql, SqlBuilder, SQLITE } from '../search-sql.ts';
+import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 
 type Param = string | number;
 type PageRow = [pk: number, id: string, versionId: number, lastUpdated: number, deleted: number, content: Uint8Array];
 type HistoryRow = { version_id: number; last_updated: number; deleted: number; content: string };
-
-/** `EXISTS` probes per row (through the `res` indexes), so a page costs what its rows cost, never the whole type. */
-function filterCondition(f: SnapshotFilter, params: Param[]): string {
-  const parts: string[] = [];
-  if (f.ids) {
-    parts.push(`r.id IN (${f.ids.map(() => '?').join(', ')})`);
-    params.push(...f.ids);
-  }
-  for (const t of f.lastUpdated ?? []) {
-    const c = timeCondition('r.last_updated', t);
-    parts.push(c.sql);
-    params.push(...c.params);
-  }
-  for (const p of f.params ?? []) {
-    const alts = p.values.map((v) =>
-      v.system === undefined ? 's.value = ?' : v.value === undefined ? 's.system = ?' : '(s.value = ? AND s.system = ?)',
-    );
-    parts.push(`EXISTS (SELECT 1 FROM search_index s WHERE s.res = r.pk AND s.param = ? AND (${alts.join(' OR ') || '0'}))`);
-    params.push(p.param);
-    for (const v of p.values) {
-      if (v.value !== undefined) params.push(v.value);
-      if (v.system !== undefined) params.push(v.system);
-    }
-  }
-  return parts.length ? `(${parts.join(' AND ')})` : '1';
-}
 
 function compartmentCondition(q: SnapshotQuery, joinedOnly: boolean, params: Param[]): string {
   const c = q.compartment!;
@@ -67,7 +41,13 @@ export function snapshotSql(tenant: string, q: SnapshotQuery): { sql: string; pa
     }
   }
   if (q.compartment) live.push(compartmentCondition(q, false, params));
-  if (q.filters?.length) live.push(`(${q.filters.map((f) => filterCondition(f, params)).join(' OR ')})`);
+  if (q.filters?.length) {
+    // Numbered placeholders continuing the plain ones (a plain `?` takes the largest number so far + 1),
+    // `EXISTS` probes per row, so a page costs what its rows cost, never the whole type.
+    const b = new SqlBuilder(SQLITE, tenant, 'exists', params.length);
+    live.push(filtersSql(b, q.type, q.filters));
+    params.push(...b.values);
+  }
   const alternatives = [`(${live.join(' AND ')})`, 'r.last_updated > ?'];
   params.push(q.at);
   if (q.since !== undefined) {

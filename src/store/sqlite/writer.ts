@@ -1,6 +1,7 @@
 import type { Database, Statement } from 'bun:sqlite';
 import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
 import { StoreConflictError } from '../types.ts';
+import { columnsOf, INDEX_TABLES, rowsOf } from '../index-tables.ts';
 
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
 type Value = string | number;
@@ -52,10 +53,13 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       'INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ' +
         'ON CONFLICT (tenant, type, id) DO NOTHING',
     ),
-    clearIndex: db.query('DELETE FROM search_index WHERE res = ?'),
     clearCompartments: db.query('DELETE FROM compartments WHERE res = ?'),
   };
-  const addIndex = rowInserter(db, 'search_index', ['res', 'tenant', 'type', 'param', 'system', 'value']);
+  // Prepared on first use (db.query caches them): a database part-way through its migrations has not every table.
+  const clearIndex = (pk: number) => INDEX_TABLES.forEach((t) => db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(pk));
+  const inserters = INDEX_TABLES.map((t) => rowInserter(db, t.table, ['res', 'tenant', 'type', ...columnsOf(t)]));
+  const addIndex = (values: Value[][]) => inserters.forEach((insert, i) => values[i]!.length && insert(values[i]!));
+  const newIndexValues = (): Value[][] => INDEX_TABLES.map(() => []);
   const addCompartments = rowInserter(db, 'compartments', ['res', 'tenant', 'patient', 'type']);
   const known = new Map<string, CurrentRow | null>();
   function lookup(type: string, id: string): CurrentRow | null {
@@ -83,8 +87,15 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
   }
 
   /** Flat index and compartment row values of `v` stored under `pk`. */
-  function entryValues(v: VersionToWrite, pk: number, index: Value[], compartments: Value[]): void {
-    for (const e of v.index) index.push(pk, tenant, v.type, e.param, e.system, e.value);
+  function entryValues(v: VersionToWrite, pk: number, index: Value[][], compartments: Value[]): void {
+    INDEX_TABLES.forEach((t, i) => {
+      const out = index[i]!;
+      const cols = columnsOf(t);
+      for (const e of rowsOf(v.index, t)) {
+        out.push(pk, tenant, v.type);
+        for (const c of cols) out.push(e[c]!);
+      }
+    });
     for (const p of v.compartments) compartments.push(pk, tenant, p, v.type);
   }
 
@@ -115,7 +126,7 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
         q.toHistory.run(pk);
         q.update.run(v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content, pk);
         written++;
-        q.clearIndex.run(pk);
+        clearIndex(pk);
         q.clearCompartments.run(pk);
       } else {
         const created = insert(v);
@@ -125,14 +136,14 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       seq = next;
       remember(v, pk);
       if (v.deleted) return;
-      const index: Value[] = [];
+      const index = newIndexValues();
       const compartments: Value[] = [];
       entryValues(v, pk, index, compartments);
       addIndex(index);
       addCompartments(compartments);
     },
     async insertNew(versions) {
-      const index: Value[] = [];
+      const index = newIndexValues();
       const compartments: Value[] = [];
       const inserted = versions.map((v) => {
         const pk = insert(v);
@@ -144,6 +155,19 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       addIndex(index);
       addCompartments(compartments);
       return inserted;
+    },
+    async replaceIndex(items) {
+      const index = newIndexValues();
+      const compartments: Value[] = [];
+      for (const item of items) {
+        const row = lookup(item.type, item.id);
+        if (!row || row.deleted) continue;
+        clearIndex(row.pk);
+        q.clearCompartments.run(row.pk);
+        entryValues({ ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' }, row.pk, index, compartments);
+      }
+      addIndex(index);
+      addCompartments(compartments);
     },
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import type { Store } from '../../../src/store/types.ts';
-import { save, uniqueTenant, version } from './fixtures.ts';
+import { save, tokens, uniqueTenant, version } from './fixtures.ts';
 
 /** Many concurrent current()/put() calls inside one transaction, as a bulk import issues them. */
 export function batchingContract(store: () => Store) {
@@ -23,12 +23,12 @@ export function batchingContract(store: () => Store) {
           }),
         ),
       );
-      expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1 })).toBe(n);
+      expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 1 })).toBe(n);
       const since = await s.resources.history(t, { since: 10, count: 10_000 });
       expect(since).toHaveLength(n);
       const byId = new Map(since.map((r) => [r.id, r.versionId]));
       for (const i of [0, 1, 3, 29, 30, 2_199]) expect(byId.get(`p${i}`)).toBe(i < 30 && i % 3 === 0 ? 2 : 1);
-      expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1, params: [{ param: 'identifier', values: [{ system: 's', value: '7' }] }] })).toBe(220);
+      expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 1, where: tokens([{ param: 'identifier', values: [{ system: 's', value: '7' }] }]) })).toBe(220);
     });
   });
 }

@@ -1,4 +1,4 @@
-import type { IndexEntry, ResourceVersion, Store, VersionToWrite } from '../../../src/store/types.ts';
+import type { Condition, DateTest, TokenValue, IndexEntry, ResourceVersion, Store, VersionToWrite } from '../../../src/store/types.ts';
 import { StoreConflictError } from '../../../src/store/types.ts';
 
 /** A tenant id no other test uses, so tests can share one database. */
@@ -29,7 +29,7 @@ export function version(type: string, id: string, spec: VersionSpec = {}): Versi
     lastUpdated,
     deleted,
     content: deleted ? '' : JSON.stringify({ resourceType: type, id, meta, ...spec.body }),
-    index: deleted ? [] : (spec.index ?? []),
+    index: { tokens: deleted ? [] : (spec.index ?? []), strings: [], ranges: [], composites: [] },
     compartments: deleted ? [] : (spec.compartments ?? []),
   };
 }
@@ -62,3 +62,13 @@ export function stored(v: VersionToWrite): ResourceVersion {
 
 export const ids = (rs: ResourceVersion[]) => rs.map((r) => r.id);
 export const versions = (rs: ResourceVersion[]) => rs.map((r) => r.versionId);
+
+/** Token conditions (`search_index` rows), ANDed. */
+export function tokens(params: { param: string; values: TokenValue[] }[]): Condition[] {
+  return params.map((p) => ({ kind: 'token', param: p.param, values: p.values }));
+}
+
+/** `_lastUpdated` tests, ANDed. */
+export function times(tests: DateTest[]): Condition[] {
+  return tests.map((t) => ({ kind: 'lastUpdated', tests: [t] }));
+}

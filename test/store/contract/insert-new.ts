@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import type { Store } from '../../../src/store/types.ts';
-import { ids, save, uniqueTenant, version } from './fixtures.ts';
+import { ids, save, tokens, uniqueTenant, version } from './fixtures.ts';
 
 /** ResourceWriter.insertNew: bulk creation of first versions, as `cinder import` writes. */
 export function insertNewContract(store: () => Store) {
@@ -24,10 +24,10 @@ export function insertNewContract(store: () => Store) {
       expect(await s.resources.read(t, 'Observation', 'o2')).toMatchObject({ versionId: 1, lastUpdated: 10, deleted: false, content: batch[4]!.content });
       expect(JSON.parse((await s.resources.read(t, 'Patient', 'old'))!.content).gender).toBe('male');
       expect((await s.resources.read(t, 'Patient', 'gone'))).toMatchObject({ versionId: 2, deleted: true });
-      const byValue = await s.resources.search(t, { type: 'Patient', sort: 'id', count: 10, params: [{ param: 'identifier', values: [{ system: 's', value: 'a\\b\tc' }] }] });
+      const byValue = await s.resources.search(t, { type: 'Patient', sort: [], count: 10, where: tokens([{ param: 'identifier', values: [{ system: 's', value: 'a\\b\tc' }] }]) });
       expect(ids(byValue)).toEqual(['new1']);
-      expect(ids(await s.resources.search(t, { type: 'Observation', sort: 'id', count: 10, compartment: 'new1' }))).toEqual(['o1']);
-      expect(await s.resources.count(t, { type: 'Observation', sort: 'id', count: 0, params: [{ param: 'code', values: [{ value: '8867-4' }] }] })).toBe(1);
+      expect(ids(await s.resources.search(t, { type: 'Observation', sort: [], count: 10, compartment: 'new1' }))).toEqual(['o1']);
+      expect(await s.resources.count(t, { type: 'Observation', sort: [], count: 0, where: tokens([{ param: 'code', values: [{ value: '8867-4' }] }]) })).toBe(1);
     });
 
     test('in the same transaction, current() sees the created rows and put() writes their next version', async () => {
@@ -42,7 +42,7 @@ export function insertNewContract(store: () => Store) {
       });
       const history = await s.resources.history(t, { type: 'Patient', id: 'p', count: 10 });
       expect(history.map((v) => v.versionId)).toEqual([2, 1]);
-      const find = (value: string) => s.resources.search(t, { type: 'Patient', sort: 'id', count: 10, params: [{ param: 'identifier', values: [{ value }] }] });
+      const find = (value: string) => s.resources.search(t, { type: 'Patient', sort: [], count: 10, where: tokens([{ param: 'identifier', values: [{ value }] }]) });
       expect(ids(await find('v2'))).toEqual(['p']);
       expect(ids(await find('v1'))).toEqual([]);
     });
@@ -59,11 +59,11 @@ export function insertNewContract(store: () => Store) {
         const inserted = await s.resources.write(t, (w) => w.insertNew(batch));
         expect(inserted.filter(Boolean)).toHaveLength(2_999);
         expect(inserted[taken]).toBe(false);
-        expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 0 })).toBe(3_000);
-        const sevens = await s.resources.count(t, { type: 'Patient', sort: 'id', count: 0, params: [{ param: 'identifier', values: [{ system: 's', value: String(taken % 7) }] }] });
+        expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 0 })).toBe(3_000);
+        const sevens = await s.resources.count(t, { type: 'Patient', sort: [], count: 0, where: tokens([{ param: 'identifier', values: [{ system: 's', value: String(taken % 7) }] }]) });
         expect(sevens).toBe(428);
         expect((await s.resources.read(t, 'Patient', `p${taken}`))!.lastUpdated).toBe(1);
-        expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 0, compartment: 'p1234' })).toBe(1);
+        expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 0, compartment: 'p1234' })).toBe(1);
       });
     }
 
@@ -77,7 +77,7 @@ export function insertNewContract(store: () => Store) {
       });
       await expect(failing).rejects.toBe(boom);
       expect(await s.resources.read(t, 'Patient', 'a')).toBeNull();
-      expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 0, params: [{ param: 'identifier', values: [{ value: 'x' }] }] })).toBe(0);
+      expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 0, where: tokens([{ param: 'identifier', values: [{ value: 'x' }] }]) })).toBe(0);
     });
   });
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import type { Store } from '../../../src/store/types.ts';
-import { ids, save, uniqueTenant } from './fixtures.ts';
+import { ids, save, tokens, uniqueTenant } from './fixtures.ts';
 
 /** Strings that break naive SQL, LIKE patterns, array literals or encodings (Postgres text cannot hold NUL). */
 export const NASTY = [
@@ -41,15 +41,15 @@ export function metacharContract(store: () => Store) {
         const read = await s.resources.read(t, 'Patient', id);
         expect(JSON.parse(read!.content).note).toBe(text);
         const bySystem = await s.resources.search(t, {
-          type: 'Patient', sort: 'id', count: 100, params: [{ param: 'identifier', values: [{ system: `sys-${text}`, value: text }] }],
+          type: 'Patient', sort: [], count: 100, where: tokens([{ param: 'identifier', values: [{ system: `sys-${text}`, value: text }] }]),
         });
         expect(ids(bySystem)).toEqual([id]);
-        const byValue = await s.resources.search(t, { type: 'Patient', sort: 'id', count: 100, params: [{ param: 'identifier', values: [{ value: text }] }] });
+        const byValue = await s.resources.search(t, { type: 'Patient', sort: [], count: 100, where: tokens([{ param: 'identifier', values: [{ value: text }] }]) });
         expect(ids(byValue)).toEqual([id]);
-        expect(ids(await s.resources.search(t, { type: 'Patient', sort: 'id', count: 100, compartment: `pat-${text}` }))).toEqual([id]);
-        expect(ids(await s.resources.search(t, { type: 'Patient', sort: 'id', count: 100, ids: [id] }))).toEqual([id]);
+        expect(ids(await s.resources.search(t, { type: 'Patient', sort: [], count: 100, compartment: `pat-${text}` }))).toEqual([id]);
+        expect(ids(await s.resources.search(t, { type: 'Patient', sort: [], count: 100, where: [{ kind: 'id', ids: [id] }] }))).toEqual([id]);
       }
-      expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1 })).toBe(all.length);
+      expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 1 })).toBe(all.length);
       expect((await s.resources.history(t, { type: 'Patient', id: `id-${NASTY[1]}`, count: 5 })).length).toBe(1);
     });
 

@@ -50,7 +50,7 @@ export function migrationContract(target: StoreTarget) {
       const ref = { system: 'Patient', value: 'p1' };
       await save(s, 't', 'Observation', 'o1', { index: [{ param: 'patient', ...ref }, { param: 'subject', ...ref }] });
       await save(s, 't', 'AllergyIntolerance', 'a1', { index: [{ param: 'patient', ...ref }] });
-      const q = (type: string, param: string): SearchQuery => ({ type, sort: 'id', count: 10, params: [{ param, values: [ref] }] });
+      const q = (type: string, param: string): SearchQuery => ({ type, sort: [], count: 10, where: [{ kind: 'token', param, values: [ref] }] });
       expect(ids(await s.resources.search('t', q('Observation', 'patient')))).toEqual(['o1']);
       expect(await s.migrate()).toEqual({ applied: all.slice(3) });
       expect(ids(await s.resources.search('t', q('Observation', 'patient')))).toEqual([]);

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test';
-import type { SearchQuery, Store, TimeCriterion } from '../../../src/store/types.ts';
-import { ids, save, uniqueTenant } from './fixtures.ts';
+import type { DateTest, SearchQuery, SortKey, Store } from '../../../src/store/types.ts';
+import { ids, save, times, tokens, uniqueTenant } from './fixtures.ts';
 
 const MRN = 'http://hospital.example/mrn';
 const SSN = 'http://hl7.org/fhir/sid/us-ssn';
@@ -14,8 +14,8 @@ const PATIENTS = [
   { id: 'gone', at: 2_000, mrn: '200', ssn: '666' },
 ];
 
-const q = (over: Partial<SearchQuery> = {}): SearchQuery => ({ type: 'Patient', sort: 'id', count: 100, ...over });
-const window: Omit<TimeCriterion, 'op'> = { low: 2_000, high: 2_500 };
+const q = (over: Partial<SearchQuery> = {}): SearchQuery => ({ type: 'Patient', sort: [], count: 100, ...over });
+const window: Omit<DateTest, 'op'> = { low: 2_000, high: 2_500 };
 
 /** Search: ids, _lastUpdated, tokens, references, compartments, sort orders and keyset paging, count. */
 export function searchContract(store: () => Store) {
@@ -44,29 +44,29 @@ export function searchContract(store: () => Store) {
     });
 
     test('by ids; deleted and other types excluded', async () => {
-      expect(ids(await s.resources.search(t, q({ ids: ['b', 'c9', 'gone', 'o1', 'nope'] })))).toEqual(['b', 'c9']);
+      expect(ids(await s.resources.search(t, q({ where: [{ kind: 'id', ids: ['b', 'c9', 'gone', 'o1', 'nope'] }] })))).toEqual(['b', 'c9']);
       expect(ids(await s.resources.search(t, q()))).toEqual(['A-1', 'B', 'a.2', 'b', 'c9']);
       expect(await s.resources.count(t, q())).toBe(5);
-      expect(await s.resources.search(t, q({ ids: [] }))).toEqual([]);
-      expect(await s.resources.count(t, q({ ids: [] }))).toBe(0);
+      expect(await s.resources.search(t, q({ where: [{ kind: 'id', ids: [] }] }))).toEqual([]);
+      expect(await s.resources.count(t, q({ where: [{ kind: 'id', ids: [] }] }))).toBe(0);
       expect(await s.resources.changeToken(t, [])).toBe(await s.resources.changeToken(uniqueTenant(), []));
     });
 
     test('_lastUpdated: each comparator against a precision window', async () => {
-      const at = async (op: TimeCriterion['op']) => ids(await s.resources.search(t, q({ lastUpdated: [{ op, ...window }] })));
+      const at = async (op: DateTest['op']) => ids(await s.resources.search(t, q({ where: times([{ op, ...window }]) })));
       expect(await at('eq')).toEqual(['B', 'b']);
       expect(await at('ne')).toEqual(['A-1', 'a.2', 'c9']);
       expect(await at('gt')).toEqual(['A-1', 'c9']);
       expect(await at('ge')).toEqual(['A-1', 'B', 'b', 'c9']);
       expect(await at('lt')).toEqual(['a.2']);
       expect(await at('le')).toEqual(['B', 'a.2', 'b']);
-      const range: TimeCriterion[] = [{ op: 'ge', low: 1_500, high: 1_600 }, { op: 'lt', low: 3_000, high: 3_001 }];
-      expect(ids(await s.resources.search(t, q({ lastUpdated: range })))).toEqual(['A-1', 'B', 'b']);
-      expect(await s.resources.count(t, q({ lastUpdated: range }))).toBe(3);
+      const range: DateTest[] = [{ op: 'ge', low: 1_500, high: 1_600 }, { op: 'lt', low: 3_000, high: 3_001 }];
+      expect(ids(await s.resources.search(t, q({ where: times(range) })))).toEqual(['A-1', 'B', 'b']);
+      expect(await s.resources.count(t, q({ where: times(range) }))).toBe(3);
     });
 
     test('token with and without system; values ORed, parameters ANDed', async () => {
-      const find = async (params: SearchQuery['params']) => ids(await s.resources.search(t, q({ params })));
+      const find = async (params: Parameters<typeof tokens>[0]) => ids(await s.resources.search(t, q({ where: tokens(params) })));
       expect(await find([{ param: 'identifier', values: [{ system: MRN, value: '200' }] }])).toEqual(['B', 'b']);
       expect(await find([{ param: 'identifier', values: [{ system: SSN, value: '200' }] }])).toEqual([]);
       expect(await find([{ param: 'identifier', values: [{ value: '300' }] }])).toEqual(['b', 'c9']);
@@ -86,7 +86,7 @@ export function searchContract(store: () => Store) {
 
     test('reference: system is the target type', async () => {
       const subject = (system: string | undefined, value: string) =>
-        s.resources.search(t, q({ type: 'Observation', params: [{ param: 'subject', values: [system === undefined ? { value } : { system, value }] }] }));
+        s.resources.search(t, q({ type: 'Observation', where: tokens([{ param: 'subject', values: [system === undefined ? { value } : { system, value }] }]) }));
       expect(ids(await subject('Patient', 'b'))).toEqual(['o1', 'o2']);
       expect(ids(await subject('Group', 'b'))).toEqual(['o5']);
       expect(ids(await subject(undefined, 'b'))).toEqual(['o1', 'o2', 'o5']);
@@ -96,7 +96,7 @@ export function searchContract(store: () => Store) {
     test('compartment restricts to one patient, combined with other criteria', async () => {
       const obs = (over: Partial<SearchQuery>) => s.resources.search(t, q({ type: 'Observation', ...over }));
       expect(ids(await obs({ compartment: 'b' }))).toEqual(['o1', 'o2']);
-      expect(ids(await obs({ compartment: 'b', ids: ['o2', 'o3'] }))).toEqual(['o2']);
+      expect(ids(await obs({ compartment: 'b', where: [{ kind: 'id', ids: ['o2', 'o3'] }] }))).toEqual(['o2']);
       expect(ids(await obs({ compartment: 'nobody' }))).toEqual([]);
       expect(ids(await s.resources.search(t, q({ compartment: 'c9' })))).toEqual(['c9']);
       expect(await s.resources.count(t, q({ type: 'Observation', compartment: 'b', count: 1 }))).toBe(2);
@@ -108,8 +108,12 @@ export function searchContract(store: () => Store) {
         lastUpdated: ['a.2', 'B', 'b', 'A-1', 'c9'],
         '-lastUpdated': ['c9', 'A-1', 'b', 'B', 'a.2'],
       } as const;
-      for (const sort of ['id', 'lastUpdated', '-lastUpdated'] as const) {
-        expect(ids(await s.resources.search(t, q({ sort })))).toEqual([...expected[sort]]);
+      const sorts: Record<keyof typeof expected, SortKey[]> = {
+        id: [], lastUpdated: [{ by: 'lastUpdated', descending: false }], '-lastUpdated': [{ by: 'lastUpdated', descending: true }],
+      };
+      for (const name of ['id', 'lastUpdated', '-lastUpdated'] as const) {
+        const sort = sorts[name];
+        expect(ids(await s.resources.search(t, q({ sort })))).toEqual([...expected[name]]);
         for (const count of [1, 2, 3]) {
           const seen: string[] = [];
           let after: SearchQuery['after'];
@@ -121,14 +125,14 @@ export function searchContract(store: () => Store) {
             const last = page.at(-1)!;
             after = { lastUpdated: last.lastUpdated, id: last.id };
           }
-          expect(seen).toEqual([...expected[sort]]);
+          expect(seen).toEqual([...expected[name]]);
         }
         expect(await s.resources.count(t, q({ sort, count: 1, after: { lastUpdated: 2_000, id: 'b' } }))).toBe(5);
       }
     });
 
     test('results carry the stored content and versions', async () => {
-      const [b] = await s.resources.search(t, q({ ids: ['b'] }));
+      const [b] = await s.resources.search(t, q({ where: [{ kind: 'id', ids: ['b'] }] }));
       expect(b).toEqual((await s.resources.read(t, 'Patient', 'b'))!);
       expect(JSON.parse(b!.content)).toMatchObject({ resourceType: 'Patient', id: 'b', meta: { versionId: '1' } });
     });

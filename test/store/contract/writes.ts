@@ -1,13 +1,13 @@
 import { describe, expect, test } from 'bun:test';
 import type { SearchQuery, Store } from '../../../src/store/types.ts';
 import { StoreConflictError } from '../../../src/store/types.ts';
-import { ids, save, stored, uniqueTenant, version, versions } from './fixtures.ts';
+import { ids, save, stored, tokens, uniqueTenant, version, versions } from './fixtures.ts';
 
 const byIdentifier = (value: string, system?: string): SearchQuery => ({
   type: 'Patient',
-  sort: 'id',
+  sort: [],
   count: 100,
-  params: [{ param: 'identifier', values: [system === undefined ? { value } : { system, value }] }],
+  where: tokens([{ param: 'identifier', values: [system === undefined ? { value } : { system, value }] }]),
 });
 
 /** Transactions: atomicity, index maintenance, change tokens, batching. */
@@ -37,7 +37,7 @@ export function writesContract(store: () => Store) {
       expect(ids(await s.resources.search(t, byIdentifier('old', 's')))).toEqual(['keep']);
       expect(ids(await s.resources.search(t, byIdentifier('changed')))).toEqual([]);
       expect(ids(await s.resources.search(t, byIdentifier('new')))).toEqual([]);
-      expect(await s.resources.count(t, { type: 'Observation', sort: 'id', count: 10, compartment: 'keep' })).toBe(0);
+      expect(await s.resources.count(t, { type: 'Observation', sort: [], count: 10, compartment: 'keep' })).toBe(0);
       expect(await s.resources.changeToken(t, ['Patient', 'Observation'])).toBe(token);
     });
 
@@ -58,8 +58,8 @@ export function writesContract(store: () => Store) {
     test('index and compartment rows are replaced on update and removed on delete', async () => {
       const s = store();
       const t = uniqueTenant();
-      const obs = (patient: string): SearchQuery => ({ type: 'Observation', sort: 'id', count: 10, compartment: patient });
-      const code = (value: string): SearchQuery => ({ type: 'Observation', sort: 'id', count: 10, params: [{ param: 'code', values: [{ value }] }] });
+      const obs = (patient: string): SearchQuery => ({ type: 'Observation', sort: [], count: 10, compartment: patient });
+      const code = (value: string): SearchQuery => ({ type: 'Observation', sort: [], count: 10, where: tokens([{ param: 'code', values: [{ value }] }]) });
       await save(s, t, 'Observation', 'o', { index: [{ param: 'code', system: 'l', value: 'A' }, { param: 'code', system: 'l', value: 'B' }], compartments: ['p1'] });
       expect(ids(await s.resources.search(t, code('B')))).toEqual(['o']);
       await save(s, t, 'Observation', 'o', { index: [{ param: 'code', system: 'l', value: 'C' }], compartments: ['p2', 'p3'] });
@@ -126,7 +126,7 @@ export function writesContract(store: () => Store) {
       });
       for (let i = 0; i < 16; i++) {
         expect(ids(await s.resources.search(t, byIdentifier(`v${i}`, 's')))).toEqual(failing.has(i) ? [] : [`p${i + 1}`]);
-        expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1, compartment: `p${i + 1}` })).toBe(failing.has(i) ? 0 : 1);
+        expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 1, compartment: `p${i + 1}` })).toBe(failing.has(i) ? 0 : 1);
       }
       // p0 got one version per committed transaction, numbered without gaps.
       const p0 = await s.resources.history(t, { type: 'Patient', id: 'p0', count: 100 });
@@ -194,9 +194,9 @@ export function writesContract(store: () => Store) {
           await w.put(version('Patient', id, { lastUpdated: i, index: [{ param: 'identifier', system: 's', value: `${i % 7}` }], compartments: [id] }));
         }
       });
-      expect(await s.resources.count(t, { type: 'Patient', sort: 'id', count: 1 })).toBe(n);
+      expect(await s.resources.count(t, { type: 'Patient', sort: [], count: 1 })).toBe(n);
       expect(await s.resources.count(t, byIdentifier('3', 's'))).toBe(335);
-      expect(ids(await s.resources.search(t, { type: 'Patient', sort: 'id', count: 10, compartment: 'p02344' }))).toEqual(['p02344']);
+      expect(ids(await s.resources.search(t, { type: 'Patient', sort: [], count: 10, compartment: 'p02344' }))).toEqual(['p02344']);
       expect(await s.resources.read(t, 'Patient', 'p01000')).toEqual(stored(version('Patient', 'p01000', { lastUpdated: 1_000 })));
     });
   });

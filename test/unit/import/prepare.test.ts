@@ -2,7 +2,7 @@
 import { describe, expect, test } from 'bun:test';
 import { prepareNdjson, CHUNK_RESOURCES } from '../../../src/fhir/import/ndjson.ts';
 import { packVersions, unpackVersions } from '../../../src/fhir/import/packing.ts';
-import { prepareVersion, versionToWrite } from '../../../src/fhir/prepared.ts';
+import { prepareVersion, versionToWrite, type PreparedVersion } from '../../../src/fhir/prepared.ts';
 import { parseReference } from '../../../src/fhir/references.ts';
 import { newId, stamp, stampHead, stampTail, type Resource } from '../../../src/fhir/resource.ts';
 
@@ -38,7 +38,7 @@ describe('stampHead + stampTail', () => {
     const r: Resource = { resourceType: 'Observation', id: 'o', subject: { reference: 'Patient/p' }, code: { coding: [{ system: 's', code: 'c' }] } };
     const p = prepareVersion(r, 'o');
     expect(p.compartments).toEqual(['p']);
-    expect(p.index).toContainEqual({ param: 'code', system: 's', value: 'c' });
+    expect(p.index.tokens).toContainEqual({ param: 'code', system: 's', value: 'c' });
     expect(versionToWrite(p, 5, 1_000)).toEqual({
       type: 'Observation', id: 'o', versionId: 5, lastUpdated: 1_000, deleted: false, content: stamp(r, 'o', 5, 1_000), index: p.index, compartments: ['p'],
     });
@@ -68,10 +68,20 @@ describe('packVersions / unpackVersions', () => {
     const versions = [
       prepareVersion({ resourceType: 'Patient', id: 'a', name: [{ text: 'Zoë 张伟 😀' }], identifier: [{ system: '', value: 'ü' }] }, 'a'),
       prepareVersion({ resourceType: 'Basic' }, 'b'),
-      { type: 'Observation', id: 'c', tail: '}', index: [{ param: 'code', system: '', value: '' }], compartments: ['', 'p'] },
+      {
+        type: 'Observation', id: 'c', tail: '}', compartments: ['', 'p'],
+        index: {
+          tokens: [{ param: 'code', system: '', value: '' }],
+          strings: [{ param: 'code:text', value: '', exact: '' }],
+          ranges: [{ param: 'date', system: '', code: '', low: -Infinity, high: Infinity }],
+          composites: [{ param: 'code-value-quantity', system1: 's', value1: 'c', system2: '', value2: 'mg', low: 1.5, high: 1.5 }],
+        },
+      },
     ];
     const packed = packVersions(versions);
-    expect(packed.shape).toEqual(new Int32Array([1, 1, 0, 0, 1, 2]));
+    const counts = (v: PreparedVersion) => [v.index.tokens.length, v.index.strings.length, v.index.ranges.length, v.index.composites.length, v.compartments.length];
+    expect(packed.shape).toEqual(new Int32Array(versions.flatMap(counts)));
+    expect([...packed.shape.slice(10)]).toEqual([1, 1, 1, 1, 2]);
     expect(unpackVersions(structuredClone(packed))).toEqual(versions);
     expect(unpackVersions(packVersions([]))).toEqual([]);
   });

@@ -1,0 +1,362 @@
+/**
+ * FHIR R4 search (search.html) compiled into store conditions: every parameter type, prefixes,
+ * modifiers, chaining, `_has`. The REST API, conditional interactions, bulk export's `_typeFilter` and
+ * SMART scope filters all compile their queries here, so a query means the same everywhere.
+ */
+import { FhirError } from '../errors.ts';
+import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
+import { dateRange } from './dates.ts';
+import { paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
+import { normalizeString, soundex } from './indexer.ts';
+import { parseReference } from './references.ts';
+import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
+
+/** A condition the search layer completes before querying: a token parameter against a ValueSet's codes (`:in`, `:not-in`). */
+export interface ValueSetCondition {
+  kind: 'value-set';
+  param: string;
+  valueSet: string;
+  not: boolean;
+}
+
+export type PendingCondition = Condition | ValueSetCondition;
+
+const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'];
+
+/** Modifiers each parameter type accepts (besides `:missing`, which all do). */
+export const MODIFIERS: Record<ParamType, string[]> = {
+  string: ['exact', 'contains'],
+  token: ['not', 'text', 'of-type', 'in', 'not-in'],
+  reference: ['identifier', '[type]'],
+  uri: ['below', 'above'],
+  date: [],
+  number: [],
+  quantity: [],
+  composite: [],
+  special: [],
+};
+
+/** How deep chains and `_has` may nest. */
+export const MAX_CHAIN_DEPTH = 4;
+
+function invalid(param: string, message: string): FhirError {
+  return new FhirError('invalid', message, { expression: [param] });
+}
+
+/** Splits an optional prefix off a date, number or quantity value (two letters before a digit or sign). */
+function prefixed(raw: string): { op: Comparator; rest: string } {
+  const p = raw.slice(0, 2) as Comparator;
+  return PREFIXES.includes(p) && /^[0-9+\-.]/.test(raw.slice(2)) ? { op: p, rest: raw.slice(2) } : { op: 'eq', rest: raw };
+}
+
+/** `ap`: the value's range widened by 10% of its distance from now (at least its own precision). */
+function approximate(low: number, high: number, now: number): { low: number; high: number } {
+  const gap = Math.abs((low + high) / 2 - now) * 0.1;
+  return { low: low - gap, high: high + gap };
+}
+
+export function dateTest(param: string, raw: string, now: number): DateTest {
+  const { op, rest } = prefixed(raw);
+  const range = dateRange(rest);
+  if (!range) throw invalid(param, `Invalid date value '${raw}' for '${param}': expected [${PREFIXES.join('|')}]<FHIR date, dateTime or instant>`);
+  return op === 'ap' ? { op, ...approximate(range.low, range.high, now) } : { op, ...range };
+}
+
+const DECIMAL = /^[+-]?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+
+/** A number's value and the range [low, high) its significant figures imply (search.html 3.1.1.5.5). */
+export function numberTest(param: string, raw: string): NumberTest {
+  const { op, rest } = prefixed(raw);
+  const m = DECIMAL.exec(rest);
+  if (!m) throw invalid(param, `Invalid number '${raw}' for '${param}': expected [${PREFIXES.join('|')}]<decimal>`);
+  const value = Number(rest);
+  const decimals = (m[2]?.length ?? 0) - Number(m[3] ?? 0);
+  const half = 0.5 * 10 ** -decimals;
+  if (op === 'ap') {
+    const gap = Math.max(Math.abs(value) * 0.1, half);
+    return { op, value, low: value - gap, high: value + gap };
+  }
+  return { op, value, low: value - half, high: value + half };
+}
+
+/** `[prefix]number|system|code`, `number||unit`, or a plain number. */
+function quantityTest(param: string, raw: string): NumberTest {
+  const parts = splitEscaped(raw, '|');
+  if (parts.length !== 1 && parts.length !== 3) throw invalid(param, `Invalid quantity '${raw}' for '${param}': expected [prefix]number[|system|code]`);
+  const test = numberTest(param, parts[0]!);
+  if (parts.length === 3) {
+    const system = unescapeValue(parts[1]!);
+    const code = unescapeValue(parts[2]!);
+    if (system) test.system = system;
+    if (code) test.code = code;
+  }
+  return test;
+}
+
+function tokenOf(param: string, raw: string): TokenValue {
+  const v = tokenValue(raw);
+  if (v.value === undefined && v.system === undefined) throw invalid(param, `Empty token value for '${param}'`);
+  return v;
+}
+
+/**
+ * A reference search value: `Type/id`, an id, an absolute URL (its `Type/id`, or as written: a
+ * canonical reference is stored as its URL), or a canonical URL (`url[|version]`).
+ */
+function referenceValues(def: ParamDefinition, raw: string, typeModifier: string | undefined): TokenValue[] {
+  const parsed = parseReference(raw);
+  const absolute = /^[a-z][a-z0-9+.-]*:/i.test(raw);
+  if (parsed) {
+    if (typeModifier && parsed.type !== typeModifier) throw invalid(def.code, `'${raw}' is not a reference to ${typeModifier}`);
+    const literal = { system: parsed.type, value: parsed.id };
+    return absolute ? [literal, { system: '', value: raw }] : [literal];
+  }
+  if (absolute) return [{ system: '', value: raw }];
+  if (!ID_PATTERN.test(raw)) throw invalid(def.code, `Invalid reference value '${raw}' for '${def.code}'`);
+  const target = typeModifier ?? (def.targets.length === 1 ? def.targets[0] : undefined);
+  return [target ? { system: target, value: raw } : { value: raw }];
+}
+
+/** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
+function storedReference(def: ParamDefinition, values: TokenValue[], not?: boolean): Condition {
+  if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not } : { kind: 'token', param: def.code, values };
+  const { param, target } = def.storedAs;
+  const vs = target === undefined ? values : values.filter((v) => v.system === undefined || v.system === target).map((v) => ({ ...v, system: target }));
+  return not ? { kind: 'token', param, values: vs, not } : { kind: 'token', param, values: vs };
+}
+
+/** The table a parameter type's rows are in. */
+export function tableOf(type: ParamType): IndexTable {
+  switch (type) {
+    case 'string': return 'search_string';
+    case 'date': case 'number': case 'quantity': return 'search_range';
+    case 'composite': return 'search_composite';
+    default: return 'search_index';
+  }
+}
+
+/** The parameters holding `def`'s rows. */
+function storedParams(def: ParamDefinition): string[] {
+  return def.unionOf ?? [def.storedAs?.param ?? def.code];
+}
+
+function compositePart(def: ParamDefinition, type: ParamType, raw: string, now: number): CompositePart {
+  const value = unescapeValue(raw);
+  switch (type) {
+    case 'token': return { kind: 'token', ...tokenOf(def.code, raw) };
+    case 'reference': return { kind: 'token', ...referenceValues(def, value, undefined)[0]! };
+    case 'string': return { kind: 'string', value: normalizeString(value) };
+    case 'date': return { kind: 'date', test: dateTest(def.code, value, now) };
+    case 'quantity': return { kind: 'number', test: quantityTest(def.code, raw), column: 'both' };
+    case 'number': return { kind: 'number', test: numberTest(def.code, value), column: 'both' };
+    default: throw new FhirError('not-supported', `Composite '${def.code}' has a ${type} component, which Cinder cannot search`, { expression: [def.code] });
+  }
+}
+
+function compositeTest(def: ParamDefinition, raw: string, now: number): CompositeTest {
+  const parts = splitEscaped(raw, '$');
+  const comps = def.components!;
+  if (parts.length !== comps.length + 1) throw invalid(def.code, `Invalid composite value '${raw}' for '${def.code}': expected ${comps.length + 1} parts separated by '$'`);
+  const first = tokenOf(def.code, parts[0]!);
+  const rest = comps.map((c, i) => compositePart(def, c.type, parts[i + 1]!, now));
+  if (comps.length === 2) {
+    // MolecularSequence coordinates: the start in low, the end in high
+    (rest[0] as { column: string }).column = 'low';
+    (rest[1] as { column: string }).column = 'high';
+  }
+  return { system1: first.system, value1: first.value, parts: rest };
+}
+
+/** All prefixes of a URL at its `/` boundaries, itself included (`uri:above`). */
+function uriAncestors(url: string): string[] {
+  const out: string[] = [];
+  for (let i = url.indexOf('//') + 2; i > 1 && i < url.length; i = url.indexOf('/', i + 1)) {
+    if (i > 0 && url[i] === '/') out.push(url.slice(0, i));
+    if (url.indexOf('/', i + 1) < 0) break;
+  }
+  out.push(url);
+  return out;
+}
+
+/** The condition of one simple parameter (no chain) with its modifier and raw value. */
+function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw: string, now: number): PendingCondition {
+  const name = modifier ? `${def.code}:${modifier}` : def.code;
+  if (modifier === 'missing') {
+    if (raw !== 'true' && raw !== 'false') throw invalid(name, `Invalid ':missing' value '${raw}': expected true or false`);
+    if (def.storedAs?.target) {
+      // `patient:missing`: no subject that is a Patient
+      return { kind: 'token', param: def.storedAs.param, values: [{ system: def.storedAs.target }], ...(raw === 'true' ? { not: true } : {}) };
+    }
+    return { kind: 'missing', table: tableOf(def.type), params: storedParams(def), missing: raw === 'true' };
+  }
+  const unsupported = () => new FhirError('invalid', `Unknown modifier ':${modifier}' for the ${def.type} parameter '${def.code}'`, { expression: [name] });
+  const parts = alternatives(raw, name);
+  const union = (make: (param: string) => Condition): Condition =>
+    def.unionOf ? { kind: 'or', any: def.unionOf.map(make) } : make(def.storedAs?.param ?? def.code);
+  switch (def.type) {
+    case 'string': {
+      if (modifier !== undefined && modifier !== 'exact' && modifier !== 'contains') throw unsupported();
+      const values = parts.map((p) => {
+        const text = unescapeValue(p);
+        if (def.code === 'phonetic') return { value: soundex(text).toLowerCase(), match: 'prefix' as const };
+        if (modifier === 'exact') return { value: text, match: 'exact' as const };
+        return { value: normalizeString(text), match: modifier === 'contains' ? ('contains' as const) : ('prefix' as const) };
+      });
+      return { kind: 'string', param: def.code, values };
+    }
+    case 'token': {
+      if (modifier === 'text') {
+        return union((param) => ({ kind: 'string', param: `${param}:text`, values: parts.map((p) => ({ value: normalizeString(unescapeValue(p)), match: 'prefix' as const })) }));
+      }
+      if (modifier === 'of-type') {
+        const values = parts.map((p) => {
+          const [system, code, value] = splitEscaped(p, '|').map(unescapeValue);
+          if (!code || value === undefined || value === '') throw invalid(name, `Invalid ':of-type' value '${p}': expected system|code|value`);
+          return { system: system!, value: `${code}|${value}` };
+        });
+        return union((param) => ({ kind: 'token', param: `${param}:of-type`, values }));
+      }
+      if (modifier === 'in' || modifier === 'not-in') {
+        if (parts.length !== 1) throw invalid(name, `':${modifier}' takes one ValueSet URL`);
+        if (def.unionOf) throw new FhirError('not-supported', `':${modifier}' is not supported on '${def.code}'`, { expression: [name] });
+        return { kind: 'value-set', param: def.code, valueSet: unescapeValue(parts[0]!), not: modifier === 'not-in' };
+      }
+      if (modifier !== undefined && modifier !== 'not') throw unsupported();
+      const values = parts.map((p) => tokenOf(name, p));
+      if (modifier === 'not' && def.unionOf) {
+        // none of the folded parameters has a matching value
+        return { kind: 'not', condition: { kind: 'or', any: def.unionOf.map((param) => ({ kind: 'token', param, values })) } };
+      }
+      return union((param) => (modifier === 'not' ? { kind: 'token', param, values, not: true } : { kind: 'token', param, values }));
+    }
+    case 'uri': {
+      if (modifier !== undefined && modifier !== 'below' && modifier !== 'above') throw unsupported();
+      const values = parts.map(unescapeValue);
+      if (modifier === 'below') return { kind: 'uri-prefix', param: def.code, values };
+      if (modifier === 'above') return { kind: 'token', param: def.code, values: values.flatMap(uriAncestors).map((value) => ({ system: '', value })) };
+      return { kind: 'token', param: def.code, values: values.map((value) => ({ system: '', value })) };
+    }
+    case 'reference': {
+      if (modifier === 'identifier') {
+        return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts.map((p) => tokenOf(name, p)) };
+      }
+      if (modifier !== undefined && !isResourceType(modifier)) throw unsupported();
+      if (modifier !== undefined && def.targets.length && !def.targets.includes(modifier)) {
+        throw invalid(name, `'${def.code}' does not refer to ${modifier} (its targets: ${def.targets.join(', ')})`);
+      }
+      return storedReference(def, parts.flatMap((p) => referenceValues(def, unescapeValue(p), modifier)));
+    }
+    case 'date':
+      if (modifier !== undefined) throw unsupported();
+      return { kind: 'date', param: def.code, tests: parts.map((p) => dateTest(name, p, now)) };
+    case 'number':
+      if (modifier !== undefined) throw unsupported();
+      return { kind: 'number', param: def.code, tests: parts.map((p) => numberTest(name, p)) };
+    case 'quantity':
+      if (modifier !== undefined) throw unsupported();
+      return union((param) => ({ kind: 'number', param, tests: parts.map((p) => quantityTest(name, p)) }));
+    case 'composite':
+      if (modifier !== undefined) throw unsupported();
+      return union((param) => ({ kind: 'composite', param, tests: parts.map((p) => compositeTest(def, p, now)) }));
+    case 'special':
+      throw new FhirError('not-supported', `The special parameter '${def.code}' is not supported`, { expression: [name] });
+  }
+}
+
+/** Thrown for a parameter the type does not have (the caller decides: warning or 400). */
+export class UnknownParameterError extends FhirError {}
+
+function unknown(type: string, key: string): UnknownParameterError {
+  return new UnknownParameterError('not-supported', `Search parameter '${key}' is not supported for ${type}`, { expression: [key] });
+}
+
+/**
+ * The condition of one search parameter `key` (`name[:modifier]`, a chain `ref[:Type].name...`, or
+ * `_has:Type:ref:name...`) with its raw value, on resources of `type`.
+ */
+export function parameterCondition(type: string, key: string, raw: string, now: number, depth = 0): PendingCondition {
+  if (depth > MAX_CHAIN_DEPTH) throw new FhirError('invalid', `'${key}' chains more than ${MAX_CHAIN_DEPTH} levels`, { issueCode: 'too-costly', expression: [key] });
+  if (key.startsWith('_has:')) return hasCondition(type, key, raw, now, depth);
+  const dot = key.indexOf('.');
+  if (dot > 0) return chainCondition(type, key, dot, raw, now, depth);
+  const [name, modifier] = key.split(':', 2) as [string, string | undefined];
+  if (name === '_id') {
+    if (modifier === 'not') return { kind: 'id', ids: idValues(raw), not: true };
+    if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_id'`);
+    return { kind: 'id', ids: idValues(raw) };
+  }
+  if (name === '_lastUpdated') {
+    if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_lastUpdated'`);
+    return { kind: 'lastUpdated', tests: alternatives(raw, key).map((p) => dateTest(key, p, now)) };
+  }
+  const def = paramOf(type, name);
+  if (!def) throw unknown(type, key);
+  return simpleCondition(def, modifier, raw, now);
+}
+
+function idValues(raw: string): string[] {
+  const ids = alternatives(raw, '_id').map(unescapeValue);
+  for (const id of ids) if (!ID_PATTERN.test(id)) throw invalid('_id', `Invalid _id value '${id}'`);
+  return ids;
+}
+
+/** The reference parameter `code` of `type` as the rows hold it: stored parameter and target restriction. */
+function referenceParam(type: string, code: string, key: string): ParamDefinition {
+  const def = paramOf(type, code);
+  if (!def) throw unknown(type, key);
+  if (def.type !== 'reference') throw invalid(key, `'${code}' is a ${def.type} parameter of ${type}, not a reference`);
+  return def;
+}
+
+function chainCondition(type: string, key: string, dot: number, raw: string, now: number, depth: number): Condition {
+  const head = key.slice(0, dot);
+  const rest = key.slice(dot + 1);
+  const [code, typeModifier] = head.split(':', 2) as [string, string | undefined];
+  const def = referenceParam(type, code, key);
+  let targets = typeModifier ? [typeModifier] : def.storedAs?.target ? [def.storedAs.target] : def.targets;
+  if (typeModifier && !isResourceType(typeModifier)) throw invalid(key, `'${typeModifier}' is not a resource type`);
+  if (targets.length === 0) throw invalid(key, `'${code}' may refer to any type: name one ('${code}:Patient.${rest}')`);
+  // A chained name must exist on the targets searched (on at least one when the type is not named).
+  const restName = rest.split(/[.:]/, 1)[0]!;
+  const known = (t: string) => rest.startsWith('_has:') || restName === '_id' || restName === '_lastUpdated' || paramOf(t, restName) !== undefined;
+  targets = targets.filter(known);
+  if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
+  const param = def.storedAs?.param ?? def.code;
+  const chains = targets.map((t): Condition => {
+    const inner = parameterCondition(t, rest, raw, now, depth + 1);
+    if (inner.kind === 'value-set') throw new FhirError('not-supported', `':in' and ':not-in' cannot be chained ('${key}')`, { expression: [key] });
+    return { kind: 'chain', param, targetType: t, where: [inner] };
+  });
+  return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
+}
+
+function hasCondition(type: string, key: string, raw: string, now: number, depth: number): Condition {
+  const m = /^_has:([A-Za-z]+):([A-Za-z0-9-]+):(.+)$/.exec(key);
+  if (!m) throw invalid(key, `Invalid '_has' parameter '${key}': expected _has:Type:reference:parameter`);
+  const [, other, code, rest] = m as unknown as [string, string, string, string];
+  if (!isResourceType(other)) throw invalid(key, `'${other}' is not a resource type`);
+  const def = referenceParam(other, code, key);
+  if (def.storedAs?.target && def.storedAs.target !== type) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
+  if (!def.storedAs?.target && def.targets.length && !def.targets.includes(type)) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
+  const inner = parameterCondition(other, rest, raw, now, depth + 1);
+  if (inner.kind === 'value-set') throw new FhirError('not-supported', `':in' and ':not-in' cannot be used inside '_has' ('${key}')`, { expression: [key] });
+  return { kind: 'has', type: other, param: def.storedAs?.param ?? def.code, where: [inner] };
+}
+
+/** `_sort`: comma-separated keys, `-` for descending; `_id`, `_lastUpdated` or a parameter of the type. */
+export function parseSort(type: string, raw: string | null): SortKey[] {
+  if (raw === null || raw === '') return [];
+  return raw.split(',').map((part): SortKey => {
+    const descending = part.startsWith('-');
+    const code = descending ? part.slice(1) : part;
+    if (code === '_id') return { by: 'id', descending };
+    if (code === '_lastUpdated') return { by: 'lastUpdated', descending };
+    const def = paramOf(type, code);
+    if (!def) throw new FhirError('invalid', `Unknown _sort parameter '${code}' for ${type}`, { expression: ['_sort'] });
+    if (def.type === 'composite' || def.type === 'special' || def.unionOf) {
+      throw new FhirError('not-supported', `Cannot sort by the ${def.type} parameter '${code}'`, { expression: ['_sort'] });
+    }
+    return { by: 'param', table: tableOf(def.type), param: def.storedAs?.param ?? def.code, descending };
+  });
+}

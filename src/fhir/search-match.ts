@@ -1,0 +1,128 @@
+/**
+ * Compiled search conditions evaluated in memory on one resource, with the meaning the adapters' SQL
+ * gives them (src/store/search-sql.ts): bulk export checks the versions it reads from the history this
+ * way. Chains and `_has` look their other side up in the store (its current state).
+ */
+import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, TokenValue } from '../store/types.ts';
+import { indexEntries } from './indexer.ts';
+
+type Json = Record<string, unknown>;
+
+export interface MatchContext {
+  /** Whether any current resource matches the query (chains, `_has`). */
+  exists(query: SearchQuery): Promise<boolean>;
+}
+
+const AFTER_PREFIX = '\u{10FFFF}';
+
+function tokenMatches(v: TokenValue, system: string, value: string): boolean {
+  return (v.system === undefined || v.system === system) && (v.value === undefined || v.value === value);
+}
+
+/** A date test on stored [lo, hi), as SqlBuilder.date. */
+export function dateMatches(lo: number, hi: number, t: DateTest): boolean {
+  switch (t.op) {
+    case 'eq': return lo >= t.low && hi <= t.high;
+    case 'ne': return lo < t.low || hi > t.high;
+    case 'gt': return hi > t.high;
+    case 'lt': return lo < t.low;
+    case 'ge': return hi > t.high || (lo >= t.low && hi <= t.high);
+    case 'le': return lo < t.low || (lo >= t.low && hi <= t.high);
+    case 'sa': return lo >= t.high;
+    case 'eb': return hi <= t.low;
+    case 'ap': return lo < t.high && hi > t.low;
+  }
+}
+
+/** A number test on stored [lo, hi], as SqlBuilder.number. */
+export function numberMatches(lo: number, hi: number, t: NumberTest): boolean {
+  switch (t.op) {
+    case 'eq': return lo >= t.low && hi < t.high;
+    case 'ne': return lo < t.low || hi >= t.high;
+    case 'gt': case 'sa': return hi > t.value;
+    case 'ge': return hi >= t.value;
+    case 'lt': case 'eb': return lo < t.value;
+    case 'le': return lo <= t.value;
+    case 'ap': return hi >= t.low && lo < t.high;
+  }
+}
+
+/** A `_lastUpdated` test on an instant, as SqlBuilder.instant. */
+export function instantMatches(at: number, t: DateTest): boolean {
+  switch (t.op) {
+    case 'eq': case 'ap': return at >= t.low && at < t.high;
+    case 'ne': return at < t.low || at >= t.high;
+    case 'gt': case 'sa': return at >= t.high;
+    case 'ge': return at >= t.low;
+    case 'lt': case 'eb': return at < t.low;
+    case 'le': return at < t.high;
+  }
+}
+
+const prefixOf = (stored: string, prefix: string) => stored >= prefix && stored < prefix + AFTER_PREFIX;
+
+function unitMatches(t: NumberTest, system: string, code: string): boolean {
+  return (t.system === undefined || t.system === system) && (t.code === undefined || t.code === code);
+}
+
+function partMatches(p: CompositePart, e: IndexRows['composites'][number]): boolean {
+  switch (p.kind) {
+    case 'token': return tokenMatches(p, e.system2, e.value2);
+    case 'string': return prefixOf(e.value2, p.value);
+    case 'date': return dateMatches(e.low, e.high, p.test);
+    case 'number': {
+      const lo = p.column === 'high' ? e.high : e.low;
+      const hi = p.column === 'low' ? e.low : e.high;
+      return numberMatches(lo, hi, p.test) && unitMatches(p.test, e.system2, e.value2);
+    }
+  }
+}
+
+/** Whether `resource` (last updated at `lastUpdated`) meets every condition. */
+export async function matchConditions(resource: Json, lastUpdated: number, conditions: Condition[], ctx: MatchContext): Promise<boolean> {
+  let rows: IndexRows | undefined;
+  const index = () => (rows ??= indexEntries(resource));
+  const type = resource.resourceType as string;
+  const id = resource.id as string;
+  const one = async (c: Condition): Promise<boolean> => {
+    switch (c.kind) {
+      case 'id': return c.ids.includes(id) !== (c.not === true);
+      case 'lastUpdated': return c.tests.some((t) => instantMatches(lastUpdated, t));
+      case 'token': {
+        const hit = index().tokens.some((e) => e.param === c.param && c.values.some((v) => tokenMatches(v, e.system, e.value)));
+        return hit !== (c.not === true);
+      }
+      case 'uri-prefix': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => prefixOf(e.value, v)));
+      case 'string':
+        return index().strings.some((e) => e.param === c.param && c.values.some((v) =>
+          v.match === 'prefix' ? prefixOf(e.value, v.value) : v.match === 'exact' ? e.exact === v.value : e.value.includes(v.value)));
+      case 'date': return index().ranges.some((e) => e.param === c.param && c.tests.some((t) => dateMatches(e.low, e.high, t)));
+      case 'number':
+        return index().ranges.some((e) => e.param === c.param && c.tests.some((t) => numberMatches(e.low, e.high, t) && unitMatches(t, e.system, e.code)));
+      case 'composite':
+        return index().composites.some((e) => e.param === c.param && c.tests.some((t) =>
+          tokenMatches({ system: t.system1, value: t.value1 }, e.system1, e.value1) && t.parts.every((p) => partMatches(p, e))));
+      case 'missing': {
+        const r = index();
+        const list = c.table === 'search_index' ? r.tokens : c.table === 'search_string' ? r.strings : c.table === 'search_range' ? r.ranges : r.composites;
+        const present = (list as { param: string }[]).some((e) => c.params.includes(e.param));
+        return present !== c.missing;
+      }
+      case 'chain': {
+        const ids = index().tokens.filter((e) => e.param === c.param && e.system === c.targetType).map((e) => e.value);
+        if (!ids.length) return false;
+        return ctx.exists({ type: c.targetType, where: [{ kind: 'id', ids }, ...c.where], sort: [], count: 1 });
+      }
+      case 'has':
+        return ctx.exists({ type: c.type, where: [{ kind: 'token', param: c.param, values: [{ system: type, value: id }] }, ...c.where], sort: [], count: 1 });
+      case 'not':
+        return !(await one(c.condition));
+      case 'or': {
+        for (const x of c.any) if (await one(x)) return true;
+        return false;
+      }
+    }
+  };
+  for (const c of conditions) if (!(await one(c))) return false;
+  return true;
+}

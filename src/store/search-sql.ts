@@ -1,0 +1,278 @@
+/**
+ * Renders compiled searches (Condition, SortKey) to SQL for both adapters: one text with numbered
+ * placeholders (`?N` for SQLite, `$N` for PostgreSQL) and its values, which never enter the text. The
+ * dialects differ only in placeholders and in how `deleted` is stored.
+ */
+import type { CompositePart, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TokenValue } from './types.ts';
+
+export type SqlValue = string | number;
+
+export interface Dialect {
+  /** The SQL for "row `a` is not a deletion". */
+  live(alias: string): string;
+  placeholder(n: number): string;
+}
+
+export const SQLITE: Dialect = { live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}` };
+export const POSTGRES: Dialect = { live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}` };
+
+/** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
+const AFTER_PREFIX = '\u{10FFFF}';
+
+/** `LIKE` pattern text with its wildcards escaped (`ESCAPE '\'`). */
+function likeEscape(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/**
+ * How a condition on the outer resource row `r` reaches an index table: as a set (`pk IN`, for searches),
+ * or a probe per row (`EXISTS`; or on PostgreSQL a `LEFT JOIN LATERAL ... LIMIT 1` that the planner must
+ * run as a nested loop, which bulk export's page scans need: under an OR it may otherwise hash every
+ * matching index row once per page). Conditions nested in chains and `_has` are always sets.
+ */
+export type Correlation = 'in' | 'exists' | 'lateral';
+
+export class SqlBuilder {
+  readonly values: SqlValue[] = [];
+  /** `LEFT JOIN LATERAL` clauses the conditions need (correlation 'lateral'), for the FROM clause. */
+  readonly laterals: string[] = [];
+  private aliases = 0;
+
+  /** `base`: how many values the statement has before this builder's (placeholders continue from there). */
+  constructor(
+    readonly dialect: Dialect,
+    readonly tenant: string,
+    readonly correlation: Correlation = 'in',
+    readonly base = 0,
+  ) {}
+
+  /** Adds a value, returning its placeholder. */
+  v(value: SqlValue): string {
+    this.values.push(value);
+    return this.dialect.placeholder(this.base + this.values.length);
+  }
+
+  private alias(prefix: string): string {
+    return `${prefix}${++this.aliases}`;
+  }
+
+  /** `a.pk` is among the rows of `table` for `type`/`params` meeting `where` (rendered on alias `s`). */
+  private rowsOf(a: string, type: string, table: IndexTable, params: string[], where: (s: string) => string, not = false): string {
+    const s = this.alias('s');
+    const paramSql = params.length === 1 ? `${s}.param = ${this.v(params[0]!)}` : `${s}.param IN (${params.map((p) => this.v(p)).join(', ')})`;
+    if (this.correlation !== 'in' && a === 'r') {
+      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${a}.pk AND ${paramSql} AND (${where(s)})`;
+      if (this.correlation === 'exists') return `${not ? 'NOT ' : ''}EXISTS (${body})`;
+      return this.lateral(body, not);
+    }
+    const head = `${s}.tenant = ${this.v(this.tenant)} AND ${s}.type = ${this.v(type)} AND ${paramSql}`;
+    return `${a}.pk ${not ? 'NOT IN' : 'IN'} (SELECT ${s}.res FROM ${table} ${s} WHERE ${head} AND (${where(s)}))`;
+  }
+
+  /** Adds `LEFT JOIN LATERAL (<body> LIMIT 1) mN ON true`; returns the condition that it found a row (or none). */
+  lateral(body: string, not = false): string {
+    const m = `m${this.laterals.length}`;
+    this.laterals.push(`LEFT JOIN LATERAL (${body} LIMIT 1) ${m} ON true`);
+    return `${m}.hit IS ${not ? '' : 'NOT '}NULL`;
+  }
+
+  private token(s: string, v: TokenValue, system = 'system', value = 'value'): string {
+    if (v.system === undefined) return v.value === undefined ? '1 = 1' : `${s}.${value} = ${this.v(v.value)}`;
+    if (v.value === undefined) return `${s}.${system} = ${this.v(v.system)}`;
+    return `(${s}.${value} = ${this.v(v.value)} AND ${s}.${system} = ${this.v(v.system)})`;
+  }
+
+  private any(parts: string[]): string {
+    return parts.length === 0 ? '1 = 0' : parts.length === 1 ? parts[0]! : `(${parts.join(' OR ')})`;
+  }
+
+  /** A date test on stored [lo, hi) (search.html 3.1.1.4.1, both sides ranges). */
+  date(lo: string, hi: string, t: DateTest): string {
+    const ql = () => this.v(t.low);
+    const qh = () => this.v(t.high);
+    switch (t.op) {
+      case 'eq': return `(${lo} >= ${ql()} AND ${hi} <= ${qh()})`;
+      case 'ne': return `(${lo} < ${ql()} OR ${hi} > ${qh()})`;
+      case 'gt': return `${hi} > ${qh()}`;
+      case 'lt': return `${lo} < ${ql()}`;
+      case 'ge': return `(${hi} > ${qh()} OR (${lo} >= ${ql()} AND ${hi} <= ${qh()}))`;
+      case 'le': return `(${lo} < ${ql()} OR (${lo} >= ${ql()} AND ${hi} <= ${qh()}))`;
+      case 'sa': return `${lo} >= ${qh()}`;
+      case 'eb': return `${hi} <= ${ql()}`;
+      case 'ap': return `(${lo} < ${qh()} AND ${hi} > ${ql()})`;
+    }
+  }
+
+  /** A number test on stored [lo, hi] (a point: lo = hi); eq/ne by the search value's precision range. */
+  number(lo: string, hi: string, t: NumberTest): string {
+    switch (t.op) {
+      case 'eq': return `(${lo} >= ${this.v(t.low)} AND ${hi} < ${this.v(t.high)})`;
+      case 'ne': return `(${lo} < ${this.v(t.low)} OR ${hi} >= ${this.v(t.high)})`;
+      case 'gt': case 'sa': return `${hi} > ${this.v(t.value)}`;
+      case 'ge': return `${hi} >= ${this.v(t.value)}`;
+      case 'lt': case 'eb': return `${lo} < ${this.v(t.value)}`;
+      case 'le': return `${lo} <= ${this.v(t.value)}`;
+      case 'ap': return `(${hi} >= ${this.v(t.low)} AND ${lo} < ${this.v(t.high)})`;
+    }
+  }
+
+  private unit(s: string, t: NumberTest, system: string, code: string): string {
+    const parts: string[] = [];
+    if (t.system !== undefined) parts.push(`${s}.${system} = ${this.v(t.system)}`);
+    if (t.code !== undefined) parts.push(`${s}.${code} = ${this.v(t.code)}`);
+    return parts.join(' AND ');
+  }
+
+  private prefix(col: string, value: string): string {
+    return `(${col} >= ${this.v(value)} AND ${col} < ${this.v(value + AFTER_PREFIX)})`;
+  }
+
+  private compositePart(s: string, p: CompositePart): string {
+    switch (p.kind) {
+      case 'token': return this.token(s, p, 'system2', 'value2');
+      case 'string': return this.prefix(`${s}.value2`, p.value);
+      case 'date': return this.date(`${s}.low`, `${s}.high`, p.test);
+      case 'number': {
+        const lo = p.column === 'high' ? `${s}.high` : `${s}.low`;
+        const hi = p.column === 'low' ? `${s}.low` : `${s}.high`;
+        const unit = this.unit(s, p.test, 'system2', 'value2');
+        const test = this.number(lo, hi, p.test);
+        return unit ? `(${test} AND ${unit})` : test;
+      }
+    }
+  }
+
+  /** One condition on resource rows aliased `a` of `type`. */
+  condition(c: Condition, a: string, type: string): string {
+    switch (c.kind) {
+      case 'id':
+        if (c.ids.length === 0) return c.not ? '1 = 1' : '1 = 0';
+        return `${a}.id ${c.not ? 'NOT IN' : 'IN'} (${c.ids.map((id) => this.v(id)).join(', ')})`;
+      case 'lastUpdated':
+        return this.any(c.tests.map((t) => this.instant(`${a}.last_updated`, t)));
+      case 'token':
+        return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.token(s, v))), c.not);
+      case 'uri-prefix':
+        return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v))));
+      case 'string':
+        return this.rowsOf(a, type, 'search_string', [c.param], (s) => this.any(c.values.map((v) => {
+          if (v.match === 'prefix') return this.prefix(`${s}.value`, v.value);
+          if (v.match === 'exact') return `${s}.exact = ${this.v(v.value)}`;
+          return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}%`)} ESCAPE '\\'`;
+        })));
+      case 'date':
+        return this.rowsOf(a, type, 'search_range', [c.param], (s) => this.any(c.tests.map((t) => this.date(`${s}.low`, `${s}.high`, t))));
+      case 'number':
+        return this.rowsOf(a, type, 'search_range', [c.param], (s) => this.any(c.tests.map((t) => {
+          const unit = this.unit(s, t, 'system', 'code');
+          const test = this.number(`${s}.low`, `${s}.high`, t);
+          return unit ? `(${test} AND ${unit})` : test;
+        })));
+      case 'composite':
+        return this.rowsOf(a, type, 'search_composite', [c.param], (s) => this.any(c.tests.map((t) => {
+          const parts = [this.token(s, { system: t.system1, value: t.value1 }, 'system1', 'value1'), ...t.parts.map((p) => this.compositePart(s, p))];
+          return `(${parts.join(' AND ')})`;
+        })));
+      case 'missing':
+        return this.rowsOf(a, type, c.table, c.params, () => '1 = 1', c.missing);
+      case 'chain': {
+        const r = this.alias('r');
+        const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
+        const ids = `SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')}`;
+        return this.rowsOf(a, type, 'search_index', [c.param], (s) => `${s}.system = ${this.v(c.targetType)} AND ${s}.value IN (${ids})`);
+      }
+      case 'has': {
+        const r = this.alias('r');
+        const s = this.alias('s');
+        const inner = [
+          `${s}.tenant = ${this.v(this.tenant)}`, `${s}.type = ${this.v(c.type)}`, `${s}.param = ${this.v(c.param)}`, `${s}.system = ${this.v(type)}`,
+          this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type)),
+        ];
+        return `${a}.id IN (SELECT ${s}.value FROM search_index ${s} JOIN resources ${r} ON ${r}.pk = ${s}.res WHERE ${inner.join(' AND ')})`;
+      }
+      case 'or':
+        return this.any(c.any.map((x) => this.condition(x, a, type)));
+      case 'not':
+        return `NOT (${this.condition(c.condition, a, type)})`;
+    }
+  }
+
+  /** A `_lastUpdated` test on an instant column (a point [t, t + 1 ms)). */
+  instant(col: string, t: DateTest): string {
+    switch (t.op) {
+      case 'eq': return `(${col} >= ${this.v(t.low)} AND ${col} < ${this.v(t.high)})`;
+      case 'ne': return `(${col} < ${this.v(t.low)} OR ${col} >= ${this.v(t.high)})`;
+      case 'gt': case 'sa': return `${col} >= ${this.v(t.high)}`;
+      case 'ge': return `${col} >= ${this.v(t.low)}`;
+      case 'lt': case 'eb': return `${col} < ${this.v(t.low)}`;
+      case 'le': return `${col} < ${this.v(t.high)}`;
+      case 'ap': return `(${col} >= ${this.v(t.low)} AND ${col} < ${this.v(t.high)})`;
+    }
+  }
+
+  /** The ORDER BY expression of a sort key on alias `a`. */
+  sortExpression(k: SortKey, a: string): string {
+    if (k.by === 'id') return `${a}.id${k.descending ? ' DESC' : ''}`;
+    if (k.by === 'lastUpdated') return `${a}.last_updated${k.descending ? ' DESC' : ''}`;
+    const col = k.table === 'search_range' ? (k.descending ? 'high' : 'low') : k.table === 'search_composite' ? 'value1' : 'value';
+    const fn = k.descending ? 'MAX' : 'MIN';
+    const s = this.alias('s');
+    return `(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${s}.param = ${this.v(k.param)})${k.descending ? ' DESC' : ''} NULLS LAST`;
+  }
+}
+
+/** Whether the sort pages by keyset (`_id` or `_lastUpdated`, alone) rather than by offset. */
+export function keysetSort(sort: SortKey[]): SortKey | undefined {
+  if (sort.length === 0) return { by: 'id', descending: false };
+  const [k] = sort;
+  if (sort.length === 1 && k!.by !== 'param') return k;
+  if (sort.length === 2 && k!.by === 'lastUpdated' && sort[1]!.by === 'id' && sort[1]!.descending === k!.descending) return k;
+  return undefined;
+}
+
+function whereOf(b: SqlBuilder, q: SearchQuery, withCursor: boolean): string {
+  const where = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
+  for (const c of q.where ?? []) where.push(b.condition(c, 'r', q.type));
+  if (q.compartment !== undefined) {
+    where.push(`r.pk IN (SELECT c.res FROM compartments c WHERE c.tenant = ${b.v(b.tenant)} AND c.patient = ${b.v(q.compartment)} AND c.type = ${b.v(q.type)})`);
+  }
+  const keyset = keysetSort(q.sort);
+  if (withCursor && q.after && keyset) {
+    const op = keyset.descending ? '<' : '>';
+    if (keyset.by === 'id') where.push(`r.id ${op} ${b.v(q.after.id)}`);
+    else where.push(`(r.last_updated, r.id) ${op} (${b.v(q.after.lastUpdated)}, ${b.v(q.after.id)})`);
+  }
+  return where.join(' AND ');
+}
+
+const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content';
+
+/** The page of current, live resources a query selects, in its sort order (ties by id). */
+export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery): { sql: string; values: SqlValue[] } {
+  const b = new SqlBuilder(dialect, tenant);
+  const where = whereOf(b, q, true);
+  const keyset = keysetSort(q.sort);
+  let order: string;
+  if (keyset) {
+    const dir = keyset.descending ? ' DESC' : '';
+    order = keyset.by === 'id' ? `r.id${dir}` : `r.last_updated${dir}, r.id${dir}`;
+  } else {
+    const keys = q.sort.map((k) => b.sortExpression(k, 'r'));
+    if (!q.sort.some((k) => k.by === 'id')) keys.push('r.id');
+    order = keys.join(', ');
+  }
+  let sql = `SELECT ${COLUMNS} FROM resources r WHERE ${where} ORDER BY ${order} LIMIT ${b.v(q.count)}`;
+  if (!keyset && q.offset) sql += ` OFFSET ${b.v(q.offset)}`;
+  return { sql, values: b.values };
+}
+
+/** How many current, live resources a query selects (no paging). */
+export function countSql(dialect: Dialect, tenant: string, q: SearchQuery): { sql: string; values: SqlValue[] } {
+  const b = new SqlBuilder(dialect, tenant);
+  return { sql: `SELECT COUNT(*) AS n FROM resources r WHERE ${whereOf(b, q, false)}`, values: b.values };
+}
+
+/** ORed filters, each its ANDed conditions, on the outer row `r` of `type` ('1 = 1' for none). */
+export function filtersSql(b: SqlBuilder, type: string, filters: Condition[][]): string {
+  return `(${filters.map((f) => (f.length ? f.map((c) => b.condition(c, 'r', type)).join(' AND ') : '1 = 1')).join(' OR ')})`;
+}

@@ -1,0 +1,271 @@
+/**
+ * FHIR R4 search (search.html) through the REST API, on both databases: every parameter type with its
+ * prefixes and modifiers, `:missing`, composites, chaining, `_has`, `_include`/`_revinclude`, `_sort`
+ * with paging, `_total`, `_summary`, `_elements`.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const LOINC = 'http://loinc.org';
+const UCUM = 'http://unitsofmeasure.org';
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+const CLIN = 'http://terminology.hl7.org/CodeSystem/condition-clinical';
+
+const DATA: Json[] = [
+  { resourceType: 'Organization', id: 'org1', name: 'Acme Health' },
+  { resourceType: 'Practitioner', id: 'dr1', name: [{ family: 'House', given: ['Gregory'] }] },
+  {
+    resourceType: 'Patient', id: 'p1', gender: 'male', birthDate: '1974-12-25', active: true,
+    name: [{ family: 'Chalmers', given: ['Peter', 'James'] }], managingOrganization: { reference: 'Organization/org1' },
+    address: [{ city: 'PleasantVille', postalCode: '3999' }], telecom: [{ system: 'phone', value: '555-1234' }],
+    identifier: [{ system: 'urn:mrn', value: 'M1', type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'MR' }] } }],
+    generalPractitioner: [{ reference: 'Practitioner/dr1' }],
+  },
+  { resourceType: 'Patient', id: 'p2', gender: 'female', birthDate: '1985-06', name: [{ family: 'Müller', given: ['Zoë'] }], deceasedDateTime: '2020-01-01' },
+  { resourceType: 'Patient', id: 'p3', gender: 'female', birthDate: '2001-02-03', name: [{ family: 'Chalmerson', given: ['Ann'] }] },
+  {
+    resourceType: 'Observation', id: 'o1', status: 'final', subject: { reference: 'Patient/p1' }, effectiveDateTime: '2020-03-01T10:00:00Z',
+    category: [{ coding: [{ system: CAT, code: 'laboratory', display: 'Laboratory' }] }],
+    code: { coding: [{ system: LOINC, code: '2339-0', display: 'Glucose' }], text: 'Glucose Bld-mCnc' },
+    valueQuantity: { value: 100, unit: 'mg/dL', system: UCUM, code: 'mg/dL' }, performer: [{ reference: 'Practitioner/dr1' }],
+  },
+  {
+    resourceType: 'Observation', id: 'o2', status: 'final', subject: { reference: 'Patient/p1' }, effectivePeriod: { start: '2021-01-01', end: '2021-01-31' },
+    category: [{ coding: [{ system: CAT, code: 'vital-signs' }] }],
+    code: { coding: [{ system: LOINC, code: '85354-9', display: 'Blood pressure' }] },
+    component: [
+      { code: { coding: [{ system: LOINC, code: '8480-6' }] }, valueQuantity: { value: 140, unit: 'mmHg', system: UCUM, code: 'mm[Hg]' } },
+      { code: { coding: [{ system: LOINC, code: '8462-4' }] }, valueQuantity: { value: 90, unit: 'mmHg', system: UCUM, code: 'mm[Hg]' } },
+    ],
+  },
+  {
+    resourceType: 'Observation', id: 'o3', status: 'preliminary', subject: { reference: 'Patient/p2' }, effectiveDateTime: '2022-05',
+    category: [{ coding: [{ system: CAT, code: 'laboratory' }] }], code: { coding: [{ system: LOINC, code: '2339-0' }] },
+    valueQuantity: { value: 5.4, unit: 'mmol/L', system: UCUM, code: 'mmol/L' },
+  },
+  { resourceType: 'Observation', id: 'o4', status: 'final', subject: { reference: 'Group/g1' }, code: { coding: [{ system: LOINC, code: '1-1' }] }, valueString: 'Positive result' },
+  { resourceType: 'Condition', id: 'c1', subject: { reference: 'Patient/p1' }, clinicalStatus: { coding: [{ system: CLIN, code: 'active' }] }, code: { text: 'Diabetes' }, onsetDateTime: '2019' },
+  { resourceType: 'Condition', id: 'c2', subject: { reference: 'Patient/p2' }, clinicalStatus: { coding: [{ system: CLIN, code: 'resolved' }] }, code: { text: 'Flu' }, onsetPeriod: { start: '2020-02-01' } },
+  { resourceType: 'Encounter', id: 'e1', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/p1' }, period: { start: '2020-01-01T09:00:00Z', end: '2020-01-01T10:00:00Z' }, length: { value: 60, unit: 'min', system: UCUM, code: 'min' } },
+  { resourceType: 'Encounter', id: 'e2', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/p2' }, period: { start: '2021-06-01' } },
+  { resourceType: 'Encounter', id: 'e3', status: 'planned', class: { code: 'AMB' }, subject: { reference: 'Patient/p3' }, period: { start: '2019-12-31T23:00:00Z', end: '2020-01-01T01:00:00Z' } },
+  { resourceType: 'ValueSet', id: 'vs1', status: 'active', url: 'http://example.org/fhir/ValueSet/a', version: '1' },
+  { resourceType: 'ValueSet', id: 'vs2', status: 'active', url: 'http://example.org/fhir/ValueSet/b/c' },
+  { resourceType: 'QuestionnaireResponse', id: 'qr1', status: 'completed', questionnaire: 'http://example.org/Questionnaire/q|2.0' },
+];
+
+await eachStore((kind, fresh) => {
+  describe(`search engine on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const found = async (query: string): Promise<string[]> => {
+      const bundle = await api.search(query);
+      const outcome = (bundle.entry ?? []).find((e: Json) => e.search?.mode === 'outcome');
+      if (outcome) throw new Error(`${query}: ${JSON.stringify(outcome.resource)}`);
+      return (bundle.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id);
+    };
+    const sorted = async (query: string) => (await found(query)).sort();
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      for (const r of DATA) await api.put200(r);
+    });
+    afterAll(() => t.close());
+
+    test('string: case- and accent-insensitive starts-with; :exact; :contains; HumanName and Address parts', async () => {
+      expect(await sorted('Patient?name=chal')).toEqual(['p1', 'p3']);
+      expect(await sorted('Patient?name=PETER')).toEqual(['p1']);
+      expect(await sorted('Patient?family=muller')).toEqual(['p2']);
+      expect(await sorted('Patient?given=zoe')).toEqual(['p2']);
+      expect(await sorted('Patient?family:exact=Chalmers')).toEqual(['p1']);
+      expect(await sorted('Patient?family:exact=chalmers')).toEqual([]);
+      expect(await sorted('Patient?family:contains=ALMERS')).toEqual(['p1', 'p3']);
+      expect(await sorted('Patient?address-city=pleasant')).toEqual(['p1']);
+      expect(await sorted('Patient?address=3999')).toEqual(['p1']);
+      expect(await sorted('Patient?name=ann,peter')).toEqual(['p1', 'p3']);
+      // Soundex keeps four characters: Chalmers and Chalmerson are both C456
+      expect(await sorted('Patient?phonetic=chalmerz')).toEqual(['p1', 'p3']);
+      expect(await sorted('Patient?phonetic=muller')).toEqual(['p2']);
+      expect(await sorted('Observation?value-string=posit')).toEqual(['o4']);
+    });
+
+    test('token: code, system|code, |code, system|, :not, :text, :of-type; boolean; ContactPoint', async () => {
+      expect(await sorted('Patient?gender=female')).toEqual(['p2', 'p3']);
+      expect(await sorted(`Observation?code=${LOINC}|2339-0`)).toEqual(['o1', 'o3']);
+      expect(await sorted('Observation?code=|2339-0')).toEqual([]);
+      expect(await sorted(`Observation?category=${CAT}|`)).toEqual(['o1', 'o2', 'o3']);
+      expect(await sorted('Observation?category=laboratory&status=final')).toEqual(['o1']);
+      expect(await sorted('Observation?status:not=final')).toEqual(['o3']);
+      expect(await sorted('Observation?category:not=laboratory')).toEqual(['o2', 'o4']);
+      expect(await sorted('Observation?code:text=glucose')).toEqual(['o1']);
+      expect(await sorted('Condition?code:text=diab')).toEqual(['c1']);
+      expect(await sorted('Patient?identifier:of-type=http://terminology.hl7.org/CodeSystem/v2-0203|MR|M1')).toEqual(['p1']);
+      expect(await sorted('Patient?active=true')).toEqual(['p1']);
+      expect(await sorted('Patient?deceased=true')).toEqual(['p2']);
+      expect(await sorted('Patient?deceased=false')).toEqual(['p1', 'p3']);
+      expect(await sorted('Patient?phone=555-1234')).toEqual(['p1']);
+      expect(await sorted('Condition?clinical-status=active')).toEqual(['c1']);
+    });
+
+    test('date: every prefix against ranges on both sides (precision, Period, open ends)', async () => {
+      expect(await sorted('Patient?birthdate=1974')).toEqual(['p1']);
+      expect(await sorted('Patient?birthdate=1985-06-15')).toEqual([]);
+      expect(await sorted('Patient?birthdate=1985')).toEqual(['p2']);
+      expect(await sorted('Patient?birthdate=ge1985')).toEqual(['p2', 'p3']);
+      expect(await sorted('Patient?birthdate=gt1985-06')).toEqual(['p3']);
+      expect(await sorted('Patient?birthdate=lt1985-06-15')).toEqual(['p1', 'p2']);
+      expect(await sorted('Patient?birthdate=le1974-12-25')).toEqual(['p1']);
+      expect(await sorted('Patient?birthdate=ne1974-12-25')).toEqual(['p2', 'p3']);
+      expect(await sorted('Patient?birthdate=sa1985-12-31')).toEqual(['p3']);
+      expect(await sorted('Patient?birthdate=eb1985-01-01')).toEqual(['p1']);
+      expect(await sorted('Patient?birthdate=ap2001-02-01')).toEqual(['p3']);
+      // Period 2021-01-01 .. 2021-01-31 (whole days): inside 2021-01, overlapping 2021-01-15, ending before 2021-02
+      expect(await sorted('Observation?date=2021-01')).toEqual(['o2']);
+      expect(await sorted('Observation?date=2021-01-15')).toEqual([]);
+      expect(await sorted('Observation?date=ge2021-01-15')).toEqual(['o2', 'o3']);
+      expect(await sorted('Observation?date=le2021-01-15')).toEqual(['o1', 'o2']);
+      expect(await sorted('Observation?date=eb2021-02-01')).toEqual(['o1', 'o2']);
+      // open-ended period: from 2020-02-01, never ends
+      expect(await sorted('Condition?onset-date=gt2030')).toEqual(['c2']);
+      expect(await sorted('Condition?onset-date=lt2019-06')).toEqual(['c1']);
+      expect(await sorted('Encounter?date=ge2020-01-01T00:30:00Z&date=le2020-01-01T00:30:00Z')).toEqual(['e3']);
+      expect(await sorted('Encounter?date=2020-01-01')).toEqual(['e1']);
+      expect(await sorted('Encounter?date=ge2021')).toEqual(['e2']);
+    });
+
+    test('number and quantity: prefixes, precision for eq, units by system|code and by unit', async () => {
+      expect(await sorted('Observation?value-quantity=100')).toEqual(['o1']);
+      expect(await sorted('Observation?value-quantity=100.4')).toEqual([]);
+      expect(await sorted('Observation?value-quantity=1e2')).toEqual(['o1']);
+      expect(await sorted('Observation?value-quantity=5.4')).toEqual(['o3']);
+      expect(await sorted('Observation?value-quantity=5')).toEqual(['o3']);
+      expect(await sorted('Observation?value-quantity=gt5.4')).toEqual(['o1']);
+      expect(await sorted('Observation?value-quantity=ge5.4')).toEqual(['o1', 'o3']);
+      expect(await sorted('Observation?value-quantity=lt100')).toEqual(['o3']);
+      expect(await sorted(`Observation?value-quantity=100|${UCUM}|mg/dL`)).toEqual(['o1']);
+      expect(await sorted(`Observation?value-quantity=100|${UCUM}|mmol/L`)).toEqual([]);
+      expect(await sorted('Observation?value-quantity=5.4||mmol/L')).toEqual(['o3']);
+      expect(await sorted('Observation?value-quantity=ap99')).toEqual(['o1']);
+      expect(await sorted('Observation?component-value-quantity=gt100')).toEqual(['o2']);
+      expect(await sorted('Observation?combo-value-quantity=gt99')).toEqual(['o1', 'o2']);
+      expect(await sorted('Encounter?length=60')).toEqual(['e1']);
+    });
+
+    test('composite: code-value-quantity, component-code-value-quantity, combo', async () => {
+      expect(await sorted(`Observation?code-value-quantity=${LOINC}|2339-0$gt50`)).toEqual(['o1']);
+      expect(await sorted('Observation?code-value-quantity=2339-0$lt10')).toEqual(['o3']);
+      expect(await sorted(`Observation?component-code-value-quantity=${LOINC}|8480-6$gt120`)).toEqual(['o2']);
+      // the same component must carry code and value: 8462-4 is 90, not above 120
+      expect(await sorted(`Observation?component-code-value-quantity=${LOINC}|8462-4$gt120`)).toEqual([]);
+      expect(await sorted('Observation?combo-code-value-quantity=8462-4$90')).toEqual(['o2']);
+      expect(await sorted('Observation?code-value-string=1-1$pos')).toEqual(['o4']);
+    });
+
+    test('reference: Type/id, id, absolute URL, :Type, :identifier; uri and canonical with |version, :below, :above', async () => {
+      expect(await sorted('Observation?subject=Patient/p1')).toEqual(['o1', 'o2']);
+      expect(await sorted('Observation?patient=p2')).toEqual(['o3']);
+      expect(await sorted(`Observation?subject=${t.fhir()}/Patient/p2`)).toEqual(['o3']);
+      expect(await sorted('Observation?subject:Group=g1')).toEqual(['o4']);
+      expect(await sorted('Observation?performer=Practitioner/dr1')).toEqual(['o1']);
+      expect(await sorted('Patient?organization=org1')).toEqual(['p1']);
+      expect(await sorted('ValueSet?url=http://example.org/fhir/ValueSet/a')).toEqual(['vs1']);
+      expect(await sorted('ValueSet?url:below=http://example.org/fhir/ValueSet/')).toEqual(['vs1', 'vs2']);
+      expect(await sorted('ValueSet?url:above=http://example.org/fhir/ValueSet/b/c/d')).toEqual(['vs2']);
+      expect(await sorted('QuestionnaireResponse?questionnaire=http://example.org/Questionnaire/q')).toEqual(['qr1']);
+      expect(await sorted('QuestionnaireResponse?questionnaire=http://example.org/Questionnaire/q|2.0')).toEqual(['qr1']);
+    });
+
+    test(':missing on every kind of parameter', async () => {
+      expect(await sorted('Patient?deceased:missing=true')).toEqual([]);
+      expect(await sorted('Patient?death-date:missing=false')).toEqual(['p2']);
+      expect(await sorted('Patient?organization:missing=true')).toEqual(['p2', 'p3']);
+      expect(await sorted('Patient?address-city:missing=false')).toEqual(['p1']);
+      expect(await sorted('Observation?value-quantity:missing=true')).toEqual(['o2', 'o4']);
+      expect(await sorted('Observation?code-value-quantity:missing=false')).toEqual(['o1', 'o3']);
+      expect(await sorted('Observation?patient:missing=true')).toEqual(['o4']);
+    });
+
+    test('chaining, several levels and with a type; _has, nested', async () => {
+      expect(await sorted('Observation?subject:Patient.name=peter')).toEqual(['o1', 'o2']);
+      expect(await sorted('Observation?patient.gender=female')).toEqual(['o3']);
+      expect(await sorted('Observation?patient.organization.name=acme')).toEqual(['o1', 'o2']);
+      expect(await sorted('Observation?patient.general-practitioner:Practitioner.family=house')).toEqual(['o1', 'o2']);
+      expect(await sorted('Patient?_has:Observation:patient:code=2339-0')).toEqual(['p1', 'p2']);
+      expect(await sorted('Patient?_has:Observation:patient:status=preliminary')).toEqual(['p2']);
+      expect(await sorted('Patient?_has:Condition:subject:clinical-status=active&gender=male')).toEqual(['p1']);
+      expect(await sorted('Practitioner?_has:Observation:performer:_has:Condition:subject:clinical-status=active').catch(() => 'refused')).toBe('refused');
+      expect(await sorted('Organization?_has:Patient:organization:_has:Condition:patient:clinical-status=active')).toEqual(['org1']);
+      await expectOutcome(await api.get('Observation?subject.nonsense=x', { Prefer: 'handling=strict' }), 400);
+      await expectOutcome(await api.get('Patient?_has:Observation:nonsense:code=x', { Prefer: 'handling=strict' }), 400);
+      await expectOutcome(await api.get('Patient?_has:Observation:code:code=x'), 400);
+    });
+
+    test('_include, _include:iterate, _include=*, _revinclude (search mode include, no duplicates)', async () => {
+      const modes = async (query: string) => {
+        const b = await api.search(query);
+        return (b.entry ?? []).map((e: Json) => `${e.search.mode}:${e.resource.resourceType}/${e.resource.id}`).sort();
+      };
+      expect(await modes('Observation?code=85354-9&_include=Observation:patient')).toEqual(['include:Patient/p1', 'match:Observation/o2']);
+      expect(await modes('Observation?_id=o1,o2&_include=Observation:subject')).toEqual(['include:Patient/p1', 'match:Observation/o1', 'match:Observation/o2']);
+      expect(await modes('Observation?_id=o1&_include=Observation:subject&_include:iterate=Patient:organization')).toEqual([
+        'include:Organization/org1', 'include:Patient/p1', 'match:Observation/o1',
+      ]);
+      expect(await modes('Observation?_id=o1&_include=*')).toEqual(['include:Patient/p1', 'include:Practitioner/dr1', 'match:Observation/o1']);
+      expect(await modes('Patient?_id=p2&_revinclude=Observation:patient&_revinclude=Condition:subject')).toEqual([
+        'include:Condition/c2', 'include:Observation/o3', 'match:Patient/p2',
+      ]);
+      await expectOutcome(await api.get('Observation?_include=Observation:nonsense'), 400);
+      await expectOutcome(await api.get('Observation?_include=Patient:organization'), 400);
+    });
+
+    test('_sort on any parameter, several keys, descending, with stable paging and _total', async () => {
+      expect(await found('Patient?_sort=birthdate')).toEqual(['p1', 'p2', 'p3']);
+      expect(await found('Patient?_sort=-birthdate')).toEqual(['p3', 'p2', 'p1']);
+      expect(await found('Patient?_sort=family')).toEqual(['p1', 'p3', 'p2']);
+      expect(await found('Patient?_sort=gender,-birthdate')).toEqual(['p3', 'p2', 'p1']);
+      expect(await found('Encounter?_sort=-date')).toEqual(['e2', 'e1', 'e3']);
+      expect(await found('Observation?_sort=value-quantity')).toEqual(['o3', 'o1', 'o2', 'o4']);
+      const seen: string[] = [];
+      let next: string | undefined = 'Observation?_sort=-date&_count=1&_total=accurate';
+      while (next) {
+        const b = await api.search(next);
+        expect(b.total).toBe(4);
+        seen.push(...b.entry.map((e: Json) => e.resource.id));
+        next = b.link.find((l: Json) => l.relation === 'next')?.url;
+      }
+      expect(seen).toEqual(['o3', 'o2', 'o1', 'o4']);
+      expect((await api.search('Observation?_total=accurate&_count=1&status=final')).total).toBe(3);
+      expect((await api.search('Observation?_summary=count&status=final')).total).toBe(3);
+      await expectOutcome(await api.get('Observation?_sort=code-value-quantity'), 400);
+    });
+
+    test('_summary and _elements subset the resources and tag them SUBSETTED', async () => {
+      const [p] = (await api.search('Patient?_id=p1&_elements=gender')).entry.map((e: Json) => e.resource);
+      expect(Object.keys(p).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+      expect(p.meta.tag).toContainEqual(expect.objectContaining({ code: 'SUBSETTED' }));
+      const [s] = (await api.search('Patient?_id=p1&_summary=true')).entry.map((e: Json) => e.resource);
+      expect(s.name).toBeDefined();
+      expect(s.generalPractitioner).toBeUndefined();
+      const [o] = (await api.search('Observation?_id=o1&_summary=text')).entry.map((e: Json) => e.resource);
+      expect(Object.keys(o).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+    });
+
+    test('malformed values are a 400 naming the parameter', async () => {
+      for (const q of ['Patient?birthdate=1974-13', 'Patient?birthdate=zz1974', 'Observation?value-quantity=abc', 'Patient?gender:exact=male',
+        'Observation?code-value-quantity=2339-0', 'Patient?name:missing=yes', 'Patient?_sort=nonsense', 'Observation?subject:Nonsense=x']) {
+        const body = await expectOutcome(await api.get(q), 400);
+        expect(body.issue[0].expression[0]).toBe(decodeURIComponent(q.split('?')[1]!.split('=')[0]!));
+      }
+    });
+
+    test('conditional update uses the same search', async () => {
+      const res = await api.put(`Patient?family=Chalmerson&birthdate=2001`, { resourceType: 'Patient', name: [{ family: 'Chalmerson', given: ['Anne'] }], birthDate: '2001-02-03', gender: 'female' });
+      expect(res.status).toBe(200);
+      expect((await res.json()).id).toBe('p3');
+      expect(await sorted('Patient?given=anne')).toEqual(['p3']);
+    });
+  });
+});

@@ -267,7 +267,9 @@ function referenceParamsOf(type: string): ParamDefinition[] {
 }
 
 /** Adds `_include` and `_revinclude` resources (deduplicated, never a match again), at most MAX_INCLUDES. */
-async function addIncludes(deps: FhirDeps, req: FhirRequest, compiled: CompiledSearch, rows: ResourceVersion[]): Promise<{ included: ResourceVersion[]; warnings: FhirIssue[] }> {
+export async function addIncludes(
+  deps: FhirDeps, req: FhirRequest, compiled: Pick<CompiledSearch, 'includes' | 'revincludes'>, rows: ResourceVersion[],
+): Promise<{ included: ResourceVersion[]; warnings: FhirIssue[] }> {
   const seen = new Set(rows.map((r) => `${r.type}/${r.id}`));
   const included: ResourceVersion[] = [];
   const warnings: FhirIssue[] = [];

@@ -5,6 +5,8 @@ import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources } from '../fhir/search.ts';
+import { everything } from '../fhir/everything.ts';
+import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
@@ -87,6 +89,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
     return fhirJson(searchsetJson(base, r.rows, links(base, `/${type}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
   };
+  const everythingOf = async (c: Context<AppEnv>, id?: string) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const r = await everything(deps, request(c), new URL(c.req.url).searchParams, id);
+    const path = id === undefined ? '/Patient/$everything' : `/Patient/${id}/$everything`;
+    return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), undefined, [], deps.clock.now(), { included: r.included }));
+  };
   const historyOf = async (c: Context<AppEnv>, type?: string, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
     const params = new URL(c.req.url).searchParams;
@@ -122,6 +130,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
   app.get('/:type/:id', (c) => {
     const { type, id } = c.req.param();
+    if (type === 'Patient' && id === '$everything') return everythingOf(c);
     return readResponse(deps, request(c), type, id);
   });
   app.put('/:type/:id', async (c) => {
@@ -154,6 +163,17 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(v.content, 200, versionHeaders(v));
   });
   notAllowed(app);
+  // Compartment search (`Patient/{id}/{type}?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
+  app.get('/:type/:id/:what', async (c) => {
+    const { type, id, what } = c.req.param();
+    if (type === 'Patient' && what === '$everything') return everythingOf(c, id);
+    if (type !== 'Patient' || !isResourceType(what)) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
+    checkTypeAndId(type, id);
+    const base = fhirBase(c, deps.baseUrl);
+    const r = await searchResources(deps, request(c), what, new URL(c.req.url).searchParams, strict(c), id);
+    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+    return fhirJson(searchsetJson(base, r.rows, links(base, `/Patient/${id}/${what}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+  });
   return app;
 }
 

@@ -261,6 +261,32 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('compartment search Patient/{id}/{type} and $everything with _type, _since, _count paging', async () => {
+      expect(await sorted('Patient/p1/Observation')).toEqual(['o1', 'o2']);
+      expect(await sorted('Patient/p1/Observation?category=laboratory')).toEqual(['o1']);
+      expect(await sorted('Patient/p2/Condition')).toEqual(['c2']);
+      const all = async (first: string) => {
+        const seen: string[] = [];
+        let next: string | undefined = first;
+        while (next) {
+          const b = await api.search(next);
+          seen.push(...b.entry.map((e: Json) => `${e.search.mode === 'include' ? '+' : ''}${e.resource.resourceType}/${e.resource.id}`));
+          next = b.link.find((l: Json) => l.relation === 'next')?.url;
+        }
+        return seen;
+      };
+      const everything = await all('Patient/p1/$everything');
+      expect(everything.filter((x) => !x.startsWith('+')).sort()).toEqual(['Condition/c1', 'Encounter/e1', 'Observation/o1', 'Observation/o2', 'Patient/p1']);
+      expect(everything.filter((x) => x.startsWith('+')).sort()).toEqual(['+Organization/org1', '+Practitioner/dr1']);
+      const paged = (await all('Patient/p1/$everything?_count=2')).filter((x) => !x.startsWith('+'));
+      expect(paged.sort()).toEqual(['Condition/c1', 'Encounter/e1', 'Observation/o1', 'Observation/o2', 'Patient/p1']);
+      expect((await all('Patient/p1/$everything?_type=Observation,Condition')).sort()).toEqual(['Condition/c1', 'Observation/o1', 'Observation/o2']);
+      expect(await all('Patient/p1/$everything?_since=2030-01-01')).toEqual([]);
+      const typeLevel = (await all('Patient/$everything?_type=Patient,Condition&_count=1')).sort();
+      expect(typeLevel).toEqual(['Condition/c1', 'Condition/c2', 'Patient/p1', 'Patient/p2', 'Patient/p3']);
+      await expectOutcome(await api.get('Patient/nope/$everything'), 404);
+    });
+
     test('conditional update uses the same search', async () => {
       const res = await api.put(`Patient?family=Chalmerson&birthdate=2001`, { resourceType: 'Patient', name: [{ family: 'Chalmerson', given: ['Anne'] }], birthDate: '2001-02-03', gender: 'female' });
       expect(res.status).toBe(200);

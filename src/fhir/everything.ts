@@ -1,0 +1,123 @@
+/**
+ * `Patient/{id}/$everything` and `Patient/$everything` (FHIR R4 Patient operation): the patients, every
+ * resource in their compartments, and the resources those refer to, paged across types. `_since`,
+ * `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient.
+ */
+import { FhirError } from '../errors.ts';
+import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import { readResource, requireAccess } from './crud.ts';
+import { compartmentTypes } from './definitions.ts';
+import { dateTest } from './search-compile.ts';
+import { addIncludes, DEFAULT_COUNT, MAX_COUNT } from './search.ts';
+import { ID_PATTERN, isResourceType } from './resource-types.ts';
+
+export interface EverythingPage {
+  rows: ResourceVersion[];
+  included: ResourceVersion[];
+  next?: string;
+  self: URLSearchParams;
+}
+
+/** Position: the patient (type-level), the type index in the compartment's types, the last id of that type. */
+interface Position {
+  p?: string;
+  t: number;
+  a?: string;
+}
+
+function decode(raw: string | null): Position {
+  if (raw === null) return { t: 0 };
+  try {
+    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Position;
+    if (typeof v.t === 'number' && Number.isInteger(v.t) && v.t >= 0) return v;
+  } catch {
+    // fall through
+  }
+  throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+}
+
+const encode = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
+
+/** The types `$everything` returns: Patient first, then the compartment's other types (restricted by `_type`). */
+function typesOf(req: FhirRequest, raw: string | null): string[] {
+  const all = ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')];
+  let types = all;
+  if (raw !== null) {
+    const wanted = raw.split(',').map((t) => t.trim()).filter(Boolean);
+    for (const t of wanted) if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
+    types = all.filter((t) => wanted.includes(t));
+  }
+  return types.filter((t) => req.access.can(t, 'r'));
+}
+
+export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, patientId?: string): Promise<EverythingPage> {
+  requireAccess(req.access, 'Patient', 'r');
+  const count = params.get('_count') === null ? DEFAULT_COUNT : Number(params.get('_count'));
+  if (!Number.isInteger(count) || count < 1) throw new FhirError('invalid', `Invalid _count '${params.get('_count')}'`, { expression: ['_count'] });
+  const limit = Math.min(count, MAX_COUNT);
+  const since = params.get('_since');
+  const where: Condition[] = [];
+  if (since !== null) {
+    const t = dateTest('_since', since, deps.clock.now());
+    where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', low: t.low, high: t.high }] });
+  }
+  const types = typesOf(req, params.get('_type'));
+  const limited = req.access.patientLimit('Patient');
+  if (patientId !== undefined) {
+    if (!ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
+    await readResource(deps, req, 'Patient', patientId); // 404 / 410 / 403 as a read would
+  }
+  const self = new URLSearchParams();
+  for (const key of ['_since', '_type', '_count']) if (params.get(key) !== null) self.set(key, params.get(key)!);
+  const pos = decode(params.get('_cursor'));
+  const repo = deps.store.resources;
+  const rows: ResourceVersion[] = [];
+  /** The patient whose compartment gave each row. */
+  const owners: string[] = [];
+  // The patients whose everything this is: one, or (type level) each visible patient in id order.
+  let patient = patientId ?? limited ?? pos.p;
+  if (patient === undefined) {
+    const first = await repo.search(req.tenant, { type: 'Patient', sort: [], count: 1 });
+    if (!first.length) return { rows, included: [], self };
+    patient = first[0]!.id;
+  }
+  let t = pos.t;
+  let after = pos.a;
+  for (;;) {
+    for (; t < types.length && rows.length <= limit; t++, after = undefined) {
+      const type = types[t]!;
+      const q: SearchQuery = { type, where: [...where], sort: [], count: limit + 1 - rows.length, compartment: patient };
+      if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
+      if (after !== undefined) q.after = { lastUpdated: 0, id: after };
+      const page = await repo.search(req.tenant, q);
+      rows.push(...page);
+      for (const _ of page) owners.push(patient);
+      if (rows.length > limit) break;
+    }
+    if (rows.length > limit) break;
+    if (patientId !== undefined || limited !== undefined) break;
+    // type level: the next patient
+    const next = await repo.search(req.tenant, { type: 'Patient', sort: [], count: 1, after: { lastUpdated: 0, id: patient } });
+    if (!next.length) break;
+    patient = next[0]!.id;
+    t = 0;
+    after = undefined;
+  }
+  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self };
+  if (rows.length > limit) {
+    const last = result.rows[result.rows.length - 1]!;
+    const at = types.indexOf(last.type);
+    const owner = owners[result.rows.length - 1]!;
+    result.next = encode(patientId !== undefined || limited !== undefined ? { t: at, a: last.id } : { p: owner, t: at, a: last.id });
+  }
+  // The resources they refer to (Practitioner, Organization, Medication...), once per page.
+  const includes = [...new Set(result.rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
+  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, result.rows);
+  // `_type` restricts every resource returned, referenced ones included.
+  const only = params.get('_type') === null ? undefined : new Set(params.get('_type')!.split(',').map((x) => x.trim()));
+  // The patients themselves are matches (on this page or another), never includes.
+  const own = (r: ResourceVersion) => r.type === 'Patient' && (patientId === undefined ? limited === undefined || r.id === limited : r.id === patientId);
+  result.included = inc.included.filter((r) => !own(r) && (!only || only.has(r.type)));
+  return result;
+}

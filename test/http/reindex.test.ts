@@ -1,0 +1,93 @@
+/**
+ * Existing databases and the index model: a database holding rows of an older model (or none, as one
+ * migrated from before every parameter was indexed) is reindexed, resumably, by `reindex` (which
+ * `cinder serve` runs at start) and by `cinder reindex`; searches then find what they should.
+ */
+import { describe, expect, test } from 'bun:test';
+import { indexEntries } from '../../src/fhir/indexer.ts';
+import { INDEX_MODEL, reindex } from '../../src/fhir/reindex.ts';
+import { NO_INDEX_ROWS, type Store } from '../../src/store/types.ts';
+import { createTestApp } from '../helpers/app.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+import { eachStore } from '../helpers/export.ts';
+import { fhirClient, type Json } from '../helpers/fhir.ts';
+
+await eachStore((kind, fresh) => {
+  describe(`reindex on ${kind}`, () => {
+    test('rows of an older model are rebuilt, an interrupted run resumes where it stopped', async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const api = fhirClient(t, await t.token());
+        for (let i = 0; i < 1_200; i++) {
+          await t.store.resources.write('t1', async (w) => {
+            const { prepareVersion, versionToWrite } = await import('../../src/fhir/prepared.ts');
+            const p = { resourceType: 'Patient', id: `p${i}`, name: [{ family: i % 2 ? 'Odd' : 'Even' }], birthDate: `19${String(i % 100).padStart(2, '0')}` };
+            await w.insertNew([versionToWrite(prepareVersion(p as never, `p${i}`), 1, 1_000 + i)]);
+          });
+        }
+        const count = async (q: string) => ((await api.search(`Patient?${q}&_summary=count`)) as Json).total;
+        expect(await count('family=odd')).toBe(600);
+        expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+        // As a database written by an older model: no string or range rows, model 0.
+        await wipeNewRows(t.store);
+        await t.store.resources.indexing.setState({ model: 0, after: 0 });
+        expect(await count('family=odd')).toBe(0);
+
+        // An interrupted run: the first 500 done, the position recorded.
+        const page = await t.store.resources.indexing.page(0, 500);
+        await t.store.resources.indexing.setState({ model: 0, after: page.at(-1)!.pk });
+        const progress: number[] = [];
+        const result = await reindex(t.store, { onProgress: (p) => progress.push(p.done) });
+        expect(result).toEqual({ ran: true, done: 700 });
+        expect(progress).toEqual([500, 700]);
+        expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+        // Only the 700 after the recorded position were done: the odd ones among p500..p1199.
+        expect(await count('family=odd')).toBe(350);
+        // Once the model is current, nothing runs.
+        expect(await reindex(t.store)).toEqual({ ran: false, done: 0 });
+        // Forced: everything, the first 500 included.
+        expect((await reindex(t.store, { force: true })).done).toBe(1_200);
+        expect(await count('family=odd')).toBe(600);
+        expect(await count('birthdate=1999')).toBe(12);
+      } finally {
+        await t.close();
+      }
+    }, 60_000);
+  });
+});
+
+/** Rewrites every resource's index rows as the model before #14 wrote them: token rows only. */
+async function wipeNewRows(store: Store): Promise<void> {
+  for (let after = 0; ;) {
+    const page = await store.resources.indexing.page(after, 500);
+    if (!page.length) return;
+    const items = page.map((r) => {
+      const rows = indexEntries(JSON.parse(r.content));
+      return { type: r.type, id: r.id, index: { ...NO_INDEX_ROWS, tokens: rows.tokens }, compartments: [] };
+    });
+    await store.resources.write('t1', (w) => w.replaceIndex(items));
+    after = page.at(-1)!.pk;
+  }
+}
+
+describe('cinder reindex', () => {
+  test('rebuilds every resource (--if-needed only when the model is old) and reports it', async () => {
+    const cli = createCliEnv();
+    try {
+      expect((await cli.run(['tenant', 'create', 't1'])).code).toBe(0);
+      const file = `${cli.dir}/p.ndjson`;
+      await Bun.write(file, [1, 2, 3].map((i) => JSON.stringify({ resourceType: 'Patient', id: `p${i}`, gender: 'other' })).join('\n') + '\n');
+      expect((await cli.run(['import', '--tenant', 't1', file])).code).toBe(0);
+      const forced = await cli.run(['reindex', '--json']);
+      expect(forced.code).toBe(0);
+      expect(JSON.parse(forced.stdout)).toMatchObject({ reindexed: 3, ran: true });
+      const needed = await cli.run(['reindex', '--if-needed', '--json']);
+      expect(JSON.parse(needed.stdout)).toMatchObject({ reindexed: 0, ran: false });
+      const store = cli.store();
+      expect(await store.resources.count('t1', { type: 'Patient', where: [{ kind: 'token', param: 'gender', values: [{ value: 'other' }] }], sort: [], count: 0 })).toBe(3);
+      await store.close();
+    } finally {
+      cli.close();
+    }
+  });
+});

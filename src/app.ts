@@ -4,6 +4,8 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
+import { valueSetCodes } from './terminology/ops/value-set-codes.ts';
+import { MAX_SEARCH_VALUES } from './fhir/search-values.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
@@ -91,7 +93,8 @@ export function createApp(deps: AppDeps) {
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on',
   }));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
-  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits }));
+  const expandCodes = async (tenant: string, valueSet: string) => valueSetCodes(await terminology.service.context(tenant), valueSet, MAX_SEARCH_VALUES);
+  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 
   if (deps.hotRoutes !== false) {

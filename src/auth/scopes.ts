@@ -1,29 +1,50 @@
 import type { Access, Permission } from '../fhir/access.ts';
+import { compileFilter } from '../fhir/search.ts';
+import type { Condition } from '../store/types.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 
 export type ScopeContext = 'system' | 'user' | 'patient';
 
-/** One SMART resource scope, v1 (`read`/`write`/`*`) or v2 (`cruds` letters) normalised to permissions. */
+/**
+ * One SMART resource scope, v1 (`read`/`write`/`*`) or v2 (`cruds` letters) normalised to permissions;
+ * a v2 scope may carry a search filter (`patient/Observation.rs?category=laboratory`).
+ */
 export interface ResourceScope {
   context: ScopeContext;
   type: string;
   perms: Set<Permission>;
+  /** The filter's query string, for a v2 scope on one type. */
+  query?: string;
 }
 
-const SCOPE = /^(system|user|patient)\/(\*|[A-Z][A-Za-z]+)\.(\*|read|write|c?r?u?d?s?)$/;
+const SCOPE = /^(system|user|patient)\/(\*|[A-Z][A-Za-z]+)\.(\*|read|write|c?r?u?d?s?)(?:\?(.+))?$/;
 const V1: Record<string, Permission[]> = { read: ['r', 's'], write: ['c', 'u', 'd'], '*': ['c', 'r', 'u', 'd', 's'] };
 
 /**
- * Parses a SMART App Launch 2.x resource scope (`system/Patient.rs`, `user/*.read`, `patient/*.cruds`).
- * Returns null for anything else (OpenID scopes, custom scopes, v2 scopes with `?` search filters,
- * which Cinder does not grant rather than over-grant).
+ * Parses a SMART App Launch 2.x resource scope (`system/Patient.rs`, `user/*.read`, `patient/*.cruds`,
+ * `patient/Observation.rs?category=laboratory`). Returns null for anything else (OpenID scopes, custom
+ * scopes, a filter on a v1 scope or on `*`, or a filter that is not a valid search of its type).
  */
 export function parseResourceScope(scope: string): ResourceScope | null {
   const m = SCOPE.exec(scope);
   if (!m || m[3] === '') return null;
-  const [, context, type, perm] = m as unknown as [string, ScopeContext, string, string];
+  const [, context, type, perm, query] = m as unknown as [string, ScopeContext, string, string, string | undefined];
   if (type !== '*' && !isResourceType(type)) return null;
-  return { context, type, perms: new Set(V1[perm] ?? (perm.split('') as Permission[])) };
+  const parsed: ResourceScope = { context, type, perms: new Set(V1[perm] ?? (perm.split('') as Permission[])) };
+  if (query === undefined) return parsed;
+  if (type === '*' || V1[perm] || compileScopeFilter(type, query) === null) return null;
+  return { ...parsed, query };
+}
+
+/** A scope filter's conditions (the search engine's, strict), or null when the query is not a valid search of `type`. */
+export function compileScopeFilter(type: string, query: string): Condition[] | null {
+  try {
+    const pending = compileFilter(type, new URLSearchParams(query));
+    if (pending.some((c) => c.kind === 'value-set')) return null;
+    return pending as Condition[];
+  } catch {
+    return null;
+  }
 }
 
 /** Whether `scope` is a well-formed SMART resource scope. */
@@ -43,7 +64,8 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
   if (!want) return false;
   return registered.some((r) => {
     const have = parseResourceScope(r);
-    return have !== null && have.context === want.context && (have.type === '*' || have.type === want.type) &&
+    // A filtered registered scope implies only itself (above); an unfiltered one any filter of what it covers.
+    return have !== null && have.query === undefined && have.context === want.context && (have.type === '*' || have.type === want.type) &&
       [...want.perms].every((p) => have.perms.has(p));
   });
 }
@@ -61,11 +83,24 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
   const parsed = scopes.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
   const wide = parsed.filter((s) => s.context !== 'patient');
   const narrow = patient ? parsed.filter((s) => s.context === 'patient') : [];
-  const covers = (list: ResourceScope[], type: string, perm?: Permission) =>
-    list.some((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
+  const covering = (list: ResourceScope[], type: string, perm?: Permission) =>
+    list.filter((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
+  const covers = (list: ResourceScope[], type: string, perm?: Permission) => covering(list, type, perm).length > 0;
+  const filters = new Map<string, Condition[][] | undefined>();
   return {
     clientId,
     can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
     patientLimit: (type) => (patient && !covers(wide, type) && covers(narrow, type) ? patient : undefined),
+    filters(type, perm) {
+      const key = `${type}.${perm}`;
+      if (filters.has(key)) return filters.get(key);
+      const scopes = [...covering(wide, type, perm), ...covering(narrow, type, perm)];
+      // Any unfiltered scope for the type and permission: no filter.
+      const result = scopes.length === 0 || scopes.some((s) => s.query === undefined)
+        ? undefined
+        : scopes.map((s) => compileScopeFilter(type, s.query!) ?? [{ kind: 'id', ids: [] } as Condition]);
+      filters.set(key, result);
+      return result;
+    },
   };
 }

@@ -36,7 +36,7 @@ const snapshotFilter = z.object({
   params: z.array(paramCriterion).optional(),
 });
 
-const KINDS = ['id', 'lastUpdated', 'token', 'string', 'uri-prefix', 'date', 'number', 'composite', 'missing', 'chain', 'has', 'or', 'not'] as const;
+const KINDS = ['id', 'lastUpdated', 'token', 'string', 'uri-prefix', 'token-text', 'date', 'number', 'composite', 'missing', 'chain', 'has', 'or', 'not', 'and'] as const;
 /** Compiled conditions are checked for their kind; their shape is this release's (src/store/types.ts Condition). */
 const condition = z.looseObject({ kind: z.enum(KINDS) });
 

@@ -11,9 +11,12 @@ export interface TypeSelection {
   issues: FhirIssue[];
 }
 
-/** Whether the token may read every resource of `type` (bulk export needs system or user access, not one patient's). */
+/**
+ * Whether the token may read every resource of `type` (bulk export needs system or user access, not one
+ * patient's, and no SMART scope filter on the type).
+ */
 export function mayExport(access: Access, type: string): boolean {
-  return access.can(type, 'r') && access.patientLimit(type) === undefined;
+  return access.can(type, 'r') && access.patientLimit(type) === undefined && !access.filters?.(type, 'r');
 }
 
 function byExportOrder(a: string, b: string): number {

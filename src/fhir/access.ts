@@ -1,3 +1,5 @@
+import type { Condition } from '../store/types.ts';
+
 /** What a request may do, derived from its token's SMART scopes (src/auth/scopes.ts). */
 export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
 
@@ -9,6 +11,11 @@ export interface Access {
    * the holder's access to `type` is not limited to one patient.
    */
   patientLimit(type: string): string | undefined;
+  /**
+   * SMART v2 scope filters for `perm` on `type`: ORed alternatives, each its ANDed conditions, that the
+   * resources must meet; undefined when access to `type` is not filtered.
+   */
+  filters?(type: string, perm: Permission): Condition[][] | undefined;
   /** Client that acts, for audit and job ownership. */
   clientId: string;
 }

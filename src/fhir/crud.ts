@@ -4,6 +4,7 @@ import { NO_INDEX_ROWS, StoreConflictError, type ResourceVersion, type ResourceW
 import type { Access, Permission } from './access.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
+import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
 
@@ -108,6 +109,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments);
   const v = versionToWrite(p, versionId, lastUpdated);
+  if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated);
   await w.put(v);
   return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists };
 }
@@ -174,7 +176,7 @@ export async function readResource(deps: FhirDeps, req: FhirRequest, type: strin
   const v = await deps.store.resources.read(req.tenant, type, id);
   if (!v) throw new FhirError('not-found', `${type}/${id} is not known`);
   if (v.deleted) throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
-  checkReadable(req.access, v);
+  await checkReadable(deps, req, v);
   return v;
 }
 
@@ -188,11 +190,27 @@ export async function vreadResource(
   const v = await deps.store.resources.vread(req.tenant, type, id, Number(versionId));
   if (!v) throw new FhirError('not-found', `${type}/${id} has no version ${versionId}`);
   if (v.deleted) throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
-  checkReadable(req.access, v);
+  await checkReadable(deps, req, v);
   return v;
 }
 
-function checkReadable(access: Access, v: ResourceVersion): void {
-  if (access.patientLimit(v.type) === undefined) return;
-  requireCompartment(access, JSON.parse(v.content) as Resource);
+async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
+  if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource);
+  if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, storeLookups(deps, req.tenant));
+}
+
+/** Chains and `_has` in scope filters look their other side up in the store. */
+function storeLookups(deps: FhirDeps, tenant: string): MatchContext {
+  return { exists: async (query) => (await deps.store.resources.search(tenant, query)).length > 0 };
+}
+
+/** Inside a write transaction there is no store search: a scope filter with a chain does not admit the write. */
+const NO_LOOKUPS: MatchContext = { exists: async () => false };
+
+/** With SMART v2 scope filters for `perm` on its type (`patient/Observation.rs?category=laboratory`), throws 403 unless `resource` meets one. */
+export async function requireFilter(access: Access, perm: Permission, resource: Resource, lastUpdated: number, lookups = NO_LOOKUPS): Promise<void> {
+  const filters = access.filters?.(resource.resourceType, perm);
+  if (!filters) return;
+  for (const alternative of filters) if (await matchConditions(resource, lastUpdated, alternative, lookups)) return;
+  throw new FhirError('forbidden', `${resource.resourceType}/${resource.id} is outside what the access token's scope filters allow`);
 }

@@ -31,6 +31,12 @@ export interface ParamDefinition {
    * = `code` | `component.code`): it keeps no rows and is searched as any of those parameters.
    */
   unionOf?: string[];
+  /**
+   * A composite on the resource itself (R4's `code-value-quantity` = `code` $ `value-quantity` of the
+   * Observation) whose components are parameters of the type: the resource has one of each element, so
+   * the composite is exactly those parameters ANDed; it keeps no rows and is searched so.
+   */
+  andOf?: string[];
   /** A composite's components after the first: each a parameter type and its paths from the composite's element. */
   components?: { type: ParamType; paths: CompiledPath[] }[];
   /** A composite's first component (always a token in R4). */
@@ -87,6 +93,7 @@ export function indexedParams(): Map<string, ParamDefinition[]> {
       const def: ParamDefinition = { code: sp.code, type: sp.type, url: sp.url, base, expression: sp.expression, paths, targets: sp.target ?? [] };
       if (sp.type === 'composite') compileComponents(def, sp, byUrl);
       list.push(def);
+      if (sp.type === 'composite') linkAndOf(def, sp, list);
       params!.set(base, list);
     }
   };
@@ -97,6 +104,20 @@ export function indexedParams(): Map<string, ParamDefinition[]> {
     linkUnions(list);
   }
   return params;
+}
+
+/** Sets `andOf` on a composite over the resource root whose every component is a parameter of the type (listed before it). */
+function linkAndOf(def: ParamDefinition, sp: RawSearchParameter, list: ParamDefinition[]): void {
+  if (!def.paths.every((p) => p.key === '')) return;
+  const parts = (sp.component ?? []).map((c) => list.find((p) => p.url === c.definition && !p.storedAs && !p.unionOf));
+  // Each component's expression must reach what its parameter reaches: the same paths, give or take a
+  // SampledData, which holds no quantity (value-quantity also reads valueSampledData). code-value-string
+  // does not qualify: value-string also reads valueCodeableConcept.text.
+  if (parts.some((p) => p === undefined)) return;
+  const comps = [def.first!, ...def.components!.map((c) => c.paths)];
+  const keys = (paths: CompiledPath[]) => paths.map((x) => x.key).filter((k) => !k.endsWith('SampledData')).sort().join('|');
+  const same = parts.every((p, i) => keys(comps[i]!) === keys(p!.paths));
+  if (same) def.andOf = parts.map((p) => p!.code);
 }
 
 function compileComponents(def: ParamDefinition, sp: RawSearchParameter, byUrl: Map<string, RawSearchParameter>): void {

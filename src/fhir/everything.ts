@@ -9,7 +9,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource, requireAccess } from './crud.ts';
 import { compartmentTypes } from './definitions.ts';
 import { dateTest } from './search-compile.ts';
-import { addIncludes, DEFAULT_COUNT, MAX_COUNT } from './search.ts';
+import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter } from './search.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export interface EverythingPage {
@@ -89,6 +89,8 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
       const type = types[t]!;
       const q: SearchQuery = { type, where: [...where], sort: [], count: limit + 1 - rows.length, compartment: patient };
       if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
+      const filter = scopeFilter(req, type, 'r');
+      if (filter) q.where!.push(filter);
       if (after !== undefined) q.after = { lastUpdated: 0, id: after };
       const page = await repo.search(req.tenant, q);
       rows.push(...page);

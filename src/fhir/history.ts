@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
-import { requireAccess, requireCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
+import { requireAccess, requireCompartment, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { dateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
@@ -43,6 +43,9 @@ function checkAccess(req: FhirRequest, type?: string, id?: string): void {
   if (!id && req.access.patientLimit(type ?? '*') !== undefined) {
     throw new FhirError('forbidden', 'Patient-context tokens cannot read type or system history');
   }
+  if (!id && type && req.access.filters?.(type, 'r')) {
+    throw new FhirError('forbidden', `Tokens whose scopes filter ${type} cannot read its type history`);
+  }
 }
 
 /** The parameters of a history interaction: `_count`, `_since`, `_at`, `_cursor`. */
@@ -74,6 +77,19 @@ function parseParams(params: URLSearchParams) {
 async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string) {
   const current = await deps.store.resources.read(req.tenant, type, id);
   if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
+  if (req.access.filters?.(type, 'r')) {
+    // Scope filters: the latest content must meet them, and only the versions that do are shown.
+    const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
+    if (latest && !latest.deleted) await requireFilter(req.access, 'r', JSON.parse(latest.content) as Resource, latest.lastUpdated);
+    const shown = new Set<number>();
+    return async (rows: ResourceVersion[]) => {
+      for (const v of rows) {
+        if (v.deleted) shown.add(v.versionId);
+        else if (await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated).then(() => true, () => false)) shown.add(v.versionId);
+      }
+      return rows.filter((v) => shown.has(v.versionId));
+    };
+  }
   const patient = req.access.patientLimit(type);
   if (patient === undefined || !patientCompartment().has(type)) return (rows: ResourceVersion[]) => rows;
   const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
@@ -93,10 +109,10 @@ export async function history(
   const { query, self, atLow } = parseParams(params);
   if (type) query.type = type;
   if (id) query.id = id;
-  const visible = type && id ? await instanceFilter(deps, req, type, id) : (rows: ResourceVersion[]) => rows;
+  const visible = type && id ? await instanceFilter(deps, req, type, id) : async (rows: ResourceVersion[]) => rows;
   const repo = deps.store.resources;
   const page = atLow === undefined ? await historyPage(repo, req.tenant, query) : await historyPageAt(repo, req.tenant, query, atLow);
-  const result: HistoryResult = { rows: visible(page.rows), self };
+  const result: HistoryResult = { rows: await visible(page.rows), self };
   if (page.next) result.next = encodeBefore(page.next);
   return result;
 }

@@ -49,18 +49,6 @@ export function tokenValues(value: unknown, out: { system: string; value: string
   if (code !== undefined) out.push({ system: str(v.system) ?? '', value: code });
 }
 
-/** The `:text` of a token element: CodeableConcept.text, else its codings' displays; Coding.display. */
-function tokenTexts(value: unknown, out: string[]): void {
-  if (value === null || typeof value !== 'object') return;
-  const v = value as Json;
-  if (typeof v.text === 'string') return void out.push(v.text);
-  if (Array.isArray(v.coding)) {
-    for (const c of v.coding) tokenTexts(c, out);
-    return;
-  }
-  if (typeof v.display === 'string') out.push(v.display);
-}
-
 /** Parts of a HumanName or Address searched by a string parameter; a plain string is itself. */
 function stringParts(value: unknown, out: string[]): void {
   if (typeof value === 'string') return void out.push(value);
@@ -160,12 +148,25 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
   const param = def.code;
   switch (def.type) {
     case 'token': {
-      const tokens: { system: string; value: string }[] = [];
-      tokenValues(value, tokens);
-      for (const t of tokens) rows.tokens.push({ param, system: t.system, value: t.value });
-      const texts: string[] = [];
-      tokenTexts(value, texts);
-      for (const t of texts) rows.strings.push({ param: `${param}:text`, value: normalizeString(t), exact: t });
+      const v = value as Json | null;
+      if (v !== null && typeof v === 'object' && (Array.isArray(v.coding) || typeof v.display === 'string')) {
+        // A CodeableConcept's codings, or a Coding: each row carries the text `:text` searches.
+        const text = typeof v.text === 'string' ? v.text : undefined;
+        const codings = Array.isArray(v.coding) ? (v.coding as Json[]) : [v];
+        for (const c of codings) {
+          const t: { system: string; value: string }[] = [];
+          tokenValues(c, t);
+          const display = [text, str(c?.display)].filter((x) => x !== undefined).map((x) => normalizeString(x!)).join(' ');
+          for (const x of t) rows.tokens.push(display ? { param, system: x.system, value: x.value, display } : { param, system: x.system, value: x.value });
+        }
+        // Text without a coding to carry it.
+        if (text !== undefined && !codings.some((c) => typeof c?.code === 'string')) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: text });
+      } else {
+        const tokens: { system: string; value: string }[] = [];
+        tokenValues(value, tokens);
+        for (const t of tokens) rows.tokens.push({ param, system: t.system, value: t.value });
+        if (typeof v?.text === 'string') rows.strings.push({ param: `${param}:text`, value: normalizeString(v.text), exact: v.text });
+      }
       const type = (value as Json | null)?.type as Json | undefined;
       if (type && typeof (value as Json).value === 'string' && Array.isArray(type.coding)) {
         // Identifier `:of-type`: type's system|code and the value
@@ -272,7 +273,7 @@ function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry
 export function indexEntries(resource: Json): IndexRows {
   const rows = emptyRows();
   for (const def of paramsOf(resource.resourceType as string)) {
-    if (def.storedAs || def.unionOf) continue;
+    if (def.storedAs || def.unionOf || def.andOf) continue;
     if (def.type === 'composite') {
       compositeRows(def, resource, rows.composites);
       continue;
@@ -285,8 +286,16 @@ export function indexEntries(resource: Json): IndexRows {
   return dedupe(rows);
 }
 
-function dedupeBy<T>(entries: T[], key: (e: T) => string): T[] {
+/** Up to this many entries, duplicates are found by comparing pairs (no key strings to build). */
+const PAIRWISE_DEDUPE = 16;
+
+function dedupeBy<T extends object>(entries: T[], key: (e: T) => string): T[] {
   if (entries.length < 2) return entries;
+  if (entries.length <= PAIRWISE_DEDUPE) {
+    const out: T[] = [];
+    for (const e of entries) if (!out.some((o) => sameEntry(o, e))) out.push(e);
+    return out;
+  }
   const seen = new Set<string>();
   return entries.filter((e) => {
     const k = key(e);
@@ -294,6 +303,11 @@ function dedupeBy<T>(entries: T[], key: (e: T) => string): T[] {
     seen.add(k);
     return true;
   });
+}
+
+function sameEntry(a: object, b: object): boolean {
+  for (const k in a) if ((a as Record<string, unknown>)[k] !== (b as Record<string, unknown>)[k]) return false;
+  return true;
 }
 
 function dedupe(rows: IndexRows): IndexRows {

@@ -168,6 +168,39 @@ function compositeTest(def: ParamDefinition, raw: string, now: number): Composit
   return { system1: first.system, value1: first.value, parts: rest };
 }
 
+/** A composite part as a condition on the parameter that holds it (composites kept as ANDed parameters). */
+function partCondition(param: string, p: CompositePart): Condition {
+  switch (p.kind) {
+    case 'token': return { kind: 'token', param, values: [{ ...(p.system !== undefined ? { system: p.system } : {}), ...(p.value !== undefined ? { value: p.value } : {}) }] };
+    case 'string': return { kind: 'string', param, values: [{ value: p.value, match: 'prefix' }] };
+    case 'date': return { kind: 'date', param, tests: [p.test] };
+    case 'number': return { kind: 'number', param, tests: [p.test] };
+  }
+}
+
+/** Composite tests (ORed) on `def`: rows of its own, its parameters ANDed (`andOf`), or any of a union's members. */
+function compositeCondition(def: ParamDefinition, tests: CompositeTest[]): Condition {
+  if (def.unionOf) return { kind: 'or', any: def.unionOf.map((code) => compositeCondition(paramOf(def.base, code)!, tests)) };
+  if (!def.andOf) return { kind: 'composite', param: def.code, tests };
+  const [first, ...rest] = def.andOf;
+  const alternatives = tests.map((t): Condition => ({
+    kind: 'and',
+    all: [partCondition(first!, { kind: 'token', system: t.system1, value: t.value1 }), ...t.parts.map((p, i) => partCondition(rest[i]!, p))],
+  }));
+  return alternatives.length === 1 ? alternatives[0]! : { kind: 'or', any: alternatives };
+}
+
+/** `:missing` on a parameter kept as others ANDed: missing when any of them is. */
+function missingCondition(def: ParamDefinition, missing: boolean): Condition {
+  if (def.unionOf) {
+    const members = def.unionOf.map((code) => missingCondition(paramOf(def.base, code)!, missing));
+    return missing ? { kind: 'and', all: members } : { kind: 'or', any: members };
+  }
+  if (!def.andOf) return { kind: 'missing', table: tableOf(def.type), params: [def.code], missing };
+  const members = def.andOf.map((code): Condition => ({ kind: 'missing', table: tableOf(paramOf(def.base, code)!.type), params: [code], missing }));
+  return missing ? { kind: 'or', any: members } : { kind: 'and', all: members };
+}
+
 /** All prefixes of a URL at its `/` boundaries, itself included (`uri:above`). */
 function uriAncestors(url: string): string[] {
   const out: string[] = [];
@@ -188,6 +221,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       // `patient:missing`: no subject that is a Patient
       return { kind: 'token', param: def.storedAs.param, values: [{ system: def.storedAs.target }], ...(raw === 'true' ? { not: true } : {}) };
     }
+    if (def.type === 'composite') return missingCondition(def, raw === 'true');
     return { kind: 'missing', table: tableOf(def.type), params: storedParams(def), missing: raw === 'true' };
   }
   const unsupported = () => new FhirError('invalid', `Unknown modifier ':${modifier}' for the ${def.type} parameter '${def.code}'`, { expression: [name] });
@@ -207,7 +241,15 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     }
     case 'token': {
       if (modifier === 'text') {
-        return union((param) => ({ kind: 'string', param: `${param}:text`, values: parts.map((p) => ({ value: normalizeString(unescapeValue(p)), match: 'prefix' as const })) }));
+        // The text of the coded value (CodeableConcept.text, Coding.display) contains the value.
+        const texts = parts.map((p) => normalizeString(unescapeValue(p)));
+        return union((param) => ({
+          kind: 'or',
+          any: [
+            { kind: 'token-text', param, values: texts },
+            { kind: 'string', param: `${param}:text`, values: texts.map((value) => ({ value, match: 'contains' as const })) },
+          ],
+        }));
       }
       if (modifier === 'of-type') {
         const values = parts.map((p) => {
@@ -258,7 +300,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       return union((param) => ({ kind: 'number', param, tests: parts.map((p) => quantityTest(name, p)) }));
     case 'composite':
       if (modifier !== undefined) throw unsupported();
-      return union((param) => ({ kind: 'composite', param, tests: parts.map((p) => compositeTest(def, p, now)) }));
+      return compositeCondition(def, parts.map((p) => compositeTest(def, p, now)));
     case 'special':
       throw new FhirError('not-supported', `The special parameter '${def.code}' is not supported`, { expression: [name] });
   }

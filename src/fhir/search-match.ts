@@ -92,6 +92,7 @@ export async function matchConditions(resource: Json, lastUpdated: number, condi
         const hit = index().tokens.some((e) => e.param === c.param && c.values.some((v) => tokenMatches(v, e.system, e.value)));
         return hit !== (c.not === true);
       }
+      case 'token-text': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => (e.display ?? '').includes(v)));
       case 'uri-prefix': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => prefixOf(e.value, v)));
       case 'string':
         return index().strings.some((e) => e.param === c.param && c.values.some((v) =>
@@ -117,6 +118,10 @@ export async function matchConditions(resource: Json, lastUpdated: number, condi
         return ctx.exists({ type: c.type, where: [{ kind: 'token', param: c.param, values: [{ system: type, value: id }] }, ...c.where], sort: [], count: 1 });
       case 'not':
         return !(await one(c.condition));
+      case 'and': {
+        for (const x of c.all) if (!(await one(x))) return false;
+        return true;
+      }
       case 'or': {
         for (const x of c.any) if (await one(x)) return true;
         return false;

@@ -112,6 +112,7 @@ function countValues(conditions: PendingCondition[]): number {
       case 'chain': case 'has': n += countValues(c.where) + 1; break;
       case 'or': n += countValues(c.any); break;
       case 'not': n += countValues([c.condition]); break;
+      case 'and': n += countValues(c.all); break;
       default: n += 1;
     }
   }
@@ -195,11 +196,20 @@ export async function resolveConditions(deps: FhirDeps, tenant: string, pending:
     }
     const where = { expression: [`${c.param}:${c.not ? 'not-in' : 'in'}`] };
     if (!deps.expandCodes) throw new FhirError('not-supported', `':in' needs the terminology service`, where);
-    const codes = await deps.expandCodes(tenant, c.valueSet);
+    let codes;
+    try {
+      codes = await deps.expandCodes(tenant, c.valueSet);
+    } catch (err) {
+      if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${where.expression[0]}: ${err.message}`, { ...where, cause: err });
+      throw err;
+    }
     if (codes.length > MAX_SEARCH_VALUES) {
       throw new FhirError('invalid', `ValueSet '${c.valueSet}' has ${codes.length} codes; ':in' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
     }
+    // A `code` element (Patient.gender) is indexed without a system, its system being the binding's:
+    // each code also matches there.
     const values = codes.map((x) => ({ system: x.system, value: x.code }));
+    for (const code of new Set(codes.map((x) => x.code))) values.push({ system: '', value: code });
     out.push(c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values });
   }
   return out;
@@ -300,6 +310,8 @@ export async function addIncludes(
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
       if (!list.length) continue;
       const q: SearchQuery = { type, where: [{ kind: 'id', ids: list }], sort: [], count: MAX_INCLUDES };
+      const filter = scopeFilter(req, type, 'r');
+      if (filter) q.where!.push(filter);
       const patient = req.access.patientLimit(type);
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
       next.push(...add(await repo.search(req.tenant, q)));
@@ -316,6 +328,8 @@ export async function addIncludes(
           ? { kind: 'token', param: stored.param, values: values.filter((v) => !stored.target || v.system === stored.target) }
           : { kind: 'token', param: def.code, values };
         const q: SearchQuery = { type: source, where: [cond], sort: [], count: MAX_INCLUDES };
+        const filter = scopeFilter(req, source, 'r');
+        if (filter) q.where!.push(filter);
         const patient = req.access.patientLimit(source);
         if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
         next.push(...add(await repo.search(req.tenant, q)));
@@ -324,6 +338,13 @@ export async function addIncludes(
     frontier = next;
   }
   return { included, warnings };
+}
+
+/** The SMART v2 scope filters on `perm` of `type` as one condition (ORed alternatives of ANDed conditions), if any. */
+export function scopeFilter(req: FhirRequest, type: string, perm: 'r' | 's'): Condition | undefined {
+  const filters = req.access.filters?.(type, perm);
+  if (!filters) return undefined;
+  return { kind: 'or', any: filters.map((all): Condition => ({ kind: 'and', all })) };
 }
 
 /** Runs a type-level search with paging; patient-context tokens see only their compartment. */
@@ -335,6 +356,8 @@ export async function searchResources(
   const compiled = compileSearch(type, params, strict, deps.clock.now());
   const { query, warnings, self, total } = compiled;
   query.where = await resolveConditions(deps, req.tenant, compiled.pending);
+  const filter = scopeFilter(req, type, 's');
+  if (filter) query.where.push(filter);
   const patient = req.access.patientLimit(type);
   if (compartment !== undefined) {
     if (patient !== undefined && patient !== compartment) return { rows: [], included: [], total: 0, warnings, self };

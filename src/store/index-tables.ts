@@ -10,10 +10,12 @@ export interface IndexTableSpec {
   rows: keyof IndexRows;
   text: readonly string[];
   num: readonly string[];
+  /** Text columns that may be absent from an entry (written as ''). */
+  optional?: readonly string[];
 }
 
 export const INDEX_TABLES: readonly IndexTableSpec[] = [
-  { table: 'search_index', rows: 'tokens', text: ['param', 'system', 'value'], num: [] },
+  { table: 'search_index', rows: 'tokens', text: ['param', 'system', 'value', 'display'], num: [], optional: ['display'] },
   { table: 'search_string', rows: 'strings', text: ['param', 'value', 'exact'], num: [] },
   { table: 'search_range', rows: 'ranges', text: ['param', 'system', 'code'], num: ['low', 'high'] },
   { table: 'search_composite', rows: 'composites', text: ['param', 'system1', 'value1', 'system2', 'value2'], num: ['low', 'high'] },

@@ -152,6 +152,8 @@ export class SqlBuilder {
         return this.any(c.tests.map((t) => this.instant(`${a}.last_updated`, t)));
       case 'token':
         return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.token(s, v))), c.not);
+      case 'token-text':
+        return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => `${s}.display LIKE ${this.v(`%${likeEscape(v)}%`)} ESCAPE '\\'`)));
       case 'uri-prefix':
         return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v))));
       case 'string':
@@ -194,6 +196,8 @@ export class SqlBuilder {
         return this.any(c.any.map((x) => this.condition(x, a, type)));
       case 'not':
         return `NOT (${this.condition(c.condition, a, type)})`;
+      case 'and':
+        return c.all.length === 0 ? '1 = 1' : `(${c.all.map((x) => this.condition(x, a, type)).join(' AND ')})`;
     }
   }
 

@@ -50,11 +50,16 @@ export interface ResourceVersion {
   content: string;
 }
 
-/** A token, reference or uri value (`search_index`). Tokens: system + code; references: system = target type, value = id; uris: system ''. */
+/**
+ * A token, reference or uri value (`search_index`). Tokens: system + code; references: system = target
+ * type, value = id; uris: system ''. `display`: a coded value's text (its CodeableConcept's text and its
+ * display, normalised), which `:text` searches.
+ */
 export interface IndexEntry {
   param: string;
   system: string;
   value: string;
+  display?: string;
 }
 
 /** A string value (`search_string`): `value` normalised for matching (lower case, accents removed), `exact` as written. */
@@ -214,6 +219,8 @@ export type Condition =
   /** `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere in the normalised value. */
   | { kind: 'string'; param: string; values: { value: string; match: 'prefix' | 'exact' | 'contains' }[] }
   | { kind: 'uri-prefix'; param: string; values: string[] }
+  /** `:text` on tokens: the normalised text of a coded value contains one of the values. */
+  | { kind: 'token-text'; param: string; values: string[] }
   | { kind: 'date'; param: string; tests: DateTest[] }
   | { kind: 'number'; param: string; tests: NumberTest[] }
   | { kind: 'composite'; param: string; tests: CompositeTest[] }
@@ -225,7 +232,9 @@ export type Condition =
   /** Any of the alternatives holds (a parameter folded from several, such as `combo-code`). */
   | { kind: 'or'; any: Condition[] }
   /** The condition does not hold (`:not` on a folded parameter). */
-  | { kind: 'not'; condition: Condition };
+  | { kind: 'not'; condition: Condition }
+  /** Every condition holds (one alternative of SMART scope filters). */
+  | { kind: 'and'; all: Condition[] };
 
 /** A sort key: `_id`, `_lastUpdated`, or a parameter's values in one index table (lowest first, highest for descending). */
 export type SortKey =

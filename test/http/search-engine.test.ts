@@ -102,6 +102,9 @@ await eachStore((kind, fresh) => {
       expect(await sorted('Observation?category:not=laboratory')).toEqual(['o2', 'o4']);
       expect(await sorted('Observation?code:text=glucose')).toEqual(['o1']);
       expect(await sorted('Condition?code:text=diab')).toEqual(['c1']);
+      expect(await sorted('Observation?code:text=PRESSURE')).toEqual(['o2']);
+      expect(await sorted('Observation?category:text=labor')).toEqual(['o1']);
+      expect(await sorted('Observation?code:text=glucose,flu')).toEqual(['o1']);
       expect(await sorted('Patient?identifier:of-type=http://terminology.hl7.org/CodeSystem/v2-0203|MR|M1')).toEqual(['p1']);
       expect(await sorted('Patient?active=true')).toEqual(['p1']);
       expect(await sorted('Patient?deceased=true')).toEqual(['p2']);
@@ -251,6 +254,20 @@ await eachStore((kind, fresh) => {
       expect(s.generalPractitioner).toBeUndefined();
       const [o] = (await api.search('Observation?_id=o1&_summary=text')).entry.map((e: Json) => e.resource);
       expect(Object.keys(o).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+    });
+
+    test(':in and :not-in through the terminology service (stored and core ValueSets)', async () => {
+      await api.put200({
+        resourceType: 'ValueSet', id: 'glucose-codes', status: 'active', url: 'http://example.org/fhir/ValueSet/glucose-codes',
+        compose: { include: [{ system: LOINC, concept: [{ code: '2339-0' }, { code: '15074-8' }] }] },
+      });
+      expect(await sorted('Observation?code:in=http://example.org/fhir/ValueSet/glucose-codes')).toEqual(['o1', 'o3']);
+      expect(await sorted('Observation?code:not-in=http://example.org/fhir/ValueSet/glucose-codes')).toEqual(['o2', 'o4']);
+      expect(await sorted('Patient?gender:in=http://hl7.org/fhir/ValueSet/administrative-gender')).toEqual(['p1', 'p2', 'p3']);
+      expect(await sorted('Condition?clinical-status:in=http://hl7.org/fhir/ValueSet/condition-clinical&clinical-status:not=resolved')).toEqual(['c1']);
+      const unknown = await expectOutcome(await api.get('Observation?code:in=http://example.org/fhir/ValueSet/nope'), 400);
+      expect(unknown.issue[0].expression).toEqual(['code:in']);
+      expect(unknown.issue[0].diagnostics ?? unknown.issue[0].details?.text).toContain('nope');
     });
 
     test('malformed values are a 400 naming the parameter', async () => {

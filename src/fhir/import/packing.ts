@@ -29,7 +29,7 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
     INDEX_TABLES.forEach((t, k) => {
       const rows = rowsOf(v.index, t);
       for (const e of rows) {
-        for (const c of t.text) parts.push(e[c] as string);
+        for (const c of t.text) parts.push((e[c] as string | undefined) ?? '');
         for (const c of t.num) nums.push(e[c] as number);
       }
       shape[SHAPE * i + k] = rows.length;
@@ -57,7 +57,10 @@ export function unpackVersions({ text, ends, numbers, shape }: PackedVersions): 
       const rows = rowsOf(index, t);
       for (let n = shape[i + k]!; n > 0; n--) {
         const e: Record<string, string | number> = {};
-        for (const c of t.text) e[c] = next();
+        for (const c of t.text) {
+          const value = next();
+          if (value !== '' || !t.optional?.includes(c)) e[c] = value;
+        }
         for (const c of t.num) e[c] = numbers[num++]!;
         rows.push(e);
       }

@@ -88,8 +88,8 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[]): 
     const { v } = r;
     return [`${head(r)}\t${field(v.id)}\t${v.versionId}\t${v.lastUpdated}\t${v.deleted ? 't' : 'f'}\t${r.seq}\t${field(v.content)}\n`];
   }));
-  await copyRows(tx, 'search_index (res, tenant, type, param, system, value)', lines(live, (r) =>
-    r.v.index.tokens.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\n`),
+  await copyRows(tx, 'search_index (res, tenant, type, param, system, value, display)', lines(live, (r) =>
+    r.v.index.tokens.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\t${field(e.display ?? '')}\n`),
   ));
   await copyRows(tx, 'search_string (res, tenant, type, param, value, exact)', lines(live, (r) =>
     r.v.index.strings.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.value)}\t${field(e.exact)}\n`),

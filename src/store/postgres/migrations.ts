@@ -176,6 +176,8 @@ CREATE TABLE search_composite (
 );
 CREATE INDEX search_composite_value ON search_composite (tenant, type, param, value1) INCLUDE (res);
 CREATE INDEX search_composite_res ON search_composite (res);
+-- A coded value's text (CodeableConcept.text, Coding.display), normalised, for :text; not indexed.
+ALTER TABLE search_index ADD COLUMN display TEXT COLLATE "C" NOT NULL DEFAULT '';
 CREATE TABLE index_state (name TEXT COLLATE "C" PRIMARY KEY, value BIGINT NOT NULL);
 INSERT INTO index_state (name, value) SELECT 'model', CASE WHEN EXISTS (SELECT 1 FROM resources) THEN 0 ELSE 1 END;
 INSERT INTO index_state (name, value) VALUES ('reindex_after', 0);

@@ -24,12 +24,12 @@ function versionColumns(vs: VersionToWrite[]) {
 
 /** Index and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
 function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
-  const idx = { ref: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], value: [] as string[] };
+  const idx = { ref: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], value: [] as string[], display: [] as string[] };
   const cmp = { ref: [] as number[], type: [] as string[], patient: [] as string[] };
   vs.forEach((v, i) => {
     if (v.deleted) return;
     for (const e of v.index.tokens) {
-      idx.ref.push(ref(i)), idx.type.push(v.type), idx.param.push(e.param), idx.system.push(e.system), idx.value.push(e.value);
+      idx.ref.push(ref(i)), idx.type.push(v.type), idx.param.push(e.param), idx.system.push(e.system), idx.value.push(e.value), idx.display.push(e.display ?? '');
     }
     for (const p of v.compartments) cmp.ref.push(ref(i)), cmp.type.push(v.type), cmp.patient.push(p);
   });
@@ -85,10 +85,10 @@ export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, ro
   const { idx, cmp } = entryColumns(rows.map((r) => r.v), (i) => rows[i]!.pk);
   await tx`
     WITH ii AS (
-      INSERT INTO search_index (res, tenant, type, param, system, value)
-      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value
-      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
-        AS e(res, type, param, system, value)
+      INSERT INTO search_index (res, tenant, type, param, system, value, display)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value, e.display
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[], ${idx.display}::text[])
+        AS e(res, type, param, system, value, display)
     )
     INSERT INTO compartments (res, tenant, patient, type)
     SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)`;
@@ -169,10 +169,10 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
     ), k AS (
       SELECT ins.pk, x.n FROM ins JOIN x ON x.type = ins.type AND x.id = ins.id
     ), ii AS (
-      INSERT INTO search_index (res, tenant, type, param, system, value)
-      SELECT k.pk, ${tenant}, e.type, e.param, e.system, e.value
-      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
-        AS e(n, type, param, system, value) JOIN k ON k.n = e.n
+      INSERT INTO search_index (res, tenant, type, param, system, value, display)
+      SELECT k.pk, ${tenant}, e.type, e.param, e.system, e.value, e.display
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[], ${idx.display}::text[])
+        AS e(n, type, param, system, value, display) JOIN k ON k.n = e.n
     ), ic AS (
       INSERT INTO compartments (res, tenant, patient, type)
       SELECT k.pk, ${tenant}, e.patient, e.type
@@ -223,10 +223,10 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
     ), dc AS (
       DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])
     ), ii AS (
-      INSERT INTO search_index (res, tenant, type, param, system, value)
-      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value
-      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[])
-        AS e(res, type, param, system, value)
+      INSERT INTO search_index (res, tenant, type, param, system, value, display)
+      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value, e.display
+      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[], ${idx.display}::text[])
+        AS e(res, type, param, system, value, display)
     ), ic AS (
       INSERT INTO compartments (res, tenant, patient, type)
       SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)

@@ -142,6 +142,8 @@ CREATE TABLE search_composite (
   PRIMARY KEY (res, param, value1, system1, value2, system2, low, high)
 ) WITHOUT ROWID;
 CREATE INDEX search_composite_value ON search_composite (tenant, type, param, value1);
+-- A coded value's text (CodeableConcept.text, Coding.display), normalised, for :text; not indexed.
+ALTER TABLE search_index ADD COLUMN display TEXT NOT NULL DEFAULT '';
 CREATE TABLE index_state (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO index_state (name, value) SELECT 'model', CASE WHEN EXISTS (SELECT 1 FROM resources) THEN 0 ELSE 1 END;
 INSERT INTO index_state (name, value) VALUES ('reindex_after', 0);

@@ -93,7 +93,7 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       const cols = columnsOf(t);
       for (const e of rowsOf(v.index, t)) {
         out.push(pk, tenant, v.type);
-        for (const c of cols) out.push(e[c]!);
+        for (const c of cols) out.push(e[c] ?? '');
       }
     });
     for (const p of v.compartments) compartments.push(pk, tenant, p, v.type);

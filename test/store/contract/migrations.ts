@@ -5,7 +5,7 @@ import { openDatabase, runMigrations as runSqliteMigrations } from '../../../src
 import { sqliteMigrations } from '../../../src/store/sqlite/migrations.ts';
 import type { SearchQuery } from '../../../src/store/types.ts';
 import type { StoreDatabase, StoreTarget } from '../../helpers/stores.ts';
-import { ids, save } from './fixtures.ts';
+import { ids } from './fixtures.ts';
 
 /** Applies the migrations up to `version` only, as an older Cinder left the database. */
 async function migrateUpTo(target: StoreTarget, db: StoreDatabase, version: number): Promise<void> {
@@ -16,6 +16,33 @@ async function migrateUpTo(target: StoreTarget, db: StoreDatabase, version: numb
   } else {
     const sql = connect(db.url, { max: 1 });
     await runPgMigrations(sql, postgresMigrations.filter((m) => m.version <= version), 1);
+    await sql.end();
+  }
+}
+
+type OldRow = [type: string, id: string, index: [param: string, system: string, value: string][]];
+
+/**
+ * Writes current resources and their index rows with the columns of migration 1 (raw SQL, as an
+ * older Cinder wrote them; today's writer fills columns that later migrations add).
+ */
+async function writeAsOldCinder(target: StoreTarget, db: StoreDatabase, rows: OldRow[]) {
+  const statements: [string, unknown[]][] = [];
+  rows.forEach(([type, id, index], n) => {
+    const content = JSON.stringify({ resourceType: type, id, meta: { versionId: '1' } });
+    statements.push([`INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content) VALUES ('t', $1, $2, 1, 1000, ${target.kind === 'sqlite' ? 0 : false}, ${n + 1}, $3)`, [type, id, content]]);
+    for (const [param, system, value] of index) {
+      statements.push([`INSERT INTO search_index (res, tenant, type, param, system, value)
+        SELECT pk, tenant, type, $3, $4, $5 FROM resources WHERE tenant = 't' AND type = $1 AND id = $2`, [type, id, param, system, value]]);
+    }
+  });
+  if (target.kind === 'sqlite') {
+    const raw = openDatabase(db.url);
+    for (const [q, params] of statements) raw.query(q.replace(/\$(\d)/g, '?$1')).run(...(params as string[]));
+    raw.close();
+  } else {
+    const sql = connect(db.url, { max: 1 });
+    for (const [q, params] of statements) await sql.unsafe(q, params as string[]);
     await sql.end();
   }
 }
@@ -48,8 +75,10 @@ export function migrationContract(target: StoreTarget) {
       await migrateUpTo(target, db, 3);
       const s = db.open();
       const ref = { system: 'Patient', value: 'p1' };
-      await save(s, 't', 'Observation', 'o1', { index: [{ param: 'patient', ...ref }, { param: 'subject', ...ref }] });
-      await save(s, 't', 'AllergyIntolerance', 'a1', { index: [{ param: 'patient', ...ref }] });
+      await writeAsOldCinder(target, db, [
+        ['Observation', 'o1', [['patient', 'Patient', 'p1'], ['subject', 'Patient', 'p1']]],
+        ['AllergyIntolerance', 'a1', [['patient', 'Patient', 'p1']]],
+      ]);
       const q = (type: string, param: string): SearchQuery => ({ type, sort: [], count: 10, where: [{ kind: 'token', param, values: [ref] }] });
       expect(ids(await s.resources.search('t', q('Observation', 'patient')))).toEqual(['o1']);
       expect(await s.migrate()).toEqual({ applied: all.slice(3) });

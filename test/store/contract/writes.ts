@@ -105,15 +105,18 @@ export function writesContract(store: () => Store) {
     test('transactions issued together succeed or fail each on its own', async () => {
       const s = store();
       const t = uniqueTenant();
+      // p0 exists before: two transactions creating one new id at once is a conflict on a database with
+      // concurrent writers (the two-instance contract covers that race), not what this test is about.
+      await save(s, t, 'Patient', 'p0', { body: { by: -1 } });
       const token = await s.resources.changeToken(t, ['Patient']);
       const failing = new Set([3, 7, 11]);
       // Issued in one go, as concurrent requests are: an adapter may commit them together.
       const results = await Promise.allSettled(
         Array.from({ length: 16 }, (_, i) =>
           s.resources.write(t, async (w) => {
-            // Every transaction after the first updates p0, whichever of the earlier ones committed.
+            // Every transaction updates p0, whichever of the earlier ones committed.
             const cur = await w.current('Patient', 'p0');
-            await w.put(version('Patient', 'p0', { versionId: (cur?.versionId ?? 0) + 1, body: { by: i } }));
+            await w.put(version('Patient', 'p0', { versionId: cur!.versionId + 1, body: { by: i } }));
             await w.put(version('Patient', `p${i + 1}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i + 1}`] }));
             if (failing.has(i)) throw new Error(`fail ${i}`);
             return i;
@@ -130,8 +133,8 @@ export function writesContract(store: () => Store) {
       }
       // p0 got one version per committed transaction, numbered without gaps.
       const p0 = await s.resources.history(t, { type: 'Patient', id: 'p0', count: 100 });
-      expect(versions(p0)).toEqual(Array.from({ length: 13 }, (_, i) => 13 - i));
-      expect(p0.map((v) => JSON.parse(v.content).by).sort((a, b) => a - b)).toEqual([...Array(16).keys()].filter((i) => !failing.has(i)));
+      expect(versions(p0)).toEqual(Array.from({ length: 14 }, (_, i) => 14 - i));
+      expect(p0.map((v) => JSON.parse(v.content).by).sort((a, b) => a - b)).toEqual([-1, ...[...Array(16).keys()].filter((i) => !failing.has(i))]);
       expect(await s.resources.changeToken(t, ['Patient'])).not.toBe(token);
     });
 

@@ -89,6 +89,8 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
   try {
     await importer.add(o.files.map((file) => ({ name: file, blob: Bun.file(file) })));
     await importer.finish();
+    // The planner's statistics predate the import (PostgreSQL; autovacuum may be off or not yet run).
+    if (importer.progress.imported > 0) await deps.store.resources.indexing.analyze();
   } finally {
     progress.done();
   }

@@ -38,6 +38,13 @@ export const serveCommand: Command = {
         onProgress: ({ done }) => log.info('reindexing search index', { done }),
       });
       if (result.ran) log.info('search index rebuilt', { resources: result.done });
+      else {
+        // A database that never had statistics (loaded with autovacuum off) gets them, in the background.
+        store.resources.indexing.analyze({ onlyMissing: true }).then(
+          (tables) => { if (tables.length) log.info('planner statistics gathered', { tables }); },
+          (err: unknown) => log.warn('gathering planner statistics failed', { err }),
+        );
+      }
     }
     const first = sibling ? null : await bootstrap(store, clock);
     let draining = false;

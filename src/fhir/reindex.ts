@@ -48,5 +48,7 @@ export async function reindex(
     opts.onProgress?.({ done, after });
   }
   await indexing.setState({ model: INDEX_MODEL, after: 0 });
+  // Every index row was replaced: the planner's statistics of them are stale.
+  await indexing.analyze();
   return { ran: true, done };
 }

@@ -11,10 +11,13 @@ export interface Dialect {
   /** The SQL for "row `a` is not a deletion". */
   live(alias: string): string;
   placeholder(n: number): string;
+  /** How a planned search (SearchPlan) probes each row, and joins its driver's rows to resources. */
+  probe: Exclude<Correlation, 'in'>;
+  driverJoin: string;
 }
 
-export const SQLITE: Dialect = { live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}` };
-export const POSTGRES: Dialect = { live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}` };
+export const SQLITE: Dialect = { live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN' };
+export const POSTGRES: Dialect = { live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}`, probe: 'lateral', driverJoin: 'JOIN' };
 
 /** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
 const AFTER_PREFIX = '\u{10FFFF}';
@@ -58,15 +61,61 @@ export class SqlBuilder {
 
   /** `a.pk` is among the rows of `table` for `type`/`params` meeting `where` (rendered on alias `s`). */
   private rowsOf(a: string, type: string, table: IndexTable, params: string[], where: (s: string) => string, not = false): string {
-    const s = this.alias('s');
-    const paramSql = params.length === 1 ? `${s}.param = ${this.v(params[0]!)}` : `${s}.param IN (${params.map((p) => this.v(p)).join(', ')})`;
     if (this.correlation !== 'in' && a === 'r') {
-      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${a}.pk AND ${paramSql} AND (${where(s)})`;
+      const s = this.alias('s');
+      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${a}.pk AND ${this.params(s, params)} AND (${where(s)})`;
       if (this.correlation === 'exists') return `${not ? 'NOT ' : ''}EXISTS (${body})`;
       return this.lateral(body, not);
     }
-    const head = `${s}.tenant = ${this.v(this.tenant)} AND ${s}.type = ${this.v(type)} AND ${paramSql}`;
-    return `${a}.pk ${not ? 'NOT IN' : 'IN'} (SELECT ${s}.res FROM ${table} ${s} WHERE ${head} AND (${where(s)}))`;
+    return `${a}.pk ${not ? 'NOT IN' : 'IN'} (${this.select(type, table, params, where)})`;
+  }
+
+  private params(s: string, params: string[]): string {
+    return params.length === 1 ? `${s}.param = ${this.v(params[0]!)}` : `${s}.param IN (${params.map((p) => this.v(p)).join(', ')})`;
+  }
+
+  /** The `res` of the rows of `table` for `type`/`params` meeting `where`, read by the value-first index. */
+  private select(type: string, table: IndexTable, params: string[], where: (s: string) => string): string {
+    const s = this.alias('s');
+    return `SELECT ${s}.res FROM ${table} ${s} WHERE ${s}.tenant = ${this.v(this.tenant)} AND ${s}.type = ${this.v(type)} AND ${this.params(s, params)} AND (${where(s)})`;
+  }
+
+  /**
+   * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
+   * by a range (so that reading them first is cheap when they are few); undefined for a condition
+   * that cannot drive a search (negations, `:missing`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
+   * `:contains`, a date or number
+   * test with no bound on the stored range's low end, ORs over tables).
+   */
+  driverRows(c: Condition, type: string): string | undefined {
+    if (!canDrive(c)) return undefined;
+    switch (c.kind) {
+      case 'token':
+        return this.select(type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.token(s, v))));
+      case 'uri-prefix':
+        return this.select(type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v))));
+      case 'string':
+        return this.select(type, 'search_string', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v.value))));
+      case 'date':
+        return this.select(type, 'search_range', [c.param], (s) => this.any(c.tests.map((t) =>
+          `(${[...lowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.date(`${s}.low`, `${s}.high`, t)].join(' AND ')})`)));
+      case 'composite':
+        return this.select(type, 'search_composite', [c.param], (s) => this.any(c.tests.map((t) => {
+          const parts = [this.token(s, { system: t.system1, value: t.value1 }, 'system1', 'value1'), ...t.parts.map((p) => this.compositePart(s, p))];
+          return `(${parts.join(' AND ')})`;
+        })));
+      case 'chain':
+        return this.select(type, 'search_index', [c.param], (s) => this.chainTarget(s, c));
+      default:
+        return undefined;
+    }
+  }
+
+  /** A chain's reference rows point at targets meeting the rest of the chain. */
+  private chainTarget(s: string, c: Condition & { kind: 'chain' }): string {
+    const r = this.alias('r');
+    const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
+    return `${s}.system = ${this.v(c.targetType)} AND ${s}.value IN (SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')})`;
   }
 
   /** Adds `LEFT JOIN LATERAL (<body> LIMIT 1) mN ON true`; returns the condition that it found a row (or none). */
@@ -177,15 +226,22 @@ export class SqlBuilder {
         })));
       case 'missing':
         return this.rowsOf(a, type, c.table, c.params, () => '1 = 1', c.missing);
-      case 'chain': {
-        const r = this.alias('r');
-        const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
-        const ids = `SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')}`;
-        return this.rowsOf(a, type, 'search_index', [c.param], (s) => `${s}.system = ${this.v(c.targetType)} AND ${s}.value IN (${ids})`);
-      }
+      case 'chain':
+        // Always a set: probed per row, SQLite would look the targets up again for every row.
+        return `${a}.pk IN (${this.select(type, 'search_index', [c.param], (s) => this.chainTarget(s, c))})`;
       case 'has': {
         const r = this.alias('r');
         const s = this.alias('s');
+        // Planned, the referring resources are read from one of their own conditions' index rows
+        // first (their reference rows then by the res-first key): read the other way, every reference
+        // of the type would be probed.
+        const driver = this.correlation === 'in' ? -1 : c.where.findIndex(canDrive);
+        if (driver >= 0) {
+          const d = this.alias('d');
+          const rows = this.driverRows(c.where[driver]!, c.type)!;
+          const inner = [`${s}.param = ${this.v(c.param)}`, `${s}.system = ${this.v(type)}`, this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.type))];
+          return `${a}.id IN (SELECT ${s}.value FROM (SELECT DISTINCT ${d}.res FROM (${rows}) ${d}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res JOIN resources ${r} ON ${r}.pk = ${d}.res WHERE ${inner.join(' AND ')})`;
+        }
         const inner = [
           `${s}.tenant = ${this.v(this.tenant)}`, `${s}.type = ${this.v(c.type)}`, `${s}.param = ${this.v(c.param)}`, `${s}.system = ${this.v(type)}`,
           this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type)),
@@ -225,6 +281,34 @@ export class SqlBuilder {
   }
 }
 
+/** Whether a condition's rows can be read by a range of its value-first index (SqlBuilder.driverRows). */
+function canDrive(c: Condition): boolean {
+  switch (c.kind) {
+    case 'token': return !c.not;
+    case 'uri-prefix': case 'chain': return true;
+    // `:exact` compares a column that no index leads with.
+    case 'string': return c.values.every((v) => v.match === 'prefix');
+    case 'date': return c.tests.every((t) => lowBounds(t).length > 0);
+    case 'composite': return c.tests.every((t) => t.value1 !== undefined);
+    default: return false;
+  }
+}
+
+/**
+ * Bounds on a stored date range's low end that a date test implies (stored ranges [lo, hi) have
+ * lo < hi), redundant with the test but answerable by the (param, low) index; none for `ne`, `gt`, `ge`.
+ */
+function lowBounds(t: DateTest): [op: string, value: number][] {
+  switch (t.op) {
+    case 'eq': return [['>=', t.low], ['<', t.high]];
+    case 'lt': return [['<', t.low]];
+    case 'le': case 'ap': return [['<', t.high]];
+    case 'sa': return [['>=', t.high]];
+    case 'eb': return [['<', t.low]];
+    default: return [];
+  }
+}
+
 /** Whether the sort pages by keyset (`_id` or `_lastUpdated`, alone) rather than by offset. */
 export function keysetSort(sort: SortKey[]): SortKey | undefined {
   if (sort.length === 0) return { by: 'id', descending: false };
@@ -234,11 +318,69 @@ export function keysetSort(sort: SortKey[]): SortKey | undefined {
   return undefined;
 }
 
-function whereOf(b: SqlBuilder, q: SearchQuery, withCursor: boolean): string {
-  const where = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
-  for (const c of q.where ?? []) where.push(b.condition(c, 'r', q.type));
+/**
+ * How to run a search. Without a plan, every condition is a set (`pk IN (...)`) and the database's
+ * planner decides. With one (SQLite, whose planner has no statistics of the index tables and would
+ * read every set in full), `driver` names the condition of `where` (by position), or the compartment,
+ * whose index rows are read first; the resources they name are then checked against the other
+ * conditions one by one (`EXISTS` probes by the tables' `res`-first keys). With no driver, the type's
+ * resources are read in the sort order and probed, which stops after one page when matches are common.
+ */
+export interface SearchPlan {
+  driver?: number | 'compartment';
+}
+
+/** Index rows a driver may have at most: reading more costs more than probing the type in sort order. */
+export const DRIVER_MAX_ROWS = 2000;
+
+/** A condition that could drive a search, with a statement counting its rows up to DRIVER_MAX_ROWS + 1. */
+export interface DriverCandidate {
+  driver: number | 'compartment';
+  sql: string;
+  values: SqlValue[];
+}
+
+/** The candidates of SearchPlan.driver for `q`, each with its bounded row count. */
+export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuery): DriverCandidate[] {
+  const out: DriverCandidate[] = [];
+  const count = (driver: number | 'compartment', b: SqlBuilder, rows: string | undefined) => {
+    if (rows !== undefined) out.push({ driver, sql: `SELECT COUNT(*) AS n FROM (${rows} LIMIT ${b.v(DRIVER_MAX_ROWS + 1)}) x`, values: b.values });
+  };
+  (q.where ?? []).forEach((c, i) => {
+    const b = new SqlBuilder(dialect, tenant, 'exists');
+    count(i, b, b.driverRows(c, q.type));
+  });
   if (q.compartment !== undefined) {
-    where.push(`r.pk IN (SELECT c.res FROM compartments c WHERE c.tenant = ${b.v(b.tenant)} AND c.patient = ${b.v(q.compartment)} AND c.type = ${b.v(q.type)})`);
+    const b = new SqlBuilder(dialect, tenant, 'exists');
+    count('compartment', b, compartmentRows(b, q.type, q.compartment));
+  }
+  return out;
+}
+
+function compartmentRows(b: SqlBuilder, type: string, patient: string): string {
+  return `SELECT c.res FROM compartments c WHERE c.tenant = ${b.v(b.tenant)} AND c.patient = ${b.v(patient)} AND c.type = ${b.v(type)}`;
+}
+
+/** The FROM clause and WHERE conditions of a search, as `plan` (or, without one, the sets) has it. */
+function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: SearchPlan): { from: string; where: string } {
+  const where = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
+  let from = 'resources r';
+  const driver = plan?.driver;
+  if (driver !== undefined) {
+    const rows = driver === 'compartment' ? compartmentRows(b, q.type, q.compartment!) : b.driverRows(q.where![driver]!, q.type);
+    if (rows === undefined) throw new Error(`condition ${driver} cannot drive a search`);
+    // SQLite keeps the left side of a CROSS JOIN as the outer loop.
+    from = `(SELECT DISTINCT d.res FROM (${rows}) d) d ${b.dialect.driverJoin} resources r ON r.pk = d.res`;
+  }
+  (q.where ?? []).forEach((c, i) => {
+    if (i !== driver) where.push(b.condition(c, 'r', q.type));
+  });
+  if (q.compartment !== undefined && driver !== 'compartment') {
+    if (b.correlation === 'in') where.push(`r.pk IN (${compartmentRows(b, q.type, q.compartment)})`);
+    else {
+      const body = `SELECT 1 AS hit FROM compartments c WHERE c.res = r.pk AND c.patient = ${b.v(q.compartment)}`;
+      where.push(b.correlation === 'lateral' ? b.lateral(body) : `EXISTS (${body})`);
+    }
   }
   const keyset = keysetSort(q.sort);
   if (withCursor && q.after && keyset) {
@@ -246,15 +388,15 @@ function whereOf(b: SqlBuilder, q: SearchQuery, withCursor: boolean): string {
     if (keyset.by === 'id') where.push(`r.id ${op} ${b.v(q.after.id)}`);
     else where.push(`(r.last_updated, r.id) ${op} (${b.v(q.after.lastUpdated)}, ${b.v(q.after.id)})`);
   }
-  return where.join(' AND ');
+  return { from: [from, ...b.laterals].join(' '), where: where.join(' AND ') };
 }
 
 const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content';
 
 /** The page of current, live resources a query selects, in its sort order (ties by id). */
-export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery): { sql: string; values: SqlValue[] } {
-  const b = new SqlBuilder(dialect, tenant);
-  const where = whereOf(b, q, true);
+export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan): { sql: string; values: SqlValue[] } {
+  const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
+  const { from, where } = fromWhere(b, q, true, plan);
   const keyset = keysetSort(q.sort);
   let order: string;
   if (keyset) {
@@ -265,15 +407,16 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery): { s
     if (!q.sort.some((k) => k.by === 'id')) keys.push('r.id');
     order = keys.join(', ');
   }
-  let sql = `SELECT ${COLUMNS} FROM resources r WHERE ${where} ORDER BY ${order} LIMIT ${b.v(q.count)}`;
+  let sql = `SELECT ${COLUMNS} FROM ${from} WHERE ${where} ORDER BY ${order} LIMIT ${b.v(q.count)}`;
   if (!keyset && q.offset) sql += ` OFFSET ${b.v(q.offset)}`;
   return { sql, values: b.values };
 }
 
 /** How many current, live resources a query selects (no paging). */
-export function countSql(dialect: Dialect, tenant: string, q: SearchQuery): { sql: string; values: SqlValue[] } {
-  const b = new SqlBuilder(dialect, tenant);
-  return { sql: `SELECT COUNT(*) AS n FROM resources r WHERE ${whereOf(b, q, false)}`, values: b.values };
+export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan): { sql: string; values: SqlValue[] } {
+  const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
+  const { from, where } = fromWhere(b, q, false, plan);
+  return { sql: `SELECT COUNT(*) AS n FROM ${from} WHERE ${where}`, values: b.values };
 }
 
 /** ORed filters, each its ANDed conditions, on the outer row `r` of `type` ('1 = 1' for none). */

@@ -310,5 +310,20 @@ await eachStore((kind, fresh) => {
       expect((await res.json()).id).toBe('p3');
       expect(await sorted('Patient?given=anne')).toEqual(['p3']);
     });
+
+    test('chains and _has see only live resources, on either side of the reference', async () => {
+      for (const id of ['px', 'py']) await api.put200({ resourceType: 'Patient', id, name: [{ family: 'Zebedee' }] });
+      await api.put200({ resourceType: 'Observation', id: 'ox1', status: 'final', subject: { reference: 'Patient/px' }, code: { coding: [{ system: 'urn:t', code: 'del-1' }] } });
+      await api.put200({ resourceType: 'Observation', id: 'ox2', status: 'final', subject: { reference: 'Patient/py' }, code: { coding: [{ system: 'urn:t', code: 'del-1' }] } });
+      expect(await sorted('Patient?_has:Observation:patient:code=del-1')).toEqual(['px', 'py']);
+      expect(await sorted('Observation?subject:Patient.family=zebedee')).toEqual(['ox1', 'ox2']);
+      expect(await sorted('Observation?subject:Patient.family=zebedee&code=urn:t|del-1')).toEqual(['ox1', 'ox2']);
+      expect((await api.del('Observation/ox1')).status).toBe(200);
+      expect(await sorted('Patient?_has:Observation:patient:code=del-1')).toEqual(['py']);
+      expect((await api.del('Patient/py')).status).toBe(200);
+      expect(await sorted('Patient?_has:Observation:patient:code=del-1')).toEqual([]);
+      expect(await sorted('Observation?subject:Patient.family=zebedee')).toEqual([]);
+      expect(await sorted('Observation?code=urn:t|del-1')).toEqual(['ox2']);
+    });
   });
 });

@@ -102,4 +102,28 @@ describe.if(pg !== undefined)('postgres adapter', () => {
     expect(row!.n).toBeGreaterThan(0);
     expect(row!.n).toBeLessThanOrEqual(4);
   });
+  test('analyze gathers the statistics searches are planned by; onlyMissing finds the tables that have none', async () => {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const conn = postgres(db.url, { max: 1 });
+    try {
+      await s.resources.write(uniqueTenant(), async (w) => {
+        for (let i = 0; i < 50; i++) await w.put(version('Patient', `p${i}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i}`] }));
+      });
+      const analysed = async () => (await conn<{ tablename: string }[]>`SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = current_schema()`).map((r) => r.tablename);
+      const searched = ['compartments', 'resource_history', 'resources', 'search_composite', 'search_index', 'search_range', 'search_string'];
+      expect((await s.resources.indexing.analyze()).sort()).toEqual(searched);
+      expect(await analysed()).toEqual(expect.arrayContaining(['compartments', 'resources', 'search_index']));
+      // Tables with statistics, and empty ones, are left alone.
+      expect(await s.resources.indexing.analyze({ onlyMissing: true })).toEqual([]);
+      await conn`DELETE FROM pg_statistic WHERE starelid = 'search_index'::regclass`;
+      expect(await analysed()).not.toContain('search_index');
+      expect(await s.resources.indexing.analyze({ onlyMissing: true })).toEqual(['search_index']);
+      expect(await analysed()).toContain('search_index');
+    } finally {
+      await conn.end();
+      await s.close();
+    }
+  });
 });

@@ -1,7 +1,7 @@
-import type { IndexedRow, ResourceRepo, ResourceVersion } from '../types.ts';
+import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countSql, POSTGRES, searchSql } from '../search-sql.ts';
+import { countSql, driverCandidates, DRIVER_MAX_ROWS, POSTGRES, searchSql, type SearchPlan } from '../search-sql.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresWriter } from './writer.ts';
@@ -18,6 +18,28 @@ interface Row {
 function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted, content: r.content };
 }
+
+/**
+ * The search plan (SearchPlan): the candidate driver with the fewest index rows, counted up to
+ * DRIVER_MAX_ROWS by the value-first indexes, or none (the type read in sort order and each row probed)
+ * when every candidate has more. Postgres' own plan of the sets is as good when one of them is small
+ * and its statistics are fresh (analyze()), but reads every set in full when all are large
+ * (`Patient?birthdate=ge1970&gender=male&_count=50`: 22 ms against 3.6 ms planned; a month of
+ * Encounters sorted by date: 26 ms against 5.4 ms), on a million resources.
+ */
+async function plan(sql: Pg, tenant: string, query: SearchQuery): Promise<SearchPlan> {
+  const candidates = driverCandidates(POSTGRES, tenant, query);
+  const counts = await Promise.all(candidates.map(async (c) => Number((await sql.unsafe<{ n: number }[]>(c.sql, c.values))[0]!.n)));
+  let best: { driver: number | 'compartment'; n: number } | undefined;
+  candidates.forEach((c, i) => {
+    const n = counts[i]!;
+    if (n <= DRIVER_MAX_ROWS && (best === undefined || n < best.n)) best = { driver: c.driver, n };
+  });
+  return best ? { driver: best.driver } : {};
+}
+
+/** The tables whose statistics the searches' plans depend on. */
+const SEARCHED_TABLES = ['resources', 'resource_history', 'search_index', 'search_string', 'search_range', 'search_composite', 'compartments'];
 
 /**
  * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search
@@ -44,11 +66,12 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
       return row ? toVersion(row) : null;
     },
     async search(tenant, query) {
-      const q = searchSql(POSTGRES, tenant, query);
+      const q = searchSql(POSTGRES, tenant, query, await plan(sql, tenant, query));
       const rows = await sql.unsafe<Row[]>(q.sql, q.values);
       return rows.map(toVersion);
     },
     async count(tenant, query) {
+      // Counting every match, Postgres' hash joins of the sets beat probing row by row (42 ms against 209 ms).
       const q = countSql(POSTGRES, tenant, query);
       const [row] = await sql.unsafe<{ n: number }[]>(q.sql, q.values);
       return Number(row!.n);
@@ -67,6 +90,22 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
         const rows = await sql<IndexedRow[]>`
           SELECT pk, tenant, type, id, content FROM resources WHERE pk > ${after} AND NOT deleted ORDER BY pk LIMIT ${limit}`;
         return rows.map((r) => ({ ...r, pk: Number(r.pk) }));
+      },
+      async analyze(opts = {}) {
+        let tables = [...SEARCHED_TABLES];
+        if (opts.onlyMissing) {
+          const analysed = new Set((await sql<{ tablename: string }[]>`
+            SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = current_schema() AND tablename IN ${sql(tables)}`).map((r) => r.tablename));
+          const missing: string[] = [];
+          for (const t of tables) {
+            if (analysed.has(t)) continue;
+            const [row] = await sql<{ some: boolean }[]>`SELECT EXISTS (SELECT 1 FROM ${sql(t)}) AS some`;
+            if (row!.some) missing.push(t);
+          }
+          tables = missing;
+        }
+        if (tables.length) await sql.unsafe(`ANALYZE ${tables.join(', ')}`);
+        return tables;
       },
     },
     async history(tenant, query) {

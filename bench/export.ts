@@ -1,5 +1,6 @@
 /**
- * Bulk export benchmark: system export and Group export from SQLite and/or PostgreSQL.
+ * Bulk export benchmark: system export (whole, and with the `_typeFilter` bulk clients send) and Group
+ * export from SQLite and/or PostgreSQL.
  *
  *   bun bench/export.ts [--patients N] [--group-patients M] [--sqlite PATH] [--postgres URL] [--out DIR] [--json]
  *
@@ -8,14 +9,14 @@
  * process through the same pipeline as a worker (snapshot scan -> NDJSON files), reads every file back
  * through the storage as a download does, and reports resources/s of the export, the download time and
  * the child's peak RSS over both (VmHWM, reset after the kick-off, which runs in the HTTP process in
- * production). The Group export covers the first M patients. On PostgreSQL the system export also runs
+ * production). The filtered system export applies TYPE_FILTERS (Observation, Condition,
+ * MedicationRequest, Encounter narrowed by search; every other type whole). The Group export covers the first M patients. On PostgreSQL the system export also runs
  * into the `postgres` export storage (files in the database), beside `file:`.
  */
 import { parseArgs } from 'node:util';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { tmpdir } from 'node:os';
-import { createTenant } from '../src/auth/admin.ts';
 import { systemClock } from '../src/clock.ts';
 import { operatorAccess } from '../src/fhir/access.ts';
 import { kickOff } from '../src/export/kickoff.ts';
@@ -28,9 +29,9 @@ import { readProgress } from '../src/export/job-data.ts';
 import { loadConfig } from '../src/config.ts';
 import { silentLogger } from '../src/log.ts';
 import { openStore } from '../src/store/open.ts';
-import type { Store } from '../src/store/types.ts';
+import { BENCH_TENANT, loadDataset } from './lib/dataset.ts';
 
-const TENANT = 'bench';
+const TENANT = BENCH_TENANT;
 
 type Storage = 'file' | 'postgres';
 
@@ -47,34 +48,6 @@ interface Result {
   peakRssMb: number;
   /** Peak RSS over the export and the read-back. */
   peakWithDownloadMb: number;
-}
-
-/** Runs a command to completion, failing loudly. */
-async function run(cmd: string[], env: Record<string, string> = {}): Promise<void> {
-  const p = Bun.spawn(cmd, { env: { ...process.env, ...env }, stdout: 'ignore', stderr: 'inherit' });
-  if ((await p.exited) !== 0) throw new Error(`${cmd.join(' ')} failed`);
-}
-
-/**
- * Loads N generated patients (and a Group of the first M) with `cinder import`, unless the tenant
- * exists already: `bench/generate.ts` writes NDJSON, then the importer (worker-prepared, bulk
- * transactions) loads it, as an operator would.
- */
-async function load(store: Store, url: string, patients: number, groupPatients: number, out: string): Promise<void> {
-  if (await store.tenants.get(TENANT)) return;
-  await createTenant(store, systemClock, TENANT);
-  const started = performance.now();
-  const dataDir = join(out, `data-${patients}`);
-  const root = resolve(import.meta.dir, '..');
-  await run(['bun', join(root, 'bench/generate.ts'), '--patients', String(patients), '--seed', '1', '--out', dataDir]);
-  const members = readFileSync(join(dataDir, 'Patient.ndjson'), 'utf8').split('\n', groupPatients)
-    .map((line) => ({ entity: { reference: `Patient/${(JSON.parse(line) as { id: string }).id}` } }));
-  const group = join(dataDir, 'group.json');
-  writeFileSync(group, JSON.stringify({ resourceType: 'Group', id: 'bench-group', type: 'person', actual: true, member: members }));
-  const files = readdirSync(dataDir).filter((f) => f.endsWith('.ndjson')).map((f) => join(dataDir, f));
-  await run(['bun', join(root, 'src/main.ts'), 'import', '--tenant', TENANT, ...files, group], { CINDER_DATABASE_URL: url, CINDER_LOG_LEVEL: 'warn' });
-  rmSync(dataDir, { recursive: true, force: true });
-  process.stderr.write(`  loaded in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }
 
 /** Resets VmHWM (Linux `clear_refs` 5); harmless where unsupported. */
@@ -98,13 +71,23 @@ async function readBack(sink: ExportSink, progress: JobProgress): Promise<number
   return bytes;
 }
 
+/**
+ * The `_typeFilter` of the filtered system export: what bulk clients send (FHIR search on the types
+ * that are large or need narrowing); the other types are exported whole.
+ */
+const TYPE_FILTERS = ['Observation?category=laboratory', 'Condition?clinical-status=active', 'MedicationRequest?status=active', 'Encounter?date=ge2020-01-01'];
+
+type Level = 'system' | 'filtered' | 'group';
+
 /** Child process: one export, timed from the first page to the completed job, then its files read back. */
-async function child(databaseUrl: string, level: 'system' | 'group', out: string, storage: Storage): Promise<void> {
+async function child(databaseUrl: string, variant: Level, out: string, storage: Storage): Promise<void> {
+  const level = variant === 'group' ? 'group' : 'system';
   const store = openStore(databaseUrl);
   const sink = storage === 'postgres' ? openSink('postgres', {}, store) : createFileSink(out);
   const settings = runSettings(loadConfig({ CINDER_EXPORT_FILE_MAX_BYTES: String(1024 * 1024 * 1024) }));
   const owner = `bench:${process.pid}`;
-  const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters: [], elements: [], patients: [], includeAssociatedData: [], unknown: [] };
+  const typeFilters = variant === 'filtered' ? TYPE_FILTERS : [];
+  const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [] };
   const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
     tenant: TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),
@@ -130,7 +113,7 @@ async function child(databaseUrl: string, level: 'system' | 'group', out: string
   process.stdout.write(JSON.stringify({ resources: progress.exported, seconds, downloadSeconds, bytes, ...peak }) + '\n');
 }
 
-async function measure(database: string, url: string, level: 'system' | 'group', outRoot: string, storage: Storage = 'file'): Promise<Result> {
+async function measure(database: string, url: string, level: Level, outRoot: string, storage: Storage = 'file'): Promise<Result> {
   const out = join(outRoot, `${database}-${level}`);
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
@@ -140,7 +123,7 @@ async function measure(database: string, url: string, level: 'system' | 'group',
   const r = JSON.parse(text) as { resources: number; seconds: number; downloadSeconds: number; bytes: number; peakRssMb: number; peakWithDownloadMb: number };
   rmSync(out, { recursive: true, force: true });
   return {
-    database, export: level === 'system' ? 'system' : 'Group', storage, resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
+    database, export: { system: 'system', filtered: 'system, _typeFilter', group: 'Group' }[level], storage, resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
     downloadSeconds: Number(r.downloadSeconds.toFixed(2)),
     resourcesPerSecond: Math.round(r.resources / r.seconds), megabytes: Math.round(r.bytes / 1048576), peakRssMb: Math.round(r.peakRssMb), peakWithDownloadMb: Math.round(r.peakWithDownloadMb),
   };
@@ -160,7 +143,7 @@ async function main(): Promise<void> {
       storage: { type: 'string', default: 'file' },
     },
   });
-  if (values.child) return child(values.url!, values.child as 'system' | 'group', values.out!, values.storage as Storage);
+  if (values.child) return child(values.url!, values.child as Level, values.out!, values.storage as Storage);
   const patients = Number(values.patients);
   const groupPatients = Number(values['group-patients'] ?? Math.min(patients, 10_000));
   const targets: [string, string][] = [['sqlite', 'sqlite:' + resolve(values.sqlite ?? join(values.out!, `bench-${patients}.db`))]];
@@ -170,9 +153,10 @@ async function main(): Promise<void> {
     process.stderr.write(`${name}: loading ${patients.toLocaleString('en')} patients (skipped when already loaded)\n`);
     const store = openStore(url);
     await store.migrate();
-    await load(store, url, patients, groupPatients, values.out!);
+    const loaded = await loadDataset(store, url, patients, groupPatients, values.out!);
+    if (loaded !== null) process.stderr.write(`  loaded in ${loaded.toFixed(1)} s\n`);
     await store.close();
-    for (const level of ['system', 'group'] as const) results.push(await measure(name, url, level, values.out!));
+    for (const level of ['system', 'filtered', 'group'] as const) results.push(await measure(name, url, level, values.out!));
     if (name === 'postgres') results.push(await measure(name, url, 'system', values.out!, 'postgres'));
   }
   if (values.json) process.stdout.write(JSON.stringify(results, null, 2) + '\n');

@@ -14,6 +14,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Database } from 'bun:sqlite';
 import postgres from 'postgres';
 
 const root = resolve(import.meta.dir, '..');
@@ -43,6 +44,9 @@ interface Row {
   resourcesPerSecond: number;
   importerResourcesPerSecond: number;
   peakRssMiB: number;
+  /** On disk after the import: the search index tables (with their indexes), and the whole database. */
+  indexBytesPerResource: number;
+  databaseBytesPerResource: number;
 }
 
 const work = mkdtempSync(join(tmpdir(), 'cinder-bench-import-'));
@@ -85,6 +89,32 @@ async function freshDatabase(store: string, n: number): Promise<{ env: Record<st
   };
 }
 
+/** The search index tables (values and compartments, with their indexes). */
+const INDEX_TABLES = ['search_index', 'search_string', 'search_range', 'search_composite', 'compartments'];
+
+/** Bytes on disk of the search index tables and of the whole database, after an import. */
+async function databaseBytes(store: string, env: Record<string, string>): Promise<{ index: number; total: number }> {
+  if (store === 'sqlite') {
+    const db = new Database(join(env.CINDER_DATA_DIR!, 'cinder.db'), { readonly: true });
+    try {
+      const rows = db.query<{ tbl: string; bytes: number }, []>(
+        'SELECT m.tbl_name AS tbl, SUM(s.pgsize) AS bytes FROM dbstat s JOIN sqlite_schema m ON m.name = s.name GROUP BY m.tbl_name').all();
+      return { index: rows.filter((r) => INDEX_TABLES.includes(r.tbl)).reduce((a, r) => a + r.bytes, 0), total: rows.reduce((a, r) => a + r.bytes, 0) };
+    } finally {
+      db.close();
+    }
+  }
+  const sql = postgres(env.CINDER_DATABASE_URL!, { max: 1, onnotice: () => undefined });
+  try {
+    const [row] = await sql<{ index: string; total: string }[]>`
+      SELECT (SELECT SUM(pg_total_relation_size(to_regclass(t))) FROM unnest(${INDEX_TABLES}::text[]) t)::text AS index,
+             pg_database_size(current_database())::text AS total`;
+    return { index: Number(row!.index), total: Number(row!.total) };
+  } finally {
+    await sql.end();
+  }
+}
+
 async function importOnce(store: string, n: number, files: string[]): Promise<Row> {
   const db = await freshDatabase(store, n);
   try {
@@ -97,10 +127,12 @@ async function importOnce(store: string, n: number, files: string[]): Promise<Ro
     const seconds = (performance.now() - started) / 1000;
     if (r.code > 1) throw new Error(`import failed (${r.code}): ${r.stderr}`);
     const s = JSON.parse(r.stdout) as { imported: number; failed: number; resourcesPerSecond: number };
+    const bytes = await databaseBytes(store, env);
     return {
       store, run: n, resources: s.imported, failed: s.failed, seconds: Number(seconds.toFixed(2)),
       resourcesPerSecond: Math.round(s.imported / seconds), importerResourcesPerSecond: s.resourcesPerSecond,
       peakRssMiB: Math.round(r.maxRss / 1048576),
+      indexBytesPerResource: Math.round(bytes.index / s.imported), databaseBytesPerResource: Math.round(bytes.total / s.imported),
     };
   } finally {
     await db.drop();
@@ -115,10 +147,10 @@ try {
   if (values.json) {
     console.log(JSON.stringify(rows, null, 2));
   } else {
-    console.log('| store | run | resources | failed | seconds (process) | resources/s (process) | resources/s (importer) | peak RSS MiB |');
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log('| store | run | resources | failed | seconds (process) | resources/s (process) | resources/s (importer) | peak RSS MiB | index bytes/resource | database bytes/resource |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const r of rows) {
-      console.log(`| ${r.store} | ${r.run} | ${r.resources} | ${r.failed} | ${r.seconds} | ${r.resourcesPerSecond} | ${r.importerResourcesPerSecond} | ${r.peakRssMiB} |`);
+      console.log(`| ${r.store} | ${r.run} | ${r.resources} | ${r.failed} | ${r.seconds} | ${r.resourcesPerSecond} | ${r.importerResourcesPerSecond} | ${r.peakRssMiB} | ${r.indexBytesPerResource} | ${r.databaseBytesPerResource} |`);
     }
   }
 } finally {

@@ -3,10 +3,11 @@
  *
  *   bun run bench [--quick]
  *
- * Full sizes (about 15 minutes on 2 cores): HTTP hot paths with wrk beside the issues' bare reference
+ * Full sizes (about 20 minutes on 2 cores): HTTP hot paths with wrk beside the issues' bare reference
  * endpoints (bench/http.ts), raw-row reference rates (bench/reference.ts), import of 100k
  * generated resources into SQLite and PostgreSQL (bench/import.ts), system export of 1,000,000
- * resources and Group export of 10,000 patients (bench/export.ts), terminology load and cold-cache
+ * resources and Group export of 10,000 patients (bench/export.ts), a mix of FHIR searches on the same
+ * 1,000,000 resources (bench/search.ts), terminology load and cold-cache
  * latency on a 100,000-concept hierarchy (bench/terminology.ts). `--quick` runs small sizes to check
  * that everything works. PostgreSQL is expected at CINDER_BENCH_POSTGRES_URL
  * (default postgres://postgres@127.0.0.1:5432/test).
@@ -31,6 +32,8 @@ const steps: [string, string[]][] = [
   ['import reference: raw 1 KB rows (SQLite inserts, PostgreSQL COPY)', ['reference.ts', '--rows', quick ? '10000' : '100000']],
   ['import', ['import.ts', '--patients', quick ? '100' : '1000', '--store', 'both']],
   ['export', ['export.ts', '--patients', quick ? '200' : '10000', '--group-patients', quick ? '100' : '10000', '--postgres', exportUrl, '--out', exportOut]],
+  // Reuses the databases the export benchmark loaded (same --patients and --out).
+  ['search (wrk)', ['search.ts', '--patients', quick ? '200' : '10000', '--seconds', quick ? '2' : '10', '--postgres', exportUrl, '--out', exportOut]],
   ['terminology load and cold cache', ['terminology.ts', '--concepts', quick ? '10000' : '100000', '--duration', quick ? '2' : '5']],
 ];
 

@@ -333,6 +333,23 @@ export interface SearchPlan {
 /** Index rows a driver may have at most: reading more costs more than probing the type in sort order. */
 export const DRIVER_MAX_ROWS = 2000;
 
+/** A candidate with at most this many rows is taken without counting the others (reading it is cheap). */
+export const DRIVER_TAKE_AT = 200;
+
+/**
+ * The plan for `q` from its candidates (driverCandidates), counted one after another by `count`: the
+ * one with the fewest rows up to DRIVER_MAX_ROWS, the first with at most DRIVER_TAKE_AT at once.
+ */
+export async function planSearch(candidates: DriverCandidate[], count: (c: DriverCandidate) => number | Promise<number>): Promise<SearchPlan> {
+  let best: { driver: number | 'compartment'; n: number } | undefined;
+  for (const c of candidates) {
+    const n = await count(c);
+    if (n <= DRIVER_MAX_ROWS && (best === undefined || n < best.n)) best = { driver: c.driver, n };
+    if (n <= DRIVER_TAKE_AT) break;
+  }
+  return best ? { driver: best.driver } : {};
+}
+
 /** A condition that could drive a search, with a statement counting its rows up to DRIVER_MAX_ROWS + 1. */
 export interface DriverCandidate {
   driver: number | 'compartment';
@@ -340,20 +357,21 @@ export interface DriverCandidate {
   values: SqlValue[];
 }
 
-/** The candidates of SearchPlan.driver for `q`, each with its bounded row count. */
+/** The candidates of SearchPlan.driver for `q`, each with its bounded row count (the compartment first). */
 export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuery): DriverCandidate[] {
   const out: DriverCandidate[] = [];
   const count = (driver: number | 'compartment', b: SqlBuilder, rows: string | undefined) => {
     if (rows !== undefined) out.push({ driver, sql: `SELECT COUNT(*) AS n FROM (${rows} LIMIT ${b.v(DRIVER_MAX_ROWS + 1)}) x`, values: b.values });
   };
-  (q.where ?? []).forEach((c, i) => {
-    const b = new SqlBuilder(dialect, tenant, 'exists');
-    count(i, b, b.driverRows(c, q.type));
-  });
+  // The compartment first: a patient's resources are usually few, and then the others need no count.
   if (q.compartment !== undefined) {
     const b = new SqlBuilder(dialect, tenant, 'exists');
     count('compartment', b, compartmentRows(b, q.type, q.compartment));
   }
+  (q.where ?? []).forEach((c, i) => {
+    const b = new SqlBuilder(dialect, tenant, 'exists');
+    count(i, b, b.driverRows(c, q.type));
+  });
   return out;
 }
 

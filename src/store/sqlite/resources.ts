@@ -9,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, createMutex } from './db.ts';
-import { countSql, driverCandidates, DRIVER_MAX_ROWS, searchSql, SQLITE, type SearchPlan } from '../search-sql.ts';
+import { countSql, driverCandidates, planSearch, searchSql, SQLITE } from '../search-sql.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createWriter } from './writer.ts';
 
@@ -23,21 +23,6 @@ interface Row {
 }
 
 const COLS = 'type, id, version_id, last_updated, deleted, content';
-
-/**
- * The search plan (SearchPlan): the candidate driver with the fewest index rows, counted up to
- * DRIVER_MAX_ROWS by the value-first indexes (each count reads at most that many index entries),
- * or none when every candidate has more.
- */
-function plan(db: Database, tenant: string, query: SearchQuery): SearchPlan {
-  let best: { driver: number | 'compartment'; n: number } | undefined;
-  for (const c of driverCandidates(SQLITE, tenant, query)) {
-    const n = db.query<{ n: number }, (string | number)[]>(c.sql).get(...c.values)!.n;
-    if (n <= DRIVER_MAX_ROWS && (best === undefined || n < best.n)) best = { driver: c.driver, n };
-    if (n === 0) break;
-  }
-  return best ? { driver: best.driver } : {};
-}
 
 export function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content };
@@ -134,6 +119,9 @@ export function createSqliteResources(
   writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer,
 ): ResourceRepo {
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
+  /** The search plan (SearchPlan), from the candidates' bounded counts on the reader. */
+  const plan = (tenant: string, query: SearchQuery) =>
+    planSearch(driverCandidates(SQLITE, tenant, query), (c) => reader.query<{ n: number }, (string | number)[]>(c.sql).get(...(c.values as (string | number)[]))!.n);
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
@@ -172,11 +160,11 @@ export function createSqliteResources(
       return row ? toVersion(row) : null;
     },
     async search(tenant, query) {
-      const { sql, values } = searchSql(SQLITE, tenant, query, plan(reader, tenant, query));
+      const { sql, values } = searchSql(SQLITE, tenant, query, await plan(tenant, query));
       return reader.query<Row, (string | number)[]>(sql).all(...values).map(toVersion);
     },
     async count(tenant, query) {
-      const { sql, values } = countSql(SQLITE, tenant, query, plan(reader, tenant, query));
+      const { sql, values } = countSql(SQLITE, tenant, query, await plan(tenant, query));
       return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;
     },
     async history(tenant, query) {

@@ -271,13 +271,15 @@ export class SqlBuilder {
   }
 
   /** The ORDER BY expression of a sort key on alias `a`. */
-  sortExpression(k: SortKey, a: string): string {
-    if (k.by === 'id') return `${a}.id${k.descending ? ' DESC' : ''}`;
-    if (k.by === 'lastUpdated') return `${a}.last_updated${k.descending ? ' DESC' : ''}`;
+  /** A sort key on row `a`: its expression and what follows it in ORDER BY (direction, NULLS LAST). */
+  sortKey(k: SortKey, a: string): [expr: string, order: string] {
+    const dir = k.descending ? ' DESC' : '';
+    if (k.by === 'id') return [`${a}.id`, dir];
+    if (k.by === 'lastUpdated') return [`${a}.last_updated`, dir];
     const col = k.table === 'search_range' ? (k.descending ? 'high' : 'low') : k.table === 'search_composite' ? 'value1' : 'value';
     const fn = k.descending ? 'MAX' : 'MIN';
     const s = this.alias('s');
-    return `(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${s}.param = ${this.v(k.param)})${k.descending ? ' DESC' : ''} NULLS LAST`;
+    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${s}.param = ${this.v(k.param)})`, `${dir} NULLS LAST`];
   }
 }
 
@@ -416,17 +418,23 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
   const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
   const { from, where } = fromWhere(b, q, true, plan);
   const keyset = keysetSort(q.sort);
-  let order: string;
+  let keys: [string, string][];
   if (keyset) {
     const dir = keyset.descending ? ' DESC' : '';
-    order = keyset.by === 'id' ? `r.id${dir}` : `r.last_updated${dir}, r.id${dir}`;
+    keys = keyset.by === 'id' ? [['r.id', dir]] : [['r.last_updated', dir], ['r.id', dir]];
   } else {
-    const keys = q.sort.map((k) => b.sortExpression(k, 'r'));
-    if (!q.sort.some((k) => k.by === 'id')) keys.push('r.id');
-    order = keys.join(', ');
+    keys = q.sort.map((k) => b.sortKey(k, 'r'));
+    if (!q.sort.some((k) => k.by === 'id')) keys.push(['r.id', '']);
   }
-  let sql = `SELECT ${COLUMNS} FROM ${from} WHERE ${where} ORDER BY ${order} LIMIT ${b.v(q.count)}`;
-  if (!keyset && q.offset) sql += ` OFFSET ${b.v(q.offset)}`;
+  const page = ` LIMIT ${b.v(q.count)}${!keyset && q.offset ? ` OFFSET ${b.v(q.offset)}` : ''}`;
+  if (plan?.driver === undefined) {
+    return { sql: `SELECT ${COLUMNS} FROM ${from} WHERE ${where} ORDER BY ${keys.map(([e, o]) => e + o).join(', ')}${page}`, values: b.values };
+  }
+  // Driven, every matching row is sorted: the page is chosen on the keys alone and only its rows'
+  // content is read (the sort would otherwise carry every match's content).
+  const inner = `SELECT r.pk AS pk, ${keys.map(([e], i) => `${e} AS k${i}`).join(', ')} FROM ${from} WHERE ${where} ` +
+    `ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')}${page}`;
+  const sql = `SELECT ${COLUMNS} FROM (${inner}) p ${dialect.driverJoin} resources r ON r.pk = p.pk ORDER BY ${keys.map(([, o], i) => `p.k${i}${o}`).join(', ')}`;
   return { sql, values: b.values };
 }
 

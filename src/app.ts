@@ -4,8 +4,7 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
-import { valueSetCodes } from './terminology/ops/value-set-codes.ts';
-import { MAX_SEARCH_VALUES } from './fhir/search-values.ts';
+import { codesExpander } from './search-terminology.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
@@ -88,12 +87,12 @@ export function createApp(deps: AppDeps) {
       oauthUris: smartOAuthUris(config.baseUrl),
     }));
   });
+  const expandCodes = codesExpander(terminology.service);
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
-    maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on',
+    maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
   }));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
-  const expandCodes = async (tenant: string, valueSet: string) => valueSetCodes(await terminology.service.context(tenant), valueSet, MAX_SEARCH_VALUES);
   fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 

@@ -9,6 +9,8 @@ import { runSettings } from '../export/runner.ts';
 import { createFileSink } from '../export/sink-file.ts';
 import type { JobProgress } from '../export/spec.ts';
 import { readPlan, readProgress } from '../export/job-data.ts';
+import { createTerminology } from '../terminology/create.ts';
+import { codesExpander } from '../search-terminology.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
 
@@ -83,7 +85,9 @@ function inputOf(v: Record<string, unknown>): ExportInput {
 
 /** Validates like a kick-off and creates the job already claimed by this process. */
 function start(ctx: Context, tenant: string, group: string | undefined, input: ExportInput, owner: string): Promise<string> {
-  return kickOff({ store: ctx.store, clock: ctx.clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
+  const terminology = createTerminology({ store: ctx.store, clock: ctx.clock });
+  const expandCodes = codesExpander(terminology.service);
+  return kickOff({ store: ctx.store, clock: ctx.clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER, expandCodes }, {
     tenant, access: operatorAccess, level: group ? 'group' : 'system', input, lenient: false,
     requestUrl: `cinder export --tenant ${tenant}${group ? ` --group ${group}` : ''}`,
     claim: { owner, leaseMs: runSettings(ctx.config).leaseMs }, ...(group ? { groupId: group } : {}),

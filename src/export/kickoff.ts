@@ -12,7 +12,7 @@ import type { ExportInput } from './kickoff-input.ts';
 import { parseSince } from './since.ts';
 import { initialProgress, type ExportLevel, type ExportSpec } from './spec.ts';
 import { encodeProgress, encodeSpec } from './job-data.ts';
-import { parseTypeFilters } from './type-filter.ts';
+import { parseTypeFilters, type ExpandCodes } from './type-filter.ts';
 import { selectTypes } from './types-param.ts';
 
 export interface KickoffDeps {
@@ -20,6 +20,8 @@ export interface KickoffDeps {
   clock: Clock;
   /** Accepted or in-progress exports one client may have at a time. */
   maxJobsPerClient: number;
+  /** The terminology service's expansion, for `:in` / `:not-in` in `_typeFilter`. */
+  expandCodes?: ExpandCodes;
 }
 
 export interface KickoffRequest {
@@ -103,7 +105,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   if (input.patients.length && level === 'system') tolerate(lenient, issues, 'patient does not apply to a system-level export', 'patient');
   const selection = selectTypes(level, input.types, input.includeAssociatedData, req.access, lenient);
   issues.push(...selection.issues);
-  const { filters, issues: filterIssues } = parseTypeFilters(input.typeFilters, selection.types, lenient);
+  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, selection.types, lenient, req.tenant, deps.expandCodes);
   const withProvenance = selection.provenance === 'none' ? selection.types : [...selection.types, 'Provenance'];
   const { elements, issues: elementIssues } = parseElements(input.elements, withProvenance, lenient);
   issues.push(...filterIssues, ...elementIssues);

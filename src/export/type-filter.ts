@@ -1,6 +1,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { issue } from '../fhir/outcome.ts';
-import { compileFilter } from '../fhir/search.ts';
+import type { FhirDeps } from '../fhir/crud.ts';
+import { compileFilter, resolveConditions } from '../fhir/search.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import type { Condition } from '../store/types.ts';
 
@@ -12,8 +13,11 @@ export interface TypeFilters {
   issues: FhirIssue[];
 }
 
+/** Expands the ValueSet of `:in` / `:not-in` to its codes (the terminology service, as search does). */
+export type ExpandCodes = NonNullable<FhirDeps['expandCodes']>;
+
 /** Parses one `Type?query`; throws a FhirError naming the query when Cinder cannot apply it. */
-function parseOne(query: string, types: Set<string>, now: number): { type: string; filter: Condition[] | null } {
+async function parseOne(query: string, types: Set<string>, tenant: string, expandCodes: ExpandCodes | undefined, now: number): Promise<{ type: string; filter: Condition[] | null }> {
   const q = query.indexOf('?');
   const type = q < 0 ? query : query.slice(0, q);
   const where = { expression: ['_typeFilter'] };
@@ -26,14 +30,13 @@ function parseOne(query: string, types: Set<string>, now: number): { type: strin
   }
   let conditions;
   try {
-    conditions = compileFilter(type, params, now);
+    // `:in` becomes the ValueSet's codes now, at kick-off: the job keeps them as token conditions.
+    conditions = await resolveConditions({ expandCodes }, tenant, compileFilter(type, params, now));
   } catch (err) {
     if (err instanceof FhirError) throw new FhirError(err.category, `_typeFilter '${query}': ${err.message}`, { ...where, cause: err });
     throw err;
   }
-  const pending = conditions.find((c) => c.kind === 'value-set');
-  if (pending) throw new FhirError('not-supported', `_typeFilter '${query}': ':in' and ':not-in' are not supported in _typeFilter`, where);
-  return { type, filter: conditions.length ? (conditions as Condition[]) : null };
+  return { type, filter: conditions.length ? conditions : null };
 }
 
 /**
@@ -41,14 +44,16 @@ function parseOne(query: string, types: Set<string>, now: number): { type: strin
  * A query Cinder cannot apply is a 400; with lenient handling its type is exported unfiltered instead
  * (as a server ignoring it would) and an issue says so.
  */
-export function parseTypeFilters(queries: string[], exported: string[], lenient: boolean, now = Date.now()): TypeFilters {
+export async function parseTypeFilters(
+  queries: string[], exported: string[], lenient: boolean, tenant: string, expandCodes?: ExpandCodes, now = Date.now(),
+): Promise<TypeFilters> {
   const types = new Set(exported);
   const filters: Record<string, Condition[][]> = {};
   const unfiltered = new Set<string>();
   const issues: FhirIssue[] = [];
   for (const query of queries) {
     try {
-      const { type, filter } = parseOne(query, types, now);
+      const { type, filter } = await parseOne(query, types, tenant, expandCodes, now);
       if (filter === null) unfiltered.add(type);
       else (filters[type] ??= []).push(filter);
     } catch (err) {

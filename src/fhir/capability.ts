@@ -62,6 +62,8 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     searchInclude: ['*', ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
     searchRevInclude: revIncludes().get(type) ?? [],
   };
+  const special = paramsOf(type).filter((p) => p.type === 'special').map((p) => p.code);
+  if (special.length) entry.documentation = `Not searchable (special parameters): ${special.join(', ')}.`;
   const typeOps = ops.filter((o) => o.types?.includes(type));
   if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));
   return entry;

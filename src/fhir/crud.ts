@@ -4,6 +4,7 @@ import { NO_INDEX_ROWS, StoreConflictError, type ResourceVersion, type ResourceW
 import type { Access, Permission } from './access.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
+import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
@@ -12,10 +13,11 @@ export interface FhirDeps {
   store: Store;
   clock: Clock;
   /**
-   * The codes of a ValueSet by canonical URL, for the `:in` and `:not-in` search modifiers (the
-   * terminology service's expansion); absent where no terminology service is wired.
+   * The codes of a CodeSet (a ValueSet by canonical URL, or a code system's subsumption) for the
+   * `:in`, `:not-in`, `:below` and `:above` search modifiers, at most MAX_SEARCH_VALUES + 1 (the
+   * terminology service); absent where no terminology service is wired.
    */
-  expandCodes?: (tenant: string, valueSet: string) => Promise<{ system: string; code: string }[]>;
+  expandCodes?: (tenant: string, codes: CodeSet) => Promise<{ system: string; code: string }[]>;
 }
 
 /** Who asks, in which tenant. */

@@ -12,11 +12,22 @@ import { parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
 
-/** A condition the search layer completes before querying: a token parameter against a ValueSet's codes (`:in`, `:not-in`). */
+/** A condition the search layer completes before querying: a token parameter against a set of codes (`:in`, `:not-in`, `:below`, `:above`). */
+/**
+ * A set of codes the terminology service enumerates: a ValueSet by canonical (`:in`), or the codes a
+ * code system's subsumption gives for each `system|code` (`:below`: the code and those it subsumes,
+ * `is-a`; `:above`: the code and those that subsume it, `generalizes`).
+ */
+export type CodeSet =
+  | { kind: 'value-set'; canonical: string }
+  | { kind: 'subsumption'; op: 'is-a' | 'generalizes'; codes: { system: string; code: string }[] };
+
 export interface ValueSetCondition {
   kind: 'value-set';
   param: string;
-  valueSet: string;
+  codes: CodeSet;
+  /** The modifier as written (`in`, `not-in`, `below`, `above`), for errors. */
+  modifier: string;
   not: boolean;
 }
 
@@ -27,7 +38,7 @@ const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 
 /** Modifiers each parameter type accepts (besides `:missing`, which all do). */
 export const MODIFIERS: Record<ParamType, string[]> = {
   string: ['exact', 'contains'],
-  token: ['not', 'text', 'of-type', 'in', 'not-in'],
+  token: ['not', 'text', 'of-type', 'in', 'not-in', 'below', 'above'],
   reference: ['identifier', '[type]'],
   uri: ['below', 'above'],
   date: [],
@@ -262,7 +273,16 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       if (modifier === 'in' || modifier === 'not-in') {
         if (parts.length !== 1) throw invalid(name, `':${modifier}' takes one ValueSet URL`);
         if (def.unionOf) throw new FhirError('not-supported', `':${modifier}' is not supported on '${def.code}'`, { expression: [name] });
-        return { kind: 'value-set', param: def.code, valueSet: unescapeValue(parts[0]!), not: modifier === 'not-in' };
+        return { kind: 'value-set', param: def.code, codes: { kind: 'value-set', canonical: unescapeValue(parts[0]!) }, modifier, not: modifier === 'not-in' };
+      }
+      if (modifier === 'below' || modifier === 'above') {
+        if (def.unionOf) throw new FhirError('not-supported', `':${modifier}' is not supported on '${def.code}'`, { expression: [name] });
+        const codes = parts.map((p) => {
+          const pieces = splitEscaped(p, '|').map(unescapeValue);
+          if (pieces.length !== 2 || !pieces[0] || !pieces[1]) throw invalid(name, `Invalid ':${modifier}' value '${p}': expected system|code`);
+          return { system: pieces[0], code: pieces[1] };
+        });
+        return { kind: 'value-set', param: def.code, codes: { kind: 'subsumption', op: modifier === 'below' ? 'is-a' : 'generalizes', codes }, modifier, not: false };
       }
       if (modifier !== undefined && modifier !== 'not') throw unsupported();
       const values = parts.map((p) => tokenOf(name, p));
@@ -367,7 +387,7 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   const param = def.storedAs?.param ?? def.code;
   const chains = targets.map((t): Condition => {
     const inner = parameterCondition(t, rest, raw, now, depth + 1);
-    if (inner.kind === 'value-set') throw new FhirError('not-supported', `':in' and ':not-in' cannot be chained ('${key}')`, { expression: [key] });
+    if (inner.kind === 'value-set') throw new FhirError('not-supported', `':${inner.modifier}' cannot be chained ('${key}')`, { expression: [key] });
     return { kind: 'chain', param, targetType: t, where: [inner] };
   });
   return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
@@ -382,7 +402,7 @@ function hasCondition(type: string, key: string, raw: string, now: number, depth
   if (def.storedAs?.target && def.storedAs.target !== type) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
   if (!def.storedAs?.target && def.targets.length && !def.targets.includes(type)) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
   const inner = parameterCondition(other, rest, raw, now, depth + 1);
-  if (inner.kind === 'value-set') throw new FhirError('not-supported', `':in' and ':not-in' cannot be used inside '_has' ('${key}')`, { expression: [key] });
+  if (inner.kind === 'value-set') throw new FhirError('not-supported', `':${inner.modifier}' cannot be used inside '_has' ('${key}')`, { expression: [key] });
   return { kind: 'has', type: other, param: def.storedAs?.param ?? def.code, where: [inner] };
 }
 

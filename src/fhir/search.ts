@@ -184,27 +184,29 @@ export function compileFilter(type: string, params: URLSearchParams, now = Date.
 }
 
 /**
- * Completes conditions that need the terminology service (`:in`, `:not-in`): the ValueSet's codes become
- * token values. Without a terminology service, or for a ValueSet it cannot expand, the search is a 400.
+ * Completes conditions that need the terminology service (`:in`, `:not-in`, `:below`, `:above`): the
+ * codes of the ValueSet, or of the code system's subsumption, become token values. Without a
+ * terminology service, or for a ValueSet or code system it does not know, the search is a 400.
  */
-export async function resolveConditions(deps: FhirDeps, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
+export async function resolveConditions(deps: Pick<FhirDeps, 'expandCodes'>, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
   const out: Condition[] = [];
   for (const c of pending) {
     if (c.kind !== 'value-set') {
       out.push(c);
       continue;
     }
-    const where = { expression: [`${c.param}:${c.not ? 'not-in' : 'in'}`] };
-    if (!deps.expandCodes) throw new FhirError('not-supported', `':in' needs the terminology service`, where);
+    const where = { expression: [`${c.param}:${c.modifier}`] };
+    if (!deps.expandCodes) throw new FhirError('not-supported', `':${c.modifier}' needs the terminology service`, where);
     let codes;
     try {
-      codes = await deps.expandCodes(tenant, c.valueSet);
+      codes = await deps.expandCodes(tenant, c.codes);
     } catch (err) {
       if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${where.expression[0]}: ${err.message}`, { ...where, cause: err });
       throw err;
     }
     if (codes.length > MAX_SEARCH_VALUES) {
-      throw new FhirError('invalid', `ValueSet '${c.valueSet}' has ${codes.length} codes; ':in' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
+      const what = c.codes.kind === 'value-set' ? `ValueSet '${c.codes.canonical}' has` : `'${where.expression[0]}' selects`;
+      throw new FhirError('invalid', `${what} more than ${MAX_SEARCH_VALUES} codes; ':${c.modifier}' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
     }
     // A `code` element (Patient.gender) is indexed without a system, its system being the binding's:
     // each code also matches there.

@@ -59,6 +59,17 @@ test('cinder export --group exports the members\' compartments; the job record i
   await store.close();
 });
 
+test('cinder export --type-filter: FHIR search, :in and :not-in through the terminology service', async () => {
+  const count = async (filter: string) => {
+    const c = io();
+    expect(await runCli(['export', '--tenant', 'acme', '--type', 'Observation', '--type-filter', filter, '--out', join(dir, `out-${crypto.randomUUID()}`), '--json'], c.io)).toBe(0);
+    return (JSON.parse(c.out.join('')) as { resources: number }).resources;
+  };
+  expect(await count('Observation?subject=Patient/p1')).toBe(4);
+  expect(await count('Observation?status:in=http://hl7.org/fhir/ValueSet/observation-status')).toBe(20);
+  expect(await count('Observation?status:not-in=http://hl7.org/fhir/ValueSet/observation-status')).toBe(0);
+});
+
 test('usage errors', async () => {
   const c = io();
   expect(await runCli(['export', '--tenant', 'acme'], c.io)).toBe(2);

@@ -85,6 +85,11 @@ describe('GET /metadata', () => {
     expect(paramsOf('Condition')).toEqual(expect.arrayContaining(['clinical-status', 'onset-date', 'abatement-age', 'patient', 'subject']));
     expect(paramsOf('Patient')).toEqual(expect.arrayContaining(['name', 'family', 'given', 'birthdate', 'gender', 'address-city', 'race', 'ethnicity']));
     expect(paramsOf('Location')).not.toContain('near');
+    const location = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Location')!;
+    expect(location.documentation).toBe('Not searchable (special parameters): near.');
+    const tokenModifiers = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Condition')!.searchParam.find((p: Json) => p.name === 'code').documentation;
+    expect(tokenModifiers).toContain(':below');
+    expect(tokenModifiers).toContain(':in');
     expect(paramsOf('ValueSet')).toEqual(expect.arrayContaining(['url', 'version', 'identifier']));
     expect(paramsOf('CodeSystem')).toEqual(expect.arrayContaining(['url', 'version']));
   });

@@ -41,6 +41,17 @@ describe('_typeFilter', () => {
     expect(refs(files)).toEqual(['Observation/o1', 'Observation/o2', 'Patient/p2']);
   });
 
+  test(':in and :not-in expand the ValueSet through the terminology service at kick-off', async () => {
+    await put(t, {
+      resourceType: 'ValueSet', id: 'ac', status: 'active', url: 'http://example.org/fhir/ValueSet/ac',
+      compose: { include: [{ system: 'http://loinc.org', concept: [{ code: 'A' }, { code: 'C' }] }] },
+    });
+    const inSet = await kickOff(t, token, `/$export?_type=Observation,Patient&_typeFilter=${enc('Observation?code:in=http://example.org/fhir/ValueSet/ac')},${enc('Patient?gender:in=http://hl7.org/fhir/ValueSet/administrative-gender')}`);
+    expect(refs(await download(t, token, (await finish(t, token, inSet)).output))).toEqual(['Observation/o1', 'Observation/o3', 'Patient/p1', 'Patient/p2']);
+    const notIn = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${enc('Observation?code:not-in=http://example.org/fhir/ValueSet/ac')}`);
+    expect(refs(await download(t, token, (await finish(t, token, notIn)).output))).toEqual(['Observation/o2']);
+  });
+
   test('a filter Cinder cannot apply is a 400, never silently ignored', async () => {
     for (const q of ['Observation?nonsense=5', 'Observation?code:nonsense=x', 'Observation?_sort=_id', 'Observation?_include=Observation:subject', 'Observation?date=yesterday', 'Observation?code:in=http://example.org/vs']) {
       const res = await get(`/$export?_type=Observation&_typeFilter=${enc(q)}`);

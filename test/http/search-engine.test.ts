@@ -270,6 +270,31 @@ await eachStore((kind, fresh) => {
       expect(unknown.issue[0].diagnostics ?? unknown.issue[0].details?.text).toContain('nope');
     });
 
+    test(':below and :above through the code system\'s subsumption (stored and core CodeSystems)', async () => {
+      const BODY = 'http://example.org/fhir/CodeSystem/body';
+      await api.put200({
+        resourceType: 'CodeSystem', id: 'body', url: BODY, status: 'active', content: 'complete', hierarchyMeaning: 'is-a',
+        concept: [{ code: 'limb', concept: [{ code: 'arm', concept: [{ code: 'hand' }] }, { code: 'leg' }] }, { code: 'head' }],
+      });
+      for (const [id, code] of [['b-limb', 'limb'], ['b-arm', 'arm'], ['b-hand', 'hand'], ['b-leg', 'leg'], ['b-head', 'head']]) {
+        await api.put200({ resourceType: 'BodyStructure', id, patient: { reference: 'Patient/p3' }, location: { coding: [{ system: BODY, code }] } });
+      }
+      expect(await sorted(`BodyStructure?location:below=${BODY}|limb`)).toEqual(['b-arm', 'b-hand', 'b-leg', 'b-limb']);
+      expect(await sorted(`BodyStructure?location:below=${BODY}|arm,${BODY}|head`)).toEqual(['b-arm', 'b-hand', 'b-head']);
+      expect(await sorted(`BodyStructure?location:above=${BODY}|hand`)).toEqual(['b-arm', 'b-hand', 'b-limb']);
+      expect(await sorted(`BodyStructure?location:above=${BODY}|head`)).toEqual(['b-head']);
+      // The R4 core condition-clinical hierarchy: active > recurrence, relapse; inactive > remission, resolved.
+      const CLIN_CS = 'http://terminology.hl7.org/CodeSystem/condition-clinical';
+      expect(await sorted(`Condition?clinical-status:below=${CLIN_CS}|active`)).toEqual(['c1']);
+      expect(await sorted(`Condition?clinical-status:below=${CLIN_CS}|inactive`)).toEqual(['c2']);
+      expect(await sorted(`Condition?clinical-status:above=${CLIN_CS}|resolved`)).toEqual(['c2']);
+      for (const [q, expr] of [['BodyStructure?location:below=limb', 'location:below'], ['BodyStructure?location:below=http://example.org/nope|x', 'location:below'],
+        ['Observation?subject:Patient.gender:below=x|y', 'subject:Patient.gender:below']]) {
+        const body = await expectOutcome(await api.get(q), 400);
+        expect(body.issue[0].expression).toEqual([expr]);
+      }
+    });
+
     test('malformed values are a 400 naming the parameter', async () => {
       for (const q of ['Patient?birthdate=1974-13', 'Patient?birthdate=zz1974', 'Observation?value-quantity=abc', 'Patient?gender:exact=male',
         'Observation?code-value-quantity=2339-0', 'Patient?name:missing=yes', 'Patient?_sort=nonsense', 'Observation?subject:Nonsense=x']) {

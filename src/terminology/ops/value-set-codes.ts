@@ -1,16 +1,18 @@
 import { enumerateValueSet } from '../compile/enumerate.ts';
 import type { TerminologyContext } from '../context.ts';
 import { splitCanonical } from '../version.ts';
+import type { ValueSetTarget } from '../input/value-set-target.ts';
+import { parseValueSet } from '../model/value-set.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 
 /**
- * The distinct system and code pairs of the ValueSet `canonical` (`url` or `url|version`), as search's
- * `:in` and `:not-in` use them: at most `limit + 1`, so that a caller can tell "more than `limit`"
- * without enumerating the rest. An unknown ValueSet is the terminology engine's 400.
+ * The distinct system and code pairs of a ValueSet (by canonical `url|version`, or inline), as search's
+ * `:in`, `:not-in`, `:below` and `:above` use them: at most `limit + 1`, so that a caller can tell
+ * "more than `limit`" without enumerating the rest. An unknown ValueSet or code system is the
+ * terminology engine's 400.
  */
-export async function valueSetCodes(terminology: TerminologyContext, canonical: string, limit: number): Promise<{ system: string; code: string }[]> {
-  const { url, version } = splitCanonical(canonical);
-  const vs = await resolveValueSet({ kind: 'url', url, version }, terminology);
+export async function valueSetCodes(terminology: TerminologyContext, target: ValueSetTarget, limit: number): Promise<{ system: string; code: string }[]> {
+  const vs = await resolveValueSet(target, terminology);
   const seen = new Set<string>();
   const out: { system: string; code: string }[] = [];
   for await (const { system, code } of enumerateValueSet(vs, terminology)) {
@@ -21,4 +23,22 @@ export async function valueSetCodes(terminology: TerminologyContext, canonical: 
     if (out.length > limit) break;
   }
   return out;
+}
+
+/** The ValueSet `url|version` names. */
+export function valueSetByCanonical(canonical: string): ValueSetTarget {
+  const { url, version } = splitCanonical(canonical);
+  return version === undefined ? { kind: 'url', url } : { kind: 'url', url, version };
+}
+
+/**
+ * A ValueSet of each code with the codes it subsumes (`is-a`) or that subsume it (`generalizes`) in its
+ * code system: one include per code, so the sets are ORed.
+ */
+export function subsumptionValueSet(op: 'is-a' | 'generalizes', codes: { system: string; code: string }[]): ValueSetTarget {
+  const resource = parseValueSet({
+    resourceType: 'ValueSet', status: 'active',
+    compose: { include: codes.map(({ system, code }) => ({ system, filter: [{ property: 'concept', op, value: code }] })) },
+  });
+  return { kind: 'inline', resource };
 }

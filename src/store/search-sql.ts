@@ -441,8 +441,25 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
 /** How many current, live resources a query selects (no paging). */
 export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan): { sql: string; values: SqlValue[] } {
   const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
+  const direct = indexCount(b, q);
+  if (direct !== undefined) return { sql: direct, values: b.values };
   const { from, where } = fromWhere(b, q, false, plan);
   return { sql: `SELECT COUNT(*) AS n FROM ${from} WHERE ${where}`, values: b.values };
+}
+
+/**
+ * A count the index rows answer alone, for a query of one condition that can drive a search, or of
+ * the compartment alone: index and compartment rows exist for current, live versions only (writers
+ * remove them on update and delete), so the resources need not be read.
+ */
+function indexCount(b: SqlBuilder, q: SearchQuery): string | undefined {
+  const where = q.where ?? [];
+  if (where.length === 1 && q.compartment === undefined) {
+    const rows = b.driverRows(where[0]!, q.type);
+    return rows === undefined ? undefined : `SELECT COUNT(DISTINCT d.res) AS n FROM (${rows}) d`;
+  }
+  if (where.length === 0 && q.compartment !== undefined) return `SELECT COUNT(*) AS n FROM (${compartmentRows(b, q.type, q.compartment)}) d`;
+  return undefined;
 }
 
 /** ORed filters, each its ANDed conditions, on the outer row `r` of `type` ('1 = 1' for none). */

@@ -349,6 +349,10 @@ await eachStore((kind, fresh) => {
       expect(await sorted('Patient?_has:Observation:patient:code=del-1')).toEqual([]);
       expect(await sorted('Observation?subject:Patient.family=zebedee')).toEqual([]);
       expect(await sorted('Observation?code=urn:t|del-1')).toEqual(['ox2']);
+      // Counts too (one condition, or the compartment alone, are counted on the index rows).
+      expect((await api.search('Observation?code=urn:t|del-1&_summary=count')).total).toBe(1);
+      expect((await api.search('Observation?code=urn:t|del-1,urn:t|nope&_total=accurate')).total).toBe(1);
+      expect((await api.search('Patient/px/Observation?_summary=count')).total).toBe(0);
     });
   });
 });

@@ -1,20 +1,6 @@
-import { indexedParams, paramsOf } from './definitions.ts';
+import { paramsOf, referrersOf } from './definitions.ts';
 import { MODIFIERS } from './search-compile.ts';
 
-let revIncludeMap: Map<string, string[]> | undefined;
-
-/** Per type, the `Source:param` reference parameters that may point at it (`_revinclude`). */
-function revIncludes(): Map<string, string[]> {
-  if (revIncludeMap) return revIncludeMap;
-  revIncludeMap = new Map();
-  for (const [source, defs] of indexedParams()) {
-    for (const d of defs) {
-      if (d.type !== 'reference') continue;
-      for (const target of d.targets) (revIncludeMap.get(target) ?? revIncludeMap.set(target, []).get(target)!).push(`${source}:${d.code}`);
-    }
-  }
-  return revIncludeMap;
-}
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 
 /** An operation a feature adds to the CapabilityStatement. */
@@ -60,7 +46,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
       name: p.code, definition: p.url, type: p.type, documentation: `Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
     }))],
     searchInclude: ['*', ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
-    searchRevInclude: revIncludes().get(type) ?? [],
+    searchRevInclude: referrersOf(type).map((r) => `${r.source}:${r.param}`),
   };
   const special = paramsOf(type).filter((p) => p.type === 'special').map((p) => p.code);
   if (special.length) entry.documentation = `Not searchable (special parameters): ${special.join(', ')}.`;

@@ -186,6 +186,22 @@ export function paramsOf(type: string): ParamDefinition[] {
   return indexedParams().get(type) ?? [];
 }
 
+let referrers: Map<string, { source: string; param: string }[]> | undefined;
+
+/** The reference parameters (`Source:param`) whose targets include `type` (`_revinclude`, `_revinclude=*`). */
+export function referrersOf(type: string): { source: string; param: string }[] {
+  if (!referrers) {
+    referrers = new Map();
+    for (const [source, defs] of indexedParams()) {
+      for (const d of defs) {
+        if (d.type !== 'reference') continue;
+        for (const target of d.targets) (referrers.get(target) ?? referrers.set(target, []).get(target)!).push({ source, param: d.code });
+      }
+    }
+  }
+  return referrers.get(type) ?? [];
+}
+
 const byCode = new Map<string, Map<string, ParamDefinition>>();
 
 /** The parameter `code` of `type`, if it has one. */

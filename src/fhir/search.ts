@@ -2,7 +2,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { requireAccess } from './crud.ts';
-import { paramOf, paramsOf, patientCompartment, type ParamDefinition } from './definitions.ts';
+import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
 import { issue } from './outcome.ts';
@@ -87,10 +87,8 @@ function parseCount(raw: string | null): number {
 /** `_include=Source:param[:Target]` or `*`, with `:iterate` on the key. */
 function parseInclude(type: string, key: string, raw: string, reverse: boolean): Include {
   const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
-  if (raw === '*') {
-    if (reverse) throw new FhirError('not-supported', `${key}=* is not supported: name the parameter (Type:parameter)`, { expression: [key] });
-    return { source: type, param: '*', iterate };
-  }
+  // `*`: every reference parameter of the matches (`_include`), or that refers to them (`_revinclude`).
+  if (raw === '*') return { source: reverse ? '*' : type, param: '*', iterate };
   const [source, param, target] = raw.split(':');
   const where = { expression: [key] };
   if (!source || !param || !isResourceType(source)) throw new FhirError('invalid', `Invalid ${key} '${raw}': expected Type:parameter[:TargetType]`, where);
@@ -318,24 +316,32 @@ export async function addIncludes(
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
       next.push(...add(await repo.search(req.tenant, q)));
     }
+    const values = frontier.map((r) => ({ system: r.type, value: r.id }));
+    // The reference parameters to follow backwards, by source type: `*` is every one that may refer to a
+    // type of the frontier; a source's several parameters are one search (their conditions ORed).
+    const bySource = new Map<string, Map<string, Map<string, { system: string; value: string }>>>();
     for (const rev of revs) {
-      for (const source of [rev.source]) {
+      const pairs = rev.param === '*' ? [...new Set(frontier.map((r) => r.type))].flatMap(referrersOf) : [{ source: rev.source, param: rev.param }];
+      for (const { source, param } of pairs) {
         if (!visible(source)) continue;
-        const def = paramOf(source, rev.param)!;
-        const byType = new Map<string, string[]>();
-        for (const r of frontier) (byType.get(r.type) ?? byType.set(r.type, []).get(r.type)!).push(r.id);
-        const values = [...byType].flatMap(([t, ids]) => ids.map((id) => ({ system: t, value: id })));
+        const def = paramOf(source, param)!;
         const stored = def.storedAs;
-        const cond: Condition = stored
-          ? { kind: 'token', param: stored.param, values: values.filter((v) => !stored.target || v.system === stored.target) }
-          : { kind: 'token', param: def.code, values };
-        const q: SearchQuery = { type: source, where: [cond], sort: [], count: MAX_INCLUDES };
-        const filter = scopeFilter(req, source, 'r');
-        if (filter) q.where!.push(filter);
-        const patient = req.access.patientLimit(source);
-        if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
-        next.push(...add(await repo.search(req.tenant, q)));
+        // Parameters stored as one (`patient` in `subject`'s rows) read that one, for the targets they name.
+        const column = stored?.param ?? def.code;
+        const targets = stored?.target ? values.filter((v) => v.system === stored.target) : values;
+        const byColumn = bySource.get(source) ?? bySource.set(source, new Map()).get(source)!;
+        const seen = byColumn.get(column) ?? byColumn.set(column, new Map()).get(column)!;
+        for (const v of targets) seen.set(`${v.system}/${v.value}`, v);
       }
+    }
+    for (const [source, byColumn] of bySource) {
+      const any = [...byColumn].map(([param, vs]): Condition => ({ kind: 'token', param, values: [...vs.values()] }));
+      const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES };
+      const filter = scopeFilter(req, source, 'r');
+      if (filter) q.where!.push(filter);
+      const patient = req.access.patientLimit(source);
+      if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
+      next.push(...add(await repo.search(req.tenant, q)));
     }
     frontier = next;
   }

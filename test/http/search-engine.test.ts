@@ -206,7 +206,7 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.get('Patient?_has:Observation:code:code=x'), 400);
     });
 
-    test('_include, _include:iterate, _include=*, _revinclude (search mode include, no duplicates)', async () => {
+    test('_include, _include:iterate, _include=*, _revinclude, _revinclude=* (search mode include, no duplicates)', async () => {
       const modes = async (query: string) => {
         const b = await api.search(query);
         return (b.entry ?? []).map((e: Json) => `${e.search.mode}:${e.resource.resourceType}/${e.resource.id}`).sort();
@@ -219,6 +219,14 @@ await eachStore((kind, fresh) => {
       expect(await modes('Observation?_id=o1&_include=*')).toEqual(['include:Patient/p1', 'include:Practitioner/dr1', 'match:Observation/o1']);
       expect(await modes('Patient?_id=p2&_revinclude=Observation:patient&_revinclude=Condition:subject')).toEqual([
         'include:Condition/c2', 'include:Observation/o3', 'match:Patient/p2',
+      ]);
+      // Every resource that refers to the matches, through any reference parameter.
+      expect(await modes('Patient?_id=p1&_revinclude=*')).toEqual([
+        'include:Condition/c1', 'include:Encounter/e1', 'include:Observation/o1', 'include:Observation/o2', 'match:Patient/p1',
+      ]);
+      expect(await modes('Practitioner?_revinclude=*')).toEqual(['include:Observation/o1', 'include:Patient/p1', 'match:Practitioner/dr1']);
+      expect(await modes('Organization?_revinclude=*&_revinclude:iterate=Observation:patient')).toEqual([
+        'include:Observation/o1', 'include:Observation/o2', 'include:Patient/p1', 'match:Organization/org1',
       ]);
       await expectOutcome(await api.get('Observation?_include=Observation:nonsense'), 400);
       await expectOutcome(await api.get('Observation?_include=Patient:organization'), 400);

@@ -20,7 +20,7 @@ export interface KickoffDeps {
   clock: Clock;
   /** Accepted or in-progress exports one client may have at a time. */
   maxJobsPerClient: number;
-  /** The terminology service's expansion, for `:in` / `:not-in` in `_typeFilter`. */
+  /** The terminology service's codes for `:in`, `:not-in`, `:below` and `:above` in `_typeFilter`. */
   expandCodes?: ExpandCodes;
 }
 

@@ -13,7 +13,7 @@ export interface TypeFilters {
   issues: FhirIssue[];
 }
 
-/** Expands the ValueSet of `:in` / `:not-in` to its codes (the terminology service, as search does). */
+/** The codes of `:in`, `:not-in`, `:below` and `:above` (the terminology service, as search has them). */
 export type ExpandCodes = NonNullable<FhirDeps['expandCodes']>;
 
 /** Parses one `Type?query`; throws a FhirError naming the query when Cinder cannot apply it. */
@@ -30,7 +30,7 @@ async function parseOne(query: string, types: Set<string>, tenant: string, expan
   }
   let conditions;
   try {
-    // `:in` becomes the ValueSet's codes now, at kick-off: the job keeps them as token conditions.
+    // `:in` and the others become their codes now, at kick-off: the job keeps them as token conditions.
     conditions = await resolveConditions({ expandCodes }, tenant, compileFilter(type, params, now));
   } catch (err) {
     if (err instanceof FhirError) throw new FhirError(err.category, `_typeFilter '${query}': ${err.message}`, { ...where, cause: err });

@@ -82,10 +82,9 @@ export class SqlBuilder {
 
   /**
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
-   * by a range (so that reading them first is cheap when they are few); undefined for a condition
-   * that cannot drive a search (negations, `:missing`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
-   * `:contains`, a date or number
-   * test with no bound on the stored range's low end, ORs over tables).
+   * by a range (so that reading them first is cheap when they are few); undefined for a condition that
+   * cannot drive a search (negations, `:missing`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
+   * `:contains`, a date or number test with no bound on the stored range's low end, ORs over tables).
    */
   driverRows(c: Condition, type: string): string | undefined {
     if (!canDrive(c)) return undefined;
@@ -270,7 +269,6 @@ export class SqlBuilder {
     }
   }
 
-  /** The ORDER BY expression of a sort key on alias `a`. */
   /** A sort key on row `a`: its expression and what follows it in ORDER BY (direction, NULLS LAST). */
   sortKey(k: SortKey, a: string): [expr: string, order: string] {
     const dir = k.descending ? ' DESC' : '';
@@ -322,10 +320,10 @@ export function keysetSort(sort: SortKey[]): SortKey | undefined {
 
 /**
  * How to run a search. Without a plan, every condition is a set (`pk IN (...)`) and the database's
- * planner decides. With one (SQLite, whose planner has no statistics of the index tables and would
- * read every set in full), `driver` names the condition of `where` (by position), or the compartment,
- * whose index rows are read first; the resources they name are then checked against the other
- * conditions one by one (`EXISTS` probes by the tables' `res`-first keys). With no driver, the type's
+ * planner decides. With one (both adapters plan their searches: SQLite has no statistics of the index
+ * tables and would read every set in full), `driver` names the condition of `where` (by position), or
+ * the compartment, whose index rows are read first; the resources they name are then checked against
+ * the other conditions one by one (probes by the tables' `res`-first keys). With no driver, the type's
  * resources are read in the sort order and probed, which stops after one page when matches are common.
  */
 export interface SearchPlan {
@@ -453,13 +451,15 @@ export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?
  * remove them on update and delete), so the resources need not be read.
  */
 function indexCount(b: SqlBuilder, q: SearchQuery): string | undefined {
+  if (!countsOnIndex(q)) return undefined;
+  if (q.compartment !== undefined) return `SELECT COUNT(*) AS n FROM (${compartmentRows(b, q.type, q.compartment)}) d`;
+  return `SELECT COUNT(DISTINCT d.res) AS n FROM (${b.driverRows(q.where![0]!, q.type)}) d`;
+}
+
+/** Whether countSql counts `q` on the index rows alone (then it needs no SearchPlan). */
+export function countsOnIndex(q: SearchQuery): boolean {
   const where = q.where ?? [];
-  if (where.length === 1 && q.compartment === undefined) {
-    const rows = b.driverRows(where[0]!, q.type);
-    return rows === undefined ? undefined : `SELECT COUNT(DISTINCT d.res) AS n FROM (${rows}) d`;
-  }
-  if (where.length === 0 && q.compartment !== undefined) return `SELECT COUNT(*) AS n FROM (${compartmentRows(b, q.type, q.compartment)}) d`;
-  return undefined;
+  return q.compartment === undefined ? where.length === 1 && canDrive(where[0]!) : where.length === 0;
 }
 
 /** ORed filters, each its ANDed conditions, on the outer row `r` of `type` ('1 = 1' for none). */

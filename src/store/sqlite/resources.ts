@@ -9,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, createMutex } from './db.ts';
-import { countSql, driverCandidates, planSearch, searchSql, SQLITE } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, planSearch, searchSql, SQLITE } from '../search-sql.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createWriter } from './writer.ts';
 
@@ -164,7 +164,7 @@ export function createSqliteResources(
       return reader.query<Row, (string | number)[]>(sql).all(...values).map(toVersion);
     },
     async count(tenant, query) {
-      const { sql, values } = countSql(SQLITE, tenant, query, await plan(tenant, query));
+      const { sql, values } = countSql(SQLITE, tenant, query, countsOnIndex(query) ? undefined : await plan(tenant, query));
       return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;
     },
     async history(tenant, query) {

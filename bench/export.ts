@@ -10,8 +10,9 @@
  * through the storage as a download does, and reports resources/s of the export, the download time and
  * the child's peak RSS over both (VmHWM, reset after the kick-off, which runs in the HTTP process in
  * production). The filtered system export applies TYPE_FILTERS (Observation, Condition,
- * MedicationRequest, Encounter narrowed by search; every other type whole). The Group export covers the first M patients. On PostgreSQL the system export also runs
- * into the `postgres` export storage (files in the database), beside `file:`.
+ * MedicationRequest, Encounter narrowed by search; every other type whole). The Group export covers
+ * the first M patients. On PostgreSQL the system export also runs into the `postgres` export storage
+ * (files in the database), beside `file:`.
  */
 import { parseArgs } from 'node:util';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,7 +32,6 @@ import { silentLogger } from '../src/log.ts';
 import { openStore } from '../src/store/open.ts';
 import { BENCH_TENANT, loadDataset } from './lib/dataset.ts';
 
-const TENANT = BENCH_TENANT;
 
 type Storage = 'file' | 'postgres';
 
@@ -89,10 +89,10 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const typeFilters = variant === 'filtered' ? TYPE_FILTERS : [];
   const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [] };
   const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
-    tenant: TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
+    tenant: BENCH_TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),
   });
-  const job = (await store.exports.get(TENANT, id))!;
+  const job = (await store.exports.get(BENCH_TENANT, id))!;
   // Kick-off runs in the HTTP process, the export in a worker: measure the export's peak alone.
   resetPeakRss();
   const started = performance.now();
@@ -100,7 +100,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const outcome = await runJob({ ...settings, settleMs: 0, store, sink, clock: systemClock, log: silentLogger, owner, keyPrefix: () => prefix }, job);
   const seconds = (performance.now() - started) / 1000;
   if (outcome !== 'completed') throw new Error(`export ${outcome}`);
-  const progress = readProgress((await store.exports.get(TENANT, id))!);
+  const progress = readProgress((await store.exports.get(BENCH_TENANT, id))!);
   const exportPeak = peakRssMb();
   const downloadStarted = performance.now();
   const bytes = await readBack(sink, progress);
@@ -150,12 +150,7 @@ async function main(): Promise<void> {
   if (values.postgres) targets.push(['postgres', values.postgres]);
   const results: Result[] = [];
   for (const [name, url] of targets) {
-    process.stderr.write(`${name}: loading ${patients.toLocaleString('en')} patients (skipped when already loaded)\n`);
-    const store = openStore(url);
-    await store.migrate();
-    const loaded = await loadDataset(store, url, patients, groupPatients, values.out!);
-    if (loaded !== null) process.stderr.write(`  loaded in ${loaded.toFixed(1)} s\n`);
-    await store.close();
+    await loadDataset(name, url, patients, groupPatients, values.out!);
     for (const level of ['system', 'filtered', 'group'] as const) results.push(await measure(name, url, level, values.out!));
     if (name === 'postgres') results.push(await measure(name, url, 'system', values.out!, 'postgres'));
   }

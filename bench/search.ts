@@ -102,12 +102,7 @@ async function sample(fhir: string, bearer: Record<string, string>): Promise<Sam
 }
 
 async function measureDatabase(database: string, url: string): Promise<Row[]> {
-  const store = openStore(url);
-  await store.migrate();
-  process.stderr.write(`${database}: loading ${patients.toLocaleString('en')} patients (skipped when already loaded)\n`);
-  const loaded = await loadDataset(store, url, patients, Math.min(patients, 10_000), values.out!);
-  if (loaded !== null) process.stderr.write(`  loaded in ${loaded.toFixed(1)} s\n`);
-  await store.close();
+  await loadDataset(database, url, patients, Math.min(patients, 10_000), values.out!);
   const server = await launchServer({ CINDER_DATABASE_URL: url });
   const rows: Row[] = [];
   try {

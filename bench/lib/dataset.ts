@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createTenant } from '../../src/auth/admin.ts';
 import { systemClock } from '../../src/clock.ts';
-import type { Store } from '../../src/store/types.ts';
+import { openStore } from '../../src/store/open.ts';
 
 /** The tenant the export and search benchmarks load into (and reuse when it exists). */
 export const BENCH_TENANT = 'bench';
@@ -15,14 +15,21 @@ export async function run(cmd: string[], env: Record<string, string> = {}): Prom
 }
 
 /**
- * Loads N generated patients (seed 1) and a Group `bench-group` of the first M with `cinder import`,
- * unless the tenant exists already: `bench/generate.ts` writes NDJSON into `workDir`, then the
- * importer (worker-prepared, bulk transactions) loads it, as an operator would. Returns the seconds
- * the load took, or null when the data was there already.
+ * Migrates the database at `url` and loads N generated patients (seed 1) and a Group `bench-group` of
+ * the first M with `cinder import`, unless the tenant exists already: `bench/generate.ts` writes NDJSON
+ * into `workDir`, then the importer (worker-prepared, bulk transactions) loads it, as an operator would.
+ * Reports on stderr under `name`.
  */
-export async function loadDataset(store: Store, url: string, patients: number, groupPatients: number, workDir: string): Promise<number | null> {
-  if (await store.tenants.get(BENCH_TENANT)) return null;
-  await createTenant(store, systemClock, BENCH_TENANT);
+export async function loadDataset(name: string, url: string, patients: number, groupPatients: number, workDir: string): Promise<void> {
+  process.stderr.write(`${name}: loading ${patients.toLocaleString('en')} patients (skipped when already loaded)\n`);
+  const store = openStore(url);
+  try {
+    await store.migrate();
+    if (await store.tenants.get(BENCH_TENANT)) return;
+    await createTenant(store, systemClock, BENCH_TENANT);
+  } finally {
+    await store.close();
+  }
   const started = performance.now();
   const dataDir = join(workDir, `data-${patients}`);
   const root = resolve(import.meta.dir, '../..');
@@ -34,5 +41,5 @@ export async function loadDataset(store: Store, url: string, patients: number, g
   const files = readdirSync(dataDir).filter((f) => f.endsWith('.ndjson')).map((f) => join(dataDir, f));
   await run(['bun', join(root, 'src/main.ts'), 'import', '--tenant', BENCH_TENANT, ...files, group], { CINDER_DATABASE_URL: url, CINDER_LOG_LEVEL: 'warn' });
   rmSync(dataDir, { recursive: true, force: true });
-  return (performance.now() - started) / 1000;
+  process.stderr.write(`  loaded in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }

@@ -21,6 +21,8 @@ export const FHIR_CATEGORIES = {
   'too-large': { status: 413, code: 'too-costly' },
   'unsupported-media': { status: 415, code: 'not-supported' },
   unprocessable: { status: 422, code: 'processing' },
+  /** A resource that breaks FHIR's rules (validation). */
+  'invalid-resource': { status: 422, code: 'invalid' },
   'too-many': { status: 429, code: 'throttled' },
   exception: { status: 500, code: 'exception' },
   unavailable: { status: 503, code: 'transient' },
@@ -45,6 +47,8 @@ export interface FhirErrorOptions {
   issueCode?: string;
   /** More issues after the first. */
   issues?: FhirIssue[];
+  /** The issues in full, in place of the one made from the message (validation: one issue per problem). */
+  outcome?: FhirIssue[];
   cause?: unknown;
 }
 
@@ -66,7 +70,7 @@ export class FhirError extends Error {
       diagnostics: message,
     };
     if (options.expression) first.expression = options.expression;
-    this.issues = [first, ...(options.issues ?? [])];
+    this.issues = options.outcome ?? [first, ...(options.issues ?? [])];
   }
 }
 

@@ -1,0 +1,41 @@
+/**
+ * Validation on the write paths: a resource that is not valid R4 at the configured level is refused
+ * with 422 and an OperationOutcome holding one issue per problem (FHIR R4 http.html: 422 for a
+ * resource that violates the rules; content that is not a resource of the type stays a 400).
+ */
+import { FhirError, type FhirIssue } from '../../errors.ts';
+import type { Resource } from '../resource.ts';
+import { isValid, validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
+
+/** Resources already found valid (a conditional create checks before its search, then writes the same object). */
+const valid = new WeakSet<object>();
+
+/** The OperationOutcome issues of validation issues. */
+export function outcomeIssues(issues: readonly ValidationIssue[]): FhirIssue[] {
+  return issues.map((i) => ({ severity: i.severity, code: i.code, details: { text: i.text }, diagnostics: i.text, expression: [i.expression] }));
+}
+
+/** A 422 FhirError holding `issues` (errors first), its message summing them up. */
+export function invalidResource(issues: readonly ValidationIssue[], what: string): FhirError {
+  const sorted = [...issues].sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'error' ? -1 : 1));
+  const errors = issues.filter((i) => i.severity === 'error').length;
+  const message = errors === 1 ? `${what} is not valid: ${sorted[0]!.expression}: ${sorted[0]!.text}` : `${what} is not valid: ${errors} problems, the first at ${sorted[0]!.expression}: ${sorted[0]!.text}`;
+  return new FhirError('invalid-resource', message, { outcome: outcomeIssues(sorted) });
+}
+
+/** The error issues of `resource` at `level` (none when `off`), located under `at`. */
+export function validationErrors(resource: Resource, level: ValidationLevel, at?: string): ValidationIssue[] {
+  if (level === 'off' || valid.has(resource)) return [];
+  // Almost every resource is valid: check without locations first, and locate the problems only if there are any.
+  if (isValid(resource, level)) {
+    valid.add(resource);
+    return [];
+  }
+  return validateResource(resource, level, at).filter((i) => i.severity === 'error');
+}
+
+/** Throws a 422 unless `resource` is valid at `level`. */
+export function requireValid(resource: Resource, level: ValidationLevel, at?: string): void {
+  const errors = validationErrors(resource, level, at);
+  if (errors.length > 0) throw invalidResource(errors, at ?? resource.resourceType);
+}

@@ -1,0 +1,1621 @@
+/**
+ * A compiled FHIRPath engine for the invariants of the FHIR R4 StructureDefinitions
+ * (https://hl7.org/fhir/R4/fhirpath.html, FHIRPath N1 http://hl7.org/fhirpath/N1/). An expression is
+ * parsed once; for each focus type it is evaluated on, its syntax tree is turned once into plain
+ * closures with the FHIR type of every path step resolved (through `FhirPathTypes`), so an evaluation
+ * only walks JSON and allocates the collections it produces.
+ *
+ * Values are plain R4 JSON. A value whose type its position does not tell (a choice element's
+ * `valueQuantity`, a child reached by `children()`, a primitive with a `_name` sibling) is carried as a
+ * `Typed`; a resource carries its own `resourceType`. Booleans follow FHIRPath's three-valued logic
+ * (`undefined` is the empty collection); `and`/`or`/`implies` short-circuit. Functions that need a server
+ * or terminology (`resolve`, `memberOf`, `conformsTo`, `htmlChecks`, ...) throw UnsupportedFhirPath at
+ * compile time. At run time an error (`single()` on many, comparing a date with a number) makes the
+ * invariant hold, as does an empty result: only a result of exactly `false` fails.
+ *
+ * Where R4's expressions and FHIRPath.js part, Cinder reads them as HL7's Java validator does: an
+ * unqualified System type name also matches the FHIR primitive of that name (que-7's `answer is Boolean`),
+ * a regex literal that Unicode mode refuses (`\@` in eld-16) is compiled without it, and two quantities
+ * of the same non-UCUM unit compare by value (rng-2). A dateTime without an offset is read in UTC.
+ */
+import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
+
+export { FhirPathSyntaxError, UnsupportedFhirPath };
+
+export interface FhirPathTypes {
+  /** The FHIR type of element `name` of a value of type `owner` (e.g. ('Observation','value') -> undefined for choice; ('Patient','birthDate') -> 'date'; ('Observation','valueQuantity') -> 'Quantity'), or undefined when unknown. Backbone elements are named by their path, e.g. 'Patient.contact'. */
+  elementType(owner: string, name: string): string | undefined;
+}
+export interface InvariantContext { resource: unknown; rootResource: unknown }
+export type CompiledInvariant = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => boolean;
+
+type Json = Record<string, unknown>;
+type Coll = readonly unknown[];
+type Category = 'boolean' | 'number' | 'string' | 'datetime' | 'time' | 'quantity' | 'object';
+
+const EMPTY: Coll = [];
+const TRUE: Coll = [true];
+const FALSE: Coll = [false];
+const UCUM = 'http://unitsofmeasure.org';
+
+/** A value with the FHIR (or `System.`) type its position does not tell, and a primitive's `_name` sibling. */
+class Typed {
+  constructor(readonly type: string, readonly value: unknown, readonly ext: Json | undefined) {}
+}
+
+/** A run-time error of an evaluation (FHIRPath's "error"): the invariant holds. */
+class EvaluationError extends Error {}
+
+function isObject(v: unknown): v is Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function valueOf(item: unknown): unknown {
+  return item instanceof Typed ? item.value : item;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------------
+
+const CATEGORIES = new Map<string, Category>();
+for (const t of ['boolean', 'System.Boolean']) CATEGORIES.set(t, 'boolean');
+for (const t of ['integer', 'positiveInt', 'unsignedInt', 'decimal', 'integer64', 'System.Integer', 'System.Decimal']) CATEGORIES.set(t, 'number');
+for (const t of ['string', 'code', 'id', 'markdown', 'uri', 'url', 'canonical', 'oid', 'uuid', 'base64Binary', 'xhtml', 'System.String']) {
+  CATEGORIES.set(t, 'string');
+}
+for (const t of ['date', 'dateTime', 'instant', 'System.Date', 'System.DateTime']) CATEGORIES.set(t, 'datetime');
+for (const t of ['time', 'System.Time']) CATEGORIES.set(t, 'time');
+for (const t of ['Quantity', 'Age', 'Count', 'Distance', 'Duration', 'MoneyQuantity', 'SimpleQuantity', 'System.Quantity']) {
+  CATEGORIES.set(t, 'quantity');
+}
+
+const FHIR_PRIMITIVES = [
+  'base64Binary', 'boolean', 'canonical', 'code', 'date', 'dateTime', 'decimal', 'id', 'instant', 'integer', 'markdown', 'oid',
+  'positiveInt', 'string', 'time', 'unsignedInt', 'uri', 'url', 'uuid', 'xhtml',
+];
+const PRIMITIVES = new Set(FHIR_PRIMITIVES);
+const COMPLEX_TYPES = new Set([
+  'Address', 'Age', 'Annotation', 'Attachment', 'BackboneElement', 'CodeableConcept', 'Coding', 'ContactDetail', 'ContactPoint',
+  'Contributor', 'Count', 'DataRequirement', 'Distance', 'Dosage', 'Duration', 'Element', 'ElementDefinition', 'Expression',
+  'Extension', 'HumanName', 'Identifier', 'MarketingStatus', 'Meta', 'Money', 'MoneyQuantity', 'Narrative', 'ParameterDefinition',
+  'Period', 'Population', 'ProdCharacteristic', 'ProductShelfLife', 'Quantity', 'Range', 'Ratio', 'Reference', 'RelatedArtifact',
+  'SampledData', 'Signature', 'SimpleQuantity', 'SubstanceAmount', 'Timing', 'TriggerDefinition', 'UsageContext',
+]);
+const BACKBONE_TYPES = new Set(['Dosage', 'ElementDefinition', 'MarketingStatus', 'Population', 'ProdCharacteristic', 'ProductShelfLife', 'SubstanceAmount', 'Timing']);
+/** The R4 base types that are not Element, DomainResource or BackboneElement. */
+const PARENTS = new Map<string, string>([
+  ['Age', 'Quantity'], ['Count', 'Quantity'], ['Distance', 'Quantity'], ['Duration', 'Quantity'], ['MoneyQuantity', 'Quantity'],
+  ['SimpleQuantity', 'Quantity'], ['canonical', 'uri'], ['url', 'uri'], ['oid', 'uri'], ['uuid', 'uri'], ['code', 'string'], ['id', 'string'],
+  ['markdown', 'string'], ['positiveInt', 'integer'], ['unsignedInt', 'integer'], ['Bundle', 'Resource'], ['Binary', 'Resource'],
+  ['Parameters', 'Resource'], ['DomainResource', 'Resource'], ['BackboneElement', 'Element'],
+]);
+/** `valueQuantity` -> `Quantity`, `valueDateTime` -> `dateTime`: the suffixes of choice elements. */
+const CHOICE_SUFFIXES = new Map<string, string>();
+for (const t of [...FHIR_PRIMITIVES, ...COMPLEX_TYPES]) CHOICE_SUFFIXES.set(t[0]!.toUpperCase() + t.slice(1), t);
+
+function parentOf(type: string): string | undefined {
+  const p = PARENTS.get(type);
+  if (p !== undefined) return p;
+  if (type === 'Element' || type === 'Resource') return undefined;
+  if (type.includes('.') || BACKBONE_TYPES.has(type)) return 'BackboneElement';
+  if (PRIMITIVES.has(type) || COMPLEX_TYPES.has(type)) return 'Element';
+  return 'DomainResource';
+}
+
+/** The type names FhirPathTypes gives, with FHIRPath's System types shortened (`System.String`). */
+function normaliseType(type: string | undefined): string | undefined {
+  if (type === undefined) return undefined;
+  return type.startsWith('http://hl7.org/fhirpath/') ? type.slice('http://hl7.org/fhirpath/'.length) : type;
+}
+
+/** A static type that says nothing about its items: resources carry their own. */
+function staticType(type: string | undefined): string | undefined {
+  return type === 'Resource' || type === 'DomainResource' ? undefined : type;
+}
+
+function isPrimitiveType(type: string | undefined): boolean {
+  return type !== undefined && (PRIMITIVES.has(type) || type.startsWith('System.'));
+}
+
+/** The type of `item` in a collection whose items are statically of type `type` (undefined: ask the item). */
+function typeOfItem(item: unknown, type: string | undefined): string | undefined {
+  if (item instanceof Typed) return item.type;
+  if (type !== undefined) return type;
+  switch (typeof item) {
+    case 'string': return 'System.String';
+    case 'boolean': return 'System.Boolean';
+    case 'number': return Number.isInteger(item) ? 'System.Integer' : 'System.Decimal';
+    case 'object': {
+      const rt = (item as Json | null)?.resourceType;
+      return typeof rt === 'string' ? rt : undefined;
+    }
+    default: return undefined;
+  }
+}
+
+function categoryOf(item: unknown, type: string | undefined): Category {
+  const t = typeOfItem(item, type);
+  const c = t === undefined ? undefined : CATEGORIES.get(t);
+  if (c !== undefined) return c;
+  const v = valueOf(item);
+  switch (typeof v) {
+    case 'string': return 'string';
+    case 'number': return 'number';
+    case 'boolean': return 'boolean';
+    default: return 'object';
+  }
+}
+
+interface TypeTest {
+  name: string;
+  fhir: boolean;
+  /** `System.<name>`, when System types match. */
+  system: string | undefined;
+  /** For an unqualified System name (`Boolean`): the FHIR primitive it also matches (`boolean`), as HL7's validator does. */
+  lenient: string | undefined;
+}
+
+const SYSTEM_ONLY = new Map([['Boolean', 'boolean'], ['String', 'string'], ['Integer', 'integer'], ['Decimal', 'decimal'], ['Date', 'date'], ['DateTime', 'dateTime'], ['Time', 'time']]);
+
+function typeTest(t: TypeName): TypeTest {
+  if (t.namespace === 'System') return { name: t.name, fhir: false, system: `System.${t.name}`, lenient: undefined };
+  if (t.namespace === 'FHIR') return { name: t.name, fhir: true, system: undefined, lenient: undefined };
+  return { name: t.name, fhir: !SYSTEM_ONLY.has(t.name), system: `System.${t.name}`, lenient: SYSTEM_ONLY.get(t.name) };
+}
+
+/** § 6.3 `is`: the type or one of its bases. */
+function typeMatches(actual: string | undefined, test: TypeTest): boolean {
+  if (actual === undefined) return false;
+  if (actual.startsWith('System.')) return actual === test.system;
+  if (actual === test.lenient) return true;
+  if (!test.fhir) return false;
+  for (let t: string | undefined = actual; t !== undefined; t = parentOf(t)) if (t === test.name) return true;
+  return false;
+}
+
+/** The static type of a collection filtered by `ofType`/`as`. */
+function testedType(test: TypeTest): string | undefined {
+  if (test.lenient !== undefined) return undefined;
+  return staticType(test.fhir ? test.name : test.system);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Navigation
+// ---------------------------------------------------------------------------------------------------
+
+/** One JSON property a name reaches: `birthDate` (+ `_birthDate`), `valueQuantity`. */
+interface Child {
+  key: string;
+  /** `_key`, for primitives (which may have an `id` and extensions there). */
+  extKey: string | undefined;
+  type: string | undefined;
+  /** Carry values as Typed (the collection has no static type). */
+  wrap: boolean;
+}
+
+/** What `name` reaches from a value of a given type: one property, or the typed properties of a choice element. */
+interface Lookup {
+  single?: Child;
+  /** A choice element's typed properties (tried when `single` finds nothing), by key too. */
+  choices?: Child[];
+  byKey?: Map<string, Child>;
+}
+
+function child(key: string, type: string | undefined, dynamic: boolean): Child {
+  const t = normaliseType(type);
+  const primitive = t === undefined || isPrimitiveType(t);
+  return { key, extKey: primitive ? `_${key}` : undefined, type: t, wrap: dynamic && staticType(t) !== undefined };
+}
+
+/** The choices by their JSON keys, `valueString` and `_valueString`. */
+function byKey(choices: Child[]): Map<string, Child> {
+  const map = new Map<string, Child>();
+  for (const c of choices) {
+    map.set(c.key, c);
+    if (c.extKey !== undefined) map.set(c.extKey, c);
+  }
+  return map;
+}
+
+/** Resolves `name` on values of type `owner` (undefined owner: by the JSON alone, choice elements by their suffixes). */
+function lookup(types: FhirPathTypes, owner: string | undefined, name: string, dynamic: boolean): Lookup {
+  if (owner !== undefined && isPrimitiveType(owner)) {
+    // A primitive's `_name` sibling holds its id and extensions.
+    const t = name === 'extension' ? 'Extension' : name === 'id' ? 'string' : undefined;
+    return { single: { key: name, extKey: undefined, type: t, wrap: dynamic && t !== undefined } };
+  }
+  if (owner !== undefined) {
+    const direct = types.elementType(owner, name);
+    if (direct !== undefined) return { single: child(name, direct, dynamic) };
+    const choices: Child[] = [];
+    for (const suffix of CHOICE_SUFFIXES.keys()) {
+      const t = types.elementType(owner, name + suffix);
+      if (t !== undefined) choices.push({ ...child(name + suffix, t, true), wrap: staticType(normaliseType(t)) !== undefined });
+    }
+    if (choices.length > 0) return { choices, byKey: byKey(choices) };
+  }
+  // Unknown to the model: the property itself, or any `name<Type>` by its suffix.
+  const choices: Child[] = [...CHOICE_SUFFIXES].map(([suffix, t]) => child(name + suffix, t, true));
+  return { single: { key: name, extKey: undefined, type: undefined, wrap: false }, choices, byKey: byKey(choices) };
+}
+
+function pushValue(out: unknown[], v: unknown, c: Child): void {
+  if (c.wrap && !(isObject(v) && typeof v.resourceType === 'string')) out.push(new Typed(c.type!, v, undefined));
+  else out.push(v);
+}
+
+/** Appends the values of property `c` of `obj` to `out`, pairing primitives with their `_key` siblings. */
+function collect(obj: Json, c: Child, out: unknown[]): void {
+  const v = obj[c.key];
+  const e = c.extKey === undefined ? undefined : obj[c.extKey];
+  if (e === undefined || e === null) {
+    if (v === undefined || v === null) return;
+    if (Array.isArray(v)) {
+      for (const x of v) if (x !== null && x !== undefined) pushValue(out, x, c);
+    } else pushValue(out, v, c);
+    return;
+  }
+  const type = c.type ?? 'string';
+  if (Array.isArray(v) || Array.isArray(e)) {
+    const vs = Array.isArray(v) ? v : v === undefined || v === null ? [] : [v];
+    const es = Array.isArray(e) ? e : [e];
+    const n = Math.max(vs.length, es.length);
+    for (let i = 0; i < n; i++) {
+      const x = vs[i] ?? undefined;
+      const y = es[i] ?? undefined;
+      if (x !== undefined || y !== undefined) out.push(new Typed(type, x, isObject(y) ? y : undefined));
+    }
+  } else out.push(new Typed(type, v ?? undefined, isObject(e) ? e : undefined));
+}
+
+/** How many values `collect` would append. */
+function countOf(obj: Json, c: Child): number {
+  const v = obj[c.key];
+  const e = c.extKey === undefined ? undefined : obj[c.extKey];
+  if (e === undefined || e === null) {
+    if (v === undefined || v === null) return 0;
+    if (!Array.isArray(v)) return 1;
+    let n = 0;
+    for (const x of v) if (x !== null && x !== undefined) n++;
+    return n;
+  }
+  if (!Array.isArray(v) && !Array.isArray(e)) return 1;
+  const vs = Array.isArray(v) ? v : [v];
+  const es = Array.isArray(e) ? e : [e];
+  let n = 0;
+  for (let i = 0; i < Math.max(vs.length, es.length); i++) if ((vs[i] ?? es[i] ?? null) !== null) n++;
+  return n;
+}
+
+/** The JSON object whose properties a navigation reads: the value, or a primitive's `_name` sibling. */
+function objectOf(item: unknown): Json | undefined {
+  if (item instanceof Typed) return isObject(item.value) ? item.value : item.ext;
+  return isObject(item) ? item : undefined;
+}
+
+function collectLookup(obj: Json, l: Lookup, out: unknown[]): void {
+  if (l.single !== undefined) {
+    const before = out.length;
+    collect(obj, l.single, out);
+    if (l.choices === undefined || out.length > before) return;
+  }
+  if (l.choices!.length <= 4) {
+    for (const c of l.choices!) collect(obj, c, out);
+    return;
+  }
+  for (const key in obj) {
+    const c = l.byKey!.get(key);
+    // `_valueString` alone: a primitive with extensions but no value.
+    if (c !== undefined && (c.key === key || obj[c.key] === undefined)) collect(obj, c, out);
+  }
+}
+
+function countLookup(obj: Json, l: Lookup): number {
+  if (l.single !== undefined) {
+    const n = countOf(obj, l.single);
+    if (l.choices === undefined || n > 0) return n;
+  }
+  let n = 0;
+  if (l.choices!.length <= 4) {
+    for (const c of l.choices!) n += countOf(obj, c);
+    return n;
+  }
+  for (const key in obj) {
+    const c = l.byKey!.get(key);
+    if (c !== undefined && (c.key === key || obj[c.key] === undefined)) n += countOf(obj, c);
+  }
+  return n;
+}
+
+/** `children()`: every property of every item, typed from the item's type, into `out` (null: only counted); the count. */
+function childrenOf(types: FhirPathTypes, memo: Map<string, Map<string, Child>>, items: Coll, type: string | undefined, out: unknown[] | null): number {
+  let n = 0;
+  for (const item of items) {
+    const obj = objectOf(item);
+    if (obj === undefined) continue;
+    const owner = typeOfItem(item, type);
+    let known = owner === undefined ? undefined : memo.get(owner);
+    if (known === undefined && owner !== undefined) memo.set(owner, (known = new Map()));
+    for (const key in obj) {
+      if (key === 'resourceType') continue;
+      let name = key;
+      if (key.charCodeAt(0) === 95 /* _ */) {
+        name = key.slice(1);
+        if (obj[name] !== undefined) continue;
+      }
+      let c = known?.get(name);
+      if (c === undefined) {
+        const t = owner === undefined ? undefined : types.elementType(owner, name);
+        c = child(name, t, true);
+        if (t === undefined) c = { ...c, extKey: undefined, wrap: false };
+        known?.set(name, c);
+      }
+      if (out === null) n += countOf(obj, c);
+      else collect(obj, c, out);
+    }
+  }
+  return out === null ? n : out.length;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Values: dates, times, quantities, equality
+// ---------------------------------------------------------------------------------------------------
+
+interface DateParts {
+  y: number; mo: number; d: number; h: number; mi: number; s: number; ms: number;
+  /** Offset in minutes, NaN when absent (then UTC, the server's default time zone). */
+  tz: number;
+  /** 0 year .. 5 seconds (seconds and milliseconds are one precision, § 5.2.6). */
+  precision: number;
+  epoch: number;
+}
+const newParts = (): DateParts => ({ y: 0, mo: 1, d: 1, h: 0, mi: 0, s: 0, ms: 0, tz: NaN, precision: 0, epoch: 0 });
+const DA = newParts();
+const DB = newParts();
+
+function digits(s: string, at: number, n: number): number {
+  if (at + n > s.length) return -1;
+  let v = 0;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(at + i) - 48;
+    if (c < 0 || c > 9) return -1;
+    v = v * 10 + c;
+  }
+  return v;
+}
+
+/** Parses hh(:mm(:ss(.fff)?)?)? at `at` into `out` (precision 3..5); returns the end or -1. */
+function parseClock(s: string, at: number, out: DateParts): number {
+  out.h = digits(s, at, 2);
+  if (out.h < 0 || out.h > 23) return -1;
+  out.precision = 3;
+  at += 2;
+  if (s[at] !== ':') return at;
+  out.mi = digits(s, at + 1, 2);
+  if (out.mi < 0 || out.mi > 59) return -1;
+  out.precision = 4;
+  at += 3;
+  if (s[at] !== ':') return at;
+  out.s = digits(s, at + 1, 2);
+  if (out.s < 0 || out.s > 60) return -1;
+  out.precision = 5;
+  at += 3;
+  if (s[at] === '.') {
+    let frac = 0;
+    let scale = 1;
+    at++;
+    const start = at;
+    while (at < s.length && s.charCodeAt(at) >= 48 && s.charCodeAt(at) <= 57) {
+      if (scale < 1000) {
+        frac = frac * 10 + s.charCodeAt(at) - 48;
+        scale *= 10;
+      }
+      at++;
+    }
+    if (at === start) return -1;
+    out.ms = Math.round((frac * 1000) / scale);
+  }
+  return at;
+}
+
+/** Parses a date, dateTime or instant (FHIR or FHIRPath literal form) into `out`. */
+function parseDateTime(s: string, out: DateParts): boolean {
+  out.mo = 1; out.d = 1; out.h = 0; out.mi = 0; out.s = 0; out.ms = 0; out.tz = NaN; out.precision = 0;
+  out.y = digits(s, 0, 4);
+  if (out.y < 0) return false;
+  let at = 4;
+  if (s[at] === '-') {
+    out.mo = digits(s, 5, 2);
+    if (out.mo < 1 || out.mo > 12) return false;
+    out.precision = 1;
+    at = 7;
+    if (s[at] === '-') {
+      out.d = digits(s, 8, 2);
+      if (out.d < 1 || out.d > 31) return false;
+      out.precision = 2;
+      at = 10;
+      if (s[at] === 'T') {
+        at = parseClock(s, 11, out);
+        if (at < 0) return false;
+        if (s[at] === 'Z') {
+          out.tz = 0;
+          at++;
+        } else if (s[at] === '+' || s[at] === '-') {
+          const hh = digits(s, at + 1, 2);
+          const mm = digits(s, at + 4, 2);
+          if (hh < 0 || mm < 0 || s[at + 3] !== ':') return false;
+          out.tz = (s[at] === '-' ? -1 : 1) * (hh * 60 + mm);
+          at += 6;
+        }
+      }
+    }
+  }
+  if (at !== s.length) return false;
+  out.epoch = Date.UTC(out.y, out.mo - 1, out.d, out.h, out.mi, Math.min(out.s, 59), out.ms) - (Number.isNaN(out.tz) ? 0 : out.tz * 60000);
+  return true;
+}
+
+function parseTime(s: string, out: DateParts): boolean {
+  out.mi = 0; out.s = 0; out.ms = 0;
+  const at = parseClock(s, 0, out);
+  if (at !== s.length) return false;
+  out.precision -= 3;
+  out.epoch = ((out.h * 60 + out.mi) * 60 + out.s) * 1000 + out.ms;
+  return true;
+}
+
+/** The instant of `x` truncated to `precision` (time-zone normalised first). */
+function epochAt(x: DateParts, precision: number, time: boolean): number {
+  if (precision >= x.precision) return x.epoch;
+  if (time) return ((x.h * 60 + (precision >= 1 ? x.mi : 0)) * 60) * 1000;
+  if (Number.isNaN(x.tz)) {
+    return Date.UTC(x.y, precision >= 1 ? x.mo - 1 : 0, precision >= 2 ? x.d : 1, precision >= 3 ? x.h : 0, precision >= 4 ? x.mi : 0);
+  }
+  const unit = precision === 4 ? 60000 : precision === 3 ? 3600000 : precision === 2 ? 86400000 : 0;
+  if (unit > 0) return Math.floor(x.epoch / unit) * unit;
+  const d = new Date(x.epoch);
+  return Date.UTC(d.getUTCFullYear(), precision >= 1 ? d.getUTCMonth() : 0, 1);
+}
+
+/** § 6.1.x date/time comparison: undefined when the precisions differ and the common part is equal. */
+function compareTemporal(a: string, b: string, time: boolean): number | undefined {
+  const ok = time ? parseTime(a, DA) && parseTime(b, DB) : parseDateTime(a, DA) && parseDateTime(b, DB);
+  if (!ok) throw new EvaluationError('not a date/time');
+  const p = Math.min(DA.precision, DB.precision);
+  const ta = epochAt(DA, p, time);
+  const tb = epochAt(DB, p, time);
+  if (DA.precision !== DB.precision && ta === tb) return undefined;
+  return ta < tb ? -1 : ta > tb ? 1 : 0;
+}
+
+interface QuantityParts { value: number; unit: string; system: string | undefined }
+const QA: QuantityParts = { value: 0, unit: '', system: undefined };
+const QB: QuantityParts = { value: 0, unit: '', system: undefined };
+
+/** A FHIR Quantity (without comparator) or a System.Quantity literal as value + unit; false when not comparable. */
+function quantityParts(item: unknown, out: QuantityParts): boolean {
+  const v = valueOf(item);
+  if (!isObject(v) || typeof v.value !== 'number' || v.comparator !== undefined) return false;
+  out.value = v.value;
+  if (item instanceof Typed && item.type === 'System.Quantity') {
+    out.unit = v.unit as string;
+    out.system = UCUM;
+    return true;
+  }
+  out.system = typeof v.system === 'string' ? v.system : undefined;
+  const unit = typeof v.code === 'string' ? v.code : out.system === undefined && typeof v.unit === 'string' ? v.unit : undefined;
+  if (unit === undefined) return false;
+  out.unit = unit;
+  return true;
+}
+
+/** UCUM units Cinder converts between: a metric prefix on a base unit, and the time units. */
+const UCUM_PREFIXES = new Map([['k', 1e3], ['h', 1e2], ['da', 1e1], ['d', 1e-1], ['c', 1e-2], ['m', 1e-3], ['u', 1e-6], ['n', 1e-9], ['p', 1e-12]]);
+const UCUM_BASES = new Map<string, [dimension: string, factor: number, prefixable: boolean]>([
+  ['g', ['g', 1, true]], ['L', ['L', 1, true]], ['l', ['L', 1, true]], ['m', ['m', 1, true]], ['mol', ['mol', 1, true]],
+  ['eq', ['eq', 1, true]], ['U', ['U', 1, true]], ['s', ['s', 1, true]], ['min', ['s', 60, false]], ['h', ['s', 3600, false]],
+  ['d', ['s', 86400, false]], ['wk', ['s', 604800, false]], ['mo', ['s', 2629800, false]], ['a', ['s', 31557600, false]],
+  ['%', ['1', 0.01, false]], ['1', ['1', 1, false]],
+]);
+const ucumScales = new Map<string, [string, number] | null>();
+
+function ucumScale(unit: string): [string, number] | null {
+  let scale = ucumScales.get(unit);
+  if (scale !== undefined) return scale;
+  scale = null;
+  const base = UCUM_BASES.get(unit);
+  if (base !== undefined) scale = [base[0], base[1]];
+  else {
+    for (const [prefix, factor] of UCUM_PREFIXES) {
+      const b = unit.startsWith(prefix) ? UCUM_BASES.get(unit.slice(prefix.length)) : undefined;
+      if (b !== undefined && b[2]) scale = [b[0], b[1] * factor];
+    }
+  }
+  ucumScales.set(unit, scale);
+  return scale;
+}
+
+/** Quantities compare when their units are the same, or UCUM units of one dimension; otherwise empty. */
+function compareQuantities(a: unknown, b: unknown): number | undefined {
+  if (!quantityParts(a, QA) || !quantityParts(b, QB)) return undefined;
+  let x = QA.value;
+  let y = QB.value;
+  if (QA.unit !== QB.unit || QA.system !== QB.system) {
+    if (QA.system !== UCUM || QB.system !== UCUM) return undefined;
+    const sa = ucumScale(QA.unit);
+    const sb = ucumScale(QB.unit);
+    if (sa === null || sb === null || sa[0] !== sb[0]) return undefined;
+    x *= sa[1];
+    y *= sb[1];
+  }
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** `<` and friends on two single items: a negative, zero or positive number, or undefined (empty). */
+function compareItems(a: unknown, at: string | undefined, b: unknown, bt: string | undefined): number | undefined {
+  const ca = categoryOf(a, at);
+  const cb = categoryOf(b, bt);
+  const x = valueOf(a);
+  const y = valueOf(b);
+  if (x === undefined || x === null || y === undefined || y === null) return undefined;
+  if (ca === cb) {
+    switch (ca) {
+      case 'number':
+      case 'string':
+        return (x as number) < (y as number) ? -1 : (x as number) > (y as number) ? 1 : 0;
+      case 'datetime':
+        return compareTemporal(x as string, y as string, false);
+      case 'time':
+        return compareTemporal(x as string, y as string, true);
+      case 'quantity':
+        return compareQuantities(a, b);
+      default:
+    }
+  }
+  throw new EvaluationError(`cannot compare ${ca} with ${cb}`);
+}
+
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (!isObject(a) && !Array.isArray(a)) return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!deepEqual(a[i], b[i])) return false;
+    return true;
+  }
+  if (!isObject(b)) return false;
+  let n = 0;
+  for (const k in a) {
+    if (a[k] === undefined) continue;
+    n++;
+    if (!deepEqual(a[k], b[k])) return false;
+  }
+  for (const k in b) if (b[k] !== undefined) n--;
+  return n === 0;
+}
+
+/** § 6.1.1 `=` on two items: true, false, or undefined (dates of different precision). */
+function equalItems(a: unknown, at: string | undefined, b: unknown, bt: string | undefined): boolean | undefined {
+  const x = valueOf(a);
+  const y = valueOf(b);
+  const ca = categoryOf(a, at);
+  const cb = categoryOf(b, bt);
+  if (ca !== cb) return false;
+  switch (ca) {
+    case 'datetime':
+    case 'time': {
+      if (typeof x !== 'string' || typeof y !== 'string') return x === y;
+      const c = compareTemporal(x, y, ca === 'time');
+      return c === undefined ? undefined : c === 0;
+    }
+    case 'quantity': {
+      const c = compareQuantities(a, b);
+      return c === undefined ? deepEqual(x, y) : c === 0;
+    }
+    case 'object':
+      return deepEqual(x, y);
+    default:
+      return x === y;
+  }
+}
+
+/** § 6.1.3 `~` on two items. */
+function equivalentItems(a: unknown, at: string | undefined, b: unknown, bt: string | undefined): boolean {
+  const x = valueOf(a);
+  const y = valueOf(b);
+  const ca = categoryOf(a, at);
+  if (ca !== categoryOf(b, bt)) return false;
+  if (ca === 'string') return normaliseText(x as string) === normaliseText(y as string);
+  if (ca === 'number') return equivalentNumbers(x as number, y as number);
+  if (ca === 'datetime' || ca === 'time') {
+    const c = compareTemporal(x as string, y as string, ca === 'time');
+    return c === 0 && DA.precision === DB.precision;
+  }
+  return equalItems(a, at, b, bt) === true;
+}
+
+/** § 6.1.3 string equivalence: case and the kind of each whitespace character are ignored. */
+function normaliseText(s: string): string {
+  return s.toUpperCase().replace(/\s/g, ' ');
+}
+
+function equivalentNumbers(x: number, y: number): boolean {
+  const places = (n: number): number => (String(n).split('.')[1] ?? '').length;
+  const p = Math.min(places(x), places(y));
+  return x.toFixed(p) === y.toFixed(p);
+}
+
+function equalColls(a: Coll, at: string | undefined, b: Coll, bt: string | undefined): boolean | undefined {
+  if (a.length === 0 || b.length === 0) return undefined;
+  if (a.length !== b.length) return false;
+  let result: boolean | undefined = true;
+  for (let i = 0; i < a.length; i++) {
+    const r = equalItems(a[i], at, b[i], bt);
+    if (r === false) return false;
+    if (r === undefined) result = undefined;
+  }
+  return result;
+}
+
+function equivalentColls(a: Coll, at: string | undefined, b: Coll, bt: string | undefined): boolean {
+  if (a.length !== b.length) return false;
+  const used = new Array<boolean>(b.length).fill(false);
+  outer: for (const x of a) {
+    for (let j = 0; j < b.length; j++) {
+      if (!used[j] && equivalentItems(x, at, b[j], bt)) {
+        used[j] = true;
+        continue outer;
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
+/** A key that equal items share (for de-duplicating large collections). */
+function itemKey(item: unknown, type: string | undefined): string {
+  const v = valueOf(item);
+  const c = categoryOf(item, type);
+  return c === 'object' || c === 'quantity' ? `o${canonicalJson(v)}` : `${c[0]}${String(v)}`;
+}
+
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (isObject(v)) {
+    return `{${Object.keys(v).filter((k) => v[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** The items of `items` without repeats (by `=`), in order. */
+function distinctItems(items: Coll, type: string | undefined): Coll {
+  if (items.length < 2) return items;
+  const out: unknown[] = [];
+  if (items.length <= 8) {
+    for (const x of items) if (!containsItem(out, type, x, type)) out.push(x);
+    return out.length === items.length ? items : out;
+  }
+  const seen = new Set<string>();
+  for (const x of items) {
+    const k = itemKey(x, type);
+    if (!seen.has(k)) {
+      seen.add(k);
+      out.push(x);
+    }
+  }
+  return out.length === items.length ? items : out;
+}
+
+function containsItem(items: Coll, type: string | undefined, x: unknown, xt: string | undefined): boolean {
+  for (const y of items) if (equalItems(x, xt, y, type) === true) return true;
+  return false;
+}
+
+/** The items of `items` that are (`keep` true) or are not members of `others`. */
+function filterMembers(items: Coll, type: string | undefined, others: Coll, othersType: string | undefined, keep: boolean): Coll {
+  let out: unknown[] | undefined;
+  for (let i = 0; i < items.length; i++) {
+    const kept = containsItem(others, othersType, items[i], type) === keep;
+    if (!kept && out === undefined) out = items.slice(0, i);
+    else if (kept && out !== undefined) out.push(items[i]);
+  }
+  return out ?? items;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Compilation
+// ---------------------------------------------------------------------------------------------------
+
+interface Env {
+  /** `$this`: one item, or undefined for none. */
+  this: unknown;
+  index: number;
+  resource: unknown;
+  rootResource: unknown;
+  context: unknown;
+}
+
+interface Expr {
+  /** The type of every item (undefined: each item tells its own). */
+  type: string | undefined;
+  coll(env: Env): Coll;
+  /** Singleton evaluation as a Boolean (§ 4.5): undefined when empty; throws on many. */
+  bool(env: Env): boolean | undefined;
+  size(env: Env): number;
+  /** The items, when they do not depend on the evaluation (literals and unions of them). */
+  constant?: Coll;
+}
+
+interface Scope {
+  expression: string;
+  types: FhirPathTypes;
+  /** The type of `$this` (undefined: the item tells). */
+  thisType: string | undefined;
+  contextType: string | undefined;
+  /** Inside where/select/all/exists/repeat criteria: `$index` is defined. */
+  iterating: boolean;
+}
+
+function singletonBool(c: Coll): boolean | undefined {
+  if (c.length === 0) return undefined;
+  if (c.length > 1) throw new EvaluationError('a single value was expected');
+  const v = valueOf(c[0]);
+  if (v === undefined || v === null) return undefined;
+  return typeof v === 'boolean' ? v : true;
+}
+
+function boolColl(b: boolean | undefined): Coll {
+  return b === undefined ? EMPTY : b ? TRUE : FALSE;
+}
+
+function collExpr(type: string | undefined, coll: (env: Env) => Coll, size?: (env: Env) => number): Expr {
+  return { type, coll, bool: (env) => singletonBool(coll(env)), size: size ?? ((env) => coll(env).length) };
+}
+
+function boolExpr(bool: (env: Env) => boolean | undefined): Expr {
+  return { type: 'System.Boolean', coll: (env) => boolColl(bool(env)), bool, size: (env) => (bool(env) === undefined ? 0 : 1) };
+}
+
+function constExpr(type: string | undefined, items: Coll): Expr {
+  const b = items.length === 1 ? singletonBool(items) : undefined;
+  return { type, coll: () => items, bool: items.length > 1 ? () => singletonBool(items) : () => b, size: () => items.length, constant: items };
+}
+
+/** `make`, or its result computed once when every input is constant (`('a' | 'b')`). */
+function folded(inputs: Expr[], make: () => Expr): Expr {
+  const e = make();
+  if (!inputs.every((i) => i.constant !== undefined)) return e;
+  try {
+    return constExpr(e.type, e.coll(FOLDING_ENV));
+  } catch {
+    return e;
+  }
+}
+
+const FOLDING_ENV: Env = { this: undefined, index: 0, resource: undefined, rootResource: undefined, context: undefined };
+
+/** Membership in a constant collection of strings, by a set (`status in ('proposed' | 'cancelled')`). */
+function stringSet(items: Expr): Set<string> | undefined {
+  const c = items.constant;
+  if (c === undefined || items.type !== 'System.String' || c.some((x) => typeof x !== 'string')) return undefined;
+  return new Set(c as string[]);
+}
+
+function single(c: Coll): unknown {
+  if (c.length > 1) throw new EvaluationError('a single value was expected');
+  return c[0];
+}
+
+function singleString(c: Coll): string | undefined {
+  const v = valueOf(single(c));
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw new EvaluationError('a string was expected');
+  return v;
+}
+
+function singleInteger(c: Coll): number | undefined {
+  const v = valueOf(single(c));
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new EvaluationError('an integer was expected');
+  return v;
+}
+
+/** Wraps raw items of a statically typed collection so that they keep their type in a mixed one. */
+function retype(items: Coll, type: string | undefined, out: unknown[]): void {
+  for (const x of items) out.push(type === undefined || x instanceof Typed || (isObject(x) && typeof x.resourceType === 'string') ? x : new Typed(type, x, undefined));
+}
+
+/** The type of the union of two collections, and whether their items must be wrapped to keep it. */
+function joinTypes(a: Expr, b: Expr): string | undefined {
+  return a.type === b.type ? a.type : undefined;
+}
+
+function combineColls(a: Expr, b: Expr, env: Env): Coll {
+  const x = a.coll(env);
+  const y = b.coll(env);
+  if (y.length === 0) return x;
+  if (x.length === 0 && a.type === b.type) return y;
+  const out: unknown[] = [];
+  if (a.type === b.type) {
+    for (const v of x) out.push(v);
+    for (const v of y) out.push(v);
+  } else {
+    retype(x, a.type, out);
+    retype(y, b.type, out);
+  }
+  return out;
+}
+
+/** A bound on the collections `repeat()` and `descendants()` build (a resource is a tree; this is a guard). */
+const MAX_ITEMS = 10_000_000;
+
+const VARIABLES = new Map([['ucum', UCUM], ['sct', 'http://snomed.info/sct'], ['loinc', 'http://loinc.org']]);
+
+function build(ast: Ast, scope: Scope): Expr {
+  switch (ast.kind) {
+    case 'literal':
+      return literal(ast.literal);
+    case 'this':
+      return collExpr(scope.thisType, (env) => (env.this === undefined ? EMPTY : [env.this]), (env) => (env.this === undefined ? 0 : 1));
+    case 'index':
+      if (!scope.iterating) throw new UnsupportedFhirPath(scope.expression, ast.at, '$index outside an iteration');
+      return collExpr('System.Integer', (env) => [env.index]);
+    case 'total':
+      throw new UnsupportedFhirPath(scope.expression, ast.at, '$total');
+    case 'var':
+      return variable(ast.name, ast.at, scope);
+    case 'member':
+      return member(ast.target === undefined ? undefined : build(ast.target, scope), ast.name, scope);
+    case 'indexer': {
+      const target = build(ast.target, scope);
+      const index = build(ast.index, scope);
+      return collExpr(target.type, (env) => {
+        const items = target.coll(env);
+        const i = singleInteger(index.coll(env));
+        return i === undefined || i < 0 || i >= items.length ? EMPTY : [items[i]];
+      });
+    }
+    case 'unary': {
+      const operand = build(ast.operand, scope);
+      if (ast.op === '+') return operand;
+      return collExpr(operand.type, (env) => {
+        const v = valueOf(single(operand.coll(env)));
+        if (v === undefined || v === null) return EMPTY;
+        if (typeof v !== 'number') throw new EvaluationError('a number was expected');
+        return [-v];
+      });
+    }
+    case 'binary':
+      return binary(ast.op, build(ast.left, scope), build(ast.right, scope), ast.at, scope);
+    case 'type': {
+      const operand = build(ast.operand, scope);
+      return ast.op === 'is' ? isType(operand, typeTest(ast.type)) : asType(operand, typeTest(ast.type));
+    }
+    case 'call':
+      return call(ast, scope);
+  }
+}
+
+function literal(l: Literal): Expr {
+  switch (l.kind) {
+    case 'string': return constExpr('System.String', [l.value]);
+    case 'number': return constExpr(l.integer ? 'System.Integer' : 'System.Decimal', [l.value]);
+    case 'boolean': return constExpr('System.Boolean', [l.value]);
+    case 'date': return constExpr('System.Date', [new Typed('System.Date', l.value, undefined)]);
+    case 'dateTime': return constExpr('System.DateTime', [new Typed('System.DateTime', l.value, undefined)]);
+    case 'time': return constExpr('System.Time', [new Typed('System.Time', l.value, undefined)]);
+    case 'quantity': {
+      const unit = { year: 'a', years: 'a', month: 'mo', months: 'mo', week: 'wk', weeks: 'wk', day: 'd', days: 'd', hour: 'h', hours: 'h',
+        minute: 'min', minutes: 'min', second: 's', seconds: 's', millisecond: 'ms', milliseconds: 'ms' }[l.unit] ?? l.unit;
+      return constExpr('System.Quantity', [new Typed('System.Quantity', { value: l.value, unit }, undefined)]);
+    }
+    case 'empty': return constExpr(undefined, EMPTY);
+  }
+}
+
+function variable(name: string, at: number, scope: Scope): Expr {
+  switch (name) {
+    case 'resource': return collExpr(undefined, (env) => (env.resource === undefined ? EMPTY : [env.resource]));
+    case 'rootResource': return collExpr(undefined, (env) => (env.rootResource === undefined ? EMPTY : [env.rootResource]));
+    case 'context': return collExpr(scope.contextType, (env) => (env.context === undefined ? EMPTY : [env.context]));
+    default: {
+      const url = VARIABLES.get(name)
+        ?? (name.startsWith('vs-') ? `http://hl7.org/fhir/ValueSet/${name.slice(3)}` : undefined)
+        ?? (name.startsWith('ext-') ? `http://hl7.org/fhir/StructureDefinition/${name.slice(4)}` : undefined);
+      if (url === undefined) throw new UnsupportedFhirPath(scope.expression, at, `%${name}`);
+      return constExpr('System.String', [url]);
+    }
+  }
+}
+
+/** `target.name` (or `name` on `$this`); a capitalised name first on `$this` is a type name (`Patient.name`). */
+function member(target: Expr | undefined, name: string, scope: Scope): Expr {
+  if (target === undefined && /^[A-Z]/.test(name)) {
+    const test = typeTest({ namespace: undefined, name });
+    const thisType = scope.thisType;
+    return collExpr(staticType(name), (env) => (env.this !== undefined && typeMatches(typeOfItem(env.this, thisType), test) ? [env.this] : EMPTY));
+  }
+  const ownerType = target === undefined ? scope.thisType : target.type;
+  const types = scope.types;
+  if (ownerType !== undefined) {
+    const l = lookup(types, ownerType, name, false);
+    const type = l.single !== undefined && l.choices === undefined ? staticType(l.single.type) : undefined;
+    if (target === undefined) {
+      return collExpr(type, (env) => {
+        const obj = objectOf(env.this);
+        if (obj === undefined) return EMPTY;
+        const out: unknown[] = [];
+        collectLookup(obj, l, out);
+        return out;
+      }, (env) => {
+        const obj = objectOf(env.this);
+        return obj === undefined ? 0 : countLookup(obj, l);
+      });
+    }
+    return collExpr(type, (env) => {
+      const items = target.coll(env);
+      if (items.length === 0) return EMPTY;
+      const out: unknown[] = [];
+      for (const item of items) {
+        const obj = objectOf(item);
+        if (obj !== undefined) collectLookup(obj, l, out);
+      }
+      return out;
+    }, (env) => {
+      let n = 0;
+      for (const item of target.coll(env)) {
+        const obj = objectOf(item);
+        if (obj !== undefined) n += countLookup(obj, l);
+      }
+      return n;
+    });
+  }
+  // Items that tell their own type (resources, Typed): resolve per type, once.
+  const memo = new Map<string, Lookup>();
+  const untyped = lookup(types, undefined, name, true);
+  const lookupFor = (item: unknown): Lookup => {
+    const owner = typeOfItem(item, undefined);
+    if (owner === undefined) return untyped;
+    let l = memo.get(owner);
+    if (l === undefined) memo.set(owner, (l = lookup(types, owner, name, true)));
+    return l;
+  };
+  const source: (env: Env) => Coll = target === undefined ? (env) => (env.this === undefined ? EMPTY : [env.this]) : target.coll;
+  return collExpr(undefined, (env) => {
+    const items = source(env);
+    if (items.length === 0) return EMPTY;
+    const out: unknown[] = [];
+    for (const item of items) {
+      const obj = objectOf(item);
+      if (obj !== undefined) collectLookup(obj, lookupFor(item), out);
+    }
+    return out;
+  });
+}
+
+function isType(operand: Expr, test: TypeTest): Expr {
+  const type = operand.type;
+  return boolExpr((env) => {
+    const items = operand.coll(env);
+    if (items.length === 0) return undefined;
+    return typeMatches(typeOfItem(single(items), type), test);
+  });
+}
+
+function asType(operand: Expr, test: TypeTest): Expr {
+  const type = operand.type;
+  return collExpr(testedType(test) ?? (test.lenient === undefined ? undefined : type), (env) => {
+    const items = operand.coll(env);
+    if (items.length === 0) return EMPTY;
+    return typeMatches(typeOfItem(single(items), type), test) ? items : EMPTY;
+  });
+}
+
+function binary(op: string, left: Expr, right: Expr, at: number, scope: Scope): Expr {
+  switch (op) {
+    case 'and':
+      return boolExpr((env) => {
+        const a = left.bool(env);
+        if (a === false) return false;
+        const b = right.bool(env);
+        if (b === false) return false;
+        return a === true && b === true ? true : undefined;
+      });
+    case 'or':
+      return boolExpr((env) => {
+        const a = left.bool(env);
+        if (a === true) return true;
+        const b = right.bool(env);
+        if (b === true) return true;
+        return a === false && b === false ? false : undefined;
+      });
+    case 'xor':
+      return boolExpr((env) => {
+        const a = left.bool(env);
+        if (a === undefined) return undefined;
+        const b = right.bool(env);
+        return b === undefined ? undefined : a !== b;
+      });
+    case 'implies':
+      return boolExpr((env) => {
+        const a = left.bool(env);
+        if (a === false) return true;
+        const b = right.bool(env);
+        if (b === true) return true;
+        return a === true && b === false ? false : undefined;
+      });
+    case '=':
+    case '!=': {
+      const negate = op === '!=';
+      const fast = stringEquality(left, right, negate) ?? stringEquality(right, left, negate);
+      if (fast !== undefined) return fast;
+      return boolExpr((env) => {
+        const r = equalColls(left.coll(env), left.type, right.coll(env), right.type);
+        return r === undefined ? undefined : r !== negate;
+      });
+    }
+    case '~':
+    case '!~': {
+      const negate = op === '!~';
+      return boolExpr((env) => equivalentColls(left.coll(env), left.type, right.coll(env), right.type) !== negate);
+    }
+    case '<': case '<=': case '>': case '>=': {
+      const test = op === '<' ? (c: number) => c < 0 : op === '<=' ? (c: number) => c <= 0 : op === '>' ? (c: number) => c > 0 : (c: number) => c >= 0;
+      return boolExpr((env) => {
+        const a = left.coll(env);
+        const b = right.coll(env);
+        if (a.length === 0 || b.length === 0) return undefined;
+        const c = compareItems(single(a), left.type, single(b), right.type);
+        return c === undefined ? undefined : test(c);
+      });
+    }
+    case '|': {
+      const type = joinTypes(left, right);
+      return folded([left, right], () => collExpr(type, (env) => distinctItems(combineColls(left, right, env), type)));
+    }
+    case 'in':
+    case 'contains': {
+      const [item, items] = op === 'in' ? [left, right] : [right, left];
+      const set = stringSet(items);
+      return boolExpr((env) => {
+        const x = item.coll(env);
+        if (x.length === 0) return undefined;
+        const v = single(x);
+        if (set !== undefined && categoryOf(v, item.type) === 'string') return set.has(valueOf(v) as string);
+        return containsItem(items.coll(env), items.type, v, item.type);
+      });
+    }
+    case '&':
+      return collExpr('System.String', (env) => {
+        const a = singleString(left.coll(env)) ?? '';
+        const b = singleString(right.coll(env)) ?? '';
+        return [a + b];
+      });
+    case '+': case '-': case '*': case '/': case 'div': case 'mod':
+      return arithmetic(op, left, right);
+    default:
+      throw new UnsupportedFhirPath(scope.expression, at, `operator ${op}`);
+  }
+}
+
+/** `code = 'x'` on an element of a string type: the values compared directly. */
+function stringEquality(element: Expr, literal: Expr, negate: boolean): Expr | undefined {
+  const c = literal.constant;
+  if (c === undefined || c.length !== 1 || typeof c[0] !== 'string' || CATEGORIES.get(element.type ?? '') !== 'string') return undefined;
+  const text = c[0];
+  return boolExpr((env) => {
+    const items = element.coll(env);
+    if (items.length === 0) return undefined;
+    return (items.length === 1 && valueOf(items[0]) === text) !== negate;
+  });
+}
+
+function arithmetic(op: string, left: Expr, right: Expr): Expr {
+  const integer = CATEGORIES.get(left.type ?? '') === 'number' && CATEGORIES.get(right.type ?? '') === 'number'
+    && !['decimal', 'System.Decimal'].includes(left.type!) && !['decimal', 'System.Decimal'].includes(right.type!) && op !== '/';
+  const stringType = op === '+' && CATEGORIES.get(left.type ?? '') === 'string' ? 'System.String' : undefined;
+  return collExpr(stringType ?? (integer ? 'System.Integer' : 'System.Decimal'), (env) => {
+    const a = valueOf(single(left.coll(env)));
+    const b = valueOf(single(right.coll(env)));
+    if (a === undefined || a === null || b === undefined || b === null) return EMPTY;
+    if (op === '+' && typeof a === 'string' && typeof b === 'string') return [a + b];
+    if (typeof a !== 'number' || typeof b !== 'number') throw new EvaluationError(`cannot apply ${op}`);
+    switch (op) {
+      case '+': return [a + b];
+      case '-': return [a - b];
+      case '*': return [a * b];
+      case '/': return b === 0 ? EMPTY : [a / b];
+      case 'div': return b === 0 ? EMPTY : [Math.trunc(a / b)];
+      default: return b === 0 ? EMPTY : [a % b];
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Functions
+// ---------------------------------------------------------------------------------------------------
+
+type Call = Extract<Ast, { kind: 'call' }>;
+type FunctionCompiler = (input: Expr, args: Ast[], scope: Scope, call: Call) => Expr;
+
+/** Functions that need something Cinder does not give an invariant (a server, a terminology, an HTML parser). */
+const NOT_EVALUATED = new Set(['resolve', 'memberOf', 'conformsTo', 'htmlChecks', 'subsumes', 'subsumedBy', 'elementDefinition', 'slice', 'checkModifiers', 'today', 'now', 'timeOfDay', 'aggregate', 'defineVariable']);
+
+function arity(call: Call, scope: Scope, min: number, max: number): void {
+  if (call.args.length < min || call.args.length > max) {
+    throw new FhirPathSyntaxError(scope.expression, call.at, `${call.name}() takes ${min === max ? min : `${min} to ${max}`} argument(s)`);
+  }
+}
+
+/** Compiles a criteria/projection argument, evaluated with `$this` set to each item of `input`. */
+function perItem(arg: Ast, input: Expr, scope: Scope): Expr {
+  return build(arg, { ...scope, thisType: input.type, iterating: true });
+}
+
+function typeArgument(arg: Ast, scope: Scope): TypeTest {
+  if (arg.kind === 'member' && arg.target === undefined) return typeTest({ namespace: undefined, name: arg.name });
+  if (arg.kind === 'member' && arg.target?.kind === 'member' && arg.target.target === undefined && (arg.target.name === 'FHIR' || arg.target.name === 'System')) {
+    return typeTest({ namespace: arg.target.name, name: arg.name });
+  }
+  throw new FhirPathSyntaxError(scope.expression, arg.at, 'type name expected');
+}
+
+/** The index of the first item for which `criteria` (with `$this`/`$index` set to it) is true (`wanted`) or not; -1 for none. */
+function findItem(env: Env, items: Coll, criteria: Expr, wanted: boolean): number {
+  const savedThis = env.this;
+  const savedIndex = env.index;
+  let found = -1;
+  for (let i = 0; i < items.length; i++) {
+    env.this = items[i];
+    env.index = i;
+    if ((criteria.bool(env) === true) === wanted) {
+      found = i;
+      break;
+    }
+  }
+  env.this = savedThis;
+  env.index = savedIndex;
+  return found;
+}
+
+/** `projection` (with `$this`/`$index` set) of each item, into `out`; `wrap` keeps the items' types in an untyped `out`. */
+function projectItems(env: Env, items: Coll, projection: Expr, out: unknown[], wrap: boolean): void {
+  const savedThis = env.this;
+  const savedIndex = env.index;
+  for (let i = 0; i < items.length; i++) {
+    env.this = items[i];
+    env.index = i;
+    const r = projection.coll(env);
+    if (!wrap || projection.type === undefined) for (const x of r) out.push(x);
+    else retype(r, projection.type, out);
+  }
+  env.this = savedThis;
+  env.index = savedIndex;
+}
+
+const NO_ARGUMENT = Symbol('none');
+
+/** The value of an optional single-valued argument: NO_ARGUMENT when absent, undefined when empty. */
+function argumentValue(arg: Expr | undefined, env: Env): unknown {
+  if (arg === undefined) return NO_ARGUMENT;
+  const v = valueOf(single(arg.coll(env)));
+  return v === null ? undefined : v;
+}
+
+/** A function on a single string with up to two arguments; empty when the string or an argument is. */
+function stringFunction(input: Expr, args: Ast[], scope: Scope, type: string, fn: (s: string, a: unknown, b: unknown) => unknown): Expr {
+  const [first, second] = args.map((a) => build(a, scope));
+  const apply = (env: Env): unknown => {
+    const s = singleString(input.coll(env));
+    if (s === undefined) return undefined;
+    const a = argumentValue(first, env);
+    const b = argumentValue(second, env);
+    return a === undefined || b === undefined ? undefined : fn(s, a, b);
+  };
+  if (type === 'System.Boolean') return boolExpr(apply as (env: Env) => boolean | undefined);
+  return collExpr(type, (env) => {
+    const r = apply(env);
+    return r === undefined ? EMPTY : [r];
+  });
+}
+
+/** A regular expression argument: compiled once when it is a literal. FHIRPath regexes match anywhere (§ 5.6.9). */
+function regexArgument(arg: Ast, scope: Scope, flags: string): Expr | RegExp {
+  if (arg.kind === 'literal' && arg.literal.kind === 'string') {
+    try {
+      return new RegExp(arg.literal.value, `u${flags}`);
+    } catch {
+      // R4's patterns escape characters that Unicode-mode JavaScript refuses (`\@`, `\'`); they mean the character.
+      try {
+        return new RegExp(arg.literal.value, flags);
+      } catch (cause) {
+        throw new FhirPathSyntaxError(scope.expression, arg.at, `invalid regular expression (${String(cause)})`);
+      }
+    }
+  }
+  return build(arg, scope);
+}
+
+function toRegex(r: Expr | RegExp, env: Env, flags: string): RegExp | undefined {
+  if (r instanceof RegExp) return r;
+  const source = singleString(r.coll(env));
+  if (source === undefined) return undefined;
+  try {
+    return new RegExp(source, `u${flags}`);
+  } catch {
+    throw new EvaluationError('invalid regular expression');
+  }
+}
+
+const FUNCTIONS = new Map<string, FunctionCompiler>([
+  ['empty', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => input.size(env) === 0))],
+  ['exists', (input, args, scope, c) => {
+    arity(c, scope, 0, 1);
+    if (args.length === 0) return boolExpr((env) => input.size(env) > 0);
+    const criteria = perItem(args[0]!, input, scope);
+    return boolExpr((env) => findItem(env, input.coll(env), criteria, true) >= 0);
+  }],
+  ['all', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const criteria = perItem(args[0]!, input, scope);
+    return boolExpr((env) => findItem(env, input.coll(env), criteria, false) < 0);
+  }],
+  ...(['allTrue', 'anyTrue', 'allFalse', 'anyFalse'] as const).map((name): [string, FunctionCompiler] => [name, (input, args, scope, c) => {
+    arity(c, scope, 0, 0);
+    const wanted = name === 'allTrue' || name === 'anyTrue';
+    const any = name.startsWith('any');
+    return boolExpr((env) => {
+      for (const item of input.coll(env)) {
+        const v = valueOf(item);
+        if (typeof v !== 'boolean') throw new EvaluationError(`${name}() on a non-Boolean`);
+        if (any && v === wanted) return true;
+        if (!any && v !== wanted) return false;
+      }
+      return !any;
+    });
+  }]),
+  ['not', (input, args, scope, c) => {
+    arity(c, scope, 0, 0);
+    return boolExpr((env) => {
+      const b = input.bool(env);
+      return b === undefined ? undefined : !b;
+    });
+  }],
+  ['count', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Integer', (env) => [input.size(env)]))],
+  ['hasValue', (input, args, scope, c) => {
+    arity(c, scope, 0, 0);
+    return boolExpr((env) => {
+      const items = input.coll(env);
+      if (items.length !== 1) return false;
+      const v = valueOf(items[0]);
+      return v !== undefined && v !== null && typeof v !== 'object';
+    });
+  }],
+  ['where', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const criteria = perItem(args[0]!, input, scope);
+    return collExpr(input.type, (env) => {
+      const items = input.coll(env);
+      const first = findItem(env, items, criteria, false);
+      if (first < 0) return items;
+      // From the first item left out on, copy the ones kept.
+      const out = items.slice(0, first);
+      const savedThis = env.this;
+      const savedIndex = env.index;
+      for (let i = first + 1; i < items.length; i++) {
+        env.this = items[i];
+        env.index = i;
+        if (criteria.bool(env) === true) out.push(items[i]);
+      }
+      env.this = savedThis;
+      env.index = savedIndex;
+      return out;
+    });
+  }],
+  ['select', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const projection = perItem(args[0]!, input, scope);
+    return collExpr(projection.type, (env) => {
+      const items = input.coll(env);
+      if (items.length === 0) return EMPTY;
+      if (items.length === 1) {
+        const saved = env.this;
+        const savedIndex = env.index;
+        env.this = items[0];
+        env.index = 0;
+        const r = projection.coll(env);
+        env.this = saved;
+        env.index = savedIndex;
+        return r;
+      }
+      const out: unknown[] = [];
+      projectItems(env, items, projection, out, false);
+      return out;
+    });
+  }],
+  ['repeat', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const projection = perItem(args[0]!, { ...input, type: undefined }, scope);
+    return collExpr(undefined, (env) => {
+      const out: unknown[] = [];
+      let level: unknown[] = [];
+      retype(input.coll(env), input.type, level);
+      while (level.length > 0) {
+        const next: unknown[] = [];
+        projectItems(env, level, projection, next, true);
+        for (const x of next) out.push(x);
+        level = next;
+        if (out.length > MAX_ITEMS) throw new EvaluationError('repeat() does not end');
+      }
+      return out;
+    });
+  }],
+  ['ofType', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const test = typeArgument(args[0]!, scope);
+    const type = input.type;
+    return collExpr(testedType(test) ?? (test.lenient === undefined ? undefined : type), (env) => {
+      const items = input.coll(env);
+      let out: unknown[] | undefined;
+      for (let i = 0; i < items.length; i++) {
+        const keep = typeMatches(typeOfItem(items[i], type), test);
+        if (!keep && out === undefined) out = items.slice(0, i);
+        else if (keep && out !== undefined) out.push(items[i]);
+      }
+      return out ?? items;
+    });
+  }],
+  ['is', (input, args, scope, c) => (arity(c, scope, 1, 1), isType(input, typeArgument(args[0]!, scope)))],
+  ['as', (input, args, scope, c) => (arity(c, scope, 1, 1), asType(input, typeArgument(args[0]!, scope)))],
+  ['single', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => {
+    const items = input.coll(env);
+    if (items.length > 1) throw new EvaluationError('single() on many');
+    return items;
+  }))],
+  ['first', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => {
+    const items = input.coll(env);
+    return items.length <= 1 ? items : [items[0]];
+  }))],
+  ['last', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => {
+    const items = input.coll(env);
+    return items.length <= 1 ? items : [items[items.length - 1]];
+  }))],
+  ['tail', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => input.coll(env).slice(1)))],
+  ['skip', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const n = build(args[0]!, scope);
+    return collExpr(input.type, (env) => input.coll(env).slice(Math.max(0, singleInteger(n.coll(env)) ?? 0)));
+  }],
+  ['take', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const n = build(args[0]!, scope);
+    return collExpr(input.type, (env) => input.coll(env).slice(0, Math.max(0, singleInteger(n.coll(env)) ?? 0)));
+  }],
+  ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(input.coll(env), input.type)))],
+  ['isDistinct', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
+    const items = input.coll(env);
+    return distinctItems(items, input.type).length === items.length;
+  }))],
+  ['union', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const other = build(args[0]!, scope);
+    const type = joinTypes(input, other);
+    return folded([input, other], () => collExpr(type, (env) => distinctItems(combineColls(input, other, env), type)));
+  }],
+  ['combine', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const other = build(args[0]!, scope);
+    return folded([input, other], () => collExpr(joinTypes(input, other), (env) => combineColls(input, other, env)));
+  }],
+  ['intersect', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const other = build(args[0]!, scope);
+    return collExpr(input.type, (env) => {
+      const items = input.coll(env);
+      if (items.length === 0) return EMPTY;
+      return distinctItems(filterMembers(items, input.type, other.coll(env), other.type, true), input.type);
+    });
+  }],
+  ['exclude', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const other = build(args[0]!, scope);
+    return collExpr(input.type, (env) => {
+      return filterMembers(input.coll(env), input.type, other.coll(env), other.type, false);
+    });
+  }],
+  ...(['subsetOf', 'supersetOf'] as const).map((name): [string, FunctionCompiler] => [name, (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const other = build(args[0]!, scope);
+    const [small, big] = name === 'subsetOf' ? [input, other] : [other, input];
+    return boolExpr((env) => {
+      const items = small.coll(env);
+      return filterMembers(items, small.type, big.coll(env), big.type, true).length === items.length;
+    });
+  }]),
+  ['iif', (input, args, scope, c) => {
+    arity(c, scope, 2, 3);
+    // The criterion and results are evaluated on the input (at most one item) as `$this`.
+    const inner: Scope = { ...scope, thisType: input.type };
+    const criterion = build(args[0]!, inner);
+    const then = build(args[1]!, inner);
+    const otherwise = args[2] === undefined ? constExpr(undefined, EMPTY) : build(args[2], inner);
+    const type = joinTypes(then, otherwise);
+    const fromThis = c.target === undefined;
+    return collExpr(type, (env) => {
+      const saved = env.this;
+      if (!fromThis) env.this = single(input.coll(env));
+      const branch = criterion.bool(env) === true ? then : otherwise;
+      const items = branch.coll(env);
+      env.this = saved;
+      if (type !== undefined || branch.type === undefined) return items;
+      const out: unknown[] = [];
+      retype(items, branch.type, out);
+      return out;
+    });
+  }],
+  ['children', (input, args, scope, c) => {
+    arity(c, scope, 0, 0);
+    const memo = new Map<string, Map<string, Child>>();
+    return collExpr(undefined, (env) => {
+      const out: unknown[] = [];
+      childrenOf(scope.types, memo, input.coll(env), input.type, out);
+      return out;
+    }, (env) => childrenOf(scope.types, memo, input.coll(env), input.type, null));
+  }],
+  ['descendants', (input, args, scope, c) => {
+    arity(c, scope, 0, 0);
+    const memo = new Map<string, Map<string, Child>>();
+    return collExpr(undefined, (env) => {
+      const out: unknown[] = [];
+      let level: unknown[] = [];
+      childrenOf(scope.types, memo, input.coll(env), input.type, level);
+      while (level.length > 0) {
+        for (const x of level) out.push(x);
+        if (out.length > MAX_ITEMS) throw new EvaluationError('descendants() too many');
+        const next: unknown[] = [];
+        childrenOf(scope.types, memo, level, undefined, next);
+        level = next;
+      }
+      return out;
+    });
+  }],
+  ['extension', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const url = build(args[0]!, scope);
+    return collExpr('Extension', (env) => {
+      const u = singleString(url.coll(env));
+      if (u === undefined) return EMPTY;
+      let out: unknown[] | undefined;
+      for (const item of input.coll(env)) {
+        const ext = objectOf(item)?.extension;
+        if (!Array.isArray(ext)) continue;
+        for (const e of ext) if (isObject(e) && e.url === u) (out ??= []).push(e);
+      }
+      return out ?? EMPTY;
+    });
+  }],
+  ['trace', (input, args, scope, c) => {
+    arity(c, scope, 1, 2);
+    build(args[0]!, scope);
+    if (args[1] !== undefined) perItem(args[1], input, scope);
+    return input;
+  }],
+  ['toString', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.String', (env) => {
+    const item = single(input.coll(env));
+    const v = valueOf(item);
+    if (v === undefined || v === null) return EMPTY;
+    if (isObject(v)) {
+      if (categoryOf(item, input.type) !== 'quantity' || typeof v.value !== 'number') return EMPTY;
+      return [`${v.value} '${String(v.code ?? v.unit ?? '1')}'`];
+    }
+    return [String(v)];
+  }))],
+  ['toInteger', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Integer', (env) => {
+    const v = valueOf(single(input.coll(env)));
+    if (typeof v === 'number') return Number.isInteger(v) ? [v] : EMPTY;
+    if (typeof v === 'boolean') return [v ? 1 : 0];
+    if (typeof v === 'string' && /^[+-]?\d+$/.test(v)) return [Number(v)];
+    return EMPTY;
+  }))],
+  ['toDecimal', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr('System.Decimal', (env) => {
+    const v = valueOf(single(input.coll(env)));
+    if (typeof v === 'number') return [v];
+    if (typeof v === 'boolean') return [v ? 1 : 0];
+    if (typeof v === 'string' && /^[+-]?\d+(\.\d+)?$/.test(v)) return [Number(v)];
+    return EMPTY;
+  }))],
+  ['length', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.Integer', (s) => s.length))],
+  ['lower', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.String', (s) => s.toLowerCase()))],
+  ['upper', (input, args, scope, c) => (arity(c, scope, 0, 0), stringFunction(input, args, scope, 'System.String', (s) => s.toUpperCase()))],
+  ['startsWith', (input, args, scope, c) => (arity(c, scope, 1, 1),
+    stringFunction(input, args, scope, 'System.Boolean', (s, p) => s.startsWith(p as string)))],
+  ['endsWith', (input, args, scope, c) => (arity(c, scope, 1, 1),
+    stringFunction(input, args, scope, 'System.Boolean', (s, p) => s.endsWith(p as string)))],
+  ['contains', (input, args, scope, c) => (arity(c, scope, 1, 1),
+    stringFunction(input, args, scope, 'System.Boolean', (s, p) => s.includes(p as string)))],
+  ['indexOf', (input, args, scope, c) => (arity(c, scope, 1, 1),
+    stringFunction(input, args, scope, 'System.Integer', (s, p) => s.indexOf(p as string)))],
+  ['substring', (input, args, scope, c) => (arity(c, scope, 1, 2),
+    stringFunction(input, args, scope, 'System.String', (s, start, length) => {
+      const from = start as number;
+      if (from < 0 || from >= s.length) return undefined;
+      return length === NO_ARGUMENT ? s.slice(from) : s.slice(from, from + Math.max(0, length as number));
+    }))],
+  ['replace', (input, args, scope, c) => (arity(c, scope, 2, 2),
+    stringFunction(input, args, scope, 'System.String', (s, p, r) => s.split(p as string).join(r as string)))],
+  ['matches', (input, args, scope, c) => {
+    arity(c, scope, 1, 1);
+    const regex = regexArgument(args[0]!, scope, 's');
+    return boolExpr((env) => {
+      const s = singleString(input.coll(env));
+      if (s === undefined) return undefined;
+      const r = toRegex(regex, env, 's');
+      return r === undefined ? undefined : r.test(s);
+    });
+  }],
+  ['replaceMatches', (input, args, scope, c) => {
+    arity(c, scope, 2, 2);
+    const regex = regexArgument(args[0]!, scope, 'g');
+    const replacement = build(args[1]!, scope);
+    return collExpr('System.String', (env) => {
+      const s = singleString(input.coll(env));
+      const r = toRegex(regex, env, 'g');
+      const with_ = singleString(replacement.coll(env));
+      return s === undefined || r === undefined || with_ === undefined ? EMPTY : [s.replace(r, with_)];
+    });
+  }],
+]);
+
+function call(ast: Call, scope: Scope): Expr {
+  const compile = FUNCTIONS.get(ast.name);
+  if (compile === undefined) {
+    throw new UnsupportedFhirPath(scope.expression, ast.at, NOT_EVALUATED.has(ast.name) ? `${ast.name}()` : `unknown function ${ast.name}()`);
+  }
+  const input: Expr = ast.target === undefined
+    ? collExpr(scope.thisType, (env) => (env.this === undefined ? EMPTY : [env.this]), (env) => (env.this === undefined ? 0 : 1))
+    : build(ast.target, scope);
+  return compile(input, ast.args, scope, ast);
+}
+
+/**
+ * Compiles an invariant (`ElementDefinition.constraint.expression`); throws UnsupportedFhirPath for a
+ * construct the engine does not evaluate and FhirPathSyntaxError for one that is not FHIRPath. The
+ * result runs on a focus value of a FHIR type: true when the invariant holds (its result is not
+ * `false`); it never throws.
+ */
+export function compileInvariant(expression: string, types: FhirPathTypes): CompiledInvariant {
+  const ast = parseFhirPath(expression);
+  const scopeOf = (focusType: string | undefined): Scope => {
+    const type = staticType(normaliseType(focusType));
+    return { expression, types, thisType: type, contextType: type, iterating: false };
+  };
+  const generic = build(ast, scopeOf(undefined));
+  const specialise = (focusType: string): Expr => {
+    try {
+      return build(ast, scopeOf(focusType));
+    } catch {
+      return generic;
+    }
+  };
+  const byType = new Map<string, Expr>();
+  const env: Env = { this: undefined, index: 0, resource: undefined, rootResource: undefined, context: undefined };
+  return (focus, focusType, ctx) => {
+    try {
+      let expr = generic;
+      if (focusType !== undefined) {
+        const known = byType.get(focusType);
+        if (known === undefined) byType.set(focusType, (expr = specialise(focusType)));
+        else expr = known;
+      }
+      env.this = focus === null ? undefined : focus;
+      env.context = env.this;
+      env.index = 0;
+      env.resource = ctx.resource ?? undefined;
+      env.rootResource = ctx.rootResource ?? undefined;
+      return expr.bool(env) !== false;
+    } catch {
+      return true;
+    }
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * The R4 invariants of resources, data types and backbone elements (obs-6, per-1, que-1, ...), each
+ * compiled once by the FHIRPath engine and run on the values the walk meets (the resource is parsed
+ * whole before the walk, so `%resource` is complete).
+ */
+import { compileInvariant, UnsupportedFhirPath, type CompiledInvariant } from './fhirpath-engine.ts';
+import { elementType, type InvariantModel, type TypeModel } from './model.ts';
+
+/** Where the walk collects problems. */
+export interface IssueSink {
+  readonly paths: boolean;
+  add(code: 'invariant', expression: string, text: string, severity: 'error' | 'warning'): void;
+}
+
+/** An invariant the engine cannot evaluate (it needs a server, terminology or HTML parsing), with why. */
+export interface SkippedInvariant {
+  key: string;
+  expression: string;
+  reason: string;
+}
+
+const compiled = new Map<InvariantModel, CompiledInvariant | null>();
+const skipped = new Map<string, SkippedInvariant>();
+/** Invariants checked natively by the walk (Narrative's txt-1 and txt-2 on `div`). */
+const NATIVE = new Set(['txt-1', 'txt-2']);
+const TYPES = { elementType };
+
+function compile(inv: InvariantModel): CompiledInvariant | null {
+  let fn = compiled.get(inv);
+  if (fn !== undefined) return fn;
+  fn = null;
+  if (!NATIVE.has(inv.key)) {
+    try {
+      fn = compileInvariant(inv.expression, TYPES);
+    } catch (err) {
+      if (!(err instanceof UnsupportedFhirPath)) throw err;
+      skipped.set(inv.key, { key: inv.key, expression: inv.expression, reason: (err as Error).message });
+    }
+  }
+  compiled.set(inv, fn);
+  return fn;
+}
+
+/** Runs the invariants of `model` on the value `focus` at `path` of `resource` (inside `root`). */
+export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record<string, unknown>, path: string, resource: unknown, root: unknown): void {
+  const ctx = { resource, rootResource: root };
+  for (const inv of model.invariants) {
+    const fn = compile(inv);
+    if (fn === null) continue;
+    if (inv.element === undefined) {
+      if (!fn(focus, model.name, ctx)) report(sink, inv, path);
+      continue;
+    }
+    // An invariant on an element: once for each of its values.
+    for (const key in focus) {
+      if (key !== inv.element && !(key.startsWith(inv.element) && /^[A-Z]/.test(key.slice(inv.element.length)))) continue;
+      const type = elementType(model.name, key);
+      const v = focus[key];
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) if (!fn(v[i], type, ctx)) report(sink, inv, sink.paths ? `${path}.${inv.element}[${i}]` : path);
+      } else if (!fn(v, type, ctx)) report(sink, inv, sink.paths ? `${path}.${inv.element}` : path);
+    }
+  }
+}
+
+function report(sink: IssueSink, inv: InvariantModel, path: string): void {
+  sink.add('invariant', path, `${inv.human} (${inv.key})`, inv.severity);
+}
+
+/** The invariants skipped so far (after a compile of every one: all of them). */
+export function skippedInvariants(): SkippedInvariant[] {
+  return [...skipped.values()];
+}

@@ -1,0 +1,134 @@
+import rawTable from './r4-table.json' with { type: 'json' };
+import { PRIMITIVES } from './primitives.ts';
+import type { TableElement, TableInvariant, TableType, TableValueSet, ValidationTable } from './table.ts';
+
+const table = rawTable as unknown as ValidationTable;
+
+/** An element of a type: what every JSON name of it (one, or one per type of a choice) shares. */
+export interface ElementModel {
+  /** The element's name (`value` for `value[x]`). */
+  name: string;
+  min: number;
+  max: number;
+  choice: boolean;
+  /** Its JSON names. */
+  names: string[];
+  /** A required binding. */
+  binding?: BindingModel;
+  /** The resource types a Reference may point at (absent: any). */
+  targets?: ReadonlySet<string>;
+  /** Whether its values are primitives (of every type, for a choice: then `_name` siblings may hold their extensions). */
+  primitive: boolean;
+}
+
+/** One JSON name of a type's element: `birthDate`, or `valueQuantity` of `value[x]`. */
+export interface Slot {
+  element: ElementModel;
+  /** The type of values under this name. */
+  type: string;
+  primitive: boolean;
+  /** The FHIRPath location step: `birthDate`, or `value.ofType(Quantity)`. */
+  step: string;
+}
+
+export interface InvariantModel {
+  key: string;
+  severity: 'error' | 'warning';
+  human: string;
+  expression: string;
+  /** The element it sits on; absent for the type itself. */
+  element?: string;
+}
+
+export interface TypeModel {
+  name: string;
+  kind: TableType['kind'];
+  slots: ReadonlyMap<string, Slot>;
+  /** Elements with min >= 1 or max 0. */
+  bounded: readonly ElementModel[];
+  /** The type's own invariants and those on its elements. */
+  invariants: readonly InvariantModel[];
+}
+
+export type BindingModel =
+  | { url: string; kind: 'codes'; codes: ReadonlySet<string>; systemCodes: ReadonlySet<string> }
+  | { url: string; kind: 'syntax'; syntax: 'mime-type' | 'ucum' | 'language' | 'currency' }
+  | { url: string; kind: 'unchecked'; reason: string };
+
+const types = new Map<string, TypeModel | null>();
+const bindings = new Map<string, BindingModel>();
+
+/** `valueQuantity` of `value[x]` and `Quantity`; a profile of a type takes its base type's name. */
+function suffix(type: string): string {
+  const base = type === 'SimpleQuantity' || type === 'MoneyQuantity' ? 'Quantity' : type;
+  return base[0]!.toUpperCase() + base.slice(1);
+}
+
+function binding(url: string): BindingModel {
+  let b = bindings.get(url);
+  if (b) return b;
+  const vs = table.valueSets[url] as TableValueSet;
+  if ('codes' in vs) {
+    b = { url, kind: 'codes', systemCodes: new Set(vs.codes), codes: new Set(vs.codes.map((c) => c.slice(c.lastIndexOf('|') + 1))) };
+  } else if ('syntax' in vs) b = { url, kind: 'syntax', syntax: vs.syntax };
+  else b = { url, kind: 'unchecked', reason: vs.unchecked };
+  bindings.set(url, b);
+  return b;
+}
+
+function compileType(name: string, def: TableType): TypeModel {
+  const slots = new Map<string, Slot>();
+  const bounded: ElementModel[] = [];
+  for (const [elementName, e] of Object.entries(def.e) as [string, TableElement][]) {
+    const typeNames = Array.isArray(e.t) ? e.t : [e.t];
+    const choice = Array.isArray(e.t);
+    const element: ElementModel = {
+      name: elementName,
+      min: e.min ?? 0,
+      max: e.max === undefined ? 1 : e.max === '*' ? Infinity : e.max,
+      choice,
+      names: [],
+      primitive: typeNames.every((t) => PRIMITIVES.has(t)),
+    };
+    if (e.vs !== undefined) element.binding = binding(e.vs);
+    if (e.to !== undefined) element.targets = new Set(e.to);
+    for (const t of typeNames) {
+      const json = choice ? elementName + suffix(t) : elementName;
+      element.names.push(json);
+      slots.set(json, { element, type: t, primitive: PRIMITIVES.has(t), step: choice ? `${elementName}.ofType(${suffix(t)})` : elementName });
+    }
+    if (element.min > 0 || element.max === 0) bounded.push(element);
+  }
+  const invariants = (def.inv ?? []).map(([key, severity, human, expression, element]: TableInvariant): InvariantModel => {
+    const m: InvariantModel = { key, severity, human, expression };
+    if (element !== undefined) m.element = element;
+    return m;
+  });
+  return { name, kind: def.kind, slots, bounded, invariants };
+}
+
+/** The compiled model of a resource, data type or backbone element type; null when R4 has none. */
+export function typeModel(name: string): TypeModel | null {
+  let m = types.get(name);
+  if (m !== undefined) return m;
+  const def = Object.hasOwn(table.types, name) ? table.types[name] : undefined;
+  m = def === undefined ? null : compileType(name, def);
+  types.set(name, m);
+  return m;
+}
+
+/** Whether `name` is a resource type the table describes. */
+export function isTableResource(name: string): boolean {
+  return typeModel(name)?.kind === 'resource';
+}
+
+/** The FHIR type of JSON element `name` of a value of type `owner` (for FHIRPath). */
+export function elementType(owner: string, name: string): string | undefined {
+  const slot = typeModel(owner)?.slots.get(name);
+  return slot === undefined || slot.element.choice && slot.element.name === name ? undefined : slot.type;
+}
+
+/** The names of the ValueSets R4 binds `required` and how each is checked (for the documentation and tests). */
+export function requiredValueSets(): Record<string, TableValueSet> {
+  return table.valueSets;
+}

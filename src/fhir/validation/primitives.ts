@@ -1,0 +1,156 @@
+/**
+ * The FHIR R4 primitive types in JSON (datatypes.html, json.html): the JSON type each one takes and
+ * the rule its value follows. A check returns undefined when the value is valid, or why it is not.
+ */
+
+const YEAR = '([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)';
+const MONTH = '(0[1-9]|1[0-2])';
+const DAY = '(0[1-9]|[1-2][0-9]|3[0-1])';
+const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?';
+const ZONE = '(Z|(\\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))';
+
+const DATE = new RegExp(`^${YEAR}(-${MONTH}(-${DAY})?)?$`);
+const DATE_TIME = new RegExp(`^${YEAR}(-${MONTH}(-${DAY}(T${TIME}${ZONE})?)?)?$`);
+const INSTANT = new RegExp(`^${YEAR}-${MONTH}-${DAY}T${TIME}${ZONE}$`);
+const TIME_OF_DAY = new RegExp(`^${TIME}$`);
+// FHIR's patterns are XML Schema's, whose \s is only space, tab, CR and LF (a no-break space is content).
+const CODE = /^[^ \t\r\n]+([ \t\r\n][^ \t\r\n]+)*$/;
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+const URI = /^[^ \t\r\n]+$/;
+const OID = /^urn:oid:[0-2](\.(0|[1-9][0-9]*))+$/;
+const UUID = /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const WHITESPACE = /\s+/g;
+/** Characters below U+0020 other than tab, line feed and carriage return (datatypes.html#string). */
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
+/** FHIR's limit on a string's size (datatypes.html#string). */
+const MAX_STRING = 1024 * 1024;
+
+const INT32_MIN = -2147483648;
+const INT32_MAX = 2147483647;
+
+function daysIn(year: number, month: number): number {
+  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/** A day of a month that the calendar does not have (`2020-02-30`), given a matched date's text. */
+function badDay(text: string): string | undefined {
+  if (text.length < 10) return undefined;
+  const year = Number(text.slice(0, 4));
+  const month = Number(text.slice(5, 7));
+  const day = Number(text.slice(8, 10));
+  return day > daysIn(year, month) ? `${quote(text)} is not a valid date: ${text.slice(0, 10)} is not a day of the calendar` : undefined;
+}
+
+function checkString(v: string): string | undefined {
+  if (v.length === 0) return 'empty strings are not allowed (leave the element out)';
+  if (v.length > MAX_STRING) return 'longer than the 1 MB FHIR allows for a string';
+  return checkCharacters(v);
+}
+
+function checkCharacters(v: string): string | undefined {
+  if (CONTROL.test(v)) return 'holds a control character (below U+0020 other than tab, CR, LF)';
+  return undefined;
+}
+
+function pattern(re: RegExp, what: string): (v: string) => string | undefined {
+  return (v) => (re.test(v) ? undefined : `${quote(v)} is not a valid ${what}`);
+}
+
+function checkBase64(v: string): string | undefined {
+  const compact = v.replace(WHITESPACE, '');
+  if (compact.length % 4 !== 0 || !BASE64.test(compact)) return `${quote(v)} is not valid base64 (RFC 4648, padded to a multiple of 4 characters)`;
+  return undefined;
+}
+
+function dated(re: RegExp, what: string): (v: string) => string | undefined {
+  return (v) => (re.test(v) ? badDay(v) : `${quote(v)} is not a valid ${what}`);
+}
+
+const STRING_RULES: Record<string, (v: string) => string | undefined> = {
+  string: checkString,
+  markdown: checkString,
+  // The 1 MB limit is the string type's; a narrative may be longer.
+  xhtml: (v) => (v.length === 0 ? 'empty strings are not allowed (leave the element out)' : checkCharacters(v)),
+  code: pattern(CODE, 'code (no leading, trailing or repeated whitespace)'),
+  id: pattern(ID, 'id (1-64 of A-Z a-z 0-9 - .)'),
+  uri: pattern(URI, 'uri (no whitespace)'),
+  url: pattern(URI, 'url (no whitespace)'),
+  canonical: pattern(URI, 'canonical (no whitespace)'),
+  oid: pattern(OID, 'oid (urn:oid:...)'),
+  uuid: pattern(UUID, 'uuid (urn:uuid: and lower-case hex)'),
+  base64Binary: checkBase64,
+  date: dated(DATE, 'date (YYYY, YYYY-MM or YYYY-MM-DD)'),
+  dateTime: dated(DATE_TIME, 'dateTime (YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss with a time zone)'),
+  instant: dated(INSTANT, 'instant (YYYY-MM-DDThh:mm:ss[.sss] with a time zone)'),
+  time: pattern(TIME_OF_DAY, 'time (hh:mm:ss)'),
+};
+
+/** The R4 primitive type names. */
+export const PRIMITIVES = new Set([...Object.keys(STRING_RULES), 'boolean', 'integer', 'positiveInt', 'unsignedInt', 'decimal']);
+
+/** undefined when `v` is a valid JSON value of primitive `type`, or what is wrong with it. */
+export function checkPrimitive(type: string, v: unknown): string | undefined {
+  switch (type) {
+    case 'boolean':
+      return typeof v === 'boolean' ? undefined : `must be a JSON boolean, not ${describe(v)}`;
+    case 'decimal':
+      return typeof v === 'number' && Number.isFinite(v) ? undefined : `must be a JSON number, not ${describe(v)}`;
+    case 'integer':
+    case 'positiveInt':
+    case 'unsignedInt': {
+      if (typeof v !== 'number' || !Number.isInteger(v)) return `must be a JSON integer, not ${describe(v)}`;
+      const min = type === 'integer' ? INT32_MIN : type === 'positiveInt' ? 1 : 0;
+      return v < min || v > INT32_MAX ? `${v} is outside the range of ${type} (${min} to ${INT32_MAX})` : undefined;
+    }
+  }
+  if (typeof v !== 'string') return `must be a JSON string, not ${describe(v)}`;
+  const rule = STRING_RULES[type];
+  if (rule === undefined) return undefined;
+  if (type !== 'string' && type !== 'markdown' && type !== 'xhtml') {
+    if (v.length === 0) return 'empty strings are not allowed (leave the element out)';
+  }
+  return rule(v);
+}
+
+/** A JSON value's kind, for messages. */
+export function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'string') return `the string ${quote(v)}`;
+  return `${typeof v} ${String(v)}`;
+}
+
+/** A value in a message: quoted, and cut short when long. */
+function quote(v: string): string {
+  return JSON.stringify(v.length > 60 ? v.slice(0, 57) + '...' : v);
+}
+
+/** Elements the narrative may not hold (narrative.html: no scripts, forms, frames, objects, head, body or external style). */
+const FORBIDDEN_TAGS = new Set([
+  'script', 'form', 'input', 'button', 'select', 'textarea', 'option', 'iframe', 'frame', 'frameset', 'object', 'embed', 'applet',
+  'base', 'link', 'meta', 'head', 'body', 'html', 'style', 'title',
+]);
+const TAG = /<\s*([A-Za-z][A-Za-z0-9:-]*)([^>]*)>/g;
+const EVENT_ATTRIBUTE = /(^|\s)on[a-z]+\s*=/i;
+
+/**
+ * The narrative rules (txt-1, txt-2): a `div` root, only basic HTML (no scripts, forms, frames, objects,
+ * head/body, external style, event attributes or `javascript:` links), and some content.
+ */
+export function checkXhtml(v: string): string[] {
+  const problems: string[] = [];
+  const text = v.trim();
+  if (!/^<div[\s>/]/.test(text) || !text.endsWith('</div>')) problems.push('the narrative must be one <div> element (txt-1)');
+  for (const m of text.matchAll(TAG)) {
+    const tag = m[1]!.toLowerCase();
+    if (FORBIDDEN_TAGS.has(tag)) problems.push(`the narrative may not hold <${tag}> (txt-1)`);
+    else if (EVENT_ATTRIBUTE.test(m[2]!)) problems.push(`the narrative may not hold event attributes (<${tag} ${m[2]!.trim()}>) (txt-1)`);
+    else if (/javascript:/i.test(m[2]!)) problems.push('the narrative may not hold javascript: links (txt-1)');
+  }
+  const content = text.replace(/<[^>]*>/g, '').trim();
+  if (content.length === 0 && !/<img\s/i.test(text)) problems.push('the narrative must have some non-whitespace content (txt-2)');
+  return problems;
+}

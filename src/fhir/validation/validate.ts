@@ -1,0 +1,368 @@
+/**
+ * Validation of a resource against the R4 base StructureDefinitions (compiled into r4-table.json):
+ * JSON shape, unknown elements, cardinality, choice elements, primitive formats, primitive
+ * extensions, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5, txt-1/txt-2,
+ * Reference targets), required bindings, and the types' own invariants through the compiled FHIRPath
+ * engine. One walk collects every problem found.
+ */
+import { R4_RESOURCE_TYPES } from '../resource-types.ts';
+import { typeModel, type BindingModel, type ElementModel, type Slot, type TypeModel } from './model.ts';
+import { checkPrimitive, checkXhtml, describe } from './primitives.ts';
+import { checkInvariants, type IssueSink } from './invariants.ts';
+
+/** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
+export type ValidationLevel = 'strict' | 'structural' | 'off';
+
+export interface ValidationIssue {
+  severity: 'error' | 'warning';
+  /** The OperationOutcome issue code: structure, required, value, code-invalid, invariant. */
+  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant';
+  /** The FHIRPath location: `Patient.name[0].given[1]`. */
+  expression: string;
+  text: string;
+}
+
+/** More issues than this about one resource are summarised in one last issue. */
+export const MAX_ISSUES = 100;
+
+const RESOURCE_TYPES = new Set(R4_RESOURCE_TYPES);
+const MIME = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(\s*;.*)?$/;
+/** R4 allows `xml`, `json` and `ttl` for a format (CapabilityStatement.format), and its TestScripts use them for content types. */
+const MIME_SHORTHANDS = new Set(['xml', 'json', 'ttl']);
+const LANGUAGE = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$/;
+const CURRENCY = /^[A-Z]{3}$/;
+const UCUM_SYSTEM = 'http://unitsofmeasure.org';
+/** `Type/id`, `Type/id/_history/n`, an absolute URL ending so, or a conditional `Type?...`: the type. */
+const REFERENCE_TYPE = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
+const CONDITIONAL_TYPE = /^([A-Z][A-Za-z]+)\?/;
+
+type Json = Record<string, unknown>;
+
+class Walk implements IssueSink {
+  readonly issues: ValidationIssue[] = [];
+  errors = 0;
+  /** The resource being walked (`%resource`), and the one at the root of the walk (`%rootResource`). */
+  resource: Json;
+
+  /**
+   * `paths`: build each element's location as the walk goes. Without, locations are left empty and
+   * only the count of errors is right (the fast check of a resource that is almost always valid).
+   */
+  constructor(readonly root: Json, readonly level: 'strict' | 'structural', readonly paths: boolean) {
+    this.resource = root;
+  }
+
+  add(code: ValidationIssue['code'], expression: string, text: string, severity: ValidationIssue['severity'] = 'error'): void {
+    if (severity === 'error') this.errors++;
+    if (this.paths) this.issues.push({ severity, code, expression, text });
+  }
+
+  /** `${path}.${step}`, when locations are kept. */
+  at(path: string, step: string): string {
+    return this.paths ? `${path}.${step}` : path;
+  }
+}
+
+function isObject(v: unknown): v is Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * Validates `resource` (already known to be an object with a known `resourceType`) at `level`; returns
+ * every problem, errors and warnings, each at its FHIRPath location under `at` (default: the type).
+ */
+export function validateResource(resource: Json, level: 'strict' | 'structural', at?: string): ValidationIssue[] {
+  const walk = new Walk(resource, level, true);
+  visitResource(walk, resource, at ?? String(resource.resourceType), false);
+  return capped(walk.issues);
+}
+
+/** Whether `resource` has no error at `level`: validateResource without locations, for the write paths. */
+export function isValid(resource: Json, level: 'strict' | 'structural'): boolean {
+  const walk = new Walk(resource, level, false);
+  visitResource(walk, resource, '', false);
+  return walk.errors === 0;
+}
+
+/** At most MAX_ISSUES issues, errors first, and one more saying how many were left out. */
+function capped(issues: ValidationIssue[]): ValidationIssue[] {
+  if (issues.length <= MAX_ISSUES) return issues;
+  const errors = issues.filter((i) => i.severity === 'error');
+  const kept = [...errors, ...issues.filter((i) => i.severity !== 'error')].slice(0, MAX_ISSUES);
+  const droppedErrors = errors.length - Math.min(errors.length, MAX_ISSUES);
+  const text = `... and ${issues.length - MAX_ISSUES} more problems${droppedErrors ? ` (${droppedErrors} of them errors)` : ''}`;
+  kept.push({ severity: droppedErrors ? 'error' : 'warning', code: kept[0]!.code, expression: kept[0]!.expression, text });
+  return kept;
+}
+
+function visitResource(walk: Walk, r: Json, path: string, contained: boolean): void {
+  const type = r.resourceType;
+  if (typeof type !== 'string' || !RESOURCE_TYPES.has(type)) {
+    walk.add('structure', path, type === undefined ? 'A resource must have a resourceType' : `Unknown resourceType ${describe(type)}`);
+    return;
+  }
+  const model = typeModel(type)!;
+  const outer = walk.resource;
+  walk.resource = r;
+  visitObject(walk, r, model, path);
+  if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.root);
+  walk.resource = outer;
+  if (contained) checkContained(walk, r, path);
+  else if (Array.isArray(r.contained)) checkContainedReferenced(walk, r, path);
+}
+
+/** dom-2, dom-4, dom-5: a contained resource holds no resources of its own, no version, no security labels. */
+function checkContained(walk: Walk, r: Json, path: string): void {
+  if (r.contained !== undefined) walk.add('invariant', `${path}.contained`, 'A contained resource may not contain resources (dom-2)');
+  const meta = r.meta;
+  if (isObject(meta)) {
+    if (meta.versionId !== undefined || meta.lastUpdated !== undefined) {
+      walk.add('invariant', `${path}.meta`, 'A contained resource may not have meta.versionId or meta.lastUpdated (dom-4)');
+    }
+    if (meta.security !== undefined) walk.add('invariant', `${path}.meta.security`, 'A contained resource may not have security labels (dom-5)');
+  }
+  if (r.id === undefined) walk.add('required', `${path}.id`, 'A contained resource must have an id, for references to it (#id)');
+}
+
+/** dom-3: each contained resource is referred to (`#id`) from elsewhere in the resource, or refers to it (`#`). */
+function checkContainedReferenced(walk: Walk, r: Json, path: string): void {
+  const refs = new Set<string>();
+  collectLocalReferences(r, refs);
+  (r.contained as unknown[]).forEach((c, i) => {
+    if (!isObject(c) || typeof c.id !== 'string' || !RESOURCE_TYPES.has(c.resourceType as string)) return;
+    if (!refs.has('#' + c.id) && !refersTo(c, '#')) {
+      walk.add('invariant', `${path}.contained[${i}]`, `Contained ${String(c.resourceType)} '${c.id}' is not referred to from the resource (#${c.id}) (dom-3)`);
+    }
+  });
+}
+
+/** Every string in `v` that starts with `#` (references, canonicals and uris to contained resources). */
+function collectLocalReferences(v: unknown, out: Set<string>): void {
+  if (typeof v === 'string') {
+    if (v.charCodeAt(0) === 35) out.add(v);
+  } else if (Array.isArray(v)) for (const x of v) collectLocalReferences(x, out);
+  else if (isObject(v)) for (const k in v) collectLocalReferences(v[k], out);
+}
+
+function refersTo(v: unknown, target: string): boolean {
+  if (typeof v === 'string') return v === target;
+  if (Array.isArray(v)) return v.some((x) => refersTo(x, target));
+  if (isObject(v)) for (const k in v) if (refersTo(v[k], target)) return true;
+  return false;
+}
+
+function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): void {
+  let children = 0;
+  let choices: Set<ElementModel> | undefined;
+  for (const key in obj) {
+    const value = obj[key];
+    let slot = model.slots.get(key);
+    if (slot === undefined) {
+      if (key === 'resourceType' && model.kind === 'resource') continue;
+      if (key.charCodeAt(0) === 95 && (slot = model.slots.get(key.slice(1))) !== undefined && slot.primitive) {
+        children++;
+        visitPrimitiveElements(walk, obj, key.slice(1), slot, value, walk.at(path, slot.step));
+        continue;
+      }
+      walk.add('structure', `${path}.${key}`, `Unknown element '${key}' in ${model.name}`);
+      children++;
+      continue;
+    }
+    if (key !== 'id') children++;
+    const element = slot.element;
+    if (element.choice) {
+      choices ??= new Set();
+      if (choices.has(element)) {
+        walk.add('structure', `${path}.${element.name}`, `${model.name}.${element.name}[x] may hold one type only, but ${element.names.filter((n) => obj[n] !== undefined).join(' and ')} are given`);
+      }
+      choices.add(element);
+    }
+    const at = walk.at(path, slot.step);
+    if (Array.isArray(value)) {
+      if (element.max <= 1) walk.add('structure', at, `${model.name}.${element.name} takes a single value, not an array`);
+      else if (value.length === 0) walk.add('structure', at, 'Arrays may not be empty (leave the element out)');
+      else {
+        if (value.length > element.max) walk.add('structure', at, `${model.name}.${element.name} takes at most ${element.max} values, not ${value.length}`);
+        const extensions = slot.primitive ? obj['_' + key] : undefined;
+        for (let i = 0; i < value.length; i++) {
+          const item = value[i];
+          if (item === null && slot.primitive && Array.isArray(extensions) && isObject(extensions[i])) continue;
+          visitValue(walk, item, slot, walk.paths ? `${at}[${i}]` : at);
+        }
+      }
+    } else if (element.max > 1) {
+      walk.add('structure', at, `${model.name}.${element.name} repeats, so it must be an array`);
+    } else visitValue(walk, value, slot, at);
+  }
+  // ele-1 is about elements: a resource (a contained one with only an id) is not one.
+  if (children === 0 && model.kind !== 'resource') walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
+  for (const element of model.bounded) checkBounds(walk, obj, model, element, path);
+}
+
+/** min >= 1 (present, and enough values) and max 0 (absent). */
+function checkBounds(walk: Walk, obj: Json, model: TypeModel, element: ElementModel, path: string): void {
+  let count = 0;
+  for (const name of element.names) {
+    const v = obj[name] ?? (element.primitive ? obj['_' + name] : undefined);
+    if (v !== undefined && v !== null) count = Math.max(count, Array.isArray(v) ? v.length : 1);
+  }
+  if (element.max === 0 && count > 0) {
+    walk.add('structure', `${path}.${element.name}`, `${element.name} is not allowed in a ${model.name}`);
+  } else if (count < element.min) {
+    const what = element.choice ? `${element.name}[x]` : element.name;
+    walk.add('required', `${path}.${element.name}`, element.min === 1 ? `${model.name}.${what} is required` : `${model.name}.${what} needs at least ${element.min} values`);
+  }
+}
+
+function visitValue(walk: Walk, v: unknown, slot: Slot, path: string): void {
+  if (slot.primitive) {
+    visitPrimitive(walk, v, slot, path);
+    return;
+  }
+  if (!isObject(v)) {
+    walk.add('structure', path, `${slot.type} must be a JSON object, not ${describe(v)}`);
+    return;
+  }
+  if (slot.type === 'Resource') {
+    visitResource(walk, v, path, slot.element.name === 'contained');
+    return;
+  }
+  const model = typeModel(slot.type);
+  if (model === null) return;
+  visitObject(walk, v, model, path);
+  if (slot.type === 'Extension') checkExtension(walk, v, path);
+  else if (slot.type === 'Reference' && slot.element.targets) checkTarget(walk, v, slot.element, path);
+  if (walk.level === 'strict') {
+    if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
+    if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.root);
+  }
+}
+
+function visitPrimitive(walk: Walk, v: unknown, slot: Slot, path: string): void {
+  const problem = checkPrimitive(slot.type, v);
+  if (problem !== undefined) {
+    // The wrong JSON type is a structure problem; a string, number or boolean out of the rules a value problem.
+    walk.add(typeof v === jsonKind(slot.type) ? 'value' : 'structure', path, problem);
+    return;
+  }
+  if (slot.type === 'xhtml') for (const text of checkXhtml(v as string)) walk.add('invariant', path, text);
+  else if (walk.level === 'strict' && slot.element.binding && slot.type === 'code') checkCode(walk, v as string, slot.element.binding, path);
+}
+
+function jsonKind(primitive: string): 'boolean' | 'number' | 'string' {
+  if (primitive === 'boolean') return 'boolean';
+  return primitive === 'decimal' || primitive === 'integer' || primitive === 'positiveInt' || primitive === 'unsignedInt' ? 'number' : 'string';
+}
+
+/**
+ * `_name`: the id and extensions of a primitive element (json.html#primitive): an object, or for a
+ * repeating element an array aligned with the values, `null` where a value has none.
+ */
+function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot, ext: unknown, path: string): void {
+  const values = obj[name];
+  if (Array.isArray(ext)) {
+    if (slot.element.max <= 1) {
+      walk.add('structure', path, `_${name} must be an object, as ${name} takes a single value`);
+      return;
+    }
+    if (values !== undefined && (!Array.isArray(values) || values.length !== ext.length)) {
+      walk.add('structure', path, `_${name} must have one entry per value of ${name} (null where a value has no extensions)`);
+      return;
+    }
+    for (let i = 0; i < ext.length; i++) {
+      const item = ext[i];
+      if (item === null) {
+        // A null value with a null here is reported once, with the values.
+        if (values === undefined) walk.add('structure', `${path}[${i}]`, `${name}[${i}] has neither a value nor extensions`);
+        continue;
+      }
+      visitPrimitiveElement(walk, item, walk.paths ? `${path}[${i}]` : path);
+    }
+  } else {
+    if (slot.element.max > 1 && values !== undefined) walk.add('structure', path, `_${name} must be an array aligned with the values of ${name}`);
+    else visitPrimitiveElement(walk, ext, path);
+  }
+}
+
+/** The `_name` object of a primitive: its id and extensions (the Element part of every primitive type). */
+const PRIMITIVE_ELEMENT: TypeModel = (() => {
+  const extension = typeModel('Extension')!;
+  return {
+    name: 'Element', kind: 'complex', bounded: [], invariants: [],
+    slots: new Map([['id', extension.slots.get('id')!], ['extension', extension.slots.get('extension')!]]),
+  };
+})();
+
+function visitPrimitiveElement(walk: Walk, v: unknown, path: string): void {
+  if (isObject(v)) visitObject(walk, v, PRIMITIVE_ELEMENT, path);
+  else walk.add('structure', path, `The id and extensions of a primitive must be a JSON object, not ${describe(v)}`);
+}
+
+/** ext-1: an extension has a value or nested extensions, not both. */
+function checkExtension(walk: Walk, ext: Json, path: string): void {
+  let value = false;
+  // A primitive value with extensions only (`_valueString`) is a value too.
+  for (const key in ext) if (key.startsWith('value') || key.startsWith('_value')) value = true;
+  const nested = ext.extension !== undefined;
+  if (value === nested) {
+    walk.add('invariant', path, value ? 'An extension may have a value or nested extensions, not both (ext-1)' : 'An extension must have a value or nested extensions (ext-1)');
+  }
+}
+
+/** The reference's target type (from `Type/id`, an absolute URL ending so, or `Type?query`) must be one the element allows. */
+function checkTarget(walk: Walk, ref: Json, element: ElementModel, path: string): void {
+  const targets = element.targets!;
+  if (typeof ref.reference === 'string') {
+    const m = CONDITIONAL_TYPE.exec(ref.reference) ?? REFERENCE_TYPE.exec(ref.reference);
+    const type = m?.[1];
+    if (type !== undefined && RESOURCE_TYPES.has(type) && !targets.has(type)) {
+      walk.add('structure', `${path}.reference`, `${type} is not a valid target of this reference (expected ${[...targets].join(', ')})`);
+    }
+  }
+  if (typeof ref.type === 'string' && RESOURCE_TYPES.has(ref.type) && !targets.has(ref.type)) {
+    walk.add('structure', `${path}.type`, `${ref.type} is not a valid target of this reference (expected ${[...targets].join(', ')})`);
+  }
+}
+
+function checkCode(walk: Walk, code: string, b: BindingModel, path: string): void {
+  if (b.kind === 'codes') {
+    if (!b.codes.has(code)) walk.add('code-invalid', path, `${JSON.stringify(code)} is not in the required value set ${b.url}${listCodes(b)}`);
+  } else if (b.kind === 'syntax' && !syntaxOk(b.syntax, code)) {
+    walk.add('code-invalid', path, `${JSON.stringify(code)} is not a valid ${b.syntax} (required binding to ${b.url})`);
+  }
+}
+
+/** The first few codes, so that a developer can see what was expected. */
+function listCodes(b: Extract<BindingModel, { kind: 'codes' }>): string {
+  if (b.codes.size > 12) return '';
+  return ` (${[...b.codes].join(', ')})`;
+}
+
+function syntaxOk(syntax: 'mime-type' | 'ucum' | 'language' | 'currency', code: string): boolean {
+  switch (syntax) {
+    case 'mime-type':
+      return MIME.test(code) || MIME_SHORTHANDS.has(code);
+    case 'language':
+      return LANGUAGE.test(code);
+    case 'currency':
+      return CURRENCY.test(code);
+    case 'ucum':
+      return !/\s/.test(code);
+  }
+}
+
+/** A CodeableConcept bound `required`: one of its codings must be in the value set. */
+function checkConcept(walk: Walk, cc: Json, b: BindingModel, path: string): void {
+  if (b.kind === 'unchecked') return;
+  const codings = Array.isArray(cc.coding) ? (cc.coding as unknown[]).filter(isObject) : [];
+  if (codings.length === 0) {
+    walk.add('code-invalid', path, `A coding from the required value set ${b.url} is needed (text alone is not enough)`);
+    return;
+  }
+  for (const c of codings) {
+    if (typeof c.code !== 'string') continue;
+    if (b.kind === 'codes' ? b.systemCodes.has(`${String(c.system)}|${c.code}`) : b.syntax === 'ucum' ? c.system === UCUM_SYSTEM && syntaxOk('ucum', c.code) : syntaxOk(b.syntax, c.code)) return;
+  }
+  const given = codings.map((c) => `${String(c.system ?? '(no system)')}|${String(c.code ?? '(no code)')}`).join(', ');
+  walk.add('code-invalid', path, `None of the codings (${given}) is in the required value set ${b.url}`);
+}

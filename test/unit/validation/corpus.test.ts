@@ -1,0 +1,83 @@
+/**
+ * No false rejections: every resource the benchmark generator writes, and every example of the FHIR
+ * R4 specification (npm hl7.fhir.r4.examples 4.0.1) except the ones with known defects listed here,
+ * passes validation. The table of the validator is also rebuilt from the definitions and compared.
+ */
+import { describe, expect, test } from 'bun:test';
+import { readdirSync, readFileSync } from 'node:fs';
+import { generatePatients } from '../../../bench/lib/generator.ts';
+import { validateResource } from '../../../src/fhir/validation/validate.ts';
+import { validationTableFromDefinitions } from '../../helpers/validation-table.ts';
+
+type Json = Record<string, unknown>;
+
+/**
+ * Examples of the R4 specification that are not valid R4, each with the element at fault: the
+ * validator must find exactly these problems and no others.
+ */
+const KNOWN_DEFECTS: Record<string, string[]> = {
+  // Questionnaire.item.linkId is 1..1; the example's nested display items have none.
+  'Questionnaire-qs1.json': ['Questionnaire.item[].item[].item[].linkId', 'Questionnaire.item[].item[].item[].item[].linkId', 'Questionnaire.item[].item[].linkId'],
+  // SearchParameter.base is 1..*; the generated extension SearchParameters have none.
+  ...Object.fromEntries(
+    ['valueset-extensions-ValueSet-author', 'valueset-extensions-ValueSet-end', 'valueset-extensions-ValueSet-keyword', 'valueset-extensions-ValueSet-workflow',
+      'valueset-extensions-ValueSet-effective', 'codesystem-extensions-CodeSystem-author', 'codesystem-extensions-CodeSystem-effective',
+      'codesystem-extensions-CodeSystem-end', 'codesystem-extensions-CodeSystem-keyword', 'codesystem-extensions-CodeSystem-workflow']
+      .map((id) => [`SearchParameter-${id}.json`, ['SearchParameter.base']]),
+  ),
+  // An id longer than 64 characters.
+  'SearchParameter-questionnaireresponse-extensions-QuestionnaireResponse-item-subject.json': ['SearchParameter.id'],
+  // ImplementationGuide.name and status are 1..1.
+  'ImplementationGuide-fhir.json': ['ImplementationGuide.name', 'ImplementationGuide.status'],
+  'ig-r4.json': ['ImplementationGuide.name', 'ImplementationGuide.status'],
+  // Narratives without content (txt-2).
+  'ActivityDefinition-heart-valve-replacement.json': ['ActivityDefinition.text.div'],
+  'ActivityDefinition-blood-tubes-supply.json': ['ActivityDefinition.text.div'],
+  'Questionnaire-zika-virus-exposure-assessment.json': ['Questionnaire.text.div'],
+  'EventDefinition-example.json': ['EventDefinition.text.div'],
+  // Two entries with one fullUrl (bdl-7).
+  'Bundle-dataelements.json': ['Bundle'],
+  // Logical models that are not abstract and have no baseDefinition (sdf-4).
+  ...Object.fromEntries(['Definition', 'Event', 'FiveWs', 'Request'].map((id) => [`StructureDefinition-${id}.json`, ['StructureDefinition']])),
+  // References to types the element does not allow.
+  'Observation-clinical-gender.json': ['Observation.performer[].reference'],
+  'DeviceUseStatement-example.json': ['DeviceUseStatement.reasonReference[].reference'],
+  'MedicationRequest-medrx0301.json': ['MedicationRequest.dispenseRequest.performer.reference'],
+  'DeviceMetric-example.json': ['DeviceMetric.parent.reference'],
+};
+
+const EXAMPLES = new URL('../../../node_modules/hl7.fhir.r4.examples/', import.meta.url);
+
+describe('valid resources pass', () => {
+  test("every resource of bench/generate.ts's generator", () => {
+    const problems: string[] = [];
+    let count = 0;
+    for (const r of generatePatients({ patients: 40, seed: 'corpus' })) {
+      count++;
+      for (const i of validateResource(r as Json, 'strict')) problems.push(`${r.resourceType}/${r.id} ${i.expression}: ${i.text}`);
+    }
+    expect(count).toBeGreaterThan(2000);
+    expect(problems).toEqual([]);
+  });
+
+  test('every example of the FHIR R4 specification, except the known defects', () => {
+    const found: Record<string, string[]> = {};
+    let count = 0;
+    for (const file of readdirSync(EXAMPLES).sort()) {
+      if (!file.endsWith('.json') || file === 'package.json') continue;
+      const r = JSON.parse(readFileSync(new URL(file, EXAMPLES), 'utf8')) as Json;
+      if (typeof r.resourceType !== 'string') continue;
+      count++;
+      const errors = validateResource(r, 'strict').filter((i) => i.severity === 'error');
+      if (errors.length) found[file] = [...new Set(errors.map((i) => i.expression.replace(/\[\d+\]/g, '[]')))].sort();
+    }
+    expect(count).toBeGreaterThan(2500);
+    const expected = Object.fromEntries(Object.entries(KNOWN_DEFECTS).map(([f, e]) => [f, [...e].sort()]));
+    expect(found).toEqual(expected);
+  });
+});
+
+test('r4-table.json is what the definitions and the terminology engine give today', async () => {
+  const file = JSON.parse(readFileSync(new URL('../../../src/fhir/validation/r4-table.json', import.meta.url), 'utf8'));
+  expect(await validationTableFromDefinitions()).toEqual(file);
+});

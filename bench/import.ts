@@ -4,8 +4,10 @@
  * PostgreSQL database.
  *
  *   bun bench/import.ts [--patients N] [--seed S] [--format ndjson|bundle] [--store sqlite|postgres|both]
- *                       [--batch-size N] [--binary] [--runs N] [--json]
+ *                       [--batch-size N] [--binary] [--runs N] [--validation strict|off|both] [--json]
  *
+ * --validation both imports each run twice, with CINDER_VALIDATION=off then strict (alternating, so
+ * both see the same machine), and prints the rate with validation as a share of the rate without.
  * --patients 1000 (the default) gives about 100,000 resources. --binary runs dist/cinder instead of
  * `bun src/main.ts`. Postgres: CINDER_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)
  * names the server; a database `cinder_bench_<random>` is created and dropped.
@@ -28,16 +30,20 @@ const { values } = parseArgs({
     'batch-size': { type: 'string' },
     binary: { type: 'boolean', default: false },
     runs: { type: 'string', default: '1' },
+    validation: { type: 'string', default: 'strict' },
     json: { type: 'boolean', default: false },
   },
   strict: true,
 });
 if (!['sqlite', 'postgres', 'both'].includes(values.store)) throw new Error('--store takes sqlite, postgres or both');
 if (!['ndjson', 'bundle'].includes(values.format)) throw new Error('--format takes ndjson or bundle');
+if (!['strict', 'off', 'both'].includes(values.validation)) throw new Error('--validation takes strict, off or both');
+const levels = values.validation === 'both' ? ['off', 'strict'] : [values.validation];
 
 interface Row {
   store: string;
   run: number;
+  validation: string;
   resources: number;
   failed: number;
   seconds: number;
@@ -115,10 +121,10 @@ async function databaseBytes(store: string, env: Record<string, string>): Promis
   }
 }
 
-async function importOnce(store: string, n: number, files: string[]): Promise<Row> {
+async function importOnce(store: string, n: number, files: string[], validation: string): Promise<Row> {
   const db = await freshDatabase(store, n);
   try {
-    const env = { ...db.env, CINDER_LOG_LEVEL: 'warn' };
+    const env = { ...db.env, CINDER_LOG_LEVEL: 'warn', CINDER_VALIDATION: validation };
     const tenant = await run([...cinder, 'tenant', 'create', 'bench'], env);
     if (tenant.code !== 0) throw new Error(`tenant create failed: ${tenant.stderr}`);
     const batch = values['batch-size'] ? ['--batch-size', values['batch-size']] : [];
@@ -129,7 +135,7 @@ async function importOnce(store: string, n: number, files: string[]): Promise<Ro
     const s = JSON.parse(r.stdout) as { imported: number; failed: number; resourcesPerSecond: number };
     const bytes = await databaseBytes(store, env);
     return {
-      store, run: n, resources: s.imported, failed: s.failed, seconds: Number(seconds.toFixed(2)),
+      store, run: n, validation, resources: s.imported, failed: s.failed, seconds: Number(seconds.toFixed(2)),
       resourcesPerSecond: Math.round(s.imported / seconds), importerResourcesPerSecond: s.resourcesPerSecond,
       peakRssMiB: Math.round(r.maxRss / 1048576),
       indexBytesPerResource: Math.round(bytes.index / s.imported), databaseBytesPerResource: Math.round(bytes.total / s.imported),
@@ -143,14 +149,21 @@ try {
   const files = await generate();
   const stores = values.store === 'both' ? ['sqlite', 'postgres'] : [values.store];
   const rows: Row[] = [];
-  for (const store of stores) for (let n = 1; n <= Number(values.runs); n++) rows.push(await importOnce(store, n, files));
+  for (const store of stores) for (let n = 1; n <= Number(values.runs); n++) for (const level of levels) rows.push(await importOnce(store, n, files, level));
   if (values.json) {
     console.log(JSON.stringify(rows, null, 2));
   } else {
-    console.log('| store | run | resources | failed | seconds (process) | resources/s (process) | resources/s (importer) | peak RSS MiB | index bytes/resource | database bytes/resource |');
-    console.log('|---|---|---|---|---|---|---|---|---|---|');
+    console.log('| store | run | validation | resources | failed | seconds (process) | resources/s (process) | resources/s (importer) | peak RSS MiB | index bytes/resource | database bytes/resource |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of rows) {
-      console.log(`| ${r.store} | ${r.run} | ${r.resources} | ${r.failed} | ${r.seconds} | ${r.resourcesPerSecond} | ${r.importerResourcesPerSecond} | ${r.peakRssMiB} | ${r.indexBytesPerResource} | ${r.databaseBytesPerResource} |`);
+      console.log(`| ${r.store} | ${r.run} | ${r.validation} | ${r.resources} | ${r.failed} | ${r.seconds} | ${r.resourcesPerSecond} | ${r.importerResourcesPerSecond} | ${r.peakRssMiB} | ${r.indexBytesPerResource} | ${r.databaseBytesPerResource} |`);
+    }
+    if (levels.length === 2) {
+      const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      for (const store of stores) {
+        const rate = (level: string) => median(rows.filter((r) => r.store === store && r.validation === level).map((r) => r.resourcesPerSecond));
+        console.log(`\n${store}: with validation ${rate('strict')} resources/s, without ${rate('off')}: ${((100 * rate('strict')) / rate('off')).toFixed(0)}% (median of ${values.runs} runs each)`);
+      }
     }
   }
 } finally {

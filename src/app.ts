@@ -9,6 +9,7 @@ import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
+import { validateCapability } from './fhir/validate-operation.ts';
 import { FhirError } from './errors.ts';
 import { exportCapability } from './export/capability.ts';
 import { openSink, type ExportSink } from './export/sink.ts';
@@ -75,7 +76,7 @@ export function createApp(deps: AppDeps) {
     Object.fromEntries(Object.entries(await store.exports.countByState()).map(([state, n]) => [`state=${state}`, n])),
   );
   const terminology = createTerminology({ store, clock });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability];
   const fhir = new Hono<AppEnv>();
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess });
   fhir.use('*', fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
@@ -93,7 +94,7 @@ export function createApp(deps: AppDeps) {
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
   }));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
-  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes }));
+  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes, validation: config.validation }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 
   if (deps.hotRoutes !== false) {

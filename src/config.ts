@@ -48,6 +48,11 @@ const schema = z.object({
   exportMaxJobsPerClient: z.coerce.number().int().min(1).max(1000).default(3),
   exportLeaseSeconds: z.coerce.number().int().min(2).max(3600).default(30),
   exportSignedUrls: z.enum(['on', 'off']).default('off'),
+  /**
+   * How writes are validated against the R4 definitions: `strict` (structure, formats, required
+   * bindings, invariants), `structural` (structure and formats only, for loading legacy data) or `off`.
+   */
+  validation: z.enum(['strict', 'structural', 'off']).default('strict'),
   /** The most codes one ValueSet/$expand response may carry. */
   maxExpansionSize: z.coerce.number().int().min(1).default(10_000),
 });

@@ -46,7 +46,8 @@ export const importCommand: Command = {
     'NDJSON (.ndjson, .jsonl: one resource per line) is streamed; a .json file holds one resource or a Bundle\n' +
     '(transaction and batch Bundles are processed as if POSTed to the FHIR base, collection Bundles are unpacked).\n' +
     'Resources with an id are created or updated by that id; others get a server id. Bad lines are reported\n' +
-    'with file and line number and skipped. Exit code 1 when any resource failed.\n' +
+    'with file and line number and skipped; an invalid resource (CINDER_VALIDATION) with each of its problems.\n' +
+    'Exit code 1 when any resource failed.\n' +
     '--batch-size: resources per write transaction (default 10000; a transaction also ends at 32 Mi characters).',
   options: { tenant: { type: 'string' }, 'batch-size': { type: 'string' }, json: { type: 'boolean' } },
   allowPositionals: true,
@@ -59,7 +60,7 @@ export const importCommand: Command = {
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
-      return await runImport(io, { store, clock }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
+      return await runImport(io, { store, clock, validation: config.validation }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();
     }
@@ -83,6 +84,8 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
     onIssue(issue) {
       if (errors.length < MAX_REPORTED) errors.push(issue);
       progress.message(`${where(issue)}: ${issue.message}`);
+      // An invalid resource: every problem on a line of its own.
+      if (issue.issues && issue.issues.length > 1) for (const i of issue.issues) progress.message(`  ${i.expression?.[0] ?? ''}: ${i.details?.text ?? i.diagnostics ?? ''}`);
     },
     onProgress: (p) => progress.update(p),
   });

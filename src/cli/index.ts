@@ -11,10 +11,12 @@ import { reindexCommand } from './reindex.ts';
 import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
 import { userCreateCommand } from './user.ts';
+import { validateCommand } from './validate.ts';
 
 /** Every `cinder` subcommand. */
 export const commands: Command[] = [
   serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
+  validateCommand,
 ];
 
 function overview(): string {

@@ -14,11 +14,21 @@ export function formatCount(n: number): string {
   return number.format(n);
 }
 
+/** The words of a progress line: `import: 50%  1,000 imported, 2 failed, ...`. */
+export interface ProgressWords {
+  task: string;
+  done: string;
+  failed: string;
+}
+
+const IMPORT_WORDS: ProgressWords = { task: 'import', done: 'imported', failed: 'failed' };
+
 /**
- * Progress of a long-running import on stderr: a bar with the rate redrawn in place on a terminal
- * (at most every 100 ms), a plain line every few seconds otherwise (logs, CI).
+ * Progress of a long-running import (or another task counted the same way) on stderr: a bar with the
+ * rate redrawn in place on a terminal (at most every 100 ms), a plain line every few seconds otherwise
+ * (logs, CI). `bytesRead` of `totalBytes` is the fraction done, in whatever unit the task counts.
  */
-export function createProgress(io: CliIO, totalBytes: number, now: () => number = () => performance.now()) {
+export function createProgress(io: CliIO, totalBytes: number, now: () => number = () => performance.now(), words = IMPORT_WORDS) {
   const started = now();
   const interval = io.isTTY ? 100 : 5000;
   let last = started;
@@ -28,8 +38,8 @@ export function createProgress(io: CliIO, totalBytes: number, now: () => number 
     const fraction = totalBytes > 0 ? Math.min(1, c.bytesRead / totalBytes) : 1;
     const seconds = (now() - started) / 1000;
     const rate = seconds > 0 ? c.imported / seconds : 0;
-    const text = `${Math.floor(fraction * 100)}%  ${formatCount(c.imported)} imported, ${formatCount(c.failed)} failed, ${formatCount(rate)}/s`;
-    if (!io.isTTY) return `import: ${text}\n`;
+    const text = `${Math.floor(fraction * 100)}%  ${formatCount(c.imported)} ${words.done}, ${formatCount(c.failed)} ${words.failed}, ${formatCount(rate)}/s`;
+    if (!io.isTTY) return `${words.task}: ${text}\n`;
     const filled = Math.round(fraction * WIDTH);
     return `\r\x1b[2K[${'#'.repeat(filled)}${'-'.repeat(WIDTH - filled)}] ${text}`;
   }

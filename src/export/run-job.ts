@@ -62,6 +62,7 @@ async function runSteps(deps: RunDeps, job: ExportJob, control: JobControl): Pro
     store: deps.store, tenant: job.tenant, jobId: job.id, transactionTime: job.transactionTime, spec, sink: deps.sink, control,
     progress, fileMaxBytes: deps.fileMaxBytes, pageSize: deps.pageSize,
     keyPrefix: deps.keyPrefix ? deps.keyPrefix(job) : `${jobPrefix(job)}/a${job.attempts}`,
+    validate: (await deps.store.tenants.validationDebt(job.tenant)) !== null,
   };
   if (deps.onProgress) ctx.onProgress = deps.onProgress;
   await settle(deps, job, control);

@@ -7,6 +7,8 @@ import type { ExportSink } from './sink.ts';
 import { MAX_RUNTIME_ISSUES, type JobProgress } from './spec.ts';
 import type { FhirIssue } from '../errors.ts';
 import { issue } from '../fhir/outcome.ts';
+import type { Resource } from '../fhir/resource.ts';
+import { validationErrors } from '../fhir/validation/check.ts';
 
 /** Everything a step needs; `progress` is the job's checkpoint, updated at every rollover. */
 export interface StepContext extends SelectContext {
@@ -18,6 +20,11 @@ export interface StepContext extends SelectContext {
   /** Storage key prefix of this attempt's files (`tenant/job/aN`). */
   keyPrefix: string;
   onProgress?: (exported: number, label: string) => void;
+  /**
+   * The tenant may hold resources that were never validated strictly (TenantRepo.validationDebt):
+   * each one is validated as it is read, and an invalid one goes to the error file instead of the output.
+   */
+  validate?: boolean;
 }
 
 /** A page source: the next chunk after `after`. */
@@ -53,9 +60,28 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   const kept = ctx.spec.elements?.[type];
   const live = page.rows.filter((r) => !r.deleted).map((r) => r.content);
   const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
-  const texts = kept ? subsetAll(ctx, type, [...splitLines(page.lines), ...live], kept) : undefined;
+  let texts = ctx.validate ? validOnly(ctx, type, [...splitLines(page.lines), ...live]) : undefined;
+  if (kept) texts = subsetAll(ctx, type, texts ?? [...splitLines(page.lines), ...live], kept);
   const output = texts ? joinLines(texts) : concat(page.lines, joinLines(live));
   return { output, count: texts ? texts.length : page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
+}
+
+/** The resources that are valid R4; each invalid one is named in the error file instead. */
+function validOnly(ctx: StepContext, type: string, contents: string[]): string[] {
+  const out: string[] = [];
+  for (const content of contents) {
+    const r = JSON.parse(content) as Resource;
+    const errors = validationErrors(r, 'strict');
+    if (errors.length === 0) {
+      out.push(content);
+      continue;
+    }
+    const first = errors[0]!;
+    const more = errors.length > 1 ? ` (and ${errors.length - 1} more problems: cinder validate lists them)` : '';
+    const text = `${type}/${r.id} (version ${String(r.meta?.versionId)}) is not valid FHIR R4 and was left out: ${first.expression}: ${first.text}${more}`;
+    noteIssue(ctx.progress, issue('error', first.code, text, [first.expression]));
+  }
+  return out;
 }
 
 /** `_elements` subsets; a resource that cannot be subset is left out and reported in the error file. */

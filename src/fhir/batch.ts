@@ -1,10 +1,12 @@
 import { FhirError } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
+import { requireValid } from './validation/check.ts';
 import { errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json } from './bundle-ops.ts';
-import { writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base);
+  if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   const { planned, ids } = await plan(deps, req, [entry]);
   await rewriteReferences(deps, req, planned, ids);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access };

@@ -1,7 +1,8 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { createResource, deleteResource, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { asResource, checkTypeAndId } from './resource.ts';
+import { requireValid } from './validation/check.ts';
 import { searchResources } from './search.ts';
 
 /** Search parameters that select resources (as opposed to result parameters such as `_count`). */
@@ -47,7 +48,8 @@ export async function conditionalCreate(
   deps: FhirDeps, req: FhirRequest, type: string, body: unknown, ifNoneExist: string,
 ): Promise<WriteResult> {
   checkTypeAndId(type);
-  asResource(body, type);
+  // Invalid content is refused before the search, whether or not a resource matches.
+  requireValid(asResource(body, type), validationLevel(deps));
   const query = parseCondition(ifNoneExist, type, 'If-None-Exist');
   const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
   if (match) return { version: match, created: false };
@@ -68,6 +70,7 @@ export async function conditionalUpdate(
   checkTypeAndId(type);
   const resource = asResource(body, type);
   requireCriteria(query, 'Conditional update');
+  requireValid(resource, validationLevel(deps));
   const match = await resolveCondition(deps, req, type, query, 'Conditional update');
   if (match) {
     if (resource.id !== undefined && resource.id !== match.id) {

@@ -8,6 +8,8 @@ import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
+import { requireValid } from './validation/check.ts';
+import type { ValidationLevel } from './validation/validate.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -18,6 +20,22 @@ export interface FhirDeps {
    * terminology service); absent where no terminology service is wired.
    */
   expandCodes?: (tenant: string, codes: CodeSet) => Promise<{ system: string; code: string }[]>;
+  /** How writes are validated (CINDER_VALIDATION); `strict` when absent. */
+  validation?: ValidationLevel;
+}
+
+/** The validation level of `deps`. */
+export function validationLevel(deps: FhirDeps): ValidationLevel {
+  return deps.validation ?? 'strict';
+}
+
+/**
+ * Before a write validated below `strict`: the tenant may now hold resources that are not valid R4,
+ * so its bulk exports validate what they read (TenantRepo.validationDebt) until `cinder validate`
+ * finds nothing invalid.
+ */
+export async function noteValidationLevel(deps: FhirDeps, tenant: string): Promise<void> {
+  if (validationLevel(deps) !== 'strict') await deps.store.tenants.markUnvalidated(tenant);
 }
 
 /** Who asks, in which tenant. */
@@ -137,6 +155,8 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   checkTypeAndId(type);
   const resource = asResource(body, type);
   requireAccess(req.access, type, 'c');
+  requireValid(resource, validationLevel(deps));
+  await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
   return writeTx(deps, req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
 }
@@ -151,7 +171,9 @@ export async function updateResource(
   if (resource.id !== id) {
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
+  requireValid(resource, validationLevel(deps));
   await requireStoredInCompartment(deps, req, type, id);
+  await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;

@@ -2,8 +2,9 @@ import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { checkRead, checkReadTarget, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json, type Planned } from './bundle-ops.ts';
-import { writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { newId } from './resource.ts';
+import { invalidResource, validationErrors } from './validation/check.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, GET: 3 };
 
@@ -33,6 +34,7 @@ function checkTargets(planned: Planned[]): void {
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
 async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string): Promise<Json[]> {
+  requireValidEntries(deps, entries);
   const { planned, ids } = await plan(deps, req, entries);
   checkTargets(planned);
   await rewriteReferences(deps, req, planned, ids);
@@ -57,9 +59,17 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   return out;
 }
 
+/** Every entry's resource must be valid; the 422 lists the problems of all of them, each under its entry. */
+function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
+  const level = validationLevel(deps);
+  const errors = entries.flatMap((e) => (e.resource ? validationErrors(e.resource, level, `Bundle.entry[${e.index}].resource`) : []));
+  if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
+}
+
 /** Processes a transaction or batch Bundle posted to the FHIR base and returns the response Bundle. */
 export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string): Promise<Json> {
   const { type, entries, invalid } = parseBundle(body, base);
+  await noteValidationLevel(deps, req.tenant);
   let out: Json[];
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;

@@ -8,6 +8,7 @@ import { searchResources } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
+import { validateOperation } from '../fhir/validate-operation.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
@@ -162,6 +163,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const v = await vreadResource(deps, request(c), type, id, vid);
     return fhirJson(v.content, 200, versionHeaders(v));
   });
+  const validate = async (c: Context<AppEnv>, id?: string) => {
+    const body = c.req.method === 'POST' ? await readFhirBody(c.req.raw, deps.limits.resource) : undefined;
+    return fhirJson(await validateOperation(deps, request(c), c.req.param('type')!, id, body, new URL(c.req.url).searchParams));
+  };
+  app.post('/:type/$validate', (c) => validate(c));
+  app.on(['GET', 'POST'], '/:type/:id/$validate', (c) => validate(c, c.req.param('id')));
   notAllowed(app);
   // Compartment search (`Patient/{id}/{type}?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
   app.get('/:type/:id/:what', async (c) => {

@@ -360,6 +360,15 @@ export interface TenantRepo {
   create(id: string, now: number): Promise<Tenant>;
   get(id: string): Promise<Tenant | null>;
   list(): Promise<Tenant[]>;
+  /**
+   * Whether the tenant may hold resources that were not validated strictly (stored before validation
+   * existed, or with CINDER_VALIDATION at structural or off): the generation of that mark, or null.
+   */
+  validationDebt(id: string): Promise<number | null>;
+  /** Marks the tenant as maybe holding such resources (a new generation). */
+  markUnvalidated(id: string): Promise<void>;
+  /** Clears the mark if it is still at `generation` (nothing was written unvalidated since it was read); returns whether it did. */
+  clearValidationDebt(id: string, generation: number): Promise<boolean>;
 }
 
 export interface ClientRepo {

@@ -1,6 +1,9 @@
 import { expect } from 'bun:test';
 import { fhirInit, type TestApp } from './app.ts';
 import { fixtureResources } from './memory-terminology.ts';
+import { operatorAccess } from '../../src/fhir/access.ts';
+import { putVersion } from '../../src/fhir/crud.ts';
+import type { Resource } from '../../src/fhir/resource.ts';
 
 export const ANIMALS = 'http://cinder.test/CodeSystem/animals';
 export const VS = 'http://cinder.test/ValueSet/';
@@ -18,9 +21,20 @@ export async function putResource(
   r: { readonly resourceType: string; readonly id?: string; readonly [field: string]: unknown },
   tenant = 't1',
 ): Promise<void> {
+  if (r.id !== undefined && INVALID_ON_PURPOSE.has(r.id)) {
+    await t.store.resources.write(tenant, (w) => putVersion(w, r as Resource, r.id!, { now: t.clock.now(), access: operatorAccess }));
+    return;
+  }
   const res = await t.request(`${t.fhir(tenant)}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r));
   expect(res.status).toBeLessThan(300);
 }
+
+/**
+ * Fixtures that are not valid R4 on purpose (an unknown filter operator, a filter without a value), to
+ * test how the terminology engine treats such content: the API refuses them, so they are stored
+ * straight through the store, as data written before validation existed would be.
+ */
+const INVALID_ON_PURPOSE = new Set(['bad-operator', 'no-filter-value']);
 
 /** One Parameters entry. */
 export type Param = { name: string } & Record<string, unknown>;

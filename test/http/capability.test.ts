@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { paramOf } from '../../src/fhir/definitions.ts';
 import { R4_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
+import { identifierOf, minimalResource } from '../helpers/minimal-resource.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 let t: TestApp;
@@ -127,7 +128,7 @@ describe('every advertised search parameter works', () => {
     expect(having('url')).toEqual(expect.arrayContaining(['ValueSet', 'CodeSystem', 'StructureDefinition']));
     const misses: string[] = [];
     for (const type of having('identifier')) {
-      const r = await api.create({ resourceType: type, identifier: [{ system: 'urn:cap', value: type }] });
+      const r = await api.create(minimalResource({ resourceType: type, identifier: identifierOf(type, { system: 'urn:cap', value: type }) }));
       const found = await api.search(`${type}?identifier=urn:cap|${type}`);
       if (found.entry.length !== 1 || found.entry[0].resource.id !== r.id) misses.push(`${type}?identifier`);
     }
@@ -136,7 +137,7 @@ describe('every advertised search parameter works', () => {
       const version = having('version').includes(type) ? { version: '7' } : {};
       // Subscription's url parameter is its channel endpoint (R4 SearchParameter Subscription-url).
       const where = type === 'Subscription' ? { channel: { type: 'rest-hook', endpoint: url } } : { url };
-      const r = await api.create({ resourceType: type, ...where, ...version });
+      const r = await api.create(minimalResource({ resourceType: type, ...where, ...version }));
       const found = await api.search(`${type}?url=${url}` + ('version' in version ? '&version=7' : ''));
       if (found.entry.length !== 1 || found.entry[0].resource.id !== r.id) misses.push(`${type}?url`);
     }
@@ -145,10 +146,10 @@ describe('every advertised search parameter works', () => {
 
   test('the advertised interactions work on a sample of types', async () => {
     for (const type of ['Basic', 'Device', 'Group', 'Library', 'Substance']) {
-      const created = await api.create({ resourceType: type, id: 'ignored' });
+      const created = await api.create(minimalResource({ resourceType: type, id: 'ignored' }));
       const id = created.id as string;
       expect((await api.get(`${type}/${id}`)).status).toBe(200);
-      expect((await api.put(`${type}/${id}`, { resourceType: type, id })).status).toBe(200);
+      expect((await api.put(`${type}/${id}`, minimalResource({ resourceType: type, id }))).status).toBe(200);
       expect((await api.get(`${type}/${id}/_history/1`)).status).toBe(200);
       expect((await api.get(`${type}/${id}/_history`)).status).toBe(200);
       expect((await api.get(`${type}/_history`)).status).toBe(200);

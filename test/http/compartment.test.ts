@@ -75,12 +75,12 @@ describe('Patient compartment rows on write (R4 CompartmentDefinition/patient)',
 
   test('AllergyIntolerance: patient, recorder, asserter', async () => {
     await put({
-      resourceType: 'AllergyIntolerance', id: 'ai1', patient: { reference: 'Patient/p1' },
+      resourceType: 'AllergyIntolerance', id: 'ai1', clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] }, patient: { reference: 'Patient/p1' },
       recorder: { reference: 'Patient/p2' }, asserter: { reference: 'Patient/p3' },
     });
     expect(await compartments('AllergyIntolerance', 'ai1')).toEqual(['p1', 'p2', 'p3']);
     await put({
-      resourceType: 'AllergyIntolerance', id: 'ai2', patient: { reference: 'Patient/p4' },
+      resourceType: 'AllergyIntolerance', id: 'ai2', clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] }, patient: { reference: 'Patient/p4' },
       recorder: { reference: 'Practitioner/pr1' }, asserter: { reference: 'RelatedPerson/x1' },
     });
     expect(await compartments('AllergyIntolerance', 'ai2')).toEqual(['p4']);
@@ -113,7 +113,7 @@ describe('Patient compartment rows on write (R4 CompartmentDefinition/patient)',
 
   test('types outside the compartment get no rows', async () => {
     await put({ resourceType: 'Practitioner', id: 'pr1' });
-    await put({ resourceType: 'Organization', id: 'org1', partOf: { reference: 'Organization/o1' } });
+    await put({ resourceType: 'Organization', id: 'org1', name: 'x', partOf: { reference: 'Organization/o1' } });
     expect(await compartments('Practitioner', 'pr1')).toEqual([]);
     expect(await compartments('Organization', 'org1')).toEqual([]);
   });

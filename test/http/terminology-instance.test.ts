@@ -63,7 +63,7 @@ describe('CodeSystem/{id}/$validate-code', () => {
     expect(errorIssue(unknown, 404)).toEqual({ severity: 'error', code: 'not-found', text: 'CodeSystem/no-such-id is not known' });
     const posted = await postOperation(t, token, 'CodeSystem/no-such-id/$validate-code', [{ name: 'code', valueCode: 'dog' }]);
     expect(errorIssue(posted, 404).code).toBe('not-found');
-    await putResource(t, token, { resourceType: 'CodeSystem', id: 'short-lived', url: 'http://cinder.test/CodeSystem/short-lived', content: 'complete', concept: [{ code: 'a' }] });
+    await putResource(t, token, { resourceType: 'CodeSystem', id: 'short-lived', url: 'http://cinder.test/CodeSystem/short-lived', status: 'active', content: 'complete', concept: [{ code: 'a' }] });
     expect(outcome(await getOperation(t, token, 'CodeSystem/short-lived/$validate-code', { code: 'a' })).result).toBe(true);
     expect((await t.request(`${t.fhir()}/CodeSystem/short-lived`, fhirInit(token, 'DELETE'))).status).toBeLessThan(300);
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/short-lived/$validate-code', { code: 'a' }), 404).code).toBe('not-found');
@@ -135,6 +135,7 @@ describe('CapabilityStatement', () => {
     expect(ops).toEqual([
       { name: 'validate-code', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code' },
       { name: 'lookup', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup' },
+      { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
     ]);
   });
 });

@@ -131,10 +131,12 @@ describe('CapabilityStatement', () => {
     expect(ops('ValueSet')).toEqual([
       'http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code',
       'http://hl7.org/fhir/OperationDefinition/ValueSet-expand',
+      'http://hl7.org/fhir/OperationDefinition/Resource-validate',
     ]);
     expect(ops('CodeSystem')).toEqual([
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
+      'http://hl7.org/fhir/OperationDefinition/Resource-validate',
     ]);
   });
 });

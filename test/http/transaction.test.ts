@@ -58,7 +58,7 @@ describe('transaction: urn:uuid references', () => {
         resourceType: 'Observation', status: 'final', code: { text: 'bp' },
         subject: { reference: pat, display: 'kept' }, encounter: { reference: enc }, performer: [{ reference: prac }, { reference: pat }],
         extension: [{ url: 'http://example.org/ext', valueReference: { reference: prac } }],
-        contained: [{ resourceType: 'Provenance', id: 'prov', recorded: '2026-06-01T00:00:00Z', target: [{ reference: pat }], agent: [{ who: { reference: prac } }] }],
+        contained: [{ resourceType: 'Provenance', id: 'prov', recorded: '2026-06-01T00:00:00Z', target: [{ reference: pat }, { reference: '#' }], agent: [{ who: { reference: prac } }] }],
       }),
       post(pat, { resourceType: 'Patient', name: [{ family: 'Urn' }] }),
       post(prac, { resourceType: 'Practitioner' }),

@@ -161,7 +161,7 @@ describe('cinder import: JSON documents', () => {
       resourceType: 'Bundle', type: 'transaction',
       entry: [
         { resource: { resourceType: 'Patient', id: 'p' }, request: { method: 'PUT', url: 'Patient/p' } },
-        { resource: { resourceType: 'Patient', id: 'q', link: [{ other: { reference: 'urn:uuid:missing' } }] }, request: { method: 'PUT', url: 'Patient/q' } },
+        { resource: { resourceType: 'Patient', id: 'q', link: [{ other: { reference: 'urn:uuid:missing' }, type: 'seealso' }] }, request: { method: 'PUT', url: 'Patient/q' } },
       ],
     }));
     const r = await cli.run(['import', '--tenant', 't1', '--json', path]);

@@ -1,8 +1,9 @@
-import { FhirError } from '../../errors.ts';
+import { FhirError, type FhirIssue } from '../../errors.ts';
 import { operatorAccess } from '../access.ts';
-import type { FhirDeps } from '../crud.ts';
+import { validationLevel, type FhirDeps } from '../crud.ts';
 import { asResource, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
+import { requireValid } from '../validation/check.ts';
 import type { BatchWriter } from './batches.ts';
 
 type Json = Record<string, unknown>;
@@ -12,8 +13,8 @@ export interface DocumentContext {
   tenant: string;
   fhirBase: string;
   writer: BatchWriter;
-  /** Counts `count` resources as failed and reports why. */
-  fail(message: string, count?: number): void;
+  /** Counts `count` resources as failed and reports why (an invalid resource: each problem in `issues`). */
+  fail(message: string, count?: number, issues?: FhirIssue[]): void;
   /** Counts resources written outside the batch writer (transaction and batch Bundles). */
   imported(count: number): void;
 }
@@ -45,28 +46,30 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
     response = await processBundle(deps, { tenant: ctx.tenant, access: operatorAccess }, bundle, ctx.fhirBase);
   } catch (err) {
     if (!(err instanceof FhirError)) throw err;
-    ctx.fail(`${bundle.type} Bundle rolled back: ${err.message}`, Math.max(writes, 1));
+    ctx.fail(`${bundle.type} Bundle rolled back: ${err.message}`, Math.max(writes, 1), err.status === 422 ? err.issues : undefined);
     return;
   }
   let ok = 0;
   (response.entry as Json[]).forEach((out, i) => {
     if (!isWrite(entries[i])) return;
-    const r = out.response as { status: string; outcome?: { issue?: { diagnostics?: string }[] } };
+    const r = out.response as { status: string; outcome?: { issue?: FhirIssue[] } };
     if (r.status.startsWith('2')) ok++;
-    else ctx.fail(`Bundle.entry[${i}]: ${r.status}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`);
+    else ctx.fail(`Bundle.entry[${i}]: ${r.status}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, r.status === '422' ? r.outcome?.issue : undefined);
   });
   ctx.imported(ok);
 }
 
 /** collection Bundles: each entry's resource is created or updated by its id. */
-async function importCollection(ctx: DocumentContext, bundle: Resource): Promise<void> {
+async function importCollection(deps: FhirDeps, ctx: DocumentContext, bundle: Resource): Promise<void> {
   const entries = Array.isArray(bundle.entry) ? (bundle.entry as unknown[]) : [];
   for (const [i, entry] of entries.entries()) {
     let resource: Resource;
     try {
       resource = asResource((entry as Json | null)?.resource);
+      requireValid(resource, validationLevel(deps), `Bundle.entry[${i}].resource`);
     } catch (err) {
-      ctx.fail(`Bundle.entry[${i}].resource: ${(err as Error).message}`);
+      if (!(err instanceof FhirError)) throw err;
+      ctx.fail(err.status === 422 ? err.message : `Bundle.entry[${i}].resource: ${err.message}`, 1, err.status === 422 ? err.issues : undefined);
       continue;
     }
     await ctx.writer.add(resource);
@@ -88,8 +91,15 @@ export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text:
   if (resource.resourceType === 'Bundle' && (resource.type === 'transaction' || resource.type === 'batch')) {
     await processTransaction(deps, ctx, resource);
   } else if (resource.resourceType === 'Bundle' && resource.type === 'collection') {
-    await importCollection(ctx, resource);
+    await importCollection(deps, ctx, resource);
   } else {
+    try {
+      requireValid(resource, validationLevel(deps));
+    } catch (err) {
+      if (!(err instanceof FhirError)) throw err;
+      ctx.fail(err.message, 1, err.issues);
+      return;
+    }
     await ctx.writer.add(resource);
   }
 }

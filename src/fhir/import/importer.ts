@@ -1,14 +1,16 @@
-import type { FhirDeps } from '../crud.ts';
+import type { FhirIssue } from '../../errors.ts';
+import { noteValidationLevel, validationLevel, type FhirDeps } from '../crud.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
 import { importDocument, type DocumentContext } from './document.ts';
 import { CHUNK_CHARS, CHUNK_RESOURCES } from './ndjson.ts';
 import { createPreparer } from './preparer.ts';
 
-/** A resource that could not be imported: file, 1-based line (NDJSON) and why. */
+/** A resource that could not be imported: file, 1-based line (NDJSON) and why (an invalid resource: each problem in `issues`). */
 export interface ImportIssue {
   file: string;
   line?: number;
   message: string;
+  issues?: FhirIssue[];
 }
 
 /** Running totals; `bytesRead` counts the input files' bytes consumed so far. */
@@ -75,11 +77,11 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
 
   // NDJSON is read and prepared on a Worker thread while this thread writes, a batch and a chunk ahead.
   const ahead = Math.min(Math.ceil(limits.resources / CHUNK_RESOURCES), Math.ceil(limits.chars / CHUNK_CHARS)) + 1;
-  const preparer = createPreparer(ahead);
+  const preparer = createPreparer(ahead, validationLevel(deps));
 
   async function importNdjson(source: ImportSource, input: number): Promise<void> {
     for await (const chunk of preparer.chunks(input)) {
-      for (const { line, message } of chunk.issues) fail({ file: source.name, line, message });
+      for (const issue of chunk.issues) fail({ file: source.name, ...issue });
       progress.bytesRead += chunk.bytes;
       await writer.addPrepared(chunk.versions);
     }
@@ -90,7 +92,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     progress.bytesRead += source.blob.size;
     const ctx: DocumentContext = {
       tenant: opts.tenant, fhirBase: opts.fhirBase, writer,
-      fail: (message, count) => fail({ file: source.name, message }, count),
+      fail: (message, count, issues) => fail({ file: source.name, message, ...(issues ? { issues } : {}) }, count),
       imported: (n) => void (progress.imported += n),
     };
     await importDocument(deps, ctx, text);
@@ -104,6 +106,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
      * between files.
      */
     async add(sources: ImportSource[]): Promise<void> {
+      await noteValidationLevel(deps, opts.tenant);
       const formats = await Promise.all(sources.map(detectFormat));
       const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob) : -1));
       for (const [i, source] of sources.entries()) {

@@ -1,12 +1,17 @@
+import type { FhirIssue } from '../../errors.ts';
+import { FhirError } from '../../errors.ts';
 import { prepareVersion, type PreparedVersion } from '../prepared.ts';
 import { newId } from '../resource.ts';
+import { requireValid } from '../validation/check.ts';
+import type { ValidationLevel } from '../validation/validate.ts';
 import { parseResource } from './document.ts';
 import { readLines } from './lines.ts';
 
-/** A line that could not be imported: 1-based line number and why. */
+/** A line that could not be imported: 1-based line number and why (an invalid resource: each problem in `issues`). */
 export interface LineIssue {
   line: number;
   message: string;
+  issues?: FhirIssue[];
 }
 
 /** Consecutive lines of an NDJSON input, prepared. */
@@ -22,11 +27,11 @@ export const CHUNK_RESOURCES = 1000;
 export const CHUNK_CHARS = 1 << 20;
 
 /**
- * Reads NDJSON (one resource per line) and prepares each resource for storage (validation, server id
+ * Reads NDJSON (one resource per line) and prepares each resource for storage (validation at `validation`, server id
  * where there is none, stamp tail, index entries, compartments), in line order. Blank lines are
  * skipped; bad lines become issues.
  */
-export async function* prepareNdjson(blob: Blob): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -34,11 +39,12 @@ export async function* prepareNdjson(blob: Blob): AsyncGenerator<PreparedChunk> 
       if (text.trim() === '') continue;
       try {
         const resource = parseResource(text);
+        requireValid(resource, validation);
         const v = prepareVersion(resource, resource.id ?? newId());
         chunk.versions.push(v);
         chars += v.tail.length;
       } catch (err) {
-        chunk.issues.push({ line: number, message: (err as Error).message });
+        chunk.issues.push(lineIssue(number, err as Error));
       }
       if (chunk.versions.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {
         yield chunk;
@@ -48,4 +54,10 @@ export async function* prepareNdjson(blob: Blob): AsyncGenerator<PreparedChunk> 
     }
   }
   if (chunk.versions.length || chunk.issues.length || chunk.bytes) yield chunk;
+}
+
+function lineIssue(line: number, err: Error): LineIssue {
+  const issue: LineIssue = { line, message: err.message };
+  if (err instanceof FhirError && err.status === 422) issue.issues = err.issues;
+  return issue;
 }

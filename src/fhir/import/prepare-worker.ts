@@ -7,8 +7,9 @@
  */
 import { prepareNdjson, type LineIssue } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
+import type { ValidationLevel } from '../validation/validate.ts';
 
-export type ToPrepareWorker = { type: 'init'; credits: number } | { type: 'input'; input: number; blob: Blob } | { type: 'ack' };
+export type ToPrepareWorker = { type: 'init'; credits: number; validation: ValidationLevel } | { type: 'input'; input: number; blob: Blob } | { type: 'ack' };
 export type FromPrepareWorker =
   | { type: 'chunk'; input: number; packed: PackedVersions; issues: LineIssue[]; bytes: number }
   | { type: 'end'; input: number }
@@ -17,6 +18,7 @@ export type FromPrepareWorker =
 declare const self: Worker;
 
 let credits = 0;
+let validation: ValidationLevel = 'strict';
 let wake: (() => void) | undefined;
 const inputs: { input: number; blob: Blob }[] = [];
 let busy = false;
@@ -27,7 +29,7 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
 
 async function prepare(input: number, blob: Blob): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob)) {
+    for await (const chunk of prepareNdjson(blob, validation)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -50,6 +52,7 @@ self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
   const msg = event.data;
   if (msg.type === 'init') {
     credits = msg.credits;
+    validation = msg.validation;
   } else if (msg.type === 'input') {
     inputs.push(msg);
     if (!busy) void drain();

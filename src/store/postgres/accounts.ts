@@ -23,6 +23,18 @@ export function createPostgresTenants(sql: Pg): TenantRepo {
       const rows = await sql<{ id: string; created_at: number }[]>`SELECT id, created_at FROM tenants ORDER BY id`;
       return rows.map((r) => ({ id: r.id, createdAt: r.created_at }));
     },
+    async validationDebt(id) {
+      const [r] = await sql<{ generation: string }[]>`SELECT generation FROM validation_debt WHERE tenant = ${id}`;
+      return r ? Number(r.generation) : null;
+    },
+    async markUnvalidated(id) {
+      await sql`INSERT INTO validation_debt (tenant, generation) VALUES (${id}, 1)
+        ON CONFLICT (tenant) DO UPDATE SET generation = validation_debt.generation + 1`;
+    },
+    async clearValidationDebt(id, generation) {
+      const r = await sql`DELETE FROM validation_debt WHERE tenant = ${id} AND generation = ${generation}`;
+      return r.count > 0;
+    },
   };
 }
 

@@ -183,4 +183,14 @@ INSERT INTO index_state (name, value) SELECT 'model', CASE WHEN EXISTS (SELECT 1
 INSERT INTO index_state (name, value) VALUES ('reindex_after', 0);
 `,
   },
+  {
+    version: 7,
+    name: 'validation_debt',
+    sql: `
+-- As the SQLite migration 6: tenants that may hold resources not validated strictly.
+CREATE TABLE validation_debt (tenant TEXT COLLATE "C" PRIMARY KEY, generation BIGINT NOT NULL);
+INSERT INTO validation_debt (tenant, generation)
+  SELECT id, 1 FROM tenants WHERE EXISTS (SELECT 1 FROM resources WHERE resources.tenant = tenants.id);
+`,
+  },
 ];

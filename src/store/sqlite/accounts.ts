@@ -24,6 +24,15 @@ export function createSqliteTenants(db: Database): TenantRepo {
         .all()
         .map((r) => ({ id: r.id, createdAt: r.created_at }));
     },
+    async validationDebt(id) {
+      return db.query<{ generation: number }, [string]>('SELECT generation FROM validation_debt WHERE tenant = ?').get(id)?.generation ?? null;
+    },
+    async markUnvalidated(id) {
+      db.query('INSERT INTO validation_debt (tenant, generation) VALUES (?, 1) ON CONFLICT (tenant) DO UPDATE SET generation = generation + 1').run(id);
+    },
+    async clearValidationDebt(id, generation) {
+      return db.query('DELETE FROM validation_debt WHERE tenant = ? AND generation = ?').run(id, generation).changes > 0;
+    },
   };
 }
 

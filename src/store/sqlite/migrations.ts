@@ -149,4 +149,18 @@ INSERT INTO index_state (name, value) SELECT 'model', CASE WHEN EXISTS (SELECT 1
 INSERT INTO index_state (name, value) VALUES ('reindex_after', 0);
 `,
   },
+  {
+    version: 6,
+    name: 'validation_debt',
+    sql: `
+-- Tenants that may hold resources not validated strictly against the R4 definitions (#15): written
+-- before validation existed (every tenant that holds resources now), or with CINDER_VALIDATION at
+-- structural or off. Bulk export validates such tenants' resources as it reads them; \`cinder validate\`
+-- clears the row when it finds nothing invalid and nothing was written unvalidated meanwhile
+-- (generation unchanged).
+CREATE TABLE validation_debt (tenant TEXT PRIMARY KEY, generation INTEGER NOT NULL);
+INSERT INTO validation_debt (tenant, generation)
+  SELECT id, 1 FROM tenants WHERE EXISTS (SELECT 1 FROM resources WHERE resources.tenant = tenants.id);
+`,
+  },
 ];

@@ -51,6 +51,26 @@ export function accountsContract(store: () => Store) {
     });
   });
 
+  describe('validation debt', () => {
+    test('marking counts generations; clearing needs the generation read, so a later mark survives it', async () => {
+      const s = store();
+      const t = uniqueTenant('debt');
+      await s.tenants.create(t, 1);
+      expect(await s.tenants.validationDebt(t)).toBeNull();
+      await s.tenants.markUnvalidated(t);
+      expect(await s.tenants.validationDebt(t)).toBe(1);
+      await s.tenants.markUnvalidated(t);
+      const seen = await s.tenants.validationDebt(t);
+      expect(seen).toBe(2);
+      await s.tenants.markUnvalidated(t);
+      expect(await s.tenants.clearValidationDebt(t, seen!)).toBe(false);
+      expect(await s.tenants.validationDebt(t)).toBe(3);
+      expect(await s.tenants.clearValidationDebt(t, 3)).toBe(true);
+      expect(await s.tenants.validationDebt(t)).toBeNull();
+      expect(await s.tenants.clearValidationDebt(t, 3)).toBe(false);
+    });
+  });
+
   describe('clients', () => {
     test('every field round-trips, including nulls, JWKS and disabled', async () => {
       const s = store();

@@ -87,6 +87,20 @@ export function migrationContract(target: StoreTarget) {
       expect(ids(await s.resources.search('t', q('AllergyIntolerance', 'patient')))).toEqual(['a1']);
     });
 
+    test('the validation debt migration marks the tenants that hold resources, and only those', async () => {
+      const db = await target.fresh();
+      const before = all.length - 1;
+      await migrateUpTo(target, db, Number(all[before - 1]!.split('_')[0]));
+      const s = db.open();
+      await s.tenants.create('t', 1);
+      await s.tenants.create('empty', 1);
+      await writeAsOldCinder(target, db, [['Patient', 'p1', []]]);
+      expect(await s.migrate()).toEqual({ applied: [all[before]] });
+      expect(all[before]).toEndWith('_validation_debt');
+      expect(await s.tenants.validationDebt('t')).toBe(1);
+      expect(await s.tenants.validationDebt('empty')).toBeNull();
+    });
+
     test('ping succeeds on a reachable database', async () => {
       expect(await target.open().ping()).toBeUndefined();
     });

@@ -91,7 +91,7 @@ describe('prepareNdjson', () => {
   const blob = (lines: string[]) => new Blob([lines.join('\n')]);
   async function all(b: Blob) {
     const chunks = [];
-    for await (const c of prepareNdjson(b)) chunks.push(c);
+    for await (const c of prepareNdjson(b, 'strict')) chunks.push(c);
     return chunks;
   }
 
@@ -111,7 +111,7 @@ describe('prepareNdjson', () => {
 
   test(`chunks of ${CHUNK_RESOURCES} resources`, async () => {
     const n = CHUNK_RESOURCES * 2 + 3;
-    const chunks = await all(blob(Array.from({ length: n }, (_, i) => `{"resourceType":"Basic","id":"x${i}"}`)));
+    const chunks = await all(blob(Array.from({ length: n }, (_, i) => `{"resourceType":"Basic","id":"x${i}","code":{"text":"x"}}`)));
     expect(chunks.map((c) => c.versions.length)).toEqual([CHUNK_RESOURCES, CHUNK_RESOURCES, 3]);
     expect(chunks.flatMap((c) => c.versions).map((v) => v.id)).toEqual(Array.from({ length: n }, (_, i) => `x${i}`));
   });

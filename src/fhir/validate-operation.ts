@@ -1,0 +1,96 @@
+/**
+ * FHIR R4 `$validate` (resource-operation-validate.html) at type and instance level: validates a
+ * resource against the R4 base definitions, always at the strict level whatever CINDER_VALIDATION
+ * says, and answers 200 with an OperationOutcome of every problem found.
+ */
+import { FhirError, type FhirIssue } from '../errors.ts';
+import type { CapabilityContribution } from './capability.ts';
+import { readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
+import { issue, operationOutcome } from './outcome.ts';
+import { asResource, checkTypeAndId, type Resource } from './resource.ts';
+import { R4_RESOURCE_TYPES } from './resource-types.ts';
+import { outcomeIssues } from './validation/check.ts';
+import { validateResource } from './validation/validate.ts';
+
+type Json = Record<string, unknown>;
+
+/** `$validate` on every resource type, in the CapabilityStatement. */
+export const validateCapability: CapabilityContribution = {
+  operations: [{ name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate', types: [...R4_RESOURCE_TYPES] }],
+};
+type Mode = 'create' | 'update' | 'delete';
+const MODES = new Set(['create', 'update', 'delete', 'profile']);
+const BASE_PROFILE = 'http://hl7.org/fhir/StructureDefinition/';
+
+interface ValidateInput {
+  resource?: unknown;
+  mode?: string;
+  profile?: string;
+}
+
+/** The operation's input: a Parameters resource (`resource`, `mode`, `profile`) or the resource itself. */
+function input(body: unknown, query: URLSearchParams): ValidateInput {
+  const out: ValidateInput = {};
+  const mode = query.get('mode');
+  const profile = query.get('profile');
+  if (mode !== null) out.mode = mode;
+  if (profile !== null) out.profile = profile;
+  if (body === undefined) return out;
+  const b = body as Json | null;
+  if (b !== null && typeof b === 'object' && b.resourceType === 'Parameters') {
+    const params = Array.isArray(b.parameter) ? (b.parameter as Json[]) : [];
+    for (const [i, p] of params.entries()) {
+      const name = p?.name;
+      if (name === 'resource') out.resource = p.resource;
+      else if (name === 'mode' && typeof p.valueCode === 'string') out.mode = p.valueCode;
+      else if (name === 'profile' && (typeof p.valueUri === 'string' || typeof p.valueCanonical === 'string')) out.profile = (p.valueUri ?? p.valueCanonical) as string;
+      else throw new FhirError('invalid', `Parameters.parameter[${i}]: $validate takes resource, mode (code) and profile (uri)`, { expression: [`Parameters.parameter[${i}]`] });
+    }
+    return out;
+  }
+  out.resource = body;
+  return out;
+}
+
+/** `[type]/$validate` (id absent) and `[type]/[id]/$validate`: the OperationOutcome to answer with 200. */
+export async function validateOperation(
+  deps: FhirDeps, req: FhirRequest, type: string, id: string | undefined, body: unknown, query: URLSearchParams,
+): Promise<Json> {
+  checkTypeAndId(type, id);
+  const args = input(body, query);
+  if (args.mode !== undefined && !MODES.has(args.mode)) {
+    throw new FhirError('invalid', `Unknown $validate mode '${args.mode}': expected create, update, delete or profile`);
+  }
+  const mode: Mode | undefined = args.mode === 'create' || args.mode === 'update' || args.mode === 'delete' ? args.mode : undefined;
+  const issues: FhirIssue[] = [];
+  if (args.profile !== undefined && args.profile.split('|')[0] !== BASE_PROFILE + type) {
+    issues.push(issue('error', 'not-supported', `Validation against the profile '${args.profile}' is not supported: Cinder validates against the R4 base definition of ${type} (${BASE_PROFILE}${type})`));
+  }
+  if (mode === 'delete') {
+    if (id === undefined) throw new FhirError('invalid', '$validate with mode=delete needs an instance: [type]/[id]/$validate');
+    requireAccess(req.access, type, 'd');
+    await requireStoredInCompartment(deps, req, type, id);
+    const current = await deps.store.resources.read(req.tenant, type, id);
+    if (!current || current.deleted) throw new FhirError('not-found', `${type}/${id} is not known`);
+    return outcome(issues);
+  }
+  let resource: Resource;
+  if (args.resource === undefined) {
+    if (id === undefined) throw new FhirError('required', '$validate needs a resource: the body, or a Parameters resource with a resource parameter');
+    resource = JSON.parse((await readResource(deps, req, type, id)).content) as Resource;
+  } else {
+    resource = asResource(args.resource, type);
+    requireAccess(req.access, type, mode === 'update' || (mode === undefined && id !== undefined) ? 'u' : 'c');
+  }
+  if (mode === 'update' || (mode === undefined && id !== undefined && args.resource !== undefined)) {
+    if (resource.id === undefined) issues.push(issue('error', 'required', 'A resource to update must carry an id', [`${type}.id`]));
+    else if (id !== undefined && resource.id !== id) issues.push(issue('error', 'invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, [`${type}.id`]));
+  }
+  issues.push(...outcomeIssues(validateResource(resource, 'strict')));
+  return outcome(issues);
+}
+
+function outcome(issues: FhirIssue[]): Json {
+  if (issues.length === 0) return operationOutcome([issue('information', 'informational', 'No issues found: the resource is valid FHIR R4')]);
+  return operationOutcome(issues);
+}

@@ -1,14 +1,19 @@
 import { FhirError } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
-import { errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json } from './bundle-ops.ts';
+import { entryResources, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json } from './bundle-ops.ts';
 import { writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { requireReferences } from './referential-integrity.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base);
   const { planned, ids } = await plan(deps, req, [entry]);
   await rewriteReferences(deps, req, planned, ids);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access };
-  return writeTx(deps, req.tenant, (w) => writeEntry(w, planned[0]!, opts, base));
+  return writeTx(deps, req.tenant, async (w) => {
+    const out = await writeEntry(w, planned[0]!, opts, base);
+    await requireReferences(deps, w, req.tenant, entryResources(planned));
+    return out;
+  });
 }
 
 /**

@@ -5,6 +5,7 @@ import { etag } from './bundle.ts';
 import { parseCondition, resolveCondition } from './conditional.ts';
 import { deleteVersion, putVersion, readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
+import type { WrittenResource } from './referential-integrity.ts';
 import { walkReferences } from './references.ts';
 import { checkTypeAndId, newId } from './resource.ts';
 import { compileSearch, searchResources } from './search.ts';
@@ -87,6 +88,11 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
       holder.reference = `${type}/${match.id}`;
     }
   }
+}
+
+/** The resources the entries write (POST and PUT not settled by ifNoneExist), where they sit in the Bundle. */
+export function entryResources(planned: Planned[]): WrittenResource[] {
+  return planned.flatMap((p) => (p.entry.resource && !p.existing ? [{ resource: p.entry.resource, path: `${at(p.entry)}.resource` }] : []));
 }
 
 /** A response entry: status, and location/etag/lastModified of a version. */

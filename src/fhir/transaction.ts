@@ -1,8 +1,9 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { checkRead, checkReadTarget, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json, type Planned } from './bundle-ops.ts';
+import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json, type Planned } from './bundle-ops.ts';
 import { writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { requireReferences } from './referential-integrity.ts';
 import { newId } from './resource.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, GET: 3 };
@@ -43,6 +44,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const opts: PutOptions = { now: deps.clock.now(), access: req.access };
   await writeTx(deps, req.tenant, async (w) => {
     for (const p of sorted) if (p.entry.method !== 'GET') out[p.entry.index] = await writeEntry(w, p, opts, base);
+    await requireReferences(deps, w, req.tenant, entryResources(planned));
     for (const p of reads) await checkReadTarget(w, p.entry);
   });
   for (const p of reads) {

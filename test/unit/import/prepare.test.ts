@@ -109,6 +109,20 @@ describe('prepareNdjson', () => {
     ]);
   });
 
+  test('lines with a urn: reference are handed back unprepared, with their place among the versions', async () => {
+    const lines = [
+      '{"resourceType":"Patient","id":"a","identifier":[{"system":"urn:oid:1.2","value":"1"}]}',
+      '{"resourceType":"Observation","id":"o","subject":{"reference":"urn:uuid:6a3e0000-0000-4000-8000-000000000001"}}',
+      '{"resourceType":"Patient","id":"b"}',
+      '{"resourceType":"Bundle","id":"doc","type":"document","entry":[{"resource":{"resourceType":"Composition","subject":{"reference":"urn:uuid:x"}}}]}',
+      '{"resourceType":"Observation","id":"p","performer":[{"reference":"urn:oid:1.2.3"}]}',
+    ];
+    const [chunk, ...more] = await all(blob(lines));
+    expect(more).toEqual([]);
+    expect(chunk!.versions.map((v) => v.id)).toEqual(['a', 'b', 'doc']);
+    expect(chunk!.urns).toEqual([{ at: 1, line: 2, text: lines[1] }, { at: 3, line: 5, text: lines[4] }]);
+  });
+
   test(`chunks of ${CHUNK_RESOURCES} resources`, async () => {
     const n = CHUNK_RESOURCES * 2 + 3;
     const chunks = await all(blob(Array.from({ length: n }, (_, i) => `{"resourceType":"Basic","id":"x${i}"}`)));

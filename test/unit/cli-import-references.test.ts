@@ -163,6 +163,36 @@ for (const target of targets) {
       );
     });
 
+    test('a batch Bundle waits like a transaction; at the end only its entries with unresolved references fail', async () => {
+      const dead = 'urn:uuid:0badc0de-0000-4000-8000-000000000002';
+      const post = (resource: Json, fullUrl?: string) => ({ ...(fullUrl ? { fullUrl } : {}), resource, request: { method: 'POST', url: resource.resourceType } });
+      const batch = file('C_batch.json', {
+        resourceType: 'Bundle', type: 'batch',
+        entry: [
+          post({ resourceType: 'Condition', identifier: [{ value: 'ok' }], subject: { reference: JANE } }),
+          post({ resourceType: 'Condition', identifier: [{ value: 'lost' }], subject: { reference: dead } }),
+          post({ resourceType: 'Condition', identifier: [{ value: 'chained' }], subject: { reference: JANE }, encounter: { reference: 'urn:uuid:cc000000-0000-4000-8000-000000000001' } }),
+          post({ resourceType: 'Encounter', identifier: [{ value: 'batch-enc' }], status: 'finished', class: { code: 'AMB' }, subject: { reference: JANE } }, 'urn:uuid:cc000000-0000-4000-8000-000000000001'),
+        ],
+      });
+      const r = await importJson([batch, ...NAMES.map(fixture)]);
+      expect(r.code).toBe(1);
+      const unmatched = (ref: string) => `reference '${ref}' matches no fullUrl in the Bundle or of an entry written by this import`;
+      // Entry 2 refers to entry 3, which a batch writes after it: it fails on its own, as a batch entry would.
+      expect(r.summary).toMatchObject({
+        imported: 13, failed: 2,
+        errors: [
+          { file: batch, entry: 1, reference: dead, message: `Bundle.entry[1]: ${unmatched(dead)}` },
+          { file: batch, entry: 2, message: `Bundle.entry[2]: 400: Bundle.entry[2]: ${unmatched('urn:uuid:cc000000-0000-4000-8000-000000000001')}` },
+        ],
+      });
+      const lines = graph(await stored(store)).filter((l) => l.startsWith('Condition') || l.startsWith('Encounter batch'));
+      expect(lines).toEqual([
+        'Condition ok: Condition.subject=Patient d1e2f3a4-0001-4ccc-8000-00000000c001',
+        'Encounter batch-enc: Encounter.subject=Patient d1e2f3a4-0001-4ccc-8000-00000000c001',
+      ]);
+    });
+
     test('collection Bundle entries refer to each other and to other Bundles\' entries by fullUrl', async () => {
       const coll = file('B_collection.json', {
         resourceType: 'Bundle', type: 'collection',

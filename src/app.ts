@@ -94,7 +94,8 @@ export function createApp(deps: AppDeps) {
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
   }));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
-  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes, validation: config.validation }));
+  const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
+  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes, validation: config.validation, ...(referentialIntegrity ? { referentialIntegrity } : {}) }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 
   if (deps.hotRoutes !== false) {

@@ -18,6 +18,12 @@ const schema = z.object({
     .refine((v) => v.startsWith('file:') || v.startsWith('s3://') || v === 'postgres', { message: 'expected file:<dir>, postgres or s3://bucket/prefix' })
     .optional(),
   rateLimits: z.enum(['on', 'off']).default('on'),
+  /**
+   * `on`: a REST create, update or transaction/batch entry whose literal local references point at no
+   * resource of the tenant is refused with 422 (HAPI's behaviour). `off` by default, as in Medplum: apps
+   * and partial loads send data out of order (src/fhir/referential-integrity.ts).
+   */
+  referentialIntegrity: z.enum(['on', 'off']).default('off'),
   /** The largest request body of any kind: the server refuses larger ones before a route sees them. */
   maxBodyBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   /** Bodies that hold one resource: create, update, operation Parameters, `_search` forms. */

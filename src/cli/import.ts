@@ -48,6 +48,9 @@ export const importCommand: Command = {
     'Resources with an id are created or updated by that id; others get a server id. Bad lines are reported\n' +
     'with file and line number and skipped; an invalid resource (CINDER_VALIDATION) with each of its problems.\n' +
     'Exit code 1 when any resource failed.\n' +
+    'urn:uuid: references resolve across the files of one run: a Bundle (or NDJSON line) referring to an entry\n' +
+    'of a Bundle not written yet waits for the end of the run, so the order of the files does not matter;\n' +
+    'references still unresolved then are reported with file, entry (or line) and reference.\n' +
     '--batch-size: resources per write transaction (default 10000; a transaction also ends at 32 Mi characters).',
   options: { tenant: { type: 'string' }, 'batch-size': { type: 'string' }, json: { type: 'boolean' } },
   allowPositionals: true,

@@ -1,6 +1,8 @@
+import type { FhirIssue } from '../errors.ts';
 import { dateRange } from '../fhir/dates.ts';
+import { issue } from '../fhir/outcome.ts';
 import { parseReference } from '../fhir/references.ts';
-import type { ResourceVersion, Store } from '../store/types.ts';
+import type { Condition, ResourceVersion, Store } from '../store/types.ts';
 
 type Json = Record<string, unknown>;
 
@@ -23,28 +25,107 @@ function memberAt(member: Json, at: number): boolean {
   return true;
 }
 
+/** Where a member sits: `Group.member[index].entity` of Group `group`, and its reference as written. */
+interface MemberAt {
+  group: string;
+  index: number;
+  reference: string;
+}
+
+/** A member entity that does not resolve to a Patient, as a manifest error naming it. */
+function memberIssue(m: { group: string; index: number; reference?: string }, code: string, problem: string): FhirIssue {
+  const expression = `Group.member[${m.index}].entity`;
+  const what = m.reference === undefined ? 'has no literal reference' : `'${m.reference}' ${problem}`;
+  return issue('error', code, `Group/${m.group}: ${expression} ${what}; the member is not exported`, [expression]);
+}
+
+/**
+ * Walks Group `id` as of `at` (FHIR R4 Group.member: `entity`, `inactive`, `period`): members that are
+ * Groups are followed, cycles ignored. Returns the Patient ids it names, each with where it was met,
+ * and issues for the members that name no Patient (no literal reference, `urn:` and other
+ * unresolvable references, other types, Groups that do not exist).
+ */
+async function walk(store: Store, tenant: string, id: string, at: number): Promise<{ named: Map<string, MemberAt[]>; issues: FhirIssue[] }> {
+  const named = new Map<string, MemberAt[]>();
+  const issues: FhirIssue[] = [];
+  const seen = new Set<string>();
+  const pending: { id: string; from?: MemberAt }[] = [{ id }];
+  while (pending.length) {
+    const next = pending.pop()!;
+    if (seen.has(next.id)) continue;
+    seen.add(next.id);
+    const v = await readAsOf(store, tenant, 'Group', next.id, at);
+    if (!v) {
+      if (next.from) issues.push(memberIssue(next.from, 'not-found', 'refers to a Group that does not exist'));
+      continue;
+    }
+    const group = JSON.parse(v.content) as Json;
+    ((Array.isArray(group.member) ? group.member : []) as Json[]).forEach((member, index) => {
+      if (!memberAt(member, at)) return;
+      const ref = (member.entity as Json | undefined)?.reference;
+      if (typeof ref !== 'string') return void issues.push(memberIssue({ group: next.id, index }, 'not-found', ''));
+      const where: MemberAt = { group: next.id, index, reference: ref };
+      const parsed = parseReference(ref);
+      if (!parsed) issues.push(memberIssue(where, 'not-found', 'does not resolve to a stored resource'));
+      else if (parsed.type === 'Patient') named.set(parsed.id, [...(named.get(parsed.id) ?? []), where]);
+      else if (parsed.type === 'Group') pending.push({ id: parsed.id, from: where });
+      else issues.push(memberIssue(where, 'not-supported', `refers to a ${parsed.type}, not a Patient`));
+    });
+  }
+  return { named, issues };
+}
+
+/** Patient ids looked up per query. */
+const CHUNK = 500;
+
+/** Which of the Patient `ids` existed at `at`: counted per chunk; a chunk with some missing is looked at closer. */
+async function patientsAsOf(store: Store, tenant: string, ids: string[], at: number): Promise<Set<string>> {
+  const found = new Set<string>();
+  for (let i = 0; i < ids.length; i += CHUNK) {
+    const chunk = ids.slice(i, i + CHUNK);
+    // Current, live and unchanged since `at`: existed then. The common case is one count per chunk.
+    const where: Condition[] = [{ kind: 'id', ids: chunk }, { kind: 'lastUpdated', tests: [{ op: 'lt', low: at + 1, high: at + 1 }] }];
+    if ((await store.resources.count(tenant, { type: 'Patient', where, sort: [], count: 0 })) === chunk.length) {
+      for (const id of chunk) found.add(id);
+      continue;
+    }
+    const settled = new Set((await store.resources.search(tenant, { type: 'Patient', where, sort: [], count: chunk.length })).map((v) => v.id));
+    for (const id of chunk) if (settled.has(id) || (await readAsOf(store, tenant, 'Patient', id, at))) found.add(id);
+  }
+  return found;
+}
+
+/** At most this many member issues per export; the rest are counted in one more. */
+export const MAX_MEMBER_ISSUES = 1000;
+
+/** What a Group's members resolve to at a time. */
+export interface GroupPatients {
+  /** Ids of the member Patients that existed then. */
+  patients: Set<string>;
+  /** One per member that does not resolve to a stored Patient (for the manifest's `error` files), bounded. */
+  issues: FhirIssue[];
+}
+
 /**
  * The patients that are members of Group `id` at time `at` (FHIR R4 Group.member: `entity`,
- * `inactive`, `period`); members that are Groups are followed, cycles ignored.
+ * `inactive`, `period`); members that are Groups are followed, cycles ignored. Members whose entity
+ * does not resolve to a Patient stored at `at` are left out, each reported (Bulk Data 2.0 asks
+ * problems to be reported in the manifest's `error` files rather than silently dropped).
  */
-export async function groupPatients(store: Store, tenant: string, id: string, at: number): Promise<Set<string>> {
-  const patients = new Set<string>();
-  const seen = new Set<string>();
-  const pending = [id];
-  while (pending.length) {
-    const gid = pending.pop()!;
-    if (seen.has(gid)) continue;
-    seen.add(gid);
-    const v = await readAsOf(store, tenant, 'Group', gid, at);
-    if (!v) continue;
-    const group = JSON.parse(v.content) as Json;
-    for (const member of (Array.isArray(group.member) ? group.member : []) as Json[]) {
-      const ref = (member.entity as Json | undefined)?.reference;
-      const parsed = typeof ref === 'string' ? parseReference(ref) : null;
-      if (!parsed || !memberAt(member, at)) continue;
-      if (parsed.type === 'Patient') patients.add(parsed.id);
-      else if (parsed.type === 'Group') pending.push(parsed.id);
-    }
+export async function groupPatients(store: Store, tenant: string, id: string, at: number): Promise<GroupPatients> {
+  const { named, issues } = await walk(store, tenant, id, at);
+  const patients = await patientsAsOf(store, tenant, [...named.keys()], at);
+  for (const [pid, places] of named) {
+    if (!patients.has(pid)) for (const where of places) issues.push(memberIssue(where, 'not-found', 'refers to a Patient that does not exist'));
   }
-  return patients;
+  if (issues.length > MAX_MEMBER_ISSUES) {
+    const more = issues.length - MAX_MEMBER_ISSUES;
+    issues.splice(MAX_MEMBER_ISSUES, more, issue('error', 'too-costly', `Group/${id}: ${more} more members do not resolve to a Patient and are not listed`));
+  }
+  return { patients, issues };
+}
+
+/** The ids of the Patients Group `id` names as members at `at`, without checking they exist. */
+export async function groupMemberIds(store: Store, tenant: string, id: string, at: number): Promise<Set<string>> {
+  return new Set((await walk(store, tenant, id, at)).named.keys());
 }

@@ -7,7 +7,7 @@ import { parseReference } from '../fhir/references.ts';
 import { ID_PATTERN } from '../fhir/resource-types.ts';
 import type { ExportPatient, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
-import { groupPatients, readAsOf } from './group.ts';
+import { groupMemberIds, groupPatients, readAsOf } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { parseSince } from './since.ts';
 import { initialProgress, type ExportLevel, type ExportSpec } from './spec.ts';
@@ -76,7 +76,10 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   if (req.level === 'group') {
     requireAccess(req.access, 'Group', 'r');
     if (!(await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at))) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
-    members = await groupPatients(deps.store, req.tenant, req.groupId!, at);
+    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at);
+    members = group.patients;
+    // Members that resolve to no Patient go to the manifest's error file, unless `patient` picks others.
+    if (!wanted.length) issues.push(...group.issues);
   }
   let chosen = members ? [...members] : undefined;
   if (wanted.length) {
@@ -88,7 +91,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     }
   }
   if (!chosen) return { compartment: 'any' as const, patients: [] as ExportPatient[], joinedSince: false };
-  const before = since !== undefined && req.level === 'group' ? await groupPatients(deps.store, req.tenant, req.groupId!, since) : undefined;
+  const before = since !== undefined && req.level === 'group' ? await groupMemberIds(deps.store, req.tenant, req.groupId!, since) : undefined;
   const patients = chosen.map((id): ExportPatient => ({ id, joined: before !== undefined && !before.has(id) }));
   return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
 }

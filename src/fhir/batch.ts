@@ -1,16 +1,23 @@
 import { FhirError } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
 import { requireValid } from './validation/check.ts';
-import { errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json } from './bundle-ops.ts';
+import { entryResources, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { requireReferences } from './referential-integrity.ts';
 
-async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, scope?: FullUrlScope): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base);
   if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   const { planned, ids } = await plan(deps, req, [entry]);
-  await rewriteReferences(deps, req, planned, ids);
+  await rewriteReferences(deps, req, planned, ids, scope);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access };
-  return writeTx(deps, req.tenant, (w) => writeEntry(w, planned[0]!, opts, base));
+  const out = await writeTx(deps, req.tenant, async (w) => {
+    const written = await writeEntry(w, planned[0]!, opts, base);
+    await requireReferences(deps, w, req.tenant, entryResources(planned));
+    return written;
+  });
+  if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
+  return out;
 }
 
 /**
@@ -18,11 +25,11 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string)
  * becomes that entry's response with an OperationOutcome and the others go on. `entries` are the valid
  * entries in Bundle order.
  */
-export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string): Promise<Json[]> {
+export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
   const out: Json[] = [];
   for (const entry of entries) {
     try {
-      out.push(await one(deps, req, entry, base));
+      out.push(await one(deps, req, entry, base, scope));
     } catch (err) {
       if (!(err instanceof FhirError)) throw err;
       out.push(errorEntry(err));

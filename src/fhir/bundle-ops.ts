@@ -5,7 +5,8 @@ import { etag } from './bundle.ts';
 import { parseCondition, resolveCondition } from './conditional.ts';
 import { deleteVersion, putVersion, readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
-import { walkReferences } from './references.ts';
+import type { WrittenResource } from './referential-integrity.ts';
+import { isUrnReference, walkReferences } from './references.ts';
 import { checkTypeAndId, newId } from './resource.ts';
 import { compileSearch, searchResources } from './search.ts';
 
@@ -66,27 +67,56 @@ export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[]): 
   return { planned, ids };
 }
 
-/** Rewrites `urn:uuid:` / `urn:oid:` references to entries and resolves conditional references. */
-export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>): Promise<void> {
+/** A conditional reference (`Type?query`) that matches nothing: 412. An import retries its Bundle at the end of the run. */
+export class UnmatchedConditionalReference extends FhirError {
+  constructor(message: string) {
+    super('precondition', message);
+  }
+}
+
+/**
+ * fullUrls known outside the Bundle: `cinder import` resolves references across the Bundles of one run.
+ * `get` answers references that match no entry; `written` is told `Type/id` of every entry committed.
+ */
+export interface FullUrlScope {
+  get(fullUrl: string): string | undefined;
+  written(fullUrl: string, reference: string): void;
+}
+
+/** Where an unresolved `urn:` reference was looked for, for the error message. */
+export function unmatchedUrn(scope: FullUrlScope | undefined): string {
+  return scope ? 'matches no fullUrl in the Bundle or of an entry written by this import' : 'matches no fullUrl in the Bundle';
+}
+
+/**
+ * Rewrites `urn:uuid:` / `urn:oid:` references to entries (or, with a scope, to what it knows) and
+ * resolves conditional references.
+ */
+export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, scope?: FullUrlScope): Promise<void> {
   for (const p of planned) {
     const r = p.entry.resource;
     if (!r || p.existing) continue;
     const conditional: { reference: string }[] = [];
     walkReferences(r, (holder) => {
-      const mapped = ids.get(holder.reference);
+      const mapped = ids.get(holder.reference) ?? scope?.get(holder.reference);
       if (mapped) holder.reference = mapped;
-      else if (holder.reference.startsWith('urn:uuid:') || holder.reference.startsWith('urn:oid:')) {
-        throw new FhirError('invalid', `${at(p.entry)}: reference '${holder.reference}' matches no fullUrl in the Bundle`);
+      else if (isUrnReference(holder.reference)) {
+        throw new FhirError('invalid', `${at(p.entry)}: reference '${holder.reference}' ${unmatchedUrn(scope)}`);
       } else if (/^[A-Z][A-Za-z]+\?/.test(holder.reference)) conditional.push(holder);
     });
     for (const holder of conditional) {
       const type = holder.reference.slice(0, holder.reference.indexOf('?'));
       checkTypeAndId(type);
       const match = await resolveCondition(deps, req, type, parseCondition(holder.reference, type, at(p.entry)), at(p.entry));
-      if (!match) throw new FhirError('precondition', `${at(p.entry)}: conditional reference '${holder.reference}' matches nothing`);
+      if (!match) throw new UnmatchedConditionalReference(`${at(p.entry)}: conditional reference '${holder.reference}' matches nothing`);
       holder.reference = `${type}/${match.id}`;
     }
   }
+}
+
+/** The resources the entries write (POST and PUT not settled by ifNoneExist), where they sit in the Bundle. */
+export function entryResources(planned: Planned[]): WrittenResource[] {
+  return planned.flatMap((p) => (p.entry.resource && !p.existing ? [{ resource: p.entry.resource, path: `${at(p.entry)}.resource` }] : []));
 }
 
 /** A response entry: status, and location/etag/lastModified of a version. */

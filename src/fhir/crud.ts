@@ -7,6 +7,7 @@ import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
+import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
@@ -22,6 +23,8 @@ export interface FhirDeps {
   expandCodes?: (tenant: string, codes: CodeSet) => Promise<{ system: string; code: string }[]>;
   /** How writes are validated (CINDER_VALIDATION); `strict` when absent. */
   validation?: ValidationLevel;
+  /** `CINDER_REFERENTIAL_INTEGRITY=on`: REST writes must refer to existing resources (absent: off). */
+  referentialIntegrity?: ReferentialIntegrity;
 }
 
 /** The validation level of `deps`. */
@@ -158,7 +161,11 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   requireValid(resource, validationLevel(deps));
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
-  return writeTx(deps, req.tenant, (w) => putVersion(w, resource, newId(), { now, access: req.access }));
+  return writeTx(deps, req.tenant, async (w) => {
+    const written = await putVersion(w, resource, newId(), { now, access: req.access });
+    await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
+    return written;
+  });
 }
 
 /** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
@@ -177,7 +184,11 @@ export async function updateResource(
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
-  return writeTx(deps, req.tenant, (w) => putVersion(w, resource, id, opts));
+  return writeTx(deps, req.tenant, async (w) => {
+    const written = await putVersion(w, resource, id, opts);
+    await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
+    return written;
+  });
 }
 
 /** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */

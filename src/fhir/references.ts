@@ -28,6 +28,11 @@ export function parseReference(reference: string): ParsedReference | null {
   return parsed;
 }
 
+/** A `urn:uuid:` or `urn:oid:` reference: it can only name a Bundle entry by its fullUrl. */
+export function isUrnReference(reference: string): boolean {
+  return reference.startsWith('urn:uuid:') || reference.startsWith('urn:oid:');
+}
+
 /** Calls `visit` for every object with a string `reference` property anywhere in `node`. */
 export function walkReferences(node: unknown, visit: (holder: { reference: string }) => void): void {
   if (Array.isArray(node)) {

@@ -1,8 +1,9 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { checkRead, checkReadTarget, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type Json, type Planned } from './bundle-ops.ts';
+import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { requireReferences } from './referential-integrity.ts';
 import { newId } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 
@@ -33,11 +34,11 @@ function checkTargets(planned: Planned[]): void {
  * GET entries are checked before the commit (access, parameters, the target's existence after the
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
-async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string): Promise<Json[]> {
+async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
   requireValidEntries(deps, entries);
   const { planned, ids } = await plan(deps, req, entries);
   checkTargets(planned);
-  await rewriteReferences(deps, req, planned, ids);
+  await rewriteReferences(deps, req, planned, ids, scope);
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
   for (const p of reads) checkRead(req, p.entry);
@@ -45,8 +46,10 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const opts: PutOptions = { now: deps.clock.now(), access: req.access };
   await writeTx(deps, req.tenant, async (w) => {
     for (const p of sorted) if (p.entry.method !== 'GET') out[p.entry.index] = await writeEntry(w, p, opts, base);
+    await requireReferences(deps, w, req.tenant, entryResources(planned));
     for (const p of reads) await checkReadTarget(w, p.entry);
   });
+  if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
   for (const p of reads) {
     try {
       out[p.entry.index] = await readEntry(deps, req, p.entry, base);
@@ -66,16 +69,19 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 
-/** Processes a transaction or batch Bundle posted to the FHIR base and returns the response Bundle. */
-export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string): Promise<Json> {
+/**
+ * Processes a transaction or batch Bundle posted to the FHIR base and returns the response Bundle.
+ * `scope` resolves references to fullUrls of other Bundles and learns this one's (`cinder import`).
+ */
+export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string, scope?: FullUrlScope): Promise<Json> {
   const { type, entries, invalid } = parseBundle(body, base);
   await noteValidationLevel(deps, req.tenant);
   let out: Json[];
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;
-    out = await transaction(deps, req, entries, base);
+    out = await transaction(deps, req, entries, base, scope);
   } else {
-    out = await batch(deps, req, entries, base);
+    out = await batch(deps, req, entries, base, scope);
     for (const bad of invalid) out.splice(bad.index, 0, errorEntry(bad.error));
   }
   return { resourceType: 'Bundle', id: newId(), type: `${type}-response`, entry: out };

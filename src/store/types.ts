@@ -129,6 +129,12 @@ export interface ResourceWriter {
   /** Whether a non-deleted resource exists (for reference checks inside transactions). */
   exists(type: string, id: string): Promise<boolean>;
   /**
+   * Which of these resources exist and are not deleted, in their order, in one lookup (referential
+   * integrity checks every reference of a request at once). Sees this transaction's own writes; locks
+   * nothing, so a concurrent delete of a target is not held up.
+   */
+  existing(keys: { type: string; id: string }[]): Promise<boolean[]>;
+  /**
    * Bulk creation: stores each version whose resource has no row yet (never written in this tenant),
    * with its index and compartment rows, and tells per version whether it did. Resources that exist,
    * deleted ones included, are left untouched for the caller to write with current() and put().

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
-import { download, eachStore, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
+import { download, eachStore, finish, kickOff, observation, patient, put, refs, remove } from '../helpers/export.ts';
 
 let t: TestApp;
 let clock: ReturnType<typeof testClock>;
@@ -46,6 +46,53 @@ await eachStore((kind, fresh) => {
         const status = await kickOff(t, token, '/Group/g1/$export?_outputFormat=ndjson');
         const files = await download(t, token, (await finish(t, token, status)).output);
         expect(refs(files)).toEqual(withGroups('p1', 'p2', 'p6'));
+      });
+
+      test('members that resolve to no stored Patient are each named in the error file; the others are exported', async () => {
+        await put(t, patient('gone'));
+        await put(t, observation('obs-gone', 'gone'));
+        await remove(t, 'Patient', 'gone');
+        const urn = 'urn:uuid:5f0c2a9e-0000-4000-8000-00000000000a';
+        await put(t, {
+          resourceType: 'Group', id: 'g3', type: 'person', actual: true,
+          member: [
+            member('p1'),
+            { entity: { reference: urn } },
+            member('ghost'),
+            { entity: { reference: 'Practitioner/dr1' } },
+            member('gone'),
+            { entity: { reference: 'Group/nogroup' } },
+            { entity: { identifier: { system: 'urn:mrn', value: '7' } } },
+            member('ghost-inactive', { inactive: true }),
+          ],
+        });
+        clock.advance(1000);
+        const manifest = await finish(t, token, await kickOff(t, token, '/Group/g3/$export'));
+        expect(refs(await download(t, token, manifest.output))).toEqual([...compartment('p1'), 'Group/g1', 'Group/g3'].sort());
+        const errors = (await download(t, token, manifest.error)).OperationOutcome!;
+        const issues = errors.map((o) => (o.issue as Record<string, any>[])[0]!);
+        expect(issues.map((i) => [i.severity, i.code, i.expression, i.diagnostics])).toEqual([
+          ['error', 'not-found', ['Group.member[1].entity'], `Group/g3: Group.member[1].entity '${urn}' does not resolve to a stored resource; the member is not exported`],
+          ['error', 'not-supported', ['Group.member[3].entity'], "Group/g3: Group.member[3].entity 'Practitioner/dr1' refers to a Practitioner, not a Patient; the member is not exported"],
+          ['error', 'not-found', ['Group.member[6].entity'], 'Group/g3: Group.member[6].entity has no literal reference; the member is not exported'],
+          ['error', 'not-found', ['Group.member[5].entity'], "Group/g3: Group.member[5].entity 'Group/nogroup' refers to a Group that does not exist; the member is not exported"],
+          ['error', 'not-found', ['Group.member[2].entity'], "Group/g3: Group.member[2].entity 'Patient/ghost' refers to a Patient that does not exist; the member is not exported"],
+          ['error', 'not-found', ['Group.member[4].entity'], "Group/g3: Group.member[4].entity 'Patient/gone' refers to a Patient that does not exist; the member is not exported"],
+        ]);
+      });
+
+      test('a Group whose members all resolve has no error file; members of nested Groups are checked too', async () => {
+        const ok = await finish(t, token, await kickOff(t, token, '/Group/g2/$export'));
+        expect(ok.error).toEqual([]);
+        await put(t, { resourceType: 'Group', id: 'g2', type: 'person', actual: true, member: [member('p6'), member('ghost')] });
+        clock.advance(1000);
+        const manifest = await finish(t, token, await kickOff(t, token, '/Group/g1/$export?_type=Patient'));
+        expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2', 'Patient/p6']);
+        const texts = (await download(t, token, manifest.error)).OperationOutcome!.map((o) => (o.issue as Record<string, any>[])[0]!.diagnostics);
+        expect(texts).toEqual([
+          "Group/g1: Group.member[6].entity 'Practitioner/dr1' refers to a Practitioner, not a Patient; the member is not exported",
+          "Group/g2: Group.member[1].entity 'Patient/ghost' refers to a Patient that does not exist; the member is not exported",
+        ]);
       });
 
       test('_type limits it; types outside the Patient compartment are refused', async () => {

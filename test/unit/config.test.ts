@@ -18,3 +18,10 @@ test('configEnv gives another process the same configuration', () => {
   const config = loadConfig({ CINDER_PORT: '9999', CINDER_DATA_DIR: '/tmp/cinder-x', CINDER_RATE_LIMITS: 'off' }, { logLevel: 'warn', processes: '4' });
   expect(loadConfig(configEnv(config))).toEqual(config);
 });
+
+test('CINDER_REFERENTIAL_INTEGRITY: off by default, on or off, also as --referential-integrity', () => {
+  expect(loadConfig({}).referentialIntegrity).toBe('off');
+  expect(loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'on' }).referentialIntegrity).toBe('on');
+  expect(loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'on' }, { referentialIntegrity: 'off' }).referentialIntegrity).toBe('off');
+  expect(() => loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'yes' })).toThrow(/^invalid CINDER_REFERENTIAL_INTEGRITY \(--referential-integrity\)/);
+});

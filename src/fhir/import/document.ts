@@ -1,20 +1,20 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import { operatorAccess } from '../access.ts';
-import { validationLevel, type FhirDeps } from '../crud.ts';
-import { asResource, type Resource } from '../resource.ts';
+import { UnmatchedConditionalReference, unmatchedUrn } from '../bundle-ops.ts';
+import type { FhirDeps } from '../crud.ts';
+import { isUrnReference, walkReferences } from '../references.ts';
+import { asResource, newId, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
-import { requireValid } from '../validation/check.ts';
-import type { BatchWriter } from './batches.ts';
+import { addLoose, type LooseContext } from './loose.ts';
 
 type Json = Record<string, unknown>;
 
 /** What a JSON document import needs from the importer. */
-export interface DocumentContext {
+export interface DocumentContext extends LooseContext {
   tenant: string;
   fhirBase: string;
-  writer: BatchWriter;
-  /** Counts `count` resources as failed and reports why (an invalid resource: each problem in `issues`). */
-  fail(message: string, count?: number, issues?: FhirIssue[]): void;
+  /** Imports this document again, deferring nothing (the retry of a deferred Bundle: re-read, not kept in memory). */
+  again(): Promise<void>;
   /** Counts resources written outside the batch writer (transaction and batch Bundles). */
   imported(count: number): void;
 }
@@ -31,56 +31,99 @@ export function parseResource(text: string): Resource {
   return asResource(value);
 }
 
-function isWrite(entry: unknown): boolean {
-  const method = ((entry as Json | null)?.request as Json | undefined)?.method;
-  return method !== 'GET';
+const methodOf = (entry: unknown) => ((entry as Json | null)?.request as Json | undefined)?.method;
+const isWrite = (entry: unknown) => methodOf(entry) !== 'GET';
+
+/**
+ * The `urn:` references of a transaction or batch Bundle's POST and PUT entries that match none of
+ * its own entries' fullUrls and nothing the run wrote: what the Bundle has to wait for.
+ */
+function unresolvedUrns(entries: unknown[], ctx: DocumentContext): { entry: number; reference: string }[] {
+  const writes = entries.map((e) => (methodOf(e) === 'POST' || methodOf(e) === 'PUT' ? (e as Json) : undefined));
+  const own = new Set(writes.map((e) => e?.fullUrl).filter((u) => typeof u === 'string'));
+  const out: { entry: number; reference: string }[] = [];
+  writes.forEach((e, entry) => {
+    walkReferences(e?.resource, ({ reference }) => {
+      if (isUrnReference(reference) && !own.has(reference) && !ctx.run.has(reference)) out.push({ entry, reference });
+    });
+  });
+  return out;
 }
 
-/** transaction / batch Bundles: FHIR R4 http 3.1.0.11 semantics, as if posted to the FHIR base. */
-async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: Resource): Promise<void> {
-  await ctx.writer.drain();
+/**
+ * transaction / batch Bundles: FHIR R4 http 3.1.0.11 semantics, as if posted to the FHIR base, with
+ * references to the fullUrls of entries other Bundles of the run wrote. One that refers to entries not
+ * written yet is deferred to the end of the run; then its unresolved references are reported (a
+ * transaction fails whole, a batch loses those entries). A transaction whose conditional reference
+ * (`Practitioner?identifier=...`, as Synthea writes) matches nothing yet is retried at the end too; a
+ * batch is not, since its other entries are written by then.
+ */
+async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: Resource, deferrable: boolean): Promise<void> {
   const entries = Array.isArray(bundle.entry) ? (bundle.entry as unknown[]) : [];
+  const unresolved = unresolvedUrns(entries, ctx);
+  if (unresolved.length && deferrable) return ctx.defer([...new Set(unresolved.map((u) => u.reference))], ctx.again);
   const writes = entries.filter(isWrite).length;
+  const prefix = bundle.type === 'transaction' ? 'transaction Bundle rolled back: ' : '';
+  const failed = new Set<number>();
+  unresolved.forEach(({ entry, reference }, i) => {
+    const count = bundle.type === 'transaction' ? (i === 0 ? Math.max(writes, 1) : 0) : failed.has(entry) ? 0 : 1;
+    ctx.fail(`${prefix}Bundle.entry[${entry}]: reference '${reference}' ${unmatchedUrn(ctx.run)}`, count, { entry, reference });
+    failed.add(entry);
+  });
+  if (unresolved.length && bundle.type === 'transaction') return;
+  await ctx.writer.drain();
   let response: Json;
   try {
-    response = await processBundle(deps, { tenant: ctx.tenant, access: operatorAccess }, bundle, ctx.fhirBase);
+    response = await processBundle(deps, { tenant: ctx.tenant, access: operatorAccess }, bundle, ctx.fhirBase, ctx.run);
   } catch (err) {
     if (!(err instanceof FhirError)) throw err;
-    ctx.fail(`${bundle.type} Bundle rolled back: ${err.message}`, Math.max(writes, 1), err.status === 422 ? err.issues : undefined);
+    // Rolled back whole: retried once at the end of the run, when the files that follow are written.
+    if (err instanceof UnmatchedConditionalReference && deferrable) return ctx.defer([], ctx.again);
+    ctx.fail(`${bundle.type} Bundle rolled back: ${err.message}`, Math.max(writes, 1), err.status === 422 ? { issues: err.issues } : undefined);
     return;
   }
   let ok = 0;
   (response.entry as Json[]).forEach((out, i) => {
-    if (!isWrite(entries[i])) return;
+    // Entries reported above fail on the same unresolved reference.
+    if (!isWrite(entries[i]) || failed.has(i)) return;
     const r = out.response as { status: string; outcome?: { issue?: FhirIssue[] } };
     if (r.status.startsWith('2')) ok++;
-    else ctx.fail(`Bundle.entry[${i}]: ${r.status}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, r.status === '422' ? r.outcome?.issue : undefined);
+    else ctx.fail(`Bundle.entry[${i}]: ${r.status}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, { entry: i, ...(r.status === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
   });
   ctx.imported(ok);
 }
 
-/** collection Bundles: each entry's resource is created or updated by its id. */
-async function importCollection(deps: FhirDeps, ctx: DocumentContext, bundle: Resource): Promise<void> {
+/**
+ * collection Bundles: each entry's resource is created or updated by its id (one is assigned first,
+ * so that entries may refer to each other's fullUrls), its `urn:` references resolved as an NDJSON
+ * line's are.
+ */
+async function importCollection(ctx: DocumentContext, bundle: Resource): Promise<void> {
   const entries = Array.isArray(bundle.entry) ? (bundle.entry as unknown[]) : [];
+  const items: { resource: Resource & { id: string }; entry: number; fullUrl?: string }[] = [];
+  const local = new Map<string, string>();
   for (const [i, entry] of entries.entries()) {
     let resource: Resource;
     try {
       resource = asResource((entry as Json | null)?.resource);
-      requireValid(resource, validationLevel(deps), `Bundle.entry[${i}].resource`);
     } catch (err) {
-      if (!(err instanceof FhirError)) throw err;
-      ctx.fail(err.status === 422 ? err.message : `Bundle.entry[${i}].resource: ${err.message}`, 1, err.status === 422 ? err.issues : undefined);
+      ctx.fail(`Bundle.entry[${i}].resource: ${(err as Error).message}`, 1, { entry: i });
       continue;
     }
-    await ctx.writer.add(resource);
+    const withId = resource.id === undefined ? { ...resource, id: newId() } : (resource as Resource & { id: string });
+    const fullUrl = (entry as Json).fullUrl;
+    if (typeof fullUrl === 'string') local.set(fullUrl, `${withId.resourceType}/${withId.id}`);
+    items.push({ resource: withId, entry: i, ...(typeof fullUrl === 'string' ? { fullUrl } : {}) });
   }
+  for (const item of items) await addLoose(ctx, { ...item, local });
 }
 
 /**
  * Imports one JSON document: a transaction or batch Bundle is processed as such, a collection Bundle
- * is unpacked, any other resource (including other Bundle types) is stored as it is.
+ * is unpacked, any other resource (including other Bundle types) is stored as it is. `deferrable`
+ * false: this is the retry of a deferred Bundle at the end of the run.
  */
-export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text: string): Promise<void> {
+export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text: string, deferrable = true): Promise<void> {
   let resource: Resource;
   try {
     resource = parseResource(text);
@@ -89,17 +132,10 @@ export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text:
     return;
   }
   if (resource.resourceType === 'Bundle' && (resource.type === 'transaction' || resource.type === 'batch')) {
-    await processTransaction(deps, ctx, resource);
+    await processTransaction(deps, ctx, resource, deferrable);
   } else if (resource.resourceType === 'Bundle' && resource.type === 'collection') {
-    await importCollection(deps, ctx, resource);
+    await importCollection(ctx, resource);
   } else {
-    try {
-      requireValid(resource, validationLevel(deps));
-    } catch (err) {
-      if (!(err instanceof FhirError)) throw err;
-      ctx.fail(err.message, 1, err.issues);
-      return;
-    }
-    await ctx.writer.add(resource);
+    await addLoose(ctx, { resource: resource.id === undefined ? { ...resource, id: newId() } : (resource as Resource & { id: string }) });
   }
 }

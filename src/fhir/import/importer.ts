@@ -1,16 +1,30 @@
-import type { FhirIssue } from '../../errors.ts';
 import { noteValidationLevel, validationLevel, type FhirDeps } from '../crud.ts';
+import { newId } from '../resource.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
-import { importDocument, type DocumentContext } from './document.ts';
-import { CHUNK_CHARS, CHUNK_RESOURCES } from './ndjson.ts';
+import { createDeferredQueue } from './deferred.ts';
+import { importDocument, parseResource, type DocumentContext } from './document.ts';
+import { addLoose, type IssuePlace, type LooseContext } from './loose.ts';
+import { CHUNK_CHARS, CHUNK_RESOURCES, type PreparedChunk } from './ndjson.ts';
 import { createPreparer } from './preparer.ts';
+import { createRunReferences } from './run-references.ts';
 
-/** A resource that could not be imported: file, 1-based line (NDJSON) and why (an invalid resource: each problem in `issues`). */
-export interface ImportIssue {
+/** `place` without its undefined members, so that an issue lists only what applies. */
+function definedOf(place: IssuePlace | undefined): IssuePlace {
+  const out: IssuePlace = {};
+  if (place?.line !== undefined) out.line = place.line;
+  if (place?.entry !== undefined) out.entry = place.entry;
+  if (place?.reference !== undefined) out.reference = place.reference;
+  if (place?.issues !== undefined) out.issues = place.issues;
+  return out;
+}
+
+/**
+ * A resource that could not be imported: file, 1-based line (NDJSON) or Bundle entry index, the
+ * reference concerned (an unresolved `urn:` one), why, and an invalid resource's problems (`issues`).
+ */
+export interface ImportIssue extends IssuePlace {
   file: string;
-  line?: number;
   message: string;
-  issues?: FhirIssue[];
 }
 
 /** Running totals; `bytesRead` counts the input files' bytes consumed so far. */
@@ -74,28 +88,49 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     progress.failed += count;
     opts.onIssue(issue);
   };
+  // fullUrl -> Type/id of every Bundle entry written by this run, and the work waiting for some.
+  const run = createRunReferences();
+  const deferred = createDeferredQueue(run);
+  const looseContext = (source: ImportSource): LooseContext => ({
+    writer, run, validation: validationLevel(deps),
+    defer: deferred.defer,
+    fail: (message, count, place) => fail({ file: source.name, ...definedOf(place), message }, count),
+  });
 
   // NDJSON is read and prepared on a Worker thread while this thread writes, a batch and a chunk ahead.
   const ahead = Math.min(Math.ceil(limits.resources / CHUNK_RESOURCES), Math.ceil(limits.chars / CHUNK_CHARS)) + 1;
   const preparer = createPreparer(ahead, validationLevel(deps));
 
+  /** A chunk's versions in line order, with its lines holding `urn:` references resolved here (rare). */
+  async function addChunk(loose: LooseContext, chunk: PreparedChunk): Promise<void> {
+    let from = 0;
+    for (const u of chunk.urns) {
+      await writer.addPrepared(chunk.versions.slice(from, (from = u.at)));
+      const resource = parseResource(u.text);
+      await addLoose(loose, { resource: { ...resource, id: resource.id ?? newId() }, line: u.line });
+    }
+    await writer.addPrepared(from ? chunk.versions.slice(from) : chunk.versions);
+  }
+
   async function importNdjson(source: ImportSource, input: number): Promise<void> {
+    const loose = looseContext(source);
     for await (const chunk of preparer.chunks(input)) {
       for (const issue of chunk.issues) fail({ file: source.name, ...issue });
       progress.bytesRead += chunk.bytes;
-      await writer.addPrepared(chunk.versions);
+      await (chunk.urns.length ? addChunk(loose, chunk) : writer.addPrepared(chunk.versions));
     }
   }
 
-  async function importJson(source: ImportSource): Promise<void> {
+  /** A JSON document; `deferrable` false when it is read again at the end of the run (see deferred.ts). */
+  async function importJson(source: ImportSource, deferrable = true): Promise<void> {
     const text = await source.blob.text();
-    progress.bytesRead += source.blob.size;
+    if (deferrable) progress.bytesRead += source.blob.size;
     const ctx: DocumentContext = {
-      tenant: opts.tenant, fhirBase: opts.fhirBase, writer,
-      fail: (message, count, issues) => fail({ file: source.name, message, ...(issues ? { issues } : {}) }, count),
+      ...looseContext(source), tenant: opts.tenant, fhirBase: opts.fhirBase,
+      again: () => importJson(source, false),
       imported: (n) => void (progress.imported += n),
     };
-    await importDocument(deps, ctx, text);
+    await importDocument(deps, ctx, text, deferrable);
   }
 
   return {
@@ -115,9 +150,13 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
         report();
       }
     },
-    /** Commits every queued resource and ends the preparation thread. */
+    /**
+     * Imports what was deferred (Bundles and resources referring to fullUrls written later in the run;
+     * what stays unresolved is reported), commits every queued resource and ends the preparation thread.
+     */
     async finish(): Promise<void> {
       try {
+        await deferred.settle();
         await writer.drain();
       } finally {
         preparer.close();

@@ -6,6 +6,7 @@ import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import { parseResource } from './document.ts';
 import { readLines } from './lines.ts';
+import { hasUrnReference } from './run-references.ts';
 
 /** A line that could not be imported: 1-based line number and why (an invalid resource: each problem in `issues`). */
 export interface LineIssue {
@@ -14,9 +15,21 @@ export interface LineIssue {
   issues?: FhirIssue[];
 }
 
+/**
+ * A line whose resource has `urn:` references: left for the importing thread, which knows the
+ * fullUrls the run wrote (src/fhir/import/loose.ts). `at`: its place among the chunk's versions.
+ */
+export interface UrnLine {
+  at: number;
+  line: number;
+  text: string;
+}
+
 /** Consecutive lines of an NDJSON input, prepared. */
 export interface PreparedChunk {
   versions: PreparedVersion[];
+  /** Usually none. */
+  urns: UrnLine[];
   issues: LineIssue[];
   /** Input bytes read since the previous chunk. */
   bytes: number;
@@ -32,7 +45,7 @@ export const CHUNK_CHARS = 1 << 20;
  * skipped; bad lines become issues.
  */
 export async function* prepareNdjson(blob: Blob, validation: ValidationLevel): AsyncGenerator<PreparedChunk> {
-  let chunk: PreparedChunk = { versions: [], issues: [], bytes: 0 };
+  let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
     for (const { number, text } of lines) {
@@ -40,20 +53,25 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel): A
       try {
         const resource = parseResource(text);
         requireValid(resource, validation);
-        const v = prepareVersion(resource, resource.id ?? newId());
-        chunk.versions.push(v);
-        chars += v.tail.length;
+        // The substring test keeps the walk off lines without any `urn:` (most of them).
+        if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
+          chunk.urns.push({ at: chunk.versions.length, line: number, text });
+        } else {
+          const v = prepareVersion(resource, resource.id ?? newId());
+          chunk.versions.push(v);
+          chars += v.tail.length;
+        }
       } catch (err) {
         chunk.issues.push(lineIssue(number, err as Error));
       }
-      if (chunk.versions.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {
+      if (chunk.versions.length + chunk.urns.length >= CHUNK_RESOURCES || chars >= CHUNK_CHARS) {
         yield chunk;
-        chunk = { versions: [], issues: [], bytes: 0 };
+        chunk = { versions: [], urns: [], issues: [], bytes: 0 };
         chars = 0;
       }
     }
   }
-  if (chunk.versions.length || chunk.issues.length || chunk.bytes) yield chunk;
+  if (chunk.versions.length || chunk.urns.length || chunk.issues.length || chunk.bytes) yield chunk;
 }
 
 function lineIssue(line: number, err: Error): LineIssue {

@@ -5,13 +5,13 @@
  * packed (packVersions); at most `credits` chunks are unacknowledged at a time, which bounds the
  * memory between the threads. Listed as an entry point of `bun build --compile`.
  */
-import { prepareNdjson, type LineIssue } from './ndjson.ts';
+import { prepareNdjson, type LineIssue, type UrnLine } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 
 export type ToPrepareWorker = { type: 'init'; credits: number; validation: ValidationLevel } | { type: 'input'; input: number; blob: Blob } | { type: 'ack' };
 export type FromPrepareWorker =
-  | { type: 'chunk'; input: number; packed: PackedVersions; issues: LineIssue[]; bytes: number }
+  | { type: 'chunk'; input: number; packed: PackedVersions; urns: UrnLine[]; issues: LineIssue[]; bytes: number }
   | { type: 'end'; input: number }
   | { type: 'error'; input: number; message: string };
 
@@ -33,7 +33,7 @@ async function prepare(input: number, blob: Blob): Promise<void> {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
-      post({ type: 'chunk', input, packed, issues: chunk.issues, bytes: chunk.bytes }, [packed.ends.buffer, packed.numbers.buffer, packed.shape.buffer]);
+      post({ type: 'chunk', input, packed, urns: chunk.urns, issues: chunk.issues, bytes: chunk.bytes }, [packed.ends.buffer, packed.numbers.buffer, packed.shape.buffer]);
     }
     post({ type: 'end', input });
   } catch (err) {

@@ -57,7 +57,7 @@ export function createPreparer(ahead: number, validation: ValidationLevel): Prep
         if (msg.type === 'error') throw new Error(msg.message);
         if (msg.input !== input) throw new Error(`import worker sent input ${msg.input} while input ${input} was read`);
         if (msg.type === 'end') return void (ended = true);
-        yield { versions: unpackVersions(msg.packed), issues: msg.issues, bytes: msg.bytes };
+        yield { versions: unpackVersions(msg.packed), urns: msg.urns, issues: msg.issues, bytes: msg.bytes };
         w.postMessage({ type: 'ack' } satisfies ToPrepareWorker);
       }
     } finally {

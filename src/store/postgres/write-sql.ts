@@ -119,6 +119,14 @@ export function lockVersions(tx: PgTx, tenant: string, keys: { type: string; id:
     ) r`;
 }
 
+/** Which of `keys` are current, live resources of the tenant, in one statement, locking nothing. */
+export function liveKeys(tx: PgTx, tenant: string, keys: { type: string; id: string }[]): Promise<{ type: string; id: string }[]> {
+  return tx<{ type: string; id: string }[]>`
+    SELECT r.type, r.id FROM unnest(${keys.map((k) => k.type)}::text[], ${keys.map((k) => k.id)}::text[]) AS k(type, id)
+    JOIN resources r ON r.tenant = ${tenant} AND r.type = k.type AND r.id = k.id
+    WHERE NOT r.deleted`;
+}
+
 /**
  * `FOR UPDATE` lookups of current rows. Lookups requested in the same tick (a caller awaiting
  * `Promise.all` over many `current()` calls) share one statement instead of one round trip each.

@@ -4,7 +4,7 @@ import { StoreConflictError } from '../types.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
-import { createLookupBatcher, deleteIndexRows, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import { createLookupBatcher, deleteIndexRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { LockedRow } from './write-sql.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
@@ -126,6 +126,21 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
     return !!row && !row.deleted;
   }
 
+  /** Answers from this transaction's own rows first; asks the database about the rest in one statement. */
+  async function existing(keys: { type: string; id: string }[]): Promise<boolean[]> {
+    const answers = new Map<string, boolean>();
+    const ask: { type: string; id: string }[] = [];
+    for (const k of keys) {
+      const key = keyOf(k.type, k.id);
+      if (answers.has(key)) continue;
+      const known = pending.get(key) ?? locked.get(key);
+      answers.set(key, !!known && !known.deleted);
+      if (!known) ask.push(k);
+    }
+    if (ask.length) for (const row of await liveKeys(tx, tenant, ask)) answers.set(keyOf(row.type, row.id), true);
+    return keys.map((k) => answers.get(keyOf(k.type, k.id))!);
+  }
+
   const mapped =
     <A extends unknown[], R>(what: string, fn: (...a: A) => Promise<R>) =>
     async (...a: A): Promise<R> => {
@@ -139,6 +154,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
   return {
     current: mapped('current', current),
     exists: mapped('exists', exists),
+    existing: mapped('exists', existing),
     put: mapped('put', async (v: VersionToWrite) => {
       if (pending.has(keyOf(v.type, v.id))) await flush();
       pending.set(keyOf(v.type, v.id), v);

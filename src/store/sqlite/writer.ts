@@ -108,6 +108,13 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       const row = lookup(type, id);
       return !!row && row.deleted === 0;
     },
+    // The transaction holds the write lock: indexed lookups on this connection, no round trips to batch.
+    async existing(keys) {
+      return keys.map(({ type, id }) => {
+        const row = lookup(type, id);
+        return !!row && row.deleted === 0;
+      });
+    },
     /** Stores the seq counter; returns how many versions this transaction wrote. */
     finish() {
       if (seq !== undefined) q.storeSeq.run(seq);

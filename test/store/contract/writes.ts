@@ -41,6 +41,25 @@ export function writesContract(store: () => Store) {
       expect(await s.resources.changeToken(t, ['Patient', 'Observation'])).toBe(token);
     });
 
+    test('existing() answers many keys at once: live rows, this transaction\'s writes, not deleted or other tenants\' rows', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await save(s, t, 'Patient', 'live');
+      await save(s, t, 'Patient', 'gone');
+      await save(s, t, 'Patient', 'gone', { versionId: 2, lastUpdated: 2_000, deleted: true });
+      await save(s, uniqueTenant(), 'Patient', 'elsewhere');
+      await s.resources.write(t, async (w) => {
+        await w.put(version('Observation', 'new'));
+        await w.put(version('Patient', 'live', { versionId: 2, lastUpdated: 3_000, deleted: true }));
+        const keys = [['Patient', 'live'], ['Observation', 'new'], ['Patient', 'gone'], ['Patient', 'elsewhere'], ['Patient', 'none'], ['Observation', 'new']];
+        expect(await w.existing(keys.map(([type, id]) => ({ type: type!, id: id! })))).toEqual([false, true, false, false, false, true]);
+        expect(await w.existing([])).toEqual([]);
+      });
+      await s.resources.write(t, async (w) => {
+        expect(await w.existing([{ type: 'Observation', id: 'new' }, { type: 'Patient', id: 'live' }, { type: 'Encounter', id: 'new' }])).toEqual([true, false, false]);
+      });
+    });
+
     test('a throw after many writes (more than one batch) leaves nothing behind', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -1,5 +1,6 @@
 /** Version preparation for bulk import: stamp split, packing across threads, NDJSON chunks. */
 import { describe, expect, test } from 'bun:test';
+import type { ValidationLevel } from '../../../src/fhir/validation/validate.ts';
 import { prepareNdjson, CHUNK_RESOURCES } from '../../../src/fhir/import/ndjson.ts';
 import { packVersions, unpackVersions } from '../../../src/fhir/import/packing.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../../../src/fhir/prepared.ts';
@@ -89,9 +90,9 @@ describe('packVersions / unpackVersions', () => {
 
 describe('prepareNdjson', () => {
   const blob = (lines: string[]) => new Blob([lines.join('\n')]);
-  async function all(b: Blob) {
+  async function all(b: Blob, validation: ValidationLevel = 'strict') {
     const chunks = [];
-    for await (const c of prepareNdjson(b, 'strict')) chunks.push(c);
+    for await (const c of prepareNdjson(b, validation)) chunks.push(c);
     return chunks;
   }
 
@@ -107,6 +108,21 @@ describe('prepareNdjson', () => {
       { line: 4, message: expect.stringContaining('malformed JSON') },
       { line: 6, message: "Unknown resource type 'Spaceship'" },
     ]);
+  });
+
+  test('lines with a urn: reference are handed back unprepared, with their place among the versions', async () => {
+    // The lines are not valid R4 (validation has tests of its own): this is about finding urn: references.
+    const lines = [
+      '{"resourceType":"Patient","id":"a","identifier":[{"system":"urn:oid:1.2","value":"1"}]}',
+      '{"resourceType":"Observation","id":"o","subject":{"reference":"urn:uuid:6a3e0000-0000-4000-8000-000000000001"}}',
+      '{"resourceType":"Patient","id":"b"}',
+      '{"resourceType":"Bundle","id":"doc","type":"document","entry":[{"resource":{"resourceType":"Composition","subject":{"reference":"urn:uuid:x"}}}]}',
+      '{"resourceType":"Observation","id":"p","performer":[{"reference":"urn:oid:1.2.3"}]}',
+    ];
+    const [chunk, ...more] = await all(blob(lines), 'off');
+    expect(more).toEqual([]);
+    expect(chunk!.versions.map((v) => v.id)).toEqual(['a', 'b', 'doc']);
+    expect(chunk!.urns).toEqual([{ at: 1, line: 2, text: lines[1] }, { at: 3, line: 5, text: lines[4] }]);
   });
 
   test(`chunks of ${CHUNK_RESOURCES} resources`, async () => {

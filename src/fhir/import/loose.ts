@@ -1,0 +1,66 @@
+import { FhirError, type FhirIssue } from '../../errors.ts';
+import { unmatchedUrn } from '../bundle-ops.ts';
+import type { Resource } from '../resource.ts';
+import { requireValid } from '../validation/check.ts';
+import type { ValidationLevel } from '../validation/validate.ts';
+import type { BatchWriter } from './batches.ts';
+import { resolveUrns, type RunReferences } from './run-references.ts';
+
+/** Where an import problem is: an NDJSON line, or a Bundle entry, and the reference concerned. */
+export interface IssuePlace {
+  line?: number;
+  entry?: number;
+  reference?: string;
+  /** An invalid resource: each of its problems. */
+  issues?: FhirIssue[];
+}
+
+/** What importing resources outside transaction and batch Bundles needs from the importer. */
+export interface LooseContext {
+  writer: BatchWriter;
+  /** CINDER_VALIDATION. */
+  validation: ValidationLevel;
+  run: RunReferences;
+  defer(needs: string[], retry: () => Promise<void>): void;
+  /** Counts `count` resources as failed and reports why. */
+  fail(message: string, count?: number, place?: IssuePlace): void;
+}
+
+/** An NDJSON line's or a collection entry's resource (with an id), and where it came from. */
+export interface LooseResource {
+  resource: Resource & { id: string };
+  line?: number;
+  entry?: number;
+  /** A collection entry's fullUrl: the run learns it once the resource is queued. */
+  fullUrl?: string;
+  /** The fullUrls of the other entries of its collection Bundle. */
+  local?: ReadonlyMap<string, string>;
+}
+
+/**
+ * Validates and queues a resource whose `urn:` references (if any; none are looked for in a Bundle resource) are
+ * rewritten to what its Bundle or the run wrote under those fullUrls. One referring to a fullUrl not written yet waits for the end of the run
+ * (`defer`); then, when still unresolved, it is not imported and each reference is reported.
+ */
+export async function addLoose(ctx: LooseContext, item: LooseResource, deferrable = true): Promise<void> {
+  // A Bundle stored as a resource (a document, a message) refers to its own entries by fullUrl.
+  const needs = item.resource.resourceType === 'Bundle' ? [] : resolveUrns(item.resource, ctx.run, item.local);
+  if (needs.length && deferrable) return ctx.defer(needs, () => addLoose(ctx, item, false));
+  if (needs.length) {
+    const at = item.entry === undefined ? '' : `Bundle.entry[${item.entry}]: `;
+    const unmatched = item.entry === undefined ? 'matches no fullUrl of a Bundle entry written by this import' : unmatchedUrn(ctx.run);
+    needs.forEach((reference, i) => {
+      ctx.fail(`${at}reference '${reference}' ${unmatched}`, i === 0 ? 1 : 0, { line: item.line, entry: item.entry, reference });
+    });
+    return;
+  }
+  try {
+    requireValid(item.resource, ctx.validation, item.entry === undefined ? undefined : `Bundle.entry[${item.entry}].resource`);
+  } catch (err) {
+    if (!(err instanceof FhirError)) throw err;
+    ctx.fail(err.message, 1, { line: item.line, entry: item.entry, issues: err.issues });
+    return;
+  }
+  await ctx.writer.add(item.resource);
+  if (item.fullUrl) ctx.run.written(item.fullUrl, `${item.resource.resourceType}/${item.resource.id}`);
+}

@@ -1,0 +1,95 @@
+/**
+ * Referential integrity of REST writes (`CINDER_REFERENTIAL_INTEGRITY=on`): a create, update or
+ * transaction/batch entry whose literal local references point at no resource of the tenant is
+ * refused with 422, as HAPI FHIR does. Off by default, as in Medplum: data arrives out of order
+ * from apps and partial loads, and a reference to a resource that comes later is not an error there.
+ * Deletes are never checked, in either mode: deleting a resource that others refer to is allowed.
+ */
+import { FhirError, type FhirIssue } from '../errors.ts';
+import type { ResourceWriter } from '../store/types.ts';
+import type { FhirDeps } from './crud.ts';
+import { issue } from './outcome.ts';
+import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import type { Resource } from './resource.ts';
+
+/** What the check needs to know of the server: its FHIR base per tenant (absolute references under it are local). */
+export interface ReferentialIntegrity {
+  fhirBase(tenant: string): string;
+}
+
+/** A resource about to be written, with the FHIRPath of where it sits (`Observation`, `Bundle.entry[2].resource`). */
+export interface WrittenResource {
+  resource: Resource;
+  path: string;
+}
+
+/** A literal local reference of a resource: its target and the element that holds it. */
+export interface LocalReference {
+  type: string;
+  id: string;
+  reference: string;
+  expression: string;
+}
+
+const RELATIVE = /^([A-Z][A-Za-z]+)\/([^/]+)(?:\/_history\/[^/]+)?$/;
+
+/**
+ * The target of a literal local reference: `Type/id`, `Type/id/_history/n`, or either under this
+ * server's FHIR base. Contained (`#id`), `urn:`, conditional and other servers' references give null,
+ * as do strings that are not references at all (the structural validator's business).
+ */
+export function localTarget(reference: string, fhirBase: string): { type: string; id: string } | null {
+  const rel = reference.startsWith(fhirBase + '/') ? reference.slice(fhirBase.length + 1) : reference;
+  const m = RELATIVE.exec(rel);
+  if (!m || !isResourceType(m[1]!) || !ID_PATTERN.test(m[2]!)) return null;
+  return { type: m[1]!, id: m[2]! };
+}
+
+/**
+ * Every literal local reference in `node` with its FHIRPath (`Observation.performer[0].reference`).
+ * A Bundle (stored as a resource, or nested in one) is not followed: its entries refer to each other
+ * by fullUrl, not to this server.
+ */
+export function localReferences(node: unknown, path: string, fhirBase: string, out: LocalReference[] = []): LocalReference[] {
+  if (Array.isArray(node)) {
+    node.forEach((item, i) => localReferences(item, `${path}[${i}]`, fhirBase, out));
+    return out;
+  }
+  if (node === null || typeof node !== 'object') return out;
+  const obj = node as Record<string, unknown>;
+  if (obj.resourceType === 'Bundle') return out;
+  if (typeof obj.reference === 'string') {
+    const target = localTarget(obj.reference, fhirBase);
+    if (target) out.push({ ...target, reference: obj.reference, expression: `${path}.reference` });
+  }
+  for (const key in obj) {
+    const value = obj[key];
+    if (value !== null && typeof value === 'object') localReferences(value, `${path}.${key}`, fhirBase, out);
+  }
+  return out;
+}
+
+/**
+ * With referential integrity on, throws 422 (issue code `not-found`, one issue per dangling reference,
+ * each with its `expression`) unless every literal local reference of `written` names a current
+ * resource of the tenant. Called inside the write transaction `w` after the request's writes (and
+ * after their access checks, so a client that may not write learns nothing of what exists): what the
+ * request itself wrote counts, a resource may refer to itself, and a target the same transaction
+ * deleted does not. Every target is looked up at once. Does nothing when the setting is off.
+ */
+export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenant: string, written: WrittenResource[]): Promise<void> {
+  const integrity = deps.referentialIntegrity;
+  if (!integrity) return;
+  const base = integrity.fhirBase(tenant);
+  const refs = written.flatMap((r) => localReferences(r.resource, r.path, base));
+  if (!refs.length) return;
+  const keys = [...new Map(refs.map((r) => [`${r.type}/${r.id}`, { type: r.type, id: r.id }])).values()];
+  const found = await w.existing(keys);
+  const missing = new Set(keys.filter((_, i) => !found[i]).map((k) => `${k.type}/${k.id}`));
+  const issues: FhirIssue[] = refs
+    .filter((r) => missing.has(`${r.type}/${r.id}`))
+    .map((r) => issue('error', 'not-found', `${r.expression}: '${r.reference}' refers to ${r.type}/${r.id}, which does not exist`, [r.expression]));
+  if (!issues.length) return;
+  const [first, ...rest] = issues;
+  throw new FhirError('unprocessable', first!.diagnostics!, { issueCode: 'not-found', expression: first!.expression!, issues: rest });
+}

@@ -5,7 +5,7 @@
  */
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import type { Resource } from '../resource.ts';
-import { isValid, validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
+import { validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
 
 /** Resources already found valid (a conditional create checks before its search, then writes the same object). */
 const valid = new WeakSet<object>();
@@ -26,12 +26,9 @@ export function invalidResource(issues: readonly ValidationIssue[], what: string
 /** The error issues of `resource` at `level` (none when `off`), located under `at`. */
 export function validationErrors(resource: Resource, level: ValidationLevel, at?: string): ValidationIssue[] {
   if (level === 'off' || valid.has(resource)) return [];
-  // Almost every resource is valid: check without locations first, and locate the problems only if there are any.
-  if (isValid(resource, level)) {
-    valid.add(resource);
-    return [];
-  }
-  return validateResource(resource, level, at).filter((i) => i.severity === 'error');
+  const errors = validateResource(resource, level, at).filter((i) => i.severity === 'error');
+  if (errors.length === 0) valid.add(resource);
+  return errors;
 }
 
 /** Throws a 422 unless `resource` is valid at `level`. */

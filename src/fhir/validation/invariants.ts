@@ -8,7 +8,6 @@ import { elementType, type InvariantModel, type TypeModel } from './model.ts';
 
 /** Where the walk collects problems. */
 export interface IssueSink {
-  readonly paths: boolean;
   add(code: 'invariant', expression: string, text: string, severity: 'error' | 'warning'): void;
 }
 
@@ -57,8 +56,8 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
       const type = elementType(model.name, key);
       const v = focus[key];
       if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) if (!fn(v[i], type, ctx)) report(sink, inv, sink.paths ? `${path}.${inv.element}[${i}]` : path);
-      } else if (!fn(v, type, ctx)) report(sink, inv, sink.paths ? `${path}.${inv.element}` : path);
+        for (let i = 0; i < v.length; i++) if (!fn(v[i], type, ctx)) report(sink, inv, `${path}.${inv.element}[${i}]`);
+      } else if (!fn(v, type, ctx)) report(sink, inv, `${path}.${inv.element}`);
     }
   }
 }

@@ -40,26 +40,20 @@ type Json = Record<string, unknown>;
 
 class Walk implements IssueSink {
   readonly issues: ValidationIssue[] = [];
-  errors = 0;
-  /** The resource being walked (`%resource`), and the one at the root of the walk (`%rootResource`). */
-  resource: Json;
-
   /**
-   * `paths`: build each element's location as the walk goes. Without, locations are left empty and
-   * only the count of errors is right (the fast check of a resource that is almost always valid).
+   * The resource being walked (`%resource`), and the resource that contains it (`%rootResource`: itself,
+   * unless it is a contained resource; a Bundle entry's resource is a root of its own).
    */
-  constructor(readonly root: Json, readonly level: 'strict' | 'structural', readonly paths: boolean) {
+  resource: Json;
+  rootResource: Json;
+
+  constructor(root: Json, readonly level: 'strict' | 'structural') {
     this.resource = root;
+    this.rootResource = root;
   }
 
   add(code: ValidationIssue['code'], expression: string, text: string, severity: ValidationIssue['severity'] = 'error'): void {
-    if (severity === 'error') this.errors++;
-    if (this.paths) this.issues.push({ severity, code, expression, text });
-  }
-
-  /** `${path}.${step}`, when locations are kept. */
-  at(path: string, step: string): string {
-    return this.paths ? `${path}.${step}` : path;
+    this.issues.push({ severity, code, expression, text });
   }
 }
 
@@ -72,16 +66,9 @@ function isObject(v: unknown): v is Json {
  * every problem, errors and warnings, each at its FHIRPath location under `at` (default: the type).
  */
 export function validateResource(resource: Json, level: 'strict' | 'structural', at?: string): ValidationIssue[] {
-  const walk = new Walk(resource, level, true);
+  const walk = new Walk(resource, level);
   visitResource(walk, resource, at ?? String(resource.resourceType), false);
   return capped(walk.issues);
-}
-
-/** Whether `resource` has no error at `level`: validateResource without locations, for the write paths. */
-export function isValid(resource: Json, level: 'strict' | 'structural'): boolean {
-  const walk = new Walk(resource, level, false);
-  visitResource(walk, resource, '', false);
-  return walk.errors === 0;
 }
 
 /** At most MAX_ISSUES issues, errors first, and one more saying how many were left out. */
@@ -103,10 +90,13 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   }
   const model = typeModel(type)!;
   const outer = walk.resource;
+  const outerRoot = walk.rootResource;
   walk.resource = r;
+  if (!contained) walk.rootResource = r;
   visitObject(walk, r, model, path);
-  if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.root);
+  if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.rootResource);
   walk.resource = outer;
+  walk.rootResource = outerRoot;
   if (contained) checkContained(walk, r, path);
   else if (Array.isArray(r.contained)) checkContainedReferenced(walk, r, path);
 }
@@ -161,7 +151,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
       if (key === 'resourceType' && model.kind === 'resource') continue;
       if (key.charCodeAt(0) === 95 && (slot = model.slots.get(key.slice(1))) !== undefined && slot.primitive) {
         children++;
-        visitPrimitiveElements(walk, obj, key.slice(1), slot, value, walk.at(path, slot.step));
+        visitPrimitiveElements(walk, obj, key.slice(1), slot, value, `${path}.${slot.step}`);
         continue;
       }
       walk.add('structure', `${path}.${key}`, `Unknown element '${key}' in ${model.name}`);
@@ -177,7 +167,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
       }
       choices.add(element);
     }
-    const at = walk.at(path, slot.step);
+    const at = `${path}.${slot.step}`;
     if (Array.isArray(value)) {
       if (element.max <= 1) walk.add('structure', at, `${model.name}.${element.name} takes a single value, not an array`);
       else if (value.length === 0) walk.add('structure', at, 'Arrays may not be empty (leave the element out)');
@@ -187,7 +177,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
         for (let i = 0; i < value.length; i++) {
           const item = value[i];
           if (item === null && slot.primitive && Array.isArray(extensions) && isObject(extensions[i])) continue;
-          visitValue(walk, item, slot, walk.paths ? `${at}[${i}]` : at);
+          visitValue(walk, item, slot, `${at}[${i}]`);
         }
       }
     } else if (element.max > 1) {
@@ -234,7 +224,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string): void {
   else if (slot.type === 'Reference' && slot.element.targets) checkTarget(walk, v, slot.element, path);
   if (walk.level === 'strict') {
     if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
-    if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.root);
+    if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource);
   }
 }
 
@@ -276,7 +266,7 @@ function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot,
         if (values === undefined) walk.add('structure', `${path}[${i}]`, `${name}[${i}] has neither a value nor extensions`);
         continue;
       }
-      visitPrimitiveElement(walk, item, walk.paths ? `${path}[${i}]` : path);
+      visitPrimitiveElement(walk, item, `${path}[${i}]`);
     }
   } else {
     if (slot.element.max > 1 && values !== undefined) walk.add('structure', path, `_${name} must be an array aligned with the values of ${name}`);

@@ -1,7 +1,7 @@
 /**
- * No false rejections: every resource the benchmark generator writes, and every example of the FHIR
- * R4 specification (npm hl7.fhir.r4.examples 4.0.1) except the ones with known defects listed here,
- * passes validation. The table of the validator is also rebuilt from the definitions and compared.
+ * No false rejections: every resource the benchmark generator writes, real Synthea data
+ * (test/fixtures/validation), and every example of the FHIR R4 specification (npm
+ * hl7.fhir.r4.examples 4.0.1) except the ones with known defects listed here, passes validation. The table of the validator is also rebuilt from the definitions and compared.
  */
 import { describe, expect, test } from 'bun:test';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -60,6 +60,24 @@ describe('valid resources pass', () => {
     expect(problems).toEqual([]);
   });
 
+  test('real Synthea data and the Synthea-shaped import fixtures, and each Bundle entry of them', () => {
+    const fixtures = new URL('../../fixtures/', import.meta.url);
+    const resources: Json[] = [];
+    for (const dir of ['validation/', 'import/synthea/']) {
+      for (const file of readdirSync(new URL(dir, fixtures)).sort()) {
+        const text = readFileSync(new URL(dir + file, fixtures), 'utf8');
+        if (file.endsWith('.ndjson')) resources.push(...text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Json));
+        else if (file.endsWith('.json')) resources.push(JSON.parse(text) as Json);
+      }
+    }
+    const entries = resources.flatMap((r) => (r.resourceType === 'Bundle' ? ((r.entry ?? []) as { resource: Json }[]).map((e) => e.resource) : []));
+    const all = [...resources, ...entries];
+    expect(all.length).toBeGreaterThan(300);
+    expect(new Set(all.map((r) => r.resourceType)).size).toBeGreaterThan(15);
+    const problems = all.flatMap((r) => validateResource(r, 'strict').filter((i) => i.severity === 'error').map((i) => `${r.resourceType}/${r.id} ${i.expression}: ${i.text}`));
+    expect(problems).toEqual([]);
+  }, 30_000);
+
   test('every example of the FHIR R4 specification, except the known defects', () => {
     const found: Record<string, string[]> = {};
     let count = 0;
@@ -74,10 +92,10 @@ describe('valid resources pass', () => {
     expect(count).toBeGreaterThan(2500);
     const expected = Object.fromEntries(Object.entries(KNOWN_DEFECTS).map(([f, e]) => [f, [...e].sort()]));
     expect(found).toEqual(expected);
-  });
+  }, 60_000);
 });
 
 test('r4-table.json is what the definitions and the terminology engine give today', async () => {
   const file = JSON.parse(readFileSync(new URL('../../../src/fhir/validation/r4-table.json', import.meta.url), 'utf8'));
   expect(await validationTableFromDefinitions()).toEqual(file);
-});
+}, 30_000);

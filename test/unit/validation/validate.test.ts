@@ -217,6 +217,10 @@ describe('invariants', () => {
     expect(found(contained({ meta: { security: [{ code: 'R' }] } }))).toEqual(['Patient.contained[0].meta.security invariant']);
     expect(found(contained({ contained: [{ resourceType: 'Organization', id: 'p', name: 'y' }] }))).toContain('Patient.contained[0].contained invariant');
     expect(found(contained({}, { managingOrganization: { reference: 'Organization/o' } }))).toEqual(['Patient.contained[0] invariant']);
+    // A Bundle entry's resource is a root of its own: its `#o` finds its own contained resource (ref-1).
+    expect(found({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: contained({}) }] })).toEqual([]);
+    expect(found({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: patient({ managingOrganization: { reference: '#o' } }) }] }))
+      .toEqual(['Bundle.entry[0].resource.managingOrganization invariant']);
   });
 
   test('Reference targets', () => {

@@ -11,7 +11,8 @@
  * the child's peak RSS over both (VmHWM, reset after the kick-off, which runs in the HTTP process in
  * production). The filtered system export applies TYPE_FILTERS (Observation, Condition,
  * MedicationRequest, Encounter narrowed by search; every other type whole). The Group export covers
- * the first M patients. On PostgreSQL the system export also runs into the `postgres` export storage
+ * the first M patients. `each resource validated` is the system export of a tenant that may hold
+ * unvalidated resources (TenantRepo.validationDebt), which validates every resource it reads. On PostgreSQL the system export also runs into the `postgres` export storage
  * (files in the database), beside `file:`.
  */
 import { parseArgs } from 'node:util';
@@ -77,7 +78,8 @@ async function readBack(sink: ExportSink, progress: JobProgress): Promise<number
  */
 const TYPE_FILTERS = ['Observation?category=laboratory', 'Condition?clinical-status=active', 'MedicationRequest?status=active', 'Encounter?date=ge2020-01-01'];
 
-type Level = 'system' | 'filtered' | 'group';
+/** `unvalidated`: the system export of a tenant marked as maybe holding unvalidated resources, which validates each one. */
+type Level = 'system' | 'filtered' | 'group' | 'unvalidated';
 
 /** Child process: one export, timed from the first page to the completed job, then its files read back. */
 async function child(databaseUrl: string, variant: Level, out: string, storage: Storage): Promise<void> {
@@ -93,6 +95,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),
   });
   const job = (await store.exports.get(BENCH_TENANT, id))!;
+  if (variant === 'unvalidated') await store.tenants.markUnvalidated(BENCH_TENANT);
   // Kick-off runs in the HTTP process, the export in a worker: measure the export's peak alone.
   resetPeakRss();
   const started = performance.now();
@@ -100,6 +103,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const outcome = await runJob({ ...settings, settleMs: 0, store, sink, clock: systemClock, log: silentLogger, owner, keyPrefix: () => prefix }, job);
   const seconds = (performance.now() - started) / 1000;
   if (outcome !== 'completed') throw new Error(`export ${outcome}`);
+  if (variant === 'unvalidated') await store.tenants.clearValidationDebt(BENCH_TENANT, (await store.tenants.validationDebt(BENCH_TENANT))!);
   const progress = readProgress((await store.exports.get(BENCH_TENANT, id))!);
   const exportPeak = peakRssMb();
   const downloadStarted = performance.now();
@@ -123,7 +127,7 @@ async function measure(database: string, url: string, level: Level, outRoot: str
   const r = JSON.parse(text) as { resources: number; seconds: number; downloadSeconds: number; bytes: number; peakRssMb: number; peakWithDownloadMb: number };
   rmSync(out, { recursive: true, force: true });
   return {
-    database, export: { system: 'system', filtered: 'system, _typeFilter', group: 'Group' }[level], storage, resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
+    database, export: { system: 'system', filtered: 'system, _typeFilter', group: 'Group', unvalidated: 'system, each resource validated' }[level], storage, resources: r.resources, seconds: Number(r.seconds.toFixed(2)),
     downloadSeconds: Number(r.downloadSeconds.toFixed(2)),
     resourcesPerSecond: Math.round(r.resources / r.seconds), megabytes: Math.round(r.bytes / 1048576), peakRssMb: Math.round(r.peakRssMb), peakWithDownloadMb: Math.round(r.peakWithDownloadMb),
   };
@@ -151,7 +155,7 @@ async function main(): Promise<void> {
   const results: Result[] = [];
   for (const [name, url] of targets) {
     await loadDataset(name, url, patients, groupPatients, values.out!);
-    for (const level of ['system', 'filtered', 'group'] as const) results.push(await measure(name, url, level, values.out!));
+    for (const level of ['system', 'filtered', 'group', 'unvalidated'] as const) results.push(await measure(name, url, level, values.out!));
     if (name === 'postgres') results.push(await measure(name, url, 'system', values.out!, 'postgres'));
   }
   if (values.json) process.stdout.write(JSON.stringify(results, null, 2) + '\n');

@@ -66,8 +66,11 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   return { output, count: texts ? texts.length : page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
 }
 
-/** The resources that are valid R4; each invalid one is named in the error file instead. */
-function validOnly(ctx: StepContext, type: string, contents: string[]): string[] {
+/**
+ * The resources that are valid R4, or undefined when all of them are (the page's bytes then go out as
+ * they are); each invalid one is named in the error file instead.
+ */
+function validOnly(ctx: StepContext, type: string, contents: string[]): string[] | undefined {
   const out: string[] = [];
   for (const content of contents) {
     const r = JSON.parse(content) as Resource;
@@ -81,7 +84,7 @@ function validOnly(ctx: StepContext, type: string, contents: string[]): string[]
     const text = `${type}/${r.id} (version ${String(r.meta?.versionId)}) is not valid FHIR R4 and was left out: ${first.expression}: ${first.text}${more}`;
     noteIssue(ctx.progress, issue('error', first.code, text, [first.expression]));
   }
-  return out;
+  return out.length === contents.length ? undefined : out;
 }
 
 /** `_elements` subsets; a resource that cannot be subset is left out and reported in the error file. */

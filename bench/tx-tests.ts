@@ -10,7 +10,9 @@
  * app and tenant get the suite's code systems and value sets (R5 JSON read as R4: elements R4 does not
  * have are dropped), then each test's request is POSTed (`ValueSet/$validate-code`,
  * `CodeSystem/$validate-code`, `CodeSystem/$lookup`, `ValueSet/$expand`) with its `profile`
- * parameters and `Accept-Language`. Compared, as the issue asks (exact wording need not match):
+ * parameters and `Accept-Language`, when it uses only the input parameters R4 defines for the
+ * operation (others, R5's `activeOnly` or `tx-resource` on $validate-code say, are counted as not
+ * R4-applicable and not run). Compared, as the issue asks (exact wording need not match):
  * validate-code `result`, `display`, the presence of `message`, and the kinds of issues (severity and
  * code); an expected OperationOutcome means a 4xx; lookup `name`, `display` and the properties and
  * designations named; expand the set of codes and `total`. Tests of other operations (translate,
@@ -122,6 +124,18 @@ function compareLookup(expected: Json, actual: Json): string[] {
   return out;
 }
 
+/** The input parameters FHIR R4 defines for each operation: a test that sends others is not R4-applicable. */
+const R4_PARAMETERS: Record<string, Set<string>> = {
+  'validate-code': new Set(['url', 'context', 'valueSet', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage']),
+  'cs-validate-code': new Set(['url', 'codeSystem', 'code', 'version', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage']),
+  lookup: new Set(['code', 'system', 'version', 'coding', 'date', 'displayLanguage', 'property']),
+  expand: new Set([
+    'url', 'valueSet', 'valueSetVersion', 'context', 'contextDirection', 'filter', 'date', 'offset', 'count', 'includeDesignations', 'designation',
+    'includeDefinition', 'activeOnly', 'excludeNested', 'excludeNotForUI', 'excludePostCoordinated', 'displayLanguage', 'exclude-system',
+    'system-version', 'check-system-version', 'force-system-version',
+  ]),
+};
+
 const PATHS: Record<string, string> = {
   'validate-code': 'ValueSet/$validate-code', 'cs-validate-code': 'CodeSystem/$validate-code', lookup: 'CodeSystem/$lookup', expand: 'ValueSet/$expand',
 };
@@ -174,6 +188,11 @@ async function runSuite(suite: Json): Promise<Outcome[]> {
         continue;
       }
       if (t.profile) request.parameter = [...(request.parameter ?? []), ...(read(t.profile).parameter as Json[]).filter((p) => p.name !== 'uuid')];
+      const notR4 = ((request.parameter ?? []) as Json[]).map((p) => p.name as string).filter((n) => !R4_PARAMETERS[t.operation]!.has(n));
+      if (notR4.length) {
+        results.push({ ...base, status: 'not run', why: `not R4: ${[...new Set(notR4)].join(', ')}` });
+        continue;
+      }
       const headers: Record<string, string> = {};
       if (t['Accept-Language']) headers['Accept-Language'] = t['Accept-Language'];
       if (t.header) headers[t.header.name] = t.header.value;
@@ -227,6 +246,12 @@ else {
     for (const o of opsShown) if (row[o]) ((totals[o] ??= [0, 0])[0] += row[o]![0], (totals[o]![1] += row[o]![1]));
   }
   console.log(`| **total** | ${opsShown.map((o) => (totals[o] ? `${totals[o]![0]}/${totals[o]![1]} (${Math.round((100 * totals[o]![0]) / totals[o]![1])}%)` : '')).join(' | ')} |`);
-  if (values.verbose) for (const r of all.filter((x) => x.status === 'fail')) console.log(`FAIL ${r.suite} ${r.test} [${r.operation}]: ${r.why}`);
+  const notRun = new Map<string, number>();
+  for (const r of all.filter((x) => x.status === 'not run')) {
+    const why = r.why!.startsWith('not R4') ? 'uses input parameters R4 does not define' : r.why!.startsWith('unreadable') ? 'test files missing' : r.why!;
+    notRun.set(why, (notRun.get(why) ?? 0) + 1);
+  }
+  console.log(`\nNot run: ${[...notRun].map(([why, n]) => `${n} (${why})`).join(', ')}`);
+  if (values.verbose) for (const r of all.filter((x) => x.status !== 'pass')) console.log(`${r.status === 'fail' ? 'FAIL' : 'SKIP'} ${r.suite} ${r.test} [${r.operation}]: ${r.why}`);
 }
 process.exit(0);

@@ -28,15 +28,30 @@ export interface Versioned {
   readonly meta?: { readonly lastUpdated?: string };
 }
 
+/** A version with wildcard segments (`1.x`, `1.x.x`, `2.*`), as a ValueSet include may pin a code system. */
+export function isVersionPattern(version: string): boolean {
+  return /(^|\.)[xX*](\.|$)/.test(version);
+}
+
+/** Whether `version` is `pattern`, or matches it segment by segment where the pattern's are not wildcards. */
+export function matchesVersion(pattern: string, version: string): boolean {
+  if (!isVersionPattern(pattern)) return pattern === version;
+  const p = pattern.split('.');
+  const v = version.split('.');
+  return p.every((seg, i) => seg === 'x' || seg === 'X' || seg === '*' || seg === v[i]);
+}
+
 /**
- * Picks the resource of the requested version; without one, the latest version (ties: the later
+ * Picks the resource of the requested version (the latest matching it, for a wildcard pattern such as
+ * `1.x`); without one, the latest version (ties: the later
  * dated) among those already in effect at `asOf` (the `date` input of the terminology operations),
  * or among all when no date is given. See `effectiveFrom` for when a version takes effect.
  */
 export function pickVersion<T extends Versioned>(candidates: readonly T[], version?: string, asOf?: DatePeriod): T | null {
-  if (version !== undefined) return candidates.find((c) => c.version === version) ?? null;
+  if (version !== undefined && !isVersionPattern(version)) return candidates.find((c) => c.version === version) ?? null;
   let best: T | null = null;
   for (const c of candidates) {
+    if (version !== undefined && (c.version === undefined || !matchesVersion(version, c.version))) continue;
     if (asOf !== undefined && (effectiveFrom(c) ?? Number.NEGATIVE_INFINITY) > asOf.end) continue;
     if (best === null || newer(c, best)) best = c;
   }

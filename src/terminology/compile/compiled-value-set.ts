@@ -11,6 +11,8 @@ import {
   type Membership,
   nonMember,
   NotLoaded,
+  type TxIssue,
+  txIssue,
   withWarnings,
 } from './membership.ts';
 
@@ -34,7 +36,7 @@ export class CompiledValueSet {
   readonly excludes: readonly CompiledConceptSet[];
   readonly expansion: ExpansionIndex | undefined;
   readonly inactiveAllowed: boolean;
-  private readonly excludeWarnings: readonly string[];
+  private readonly excludeWarnings: readonly TxIssue[];
 
   constructor(parts: CompiledValueSetParts) {
     this.resource = parts.resource;
@@ -45,7 +47,7 @@ export class CompiledValueSet {
     this.expansion = parts.expansion;
     this.inactiveAllowed = parts.resource.compose?.inactive !== false;
     this.excludeWarnings = parts.excludes.flatMap((set) =>
-      set.missingImports().map((c) => `The ValueSet '${c}' named by ${set.where} could not be found, so it excluded nothing`),
+      set.missingImports().map((c) => txIssue('warning', 'not-found', 'not-found', `The ValueSet '${c}' named by ${set.where} could not be found, so it excluded nothing`)),
     );
   }
 
@@ -59,13 +61,13 @@ export class CompiledValueSet {
     const found = this.expansion !== undefined ? this.expansion.check(coding, loaded) : this.checkCompose(coding, loaded);
     if (found instanceof NotLoaded) return found;
     if (found.member && found.inactive && !this.inactiveAllowed) {
-      return nonMember(`The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`);
+      return nonMember(txIssue('error', 'business-rule', 'code-rule', `The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`));
     }
     return found;
   }
 
   private checkCompose(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
-    const reasons: string[] = [];
+    const reasons: TxIssue[] = [];
     let hit: Member | undefined;
     for (const set of this.includes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
@@ -82,7 +84,7 @@ export class CompiledValueSet {
       if (set.system !== undefined && set.system !== coding.system) continue;
       const m = set.checkLoaded(coding, loaded);
       if (m instanceof NotLoaded) return m;
-      if (m.member) return nonMember(`The code '${coding.code}' is excluded from ${this.label} by ${set.where}`);
+      if (m.member) return nonMember(txIssue('information', 'code-invalid', 'this-code-not-in-vs', `The code '${coding.code}' is excluded from ${this.label} by ${set.where}`));
     }
     return withWarnings(hit, this.excludeWarnings);
   }

@@ -1,4 +1,5 @@
 import type { ConceptReference } from '../model/value-set.ts';
+import { isVersionPattern, matchesVersion } from '../version.ts';
 import type { CodeSystemIndex } from './code-system-index.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
 import { type CheckedFilter, type ConceptPredicate, compileFilter } from './filters.ts';
@@ -14,7 +15,8 @@ import {
   nonMember,
   NotLoaded,
   systemLabel,
-  unknownCodeMessage,
+  txIssue,
+  unknownCode,
   withWarnings,
 } from './membership.ts';
 
@@ -86,7 +88,7 @@ export class CompiledConceptSet {
       found = local;
     }
     for (const imported of this.imports) {
-      if (imported.compiled === null) return nonMember(`The imported ValueSet '${imported.canonical}' could not be found`);
+      if (imported.compiled === null) return nonMember(txIssue('error', 'not-found', 'not-found', `The imported ValueSet '${imported.canonical}' could not be found`));
       const m = imported.compiled.checkLoaded(coding, loaded);
       if (m instanceof NotLoaded || !m.member) return m;
       found = found === undefined ? m : withWarnings(found, m.warnings);
@@ -97,10 +99,11 @@ export class CompiledConceptSet {
   /** The system selection, against the CodeSystem version pinned here, else the coding's, else the latest. */
   private checkSystem(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const system = coding.system;
-    if (this.version !== undefined && coding.version !== undefined && this.version !== coding.version) {
-      return nonMember(`The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
+    if (this.version !== undefined && coding.version !== undefined && !matchesVersion(this.version, coding.version)) {
+      return nonMember(txIssue('error', 'invalid', 'vs-invalid', `The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`));
     }
-    const version = this.version ?? coding.version;
+    // A pinned pattern (`1.x`) takes the coding's version when it matches, else the latest matching one.
+    const version = this.version !== undefined && coding.version !== undefined && isVersionPattern(this.version) ? coding.version : (this.version ?? coding.version);
     const cs = loaded.get(system, version);
     if (cs === undefined) return new NotLoaded(system, version);
     if (cs === null || cs.content === 'not-present') return this.checkUnverifiable(coding, cs, systemLabel(system, version, loaded.asOf));
@@ -115,22 +118,22 @@ export class CompiledConceptSet {
   /** No concepts to check against: only an enumerated concept list can still decide. */
   private checkUnverifiable(coding: CodingToCheck, cs: CodeSystemIndex | null, label: string): Membership {
     const why = cs === null ? `CodeSystem ${label} is unknown` : `CodeSystem ${label} has content 'not-present'`;
-    if (this.concepts === undefined) return nonMember(`${why}, so the code '${coding.code}' cannot be validated`);
+    if (this.concepts === undefined) return nonMember(txIssue('error', 'not-found', 'not-found', `${why}, so the code '${coding.code}' cannot be validated`));
     const listed = this.concepts.get(coding.code);
     if (listed === undefined) return nonMember();
-    const note = `${why}; the code '${coding.code}' is listed by the value set but could not be verified`;
+    const note = txIssue('warning', 'not-found', 'not-found', `${why}; the code '${coding.code}' is listed by the value set but could not be verified`);
     return memberOf(coding.system, listed.code, { listed, warnings: [note] });
   }
 
   /** The code is not in the CodeSystem: proof of absence only when its content is complete. */
   private checkUnknownCode(coding: CodingToCheck, cs: CodeSystemIndex): Membership {
     const label = systemLabel(cs.url, cs.version);
-    if (cs.content === 'complete' || cs.content === 'supplement') return nonMember(unknownCodeMessage(coding.code, cs));
+    if (cs.content === 'complete' || cs.content === 'supplement') return nonMember(unknownCode(coding.code, cs));
     if (this.concepts !== undefined && this.listed(coding.code, cs) === undefined) return nonMember();
     if (this.filters.length > 0) {
-      return nonMember(`The code '${coding.code}' is not in CodeSystem ${label} (content '${cs.content}'), so the filters cannot be evaluated`);
+      return nonMember(txIssue('warning', 'code-invalid', 'invalid-code', `The code '${coding.code}' is not in CodeSystem ${label} (content '${cs.content}'), so the filters cannot be evaluated`));
     }
-    const note = `The code '${coding.code}' was not found in CodeSystem ${label}, whose content is '${cs.content}', so it may still be valid`;
+    const note = txIssue('warning', 'code-invalid', 'invalid-code', `The code '${coding.code}' was not found in CodeSystem ${label}, whose content is '${cs.content}', so it may still be valid`);
     return memberOf(coding.system, coding.code, { cs, warnings: [note] });
   }
 

@@ -2,6 +2,26 @@ import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
 
+/**
+ * A finding of $validate-code, as the reference terminology servers report it in the `issues`
+ * output: an OperationOutcome issue's severity and type, and the kind from HL7's tx-issue-type code
+ * system (`not-in-vs`, `invalid-code`, `invalid-display`, ...).
+ */
+export interface TxIssue {
+  readonly severity: 'error' | 'warning' | 'information';
+  readonly code: 'code-invalid' | 'invalid' | 'not-found' | 'business-rule' | 'processing';
+  readonly type: TxIssueType;
+  readonly text: string;
+}
+
+export type TxIssueType =
+  | 'not-in-vs' | 'this-code-not-in-vs' | 'invalid-code' | 'invalid-display' | 'display-comment' | 'not-found' | 'vs-invalid'
+  | 'code-comment' | 'status-check' | 'code-rule' | 'invalid-data';
+
+export function txIssue(severity: TxIssue['severity'], code: TxIssue['code'], type: TxIssueType, text: string): TxIssue {
+  return { severity, code, type, text };
+}
+
 /** Anything of a ValueSet that carries displays for a code. */
 export interface DisplaySource {
   readonly display?: string | undefined;
@@ -27,13 +47,13 @@ export interface Member {
   readonly displays: readonly string[];
   readonly abstract: boolean;
   readonly inactive: boolean;
-  readonly warnings: readonly string[];
+  readonly warnings: readonly TxIssue[];
 }
 
 /** The coding is not a member; `reasons` explain why when there is more to say than "not in". */
 export interface NonMember {
   readonly member: false;
-  readonly reasons: readonly string[];
+  readonly reasons: readonly TxIssue[];
 }
 
 export type Membership = Member | NonMember;
@@ -94,17 +114,17 @@ export async function checkLoading(check: (loaded: LoadedCodeSystems) => Checked
   }
 }
 
-export function nonMember(...reasons: string[]): NonMember {
+export function nonMember(...reasons: TxIssue[]): NonMember {
   return { member: false, reasons };
 }
 
-export function withWarnings(m: Member, warnings: readonly string[]): Member {
+export function withWarnings(m: Member, warnings: readonly TxIssue[]): Member {
   return warnings.length === 0 ? m : { ...m, warnings: [...m.warnings, ...warnings] };
 }
 
-/** The message for a code that a CodeSystem does not define. */
-export function unknownCodeMessage(code: string, cs: CodeSystemIndex): string {
-  return `Unknown code '${code}' in CodeSystem ${systemLabel(cs.url, cs.version)}`;
+/** The finding for a code that a CodeSystem does not define. */
+export function unknownCode(code: string, cs: CodeSystemIndex, severity: TxIssue['severity'] = 'error'): TxIssue {
+  return txIssue(severity, 'code-invalid', 'invalid-code', `Unknown code '${code}' in CodeSystem ${systemLabel(cs.url, cs.version)}`);
 }
 
 /** Human label of a code system and version (or the date it was chosen at) for messages. */
@@ -120,7 +140,7 @@ export interface MemberParts {
   readonly listed?: DisplaySource | undefined;
   readonly abstract?: boolean;
   readonly inactive?: boolean;
-  readonly warnings?: readonly string[];
+  readonly warnings?: readonly TxIssue[];
 }
 
 export function memberOf(system: string, code: string, parts: MemberParts): Member {

@@ -11,8 +11,11 @@ export interface CheckedCoding {
 
 /** What to validate: one coding, or the codings of a CodeableConcept (true if one is valid). */
 export type ValidationSubject =
-  | { readonly kind: 'coding'; readonly coding: CheckedCoding }
-  | { readonly kind: 'codeableConcept'; readonly codings: readonly Coding[] };
+  /** `path`: the input element that carries the code, for the issues' expressions (`code`, `Coding.code`). */
+  | { readonly kind: 'coding'; readonly coding: CheckedCoding; readonly path: string }
+  | { readonly kind: 'codeableConcept'; readonly codings: readonly Coding[] }
+  /** A coding that cannot be checked (no system, or no code): the answer is false, with why. */
+  | { readonly kind: 'unusable'; readonly why: string; readonly path: string };
 
 export interface SubjectInputs {
   readonly code?: string;
@@ -39,13 +42,15 @@ export function validationSubject(i: SubjectInputs): ValidationSubject {
   if (given > 1) throw invalid(`give only ${ONE_OF}, not several`, ['code', 'coding', 'codeableConcept']);
   if (i.code !== undefined) {
     if (i.system === undefined) throw invalid(`the parameter '${i.systemParam}' is required with 'code'`, [i.systemParam]);
-    return { kind: 'coding', coding: { system: i.system, version: i.version, code: i.code, display: i.display } };
+    return { kind: 'coding', coding: { system: i.system, version: i.version, code: i.code, display: i.display }, path: 'code' };
   }
   if (i.coding !== undefined) {
     const { system, code } = i.coding;
-    if (system === undefined || code === undefined) throw invalid("'coding' needs both a system and a code", ['coding']);
+    // As the reference servers answer: a coding that cannot be checked is not valid (200, result false), not a bad request.
+    if (system === undefined) return { kind: 'unusable', why: `The coding has no system, so the code '${code ?? ''}' cannot be validated`, path: 'Coding.system' };
+    if (code === undefined) return { kind: 'unusable', why: 'The coding has no code', path: 'Coding.code' };
     const display = i.display ?? i.coding.display;
-    return { kind: 'coding', coding: { system, code, display, version: i.coding.version ?? i.version } };
+    return { kind: 'coding', coding: { system, code, display, version: i.coding.version ?? i.version }, path: 'Coding.code' };
   }
   const codings = i.codeableConcept?.coding ?? [];
   if (codings.length === 0) throw invalid("'codeableConcept' must contain at least one coding", ['codeableConcept']);

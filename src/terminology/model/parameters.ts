@@ -11,6 +11,7 @@ export interface ParametersParameter {
   readonly valueDecimal?: number;
   readonly valueDateTime?: string;
   readonly part?: readonly ParametersParameter[];
+  readonly resource?: Readonly<Record<string, unknown>>;
 }
 
 /** A FHIR R4 Parameters resource (operation output). */

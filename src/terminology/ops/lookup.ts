@@ -1,5 +1,5 @@
 import type { CodeSystemIndex, ConceptEntry } from '../compile/code-system-index.ts';
-import { systemLabel, unknownCodeMessage } from '../compile/membership.ts';
+import { systemLabel, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import { invalid, notFound } from '../errors.ts';
 import type { lookupParams } from '../input/operations.ts';
@@ -53,7 +53,7 @@ export function lookupInput(raw: RawInput, instance?: CodeSystemIndex): LookupIn
 export async function lookupCode(input: LookupInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
   const cs = await targetCodeSystem(input, deps.terminology.at(input.date));
   const entry = cs.find(input.code);
-  if (entry === undefined) throw notFound(unknownCodeMessage(input.code, cs));
+  if (entry === undefined) throw notFound(unknownCode(input.code, cs).text);
   const wanted = (name: string): boolean => input.properties.length === 0 || input.properties.includes(name);
   const parameter: ParametersParameter[] = [{ name: 'name', valueString: cs.name ?? cs.url }];
   if (cs.version !== undefined) parameter.push({ name: 'version', valueString: cs.version });

@@ -1,6 +1,6 @@
 import { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { CompiledConceptSet } from '../compile/concept-set.ts';
-import type { CodeSystemLookup } from '../compile/membership.ts';
+import { type CodeSystemLookup, txIssue } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import { canonicalNotFound, invalid } from '../errors.ts';
 import type { codeSystemValidateCodeParams } from '../input/operations.ts';
@@ -10,7 +10,7 @@ import type { CodeSystem } from '../model/code-system.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { splitCanonical } from '../version.ts';
 import { checkSameCodeSystem } from './resolve-code-system.ts';
-import { finishMember, type ValidationResult } from './validation-result.ts';
+import { finishMember, type LocatedIssue, locate, type ValidationResult } from './validation-result.ts';
 
 export type CodeSystemTarget =
   | { readonly kind: 'url'; readonly url: string; readonly version?: string }
@@ -75,28 +75,33 @@ export async function validateCodeSystemCode(
   const cs = await resolveCodeSystem(input.target, deps.terminology.at(input.date));
   const lookup: CodeSystemLookup = { codeSystem: async () => cs, loadedCodeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
-  const codings = input.subject.kind === 'coding' ? [input.subject.coding] : input.subject.codings;
-  const messages: string[] = [];
+  const { subject } = input;
+  if (subject.kind === 'unusable') return { result: false, issues: [{ ...txIssue('error', 'invalid', 'invalid-data', subject.why), expression: subject.path }] };
+  const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
+  const issues: LocatedIssue[] = [];
+  let display: string | undefined;
   for (const [i, c] of codings.entries()) {
+    const path = subject.kind === 'coding' ? subject.path : `CodeableConcept.coding[${i}].code`;
     if (c.code === undefined || c.system === undefined) {
-      messages.push(`codeableConcept.coding[${i}] has no ${c.system === undefined ? 'system' : 'code'}`);
+      issues.push({ ...txIssue('error', 'invalid', 'invalid-data', `codeableConcept.coding[${i}] has no ${c.system === undefined ? 'system' : 'code'}`), expression: path });
       continue;
     }
     const coding: CheckedCoding = { system: c.system, code: c.code, display: c.display };
     if (coding.system !== cs.url) {
-      messages.push(`The coding's system '${coding.system}' is not the CodeSystem '${cs.url}'`);
+      issues.push({ ...txIssue('error', 'invalid', 'invalid-data', `The coding's system '${coding.system}' is not the CodeSystem '${cs.url}'`), expression: path });
       continue;
     }
     const m = await whole.check(coding, lookup);
     if (!m.member) {
-      messages.push(...m.reasons);
+      issues.push(...locate(m.reasons, path));
       continue;
     }
     const outcome = finishMember(m, coding, input);
-    if (outcome.result) return { ...outcome, messages: [...outcome.messages, ...messages] };
-    messages.push(...outcome.messages);
+    if (outcome.result) return { ...outcome, issues: [...locate(outcome.issues, path), ...issues] };
+    issues.push(...locate(outcome.issues, path));
+    display ??= outcome.display;
   }
-  return { result: false, messages };
+  return { result: false, ...(display === undefined ? {} : { display }), issues };
 }
 
 async function resolveCodeSystem(target: CodeSystemTarget, ctx: TerminologyContext): Promise<CodeSystemIndex> {

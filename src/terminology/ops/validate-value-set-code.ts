@@ -1,5 +1,5 @@
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
-import { type Membership, NotLoaded, unknownCodeMessage } from '../compile/membership.ts';
+import { NotLoaded, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
@@ -9,7 +9,7 @@ import type { Coding } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { invalid } from '../errors.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { type Finish, finishMember, type ValidationResult } from './validation-result.ts';
+import { type Finish, finishMember, type LocatedIssue, locate, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
   readonly target: ValueSetTarget;
@@ -42,16 +42,18 @@ export async function validateValueSetCode(
 ): Promise<ValidationResult> {
   const ctx = deps.terminology.at(input.date);
   const vs = await resolveValueSet(input.target, ctx);
+  const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
-  return input.subject.kind === 'coding'
-    ? validateCoding(vs, input.subject.coding, input, ctx)
-    : validateConcept(vs, input.subject.codings, input, ctx);
+  if (subject.kind === 'unusable') return { result: false, issues: [{ ...txIssue('error', 'invalid', 'invalid-data', subject.why), expression: subject.path }] };
+  return subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, input, ctx) : validateConcept(vs, subject.codings, input, ctx);
 }
 
 /**
  * validateValueSetCode without waiting, for the steady state: a single coding checked against a
- * ValueSet named by URL, with that ValueSet and the CodeSystems it needs already loaded. Undefined
- * when anything must be loaded (or the input takes another form): then call validateValueSetCode.
+ * ValueSet named by URL, with that ValueSet and the CodeSystems it needs already loaded, and found
+ * in it. Undefined when anything must be loaded, the input takes another form, or the code is not in
+ * the ValueSet (the answer then names the code's display, which may need a load): then call
+ * validateValueSetCode.
  */
 export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, terminology: TerminologyContext): ValidationResult | undefined {
   const { target, subject } = input;
@@ -60,21 +62,41 @@ export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, termin
   const vs = ctx.loadedValueSet(target.url, target.version);
   if (vs === undefined || vs === null) return undefined;
   const m = vs.checkLoaded(subject.coding, { get: (url, version) => ctx.loadedCodeSystem(url, version), asOf: ctx.asOf });
-  if (m instanceof NotLoaded) return undefined;
-  return codingResult(vs, subject.coding, m, input);
+  if (m instanceof NotLoaded || !m.member) return undefined;
+  return located(finishMember(m, subject.coding, input), subject.path);
 }
 
-async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {
-  return codingResult(vs, coding, await vs.check(coding, ctx), finish);
+function located(r: ValidationResult, path: string): ValidationResult {
+  return { ...r, issues: locate(r.issues, path) };
 }
 
-function codingResult(vs: CompiledValueSet, coding: CheckedCoding, m: Membership, finish: Finish): ValidationResult {
-  if (m.member) return finishMember(m, coding, finish);
-  const notIn = `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`;
-  return { result: false, messages: [notIn, ...m.reasons] };
+async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {
+  const m = await vs.check(coding, ctx);
+  if (m.member) return located(finishMember(m, coding, finish), path);
+  return notInValueSet(vs, coding, m.reasons, path, ctx);
 }
 
-/** True when one coding is valid; unknown codes of complete CodeSystems are still reported. */
+/**
+ * A coding that is not in the ValueSet: false, with why, and the CodeSystem's display of the code
+ * when the code is known there (as the reference servers answer).
+ */
+async function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, ctx: TerminologyContext): Promise<ValidationResult> {
+  const cs = await ctx.codeSystem(coding.system, coding.version);
+  const issues: TxIssue[] = [];
+  // A value set that could not be evaluated (an import is missing) says so, not that the code is outside it.
+  if (!reasons.some((r) => r.severity === 'error' && r.code === 'not-found')) {
+    issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
+    if (cs === null) issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));
+  }
+  const display = cs?.find(coding.code)?.definition?.display;
+  return { result: false, ...(display === undefined ? {} : { display }), issues: locate([...issues, ...reasons], path) };
+}
+
+/**
+ * A CodeableConcept is valid when one of its codings is in the ValueSet and none is an unknown code
+ * of a complete CodeSystem (as the reference servers answer); codings not in the ValueSet are
+ * reported for information.
+ */
 async function validateConcept(
   vs: CompiledValueSet,
   codings: readonly Coding[],
@@ -82,18 +104,31 @@ async function validateConcept(
   ctx: TerminologyContext,
 ): Promise<ValidationResult> {
   const outcomes: ValidationResult[] = [];
-  const unknown: string[] = [];
+  const unknown: LocatedIssue[] = [];
   for (const [i, c] of codings.entries()) {
+    const path = `CodeableConcept.coding[${i}]`;
     if (c.system === undefined || c.code === undefined) {
-      outcomes.push({ result: false, messages: [`codeableConcept.coding[${i}] has no ${c.system === undefined ? 'system' : 'code'}`] });
+      outcomes.push({ result: false, issues: [{ ...txIssue('error', 'invalid', 'invalid-data', `${path} has no ${c.system === undefined ? 'system' : 'code'}`), expression: path }] });
       continue;
     }
     const coding = { system: c.system, version: c.version, code: c.code, display: c.display };
-    outcomes.push(await validateCoding(vs, coding, finish, ctx));
+    outcomes.push(await validateCoding(vs, coding, `${path}.code`, finish, ctx));
     const cs = await ctx.codeSystem(c.system, c.version);
-    if (cs !== null && cs.content === 'complete' && cs.find(c.code) === undefined) unknown.push(unknownCodeMessage(c.code, cs));
+    if (cs !== null && cs.content === 'complete' && cs.find(c.code) === undefined) unknown.push({ ...unknownCode(c.code, cs), expression: `${path}.code` });
   }
+  // Each coding not in the ValueSet is reported for information; the concept as a whole is what is (not) in it.
+  const perCoding = (o: ValidationResult) => o.issues.map((i) => (i.type === 'not-in-vs' ? { ...i, severity: 'information' as const, type: 'this-code-not-in-vs' as const } : i));
   const valid = outcomes.find((o) => o.result);
-  if (valid === undefined) return { result: false, messages: outcomes.flatMap((o) => o.messages) };
-  return { result: true, display: valid.display, messages: [...valid.messages, ...unknown] };
+  if (valid === undefined) {
+    const none = txIssue('error', 'code-invalid', 'not-in-vs', `None of the codings of the CodeableConcept is in the value set ${vs.label}`);
+    const issues = outcomes.flatMap(perCoding);
+    return { result: false, ...displayOf(outcomes), issues: [...(issues.some((i) => i.type === 'this-code-not-in-vs') ? [none] : []), ...issues, ...unknown] };
+  }
+  const others = outcomes.filter((o) => o !== valid).flatMap(perCoding);
+  return { result: unknown.length === 0, ...(valid.display === undefined ? {} : { display: valid.display }), issues: [...valid.issues, ...others, ...unknown] };
+}
+
+function displayOf(outcomes: ValidationResult[]): { display?: string } {
+  const display = outcomes.find((o) => o.display !== undefined)?.display;
+  return display === undefined ? {} : { display };
 }

@@ -1,23 +1,57 @@
-import type { Member } from '../compile/membership.ts';
+import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
 import { displayIn } from './display-language.ts';
 
-/** The outcome of $validate-code: R4 output parameters `result`, `message` and `display`. */
+/** A finding located at the input element it is about (`code`, `Coding.code`, `CodeableConcept.coding[1].code`). */
+export interface LocatedIssue extends TxIssue {
+  readonly expression?: string;
+}
+
+/** The outcome of $validate-code: output parameters `result`, `display`, `message` and `issues`. */
 export interface ValidationResult {
   readonly result: boolean;
   readonly display?: string;
-  /** Why the result is false, and warnings; rendered as one `message`. */
-  readonly messages: readonly string[];
+  /** Why the result is false, and warnings: one `message` of their texts, and the `issues` OperationOutcome. */
+  readonly issues: readonly LocatedIssue[];
 }
 
-/** Renders a validation result as the R4 $validate-code output Parameters. */
+/** The system of the `issues` details codings (HL7's terminology issue types, as tx.fhir.org and Ontoserver send them). */
+const TX_ISSUE_TYPE = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
+
+/** `issues` located at `expression`, unless they are already located. */
+export function locate(issues: readonly TxIssue[], expression: string | undefined): LocatedIssue[] {
+  return issues.map((i) => ('expression' in i || expression === undefined ? i : { ...i, expression }));
+}
+
+/**
+ * Renders a validation result as the $validate-code output Parameters: `result`, `message` (the texts
+ * of the findings, errors first), `display`, and `issues` (an OperationOutcome with one issue per
+ * finding, its tx-issue-type in `details.coding`), as the reference terminology servers answer.
+ */
 export function validationParameters(r: ValidationResult): Parameters {
   const parameter: ParametersParameter[] = [{ name: 'result', valueBoolean: r.result }];
-  const messages = r.messages.length > 1 ? [...new Set(r.messages)] : r.messages;
-  if (messages.length > 0) parameter.push({ name: 'message', valueString: messages.join('; ') });
+  const seen = new Set<string>();
+  const issues = [...r.issues]
+    .sort((a, b) => rank(a.severity) - rank(b.severity))
+    .filter((i) => !seen.has(i.text + i.expression) && seen.add(i.text + i.expression));
+  const texts = [...new Set(issues.map((i) => i.text))];
+  if (texts.length > 0) parameter.push({ name: 'message', valueString: texts.join('; ') });
   if (r.display !== undefined) parameter.push({ name: 'display', valueString: r.display });
+  if (issues.length > 0) {
+    const issue = issues.map((i) => ({
+      severity: i.severity,
+      code: i.code,
+      details: { coding: [{ system: TX_ISSUE_TYPE, code: i.type }], text: i.text },
+      ...(i.expression === undefined ? {} : { expression: [i.expression] }),
+    }));
+    parameter.push({ name: 'issues', resource: { resourceType: 'OperationOutcome', issue } });
+  }
   return { resourceType: 'Parameters', parameter };
+}
+
+function rank(severity: TxIssue['severity']): number {
+  return severity === 'error' ? 0 : severity === 'warning' ? 1 : 2;
 }
 
 /** The inputs that decide how a member is finished (R4 $validate-code `abstract`, `displayLanguage`). */
@@ -34,18 +68,17 @@ export interface Finish {
  */
 export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): ValidationResult {
   const { abstract, displayLanguage } = finish;
-  const errors: string[] = [];
-  const warnings = [...m.warnings];
+  const issues: TxIssue[] = [...m.warnings];
   const label = `'${m.code}' (${m.system})`;
   if (m.entry !== undefined && m.entry.code !== coding.code) {
-    warnings.push(`The code '${coding.code}' differs in case from the code ${label}; the CodeSystem is not case sensitive`);
+    issues.push(txIssue('information', 'business-rule', 'code-rule', `The code '${coding.code}' differs in case from the code ${label}; the CodeSystem is not case sensitive`));
   }
   if (abstract === false && m.abstract) {
-    errors.push(`The code ${label} is abstract (not selectable) and abstract codes are not allowed here`);
+    issues.push(txIssue('error', 'business-rule', 'code-rule', `The code ${label} is abstract (not selectable) and abstract codes are not allowed here`));
   }
   if (m.inactive) {
     const status = m.entry?.status;
-    warnings.push(`The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`);
+    issues.push(txIssue('warning', 'business-rule', 'status-check', `The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`));
   }
   const definition = m.entry?.definition;
   if (coding.display !== undefined) {
@@ -53,12 +86,12 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       (d): d is string => d !== undefined,
     );
     if (known.length === 0) {
-      warnings.push(`No display is known for the code ${label}, so the display '${coding.display}' was not checked`);
+      issues.push(txIssue('warning', 'invalid', 'display-comment', `No display is known for the code ${label}, so the display '${coding.display}' was not checked`));
     } else if (!known.includes(coding.display)) {
       const expected = [...new Set(known)].map((d) => `'${d}'`).join(', ');
-      errors.push(`Wrong display '${coding.display}' for the code ${label}: expected ${expected}`);
+      issues.push(txIssue('error', 'invalid', 'invalid-display', `Wrong display '${coding.display}' for the code ${label}: expected ${expected}`));
     }
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
-  return { result: errors.length === 0, display: display ?? m.displays[0], messages: [...errors, ...warnings] };
+  return { result: !issues.some((i) => i.severity === 'error'), display: display ?? m.displays[0], issues };
 }

@@ -29,13 +29,13 @@ const properties = (p: Parameters): string[] =>
 
 describe('CodeSystem $validate-code', () => {
   test('code with url, versions, display and abstract rules', async () => {
-    expect(await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'cat' }])).toEqual({ result: true, display: 'Cat', messages: [] });
+    expect(await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'cat' }])).toEqual({ result: true, display: 'Cat', issues: [] });
     expect((await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'wolf' }])).result).toBe(false);
     expect((await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'version', valueString: '1.0.0' }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
     expect((await validate([{ name: 'url', valueUri: `${ANIMALS}|1.0.0` }, { name: 'code', valueCode: 'wolf' }])).result).toBe(true);
     const display = await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'cat' }, { name: 'display', valueString: 'Kitty' }]);
     expect(display.result).toBe(false);
-    expect(display.messages.join()).toContain("Wrong display 'Kitty'");
+    expect(display.issues.map((i) => i.text).join()).toContain("Wrong display 'Kitty'");
     const abstract = await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'code', valueCode: 'vertebrate' }, { name: 'abstract', valueBoolean: false }]);
     expect(abstract.result).toBe(false);
   });
@@ -44,19 +44,19 @@ describe('CodeSystem $validate-code', () => {
     expect((await validate([{ name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } }])).result).toBe(true);
     const other = await validate([{ name: 'url', valueUri: ANIMALS }, { name: 'coding', valueCoding: { system: 'urn:other', code: 'dog' } }]);
     expect(other.result).toBe(false);
-    expect(other.messages.join()).toContain("is not the CodeSystem 'http://cinder.test/CodeSystem/animals'");
+    expect(other.issues.map((i) => i.text).join()).toContain("is not the CodeSystem 'http://cinder.test/CodeSystem/animals'");
     const cc = await validate([
       { name: 'url', valueUri: ANIMALS },
       { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'nope' }, { system: ANIMALS, code: 'ant' }] } },
     ]);
     expect(cc).toMatchObject({ result: true, display: 'Ant' });
-    expect(cc.messages.join()).toContain("Unknown code 'nope'");
+    expect(cc.issues.map((i) => i.text).join()).toContain("Unknown code 'nope'");
   });
 
   test('fragment code systems answer true with a warning; unknown CodeSystem is a 400', async () => {
     const blue = await validate([{ name: 'url', valueUri: 'http://cinder.test/CodeSystem/colors' }, { name: 'code', valueCode: 'blue' }]);
     expect(blue.result).toBe(true);
-    expect(blue.messages.join()).toContain('may still be valid');
+    expect(blue.issues.map((i) => i.text).join()).toContain('may still be valid');
     const e = await rejected(validate([{ name: 'url', valueUri: 'urn:nothing' }, { name: 'code', valueCode: 'x' }]));
     expect(e.category).toBe('invalid');
     expect(e.message).toContain("CodeSystem 'urn:nothing' could not be found");
@@ -67,7 +67,7 @@ describe('CodeSystem $validate-code', () => {
       { name: 'codeSystem', resource: { resourceType: 'CodeSystem', url: 'urn:inline', content: 'complete', concept: [{ code: 'a', display: 'A' }] } },
       { name: 'code', valueCode: 'a' },
     ]);
-    expect(r).toEqual({ result: true, display: 'A', messages: [] });
+    expect(r).toEqual({ result: true, display: 'A', issues: [] });
   });
 });
 

@@ -40,10 +40,10 @@ const code = (vs: string, c: string, system = ANIMALS, extra: Record<string, unk
 
 describe('ValueSet $validate-code: compose semantics', () => {
   test('whole-system include, with the CodeSystem display', async () => {
-    expect(await code('all-animals', 'dog')).toEqual({ result: true, display: 'Dog', messages: [] });
+    expect(await code('all-animals', 'dog')).toEqual({ result: true, display: 'Dog', issues: [] });
     const unknown = await code('all-animals', 'unicorn');
     expect(unknown.result).toBe(false);
-    expect(unknown.messages.join()).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
+    expect(unknown.issues.map((i) => i.text).join()).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
   });
 
   test('is-a, descendent-of, is-not-a, generalizes', async () => {
@@ -74,7 +74,7 @@ describe('ValueSet $validate-code: compose semantics', () => {
   });
 
   test('concept lists accept ValueSet displays as well', async () => {
-    expect(await code('listed', 'dog')).toEqual({ result: true, display: 'Dog', messages: [] });
+    expect(await code('listed', 'dog')).toEqual({ result: true, display: 'Dog', issues: [] });
     expect((await code('listed', 'cat', ANIMALS, [{ name: 'display', valueString: 'Doggy' }])).result).toBe(false);
     expect((await code('listed', 'dog', ANIMALS, [{ name: 'display', valueString: 'Doggy' }])).result).toBe(true);
     expect((await code('listed', 'whale')).result).toBe(false);
@@ -84,7 +84,7 @@ describe('ValueSet $validate-code: compose semantics', () => {
     expect((await code('mammals-but-whale', 'dog')).result).toBe(true);
     const whale = await code('mammals-but-whale', 'whale');
     expect(whale.result).toBe(false);
-    expect(whale.messages.join()).toContain('excluded');
+    expect(whale.issues.map((i) => i.text).join()).toContain('excluded');
     expect((await code('animals-but-land', 'dog')).result).toBe(false);
     expect((await code('animals-but-land', 'whale')).result).toBe(true);
   });
@@ -100,7 +100,7 @@ describe('ValueSet $validate-code: compose semantics', () => {
   test('a missing import gives false with a message; a circular import is a 400', async () => {
     const missing = await code('missing-import', 'dog');
     expect(missing.result).toBe(false);
-    expect(missing.messages.join()).toContain("The imported ValueSet 'http://cinder.test/ValueSet/does-not-exist' could not be found");
+    expect(missing.issues.map((i) => i.text).join()).toContain("The imported ValueSet 'http://cinder.test/ValueSet/does-not-exist' could not be found");
     const cycle = await rejected(code('circular-a', 'dog'));
     expect(cycle.category).toBe('invalid');
     expect(cycle.message).toContain('circular ValueSet import');
@@ -117,10 +117,10 @@ describe('ValueSet $validate-code: compose semantics', () => {
   });
 
   test('expansion-only value sets use the expansion (nested contains too)', async () => {
-    expect(await code('expansion-only', 'cat')).toEqual({ result: true, display: 'Cat', messages: [] });
+    expect(await code('expansion-only', 'cat')).toEqual({ result: true, display: 'Cat', issues: [] });
     expect((await code('expansion-only', 'whale')).result).toBe(false);
     const elsewhere = await code('expansion-only', 'x1', 'http://cinder.test/CodeSystem/elsewhere');
-    expect(elsewhere).toEqual({ result: true, display: 'Elsewhere X1', messages: [] });
+    expect(elsewhere).toEqual({ result: true, display: 'Elsewhere X1', issues: [] });
   });
 });
 
@@ -128,11 +128,11 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
   test('inactive codes are valid with a warning unless compose.inactive is false', async () => {
     const dodo = await code('all-animals', 'dodo');
     expect(dodo.result).toBe(true);
-    expect(dodo.messages.join()).toContain("is inactive (status 'retired')");
-    expect((await code('all-animals', 'mammoth')).messages.join()).toContain('inactive');
+    expect(dodo.issues.map((i) => i.text).join()).toContain("is inactive (status 'retired')");
+    expect((await code('all-animals', 'mammoth')).issues.map((i) => i.text).join()).toContain('inactive');
     const excluded = await code('active-only', 'mammoth');
     expect(excluded.result).toBe(false);
-    expect(excluded.messages.join()).toContain('excludes inactive codes');
+    expect(excluded.issues.map((i) => i.text).join()).toContain('excludes inactive codes');
     expect((await code('active-only', 'dog')).result).toBe(true);
   });
 
@@ -141,7 +141,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect((await code('all-animals', 'animal', ANIMALS, [{ name: 'abstract', valueBoolean: true }])).result).toBe(true);
     const no = await code('all-animals', 'animal', ANIMALS, [{ name: 'abstract', valueBoolean: false }]);
     expect(no.result).toBe(false);
-    expect(no.messages.join()).toContain('abstract');
+    expect(no.issues.map((i) => i.text).join()).toContain('abstract');
     expect((await code('all-animals', 'dog', ANIMALS, [{ name: 'abstract', valueBoolean: false }])).result).toBe(true);
   });
 
@@ -152,7 +152,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect((await d('Hund')).result).toBe(true);
     const wrong = await d('Dog ');
     expect(wrong).toMatchObject({ result: false, display: 'Dog' });
-    expect(wrong.messages.join()).toContain("Wrong display 'Dog ' for the code 'dog'");
+    expect(wrong.issues.map((i) => i.text).join()).toContain("Wrong display 'Dog ' for the code 'dog'");
     expect((await d('dog')).result).toBe(false);
   });
 
@@ -160,7 +160,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     const twin = await code('twin', 'dog', 'http://cinder.test/CodeSystem/animals-ci');
     expect(twin.result).toBe(true);
     expect(twin.display).toBe('Dog');
-    expect(twin.messages.join()).toContain('differs in case');
+    expect(twin.issues.map((i) => i.text).join()).toContain('differs in case');
     expect((await code('all-animals', 'DOG')).result).toBe(false);
   });
 
@@ -174,7 +174,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect(await code('animals-v1', 'eagle')).toMatchObject({ result: true, display: 'Eagle (old name)' });
     const clash = await code('animals-v2', 'dog', ANIMALS, v1);
     expect(clash.result).toBe(false);
-    expect(clash.messages.join()).toContain("uses version '2.0.0'");
+    expect(clash.issues.map((i) => i.text).join()).toContain("uses version '2.0.0'");
     const coding = await validate([
       { name: 'url', valueUri: `${VS}all-animals` },
       { name: 'coding', valueCoding: { system: ANIMALS, version: '1.0.0', code: 'wolf' } },
@@ -182,7 +182,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect(coding.result).toBe(true);
     const unknownVersion = await code('all-animals', 'dog', ANIMALS, [{ name: 'systemVersion', valueString: '9' }]);
     expect(unknownVersion.result).toBe(false);
-    expect(unknownVersion.messages.join()).toContain("version '9' is unknown");
+    expect(unknownVersion.issues.map((i) => i.text).join()).toContain("version '9' is unknown");
   });
 
   test('valueSetVersion and url|version pick the ValueSet version; latest otherwise', async () => {
@@ -200,7 +200,7 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
     expect((await code('colors', 'red', 'http://cinder.test/CodeSystem/colors')).result).toBe(true);
     const blue = await code('colors', 'blue', 'http://cinder.test/CodeSystem/colors');
     expect(blue.result).toBe(true);
-    expect(blue.messages.join()).toContain("content is 'fragment'");
+    expect(blue.issues.map((i) => i.text).join()).toContain("content is 'fragment'");
     expect((await code('colors-listed', 'blue', 'http://cinder.test/CodeSystem/colors')).result).toBe(true);
     expect((await code('colors-listed', 'green', 'http://cinder.test/CodeSystem/colors')).result).toBe(false);
     expect((await code('fruit', 'pear', 'http://cinder.test/CodeSystem/fruit')).result).toBe(true);
@@ -209,18 +209,18 @@ describe('ValueSet $validate-code: concept status, display, case, versions, cont
   test('not-present and unknown code systems', async () => {
     const listed = await code('external-listed', 'e1', 'http://cinder.test/CodeSystem/external');
     expect(listed).toMatchObject({ result: true, display: 'External one' });
-    expect(listed.messages.join()).toContain("content 'not-present'");
+    expect(listed.issues.map((i) => i.text).join()).toContain("content 'not-present'");
     const all = await code('external-all', 'e1', 'http://cinder.test/CodeSystem/external');
     expect(all.result).toBe(false);
-    expect(all.messages.join()).toContain('cannot be validated');
+    expect(all.issues.map((i) => i.text).join()).toContain('cannot be validated');
     const nowhere = await code('unknown-system', 'x', 'http://cinder.test/CodeSystem/nowhere');
     expect(nowhere.result).toBe(false);
-    expect(nowhere.messages.join()).toContain("CodeSystem 'http://cinder.test/CodeSystem/nowhere' is unknown");
+    expect(nowhere.issues.map((i) => i.text).join()).toContain("CodeSystem 'http://cinder.test/CodeSystem/nowhere' is unknown");
   });
 });
 
 describe('ValueSet $validate-code: inputs', () => {
-  test('codeableConcept is true when one coding is valid; unknown codes are reported', async () => {
+  test('codeableConcept: false when a coding is an unknown code of a complete CodeSystem, even if another is valid (as the reference servers answer)', async () => {
     const r = await validate([
       { name: 'url', valueUri: `${VS}mammals` },
       {
@@ -228,15 +228,24 @@ describe('ValueSet $validate-code: inputs', () => {
         valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'unicorn' }, { system: ANIMALS, code: 'octopus' }, { system: ANIMALS, code: 'cat' }] },
       },
     ]);
-    expect(r.result).toBe(true);
+    expect(r.result).toBe(false);
     expect(r.display).toBe('Cat');
-    expect(r.messages).toEqual(["Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'"]);
+    const kinds = r.issues.map((i) => `${i.severity} ${i.type} ${i.expression}`);
+    expect(kinds).toContain('error invalid-code CodeableConcept.coding[0].code');
+    expect(kinds).toContain('information this-code-not-in-vs CodeableConcept.coding[1].code');
+    expect(r.issues.map((i) => i.text)).toContain("Unknown code 'unicorn' in CodeSystem 'http://cinder.test/CodeSystem/animals' version '2.0.0'");
+    const valid = await validate([
+      { name: 'url', valueUri: `${VS}mammals` },
+      { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'octopus' }, { system: ANIMALS, code: 'cat' }] } },
+    ]);
+    expect(valid).toMatchObject({ result: true, display: 'Cat' });
+    expect(valid.issues.map((i) => `${i.severity} ${i.type}`)).toEqual(['information this-code-not-in-vs']);
     const none = await validate([
       { name: 'url', valueUri: `${VS}mammals` },
       { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'octopus' }] } },
     ]);
     expect(none.result).toBe(false);
-    expect(none.messages.join()).toContain("'octopus'");
+    expect(none.issues.map((i) => i.text).join()).toContain("'octopus'");
   });
 
   test('coding input, display from the coding', async () => {
@@ -245,7 +254,7 @@ describe('ValueSet $validate-code: inputs', () => {
       { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Wrong' } },
     ]);
     expect(r.result).toBe(false);
-    expect(r.messages.join()).toContain("Wrong display 'Wrong'");
+    expect(r.issues.map((i) => i.text).join()).toContain("Wrong display 'Wrong'");
   });
 
   test('inline valueSet and instance id', async () => {
@@ -267,6 +276,12 @@ describe('ValueSet $validate-code: inputs', () => {
     expect(e.message).toBe(`ValueSet '${VS}no-such-set' could not be found`);
   });
 
+  test('a coding without a system is not valid (result false, with why), not a bad request', async () => {
+    const r = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { code: 'dog' } }]);
+    expect(r.result).toBe(false);
+    expect(r.issues.map((i) => `${i.severity} ${i.code} ${i.type} ${i.expression}`)).toEqual(['error invalid invalid-data Coding.system']);
+  });
+
   test('input rules: exactly one of code+system / coding / codeableConcept; code needs system; url needed', async () => {
     const url = { name: 'url', valueUri: `${VS}mammals` };
     const cases: [Record<string, unknown>[], string][] = [
@@ -274,7 +289,6 @@ describe('ValueSet $validate-code: inputs', () => {
       [[url, { name: 'code', valueCode: 'dog' }], "the parameter 'system' is required with 'code'"],
       [[url, { name: 'system', valueUri: ANIMALS }], "the parameter 'code' is required with 'system'"],
       [[url, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } }], 'give only one'],
-      [[url, { name: 'coding', valueCoding: { code: 'dog' } }], "'coding' needs both a system and a code"],
       [[url, { name: 'codeableConcept', valueCodeableConcept: { text: 'dog' } }], 'at least one coding'],
       [[{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], "the parameter 'url'"],
       [[url, { name: 'url', valueUri: 'x' }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], 'only once'],

@@ -65,13 +65,23 @@ describe('displayLanguage in $validate-code and $expand', () => {
     expect(outcome(await check('de-CH', 'cat'))).toEqual({ result: true, display: 'Chatz' });
   });
 
-  test('a given display is still checked against every display and designation', async () => {
-    const r = await postOperation(t, token, 'ValueSet/$validate-code', [
-      { name: 'url', valueUri: `${VS}mammals` },
-      { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Dog' } },
-      { name: 'displayLanguage', valueCode: 'de' },
-    ]);
-    expect(outcome(r)).toEqual({ result: true, display: 'Hund' });
+  test('a given display must be one in the language asked for, when the code has displays in it (as the reference servers answer)', async () => {
+    const check = (display: string, displayLanguage: string) =>
+      postOperation(t, token, 'ValueSet/$validate-code', [
+        { name: 'url', valueUri: `${VS}mammals` },
+        { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display } },
+        { name: 'displayLanguage', valueCode: displayLanguage },
+      ]);
+    expect(outcome(await check('Hund', 'de'))).toEqual({ result: true, display: 'Hund' });
+    const wrong = outcome(await check('Dog', 'de'));
+    expect(wrong).toMatchObject({ result: false, display: 'Hund' });
+    expect(wrong.message).toContain("in the language asked for (de): expected 'Hund'");
+    // No French display: the default language's display is accepted, with a note.
+    const none = outcome(await check('Dog', 'fr'));
+    expect(none).toMatchObject({ result: true, display: 'Dog' });
+    expect(none.message).toContain('valid display in the default language');
+    // A list of languages, as Accept-Language writes it.
+    expect(outcome(await check('Hund', 'fr, de;q=0.5'))).toMatchObject({ result: true, display: 'Hund' });
   });
 
   test('CodeSystem/$validate-code, also at instance level', async () => {

@@ -25,7 +25,8 @@ export interface ParamKind<S extends z.ZodType = z.ZodType> {
 const kind = <S extends z.ZodType>(fields: readonly string[], primitive: boolean, schema: S, plain?: (value: unknown) => boolean): ParamKind<S> =>
   plain === undefined ? { fields, primitive, schema } : { fields, primitive, schema, plain };
 
-const LANGUAGE_TAG = /^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$/;
+/** A BCP 47 tag, or a list of them as HTTP's Accept-Language writes it (`en, en-AU` or `de-CH,de;q=0.9`). */
+const LANGUAGE_TAG = /^\s*[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*(\s*;\s*q=[01](\.\d{0,3})?)?(\s*,\s*[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*(\s*;\s*q=[01](\.\d{0,3})?)?)*\s*$/;
 const nonEmptyString = (v: unknown) => typeof v === 'string' && v.length > 0;
 
 /** The parameter kinds used by the terminology operations (FHIR R4 data types). */
@@ -33,7 +34,7 @@ export const P = {
   uri: kind(['valueUri', 'valueUrl', 'valueCanonical', 'valueString'], true, z.string().min(1), nonEmptyString),
   code: kind(['valueCode', 'valueString'], true, z.string().min(1), nonEmptyString),
   string: kind(['valueString', 'valueCode'], true, z.string(), (v) => typeof v === 'string'),
-  /** A BCP 47 language tag (`de`, `en-GB`), as `displayLanguage` carries it. */
+  /** A BCP 47 language tag (`de`, `en-GB`), or a list of them in preference order, as `displayLanguage` carries it. */
   language: kind(['valueCode', 'valueString'], true, z.string().regex(LANGUAGE_TAG, 'must be a language tag such as de or en-GB'), (v) => typeof v === 'string' && LANGUAGE_TAG.test(v)),
   boolean: kind(['valueBoolean'], true, z.boolean(), (v) => typeof v === 'boolean'),
   integer: kind(['valueInteger', 'valueUnsignedInt', 'valuePositiveInt'], true, z.number().int().nonnegative(), (v) => Number.isSafeInteger(v) && (v as number) >= 0),

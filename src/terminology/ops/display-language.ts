@@ -4,8 +4,27 @@ import type { Designation } from '../model/datatypes.ts';
 const DESIGNATION_USAGE = 'http://terminology.hl7.org/CodeSystem/designation-usage';
 
 /**
+ * The languages of a `displayLanguage` value, most wanted first: one tag (`de`), or a list as
+ * Accept-Language writes it (`en, en-AU`, `de-CH,de;q=0.9`; q-values order it).
+ */
+export function languagesOf(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  const items = value.split(',').map((part, i) => {
+    const [tag, ...params] = part.split(';').map((x) => x.trim());
+    const q = params.find((p) => p.startsWith('q='));
+    return { tag: tag!, q: q === undefined ? 1 : Number(q.slice(2)), i };
+  });
+  return items.filter((x) => x.tag !== '' && x.q > 0).sort((a, b) => b.q - a.q || a.i - b.i).map((x) => x.tag);
+}
+
+/** Whether a display of language `tag` (undefined: not known) is in one of `languages`. */
+export function inLanguages(tag: string | undefined, languages: readonly string[]): boolean {
+  return tag !== undefined && languages.some((l) => languageMatch(tag, l) !== undefined);
+}
+
+/**
  * The display of a concept in `language` (R4 `displayLanguage` of $lookup, $validate-code and
- * $expand). Candidates are the concept's display, in the CodeSystem's `language`, and its
+ * $expand; a list takes the first language that has one). Candidates are the concept's display, in the CodeSystem's `language`, and its
  * designations: a candidate whose language tag equals `language` beats one that only shares its
  * primary language (`de` for `de-CH`), and a display-use designation (no `use`, or
  * designation-usage#display) beats another use such as a synonym. Without a candidate in that
@@ -13,6 +32,14 @@ const DESIGNATION_USAGE = 'http://terminology.hl7.org/CodeSystem/designation-usa
  */
 export function displayIn(definition: ConceptDefinition, systemLanguage: string | undefined, language: string | undefined): string | undefined {
   if (language === undefined) return definition.display;
+  const languages = languagesOf(language);
+  if (languages.length > 1) {
+    for (const l of languages) {
+      const d = displayIn(definition, systemLanguage, l);
+      if (d !== definition.display || inLanguages(systemLanguage, [l])) return d;
+    }
+    return definition.display;
+  }
   const own: Designation[] = definition.display === undefined ? [] : [{ language: systemLanguage, value: definition.display }];
   let best: Designation | undefined;
   let bestRank = Number.POSITIVE_INFINITY;

@@ -1,7 +1,7 @@
 import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
-import { displayIn } from './display-language.ts';
+import { displayIn, inLanguages, languagesOf } from './display-language.ts';
 
 /** A finding located at the input element it is about (`code`, `Coding.code`, `CodeableConcept.coding[1].code`). */
 export interface LocatedIssue extends TxIssue {
@@ -85,11 +85,23 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
     const known = [definition?.display, ...(definition?.designation ?? []).map((d) => d.value), ...m.displays].filter(
       (d): d is string => d !== undefined,
     );
+    const languages = languagesOf(displayLanguage);
+    // With languages asked for, the display must be one in those languages (the concept's own display
+    // counts in the CodeSystem's language, or in any when the CodeSystem states none).
+    const inWanted = languages.length === 0 ? known : [
+      ...(definition?.display !== undefined && (m.cs?.language === undefined || inLanguages(m.cs.language, languages)) ? [definition.display] : []),
+      ...(definition?.designation ?? []).filter((d) => d.language === undefined || inLanguages(d.language, languages)).map((d) => d.value),
+      ...m.displays,
+    ];
     if (known.length === 0) {
       issues.push(txIssue('warning', 'invalid', 'display-comment', `No display is known for the code ${label}, so the display '${coding.display}' was not checked`));
-    } else if (!known.includes(coding.display)) {
-      const expected = [...new Set(known)].map((d) => `'${d}'`).join(', ');
-      issues.push(txIssue('error', 'invalid', 'invalid-display', `Wrong display '${coding.display}' for the code ${label}: expected ${expected}`));
+    } else if (inWanted.length === 0 && known.includes(coding.display)) {
+      // Nothing in the languages asked for: a display of the default language is accepted, as the reference servers do.
+      issues.push(txIssue('information', 'invalid', 'invalid-display', `No display of the code ${label} is in ${languages.join(', ')}; '${coding.display}' is a valid display in the default language`));
+    } else if (!inWanted.includes(coding.display)) {
+      const expected = [...new Set(inWanted.length > 0 ? inWanted : known)].map((d) => `'${d}'`).join(', ');
+      const why = known.includes(coding.display) ? ` in the language asked for (${languages.join(', ')})` : '';
+      issues.push(txIssue('error', 'invalid', 'invalid-display', `Wrong display '${coding.display}' for the code ${label}${why}: expected ${expected}`));
     }
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);

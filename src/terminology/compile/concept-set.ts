@@ -100,7 +100,8 @@ export class CompiledConceptSet {
   private checkSystem(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const system = coding.system;
     if (this.version !== undefined && coding.version !== undefined && !matchesVersion(this.version, coding.version)) {
-      return nonMember(txIssue('error', 'invalid', 'vs-invalid', `The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`));
+      const mismatch = txIssue('error', 'invalid', 'vs-invalid', `The value set uses version '${this.version}' of '${system}', not version '${coding.version}'`);
+      return nonMember({ ...mismatch, usesVersion: this.version });
     }
     // A pinned pattern (`1.x`) takes the coding's version when it matches, else the latest matching one.
     const version = this.version !== undefined && coding.version !== undefined && isVersionPattern(this.version) ? coding.version : (this.version ?? coding.version);

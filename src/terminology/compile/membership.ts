@@ -12,6 +12,8 @@ export interface TxIssue {
   readonly code: 'code-invalid' | 'invalid' | 'not-found' | 'business-rule' | 'processing';
   readonly type: TxIssueType;
   readonly text: string;
+  /** For a version mismatch (`vs-invalid`): the code system version the value set uses. */
+  readonly usesVersion?: string;
 }
 
 export type TxIssueType =

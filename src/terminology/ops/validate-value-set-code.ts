@@ -81,11 +81,29 @@ async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path:
  * when the code is known there (as the reference servers answer).
  */
 async function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, ctx: TerminologyContext): Promise<ValidationResult> {
-  const cs = await ctx.codeSystem(coding.system, coding.version);
   const issues: TxIssue[] = [];
-  // A value set that could not be evaluated (an import is missing) says so, not that the code is outside it.
-  if (!reasons.some((r) => r.severity === 'error' && r.code === 'not-found')) {
-    issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
+  const mismatch = reasons.find((r) => r.type === 'vs-invalid');
+  let cs = await ctx.codeSystem(coding.system, coding.version);
+  // A version the server does not have: the answer is still false, but names another version's display.
+  if (cs === null && coding.version !== undefined) {
+    const latest = await ctx.codeSystem(coding.system);
+    if (latest !== null) {
+      const text = `CodeSystem '${coding.system}' has no version '${coding.version}'; the code was looked up in version '${latest.version ?? '(none)'}'`;
+      issues.push(mismatch ? txIssue('error', 'not-found', 'not-found', text) : txIssue('warning', 'invalid', 'vs-invalid', text));
+      cs = latest;
+    }
+  }
+  // A version mismatch: the display is the value set's version's, when that version exists.
+  if (mismatch?.usesVersion !== undefined) {
+    const used = await ctx.codeSystem(coding.system, mismatch.usesVersion);
+    if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', `No version '${mismatch.usesVersion}' of CodeSystem '${coding.system}' is known`));
+    else cs = used;
+  }
+  // A value set that could not be evaluated (an import or a code system version is missing, or it pins
+  // another version) says so, not that the code is outside it.
+  const undecided = reasons.some((r) => r.severity === 'error' && (r.code === 'not-found' || r.type === 'vs-invalid'));
+  if (!undecided) {
+    issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
     if (cs === null) issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));
   }
   const display = cs?.find(coding.code)?.definition?.display;

@@ -232,7 +232,8 @@ describe('ValueSet/$validate-code errors (400 OperationOutcome)', () => {
     // A coding that cannot be checked is answered, not refused (as the reference servers do).
     const noCode = await validate([url, { name: 'coding', valueCoding: { system: ANIMALS } }]);
     expect(noCode.status).toBe(200);
-    expect(outcome(noCode)).toMatchObject({ result: false, message: 'The coding has no code' });
+    expect(outcome(noCode)).toMatchObject({ result: false });
+    expect(outcome(noCode).message).toContain('The coding has no code');
   });
 
   test('bodies that are not Parameters, or not JSON', async () => {

@@ -1,5 +1,5 @@
 import { invalid } from '../errors.ts';
-import type { ConceptSet, ValueSet } from '../model/value-set.ts';
+import { parseValueSet, type ConceptSet, type ValueSet } from '../model/value-set.ts';
 import { CompiledConceptSet, type ImportedValueSet } from './concept-set.ts';
 import { CompiledValueSet } from './compiled-value-set.ts';
 import { ExpansionIndex } from './expansion-index.ts';
@@ -40,13 +40,23 @@ export async function compileValueSet(
     const expansion = vs.expansion?.contains !== undefined ? new ExpansionIndex(vs.expansion.contains) : undefined;
     return new CompiledValueSet({ resource: vs, includes: [], excludes: [], expansion });
   }
+  // `#id` imports name a ValueSet contained in this one.
+  const local: ImportResolver = {
+    async importValueSet(canonical, importStack) {
+      if (!canonical.startsWith('#')) return resolver.importValueSet(canonical, importStack);
+      const raw = vs.contained?.find((r) => r.resourceType === 'ValueSet' && r.id === canonical.slice(1));
+      if (raw === undefined) return null;
+      // Named by its reference when it has no url of its own, so that import cycles are told apart from it.
+      return compileValueSet(parseValueSet({ url: canonical, ...raw }, `contained ValueSet '${canonical}'`), resolver, importStack);
+    },
+  };
   const includes: CompiledConceptSet[] = [];
   for (const [i, set] of compose.include.entries()) {
-    includes.push(await compileConceptSet(set, `${label} compose.include[${i}]`, resolver, inner));
+    includes.push(await compileConceptSet(set, `${label} compose.include[${i}]`, local, inner));
   }
   const excludes: CompiledConceptSet[] = [];
   for (const [i, set] of (compose.exclude ?? []).entries()) {
-    excludes.push(await compileConceptSet(set, `${label} compose.exclude[${i}]`, resolver, inner));
+    excludes.push(await compileConceptSet(set, `${label} compose.exclude[${i}]`, local, inner));
   }
   return new CompiledValueSet({ resource: vs, includes, excludes });
 }

@@ -61,7 +61,10 @@ export class CompiledValueSet {
     const found = this.expansion !== undefined ? this.expansion.check(coding, loaded) : this.checkCompose(coding, loaded);
     if (found instanceof NotLoaded) return found;
     if (found.member && found.inactive && !this.inactiveAllowed) {
-      return nonMember(txIssue('error', 'business-rule', 'code-rule', `The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`));
+      return nonMember(
+        txIssue('error', 'business-rule', 'code-rule', `The code '${coding.code}' is inactive and the value set ${this.label} excludes inactive codes`),
+        txIssue('warning', 'business-rule', 'status-check', `The code '${coding.code}' is inactive`),
+      );
     }
     return found;
   }

@@ -47,6 +47,8 @@ export type ExpansionContains = z.infer<typeof ExpansionContainsSchema>;
 export const ValueSetSchema = z.object({
   resourceType: z.literal('ValueSet'),
   ...CanonicalFields,
+  /** Contained resources: a contained ValueSet may be imported as `#id`. */
+  contained: z.array(z.record(z.string(), z.unknown())).optional(),
   compose: z
     .object({
       inactive: z.boolean().optional(),

@@ -11,6 +11,7 @@ import type { DatePeriod } from '../model/date-time.ts';
 import { splitCanonical } from '../version.ts';
 import { checkSameCodeSystem } from './resolve-code-system.ts';
 import { finishMember, type LocatedIssue, locate, type ValidationResult } from './validation-result.ts';
+import { unusable } from './validate-value-set-code.ts';
 
 export type CodeSystemTarget =
   | { readonly kind: 'url'; readonly url: string; readonly version?: string }
@@ -76,7 +77,7 @@ export async function validateCodeSystemCode(
   const lookup: CodeSystemLookup = { codeSystem: async () => cs, loadedCodeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const { subject } = input;
-  if (subject.kind === 'unusable') return { result: false, issues: [{ ...txIssue('error', 'invalid', 'invalid-data', subject.why), expression: subject.path }] };
+  if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   const issues: LocatedIssue[] = [];
   let display: string | undefined;

@@ -44,7 +44,7 @@ export async function validateValueSetCode(
   const vs = await resolveValueSet(input.target, ctx);
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
-  if (subject.kind === 'unusable') return { result: false, issues: [{ ...txIssue('error', 'invalid', 'invalid-data', subject.why), expression: subject.path }] };
+  if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   return subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, input, ctx) : validateConcept(vs, subject.codings, input, ctx);
 }
 
@@ -66,8 +66,19 @@ export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, termin
   return located(finishMember(m, subject.coding, input), subject.path);
 }
 
+/** A coding without system or code: not in any value set, and why it could not be checked (as the reference servers answer). */
+export function unusable(why: string, path: string): ValidationResult {
+  return {
+    result: false,
+    issues: [
+      { ...txIssue('error', 'code-invalid', 'invalid-code', `${why}, so it is not valid in the value set`), expression: path },
+      { ...txIssue('warning', 'invalid', 'invalid-data', why), expression: path },
+    ],
+  };
+}
+
 function located(r: ValidationResult, path: string): ValidationResult {
-  return { ...r, issues: locate(r.issues, path) };
+  return r.issues.length === 0 ? r : { ...r, issues: locate(r.issues, path) };
 }
 
 async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {

@@ -75,6 +75,7 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   }
   if (abstract === false && m.abstract) {
     issues.push(txIssue('error', 'business-rule', 'code-rule', `The code ${label} is abstract (not selectable) and abstract codes are not allowed here`));
+    issues.push(txIssue('error', 'code-invalid', 'not-in-vs', `The abstract code ${label} is not a valid choice here`));
   }
   if (m.inactive) {
     const status = m.entry?.status;

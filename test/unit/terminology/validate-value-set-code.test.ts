@@ -279,7 +279,7 @@ describe('ValueSet $validate-code: inputs', () => {
   test('a coding without a system is not valid (result false, with why), not a bad request', async () => {
     const r = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { code: 'dog' } }]);
     expect(r.result).toBe(false);
-    expect(r.issues.map((i) => `${i.severity} ${i.code} ${i.type} ${i.expression}`)).toEqual(['error invalid invalid-data Coding.system']);
+    expect(r.issues.map((i) => `${i.severity} ${i.code} ${i.type} ${i.expression}`)).toEqual(['error code-invalid invalid-code Coding.system', 'warning invalid invalid-data Coding.system']);
   });
 
   test('input rules: exactly one of code+system / coding / codeableConcept; code needs system; url needed', async () => {

@@ -1,0 +1,89 @@
+/**
+ * $validate-code answers as the reference terminology servers do (issue #16): an `issues`
+ * OperationOutcome with HL7's tx-issue-type codes and the input element, the display of a known code
+ * on a false result, wildcard versions, contained ValueSets, version mismatches.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { ANIMALS, outcome, type Param, postOperation, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
+
+let t: TestApp;
+let token: string;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  token = await t.token();
+  await putTerminologyFixtures(t, token);
+});
+afterAll(() => t.close());
+
+type Json = Record<string, any>;
+const TX = 'http://hl7.org/fhir/tools/CodeSystem/tx-issue-type';
+const validate = (parameter: Param[]) => postOperation(t, token, 'ValueSet/$validate-code', parameter);
+/** `severity code tx-type expression` of each issue of the `issues` output. */
+function kinds(body: Json): string[] {
+  const issues = (body.parameter as Json[]).find((p) => p.name === 'issues')?.resource?.issue ?? [];
+  return (issues as Json[]).map((i) => {
+    expect(i.details.coding[0].system).toBe(TX);
+    expect(i.details.text.length).toBeGreaterThan(10);
+    return `${i.severity} ${i.code} ${i.details.coding[0].code} ${i.expression?.[0] ?? '-'}`;
+  });
+}
+const inline = (compose: Json, contained?: Json[]): Param => ({
+  name: 'valueSet', resource: { resourceType: 'ValueSet', status: 'active', ...(contained ? { contained } : {}), compose },
+});
+const coding = (code: string, version?: string): Param => ({ name: 'coding', valueCoding: { system: ANIMALS, code, ...(version ? { version } : {}) } });
+
+describe('issues', () => {
+  test('a code outside the value set, an unknown code, a wrong display: each with its kind and input element', async () => {
+    const notIn = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'code', valueCode: 'ant' }, { name: 'system', valueUri: ANIMALS }]);
+    expect(outcome(notIn)).toMatchObject({ result: false, display: 'Ant' });
+    expect(kinds(notIn.body)).toEqual(['error code-invalid not-in-vs code']);
+    const unknown = await validate([{ name: 'url', valueUri: `${VS}mammals` }, coding('unicorn')]);
+    expect(kinds(unknown.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error code-invalid invalid-code Coding.code']);
+    const display = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'cat', display: 'Kitty' } }]);
+    expect(outcome(display)).toMatchObject({ result: false, display: 'Cat' });
+    expect(kinds(display.body)).toEqual(['error invalid invalid-display Coding.code']);
+  });
+
+  test('a valid code has no issues and no message', async () => {
+    const ok = await validate([{ name: 'url', valueUri: `${VS}mammals` }, coding('cat')]);
+    expect(outcome(ok)).toEqual({ result: true, display: 'Cat' });
+    expect(kinds(ok.body)).toEqual([]);
+  });
+
+  test('a CodeableConcept: the codings outside the value set are information, the concept as a whole the error', async () => {
+    const cc = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'ant' }] } }]);
+    expect(outcome(cc).result).toBe(false);
+    expect(kinds(cc.body)).toEqual(['error code-invalid not-in-vs -', 'information code-invalid this-code-not-in-vs CodeableConcept.coding[0].code']);
+  });
+});
+
+describe('versions', () => {
+  test('an include pinned with a wildcard (1.x) takes the latest matching version', async () => {
+    expect(outcome(await validate([inline({ include: [{ system: ANIMALS, version: '1.x' }] }), coding('wolf')])).result).toBe(true);
+    expect(outcome(await validate([inline({ include: [{ system: ANIMALS, version: '1.x' }] }), coding('platypus')])).result).toBe(false);
+    expect(outcome(await validate([inline({ include: [{ system: ANIMALS, version: '2.x' }] }), coding('platypus')])).result).toBe(true);
+    expect(outcome(await validate([inline({ include: [{ system: ANIMALS, version: '1.x' }] }), coding('wolf', '1.0.0')])).result).toBe(true);
+  });
+
+  test("a coding of another version than the value set's: false, the mismatch, and the display of the value set's version", async () => {
+    const r = await validate([inline({ include: [{ system: ANIMALS, version: '1.0.0' }] }), coding('ant', '2.0.0')]);
+    expect(outcome(r).result).toBe(false);
+    expect(kinds(r.body)).toEqual(['error invalid vs-invalid Coding.code']);
+    const unknownVersion = await validate([inline({ include: [{ system: ANIMALS }] }), coding('ant', '9.9')]);
+    expect(outcome(unknownVersion)).toMatchObject({ result: false, display: 'Ant' });
+    expect(kinds(unknownVersion.body)).toContain('error not-found not-found Coding.code');
+  });
+});
+
+describe('contained ValueSets', () => {
+  test('an include of #id imports the ValueSet contained in the one validated against', async () => {
+    const contained = [{ resourceType: 'ValueSet', id: 'new', status: 'active', compose: { include: [{ system: ANIMALS, version: '2.0.0', concept: [{ code: 'platypus' }] }] } }];
+    expect(outcome(await validate([inline({ include: [{ valueSet: ['#new'] }] }, contained), coding('platypus')])).result).toBe(true);
+    const other = await validate([inline({ include: [{ valueSet: ['#new'] }] }, contained), coding('ant')]);
+    expect(outcome(other).result).toBe(false);
+    const missing = await validate([inline({ include: [{ valueSet: ['#gone'] }] }, contained), coding('platypus')]);
+    expect(kinds(missing.body)).toEqual(['error not-found not-found Coding.code']);
+  });
+});

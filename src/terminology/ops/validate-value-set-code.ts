@@ -1,3 +1,4 @@
+import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import { NotLoaded, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
@@ -9,7 +10,7 @@ import type { Coding } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { invalid } from '../errors.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { type Finish, finishMember, type LocatedIssue, locate, type ValidationResult } from './validation-result.ts';
+import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
   readonly target: ValueSetTarget;
@@ -45,25 +46,10 @@ export async function validateValueSetCode(
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
-  return subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, input, ctx) : validateConcept(vs, subject.codings, input, ctx);
-}
-
-/**
- * validateValueSetCode without waiting, for the steady state: a single coding checked against a
- * ValueSet named by URL, with that ValueSet and the CodeSystems it needs already loaded, and found
- * in it. Undefined when anything must be loaded, the input takes another form, or the code is not in
- * the ValueSet (the answer then names the code's display, which may need a load): then call
- * validateValueSetCode.
- */
-export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, terminology: TerminologyContext): ValidationResult | undefined {
-  const { target, subject } = input;
-  if (target.kind !== 'url' || subject.kind !== 'coding') return undefined;
-  const ctx = terminology.at(input.date);
-  const vs = ctx.loadedValueSet(target.url, target.version);
-  if (vs === undefined || vs === null) return undefined;
-  const m = vs.checkLoaded(subject.coding, { get: (url, version) => ctx.loadedCodeSystem(url, version), asOf: ctx.asOf });
-  if (m instanceof NotLoaded || !m.member) return undefined;
-  return located(finishMember(m, subject.coding, input), subject.path);
+  const r = subject.kind === 'coding' ? await validateCoding(vs, subject.coding, subject.path, input, ctx) : await validateConcept(vs, subject.codings, input, ctx);
+  const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
+  const get = await preloaded(ctx, codings.filter((c) => c.system !== undefined).map((c) => [c.system!, c.version] as const));
+  return withStatusChecks(r, vs, codings, get)!;
 }
 
 /** A coding without system or code: not in any value set, and why it could not be checked (as the reference servers answer). */
@@ -77,6 +63,52 @@ export function unusable(why: string, path: string): ValidationResult {
   };
 }
 
+/** A CodeSystem by URL and version (the latest without one) as loaded: null when there is none, undefined when it is not loaded yet. */
+type LoadedLookup = (url: string, version?: string) => CodeSystemIndex | null | undefined;
+
+/** Notes the draft, experimental, deprecated or withdrawn CodeSystems and ValueSet the answer used; undefined when a CodeSystem is not loaded. */
+function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: readonly Coding[], get: LoadedLookup): ValidationResult | undefined {
+  let checks: TxIssue[] | undefined;
+  const seen: CodeSystemIndex[] = [];
+  for (const c of codings) {
+    if (c.system === undefined) continue;
+    const cs = get(c.system, c.version);
+    if (cs === undefined) return undefined;
+    if (cs === null || seen.includes(cs)) continue;
+    seen.push(cs);
+    const check = statusCheck('CodeSystem', cs.resource);
+    if (check !== undefined) (checks ??= []).push(check);
+  }
+  const check = statusCheck('ValueSet', vs.resource);
+  if (check !== undefined) (checks ??= []).push(check);
+  return checks === undefined ? r : { ...r, issues: [...r.issues, ...checks] };
+}
+
+/** Loads the CodeSystems a lookup will ask for, then answers it from them. */
+async function preloaded(ctx: TerminologyContext, wanted: readonly (readonly [string, string | undefined])[]): Promise<LoadedLookup> {
+  const got = new Map<string, CodeSystemIndex | null>();
+  for (const [url, version] of wanted) got.set(`${url}|${version ?? ''}`, await ctx.codeSystem(url, version));
+  return (url, version) => got.get(`${url}|${version ?? ''}`) ?? ctx.loadedCodeSystem(url, version);
+}
+
+/**
+ * validateValueSetCode without waiting, for the steady state: a single coding checked against a
+ * ValueSet named by URL, with that ValueSet and the CodeSystems it needs already loaded. Undefined
+ * when anything must be loaded or the input takes another form: then call validateValueSetCode.
+ */
+export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, terminology: TerminologyContext): ValidationResult | undefined {
+  const { target, subject } = input;
+  if (target.kind !== 'url' || subject.kind !== 'coding') return undefined;
+  const ctx = terminology.at(input.date);
+  const vs = ctx.loadedValueSet(target.url, target.version);
+  if (vs === undefined || vs === null) return undefined;
+  const get: LoadedLookup = (url, version) => ctx.loadedCodeSystem(url, version);
+  const m = vs.checkLoaded(subject.coding, { get, asOf: ctx.asOf });
+  if (m instanceof NotLoaded) return undefined;
+  const r = m.member ? located(finishMember(m, subject.coding, input), subject.path) : notInValueSet(vs, subject.coding, m.reasons, subject.path, get);
+  return r === undefined ? undefined : withStatusChecks(r, vs, [subject.coding], get);
+}
+
 function located(r: ValidationResult, path: string): ValidationResult {
   return r.issues.length === 0 ? r : { ...r, issues: locate(r.issues, path) };
 }
@@ -84,20 +116,24 @@ function located(r: ValidationResult, path: string): ValidationResult {
 async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {
   const m = await vs.check(coding, ctx);
   if (m.member) return located(finishMember(m, coding, finish), path);
-  return notInValueSet(vs, coding, m.reasons, path, ctx);
+  const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
+  const get = await preloaded(ctx, [[coding.system, coding.version], [coding.system, undefined], ...(usesVersion === undefined ? [] : [[coding.system, usesVersion] as const])]);
+  return notInValueSet(vs, coding, m.reasons, path, get)!;
 }
 
 /**
  * A coding that is not in the ValueSet: false, with why, and the CodeSystem's display of the code
  * when the code is known there (as the reference servers answer).
  */
-async function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, ctx: TerminologyContext): Promise<ValidationResult> {
+function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, get: LoadedLookup): ValidationResult | undefined {
   const issues: TxIssue[] = [];
   const mismatch = reasons.find((r) => r.type === 'vs-invalid');
-  let cs = await ctx.codeSystem(coding.system, coding.version);
+  let cs = get(coding.system, coding.version);
+  if (cs === undefined) return undefined;
   // A version the server does not have: the answer is still false, but names another version's display.
   if (cs === null && coding.version !== undefined) {
-    const latest = await ctx.codeSystem(coding.system);
+    const latest = get(coding.system);
+    if (latest === undefined) return undefined;
     if (latest !== null) {
       const text = `CodeSystem '${coding.system}' has no version '${coding.version}'; the code was looked up in version '${latest.version ?? '(none)'}'`;
       issues.push(mismatch ? txIssue('error', 'not-found', 'not-found', text) : txIssue('warning', 'invalid', 'vs-invalid', text));
@@ -106,7 +142,8 @@ async function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reason
   }
   // A version mismatch: the display is the value set's version's, when that version exists.
   if (mismatch?.usesVersion !== undefined) {
-    const used = await ctx.codeSystem(coding.system, mismatch.usesVersion);
+    const used = get(coding.system, mismatch.usesVersion);
+    if (used === undefined) return undefined;
     if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', `No version '${mismatch.usesVersion}' of CodeSystem '${coding.system}' is known`));
     else cs = used;
   }

@@ -31,12 +31,9 @@ export function locate(issues: readonly TxIssue[], expression: string | undefine
  */
 export function validationParameters(r: ValidationResult): Parameters {
   const parameter: ParametersParameter[] = [{ name: 'result', valueBoolean: r.result }];
-  const seen = new Set<string>();
-  const issues = [...r.issues]
-    .sort((a, b) => rank(a.severity) - rank(b.severity))
-    .filter((i) => !seen.has(i.text + i.expression) && seen.add(i.text + i.expression));
-  const texts = [...new Set(issues.map((i) => i.text))];
-  if (texts.length > 0) parameter.push({ name: 'message', valueString: texts.join('; ') });
+  const issues = r.issues.length < 2 ? r.issues : ordered(r.issues);
+  if (issues.length === 1) parameter.push({ name: 'message', valueString: issues[0]!.text });
+  else if (issues.length > 1) parameter.push({ name: 'message', valueString: [...new Set(issues.map((i) => i.text))].join('; ') });
   if (r.display !== undefined) parameter.push({ name: 'display', valueString: r.display });
   if (issues.length > 0) {
     const issue = issues.map((i) => ({
@@ -48,6 +45,49 @@ export function validationParameters(r: ValidationResult): Parameters {
     parameter.push({ name: 'issues', resource: { resourceType: 'OperationOutcome', issue } });
   }
   return { resourceType: 'Parameters', parameter };
+}
+
+const STANDARDS_STATUS = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status';
+
+/** The fields of a CodeSystem or ValueSet that say how ready it is for use. */
+export interface StatusFields {
+  readonly url?: string | undefined;
+  readonly version?: string | undefined;
+  readonly status?: string | undefined;
+  readonly experimental?: boolean | undefined;
+  readonly extension?: readonly { url: string; valueCode?: string | undefined }[] | undefined;
+}
+
+/** What a terminology resource's use should be noted for: draft, experimental, retired, deprecated or withdrawn; undefined when none. */
+function noteworthyStatus(r: StatusFields): string | undefined {
+  const standards = r.extension?.find((e) => e.url === STANDARDS_STATUS)?.valueCode;
+  if (standards === 'deprecated' || standards === 'withdrawn') return standards;
+  if (r.status === 'draft' || r.status === 'retired') return r.status;
+  return r.experimental === true ? 'experimental' : undefined;
+}
+
+/** Information that the answer relied on a draft, experimental, retired, deprecated or withdrawn CodeSystem or ValueSet; undefined when it did not. */
+export function statusCheck(kind: 'CodeSystem' | 'ValueSet', resource: StatusFields): TxIssue | undefined {
+  let found = checked.get(resource);
+  if (found === undefined) {
+    const status = noteworthyStatus(resource);
+    found = status === undefined || resource.url === undefined
+      ? null
+      : txIssue('information', 'business-rule', 'status-check', `Reference to ${status} ${kind} ${resource.url}${resource.version === undefined ? '' : `|${resource.version}`}`);
+    checked.set(resource, found);
+  }
+  return found ?? undefined;
+}
+
+/** statusCheck's answer per resource (they are immutable once parsed), so the steady state allocates nothing. */
+const checked = new WeakMap<StatusFields, TxIssue | null>();
+
+/** Errors first, then warnings, then information; each finding once. */
+function ordered(issues: readonly LocatedIssue[]): LocatedIssue[] {
+  const seen = new Set<string>();
+  return [...issues]
+    .sort((a, b) => rank(a.severity) - rank(b.severity))
+    .filter((i) => !seen.has(i.text + i.expression) && seen.add(i.text + i.expression));
 }
 
 function rank(severity: TxIssue['severity']): number {

@@ -125,7 +125,7 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
       return answer(req, path, VALIDATE_ROUTE, async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
         const inputs = valueSetValidateCodeParams.fromBody(await readFhirBody(req, d.maxBodyBytes));
-        return validateValueSetResponse(d.terminology, t, access, inputs);
+        return validateValueSetResponse(d.terminology, t, access, inputs, undefined, req.headers.get('accept-language'));
       });
     }
     return null;

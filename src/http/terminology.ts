@@ -62,7 +62,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   };
 
   const validateVs = async (c: Context<AppEnv>) =>
-    validateValueSetResponse(deps.terminology, c.get('tenant'), c.get('access'), await inputs(c, valueSetValidateCodeParams), c.req.param('id'));
+    validateValueSetResponse(deps.terminology, c.get('tenant'), c.get('access'), await inputs(c, valueSetValidateCodeParams), c.req.param('id'), c.req.header('accept-language'));
   const validateCs = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, codeSystemValidateCodeParams);
     const terminology = await context(c, 'CodeSystem');
@@ -95,11 +95,14 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   return app;
 }
 
-/** `ValueSet/$validate-code` (type level, or instance level with `id`) on parsed inputs (also a hot route). */
+/**
+ * `ValueSet/$validate-code` (type level, or instance level with `id`) on parsed inputs (also a hot
+ * route). Without a `displayLanguage` input, the request's `Accept-Language` stands for it.
+ */
 export async function validateValueSetResponse(
-  terminology: Terminology, tenant: string, access: Access, raw: OperationInput<typeof valueSetValidateCodeParams.spec>, id?: string,
+  terminology: Terminology, tenant: string, access: Access, raw: OperationInput<typeof valueSetValidateCodeParams.spec>, id?: string, acceptLanguage?: string | null,
 ): Promise<Response> {
-  const input = valueSetValidateCodeInput(raw, id);
+  const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);
   requireAccess(access, 'ValueSet', 'r');
   const now = terminology.service.contextNow(tenant);
   const result = (now === undefined ? undefined : validateValueSetCodeNow(input, now))

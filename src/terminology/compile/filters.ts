@@ -80,8 +80,10 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
     if (role === 'parent') return e.parents;
     if (role === 'child') return e.children;
     if (role === 'inactive') return [String(e.inactive)];
-    if (role === 'notSelectable') return [String(e.abstract)];
     const values: string[] = [];
+    // notSelectable (or v3 `abstract`) filters match the concepts that state the property, as the
+    // reference servers answer: a concept without it is neither selectable nor not.
+    if (role === 'notSelectable' && !(e.definition.property ?? []).some((p) => p.code === name)) return e.abstract ? ['true'] : [];
     for (const p of e.definition.property ?? []) {
       const text = p.code === name ? propertyValueText(p) : undefined;
       if (text !== undefined) values.push(text);

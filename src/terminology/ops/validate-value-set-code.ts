@@ -9,6 +9,7 @@ import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.t
 import type { Coding } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import { invalid } from '../errors.ts';
+import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
@@ -24,11 +25,15 @@ export interface ValueSetValidateCodeInput {
 
 type RawInput = OperationInput<(typeof valueSetValidateCodeParams)['spec']>;
 
-/** Applies the input rules of ValueSet/$validate-code (interface rules 1 and 2). */
-export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string): ValueSetValidateCodeInput {
+/**
+ * Applies the input rules of ValueSet/$validate-code (interface rules 1 and 2). `acceptLanguage`, the
+ * request's header, stands for `displayLanguage` when that is not given (ignored when malformed).
+ */
+export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string, acceptLanguage?: string): ValueSetValidateCodeInput {
   if (raw.system !== undefined && raw.code === undefined) throw invalid("the parameter 'code' is required with 'system'", ['code']);
   const subject = validationSubject({ ...raw, systemParam: 'system', version: raw.systemVersion });
-  const { abstract, date, displayLanguage } = raw;
+  const { abstract, date } = raw;
+  const displayLanguage = raw.displayLanguage ?? (acceptLanguage !== undefined && isLanguageList(acceptLanguage) ? acceptLanguage : undefined);
   return { target: valueSetTarget(raw, instanceId), subject, abstract, date, displayLanguage };
 }
 
@@ -46,7 +51,9 @@ export async function validateValueSetCode(
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
-  const r = subject.kind === 'coding' ? await validateCoding(vs, subject.coding, subject.path, input, ctx) : await validateConcept(vs, subject.codings, input, ctx);
+  // Displays are checked in the language asked for, else in the value set's own language.
+  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language };
+  const r = subject.kind === 'coding' ? await validateCoding(vs, subject.coding, subject.path, finish, ctx) : await validateConcept(vs, subject.codings, finish, ctx);
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   const get = await preloaded(ctx, codings.filter((c) => c.system !== undefined).map((c) => [c.system!, c.version] as const));
   return withStatusChecks(r, vs, codings, get)!;
@@ -105,7 +112,8 @@ export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, termin
   const get: LoadedLookup = (url, version) => ctx.loadedCodeSystem(url, version);
   const m = vs.checkLoaded(subject.coding, { get, asOf: ctx.asOf });
   if (m instanceof NotLoaded) return undefined;
-  const r = m.member ? located(finishMember(m, subject.coding, input), subject.path) : notInValueSet(vs, subject.coding, m.reasons, subject.path, get);
+  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language };
+  const r = m.member ? located(finishMember(m, subject.coding, finish), subject.path) : notInValueSet(vs, subject.coding, m.reasons, subject.path, get, loadedValueSetCheck(ctx));
   return r === undefined ? undefined : withStatusChecks(r, vs, [subject.coding], get);
 }
 
@@ -118,14 +126,33 @@ async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path:
   if (m.member) return located(finishMember(m, coding, finish), path);
   const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
   const get = await preloaded(ctx, [[coding.system, coding.version], [coding.system, undefined], ...(usesVersion === undefined ? [] : [[coding.system, usesVersion] as const])]);
-  return notInValueSet(vs, coding, m.reasons, path, get)!;
+  // A system that is no CodeSystem may be a ValueSet's URL (a common mistake): look it up to tell.
+  let isValueSet = false;
+  if (get(coding.system) === null) {
+    try {
+      isValueSet = (await ctx.valueSet(coding.system)) !== null;
+    } catch {
+      isValueSet = true; // there is one, though it cannot be compiled
+    }
+  }
+  return notInValueSet(vs, coding, m.reasons, path, get, () => isValueSet)!;
+}
+
+/** Whether a URL is a loaded ValueSet's (undefined: not known without loading). */
+function loadedValueSetCheck(ctx: TerminologyContext): (url: string) => boolean | undefined {
+  return (url) => {
+    const vs = ctx.loadedValueSet(url);
+    return vs === undefined ? undefined : vs !== null;
+  };
 }
 
 /**
  * A coding that is not in the ValueSet: false, with why, and the CodeSystem's display of the code
  * when the code is known there (as the reference servers answer).
  */
-function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, get: LoadedLookup): ValidationResult | undefined {
+function notInValueSet(
+  vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, get: LoadedLookup, isValueSet: (url: string) => boolean | undefined,
+): ValidationResult | undefined {
   const issues: TxIssue[] = [];
   const mismatch = reasons.find((r) => r.type === 'vs-invalid');
   let cs = get(coding.system, coding.version);
@@ -152,7 +179,15 @@ function notInValueSet(vs: CompiledValueSet, coding: CheckedCoding, reasons: rea
   const undecided = reasons.some((r) => r.severity === 'error' && (r.code === 'not-found' || r.type === 'vs-invalid'));
   if (!undecided) {
     issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
-    if (cs === null) issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));
+    if (cs === null) {
+      const valueSet = isValueSet(coding.system);
+      if (valueSet === undefined) return undefined;
+      if (valueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is the URL of a ValueSet, not of a CodeSystem`));
+      else {
+        if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is not an absolute URI`));
+        issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));
+      }
+    }
   }
   const display = cs?.find(coding.code)?.definition?.display;
   return { result: false, ...(display === undefined ? {} : { display }), issues: locate([...issues, ...reasons], path) };

@@ -87,3 +87,65 @@ describe('contained ValueSets', () => {
     expect(kinds(missing.body)).toEqual(['error not-found not-found Coding.code']);
   });
 });
+
+describe('languages, status and systems', () => {
+  const put = async (r: Json) => {
+    const res = await t.request(`${t.fhir()}/${r.resourceType}/${r.id}`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify(r) });
+    expect(res.status).toBeLessThan(300);
+  };
+  const post = (parameter: Param[], headers: Record<string, string> = {}) =>
+    t.request(`${t.fhir()}/ValueSet/$validate-code`, {
+      method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json', ...headers }, body: JSON.stringify({ resourceType: 'Parameters', parameter }),
+    }).then(async (res) => ({ status: res.status, body: (await res.json()) as Json }));
+
+  test('Accept-Language stands for displayLanguage, on the hot route as on the others', async () => {
+    const hund = (extra: Param[] = []) => [{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Dog' } }, ...extra];
+    expect(outcome(await post(hund())).result).toBe(true);
+    const german = await post(hund(), { 'Accept-Language': 'de-CH, de;q=0.9' });
+    expect(outcome(german)).toMatchObject({ result: false, display: 'Hund' });
+    // The parameter wins over the header; a malformed header is ignored.
+    expect(outcome(await post(hund([{ name: 'displayLanguage', valueCode: 'en' }]), { 'Accept-Language': 'de' })).result).toBe(true);
+    expect(outcome(await post(hund(), { 'Accept-Language': '???' })).result).toBe(true);
+  });
+
+  test("a value set's language is the language of its displays", async () => {
+    await put({ resourceType: 'ValueSet', id: 'mammals-de', url: `${VS}mammals-de`, status: 'active', language: 'de', compose: { include: [{ valueSet: [`${VS}mammals`] }] } });
+    const dog = (display: string) => validate([{ name: 'url', valueUri: `${VS}mammals-de` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display } }]);
+    expect(outcome(await dog('Hund')).result).toBe(true);
+    expect(outcome(await dog('Dog')).result).toBe(false);
+  });
+
+  test('draft, experimental and deprecated code systems and value sets are noted for information', async () => {
+    await put({
+      resourceType: 'CodeSystem', id: 'drafty', url: 'http://cinder.test/CodeSystem/drafty', version: '0.1', status: 'draft', content: 'complete', concept: [{ code: 'a', display: 'A' }],
+    });
+    await put({
+      resourceType: 'ValueSet', id: 'old', url: `${VS}old`, status: 'active', experimental: true,
+      extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'deprecated' }],
+      compose: { include: [{ system: 'http://cinder.test/CodeSystem/drafty' }] },
+    });
+    const r = await validate([{ name: 'url', valueUri: `${VS}old` }, { name: 'coding', valueCoding: { system: 'http://cinder.test/CodeSystem/drafty', code: 'a' } }]);
+    expect(outcome(r).result).toBe(true);
+    expect(kinds(r.body)).toEqual(['information business-rule status-check -', 'information business-rule status-check -']);
+    const texts = ((r.body.parameter as Json[]).find((p) => p.name === 'issues')!.resource.issue as Json[]).map((i) => i.details.text);
+    expect(texts).toEqual(['Reference to draft CodeSystem http://cinder.test/CodeSystem/drafty|0.1', `Reference to deprecated ValueSet ${VS}old`]);
+  });
+
+  test('a system that is a ValueSet URL, or not absolute, is named as such', async () => {
+    const asVs = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: `${VS}mammals`, code: 'dog' } }]);
+    expect(kinds(asVs.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.code']);
+    const local = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: 'animals', code: 'dog' } }]);
+    expect(kinds(local.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.code', 'error not-found not-found Coding.code']);
+  });
+
+  test('a notSelectable filter matches only the concepts that state the property', async () => {
+    await put({
+      resourceType: 'CodeSystem', id: 'sel', url: 'http://cinder.test/CodeSystem/sel', status: 'active', content: 'complete',
+      property: [{ code: 'notSelectable', uri: 'http://hl7.org/fhir/concept-properties#notSelectable', type: 'boolean' }],
+      concept: [{ code: 'yes', property: [{ code: 'notSelectable', valueBoolean: false }] }, { code: 'no', property: [{ code: 'notSelectable', valueBoolean: true }] }, { code: 'unsaid' }],
+    });
+    const vs = inline({ include: [{ system: 'http://cinder.test/CodeSystem/sel', filter: [{ property: 'notSelectable', op: '=', value: 'false' }] }] });
+    const check = async (code: string) => outcome(await validate([vs, { name: 'coding', valueCoding: { system: 'http://cinder.test/CodeSystem/sel', code } }])).result;
+    expect([await check('yes'), await check('no'), await check('unsaid')]).toEqual([true, false, false]);
+  });
+});

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { ANIMALS, outcome, type Param, postOperation, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
+import { ANIMALS, type OperationResponse, outcome, type Param, postOperation, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
 
 let t: TestApp;
 let token: string;
@@ -93,10 +93,12 @@ describe('languages, status and systems', () => {
     const res = await t.request(`${t.fhir()}/${r.resourceType}/${r.id}`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify(r) });
     expect(res.status).toBeLessThan(300);
   };
-  const post = (parameter: Param[], headers: Record<string, string> = {}) =>
-    t.request(`${t.fhir()}/ValueSet/$validate-code`, {
+  const post = async (parameter: Param[], headers: Record<string, string> = {}) => {
+    const res = await t.request(`${t.fhir()}/ValueSet/$validate-code`, {
       method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json', ...headers }, body: JSON.stringify({ resourceType: 'Parameters', parameter }),
-    }).then(async (res) => ({ status: res.status, body: (await res.json()) as Json }));
+    });
+    return { status: res.status, body: (await res.json()) as OperationResponse['body'] };
+  };
 
   test('Accept-Language stands for displayLanguage, on the hot route as on the others', async () => {
     const hund = (extra: Param[] = []) => [{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Dog' } }, ...extra];
@@ -136,6 +138,21 @@ describe('languages, status and systems', () => {
     expect(kinds(asVs.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.code']);
     const local = await validate([{ name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: 'animals', code: 'dog' } }]);
     expect(kinds(local.body)).toEqual(['error code-invalid not-in-vs Coding.code', 'error invalid invalid-data Coding.code', 'error not-found not-found Coding.code']);
+  });
+
+  test('a value set naming a supplement that does not exist, or a code system that is not one, cannot be used (400)', async () => {
+    await put({ resourceType: 'CodeSystem', id: 'animals-extra', url: 'http://cinder.test/CodeSystem/animals-extra', status: 'active', content: 'supplement', supplements: ANIMALS, concept: [{ code: 'dog', designation: [{ language: 'nl', value: 'hond' }] }] });
+    const named = (supplement: string): Param => ({
+      name: 'valueSet',
+      resource: { resourceType: 'ValueSet', status: 'active', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: supplement }], compose: { include: [{ system: ANIMALS }] } },
+    });
+    expect(outcome(await validate([named('http://cinder.test/CodeSystem/animals-extra'), coding('dog')])).result).toBe(true);
+    const missing = await validate([named('http://cinder.test/CodeSystem/nothing'), coding('dog')]);
+    expect(missing.status).toBe(400);
+    expect(JSON.stringify(missing.body)).toContain("supplement 'http://cinder.test/CodeSystem/nothing'");
+    expect((await validate([named(ANIMALS), coding('dog')])).status).toBe(400);
+    const expand = await postOperation(t, token, 'ValueSet/$expand', [named('http://cinder.test/CodeSystem/nothing')]);
+    expect(expand.status).toBe(400);
   });
 
   test('a notSelectable filter matches only the concepts that state the property', async () => {

@@ -38,8 +38,8 @@ export const CanonicalFields = {
   title: z.string().optional(),
   status: z.string().optional(),
   experimental: z.boolean().optional().catch(undefined),
-  /** Only what the terminology operations read of extensions: each url and code (structuredefinition-standards-status). */
-  extension: z.array(z.object({ url: z.string(), valueCode: z.string().optional().catch(undefined) })).optional().catch(undefined),
+  /** Only what the terminology operations read of extensions: each url, code (structuredefinition-standards-status) and canonical (valueset-supplement). */
+  extension: z.array(z.object({ url: z.string(), valueCode: z.string().optional().catch(undefined), valueCanonical: z.string().optional().catch(undefined) })).optional().catch(undefined),
   date: z.string().optional().catch(undefined),
   language: z.string().optional().catch(undefined),
   meta: z.object({ lastUpdated: z.string().optional().catch(undefined) }).optional().catch(undefined),

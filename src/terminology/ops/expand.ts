@@ -8,6 +8,7 @@ import type { DatePeriod } from '../model/date-time.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
 import { displayIn } from './display-language.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
+import { requireSupplements } from './supplements.ts';
 
 export interface ExpandInput {
   readonly target: ValueSetTarget;
@@ -75,6 +76,7 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
 export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
   const terminology = deps.terminology.at(input.date);
   const vs = await resolveValueSet(input.target, terminology);
+  await requireSupplements(vs, terminology);
   const offset = input.offset ?? 0;
   const limit = deps.maxExpansionSize;
   if (input.count !== undefined && input.count > limit) {

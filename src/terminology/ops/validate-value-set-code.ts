@@ -11,6 +11,7 @@ import type { DatePeriod } from '../model/date-time.ts';
 import { invalid } from '../errors.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
+import { checkSupplements, requireSupplements } from './supplements.ts';
 import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
@@ -48,6 +49,7 @@ export async function validateValueSetCode(
 ): Promise<ValidationResult> {
   const ctx = deps.terminology.at(input.date);
   const vs = await resolveValueSet(input.target, ctx);
+  await requireSupplements(vs, ctx);
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
@@ -110,6 +112,7 @@ export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, termin
   const vs = ctx.loadedValueSet(target.url, target.version);
   if (vs === undefined || vs === null) return undefined;
   const get: LoadedLookup = (url, version) => ctx.loadedCodeSystem(url, version);
+  if (checkSupplements(vs, get) === undefined) return undefined;
   const m = vs.checkLoaded(subject.coding, { get, asOf: ctx.asOf });
   if (m instanceof NotLoaded) return undefined;
   const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language };

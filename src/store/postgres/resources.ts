@@ -61,6 +61,12 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
         LIMIT 1`;
       return row ? toVersion(row) : null;
     },
+    async present(tenant, type, ids) {
+      if (ids.length === 0) return [];
+      const rows = await sql<{ id: string }[]>`
+        SELECT id FROM resources WHERE tenant = ${tenant} AND type = ${type} AND id = ANY(${ids}::text[])`;
+      return rows.map((r) => r.id);
+    },
     async search(tenant, query) {
       const q = searchSql(POSTGRES, tenant, query, await plan(sql, tenant, query));
       const rows = await sql.unsafe<Row[]>(q.sql, q.values);

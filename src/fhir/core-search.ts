@@ -4,7 +4,7 @@ import { hasCoreResources, type CoreHit, type CoreLayer } from './core-layer.ts'
 import type { FhirDeps } from './crud.ts';
 import { indexEntries } from './indexer.ts';
 import type { MatchContext } from './search-match.ts';
-import { searchOrder, type Sortable } from './search-order.ts';
+import { searchOrder, type Key, type SearchOrder, type Sortable } from './search-order.ts';
 
 /** Core matches whose shadowing is looked up in one query, at most (and at least, while more are needed). */
 const PRESENCE_BATCH = 500;
@@ -32,22 +32,25 @@ export function searchesCore(deps: Pick<FhirDeps, 'core'>, query: SearchQuery): 
  */
 export async function searchWithCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, coreOffset = 0): Promise<MergedPage> {
   const order = searchOrder(query.sort);
-  const [stored, core] = await Promise.all([deps.store.resources.search(tenant, query), sortedCore(deps, tenant, query)]);
-  let start = coreOffset;
-  if (query.after !== undefined && keysetSort(query.sort)) {
-    const cursor = sortable({ type: query.type, id: query.after.id, lastUpdated: query.after.lastUpdated, versionId: 0, deleted: false, content: '' });
-    start = core.findIndex((hit) => order(hit, cursor) > 0);
-    if (start < 0) start = core.length;
-  }
-  const picked = await unshadowed(deps, tenant, query.type, core, start, query.count);
+  const after = query.after;
+  // The core side (matches, then the tenant's shadowing rows) runs beside the store's search.
+  const fromCore = sortedCore(deps, tenant, query, order).then((core) => {
+    let start = coreOffset;
+    if (after !== undefined && keysetSort(query.sort)) {
+      const cursor = order.keys(sortable({ type: query.type, id: after.id, lastUpdated: after.lastUpdated, versionId: 0, deleted: false, content: '' }));
+      start = firstAfter(core, (hit) => order.compare(hit.keys(), cursor) > 0);
+    }
+    return unshadowed(deps, tenant, query.type, core, start, query.count);
+  });
+  const [stored, picked] = await Promise.all([deps.store.resources.search(tenant, query), fromCore]);
   const rows: ResourceVersion[] = [];
   /** Per merged row: the position after it in the core matches, or -1 for a stored row. */
   const corePos: number[] = [];
   let i = 0;
   let j = 0;
-  const storedKeys = stored.map((v) => sortable(v));
+  const storedKeys = stored.map((v) => order.keys(sortable(v)));
   while (rows.length < query.count && (i < stored.length || j < picked.length)) {
-    if (j >= picked.length || (i < stored.length && order(storedKeys[i]!, picked[j]!.hit) <= 0)) {
+    if (j >= picked.length || (i < stored.length && order.compare(storedKeys[i]!, picked[j]!.hit.keys()) <= 0)) {
       rows.push(stored[i++]!);
       corePos.push(-1);
     } else {
@@ -90,13 +93,38 @@ export function lookups(deps: FhirDeps, tenant: string): MatchContext {
   return { exists: async (query) => (await findResources(deps, tenant, { ...query, count: 1 })).length > 0 };
 }
 
-type SortableHit = Sortable & { hit: CoreHit };
+/** A core match with its sort keys (read when first needed). */
+interface SortedHit {
+  readonly version: ResourceVersion;
+  keys(): Key[];
+}
 
-/** The core matches of `query`, in its order. */
-async function sortedCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery): Promise<SortableHit[]> {
+/**
+ * The core matches of `query`, in its order. They come in id order, and every core resource has the
+ * same lastUpdated, so a keyset sort (by `_id` or `_lastUpdated`, ties by id) is that order or its
+ * reverse and reads no keys; a sort on parameters reads each match's keys once.
+ */
+async function sortedCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, order: SearchOrder): Promise<SortedHit[]> {
   const hits = await deps.core.search(query.type, query.where ?? [], lookups(deps, tenant));
-  const out = hits.map((hit): SortableHit => ({ version: hit.version, rows: () => hit.rows, hit }));
-  return out.sort(searchOrder(query.sort));
+  const sorted = hits.map((hit): SortedHit => {
+    let keys: Key[] | undefined;
+    return { version: hit.version, keys: () => (keys ??= order.keys({ version: hit.version, rows: () => hit.rows })) };
+  });
+  const keyset = keysetSort(query.sort);
+  if (keyset === undefined) return sorted.map((hit) => ({ hit, keys: hit.keys() })).sort((a, b) => order.compare(a.keys, b.keys)).map((x) => x.hit);
+  return keyset.descending ? sorted.reverse() : sorted;
+}
+
+/** The position of the first of `sorted` for which `after` holds (it holds for every later one too). */
+function firstAfter<T>(sorted: readonly T[], after: (item: T) => boolean): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (after(sorted[mid]!)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 function sortable(version: ResourceVersion): Sortable {

@@ -7,33 +7,38 @@ export interface Sortable {
   readonly rows: () => IndexRows;
 }
 
-type Key = string | number | null;
+/** One sort key's value: a string, a number, or null when the resource has none (sorted last). */
+export type Key = string | number | null;
+
+/** Code units at or above U+D800, whose UTF-16 order is not their code points' order. */
+const HIGH_UNITS = /[\uD800-\uFFFF]/;
 
 /**
- * Strings in Unicode code point order, which is the order of their UTF-8 bytes: how both databases
- * compare the key columns (SQLite's BINARY, PostgreSQL's "C" collation). JavaScript's `<` compares
- * UTF-16 code units, which differs only where a surrogate pair meets U+E000..U+FFFF.
+ * `s` rewritten so that JavaScript's `<` (UTF-16 code units) orders such strings in Unicode code point
+ * order, which is the order of their UTF-8 bytes: how both databases compare the key columns (SQLite's
+ * BINARY, PostgreSQL's "C" collation). The two orders differ only where a surrogate pair meets
+ * U+E000..U+FFFF, so only strings holding such units are rewritten: surrogates move above the rest.
  */
-export function compareText(a: string, b: string): number {
-  if (a === b) return 0;
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.charCodeAt(i);
-    const y = b.charCodeAt(i);
-    if (x !== y) return codePointRank(x) - codePointRank(y);
+export function textKey(s: string): string {
+  if (!HIGH_UNITS.test(s)) return s;
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const unit = s.charCodeAt(i);
+    out += String.fromCharCode(unit < 0xd800 ? unit : unit >= 0xe000 ? unit - 0x800 : unit + 0x2000);
   }
-  return a.length - b.length;
+  return out;
 }
 
-/** Code units ranked so that surrogates (astral code points) sort after the rest of the BMP. */
-function codePointRank(unit: number): number {
-  if (unit < 0xd800) return unit;
-  return unit >= 0xe000 ? unit - 0x800 : unit + 0x2000;
+/** Strings in code point order (see textKey). */
+export function compareText(a: string, b: string): number {
+  const x = textKey(a);
+  const y = textKey(b);
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 function compareKeys(a: Key, b: Key): number {
   if (typeof a === 'number' && typeof b === 'number') return a - b;
-  return compareText(a as string, b as string);
+  return a! < b! ? -1 : a! > b! ? 1 : 0;
 }
 
 /**
@@ -47,7 +52,10 @@ function paramKey(rows: IndexRows, k: SortKey & { by: 'param' }): Key {
   if (k.table === 'search_range') for (const e of rows.ranges) if (e.param === k.param) values.push(k.descending ? e.high : e.low);
   if (k.table === 'search_composite') for (const e of rows.composites) if (e.param === k.param) values.push(e.value1);
   let best: Key = null;
-  for (const v of values) if (best === null || (k.descending ? compareKeys(v, best) > 0 : compareKeys(v, best) < 0)) best = v;
+  for (const v of values) {
+    const key = typeof v === 'string' ? textKey(v) : v;
+    if (best === null || (k.descending ? compareKeys(key, best) > 0 : compareKeys(key, best) < 0)) best = key;
+  }
   return best;
 }
 
@@ -58,9 +66,15 @@ interface Term {
 }
 
 function term(k: SortKey): Term {
-  if (k.by === 'id') return { key: (s) => s.version.id, descending: k.descending };
+  if (k.by === 'id') return { key: (s) => textKey(s.version.id), descending: k.descending };
   if (k.by === 'lastUpdated') return { key: (s) => s.version.lastUpdated, descending: k.descending };
   return { key: (s) => paramKey(s.rows(), k), descending: k.descending };
+}
+
+/** A search's order: each resource's sort keys, read once, and how two key lists compare. */
+export interface SearchOrder {
+  keys(s: Sortable): Key[];
+  compare(a: Key[], b: Key[]): number;
 }
 
 /**
@@ -69,7 +83,7 @@ function term(k: SortKey): Term {
  * and ties by id ascending. Merging stored and core resources (core-search.ts) relies on the two
  * agreeing.
  */
-export function searchOrder(sort: SortKey[]): (a: Sortable, b: Sortable) => number {
+export function searchOrder(sort: SortKey[]): SearchOrder {
   const keyset = keysetSort(sort);
   let terms: Term[];
   if (keyset) {
@@ -79,16 +93,18 @@ export function searchOrder(sort: SortKey[]): (a: Sortable, b: Sortable) => numb
     terms = sort.map(term);
     if (!sort.some((k) => k.by === 'id')) terms.push(term({ by: 'id', descending: false }));
   }
-  return (a, b) => {
-    for (const t of terms) {
-      const x = t.key(a);
-      const y = t.key(b);
+  const keys = (s: Sortable) => terms.map((t) => t.key(s));
+  const compare = (a: Key[], b: Key[]) => {
+    for (let i = 0; i < terms.length; i++) {
+      const x = a[i]!;
+      const y = b[i]!;
       if (x === y) continue;
       if (x === null) return 1;
       if (y === null) return -1;
       const c = compareKeys(x, y);
-      if (c !== 0) return t.descending ? -c : c;
+      if (c !== 0) return terms[i]!.descending ? -c : c;
     }
     return 0;
   };
+  return { keys, compare };
 }

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, spyOn, test } from 'b
 import { CoreLayer } from '../../src/fhir/core-layer.ts';
 import { indexEntries } from '../../src/fhir/indexer.ts';
 import { parseSort } from '../../src/fhir/search-compile.ts';
-import { searchOrder } from '../../src/fhir/search-order.ts';
+import { searchOrder, type Key } from '../../src/fhir/search-order.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { download, eachStore, finish, kickOff, refs } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, ids, link, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -142,9 +142,9 @@ await eachStore((kind, fresh) => {
         const fromDb = ids(await api.search(`ValueSet?url:below=http://example.org/order/&_sort=${sort}&_count=100`));
         const order = searchOrder(parseSort('ValueSet', sort));
         const inMemory = rows
-          .map((r: Json) => ({ version: { type: 'ValueSet', id: r.id, versionId: 1, lastUpdated: Date.parse(r.meta.lastUpdated), deleted: false, content: '' }, rows: () => indexEntries(r) }))
-          .sort(order)
-          .map((r: { version: { id: string } }) => r.version.id);
+          .map((r: Json) => ({ id: r.id as string, keys: order.keys({ version: { type: 'ValueSet', id: r.id, versionId: 1, lastUpdated: Date.parse(r.meta.lastUpdated), deleted: false, content: '' }, rows: () => indexEntries(r) }) }))
+          .sort((a: { keys: Key[] }, b: { keys: Key[] }) => order.compare(a.keys, b.keys))
+          .map((r: { id: string }) => r.id);
         expect({ sort, order: inMemory }).toEqual({ sort, order: fromDb });
       }
     });

@@ -15,17 +15,17 @@ interface StringValue<T> {
 
 /**
  * Lookups over a fixed set of resources (the core CodeSystems or ValueSets) that answer the common
- * conditions without matching every resource: `_id`, token and uri values (with or without a system),
- * and strings (starts-with by binary search over the sorted values of the parameter, `:exact`,
- * `:contains`). Each answers its condition exactly, as `matchConditions` would; the rest of a query is
- * matched on what they leave.
+ * conditions without matching every resource: `_id`, token and uri values, and strings (starts-with by
+ * binary search over the sorted values of the parameter, `:exact`, `:contains`). Each answers its
+ * condition as `matchConditions` would, exactly, except a token with a system, whose lookup by value
+ * alone leaves the system to match; the rest of a query is matched on what they leave.
  */
 export class LookupIndex<T extends Indexed> {
   /** Every resource, in id order (code points, as the databases order ids). */
   readonly all: readonly T[];
   private readonly rank = new Map<T, number>();
   private readonly byId = new Map<string, T>();
-  /** `param` NUL `value`, and `param` NUL `system` NUL `value` -> the resources with that token. */
+  /** `param` NUL `value` -> the resources with that token value, in any system. */
   private readonly tokens = new Map<string, T[]>();
   /** Per string parameter, its values in code point order. */
   private readonly strings = new Map<string, StringValue<T>[]>();
@@ -37,7 +37,6 @@ export class LookupIndex<T extends Indexed> {
       this.byId.set(item.version.id, item);
       for (const t of item.rows.tokens) {
         add(this.tokens, `${t.param}\u0000${t.value}`, item);
-        add(this.tokens, `${t.param}\u0000${t.system}\u0000${t.value}`, item);
       }
       for (const s of item.rows.strings) {
         const list = this.strings.get(s.param) ?? this.strings.set(s.param, []).get(s.param)!;
@@ -47,19 +46,19 @@ export class LookupIndex<T extends Indexed> {
     for (const list of this.strings.values()) list.sort((a, b) => compareText(a.value, b.value));
   }
 
-  /** The resources meeting `c`, or undefined when this index cannot tell (the caller matches `c` itself). */
-  lookup(c: Condition): Set<T> | undefined {
+  /**
+   * The resources that may meet `c` and whether exactly those do; undefined when this index cannot
+   * tell (the caller matches `c` itself).
+   */
+  lookup(c: Condition): { items: Set<T>; exact: boolean } | undefined {
     switch (c.kind) {
       case 'id':
-        return c.not ? undefined : new Set(c.ids.flatMap((id) => this.byId.get(id) ?? []));
+        return c.not ? undefined : { items: new Set(c.ids.flatMap((id) => this.byId.get(id) ?? [])), exact: true };
       case 'token': {
         if (c.not || c.values.some((v) => v.value === undefined)) return undefined;
         const out = new Set<T>();
-        for (const v of c.values) {
-          const key = v.system === undefined ? `${c.param}\u0000${v.value}` : `${c.param}\u0000${v.system}\u0000${v.value}`;
-          for (const item of this.tokens.get(key) ?? []) out.add(item);
-        }
-        return out;
+        for (const v of c.values) for (const item of this.tokens.get(`${c.param}\u0000${v.value}`) ?? []) out.add(item);
+        return { items: out, exact: c.values.every((v) => v.system === undefined) };
       }
       case 'string': {
         const list = this.strings.get(c.param) ?? [];
@@ -68,7 +67,7 @@ export class LookupIndex<T extends Indexed> {
           if (v.match === 'prefix') for (const s of prefixed(list, v.value)) out.add(s.item);
           else for (const s of list) if (v.match === 'exact' ? s.exact === v.value : s.value.includes(v.value)) out.add(s.item);
         }
-        return out;
+        return { items: out, exact: true };
       }
       default:
         return undefined;
@@ -76,16 +75,16 @@ export class LookupIndex<T extends Indexed> {
   }
 
   /**
-   * The resources that may meet every condition of `where` (those the lookups answer, intersected), in
-   * id order, and the conditions still to match on them.
+   * The resources that may meet every condition of `where` (what the lookups find, intersected), in id
+   * order, and the conditions still to match on them.
    */
   narrow(where: readonly Condition[]): { items: readonly T[]; rest: Condition[] } {
     let items: Set<T> | undefined;
     const rest: Condition[] = [];
     for (const c of where) {
       const found = this.lookup(c);
-      if (found === undefined) rest.push(c);
-      else items = items === undefined ? found : new Set([...items].filter((item) => found.has(item)));
+      if (found === undefined || !found.exact) rest.push(c);
+      if (found !== undefined) items = items === undefined ? found.items : new Set([...items].filter((item) => found.items.has(item)));
     }
     return { items: items === undefined ? this.all : this.inOrder(items), rest };
   }

@@ -45,10 +45,10 @@ describe('core lookups', () => {
         expect({ query, found }).toEqual({ query, found: expected });
         for (const c of where) {
           const one = index.lookup(c);
-          if (one === undefined) continue;
+          if (one === undefined || !one.exact) continue;
           const alone: string[] = [];
           for (const item of index.all) if (await matchConditions({ resourceType: type, id: item.version.id }, 0, [c], none, item.rows)) alone.push(item.version.id);
-          expect({ query, c, ids: [...one].map((h) => h.version.id).sort() }).toEqual({ query, c, ids: alone.sort() });
+          expect({ query, c, ids: [...one.items].map((h) => h.version.id).sort() }).toEqual({ query, c, ids: alone.sort() });
         }
       }
       expect(index.all.map((h) => textKey(h.version.id))).toEqual(index.all.map((h) => textKey(h.version.id)).sort());

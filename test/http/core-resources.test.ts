@@ -195,7 +195,7 @@ await eachStore((kind, fresh) => {
       expect((await api.del('CodeSystem/no-such-code-system')).status).toBe(200);
     });
 
-    test('a conditional update matching a core resource stores the tenant\'s own of that id; a transaction reads the core', async () => {
+    test('conditional interactions see the core: an update stores the tenant\'s own of that id, a create finds it; If-Match needs a stored version; a transaction reads the core', async () => {
       const res = await api.put(`CodeSystem?url=http://terminology.hl7.org/CodeSystem/v2-0203`, {
         resourceType: 'CodeSystem', url: 'http://terminology.hl7.org/CodeSystem/v2-0203', status: 'active', content: 'complete', concept: [{ code: 'MR' }],
       });
@@ -203,6 +203,11 @@ await eachStore((kind, fresh) => {
       expect(((await res.json()) as Json).id).toBe('v2-0203');
       const read = (await (await api.get('CodeSystem/v2-0203')).json()) as Json;
       expect(read.concept).toEqual([{ code: 'MR' }]);
+      const ifNoneExist = await api.post('ValueSet', localValueSet('ignored', 'Ignored'), { 'If-None-Exist': 'url=http://hl7.org/fhir/ValueSet/jurisdiction' });
+      expect(ifNoneExist.status).toBe(200);
+      expect(((await ifNoneExist.json()) as Json).id).toBe('jurisdiction');
+      const ifMatch = await api.put('ValueSet/observation-status', { resourceType: 'ValueSet', id: 'observation-status', status: 'draft' }, { 'If-Match': 'W/"1"' });
+      await expectOutcome(ifMatch, 412);
       const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'CodeSystem/v3-ActCode' } }] };
       const out = await api.post('', bundle);
       expect(out.status).toBe(200);

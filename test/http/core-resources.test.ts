@@ -107,6 +107,14 @@ await eachStore((kind, fresh) => {
       expect(ids(await api.search('ValueSet?url:below=http://example.org/'))).toEqual(['aa-local', 'm-local', 'zz-local']);
     });
 
+    test('_include reaches core resources; _revinclude finds what refers to them', async () => {
+      await api.put200({ resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, focus: [{ reference: 'CodeSystem/v3-ActCode' }] });
+      const bundle = await api.search('Observation?_id=o1&_include=Observation:focus');
+      expect(bundle.entry.map((e: Json) => [e.search.mode, `${e.resource.resourceType}/${e.resource.id}`])).toEqual([['match', 'Observation/o1'], ['include', 'CodeSystem/v3-ActCode']]);
+      const rev = await api.search('CodeSystem?_id=v3-ActCode&_revinclude=Observation:focus');
+      expect(rev.entry.map((e: Json) => [e.search.mode, `${e.resource.resourceType}/${e.resource.id}`])).toEqual([['match', 'CodeSystem/v3-ActCode'], ['include', 'Observation/o1']]);
+    });
+
     test('counts: _summary=count, _total and _count=0 add the core to the stored', async () => {
       const all = (await api.search('ValueSet?_summary=count')).total;
       expect(all).toBeGreaterThan(1300);

@@ -4,6 +4,10 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
+import { CoreBundle } from './terminology/core/core-bundle.ts';
+import { CoreTerminology } from './terminology/core/core-source.ts';
+import { CoreLayer } from './fhir/core-layer.ts';
+import type { FhirDeps } from './fhir/crud.ts';
 import { codesExpander } from './search-terminology.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
@@ -43,6 +47,11 @@ export interface AppDeps {
   exportSink?: ExportSink;
   /** fetch for outgoing requests (clients' JWK Set URLs); the global fetch by default. */
   fetch?: typeof fetch;
+  /**
+   * The FHIR R4 core terminology bundles (read-only, loaded on first use); a fresh one by default. Tests
+   * share one between apps.
+   */
+  core?: CoreBundle;
   /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
   hotRoutes?: boolean;
 }
@@ -75,7 +84,9 @@ export function createApp(deps: AppDeps) {
   metrics.gauge('cinder_export_jobs', 'Bulk export jobs by state.', async () =>
     Object.fromEntries(Object.entries(await store.exports.countByState()).map(([state, n]) => [`state=${state}`, n])),
   );
-  const terminology = createTerminology({ store, clock });
+  const coreBundle = deps.core ?? new CoreBundle();
+  const core = new CoreLayer(coreBundle);
+  const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
   const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability];
   const fhir = new Hono<AppEnv>();
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess });
@@ -95,11 +106,12 @@ export function createApp(deps: AppDeps) {
   }));
   fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
-  fhir.route('/', fhirRoutes({ store, clock, baseUrl: config.baseUrl, limits, expandCodes, validation: config.validation, ...(referentialIntegrity ? { referentialIntegrity } : {}) }));
+  const fhirDeps: FhirDeps = { store, clock, expandCodes, validation: config.validation, core, ...(referentialIntegrity ? { referentialIntegrity } : {}) };
+  fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 
   if (deps.hotRoutes !== false) {
-    const hot = hotRoutes({ admit, recorder, log, fhir: { store, clock }, terminology, auth: authDeps, maxBodyBytes: limits.resource });
+    const hot = hotRoutes({ admit, recorder, log, fhir: fhirDeps, terminology, auth: authDeps, maxBodyBytes: limits.resource });
     const viaHono = app.fetch;
     // An instance field: app.request() (the tests) and Bun.serve both come through here.
     app.fetch = (req, env, ctx) => hot(req, env) ?? viaHono(req, env, ctx);

@@ -10,7 +10,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   const { planned, ids } = await plan(deps, req, [entry]);
   await rewriteReferences(deps, req, planned, ids, scope);
-  const opts: PutOptions = { now: deps.clock.now(), access: req.access };
+  const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   const out = await writeTx(deps, req.tenant, async (w) => {
     const written = await writeEntry(w, planned[0]!, opts, base);
     await requireReferences(deps, w, req.tenant, entryResources(planned));

@@ -3,6 +3,7 @@ import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import type { Entry } from './bundle-entries.ts';
 import { etag } from './bundle.ts';
 import { parseCondition, resolveCondition } from './conditional.ts';
+import type { CoreLayer } from './core-layer.ts';
 import { deleteVersion, putVersion, readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
@@ -165,10 +166,11 @@ export function checkRead(req: FhirRequest, entry: Entry): void {
   }
 }
 
-/** Inside a transaction, after its writes: a GET by id must find a current resource. */
-export async function checkReadTarget(w: ResourceWriter, entry: Entry): Promise<void> {
+/** Inside a transaction, after its writes: a GET by id must find a current resource (or a core one the tenant never stored). */
+export async function checkReadTarget(w: ResourceWriter, entry: Entry, core?: CoreLayer): Promise<void> {
   if (!entry.id) return;
   const current = await w.current(entry.type, entry.id);
+  if (!current && core !== undefined && (await core.read(entry.type, entry.id)) !== null) return;
   if (!current) throw new FhirError('not-found', `${at(entry)}: ${entry.type}/${entry.id} is not known`);
   if (current.deleted) throw new FhirError('gone', `${at(entry)}: ${entry.type}/${entry.id} was deleted`);
 }

@@ -2,6 +2,8 @@ import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import { NO_INDEX_ROWS, StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import type { Access, Permission } from './access.ts';
+import { hasCoreResources, type CoreLayer } from './core-layer.ts';
+import { lookups } from './core-search.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
@@ -25,6 +27,11 @@ export interface FhirDeps {
   validation?: ValidationLevel;
   /** `CINDER_REFERENTIAL_INTEGRITY=on`: REST writes must refer to existing resources (absent: off). */
   referentialIntegrity?: ReferentialIntegrity;
+  /**
+   * The FHIR R4 core CodeSystems and ValueSets, read and searched as every tenant's resources unless
+   * the tenant stored one of the same id (absent: none, e.g. in `cinder import`).
+   */
+  core?: CoreLayer;
 }
 
 /** The validation level of `deps`. */
@@ -109,6 +116,8 @@ export interface PutOptions {
   ifMatch?: number;
   now: number;
   access: Access;
+  /** The core resources, which a delete refuses (FhirDeps.core). */
+  core?: CoreLayer;
 }
 
 /**
@@ -145,12 +154,27 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
     throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
   }
+  if (current === null) await refuseCoreDelete(opts.core, type, id);
   if (!exists) return null;
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
   await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [] });
   return version;
+}
+
+/**
+ * A core resource the tenant never stored cannot be deleted: 409 (FHIR R4 http 3.1.0.7: a refusal
+ * for reasons specific to the resource), saying it is part of the built-in terminology.
+ */
+async function refuseCoreDelete(core: CoreLayer | undefined, type: string, id: string): Promise<void> {
+  if (core === undefined || !hasCoreResources(type) || (await core.read(type, id)) === null) return;
+  throw new FhirError('conflict', `${type}/${id} is part of the built-in FHIR R4 terminology and cannot be deleted; a ${type} stored with this id replaces it for this tenant`);
+}
+
+/** The core resource `type/id` (version 1), for a tenant that stored none of that id; null for other types. */
+function coreVersion(deps: FhirDeps, type: string, id: string): Promise<ResourceVersion | null> | null {
+  return deps.core !== undefined && hasCoreResources(type) ? deps.core.read(type, id) : null;
 }
 
 /** FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. */
@@ -199,16 +223,19 @@ export async function deleteResource(
   requireAccess(req.access, type, 'd');
   await requireStoredInCompartment(deps, req, type, id);
   const now = deps.clock.now();
-  const opts: PutOptions = { now, access: req.access };
+  const opts: PutOptions = { now, access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
   return writeTx(deps, req.tenant, (w) => deleteVersion(w, type, id, opts));
 }
 
-/** FHIR R4 read (3.1.0.1): 404 when unknown, 410 when deleted. */
+/**
+ * FHIR R4 read (3.1.0.1): 404 when unknown, 410 when deleted. A core CodeSystem or ValueSet is read when
+ * the tenant has no resource of that id.
+ */
 export async function readResource(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<ResourceVersion> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'r');
-  const v = await deps.store.resources.read(req.tenant, type, id);
+  const v = (await deps.store.resources.read(req.tenant, type, id)) ?? (await coreVersion(deps, type, id));
   if (!v) throw new FhirError('not-found', `${type}/${id} is not known`);
   if (v.deleted) throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
   await checkReadable(deps, req, v);
@@ -222,21 +249,24 @@ export async function vreadResource(
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'r');
   if (!/^\d{1,15}$/.test(versionId)) throw new FhirError('not-found', `${type}/${id} has no version '${versionId}'`);
-  const v = await deps.store.resources.vread(req.tenant, type, id, Number(versionId));
+  const v = (await deps.store.resources.vread(req.tenant, type, id, Number(versionId))) ?? (await coreVread(deps, req, type, id, Number(versionId)));
   if (!v) throw new FhirError('not-found', `${type}/${id} has no version ${versionId}`);
   if (v.deleted) throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
   await checkReadable(deps, req, v);
   return v;
 }
 
-async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
-  if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource);
-  if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, storeLookups(deps, req.tenant));
+/** Version `versionId` of a core resource, for a tenant that stored none of that id. */
+async function coreVread(deps: FhirDeps, req: FhirRequest, type: string, id: string, versionId: number): Promise<ResourceVersion | null> {
+  if (deps.core === undefined || !hasCoreResources(type)) return null;
+  const core = await deps.core.read(type, id);
+  if (core === null || core.versionId !== versionId) return null;
+  return (await deps.store.resources.read(req.tenant, type, id)) === null ? core : null;
 }
 
-/** Chains and `_has` in scope filters look their other side up in the store. */
-function storeLookups(deps: FhirDeps, tenant: string): MatchContext {
-  return { exists: async (query) => (await deps.store.resources.search(tenant, query)).length > 0 };
+async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
+  if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource);
+  if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant));
 }
 
 /** Inside a write transaction there is no store search: a scope filter with a chain does not admit the write. */

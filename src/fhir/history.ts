@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
-import { requireAccess, requireCompartment, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { hasCoreResources } from './core-layer.ts';
+import { readResource, requireAccess, requireCompartment, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { dateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
@@ -99,6 +100,17 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
 }
 
 /**
+ * The history of a core resource the tenant never stored: its one version, if the query's window and
+ * cursor include it. Type and system history are the tenant's changes and leave the core out.
+ */
+function coreHistory(v: ResourceVersion, query: HistoryQuery): ResourceVersion[] {
+  if (query.count === 0 || (query.since !== undefined && v.lastUpdated < query.since) || (query.at !== undefined && v.lastUpdated > query.at)) return [];
+  const b = query.before;
+  if (b !== undefined && (v.lastUpdated > b.lastUpdated || (v.lastUpdated === b.lastUpdated && v.versionId >= b.versionId))) return [];
+  return [v];
+}
+
+/**
  * Instance, type or system history (FHIR R4 http 3.1.0.11) with `_since`, `_at`, `_count`, newest first,
  * paged by keyset. With a patient-context token only instance history of readable resources is offered.
  */
@@ -109,6 +121,9 @@ export async function history(
   const { query, self, atLow } = parseParams(params);
   if (type) query.type = type;
   if (id) query.id = id;
+  if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.read(req.tenant, type, id)) === null) {
+    return { rows: coreHistory(await readResource(deps, req, type, id), query), self };
+  }
   const visible = type && id ? await instanceFilter(deps, req, type, id) : async (rows: ResourceVersion[]) => rows;
   const repo = deps.store.resources;
   const page = atLow === undefined ? await historyPage(repo, req.tenant, query) : await historyPageAt(repo, req.tenant, query, atLow);

@@ -7,6 +7,7 @@
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { ResourceWriter } from '../store/types.ts';
+import { hasCoreResources } from './core-layer.ts';
 import type { FhirDeps } from './crud.ts';
 import { issue } from './outcome.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
@@ -69,13 +70,20 @@ export function localReferences(node: unknown, path: string, fhirBase: string, o
   return out;
 }
 
+/** A core CodeSystem or ValueSet the tenant has no resource of that id for (a deleted one hides it). */
+async function isCoreTarget(deps: FhirDeps, w: ResourceWriter, type: string, id: string): Promise<boolean> {
+  if (deps.core === undefined || !hasCoreResources(type) || (await deps.core.read(type, id)) === null) return false;
+  return (await w.current(type, id)) === null;
+}
+
 /**
  * With referential integrity on, throws 422 (issue code `not-found`, one issue per dangling reference,
  * each with its `expression`) unless every literal local reference of `written` names a current
  * resource of the tenant. Called inside the write transaction `w` after the request's writes (and
  * after their access checks, so a client that may not write learns nothing of what exists): what the
  * request itself wrote counts, a resource may refer to itself, and a target the same transaction
- * deleted does not. Every target is looked up at once. Does nothing when the setting is off.
+ * deleted does not; a core CodeSystem or ValueSet counts as the tenant's. Every target is looked up at
+ * once. Does nothing when the setting is off.
  */
 export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenant: string, written: WrittenResource[]): Promise<void> {
   const integrity = deps.referentialIntegrity;
@@ -85,7 +93,8 @@ export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenan
   if (!refs.length) return;
   const keys = [...new Map(refs.map((r) => [`${r.type}/${r.id}`, { type: r.type, id: r.id }])).values()];
   const found = await w.existing(keys);
-  const missing = new Set(keys.filter((_, i) => !found[i]).map((k) => `${k.type}/${k.id}`));
+  const missing = new Set<string>();
+  for (const [i, k] of keys.entries()) if (!found[i] && !(await isCoreTarget(deps, w, k.type, k.id))) missing.add(`${k.type}/${k.id}`);
   const issues: FhirIssue[] = refs
     .filter((r) => missing.has(`${r.type}/${r.id}`))
     .map((r) => issue('error', 'not-found', `${r.expression}: '${r.reference}' refers to ${r.type}/${r.id}, which does not exist`, [r.expression]));

@@ -78,9 +78,11 @@ function partMatches(p: CompositePart, e: IndexRows['composites'][number]): bool
   }
 }
 
-/** Whether `resource` (last updated at `lastUpdated`) meets every condition. */
-export async function matchConditions(resource: Json, lastUpdated: number, conditions: Condition[], ctx: MatchContext): Promise<boolean> {
-  let rows: IndexRows | undefined;
+/**
+ * Whether `resource` (last updated at `lastUpdated`) meets every condition. `rows`: its index rows when
+ * known (the core layer keeps them), else computed from `resource` when a condition needs them.
+ */
+export async function matchConditions(resource: Json, lastUpdated: number, conditions: Condition[], ctx: MatchContext, rows?: IndexRows): Promise<boolean> {
   const index = () => (rows ??= indexEntries(resource));
   const type = resource.resourceType as string;
   const id = resource.id as string;

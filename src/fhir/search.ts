@@ -11,6 +11,7 @@ import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
 import { keysetSort } from '../store/search-sql.ts';
+import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -38,6 +39,8 @@ export interface CompiledSearch {
   warnings: FhirIssue[];
   /** The query string that reproduces this page (for the `self` link). */
   self: URLSearchParams;
+  /** Where this page starts among the core matches, for sorts paged by offset (core-search.ts). */
+  coreOffset?: number;
   total: string | null;
   summary: 'true' | 'text' | 'data' | 'count' | 'false' | null;
   elements?: string[];
@@ -59,11 +62,12 @@ export interface SearchResult {
   shape?: (content: string) => string;
 }
 
-type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number };
+/** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
+type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number };
 
 /** Encodes a keyset position (or, for other sorts, an offset) as an opaque `_cursor` value. */
-export function encodeCursor(c: SearchCursor | { offset: number }): string {
-  const value = 'offset' in c ? { o: c.offset } : [c.lastUpdated, c.id];
+export function encodeCursor(c: SearchCursor | { offset: number; core?: number }): string {
+  const value = 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
   return Buffer.from(JSON.stringify(value)).toString('base64url');
 }
 
@@ -71,7 +75,9 @@ function decodeCursor(raw: string): Cursor {
   try {
     const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     if (Array.isArray(v) && typeof v[0] === 'number' && typeof v[1] === 'string') return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
-    if (v && typeof v.o === 'number' && Number.isInteger(v.o) && v.o >= 0) return { kind: 'offset', offset: v.o };
+    const count = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0;
+    if (v && count(v.o) && v.c === undefined) return { kind: 'offset', offset: v.o };
+    if (v && count(v.o) && count(v.c)) return { kind: 'offset', offset: v.o, core: v.c };
   } catch {
     // fall through to the error below
   }
@@ -153,10 +159,12 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
     throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, { issueCode: 'too-costly' });
   }
   const cursor = params.get('_cursor');
+  let coreOffset: number | undefined;
   if (cursor !== null) {
     const c = decodeCursor(cursor);
     if (c.kind === 'keyset') query.after = c.at;
     else query.offset = c.offset;
+    if (c.kind === 'offset' && c.core !== undefined) coreOffset = c.core;
   }
   const total = params.get('_total');
   if (total !== null && !['none', 'estimate', 'accurate'].includes(total)) {
@@ -168,6 +176,7 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   }
   const elementsRaw = params.get('_elements');
   const compiled: CompiledSearch = { query, pending, warnings, self, total, summary: summary as CompiledSearch['summary'], includes, revincludes };
+  if (coreOffset !== undefined) compiled.coreOffset = coreOffset;
   if (elementsRaw !== null) compiled.elements = elementsRaw.split(',').map((e) => e.trim()).filter(Boolean);
   return compiled;
 }
@@ -283,7 +292,7 @@ export async function addIncludes(
   const seen = new Set(rows.map((r) => `${r.type}/${r.id}`));
   const included: ResourceVersion[] = [];
   const warnings: FhirIssue[] = [];
-  const repo = deps.store.resources;
+  const find = (q: SearchQuery) => findResources(deps, req.tenant, q);
   const add = (vs: ResourceVersion[]) => {
     const fresh: ResourceVersion[] = [];
     for (const v of vs) {
@@ -314,7 +323,7 @@ export async function addIncludes(
       if (filter) q.where!.push(filter);
       const patient = req.access.patientLimit(type);
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
-      next.push(...add(await repo.search(req.tenant, q)));
+      next.push(...add(await find(q)));
     }
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
     // The reference parameters to follow backwards, by source type: `*` is every one that may refer to a
@@ -341,7 +350,7 @@ export async function addIncludes(
       if (filter) q.where!.push(filter);
       const patient = req.access.patientLimit(source);
       if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
-      next.push(...add(await repo.search(req.tenant, q)));
+      next.push(...add(await find(q)));
     }
     frontier = next;
   }
@@ -375,19 +384,26 @@ export async function searchResources(
     query.compartment = patient;
   }
   const repo = deps.store.resources;
+  // CodeSystem and ValueSet searches merge the core resources in; no other search reads them.
+  const core = searchesCore(deps, query);
+  const count = () => (core ? countWithCore(deps, req.tenant, query) : repo.count(req.tenant, query));
   if (compiled.summary === 'count' || query.count === 0) {
-    return { rows: [], included: [], total: await repo.count(req.tenant, query), warnings, self };
+    return { rows: [], included: [], total: await count(), warnings, self };
   }
-  const rows = await repo.search(req.tenant, { ...query, count: query.count + 1 });
+  const page: { rows: ResourceVersion[]; offsets(n: number): { store: number; core?: number } } = core
+    ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
+    : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
+  const rows = page.rows;
   const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self };
   if (rows.length > query.count) {
     const last = result.rows[result.rows.length - 1]!;
+    const at = page.offsets(query.count);
     result.next = keysetSort(query.sort)
       ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
-      : encodeCursor({ offset: (query.offset ?? 0) + query.count });
+      : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
-  const first = !query.after && !query.offset;
-  if (total === 'accurate' || total === 'estimate') result.total = await repo.count(req.tenant, query);
+  const first = !query.after && !query.offset && !compiled.coreOffset;
+  if (total === 'accurate' || total === 'estimate') result.total = await count();
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;
   if (compiled.includes.length || compiled.revincludes.length) {
     const inc = await addIncludes(deps, req, compiled, result.rows);

@@ -43,11 +43,11 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const reads = sorted.filter((p) => p.entry.method === 'GET');
   for (const p of reads) checkRead(req, p.entry);
   const out: Json[] = new Array(entries.length);
-  const opts: PutOptions = { now: deps.clock.now(), access: req.access };
+  const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   await writeTx(deps, req.tenant, async (w) => {
     for (const p of sorted) if (p.entry.method !== 'GET') out[p.entry.index] = await writeEntry(w, p, opts, base);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
-    for (const p of reads) await checkReadTarget(w, p.entry);
+    for (const p of reads) await checkReadTarget(w, p.entry, deps.core);
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
   for (const p of reads) {

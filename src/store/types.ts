@@ -293,6 +293,11 @@ export interface ResourceRepo {
   /** Current version (possibly a deletion), or null if the resource never existed. */
   read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
   vread(tenant: string, type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
+  /**
+   * The ids among `ids` that have a current row of `type` in the tenant, live or a deletion (the
+   * tenant's own resource, even deleted, shadows a core CodeSystem or ValueSet of that id), in any order.
+   */
+  present(tenant: string, type: string, ids: string[]): Promise<string[]>;
   /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */

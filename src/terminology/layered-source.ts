@@ -2,8 +2,9 @@ import type { TerminologySource } from './source.ts';
 
 /**
  * A tenant's own terminology in front of the shared FHIR R4 core: a CodeSystem or ValueSet the
- * tenant stored wins over the core one with the same URL (and version). Instance-level access by
- * id and the change token belong to the tenant alone; the core is read-only and never changes.
+ * tenant stored wins over the core one with the same URL (and version), and by id over the core one
+ * with the same id (a deleted one too: it is gone, not replaced by the core). The change token
+ * belongs to the tenant alone; the core is read-only and never changes.
  */
 export function layeredSource(tenant: TerminologySource, core: TerminologySource): TerminologySource {
   return {
@@ -13,8 +14,14 @@ export function layeredSource(tenant: TerminologySource, core: TerminologySource
     async valueSet(url, version, asOf) {
       return (await tenant.valueSet(url, version, asOf)) ?? core.valueSet(url, version, asOf);
     },
-    codeSystemById: (id) => tenant.codeSystemById(id),
-    valueSetById: (id) => tenant.valueSetById(id),
+    async codeSystemById(id) {
+      const own = await tenant.codeSystemById(id);
+      return own !== null || (await tenant.holds?.('CodeSystem', id)) ? own : core.codeSystemById(id);
+    },
+    async valueSetById(id) {
+      const own = await tenant.valueSetById(id);
+      return own !== null || (await tenant.holds?.('ValueSet', id)) ? own : core.valueSetById(id);
+    },
     changeToken: () => tenant.changeToken(),
     currentChangeToken: () => tenant.currentChangeToken?.(),
   };

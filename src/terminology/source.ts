@@ -20,6 +20,12 @@ export interface TerminologySource {
   /** The ValueSet with this logical id (instance-level operations). */
   valueSetById(id: string): Promise<ValueSet | null>;
   /**
+   * Whether the source has a resource of this type and id, deleted ones included: a tenant's own
+   * CodeSystem or ValueSet, even deleted, hides the core one of that id from instance-level
+   * operations. Absent: only what the `*ById` methods return counts.
+   */
+  holds?(type: 'CodeSystem' | 'ValueSet', id: string): Promise<boolean>;
+  /**
    * A cheap value that changes whenever any CodeSystem or ValueSet visible to the tenant
    * changes, also when the change was made by another process sharing the database.
    */

@@ -137,6 +137,10 @@ class TenantStoreSource implements TerminologySource {
     return v === null || v.deleted ? null : this.codeSystems.of(v);
   }
 
+  async holds(type: 'CodeSystem' | 'ValueSet', id: string): Promise<boolean> {
+    return (await this.options.store.resources.read(this.tenant, type, id)) !== null;
+  }
+
   async valueSetById(id: string): Promise<ValueSet | null> {
     const v = await this.options.store.resources.read(this.tenant, 'ValueSet', id);
     return v === null || v.deleted ? null : this.valueSets.of(v);

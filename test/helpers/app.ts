@@ -11,6 +11,8 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import type { Store } from '../../src/store/types.ts';
+import type { CoreBundle } from '../../src/terminology/core/core-bundle.ts';
+import { testCoreBundle } from './terminology-service.ts';
 
 export const BASE = 'http://cinder.test';
 
@@ -30,6 +32,8 @@ export interface TestAppOptions {
   exportSink?: ExportSink;
   /** fetch for outgoing requests (clients' JWK Set URLs). */
   fetch?: typeof fetch;
+  /** The FHIR R4 core bundles (default: one shared by every test app of the process). */
+  core?: CoreBundle;
 }
 
 /**
@@ -44,7 +48,7 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   const config: Config = loadConfig({ CINDER_BASE_URL: BASE, CINDER_DATA_DIR: dir, ...opts.env });
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}) });
+  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), ...(opts.exportSink ? { exportSink: opts.exportSink } : {}) });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 

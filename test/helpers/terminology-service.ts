@@ -1,14 +1,21 @@
 import { FhirError } from '../../src/errors.ts';
+import { CoreBundle } from '../../src/terminology/core/core-bundle.ts';
 import { CoreTerminology } from '../../src/terminology/core/core-source.ts';
 import type { TerminologyContext } from '../../src/terminology/context.ts';
 import { TerminologyService } from '../../src/terminology/service.ts';
 import type { TerminologySource } from '../../src/terminology/source.ts';
 import { fixtureSource, MemoryTerminologySource } from './memory-terminology.ts';
 
-/** One core for every test file of a process: it is read-only and costly to load. */
+/** One core for every test file and app of a process: it is read-only and costly to load. */
+let sharedBundle: CoreBundle | undefined;
+export function testCoreBundle(): CoreBundle {
+  sharedBundle ??= new CoreBundle();
+  return sharedBundle;
+}
+
 let sharedCore: CoreTerminology | undefined;
 export function testCore(): CoreTerminology {
-  sharedCore ??= new CoreTerminology();
+  sharedCore ??= new CoreTerminology(testCoreBundle());
   return sharedCore;
 }
 

@@ -90,6 +90,21 @@ describe('FHIR read', () => {
     expect((await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(observationsOnly))).status).toBe(403);
   });
 
+  test('core CodeSystems and ValueSets: read, shadowed by a stored one, deleted shadow, unknown id', async () => {
+    const fhir = t.fhir();
+    await t.request(`${fhir}/ValueSet/jurisdiction`, fhirInit(token, 'PUT', { resourceType: 'ValueSet', id: 'jurisdiction', url: 'http://hl7.org/fhir/ValueSet/jurisdiction', status: 'draft' }));
+    await t.request(`${fhir}/ValueSet/observation-status`, fhirInit(token, 'PUT', { resourceType: 'ValueSet', id: 'observation-status', status: 'draft' }));
+    await t.request(`${fhir}/ValueSet/observation-status`, fhirInit(token, 'DELETE'));
+    const core = await same(fhirPath('/ValueSet/administrative-gender'), () => fhirInit(token));
+    expect(core.status).toBe(200);
+    expect(core.headers.etag).toBe('W/"1"');
+    expect(JSON.parse(core.body).meta.lastUpdated).toBe('2019-10-30T00:00:00.000Z');
+    expect((await same(fhirPath('/CodeSystem/v2-0203'), () => fhirInit(token))).status).toBe(200);
+    expect(JSON.parse((await same(fhirPath('/ValueSet/jurisdiction'), () => fhirInit(token))).body).status).toBe('draft');
+    expect((await same(fhirPath('/ValueSet/observation-status'), () => fhirInit(token))).status).toBe(410);
+    expect((await same(fhirPath('/ValueSet/no-such-value-set'), () => fhirInit(token))).status).toBe(404);
+  });
+
   test('variants the hot path leaves to the router answer the same', async () => {
     expect((await same(fhirPath(`/Patient/${patientId}?_format=json`), () => fhirInit(token))).status).toBe(200);
     expect((await same(fhirPath(`/Patient/${patientId}/`), () => fhirInit(token))).status).toBe(200);

@@ -52,6 +52,12 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[2].diagnostics).toContain('Patient/gone');
     });
 
+    test('the built-in R4 CodeSystems and ValueSets are targets like stored resources', async () => {
+      const focus = [{ reference: 'ValueSet/administrative-gender' }, { reference: `${base}/CodeSystem/v2-0203` }];
+      expect((await api.post('Observation', obs('Patient/p1', { focus }))).status).toBe(201);
+      await refused(() => api.post('Observation', obs('Patient/p1', { focus: [{ reference: 'ValueSet/no-such-value-set' }] })), ['Observation.focus[0].reference']);
+    });
+
     test('contained, urn:, conditional-looking and other servers\' references are not checked', async () => {
       const res = await api.post('Observation', {
         ...obs('#pat'), contained: [{ resourceType: 'Patient', id: 'pat' }],

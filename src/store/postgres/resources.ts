@@ -61,6 +61,15 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
         LIMIT 1`;
       return row ? toVersion(row) : null;
     },
+    async present(tenant, type, ids) {
+      if (ids.length === 0) return [];
+      // One index probe per id (LATERAL ... LIMIT 1): `id = ANY(...)`, or a join the planner may hash,
+      // read every row of the type when the table has no statistics (0.9 s for 1,317 ids among 100,000).
+      const rows = await sql<{ id: string }[]>`
+        SELECT u.id FROM unnest(${ids}::text[]) AS u(id)
+        CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.tenant = ${tenant} AND r.type = ${type} AND r.id = u.id LIMIT 1) hit`;
+      return rows.map((r) => r.id);
+    },
     async search(tenant, query) {
       const q = searchSql(POSTGRES, tenant, query, await plan(sql, tenant, query));
       const rows = await sql.unsafe<Row[]>(q.sql, q.values);

@@ -130,6 +130,9 @@ export function createSqliteResources(
     vreadHistory: reader.query<Row, [string, string, string, number]>(
       `SELECT ${COLS} FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id = ?`,
     ),
+    present: reader.query<{ id: string }, [string, string, string]>(
+      'SELECT id FROM resources WHERE tenant = ? AND type = ? AND id IN (SELECT value FROM json_each(?))',
+    ),
   };
 
   const pending: PendingWrite[] = [];
@@ -158,6 +161,10 @@ export function createSqliteResources(
     async vread(tenant, type, id, versionId) {
       const row = q.vreadCurrent.get(tenant, type, id, versionId) ?? q.vreadHistory.get(tenant, type, id, versionId);
       return row ? toVersion(row) : null;
+    },
+    async present(tenant, type, ids) {
+      if (ids.length === 0) return [];
+      return q.present.all(tenant, type, JSON.stringify(ids)).map((r) => r.id);
     },
     async search(tenant, query) {
       const { sql, values } = searchSql(SQLITE, tenant, query, await plan(tenant, query));

@@ -52,6 +52,13 @@ export function searchContract(store: () => Store) {
       expect(await s.resources.changeToken(t, [])).toBe(await s.resources.changeToken(uniqueTenant(), []));
     });
 
+    test('present: ids with a current row of the type in the tenant, deletions included', async () => {
+      expect((await s.resources.present(t, 'Patient', ['b', 'gone', 'o1', 'nope', 'A-1'])).sort()).toEqual(['A-1', 'b', 'gone']);
+      expect(await s.resources.present(t, 'Observation', ['b', 'o1'])).toEqual(['o1']);
+      expect(await s.resources.present(uniqueTenant(), 'Patient', ['b'])).toEqual([]);
+      expect(await s.resources.present(t, 'Patient', [])).toEqual([]);
+    });
+
     test('_lastUpdated: each comparator against a precision window', async () => {
       const at = async (op: DateTest['op']) => ids(await s.resources.search(t, q({ where: times([{ op, ...window }]) })));
       expect(await at('eq')).toEqual(['B', 'b']);

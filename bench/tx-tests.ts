@@ -115,8 +115,9 @@ function compareLookup(expected: Json, actual: Json): string[] {
     const e = param(expected, name);
     if (e && !optional(e) && valueOf(param(actual, name)) !== valueOf(e)) out.push(`${name} ${JSON.stringify(valueOf(param(actual, name)))} (expected ${JSON.stringify(valueOf(e))})`);
   }
+  const partCode = (x: Json) => valueOf(((x.part ?? []) as Json[]).find((q) => q.name === 'code')) as string;
   const props = (p: Json, withOptional: boolean) =>
-    new Set(((p.parameter ?? []) as Json[]).filter((x) => x.name === 'property' && (withOptional || !optional(x))).map((x) => valueOf(param(x, 'code')) as string));
+    new Set(((p.parameter ?? []) as Json[]).filter((x) => x.name === 'property' && (withOptional || !optional(x))).map(partCode));
   const missing = [...props(expected, false)].filter((c) => !props(actual, true).has(c));
   if (missing.length) out.push(`properties missing: ${missing.join(', ')}`);
   const designations = (p: Json) => ((p.parameter ?? []) as Json[]).filter((x) => x.name === 'designation' && !optional(x)).length;

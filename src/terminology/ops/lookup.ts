@@ -54,7 +54,8 @@ export async function lookupCode(input: LookupInput, deps: { readonly terminolog
   const cs = await targetCodeSystem(input, deps.terminology.at(input.date));
   const entry = cs.find(input.code);
   if (entry === undefined) throw notFound(unknownCode(input.code, cs).text);
-  const wanted = (name: string): boolean => input.properties.length === 0 || input.properties.includes(name);
+  // No `property` input: the defaults; `*`: every property (as the reference servers read it).
+  const wanted = (name: string): boolean => input.properties.length === 0 || input.properties.includes('*') || input.properties.includes(name);
   const parameter: ParametersParameter[] = [{ name: 'name', valueString: cs.name ?? cs.url }];
   if (cs.version !== undefined) parameter.push({ name: 'version', valueString: cs.version });
   const display = displayIn(entry.definition, cs.language, input.displayLanguage);

@@ -86,6 +86,9 @@ describe('CodeSystem $lookup', () => {
   test('property selects outputs; version and coding inputs', async () => {
     const p = await lookup([['system', ANIMALS], ['code', 'mammal'], ['property', 'child']]);
     expect(properties(p)).toEqual(['child=dog', 'child=cat', 'child=whale', 'child=mammoth', 'child=platypus']);
+    // `*` asks for every property, as the reference servers read it.
+    const all = await lookup([['system', ANIMALS], ['code', 'dog'], ['property', '*']]);
+    expect(properties(all)).toEqual(['legs=4', 'habitat=land', 'inactive=false', 'parent=mammal']);
     const v1 = await lookup({ system: ANIMALS, code: 'eagle', version: '1.0.0' });
     expect(values(v1, 'display')[0]?.valueString).toBe('Eagle (old name)');
     const raw = lookupParams.fromBody({ resourceType: 'Parameters', parameter: [{ name: 'coding', valueCoding: { system: ANIMALS, code: 'dodo' } }] });

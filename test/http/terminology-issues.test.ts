@@ -77,6 +77,20 @@ describe('versions', () => {
   });
 });
 
+describe('a value set that includes two versions of one code system', () => {
+  test('a code counts in the latest version that has it, and a display of either version is valid', async () => {
+    const both = inline({ include: [{ system: ANIMALS, version: '1.0.0' }, { system: ANIMALS, version: '2.0.0' }] });
+    expect(outcome(await validate([both, coding('eagle')]))).toMatchObject({ result: true, display: 'Eagle' });
+    expect(outcome(await validate([both, { name: 'coding', valueCoding: { system: ANIMALS, code: 'eagle', display: 'Eagle (old name)' } }])).result).toBe(true);
+    expect(outcome(await validate([both, coding('wolf')])).result).toBe(true);
+    expect(outcome(await validate([both, coding('platypus')])).result).toBe(true);
+    // A coding of version 1.0.0 is judged by that version's include alone: no mismatch with 2.0.0.
+    const v1 = await validate([both, coding('platypus', '1.0.0')]);
+    expect(outcome(v1).result).toBe(false);
+    expect(kinds(v1.body).some((k) => k.includes('vs-invalid'))).toBe(false);
+  });
+});
+
 describe('contained ValueSets', () => {
   test('an include of #id imports the ValueSet contained in the one validated against', async () => {
     const contained = [{ resourceType: 'ValueSet', id: 'new', status: 'active', compose: { include: [{ system: ANIMALS, version: '2.0.0', concept: [{ code: 'platypus' }] }] } }];

@@ -1,4 +1,5 @@
 import type { ValueSet } from '../model/value-set.ts';
+import { compareVersions, matchesVersion } from '../version.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
 import type { ExpansionIndex } from './expansion-index.ts';
 import {
@@ -15,6 +16,12 @@ import {
   txIssue,
   withWarnings,
 } from './membership.ts';
+
+/** The displays a member's concept has in its code system version (display and designations). */
+function displaysOf(m: Member): string[] {
+  const d = m.entry?.definition;
+  return [...m.displays, ...(d?.display === undefined ? [] : [d.display]), ...(d?.designation ?? []).map((x) => x.value)];
+}
 
 export interface CompiledValueSetParts {
   readonly resource: ValueSet;
@@ -36,6 +43,8 @@ export class CompiledValueSet {
   readonly excludes: readonly CompiledConceptSet[];
   readonly expansion: ExpansionIndex | undefined;
   readonly inactiveAllowed: boolean;
+  /** Systems that several includes name in different versions ("overload"): a code may be in more than one. */
+  private readonly overloaded: ReadonlySet<string>;
   private readonly excludeWarnings: readonly TxIssue[];
 
   constructor(parts: CompiledValueSetParts) {
@@ -46,6 +55,9 @@ export class CompiledValueSet {
     this.excludes = parts.excludes;
     this.expansion = parts.expansion;
     this.inactiveAllowed = parts.resource.compose?.inactive !== false;
+    const versions = new Map<string, Set<string | undefined>>();
+    for (const set of parts.includes) if (set.system !== undefined) (versions.get(set.system) ?? versions.set(set.system, new Set()).get(set.system)!).add(set.version);
+    this.overloaded = new Set([...versions].filter(([, v]) => v.size > 1).map(([system]) => system));
     this.excludeWarnings = parts.excludes.flatMap((set) =>
       set.missingImports().map((c) => txIssue('warning', 'not-found', 'not-found', `The ValueSet '${c}' named by ${set.where} could not be found, so it excluded nothing`)),
     );
@@ -72,17 +84,29 @@ export class CompiledValueSet {
   private checkCompose(coding: CodingToCheck, loaded: LoadedCodeSystems): Checked {
     const reasons: TxIssue[] = [];
     let hit: Member | undefined;
+    const overloaded = this.overloaded.has(coding.system);
     for (const set of this.includes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
       const m = set.checkLoaded(coding, loaded);
       if (m instanceof NotLoaded) return m;
       if (m.member) {
-        hit = m;
-        break;
+        if (!overloaded) {
+          hit = m;
+          break;
+        }
+        // Several versions of the system included: the code counts in the latest version that has it,
+        // and a display of any of those versions is a valid one.
+        const [newer, older] = hit === undefined || compareVersions(m.cs?.version ?? '', hit.cs?.version ?? '') > 0 ? [m, hit] : [hit, m];
+        hit = older === undefined ? newer : { ...newer, displays: [...newer.displays, ...displaysOf(older)] };
+        continue;
       }
       reasons.push(...m.reasons);
     }
-    if (hit === undefined) return nonMember(...reasons);
+    if (hit === undefined) {
+      // An include of the coding's own version decided: the other versions' mismatches say nothing more.
+      const ownVersion = overloaded && coding.version !== undefined && this.includes.some((set) => set.system === coding.system && set.version !== undefined && matchesVersion(set.version, coding.version!));
+      return nonMember(...(ownVersion ? reasons.filter((r) => r.type !== 'vs-invalid') : reasons));
+    }
     for (const set of this.excludes) {
       if (set.system !== undefined && set.system !== coding.system) continue;
       const m = set.checkLoaded(coding, loaded);

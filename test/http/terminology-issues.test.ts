@@ -161,12 +161,25 @@ describe('languages, status and systems', () => {
       resource: { resourceType: 'ValueSet', status: 'active', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-supplement', valueCanonical: supplement }], compose: { include: [{ system: ANIMALS }] } },
     });
     expect(outcome(await validate([named('http://cinder.test/CodeSystem/animals-extra'), coding('dog')])).result).toBe(true);
+    // The designations a named supplement adds are the concept's own: a valid display, and the display in that language.
+    const hond = { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'hond' } };
+    expect(outcome(await validate([named('http://cinder.test/CodeSystem/animals-extra'), hond])).result).toBe(true);
+    expect(outcome(await validate([named('http://cinder.test/CodeSystem/animals-extra'), coding('dog'), { name: 'displayLanguage', valueCode: 'nl' }])).display).toBe('hond');
+    expect(outcome(await validate([inline({ include: [{ system: ANIMALS }] }), hond])).result).toBe(false);
     const missing = await validate([named('http://cinder.test/CodeSystem/nothing'), coding('dog')]);
     expect(missing.status).toBe(400);
     expect(JSON.stringify(missing.body)).toContain("supplement 'http://cinder.test/CodeSystem/nothing'");
     expect((await validate([named(ANIMALS), coding('dog')])).status).toBe(400);
     const expand = await postOperation(t, token, 'ValueSet/$expand', [named('http://cinder.test/CodeSystem/nothing')]);
     expect(expand.status).toBe(400);
+  });
+
+  test("a concept marked valueset-deprecated in the value set is valid, with a warning", async () => {
+    const vs = inline({ include: [{ system: ANIMALS, concept: [{ code: 'dog', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated', valueBoolean: true }] }, { code: 'cat' }] }] });
+    const dog = await validate([vs, coding('dog')]);
+    expect(outcome(dog).result).toBe(true);
+    expect(kinds(dog.body)).toEqual(['warning business-rule code-comment Coding.code']);
+    expect(kinds((await validate([vs, coding('cat')])).body)).toEqual([]);
   });
 
   test('a notSelectable filter matches only the concepts that state the property', async () => {

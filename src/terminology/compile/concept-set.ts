@@ -1,5 +1,7 @@
 import type { ConceptReference } from '../model/value-set.ts';
 import { isVersionPattern, matchesVersion } from '../version.ts';
+
+const VALUESET_DEPRECATED = 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated';
 import type { CodeSystemIndex } from './code-system-index.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
 import { type CheckedFilter, type ConceptPredicate, compileFilter } from './filters.ts';
@@ -15,6 +17,7 @@ import {
   nonMember,
   NotLoaded,
   systemLabel,
+  type TxIssue,
   txIssue,
   unknownCode,
   withWarnings,
@@ -113,7 +116,13 @@ export class CompiledConceptSet {
     const listed = this.listed(entry.code, cs);
     if (this.concepts !== undefined && listed === undefined) return nonMember();
     if (!this.predicatesFor(cs).every((p) => p(entry))) return nonMember();
-    return memberOf(system, entry.code, { entry, cs, listed });
+    return memberOf(system, entry.code, { entry, cs, listed, warnings: this.deprecation(listed, entry.code, system) });
+  }
+
+  /** A concept whose presence in the value set is marked deprecated (`valueset-deprecated`): a warning. */
+  private deprecation(listed: ConceptReference | undefined, code: string, system: string): TxIssue[] {
+    if (listed?.extension?.some((e) => e.url === VALUESET_DEPRECATED && e.valueBoolean === true) !== true) return [];
+    return [txIssue('warning', 'business-rule', 'code-comment', `The presence of the concept '${code}' in the system '${system}' in ${this.where} is deprecated`)];
   }
 
   /** No concepts to check against: only an enumerated concept list can still decide. */

@@ -43,6 +43,8 @@ export type CodeSystemContent = z.infer<typeof CodeSystemContent>;
 /** FHIR R4 CodeSystem (the fields the terminology engine reads; others are dropped). */
 export const CodeSystemSchema = z.object({
   resourceType: z.literal('CodeSystem'),
+  /** A supplement's: the code system it adds designations and properties to. */
+  supplements: z.string().optional(),
   ...CanonicalFields,
   caseSensitive: z.boolean().optional(),
   hierarchyMeaning: z.string().optional(),

@@ -15,6 +15,8 @@ export const ConceptReferenceSchema = z.object({
   code: z.string().min(1),
   display: z.string().optional(),
   designation: z.array(DesignationSchema).optional(),
+  /** Only `valueset-deprecated` is read: the concept's presence in the value set is deprecated. */
+  extension: z.array(z.object({ url: z.string(), valueBoolean: z.boolean().optional().catch(undefined) })).optional().catch(undefined),
 });
 export type ConceptReference = z.infer<typeof ConceptReferenceSchema>;
 

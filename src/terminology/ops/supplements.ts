@@ -2,6 +2,7 @@ import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
 import { invalid } from '../errors.ts';
+import type { Designation } from '../model/datatypes.ts';
 import { splitCanonical } from '../version.ts';
 
 const VALUESET_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
@@ -16,19 +17,38 @@ function namedSupplements(vs: CompiledValueSet): { url: string; version?: string
  * servers answer), nor can a code system that is not a supplement be named as one. Undefined when a
  * named CodeSystem is not loaded yet (the steady state then falls back to loading).
  */
-export function checkSupplements(vs: CompiledValueSet, get: (url: string, version?: string) => CodeSystemIndex | null | undefined): true | undefined {
+export function checkSupplements(vs: CompiledValueSet, get: (url: string, version?: string) => CodeSystemIndex | null | undefined): CodeSystemIndex[] | undefined {
+  const out: CodeSystemIndex[] = [];
   for (const { url, version } of namedSupplements(vs)) {
     const cs = get(url, version);
     if (cs === undefined) return undefined;
     const name = version === undefined ? url : `${url}|${version}`;
     if (cs === null) throw invalid(`The supplement '${name}' that ${vs.label} names could not be found`, ['url']);
     if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${vs.label}, is not a supplement (its content is '${cs.content}')`, ['url']);
+    out.push(cs);
   }
-  return true;
+  return out;
 }
 
-/** checkSupplements, loading the CodeSystems it needs. */
-export async function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): Promise<void> {
-  for (const { url, version } of namedSupplements(vs)) await ctx.codeSystem(url, version);
-  checkSupplements(vs, (url, version) => ctx.loadedCodeSystem(url, version) ?? null);
+/** checkSupplements, loading the CodeSystems it needs: the supplements the ValueSet names. */
+export async function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): Promise<CodeSystemIndex[]> {
+  const loaded = new Map<string, CodeSystemIndex | null>();
+  for (const { url, version } of namedSupplements(vs)) loaded.set(`${url}|${version ?? ''}`, await ctx.codeSystem(url, version));
+  return checkSupplements(vs, (url, version) => loaded.get(`${url}|${version ?? ''}`) ?? null)!;
+}
+
+/**
+ * The designations the given supplements add to a concept of `system` (their display too, in the
+ * supplement's language), for display checks and displays in a language.
+ */
+export function supplementDesignations(supplements: readonly CodeSystemIndex[] | undefined, system: string, code: string): Designation[] {
+  const out: Designation[] = [];
+  for (const s of supplements ?? []) {
+    if (s.resource.supplements === undefined || s.resource.supplements.split('|')[0] !== system) continue;
+    const d = s.find(code)?.definition;
+    if (d === undefined) continue;
+    if (d.display !== undefined) out.push({ language: s.language, value: d.display });
+    out.push(...(d.designation ?? []));
+  }
+  return out;
 }

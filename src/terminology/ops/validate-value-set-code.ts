@@ -49,12 +49,12 @@ export async function validateValueSetCode(
 ): Promise<ValidationResult> {
   const ctx = deps.terminology.at(input.date);
   const vs = await resolveValueSet(input.target, ctx);
-  await requireSupplements(vs, ctx);
+  const supplements = await requireSupplements(vs, ctx);
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   // Displays are checked in the language asked for, else in the value set's own language.
-  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language };
+  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language, supplements };
   const r = subject.kind === 'coding' ? await validateCoding(vs, subject.coding, subject.path, finish, ctx) : await validateConcept(vs, subject.codings, finish, ctx);
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   const get = await preloaded(ctx, codings.filter((c) => c.system !== undefined).map((c) => [c.system!, c.version] as const));
@@ -112,10 +112,11 @@ export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, termin
   const vs = ctx.loadedValueSet(target.url, target.version);
   if (vs === undefined || vs === null) return undefined;
   const get: LoadedLookup = (url, version) => ctx.loadedCodeSystem(url, version);
-  if (checkSupplements(vs, get) === undefined) return undefined;
+  const supplements = checkSupplements(vs, get);
+  if (supplements === undefined) return undefined;
   const m = vs.checkLoaded(subject.coding, { get, asOf: ctx.asOf });
   if (m instanceof NotLoaded) return undefined;
-  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language };
+  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language, supplements };
   const r = m.member ? located(finishMember(m, subject.coding, finish), subject.path) : notInValueSet(vs, subject.coding, m.reasons, subject.path, get, loadedValueSetCheck(ctx));
   return r === undefined ? undefined : withStatusChecks(r, vs, [subject.coding], get);
 }

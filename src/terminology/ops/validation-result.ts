@@ -1,7 +1,9 @@
 import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
+import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { displayIn, inLanguages, languagesOf } from './display-language.ts';
+import { supplementDesignations } from './supplements.ts';
 
 /** A finding located at the input element it is about (`code`, `Coding.code`, `CodeableConcept.coding[1].code`). */
 export interface LocatedIssue extends TxIssue {
@@ -98,6 +100,8 @@ function rank(severity: TxIssue['severity']): number {
 export interface Finish {
   readonly abstract?: boolean | undefined;
   readonly displayLanguage?: string | undefined;
+  /** The supplements the ValueSet names: their designations count as the concepts' own. */
+  readonly supplements?: readonly CodeSystemIndex[] | undefined;
 }
 
 /**
@@ -121,7 +125,9 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
     const status = m.entry?.status;
     issues.push(txIssue('warning', 'business-rule', 'status-check', `The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`));
   }
-  const definition = m.entry?.definition;
+  const extra = supplementDesignations(finish.supplements, m.system, m.code);
+  const own = m.entry?.definition;
+  const definition = own === undefined || extra.length === 0 ? own : { ...own, designation: [...(own.designation ?? []), ...extra] };
   if (coding.display !== undefined) {
     const known = [definition?.display, ...(definition?.designation ?? []).map((d) => d.value), ...m.displays].filter(
       (d): d is string => d !== undefined,

@@ -6,6 +6,7 @@ import type { Designation } from '../model/datatypes.ts';
 import { splitCanonical } from '../version.ts';
 
 const VALUESET_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
+const NONE: readonly CodeSystemIndex[] = [];
 
 /** The supplements a ValueSet names (`valueset-supplement` extensions) as url and version. */
 function namedSupplements(vs: CompiledValueSet): { url: string; version?: string }[] {
@@ -17,7 +18,8 @@ function namedSupplements(vs: CompiledValueSet): { url: string; version?: string
  * servers answer), nor can a code system that is not a supplement be named as one. Undefined when a
  * named CodeSystem is not loaded yet (the steady state then falls back to loading).
  */
-export function checkSupplements(vs: CompiledValueSet, get: (url: string, version?: string) => CodeSystemIndex | null | undefined): CodeSystemIndex[] | undefined {
+export function checkSupplements(vs: CompiledValueSet, get: (url: string, version?: string) => CodeSystemIndex | null | undefined): readonly CodeSystemIndex[] | undefined {
+  if (vs.resource.extension === undefined) return NONE;
   const out: CodeSystemIndex[] = [];
   for (const { url, version } of namedSupplements(vs)) {
     const cs = get(url, version);
@@ -31,7 +33,7 @@ export function checkSupplements(vs: CompiledValueSet, get: (url: string, versio
 }
 
 /** checkSupplements, loading the CodeSystems it needs: the supplements the ValueSet names. */
-export async function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): Promise<CodeSystemIndex[]> {
+export async function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): Promise<readonly CodeSystemIndex[]> {
   const loaded = new Map<string, CodeSystemIndex | null>();
   for (const { url, version } of namedSupplements(vs)) loaded.set(`${url}|${version ?? ''}`, await ctx.codeSystem(url, version));
   return checkSupplements(vs, (url, version) => loaded.get(`${url}|${version ?? ''}`) ?? null)!;

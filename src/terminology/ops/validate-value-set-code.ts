@@ -78,13 +78,14 @@ type LoadedLookup = (url: string, version?: string) => CodeSystemIndex | null | 
 /** Notes the draft, experimental, deprecated or withdrawn CodeSystems and ValueSet the answer used; undefined when a CodeSystem is not loaded. */
 function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: readonly Coding[], get: LoadedLookup): ValidationResult | undefined {
   let checks: TxIssue[] | undefined;
-  const seen: CodeSystemIndex[] = [];
+  let previous: CodeSystemIndex | undefined;
   for (const c of codings) {
     if (c.system === undefined) continue;
     const cs = get(c.system, c.version);
     if (cs === undefined) return undefined;
-    if (cs === null || seen.includes(cs)) continue;
-    seen.push(cs);
+    // Several codings of one system repeat its note; the output lists each finding once.
+    if (cs === null || cs === previous) continue;
+    previous = cs;
     const check = statusCheck('CodeSystem', cs.resource);
     if (check !== undefined) (checks ??= []).push(check);
   }
@@ -194,7 +195,10 @@ function notInValueSet(
     }
   }
   const display = cs?.find(coding.code)?.definition?.display;
-  return { result: false, ...(display === undefined ? {} : { display }), issues: locate([...issues, ...reasons], path) };
+  const located: LocatedIssue[] = [];
+  for (const i of issues) located.push({ ...i, expression: path });
+  for (const i of reasons) located.push({ ...i, expression: path });
+  return display === undefined ? { result: false, issues: located } : { result: false, display, issues: located };
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { IndexRows, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { keysetSort } from '../store/search-sql.ts';
-import { hasCoreResources, type CoreHit, type CoreLayer } from './core-layer.ts';
+import { hasCoreResources, type CoreLayer } from './core-layer.ts';
 import type { FhirDeps } from './crud.ts';
 import { indexEntries } from './indexer.ts';
 import type { MatchContext } from './search-match.ts';

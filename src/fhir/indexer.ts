@@ -137,7 +137,7 @@ function emptyRows(): IndexRows {
   return { tokens: [], strings: [], ranges: [], composites: [] };
 }
 
-function values(def: ParamDefinition, node: unknown, root: unknown, paths: CompiledPath[]): unknown[] {
+function values(node: unknown, root: unknown, paths: CompiledPath[]): unknown[] {
   const out: unknown[] = [];
   for (const path of paths) for (const v of path.evaluate(node, root)) out.push(v);
   return out;
@@ -255,13 +255,13 @@ function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry
   for (const path of def.paths) {
     for (const element of path.evaluate(resource, resource)) {
       const firsts: { system: string; value: string }[] = [];
-      for (const v of values(def, element, resource, def.first!)) tokenValues(v, firsts);
+      for (const v of values(element, resource, def.first!)) tokenValues(v, firsts);
       if (firsts.length === 0) continue;
       const [second, third] = def.components!;
-      let parts = values(def, element, resource, second!.paths).flatMap((v) => partValues(second!.type, v));
+      let parts = values(element, resource, second!.paths).flatMap((v) => partValues(second!.type, v));
       if (third) {
         // MolecularSequence coordinates: chromosome $ start $ end, the start in low and the end in high
-        const ends = values(def, element, resource, third.paths).flatMap((v) => partValues(third.type, v));
+        const ends = values(element, resource, third.paths).flatMap((v) => partValues(third.type, v));
         parts = parts.flatMap((s) => ends.map((e) => ({ ...s, high: e.low })));
       }
       for (const f of firsts) for (const p of parts) out.push({ param: def.code, system1: f.system, value1: f.value, ...p });

@@ -227,7 +227,7 @@ export async function resolveConditions(deps: Pick<FhirDeps, 'expandCodes'>, ten
 type Json = Record<string, unknown>;
 
 /** `_summary` / `_elements` as a rewrite of each resource (search.html 3.1.1.5.8 and 3.1.1.6.3), tagged SUBSETTED. */
-function shaper(type: string, summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
+function shaper(summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
   if (elements === undefined && (summary === null || summary === 'false')) return undefined;
   const table = summaryElements as Record<string, { summary: string[]; mandatory: string[] }>;
   return (content) => {
@@ -410,7 +410,7 @@ export async function searchResources(
     result.included = inc.included;
     result.warnings = [...warnings, ...inc.warnings];
   }
-  const shape = shaper(type, compiled.summary, compiled.elements);
+  const shape = shaper(compiled.summary, compiled.elements);
   if (shape) result.shape = shape;
   return result;
 }

@@ -5,7 +5,7 @@
  * values of a resource.
  */
 import type { FhirPathTypes } from '../../src/fhir/validation/fhirpath-engine.ts';
-import { isBackbone, r4StructureDefinitions, TYPE_PROFILES, typeCode, type StructureDefinition } from './validation-table.ts';
+import { isBackbone, r4StructureDefinitions, TYPE_PROFILES, typeCode } from './validation-table.ts';
 
 export interface R4Invariant {
   key: string;

@@ -1,5 +1,4 @@
-import type { FhirIssue } from '../../errors.ts';
-import { FhirError } from '../../errors.ts';
+import { FhirError, type FhirIssue } from '../../errors.ts';
 import { prepareVersion, type PreparedVersion } from '../prepared.ts';
 import { newId } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';

@@ -25,6 +25,7 @@ import { fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
 import { fhirAdmission, fhirGate } from './http/middleware/fhir-gate.ts';
 import { hotRoutes } from './http/hot-routes.ts';
+import { createCors } from './http/cors.ts';
 import { requestContext, requestRecorder } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
@@ -96,7 +97,7 @@ export function createApp(deps: AppDeps) {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
     return fhirJson(capabilityStatement({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
-      oauthUris: smartOAuthUris(config.baseUrl),
+      oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none',
     }));
   });
   const expandCodes = codesExpander(terminology.service);
@@ -110,12 +111,14 @@ export function createApp(deps: AppDeps) {
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
   app.route('/tenants/:tenant/fhir/R4', fhir);
 
-  if (deps.hotRoutes !== false) {
-    const hot = hotRoutes({ admit, recorder, log, fhir: fhirDeps, terminology, auth: authDeps, maxBodyBytes: limits.resource });
-    const viaHono = app.fetch;
-    // An instance field: app.request() (the tests) and Bun.serve both come through here.
-    app.fetch = (req, env, ctx) => hot(req, env) ?? viaHono(req, env, ctx);
-  }
+  const viaHono = app.fetch;
+  const hot = deps.hotRoutes === false
+    ? undefined
+    : hotRoutes({ admit, recorder, log, fhir: fhirDeps, terminology, auth: authDeps, maxBodyBytes: limits.resource });
+  const cors = createCors(config.corsOrigins);
+  // An instance field: app.request() (the tests) and Bun.serve both come through here. CORS wraps
+  // everything, so the hot routes, Hono's routes and every error answer the same way.
+  app.fetch = (req, env, ctx) => cors.handle(req, () => hot?.(req, env) ?? viaHono(req, env, ctx));
   return app;
 }
 

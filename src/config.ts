@@ -1,6 +1,20 @@
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 
+/** `*`, `none`, or origins (`scheme://host[:port]`, nothing after) separated by commas. */
+function validCorsOrigins(v: string): boolean {
+  if (v === '*' || v === 'none') return true;
+  return v.split(',').every((o) => {
+    const origin = o.trim();
+    if (!/^https?:\/\/[^/?#\s]+$/i.test(origin)) return false;
+    try {
+      return new URL(origin).origin === origin.toLowerCase();
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Every setting, its environment variable and its `serve` flag (the variable minus `CINDER_`, kebab-cased). */
 const schema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -24,6 +38,13 @@ const schema = z.object({
    * and partial loads send data out of order (src/fhir/referential-integrity.ts).
    */
   referentialIntegrity: z.enum(['on', 'off']).default('off'),
+  /**
+   * Origins whose browser apps may call the FHIR and OAuth endpoints (CORS): `*` (any origin: the API
+   * takes bearer tokens, never cookies), `none`, or a comma-separated list of origins (src/http/cors.ts).
+   */
+  corsOrigins: z.string().trim().refine(validCorsOrigins, {
+    message: 'expected *, none, or a comma-separated list of origins such as https://app.example.org',
+  }).default('*'),
   /** The largest request body of any kind: the server refuses larger ones before a route sees them. */
   maxBodyBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   /** Bodies that hold one resource: create, update, operation Parameters, `_search` forms. */

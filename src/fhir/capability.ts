@@ -24,6 +24,8 @@ export interface CapabilityOptions {
   contributions: CapabilityContribution[];
   now: number;
   version: string;
+  /** Whether browser apps on other origins may call the API (CINDER_CORS_ORIGINS is not `none`). */
+  cors: boolean;
 }
 
 const INTERACTIONS = ['read', 'vread', 'update', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
@@ -41,6 +43,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     updateCreate: true,
     conditionalCreate: true,
     conditionalUpdate: true,
+    conditionalRead: 'full-support',
     conditionalDelete: 'single',
     searchParam: [...COMMON_PARAMS, ...paramsOf(type).filter((p) => p.type !== 'special').map((p) => ({
       name: p.code, definition: p.url, type: p.type, documentation: `Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
@@ -73,7 +76,7 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
       {
         mode: 'server',
         security: {
-          cors: false,
+          cors: o.cors,
           service: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/restful-security-service', code: 'SMART-on-FHIR' }] }],
           extension: [
             {

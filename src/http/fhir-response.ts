@@ -24,6 +24,33 @@ export function versionHeaders(v: ResourceVersion): Record<string, string> {
   return { ETag: etag(v.versionId), 'Last-Modified': new Date(v.lastUpdated).toUTCString() };
 }
 
+/** The conditional-read headers of a request (FHIR R4 http.html#cread, RFC 9110 13.1.2 and 13.1.3). */
+export interface ReadConditions {
+  ifNoneMatch: string | null | undefined;
+  ifModifiedSince: string | null | undefined;
+}
+
+/** The opaque part of an entity tag, weak or strong (`W/"3"` and `"3"` are both `"3"`). */
+const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
+
+/**
+ * 304 Not Modified when the client's copy is current: `If-None-Match` naming the version's ETag (weak
+ * comparison, lists and `*`) or, without `If-None-Match`, `If-Modified-Since` at or after the version's
+ * last update (HTTP dates have whole seconds; an unparseable date is ignored). Otherwise null.
+ */
+export function notModified(v: ResourceVersion, c: ReadConditions | undefined): Response | null {
+  if (!c) return null;
+  let fresh: boolean;
+  if (c.ifNoneMatch) {
+    const current = opaque(etag(v.versionId));
+    fresh = c.ifNoneMatch.trim() === '*' || c.ifNoneMatch.split(',').some((t) => opaque(t) === current);
+  } else if (c.ifModifiedSince) {
+    const since = Date.parse(c.ifModifiedSince);
+    fresh = !Number.isNaN(since) && Math.floor(v.lastUpdated / 1000) * 1000 <= since;
+  } else return null;
+  return fresh ? new Response(null, { status: 304, headers: versionHeaders(v) }) : null;
+}
+
 /** A JSON response with the FHIR media type. */
 export function fhirJson(body: string | object, status = 200, headers?: Record<string, string>): Response {
   return new Response(typeof body === 'string' ? body : JSON.stringify(body), {

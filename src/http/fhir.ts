@@ -14,7 +14,7 @@ import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
-import { fhirJson, versionHeaders } from './fhir-response.ts';
+import { fhirJson, notModified, versionHeaders, type ReadConditions } from './fhir-response.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
 
 export interface FhirRouteDeps extends FhirDeps {
@@ -55,10 +55,14 @@ function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, b
   return fhirJson(v.content, status, headers);
 }
 
-/** The answer to a delete: an informational OperationOutcome, with the deletion's ETag. */
-function deleteResponse(type: string, id: string | undefined, deleted: ResourceVersion | null): Response {
-  const text = deleted ? `Deleted ${type}/${id}` : id ? `${type}/${id} did not exist; nothing to delete` : `No ${type} matched; nothing to delete`;
+/**
+ * The answer to a delete: an informational OperationOutcome with the deletion's ETag, or 204 without a
+ * body for `Prefer: return=minimal`.
+ */
+function deleteResponse(c: Context<AppEnv>, type: string, id: string | undefined, deleted: ResourceVersion | null): Response {
   const headers: Record<string, string> = deleted ? { ETag: `W/"${deleted.versionId}"` } : {};
+  if (parsePrefer(c.req.header('prefer')).get('return') === 'minimal') return new Response(null, { status: 204, headers });
+  const text = deleted ? `Deleted ${type}/${id}` : id ? `${type}/${id} did not exist; nothing to delete` : `No ${type} matched; nothing to delete`;
   return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
 }
 
@@ -72,11 +76,19 @@ function links(base: string, path: string, self: URLSearchParams, next?: string)
   return out;
 }
 
-/** `GET [base]/{type}/{id}`: the current version with its ETag and Last-Modified (also a hot route). */
-export async function readResponse(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<Response> {
+/**
+ * `GET [base]/{type}/{id}`: the current version with its ETag and Last-Modified, or 304 when the
+ * request's conditions say the client has it (also a hot route).
+ */
+export async function readResponse(deps: FhirDeps, req: FhirRequest, type: string, id: string, conditions?: ReadConditions): Promise<Response> {
   if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   const v = await readResource(deps, req, type, id);
-  return fhirJson(v.content, 200, versionHeaders(v));
+  return notModified(v, conditions) ?? fhirJson(v.content, 200, versionHeaders(v));
+}
+
+/** The conditional-read headers of a request. */
+export function readConditions(headers: Headers): ReadConditions {
+  return { ifNoneMatch: headers.get('if-none-match'), ifModifiedSince: headers.get('if-modified-since') };
 }
 
 /** FHIR R4 RESTful interactions for one tenant (mounted under `/tenants/:tenant/fhir/R4`, behind bearer auth). */
@@ -132,7 +144,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.get('/:type/:id', (c) => {
     const { type, id } = c.req.param();
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
-    return readResponse(deps, request(c), type, id);
+    return readResponse(deps, request(c), type, id, readConditions(c.req.raw.headers));
   });
   app.put('/:type/:id', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
@@ -150,18 +162,18 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   });
   app.delete('/:type/:id', async (c) => {
     const { type, id } = c.req.param();
-    return deleteResponse(type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
+    return deleteResponse(c, type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
   });
   app.delete('/:type', async (c) => {
     const type = c.req.param('type');
     const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams);
-    return r ? deleteResponse(type, r.id, r.version) : deleteResponse(type, undefined, null);
+    return r ? deleteResponse(c, type, r.id, r.version) : deleteResponse(c, type, undefined, null);
   });
   app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));
   app.get('/:type/:id/_history/:vid', async (c) => {
     const { type, id, vid } = c.req.param();
     const v = await vreadResource(deps, request(c), type, id, vid);
-    return fhirJson(v.content, 200, versionHeaders(v));
+    return notModified(v, readConditions(c.req.raw.headers)) ?? fhirJson(v.content, 200, versionHeaders(v));
   });
   const validate = async (c: Context<AppEnv>, id?: string) => {
     const body = c.req.method === 'POST' ? await readFhirBody(c.req.raw, deps.limits.resource) : undefined;

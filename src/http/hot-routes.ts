@@ -7,7 +7,7 @@ import type { Terminology } from '../terminology/create.ts';
 import { readFhirBody } from './body.ts';
 import { requestIp } from './client-ip.ts';
 import { renderError } from './errors.ts';
-import { readResponse } from './fhir.ts';
+import { readConditions, readResponse } from './fhir.ts';
 import type { Admitted, FhirAdmission, GateRequest } from './middleware/fhir-gate.ts';
 import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/request-context.ts';
 import { tokenResponse } from './oauth.ts';
@@ -63,7 +63,7 @@ const TYPE_SEGMENT = /^[A-Z][A-Za-z]*$/;
 export function hotRoutes(d: HotRouteDeps): HotRoutes {
   const trustProxy = d.auth.config.trustProxy === 'on';
 
-  async function answer(req: Request, path: string, route: string, handle: (trace: Trace) => Promise<Response>, cors = false): Promise<Response> {
+  async function answer(req: Request, path: string, route: string, handle: (trace: Trace) => Promise<Response>): Promise<Response> {
     const started = performance.now();
     const requestId = requestIdOf(req.headers.get('x-request-id'));
     const trace = { route };
@@ -74,8 +74,6 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
       res = renderError(err, { method: req.method, path, requestId }, d.log);
     }
     res = withRequestId(res, requestId);
-    // The token endpoint's Hono route sits behind CORS with origin '*'; this is what that adds to a POST.
-    if (cors) res.headers.set('Access-Control-Allow-Origin', '*');
     d.recorder.record(req.method, path, trace.route, res.status, requestId, started);
     return res;
   }
@@ -106,7 +104,7 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     const method = req.method;
     if (path === TOKEN_ROUTE) {
       if (method !== 'POST') return null;
-      return answer(req, path, TOKEN_ROUTE, () => tokenResponse(d.auth, req, requestIp(req, server, trustProxy)), true);
+      return answer(req, path, TOKEN_ROUTE, () => tokenResponse(d.auth, req, requestIp(req, server, trustProxy)));
     }
     if (!path.startsWith('/tenants/')) return null;
     const parts = path.split('/'); // ['', 'tenants', tenant, 'fhir', 'R4', type, id]
@@ -118,7 +116,7 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     if (method === 'GET' && TYPE_SEGMENT.test(type) && id[0] !== '$' && id !== '_history') {
       return answer(req, path, READ_ROUTE, async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
-        return readResponse(d.fhir, { tenant: t, access }, type, id);
+        return readResponse(d.fhir, { tenant: t, access }, type, id, readConditions(req.headers));
       });
     }
     if (method === 'POST' && type === 'ValueSet' && id === '$validate-code') {

@@ -1,5 +1,4 @@
 import { Hono, type Context } from 'hono';
-import { cors } from 'hono/cors';
 import type { TokenRequest } from '../auth/client-auth.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { openidConfiguration, smartConfiguration } from '../auth/discovery.ts';
@@ -41,7 +40,7 @@ async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<T
 
 const requestOf = (deps: AuthDeps, c: Context) => tokenRequest(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on'));
 
-/** `POST /oauth2/token` from the client's address onwards (also a hot route; CORS headers are the caller's). */
+/** `POST /oauth2/token` from the client's address onwards (also a hot route). */
 export async function tokenResponse(deps: AuthDeps, req: Request, ip: string): Promise<Response> {
   return json(await handleTokenRequest(deps, await tokenRequest(deps, req, ip)), 200, NO_STORE);
 }
@@ -70,17 +69,13 @@ async function bearerUserInfo(deps: AuthDeps, c: Context): Promise<Response> {
 
 /** `.well-known/smart-configuration` (SMART App Launch 2.x), served at the root and under each FHIR base. */
 export function smartConfigurationResponse(baseUrl: string): Response {
-  return json(smartConfiguration(baseUrl), 200, { 'Cache-Control': 'public, max-age=300', 'Access-Control-Allow-Origin': '*' });
+  return json(smartConfiguration(baseUrl), 200, { 'Cache-Control': 'public, max-age=300' });
 }
 
 /** The authorization server's JSON endpoints (global, not per tenant); the login page is in authorize.ts. */
 export function oauthRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
   const base = deps.config.baseUrl;
-  // Browser-based (public) SMART apps call these cross-origin; none of them uses cookies.
-  app.use('/oauth2/token', cors({ origin: '*', allowMethods: ['POST'], maxAge: 600 }));
-  app.use('/oauth2/:endpoint{(revoke|userinfo|jwks)}', cors({ origin: '*', allowHeaders: ['Authorization', 'Content-Type'], maxAge: 600 }));
-  app.use('/.well-known/*', cors({ origin: '*' }));
   app.post('/oauth2/token', (c) => tokenResponse(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on')));
   app.post('/oauth2/revoke', async (c) => {
     await revokeToken(deps, await requestOf(deps, c));

@@ -1,0 +1,113 @@
+/**
+ * Cross-origin access for browser apps (the Fetch standard's CORS protocol), one rule for every path it
+ * covers: the FHIR API of every tenant, the OAuth endpoints browser apps call and the discovery documents. It wraps the
+ * app's `fetch`, outside the hot routes, Hono's router and the error renderer, so every answer
+ * (a 401 from the FHIR gate, a 404, a 503) carries the same headers and a preflight never needs a token.
+ *
+ * Credentials are never allowed (`Access-Control-Allow-Credentials` is not sent): the API takes bearer
+ * tokens in `Authorization`, which a page must set itself, never cookies the browser would attach.
+ */
+
+/** Methods a preflight may ask for. */
+const ALLOW_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
+
+/** Request headers a page may send (beyond the CORS-safelisted ones). */
+const ALLOW_HEADERS = [
+  'Authorization', 'Content-Type', 'Accept', 'Accept-Language', 'Prefer', 'If-Match', 'If-None-Match',
+  'If-None-Exist', 'If-Modified-Since', 'X-Request-Id', 'X-Security-Context',
+].join(', ');
+
+/** Response headers a page may read (beyond the CORS-safelisted ones). */
+const EXPOSE_HEADERS = [
+  'Location', 'Content-Location', 'ETag', 'Last-Modified', 'X-Progress', 'Retry-After', 'X-Request-Id', 'WWW-Authenticate',
+].join(', ');
+
+/** How long a browser may cache a preflight's answer, in seconds. */
+const MAX_AGE = '600';
+
+/**
+ * The paths CORS covers: `/tenants/{t}/fhir/...`, `/.well-known/...` and the OAuth endpoints a browser
+ * app calls (token, revocation, userinfo, JWKS); not introspection, which is for resource servers holding
+ * a client secret, nor the login page.
+ */
+function covered(path: string): boolean {
+  if (path.startsWith('/tenants/')) return path.includes('/fhir/');
+  if (path.startsWith('/oauth2/')) return BROWSER_OAUTH.has(path.endsWith('/') ? path.slice(0, -1) : path);
+  return path.startsWith('/.well-known/');
+}
+
+const BROWSER_OAUTH = new Set(['/oauth2/token', '/oauth2/revoke', '/oauth2/userinfo', '/oauth2/jwks']);
+
+/** The path of a request URL, without parsing it (the request line is already normalised). */
+function pathOf(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2);
+  if (start < 0) return '/';
+  const end = url.indexOf('?', start);
+  return end < 0 ? url.slice(start) : url.slice(start, end);
+}
+
+export interface Cors {
+  /** Runs `next` for the request, answering preflights itself and adding the headers to what comes back. */
+  handle(req: Request, next: () => Response | Promise<Response>): Response | Promise<Response>;
+}
+
+/**
+ * The CORS rule of a `CINDER_CORS_ORIGINS` value: `*` answers every origin with `*`; a list answers the
+ * origins it names (echoed, with `Vary: Origin`, so caches keep answers apart); `none` adds nothing.
+ */
+export function createCors(setting: string): Cors {
+  if (setting === 'none') return { handle: (_req, next) => next() };
+  const any = setting === '*';
+  const origins = new Set(any ? [] : setting.split(',').map((o) => o.trim().toLowerCase()));
+
+  /** The `Access-Control-Allow-Origin` value for a request's Origin, or null when not allowed. */
+  const allowed = (origin: string | null): string | null => {
+    if (any) return '*';
+    return origin !== null && origins.has(origin.toLowerCase()) ? origin : null;
+  };
+
+  const decorate = (res: Response, allow: string | null): Response => {
+    let headers = res.headers;
+    try {
+      if (!any) headers.append('Vary', 'Origin');
+    } catch {
+      // A response with immutable headers (one passed through from fetch): copy it once.
+      res = new Response(res.body, res);
+      headers = res.headers;
+      if (!any) headers.append('Vary', 'Origin');
+    }
+    if (allow !== null) {
+      headers.set('Access-Control-Allow-Origin', allow);
+      headers.set('Access-Control-Expose-Headers', EXPOSE_HEADERS);
+    }
+    return res;
+  };
+
+  const preflight = (allow: string | null): Response => {
+    const headers = new Headers();
+    if (!any) headers.set('Vary', 'Origin');
+    if (allow !== null) {
+      headers.set('Access-Control-Allow-Origin', allow);
+      headers.set('Access-Control-Allow-Methods', ALLOW_METHODS);
+      headers.set('Access-Control-Allow-Headers', ALLOW_HEADERS);
+      headers.set('Access-Control-Max-Age', MAX_AGE);
+    }
+    // An origin not allowed gets an answer without the Allow headers: the browser refuses the request.
+    return new Response(null, { status: 204, headers });
+  };
+
+  return {
+    handle(req, next) {
+      if (!covered(pathOf(req.url))) return next();
+      const origin = req.headers.get('origin');
+      if (req.method === 'OPTIONS' && origin !== null && req.headers.has('access-control-request-method')) {
+        return preflight(allowed(origin));
+      }
+      // With `*` every answer carries it (the same for all, so caches may keep it); with a list, only
+      // the named origins get it, and `Vary: Origin` marks every answer as origin-dependent.
+      const allow = allowed(origin);
+      const res = next();
+      return res instanceof Promise ? res.then((r) => decorate(r, allow)) : decorate(res, allow);
+    },
+  };
+}

@@ -158,9 +158,10 @@ describe('ValueSet/$expand', () => {
     const r = await postOperation(t, token, 'ValueSet/$expand', [
       { name: 'url', valueUri: `${VS}listed` }, { name: 'includeDesignations', valueBoolean: true }, { name: 'excludeNested', valueBoolean: true },
     ]);
-    const e = r.body.expansion as Expansion & { contains: (Contains & { designation?: { language?: string; value: string }[] })[] };
-    expect(e.contains.find((c) => c.code === 'dog')?.designation?.map((d) => `${d.language}:${d.value}`)).toContain('en:Domestic dog');
-    expect(e.contains.find((c) => c.code === 'animal')?.designation).toBeUndefined();
+    const e = r.body.expansion as Expansion;
+    const contains = e.contains as (Contains & { designation?: { language?: string; value: string }[] })[];
+    expect(contains.find((c) => c.code === 'dog')?.designation?.map((d) => `${d.language}:${d.value}`)).toContain('en:Domestic dog');
+    expect(contains.find((c) => c.code === 'animal')?.designation).toBeUndefined();
     expect(e.parameter).toContainEqual({ name: 'includeDesignations', valueBoolean: true });
     expect(e.parameter).toContainEqual({ name: 'excludeNested', valueBoolean: true });
     const plain = (await expand({ url: `${VS}listed` })).contains as (Contains & { designation?: unknown })[];

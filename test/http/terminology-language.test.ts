@@ -65,7 +65,7 @@ describe('displayLanguage in $lookup', () => {
       { name: 'displayLanguage', valueCode: 'de-CH' },
     ]);
     expect(r.body.parameter?.find((p) => p.name === 'display')?.valueString).toBe('Chatz');
-    expect(r.body.parameter?.filter((p) => p.name === 'designation')).toHaveLength(3);
+    expect(r.body.parameter?.filter((p) => p.name === 'designation')).toHaveLength(4);
   });
 });
 

@@ -7,6 +7,7 @@ import {
   outcome,
   type Param,
   postOperation,
+  putResource,
   putTerminologyFixtures,
   VS,
 } from '../helpers/terminology-http.ts';
@@ -68,7 +69,13 @@ describe('CodeSystem/$lookup', () => {
     });
     expect(props).toEqual(['inactive=false', 'parent=vertebrate', 'child=dog', 'child=cat', 'child=whale', 'child=mammoth', 'child=platypus']);
     const dog = await postOperation(t, token, 'CodeSystem/$lookup', [{ name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } }, { name: 'property', valueCode: 'legs' }]);
+    // The display leads, as a designation in the CodeSystem's language.
     expect(partsOf(dog, 'designation')[0]?.part).toEqual([
+      { name: 'language', valueCode: 'en' },
+      { name: 'use', valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' } },
+      { name: 'value', valueString: 'Dog' },
+    ]);
+    expect(partsOf(dog, 'designation')[1]?.part).toEqual([
       { name: 'language', valueCode: 'en' },
       { name: 'use', valueCoding: { system: 'http://snomed.info/sct', code: '900000000000013009', display: 'Synonym' } },
       { name: 'value', valueString: 'Domestic dog' },
@@ -82,6 +89,21 @@ describe('CodeSystem/$lookup', () => {
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'yeti' }), 404).text).toContain("Unknown code 'yeti'");
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: 'urn:none', code: 'yeti' }), 404).code).toBe('not-found');
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { code: 'dog' }), 400).code).toBe('invalid');
+  });
+});
+
+describe('supplements in CodeSystem operations', () => {
+  test('a supplement is not a code system to validate or look codes up in', async () => {
+    const SUPPLEMENT = 'http://cinder.test/CodeSystem/animals-nl';
+    await putResource(t, token, { resourceType: 'CodeSystem', id: 'animals-nl', url: SUPPLEMENT, version: '1', status: 'active', content: 'supplement', supplements: ANIMALS, concept: [{ code: 'dog', designation: [{ language: 'nl', value: 'hond' }] }] });
+    const r = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'coding', valueCoding: { system: SUPPLEMENT, code: 'dog' } }]);
+    expect(outcome(r)).toEqual({ result: false, message: `CodeSystem '${SUPPLEMENT}' version '1' is a supplement, so it cannot be used as a value in Coding.system` });
+    const issue = ((r.body.parameter ?? []).find((p) => p.name === 'issues')?.resource as { issue: { severity: string; code: string; expression: string[] }[] }).issue[0];
+    expect(issue).toMatchObject({ severity: 'error', code: 'invalid', expression: ['Coding.system'] });
+    expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: SUPPLEMENT, code: 'dog' }), 400).text).toContain('is a supplement');
+    // Not applied unasked: the base code system's lookup has no Dutch designation.
+    const base = await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'dog' });
+    expect(JSON.stringify(partsOf(base, 'designation'))).not.toContain('hond');
   });
 });
 

@@ -182,6 +182,49 @@ describe('languages, status and systems', () => {
     expect(kinds((await validate([vs, coding('cat')])).body)).toEqual([]);
   });
 
+  test('valueset-deprecated written as the code true, and a deprecated standards-status, warn too', async () => {
+    const vs = inline({
+      include: [{
+        system: ANIMALS,
+        concept: [
+          { code: 'dog', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated', valueCode: 'true' }] },
+          { code: 'cat', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'deprecated' }] },
+        ],
+      }],
+    });
+    expect(kinds((await validate([vs, coding('dog')])).body)).toEqual(['warning business-rule code-comment Coding.code']);
+    expect(kinds((await validate([vs, coding('cat')])).body)).toEqual(['warning business-rule code-comment Coding.code']);
+  });
+
+  test('a deprecated concept is active, valid with a warning; a withdrawn designation is a display with a warning', async () => {
+    const LIFE = 'http://cinder.test/CodeSystem/lifecycle';
+    const status = (value: string) => ({ property: [{ code: 'status', valueCode: value }] });
+    await put({
+      resourceType: 'CodeSystem', id: 'lifecycle', url: LIFE, status: 'active', content: 'complete',
+      property: [{ code: 'status', uri: 'http://hl7.org/fhir/concept-properties#status', type: 'code' }],
+      concept: [
+        { code: 'old', display: 'Old', ...status('deprecated') },
+        { code: 'gone', display: 'Gone', ...status('retired') },
+        { code: 'marked', display: 'Marked', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'deprecated' }] },
+        { code: 'renamed', display: 'New name', designation: [{ language: 'en', value: 'Old name', extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status', valueCode: 'withdrawn' }] }] },
+      ],
+    });
+    const cs = (parameter: Param[]) => postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'url', valueUri: LIFE }, ...parameter]);
+    for (const code of ['old', 'marked']) {
+      const r = await cs([{ name: 'code', valueCode: code }]);
+      expect(outcome(r).result).toBe(true);
+      expect(kinds(r.body)).toEqual(['warning business-rule code-comment code']);
+    }
+    expect(kinds((await cs([{ name: 'code', valueCode: 'gone' }])).body)).toEqual(['warning business-rule status-check code']);
+    const renamed = await cs([{ name: 'code', valueCode: 'renamed' }, { name: 'display', valueString: 'Old name' }]);
+    expect(outcome(renamed)).toMatchObject({ result: true, display: 'New name' });
+    expect(kinds(renamed.body)).toEqual(['warning invalid display-comment code']);
+    const active = await postOperation(t, token, 'ValueSet/$expand', [
+      { name: 'valueSet', resource: { resourceType: 'ValueSet', compose: { include: [{ system: LIFE }] } } }, { name: 'activeOnly', valueBoolean: true },
+    ]);
+    expect((active.body.expansion as Json).contains.map((c: Json) => c.code)).toEqual(['old', 'marked', 'renamed']);
+  });
+
   test('a notSelectable filter matches only the concepts that state the property', async () => {
     await put({
       resourceType: 'CodeSystem', id: 'sel', url: 'http://cinder.test/CodeSystem/sel', status: 'active', content: 'complete',

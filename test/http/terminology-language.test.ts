@@ -33,6 +33,19 @@ describe('displayLanguage in $lookup', () => {
     expect(await lookupDisplay('whale', 'de')).toBe('Whale');
   });
 
+  test('a list with `*` takes any language; `*;q=0` refuses the languages it does not name', async () => {
+    expect(await lookupDisplay('dog', 'fr, *')).toBe('Dog');
+    expect(await lookupDisplay('dog', 'fr,de,*')).toBe('Hund');
+    expect(await lookupDisplay('dog', 'de, *; q=0')).toBe('Hund');
+    expect(await lookupDisplay('whale', 'de, *; q=0')).toBeUndefined();
+    expect(await lookupDisplay('whale', 'de;q=0.8')).toBe('Whale');
+    const r = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}mammals` }, { name: 'displayLanguage', valueCode: 'de,*;q=0' }]);
+    expect(r.status).toBe(200);
+    const contains = (r.body.expansion as { contains: { code: string; display?: string }[] }).contains;
+    expect(contains.find((c) => c.code === 'dog')?.display).toBe('Hund');
+    expect(contains.find((c) => c.code === 'whale')).toEqual(expect.not.objectContaining({ display: expect.anything() }));
+  });
+
   test('an exact language tag beats the primary language; a display designation beats a synonym', async () => {
     expect(await lookupDisplay('cat', 'de')).toBe('Katze');
     expect(await lookupDisplay('cat', 'de-CH')).toBe('Chatz');
@@ -52,7 +65,7 @@ describe('displayLanguage in $lookup', () => {
       { name: 'displayLanguage', valueCode: 'de-CH' },
     ]);
     expect(r.body.parameter?.find((p) => p.name === 'display')?.valueString).toBe('Chatz');
-    expect(r.body.parameter?.filter((p) => p.name === 'designation')).toHaveLength(3);
+    expect(r.body.parameter?.filter((p) => p.name === 'designation')).toHaveLength(4);
   });
 });
 

@@ -7,6 +7,7 @@ import {
   outcome,
   type Param,
   postOperation,
+  putResource,
   putTerminologyFixtures,
   VS,
 } from '../helpers/terminology-http.ts';
@@ -68,7 +69,13 @@ describe('CodeSystem/$lookup', () => {
     });
     expect(props).toEqual(['inactive=false', 'parent=vertebrate', 'child=dog', 'child=cat', 'child=whale', 'child=mammoth', 'child=platypus']);
     const dog = await postOperation(t, token, 'CodeSystem/$lookup', [{ name: 'coding', valueCoding: { system: ANIMALS, code: 'dog' } }, { name: 'property', valueCode: 'legs' }]);
+    // The display leads, as a designation in the CodeSystem's language.
     expect(partsOf(dog, 'designation')[0]?.part).toEqual([
+      { name: 'language', valueCode: 'en' },
+      { name: 'use', valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' } },
+      { name: 'value', valueString: 'Dog' },
+    ]);
+    expect(partsOf(dog, 'designation')[1]?.part).toEqual([
       { name: 'language', valueCode: 'en' },
       { name: 'use', valueCoding: { system: 'http://snomed.info/sct', code: '900000000000013009', display: 'Synonym' } },
       { name: 'value', valueString: 'Domestic dog' },
@@ -82,6 +89,21 @@ describe('CodeSystem/$lookup', () => {
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'yeti' }), 404).text).toContain("Unknown code 'yeti'");
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: 'urn:none', code: 'yeti' }), 404).code).toBe('not-found');
     expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { code: 'dog' }), 400).code).toBe('invalid');
+  });
+});
+
+describe('supplements in CodeSystem operations', () => {
+  test('a supplement is not a code system to validate or look codes up in', async () => {
+    const SUPPLEMENT = 'http://cinder.test/CodeSystem/animals-nl';
+    await putResource(t, token, { resourceType: 'CodeSystem', id: 'animals-nl', url: SUPPLEMENT, version: '1', status: 'active', content: 'supplement', supplements: ANIMALS, concept: [{ code: 'dog', designation: [{ language: 'nl', value: 'hond' }] }] });
+    const r = await postOperation(t, token, 'CodeSystem/$validate-code', [{ name: 'coding', valueCoding: { system: SUPPLEMENT, code: 'dog' } }]);
+    expect(outcome(r)).toEqual({ result: false, message: `CodeSystem '${SUPPLEMENT}' version '1' is a supplement, so it cannot be used as a value in Coding.system` });
+    const issue = ((r.body.parameter ?? []).find((p) => p.name === 'issues')?.resource as { issue: { severity: string; code: string; expression: string[] }[] }).issue[0];
+    expect(issue).toMatchObject({ severity: 'error', code: 'invalid', expression: ['Coding.system'] });
+    expect(errorIssue(await getOperation(t, token, 'CodeSystem/$lookup', { system: SUPPLEMENT, code: 'dog' }), 400).text).toContain('is a supplement');
+    // Not applied unasked: the base code system's lookup has no Dutch designation.
+    const base = await getOperation(t, token, 'CodeSystem/$lookup', { system: ANIMALS, code: 'dog' });
+    expect(JSON.stringify(partsOf(base, 'designation'))).not.toContain('hond');
   });
 });
 
@@ -108,6 +130,64 @@ describe('ValueSet/$expand', () => {
     const page = await expand({ url: `${VS}all-animals`, count: '3', offset: '2' });
     expect(page.contains.map((c) => c.code)).toEqual(['mammal', 'dog', 'cat']);
     expect(page).toMatchObject({ total: 17, offset: 2 });
+  });
+
+  test('system-version is a default, force-system-version overrides, check-system-version refuses another pinned version', async () => {
+    const codes = async (parameter: Param[]) => {
+      const r = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'count', valueInteger: 10 }, ...parameter]);
+      expect(r.status).toBe(200);
+      const e = r.body.expansion as Expansion;
+      return { codes: e.contains.map((c) => `${c.code}@${c.version}`), total: e.total, parameter: e.parameter };
+    };
+    // all-animals pins no version: 2.0.0 (17 codes, with platypus) unless told otherwise; 1.0.0 has wolf instead.
+    const byDefault = await codes([{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'system-version', valueUri: `${ANIMALS}|1.0.0` }]);
+    expect(byDefault.codes).toContain('wolf@1.0.0');
+    expect(byDefault.parameter).toContainEqual({ name: 'system-version', valueUri: `${ANIMALS}|1.0.0` });
+    expect(byDefault.parameter).toContainEqual({ name: 'used-codesystem', valueUri: `${ANIMALS}|1.0.0` });
+    // A default does not change a pinned version; force does, with a wildcard too.
+    expect((await codes([{ name: 'url', valueUri: `${VS}animals-v2` }, { name: 'system-version', valueUri: `${ANIMALS}|1.0.0` }])).codes).not.toContain('wolf@1.0.0');
+    const forced = await codes([{ name: 'url', valueUri: `${VS}animals-v2` }, { name: 'force-system-version', valueUri: `${ANIMALS}|1.x` }]);
+    expect(forced.codes).toContain('wolf@1.0.0');
+    expect(forced.codes.every((c) => c.endsWith('@1.0.0'))).toBe(true);
+    // check-system-version: a default where nothing is pinned, an error where another version is.
+    expect((await codes([{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.0` }])).codes).toContain('wolf@1.0.0');
+    expect((await codes([{ name: 'url', valueUri: `${VS}animals-v1` }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.x` }])).codes).toContain('wolf@1.0.0');
+    const refused = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}animals-v2` }, { name: 'check-system-version', valueUri: `${ANIMALS}|1.0.x` }]);
+    expect(errorIssue(refused, 400).text).toContain("check-system-version requires '1.0.x'");
+    const unversioned = await postOperation(t, token, 'ValueSet/$expand', [{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'system-version', valueUri: ANIMALS }]);
+    expect(errorIssue(unversioned, 400).code).toBe('invalid');
+  });
+
+  test('an exclude pinned to a version no include pins removes that version\'s codes from the others', async () => {
+    const diff = await postOperation(t, token, 'ValueSet/$expand', [
+      { name: 'valueSet', resource: { resourceType: 'ValueSet', compose: { include: [{ system: ANIMALS, version: '2.0.0' }], exclude: [{ system: ANIMALS, version: '1.0.0' }] } } },
+    ]);
+    expect((diff.body.expansion as Expansion).contains.map((c) => `${c.code}@${c.version}`)).toEqual(['platypus@2.0.0']);
+    // Both versions included: the exclude removes only its own version's code.
+    const both = await postOperation(t, token, 'ValueSet/$expand', [
+      {
+        name: 'valueSet',
+        resource: {
+          resourceType: 'ValueSet',
+          compose: { include: [{ system: ANIMALS, version: '1.0.0', concept: [{ code: 'dog' }] }, { system: ANIMALS, version: '2.0.0', concept: [{ code: 'dog' }] }], exclude: [{ system: ANIMALS, version: '1.0.0', concept: [{ code: 'dog' }] }] },
+        },
+      },
+    ]);
+    expect((both.body.expansion as Expansion).contains.map((c) => `${c.code}@${c.version}`)).toEqual(['dog@2.0.0']);
+  });
+
+  test('includeDesignations lists each code\'s designations; excludeNested is echoed', async () => {
+    const r = await postOperation(t, token, 'ValueSet/$expand', [
+      { name: 'url', valueUri: `${VS}listed` }, { name: 'includeDesignations', valueBoolean: true }, { name: 'excludeNested', valueBoolean: true },
+    ]);
+    const e = r.body.expansion as Expansion;
+    const contains = e.contains as (Contains & { designation?: { language?: string; value: string }[] })[];
+    expect(contains.find((c) => c.code === 'dog')?.designation?.map((d) => `${d.language}:${d.value}`)).toContain('en:Domestic dog');
+    expect(contains.find((c) => c.code === 'animal')?.designation).toBeUndefined();
+    expect(e.parameter).toContainEqual({ name: 'includeDesignations', valueBoolean: true });
+    expect(e.parameter).toContainEqual({ name: 'excludeNested', valueBoolean: true });
+    const plain = (await expand({ url: `${VS}listed` })).contains as (Contains & { designation?: unknown })[];
+    expect(plain.find((c) => c.code === 'dog')?.designation).toBeUndefined();
   });
 
   test('an expansion over the configured limit is a 4xx too-costly; bad paging is a 400', async () => {

@@ -1,4 +1,5 @@
 import type { CodeSystem, CodeSystemContent, ConceptDefinition } from '../model/code-system.ts';
+import { standardsStatus } from '../model/datatypes.ts';
 import { INACTIVE_STATUSES, type PropertyRole, propertyRoles, propertyValueText } from './concept-roles.ts';
 
 /** One concept of an indexed CodeSystem with its resolved hierarchy and status flags. */
@@ -10,8 +11,10 @@ export interface ConceptEntry {
   readonly children: readonly string[];
   /** The parents that are concepts of this CodeSystem, for walking up without lookups. */
   readonly parentEntries: readonly ConceptEntry[];
-  /** Inactive: `inactive` property true, or `status` retired / deprecated. */
+  /** Inactive: `inactive` property true, or `status` retired. */
   readonly inactive: boolean;
+  /** Deprecated (still active): `status` deprecated, or the concept's standards-status extension. */
+  readonly deprecated: boolean;
   /** The `status` property value, if any (e.g. `retired`). */
   readonly status: string | undefined;
   /** `notSelectable` (or HL7 v3 `abstract`) is true. */
@@ -25,6 +28,7 @@ interface MutableEntry {
   children: string[];
   parentEntries: MutableEntry[];
   inactive: boolean;
+  deprecated: boolean;
   status: string | undefined;
   abstract: boolean;
   /** Pre-order number in a tree-shaped hierarchy, and the last number of its subtree (-1: not numbered). */
@@ -134,6 +138,7 @@ export class CodeSystemIndex {
       children: [],
       parentEntries: [],
       inactive: false,
+      deprecated: false,
       status: undefined,
       abstract: false,
       enter: -1,
@@ -146,6 +151,7 @@ export class CodeSystemIndex {
       else if (role === 'status') entry.status = propertyValueText(p);
     }
     if (entry.status !== undefined && INACTIVE_STATUSES.has(entry.status)) entry.inactive = true;
+    entry.deprecated = entry.status === 'deprecated' || standardsStatus(definition.extension) === 'deprecated';
     return entry;
   }
 

@@ -21,8 +21,12 @@ const ROLE_BY_CODE: Record<string, PropertyRole> = {
   abstract: 'notSelectable',
 };
 
-/** Statuses (concept-properties#status) under which a concept counts as inactive. */
-export const INACTIVE_STATUSES: ReadonlySet<string> = new Set(['retired', 'deprecated', 'inactive']);
+/**
+ * Statuses (concept-properties#status) under which a concept counts as inactive. A `deprecated` concept
+ * is still active, only discouraged (FHIR concept-properties; the reference servers keep it in
+ * `activeOnly` expansions and warn when it is validated).
+ */
+export const INACTIVE_STATUSES: ReadonlySet<string> = new Set(['retired', 'inactive']);
 
 /**
  * Maps property codes of one CodeSystem to their roles: by the standard URI when the

@@ -1,7 +1,9 @@
+import { standardsStatus } from '../model/datatypes.ts';
 import type { ConceptReference } from '../model/value-set.ts';
-import { isVersionPattern, matchesVersion } from '../version.ts';
 
 const VALUESET_DEPRECATED = 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated';
+import { isVersionPattern, matchesVersion } from '../version.ts';
+
 import type { CodeSystemIndex } from './code-system-index.ts';
 import type { CompiledValueSet } from './compiled-value-set.ts';
 import { type CheckedFilter, type ConceptPredicate, compileFilter } from './filters.ts';
@@ -119,9 +121,15 @@ export class CompiledConceptSet {
     return memberOf(system, entry.code, { entry, cs, listed, warnings: this.deprecation(listed, entry.code, system) });
   }
 
-  /** A concept whose presence in the value set is marked deprecated (`valueset-deprecated`): a warning. */
+  /**
+   * A concept whose presence in the value set is marked deprecated (`valueset-deprecated` true, or a
+   * `structuredefinition-standards-status` of deprecated): a warning.
+   */
   private deprecation(listed: ConceptReference | undefined, code: string, system: string): TxIssue[] {
-    if (listed?.extension?.some((e) => e.url === VALUESET_DEPRECATED && e.valueBoolean === true) !== true) return [];
+    const ext = listed?.extension;
+    if (ext === undefined) return [];
+    const marked = ext.some((e) => e.url === VALUESET_DEPRECATED && (e.valueBoolean === true || e.valueCode === 'true')) || standardsStatus(ext) === 'deprecated';
+    if (!marked) return [];
     return [txIssue('warning', 'business-rule', 'code-comment', `The presence of the concept '${code}' in the system '${system}' in ${this.where} is deprecated`)];
   }
 

@@ -41,10 +41,17 @@ export async function* enumerateValueSet(vs: CompiledValueSet, lookup: CodeSyste
   }
 }
 
+/**
+ * Whether an exclude removes the entry. An exclude pinned to a version that no include pins removes
+ * the codes that version selects from every version (as the reference servers answer: excluding one
+ * version of a code system from another is a diff); otherwise it is evaluated in the entry's version.
+ */
 async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: CodeSystemLookup): Promise<boolean> {
   for (const set of vs.excludes) {
     if (set.system !== undefined && set.system !== entry.system) continue;
-    if ((await set.check(entry, lookup)).member) return true;
+    const diff = set.version !== undefined && set.system !== undefined && !vs.includes.some((i) => i.system === set.system && i.version === set.version);
+    const coding = diff ? { system: entry.system, code: entry.code } : entry;
+    if ((await set.check(coding, lookup)).member) return true;
   }
   return false;
 }

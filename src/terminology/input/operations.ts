@@ -52,4 +52,9 @@ export const expandParams = new OperationParameters({
   activeOnly: { kind: P.boolean },
   date: { kind: P.dateTime },
   displayLanguage: { kind: P.language },
+  includeDesignations: { kind: P.boolean },
+  excludeNested: { kind: P.boolean },
+  'system-version': { kind: P.uri, repeats: true },
+  'check-system-version': { kind: P.uri, repeats: true },
+  'force-system-version': { kind: P.uri, repeats: true },
 });

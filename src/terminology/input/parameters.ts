@@ -25,8 +25,8 @@ export interface ParamKind<S extends z.ZodType = z.ZodType> {
 const kind = <S extends z.ZodType>(fields: readonly string[], primitive: boolean, schema: S, plain?: (value: unknown) => boolean): ParamKind<S> =>
   plain === undefined ? { fields, primitive, schema } : { fields, primitive, schema, plain };
 
-/** A BCP 47 tag, or a list of them as HTTP's Accept-Language writes it (`en, en-AU` or `de-CH,de;q=0.9`). */
-const LANGUAGE_TAG = /^\s*[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*(\s*;\s*q=[01](\.\d{0,3})?)?(\s*,\s*[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*(\s*;\s*q=[01](\.\d{0,3})?)?)*\s*$/;
+/** A BCP 47 tag, or a list of them as HTTP's Accept-Language writes it (`en, en-AU`, `de-CH,de;q=0.9` or `de, *;q=0`). */
+const LANGUAGE_TAG = /^\s*([A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*|\*)(\s*;\s*q=[01](\.\d{0,3})?)?(\s*,\s*([A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*|\*)(\s*;\s*q=[01](\.\d{0,3})?)?)*\s*$/;
 /** Whether `v` is a language tag or a list of them (a `displayLanguage` value, or an Accept-Language header). */
 export function isLanguageList(v: string): boolean {
   return LANGUAGE_TAG.test(v);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CanonicalFields, CodingSchema, DesignationSchema } from './datatypes.ts';
+import { CanonicalFields, CodingSchema, DesignationSchema, StatusExtensionsSchema } from './datatypes.ts';
 import { parseWith } from './parse.ts';
 
 /** CodeSystem.concept.property: one value of a concept property. */
@@ -22,6 +22,8 @@ export const ConceptDefinitionSchema = z.object({
   definition: z.string().optional(),
   designation: z.array(DesignationSchema).optional(),
   property: z.array(ConceptPropertySchema).optional(),
+  /** Only `structuredefinition-standards-status` is read (a deprecated concept). */
+  extension: StatusExtensionsSchema,
   get concept() {
     return z.array(ConceptDefinitionSchema).optional();
   },

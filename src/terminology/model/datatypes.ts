@@ -17,11 +17,29 @@ export const CodeableConceptSchema = z.object({
 });
 export type CodeableConcept = z.infer<typeof CodeableConceptSchema>;
 
+/**
+ * The extensions the engine reads on concepts and designations: `structuredefinition-standards-status`
+ * (valueCode) and `valueset-deprecated` (valueBoolean, or the code `true` as R5 content writes it).
+ */
+export const StatusExtensionsSchema = z
+  .array(z.object({ url: z.string(), valueCode: z.string().optional().catch(undefined), valueBoolean: z.boolean().optional().catch(undefined) }))
+  .optional()
+  .catch(undefined);
+export type StatusExtensions = z.infer<typeof StatusExtensionsSchema>;
+
+export const STANDARDS_STATUS = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status';
+
+/** The `structuredefinition-standards-status` code of an element (`deprecated`, `withdrawn`, ...), if any. */
+export function standardsStatus(extension: StatusExtensions): string | undefined {
+  return extension?.find((e) => e.url === STANDARDS_STATUS)?.valueCode;
+}
+
 /** FHIR R4 concept designation (CodeSystem.concept.designation, ValueSet...concept.designation). */
 export const DesignationSchema = z.object({
   language: z.string().optional(),
   use: CodingSchema.optional(),
   value: z.string(),
+  extension: StatusExtensionsSchema,
 });
 export type Designation = z.infer<typeof DesignationSchema>;
 

@@ -5,6 +5,7 @@ export interface ParametersParameter {
   readonly name: string;
   readonly valueBoolean?: boolean;
   readonly valueString?: string;
+  readonly valueUri?: string;
   readonly valueCode?: string;
   readonly valueCoding?: Coding;
   readonly valueInteger?: number;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CanonicalFields, DesignationSchema } from './datatypes.ts';
+import { CanonicalFields, DesignationSchema, StatusExtensionsSchema } from './datatypes.ts';
 import { parseWith } from './parse.ts';
 
 /** ValueSet.compose.include.filter. `op` and `value` are checked by the compiler for precise errors. */
@@ -15,8 +15,8 @@ export const ConceptReferenceSchema = z.object({
   code: z.string().min(1),
   display: z.string().optional(),
   designation: z.array(DesignationSchema).optional(),
-  /** Only `valueset-deprecated` is read: the concept's presence in the value set is deprecated. */
-  extension: z.array(z.object({ url: z.string(), valueBoolean: z.boolean().optional().catch(undefined) })).optional().catch(undefined),
+  /** Only `valueset-deprecated` and `structuredefinition-standards-status` are read: the concept's presence in the value set is deprecated. */
+  extension: StatusExtensionsSchema,
 });
 export type ConceptReference = z.infer<typeof ConceptReferenceSchema>;
 

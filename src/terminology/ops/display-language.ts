@@ -3,18 +3,27 @@ import type { Designation } from '../model/datatypes.ts';
 
 const DESIGNATION_USAGE = 'http://terminology.hl7.org/CodeSystem/designation-usage';
 
-/**
- * The languages of a `displayLanguage` value, most wanted first: one tag (`de`), or a list as
- * Accept-Language writes it (`en, en-AU`, `de-CH,de;q=0.9`; q-values order it).
- */
-export function languagesOf(value: string | undefined): string[] {
-  if (value === undefined) return [];
-  const items = value.split(',').map((part, i) => {
+/** The tags of a `displayLanguage` value with their q-values, in the order given. */
+function weighted(value: string): { tag: string; q: number; i: number }[] {
+  return value.split(',').map((part, i) => {
     const [tag, ...params] = part.split(';').map((x) => x.trim());
     const q = params.find((p) => p.startsWith('q='));
     return { tag: tag!, q: q === undefined ? 1 : Number(q.slice(2)), i };
   });
-  return items.filter((x) => x.tag !== '' && x.q > 0).sort((a, b) => b.q - a.q || a.i - b.i).map((x) => x.tag);
+}
+
+/**
+ * The languages of a `displayLanguage` value, most wanted first: one tag (`de`), or a list as
+ * Accept-Language writes it (`en, en-AU`, `de-CH,de;q=0.9`; q-values order it; `*` is any language).
+ */
+export function languagesOf(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  return weighted(value).filter((x) => x.tag !== '' && x.q > 0).sort((a, b) => b.q - a.q || a.i - b.i).map((x) => x.tag);
+}
+
+/** Whether the value refuses every language it does not name (`de, *;q=0`). */
+function othersRefused(value: string): boolean {
+  return weighted(value).some((x) => x.tag === '*' && x.q === 0);
 }
 
 /** Whether a display of language `tag` (undefined: not known) is in one of `languages`. */
@@ -33,13 +42,15 @@ export function inLanguages(tag: string | undefined, languages: readonly string[
 export function displayIn(definition: ConceptDefinition, systemLanguage: string | undefined, language: string | undefined): string | undefined {
   if (language === undefined) return definition.display;
   const languages = languagesOf(language);
-  if (languages.length > 1) {
+  if (languages.length !== 1 || languages[0] !== language) {
     for (const l of languages) {
       const d = displayIn(definition, systemLanguage, l);
       if (d !== definition.display || inLanguages(systemLanguage, [l])) return d;
     }
-    return definition.display;
+    // `*;q=0`: no display rather than one in a language not asked for (unless the system's is unknown).
+    return othersRefused(language) && systemLanguage !== undefined ? undefined : definition.display;
   }
+  if (language === '*') return definition.display;
   const own: Designation[] = definition.display === undefined ? [] : [{ language: systemLanguage, value: definition.display }];
   let best: Designation | undefined;
   let bestRank = Number.POSITIVE_INFINITY;
@@ -55,8 +66,9 @@ export function displayIn(definition: ConceptDefinition, systemLanguage: string 
   return best?.value ?? definition.display;
 }
 
-/** 0 when the tags are equal, 1 when they share the primary language, else undefined (RFC 5646, case-insensitive). */
+/** 0 when the tags are equal, 1 when they share the primary language or `wanted` is `*`, else undefined (RFC 5646, case-insensitive). */
 function languageMatch(tag: string, wanted: string): number | undefined {
+  if (wanted === '*') return 1;
   const a = tag.toLowerCase();
   const b = wanted.toLowerCase();
   if (a === b) return 0;

@@ -5,10 +5,12 @@ import type { expandParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
 import type { DatePeriod } from '../model/date-time.ts';
+import type { Designation } from '../model/datatypes.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
 import { displayIn } from './display-language.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements } from './supplements.ts';
+import { type SystemVersions, systemVersions, withSystemVersions } from './system-versions.ts';
 
 export interface ExpandInput {
   readonly target: ValueSetTarget;
@@ -21,6 +23,14 @@ export interface ExpandInput {
   readonly date?: DatePeriod;
   /** The language of the displays (R4 `displayLanguage`). */
   readonly displayLanguage?: string;
+  /** Whether each code carries its designations (R4 `includeDesignations`). */
+  readonly includeDesignations?: boolean;
+  /** R4 `excludeNested`: the expansion is always flat, so it is only echoed. */
+  readonly excludeNested?: boolean;
+  /** R4 `system-version`, `check-system-version` and `force-system-version`. */
+  readonly systemVersions?: SystemVersions;
+  /** The three as given, to echo in the expansion's parameters. */
+  readonly systemVersionInputs?: readonly ExpansionParameter[];
 }
 
 export interface ExpandDeps {
@@ -59,19 +69,28 @@ interface ExpansionContainsOut {
   readonly display?: string;
   readonly abstract?: true;
   readonly inactive?: true;
+  readonly designation?: readonly Designation[];
 }
 
 /** Reads the $expand inputs; `count`/`offset` are validated as non-negative integers at the edge. */
 export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, instanceId?: string): ExpandInput {
-  const { filter, count, offset, activeOnly, date, displayLanguage } = raw;
-  return { target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage };
+  const { filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested } = raw;
+  const versionNames = ['system-version', 'check-system-version', 'force-system-version'] as const;
+  const systemVersionInputs = versionNames.flatMap((name) => (raw[name] ?? []).map((valueUri) => ({ name, valueUri })));
+  const versions = systemVersions(raw);
+  return {
+    target: valueSetTarget(raw, instanceId), filter, count, offset, activeOnly, date, displayLanguage, includeDesignations, excludeNested,
+    ...(versions === undefined ? {} : { systemVersions: versions, systemVersionInputs }),
+  };
 }
 
 /**
  * ValueSet/$expand (FHIR R4 ValueSet-expand) with `filter`, `count`, `offset`, `activeOnly`,
- * `date` (the ValueSet and CodeSystem versions in effect then) and `displayLanguage`.
- * The total is always computed; a page larger than `maxExpansionSize` is refused (too-costly)
- * instead of building an unbounded response.
+ * `date` (the ValueSet and CodeSystem versions in effect then), `displayLanguage`,
+ * `includeDesignations` and the code system versions of `system-version`, `check-system-version` and
+ * `force-system-version`. The expansion's parameters echo the inputs and name each code system
+ * version used (`used-codesystem`). The total is always computed; a page larger than
+ * `maxExpansionSize` is refused (too-costly) instead of building an unbounded response.
  */
 export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
   const terminology = deps.terminology.at(input.date);
@@ -84,14 +103,16 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
   }
   const text = input.filter?.toLowerCase();
   const seen = new Set<string>();
+  const used = new Set<string>();
   const contains: ExpansionContainsOut[] = [];
   let total = 0;
-  for await (const found of enumerateValueSet(vs, terminology)) {
+  for await (const found of enumerateValueSet(vs, withSystemVersions(terminology, input.systemVersions))) {
     const key = `${found.system}|${found.version ?? ''}|${found.code}`;
     const e = inLanguage(found, input.displayLanguage);
     if (seen.has(key) || (input.activeOnly === true && e.inactive) || !matches(e, text)) continue;
     seen.add(key);
-    if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e));
+    used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
+    if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input.includeDesignations === true));
     total++;
     if (input.count === undefined && contains.length > limit) {
       throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
@@ -106,7 +127,7 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
       timestamp: deps.now().toISOString(),
       total,
       offset,
-      parameter: expansionParameters(input),
+      parameter: [...expansionParameters(input), ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri }))],
       contains,
     },
   };
@@ -123,7 +144,8 @@ function matches(e: ExpansionEntry, text: string | undefined): boolean {
   return e.code.toLowerCase().includes(text) || (e.display?.toLowerCase().includes(text) ?? false);
 }
 
-function contained(e: ExpansionEntry): ExpansionContainsOut {
+function contained(e: ExpansionEntry, designations: boolean): ExpansionContainsOut {
+  const designation = designations ? e.concept?.definition.designation : undefined;
   return {
     system: e.system,
     ...(e.version === undefined ? {} : { version: e.version }),
@@ -131,6 +153,7 @@ function contained(e: ExpansionEntry): ExpansionContainsOut {
     ...(e.display === undefined ? {} : { display: e.display }),
     ...(e.abstract ? { abstract: true } : {}),
     ...(e.inactive ? { inactive: true } : {}),
+    ...(designation === undefined || designation.length === 0 ? {} : { designation }),
   };
 }
 
@@ -142,5 +165,8 @@ function expansionParameters(input: ExpandInput): ExpansionParameter[] {
   if (input.activeOnly !== undefined) out.push({ name: 'activeOnly', valueBoolean: input.activeOnly });
   if (input.date !== undefined) out.push({ name: 'date', valueDateTime: input.date.text });
   if (input.displayLanguage !== undefined) out.push({ name: 'displayLanguage', valueCode: input.displayLanguage });
+  if (input.includeDesignations !== undefined) out.push({ name: 'includeDesignations', valueBoolean: input.includeDesignations });
+  if (input.excludeNested !== undefined) out.push({ name: 'excludeNested', valueBoolean: input.excludeNested });
+  out.push(...(input.systemVersionInputs ?? []));
   return out;
 }

@@ -4,7 +4,8 @@ import type { TerminologyContext } from '../context.ts';
 import { invalid, notFound } from '../errors.ts';
 import type { lookupParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
-import type { ConceptProperty } from '../model/code-system.ts';
+import type { ConceptDefinition, ConceptProperty } from '../model/code-system.ts';
+import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
 import { displayIn } from './display-language.ts';
@@ -52,6 +53,9 @@ export function lookupInput(raw: RawInput, instance?: CodeSystemIndex): LookupIn
  */
 export async function lookupCode(input: LookupInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
   const cs = await targetCodeSystem(input, deps.terminology.at(input.date));
+  if (cs.content === 'supplement') {
+    throw invalid(`CodeSystem ${systemLabel(cs.url, cs.version)} is a supplement; look its codes up in the code system it supplements ('${cs.resource.supplements}')`, ['system']);
+  }
   const entry = cs.find(input.code);
   if (entry === undefined) throw notFound(unknownCode(input.code, cs).text);
   // No `property` input: the defaults; `*`: every property (as the reference servers read it).
@@ -63,7 +67,7 @@ export async function lookupCode(input: LookupInput, deps: { readonly terminolog
   if (entry.definition.definition !== undefined && wanted('definition')) {
     parameter.push({ name: 'definition', valueString: entry.definition.definition });
   }
-  for (const d of entry.definition.designation ?? []) {
+  for (const d of designations(entry.definition, cs.language)) {
     const part: ParametersParameter[] = [];
     if (d.language !== undefined) part.push({ name: 'language', valueCode: d.language });
     if (d.use !== undefined) part.push({ name: 'use', valueCoding: d.use });
@@ -73,6 +77,18 @@ export async function lookupCode(input: LookupInput, deps: { readonly terminolog
   parameter.push(...conceptProperties(cs, entry).filter((p) => wanted(p.code)).map(propertyParameter));
   return { resourceType: 'Parameters', parameter };
 }
+
+/**
+ * The concept's designations, led by its display in the CodeSystem's language when it states one (as
+ * the reference servers list it; not repeated when a designation already says the same).
+ */
+function designations(definition: ConceptDefinition, language: string | undefined): readonly Designation[] {
+  const own = definition.designation ?? [];
+  const { display } = definition;
+  if (display === undefined || language === undefined || own.some((d) => d.language === language && d.value === display)) return own;
+  return [{ language, use: PREFERRED_FOR_LANGUAGE, value: display }, ...own];
+}
+const PREFERRED_FOR_LANGUAGE = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
 
 async function targetCodeSystem(input: LookupInput, ctx: TerminologyContext): Promise<CodeSystemIndex> {
   if ('instance' in input.target) return input.target.instance;

@@ -1,6 +1,6 @@
 import { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { CompiledConceptSet } from '../compile/concept-set.ts';
-import { type CodeSystemLookup, txIssue } from '../compile/membership.ts';
+import { type CodeSystemLookup, systemLabel, txIssue } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import { canonicalNotFound, invalid } from '../errors.ts';
 import type { codeSystemValidateCodeParams } from '../input/operations.ts';
@@ -90,6 +90,11 @@ export async function validateCodeSystemCode(
     const coding: CheckedCoding = { system: c.system, code: c.code, display: c.display };
     if (coding.system !== cs.url) {
       issues.push({ ...txIssue('error', 'invalid', 'invalid-data', `The coding's system '${coding.system}' is not the CodeSystem '${cs.url}'`), expression: path });
+      continue;
+    }
+    if (cs.content === 'supplement') {
+      const text = `CodeSystem ${systemLabel(cs.url, cs.version)} is a supplement, so it cannot be used as a value in Coding.system`;
+      issues.push({ ...txIssue('error', 'invalid', 'invalid-data', text), expression: path.replace(/code$/, 'system') });
       continue;
     }
     const m = await whole.check(coding, lookup);

@@ -1,5 +1,7 @@
 import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
+import type { ConceptDefinition } from '../model/code-system.ts';
+import { standardsStatus } from '../model/datatypes.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { displayIn, inLanguages, languagesOf } from './display-language.ts';
@@ -124,6 +126,8 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
   if (m.inactive) {
     const status = m.entry?.status;
     issues.push(txIssue('warning', 'business-rule', 'status-check', `The code ${label} is inactive${status === undefined ? '' : ` (status '${status}')`}`));
+  } else if (m.entry?.deprecated === true) {
+    issues.push(txIssue('warning', 'business-rule', 'code-comment', `The concept ${label} is deprecated and its use should be reviewed`));
   }
   const extra = supplementDesignations(finish.supplements, m.system, m.code);
   const own = m.entry?.definition;
@@ -149,8 +153,19 @@ export function finishMember(m: Member, coding: CheckedCoding, finish: Finish): 
       const expected = [...new Set(inWanted.length > 0 ? inWanted : known)].map((d) => `'${d}'`).join(', ');
       const why = known.includes(coding.display) ? ` in the language asked for (${languages.join(', ')})` : '';
       issues.push(txIssue('error', 'invalid', 'invalid-display', `Wrong display '${coding.display}' for the code ${label}${why}: expected ${expected}`));
+    } else if (onlyRetired(definition, m.displays, coding.display)) {
+      const current = definition?.display === undefined ? '' : ` The correct display is '${definition.display}'.`;
+      issues.push(txIssue('warning', 'invalid', 'display-comment', `'${coding.display}' is no longer considered a correct display for the code ${label} (its designation is deprecated or withdrawn).${current}`));
     }
   }
   const display = definition === undefined ? undefined : displayIn(definition, m.cs?.language, displayLanguage);
   return { result: !issues.some((i) => i.severity === 'error'), display: display ?? m.displays[0], issues };
 }
+
+/** Whether `display` is only a designation marked deprecated or withdrawn (structuredefinition-standards-status). */
+function onlyRetired(definition: ConceptDefinition | undefined, displays: readonly string[], display: string): boolean {
+  if (definition === undefined || definition.display === display || displays.includes(display)) return false;
+  const matching = (definition.designation ?? []).filter((d) => d.value === display);
+  return matching.length > 0 && matching.every((d) => RETIRED.has(standardsStatus(d.extension) ?? ''));
+}
+const RETIRED: ReadonlySet<string> = new Set(['deprecated', 'withdrawn']);

@@ -77,7 +77,7 @@ describe('CodeSystem $lookup', () => {
     expect(values(p, 'name')[0]?.valueString).toBe('Animals');
     expect(values(p, 'version')[0]?.valueString).toBe('2.0.0');
     expect(values(p, 'display')[0]?.valueString).toBe('Dog');
-    expect(values(p, 'designation').map((d) => d.part?.find((x) => x.name === 'value')?.valueString)).toEqual(['Domestic dog', 'Hund']);
+    expect(values(p, 'designation').map((d) => d.part?.find((x) => x.name === 'value')?.valueString)).toEqual(['Dog', 'Domestic dog', 'Hund']);
     expect(properties(p)).toEqual(['legs=4', 'habitat=land', 'inactive=false', 'parent=mammal']);
     const insect = await lookup({ system: ANIMALS, code: 'insect' });
     expect(properties(insect)).toEqual(['inactive=false', 'parent=invertebrate', 'child=ant']);

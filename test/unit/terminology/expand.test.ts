@@ -48,6 +48,7 @@ describe('ValueSet $expand', () => {
     expect(page.expansion.parameter).toEqual([
       { name: 'count', valueInteger: 2 },
       { name: 'offset', valueInteger: 1 },
+      { name: 'used-codesystem', valueUri: 'http://cinder.test/CodeSystem/animals|2.0.0' },
     ]);
   });
 

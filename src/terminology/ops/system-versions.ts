@@ -1,0 +1,59 @@
+import type { CodeSystemIndex } from '../compile/code-system-index.ts';
+import type { CodeSystemLookup } from '../compile/membership.ts';
+import { invalid } from '../errors.ts';
+import { matchesVersion, splitCanonical } from '../version.ts';
+
+/**
+ * The code system versions an `$expand` request asks for (FHIR R4 ValueSet-expand `system-version`,
+ * `check-system-version`, `force-system-version`), each a canonical `url|version` whose version may be
+ * a wildcard pattern (`1.0.x`), by system URL.
+ */
+export interface SystemVersions {
+  /** Used where the value set (or one it imports) does not pin a version. */
+  readonly defaults: ReadonlyMap<string, string>;
+  /** Like defaults; a pinned version that does not match is an error instead of an expansion. */
+  readonly checks: ReadonlyMap<string, string>;
+  /** Used whatever version the value set pins. */
+  readonly forces: ReadonlyMap<string, string>;
+}
+
+/** Reads the three inputs; a canonical without a version, or two for one system, is a 400. */
+export function systemVersions(inputs: { readonly [K in 'system-version' | 'check-system-version' | 'force-system-version']?: readonly string[] }): SystemVersions | undefined {
+  const read = (name: keyof typeof inputs): Map<string, string> => {
+    const out = new Map<string, string>();
+    for (const canonical of inputs[name] ?? []) {
+      const { url, version } = splitCanonical(canonical);
+      if (version === undefined) throw invalid(`The parameter '${name}' must be a canonical with a version (system|version), not '${canonical}'`, [name]);
+      if (out.has(url) && out.get(url) !== version) throw invalid(`The parameter '${name}' names two versions of '${url}'`, [name]);
+      out.set(url, version);
+    }
+    return out;
+  };
+  const rules = { defaults: read('system-version'), checks: read('check-system-version'), forces: read('force-system-version') };
+  return rules.defaults.size + rules.checks.size + rules.forces.size === 0 ? undefined : rules;
+}
+
+/**
+ * The version of `url` to use when a value set asks for `version` (undefined: not pinned): the forced
+ * one, else the pinned one (which must match a check), else the default or check one.
+ */
+export function chooseVersion(rules: SystemVersions, url: string, version: string | undefined): string | undefined {
+  const forced = rules.forces.get(url);
+  if (forced !== undefined) return forced;
+  const check = rules.checks.get(url);
+  if (version === undefined) return rules.defaults.get(url) ?? check;
+  if (check !== undefined && !matchesVersion(check, version)) {
+    throw invalid(`The value set uses version '${version}' of the code system '${url}', but check-system-version requires '${check}'`, ['check-system-version']);
+  }
+  return version;
+}
+
+/** A CodeSystemLookup that resolves every code system version through `rules`. */
+export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersions | undefined): CodeSystemLookup {
+  if (rules === undefined) return lookup;
+  return {
+    codeSystem: (url: string, version?: string): Promise<CodeSystemIndex | null> => lookup.codeSystem(url, chooseVersion(rules, url, version)),
+    loadedCodeSystem: (url: string, version?: string) => lookup.loadedCodeSystem(url, chooseVersion(rules, url, version)),
+    asOf: lookup.asOf,
+  };
+}

@@ -162,7 +162,7 @@ function compileStep(ast: Ast, expression: string): Step {
       const { name } = ast;
       if (ast.target === undefined) {
         // The first step: the resource's type name, or an element of the resource.
-        return (c, root) => (/^[A-Z]/.test(name) && c.length === 1 && c[0] === root ? (root.type === name ? [root] : []) : children(c, name));
+        return (c, root) => (/^[A-Z]/.test(name) && c.length === 1 && c[0] === root ? (root.type === name || name === 'Resource' || name === 'DomainResource' ? [root] : []) : children(c, name));
       }
       const target = compileStep(ast.target, expression);
       return (c, root) => children(target(c, root), name);

@@ -104,6 +104,13 @@ describe('FHIRPath Patch: paths', () => {
     expect(replace('Patient.contained.ofType(Organization).name', { valueString: 'New' }).contained[0].name).toBe('New');
   });
 
+  test('skip(), take(), tail(), a path without the type name, Resource, and a resource value', () => {
+    expect(replace('identifier.skip(1).take(1).value', { valueString: 'x' }).identifier.map((i: Json) => i.value)).toEqual(['1', 'x', '3']);
+    expect(replace('Patient.identifier.tail().last().value', { valueString: 'x' }).identifier[2].value).toBe('x');
+    const org = { resourceType: 'Organization', id: 'o2' };
+    expect(fhirPatch(patient, params({ type: 'add', path: 'Resource', name: 'contained', value: { resource: org } })).contained).toEqual([patient.contained[0], org]);
+  });
+
   test('replace of a choice element takes the new type name', () => {
     const out = replace("Patient.extension('http://e/1').value", { valueBoolean: true });
     expect(out.extension[0]).toEqual({ url: 'http://e/1', valueBoolean: true });

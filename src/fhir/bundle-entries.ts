@@ -1,16 +1,17 @@
 import { FhirError } from '../errors.ts';
 import { hasCriteria, parseCondition } from './conditional.ts';
+import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
 import { asResource, type Resource } from './resource.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
-export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
 
 /** One validated Bundle.entry of a transaction or batch. */
 export interface Entry {
   index: number;
   method: Method;
   type: string;
-  /** Target id for PUT/DELETE/GET by id. */
+  /** Target id for PUT/PATCH/DELETE/GET by id. */
   id?: string;
   /** Conditional query (`Type?a=b`) or `ifNoneExist`. */
   condition?: URLSearchParams;
@@ -18,6 +19,8 @@ export interface Entry {
   query?: URLSearchParams;
   fullUrl?: string;
   resource?: Resource;
+  /** PATCH: the patch its resource holds (a Parameters, or a Binary holding a JSON Patch). */
+  patch?: PatchDocument;
   ifMatch?: string;
 }
 
@@ -47,7 +50,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   const request = e.request as Record<string, unknown> | undefined;
   if (!request || typeof request.method !== 'string' || typeof request.url !== 'string') fail(index, 'request.method and request.url are required');
   const method = request.method as Method;
-  if (!['GET', 'POST', 'PUT', 'DELETE'].includes(method)) fail(index, `request.method '${request.method}' is not supported`);
+  if (!['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(method)) fail(index, `request.method '${request.method}' is not supported`);
   const { type, id, query } = parseUrl(index, request.url as string, base);
   const entry: Entry = { index, method, type };
   if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
@@ -62,6 +65,15 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
       entry.resource = asResource(e.resource, type);
     } catch (err) {
       fail(index, (err as Error).message);
+    }
+  }
+  if (method === 'PATCH') {
+    if (e.resource === undefined) fail(index, 'a PATCH needs a resource: a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch');
+    try {
+      entry.patch = entryPatch(asResource(e.resource));
+    } catch (err) {
+      if (!(err instanceof FhirError)) throw err;
+      throw underEntry(err, `Bundle.entry[${index}]`);
     }
   }
   if (method === 'POST') {

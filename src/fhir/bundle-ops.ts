@@ -8,7 +8,10 @@ import { deleteVersion, putVersion, readResource, requireAccess, requireStoredIn
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isUrnReference, walkReferences } from './references.ts';
-import { checkTypeAndId, newId } from './resource.ts';
+import { patchCurrent, patchRace, type Patched } from './patch.ts';
+import { checkTypeAndId, newId, type Resource } from './resource.ts';
+import { invalidResource, validationErrors } from './validation/check.ts';
+import type { ValidationLevel } from './validation/validate.ts';
 import { compileSearch, searchResources } from './search.ts';
 
 export type Json = Record<string, unknown>;
@@ -20,6 +23,8 @@ export interface Planned {
   id?: string;
   /** POST matched by ifNoneExist: nothing is written. */
   existing?: ResourceVersion;
+  /** PATCH: the patch applied to the current version, written in its place. */
+  patched?: Patched;
 }
 
 const at = (entry: Entry) => `Bundle.entry[${entry.index}]`;
@@ -42,14 +47,25 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
     p.id = match?.id ?? bodyId ?? newId();
   } else if (match) {
     p.id = match.id;
+  } else if (entry.method === 'PATCH') {
+    throw new FhirError('not-found', `${at(entry)}: conditional patch '${entry.type}?${entry.condition}' matches no resource`);
   }
   return p;
+}
+
+/** The If-Match of an entry as a version number (`W/"3"`). */
+function entryIfMatch(entry: Entry): number | undefined {
+  if (!entry.ifMatch) return undefined;
+  const m = /^(?:W\/)?"(\d+)"$/.exec(entry.ifMatch);
+  if (!m) throw new FhirError('invalid', `${at(entry)}: malformed ifMatch '${entry.ifMatch}'`);
+  return Number(m[1]);
 }
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside a patient-context token's compartment. */
 async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
   const p = await resolveTarget(deps, req, entry);
   if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInCompartment(deps, req, entry.type, p.id);
+  if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
   return p;
 }
 
@@ -95,7 +111,7 @@ export function unmatchedUrn(scope: FullUrlScope | undefined): string {
  */
 export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, scope?: FullUrlScope): Promise<void> {
   for (const p of planned) {
-    const r = p.entry.resource;
+    const r = written(p);
     if (!r || p.existing) continue;
     const conditional: { reference: string }[] = [];
     walkReferences(r, (holder) => {
@@ -115,9 +131,26 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
   }
 }
 
-/** The resources the entries write (POST and PUT not settled by ifNoneExist), where they sit in the Bundle. */
+/** The resource an entry writes: its own (POST, PUT) or its patch's result (PATCH). */
+function written(p: Planned): Resource | undefined {
+  return p.patched?.resource ?? p.entry.resource;
+}
+
+/** The resources the entries write (POST and PUT not settled by ifNoneExist, PATCH results), where they sit in the Bundle. */
 export function entryResources(planned: Planned[]): WrittenResource[] {
-  return planned.flatMap((p) => (p.entry.resource && !p.existing ? [{ resource: p.entry.resource, path: `${at(p.entry)}.resource` }] : []));
+  return planned.flatMap((p) => {
+    const r = written(p);
+    return r && !p.existing ? [{ resource: r, path: p.patched ? r.resourceType : `${at(p.entry)}.resource` }] : [];
+  });
+}
+
+/** The results of PATCH entries must be valid: 422 for the first that is not, naming its entry. */
+export function requireValidPatched(planned: Planned[], level: ValidationLevel): void {
+  for (const p of planned) {
+    if (!p.patched) continue;
+    const errors = validationErrors(p.patched.resource, level);
+    if (errors.length > 0) throw invalidResource(errors, `${at(p.entry)}: the patched ${p.entry.type}`);
+  }
 }
 
 /** A response entry: status, and location/etag/lastModified of a version. */
@@ -140,11 +173,9 @@ export function errorEntry(err: FhirError): Json {
 export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
   const { entry } = p;
   const o: PutOptions = { ...opts };
-  if (entry.ifMatch) {
-    const m = /^(?:W\/)?"(\d+)"$/.exec(entry.ifMatch);
-    if (!m) throw new FhirError('invalid', `${at(entry)}: malformed ifMatch '${entry.ifMatch}'`);
-    o.ifMatch = Number(m[1]);
-  }
+  const ifMatch = entryIfMatch(entry);
+  if (ifMatch !== undefined) o.ifMatch = ifMatch;
+  if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: p.patched.base } : {}) }, base, ifMatch);
   if (entry.method === 'DELETE') {
     if (!p.id) return responseEntry('204 No Content');
     const v = await deleteVersion(w, entry.type, p.id, o);
@@ -153,6 +184,16 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
   if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: JSON.parse(p.existing.content) };
   const { version, created } = await putVersion(w, entry.resource!, p.id!, o);
   return { ...responseEntry(created ? '201 Created' : '200 OK', version, base), resource: JSON.parse(version.content) };
+}
+
+/** Writes a PATCH entry's result against the version it patched (a concurrent write in between: 409, or 412 with ifMatch). */
+async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: number | undefined): Promise<Json> {
+  try {
+    const { version } = await putVersion(w, patched.resource, p.id!, opts);
+    return { ...responseEntry('200 OK', version, base), resource: JSON.parse(version.content) };
+  } catch (err) {
+    throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
+  }
 }
 
 /** Checks a GET entry before anything is written: access, id, search parameters. */

@@ -28,7 +28,7 @@ export interface CapabilityOptions {
   cors: boolean;
 }
 
-const INTERACTIONS = ['read', 'vread', 'update', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
+const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
 const COMMON_PARAMS = [
   { name: '_id', definition: 'http://hl7.org/fhir/SearchParameter/Resource-id', type: 'token' },
   { name: '_lastUpdated', definition: 'http://hl7.org/fhir/SearchParameter/Resource-lastUpdated', type: 'date' },

@@ -1,13 +1,13 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { newId } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 
-const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, GET: 3 };
+const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
 /**
  * No two entries may act on one resource (FHIR R4 http 3.1.0.11.2), and a conditional create may not
@@ -30,13 +30,14 @@ function checkTargets(planned: Planned[]): void {
 }
 
 /**
- * A transaction: every entry or none (FHIR R4 http 3.1.0.11.2), in DELETE, POST, PUT, GET order.
+ * A transaction: every entry or none (FHIR R4 http 3.1.0.11.2), in DELETE, POST, PUT/PATCH, GET order.
  * GET entries are checked before the commit (access, parameters, the target's existence after the
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
 async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
   requireValidEntries(deps, entries);
   const { planned, ids } = await plan(deps, req, entries);
+  requireValidPatched(planned, validationLevel(deps));
   checkTargets(planned);
   await rewriteReferences(deps, req, planned, ids, scope);
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);

@@ -8,6 +8,7 @@ import { searchResources } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
+import { conditionalPatch, parsePatch, patchResource } from '../fhir/patch.ts';
 import { validateOperation } from '../fhir/validate-operation.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
@@ -160,6 +161,19 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { version, created } = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
+  const patchBody = async (c: Context<AppEnv>) => parsePatch(c.req.header('content-type') ?? '', await readLimited(c.req.raw, deps.limits.resource));
+  app.patch('/:type/:id', async (c) => {
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const { type, id } = c.req.param();
+    const { version } = await patchResource(deps, request(c), type, id, await patchBody(c), ifMatch);
+    return writeResponse(c, version, 200, fhirBase(c, deps.baseUrl));
+  });
+  app.patch('/:type', async (c) => {
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const query = new URL(c.req.url).searchParams;
+    const { version } = await conditionalPatch(deps, request(c), c.req.param('type'), query, await patchBody(c), ifMatch);
+    return writeResponse(c, version, 200, fhirBase(c, deps.baseUrl));
+  });
   app.delete('/:type/:id', async (c) => {
     const { type, id } = c.req.param();
     return deleteResponse(c, type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
@@ -197,8 +211,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
 }
 
 /**
- * 405 with `Allow` for methods a known path does not support (PATCH, POST to an instance, writes to a
- * version); unknown types and `$operations` stay 404.
+ * 405 with `Allow` for methods a known path does not support (POST to an instance, writes to a version);
+ * unknown types and `$operations` stay 404.
  */
 function notAllowed(app: Hono<AppEnv>): void {
   const refuse = (allow: string) => (c: Context<AppEnv>) => {
@@ -209,7 +223,6 @@ function notAllowed(app: Hono<AppEnv>): void {
       headers: { Allow: allow },
     });
   };
-  app.on('PATCH', '/:type', refuse('GET, POST, PUT, DELETE'));
-  app.on(['POST', 'PATCH'], '/:type/:id', refuse('GET, PUT, DELETE'));
+  app.on('POST', '/:type/:id', refuse('GET, PUT, PATCH, DELETE'));
   app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
 }

@@ -68,7 +68,7 @@ describe('GET /metadata', () => {
     expect(resources.map((r) => r.type)).toEqual([...R4_RESOURCE_TYPES]);
     for (const r of resources) {
       expect(r.interaction.map((i: Json) => i.code).sort()).toEqual(
-        ['create', 'delete', 'history-instance', 'history-type', 'read', 'search-type', 'update', 'vread'],
+        ['create', 'delete', 'history-instance', 'history-type', 'patch', 'read', 'search-type', 'update', 'vread'],
       );
       expect(r).toMatchObject({ versioning: 'versioned-update', readHistory: true, updateCreate: true, conditionalCreate: true, conditionalUpdate: true, conditionalDelete: 'single' });
       const names = r.searchParam.map((p: Json) => p.name);
@@ -150,6 +150,9 @@ describe('every advertised search parameter works', () => {
       const id = created.id as string;
       expect((await api.get(`${type}/${id}`)).status).toBe(200);
       expect((await api.put(`${type}/${id}`, minimalResource({ resourceType: type, id }))).status).toBe(200);
+      const patch = [{ op: 'test', path: '/id', value: id }];
+      expect((await api.call('PATCH', `${type}/${id}`, patch, { 'Content-Type': 'application/json-patch+json' })).status).toBe(200);
+      expect((await api.get(`${type}/${id}/_history/3`)).status).toBe(200);
       expect((await api.get(`${type}/${id}/_history/1`)).status).toBe(200);
       expect((await api.get(`${type}/${id}/_history`)).status).toBe(200);
       expect((await api.get(`${type}/_history`)).status).toBe(200);

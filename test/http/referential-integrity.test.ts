@@ -137,6 +137,22 @@ await eachStore((kind, fresh) => {
       ]);
     });
 
+    test('patch: a missing target is 422 and nothing is written, alone or in a transaction', async () => {
+      await api.put200(obs('Patient/p1', { id: 'patched' }));
+      const jsonPatch = [{ op: 'replace', path: '/subject/reference', value: 'Patient/nobody' }];
+      await refused(() => api.call('PATCH', 'Observation/patched', jsonPatch, { 'Content-Type': 'application/json-patch+json' }), ['Observation.subject.reference']);
+      const binary = { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(JSON.stringify(jsonPatch)).toString('base64') };
+      await refused(() => api.post(base, bundle('transaction', [{ resource: binary, request: { method: 'PATCH', url: 'Observation/patched' } }])), ['Observation.subject.reference']);
+      const ok = [{ op: 'replace', path: '/subject/reference', value: 'urn:uuid:0d1e2f30-0000-4000-8000-000000000009' }];
+      const res = await api.post(base, bundle('transaction', [
+        post({ resourceType: 'Patient' }, 'urn:uuid:0d1e2f30-0000-4000-8000-000000000009'),
+        { resource: { ...binary, data: Buffer.from(JSON.stringify(ok)).toString('base64') }, request: { method: 'PATCH', url: 'Observation/patched' } },
+      ]));
+      const body = (await res.json()) as Json;
+      expect(res.status).toBe(200);
+      expect(body.entry[1].resource.subject.reference).toBe(`Patient/${body.entry[0].resource.id}`);
+    });
+
     test('deleting a resource others refer to is allowed', async () => {
       await api.put200({ resourceType: 'Patient', id: 'referred' });
       await api.put200(obs('Patient/referred', { id: 'refers' }));

@@ -1619,3 +1619,40 @@ export function compileInvariant(expression: string, types: FhirPathTypes): Comp
     }
   };
 }
+
+/** A run-time error of a criterion compiled by compileCriterion (FHIRPath's "error": `single()` on many, ...). */
+export { EvaluationError as FhirPathEvaluationError };
+
+/** A where() criterion on one item: true, false or undefined (empty); throws FhirPathEvaluationError. */
+export type CompiledCriterion = (focus: unknown, focusType: string | undefined, index: number, ctx: InvariantContext) => boolean | undefined;
+
+/**
+ * Compiles `ast`, the criteria of a `where()` inside `expression` (a FHIRPath Patch path), into a
+ * singleton-Boolean evaluation (§ 4.5) on one item of a FHIR type, with `$this` the item and `$index`
+ * its position. Throws UnsupportedFhirPath at once for a construct the engine does not evaluate.
+ */
+export function compileCriterion(ast: Ast, expression: string, types: FhirPathTypes): CompiledCriterion {
+  const scopeOf = (focusType: string | undefined): Scope => {
+    const type = staticType(normaliseType(focusType));
+    return { expression, types, thisType: type, contextType: type, iterating: true };
+  };
+  const generic = build(ast, scopeOf(undefined));
+  const byType = new Map<string, Expr>();
+  return (focus, focusType, index, ctx) => {
+    let expr = generic;
+    if (focusType !== undefined) {
+      let known = byType.get(focusType);
+      if (known === undefined) {
+        try {
+          known = build(ast, scopeOf(focusType));
+        } catch {
+          known = generic;
+        }
+        byType.set(focusType, known);
+      }
+      expr = known;
+    }
+    const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus };
+    return expr.bool(env);
+  };
+}

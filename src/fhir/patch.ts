@@ -1,0 +1,164 @@
+/**
+ * FHIR R4 patch (http.html#patch): JSON Patch (`application/json-patch+json`) or FHIRPath Patch (a
+ * Parameters in `application/fhir+json`) applied to the current version, whose result is written as the
+ * next version through the update path (validation, indexing, history, referential integrity, access).
+ */
+import { FhirError } from '../errors.ts';
+import { hasCriteria, resolveCondition } from './conditional.ts';
+import { hasCoreResources } from './core-layer.ts';
+import { readResource, requireAccess, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { applyFhirPathPatch, parseFhirPathPatch, type FhirPathPatchOperation } from './patch/fhirpath-patch.ts';
+import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch/json-patch.ts';
+import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';
+
+export type PatchDocument =
+  | { kind: 'json-patch'; operations: JsonPatchOperation[] }
+  | { kind: 'fhirpath-patch'; operations: FhirPathPatchOperation[] };
+
+export const JSON_PATCH_TYPE = 'application/json-patch+json';
+const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+
+/** A FHIRPath Patch from a Parameters resource (400 when it is something else). */
+function fhirPathPatch(body: unknown): PatchDocument {
+  const params = asResource(body);
+  if (params.resourceType !== 'Parameters') {
+    throw new FhirError('invalid', `A FHIRPath Patch is a Parameters resource, not a ${params.resourceType}; send JSON Patch as ${JSON_PATCH_TYPE}`, { expression: ['resourceType'] });
+  }
+  return { kind: 'fhirpath-patch', operations: parseFhirPathPatch(params) };
+}
+
+/** The patch in a request body of media type `mediaType` (parameters dropped); 415 for other types. */
+export function parsePatch(mediaType: string, text: string): PatchDocument {
+  const type = mediaType.split(';')[0]!.trim().toLowerCase();
+  const isJsonPatch = type === JSON_PATCH_TYPE;
+  if (!isJsonPatch && !FHIR_TYPES.includes(type)) {
+    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not a patch: send ${JSON_PATCH_TYPE} (JSON Patch) or application/fhir+json (a FHIRPath Patch Parameters)`);
+  }
+  if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
+  const body = parseJson(text);
+  return isJsonPatch ? { kind: 'json-patch', operations: parseJsonPatch(body) } : fhirPathPatch(body);
+}
+
+/**
+ * The patch of a transaction or batch entry (FHIR R4 http 3.1.0.11): a Parameters (FHIRPath Patch) or a
+ * Binary of content type application/json-patch+json holding the JSON Patch in base64 `data`.
+ */
+export function entryPatch(resource: Resource): PatchDocument {
+  if (resource.resourceType === 'Parameters') return fhirPathPatch(resource);
+  if (resource.resourceType !== 'Binary') {
+    throw new FhirError('invalid', `a PATCH entry's resource must be a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch, not a ${resource.resourceType}`);
+  }
+  if (resource.contentType !== JSON_PATCH_TYPE) {
+    throw new FhirError('invalid', `a PATCH entry's Binary must have contentType ${JSON_PATCH_TYPE}, not ${JSON.stringify(resource.contentType)}`);
+  }
+  if (typeof resource.data !== 'string') throw new FhirError('invalid', "a PATCH entry's Binary has no data (the base64 JSON Patch)");
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(resource.data, 'base64'));
+  } catch (err) {
+    throw new FhirError('invalid', "a PATCH entry's Binary data is not base64 of UTF-8 text", { cause: err });
+  }
+  return { kind: 'json-patch', operations: parseJsonPatch(parseJson(text)) };
+}
+
+/**
+ * Applies `patch` to a copy of `current`; the result must still be a resource of the same type and id
+ * (400 otherwise, as HAPI FHIR refuses such patches). Validation is the caller's (the update path's).
+ */
+export function applyPatch(current: Resource, patch: PatchDocument): Resource {
+  const out = patch.kind === 'json-patch' ? applyJsonPatch(current, patch.operations) : applyFhirPathPatch(current, patch.operations);
+  if (out === null || typeof out !== 'object' || Array.isArray(out)) throw new FhirError('invalid', 'The patch does not leave a resource (a JSON object)', { issueCode: 'processing' });
+  const r = out as Record<string, unknown>;
+  if (r.resourceType !== current.resourceType) {
+    throw new FhirError('invalid', `A patch may not change resourceType (${current.resourceType} to ${JSON.stringify(r.resourceType)})`, { issueCode: 'processing', expression: ['resourceType'] });
+  }
+  if (r.id !== current.id) {
+    throw new FhirError('invalid', `A patch may not change the id (${current.id} to ${JSON.stringify(r.id)})`, { issueCode: 'processing', expression: [`${current.resourceType}.id`] });
+  }
+  return r as Resource;
+}
+
+function versionConflict(type: string, id: string, expected: number, current: number): FhirError {
+  return new FhirError('precondition', `Version conflict: If-Match expects version ${expected} of ${type}/${id}, current is ${current}`);
+}
+
+/** A patch applied to the current version, ready to be written against it. */
+export interface Patched {
+  /** The result, not yet validated (the write path validates it). */
+  resource: Resource;
+  /**
+   * The version patched, which the write must still find current (undefined: a core CodeSystem or
+   * ValueSet the tenant never stored, which becomes the tenant's own version 1 as a PUT would make it).
+   */
+  base: number | undefined;
+}
+
+/**
+ * Reads `type/id` as a read does (read permission, 404/410, compartment and scope filters), checks
+ * If-Match (412) and update permission, and applies `patch` (FHIR R4 http 3.1.0.6). `at` prefixes the
+ * errors of a Bundle entry.
+ */
+export async function patchCurrent(
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: number, at?: string,
+): Promise<Patched> {
+  requireAccess(req.access, type, 'u');
+  const current = await readResource(deps, req, type, id);
+  if (ifMatch !== undefined && ifMatch !== current.versionId) throw versionConflict(type, id, ifMatch, current.versionId);
+  let resource: Resource;
+  try {
+    resource = applyPatch(JSON.parse(current.content) as Resource, patch);
+  } catch (err) {
+    if (!(err instanceof FhirError) || at === undefined) throw err;
+    throw underEntry(err, at);
+  }
+  const stored = deps.core === undefined || !hasCoreResources(type) || (await deps.store.resources.read(req.tenant, type, id)) !== null;
+  return { resource, base: stored ? current.versionId : undefined };
+}
+
+/**
+ * A write of a patch's result found that another write came first: 409 (retry) when the client did
+ * not ask for a version, the 412 itself when it did.
+ */
+export function patchRace(err: unknown, type: string, id: string, clientIfMatch: number | undefined): unknown {
+  if (clientIfMatch !== undefined || !(err instanceof FhirError) || err.category !== 'precondition') return err;
+  return new FhirError('conflict', `${type}/${id} changed while it was being patched; retry the request`, { cause: err });
+}
+
+/**
+ * FHIR R4 patch (3.1.0.6) of `type/id`: needs read and update permission; 404/410 like a read; If-Match
+ * is 412 on another version. The result is written by updateResource against the version patched, so a
+ * concurrent write in between is a 409 the client may retry, never a lost update.
+ */
+export async function patchResource(
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: number,
+): Promise<WriteResult> {
+  if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+  checkTypeAndId(type, id);
+  const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
+  try {
+    return await updateResource(deps, req, type, id, resource, base);
+  } catch (err) {
+    throw patchRace(err, type, id, ifMatch);
+  }
+}
+
+/** FHIR R4 conditional patch (`PATCH [type]?query`): no match is 404, several are 412, one is patched. */
+export async function conditionalPatch(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, patch: PatchDocument, ifMatch?: number,
+): Promise<WriteResult> {
+  checkTypeAndId(type);
+  if (!hasCriteria(query)) throw new FhirError('invalid', 'Conditional patch needs search criteria in the URL (e.g. ?identifier=...)');
+  const match = await resolveCondition(deps, req, type, query, 'Conditional patch');
+  if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`);
+  return patchResource(deps, req, type, match.id, patch, ifMatch);
+}
+
+/** A patch error located in a Bundle entry: its text prefixed, `Parameters.parameter[1]` as `Bundle.entry[2].resource.parameter[1]`. */
+export function underEntry(err: FhirError, at: string): FhirError {
+  const outcome = err.issues.map((i) => {
+    const text = `${at}: ${i.diagnostics ?? ''}`;
+    const expression = (i.expression ?? []).map((e) => e.replace(/^Parameters(?=\.|$)/, `${at}.resource`));
+    return { ...i, diagnostics: text, details: { text }, ...(expression.length > 0 ? { expression } : {}) };
+  });
+  return new FhirError(err.category, `${at}: ${err.message}`, { outcome, cause: err });
+}

@@ -1,0 +1,284 @@
+/**
+ * FHIRPath Patch (FHIR R4 fhirpatch.html): a Parameters resource whose `operation` parameters add,
+ * insert, delete, replace or move elements found by FHIRPath paths. A Parameters that is not a patch is
+ * a 400 `structure`; an operation that cannot be applied is a 400 `processing`; both name the
+ * parameter (`Parameters.parameter[1]`).
+ */
+import { FhirError } from '../../errors.ts';
+import { elementType } from '../validation/model.ts';
+import { children, compilePath, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
+import { jsonNameFor, partValue, PatchValueError, repeats, valueMember } from './patch-value.ts';
+
+export type FhirPathPatchOperation =
+  | { type: 'add'; path: CompiledPath; name: string; value: Json }
+  | { type: 'insert'; path: CompiledPath; value: Json; index: number }
+  | { type: 'delete'; path: CompiledPath }
+  | { type: 'replace'; path: CompiledPath; value: Json }
+  | { type: 'move'; path: CompiledPath; source: number; destination: number };
+
+const TYPES = ['add', 'insert', 'delete', 'replace', 'move'];
+const PARTS: Record<string, string[]> = {
+  add: ['type', 'path', 'name', 'value'],
+  insert: ['type', 'path', 'value', 'index'],
+  delete: ['type', 'path'],
+  replace: ['type', 'path', 'value'],
+  move: ['type', 'path', 'source', 'destination'],
+};
+
+function isObject(v: unknown): v is Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function at(index: number): string {
+  return `Parameters.parameter[${index}]`;
+}
+
+function malformed(index: number, message: string): never {
+  throw new FhirError('structure', `${at(index)}: ${message}`, { expression: [at(index)] });
+}
+
+/** Checks that `body` is a FHIRPath Patch Parameters and returns its operations (paths compiled). */
+export function parseFhirPathPatch(body: Json): FhirPathPatchOperation[] {
+  const params = body.parameter ?? [];
+  if (!Array.isArray(params)) throw new FhirError('structure', 'Parameters.parameter must be a list', { expression: ['Parameters.parameter'] });
+  return params.map((raw, i) => parseOperation(raw, i));
+}
+
+function parseOperation(raw: unknown, i: number): FhirPathPatchOperation {
+  if (!isObject(raw) || raw.name !== 'operation') malformed(i, "each parameter of a FHIRPath Patch must be named 'operation'");
+  if (!Array.isArray(raw.part)) malformed(i, "an 'operation' needs its parts (type, path, ...)");
+  const parts = new Map<string, Json>();
+  for (const p of raw.part) {
+    if (!isObject(p) || typeof p.name !== 'string') malformed(i, 'a part has no name');
+    if (parts.has(p.name)) malformed(i, `part '${p.name}' is given twice`);
+    parts.set(p.name, p);
+  }
+  const type = primitive(parts, 'type', i);
+  if (typeof type !== 'string' || !TYPES.includes(type)) malformed(i, `type must be one of ${TYPES.join(', ')}; got ${JSON.stringify(type)}`);
+  const allowed = PARTS[type]!;
+  for (const name of parts.keys()) if (!allowed.includes(name)) malformed(i, `'${name}' is not a part of a ${type} operation (${allowed.join(', ')})`);
+  for (const name of allowed) if (!parts.has(name)) malformed(i, `a ${type} operation needs '${name}'`);
+  const pathText = primitive(parts, 'path', i);
+  if (typeof pathText !== 'string' || pathText.trim() === '') malformed(i, 'path must be a non-empty string');
+  let path: CompiledPath;
+  try {
+    path = compilePath(pathText);
+  } catch (err) {
+    if (!(err instanceof PatchPathError)) throw err;
+    throw new FhirError('not-supported', `${at(i)}: path '${pathText}' cannot be used: ${err.message}`, { expression: [at(i)] });
+  }
+  switch (type) {
+    case 'add': {
+      const name = primitive(parts, 'name', i);
+      if (typeof name !== 'string' || name === '') malformed(i, 'name must be a non-empty string');
+      return { type, path, name, value: parts.get('value')! };
+    }
+    case 'insert':
+      return { type, path, value: parts.get('value')!, index: integer(parts, 'index', i) };
+    case 'delete':
+      return { type, path };
+    case 'replace':
+      return { type, path, value: parts.get('value')! };
+    default:
+      return { type: 'move', path, source: integer(parts, 'source', i), destination: integer(parts, 'destination', i) };
+  }
+}
+
+/** The primitive value[x] of part `name`. */
+function primitive(parts: Map<string, Json>, name: string, i: number): unknown {
+  const p = parts.get(name);
+  if (p === undefined) malformed(i, `'${name}' is required`);
+  try {
+    return valueMember(p)?.value;
+  } catch (err) {
+    if (err instanceof PatchValueError) malformed(i, `part '${name}' ${err.message}`);
+    throw err;
+  }
+}
+
+function integer(parts: Map<string, Json>, name: string, i: number): number {
+  const v = primitive(parts, name, i);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) malformed(i, `${name} must be a non-negative integer`);
+  return v;
+}
+
+/** An operation that cannot be applied to this resource. */
+class Failure extends Error {}
+
+function one(items: Located[], op: FhirPathPatchOperation, what: string): Located {
+  if (items.length === 0) throw new Failure(`no content found at ${op.path.expression} when ${what}`);
+  if (items.length > 1) throw new Failure(`${op.path.expression} selects ${items.length} elements; ${what} needs exactly one`);
+  return items[0]!;
+}
+
+function valueFor(op: { value: Json }, type: string | undefined) {
+  try {
+    return partValue(op.value, type);
+  } catch (err) {
+    if (err instanceof PatchValueError) throw new Failure(`the value ${err.message}`);
+    throw err;
+  }
+}
+
+function nameFor(owner: string | undefined, name: string, suffix: string | undefined): string {
+  try {
+    return jsonNameFor(owner, name, suffix);
+  } catch (err) {
+    if (err instanceof PatchValueError) throw new Failure(err.message);
+    throw err;
+  }
+}
+
+/** The list a path names (insert, move): its last step must be an element name, whose holder must be one element. */
+function list(op: FhirPathPatchOperation, resource: Json): { holder: Json; type: string | undefined; key: string; items: unknown[] } {
+  const { last } = op.path;
+  if (last === undefined) throw new Failure(`${op.path.expression} must end with the name of a list element (e.g. Patient.identifier)`);
+  const holder = one(last.holders(resource), op, `${op.type === 'insert' ? 'inserting into' : 'moving in'} a list`);
+  if (!isObject(holder.value)) throw new Failure(`${op.path.expression} is not an element that can hold a list`);
+  const found = children([holder], last.name);
+  const key = found[0]?.key ?? nameFor(holder.type, last.name, undefined);
+  const current = holder.value[key];
+  if (current !== undefined && !Array.isArray(current)) throw new Failure(`${op.path.expression} is not a list`);
+  if (!repeats(holder.type, key, current)) throw new Failure(`${op.path.expression} does not repeat, so it is not a list`);
+  return { holder: holder.value, type: holder.type, key, items: (current as unknown[] | undefined) ?? [] };
+}
+
+/** Keeps a primitive list's `_name` companion (its extensions) aligned with a change of the list. */
+function spliceBoth(holder: Json, key: string, start: number, remove: number, ...insert: unknown[]): void {
+  (holder[key] as unknown[]).splice(start, remove, ...insert);
+  const ext = holder['_' + key];
+  if (Array.isArray(ext)) ext.splice(start, remove, ...insert.map(() => null));
+}
+
+function removeAt(target: Located): void {
+  const { parent, key, index } = target;
+  if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be deleted by a patch');
+  if (index !== undefined) {
+    spliceBoth(parent, key, index, 1);
+    if ((parent[key] as unknown[]).length === 0) delete parent[key];
+  } else delete parent[key];
+  if (index === undefined || parent[key] === undefined) delete parent['_' + key];
+}
+
+function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Json): void {
+  const target = one(op.path.select(resource), op, 'adding');
+  if (!isObject(target.value)) throw new Failure(`${op.path.expression} is a primitive value; add puts an element inside an element`);
+  const holder = target.value;
+  const probe = valueMemberSuffix(op.value);
+  const key = nameFor(target.type, op.name, probe);
+  const childType = elementTypeOf(target.type, key);
+  const { json } = valueFor(op, childType);
+  if (repeats(target.type, key, holder[key])) {
+    holder[key] = [...((holder[key] as unknown[] | undefined) ?? []), json];
+  } else if (holder[key] !== undefined) {
+    throw new Failure(`${op.path.expression}.${op.name} already has a value and does not repeat; use replace`);
+  } else holder[key] = json;
+}
+
+function valueMemberSuffix(part: Json): string | undefined {
+  try {
+    return valueMember(part)?.name.slice('value'.length);
+  } catch (err) {
+    if (err instanceof PatchValueError) throw new Failure(`the value ${err.message}`);
+    throw err;
+  }
+}
+
+/** The type of values under JSON name `key` of a value of type `owner` (what nested parts build). */
+function elementTypeOf(owner: string | undefined, key: string): string | undefined {
+  return owner === undefined ? undefined : elementType(owner, key);
+}
+
+function insert(op: Extract<FhirPathPatchOperation, { type: 'insert' }>, resource: Json): void {
+  const { holder, type, key, items } = list(op, resource);
+  if (op.index > items.length) throw new Failure(`index ${op.index} is past the end of ${op.path.expression} (${items.length} elements)`);
+  const { json } = valueFor(op, elementTypeOf(type, key));
+  holder[key] = items;
+  spliceBoth(holder, key, op.index, 0, json);
+}
+
+function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resource: Json): void {
+  const target = one(op.path.select(resource), op, 'replacing');
+  const { parent, key, index } = target;
+  if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
+  const { json, suffix } = valueFor(op, target.type);
+  // A choice element takes the name of the new value's type (valueString -> valueQuantity).
+  const base = choiceBase(key, target.type);
+  const newKey = base !== undefined && suffix !== undefined ? base + suffix : key;
+  if (index !== undefined) (parent[key] as unknown[])[index] = json;
+  else if (newKey !== key) {
+    delete parent[key];
+    delete parent['_' + key];
+    parent[newKey] = json;
+  } else parent[key] = json;
+}
+
+/** For a JSON name that is a choice element's (`valueQuantity` of type Quantity), the element's name (`value`). */
+function choiceBase(key: string, type: string | undefined): string | undefined {
+  if (type === undefined) return undefined;
+  const suffix = type[0]!.toUpperCase() + type.slice(1);
+  return key.endsWith(suffix) && key.length > suffix.length ? key.slice(0, -suffix.length) : undefined;
+}
+
+function move(op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: Json): void {
+  const { holder, key, items } = list(op, resource);
+  for (const [name, n] of [['source', op.source], ['destination', op.destination]] as const) {
+    if (n >= items.length) throw new Failure(`${name} ${n} is not an index of ${op.path.expression} (${items.length} elements)`);
+  }
+  const ext = holder['_' + key];
+  const [moved] = items.splice(op.source, 1);
+  items.splice(op.destination, 0, moved);
+  if (Array.isArray(ext)) ext.splice(op.destination, 0, ...ext.splice(op.source, 1));
+}
+
+/** Removes the empty objects and lists a deletion leaves (FHIR JSON has none): `contact[0].name` once its only `text` is gone. */
+function prune(node: unknown): boolean {
+  if (Array.isArray(node)) {
+    for (let i = node.length - 1; i >= 0; i--) if (isObject(node[i]) && prune(node[i])) node.splice(i, 1);
+    return node.length === 0;
+  }
+  if (!isObject(node)) return false;
+  for (const key of Object.keys(node)) {
+    const v = node[key];
+    if ((Array.isArray(v) || isObject(v)) && prune(v)) delete node[key];
+  }
+  return Object.keys(node).length === 0;
+}
+
+function applyOne(op: FhirPathPatchOperation, resource: Json): void {
+  switch (op.type) {
+    case 'add':
+      return add(op, resource);
+    case 'insert':
+      return insert(op, resource);
+    case 'delete': {
+      const targets = op.path.select(resource);
+      if (targets.length === 0) return;
+      return removeAt(one(targets, op, 'deleting'));
+    }
+    case 'replace':
+      return replace(op, resource);
+    case 'move':
+      return move(op, resource);
+  }
+}
+
+/**
+ * Applies `operations` in order to a copy of `resource` and returns it; `resource` is never changed. The
+ * first operation that cannot be applied is a 400 naming its parameter, and nothing applies.
+ */
+export function applyFhirPathPatch(resource: Json, operations: readonly FhirPathPatchOperation[]): Json {
+  const out = structuredClone(resource);
+  operations.forEach((op, i) => {
+    try {
+      applyOne(op, out);
+      prune(out);
+    } catch (err) {
+      if (!(err instanceof Failure || err instanceof PatchPathError)) throw err;
+      throw new FhirError('invalid', `${at(i)} (${op.type} at ${op.path.expression}) cannot be applied: ${err.message}`, {
+        issueCode: 'processing', expression: [at(i)],
+      });
+    }
+  });
+  return out;
+}

@@ -1,0 +1,163 @@
+/**
+ * JSON Patch (RFC 6902) over JSON Pointers (RFC 6901), for FHIR R4 patch with
+ * `Content-Type: application/json-patch+json` (http.html#patch). A document that is not a JSON Patch is
+ * a 400 `structure`; an operation that cannot be applied (a missing target, a failing `test`) is a 400
+ * `processing` naming the operation's index, as HAPI FHIR answers both.
+ */
+import { FhirError } from '../../errors.ts';
+
+export type JsonPatchOperation =
+  | { op: 'add' | 'replace' | 'test'; path: string; value: unknown }
+  | { op: 'remove'; path: string }
+  | { op: 'move' | 'copy'; from: string; path: string };
+
+type Container = Record<string, unknown> | unknown[];
+
+const OPS = new Set(['add', 'remove', 'replace', 'move', 'copy', 'test']);
+
+function malformed(index: number, message: string): never {
+  throw new FhirError('structure', `JSON Patch operation ${index}: ${message}`);
+}
+
+function pointer(index: number, op: Record<string, unknown>, member: 'path' | 'from'): string {
+  const p = op[member];
+  if (typeof p !== 'string') malformed(index, `'${member}' must be a string (a JSON Pointer)`);
+  if (p !== '' && !p.startsWith('/')) malformed(index, `'${member}' '${p}' is not a JSON Pointer: it must be empty or start with '/'`);
+  if (/~(?![01])/.test(p)) malformed(index, `'${member}' '${p}' has a '~' not followed by 0 or 1`);
+  return p;
+}
+
+/** Checks that `body` is a JSON Patch document (an array of operation objects) and returns its operations. */
+export function parseJsonPatch(body: unknown): JsonPatchOperation[] {
+  if (!Array.isArray(body)) throw new FhirError('structure', 'A JSON Patch document must be a JSON array of operations');
+  return body.map((raw, i): JsonPatchOperation => {
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) malformed(i, 'is not an object');
+    const op = raw as Record<string, unknown>;
+    if (typeof op.op !== 'string' || !OPS.has(op.op)) malformed(i, `'op' must be one of add, remove, replace, move, copy, test; got ${JSON.stringify(op.op)}`);
+    const path = pointer(i, op, 'path');
+    switch (op.op) {
+      case 'remove':
+        return { op: 'remove', path };
+      case 'move':
+      case 'copy':
+        return { op: op.op, from: pointer(i, op, 'from'), path };
+      default:
+        if (!('value' in op)) malformed(i, `'${op.op}' needs a 'value'`);
+        return { op: op.op as 'add' | 'replace' | 'test', path, value: op.value };
+    }
+  });
+}
+
+/** The reference tokens of a JSON Pointer, unescaped (`~1` is `/`, then `~0` is `~`). */
+function tokens(path: string): string[] {
+  return path === '' ? [] : path.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+/** An array index token: `0` or digits without a leading zero. */
+function arrayIndex(token: string, length: number, allowEnd: boolean): number | undefined {
+  if (allowEnd && token === '-') return length;
+  if (!/^(0|[1-9][0-9]*)$/.test(token)) return undefined;
+  const n = Number(token);
+  return n < length || (allowEnd && n === length) ? n : undefined;
+}
+
+function isContainer(v: unknown): v is Container {
+  return v !== null && typeof v === 'object';
+}
+
+class Failure extends Error {}
+
+/** The value at `path`; Failure when there is none. */
+function get(doc: unknown, path: string): unknown {
+  let node = doc;
+  for (const t of tokens(path)) {
+    if (Array.isArray(node)) {
+      const i = arrayIndex(t, node.length, false);
+      if (i === undefined) throw new Failure(`${path} does not exist (no element '${t}' in an array of ${node.length})`);
+      node = node[i];
+    } else if (isContainer(node) && Object.hasOwn(node, t)) node = (node as Record<string, unknown>)[t];
+    else throw new Failure(`${path} does not exist`);
+  }
+  return node;
+}
+
+/** The container holding the last token of `path` (which must not be the root) and that token. */
+function parentOf(doc: unknown, path: string): { parent: Container; key: string } {
+  const all = tokens(path);
+  const key = all.pop()!;
+  const parentPath = all.length === 0 ? '' : '/' + all.map((t) => t.replace(/~/g, '~0').replace(/\//g, '~1')).join('/');
+  const parent = get(doc, parentPath);
+  if (!isContainer(parent)) throw new Failure(`${parentPath || 'the document'} is not an object or array, so ${path} cannot be reached`);
+  return { parent, key };
+}
+
+function add(doc: unknown, path: string, value: unknown): unknown {
+  if (path === '') return value;
+  const { parent, key } = parentOf(doc, path);
+  if (Array.isArray(parent)) {
+    const i = arrayIndex(key, parent.length, true);
+    if (i === undefined) throw new Failure(`'${key}' is not an index of ${path}'s array of ${parent.length} (0-${parent.length} or '-')`);
+    parent.splice(i, 0, value);
+  } else parent[key] = value;
+  return doc;
+}
+
+function remove(doc: unknown, path: string): unknown {
+  if (path === '') throw new Failure('the whole document cannot be removed');
+  get(doc, path);
+  const { parent, key } = parentOf(doc, path);
+  if (Array.isArray(parent)) parent.splice(Number(key), 1);
+  else delete parent[key];
+  return doc;
+}
+
+function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (!isContainer(a) || !isContainer(b) || Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+function applyOne(doc: unknown, op: JsonPatchOperation): unknown {
+  switch (op.op) {
+    case 'add':
+      return add(doc, op.path, structuredClone(op.value));
+    case 'remove':
+      return remove(doc, op.path);
+    case 'replace':
+      get(doc, op.path);
+      return add(op.path === '' ? doc : remove(doc, op.path), op.path, structuredClone(op.value));
+    case 'move': {
+      if (op.path === op.from) return (get(doc, op.from), doc);
+      if (op.path.startsWith(op.from + '/')) throw new Failure(`${op.from} cannot be moved into its own child ${op.path}`);
+      const value = get(doc, op.from);
+      return add(remove(doc, op.from), op.path, value);
+    }
+    case 'copy':
+      return add(doc, op.path, structuredClone(get(doc, op.from)));
+    case 'test': {
+      const actual = get(doc, op.path);
+      if (!deepEqual(actual, op.value)) throw new Failure(`test failed: ${op.path || 'the document'} is ${JSON.stringify(actual)}, not ${JSON.stringify(op.value)}`);
+      return doc;
+    }
+  }
+}
+
+/**
+ * Applies `operations` in order to a copy of `doc` (RFC 6902 section 4) and returns it; `doc` is never
+ * changed. The first operation that cannot be applied is a 400 naming it and nothing applies.
+ */
+export function applyJsonPatch(doc: unknown, operations: readonly JsonPatchOperation[]): unknown {
+  let out = structuredClone(doc);
+  operations.forEach((op, i) => {
+    try {
+      out = applyOne(out, op);
+    } catch (err) {
+      if (!(err instanceof Failure)) throw err;
+      throw new FhirError('invalid', `JSON Patch operation ${i} (${op.op} ${op.path}) cannot be applied: ${err.message}`, { issueCode: 'processing' });
+    }
+  });
+  return out;
+}

@@ -1,0 +1,93 @@
+/**
+ * The values of FHIRPath Patch operations (fhirpatch.html): a `value` part holds a `value[x]` (its type
+ * told by the suffix: `valueHumanName`), a `resource`, or, for a value of a type no `value[x]` can
+ * carry (a backbone element such as `Patient.contact`) or one built element by element, nested parts
+ * named by the elements, each holding its own value the same ways.
+ */
+import { typeModel } from '../validation/model.ts';
+import type { Json } from './patch-path.ts';
+
+/** A value ready to be put in a resource, with the suffix of its type when a `value[x]` told it. */
+export interface PatchValue {
+  json: unknown;
+  /** `Date`, `HumanName`, ... (undefined for a resource or nested parts). */
+  suffix?: string;
+}
+
+/** A value that cannot be built (the message says why; the caller names the operation). */
+export class PatchValueError extends Error {}
+
+function isObject(v: unknown): v is Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** The `value[x]` member of a parameter part: its name and value, or undefined when it has none. */
+export function valueMember(part: Json): { name: string; value: unknown } | undefined {
+  const names = Object.keys(part).filter((k) => /^value[A-Z]/.test(k));
+  if (names.length > 1) throw new PatchValueError(`holds ${names.join(' and ')}: a part has one value[x]`);
+  return names.length === 0 ? undefined : { name: names[0]!, value: part[names[0]!] };
+}
+
+/**
+ * The JSON name under which a value for element `name` of a value of type `owner` goes: the name
+ * itself, or for a choice element (`value[x]`) the name with the value's type (`valueQuantity`).
+ */
+export function jsonNameFor(owner: string | undefined, name: string, suffix: string | undefined): string {
+  const model = owner === undefined ? null : typeModel(owner);
+  if (!model || model.slots.has(name)) return name;
+  for (const slot of model.slots.values()) {
+    if (slot.element.name !== name || !slot.element.choice) continue;
+    if (suffix === undefined) throw new PatchValueError(`'${name}' is a choice of types (${slot.element.names.join(', ')}): give its value as value[x] so its type is known`);
+    const json = name + suffix;
+    if (!model.slots.has(json)) throw new PatchValueError(`'${name}' of ${owner} cannot hold a ${suffix} (it takes ${slot.element.names.join(', ')})`);
+    return json;
+  }
+  throw new PatchValueError(`${owner} has no element '${name}'`);
+}
+
+/** Whether element `json` of a value of type `owner` repeats (unknown types: whether it holds a list now). */
+export function repeats(owner: string | undefined, json: string, current: unknown): boolean {
+  const slot = owner === undefined ? undefined : typeModel(owner)?.slots.get(json);
+  return slot === undefined ? Array.isArray(current) : slot.element.max > 1;
+}
+
+/** The value of a part that carries one: value[x], `resource`, or nested parts building an element of type `type`. */
+export function partValue(part: Json, type: string | undefined): PatchValue {
+  const member = valueMember(part);
+  const nested = part.part;
+  const resource = part.resource;
+  const kinds = [member !== undefined, resource !== undefined, nested !== undefined].filter(Boolean).length;
+  if (kinds === 0) throw new PatchValueError('has no value (value[x], resource or nested parts)');
+  if (kinds > 1) throw new PatchValueError('has more than one of value[x], resource and nested parts');
+  if (member !== undefined) return { json: structuredClone(member.value), suffix: member.name.slice('value'.length) };
+  if (resource !== undefined) {
+    if (!isObject(resource) || typeof resource.resourceType !== 'string') throw new PatchValueError("'resource' is not a resource");
+    return { json: structuredClone(resource) };
+  }
+  if (!Array.isArray(nested)) throw new PatchValueError("'part' must be a list");
+  return { json: fromParts(nested, type) };
+}
+
+/** An element of type `type` built from parts, one per element value (several of one name make a list). */
+function fromParts(parts: unknown[], type: string | undefined): Json {
+  const out: Json = {};
+  for (const raw of parts) {
+    if (!isObject(raw) || typeof raw.name !== 'string' || raw.name === '') throw new PatchValueError('a nested part has no name');
+    const name = raw.name;
+    const member = valueMember(raw);
+    const suffix = member?.name.slice('value'.length);
+    const json = jsonNameFor(type, name, suffix);
+    const childType = type === undefined ? undefined : typeModel(type)?.slots.get(json)?.type;
+    let value: PatchValue;
+    try {
+      value = partValue(raw, childType);
+    } catch (err) {
+      if (err instanceof PatchValueError) throw new PatchValueError(`nested part '${name}' ${err.message}`);
+      throw err;
+    }
+    if (repeats(type, json, out[json])) out[json] = [...((out[json] as unknown[] | undefined) ?? []), value.json];
+    else if (Object.hasOwn(out, json)) throw new PatchValueError(`nested part '${name}' is given twice, but ${type ?? 'the element'}.${name} does not repeat`);
+    else out[json] = value.json;
+  }
+  return out;
+}

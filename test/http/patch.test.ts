@@ -1,0 +1,329 @@
+/** FHIR R4 patch (http.html#patch): JSON Patch and FHIRPath Patch, conditional, in Bundles, on both databases. */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
+
+/** A FHIRPath Patch Parameters; each operation is given as its parts (`value` as a part's value[x] members). */
+function fhirPatch(...ops: Json[]): Json {
+  return {
+    resourceType: 'Parameters',
+    parameter: ops.map(({ value, ...rest }) => ({
+      name: 'operation',
+      part: [
+        ...Object.entries(rest).map(([name, v]) => (name === 'type' ? { name, valueCode: v } : typeof v === 'number' ? { name, valueInteger: v } : { name, valueString: v })),
+        ...(value === undefined ? [] : [{ name: 'value', ...value }]),
+      ],
+    })),
+  };
+}
+
+const bundle = (type: string, entry: Json[]) => ({ resourceType: 'Bundle', type, entry });
+const patchEntry = (url: string, resource: Json, ifMatch?: string) => ({ resource, request: { method: 'PATCH', url, ...(ifMatch ? { ifMatch } : {}) } });
+const binary = (ops: Json[]) => ({ resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(JSON.stringify(ops)).toString('base64') });
+
+await eachStore((kind, fresh) => {
+  describe(`PATCH (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    let n = 0;
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    /** A fresh Patient with two names and two identifiers; returns its id. */
+    async function patient(extra: Json = {}): Promise<string> {
+      const id = `p${++n}`;
+      await api.put200({
+        resourceType: 'Patient', id, active: true, gender: 'female',
+        name: [{ family: 'Chalmers', given: ['Peter', 'James'] }, { family: 'Windsor', use: 'maiden' }],
+        identifier: [{ system: 'urn:mrn', value: `mrn-${id}` }, { system: 'urn:ssn', value: `ssn-${id}` }],
+        ...extra,
+      });
+      return id;
+    }
+    const read = async (id: string): Promise<Json> => (await (await api.get(`Patient/${id}`)).json()) as Json;
+    const jsonPatch = (path: string, ops: unknown, headers: Record<string, string> = {}) => api.call('PATCH', path, ops, { ...JSON_PATCH, ...headers });
+    const pathPatch = (path: string, params: Json, headers: Record<string, string> = {}) => api.call('PATCH', path, params, headers);
+
+    /** Asserts an OperationOutcome of `status` and that nothing was written; returns its first issue. */
+    async function refused(send: () => Response | Promise<Response>, status: number, code?: string): Promise<Json> {
+      const before = await countVersions(t);
+      const outcome = await expectOutcome(await send(), status, code);
+      expect(await countVersions(t)).toBe(before);
+      return outcome.issue[0];
+    }
+
+    describe('JSON Patch', () => {
+      test('add, remove, replace, move, copy and test in one document; the result is the next version', async () => {
+        const id = await patient();
+        const res = await jsonPatch(`Patient/${id}`, [
+          { op: 'test', path: '/name/0/family', value: 'Chalmers' },
+          { op: 'replace', path: '/name/0/family', value: 'Chalmers-Smith' },
+          { op: 'add', path: '/name/0/given/-', value: 'Jim' },
+          { op: 'add', path: '/telecom', value: [{ system: 'phone', value: '555' }] },
+          { op: 'remove', path: '/active' },
+          { op: 'move', from: '/identifier/1', path: '/identifier/0' },
+          { op: 'copy', from: '/name/1/family', path: '/name/0/text' },
+        ]);
+        expect(res.status).toBe(200);
+        expect(res.headers.get('etag')).toBe('W/"2"');
+        const body = (await res.json()) as Json;
+        expect(body.meta.versionId).toBe('2');
+        expect(body.name[0]).toEqual({ family: 'Chalmers-Smith', given: ['Peter', 'James', 'Jim'], text: 'Windsor' });
+        expect(body.telecom).toEqual([{ system: 'phone', value: '555' }]);
+        expect(body.active).toBeUndefined();
+        expect(body.identifier.map((i: Json) => i.system)).toEqual(['urn:ssn', 'urn:mrn']);
+        expect(await read(id)).toEqual(body);
+      });
+
+      test('history grows by exactly one version; the previous one is unchanged', async () => {
+        const id = await patient();
+        const before = await countVersions(t);
+        expect((await jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/gender', value: 'male' }])).status).toBe(200);
+        expect(await countVersions(t)).toBe(before + 1);
+        const history = (await (await api.get(`Patient/${id}/_history`)).json()) as Json;
+        expect(history.entry.map((e: Json) => [e.resource.meta.versionId, e.resource.gender])).toEqual([['2', 'male'], ['1', 'female']]);
+      });
+
+      test('a failing test is 400 naming the operation, and nothing is written (as HAPI FHIR answers)', async () => {
+        const id = await patient();
+        const issue = await refused(() => jsonPatch(`Patient/${id}`, [
+          { op: 'replace', path: '/gender', value: 'male' },
+          { op: 'test', path: '/name/0/family', value: 'Nobody' },
+        ]), 400, 'processing');
+        expect(issue.diagnostics).toContain('operation 1 (test /name/0/family)');
+        expect((await read(id)).gender).toBe('female');
+      });
+
+      test('missing targets and bad indexes are 400; pointers unescape ~1 and ~0', async () => {
+        const id = await patient();
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'remove', path: '/birthDate' }]), 400, 'processing');
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'add', path: '/name/5', value: { family: 'x' } }]), 400, 'processing');
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/contact/0/name', value: { text: 'x' } }]), 400, 'processing');
+        // `/a~1b` is the member `a/b`: not an R4 element, so the result is refused by validation.
+        const issue = await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'add', path: '/a~1b~0c', value: 1 }]), 422);
+        expect(issue.expression).toEqual(['Patient.a/b~c']);
+      });
+
+      test('a malformed patch document is 400; another media type is 415', async () => {
+        const id = await patient();
+        await refused(() => jsonPatch(`Patient/${id}`, { op: 'add' }), 400, 'structure');
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'add', path: '/gender' }]), 400, 'structure');
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'frobnicate', path: '/gender' }]), 400, 'structure');
+        await refused(() => jsonPatch(`Patient/${id}`, '[{"op":'), 400, 'structure');
+        await refused(() => api.call('PATCH', `Patient/${id}`, '{}', { 'Content-Type': 'application/merge-patch+json' }), 415, 'not-supported');
+        await refused(() => api.call('PATCH', `Patient/${id}`, '<Parameters/>', { 'Content-Type': 'application/fhir+xml' }), 415);
+      });
+
+      test('a result that is not valid R4 is 422 with the problem located, and nothing is written', async () => {
+        const id = await patient();
+        const issue = await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/gender', value: 'sometimes' }]), 422);
+        expect(issue.expression).toEqual(['Patient.gender']);
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'add', path: '/birthDate', value: 19700101 }]), 422);
+      });
+
+      test('changing the id or resourceType is refused', async () => {
+        const id = await patient();
+        expect((await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/id', value: 'other' }]), 400, 'processing')).expression).toEqual(['Patient.id']);
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'remove', path: '/id' }]), 400);
+        expect((await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/resourceType', value: 'Person' }]), 400)).expression).toEqual(['resourceType']);
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '', value: [] }]), 400);
+      });
+    });
+
+    describe('FHIRPath Patch', () => {
+      test('add, insert, delete, replace and move, applied in order', async () => {
+        const id = await patient();
+        const res = await pathPatch(`Patient/${id}`, fhirPatch(
+          { type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '1974-12-25' } },
+          { type: 'add', path: 'Patient', name: 'contact', value: { part: [{ name: 'name', valueHumanName: { text: 'Bénédicte' } }, { name: 'gender', valueCode: 'female' }] } },
+          { type: 'insert', path: 'Patient.identifier', index: 1, value: { valueIdentifier: { system: 'urn:other', value: 'o' } } },
+          { type: 'delete', path: "Patient.name.where(use = 'maiden')" },
+          { type: 'replace', path: 'Patient.name[0].given.first()', value: { valueString: 'Pete' } },
+          { type: 'move', path: 'Patient.identifier', source: 2, destination: 0 },
+        ));
+        const body = (await res.json()) as Json;
+        expect(res.status).toBe(200);
+        expect(body.birthDate).toBe('1974-12-25');
+        expect(body.contact).toEqual([{ name: { text: 'Bénédicte' }, gender: 'female' }]);
+        expect(body.identifier.map((i: Json) => i.system)).toEqual(['urn:ssn', 'urn:mrn', 'urn:other']);
+        expect(body.name).toEqual([{ family: 'Chalmers', given: ['Pete', 'James'] }]);
+        expect(body.meta.versionId).toBe('2');
+      });
+
+      test('delete of nothing is a no-op that still writes a version', async () => {
+        const id = await patient();
+        const res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path: 'Patient.birthDate' }));
+        expect(res.status).toBe(200);
+        expect(res.headers.get('etag')).toBe('W/"2"');
+      });
+
+      test('an operation that cannot be applied is 400 naming its parameter; nothing is written', async () => {
+        const id = await patient();
+        const ok = { type: 'replace', path: 'Patient.gender', value: { valueCode: 'male' } };
+        const cases: [Json, string][] = [
+          [{ type: 'replace', path: 'Patient.birthDate', value: { valueDate: '2000-01-01' } }, 'no content found at Patient.birthDate'],
+          [{ type: 'replace', path: 'Patient.name.family', value: { valueString: 'x' } }, 'selects 2 elements'],
+          [{ type: 'delete', path: 'Patient.identifier' }, 'selects 2 elements'],
+          [{ type: 'add', path: 'Patient', name: 'gender', value: { valueCode: 'male' } }, 'already has a value'],
+          [{ type: 'add', path: 'Patient.name', name: 'text', value: { valueString: 'x' } }, 'selects 2 elements'],
+          [{ type: 'insert', path: 'Patient.identifier', index: 3, value: { valueIdentifier: { value: 'x' } } }, 'past the end'],
+          [{ type: 'move', path: 'Patient.name', source: 0, destination: 2 }, 'destination 2'],
+        ];
+        for (const [op, text] of cases) {
+          const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch(ok, op)), 400, 'processing');
+          expect(issue.expression).toEqual(['Parameters.parameter[1]']);
+          expect(issue.diagnostics).toContain(text);
+        }
+        expect((await read(id)).meta.versionId).toBe('1');
+      });
+
+      test('malformed or unsupported operations are 400 naming the parameter, never 500', async () => {
+        const id = await patient();
+        for (const op of [
+          { type: 'explode', path: 'Patient' },
+          { type: 'add', path: 'Patient', value: { valueString: 'x' } },
+          { type: 'delete', path: 'Patient.name.where(' },
+          { type: 'delete', path: "Patient.name.where(family = 'x').select(given)" },
+          { type: 'delete', path: 'Patient.name | Patient.identifier' },
+          { type: 'insert', path: 'Patient.name.first()', index: 0, value: { valueHumanName: { text: 'x' } } },
+        ]) {
+          const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path: 'Patient.active' }, op)), 400);
+          expect(issue.expression).toEqual(['Parameters.parameter[1]']);
+        }
+        await refused(() => pathPatch(`Patient/${id}`, { resourceType: 'Patient' }), 400);
+        await refused(() => pathPatch(`Patient/${id}`, { resourceType: 'Parameters', parameter: [{ name: 'patch' }] }), 400, 'structure');
+      });
+
+      test('a result that is not valid R4 is 422; patching id is refused', async () => {
+        const id = await patient();
+        const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: 'Patient.gender', value: { valueCode: 'sometimes' } })), 422);
+        expect(issue.expression).toEqual(['Patient.gender']);
+        await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: 'Patient.id', value: { valueId: 'other' } })), 400, 'processing');
+        await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path: 'Patient.id' })), 400, 'processing');
+      });
+    });
+
+    describe('the interaction', () => {
+      test('If-Match: the current version is patched, another is 412 and nothing is written', async () => {
+        const id = await patient();
+        const op = [{ op: 'replace', path: '/gender', value: 'male' }];
+        await refused(() => jsonPatch(`Patient/${id}`, op, { 'If-Match': 'W/"2"' }), 412, 'conflict');
+        await refused(() => jsonPatch(`Patient/${id}`, op, { 'If-Match': 'banana' }), 400);
+        expect((await jsonPatch(`Patient/${id}`, op, { 'If-Match': 'W/"1"' })).status).toBe(200);
+        await refused(() => jsonPatch(`Patient/${id}`, op, { 'If-Match': 'W/"1"' }), 412);
+      });
+
+      test('Prefer: return=minimal and return=OperationOutcome', async () => {
+        const id = await patient();
+        const op = [{ op: 'replace', path: '/gender', value: 'male' }];
+        const minimal = await jsonPatch(`Patient/${id}`, op, { Prefer: 'return=minimal' });
+        expect([minimal.status, await minimal.text(), minimal.headers.get('etag')]).toEqual([200, '', 'W/"2"']);
+        const outcome = await jsonPatch(`Patient/${id}`, op, { Prefer: 'return=OperationOutcome' });
+        expect(((await outcome.json()) as Json).resourceType).toBe('OperationOutcome');
+      });
+
+      test('a missing resource is 404, a deleted one 410, like a read', async () => {
+        const op = [{ op: 'replace', path: '/gender', value: 'male' }];
+        await refused(() => jsonPatch('Patient/nobody', op), 404, 'not-found');
+        const id = await patient();
+        expect((await api.del(`Patient/${id}`)).status).toBe(200);
+        await refused(() => jsonPatch(`Patient/${id}`, op), 410);
+        await refused(() => jsonPatch('NotAType/x', op), 404);
+        await refused(() => jsonPatch('Patient/x/_history/1', op), 405);
+      });
+
+      test('needs read and update permission', async () => {
+        const id = await patient();
+        const op = [{ op: 'replace', path: '/gender', value: 'male' }];
+        for (const scopes of [['system/Patient.read'], ['system/Patient.u']]) {
+          const other = fhirClient(t, await t.tokenFor('t1', scopes));
+          await refused(() => other.call('PATCH', `Patient/${id}`, op, JSON_PATCH), 403, 'forbidden');
+        }
+        const both = fhirClient(t, await t.tokenFor('t1', ['system/Patient.ru']));
+        expect((await both.call('PATCH', `Patient/${id}`, op, JSON_PATCH)).status).toBe(200);
+      });
+
+      test('conditional patch: one match is patched, none is 404, several are 412', async () => {
+        const id = await patient();
+        const op = [{ op: 'replace', path: '/gender', value: 'other' }];
+        const res = await jsonPatch(`Patient?identifier=urn:mrn|mrn-${id}`, op);
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as Json).id).toBe(id);
+        expect((await read(id)).gender).toBe('other');
+        await refused(() => jsonPatch('Patient?identifier=urn:mrn|nobody', op), 404);
+        await refused(() => jsonPatch('Patient?identifier=urn:mrn|', op), 412);
+        await refused(() => jsonPatch('Patient', op), 400);
+      });
+    });
+
+    describe('in Bundles', () => {
+      test('a transaction applies FHIRPath and JSON (Binary) patches with its other entries', async () => {
+        const a = await patient();
+        const b = await patient();
+        const res = await api.post('', bundle('transaction', [
+          patchEntry(`Patient/${a}`, fhirPatch({ type: 'replace', path: 'Patient.gender', value: { valueCode: 'male' } })),
+          patchEntry(`Patient/${b}`, binary([{ op: 'add', path: '/birthDate', value: '1980-02-03' }]), 'W/"1"'),
+          { fullUrl: 'urn:uuid:0b7e1f0c-0000-4000-8000-000000000001', resource: { resourceType: 'Organization', name: 'Acme' }, request: { method: 'POST', url: 'Organization' } },
+          patchEntry(`Patient?identifier=urn:ssn|ssn-${a}`, fhirPatch({ type: 'add', path: 'Patient', name: 'managingOrganization', value: { valueReference: { reference: 'urn:uuid:0b7e1f0c-0000-4000-8000-000000000001' } } })),
+        ]));
+        // Two entries on one resource are refused: the conditional one targets `a` as well.
+        await expectOutcome(res, 400);
+        const ok = await api.post('', bundle('transaction', [
+          patchEntry(`Patient/${a}`, fhirPatch({ type: 'replace', path: 'Patient.gender', value: { valueCode: 'male' } })),
+          patchEntry(`Patient/${b}`, binary([{ op: 'add', path: '/birthDate', value: '1980-02-03' }]), 'W/"1"'),
+          { fullUrl: 'urn:uuid:0b7e1f0c-0000-4000-8000-000000000001', resource: { resourceType: 'Organization', name: 'Acme' }, request: { method: 'POST', url: 'Organization' } },
+        ]));
+        const body = (await ok.json()) as Json;
+        expect(ok.status).toBe(200);
+        expect(body.entry.map((e: Json) => e.response.status)).toEqual(['200 OK', '200 OK', '201 Created']);
+        expect(body.entry[0].resource.gender).toBe('male');
+        expect(body.entry[1].response.etag).toBe('W/"2"');
+        expect((await read(b)).birthDate).toBe('1980-02-03');
+      });
+
+      test('a transaction is atomic: one failing patch writes nothing', async () => {
+        const a = await patient();
+        const b = await patient();
+        const before = await countVersions(t);
+        const cases: [Json[], number][] = [
+          [[patchEntry(`Patient/${a}`, binary([{ op: 'replace', path: '/gender', value: 'male' }])), patchEntry(`Patient/${b}`, binary([{ op: 'test', path: '/gender', value: 'male' }]))], 400],
+          [[patchEntry(`Patient/${a}`, binary([{ op: 'replace', path: '/gender', value: 'male' }])), patchEntry(`Patient/${b}`, fhirPatch({ type: 'replace', path: 'Patient.gender', value: { valueCode: 'bogus' } }))], 422],
+          [[{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }, patchEntry(`Patient/${b}`, binary([{ op: 'replace', path: '/gender', value: 'male' }]), 'W/"9"')], 412],
+          [[{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }, patchEntry('Patient/nobody', binary([]))], 404],
+          [[patchEntry(`Patient/${a}`, { resourceType: 'Binary', contentType: 'text/plain', data: 'eA==' })], 400],
+          [[patchEntry(`Patient/${a}`, { resourceType: 'Patient' })], 400],
+          [[{ request: { method: 'PATCH', url: `Patient/${a}` } }], 400],
+        ];
+        for (const [entries, status] of cases) await expectOutcome(await api.post('', bundle('transaction', entries)), status);
+        const outcome = await expectOutcome(await api.post('', bundle('transaction', [
+          patchEntry(`Patient/${a}`, binary([])),
+          patchEntry(`Patient/${b}`, fhirPatch({ type: 'delete', path: 'Patient.active' }, { type: 'delete', path: 'Patient.name' })),
+        ])), 400);
+        expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].resource.parameter[1]']);
+        expect(await countVersions(t)).toBe(before);
+      });
+
+      test('a batch answers each patch on its own', async () => {
+        const a = await patient();
+        const res = await api.post('', bundle('batch', [
+          patchEntry(`Patient/${a}`, binary([{ op: 'replace', path: '/gender', value: 'male' }])),
+          patchEntry(`Patient/${a}`, binary([{ op: 'test', path: '/gender', value: 'female' }])),
+          patchEntry('Patient/nobody', fhirPatch({ type: 'delete', path: 'Patient.active' })),
+          patchEntry(`Patient/${a}`, { resourceType: 'Observation' }),
+          patchEntry(`Patient/${a}`, fhirPatch({ type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '2001-01-01' } }), 'W/"2"'),
+        ]));
+        const body = (await res.json()) as Json;
+        expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '400', '404', '400', '200']);
+        const now = await read(a);
+        expect([now.gender, now.birthDate, now.meta.versionId]).toEqual(['male', '2001-01-01', '3']);
+      });
+    });
+  });
+});

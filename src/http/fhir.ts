@@ -51,9 +51,36 @@ function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, b
     return new Response(null, { status, headers });
   }
   if (ret === 'OperationOutcome') {
-    return fhirJson(operationOutcome([issue('information', 'informational', `${v.type}/${v.id} version ${v.versionId} stored`)]), status, headers);
+    return fhirJson(storedOutcome(v.type, v.id, v.versionId), status, headers);
   }
   return fhirJson(v.content, status, headers);
+}
+
+/** What `Prefer: return=OperationOutcome` answers for a stored version. */
+function storedOutcome(type: string, id: string, versionId: string | number): ReturnType<typeof operationOutcome> {
+  return operationOutcome([issue('information', 'informational', `${type}/${id} version ${versionId} stored`)]);
+}
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/**
+ * A transaction or batch response as `Prefer: return=...` asks, entry by entry (FHIR R4 http.html#ops):
+ * the written resources (representation, the default), none (minimal), or an informational
+ * OperationOutcome in `response.outcome` instead (OperationOutcome). Read entries keep their resources;
+ * failed batch entries keep their outcomes. Response entries stand at their request entries' places.
+ */
+function withReturnPreference(request: unknown, response: Record<string, any>, ret: string | undefined): Record<string, any> {
+  if (ret !== 'minimal' && ret !== 'OperationOutcome') return response;
+  const requested = (request as { entry: { request?: { method?: string } }[] }).entry;
+  response.entry.forEach((e: Record<string, any>, i: number) => {
+    if (!WRITE_METHODS.has(String(requested[i]?.request?.method).toUpperCase()) || e.resource === undefined) return;
+    const r = e.resource;
+    delete e.resource;
+    if (ret === 'OperationOutcome') {
+      e.response.outcome = storedOutcome(r.resourceType, r.id, r.meta?.versionId);
+    }
+  });
+  return response;
 }
 
 /**
@@ -119,7 +146,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
 
   app.post('/', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.bundle);
-    return fhirJson(await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl)));
+    const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl));
+    return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
   app.get('/_history', (c) => historyOf(c));
   app.get('/:type', (c) => search(c, c.req.param('type'), new URL(c.req.url).searchParams));

@@ -1,0 +1,125 @@
+/**
+ * `Prefer: return=minimal|representation|OperationOutcome` on every kind of write (FHIR R4
+ * http.html#ops): create, update, conditional create and update, PATCH, delete, and the entries of
+ * transaction and batch Bundles. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const bundle = (type: string, entry: Json[]) => ({ resourceType: 'Bundle', type, entry });
+
+await eachStore((kind, fresh) => {
+  describe(`Prefer: return (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'read-me', active: true });
+    });
+    afterAll(() => t.close());
+
+    /** Every single-resource write, as a function of the Prefer header; each answers one version. */
+    const writes: [string, (prefer: Record<string, string>, n: number) => Promise<Response>, number][] = [
+      ['create', (h) => api.post('Patient', { resourceType: 'Patient', active: true }, h), 201],
+      ['update', (h, n) => api.put(`Patient/u${n}`, { resourceType: 'Patient', id: `u${n}`, active: true }, h), 201],
+      ['conditional create', (h, n) => api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:x', value: `c${n}` }] }, { ...h, 'If-None-Exist': `identifier=urn:x|c${n}` }), 201],
+      ['conditional update', (h, n) => api.put(`Patient?identifier=urn:y|${n}`, { resourceType: 'Patient', identifier: [{ system: 'urn:y', value: String(n) }] }, h), 201],
+      ['patch', (h) => api.call('PATCH', 'Patient/read-me', JSON.stringify([{ op: 'replace', path: '/active', value: true }]), { ...h, 'Content-Type': 'application/json-patch+json' }), 200],
+    ];
+
+    test('representation (and no Prefer): the stored resource', async () => {
+      let n = 0;
+      for (const [name, write, status] of writes) {
+        for (const prefer of [{}, { Prefer: 'return=representation' }]) {
+          const res = await write(prefer, n++);
+          expect({ name, status: res.status }).toEqual({ name, status });
+          const body = (await res.json()) as Json;
+          expect({ name, type: body.resourceType, version: body.meta?.versionId }).toEqual({ name, type: 'Patient', version: res.headers.get('etag')!.slice(3, -1) });
+        }
+      }
+    });
+
+    test('minimal: no body, the same status and version headers', async () => {
+      let n = 100;
+      for (const [name, write, status] of writes) {
+        const res = await write({ Prefer: 'return=minimal' }, n++);
+        expect({ name, status: res.status, body: await res.text() }).toEqual({ name, status, body: '' });
+        expect(res.headers.get('etag')).toMatch(/^W\/"\d+"$/);
+        expect(res.headers.get('last-modified')).not.toBeNull();
+        if (status === 201) expect(res.headers.get('location')).toMatch(/\/Patient\/[^/]+\/_history\/1$/);
+      }
+    });
+
+    test('OperationOutcome: an informational outcome naming the version stored', async () => {
+      let n = 200;
+      for (const [name, write, status] of writes) {
+        const res = await write({ Prefer: 'return=OperationOutcome' }, n++);
+        expect({ name, status: res.status }).toEqual({ name, status });
+        const body = (await res.json()) as Json;
+        expect(body.resourceType).toBe('OperationOutcome');
+        expect(body.issue[0]).toMatchObject({ severity: 'information', code: 'informational' });
+        expect(body.issue[0].diagnostics).toContain(`version ${res.headers.get('etag')!.slice(3, -1)} stored`);
+      }
+    });
+
+    test('delete: minimal is 204 without a body; otherwise an informational outcome', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'd1' });
+      await api.put200({ resourceType: 'Patient', id: 'd2' });
+      const minimal = await api.del('Patient/d1', { Prefer: 'return=minimal' });
+      expect({ status: minimal.status, body: await minimal.text() }).toEqual({ status: 204, body: '' });
+      const outcome = await api.del('Patient/d2', { Prefer: 'return=OperationOutcome' });
+      expect(outcome.status).toBe(200);
+      expect(((await outcome.json()) as Json).resourceType).toBe('OperationOutcome');
+    });
+
+    for (const type of ['transaction', 'batch']) {
+      /** A Bundle with each kind of entry: create, update, patch, delete, read. */
+      const entries = (tag: string) => [
+        { resource: { resourceType: 'Patient', active: true }, request: { method: 'POST', url: 'Patient' } },
+        { resource: { resourceType: 'Patient', id: `${type}-${tag}`, active: true }, request: { method: 'PUT', url: `Patient/${type}-${tag}` } },
+        {
+          resource: { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Patient.active' }, { name: 'value', valueBoolean: false }] }] },
+          request: { method: 'PATCH', url: 'Patient/read-me' },
+        },
+        { request: { method: 'DELETE', url: `Patient/${type}-gone-${tag}` } },
+        { request: { method: 'GET', url: 'Patient/read-me' } },
+      ];
+      const sendBundle = async (tag: string, prefer?: string) => {
+        await api.put200({ resourceType: 'Patient', id: `${type}-gone-${tag}` });
+        const res = await api.post(api.base, bundle(type, entries(tag)), prefer ? { Prefer: `return=${prefer}` } : {});
+        expect(res.status).toBe(200);
+        return ((await res.json()) as Json).entry as Json[];
+      };
+
+      test(`${type}: each write entry's resource by default, none with minimal, an outcome with OperationOutcome; reads keep theirs`, async () => {
+        for (const prefer of [undefined, 'representation']) {
+          const out = await sendBundle(`r-${prefer}`, prefer);
+          expect(out.map((e) => e.response.status)).toEqual(['201 Created', '201 Created', '200 OK', '204 No Content', '200 OK']);
+          expect(out.map((e) => e.resource?.resourceType ?? null)).toEqual(['Patient', 'Patient', 'Patient', null, 'Patient']);
+        }
+        const minimal = await sendBundle('m', 'minimal');
+        expect(minimal.map((e) => e.response.status)).toEqual(['201 Created', '201 Created', '200 OK', '204 No Content', '200 OK']);
+        expect(minimal.map((e) => e.resource?.resourceType ?? null)).toEqual([null, null, null, null, 'Patient']);
+        expect(minimal[0]!.response.location).toMatch(/\/Patient\/[^/]+\/_history\/1$/);
+        const outcome = await sendBundle('o', 'OperationOutcome');
+        expect(outcome.map((e) => e.resource?.resourceType ?? null)).toEqual([null, null, null, null, 'Patient']);
+        expect(outcome.map((e) => e.response.outcome?.issue[0].code ?? null)).toEqual(['informational', 'informational', 'informational', null, null]);
+        expect(outcome[1]!.response.outcome.issue[0].diagnostics).toBe(`Patient/${type}-o version 1 stored`);
+      });
+    }
+
+    test('batch: a failed entry keeps its error outcome whatever the preference', async () => {
+      const res = await api.post(api.base, bundle('batch', [
+        { resource: { resourceType: 'Patient', bogus: 1 }, request: { method: 'POST', url: 'Patient' } },
+        { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
+      ]), { Prefer: 'return=OperationOutcome' });
+      const out = ((await res.json()) as Json).entry as Json[];
+      expect(out[0]!.response.status).toBe('422');
+      expect(out[0]!.response.outcome.issue[0].severity).toBe('error');
+      expect(out[1]!.response.outcome.issue[0].code).toBe('informational');
+    });
+  });
+});

@@ -22,7 +22,7 @@ await eachStore((kind, fresh) => {
     afterAll(() => t.close());
 
     /** Every single-resource write, as a function of the Prefer header; each answers one version. */
-    const writes: [string, (prefer: Record<string, string>, n: number) => Promise<Response>, number][] = [
+    const writes: [string, (prefer: Record<string, string>, n: number) => Response | Promise<Response>, number][] = [
       ['create', (h) => api.post('Patient', { resourceType: 'Patient', active: true }, h), 201],
       ['update', (h, n) => api.put(`Patient/u${n}`, { resourceType: 'Patient', id: `u${n}`, active: true }, h), 201],
       ['conditional create', (h, n) => api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:x', value: `c${n}` }] }, { ...h, 'If-None-Exist': `identifier=urn:x|c${n}` }), 201],
@@ -33,7 +33,7 @@ await eachStore((kind, fresh) => {
     test('representation (and no Prefer): the stored resource', async () => {
       let n = 0;
       for (const [name, write, status] of writes) {
-        for (const prefer of [{}, { Prefer: 'return=representation' }]) {
+        for (const prefer of [{}, { Prefer: 'return=representation' }] as Record<string, string>[]) {
           const res = await write(prefer, n++);
           expect({ name, status: res.status }).toEqual({ name, status });
           const body = (await res.json()) as Json;

@@ -95,9 +95,13 @@ export class CompiledValueSet {
           break;
         }
         // Several versions of the system included: the code counts in the latest version that has it,
-        // and a display of any of those versions is a valid one.
+        // and a display of any of those versions is a valid one; a display only an older version has
+        // names that version, whose display and version the answer then carries (as the reference
+        // servers answer).
         const [newer, older] = hit === undefined || compareVersions(m.cs?.version ?? '', hit.cs?.version ?? '') > 0 ? [m, hit] : [hit, m];
-        hit = older === undefined ? newer : { ...newer, displays: [...newer.displays, ...displaysOf(older)] };
+        if (older === undefined) hit = newer;
+        else if (coding.display !== undefined && !displaysOf(newer).includes(coding.display) && displaysOf(older).includes(coding.display)) hit = older;
+        else hit = { ...newer, displays: [...newer.displays, ...displaysOf(older)] };
         continue;
       }
       reasons.push(...m.reasons);

@@ -35,6 +35,8 @@ export interface CodingToCheck {
   readonly system: string;
   readonly version?: string;
   readonly code: string;
+  /** The display sent with the code: with several versions of a system, it may say which one is meant. */
+  readonly display?: string | undefined;
 }
 
 /** The coding is a member; carries what the operation needs to finish (display, flags). */

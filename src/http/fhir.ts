@@ -16,11 +16,12 @@ import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson, versionHeaders } from './fhir-response.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
+import { binaryRoutes } from './binary.ts';
 
 export interface FhirRouteDeps extends FhirDeps {
   baseUrl: string;
-  /** A Bundle posted to the base may be larger than a single resource. */
-  limits: Pick<BodyLimits, 'resource' | 'bundle'>;
+  /** A Bundle posted to the base may be larger than a single resource; a Binary's native content too. */
+  limits: Pick<BodyLimits, 'resource' | 'bundle' | 'binary'>;
 }
 
 function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
@@ -42,7 +43,7 @@ export function parsePrefer(header: string | undefined): Map<string, string> {
 }
 
 /** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */
-function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
+export function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
   const headers = versionHeaders(v);
   if (status === 201) headers.Location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
   const ret = parsePrefer(c.req.header('prefer')).get('return');
@@ -104,6 +105,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(historyJson(base, r.rows, links(base, path, r.self, r.next), deps.clock.now()));
   };
 
+  // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
+  app.route('/', binaryRoutes({ fhir: deps, baseUrl: deps.baseUrl, maxBinaryBytes: deps.limits.binary, writeResponse }));
   app.post('/', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.bundle);
     return fhirJson(await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl)));

@@ -115,7 +115,8 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     const type = parts[5]!;
     const id = parts[6]!;
     if (tenant === '' || id === '') return null;
-    if (method === 'GET' && TYPE_SEGMENT.test(type) && id[0] !== '$' && id !== '_history') {
+    // Binary reads negotiate native content (src/http/binary.ts): they go through Hono.
+    if (method === 'GET' && TYPE_SEGMENT.test(type) && type !== 'Binary' && id[0] !== '$' && id !== '_history') {
       return answer(req, path, READ_ROUTE, async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
         return readResponse(d.fhir, { tenant: t, access }, type, id);

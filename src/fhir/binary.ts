@@ -41,10 +41,11 @@ const DATA_KEY = '"data":"';
  * rest is parsed; otherwise the whole text is parsed.
  */
 export function splitStoredBinary(content: string): StoredBinary {
-  const at = content.lastIndexOf(DATA_KEY);
+  // The first `"data":"` (a forward search, which is memchr-fast where a backward one is not) is the
+  // top-level element when its string closes right before the final `}`, which closes the resource:
+  // base64 holds no quote. Otherwise (a `data` nested in an extension first) the text is parsed.
+  const at = content.indexOf(DATA_KEY);
   const start = at + DATA_KEY.length;
-  // `"data":"…"}` ending the text is the top-level element: the final `}` closes the resource, and a
-  // base64 string holds no quote, so the quote before it is the one that closes the data.
   if (at > 0 && content.endsWith('"}') && content.indexOf('"', start) === content.length - 2) {
     const resource = JSON.parse(content.slice(0, at).replace(/,\s*$/, '') + '}') as Resource;
     return { resource, data: content.slice(start, content.length - 2) };

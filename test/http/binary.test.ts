@@ -138,6 +138,15 @@ await eachStore((kind, fresh) => {
       const raw = await get(`Binary/${idOf(res)}`);
       expect(raw.headers.get('content-type')).toBe('text/plain');
       expect(await raw.text()).toBe('hello');
+      // `data` not last, or another `data` (an Attachment in an extension) before it: still the right bytes.
+      for (const json of [
+        { resourceType: 'Binary', data: 'aGVsbG8=', contentType: 'text/plain' },
+        { resourceType: 'Binary', _contentType: { extension: [{ url: 'http://example.org/a', valueAttachment: { contentType: 'text/plain', data: 'AAAA' } }] }, contentType: 'text/plain', data: 'aGVsbG8=' },
+      ]) {
+        const other = await send('POST', 'Binary', JSON.stringify(json), { 'Content-Type': 'application/fhir+json' });
+        expect(other.status).toBe(201);
+        expect(await (await get(`Binary/${idOf(other)}`)).text()).toBe('hello');
+      }
       await expectOutcome(await send('POST', 'Binary', '<Binary/>', { 'Content-Type': 'application/fhir+xml' }), 415);
       await expectOutcome(await t.request(url('Binary'), { method: 'POST', body: new Uint8Array([1, 2, 3]), headers: { ...auth(), 'Content-Type': '' } }), 415);
       // A JSON write answers JSON: a non-JSON Accept on a Binary instance write is still 406.

@@ -51,6 +51,8 @@ const schema = z.object({
   maxResourceBytes: z.coerce.number().int().min(1024).default(16 * 1024 * 1024),
   /** Transaction and batch Bundles posted to the FHIR base. */
   maxBundleBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  /** The native content of a Binary (`POST Binary` / `PUT Binary/{id}` with a non-FHIR Content-Type). */
+  maxBinaryBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   /** OAuth forms: token, revocation, introspection, the login page's sign-in. */
   maxFormBytes: z.coerce.number().int().min(1024).default(16 * 1024),
   logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
@@ -153,12 +155,15 @@ export function configEnv(config: Config): Record<string, string> {
 export interface BodyLimits {
   resource: number;
   bundle: number;
+  binary: number;
   form: number;
 }
 
 export function bodyLimits(config: Config): BodyLimits {
   const cap = (n: number) => Math.min(n, config.maxBodyBytes);
-  return { resource: cap(config.maxResourceBytes), bundle: cap(config.maxBundleBytes), form: cap(config.maxFormBytes) };
+  return {
+    resource: cap(config.maxResourceBytes), bundle: cap(config.maxBundleBytes), binary: cap(config.maxBinaryBytes), form: cap(config.maxFormBytes),
+  };
 }
 
 /** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (DESIGN.md), also its tokens' audience. */

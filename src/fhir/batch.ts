@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
 import { requireValid } from './validation/check.ts';
-import { entryResources, errorEntry, plan, readEntry, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
@@ -11,6 +11,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const { planned, ids } = await plan(deps, req, [entry]);
   requireValidPatched(planned, validationLevel(deps));
   await rewriteReferences(deps, req, planned, ids, scope);
+  await requireEntriesInReach(deps, req, planned);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   const out = await writeTx(deps, req.tenant, async (w) => {
     const written = await writeEntry(w, planned[0]!, opts, base);

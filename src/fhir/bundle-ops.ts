@@ -4,7 +4,7 @@ import type { Entry } from './bundle-entries.ts';
 import { etag } from './bundle.ts';
 import { parseCondition, resolveCondition } from './conditional.ts';
 import type { CoreLayer } from './core-layer.ts';
-import { deleteVersion, putVersion, readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, readResource, requireAccess, requireContextReadable, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isUrnReference, walkReferences } from './references.ts';
@@ -67,6 +67,14 @@ async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<P
   if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInCompartment(deps, req, entry.type, p.id);
   if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
   return p;
+}
+
+/** After references are rewritten: each written resource must be within the request's reach (a Binary's securityContext). */
+export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, planned: Planned[]): Promise<void> {
+  for (const p of planned) {
+    const r = written(p);
+    if (r && !p.existing) await requireContextReadable(deps, req, r);
+  }
 }
 
 /** Resolves every entry's target and maps each fullUrl to `Type/id` (FHIR R4 http 3.1.0.11.2). */

@@ -11,6 +11,7 @@ import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
+import { securityContextTarget, splitStoredBinary } from './binary.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 
@@ -99,9 +100,60 @@ function requireInCompartment(access: Access, type: string, compartments: () => 
  * compartment: an update or delete may not reach a resource outside it, whatever the new content says.
  */
 export async function requireStoredInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<void> {
+  if (type === 'Binary') {
+    const stored = await deps.store.resources.read(req.tenant, type, id);
+    if (stored && !stored.deleted) await requireContextReadable(deps, req, splitStoredBinary(stored.content).resource);
+    return;
+  }
   if (req.access.patientLimit(type) === undefined || !patientCompartment().has(type)) return;
   const stored = await deps.store.resources.read(req.tenant, type, id);
   if (stored && !stored.deleted) requireCompartment(req.access, JSON.parse(stored.content) as Resource);
+}
+
+/**
+ * A Binary whose `securityContext` names a resource (FHIR R4 binary.html) is within reach, for
+ * reading and for writing, only of a request that may read that resource: its type's scopes, and
+ * when those are limited to a patient's compartment or filtered, the stored resource itself. A context
+ * that names no resource of this tenant admits only requests whose access to Binary is not limited
+ * to a patient. Other resources, and Binaries without a context, pass (their type's scopes apply).
+ */
+export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, resource: Resource): Promise<void> {
+  if (resource.resourceType !== 'Binary') return;
+  const target = securityContextTarget(resource);
+  if (target === undefined) return;
+  const { access } = req;
+  const name = resource.id === undefined ? 'The Binary' : `Binary/${resource.id}`;
+  const refuse = (why: string) => new FhirError('forbidden', `${name} is out of reach: ${why}`);
+  if (target === null) {
+    if (access.patientLimit('Binary') === undefined) return;
+    throw refuse('its securityContext names no resource of this server, so a patient-context token cannot reach it');
+  }
+  if (!access.can(target.type, 'r')) throw refuse(`the access token's scopes do not allow read of ${target.type}, its securityContext`);
+  const limited = (access.patientLimit(target.type) !== undefined && patientCompartment().has(target.type)) || access.filters?.(target.type, 'r') !== undefined;
+  if (!limited) return;
+  const stored = await deps.store.resources.read(req.tenant, target.type, target.id);
+  if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
+  const context = JSON.parse(stored.content) as Resource;
+  try {
+    requireCompartment(access, context);
+    await requireFilter(access, 'r', context, stored.lastUpdated, lookups(deps, req.tenant));
+  } catch (err) {
+    if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
+    throw err;
+  }
+}
+
+/**
+ * The versions among `rows` within the request's reach: Binaries whose securityContext it may not
+ * read are left out (requireContextReadable); deletions and other types stay.
+ */
+export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[]): Promise<ResourceVersion[]> {
+  const out: ResourceVersion[] = [];
+  for (const v of rows) {
+    if (v.type !== 'Binary' || v.deleted) out.push(v);
+    else if (await requireContextReadable(deps, req, splitStoredBinary(v.content).resource).then(() => true, (err: unknown) => (err instanceof FhirError ? false : Promise.reject(err)))) out.push(v);
+  }
+  return out;
 }
 
 /** Parses an `If-Match` ETag (`W/"3"` or `"3"`) into a version number. */
@@ -183,6 +235,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   const resource = asResource(body, type);
   requireAccess(req.access, type, 'c');
   requireValid(resource, validationLevel(deps));
+  await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
   return writeTx(deps, req.tenant, async (w) => {
@@ -204,6 +257,7 @@ export async function updateResource(
   }
   requireValid(resource, validationLevel(deps));
   await requireStoredInCompartment(deps, req, type, id);
+  await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
   const opts: PutOptions = { now, access: req.access };
@@ -265,6 +319,13 @@ async function coreVread(deps: FhirDeps, req: FhirRequest, type: string, id: str
 }
 
 async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
+  if (v.type === 'Binary') {
+    // Not in the patient compartment; its scope filters cannot concern `data` (no search parameter reads it).
+    const binary = splitStoredBinary(v.content).resource;
+    await requireContextReadable(deps, req, binary);
+    if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', binary, v.lastUpdated, lookups(deps, req.tenant));
+    return;
+  }
   if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource);
   if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant));
 }

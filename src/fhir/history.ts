@@ -1,7 +1,8 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { readResource, requireAccess, requireCompartment, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { readResource, requireAccess, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { splitStoredBinary } from './binary.ts';
 import { dateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
@@ -78,6 +79,21 @@ function parseParams(params: URLSearchParams) {
 async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string) {
   const current = await deps.store.resources.read(req.tenant, type, id);
   if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
+  if (type === 'Binary') {
+    // Its securityContext and scope filters: the latest content must be within reach, and only the versions that are are shown.
+    const check = async (v: ResourceVersion) => {
+      const binary = splitStoredBinary(v.content).resource;
+      await requireContextReadable(deps, req, binary);
+      await requireFilter(req.access, 'r', binary, v.lastUpdated);
+    };
+    const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
+    if (latest && !latest.deleted) await check(latest);
+    return async (rows: ResourceVersion[]) => {
+      const shown: ResourceVersion[] = [];
+      for (const v of rows) if (v.deleted || (await check(v).then(() => true, () => false))) shown.push(v);
+      return shown;
+    };
+  }
   if (req.access.filters?.(type, 'r')) {
     // Scope filters: the latest content must meet them, and only the versions that do are shown.
     const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;

@@ -1,7 +1,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { requireAccess } from './crud.ts';
+import { requireAccess, rowsInReach } from './crud.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
@@ -402,6 +402,8 @@ export async function searchResources(
       ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
       : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
+  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
+  if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
   const first = !query.after && !query.offset && !compiled.coreOffset;
   if (total === 'accurate' || total === 'estimate') result.total = await count();
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;

@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { newId } from './resource.ts';
@@ -40,6 +40,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   requireValidPatched(planned, validationLevel(deps));
   checkTargets(planned);
   await rewriteReferences(deps, req, planned, ids, scope);
+  await requireEntriesInReach(deps, req, planned);
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
   for (const p of reads) checkRead(req, p.entry);

@@ -3,36 +3,77 @@ import { parseJson } from '../fhir/resource.ts';
 
 const FHIR_BODY_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
 
-/** Reads at most `limit` bytes of the request body as text; 413 beyond that. */
-export async function readLimited(req: Request, limit: number): Promise<string> {
+/** The media type of a Content-Type or Accept entry, without parameters, lower case (`text/plain`). */
+export function mediaTypeOf(header: string | undefined): string {
+  return (header ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/** Whether a Content-Type is one of the FHIR JSON media types a resource body is sent as. */
+export function isFhirBodyType(header: string | undefined): boolean {
+  return FHIR_BODY_TYPES.includes(mediaTypeOf(header));
+}
+
+/** Whether the request declares a Content-Length within `limit`; 413 when it declares more. */
+function declaredWithin(req: Request, limit: number): boolean {
   const length = req.headers.get('content-length');
-  if (length !== null) {
-    const declared = Number(length);
-    if (declared > limit) throw new FhirError('too-large', `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
-    // With a declared length within the limit the server frames the body: read it natively, without
-    // materialising `req.body` as a stream (which costs more than the read itself).
-    if (declared <= limit) return req.text();
-  }
-  if (!req.body) return '';
+  if (length === null) return false;
+  const declared = Number(length);
+  if (declared > limit) throw new FhirError('too-large', `Request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
+  return declared <= limit;
+}
+
+/** Feeds the body's chunks to `each` as they arrive; 413 (and the rest left unread) once they pass `limit`. */
+async function eachChunk(req: Request, limit: number, each: (chunk: Uint8Array) => void): Promise<void> {
+  if (!req.body) return;
   const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
-    if (done) break;
+    if (done) return;
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel();
       throw new FhirError('too-large', `Request body exceeds the limit of ${limit} bytes`);
     }
-    chunks.push(value);
+    each(value);
   }
+}
+
+/** Reads at most `limit` bytes of the request body as text; 413 beyond that. */
+export async function readLimited(req: Request, limit: number): Promise<string> {
+  // With a declared length within the limit the server frames the body: read it natively, without
+  // materialising `req.body` as a stream (which costs more than the read itself).
+  if (declaredWithin(req, limit)) return req.text();
+  const chunks: Uint8Array[] = [];
+  await eachChunk(req, limit, (chunk) => chunks.push(chunk));
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Reads at most `limit` bytes of the request body as base64 (RFC 4648 section 4, padded); 413 beyond
+ * that. Each chunk is encoded as it arrives, its whole 3-byte groups at once and the 0-2 bytes left
+ * over carried into the next, so the body's bytes are never held whole beside their text.
+ */
+export async function readBase64Limited(req: Request, limit: number): Promise<{ base64: string; size: number }> {
+  declaredWithin(req, limit);
+  const parts: string[] = [];
+  let carry: Uint8Array = new Uint8Array(0);
+  let size = 0;
+  await eachChunk(req, limit, (chunk) => {
+    size += chunk.byteLength;
+    const bytes = carry.byteLength === 0 ? chunk : Buffer.concat([carry, chunk]);
+    const whole = bytes.byteLength - (bytes.byteLength % 3);
+    if (whole > 0) parts.push(Buffer.from(bytes.buffer, bytes.byteOffset, whole).toString('base64'));
+    // A copy: the stream may reuse the chunk's memory once it is handed back.
+    carry = bytes.slice(whole);
+  });
+  if (carry.byteLength > 0) parts.push(Buffer.from(carry).toString('base64'));
+  return { base64: parts.join(''), size };
 }
 
 /** Checks the media type (415 otherwise) and parses the FHIR JSON body (400 when malformed). */
 export async function readFhirBody(req: Request, limit: number): Promise<unknown> {
-  const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+  const type = mediaTypeOf(req.headers.get('content-type') ?? undefined);
   if (!FHIR_BODY_TYPES.includes(type)) {
     throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json`);
   }

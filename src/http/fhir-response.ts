@@ -30,6 +30,11 @@ export interface ReadConditions {
   ifModifiedSince: string | null | undefined;
 }
 
+/** The conditional-read headers of a request. */
+export function readConditions(headers: Headers): ReadConditions {
+  return { ifNoneMatch: headers.get('if-none-match'), ifModifiedSince: headers.get('if-modified-since') };
+}
+
 /** The opaque part of an entity tag, weak or strong (`W/"3"` and `"3"` are both `"3"`). */
 const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
 

@@ -15,13 +15,14 @@ import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
-import { fhirJson, notModified, versionHeaders, type ReadConditions } from './fhir-response.ts';
+import { fhirJson, notModified, readConditions, versionHeaders, type ReadConditions } from './fhir-response.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
+import { binaryRoutes } from './binary.ts';
 
 export interface FhirRouteDeps extends FhirDeps {
   baseUrl: string;
-  /** A Bundle posted to the base may be larger than a single resource. */
-  limits: Pick<BodyLimits, 'resource' | 'bundle'>;
+  /** A Bundle posted to the base may be larger than a single resource; a Binary's native content too. */
+  limits: Pick<BodyLimits, 'resource' | 'bundle' | 'binary'>;
 }
 
 function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
@@ -43,7 +44,7 @@ export function parsePrefer(header: string | undefined): Map<string, string> {
 }
 
 /** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */
-function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
+export function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
   const headers = versionHeaders(v);
   if (status === 201) headers.Location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
   const ret = parsePrefer(c.req.header('prefer')).get('return');
@@ -114,10 +115,6 @@ export async function readResponse(deps: FhirDeps, req: FhirRequest, type: strin
   return notModified(v, conditions) ?? fhirJson(v.content, 200, versionHeaders(v));
 }
 
-/** The conditional-read headers of a request. */
-export function readConditions(headers: Headers): ReadConditions {
-  return { ifNoneMatch: headers.get('if-none-match'), ifModifiedSince: headers.get('if-modified-since') };
-}
 
 /** FHIR R4 RESTful interactions for one tenant (mounted under `/tenants/:tenant/fhir/R4`, behind bearer auth). */
 export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
@@ -144,6 +141,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(historyJson(base, r.rows, links(base, path, r.self, r.next), deps.clock.now()));
   };
 
+  // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
+  app.route('/', binaryRoutes({ fhir: deps, baseUrl: deps.baseUrl, maxBinaryBytes: deps.limits.binary, writeResponse }));
   app.post('/', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.bundle);
     const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl));

@@ -7,7 +7,8 @@ import type { Terminology } from '../terminology/create.ts';
 import { readFhirBody } from './body.ts';
 import { requestIp } from './client-ip.ts';
 import { renderError } from './errors.ts';
-import { readConditions, readResponse } from './fhir.ts';
+import { readResponse } from './fhir.ts';
+import { readConditions } from './fhir-response.ts';
 import type { Admitted, FhirAdmission, GateRequest } from './middleware/fhir-gate.ts';
 import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/request-context.ts';
 import { tokenResponse } from './oauth.ts';
@@ -113,7 +114,8 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     const type = parts[5]!;
     const id = parts[6]!;
     if (tenant === '' || id === '') return null;
-    if (method === 'GET' && TYPE_SEGMENT.test(type) && id[0] !== '$' && id !== '_history') {
+    // Binary reads negotiate native content (src/http/binary.ts): they go through Hono.
+    if (method === 'GET' && TYPE_SEGMENT.test(type) && type !== 'Binary' && id[0] !== '$' && id !== '_history') {
       return answer(req, path, READ_ROUTE, async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
         return readResponse(d.fhir, { tenant: t, access }, type, id, readConditions(req.headers));

@@ -131,14 +131,14 @@ describe('OAuth forms', () => {
 });
 
 describe('settings', () => {
-  test('defaults: 16 MiB per resource, 64 MiB per Bundle, 16 KiB per form, 64 MiB for any body', () => {
+  test('defaults: 16 MiB per resource, 64 MiB per Bundle and per Binary content, 16 KiB per form, 64 MiB for any body', () => {
     const config = loadConfig({});
-    expect(bodyLimits(config)).toEqual({ resource: 16 * 1024 * 1024, bundle: 64 * 1024 * 1024, form: 16 * 1024 });
+    expect(bodyLimits(config)).toEqual({ resource: 16 * 1024 * 1024, bundle: 64 * 1024 * 1024, binary: 64 * 1024 * 1024, form: 16 * 1024 });
     expect(config.maxBodyBytes).toBe(64 * 1024 * 1024);
   });
 
   test('CINDER_MAX_BODY_BYTES caps every kind', () => {
-    expect(bodyLimits(loadConfig({ CINDER_MAX_BODY_BYTES: '8192' }))).toEqual({ resource: 8192, bundle: 8192, form: 8192 });
+    expect(bodyLimits(loadConfig({ CINDER_MAX_BODY_BYTES: '8192' }))).toEqual({ resource: 8192, bundle: 8192, binary: 8192, form: 8192 });
   });
 
   test('a bad value stops start-up with the variable named', () => {

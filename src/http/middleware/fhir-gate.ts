@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { TokenVerifier } from '../../auth/tokens.ts';
 import type { Store } from '../../store/types.ts';
 import type { AppEnv } from '../env.ts';
+import { negotiatesAccept } from '../binary.ts';
 import { checkAccept } from '../fhir-response.ts';
 import { bearerAuthenticator, type Bearer } from './bearer.ts';
 import { tenantChecker } from './tenant.ts';
@@ -45,7 +46,8 @@ export interface FhirAdmission {
 
 /**
  * The checks in front of a tenant's FHIR routes, as a pipeline of steps: tenant exists (404) ->
- * `Accept`/`_format` is JSON (406; not for the discovery document) -> bearer token of this tenant
+ * `Accept`/`_format` is JSON (406; not for the discovery document, nor Binary instances, which
+ * negotiate native content themselves) -> bearer token of this tenant
  * (401/403; not for public paths). Shared by the Hono middleware and the hot-route dispatcher.
  */
 export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify'>): FhirAdmission {
@@ -53,14 +55,14 @@ export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify'>): Fhi
   const authenticate = bearerAuthenticator(o.verify);
   const admit = async (r: GateRequest): Promise<Admitted> => {
     const tenant = await checkTenant(r.tenant);
-    if (r.rest !== '/.well-known/smart-configuration') checkAccept(r.accept ?? undefined, r.format);
+    if (r.rest !== '/.well-known/smart-configuration' && !negotiatesAccept(r.rest)) checkAccept(r.accept ?? undefined, r.format);
     const bearer = PUBLIC.has(r.rest) ? null : await authenticate(r.authorization ?? null, tenant);
     return { tenant, bearer };
   };
   const now = (r: GateRequest): Admitted | undefined => {
     const tenant = r.tenant;
     if (!checkTenant.known(tenant) || PUBLIC.has(r.rest)) return undefined;
-    checkAccept(r.accept ?? undefined, r.format);
+    if (!negotiatesAccept(r.rest)) checkAccept(r.accept ?? undefined, r.format);
     const bearer = authenticate.now(r.authorization ?? null, tenant!);
     return bearer === undefined ? undefined : { tenant: tenant!, bearer };
   };

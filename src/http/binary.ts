@@ -1,0 +1,152 @@
+import { Hono, type Context, type Next } from 'hono';
+import { FhirError } from '../errors.ts';
+import { nativeBinary, splitStoredBinary } from '../fhir/binary.ts';
+import { conditionalCreate } from '../fhir/conditional.ts';
+import { createResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
+import type { ResourceVersion } from '../store/types.ts';
+import { isFhirBodyType, mediaTypeOf, readBase64Limited } from './body.ts';
+import type { AppEnv } from './env.ts';
+import { checkAccept, fhirJson, notModified, readConditions, versionHeaders } from './fhir-response.ts';
+import { fhirBaseOf } from '../config.ts';
+
+/** What the Binary routes need: the FHIR deps, the base URL, the Binary size limit and the one write renderer. */
+export interface BinaryRouteDeps {
+  fhir: FhirDeps;
+  baseUrl: string;
+  /** CINDER_MAX_BINARY_BYTES, capped by CINDER_MAX_BODY_BYTES. */
+  maxBinaryBytes: number;
+  writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response;
+}
+
+const ID = /^[A-Za-z0-9.-]{1,64}$/;
+const INSTANCE = /^\/Binary\/[A-Za-z0-9.-]{1,64}(?:\/_history\/[^/]+)?$/;
+const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+
+/**
+ * Whether the path below the FHIR base (`/Binary/1`, `/Binary/1/_history/2`) is one whose `Accept` the
+ * Binary routes negotiate themselves: the FHIR gate's JSON-only check would refuse native content.
+ */
+export function negotiatesAccept(rest: string): boolean {
+  return rest.startsWith('/Binary/') && INSTANCE.test(rest);
+}
+
+/** A media range's `q` (RFC 9110 12.4.2), 1 when absent or malformed. */
+function quality(params: string[]): number {
+  for (const p of params) {
+    const [k, v] = p.split('=').map((s) => s.trim());
+    if (k?.toLowerCase() === 'q') {
+      const q = Number(v);
+      return Number.isFinite(q) ? Math.min(Math.max(q, 0), 1) : 1;
+    }
+  }
+  return 1;
+}
+
+/**
+ * How a Binary read answers (FHIR R4 http.html "Binary"): the Binary resource as FHIR JSON when
+ * `_format` or `Accept` asks for a FHIR JSON type at least as much as for the content, otherwise the
+ * native content when `Accept` is absent or admits `contentType` (`*`/`*`, `type/*`, the type itself).
+ * 406 when `Accept` admits neither, or `_format` names a format other than JSON.
+ */
+export function binaryRepresentation(accept: string | undefined, format: string | null, contentType: string): 'resource' | 'native' {
+  if (format !== null) {
+    checkAccept(undefined, format);
+    return 'resource';
+  }
+  if (accept === undefined || accept.trim() === '') return 'native';
+  const native = mediaTypeOf(contentType);
+  let fhir = 0;
+  let content = 0;
+  for (const part of accept.split(',')) {
+    const [range = '', ...params] = part.split(';');
+    const type = range.trim().toLowerCase();
+    const q = quality(params);
+    if (FHIR_TYPES.includes(type)) fhir = Math.max(fhir, q);
+    if (type === native || type === '*/*' || (type.endsWith('/*') && native.startsWith(type.slice(0, -1)))) content = Math.max(content, q);
+  }
+  if (fhir > 0 && fhir >= content) return 'resource';
+  if (content > 0) return 'native';
+  throw new FhirError('not-acceptable', `Accept '${accept}' admits neither this Binary's content type '${contentType}' nor application/fhir+json`);
+}
+
+/** A Binary version as its native content: the decoded bytes with the Binary's contentType. */
+function nativeResponse(v: ResourceVersion): Response {
+  const { resource, data } = splitStoredBinary(v.content);
+  const bytes = Buffer.from(data, 'base64');
+  const headers: Record<string, string> = {
+    ...versionHeaders(v),
+    'Content-Type': String(resource.contentType),
+    'Content-Length': String(bytes.byteLength),
+    // The content is whatever a client stored: never let a browser guess it into something active.
+    'X-Content-Type-Options': 'nosniff',
+  };
+  const context = (resource.securityContext as { reference?: unknown } | undefined)?.reference;
+  if (typeof context === 'string') headers['X-Security-Context'] = context;
+  return new Response(bytes, { status: 200, headers });
+}
+
+/** Reads a native body as a Binary resource: `contentType` as sent, `data` its bytes, `X-Security-Context` its context. */
+async function nativeBody(c: Context<AppEnv>, limit: number, id?: string) {
+  const contentType = c.req.header('content-type')?.trim() ?? '';
+  const type = mediaTypeOf(contentType);
+  if (type === '') throw new FhirError('unsupported-media', 'Content-Type is missing: send the content\'s own media type, or application/fhir+json for a Binary resource');
+  if (type.includes('fhir')) {
+    throw new FhirError('unsupported-media', `Content-Type '${type}' is not supported: send application/fhir+json, or the content's own media type`);
+  }
+  const { base64 } = await readBase64Limited(c.req.raw, limit);
+  const securityContext = c.req.header('x-security-context');
+  return nativeBinary({ contentType, base64, ...(securityContext === undefined ? {} : { securityContext }) }, id);
+}
+
+/**
+ * `Binary` with native content (FHIR R4 http.html "Binary"): create and update from a body in any
+ * non-FHIR media type, and read/vread answering the content itself unless a FHIR format is asked for.
+ * FHIR JSON bodies and every other Binary interaction fall through to the generic routes.
+ */
+export function binaryRoutes(d: BinaryRouteDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const request = (c: Context<AppEnv>): FhirRequest => ({ tenant: c.get('tenant'), access: c.get('access') });
+  const base = (c: Context<AppEnv>) => fhirBaseOf(d.baseUrl, c.get('tenant'));
+  const format = (c: Context<AppEnv>) => (c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null);
+  const represent = (c: Context<AppEnv>, v: ResourceVersion) => {
+    const unchanged = notModified(v, readConditions(c.req.raw.headers));
+    if (unchanged) return unchanged;
+    const contentType = String(splitStoredBinary(v.content).resource.contentType ?? '');
+    return binaryRepresentation(c.req.header('accept'), format(c), contentType) === 'native' ? nativeResponse(v) : fhirJson(v.content, 200, versionHeaders(v));
+  };
+  // The gate leaves Accept on these paths to us (negotiatesAccept): anything but a read answers FHIR JSON.
+  const acceptJson = async (c: Context<AppEnv>, next: Next) => {
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') checkAccept(c.req.header('accept'), format(c));
+    await next();
+  };
+  app.use('/Binary/:id', acceptJson);
+  app.use('/Binary/:id/_history/:vid', acceptJson);
+
+  app.get('/Binary/:id', async (c, next) => {
+    const id = c.req.param('id');
+    if (!ID.test(id)) return next();
+    return represent(c, await readResource(d.fhir, request(c), 'Binary', id));
+  });
+  app.get('/Binary/:id/_history/:vid', async (c) => {
+    const { id, vid } = c.req.param();
+    return represent(c, await vreadResource(d.fhir, request(c), 'Binary', id, vid));
+  });
+  app.post('/Binary', async (c, next) => {
+    if (isFhirBodyType(c.req.header('content-type'))) return next();
+    const resource = await nativeBody(c, d.maxBinaryBytes);
+    const ifNoneExist = c.req.header('if-none-exist');
+    const { version, created } = ifNoneExist === undefined
+      ? await createResource(d.fhir, request(c), 'Binary', resource)
+      : await conditionalCreate(d.fhir, request(c), 'Binary', resource, ifNoneExist);
+    return d.writeResponse(c, version, created ? 201 : 200, base(c));
+  });
+  app.put('/Binary/:id', async (c, next) => {
+    if (isFhirBodyType(c.req.header('content-type'))) return next();
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const id = c.req.param('id');
+    const resource = await nativeBody(c, d.maxBinaryBytes, id);
+    const { version, created } = await updateResource(d.fhir, request(c), 'Binary', id, resource, ifMatch);
+    return d.writeResponse(c, version, created ? 201 : 200, base(c));
+  });
+  return app;
+}

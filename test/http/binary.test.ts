@@ -1,0 +1,269 @@
+/**
+ * Binary with native content (FHIR R4 http.html "Binary", binary.html): raw create, update and read,
+ * Accept negotiation, X-Security-Context and the securityContext access rule, the Binary size limit,
+ * and Binary in bulk export, on both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { randomBytes } from 'node:crypto';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { download, eachStore, finish, kickOff, observation, patient, put } from '../helpers/export.ts';
+import { craftToken, expectOutcome, type Json } from '../helpers/fhir.ts';
+
+/** Bytes 0..255 four times, then random bytes: every byte value, and no pattern a codec could get right by luck. */
+const BYTES = Buffer.concat([Buffer.from(Array.from({ length: 1024 }, (_, i) => i % 256)), randomBytes(5000)]);
+/** A PNG signature and IHDR chunk start, then bytes that are not UTF-8. */
+const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52]), randomBytes(301)]);
+const PDF = Buffer.concat([Buffer.from('%PDF-1.7\n%\xe2\xe3\xcf\xd3\n', 'latin1'), randomBytes(1000), Buffer.from('\n%%EOF\n')]);
+
+/** A body that streams `total` bytes in 1 KiB chunks without a Content-Length; counts what was pulled. */
+function endless(total: number) {
+  const chunk = randomBytes(1024);
+  const seen = { pulled: 0, cancelled: false };
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (seen.pulled >= total) return controller.close();
+      seen.pulled += chunk.byteLength;
+      controller.enqueue(new Uint8Array(chunk));
+    },
+    cancel() {
+      seen.cancelled = true;
+    },
+  });
+  return { stream, seen };
+}
+
+await eachStore((kind, fresh) => {
+  describe(`Binary native content (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    const auth = (tok = token) => ({ Authorization: `Bearer ${tok}` });
+    const url = (path: string) => `${t.fhir()}/${path}`;
+    const send = (method: string, path: string, body: BodyInit, headers: Record<string, string>, tok?: string) =>
+      t.request(url(path), { method, body, headers: { ...auth(tok), ...headers } });
+    const get = (path: string, headers: Record<string, string> = {}, tok?: string) => t.request(url(path), { headers: { ...auth(tok), ...headers } });
+    const idOf = (res: Response) => /\/Binary\/([^/]+)\/_history\//.exec(res.headers.get('location') ?? '')![1]!;
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh(), env: { CINDER_MAX_BINARY_BYTES: String(64 * 1024) } });
+      token = await t.token();
+      await put(t, patient('p1'));
+      await put(t, patient('p2'));
+      await put(t, observation('o1', 'p1'));
+      await put(t, observation('o2', 'p2'));
+    });
+    afterAll(() => t.close());
+
+    test('POST with a native type stores the exact bytes; a read without Accept answers them with the content type', async () => {
+      for (const [type, bytes] of [['application/octet-stream', BYTES], ['image/png', PNG], ['application/pdf', PDF]] as const) {
+        const created = await send('POST', 'Binary', bytes, { 'Content-Type': type });
+        expect(created.status).toBe(201);
+        expect(created.headers.get('etag')).toBe('W/"1"');
+        const stored = (await created.json()) as Json;
+        expect(stored).toMatchObject({ resourceType: 'Binary', contentType: type, meta: { versionId: '1' } });
+        expect(stored.securityContext).toBeUndefined();
+
+        const raw = await get(`Binary/${idOf(created)}`);
+        expect(raw.status).toBe(200);
+        expect(raw.headers.get('content-type')).toBe(type);
+        expect(raw.headers.get('content-length')).toBe(String(bytes.byteLength));
+        expect(raw.headers.get('etag')).toBe('W/"1"');
+        expect(raw.headers.get('last-modified')).toBe(created.headers.get('last-modified'));
+        expect(Buffer.from(await raw.arrayBuffer()).equals(bytes)).toBe(true);
+      }
+    });
+
+    test('the JSON read of the same Binary carries the bytes as base64 data; _format=json and application/json too', async () => {
+      const id = idOf(await send('POST', 'Binary', BYTES, { 'Content-Type': 'application/octet-stream' }));
+      for (const [path, headers] of [
+        [`Binary/${id}`, { Accept: 'application/fhir+json' }], [`Binary/${id}`, { Accept: 'application/json' }],
+        [`Binary/${id}?_format=json`, {}], [`Binary/${id}`, { Accept: 'application/fhir+json, */*;q=0.8' }],
+      ] as const) {
+        const res = await get(path, headers);
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-type')).toStartWith('application/fhir+json');
+        const body = (await res.json()) as Json;
+        expect(body.id).toBe(id);
+        expect(Buffer.from(body.data, 'base64').equals(BYTES)).toBe(true);
+      }
+    });
+
+    test('Content-Type parameters are kept as sent; text comes back byte for byte', async () => {
+      const text = 'Grüße, 世界\n';
+      const created = await send('POST', 'Binary', text, { 'Content-Type': 'text/plain; charset=utf-8' });
+      expect(created.status).toBe(201);
+      expect(((await created.json()) as Json).contentType).toBe('text/plain; charset=utf-8');
+      const raw = await get(`Binary/${idOf(created)}`, { Accept: 'text/*' });
+      expect(raw.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+      expect(await raw.text()).toBe(text);
+    });
+
+    test('Accept: the content type, a wildcard or a preferred native type answers the content; neither is 406', async () => {
+      const id = idOf(await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' }));
+      for (const accept of ['image/png', 'image/*', '*/*', 'text/html, */*;q=0.8', 'image/png, application/fhir+json;q=0.5']) {
+        const res = await get(`Binary/${id}`, { Accept: accept });
+        expect({ accept, status: res.status, type: res.headers.get('content-type') }).toEqual({ accept, status: 200, type: 'image/png' });
+        expect(Buffer.from(await res.arrayBuffer()).equals(PNG)).toBe(true);
+      }
+      await expectOutcome(await get(`Binary/${id}`, { Accept: 'application/pdf' }), 406, 'not-supported');
+      await expectOutcome(await get(`Binary/${id}`, { Accept: 'text/*, application/fhir+json;q=0' }), 406, 'not-supported');
+      await expectOutcome(await get(`Binary/${id}?_format=xml`), 406, 'not-supported');
+      // Other paths still speak FHIR JSON only.
+      await expectOutcome(await get('Patient/p1', { Accept: 'image/png' }), 406, 'not-supported');
+    });
+
+    test('PUT with native content makes version 2 (and creates on update); vread answers each version', async () => {
+      const id = idOf(await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' }));
+      const updated = await send('PUT', `Binary/${id}`, PDF, { 'Content-Type': 'application/pdf', 'If-Match': 'W/"1"', Prefer: 'return=minimal' });
+      expect(updated.status).toBe(200);
+      expect(updated.headers.get('etag')).toBe('W/"2"');
+      expect(await updated.text()).toBe('');
+      const current = await get(`Binary/${id}`);
+      expect(current.headers.get('content-type')).toBe('application/pdf');
+      expect(current.headers.get('etag')).toBe('W/"2"');
+      expect(Buffer.from(await current.arrayBuffer()).equals(PDF)).toBe(true);
+      const v1 = await get(`Binary/${id}/_history/1`);
+      expect(v1.headers.get('content-type')).toBe('image/png');
+      expect(Buffer.from(await v1.arrayBuffer()).equals(PNG)).toBe(true);
+      expect(((await (await get(`Binary/${id}/_history/2`, { Accept: 'application/fhir+json' })).json()) as Json).meta.versionId).toBe('2');
+
+      await expectOutcome(await send('PUT', `Binary/${id}`, PNG, { 'Content-Type': 'image/png', 'If-Match': 'W/"1"' }), 412);
+      const created = await send('PUT', 'Binary/client-chosen', BYTES, { 'Content-Type': 'application/octet-stream' });
+      expect(created.status).toBe(201);
+      expect(Buffer.from(await (await get('Binary/client-chosen')).arrayBuffer()).equals(BYTES)).toBe(true);
+    });
+
+    test('FHIR JSON bodies stay ordinary Binary writes; a FHIR type other than JSON, or none, is 415', async () => {
+      const res = await send('POST', 'Binary', JSON.stringify({ resourceType: 'Binary', contentType: 'text/plain', data: 'aGVsbG8=' }), { 'Content-Type': 'application/fhir+json' });
+      expect(res.status).toBe(201);
+      const raw = await get(`Binary/${idOf(res)}`);
+      expect(raw.headers.get('content-type')).toBe('text/plain');
+      expect(await raw.text()).toBe('hello');
+      // `data` not last, or another `data` (an Attachment in an extension) before it: still the right bytes.
+      for (const json of [
+        { resourceType: 'Binary', data: 'aGVsbG8=', contentType: 'text/plain' },
+        { resourceType: 'Binary', _contentType: { extension: [{ url: 'http://example.org/a', valueAttachment: { contentType: 'text/plain', data: 'AAAA' } }] }, contentType: 'text/plain', data: 'aGVsbG8=' },
+      ]) {
+        const other = await send('POST', 'Binary', JSON.stringify(json), { 'Content-Type': 'application/fhir+json' });
+        expect(other.status).toBe(201);
+        expect(await (await get(`Binary/${idOf(other)}`)).text()).toBe('hello');
+      }
+      await expectOutcome(await send('POST', 'Binary', '<Binary/>', { 'Content-Type': 'application/fhir+xml' }), 415);
+      await expectOutcome(await t.request(url('Binary'), { method: 'POST', body: new Uint8Array([1, 2, 3]), headers: { ...auth(), 'Content-Type': '' } }), 415);
+      // A JSON write answers JSON: a non-JSON Accept on a Binary instance write is still 406.
+      await expectOutcome(await send('PUT', 'Binary/client-chosen', PNG, { 'Content-Type': 'image/png', Accept: 'image/png' }), 406);
+    });
+
+    test('X-Security-Context sets securityContext; a patient-context token reaches only Binaries of its compartment', async () => {
+      const ctx = async (context: string) => idOf(await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png', 'X-Security-Context': context }));
+      const ofP1 = await ctx('Patient/p1');
+      const ofO1 = await ctx('Observation/o1');
+      const ofP2 = await ctx('Patient/p2');
+      const ofO2 = await ctx('Observation/o2');
+      const ofMissing = await ctx('Observation/none');
+      const free = idOf(await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' }));
+      expect(((await (await get(`Binary/${ofO1}`, { Accept: 'application/fhir+json' })).json()) as Json).securityContext).toEqual({ reference: 'Observation/o1' });
+      expect((await get(`Binary/${ofO1}`)).headers.get('x-security-context')).toBe('Observation/o1');
+
+      const p1 = await craftToken(t, 'patient/*.read', { patient: 'p1' });
+      for (const id of [ofP1, ofO1, free]) expect((await get(`Binary/${id}`, {}, p1)).status).toBe(200);
+      for (const id of [ofP2, ofO2, ofMissing]) await expectOutcome(await get(`Binary/${id}`, {}, p1), 403, 'forbidden');
+      await expectOutcome(await get(`Binary/${ofO2}/_history/1`, { Accept: 'application/fhir+json' }, p1), 403, 'forbidden');
+
+      // Search and instance history leave out what the token may not reach.
+      const found = (await (await get(`Binary?_count=1000`, {}, p1)).json()) as Json;
+      const ids = (found.entry ?? []).map((e: Json) => e.resource.id);
+      expect(ids).toContain(ofP1);
+      expect(ids).toContain(free);
+      for (const id of [ofP2, ofO2, ofMissing]) expect(ids).not.toContain(id);
+      await expectOutcome(await get(`Binary/${ofO2}/_history`, {}, p1), 403, 'forbidden');
+      expect((await get(`Binary/${ofO1}/_history`, {}, p1)).status).toBe(200);
+
+      // Binary scopes alone do not reach a context the token may not read.
+      const binaryOnly = await craftToken(t, 'system/Binary.read');
+      expect((await get(`Binary/${free}`, {}, binaryOnly)).status).toBe(200);
+      await expectOutcome(await get(`Binary/${ofO1}`, {}, binaryOnly), 403, 'forbidden');
+      const system = await craftToken(t, 'system/Binary.read system/Observation.read');
+      expect((await get(`Binary/${ofO2}`, {}, system)).status).toBe(200);
+
+      // Writes: the stored and the new context must both be within reach.
+      const p1w = await craftToken(t, 'patient/*.*', { patient: 'p1' });
+      expect((await send('PUT', `Binary/${ofO1}`, PDF, { 'Content-Type': 'application/pdf', 'X-Security-Context': 'Patient/p1' }, p1w)).status).toBe(200);
+      await expectOutcome(await send('PUT', `Binary/${ofO2}`, PDF, { 'Content-Type': 'application/pdf', 'X-Security-Context': 'Patient/p1' }, p1w), 403, 'forbidden');
+      await expectOutcome(await send('POST', 'Binary', PDF, { 'Content-Type': 'application/pdf', 'X-Security-Context': 'Observation/o2' }, p1w), 403, 'forbidden');
+      await expectOutcome(await t.request(url(`Binary/${ofP2}`), { method: 'DELETE', headers: auth(p1w) }), 403, 'forbidden');
+      expect((await send('POST', 'Binary', PDF, { 'Content-Type': 'application/pdf', 'X-Security-Context': 'Observation/o1' }, p1w)).status).toBe(201);
+      // The JSON form is held to the same rule, alone and in a transaction.
+      const json = { resourceType: 'Binary', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: 'Patient/p2' } };
+      await expectOutcome(await send('POST', 'Binary', JSON.stringify(json), { 'Content-Type': 'application/fhir+json' }, p1w), 403, 'forbidden');
+      const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: json, request: { method: 'POST', url: 'Binary' } }] };
+      await expectOutcome(await t.request(t.fhir(), { method: 'POST', body: JSON.stringify(bundle), headers: { ...auth(p1w), 'Content-Type': 'application/fhir+json' } }), 403, 'forbidden');
+      // So is a patch's result, alone and as a Bundle entry: a patch cannot move a Binary out of reach.
+      const toP2 = JSON.stringify([{ op: 'replace', path: '/securityContext', value: { reference: 'Patient/p2' } }]);
+      await expectOutcome(await send('PATCH', `Binary/${ofO1}`, toP2, { 'Content-Type': 'application/json-patch+json' }, p1w), 403, 'forbidden');
+      const patchEntry = { resource: { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(toP2).toString('base64') }, request: { method: 'PATCH', url: `Binary/${ofO1}` } };
+      for (const type of ['transaction', 'batch']) {
+        const res = await t.request(t.fhir(), { method: 'POST', body: JSON.stringify({ resourceType: 'Bundle', type, entry: [patchEntry] }), headers: { ...auth(p1w), 'Content-Type': 'application/fhir+json' } });
+        if (type === 'transaction') await expectOutcome(res, 403, 'forbidden');
+        else expect((((await res.json()) as Json).entry[0].response.status as string)).toStartWith('403');
+      }
+      const toO1 = JSON.stringify([{ op: 'replace', path: '/securityContext', value: { reference: 'Observation/o1' } }]);
+      expect((await send('PATCH', `Binary/${ofO1}`, toO1, { 'Content-Type': 'application/json-patch+json' }, p1w)).status).toBe(200);
+      expect((await get(`Binary/${ofO1}`, {}, p1w)).headers.get('x-security-context')).toBe('Observation/o1');
+    });
+
+    test('conditional reads: If-None-Match and If-Modified-Since answer 304 for the content and for the resource', async () => {
+      const res = await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' });
+      const id = idOf(res);
+      const lastModified = res.headers.get('last-modified')!;
+      for (const accept of [{}, { Accept: 'application/fhir+json' }] as Record<string, string>[]) {
+        for (const path of [`Binary/${id}`, `Binary/${id}/_history/1`]) {
+          const fresh = await get(path, { ...accept, 'If-None-Match': 'W/"1"' });
+          expect({ path, status: fresh.status, body: await fresh.text() }).toEqual({ path, status: 304, body: '' });
+          expect(fresh.headers.get('etag')).toBe('W/"1"');
+          expect((await get(path, { ...accept, 'If-Modified-Since': lastModified })).status).toBe(304);
+          expect((await get(path, { ...accept, 'If-None-Match': 'W/"9"' })).status).toBe(200);
+        }
+      }
+    });
+
+    test('over CINDER_MAX_BINARY_BYTES: 413 by Content-Length before reading, and a chunked body cut off at the limit', async () => {
+      const declared = endless(1024 * 1024);
+      const res = await t.request(url('Binary'), {
+        method: 'POST', body: declared.stream,
+        headers: { ...auth(), 'Content-Type': 'application/octet-stream', 'Content-Length': String(1024 * 1024) },
+      });
+      const outcome = await expectOutcome(res, 413, 'too-costly');
+      expect(outcome.issue[0].details.text).toContain(`limit of ${64 * 1024} bytes`);
+      expect(declared.seen.pulled).toBeLessThan(64 * 1024);
+
+      const chunked = endless(10 * 1024 * 1024);
+      await expectOutcome(await t.request(url('Binary/big'), { method: 'PUT', body: chunked.stream, headers: { ...auth(), 'Content-Type': 'image/png' } }), 413, 'too-costly');
+      expect(chunked.seen.pulled).toBeLessThan(128 * 1024);
+      expect(chunked.seen.cancelled).toBe(true);
+      expect((await get('Binary/big')).status).toBe(404);
+      // Just under the limit is stored (the resource limit, 16 MiB, does not apply to native content).
+      const whole = randomBytes(64 * 1024);
+      const ok = await send('POST', 'Binary', whole, { 'Content-Type': 'application/octet-stream' });
+      expect(ok.status).toBe(201);
+      expect(Buffer.from(await (await get(`Binary/${idOf(ok)}`)).arrayBuffer()).equals(whole)).toBe(true);
+    });
+
+    test('a read at the plain URL the hot-route dispatcher takes answers the native content', async () => {
+      const id = idOf(await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' }));
+      const res = await t.app.fetch(new Request(url(`Binary/${id}`), { headers: auth() }));
+      expect(res.headers.get('content-type')).toBe('image/png');
+      expect(Buffer.from(await res.arrayBuffer()).equals(PNG)).toBe(true);
+    });
+
+    test('bulk export writes Binaries as FHIR Binary resources, by _type and in a system export', async () => {
+      const id = idOf(await send('POST', 'Binary', BYTES, { 'Content-Type': 'application/octet-stream', 'X-Security-Context': 'Patient/p1' }));
+      for (const query of ['/$export?_type=Binary', '/$export']) {
+        const files = await download(t, token, (await finish(t, token, await kickOff(t, token, query))).output);
+        const exported = (files.Binary ?? []).find((r) => r.id === id) as Json | undefined;
+        expect(exported).toMatchObject({ resourceType: 'Binary', contentType: 'application/octet-stream', securityContext: { reference: 'Patient/p1' } });
+        expect(Buffer.from(exported!.data, 'base64').equals(BYTES)).toBe(true);
+        if (query.includes('_type')) expect(Object.keys(files)).toEqual(['Binary']);
+      }
+    });
+  });
+});

@@ -43,10 +43,11 @@ const DATA_KEY = '"data":"';
 export function splitStoredBinary(content: string): StoredBinary {
   // The first `"data":"` (a forward search, which is memchr-fast where a backward one is not) is the
   // top-level element when its string closes right before the final `}`, which closes the resource:
-  // base64 holds no quote. Otherwise (a `data` nested in an extension first) the text is parsed.
+  // base64 holds no quote. Otherwise (a `data` nested in an extension first, or escapes) the text is parsed.
   const at = content.indexOf(DATA_KEY);
   const start = at + DATA_KEY.length;
-  if (at > 0 && content.endsWith('"}') && content.indexOf('"', start) === content.length - 2) {
+  // A backslash means JSON escapes (`\r\n` between base64 lines): only a parse gives the real text.
+  if (at > 0 && content.endsWith('"}') && content.indexOf('"', start) === content.length - 2 && content.indexOf('\\', start) < 0) {
     const resource = JSON.parse(content.slice(0, at).replace(/,\s*$/, '') + '}') as Resource;
     return { resource, data: content.slice(start, content.length - 2) };
   }

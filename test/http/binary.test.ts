@@ -248,6 +248,20 @@ await eachStore((kind, fresh) => {
       expect(Buffer.from(await (await get(`Binary/${idOf(ok)}`)).arrayBuffer()).equals(whole)).toBe(true);
     });
 
+    test('large content is sent as it is decoded, byte for byte, with its length; base64 with line breaks too', async () => {
+      const big = randomBytes(5 * 1024 * 1024 + 2); // over one decoding chunk, and not a multiple of 3
+      const b64 = big.toString('base64');
+      const wrapped = b64.replace(/.{76}/g, '$&\r\n'); // MIME-style lines, as some writers send
+      for (const [id, data] of [['big-clean', b64], ['big-wrapped', wrapped]] as const) {
+        const put = await send('PUT', `Binary/${id}`, JSON.stringify({ resourceType: 'Binary', id, contentType: 'application/octet-stream', data }), { 'Content-Type': 'application/fhir+json' });
+        expect(put.status).toBe(201);
+        const res = await get(`Binary/${id}`, { Accept: '*/*' });
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-length')).toBe(String(big.byteLength));
+        expect(Buffer.from(await res.arrayBuffer()).equals(big)).toBe(true);
+      }
+    });
+
     test('a read at the plain URL the hot-route dispatcher takes answers the native content', async () => {
       const id = idOf(await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' }));
       const res = await t.app.fetch(new Request(url(`Binary/${id}`), { headers: auth() }));

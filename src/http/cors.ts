@@ -1,8 +1,9 @@
 /**
- * Cross-origin access for browser apps (the Fetch standard's CORS protocol), one rule for every path it
- * covers: the FHIR API of every tenant, the OAuth endpoints browser apps call and the discovery documents. It wraps the
- * app's `fetch`, outside the hot routes, Hono's router and the error renderer, so every answer
- * (a 401 from the FHIR gate, a 404, a 503) carries the same headers and a preflight never needs a token.
+ * Cross-origin access for browser apps (the Fetch standard's CORS protocol), one rule for every path
+ * it covers: the FHIR API of every tenant, the OAuth endpoints browser apps call and the discovery
+ * documents. It wraps the app's `fetch`, outside the hot routes, Hono's router and the error renderer,
+ * so every answer (a 401 from the FHIR gate, a 404, a 503) carries the same headers and a preflight
+ * never needs a token.
  *
  * Credentials are never allowed (`Access-Control-Allow-Credentials` is not sent): the API takes bearer
  * tokens in `Authorization`, which a page must set itself, never cookies the browser would attach.

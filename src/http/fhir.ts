@@ -115,7 +115,6 @@ export async function readResponse(deps: FhirDeps, req: FhirRequest, type: strin
   return notModified(v, conditions) ?? fhirJson(v.content, 200, versionHeaders(v));
 }
 
-
 /** FHIR R4 RESTful interactions for one tenant (mounted under `/tenants/:tenant/fhir/R4`, behind bearer auth). */
 export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();

@@ -1,7 +1,6 @@
 import { type Context, Hono } from 'hono';
 import type { Clock } from '../clock.ts';
-import type { Access } from '../fhir/access.ts';
-import { requireAccess } from '../fhir/crud.ts';
+import { requireAccess, type Access } from '../fhir/access.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
 import {
   codeSystemValidateCodeParams,

@@ -15,6 +15,7 @@ import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
+import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, type ReadConditions } from './fhir-response.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
 import { binaryRoutes } from './binary.ts';
@@ -31,16 +32,6 @@ function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
 
 function request(c: Context<AppEnv>): FhirRequest {
   return { tenant: c.get('tenant'), access: c.get('access') };
-}
-
-/** Parses `Prefer` (RFC 7240) into its preferences: `return`, `handling`, `respond-async`. */
-export function parsePrefer(header: string | undefined): Map<string, string> {
-  const prefs = new Map<string, string>();
-  for (const part of (header ?? '').split(',')) {
-    const [k, v] = part.split(';')[0]!.split('=').map((s) => s.trim().replace(/^"|"$/g, ''));
-    if (k) prefs.set(k.toLowerCase(), v ?? '');
-  }
-  return prefs;
 }
 
 /** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */

@@ -17,7 +17,7 @@ const JSON_TYPE = 'application/json;charset=UTF-8';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 /**
  * Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires.
- * One over `limit` bytes is `invalid_request` (the contract makes every token error a 400).
+ * One over `limit` bytes is `invalid_request` (every token error is a 400, README).
  */
 export async function readForm(req: Request, limit: number): Promise<URLSearchParams> {
   const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();

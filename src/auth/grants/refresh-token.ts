@@ -29,7 +29,7 @@ function narrowedScopes(form: URLSearchParams, granted: string[]): string[] {
 
 /**
  * refresh_token (RFC 6749 6, OIDC Core 12): returns a new access_token and id_token. The refresh token
- * stays valid until it expires or is revoked; no new refresh_token is issued (the contract says so).
+ * stays valid until it expires or is revoked; no new refresh_token is issued (it is not rotated).
  */
 export const refreshToken: Grant = {
   grantType: 'refresh_token',

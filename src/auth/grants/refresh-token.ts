@@ -33,7 +33,7 @@ function narrowedScopes(form: URLSearchParams, granted: string[]): string[] {
  */
 export const refreshToken: Grant = {
   grantType: 'refresh_token',
-  parameters: ['refresh_token', 'scope', 'client_id'],
+  parameters: ['refresh_token', 'scope'],
   async handle(deps, { client }, form) {
     const value = form.get('refresh_token');
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');

@@ -1,4 +1,5 @@
 import { Hono, type Context } from 'hono';
+import { bearerChallenge, verifyBearer, type BearerRefusal } from '../auth/bearer.ts';
 import type { TokenRequest } from '../auth/client-auth.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { openidConfiguration, smartConfiguration } from '../auth/discovery.ts';
@@ -6,7 +7,6 @@ import { introspectToken } from '../auth/introspect.ts';
 import { enforce } from '../auth/rate-limit.ts';
 import { revokeToken } from '../auth/revoke.ts';
 import { handleTokenRequest } from '../auth/token-endpoint.ts';
-import { InvalidTokenError } from '../auth/tokens.ts';
 import { userInfo } from '../auth/userinfo.ts';
 import { OAuthError } from '../errors.ts';
 import { bodyLimits } from '../config.ts';
@@ -53,17 +53,11 @@ const postOnly = () => {
   throw new OAuthError('invalid_request', 'this endpoint accepts POST only', 405, { Allow: 'POST' });
 };
 
+/** A refused bearer token as an OAuth error (RFC 6750 3.1); no token at all is `invalid_token` in the body. */
+const unauthorized = (r: BearerRefusal) => new OAuthError(r.error ?? 'invalid_token', r.message, 401, bearerChallenge(r), { cause: r.cause });
+
 async function bearerUserInfo(deps: AuthDeps, c: Context): Promise<Response> {
-  const m = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(c.req.header('authorization') ?? '');
-  if (!m) throw new OAuthError('invalid_token', 'a bearer access token is required', 401, { 'WWW-Authenticate': 'Bearer realm="cinder"' });
-  let token;
-  try {
-    token = await deps.verifyAccess(m[1]!);
-  } catch (err) {
-    if (!(err instanceof InvalidTokenError)) throw err;
-    const challenge = `Bearer realm="cinder", error="invalid_token", error_description="${err.message}"`;
-    throw new OAuthError('invalid_token', err.message, 401, { 'WWW-Authenticate': challenge }, { cause: err });
-  }
+  const token = await verifyBearer(c.req.header('authorization'), deps.verifyAccess, unauthorized);
   return json(await userInfo(deps, token), 200, NO_STORE);
 }
 

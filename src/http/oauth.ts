@@ -11,7 +11,7 @@ import { userInfo } from '../auth/userinfo.ts';
 import { OAuthError } from '../errors.ts';
 import { bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
-import { clientIp } from './client-ip.ts';
+import { clientIp, requestIp } from './client-ip.ts';
 
 const JSON_TYPE = 'application/json;charset=UTF-8';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -40,9 +40,16 @@ async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<T
 
 const requestOf = (deps: AuthDeps, c: Context) => tokenRequest(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on'));
 
-/** `POST /oauth2/token` from the client's address onwards (also a hot route). */
-export async function tokenResponse(deps: AuthDeps, req: Request, ip: string): Promise<Response> {
-  return json(await handleTokenRequest(deps, await tokenRequest(deps, req, ip)), 200, NO_STORE);
+/** The token endpoint's path: its Hono route and its hot-route label. */
+export const TOKEN_ROUTE = '/oauth2/token';
+
+/** `POST /oauth2/token` of a request and the server Bun passed beside it (the Hono env). */
+export type TokenRoute = (req: Request, server: unknown) => Promise<Response>;
+
+/** The token endpoint's handler, for its Hono route and the hot-route dispatcher alike. */
+export function tokenRoute(deps: AuthDeps): TokenRoute {
+  const trustProxy = deps.config.trustProxy === 'on';
+  return async (req, server) => json(await handleTokenRequest(deps, await tokenRequest(deps, req, requestIp(req, server, trustProxy))), 200, NO_STORE);
 }
 
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
@@ -70,13 +77,14 @@ export function smartConfigurationResponse(baseUrl: string): Response {
 export function oauthRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
   const base = deps.config.baseUrl;
-  app.post('/oauth2/token', (c) => tokenResponse(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on')));
+  const token = tokenRoute(deps);
+  app.post(TOKEN_ROUTE, (c) => token(c.req.raw, c.env));
   app.post('/oauth2/revoke', async (c) => {
     await revokeToken(deps, await requestOf(deps, c));
     return new Response(null, { status: 200, headers: NO_STORE });
   });
   app.post('/oauth2/introspect', async (c) => json(await introspectToken(deps, await requestOf(deps, c)), 200, NO_STORE));
-  for (const path of ['/oauth2/token', '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
+  for (const path of [TOKEN_ROUTE, '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
   app.on(['GET', 'POST'], '/oauth2/userinfo', (c) => bearerUserInfo(deps, c));
   app.get('/oauth2/jwks', async (c) => c.json(await deps.keys.jwks(), 200, { 'Cache-Control': 'public, max-age=300' }));
   app.get('/.well-known/openid-configuration', () => json(openidConfiguration(base), 200, { 'Cache-Control': 'public, max-age=300' }));

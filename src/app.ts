@@ -23,13 +23,13 @@ import { exportRoutes } from './http/export.ts';
 import { fhirRoutes } from './http/fhir.ts';
 import { fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
-import { fhirAdmission, fhirGate } from './http/middleware/fhir-gate.ts';
-import { hotRoutes } from './http/hot-routes.ts';
+import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
+import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
 import { createCors } from './http/cors.ts';
 import { requestContext, requestRecorder } from './http/middleware/request-context.ts';
-import { terminologyCapabilities, terminologyRoutes } from './http/terminology.ts';
+import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
-import { oauthRoutes, smartConfigurationResponse } from './http/oauth.ts';
+import { oauthRoutes, smartConfigurationResponse, tokenRoute } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
@@ -57,8 +57,25 @@ export interface AppDeps {
   hotRoutes?: boolean;
 }
 
-/** Builds the Hono app (STYLE.md rule 1): no globals, two apps can live in one process. */
-export function createApp(deps: AppDeps) {
+/** The app as a server runs it: one `fetch` in front of the CORS rule, the hot routes and Hono. */
+export interface App {
+  /** Bun.serve's handler; `server` is what Bun passes beside the request (the client's address). */
+  fetch(req: Request, server?: unknown): Response | Promise<Response>;
+  /** Hono's `app.request()` for tests: a URL (or a path, on http://localhost) and an init, through `fetch`. */
+  request(input: string | URL | Request, init?: RequestInit): Response | Promise<Response>;
+  /** The hot-route dispatcher (its `answered` counts), or undefined with `hotRoutes: false`. */
+  readonly hotRoutes: HotRoutes | undefined;
+}
+
+/** A Request from what `request()` takes, as Hono's `app.request()` builds it. */
+function toRequest(input: string | URL | Request, init?: RequestInit): Request {
+  if (input instanceof Request) return init ? new Request(input, init) : input;
+  const url = input.toString();
+  return new Request(/^https?:\/\//.test(url) ? url : new URL(url, 'http://localhost'), init);
+}
+
+/** Builds the app (STYLE.md rule 1): no globals, two apps can live in one process. */
+export function createApp(deps: AppDeps): App {
   const { config, store, clock, log } = deps;
   const limits = bodyLimits(config);
   const exportSink = deps.exportSink ?? openSink(config.exportStorage, {}, store);
@@ -91,7 +108,7 @@ export function createApp(deps: AppDeps) {
   const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability];
   const fhir = new Hono<AppEnv>();
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess });
-  fhir.use('*', fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
+  fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   fhir.get('/metadata', (c) => {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
@@ -105,21 +122,18 @@ export function createApp(deps: AppDeps) {
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
   }));
-  fhir.route('/', terminologyRoutes({ terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize }));
+  const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
+  fhir.route('/', terminologyRoutes(terminologyDeps));
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
   const fhirDeps: FhirDeps = { store, clock, expandCodes, validation: config.validation, core, ...(referentialIntegrity ? { referentialIntegrity } : {}) };
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
-  app.route('/tenants/:tenant/fhir/R4', fhir);
+  app.route(FHIR_BASE_ROUTE, fhir);
 
-  const viaHono = app.fetch;
   const hot = deps.hotRoutes === false
     ? undefined
-    : hotRoutes({ admit, recorder, log, fhir: fhirDeps, terminology, auth: authDeps, maxBodyBytes: limits.resource });
+    : hotRoutes({ admit, recorder, log, fhir: fhirDeps, validateCode: valueSetValidateCode(terminologyDeps), token: tokenRoute(authDeps) });
   const cors = createCors(config.corsOrigins);
-  // An instance field: app.request() (the tests) and Bun.serve both come through here. CORS wraps
-  // everything, so the hot routes, Hono's routes and every error answer the same way.
-  app.fetch = (req, env, ctx) => cors.handle(req, () => hot?.(req, env) ?? viaHono(req, env, ctx));
-  return app;
+  // CORS wraps everything, so the hot routes, Hono's routes and every error answer the same way.
+  const fetch = (req: Request, server?: unknown) => cors.handle(req, () => hot?.(req, server) ?? app.fetch(req, server));
+  return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot };
 }
-
-export type App = ReturnType<typeof createApp>;

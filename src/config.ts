@@ -166,7 +166,7 @@ export function bodyLimits(config: Config): BodyLimits {
   };
 }
 
-/** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (DESIGN.md), also its tokens' audience. */
+/** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (README, HTTP interface), also its tokens' audience. */
 export function fhirBaseOf(baseUrl: string, tenant: string): string {
   return `${baseUrl}/tenants/${tenant}/fhir/R4`;
 }

@@ -22,8 +22,9 @@ export const OPENID_SCOPES = ['openid', 'profile', 'email', 'phone', 'address', 
 export const OFFLINE_SCOPES = ['offline_access', 'offline'];
 
 /**
- * The requested scopes whose attributes the client may not all read: the contract's `invalid_grant`
- * condition (e.g. the client reads `email` but not `email_verified` and asks for the `email` scope).
+ * The requested scopes whose attributes the client may not all read: asking for any of them is
+ * `invalid_grant` (checkReadableScopes), e.g. a client that reads `email` but not `email_verified`
+ * asking for the `email` scope.
  */
 export function unreadableScopes(scopes: string[], readAttributes: string[] | null): string[] {
   if (readAttributes === null) return [];

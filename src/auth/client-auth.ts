@@ -46,7 +46,7 @@ async function authenticatePublic(deps: AuthDeps, form: URLSearchParams): Promis
  * Authenticates the client of a request (RFC 6749 2.3, 3.2.1): HTTP Basic with its secret, a
  * `private_key_jwt` assertion (RFC 7523), or a public client naming itself with `client_id`.
  * More than one method in a request is `invalid_request` (RFC 6749 2.3); every failed authentication
- * is `invalid_client`, HTTP 400 as the interface document says (with a Basic challenge when Basic was used).
+ * is `invalid_client`, HTTP 400 like every token error (with a Basic challenge when Basic was used).
  * `audiences` are the values an assertion's `aud` may take.
  */
 export async function authenticateClient(deps: AuthDeps, req: TokenRequest, audiences: string[]): Promise<AuthenticatedClient> {

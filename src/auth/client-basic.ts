@@ -4,8 +4,8 @@ import type { ClientLookup } from './client-cache.ts';
 import { matchesDigest } from './secrets.ts';
 
 /**
- * The challenge sent with a failed Basic authentication. The interface document makes every token
- * error HTTP 400, `invalid_client` included, where RFC 6749 5.2 would allow 401: the status stays 400
+ * The challenge sent with a failed Basic authentication. Every token error is HTTP 400 (README, HTTP
+ * interface), `invalid_client` included, where RFC 6749 5.2 would allow 401: the status stays 400
  * and the header tells the client which scheme to use.
  */
 export const BASIC_CHALLENGE = { 'WWW-Authenticate': 'Basic realm="cinder", charset="UTF-8"' };

@@ -19,7 +19,7 @@ export interface UserGrant {
 }
 
 /**
- * The contract's scope/attribute rule: asking for a scope whose user attributes the client may not all
+ * The scope/attribute rule: asking for a scope whose user attributes the client may not all
  * read is `invalid_grant` (on the code and refresh grants).
  */
 export function checkReadableScopes(client: Client, scopes: string[]): void {

@@ -22,6 +22,19 @@ function supportedGrant(form: URLSearchParams): Grant {
   return grant;
 }
 
+/**
+ * The form as a grant's handler sees it: only the parameters the grant declares (node-oidc-provider
+ * does the same), so its list is the whole of what it may read. Duplicates were refused before.
+ */
+function grantParameters(grant: Grant, form: URLSearchParams): URLSearchParams {
+  const params = new URLSearchParams();
+  for (const name of grant.parameters) {
+    const value = form.get(name);
+    if (value !== null) params.set(name, value);
+  }
+  return params;
+}
+
 function allowedGrant(grant: Grant, { client }: AuthenticatedClient): void {
   if (!client.grants.includes(grant.grantType)) {
     throw new OAuthError('unauthorized_client', `this client may not use the ${grant.grantType} grant`);
@@ -35,7 +48,8 @@ export function assertionAudiences(baseUrl: string, endpointUrl: string): string
 
 /**
  * The token endpoint (RFC 6749 3.2) as a pipeline: client authentication -> per-client rate limit ->
- * duplicate-parameter check -> grant type supported -> grant allowed for the client -> grant handler.
+ * duplicate-parameter check -> grant type supported -> grant allowed for the client -> grant handler,
+ * which is given the parameters its grant declares and no others.
  * (No-cache headers, the form-body check and the per-IP limit are the HTTP layer's.)
  */
 export async function handleTokenRequest(deps: AuthDeps, req: TokenRequest): Promise<TokenResponse> {
@@ -45,5 +59,5 @@ export async function handleTokenRequest(deps: AuthDeps, req: TokenRequest): Pro
   rejectDuplicates(req.form);
   const grant = supportedGrant(req.form);
   allowedGrant(grant, client);
-  return grant.handle(deps, client, req.form);
+  return grant.handle(deps, client, grantParameters(grant, req.form));
 }

@@ -1,12 +1,13 @@
 import { OAuthError } from '../errors.ts';
+import { bearerChallenge } from './bearer.ts';
 import { userClaims } from './claims.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import { splitScopes } from './scopes.ts';
 import type { VerifiedToken } from './tokens.ts';
 
-function bearerError(error: 'invalid_token' | 'insufficient_scope', description: string, status: number): OAuthError {
-  return new OAuthError(error, description, status, { 'WWW-Authenticate': `Bearer realm="cinder", error="${error}", error_description="${description}"` });
+function bearerError(error: 'invalid_token' | 'insufficient_scope', message: string, status: number): OAuthError {
+  return new OAuthError(error, message, status, bearerChallenge({ error, message }));
 }
 
 /**

@@ -1,7 +1,6 @@
 import type { Clock } from '../clock.ts';
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { Access } from '../fhir/access.ts';
-import { requireAccess } from '../fhir/crud.ts';
+import { requireAccess, type Access } from '../fhir/access.ts';
 import { issue } from '../fhir/outcome.ts';
 import { parseReference } from '../fhir/references.ts';
 import { ID_PATTERN } from '../fhir/resource-types.ts';

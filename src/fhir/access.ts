@@ -1,3 +1,4 @@
+import { FhirError } from '../errors.ts';
 import type { Condition } from '../store/types.ts';
 
 /** What a request may do, derived from its token's SMART scopes (src/auth/scopes.ts). */
@@ -22,3 +23,11 @@ export interface Access {
 
 /** Operator access (CLI, workers acting for a verified job): everything in the tenant. */
 export const operatorAccess: Access = { can: () => true, patientLimit: () => undefined, clientId: 'cinder-cli' };
+
+/** Throws 403 unless the request's scopes allow `perm` on `type`. */
+export function requireAccess(access: Access, type: string, perm: Permission): void {
+  if (!access.can(type, perm)) {
+    const verb = { c: 'create', r: 'read', u: 'update', d: 'delete', s: 'search' }[perm];
+    throw new FhirError('forbidden', `The access token's scopes do not allow ${verb} of ${type}`);
+  }
+}

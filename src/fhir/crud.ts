@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import { NO_INDEX_ROWS, StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
-import type { Access, Permission } from './access.ts';
+import { requireAccess, type Access, type Permission } from './access.ts';
 import { hasCoreResources, type CoreLayer } from './core-layer.ts';
 import { lookups } from './core-search.ts';
 import { patientCompartment } from './definitions.ts';
@@ -70,14 +70,6 @@ export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: Resourc
   } catch (err) {
     if (err instanceof StoreConflictError) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
     throw err;
-  }
-}
-
-/** Throws 403 unless the request's scopes allow `perm` on `type`. */
-export function requireAccess(access: Access, type: string, perm: Permission): void {
-  if (!access.can(type, perm)) {
-    const verb = { c: 'create', r: 'read', u: 'update', d: 'delete', s: 'search' }[perm];
-    throw new FhirError('forbidden', `The access token's scopes do not allow ${verb} of ${type}`);
   }
 }
 

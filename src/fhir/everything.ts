@@ -6,7 +6,8 @@
 import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { readResource, requireAccess } from './crud.ts';
+import { readResource } from './crud.ts';
+import { requireAccess } from './access.ts';
 import { compartmentTypes } from './definitions.ts';
 import { dateTest } from './search-compile.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter } from './search.ts';

@@ -1,7 +1,8 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { readResource, requireAccess, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { readResource, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { dateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';

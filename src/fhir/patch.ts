@@ -6,7 +6,8 @@
 import { FhirError } from '../errors.ts';
 import { hasCriteria, resolveCondition } from './conditional.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { readResource, requireAccess, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { readResource, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { requireAccess } from './access.ts';
 import { applyFhirPathPatch, parseFhirPathPatch, type FhirPathPatchOperation } from './patch/fhirpath-patch.ts';
 import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch/json-patch.ts';
 import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';

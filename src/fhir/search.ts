@@ -1,7 +1,8 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { requireAccess, rowsInReach } from './crud.ts';
+import { rowsInReach } from './crud.ts';
+import { requireAccess } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';

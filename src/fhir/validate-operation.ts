@@ -5,7 +5,8 @@
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';
-import { readResource, requireAccess, requireStoredInCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
+import { readResource, requireStoredInCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
+import { requireAccess } from './access.ts';
 import { issue, operationOutcome } from './outcome.ts';
 import { asResource, checkTypeAndId, type Resource } from './resource.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';

@@ -9,6 +9,8 @@
  * tokens in `Authorization`, which a page must set itself, never cookies the browser would attach.
  */
 
+import { pathOf } from './url-path.ts';
+
 /** Methods a preflight may ask for. */
 const ALLOW_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
@@ -38,14 +40,6 @@ function covered(path: string): boolean {
 }
 
 const BROWSER_OAUTH = new Set(['/oauth2/token', '/oauth2/revoke', '/oauth2/userinfo', '/oauth2/jwks']);
-
-/** The path of a request URL, without parsing it (the request line is already normalised). */
-function pathOf(url: string): string {
-  const start = url.indexOf('/', url.indexOf('//') + 2);
-  if (start < 0) return '/';
-  const end = url.indexOf('?', start);
-  return end < 0 ? url.slice(start) : url.slice(start, end);
-}
 
 export interface Cors {
   /** Runs `next` for the request, answering preflights itself and adding the headers to what comes back. */

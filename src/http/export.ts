@@ -8,8 +8,8 @@ import { cancelExport, exportStatus, type StatusDeps, type StatusRequest } from 
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { readFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
-import { parsePrefer } from './fhir.ts';
 import { fhirJson } from './fhir-response.ts';
+import { parsePrefer } from './prefer.ts';
 import { fileResponse } from './export-file.ts';
 import { fhirBaseOf } from '../config.ts';
 

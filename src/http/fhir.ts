@@ -15,6 +15,7 @@ import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited } from './body.ts';
 import type { AppEnv } from './env.ts';
+import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, type ReadConditions } from './fhir-response.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
 import { binaryRoutes } from './binary.ts';
@@ -31,16 +32,6 @@ function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
 
 function request(c: Context<AppEnv>): FhirRequest {
   return { tenant: c.get('tenant'), access: c.get('access') };
-}
-
-/** Parses `Prefer` (RFC 7240) into its preferences: `return`, `handling`, `respond-async`. */
-export function parsePrefer(header: string | undefined): Map<string, string> {
-  const prefs = new Map<string, string>();
-  for (const part of (header ?? '').split(',')) {
-    const [k, v] = part.split(';')[0]!.split('=').map((s) => s.trim().replace(/^"|"$/g, ''));
-    if (k) prefs.set(k.toLowerCase(), v ?? '');
-  }
-  return prefs;
 }
 
 /** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */
@@ -115,7 +106,10 @@ export async function readResponse(deps: FhirDeps, req: FhirRequest, type: strin
   return notModified(v, conditions) ?? fhirJson(v.content, 200, versionHeaders(v));
 }
 
-/** FHIR R4 RESTful interactions for one tenant (mounted under `/tenants/:tenant/fhir/R4`, behind bearer auth). */
+/** A resource instance below the FHIR base (read, update, patch, delete): its Hono route and the hot read's label. */
+export const INSTANCE_ROUTE = '/:type/:id';
+
+/** FHIR R4 RESTful interactions for one tenant (mounted at FHIR_BASE_ROUTE, behind the FHIR gate). */
 export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const strict = (c: Context<AppEnv>) => parsePrefer(c.req.header('prefer')).get('handling') === 'strict';
@@ -168,12 +162,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
-  app.get('/:type/:id', (c) => {
+  app.get(INSTANCE_ROUTE, (c) => {
     const { type, id } = c.req.param();
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
     return readResponse(deps, request(c), type, id, readConditions(c.req.raw.headers));
   });
-  app.put('/:type/:id', async (c) => {
+  app.put(INSTANCE_ROUTE, async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const { type, id } = c.req.param();
@@ -188,7 +182,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   const patchBody = async (c: Context<AppEnv>) => parsePatch(c.req.header('content-type') ?? '', await readLimited(c.req.raw, deps.limits.resource));
-  app.patch('/:type/:id', async (c) => {
+  app.patch(INSTANCE_ROUTE, async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const { type, id } = c.req.param();
     const { version } = await patchResource(deps, request(c), type, id, await patchBody(c), ifMatch);
@@ -200,7 +194,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { version } = await conditionalPatch(deps, request(c), c.req.param('type'), query, await patchBody(c), ifMatch);
     return writeResponse(c, version, 200, fhirBase(c, deps.baseUrl));
   });
-  app.delete('/:type/:id', async (c) => {
+  app.delete(INSTANCE_ROUTE, async (c) => {
     const { type, id } = c.req.param();
     return deleteResponse(c, type, id, await deleteResource(deps, request(c), type, id, parseIfMatch(c.req.header('if-match'))));
   });
@@ -249,6 +243,6 @@ function notAllowed(app: Hono<AppEnv>): void {
       headers: { Allow: allow },
     });
   };
-  app.on('POST', '/:type/:id', refuse('GET, PUT, PATCH, DELETE'));
+  app.on('POST', INSTANCE_ROUTE, refuse('GET, PUT, PATCH, DELETE'));
   app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
 }

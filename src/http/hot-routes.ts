@@ -1,38 +1,46 @@
-import type { AuthDeps } from '../auth/deps.ts';
 import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import type { Logger } from '../log.ts';
-import { valueSetValidateCodeParams } from '../terminology/input/operations.ts';
-import type { Terminology } from '../terminology/create.ts';
-import { readFhirBody } from './body.ts';
-import { requestIp } from './client-ip.ts';
 import { renderError } from './errors.ts';
-import { readResponse } from './fhir.ts';
+import { INSTANCE_ROUTE, readResponse } from './fhir.ts';
 import { readConditions } from './fhir-response.ts';
-import type { Admitted, FhirAdmission, GateRequest } from './middleware/fhir-gate.ts';
+import { FHIR_BASE_ROUTE, GATE_ROUTE, type Admitted, type FhirAdmission, type GateRequest } from './middleware/fhir-gate.ts';
 import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/request-context.ts';
-import { tokenResponse } from './oauth.ts';
-import { validateValueSetResponse } from './terminology.ts';
+import { TOKEN_ROUTE, type TokenRoute } from './oauth.ts';
+import { VALUE_SET_VALIDATE_CODE_ROUTE, type ValueSetValidateCode } from './terminology.ts';
+import { pathStart } from './url-path.ts';
 
 export interface HotRouteDeps {
   readonly admit: FhirAdmission;
   readonly recorder: RequestRecorder;
   readonly log: Logger;
   readonly fhir: FhirDeps;
-  readonly terminology: Terminology;
-  readonly auth: AuthDeps;
-  readonly maxBodyBytes: number;
+  /** The handlers the Hono routes of `$validate-code` and the token endpoint run (with their options). */
+  readonly validateCode: ValueSetValidateCode;
+  readonly token: TokenRoute;
 }
 
-/** Answers a request it recognises, or null to leave it to the Hono app. */
-export type HotRoutes = (req: Request, server: unknown) => Promise<Response> | null;
+/** The routes the dispatcher answers, by the label Hono's router gives them in the metrics. */
+const ROUTES = {
+  read: FHIR_BASE_ROUTE + INSTANCE_ROUTE,
+  validate: FHIR_BASE_ROUTE + VALUE_SET_VALIDATE_CODE_ROUTE,
+  token: TOKEN_ROUTE,
+} as const;
 
-/** Route labels, as Hono's router names the same routes in the metrics. */
-const READ_ROUTE = '/tenants/:tenant/fhir/R4/:type/:id';
-const VALIDATE_ROUTE = '/tenants/:tenant/fhir/R4/ValueSet/$validate-code';
-const TOKEN_ROUTE = '/oauth2/token';
+export type HotRoute = keyof typeof ROUTES;
+
 /** Under Hono, a request the FHIR gate refuses is counted under the gate middleware's own route. */
-const GATE_ROUTE = '/tenants/:tenant/fhir/R4/*';
+const GATE_LABEL = FHIR_BASE_ROUTE + GATE_ROUTE;
+
+/** Answers a request it recognises, or null to leave it to the Hono app. */
+export interface HotRoutes {
+  (req: Request, server: unknown): Promise<Response> | null;
+  /**
+   * How many requests each route answered here rather than through Hono, so that a test can prove the
+   * dispatcher took a request it should (a guard that stops matching would otherwise go unnoticed).
+   */
+  readonly answered: Readonly<Record<HotRoute, number>>;
+}
 
 /** What a request was admitted with. */
 interface Granted {
@@ -54,7 +62,7 @@ const TYPE_SEGMENT = /^[A-Z][A-Za-z]*$/;
 /**
  * Direct dispatch of the three requests that carry a deployment's load: a FHIR read, a type-level
  * `POST ValueSet/$validate-code`, and `POST /oauth2/token`. Each runs the very functions its Hono
- * route runs (the FHIR admission, readResponse, validateValueSetResponse, tokenResponse) and leaves
+ * route runs (the FHIR admission, readResponse, valueSetValidateCode, tokenRoute) and leaves
  * the same traces (request id, metrics, error rendering); what it skips is the router and the
  * middleware chain, which cost more than a cached-token read itself.
  *
@@ -62,12 +70,13 @@ const TYPE_SEGMENT = /^[A-Z][A-Za-z]*$/;
  * (not HEAD) for reads. Every other request, and every variant, goes to Hono unchanged.
  */
 export function hotRoutes(d: HotRouteDeps): HotRoutes {
-  const trustProxy = d.auth.config.trustProxy === 'on';
+  const answered: Record<HotRoute, number> = { read: 0, validate: 0, token: 0 };
 
-  async function answer(req: Request, path: string, route: string, handle: (trace: Trace) => Promise<Response>): Promise<Response> {
+  async function answer(req: Request, path: string, route: HotRoute, handle: (trace: Trace) => Promise<Response>): Promise<Response> {
     const started = performance.now();
+    answered[route]++;
     const requestId = requestIdOf(req.headers.get('x-request-id'));
-    const trace = { route };
+    const trace = { route: ROUTES[route] as string };
     let res: Response;
     try {
       res = await handle(trace);
@@ -88,24 +97,24 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
       const now = d.admit.now(r);
       if (now !== undefined) return granted(now);
     } catch (err) {
-      trace.route = GATE_ROUTE;
+      trace.route = GATE_LABEL;
       throw err;
     }
     return d.admit(r).then(granted, (err: unknown) => {
-      trace.route = GATE_ROUTE;
+      trace.route = GATE_LABEL;
       throw err;
     });
   }
 
-  return (req, server) => {
+  const dispatch = (req: Request, server: unknown): Promise<Response> | null => {
     const url = req.url;
-    const start = url.indexOf('/', url.indexOf('//') + 2);
+    const start = pathStart(url);
     if (start < 0 || url.includes('?', start) || url.includes('%', start)) return null;
     const path = url.slice(start);
     const method = req.method;
     if (path === TOKEN_ROUTE) {
       if (method !== 'POST') return null;
-      return answer(req, path, TOKEN_ROUTE, () => tokenResponse(d.auth, req, requestIp(req, server, trustProxy)));
+      return answer(req, path, 'token', () => d.token(req, server));
     }
     if (!path.startsWith('/tenants/')) return null;
     const parts = path.split('/'); // ['', 'tenants', tenant, 'fhir', 'R4', type, id]
@@ -116,18 +125,18 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     if (tenant === '' || id === '') return null;
     // Binary reads negotiate native content (src/http/binary.ts): they go through Hono.
     if (method === 'GET' && TYPE_SEGMENT.test(type) && type !== 'Binary' && id[0] !== '$' && id !== '_history') {
-      return answer(req, path, READ_ROUTE, async (trace) => {
+      return answer(req, path, 'read', async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
         return readResponse(d.fhir, { tenant: t, access }, type, id, readConditions(req.headers));
       });
     }
-    if (method === 'POST' && type === 'ValueSet' && id === '$validate-code') {
-      return answer(req, path, VALIDATE_ROUTE, async (trace) => {
+    if (method === 'POST' && `/${type}/${id}` === VALUE_SET_VALIDATE_CODE_ROUTE) {
+      return answer(req, path, 'validate', async (trace) => {
         const { tenant: t, access } = await admitted(req, trace, tenant, type, id);
-        const inputs = valueSetValidateCodeParams.fromBody(await readFhirBody(req, d.maxBodyBytes));
-        return validateValueSetResponse(d.terminology, t, access, inputs, undefined, req.headers.get('accept-language'));
+        return d.validateCode(req, t, access);
       });
     }
     return null;
   };
+  return Object.assign(dispatch, { answered });
 }

@@ -1,4 +1,5 @@
 import { Hono, type Context } from 'hono';
+import { bearerChallenge, verifyBearer, type BearerRefusal } from '../auth/bearer.ts';
 import type { TokenRequest } from '../auth/client-auth.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { openidConfiguration, smartConfiguration } from '../auth/discovery.ts';
@@ -6,18 +7,17 @@ import { introspectToken } from '../auth/introspect.ts';
 import { enforce } from '../auth/rate-limit.ts';
 import { revokeToken } from '../auth/revoke.ts';
 import { handleTokenRequest } from '../auth/token-endpoint.ts';
-import { InvalidTokenError } from '../auth/tokens.ts';
 import { userInfo } from '../auth/userinfo.ts';
 import { OAuthError } from '../errors.ts';
 import { bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
-import { clientIp } from './client-ip.ts';
+import { clientIp, requestIp } from './client-ip.ts';
 
 const JSON_TYPE = 'application/json;charset=UTF-8';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 /**
  * Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires.
- * One over `limit` bytes is `invalid_request` (the contract makes every token error a 400).
+ * One over `limit` bytes is `invalid_request` (every token error is a 400, README).
  */
 export async function readForm(req: Request, limit: number): Promise<URLSearchParams> {
   const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -40,9 +40,16 @@ async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<T
 
 const requestOf = (deps: AuthDeps, c: Context) => tokenRequest(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on'));
 
-/** `POST /oauth2/token` from the client's address onwards (also a hot route). */
-export async function tokenResponse(deps: AuthDeps, req: Request, ip: string): Promise<Response> {
-  return json(await handleTokenRequest(deps, await tokenRequest(deps, req, ip)), 200, NO_STORE);
+/** The token endpoint's path: its Hono route and its hot-route label. */
+export const TOKEN_ROUTE = '/oauth2/token';
+
+/** `POST /oauth2/token` of a request and the server Bun passed beside it (the Hono env). */
+export type TokenRoute = (req: Request, server: unknown) => Promise<Response>;
+
+/** The token endpoint's handler, for its Hono route and the hot-route dispatcher alike. */
+export function tokenRoute(deps: AuthDeps): TokenRoute {
+  const trustProxy = deps.config.trustProxy === 'on';
+  return async (req, server) => json(await handleTokenRequest(deps, await tokenRequest(deps, req, requestIp(req, server, trustProxy))), 200, NO_STORE);
 }
 
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
@@ -53,17 +60,11 @@ const postOnly = () => {
   throw new OAuthError('invalid_request', 'this endpoint accepts POST only', 405, { Allow: 'POST' });
 };
 
+/** A refused bearer token as an OAuth error (RFC 6750 3.1); no token at all is `invalid_token` in the body. */
+const unauthorized = (r: BearerRefusal) => new OAuthError(r.error ?? 'invalid_token', r.message, 401, bearerChallenge(r), { cause: r.cause });
+
 async function bearerUserInfo(deps: AuthDeps, c: Context): Promise<Response> {
-  const m = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(c.req.header('authorization') ?? '');
-  if (!m) throw new OAuthError('invalid_token', 'a bearer access token is required', 401, { 'WWW-Authenticate': 'Bearer realm="cinder"' });
-  let token;
-  try {
-    token = await deps.verifyAccess(m[1]!);
-  } catch (err) {
-    if (!(err instanceof InvalidTokenError)) throw err;
-    const challenge = `Bearer realm="cinder", error="invalid_token", error_description="${err.message}"`;
-    throw new OAuthError('invalid_token', err.message, 401, { 'WWW-Authenticate': challenge }, { cause: err });
-  }
+  const token = await verifyBearer(c.req.header('authorization'), deps.verifyAccess, unauthorized);
   return json(await userInfo(deps, token), 200, NO_STORE);
 }
 
@@ -76,13 +77,14 @@ export function smartConfigurationResponse(baseUrl: string): Response {
 export function oauthRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
   const base = deps.config.baseUrl;
-  app.post('/oauth2/token', (c) => tokenResponse(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on')));
+  const token = tokenRoute(deps);
+  app.post(TOKEN_ROUTE, (c) => token(c.req.raw, c.env));
   app.post('/oauth2/revoke', async (c) => {
     await revokeToken(deps, await requestOf(deps, c));
     return new Response(null, { status: 200, headers: NO_STORE });
   });
   app.post('/oauth2/introspect', async (c) => json(await introspectToken(deps, await requestOf(deps, c)), 200, NO_STORE));
-  for (const path of ['/oauth2/token', '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
+  for (const path of [TOKEN_ROUTE, '/oauth2/revoke', '/oauth2/introspect']) app.all(path, postOnly);
   app.on(['GET', 'POST'], '/oauth2/userinfo', (c) => bearerUserInfo(deps, c));
   app.get('/oauth2/jwks', async (c) => c.json(await deps.keys.jwks(), 200, { 'Cache-Control': 'public, max-age=300' }));
   app.get('/.well-known/openid-configuration', () => json(openidConfiguration(base), 200, { 'Cache-Control': 'public, max-age=300' }));

@@ -1,7 +1,6 @@
 import { type Context, Hono } from 'hono';
 import type { Clock } from '../clock.ts';
-import type { Access } from '../fhir/access.ts';
-import { requireAccess } from '../fhir/crud.ts';
+import { requireAccess, type Access } from '../fhir/access.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
 import {
   codeSystemValidateCodeParams,
@@ -46,23 +45,39 @@ export const terminologyCapabilities: CapabilityContribution = {
   ],
 };
 
+/** The type-level `ValueSet/$validate-code` below the FHIR base: its Hono route and its hot-route label. */
+export const VALUE_SET_VALIDATE_CODE_ROUTE = '/ValueSet/$validate-code';
+
+/** An operation's inputs: from the query (GET) or the Parameters body (POST). */
+async function requestInputs<S extends OperationSpec>(req: Request, params: OperationParameters<S>, maxBodyBytes: number): Promise<OperationInput<S>> {
+  return req.method === 'GET' ? params.fromQuery(new URL(req.url).searchParams) : params.fromBody(await readFhirBody(req, maxBodyBytes));
+}
+
+/** `ValueSet/$validate-code` of an admitted request, type level or instance level with `id`. */
+export type ValueSetValidateCode = (req: Request, tenant: string, access: Access, id?: string) => Promise<Response>;
+
+/** The `ValueSet/$validate-code` handler, for its Hono routes and the hot-route dispatcher alike. */
+export function valueSetValidateCode(deps: Pick<TerminologyRouteDeps, 'terminology' | 'maxBodyBytes'>): ValueSetValidateCode {
+  return async (req, tenant, access, id) =>
+    validateValueSetResponse(deps.terminology, tenant, access, await requestInputs(req, valueSetValidateCodeParams, deps.maxBodyBytes), id, req.headers.get('accept-language'));
+}
+
 /**
- * FHIR terminology operations (interface "ValueSet validate-code", FHIR R4 ValueSet/CodeSystem
- * operations) at type and instance level, POST with a Parameters body or GET with primitive
+ * FHIR terminology operations (FHIR R4 ValueSet/CodeSystem operations) at type and instance level, POST with a Parameters body or GET with primitive
  * inputs in the query.
  * Mounted on `{fhir_base}` behind bearer auth, before the generic resource routes.
  */
 export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const inputs = async <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): Promise<OperationInput<S>> =>
-    c.req.method === 'GET' ? params.fromQuery(new URL(c.req.url).searchParams) : params.fromBody(await readFhirBody(c.req.raw, deps.maxBodyBytes));
+  const inputs = <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): Promise<OperationInput<S>> =>
+    requestInputs(c.req.raw, params, deps.maxBodyBytes);
   const context = (c: Context<AppEnv>, type: 'ValueSet' | 'CodeSystem') => {
     requireAccess(c.get('access'), type, 'r');
     return deps.terminology.service.context(c.get('tenant'));
   };
 
-  const validateVs = async (c: Context<AppEnv>) =>
-    validateValueSetResponse(deps.terminology, c.get('tenant'), c.get('access'), await inputs(c, valueSetValidateCodeParams), c.req.param('id'), c.req.header('accept-language'));
+  const validateCode = valueSetValidateCode(deps);
+  const validateVs = (c: Context<AppEnv>) => validateCode(c.req.raw, c.get('tenant'), c.get('access'), c.req.param('id'));
   const validateCs = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, codeSystemValidateCodeParams);
     const terminology = await context(c, 'CodeSystem');
@@ -83,7 +98,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   };
 
   for (const method of ['GET', 'POST'] as const) {
-    app.on(method, '/ValueSet/$validate-code', validateVs);
+    app.on(method, VALUE_SET_VALIDATE_CODE_ROUTE, validateVs);
     app.on(method, '/ValueSet/:id/$validate-code', validateVs);
     app.on(method, '/ValueSet/$expand', expand);
     app.on(method, '/ValueSet/:id/$expand', expand);
@@ -96,10 +111,10 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
 }
 
 /**
- * `ValueSet/$validate-code` (type level, or instance level with `id`) on parsed inputs (also a hot
- * route). Without a `displayLanguage` input, the request's `Accept-Language` stands for it.
+ * `ValueSet/$validate-code` (type level, or instance level with `id`) on parsed inputs. Without a
+ * `displayLanguage` input, the request's `Accept-Language` stands for it.
  */
-export async function validateValueSetResponse(
+async function validateValueSetResponse(
   terminology: Terminology, tenant: string, access: Access, raw: OperationInput<typeof valueSetValidateCodeParams.spec>, id?: string, acceptLanguage?: string | null,
 ): Promise<Response> {
   const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);

@@ -9,7 +9,8 @@ export interface OpenOptions {
 
 /**
  * Picks the adapter for `CINDER_DATABASE_URL`: `postgres://` or `postgresql://` -> PostgreSQL;
- * `sqlite:<path>`, `file:<path>` or a plain path -> SQLite. Only main.ts and cli/ call this.
+ * `sqlite:<path>`, `file:<path>` or a plain path -> SQLite. Only the CLI (cli/context.ts) and the export
+ * workers (export/worker.ts, each its own store) call this; the HTTP app is handed its store.
  */
 export function openStore(databaseUrl: string, options: OpenOptions = {}): Store {
   if (/^postgres(ql)?:\/\//i.test(databaseUrl)) return createPostgresStore(databaseUrl, options);

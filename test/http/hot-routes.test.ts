@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createApp } from '../../src/app.ts';
+import type { HotRoute } from '../../src/http/hot-routes.ts';
 import { silentLogger } from '../../src/log.ts';
 import { BASE, createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 
 /**
  * The hot routes (src/http/hot-routes.ts) answer a FHIR read, `POST ValueSet/$validate-code` and
  * `POST /oauth2/token` without Hono's router. Every request here goes to two apps on the same
- * database: the normal one and one with the hot routes off. Their answers must be the same.
+ * database: the normal one and one with the hot routes off. Their answers must be the same, and the
+ * normal app's dispatcher must have counted the request (or not, for the variants it leaves to Hono).
  */
 let t: TestApp;
 let viaHono: ReturnType<typeof createApp>;
@@ -49,9 +51,21 @@ async function answer(app: { request: (url: string, init?: RequestInit) => Respo
   return { status: res.status, headers, body: await res.text() };
 }
 
+/**
+ * The normal app must have answered through the hot dispatcher (`via` one of its routes) or left the
+ * request to Hono (`via` 'hono'): otherwise the comparison below would be Hono against Hono.
+ */
+async function dispatched<T>(via: HotRoute | 'hono', send: () => Promise<T>): Promise<T> {
+  const expected = { ...t.app.hotRoutes!.answered };
+  const result = await send();
+  if (via !== 'hono') expected[via]++;
+  expect(t.app.hotRoutes!.answered).toEqual(expected);
+  return result;
+}
+
 /** Sends the request to both apps and expects the same status, headers and body. */
-async function same(path: string, init: () => RequestInit): Promise<Answer> {
-  const hot = await answer(t.app, path, init);
+async function same(path: string, init: () => RequestInit, via: HotRoute | 'hono'): Promise<Answer> {
+  const hot = await dispatched(via, () => answer(t.app, path, init));
   const cold = await answer(viaHono, path, init);
   expect(hot).toEqual(cold);
   return hot;
@@ -61,7 +75,7 @@ const fhirPath = (rest: string, tenant = 't1') => `/tenants/${tenant}/fhir/R4${r
 
 describe('FHIR read', () => {
   test('a stored resource: body, ETag, Last-Modified and media type', async () => {
-    const a = await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(token));
+    const a = await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(token), 'read');
     expect(a.status).toBe(200);
     expect(a.headers.etag).toBe('W/"1"');
     expect(a.headers['content-type']).toBe('application/fhir+json; charset=utf-8');
@@ -78,16 +92,16 @@ describe('FHIR read', () => {
     ['unknown tenant', () => fhirPath(`/Patient/${patientId}`, 'nobody'), () => fhirInit(token), 404],
     ['XML asked for', () => fhirPath(`/Patient/${patientId}`), () => fhirInit(token, 'GET', undefined, { Accept: 'application/fhir+xml' }), 406],
   ] as const)('%s', async (_, path, init, status) => {
-    const a = await same(path(), init);
+    const a = await same(path(), init, 'read');
     expect(a.status).toBe(status);
     expect(JSON.parse(a.body).resourceType).toBe('OperationOutcome');
   });
 
   test('a token of another tenant is refused; one without read scope for the type too', async () => {
     const other = await t.tokenFor('t2', ['system/*.read']);
-    expect((await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(other))).status).toBe(403);
+    expect((await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(other), 'read')).status).toBe(403);
     const observationsOnly = await t.tokenFor('t1', ['system/Observation.read']);
-    expect((await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(observationsOnly))).status).toBe(403);
+    expect((await same(fhirPath(`/Patient/${patientId}`), () => fhirInit(observationsOnly), 'read')).status).toBe(403);
   });
 
   test('core CodeSystems and ValueSets: read, shadowed by a stored one, deleted shadow, unknown id', async () => {
@@ -95,19 +109,19 @@ describe('FHIR read', () => {
     await t.request(`${fhir}/ValueSet/jurisdiction`, fhirInit(token, 'PUT', { resourceType: 'ValueSet', id: 'jurisdiction', url: 'http://hl7.org/fhir/ValueSet/jurisdiction', status: 'draft' }));
     await t.request(`${fhir}/ValueSet/observation-status`, fhirInit(token, 'PUT', { resourceType: 'ValueSet', id: 'observation-status', status: 'draft' }));
     await t.request(`${fhir}/ValueSet/observation-status`, fhirInit(token, 'DELETE'));
-    const core = await same(fhirPath('/ValueSet/administrative-gender'), () => fhirInit(token));
+    const core = await same(fhirPath('/ValueSet/administrative-gender'), () => fhirInit(token), 'read');
     expect(core.status).toBe(200);
     expect(core.headers.etag).toBe('W/"1"');
     expect(JSON.parse(core.body).meta.lastUpdated).toBe('2019-10-30T00:00:00.000Z');
-    expect((await same(fhirPath('/CodeSystem/v2-0203'), () => fhirInit(token))).status).toBe(200);
-    expect(JSON.parse((await same(fhirPath('/ValueSet/jurisdiction'), () => fhirInit(token))).body).status).toBe('draft');
-    expect((await same(fhirPath('/ValueSet/observation-status'), () => fhirInit(token))).status).toBe(410);
-    expect((await same(fhirPath('/ValueSet/no-such-value-set'), () => fhirInit(token))).status).toBe(404);
+    expect((await same(fhirPath('/CodeSystem/v2-0203'), () => fhirInit(token), 'read')).status).toBe(200);
+    expect(JSON.parse((await same(fhirPath('/ValueSet/jurisdiction'), () => fhirInit(token), 'read')).body).status).toBe('draft');
+    expect((await same(fhirPath('/ValueSet/observation-status'), () => fhirInit(token), 'read')).status).toBe(410);
+    expect((await same(fhirPath('/ValueSet/no-such-value-set'), () => fhirInit(token), 'read')).status).toBe(404);
   });
 
   test('variants the hot path leaves to the router answer the same', async () => {
-    expect((await same(fhirPath(`/Patient/${patientId}?_format=json`), () => fhirInit(token))).status).toBe(200);
-    expect((await same(fhirPath(`/Patient/${patientId}/`), () => fhirInit(token))).status).toBe(200);
+    expect((await same(fhirPath(`/Patient/${patientId}?_format=json`), () => fhirInit(token), 'hono')).status).toBe(200);
+    expect((await same(fhirPath(`/Patient/${patientId}/`), () => fhirInit(token), 'hono')).status).toBe(200);
   });
 });
 
@@ -116,9 +130,9 @@ describe('ValueSet/$validate-code', () => {
   const path = fhirPath('/ValueSet/$validate-code');
 
   test('member and non-member', async () => {
-    const yes = await same(path, () => fhirInit(token, 'POST', params({ name: 'url', valueUri: VALUE_SET }, { name: 'system', valueUri: SYSTEM }, { name: 'code', valueCode: 'child' })));
+    const yes = await same(path, () => fhirInit(token, 'POST', params({ name: 'url', valueUri: VALUE_SET }, { name: 'system', valueUri: SYSTEM }, { name: 'code', valueCode: 'child' })), 'validate');
     expect(JSON.parse(yes.body).parameter).toContainEqual({ name: 'result', valueBoolean: true });
-    const no = await same(path, () => fhirInit(token, 'POST', params({ name: 'url', valueUri: VALUE_SET }, { name: 'system', valueUri: SYSTEM }, { name: 'code', valueCode: 'other' })));
+    const no = await same(path, () => fhirInit(token, 'POST', params({ name: 'url', valueUri: VALUE_SET }, { name: 'system', valueUri: SYSTEM }, { name: 'code', valueCode: 'other' })), 'validate');
     expect(JSON.parse(no.body).parameter).toContainEqual({ name: 'result', valueBoolean: false });
   });
 
@@ -130,14 +144,14 @@ describe('ValueSet/$validate-code', () => {
     ['wrong media type', () => fhirInit(token, 'POST', 'url=x', { 'Content-Type': 'application/x-www-form-urlencoded' }), 415],
     ['no token', () => ({ method: 'POST', body: '{}', headers: { 'Content-Type': 'application/fhir+json' } }), 401],
   ] as const)('%s', async (_, init, status) => {
-    const a = await same(path, init);
+    const a = await same(path, init, 'validate');
     expect(a.status).toBe(status);
     expect(JSON.parse(a.body).resourceType).toBe('OperationOutcome');
   });
 
   test('a token without ValueSet read access is refused', async () => {
     const patientsOnly = await t.tokenFor('t1', ['system/Patient.read']);
-    const a = await same(path, () => fhirInit(patientsOnly, 'POST', params({ name: 'url', valueUri: VALUE_SET }, { name: 'system', valueUri: SYSTEM }, { name: 'code', valueCode: 'child' })));
+    const a = await same(path, () => fhirInit(patientsOnly, 'POST', params({ name: 'url', valueUri: VALUE_SET }, { name: 'system', valueUri: SYSTEM }, { name: 'code', valueCode: 'child' })), 'validate');
     expect(a.status).toBe(403);
   });
 });
@@ -149,7 +163,7 @@ describe('POST /oauth2/token', () => {
     () => ({ method: 'POST', headers: { Authorization: authorization ?? basic(), 'Content-Type': type }, body });
 
   test('client_credentials: same headers, same fields, a token each that the FHIR API accepts', async () => {
-    const hot = await answer(t.app, '/oauth2/token', form('grant_type=client_credentials'));
+    const hot = await dispatched('token', () => answer(t.app, '/oauth2/token', form('grant_type=client_credentials')));
     const cold = await answer(viaHono, '/oauth2/token', form('grant_type=client_credentials'));
     expect(hot.status).toBe(200);
     expect(hot.headers).toEqual(cold.headers);
@@ -172,14 +186,14 @@ describe('POST /oauth2/token', () => {
     ['repeated parameter', form('grant_type=client_credentials&grant_type=client_credentials'), 400],
     ['JSON body', form('{"grant_type":"client_credentials"}', undefined, 'application/json'), 400],
   ] as const)('%s', async (_, init, status) => {
-    const a = await same('/oauth2/token', init);
+    const a = await same('/oauth2/token', init, 'token');
     expect(a.status).toBe(status);
     expect(a.headers['access-control-allow-origin']).toBe('*');
     expect(JSON.parse(a.body).error).toBeString();
   });
 
   test('parameters in the query string are refused by both', async () => {
-    expect((await same('/oauth2/token?grant_type=client_credentials', form('grant_type=client_credentials'))).status).toBe(400);
+    expect((await same('/oauth2/token?grant_type=client_credentials', form('grant_type=client_credentials'), 'hono')).status).toBe(400);
   });
 });
 
@@ -205,6 +219,8 @@ test('both paths count their requests under the same route labels', async () => 
     return new Set(text.split('\n').filter((l) => l.startsWith('cinder_http_requests_total{')));
   };
   const [hot, cold] = [await labels(hotApp), await labels(coldApp)];
+  expect(hotApp.hotRoutes!.answered).toEqual({ read: 4, validate: 2, token: 2 });
+  expect(coldApp.hotRoutes).toBeUndefined();
   for (const route of ['/tenants/:tenant/fhir/R4/:type/:id', '/tenants/:tenant/fhir/R4/ValueSet/$validate-code', '/oauth2/token', '/tenants/:tenant/fhir/R4/*']) {
     expect([...hot].some((l) => l.includes(`route="${route}"`))).toBe(true);
   }

@@ -121,7 +121,15 @@ describe('userinfo (OIDC Core 5.3)', () => {
   test('no token -> 401 with a Bearer challenge; a token without openid -> 403 insufficient_scope', async () => {
     const none = await t.request('/oauth2/userinfo');
     expect(none.status).toBe(401);
-    expect(none.headers.get('www-authenticate')).toStartWith('Bearer');
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="cinder"');
+    // The same RFC 6750 answers as the FHIR API (src/auth/bearer.ts): a malformed header, a bad token.
+    const malformed = await t.request('/oauth2/userinfo', { headers: { Authorization: 'Basic abc' } });
+    expect(malformed.status).toBe(401);
+    expect(((await malformed.json()) as { error: string }).error).toBe('invalid_request');
+    expect(malformed.headers.get('www-authenticate')).toStartWith('Bearer realm="cinder", error="invalid_request"');
+    const bad = await t.request('/oauth2/userinfo', { headers: { Authorization: 'Bearer not.a.jwt' } });
+    expect(bad.status).toBe(401);
+    expect(bad.headers.get('www-authenticate')).toStartWith('Bearer realm="cinder", error="invalid_token"');
     const cc = await t.token();
     const res = await t.request('/oauth2/userinfo', { headers: { Authorization: `Bearer ${cc}` } });
     expect(res.status).toBe(403);

@@ -43,7 +43,7 @@ async function redeem(deps: AuthDeps, value: string, clientId: string): Promise<
  */
 export const authorizationCode: Grant = {
   grantType: 'authorization_code',
-  parameters: ['code', 'redirect_uri', 'code_verifier', 'client_id'],
+  parameters: ['code', 'redirect_uri', 'code_verifier'],
   async handle(deps, { client }, form) {
     const value = required(form, 'code');
     const redirectUri = required(form, 'redirect_uri');

@@ -29,11 +29,11 @@ function narrowedScopes(form: URLSearchParams, granted: string[]): string[] {
 
 /**
  * refresh_token (RFC 6749 6, OIDC Core 12): returns a new access_token and id_token. The refresh token
- * stays valid until it expires or is revoked; no new refresh_token is issued (the contract says so).
+ * stays valid until it expires or is revoked; no new refresh_token is issued (it is not rotated).
  */
 export const refreshToken: Grant = {
   grantType: 'refresh_token',
-  parameters: ['refresh_token', 'scope', 'client_id'],
+  parameters: ['refresh_token', 'scope'],
   async handle(deps, { client }, form) {
     const value = form.get('refresh_token');
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');

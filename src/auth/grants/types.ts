@@ -15,6 +15,7 @@ export interface TokenResponse {
 /** A grant type module: its name, the form parameters it reads, and its handler. */
 export interface Grant {
   grantType: string;
-  parameters: string[];
+  /** The only form parameters `handle` is given (client authentication reads the whole form before). */
+  parameters: readonly string[];
   handle(deps: AuthDeps, client: AuthenticatedClient, form: URLSearchParams): Promise<TokenResponse>;
 }

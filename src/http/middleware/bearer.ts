@@ -1,20 +1,16 @@
+import { bearerChallenge, verifyBearer, type BearerRefusal } from '../../auth/bearer.ts';
 import { accessFromScopes, splitScopes } from '../../auth/scopes.ts';
-import { InvalidTokenError, type TokenVerifier, type VerifiedToken } from '../../auth/tokens.ts';
+import type { TokenVerifier, VerifiedToken } from '../../auth/tokens.ts';
 import type { Access } from '../../fhir/access.ts';
 import { FhirError } from '../../errors.ts';
 
-function unauthorized(message: string, error?: string): FhirError {
-  const challenge = error ? `Bearer realm="cinder", error="${error}", error_description="${message}"` : 'Bearer realm="cinder"';
-  return new FhirError('unauthorized', message, { headers: { 'WWW-Authenticate': challenge } });
-}
+const unauthorized = (r: BearerRefusal) => new FhirError('unauthorized', r.message, { headers: bearerChallenge(r), cause: r.cause });
 
 /** A verified bearer token and what its scopes allow. */
 export interface Bearer {
   token: VerifiedToken;
   access: Access;
 }
-
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i;
 
 /**
  * Bearer-token authentication for a tenant's FHIR routes (RFC 6750): verifies the JWT locally,
@@ -32,23 +28,14 @@ export function bearerAuthenticator(verify: TokenVerifier): BearerAuthenticator 
     return { token, access };
   }
   async function authenticate(header: string | null, tenant: string): Promise<Bearer> {
-    if (!header) throw unauthorized('An access token is required');
-    const m = BEARER.exec(header);
-    if (!m) throw unauthorized('The Authorization header must be "Bearer <token>"', 'invalid_request');
-    let token;
-    try {
-      token = await verify(m[1]!);
-    } catch (err) {
-      if (err instanceof InvalidTokenError) throw unauthorized(err.message, 'invalid_token');
-      throw err;
-    }
+    const token = await verifyBearer(header, verify, unauthorized);
     if (token.tenant !== tenant) throw new FhirError('forbidden', 'The access token is not valid for this tenant');
     return bearer(token);
   }
   /**
    * The steady state without waiting: a token of this tenant that verify.now() vouches for. Only the
-   * plain `Bearer <token>` form is looked up (no regex needed: a cached token passed BEARER before);
-   * any other spelling goes to the full check.
+   * plain `Bearer <token>` form is looked up (no syntax check needed: a cached token passed verifyBearer
+   * before); any other spelling goes to the full check.
    */
   function now(header: string | null, tenant: string): Bearer | undefined {
     const token = header?.startsWith('Bearer ') ? verify.now(header.slice(7)) : undefined;

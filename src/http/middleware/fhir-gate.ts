@@ -14,6 +14,12 @@ export interface FhirGateOptions {
   onWrite(tenant: string): void;
 }
 
+/** Where a tenant's FHIR API is mounted (`{fhir_base}`), as Hono routes and labels it. */
+export const FHIR_BASE_ROUTE = '/tenants/:tenant/fhir/R4';
+
+/** The gate's own route in the FHIR sub-app: a request it refuses is counted under FHIR_BASE_ROUTE + this. */
+export const GATE_ROUTE = '/*';
+
 /** Paths below a tenant's FHIR base that need no token (discovery). */
 const PUBLIC = new Set(['/metadata', '/.well-known/smart-configuration']);
 

@@ -85,7 +85,7 @@ for (const target of targets) {
 
     test('compartments: the database judges current rows, leaves changed ones to the caller', async () => {
       expect(summary(await all({ type: 'Observation', at: 1000, compartment: { kind: 'any' } }))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?', 'o5@1']);
-      await store.exports.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 1000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }], 9);
+      await store.exports.jobs.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 1000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }], 9);
       expect(summary(await all({ type: 'Observation', at: 1000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?']);
       expect(summary(await all({ type: 'Observation', at: 5000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o4@3', 'o7@1']);
     });

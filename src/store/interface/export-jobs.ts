@@ -43,6 +43,7 @@ export interface ExportPatient {
   joined: boolean;
 }
 
+/** An export job's lifecycle: kick-off, status reads, claims and leases, its end states. */
 export interface ExportJobRepo {
   /**
    * Persists an accepted job and its patients, unless the client already has `maxActive` accepted or
@@ -65,6 +66,22 @@ export interface ExportJobRepo {
   release(id: string, owner: string, now: number, options?: ReleaseOptions): Promise<void>;
   /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ExportJobState | null>;
+  /** Counts by state (for metrics). */
+  countByState(): Promise<Record<string, number>>;
+}
+
+/** Data a job keeps while it runs: its patients (stored at kick-off) and the Provenance it found. */
+export interface ExportScratchRepo {
+  /** The job's patients among `candidates`. */
+  patientsIn(jobId: string, candidates: string[]): Promise<ExportPatient[]>;
+  /** Notes Provenance `provenance` (ranked by `rank`) as a candidate latest Provenance of `target`; keeps the highest rank per target. */
+  noteProvenance(jobId: string, rows: { target: string; provenance: string; rank: string }[]): Promise<void>;
+  /** Distinct winning Provenance ids of the job, in id order after `after`. */
+  latestProvenance(jobId: string, after: string, limit: number): Promise<string[]>;
+}
+
+/** Holds that keep a completed job's files while downloads stream them. */
+export interface ExportDownloadRepo {
   /**
    * Keeps the files of a completed job from removal until `until` while download `download` streams.
    * A download `starting` needs unexpired files; one under way only needs them not removed. False otherwise.
@@ -72,6 +89,10 @@ export interface ExportJobRepo {
   holdFiles(tenant: string, id: string, download: string, now: number, until: number, starting: boolean): Promise<boolean>;
   /** Ends a download's hold on the files. */
   releaseFiles(id: string, download: string): Promise<void>;
+}
+
+/** Clean-up: removing the files of expired and cancelled jobs, then the jobs themselves. */
+export interface ExportCleanupRepo {
   /**
    * Jobs whose files may be removed at `now`: completed or failed and expired, or cancelled; never
    * while a worker lease or a download runs.
@@ -83,14 +104,19 @@ export interface ExportJobRepo {
   remove(id: string): Promise<void>;
   /** Ids of removed jobs last updated before `before` (for deletion). */
   purgedBefore(before: number, limit: number): Promise<string[]>;
-  /** The job's patients among `candidates`. */
-  patientsIn(jobId: string, candidates: string[]): Promise<ExportPatient[]>;
-  /** Notes Provenance `provenance` (ranked by `rank`) as a candidate latest Provenance of `target`; keeps the highest rank per target. */
-  noteProvenance(jobId: string, rows: { target: string; provenance: string; rank: string }[]): Promise<void>;
-  /** Distinct winning Provenance ids of the job, in id order after `after`. */
-  latestProvenance(jobId: string, after: string, limit: number): Promise<string[]>;
-  /** Counts by state (for metrics). */
-  countByState(): Promise<Record<string, number>>;
+}
+
+/** The export job repositories, one per concern (`store.exports`). */
+export interface ExportRepos {
+  readonly jobs: ExportJobRepo;
+  readonly scratch: ExportScratchRepo;
+  readonly downloads: ExportDownloadRepo;
+  readonly cleanup: ExportCleanupRepo;
+}
+
+/** A store narrowed to the export repositories `K`: what a part of src/export depends on. */
+export interface ExportStore<K extends keyof ExportRepos> {
+  readonly exports: Pick<ExportRepos, K>;
 }
 
 export interface ReleaseOptions {

@@ -1,7 +1,7 @@
 /** The store a composition root receives: one repository per area, and the database's own lifecycle. */
 import type { ClientRepo, KeyRepo, TenantRepo, UserRepo } from './accounts.ts';
 import type { ExportFileRepo } from './export-files.ts';
-import type { ExportJobRepo } from './export-jobs.ts';
+import type { ExportRepos } from './export-jobs.ts';
 import type { CounterRepo, OAuthRepo } from './oauth.ts';
 import type { ResourceRepo } from './resources.ts';
 
@@ -21,7 +21,7 @@ export interface Store {
   readonly oauth: OAuthRepo;
   readonly counters: CounterRepo;
   readonly resources: ResourceRepo;
-  readonly exports: ExportJobRepo;
+  readonly exports: ExportRepos;
   /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
   readonly exportFiles?: ExportFileRepo;
 }

@@ -1,11 +1,11 @@
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import type { ExportStore } from '../store/types.ts';
+import type { WithExports } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 
 export interface GcDeps {
-  store: ExportStore<'cleanup'>;
+  store: WithExports<'cleanup'>;
   sink: ExportSink;
   clock: Clock;
   log: Logger;

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.ts';
-import type { ExportJob, ExportStore } from '../store/types.ts';
+import type { ExportJob, WithExports } from '../store/types.ts';
 import type { JobProgress } from './spec.ts';
 import { encodeProgress } from './job-data.ts';
 
@@ -22,7 +22,7 @@ export class JobControl {
   private timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
-    private readonly store: ExportStore<'jobs'>,
+    private readonly store: WithExports<'jobs'>,
     private readonly clock: Clock,
     readonly job: ExportJob,
     readonly owner: string,

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import { StoreUnavailableError, type ExportStore } from '../store/types.ts';
+import { StoreUnavailableError, type WithExports } from '../store/types.ts';
 import { workerUrl } from '../worker-url.ts';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.ts';
 
@@ -10,7 +10,7 @@ export interface PoolOptions {
   /** Plain settings every worker gets (it opens its own store and storage from them). */
   init: WorkerInit;
   /** The process's store, used to claim jobs for idle workers. */
-  store: ExportStore<'jobs'>;
+  store: WithExports<'jobs'>;
   clock: Clock;
   log: Logger;
   /** How often idle workers look for claimable jobs. */

@@ -1,11 +1,11 @@
 import { compartmentsOf } from '../fhir/indexer.ts';
-import type { Condition, ExportStore, SnapshotQuery, SnapshotRow, Store } from '../store/types.ts';
+import type { Condition, SnapshotQuery, SnapshotRow, Store, WithExports } from '../store/types.ts';
 import type { ExportSpec } from './spec.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 
 /** What a page query needs to know about its job. */
 export interface SelectContext {
-  store: Pick<Store, 'resources'> & ExportStore<'scratch'>;
+  store: Pick<Store, 'resources'> & WithExports<'scratch'>;
   tenant: string;
   jobId: string;
   transactionTime: number;

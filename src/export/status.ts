@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import type { Access } from '../fhir/access.ts';
-import type { ExportJob, ExportStore } from '../store/types.ts';
+import type { ExportJob, WithExports } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 import type { FileRecord } from './spec.ts';
@@ -9,7 +9,7 @@ import { JobDataError, readPlan, readProgress, unreadableReason } from './job-da
 
 export interface StatusDeps {
   /** Status reads and cancels jobs; a cancel removes their files at once; downloads hold them. */
-  store: ExportStore<'jobs' | 'cleanup' | 'downloads'>;
+  store: WithExports<'jobs' | 'cleanup' | 'downloads'>;
   clock: Clock;
   sink: ExportSink;
   /** Presigned S3 URLs in the manifest (and `requiresAccessToken: false`). */

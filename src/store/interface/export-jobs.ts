@@ -115,7 +115,7 @@ export interface ExportRepos {
 }
 
 /** A store narrowed to the export repositories `K`: what a part of src/export depends on. */
-export interface ExportStore<K extends keyof ExportRepos> {
+export interface WithExports<K extends keyof ExportRepos> {
   readonly exports: Pick<ExportRepos, K>;
 }
 

@@ -94,7 +94,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
     tenant: BENCH_TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),
   });
-  const job = (await store.exports.get(BENCH_TENANT, id))!;
+  const job = (await store.exports.jobs.get(BENCH_TENANT, id))!;
   if (variant === 'unvalidated') await store.tenants.markUnvalidated(BENCH_TENANT);
   // Kick-off runs in the HTTP process, the export in a worker: measure the export's peak alone.
   resetPeakRss();
@@ -104,7 +104,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const seconds = (performance.now() - started) / 1000;
   if (outcome !== 'completed') throw new Error(`export ${outcome}`);
   if (variant === 'unvalidated') await store.tenants.clearValidationDebt(BENCH_TENANT, (await store.tenants.validationDebt(BENCH_TENANT))!);
-  const progress = readProgress((await store.exports.get(BENCH_TENANT, id))!);
+  const progress = readProgress((await store.exports.jobs.get(BENCH_TENANT, id))!);
   const exportPeak = peakRssMb();
   const downloadStarted = performance.now();
   const bytes = await readBack(sink, progress);
@@ -112,7 +112,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   if (bytes !== progress.files.reduce((n, f) => n + f.bytes, 0)) throw new Error('read back a different number of bytes than written');
   const peak = { peakRssMb: exportPeak, peakWithDownloadMb: peakRssMb() };
   await sink.removePrefix(prefix);
-  await store.exports.remove(id);
+  await store.exports.cleanup.remove(id);
   await store.close();
   process.stdout.write(JSON.stringify({ resources: progress.exported, seconds, downloadSeconds, bytes, ...peak }) + '\n');
 }

@@ -100,7 +100,7 @@ export function createApp(deps: AppDeps): App {
     Object.fromEntries(Object.entries(store.stats()).map(([stat, n]) => [`stat=${stat}`, n])),
   );
   metrics.gauge('cinder_export_jobs', 'Bulk export jobs by state.', async () =>
-    Object.fromEntries(Object.entries(await store.exports.countByState()).map(([state, n]) => [`state=${state}`, n])),
+    Object.fromEntries(Object.entries(await store.exports.jobs.countByState()).map(([state, n]) => [`state=${state}`, n])),
   );
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);

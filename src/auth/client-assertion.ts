@@ -45,7 +45,7 @@ function decode(assertion: string): { header: ProtectedHeaderParameters; claims:
 /** The keys to verify with: the inline set, or the registered URL's (re-fetched once on an unknown kid). */
 async function keySet(deps: AuthDeps, client: Client, header: ProtectedHeaderParameters, refresh: boolean): Promise<JSONWebKeySet> {
   if (header.jku !== undefined && header.jku !== client.jwksUrl) throw fail('jku is not the JWK Set URL registered for this client');
-  if (client.jwks) return client.jwks as JSONWebKeySet;
+  if (client.jwks) return client.jwks;
   if (!client.jwksUrl) throw fail('this client has no registered keys');
   try {
     return await deps.jwks.get(client.jwksUrl, refresh);

@@ -60,7 +60,7 @@ export const exportCommand: Command = {
       jobId = await start(ctx, v.tenant, typeof v.group === 'string' ? v.group : undefined, inputOf(v), owner);
       const progress = await run(ctx, io, v.tenant, jobId, owner, out);
       printData(io, !!v.json, {
-        out, transaction_time: new Date((await ctx.store.exports.get(v.tenant, jobId))!.transactionTime).toISOString(),
+        out, transaction_time: new Date((await ctx.store.exports.jobs.get(v.tenant, jobId))!.transactionTime).toISOString(),
         resources: progress.exported, files: progress.files.map((f) => `${f.name}:${f.count}`),
       });
       return 0;
@@ -68,7 +68,7 @@ export const exportCommand: Command = {
       if (err instanceof FhirError) throw new UsageError(err.message);
       throw err;
     } finally {
-      if (jobId) await ctx.store.exports.remove(jobId);
+      if (jobId) await ctx.store.exports.cleanup.remove(jobId);
       await ctx.store.close();
     }
   },
@@ -96,7 +96,7 @@ function start(ctx: Context, tenant: string, group: string | undefined, input: E
 
 /** Runs the job through the export pipeline into `out`, with a progress bar; returns its final progress. */
 async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner: string, out: string): Promise<JobProgress> {
-  const job = (await ctx.store.exports.get(tenant, jobId))!;
+  const job = (await ctx.store.exports.jobs.get(tenant, jobId))!;
   let total = 0;
   for (const type of readPlan(job).spec.types) total += await ctx.store.resources.count(tenant, { type, where: [], sort: [], count: 0 });
   const bar = progressBar(io, total);
@@ -104,7 +104,7 @@ async function run(ctx: Context, io: CliIO, tenant: string, jobId: string, owner
     ...runSettings(ctx.config), settleMs: 0, store: ctx.store, sink: createFileSink(out), clock: ctx.clock, log: ctx.log, owner,
     keyPrefix: () => '', onProgress: (n, label) => bar(n, label),
   }, job);
-  const after = (await ctx.store.exports.get(tenant, jobId))!;
+  const after = (await ctx.store.exports.jobs.get(tenant, jobId))!;
   if (outcome !== 'completed') throw new Error(`export ${outcome}: ${after.error ?? 'see the log'}`);
   const progress = readProgress(after);
   bar(progress.exported, 'done', true);

@@ -35,10 +35,10 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
   }
   const download = crypto.randomUUID();
   const lease = (starting: boolean) =>
-    deps.store.exports.holdFiles(req.tenant, id, download, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
+    deps.store.exports.downloads.holdFiles(req.tenant, id, download, deps.clock.now(), deps.clock.now() + DOWNLOAD_LEASE_MS, starting);
   if (!(await lease(true))) throw new FhirError('not-found', `The files of export job '${id}' have expired`);
   if ((await deps.sink.size(file.key)) === null) {
-    await deps.store.exports.releaseFiles(id, download);
+    await deps.store.exports.downloads.releaseFiles(id, download);
     throw new FhirError('gone', `The file '${name}' of export job '${id}' is no longer in the export storage (removed, or kept on another server's disk); start a new export`);
   }
   return {
@@ -47,6 +47,6 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
     size: file.bytes,
     read: (range) => deps.sink.read(file.key, range),
     keepAlive: async () => void (await lease(false)),
-    release: () => deps.store.exports.releaseFiles(id, download),
+    release: () => deps.store.exports.downloads.releaseFiles(id, download),
   };
 }

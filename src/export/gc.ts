@@ -1,11 +1,11 @@
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import type { Store } from '../store/types.ts';
+import type { WithExports } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 
 export interface GcDeps {
-  store: Store;
+  store: WithExports<'cleanup'>;
   sink: ExportSink;
   clock: Clock;
   log: Logger;
@@ -21,13 +21,13 @@ export interface GcDeps {
 export async function collectExports(deps: GcDeps, batch = 100): Promise<{ purged: number; removed: number }> {
   const now = deps.clock.now();
   let purged = 0;
-  for (const job of await deps.store.exports.purgeable(now, batch)) {
-    if (!(await deps.store.exports.markPurged(job.id, now))) continue;
+  for (const job of await deps.store.exports.cleanup.purgeable(now, batch)) {
+    if (!(await deps.store.exports.cleanup.markPurged(job.id, now))) continue;
     await deps.sink.removePrefix(jobPrefix(job));
     purged++;
   }
-  const old = await deps.store.exports.purgedBefore(now - deps.retentionMs, batch);
-  for (const id of old) await deps.store.exports.remove(id);
+  const old = await deps.store.exports.cleanup.purgedBefore(now - deps.retentionMs, batch);
+  for (const id of old) await deps.store.exports.cleanup.remove(id);
   if (purged || old.length) deps.log.info('export files collected', { purged, removed: old.length });
   return { purged, removed: old.length };
 }

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.ts';
-import type { ExportJob, Store } from '../store/types.ts';
+import type { ExportJob, WithExports } from '../store/types.ts';
 import type { JobProgress } from './spec.ts';
 import { encodeProgress } from './job-data.ts';
 
@@ -22,7 +22,7 @@ export class JobControl {
   private timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: WithExports<'jobs'>,
     private readonly clock: Clock,
     readonly job: ExportJob,
     readonly owner: string,
@@ -60,7 +60,7 @@ export class JobControl {
 
   /** Stores `progress` (and renews the lease); throws JobInterrupted when the job is no longer ours. */
   async checkpoint(progress: JobProgress): Promise<void> {
-    const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs, encodeProgress(progress));
+    const ok = await this.store.exports.jobs.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs, encodeProgress(progress));
     if (!ok) await this.lost();
     this.throwIfInterrupted();
   }
@@ -68,7 +68,7 @@ export class JobControl {
   private async renew(): Promise<void> {
     if (this.interrupted) return;
     try {
-      const ok = await this.store.exports.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs);
+      const ok = await this.store.exports.jobs.checkpoint(this.job.id, this.owner, this.clock.now(), this.leaseMs);
       if (!ok) await this.lost();
     } catch {
       // A failed heartbeat is retried on the next tick; the lease outlives a few misses.
@@ -77,7 +77,7 @@ export class JobControl {
 
   /** Tells a cancellation from a lost lease. */
   private async lost(): Promise<void> {
-    const now = await this.store.exports.get(this.job.tenant, this.job.id);
+    const now = await this.store.exports.jobs.get(this.job.tenant, this.job.id);
     this.interrupted ??= !now || now.state === 'cancelled' ? 'cancelled' : 'lost';
   }
 }

@@ -131,7 +131,7 @@ export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<s
   const transactionTime = deps.clock.now();
   const { spec, patients } = await buildSpec(deps, req, transactionTime);
   const id = crypto.randomUUID();
-  const created = await deps.store.exports.create(
+  const created = await deps.store.exports.jobs.create(
     {
       id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec),
       transactionTime, progress: encodeProgress(initialProgress()), createdAt: transactionTime,

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.ts';
 import type { Logger } from '../log.ts';
-import { StoreUnavailableError, type Store } from '../store/types.ts';
+import { StoreUnavailableError, type WithExports } from '../store/types.ts';
 import { workerUrl } from '../worker-url.ts';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.ts';
 
@@ -10,7 +10,7 @@ export interface PoolOptions {
   /** Plain settings every worker gets (it opens its own store and storage from them). */
   init: WorkerInit;
   /** The process's store, used to claim jobs for idle workers. */
-  store: Store;
+  store: WithExports<'jobs'>;
   clock: Clock;
   log: Logger;
   /** How often idle workers look for claimable jobs. */
@@ -45,7 +45,7 @@ export function createExportPool(o: PoolOptions) {
     try {
       for (const slot of slots) {
         if (!slot.ready || slot.job !== null || stopping) continue;
-        const job = await o.store.exports.claim(slot.owner, o.clock.now(), o.init.leaseMs);
+        const job = await o.store.exports.jobs.claim(slot.owner, o.clock.now(), o.init.leaseMs);
         if (!job) break;
         slot.job = job.id;
         o.log.info('export job claimed', { job: job.id, owner: slot.owner, attempt: job.attempts });
@@ -81,7 +81,7 @@ export function createExportPool(o: PoolOptions) {
       const job = slot.job;
       worker.terminate();
       markStopped();
-      if (job) void o.store.exports.release(job, slot.owner, o.clock.now()).catch(() => undefined);
+      if (job) void o.store.exports.jobs.release(job, slot.owner, o.clock.now()).catch(() => undefined);
       // Replace the worker, backing off while it keeps crashing (e.g. it cannot start at all).
       const delay = Math.min(30_000, 100 * 2 ** crashes++);
       setTimeout(() => {

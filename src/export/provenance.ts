@@ -89,7 +89,7 @@ export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
     await ctx.control.check();
     const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
     const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => exported.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
-    if (notes.length) await ctx.store.exports.noteProvenance(ctx.jobId, notes);
+    if (notes.length) await ctx.store.exports.scratch.noteProvenance(ctx.jobId, notes);
     after = page.next;
   } while (after !== null);
   const p = ctx.progress;
@@ -99,7 +99,7 @@ export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
 
 /** `LatestProvenanceResources`, second pass: the noted Provenance, in id order. */
 export async function latestProvenanceEmitPage(ctx: StepContext, after: string | null): Promise<Chunk> {
-  const ids = await ctx.store.exports.latestProvenance(ctx.jobId, after ?? '', ctx.pageSize);
+  const ids = await ctx.store.exports.scratch.latestProvenance(ctx.jobId, after ?? '', ctx.pageSize);
   const next = ids.length < ctx.pageSize ? null : ids[ids.length - 1]!;
   if (ids.length === 0) return chunkOf(ctx, [], [], null);
   const texts: Text[] = [];

@@ -75,7 +75,7 @@ async function runSteps(deps: RunDeps, job: ExportJob, control: JobControl): Pro
 
 async function interrupted(deps: RunDeps, job: ExportJob, err: JobInterrupted): Promise<RunOutcome> {
   if (err.reason === 'cancelled') await deps.sink.removePrefix(jobPrefix(job));
-  if (err.reason === 'stopped') await deps.store.exports.release(job.id, deps.owner, deps.clock.now());
+  if (err.reason === 'stopped') await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now());
   return err.reason;
 }
 
@@ -91,7 +91,7 @@ async function pauseForOutage(deps: RunDeps, job: ExportJob, log: RunDeps['log']
     if (deps.signal?.aborted) return 'stopped';
     await Bun.sleep(OUTAGE_POLL_MS);
     try {
-      await deps.store.exports.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
+      await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
       log.info('export handed back after the database outage');
       return 'paused';
     } catch (err) {
@@ -113,7 +113,7 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
   try {
     const progress = await runSteps(deps, job, control);
     const now = deps.clock.now();
-    if (await deps.store.exports.complete(job.id, deps.owner, now, encodeProgress(progress), now + deps.fileTtlMs)) {
+    if (await deps.store.exports.jobs.complete(job.id, deps.owner, now, encodeProgress(progress), now + deps.fileTtlMs)) {
       log.info('export completed', { resources: progress.exported, files: progress.files.length });
       return 'completed';
     }
@@ -126,16 +126,16 @@ export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome>
     if (err instanceof JobDataError) {
       // Another attempt by this release would read the same data: fail now, with the reason.
       log.error('export job data unreadable', { reason: err.message });
-      await deps.store.exports.fail(job.id, deps.owner, now, unreadableReason(err), now + deps.fileTtlMs);
+      await deps.store.exports.jobs.fail(job.id, deps.owner, now, unreadableReason(err), now + deps.fileTtlMs);
       return 'failed';
     }
     log.error('export attempt failed', { err });
     if (job.attempts < deps.maxAttempts) {
-      await deps.store.exports.release(job.id, deps.owner, now);
+      await deps.store.exports.jobs.release(job.id, deps.owner, now);
       return 'retry';
     }
     const reason = `The export failed after ${job.attempts} attempts: ${err instanceof Error ? err.message : String(err)}`;
-    await deps.store.exports.fail(job.id, deps.owner, now, reason, now + deps.fileTtlMs);
+    await deps.store.exports.jobs.fail(job.id, deps.owner, now, reason, now + deps.fileTtlMs);
     return 'failed';
   } finally {
     control.stop();

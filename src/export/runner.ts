@@ -27,7 +27,7 @@ export function runSettings(config: Config): RunSettings {
 export async function drainJobs(deps: RunDeps): Promise<RunOutcome[]> {
   const outcomes: RunOutcome[] = [];
   for (;;) {
-    const job = await deps.store.exports.claim(deps.owner, deps.clock.now(), deps.leaseMs);
+    const job = await deps.store.exports.jobs.claim(deps.owner, deps.clock.now(), deps.leaseMs);
     if (!job) return outcomes;
     outcomes.push(await runJob(deps, job));
   }

@@ -1,11 +1,11 @@
 import { compartmentsOf } from '../fhir/indexer.ts';
-import type { Condition, SnapshotQuery, SnapshotRow, Store } from '../store/types.ts';
+import type { Condition, SnapshotQuery, SnapshotRow, Store, WithExports } from '../store/types.ts';
 import type { ExportSpec } from './spec.ts';
 import { matchConditions, type MatchContext } from '../fhir/search-match.ts';
 
 /** What a page query needs to know about its job. */
 export interface SelectContext {
-  store: Store;
+  store: Pick<Store, 'resources'> & WithExports<'scratch'>;
   tenant: string;
   jobId: string;
   transactionTime: number;
@@ -46,7 +46,7 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
   let patients: Map<string, boolean> | undefined;
   if (q.compartment?.kind === 'job') {
     const all = [...new Set([...patientsOf.values()].flat())];
-    patients = new Map((await ctx.store.exports.patientsIn(ctx.jobId, all)).map((p) => [p.id, p.joined]));
+    patients = new Map((await ctx.store.exports.scratch.patientsIn(ctx.jobId, all)).map((p) => [p.id, p.joined]));
   }
   const pass: SnapshotRow[] = [];
   for (const { row, resource } of parsed) {

@@ -1,14 +1,15 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import type { Access } from '../fhir/access.ts';
-import type { ExportJob, Store } from '../store/types.ts';
+import type { ExportJob, WithExports } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 import type { FileRecord } from './spec.ts';
 import { JobDataError, readPlan, readProgress, unreadableReason } from './job-data.ts';
 
 export interface StatusDeps {
-  store: Store;
+  /** Status reads and cancels jobs; a cancel removes their files at once; downloads hold them. */
+  store: WithExports<'jobs' | 'cleanup' | 'downloads'>;
   clock: Clock;
   sink: ExportSink;
   /** Presigned S3 URLs in the manifest (and `requiresAccessToken: false`). */
@@ -37,7 +38,7 @@ export function fileUrl(fhirBase: string, jobId: string, name: string): string {
  * files not expired. Anyone else gets the same 404 as for an unknown job and learns nothing.
  */
 export async function visibleJob(deps: StatusDeps, req: StatusRequest, id: string): Promise<ExportJob> {
-  const job = await deps.store.exports.get(req.tenant, id);
+  const job = await deps.store.exports.jobs.get(req.tenant, id);
   if (!job || job.clientId !== req.access.clientId) throw new FhirError('not-found', `No export job '${id}'`);
   if (job.state === 'cancelled') throw new FhirError('not-found', `Export job '${id}' was cancelled`);
   if (job.purged || (job.expiresAt !== null && job.expiresAt <= deps.clock.now())) {
@@ -101,9 +102,9 @@ export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: str
 export async function cancelExport(deps: StatusDeps, req: StatusRequest, id: string): Promise<void> {
   await visibleJob(deps, req, id);
   const now = deps.clock.now();
-  const previous = await deps.store.exports.cancel(req.tenant, id, now);
+  const previous = await deps.store.exports.jobs.cancel(req.tenant, id, now);
   if (previous === null) throw new FhirError('not-found', `Export job '${id}' was cancelled`);
-  if (previous !== 'in-progress' && (await deps.store.exports.markPurged(id, now))) {
+  if (previous !== 'in-progress' && (await deps.store.exports.cleanup.markPurged(id, now))) {
     await deps.sink.removePrefix(jobPrefix({ tenant: req.tenant, id }));
   }
 }

@@ -13,10 +13,10 @@ import { parsePrefer } from './prefer.ts';
 import { fileResponse } from './export-file.ts';
 import { fhirBaseOf } from '../config.ts';
 
-export interface ExportRouteDeps extends KickoffDeps, StatusDeps {
+export type ExportRouteDeps = KickoffDeps & StatusDeps & {
   baseUrl: string;
   maxBodyBytes: number;
-}
+};
 
 /** Seconds a client should wait before polling a running export again. */
 const POLL_SECONDS = '2';

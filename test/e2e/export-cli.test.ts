@@ -55,7 +55,7 @@ test('cinder export --group exports the members\' compartments; the job record i
   const ids = readdirSync(out).flatMap((f) => lines(join(out, f)).map((r) => `${r.resourceType}/${r.id}`)).sort();
   expect(ids).toEqual(['Group/g', 'Observation/o1', 'Observation/o11', 'Observation/o16', 'Observation/o6', 'Patient/p1']);
   const store = createSqliteStore(join(dir, 'cinder.db'));
-  expect(await store.exports.countByState()).toEqual({});
+  expect(await store.exports.jobs.countByState()).toEqual({});
   await store.close();
 });
 

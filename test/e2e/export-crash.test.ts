@@ -30,7 +30,7 @@ const env = (dir: string, databaseUrl: string) => ({
 /** Waits until the job has finished some files but not all, then SIGKILLs the process holding its lease. */
 async function killMidway(store: Store, jobId: string, running: Server[]): Promise<{ progress: JobProgress; victim: Server }> {
   for (let i = 0; i < 4000; i++) {
-    const job = (await store.exports.get('t1', jobId))!;
+    const job = (await store.exports.jobs.get('t1', jobId))!;
     if (job.state === 'completed') throw new Error('the export finished before the kill: make it larger');
     const progress = JSON.parse(job.progress) as JobProgress;
     if (job.state === 'in-progress' && progress.files.length >= 3) {
@@ -67,7 +67,7 @@ for (const target of targets) {
     const statusUrl = kick.headers.get('content-location')!;
     const jobId = statusUrl.split('/').pop()!;
     const { progress, victim } = await killMidway(store, jobId, running);
-    expect((await store.exports.get('t1', jobId))!.state).toBe('in-progress');
+    expect((await store.exports.jobs.get('t1', jobId))!.state).toBe('in-progress');
 
     let survivor = running.find((s) => s !== victim);
     if (!survivor) {
@@ -80,7 +80,7 @@ for (const target of targets) {
     expect(ids.length).toBe(count);
     expect(new Set(ids).size).toBe(count);
     expect(manifest.output.reduce((n, o) => n + o.count, 0)).toBe(count);
-    const done = (await store.exports.get('t1', jobId))!;
+    const done = (await store.exports.jobs.get('t1', jobId))!;
     expect(done.attempts).toBe(2);
     // It resumed from its checkpoint (the first attempt's files are kept), it did not start over.
     const keys = (JSON.parse(done.progress) as JobProgress).files.map((f) => f.key);
@@ -107,13 +107,13 @@ test('SIGTERM mid-export hands the job back at once; the next process resumes it
   const statusUrl = kick.headers.get('content-location')!;
   const jobId = statusUrl.split('/').pop()!;
   for (let i = 0; i < 4000; i++) {
-    const job = (await store.exports.get('t1', jobId))!;
+    const job = (await store.exports.jobs.get('t1', jobId))!;
     if (job.state === 'in-progress' && (JSON.parse(job.progress) as JobProgress).files.length >= 3) break;
     await Bun.sleep(5);
   }
   first.proc.kill('SIGTERM');
   expect(await first.proc.exited).toBe(0);
-  const handedBack = (await store.exports.get('t1', jobId))!;
+  const handedBack = (await store.exports.jobs.get('t1', jobId))!;
   // With a 10-minute lease only a hand-back lets the next process take the job at once.
   expect([handedBack.state, handedBack.leaseOwner]).toEqual(['accepted', null]);
   const second = await startServer({ ...env(dir, 'sqlite:' + db.url), CINDER_EXPORT_LEASE_SECONDS: '600' }, port);
@@ -122,7 +122,7 @@ test('SIGTERM mid-export hands the job back at once; the next process resumes it
   const ids = (await downloadLines(manifest, token)).map((l) => (JSON.parse(l) as { id: string }).id);
   expect(new Set(ids).size).toBe(60_000);
   expect(ids.length).toBe(60_000);
-  expect((await store.exports.get('t1', jobId))!.attempts).toBe(2);
+  expect((await store.exports.jobs.get('t1', jobId))!.attempts).toBe(2);
   second.proc.kill('SIGTERM');
   await second.proc.exited;
 }, 300_000);

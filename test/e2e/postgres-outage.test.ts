@@ -146,14 +146,14 @@ describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
     const status = await kickOff(t, token, '/Patient/$export');
     const settings = { ...runSettings(t.config), settleMs: 0 };
     const deps = { ...settings, store: t.store, sink: openSink(t.config.exportStorage, {}), clock: t.clock, log: silentLogger, owner: 'outage-test' };
-    const job = (await t.store.exports.claim(deps.owner, t.clock.now(), deps.leaseMs))!;
+    const job = (await t.store.exports.jobs.claim(deps.owner, t.clock.now(), deps.leaseMs))!;
     expect(job.attempts).toBe(1);
     await cluster.stopImmediate();
     const running = runJob(deps, job);
     await Bun.sleep(1200);
     await cluster.start();
     expect(await running).toBe('paused');
-    const handedBack = (await t.store.exports.get('t1', job.id))!;
+    const handedBack = (await t.store.exports.jobs.get('t1', job.id))!;
     expect(handedBack.state).toBe('accepted');
     expect(handedBack.attempts).toBe(0);
     const manifest = await finish(t, token, status);

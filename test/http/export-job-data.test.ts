@@ -12,7 +12,7 @@ import v0 from '../fixtures/export/job-v0.json' with { type: 'json' };
 async function storedJob(t: TestApp, spec: string, progress: string): Promise<string> {
   const id = crypto.randomUUID();
   const now = t.clock.now();
-  const created = await t.store.exports.create({
+  const created = await t.store.exports.jobs.create({
     id, tenant: 't1', clientId: t.admin.client.clientId, request: `${t.fhir()}/$export`, spec, transactionTime: now, progress, createdAt: now,
   }, [], 10);
   expect(created).toBe(true);
@@ -77,7 +77,7 @@ await eachStore((kind, fresh) => {
       try {
         const token = await t.token();
         const status = await storedJob(t, v0.spec, '{"step":"first"}');
-        const job = (await t.store.exports.claim('elsewhere', t.clock.now(), 60_000))!;
+        const job = (await t.store.exports.jobs.claim('elsewhere', t.clock.now(), 60_000))!;
         expect(job.state).toBe('in-progress');
         const res = await t.request(status, fhirInit(token));
         expect(res.status).toBe(500);

@@ -1,4 +1,4 @@
-import type { ExportJobRepo, ExportJobState } from '../types.ts';
+import type { ExportCleanupRepo, ExportDownloadRepo, ExportJobRepo, ExportJobState, ExportScratchRepo } from '../types.ts';
 import { toJob } from '../rows/export-jobs.ts';
 import type { JobRow } from '../rows/export-jobs.ts';
 import type { Pg, PgTx } from './db.ts';
@@ -10,9 +10,8 @@ async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
 }
 
 /**
- * Export jobs on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`, so
- * processes sharing the database never hand one job to two workers and never wait on each other.
- * Starting a download and removing files both lock the job row first, so they cannot interleave.
+ * Export job lifecycle on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`,
+ * so processes sharing the database never hand one job to two workers and never wait on each other.
  */
 export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
   /** The job is running under `owner`'s lease: every lease-holder update checks this. */
@@ -91,6 +90,49 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         return r.state;
       });
     },
+    async countByState() {
+      const rows = await sql<{ state: string; n: number }[]>`SELECT state, count(*)::int AS n FROM export_jobs WHERE NOT purged GROUP BY state`;
+      return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+    },
+  };
+}
+
+/** An export job's patients and Provenance notes on Postgres. */
+export function createPostgresExportScratch(sql: Pg): ExportScratchRepo {
+  return {
+    async patientsIn(jobId, candidates) {
+      if (candidates.length === 0) return [];
+      const rows = await sql<{ patient: string; joined: boolean }[]>`
+        SELECT patient, joined FROM export_patients WHERE job_id = ${jobId} AND patient = ANY(${candidates}::text[])`;
+      return rows.map((r) => ({ id: r.patient, joined: r.joined }));
+    },
+    async noteProvenance(jobId, rows) {
+      // One row per target (ON CONFLICT may touch a row once per statement): the highest rank wins here first.
+      const best = new Map<string, { provenance: string; rank: string }>();
+      for (const r of rows) if (!best.has(r.target) || best.get(r.target)!.rank < r.rank) best.set(r.target, r);
+      if (best.size === 0) return;
+      const targets = [...best.keys()];
+      await sql`
+        INSERT INTO export_provenance (job_id, target, provenance, rank)
+        SELECT ${jobId}, t, p, r FROM unnest(${targets}::text[], ${targets.map((t) => best.get(t)!.provenance)}::text[],
+          ${targets.map((t) => best.get(t)!.rank)}::text[]) AS u(t, p, r)
+        ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank
+        WHERE excluded.rank > export_provenance.rank`;
+    },
+    async latestProvenance(jobId, after, limit) {
+      const rows = await sql<{ provenance: string }[]>`
+        SELECT DISTINCT provenance FROM export_provenance WHERE job_id = ${jobId} AND provenance > ${after} ORDER BY provenance LIMIT ${limit}`;
+      return rows.map((r) => r.provenance);
+    },
+  };
+}
+
+/**
+ * Download holds on Postgres. Starting a download and removing files (createPostgresExportCleanup's
+ * markPurged) both lock the job row first, so they cannot interleave.
+ */
+export function createPostgresExportDownloads(sql: Pg): ExportDownloadRepo {
+  return {
     async holdFiles(tenant, id, download, now, until, starting) {
       return sql.begin(async (tx) => {
         const unexpired = starting ? tx`AND expires_at > ${now}` : tx``;
@@ -106,6 +148,12 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
     async releaseFiles(id, download) {
       await sql`DELETE FROM export_downloads WHERE job_id = ${id} AND download = ${download}`;
     },
+  };
+}
+
+/** Export clean-up on Postgres. */
+export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
+  return {
     async purgeable(now, limit) {
       const rows = await sql<JobRow[]>`
         SELECT * FROM export_jobs j WHERE NOT purged
@@ -136,34 +184,6 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
     async purgedBefore(before, limit) {
       const rows = await sql<{ id: string }[]>`SELECT id FROM export_jobs WHERE purged AND updated_at < ${before} ORDER BY updated_at LIMIT ${limit}`;
       return rows.map((r) => r.id);
-    },
-    async patientsIn(jobId, candidates) {
-      if (candidates.length === 0) return [];
-      const rows = await sql<{ patient: string; joined: boolean }[]>`
-        SELECT patient, joined FROM export_patients WHERE job_id = ${jobId} AND patient = ANY(${candidates}::text[])`;
-      return rows.map((r) => ({ id: r.patient, joined: r.joined }));
-    },
-    async noteProvenance(jobId, rows) {
-      // One row per target (ON CONFLICT may touch a row once per statement): the highest rank wins here first.
-      const best = new Map<string, { provenance: string; rank: string }>();
-      for (const r of rows) if (!best.has(r.target) || best.get(r.target)!.rank < r.rank) best.set(r.target, r);
-      if (best.size === 0) return;
-      const targets = [...best.keys()];
-      await sql`
-        INSERT INTO export_provenance (job_id, target, provenance, rank)
-        SELECT ${jobId}, t, p, r FROM unnest(${targets}::text[], ${targets.map((t) => best.get(t)!.provenance)}::text[],
-          ${targets.map((t) => best.get(t)!.rank)}::text[]) AS u(t, p, r)
-        ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank
-        WHERE excluded.rank > export_provenance.rank`;
-    },
-    async latestProvenance(jobId, after, limit) {
-      const rows = await sql<{ provenance: string }[]>`
-        SELECT DISTINCT provenance FROM export_provenance WHERE job_id = ${jobId} AND provenance > ${after} ORDER BY provenance LIMIT ${limit}`;
-      return rows.map((r) => r.provenance);
-    },
-    async countByState() {
-      const rows = await sql<{ state: string; n: number }[]>`SELECT state, count(*)::int AS n FROM export_jobs WHERE NOT purged GROUP BY state`;
-      return Object.fromEntries(rows.map((r) => [r.state, r.n]));
     },
   };
 }

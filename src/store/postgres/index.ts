@@ -2,7 +2,7 @@ import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { connect, isPostgresOutage, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
-import { createPostgresExportJobs } from './export-jobs.ts';
+import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
 import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
 import { createPostgresUsers } from './users.ts';
@@ -50,7 +50,12 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     oauth: g(createPostgresOAuth(sql)),
     counters: g(createPostgresCounters(sql)),
     resources: g(createPostgresResources(sql)),
-    exports: g(createPostgresExportJobs(sql)),
+    exports: {
+      jobs: g(createPostgresExportJobs(sql)),
+      scratch: g(createPostgresExportScratch(sql)),
+      downloads: g(createPostgresExportDownloads(sql)),
+      cleanup: g(createPostgresExportCleanup(sql)),
+    },
     exportFiles: g({ ...files, create: (key: string) => g(files.create(key)) }),
   };
 }

@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { ExportJobRepo, ExportJobState, ExportPatient } from '../types.ts';
+import type { ExportCleanupRepo, ExportDownloadRepo, ExportJobRepo, ExportJobState, ExportPatient, ExportScratchRepo } from '../types.ts';
 import { toJob } from '../rows/export-jobs.ts';
 import type { JobRow } from '../rows/export-jobs.ts';
 import type { createMutex } from './db.ts';
@@ -13,10 +13,25 @@ function immediate<T>(db: Database, fn: () => T): T {
   return db.transaction(fn).immediate();
 }
 
-/** Export jobs on SQLite. Writes go through the writer connection's queue (`serial`); reads use `reader`. */
-export function createSqliteExportJobs(writer: Database, reader: Database, serial: ReturnType<typeof createMutex>): ExportJobRepo {
-  const w = <T>(fn: () => T) => serial(async () => fn());
-  const changed = (sql: string, ...params: (string | number | null)[]) => writer.query(sql).run(...params).changes > 0;
+/** The connections the export repositories share. Writes go through the writer connection's queue (`serial`); reads use `reader`. */
+export interface SqliteExportDb {
+  writer: Database;
+  reader: Database;
+  serial: ReturnType<typeof createMutex>;
+}
+
+/** `w`: runs a write in the queue; `changed`: runs an UPDATE or DELETE and tells whether it touched a row. */
+function writes({ writer, serial }: SqliteExportDb) {
+  return {
+    w: <T>(fn: () => T) => serial(async () => fn()),
+    changed: (sql: string, ...params: (string | number | null)[]) => writer.query(sql).run(...params).changes > 0,
+  };
+}
+
+/** Export job lifecycle on SQLite. */
+export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
+  const { writer, reader } = db;
+  const { w, changed } = writes(db);
   return {
     create(job, patients, maxActive) {
       return w(() =>
@@ -108,6 +123,58 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
         }),
       );
     },
+    async countByState() {
+      const out: Record<string, number> = {};
+      for (const r of reader.query<{ state: string; n: number }, []>('SELECT state, COUNT(*) AS n FROM export_jobs WHERE purged = 0 GROUP BY state').all()) {
+        out[r.state] = r.n;
+      }
+      return out;
+    },
+  };
+}
+
+/** An export job's patients and Provenance notes on SQLite. */
+export function createSqliteExportScratch(db: SqliteExportDb): ExportScratchRepo {
+  const { writer, reader } = db;
+  const { w } = writes(db);
+  return {
+    async patientsIn(jobId, candidates) {
+      if (candidates.length === 0) return [];
+      const marks = candidates.map(() => '?').join(', ');
+      return reader
+        .query<{ patient: string; joined: number }, string[]>(
+          `SELECT patient, joined FROM export_patients WHERE job_id = ? AND patient IN (${marks})`,
+        )
+        .all(jobId, ...candidates)
+        .map((r): ExportPatient => ({ id: r.patient, joined: r.joined === 1 }));
+    },
+    noteProvenance(jobId, rows) {
+      return w(() =>
+        immediate(writer, () => {
+          const q = writer.query(
+            'INSERT INTO export_provenance (job_id, target, provenance, rank) VALUES (?, ?, ?, ?) ' +
+              'ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank WHERE excluded.rank > export_provenance.rank',
+          );
+          for (const r of rows) q.run(jobId, r.target, r.provenance, r.rank);
+        }),
+      );
+    },
+    async latestProvenance(jobId, after, limit) {
+      return reader
+        .query<{ provenance: string }, [string, string, number]>(
+          'SELECT DISTINCT provenance FROM export_provenance WHERE job_id = ? AND provenance > ? ORDER BY provenance LIMIT ?',
+        )
+        .all(jobId, after, limit)
+        .map((r) => r.provenance);
+    },
+  };
+}
+
+/** Download holds on SQLite. */
+export function createSqliteExportDownloads(db: SqliteExportDb): ExportDownloadRepo {
+  const { writer } = db;
+  const { w } = writes(db);
+  return {
     holdFiles(tenant, id, download, now, until, starting) {
       return w(() =>
         immediate(writer, () => {
@@ -125,6 +192,14 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
     async releaseFiles(id, download) {
       await w(() => writer.query('DELETE FROM export_downloads WHERE job_id = ? AND download = ?').run(id, download));
     },
+  };
+}
+
+/** Export clean-up on SQLite. */
+export function createSqliteExportCleanup(db: SqliteExportDb): ExportCleanupRepo {
+  const { writer, reader } = db;
+  const { w, changed } = writes(db);
+  return {
     async purgeable(now, limit) {
       return reader
         .query<JobRow, [number, number, number, number]>(
@@ -158,42 +233,6 @@ export function createSqliteExportJobs(writer: Database, reader: Database, seria
         .query<{ id: string }, [number, number]>('SELECT id FROM export_jobs WHERE purged = 1 AND updated_at < ? ORDER BY updated_at LIMIT ?')
         .all(before, limit)
         .map((r) => r.id);
-    },
-    async patientsIn(jobId, candidates) {
-      if (candidates.length === 0) return [];
-      const marks = candidates.map(() => '?').join(', ');
-      return reader
-        .query<{ patient: string; joined: number }, string[]>(
-          `SELECT patient, joined FROM export_patients WHERE job_id = ? AND patient IN (${marks})`,
-        )
-        .all(jobId, ...candidates)
-        .map((r): ExportPatient => ({ id: r.patient, joined: r.joined === 1 }));
-    },
-    noteProvenance(jobId, rows) {
-      return w(() =>
-        immediate(writer, () => {
-          const q = writer.query(
-            'INSERT INTO export_provenance (job_id, target, provenance, rank) VALUES (?, ?, ?, ?) ' +
-              'ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank WHERE excluded.rank > export_provenance.rank',
-          );
-          for (const r of rows) q.run(jobId, r.target, r.provenance, r.rank);
-        }),
-      );
-    },
-    async latestProvenance(jobId, after, limit) {
-      return reader
-        .query<{ provenance: string }, [string, string, number]>(
-          'SELECT DISTINCT provenance FROM export_provenance WHERE job_id = ? AND provenance > ? ORDER BY provenance LIMIT ?',
-        )
-        .all(jobId, after, limit)
-        .map((r) => r.provenance);
-    },
-    async countByState() {
-      const out: Record<string, number> = {};
-      for (const r of reader.query<{ state: string; n: number }, []>('SELECT state, COUNT(*) AS n FROM export_jobs WHERE purged = 0 GROUP BY state').all()) {
-        out[r.state] = r.n;
-      }
-      return out;
     },
   };
 }

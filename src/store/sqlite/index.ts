@@ -3,7 +3,7 @@ import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './ac
 import { createCheckpointer } from './checkpointer.ts';
 import { createMutex, isSqliteOutage, openDatabase, runMigrations, serialized } from './db.ts';
 import { guarded, translatingGuard } from '../unavailable.ts';
-import { createSqliteExportJobs } from './export-jobs.ts';
+import { createSqliteExportCleanup, createSqliteExportDownloads, createSqliteExportJobs, createSqliteExportScratch } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
 import { createSqliteUsers } from './users.ts';
 import { sqliteMigrations } from './migrations.ts';
@@ -63,7 +63,13 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer)));
     },
     get exports() {
-      return (exports ??= g(createSqliteExportJobs(writer, reader, serial)));
+      const db = { writer, reader, serial };
+      return (exports ??= {
+        jobs: g(createSqliteExportJobs(db)),
+        scratch: g(createSqliteExportScratch(db)),
+        downloads: g(createSqliteExportDownloads(db)),
+        cleanup: g(createSqliteExportCleanup(db)),
+      });
     },
   };
   return store;

@@ -1,5 +1,6 @@
-import type { Condition, DateTest, TokenValue, IndexEntry, ResourceVersion, Store, VersionToWrite } from '../../../src/store/types.ts';
+import type { Condition, DateTest, TokenValue, IndexEntry, NewExportJob, ResourceVersion, Store, VersionToWrite } from '../../../src/store/types.ts';
 import { StoreConflictError } from '../../../src/store/types.ts';
+import type { StoreTarget } from '../../helpers/stores.ts';
 
 /** A tenant id no other test uses, so tests can share one database. */
 export function uniqueTenant(prefix = 't'): string {
@@ -72,3 +73,15 @@ export function tokens(params: { param: string; values: TokenValue[] }[]): Condi
 export function times(tests: DateTest[]): Condition[] {
   return tests.map((t) => ({ kind: 'lastUpdated', tests: [t] }));
 }
+
+/** A new, migrated database of `target`, for tests that need a store holding only what they write. */
+export async function freshStore(target: StoreTarget): Promise<Store> {
+  const store = (await target.fresh()).open();
+  await store.migrate();
+  return store;
+}
+
+/** An export job of tenant t1 created at `at`. */
+export const exportJob = (id: string, at: number, clientId = 'c1'): NewExportJob => ({
+  id, tenant: 't1', clientId, request: 'http://x/$export', spec: '{}', transactionTime: at, progress: '{"step":0}', createdAt: at,
+});

@@ -1,19 +1,17 @@
-import { afterAll, beforeEach, describe, expect, test } from 'bun:test';
-import { operatorAccess } from '../../src/fhir/access.ts';
-import { deleteVersion, putVersion } from '../../src/fhir/crud.ts';
-import type { Condition, SnapshotQuery, Store } from '../../src/store/types.ts';
-import { times, tokens } from './contract/fixtures.ts';
-import { storeTargets } from '../helpers/stores.ts';
-
-const targets = await storeTargets();
-afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+import { beforeEach, describe, expect, test } from 'bun:test';
+import { operatorAccess } from '../../../src/fhir/access.ts';
+import { deleteVersion, putVersion } from '../../../src/fhir/crud.ts';
+import type { Condition, SnapshotQuery, Store } from '../../../src/store/types.ts';
+import type { StoreTarget } from '../../helpers/stores.ts';
+import { freshStore, times, tokens } from './fixtures.ts';
 
 const obs = (id: string, patient: string, code: string) => ({
   resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patient}` },
 });
 
-for (const target of targets) {
-  describe(`ResourceRepo.snapshot (${target.kind})`, () => {
+/** Snapshots as of a transactionTime (ResourceRepo.snapshot). Each test on a new database with the same history. */
+export function snapshotContract(target: StoreTarget) {
+  describe('snapshot', () => {
     let store: Store;
     const put = (r: Record<string, unknown> & { resourceType: string; id: string }, now: number) =>
       store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }));
@@ -50,8 +48,7 @@ for (const target of targets) {
     const summary = (rows: Row[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
 
     beforeEach(async () => {
-      store = (await target.fresh()).open();
-      await store.migrate();
+      store = await freshStore(target);
       // At T = 1000: o1..o6 live; later changes after T.
       for (let i = 1; i <= 6; i++) await put(obs(`o${i}`, i <= 3 ? 'p1' : 'p2', i % 2 ? 'odd' : 'even'), 100 * i);
       await del('Observation', 'o6', 700);
@@ -85,7 +82,7 @@ for (const target of targets) {
 
     test('compartments: the database judges current rows, leaves changed ones to the caller', async () => {
       expect(summary(await all({ type: 'Observation', at: 1000, compartment: { kind: 'any' } }))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?', 'o5@1']);
-      await store.exports.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 1000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }], 9);
+      await store.exports.jobs.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 1000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }], 9);
       expect(summary(await all({ type: 'Observation', at: 1000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o2@1?', 'o3@1?', 'o4@1?']);
       expect(summary(await all({ type: 'Observation', at: 5000, compartment: { kind: 'job', jobId: 'j' } }))).toEqual(['o1@1', 'o4@3', 'o7@1']);
     });

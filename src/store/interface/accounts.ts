@@ -1,0 +1,104 @@
+/** Tenants, OAuth clients, signing keys and users: the accounts the authorization server keeps. */
+
+/**
+ * A JSON Web Key (RFC 7517) as Cinder stores it: a JSON object, kept as written. The store reads none
+ * of its members; these are named for readers (jose's own JWK type leaves `kty` optional too).
+ */
+export interface Jwk {
+  kty?: string;
+  kid?: string;
+  alg?: string;
+  use?: string;
+  [member: string]: unknown;
+}
+
+export interface Tenant {
+  id: string;
+  createdAt: number;
+}
+
+export interface Client {
+  tenant: string;
+  clientId: string;
+  name: string;
+  /** Hex SHA-256 digest of the client secret; null for public and key-authenticated clients. */
+  secretHash: string | null;
+  grants: string[];
+  scopes: string[];
+  redirectUris: string[];
+  /** Inline JWK Set for private_key_jwt. */
+  jwks: { keys: Jwk[] } | null;
+  jwksUrl: string | null;
+  /** User attributes the client may read (OpenID claims); null means all. */
+  readAttributes: string[] | null;
+  /** Access token lifetime override in seconds. */
+  accessTokenTtl: number | null;
+  createdAt: number;
+  disabled: boolean;
+}
+
+export interface SigningKey {
+  kid: string;
+  alg: string;
+  privateJwk: Jwk;
+  publicJwk: Jwk;
+  createdAt: number;
+  /** When the key stopped signing; it stays published until tokens signed with it expire. */
+  retiredAt: number | null;
+}
+
+export interface TenantRepo {
+  create(id: string, now: number): Promise<Tenant>;
+  get(id: string): Promise<Tenant | null>;
+  list(): Promise<Tenant[]>;
+  /**
+   * Whether the tenant may hold resources that were not validated strictly (stored before validation
+   * existed, or with CINDER_VALIDATION at structural or off): the generation of that mark, or null.
+   */
+  validationDebt(id: string): Promise<number | null>;
+  /** Marks the tenant as maybe holding such resources (a new generation). */
+  markUnvalidated(id: string): Promise<void>;
+  /** Clears the mark if it is still at `generation` (nothing was written unvalidated since it was read); returns whether it did. */
+  clearValidationDebt(id: string, generation: number): Promise<boolean>;
+}
+
+export interface ClientRepo {
+  create(client: Client): Promise<void>;
+  get(clientId: string): Promise<Client | null>;
+  list(tenant: string): Promise<Client[]>;
+}
+
+export interface KeyRepo {
+  /** Keys not retired, or retired after `publishedSince`, newest first. */
+  list(publishedSince: number): Promise<SigningKey[]>;
+  add(key: SigningKey): Promise<void>;
+  /** Marks these keys retired at `at` (they stop signing; they stay published for a while). */
+  retire(kids: string[], at: number): Promise<void>;
+}
+
+/** A person who signs in at `/oauth2/authorize`; belongs to one tenant. */
+export interface User {
+  id: string;
+  tenant: string;
+  username: string;
+  /** `Bun.password` (argon2id) hash. */
+  passwordHash: string;
+  name: string | null;
+  email: string | null;
+  emailVerified: boolean;
+  phone: string | null;
+  phoneVerified: boolean;
+  /** Formatted postal address (OpenID `address.formatted`). */
+  address: string | null;
+  /** FHIR reference to the user's resource, e.g. `Patient/123` or `Practitioner/7`. */
+  fhirUser: string | null;
+  createdAt: number;
+  disabled: boolean;
+}
+
+export interface UserRepo {
+  /** Throws StoreConflictError when the username is taken in the tenant. */
+  create(user: User): Promise<void>;
+  get(tenant: string, id: string): Promise<User | null>;
+  byUsername(tenant: string, username: string): Promise<User | null>;
+}

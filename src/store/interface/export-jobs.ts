@@ -1,0 +1,128 @@
+/** Bulk data export jobs (migration 3). */
+
+export type ExportJobState = 'accepted' | 'in-progress' | 'completed' | 'failed' | 'cancelled';
+
+export interface ExportJob {
+  id: string;
+  tenant: string;
+  /** Client that started the export; only it may poll, cancel and download. */
+  clientId: string;
+  state: ExportJobState;
+  /** The kick-off request URL (the manifest's `request`). */
+  request: string;
+  /** Validated kick-off parameters as JSON text (owned by src/export). */
+  spec: string;
+  transactionTime: number;
+  createdAt: number;
+  updatedAt: number;
+  /** Worker holding an in-progress job, and until when its lease runs. */
+  leaseOwner: string | null;
+  leaseUntil: number | null;
+  /** How many times the job was claimed. */
+  attempts: number;
+  /** Checkpoint as JSON text (owned by src/export). */
+  progress: string;
+  /** Why a failed job failed. */
+  error: string | null;
+  completedAt: number | null;
+  /** When the files of a completed or failed job expire. */
+  expiresAt: number | null;
+  /** The files were removed (expired or cancelled). */
+  purged: boolean;
+}
+
+export type NewExportJob = Pick<ExportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'transactionTime' | 'progress'> & {
+  createdAt: number;
+  /** Creates the job already claimed (in-progress, first attempt) by this owner until `leaseUntil`. */
+  claim?: { owner: string; leaseUntil: number };
+};
+
+export interface ExportPatient {
+  id: string;
+  /** Joined the group after the export's `_since` (its resources match whatever their time). */
+  joined: boolean;
+}
+
+/** An export job's lifecycle: kick-off, status reads, claims and leases, its end states. */
+export interface ExportJobRepo {
+  /**
+   * Persists an accepted job and its patients, unless the client already has `maxActive` accepted or
+   * in-progress jobs (checked and inserted atomically); returns false then.
+   */
+  create(job: NewExportJob, patients: ExportPatient[], maxActive: number): Promise<boolean>;
+  get(tenant: string, id: string): Promise<ExportJob | null>;
+  /**
+   * Claims one job (the oldest accepted one, or an in-progress one whose lease ran out; only `id` when
+   * given): in-progress, leased to `owner` until `now + leaseMs`, attempts + 1.
+   */
+  claim(owner: string, now: number, leaseMs: number, id?: string): Promise<ExportJob | null>;
+  /** Renews the lease and stores `progress` when given; false when the job is no longer in progress under `owner`. */
+  checkpoint(id: string, owner: string, now: number, leaseMs: number, progress?: string): Promise<boolean>;
+  /** in-progress -> completed (under `owner`); false when the lease was lost or the job cancelled. */
+  complete(id: string, owner: string, now: number, progress: string, expiresAt: number): Promise<boolean>;
+  /** in-progress -> failed (under `owner`). */
+  fail(id: string, owner: string, now: number, error: string, expiresAt: number): Promise<boolean>;
+  /** Gives an in-progress job back (accepted, no lease) so that any process resumes it at once. */
+  release(id: string, owner: string, now: number, options?: ReleaseOptions): Promise<void>;
+  /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
+  cancel(tenant: string, id: string, now: number): Promise<ExportJobState | null>;
+  /** Counts by state (for metrics). */
+  countByState(): Promise<Record<string, number>>;
+}
+
+/** Data a job keeps while it runs: its patients (stored at kick-off) and the Provenance it found. */
+export interface ExportScratchRepo {
+  /** The job's patients among `candidates`. */
+  patientsIn(jobId: string, candidates: string[]): Promise<ExportPatient[]>;
+  /** Notes Provenance `provenance` (ranked by `rank`) as a candidate latest Provenance of `target`; keeps the highest rank per target. */
+  noteProvenance(jobId: string, rows: { target: string; provenance: string; rank: string }[]): Promise<void>;
+  /** Distinct winning Provenance ids of the job, in id order after `after`. */
+  latestProvenance(jobId: string, after: string, limit: number): Promise<string[]>;
+}
+
+/** Holds that keep a completed job's files while downloads stream them. */
+export interface ExportDownloadRepo {
+  /**
+   * Keeps the files of a completed job from removal until `until` while download `download` streams.
+   * A download `starting` needs unexpired files; one under way only needs them not removed. False otherwise.
+   */
+  holdFiles(tenant: string, id: string, download: string, now: number, until: number, starting: boolean): Promise<boolean>;
+  /** Ends a download's hold on the files. */
+  releaseFiles(id: string, download: string): Promise<void>;
+}
+
+/** Clean-up: removing the files of expired and cancelled jobs, then the jobs themselves. */
+export interface ExportCleanupRepo {
+  /**
+   * Jobs whose files may be removed at `now`: completed or failed and expired, or cancelled; never
+   * while a worker lease or a download runs.
+   */
+  purgeable(now: number, limit: number): Promise<ExportJob[]>;
+  /** Marks the files removed unless a download or worker lease started meanwhile; false then. */
+  markPurged(id: string, now: number): Promise<boolean>;
+  /** Deletes a job with its patients and bookkeeping. */
+  remove(id: string): Promise<void>;
+  /** Ids of removed jobs last updated before `before` (for deletion). */
+  purgedBefore(before: number, limit: number): Promise<string[]>;
+}
+
+/** The export job repositories, one per concern (`store.exports`). */
+export interface ExportRepos {
+  readonly jobs: ExportJobRepo;
+  readonly scratch: ExportScratchRepo;
+  readonly downloads: ExportDownloadRepo;
+  readonly cleanup: ExportCleanupRepo;
+}
+
+/** A store narrowed to the export repositories `K`: what a part of src/export depends on. */
+export interface WithExports<K extends keyof ExportRepos> {
+  readonly exports: Pick<ExportRepos, K>;
+}
+
+export interface ReleaseOptions {
+  /**
+   * Hands back the attempt too (its claim does not count towards the job's attempts): the attempt
+   * ended because the database was unavailable, not because of the job.
+   */
+  refundAttempt?: boolean;
+}

@@ -1,0 +1,87 @@
+/** OAuth state: authorization codes, refresh tokens, revocations, assertion jtis and login counters. */
+
+/** An authorization code, stored by the SHA-256 digest of its value. */
+export interface AuthCode {
+  codeHash: string;
+  /** The authorization (login) the code starts; tokens issued from it carry this id. */
+  grantId: string;
+  clientId: string;
+  tenant: string;
+  userId: string;
+  redirectUri: string;
+  scope: string;
+  nonce: string | null;
+  /** PKCE S256 challenge, or null when the request had none. */
+  codeChallenge: string | null;
+  authTime: number;
+  expiresAt: number;
+  consumedAt: number | null;
+}
+
+/** A refresh token, stored by the SHA-256 digest of its value. */
+export interface RefreshToken {
+  tokenHash: string;
+  grantId: string;
+  clientId: string;
+  tenant: string;
+  userId: string;
+  scope: string;
+  authTime: number;
+  createdAt: number;
+  expiresAt: number;
+  revokedAt: number | null;
+}
+
+/** A revoked access token (`jti`) or a whole revoked grant (`grant`, every token issued from one login). */
+export interface Revocation {
+  kind: 'jti' | 'grant';
+  value: string;
+  revokedAt: number;
+  /** When the revoked tokens would have expired anyway; the row may go after that. */
+  expiresAt: number;
+}
+
+/** Result of redeeming a code: redeemed now, already redeemed (a replay), or unusable. */
+export type CodeRedemption =
+  | { status: 'redeemed'; code: AuthCode }
+  | { status: 'replayed'; code: AuthCode }
+  | { status: 'invalid' };
+
+export interface OAuthRepo {
+  createCode(code: AuthCode): Promise<void>;
+  /**
+   * Consumes the code with one conditional UPDATE (unconsumed, unexpired, issued to `clientId`), so of
+   * N concurrent redemptions exactly one succeeds. Reports a replay when the code was already consumed.
+   */
+  redeemCode(codeHash: string, clientId: string, now: number): Promise<CodeRedemption>;
+  createRefreshToken(token: RefreshToken): Promise<void>;
+  getRefreshToken(tokenHash: string): Promise<RefreshToken | null>;
+  /** Records a revocation; for a grant also marks its refresh tokens revoked. Idempotent. */
+  revoke(revocation: Revocation): Promise<void>;
+  /** Whether the access token `jti` or the grant `grantId` is revoked (null: not asked). */
+  isRevoked(jti: string | null, grantId: string | null): Promise<boolean>;
+  /** Revocations recorded at or after `since` that have not expired at `now`. */
+  revokedSince(since: number, now: number): Promise<Revocation[]>;
+  /**
+   * Records a client assertion's `jti` until `expiresAt`; false when the same client already used it
+   * and it has not expired (RFC 7523 3, SMART Backend Services replay protection).
+   */
+  useJti(clientId: string, jti: string, expiresAt: number, now: number): Promise<boolean>;
+  /** Deletes expired codes, refresh tokens, jtis, revocations and counters. */
+  purgeExpired(now: number): Promise<number>;
+}
+
+/** A fixed-window counter (login throttling), shared by every process on the database. */
+export interface CounterState {
+  count: number;
+  /** When the current window ends. */
+  resetAt: number;
+}
+
+export interface CounterRepo {
+  /** Adds one in the window of `windowMs` that contains `now` (a new window starts when the last ended). */
+  increment(key: string, windowMs: number, now: number): Promise<CounterState>;
+  /** The current window's count (0 when none is running). */
+  peek(key: string, now: number): Promise<CounterState>;
+  clear(key: string): Promise<void>;
+}

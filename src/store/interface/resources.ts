@@ -1,0 +1,116 @@
+/** Resources: versions, the transactional writer, reads, search, history and index maintenance. */
+import type { IndexRows, SearchQuery } from './search.ts';
+import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
+
+/** One stored version of a resource. `content` is the resource JSON text exactly as served. */
+export interface ResourceVersion {
+  type: string;
+  id: string;
+  versionId: number;
+  lastUpdated: number;
+  deleted: boolean;
+  /** JSON text, including `meta.versionId`/`meta.lastUpdated`; empty for a deletion. */
+  content: string;
+}
+
+export interface VersionToWrite extends ResourceVersion {
+  index: IndexRows;
+  /** Ids of the patients whose compartment holds this version. */
+  compartments: string[];
+}
+
+export interface CurrentVersion {
+  versionId: number;
+  lastUpdated: number;
+  deleted: boolean;
+}
+
+/** Writes inside one database transaction; everything is committed or nothing is. */
+export interface ResourceWriter {
+  /** The current version of a resource (locked for the rest of the transaction where the database can). */
+  current(type: string, id: string): Promise<CurrentVersion | null>;
+  /** Stores a new version: the previous one moves to history; index and compartment rows are replaced. */
+  put(version: VersionToWrite): Promise<void>;
+  /** Whether a non-deleted resource exists (for reference checks inside transactions). */
+  exists(type: string, id: string): Promise<boolean>;
+  /**
+   * Which of these resources exist and are not deleted, in their order, in one lookup (referential
+   * integrity checks every reference of a request at once). Sees this transaction's own writes; locks
+   * nothing, so a concurrent delete of a target is not held up.
+   */
+  existing(keys: { type: string; id: string }[]): Promise<boolean[]>;
+  /**
+   * Bulk creation: stores each version whose resource has no row yet (never written in this tenant),
+   * with its index and compartment rows, and tells per version whether it did. Resources that exist,
+   * deleted ones included, are left untouched for the caller to write with current() and put().
+   * The versions' type/id pairs must be distinct.
+   */
+  insertNew(versions: VersionToWrite[]): Promise<boolean[]>;
+  /**
+   * Replaces the index and compartment rows of current, live resources (reindexing), leaving their
+   * versions alone; resources that no longer exist or are deleted are skipped.
+   */
+  replaceIndex(items: { type: string; id: string; index: IndexRows; compartments: string[] }[]): Promise<void>;
+}
+
+/** A current row as the reindexer reads it. */
+export interface IndexedRow {
+  pk: number;
+  tenant: string;
+  type: string;
+  id: string;
+  content: string;
+}
+
+/** Search index maintenance: which index model the stored rows follow and how far a rebuild got. */
+export interface IndexMaintenance {
+  state(): Promise<{ model: number; after: number }>;
+  setState(state: { model: number; after: number }): Promise<void>;
+  /** Current, live resources of every tenant with pk > `after`, in pk order, at most `limit`. */
+  page(after: number, limit: number): Promise<IndexedRow[]>;
+  /**
+   * Brings the database's planner statistics of the resource, index and compartment tables up to date
+   * after a bulk change (an import, a reindex), or with `onlyMissing` only those of tables that hold rows
+   * and have none (a database that never ran ANALYZE, such as one loaded with autovacuum off). Returns
+   * the tables analysed. PostgreSQL plans the searches' subqueries from these statistics (without them a
+   * chained search took 33 s instead of 77 ms on a million resources); SQLite's searches are planned by
+   * Cinder (SearchPlan), so it has nothing to refresh and returns [].
+   */
+  analyze(opts?: { onlyMissing?: boolean }): Promise<string[]>;
+}
+
+export interface HistoryQuery {
+  type?: string;
+  id?: string;
+  /** Only versions updated at or after this time. */
+  since?: number;
+  /** Only versions updated at or before this time. */
+  at?: number;
+  count: number;
+  /** Keyset position: versions strictly older than this (lastUpdated, then type/id/version). */
+  before?: { lastUpdated: number; type: string; id: string; versionId: number };
+}
+
+export interface ResourceRepo {
+  /** Current version (possibly a deletion), or null if the resource never existed. */
+  read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
+  vread(tenant: string, type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
+  /**
+   * The ids among `ids` that have a current row of `type` in the tenant, live or a deletion (the
+   * tenant's own resource, even deleted, shadows a core CodeSystem or ValueSet of that id), in any order.
+   */
+  present(tenant: string, type: string, ids: string[]): Promise<string[]>;
+  /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
+  search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
+  /** Number of non-deleted current versions matching the query (ignores count/after). */
+  count(tenant: string, query: SearchQuery): Promise<number>;
+  /** Versions newest first. */
+  history(tenant: string, query: HistoryQuery): Promise<ResourceVersion[]>;
+  /** Runs `fn` in one transaction. Throws what `fn` throws, after rolling back. */
+  write<T>(tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T>;
+  /** A value that changes whenever any resource of these types changes in this tenant (any process). */
+  changeToken(tenant: string, types: string[]): Promise<string>;
+  /** One keyset page of resources of one type as they were at `query.at` (bulk export). */
+  snapshot(tenant: string, query: SnapshotQuery): Promise<SnapshotPage>;
+  readonly indexing: IndexMaintenance;
+}

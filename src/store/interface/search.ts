@@ -1,0 +1,162 @@
+/** Search: the index rows a version is stored with, and the compiled query every adapter renders to SQL. */
+
+/**
+ * A token, reference or uri value (`search_index`). Tokens: system + code; references: system = target
+ * type, value = id; uris: system ''. `display`: a coded value's text (its CodeableConcept's text and its
+ * display, normalised), which `:text` searches.
+ */
+export interface IndexEntry {
+  param: string;
+  system: string;
+  value: string;
+  display?: string;
+}
+
+/** A string value (`search_string`): `value` normalised for matching (lower case, accents removed), `exact` as written. */
+export interface StringEntry {
+  param: string;
+  value: string;
+  exact: string;
+}
+
+/**
+ * A date, number or quantity value (`search_range`): dates as [low, high) in epoch ms at their precision
+ * (open ends infinite); numbers and quantities as low = high = the value (a Range: its bounds);
+ * quantities with their unit's system and code.
+ */
+export interface RangeEntry {
+  param: string;
+  system: string;
+  code: string;
+  low: number;
+  high: number;
+}
+
+/**
+ * A composite value (`search_composite`): the first component a token (system1|value1); the second as
+ * a token or reference (system2|value2), a string (value2 normalised), a quantity (low/high with the
+ * unit in system2|value2), a date or a number (low/high). Three-component composites (MolecularSequence
+ * coordinates) keep their number components in low and high.
+ */
+export interface CompositeEntry {
+  param: string;
+  system1: string;
+  value1: string;
+  system2: string;
+  value2: string;
+  low: number;
+  high: number;
+}
+
+/** A version's search index rows, by table. */
+export interface IndexRows {
+  tokens: IndexEntry[];
+  strings: StringEntry[];
+  ranges: RangeEntry[];
+  composites: CompositeEntry[];
+}
+
+export const NO_INDEX_ROWS: IndexRows = Object.freeze({ tokens: [], strings: [], ranges: [], composites: [] }) as IndexRows;
+
+/** FHIR R4 search prefixes (search.html, 3.1.1.4.1). */
+export type Comparator = 'eq' | 'ne' | 'gt' | 'ge' | 'lt' | 'le' | 'sa' | 'eb' | 'ap';
+
+/** A date test: the search value's [low, high) in epoch ms (from its precision) against stored [low, high). */
+export interface DateTest {
+  op: Comparator;
+  low: number;
+  high: number;
+}
+
+/**
+ * A number or quantity test: `value` as given, [low, high) the range its precision implies (`eq`,
+ * `ne`; `ap` widens it by 10%). A quantity test may name the unit: `system` and/or `code` (`value||unit`:
+ * code only, which matches the unit's code).
+ */
+export interface NumberTest {
+  op: Comparator;
+  value: number;
+  low: number;
+  high: number;
+  system?: string;
+  code?: string;
+}
+
+/** The second (and third) components of a composite test. */
+export type CompositePart =
+  | { kind: 'token'; system?: string; value?: string }
+  | { kind: 'string'; value: string }
+  | { kind: 'date'; test: DateTest }
+  /** `column`: which stored number the test reads (three-component composites keep two). */
+  | { kind: 'number'; test: NumberTest; column: 'low' | 'high' | 'both' };
+
+export interface CompositeTest {
+  system1?: string;
+  value1?: string;
+  parts: CompositePart[];
+}
+
+/** The index tables a `missing` condition can look in. */
+export type IndexTable = 'search_index' | 'search_string' | 'search_range' | 'search_composite';
+
+/** A token or reference value: `system` undefined matches any system, `value` undefined any value (`system|`). */
+export interface TokenValue {
+  system?: string;
+  value?: string;
+}
+
+/**
+ * One condition of a compiled search; a query's conditions are ANDed, the values inside one condition
+ * ORed (FHIR's `,`). Every adapter renders these to SQL and `matchConditions` (src/fhir/search/match.ts)
+ * evaluates them in memory, with the same meaning.
+ */
+export type Condition =
+  | { kind: 'id'; ids: string[]; not?: boolean }
+  | { kind: 'lastUpdated'; tests: DateTest[] }
+  /** Tokens, references and uris (`search_index`); `not`: no value of the parameter matches (`:not`). */
+  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean }
+  /** `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere in the normalised value. */
+  | { kind: 'string'; param: string; values: { value: string; match: 'prefix' | 'exact' | 'contains' }[] }
+  | { kind: 'uri-prefix'; param: string; values: string[] }
+  /** `:text` on tokens: the normalised text of a coded value contains one of the values. */
+  | { kind: 'token-text'; param: string; values: string[] }
+  | { kind: 'date'; param: string; tests: DateTest[] }
+  | { kind: 'number'; param: string; tests: NumberTest[] }
+  | { kind: 'composite'; param: string; tests: CompositeTest[] }
+  | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean }
+  /** A reference parameter whose target (of `targetType`) meets `where` (chaining). */
+  | { kind: 'chain'; param: string; targetType: string; where: Condition[] }
+  /** Resources of `type` meeting `where` refer to this one through `param` (`_has`). */
+  | { kind: 'has'; type: string; param: string; where: Condition[] }
+  /** Any of the alternatives holds (a parameter folded from several, such as `combo-code`). */
+  | { kind: 'or'; any: Condition[] }
+  /** The condition does not hold (`:not` on a folded parameter). */
+  | { kind: 'not'; condition: Condition }
+  /** Every condition holds (one alternative of SMART scope filters). */
+  | { kind: 'and'; all: Condition[] };
+
+/** A sort key: `_id`, `_lastUpdated`, or a parameter's values in one index table (lowest first, highest for descending). */
+export type SortKey =
+  | { by: 'id'; descending: boolean }
+  | { by: 'lastUpdated'; descending: boolean }
+  | { by: 'param'; table: IndexTable; param: string; descending: boolean };
+
+export interface SearchCursor {
+  lastUpdated: number;
+  id: string;
+}
+
+export interface SearchQuery {
+  type: string;
+  /** ANDed (none: every resource of the type). */
+  where?: Condition[];
+  /** Restrict to one patient's compartment. */
+  compartment?: string;
+  /** Empty: by id. Ties are broken by id. */
+  sort: SortKey[];
+  count: number;
+  /** Keyset position for a sort on `_id` or `_lastUpdated` alone: rows strictly after this one. */
+  after?: SearchCursor;
+  /** Rows to skip, for other sorts. */
+  offset?: number;
+}

@@ -1,0 +1,27 @@
+/** The store a composition root receives: one repository per area, and the database's own lifecycle. */
+import type { ClientRepo, KeyRepo, TenantRepo, UserRepo } from './accounts.ts';
+import type { ExportFileRepo } from './export-files.ts';
+import type { ExportRepos } from './export-jobs.ts';
+import type { CounterRepo, OAuthRepo } from './oauth.ts';
+import type { ResourceRepo } from './resources.ts';
+
+export interface Store {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Applies pending migrations (idempotent; safe when several processes start together). */
+  migrate(): Promise<{ applied: string[] }>;
+  /** Throws when the database cannot be reached. */
+  ping(): Promise<void>;
+  /** Connection figures for /metrics (`cinder_db_pool{stat=...}`): pool size, queued writes... */
+  stats(): Record<string, number>;
+  close(): Promise<void>;
+  readonly tenants: TenantRepo;
+  readonly clients: ClientRepo;
+  readonly keys: KeyRepo;
+  readonly users: UserRepo;
+  readonly oauth: OAuthRepo;
+  readonly counters: CounterRepo;
+  readonly resources: ResourceRepo;
+  readonly exports: ExportRepos;
+  /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
+  readonly exportFiles?: ExportFileRepo;
+}

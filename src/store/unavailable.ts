@@ -9,8 +9,9 @@ export interface OutageGuard {
 }
 
 /**
- * Wraps every method of a repository so that outage errors leave the store as StoreUnavailableError,
- * whether the method throws or rejects. Other errors, and every result, pass through untouched.
+ * Wraps every method of a repository, and of the plain objects it nests (`resources.indexing`), so that
+ * outage errors leave the store as StoreUnavailableError, whether the method throws or rejects. Other
+ * errors, and every result, pass through untouched.
  */
 export function guarded<T extends object>(repo: T, guard: OutageGuard): T {
   const out = {} as Record<string, unknown>;
@@ -19,7 +20,7 @@ export function guarded<T extends object>(repo: T, guard: OutageGuard): T {
   };
   for (const [key, value] of Object.entries(repo)) {
     if (typeof value !== 'function') {
-      out[key] = value;
+      out[key] = isPlainObject(value) ? guarded(value, guard) : value;
       continue;
     }
     out[key] = (...args: unknown[]) => {
@@ -33,6 +34,10 @@ export function guarded<T extends object>(repo: T, guard: OutageGuard): T {
     };
   }
   return out as T;
+}
+
+function isPlainObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
 }
 
 /** A guard that only translates (SQLite: every call finds out for itself, there is no connection to lose). */

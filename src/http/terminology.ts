@@ -119,9 +119,9 @@ async function validateValueSetResponse(
 ): Promise<Response> {
   const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);
   requireAccess(access, 'ValueSet', 'r');
-  const now = terminology.service.contextNow(tenant);
-  const result = (now === undefined ? undefined : validateValueSetCodeNow(input, now))
-    ?? (await validateValueSetCode(input, { terminology: await terminology.service.context(tenant) }));
+  const context = terminology.service.context(tenant);
+  const result = (context instanceof Promise ? undefined : validateValueSetCodeNow(input, context))
+    ?? (await validateValueSetCode(input, { terminology: await context }));
   return fhirJson(validationParameters(result));
 }
 

@@ -9,6 +9,7 @@ import type { DatePeriod } from './model/date-time.ts';
 import type { ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
 import { splitCanonical } from './version.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 
 /** What the terminology operations need: cached, compiled CodeSystems and ValueSets of a tenant. */
 export interface TerminologyContext extends CodeSystemLookup {
@@ -72,20 +73,13 @@ export class CachedTerminology {
     this.settled = new BoundedCache(capacity);
   }
 
-  /** Checks the change token once per operation and drops every cached value when it moved. */
-  async refresh(): Promise<void> {
-    this.update(await this.source.changeToken());
-  }
-
   /**
-   * refresh() without waiting: true when the source vouches for its change token now (the caches
-   * are then current), false when the token must be read (call refresh()).
+   * Checks the change token once per operation and drops every cached value when it moved: at once
+   * when the source has the token now (the steady state), else once it is read.
    */
-  refreshNow(): boolean {
-    const token = this.source.currentChangeToken?.();
-    if (token === undefined) return false;
-    this.update(token);
-    return true;
+  refresh(): SyncOrAsync<void> {
+    const token = this.source.changeToken();
+    return token instanceof Promise ? token.then((t) => this.update(t)) : this.update(token);
   }
 
   private update(token: string): void {

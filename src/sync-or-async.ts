@@ -13,3 +13,8 @@ export type SyncOrAsync<T> = T | Promise<T>;
 export function then<T, U>(value: SyncOrAsync<T>, f: (v: T) => SyncOrAsync<U>): SyncOrAsync<U> {
   return value instanceof Promise ? value.then(f) : f(value);
 }
+
+/** The values, at once when every one is there, else as one promise (as Promise.all). */
+export function all<T>(values: readonly SyncOrAsync<T>[]): SyncOrAsync<T[]> {
+  return values.some((v) => v instanceof Promise) ? Promise.all(values) : (values as T[]);
+}

@@ -99,30 +99,41 @@ export type Checked = Membership | NotLoaded;
  * each is loaded at most once and the loop ends even if the shared cache drops it meanwhile.
  */
 export function checkLoading(check: (loaded: LoadedCodeSystems) => Checked, lookup: CodeSystemLookup): SyncOrAsync<Membership> {
-  /** What this call asked the lookup for and had to wait for (none in the steady state). */
-  let fetched: Map<string, SyncOrAsync<CodeSystemIndex | null>> | undefined;
-  const key = (url: string, version: string | undefined) => `${url}|${version ?? ''}`;
-  const loaded: LoadedCodeSystems = {
-    get(url, version) {
-      const k = fetched === undefined ? undefined : key(url, version);
-      const cs = k !== undefined && fetched!.has(k) ? fetched!.get(k)! : lookup.codeSystem(url, version);
-      if (!(cs instanceof Promise)) return cs;
-      (fetched ??= new Map()).set(k ?? key(url, version), cs);
-      return undefined;
-    },
-    asOf: lookup.asOf,
-  };
-  const loadAndCheck = async (first: NotLoaded): Promise<Membership> => {
-    for (let missing = first; ; ) {
-      const k = key(missing.url, missing.version);
-      fetched!.set(k, await (fetched!.get(k) ?? lookup.codeSystem(missing.url, missing.version)));
-      const next = check(loaded);
-      if (!(next instanceof NotLoaded)) return next;
-      missing = next;
-    }
-  };
+  const loaded = new Loading(lookup);
   const first = check(loaded);
-  return first instanceof NotLoaded ? loadAndCheck(first) : first;
+  return first instanceof NotLoaded ? loadAndCheck(check, loaded, first) : first;
+}
+
+const codeSystemKey = (url: string, version: string | undefined) => `${url}|${version ?? ''}`;
+
+/** The CodeSystems one checkLoading call sees: the lookup's loaded ones, and those it had to wait for. */
+class Loading implements LoadedCodeSystems {
+  /** What this call asked the lookup for and had to wait for (none in the steady state). */
+  fetched: Map<string, SyncOrAsync<CodeSystemIndex | null>> | undefined;
+  readonly asOf: DatePeriod | undefined;
+
+  constructor(readonly lookup: CodeSystemLookup) {
+    this.asOf = lookup.asOf;
+  }
+
+  get(url: string, version: string | undefined): CodeSystemIndex | null | undefined {
+    const k = this.fetched === undefined ? undefined : codeSystemKey(url, version);
+    const cs = k !== undefined && this.fetched!.has(k) ? this.fetched!.get(k)! : this.lookup.codeSystem(url, version);
+    if (!(cs instanceof Promise)) return cs;
+    (this.fetched ??= new Map()).set(k ?? codeSystemKey(url, version), cs);
+    return undefined;
+  }
+}
+
+async function loadAndCheck(check: (loaded: LoadedCodeSystems) => Checked, loaded: Loading, first: NotLoaded): Promise<Membership> {
+  for (let missing = first; ; ) {
+    const k = codeSystemKey(missing.url, missing.version);
+    const fetched = (loaded.fetched ??= new Map());
+    fetched.set(k, await (fetched.get(k) ?? loaded.lookup.codeSystem(missing.url, missing.version)));
+    const next = check(loaded);
+    if (!(next instanceof NotLoaded)) return next;
+    missing = next;
+  }
 }
 
 export function nonMember(...reasons: TxIssue[]): NonMember {

@@ -2,7 +2,7 @@ import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
 import { canonicalNotFound, invalid, notFound } from '../errors.ts';
 import type { ValueSetTarget } from '../input/value-set-target.ts';
-import { then, type SyncOrAsync } from '../../sync-or-async.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 
 /**
  * Finds and compiles the ValueSet an operation targets. Not found by URL (or by URL as of the
@@ -12,10 +12,13 @@ import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 export function resolveValueSet(target: ValueSetTarget, ctx: TerminologyContext): SyncOrAsync<CompiledValueSet> {
   if (target.kind === 'inline') return ctx.compile(target.resource);
   if (target.kind === 'id') return instance(target, ctx);
-  return then(ctx.valueSet(target.url, target.version), (compiled) => {
-    if (compiled === null) throw canonicalNotFound('ValueSet', target.url, target.version, ctx.asOf);
-    return compiled;
-  });
+  const compiled = ctx.valueSet(target.url, target.version);
+  return compiled instanceof Promise ? compiled.then((c) => found(c, target, ctx)) : found(compiled, target, ctx);
+}
+
+function found(compiled: CompiledValueSet | null, target: ValueSetTarget & { kind: 'url' }, ctx: TerminologyContext): CompiledValueSet {
+  if (compiled === null) throw canonicalNotFound('ValueSet', target.url, target.version, ctx.asOf);
+  return compiled;
 }
 
 /** The stored ValueSet of `ValueSet/{id}/$...`; a `url` or `valueSetVersion` given too must be its own. */

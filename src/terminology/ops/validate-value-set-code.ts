@@ -12,7 +12,7 @@ import { invalid } from '../errors.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements } from './supplements.ts';
-import { all, then, type SyncOrAsync } from '../../sync-or-async.ts';
+import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
@@ -83,37 +83,40 @@ export function unusable(why: string, path: string): ValidationResult {
   };
 }
 
-/** A CodeSystem by URL and version (the latest without one) among those loaded for the answer: null when there is none. */
-type LoadedLookup = (url: string, version?: string) => CodeSystemIndex | null;
+/** The coding's CodeSystem as coded, its latest version, and the version the value set uses when that differs (null: there is none). */
+interface CodedSystems {
+  readonly coded: CodeSystemIndex | null;
+  readonly latest: CodeSystemIndex | null;
+  /** Null as well when the value set uses no other version. */
+  readonly used: CodeSystemIndex | null;
+}
 
 /** Notes the draft, experimental, deprecated or withdrawn CodeSystems and ValueSet the answer used. */
 function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: readonly Coding[], ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  let pending = false;
   const used: SyncOrAsync<CodeSystemIndex | null>[] = [];
-  for (const c of codings) if (c.system !== undefined) used.push(ctx.codeSystem(c.system, c.version));
-  return then(all(used), (systems) => {
-    let checks: TxIssue[] | undefined;
-    let previous: CodeSystemIndex | undefined;
-    for (const cs of systems) {
-      // Several codings of one system repeat its note; the output lists each finding once.
-      if (cs === null || cs === previous) continue;
-      previous = cs;
-      const check = statusCheck('CodeSystem', cs.resource);
-      if (check !== undefined) (checks ??= []).push(check);
-    }
-    const check = statusCheck('ValueSet', vs.resource);
-    if (check !== undefined) (checks ??= []).push(check);
-    return checks === undefined ? r : { ...r, issues: [...r.issues, ...checks] };
-  });
+  for (const c of codings) {
+    if (c.system === undefined) continue;
+    const cs = ctx.codeSystem(c.system, c.version);
+    if (cs instanceof Promise) pending = true;
+    used.push(cs);
+  }
+  return pending ? Promise.all(used).then((systems) => noted(r, vs, systems)) : noted(r, vs, used as (CodeSystemIndex | null)[]);
 }
 
-/** Loads the CodeSystems a lookup will ask for (at once when they are loaded), then answers it from them. */
-function preloaded(ctx: TerminologyContext, wanted: readonly (readonly [string, string | undefined])[]): SyncOrAsync<LoadedLookup> {
-  const key = (url: string, version: string | undefined) => `${url}|${version ?? ''}`;
-  return then(all(wanted.map(([url, version]) => ctx.codeSystem(url, version))), (found) => {
-    const got = new Map<string, CodeSystemIndex | null>();
-    for (const [i, [url, version]] of wanted.entries()) got.set(key(url, version), found[i]!);
-    return (url, version) => got.get(key(url, version)) ?? null;
-  });
+function noted(r: ValidationResult, vs: CompiledValueSet, systems: readonly (CodeSystemIndex | null)[]): ValidationResult {
+  let checks: TxIssue[] | undefined;
+  let previous: CodeSystemIndex | undefined;
+  for (const cs of systems) {
+    // Several codings of one system repeat its note; the output lists each finding once.
+    if (cs === null || cs === previous) continue;
+    previous = cs;
+    const check = statusCheck('CodeSystem', cs.resource);
+    if (check !== undefined) (checks ??= []).push(check);
+  }
+  const check = statusCheck('ValueSet', vs.resource);
+  if (check !== undefined) (checks ??= []).push(check);
+  return checks === undefined ? r : { ...r, issues: [...r.issues, ...checks] };
 }
 
 function located(r: ValidationResult, path: string): ValidationResult {
@@ -128,11 +131,19 @@ function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: strin
 function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   if (m.member) return located(finishMember(m, coding, finish), path);
   const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
-  const wanted = [[coding.system, coding.version], [coding.system, undefined], ...(usesVersion === undefined ? [] : [[coding.system, usesVersion] as const])] as const;
-  return then(preloaded(ctx, wanted), (get) =>
-    // A system that is no CodeSystem may be a ValueSet's URL (a common mistake): look it up to tell.
-    then(get(coding.system) === null ? isValueSetUrl(ctx, coding.system) : false, (isValueSet) => notInValueSet(vs, coding, m.reasons, path, get, isValueSet)),
-  );
+  const coded = ctx.codeSystem(coding.system, coding.version);
+  const latest = coding.version === undefined ? coded : ctx.codeSystem(coding.system);
+  const used = usesVersion === undefined ? null : ctx.codeSystem(coding.system, usesVersion);
+  if (coded instanceof Promise || latest instanceof Promise || used instanceof Promise) {
+    return Promise.all([coded, latest, used]).then(([c, l, u]) => notInValueSetOf(vs, coding, m.reasons, path, { coded: c, latest: l, used: u }, ctx));
+  }
+  return notInValueSetOf(vs, coding, m.reasons, path, { coded, latest, used }, ctx);
+}
+
+/** notInValueSet, once it is known whether a system that is no CodeSystem is a ValueSet's URL (a common mistake). */
+function notInValueSetOf(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, systems: CodedSystems, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  if (systems.latest !== null) return notInValueSet(vs, coding, reasons, path, systems, false);
+  return then(isValueSetUrl(ctx, coding.system), (isValueSet) => notInValueSet(vs, coding, reasons, path, systems, isValueSet));
 }
 
 /** Whether a URL is a ValueSet's (one that cannot be compiled counts: there is one). */
@@ -151,14 +162,14 @@ function isValueSetUrl(ctx: TerminologyContext, url: string): SyncOrAsync<boolea
  * when the code is known there (as the reference servers answer).
  */
 function notInValueSet(
-  vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, get: LoadedLookup, isValueSet: boolean,
+  vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, systems: CodedSystems, isValueSet: boolean,
 ): ValidationResult {
   const issues: TxIssue[] = [];
   const mismatch = reasons.find((r) => r.type === 'vs-invalid');
-  let cs = get(coding.system, coding.version);
+  let cs = systems.coded;
   // A version the server does not have: the answer is still false, but names another version's display.
   if (cs === null && coding.version !== undefined) {
-    const latest = get(coding.system);
+    const latest = systems.latest;
     if (latest !== null) {
       const text = `CodeSystem '${coding.system}' has no version '${coding.version}'; the code was looked up in version '${latest.version ?? '(none)'}'`;
       issues.push(mismatch ? txIssue('error', 'not-found', 'not-found', text) : txIssue('warning', 'invalid', 'vs-invalid', text));
@@ -167,7 +178,7 @@ function notInValueSet(
   }
   // A version mismatch: the display is the value set's version's, when that version exists.
   if (mismatch?.usesVersion !== undefined) {
-    const used = get(coding.system, mismatch.usesVersion);
+    const used = systems.used;
     if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', `No version '${mismatch.usesVersion}' of CodeSystem '${coding.system}' is known`));
     else cs = used;
   }

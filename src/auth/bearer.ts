@@ -1,3 +1,4 @@
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import { InvalidTokenError, type VerifiedToken } from './tokens.ts';
 
 /** RFC 6750 2.1: `Authorization: Bearer <b64token>`. */
@@ -18,20 +19,26 @@ export function bearerChallenge({ error, message }: BearerRefusal): Record<strin
 /**
  * Verifies the bearer token of an `Authorization` header (RFC 6750 2.1, 3.1), for the FHIR API and
  * userinfo alike. A missing or malformed header, or a token `verify` refuses, is thrown as the error
- * `refuse` makes of it (the caller's protocol: OperationOutcome or OAuth error).
+ * `refuse` makes of it (the caller's protocol: OperationOutcome or OAuth error). The token is returned
+ * at once when `verify` answers at once (a token verified before), else as a promise.
  */
-export async function verifyBearer(
+export function verifyBearer(
   header: string | null | undefined,
-  verify: (token: string) => VerifiedToken | Promise<VerifiedToken>,
+  verify: (token: string) => SyncOrAsync<VerifiedToken>,
   refuse: (r: BearerRefusal) => Error,
-): Promise<VerifiedToken> {
+): SyncOrAsync<VerifiedToken> {
   if (!header) throw refuse({ message: 'An access token is required' });
   const m = BEARER.exec(header);
   if (!m) throw refuse({ error: 'invalid_request', message: 'The Authorization header must be "Bearer <token>"' });
-  try {
-    return await verify(m[1]!);
-  } catch (err) {
+  const translate = (err: unknown): never => {
     if (err instanceof InvalidTokenError) throw refuse({ error: 'invalid_token', message: err.message, cause: err });
     throw err;
+  };
+  let verified: SyncOrAsync<VerifiedToken>;
+  try {
+    verified = verify(m[1]!);
+  } catch (err) {
+    return translate(err);
   }
+  return verified instanceof Promise ? verified.catch(translate) : verified;
 }

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { Revocation, Store } from '../store/types.ts';
 import type { RevocationCheck, VerifiedToken } from './tokens.ts';
 
@@ -46,15 +47,10 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
   }
 
   return {
-    async isRevoked(token: VerifiedToken) {
-      if (pollDue()) {
-        polling ??= poll().finally(() => (polling = null));
-        await polling;
-      }
-      return listed(token);
-    },
-    isRevokedNow(token: VerifiedToken) {
-      return pollDue() ? undefined : listed(token);
+    isRevoked(token: VerifiedToken): SyncOrAsync<boolean> {
+      if (!pollDue()) return listed(token);
+      polling ??= poll().finally(() => (polling = null));
+      return polling.then(() => listed(token));
     },
     async add(r) {
       await store.oauth.revoke(r);

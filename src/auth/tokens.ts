@@ -1,6 +1,7 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { createHash } from 'node:crypto';
 import type { Clock } from '../clock.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { KeyRing } from './keys.ts';
 import { randomToken } from './secrets.ts';
 
@@ -82,9 +83,8 @@ export class InvalidTokenError extends Error {
 
 /** Decides whether a verified token has been revoked (src/auth/revocation.ts). */
 export interface RevocationCheck {
-  isRevoked(token: VerifiedToken): Promise<boolean>;
-  /** isRevoked() without waiting; undefined when the answer needs a read first. */
-  isRevokedNow?(token: VerifiedToken): boolean | undefined;
+  /** The answer at once when the revocations read last are recent enough, else after reading them. */
+  isRevoked(token: VerifiedToken): SyncOrAsync<boolean>;
 }
 
 async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, token: string): Promise<VerifiedToken> {
@@ -112,34 +112,36 @@ async function verifySignature(keys: KeyRing, clock: Clock, issuer: string, toke
 /**
  * Verifies access tokens locally (no database read) and remembers verified ones until they expire,
  * so a token is checked cryptographically once per process. `revocations` is asked on every use.
+ * The steady state (a token verified before, unexpired, and revocations read recently) is answered
+ * at once, without a promise; a refusal known at once is thrown at once.
  */
 export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string, revocations: RevocationCheck | null = null, cacheSize = 50_000) {
   const cache = new Map<string, VerifiedToken>();
-  const expired = (v: VerifiedToken) => v.exp * 1000 <= clock.now();
-  /**
-   * verify() without waiting, for the steady state: the token was verified before, has not expired
-   * and is known not to be revoked. Undefined in every other case (verify() then decides).
-   */
-  function now(token: string): VerifiedToken | undefined {
-    const verified = cache.get(token);
-    if (verified === undefined || expired(verified)) return undefined;
+  const notRevoked = (verified: VerifiedToken): SyncOrAsync<VerifiedToken> => {
     if (revocations === null) return verified;
-    return revocations.isRevokedNow?.(verified) === false ? verified : undefined;
-  }
-  return Object.assign(async function verify(token: string): Promise<VerifiedToken> {
-    let verified = cache.get(token);
-    if (verified && expired(verified)) {
+    const revoked = revocations.isRevoked(verified);
+    return revoked instanceof Promise ? revoked.then((r) => refuseRevoked(r, verified)) : refuseRevoked(revoked, verified);
+  };
+  return function verify(token: string): SyncOrAsync<VerifiedToken> {
+    const verified = cache.get(token);
+    if (verified === undefined) {
+      return verifySignature(keys, clock, issuer, token).then((v) => {
+        if (cache.size >= cacheSize) cache.clear();
+        cache.set(token, v);
+        return notRevoked(v);
+      });
+    }
+    if (verified.exp * 1000 <= clock.now()) {
       cache.delete(token);
       throw new InvalidTokenError('the access token has expired');
     }
-    if (!verified) {
-      verified = await verifySignature(keys, clock, issuer, token);
-      if (cache.size >= cacheSize) cache.clear();
-      cache.set(token, verified);
-    }
-    if (revocations && (await revocations.isRevoked(verified))) throw new InvalidTokenError('the access token has been revoked');
-    return verified;
-  }, { now });
+    return notRevoked(verified);
+  };
+}
+
+function refuseRevoked(revoked: boolean, verified: VerifiedToken): VerifiedToken {
+  if (revoked) throw new InvalidTokenError('the access token has been revoked');
+  return verified;
 }
 
 export type TokenVerifier = ReturnType<typeof createTokenVerifier>;

@@ -1,6 +1,7 @@
 import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import type { Logger } from '../log.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import { renderError } from './errors.ts';
 import { INSTANCE_ROUTE, readResponse } from './fhir.ts';
 import { readConditions } from './fhir-response.ts';
@@ -88,22 +89,22 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     return res;
   }
 
-  /** The FHIR admission of a request: without waiting in the steady state (FhirAdmission.now). */
+  /** The FHIR admission of a request: at once in the steady state (see FhirAdmission). */
   function admitted(req: Request, trace: Trace, tenant: string, type: string, id: string): Granted | Promise<Granted> {
     const r: GateRequest = {
       tenant, rest: `/${type}/${id}`, format: null, accept: req.headers.get('accept'), authorization: req.headers.get('authorization'),
     };
+    const refused = (err: unknown): never => {
+      trace.route = GATE_LABEL;
+      throw err;
+    };
+    let admission: SyncOrAsync<Admitted>;
     try {
-      const now = d.admit.now(r);
-      if (now !== undefined) return granted(now);
+      admission = d.admit(r);
     } catch (err) {
-      trace.route = GATE_LABEL;
-      throw err;
+      return refused(err);
     }
-    return d.admit(r).then(granted, (err: unknown) => {
-      trace.route = GATE_LABEL;
-      throw err;
-    });
+    return admission instanceof Promise ? admission.then(granted, refused) : granted(admission);
   }
 
   const dispatch = (req: Request, server: unknown): Promise<Response> | null => {

@@ -13,11 +13,12 @@ import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
 import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
 import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
-import { validateValueSetCode, validateValueSetCodeNow, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
+import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
 import { validationParameters } from '../terminology/ops/validation-result.ts';
 import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
 import type { TerminologyContext } from '../terminology/context.ts';
 import type { Terminology } from '../terminology/create.ts';
+import { then } from '../sync-or-async.ts';
 import { readFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
@@ -119,10 +120,9 @@ async function validateValueSetResponse(
 ): Promise<Response> {
   const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);
   requireAccess(access, 'ValueSet', 'r');
-  const now = terminology.service.contextNow(tenant);
-  const result = (now === undefined ? undefined : validateValueSetCodeNow(input, now))
-    ?? (await validateValueSetCode(input, { terminology: await terminology.service.context(tenant) }));
-  return fhirJson(validationParameters(result));
+  // Awaited only when something must be read: the steady state takes no turn of the event loop here.
+  const result = then(terminology.service.context(tenant), (context) => validateValueSetCode(input, { terminology: context }));
+  return fhirJson(validationParameters(result instanceof Promise ? await result : result));
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

@@ -9,17 +9,14 @@ import type { DatePeriod } from './model/date-time.ts';
 import type { ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
 import { splitCanonical } from './version.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 
 /** What the terminology operations need: cached, compiled CodeSystems and ValueSets of a tenant. */
 export interface TerminologyContext extends CodeSystemLookup {
-  valueSet(url: string, version?: string): Promise<CompiledValueSet | null>;
+  /** The compiled ValueSet (null: there is none): at once when it is loaded, else as a promise. */
+  valueSet(url: string, version?: string): SyncOrAsync<CompiledValueSet | null>;
   valueSetById(id: string): Promise<CompiledValueSet | null>;
   codeSystemById(id: string): Promise<CodeSystemIndex | null>;
-  /**
-   * The ValueSet `valueSet(url, version)` has already resolved to (null: there is none); undefined
-   * when it has not been loaded yet. Lets a check run without waiting in the steady state.
-   */
-  loadedValueSet(url: string, version?: string): CompiledValueSet | null | undefined;
   /** Compiles a ValueSet supplied with the request (not cached; its imports are). */
   compile(vs: ValueSet): Promise<CompiledValueSet>;
   /**
@@ -52,7 +49,7 @@ export class CachedTerminology {
   private token: string | undefined;
   private generation = 0;
   private readonly codeSystems: BoundedCache<string, Pending<CodeSystemIndex>>;
-  /** The settled values of `codeSystems`, for checks that run without awaiting. */
+  /** The settled values of `codeSystems`, given at once (without a promise). */
   private readonly loadedCodeSystems: BoundedCache<string, CodeSystemIndex | null>;
   private readonly codeSystemsById: BoundedCache<string, Pending<CodeSystemIndex>>;
   private readonly valueSets: BoundedCache<string, Pending<CompiledValueSet>>;
@@ -72,20 +69,13 @@ export class CachedTerminology {
     this.settled = new BoundedCache(capacity);
   }
 
-  /** Checks the change token once per operation and drops every cached value when it moved. */
-  async refresh(): Promise<void> {
-    this.update(await this.source.changeToken());
-  }
-
   /**
-   * refresh() without waiting: true when the source vouches for its change token now (the caches
-   * are then current), false when the token must be read (call refresh()).
+   * Checks the change token once per operation and drops every cached value when it moved: at once
+   * when the source has the token now (the steady state), else once it is read.
    */
-  refreshNow(): boolean {
-    const token = this.source.currentChangeToken?.();
-    if (token === undefined) return false;
-    this.update(token);
-    return true;
+  refresh(): SyncOrAsync<void> {
+    const token = this.source.changeToken();
+    return token instanceof Promise ? token.then((t) => this.update(t)) : this.update(token);
   }
 
   private update(token: string): void {
@@ -100,9 +90,11 @@ export class CachedTerminology {
     return new TerminologyView(this, asOf);
   }
 
-  codeSystem(url: string, version: string | undefined, asOf: DatePeriod | undefined): Pending<CodeSystemIndex> {
+  codeSystem(url: string, version: string | undefined, asOf: DatePeriod | undefined): SyncOrAsync<CodeSystemIndex | null> {
     const when = version === undefined ? asOf : undefined;
     const key = canonicalKey(url, version, when);
+    const loaded = this.loadedCodeSystems.get(key);
+    if (loaded !== undefined) return loaded;
     return this.shared(this.codeSystems, key, async () => {
       const generation = this.generation;
       const cs = await this.source.codeSystem(url, version, when);
@@ -110,11 +102,6 @@ export class CachedTerminology {
       if (generation === this.generation) this.loadedCodeSystems.set(key, index);
       return index;
     });
-  }
-
-  /** What codeSystem() resolves to once it has (see CodeSystemLookup.loadedCodeSystem). */
-  loadedCodeSystem(url: string, version: string | undefined, asOf: DatePeriod | undefined): CodeSystemIndex | null | undefined {
-    return this.loadedCodeSystems.get(canonicalKey(url, version, version === undefined ? asOf : undefined));
   }
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {
@@ -127,13 +114,11 @@ export class CachedTerminology {
     });
   }
 
-  valueSet(url: string, version: string | undefined, asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
-    return this.shared(this.valueSets, canonicalKey(url, version, asOf), () => this.load(url, version, asOf, []));
-  }
-
-  /** What valueSet() resolves to once it has; undefined before (see TerminologyContext.loadedValueSet). */
-  loadedValueSet(url: string, version: string | undefined, asOf: DatePeriod | undefined): CompiledValueSet | null | undefined {
-    return this.settled.get(canonicalKey(url, version, asOf));
+  valueSet(url: string, version: string | undefined, asOf: DatePeriod | undefined): SyncOrAsync<CompiledValueSet | null> {
+    const key = canonicalKey(url, version, asOf);
+    const settled = this.settled.get(key);
+    if (settled !== undefined) return settled;
+    return this.shared(this.valueSets, key, () => this.load(url, version, asOf, []));
   }
 
   valueSetById(id: string, asOf: DatePeriod | undefined): Pending<CompiledValueSet> {
@@ -176,24 +161,16 @@ class TerminologyView implements TerminologyContext, ImportResolver {
     readonly asOf: DatePeriod | undefined,
   ) {}
 
-  codeSystem(url: string, version?: string): Pending<CodeSystemIndex> {
+  codeSystem(url: string, version?: string): SyncOrAsync<CodeSystemIndex | null> {
     return this.cache.codeSystem(url, version, this.asOf);
-  }
-
-  loadedCodeSystem(url: string, version?: string): CodeSystemIndex | null | undefined {
-    return this.cache.loadedCodeSystem(url, version, this.asOf);
   }
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {
     return this.cache.codeSystemById(id);
   }
 
-  valueSet(url: string, version?: string): Pending<CompiledValueSet> {
+  valueSet(url: string, version?: string): SyncOrAsync<CompiledValueSet | null> {
     return this.cache.valueSet(url, version, this.asOf);
-  }
-
-  loadedValueSet(url: string, version?: string): CompiledValueSet | null | undefined {
-    return this.cache.loadedValueSet(url, version, this.asOf);
   }
 
   valueSetById(id: string): Pending<CompiledValueSet> {

@@ -23,6 +23,5 @@ export function layeredSource(tenant: TerminologySource, core: TerminologySource
       return own !== null || (await tenant.holds?.('ValueSet', id)) ? own : core.valueSetById(id);
     },
     changeToken: () => tenant.changeToken(),
-    currentChangeToken: () => tenant.currentChangeToken?.(),
   };
 }

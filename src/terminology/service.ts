@@ -2,6 +2,7 @@ import { IndexCache } from './compile/index-cache.ts';
 import { CachedTerminology, type TerminologyContext } from './context.ts';
 import { layeredSource } from './layered-source.ts';
 import type { TerminologySource } from './source.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 
 export interface TerminologyServiceOptions {
   /** The shared, read-only FHIR R4 core terminology. */
@@ -24,20 +25,14 @@ export class TerminologyService {
     if (options.cacheEntries !== undefined && options.cacheEntries < 1) throw new RangeError('cacheEntries must be at least 1');
   }
 
-  /** The tenant's terminology, with caches dropped if its CodeSystems or ValueSets changed. */
-  async context(tenant: string): Promise<TerminologyContext> {
-    const cached = this.cached(tenant);
-    await cached.refresh();
-    return cached.view();
-  }
-
   /**
-   * context() without waiting, when the tenant's change token needs no read now (the steady state
-   * between writes); undefined otherwise.
+   * The tenant's terminology, with caches dropped if its CodeSystems or ValueSets changed: at once when
+   * the tenant's change token needs no read now (the steady state between writes), else as a promise.
    */
-  contextNow(tenant: string): TerminologyContext | undefined {
+  context(tenant: string): SyncOrAsync<TerminologyContext> {
     const cached = this.cached(tenant);
-    return cached.refreshNow() ? cached.view() : undefined;
+    const refreshed = cached.refresh();
+    return refreshed instanceof Promise ? refreshed.then(() => cached.view()) : cached.view();
   }
 
   private cached(tenant: string): CachedTerminology {

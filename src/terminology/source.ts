@@ -1,3 +1,4 @@
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { CodeSystem } from './model/code-system.ts';
 import type { DatePeriod } from './model/date-time.ts';
 import type { ValueSet } from './model/value-set.ts';
@@ -27,12 +28,9 @@ export interface TerminologySource {
   holds?(type: 'CodeSystem' | 'ValueSet', id: string): Promise<boolean>;
   /**
    * A cheap value that changes whenever any CodeSystem or ValueSet visible to the tenant
-   * changes, also when the change was made by another process sharing the database.
+   * changes, also when the change was made by another process sharing the database. Given at once
+   * when the source can vouch for it now (for a store: read within its check interval, with no write
+   * of this process since), else as a promise.
    */
-  changeToken(): Promise<string>;
-  /**
-   * The change token without waiting, when the source can vouch for it now (read from the store within
-   * its check interval, with no write of this process since); undefined when it must be read.
-   */
-  currentChangeToken?(): string | undefined;
+  changeToken(): SyncOrAsync<string>;
 }

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.ts';
+import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { ResourceVersion, Store } from '../store/types.ts';
 import { BoundedCache } from './compile/bounded-cache.ts';
 import { type CodeSystem, parseCodeSystem } from './model/code-system.ts';
@@ -94,8 +95,8 @@ class TenantStoreSource implements TerminologySource {
     this.settled = undefined;
   }
 
-  /** The store's change token for CodeSystem and ValueSet, re-read at most every checkIntervalMs. */
-  changeToken(): Promise<string> {
+  /** The store's change token for CodeSystem and ValueSet, re-read at most every checkIntervalMs; at once once read. */
+  changeToken(): SyncOrAsync<string> {
     const now = this.options.clock.now();
     if (this.token === undefined || !this.fresh(now)) {
       const token = this.options.store.resources.changeToken(this.tenant, TYPES);
@@ -111,11 +112,7 @@ class TenantStoreSource implements TerminologySource {
         },
       );
     }
-    return this.token;
-  }
-
-  currentChangeToken(): string | undefined {
-    return this.settled !== undefined && this.fresh(this.options.clock.now()) ? this.settled : undefined;
+    return this.settled ?? this.token;
   }
 
   private fresh(now: number): boolean {

@@ -29,7 +29,7 @@ export async function fixtureService(options: { withCore?: boolean } = {}): Prom
 }> {
   const source = await fixtureSource();
   const service = new TerminologyService({ core: options.withCore === true ? testCore() : EMPTY, sourceFor: () => source });
-  return { service, source, context: () => service.context('t') };
+  return { service, source, context: async () => service.context('t') };
 }
 
 /** The FhirError a promise rejects with (fails the test when it resolves or throws something else). */

@@ -13,28 +13,35 @@ function verifier() {
   return { verify: createTokenVerifier(t.keys, t.clock, t.config.baseUrl, revocations), revocations };
 }
 
-describe('token verifier: the answer without waiting (verify.now)', () => {
-  test('only a token verified before, unexpired and known not to be revoked', async () => {
+/** What verify() answers: the value itself when it is there at once, or what its promise resolves to. */
+async function settled<T>(answer: T | Promise<T>) {
+  return answer instanceof Promise ? { at: 'later', value: await answer } : { at: 'once', value: answer };
+}
+
+describe('token verifier: one function, answering at once in the steady state', () => {
+  test('a token verified before, unexpired and known not to be revoked is answered without a promise', async () => {
     const { verify } = verifier();
     const token = await craftToken(t, 'system/*.read', { ttl: 60 });
-    expect(verify.now(token)).toBeUndefined(); // never verified: the signature check must run
-    const verified = await verify(token);
-    expect(verify.now(token)).toBe(verified);
-    expect(verify.now(`${token}x`)).toBeUndefined();
+    const first = verify(token);
+    expect(first).toBeInstanceOf(Promise); // never verified: the signature check must run
+    const verified = await first;
+    expect(verify(token)).toBe(verified); // a plain value, not a promise
+    const forged = verify(`${token}x`);
+    expect(forged).toBeInstanceOf(Promise);
+    await expect(forged).rejects.toThrow('invalid');
 
     t.clock.advance(4_000); // within the revocation poll interval
-    expect(verify.now(token)).toBe(verified);
-    t.clock.advance(2_000); // the poll is due: verify() must read the revocations first
+    expect(verify(token)).toBe(verified);
+    t.clock.advance(2_000); // the poll is due: the revocations are read first
     try {
-      expect(verify.now(token)).toBeUndefined();
-      expect(await verify(token)).toBe(verified);
-      expect(verify.now(token)).toBe(verified);
+      expect(await settled(verify(token))).toEqual({ at: 'later', value: verified });
+      expect(verify(token)).toBe(verified);
     } finally {
       t.clock.advance(-6_000);
     }
   });
 
-  test('an expired token is left to verify(), which refuses it', async () => {
+  test('an expired token is refused at once', async () => {
     const { verify, revocations } = verifier();
     const token = await craftToken(t, 'system/*.read', { ttl: 60 });
     const verified = await verify(token);
@@ -42,19 +49,33 @@ describe('token verifier: the answer without waiting (verify.now)', () => {
     try {
       // The revocation poll is due as well after 61 s: poll now, so that only expiry explains the answer.
       await revocations.isRevoked(verified);
-      expect(verify.now(token)).toBeUndefined();
-      expect(verify(token)).rejects.toThrow('expired');
+      expect(() => verify(token)).toThrow('expired');
     } finally {
       t.clock.advance(-61_000);
     }
   });
 
-  test('a token revoked in this process is left to verify(), which refuses it', async () => {
+  test('a token revoked in this process is refused at once', async () => {
     const { verify, revocations } = verifier();
     const token = await craftToken(t, 'system/*.read');
     const verified = await verify(token);
     await revocations.add({ kind: 'jti', value: verified.jti, revokedAt: t.clock.now(), expiresAt: verified.exp * 1000 });
-    expect(verify.now(token)).toBeUndefined();
-    expect(verify(token)).rejects.toThrow('revoked');
+    expect(() => verify(token)).toThrow('revoked');
+  });
+
+  test('a token revoked by another process is refused after the next poll', async () => {
+    const { verify } = verifier();
+    const token = await craftToken(t, 'system/*.read');
+    const verified = await verify(token);
+    await t.store.oauth.revoke({ kind: 'jti', value: verified.jti, revokedAt: t.clock.now(), expiresAt: verified.exp * 1000 });
+    expect(verify(token)).toBe(verified); // not read yet: the poll interval has not passed
+    t.clock.advance(5_000);
+    try {
+      const answer = verify(token);
+      expect(answer).toBeInstanceOf(Promise);
+      await expect(answer).rejects.toThrow('revoked');
+    } finally {
+      t.clock.advance(-5_000);
+    }
   });
 });

@@ -3,6 +3,7 @@ import { accessFromScopes, splitScopes } from '../../auth/scopes.ts';
 import type { TokenVerifier, VerifiedToken } from '../../auth/tokens.ts';
 import type { Access } from '../../fhir/access.ts';
 import { FhirError } from '../../errors.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 
 const unauthorized = (r: BearerRefusal) => new FhirError('unauthorized', r.message, { headers: bearerChallenge(r), cause: r.cause });
 
@@ -27,28 +28,18 @@ export function bearerAuthenticator(verify: TokenVerifier): BearerAuthenticator 
     }
     return { token, access };
   }
-  async function authenticate(header: string | null, tenant: string): Promise<Bearer> {
-    const token = await verifyBearer(header, verify, unauthorized);
+  const admitted = (token: VerifiedToken, tenant: string): Bearer => {
     if (token.tenant !== tenant) throw new FhirError('forbidden', 'The access token is not valid for this tenant');
     return bearer(token);
-  }
-  /**
-   * The steady state without waiting: a token of this tenant that verify.now() vouches for. Only the
-   * plain `Bearer <token>` form is looked up (no syntax check needed: a cached token passed verifyBearer
-   * before); any other spelling goes to the full check.
-   */
-  function now(header: string | null, tenant: string): Bearer | undefined {
-    const token = header?.startsWith('Bearer ') ? verify.now(header.slice(7)) : undefined;
-    return token === undefined || token.tenant !== tenant ? undefined : bearer(token);
-  }
-  return Object.assign(authenticate, { now });
+  };
+  return function authenticate(header: string | null, tenant: string): SyncOrAsync<Bearer> {
+    const token = verifyBearer(header, verify, unauthorized);
+    return token instanceof Promise ? token.then((t) => admitted(t, tenant)) : admitted(token, tenant);
+  };
 }
 
 /**
- * Authenticates the Authorization header for a tenant; `now` is the same check for the steady state
- * without waiting (undefined whenever the full check must run: then its errors are thrown).
+ * Authenticates the Authorization header for a tenant: at once for a token verified before (the
+ * steady state), else as a promise; a refusal known at once is thrown at once.
  */
-export interface BearerAuthenticator {
-  (header: string | null, tenant: string): Promise<Bearer>;
-  now(header: string | null, tenant: string): Bearer | undefined;
-}
+export type BearerAuthenticator = (header: string | null, tenant: string) => SyncOrAsync<Bearer>;

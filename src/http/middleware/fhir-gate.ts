@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { TokenVerifier } from '../../auth/tokens.ts';
 import type { Store } from '../../store/types.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 import type { AppEnv } from '../env.ts';
 import { negotiatesAccept } from '../binary.ts';
 import { checkAccept } from '../fhir-response.ts';
@@ -42,13 +43,10 @@ export interface Admitted {
 }
 
 /**
- * Runs the admission checks; `now` admits the steady state without waiting (a known tenant, a token
- * verified before), and returns undefined whenever the full checks must run.
+ * Runs the admission checks: at once (no promise) in the steady state, a known tenant and a token
+ * verified before; else as a promise. A refusal known at once is thrown at once.
  */
-export interface FhirAdmission {
-  (r: GateRequest): Promise<Admitted>;
-  now(r: GateRequest): Admitted | undefined;
-}
+export type FhirAdmission = (r: GateRequest) => SyncOrAsync<Admitted>;
 
 /**
  * The checks in front of a tenant's FHIR routes, as a pipeline of steps: tenant exists (404) ->
@@ -59,20 +57,16 @@ export interface FhirAdmission {
 export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify'>): FhirAdmission {
   const checkTenant = tenantChecker(o.store);
   const authenticate = bearerAuthenticator(o.verify);
-  const admit = async (r: GateRequest): Promise<Admitted> => {
-    const tenant = await checkTenant(r.tenant);
+  const admitTenant = (r: GateRequest, tenant: string): SyncOrAsync<Admitted> => {
     if (r.rest !== '/.well-known/smart-configuration' && !negotiatesAccept(r.rest)) checkAccept(r.accept ?? undefined, r.format);
-    const bearer = PUBLIC.has(r.rest) ? null : await authenticate(r.authorization ?? null, tenant);
-    return { tenant, bearer };
+    if (PUBLIC.has(r.rest)) return { tenant, bearer: null };
+    const bearer = authenticate(r.authorization ?? null, tenant);
+    return bearer instanceof Promise ? bearer.then((b) => ({ tenant, bearer: b })) : { tenant, bearer };
   };
-  const now = (r: GateRequest): Admitted | undefined => {
-    const tenant = r.tenant;
-    if (!checkTenant.known(tenant) || PUBLIC.has(r.rest)) return undefined;
-    if (!negotiatesAccept(r.rest)) checkAccept(r.accept ?? undefined, r.format);
-    const bearer = authenticate.now(r.authorization ?? null, tenant!);
-    return bearer === undefined ? undefined : { tenant: tenant!, bearer };
+  return (r) => {
+    const tenant = checkTenant(r.tenant);
+    return tenant instanceof Promise ? tenant.then((t) => admitTenant(r, t)) : admitTenant(r, tenant);
   };
-  return Object.assign(admit, { now });
 }
 
 /** The FHIR admission as the one middleware of the FHIR sub-app, plus the write notification. */

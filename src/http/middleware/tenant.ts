@@ -1,25 +1,23 @@
 import { FhirError } from '../../errors.ts';
 import type { Store } from '../../store/types.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 
 /**
- * Throws 404 for a tenant that does not exist. Tenants are never deleted, so known ones are remembered
- * and the check costs a database read only the first time.
+ * Throws 404 for a tenant that does not exist. Tenants are never deleted, so known ones are remembered:
+ * the check reads the database only the first time, and answers at once (no promise) after that.
  */
 export function tenantChecker(store: Store): TenantChecker {
   const known = new Set<string>();
-  const check = async (tenant: string | undefined) => {
-    if (!tenant) throw new FhirError('not-found', 'No tenant in the path');
-    if (!known.has(tenant)) {
-      if (!(await store.tenants.get(tenant))) throw new FhirError('not-found', `Tenant '${tenant}' does not exist`);
-      known.add(tenant);
-    }
+  const exists = async (tenant: string) => {
+    if (!(await store.tenants.get(tenant))) throw new FhirError('not-found', `Tenant '${tenant}' does not exist`);
+    known.add(tenant);
     return tenant;
   };
-  return Object.assign(check, { known: (tenant: string | undefined) => tenant !== undefined && known.has(tenant) });
+  return (tenant) => {
+    if (!tenant) throw new FhirError('not-found', 'No tenant in the path');
+    return known.has(tenant) ? tenant : exists(tenant);
+  };
 }
 
-/** Resolves to the tenant or throws 404; `known` says without waiting whether it was seen to exist. */
-export interface TenantChecker {
-  (tenant: string | undefined): Promise<string>;
-  known(tenant: string | undefined): boolean;
-}
+/** The tenant, at once when it was seen to exist, else once read; a 404 when there is none. */
+export type TenantChecker = (tenant: string | undefined) => SyncOrAsync<string>;

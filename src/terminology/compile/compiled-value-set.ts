@@ -1,3 +1,4 @@
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 import type { ValueSet } from '../model/value-set.ts';
 import { compareVersions, matchesVersion } from '../version.ts';
 import type { CompiledConceptSet } from './concept-set.ts';
@@ -63,8 +64,8 @@ export class CompiledValueSet {
     );
   }
 
-  /** Membership of one coding (synchronous when the CodeSystems it needs are loaded, see checkLoading). */
-  check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+  /** Membership of one coding: at once when the CodeSystems it needs are loaded, else as a promise (see checkLoading). */
+  check(coding: CodingToCheck, lookup: CodeSystemLookup): SyncOrAsync<Membership> {
     return checkLoading((loaded) => this.checkLoaded(coding, loaded), lookup);
   }
 

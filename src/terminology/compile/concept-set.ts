@@ -1,5 +1,6 @@
 import { standardsStatus } from '../model/datatypes.ts';
 import type { ConceptReference } from '../model/value-set.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 
 const VALUESET_DEPRECATED = 'http://hl7.org/fhir/StructureDefinition/valueset-deprecated';
 import { isVersionPattern, matchesVersion } from '../version.ts';
@@ -78,8 +79,8 @@ export class CompiledConceptSet {
     return this.imports.filter((i) => i.compiled === null).map((i) => i.canonical);
   }
 
-  /** Membership of a coding in this element (system selection, then every import). */
-  check(coding: CodingToCheck, lookup: CodeSystemLookup): Promise<Membership> {
+  /** Membership of a coding in this element (system selection, then every import), at once when it can (checkLoading). */
+  check(coding: CodingToCheck, lookup: CodeSystemLookup): SyncOrAsync<Membership> {
     return checkLoading((loaded) => this.checkLoaded(coding, loaded), lookup);
   }
 

@@ -1,3 +1,4 @@
+import type { SyncOrAsync } from '../../sync-or-async.ts';
 import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
@@ -64,10 +65,11 @@ export type Membership = Member | NonMember;
 
 /** Resolves CodeSystems (cached) while membership is checked. */
 export interface CodeSystemLookup {
-  /** The CodeSystem of this URL: the given version, else the latest (in effect at `asOf`). */
-  codeSystem(url: string, version?: string): Promise<CodeSystemIndex | null>;
-  /** What `codeSystem` would give when it is already loaded (null: there is none); undefined otherwise. */
-  loadedCodeSystem(url: string, version?: string): CodeSystemIndex | null | undefined;
+  /**
+   * The CodeSystem of this URL (null: there is none): the given version, else the latest (in effect at
+   * `asOf`); at once when it is loaded, else as a promise.
+   */
+  codeSystem(url: string, version?: string): SyncOrAsync<CodeSystemIndex | null>;
   /** The date versions are chosen at (R4 `date` input), for messages; undefined: now. */
   readonly asOf?: DatePeriod | undefined;
 }
@@ -92,26 +94,42 @@ export type Checked = Membership | NotLoaded;
 
 /**
  * Runs a synchronous membership check, loading each CodeSystem it reports missing and running it
- * again. Membership is decided without awaiting anything when every CodeSystem it needs is cached,
+ * again. Membership is decided at once, without a promise, when every CodeSystem it needs is loaded,
  * which is the steady state. A CodeSystem loaded here is kept for the following runs of this call, so
  * each is loaded at most once and the loop ends even if the shared cache drops it meanwhile.
  */
-export async function checkLoading(check: (loaded: LoadedCodeSystems) => Checked, lookup: CodeSystemLookup): Promise<Membership> {
-  const { asOf } = lookup;
-  const first = check({ get: (url, version) => lookup.loadedCodeSystem(url, version), asOf });
-  if (!(first instanceof NotLoaded)) return first;
-  const fetched = new Map<string, CodeSystemIndex | null>();
-  const key = (url: string, version: string | undefined) => `${url}|${version ?? ''}`;
-  const loaded: LoadedCodeSystems = {
-    get(url, version) {
-      const k = key(url, version);
-      return fetched.has(k) ? fetched.get(k) : lookup.loadedCodeSystem(url, version);
-    },
-    asOf,
-  };
-  let missing = first;
-  for (;;) {
-    fetched.set(key(missing.url, missing.version), await lookup.codeSystem(missing.url, missing.version));
+export function checkLoading(check: (loaded: LoadedCodeSystems) => Checked, lookup: CodeSystemLookup): SyncOrAsync<Membership> {
+  const loaded = new Loading(lookup);
+  const first = check(loaded);
+  return first instanceof NotLoaded ? loadAndCheck(check, loaded, first) : first;
+}
+
+const codeSystemKey = (url: string, version: string | undefined) => `${url}|${version ?? ''}`;
+
+/** The CodeSystems one checkLoading call sees: the lookup's loaded ones, and those it had to wait for. */
+class Loading implements LoadedCodeSystems {
+  /** What this call asked the lookup for and had to wait for (none in the steady state). */
+  fetched: Map<string, SyncOrAsync<CodeSystemIndex | null>> | undefined;
+  readonly asOf: DatePeriod | undefined;
+
+  constructor(readonly lookup: CodeSystemLookup) {
+    this.asOf = lookup.asOf;
+  }
+
+  get(url: string, version: string | undefined): CodeSystemIndex | null | undefined {
+    const k = this.fetched === undefined ? undefined : codeSystemKey(url, version);
+    const cs = k !== undefined && this.fetched!.has(k) ? this.fetched!.get(k)! : this.lookup.codeSystem(url, version);
+    if (!(cs instanceof Promise)) return cs;
+    (this.fetched ??= new Map()).set(k ?? codeSystemKey(url, version), cs);
+    return undefined;
+  }
+}
+
+async function loadAndCheck(check: (loaded: LoadedCodeSystems) => Checked, loaded: Loading, first: NotLoaded): Promise<Membership> {
+  for (let missing = first; ; ) {
+    const k = codeSystemKey(missing.url, missing.version);
+    const fetched = (loaded.fetched ??= new Map());
+    fetched.set(k, await (fetched.get(k) ?? loaded.lookup.codeSystem(missing.url, missing.version)));
     const next = check(loaded);
     if (!(next instanceof NotLoaded)) return next;
     missing = next;

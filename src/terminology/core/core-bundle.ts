@@ -51,12 +51,7 @@ export class CoreBundle {
 
   constructor(private readonly files: readonly string[] = coreBundleFiles) {}
 
-  /** The content once loaded, without waiting; undefined before. */
-  loaded(): CoreContent | undefined {
-    return this.content;
-  }
-
-  /** The content, reading the bundles on the first call (concurrent first calls share one read). */
+  /** The content: at once once read, else as a promise (the first call reads; concurrent first calls share one read). */
   load(): CoreContent | Promise<CoreContent> {
     if (this.content !== undefined) return this.content;
     this.loading ??= readBundles(this.files).then((content) => (this.content = content));

@@ -36,7 +36,7 @@ export class CoreTerminology implements TerminologySource {
   }
 
   /** The core never changes while the process runs. */
-  async changeToken(): Promise<string> {
+  changeToken(): string {
     return 'core';
   }
 

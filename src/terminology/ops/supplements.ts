@@ -3,6 +3,7 @@ import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
 import type { TerminologyContext } from '../context.ts';
 import { invalid } from '../errors.ts';
 import type { Designation } from '../model/datatypes.ts';
+import { all, then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { splitCanonical } from '../version.ts';
 
 const VALUESET_SUPPLEMENT = 'http://hl7.org/fhir/StructureDefinition/valueset-supplement';
@@ -14,29 +15,23 @@ function namedSupplements(vs: CompiledValueSet): { url: string; version?: string
 }
 
 /**
- * A ValueSet that names a supplement the server does not have cannot be used (a 400, as the reference
- * servers answer), nor can a code system that is not a supplement be named as one. Undefined when a
- * named CodeSystem is not loaded yet (the steady state then falls back to loading).
+ * The supplements a ValueSet names, loaded: at once when they are loaded, else as a promise. A ValueSet
+ * that names a supplement the server does not have cannot be used (a 400, as the reference servers
+ * answer), nor can a code system that is not a supplement be named as one.
  */
-export function checkSupplements(vs: CompiledValueSet, get: (url: string, version?: string) => CodeSystemIndex | null | undefined): readonly CodeSystemIndex[] | undefined {
+export function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): SyncOrAsync<readonly CodeSystemIndex[]> {
   if (vs.resource.extension === undefined) return NONE;
-  const out: CodeSystemIndex[] = [];
-  for (const { url, version } of namedSupplements(vs)) {
-    const cs = get(url, version);
-    if (cs === undefined) return undefined;
-    const name = version === undefined ? url : `${url}|${version}`;
-    if (cs === null) throw invalid(`The supplement '${name}' that ${vs.label} names could not be found`, ['url']);
-    if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${vs.label}, is not a supplement (its content is '${cs.content}')`, ['url']);
-    out.push(cs);
-  }
-  return out;
-}
-
-/** checkSupplements, loading the CodeSystems it needs: the supplements the ValueSet names. */
-export async function requireSupplements(vs: CompiledValueSet, ctx: TerminologyContext): Promise<readonly CodeSystemIndex[]> {
-  const loaded = new Map<string, CodeSystemIndex | null>();
-  for (const { url, version } of namedSupplements(vs)) loaded.set(`${url}|${version ?? ''}`, await ctx.codeSystem(url, version));
-  return checkSupplements(vs, (url, version) => loaded.get(`${url}|${version ?? ''}`) ?? null)!;
+  const named = namedSupplements(vs);
+  if (named.length === 0) return NONE;
+  return then(all(named.map(({ url, version }) => ctx.codeSystem(url, version))), (found) =>
+    found.map((cs, i) => {
+      const { url, version } = named[i]!;
+      const name = version === undefined ? url : `${url}|${version}`;
+      if (cs === null) throw invalid(`The supplement '${name}' that ${vs.label} names could not be found`, ['url']);
+      if (cs.content !== 'supplement') throw invalid(`'${name}', named as a supplement by ${vs.label}, is not a supplement (its content is '${cs.content}')`, ['url']);
+      return cs;
+    }),
+  );
 }
 
 /**

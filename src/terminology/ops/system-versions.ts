@@ -52,8 +52,7 @@ export function chooseVersion(rules: SystemVersions, url: string, version: strin
 export function withSystemVersions(lookup: CodeSystemLookup, rules: SystemVersions | undefined): CodeSystemLookup {
   if (rules === undefined) return lookup;
   return {
-    codeSystem: (url: string, version?: string): Promise<CodeSystemIndex | null> => lookup.codeSystem(url, chooseVersion(rules, url, version)),
-    loadedCodeSystem: (url: string, version?: string) => lookup.loadedCodeSystem(url, chooseVersion(rules, url, version)),
+    codeSystem: (url: string, version?: string) => lookup.codeSystem(url, chooseVersion(rules, url, version)),
     asOf: lookup.asOf,
   };
 }

@@ -74,7 +74,7 @@ export async function validateCodeSystemCode(
   deps: { readonly terminology: TerminologyContext },
 ): Promise<ValidationResult> {
   const cs = await resolveCodeSystem(input.target, deps.terminology.at(input.date));
-  const lookup: CodeSystemLookup = { codeSystem: async () => cs, loadedCodeSystem: () => cs };
+  const lookup: CodeSystemLookup = { codeSystem: () => cs };
   const whole = new CompiledConceptSet({ system: cs.url, where: `CodeSystem '${cs.url}'` });
   const { subject } = input;
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);

@@ -1,6 +1,6 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
-import { NotLoaded, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
+import { type Membership, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { valueSetValidateCodeParams } from '../input/operations.ts';
@@ -11,7 +11,8 @@ import type { DatePeriod } from '../model/date-time.ts';
 import { invalid } from '../errors.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
-import { checkSupplements, requireSupplements } from './supplements.ts';
+import { requireSupplements } from './supplements.ts';
+import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
 export interface ValueSetValidateCodeInput {
@@ -42,23 +43,33 @@ export function valueSetValidateCodeInput(raw: RawInput, instanceId?: string, ac
  * ValueSet/$validate-code (interface "ValueSet validate-code", FHIR R4 ValueSet-validate-code):
  * whether a code, coding or CodeableConcept is in a ValueSet, with `display` and `message`.
  * With `date`, the ValueSet and the CodeSystems it uses are the versions in effect at that date.
+ * The answer comes at once, without a promise, when everything it needs is loaded (the steady state
+ * of a code or coding checked against a ValueSet named by URL), else as a promise; an error known
+ * at once is thrown at once.
  */
-export async function validateValueSetCode(
+export function validateValueSetCode(
   input: ValueSetValidateCodeInput,
   deps: { readonly terminology: TerminologyContext },
-): Promise<ValidationResult> {
+): SyncOrAsync<ValidationResult> {
   const ctx = deps.terminology.at(input.date);
-  const vs = await resolveValueSet(input.target, ctx);
-  const supplements = await requireSupplements(vs, ctx);
+  const vs = resolveValueSet(input.target, ctx);
+  return vs instanceof Promise ? vs.then((v) => validateIn(v, input, ctx)) : validateIn(vs, input, ctx);
+}
+
+function validateIn(vs: CompiledValueSet, input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  const supplements = requireSupplements(vs, ctx);
+  return supplements instanceof Promise ? supplements.then((s) => validateWith(vs, s, input, ctx)) : validateWith(vs, supplements, input, ctx);
+}
+
+function validateWith(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
   // Displays are checked in the language asked for, else in the value set's own language.
   const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language, supplements };
-  const r = subject.kind === 'coding' ? await validateCoding(vs, subject.coding, subject.path, finish, ctx) : await validateConcept(vs, subject.codings, finish, ctx);
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
-  const get = await preloaded(ctx, codings.filter((c) => c.system !== undefined).map((c) => [c.system!, c.version] as const));
-  return withStatusChecks(r, vs, codings, get)!;
+  const r = subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, finish, ctx) : validateConcept(vs, subject.codings, finish, ctx);
+  return r instanceof Promise ? r.then((v) => withStatusChecks(v, vs, codings, ctx)) : withStatusChecks(r, vs, codings, ctx);
 }
 
 /** A coding without system or code: not in any value set, and why it could not be checked (as the reference servers answer). */
@@ -72,17 +83,31 @@ export function unusable(why: string, path: string): ValidationResult {
   };
 }
 
-/** A CodeSystem by URL and version (the latest without one) as loaded: null when there is none, undefined when it is not loaded yet. */
-type LoadedLookup = (url: string, version?: string) => CodeSystemIndex | null | undefined;
+/** The coding's CodeSystem as coded, its latest version, and the version the value set uses when that differs (null: there is none). */
+interface CodedSystems {
+  readonly coded: CodeSystemIndex | null;
+  readonly latest: CodeSystemIndex | null;
+  /** Null as well when the value set uses no other version. */
+  readonly used: CodeSystemIndex | null;
+}
 
-/** Notes the draft, experimental, deprecated or withdrawn CodeSystems and ValueSet the answer used; undefined when a CodeSystem is not loaded. */
-function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: readonly Coding[], get: LoadedLookup): ValidationResult | undefined {
-  let checks: TxIssue[] | undefined;
-  let previous: CodeSystemIndex | undefined;
+/** Notes the draft, experimental, deprecated or withdrawn CodeSystems and ValueSet the answer used. */
+function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: readonly Coding[], ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  let pending = false;
+  const used: SyncOrAsync<CodeSystemIndex | null>[] = [];
   for (const c of codings) {
     if (c.system === undefined) continue;
-    const cs = get(c.system, c.version);
-    if (cs === undefined) return undefined;
+    const cs = ctx.codeSystem(c.system, c.version);
+    if (cs instanceof Promise) pending = true;
+    used.push(cs);
+  }
+  return pending ? Promise.all(used).then((systems) => noted(r, vs, systems)) : noted(r, vs, used as (CodeSystemIndex | null)[]);
+}
+
+function noted(r: ValidationResult, vs: CompiledValueSet, systems: readonly (CodeSystemIndex | null)[]): ValidationResult {
+  let checks: TxIssue[] | undefined;
+  let previous: CodeSystemIndex | undefined;
+  for (const cs of systems) {
     // Several codings of one system repeat its note; the output lists each finding once.
     if (cs === null || cs === previous) continue;
     previous = cs;
@@ -94,61 +119,42 @@ function withStatusChecks(r: ValidationResult, vs: CompiledValueSet, codings: re
   return checks === undefined ? r : { ...r, issues: [...r.issues, ...checks] };
 }
 
-/** Loads the CodeSystems a lookup will ask for, then answers it from them. */
-async function preloaded(ctx: TerminologyContext, wanted: readonly (readonly [string, string | undefined])[]): Promise<LoadedLookup> {
-  const got = new Map<string, CodeSystemIndex | null>();
-  for (const [url, version] of wanted) got.set(`${url}|${version ?? ''}`, await ctx.codeSystem(url, version));
-  return (url, version) => got.get(`${url}|${version ?? ''}`) ?? ctx.loadedCodeSystem(url, version);
-}
-
-/**
- * validateValueSetCode without waiting, for the steady state: a single coding checked against a
- * ValueSet named by URL, with that ValueSet and the CodeSystems it needs already loaded. Undefined
- * when anything must be loaded or the input takes another form: then call validateValueSetCode.
- */
-export function validateValueSetCodeNow(input: ValueSetValidateCodeInput, terminology: TerminologyContext): ValidationResult | undefined {
-  const { target, subject } = input;
-  if (target.kind !== 'url' || subject.kind !== 'coding') return undefined;
-  const ctx = terminology.at(input.date);
-  const vs = ctx.loadedValueSet(target.url, target.version);
-  if (vs === undefined || vs === null) return undefined;
-  const get: LoadedLookup = (url, version) => ctx.loadedCodeSystem(url, version);
-  const supplements = checkSupplements(vs, get);
-  if (supplements === undefined) return undefined;
-  const m = vs.checkLoaded(subject.coding, { get, asOf: ctx.asOf });
-  if (m instanceof NotLoaded) return undefined;
-  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language, supplements };
-  const r = m.member ? located(finishMember(m, subject.coding, finish), subject.path) : notInValueSet(vs, subject.coding, m.reasons, subject.path, get, loadedValueSetCheck(ctx));
-  return r === undefined ? undefined : withStatusChecks(r, vs, [subject.coding], get);
-}
-
 function located(r: ValidationResult, path: string): ValidationResult {
   return r.issues.length === 0 ? r : { ...r, issues: locate(r.issues, path) };
 }
 
-async function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): Promise<ValidationResult> {
-  const m = await vs.check(coding, ctx);
-  if (m.member) return located(finishMember(m, coding, finish), path);
-  const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
-  const get = await preloaded(ctx, [[coding.system, coding.version], [coding.system, undefined], ...(usesVersion === undefined ? [] : [[coding.system, usesVersion] as const])]);
-  // A system that is no CodeSystem may be a ValueSet's URL (a common mistake): look it up to tell.
-  let isValueSet = false;
-  if (get(coding.system) === null) {
-    try {
-      isValueSet = (await ctx.valueSet(coding.system)) !== null;
-    } catch {
-      isValueSet = true; // there is one, though it cannot be compiled
-    }
-  }
-  return notInValueSet(vs, coding, m.reasons, path, get, () => isValueSet)!;
+function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  const m = vs.check(coding, ctx);
+  return m instanceof Promise ? m.then((v) => codingResult(vs, v, coding, path, finish, ctx)) : codingResult(vs, m, coding, path, finish, ctx);
 }
 
-/** Whether a URL is a loaded ValueSet's (undefined: not known without loading). */
-function loadedValueSetCheck(ctx: TerminologyContext): (url: string) => boolean | undefined {
-  return (url) => {
-    const vs = ctx.loadedValueSet(url);
-    return vs === undefined ? undefined : vs !== null;
-  };
+function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  if (m.member) return located(finishMember(m, coding, finish), path);
+  const usesVersion = m.reasons.find((r) => r.usesVersion !== undefined)?.usesVersion;
+  const coded = ctx.codeSystem(coding.system, coding.version);
+  const latest = coding.version === undefined ? coded : ctx.codeSystem(coding.system);
+  const used = usesVersion === undefined ? null : ctx.codeSystem(coding.system, usesVersion);
+  if (coded instanceof Promise || latest instanceof Promise || used instanceof Promise) {
+    return Promise.all([coded, latest, used]).then(([c, l, u]) => notInValueSetOf(vs, coding, m.reasons, path, { coded: c, latest: l, used: u }, ctx));
+  }
+  return notInValueSetOf(vs, coding, m.reasons, path, { coded, latest, used }, ctx);
+}
+
+/** notInValueSet, once it is known whether a system that is no CodeSystem is a ValueSet's URL (a common mistake). */
+function notInValueSetOf(vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, systems: CodedSystems, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  if (systems.latest !== null) return notInValueSet(vs, coding, reasons, path, systems, false);
+  return then(isValueSetUrl(ctx, coding.system), (isValueSet) => notInValueSet(vs, coding, reasons, path, systems, isValueSet));
+}
+
+/** Whether a URL is a ValueSet's (one that cannot be compiled counts: there is one). */
+function isValueSetUrl(ctx: TerminologyContext, url: string): SyncOrAsync<boolean> {
+  let vs: SyncOrAsync<CompiledValueSet | null>;
+  try {
+    vs = ctx.valueSet(url);
+  } catch {
+    return true;
+  }
+  return vs instanceof Promise ? vs.then((v) => v !== null, () => true) : vs !== null;
 }
 
 /**
@@ -156,16 +162,14 @@ function loadedValueSetCheck(ctx: TerminologyContext): (url: string) => boolean 
  * when the code is known there (as the reference servers answer).
  */
 function notInValueSet(
-  vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, get: LoadedLookup, isValueSet: (url: string) => boolean | undefined,
-): ValidationResult | undefined {
+  vs: CompiledValueSet, coding: CheckedCoding, reasons: readonly TxIssue[], path: string, systems: CodedSystems, isValueSet: boolean,
+): ValidationResult {
   const issues: TxIssue[] = [];
   const mismatch = reasons.find((r) => r.type === 'vs-invalid');
-  let cs = get(coding.system, coding.version);
-  if (cs === undefined) return undefined;
+  let cs = systems.coded;
   // A version the server does not have: the answer is still false, but names another version's display.
   if (cs === null && coding.version !== undefined) {
-    const latest = get(coding.system);
-    if (latest === undefined) return undefined;
+    const latest = systems.latest;
     if (latest !== null) {
       const text = `CodeSystem '${coding.system}' has no version '${coding.version}'; the code was looked up in version '${latest.version ?? '(none)'}'`;
       issues.push(mismatch ? txIssue('error', 'not-found', 'not-found', text) : txIssue('warning', 'invalid', 'vs-invalid', text));
@@ -174,8 +178,7 @@ function notInValueSet(
   }
   // A version mismatch: the display is the value set's version's, when that version exists.
   if (mismatch?.usesVersion !== undefined) {
-    const used = get(coding.system, mismatch.usesVersion);
-    if (used === undefined) return undefined;
+    const used = systems.used;
     if (used === null) issues.push(txIssue('error', 'not-found', 'not-found', `No version '${mismatch.usesVersion}' of CodeSystem '${coding.system}' is known`));
     else cs = used;
   }
@@ -185,9 +188,7 @@ function notInValueSet(
   if (!undecided) {
     issues.unshift(txIssue('error', 'code-invalid', 'not-in-vs', `The code '${coding.code}' from system '${coding.system}' is not in the value set ${vs.label}`));
     if (cs === null) {
-      const valueSet = isValueSet(coding.system);
-      if (valueSet === undefined) return undefined;
-      if (valueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is the URL of a ValueSet, not of a CodeSystem`));
+      if (isValueSet) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is the URL of a ValueSet, not of a CodeSystem`));
       else {
         if (!/^[A-Za-z][A-Za-z0-9+.-]*:/.test(coding.system)) issues.push(txIssue('error', 'invalid', 'invalid-data', `The system '${coding.system}' is not an absolute URI`));
         issues.push(txIssue('error', 'not-found', 'not-found', `A definition for CodeSystem ${systemLabel(coding.system, coding.version)} could not be found, so the code cannot be validated`));

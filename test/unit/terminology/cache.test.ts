@@ -80,18 +80,18 @@ describe('membership checks and CodeSystem loading', () => {
   const B = 'http://cinder.test/CodeSystem/b';
   const systems = new Map([[A, system(A, ['a1', 'a2'])], [B, system(B, ['b1'])]]);
 
-  /** A lookup that counts loads; `keeps` says whether loaded CodeSystems stay available without awaiting. */
+  /** A lookup that counts loads; `keeps` says whether loaded CodeSystems stay available at once (without a promise). */
   function lookup(keeps: boolean) {
     const kept = new Map<string, CodeSystemIndex | null>();
     const loads: string[] = [];
     const l: CodeSystemLookup = {
-      async codeSystem(url) {
+      codeSystem(url) {
+        if (kept.has(url)) return kept.get(url)!;
         loads.push(url);
         const cs = systems.get(url) ?? null;
         if (keeps) kept.set(url, cs);
-        return cs;
+        return Promise.resolve(cs);
       },
-      loadedCodeSystem: (url) => kept.get(url),
     };
     return { l, loads };
   }
@@ -121,15 +121,19 @@ describe('membership checks and CodeSystem loading', () => {
     expect((await ab.check({ system: A, code: 'zz' }, l)).member).toBe(false);
     expect((await ab.check({ system: B, code: 'b1' }, l)).member).toBe(true);
     expect(loads).toEqual([A, B]);
-    // Loaded now: the synchronous check decides by itself.
-    expect(ab.checkLoaded({ system: A, code: 'a1' }, { get: (url) => l.loadedCodeSystem(url), asOf: undefined })).toMatchObject({ member: true, code: 'a1' });
+    // Loaded now: the check answers at once, a plain value rather than a promise.
+    const warm = ab.check({ system: A, code: 'a1' }, l);
+    expect(warm).not.toBeInstanceOf(Promise);
+    expect(warm).toMatchObject({ member: true, code: 'a1' });
+    expect(ab.check({ system: B, code: 'b2' }, l)).toMatchObject({ member: false });
   });
 
   test('a check whose CodeSystems never stay cached still ends, loading each one once per call', async () => {
     const { b } = await valueSets();
     const { l, loads } = lookup(false);
+    expect(b.check({ system: B, code: 'b1' }, l)).toBeInstanceOf(Promise);
     expect((await b.check({ system: B, code: 'b1' }, l)).member).toBe(true);
     expect((await b.check({ system: B, code: 'nope' }, l)).member).toBe(false);
-    expect(loads).toEqual([B, B]);
+    expect(loads).toEqual([B, B, B]);
   });
 });

@@ -1,36 +1,40 @@
 import { describe, expect, test } from 'bun:test';
 import { FhirError } from '../../../src/errors.ts';
 import { valueSetValidateCodeParams } from '../../../src/terminology/input/operations.ts';
-import {
-  validateValueSetCode,
-  validateValueSetCodeNow,
-  valueSetValidateCodeInput,
-} from '../../../src/terminology/ops/validate-value-set-code.ts';
+import { validateValueSetCode, valueSetValidateCodeInput } from '../../../src/terminology/ops/validate-value-set-code.ts';
 import type { ValidationResult } from '../../../src/terminology/ops/validation-result.ts';
+import { TerminologyService } from '../../../src/terminology/service.ts';
+import { MemoryTerminologySource } from '../../helpers/memory-terminology.ts';
 import { fixtureService, rejected } from '../../helpers/terminology-service.ts';
 
 const ANIMALS = 'http://cinder.test/CodeSystem/animals';
 const VS = 'http://cinder.test/ValueSet/';
-const { context } = await fixtureService();
+const { context, source } = await fixtureService();
+const EMPTY = new MemoryTerminologySource();
 
-/** How often validate() found the answer without waiting agreeing with the full one (see below). */
-let answeredNow = 0;
+/** The fixtures' terminology with empty caches: the first answer must load all it needs. */
+const cold = () => new TerminologyService({ core: EMPTY, sourceFor: () => source }).context('t');
+
+/** How often validate() saw the warm path answer at once (see below). */
+let answeredAtOnce = 0;
 
 /**
- * Validates through the full (asynchronous) path. Then, with everything that needs loaded, the answer
- * without waiting (validateValueSetCodeNow) must be the same whenever it gives one: every test below
- * checks both paths.
+ * Validates twice with the one function: first with empty caches (the cold path, which loads what it
+ * needs), then again with everything loaded (the warm path). Both must give the same answer, and for a
+ * code or coding checked against a ValueSet named by URL the warm answer must be a plain value, not a
+ * promise: the steady state awaits nothing. Every test below checks both paths.
  */
 async function validate(parameter: Record<string, unknown>[], id?: string): Promise<ValidationResult> {
   const raw = valueSetValidateCodeParams.fromBody({ resourceType: 'Parameters', parameter });
   const input = valueSetValidateCodeInput(raw, id);
-  const terminology = await context();
+  const terminology = await cold();
   const result = await validateValueSetCode(input, { terminology });
-  const now = validateValueSetCodeNow(input, terminology);
-  if (now !== undefined) {
-    expect(now).toEqual(result);
-    answeredNow++;
+  const warm = validateValueSetCode(input, { terminology });
+  if (input.target.kind === 'url' && input.subject.kind !== 'codeableConcept') {
+    expect(warm).not.toBeInstanceOf(Promise);
+    answeredAtOnce++;
   }
+  expect(await warm).toEqual(result);
   return result;
 }
 
@@ -315,37 +319,41 @@ describe('ValueSet $validate-code: inputs', () => {
   });
 });
 
-describe('ValueSet $validate-code without waiting (validateValueSetCodeNow)', () => {
-  test('answers a code by ValueSet URL once the ValueSet and its CodeSystems are loaded', async () => {
+describe('ValueSet $validate-code: one function, at once in the steady state', () => {
+  test('answers a code by ValueSet URL later while loading, then at once', async () => {
     const fresh = await fixtureService();
     const input = valueSetValidateCodeInput(valueSetValidateCodeParams.fromBody({
       resourceType: 'Parameters',
       parameter: [{ name: 'url', valueUri: `${VS}land-mammals` }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }],
     }));
     const terminology = await fresh.context();
-    expect(validateValueSetCodeNow(input, terminology)).toBeUndefined(); // nothing loaded yet
-    const result = await validateValueSetCode(input, { terminology });
+    const first = validateValueSetCode(input, { terminology });
+    expect(first).toBeInstanceOf(Promise); // nothing loaded yet
+    const result = await first;
     expect(result.result).toBe(true);
-    expect(validateValueSetCodeNow(input, await fresh.context())).toEqual(result);
+    const warm = validateValueSetCode(input, { terminology: await fresh.context() });
+    expect(warm).not.toBeInstanceOf(Promise);
+    expect(warm).toEqual(result);
   });
 
-  test('leaves a CodeableConcept, an instance-level call and an unknown ValueSet to the full path', async () => {
+  test('a CodeableConcept and an instance-level call are answered as promises; an unknown ValueSet, once known to be unknown, is refused at once', async () => {
     const loaded = await code('all-animals', 'dog');
     expect(loaded.result).toBe(true);
     const terminology = await context();
-    const inputs = [
-      [{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'dog' }] } }],
-      [{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }],
-      [{ name: 'url', valueUri: `${VS}no-such-value-set` }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }],
-    ];
-    const ids = [undefined, 'all-animals', undefined];
-    for (const [i, parameter] of inputs.entries()) {
-      const raw = valueSetValidateCodeParams.fromBody({ resourceType: 'Parameters', parameter });
-      expect(validateValueSetCodeNow(valueSetValidateCodeInput(raw, ids[i]), terminology)).toBeUndefined();
-    }
+    const input = (parameter: Record<string, unknown>[], id?: string) =>
+      valueSetValidateCodeInput(valueSetValidateCodeParams.fromBody({ resourceType: 'Parameters', parameter }), id);
+    const concept = input([{ name: 'url', valueUri: `${VS}all-animals` }, { name: 'codeableConcept', valueCodeableConcept: { coding: [{ system: ANIMALS, code: 'dog' }] } }]);
+    await validateValueSetCode(concept, { terminology });
+    expect(validateValueSetCode(concept, { terminology })).toBeInstanceOf(Promise);
+    const instance = input([{ name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }], 'all-animals');
+    await validateValueSetCode(instance, { terminology });
+    expect(validateValueSetCode(instance, { terminology })).toBeInstanceOf(Promise);
+    const unknown = input([{ name: 'url', valueUri: `${VS}no-such-value-set` }, { name: 'code', valueCode: 'dog' }, { name: 'system', valueUri: ANIMALS }]);
+    expect((await rejected(async () => validateValueSetCode(unknown, { terminology }))).message).toContain('no-such-value-set');
+    expect(() => validateValueSetCode(unknown, { terminology })).toThrow('no-such-value-set');
   });
 
-  test('the tests above compared both paths', () => {
-    expect(answeredNow).toBeGreaterThan(40);
+  test('the tests above checked both paths', () => {
+    expect(answeredAtOnce).toBeGreaterThan(40);
   });
 });

@@ -74,7 +74,7 @@ function toRequest(input: string | URL | Request, init?: RequestInit): Request {
   return new Request(/^https?:\/\//.test(url) ? url : new URL(url, 'http://localhost'), init);
 }
 
-/** Builds the app (STYLE.md rule 1): no globals, two apps can live in one process. */
+/** Builds the app with no globals: two apps can live in one process. */
 export function createApp(deps: AppDeps): App {
   const { config, store, clock, log } = deps;
   const limits = bodyLimits(config);

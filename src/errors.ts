@@ -3,7 +3,7 @@
  * OAuthError as `{error, error_description}`, FhirError as an OperationOutcome.
  */
 
-/** FHIR error categories and their HTTP status / OperationOutcome `issue.code` (STYLE.md rule 4). */
+/** FHIR error categories and their HTTP status / OperationOutcome `issue.code`, in one table. */
 export const FHIR_CATEGORIES = {
   invalid: { status: 400, code: 'invalid' },
   structure: { status: 400, code: 'structure' },

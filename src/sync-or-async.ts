@@ -1,6 +1,6 @@
 /**
  * A value now, or the promise of it when something must be read first. A rule that a hot path runs in
- * its steady state returns this instead of an async function plus a synchronous twin (STYLE.md 15):
+ * its steady state returns this instead of an async function plus a synchronous twin:
  * one body, and the warm answer is a plain value that the caller uses without awaiting, as Hono's
  * dispatch takes a Response or a Promise of one.
  */

@@ -1,8 +1,26 @@
 import type { SyncOrAsync } from '../sync-or-async.ts';
-import { InvalidTokenError, type VerifiedToken } from './tokens.ts';
+import { InvalidTokenError, MalformedTokenError, type VerifiedToken } from './tokens.ts';
 
-/** RFC 6750 2.1: `Authorization: Bearer <b64token>`. */
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)\s*$/i;
+/** RFC 6750 2.1: the scheme of `Authorization: Bearer <b64token>`, any case, then one or more spaces. */
+const SCHEME = /^bearer +/i;
+
+/**
+ * The token of a `Bearer` header, or undefined when the header has another form. The token's own
+ * characters are checked by the verifier when it first sees the token (MalformedTokenError), so a
+ * token verified before costs no second scan here.
+ */
+function tokenOf(header: string): string | undefined {
+  let start: number;
+  if (header.startsWith('Bearer ')) start = 7;
+  else {
+    const m = SCHEME.exec(header);
+    if (m === null) return undefined;
+    start = m[0].length;
+  }
+  while (header.charCodeAt(start) === 32) start++;
+  const token = header.slice(start).trimEnd();
+  return token === '' ? undefined : token;
+}
 
 /** Why a bearer token was refused (RFC 6750 3.1); no `error` when the request carried no token at all. */
 export interface BearerRefusal {
@@ -28,15 +46,17 @@ export function verifyBearer(
   refuse: (r: BearerRefusal) => Error,
 ): SyncOrAsync<VerifiedToken> {
   if (!header) throw refuse({ message: 'An access token is required' });
-  const m = BEARER.exec(header);
-  if (!m) throw refuse({ error: 'invalid_request', message: 'The Authorization header must be "Bearer <token>"' });
+  const malformed = () => refuse({ error: 'invalid_request', message: 'The Authorization header must be "Bearer <token>"' });
+  const token = tokenOf(header);
+  if (token === undefined) throw malformed();
   const translate = (err: unknown): never => {
+    if (err instanceof MalformedTokenError) throw malformed();
     if (err instanceof InvalidTokenError) throw refuse({ error: 'invalid_token', message: err.message, cause: err });
     throw err;
   };
   let verified: SyncOrAsync<VerifiedToken>;
   try {
-    verified = verify(m[1]!);
+    verified = verify(token);
   } catch (err) {
     return translate(err);
   }

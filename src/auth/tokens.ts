@@ -81,6 +81,14 @@ export class InvalidTokenError extends Error {
   override name = 'InvalidTokenError';
 }
 
+/** A token that is not even an RFC 6750 `b64token`: the request is malformed (`invalid_request`). */
+export class MalformedTokenError extends InvalidTokenError {
+  override name = 'MalformedTokenError';
+}
+
+/** RFC 6750 2.1: the characters of a bearer token. */
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
 /** Decides whether a verified token has been revoked (src/auth/revocation.ts). */
 export interface RevocationCheck {
   /** The answer at once when the revocations read last are recent enough, else after reading them. */
@@ -125,6 +133,8 @@ export function createTokenVerifier(keys: KeyRing, clock: Clock, issuer: string,
   return function verify(token: string): SyncOrAsync<VerifiedToken> {
     const verified = cache.get(token);
     if (verified === undefined) {
+      // Checked before anything else, and only here: a token in the cache passed it when it came in.
+      if (!B64TOKEN.test(token)) throw new MalformedTokenError('the access token is not a bearer token (RFC 6750 b64token)');
       return verifySignature(keys, clock, issuer, token).then((v) => {
         if (cache.size >= cacheSize) cache.clear();
         cache.set(token, v);

@@ -31,7 +31,7 @@ function unavailable(err: StoreUnavailableError, path: string): FhirError | OAut
 }
 
 /**
- * The one error handler (STYLE.md rule 2): domain errors render in their protocol's shape; anything
+ * The one error handler: domain errors render in their protocol's shape; anything
  * else is a generic 500 whose detail goes only to the log.
  */
 export function renderError(err: unknown, req: FailedRequest, log: Logger): Response {

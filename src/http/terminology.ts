@@ -18,7 +18,7 @@ import { validationParameters } from '../terminology/ops/validation-result.ts';
 import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
 import type { TerminologyContext } from '../terminology/context.ts';
 import type { Terminology } from '../terminology/create.ts';
-import { then } from '../sync-or-async.ts';
+import { then, type SyncOrAsync } from '../sync-or-async.ts';
 import { readFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
@@ -50,17 +50,19 @@ export const terminologyCapabilities: CapabilityContribution = {
 export const VALUE_SET_VALIDATE_CODE_ROUTE = '/ValueSet/$validate-code';
 
 /** An operation's inputs: from the query (GET) or the Parameters body (POST). */
-async function requestInputs<S extends OperationSpec>(req: Request, params: OperationParameters<S>, maxBodyBytes: number): Promise<OperationInput<S>> {
-  return req.method === 'GET' ? params.fromQuery(new URL(req.url).searchParams) : params.fromBody(await readFhirBody(req, maxBodyBytes));
+function requestInputs<S extends OperationSpec>(req: Request, params: OperationParameters<S>, maxBodyBytes: number): SyncOrAsync<OperationInput<S>> {
+  return req.method === 'GET' ? params.fromQuery(new URL(req.url).searchParams) : readFhirBody(req, maxBodyBytes).then((body) => params.fromBody(body));
 }
 
 /** `ValueSet/$validate-code` of an admitted request, type level or instance level with `id`. */
-export type ValueSetValidateCode = (req: Request, tenant: string, access: Access, id?: string) => Promise<Response>;
+export type ValueSetValidateCode = (req: Request, tenant: string, access: Access, id?: string) => SyncOrAsync<Response>;
 
 /** The `ValueSet/$validate-code` handler, for its Hono routes and the hot-route dispatcher alike. */
 export function valueSetValidateCode(deps: Pick<TerminologyRouteDeps, 'terminology' | 'maxBodyBytes'>): ValueSetValidateCode {
-  return async (req, tenant, access, id) =>
-    validateValueSetResponse(deps.terminology, tenant, access, await requestInputs(req, valueSetValidateCodeParams, deps.maxBodyBytes), id, req.headers.get('accept-language'));
+  // No async layer of its own: each one costs the hot route a promise and a turn.
+  return (req, tenant, access, id) =>
+    then(requestInputs(req, valueSetValidateCodeParams, deps.maxBodyBytes), (raw) =>
+      validateValueSetResponse(deps.terminology, tenant, access, raw, id, req.headers.get('accept-language')));
 }
 
 /**
@@ -70,7 +72,7 @@ export function valueSetValidateCode(deps: Pick<TerminologyRouteDeps, 'terminolo
  */
 export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const inputs = <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): Promise<OperationInput<S>> =>
+  const inputs = <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): SyncOrAsync<OperationInput<S>> =>
     requestInputs(c.req.raw, params, deps.maxBodyBytes);
   const context = (c: Context<AppEnv>, type: 'ValueSet' | 'CodeSystem') => {
     requireAccess(c.get('access'), type, 'r');
@@ -115,14 +117,14 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
  * `ValueSet/$validate-code` (type level, or instance level with `id`) on parsed inputs. Without a
  * `displayLanguage` input, the request's `Accept-Language` stands for it.
  */
-async function validateValueSetResponse(
+function validateValueSetResponse(
   terminology: Terminology, tenant: string, access: Access, raw: OperationInput<typeof valueSetValidateCodeParams.spec>, id?: string, acceptLanguage?: string | null,
-): Promise<Response> {
+): SyncOrAsync<Response> {
   const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);
   requireAccess(access, 'ValueSet', 'r');
   // Awaited only when something must be read: the steady state takes no turn of the event loop here.
   const result = then(terminology.service.context(tenant), (context) => validateValueSetCode(input, { terminology: context }));
-  return fhirJson(validationParameters(result instanceof Promise ? await result : result));
+  return then(result, (r) => fhirJson(validationParameters(r)));
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

@@ -2,12 +2,13 @@
  * The whole authorization code flow with PKCE through the real login page in headless Chromium
  * (JavaScript disabled: the page must work without it), ending with a verified id_token.
  */
-import { afterAll, beforeAll, expect, test as bunTest } from 'bun:test';
+import { afterAll, beforeAll, expect } from 'bun:test';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { s256 } from '../../src/auth/pkce.ts';
 import { randomToken } from '../../src/auth/secrets.ts';
@@ -15,11 +16,7 @@ import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { startCinder, type Cinder } from '../helpers/server.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-// Outside CI a machine without Debian's chromium skips these tests with a notice; under CI=true they run (and fail loudly).
-const available = existsSync(CHROMIUM) || process.env.CI === 'true';
-if (!available) console.warn(`NOTICE: ${CHROMIUM} is missing: skipping the browser tests (apt-get install chromium)`);
-const test = available ? bunTest : bunTest.skip;
+const test = browserTest;
 
 const dir = mkdtempSync(join(tmpdir(), 'cinder-browser-'));
 const store = createSqliteStore(join(dir, 'cinder.db'));
@@ -30,7 +27,7 @@ let clientId: string;
 let redirectUri: string;
 
 beforeAll(async () => {
-  if (!available) return;
+  if (!browserAvailable) return;
   cinder = await startCinder({ store });
   app = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('<!doctype html><title>App</title><p>Back in the app</p>', { headers: { 'Content-Type': 'text/html' } }) });
   redirectUri = `http://127.0.0.1:${app.port}/callback`;
@@ -42,7 +39,7 @@ beforeAll(async () => {
   await createUser(store, cinder.clock, {
     tenant: 'clinic', username: 'dave', password: 'dave password 1', name: 'Dave Patient', email: 'dave@example.org', emailVerified: true, fhirUser: 'Patient/dave-1',
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

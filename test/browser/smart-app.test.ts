@@ -5,21 +5,18 @@
  * Every FHIR call is a cross-origin request with a bearer token, so each passes a CORS preflight;
  * Cinder runs with CINDER_CORS_ORIGINS naming only the app's origin.
  */
-import { afterAll, beforeAll, expect, test as bunTest } from 'bun:test';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { afterAll, beforeAll, expect } from 'bun:test';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { startCinder, type Cinder } from '../helpers/server.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-// Outside CI a machine without Debian's chromium skips these tests with a notice; under CI=true they run (and fail loudly).
-const available = existsSync(CHROMIUM) || process.env.CI === 'true';
-if (!available) console.warn(`NOTICE: ${CHROMIUM} is missing: skipping the browser tests (apt-get install chromium)`);
-const test = available ? bunTest : bunTest.skip;
+const test = browserTest;
 
 const FHIR_CLIENT = readFileSync(join(import.meta.dir, '../../node_modules/fhirclient/build/fhir-client.min.js'));
 
@@ -82,7 +79,7 @@ function appPages(iss: () => string): (req: Request) => Response {
 }
 
 beforeAll(async () => {
-  if (!available) return;
+  if (!browserAvailable) return;
   let iss = '';
   site = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: appPages(() => iss) });
   const appOrigin = `http://127.0.0.1:${site.port}`;
@@ -109,7 +106,7 @@ beforeAll(async () => {
     body: JSON.stringify({ resourceType: 'Patient', id: 'erin-1', name: [{ family: 'Example', given: ['Erin'] }] }),
   });
   expect(put.status).toBe(201);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

@@ -129,11 +129,12 @@ export function createApp(deps: AppDeps): App {
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
   app.route(FHIR_BASE_ROUTE, fhir);
 
+  const cors = createCors(config.corsOrigins);
   const hot = deps.hotRoutes === false
     ? undefined
-    : hotRoutes({ admit, recorder, log, fhir: fhirDeps, validateCode: valueSetValidateCode(terminologyDeps), token: tokenRoute(authDeps) });
-  const cors = createCors(config.corsOrigins);
-  // CORS wraps everything, so the hot routes, Hono's routes and every error answer the same way.
-  const fetch = (req: Request, server?: unknown) => cors.handle(req, () => hot?.(req, server) ?? app.fetch(req, server));
+    : hotRoutes({ admit, recorder, log, fhir: fhirDeps, validateCode: valueSetValidateCode(terminologyDeps), token: tokenRoute(authDeps), cors });
+  // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
+  // preflight) add the same headers themselves.
+  const fetch = (req: Request, server?: unknown) => hot?.(req, server) ?? cors.handle(req, () => app.fetch(req, server));
   return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot };
 }

@@ -1,9 +1,9 @@
 /**
  * Cross-origin access for browser apps (the Fetch standard's CORS protocol), one rule for every path
  * it covers: the FHIR API of every tenant, the OAuth endpoints browser apps call and the discovery
- * documents. It wraps the app's `fetch`, outside the hot routes, Hono's router and the error renderer,
- * so every answer (a 401 from the FHIR gate, a 404, a 503) carries the same headers and a preflight
- * never needs a token.
+ * documents. It wraps Hono's `fetch`, outside the router and the error renderer, and the hot-route
+ * dispatcher decorates its own answers with it, so every answer (a 401 from the FHIR gate, a 404, a
+ * 503) carries the same headers and a preflight never needs a token.
  *
  * Credentials are never allowed (`Access-Control-Allow-Credentials` is not sent): the API takes bearer
  * tokens in `Authorization`, which a page must set itself, never cookies the browser would attach.
@@ -44,6 +44,12 @@ const BROWSER_OAUTH = new Set(['/oauth2/token', '/oauth2/revoke', '/oauth2/useri
 export interface Cors {
   /** Runs `next` for the request, answering preflights itself and adding the headers to what comes back. */
   handle(req: Request, next: () => Response | Promise<Response>): Response | Promise<Response>;
+  /**
+   * Adds the headers to the answer of a request on a covered path that is not a preflight: what
+   * `handle` adds, for a caller that made the answer itself (the hot-route dispatcher, inside its own
+   * async function, which saves wrapping every answer in another promise).
+   */
+  decorate(req: Request, res: Response): Response;
 }
 
 /**
@@ -51,7 +57,7 @@ export interface Cors {
  * origins it names (echoed, with `Vary: Origin`, so caches keep answers apart); `none` adds nothing.
  */
 export function createCors(setting: string): Cors {
-  if (setting === 'none') return { handle: (_req, next) => next() };
+  if (setting === 'none') return { handle: (_req, next) => next(), decorate: (_req, res) => res };
   const any = setting === '*';
   const origins = new Set(any ? [] : setting.split(',').map((o) => o.trim().toLowerCase()));
 
@@ -61,7 +67,7 @@ export function createCors(setting: string): Cors {
     return origin !== null && origins.has(origin.toLowerCase()) ? origin : null;
   };
 
-  const decorate = (res: Response, allow: string | null): Response => {
+  const decorateWith = (res: Response, allow: string | null): Response => {
     let headers = res.headers;
     try {
       if (!any) headers.append('Vary', 'Origin');
@@ -102,7 +108,9 @@ export function createCors(setting: string): Cors {
       // the named origins get it, and `Vary: Origin` marks every answer as origin-dependent.
       const allow = allowed(origin);
       const res = next();
-      return res instanceof Promise ? res.then((r) => decorate(r, allow)) : decorate(res, allow);
+      return res instanceof Promise ? res.then((r) => decorateWith(r, allow)) : decorateWith(res, allow);
     },
+    // With `*` the request's Origin does not matter: not even read.
+    decorate: (req, res) => decorateWith(res, any ? '*' : allowed(req.headers.get('origin'))),
   };
 }

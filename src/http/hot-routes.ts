@@ -2,6 +2,7 @@ import type { Access } from '../fhir/access.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import type { Logger } from '../log.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
+import type { Cors } from './cors.ts';
 import { renderError } from './errors.ts';
 import { INSTANCE_ROUTE, readResponse } from './fhir.ts';
 import { readConditions } from './fhir-response.ts';
@@ -19,6 +20,8 @@ export interface HotRouteDeps {
   /** The handlers the Hono routes of `$validate-code` and the token endpoint run (with their options). */
   readonly validateCode: ValueSetValidateCode;
   readonly token: TokenRoute;
+  /** Every path the dispatcher takes is one CORS covers; its answers get the headers here (see Cors.decorate). */
+  readonly cors: Cors;
 }
 
 /** The routes the dispatcher answers, by the label Hono's router gives them in the metrics. */
@@ -84,7 +87,7 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     } catch (err) {
       res = renderError(err, { method: req.method, path, requestId }, d.log);
     }
-    res = withRequestId(res, requestId);
+    res = d.cors.decorate(req, withRequestId(res, requestId));
     d.recorder.record(req.method, path, trace.route, res.status, requestId, started);
     return res;
   }

@@ -156,13 +156,23 @@ export class CachedTerminology {
 
 /** The cached terminology of a tenant seen at one date (or now); cheap to create per request. */
 class TerminologyView implements TerminologyContext, ImportResolver {
+  /**
+   * The last CodeSystem this view answered at once: one request asks for the coding's system several
+   * times (membership, the display, status checks), and the answer cannot change within a view.
+   */
+  private last: { url: string; version: string | undefined; index: CodeSystemIndex | null } | undefined;
+
   constructor(
     private readonly cache: CachedTerminology,
     readonly asOf: DatePeriod | undefined,
   ) {}
 
   codeSystem(url: string, version?: string): SyncOrAsync<CodeSystemIndex | null> {
-    return this.cache.codeSystem(url, version, this.asOf);
+    const last = this.last;
+    if (last !== undefined && last.url === url && last.version === version) return last.index;
+    const index = this.cache.codeSystem(url, version, this.asOf);
+    if (!(index instanceof Promise)) this.last = { url, version, index };
+    return index;
   }
 
   codeSystemById(id: string): Pending<CodeSystemIndex> {

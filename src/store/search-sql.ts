@@ -337,20 +337,29 @@ export const DRIVER_MAX_ROWS = 2000;
 export const DRIVER_TAKE_AT = 200;
 
 /**
- * The plan for `q` from its candidates (driverCandidates), counted one after another by `count`: the
- * one with the fewest rows up to DRIVER_MAX_ROWS, the first with at most DRIVER_TAKE_AT at once.
+ * The plan for `q` from its candidates (driverCandidates), counted one after another by `count`. First
+ * each is counted up to DRIVER_TAKE_AT + 1 rows, and the first with at most DRIVER_TAKE_AT is taken at
+ * once: a selective condition behind an unselective one (`clinical-status=active&patient=..`) then
+ * costs the unselective one a read of 201 index rows, not 2,001. Only when none is that small are they
+ * counted up to DRIVER_MAX_ROWS + 1, and the one with the fewest rows drives.
  */
-export async function planSearch(candidates: DriverCandidate[], count: (c: DriverCandidate) => number | Promise<number>): Promise<SearchPlan> {
+export async function planSearch(candidates: DriverCandidate[], count: (sql: string, values: SqlValue[]) => number | Promise<number>): Promise<SearchPlan> {
+  const counted = (c: DriverCandidate, limit: number) => count(c.sql, [...c.values, limit]);
+  for (const c of candidates) {
+    if ((await counted(c, DRIVER_TAKE_AT + 1)) <= DRIVER_TAKE_AT) return { driver: c.driver };
+  }
   let best: { driver: number | 'compartment'; n: number } | undefined;
   for (const c of candidates) {
-    const n = await count(c);
+    const n = await counted(c, DRIVER_MAX_ROWS + 1);
     if (n <= DRIVER_MAX_ROWS && (best === undefined || n < best.n)) best = { driver: c.driver, n };
-    if (n <= DRIVER_TAKE_AT) break;
   }
   return best ? { driver: best.driver } : {};
 }
 
-/** A condition that could drive a search, with a statement counting its rows up to DRIVER_MAX_ROWS + 1. */
+/**
+ * A condition that could drive a search, with a statement counting its rows up to a limit: `values`
+ * are the statement's values but the last, the limit, which planSearch adds.
+ */
 export interface DriverCandidate {
   driver: number | 'compartment';
   sql: string;
@@ -361,7 +370,10 @@ export interface DriverCandidate {
 export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuery): DriverCandidate[] {
   const out: DriverCandidate[] = [];
   const count = (driver: number | 'compartment', b: SqlBuilder, rows: string | undefined) => {
-    if (rows !== undefined) out.push({ driver, sql: `SELECT COUNT(*) AS n FROM (${rows} LIMIT ${b.v(DRIVER_MAX_ROWS + 1)}) x`, values: b.values });
+    if (rows === undefined) return;
+    // The limit's placeholder comes last; its value is planSearch's.
+    const sql = `SELECT COUNT(*) AS n FROM (${rows} LIMIT ${b.v(0)}) x`;
+    out.push({ driver, sql, values: b.values.slice(0, -1) });
   };
   // The compartment first: a patient's resources are usually few, and then the others need no count.
   if (q.compartment !== undefined) {

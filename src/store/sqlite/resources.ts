@@ -121,7 +121,7 @@ export function createSqliteResources(
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
   /** The search plan (SearchPlan), from the candidates' bounded counts on the reader. */
   const plan = (tenant: string, query: SearchQuery) =>
-    planSearch(driverCandidates(SQLITE, tenant, query), (c) => reader.query<{ n: number }, (string | number)[]>(c.sql).get(...(c.values as (string | number)[]))!.n);
+    planSearch(driverCandidates(SQLITE, tenant, query), (sql, values) => reader.query<{ n: number }, (string | number)[]>(sql).get(...(values as (string | number)[]))!.n);
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(

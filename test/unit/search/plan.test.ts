@@ -1,0 +1,48 @@
+/** The search planner: which indexed condition drives a search, and how much counting it costs to choose. */
+import { describe, expect, test } from 'bun:test';
+import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, planSearch, SQLITE, type DriverCandidate } from '../../../src/store/search-sql.ts';
+
+/** Candidates whose statements are just their names, and a count that answers each one's rows up to the limit asked. */
+function counting(rows: Record<string, number>) {
+  const asked: [string, number][] = [];
+  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, sql: name, values: [] }));
+  const count = (sql: string, values: (string | number)[]) => {
+    const limit = values[values.length - 1] as number;
+    asked.push([sql, limit]);
+    return Math.min(rows[sql]!, limit);
+  };
+  return { candidates, count, asked };
+}
+
+describe('planSearch', () => {
+  test('a small condition behind a large one drives, and the large one is read only up to the first limit', async () => {
+    const { candidates, count, asked } = counting({ status: 50_000, patient: 12 });
+    expect(await planSearch(candidates, count)).toEqual({ driver: 1 });
+    expect(asked).toEqual([['status', DRIVER_TAKE_AT + 1], ['patient', DRIVER_TAKE_AT + 1]]);
+  });
+
+  test('the first small one is taken without counting the rest', async () => {
+    const { candidates, count, asked } = counting({ compartment: 80, code: 30, date: 10 });
+    expect(await planSearch(candidates, count)).toEqual({ driver: 'compartment' });
+    expect(asked).toEqual([['compartment', DRIVER_TAKE_AT + 1]]);
+  });
+
+  test('when none is small, the fewest rows up to the maximum drive; counted again up to it', async () => {
+    const { candidates, count, asked } = counting({ a: 1500, b: 900, c: 40_000 });
+    expect(await planSearch(candidates, count)).toEqual({ driver: 1 });
+    expect(asked.filter(([, limit]) => limit === DRIVER_MAX_ROWS + 1).map(([sql]) => sql)).toEqual(['a', 'b', 'c']);
+  });
+
+  test('no candidate within the maximum: no driver (the type is read in sort order)', async () => {
+    const { candidates, count } = counting({ a: 5000, b: 2001 });
+    expect(await planSearch(candidates, count)).toEqual({});
+    expect(await planSearch([], count)).toEqual({});
+  });
+
+  test('each candidate statement ends with the limit planSearch supplies', () => {
+    const [c] = driverCandidates(SQLITE, 't1', { type: 'Observation', where: [{ kind: 'token', param: 'code', values: [{ value: 'x' }] }], sort: [] } as never);
+    // Four values of its own (tenant, type, parameter, code); the fifth placeholder is the limit.
+    expect(c!.values).toEqual(['t1', 'Observation', 'code', 'x']);
+    expect(c!.sql).toMatch(/LIMIT \?5\) x$/);
+  });
+});

@@ -14,7 +14,17 @@ if (!browserAvailable) console.warn(`NOTICE: ${CHROMIUM} is missing: skipping th
 /** `test`, or `test.skip` when there is no browser to run it in. */
 export const browserTest = browserAvailable ? bunTest : bunTest.skip;
 
-/** A headless Chromium with the flags this machine needs. */
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+const launch = () => chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'] });
+
+/**
+ * A headless Chromium with the flags this machine needs. A start that fails (Chromium exiting at once on
+ * a machine busy with the rest of the suite) is tried once more, with the first error printed.
+ */
+export async function launchChromium(): Promise<Browser> {
+  try {
+    return await launch();
+  } catch (err) {
+    console.warn(`Chromium did not start, trying once more: ${err instanceof Error ? err.message : String(err)}`);
+    return launch();
+  }
 }

@@ -37,17 +37,44 @@ export function keyName(k: SearchKey): string {
 /** The k of an index entry of `spec`'s table, of a version of `type` (the tenant is the writer's). */
 export type KeyOf = (spec: IndexTableSpec, type: string, e: AnyIndexEntry | IndexEntryRecord) => number;
 
-/** The distinct keys of these versions' index rows, by name, that `known` does not name. */
-export function missingKeys(tenant: string, versions: { type: string; index: IndexRows }[], known: ReadonlyMap<string, number>): Map<string, SearchKey> {
-  const out = new Map<string, SearchKey>();
+/** Most keys a cache holds: systems and units come from the data, so the dictionary has no bound of its own. */
+export const MAX_CACHED_KEYS = 100_000;
+
+/**
+ * Committed keys by name, for one store instance. Past MAX_CACHED_KEYS it starts afresh: a key it no
+ * longer holds is read again when next needed.
+ */
+export function createKeyCache() {
+  const known = new Map<string, number>();
+  return {
+    get: (name: string) => known.get(name),
+    set(name: string, k: number): void {
+      if (known.size >= MAX_CACHED_KEYS && !known.has(name)) known.clear();
+      known.set(name, k);
+    },
+  };
+}
+
+export type KeyCache = ReturnType<typeof createKeyCache>;
+
+/**
+ * The distinct keys of these versions' index rows, by name: those `cache` holds with their k, and the
+ * others still to be read or created.
+ */
+export function batchKeys(tenant: string, versions: { type: string; index: IndexRows }[], cache: KeyCache) {
+  const known = new Map<string, number>();
+  const missing = new Map<string, SearchKey>();
   for (const v of versions) {
     for (const spec of INDEX_TABLES) {
       for (const e of rowsOf(v.index, spec)) {
         const key = entryKey(spec, tenant, v.type, e);
         const name = keyName(key);
-        if (!known.has(name) && !out.has(name)) out.set(name, key);
+        if (known.has(name) || missing.has(name)) continue;
+        const k = cache.get(name);
+        if (k === undefined) missing.set(name, key);
+        else known.set(name, k);
       }
     }
   }
-  return out;
+  return { known, missing };
 }

@@ -1,4 +1,4 @@
-import { entryKey, keyName, missingKeys, type KeyOf, type SearchKey } from '../search-keys.ts';
+import { batchKeys, createKeyCache, entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts';
 import type { IndexRows } from '../types.ts';
 import type { Pg } from './db.ts';
 
@@ -14,8 +14,7 @@ type KeyRow = SearchKey & { k: number };
  * for it must never wait for a pool that other such transactions hold.
  */
 export function createPostgresKeys(keysSql: Pg) {
-  const cache = new Map<string, number>();
-  const remember = (rows: KeyRow[]) => rows.forEach((r) => cache.set(keyName(r), r.k));
+  const cache = createKeyCache();
   const columns = (keys: SearchKey[]) =>
     [keys.map((k) => k.tenant), keys.map((k) => k.type), keys.map((k) => k.param), keys.map((k) => k.system), keys.map((k) => k.code)] as const;
 
@@ -38,9 +37,15 @@ export function createPostgresKeys(keysSql: Pg) {
       RETURNING k, tenant, type, param, system, code`;
   }
 
-  async function load(keys: SearchKey[]): Promise<void> {
-    const unknown = () => keys.filter((k) => !cache.has(keyName(k)));
-    remember(await read(keys));
+  /** Reads, and creates where missing, `missing`'s keys into `known`. */
+  async function load(missing: Map<string, SearchKey>, known: Map<string, number>): Promise<void> {
+    const remember = (rows: KeyRow[]) => rows.forEach((r) => {
+      const name = keyName(r);
+      known.set(name, r.k);
+      cache.set(name, r.k);
+    });
+    const unknown = () => [...missing].filter(([name]) => !known.has(name)).map(([, key]) => key);
+    remember(await read([...missing.values()]));
     if (unknown().length) remember(await create(unknown()));
     // Keys another process inserted after the first read, and committed before this one's insert.
     if (unknown().length) remember(await read(unknown()));
@@ -49,12 +54,12 @@ export function createPostgresKeys(keysSql: Pg) {
   }
 
   return {
-    /** The KeyOf of these versions' index rows in `tenant`, once every key they need is committed and cached. */
+    /** The KeyOf of these versions' index rows in `tenant`, once every key they need is committed. */
     async resolve(tenant: string, versions: { type: string; index: IndexRows }[]): Promise<KeyOf> {
-      const missing = missingKeys(tenant, versions, cache);
-      if (missing.size) await load([...missing.values()]);
+      const { known, missing } = batchKeys(tenant, versions, cache);
+      if (missing.size) await load(missing, known);
       return (spec, type, e) => {
-        const k = cache.get(keyName(entryKey(spec, tenant, type, e)));
+        const k = known.get(keyName(entryKey(spec, tenant, type, e)));
         if (k === undefined) throw new Error(`search key of ${type} ${String(e.param)} not resolved`);
         return k;
       };

@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import { entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts';
+import { createKeyCache, entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts';
 
 /**
  * The search key dictionary on SQLite. Keys are created inside the write transaction that first
@@ -9,7 +9,7 @@ import { entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts
  * if either is rolled back.
  */
 export function createSqliteKeys(db: Database) {
-  const committed = new Map<string, number>();
+  const committed = createKeyCache();
   // Prepared on first use: a database part-way through its migrations has no search_keys yet.
   const find = () => db.query<{ k: number }, [string, string, string, string, string]>(
     'SELECT k FROM search_keys WHERE tenant = ? AND type = ? AND param = ? AND system = ? AND code = ?',

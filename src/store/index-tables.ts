@@ -1,13 +1,17 @@
 import type { IndexRows, IndexTable } from './types.ts';
 
 /**
- * The search index tables and the columns each row adds to `(res, tenant, type)`: text columns, then
- * number columns (REAL / double precision). The writers of both adapters, bulk COPY and the import
- * workers' packing all go through this list.
+ * The search index tables. A row is `(res, k, <columns>)`: `k` names, in `search_keys`, the tenant,
+ * the resource type, the entry's `param` and the entry fields of `key` (a token's system; a quantity's
+ * unit system and code), so the row stores none of them. The writers of both adapters, bulk COPY and
+ * the import workers' packing all go through this list.
  */
 export interface IndexTableSpec {
   table: IndexTable;
   rows: keyof IndexRows;
+  /** Entry fields the key holds after the param, as `search_keys.system` and then `search_keys.code` ('' when fewer). */
+  key: readonly string[];
+  /** Text columns of the row after `(res, k)`, then its number columns (REAL / double precision). */
   text: readonly string[];
   num: readonly string[];
   /** Text columns that may be absent from an entry (written as ''). */
@@ -15,20 +19,36 @@ export interface IndexTableSpec {
 }
 
 export const INDEX_TABLES: readonly IndexTableSpec[] = [
-  { table: 'search_index', rows: 'tokens', text: ['param', 'system', 'value', 'display'], num: [], optional: ['display'] },
-  { table: 'search_string', rows: 'strings', text: ['param', 'value', 'exact'], num: [] },
-  { table: 'search_range', rows: 'ranges', text: ['param', 'system', 'code'], num: ['low', 'high'] },
-  { table: 'search_composite', rows: 'composites', text: ['param', 'system1', 'value1', 'system2', 'value2'], num: ['low', 'high'] },
+  { table: 'search_index', rows: 'tokens', key: ['system'], text: ['value', 'display'], num: [], optional: ['display'] },
+  { table: 'search_string', rows: 'strings', key: [], text: ['value', 'exact'], num: [] },
+  { table: 'search_range', rows: 'ranges', key: ['system', 'code'], text: [], num: ['low', 'high'] },
+  { table: 'search_composite', rows: 'composites', key: [], text: ['system1', 'value1', 'system2', 'value2'], num: ['low', 'high'] },
 ];
 
-/** The rows of one table of `index`, as plain records. */
-export function rowsOf(index: IndexRows, spec: IndexTableSpec): Record<string, string | number>[] {
-  return index[spec.rows] as unknown as Record<string, string | number>[];
+/** The spec of the table holding `rows`. */
+export function specOf(rows: keyof IndexRows): IndexTableSpec {
+  return INDEX_TABLES.find((t) => t.rows === rows)!;
 }
 
-/** The column names after `(res, tenant, type)`. */
+/** An entry of any index table. */
+export type AnyIndexEntry = IndexRows[keyof IndexRows][number];
+
+/** An entry of an index table, as a plain record. */
+export type IndexEntryRecord = Record<string, string | number>;
+
+/** The rows of one table of `index`, as plain records. */
+export function rowsOf(index: IndexRows, spec: IndexTableSpec): IndexEntryRecord[] {
+  return index[spec.rows] as unknown as IndexEntryRecord[];
+}
+
+/** The column names after `(res, k)`. */
 export function columnsOf(spec: IndexTableSpec): string[] {
   return [...spec.text, ...spec.num];
+}
+
+/** Every text field of an entry of `spec`'s table: the param, the fields of its key, its text columns. */
+export function entryTextFields(spec: IndexTableSpec): string[] {
+  return ['param', ...spec.key, ...spec.text];
 }
 
 /** How many index rows `index` holds in all. */

@@ -1,9 +1,10 @@
 /**
  * Renders compiled searches (Condition, SortKey) to SQL for both adapters: one text with numbered
  * placeholders (`?N` for SQLite, `$N` for PostgreSQL) and its values, which never enter the text. The
- * dialects differ only in placeholders and in how `deleted` is stored.
+ * dialects differ only in placeholders, in how `deleted` is stored, in how a planned search probes a
+ * row and in how a row's key is matched against the keys a subquery of `search_keys` selects.
  */
-import type { CompositePart, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TokenValue } from './types.ts';
+import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
 
@@ -14,10 +15,27 @@ export interface Dialect {
   /** How a planned search (SearchPlan) probes each row, and joins its driver's rows to resources. */
   probe: Exclude<Correlation, 'in'>;
   driverJoin: string;
+  /**
+   * "Column `k` is among the keys `keys` selects" (search_keys). `byRes`: the rows are found by their
+   * `res`, and the key only filters them.
+   */
+  keyIn(k: string, keys: string, byRes: boolean): string;
 }
 
-export const SQLITE: Dialect = { live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN' };
-export const POSTGRES: Dialect = { live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}`, probe: 'lateral', driverJoin: 'JOIN' };
+export const SQLITE: Dialect = {
+  live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN',
+  // A list subquery, run once per statement; the value-first index is probed once per key.
+  keyIn: (k, keys) => `${k} IN (${keys})`,
+};
+
+export const POSTGRES: Dialect = {
+  live: (a) => `NOT ${a}.deleted`, placeholder: (n) => `$${n}`, probe: 'lateral', driverJoin: 'JOIN',
+  // An array computed once (an InitPlan), so the value-first index reads `k = ANY(...)` whatever the
+  // statistics. Found by res, `k + 0` keeps the planner from also reading the value-first index by
+  // its key, which without statistics (after a bulk load) it thought selective: the index range of the
+  // key (every row of the parameter), per row probed or sorted.
+  keyIn: (k, keys, byRes) => `${byRes ? `${k} + 0` : k} = ANY(ARRAY(${keys}))`,
+};
 
 /** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
 const AFTER_PREFIX = '\u{10FFFF}';
@@ -59,25 +77,48 @@ export class SqlBuilder {
     return `${prefix}${++this.aliases}`;
   }
 
-  /** `a.pk` is among the rows of `table` for `type`/`params` meeting `where` (rendered on alias `s`). */
-  private rowsOf(a: string, type: string, table: IndexTable, params: string[], where: (s: string) => string, not = false): string {
+  /**
+   * `a.pk` is among the `res` of the rows of `table` meeting `where` (rendered on alias `s`; `byRes`
+   * when the rows are probed by their `res`), which names their keys (keyIn).
+   */
+  private rowsOf(a: string, table: IndexTable, where: (s: string, byRes: boolean) => string, not = false): string {
     if (this.correlation !== 'in' && a === 'r') {
       const s = this.alias('s');
-      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${a}.pk AND ${this.params(s, params)} AND (${where(s)})`;
+      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${a}.pk AND ${where(s, true)}`;
       if (this.correlation === 'exists') return `${not ? 'NOT ' : ''}EXISTS (${body})`;
       return this.lateral(body, not);
     }
-    return `${a}.pk ${not ? 'NOT IN' : 'IN'} (${this.select(type, table, params, where)})`;
+    return `${a}.pk ${not ? 'NOT IN' : 'IN'} (${this.select(table, where)})`;
   }
 
-  private params(s: string, params: string[]): string {
-    return params.length === 1 ? `${s}.param = ${this.v(params[0]!)}` : `${s}.param IN (${params.map((p) => this.v(p)).join(', ')})`;
-  }
-
-  /** The `res` of the rows of `table` for `type`/`params` meeting `where`, read by the value-first index. */
-  private select(type: string, table: IndexTable, params: string[], where: (s: string) => string): string {
+  /** The `res` of the rows of `table` meeting `where`, read by the value-first index. */
+  private select(table: IndexTable, where: (s: string, byRes: boolean) => string): string {
     const s = this.alias('s');
-    return `SELECT ${s}.res FROM ${table} ${s} WHERE ${s}.tenant = ${this.v(this.tenant)} AND ${s}.type = ${this.v(type)} AND ${this.params(s, params)} AND (${where(s)})`;
+    return `SELECT ${s}.res FROM ${table} ${s} WHERE ${where(s, false)}`;
+  }
+
+  /**
+   * Row `s`'s key is one of those of `type`'s `params` in the tenant, narrowed to the given systems (a
+   * token's system, a reference's target type, a quantity's unit system) and unit code when given. A
+   * key nobody has written does not exist, and then no row matches.
+   */
+  private keyIn(s: string, type: string, params: string[], byRes: boolean, narrow: { systems?: string[]; code?: string } = {}): string {
+    const k = this.alias('k');
+    const where = [`${k}.tenant = ${this.v(this.tenant)}`, `${k}.type = ${this.v(type)}`, this.oneOf(`${k}.param`, params)];
+    if (narrow.systems !== undefined) where.push(this.oneOf(`${k}.system`, narrow.systems));
+    if (narrow.code !== undefined) where.push(`${k}.code = ${this.v(narrow.code)}`);
+    return this.dialect.keyIn(`${s}.k`, `SELECT ${k}.k FROM search_keys ${k} WHERE ${where.join(' AND ')}`, byRes);
+  }
+
+  /** `col` equals one of `values` (at least one). */
+  private oneOf(col: string, values: string[]): string {
+    const distinct = [...new Set(values)];
+    return distinct.length === 1 ? `${col} = ${this.v(distinct[0]!)}` : `${col} IN (${distinct.map((x) => this.v(x)).join(', ')})`;
+  }
+
+  /** Row `s`'s key is one of `param`'s, and `test` holds (ANDed). */
+  private keyed(s: string, type: string, param: string, byRes: boolean, test: string): string {
+    return `${this.keyIn(s, type, [param], byRes)} AND ${test}`;
   }
 
   /**
@@ -90,31 +131,29 @@ export class SqlBuilder {
     if (!canDrive(c)) return undefined;
     switch (c.kind) {
       case 'token':
-        return this.select(type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.token(s, v))));
+        return this.select('search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes));
       case 'uri-prefix':
-        return this.select(type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v))));
+        return this.select('search_index', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
       case 'string':
-        return this.select(type, 'search_string', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v.value))));
+        return this.select('search_string', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v.value)))));
       case 'date':
-        return this.select(type, 'search_range', [c.param], (s) => this.any(c.tests.map((t) =>
-          `(${[...lowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.date(`${s}.low`, `${s}.high`, t)].join(' AND ')})`)));
+        return this.select('search_range', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.tests.map((t) =>
+          `(${[...lowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.date(`${s}.low`, `${s}.high`, t)].join(' AND ')})`))));
       case 'composite':
-        return this.select(type, 'search_composite', [c.param], (s) => this.any(c.tests.map((t) => {
-          const parts = [this.token(s, { system: t.system1, value: t.value1 }, 'system1', 'value1'), ...t.parts.map((p) => this.compositePart(s, p))];
-          return `(${parts.join(' AND ')})`;
-        })));
+        return this.select('search_composite', (s, byRes) => this.keyed(s, type, c.param, byRes, this.composites(s, c.tests)));
       case 'chain':
-        return this.select(type, 'search_index', [c.param], (s) => this.chainTarget(s, c));
+        return this.select('search_index', (s) => this.chainTarget(s, type, c));
       default:
         return undefined;
     }
   }
 
-  /** A chain's reference rows point at targets meeting the rest of the chain. */
-  private chainTarget(s: string, c: Condition & { kind: 'chain' }): string {
+  /** A chain's reference rows (of `type`) point at targets meeting the rest of the chain. */
+  private chainTarget(s: string, type: string, c: Condition & { kind: 'chain' }): string {
     const r = this.alias('r');
     const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
-    return `${s}.system = ${this.v(c.targetType)} AND ${s}.value IN (SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')})`;
+    const key = this.keyIn(s, type, [c.param], false, { systems: [c.targetType] });
+    return `${key} AND ${s}.value IN (SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')})`;
   }
 
   /** Adds `LEFT JOIN LATERAL (<body> LIMIT 1) mN ON true`; returns the condition that it found a row (or none). */
@@ -124,10 +163,38 @@ export class SqlBuilder {
     return `${m}.hit IS ${not ? '' : 'NOT '}NULL`;
   }
 
-  private token(s: string, v: TokenValue, system = 'system', value = 'value'): string {
+  /**
+   * Token values (ORed) on `search_index` rows `s` of `param`, whose keys hold the system: one term per
+   * system (its keys, and its values IN a list, one range of the value-first index per value), one for
+   * the values without a system (every key of the parameter), one for the systems without a value.
+   */
+  private tokens(s: string, type: string, param: string, values: TokenValue[], byRes: boolean): string {
+    if (values.some((v) => v.system === undefined && v.value === undefined)) return this.keyIn(s, type, [param], byRes);
+    const systemsOnly: string[] = [];
+    const bySystem = new Map<string | undefined, string[]>();
+    for (const v of values) {
+      if (v.value === undefined) systemsOnly.push(v.system!);
+      else (bySystem.get(v.system) ?? bySystem.set(v.system, []).get(v.system)!).push(v.value);
+    }
+    const terms = [...bySystem].map(([system, codes]) =>
+      `(${this.keyIn(s, type, [param], byRes, system === undefined ? {} : { systems: [system] })} AND ${this.oneOf(`${s}.value`, codes)})`);
+    if (systemsOnly.length) terms.push(this.keyIn(s, type, [param], byRes, { systems: systemsOnly }));
+    return this.any(terms);
+  }
+
+  /** A token value on the columns `system` and `value` of a composite row `s`. */
+  private token(s: string, v: TokenValue, system: string, value: string): string {
     if (v.system === undefined) return v.value === undefined ? '1 = 1' : `${s}.${value} = ${this.v(v.value)}`;
     if (v.value === undefined) return `${s}.${system} = ${this.v(v.system)}`;
     return `(${s}.${value} = ${this.v(v.value)} AND ${s}.${system} = ${this.v(v.system)})`;
+  }
+
+  /** Composite tests (ORed) on a composite row `s`. */
+  private composites(s: string, tests: CompositeTest[]): string {
+    return this.any(tests.map((t) => {
+      const parts = [this.token(s, { system: t.system1, value: t.value1 }, 'system1', 'value1'), ...t.parts.map((p) => this.compositePart(s, p))];
+      return `(${parts.join(' AND ')})`;
+    }));
   }
 
   private any(parts: string[]): string {
@@ -164,11 +231,25 @@ export class SqlBuilder {
     }
   }
 
+  /** A quantity's unit on the columns `system` and `code` of a composite row `s` ('' when the test names none). */
   private unit(s: string, t: NumberTest, system: string, code: string): string {
     const parts: string[] = [];
     if (t.system !== undefined) parts.push(`${s}.${system} = ${this.v(t.system)}`);
     if (t.code !== undefined) parts.push(`${s}.${code} = ${this.v(t.code)}`);
     return parts.join(' AND ');
+  }
+
+  /**
+   * Number and quantity tests (ORed) on `search_range` rows `s` of `param`, whose keys hold the unit:
+   * a test naming a unit reads the keys of that unit, the others every key of the parameter.
+   */
+  private numbers(s: string, type: string, param: string, tests: NumberTest[], byRes: boolean): string {
+    const united = (t: NumberTest) => t.system !== undefined || t.code !== undefined;
+    if (!tests.some(united)) return this.keyed(s, type, param, byRes, this.any(tests.map((t) => this.number(`${s}.low`, `${s}.high`, t))));
+    return this.any(tests.map((t) => {
+      const narrow = united(t) ? { ...(t.system !== undefined && { systems: [t.system] }), ...(t.code !== undefined && { code: t.code }) } : {};
+      return `(${this.keyIn(s, type, [param], byRes, narrow)} AND ${this.number(`${s}.low`, `${s}.high`, t)})`;
+    }));
   }
 
   private prefix(col: string, value: string): string {
@@ -199,35 +280,29 @@ export class SqlBuilder {
       case 'lastUpdated':
         return this.any(c.tests.map((t) => this.instant(`${a}.last_updated`, t)));
       case 'token':
-        return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.token(s, v))), c.not);
+        return this.rowsOf(a, 'search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes), c.not);
       case 'token-text':
-        return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => `${s}.display LIKE ${this.v(`%${likeEscape(v)}%`)} ESCAPE '\\'`)));
+        return this.rowsOf(a, 'search_index', (s, byRes) =>
+          this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => `${s}.display LIKE ${this.v(`%${likeEscape(v)}%`)} ESCAPE '\\'`))));
       case 'uri-prefix':
-        return this.rowsOf(a, type, 'search_index', [c.param], (s) => this.any(c.values.map((v) => this.prefix(`${s}.value`, v))));
+        return this.rowsOf(a, 'search_index', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
       case 'string':
-        return this.rowsOf(a, type, 'search_string', [c.param], (s) => this.any(c.values.map((v) => {
+        return this.rowsOf(a, 'search_string', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => {
           if (v.match === 'prefix') return this.prefix(`${s}.value`, v.value);
           if (v.match === 'exact') return `${s}.exact = ${this.v(v.value)}`;
           return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}%`)} ESCAPE '\\'`;
-        })));
+        }))));
       case 'date':
-        return this.rowsOf(a, type, 'search_range', [c.param], (s) => this.any(c.tests.map((t) => this.date(`${s}.low`, `${s}.high`, t))));
+        return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.tests.map((t) => this.date(`${s}.low`, `${s}.high`, t)))));
       case 'number':
-        return this.rowsOf(a, type, 'search_range', [c.param], (s) => this.any(c.tests.map((t) => {
-          const unit = this.unit(s, t, 'system', 'code');
-          const test = this.number(`${s}.low`, `${s}.high`, t);
-          return unit ? `(${test} AND ${unit})` : test;
-        })));
+        return this.rowsOf(a, 'search_range', (s, byRes) => this.numbers(s, type, c.param, c.tests, byRes));
       case 'composite':
-        return this.rowsOf(a, type, 'search_composite', [c.param], (s) => this.any(c.tests.map((t) => {
-          const parts = [this.token(s, { system: t.system1, value: t.value1 }, 'system1', 'value1'), ...t.parts.map((p) => this.compositePart(s, p))];
-          return `(${parts.join(' AND ')})`;
-        })));
+        return this.rowsOf(a, 'search_composite', (s, byRes) => this.keyed(s, type, c.param, byRes, this.composites(s, c.tests)));
       case 'missing':
-        return this.rowsOf(a, type, c.table, c.params, () => '1 = 1', c.missing);
+        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, type, c.params, byRes), c.missing);
       case 'chain':
         // Always a set: probed per row, SQLite would look the targets up again for every row.
-        return `${a}.pk IN (${this.select(type, 'search_index', [c.param], (s) => this.chainTarget(s, c))})`;
+        return `${a}.pk IN (${this.select('search_index', (s) => this.chainTarget(s, type, c))})`;
       case 'has': {
         const r = this.alias('r');
         const s = this.alias('s');
@@ -238,13 +313,10 @@ export class SqlBuilder {
         if (driver >= 0) {
           const d = this.alias('d');
           const rows = this.driverRows(c.where[driver]!, c.type)!;
-          const inner = [`${s}.param = ${this.v(c.param)}`, `${s}.system = ${this.v(type)}`, this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.type))];
+          const inner = [this.keyIn(s, c.type, [c.param], true, { systems: [type] }), this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.type))];
           return `${a}.id IN (SELECT ${s}.value FROM (SELECT DISTINCT ${d}.res FROM (${rows}) ${d}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res JOIN resources ${r} ON ${r}.pk = ${d}.res WHERE ${inner.join(' AND ')})`;
         }
-        const inner = [
-          `${s}.tenant = ${this.v(this.tenant)}`, `${s}.type = ${this.v(c.type)}`, `${s}.param = ${this.v(c.param)}`, `${s}.system = ${this.v(type)}`,
-          this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type)),
-        ];
+        const inner = [this.keyIn(s, c.type, [c.param], false, { systems: [type] }), this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type))];
         return `${a}.id IN (SELECT ${s}.value FROM search_index ${s} JOIN resources ${r} ON ${r}.pk = ${s}.res WHERE ${inner.join(' AND ')})`;
       }
       case 'or':
@@ -269,15 +341,15 @@ export class SqlBuilder {
     }
   }
 
-  /** A sort key on row `a`: its expression and what follows it in ORDER BY (direction, NULLS LAST). */
-  sortKey(k: SortKey, a: string): [expr: string, order: string] {
+  /** A sort key on row `a` of `type`: its expression and what follows it in ORDER BY (direction, NULLS LAST). */
+  sortKey(k: SortKey, a: string, type: string): [expr: string, order: string] {
     const dir = k.descending ? ' DESC' : '';
     if (k.by === 'id') return [`${a}.id`, dir];
     if (k.by === 'lastUpdated') return [`${a}.last_updated`, dir];
     const col = k.table === 'search_range' ? (k.descending ? 'high' : 'low') : k.table === 'search_composite' ? 'value1' : 'value';
     const fn = k.descending ? 'MAX' : 'MIN';
     const s = this.alias('s');
-    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${s}.param = ${this.v(k.param)})`, `${dir} NULLS LAST`];
+    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${this.keyIn(s, type, [k.param], true)})`, `${dir} NULLS LAST`];
   }
 }
 
@@ -433,7 +505,7 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
     const dir = keyset.descending ? ' DESC' : '';
     keys = keyset.by === 'id' ? [['r.id', dir]] : [['r.last_updated', dir], ['r.id', dir]];
   } else {
-    keys = q.sort.map((k) => b.sortKey(k, 'r'));
+    keys = q.sort.map((k) => b.sortKey(k, 'r', q.type));
     if (!q.sort.some((k) => k.by === 'id')) keys.push(['r.id', '']);
   }
   const page = ` LIMIT ${b.v(q.count)}${!keyset && q.offset ? ` OFFSET ${b.v(q.offset)}` : ''}`;

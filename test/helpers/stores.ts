@@ -8,8 +8,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
+import { connect, runMigrations as runPgMigrations } from '../../src/store/postgres/db.ts';
 import { createPostgresStore } from '../../src/store/postgres/index.ts';
+import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
+import { openDatabase, runMigrations as runSqliteMigrations } from '../../src/store/sqlite/db.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 import type { Store } from '../../src/store/types.ts';
 
 export const PG_ADMIN_URL = process.env.CINDER_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -114,4 +118,50 @@ export async function storeTargets(): Promise<StoreTarget[]> {
   const targets = [sqliteTarget()];
   if (admin) targets.push(await postgresTarget(admin));
   return targets;
+}
+
+/** The version of `kind`'s migration named `name`. */
+export function migrationVersion(kind: Store['kind'], name: string): number {
+  return (kind === 'sqlite' ? sqliteMigrations : postgresMigrations).find((m) => m.name === name)!.version;
+}
+
+/** Applies the migrations up to `version` only, as an older Cinder left the database. */
+export async function migrateUpTo(kind: Store['kind'], url: string, version: number): Promise<void> {
+  if (kind === 'sqlite') {
+    const raw = openDatabase(url);
+    runSqliteMigrations(raw, sqliteMigrations.filter((m) => m.version <= version), 1);
+    raw.close();
+  } else {
+    const sql = connect(url, { max: 1 });
+    await runPgMigrations(sql, postgresMigrations.filter((m) => m.version <= version), 1);
+    await sql.end();
+  }
+}
+
+/**
+ * Runs statements on the database as they are (placeholders `$1`, `$2`, ... on both kinds), one after
+ * another, outside any Store: as an older Cinder, or another tool, would. Returns each one's rows.
+ */
+export async function rawStatements(kind: Store['kind'], url: string, statements: [sql: string, params: (string | number)[]][]): Promise<Record<string, unknown>[][]> {
+  const out: Record<string, unknown>[][] = [];
+  if (kind === 'sqlite') {
+    const raw = openDatabase(url);
+    try {
+      raw.exec('BEGIN');
+      for (const [q, params] of statements) out.push(raw.query<Record<string, unknown>, (string | number)[]>(q.replace(/\$(\d+)/g, '?$1')).all(...params));
+      raw.exec('COMMIT');
+    } finally {
+      raw.close();
+    }
+  } else {
+    const sql = connect(url, { max: 1 });
+    try {
+      await sql.begin(async (tx) => {
+        for (const [q, params] of statements) out.push([...(await tx.unsafe<Record<string, unknown>[]>(q, params))]);
+      });
+    } finally {
+      await sql.end();
+    }
+  }
+  return out;
 }

@@ -18,6 +18,7 @@ import { metacharContract } from './contract/metachars.ts';
 import { oauthContract } from './contract/oauth.ts';
 import { migrationContract } from './contract/migrations.ts';
 import { searchContract } from './contract/search.ts';
+import { searchKeysContract } from './contract/search-keys.ts';
 import { snapshotContract } from './contract/snapshot.ts';
 import { writesContract } from './contract/writes.ts';
 
@@ -47,4 +48,5 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   exportDownloadsContract(target);
   exportCleanupContract(target);
   twoInstanceContract(() => target, kind === 'postgres');
+  searchKeysContract(() => target, kind === 'postgres');
 });

@@ -1,4 +1,4 @@
-import { INDEX_TABLES, rowsOf } from '../../store/index-tables.ts';
+import { entryTextFields, INDEX_TABLES, rowsOf } from '../../store/index-tables.ts';
 import type { IndexRows } from '../../store/types.ts';
 import type { PreparedVersion } from '../prepared.ts';
 
@@ -18,6 +18,8 @@ export interface PackedVersions {
 }
 
 const SHAPE = INDEX_TABLES.length + 1;
+/** The text fields of each table's entries, in packing order. */
+const TEXT = INDEX_TABLES.map(entryTextFields);
 
 /** Packs `versions` (see PackedVersions). */
 export function packVersions(versions: PreparedVersion[]): PackedVersions {
@@ -29,7 +31,7 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
     INDEX_TABLES.forEach((t, k) => {
       const rows = rowsOf(v.index, t);
       for (const e of rows) {
-        for (const c of t.text) parts.push((e[c] as string | undefined) ?? '');
+        for (const c of TEXT[k]!) parts.push((e[c] as string | undefined) ?? '');
         for (const c of t.num) nums.push(e[c] as number);
       }
       shape[SHAPE * i + k] = rows.length;
@@ -57,7 +59,7 @@ export function unpackVersions({ text, ends, numbers, shape }: PackedVersions): 
       const rows = rowsOf(index, t);
       for (let n = shape[i + k]!; n > 0; n--) {
         const e: Record<string, string | number> = {};
-        for (const c of t.text) {
+        for (const c of TEXT[k]!) {
           const value = next();
           if (value !== '' || !t.optional?.includes(c)) e[c] = value;
         }

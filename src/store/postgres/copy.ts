@@ -1,5 +1,12 @@
+import { specOf } from '../index-tables.ts';
+import type { KeyOf } from '../search-keys.ts';
 import type { VersionToWrite } from '../types.ts';
 import type { Pg, PgTx } from './db.ts';
+
+const TOKENS = specOf('tokens');
+const STRINGS = specOf('strings');
+const RANGES = specOf('ranges');
+const COMPOSITES = specOf('composites');
 
 /** COPY text format escapes (PostgreSQL COPY, "Text Format"): backslash and the row/column separators. */
 const SPECIAL = /[\\\t\n\r]/;
@@ -77,10 +84,11 @@ export interface Numbered {
 
 /**
  * Writes first versions with COPY: the resources rows with the given pk and seq, then their index
- * and compartment rows. A resource that exists fails the whole COPY (unique violation), so callers
- * run this in a savepoint and fall back to an INSERT that skips existing rows.
+ * and compartment rows (`keyOf` gives each index row its key, already committed). A resource that
+ * exists fails the whole COPY (unique violation), so callers run this in a savepoint and fall back to
+ * an INSERT that skips existing rows.
  */
-export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[]): Promise<void> {
+export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], keyOf: KeyOf): Promise<void> {
   const t = field(tenant);
   const head = ({ v, pk }: Numbered) => `${pk}\t${t}\t${field(v.type)}`;
   const live = rows.filter((r) => !r.v.deleted);
@@ -88,18 +96,18 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[]): 
     const { v } = r;
     return [`${head(r)}\t${field(v.id)}\t${v.versionId}\t${v.lastUpdated}\t${v.deleted ? 't' : 'f'}\t${r.seq}\t${field(v.content)}\n`];
   }));
-  await copyRows(tx, 'search_index (res, tenant, type, param, system, value, display)', lines(live, (r) =>
-    r.v.index.tokens.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.value)}\t${field(e.display ?? '')}\n`),
+  await copyRows(tx, 'search_index (res, k, value, display)', lines(live, ({ v, pk }) =>
+    v.index.tokens.map((e) => `${pk}\t${keyOf(TOKENS, v.type, e)}\t${field(e.value)}\t${field(e.display ?? '')}\n`),
   ));
-  await copyRows(tx, 'search_string (res, tenant, type, param, value, exact)', lines(live, (r) =>
-    r.v.index.strings.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.value)}\t${field(e.exact)}\n`),
+  await copyRows(tx, 'search_string (res, k, value, exact)', lines(live, ({ v, pk }) =>
+    v.index.strings.map((e) => `${pk}\t${keyOf(STRINGS, v.type, e)}\t${field(e.value)}\t${field(e.exact)}\n`),
   ));
-  await copyRows(tx, 'search_range (res, tenant, type, param, system, code, low, high)', lines(live, (r) =>
-    r.v.index.ranges.map((e) => `${head(r)}\t${field(e.param)}\t${field(e.system)}\t${field(e.code)}\t${e.low}\t${e.high}\n`),
+  await copyRows(tx, 'search_range (res, k, low, high)', lines(live, ({ v, pk }) =>
+    v.index.ranges.map((e) => `${pk}\t${keyOf(RANGES, v.type, e)}\t${e.low}\t${e.high}\n`),
   ));
-  await copyRows(tx, 'search_composite (res, tenant, type, param, system1, value1, system2, value2, low, high)', lines(live, (r) =>
-    r.v.index.composites.map((e) =>
-      `${head(r)}\t${field(e.param)}\t${field(e.system1)}\t${field(e.value1)}\t${field(e.system2)}\t${field(e.value2)}\t${e.low}\t${e.high}\n`),
+  await copyRows(tx, 'search_composite (res, k, system1, value1, system2, value2, low, high)', lines(live, ({ v, pk }) =>
+    v.index.composites.map((e) =>
+      `${pk}\t${keyOf(COMPOSITES, v.type, e)}\t${field(e.system1)}\t${field(e.value1)}\t${field(e.system2)}\t${field(e.value2)}\t${e.low}\t${e.high}\n`),
   ));
   await copyRows(tx, 'compartments (res, tenant, type, patient)', lines(live, (r) => r.v.compartments.map((p) => `${head(r)}\t${field(p)}\n`)));
 }

@@ -24,18 +24,34 @@ export const DEFAULT_CONNECT_TIMEOUT = 5;
  */
 const reconnectBackoff = (attempt: number) => Math.min(0.05 * 2 ** attempt, 0.5);
 
+/** Seconds the search key connection stays open unused: it is needed when a write meets new keys. */
+const KEYS_IDLE_TIMEOUT = 30;
+
 /** Opens a postgres.js pool with prepared statements and BIGINT parsed as numbers. */
 export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
   const max = options.max ?? poolSizeFromUrl(url) ?? 10;
   if (!Number.isInteger(max) || max < 1 || max > 1000) throw new RangeError(`invalid Postgres pool size ${max}`);
+  return open(url, { max, application_name: 'cinder' });
+}
+
+/**
+ * Opens the one connection that creates search keys (createPostgresKeys), outside the pool: a write
+ * transaction holds a pool connection while it waits for this one. Closed after a while unused.
+ */
+export function connectForKeys(url: string): Pg {
+  return open(url, { max: 1, application_name: 'cinder-keys', idle_timeout: KEYS_IDLE_TIMEOUT });
+}
+
+function open(url: string, o: { max: number; application_name: string; idle_timeout?: number }): Pg {
   return postgres(url, {
-    max,
+    max: o.max,
+    ...(o.idle_timeout !== undefined && { idle_timeout: o.idle_timeout }),
     prepare: true,
     types: { int8: int8AsNumber },
     onnotice: () => undefined,
     // JIT compilation pays off for long analytical queries only: a search whose cost the planner
     // overestimates (no statistics yet after a bulk import) spent 120 ms compiling a 4 ms query.
-    connection: { application_name: 'cinder', jit: 'off' },
+    connection: { application_name: o.application_name, jit: 'off' },
     backoff: reconnectBackoff,
     // An explicit option would hide the URL's `connect_timeout`, which postgres.js reads otherwise.
     ...(/[?&]connect_timeout=/.test(url) ? {} : { connect_timeout: DEFAULT_CONNECT_TIMEOUT }),

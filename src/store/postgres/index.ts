@@ -1,6 +1,6 @@
 import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
-import { connect, isPostgresOutage, runMigrations } from './db.ts';
+import { connect, connectForKeys, isPostgresOutage, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
@@ -18,6 +18,7 @@ export type { PostgresStoreOptions } from './db.ts';
  */
 export function createPostgresStore(url: string, options: PostgresStoreOptions = {}): Store {
   const sql = connect(url, options);
+  const keysSql = connectForKeys(url);
   // While the database is unreachable every call fails at once (503) and a probe looks for it again.
   const guard = circuitGuard({
     isOutage: isPostgresOutage,
@@ -40,7 +41,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     }),
     async close() {
       guard.close();
-      await sql.end({ timeout: 5 });
+      await Promise.all([sql.end({ timeout: 5 }), keysSql.end({ timeout: 5 })]);
     },
     stats: () => ({ pool_max: Number(sql.options.max), unavailable: guard.down ? 1 : 0 }),
     tenants: g(createPostgresTenants(sql)),
@@ -49,7 +50,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     users: g(createPostgresUsers(sql)),
     oauth: g(createPostgresOAuth(sql)),
     counters: g(createPostgresCounters(sql)),
-    resources: g(createPostgresResources(sql)),
+    resources: g(createPostgresResources(sql, keysSql)),
     exports: {
       jobs: g(createPostgresExportJobs(sql)),
       scratch: g(createPostgresExportScratch(sql)),

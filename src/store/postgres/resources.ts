@@ -4,6 +4,7 @@ import type { Pg } from './db.ts';
 import { countSql, driverCandidates, planSearch, POSTGRES, searchSql, type SearchPlan } from '../search-sql.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
+import { createPostgresKeys } from './search-keys.ts';
 import { createPostgresWriter } from './writer.ts';
 
 interface Row {
@@ -35,15 +36,17 @@ async function plan(sql: Pg, tenant: string, query: SearchQuery): Promise<Search
 }
 
 /** The tables whose statistics the searches' plans depend on. */
-const SEARCHED_TABLES = ['resources', 'resource_history', 'search_index', 'search_string', 'search_range', 'search_composite', 'compartments'];
+const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search_index', 'search_string', 'search_range', 'search_composite', 'compartments'];
 
 /**
  * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search
  * values in `search_index` and `compartments`. Reads run at READ COMMITTED on the pool; writes run in
- * `sql.begin` transactions that lock the rows they replace.
+ * `sql.begin` transactions that lock the rows they replace. `keysSql`: the connection that creates
+ * search keys (see createPostgresKeys), not one of the pool's.
  */
-export function createPostgresResources(sql: Pg): ResourceRepo {
+export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
   const snapshot = createPostgresSnapshot(sql);
+  const searchKeys = createPostgresKeys(keysSql);
   return {
     async read(tenant, type, id) {
       const [row] = await sql<Row[]>`
@@ -121,7 +124,7 @@ export function createPostgresResources(sql: Pg): ResourceRepo {
       let fromFn = false;
       try {
         const result = await sql.begin(async (tx) => {
-          const w = createPostgresWriter(tx, tenant);
+          const w = createPostgresWriter(tx, tenant, searchKeys);
           fromFn = true;
           const value = await fn(w);
           fromFn = false;

@@ -1,5 +1,12 @@
+import { specOf } from '../index-tables.ts';
+import type { KeyOf } from '../search-keys.ts';
 import type { VersionToWrite } from '../types.ts';
 import type { PgTx } from './db.ts';
+
+const TOKENS = specOf('tokens');
+const STRINGS = specOf('strings');
+const RANGES = specOf('ranges');
+const COMPOSITES = specOf('composites');
 
 /** A current row as locked by a writer. */
 export interface LockedRow {
@@ -22,15 +29,13 @@ function versionColumns(vs: VersionToWrite[]) {
   };
 }
 
-/** Index and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
-function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
-  const idx = { ref: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], value: [] as string[], display: [] as string[] };
+/** Token and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
+function entryColumns(vs: VersionToWrite[], ref: (i: number) => number, keyOf: KeyOf) {
+  const idx = { ref: [] as number[], k: [] as number[], value: [] as string[], display: [] as string[] };
   const cmp = { ref: [] as number[], type: [] as string[], patient: [] as string[] };
   vs.forEach((v, i) => {
     if (v.deleted) return;
-    for (const e of v.index.tokens) {
-      idx.ref.push(ref(i)), idx.type.push(v.type), idx.param.push(e.param), idx.system.push(e.system), idx.value.push(e.value), idx.display.push(e.display ?? '');
-    }
+    for (const e of v.index.tokens) idx.ref.push(ref(i)), idx.k.push(keyOf(TOKENS, v.type, e)), idx.value.push(e.value), idx.display.push(e.display ?? '');
     for (const p of v.compartments) cmp.ref.push(ref(i)), cmp.type.push(v.type), cmp.patient.push(p);
   });
   return { idx, cmp };
@@ -40,55 +45,46 @@ function entryColumns(vs: VersionToWrite[], ref: (i: number) => number) {
  * Writes the string, range and composite index rows of versions stored under the given pks (the token
  * rows go with the version statements), one statement per table that has rows.
  */
-export async function insertIndexRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
-  const str = { res: [] as number[], type: [] as string[], param: [] as string[], value: [] as string[], exact: [] as string[] };
-  const rng = { res: [] as number[], type: [] as string[], param: [] as string[], system: [] as string[], code: [] as string[], low: [] as number[], high: [] as number[] };
+export async function insertIndexRows(tx: PgTx, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
+  const str = { res: [] as number[], k: [] as number[], value: [] as string[], exact: [] as string[] };
+  const rng = { res: [] as number[], k: [] as number[], low: [] as number[], high: [] as number[] };
   const cmp = {
-    res: [] as number[], type: [] as string[], param: [] as string[], system1: [] as string[], value1: [] as string[],
+    res: [] as number[], k: [] as number[], system1: [] as string[], value1: [] as string[],
     system2: [] as string[], value2: [] as string[], low: [] as number[], high: [] as number[],
   };
   for (const { pk, v } of rows) {
     if (v.deleted) continue;
-    for (const e of v.index.strings) str.res.push(pk), str.type.push(v.type), str.param.push(e.param), str.value.push(e.value), str.exact.push(e.exact);
-    for (const e of v.index.ranges) {
-      rng.res.push(pk), rng.type.push(v.type), rng.param.push(e.param), rng.system.push(e.system), rng.code.push(e.code), rng.low.push(e.low), rng.high.push(e.high);
-    }
+    for (const e of v.index.strings) str.res.push(pk), str.k.push(keyOf(STRINGS, v.type, e)), str.value.push(e.value), str.exact.push(e.exact);
+    for (const e of v.index.ranges) rng.res.push(pk), rng.k.push(keyOf(RANGES, v.type, e)), rng.low.push(e.low), rng.high.push(e.high);
     for (const e of v.index.composites) {
-      cmp.res.push(pk), cmp.type.push(v.type), cmp.param.push(e.param), cmp.system1.push(e.system1), cmp.value1.push(e.value1);
+      cmp.res.push(pk), cmp.k.push(keyOf(COMPOSITES, v.type, e)), cmp.system1.push(e.system1), cmp.value1.push(e.value1);
       cmp.system2.push(e.system2), cmp.value2.push(e.value2), cmp.low.push(e.low), cmp.high.push(e.high);
     }
   }
   const work: Promise<unknown>[] = [];
   if (str.res.length) {
-    work.push(tx`INSERT INTO search_string (res, tenant, type, param, value, exact)
-      SELECT e.res, ${tenant}, e.type, e.param, e.value, e.exact
-      FROM unnest(${str.res}::bigint[], ${str.type}::text[], ${str.param}::text[], ${str.value}::text[], ${str.exact}::text[]) AS e(res, type, param, value, exact)`);
+    work.push(tx`INSERT INTO search_string (res, k, value, exact)
+      SELECT * FROM unnest(${str.res}::bigint[], ${str.k}::int[], ${str.value}::text[], ${str.exact}::text[])`);
   }
   if (rng.res.length) {
-    work.push(tx`INSERT INTO search_range (res, tenant, type, param, system, code, low, high)
-      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.code, e.low, e.high
-      FROM unnest(${rng.res}::bigint[], ${rng.type}::text[], ${rng.param}::text[], ${rng.system}::text[], ${rng.code}::text[],
-        ${rng.low}::float8[], ${rng.high}::float8[]) AS e(res, type, param, system, code, low, high)`);
+    work.push(tx`INSERT INTO search_range (res, k, low, high)
+      SELECT * FROM unnest(${rng.res}::bigint[], ${rng.k}::int[], ${rng.low}::float8[], ${rng.high}::float8[])`);
   }
   if (cmp.res.length) {
-    work.push(tx`INSERT INTO search_composite (res, tenant, type, param, system1, value1, system2, value2, low, high)
-      SELECT e.res, ${tenant}, e.type, e.param, e.system1, e.value1, e.system2, e.value2, e.low, e.high
-      FROM unnest(${cmp.res}::bigint[], ${cmp.type}::text[], ${cmp.param}::text[], ${cmp.system1}::text[], ${cmp.value1}::text[],
-        ${cmp.system2}::text[], ${cmp.value2}::text[], ${cmp.low}::float8[], ${cmp.high}::float8[])
-        AS e(res, type, param, system1, value1, system2, value2, low, high)`);
+    work.push(tx`INSERT INTO search_composite (res, k, system1, value1, system2, value2, low, high)
+      SELECT * FROM unnest(${cmp.res}::bigint[], ${cmp.k}::int[], ${cmp.system1}::text[], ${cmp.value1}::text[],
+        ${cmp.system2}::text[], ${cmp.value2}::text[], ${cmp.low}::float8[], ${cmp.high}::float8[])`);
   }
   await Promise.all(work);
 }
 
 /** Writes the token and compartment rows of versions stored under the given pks. */
-export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
-  const { idx, cmp } = entryColumns(rows.map((r) => r.v), (i) => rows[i]!.pk);
+export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
+  const { idx, cmp } = entryColumns(rows.map((r) => r.v), (i) => rows[i]!.pk, keyOf);
   await tx`
     WITH ii AS (
-      INSERT INTO search_index (res, tenant, type, param, system, value, display)
-      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value, e.display
-      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[], ${idx.display}::text[])
-        AS e(res, type, param, system, value, display)
+      INSERT INTO search_index (res, k, value, display)
+      SELECT * FROM unnest(${idx.ref}::bigint[], ${idx.k}::int[], ${idx.value}::text[], ${idx.display}::text[])
     )
     INSERT INTO compartments (res, tenant, patient, type)
     SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)`;
@@ -160,10 +156,10 @@ export function createLookupBatcher(tx: PgTx, tenant: string) {
  * Inserts first versions in one statement, with their index and compartment rows. A resource that
  * already exists is skipped (ON CONFLICT DO NOTHING); returns the pk of each inserted `type/id`.
  */
-export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[]): Promise<Map<string, number>> {
+export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrite[], keyOf: KeyOf): Promise<Map<string, number>> {
   if (!vs.length) return new Map();
   const c = versionColumns(vs);
-  const { idx, cmp } = entryColumns(vs, (i) => i + 1);
+  const { idx, cmp } = entryColumns(vs, (i) => i + 1, keyOf);
   const rows = await tx<{ pk: number; type: string; id: string }[]>`
     WITH x AS (
       SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[], ${c.versionId}::int[],
@@ -177,10 +173,10 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
     ), k AS (
       SELECT ins.pk, x.n FROM ins JOIN x ON x.type = ins.type AND x.id = ins.id
     ), ii AS (
-      INSERT INTO search_index (res, tenant, type, param, system, value, display)
-      SELECT k.pk, ${tenant}, e.type, e.param, e.system, e.value, e.display
-      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[], ${idx.display}::text[])
-        AS e(n, type, param, system, value, display) JOIN k ON k.n = e.n
+      INSERT INTO search_index (res, k, value, display)
+      SELECT k.pk, e.k, e.value, e.display
+      FROM unnest(${idx.ref}::bigint[], ${idx.k}::int[], ${idx.value}::text[], ${idx.display}::text[])
+        AS e(n, k, value, display) JOIN k ON k.n = e.n
     ), ic AS (
       INSERT INTO compartments (res, tenant, patient, type)
       SELECT k.pk, ${tenant}, e.patient, e.type
@@ -193,7 +189,7 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
     const pk = pks.get(`${v.type}/${v.id}`);
     if (pk !== undefined) written.push({ pk, v });
   }
-  await insertIndexRows(tx, tenant, written);
+  await insertIndexRows(tx, written, keyOf);
   return pks;
 }
 
@@ -202,12 +198,12 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
  * updated with a fresh `seq`, and its index and compartment rows replaced. All sub-statements see the
  * same snapshot, so the copy reads the old version and the deletes never touch the new entries.
  */
-export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[]): Promise<void> {
+export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
   if (!rows.length) return;
   const vs = rows.map((r) => r.v);
   const pks = rows.map((r) => r.pk);
   const c = versionColumns(vs);
-  const { idx, cmp } = entryColumns(vs, (i) => rows[i]!.pk);
+  const { idx, cmp } = entryColumns(vs, (i) => rows[i]!.pk, keyOf);
   // `pk = ANY(...)` on every table gives each sub-statement an index path whatever the statistics.
   await tx`
     WITH v AS (
@@ -231,14 +227,12 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
     ), dc AS (
       DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])
     ), ii AS (
-      INSERT INTO search_index (res, tenant, type, param, system, value, display)
-      SELECT e.res, ${tenant}, e.type, e.param, e.system, e.value, e.display
-      FROM unnest(${idx.ref}::bigint[], ${idx.type}::text[], ${idx.param}::text[], ${idx.system}::text[], ${idx.value}::text[], ${idx.display}::text[])
-        AS e(res, type, param, system, value, display)
+      INSERT INTO search_index (res, k, value, display)
+      SELECT * FROM unnest(${idx.ref}::bigint[], ${idx.k}::int[], ${idx.value}::text[], ${idx.display}::text[])
     ), ic AS (
       INSERT INTO compartments (res, tenant, patient, type)
       SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)
     )
     SELECT 1`;
-  await insertIndexRows(tx, tenant, rows);
+  await insertIndexRows(tx, rows, keyOf);
 }

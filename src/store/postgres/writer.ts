@@ -6,6 +6,7 @@ import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
 import { createLookupBatcher, deleteIndexRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { LockedRow } from './write-sql.ts';
+import type { PostgresKeys } from './search-keys.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
 const FLUSH_AT = 1000;
@@ -21,9 +22,10 @@ export interface PostgresWriter extends ResourceWriter {
  * the buffer is written in batches (one statement for new resources, one for replaced ones), at the
  * latest before COMMIT. Reads inside the transaction answer buffered keys from the buffer, so the
  * buffering is invisible to callers; a clash surfaces as StoreConflictError from put() or write().
- * `insertNew()` writes at once, with COPY (see createFirst).
+ * `insertNew()` writes at once, with COPY (see createFirst). Each batch's search keys are resolved
+ * (`searchKeys`, committed on a connection of their own) before the statements that write its index rows.
  */
-export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
+export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: PostgresKeys): PostgresWriter {
   /** Rows this transaction holds locked (or wrote); null = looked up and absent, not locked. */
   const locked = new Map<string, LockedRow | null>();
   const pending = new Map<string, VersionToWrite>();
@@ -48,7 +50,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
       if (!cur) throw new StoreConflictError(`${v.type}/${v.id} changed during the write`);
       return replacement(v, cur);
     });
-    await replaceVersions(tx, tenant, rows);
+    await replaceVersions(tx, tenant, rows, await searchKeys.resolve(tenant, vs));
     for (const r of rows) remember(r.v, r.pk);
   }
 
@@ -71,7 +73,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
       if (cur) replaced.push(replacement(v, cur));
       else created.push(v);
     }
-    const [, pks] = await Promise.all([replaceVersions(tx, tenant, replaced), insertVersions(tx, tenant, created)]);
+    const indexKeys = await searchKeys.resolve(tenant, batch);
+    const [, pks] = await Promise.all([replaceVersions(tx, tenant, replaced, indexKeys), insertVersions(tx, tenant, created, indexKeys)]);
     for (const r of replaced) remember(r.v, r.pk);
     const clashed: VersionToWrite[] = [];
     for (const v of created) {
@@ -89,17 +92,18 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
    */
   async function createFirst(vs: VersionToWrite[]): Promise<Map<string, number>> {
     if (!vs.length) return new Map();
+    const indexKeys = await searchKeys.resolve(tenant, vs);
     const numbers = await reserveNumbers(tx, vs.length);
     const rows = vs.map((v, i) => ({ v, ...numbers[i]! }));
     try {
-      await tx.savepoint((sp) => copyVersions(sp, tenant, rows));
+      await tx.savepoint((sp) => copyVersions(sp, tenant, rows, indexKeys));
       return new Map(rows.map((r) => [keyOf(r.v.type, r.v.id), r.pk]));
     } catch (err) {
       if (!(err instanceof postgres.PostgresError && err.code === UNIQUE_VIOLATION)) throw err;
     }
     const pks = new Map<string, number>();
     for (let i = 0; i < vs.length; i += FLUSH_AT) {
-      for (const [k, pk] of await insertVersions(tx, tenant, vs.slice(i, i + FLUSH_AT))) pks.set(k, pk);
+      for (const [k, pk] of await insertVersions(tx, tenant, vs.slice(i, i + FLUSH_AT), indexKeys)) pks.set(k, pk);
     }
     return pks;
   }
@@ -181,9 +185,10 @@ export function createPostgresWriter(tx: PgTx, tenant: string): PostgresWriter {
         return [{ pk: row.pk, v }];
       });
       if (!versions.length) return;
+      const indexKeys = await searchKeys.resolve(tenant, versions.map((x) => x.v));
       await deleteIndexRows(tx, versions.map((x) => x.pk));
-      await insertTokenAndCompartmentRows(tx, tenant, versions);
-      await insertIndexRows(tx, tenant, versions);
+      await insertTokenAndCompartmentRows(tx, tenant, versions, indexKeys);
+      await insertIndexRows(tx, versions, indexKeys);
     }),
     flush: mapped('commit', flush),
   };

@@ -163,4 +163,64 @@ INSERT INTO validation_debt (tenant, generation)
   SELECT id, 1 FROM tenants WHERE EXISTS (SELECT 1 FROM resources WHERE resources.tenant = tenants.id);
 `,
   },
+  {
+    version: 7,
+    name: 'search_keys',
+    sql: `
+-- Smaller index rows (#14): a row names its tenant, type and parameter, and a token's system or a
+-- quantity's unit (system and code), by one integer key k of search_keys instead of repeating them as
+-- text in both B-trees of its table. Keys are created by the writers as they meet them and never
+-- change or go. Every existing row is converted, with the same meaning.
+CREATE TABLE search_keys (
+  k INTEGER PRIMARY KEY, tenant TEXT NOT NULL, type TEXT NOT NULL, param TEXT NOT NULL, system TEXT NOT NULL, code TEXT NOT NULL,
+  UNIQUE (tenant, type, param, system, code)
+);
+INSERT INTO search_keys (tenant, type, param, system, code)
+  SELECT tenant, type, param, system, '' FROM search_index
+  UNION SELECT tenant, type, param, '', '' FROM search_string
+  UNION SELECT tenant, type, param, system, code FROM search_range
+  UNION SELECT tenant, type, param, '', '' FROM search_composite
+  ORDER BY 1, 2, 3, 4, 5;
+-- Each table is copied in its res-first order (CROSS JOIN keeps the old table as SQLite's outer loop).
+CREATE TABLE search_index_keyed (
+  res INTEGER NOT NULL, k INTEGER NOT NULL, value TEXT NOT NULL, display TEXT NOT NULL, PRIMARY KEY (res, k, value)
+) WITHOUT ROWID;
+INSERT INTO search_index_keyed (res, k, value, display)
+  SELECT s.res, k.k, s.value, s.display FROM search_index s CROSS JOIN search_keys k
+  WHERE k.tenant = s.tenant AND k.type = s.type AND k.param = s.param AND k.system = s.system AND k.code = '';
+DROP TABLE search_index;
+ALTER TABLE search_index_keyed RENAME TO search_index;
+CREATE INDEX search_index_value ON search_index (k, value);
+CREATE TABLE search_string_keyed (
+  res INTEGER NOT NULL, k INTEGER NOT NULL, value TEXT NOT NULL, exact TEXT NOT NULL, PRIMARY KEY (res, k, exact)
+) WITHOUT ROWID;
+INSERT INTO search_string_keyed (res, k, value, exact)
+  SELECT s.res, k.k, s.value, s.exact FROM search_string s CROSS JOIN search_keys k
+  WHERE k.tenant = s.tenant AND k.type = s.type AND k.param = s.param AND k.system = '' AND k.code = '';
+DROP TABLE search_string;
+ALTER TABLE search_string_keyed RENAME TO search_string;
+CREATE INDEX search_string_value ON search_string (k, value);
+CREATE TABLE search_range_keyed (
+  res INTEGER NOT NULL, k INTEGER NOT NULL, low REAL NOT NULL, high REAL NOT NULL, PRIMARY KEY (res, k, low, high)
+) WITHOUT ROWID;
+INSERT INTO search_range_keyed (res, k, low, high)
+  SELECT s.res, k.k, s.low, s.high FROM search_range s CROSS JOIN search_keys k
+  WHERE k.tenant = s.tenant AND k.type = s.type AND k.param = s.param AND k.system = s.system AND k.code = s.code;
+DROP TABLE search_range;
+ALTER TABLE search_range_keyed RENAME TO search_range;
+CREATE INDEX search_range_low ON search_range (k, low);
+-- A composite keeps its components' systems in the row: its first component is searched with or
+-- without a system, by the value-first index, and its rows are few.
+CREATE TABLE search_composite_keyed (
+  res INTEGER NOT NULL, k INTEGER NOT NULL, system1 TEXT NOT NULL, value1 TEXT NOT NULL, system2 TEXT NOT NULL, value2 TEXT NOT NULL,
+  low REAL NOT NULL, high REAL NOT NULL, PRIMARY KEY (res, k, value1, system1, value2, system2, low, high)
+) WITHOUT ROWID;
+INSERT INTO search_composite_keyed (res, k, system1, value1, system2, value2, low, high)
+  SELECT s.res, k.k, s.system1, s.value1, s.system2, s.value2, s.low, s.high FROM search_composite s CROSS JOIN search_keys k
+  WHERE k.tenant = s.tenant AND k.type = s.type AND k.param = s.param AND k.system = '' AND k.code = '';
+DROP TABLE search_composite;
+ALTER TABLE search_composite_keyed RENAME TO search_composite;
+CREATE INDEX search_composite_value ON search_composite (k, value1);
+`,
+  },
 ];

@@ -10,6 +10,7 @@ import type {
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, createMutex } from './db.ts';
 import { countSql, countsOnIndex, driverCandidates, planSearch, searchSql, SQLITE } from '../search-sql.ts';
+import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createWriter } from './writer.ts';
 
@@ -60,24 +61,29 @@ const GROUP_LIMIT = 128;
  * after another in one SQLite transaction, each inside a savepoint of its own, and are acknowledged
  * when the single COMMIT has succeeded. A transaction that fails is rolled back to its savepoint alone;
  * the others still commit. One commit writes each page the group dirtied to the WAL once, instead of
- * once per transaction (the index pages that every create touches, the seq counter's page).
+ * once per transaction (the index pages that every create touches, the seq counter's page). Search keys
+ * the group reads or creates are cached once the COMMIT has succeeded, those of a savepoint rolled back
+ * never.
  */
-async function commitGroup(writer: Database, group: PendingWrite[], checkpointer: Checkpointer | undefined): Promise<void> {
+async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWrite[], checkpointer: Checkpointer | undefined): Promise<void> {
   // A promise settles once, so rejecting a whole group also leaves its already failed writes as they are.
   const fail = (writes: PendingWrite[], err: unknown) => writes.forEach((w) => w.reject(err));
   let written: { write: PendingWrite; result: unknown }[] = [];
   let versions = 0;
   let bulk = false;
+  let txKeys = keys.transaction();
   try {
     for (const write of group) {
       // The group's transaction, or a new one after an error ended it (see below).
       if (!writer.inTransaction) writer.exec('BEGIN IMMEDIATE');
       writer.exec('SAVEPOINT write');
+      const spKeys = txKeys.savepoint();
       try {
-        const w = createWriter(writer, write.tenant);
+        const w = createWriter(writer, write.tenant, spKeys.keyOf(write.tenant));
         const result = await write.fn(w);
         versions += w.finish();
         writer.exec('RELEASE write');
+        spKeys.release();
         written.push({ write, result });
       } catch (err) {
         write.reject(err);
@@ -88,12 +94,14 @@ async function commitGroup(writer: Database, group: PendingWrite[], checkpointer
           // Some errors (a full disk, say) roll back the transaction, and with it the group's earlier writes.
           fail(written.splice(0).map((x) => x.write), err);
           versions = 0;
+          txKeys = keys.transaction();
         }
       }
     }
     bulk = !!checkpointer && versions >= BULK_WRITE;
     if (bulk) writer.exec('PRAGMA wal_autocheckpoint = 0');
     if (writer.inTransaction) writer.exec('COMMIT');
+    txKeys.commit();
   } catch (err) {
     // BEGIN, a savepoint or COMMIT failed: nothing of the group is stored.
     try {
@@ -119,6 +127,7 @@ export function createSqliteResources(
   writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer,
 ): ResourceRepo {
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
+  const keys = createSqliteKeys(writer);
   /** The search plan (SearchPlan), from the candidates' bounded counts on the reader. */
   const plan = (tenant: string, query: SearchQuery) =>
     planSearch(driverCandidates(SQLITE, tenant, query), (sql, values) => reader.query<{ n: number }, (string | number)[]>(sql).get(...(values as (string | number)[]))!.n);
@@ -149,7 +158,7 @@ export function createSqliteResources(
       scheduled = false;
       const group = pending.splice(0, GROUP_LIMIT);
       if (pending.length) schedule();
-      await commitGroup(writer, group, checkpointer);
+      await commitGroup(writer, keys, group, checkpointer);
     });
   }
 

@@ -2,11 +2,12 @@ import type { Database, Statement } from 'bun:sqlite';
 import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
 import { StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, rowsOf } from '../index-tables.ts';
+import type { KeyOf } from '../search-keys.ts';
 
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
 type Value = string | number;
 
-/** Index and compartment rows per INSERT statement in bulk creation (6 and 4 values a row). */
+/** Index and compartment rows per INSERT statement in bulk creation (4 values a row, mostly). */
 const ROWS_PER_INSERT = 64;
 
 /**
@@ -33,9 +34,10 @@ function rowInserter(db: Database, table: string, cols: string[]) {
  * A transaction's writer. The transaction holds SQLite's write lock, so rows change only through this
  * writer: current rows it has looked up or written are remembered, and `seq` values are counted here
  * and stored once, by finish() before COMMIT. `insertNew()` inserts without a lookup (the unique key
- * finds an existing row) and writes index and compartment rows many per statement.
+ * finds an existing row) and writes index and compartment rows many per statement. `keyOf` gives
+ * each index row its key (search_keys), creating it in this transaction when it is new.
  */
-export function createWriter(db: Database, tenant: string): ResourceWriter & { finish(): number } {
+export function createWriter(db: Database, tenant: string, keyOf: KeyOf): ResourceWriter & { finish(): number } {
   const q = {
     current: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
@@ -57,7 +59,7 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
   };
   // Prepared on first use (db.query caches them): a database part-way through its migrations has not every table.
   const clearIndex = (pk: number) => INDEX_TABLES.forEach((t) => db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(pk));
-  const inserters = INDEX_TABLES.map((t) => rowInserter(db, t.table, ['res', 'tenant', 'type', ...columnsOf(t)]));
+  const inserters = INDEX_TABLES.map((t) => rowInserter(db, t.table, ['res', 'k', ...columnsOf(t)]));
   const addIndex = (values: Value[][]) => inserters.forEach((insert, i) => values[i]!.length && insert(values[i]!));
   const newIndexValues = (): Value[][] => INDEX_TABLES.map(() => []);
   const addCompartments = rowInserter(db, 'compartments', ['res', 'tenant', 'patient', 'type']);
@@ -92,7 +94,7 @@ export function createWriter(db: Database, tenant: string): ResourceWriter & { f
       const out = index[i]!;
       const cols = columnsOf(t);
       for (const e of rowsOf(v.index, t)) {
-        out.push(pk, tenant, v.type);
+        out.push(pk, keyOf(t, v.type, e));
         for (const c of cols) out.push(e[c] ?? '');
       }
     });

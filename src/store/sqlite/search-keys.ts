@@ -1,0 +1,52 @@
+import type { Database } from 'bun:sqlite';
+import { createKeyCache, entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts';
+
+/**
+ * The search key dictionary on SQLite. Keys are created inside the write transaction that first
+ * needs them (it holds the database's write lock, so no other process creates one meanwhile), and
+ * become cached only once that transaction has committed: a key read or created inside a group
+ * commit stays with its savepoint until RELEASE, then with the group until COMMIT, and is forgotten
+ * if either is rolled back.
+ */
+export function createSqliteKeys(db: Database) {
+  const committed = createKeyCache();
+  // Prepared on first use: a database part-way through its migrations has no search_keys yet.
+  const find = () => db.query<{ k: number }, [string, string, string, string, string]>(
+    'SELECT k FROM search_keys WHERE tenant = ? AND type = ? AND param = ? AND system = ? AND code = ?',
+  );
+  const add = () => db.query('INSERT INTO search_keys (tenant, type, param, system, code) VALUES (?, ?, ?, ?, ?)');
+  const load = (key: SearchKey): number => {
+    const parts = [key.tenant, key.type, key.param, key.system, key.code] as const;
+    const row = find().get(...parts);
+    return row ? row.k : Number(add().run(...parts).lastInsertRowid);
+  };
+
+  /** One savepoint's keys, looked up in the group's (and the cache) first. */
+  function scope(group: Map<string, number>) {
+    const own = new Map<string, number>();
+    return {
+      keyOf: (tenant: string): KeyOf => (spec, type, e) => {
+        const key = entryKey(spec, tenant, type, e);
+        const name = keyName(key);
+        let k = committed.get(name) ?? group.get(name) ?? own.get(name);
+        if (k === undefined) own.set(name, (k = load(key)));
+        return k;
+      },
+      /** The savepoint was released: its keys go with the group's transaction. */
+      release: () => own.forEach((k, name) => group.set(name, k)),
+    };
+  }
+
+  return {
+    /** The keys of one group transaction: a scope per savepoint; commit() once COMMIT has succeeded. */
+    transaction() {
+      const group = new Map<string, number>();
+      return {
+        savepoint: () => scope(group),
+        commit: () => group.forEach((k, name) => committed.set(name, k)),
+      };
+    },
+  };
+}
+
+export type SqliteKeys = ReturnType<typeof createSqliteKeys>;

@@ -11,9 +11,13 @@
  * `bare-token` parses the form, checks a SHA-256 secret digest and signs an ES256 JWT with jose;
  * `bare-lookup` parses a JSON Parameters body and answers with one Set lookup.
  * `--only bare,bare-token,bare-lookup,read,create,basic,jwt,validate` runs a subset (default all).
+ * With one server process (Linux), each Cinder scenario also reports the server's CPU time per request
+ * (every thread, from /proc): it holds better than requests/s when the machine is shared, since time
+ * the server waits for a core is not counted.
  */
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createClient } from '../src/auth/admin.ts';
 import { systemClock } from '../src/clock.ts';
@@ -50,13 +54,34 @@ if (!hasWrk()) {
   process.exit(2);
 }
 
-type Row = WrkResult & { scenario: string };
+/**
+ * CPU time (user + system, every thread) a process has used, in µs, from /proc (Linux); undefined
+ * elsewhere. Per request it holds better than requests/s on a machine shared with other work, since
+ * time the server waits for a core is not counted.
+ */
+function cpuMicros(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+/** USER_HZ: 100 on every Linux architecture Bun runs on. */
+const CLOCK_TICKS = 100;
+
+type Row = WrkResult & { scenario: string; cpuMicrosPerRequest?: number };
 const rows: Row[] = [];
-async function measure(scenario: string, run: () => Promise<WrkResult>) {
+/** Runs a scenario twice (the first a warm-up) and records the second, with `pid`'s CPU time per request when given. */
+async function measure(scenario: string, run: () => Promise<WrkResult>, pid?: number) {
   await run(); // warm-up run, discarded
+  const before = pid === undefined ? undefined : cpuMicros(pid);
   const r = await run();
-  rows.push({ scenario, ...r });
-  if (!values.json) console.error(`${scenario}: ${Math.round(r.perSecond)}/s p50 ${r.p50ms.toFixed(2)} ms p99 ${r.p99ms.toFixed(2)} ms`);
+  const after = pid === undefined ? undefined : cpuMicros(pid);
+  const cpu = before === undefined || after === undefined || r.requests === 0 ? undefined : (after - before) / r.requests;
+  rows.push({ scenario, ...r, ...(cpu === undefined ? {} : { cpuMicrosPerRequest: cpu }) });
+  const perRequest = cpu === undefined ? '' : `, server CPU ${cpu.toFixed(1)} µs/request`;
+  if (!values.json) console.error(`${scenario}: ${Math.round(r.perSecond)}/s p50 ${r.p50ms.toFixed(2)} ms p99 ${r.p99ms.toFixed(2)} ms${perRequest}`);
 }
 
 async function bare() {
@@ -128,16 +153,18 @@ async function privateKeyJwtClient(s: BenchServer) {
 async function cinder() {
   // CINDER_PROCESSES: HTTP server processes sharing the port (the load generator runs on the same cores).
   const s = await startServer({ CINDER_PROCESSES: values.processes });
+  // Server CPU per request only with one process: the others' time is not the first's.
+  const pid = values.processes === '1' ? s.pid : undefined;
   try {
     const token = await adminToken(s);
     const bearer = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
     const created = await fetch(`${s.fhir}/Patient`, { method: 'POST', headers: bearer, body: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' }) });
     const { id } = (await created.json()) as { id: string };
-    if (runs('read')) await measure('FHIR read (GET Patient/{id}, bearer verified)', () => runWrk({ url: `${s.fhir}/Patient/${id}`, headers: bearer, connections, seconds }));
+    if (runs('read')) await measure('FHIR read (GET Patient/{id}, bearer verified)', () => runWrk({ url: `${s.fhir}/Patient/${id}`, headers: bearer, connections, seconds }), pid);
     const patient = JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Bench', given: ['Create'] }], gender: 'male', birthDate: '1980-02-02', identifier: [{ system: 'urn:bench', value: 'x' }] });
-    if (runs('create')) await measure('FHIR create (POST Patient)', () => runWrk({ url: `${s.fhir}/Patient`, method: 'POST', headers: { ...bearer, Prefer: 'return=minimal' }, bodies: [patient], connections, seconds }));
+    if (runs('create')) await measure('FHIR create (POST Patient)', () => runWrk({ url: `${s.fhir}/Patient`, method: 'POST', headers: { ...bearer, Prefer: 'return=minimal' }, bodies: [patient], connections, seconds }), pid);
     const basic = { Authorization: `Basic ${btoa(`${s.clientId}:${s.clientSecret}`)}`, 'Content-Type': 'application/x-www-form-urlencoded' };
-    if (runs('basic')) await measure('token client_credentials (Basic)', () => runWrk({ url: `${s.base}/oauth2/token`, method: 'POST', headers: basic, bodies: ['grant_type=client_credentials'], connections, seconds }));
+    if (runs('basic')) await measure('token client_credentials (Basic)', () => runWrk({ url: `${s.base}/oauth2/token`, method: 'POST', headers: basic, bodies: ['grant_type=client_credentials'], connections, seconds }), pid);
     if (runs('jwt')) {
       const assertions = await privateKeyJwtClient(s);
       let half = 0;
@@ -145,7 +172,7 @@ async function cinder() {
         const part = assertions.slice(half * (assertions.length / 2), (half + 1) * (assertions.length / 2));
         half++;
         return runWrk({ url: `${s.base}/oauth2/token`, method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, bodies: part, connections, seconds });
-      });
+      }, pid);
     }
     if (!runs('validate')) return;
     await fetch(`${s.fhir}/CodeSystem/generated`, { method: 'PUT', headers: bearer, body: JSON.stringify(generatedCodeSystem(concepts)) });
@@ -155,7 +182,7 @@ async function cinder() {
       parameter: [{ name: 'url', valueUri: BENCH_VALUE_SET }, { name: 'system', valueUri: BENCH_SYSTEM }, { name: 'code', valueCode: `C${(i * 7919) % concepts}` }],
     }));
     await measure(`ValueSet/$validate-code (is-a, ${concepts} concepts)`, () =>
-      runWrk({ url: `${s.fhir}/ValueSet/$validate-code`, method: 'POST', headers: bearer, bodies, connections, seconds }));
+      runWrk({ url: `${s.fhir}/ValueSet/$validate-code`, method: 'POST', headers: bearer, bodies, connections, seconds }), pid);
   } finally {
     await s.stop();
   }
@@ -167,7 +194,10 @@ if (runs('bare-lookup')) await bareLookup();
 if (SCENARIOS.some((name) => !name.startsWith('bare') && runs(name))) await cinder();
 if (values.json) console.log(JSON.stringify({ connections, seconds, rows }, null, 2));
 else {
-  console.log(`| scenario (${connections} connections, ${seconds} s, wrk, ${values.processes} server process(es)) | requests/s | p50 ms | p99 ms | non-2xx |`);
-  console.log('|---|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.scenario} | ${Math.round(r.perSecond)} | ${r.p50ms.toFixed(2)} | ${r.p99ms.toFixed(2)} | ${r.non2xx + r.errors} |`);
+  console.log(`| scenario (${connections} connections, ${seconds} s, wrk, ${values.processes} server process(es)) | requests/s | p50 ms | p99 ms | non-2xx | server CPU µs/request |`);
+  console.log('|---|---|---|---|---|---|');
+  for (const r of rows) {
+    const cpu = r.cpuMicrosPerRequest === undefined ? '–' : r.cpuMicrosPerRequest.toFixed(1);
+    console.log(`| ${r.scenario} | ${Math.round(r.perSecond)} | ${r.p50ms.toFixed(2)} | ${r.p99ms.toFixed(2)} | ${r.non2xx + r.errors} | ${cpu} |`);
+  }
 }

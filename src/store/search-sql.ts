@@ -82,9 +82,10 @@ export class SqlBuilder {
    * when the rows are probed by their `res`), which names their keys (keyIn).
    */
   private rowsOf(a: string, table: IndexTable, where: (s: string, byRes: boolean) => string, not = false): string {
-    if (this.correlation !== 'in' && a === 'r') {
+    if (this.correlation !== 'in' && (a === 'r' || a === DRIVER_ROW)) {
       const s = this.alias('s');
-      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${a}.pk AND ${where(s, true)}`;
+      const key = a === DRIVER_ROW ? `${DRIVER_ROW}.res` : `${a}.pk`;
+      const body = `SELECT 1 AS hit FROM ${table} ${s} WHERE ${s}.res = ${key} AND ${where(s, true)}`;
       if (this.correlation === 'exists') return `${not ? 'NOT ' : ''}EXISTS (${body})`;
       return this.lateral(body, not);
     }
@@ -402,6 +403,9 @@ export interface SearchPlan {
   driver?: number | 'compartment';
 }
 
+/** The alias of a planned search's driver rows (their `res`); no other alias is unnumbered. */
+const DRIVER_ROW = 'd';
+
 /** Index rows a driver may have at most: reading more costs more than probing the type in sort order. */
 export const DRIVER_MAX_ROWS = 2000;
 
@@ -463,20 +467,45 @@ function compartmentRows(b: SqlBuilder, type: string, patient: string): string {
   return `SELECT c.res FROM compartments c WHERE c.tenant = ${b.v(b.tenant)} AND c.patient = ${b.v(patient)} AND c.type = ${b.v(type)}`;
 }
 
+/**
+ * Whether a condition reads index rows alone (found by their `res`), so that it can test a driver's row
+ * before the resource's own row is read.
+ */
+function onIndexRows(c: Condition): boolean {
+  switch (c.kind) {
+    case 'token': case 'token-text': case 'uri-prefix': case 'string': case 'date': case 'number': case 'composite': case 'missing':
+      return true;
+    case 'or':
+      return c.any.every(onIndexRows);
+    case 'not':
+      return onIndexRows(c.condition);
+    default:
+      return false;
+  }
+}
+
 /** The FROM clause and WHERE conditions of a search, as `plan` (or, without one, the sets) has it. */
 function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: SearchPlan): { from: string; where: string } {
   const where = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
   let from = 'resources r';
   const driver = plan?.driver;
+  // Probed by EXISTS (SQLite), the conditions on index rows test each driver row before its resource
+  // row is read: a patient's 80 Observations are narrowed to the 8 of a code on the compact index
+  // B-trees, and only those 8 resource rows (with their stored text on the same pages) are visited.
+  const early: string[] = [];
+  (q.where ?? []).forEach((c, i) => {
+    if (i === driver) return;
+    if (driver !== undefined && b.correlation === 'exists' && onIndexRows(c)) early.push(b.condition(c, DRIVER_ROW, q.type));
+    else where.push(b.condition(c, 'r', q.type));
+  });
   if (driver !== undefined) {
     const rows = driver === 'compartment' ? compartmentRows(b, q.type, q.compartment!) : b.driverRows(q.where![driver]!, q.type);
     if (rows === undefined) throw new Error(`condition ${driver} cannot drive a search`);
+    const d = DRIVER_ROW;
+    const tested = early.length ? ` WHERE ${early.join(' AND ')}` : '';
     // SQLite keeps the left side of a CROSS JOIN as the outer loop.
-    from = `(SELECT DISTINCT d.res FROM (${rows}) d) d ${b.dialect.driverJoin} resources r ON r.pk = d.res`;
+    from = `(SELECT DISTINCT ${d}.res FROM (${rows}) ${d}${tested}) ${d} ${b.dialect.driverJoin} resources r ON r.pk = ${d}.res`;
   }
-  (q.where ?? []).forEach((c, i) => {
-    if (i !== driver) where.push(b.condition(c, 'r', q.type));
-  });
   if (q.compartment !== undefined && driver !== 'compartment') {
     if (b.correlation === 'in') where.push(`r.pk IN (${compartmentRows(b, q.type, q.compartment)})`);
     else {

@@ -37,6 +37,36 @@ export function keyName(k: SearchKey): string {
 /** The k of an index entry of `spec`'s table, of a version of `type` (the tenant is the writer's). */
 export type KeyOf = (spec: IndexTableSpec, type: string, e: AnyIndexEntry | IndexEntryRecord) => number;
 
+/** One level of resolved keys: the next part's levels, or at the last part the key. */
+type Level = Map<string, Level | number>;
+
+/** The level below `level` for `part`, made when missing. */
+function step(level: Level, part: string): Level {
+  let next = level.get(part) as Level | undefined;
+  if (next === undefined) level.set(part, (next = new Map()));
+  return next;
+}
+
+/**
+ * `resolve` asked once per distinct key, the rest answered level by level (table, type, param, system,
+ * code): a batch names a few hundred keys over hundreds of thousands of rows, and looking the parts up
+ * costs far less than naming each row's key. For one writer or batch (its keys cannot change meanwhile).
+ */
+export function memoizedKeyOf(resolve: KeyOf): KeyOf {
+  const seen = new Map<IndexTableSpec, Level>();
+  return (spec, type, e) => {
+    const r = e as unknown as IndexEntryRecord;
+    const [system, code] = spec.key;
+    let level = seen.get(spec);
+    if (level === undefined) seen.set(spec, (level = new Map()));
+    level = step(step(step(level, type), r.param as string), system === undefined ? '' : ((r[system] as string | undefined) ?? ''));
+    const last = code === undefined ? '' : ((r[code] as string | undefined) ?? '');
+    let k = level.get(last) as number | undefined;
+    if (k === undefined) level.set(last, (k = resolve(spec, type, e)));
+    return k;
+  };
+}
+
 /** Most keys a cache holds: systems and units come from the data, so the dictionary has no bound of its own. */
 export const MAX_CACHED_KEYS = 100_000;
 

@@ -1,4 +1,4 @@
-import { batchKeys, createKeyCache, entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts';
+import { batchKeys, createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type SearchKey } from '../search-keys.ts';
 import type { IndexRows } from '../types.ts';
 import type { Pg } from './db.ts';
 
@@ -58,11 +58,11 @@ export function createPostgresKeys(keysSql: Pg) {
     async resolve(tenant: string, versions: { type: string; index: IndexRows }[]): Promise<KeyOf> {
       const { known, missing } = batchKeys(tenant, versions, cache);
       if (missing.size) await load(missing, known);
-      return (spec, type, e) => {
+      return memoizedKeyOf((spec, type, e) => {
         const k = known.get(keyName(entryKey(spec, tenant, type, e)));
         if (k === undefined) throw new Error(`search key of ${type} ${String(e.param)} not resolved`);
         return k;
-      };
+      });
     },
   };
 }

@@ -1,6 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { IndexEntryRecord, IndexTableSpec } from '../index-tables.ts';
-import { createKeyCache, entryKey, keyName, type KeyOf, type SearchKey } from '../search-keys.ts';
+import { createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type SearchKey } from '../search-keys.ts';
 
 /**
  * The search key dictionary on SQLite. Keys are created inside the write transaction that first
@@ -26,29 +25,13 @@ export function createSqliteKeys(db: Database) {
   function scope(group: Map<string, number>) {
     const own = new Map<string, number>();
     return {
-      keyOf: (tenant: string): KeyOf => {
-        // The keys this writer has resolved, by table, then type, param, system and code: a batch names a
-        // few hundred keys over hundreds of thousands of rows, and looking the parts up level by level
-        // costs far less than naming each row's key. Lives as long as the savepoint's writer.
-        const seen = new Map<IndexTableSpec, Level>();
-        return (spec, type, e) => {
-          const r = e as unknown as IndexEntryRecord;
-          const [system, code] = spec.key;
-          let level = seen.get(spec);
-          if (level === undefined) seen.set(spec, (level = new Map()));
-          level = step(step(step(level, type), r.param as string), system === undefined ? '' : ((r[system] as string | undefined) ?? ''));
-          const last = code === undefined ? '' : ((r[code] as string | undefined) ?? '');
-          let k = level.get(last) as number | undefined;
-          if (k === undefined) {
-            const key = entryKey(spec, tenant, type, e);
-            const name = keyName(key);
-            k = committed.get(name) ?? group.get(name) ?? own.get(name);
-            if (k === undefined) own.set(name, (k = load(key)));
-            level.set(last, k);
-          }
-          return k;
-        };
-      },
+      keyOf: (tenant: string): KeyOf => memoizedKeyOf((spec, type, e) => {
+        const key = entryKey(spec, tenant, type, e);
+        const name = keyName(key);
+        let k = committed.get(name) ?? group.get(name) ?? own.get(name);
+        if (k === undefined) own.set(name, (k = load(key)));
+        return k;
+      }),
       /** The savepoint was released: its keys go with the group's transaction. */
       release: () => own.forEach((k, name) => group.set(name, k)),
     };
@@ -68,12 +51,3 @@ export function createSqliteKeys(db: Database) {
 
 export type SqliteKeys = ReturnType<typeof createSqliteKeys>;
 
-/** One level of a writer's resolved keys: the next part's levels, or at the last part the key. */
-type Level = Map<string, Level | number>;
-
-/** The level below `level` for `part`, made when missing. */
-function step(level: Level, part: string): Level {
-  let next = level.get(part) as Level | undefined;
-  if (next === undefined) level.set(part, (next = new Map()));
-  return next;
-}

@@ -14,7 +14,7 @@ import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
 import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
 import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
-import { validationParameters } from '../terminology/ops/validation-result.ts';
+import { validationParametersJson } from '../terminology/ops/validation-result.ts';
 import type { CodeSystemIndex } from '../terminology/compile/code-system-index.ts';
 import type { TerminologyContext } from '../terminology/context.ts';
 import type { Terminology } from '../terminology/create.ts';
@@ -85,7 +85,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     const raw = await inputs(c, codeSystemValidateCodeParams);
     const terminology = await context(c, 'CodeSystem');
     const input = codeSystemValidateCodeInput(raw, await instance(c, terminology));
-    return fhirJson(validationParameters(await validateCodeSystemCode(input, { terminology })));
+    return fhirJson(validationParametersJson(await validateCodeSystemCode(input, { terminology })));
   };
   const lookup = async (c: Context<AppEnv>) => {
     const raw = await inputs(c, lookupParams);
@@ -124,7 +124,7 @@ function validateValueSetResponse(
   requireAccess(access, 'ValueSet', 'r');
   // Awaited only when something must be read: the steady state takes no turn of the event loop here.
   const result = then(terminology.service.context(tenant), (context) => validateValueSetCode(input, { terminology: context }));
-  return then(result, (r) => fhirJson(validationParameters(r)));
+  return then(result, (r) => fhirJson(validationParametersJson(r)));
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

@@ -2,7 +2,6 @@ import { type Member, type TxIssue, txIssue } from '../compile/membership.ts';
 import type { CheckedCoding } from '../input/subject.ts';
 import type { ConceptDefinition } from '../model/code-system.ts';
 import { standardsStatus } from '../model/datatypes.ts';
-import type { Parameters, ParametersParameter } from '../model/parameters.ts';
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import { displayIn, inLanguages, languagesOf } from './display-language.ts';
 import { supplementDesignations } from './supplements.ts';
@@ -29,27 +28,38 @@ export function locate(issues: readonly TxIssue[], expression: string | undefine
 }
 
 /**
- * Renders a validation result as the $validate-code output Parameters: `result`, `message` (the texts
- * of the findings, errors first), `display`, and `issues` (an OperationOutcome with one issue per
- * finding, its tx-issue-type in `details.coding`), as the reference terminology servers answer.
+ * Renders a validation result as the $validate-code output Parameters, as JSON text: `result`, `message`
+ * (the texts of the findings, errors first), `display`, and `issues` (an OperationOutcome with one issue
+ * per finding, its tx-issue-type in `details.coding`), as the reference terminology servers answer.
+ *
+ * Written as text rather than built as objects for JSON.stringify: this is the answer of the hottest
+ * terminology route, and stringifying its nested objects cost several times the check itself.
  */
-export function validationParameters(r: ValidationResult): Parameters {
-  const parameter: ParametersParameter[] = [{ name: 'result', valueBoolean: r.result }];
+export function validationParametersJson(r: ValidationResult): string {
+  let json = r.result ? '{"resourceType":"Parameters","parameter":[{"name":"result","valueBoolean":true}' : '{"resourceType":"Parameters","parameter":[{"name":"result","valueBoolean":false}';
   const issues = r.issues.length < 2 ? r.issues : ordered(r.issues);
-  if (issues.length === 1) parameter.push({ name: 'message', valueString: issues[0]!.text });
-  else if (issues.length > 1) parameter.push({ name: 'message', valueString: [...new Set(issues.map((i) => i.text))].join('; ') });
-  if (r.display !== undefined) parameter.push({ name: 'display', valueString: r.display });
+  const texts = issues.map((i) => jsonString(i.text));
+  if (issues.length > 0) json += `,{"name":"message","valueString":${issues.length === 1 ? texts[0] : jsonString([...new Set(issues.map((i) => i.text))].join('; '))}}`;
+  if (r.display !== undefined) json += `,{"name":"display","valueString":${jsonString(r.display)}}`;
   if (issues.length > 0) {
-    const issue = issues.map((i) => ({
-      severity: i.severity,
-      code: i.code,
-      details: { coding: [{ system: TX_ISSUE_TYPE, code: i.type }], text: i.text },
-      ...(i.expression === undefined ? {} : { expression: [i.expression] }),
-    }));
-    parameter.push({ name: 'issues', resource: { resourceType: 'OperationOutcome', issue } });
+    json += ',{"name":"issues","resource":{"resourceType":"OperationOutcome","issue":[';
+    for (let n = 0; n < issues.length; n++) {
+      const i = issues[n]!;
+      // severity, code and type are fixed vocabularies (TxIssue): no escaping needed.
+      json += `${n === 0 ? '' : ','}{"severity":"${i.severity}","code":"${i.code}","details":{"coding":[{"system":"${TX_ISSUE_TYPE}","code":"${i.type}"}],"text":${texts[n]}}`;
+      json += i.expression === undefined ? '}' : `,"expression":[${jsonString(i.expression)}]}`;
+    }
+    json += ']}}';
   }
-  return { resourceType: 'Parameters', parameter };
+  return `${json}]}`;
 }
+
+/** A string as JSON text: quoted as it is unless it holds a character JSON escapes (then as JSON.stringify writes it). */
+function jsonString(s: string): string {
+  return ESCAPED.test(s) ? JSON.stringify(s) : `"${s}"`;
+}
+/** What JSON.stringify escapes: quote, backslash, control characters, and surrogates (escaped when unpaired). */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 const STANDARDS_STATUS = 'http://hl7.org/fhir/StructureDefinition/structuredefinition-standards-status';
 

@@ -7,7 +7,7 @@ import { silentLogger } from '../../src/log.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { DEFAULT_CHECK_INTERVAL_MS } from '../../src/terminology/create.ts';
 import { createTestApp, fhirInit, type TestApp, testClock } from '../helpers/app.ts';
-import { ANIMALS, errorIssue, getOperation, outcome, putResource, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
+import { ANIMALS, errorIssue, getOperation, outcome, type OperationResponse, postOperation, putResource, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
 
 const clock = testClock();
 let t: TestApp;
@@ -66,6 +66,44 @@ describe('cached compiled ValueSets are invalidated by changes', () => {
     } finally {
       await store2.close();
     }
+  });
+});
+
+describe('answers kept per coding', () => {
+  const dog = async (query: Record<string, string> = {}) =>
+    outcome(await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code: 'dog', ...query }));
+  /** The expressions of the issues of an answer. */
+  const expressions = (r: OperationResponse) =>
+    ((r.body.parameter?.find((p) => p.name === 'issues') as { resource?: { issue: { expression?: string[] }[] } } | undefined)?.resource?.issue ?? []).flatMap((i) => i.expression ?? []);
+
+  test('every input that changes the answer gets its own, asked in turn and again', async () => {
+    for (let round = 0; round < 2; round++) {
+      expect(await dog()).toMatchObject({ result: true, display: 'Dog' });
+      expect(await dog({ display: 'Hund' })).toMatchObject({ result: true });
+      expect(await dog({ display: 'Cat' })).toMatchObject({ result: false });
+      expect(await dog({ displayLanguage: 'de' })).toMatchObject({ result: true, display: 'Hund' });
+      expect(await dog({ display: 'Hund', displayLanguage: 'en' })).toMatchObject({ result: false });
+      const animal = (abstract?: string) => getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}all-animals`, system: ANIMALS, code: 'animal', ...(abstract === undefined ? {} : { abstract }) });
+      expect(outcome(await animal('false')).result).toBe(false);
+      expect(outcome(await animal('true')).result).toBe(true);
+      // The same wrong display given as `code` and as `coding`: each answer names its own input.
+      const asCode = await getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code: 'dog', display: 'Cat' });
+      const asCoding = await postOperation(t, token, 'ValueSet/$validate-code', [
+        { name: 'url', valueUri: `${VS}mammals` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display: 'Cat' } },
+      ]);
+      expect(expressions(asCode)).toEqual(['code']);
+      expect(expressions(asCoding)).toEqual(['Coding.code']);
+    }
+  });
+
+  test("a change to the code system is seen in the next answer about a coding already asked about", async () => {
+    expect(await dog()).toMatchObject({ result: true, display: 'Dog' });
+    const cs = await animals();
+    const renamed = JSON.parse(JSON.stringify(cs).replace('"display":"Dog"', '"display":"Domestic dog (Canis familiaris)"'));
+    await putResource(t, token, renamed);
+    expect(await dog()).toMatchObject({ result: true, display: 'Domestic dog (Canis familiaris)' });
+    await putResource(t, token, cs);
+    expect(await dog()).toMatchObject({ result: true, display: 'Dog' });
   });
 });
 

@@ -18,6 +18,8 @@ import {
   withWarnings,
 } from './membership.ts';
 
+let compilations = 0;
+
 /** The displays a member's concept has in its code system version (display and designations). */
 function displaysOf(m: Member): string[] {
   const d = m.entry?.definition;
@@ -38,6 +40,12 @@ export interface CompiledValueSetParts {
  * members unless `compose.inactive` is false.
  */
 export class CompiledValueSet {
+  /**
+   * Unique among the value sets compiled in this process. A compilation stands for the tenant's
+   * terminology as it was then (every change drops it and compiles anew), so answers about it may be
+   * kept under this number (validate-value-set-code.ts).
+   */
+  readonly serial = ++compilations;
   readonly resource: ValueSet;
   readonly label: string;
   readonly includes: readonly CompiledConceptSet[];

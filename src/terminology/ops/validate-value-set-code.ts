@@ -12,6 +12,7 @@ import { invalid } from '../errors.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
 import { requireSupplements } from './supplements.ts';
+import { BoundedCache } from '../compile/bounded-cache.ts';
 import { then, type SyncOrAsync } from '../../sync-or-async.ts';
 import { type Finish, finishMember, type LocatedIssue, locate, statusCheck, type ValidationResult } from './validation-result.ts';
 
@@ -61,7 +62,39 @@ function validateIn(vs: CompiledValueSet, input: ValueSetValidateCodeInput, ctx:
   return supplements instanceof Promise ? supplements.then((s) => validateWith(vs, s, input, ctx)) : validateWith(vs, supplements, input, ctx);
 }
 
+/**
+ * The answers about single codings checked against value sets of the tenants' terminology (not
+ * inline ones, compiled anew for each request), by the compilation's serial and every input the
+ * answer depends on. A compiled value set is dropped with everything compiled beside it when its
+ * tenant's terminology changes, and its successor has another serial, so no answer outlives the
+ * definitions it rests on. Validation traffic repeats its codes, and the answer to one costs several
+ * times the lookup; bounded, so that many different codes cannot grow it without end.
+ */
+const ANSWERS = new BoundedCache<string, ValidationResult>(10_000);
+
+/** ANSWERS' key of a coding checked against `vs`; undefined when its answer is not kept. */
+function answerKey(vs: CompiledValueSet, input: ValueSetValidateCodeInput): string | undefined {
+  const { subject } = input;
+  if (subject.kind !== 'coding' || input.target.kind === 'inline') return undefined;
+  const { system, version, code, display } = subject.coding;
+  // Each text with its length, so that no two inputs make one key whatever characters they hold.
+  return `${vs.serial} ${subject.path} ${input.abstract} ${field(system)}${field(version)}${field(code)}${field(display)}${field(input.displayLanguage)}`;
+}
+
+const field = (s: string | undefined): string => (s === undefined ? '-' : `${s.length}:${s}`);
+
 function validateWith(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
+  const key = answerKey(vs, input);
+  if (key === undefined) return answer(vs, supplements, input, ctx);
+  const known = ANSWERS.get(key);
+  if (known !== undefined) return known;
+  const r = answer(vs, supplements, input, ctx);
+  if (r instanceof Promise) return r.then((v) => (ANSWERS.set(key, v), v));
+  ANSWERS.set(key, r);
+  return r;
+}
+
+function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], input: ValueSetValidateCodeInput, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);

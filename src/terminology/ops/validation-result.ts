@@ -33,9 +33,18 @@ export function locate(issues: readonly TxIssue[], expression: string | undefine
  * per finding, its tx-issue-type in `details.coding`), as the reference terminology servers answer.
  *
  * Written as text rather than built as objects for JSON.stringify: this is the answer of the hottest
- * terminology route, and stringifying its nested objects cost several times the check itself.
+ * terminology route, and stringifying its nested objects cost several times the check itself. Results
+ * are immutable, and a kept one (validate-value-set-code.ts) is rendered once.
  */
 export function validationParametersJson(r: ValidationResult): string {
+  let json = rendered.get(r);
+  if (json === undefined) rendered.set(r, (json = render(r)));
+  return json;
+}
+
+const rendered = new WeakMap<ValidationResult, string>();
+
+function render(r: ValidationResult): string {
   let json = r.result ? '{"resourceType":"Parameters","parameter":[{"name":"result","valueBoolean":true}' : '{"resourceType":"Parameters","parameter":[{"name":"result","valueBoolean":false}';
   const issues = r.issues.length < 2 ? r.issues : ordered(r.issues);
   const texts = issues.map((i) => jsonString(i.text));

@@ -16,6 +16,7 @@ export interface NativeContent {
 /**
  * The Binary resource holding native content (FHIR R4 binary.html), `data` last: that is how its
  * stored text ends, which lets a raw read find the data without parsing the JSON (splitStoredBinary).
+ * Empty content has no `data`, and reads back as zero bytes.
  */
 export function nativeBinary(content: NativeContent, id?: string): Resource {
   const binary: Resource = { resourceType: 'Binary', ...(id === undefined ? {} : { id }), contentType: content.contentType };
@@ -23,7 +24,8 @@ export function nativeBinary(content: NativeContent, id?: string): Resource {
     if (content.securityContext.trim() === '') throw new FhirError('invalid', 'X-Security-Context is empty: send a reference such as Patient/123');
     binary.securityContext = { reference: content.securityContext.trim() };
   }
-  binary.data = content.base64;
+  // An empty body is an empty file: a Binary without data (FHIR strings, base64Binary included, may not be empty).
+  if (content.base64 !== '') binary.data = content.base64;
   return binary;
 }
 

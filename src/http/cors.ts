@@ -1,9 +1,10 @@
 /**
  * Cross-origin access for browser apps (the Fetch standard's CORS protocol), one rule for every path
- * it covers: the FHIR API of every tenant, the OAuth endpoints browser apps call and the discovery
- * documents. It wraps Hono's `fetch`, outside the router and the error renderer, and the hot-route
- * dispatcher decorates its own answers with it, so every answer (a 401 from the FHIR gate, a 404, a
- * 503) carries the same headers and a preflight never needs a token.
+ * it covers: the FHIR API of every tenant, the OAuth endpoints browser apps call, the discovery
+ * documents and unknown paths (everything but NOT_COVERED). It wraps Hono's `fetch`, outside the
+ * router and the error renderer, and the hot-route dispatcher decorates its own answers with it, so
+ * every answer (a 401 from the FHIR gate, a 404, a 503) carries the same headers and a preflight
+ * never needs a token.
  *
  * Credentials are never allowed (`Access-Control-Allow-Credentials` is not sent): the API takes bearer
  * tokens in `Authorization`, which a page must set itself, never cookies the browser would attach.
@@ -23,23 +24,23 @@ const ALLOW_HEADERS = [
 /** Response headers a page may read (beyond the CORS-safelisted ones). */
 const EXPOSE_HEADERS = [
   'Location', 'Content-Location', 'ETag', 'Last-Modified', 'X-Progress', 'Retry-After', 'X-Request-Id', 'WWW-Authenticate',
+  'X-Security-Context',
 ].join(', ');
 
 /** How long a browser may cache a preflight's answer, in seconds. */
 const MAX_AGE = '600';
 
 /**
- * The paths CORS covers: `/tenants/{t}/fhir/...`, `/.well-known/...` and the OAuth endpoints a browser
- * app calls (token, revocation, userinfo, JWKS); not introspection, which is for resource servers holding
- * a client secret, nor the login page.
+ * The paths CORS leaves out: the login page (a navigation, never a fetch), introspection (for resource
+ * servers holding a client secret, not browser apps) and the ops endpoints (for the deployment's own
+ * probes and scrapers, never for pages on other origins). Every other path is covered, unknown ones
+ * included, so a browser app that calls a wrong address reads the 404 instead of a CORS failure.
  */
-function covered(path: string): boolean {
-  if (path.startsWith('/tenants/')) return path.includes('/fhir/');
-  if (path.startsWith('/oauth2/')) return BROWSER_OAUTH.has(path.endsWith('/') ? path.slice(0, -1) : path);
-  return path.startsWith('/.well-known/');
-}
+const NOT_COVERED = new Set(['/oauth2/authorize', '/oauth2/introspect', '/healthz', '/readyz', '/metrics']);
 
-const BROWSER_OAUTH = new Set(['/oauth2/token', '/oauth2/revoke', '/oauth2/userinfo', '/oauth2/jwks']);
+function covered(path: string): boolean {
+  return !NOT_COVERED.has(path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path);
+}
 
 export interface Cors {
   /** Runs `next` for the request, answering preflights itself and adding the headers to what comes back. */

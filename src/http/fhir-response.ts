@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { etag } from '../fhir/bundle.ts';
+import { parseHttpDate } from './http-date.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -41,7 +42,8 @@ const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
 /**
  * 304 Not Modified when the client's copy is current: `If-None-Match` naming the version's ETag (weak
  * comparison, lists and `*`) or, without `If-None-Match`, `If-Modified-Since` at or after the version's
- * last update (HTTP dates have whole seconds; an unparseable date is ignored). Otherwise null.
+ * last update (HTTP dates have whole seconds; a value that is not an HTTP-date, such as an ISO 8601
+ * date, is ignored as RFC 9110 13.1.3 requires). Otherwise null.
  */
 export function notModified(v: ResourceVersion, c: ReadConditions | undefined): Response | null {
   if (!c) return null;
@@ -50,8 +52,8 @@ export function notModified(v: ResourceVersion, c: ReadConditions | undefined): 
     const current = opaque(etag(v.versionId));
     fresh = c.ifNoneMatch.trim() === '*' || c.ifNoneMatch.split(',').some((t) => opaque(t) === current);
   } else if (c.ifModifiedSince) {
-    const since = Date.parse(c.ifModifiedSince);
-    fresh = !Number.isNaN(since) && Math.floor(v.lastUpdated / 1000) * 1000 <= since;
+    const since = parseHttpDate(c.ifModifiedSince);
+    fresh = since !== null && Math.floor(v.lastUpdated / 1000) * 1000 <= since;
   } else return null;
   return fresh ? new Response(null, { status: 304, headers: versionHeaders(v) }) : null;
 }

@@ -72,6 +72,22 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('an empty body is an empty file: a Binary without data, read back as zero bytes', async () => {
+      const created = await send('POST', 'Binary', new Uint8Array(0), { 'Content-Type': 'text/plain' });
+      expect(created.status).toBe(201);
+      const stored = (await created.json()) as Json;
+      expect(stored).toMatchObject({ resourceType: 'Binary', contentType: 'text/plain' });
+      expect(stored.data).toBeUndefined();
+      const raw = await get(`Binary/${idOf(created)}`);
+      expect([raw.status, raw.headers.get('content-type'), raw.headers.get('content-length'), (await raw.arrayBuffer()).byteLength]).toEqual([200, 'text/plain', '0', 0]);
+      // A PUT of nothing empties a Binary that had content; its first version keeps the bytes.
+      const emptied = await send('PUT', 'Binary/emptied', PNG, { 'Content-Type': 'image/png' });
+      expect(emptied.status).toBe(201);
+      expect((await send('PUT', 'Binary/emptied', '', { 'Content-Type': 'image/png' })).status).toBe(200);
+      expect((await (await get('Binary/emptied')).arrayBuffer()).byteLength).toBe(0);
+      expect(Buffer.from(await (await get('Binary/emptied/_history/1')).arrayBuffer()).equals(PNG)).toBe(true);
+    });
+
     test('the JSON read of the same Binary carries the bytes as base64 data; _format=json and application/json too', async () => {
       const id = idOf(await send('POST', 'Binary', BYTES, { 'Content-Type': 'application/octet-stream' }));
       for (const [path, headers] of [

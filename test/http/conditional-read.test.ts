@@ -52,12 +52,18 @@ await eachStore((kind, fresh) => {
       }
     });
 
-    test('If-Modified-Since at or after the last update: 304; before it, or unparseable: 200', async () => {
+    test('If-Modified-Since, an HTTP-date at or after the last update (whole seconds): 304; before it, or not an HTTP-date: 200', async () => {
       for (const [since, status] of [
         ['Sun, 01 Mar 2026 08:30:15 GMT', 304], // the same second (lastUpdated has milliseconds; HTTP dates do not)
         ['Mon, 02 Mar 2026 00:00:00 GMT', 304],
         ['Sun, 01 Mar 2026 08:30:14 GMT', 200],
+        ['Sunday, 01-Mar-26 08:30:15 GMT', 304], // the obsolete forms a recipient must accept (RFC 9110 5.6.7)
+        ['Sun Mar  1 08:30:15 2026', 304],
         ['yesterday', 200],
+        // Not an HTTP-date, so ignored (RFC 9110 13.1.3), however late it is.
+        ['2030-01-01', 200],
+        ['2030-01-01T00:00:00Z', 200],
+        ['Tue, 01 Jan 2030 00:00:00 +0000', 200],
       ] as const) {
         for (const res of await reads({ 'If-Modified-Since': since })) expect({ since, status: res.status }).toEqual({ since, status });
       }

@@ -5,9 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { loadConfig } from '../../src/config.ts';
+import { StoreUnavailableError } from '../../src/store/types.ts';
+import type { Store } from '../../src/store/types.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { eachStore } from '../helpers/export.ts';
-import { fhirClient, type FhirClient } from '../helpers/fhir.ts';
+import { eachStore, runExports } from '../helpers/export.ts';
+import { craftToken, fhirClient, type FhirClient } from '../helpers/fhir.ts';
 
 const APP = 'https://app.example.org';
 const OTHER = 'https://evil.example.net';
@@ -16,6 +18,44 @@ const preflight = (t: TestApp, path: string, origin = APP, method = 'GET', heade
   t.request(path, { method: 'OPTIONS', headers: { Origin: origin, 'Access-Control-Request-Method': method, 'Access-Control-Request-Headers': headers } });
 
 const listed = (value: string | null) => (value ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+
+/** The response headers a page on another origin must be able to read (the issue's list). */
+const EXPOSED = ['location', 'content-location', 'etag', 'last-modified', 'x-progress', 'retry-after'];
+
+/** Asserts that `res` carries the CORS headers for `origin` (`*` by default) and returns it. */
+function expectCors(label: string, res: Response, allow = '*'): Response {
+  expect({ label, allow: res.headers.get('access-control-allow-origin') }).toEqual({ label, allow });
+  expect({ label, exposed: listed(res.headers.get('access-control-expose-headers')) }).toEqual({ label, exposed: expect.arrayContaining(EXPOSED) });
+  return res;
+}
+
+/**
+ * `store` whose repositories' methods all throw `failure()` while it is set: a database outage (503)
+ * or an unexpected error (500) at whatever the request reaches first.
+ */
+function failing(store: Store): { store: Store; fail(failure: (() => Error) | null): void } {
+  let failure: (() => Error) | null = null;
+  const repo = (target: object): object => new Proxy(target, {
+    get(obj, prop) {
+      const value = Reflect.get(obj, prop, obj) as unknown;
+      if (typeof value === 'function') {
+        return (...args: unknown[]) => {
+          if (failure) throw failure();
+          return (value as (...a: unknown[]) => unknown).apply(obj, args);
+        };
+      }
+      return value !== null && typeof value === 'object' ? repo(value) : value;
+    },
+  });
+  const wrapped = new Proxy(store, {
+    get(obj, prop) {
+      const value = Reflect.get(obj, prop, obj) as unknown;
+      if (typeof value === 'function') return (value as (...a: unknown[]) => unknown).bind(obj);
+      return value !== null && typeof value === 'object' ? repo(value) : value;
+    },
+  });
+  return { store: wrapped, fail: (f) => void (failure = f) };
+}
 
 await eachStore((kind, fresh) => {
   describe(`CORS, any origin (the default) (${kind})`, () => {
@@ -35,7 +75,10 @@ await eachStore((kind, fresh) => {
         [`${fhir}/$export`, 'GET'], [`${fhir}/metadata`, 'GET'], [`${fhir}/.well-known/smart-configuration`, 'GET'],
         [`${fhir}/ValueSet/$validate-code`, 'POST'], ['/oauth2/token', 'POST'], ['/oauth2/revoke', 'POST'], ['/oauth2/userinfo', 'GET'],
         ['/oauth2/jwks', 'GET'], ['/.well-known/smart-configuration', 'GET'], ['/.well-known/openid-configuration', 'GET'],
-        ['/tenants/no-such-tenant/fhir/R4/Patient', 'GET'],
+        ['/tenants/no-such-tenant/fhir/R4/Patient', 'GET'], [`${fhir}/$export-status/no-such-job`, 'DELETE'],
+        // Unknown paths too: an app that calls a wrong address reads the 404 rather than a CORS failure.
+        [`${fhir}/NoSuchType/x/y/z`, 'GET'], ['/tenants/t1/fhir', 'GET'], ['/tenants/t1/fhir/R5/Patient', 'GET'],
+        ['/oauth2/no-such-endpoint', 'POST'], ['/no-such-path', 'GET'],
       ]) {
         const res = await preflight(t, path!, APP, method);
         expect({ path, status: res.status }).toEqual({ path, status: 204 });
@@ -107,6 +150,8 @@ await eachStore((kind, fresh) => {
       expect(res.status).toBe(201);
       expect(res.headers.get('location')).toContain('/Patient/');
       expect(listed(res.headers.get('access-control-expose-headers'))).toEqual(expect.arrayContaining(['location', 'etag']));
+      // A Binary read answers its securityContext in a header of its own, which a page must be able to read as well.
+      expect(listed(res.headers.get('access-control-expose-headers'))).toContain('x-security-context');
     });
 
     test('the CapabilityStatement says CORS is on, and that reads are conditional', async () => {
@@ -115,18 +160,130 @@ await eachStore((kind, fresh) => {
       expect(new Set(cs.rest[0]!.resource.map((r) => r.conditionalRead))).toEqual(new Set(['full-support']));
     });
 
-    test('introspection (for resource servers) and the login page are not cross-origin endpoints', async () => {
-      for (const path of ['/oauth2/introspect', '/oauth2/authorize']) {
-        expect((await preflight(t, path, APP, 'POST')).headers.get('access-control-allow-origin')).toBeNull();
-        expect((await t.request(path, { headers: { Origin: APP } })).headers.get('access-control-allow-origin')).toBeNull();
+    test('introspection (for resource servers), the login page and the ops endpoints are not cross-origin endpoints', async () => {
+      for (const path of ['/oauth2/introspect', '/oauth2/authorize', '/oauth2/authorize/', '/healthz', '/readyz', '/metrics']) {
+        expect({ path, allow: (await preflight(t, path, APP, 'POST')).headers.get('access-control-allow-origin') }).toEqual({ path, allow: null });
+        expect({ path, allow: (await t.request(path, { headers: { Origin: APP } })).headers.get('access-control-allow-origin') }).toEqual({ path, allow: null });
       }
-      expect((await t.request('/healthz', { headers: { Origin: APP } })).headers.get('access-control-allow-origin')).toBeNull();
+    });
+
+    test('unknown paths answer their 404 with the headers, so the app can read it', async () => {
+      for (const path of [`${t.fhir('t1')}/NoSuchType/x/y/z`, '/tenants/t1/fhir', '/oauth2/no-such-endpoint', '/no-such-path']) {
+        const res = await t.request(path, { headers: { Origin: APP, Authorization: `Bearer ${await t.token()}` } });
+        expect({ path, status: res.status }).toEqual({ path, status: 404 });
+        expectCors(path, res);
+      }
+    });
+
+    test('403s, 405, 409, 410, 412 and 415 of the FHIR API carry the headers, through the hot route and through Hono', async () => {
+      const fhir = t.fhir('t1');
+      const otherTenant = await t.tokenFor('t2', ['system/*.*']);
+      const observationsOnly = await craftToken(t, 'system/Observation.read');
+      const token = await t.token();
+      await api.put200({ resourceType: 'Patient', id: 'gone' });
+      await api.del('Patient/gone');
+      const before = t.app.hotRoutes!.answered.read;
+      const cases: [string, string, RequestInit, number][] = [
+        ['another tenant\'s token, hot read', `${fhir}/Patient/p1`, { headers: { Authorization: `Bearer ${otherTenant}` } }, 403],
+        ['another tenant\'s token, search', `${fhir}/Patient?_id=p1`, { headers: { Authorization: `Bearer ${otherTenant}` } }, 403],
+        ['scopes without Patient, hot read', `${fhir}/Patient/p1`, { headers: { Authorization: `Bearer ${observationsOnly}` } }, 403],
+        ['POST to an instance', `${fhir}/Patient/p1`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: '{}' }, 405],
+        ['a deleted resource, hot read', `${fhir}/Patient/gone`, { headers: { Authorization: `Bearer ${token}` } }, 410],
+        ['PATCH with a stale If-Match', `${fhir}/Patient/p1`, {
+          method: 'PATCH', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json-patch+json', 'If-Match': 'W/"99"' },
+          body: '[{"op":"add","path":"/active","value":true}]',
+        }, 412],
+        ['PATCH as XML', `${fhir}/Patient/p1`, { method: 'PATCH', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/xml' }, body: '<x/>' }, 415],
+        ['deleting core terminology', `${fhir}/ValueSet/administrative-gender`, { method: 'DELETE', headers: { Authorization: `Bearer ${token}` } }, 409],
+      ];
+      for (const [label, path, init, status] of cases) {
+        const res = await t.request(path, { ...init, headers: { ...(init.headers as Record<string, string>), Origin: APP } });
+        expect({ label, status: res.status }).toEqual({ label, status });
+        expectCors(label, res);
+      }
+      expect(t.app.hotRoutes!.answered.read).toBe(before + 3);
+    });
+
+    test('bulk export: kick-off, status in progress, manifest, download and cancel carry the headers; Content-Location, X-Progress and Retry-After are readable', async () => {
+      const auth = { Authorization: `Bearer ${await t.token()}`, Origin: APP };
+      const kickOff = expectCors('kick-off', await t.request(`${t.fhir('t1')}/$export?_type=Patient`, { headers: { ...auth, Prefer: 'respond-async' } }));
+      expect(kickOff.status).toBe(202);
+      const statusUrl = kickOff.headers.get('content-location')!;
+      const running = expectCors('status', await t.request(statusUrl, { headers: auth }));
+      expect(running.status).toBe(202);
+      expect(running.headers.get('x-progress')).toBeTruthy();
+      expect(running.headers.get('retry-after')).toBeTruthy();
+      await runExports(t);
+      const done = expectCors('manifest', await t.request(statusUrl, { headers: auth }));
+      expect(done.status).toBe(200);
+      const manifest = (await done.json()) as { output: { url: string }[] };
+      const file = expectCors('download', await t.request(manifest.output[0]!.url, { headers: auth }));
+      expect(file.status).toBe(200);
+      expect(await file.text()).toContain('"resourceType":"Patient"');
+      expectCors('download without a token', await t.request(manifest.output[0]!.url, { headers: { Origin: APP } }));
+      const cancelled = expectCors('cancel', await t.request(statusUrl, { method: 'DELETE', headers: auth }));
+      expect(cancelled.status).toBe(202);
+      expectCors('unknown job', await t.request(`${t.fhir('t1')}/$export-status/no-such-job`, { headers: auth }));
+    });
+
+    test('the OAuth endpoints\' errors carry the headers: userinfo without a token, a bad client', async () => {
+      const userinfo = expectCors('userinfo', await t.request('/oauth2/userinfo', { headers: { Origin: APP } }));
+      expect(userinfo.status).toBe(401);
+      expect(userinfo.headers.get('www-authenticate')).toStartWith('Bearer');
+      const token = expectCors('token', await t.request('/oauth2/token', {
+        method: 'POST', headers: { Origin: APP, 'Content-Type': 'application/x-www-form-urlencoded', Authorization: `Basic ${btoa('nobody:wrong')}` }, body: 'grant_type=client_credentials',
+      }));
+      expect(((await token.json()) as { error: string }).error).toBe('invalid_client');
+      expectCors('revoke', await t.request('/oauth2/revoke', { method: 'POST', headers: { Origin: APP, 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'token=x' }));
     });
 
     test('an OPTIONS that is not a preflight is an ordinary request (the FHIR API wants a token)', async () => {
       const res = await t.request(`${t.fhir('t1')}/Patient`, { method: 'OPTIONS', headers: { Origin: APP } });
       expect(res.status).toBe(401);
       expect(res.headers.get('access-control-allow-origin')).toBe('*');
+    });
+  });
+
+  describe(`CORS on 500 and 503 answers (${kind})`, () => {
+    let t: TestApp;
+    let db: ReturnType<typeof failing>;
+    let token: string;
+    beforeAll(async () => {
+      db = failing(await fresh());
+      t = await createTestApp({ store: db.store });
+      token = await t.token();
+      await fhirClient(t, token).put200({ resourceType: 'Patient', id: 'p1' });
+    });
+    afterAll(() => {
+      db.fail(null);
+      return t.close();
+    });
+
+    test('a database outage (503 with Retry-After) and an unexpected error (500) carry the headers on the FHIR API, its hot route and the token endpoint', async () => {
+      // A client the token endpoint has not cached yet: it must ask the database.
+      const basic = `Basic ${btoa('not-cached-yet:secret')}`;
+      const requests: [string, string, RequestInit][] = [
+        ['hot read', `${t.fhir('t1')}/Patient/p1`, { headers: { Authorization: `Bearer ${token}` } }],
+        ['search', `${t.fhir('t1')}/Patient?_id=p1`, { headers: { Authorization: `Bearer ${token}` } }],
+        ['create', `${t.fhir('t1')}/Patient`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: '{"resourceType":"Patient"}' }],
+        ['token', '/oauth2/token', { method: 'POST', headers: { Authorization: basic, 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'grant_type=client_credentials' }],
+      ];
+      const before = { ...t.app.hotRoutes!.answered };
+      for (const [failure, status] of [[() => new StoreUnavailableError('connection refused'), 503], [() => new Error('disk on fire'), 500]] as const) {
+        db.fail(failure);
+        try {
+          for (const [label, path, init] of requests) {
+            const res = await t.request(path, { ...init, headers: { ...(init.headers as Record<string, string>), Origin: APP } });
+            expect({ label, status: res.status }).toEqual({ label, status });
+            expectCors(`${label} ${status}`, res);
+            if (status === 503) expect(res.headers.get('retry-after')).toBeTruthy();
+          }
+        } finally {
+          db.fail(null);
+        }
+      }
+      expect(t.app.hotRoutes!.answered).toMatchObject({ read: before.read + 2, token: before.token + 2 });
+      expect((await t.request(`${t.fhir('t1')}/Patient/p1`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
     });
   });
 
@@ -172,6 +329,26 @@ await eachStore((kind, fresh) => {
       const direct = await t.request(`${t.fhir('t1')}/metadata`);
       expect(direct.headers.get('access-control-allow-origin')).toBeNull();
       expect(direct.headers.get('vary')).toContain('Origin');
+      const refused = await t.request(`${t.fhir('t1')}/Patient/x`, { headers: { Origin: OTHER } });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('access-control-allow-origin')).toBeNull();
+      expect(refused.headers.get('vary')).toContain('Origin');
+    });
+
+    test('a listed origin gets the headers on 401s, 304s and token errors too', async () => {
+      await fhirClient(t, token).put200({ resourceType: 'Patient', id: 'p1' });
+      const cases: [string, string, RequestInit, number][] = [
+        ['401 without a token', `${t.fhir('t1')}/Patient/p1`, {}, 401],
+        ['304, hot read', `${t.fhir('t1')}/Patient/p1`, { headers: { Authorization: `Bearer ${token}`, 'If-None-Match': 'W/"1"' } }, 304],
+        ['304, vread', `${t.fhir('t1')}/Patient/p1/_history/1`, { headers: { Authorization: `Bearer ${token}`, 'If-None-Match': 'W/"1"' } }, 304],
+        ['token error', '/oauth2/token', { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: 'grant_type=password' }, 400],
+      ];
+      for (const [label, path, init, status] of cases) {
+        const res = await t.request(path, { ...init, headers: { ...(init.headers as Record<string, string>), Origin: APP } });
+        expect({ label, status: res.status }).toEqual({ label, status });
+        expectCors(label, res, APP);
+        expect(res.headers.get('vary')).toContain('Origin');
+      }
     });
   });
 

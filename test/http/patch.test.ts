@@ -91,6 +91,23 @@ await eachStore((kind, fresh) => {
         expect(history.entry.map((e: Json) => [e.resource.meta.versionId, e.resource.gender])).toEqual([['2', 'male'], ['1', 'female']]);
       });
 
+      test('the result is indexed as an update\'s: searches find the new values and no longer the old ones', async () => {
+        const id = await patient();
+        const res = await jsonPatch(`Patient/${id}`, [
+          { op: 'replace', path: '/gender', value: 'male' },
+          { op: 'replace', path: '/identifier/0/value', value: `patched-${id}` },
+        ]);
+        expect(res.status).toBe(200);
+        const found = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id);
+        expect(await found(`Patient?identifier=urn:mrn|patched-${id}`)).toEqual([id]);
+        expect(await found(`Patient?identifier=urn:mrn|mrn-${id}`)).toEqual([]);
+        expect(await found(`Patient?_id=${id}&gender=male`)).toEqual([id]);
+        expect(await found(`Patient?_id=${id}&gender=female`)).toEqual([]);
+        const fhirPath = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '1961-07-04' } }));
+        expect(fhirPath.status).toBe(200);
+        expect(await found(`Patient?_id=${id}&birthdate=1961-07-04`)).toEqual([id]);
+      });
+
       test('a failing test is 400 naming the operation, and nothing is written (as HAPI FHIR answers)', async () => {
         const id = await patient();
         const issue = await refused(() => jsonPatch(`Patient/${id}`, [
@@ -257,6 +274,7 @@ await eachStore((kind, fresh) => {
         expect(res.status).toBe(200);
         expect(((await res.json()) as Json).id).toBe(id);
         expect((await read(id)).gender).toBe('other');
+        await refused(() => jsonPatch(`Patient?identifier=urn:mrn|mrn-${id}`, op, { 'If-Match': 'W/"1"' }), 412, 'conflict');
         await refused(() => jsonPatch('Patient?identifier=urn:mrn|nobody', op), 404);
         await refused(() => jsonPatch('Patient?identifier=urn:mrn|', op), 412);
         await refused(() => jsonPatch('Patient', op), 400);

@@ -1,6 +1,7 @@
 /**
  * `Prefer: return=minimal|representation|OperationOutcome` on every kind of write (FHIR R4
- * http.html#ops): create, update, conditional create and update, PATCH, delete, and the entries of
+ * http.html#ops): create, update, conditional create and update, PATCH and conditional PATCH (JSON and
+ * FHIRPath), Binary writes from native content, delete and conditional delete, and the entries of
  * transaction and batch Bundles. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -21,23 +22,32 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
-    /** Every single-resource write, as a function of the Prefer header; each answers one version. */
-    const writes: [string, (prefer: Record<string, string>, n: number) => Response | Promise<Response>, number][] = [
-      ['create', (h) => api.post('Patient', { resourceType: 'Patient', active: true }, h), 201],
-      ['update', (h, n) => api.put(`Patient/u${n}`, { resourceType: 'Patient', id: `u${n}`, active: true }, h), 201],
-      ['conditional create', (h, n) => api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:x', value: `c${n}` }] }, { ...h, 'If-None-Exist': `identifier=urn:x|c${n}` }), 201],
-      ['conditional update', (h, n) => api.put(`Patient?identifier=urn:y|${n}`, { resourceType: 'Patient', identifier: [{ system: 'urn:y', value: String(n) }] }, h), 201],
-      ['patch', (h) => api.call('PATCH', 'Patient/read-me', JSON.stringify([{ op: 'replace', path: '/active', value: true }]), { ...h, 'Content-Type': 'application/json-patch+json' }), 200],
+    const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
+    const native = (h: Record<string, string>) => ({ ...h, 'Content-Type': 'application/pdf' });
+    /** Every single-resource write, as a function of the Prefer header; each answers one version of `type`. */
+    const writes: [string, (prefer: Record<string, string>, n: number) => Response | Promise<Response>, number, string][] = [
+      ['create', (h) => api.post('Patient', { resourceType: 'Patient', active: true }, h), 201, 'Patient'],
+      ['update', (h, n) => api.put(`Patient/u${n}`, { resourceType: 'Patient', id: `u${n}`, active: true }, h), 201, 'Patient'],
+      ['conditional create', (h, n) => api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:x', value: `c${n}` }] }, { ...h, 'If-None-Exist': `identifier=urn:x|c${n}` }), 201, 'Patient'],
+      ['conditional create, matched', (h) => api.post('Patient', { resourceType: 'Patient' }, { ...h, 'If-None-Exist': '_id=read-me' }), 200, 'Patient'],
+      ['conditional update', (h, n) => api.put(`Patient?identifier=urn:y|${n}`, { resourceType: 'Patient', identifier: [{ system: 'urn:y', value: String(n) }] }, h), 201, 'Patient'],
+      ['patch', (h) => api.call('PATCH', 'Patient/read-me', JSON.stringify([{ op: 'replace', path: '/active', value: true }]), { ...h, ...JSON_PATCH }), 200, 'Patient'],
+      ['conditional patch', (h) => api.call('PATCH', 'Patient?_id=read-me', JSON.stringify([{ op: 'replace', path: '/active', value: true }]), { ...h, ...JSON_PATCH }), 200, 'Patient'],
+      ['FHIRPath patch', (h) => api.call('PATCH', 'Patient/read-me', {
+        resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Patient.active' }, { name: 'value', valueBoolean: true }] }],
+      }, h), 200, 'Patient'],
+      ['Binary create from native content', (h) => api.call('POST', 'Binary', '%PDF-1.7 not really', native(h)), 201, 'Binary'],
+      ['Binary update from native content', (h, n) => api.call('PUT', `Binary/b${n}`, '%PDF-1.7 not really', native(h)), 201, 'Binary'],
     ];
 
     test('representation (and no Prefer): the stored resource', async () => {
       let n = 0;
-      for (const [name, write, status] of writes) {
+      for (const [name, write, status, type] of writes) {
         for (const prefer of [{}, { Prefer: 'return=representation' }] as Record<string, string>[]) {
           const res = await write(prefer, n++);
           expect({ name, status: res.status }).toEqual({ name, status });
           const body = (await res.json()) as Json;
-          expect({ name, type: body.resourceType, version: body.meta?.versionId }).toEqual({ name, type: 'Patient', version: res.headers.get('etag')!.slice(3, -1) });
+          expect({ name, type: body.resourceType, version: body.meta?.versionId }).toEqual({ name, type, version: res.headers.get('etag')!.slice(3, -1) });
         }
       }
     });
@@ -49,7 +59,7 @@ await eachStore((kind, fresh) => {
         expect({ name, status: res.status, body: await res.text() }).toEqual({ name, status, body: '' });
         expect(res.headers.get('etag')).toMatch(/^W\/"\d+"$/);
         expect(res.headers.get('last-modified')).not.toBeNull();
-        if (status === 201) expect(res.headers.get('location')).toMatch(/\/Patient\/[^/]+\/_history\/1$/);
+        if (status === 201) expect(res.headers.get('location')).toMatch(/\/(Patient|Binary)\/[^/]+\/_history\/1$/);
       }
     });
 
@@ -65,14 +75,18 @@ await eachStore((kind, fresh) => {
       }
     });
 
-    test('delete: minimal is 204 without a body; otherwise an informational outcome', async () => {
-      await api.put200({ resourceType: 'Patient', id: 'd1' });
-      await api.put200({ resourceType: 'Patient', id: 'd2' });
-      const minimal = await api.del('Patient/d1', { Prefer: 'return=minimal' });
-      expect({ status: minimal.status, body: await minimal.text() }).toEqual({ status: 204, body: '' });
-      const outcome = await api.del('Patient/d2', { Prefer: 'return=OperationOutcome' });
-      expect(outcome.status).toBe(200);
-      expect(((await outcome.json()) as Json).resourceType).toBe('OperationOutcome');
+    test('delete and conditional delete: minimal is 204 without a body; otherwise an informational outcome', async () => {
+      for (const id of ['d1', 'd2', 'd3', 'd4', 'd5', 'd6']) await api.put200({ resourceType: 'Patient', id });
+      for (const [path, prefer] of [['Patient/d1', 'minimal'], ['Patient?_id=d2', 'minimal'], ['Patient/d3', 'OperationOutcome'], ['Patient?_id=d4', 'OperationOutcome'], ['Patient/d5', 'representation'], ['Patient?_id=d6', undefined]] as const) {
+        const res = await api.del(path, prefer ? { Prefer: `return=${prefer}` } : {});
+        expect(res.headers.get('etag')).toBe('W/"2"');
+        if (prefer === 'minimal') {
+          expect({ path, status: res.status, body: await res.text() }).toEqual({ path, status: 204, body: '' });
+        } else {
+          expect({ path, status: res.status }).toEqual({ path, status: 200 });
+          expect(((await res.json()) as Json).issue[0]).toMatchObject({ severity: 'information', code: 'informational' });
+        }
+      }
     });
 
     for (const type of ['transaction', 'batch']) {

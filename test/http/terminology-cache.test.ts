@@ -83,6 +83,8 @@ describe('answers kept per coding', () => {
       expect(await dog({ display: 'Cat' })).toMatchObject({ result: false });
       expect(await dog({ displayLanguage: 'de' })).toMatchObject({ result: true, display: 'Hund' });
       expect(await dog({ display: 'Hund', displayLanguage: 'en' })).toMatchObject({ result: false });
+      expect(await dog({ systemVersion: '9.9.9' })).toMatchObject({ result: false });
+      expect(await dog({ systemVersion: '2.0.0' })).toMatchObject({ result: true, display: 'Dog' });
       const animal = (abstract?: string) => getOperation(t, token, 'ValueSet/$validate-code', { url: `${VS}all-animals`, system: ANIMALS, code: 'animal', ...(abstract === undefined ? {} : { abstract }) });
       expect(outcome(await animal('false')).result).toBe(false);
       expect(outcome(await animal('true')).result).toBe(true);

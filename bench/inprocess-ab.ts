@@ -1,0 +1,86 @@
+/**
+ * Two checkouts' hot routes in one process, in turn: the CPU time of a request through `app.fetch`
+ * (no sockets), without the drift between runs that makes separate processes hard to compare on a
+ * shared machine (both apps see the same heap, cores and moment):
+ *
+ *   bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read]
+ *
+ * Each checkout (a directory such as a git worktree with its dependencies installed) gets its own
+ * in-process app on a fresh SQLite file (its `test/helpers/app.ts`), with what the route needs:
+ * `validate` an is-a ValueSet over 100,000 generated concepts and 1,000 request bodies as in
+ * `bench/http.ts` (about 90% of the codes outside it), `read` one Patient. Then rounds of 2,000
+ * requests alternate between the two (A B, B A, ...), the first two rounds discarded as warm-up.
+ * Prints the lowest, lower-quartile and median CPU µs per request of each.
+ */
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { rounds: { type: 'string', default: '30' }, route: { type: 'string', default: 'validate' } },
+});
+if (positionals.length !== 2 || !['validate', 'read'].includes(values.route)) {
+  console.error('usage: bun bench/inprocess-ab.ts <checkout A> <checkout B> [--rounds N] [--route validate|read]');
+  process.exit(2);
+}
+const rounds = Number(values.rounds);
+const PER_ROUND = 2000;
+const CONCEPTS = 100_000;
+
+interface Side {
+  dir: string;
+  fetch: (req: Request) => Promise<Response>;
+  request: (i: number) => Request;
+  perRequest: number[];
+}
+
+async function side(dir: string): Promise<Side> {
+  const { createTestApp, fhirInit } = await import(`${dir}/test/helpers/app.ts`);
+  const { BENCH_SYSTEM, BENCH_VALUE_SET, generatedCodeSystem, generatedIsAValueSet } = await import(`${dir}/bench/lib/terminology.ts`);
+  const t = await createTestApp({ env: { CINDER_RATE_LIMITS: 'off' } });
+  const token: string = await t.token();
+  const fhir: string = t.fhir();
+  const put = async (path: string, body: unknown) => {
+    const res: Response = await t.request(`${fhir}/${path}`, fhirInit(token, 'PUT', body));
+    if (res.status >= 300) throw new Error(`${dir}: PUT ${path}: ${res.status} ${await res.text()}`);
+  };
+  const headers = { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' };
+  let request: (i: number) => Request;
+  if (values.route === 'validate') {
+    await put('CodeSystem/generated', generatedCodeSystem(CONCEPTS));
+    await put('ValueSet/generated-is-a', generatedIsAValueSet('C1'));
+    const bodies = Array.from({ length: 1000 }, (_, i) => JSON.stringify({
+      resourceType: 'Parameters',
+      parameter: [{ name: 'url', valueUri: BENCH_VALUE_SET }, { name: 'system', valueUri: BENCH_SYSTEM }, { name: 'code', valueCode: `C${(i * 7919) % CONCEPTS}` }],
+    }));
+    const url = `${fhir}/ValueSet/$validate-code`;
+    // With a Content-Length, as a server request has: the body is read at once, not as a stream.
+    request = (i) => new Request(url, { method: 'POST', headers: { ...headers, 'Content-Length': String(bodies[i % 1000]!.length) }, body: bodies[i % 1000] });
+  } else {
+    await put('Patient/bench', { resourceType: 'Patient', id: 'bench', name: [{ family: 'Bench', given: ['Read'] }], gender: 'female', birthDate: '1970-01-01' });
+    const url = `${fhir}/Patient/bench`;
+    request = () => new Request(url, { headers });
+  }
+  const first = await t.app.fetch(request(0));
+  if (first.status !== 200) throw new Error(`${dir}: ${values.route} answered ${first.status}: ${await first.text()}`);
+  return { dir, fetch: (req) => t.app.fetch(req), request, perRequest: [] };
+}
+
+const sides = [await side(resolve(positionals[0]!)), await side(resolve(positionals[1]!))];
+for (let round = 0; round < rounds + 2; round++) {
+  for (const s of round % 2 ? sides : [...sides].reverse()) {
+    const requests = Array.from({ length: PER_ROUND }, (_, i) => s.request(i));
+    const before = process.cpuUsage();
+    for (const req of requests) await (await s.fetch(req)).text();
+    const used = process.cpuUsage(before);
+    if (round >= 2) s.perRequest.push((used.user + used.system) / PER_ROUND);
+  }
+}
+console.log(`| checkout (${values.route}, ${rounds} rounds of ${PER_ROUND}) | lowest µs | lower quartile µs | median µs |`);
+console.log('|---|---:|---:|---:|');
+for (const s of sides) {
+  const v = [...s.perRequest].sort((a, b) => a - b);
+  const at = (q: number) => v[Math.floor(q * (v.length - 1))]!.toFixed(2);
+  console.log(`| ${s.dir} | ${at(0)} | ${at(0.25)} | ${at(0.5)} |`);
+}
+process.exit(0);

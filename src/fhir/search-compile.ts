@@ -131,10 +131,10 @@ function referenceValues(def: ParamDefinition, raw: string, typeModifier: string
 
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
 function storedReference(def: ParamDefinition, values: TokenValue[], not?: boolean): Condition {
-  if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not } : { kind: 'token', param: def.code, values };
+  if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not } : { kind: 'token', param: def.code, values, reference: true };
   const { param, target } = def.storedAs;
   const vs = target === undefined ? values : values.filter((v) => v.system === undefined || v.system === target).map((v) => ({ ...v, system: target }));
-  return not ? { kind: 'token', param, values: vs, not } : { kind: 'token', param, values: vs };
+  return not ? { kind: 'token', param, values: vs, not } : { kind: 'token', param, values: vs, reference: true };
 }
 
 /** The table a parameter type's rows are in. */

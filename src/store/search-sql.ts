@@ -415,9 +415,10 @@ export const DRIVER_TAKE_AT = 200;
 /**
  * The plan for `q` from its candidates (driverCandidates), counted one after another by `count`. First
  * each is counted up to DRIVER_TAKE_AT + 1 rows, and the first with at most DRIVER_TAKE_AT is taken at
- * once: a selective condition behind an unselective one (`clinical-status=active&patient=..`) then
- * costs the unselective one a read of 201 index rows, not 2,001. Only when none is that small are they
- * counted up to DRIVER_MAX_ROWS + 1, and the one with the fewest rows drives.
+ * once: a selective condition behind an unselective one (`category=laboratory&code=..`) then costs
+ * the unselective one a read of 201 index rows, not 2,001 (and a reference to a resource, counted
+ * first, costs it nothing). Only when none is that small are they counted up to DRIVER_MAX_ROWS + 1,
+ * and the one with the fewest rows drives.
  */
 export async function planSearch(candidates: DriverCandidate[], count: (sql: string, values: SqlValue[]) => number | Promise<number>): Promise<SearchPlan> {
   const counted = (c: DriverCandidate, limit: number) => count(c.sql, [...c.values, limit]);
@@ -442,7 +443,7 @@ export interface DriverCandidate {
   values: SqlValue[];
 }
 
-/** The candidates of SearchPlan.driver for `q`, each with its bounded row count (the compartment first). */
+/** The candidates of SearchPlan.driver for `q`, each with its bounded row count, in the order planSearch counts them. */
 export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuery): DriverCandidate[] {
   const out: DriverCandidate[] = [];
   const count = (driver: number | 'compartment', b: SqlBuilder, rows: string | undefined) => {
@@ -456,12 +457,19 @@ export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuer
     const b = new SqlBuilder(dialect, tenant, 'exists');
     count('compartment', b, compartmentRows(b, q.type, q.compartment));
   }
-  (q.where ?? []).forEach((c, i) => {
+  // Then references to resources (`patient=123`: a patient's rows are usually few), then the others, in
+  // the query's order: the first pass takes the first candidate with few rows, and counting an
+  // unselective one first (`clinical-status=active`) reads DRIVER_TAKE_AT + 1 of its rows for nothing.
+  const where = (q.where ?? []).map((c, i) => ({ c, i }));
+  const referenceFirst = [...where.filter(({ c }) => isReference(c)), ...where.filter(({ c }) => !isReference(c))];
+  for (const { c, i } of referenceFirst) {
     const b = new SqlBuilder(dialect, tenant, 'exists');
     count(i, b, b.driverRows(c, q.type));
-  });
+  }
   return out;
 }
+
+const isReference = (c: Condition): boolean => c.kind === 'token' && c.reference === true;
 
 function compartmentRows(b: SqlBuilder, type: string, patient: string): string {
   return `SELECT c.res FROM compartments c WHERE c.tenant = ${b.v(b.tenant)} AND c.patient = ${b.v(patient)} AND c.type = ${b.v(type)}`;

@@ -113,8 +113,12 @@ export interface TokenValue {
 export type Condition =
   | { kind: 'id'; ids: string[]; not?: boolean }
   | { kind: 'lastUpdated'; tests: DateTest[] }
-  /** Tokens, references and uris (`search_index`); `not`: no value of the parameter matches (`:not`). */
-  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean }
+  /**
+   * Tokens, references and uris (`search_index`); `not`: no value of the parameter matches (`:not`).
+   * `reference`: the values name resources (`patient=123`), which few rows usually do, so a search plan
+   * counts such a condition first (SearchPlan).
+   */
+  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean; reference?: boolean }
   /** `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere in the normalised value. */
   | { kind: 'string'; param: string; values: { value: string; match: 'prefix' | 'exact' | 'contains' }[] }
   | { kind: 'uri-prefix'; param: string; values: string[] }

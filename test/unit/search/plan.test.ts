@@ -1,5 +1,6 @@
 /** The search planner: which indexed condition drives a search, and how much counting it costs to choose. */
 import { describe, expect, test } from 'bun:test';
+import { compileSearch } from '../../../src/fhir/search.ts';
 import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, planSearch, SQLITE, type DriverCandidate } from '../../../src/store/search-sql.ts';
 
 /** Candidates whose statements are just their names, and a count that answers each one's rows up to the limit asked. */
@@ -44,5 +45,25 @@ describe('planSearch', () => {
     // Four values of its own (tenant, type, parameter, code); the fifth placeholder is the limit.
     expect(c!.values).toEqual(['t1', 'Observation', 'code', 'x']);
     expect(c!.sql).toMatch(/LIMIT \?5\) x$/);
+  });
+
+  test('references to resources are counted first, then the other conditions in the query\'s order', () => {
+    const where = [
+      { kind: 'token', param: 'clinical-status', values: [{ system: 'http://terminology.hl7.org/CodeSystem/condition-clinical', value: 'active' }] },
+      { kind: 'date', param: 'onset-date', tests: [{ op: 'le', low: 0, high: 1 }] },
+      { kind: 'token', param: 'patient', values: [{ system: 'Patient', value: 'p1' }], reference: true },
+    ];
+    const candidates = driverCandidates(SQLITE, 't1', { type: 'Condition', where, sort: [] } as never);
+    expect(candidates.map((c) => c.driver)).toEqual([2, 0, 1]);
+    const withCompartment = driverCandidates(SQLITE, 't1', { type: 'Condition', where, compartment: 'p1', sort: [] } as never);
+    expect(withCompartment.map((c) => c.driver)).toEqual(['compartment', 2, 0, 1]);
+  });
+
+  test('the search compiler marks references to resources, not :identifier or tokens', () => {
+    const compiled = (query: string) => compileSearch('Condition', new URLSearchParams(query), true).pending;
+    expect(compiled('patient=p1')).toEqual([{ kind: 'token', param: 'subject', values: [{ system: 'Patient', value: 'p1' }], reference: true }]);
+    expect(compiled('subject=Patient/p1')[0]).toMatchObject({ reference: true });
+    expect(compiled('clinical-status=active')[0]).not.toHaveProperty('reference');
+    expect(compiled('patient:identifier=urn:mrn|1')[0]).not.toHaveProperty('reference');
   });
 });

@@ -421,7 +421,10 @@ export const DRIVER_TAKE_AT = 200;
  * and the one with the fewest rows drives.
  */
 export async function planSearch(candidates: DriverCandidate[], count: (sql: string, values: SqlValue[]) => number | Promise<number>): Promise<SearchPlan> {
-  const counted = (c: DriverCandidate, limit: number) => count(c.sql(limit), c.values);
+  const counted = (c: DriverCandidate, limit: number) => {
+    const { sql, values } = c.count(limit);
+    return count(sql, values);
+  };
   for (const c of candidates) {
     if ((await counted(c, DRIVER_TAKE_AT + 1)) <= DRIVER_TAKE_AT) return { driver: c.driver };
   }
@@ -437,34 +440,37 @@ export async function planSearch(candidates: DriverCandidate[], count: (sql: str
 export interface DriverCandidate {
   driver: number | 'compartment';
   /**
-   * The statement with the limit written in (planSearch uses two): with the limit bound as a value,
-   * SQLite took about three times as long to count a patient's few rows (34-48 against 10-12 µs).
+   * The statement and its values, with the limit written in (planSearch uses two): with the limit
+   * bound as a value, SQLite took about three times as long to count a patient's few rows (34-48
+   * against 10-12 µs). Rendered when first asked for: most plans count only the first candidate.
    */
-  sql: (limit: number) => string;
-  values: SqlValue[];
+  count(limit: number): { sql: string; values: SqlValue[] };
 }
 
-/** The candidates of SearchPlan.driver for `q`, each with its bounded row count, in the order planSearch counts them. */
+/** The candidates of SearchPlan.driver for `q`, in the order planSearch counts them. */
 export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuery): DriverCandidate[] {
-  const out: DriverCandidate[] = [];
-  const count = (driver: number | 'compartment', b: SqlBuilder, rows: string | undefined) => {
-    if (rows === undefined) return;
-    out.push({ driver, sql: (limit) => `SELECT COUNT(*) AS n FROM (${rows} LIMIT ${Math.trunc(limit)}) x`, values: b.values });
+  const candidate = (driver: number | 'compartment', rows: (b: SqlBuilder) => string): DriverCandidate => {
+    let rendered: { rows: string; values: SqlValue[] } | undefined;
+    return {
+      driver,
+      count(limit) {
+        if (rendered === undefined) {
+          const b = new SqlBuilder(dialect, tenant, 'exists');
+          rendered = { rows: rows(b), values: b.values };
+        }
+        return { sql: `SELECT COUNT(*) AS n FROM (${rendered.rows} LIMIT ${Math.trunc(limit)}) x`, values: rendered.values };
+      },
+    };
   };
+  const out: DriverCandidate[] = [];
   // The compartment first: a patient's resources are usually few, and then the others need no count.
-  if (q.compartment !== undefined) {
-    const b = new SqlBuilder(dialect, tenant, 'exists');
-    count('compartment', b, compartmentRows(b, q.type, q.compartment));
-  }
+  if (q.compartment !== undefined) out.push(candidate('compartment', (b) => compartmentRows(b, q.type, q.compartment!)));
   // Then references to resources (`patient=123`: a patient's rows are usually few), then the others, in
   // the query's order: the first pass takes the first candidate with few rows, and counting an
   // unselective one first (`clinical-status=active`) reads DRIVER_TAKE_AT + 1 of its rows for nothing.
-  const where = (q.where ?? []).map((c, i) => ({ c, i }));
+  const where = (q.where ?? []).map((c, i) => ({ c, i })).filter(({ c }) => canDrive(c));
   const referenceFirst = [...where.filter(({ c }) => isReference(c)), ...where.filter(({ c }) => !isReference(c))];
-  for (const { c, i } of referenceFirst) {
-    const b = new SqlBuilder(dialect, tenant, 'exists');
-    count(i, b, b.driverRows(c, q.type));
-  }
+  for (const { c, i } of referenceFirst) out.push(candidate(i, (b) => b.driverRows(c, q.type)!));
   return out;
 }
 

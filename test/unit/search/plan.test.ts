@@ -6,7 +6,7 @@ import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, planSearch, SQLITE, 
 /** Candidates whose statements are just their names, and a count that answers each one's rows up to the limit asked. */
 function counting(rows: Record<string, number>) {
   const asked: [string, number][] = [];
-  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, sql: (limit) => `${name} ${limit}`, values: [] }));
+  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, count: (limit) => ({ sql: `${name} ${limit}`, values: [] }) }));
   const count = (sql: string) => {
     const [name, limit] = sql.split(' ') as [string, string];
     asked.push([name, Number(limit)]);
@@ -43,9 +43,11 @@ describe('planSearch', () => {
   test('each candidate statement has the limit planSearch asks for written in, not bound', () => {
     const [c] = driverCandidates(SQLITE, 't1', { type: 'Observation', where: [{ kind: 'token', param: 'code', values: [{ value: 'x' }] }], sort: [] } as never);
     // Four values of its own (tenant, type, parameter, code), and no placeholder for the limit.
-    expect(c!.values).toEqual(['t1', 'Observation', 'code', 'x']);
-    expect(c!.sql(DRIVER_TAKE_AT + 1)).toMatch(new RegExp(`LIMIT ${DRIVER_TAKE_AT + 1}\\) x$`));
-    expect(c!.sql(DRIVER_TAKE_AT + 1)).not.toContain('?5');
+    const { sql, values } = c!.count(DRIVER_TAKE_AT + 1);
+    expect(values).toEqual(['t1', 'Observation', 'code', 'x']);
+    expect(sql).toMatch(new RegExp(`LIMIT ${DRIVER_TAKE_AT + 1}\\) x$`));
+    expect(sql).not.toContain('?5');
+    expect(c!.count(DRIVER_MAX_ROWS + 1).sql).toMatch(new RegExp(`LIMIT ${DRIVER_MAX_ROWS + 1}\\) x$`));
   });
 
   test('references to resources are counted first, then the other conditions in the query\'s order', () => {

@@ -4,6 +4,8 @@
  * dialects differ only in placeholders, in how `deleted` is stored, in how a planned search probes a
  * row and in how a row's key is matched against the keys a subquery of `search_keys` selects.
  */
+import { INDEX_TABLES } from './index-tables.ts';
+import type { SearchKey } from './search-keys.ts';
 import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
@@ -20,6 +22,11 @@ export interface Dialect {
    * `res`, and the key only filters them.
    */
   keyIn(k: string, keys: string, byRes: boolean): string;
+  /**
+   * The `k` of a key that exists and is committed, when the adapter can tell at once (else undefined,
+   * and the statement looks the key up itself). A key once committed never changes.
+   */
+  knownKey?(key: SearchKey): number | undefined;
 }
 
 export const SQLITE: Dialect = {
@@ -99,11 +106,17 @@ export class SqlBuilder {
   }
 
   /**
-   * Row `s`'s key is one of those of `type`'s `params` in the tenant, narrowed to the given systems (a
-   * token's system, a reference's target type, a quantity's unit system) and unit code when given. A
-   * key nobody has written does not exist, and then no row matches.
+   * Row `s` (of `table`)'s key is one of those of `type`'s `params` in the tenant, narrowed to the given
+   * systems (a token's system, a reference's target type, a quantity's unit system) and unit code when
+   * given. A key nobody has written does not exist, and then no row matches. When the parts name one
+   * key and the dialect knows it (Dialect.knownKey), the row's key is compared with it directly: a
+   * subquery of search_keys costs SQLite an ephemeral table per statement, about a quarter of a
+   * patient-scoped search.
    */
-  private keyIn(s: string, type: string, params: string[], byRes: boolean, narrow: { systems?: string[]; code?: string } = {}): string {
+  private keyIn(s: string, table: IndexTable, type: string, params: string[], byRes: boolean, narrow: { systems?: string[]; code?: string } = {}): string {
+    const exact = this.dialect.knownKey && exactKey(this.tenant, table, type, params, narrow);
+    const known = exact ? this.dialect.knownKey!(exact) : undefined;
+    if (known !== undefined) return `${s}.k = ${this.v(known)}`;
     const k = this.alias('k');
     const where = [`${k}.tenant = ${this.v(this.tenant)}`, `${k}.type = ${this.v(type)}`, this.oneOf(`${k}.param`, params)];
     if (narrow.systems !== undefined) where.push(this.oneOf(`${k}.system`, narrow.systems));
@@ -117,9 +130,9 @@ export class SqlBuilder {
     return distinct.length === 1 ? `${col} = ${this.v(distinct[0]!)}` : `${col} IN (${distinct.map((x) => this.v(x)).join(', ')})`;
   }
 
-  /** Row `s`'s key is one of `param`'s, and `test` holds (ANDed). */
-  private keyed(s: string, type: string, param: string, byRes: boolean, test: string): string {
-    return `${this.keyIn(s, type, [param], byRes)} AND ${test}`;
+  /** Row `s` (of `table`)'s key is one of `param`'s (narrowed as keyIn), and `test` holds (ANDed). */
+  private keyed(s: string, table: IndexTable, type: string, param: string, byRes: boolean, test: string, narrow: { systems?: string[]; code?: string } = {}): string {
+    return `${this.keyIn(s, table, type, [param], byRes, narrow)} AND ${test}`;
   }
 
   /**
@@ -134,14 +147,14 @@ export class SqlBuilder {
       case 'token':
         return this.select('search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes));
       case 'uri-prefix':
-        return this.select('search_index', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
+        return this.select('search_index', (s, byRes) => this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
       case 'string':
-        return this.select('search_string', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v.value)))));
+        return this.select('search_string', (s, byRes) => this.keyed(s, 'search_string', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v.value)))));
       case 'date':
-        return this.select('search_range', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.tests.map((t) =>
-          `(${[...lowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.date(`${s}.low`, `${s}.high`, t)].join(' AND ')})`))));
+        return this.select('search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.any(c.tests.map((t) =>
+          `(${[...lowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.date(`${s}.low`, `${s}.high`, t)].join(' AND ')})`)), DATE_KEY));
       case 'composite':
-        return this.select('search_composite', (s, byRes) => this.keyed(s, type, c.param, byRes, this.composites(s, c.tests)));
+        return this.select('search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
       case 'chain':
         return this.select('search_index', (s) => this.chainTarget(s, type, c));
       default:
@@ -153,7 +166,7 @@ export class SqlBuilder {
   private chainTarget(s: string, type: string, c: Condition & { kind: 'chain' }): string {
     const r = this.alias('r');
     const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
-    const key = this.keyIn(s, type, [c.param], false, { systems: [c.targetType] });
+    const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [c.targetType] });
     return `${key} AND ${s}.value IN (SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')})`;
   }
 
@@ -170,7 +183,7 @@ export class SqlBuilder {
    * the values without a system (every key of the parameter), one for the systems without a value.
    */
   private tokens(s: string, type: string, param: string, values: TokenValue[], byRes: boolean): string {
-    if (values.some((v) => v.system === undefined && v.value === undefined)) return this.keyIn(s, type, [param], byRes);
+    if (values.some((v) => v.system === undefined && v.value === undefined)) return this.keyIn(s, 'search_index', type, [param], byRes);
     const systemsOnly: string[] = [];
     const bySystem = new Map<string | undefined, string[]>();
     for (const v of values) {
@@ -178,8 +191,8 @@ export class SqlBuilder {
       else (bySystem.get(v.system) ?? bySystem.set(v.system, []).get(v.system)!).push(v.value);
     }
     const terms = [...bySystem].map(([system, codes]) =>
-      `(${this.keyIn(s, type, [param], byRes, system === undefined ? {} : { systems: [system] })} AND ${this.oneOf(`${s}.value`, codes)})`);
-    if (systemsOnly.length) terms.push(this.keyIn(s, type, [param], byRes, { systems: systemsOnly }));
+      `(${this.keyIn(s, 'search_index', type, [param], byRes, system === undefined ? {} : { systems: [system] })} AND ${this.oneOf(`${s}.value`, codes)})`);
+    if (systemsOnly.length) terms.push(this.keyIn(s, 'search_index', type, [param], byRes, { systems: systemsOnly }));
     return this.any(terms);
   }
 
@@ -246,10 +259,10 @@ export class SqlBuilder {
    */
   private numbers(s: string, type: string, param: string, tests: NumberTest[], byRes: boolean): string {
     const united = (t: NumberTest) => t.system !== undefined || t.code !== undefined;
-    if (!tests.some(united)) return this.keyed(s, type, param, byRes, this.any(tests.map((t) => this.number(`${s}.low`, `${s}.high`, t))));
+    if (!tests.some(united)) return this.keyed(s, 'search_range', type, param, byRes, this.any(tests.map((t) => this.number(`${s}.low`, `${s}.high`, t))));
     return this.any(tests.map((t) => {
       const narrow = united(t) ? { ...(t.system !== undefined && { systems: [t.system] }), ...(t.code !== undefined && { code: t.code }) } : {};
-      return `(${this.keyIn(s, type, [param], byRes, narrow)} AND ${this.number(`${s}.low`, `${s}.high`, t)})`;
+      return `(${this.keyIn(s, 'search_range', type, [param], byRes, narrow)} AND ${this.number(`${s}.low`, `${s}.high`, t)})`;
     }));
   }
 
@@ -284,23 +297,23 @@ export class SqlBuilder {
         return this.rowsOf(a, 'search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes), c.not);
       case 'token-text':
         return this.rowsOf(a, 'search_index', (s, byRes) =>
-          this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => `${s}.display LIKE ${this.v(`%${likeEscape(v)}%`)} ESCAPE '\\'`))));
+          this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => `${s}.display LIKE ${this.v(`%${likeEscape(v)}%`)} ESCAPE '\\'`))));
       case 'uri-prefix':
-        return this.rowsOf(a, 'search_index', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
+        return this.rowsOf(a, 'search_index', (s, byRes) => this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
       case 'string':
-        return this.rowsOf(a, 'search_string', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.values.map((v) => {
+        return this.rowsOf(a, 'search_string', (s, byRes) => this.keyed(s, 'search_string', type, c.param, byRes, this.any(c.values.map((v) => {
           if (v.match === 'prefix') return this.prefix(`${s}.value`, v.value);
           if (v.match === 'exact') return `${s}.exact = ${this.v(v.value)}`;
           return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}%`)} ESCAPE '\\'`;
         }))));
       case 'date':
-        return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, type, c.param, byRes, this.any(c.tests.map((t) => this.date(`${s}.low`, `${s}.high`, t)))));
+        return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.any(c.tests.map((t) => this.date(`${s}.low`, `${s}.high`, t))), DATE_KEY));
       case 'number':
         return this.rowsOf(a, 'search_range', (s, byRes) => this.numbers(s, type, c.param, c.tests, byRes));
       case 'composite':
-        return this.rowsOf(a, 'search_composite', (s, byRes) => this.keyed(s, type, c.param, byRes, this.composites(s, c.tests)));
+        return this.rowsOf(a, 'search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
       case 'missing':
-        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, type, c.params, byRes), c.missing);
+        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes), c.missing);
       case 'chain':
         // Always a set: probed per row, SQLite would look the targets up again for every row.
         return `${a}.pk IN (${this.select('search_index', (s) => this.chainTarget(s, type, c))})`;
@@ -314,10 +327,10 @@ export class SqlBuilder {
         if (driver >= 0) {
           const d = this.alias('d');
           const rows = this.driverRows(c.where[driver]!, c.type)!;
-          const inner = [this.keyIn(s, c.type, [c.param], true, { systems: [type] }), this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.type))];
+          const inner = [this.keyIn(s, 'search_index', c.type, [c.param], true, { systems: [type] }), this.dialect.live(r), ...c.where.filter((_, i) => i !== driver).map((w) => this.condition(w, r, c.type))];
           return `${a}.id IN (SELECT ${s}.value FROM (SELECT DISTINCT ${d}.res FROM (${rows}) ${d}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res JOIN resources ${r} ON ${r}.pk = ${d}.res WHERE ${inner.join(' AND ')})`;
         }
-        const inner = [this.keyIn(s, c.type, [c.param], false, { systems: [type] }), this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type))];
+        const inner = [this.keyIn(s, 'search_index', c.type, [c.param], false, { systems: [type] }), this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type))];
         return `${a}.id IN (SELECT ${s}.value FROM search_index ${s} JOIN resources ${r} ON ${r}.pk = ${s}.res WHERE ${inner.join(' AND ')})`;
       }
       case 'or':
@@ -350,8 +363,24 @@ export class SqlBuilder {
     const col = k.table === 'search_range' ? (k.descending ? 'high' : 'low') : k.table === 'search_composite' ? 'value1' : 'value';
     const fn = k.descending ? 'MAX' : 'MIN';
     const s = this.alias('s');
-    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${this.keyIn(s, type, [k.param], true)})`, `${dir} NULLS LAST`];
+    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${this.keyIn(s, k.table, type, [k.param], true)})`, `${dir} NULLS LAST`];
   }
+}
+
+/** A date's range rows have neither unit system nor code: their one key per parameter has both ''. */
+const DATE_KEY = { systems: [''], code: '' };
+
+/** How many entry fields each table's keys hold after the parameter (IndexTableSpec.key). */
+const KEY_FIELDS = new Map(INDEX_TABLES.map((t) => [t.table, t.key.length]));
+
+/** The one key that `params` narrowed so names (one parameter, each key field given once), else undefined. */
+function exactKey(tenant: string, table: IndexTable, type: string, params: string[], narrow: { systems?: string[]; code?: string }): SearchKey | undefined {
+  const fields = KEY_FIELDS.get(table)!;
+  if (params.length !== 1) return undefined;
+  if (fields === 0) return narrow.systems === undefined && narrow.code === undefined ? { tenant, type, param: params[0]!, system: '', code: '' } : undefined;
+  if (narrow.systems?.length !== 1) return undefined;
+  if (fields === 1) return narrow.code === undefined ? { tenant, type, param: params[0]!, system: narrow.systems[0]!, code: '' } : undefined;
+  return narrow.code === undefined ? undefined : { tenant, type, param: params[0]!, system: narrow.systems[0]!, code: narrow.code };
 }
 
 /** Whether a condition's rows can be read by a range of its value-first index (SqlBuilder.driverRows). */

@@ -9,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, createMutex } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, planSearch, searchSql, SQLITE } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, planSearch, searchSql, SQLITE, type Dialect } from '../search-sql.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createWriter } from './writer.ts';
@@ -128,9 +128,11 @@ export function createSqliteResources(
 ): ResourceRepo {
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
   const keys = createSqliteKeys(writer);
+  // Searches compare index rows with the keys the writers have committed, found without a subquery.
+  const dialect: Dialect = { ...SQLITE, knownKey: keys.known(reader) };
   /** The search plan (SearchPlan), from the candidates' bounded counts on the reader. */
   const plan = (tenant: string, query: SearchQuery) =>
-    planSearch(driverCandidates(SQLITE, tenant, query), (sql, values) => reader.query<{ n: number }, (string | number)[]>(sql).get(...(values as (string | number)[]))!.n);
+    planSearch(driverCandidates(dialect, tenant, query), (sql, values) => reader.query<{ n: number }, (string | number)[]>(sql).get(...(values as (string | number)[]))!.n);
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
@@ -176,11 +178,11 @@ export function createSqliteResources(
       return q.present.all(tenant, type, JSON.stringify(ids)).map((r) => r.id);
     },
     async search(tenant, query) {
-      const { sql, values } = searchSql(SQLITE, tenant, query, await plan(tenant, query));
+      const { sql, values } = searchSql(dialect, tenant, query, await plan(tenant, query));
       return reader.query<Row, (string | number)[]>(sql).all(...values).map(toVersion);
     },
     async count(tenant, query) {
-      const { sql, values } = countSql(SQLITE, tenant, query, countsOnIndex(query) ? undefined : await plan(tenant, query));
+      const { sql, values } = countSql(dialect, tenant, query, countsOnIndex(query) ? undefined : await plan(tenant, query));
       return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;
     },
     async history(tenant, query) {

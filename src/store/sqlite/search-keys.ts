@@ -38,6 +38,25 @@ export function createSqliteKeys(db: Database) {
   }
 
   return {
+    /**
+     * A committed key's k, from the cache or read on `reader` (another connection than the writer's,
+     * so it never sees a key of a transaction still open); undefined when the key does not exist.
+     * A key found is cached: once committed, it never changes.
+     */
+    known(reader: Database): (key: SearchKey) => number | undefined {
+      const read = () => reader.query<{ k: number }, [string, string, string, string, string]>(
+        'SELECT k FROM search_keys WHERE tenant = ? AND type = ? AND param = ? AND system = ? AND code = ?',
+      );
+      return (key) => {
+        const name = keyName(key);
+        let k = committed.get(name);
+        if (k === undefined) {
+          k = read().get(key.tenant, key.type, key.param, key.system, key.code)?.k;
+          if (k !== undefined) committed.set(name, k);
+        }
+        return k;
+      };
+    },
     /** The keys of one group transaction: a scope per savepoint; commit() once COMMIT has succeeded. */
     transaction() {
       const group = new Map<string, number>();

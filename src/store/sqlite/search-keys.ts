@@ -1,6 +1,10 @@
 import type { Database } from 'bun:sqlite';
 import { createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type SearchKey } from '../search-keys.ts';
 
+/** The statement reading a key's k by its five parts, on `db` (db.query caches it). */
+const keyQuery = (db: Database) =>
+  db.query<{ k: number }, [string, string, string, string, string]>('SELECT k FROM search_keys WHERE tenant = ? AND type = ? AND param = ? AND system = ? AND code = ?');
+
 /**
  * The search key dictionary on SQLite. Keys are created inside the write transaction that first
  * needs them (it holds the database's write lock, so no other process creates one meanwhile), and
@@ -11,9 +15,7 @@ import { createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type Sear
 export function createSqliteKeys(db: Database) {
   const committed = createKeyCache();
   // Prepared on first use: a database part-way through its migrations has no search_keys yet.
-  const find = () => db.query<{ k: number }, [string, string, string, string, string]>(
-    'SELECT k FROM search_keys WHERE tenant = ? AND type = ? AND param = ? AND system = ? AND code = ?',
-  );
+  const find = () => keyQuery(db);
   const add = () => db.query('INSERT INTO search_keys (tenant, type, param, system, code) VALUES (?, ?, ?, ?, ?)');
   const load = (key: SearchKey): number => {
     const parts = [key.tenant, key.type, key.param, key.system, key.code] as const;
@@ -44,9 +46,7 @@ export function createSqliteKeys(db: Database) {
      * A key found is cached: once committed, it never changes.
      */
     known(reader: Database): (key: SearchKey) => number | undefined {
-      const read = () => reader.query<{ k: number }, [string, string, string, string, string]>(
-        'SELECT k FROM search_keys WHERE tenant = ? AND type = ? AND param = ? AND system = ? AND code = ?',
-      );
+      const read = () => keyQuery(reader);
       return (key) => {
         const name = keyName(key);
         let k = committed.get(name);

@@ -3,11 +3,11 @@ import type { ResourceVersion } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { asResource, checkTypeAndId } from './resource.ts';
 import { requireValid } from './validation/check.ts';
-import { searchResources } from './search.ts';
+import { CONTROL, searchResources } from './search.ts';
 
-/** Search parameters that select resources (as opposed to result parameters such as `_count`). */
+/** Whether the query has a parameter that selects resources (any but the result parameters such as `_count`). */
 export function hasCriteria(query: URLSearchParams): boolean {
-  for (const key of query.keys()) if (!key.startsWith('_') || key === '_id' || key.startsWith('_lastUpdated')) return true;
+  for (const key of query.keys()) if (!CONTROL.has(key.split(':', 1)[0]!)) return true;
   return false;
 }
 

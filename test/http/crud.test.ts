@@ -237,6 +237,15 @@ describe('conditional create (If-None-Exist)', () => {
     await expectOutcome(await api.post('Patient', body, { 'If-None-Exist': 'nonsense=1' }), 400);
     await expectOutcome(await api.post('Patient', body, { 'If-None-Exist': '' }), 400);
   });
+
+  test('every search parameter is a criterion (_tag, _profile, _has too); result parameters alone are not', async () => {
+    const body = { resourceType: 'Patient', meta: { tag: [{ system: 'urn:t', code: 'ine-3' }] } };
+    expect((await api.post('Patient', body, { 'If-None-Exist': '_tag=urn:t|ine-3' })).status).toBe(201);
+    expect((await api.post('Patient', body, { 'If-None-Exist': '_tag=urn:t|ine-3' })).status).toBe(200);
+    expect((await api.search('Patient?_tag=urn:t|ine-3')).entry).toHaveLength(1);
+    await expectOutcome(await api.post('Patient', body, { 'If-None-Exist': '_count=1&_sort=_id' }), 400);
+    await expectOutcome(await api.del('Patient?_summary=count'), 400);
+  });
 });
 
 describe('conditional update (PUT [type]?query)', () => {

@@ -1,4 +1,4 @@
-import { paramsOf, referrersOf } from './definitions.ts';
+import { isDomainResource, paramsOf, referrersOf } from './definitions.ts';
 import { MODIFIERS } from './search-compile.ts';
 
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
@@ -34,6 +34,15 @@ const COMMON_PARAMS = [
   { name: '_lastUpdated', definition: 'http://hl7.org/fhir/SearchParameter/Resource-lastUpdated', type: 'date' },
 ];
 
+const TEXT_DOC = 'Full-text: every word of each value must occur (accent- and case-insensitive, whole words; `word*` for a prefix; `,` for OR); no phrase or proximity search, no modifiers.';
+
+/** `_content` on every type, `_text` on those with a narrative (R4 defines both as string parameters). */
+function textParams(type: string) {
+  const content = { name: '_content', definition: 'http://hl7.org/fhir/SearchParameter/Resource-content', type: 'string', documentation: TEXT_DOC };
+  if (!isDomainResource(type)) return [content];
+  return [{ name: '_text', definition: 'http://hl7.org/fhir/SearchParameter/DomainResource-text', type: 'string', documentation: `${TEXT_DOC} Searches the narrative.` }, content];
+}
+
 function resourceEntry(type: string, ops: OperationDecl[]) {
   const entry: Record<string, unknown> = {
     type,
@@ -45,7 +54,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     conditionalUpdate: true,
     conditionalRead: 'full-support',
     conditionalDelete: 'single',
-    searchParam: [...COMMON_PARAMS, ...paramsOf(type).filter((p) => p.type !== 'special').map((p) => ({
+    searchParam: [...COMMON_PARAMS, ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special').map((p) => ({
       name: p.code, definition: p.url, type: p.type, documentation: `Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
     }))],
     searchInclude: ['*', ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],

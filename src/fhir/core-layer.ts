@@ -1,13 +1,16 @@
 import { CORE_LAST_UPDATED, CORE_TYPES, CORE_VERSION_ID, type CoreBundle, type CoreResource } from '../terminology/core/core-bundle.ts';
-import type { Condition, IndexRows, ResourceVersion } from '../store/types.ts';
+import type { Condition, IndexRows, ResourceVersion, TextEntry } from '../store/types.ts';
 import { LookupIndex } from './core-index.ts';
 import { indexEntries } from './indexer.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
+import { textIndexOf } from './text-index.ts';
 
 /** A core resource as a search sees it: the version served and its search index rows. */
 export interface CoreHit {
   readonly version: ResourceVersion;
   readonly rows: IndexRows;
+  /** Its words for `_text` and `_content`, computed on the first full-text search of its type. */
+  words?: TextEntry | undefined;
 }
 
 /** Whether resources of `type` may come from the core (CodeSystem, ValueSet); decided without the layer. */
@@ -45,7 +48,8 @@ export class CoreLayer {
     const out: CoreHit[] = [];
     for (const hit of items) {
       const v = hit.version;
-      if (await matchConditions({ resourceType: v.type, id: v.id }, v.lastUpdated, rest, ctx, hit.rows)) out.push(hit);
+      const words = () => ('words' in hit ? hit.words : (hit.words = textIndexOf(JSON.parse(v.content) as Record<string, unknown>)));
+      if (await matchConditions({ resourceType: v.type, id: v.id }, v.lastUpdated, rest, ctx, hit.rows, words)) out.push(hit);
     }
     return out;
   }

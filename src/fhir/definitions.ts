@@ -67,6 +67,11 @@ function rawParameters(): RawSearchParameter[] {
 /** `DomainResource` parameters apply to every type but these (FHIR R4 resource hierarchy). */
 const NOT_DOMAIN = new Set(['Binary', 'Bundle', 'Parameters']);
 
+/** Whether resources of `type` are DomainResources (have a narrative). */
+export function isDomainResource(type: string): boolean {
+  return !NOT_DOMAIN.has(type);
+}
+
 function basesOf(sp: RawSearchParameter): string[] {
   return sp.base.flatMap((b) =>
     b === 'Resource' ? [...R4_RESOURCE_TYPES] : b === 'DomainResource' ? R4_RESOURCE_TYPES.filter((t) => !NOT_DOMAIN.has(t)) : [b],

@@ -3,6 +3,7 @@ import { dateRange } from './dates.ts';
 import { paramsOf, patientCompartment, type ParamDefinition, type ParamType } from './definitions.ts';
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { parseReference } from './references.ts';
+import { textIndexOf } from './text-index.ts';
 
 type Json = Record<string, unknown>;
 
@@ -284,6 +285,14 @@ export function indexEntries(resource: Json): IndexRows {
     }
   }
   return dedupe(rows);
+}
+
+/** The rows a version is stored with: its search index entries and its words for `_text` and `_content`. */
+export function storedIndex(resource: Json): IndexRows {
+  const rows = indexEntries(resource);
+  const text = textIndexOf(resource);
+  if (text) rows.text = text;
+  return rows;
 }
 
 /** Up to this many entries, duplicates are found by comparing pairs (no key strings to build). */

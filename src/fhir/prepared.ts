@@ -1,5 +1,5 @@
 import type { IndexRows, VersionToWrite } from '../store/types.ts';
-import { compartmentsOf, indexEntries } from './indexer.ts';
+import { compartmentsOf, storedIndex } from './indexer.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
 
 /**
@@ -23,7 +23,7 @@ export function prepareVersion(resource: Resource, id: string): PreparedVersion 
     type: resource.resourceType,
     id,
     tail: stampTail(resource),
-    index: indexEntries(withId),
+    index: storedIndex(withId),
     compartments: compartmentsOf(withId),
   };
 }

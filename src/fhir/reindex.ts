@@ -1,13 +1,13 @@
 import type { Store } from '../store/types.ts';
-import { compartmentsOf, indexEntries } from './indexer.ts';
+import { compartmentsOf, storedIndex } from './indexer.ts';
 
 /**
  * The index model this release writes: which search parameters get rows and in what form. A database
  * whose `index_state.model` is lower holds rows of an older model and is reindexed before serving
  * (`cinder serve` runs it at start; `cinder reindex` on demand). Raise it with any change to the rows
- * the indexer writes for stored content.
+ * the indexer writes for stored content. Model 2 added the words of `_text` and `_content` (`search_text`).
  */
-export const INDEX_MODEL = 1;
+export const INDEX_MODEL = 2;
 
 /** Resources per reindex transaction. */
 const BATCH = 500;
@@ -35,10 +35,10 @@ export async function reindex(
   for (;;) {
     const page = await indexing.page(after, BATCH);
     if (page.length === 0) break;
-    const byTenant = new Map<string, { type: string; id: string; index: ReturnType<typeof indexEntries>; compartments: string[] }[]>();
+    const byTenant = new Map<string, { type: string; id: string; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
     for (const row of page) {
       const resource = JSON.parse(row.content) as Record<string, unknown>;
-      const item = { type: row.type, id: row.id, index: indexEntries(resource), compartments: compartmentsOf(resource) };
+      const item = { type: row.type, id: row.id, index: storedIndex(resource), compartments: compartmentsOf(resource) };
       (byTenant.get(row.tenant) ?? byTenant.set(row.tenant, []).get(row.tenant)!).push(item);
     }
     for (const [tenant, items] of byTenant) await store.resources.write(tenant, (w) => w.replaceIndex(items));

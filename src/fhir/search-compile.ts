@@ -6,10 +6,11 @@
 import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { dateRange } from './dates.ts';
-import { paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
+import { isDomainResource, paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { normalizeString, soundex } from './indexer.ts';
 import { parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { parseTextValue } from './text-index.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
 
 /** A condition the search layer completes before querying: a token parameter against a set of codes (`:in`, `:not-in`, `:below`, `:above`). */
@@ -352,9 +353,19 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_lastUpdated'`);
     return { kind: 'lastUpdated', tests: alternatives(raw, key).map((p) => dateTest(key, p, now)) };
   }
+  if (isTextParam(type, name)) {
+    if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '${name}'`);
+    const values = alternatives(raw, key).map((v) => parseTextValue(key, unescapeValue(v)));
+    return { kind: 'text', field: name === '_text' ? 'narrative' : 'content', values };
+  }
   const def = paramOf(type, name);
   if (!def) throw unknown(type, key);
   return simpleCondition(def, modifier, raw, now);
+}
+
+/** `_content` (every type) and `_text` (types with a narrative): full-text search (src/fhir/text-index.ts). */
+function isTextParam(type: string, name: string): boolean {
+  return name === '_content' || (name === '_text' && isDomainResource(type));
 }
 
 function idValues(raw: string): string[] {
@@ -381,7 +392,8 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   if (targets.length === 0) throw invalid(key, `'${code}' may refer to any type: name one ('${code}:Patient.${rest}')`);
   // A chained name must exist on the targets searched (on at least one when the type is not named).
   const restName = rest.split(/[.:]/, 1)[0]!;
-  const known = (t: string) => rest.startsWith('_has:') || restName === '_id' || restName === '_lastUpdated' || paramOf(t, restName) !== undefined;
+  const known = (t: string) =>
+    rest.startsWith('_has:') || restName === '_id' || restName === '_lastUpdated' || isTextParam(t, restName) || paramOf(t, restName) !== undefined;
   targets = targets.filter(known);
   if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
   const param = def.storedAs?.param ?? def.code;

@@ -3,8 +3,9 @@
  * gives them (src/store/search-sql.ts): bulk export checks the versions it reads from the history this
  * way. Chains and `_has` look their other side up in the store (its current state).
  */
-import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, TokenValue } from '../store/types.ts';
+import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, TextEntry, TokenValue } from '../store/types.ts';
 import { indexEntries } from './indexer.ts';
+import { textIndexOf, textMatches } from './text-index.ts';
 
 type Json = Record<string, unknown>;
 
@@ -80,10 +81,16 @@ function partMatches(p: CompositePart, e: IndexRows['composites'][number]): bool
 
 /**
  * Whether `resource` (last updated at `lastUpdated`) meets every condition. `rows`: its index rows when
- * known (the core layer keeps them), else computed from `resource` when a condition needs them.
+ * known (the core layer keeps them), else computed from `resource` when a condition needs them; as
+ * `wordsOf` gives its words for full-text search.
  */
-export async function matchConditions(resource: Json, lastUpdated: number, conditions: Condition[], ctx: MatchContext, rows?: IndexRows): Promise<boolean> {
+export async function matchConditions(
+  resource: Json, lastUpdated: number, conditions: Condition[], ctx: MatchContext, rows?: IndexRows, wordsOf?: () => TextEntry | undefined,
+): Promise<boolean> {
   const index = () => (rows ??= indexEntries(resource));
+  // The words for `_text` and `_content`: the caller's (the core layer keeps them), or the resource's.
+  let words: TextEntry | undefined | null = null;
+  const text = () => (words === null ? (words = wordsOf ? wordsOf() : textIndexOf(resource)) : words);
   const type = resource.resourceType as string;
   const id = resource.id as string;
   const one = async (c: Condition): Promise<boolean> => {
@@ -110,6 +117,10 @@ export async function matchConditions(resource: Json, lastUpdated: number, condi
         const list = c.table === 'search_index' ? r.tokens : c.table === 'search_string' ? r.strings : c.table === 'search_range' ? r.ranges : r.composites;
         const present = (list as { param: string }[]).some((e) => c.params.includes(e.param));
         return present !== c.missing;
+      }
+      case 'text': {
+        const t = text();
+        return !!t && c.values.some((terms) => textMatches(c.field === 'narrative' ? t.narrative : t.content, terms));
       }
       case 'chain': {
         const ids = index().tokens.filter((e) => e.param === c.param && e.system === c.targetType).map((e) => e.value);

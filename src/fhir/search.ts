@@ -25,7 +25,7 @@ export const MAX_ITERATIONS = 3;
 /** Parameters that shape the result rather than select resources. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude']);
 /** Parameters defined for all resources that Cinder does not search. */
-const UNSUPPORTED = new Set(['_text', '_content', '_list', '_query', '_filter', '_contained', '_containedType']);
+const UNSUPPORTED = new Set(['_list', '_query', '_filter', '_contained', '_containedType']);
 
 export interface Include {
   /** The type whose reference parameter is followed (`*`: any). */
@@ -113,7 +113,7 @@ function countValues(conditions: PendingCondition[]): number {
     switch (c.kind) {
       case 'id': n += c.ids.length; break;
       case 'lastUpdated': case 'date': case 'number': n += c.tests.length; break;
-      case 'token': case 'string': case 'uri-prefix': n += c.values.length; break;
+      case 'token': case 'string': case 'uri-prefix': case 'text': n += c.values.length; break;
       case 'composite': n += c.tests.length; break;
       case 'chain': case 'has': n += countValues(c.where) + 1; break;
       case 'or': n += countValues(c.any); break;

@@ -1,5 +1,8 @@
 import type { IndexRows, IndexTable } from './types.ts';
 
+/** The row lists of IndexRows (the words of `text` have a table of their own, `search_text`). */
+export type IndexRowLists = Omit<IndexRows, 'text'>;
+
 /**
  * The search index tables. A row is `(res, k, <columns>)`: `k` names, in `search_keys`, the tenant,
  * the resource type, the entry's `param` and the entry fields of `key` (a token's system; a quantity's
@@ -8,7 +11,7 @@ import type { IndexRows, IndexTable } from './types.ts';
  */
 export interface IndexTableSpec {
   table: IndexTable;
-  rows: keyof IndexRows;
+  rows: keyof IndexRowLists;
   /** Entry fields the key holds after the param, as `search_keys.system` and then `search_keys.code` ('' when fewer). */
   key: readonly string[];
   /** Text columns of the row after `(res, k)`, then its number columns (REAL / double precision). */
@@ -26,12 +29,12 @@ export const INDEX_TABLES: readonly IndexTableSpec[] = [
 ];
 
 /** The spec of the table holding `rows`. */
-export function specOf(rows: keyof IndexRows): IndexTableSpec {
+export function specOf(rows: keyof IndexRowLists): IndexTableSpec {
   return INDEX_TABLES.find((t) => t.rows === rows)!;
 }
 
 /** An entry of any index table. */
-export type AnyIndexEntry = IndexRows[keyof IndexRows][number];
+export type AnyIndexEntry = IndexRowLists[keyof IndexRowLists][number];
 
 /** An entry of an index table, as a plain record. */
 export type IndexEntryRecord = Record<string, string | number>;

@@ -6,7 +6,7 @@
  */
 import { INDEX_TABLES } from './index-tables.ts';
 import type { SearchKey } from './search-keys.ts';
-import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TokenValue } from './types.ts';
+import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TextTerm, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
 
@@ -27,12 +27,61 @@ export interface Dialect {
    * and the statement looks the key up itself). A key once committed never changes.
    */
   knownKey?(key: SearchKey): number | undefined;
+  /**
+   * Full-text search (`_text`, `_content`; the adapter's tables): `rows` selects the resource rows
+   * (`res`) whose words match, of every tenant and type; `has` tests the resource row `key` (a
+   * probe). Words are letters and digits only (src/fhir/text-index.ts), so they need no escaping in
+   * either query language.
+   */
+  text: {
+    rows(b: SqlBuilder, c: TextCondition): string;
+    has(b: SqlBuilder, key: string, c: TextCondition): string;
+  };
 }
+
+type TextCondition = Condition & { kind: 'text' };
+
+const allOf = (values: TextTerm[][], term: (t: TextTerm) => string, and: string, or: string): string =>
+  values.map((terms) => `(${terms.map(term).join(and)})`).join(or);
+
+/** An FTS5 query: a column filter on quoted words, ` *` after a prefix. */
+const fts5Query = (c: TextCondition) => `{${c.field}} : (${allOf(c.values, (t) => `"${t.word}"${t.prefix ? ' *' : ''}`, ' AND ', ' OR ')})`;
+
+/**
+ * The same test on the recent rows' space-separated words (SQLite keeps words written by small
+ * transactions out of FTS5 for a while: see sqlite/text.ts).
+ */
+function recentMatch(b: SqlBuilder, p: string, c: TextCondition): string {
+  const col = `' ' || ${p}.${c.field}`;
+  return `(${allOf(c.values, (t) => (t.prefix ? `${col} LIKE ${b.v(`% ${t.word}%`)}` : `${col} || ' ' LIKE ${b.v(`% ${t.word} %`)}`), ' AND ', ' OR ')})`;
+}
+
+/** SQLite: the FTS5 table (less the rows of resources changed since, `search_text_stale`) and the recent rows. */
+const SQLITE_TEXT: Dialect['text'] = {
+  rows: (b, c) =>
+    `SELECT t.rowid AS res FROM search_text t WHERE t.search_text MATCH ${b.v(fts5Query(c))} AND t.rowid NOT IN (SELECT x.res FROM search_text_stale x)` +
+    ` UNION ALL SELECT p.res FROM search_text_recent p WHERE ${recentMatch(b, 'p', c)}`,
+  has: (b, key, c) =>
+    `(EXISTS (SELECT 1 FROM search_text t WHERE t.rowid = ${key} AND t.search_text MATCH ${b.v(fts5Query(c))}) AND ${key} NOT IN (SELECT x.res FROM search_text_stale x)` +
+    ` OR EXISTS (SELECT 1 FROM search_text_recent p WHERE p.res = ${key} AND ${recentMatch(b, 'p', c)}))`,
+};
+
+/** PostgreSQL: a tsquery of quoted lexemes, `:*` after a prefix, on the column's GIN index. */
+const pgQuery = (c: TextCondition) => allOf(c.values, (t) => `'${t.word}'${t.prefix ? ':*' : ''}`, ' & ', ' | ');
+
+const POSTGRES_TEXT: Dialect['text'] = {
+  rows: (b, c) => `SELECT t.res FROM search_text t WHERE t.${c.field} @@ ${b.v(pgQuery(c))}::tsquery`,
+  has: (b, key, c) => {
+    const body = `SELECT 1 AS hit FROM search_text t WHERE t.res = ${key} AND t.${c.field} @@ ${b.v(pgQuery(c))}::tsquery`;
+    return b.correlation === 'lateral' ? b.lateral(body) : `EXISTS (${body})`;
+  },
+};
 
 export const SQLITE: Dialect = {
   live: (a) => `${a}.deleted = 0`, placeholder: (n) => `?${n}`, probe: 'exists', driverJoin: 'CROSS JOIN',
   // A list subquery, run once per statement; the value-first index is probed once per key.
   keyIn: (k, keys) => `${k} IN (${keys})`,
+  text: SQLITE_TEXT,
 };
 
 export const POSTGRES: Dialect = {
@@ -42,6 +91,7 @@ export const POSTGRES: Dialect = {
   // its key, which without statistics (after a bulk load) it thought selective: the index range of the
   // key (every row of the parameter), per row probed or sorted.
   keyIn: (k, keys, byRes) => `${byRes ? `${k} + 0` : k} = ANY(ARRAY(${keys}))`,
+  text: POSTGRES_TEXT,
 };
 
 /** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
@@ -97,6 +147,12 @@ export class SqlBuilder {
       return this.lateral(body, not);
     }
     return `${a}.pk ${not ? 'NOT IN' : 'IN'} (${this.select(table, where)})`;
+  }
+
+  /** `_text` / `_content` on row `a`: its words match, as a set or probed by the resource row (as rowsOf). */
+  private text(a: string, c: TextCondition): string {
+    if (this.correlation !== 'in' && (a === 'r' || a === DRIVER_ROW)) return this.dialect.text.has(this, a === DRIVER_ROW ? `${DRIVER_ROW}.res` : `${a}.pk`, c);
+    return `${a}.pk IN (${this.dialect.text.rows(this, c)})`;
   }
 
   /** The `res` of the rows of `table` meeting `where`, read by the value-first index. */
@@ -157,6 +213,8 @@ export class SqlBuilder {
         return this.select('search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
       case 'chain':
         return this.select('search_index', (s) => this.chainTarget(s, type, c));
+      case 'text':
+        return this.dialect.text.rows(this, c);
       default:
         return undefined;
     }
@@ -314,6 +372,8 @@ export class SqlBuilder {
         return this.rowsOf(a, 'search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
       case 'missing':
         return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes), c.missing);
+      case 'text':
+        return this.text(a, c);
       case 'chain':
         // Always a set: probed per row, SQLite would look the targets up again for every row.
         return `${a}.pk IN (${this.select('search_index', (s) => this.chainTarget(s, type, c))})`;
@@ -387,7 +447,7 @@ function exactKey(tenant: string, table: IndexTable, type: string, params: strin
 function canDrive(c: Condition): boolean {
   switch (c.kind) {
     case 'token': return !c.not;
-    case 'uri-prefix': case 'chain': return true;
+    case 'uri-prefix': case 'chain': case 'text': return true;
     // `:exact` compares a column that no index leads with.
     case 'string': return c.values.every((v) => v.match === 'prefix');
     case 'date': return c.tests.every((t) => lowBounds(t).length > 0);
@@ -515,7 +575,7 @@ function compartmentRows(b: SqlBuilder, type: string, patient: string): string {
  */
 function onIndexRows(c: Condition): boolean {
   switch (c.kind) {
-    case 'token': case 'token-text': case 'uri-prefix': case 'string': case 'date': case 'number': case 'composite': case 'missing':
+    case 'token': case 'token-text': case 'uri-prefix': case 'string': case 'date': case 'number': case 'composite': case 'missing': case 'text':
       return true;
     case 'or':
       return c.any.every(onIndexRows);
@@ -614,7 +674,8 @@ function indexCount(b: SqlBuilder, q: SearchQuery): string | undefined {
 /** Whether countSql counts `q` on the index rows alone (then it needs no SearchPlan). */
 export function countsOnIndex(q: SearchQuery): boolean {
   const where = q.where ?? [];
-  return q.compartment === undefined ? where.length === 1 && canDrive(where[0]!) : where.length === 0;
+  // Full-text rows are not keyed by tenant and type: their count would take in every type's.
+  return q.compartment === undefined ? where.length === 1 && canDrive(where[0]!) && where[0]!.kind !== 'text' : where.length === 0;
 }
 
 /** ORed filters, each its ANDed conditions, on the outer row `r` of `type` ('1 = 1' for none). */

@@ -27,11 +27,13 @@ await eachStore((kind, fresh) => {
         }
         const count = async (q: string) => ((await api.search(`Patient?${q}&_summary=count`)) as Json).total;
         expect(await count('family=odd')).toBe(600);
+        expect(await count('_content=odd')).toBe(600);
         expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
-        // As a database written by an older model: no string or range rows, model 0.
+        // As a database written by an older model: no string, range or full-text rows, model 0.
         await wipeNewRows(t.store);
         await t.store.resources.indexing.setState({ model: 0, after: 0 });
         expect(await count('family=odd')).toBe(0);
+        expect(await count('_content=odd')).toBe(0);
 
         // An interrupted run: the first 500 done, the position recorded.
         const page = await t.store.resources.indexing.page(0, 500);
@@ -43,11 +45,13 @@ await eachStore((kind, fresh) => {
         expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
         // Only the 700 after the recorded position were done: the odd ones among p500..p1199.
         expect(await count('family=odd')).toBe(350);
+        expect(await count('_content=odd')).toBe(350);
         // Once the model is current, nothing runs.
         expect(await reindex(t.store)).toEqual({ ran: false, done: 0 });
         // Forced: everything, the first 500 included.
         expect((await reindex(t.store, { force: true })).done).toBe(1_200);
         expect(await count('family=odd')).toBe(600);
+        expect(await count('_content=odd')).toBe(600);
         expect(await count('birthdate=1999')).toBe(12);
       } finally {
         await t.close();

@@ -112,7 +112,7 @@ describe.if(pg !== undefined)('postgres adapter', () => {
         for (let i = 0; i < 50; i++) await w.put(version('Patient', `p${i}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i}`] }));
       });
       const analysed = async () => (await conn<{ tablename: string }[]>`SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = current_schema()`).map((r) => r.tablename);
-      const searched = ['compartments', 'resource_history', 'resources', 'search_composite', 'search_index', 'search_keys', 'search_range', 'search_string'];
+      const searched = ['compartments', 'resource_history', 'resources', 'search_composite', 'search_index', 'search_keys', 'search_range', 'search_string', 'search_text'];
       expect((await s.resources.indexing.analyze()).sort()).toEqual(searched);
       expect(await analysed()).toEqual(expect.arrayContaining(['compartments', 'resources', 'search_index']));
       // Tables with statistics, and empty ones, are left alone.

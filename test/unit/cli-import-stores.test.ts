@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generatePatients } from '../../bench/lib/generator.ts';
+import { textIndexOf, textMatches, textWords } from '../../src/fhir/text-index.ts';
 import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 
@@ -41,6 +42,12 @@ for (const target of targets) {
       for (const type of ['Patient', 'Encounter', 'Condition']) {
         expect(await store.resources.count('t1', { type, sort: [], count: 0 })).toBe(resources.filter((x) => x.resourceType === type).length);
       }
+      // Full-text rows came through the import's packing and its COPY or multi-row inserts.
+      const family = (patient as unknown as { name: { family: string }[] }).name[0]!.family;
+      const terms = textWords(family).map((word) => ({ word, prefix: false }));
+      const named = resources.filter((x) => x.resourceType === 'Patient' && textMatches(textIndexOf(x as Record<string, unknown>)!.content, terms));
+      expect(named.length).toBeGreaterThan(0);
+      expect(await store.resources.count('t1', { type: 'Patient', where: [{ kind: 'text', field: 'content', values: [terms] }], sort: [], count: 0 })).toBe(named.length);
       const stored = await store.resources.read('t1', 'Patient', patient.id!);
       const { meta: _meta, ...content } = JSON.parse(stored!.content);
       const { meta: _given, ...given } = patient as Record<string, unknown>;

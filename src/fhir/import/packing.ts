@@ -9,7 +9,10 @@ import type { PreparedVersion } from '../prepared.ts';
  */
 export interface PackedVersions {
   text: string;
-  /** End offset in `text` of each field: type, id, tail, then the text columns of each index row (table by table), then each compartment. */
+  /**
+   * End offset in `text` of each field: type, id, tail, then the text columns of each index row (table
+   * by table), then each compartment, then the words of `_text` and of `_content` (both '' for none).
+   */
   ends: Int32Array;
   /** The number columns of each index row, table by table. */
   numbers: Float64Array;
@@ -38,6 +41,7 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
     });
     for (const p of v.compartments) parts.push(p);
     shape[SHAPE * i + INDEX_TABLES.length] = v.compartments.length;
+    parts.push(v.index.text?.narrative ?? '', v.index.text?.content ?? '');
   });
   const ends = new Int32Array(parts.length);
   let at = 0;
@@ -68,6 +72,10 @@ export function unpackVersions({ text, ends, numbers, shape }: PackedVersions): 
       }
     });
     for (let n = shape[i + INDEX_TABLES.length]!; n > 0; n--) v.compartments.push(next());
+    const narrative = next();
+    const content = next();
+    // Content holds every word of the narrative too: no content, no text.
+    if (content !== '') index.text = { narrative, content };
     out.push(v);
   }
   return out;

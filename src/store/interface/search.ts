@@ -48,12 +48,23 @@ export interface CompositeEntry {
   high: number;
 }
 
-/** A version's search index rows, by table. */
+/**
+ * The words of a version for full-text search (`search_text`), each side its words joined by
+ * spaces (src/fhir/text-index.ts): `narrative` of its narrative (`_text`), `content` of all its text
+ * (`_content`).
+ */
+export interface TextEntry {
+  narrative: string;
+  content: string;
+}
+
+/** A version's search index rows, by table; `text` its words for `_text` and `_content` (none: no row). */
 export interface IndexRows {
   tokens: IndexEntry[];
   strings: StringEntry[];
   ranges: RangeEntry[];
   composites: CompositeEntry[];
+  text?: TextEntry;
 }
 
 export const NO_INDEX_ROWS: IndexRows = Object.freeze({ tokens: [], strings: [], ranges: [], composites: [] }) as IndexRows;
@@ -99,6 +110,12 @@ export interface CompositeTest {
 /** The index tables a `missing` condition can look in. */
 export type IndexTable = 'search_index' | 'search_string' | 'search_range' | 'search_composite';
 
+/** A word of a `_text` or `_content` value (normalised as the index stores words); `prefix`: any word starting so. */
+export interface TextTerm {
+  word: string;
+  prefix: boolean;
+}
+
 /** A token or reference value: `system` undefined matches any system, `value` undefined any value (`system|`). */
 export interface TokenValue {
   system?: string;
@@ -128,6 +145,11 @@ export type Condition =
   | { kind: 'number'; param: string; tests: NumberTest[] }
   | { kind: 'composite'; param: string; tests: CompositeTest[] }
   | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean }
+  /**
+   * `_text` (`field` narrative) or `_content` (content): one of the values (ORed) has all its terms
+   * among the resource's words (`search_text`).
+   */
+  | { kind: 'text'; field: 'narrative' | 'content'; values: TextTerm[][] }
   /** A reference parameter whose target (of `targetType`) meets `where` (chaining). */
   | { kind: 'chain'; param: string; targetType: string; where: Condition[] }
   /** Resources of `type` meeting `where` refer to this one through `param` (`_has`). */

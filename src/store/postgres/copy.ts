@@ -109,6 +109,9 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], k
     v.index.composites.map((e) =>
       `${pk}\t${keyOf(COMPOSITES, v.type, e)}\t${field(e.system1)}\t${field(e.value1)}\t${field(e.system2)}\t${field(e.value2)}\t${e.low}\t${e.high}\n`),
   ));
+  await copyRows(tx, 'search_text (res, narrative, content)', lines(live, ({ v, pk }) =>
+    v.index.text ? [`${pk}\t${field(v.index.text.narrative)}\t${field(v.index.text.content)}\n`] : [],
+  ));
   await copyRows(tx, 'compartments (res, tenant, type, patient)', lines(live, (r) => r.v.compartments.map((p) => `${head(r)}\t${field(p)}\n`)));
 }
 

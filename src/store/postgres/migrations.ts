@@ -248,4 +248,17 @@ CREATE INDEX search_composite_value ON search_composite (k, value1) INCLUDE (res
 CREATE INDEX search_composite_res ON search_composite (res);
 `,
   },
+  {
+    version: 9,
+    name: 'search_text',
+    sql: `
+-- Full-text search (#14), as the SQLite migration 8: one row per resource row that holds text, each
+-- column its distinct words as the indexer writes them (no positions: there is no phrase search),
+-- searched by GIN indexes.
+CREATE TABLE search_text (res BIGINT PRIMARY KEY, narrative tsvector NOT NULL, content tsvector NOT NULL);
+CREATE INDEX search_text_narrative ON search_text USING gin (narrative);
+CREATE INDEX search_text_content ON search_text USING gin (content);
+UPDATE index_state SET value = 2 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

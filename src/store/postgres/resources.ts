@@ -36,7 +36,7 @@ async function plan(sql: Pg, tenant: string, query: SearchQuery): Promise<Search
 }
 
 /** The tables whose statistics the searches' plans depend on. */
-const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search_index', 'search_string', 'search_range', 'search_composite', 'compartments'];
+const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search_index', 'search_string', 'search_range', 'search_composite', 'search_text', 'compartments'];
 
 /**
  * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search

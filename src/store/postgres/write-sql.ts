@@ -52,8 +52,10 @@ export async function insertIndexRows(tx: PgTx, rows: { pk: number; v: VersionTo
     res: [] as number[], k: [] as number[], system1: [] as string[], value1: [] as string[],
     system2: [] as string[], value2: [] as string[], low: [] as number[], high: [] as number[],
   };
+  const txt = { res: [] as number[], narrative: [] as string[], content: [] as string[] };
   for (const { pk, v } of rows) {
     if (v.deleted) continue;
+    if (v.index.text) txt.res.push(pk), txt.narrative.push(v.index.text.narrative), txt.content.push(v.index.text.content);
     for (const e of v.index.strings) str.res.push(pk), str.k.push(keyOf(STRINGS, v.type, e)), str.value.push(e.value), str.exact.push(e.exact);
     for (const e of v.index.ranges) rng.res.push(pk), rng.k.push(keyOf(RANGES, v.type, e)), rng.low.push(e.low), rng.high.push(e.high);
     for (const e of v.index.composites) {
@@ -74,6 +76,11 @@ export async function insertIndexRows(tx: PgTx, rows: { pk: number; v: VersionTo
     work.push(tx`INSERT INTO search_composite (res, k, system1, value1, system2, value2, low, high)
       SELECT * FROM unnest(${cmp.res}::bigint[], ${cmp.k}::int[], ${cmp.system1}::text[], ${cmp.value1}::text[],
         ${cmp.system2}::text[], ${cmp.value2}::text[], ${cmp.low}::float8[], ${cmp.high}::float8[])`);
+  }
+  if (txt.res.length) {
+    // The words are letters and digits separated by spaces: as tsvector text, each is one lexeme.
+    work.push(tx`INSERT INTO search_text (res, narrative, content)
+      SELECT res, narrative::tsvector, content::tsvector FROM unnest(${txt.res}::bigint[], ${txt.narrative}::text[], ${txt.content}::text[]) AS t(res, narrative, content)`);
   }
   await Promise.all(work);
 }
@@ -96,7 +103,8 @@ export async function deleteIndexRows(tx: PgTx, pks: number[]): Promise<void> {
     WITH a AS (DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])),
       b AS (DELETE FROM search_string WHERE res = ANY(${pks}::bigint[])),
       c AS (DELETE FROM search_range WHERE res = ANY(${pks}::bigint[])),
-      d AS (DELETE FROM search_composite WHERE res = ANY(${pks}::bigint[]))
+      d AS (DELETE FROM search_composite WHERE res = ANY(${pks}::bigint[])),
+      t AS (DELETE FROM search_text WHERE res = ANY(${pks}::bigint[]))
     DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])`;
 }
 
@@ -224,6 +232,8 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
       DELETE FROM search_range WHERE res = ANY(${pks}::bigint[])
     ), dx AS (
       DELETE FROM search_composite WHERE res = ANY(${pks}::bigint[])
+    ), dt AS (
+      DELETE FROM search_text WHERE res = ANY(${pks}::bigint[])
     ), dc AS (
       DELETE FROM compartments WHERE res = ANY(${pks}::bigint[])
     ), ii AS (

@@ -8,10 +8,13 @@ import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
 import { createSqliteUsers } from './users.ts';
 import { sqliteMigrations } from './migrations.ts';
 import { createSqliteResources } from './resources.ts';
+import type { TextMoverOptions } from './text.ts';
 
 export interface SqliteStoreOptions {
   /** How long a write waits for another process's write lock before it fails with 503 (default 10 s). */
   busyTimeoutMs?: number;
+  /** When the full-text words of small transactions move into FTS5 (sqlite/text.ts; for tests). */
+  text?: TextMoverOptions;
 }
 
 const outage = translatingGuard(isSqliteOutage, (err) => `the database cannot serve this request now: ${err instanceof Error ? err.message : String(err)}`);
@@ -60,7 +63,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     counters: g(serialized(createSqliteCounters(writer), serial)),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
-      return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer)));
+      return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text)));
     },
     get exports() {
       const db = { writer, reader, serial };

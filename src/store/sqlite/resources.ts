@@ -12,6 +12,7 @@ import { autocheckpointPages, createMutex } from './db.ts';
 import { countSql, countsOnIndex, driverCandidates, planSearch, searchSql, SQLITE, type Dialect } from '../search-sql.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
+import { createTextMover, type TextMover, type TextMoverOptions } from './text.ts';
 import { createWriter } from './writer.ts';
 
 interface Row {
@@ -65,11 +66,12 @@ const GROUP_LIMIT = 128;
  * the group reads or creates are cached once the COMMIT has succeeded, those of a savepoint rolled back
  * never.
  */
-async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWrite[], checkpointer: Checkpointer | undefined): Promise<void> {
+async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWrite[], checkpointer: Checkpointer | undefined, text: TextMover): Promise<void> {
   // A promise settles once, so rejecting a whole group also leaves its already failed writes as they are.
   const fail = (writes: PendingWrite[], err: unknown) => writes.forEach((w) => w.reject(err));
   let written: { write: PendingWrite; result: unknown }[] = [];
   let versions = 0;
+  let textWaiting = 0;
   let bulk = false;
   let txKeys = keys.transaction();
   try {
@@ -83,6 +85,7 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
         const result = await write.fn(w);
         versions += w.finish();
         writer.exec('RELEASE write');
+        textWaiting += w.textWaiting();
         spKeys.release();
         written.push({ write, result });
       } catch (err) {
@@ -94,6 +97,7 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
           // Some errors (a full disk, say) roll back the transaction, and with it the group's earlier writes.
           fail(written.splice(0).map((x) => x.write), err);
           versions = 0;
+          textWaiting = 0;
           txKeys = keys.transaction();
         }
       }
@@ -102,6 +106,7 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
     if (bulk) writer.exec('PRAGMA wal_autocheckpoint = 0');
     if (writer.inTransaction) writer.exec('COMMIT');
     txKeys.commit();
+    text.noted(textWaiting);
   } catch (err) {
     // BEGIN, a savepoint or COMMIT failed: nothing of the group is stored.
     try {
@@ -124,9 +129,11 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
  * transaction's commit does not checkpoint the WAL in line but asks the checkpointer thread to.
  */
 export function createSqliteResources(
-  writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer,
+  writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer, textOptions?: TextMoverOptions,
 ): ResourceRepo {
   let snapshot: ReturnType<typeof createSqliteSnapshot> | undefined;
+  // Words that small transactions leave outside FTS5 are moved in batches (text.ts).
+  const text = createTextMover(writer, serial, textOptions);
   const keys = createSqliteKeys(writer);
   // Searches compare index rows with the keys the writers have committed, found without a subquery.
   const dialect: Dialect = { ...SQLITE, knownKey: keys.known(reader) };
@@ -160,7 +167,7 @@ export function createSqliteResources(
       scheduled = false;
       const group = pending.splice(0, GROUP_LIMIT);
       if (pending.length) schedule();
-      await commitGroup(writer, keys, group, checkpointer);
+      await commitGroup(writer, keys, group, checkpointer, text);
     });
   }
 

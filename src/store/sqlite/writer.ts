@@ -3,6 +3,7 @@ import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts
 import { StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
+import { BULK_TEXT_ROWS } from './text.ts';
 
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
 type Value = string | number;
@@ -11,15 +12,16 @@ type Value = string | number;
 const ROWS_PER_INSERT = 64;
 
 /**
- * Multi-row `INSERT OR IGNORE INTO table (cols) VALUES (...), (...)` statements, by row count; values
- * are collected flat and written ROWS_PER_INSERT rows at a time (the rest in one shorter statement).
+ * Multi-row `INSERT OR IGNORE INTO table (cols) VALUES (...), (...)` statements (`verb` INSERT for a
+ * virtual table, which has no conflict clause), by row count; values are collected flat and written
+ * ROWS_PER_INSERT rows at a time (the rest in one shorter statement).
  */
-function rowInserter(db: Database, table: string, cols: string[]) {
+function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT OR IGNORE') {
   const statements = new Map<number, Statement>();
   const one = `(${cols.map(() => '?').join(', ')})`;
   const statement = (rows: number) => {
     let s = statements.get(rows);
-    if (!s) statements.set(rows, (s = db.prepare(`INSERT OR IGNORE INTO ${table} (${cols.join(', ')}) VALUES ${Array(rows).fill(one).join(', ')}`)));
+    if (!s) statements.set(rows, (s = db.prepare(`${verb} INTO ${table} (${cols.join(', ')}) VALUES ${Array(rows).fill(one).join(', ')}`)));
     return s;
   };
   return (values: Value[]) => {
@@ -37,7 +39,7 @@ function rowInserter(db: Database, table: string, cols: string[]) {
  * finds an existing row) and writes index and compartment rows many per statement. `keyOf` gives
  * each index row its key (search_keys), creating it in this transaction when it is new.
  */
-export function createWriter(db: Database, tenant: string, keyOf: KeyOf): ResourceWriter & { finish(): number } {
+export function createWriter(db: Database, tenant: string, keyOf: KeyOf): ResourceWriter & { finish(): number; textWaiting(): number } {
   const q = {
     current: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
@@ -56,6 +58,30 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
         'ON CONFLICT (tenant, type, id) DO NOTHING',
     ),
     clearCompartments: db.query('DELETE FROM compartments WHERE res = ?'),
+  };
+  // Full-text words (sqlite/text.ts): bulk calls write FTS5 (search_text, rowid = pk); small ones the
+  // recent rows, and mark what they change as stale. `textWaiting` counts the rows left for the mover.
+  let textWaiting = 0;
+  const clearText = (pk: number, bulk: boolean) => {
+    const wasRecent = db.query('DELETE FROM search_text_recent WHERE res = ?').run(pk).changes === 1;
+    if (bulk) {
+      db.query('DELETE FROM search_text WHERE rowid = ?').run(pk);
+      db.query('DELETE FROM search_text_stale WHERE res = ?').run(pk);
+    } else if (!wasRecent) {
+      // A resource with a recent row is stale already if FTS5 holds older words of it.
+      textWaiting += db.query('INSERT OR IGNORE INTO search_text_stale (res) VALUES (?)').run(pk).changes;
+    }
+  };
+  const addIndexed = rowInserter(db, 'search_text', ['rowid', 'narrative', 'content'], 'INSERT');
+  const addRecent = rowInserter(db, 'search_text_recent', ['res', 'narrative', 'content'], 'INSERT');
+  const addText = (values: Value[], bulk: boolean) => {
+    if (!values.length) return;
+    if (bulk) return addIndexed(values);
+    addRecent(values);
+    textWaiting += values.length / 3;
+  };
+  const textValues = (v: VersionToWrite, pk: number, out: Value[]) => {
+    if (v.index.text) out.push(pk, v.index.text.narrative, v.index.text.content);
   };
   // Prepared on first use (db.query caches them): a database part-way through its migrations has not every table.
   const clearIndex = (pk: number) => INDEX_TABLES.forEach((t) => db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(pk));
@@ -122,6 +148,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       if (seq !== undefined) q.storeSeq.run(seq);
       return written;
     },
+    /** Rows this writer left in search_text_recent and search_text_stale. */
+    textWaiting: () => textWaiting,
     async put(v: VersionToWrite) {
       const existing = lookup(v.type, v.id);
       if (existing && v.versionId <= existing.version_id) {
@@ -136,6 +164,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
         q.update.run(v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content, pk);
         written++;
         clearIndex(pk);
+        clearText(pk, false);
         q.clearCompartments.run(pk);
       } else {
         const created = insert(v);
@@ -150,33 +179,46 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       entryValues(v, pk, index, compartments);
       addIndex(index);
       addCompartments(compartments);
+      const text: Value[] = [];
+      textValues(v, pk, text);
+      addText(text, false);
     },
     async insertNew(versions) {
       const index = newIndexValues();
       const compartments: Value[] = [];
+      const text: Value[] = [];
       const inserted = versions.map((v) => {
         const pk = insert(v);
         if (pk === undefined) return false;
         remember(v, pk);
-        if (!v.deleted) entryValues(v, pk, index, compartments);
+        if (!v.deleted) {
+          entryValues(v, pk, index, compartments);
+          textValues(v, pk, text);
+        }
         return true;
       });
       addIndex(index);
       addCompartments(compartments);
+      addText(text, text.length / 3 >= BULK_TEXT_ROWS);
       return inserted;
     },
     async replaceIndex(items) {
       const index = newIndexValues();
       const compartments: Value[] = [];
+      const text: Value[] = [];
       for (const item of items) {
         const row = lookup(item.type, item.id);
         if (!row || row.deleted) continue;
         clearIndex(row.pk);
+        clearText(row.pk, true);
         q.clearCompartments.run(row.pk);
-        entryValues({ ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' }, row.pk, index, compartments);
+        const v = { ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
+        entryValues(v, row.pk, index, compartments);
+        textValues(v, row.pk, text);
       }
       addIndex(index);
       addCompartments(compartments);
+      addText(text, true);
     },
   };
 }

@@ -84,6 +84,9 @@ describe('packVersions / unpackVersions', () => {
     expect(packed.shape).toEqual(new Int32Array(versions.flatMap(counts)));
     expect([...packed.shape.slice(10)]).toEqual([1, 1, 1, 1, 2]);
     expect(unpackVersions(structuredClone(packed))).toEqual(versions);
+    // The words for full-text search travel too (and a version without any stays without).
+    expect(versions[0]!.index.text).toEqual({ narrative: '', content: 'zoe 张伟 u' });
+    expect(unpackVersions(structuredClone(packed)).map((v) => v.index.text)).toEqual([versions[0]!.index.text, undefined, undefined]);
     expect(unpackVersions(packVersions([]))).toEqual([]);
   });
 });

@@ -1,0 +1,140 @@
+/**
+ * The text behind `_text` (the narrative) and `_content` (the whole resource): words, as both
+ * databases' full-text indexes store them and as the in-memory matcher compares them. A word is a run
+ * of letters and digits, accents removed and in lower case, so `Hémoglobine A1c/Total` holds the words
+ * `hemoglobine`, `a1c` and `total`. Each side keeps its words in order, joined by spaces.
+ */
+import type { TextEntry, TextTerm } from '../store/types.ts';
+import { FhirError } from '../errors.ts';
+
+type Json = Record<string, unknown>;
+
+/** Words longer than this are cut (index entries stay small; a cut word still matches as a prefix). */
+export const TEXT_WORD_CHARS = 64;
+/** Characters of words kept per side (a long narrative is indexed on its first words; PostgreSQL's tsvector holds at most 1 MB). */
+export const TEXT_MAX_CHARS = 200_000;
+/** Words one `_text` or `_content` value may hold. */
+export const TEXT_MAX_QUERY_WORDS = 16;
+
+const SEPARATOR = /[^\p{L}\p{N}]+/u;
+const ASCII_SEPARATOR = /[^a-z0-9]+/;
+const NOT_ASCII = /[^\x00-\x7f]/;
+const MARKS = /\p{M}/gu;
+
+/** The words of `s`, in order, with repeats. */
+export function textWords(s: string): string[] {
+  // Most text is ASCII: lower case and an ASCII split give the same words as the Unicode path.
+  const ascii = !NOT_ASCII.test(s);
+  const folded = ascii ? s.toLowerCase() : s.normalize('NFD').replace(MARKS, '').toLowerCase();
+  const out: string[] = [];
+  for (const w of folded.split(ascii ? ASCII_SEPARATOR : SEPARATOR)) if (w) out.push(w.length > TEXT_WORD_CHARS ? w.slice(0, TEXT_WORD_CHARS) : w);
+  return out;
+}
+
+const ASCII_NON_WORD = /[^a-z0-9]+/g;
+const ASCII_LONG_WORD = new RegExp(`[a-z0-9]{${TEXT_WORD_CHARS + 1}}`);
+
+/**
+ * The words of `s` joined by single spaces, at most TEXT_MAX_CHARS of them (cut at a word's end).
+ * Repeats are kept: both databases' indexes keep a word once per row, and matching needs no more.
+ */
+function wordText(s: string): string {
+  let out: string;
+  if (!NOT_ASCII.test(s)) {
+    out = s.toLowerCase().replace(ASCII_NON_WORD, ' ').trim();
+    if (ASCII_LONG_WORD.test(out)) out = textWords(out).join(' ');
+  } else {
+    out = textWords(s).join(' ');
+  }
+  if (out.length <= TEXT_MAX_CHARS) return out;
+  const cut = out.lastIndexOf(' ', TEXT_MAX_CHARS);
+  return cut > 0 ? out.slice(0, cut) : '';
+}
+
+const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ' };
+
+/** The text of an XHTML narrative: tags dropped (each a word break), character references decoded. */
+export function narrativeText(div: string): string {
+  return div
+    .replace(/<!--[\s\S]*?-->/g, ' ')
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[a-zA-Z]+);/g, (m, ref: string) => {
+      if (ref[0] !== '#') return ENTITIES[ref] ?? ' ';
+      const code = ref[1] === 'x' || ref[1] === 'X' ? parseInt(ref.slice(2), 16) : parseInt(ref.slice(1), 10);
+      return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : ' ';
+    });
+}
+
+/**
+ * Elements whose string values are not text a person searches for: identities and links (`id`,
+ * `reference`, `url`, `system`, `profile`, `fullUrl`), the narrative's markup (its text is taken from
+ * `div` on its own), attachment bytes (`data`), MIME types and the stamp in `meta`.
+ */
+const NOT_TEXT = new Set(['resourceType', 'id', 'reference', 'url', 'system', 'profile', 'fullUrl', 'div', 'data', 'contentType', 'meta']);
+/** Dates, times and instants are searched as dates, and URIs are not prose: neither is content text. */
+const NOT_PROSE = /^(?:\d{4}(?:-\d{2}(?:-\d{2})?)?(?:T[\d:.]+(?:Z|[+-]\d{2}:\d{2})?)?|\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?|[a-z][a-z0-9+.-]*:\/\/\S*|urn:\S*)$/i;
+
+function collect(value: unknown, parts: string[]): void {
+  if (typeof value === 'string') {
+    if (isProse(value)) parts.push(value);
+  } else if (Array.isArray(value)) {
+    for (const v of value) collect(v, parts);
+  } else if (value !== null && typeof value === 'object') {
+    const o = value as Json;
+    for (const k in o) {
+      const v = o[k];
+      if (k === 'text' && v !== null && typeof v === 'object' && typeof (v as Json).div === 'string') parts.push(narrativeText((v as Json).div as string));
+      else if (!NOT_TEXT.has(k)) collect(v, parts);
+    }
+  }
+}
+
+/** Whether a string value is prose (not a date, time or URI; NOT_PROSE is tested only on what may be one). */
+function isProse(v: string): boolean {
+  const c = v.charCodeAt(0);
+  return !((c >= 48 && c <= 57) || v.includes(':')) || !NOT_PROSE.test(v);
+}
+
+/**
+ * The words of `resource` for the full-text index: `narrative` those of its own narrative
+ * (`text.div`), `content` those of every text value it holds, its narrative and its contained
+ * resources' included. Undefined when it holds none.
+ */
+export function textIndexOf(resource: Json): TextEntry | undefined {
+  const text = resource.text as Json | undefined;
+  const narrative = text && typeof text.div === 'string' ? narrativeText(text.div) : '';
+  const parts = narrative ? [narrative] : [];
+  for (const k in resource) if (k !== 'text' && !NOT_TEXT.has(k)) collect(resource[k], parts);
+  // One pass over all the text: a space keeps values apart.
+  const content = wordText(parts.join(' '));
+  return content ? { narrative: narrative && wordText(narrative), content } : undefined;
+}
+
+/**
+ * One value of `_text` or `_content`: its words, all of which must occur (in any order, anywhere in
+ * the narrative or the resource); a word ending in `*` matches every word it starts. Quotes and other
+ * punctuation separate words (there is no phrase or proximity search).
+ */
+export function parseTextValue(key: string, raw: string): TextTerm[] {
+  const terms: TextTerm[] = [];
+  for (const part of raw.split(/\s+/)) {
+    if (!part) continue;
+    const prefix = /\*+["')\]]*$/.test(part);
+    const words = textWords(part);
+    words.forEach((word, i) => terms.push({ word, prefix: prefix && i === words.length - 1 }));
+  }
+  if (terms.length === 0) {
+    throw new FhirError('invalid', `'${key}' needs at least one word (letters or digits)`, { expression: [key] });
+  }
+  if (terms.length > TEXT_MAX_QUERY_WORDS) {
+    throw new FhirError('invalid', `'${key}' has ${terms.length} words; at most ${TEXT_MAX_QUERY_WORDS} are supported`, { issueCode: 'too-costly', expression: [key] });
+  }
+  return terms;
+}
+
+/** Whether the space-separated `words` hold every term of one value. */
+export function textMatches(words: string, terms: TextTerm[]): boolean {
+  if (!words) return false;
+  const list = words.split(' ');
+  return terms.every((t) => (t.prefix ? list.some((w) => w.startsWith(t.word)) : list.includes(t.word)));
+}

@@ -1,0 +1,124 @@
+/**
+ * SQLite's full-text words outside FTS5 (src/store/sqlite/text.ts): small transactions leave their
+ * words in search_text_recent and list what they change in search_text_stale; the mover brings both
+ * into FTS5. Searches answer the same before, during and after, through the REST API.
+ */
+import { Database } from 'bun:sqlite';
+import { afterEach, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { prepareVersion, versionToWrite } from '../../src/fhir/prepared.ts';
+import type { Resource } from '../../src/fhir/resource.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { BULK_TEXT_ROWS } from '../../src/store/sqlite/text.ts';
+import { createTestApp } from '../helpers/app.ts';
+import { fhirClient, type Json } from '../helpers/fhir.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function dbPath(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cinder-text-'));
+  dirs.push(dir);
+  return join(dir, 'c.db');
+}
+
+/** Rows in each place words can be. */
+function places(path: string) {
+  const db = new Database(path, { readonly: true });
+  try {
+    const n = (sql: string) => db.query<{ n: number }, []>(sql).get()!.n;
+    return {
+      recent: n('SELECT COUNT(*) AS n FROM search_text_recent'),
+      stale: n('SELECT COUNT(*) AS n FROM search_text_stale'),
+      fts: n("SELECT COUNT(*) AS n FROM search_text WHERE search_text MATCH '{content} : \"condition\"'"),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+const condition = (id: string, text: string): Json => ({ resourceType: 'Condition', id, subject: { reference: 'Patient/p1' }, code: { text: `Condition ${text}` } });
+
+test('words of small writes wait outside FTS5, count as searched, and move in once; stale FTS5 rows never match', async () => {
+  const path = dbPath();
+  // A mover that never runs on its own.
+  const store = createSqliteStore(path, { text: { moveAt: 1e9, moveAfterMs: 1e9 } });
+  const t = await createTestApp({ store });
+  const api = fhirClient(t, await t.token());
+  const found = async (q: string) => ((await api.search(`Condition?${q}`)).entry ?? []).map((e: Json) => e.resource.id).sort();
+  try {
+    // In bulk: FTS5 directly.
+    await t.store.resources.write('t1', (w) =>
+      w.insertNew(Array.from({ length: BULK_TEXT_ROWS }, (_, i) => versionToWrite(prepareVersion(condition(`b${i}`, i % 2 ? 'asthma' : 'rhinitis') as Resource, `b${i}`), 1, 1_000))));
+    expect(places(path)).toEqual({ recent: 0, stale: 0, fts: BULK_TEXT_ROWS });
+    // Small writes: a create, and updates of a resource whose words are in FTS5.
+    await api.put200(condition('s1', 'asthma'));
+    await api.put200(condition('b0', 'eczema'));
+    expect((await api.del('Condition/b2')).status).toBe(200);
+    expect(places(path)).toEqual({ recent: 2, stale: 2, fts: BULK_TEXT_ROWS });
+    const expectAnswers = async () => {
+      expect(await found('_content=eczema')).toEqual(['b0']);
+      expect(await found('_content=rhinitis&_id=b0,b2,b4')).toEqual(['b4']);
+      expect((await found('_content=asthma')).length).toBe(BULK_TEXT_ROWS / 2 + 1);
+      expect(await found('_content=asthma&_id=s1')).toEqual(['s1']);
+      expect(await found('_content=ecz*,zzz')).toEqual(['b0']);
+      expect((await api.search('Condition?_content=condition&_total=accurate')).total).toBe(BULK_TEXT_ROWS);
+      expect(await found('patient=p1&_content=eczema')).toEqual(['b0']);
+    };
+    await expectAnswers();
+    // An update of a resource whose words are recent replaces them there.
+    await api.put200(condition('s1', 'asthma flare'));
+    expect(await found('_content=flare')).toEqual(['s1']);
+    expect(places(path)).toEqual({ recent: 2, stale: 2, fts: BULK_TEXT_ROWS });
+
+    // Another instance on the file moves what waits (a process that ended left it), once.
+    const other = createSqliteStore(path, { text: { moveAfterMs: 10 } });
+    try {
+      await other.migrate();
+      void other.resources;
+      await Bun.sleep(100);
+      // The old words of b0 and b2 are gone from FTS5; s1 and b0's new words are in.
+      expect(places(path)).toEqual({ recent: 0, stale: 0, fts: BULK_TEXT_ROWS });
+    } finally {
+      await other.close();
+    }
+    await expectAnswers();
+    expect(await found('_content=flare')).toEqual(['s1']);
+  } finally {
+    await t.close();
+  }
+});
+
+test('the mover runs once enough rows wait, or after a while', async () => {
+  const path = dbPath();
+  const t = await createTestApp({ store: createSqliteStore(path, { text: { moveAt: 3, moveAfterMs: 60_000 } }) });
+  const api = fhirClient(t, await t.token());
+  try {
+    await api.put200(condition('a', 'one'));
+    await api.put200(condition('b', 'two'));
+    expect(places(path).recent).toBe(2);
+    await api.put200(condition('c', 'three'));
+    // The move is queued behind the commit: the next write runs after it.
+    await api.put200({ resourceType: 'Patient', id: 'p1' });
+    expect(places(path)).toEqual({ recent: 0, stale: 0, fts: 3 });
+    expect(((await api.search('Condition?_content=two')).entry ?? []).map((e: Json) => e.resource.id)).toEqual(['b']);
+  } finally {
+    await t.close();
+  }
+  const path2 = dbPath();
+  const u = await createTestApp({ store: createSqliteStore(path2, { text: { moveAt: 1e9, moveAfterMs: 20 } }) });
+  try {
+    const api2 = fhirClient(u, await u.token());
+    await api2.put200(condition('a', 'one'));
+    expect(places(path2).recent).toBe(1);
+    await Bun.sleep(150);
+    expect(places(path2)).toEqual({ recent: 0, stale: 0, fts: 1 });
+    expect(((await api2.search('Condition?_content=one')).entry ?? []).length).toBe(1);
+  } finally {
+    await u.close();
+  }
+});

@@ -1,0 +1,93 @@
+/** The words of `_text` and `_content` (src/fhir/text-index.ts): what is text, how it is cut into words, the query syntax. */
+import { describe, expect, test } from 'bun:test';
+import { FhirError } from '../../../src/errors.ts';
+import {
+  narrativeText, parseTextValue, TEXT_MAX_CHARS, TEXT_MAX_QUERY_WORDS, TEXT_WORD_CHARS, textIndexOf, textMatches, textWords,
+} from '../../../src/fhir/text-index.ts';
+
+describe('textWords', () => {
+  test('letters and digits, accents removed, lower case; everything else separates', () => {
+    expect(textWords('Hémoglobine A1c/Total')).toEqual(['hemoglobine', 'a1c', 'total']);
+    expect(textWords("  O'Brien-Smith, Zoë_2 ")).toEqual(['o', 'brien', 'smith', 'zoe', '2']);
+    expect(textWords('张伟 Ångström 😀 ΑΘΗΝΑ')).toEqual(['张伟', 'angstrom', 'αθηνα']);
+    expect(textWords('...')).toEqual([]);
+  });
+
+  test('long words are cut', () => {
+    expect(textWords('x'.repeat(100))).toEqual(['x'.repeat(TEXT_WORD_CHARS)]);
+  });
+});
+
+describe('narrativeText', () => {
+  test('tags and comments are word breaks; character references decoded', () => {
+    const div = '<div xmlns="http://www.w3.org/1999/xhtml"><p>Caf&#233;<br/>and&nbsp;bar &amp; gri&#xE9;ll</p><!-- hidden --><td>a</td><td>b</td></div>';
+    expect(textWords(narrativeText(div))).toEqual(['cafe', 'and', 'bar', 'griell', 'a', 'b']);
+    expect(textWords(narrativeText('<p>&bogus; &#0; x</p>'))).toEqual(['x']);
+  });
+});
+
+describe('textIndexOf', () => {
+  test('content: the text values of the resource, its narrative and its contained resources; narrative: the narrative alone', () => {
+    const entry = textIndexOf({
+      resourceType: 'Observation', id: 'obs-77', meta: { versionId: '3', tag: [{ display: 'Tagged' }] },
+      text: { status: 'generated', div: '<div><b>Blood</b> sugar</div>' },
+      status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '2339-0', display: 'Glucose' }], text: 'Glucose in blood' },
+      subject: { reference: 'Patient/p-123', display: 'Peter Chalmers' },
+      effectiveDateTime: '2020-03-01T10:00:00+01:00', issued: '2020-03-01T10:05:00.123Z', valueTime: '10:30:00',
+      valueQuantity: { value: 5.4, unit: 'mmol/L' },
+      extension: [{ url: 'http://example.org/ext', valueUri: 'urn:oid:1.2.3', valueString: 'Fasting' }],
+      contained: [{ resourceType: 'Practitioner', id: 'dr', name: [{ family: 'House' }] }],
+      presentedForm: [{ contentType: 'text/plain', data: 'aGVsbG8=', title: 'Report' }],
+    });
+    expect(entry!.narrative).toBe('blood sugar');
+    expect([...new Set(entry!.content.split(' '))].sort()).toEqual(
+      ['blood', 'sugar', 'final', '2339', '0', 'glucose', 'in', 'peter', 'chalmers', 'mmol', 'l', 'fasting', 'house', 'report'].sort(),
+    );
+  });
+
+  test('none for a resource without text; a limit on characters, cut at a word\'s end', () => {
+    expect(textIndexOf({ resourceType: 'Basic', id: 'b' })).toBeUndefined();
+    expect(textIndexOf({ resourceType: 'Basic', id: 'b', code: { text: '2020-01-01' } })).toBeUndefined();
+    const long = Array.from({ length: 5_000 }, (_, i) => `${'y'.repeat(TEXT_WORD_CHARS - 6)}${String(i).padStart(6, '0')}`).join(' ');
+    const content = textIndexOf({ resourceType: 'Basic', id: 'b', code: { text: long } })!.content;
+    expect(content.length).toBeLessThanOrEqual(TEXT_MAX_CHARS);
+    expect(content.length).toBeGreaterThan(TEXT_MAX_CHARS - TEXT_WORD_CHARS - 1);
+    expect(content.split(' ').every((w) => w.length === TEXT_WORD_CHARS)).toBe(true);
+    // An ASCII word longer than the cut is cut as on the Unicode path.
+    expect(textIndexOf({ resourceType: 'Basic', id: 'b', code: { text: `A${'b'.repeat(80)} c` } })!.content).toBe(`a${'b'.repeat(TEXT_WORD_CHARS - 1)} c`);
+  });
+});
+
+describe('parseTextValue and textMatches', () => {
+  test('words ANDed; a trailing * makes a prefix of the last word of its part; punctuation and quotes separate', () => {
+    expect(parseTextValue('_content', 'Blood  glucose')).toEqual([{ word: 'blood', prefix: false }, { word: 'glucose', prefix: false }]);
+    expect(parseTextValue('_content', 'diab* "heart-att*"')).toEqual([
+      { word: 'diab', prefix: true }, { word: 'heart', prefix: false }, { word: 'att', prefix: true },
+    ]);
+    expect(parseTextValue('_text', 'Zoë')).toEqual([{ word: 'zoe', prefix: false }]);
+  });
+
+  test('a value without words, or with too many, is a 400 naming the parameter', () => {
+    for (const raw of ['', '***', ' - ']) {
+      let err: unknown;
+      try {
+        parseTextValue('_content', raw);
+      } catch (e) {
+        err = e;
+      }
+      if (!(err instanceof FhirError)) throw new Error(`'${raw}' was accepted`);
+      expect(err.status).toBe(400);
+      expect(err.issues[0]!.expression).toEqual(['_content']);
+    }
+    expect(() => parseTextValue('_content', Array.from({ length: TEXT_MAX_QUERY_WORDS + 1 }, (_, i) => `w${i}`).join(' '))).toThrow(/at most/);
+  });
+
+  test('textMatches: whole words, prefixes, every term', () => {
+    const words = 'blood glucose fasting';
+    expect(textMatches(words, parseTextValue('q', 'glucose blood'))).toBe(true);
+    expect(textMatches(words, parseTextValue('q', 'gluc'))).toBe(false);
+    expect(textMatches(words, parseTextValue('q', 'gluc*'))).toBe(true);
+    expect(textMatches(words, parseTextValue('q', 'glucose insulin'))).toBe(false);
+    expect(textMatches('', parseTextValue('q', 'x*'))).toBe(false);
+  });
+});

@@ -138,8 +138,12 @@ describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
     const created = answers.filter((a) => a.status === 201);
     expect(created.length).toBeGreaterThan(8);
     for (const a of created) expect((await t.request(`${t.fhir()}/Patient/${a.id}`, fhirInit(token))).status).toBe(200);
+    // Nothing else was stored, except what was being committed when the server was killed: such a
+    // COMMIT may be durable though its answer never came back (a 503), at most one per writer.
     const search = await t.request(`${t.fhir()}/Patient?_summary=count`, fhirInit(token));
-    expect(((await search.json()) as { total: number }).total).toBe(created.length);
+    const total = ((await search.json()) as { total: number }).total;
+    expect(total).toBeGreaterThanOrEqual(created.length);
+    expect(total).toBeLessThanOrEqual(created.length + 8);
   }, 60_000);
 
   test('an export job running when the database goes away pauses, is handed back unpenalised, and completes', async () => {

@@ -12,6 +12,8 @@ import { prepareVersion, versionToWrite } from '../../src/fhir/prepared.ts';
 import type { Resource } from '../../src/fhir/resource.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { BULK_TEXT_ROWS } from '../../src/store/sqlite/text.ts';
+import { countSql, DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, SQLITE } from '../../src/store/search-sql.ts';
+import type { SearchQuery } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
 
@@ -120,5 +122,35 @@ test('the mover runs once enough rows wait, or after a while', async () => {
     expect(((await api2.search('Condition?_content=one')).entry ?? []).length).toBe(1);
   } finally {
     await u.close();
+  }
+});
+
+test('a word common in one type but rare in another: the rare type is driven by its own few matches, and counted right', async () => {
+  const path = dbPath();
+  const t = await createTestApp({ store: createSqliteStore(path) });
+  const api = fhirClient(t, await t.token());
+  try {
+    const many = DRIVER_MAX_ROWS + 100;
+    await t.store.resources.write('t1', (w) =>
+      w.insertNew(Array.from({ length: many }, (_, i) => versionToWrite(prepareVersion(condition(`c${i}`, 'diabetes') as Resource, `c${i}`), 1, 1_000))));
+    for (const id of ['o1', 'o2', 'o3']) await api.put200({ resourceType: 'Observation', id, status: 'final', code: { text: 'Diabetes screening' } });
+    const query: SearchQuery = { type: 'Observation', where: [{ kind: 'text', field: 'content', values: [[{ word: 'diabetes', prefix: false }]] }], sort: [], count: 10 };
+    const [candidate] = driverCandidates(SQLITE, 't1', query);
+    const db = new Database(path, { readonly: true });
+    try {
+      const { sql, values } = candidate!.count(DRIVER_TAKE_AT + 1);
+      // Counted among Observations only (the words of the other types' resources are in the same table).
+      expect(db.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n).toBe(3);
+    } finally {
+      db.close();
+    }
+    // A count over the whole type reads the matching rows once, as a set.
+    expect(countSql(SQLITE, 't1', { ...query, where: [...query.where!, { kind: 'token', param: 'status', values: [{ value: 'final' }] }] }, {}).sql).toContain('r.pk IN (SELECT t.rowid');
+    expect((await api.search('Observation?_content=diabetes&_total=accurate')).total).toBe(3);
+    expect((await api.search('Observation?_content=diabetes&status=final&_total=accurate')).total).toBe(3);
+    expect((await api.search('Condition?_content=diabetes&_total=accurate&_count=1')).total).toBe(many);
+    expect((await api.search('Condition?_content=diabetes&subject=Patient/p1&_total=accurate&_count=1')).total).toBe(many);
+  } finally {
+    await t.close();
   }
 });

@@ -22,7 +22,6 @@ export const MAX_INCLUDES = 1000;
 export const MAX_ITERATIONS = 3;
 
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
-/** Parameters that shape the result rather than select resources. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude']);
 /** Parameters defined for all resources that Cinder does not search. */
 const UNSUPPORTED = new Set(['_list', '_query', '_filter', '_contained', '_containedType']);

@@ -253,8 +253,8 @@ CREATE INDEX search_composite_res ON search_composite (res);
     name: 'search_text',
     sql: `
 -- Full-text search (#14), as the SQLite migration 8: one row per resource row that holds text, each
--- column its distinct words as the indexer writes them (no positions: there is no phrase search),
--- searched by GIN indexes.
+-- column its words as the indexer writes them, searched by GIN indexes. A tsvector keeps each word once,
+-- without positions: there is no phrase search.
 CREATE TABLE search_text (res BIGINT PRIMARY KEY, narrative tsvector NOT NULL, content tsvector NOT NULL);
 CREATE INDEX search_text_narrative ON search_text USING gin (narrative);
 CREATE INDEX search_text_content ON search_text USING gin (content);

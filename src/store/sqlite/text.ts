@@ -8,12 +8,12 @@ import type { createMutex } from './db.ts';
  * `search_text_recent` (a plain table, searched by LIKE on its space-separated words), and the
  * resources they change or delete are listed in `search_text_stale` (their FTS5 rows no longer count)
  * instead of being deleted from FTS5 one by one. The mover below brings both into FTS5 in one
- * transaction once MOVE_AT rows wait, or MOVE_AFTER_MS after the first. Bulk writes (an import's batches,
- * a reindex) write FTS5 directly. A resource's words are always in exactly one place that counts: its
+ * transaction once `moveAt` rows wait (1,000), or `moveAfterMs` after the first (1 s). Bulk writes (an
+ * import's batches, a reindex, BULK_TEXT_ROWS new resources or more at once) write FTS5 directly. A resource's words are always in exactly one place that counts: its
  * recent row if it has one, else its FTS5 row unless it is stale.
  */
 
-/** Writer calls with at least this many words to write go to FTS5 directly. */
+/** A write of at least this many new resources' words goes to FTS5 directly. */
 export const BULK_TEXT_ROWS = 64;
 
 export interface TextMoverOptions {

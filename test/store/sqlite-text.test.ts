@@ -15,6 +15,7 @@ import { BULK_TEXT_ROWS } from '../../src/store/sqlite/text.ts';
 import { countSql, DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, SQLITE } from '../../src/store/search-sql.ts';
 import type { SearchQuery } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
+import { put } from '../helpers/export.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
 
 const dirs: string[] = [];
@@ -152,5 +153,38 @@ test('a word common in one type but rare in another: the rare type is driven by 
     expect((await api.search('Condition?_content=diabetes&subject=Patient/p1&_total=accurate&_count=1')).total).toBe(many);
   } finally {
     await t.close();
+  }
+});
+
+test('two instances on one file: small writes of each, updates by the other and both movers keep one answer', async () => {
+  const path = dbPath();
+  const a = await createTestApp({ store: createSqliteStore(path, { text: { moveAt: 2, moveAfterMs: 10 } }) });
+  const bStore = createSqliteStore(path, { text: { moveAt: 1e9, moveAfterMs: 1e9 } });
+  await bStore.migrate();
+  const b = { ...a, store: bStore } as typeof a;
+  try {
+    const api = fhirClient(a, await a.token());
+    const ids = async (q: string) => ((await api.search(`Condition?${q}`)).entry ?? []).map((e: Json) => e.resource.id).sort();
+    const idsOnB = async (word: string) =>
+      (await bStore.resources.search('t1', { type: 'Condition', where: [{ kind: 'text', field: 'content', values: [[{ word, prefix: false }]] }], sort: [], count: 100 })).map((v) => v.id).sort();
+    for (let round = 0; round < 5; round++) {
+      await api.put200(condition('x', `alpha${round}`));
+      await put(b, condition('x', `beta${round}`) as never);
+      await put(b, condition(`y${round}`, 'gamma') as never);
+      expect(await ids(`_content=beta${round}`)).toEqual(['x']);
+      expect(await ids(`_content=alpha${round}`)).toEqual([]);
+      expect((await ids('_content=gamma')).length).toBe(round + 1);
+      expect(await idsOnB(`beta${round}`)).toEqual(['x']);
+      expect(await idsOnB(`alpha${round}`)).toEqual([]);
+      await Bun.sleep(20);
+    }
+    // A's next write starts its mover, which takes B's rows too.
+    await api.put200(condition('z', 'delta'));
+    await Bun.sleep(100);
+    expect(places(path)).toEqual({ recent: 0, stale: 0, fts: 7 });
+    expect(await idsOnB('beta4')).toEqual(['x']);
+  } finally {
+    await a.close();
+    await bStore.close();
   }
 });

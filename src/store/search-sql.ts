@@ -6,6 +6,7 @@
  */
 import { INDEX_TABLES } from './index-tables.ts';
 import type { SearchKey } from './search-keys.ts';
+import { textScope } from './text-scope.ts';
 import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NumberTest, SearchQuery, SortKey, TextTerm, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
@@ -29,12 +30,12 @@ export interface Dialect {
   knownKey?(key: SearchKey): number | undefined;
   /**
    * Full-text search (`_text`, `_content`; the adapter's tables): `rows` selects the resource rows
-   * (`res`) whose words match, of every tenant and type; `has` tests the resource row `key` (a
-   * probe). Words are letters and digits only (src/fhir/text-index.ts), so they need no escaping in
+   * (`res`) whose words match; `has` tests the resource row `key` (a probe). Words are letters and digits only (src/fhir/text-index.ts), so they need no escaping in
    * either query language.
    */
   text: {
-    rows(b: SqlBuilder, c: TextCondition): string;
+    /** The rows of `type` in the builder's tenant (by their scope: an unlucky hash may add others). */
+    rows(b: SqlBuilder, c: TextCondition, type: string): string;
     has(b: SqlBuilder, key: string, c: TextCondition): string;
     /**
      * Whether a statement without a driver reads the matching rows once as a set (`pk IN`) rather
@@ -50,8 +51,9 @@ type TextCondition = Condition & { kind: 'text' };
 const allOf = (values: TextTerm[][], term: (t: TextTerm) => string, and: string, or: string): string =>
   values.map((terms) => `(${terms.map(term).join(and)})`).join(or);
 
-/** An FTS5 query: a column filter on quoted words, ` *` after a prefix. */
-const fts5Query = (c: TextCondition) => `{${c.field}} : (${allOf(c.values, (t) => `"${t.word}"${t.prefix ? ' *' : ''}`, ' AND ', ' OR ')})`;
+/** An FTS5 query: a column filter on quoted words, ` *` after a prefix; with a scope, its rows alone. */
+const fts5Query = (c: TextCondition, scope?: string) =>
+  `${scope ? `{scope} : "${scope}" AND ` : ''}{${c.field}} : (${allOf(c.values, (t) => `"${t.word}"${t.prefix ? ' *' : ''}`, ' AND ', ' OR ')})`;
 
 /**
  * The same test on the recent rows' space-separated words (SQLite keeps words written by small
@@ -64,9 +66,11 @@ function recentMatch(b: SqlBuilder, p: string, c: TextCondition): string {
 
 /** SQLite: the FTS5 table (less the rows of resources changed since, `search_text_stale`) and the recent rows. */
 const SQLITE_TEXT: Dialect['text'] = {
-  rows: (b, c) =>
-    `SELECT t.rowid AS res FROM search_text t WHERE t.search_text MATCH ${b.v(fts5Query(c))} AND t.rowid NOT IN (SELECT x.res FROM search_text_stale x)` +
-    ` UNION ALL SELECT p.res FROM search_text_recent p WHERE ${recentMatch(b, 'p', c)}`,
+  rows: (b, c, type) => {
+    const scope = textScope(b.tenant, type);
+    return `SELECT t.rowid AS res FROM search_text t WHERE t.search_text MATCH ${b.v(fts5Query(c, scope))} AND t.rowid NOT IN (SELECT x.res FROM search_text_stale x)` +
+      ` UNION ALL SELECT p.res FROM search_text_recent p WHERE p.scope = ${b.v(scope)} AND ${recentMatch(b, 'p', c)}`;
+  },
   has: (b, key, c) =>
     `(EXISTS (SELECT 1 FROM search_text t WHERE t.rowid = ${key} AND t.search_text MATCH ${b.v(fts5Query(c))}) AND ${key} NOT IN (SELECT x.res FROM search_text_stale x)` +
     ` OR EXISTS (SELECT 1 FROM search_text_recent p WHERE p.res = ${key} AND ${recentMatch(b, 'p', c)}))`,
@@ -77,7 +81,12 @@ const SQLITE_TEXT: Dialect['text'] = {
 const pgQuery = (c: TextCondition) => allOf(c.values, (t) => `'${t.word}'${t.prefix ? ':*' : ''}`, ' & ', ' | ');
 
 const POSTGRES_TEXT: Dialect['text'] = {
-  rows: (b, c) => `SELECT t.res FROM search_text t WHERE t.${c.field} @@ ${b.v(pgQuery(c))}::tsquery`,
+  // The scope's lexeme is in `content`: a narrative search ANDs the two columns' GIN scans.
+  rows: (b, c, type) => {
+    const scope = `'#${textScope(b.tenant, type)}'`;
+    if (c.field === 'content') return `SELECT t.res FROM search_text t WHERE t.content @@ ${b.v(`${scope} & (${pgQuery(c)})`)}::tsquery`;
+    return `SELECT t.res FROM search_text t WHERE t.narrative @@ ${b.v(pgQuery(c))}::tsquery AND t.content @@ ${b.v(scope)}::tsquery`;
+  },
   has: (b, key, c) => {
     const body = `SELECT 1 AS hit FROM search_text t WHERE t.res = ${key} AND t.${c.field} @@ ${b.v(pgQuery(c))}::tsquery`;
     return b.correlation === 'lateral' ? b.lateral(body) : `EXISTS (${body})`;
@@ -161,11 +170,11 @@ export class SqlBuilder {
   textAsSet = false;
 
   /** `_text` / `_content` on row `a`: its words match, as a set or probed by the resource row (as rowsOf). */
-  private text(a: string, c: TextCondition): string {
+  private text(a: string, c: TextCondition, type: string): string {
     if (this.correlation !== 'in' && !this.textAsSet && (a === 'r' || a === DRIVER_ROW)) {
       return this.dialect.text.has(this, a === DRIVER_ROW ? `${DRIVER_ROW}.res` : `${a}.pk`, c);
     }
-    return `${a}.pk IN (${this.dialect.text.rows(this, c)})`;
+    return `${a}.pk IN (${this.dialect.text.rows(this, c, type)})`;
   }
 
   /** The `res` of the rows of `table` meeting `where`, read by the value-first index. */
@@ -227,9 +236,9 @@ export class SqlBuilder {
       case 'chain':
         return this.select('search_index', (s) => this.chainTarget(s, type, c));
       case 'text':
-        // The full-text rows of every tenant and type, narrowed to this type's live resources: a
-        // word common elsewhere must not hide that this type has few (its count would pass the limit).
-        return `SELECT tx.res FROM (${this.dialect.text.rows(this, c)}) tx ${this.dialect.driverJoin} resources tr ON tr.pk = tx.res ` +
+        // The full-text rows of this tenant and type by their scope, checked against the resource rows
+        // (a count must be exact, and a hash may collide).
+        return `SELECT tx.res FROM (${this.dialect.text.rows(this, c, type)}) tx ${this.dialect.driverJoin} resources tr ON tr.pk = tx.res ` +
           `WHERE tr.tenant = ${this.v(this.tenant)} AND tr.type = ${this.v(type)} AND ${this.dialect.live('tr')}`;
       default:
         return undefined;
@@ -389,7 +398,7 @@ export class SqlBuilder {
       case 'missing':
         return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes), c.missing);
       case 'text':
-        return this.text(a, c);
+        return this.text(a, c, type);
       case 'chain':
         // Always a set: probed per row, SQLite would look the targets up again for every row.
         return `${a}.pk IN (${this.select('search_index', (s) => this.chainTarget(s, type, c))})`;

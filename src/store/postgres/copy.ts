@@ -1,5 +1,6 @@
 import { specOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
+import { scopedContent } from './write-sql.ts';
 import type { VersionToWrite } from '../types.ts';
 import type { Pg, PgTx } from './db.ts';
 
@@ -110,7 +111,7 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], k
       `${pk}\t${keyOf(COMPOSITES, v.type, e)}\t${field(e.system1)}\t${field(e.value1)}\t${field(e.system2)}\t${field(e.value2)}\t${e.low}\t${e.high}\n`),
   ));
   await copyRows(tx, 'search_text (res, narrative, content)', lines(live, ({ v, pk }) =>
-    v.index.text ? [`${pk}\t${field(v.index.text.narrative)}\t${field(v.index.text.content)}\n`] : [],
+    v.index.text ? [`${pk}\t${field(v.index.text.narrative)}\t${field(scopedContent(tenant, v))}\n`] : [],
   ));
   await copyRows(tx, 'compartments (res, tenant, type, patient)', lines(live, (r) => r.v.compartments.map((p) => `${head(r)}\t${field(p)}\n`)));
 }

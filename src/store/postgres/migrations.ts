@@ -253,8 +253,9 @@ CREATE INDEX search_composite_res ON search_composite (res);
     name: 'search_text',
     sql: `
 -- Full-text search (#14), as the SQLite migration 8: one row per resource row that holds text, each
--- column its words as the indexer writes them, searched by GIN indexes. A tsvector keeps each word once,
--- without positions: there is no phrase search.
+-- column its words as the indexer writes them, searched by GIN indexes; \`content\` also holds the lexeme
+-- \`#<scope>\` of the resource's tenant and type (src/store/text-scope.ts), which every search names. A
+-- tsvector keeps each word once, without positions: there is no phrase search.
 CREATE TABLE search_text (res BIGINT PRIMARY KEY, narrative tsvector NOT NULL, content tsvector NOT NULL);
 CREATE INDEX search_text_narrative ON search_text USING gin (narrative);
 CREATE INDEX search_text_content ON search_text USING gin (content);

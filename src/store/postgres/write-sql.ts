@@ -1,5 +1,6 @@
 import { specOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
+import { textScope } from '../text-scope.ts';
 import type { VersionToWrite } from '../types.ts';
 import type { PgTx } from './db.ts';
 
@@ -7,6 +8,11 @@ const TOKENS = specOf('tokens');
 const STRINGS = specOf('strings');
 const RANGES = specOf('ranges');
 const COMPOSITES = specOf('composites');
+
+/** The `content` tsvector text of a version's words: its words and its scope's lexeme (src/store/text-scope.ts). */
+export function scopedContent(tenant: string, v: VersionToWrite): string {
+  return `${v.index.text!.content} #${textScope(tenant, v.type)}`;
+}
 
 /** A current row as locked by a writer. */
 export interface LockedRow {
@@ -45,7 +51,7 @@ function entryColumns(vs: VersionToWrite[], ref: (i: number) => number, keyOf: K
  * Writes the string, range and composite index rows of versions stored under the given pks (the token
  * rows go with the version statements), one statement per table that has rows.
  */
-export async function insertIndexRows(tx: PgTx, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
+export async function insertIndexRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
   const str = { res: [] as number[], k: [] as number[], value: [] as string[], exact: [] as string[] };
   const rng = { res: [] as number[], k: [] as number[], low: [] as number[], high: [] as number[] };
   const cmp = {
@@ -55,7 +61,7 @@ export async function insertIndexRows(tx: PgTx, rows: { pk: number; v: VersionTo
   const txt = { res: [] as number[], narrative: [] as string[], content: [] as string[] };
   for (const { pk, v } of rows) {
     if (v.deleted) continue;
-    if (v.index.text) txt.res.push(pk), txt.narrative.push(v.index.text.narrative), txt.content.push(v.index.text.content);
+    if (v.index.text) txt.res.push(pk), txt.narrative.push(v.index.text.narrative), txt.content.push(scopedContent(tenant, v));
     for (const e of v.index.strings) str.res.push(pk), str.k.push(keyOf(STRINGS, v.type, e)), str.value.push(e.value), str.exact.push(e.exact);
     for (const e of v.index.ranges) rng.res.push(pk), rng.k.push(keyOf(RANGES, v.type, e)), rng.low.push(e.low), rng.high.push(e.high);
     for (const e of v.index.composites) {
@@ -197,7 +203,7 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
     const pk = pks.get(`${v.type}/${v.id}`);
     if (pk !== undefined) written.push({ pk, v });
   }
-  await insertIndexRows(tx, written, keyOf);
+  await insertIndexRows(tx, tenant, written, keyOf);
   return pks;
 }
 
@@ -244,5 +250,5 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
       SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)
     )
     SELECT 1`;
-  await insertIndexRows(tx, rows, keyOf);
+  await insertIndexRows(tx, tenant, rows, keyOf);
 }

@@ -188,7 +188,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       const indexKeys = await searchKeys.resolve(tenant, versions.map((x) => x.v));
       await deleteIndexRows(tx, versions.map((x) => x.pk));
       await insertTokenAndCompartmentRows(tx, tenant, versions, indexKeys);
-      await insertIndexRows(tx, versions, indexKeys);
+      await insertIndexRows(tx, tenant, versions, indexKeys);
     }),
     flush: mapped('commit', flush),
   };

@@ -230,13 +230,14 @@ CREATE INDEX search_composite_value ON search_composite (k, value1);
 -- Full-text search (#14): \`_text\` (the narrative) and \`_content\` (all the resource's text). One row per
 -- resource row that holds text (rowid = resources.pk), each column its words as the indexer writes them
 -- (letters and digits, accents removed, lower case, separated by single spaces: src/fhir/text-index.ts),
--- so the ascii tokenizer splits them at the spaces alone. Contentless (the words are not stored twice)
--- with deletes, and column detail only: there is no phrase search.
-CREATE VIRTUAL TABLE search_text USING fts5(narrative, content, content='', contentless_delete=1, detail=column, tokenize='ascii');
+-- so the ascii tokenizer splits them at the spaces alone, and \`scope\` one token for the resource's tenant
+-- and type (src/store/text-scope.ts), which every search names. Contentless (the words are not stored
+-- twice) with deletes, and column detail only: there is no phrase search.
+CREATE VIRTUAL TABLE search_text USING fts5(narrative, content, scope, content='', contentless_delete=1, detail=column, tokenize='ascii');
 -- FTS5 writes a segment per transaction (about 0.2 ms for one row, against 2 ms for a thousand), so
 -- small transactions leave their words here, and resources they change or delete are listed as stale
 -- (their FTS5 rows no longer count); both are moved into search_text in batches (sqlite/text.ts).
-CREATE TABLE search_text_recent (res INTEGER PRIMARY KEY, narrative TEXT NOT NULL, content TEXT NOT NULL);
+CREATE TABLE search_text_recent (res INTEGER PRIMARY KEY, narrative TEXT NOT NULL, content TEXT NOT NULL, scope TEXT NOT NULL);
 CREATE TABLE search_text_stale (res INTEGER PRIMARY KEY);
 -- A database holding resources gets their words from the reindex that \`cinder serve\` runs at start
 -- (index model 2); an empty one follows model 2 already.

@@ -50,7 +50,7 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
         writer.exec('BEGIN IMMEDIATE');
         writer.exec('DELETE FROM search_text WHERE rowid IN (SELECT res FROM search_text_stale)');
         writer.exec('DELETE FROM search_text_stale');
-        writer.exec('INSERT INTO search_text (rowid, narrative, content) SELECT res, narrative, content FROM search_text_recent');
+        writer.exec('INSERT INTO search_text (rowid, narrative, content, scope) SELECT res, narrative, content, scope FROM search_text_recent');
         writer.exec('DELETE FROM search_text_recent');
         writer.exec('COMMIT');
         waiting = 0;

@@ -3,6 +3,7 @@ import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts
 import { StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
+import { textScope } from '../text-scope.ts';
 import { BULK_TEXT_ROWS } from './text.ts';
 
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
@@ -72,16 +73,20 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       textWaiting += db.query('INSERT OR IGNORE INTO search_text_stale (res) VALUES (?)').run(pk).changes;
     }
   };
-  const addIndexed = rowInserter(db, 'search_text', ['rowid', 'narrative', 'content'], 'INSERT');
-  const addRecent = rowInserter(db, 'search_text_recent', ['res', 'narrative', 'content'], 'INSERT');
+  const addIndexed = rowInserter(db, 'search_text', ['rowid', 'narrative', 'content', 'scope'], 'INSERT');
+  const addRecent = rowInserter(db, 'search_text_recent', ['res', 'narrative', 'content', 'scope'], 'INSERT');
   const addText = (values: Value[], bulk: boolean) => {
     if (!values.length) return;
     if (bulk) return addIndexed(values);
     addRecent(values);
-    textWaiting += values.length / 3;
+    textWaiting += values.length / 4;
   };
+  const scopes = new Map<string, string>();
   const textValues = (v: VersionToWrite, pk: number, out: Value[]) => {
-    if (v.index.text) out.push(pk, v.index.text.narrative, v.index.text.content);
+    if (!v.index.text) return;
+    let scope = scopes.get(v.type);
+    if (scope === undefined) scopes.set(v.type, (scope = textScope(tenant, v.type)));
+    out.push(pk, v.index.text.narrative, v.index.text.content, scope);
   };
   // Prepared on first use (db.query caches them): a database part-way through its migrations has not every table.
   const clearIndex = (pk: number) => INDEX_TABLES.forEach((t) => db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(pk));
@@ -199,7 +204,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       });
       addIndex(index);
       addCompartments(compartments);
-      addText(text, text.length / 3 >= BULK_TEXT_ROWS);
+      addText(text, text.length / 4 >= BULK_TEXT_ROWS);
       return inserted;
     },
     async replaceIndex(items) {

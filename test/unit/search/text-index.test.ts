@@ -4,6 +4,7 @@ import { FhirError } from '../../../src/errors.ts';
 import {
   narrativeText, parseTextValue, TEXT_MAX_CHARS, TEXT_MAX_QUERY_WORDS, TEXT_WORD_CHARS, textIndexOf, textMatches, textWords,
 } from '../../../src/fhir/text-index.ts';
+import { textScope } from '../../../src/store/text-scope.ts';
 
 describe('textWords', () => {
   test('letters and digits, accents removed, lower case; everything else separates', () => {
@@ -89,5 +90,17 @@ describe('parseTextValue and textMatches', () => {
     expect(textMatches(words, parseTextValue('q', 'gluc*'))).toBe(true);
     expect(textMatches(words, parseTextValue('q', 'glucose insulin'))).toBe(false);
     expect(textMatches('', parseTextValue('q', 'x*'))).toBe(false);
+  });
+});
+
+describe('textScope', () => {
+  test('one token of letters and digits per tenant and type, the same every time', () => {
+    const scopes = new Set<string>();
+    for (const tenant of ['t1', 't2', 'default', 'a\u0000b', 'Zoë']) for (const type of ['Patient', 'Observation', 'Condition']) scopes.add(textScope(tenant, type));
+    expect(scopes.size).toBe(15);
+    for (const s of scopes) expect(s).toMatch(/^s[0-9a-z]{14}$/);
+    expect(textScope('t1', 'Patient')).toBe(textScope('t1', 'Patient'));
+    // The separator keeps the parts apart: ("t1P", "atient") is another scope than ("t1", "Patient").
+    expect(textScope('t1P', 'atient')).not.toBe(textScope('t1', 'Patient'));
   });
 });

@@ -130,6 +130,10 @@ describe.if(present)('dist/cinder', () => {
     const bundle = (await search.json()) as { type: string; entry: { resource: { id: string } }[] };
     expect(bundle.type).toBe('searchset');
     expect(bundle.entry.map((e) => e.resource.id)).toEqual([id]);
+    // Full text: the SQLite inside the executable has FTS5, and the words of a create are found at once.
+    const text = await fetch(`${fhir}/Patient?_content=binar*&_total=accurate`, { headers: auth });
+    expect(text.status).toBe(200);
+    expect(((await text.json()) as { total: number }).total).toBe(1);
 
     const read = await fetch(`${fhir}/Patient/${id}`, { headers: auth });
     expect(read.status).toBe(200);

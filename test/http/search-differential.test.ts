@@ -10,10 +10,9 @@ import fhirpath from 'fhirpath';
 import r4model from 'fhirpath/fhir-context/r4';
 import { generatePatients } from '../../bench/lib/generator.ts';
 import { paramsOf, type ParamDefinition } from '../../src/fhir/definitions.ts';
-import { prepareVersion, versionToWrite } from '../../src/fhir/prepared.ts';
-import type { Resource } from '../../src/fhir/resource.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
+import { firstVersions } from '../helpers/versions.ts';
 import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const DATA = [...generatePatients({ patients: 8, seed: 'differential' })] as Json[];
@@ -124,7 +123,7 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       await t.store.resources.write('t1', async (w) => {
-        await w.insertNew(DATA.map((r) => versionToWrite(prepareVersion(r as Resource, r.id as string), 1, Date.parse('2026-01-01T00:00:00Z'))));
+        await w.insertNew(firstVersions(DATA));
       });
     });
     afterAll(() => t.close());

@@ -9,16 +9,15 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import { generatePatients } from '../../bench/lib/generator.ts';
 import { paramsOf } from '../../src/fhir/definitions.ts';
-import { prepareVersion, versionToWrite } from '../../src/fhir/prepared.ts';
 import { reindex } from '../../src/fhir/reindex.ts';
-import type { Resource } from '../../src/fhir/resource.ts';
 import type { Store, VersionToWrite } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
 import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { migrateUpTo, migrationVersion, rawStatements, storeTargets } from '../helpers/stores.ts';
+import { firstVersions } from '../helpers/versions.ts';
 
 const DATA = [...generatePatients({ patients: 3, seed: 'search-keys' })] as Json[];
-const VERSIONS = DATA.map((r) => versionToWrite(prepareVersion(r as Resource, r.id as string), 1, Date.parse('2026-01-01T00:00:00Z')));
+const VERSIONS = firstVersions(DATA);
 
 /** The statements with which Cinder wrote these versions (of tenant t1) before search_keys. */
 function oldLayout(kind: Store['kind'], versions: VersionToWrite[]): [string, (string | number)[]][] {

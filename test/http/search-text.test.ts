@@ -6,11 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { generatePatients } from '../../bench/lib/generator.ts';
-import { prepareVersion, versionToWrite } from '../../src/fhir/prepared.ts';
-import type { Resource } from '../../src/fhir/resource.ts';
 import { textIndexOf, textMatches } from '../../src/fhir/text-index.ts';
 import type { TextTerm } from '../../src/store/types.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { firstVersions } from '../helpers/versions.ts';
 import { download, eachStore, finish, kickOff, refs } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
@@ -227,7 +226,7 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       await t.store.resources.write('t1', async (w) => {
-        await w.insertNew(GENERATED.map((r) => versionToWrite(prepareVersion(r as Resource, r.id as string), 1, Date.parse('2026-01-01T00:00:00Z'))));
+        await w.insertNew(firstVersions(GENERATED));
       });
     });
     afterAll(() => t.close());

@@ -8,8 +8,6 @@ import { afterEach, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { prepareVersion, versionToWrite } from '../../src/fhir/prepared.ts';
-import type { Resource } from '../../src/fhir/resource.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { BULK_TEXT_ROWS } from '../../src/store/sqlite/text.ts';
 import { countSql, DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, SQLITE } from '../../src/store/search-sql.ts';
@@ -17,6 +15,7 @@ import type { SearchQuery } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
 import { put } from '../helpers/export.ts';
 import { fhirClient, type Json } from '../helpers/fhir.ts';
+import { firstVersions } from '../helpers/versions.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -56,7 +55,7 @@ test('words of small writes wait outside FTS5, count as searched, and move in on
   try {
     // In bulk: FTS5 directly.
     await t.store.resources.write('t1', (w) =>
-      w.insertNew(Array.from({ length: BULK_TEXT_ROWS }, (_, i) => versionToWrite(prepareVersion(condition(`b${i}`, i % 2 ? 'asthma' : 'rhinitis') as Resource, `b${i}`), 1, 1_000))));
+      w.insertNew(firstVersions(Array.from({ length: BULK_TEXT_ROWS }, (_, i) => condition(`b${i}`, i % 2 ? 'asthma' : 'rhinitis')), 1_000)));
     expect(places(path)).toEqual({ recent: 0, stale: 0, fts: BULK_TEXT_ROWS });
     // Small writes: a create, and updates of a resource whose words are in FTS5.
     await api.put200(condition('s1', 'asthma'));
@@ -133,7 +132,7 @@ test('a word common in one type but rare in another: the rare type is driven by 
   try {
     const many = DRIVER_MAX_ROWS + 100;
     await t.store.resources.write('t1', (w) =>
-      w.insertNew(Array.from({ length: many }, (_, i) => versionToWrite(prepareVersion(condition(`c${i}`, 'diabetes') as Resource, `c${i}`), 1, 1_000))));
+      w.insertNew(firstVersions(Array.from({ length: many }, (_, i) => condition(`c${i}`, 'diabetes')), 1_000)));
     for (const id of ['o1', 'o2', 'o3']) await api.put200({ resourceType: 'Observation', id, status: 'final', code: { text: 'Diabetes screening' } });
     const query: SearchQuery = { type: 'Observation', where: [{ kind: 'text', field: 'content', values: [[{ word: 'diabetes', prefix: false }]] }], sort: [], count: 10 };
     const [candidate] = driverCandidates(SQLITE, 't1', query);

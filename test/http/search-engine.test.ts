@@ -362,5 +362,31 @@ await eachStore((kind, fresh) => {
       expect((await api.search('Observation?code=urn:t|del-1,urn:t|nope&_total=accurate')).total).toBe(1);
       expect((await api.search('Patient/px/Observation?_summary=count')).total).toBe(0);
     });
+
+    test('a count of one code counts each resource once, whichever systems carry the code', async () => {
+      const coded = (id: string, ...codings: [string, string][]) =>
+        api.put200({ resourceType: 'Observation', id, status: 'final', code: { coding: codings.map(([system, code]) => ({ system, code })) } });
+      await coded('oc1', ['urn:sys:a', 'twice'], ['urn:sys:a', 'twice']);
+      await coded('oc2', ['urn:sys:a', 'twice'], ['urn:sys:b', 'twice']);
+      await coded('oc3', ['urn:sys:b', 'twice']);
+      await coded('oc4', ['urn:sys:c', 'once']);
+      const total = async (q: string) => (await api.search(`${q}&_total=accurate&_count=1`)).total;
+      expect(await total('Observation?code=twice')).toBe(3);
+      expect(await total('Observation?code=urn:sys:a|twice')).toBe(2);
+      expect(await total('Observation?code=urn:sys:b|twice')).toBe(2);
+      expect(await total('Observation?code=once')).toBe(1);
+      expect((await api.search('Observation?code=twice&_summary=count')).total).toBe(3);
+      // A code of one system only, then a second system for it: counted once as well.
+      await coded('oc5', ['urn:sys:d', 'later']);
+      expect(await total('Observation?code=later')).toBe(1);
+      await coded('oc5', ['urn:sys:d', 'later'], ['urn:sys:e', 'later']);
+      expect(await total('Observation?code=later')).toBe(1);
+      // References: one target type, or an id that two types share.
+      await api.put200({ resourceType: 'Observation', id: 'oc6', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/shared' }, focus: [{ reference: 'Patient/shared' }, { reference: 'Group/shared' }] });
+      expect(await total('Observation?focus=shared')).toBe(1);
+      expect(await total('Observation?focus=Patient/shared')).toBe(1);
+      for (const id of ['oc1', 'oc2', 'oc3', 'oc4', 'oc5', 'oc6']) expect((await api.del(`Observation/${id}`)).status).toBe(200);
+      expect(await total('Observation?code=twice')).toBe(0);
+    });
   });
 });

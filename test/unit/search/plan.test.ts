@@ -40,6 +40,14 @@ describe('planSearch', () => {
     expect(await planSearch([], count)).toEqual({});
   });
 
+  test('a lone candidate is counted once, up to the maximum, and drives within it', async () => {
+    for (const [rows, plan] of [[150, { driver: 0 }], [1500, { driver: 0 }], [DRIVER_MAX_ROWS + 5, {}]] as const) {
+      const { candidates, count, asked } = counting({ date: rows });
+      expect(await planSearch(candidates, count)).toEqual(plan);
+      expect(asked).toEqual([['date', DRIVER_MAX_ROWS + 1]]);
+    }
+  });
+
   test('each candidate statement has the limit planSearch asks for written in, not bound', () => {
     const [c] = driverCandidates(SQLITE, 't1', { type: 'Observation', where: [{ kind: 'token', param: 'code', values: [{ value: 'x' }] }], sort: [] } as never);
     // Four values of its own (tenant, type, parameter, code), and no placeholder for the limit.

@@ -115,6 +115,12 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       const searched = ['compartments', 'resource_history', 'resources', 'search_composite', 'search_index', 'search_keys', 'search_range', 'search_string', 'search_text'];
       expect((await s.resources.indexing.analyze()).sort()).toEqual(searched);
       expect(await analysed()).toEqual(expect.arrayContaining(['compartments', 'resources', 'search_index']));
+      // After a bulk change the tables are vacuumed too: their pages are marked all-visible, so that
+      // index-only scans need not read the rows.
+      const [visible] = await conn<{ all_visible: number; pages: number }[]>`
+        SELECT relallvisible::int AS all_visible, relpages::int AS pages FROM pg_class WHERE relname = 'resources' AND relnamespace = current_schema()::regnamespace`;
+      expect(visible!.pages).toBeGreaterThan(0);
+      expect(visible!.all_visible).toBe(visible!.pages);
       // Tables with statistics, and empty ones, are left alone.
       expect(await s.resources.indexing.analyze({ onlyMissing: true })).toEqual([]);
       await conn`DELETE FROM pg_statistic WHERE starelid = 'search_index'::regclass`;

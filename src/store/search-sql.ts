@@ -465,14 +465,14 @@ export class SqlBuilder {
   }
 
   /** A sort key on row `a` of `type`: its expression and what follows it in ORDER BY (direction, NULLS LAST). */
-  sortKey(k: SortKey, a: string, type: string): [expr: string, order: string] {
+  sortKey(k: SortKey, a: string, type: string, pk = `${a}.pk`): [expr: string, order: string] {
     const dir = k.descending ? ' DESC' : '';
     if (k.by === 'id') return [`${a}.id`, dir];
     if (k.by === 'lastUpdated') return [`${a}.last_updated`, dir];
     const col = k.table === 'search_range' ? (k.descending ? 'high' : 'low') : k.table === 'search_composite' ? 'value1' : 'value';
     const fn = k.descending ? 'MAX' : 'MIN';
     const s = this.alias('s');
-    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${a}.pk AND ${this.keyIn(s, k.table, type, [k.param], true)})`, `${dir} NULLS LAST`];
+    return [`(SELECT ${fn}(${s}.${col}) FROM ${k.table} ${s} WHERE ${s}.res = ${pk} AND ${this.keyIn(s, k.table, type, [k.param], true)})`, `${dir} NULLS LAST`];
   }
 }
 
@@ -637,9 +637,16 @@ function onIndexRows(c: Condition): boolean {
   }
 }
 
-/** The FROM clause and WHERE conditions of a search, as `plan` (or, without one, the sets) has it. */
-function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: SearchPlan): { from: string; where: string } {
-  const where = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
+/**
+ * The FROM clause and WHERE conditions of a search, as `plan` (or, without one, the sets) has it.
+ * Driven: `driven` is the driver's distinct rows (`d.res`) with the conditions tested on them, and
+ * `alone` whether those rows are the whole answer (nothing else is tested on the resource rows: index
+ * and compartment rows are those of this tenant's current, live versions of the type).
+ */
+function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: SearchPlan): { from: string; where: string; driven?: string; alone: boolean } {
+  const base = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
+  const where = [...base];
+  let driven: string | undefined;
   let from = 'resources r';
   const driver = plan?.driver;
   b.textAsSet = driver === undefined && b.dialect.text.setWhenUndriven;
@@ -657,8 +664,9 @@ function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: Se
     if (rows === undefined) throw new Error(`condition ${driver} cannot drive a search`);
     const d = DRIVER_ROW;
     const tested = early.length ? ` WHERE ${early.join(' AND ')}` : '';
+    driven = `(SELECT DISTINCT ${d}.res FROM (${rows}) ${d}${tested}) ${d}`;
     // SQLite keeps the left side of a CROSS JOIN as the outer loop.
-    from = `(SELECT DISTINCT ${d}.res FROM (${rows}) ${d}${tested}) ${d} ${b.dialect.driverJoin} resources r ON r.pk = ${d}.res`;
+    from = `${driven} ${b.dialect.driverJoin} resources r ON r.pk = ${d}.res`;
   }
   if (q.compartment !== undefined && driver !== 'compartment') {
     if (b.correlation === 'in') where.push(`r.pk IN (${compartmentRows(b, q.type, q.compartment)})`);
@@ -673,7 +681,8 @@ function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: Se
     if (keyset.by === 'id') where.push(`r.id ${op} ${b.v(q.after.id)}`);
     else where.push(`(r.last_updated, r.id) ${op} (${b.v(q.after.lastUpdated)}, ${b.v(q.after.id)})`);
   }
-  return { from: [from, ...b.laterals].join(' '), where: where.join(' AND ') };
+  const alone = driven !== undefined && where.length === base.length && b.laterals.length === 0;
+  return { from: [from, ...b.laterals].join(' '), where: where.join(' AND '), ...(driven !== undefined && { driven }), alone };
 }
 
 const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content';
@@ -681,8 +690,9 @@ const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.conten
 /** The page of current, live resources a query selects, in its sort order (ties by id). */
 export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan): { sql: string; values: SqlValue[] } {
   const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
-  const { from, where } = fromWhere(b, q, true, plan);
+  const { from, where, driven, alone } = fromWhere(b, q, true, plan);
   const keyset = keysetSort(q.sort);
+  if (alone && !keyset && q.sort[0]!.by === 'param') return sortedDriven(b, q, driven!, where);
   let keys: [string, string][];
   if (keyset) {
     const dir = keyset.descending ? ' DESC' : '';
@@ -700,6 +710,32 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
   const inner = `SELECT r.pk AS pk, ${keys.map(([e], i) => `${e} AS k${i}`).join(', ')} FROM ${from} WHERE ${where} ` +
     `ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')}${page}`;
   const sql = `SELECT ${COLUMNS} FROM (${inner}) p ${dialect.driverJoin} resources r ON r.pk = p.pk ORDER BY ${keys.map(([, o], i) => `p.k${i}${o}`).join(', ')}`;
+  return { sql, values: b.values };
+}
+
+/**
+ * The page of a driven search sorted on a parameter, when the driver's rows are the whole answer
+ * (fromWhere's `alone`). The first sort key is computed on the driver's rows alone, and the page's
+ * last row's value of it (the threshold: the (offset + count)-th in that order) bounds the page: only
+ * the rows at least as far up as the threshold are read from the resources, for their id (ties are
+ * ordered by id) and the other keys (`where`, the tenant, type and liveness, is tested on those alone). Before, every match's resource row was read: on SQLite a third
+ * of `Encounter?date=<month>&_sort=-date` (653 matches) on a million resources. No threshold (fewer
+ * matches than the page reaches, or a page reaching the resources without the key, sorted last): all.
+ */
+function sortedDriven(b: SqlBuilder, q: SearchQuery, driven: string, where: string): { sql: string; values: SqlValue[] } {
+  const [first, order] = b.sortKey(q.sort[0]!, 'r', q.type, `${DRIVER_ROW}.res`);
+  const rest = q.sort.slice(1).map((k) => b.sortKey(k, 'r', q.type));
+  if (!q.sort.some((k) => k.by === 'id')) rest.push(['r.id', '']);
+  const keys: [string, string][] = [['m.k0', order], ...rest];
+  const offset = q.offset ?? 0;
+  const threshold = `(SELECT t.v FROM t)`;
+  const cmp = q.sort[0]!.descending ? '>=' : '<=';
+  const sql =
+    `WITH m AS MATERIALIZED (SELECT ${DRIVER_ROW}.res AS pk, ${first} AS k0 FROM ${driven}), ` +
+    `t AS MATERIALIZED (SELECT m.k0 AS v FROM m ORDER BY m.k0${order} LIMIT 1 OFFSET ${b.v(Math.max(0, offset + q.count - 1))}) ` +
+    `SELECT ${COLUMNS} FROM (SELECT m.pk AS pk, ${keys.map(([e], i) => `${e} AS k${i}`).join(', ')} FROM m ${b.dialect.driverJoin} resources r ON r.pk = m.pk ` +
+    `WHERE ${where} AND (${threshold} IS NULL OR m.k0 ${cmp} ${threshold}) ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')} LIMIT ${b.v(q.count)}${offset ? ` OFFSET ${b.v(offset)}` : ''}) p ` +
+    `${b.dialect.driverJoin} resources r ON r.pk = p.pk ORDER BY ${keys.map(([, o], i) => `p.k${i}${o}`).join(', ')}`;
   return { sql, values: b.values };
 }
 

@@ -363,6 +363,50 @@ await eachStore((kind, fresh) => {
       expect((await api.search('Patient/px/Observation?_summary=count')).total).toBe(0);
     });
 
+    test('sorted, driven searches page every match once, in order: ties by id, resources without the key last', async () => {
+      // 23 Encounters of one patient: dates with ties (the threshold of a page often falls among
+      // equals), some without a period (sorted last either way), and a period whose end comes later
+      // than its start's rank suggests (the key is the highest end, descending; the lowest start, ascending).
+      const encounters: { id: string; start?: number; end?: number }[] = [];
+      for (let i = 0; i < 23; i++) {
+        const id = `se-${String((i * 11) % 23).padStart(2, '0')}`;
+        const day = i % 5 === 4 ? undefined : 1 + (i % 4) * 2;
+        const period = day === undefined ? undefined : { start: `2023-03-${String(day).padStart(2, '0')}T10:00:00Z`, end: `2023-03-${String(i === 7 ? 28 : day).padStart(2, '0')}T11:00:00Z` };
+        await api.put200({ resourceType: 'Encounter', id, status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/sorted-p' }, ...(period && { period }) });
+        encounters.push({ id, ...(period && { start: Date.parse(period.start), end: Date.parse(period.end) }) });
+      }
+      /** The ids by a key (undefined last), descending or not, ties by id ascending or (`idDown`) descending. */
+      const byKey = (key: 'start' | 'end', descending: boolean, idDown = false) => [...encounters]
+        .sort((a, b) => {
+          const [x, y] = [a[key], b[key]];
+          const tie = (a.id < b.id) === idDown ? 1 : -1;
+          if (x === undefined || y === undefined) return (x === undefined ? 1 : 0) - (y === undefined ? 1 : 0) || tie;
+          return (descending ? y - x : x - y) || tie;
+        })
+        .map((x) => x.id);
+      const paged = async (query: string) => {
+        const seen: string[] = [];
+        let next: string | undefined = query;
+        while (next) {
+          const b = await api.search(next);
+          seen.push(...(b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id));
+          next = b.link.find((l: Json) => l.relation === 'next')?.url;
+        }
+        return seen;
+      };
+      const down = byKey('end', true);
+      for (const count of [1, 3, 4, 7, 50]) {
+        expect(await paged(`Encounter?subject=Patient/sorted-p&_sort=-date&_count=${count}`)).toEqual(down);
+        expect(await paged(`Encounter?subject=Patient/sorted-p&_sort=date&_count=${count}`)).toEqual(byKey('start', false));
+        expect(await paged(`Patient/sorted-p/Encounter?_sort=-date&_count=${count}`)).toEqual(down);
+      }
+      // A second key orders the ties of the first, before the id.
+      expect(await paged('Encounter?subject=Patient/sorted-p&_sort=-date,-_id&_count=4')).toEqual(byKey('end', true, true));
+      // Driven by the sort's own parameter: March 2023 holds every Encounter with a period.
+      const dated = new Set(encounters.filter((e) => e.end !== undefined).map((e) => e.id));
+      expect(await paged('Encounter?date=2023-03&_sort=-date&_count=3')).toEqual(down.filter((id) => dated.has(id)));
+    });
+
     test('a count of one code counts each resource once, whichever systems carry the code', async () => {
       const coded = (id: string, ...codings: [string, string][]) =>
         api.put200({ resourceType: 'Observation', id, status: 'final', code: { coding: codings.map(([system, code]) => ({ system, code })) } });

@@ -253,13 +253,12 @@ export class SqlBuilder {
    * written, so whether it has one is read in the same statement (the same snapshot as the rows).
    */
   countResources(c: Condition, type: string): string {
-    const v = c.kind === 'token' && !c.not && c.values.length === 1 ? c.values[0]! : undefined;
     const distinct = () => `SELECT COUNT(DISTINCT d.res) AS n FROM (${this.driverRows(c, type)}) d`;
-    if (v?.value === undefined) return distinct();
+    if (c.kind !== 'token' || c.not || c.values.length !== 1 || c.values[0]!.value === undefined) return distinct();
     const rows = `SELECT COUNT(*) AS n FROM (${this.driverRows(c, type)}) d`;
-    if (v.system !== undefined) return rows;
+    if (c.values[0]!.system !== undefined) return rows;
     const k = this.alias('k');
-    const keys = `SELECT COUNT(*) FROM search_keys ${k} WHERE ${k}.tenant = ${this.v(this.tenant)} AND ${k}.type = ${this.v(type)} AND ${k}.param = ${this.v((c as { param: string }).param)}`;
+    const keys = `SELECT COUNT(*) FROM search_keys ${k} WHERE ${k}.tenant = ${this.v(this.tenant)} AND ${k}.type = ${this.v(type)} AND ${k}.param = ${this.v(c.param)}`;
     return `SELECT CASE WHEN (${keys}) <= 1 THEN (${rows}) ELSE (${distinct()}) END AS n`;
   }
 
@@ -718,9 +717,10 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
  * (fromWhere's `alone`). The first sort key is computed on the driver's rows alone, and the page's
  * last row's value of it (the threshold: the (offset + count)-th in that order) bounds the page: only
  * the rows at least as far up as the threshold are read from the resources, for their id (ties are
- * ordered by id) and the other keys (`where`, the tenant, type and liveness, is tested on those alone). Before, every match's resource row was read: on SQLite a third
- * of `Encounter?date=<month>&_sort=-date` (653 matches) on a million resources. No threshold (fewer
- * matches than the page reaches, or a page reaching the resources without the key, sorted last): all.
+ * ordered by id) and the other keys; `where` (tenant, type, liveness) is tested on those alone.
+ * Before, every match's resource row was read: on SQLite a third of `Encounter?date=<month>
+ * &_sort=-date` (653 matches) on a million resources. No threshold (fewer matches than the page
+ * reaches, or a page reaching the resources without the key, which sort last): every match is read.
  */
 function sortedDriven(b: SqlBuilder, q: SearchQuery, driven: string, where: string): { sql: string; values: SqlValue[] } {
   const [first, order] = b.sortKey(q.sort[0]!, 'r', q.type, `${DRIVER_ROW}.res`);

@@ -102,6 +102,35 @@ describe.if(pg !== undefined)('postgres adapter', () => {
     expect(row!.n).toBeGreaterThan(0);
     expect(row!.n).toBeLessThanOrEqual(4);
   });
+  test("a resource's date, number and quantity rows are read by the resource from the index alone (sort keys, probes)", async () => {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const conn = postgres(db.url, { max: 1 });
+    try {
+      await s.resources.write(uniqueTenant(), async (w) => {
+        for (let i = 0; i < 400; i++) {
+          const v = version('Encounter', `e${i}`);
+          v.index.ranges.push({ param: 'date', system: '', code: '', low: i * 1000, high: i * 1000 + 999 });
+          await w.put(v);
+        }
+      });
+      await s.resources.indexing.analyze();
+      const [{ pk }] = await conn<{ pk: string }[]>`SELECT pk FROM resources WHERE id = 'e7'`;
+      // The shape of SqlBuilder.sortKey on PostgreSQL.
+      const plan = (await conn.unsafe(
+        'EXPLAIN (ANALYZE, COSTS OFF) SELECT MAX(s.high) FROM search_range s WHERE s.res = $1 AND s.k + 0 = ANY(ARRAY(SELECT k FROM search_keys))', [pk],
+      )).map((r) => r['QUERY PLAN'] as string).join('\n');
+      expect(plan).toContain('Index Only Scan using search_range_by_res');
+      expect(plan).toContain('Heap Fetches: 0');
+      const [{ max }] = await conn<{ max: number }[]>`SELECT MAX(high) AS max FROM search_range WHERE res = ${pk}`;
+      expect(max).toBe(7999);
+    } finally {
+      await conn.end();
+      await s.close();
+    }
+  });
+
   test('analyze gathers the statistics searches are planned by; onlyMissing finds the tables that have none', async () => {
     const db = await pg!.fresh();
     const s = db.open();

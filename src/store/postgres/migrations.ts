@@ -262,4 +262,16 @@ CREATE INDEX search_text_content ON search_text USING gin (content);
 UPDATE index_state SET value = 2 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 10,
+    name: 'search_range_by_res',
+    sql: `
+-- Date, number and quantity rows read by their resource (a search's candidates probed, sort keys) carry
+-- their key and bounds in the index, so those reads are index-only: a search sorted on a date read each
+-- match's table row for its high end (Encounter?date=<month>&_sort=-date on a million resources, 653
+-- matches: 9.5 against 5.5 ms). Deletes by resource use it as they used the index it replaces.
+CREATE INDEX search_range_by_res ON search_range (res) INCLUDE (k, low, high);
+DROP INDEX search_range_res;
+`,
+  },
 ];

@@ -23,6 +23,20 @@ describe.if(pg !== undefined)('postgres adapter', () => {
   });
   afterAll(() => raw.end());
 
+  /** Runs `fn` with a migrated store on a fresh database and one connection of its own to it. */
+  async function onFreshDatabase(fn: (s: Store, conn: postgres.Sql) => Promise<void>): Promise<void> {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const conn = postgres(db.url, { max: 1 });
+    try {
+      await fn(s, conn);
+    } finally {
+      await conn.end();
+      await s.close();
+    }
+  }
+
   test('migrations are recorded in schema_migrations', async () => {
     const rows = await raw<{ version: number; name: string }[]>`SELECT version, name FROM schema_migrations ORDER BY version`;
     expect(rows.map((r) => [r.version, r.name])).toEqual(postgresMigrations.map((m) => [m.version, m.name]));
@@ -102,12 +116,9 @@ describe.if(pg !== undefined)('postgres adapter', () => {
     expect(row!.n).toBeGreaterThan(0);
     expect(row!.n).toBeLessThanOrEqual(4);
   });
-  test("a resource's date, number and quantity rows are read by the resource from the index alone (sort keys, probes)", async () => {
-    const db = await pg!.fresh();
-    const s = db.open();
-    await s.migrate();
-    const conn = postgres(db.url, { max: 1 });
-    try {
+
+  test("a resource's date, number and quantity rows are read by the resource from the index alone (sort keys, probes)", () =>
+    onFreshDatabase(async (s, conn) => {
       await s.resources.write(uniqueTenant(), async (w) => {
         for (let i = 0; i < 400; i++) {
           const v = version('Encounter', `e${i}`);
@@ -125,18 +136,10 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       expect(plan).toContain('Heap Fetches: 0');
       const [{ max }] = await conn<{ max: number }[]>`SELECT MAX(high) AS max FROM search_range WHERE res = ${pk}`;
       expect(max).toBe(7999);
-    } finally {
-      await conn.end();
-      await s.close();
-    }
-  });
+    }));
 
-  test('analyze gathers the statistics searches are planned by; onlyMissing finds the tables that have none', async () => {
-    const db = await pg!.fresh();
-    const s = db.open();
-    await s.migrate();
-    const conn = postgres(db.url, { max: 1 });
-    try {
+  test('analyze gathers the statistics searches are planned by; onlyMissing finds the tables that have none', () =>
+    onFreshDatabase(async (s, conn) => {
       await s.resources.write(uniqueTenant(), async (w) => {
         for (let i = 0; i < 50; i++) await w.put(version('Patient', `p${i}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i}`] }));
       });
@@ -156,9 +159,5 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       expect(await analysed()).not.toContain('search_index');
       expect(await s.resources.indexing.analyze({ onlyMissing: true })).toEqual(['search_index']);
       expect(await analysed()).toContain('search_index');
-    } finally {
-      await conn.end();
-      await s.close();
-    }
-  });
+    }));
 });

@@ -131,6 +131,7 @@ export class SqlBuilder {
   readonly values: SqlValue[] = [];
   /** `LEFT JOIN LATERAL` clauses the conditions need (correlation 'lateral'), for the FROM clause. */
   readonly laterals: string[] = [];
+  private lateralCount = 0;
   private aliases = 0;
 
   /** `base`: how many values the statement has before this builder's (placeholders continue from there). */
@@ -272,7 +273,7 @@ export class SqlBuilder {
 
   /** Adds `LEFT JOIN LATERAL (<body> LIMIT 1) mN ON true`; returns the condition that it found a row (or none). */
   lateral(body: string, not = false): string {
-    const m = `m${this.laterals.length}`;
+    const m = `m${this.lateralCount++}`;
     this.laterals.push(`LEFT JOIN LATERAL (${body} LIMIT 1) ${m} ON true`);
     return `${m}.hit IS ${not ? '' : 'NOT '}NULL`;
   }
@@ -649,21 +650,27 @@ function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: Se
   let from = 'resources r';
   const driver = plan?.driver;
   b.textAsSet = driver === undefined && b.dialect.text.setWhenUndriven;
-  // Probed by EXISTS (SQLite), the conditions on index rows test each driver row before its resource
-  // row is read: a patient's 80 Observations are narrowed to the 8 of a code on the compact index
-  // B-trees, and only those 8 resource rows (with their stored text on the same pages) are visited.
+  // The conditions on index rows test each driver row (its `res`) before its resource row is read:
+  // a patient's 80 Observations are narrowed to the 8 of a code on the compact index B-trees, and
+  // only those 8 resource rows (with their stored text on the same pages) are visited. SQLite probes
+  // by EXISTS; PostgreSQL's lateral probes join the driver's rows inside its subquery (the Observations
+  // of 170 patients named Smith, 11,685 probed for a code: 48 against 39 ms).
   const early: string[] = [];
+  const earlyLaterals: string[] = [];
   (q.where ?? []).forEach((c, i) => {
     if (i === driver) return;
-    if (driver !== undefined && b.correlation === 'exists' && onIndexRows(c)) early.push(b.condition(c, DRIVER_ROW, q.type));
-    else where.push(b.condition(c, 'r', q.type));
+    if (driver !== undefined && b.correlation !== 'in' && onIndexRows(c)) {
+      const before = b.laterals.length;
+      early.push(b.condition(c, DRIVER_ROW, q.type));
+      earlyLaterals.push(...b.laterals.splice(before));
+    } else where.push(b.condition(c, 'r', q.type));
   });
   if (driver !== undefined) {
     const rows = driver === 'compartment' ? compartmentRows(b, q.type, q.compartment!) : b.driverRows(q.where![driver]!, q.type);
     if (rows === undefined) throw new Error(`condition ${driver} cannot drive a search`);
     const d = DRIVER_ROW;
     const tested = early.length ? ` WHERE ${early.join(' AND ')}` : '';
-    driven = `(SELECT DISTINCT ${d}.res FROM (${rows}) ${d}${tested}) ${d}`;
+    driven = `(SELECT DISTINCT ${d}.res FROM (${rows}) ${d}${earlyLaterals.map((l) => ` ${l}`).join('')}${tested}) ${d}`;
     // SQLite keeps the left side of a CROSS JOIN as the outer loop.
     from = `${driven} ${b.dialect.driverJoin} resources r ON r.pk = ${d}.res`;
   }

@@ -9,7 +9,8 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, createMutex } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, planSearch, searchSql, SQLITE, type Dialect } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, planContext, plannedSearch, planSearch, SQLITE, type Dialect, type SqlValue } from '../search-sql.ts';
+import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createTextMover, type TextMover, type TextMoverOptions } from './text.ts';
@@ -137,9 +138,17 @@ export function createSqliteResources(
   const keys = createSqliteKeys(writer);
   // Searches compare index rows with the keys the writers have committed, found without a subquery.
   const dialect: Dialect = { ...SQLITE, knownKey: keys.known(reader) };
-  /** The search plan (SearchPlan), from the candidates' bounded counts on the reader. */
+  // The sizes of the types, for wide drivers (planSearch): counted on the (tenant, type) index, 16 ms
+  // for 686,776 Observations, at most once per TYPE_SIZE_MAX_AGE_MS.
+  const sizeOf = reader.query<{ n: number }, [string, string]>('SELECT COUNT(*) AS n FROM resources WHERE tenant = ? AND type = ?');
+  const sizes = createTypeSizes((tenant, type) => sizeOf.get(tenant, type)!.n);
+  /** A count's plan (SearchPlan), from the candidates' bounded counts on the reader. */
   const plan = (tenant: string, query: SearchQuery) =>
-    planSearch(driverCandidates(dialect, tenant, query), (sql, values) => reader.query<{ n: number }, (string | number)[]>(sql).get(...(values as (string | number)[]))!.n);
+    planSearch(
+      driverCandidates(dialect, tenant, query),
+      (sql, values) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n,
+      planContext(dialect, tenant, query, true, () => sizes.get(tenant, query.type)),
+    );
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
@@ -185,8 +194,11 @@ export function createSqliteResources(
       return q.present.all(tenant, type, JSON.stringify(ids)).map((r) => r.id);
     },
     async search(tenant, query) {
-      const { sql, values } = searchSql(dialect, tenant, query, await plan(tenant, query));
-      return reader.query<Row, (string | number)[]>(sql).all(...values).map(toVersion);
+      const rows = await plannedSearch<Row>(dialect, tenant, query, {
+        count: (sql, values) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n,
+        rows: (sql, values) => reader.query<Row, SqlValue[]>(sql).all(...values),
+      }, () => sizes.get(tenant, query.type));
+      return rows.map(toVersion);
     },
     async count(tenant, query) {
       const { sql, values } = countSql(dialect, tenant, query, countsOnIndex(query) ? undefined : await plan(tenant, query));

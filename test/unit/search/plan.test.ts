@@ -1,12 +1,13 @@
 /** The search planner: which indexed condition drives a search, and how much counting it costs to choose. */
 import { describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../../src/fhir/search.ts';
-import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, driverCandidates, planSearch, SQLITE, type DriverCandidate } from '../../../src/store/search-sql.ts';
+import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, DRIVER_WIDE_MAX_ROWS, driverCandidates, PLAN_SAMPLE_ROWS, planSearch, SQLITE, type DriverCandidate, type PlanContext } from '../../../src/store/search-sql.ts';
+import { createTypeSizes } from '../../../src/store/type-sizes.ts';
 
 /** Candidates whose statements are just their names, and a count that answers each one's rows up to the limit asked. */
 function counting(rows: Record<string, number>) {
   const asked: [string, number][] = [];
-  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, count: (limit) => ({ sql: `${name} ${limit}`, values: [] }) }));
+  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, sampled: true, count: (limit) => ({ sql: `${name} ${limit}`, values: [] }) }));
   const count = (sql: string) => {
     const [name, limit] = sql.split(' ') as [string, string];
     asked.push([name, Number(limit)]);
@@ -48,6 +49,48 @@ describe('planSearch', () => {
     }
   });
 
+  /** A PlanContext on SQLite's costs: `size` resources, a sample that finds `hits` of its rows (statement `sample N`). */
+  const context = (need: number, narrowed: boolean, size: number, hits = 0): PlanContext => ({
+    need, narrowed, costs: SQLITE.costs, typeSize: () => size,
+    sample: (rows) => ({ sql: `sample ${rows}`, values: [] }),
+  });
+  /** As counting(), with a sample statement answered `hits`, and the candidates named in `sets` left out of it. */
+  function withSample(rows: Record<string, number>, hits: number, sets: string[] = []) {
+    const c = counting(rows);
+    return {
+      ...c,
+      candidates: c.candidates.map((x, i) => ({ ...x, sampled: !sets.includes(Object.keys(rows)[i]!) })),
+      count: (sql: string) => (sql.startsWith('sample ') ? (c.asked.push(['sample', Number(sql.split(' ')[1])]), hits) : c.count(sql)),
+    };
+  }
+
+  test('a count or a sort on a parameter reads every match: a driver of up to DRIVER_WIDE_MAX_ROWS rows, fewer than the type\'s', async () => {
+    const { candidates, count, asked } = counting({ a: 30_000, b: 150_000 });
+    expect(await planSearch(candidates, count, context(Infinity, true, 1_000_000))).toEqual({ driver: 0 });
+    expect(asked.slice(-2)).toEqual([['a', DRIVER_WIDE_MAX_ROWS + 1], ['b', DRIVER_WIDE_MAX_ROWS + 1]]);
+    // Among 10,000 resources, 30,000 index rows (several values each) cost more than reading them all.
+    expect(await planSearch(candidates, count, context(Infinity, true, 10_000))).toEqual({});
+    expect(await planSearch(counting({ a: 150_000, b: 200_000 }).candidates, counting({ a: 150_000, b: 200_000 }).count, context(Infinity, true, 1_000_000))).toEqual({});
+  });
+
+  test('a lone condition of more than DRIVER_MAX_ROWS rows, for a page: read in order, no further count', async () => {
+    const { candidates, count, asked } = counting({ code: 80_000 });
+    const sized = { ...context(51, false, 0), typeSize: () => { throw new Error('not needed'); } };
+    expect(await planSearch(candidates, count, sized)).toEqual({});
+    expect(asked).toEqual([['code', DRIVER_MAX_ROWS + 1]]);
+  });
+
+  test('a chain left out of the sample is counted, and drives when the sample says its rows rarely match the rest', async () => {
+    // 686,776 Observations; a chain of 11,685 reference rows and a code that 4 in 100 have.
+    const rare = withSample({ chain: 11_685, code: 30_753 }, 4, ['chain']);
+    expect(await planSearch(rare.candidates, rare.count, context(51, true, 686_776))).toEqual({ driver: 0 });
+    expect(rare.asked.slice(4)).toEqual([['chain', DRIVER_WIDE_MAX_ROWS + 1], ['sample', PLAN_SAMPLE_ROWS]]);
+    // A code that 12 in 100 have: reading in order finds the page after 25,000 or so, each rejected
+    // by the chain's set on its key, which costs less than probing the chain's 11,685 rows.
+    const common = withSample({ chain: 11_685, code: 80_295 }, 12, ['chain']);
+    expect(await planSearch(common.candidates, common.count, context(51, true, 686_776))).toEqual({});
+  });
+
   test('each candidate statement has the limit planSearch asks for written in, not bound', () => {
     const [c] = driverCandidates(SQLITE, 't1', { type: 'Observation', where: [{ kind: 'token', param: 'code', values: [{ value: 'x' }] }], sort: [] } as never);
     // Four values of its own (tenant, type, parameter, code), and no placeholder for the limit.
@@ -76,5 +119,28 @@ describe('planSearch', () => {
     expect(compiled('subject=Patient/p1')[0]).toMatchObject({ reference: true });
     expect(compiled('clinical-status=active')[0]).not.toHaveProperty('reference');
     expect(compiled('patient:identifier=urn:mrn|1')[0]).not.toHaveProperty('reference');
+  });
+});
+
+describe('TypeSizes', () => {
+  test('measures a tenant\'s type once per period, shares a measurement in flight, and forgets a failed one', async () => {
+    let now = 0;
+    const asked: string[] = [];
+    let fail = false;
+    const sizes = createTypeSizes(async (tenant, type) => {
+      asked.push(`${tenant}/${type}`);
+      if (fail) throw new Error('down');
+      return asked.length * 10;
+    }, 1000, () => now);
+    expect(await Promise.all([sizes.get('t1', 'Observation'), sizes.get('t1', 'Observation')])).toEqual([10, 10]);
+    expect(await sizes.get('t2', 'Observation')).toBe(20);
+    now = 999;
+    expect(await sizes.get('t1', 'Observation')).toBe(10);
+    now = 1000;
+    fail = true;
+    await expect(sizes.get('t1', 'Observation')).rejects.toThrow('down');
+    fail = false;
+    expect(await sizes.get('t1', 'Observation')).toBe(40);
+    expect(asked).toEqual(['t1/Observation', 't2/Observation', 't1/Observation', 't1/Observation']);
   });
 });

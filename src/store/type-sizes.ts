@@ -1,0 +1,33 @@
+/**
+ * How many resources a tenant holds of each type, as the search planner needs it (planSearch's wide
+ * drivers): an estimate, within a factor of two or so, measured by the adapter at most once per
+ * `maxAgeMs` for each tenant and type. Writes change the sizes slowly and an estimate that is a few
+ * minutes old chooses the same plans, so no writer keeps it up to date.
+ */
+export interface TypeSizes {
+  get(tenant: string, type: string): Promise<number>;
+}
+
+export const TYPE_SIZE_MAX_AGE_MS = 5 * 60_000;
+
+export function createTypeSizes(
+  measure: (tenant: string, type: string) => number | Promise<number>,
+  maxAgeMs = TYPE_SIZE_MAX_AGE_MS,
+  now: () => number = Date.now,
+): TypeSizes {
+  const known = new Map<string, { size: Promise<number>; at: number }>();
+  return {
+    get(tenant, type) {
+      const key = `${tenant}\u0000${type}`;
+      const hit = known.get(key);
+      if (hit && now() - hit.at < maxAgeMs) return hit.size;
+      // Concurrent searches share one measurement; a failed one is not kept.
+      const size = Promise.resolve().then(() => measure(tenant, type));
+      known.set(key, { size, at: now() });
+      size.catch(() => {
+        if (known.get(key)?.size === size) known.delete(key);
+      });
+      return size;
+    },
+  };
+}

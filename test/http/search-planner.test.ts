@@ -78,6 +78,9 @@ for (const target of targets) {
         expect(await paged(`Observation?code=odd&category=laboratory&_sort=-_lastUpdated&_count=${count}`)).toEqual(byLastUpdated(few));
       }
       expect((await api.search('Observation?category=laboratory&code=odd&_total=accurate&_count=2')).total).toBe(20);
+      expect((await api.search('Observation?category=laboratory&code=odd&_summary=count')).total).toBe(20);
+      // Sorted on a parameter (every match is read, paged by offset): the same 20, ties by id.
+      for (const count of [3, 50]) expect(await paged(`Observation?category=laboratory&code=odd&_sort=-code&_count=${count}`)).toEqual(ids(few));
     });
 
     test('two large conditions no resource meets together: an empty page and a total of 0', async () => {

@@ -30,7 +30,8 @@ export interface TextMover {
 
 /**
  * Moves recent and stale rows into FTS5 (see above), through the writer connection's queue. A move
- * that fails (the database busy or gone) is left for the next one; the rows stay searchable where they are.
+ * that finds the database busy is tried again after `moveAfterMs`, and one that fails (the database
+ * gone) is left for the next; the rows stay searchable where they are.
  */
 export function createTextMover(writer: Database, serial: ReturnType<typeof createMutex>, options: TextMoverOptions = {}): TextMover {
   const moveAt = options.moveAt ?? 1000;
@@ -38,6 +39,27 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
   let waiting = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let queued = false;
+
+  // The connection's busy timeout, restored after the mover's own BEGIN (which does not wait).
+  const busyTimeout = writer.query<{ timeout: number }, []>('PRAGMA busy_timeout').get()?.timeout ?? 0;
+
+  /**
+   * Starts the move's transaction if the database's write lock is free at once: waiting for it would
+   * block the thread (SQLite's busy handler sleeps), and with it every request of the process, while
+   * another process writes, or another connection of this thread holds the lock across an await.
+   */
+  function begin(): boolean {
+    writer.exec('PRAGMA busy_timeout = 0');
+    try {
+      writer.exec('BEGIN IMMEDIATE');
+      return true;
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_BUSY') return false;
+      throw err;
+    } finally {
+      writer.exec(`PRAGMA busy_timeout = ${busyTimeout}`);
+    }
+  }
 
   function move(): void {
     if (timer) clearTimeout(timer);
@@ -47,7 +69,8 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
     void serial(async () => {
       queued = false;
       try {
-        writer.exec('BEGIN IMMEDIATE');
+        // Busy: tried again after moveAfterMs; the rows stay searchable where they are.
+        if (!begin()) return later();
         writer.exec('DELETE FROM search_text WHERE rowid IN (SELECT res FROM search_text_stale)');
         writer.exec('DELETE FROM search_text_stale');
         writer.exec('INSERT INTO search_text (rowid, narrative, content, scope) SELECT res, narrative, content, scope FROM search_text_recent');
@@ -64,14 +87,17 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
     });
   }
 
+  function later(): void {
+    if (timer) return;
+    timer = setTimeout(move, moveAfterMs);
+    timer.unref?.();
+  }
+
   function noted(n: number): void {
     if (n <= 0) return;
     waiting += n;
     if (waiting >= moveAt) move();
-    else if (!timer) {
-      timer = setTimeout(move, moveAfterMs);
-      timer.unref?.();
-    }
+    else later();
   }
 
   // Rows another process (an import that ended) left behind are moved too.

@@ -47,6 +47,18 @@ export function ids(bundle: Json): string[] {
   return (bundle.entry ?? []).filter((e: Json) => e.search?.mode !== 'outcome').map((e: Json) => e.resource.id);
 }
 
+/** The ids of the `match` entries of a search's pages, the first and every page its `next` links lead to. */
+export async function matchesOfAllPages(api: FhirClient, query: string): Promise<string[]> {
+  const seen: string[] = [];
+  let next: string | undefined = query;
+  while (next) {
+    const b = await api.search(next);
+    seen.push(...(b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id));
+    next = link(b, 'next');
+  }
+  return seen;
+}
+
 /** The link of `relation` in a Bundle, if any. */
 export function link(bundle: Json, relation: string): string | undefined {
   return bundle.link?.find((l: Json) => l.relation === relation)?.url;

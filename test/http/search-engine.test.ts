@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
 const UCUM = 'http://unitsofmeasure.org';
@@ -384,16 +384,7 @@ await eachStore((kind, fresh) => {
           return (descending ? y - x : x - y) || tie;
         })
         .map((x) => x.id);
-      const paged = async (query: string) => {
-        const seen: string[] = [];
-        let next: string | undefined = query;
-        while (next) {
-          const b = await api.search(next);
-          seen.push(...(b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id));
-          next = b.link.find((l: Json) => l.relation === 'next')?.url;
-        }
-        return seen;
-      };
+      const paged = (query: string) => matchesOfAllPages(api, query);
       const down = byKey('end', true);
       for (const count of [1, 3, 4, 7, 50]) {
         expect(await paged(`Encounter?subject=Patient/sorted-p&_sort=-date&_count=${count}`)).toEqual(down);

@@ -11,7 +11,7 @@ import postgres from 'postgres';
 import { compileSearch } from '../../src/fhir/search.ts';
 import { plannedSearch, POSTGRES, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { firstVersions } from '../helpers/versions.ts';
 import type { Condition } from '../../src/store/types.ts';
@@ -45,17 +45,7 @@ for (const target of targets) {
     let t: TestApp;
     let api: FhirClient;
     let url: string;
-    /** Every match of a query, page after page. */
-    const paged = async (query: string): Promise<string[]> => {
-      const seen: string[] = [];
-      let next: string | undefined = query;
-      while (next) {
-        const b = await api.search(next);
-        seen.push(...(b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id));
-        next = b.link.find((l: Json) => l.relation === 'next')?.url;
-      }
-      return seen;
-    };
+    const paged = (query: string) => matchesOfAllPages(api, query);
 
     beforeAll(async () => {
       const db = await target.fresh();

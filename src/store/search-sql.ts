@@ -808,31 +808,26 @@ export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuer
 
 const isReference = (c: Condition): boolean => c.kind === 'token' && c.reference === true;
 
-/**
- * Whether PlanContext.sample tests a condition: one that probes index rows by the resource's key
- * alone. Chains, `_has` and full text are read as sets (as costly as the search), `_id` and
- * `_lastUpdated` are columns of the resource row, which the sample does not read.
- */
-function sampled(c: Condition): boolean {
+/** Whether a condition, and each it nests, is of none of `kinds`. */
+function noneOf(c: Condition, kinds: ReadonlySet<Condition['kind']>): boolean {
   switch (c.kind) {
-    case 'chain': case 'has': case 'text': case 'id': case 'lastUpdated': return false;
-    case 'or': return c.any.every(sampled);
-    case 'and': return c.all.every(sampled);
-    case 'not': return sampled(c.condition);
-    default: return true;
+    case 'or': return c.any.every((x) => noneOf(x, kinds));
+    case 'and': return c.all.every((x) => noneOf(x, kinds));
+    case 'not': return noneOf(c.condition, kinds);
+    default: return !kinds.has(c.kind);
   }
 }
 
-/** Whether reading a search without a driver tests each of its conditions by probes alone (no set). */
-function probedAlone(c: Condition): boolean {
-  switch (c.kind) {
-    case 'chain': case 'has': case 'text': return false;
-    case 'or': return c.any.every(probedAlone);
-    case 'and': return c.all.every(probedAlone);
-    case 'not': return probedAlone(c.condition);
-    default: return true;
-  }
-}
+/** Conditions a search without a driver reads as sets: chains, `_has`, full text. */
+const SETS: ReadonlySet<Condition['kind']> = new Set(['chain', 'has', 'text']);
+/** And `_id` and `_lastUpdated`, columns of the resource row, which PlanContext.sample does not read. */
+const UNSAMPLED: ReadonlySet<Condition['kind']> = new Set([...SETS, 'id', 'lastUpdated']);
+
+/** Whether PlanContext.sample tests a condition: one that probes index rows by the resource's key alone. */
+const sampled = (c: Condition): boolean => noneOf(c, UNSAMPLED);
+
+/** Whether reading a search without a driver tests a condition by probes alone (no set). */
+const probedAlone = (c: Condition): boolean => noneOf(c, SETS);
 
 /** Resource row `a` is in the patient's compartment, probed (correlation 'exists' or 'lateral'). */
 function compartmentProbe(b: SqlBuilder, a: string, patient: string): string {

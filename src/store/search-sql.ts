@@ -647,7 +647,7 @@ export interface PlanContext {
  * `need × size / matches` resources, and reads all of them for a count, a sort on a parameter, or
  * conditions no resource meets together. One of up to DRIVER_WIDE_MAX_ROWS rows may cost less: the
  * Observations of the 170 patients named Smith (11,685) with a code a tenth of them have; a category
- * and a code that no Observation has together (5.2 s for 686,776 Observations on SQLite, 38 ms driven
+ * and a code that no Observation has together (6.5 s for 686,776 Observations on SQLite, 44 ms driven
  * by the code's 80,295 rows). The matches are estimated from the first resources of the type: those
  * plannedSearch read (`tried`, every condition tested), or else a sample (PlanContext.sample) and
  * the counts of the conditions left out of it, taken as independent. A candidate is counted only up

@@ -918,9 +918,6 @@ function nthRow(b: SqlBuilder, q: SearchQuery, rows: number, columns: string): s
   return `SELECT ${columns} FROM resources x WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT 1 OFFSET ${Math.max(0, Math.trunc(rows) - 1)}`;
 }
 
-/** A string after every resource id (ids are at most 64 of `[A-Za-z0-9\-.]`). */
-const AFTER_IDS = AFTER_PREFIX;
-
 /**
  * Row `r` is among the type's first resources in a keyset sort's order, up to the one the statement's
  * `bound` holds (nthRow), or the type has fewer: a bound on the sort key, so that the resources are
@@ -930,7 +927,8 @@ function withinBound(b: SqlBuilder, q: SearchQuery): string {
   const keyset = keysetSort(q.sort)!;
   const op = keyset.descending ? '>=' : '<=';
   const past = (col: string, value: SqlValue) => `COALESCE((SELECT ${col} FROM bound), ${b.v(value)})`;
-  const pastIds = keyset.descending ? '' : AFTER_IDS;
+  // Past every resource id: '' descending; ascending, a string after any (ids are of `[A-Za-z0-9\-.]`).
+  const pastIds = keyset.descending ? '' : AFTER_PREFIX;
   if (keyset.by === 'id') return `r.id ${op} ${past('id', pastIds)}`;
   const pastTimes = keyset.descending ? -Number.MAX_SAFE_INTEGER : Number.MAX_SAFE_INTEGER;
   return `(r.last_updated, r.id) ${op} (${past('last_updated', pastTimes)}, ${past('id', pastIds)})`;
@@ -953,11 +951,11 @@ const COLUMNS = 'r.type, r.id, r.version_id, r.last_updated, r.deleted, r.conten
  */
 export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?: SearchPlan, within?: number): { sql: string; values: SqlValue[] } {
   const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
-  const bounded = within !== undefined && plan?.driver === undefined && keysetSort(q.sort) !== undefined;
-  // The last of the first resources, read once (nthRow; its values come first in the statement).
-  const bound = bounded ? `WITH bound AS MATERIALIZED (${nthRow(b, q, within!, keysetSort(q.sort)!.by === 'id' ? 'x.id AS id' : 'x.id AS id, x.last_updated AS last_updated')}) ` : '';
-  const { from, where, driven, alone } = fromWhere(b, q, true, plan, bounded);
   const keyset = keysetSort(q.sort);
+  const bounded = within !== undefined && plan?.driver === undefined && keyset !== undefined;
+  // The last of the first resources, read once (nthRow; its values come first in the statement).
+  const bound = bounded ? `WITH bound AS MATERIALIZED (${nthRow(b, q, within!, keyset!.by === 'id' ? 'x.id AS id' : 'x.id AS id, x.last_updated AS last_updated')}) ` : '';
+  const { from, where, driven, alone } = fromWhere(b, q, true, plan, bounded);
   if (alone && !keyset && q.sort[0]!.by === 'param') return sortedDriven(b, q, driven!, where);
   let keys: [string, string][];
   if (keyset) {

@@ -61,6 +61,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
   const snapshot = createPostgresSnapshot(sql);
   const searchKeys = createPostgresKeys(keysSql);
   const sizes = estimatedSizes(sql);
+  const count = countRows(sql);
   return {
     async read(tenant, type, id) {
       const [row] = await sql<Row[]>`
@@ -89,7 +90,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
     },
     async search(tenant, query) {
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
-        count: countRows(sql),
+        count,
         rows: (text, values) => sql.unsafe<Row[]>(text, values),
       }, () => sizes.get(tenant, query.type));
       return rows.map(toVersion);

@@ -142,13 +142,11 @@ export function createSqliteResources(
   // for 686,776 Observations, at most once per TYPE_SIZE_MAX_AGE_MS.
   const sizeOf = reader.query<{ n: number }, [string, string]>('SELECT COUNT(*) AS n FROM resources WHERE tenant = ? AND type = ?');
   const sizes = createTypeSizes((tenant, type) => sizeOf.get(tenant, type)!.n);
-  /** A count's plan (SearchPlan), from the candidates' bounded counts on the reader. */
+  /** A planner's count (planSearch, plannedSearch) on the reader. */
+  const countRows = (sql: string, values: SqlValue[]) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n;
+  /** A count's plan (SearchPlan), from the candidates' bounded counts. */
   const plan = (tenant: string, query: SearchQuery) =>
-    planSearch(
-      driverCandidates(dialect, tenant, query),
-      (sql, values) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n,
-      planContext(dialect, tenant, query, true, () => sizes.get(tenant, query.type)),
-    );
+    planSearch(driverCandidates(dialect, tenant, query), countRows, planContext(dialect, tenant, query, true, () => sizes.get(tenant, query.type)));
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(
@@ -195,7 +193,7 @@ export function createSqliteResources(
     },
     async search(tenant, query) {
       const rows = await plannedSearch<Row>(dialect, tenant, query, {
-        count: (sql, values) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n,
+        count: countRows,
         rows: (sql, values) => reader.query<Row, SqlValue[]>(sql).all(...values),
       }, () => sizes.get(tenant, query.type));
       return rows.map(toVersion);

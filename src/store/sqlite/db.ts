@@ -31,6 +31,98 @@ export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_
   return db;
 }
 
+/** The connection's busy timeout, in ms. */
+function busyTimeoutOf(db: Database): number {
+  return db.query<{ timeout: number }, []>('PRAGMA busy_timeout').get()?.timeout ?? 0;
+}
+
+/** True for SQLITE_BUSY and its extended codes: another connection holds a lock the statement needs. */
+export function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_BUSY(_|$)/.test(code);
+}
+
+/**
+ * Runs `fn` with the connection's busy timeout at 0, so that a statement needing another connection's
+ * lock fails at once (SQLITE_BUSY) instead of sleeping in SQLite's busy handler. That handler blocks
+ * the thread, and with it every request of the process, for as long as another process writes, or for
+ * the whole busy timeout when the holder is another connection of this thread waiting on an await.
+ */
+function withoutWaiting<T>(db: Database, fn: () => T): T {
+  const timeout = busyTimeoutOf(db);
+  const restore = () => db.exec(`PRAGMA busy_timeout = ${timeout}`);
+  db.exec('PRAGMA busy_timeout = 0');
+  let result: T;
+  try {
+    result = fn();
+  } catch (err) {
+    restore();
+    throw err;
+  }
+  if (result instanceof Promise) return result.finally(restore) as T;
+  restore();
+  return result;
+}
+
+/** Longest pause between two tries for a busy lock, in ms (SQLite's own handler goes up to 100). */
+const MAX_BUSY_PAUSE_MS = 25;
+
+/**
+ * Runs `attempt` until it no longer fails with SQLITE_BUSY, pausing in between without blocking the
+ * thread (1 ms, doubling up to MAX_BUSY_PAUSE_MS); past the connection's busy timeout the last busy
+ * error is thrown (a 503 for requests).
+ */
+async function whileBusy<T>(db: Database, attempt: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + busyTimeoutOf(db);
+  for (let pause = 1; ; pause = Math.min(pause * 2, MAX_BUSY_PAUSE_MS)) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!isBusy(err) || performance.now() + pause > deadline) throw err;
+    }
+    await Bun.sleep(pause);
+  }
+}
+
+/** Takes the write lock if it is free at once: false when another connection holds it. */
+export function tryBeginImmediate(db: Database): boolean {
+  try {
+    withoutWaiting(db, () => db.exec('BEGIN IMMEDIATE'));
+    return true;
+  } catch (err) {
+    if (isBusy(err)) return false;
+    throw err;
+  }
+}
+
+/** `BEGIN IMMEDIATE`, waiting for the write lock (up to the busy timeout) without blocking the thread. */
+export function beginImmediate(db: Database): Promise<void> {
+  return whileBusy(db, async () => withoutWaiting(db, () => void db.exec('BEGIN IMMEDIATE')));
+}
+
+/**
+ * Runs `fn`'s statements in one transaction on `db` (a writer connection, inside its queue), waiting
+ * for the write lock without blocking the thread. The transaction is deferred: a read takes no lock,
+ * so reads never wait for another process's writes; a write that finds the lock taken fails at once,
+ * the transaction is rolled back (nothing of it stays) and `fn` runs again after a pause. So `fn` must
+ * have no effects but its statements. A failure of `fn` rolls its statements back.
+ */
+export function writeTransaction<T>(db: Database, fn: () => T | Promise<T>): Promise<T> {
+  return whileBusy(db, () =>
+    withoutWaiting(db, async () => {
+      db.exec('BEGIN');
+      try {
+        const result = await fn();
+        db.exec('COMMIT');
+        return result;
+      } catch (err) {
+        if (db.inTransaction) db.exec('ROLLBACK');
+        throw err;
+      }
+    }),
+  );
+}
+
 /** WAL size at which a commit checkpoints in line: SQLite's default of 1,000 pages, at 4 KiB. */
 const AUTOCHECKPOINT_BYTES = 1000 * 4096;
 
@@ -79,13 +171,19 @@ export function createMutex() {
 type Mutex = ReturnType<typeof createMutex>;
 
 /**
- * Wraps every method of a repo that uses the writer connection in the write queue, so none of its
- * statements can run inside (or see) another request's open transaction on that connection.
+ * Wraps every method of a repo that uses the writer connection `db` in the write queue, so none of its
+ * statements can run inside (or see) another request's open transaction on that connection, and each
+ * call in a writeTransaction: its statements commit together, and a write waits for another process's
+ * lock without blocking the thread. The repos' methods have no effects but their statements. The
+ * methods named in `reads` run at once on `reads.repo` (the same repo on the reader connection), so
+ * a read never waits behind a write that waits for the lock.
  */
-export function serialized<T extends object>(repo: T, run: Mutex): T {
+export function serialized<T extends object>(repo: T, run: Mutex, db: Database, reads?: { repo: T; methods: readonly (keyof T)[] }): T {
   const out = {} as Record<string, unknown>;
   for (const [key, value] of Object.entries(repo)) {
-    out[key] = typeof value === 'function' ? (...args: unknown[]) => run(() => Promise.resolve(value.apply(repo, args))) : value;
+    if (typeof value !== 'function') out[key] = value;
+    else if (reads?.methods.includes(key as keyof T)) out[key] = (reads.repo as Record<string, unknown>)[key];
+    else out[key] = (...args: unknown[]) => run(() => writeTransaction(db, () => value.apply(repo, args)));
   }
   return out as T;
 }

@@ -2,16 +2,11 @@ import type { Database } from 'bun:sqlite';
 import type { ExportCleanupRepo, ExportDownloadRepo, ExportJobRepo, ExportJobState, ExportPatient, ExportScratchRepo } from '../types.ts';
 import { toJob } from '../rows/export-jobs.ts';
 import type { JobRow } from '../rows/export-jobs.ts';
-import type { createMutex } from './db.ts';
+import { writeTransaction, type createMutex } from './db.ts';
 
 const IN_PROGRESS_BY = "state = 'in-progress' AND id = ? AND lease_owner = ?";
 /** No download holds the job's files at `?` (now). */
 const NOT_HELD = 'NOT EXISTS (SELECT 1 FROM export_downloads d WHERE d.job_id = export_jobs.id AND d.until >= ?)';
-
-/** Runs `fn` in a `BEGIN IMMEDIATE` transaction: it takes the write lock first, so claims never race. */
-function immediate<T>(db: Database, fn: () => T): T {
-  return db.transaction(fn).immediate();
-}
 
 /** The connections the export repositories share. Writes go through the writer connection's queue (`serial`); reads use `reader`. */
 export interface SqliteExportDb {
@@ -20,10 +15,13 @@ export interface SqliteExportDb {
   serial: ReturnType<typeof createMutex>;
 }
 
-/** `w`: runs a write in the queue; `changed`: runs an UPDATE or DELETE and tells whether it touched a row. */
+/**
+ * `w`: runs a write in the queue, in a writeTransaction (waiting for another process's lock without
+ * blocking the thread); `changed`: runs an UPDATE or DELETE and tells whether it touched a row.
+ */
 function writes({ writer, serial }: SqliteExportDb) {
   return {
-    w: <T>(fn: () => T) => serial(async () => fn()),
+    w: <T>(fn: () => T) => serial(() => writeTransaction(writer, fn)),
     changed: (sql: string, ...params: (string | number | null)[]) => writer.query(sql).run(...params).changes > 0,
   };
 }
@@ -34,52 +32,48 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
   const { w, changed } = writes(db);
   return {
     create(job, patients, maxActive) {
-      return w(() =>
-        immediate(writer, () => {
-          const active = writer
-            .query<{ n: number }, [string, string]>(
-              "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')",
-            )
-            .get(job.tenant, job.clientId)!.n;
-          if (active >= maxActive) return false;
-          writer
-            .query(
-              `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress,
-                 lease_owner, lease_until, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-            )
-            .run(
-              job.id, job.tenant, job.clientId, job.claim ? 'in-progress' : 'accepted', job.request, job.spec, job.transactionTime,
-              job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseUntil ?? null, job.claim ? 1 : 0,
-            );
-          const add = writer.query('INSERT OR IGNORE INTO export_patients (job_id, patient, joined) VALUES (?, ?, ?)');
-          for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
-          return true;
-        }),
-      );
+      return w(() => {
+        const active = writer
+          .query<{ n: number }, [string, string]>(
+            "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')",
+          )
+          .get(job.tenant, job.clientId)!.n;
+        if (active >= maxActive) return false;
+        writer
+          .query(
+            `INSERT INTO export_jobs (id, tenant, client_id, state, request, spec, transaction_time, created_at, updated_at, progress,
+               lease_owner, lease_until, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            job.id, job.tenant, job.clientId, job.claim ? 'in-progress' : 'accepted', job.request, job.spec, job.transactionTime,
+            job.createdAt, job.createdAt, job.progress, job.claim?.owner ?? null, job.claim?.leaseUntil ?? null, job.claim ? 1 : 0,
+          );
+        const add = writer.query('INSERT OR IGNORE INTO export_patients (job_id, patient, joined) VALUES (?, ?, ?)');
+        for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
+        return true;
+      });
     },
     async get(tenant, id) {
       const r = reader.query<JobRow, [string, string]>('SELECT * FROM export_jobs WHERE tenant = ? AND id = ?').get(tenant, id);
       return r ? toJob(r) : null;
     },
     claim(owner, now, leaseMs, id) {
-      return w(() =>
-        immediate(writer, () => {
-          const pick = id
-            ? writer.query<{ id: string }, [string, number]>(
-                "SELECT id FROM export_jobs WHERE id = ? AND (state = 'accepted' OR (state = 'in-progress' AND lease_until < ?))",
-              ).get(id, now)
-            : writer.query<{ id: string }, [number]>(
-                "SELECT id FROM export_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ?) ORDER BY created_at, id LIMIT 1",
-              ).get(now);
-          if (!pick) return null;
-          const r = writer
-            .query<JobRow, [string, number, number, string]>(
-              "UPDATE export_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *",
-            )
-            .get(owner, now + leaseMs, now, pick.id)!;
-          return toJob(r);
-        }),
-      );
+      return w(() => {
+        const pick = id
+          ? writer.query<{ id: string }, [string, number]>(
+              "SELECT id FROM export_jobs WHERE id = ? AND (state = 'accepted' OR (state = 'in-progress' AND lease_until < ?))",
+            ).get(id, now)
+          : writer.query<{ id: string }, [number]>(
+              "SELECT id FROM export_jobs WHERE state = 'accepted' OR (state = 'in-progress' AND lease_until < ?) ORDER BY created_at, id LIMIT 1",
+            ).get(now);
+        if (!pick) return null;
+        const r = writer
+          .query<JobRow, [string, number, number, string]>(
+            "UPDATE export_jobs SET state = 'in-progress', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING *",
+          )
+          .get(owner, now + leaseMs, now, pick.id)!;
+        return toJob(r);
+      });
     },
     checkpoint(id, owner, now, leaseMs, progress) {
       return w(() =>
@@ -112,16 +106,14 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
       ));
     },
     cancel(tenant, id, now) {
-      return w(() =>
-        immediate(writer, () => {
-          const r = writer
-            .query<{ state: ExportJobState }, [string, string]>("SELECT state FROM export_jobs WHERE tenant = ? AND id = ? AND state <> 'cancelled'")
-            .get(tenant, id);
-          if (!r) return null;
-          writer.query("UPDATE export_jobs SET state = 'cancelled', updated_at = ? WHERE id = ?").run(now, id);
-          return r.state;
-        }),
-      );
+      return w(() => {
+        const r = writer
+          .query<{ state: ExportJobState }, [string, string]>("SELECT state FROM export_jobs WHERE tenant = ? AND id = ? AND state <> 'cancelled'")
+          .get(tenant, id);
+        if (!r) return null;
+        writer.query("UPDATE export_jobs SET state = 'cancelled', updated_at = ? WHERE id = ?").run(now, id);
+        return r.state;
+      });
     },
     async countByState() {
       const out: Record<string, number> = {};
@@ -149,15 +141,13 @@ export function createSqliteExportScratch(db: SqliteExportDb): ExportScratchRepo
         .map((r): ExportPatient => ({ id: r.patient, joined: r.joined === 1 }));
     },
     noteProvenance(jobId, rows) {
-      return w(() =>
-        immediate(writer, () => {
-          const q = writer.query(
-            'INSERT INTO export_provenance (job_id, target, provenance, rank) VALUES (?, ?, ?, ?) ' +
-              'ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank WHERE excluded.rank > export_provenance.rank',
-          );
-          for (const r of rows) q.run(jobId, r.target, r.provenance, r.rank);
-        }),
-      );
+      return w(() => {
+        const q = writer.query(
+          'INSERT INTO export_provenance (job_id, target, provenance, rank) VALUES (?, ?, ?, ?) ' +
+            'ON CONFLICT (job_id, target) DO UPDATE SET provenance = excluded.provenance, rank = excluded.rank WHERE excluded.rank > export_provenance.rank',
+        );
+        for (const r of rows) q.run(jobId, r.target, r.provenance, r.rank);
+      });
     },
     async latestProvenance(jobId, after, limit) {
       return reader
@@ -176,18 +166,16 @@ export function createSqliteExportDownloads(db: SqliteExportDb): ExportDownloadR
   const { w } = writes(db);
   return {
     holdFiles(tenant, id, download, now, until, starting) {
-      return w(() =>
-        immediate(writer, () => {
-          const ok = writer
-            .query<{ id: string }, [string, string, number]>(
-              "SELECT id FROM export_jobs WHERE tenant = ? AND id = ? AND state = 'completed' AND purged = 0" + (starting ? ' AND expires_at > ?' : ' AND ? IS NOT NULL'),
-            )
-            .get(tenant, id, now);
-          if (!ok) return false;
-          writer.query('INSERT OR REPLACE INTO export_downloads (job_id, download, until) VALUES (?, ?, ?)').run(id, download, until);
-          return true;
-        }),
-      );
+      return w(() => {
+        const ok = writer
+          .query<{ id: string }, [string, string, number]>(
+            "SELECT id FROM export_jobs WHERE tenant = ? AND id = ? AND state = 'completed' AND purged = 0" + (starting ? ' AND expires_at > ?' : ' AND ? IS NOT NULL'),
+          )
+          .get(tenant, id, now);
+        if (!ok) return false;
+        writer.query('INSERT OR REPLACE INTO export_downloads (job_id, download, until) VALUES (?, ?, ?)').run(id, download, until);
+        return true;
+      });
     },
     async releaseFiles(id, download) {
       await w(() => writer.query('DELETE FROM export_downloads WHERE job_id = ? AND download = ?').run(id, download));
@@ -219,14 +207,12 @@ export function createSqliteExportCleanup(db: SqliteExportDb): ExportCleanupRepo
       );
     },
     remove(id) {
-      return w(() =>
-        immediate(writer, () => {
-          writer.query('DELETE FROM export_patients WHERE job_id = ?').run(id);
-          writer.query('DELETE FROM export_provenance WHERE job_id = ?').run(id);
-          writer.query('DELETE FROM export_downloads WHERE job_id = ?').run(id);
-          writer.query('DELETE FROM export_jobs WHERE id = ?').run(id);
-        }),
-      );
+      return w(() => {
+        writer.query('DELETE FROM export_patients WHERE job_id = ?').run(id);
+        writer.query('DELETE FROM export_provenance WHERE job_id = ?').run(id);
+        writer.query('DELETE FROM export_downloads WHERE job_id = ?').run(id);
+        writer.query('DELETE FROM export_jobs WHERE id = ?').run(id);
+      });
     },
     async purgedBefore(before, limit) {
       return reader

@@ -1,3 +1,4 @@
+import type { Database } from 'bun:sqlite';
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { createCheckpointer } from './checkpointer.ts';
@@ -34,6 +35,12 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
   // One queue for every write on the writer connection, so statements never run inside another's transaction.
   const serial = createMutex();
   const checkpointer = path === ':memory:' ? undefined : createCheckpointer(path);
+  /**
+   * A repo whose writes go through the writer's queue (serialized) and whose `reads` run on the reader
+   * connection, behind no write (one connection for both in memory, so there everything queues).
+   */
+  const repo = <T extends object>(make: (db: Database) => T, reads: readonly (keyof T)[]) =>
+    g(serialized(make(writer), serial, writer, reader === writer ? undefined : { repo: make(reader), methods: reads }));
   let resources: Store['resources'] | undefined;
   let exports: Store['exports'] | undefined;
   const store: Store = {
@@ -55,12 +62,12 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
       if (reader !== writer) reader.close();
       if (scanner !== writer) scanner.close();
     },
-    tenants: g(serialized(createSqliteTenants(writer), serial)),
-    clients: g(serialized(createSqliteClients(writer), serial)),
-    keys: g(serialized(createSqliteKeys(writer), serial)),
-    users: g(serialized(createSqliteUsers(writer), serial)),
-    oauth: g(serialized(createSqliteOAuth(writer), serial)),
-    counters: g(serialized(createSqliteCounters(writer), serial)),
+    tenants: repo(createSqliteTenants, ['get', 'list', 'validationDebt']),
+    clients: repo(createSqliteClients, ['get', 'list']),
+    keys: repo(createSqliteKeys, ['list']),
+    users: repo(createSqliteUsers, ['get', 'byUsername']),
+    oauth: repo(createSqliteOAuth, ['getRefreshToken', 'isRevoked', 'revokedSince']),
+    counters: repo(createSqliteCounters, ['peek']),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
       return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text)));

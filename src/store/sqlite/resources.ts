@@ -8,7 +8,7 @@ import type {
   SearchQuery,
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
-import { autocheckpointPages, createMutex } from './db.ts';
+import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
 import { countSql, countsOnIndex, driverCandidates, planContext, plannedSearch, planSearch, SQLITE, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
@@ -77,8 +77,9 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
   let txKeys = keys.transaction();
   try {
     for (const write of group) {
-      // The group's transaction, or a new one after an error ended it (see below).
-      if (!writer.inTransaction) writer.exec('BEGIN IMMEDIATE');
+      // The group's transaction, or a new one after an error ended it (see below). Another process's
+      // write lock is waited for without blocking the thread, so reads go on meanwhile.
+      if (!writer.inTransaction) await beginImmediate(writer);
       writer.exec('SAVEPOINT write');
       const spKeys = txKeys.savepoint();
       try {
@@ -230,10 +231,10 @@ export function createSqliteResources(
         return { model: get('model'), after: get('reindex_after') };
       },
       async setState({ model, after }) {
-        await serial(async () => {
+        await serial(() => writeTransaction(writer, () => {
           writer.query("UPDATE index_state SET value = ? WHERE name = 'model'").run(model);
           writer.query("UPDATE index_state SET value = ? WHERE name = 'reindex_after'").run(after);
-        });
+        }));
       },
       async page(after, limit) {
         return reader

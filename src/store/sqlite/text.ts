@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { createMutex } from './db.ts';
+import { tryBeginImmediate, type createMutex } from './db.ts';
 
 /**
  * Full-text words on SQLite. FTS5 writes a segment and rewrites its structure record on every
@@ -40,27 +40,6 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
   let timer: ReturnType<typeof setTimeout> | undefined;
   let queued = false;
 
-  // The connection's busy timeout, restored after the mover's own BEGIN (which does not wait).
-  const busyTimeout = writer.query<{ timeout: number }, []>('PRAGMA busy_timeout').get()?.timeout ?? 0;
-
-  /**
-   * Starts the move's transaction if the database's write lock is free at once: waiting for it would
-   * block the thread (SQLite's busy handler sleeps), and with it every request of the process, while
-   * another process writes, or another connection of this thread holds the lock across an await.
-   */
-  function begin(): boolean {
-    writer.exec('PRAGMA busy_timeout = 0');
-    try {
-      writer.exec('BEGIN IMMEDIATE');
-      return true;
-    } catch (err) {
-      if ((err as { code?: string }).code === 'SQLITE_BUSY') return false;
-      throw err;
-    } finally {
-      writer.exec(`PRAGMA busy_timeout = ${busyTimeout}`);
-    }
-  }
-
   function move(): void {
     if (timer) clearTimeout(timer);
     timer = undefined;
@@ -69,8 +48,9 @@ export function createTextMover(writer: Database, serial: ReturnType<typeof crea
     void serial(async () => {
       queued = false;
       try {
-        // Busy: tried again after moveAfterMs; the rows stay searchable where they are.
-        if (!begin()) return later();
+        // The lock is taken only if free at once (waiting for it in SQLite's busy handler would block
+        // the thread); busy, the move is tried again after moveAfterMs, the rows searchable where they are.
+        if (!tryBeginImmediate(writer)) return later();
         writer.exec('DELETE FROM search_text WHERE rowid IN (SELECT res FROM search_text_stale)');
         writer.exec('DELETE FROM search_text_stale');
         writer.exec('INSERT INTO search_text (rowid, narrative, content, scope) SELECT res, narrative, content, scope FROM search_text_recent');

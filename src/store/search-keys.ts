@@ -7,7 +7,7 @@
  */
 import type { AnyIndexEntry, IndexEntryRecord, IndexTableSpec } from './index-tables.ts';
 import { INDEX_TABLES, rowsOf } from './index-tables.ts';
-import type { IndexRows } from './types.ts';
+import type { IndexRows, SharedKey } from './types.ts';
 
 /** What a key stands for ('' for a part that does not apply). */
 export interface SearchKey {
@@ -48,14 +48,21 @@ function step(level: Level, part: string): Level {
 }
 
 /**
- * `resolve` asked once per distinct key, the rest answered level by level (table, type, param, system,
- * code): a batch names a few hundred keys over hundreds of thousands of rows, and looking the parts up
- * costs far less than naming each row's key. For one writer or batch (its keys cannot change meanwhile).
+ * `resolve` asked once per distinct key, the rest answered by the entry's shared key (one Map lookup
+ * by identity) or level by level (table, type, param, system, code): a batch names a few hundred keys
+ * over hundreds of thousands of rows, and looking the parts up costs far less than naming each row's
+ * key. For one writer or batch (its keys cannot change meanwhile).
  */
 export function memoizedKeyOf(resolve: KeyOf): KeyOf {
   const seen = new Map<IndexTableSpec, Level>();
+  const shared = new Map<SharedKey, number>();
   return (spec, type, e) => {
-    const r = e as unknown as IndexEntryRecord;
+    const r = e as unknown as IndexEntryRecord & { key?: SharedKey };
+    if (r.key !== undefined) {
+      let k = shared.get(r.key);
+      if (k === undefined) shared.set(r.key, (k = resolve(spec, type, e)));
+      return k;
+    }
     const [system, code] = spec.key;
     let level = seen.get(spec);
     if (level === undefined) seen.set(spec, (level = new Map()));
@@ -94,9 +101,16 @@ export type KeyCache = ReturnType<typeof createKeyCache>;
 export function batchKeys(tenant: string, versions: { type: string; index: IndexRows }[], cache: KeyCache) {
   const known = new Map<string, number>();
   const missing = new Map<string, SearchKey>();
+  const shared = new Set<SharedKey>();
   for (const v of versions) {
     for (const spec of INDEX_TABLES) {
       for (const e of rowsOf(v.index, spec)) {
+        // Entries sharing a key object have the same key: named once.
+        const ref = (e as { key?: SharedKey }).key;
+        if (ref !== undefined) {
+          if (shared.has(ref)) continue;
+          shared.add(ref);
+        }
         const key = entryKey(spec, tenant, v.type, e);
         const name = keyName(key);
         if (known.has(name) || missing.has(name)) continue;

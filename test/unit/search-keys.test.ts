@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { specOf } from '../../src/store/index-tables.ts';
-import { batchKeys, createKeyCache, entryKey, keyName, MAX_CACHED_KEYS } from '../../src/store/search-keys.ts';
-import { NO_INDEX_ROWS } from '../../src/store/types.ts';
+import { batchKeys, createKeyCache, entryKey, keyName, MAX_CACHED_KEYS, memoizedKeyOf } from '../../src/store/search-keys.ts';
+import { NO_INDEX_ROWS, type SharedKey } from '../../src/store/types.ts';
 
 describe('search keys', () => {
   test("an entry's key: the token's system, the quantity's unit system and code, '' where a part does not apply", () => {
@@ -27,6 +27,26 @@ describe('search keys', () => {
     const { known: found, missing } = batchKeys('t', [{ type: 'Patient', index }, { type: 'Patient', index }], cache);
     expect([...found]).toEqual([[keyName(known), 7]]);
     expect([...missing.values()]).toEqual([{ ...known, system: 'b' }]);
+  });
+
+  test('entries sharing a key object: resolved once per batch and named once, the same k as by their fields', () => {
+    const tokens = specOf('tokens');
+    const shared: SharedKey = { table: 'search_index', type: 'Observation', param: 'code', system: 'http://loinc.org', code: '' };
+    const rows = ['1-8', '2-6', '3-4'].map((value) => ({ param: 'code', system: 'http://loinc.org', value, key: shared }));
+    const names: string[] = [];
+    const keyOf = memoizedKeyOf((spec, type, e) => {
+      const name = keyName(entryKey(spec, 't', type, e));
+      names.push(name);
+      return name.length;
+    });
+    const k = keyOf(tokens, 'Observation', { param: 'code', system: 'http://loinc.org', value: 'y' });
+    expect(rows.map((e) => keyOf(tokens, 'Observation', e))).toEqual([k, k, k]);
+    // Resolved once by the fields, once for the shared object: not once per row.
+    expect(names).toHaveLength(2);
+    expect(names[1]).toBe(names[0]);
+    const index = { ...NO_INDEX_ROWS, tokens: rows };
+    const { missing } = batchKeys('t', [{ type: 'Observation', index }, { type: 'Observation', index }], createKeyCache());
+    expect([...missing.values()]).toEqual([{ tenant: 't', type: 'Observation', param: 'code', system: 'http://loinc.org', code: '' }]);
   });
 
   test('the cache starts afresh past its bound', () => {

@@ -1,12 +1,29 @@
 /** Search: the index rows a version is stored with, and the compiled query every adapter renders to SQL. */
 
 /**
+ * The key fields of index entries (search_keys, src/store/search-keys.ts) as one object that the
+ * entries of a batch with the same ones share: the table, the resource type, the param, and the
+ * system and code ('' where the table has none). A writer resolves a shared key once per batch,
+ * finding it by identity; entries without one are resolved by their own fields. The import makes them
+ * as it unpacks its prepared chunks (src/fhir/import/packing.ts).
+ */
+export interface SharedKey {
+  table: IndexTable;
+  type: string;
+  param: string;
+  system: string;
+  code: string;
+}
+
+/**
  * A token, reference or uri value (`search_index`). Tokens: system + code; references: system = target
  * type, value = id; uris: system ''. `display`: a coded value's text (its CodeableConcept's text and its
  * display, normalised), which `:text` searches.
  */
 export interface IndexEntry {
   param: string;
+  /** The entry's key fields, shared with other entries (see SharedKey); equal to its own. */
+  key?: SharedKey;
   system: string;
   value: string;
   display?: string;
@@ -15,6 +32,8 @@ export interface IndexEntry {
 /** A string value (`search_string`): `value` normalised for matching (lower case, accents removed), `exact` as written. */
 export interface StringEntry {
   param: string;
+  /** The entry's key fields, shared with other entries (see SharedKey); equal to its own. */
+  key?: SharedKey;
   value: string;
   exact: string;
 }
@@ -26,6 +45,8 @@ export interface StringEntry {
  */
 export interface RangeEntry {
   param: string;
+  /** The entry's key fields, shared with other entries (see SharedKey); equal to its own. */
+  key?: SharedKey;
   system: string;
   code: string;
   low: number;
@@ -40,6 +61,8 @@ export interface RangeEntry {
  */
 export interface CompositeEntry {
   param: string;
+  /** The entry's key fields, shared with other entries (see SharedKey); equal to its own. */
+  key?: SharedKey;
   system1: string;
   value1: string;
   system2: string;

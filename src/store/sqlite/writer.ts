@@ -90,7 +90,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
   };
   // Prepared on first use (db.query caches them): a database part-way through its migrations has not every table.
   const clearIndex = (pk: number) => INDEX_TABLES.forEach((t) => db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(pk));
-  const inserters = INDEX_TABLES.map((t) => rowInserter(db, t.table, ['res', 'k', ...columnsOf(t)]));
+  const columns = INDEX_TABLES.map(columnsOf);
+  const inserters = INDEX_TABLES.map((t, i) => rowInserter(db, t.table, ['res', 'k', ...columns[i]!]));
   const addIndex = (values: Value[][]) => inserters.forEach((insert, i) => values[i]!.length && insert(values[i]!));
   const newIndexValues = (): Value[][] => INDEX_TABLES.map(() => []);
   const addCompartments = rowInserter(db, 'compartments', ['res', 'tenant', 'patient', 'type']);
@@ -123,7 +124,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
   function entryValues(v: VersionToWrite, pk: number, index: Value[][], compartments: Value[]): void {
     INDEX_TABLES.forEach((t, i) => {
       const out = index[i]!;
-      const cols = columnsOf(t);
+      const cols = columns[i]!;
       for (const e of rowsOf(v.index, t)) {
         out.push(pk, keyOf(t, v.type, e));
         for (const c of cols) out.push(e[c] ?? '');

@@ -5,6 +5,7 @@ import { prepareNdjson, CHUNK_RESOURCES } from '../../../src/fhir/import/ndjson.
 import { packVersions, unpackVersions } from '../../../src/fhir/import/packing.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../../../src/fhir/prepared.ts';
 import { parseReference } from '../../../src/fhir/references.ts';
+import type { SharedKey } from '../../../src/store/types.ts';
 import { newId, stamp, stampHead, stampTail, type Resource } from '../../../src/fhir/resource.ts';
 
 /** The stored text as composed before the split: resourceType, id, meta (versionId, lastUpdated, rest), rest. */
@@ -83,13 +84,51 @@ describe('packVersions / unpackVersions', () => {
     const counts = (v: PreparedVersion) => [v.index.tokens.length, v.index.strings.length, v.index.ranges.length, v.index.composites.length, v.compartments.length];
     expect(packed.shape).toEqual(new Int32Array(versions.flatMap(counts)));
     expect([...packed.shape.slice(10)]).toEqual([1, 1, 1, 1, 2]);
-    expect(unpackVersions(structuredClone(packed))).toEqual(versions);
+    const unpacked = unpackVersions(structuredClone(packed));
+    expect(unpacked.map(withoutKeys)).toEqual(versions);
     // The words for full-text search travel too (and a version without any stays without).
     expect(versions[0]!.index.text).toEqual({ narrative: '', content: 'zoe 张伟 u' });
     expect(unpackVersions(structuredClone(packed)).map((v) => v.index.text)).toEqual([versions[0]!.index.text, undefined, undefined]);
     expect(unpackVersions(packVersions([]))).toEqual([]);
   });
+
+  test('each distinct key is packed once; the entries of a key share one object, equal to their own fields', () => {
+    const versions = ['a', 'b', 'c'].map((id) =>
+      prepareVersion({
+        resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
+        category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
+        valueQuantity: { value: 70, system: 'http://unitsofmeasure.org', code: '/min' }, effectiveDateTime: '2020-01-01',
+      }, id));
+    const packed = packVersions(versions);
+    const rows = versions[0]!.index.tokens.length + versions[0]!.index.strings.length + versions[0]!.index.ranges.length + versions[0]!.index.composites.length;
+    expect(packed.rowKeys.length).toBe(3 * rows);
+    expect(packed.keyTables.length).toBe(rows);
+    expect(packed.keyParts.length).toBe(4 * rows);
+    const unpacked = unpackVersions(structuredClone(packed));
+    expect(unpacked.map(withoutKeys)).toEqual(versions);
+    const tables = ['tokens', 'strings', 'ranges', 'composites'] as const;
+    for (const table of tables) {
+      unpacked[0]!.index[table].forEach((e, i) => {
+        const entry = e as unknown as Record<string, unknown> & { key: SharedKey };
+        expect(unpacked[1]!.index[table][i]!.key).toBe(entry.key);
+        expect(unpacked[2]!.index[table][i]!.key).toBe(entry.key);
+        expect(entry.key.param).toBe(entry.param as string);
+        expect(entry.key.type).toBe('Observation');
+        expect(entry.key.system).toBe(table === 'tokens' || table === 'ranges' ? (entry.system as string) : '');
+        expect(entry.key.code).toBe(table === 'ranges' ? (entry.code as string) : '');
+      });
+    }
+    const quantity = unpacked[0]!.index.ranges.find((e) => e.param === 'value-quantity')!;
+    expect(quantity.key).toEqual({ table: 'search_range', type: 'Observation', param: 'value-quantity', system: 'http://unitsofmeasure.org', code: '/min' });
+  });
 });
+
+/** A version as it was packed: its entries without their shared keys. */
+function withoutKeys(v: PreparedVersion): PreparedVersion {
+  const strip = <T extends { key?: SharedKey }>(rows: T[]) => rows.map(({ key: _, ...e }) => e);
+  const { tokens, strings, ranges, composites, text } = v.index;
+  return { ...v, index: { tokens: strip(tokens), strings: strip(strings), ranges: strip(ranges), composites: strip(composites), ...(text ? { text } : {}) } };
+}
 
 describe('prepareNdjson', () => {
   const blob = (lines: string[]) => new Blob([lines.join('\n')]);

@@ -65,14 +65,19 @@ async function copyRows(tx: PgTx, target: string, rows: Iterable<string>): Promi
   let next = lines.next();
   if (next.done) return;
   const { stream, done } = await openCopy(tx, target);
-  let part = '';
+  // Lines are joined once per write: appending them one by one would build a rope that the write
+  // then has to flatten.
+  let part: string[] = [];
+  let chars = 0;
   for (; !next.done; next = lines.next()) {
-    part += next.value;
-    if (part.length < WRITE_CHARS) continue;
-    if (!stream.write(part)) await Promise.race([new Promise((resolve) => stream.once('drain', resolve)), done]);
-    part = '';
+    part.push(next.value);
+    chars += next.value.length;
+    if (chars < WRITE_CHARS) continue;
+    if (!stream.write(part.join(''))) await Promise.race([new Promise((resolve) => stream.once('drain', resolve)), done]);
+    part = [];
+    chars = 0;
   }
-  stream.end(part);
+  stream.end(part.join(''));
   await done;
 }
 

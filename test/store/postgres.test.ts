@@ -138,6 +138,54 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       expect(max).toBe(7999);
     }));
 
+  test('rows written in bulk (COPY, binary but for the words) read back exactly as given, in every table', () =>
+    onFreshDatabase(async (s, conn) => {
+      const tenant = uniqueTenant();
+      // Characters the text format escapes, every UTF-8 length, a lone surrogate, numbers of every kind.
+      const odd = 'tab\there\nline\\slash\rcr é 张伟 😀 \uD800 end';
+      const big = 'x'.repeat(70_000) + odd;
+      const versions = [0, 1, 2].map((i) => {
+        const v = version('Observation', `o${i}`, { body: { note: [{ text: i === 1 ? big : odd }] }, lastUpdated: 1_700_000_000_000 + i });
+        v.index.tokens.push({ param: 'code', system: 'http://loinc.org', value: `${odd}${i}`, display: i ? odd : undefined });
+        v.index.strings.push({ param: 'code:text', value: odd.toLowerCase(), exact: odd });
+        v.index.ranges.push(
+          { param: 'date', system: '', code: '', low: -Infinity, high: 1_700_000_000_000.5 },
+          { param: 'value-quantity', system: 'http://unitsofmeasure.org', code: 'mg', low: -1.25e-7, high: Infinity },
+        );
+        v.index.composites.push({ param: 'component-code-value-quantity', system1: 's', value1: odd, system2: '', value2: 'mg', low: -3, high: 2 ** 52 + 1 });
+        v.index.text = { narrative: 'hello world', content: 'hello world note' };
+        v.compartments = [`p-${i}`, odd];
+        return v;
+      });
+      versions.push(version('Observation', 'gone', { deleted: true }));
+      expect(await s.resources.write(tenant, (w) => w.insertNew(versions))).toEqual([true, true, true, true]);
+
+      const resources = await conn<{ id: string; version_id: number; last_updated: string; deleted: boolean; content: string }[]>`
+        SELECT id, version_id, last_updated, deleted, content FROM resources WHERE tenant = ${tenant} ORDER BY id`;
+      expect(resources.map((r) => [r.id, r.version_id, Number(r.last_updated), r.deleted, r.content])).toEqual(
+        [...versions].sort((a, b) => (a.id < b.id ? -1 : 1)).map((v) => [v.id, v.versionId, v.lastUpdated, v.deleted, v.content]),
+      );
+      const byRes = `(SELECT pk FROM resources WHERE tenant = ${'$1'} AND id = ${'$2'})`;
+      // A lone surrogate is stored as U+FFFD, as any UTF-8 encoder writes it (the content's JSON escapes it).
+      const stored = (text: string) => text.replace('\uD800', '\uFFFD');
+      for (const [i, v] of versions.slice(0, 3).entries()) {
+        const args = [tenant, v.id];
+        expect((await conn.unsafe(`SELECT value, display FROM search_index WHERE res = ${byRes}`, args)).map((r) => [r.value, r.display]))
+          .toEqual([[stored(`${odd}${i}`), i ? stored(odd) : '']]);
+        expect((await conn.unsafe(`SELECT value, exact FROM search_string WHERE res = ${byRes}`, args)).map((r) => [r.value, r.exact]))
+          .toEqual([[stored(odd.toLowerCase()), stored(odd)]]);
+        expect((await conn.unsafe(`SELECT low, high FROM search_range WHERE res = ${byRes} ORDER BY low`, args)).map((r) => [r.low, r.high]))
+          .toEqual([[-Infinity, 1_700_000_000_000.5], [-1.25e-7, Infinity]]);
+        expect((await conn.unsafe(`SELECT system1, value1, system2, value2, low, high FROM search_composite WHERE res = ${byRes}`, args)).map((r) => Object.values(r)))
+          .toEqual([['s', stored(odd), '', 'mg', -3, 2 ** 52 + 1]]);
+        expect((await conn.unsafe(`SELECT patient, type, tenant FROM compartments WHERE res = ${byRes} ORDER BY patient`, args)).map((r) => Object.values(r)))
+          .toEqual([`p-${i}`, stored(odd)].sort().map((p) => [p, 'Observation', tenant]));
+        const [{ pk }] = await conn.unsafe(`SELECT pk FROM resources WHERE tenant = $1 AND id = $2`, args);
+        const [{ n }] = await conn.unsafe(`SELECT COUNT(*)::int AS n FROM search_text WHERE res = $1 AND content @@ 'note'::tsquery`, [pk]);
+        expect(n).toBe(1);
+      }
+    }));
+
   test('analyze gathers the statistics searches are planned by; onlyMissing finds the tables that have none', () =>
     onFreshDatabase(async (s, conn) => {
       await s.resources.write(uniqueTenant(), async (w) => {

@@ -17,8 +17,8 @@ function field(s: string): string {
   return SPECIAL.test(s) ? s.replace(/[\\\t\n\r]/g, (c) => ESCAPES[c]!) : s;
 }
 
-/** Characters per write to the COPY stream. */
-const WRITE_CHARS = 1 << 16;
+/** Characters (text format) or bytes (binary format) per write to the COPY stream. */
+const WRITE_SIZE = 1 << 16;
 
 /** The pending COPY statement's failure, however postgres.js reports it. */
 function copyFailure(query: object): Promise<never> {
@@ -72,7 +72,7 @@ async function copyRows(tx: PgTx, target: string, rows: Iterable<string>): Promi
   for (; !next.done; next = lines.next()) {
     part.push(next.value);
     chars += next.value.length;
-    if (chars < WRITE_CHARS) continue;
+    if (chars < WRITE_SIZE) continue;
     if (!stream.write(part.join(''))) await Promise.race([new Promise((resolve) => stream.once('drain', resolve)), done]);
     part = [];
     chars = 0;
@@ -89,36 +89,184 @@ export interface Numbered {
 }
 
 /**
+ * COPY's binary format (PostgreSQL "COPY", Binary Format): the signature, no flags, no header
+ * extension; each row a field count and its fields, each a length and the value in the type's binary
+ * form (big-endian integers and IEEE doubles, text as UTF-8); -1 as the trailer.
+ */
+export const BINARY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
+export const BINARY_TRAILER = Buffer.from([0xff, 0xff]);
+const TWO_32 = 2 ** 32;
+
+/**
+ * Rows in COPY's binary format, encoded straight into buffers of WRITE_SIZE bytes and sent as each
+ * fills: no value becomes text (numbers), is escaped or is joined into a line first, and the server
+ * parses no numbers.
+ */
+class BinaryRows {
+  private buf = Buffer.allocUnsafe(WRITE_SIZE);
+  private at = 0;
+  private full: Buffer[] = [];
+
+  constructor(private readonly copy: OpenCopy) {
+    this.bytes(BINARY_HEADER);
+  }
+
+  /** Starts a row of `fields` fields. */
+  row(fields: number): void {
+    this.room(2);
+    this.at = this.buf.writeInt16BE(fields, this.at);
+  }
+
+  int4(n: number): void {
+    this.room(8);
+    this.at = this.buf.writeInt32BE(4, this.at);
+    this.at = this.buf.writeInt32BE(n, this.at);
+  }
+
+  /** A bigint: any integer a double holds exactly (|n| < 2^53), negative ones in two's complement. */
+  int8(n: number): void {
+    this.room(12);
+    const high = Math.floor(n / TWO_32);
+    this.at = this.buf.writeInt32BE(8, this.at);
+    this.at = this.buf.writeInt32BE(high, this.at);
+    this.at = this.buf.writeUInt32BE(n - high * TWO_32, this.at);
+  }
+
+  float8(n: number): void {
+    this.room(12);
+    this.at = this.buf.writeInt32BE(8, this.at);
+    this.at = this.buf.writeDoubleBE(n, this.at);
+  }
+
+  bool(b: boolean): void {
+    this.room(5);
+    this.at = this.buf.writeInt32BE(1, this.at);
+    this.buf[this.at++] = b ? 1 : 0;
+  }
+
+  text(s: string): void {
+    // A UTF-16 unit takes at most 3 bytes of UTF-8 (a surrogate pair 4 for two units).
+    this.room(4 + 3 * s.length);
+    const n = this.buf.write(s, this.at + 4, 'utf8');
+    this.buf.writeInt32BE(n, this.at);
+    this.at += 4 + n;
+  }
+
+  /** Sends the buffers filled so far, waiting while the stream asks to. */
+  async flush(): Promise<void> {
+    const { stream, done } = this.copy;
+    for (const b of this.full.splice(0)) {
+      if (!stream.write(b)) await Promise.race([new Promise((resolve) => stream.once('drain', resolve)), done]);
+    }
+  }
+
+  /** Ends the COPY and waits for the server to have the rows. */
+  async end(): Promise<void> {
+    this.bytes(BINARY_TRAILER);
+    this.full.push(this.buf.subarray(0, this.at));
+    await this.flush();
+    this.copy.stream.end();
+    await this.copy.done;
+  }
+
+  /** Whether filled buffers wait to be sent. */
+  get ready(): boolean {
+    return this.full.length > 0;
+  }
+
+  private bytes(b: Buffer): void {
+    this.room(b.byteLength);
+    this.at += b.copy(this.buf, this.at);
+  }
+
+  /** Makes room for `n` more bytes, the filled buffer set aside for sending. */
+  private room(n: number): void {
+    if (this.at + n <= this.buf.byteLength) return;
+    if (this.at > 0) this.full.push(this.buf.subarray(0, this.at));
+    this.buf = Buffer.allocUnsafe(Math.max(WRITE_SIZE, n));
+    this.at = 0;
+  }
+}
+
+/** Streams `rows` into `COPY <target> FROM STDIN (FORMAT binary)`, each encoded by `encode`; nothing for none. */
+async function copyBinary<T>(tx: PgTx, target: string, rows: Iterable<T>, encode: (w: BinaryRows, row: T) => void): Promise<void> {
+  let w: BinaryRows | undefined;
+  for (const row of rows) {
+    w ??= new BinaryRows(await openCopy(tx, target, 'binary'));
+    encode(w, row);
+    if (w.ready) await w.flush();
+  }
+  await w?.end();
+}
+
+/** Each index entry of `rows`' versions of `table`, with its version's row. */
+function* entries<E>(rows: Numbered[], table: (v: VersionToWrite) => E[]): Generator<[Numbered, E]> {
+  for (const r of rows) for (const e of table(r.v)) yield [r, e];
+}
+
+/**
  * Writes first versions with COPY: the resources rows with the given pk and seq, then their index
- * and compartment rows (`keyOf` gives each index row its key, already committed). A resource that
- * exists fails the whole COPY (unique violation), so callers run this in a savepoint and fall back to
- * an INSERT that skips existing rows.
+ * and compartment rows (`keyOf` gives each index row its key, already committed), in the binary
+ * format but for the words (tsvector has no simple binary form). A resource that exists fails the
+ * whole COPY (unique violation), so callers run this in a savepoint and fall back to an INSERT that
+ * skips existing rows.
  */
 export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], keyOf: KeyOf): Promise<void> {
-  const t = field(tenant);
-  const head = ({ v, pk }: Numbered) => `${pk}\t${t}\t${field(v.type)}`;
   const live = rows.filter((r) => !r.v.deleted);
-  await copyRows(tx, 'resources (pk, tenant, type, id, version_id, last_updated, deleted, seq, content)', lines(rows, (r) => {
-    const { v } = r;
-    return [`${head(r)}\t${field(v.id)}\t${v.versionId}\t${v.lastUpdated}\t${v.deleted ? 't' : 'f'}\t${r.seq}\t${field(v.content)}\n`];
-  }));
-  await copyRows(tx, 'search_index (res, k, value, display)', lines(live, ({ v, pk }) =>
-    v.index.tokens.map((e) => `${pk}\t${keyOf(TOKENS, v.type, e)}\t${field(e.value)}\t${field(e.display ?? '')}\n`),
-  ));
-  await copyRows(tx, 'search_string (res, k, value, exact)', lines(live, ({ v, pk }) =>
-    v.index.strings.map((e) => `${pk}\t${keyOf(STRINGS, v.type, e)}\t${field(e.value)}\t${field(e.exact)}\n`),
-  ));
-  await copyRows(tx, 'search_range (res, k, low, high)', lines(live, ({ v, pk }) =>
-    v.index.ranges.map((e) => `${pk}\t${keyOf(RANGES, v.type, e)}\t${e.low}\t${e.high}\n`),
-  ));
-  await copyRows(tx, 'search_composite (res, k, system1, value1, system2, value2, low, high)', lines(live, ({ v, pk }) =>
-    v.index.composites.map((e) =>
-      `${pk}\t${keyOf(COMPOSITES, v.type, e)}\t${field(e.system1)}\t${field(e.value1)}\t${field(e.system2)}\t${field(e.value2)}\t${e.low}\t${e.high}\n`),
-  ));
+  await copyBinary(tx, 'resources (pk, tenant, type, id, version_id, last_updated, deleted, seq, content)', rows, (w, { v, pk, seq }) => {
+    w.row(9);
+    w.int8(pk);
+    w.text(tenant);
+    w.text(v.type);
+    w.text(v.id);
+    w.int4(v.versionId);
+    w.int8(v.lastUpdated);
+    w.bool(v.deleted);
+    w.int8(seq);
+    w.text(v.content);
+  });
+  await copyBinary(tx, 'search_index (res, k, value, display)', entries(live, (v) => v.index.tokens), (w, [{ v, pk }, e]) => {
+    w.row(4);
+    w.int8(pk);
+    w.int4(keyOf(TOKENS, v.type, e));
+    w.text(e.value);
+    w.text(e.display ?? '');
+  });
+  await copyBinary(tx, 'search_string (res, k, value, exact)', entries(live, (v) => v.index.strings), (w, [{ v, pk }, e]) => {
+    w.row(4);
+    w.int8(pk);
+    w.int4(keyOf(STRINGS, v.type, e));
+    w.text(e.value);
+    w.text(e.exact);
+  });
+  await copyBinary(tx, 'search_range (res, k, low, high)', entries(live, (v) => v.index.ranges), (w, [{ v, pk }, e]) => {
+    w.row(4);
+    w.int8(pk);
+    w.int4(keyOf(RANGES, v.type, e));
+    w.float8(e.low);
+    w.float8(e.high);
+  });
+  await copyBinary(tx, 'search_composite (res, k, system1, value1, system2, value2, low, high)', entries(live, (v) => v.index.composites), (w, [{ v, pk }, e]) => {
+    w.row(8);
+    w.int8(pk);
+    w.int4(keyOf(COMPOSITES, v.type, e));
+    w.text(e.system1);
+    w.text(e.value1);
+    w.text(e.system2);
+    w.text(e.value2);
+    w.float8(e.low);
+    w.float8(e.high);
+  });
   await copyRows(tx, 'search_text (res, narrative, content)', lines(live, ({ v, pk }) =>
     v.index.text ? [`${pk}\t${field(v.index.text.narrative)}\t${field(scopedContent(tenant, v))}\n`] : [],
   ));
-  await copyRows(tx, 'compartments (res, tenant, type, patient)', lines(live, (r) => r.v.compartments.map((p) => `${head(r)}\t${field(p)}\n`)));
+  await copyBinary(tx, 'compartments (res, tenant, type, patient)', entries(live, (v) => v.compartments), (w, [{ v, pk }, patient]) => {
+    w.row(4);
+    w.int8(pk);
+    w.text(tenant);
+    w.text(v.type);
+    w.text(patient);
+  });
 }
 
 function* lines(rows: Numbered[], of: (r: Numbered) => string[]): Generator<string> {

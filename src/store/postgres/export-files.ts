@@ -1,5 +1,5 @@
 import type { ExportFileRepo, ExportFileWriter } from '../types.ts';
-import { openCopy, type OpenCopy } from './copy.ts';
+import { BINARY_HEADER, BINARY_TRAILER, openCopy, type OpenCopy } from './copy.ts';
 import type { Pg } from './db.ts';
 
 /** Bytes after which a chunk ends at the next line end: a range read fetches only the chunks it overlaps. */
@@ -10,14 +10,9 @@ const CHUNKS_PER_READ = 4;
 const NEWLINE = 0x0a;
 
 /**
- * COPY's binary format (PostgreSQL "COPY", Binary Format): the signature, no flags, no header
- * extension; each row a field count and length-prefixed fields; -1 as the trailer. A text field is its
- * UTF-8 bytes as they are, so a chunk goes to the server without being decoded, escaped or copied to a
- * string.
+ * Chunks go in COPY's binary format (copy.ts): a text field is its UTF-8 bytes as they are, so a chunk
+ * goes to the server without being decoded, escaped or copied to a string.
  */
-const BINARY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
-const BINARY_TRAILER = Buffer.from([0xff, 0xff]);
-
 /** Everything of a (key, start, data) row before the data's bytes. */
 function rowHead(key: Buffer, start: number, dataBytes: number): Buffer {
   const head = Buffer.allocUnsafe(2 + 4 + key.byteLength + 4 + 8 + 4);

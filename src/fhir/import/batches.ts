@@ -16,6 +16,13 @@ export interface BatchLimits {
 /** 10,000 resources or 32 Mi characters per transaction (see docs/PERFORMANCE.md, import). */
 export const DEFAULT_BATCH_LIMITS: BatchLimits = { resources: 10_000, chars: 32 << 20 };
 
+/**
+ * The first batch's resources at most; each next batch may hold twice as many, up to the limit. The
+ * database then starts writing once the first thousand resources are prepared, not ten thousand: the
+ * writer no longer idles while the preparation thread starts and fills the first batch.
+ */
+export const FIRST_BATCH_RESOURCES = 1000;
+
 export interface BatchWriter {
   /** Queues a validated resource; writes a batch when the queue is full. */
   add(resource: Resource): Promise<void>;
@@ -67,13 +74,14 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
 
 /**
  * Writes validated resources, with operator access, in transactions of up to `limits` (create-or-update
- * by id, a server id when there is none). Up to IN_FLIGHT batches that touch different resources are
+ * by id, a server id when there is none; the first transactions smaller, FIRST_BATCH_RESOURCES). Up to IN_FLIGHT batches that touch different resources are
  * written concurrently; a batch sharing a resource with one in flight waits for it, so versions follow
  * input order. `onCommitted` is told how many resources each committed batch held.
  */
 export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number) => void): BatchWriter {
   let queue: PreparedVersion[] = [];
   let queued = 0;
+  let batchResources = Math.min(FIRST_BATCH_RESOURCES, limits.resources);
   const inFlight: { keys: Set<string>; done: Promise<void> }[] = [];
 
   function write(batch: Batch): Promise<void> {
@@ -98,6 +106,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
     const batch = group(queue);
     queue = [];
     queued = 0;
+    batchResources = Math.min(2 * batchResources, limits.resources);
     while (inFlight.length >= IN_FLIGHT || inFlight.some((f) => overlaps(batch.keys, f.keys))) await settle();
     const done = write(batch).then(() => onCommitted(batch.size));
     // Observed by a later flush or drain; this keeps a failure from counting as unhandled meanwhile.
@@ -109,7 +118,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
     for (const v of versions) {
       queue.push(v);
       queued += v.tail.length;
-      if (queue.length >= limits.resources || queued >= limits.chars) await flush();
+      if (queue.length >= batchResources || queued >= limits.chars) await flush();
     }
   }
 

@@ -1,13 +1,9 @@
-import { specOf } from '../index-tables.ts';
+import { columnsOf, INDEX_TABLES, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { scopedContent } from './write-sql.ts';
 import type { VersionToWrite } from '../types.ts';
 import type { Pg, PgTx } from './db.ts';
 
-const TOKENS = specOf('tokens');
-const STRINGS = specOf('strings');
-const RANGES = specOf('ranges');
-const COMPOSITES = specOf('composites');
 
 /** COPY text format escapes (PostgreSQL COPY, "Text Format"): backslash and the row/column separators. */
 const SPECIAL = /[\\\t\n\r]/;
@@ -118,29 +114,25 @@ class BinaryRows {
   }
 
   int4(n: number): void {
-    this.room(8);
-    this.at = this.buf.writeInt32BE(4, this.at);
+    this.field(4);
     this.at = this.buf.writeInt32BE(n, this.at);
   }
 
   /** A bigint: any integer a double holds exactly (|n| < 2^53), negative ones in two's complement. */
   int8(n: number): void {
-    this.room(12);
+    this.field(8);
     const high = Math.floor(n / TWO_32);
-    this.at = this.buf.writeInt32BE(8, this.at);
     this.at = this.buf.writeInt32BE(high, this.at);
     this.at = this.buf.writeUInt32BE(n - high * TWO_32, this.at);
   }
 
   float8(n: number): void {
-    this.room(12);
-    this.at = this.buf.writeInt32BE(8, this.at);
+    this.field(8);
     this.at = this.buf.writeDoubleBE(n, this.at);
   }
 
   bool(b: boolean): void {
-    this.room(5);
-    this.at = this.buf.writeInt32BE(1, this.at);
+    this.field(1);
     this.buf[this.at++] = b ? 1 : 0;
   }
 
@@ -177,6 +169,12 @@ class BinaryRows {
   private bytes(b: Buffer): void {
     this.room(b.byteLength);
     this.at += b.copy(this.buf, this.at);
+  }
+
+  /** Starts a field of `bytes` bytes: its length, with room for the value after it. */
+  private field(bytes: number): void {
+    this.room(4 + bytes);
+    this.at = this.buf.writeInt32BE(bytes, this.at);
   }
 
   /** Makes room for `n` more bytes, the filled buffer set aside for sending. */
@@ -225,38 +223,16 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], k
     w.int8(seq);
     w.text(v.content);
   });
-  await copyBinary(tx, 'search_index (res, k, value, display)', entries(live, (v) => v.index.tokens), (w, [{ v, pk }, e]) => {
-    w.row(4);
-    w.int8(pk);
-    w.int4(keyOf(TOKENS, v.type, e));
-    w.text(e.value);
-    w.text(e.display ?? '');
-  });
-  await copyBinary(tx, 'search_string (res, k, value, exact)', entries(live, (v) => v.index.strings), (w, [{ v, pk }, e]) => {
-    w.row(4);
-    w.int8(pk);
-    w.int4(keyOf(STRINGS, v.type, e));
-    w.text(e.value);
-    w.text(e.exact);
-  });
-  await copyBinary(tx, 'search_range (res, k, low, high)', entries(live, (v) => v.index.ranges), (w, [{ v, pk }, e]) => {
-    w.row(4);
-    w.int8(pk);
-    w.int4(keyOf(RANGES, v.type, e));
-    w.float8(e.low);
-    w.float8(e.high);
-  });
-  await copyBinary(tx, 'search_composite (res, k, system1, value1, system2, value2, low, high)', entries(live, (v) => v.index.composites), (w, [{ v, pk }, e]) => {
-    w.row(8);
-    w.int8(pk);
-    w.int4(keyOf(COMPOSITES, v.type, e));
-    w.text(e.system1);
-    w.text(e.value1);
-    w.text(e.system2);
-    w.text(e.value2);
-    w.float8(e.low);
-    w.float8(e.high);
-  });
+  for (const spec of INDEX_TABLES) {
+    const columns = columnsOf(spec);
+    await copyBinary(tx, `${spec.table} (res, k, ${columns.join(', ')})`, entries(live, (v) => rowsOf(v.index, spec)), (w, [{ v, pk }, e]) => {
+      w.row(2 + columns.length);
+      w.int8(pk);
+      w.int4(keyOf(spec, v.type, e));
+      for (const c of spec.text) w.text((e[c] as string | undefined) ?? '');
+      for (const c of spec.num) w.float8(e[c] as number);
+    });
+  }
   await copyRows(tx, 'search_text (res, narrative, content)', lines(live, ({ v, pk }) =>
     v.index.text ? [`${pk}\t${field(v.index.text.narrative)}\t${field(scopedContent(tenant, v))}\n`] : [],
   ));

@@ -4,7 +4,6 @@ import { scopedContent } from './write-sql.ts';
 import type { VersionToWrite } from '../types.ts';
 import type { Pg, PgTx } from './db.ts';
 
-
 /** COPY text format escapes (PostgreSQL COPY, "Text Format"): backslash and the row/column separators. */
 const SPECIAL = /[\\\t\n\r]/;
 const ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };

@@ -182,7 +182,10 @@ export function serialized<T extends object>(repo: T, run: Mutex, db: Database, 
   const out = {} as Record<string, unknown>;
   for (const [key, value] of Object.entries(repo)) {
     if (typeof value !== 'function') out[key] = value;
-    else if (reads?.methods.includes(key as keyof T)) out[key] = (reads.repo as Record<string, unknown>)[key];
+    else if (reads?.methods.includes(key as keyof T)) {
+      const read = (reads.repo as Record<string, (...args: unknown[]) => unknown>)[key]!;
+      out[key] = (...args: unknown[]) => read.apply(reads.repo, args);
+    }
     else out[key] = (...args: unknown[]) => run(() => writeTransaction(db, () => value.apply(repo, args)));
   }
   return out as T;

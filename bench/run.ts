@@ -5,7 +5,8 @@
  *
  * Full sizes (about 20 minutes on 2 cores): HTTP hot paths with wrk beside the issues' bare reference
  * endpoints (bench/http.ts), raw-row reference rates (bench/reference.ts), import of 100k
- * generated resources into SQLite and PostgreSQL (bench/import.ts), system export of 1,000,000
+ * generated resources into SQLite and PostgreSQL (bench/import.ts), a server's reads and writes during
+ * such an import into its SQLite file (bench/beside-import.ts), system export of 1,000,000
  * resources and Group export of 10,000 patients (bench/export.ts), a mix of FHIR searches on the same
  * 1,000,000 resources (bench/search.ts), validation cost beside @medplum/core and the FHIRPath engine
  * beside FHIRPath.js (bench/validate.ts, bench/fhirpath.ts), terminology load and cold-cache
@@ -33,6 +34,7 @@ const steps: [string, string[]][] = [
   ['HTTP hot paths, CINDER_PROCESSES=2 (wrk)', ['http.ts', '--seconds', quick ? '3' : '10', '--concepts', quick ? '10000' : '100000', '--processes', '2', '--only', 'read,basic,validate']],
   ['import reference: raw 1 KB rows (SQLite inserts, PostgreSQL COPY)', ['reference.ts', '--rows', quick ? '10000' : '100000']],
   ['import', ['import.ts', '--patients', quick ? '100' : '1000', '--store', 'both']],
+  ['a server beside an import (SQLite)', ['beside-import.ts', '--patients', quick ? '100' : '1000']],
   ['export', ['export.ts', '--patients', quick ? '200' : '10000', '--group-patients', quick ? '100' : '10000', '--postgres', exportUrl, '--out', exportOut]],
   // Reuses the databases the export benchmark loaded (same --patients and --out).
   ['search (wrk)', ['search.ts', '--patients', quick ? '200' : '10000', '--seconds', quick ? '2' : '10', '--postgres', exportUrl, '--out', exportOut]],

@@ -166,7 +166,7 @@ describe.if(pg !== undefined)('postgres adapter', () => {
         [...versions].sort((a, b) => (a.id < b.id ? -1 : 1)).map((v) => [v.id, v.versionId, v.lastUpdated, v.deleted, v.content]),
       );
       const byRes = `(SELECT pk FROM resources WHERE tenant = ${'$1'} AND id = ${'$2'})`;
-      // A lone surrogate is stored as U+FFFD, as any UTF-8 encoder writes it (the content's JSON escapes it).
+      // A lone surrogate is stored as U+FFFD, which is how UTF-8 encoders write it (the content's JSON escapes it).
       const stored = (text: string) => text.replace('\uD800', '\uFFFD');
       for (const [i, v] of versions.slice(0, 3).entries()) {
         const args = [tenant, v.id];

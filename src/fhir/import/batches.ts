@@ -74,9 +74,10 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
 
 /**
  * Writes validated resources, with operator access, in transactions of up to `limits` (create-or-update
- * by id, a server id when there is none; the first transactions smaller, FIRST_BATCH_RESOURCES). Up to IN_FLIGHT batches that touch different resources are
- * written concurrently; a batch sharing a resource with one in flight waits for it, so versions follow
- * input order. `onCommitted` is told how many resources each committed batch held.
+ * by id, a server id when there is none; the first transactions smaller, FIRST_BATCH_RESOURCES). Up to
+ * IN_FLIGHT batches that touch different resources are written concurrently; a batch sharing a
+ * resource with one in flight waits for it, so versions follow input order. `onCommitted` is told how
+ * many resources each committed batch held.
  */
 export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number) => void): BatchWriter {
   let queue: PreparedVersion[] = [];

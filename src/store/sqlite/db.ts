@@ -19,11 +19,14 @@ export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_MS): Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path, { create: true, strict: true });
+  // First: switching to WAL (and the first read of a file another process has just closed) takes a
+  // lock that another connection opening at the same moment may hold; without a busy timeout yet,
+  // that failed at once with "database is locked" (a server's threads open several connections).
+  db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
   // Takes effect only while the file is still empty; an existing database keeps its page size.
   db.exec(`PRAGMA page_size = ${PAGE_SIZE}`);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA synchronous = NORMAL');
-  db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
   db.exec('PRAGMA temp_store = MEMORY');
   db.exec('PRAGMA cache_size = -65536');
   db.exec('PRAGMA mmap_size = 268435456');

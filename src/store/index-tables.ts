@@ -49,11 +49,6 @@ export function columnsOf(spec: IndexTableSpec): string[] {
   return [...spec.text, ...spec.num];
 }
 
-/** Every text field of an entry of `spec`'s table: the param, the fields of its key, its text columns. */
-export function entryTextFields(spec: IndexTableSpec): string[] {
-  return ['param', ...spec.key, ...spec.text];
-}
-
 /** How many index rows `index` holds in all. */
 export function rowCount(index: IndexRows): number {
   return index.tokens.length + index.strings.length + index.ranges.length + index.composites.length;

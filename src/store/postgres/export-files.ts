@@ -10,10 +10,10 @@ const CHUNKS_PER_READ = 4;
 const NEWLINE = 0x0a;
 
 /**
- * Chunks go in COPY's binary format (copy.ts): a text field is its UTF-8 bytes as they are, so a chunk
- * goes to the server without being decoded, escaped or copied to a string.
+ * Everything of a (key, start, data) row before the data's bytes, in COPY's binary format (copy.ts): a
+ * text field is its UTF-8 bytes as they are, so a chunk goes to the server without being decoded,
+ * escaped or copied to a string.
  */
-/** Everything of a (key, start, data) row before the data's bytes. */
 function rowHead(key: Buffer, start: number, dataBytes: number): Buffer {
   const head = Buffer.allocUnsafe(2 + 4 + key.byteLength + 4 + 8 + 4);
   let at = head.writeInt16BE(3, 0);

@@ -40,7 +40,7 @@ function busyTimeoutOf(db: Database): number {
 }
 
 /** True for SQLITE_BUSY and its extended codes: another connection holds a lock the statement needs. */
-export function isBusy(err: unknown): boolean {
+function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^SQLITE_BUSY(_|$)/.test(code);
 }

@@ -38,7 +38,7 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
       return r ? toRefresh(r) : null;
     },
     async revoke(r) {
-      revokeTx.immediate(r);
+      revokeTx(r);
     },
     async isRevoked(jti, grantId) {
       const r = db

@@ -15,9 +15,11 @@ const ROWS_PER_INSERT = 64;
 /**
  * Multi-row `INSERT OR IGNORE INTO table (cols) VALUES (...), (...)` statements (`verb` INSERT for a
  * virtual table, which has no conflict clause), by row count; values are collected flat and written
- * ROWS_PER_INSERT rows at a time (the rest in one shorter statement).
+ * `perStatement` rows at a time (the rest in one shorter statement). An FTS5 table takes one row a
+ * statement: SQLite writes a multi-row VALUES into a virtual table about three times slower
+ * (docs/PERFORMANCE.md, seventeenth session), where a B-tree table takes 64 a third faster than one.
  */
-function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT OR IGNORE') {
+function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT OR IGNORE', perStatement = ROWS_PER_INSERT) {
   const statements = new Map<number, Statement>();
   const one = `(${cols.map(() => '?').join(', ')})`;
   const statement = (rows: number) => {
@@ -26,9 +28,9 @@ function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT
     return s;
   };
   return (values: Value[]) => {
-    const per = ROWS_PER_INSERT * cols.length;
+    const per = perStatement * cols.length;
     let at = 0;
-    for (; at + per <= values.length; at += per) statement(ROWS_PER_INSERT).run(...values.slice(at, at + per));
+    for (; at + per <= values.length; at += per) statement(perStatement).run(...values.slice(at, at + per));
     if (at < values.length) statement((values.length - at) / cols.length).run(...values.slice(at));
   };
 }
@@ -73,7 +75,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       textWaiting += db.query('INSERT OR IGNORE INTO search_text_stale (res) VALUES (?)').run(pk).changes;
     }
   };
-  const addIndexed = rowInserter(db, 'search_text', ['rowid', 'narrative', 'content', 'scope'], 'INSERT');
+  const addIndexed = rowInserter(db, 'search_text', ['rowid', 'narrative', 'content', 'scope'], 'INSERT', 1);
   const addRecent = rowInserter(db, 'search_text_recent', ['res', 'narrative', 'content', 'scope'], 'INSERT');
   const addText = (values: Value[], bulk: boolean) => {
     if (!values.length) return;

@@ -38,7 +38,9 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
   const parts: string[] = [];
   const nums: number[] = [];
   const shape = new Int32Array(versions.length * SHAPE);
-  const keyIds = new Map<string, number>();
+  // Each table's keys by type, param, system and code: nested maps look the row's own strings up, where
+  // one map would need a string built and hashed per row.
+  const keyIds = INDEX_TABLES.map(() => new Map<string, Map<string, Map<string, Map<string, number>>>>());
   const keyTables: number[] = [];
   const keyParts: string[] = [];
   const rowKeys: number[] = [];
@@ -46,15 +48,23 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
     parts.push(v.type, v.id, v.tail);
     INDEX_TABLES.forEach((t, k) => {
       const rows = rowsOf(v.index, t);
+      shape[SHAPE * i + k] = rows.length;
+      if (!rows.length) return;
       const [systemField, codeField] = KEY[k]!;
+      const ofType = keyIds[k]!;
+      let byParam = ofType.get(v.type);
+      if (!byParam) ofType.set(v.type, (byParam = new Map()));
       for (const e of rows) {
         const param = e.param as string;
         const system = systemField === undefined ? '' : ((e[systemField] as string | undefined) ?? '');
         const code = codeField === undefined ? '' : ((e[codeField] as string | undefined) ?? '');
-        const name = `${k}\u0000${v.type}\u0000${param}\u0000${system}\u0000${code}`;
-        let id = keyIds.get(name);
+        let bySystem = byParam.get(param);
+        if (!bySystem) byParam.set(param, (bySystem = new Map()));
+        let byCode = bySystem.get(system);
+        if (!byCode) bySystem.set(system, (byCode = new Map()));
+        let id = byCode.get(code);
         if (id === undefined) {
-          keyIds.set(name, (id = keyTables.length));
+          byCode.set(code, (id = keyTables.length));
           keyTables.push(k);
           keyParts.push(v.type, param, system, code);
         }
@@ -62,7 +72,6 @@ export function packVersions(versions: PreparedVersion[]): PackedVersions {
         for (const c of t.text) parts.push((e[c] as string | undefined) ?? '');
         for (const c of t.num) nums.push(e[c] as number);
       }
-      shape[SHAPE * i + k] = rows.length;
     });
     for (const p of v.compartments) parts.push(p);
     shape[SHAPE * i + INDEX_TABLES.length] = v.compartments.length;

@@ -73,17 +73,17 @@ describe('packVersions / unpackVersions', () => {
       {
         type: 'Observation', id: 'c', tail: '}', compartments: ['', 'p'],
         index: {
-          tokens: [{ param: 'code', system: '', value: '' }],
+          tokens: [{ param: 'code', system: '', value: '' }, { param: 'code', system: 'http://x', value: 'v', display: 'shown' }],
           strings: [{ param: 'code:text', value: '', exact: '' }],
           ranges: [{ param: 'date', system: '', code: '', low: -Infinity, high: Infinity }],
-          composites: [{ param: 'code-value-quantity', system1: 's', value1: 'c', system2: '', value2: 'mg', low: 1.5, high: 1.5 }],
+          composites: [{ param: 'code-value-quantity', system1: 's', value1: 'c', system2: '', value2: 'mg', low: 1.5, high: 2.5 }],
         },
       },
     ];
     const packed = packVersions(versions);
     const counts = (v: PreparedVersion) => [v.index.tokens.length, v.index.strings.length, v.index.ranges.length, v.index.composites.length, v.compartments.length];
     expect(packed.shape).toEqual(new Int32Array(versions.flatMap(counts)));
-    expect([...packed.shape.slice(10)]).toEqual([1, 1, 1, 1, 2]);
+    expect([...packed.shape.slice(10)]).toEqual([2, 1, 1, 1, 2]);
     const unpacked = unpackVersions(structuredClone(packed));
     expect(unpacked.map(withoutKeys)).toEqual(versions);
     // The words for full-text search travel too (and a version without any stays without).

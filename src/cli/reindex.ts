@@ -10,7 +10,8 @@ export const reindexCommand: Command = {
   usage:
     'cinder reindex [--if-needed] [--json]\n\nRebuilds the search index rows of every current resource, in batches, printing progress.\n' +
     'With --if-needed it does so only when the database holds rows of an older index model (what serve does at start),\n' +
-    'resuming an interrupted run where it stopped. Uses CINDER_DATABASE_URL (or the SQLite file in CINDER_DATA_DIR).',
+    'and only for the resources whose rows the newer models change, resuming an interrupted run where it stopped.\n' +
+    'Uses CINDER_DATABASE_URL (or the SQLite file in CINDER_DATA_DIR).',
   options: { 'if-needed': { type: 'boolean' }, json: { type: 'boolean' } },
   async run(args, io) {
     const { store } = await openContext(io, {}, true);
@@ -19,14 +20,14 @@ export const reindexCommand: Command = {
       let last = started;
       const result = await reindex(store, {
         force: !args.values['if-needed'],
-        onProgress: ({ done }) => {
+        onProgress: ({ done, rebuilt }) => {
           if (performance.now() - last < 2000) return;
           last = performance.now();
-          io.stderr(`reindexed ${formatCount(done)} resources\n`);
+          io.stderr(`examined ${formatCount(done)} resources, reindexed ${formatCount(rebuilt)}\n`);
         },
       });
       const seconds = (performance.now() - started) / 1000;
-      printData(io, !!args.values.json, { reindexed: result.done, seconds: Math.round(seconds * 10) / 10, ran: result.ran });
+      printData(io, !!args.values.json, { reindexed: result.rebuilt, examined: result.done, seconds: Math.round(seconds * 10) / 10, ran: result.ran });
       return 0;
     } finally {
       await store.close();

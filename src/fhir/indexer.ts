@@ -165,8 +165,13 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
       } else {
         const tokens: { system: string; value: string }[] = [];
         tokenValues(value, tokens);
-        for (const t of tokens) rows.tokens.push({ param, system: t.system, value: t.value });
-        if (typeof v?.text === 'string') rows.strings.push({ param: `${param}:text`, value: normalizeString(v.text), exact: v.text });
+        // An Identifier's `:text` is its type's text (search.html, token `:text`), carried by its rows.
+        const typeText = v !== null && typeof v === 'object' ? str((v.type as Json | undefined)?.text) : undefined;
+        const display = typeText === undefined ? '' : normalizeString(typeText);
+        for (const t of tokens) rows.tokens.push(display ? { param, system: t.system, value: t.value, display } : { param, system: t.system, value: t.value });
+        // Text without a row to carry it: a CodeableConcept of text alone, an Identifier without a value.
+        const text = typeof v?.text === 'string' ? v.text : !tokens.length && display ? typeText : undefined;
+        if (text !== undefined) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: text });
       }
       const type = (value as Json | null)?.type as Json | undefined;
       if (type && typeof (value as Json).value === 'string' && Array.isArray(type.coding)) {

@@ -5,50 +5,83 @@ import { compartmentsOf, storedIndex } from './indexer.ts';
  * The index model this release writes: which search parameters get rows and in what form. A database
  * whose `index_state.model` is lower holds rows of an older model and is reindexed before serving
  * (`cinder serve` runs it at start; `cinder reindex` on demand). Raise it with any change to the rows
- * the indexer writes for stored content. Model 2 added the words of `_text` and `_content` (`search_text`).
+ * the indexer writes for stored content, and say in MODEL_CHANGES which resources the change touches.
+ * Model 2 added the words of `_text` and `_content` (`search_text`); model 3 an Identifier's type text,
+ * which token `:text` searches.
  */
-export const INDEX_MODEL = 2;
+export const INDEX_MODEL = 3;
+
+/**
+ * Which stored resources each model's change touches, by a test of their stored JSON: true for every
+ * resource whose rows may differ from the model before (it may name more). A reindex from an older
+ * model rebuilds the resources that a test of a model after it names, every resource when one of those
+ * models has none (models 1 and 2 changed rows of every resource); a forced one rebuilds every resource.
+ */
+const MODEL_CHANGES: Record<number, ((content: string) => boolean) | undefined> = {
+  // An Identifier with a type that has a text: `"type":{...,"text":...}`.
+  3: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content),
+};
+const TYPE_OBJECT = /"type"\s*:\s*\{/;
+const TEXT_FIELD = /"text"\s*:/;
+
+/** The resources a reindex from `model` must rebuild (see MODEL_CHANGES). */
+export function touchedSince(model: number): (content: string) => boolean {
+  const tests: ((content: string) => boolean)[] = [];
+  for (let m = model + 1; m <= INDEX_MODEL; m++) {
+    const test = MODEL_CHANGES[m];
+    if (!test) return () => true;
+    tests.push(test);
+  }
+  return (content) => tests.some((t) => t(content));
+}
 
 /** Resources per reindex transaction. */
 const BATCH = 500;
 
 export interface ReindexProgress {
-  /** Resources reindexed so far in this run. */
+  /** Resources examined so far in this run. */
   done: number;
+  /** Of those, the resources whose rows were rebuilt. */
+  rebuilt: number;
   /** The last resource row done (the run resumes after it). */
   after: number;
 }
 
 /**
- * Rebuilds the search index rows of every current resource, in resource-row order, one transaction per
- * batch, recording its position after each: an interrupted run resumes where it stopped. Does nothing
- * when the database already follows INDEX_MODEL, unless `force` (which starts from the first row).
+ * Rebuilds the search index rows of the current resources that the models after the database's touch
+ * (touchedSince), in resource-row order, one transaction per batch, recording its position after each:
+ * an interrupted run resumes where it stopped. Does nothing when the database already follows
+ * INDEX_MODEL, unless `force` (which starts from the first row and rebuilds every resource).
  */
 export async function reindex(
   store: Store, opts: { force?: boolean; onProgress?: (p: ReindexProgress) => void } = {},
-): Promise<{ ran: boolean; done: number }> {
+): Promise<{ ran: boolean; done: number; rebuilt: number }> {
   const indexing = store.resources.indexing;
   const state = await indexing.state();
-  if (!opts.force && state.model >= INDEX_MODEL) return { ran: false, done: 0 };
+  if (!opts.force && state.model >= INDEX_MODEL) return { ran: false, done: 0, rebuilt: 0 };
+  const touched = opts.force ? () => true : touchedSince(state.model);
   let after = opts.force ? 0 : state.after;
   let done = 0;
+  let rebuilt = 0;
   for (;;) {
     const page = await indexing.page(after, BATCH);
     if (page.length === 0) break;
     const byTenant = new Map<string, { type: string; id: string; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
     for (const row of page) {
+      if (!touched(row.content)) continue;
       const resource = JSON.parse(row.content) as Record<string, unknown>;
       const item = { type: row.type, id: row.id, index: storedIndex(resource), compartments: compartmentsOf(resource) };
       (byTenant.get(row.tenant) ?? byTenant.set(row.tenant, []).get(row.tenant)!).push(item);
+      rebuilt++;
     }
     for (const [tenant, items] of byTenant) await store.resources.write(tenant, (w) => w.replaceIndex(items));
     after = page[page.length - 1]!.pk;
     done += page.length;
     await indexing.setState({ model: state.model, after });
-    opts.onProgress?.({ done, after });
+    opts.onProgress?.({ done, rebuilt, after });
   }
   await indexing.setState({ model: INDEX_MODEL, after: 0 });
-  // Every index row was replaced: the planner's statistics of them are stale.
-  await indexing.analyze();
-  return { ran: true, done };
+  // Index rows were replaced: the planner's statistics of them are stale.
+  if (rebuilt > 0) await indexing.analyze();
+  return { ran: true, done, rebuilt };
 }

@@ -4,8 +4,8 @@
  * `cinder serve` runs at start) and by `cinder reindex`; searches then find what they should.
  */
 import { describe, expect, test } from 'bun:test';
-import { indexEntries } from '../../src/fhir/indexer.ts';
-import { INDEX_MODEL, reindex } from '../../src/fhir/reindex.ts';
+import { indexEntries, storedIndex } from '../../src/fhir/indexer.ts';
+import { INDEX_MODEL, reindex, touchedSince } from '../../src/fhir/reindex.ts';
 import { NO_INDEX_ROWS, type Store } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -40,14 +40,14 @@ await eachStore((kind, fresh) => {
         await t.store.resources.indexing.setState({ model: 0, after: page.at(-1)!.pk });
         const progress: number[] = [];
         const result = await reindex(t.store, { onProgress: (p) => progress.push(p.done) });
-        expect(result).toEqual({ ran: true, done: 700 });
+        expect(result).toEqual({ ran: true, done: 700, rebuilt: 700 });
         expect(progress).toEqual([500, 700]);
         expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
         // Only the 700 after the recorded position were done: the odd ones among p500..p1199.
         expect(await count('family=odd')).toBe(350);
         expect(await count('_content=odd')).toBe(350);
         // Once the model is current, nothing runs.
-        expect(await reindex(t.store)).toEqual({ ran: false, done: 0 });
+        expect(await reindex(t.store)).toEqual({ ran: false, done: 0, rebuilt: 0 });
         // Forced: everything, the first 500 included.
         expect((await reindex(t.store, { force: true })).done).toBe(1_200);
         expect(await count('family=odd')).toBe(600);
@@ -57,6 +57,54 @@ await eachStore((kind, fresh) => {
         await t.close();
       }
     }, 60_000);
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`reindex from model 2 on ${kind}`, () => {
+    test('rebuilds only the resources holding an Identifier type text, and identifier:text then finds them', async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const api = fhirClient(t, await t.token());
+        const mr = { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'MR' }], text: 'Medical record number' };
+        await api.put200({ resourceType: 'Patient', id: 'typed', identifier: [{ system: 'urn:mrn', value: 'M1', type: mr }] });
+        await api.put200({ resourceType: 'Patient', id: 'untyped', identifier: [{ system: 'urn:mrn', value: 'M2' }], name: [{ text: 'Medical Person' }] });
+        await api.put200({ resourceType: 'Patient', id: 'plain', gender: 'other' });
+        const ids = async (q: string) => ((await api.search(`Patient?${q}`)).entry ?? []).map((e: Json) => e.resource.id).sort();
+        expect(await ids('identifier:text=medical')).toEqual(['typed']);
+        // As model 2 wrote them: an Identifier's rows without its type's text.
+        const page = await t.store.resources.indexing.page(0, 500);
+        await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+          const index = storedIndex(JSON.parse(r.content));
+          index.tokens = index.tokens.map((e) => (e.param === 'identifier' ? { param: e.param, system: e.system, value: e.value } : e));
+          return { type: r.type, id: r.id, index, compartments: [] };
+        })));
+        await t.store.resources.indexing.setState({ model: 2, after: 0 });
+        expect(await ids('identifier:text=medical')).toEqual([]);
+
+        const progress: { done: number; rebuilt: number }[] = [];
+        expect(await reindex(t.store, { onProgress: ({ done, rebuilt }) => progress.push({ done, rebuilt }) })).toEqual({ ran: true, done: 3, rebuilt: 1 });
+        expect(progress).toEqual([{ done: 3, rebuilt: 1 }]);
+        expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+        expect(await ids('identifier:text=medical')).toEqual(['typed']);
+        expect(await ids('identifier=M2')).toEqual(['untyped']);
+        expect(await ids('gender=other')).toEqual(['plain']);
+      } finally {
+        await t.close();
+      }
+    }, 60_000);
+  });
+});
+
+describe('touchedSince', () => {
+  test('models 1 and 2 touch every resource; model 3 those with a type object and a text', () => {
+    for (const m of [0, 1]) expect(touchedSince(m)('{"resourceType":"Patient"}')).toBe(true);
+    const since2 = touchedSince(2);
+    expect(since2('{"identifier":[{"type":{"text":"MRN"},"value":"1"}]}')).toBe(true);
+    expect(since2('{"identifier":[{"type" : {"coding":[]}, "value":"1"}],"name":[{"text":"x"}]}')).toBe(true);
+    expect(since2('{"identifier":[{"type":{"coding":[{"code":"MR"}]},"value":"1"}]}')).toBe(false);
+    expect(since2('{"subject":{"reference":"Patient/1","type":"Patient"},"note":[{"text":"x"}]}')).toBe(false);
+    expect(touchedSince(INDEX_MODEL)('{"identifier":[{"type":{"text":"MRN"}}]}')).toBe(false);
   });
 });
 

@@ -20,11 +20,14 @@ const DATA: Json[] = [
     resourceType: 'Patient', id: 'p1', gender: 'male', birthDate: '1974-12-25', active: true,
     name: [{ family: 'Chalmers', given: ['Peter', 'James'] }], managingOrganization: { reference: 'Organization/org1' },
     address: [{ city: 'PleasantVille', postalCode: '3999' }], telecom: [{ system: 'phone', value: '555-1234' }],
-    identifier: [{ system: 'urn:mrn', value: 'M1', type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'MR' }] } }],
+    identifier: [{ system: 'urn:mrn', value: 'M1', type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'MR' }], text: 'Medical record number' } }],
     generalPractitioner: [{ reference: 'Practitioner/dr1' }],
   },
-  { resourceType: 'Patient', id: 'p2', gender: 'female', birthDate: '1985-06', name: [{ family: 'Müller', given: ['Zoë'] }], deceasedDateTime: '2020-01-01' },
-  { resourceType: 'Patient', id: 'p3', gender: 'female', birthDate: '2001-02-03', name: [{ family: 'Chalmerson', given: ['Ann'] }] },
+  {
+    resourceType: 'Patient', id: 'p2', gender: 'female', birthDate: '1985-06', name: [{ family: 'Müller', given: ['Zoë'] }], deceasedDateTime: '2020-01-01',
+    identifier: [{ type: { text: 'Driver licence, pending' } }],
+  },
+  { resourceType: 'Patient', id: 'p3', gender: 'female', birthDate: '2001-02-03', name: [{ family: 'Chalmerson', given: ['Ann'] }], identifier: [{ system: 'urn:passport', value: 'X9', type: { text: 'Passport' } }] },
   {
     resourceType: 'Observation', id: 'o1', status: 'final', subject: { reference: 'Patient/p1' }, effectiveDateTime: '2020-03-01T10:00:00Z',
     category: [{ coding: [{ system: CAT, code: 'laboratory', display: 'Laboratory' }] }],
@@ -106,6 +109,12 @@ await eachStore((kind, fresh) => {
       expect(await sorted('Observation?category:text=labor')).toEqual(['o1']);
       expect(await sorted('Observation?code:text=glucose,flu')).toEqual(['o1']);
       expect(await sorted('Patient?identifier:of-type=http://terminology.hl7.org/CodeSystem/v2-0203|MR|M1')).toEqual(['p1']);
+      // An Identifier's :text is its type's text, with or without a value (search.html, token :text).
+      expect(await sorted('Patient?identifier:text=medical')).toEqual(['p1']);
+      expect(await sorted('Patient?identifier:text=PASSP')).toEqual(['p3']);
+      expect(await sorted('Patient?identifier:text=licence')).toEqual(['p2']);
+      expect(await sorted('Patient?identifier:text=record,passport')).toEqual(['p1', 'p3']);
+      expect(await sorted('Patient?identifier=X9')).toEqual(['p3']);
       expect(await sorted('Patient?active=true')).toEqual(['p1']);
       expect(await sorted('Patient?deceased=true')).toEqual(['p2']);
       expect(await sorted('Patient?deceased=false')).toEqual(['p1', 'p3']);

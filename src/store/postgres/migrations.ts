@@ -274,4 +274,14 @@ CREATE INDEX search_range_by_res ON search_range (res) INCLUDE (k, low, high);
 DROP INDEX search_range_res;
 `,
   },
+  {
+    version: 11,
+    name: 'identifier_type_text',
+    sql: `
+-- Index model 3 (src/fhir/reindex.ts): an Identifier's rows carry its type's text, which token \`:text\`
+-- searches. A database holding resources gets it from the reindex that \`cinder serve\` runs at start
+-- (only the resources with such a text are rebuilt); an empty one follows model 3 already.
+UPDATE index_state SET value = 3 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

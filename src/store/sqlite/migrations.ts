@@ -244,4 +244,14 @@ CREATE TABLE search_text_stale (res INTEGER PRIMARY KEY);
 UPDATE index_state SET value = 2 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 9,
+    name: 'identifier_type_text',
+    sql: `
+-- Index model 3 (src/fhir/reindex.ts): an Identifier's rows carry its type's text, which token \`:text\`
+-- searches. A database holding resources gets it from the reindex that \`cinder serve\` runs at start
+-- (only the resources with such a text are rebuilt); an empty one follows model 3 already.
+UPDATE index_state SET value = 3 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

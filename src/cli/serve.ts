@@ -34,10 +34,16 @@ export const serveCommand: Command = {
     await keys.init();
     if (!sibling) {
       // A database holding index rows of an older model is reindexed before the server answers searches.
+      // Progress every 5 s (a batch is 500 resources: a line each would be thousands on a large database).
+      let logged = performance.now();
       const result = await reindex(store, {
-        onProgress: ({ done }) => log.info('reindexing search index', { done }),
+        onProgress: ({ done, rebuilt }) => {
+          if (performance.now() - logged < 5000) return;
+          logged = performance.now();
+          log.info('reindexing search index', { examined: done, rebuilt });
+        },
       });
-      if (result.ran) log.info('search index rebuilt', { resources: result.done });
+      if (result.ran) log.info('search index rebuilt', { resources: result.rebuilt, examined: result.done });
       else {
         // A database that never had statistics (loaded with autovacuum off) gets them, in the background.
         store.resources.indexing.analyze({ onlyMissing: true }).then(

@@ -147,7 +147,11 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
       if (UNSUPPORTED.has(name)) {
         throw new UnknownParameterError('not-supported', `Search parameter '${key}' is not supported`, { expression: [key] });
       }
-      pending.push(parameterCondition(type, key, raw, now));
+      const c = parameterCondition(type, key, raw, now);
+      // A parameter searched as others ANDed (`code-value-quantity` as `code` and `value-quantity`) is
+      // those conditions, each of which can then drive the search as it would on its own.
+      if (c.kind === 'and') pending.push(...c.all);
+      else pending.push(c);
     } catch (err) {
       if (!(err instanceof UnknownParameterError) || strict) throw err;
       warnings.push(issue('warning', 'not-supported', `${err.message} and was ignored`, [key]));

@@ -3,6 +3,7 @@ import { describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../../src/fhir/search.ts';
 import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, DRIVER_WIDE_MAX_ROWS, driverCandidates, PLAN_SAMPLE_ROWS, planSearch, SQLITE, type DriverCandidate, type PlanContext } from '../../../src/store/search-sql.ts';
 import { createTypeSizes } from '../../../src/store/type-sizes.ts';
+import type { Condition } from '../../../src/store/types.ts';
 
 /** Candidates whose statements are just their names, and a count that answers each one's rows up to the limit asked. */
 function counting(rows: Record<string, number>) {
@@ -142,5 +143,18 @@ describe('TypeSizes', () => {
     fail = false;
     expect(await sizes.get('t1', 'Observation')).toBe(40);
     expect(asked).toEqual(['t1/Observation', 't2/Observation', 't1/Observation', 't1/Observation']);
+  });
+});
+
+describe('a parameter searched as others ANDed', () => {
+  test('becomes those conditions, each a driver candidate as on its own', () => {
+    const compiled = compileSearch('Observation', new URLSearchParams('code-value-quantity=http://loinc.org|8302-2$gt190'), true);
+    expect(compiled.pending.map((c) => [c.kind, 'param' in c ? c.param : undefined])).toEqual([['token', 'code'], ['number', 'value-quantity']]);
+    const q = { ...compiled.query, where: compiled.pending as Condition[] };
+    // The code can drive (the quantity's `gt` bounds no stored range's low end).
+    expect(driverCandidates(SQLITE, 't1', q).map((c) => c.driver)).toEqual([0]);
+    // Two alternatives stay one condition (an OR of the two pairs).
+    const two = compileSearch('Observation', new URLSearchParams('code-value-quantity=http://loinc.org|8302-2$gt190,http://loinc.org|29463-7$gt150'), true);
+    expect(two.pending.map((c) => c.kind)).toEqual(['or']);
   });
 });

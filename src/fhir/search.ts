@@ -13,6 +13,7 @@ import { isResourceType } from './resource-types.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
 import { keysetSort } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
+import { hasCoreResources } from './core-layer.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -332,10 +333,19 @@ export async function addIncludes(
     }
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
     // The reference parameters to follow backwards, by source type: `*` is every one that may refer to a
-    // type of the frontier; a source's several parameters are one search (their conditions ORed).
+    // type of the frontier and whose rows exist in the tenant (its search key; the core CodeSystems and
+    // ValueSets have no rows); a source's several parameters are one search (their conditions ORed).
     const bySource = new Map<string, Map<string, Map<string, { system: string; value: string }>>>();
+    const frontierTypes = [...new Set(frontier.map((r) => r.type))];
+    const held = revs.some((r) => r.param === '*')
+      ? new Set((await deps.store.resources.referrers(req.tenant, frontierTypes)).map((k) => `${k.type}/${k.param}`))
+      : undefined;
+    const wildcard = () => frontierTypes.flatMap(referrersOf).filter(({ source, param }) => {
+      const def = paramOf(source, param)!;
+      return hasCoreResources(source) || held!.has(`${source}/${def.storedAs?.param ?? def.code}`);
+    });
     for (const rev of revs) {
-      const pairs = rev.param === '*' ? [...new Set(frontier.map((r) => r.type))].flatMap(referrersOf) : [{ source: rev.source, param: rev.param }];
+      const pairs = rev.param === '*' ? wildcard() : [{ source: rev.source, param: rev.param }];
       for (const { source, param } of pairs) {
         if (!visible(source)) continue;
         const def = paramOf(source, param)!;

@@ -102,6 +102,13 @@ export interface ResourceRepo {
    * tenant's own resource, even deleted, shadows a core CodeSystem or ValueSet of that id), in any order.
    */
   present(tenant: string, type: string, ids: string[]): Promise<string[]>;
+  /**
+   * Each (type, reference parameter, target) of the tenant whose index holds references to one of
+   * `targets` (resource types), in any order: its search key exists. A key is created with its first
+   * row and never removed, so the list may name a parameter whose rows are gone, never omit one that
+   * has rows (`_revinclude=*` searches only these).
+   */
+  referrers(tenant: string, targets: string[]): Promise<{ type: string; param: string; target: string }[]>;
   /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */

@@ -88,6 +88,11 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
         CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.tenant = ${tenant} AND r.type = ${type} AND r.id = u.id LIMIT 1) hit`;
       return rows.map((r) => r.id);
     },
+    async referrers(tenant, targets) {
+      if (targets.length === 0) return [];
+      return sql<{ type: string; param: string; target: string }[]>`
+        SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
+    },
     async search(tenant, query) {
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
         count,

@@ -159,6 +159,9 @@ export function createSqliteResources(
     present: reader.query<{ id: string }, [string, string, string]>(
       'SELECT id FROM resources WHERE tenant = ? AND type = ? AND id IN (SELECT value FROM json_each(?))',
     ),
+    referrers: reader.query<{ type: string; param: string; target: string }, [string, string]>(
+      'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
+    ),
   };
 
   const pending: PendingWrite[] = [];
@@ -191,6 +194,9 @@ export function createSqliteResources(
     async present(tenant, type, ids) {
       if (ids.length === 0) return [];
       return q.present.all(tenant, type, JSON.stringify(ids)).map((r) => r.id);
+    },
+    async referrers(tenant, targets) {
+      return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
     },
     async search(tenant, query) {
       const rows = await plannedSearch<Row>(dialect, tenant, query, {

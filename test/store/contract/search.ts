@@ -59,6 +59,16 @@ export function searchContract(store: () => Store) {
       expect(await s.resources.present(t, 'Patient', [])).toEqual([]);
     });
 
+    test('referrers: the (type, param, target) of every reference key to the given types in the tenant', async () => {
+      const sorted = (rs: { type: string; param: string; target: string }[]) => rs.map((r) => `${r.type}.${r.param}->${r.target}`).sort();
+      expect(sorted(await s.resources.referrers(t, ['Patient']))).toEqual(['Observation.subject->Patient']);
+      expect(sorted(await s.resources.referrers(t, ['Patient', 'Group']))).toEqual(['Observation.subject->Group', 'Observation.subject->Patient']);
+      // Token keys name code systems, not types; another tenant's keys are its own.
+      expect(await s.resources.referrers(t, ['Practitioner'])).toEqual([]);
+      expect(await s.resources.referrers(uniqueTenant(), ['Patient'])).toEqual([]);
+      expect(await s.resources.referrers(t, [])).toEqual([]);
+    });
+
     test('_lastUpdated: each comparator against a precision window', async () => {
       const at = async (op: DateTest['op']) => ids(await s.resources.search(t, q({ where: times([{ op, ...window }]) })));
       expect(await at('eq')).toEqual(['B', 'b']);

@@ -34,7 +34,7 @@ export const serveCommand: Command = {
     await keys.init();
     if (!sibling) {
       // A database holding index rows of an older model is reindexed before the server answers searches.
-      // Progress every 5 s (a batch is 500 resources: a line each would be thousands on a large database).
+      // Progress every 5 s (a batch is 2,000 resources: a line each would be hundreds on a large database).
       let logged = performance.now();
       const result = await reindex(store, {
         onProgress: ({ done, rebuilt }) => {

@@ -35,8 +35,11 @@ export function touchedSince(model: number): (content: string) => boolean {
   return (content) => tests.some((t) => t(content));
 }
 
-/** Resources per reindex transaction. */
-const BATCH = 500;
+/**
+ * Resources per reindex transaction: on SQLite 2,000 took 0.80 of the time of 500 (FTS5 writes a segment per
+ * transaction), 5,000 0.75 but holding the write lock twice as long against a server beside it.
+ */
+const BATCH = 2000;
 
 export interface ReindexProgress {
   /** Resources examined so far in this run. */
@@ -54,7 +57,7 @@ export interface ReindexProgress {
  * INDEX_MODEL, unless `force` (which starts from the first row and rebuilds every resource).
  */
 export async function reindex(
-  store: Store, opts: { force?: boolean; onProgress?: (p: ReindexProgress) => void } = {},
+  store: Store, opts: { force?: boolean; batch?: number; onProgress?: (p: ReindexProgress) => void } = {},
 ): Promise<{ ran: boolean; done: number; rebuilt: number }> {
   const indexing = store.resources.indexing;
   const state = await indexing.state();
@@ -64,7 +67,7 @@ export async function reindex(
   let done = 0;
   let rebuilt = 0;
   for (;;) {
-    const page = await indexing.page(after, BATCH);
+    const page = await indexing.page(after, opts.batch ?? BATCH);
     if (page.length === 0) break;
     const byTenant = new Map<string, { type: string; id: string; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
     for (const row of page) {

@@ -39,7 +39,7 @@ await eachStore((kind, fresh) => {
         const page = await t.store.resources.indexing.page(0, 500);
         await t.store.resources.indexing.setState({ model: 0, after: page.at(-1)!.pk });
         const progress: number[] = [];
-        const result = await reindex(t.store, { onProgress: (p) => progress.push(p.done) });
+        const result = await reindex(t.store, { batch: 500, onProgress: (p) => progress.push(p.done) });
         expect(result).toEqual({ ran: true, done: 700, rebuilt: 700 });
         expect(progress).toEqual([500, 700]);
         expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });

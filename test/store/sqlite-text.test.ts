@@ -225,3 +225,54 @@ test('the mover waits for no lock: another connection of the thread holding it a
     await b.close();
   }
 });
+
+test('a reindex writes the words with FTS5 eager merging off, and the analysis after it merges them once', async () => {
+  const path = dbPath();
+  const store = createSqliteStore(path, { text: { moveAt: 1e9, moveAfterMs: 1e9 } });
+  const t = await createTestApp({ store });
+  const api = fhirClient(t, await t.token());
+  const count = async (q: string) => (await api.search(`Condition?${q}&_summary=count`)).total;
+  const state = () => {
+    const db = new Database(path, { readonly: true });
+    try {
+      return {
+        due: db.query<{ value: number }, []>("SELECT value FROM index_state WHERE name = 'text_merge_due'").get()?.value ?? 0,
+        deletemerge: db.query<{ v: number }, []>("SELECT v FROM search_text_config WHERE k = 'deletemerge'").get()?.v,
+        segments: db.query<{ n: number }, []>('SELECT COUNT(*) AS n FROM search_text_data').get()!.n,
+      };
+    } finally {
+      db.close();
+    }
+  };
+  try {
+    const ids = Array.from({ length: 3 * BULK_TEXT_ROWS }, (_, i) => `r${i}`);
+    await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(ids.map((id, i) => condition(id, i % 3 ? 'asthma' : 'rhinitis')), 1_000)));
+    expect(state()).toMatchObject({ due: 0 });
+    const { reindex } = await import('../../src/fhir/reindex.ts');
+    // Three transactions of a reindex: each deletes its resources' words and writes them again.
+    const result = await reindex(t.store, { force: true, batch: BULK_TEXT_ROWS });
+    expect(result).toEqual({ ran: true, done: ids.length, rebuilt: ids.length });
+    // The reindex's analysis merged the index: nothing due, the default restored, the answers unchanged.
+    expect(state()).toMatchObject({ due: 0, deletemerge: 10 });
+    expect(await count('_content=rhinitis')).toBe(BULK_TEXT_ROWS);
+    expect(await count('_content=asthma')).toBe(2 * BULK_TEXT_ROWS);
+
+    // A reindex interrupted before its analysis leaves the merge due, and the answers right meanwhile.
+    await t.store.resources.write('t1', async (w) => {
+      const page = await t.store.resources.indexing.page(0, BULK_TEXT_ROWS);
+      const { storedIndex } = await import('../../src/fhir/indexer.ts');
+      await w.replaceIndex(page.map((r) => ({ type: r.type, id: r.id, index: storedIndex(JSON.parse(r.content)), compartments: [] })));
+    });
+    const before = state();
+    expect(before).toMatchObject({ due: 1, deletemerge: 10 });
+    expect(await count('_content=rhinitis')).toBe(BULK_TEXT_ROWS);
+    expect(await t.store.resources.indexing.analyze()).toEqual([]);
+    const after = state();
+    expect(after).toMatchObject({ due: 0, deletemerge: 10 });
+    expect(after.segments).toBeLessThan(before.segments);
+    expect(await count('_content=rhinitis')).toBe(BULK_TEXT_ROWS);
+    expect(await count('_content=asthma')).toBe(2 * BULK_TEXT_ROWS);
+  } finally {
+    await t.close();
+  }
+});

@@ -74,7 +74,8 @@ export interface IndexMaintenance {
    * and have none (a database that never ran ANALYZE, such as one loaded with autovacuum off). Returns
    * the tables analysed. PostgreSQL plans the searches' subqueries from these statistics (without them a
    * chained search took 33 s instead of 77 ms on a million resources); SQLite's searches are planned by
-   * Cinder (SearchPlan), so it has nothing to refresh and returns []. After a bulk change PostgreSQL
+   * Cinder (SearchPlan), so it has nothing to refresh and returns [], but merges its full-text index
+   * after a reindex (sqlite/text.ts mergeText). After a bulk change PostgreSQL
    * also vacuums the tables: a bulk load leaves their visibility map empty until autovacuum comes by
    * (never, where it is off), and until then every index-only scan reads the table's rows as well.
    */

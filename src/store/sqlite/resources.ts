@@ -13,7 +13,7 @@ import { countSql, countsOnIndex, driverCandidates, planContext, plannedSearch, 
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
-import { createTextMover, type TextMover, type TextMoverOptions } from './text.ts';
+import { createTextMover, mergeText, type TextMover, type TextMoverOptions } from './text.ts';
 import { createWriter } from './writer.ts';
 
 interface Row {
@@ -248,6 +248,8 @@ export function createSqliteResources(
           .all(after, limit);
       },
       async analyze() {
+        // Nothing to refresh for the planner, but a reindex leaves the full-text index to merge.
+        await mergeText(reader, writer, (fn) => serial(() => writeTransaction(writer, fn)));
         return [];
       },
     },

@@ -16,6 +16,26 @@ import { tryBeginImmediate, type createMutex } from './db.ts';
 /** A write of at least this many new resources' words goes to FTS5 directly. */
 export const BULK_TEXT_ROWS = 64;
 
+/**
+ * The `index_state` row that marks the FTS5 index's merge as due: a reindex writes with FTS5's eager
+ * merging of deleted rows off (writer.ts replaceIndex), and `mergeText` runs one `optimize` after it.
+ */
+export const TEXT_MERGE_DUE = 'text_merge_due';
+
+/**
+ * Merges the FTS5 index into one segment, dropping the rows deleted meanwhile, when a reindex marked it
+ * due (TEXT_MERGE_DUE); nothing otherwise. `write` runs its callback on the writer in a transaction.
+ */
+export async function mergeText(reader: Database, writer: Database, write: (fn: () => void) => Promise<void>): Promise<boolean> {
+  const due = reader.query<{ value: number }, []>(`SELECT value FROM index_state WHERE name = '${TEXT_MERGE_DUE}'`).get();
+  if (!due) return false;
+  await write(() => {
+    writer.exec("INSERT INTO search_text (search_text) VALUES ('optimize')");
+    writer.exec(`DELETE FROM index_state WHERE name = '${TEXT_MERGE_DUE}'`);
+  });
+  return true;
+}
+
 export interface TextMoverOptions {
   /** Rows waiting (recent and stale) that trigger a move at once. */
   moveAt?: number;

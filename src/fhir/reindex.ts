@@ -69,11 +69,11 @@ export async function reindex(
   for (;;) {
     const page = await indexing.page(after, opts.batch ?? BATCH);
     if (page.length === 0) break;
-    const byTenant = new Map<string, { type: string; id: string; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
+    const byTenant = new Map<string, { type: string; id: string; versionId: number; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
     for (const row of page) {
       if (!touched(row.content)) continue;
       const resource = JSON.parse(row.content) as Record<string, unknown>;
-      const item = { type: row.type, id: row.id, index: storedIndex(resource), compartments: compartmentsOf(resource) };
+      const item = { type: row.type, id: row.id, versionId: row.versionId, index: storedIndex(resource), compartments: compartmentsOf(resource) };
       (byTenant.get(row.tenant) ?? byTenant.set(row.tenant, []).get(row.tenant)!).push(item);
       rebuilt++;
     }

@@ -96,6 +96,35 @@ await eachStore((kind, fresh) => {
   });
 });
 
+await eachStore((kind, fresh) => {
+  describe(`reindex beside writes on ${kind}`, () => {
+    test('a resource updated after the reindexer read it keeps the rows its own write gave it', async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'x', name: [{ family: 'Old' }] });
+        await api.put200({ resourceType: 'Patient', id: 'y', name: [{ family: 'Same' }] });
+        const page = await t.store.resources.indexing.page(0, 10);
+        expect(page.map((r) => [r.id, r.versionId])).toEqual([['x', 1], ['y', 1]]);
+        // Updated between the reindexer's read and its write.
+        await api.put200({ resourceType: 'Patient', id: 'x', name: [{ family: 'New' }] });
+        await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+          const resource = JSON.parse(r.content);
+          // What the reindexer computes from what it read (here marked, to see which rows were written).
+          resource.name[0].family += 'reindexed';
+          return { type: r.type, id: r.id, versionId: r.versionId, index: storedIndex(resource), compartments: [] };
+        })));
+        const ids = async (q: string) => ((await api.search(`Patient?${q}`)).entry ?? []).map((e: Json) => e.resource.id).sort();
+        expect(await ids('family=new')).toEqual(['x']);
+        expect(await ids('family=oldreindexed')).toEqual([]);
+        expect(await ids('family=samereindexed')).toEqual(['y']);
+      } finally {
+        await t.close();
+      }
+    }, 60_000);
+  });
+});
+
 describe('touchedSince', () => {
   test('models 1 and 2 touch every resource; model 3 those with a type object and a text', () => {
     for (const m of [0, 1]) expect(touchedSince(m)('{"resourceType":"Patient"}')).toBe(true);

@@ -48,9 +48,11 @@ export interface ResourceWriter {
   insertNew(versions: VersionToWrite[]): Promise<boolean[]>;
   /**
    * Replaces the index and compartment rows of current, live resources (reindexing), leaving their
-   * versions alone; resources that no longer exist or are deleted are skipped.
+   * versions alone; resources that no longer exist or are deleted are skipped, and so is one whose
+   * current version is not the item's `versionId` when given (it changed after the reindexer read it,
+   * and its own write indexed it).
    */
-  replaceIndex(items: { type: string; id: string; index: IndexRows; compartments: string[] }[]): Promise<void>;
+  replaceIndex(items: { type: string; id: string; versionId?: number; index: IndexRows; compartments: string[] }[]): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */
@@ -59,6 +61,7 @@ export interface IndexedRow {
   tenant: string;
   type: string;
   id: string;
+  versionId: number;
   content: string;
 }
 

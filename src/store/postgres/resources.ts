@@ -118,7 +118,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       },
       async page(after, limit) {
         const rows = await sql<IndexedRow[]>`
-          SELECT pk, tenant, type, id, content FROM resources WHERE pk > ${after} AND NOT deleted ORDER BY pk LIMIT ${limit}`;
+          SELECT pk, tenant, type, id, version_id AS "versionId", content FROM resources WHERE pk > ${after} AND NOT deleted ORDER BY pk LIMIT ${limit}`;
         return rows.map((r) => ({ ...r, pk: Number(r.pk) }));
       },
       async analyze(opts = {}) {

@@ -180,7 +180,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       const byKey = new Map(rows.filter((r) => !r.deleted).map((r) => [keyOf(r.type, r.id), r]));
       const versions = items.flatMap((item) => {
         const row = byKey.get(keyOf(item.type, item.id));
-        if (!row) return [];
+        if (!row || (item.versionId !== undefined && row.version_id !== item.versionId)) return [];
         const v: VersionToWrite = { ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
         return [{ pk: row.pk, v }];
       });

@@ -244,7 +244,7 @@ export function createSqliteResources(
       },
       async page(after, limit) {
         return reader
-          .query<IndexedRow, [number, number]>('SELECT pk, tenant, type, id, content FROM resources WHERE pk > ? AND deleted = 0 ORDER BY pk LIMIT ?')
+          .query<IndexedRow, [number, number]>('SELECT pk, tenant, type, id, version_id AS versionId, content FROM resources WHERE pk > ? AND deleted = 0 ORDER BY pk LIMIT ?')
           .all(after, limit);
       },
       async analyze() {

@@ -222,7 +222,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       const text: Value[] = [];
       for (const item of items) {
         const row = lookup(item.type, item.id);
-        if (!row || row.deleted) continue;
+        if (!row || row.deleted || (item.versionId !== undefined && row.version_id !== item.versionId)) continue;
         clearIndex(row.pk);
         clearText(row.pk, true);
         q.clearCompartments.run(row.pk);

@@ -244,7 +244,8 @@ export class SqlBuilder {
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
    * by a range (so that reading them first is cheap when they are few); undefined for a condition that
    * cannot drive a search (negations, `:missing`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
-   * `:contains`, a date or number test with no bound on the stored range's low end, ORs over tables).
+   * `:contains`, a date or number test with no bound on the stored range's low end, an OR of which one
+   * alternative cannot). An OR's rows are its alternatives' (UNION ALL: the driver's rows are DISTINCT).
    */
   driverRows(c: Condition, type: string): string | undefined {
     if (!canDrive(c)) return undefined;
@@ -262,6 +263,8 @@ export class SqlBuilder {
         return this.select('search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
       case 'chain':
         return this.select('search_index', (s) => this.chainTarget(s, type, c));
+      case 'or':
+        return c.any.map((x) => this.driverRows(x, type)!).join(' UNION ALL ');
       case 'text':
         // The full-text rows of this tenant and type by their scope, checked against the resource rows
         // (a count must be exact, and a hash may collide).
@@ -527,6 +530,9 @@ function canDrive(c: Condition): boolean {
     case 'string': return c.values.every((v) => v.match === 'prefix');
     case 'date': return c.tests.every((t) => lowBounds(t).length > 0);
     case 'composite': return c.tests.every((t) => t.value1 !== undefined);
+    // Alternatives that can each drive: their rows together (`combo-code`, a union of `code` and
+    // `component-code`).
+    case 'or': return c.any.length > 0 && c.any.every(canDrive);
     default: return false;
   }
 }

@@ -174,6 +174,15 @@ await eachStore((kind, fresh) => {
       expect(await sorted(`Observation?component-code-value-quantity=${LOINC}|8462-4$gt120`)).toEqual([]);
       expect(await sorted('Observation?combo-code-value-quantity=8462-4$90')).toEqual(['o2']);
       expect(await sorted('Observation?code-value-string=1-1$pos')).toEqual(['o4']);
+      // combo-code: code or component-code (an OR of alternatives, each of which can drive).
+      expect(await sorted('Observation?combo-code=8480-6')).toEqual(['o2']);
+      expect(await sorted(`Observation?combo-code=${LOINC}|2339-0`)).toEqual(['o1', 'o3']);
+      expect(await sorted('Observation?combo-code=2339-0,8462-4&status=final')).toEqual(['o1', 'o2']);
+      expect((await api.search('Observation?combo-code=2339-0,8462-4&_total=accurate')).total).toBe(3);
+      expect((await api.search('Observation?combo-code=2339-0,8462-4&_summary=count')).total).toBe(3);
+      expect(await sorted('Observation?combo-code=nothing')).toEqual([]);
+      // Two values of a composite of root parameters: an OR of two pairs.
+      expect(await sorted(`Observation?combo-code-value-quantity=8462-4$90,${LOINC}|2339-0$gt50`)).toEqual(['o1', 'o2']);
     });
 
     test('reference: Type/id, id, absolute URL, :Type, :identifier; uri and canonical with |version, :below, :above', async () => {

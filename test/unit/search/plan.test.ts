@@ -156,5 +156,12 @@ describe('a parameter searched as others ANDed', () => {
     // Two alternatives stay one condition (an OR of the two pairs).
     const two = compileSearch('Observation', new URLSearchParams('code-value-quantity=http://loinc.org|8302-2$gt190,http://loinc.org|29463-7$gt150'), true);
     expect(two.pending.map((c) => c.kind)).toEqual(['or']);
+    // An OR of pairs cannot drive (neither pair's rows alone are its answer); an OR of tokens can.
+    expect(driverCandidates(SQLITE, 't1', { ...two.query, where: two.pending as Condition[] }).length).toBe(0);
+    const combo = compileSearch('Observation', new URLSearchParams('combo-code=8302-2'), true);
+    expect(combo.pending.map((c) => c.kind)).toEqual(['or']);
+    const [candidate] = driverCandidates(SQLITE, 't1', { ...combo.query, where: combo.pending as Condition[] });
+    expect(candidate!.driver).toBe(0);
+    expect(candidate!.count(10).sql).toContain('UNION ALL');
   });
 });

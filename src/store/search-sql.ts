@@ -248,7 +248,7 @@ export class SqlBuilder {
   /**
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
    * by a range (so that reading them first is cheap when they are few); undefined for a condition that
-   * cannot drive a search (negations, `:missing`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
+   * cannot drive a search (negations, `:missing=true`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
    * `:contains`, a date or number test with no bound on the stored range's low end, an OR of which one
    * alternative cannot). An OR's rows are its alternatives' (UNION ALL: the driver's rows are DISTINCT).
    */
@@ -270,6 +270,8 @@ export class SqlBuilder {
         return this.select('search_index', (s) => this.chainTarget(s, type, c));
       case 'or':
         return c.any.map((x) => this.driverRows(x, type)!).join(' UNION ALL ');
+      case 'missing':
+        return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false));
       case 'text':
         // The full-text rows of this tenant and type by their scope, checked against the resource rows
         // (a count must be exact, and a hash may collide).
@@ -538,6 +540,8 @@ function canDrive(c: Condition): boolean {
     // Alternatives that can each drive: their rows together (`combo-code`, a union of `code` and
     // `component-code`).
     case 'or': return c.any.length > 0 && c.any.every(canDrive);
+    // `:missing=false`: every row of the parameters' keys (few where the element is rare).
+    case 'missing': return !c.missing;
     default: return false;
   }
 }

@@ -165,3 +165,16 @@ describe('a parameter searched as others ANDed', () => {
     expect(candidate!.count(10).sql).toContain('UNION ALL');
   });
 });
+
+describe(':missing', () => {
+  test('=false can drive (the rows of the parameter\'s keys); =true cannot', () => {
+    const candidates = (query: string) => {
+      const compiled = compileSearch('Patient', new URLSearchParams(query), true);
+      return driverCandidates(SQLITE, 't1', { ...compiled.query, where: compiled.pending as Condition[] });
+    };
+    const [has] = candidates('death-date:missing=false');
+    expect(has!.driver).toBe(0);
+    expect(has!.count(10).sql).toContain('FROM search_range');
+    expect(candidates('death-date:missing=true')).toEqual([]);
+  });
+});

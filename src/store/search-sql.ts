@@ -249,7 +249,7 @@ export class SqlBuilder {
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
    * by a range (so that reading them first is cheap when they are few); undefined for a condition that
    * cannot drive a search (negations, `:missing=true`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
-   * `:contains`, a date or number test with no bound on the stored range's low end, an OR of which one
+   * `:contains`, a date or number test with no bound on the stored low end, an OR of which one
    * alternative cannot). An OR's rows are its alternatives' (UNION ALL: the driver's rows are DISTINCT).
    */
   driverRows(c: Condition, type: string): string | undefined {
@@ -272,6 +272,8 @@ export class SqlBuilder {
         return c.any.map((x) => this.driverRows(x, type)!).join(' UNION ALL ');
       case 'missing':
         return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false));
+      case 'number':
+        return this.select('search_range', (s) => this.numbers(s, type, c.param, c.tests, false, true));
       case 'text':
         // The full-text rows of this tenant and type by their scope, checked against the resource rows
         // (a count must be exact, and a hash may collide).
@@ -394,12 +396,16 @@ export class SqlBuilder {
    * Number and quantity tests (ORed) on `search_range` rows `s` of `param`, whose keys hold the unit:
    * a test naming a unit reads the keys of that unit, the others every key of the parameter.
    */
-  private numbers(s: string, type: string, param: string, tests: NumberTest[], byRes: boolean): string {
+  private numbers(s: string, type: string, param: string, tests: NumberTest[], byRes: boolean, driving = false): string {
     const united = (t: NumberTest) => t.system !== undefined || t.code !== undefined;
-    if (!tests.some(united)) return this.keyed(s, 'search_range', type, param, byRes, this.any(tests.map((t) => this.number(`${s}.low`, `${s}.high`, t))));
+    // Driving, each test also bounds the stored low end, which the value-first index (k, low) reads by.
+    const test = (t: NumberTest) => driving
+      ? `(${[...numberLowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.number(`${s}.low`, `${s}.high`, t)].join(' AND ')})`
+      : this.number(`${s}.low`, `${s}.high`, t);
+    if (!tests.some(united)) return this.keyed(s, 'search_range', type, param, byRes, this.any(tests.map(test)));
     return this.any(tests.map((t) => {
       const narrow = united(t) ? { ...(t.system !== undefined && { systems: [t.system] }), ...(t.code !== undefined && { code: t.code }) } : {};
-      return `(${this.keyIn(s, 'search_range', type, [param], byRes, narrow)} AND ${this.number(`${s}.low`, `${s}.high`, t)})`;
+      return `(${this.keyIn(s, 'search_range', type, [param], byRes, narrow)} AND ${test(t)})`;
     }));
   }
 
@@ -536,6 +542,7 @@ function canDrive(c: Condition): boolean {
     // `:exact` compares a column that no index leads with.
     case 'string': return c.values.every((v) => v.match === 'prefix');
     case 'date': return c.tests.every((t) => lowBounds(t).length > 0);
+    case 'number': return c.tests.every((t) => numberLowBounds(t).length > 0);
     case 'composite': return c.tests.every((t) => t.value1 !== undefined);
     // Alternatives that can each drive: their rows together (`combo-code`, a union of `code` and
     // `component-code`).
@@ -543,6 +550,21 @@ function canDrive(c: Condition): boolean {
     // `:missing=false`: every row of the parameters' keys (few where the element is rare).
     case 'missing': return !c.missing;
     default: return false;
+  }
+}
+
+/**
+ * Bounds on a stored number's low end (a point's value; a Range's low) that a number test implies
+ * (SqlBuilder.number: lo <= hi), redundant with the test but answerable by the (k, low) index; none for
+ * `ne`, `gt`, `ge` and `sa`.
+ */
+function numberLowBounds(t: NumberTest): [op: string, value: number][] {
+  switch (t.op) {
+    case 'eq': return [['>=', t.low], ['<', t.high]];
+    case 'lt': case 'eb': return [['<', t.value]];
+    case 'le': return [['<=', t.value]];
+    case 'ap': return [['<', t.high]];
+    default: return [];
   }
 }
 

@@ -178,3 +178,18 @@ describe(':missing', () => {
     expect(candidates('death-date:missing=true')).toEqual([]);
   });
 });
+
+describe('numbers and quantities', () => {
+  test('a test bounding the stored low end can drive, read by the (k, low) index; gt, ge, ne cannot', () => {
+    const candidates = (query: string) => {
+      const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+      return driverCandidates(SQLITE, 't1', { ...compiled.query, where: compiled.pending as Condition[] });
+    };
+    for (const q of ['value-quantity=182.1', 'value-quantity=182.1||cm', 'value-quantity=lt5', 'value-quantity=le5,eb2', 'value-quantity=ap100']) {
+      const [c] = candidates(q);
+      expect(c!.driver).toBe(0);
+      expect(c!.count(10).sql).toMatch(/s\d+\.low [<>]=? \?/);
+    }
+    for (const q of ['value-quantity=gt5', 'value-quantity=ge5', 'value-quantity=ne5', 'value-quantity=lt5,gt9']) expect(candidates(q)).toEqual([]);
+  });
+});

@@ -26,14 +26,13 @@ export const TEXT_MERGE_DUE = 'text_merge_due';
  * Merges the FTS5 index into one segment, dropping the rows deleted meanwhile, when a reindex marked it
  * due (TEXT_MERGE_DUE); nothing otherwise. `write` runs its callback on the writer in a transaction.
  */
-export async function mergeText(reader: Database, writer: Database, write: (fn: () => void) => Promise<void>): Promise<boolean> {
+export async function mergeText(reader: Database, writer: Database, write: (fn: () => void) => Promise<void>): Promise<void> {
   const due = reader.query<{ value: number }, []>(`SELECT value FROM index_state WHERE name = '${TEXT_MERGE_DUE}'`).get();
-  if (!due) return false;
+  if (!due) return;
   await write(() => {
     writer.exec("INSERT INTO search_text (search_text) VALUES ('optimize')");
     writer.exec(`DELETE FROM index_state WHERE name = '${TEXT_MERGE_DUE}'`);
   });
-  return true;
 }
 
 export interface TextMoverOptions {

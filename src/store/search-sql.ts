@@ -24,6 +24,12 @@ export interface Dialect {
    */
   keyIn(k: string, keys: string, byRes: boolean): string;
   /**
+   * Column `col` of a row, as an expression that no index is read by: a driving date or number test
+   * reads one of `search_range`'s value-first indexes, (k, low) or (k, high), and its test on the other
+   * column must not make the planner choose that one instead.
+   */
+  unindexed(col: string): string;
+  /**
    * The `k` of a key that exists and is committed, when the adapter can tell at once (else undefined,
    * and the statement looks the key up itself). A key once committed never changes.
    */
@@ -121,6 +127,7 @@ export const SQLITE: Dialect = {
   costs: { undrivenRow: 1, undrivenSetRow: 0.2, setRow: 0.25, driverRow: 0.75, match: 1.1 },
   // A list subquery, run once per statement; the value-first index is probed once per key.
   keyIn: (k, keys) => `${k} IN (${keys})`,
+  unindexed: (col) => `+${col}`,
   text: SQLITE_TEXT,
 };
 
@@ -134,6 +141,7 @@ export const POSTGRES: Dialect = {
   // its key, which without statistics (after a bulk load) it thought selective: the index range of the
   // key (every row of the parameter), per row probed or sorted.
   keyIn: (k, keys, byRes) => `${byRes ? `${k} + 0` : k} = ANY(ARRAY(${keys}))`,
+  unindexed: (col) => `(${col} + 0)`,
   text: POSTGRES_TEXT,
 };
 
@@ -249,7 +257,7 @@ export class SqlBuilder {
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
    * by a range (so that reading them first is cheap when they are few); undefined for a condition that
    * cannot drive a search (negations, `:missing=true`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
-   * `:contains`, a date or number test with no bound on the stored low end, an OR of which one
+   * `:contains`, a date or number test `ne`, an OR of which one
    * alternative cannot). An OR's rows are its alternatives' (UNION ALL: the driver's rows are DISTINCT).
    */
   driverRows(c: Condition, type: string): string | undefined {
@@ -263,7 +271,7 @@ export class SqlBuilder {
         return this.select('search_string', (s, byRes) => this.keyed(s, 'search_string', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v.value)))));
       case 'date':
         return this.select('search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.any(c.tests.map((t) =>
-          `(${[...lowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.date(`${s}.low`, `${s}.high`, t)].join(' AND ')})`)), DATE_KEY));
+          this.drivingRange(s, dateBounds(t)!, (lo, hi) => this.date(lo, hi, t)))), DATE_KEY));
       case 'composite':
         return this.select('search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
       case 'chain':
@@ -398,15 +406,24 @@ export class SqlBuilder {
    */
   private numbers(s: string, type: string, param: string, tests: NumberTest[], byRes: boolean, driving = false): string {
     const united = (t: NumberTest) => t.system !== undefined || t.code !== undefined;
-    // Driving, each test also bounds the stored low end, which the value-first index (k, low) reads by.
     const test = (t: NumberTest) => driving
-      ? `(${[...numberLowBounds(t).map(([op, value]) => `${s}.low ${op} ${this.v(value)}`), this.number(`${s}.low`, `${s}.high`, t)].join(' AND ')})`
+      ? this.drivingRange(s, numberBounds(t)!, (lo, hi) => this.number(lo, hi, t))
       : this.number(`${s}.low`, `${s}.high`, t);
     if (!tests.some(united)) return this.keyed(s, 'search_range', type, param, byRes, this.any(tests.map(test)));
     return this.any(tests.map((t) => {
       const narrow = united(t) ? { ...(t.system !== undefined && { systems: [t.system] }), ...(t.code !== undefined && { code: t.code }) } : {};
       return `(${this.keyIn(s, 'search_range', type, [param], byRes, narrow)} AND ${test(t)})`;
     }));
+  }
+
+  /**
+   * A date or number test on `search_range` rows `s` that drive a search: the bounds on the stored
+   * end that `bounds` names, which its value-first index reads by, and the test itself, whose other
+   * end is unindexed (Dialect.unindexed).
+   */
+  private drivingRange(s: string, bounds: RangeBounds, test: (lo: string, hi: string) => string): string {
+    const col = (end: 'low' | 'high') => (end === bounds.end ? `${s}.${end}` : this.dialect.unindexed(`${s}.${end}`));
+    return `(${[...bounds.bounds.map(([op, value]) => `${s}.${bounds.end} ${op} ${this.v(value)}`), test(col('low'), col('high'))].join(' AND ')})`;
   }
 
   private prefix(col: string, value: string): string {
@@ -541,8 +558,8 @@ function canDrive(c: Condition): boolean {
     case 'uri-prefix': case 'chain': case 'text': return true;
     // `:exact` compares a column that no index leads with.
     case 'string': return c.values.every((v) => v.match === 'prefix');
-    case 'date': return c.tests.every((t) => lowBounds(t).length > 0);
-    case 'number': return c.tests.every((t) => numberLowBounds(t).length > 0);
+    case 'date': return c.tests.every((t) => dateBounds(t) !== undefined);
+    case 'number': return c.tests.every((t) => numberBounds(t) !== undefined);
     case 'composite': return c.tests.every((t) => t.value1 !== undefined);
     // Alternatives that can each drive: their rows together (`combo-code`, a union of `code` and
     // `component-code`).
@@ -554,32 +571,46 @@ function canDrive(c: Condition): boolean {
 }
 
 /**
- * Bounds on a stored number's low end (a point's value; a Range's low) that a number test implies
- * (SqlBuilder.number: lo <= hi), redundant with the test but answerable by the (k, low) index; none for
- * `ne`, `gt`, `ge` and `sa`.
+ * The end of a stored range that one of `search_range`'s value-first indexes, (k, low) or (k, high),
+ * reads a driving test's rows by, and bounds on it that the test implies: redundant with the test, but
+ * answerable by the index.
  */
-function numberLowBounds(t: NumberTest): [op: string, value: number][] {
+interface RangeBounds {
+  end: 'low' | 'high';
+  bounds: [op: string, value: number][];
+}
+
+/**
+ * A number test's bounds on a stored [lo, hi] (SqlBuilder.number; lo <= hi): on the low end where the
+ * test bounds it, else on the high end (`gt`, `ge`, `sa`); none for `ne`, which a range of neither
+ * index answers.
+ */
+function numberBounds(t: NumberTest): RangeBounds | undefined {
   switch (t.op) {
-    case 'eq': return [['>=', t.low], ['<', t.high]];
-    case 'lt': case 'eb': return [['<', t.value]];
-    case 'le': return [['<=', t.value]];
-    case 'ap': return [['<', t.high]];
-    default: return [];
+    case 'eq': return { end: 'low', bounds: [['>=', t.low], ['<', t.high]] };
+    case 'lt': case 'eb': return { end: 'low', bounds: [['<', t.value]] };
+    case 'le': return { end: 'low', bounds: [['<=', t.value]] };
+    case 'ap': return { end: 'low', bounds: [['<', t.high]] };
+    case 'gt': case 'sa': return { end: 'high', bounds: [['>', t.value]] };
+    case 'ge': return { end: 'high', bounds: [['>=', t.value]] };
+    default: return undefined;
   }
 }
 
 /**
- * Bounds on a stored date range's low end that a date test implies (stored ranges [lo, hi) have
- * lo < hi), redundant with the test but answerable by the (param, low) index; none for `ne`, `gt`, `ge`.
+ * A date test's bounds on a stored range [lo, hi) (SqlBuilder.date; lo < hi): on the low end where the
+ * test bounds it, else on the high end (`gt`; `ge`, whose matches end after the value's start); none
+ * for `ne`.
  */
-function lowBounds(t: DateTest): [op: string, value: number][] {
+function dateBounds(t: DateTest): RangeBounds | undefined {
   switch (t.op) {
-    case 'eq': return [['>=', t.low], ['<', t.high]];
-    case 'lt': return [['<', t.low]];
-    case 'le': case 'ap': return [['<', t.high]];
-    case 'sa': return [['>=', t.high]];
-    case 'eb': return [['<', t.low]];
-    default: return [];
+    case 'eq': return { end: 'low', bounds: [['>=', t.low], ['<', t.high]] };
+    case 'lt': case 'eb': return { end: 'low', bounds: [['<', t.low]] };
+    case 'le': case 'ap': return { end: 'low', bounds: [['<', t.high]] };
+    case 'sa': return { end: 'low', bounds: [['>=', t.high]] };
+    case 'gt': return { end: 'high', bounds: [['>', t.high]] };
+    case 'ge': return { end: 'high', bounds: [['>', t.low]] };
+    default: return undefined;
   }
 }
 

@@ -31,6 +31,7 @@ beforeAll(async () => {
   const observations = Array.from({ length: 300 }, (_, i) => ({
     resourceType: 'Observation', id: `o${i}`, status: 'final', subject: { reference: `Patient/p${i % 30}` },
     code: { coding: [{ system: 'http://loinc.org', code: i % 3 ? '8302-2' : '29463-7' }] },
+    valueQuantity: { value: i, unit: 'kg', system: 'http://unitsofmeasure.org', code: 'kg' },
   }));
   await store.resources.write('t1', (w) => w.insertNew(firstVersions([...patients, ...observations])));
   db = new Database(path, { readonly: true });
@@ -76,4 +77,26 @@ test('a token compared with = is still found by the value-first index, exactly',
   const last = statements.at(-1)!;
   expect(last.sql).not.toMatch(/\+s\d+\.k = /);
   expect(last.plan).toContain('search_index_value (k=? AND value=? AND res=?)');
+});
+
+/** The statements' plans that read `search_range` by one of its value-first indexes. */
+const rangeReads = (statements: { plan: string }[]) =>
+  statements.flatMap((s) => s.plan.split('\n')).filter((line) => /search_range_(low|high)/.test(line));
+
+test('a date or number test that bounds only the stored high end reads the (k, high) index', async () => {
+  for (const [type, query] of [['Patient', 'birthdate=gt1990'], ['Patient', 'birthdate=ge1990'], ['Observation', 'value-quantity=gt250'],
+    ['Observation', 'value-quantity=ge250'], ['Observation', 'value-quantity=sa250|http://unitsofmeasure.org|kg']] as const) {
+    const reads = rangeReads(await plans(type, query));
+    expect(reads.length, query).toBeGreaterThan(0);
+    for (const line of reads) expect(line, query).toMatch(/search_range_high \(k=\? AND high>/);
+  }
+});
+
+test('a test that bounds the stored low end still reads the (k, low) index, even where it also tests the high end', async () => {
+  for (const [type, query] of [['Patient', 'birthdate=1960'], ['Patient', 'birthdate=ap1970-01'], ['Patient', 'birthdate=lt1960'],
+    ['Observation', 'value-quantity=120'], ['Observation', 'value-quantity=ap120']] as const) {
+    const reads = rangeReads(await plans(type, query));
+    expect(reads.length, query).toBeGreaterThan(0);
+    for (const line of reads) expect(line, query).toMatch(/search_range_low \(k=\? AND low[<>]/);
+  }
 });

@@ -284,4 +284,13 @@ DROP INDEX search_range_res;
 UPDATE index_state SET value = 3 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 12,
+    name: 'search_range_high',
+    sql: `
+-- As the SQLite migration 10: date, number and quantity rows by their high end, which \`gt\` and \`ge\`
+-- (and a number's \`sa\`) bound alone, so that such a search can start from its rows.
+CREATE INDEX search_range_high ON search_range (k, high) INCLUDE (low, res);
+`,
+  },
 ];

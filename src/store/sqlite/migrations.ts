@@ -254,4 +254,15 @@ UPDATE index_state SET value = 2 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 UPDATE index_state SET value = 3 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 10,
+    name: 'search_range_high',
+    sql: `
+-- Date, number and quantity rows by their high end as well: \`gt\` and \`ge\` (and a number's \`sa\`) bound
+-- only the stored high end, so such a search could not start from its rows and read the type's
+-- resources in order instead (Observation?date=gt<a date no Observation reaches> on a million
+-- resources: every Observation, 7.7 s).
+CREATE INDEX search_range_high ON search_range (k, high);
+`,
+  },
 ];

@@ -151,8 +151,8 @@ describe('a parameter searched as others ANDed', () => {
     const compiled = compileSearch('Observation', new URLSearchParams('code-value-quantity=http://loinc.org|8302-2$gt190'), true);
     expect(compiled.pending.map((c) => [c.kind, 'param' in c ? c.param : undefined])).toEqual([['token', 'code'], ['number', 'value-quantity']]);
     const q = { ...compiled.query, where: compiled.pending as Condition[] };
-    // The code can drive (the quantity's `gt` bounds no stored range's low end).
-    expect(driverCandidates(SQLITE, 't1', q).map((c) => c.driver)).toEqual([0]);
+    // Both can drive: the code, and the quantity's `gt` by the stored high end.
+    expect(driverCandidates(SQLITE, 't1', q).map((c) => c.driver)).toEqual([0, 1]);
     // Two alternatives stay one condition (an OR of the two pairs).
     const two = compileSearch('Observation', new URLSearchParams('code-value-quantity=http://loinc.org|8302-2$gt190,http://loinc.org|29463-7$gt150'), true);
     expect(two.pending.map((c) => c.kind)).toEqual(['or']);
@@ -180,7 +180,7 @@ describe(':missing', () => {
 });
 
 describe('numbers and quantities', () => {
-  test('a test bounding the stored low end can drive, read by the (k, low) index; gt, ge, ne cannot', () => {
+  test('a test can drive by the stored low end where it bounds it, else by the high end; ne cannot', () => {
     const candidates = (query: string) => {
       const compiled = compileSearch('Observation', new URLSearchParams(query), true);
       return driverCandidates(SQLITE, 't1', { ...compiled.query, where: compiled.pending as Condition[] });
@@ -190,6 +190,16 @@ describe('numbers and quantities', () => {
       expect(c!.driver).toBe(0);
       expect(c!.count(10).sql).toMatch(/s\d+\.low [<>]=? \?/);
     }
-    for (const q of ['value-quantity=gt5', 'value-quantity=ge5', 'value-quantity=ne5', 'value-quantity=lt5,gt9']) expect(candidates(q)).toEqual([]);
+    for (const q of ['value-quantity=gt5', 'value-quantity=ge5', 'value-quantity=sa5||cm']) {
+      const [c] = candidates(q);
+      expect(c!.driver).toBe(0);
+      // The (k, high) index reads the bound; the low end is unindexed.
+      expect(c!.count(10).sql).toMatch(/s\d+\.high >=? \?/);
+      expect(c!.count(10).sql).not.toMatch(/[^+]s\d+\.low/);
+    }
+    // One bound each: the OR's rows are those of two ranges, one of each index.
+    const [both] = candidates('value-quantity=lt5,gt9');
+    expect(both!.count(10).sql).toMatch(/s\d+\.low < \?.* OR .*s\d+\.high > \?/);
+    for (const q of ['value-quantity=ne5', 'value-quantity=lt5,ne9']) expect(candidates(q)).toEqual([]);
   });
 });

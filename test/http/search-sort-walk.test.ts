@@ -1,0 +1,193 @@
+/**
+ * Searches sorted on a parameter that no condition drives are read by walking the sort key's index in
+ * order (search-sql.ts sortWalk), on both databases: the pages must be exactly those of the sort's
+ * definition (a resource's least value ascending, its greatest descending, ties by id, resources
+ * without a value last), whatever the ties at the walk's bound, the rows a resource has, the units a
+ * quantity's keys split the rows into, the offset, and conditions that make the walk read further or
+ * give way. The expected orders are computed from the data's own arithmetic.
+ */
+import { Database } from 'bun:sqlite';
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import { compileSearch, encodeCursor } from '../../src/fhir/search.ts';
+import { plannedSearch, POSTGRES, SORT_WALK_MAX_ROWS, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
+import type { Condition } from '../../src/store/types.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { firstVersions } from '../helpers/versions.ts';
+
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+const UCUM = 'http://unitsofmeasure.org';
+const N = 5000;
+const BASE = Date.parse('2026-01-01T00:00:00Z');
+const UNITS = ['kg', 'g', '[lb_av]'];
+
+const id = (i: number) => `o${String((i * 7919) % N).padStart(4, '0')}`;
+/** A minute of 1,000, so five Observations share each instant (ties at any bound). */
+const start = (i: number) => BASE + ((i * 37) % 1000) * 60_000;
+const dated = (i: number) => i % 50 !== 0;
+const period = (i: number) => i % 10 === 0;
+/** A period's end: up to six hours after its start. */
+const end = (i: number) => start(i) + (i % 7) * 3_600_000;
+const valued = (i: number) => i % 7 !== 0;
+const value = (i: number) => (i * 13) % 500;
+const components = (i: number) => [(i * 17) % 300, (i * 29) % 300];
+const amended = (i: number) => i % 300 === 7;
+const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+/**
+ * Observation `i`: laboratory or vital signs by turns; a date (a Period every tenth, none every 50th),
+ * a quantity in one of three units (none every 7th), two blood-pressure components; `amended` every
+ * 300th (17 in all, each dated), which only a negation selects, so no condition can drive it.
+ */
+const observation = (i: number) => ({
+  resourceType: 'Observation', id: id(i), status: amended(i) ? 'amended' : 'final',
+  category: [{ coding: [{ system: CAT, code: i % 2 === 0 ? 'laboratory' : 'vital-signs' }] }],
+  code: { coding: [{ system: 'http://loinc.org', code: '85354-9' }] },
+  ...(dated(i) && (period(i) ? { effectivePeriod: { start: iso(start(i)), end: iso(end(i)) } } : { effectiveDateTime: iso(start(i)) })),
+  ...(valued(i) && { valueQuantity: { value: value(i), unit: UNITS[i % 3], system: UCUM, code: UNITS[i % 3] } }),
+  component: components(i).map((v, c) => ({
+    code: { coding: [{ system: 'http://loinc.org', code: c ? '8462-4' : '8480-6' }] },
+    valueQuantity: { value: v, unit: 'mm[Hg]', system: UCUM, code: 'mm[Hg]' },
+  })),
+});
+const all = Array.from({ length: N }, (_, i) => i);
+
+/** The ids of `is` in a sort's order: by `key` (undefined last), `descending` or not, ties by id (`idsDown`: descending). */
+function ordered(is: number[], key: (i: number) => number | undefined, descending: boolean, idsDown = false): string[] {
+  const byId = (a: number, b: number) => (idsDown ? id(b).localeCompare(id(a)) : id(a).localeCompare(id(b)));
+  return [...is].sort((a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    if (ka === undefined || kb === undefined) return ka === kb ? byId(a, b) : ka === undefined ? 1 : -1;
+    return ka === kb ? byId(a, b) : descending ? kb - ka : ka - kb;
+  }).map(id);
+}
+
+// A dateTime to the second is the range of that second: its start ascending, its end descending.
+const dateUp = (i: number) => (dated(i) ? start(i) : undefined);
+const dateDown = (i: number) => (dated(i) ? (period(i) ? end(i) : start(i)) + 1000 : undefined);
+const quantity = (i: number) => (valued(i) ? value(i) : undefined);
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`a sort walk on ${target.kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    let url: string;
+    const page = async (query: string, offset = 0) => {
+      const b = await api.search(`${query}${offset ? `&_cursor=${encodeCursor({ offset })}` : ''}`);
+      return (b.entry ?? []).map((e: Json) => e.resource.id as string);
+    };
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      url = db.url;
+      const store = db.open();
+      await store.migrate();
+      t = await createTestApp({ store });
+      api = fhirClient(t, await t.token());
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(all.map(observation))));
+      await t.store.resources.indexing.analyze();
+    }, 60_000);
+    afterAll(() => t.close());
+
+    test('a date, ascending and descending: pages at any offset, ties at the bound by id, undated last', async () => {
+      const up = ordered(all, dateUp, false);
+      const down = ordered(all, dateDown, true);
+      for (const [count, offset] of [[1, 0], [7, 0], [50, 0], [7, 13], [50, 950], [100, 4850], [30, 4890]] as const) {
+        expect(await page(`Observation?_sort=date&_count=${count}`, offset)).toEqual(up.slice(offset, offset + count));
+        expect(await page(`Observation?_sort=-date&_count=${count}`, offset)).toEqual(down.slice(offset, offset + count));
+      }
+      // A second key orders the ties at the bound (five Observations an instant).
+      expect(await page('Observation?_sort=date,-_id&_count=12')).toEqual(ordered(all, dateUp, false, true).slice(0, 12));
+      expect(await page('Observation?_sort=-date,-_id&_count=12', 7)).toEqual(ordered(all, dateDown, true, true).slice(7, 19));
+    });
+
+    test('a quantity whose rows are split among units (keys): the least and greatest values first', async () => {
+      for (const count of [5, 40]) {
+        expect(await page(`Observation?_sort=value-quantity&_count=${count}`)).toEqual(ordered(all, quantity, false).slice(0, count));
+        expect(await page(`Observation?_sort=-value-quantity&_count=${count}`)).toEqual(ordered(all, quantity, true).slice(0, count));
+      }
+      expect(await page('Observation?_sort=-value-quantity&_count=20', 4280)).toEqual(ordered(all, quantity, true).slice(4280, 4300));
+    });
+
+    test('two rows a resource: its least ascending, its greatest descending', async () => {
+      const least = (i: number) => Math.min(...components(i));
+      const greatest = (i: number) => Math.max(...components(i));
+      expect(await page('Observation?_sort=component-value-quantity&_count=25')).toEqual(ordered(all, least, false).slice(0, 25));
+      expect(await page('Observation?_sort=-component-value-quantity&_count=25')).toEqual(ordered(all, greatest, true).slice(0, 25));
+      expect(await page('Observation?_sort=-component-value-quantity&_count=25', 300)).toEqual(ordered(all, greatest, true).slice(300, 325));
+    });
+
+    test('with conditions that cannot drive: common ones, and rare ones that make the walk read further or give way', async () => {
+      const lab = all.filter((i) => i % 2 === 0);
+      expect(await page('Observation?category=laboratory&_sort=-date&_count=20')).toEqual(ordered(lab, dateDown, true).slice(0, 20));
+      const rare = all.filter(amended);
+      expect(rare.length).toBe(17);
+      for (const count of [3, 10, 17, 20]) {
+        expect(await page(`Observation?status:not=final&_sort=-date&_count=${count}`)).toEqual(ordered(rare, dateDown, true).slice(0, count));
+      }
+      expect(await page('Observation?status:not=final&_sort=date&_count=5', 12)).toEqual(ordered(rare, dateUp, false).slice(12, 17));
+      // Nothing meets both: an empty page.
+      expect(await page('Observation?status:not=final&category=vital-signs&code:not=85354-9&_sort=-date')).toEqual([]);
+    });
+
+    test('the statements: a walk of the index when the page fills, the plan without it when it cannot', async () => {
+      const statements: string[] = [];
+      let runner: SearchRunner<unknown>;
+      let close = async () => {};
+      if (target.kind === 'sqlite') {
+        const db = new Database(url, { readonly: true });
+        close = async () => db.close();
+        runner = {
+          count: (sql, values) => (statements.push(sql), db.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n),
+          rows: (sql, values) => (statements.push(sql), db.query(sql).all(...values)),
+        };
+      } else {
+        const sql = postgres(url, { max: 1, onnotice: () => {} });
+        close = () => sql.end();
+        runner = {
+          count: async (text, values) => (statements.push(text), Number((await sql.unsafe(text, values))[0]!.n)),
+          rows: async (text, values) => (statements.push(text), sql.unsafe(text, values)),
+        };
+      }
+      const search = async (query: string, offset = 0) => {
+        statements.length = 0;
+        const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+        const q = { ...compiled.query, where: compiled.pending as Condition[], ...(offset && { offset }) };
+        const rows = await plannedSearch(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, runner, () => N);
+        const searches = statements.filter((s) => s.includes('SELECT r.type, r.id'));
+        return { ids: (rows as { id: string }[]).map((r) => r.id), bounds: statements.filter((s) => s.includes('FROM search_keys kk')).length, searches };
+      };
+      try {
+        // A page of ten: one bound, one search, driven by the walk's rows.
+        const first = await search('_sort=-date&_count=10');
+        expect(first.ids).toEqual(ordered(all, dateDown, true).slice(0, 10));
+        expect(first.bounds).toBe(1);
+        expect(first.searches.length).toBe(1);
+        expect(first.searches[0]).toContain('SELECT DISTINCT d.res');
+        // Rare matches: the walk reads further, bound after bound.
+        const rare = await search('status:not=final&_sort=-date&_count=10');
+        expect(rare.ids).toEqual(ordered(all.filter(amended), dateDown, true).slice(0, 10));
+        expect(rare.bounds).toBeGreaterThan(1);
+        expect(rare.searches.length).toBe(rare.bounds);
+        // A page reaching the undated: the walk reads every dated row, falls short, and the search
+        // without it answers.
+        const tail = await search('_sort=date&_count=100', 4850);
+        expect(tail.ids).toEqual(ordered(all, dateUp, false).slice(4850, 4950));
+        expect(tail.searches.length).toBe(tail.bounds + 1);
+        expect(tail.searches.at(-1)).not.toContain('SELECT DISTINCT d.res');
+        // A page further in than the walk may read rows for: no walk at all.
+        const deep = await search('_sort=date&_count=10', SORT_WALK_MAX_ROWS / 2);
+        expect(deep.bounds).toBe(0);
+        expect(deep.ids).toEqual([]);
+      } finally {
+        await close();
+      }
+    });
+  });
+}

@@ -703,24 +703,27 @@ export const PLAN_TRY_ROWS = 500;
  * first, costs it nothing). Only when none is that small are they counted up to DRIVER_MAX_ROWS + 1,
  * and the one with the fewest rows drives. A lone candidate is counted once, up to DRIVER_MAX_ROWS + 1.
  * When none has at most DRIVER_MAX_ROWS, a `context` lets a larger one drive where that costs less
- * (wideDriver).
+ * (wideDriver). With `most` = DRIVER_TAKE_AT (plannedSearch, where reading in order first costs less
+ * than any larger driver), only the first counts are made.
  */
 export async function planSearch(
   candidates: DriverCandidate[], count: (sql: string, values: SqlValue[]) => number | Promise<number>, context?: PlanContext,
+  most: typeof DRIVER_MAX_ROWS | typeof DRIVER_TAKE_AT = DRIVER_MAX_ROWS,
 ): Promise<SearchPlan> {
   const counted = (c: DriverCandidate, limit: number) => {
     const { sql, values } = c.count(limit);
     return count(sql, values);
   };
   if (candidates.length === 0) return {};
-  // One candidate is counted once, up to DRIVER_MAX_ROWS + 1: there is no other to prefer.
+  // One candidate is counted once, up to `most` + 1: there is no other to prefer.
   if (candidates.length === 1) {
-    if ((await counted(candidates[0]!, DRIVER_MAX_ROWS + 1)) <= DRIVER_MAX_ROWS) return { driver: candidates[0]!.driver };
+    if ((await counted(candidates[0]!, most + 1)) <= most) return { driver: candidates[0]!.driver };
     return context ? wideDriver(candidates, count, context) : {};
   }
   for (const c of candidates) {
     if ((await counted(c, DRIVER_TAKE_AT + 1)) <= DRIVER_TAKE_AT) return { driver: c.driver };
   }
+  if (most === DRIVER_TAKE_AT) return {};
   let best: { driver: number | 'compartment'; n: number } | undefined;
   for (const c of candidates) {
     const n = await counted(c, DRIVER_MAX_ROWS + 1);
@@ -834,18 +837,28 @@ export interface SearchRunner<R> {
 }
 
 /**
- * Plans and runs a search (searchSql). When no candidate drives outright (planSearch) and the page is
- * read in id or `_lastUpdated` order with every condition probed, the first PLAN_TRY_ROWS resources
- * of the type are searched first, as reading in order would (in one statement with the key where
- * they end): where matches are common that is the page, and where they are not, the matches found
- * there tell wideDriver how rare they are, and the rest of the page is searched after them, as
- * planned then.
+ * Plans and runs a search (searchSql). A search sorted on a parameter that no candidate drives
+ * (planSearch) walks the sort key's index (sortWalk). When no candidate drives outright, and the page
+ * is read in id or `_lastUpdated` order with every condition probed, the first PLAN_TRY_ROWS
+ * resources of the type are searched first, as reading in order would
+ * (in one statement with the key where they end): where matches are common that is the page, and
+ * where they are not, the matches found there tell wideDriver how rare they are, and the rest of the
+ * page is searched after them, as planned then.
  */
 export async function plannedSearch<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSize: () => number | Promise<number>,
 ): Promise<R[]> {
   const candidates = driverCandidates(dialect, tenant, q);
-  let plan = await planSearch(candidates, run.count);
+  const context = planContext(dialect, tenant, q, false, typeSize);
+  const inOrder = keysetSort(q.sort) !== undefined && context.narrowed && (q.where ?? []).every(probedAlone);
+  const tryRows = Math.max(PLAN_TRY_ROWS, 2 * q.count);
+  // Among so few resources that a driver of DRIVER_MAX_ROWS rows, were its condition the only one,
+  // would fill the page within the first rows read in order, only a small driver is worth its rows
+  // and their probes; the others are not even counted, and the first rows are read first
+  // (`Patient?birthdate=ge2009-11&gender=female&_count=50`, 1,922 of 10,000 Patients driving: 20.8
+  // against 2.0 ms on PostgreSQL, whose probes cost about 4 µs each).
+  const readFirst = inOrder && candidates.length > 0 && (q.count * (await typeSize())) / DRIVER_MAX_ROWS <= tryRows;
+  let plan = await planSearch(candidates, run.count, undefined, readFirst ? DRIVER_TAKE_AT : DRIVER_MAX_ROWS);
   if (plan.driver === undefined) {
     const walked = await sortWalk(dialect, tenant, q, run);
     if (walked !== undefined) return walked;
@@ -853,15 +866,12 @@ export async function plannedSearch<R>(
   let found: R[] = [];
   let rest = q;
   if (plan.driver === undefined && candidates.length > 0) {
-    const context = planContext(dialect, tenant, q, false, typeSize);
     let tried: { hits: number; rows: number } | undefined;
-    const keyset = keysetSort(q.sort);
-    if (keyset && context.narrowed && (q.where ?? []).every(probedAlone)) {
-      const rows = Math.max(PLAN_TRY_ROWS, 2 * q.count);
-      const first = searchSql(dialect, tenant, q, {}, rows);
+    if (inOrder) {
+      const first = searchSql(dialect, tenant, q, {}, tryRows);
       found = await run.rows(first.sql, first.values);
       if (found.length >= q.count) return found;
-      tried = { hits: found.length, rows };
+      tried = { hits: found.length, rows: tryRows };
       // The rest of the page after the last of the first rows, whose keys the rows found carry, read
       // with them. With none found, the rest is the whole query (the first rows, if they were all,
       // are read again, and match nothing again).

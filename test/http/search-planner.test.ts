@@ -9,7 +9,7 @@ import { Database } from 'bun:sqlite';
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { compileSearch } from '../../src/fhir/search.ts';
-import { plannedSearch, POSTGRES, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
+import { DRIVER_MAX_ROWS, plannedSearch, POSTGRES, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -132,6 +132,23 @@ for (const target of targets) {
         const common = await search('category=laboratory&status=final&_count=10');
         expect(common.ids.length).toBe(10);
         expect(common.searches.length).toBe(1);
+        // A condition of 1,336 rows (eight patients' Observations) among 5,000 resources with a page of
+        // ten: were it the only one, reading in order would fill the page within the first 500, so it
+        // is not counted past DRIVER_TAKE_AT and the first rows are read first.
+        const subjects = Array.from({ length: 8 }, (_, k) => `Patient/pl${k}`).join(',');
+        const counts: string[] = [];
+        const counting = runner.count;
+        runner.count = (sql, values) => (counts.push(sql), counting(sql, values));
+        const eight = await search(`subject=${subjects}&category=laboratory&_count=10`);
+        runner.count = counting;
+        expect(eight.ids).toEqual(ids(all.filter((i) => i % 30 < 8 && i % 2 === 0)).slice(0, 10));
+        expect(eight.searches.length).toBe(1);
+        expect(eight.searches[0]).not.toContain('SELECT DISTINCT d.res');
+        expect(counts.some((c) => c.includes(`LIMIT ${DRIVER_MAX_ROWS + 1}`))).toBe(false);
+        // Among 686,776 resources it drives.
+        const large = await search(`subject=${subjects}&category=laboratory&_count=10`, 686_776);
+        expect(large.ids).toEqual(eight.ids);
+        expect(large.searches.at(-1)).toContain('SELECT DISTINCT d.res');
         // In a type of a few hundred resources (as estimated), no driver of more than DRIVER_MAX_ROWS
         // rows costs less than reading them all in order.
         const small = await search('category=laboratory&code=odd&_count=50', 500);

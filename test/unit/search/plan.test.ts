@@ -201,5 +201,11 @@ describe('numbers and quantities', () => {
     const [both] = candidates('value-quantity=lt5,gt9');
     expect(both!.count(10).sql).toMatch(/s\d+\.low < \?.* OR .*s\d+\.high > \?/);
     for (const q of ['value-quantity=ne5', 'value-quantity=lt5,ne9']) expect(candidates(q)).toEqual([]);
+    // Bounds on the same end and side are written once, the loosest (one range of the index).
+    const [same] = candidates('value-quantity=gt190,ge150');
+    const { sql, values } = same!.count(10);
+    expect(sql).toMatch(/\(s\d+\.high >= \?1 AND \(s\d+\.high > \?2 OR s\d+\.high >= \?3\)\)/);
+    expect(values.slice(0, 3)).toEqual([150, 190, 150]);
+
   });
 });

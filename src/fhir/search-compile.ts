@@ -195,11 +195,25 @@ function compositeCondition(def: ParamDefinition, tests: CompositeTest[]): Condi
   if (def.unionOf) return { kind: 'or', any: def.unionOf.map((code) => compositeCondition(paramOf(def.base, code)!, tests)) };
   if (!def.andOf) return { kind: 'composite', param: def.code, tests };
   const [first, ...rest] = def.andOf;
-  const alternatives = tests.map((t): Condition => ({
-    kind: 'and',
-    all: [partCondition(first!, { kind: 'token', system: t.system1, value: t.value1 }), ...t.parts.map((p, i) => partCondition(rest[i]!, p))],
-  }));
-  return alternatives.length === 1 ? alternatives[0]! : { kind: 'or', any: alternatives };
+  const pairs = tests.map((t) => [partCondition(first!, { kind: 'token', system: t.system1, value: t.value1 }), ...t.parts.map((p, j) => partCondition(rest[j]!, p))]);
+  if (pairs.length === 1) return { kind: 'and', all: pairs[0]! };
+  // Every alternative holds one of the values of each parameter, so the values ORed hold too, and a
+  // search can start from those (the pairs themselves, ORed, cannot: neither pair's rows alone are
+  // their answer): `code-value-quantity=A$gt250,B$gt400` is also `code=A,B` and `value-quantity=gt250,gt400`.
+  const implied = def.andOf.map((_, j) => anyOf(pairs.map((all) => all[j]!)));
+  return { kind: 'and', all: [...implied, { kind: 'or', any: pairs.map((all): Condition => ({ kind: 'and', all })) }] };
+}
+
+/** Conditions of one parameter and kind (partCondition's), their values ORed as one condition. */
+function anyOf(conditions: Condition[]): Condition {
+  const [c] = conditions;
+  switch (c!.kind) {
+    case 'token': return { ...c!, values: conditions.flatMap((x) => (x as typeof c).values) };
+    case 'string': return { ...c!, values: conditions.flatMap((x) => (x as typeof c).values) };
+    case 'date': return { ...c!, tests: conditions.flatMap((x) => (x as typeof c).tests) };
+    case 'number': return { ...c!, tests: conditions.flatMap((x) => (x as typeof c).tests) };
+    default: return { kind: 'or', any: conditions };
+  }
 }
 
 /** `:missing` on a parameter kept as others ANDed: missing when any of them is. */

@@ -183,6 +183,11 @@ await eachStore((kind, fresh) => {
       expect(await sorted('Observation?combo-code=nothing')).toEqual([]);
       // Two values of a composite of root parameters: an OR of two pairs.
       expect(await sorted(`Observation?combo-code-value-quantity=8462-4$90,${LOINC}|2339-0$gt50`)).toEqual(['o1', 'o2']);
+      expect(await sorted(`Observation?code-value-quantity=${LOINC}|2339-0$gt50,2339-0$lt10`)).toEqual(['o1', 'o3']);
+      // Each code with its own value: o3's is under 10 but paired here with 1-1, and o1's is not under 10.
+      expect(await sorted('Observation?code-value-quantity=1-1$lt10,2339-0$lt10')).toEqual(['o3']);
+      expect(await sorted('Observation?code-value-quantity=1-1$lt10,2339-0$gt1000')).toEqual([]);
+      expect((await api.search('Observation?code-value-quantity=2339-0$gt50,2339-0$lt10&_total=accurate')).total).toBe(2);
     });
 
     test('reference: Type/id, id, absolute URL, :Type, :identifier; uri and canonical with |version, :below, :above', async () => {

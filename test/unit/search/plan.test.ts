@@ -153,11 +153,13 @@ describe('a parameter searched as others ANDed', () => {
     const q = { ...compiled.query, where: compiled.pending as Condition[] };
     // Both can drive: the code, and the quantity's `gt` by the stored high end.
     expect(driverCandidates(SQLITE, 't1', q).map((c) => c.driver)).toEqual([0, 1]);
-    // Two alternatives stay one condition (an OR of the two pairs).
+    // Two alternatives are an OR of the two pairs, which cannot drive (neither pair's rows alone are
+    // its answer), and each parameter's values ORed, which every match has, and which can.
     const two = compileSearch('Observation', new URLSearchParams('code-value-quantity=http://loinc.org|8302-2$gt190,http://loinc.org|29463-7$gt150'), true);
-    expect(two.pending.map((c) => c.kind)).toEqual(['or']);
-    // An OR of pairs cannot drive (neither pair's rows alone are its answer); an OR of tokens can.
-    expect(driverCandidates(SQLITE, 't1', { ...two.query, where: two.pending as Condition[] }).length).toBe(0);
+    expect(two.pending.map((c) => c.kind)).toEqual(['token', 'number', 'or']);
+    expect(two.pending[0]).toEqual({ kind: 'token', param: 'code', values: [{ system: 'http://loinc.org', value: '8302-2' }, { system: 'http://loinc.org', value: '29463-7' }] });
+    expect((two.pending[1] as Condition & { kind: 'number' }).tests.map((t) => [t.op, t.value])).toEqual([['gt', 190], ['gt', 150]]);
+    expect(driverCandidates(SQLITE, 't1', { ...two.query, where: two.pending as Condition[] }).map((c) => c.driver)).toEqual([0, 1]);
     const combo = compileSearch('Observation', new URLSearchParams('combo-code=8302-2'), true);
     expect(combo.pending.map((c) => c.kind)).toEqual(['or']);
     const [candidate] = driverCandidates(SQLITE, 't1', { ...combo.query, where: combo.pending as Condition[] });
@@ -206,6 +208,5 @@ describe('numbers and quantities', () => {
     const { sql, values } = same!.count(10);
     expect(sql).toMatch(/\(s\d+\.high >= \?1 AND \(s\d+\.high > \?2 OR s\d+\.high >= \?3\)\)/);
     expect(values.slice(0, 3)).toEqual([150, 190, 150]);
-
   });
 });

@@ -929,8 +929,11 @@ export async function plannedSearch<R>(
 /** The index rows a sort walk reads first, beyond two for each resource the page reaches. */
 const SORT_WALK_FIRST_ROWS = 16;
 
-/** A sort walk reads this many times as many rows as its last try, while the page is not yet full. */
+/** A sort walk reads at least this many times as many rows as its last try, while the page is not yet full. */
 const SORT_WALK_GROWTH = 8;
+
+/** A sort walk reads this much beyond the rows at which the matches' rate so far would fill the page. */
+const SORT_WALK_MARGIN = 1.5;
 
 /** The index rows a sort walk reads at most, before the search is planned as if there were none. */
 export const SORT_WALK_MAX_ROWS = 25_000;
@@ -941,7 +944,8 @@ export const SORT_WALK_MAX_ROWS = 25_000;
  * key is at or before the walk's bound (the key's value `rows` index rows in) drive it, probed for the
  * other conditions, and sorted. Every resource whose key is at or before the bound is among them (its
  * key is its least, or greatest, row), so a full page of them is the search's page; otherwise the walk
- * goes further, up to SORT_WALK_MAX_ROWS rows, and then gives way (undefined) to the plan without it.
+ * goes further, as far as the matches' rate so far says the page needs, and gives way (undefined) to
+ * the plan without it where that is beyond SORT_WALK_MAX_ROWS rows.
  * Without a walk every resource of the type was read and its key computed, however few the page:
  * `Observation?_sort=-date&_count=10` read 686,776 Observations. Resources without the key sort last,
  * so they are reached only when the walk has read every row of the key without filling the page.
@@ -950,7 +954,7 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
   const first = q.sort[0];
   if (first?.by !== 'param' || keysetSort(q.sort) !== undefined) return undefined;
   const need = (q.offset ?? 0) + q.count;
-  for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS; rows *= SORT_WALK_GROWTH) {
+  for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS;) {
     const bound = sortBoundSql(dialect, tenant, q.type, first, rows);
     const keys = (await run.rows(bound.sql, bound.values)) as unknown as { k: number; f: SqlValue | null; v: SqlValue | null }[];
     // No key: no resource has the parameter.
@@ -961,6 +965,13 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
     if (found.length >= q.count) return found;
     // Every row of the key was read: the rest of the page is of resources without it.
     if (sortRange.to === null) return undefined;
+    // The rows the page would need at the matches' rate so far (with none, at least `need` times
+    // these): beyond SORT_WALK_MAX_ROWS the walk gives way now rather than read that far for nothing
+    // (`Observation?category=laboratory&code=<a vital sign>&_sort=-date`, no match: 33 against 16 ms).
+    const matches = found.length > 0 ? (q.offset ?? 0) + found.length : 0;
+    const wanted = matches > 0 ? (need * rows * SORT_WALK_MARGIN) / matches : need * rows;
+    if (wanted > SORT_WALK_MAX_ROWS) return undefined;
+    rows = Math.min(SORT_WALK_MAX_ROWS, Math.max(rows * SORT_WALK_GROWTH, Math.ceil(wanted)));
   }
   return undefined;
 }

@@ -4,13 +4,16 @@
  * definition (a resource's least value ascending, its greatest descending, ties by id, resources
  * without a value last), whatever the ties at the walk's bound, the rows a resource has, the units a
  * quantity's keys split the rows into, the offset, and conditions that make the walk read further or
- * give way. The expected orders are computed from the data's own arithmetic.
+ * give way. The expected orders are computed from the data's own arithmetic; on a generated data set,
+ * every sortable parameter of every type is compared with the search that computes every resource's key.
  */
 import { Database } from 'bun:sqlite';
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
+import { generatePatients } from '../../bench/lib/generator.ts';
+import { paramsOf } from '../../src/fhir/definitions.ts';
 import { compileSearch, encodeCursor } from '../../src/fhir/search.ts';
-import { plannedSearch, POSTGRES, SORT_WALK_MAX_ROWS, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
+import { plannedSearch, POSTGRES, searchSql, SORT_WALK_MAX_ROWS, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
 import type { Condition } from '../../src/store/types.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -69,6 +72,31 @@ function ordered(is: number[], key: (i: number) => number | undefined, descendin
 const dateUp = (i: number) => (dated(i) ? start(i) : undefined);
 const dateDown = (i: number) => (dated(i) ? (period(i) ? end(i) : start(i)) + 1000 : undefined);
 const quantity = (i: number) => (valued(i) ? value(i) : undefined);
+
+/** A runner of a store's statements on a connection of the test's own (SQLite: read only). */
+async function runnerOn(kind: string, url: string, statements: string[] = []): Promise<{ runner: SearchRunner<unknown>; close: () => Promise<void> }> {
+  if (kind === 'sqlite') {
+    const db = new Database(url, { readonly: true });
+    return {
+      runner: {
+        count: (sql, values) => (statements.push(sql), db.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n),
+        rows: (sql, values) => (statements.push(sql), db.query(sql).all(...values)),
+      },
+      close: async () => db.close(),
+    };
+  }
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  return {
+    runner: {
+      count: async (text, values) => (statements.push(text), Number((await sql.unsafe(text, values))[0]!.n)),
+      rows: async (text, values) => (statements.push(text), sql.unsafe(text, values)),
+    },
+    close: () => sql.end(),
+  };
+}
+
+const GENERATED = [...generatePatients({ patients: 8, seed: 'sort-walk' })] as Json[];
+const SORTABLE = new Set(['token', 'string', 'reference', 'uri', 'quantity', 'date', 'number']);
 
 const targets = await storeTargets();
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -138,23 +166,7 @@ for (const target of targets) {
 
     test('the statements: a walk of the index when the page fills, the plan without it when it cannot', async () => {
       const statements: string[] = [];
-      let runner: SearchRunner<unknown>;
-      let close = async () => {};
-      if (target.kind === 'sqlite') {
-        const db = new Database(url, { readonly: true });
-        close = async () => db.close();
-        runner = {
-          count: (sql, values) => (statements.push(sql), db.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n),
-          rows: (sql, values) => (statements.push(sql), db.query(sql).all(...values)),
-        };
-      } else {
-        const sql = postgres(url, { max: 1, onnotice: () => {} });
-        close = () => sql.end();
-        runner = {
-          count: async (text, values) => (statements.push(text), Number((await sql.unsafe(text, values))[0]!.n)),
-          rows: async (text, values) => (statements.push(text), sql.unsafe(text, values)),
-        };
-      }
+      const { runner, close } = await runnerOn(target.kind, url, statements);
       const search = async (query: string, offset = 0) => {
         statements.length = 0;
         const compiled = compileSearch('Observation', new URLSearchParams(query), true);
@@ -189,5 +201,48 @@ for (const target of targets) {
         await close();
       }
     });
+  });
+}
+
+for (const target of targets) {
+  describe(`every sortable parameter on generated data, on ${target.kind}`, () => {
+    let url: string;
+    beforeAll(async () => {
+      const db = await target.fresh();
+      url = db.url;
+      const store = db.open();
+      await store.migrate();
+      await store.resources.write('t2', (w) => w.insertNew(firstVersions(GENERATED)));
+      await store.close();
+    }, 60_000);
+
+    test('the planned search (a walk where it can) gives the pages of the search that computes every key', async () => {
+      const { runner, close } = await runnerOn(target.kind, url);
+      const dialect = target.kind === 'sqlite' ? SQLITE : POSTGRES;
+      const disagreements: string[] = [];
+      let compared = 0;
+      try {
+        for (const type of [...new Set(GENERATED.map((r) => r.resourceType as string))]) {
+          const size = GENERATED.filter((r) => r.resourceType === type).length;
+          for (const def of paramsOf(type).filter((d) => SORTABLE.has(d.type) && !d.unionOf)) {
+            for (const query of [`_sort=${def.code}`, `_sort=-${def.code}`, `_sort=-${def.code}&_count=3`, `_sort=${def.code},-_id&_count=5`]) {
+              const compiled = compileSearch(type, new URLSearchParams(query), true);
+              for (const offset of [0, 4]) {
+                const q = { ...compiled.query, where: compiled.pending as Condition[], ...(offset && { offset }) };
+                const planned = ((await plannedSearch(dialect, 't2', q, runner, () => size)) as { id: string }[]).map((r) => r.id);
+                const every = searchSql(dialect, 't2', q);
+                const all = ((await runner.rows(every.sql, every.values)) as { id: string }[]).map((r) => r.id);
+                compared++;
+                if (JSON.stringify(planned) !== JSON.stringify(all)) disagreements.push(`${type}?${query} offset ${offset}: ${planned.join(',')} against ${all.join(',')}`);
+              }
+            }
+          }
+        }
+      } finally {
+        await close();
+      }
+      expect(disagreements).toEqual([]);
+      expect(compared).toBeGreaterThan(500);
+    }, 120_000);
   });
 }

@@ -94,6 +94,29 @@ for (const target of targets) {
       expect(first.entry.map((e: Json) => e.resource.id)).toEqual(odd.slice(0, 50));
     });
 
+    test(':missing=true with few matches: the resources without the element found at once, deleted ones left out', async () => {
+      // 3,000 Conditions, every one coded but seven; two of those seven are then deleted.
+      const M = 3000;
+      const uncoded = new Set([17, 512, 1333, 2048, 2999, 700, 1500]);
+      const condition = (i: number) => ({
+        resourceType: 'Condition', id: `c${String((i * 7919) % M).padStart(4, '0')}`, subject: { reference: `Patient/pl${i % 30}` },
+        onsetDateTime: new Date(BASE + i * 3_600_000).toISOString(),
+        ...(!uncoded.has(i) && { code: { coding: [{ system: 'urn:test', code: `k${i % 7}` }] } }),
+      });
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(Array.from({ length: M }, (_, i) => condition(i)))));
+      for (const i of [700, 1500]) expect((await api.del(`Condition/${condition(i).id}`)).status).toBe(200);
+      const live = [17, 512, 1333, 2048, 2999];
+      const expected = live.map((i) => condition(i).id).sort();
+      for (const count of [2, 10]) expect(await paged(`Condition?code:missing=true&_count=${count}`)).toEqual(expected);
+      expect((await api.search('Condition?code:missing=true&_summary=count')).total).toBe(5);
+      expect((await api.search('Condition?code:missing=true&_total=accurate&_count=1')).total).toBe(5);
+      // Sorted on a parameter, and with another condition.
+      expect(await paged('Condition?code:missing=true&_sort=-onset-date&_count=2')).toEqual([...live].reverse().map((i) => condition(i).id));
+      expect(await paged('Condition?code:missing=true&subject=Patient/pl17')).toEqual([condition(17).id]);
+      // Common: every Condition but seven has a code, so `:missing=false` finds the page at once.
+      expect((await api.search('Condition?code:missing=false&_summary=count')).total).toBe(M - 7);
+    });
+
     test('the plans: read in order while matches are common, driven by the smaller condition when rare', async () => {
       const statements: string[] = [];
       let runner: SearchRunner<unknown>;
@@ -149,6 +172,15 @@ for (const target of targets) {
         const large = await search(`subject=${subjects}&category=laboratory&_count=10`, 686_776);
         expect(large.ids).toEqual(eight.ids);
         expect(large.searches.at(-1)).toContain('SELECT DISTINCT d.res');
+        // `:missing=true`: no candidate; the first rows read in order hold none of its few matches, so
+        // the resources without the element's rows drive; where the first rows hold the page, they are it.
+        const missing = await search('code:missing=true&_count=10');
+        expect(missing.ids).toEqual([]);
+        expect(missing.searches.length).toBe(2);
+        expect(missing.searches[1]).toContain(target.kind === 'sqlite' ? ' EXCEPT SELECT' : 'AND NOT EXISTS (SELECT 1 FROM search_index');
+        const unvalued = await search('value-quantity:missing=true&_count=10');
+        expect(unvalued.ids.length).toBe(10);
+        expect(unvalued.searches.length).toBe(1);
         // In a type of a few hundred resources (as estimated), no driver of more than DRIVER_MAX_ROWS
         // rows costs less than reading them all in order.
         const small = await search('category=laboratory&code=odd&_count=50', 500);

@@ -9,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, planContext, plannedSearch, planSearch, SQLITE, type Dialect, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, lastResort, planContext, plannedSearch, planSearch, SQLITE, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
@@ -145,9 +145,11 @@ export function createSqliteResources(
   const sizes = createTypeSizes((tenant, type) => sizeOf.get(tenant, type)!.n);
   /** A planner's count (planSearch, plannedSearch) on the reader. */
   const countRows = (sql: string, values: SqlValue[]) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n;
-  /** A count's plan (SearchPlan), from the candidates' bounded counts. */
-  const plan = (tenant: string, query: SearchQuery) =>
-    planSearch(driverCandidates(dialect, tenant, query), countRows, planContext(dialect, tenant, query, true, () => sizes.get(tenant, query.type)));
+  /** A count's plan (SearchPlan), from the candidates' bounded counts; `:missing=true` where none drives. */
+  const plan = async (tenant: string, query: SearchQuery) => {
+    const context = planContext(dialect, tenant, query, true, () => sizes.get(tenant, query.type));
+    return lastResort(await planSearch(driverCandidates(dialect, tenant, query), countRows, context), query, context);
+  };
   const q = {
     read: reader.query<Row, [string, string, string]>(`SELECT ${COLS} FROM resources WHERE tenant = ? AND type = ? AND id = ?`),
     vreadCurrent: reader.query<Row, [string, string, string, number]>(

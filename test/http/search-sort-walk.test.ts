@@ -7,16 +7,15 @@
  * give way. The expected orders are computed from the data's own arithmetic; on a generated data set,
  * every sortable parameter of every type is compared with the search that computes every resource's key.
  */
-import { Database } from 'bun:sqlite';
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import postgres from 'postgres';
 import { generatePatients } from '../../bench/lib/generator.ts';
 import { paramsOf } from '../../src/fhir/definitions.ts';
 import { compileSearch, encodeCursor } from '../../src/fhir/search.ts';
-import { plannedSearch, POSTGRES, searchSql, SORT_WALK_MAX_ROWS, SQLITE, type SearchRunner, type SqlValue } from '../../src/store/search-sql.ts';
+import { plannedSearch, POSTGRES, searchSql, SORT_WALK_MAX_ROWS, SQLITE } from '../../src/store/search-sql.ts';
 import type { Condition } from '../../src/store/types.ts';
-import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import type { TestApp } from '../helpers/app.ts';
+import type { FhirClient, Json } from '../helpers/fhir.ts';
+import { appOnFresh, statementRunner } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { firstVersions } from '../helpers/versions.ts';
 
@@ -73,28 +72,6 @@ const dateUp = (i: number) => (dated(i) ? start(i) : undefined);
 const dateDown = (i: number) => (dated(i) ? (period(i) ? end(i) : start(i)) + 1000 : undefined);
 const quantity = (i: number) => (valued(i) ? value(i) : undefined);
 
-/** A runner of a store's statements on a connection of the test's own (SQLite: read only). */
-async function runnerOn(kind: string, url: string, statements: string[] = []): Promise<{ runner: SearchRunner<unknown>; close: () => Promise<void> }> {
-  if (kind === 'sqlite') {
-    const db = new Database(url, { readonly: true });
-    return {
-      runner: {
-        count: (sql, values) => (statements.push(sql), db.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n),
-        rows: (sql, values) => (statements.push(sql), db.query(sql).all(...values)),
-      },
-      close: async () => db.close(),
-    };
-  }
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  return {
-    runner: {
-      count: async (text, values) => (statements.push(text), Number((await sql.unsafe(text, values))[0]!.n)),
-      rows: async (text, values) => (statements.push(text), sql.unsafe(text, values)),
-    },
-    close: () => sql.end(),
-  };
-}
-
 const GENERATED = [...generatePatients({ patients: 8, seed: 'sort-walk' })] as Json[];
 const SORTABLE = new Set(['token', 'string', 'reference', 'uri', 'quantity', 'date', 'number']);
 
@@ -112,12 +89,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      const db = await target.fresh();
-      url = db.url;
-      const store = db.open();
-      await store.migrate();
-      t = await createTestApp({ store });
-      api = fhirClient(t, await t.token());
+      ({ t, api, url } = await appOnFresh(target));
       await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(all.map(observation))));
       await t.store.resources.indexing.analyze();
     }, 60_000);
@@ -166,7 +138,7 @@ for (const target of targets) {
 
     test('the statements: a walk of the index when the page fills, the plan without it when it cannot', async () => {
       const statements: string[] = [];
-      const { runner, close } = await runnerOn(target.kind, url, statements);
+      const { runner, close } = await statementRunner(target.kind, url, statements);
       const search = async (query: string, offset = 0) => {
         statements.length = 0;
         const compiled = compileSearch('Observation', new URLSearchParams(query), true);
@@ -217,7 +189,7 @@ for (const target of targets) {
     }, 60_000);
 
     test('the planned search (a walk where it can) gives the pages of the search that computes every key', async () => {
-      const { runner, close } = await runnerOn(target.kind, url);
+      const { runner, close } = await statementRunner(target.kind, url);
       const dialect = target.kind === 'sqlite' ? SQLITE : POSTGRES;
       const disagreements: string[] = [];
       let compared = 0;

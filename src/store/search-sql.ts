@@ -279,9 +279,10 @@ export class SqlBuilder {
   /**
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
    * by a range (so that reading them first is cheap when they are few); undefined for a condition that
-   * cannot drive a search (negations, `:missing=true`, `_has`, `_id`, `_lastUpdated`, string `:exact` and
-   * `:contains`, a date or number test `ne`, an OR of which one
-   * alternative cannot). An OR's rows are its alternatives' (UNION ALL: the driver's rows are DISTINCT).
+   * cannot drive a search (negations, `_has`, `_id`, `_lastUpdated`, string `:exact` and `:contains`, a
+   * date or number test `ne`, an OR of which one alternative cannot). An OR's rows are its
+   * alternatives' (UNION ALL: the driver's rows are DISTINCT). `:missing=true` has the type's resources
+   * without the parameter's rows (Dialect.missingRows), a last resort (lastResort).
    */
   driverRows(c: Condition, type: string): string | undefined {
     if (!canDrive(c) && !isLastResort(c)) return undefined;
@@ -447,8 +448,13 @@ export class SqlBuilder {
    * end is unindexed (Dialect.unindexed).
    */
   private drivingRange(s: string, { bounds, test }: RangedTest): string {
-    const col = (end: 'low' | 'high') => (end === bounds.end ? `${s}.${end}` : this.dialect.unindexed(`${s}.${end}`));
-    return `(${[...bounds.bounds.map(([op, value]) => `${s}.${bounds.end} ${op} ${this.v(value)}`), test(col('low'), col('high'))].join(' AND ')})`;
+    return `(${[...bounds.bounds.map(([op, value]) => `${s}.${bounds.end} ${op} ${this.v(value)}`), this.rangeTest(s, bounds.end, test)].join(' AND ')})`;
+  }
+
+  /** `test` on row `s`'s low and high ends, the one not `end` unindexed (Dialect.unindexed). */
+  private rangeTest(s: string, end: 'low' | 'high', test: RangedTest['test']): string {
+    const col = (e: 'low' | 'high') => (e === end ? `${s}.${e}` : this.dialect.unindexed(`${s}.${e}`));
+    return test(col('low'), col('high'));
   }
 
   /**
@@ -468,8 +474,7 @@ export class SqlBuilder {
     // The loosest: the least lower bound (the greatest upper one), inclusive where a tie allows.
     const [op, value] = tests.map(({ bounds }) => bounds.bounds[0]!).reduce((a, b) =>
       (a[1] === b[1] ? (a[0].length > b[0].length ? a : b) : (a[1] < b[1]) === above ? a : b));
-    const col = (e: 'low' | 'high') => (e === end ? `${s}.${e}` : this.dialect.unindexed(`${s}.${e}`));
-    return `(${s}.${end} ${op} ${this.v(value)} AND ${this.any(tests.map(({ test }) => test(col('low'), col('high'))))})`;
+    return `(${s}.${end} ${op} ${this.v(value)} AND ${this.any(tests.map(({ test }) => this.rangeTest(s, end, test)))})`;
   }
 
   private prefix(col: string, value: string): string {
@@ -917,10 +922,10 @@ export interface SearchRunner<R> {
  * Plans and runs a search (searchSql). A search sorted on a parameter that no candidate drives
  * (planSearch) walks the sort key's index (sortWalk). When no candidate drives outright, and the page
  * is read in id or `_lastUpdated` order with every condition probed, the first PLAN_TRY_ROWS
- * resources of the type are searched first, as reading in order would
- * (in one statement with the key where they end): where matches are common that is the page, and
- * where they are not, the matches found there tell wideDriver how rare they are, and the rest of the
- * page is searched after them, as planned then.
+ * resources of the type are searched first, as reading in order would (in one statement with the key
+ * where they end): where matches are common that is the page, and where they are not, the matches
+ * found there tell wideDriver (and lastResort, for `:missing=true`) how rare they are, and the rest of
+ * the page is searched after them, as planned then.
  */
 export async function plannedSearch<R>(
   dialect: Dialect, tenant: string, q: SearchQuery, run: SearchRunner<R>, typeSize: () => number | Promise<number>,

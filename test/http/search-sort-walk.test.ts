@@ -115,6 +115,33 @@ for (const target of targets) {
       expect(await page('Observation?_sort=-value-quantity&_count=20', 4280)).toEqual(ordered(all, quantity, true).slice(4280, 4300));
     });
 
+    test('open periods: a missing end sorts first descending (an end at infinity), a missing start first ascending', async () => {
+      // 300 Encounters a day apart; every 40th has no end, and every 60th no start.
+      const day = 86_400_000;
+      const encounter = (i: number) => ({
+        resourceType: 'Encounter', id: `e${String((i * 7919) % 300).padStart(3, '0')}`, status: 'finished',
+        class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' },
+        period: { ...(i % 60 !== 0 && { start: iso(BASE + i * day) }), ...(i % 40 !== 0 && { end: iso(BASE + i * day + 3_600_000) }) },
+      });
+      const encounters = Array.from({ length: 300 }, (_, i) => i);
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(encounters.map(encounter))));
+      // A missing start is open towards the past, a missing end towards the future; a period with
+      // neither (every 120th) has no value, and sorts last either way.
+      const dated = (i: number) => i % 120 !== 0;
+      const low = (i: number) => (!dated(i) ? undefined : i % 60 !== 0 ? BASE + i * day : -Infinity);
+      const high = (i: number) => (!dated(i) ? undefined : i % 40 !== 0 ? BASE + i * day + 3_600_000 + 1000 : Infinity);
+      const byKey = (key: (i: number) => number | undefined, descending: boolean) =>
+        [...encounters].sort((a, b) => {
+          const [ka, kb] = [key(a), key(b)];
+          if (ka === kb || (ka === undefined) !== (kb === undefined)) return ka === kb ? encounter(a).id.localeCompare(encounter(b).id) : ka === undefined ? 1 : -1;
+          return descending ? (ka! < kb! ? 1 : -1) : ka! < kb! ? -1 : 1;
+        }).map((i) => encounter(i).id);
+      for (const [count, offset] of [[3, 0], [10, 0], [10, 5], [25, 270]] as const) {
+        expect(await page(`Encounter?_sort=-date&_count=${count}`, offset)).toEqual(byKey(high, true).slice(offset, offset + count));
+        expect(await page(`Encounter?_sort=date&_count=${count}`, offset)).toEqual(byKey(low, false).slice(offset, offset + count));
+      }
+    });
+
     test('two rows a resource: its least ascending, its greatest descending', async () => {
       const least = (i: number) => Math.min(...components(i));
       const greatest = (i: number) => Math.max(...components(i));

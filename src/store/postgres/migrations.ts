@@ -293,4 +293,16 @@ UPDATE index_state SET value = 3 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 CREATE INDEX search_range_high ON search_range (k, high) INCLUDE (low, res);
 `,
   },
+  {
+    version: 13,
+    name: 'search_index_value_res',
+    sql: `
+-- Token rows by key, value and then resource, as SQLite's value-first index (whose rows end with their
+-- primary key) holds them: a filtered export (src/store/snapshot-window.ts) reads a code's rows in
+-- resource order, a page at a time, where the included \`res\` made it read all of them for each page.
+CREATE INDEX search_index_value_res ON search_index (k, value, res);
+DROP INDEX search_index_value;
+ALTER INDEX search_index_value_res RENAME TO search_index_value;
+`,
+  },
 ];

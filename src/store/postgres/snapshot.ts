@@ -1,4 +1,5 @@
 import { filtersSql, POSTGRES, SqlBuilder, type SqlValue } from '../search-sql.ts';
+import { snapshotWindow, type SnapshotWindow } from '../snapshot-window.ts';
 import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 import type { Pg } from './db.ts';
 
@@ -20,9 +21,10 @@ function compartmentCondition(b: SqlBuilder, q: SnapshotQuery, joinedOnly: boole
 /**
  * The page statement (the same shape as the SQLite adapter's): a current, live version updated at or
  * before `at` must pass every condition here; rows updated after `at` (and, with `since`, deletions)
- * come back for resolving from the history and checking by the caller.
+ * come back for resolving from the history and checking by the caller. `window`: the only resources
+ * the page can hold (snapshotWindow), read by their pk; an exact window's resources pass the filters already.
  */
-function pageQuery(tenant: string, q: SnapshotQuery): { sql: string; values: SqlValue[] } {
+function pageQuery(tenant: string, q: SnapshotQuery, window?: SnapshotWindow): { sql: string; values: SqlValue[] } {
   const b = new SqlBuilder(POSTGRES, tenant, 'lateral');
   const live: string[] = ['NOT r.deleted', `r.last_updated <= ${b.v(q.at)}`];
   if (q.since !== undefined) {
@@ -31,14 +33,15 @@ function pageQuery(tenant: string, q: SnapshotQuery): { sql: string; values: Sql
       : `r.last_updated > ${b.v(q.since)}`);
   }
   if (q.compartment) live.push(compartmentCondition(b, q, false));
-  if (q.filters?.length) live.push(filtersSql(b, q.type, q.filters));
+  if (q.filters?.length && !window?.exact) live.push(filtersSql(b, q.type, q.filters));
   const alternatives = [`(${live.join(' AND ')})`, `r.last_updated > ${b.v(q.at)}`];
   if (q.since !== undefined) alternatives.push(`(r.deleted AND r.last_updated > ${b.v(q.since)})`);
   const ids = q.ids ? (q.ids.length ? `AND r.id IN (${q.ids.map((id) => b.v(id)).join(', ')})` : 'AND false') : '';
+  const within = window ? `AND r.pk = ANY(${b.v(`{${window.pks.join(',')}}`)}::bigint[])` : '';
   // Three columns only (every raw column costs a Buffer per row): the key, whether the database judged
   // the row (current, live, updated at or before `at`), and the stored text.
   const sql = `SELECT r.pk, (NOT r.deleted AND r.last_updated <= ${b.v(q.at)}) AS judged, r.content FROM resources r ${b.laterals.join(' ')}
-    WHERE (r.tenant || '/' || r.type) = ${b.v(`${tenant}/${q.type}`)} AND r.pk > ${b.v(q.after ?? 0)} ${ids} AND (${alternatives.join(' OR ')})
+    WHERE (r.tenant || '/' || r.type) = ${b.v(`${tenant}/${q.type}`)} AND r.pk > ${b.v(q.after ?? 0)} ${ids} ${within} AND (${alternatives.join(' OR ')})
     ORDER BY r.pk LIMIT ${b.v(q.limit)}`;
   return { sql, values: b.values };
 }
@@ -112,8 +115,11 @@ async function resolve(sql: Pg, tenant: string, q: SnapshotQuery, pks: number[])
 
 /** Resource snapshots on Postgres: raw rows, so stored content goes out as the bytes Postgres sent. */
 export function createPostgresSnapshot(sql: Pg) {
+  const rows = (text: string, values: SqlValue[]) => sql.unsafe<Record<string, unknown>[]>(text, values);
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
-    const page = pageQuery(tenant, q);
+    const window = await snapshotWindow(POSTGRES, tenant, q, rows);
+    if (window?.pks.length === 0) return { lines: new Uint8Array(0), count: 0, recheck: [], next: null };
+    const page = pageQuery(tenant, q, window);
     const raw = (await sql.unsafe(page.sql, page.values).raw()) as unknown as Buffer[][];
     const judged: Buffer[] = [];
     const others: number[] = [];
@@ -133,6 +139,8 @@ export function createPostgresSnapshot(sql: Pg) {
     }
     const recheck = others.length ? await resolve(sql, tenant, q, others) : [];
     const last = raw[raw.length - 1];
+    // A window's resources may all fail the conditions: the next page starts after the window, wherever its rows ended.
+    if (window) return { lines, count: judged.length, recheck, next: window.full ? window.pks[window.pks.length - 1]! : null };
     return { lines, count: judged.length, recheck, next: raw.length < q.limit || !last ? null : num(last[0]!) };
   };
 }

@@ -1,5 +1,6 @@
 import type { Database } from 'bun:sqlite';
-import { filtersSql, SqlBuilder, SQLITE } from '../search-sql.ts';
+import { filtersSql, SqlBuilder, SQLITE, type SqlValue } from '../search-sql.ts';
+import { snapshotWindow, type SnapshotWindow } from '../snapshot-window.ts';
 import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 
 type Param = string | number;
@@ -19,11 +20,14 @@ function compartmentCondition(q: SnapshotQuery, joinedOnly: boolean, params: Par
 /**
  * The page statement: rows of the type in pk order. A current, live version updated at or before `at`
  * must pass every condition here; rows updated after `at` (and, with `since`, deletions) come back for
- * the caller to resolve and check.
+ * the caller to resolve and check. `window`: the only resources the page can hold (snapshotWindow), as
+ * a JSON array, read by their pk (tenant and type unindexed, or SQLite walks the type's index to them);
+ * an exact window's resources pass the filters already.
  */
-export function snapshotSql(tenant: string, q: SnapshotQuery): { sql: string; params: Param[] } {
+export function snapshotSql(tenant: string, q: SnapshotQuery, window?: SnapshotWindow): { sql: string; params: Param[] } {
   const params: Param[] = [tenant, q.type, q.after ?? 0];
-  const where = ['r.tenant = ?', 'r.type = ?', 'r.pk > ?'];
+  const where = window ? ['+r.tenant = ?', '+r.type = ?', 'r.pk > ?', 'r.pk IN (SELECT value FROM json_each(?))'] : ['r.tenant = ?', 'r.type = ?', 'r.pk > ?'];
+  if (window) params.push(JSON.stringify(window.pks));
   if (q.ids) {
     where.push(`r.id IN (${q.ids.map(() => '?').join(', ')})`);
     params.push(...q.ids);
@@ -41,7 +45,7 @@ export function snapshotSql(tenant: string, q: SnapshotQuery): { sql: string; pa
     }
   }
   if (q.compartment) live.push(compartmentCondition(q, false, params));
-  if (q.filters?.length) {
+  if (q.filters?.length && !window?.exact) {
     // Numbered placeholders continuing the plain ones (a plain `?` takes the largest number so far + 1),
     // `EXISTS` probes per row, so a page costs what its rows cost, never the whole type.
     const b = new SqlBuilder(SQLITE, tenant, 'exists', params.length);
@@ -95,6 +99,16 @@ export function createSqliteSnapshot(db: Database) {
       'AND version_id < ? AND deleted = 0 ORDER BY version_id DESC LIMIT 1',
   );
   const statements = new Map<string, ReturnType<Database['query']>>();
+  const statement = (sql: string) => {
+    let stmt = statements.get(sql);
+    if (!stmt) {
+      if (statements.size > 64) statements.clear();
+      stmt = db.query(sql);
+      statements.set(sql, stmt);
+    }
+    return stmt;
+  };
+  const rows = (sql: string, values: SqlValue[]) => statement(sql).all(...values) as Record<string, unknown>[];
 
   /** The version as of `at` of a row that changed after it (or a deletion), or null when nothing is to be reported. */
   function resolve(tenant: string, q: SnapshotQuery, r: PageRow): SnapshotRow | null {
@@ -109,14 +123,10 @@ export function createSqliteSnapshot(db: Database) {
   }
 
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
-    const { sql, params } = snapshotSql(tenant, q);
-    let stmt = statements.get(sql);
-    if (!stmt) {
-      if (statements.size > 64) statements.clear();
-      stmt = db.query(sql);
-      statements.set(sql, stmt);
-    }
-    const raw = stmt.values(...params) as unknown as PageRow[];
+    const window = await snapshotWindow(SQLITE, tenant, q, rows);
+    if (window?.pks.length === 0) return { lines: new Uint8Array(0), count: 0, recheck: [], next: null };
+    const { sql, params } = snapshotSql(tenant, q, window);
+    const raw = statement(sql).values(...params) as unknown as PageRow[];
     const judged: PageRow[] = [];
     const recheck: SnapshotRow[] = [];
     for (const r of raw) {
@@ -127,6 +137,8 @@ export function createSqliteSnapshot(db: Database) {
       }
     }
     const last = raw[raw.length - 1];
+    // A window's resources may all fail the conditions: the next page starts after the window, wherever its rows ended.
+    if (window) return { lines: ndjson(judged), count: judged.length, recheck, next: window.full ? window.pks[window.pks.length - 1]! : null };
     return { lines: ndjson(judged), count: judged.length, recheck, next: raw.length < q.limit || !last ? null : last[0] };
   };
 }

@@ -1,9 +1,12 @@
 import { beforeEach, describe, expect, test } from 'bun:test';
 import { operatorAccess } from '../../../src/fhir/access.ts';
 import { deleteVersion, putVersion } from '../../../src/fhir/crud.ts';
+import { POSTGRES, SQLITE } from '../../../src/store/search-sql.ts';
+import { snapshotWindow, WINDOW_MAX_RANGES } from '../../../src/store/snapshot-window.ts';
 import type { Condition, SnapshotQuery, Store } from '../../../src/store/types.ts';
+import { statementRunner } from '../../helpers/search-runner.ts';
 import type { StoreTarget } from '../../helpers/stores.ts';
-import { freshStore, times, tokens } from './fixtures.ts';
+import { times, tokens } from './fixtures.ts';
 
 const obs = (id: string, patient: string, code: string) => ({
   resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patient}` },
@@ -13,6 +16,7 @@ const obs = (id: string, patient: string, code: string) => ({
 export function snapshotContract(target: StoreTarget) {
   describe('snapshot', () => {
     let store: Store;
+    let url: string;
     const put = (r: Record<string, unknown> & { resourceType: string; id: string }, now: number) =>
       store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }));
     const del = (type: string, id: string, now: number) => store.resources.write('t1', (w) => deleteVersion(w, type, id, { now, access: operatorAccess }));
@@ -48,7 +52,10 @@ export function snapshotContract(target: StoreTarget) {
     const summary = (rows: Row[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
 
     beforeEach(async () => {
-      store = await freshStore(target);
+      const db = await target.fresh();
+      url = db.url;
+      store = db.open();
+      await store.migrate();
       // At T = 1000: o1..o6 live; later changes after T.
       for (let i = 1; i <= 6; i++) await put(obs(`o${i}`, i <= 3 ? 'p1' : 'p2', i % 2 ? 'odd' : 'even'), 100 * i);
       await del('Observation', 'o6', 700);
@@ -93,6 +100,58 @@ export function snapshotContract(target: StoreTarget) {
       expect(summary(await all({ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: [{ system: 'http://loinc.org', value: 'even' }] }])] }))).toEqual(['o2@2']);
       expect(summary(await all({ type: 'Observation', at: 5000, filters: [times([{ op: 'ge', low: 1700, high: 1701 }])] }))).toEqual(['o4@3', 'o7@1']);
       expect(summary(await all({ type: 'Observation', at: 5000, ids: ['o1', 'o6', 'zz'] }))).toEqual(['o1@1']);
+    });
+
+    test('filters of codes: pages read through the codes\' rows hold what a scan of the type would', async () => {
+      const odd = tokens([{ param: 'code', values: [{ value: 'odd' }] }]);
+      const even = tokens([{ param: 'code', values: [{ system: 'http://loinc.org', value: 'even' }] }]);
+      const cases: [Omit<SnapshotQuery, 'limit' | 'after'>, string[]][] = [
+        [{ type: 'Observation', at: 5000, filters: [odd] }, ['o1@1', 'o4@3', 'o5@1', 'o7@1']],
+        // Rows changed after `at` come back to be judged on their old version, whatever their rows say now.
+        [{ type: 'Observation', at: 1000, filters: [even] }, ['o2@1?', 'o3@1?', 'o4@1?']],
+        // The window's resources are probed for the rest of their alternative: pages may hold none.
+        [{ type: 'Observation', at: 5000, filters: [[...odd, ...times([{ op: 'ge', low: 1700, high: 1701 }])]] }, ['o4@3', 'o7@1']],
+        [{ type: 'Observation', at: 5000, filters: [odd, even] }, ['o1@1', 'o2@2', 'o4@3', 'o5@1', 'o7@1']],
+        [{ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: [{ value: 'none' }] }])] }, []],
+        [{ type: 'Observation', at: 5000, filters: [tokens([{ param: 'category', values: [{ value: 'none' }] }])] }, []],
+        [{ type: 'Observation', at: 1000, filters: [tokens([{ param: 'category', values: [{ value: 'none' }] }])] }, ['o2@1?', 'o3@1?', 'o4@1?']],
+        // More codes than a window reads: the type is read in order, with the same answer.
+        [{ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: ['odd', ...Array.from({ length: WINDOW_MAX_RANGES }, (_, i) => `c${i}`)].map((value) => ({ value })) }])] }, ['o1@1', 'o4@3', 'o5@1', 'o7@1']],
+      ];
+      for (const [q, expected] of cases) {
+        for (const limit of [1, 2, 100]) expect({ q, limit, rows: summary(await all(q, limit)) }).toEqual({ q, limit, rows: expected });
+      }
+      await store.exports.jobs.create({ id: 'j', tenant: 't1', clientId: 'c', request: '', spec: '{}', transactionTime: 5000, progress: '{}', createdAt: 1 }, [{ id: 'p1', joined: false }], 9);
+      for (const limit of [1, 100]) {
+        expect(summary(await all({ type: 'Observation', at: 5000, filters: [odd], compartment: { kind: 'job', jobId: 'j' } }, limit))).toEqual(['o1@1', 'o4@3', 'o7@1']);
+      }
+    });
+
+    test('the window of a page: the first resources with a row of each alternative\'s codes, or none to read', async () => {
+      const odd = tokens([{ param: 'code', values: [{ value: 'odd' }] }]);
+      const { runner, close } = await statementRunner(target.kind, url);
+      const window = (q: SnapshotQuery) => snapshotWindow(target.kind === 'sqlite' ? SQLITE : POSTGRES, 't1', q, (sql, values) => runner.rows(sql, values) as never);
+      try {
+        const first = await window({ type: 'Observation', at: 5000, filters: [odd], limit: 2 });
+        expect(first).toMatchObject({ full: true, exact: true });
+        expect(first!.pks).toHaveLength(2);
+        expect(first!.pks[0]!).toBeLessThan(first!.pks[1]!);
+        const rest = await window({ type: 'Observation', at: 5000, filters: [odd], limit: 5, after: first!.pks[1]! });
+        expect(rest).toMatchObject({ full: false, exact: true });
+        expect(rest!.pks).toHaveLength(2);
+        expect(rest!.pks[0]!).toBeGreaterThan(first!.pks[1]!);
+        const probed = await window({ type: 'Observation', at: 5000, filters: [[...odd, ...times([{ op: 'ge', low: 1700, high: 1701 }])]], limit: 5 });
+        expect(probed).toMatchObject({ full: false, exact: false });
+        expect(probed!.pks).toHaveLength(4);
+        // Without codes in every alternative, with `since` or named ids, the page reads the type in order.
+        expect(await window({ type: 'Observation', at: 5000, filters: [odd, times([{ op: 'ge', low: 1700, high: 1701 }])], limit: 5 })).toBeUndefined();
+        expect(await window({ type: 'Observation', at: 5000, filters: [tokens([{ param: 'code', values: [{ system: 'http://loinc.org' }] }])], limit: 5 })).toBeUndefined();
+        expect(await window({ type: 'Observation', at: 5000, since: 10, filters: [odd], limit: 5 })).toBeUndefined();
+        expect(await window({ type: 'Observation', at: 5000, ids: ['o1'], filters: [odd], limit: 5 })).toBeUndefined();
+        expect(await window({ type: 'Observation', at: 5000, limit: 5 })).toBeUndefined();
+      } finally {
+        await close();
+      }
     });
 
     test('other tenants and types are never seen', async () => {

@@ -1,9 +1,9 @@
 import { FhirError } from '../errors.ts';
 import type { ByteRange } from './sink.ts';
 import type { FileRecord } from './spec.ts';
-import { readProgress } from './job-data.ts';
+import { readPlan, readProgress } from './job-data.ts';
 import { readableData, visibleJob, type StatusDeps, type StatusRequest } from './status.ts';
-import { mayExport } from './types-param.ts';
+import { mayDownload } from './types-param.ts';
 
 /** How long a started download keeps its files from being collected; renewed while it streams. */
 export const DOWNLOAD_LEASE_MS = 60_000;
@@ -22,7 +22,7 @@ export interface Download {
 
 /**
  * Bulk Data 2.0 output file request: the file of a completed job, for the client that started it, with
- * a token that may still read the file's resource type. Starting the download takes a lease on the
+ * a token that may still read the file's resource type (under the scope filter it was exported with, if any). Starting the download takes a lease on the
  * files so that garbage collection waits for it.
  */
 export async function openDownload(deps: StatusDeps, req: StatusRequest, id: string, name: string): Promise<Download> {
@@ -30,7 +30,7 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
   if (job.state !== 'completed') throw new FhirError('not-found', `Export job '${id}' has no files yet`);
   const file = readableData(() => readProgress(job)).files.find((f) => f.name === name);
   if (!file) throw new FhirError('not-found', `Export job '${id}' has no file '${name}'`);
-  if (file.kind !== 'error' && !mayExport(req.access, file.subject)) {
+  if (file.kind !== 'error' && !mayDownload(req.access, file.subject, readableData(() => readPlan(job)).spec.scopeFilters?.[file.subject])) {
     throw new FhirError('forbidden', `The access token's scopes do not allow reading ${file.subject} resources`);
   }
   const download = crypto.randomUUID();

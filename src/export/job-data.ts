@@ -68,6 +68,9 @@ const step = z.discriminatedUnion('kind', [
 const specV1 = specV0.extend({ version: z.literal(1), steps: z.array(step).min(1) });
 const specV2 = specBase.extend({
   filters: z.record(z.string(), z.array(z.array(condition))),
+  // Optional: a release that does not know it reads the (already narrowed) filters and refuses
+  // downloads to filtered tokens, as it refused their kick-offs.
+  scopeFilters: z.record(z.string(), z.array(z.array(condition))).optional(),
   version: z.literal(2),
   steps: z.array(step).min(1),
 });

@@ -1,10 +1,12 @@
 import type { Clock } from '../clock.ts';
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess, type Access } from '../fhir/access.ts';
+import { requireFilter } from '../fhir/crud.ts';
+import type { Resource } from '../fhir/resource.ts';
 import { issue } from '../fhir/outcome.ts';
 import { parseReference } from '../fhir/references.ts';
 import { ID_PATTERN } from '../fhir/resource-types.ts';
-import type { ExportPatient, Store } from '../store/types.ts';
+import type { ExportPatient, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
 import { groupMemberIds, groupPatients, readAsOf } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
@@ -12,7 +14,7 @@ import { parseSince } from './since.ts';
 import { initialProgress, type ExportLevel, type ExportSpec } from './spec.ts';
 import { encodeProgress, encodeSpec } from './job-data.ts';
 import { parseTypeFilters, type ExpandCodes } from './type-filter.ts';
-import { selectTypes } from './types-param.ts';
+import { scopeFilters, selectTypes, withScopeFilters } from './types-param.ts';
 
 export interface KickoffDeps {
   store: Store;
@@ -74,7 +76,10 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   let members: Set<string> | undefined;
   if (req.level === 'group') {
     requireAccess(req.access, 'Group', 'r');
-    if (!(await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at))) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
+    const read = await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at);
+    if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
+    const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
+    await requireFilter(req.access, 'r', JSON.parse(read.content) as Resource, read.lastUpdated, match);
     const group = await groupPatients(deps.store, req.tenant, req.groupId!, at);
     members = group.patients;
     // Members that resolve to no Patient go to the manifest's error file, unless `patient` picks others.
@@ -111,7 +116,10 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   const withProvenance = selection.provenance === 'none' ? selection.types : [...selection.types, 'Provenance'];
   const { elements, issues: elementIssues } = parseElements(input.elements, withProvenance, lenient);
   issues.push(...filterIssues, ...elementIssues);
-  const spec: ExportSpec = { level, types: selection.types, filters, joinedSince: false, provenance: selection.provenance, issues };
+  // A SMART v2 scope filter narrows its type's export as `_typeFilter` does, ANDed with it.
+  const scoped = scopeFilters(req.access, selection.types);
+  const spec: ExportSpec = { level, types: selection.types, filters: withScopeFilters(filters, scoped), joinedSince: false, provenance: selection.provenance, issues };
+  if (Object.keys(scoped).length) spec.scopeFilters = scoped;
   if (since !== undefined) spec.since = since;
   if (Object.keys(elements).length) spec.elements = elements;
   if (level === 'system') return { spec, patients: [] as ExportPatient[] };

@@ -21,8 +21,16 @@ export interface ExportSpec {
   types: string[];
   /** `_since` in epoch ms. */
   since?: number;
-  /** `_typeFilter` per type: ORed queries, each its ANDed compiled conditions (src/fhir/search-compile.ts). */
+  /**
+   * What each type's scan selects: ORed queries, each its ANDed compiled conditions
+   * (src/fhir/search-compile.ts): `_typeFilter`'s, ANDed with the kick-off token's scope filter.
+   */
   filters: Record<string, Condition[][]>;
+  /**
+   * The kick-off token's SMART v2 scope filters on the exported types (part of `filters` already): a
+   * file of a filtered type is downloaded with a token of the same filter, or of none.
+   */
+  scopeFilters?: Record<string, Condition[][]>;
   /** `_elements`: top-level elements to keep per type (mandatory ones included). */
   elements?: Record<string, string[]>;
   /** Patient and Group exports: any patient's compartment, or those of the job's stored patients. */

@@ -3,6 +3,7 @@ import type { Access } from '../fhir/access.ts';
 import { compartmentTypes } from '../fhir/definitions.ts';
 import { issue } from '../fhir/outcome.ts';
 import { isResourceType, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
+import type { Condition } from '../store/types.ts';
 import type { ExportLevel, ProvenanceMode } from './spec.ts';
 
 export interface TypeSelection {
@@ -12,11 +13,50 @@ export interface TypeSelection {
 }
 
 /**
- * Whether the token may read every resource of `type` (bulk export needs system or user access, not one
- * patient's, and no SMART scope filter on the type).
+ * Whether the token may export `type`: read access not bound to one patient (system or user access).
+ * A SMART v2 scope filter on the type narrows what is exported (scopeFilters).
  */
 export function mayExport(access: Access, type: string): boolean {
-  return access.can(type, 'r') && access.patientLimit(type) === undefined && !access.filters?.(type, 'r');
+  return access.can(type, 'r') && access.patientLimit(type) === undefined;
+}
+
+/** Whether the token may read every resource of `type`: mayExport, and no scope filter on it. */
+function mayExportAll(access: Access, type: string): boolean {
+  return mayExport(access, type) && !access.filters?.(type, 'r');
+}
+
+/** The token's SMART v2 scope filters on reading `types` (ORed alternatives each), for the types that have one. */
+export function scopeFilters(access: Access, types: string[]): Record<string, Condition[][]> {
+  const out: Record<string, Condition[][]> = {};
+  for (const type of types) {
+    const filters = access.filters?.(type, 'r');
+    if (filters) out[type] = filters;
+  }
+  return out;
+}
+
+/**
+ * `_typeFilter`'s queries ANDed with the scope's filters, type by type: both are ORed alternatives, so
+ * a resource is exported when it meets one of each, which is one of their pairs.
+ */
+export function withScopeFilters(filters: Record<string, Condition[][]>, scoped: Record<string, Condition[][]>): Record<string, Condition[][]> {
+  const out = { ...filters };
+  for (const [type, scope] of Object.entries(scoped)) {
+    const own = filters[type];
+    out[type] = own ? own.flatMap((f) => scope.map((s) => [...f, ...s])) : scope;
+  }
+  return out;
+}
+
+/**
+ * Whether a file of `type` may be downloaded with `access`: mayExport, and the token's scope filter on
+ * the type (if any) is the one the job was exported under (`exportedUnder`, the kick-off token's); a
+ * token without a filter may read whatever the job holds.
+ */
+export function mayDownload(access: Access, type: string, exportedUnder: Condition[][] | undefined): boolean {
+  if (!mayExport(access, type)) return false;
+  const own = access.filters?.(type, 'r');
+  return !own || (exportedUnder !== undefined && JSON.stringify(own) === JSON.stringify(exportedUnder));
 }
 
 function byExportOrder(a: string, b: string): number {
@@ -64,10 +104,14 @@ export function selectTypes(level: ExportLevel, requested: string[], associated:
   const mode = associatedData(associated, lenient, issues);
   const wantsProvenance = types.includes('Provenance');
   let provenance: ProvenanceMode = 'none';
+  // Provenance found by its targets (relevant, latest) is not scanned, so no scope filter narrows it.
   if (mode) {
-    if (mayExport(access, 'Provenance')) provenance = mode;
-    else problem('forbidden', "includeAssociatedData needs read access to Provenance, which the access token's scopes do not allow");
-  } else if (wantsProvenance && level !== 'system') provenance = 'relevant';
+    if (mayExportAll(access, 'Provenance')) provenance = mode;
+    else problem('forbidden', "includeAssociatedData needs read access to all Provenance resources, which the access token's scopes do not allow");
+  } else if (wantsProvenance && level !== 'system') {
+    if (mayExportAll(access, 'Provenance')) provenance = 'relevant';
+    else if (explicit) problem('forbidden', `A ${level === 'group' ? 'Group' : 'Patient'} export's Provenance needs read access to all Provenance resources, which the access token's scopes do not allow`);
+  }
   const scanned = types.filter((t) => t !== 'Provenance' || (level === 'system' && !mode));
   return { types: scanned.sort(byExportOrder), provenance, issues };
 }

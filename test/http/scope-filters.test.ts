@@ -4,8 +4,10 @@
  * `_include`, writes and bulk export.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
 import { isImpliedBy, parseResourceScope } from '../../src/auth/scopes.ts';
-import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { download, finish, kickOff, refs } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
@@ -64,8 +66,48 @@ describe('scope filters', () => {
     await expectOutcome(await w.put('Observation/lab3', obs('lab3', 'vital-signs')), 403);
   });
 
-  test('bulk export of a filtered type is refused', async () => {
-    const res = await lab.get('Observation/$export'.replace('Observation/', '') + '?_type=Observation', { Prefer: 'respond-async', Accept: 'application/fhir+json' });
-    await expectOutcome(res, 403);
+  test('bulk export of a filtered type exports what the filter admits, ANDed with _typeFilter', async () => {
+    const c = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Observation.rs', 'system/Patient.rs', 'system/Group.rs'] });
+    const token = await t.token('system/Observation.rs?category=laboratory system/Patient.rs system/Group.rs', c.client.clientId, c.clientSecret!);
+    const exported = async (query: string) => {
+      const manifest = await finish(t, token, await kickOff(t, token, `/$export?${query}`, { Prefer: 'respond-async' }));
+      return refs(await download(t, token, manifest.output));
+    };
+    // What the token's own searches find (the earlier tests' writes included).
+    const api = fhirClient(t, token);
+    const found = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => `Observation/${e.resource.id}`).sort();
+    const labs = await found('Observation');
+    expect(labs).toContain('Observation/lab1');
+    expect(labs).not.toContain('Observation/vs1');
+    expect(await exported('_type=Observation,Patient')).toEqual([...labs, 'Patient/p1']);
+    // Every type the token may read, unfiltered ones whole.
+    expect(await exported('')).toEqual([...labs, 'Patient/p1']);
+    expect(await exported(`_type=Observation&_typeFilter=${encodeURIComponent('Observation?status=final')}`)).toEqual(await found('Observation?status=final'));
+    // ORed queries, each ANDed with the filter: the vital signs stay out.
+    const either = ['Observation?status=preliminary', 'Observation?category=vital-signs'].map(encodeURIComponent).join(',');
+    expect(await exported(`_type=Observation&_typeFilter=${either}`)).toEqual(['Observation/lab2']);
+    await admin.put200({ resourceType: 'Group', id: 'g1', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p1' } }] });
+    const manifest = await finish(t, token, await kickOff(t, token, '/Group/g1/$export?_type=Observation', { Prefer: 'respond-async' }));
+    expect(refs(await download(t, token, manifest.output))).toEqual(labs);
+    // The Group itself must meet a filter on Group.
+    const animals = await t.token('system/Observation.rs system/Group.rs?type=animal', c.client.clientId, c.clientSecret!);
+    await expectOutcome(await t.request(t.fhir() + '/Group/g1/$export?_type=Observation', fhirInit(animals, 'GET', undefined, { Prefer: 'respond-async' })), 403);
+  });
+
+  test("a filtered export's files are downloaded under the same filter, or none", async () => {
+    const c = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Observation.rs'] });
+    const token = (scope: string) => t.token(scope, c.client.clientId, c.clientSecret!);
+    const labToken = await token('system/Observation.rs?category=laboratory');
+    const manifest = await finish(t, labToken, await kickOff(t, labToken, '/$export?_type=Observation', { Prefer: 'respond-async' }));
+    const url = manifest.output[0]!.url;
+    expect((await t.request(url, fhirInit(await token('system/Observation.rs?category=laboratory')))).status).toBe(200);
+    expect((await t.request(url, fhirInit(await token('system/Observation.rs')))).status).toBe(200);
+    await expectOutcome(await t.request(url, fhirInit(await token('system/Observation.rs?category=vital-signs'))), 403);
+  });
+
+  test('Provenance found by its targets is exported only with access to all of it', async () => {
+    const c = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Observation.rs', 'system/Provenance.rs'] });
+    const token = await t.token('system/Observation.rs system/Provenance.rs?agent=Practitioner/x', c.client.clientId, c.clientSecret!);
+    await expectOutcome(await t.request(t.fhir() + '/$export?_type=Observation&includeAssociatedData=LatestProvenanceResources', fhirInit(token, 'GET', undefined, { Prefer: 'respond-async' })), 403);
   });
 });

@@ -1,5 +1,6 @@
 import { isDomainResource, paramsOf, referrersOf } from './definitions.ts';
 import { MODIFIERS } from './search-compile.ts';
+import { NEAR_DOC } from './near.ts';
 
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 
@@ -54,13 +55,14 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     conditionalUpdate: true,
     conditionalRead: 'full-support',
     conditionalDelete: 'single',
-    searchParam: [...COMMON_PARAMS, ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special').map((p) => ({
-      name: p.code, definition: p.url, type: p.type, documentation: `Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
+    searchParam: [...COMMON_PARAMS, ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special' || p.code === 'near').map((p) => ({
+      name: p.code, definition: p.url, type: p.type,
+      documentation: `${p.code === 'near' ? `${NEAR_DOC} ` : ''}Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
     }))],
     searchInclude: ['*', ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
     searchRevInclude: referrersOf(type).map((r) => `${r.source}:${r.param}`),
   };
-  const special = paramsOf(type).filter((p) => p.type === 'special').map((p) => p.code);
+  const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
   if (special.length) entry.documentation = `Not searchable (special parameters): ${special.join(', ')}.`;
   const typeOps = ops.filter((o) => o.types?.includes(type));
   if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));

@@ -275,6 +275,21 @@ function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry
   }
 }
 
+/**
+ * `near` (src/fhir/near.ts): each position with a latitude and a longitude in range is a range row whose
+ * low end is the latitude and high end the longitude.
+ */
+function positionRows(def: ParamDefinition, resource: Json, out: RangeEntry[]): void {
+  for (const path of def.paths) {
+    for (const value of evaluatePath(resource, path)) {
+      const { latitude, longitude } = (value ?? {}) as Json;
+      if (typeof latitude !== 'number' || typeof longitude !== 'number') continue;
+      if (!(Math.abs(latitude) <= 90 && Math.abs(longitude) <= 180)) continue;
+      out.push({ param: def.code, system: '', code: '', low: latitude, high: longitude });
+    }
+  }
+}
+
 /** Search index rows of `resource` for every parameter of its type (R4 SearchParameter expressions). */
 export function indexEntries(resource: Json): IndexRows {
   const rows = emptyRows();
@@ -284,7 +299,10 @@ export function indexEntries(resource: Json): IndexRows {
       compositeRows(def, resource, rows.composites);
       continue;
     }
-    if (def.type === 'special') continue;
+    if (def.type === 'special') {
+      if (def.code === 'near') positionRows(def, resource, rows.ranges);
+      continue;
+    }
     for (const path of def.paths) {
       for (const value of evaluatePath(resource, path)) simpleRows(def, value, path.targetType, rows);
     }

@@ -7,9 +7,9 @@ import { compartmentsOf, storedIndex } from './indexer.ts';
  * (`cinder serve` runs it at start; `cinder reindex` on demand). Raise it with any change to the rows
  * the indexer writes for stored content, and say in MODEL_CHANGES which resources the change touches.
  * Model 2 added the words of `_text` and `_content` (`search_text`); model 3 an Identifier's type text,
- * which token `:text` searches.
+ * which token `:text` searches; model 4 a Location's position, which `near` searches.
  */
-export const INDEX_MODEL = 3;
+export const INDEX_MODEL = 4;
 
 /**
  * Which stored resources each model's change touches, by a test of their stored JSON: true for every
@@ -20,7 +20,10 @@ export const INDEX_MODEL = 3;
 const MODEL_CHANGES: Record<number, ((content: string) => boolean) | undefined> = {
   // An Identifier with a type that has a text: `"type":{...,"text":...}`.
   3: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content),
+  // A Location's position: `"position":{...}`.
+  4: (content) => POSITION.test(content),
 };
+const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
 

@@ -8,6 +8,7 @@ import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, Ind
 import { dateRange } from './dates.ts';
 import { isDomainResource, paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { normalizeString, soundex } from './indexer.ts';
+import { parseNear } from './near.ts';
 import { parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextValue } from './text-index.ts';
@@ -142,7 +143,8 @@ function storedReference(def: ParamDefinition, values: TokenValue[], not?: boole
 export function tableOf(type: ParamType): IndexTable {
   switch (type) {
     case 'string': return 'search_string';
-    case 'date': case 'number': case 'quantity': return 'search_range';
+    // `special`: Location's `near`, whose rows are positions (src/fhir/near.ts).
+    case 'date': case 'number': case 'quantity': case 'special': return 'search_range';
     case 'composite': return 'search_composite';
     default: return 'search_index';
   }
@@ -337,7 +339,10 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       if (modifier !== undefined) throw unsupported();
       return compositeCondition(def, parts.map((p) => compositeTest(def, p, now)));
     case 'special':
-      throw new FhirError('not-supported', `The special parameter '${def.code}' is not supported`, { expression: [name] });
+      // R4's one special parameter, Location's `near`; any other would be refused.
+      if (def.code !== 'near') throw new FhirError('not-supported', `The special parameter '${def.code}' is not supported`, { expression: [name] });
+      if (modifier !== undefined) throw unsupported();
+      return { kind: 'near', param: def.code, points: parts.map((p) => parseNear(name, p)) };
   }
 }
 

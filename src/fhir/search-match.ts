@@ -5,6 +5,7 @@
  */
 import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, TextEntry, TokenValue } from '../store/types.ts';
 import { indexEntries } from './indexer.ts';
+import { isNear } from './near.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
 
 type Json = Record<string, unknown>;
@@ -109,6 +110,7 @@ export async function matchConditions(
       case 'date': return index().ranges.some((e) => e.param === c.param && c.tests.some((t) => dateMatches(e.low, e.high, t)));
       case 'number':
         return index().ranges.some((e) => e.param === c.param && c.tests.some((t) => numberMatches(e.low, e.high, t) && unitMatches(t, e.system, e.code)));
+      case 'near': return index().ranges.some((e) => e.param === c.param && c.points.some((p) => isNear(p, e.low, e.high)));
       case 'composite':
         return index().composites.some((e) => e.param === c.param && c.tests.some((t) =>
           tokenMatches({ system: t.system1, value: t.value1 }, e.system1, e.value1) && t.parts.every((p) => partMatches(p, e))));

@@ -4,10 +4,11 @@
  * dialects differ only in placeholders, in how `deleted` is stored, in how a planned search probes a
  * row and in how a row's key is matched against the keys a subquery of `search_keys` selects.
  */
+import { nearBound, nearBox } from './geo.ts';
 import { INDEX_TABLES } from './index-tables.ts';
 import type { SearchKey } from './search-keys.ts';
 import { textScope } from './text-scope.ts';
-import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NumberTest, SearchCursor, SearchQuery, SortKey, TextTerm, TokenValue } from './types.ts';
+import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NearPoint, NumberTest, SearchCursor, SearchQuery, SortKey, TextTerm, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
 
@@ -298,6 +299,8 @@ export class SqlBuilder {
           ({ bounds: dateBounds(t)!, test: (lo: string, hi: string) => this.date(lo, hi, t) }))), DATE_KEY));
       case 'composite':
         return this.select('search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
+      case 'near':
+        return this.select('search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.near(s, c.points), DATE_KEY));
       case 'chain':
         return this.select('search_index', (s) => this.chainTarget(s, type, c));
       case 'or':
@@ -373,6 +376,25 @@ export class SqlBuilder {
     if (v.system === undefined) return v.value === undefined ? '1 = 1' : `${s}.${value} = ${this.v(v.value)}`;
     if (v.value === undefined) return `${s}.${system} = ${this.v(v.system)}`;
     return `(${s}.${value} = ${this.v(v.value)} AND ${s}.${system} = ${this.v(v.system)})`;
+  }
+
+  /**
+   * `near` points (ORed) on a position row `s` (low: latitude, high: longitude; src/fhir/near.ts): within
+   * the box around a point's circle (its latitude band read by the `(k, low)` index) and within the
+   * circle by the haversine term, which both databases compute as the in-memory matcher does.
+   */
+  private near(s: string, points: NearPoint[]): string {
+    return this.any(points.map((p) => {
+      const bound = nearBound(p);
+      if (bound === undefined) return '1 = 1';
+      const box = nearBox(p);
+      const terms = [`${s}.low >= ${this.v(box.latitude[0])}`, `${s}.low <= ${this.v(box.latitude[1])}`];
+      if (box.longitudes) terms.push(this.any(box.longitudes.map(([west, east]) => `(${s}.high >= ${this.v(west)} AND ${s}.high <= ${this.v(east)})`)));
+      const cosine = Math.cos((p.latitude * Math.PI) / 180);
+      terms.push(`power(sin(radians(${s}.low - ${this.v(p.latitude)}) / 2), 2) + ${this.v(cosine)} * cos(radians(${s}.low)) * ` +
+        `power(sin(radians(${s}.high - ${this.v(p.longitude)}) / 2), 2) <= ${this.v(bound)}`);
+      return `(${terms.join(' AND ')})`;
+    }));
   }
 
   /** Composite tests (ORed) on a composite row `s`. */
@@ -523,6 +545,8 @@ export class SqlBuilder {
         return this.rowsOf(a, 'search_range', (s, byRes) => this.numbers(s, type, c.param, c.tests, byRes));
       case 'composite':
         return this.rowsOf(a, 'search_composite', (s, byRes) => this.keyed(s, 'search_composite', type, c.param, byRes, this.composites(s, c.tests)));
+      case 'near':
+        return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.near(s, c.points), DATE_KEY));
       case 'missing':
         return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes), c.missing);
       case 'text':
@@ -611,7 +635,7 @@ function sortColumn(k: ParamSortKey): string {
   return k.table === 'search_composite' ? 'value1' : 'value';
 }
 
-/** A date's range rows have neither unit system nor code: their one key per parameter has both ''. */
+/** A date's range rows (and a position's) have neither unit system nor code: their one key per parameter has both ''. */
 const DATE_KEY = { systems: [''], code: '' };
 
 /** How many entry fields each table's keys hold after the parameter (IndexTableSpec.key). */
@@ -662,6 +686,8 @@ function canDrive(c: Condition): boolean {
     case 'date': return c.tests.every((t) => dateBounds(t) !== undefined);
     case 'number': return c.tests.every((t) => numberBounds(t) !== undefined);
     case 'composite': return c.tests.every((t) => t.value1 !== undefined);
+    // A latitude band of the `(k, low)` index.
+    case 'near': return true;
     // Alternatives that can each drive: their rows together (`combo-code`, a union of `code` and
     // `component-code`).
     case 'or': return c.any.length > 0 && c.any.every(canDrive);
@@ -1120,7 +1146,7 @@ function compartmentRows(b: SqlBuilder, type: string, patient: string): string {
  */
 function onIndexRows(c: Condition): boolean {
   switch (c.kind) {
-    case 'token': case 'token-text': case 'uri-prefix': case 'string': case 'date': case 'number': case 'composite': case 'missing': case 'text':
+    case 'token': case 'token-text': case 'uri-prefix': case 'string': case 'date': case 'number': case 'composite': case 'near': case 'missing': case 'text':
       return true;
     case 'or':
       return c.any.every(onIndexRows);

@@ -23,6 +23,7 @@ function sampleValue(type: string, resourceType = '', name = ''): string {
       const def = paramOf(resourceType, name)!;
       return ['x', ...def.components!.map((c) => sampleValue(c.type).replace(/^(le|gt)/, ''))].join('$');
     }
+    case 'special': return '42.28|-83.74|10|km';
     default: return 'x';
   }
 }
@@ -85,9 +86,10 @@ describe('GET /metadata', () => {
     expect(paramsOf('Observation').length).toBe(38 + 8);
     expect(paramsOf('Condition')).toEqual(expect.arrayContaining(['clinical-status', 'onset-date', 'abatement-age', 'patient', 'subject']));
     expect(paramsOf('Patient')).toEqual(expect.arrayContaining(['name', 'family', 'given', 'birthdate', 'gender', 'address-city', 'race', 'ethnicity']));
-    expect(paramsOf('Location')).not.toContain('near');
+    expect(paramsOf('Location')).toContain('near');
     const location = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Location')!;
-    expect(location.documentation).toBe('Not searchable (special parameters): near.');
+    // R4's one special parameter is searchable.
+    expect(location.documentation).toBeUndefined();
     const tokenModifiers = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Condition')!.searchParam.find((p: Json) => p.name === 'code').documentation;
     expect(tokenModifiers).toContain(':below');
     expect(tokenModifiers).toContain(':in');

@@ -145,6 +145,13 @@ export interface TokenValue {
   value?: string;
 }
 
+/** A point of `near` (Location.position, WGS84 degrees) and the distance in km within which positions match. */
+export interface NearPoint {
+  latitude: number;
+  longitude: number;
+  km: number;
+}
+
 /**
  * One condition of a compiled search; a query's conditions are ANDed, the values inside one condition
  * ORed (FHIR's `,`). Every adapter renders these to SQL and `matchConditions` (src/fhir/search/match.ts)
@@ -168,6 +175,11 @@ export type Condition =
   | { kind: 'number'; param: string; tests: NumberTest[] }
   | { kind: 'composite'; param: string; tests: CompositeTest[] }
   | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean }
+  /**
+   * `near` (src/fhir/near.ts): a position (a `search_range` row of latitude and longitude) within the
+   * distance of one of the points.
+   */
+  | { kind: 'near'; param: string; points: NearPoint[] }
   /**
    * `_text` (`field` narrative) or `_content` (content): one of the values (ORed) has all its terms
    * among the resource's words (`search_text`).

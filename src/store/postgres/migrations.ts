@@ -305,4 +305,14 @@ DROP INDEX search_index_value;
 ALTER INDEX search_index_value_res RENAME TO search_index_value;
 `,
   },
+  {
+    version: 14,
+    name: 'location_position',
+    sql: `
+-- Index model 4 (src/fhir/reindex.ts): a Location's position is a range row of \`near\` (latitude,
+-- longitude). A database holding resources gets it from the reindex that \`cinder serve\` runs at start
+-- (only the resources with a position are rebuilt); an empty one follows model 4 already.
+UPDATE index_state SET value = 4 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

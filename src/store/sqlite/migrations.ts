@@ -265,4 +265,14 @@ UPDATE index_state SET value = 3 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 CREATE INDEX search_range_high ON search_range (k, high);
 `,
   },
+  {
+    version: 11,
+    name: 'location_position',
+    sql: `
+-- Index model 4 (src/fhir/reindex.ts): a Location's position is a range row of \`near\` (latitude,
+-- longitude). A database holding resources gets it from the reindex that \`cinder serve\` runs at start
+-- (only the resources with a position are rebuilt); an empty one follows model 4 already.
+UPDATE index_state SET value = 4 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -36,7 +36,7 @@ const snapshotFilter = z.object({
   params: z.array(paramCriterion).optional(),
 });
 
-const KINDS = ['id', 'lastUpdated', 'token', 'string', 'uri-prefix', 'token-text', 'text', 'date', 'number', 'composite', 'missing', 'near', 'chain', 'has', 'or', 'not', 'and'] as const;
+const KINDS = ['id', 'lastUpdated', 'token', 'string', 'uri-prefix', 'token-text', 'text', 'date', 'number', 'composite', 'missing', 'near', 'compartment', 'chain', 'has', 'or', 'not', 'and'] as const;
 /** Every kind of Condition is listed (a kind missing from KINDS fails to compile here). */
 const KINDS_COMPLETE: Exclude<Condition['kind'], (typeof KINDS)[number]> extends never ? true : never = true;
 void KINDS_COMPLETE;

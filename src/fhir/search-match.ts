@@ -4,7 +4,7 @@
  * way. Chains and `_has` look their other side up in the store (its current state).
  */
 import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, TextEntry, TokenValue } from '../store/types.ts';
-import { indexEntries } from './indexer.ts';
+import { compartmentsOf, indexEntries } from './indexer.ts';
 import { isNear } from './near.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
 
@@ -124,6 +124,7 @@ export async function matchConditions(
         const t = text();
         return !!t && c.values.some((terms) => textMatches(c.field === 'narrative' ? t.narrative : t.content, terms));
       }
+      case 'compartment': return compartmentsOf(resource).includes(c.patient);
       case 'chain': {
         const ids = index().tokens.filter((e) => e.param === c.param && e.system === c.targetType).map((e) => e.value);
         if (!ids.length) return false;

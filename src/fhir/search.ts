@@ -2,7 +2,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
-import { requireAccess } from './access.ts';
+import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
@@ -379,6 +379,35 @@ export function scopeFilter(req: FhirRequest, type: string, perm: 'r' | 's'): Co
   return { kind: 'or', any: filters.map((all): Condition => ({ kind: 'and', all })) };
 }
 
+/**
+ * Chains and `_has` read resources of other types, so the token must be allowed to search those types,
+ * and reaches only what it could find there: their SMART v2 scope filters and, for a patient-context
+ * token, the patient's compartment narrow the chain's targets and the `_has` referrers, as they narrow
+ * a search of those types. Without this a token allowed only Observations could learn which patients
+ * have a name or a Condition by the Observations a chain or `_has` selects.
+ */
+export function guardLinked(access: Access, conditions: Condition[]): Condition[] {
+  const guard = (c: Condition): Condition => {
+    switch (c.kind) {
+      case 'chain': case 'has': {
+        const type = c.kind === 'chain' ? c.targetType : c.type;
+        requireAccess(access, type, 's');
+        const where = c.where.map(guard);
+        const filters = access.filters?.(type, 's');
+        if (filters) where.push({ kind: 'or', any: filters.map((all): Condition => ({ kind: 'and', all })) });
+        const patient = access.patientLimit(type);
+        if (patient !== undefined && patientCompartment().has(type)) where.push({ kind: 'compartment', patient });
+        return { ...c, where };
+      }
+      case 'or': return { ...c, any: c.any.map(guard) };
+      case 'and': return { ...c, all: c.all.map(guard) };
+      case 'not': return { ...c, condition: guard(c.condition) };
+      default: return c;
+    }
+  };
+  return conditions.map(guard);
+}
+
 /** Runs a type-level search with paging; patient-context tokens see only their compartment. */
 export async function searchResources(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
@@ -387,7 +416,7 @@ export async function searchResources(
   requireAccess(req.access, type, 's');
   const compiled = compileSearch(type, params, strict, deps.clock.now());
   const { query, warnings, self, total } = compiled;
-  query.where = await resolveConditions(deps, req.tenant, compiled.pending);
+  query.where = guardLinked(req.access, await resolveConditions(deps, req.tenant, compiled.pending));
   const filter = scopeFilter(req, type, 's');
   if (filter) query.where.push(filter);
   const patient = req.access.patientLimit(type);

@@ -554,6 +554,8 @@ export class SqlBuilder {
       case 'chain':
         // Always a set: probed per row, SQLite would look the targets up again for every row.
         return `${a}.pk IN (${this.select('search_index', (s) => this.chainTarget(s, type, c))})`;
+      case 'compartment':
+        return `${a}.pk IN (${compartmentRows(this, type, c.patient)})`;
       case 'has': {
         const r = this.alias('r');
         const s = this.alias('s');

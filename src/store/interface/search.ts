@@ -185,6 +185,11 @@ export type Condition =
    * among the resource's words (`search_text`).
    */
   | { kind: 'text'; field: 'narrative' | 'content'; values: TextTerm[][] }
+  /**
+   * The resource is in the compartment of `patient`: a patient-context token's bound on what a chain or
+   * `_has` reaches (src/fhir/search.ts guardLinked).
+   */
+  | { kind: 'compartment'; patient: string }
   /** A reference parameter whose target (of `targetType`) meets `where` (chaining). */
   | { kind: 'chain'; param: string; targetType: string; where: Condition[] }
   /** Resources of `type` meeting `where` refer to this one through `param` (`_has`). */

@@ -1,0 +1,85 @@
+/**
+ * Chains and `_has` read resources of other types (src/fhir/search.ts guardLinked), on both databases:
+ * the token must be allowed to search those types, and their SMART v2 scope filters and a
+ * patient-context token's compartment narrow what a chain or `_has` reaches, so a query cannot learn
+ * through them what a search of those types would not show. The same holds in bulk export's `_typeFilter`.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import type { TestApp } from '../helpers/app.ts';
+import { download, finish, kickOff, refs } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { appOnFresh } from '../helpers/search-runner.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const CAT = 'http://terminology.hl7.org/CodeSystem/condition-category';
+const DIABETES = '44054006';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`chains and _has reach what the token may search, on ${target.kind}`, () => {
+    let t: TestApp;
+    let admin: FhirClient;
+    const ids = async (api: FhirClient, query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id as string).sort();
+    const client = async (scope: string, patient?: string) => fhirClient(t, await craftToken(t, scope, patient ? { patient } : {}));
+
+    beforeAll(async () => {
+      ({ t, api: admin } = await appOnFresh(target));
+      await admin.put200({ resourceType: 'Patient', id: 'p1', gender: 'female', name: [{ family: 'Alpha' }] });
+      await admin.put200({ resourceType: 'Patient', id: 'p2', gender: 'male', name: [{ family: 'Beta' }] });
+      // o1 is p1's, performed by p2 (a Patient outside p1's compartment).
+      await admin.put200({ resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' }, performer: [{ reference: 'Patient/p2' }] });
+      await admin.put200({ resourceType: 'Observation', id: 'o2', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p2' } });
+      for (const [id, patient, category] of [['c1', 'p1', 'problem-list-item'], ['c2', 'p2', 'encounter-diagnosis']] as const) {
+        await admin.put200({
+          resourceType: 'Condition', id, subject: { reference: `Patient/${patient}` },
+          category: [{ coding: [{ system: CAT, code: category }] }], code: { coding: [{ system: 'http://snomed.info/sct', code: DIABETES }] },
+        });
+      }
+    });
+    afterAll(() => t.close());
+
+    test('a chain or _has into a type the token may not search is a 403', async () => {
+      const obs = await client('system/Observation.rs');
+      await expectOutcome(await obs.get('Observation?subject:Patient.family=alpha'), 403);
+      expect(await ids(obs, 'Observation?subject=Patient/p1')).toEqual(['o1']);
+      const patients = await client('system/Patient.rs');
+      await expectOutcome(await patients.get(`Patient?_has:Condition:patient:code=${DIABETES}`), 403);
+      // Nested: the inner hop is checked too.
+      const both = await client('system/Observation.rs system/Patient.rs');
+      await expectOutcome(await both.get(`Observation?subject:Patient._has:Condition:patient:code=${DIABETES}`), 403);
+      expect(await ids(both, 'Observation?subject:Patient.family=alpha')).toEqual(['o1']);
+    });
+
+    test('the other type\'s scope filter narrows what a chain or _has reaches', async () => {
+      expect(await ids(admin, 'Observation?subject:Patient.family=beta')).toEqual(['o2']);
+      const women = await client('system/Observation.rs system/Patient.rs?gender=female');
+      expect(await ids(women, 'Observation?subject:Patient.family=beta')).toEqual([]);
+      expect(await ids(women, 'Observation?subject:Patient.family=alpha')).toEqual(['o1']);
+      expect(await ids(admin, `Patient?_has:Condition:patient:code=${DIABETES}`)).toEqual(['p1', 'p2']);
+      const problems = await client('system/Patient.rs system/Condition.rs?category=problem-list-item');
+      expect(await ids(problems, `Patient?_has:Condition:patient:code=${DIABETES}`)).toEqual(['p1']);
+    });
+
+    test("a patient-context token's chain reaches only its compartment", async () => {
+      expect(await ids(admin, 'Observation?performer:Patient.family=beta')).toEqual(['o1']);
+      const p1 = await client('patient/*.rs', 'p1');
+      expect(await ids(p1, 'Observation?performer:Patient.family=beta')).toEqual([]);
+      expect(await ids(p1, 'Observation?subject:Patient.family=alpha')).toEqual(['o1']);
+      expect(await ids(p1, `Patient?_has:Condition:patient:code=${DIABETES}`)).toEqual(['p1']);
+    });
+
+    test('bulk export: _typeFilter chains reach what the kick-off token may search', async () => {
+      const token = await craftToken(t, 'system/Observation.rs system/Patient.rs?gender=female');
+      const query = `/$export?_type=Observation&_typeFilter=${encodeURIComponent('Observation?subject:Patient.family=beta,Observation?subject:Patient.family=alpha')}`;
+      const manifest = await finish(t, token, await kickOff(t, token, query, { Prefer: 'respond-async' }));
+      expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o1']);
+      const observationsOnly = await craftToken(t, 'system/Observation.rs');
+      const res = await t.request(`${t.fhir()}/$export?_type=Observation&_typeFilter=${encodeURIComponent('Observation?subject:Patient.family=alpha')}`, {
+        headers: { Authorization: `Bearer ${observationsOnly}`, Prefer: 'respond-async' },
+      });
+      await expectOutcome(res, 403);
+    });
+  });
+}

@@ -33,6 +33,7 @@ const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-ins
 const COMMON_PARAMS = [
   { name: '_id', definition: 'http://hl7.org/fhir/SearchParameter/Resource-id', type: 'token' },
   { name: '_lastUpdated', definition: 'http://hl7.org/fhir/SearchParameter/Resource-lastUpdated', type: 'date' },
+  { name: '_list', type: 'special', documentation: 'The resources a List (by id) has as entry items, as _has:List:item:_id; no functional lists ($current-problems...).' },
 ];
 
 const TEXT_DOC = 'Full-text: every word of each value must occur (accent- and case-insensitive, whole words; `word*` for a prefix; `,` for OR); no phrase or proximity search, no modifiers.';

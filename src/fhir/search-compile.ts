@@ -372,6 +372,7 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_lastUpdated'`);
     return { kind: 'lastUpdated', tests: alternatives(raw, key).map((p) => dateTest(key, p, now)) };
   }
+  if (name === '_list') return listCondition(key, modifier, raw);
   if (isTextParam(type, name)) {
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '${name}'`);
     const values = alternatives(raw, key).map((v) => parseTextValue(key, unescapeValue(v)));
@@ -380,6 +381,22 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
   const def = paramOf(type, name);
   if (!def) throw unknown(type, key);
   return simpleCondition(def, modifier, raw, now);
+}
+
+/**
+ * `_list=id` (R4 search.html, all resources): the resources a List names among its entries' items, as
+ * `_has:List:item:_id=id` (as HAPI FHIR has it; an entry marked `deleted` still counts, being indexed
+ * as an item). Functional lists (`$current-problems` and the others) are not supported.
+ */
+function listCondition(key: string, modifier: string | undefined, raw: string): Condition {
+  if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_list'`);
+  const ids = alternatives(raw, key).map(unescapeValue);
+  for (const id of ids) {
+    if (id.startsWith('$')) throw new FhirError('not-supported', `Functional lists ('${id}') are not supported in '_list'`, { expression: [key] });
+    if (!ID_PATTERN.test(id)) throw invalid(key, `Invalid List id '${id}' in '_list'`);
+  }
+  const item = paramOf('List', 'item')!;
+  return { kind: 'has', type: 'List', param: item.storedAs?.param ?? item.code, where: [{ kind: 'id', ids }] };
 }
 
 /** `_content` (every type) and `_text` (types with a narrative): full-text search (src/fhir/text-index.ts). */

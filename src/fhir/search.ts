@@ -25,7 +25,7 @@ export const MAX_ITERATIONS = 3;
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude']);
 /** Parameters defined for all resources that Cinder does not search. */
-const UNSUPPORTED = new Set(['_list', '_query', '_filter', '_contained', '_containedType']);
+const UNSUPPORTED = new Set(['_query', '_filter', '_contained', '_containedType']);
 
 export interface Include {
   /** The type whose reference parameter is followed (`*`: any). */

@@ -23,7 +23,7 @@ function sampleValue(type: string, resourceType = '', name = ''): string {
       const def = paramOf(resourceType, name)!;
       return ['x', ...def.components!.map((c) => sampleValue(c.type).replace(/^(le|gt)/, ''))].join('$');
     }
-    case 'special': return '42.28|-83.74|10|km';
+    case 'special': return name === 'near' ? '42.28|-83.74|10|km' : 'x';
     default: return 'x';
   }
 }
@@ -81,9 +81,9 @@ describe('GET /metadata', () => {
 
   test('the documented parameters are advertised where R4 defines them', () => {
     const paramsOf = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchParam.map((p: Json) => p.name).sort();
-    // Every R4 core parameter of the type (R4 defines 38 for Observation), with _id, _lastUpdated, _tag, _profile, _security, _source, _text and _content.
+    // Every R4 core parameter of the type (R4 defines 38 for Observation), with _id, _lastUpdated, _list, _tag, _profile, _security, _source, _text and _content.
     expect(paramsOf('Observation')).toEqual(expect.arrayContaining(['_id', '_lastUpdated', '_tag', 'category', 'code', 'code-value-quantity', 'combo-code', 'date', 'patient', 'subject', 'value-quantity']));
-    expect(paramsOf('Observation').length).toBe(38 + 8);
+    expect(paramsOf('Observation').length).toBe(38 + 9);
     expect(paramsOf('Condition')).toEqual(expect.arrayContaining(['clinical-status', 'onset-date', 'abatement-age', 'patient', 'subject']));
     expect(paramsOf('Patient')).toEqual(expect.arrayContaining(['name', 'family', 'given', 'birthdate', 'gender', 'address-city', 'race', 'ethnicity']));
     expect(paramsOf('Location')).toContain('near');

@@ -70,6 +70,24 @@ for (const target of targets) {
       expect(await ids(p1, `Patient?_has:Condition:patient:code=${DIABETES}`)).toEqual(['p1']);
     });
 
+    test('_list: the items of Lists, ORed by comma, ANDed when repeated; List access is needed', async () => {
+      await admin.put200({ resourceType: 'List', id: 'l1', status: 'current', mode: 'working', entry: [
+        { item: { reference: 'Patient/p1' } }, { item: { reference: 'Patient/p2' } }, { item: { reference: 'Observation/o1' } },
+      ] });
+      await admin.put200({ resourceType: 'List', id: 'l2', status: 'current', mode: 'working', entry: [{ item: { reference: 'Patient/p2' } }] });
+      expect(await ids(admin, 'Patient?_list=l1')).toEqual(['p1', 'p2']);
+      expect(await ids(admin, 'Patient?_list=l2')).toEqual(['p2']);
+      expect(await ids(admin, 'Patient?_list=l1&_list=l2')).toEqual(['p2']);
+      expect(await ids(admin, 'Patient?_list=l2,l1&gender=female')).toEqual(['p1']);
+      expect(await ids(admin, 'Observation?_list=l1')).toEqual(['o1']);
+      expect(await ids(admin, 'Observation?_list=l2')).toEqual([]);
+      expect(await ids(admin, 'Patient?_list=nope')).toEqual([]);
+      await expectOutcome(await admin.get('Patient?_list=$current-problems'), 400, 'not-supported');
+      await expectOutcome(await admin.get('Patient?_list:exact=l1'), 400);
+      await expectOutcome(await (await client('system/Patient.rs')).get('Patient?_list=l1'), 403);
+      expect(await ids(await client('system/Patient.rs system/List.rs'), 'Patient?_list=l1')).toEqual(['p1', 'p2']);
+    });
+
     test('bulk export: _typeFilter chains reach what the kick-off token may search', async () => {
       const token = await craftToken(t, 'system/Observation.rs system/Patient.rs?gender=female');
       const query = `/$export?_type=Observation&_typeFilter=${encodeURIComponent('Observation?subject:Patient.family=beta,Observation?subject:Patient.family=alpha')}`;

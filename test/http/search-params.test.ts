@@ -235,12 +235,12 @@ describe('url and version on canonical resources', () => {
 
 describe('unknown parameters', () => {
   test('lenient (default): ignored, reported in an outcome entry, left out of the self link', async () => {
-    const bundle = await api.search('Patient?_id=p1&foo=bar&_list=x');
+    const bundle = await api.search('Patient?_id=p1&foo=bar&_query=x');
     expect(ids(bundle)).toEqual(['p1']);
     const outcome = bundle.entry.find((e: Json) => e.search.mode === 'outcome');
     expect(outcome.resource.resourceType).toBe('OperationOutcome');
     expect(outcome.resource.issue.map((i: Json) => i.severity)).toEqual(['warning', 'warning']);
-    expect(outcome.resource.issue.map((i: Json) => i.expression[0])).toEqual(['foo', '_list']);
+    expect(outcome.resource.issue.map((i: Json) => i.expression[0])).toEqual(['foo', '_query']);
     expect(link(bundle, 'self')).toBe(`${base}/Patient?_id=p1`);
   });
 

@@ -24,25 +24,17 @@ export async function historyPage(repo: ResourceRepo, tenant: string, query: His
 }
 
 /**
- * A page of `_at` history (FHIR R4 http 3.1.0.11): versions current at some point in [low, high).
- * The store gives the versions written before `high` (`query.at`); those replaced by a later version at
- * or before `low` are dropped. Version ids are consecutive, so the replacement of v is v + 1.
+ * A page of the versions `keep` admits, in history order: raw batches are read until the page is full,
+ * at most MAX_BATCHES of them, after which a short page comes back with a `next` link (so a request
+ * never reads the whole history for a few matches).
  */
-export async function historyPageAt(repo: ResourceRepo, tenant: string, query: HistoryQuery, low: number): Promise<HistoryPage> {
+export async function keptPage(repo: ResourceRepo, tenant: string, query: HistoryQuery, keep: (v: ResourceVersion) => boolean | Promise<boolean>): Promise<HistoryPage> {
   const kept: ResourceVersion[] = [];
-  const seen = new Map<string, number>();
-  const replacedAt = async (v: ResourceVersion): Promise<number | undefined> => {
-    const key = `${v.type}/${v.id}/${v.versionId + 1}`;
-    if (seen.has(key)) return seen.get(key);
-    return (await repo.vread(tenant, v.type, v.id, v.versionId + 1))?.lastUpdated;
-  };
   let before = query.before;
   for (let batch = 0; batch < MAX_BATCHES && query.count > 0; batch++) {
     const raw = await repo.history(tenant, { ...query, ...(before ? { before } : {}), count: query.count + 1 });
     for (const v of raw) {
-      seen.set(`${v.type}/${v.id}/${v.versionId}`, v.lastUpdated);
-      const replaced = await replacedAt(v);
-      if (replaced !== undefined && replaced <= low) continue;
+      if (!(await keep(v))) continue;
       kept.push(v);
       if (kept.length > query.count) {
         const rows = kept.slice(0, query.count);
@@ -53,4 +45,28 @@ export async function historyPageAt(repo: ResourceRepo, tenant: string, query: H
     before = cursorOf(raw[raw.length - 1]!);
   }
   return query.count > 0 && before ? { rows: kept, next: before } : { rows: kept };
+}
+
+/**
+ * The versions of `_at` history (FHIR R4 http 3.1.0.11): those current at some point in [low, high).
+ * The store gives the versions written before `high` (`query.at`); those replaced by a later version at
+ * or before `low` are dropped. Version ids are consecutive, so the replacement of v is v + 1.
+ */
+export function currentSince(repo: ResourceRepo, tenant: string, low: number): (v: ResourceVersion) => Promise<boolean> {
+  const seen = new Map<string, number>();
+  const replacedAt = async (v: ResourceVersion): Promise<number | undefined> => {
+    const key = `${v.type}/${v.id}/${v.versionId + 1}`;
+    if (seen.has(key)) return seen.get(key);
+    return (await repo.vread(tenant, v.type, v.id, v.versionId + 1))?.lastUpdated;
+  };
+  return async (v) => {
+    seen.set(`${v.type}/${v.id}/${v.versionId}`, v.lastUpdated);
+    const replaced = await replacedAt(v);
+    return replaced === undefined || replaced > low;
+  };
+}
+
+/** A page of `_at` history (see currentSince). */
+export function historyPageAt(repo: ResourceRepo, tenant: string, query: HistoryQuery, low: number): Promise<HistoryPage> {
+  return keptPage(repo, tenant, query, currentSince(repo, tenant, low));
 }

@@ -7,7 +7,8 @@ import { splitStoredBinary } from './binary.ts';
 import { dateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
-import { historyPage, historyPageAt, type HistoryCursor } from './history-at.ts';
+import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
+import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
 import { DEFAULT_COUNT, MAX_COUNT } from './search.ts';
 
@@ -46,9 +47,6 @@ function checkAccess(req: FhirRequest, type?: string, id?: string): void {
   if (!id && req.access.patientLimit(type ?? '*') !== undefined) {
     throw new FhirError('forbidden', 'Patient-context tokens cannot read type or system history');
   }
-  if (!id && type && req.access.filters?.(type, 'r')) {
-    throw new FhirError('forbidden', `Tokens whose scopes filter ${type} cannot read its type history`);
-  }
 }
 
 /** The parameters of a history interaction: `_count`, `_since`, `_at`, `_cursor`. */
@@ -85,7 +83,7 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
     const check = async (v: ResourceVersion) => {
       const binary = splitStoredBinary(v.content).resource;
       await requireContextReadable(deps, req, binary);
-      await requireFilter(req.access, 'r', binary, v.lastUpdated);
+      await requireFilter(req.access, 'r', binary, v.lastUpdated, lookups(deps, req.tenant));
     };
     const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
     if (latest && !latest.deleted) await check(latest);
@@ -98,12 +96,12 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   if (req.access.filters?.(type, 'r')) {
     // Scope filters: the latest content must meet them, and only the versions that do are shown.
     const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
-    if (latest && !latest.deleted) await requireFilter(req.access, 'r', JSON.parse(latest.content) as Resource, latest.lastUpdated);
+    if (latest && !latest.deleted) await requireFilter(req.access, 'r', JSON.parse(latest.content) as Resource, latest.lastUpdated, lookups(deps, req.tenant));
     const shown = new Set<number>();
     return async (rows: ResourceVersion[]) => {
       for (const v of rows) {
         if (v.deleted) shown.add(v.versionId);
-        else if (await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated).then(() => true, () => false)) shown.add(v.versionId);
+        else if (await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant)).then(() => true, () => false)) shown.add(v.versionId);
       }
       return rows.filter((v) => shown.has(v.versionId));
     };
@@ -114,6 +112,32 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource);
   const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource).includes(patient);
   return (rows: ResourceVersion[]) => rows.filter((v) => v.deleted || inCompartment(v));
+}
+
+/**
+ * Type history of a type the token's SMART v2 scope filters narrow, or of Binary (whose versions each
+ * name their securityContext): only the versions the token could read, each judged on its own content;
+ * a deletion when the version it deleted was. Undefined when every version is readable.
+ */
+function typeFilter(deps: FhirDeps, req: FhirRequest, type: string): ((v: ResourceVersion) => Promise<boolean>) | undefined {
+  if (type !== 'Binary' && !req.access.filters?.(type, 'r')) return undefined;
+  const find = lookups(deps, req.tenant);
+  const readable = async (v: ResourceVersion): Promise<boolean> => {
+    const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
+    try {
+      await requireContextReadable(deps, req, resource);
+      await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
+      return true;
+    } catch (err) {
+      if (err instanceof FhirError && err.category === 'forbidden') return false;
+      throw err;
+    }
+  };
+  return async (v) => {
+    if (!v.deleted) return readable(v);
+    const before = v.versionId > 1 ? await deps.store.resources.vread(req.tenant, v.type, v.id, v.versionId - 1) : null;
+    return !!before && !before.deleted && (await readable(before));
+  };
 }
 
 /**
@@ -143,7 +167,10 @@ export async function history(
   }
   const visible = type && id ? await instanceFilter(deps, req, type, id) : async (rows: ResourceVersion[]) => rows;
   const repo = deps.store.resources;
-  const page = atLow === undefined ? await historyPage(repo, req.tenant, query) : await historyPageAt(repo, req.tenant, query, atLow);
+  const readable = type && !id ? typeFilter(deps, req, type) : undefined;
+  const current = atLow === undefined ? undefined : currentSince(repo, req.tenant, atLow);
+  const keep = readable && current ? async (v: ResourceVersion) => (await current(v)) && readable(v) : (readable ?? current);
+  const page = keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
   const result: HistoryResult = { rows: await visible(page.rows), self };
   if (page.next) result.next = encodeBefore(page.next);
   return result;

@@ -200,6 +200,18 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await get(`Binary/${ofO1}`, {}, binaryOnly), 403, 'forbidden');
       const system = await craftToken(t, 'system/Binary.read system/Observation.read');
       expect((await get(`Binary/${ofO2}`, {}, system)).status).toBe(200);
+      // Type history likewise shows only the versions whose context the token reaches.
+      const historyIds = async (token: string) => {
+        const res = await get('Binary/_history?_count=1000', { Accept: 'application/fhir+json' }, token);
+        expect(res.status).toBe(200);
+        return new Set((((await res.json()) as Json).entry ?? []).map((e: Json) => e.fullUrl.split('/').at(-1)));
+      };
+      const binaryHistory = await historyIds(binaryOnly);
+      expect(binaryHistory.has(free)).toBe(true);
+      for (const id of [ofO1, ofO2, ofP1]) expect(binaryHistory.has(id)).toBe(false);
+      const systemHistory = await historyIds(system);
+      for (const id of [free, ofO1, ofO2]) expect(systemHistory.has(id)).toBe(true);
+      expect(systemHistory.has(ofP1)).toBe(false);
 
       // Writes: the stored and the new context must both be within reach.
       const p1w = await craftToken(t, 'patient/*.*', { patient: 'p1' });

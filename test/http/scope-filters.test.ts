@@ -50,12 +50,37 @@ describe('scope filters', () => {
     expect(await ids('Patient?_id=p1&_revinclude=Observation:patient')).toEqual(['lab1', 'lab2', 'p1']);
   });
 
-  test('read and history of a resource outside the filter are 403; type history is refused', async () => {
+  test('read and history of a resource outside the filter are 403', async () => {
     expect((await lab.get('Observation/lab1')).status).toBe(200);
     await expectOutcome(await lab.get('Observation/vs1'), 403);
     await expectOutcome(await lab.get('Observation/vs1/_history'), 403);
     await expectOutcome(await lab.get('Observation/vs1/_history/1'), 403);
-    await expectOutcome(await lab.get('Observation/_history'), 403);
+  });
+
+  test('type history shows the versions the filter admits, each on its own content, paged', async () => {
+    // hx1: laboratory, then vital signs (v2 hidden); hx2: laboratory, deleted (both shown); hx3: vital signs, deleted (neither).
+    await admin.put200(obs('hx1', 'laboratory'));
+    await admin.put200(obs('hx1', 'vital-signs'));
+    await admin.put200(obs('hx2', 'laboratory'));
+    expect((await admin.del('Observation/hx2')).status).toBe(200);
+    await admin.put200(obs('hx3', 'vital-signs'));
+    expect((await admin.del('Observation/hx3')).status).toBe(200);
+    const versions = (b: Json) => (b.entry ?? []).map((e: Json) => `${e.fullUrl.split('/').at(-1)}@${e.request.method === 'DELETE' ? 'deleted' : e.resource.meta.versionId}`);
+    const all = await lab.search('Observation/_history');
+    expect(versions(all).sort()).toEqual(['hx1@1', 'hx2@1', 'hx2@deleted', 'lab1@1', 'lab2@1']);
+    // A page at a time: the same versions, whatever the hidden ones between them.
+    const paged: string[] = [];
+    for (let url: string | undefined = 'Observation/_history?_count=1'; url;) {
+      const page = await lab.search(url);
+      expect((page.entry ?? []).length).toBeLessThanOrEqual(1);
+      paged.push(...versions(page));
+      url = page.link?.find((l: Json) => l.relation === 'next')?.url;
+    }
+    expect(paged).toEqual(versions(all));
+    // The token without a filter sees every version.
+    expect(versions(await admin.search('Observation/_history')).length).toBe(9);
+    // Later exports' transaction time after these writes (the test clock stands still otherwise).
+    t.clock.advance(1000);
   });
 
   test('a filtered write scope admits only resources meeting it', async () => {

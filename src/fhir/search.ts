@@ -115,6 +115,7 @@ function countValues(conditions: PendingCondition[]): number {
       case 'lastUpdated': case 'date': case 'number': n += c.tests.length; break;
       case 'token': case 'string': case 'uri-prefix': case 'text': n += c.values.length; break;
       case 'composite': n += c.tests.length; break;
+      case 'near': n += c.points.length; break;
       case 'chain': case 'has': n += countValues(c.where) + 1; break;
       case 'or': n += countValues(c.any); break;
       case 'not': n += countValues([c.condition]); break;

@@ -169,6 +169,22 @@ export const POSTGRES: Dialect = {
   text: POSTGRES_TEXT,
 };
 
+/**
+ * ORed terms at most this many to a parenthesised group: SQLite parses `a OR b OR ...` as a tree as
+ * deep as its terms, and refuses one deeper than 1,000 (a date search of 1,000 values was a 500).
+ */
+const OR_GROUP = 64;
+
+/** `parts` ORed ('1 = 0' for none), nested in groups of OR_GROUP so that the expression stays shallow. */
+export function orOf(parts: string[]): string {
+  if (parts.length === 0) return '1 = 0';
+  if (parts.length === 1) return parts[0]!;
+  if (parts.length <= OR_GROUP) return `(${parts.join(' OR ')})`;
+  const groups: string[] = [];
+  for (let i = 0; i < parts.length; i += OR_GROUP) groups.push(orOf(parts.slice(i, i + OR_GROUP)));
+  return orOf(groups);
+}
+
 /** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
 const AFTER_PREFIX = '\u{10FFFF}';
 
@@ -406,7 +422,7 @@ export class SqlBuilder {
   }
 
   private any(parts: string[]): string {
-    return parts.length === 0 ? '1 = 0' : parts.length === 1 ? parts[0]! : `(${parts.join(' OR ')})`;
+    return orOf(parts);
   }
 
   /** A date test on stored [lo, hi) (search.html 3.1.1.4.1, both sides ranges). */
@@ -1362,5 +1378,5 @@ export function countsOnIndex(q: SearchQuery): boolean {
 
 /** ORed filters, each its ANDed conditions, on the outer row `r` of `type` ('1 = 1' for none). */
 export function filtersSql(b: SqlBuilder, type: string, filters: Condition[][]): string {
-  return `(${filters.map((f) => (f.length ? f.map((c) => b.condition(c, 'r', type)).join(' AND ') : '1 = 1')).join(' OR ')})`;
+  return `(${orOf(filters.map((f) => (f.length ? `(${f.map((c) => b.condition(c, 'r', type)).join(' AND ')})` : '1 = 1')))})`;
 }

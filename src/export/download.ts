@@ -22,8 +22,8 @@ export interface Download {
 
 /**
  * Bulk Data 2.0 output file request: the file of a completed job, for the client that started it, with
- * a token that may still read the file's resource type (under the scope filter it was exported with, if any). Starting the download takes a lease on the
- * files so that garbage collection waits for it.
+ * a token that may still read the file's resource type (under the scope filter it was exported with,
+ * if any). Starting the download takes a lease on the files so that garbage collection waits for it.
  */
 export async function openDownload(deps: StatusDeps, req: StatusRequest, id: string, name: string): Promise<Download> {
   const job = await visibleJob(deps, req, id);

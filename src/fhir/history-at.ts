@@ -65,8 +65,3 @@ export function currentSince(repo: ResourceRepo, tenant: string, low: number): (
     return replaced === undefined || replaced > low;
   };
 }
-
-/** A page of `_at` history (see currentSince). */
-export function historyPageAt(repo: ResourceRepo, tenant: string, query: HistoryQuery, low: number): Promise<HistoryPage> {
-  return keptPage(repo, tenant, query, currentSince(repo, tenant, low));
-}

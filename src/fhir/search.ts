@@ -375,7 +375,11 @@ export async function addIncludes(
 
 /** The SMART v2 scope filters on `perm` of `type` as one condition (ORed alternatives of ANDed conditions), if any. */
 export function scopeFilter(req: FhirRequest, type: string, perm: 'r' | 's'): Condition | undefined {
-  const filters = req.access.filters?.(type, perm);
+  return accessFilter(req.access, type, perm);
+}
+
+function accessFilter(access: Access, type: string, perm: 'r' | 's'): Condition | undefined {
+  const filters = access.filters?.(type, perm);
   if (!filters) return undefined;
   return { kind: 'or', any: filters.map((all): Condition => ({ kind: 'and', all })) };
 }
@@ -394,8 +398,8 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
         const type = c.kind === 'chain' ? c.targetType : c.type;
         requireAccess(access, type, 's');
         const where = c.where.map(guard);
-        const filters = access.filters?.(type, 's');
-        if (filters) where.push({ kind: 'or', any: filters.map((all): Condition => ({ kind: 'and', all })) });
+        const filter = accessFilter(access, type, 's');
+        if (filter) where.push(filter);
         const patient = access.patientLimit(type);
         if (patient !== undefined && patientCompartment().has(type)) where.push({ kind: 'compartment', patient });
         return { ...c, where };

@@ -176,7 +176,7 @@ export const POSTGRES: Dialect = {
 const OR_GROUP = 64;
 
 /** `parts` ORed ('1 = 0' for none), nested in groups of OR_GROUP so that the expression stays shallow. */
-export function orOf(parts: string[]): string {
+function orOf(parts: string[]): string {
   if (parts.length === 0) return '1 = 0';
   if (parts.length === 1) return parts[0]!;
   if (parts.length <= OR_GROUP) return `(${parts.join(' OR ')})`;

@@ -1,5 +1,6 @@
 import type { Access, Permission } from '../fhir/access.ts';
 import { compileFilter } from '../fhir/search.ts';
+import { hasValueSet } from '../fhir/search-filter.ts';
 import type { Condition } from '../store/types.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 
@@ -40,7 +41,7 @@ export function parseResourceScope(scope: string): ResourceScope | null {
 export function compileScopeFilter(type: string, query: string): Condition[] | null {
   try {
     const pending = compileFilter(type, new URLSearchParams(query));
-    if (pending.some((c) => c.kind === 'value-set')) return null;
+    if (pending.some(hasValueSet)) return null;
     return pending as Condition[];
   } catch {
     return null;

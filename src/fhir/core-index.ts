@@ -1,5 +1,6 @@
 import type { Condition, IndexRows, ResourceVersion } from '../store/types.ts';
 import { compareText, textKey } from './search-order.ts';
+import { stringMatches } from './search-match.ts';
 
 /** A resource the index holds: its version and its search index rows. */
 export interface Indexed {
@@ -65,7 +66,7 @@ export class LookupIndex<T extends Indexed> {
         const out = new Set<T>();
         for (const v of c.values) {
           if (v.match === 'prefix') for (const s of prefixed(list, v.value)) out.add(s.item);
-          else for (const s of list) if (v.match === 'exact' ? s.exact === v.value : s.value.includes(v.value)) out.add(s.item);
+          else for (const s of list) if (stringMatches(s, v)) out.add(s.item);
         }
         return { items: out, exact: true };
       }

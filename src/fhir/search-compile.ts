@@ -30,6 +30,8 @@ export interface ValueSetCondition {
   codes: CodeSet;
   /** The modifier as written (`in`, `not-in`, `below`, `above`), for errors. */
   modifier: string;
+  /** The parameter it is part of, for errors (`_filter`); none: `param:modifier` itself. */
+  within?: string;
   not: boolean;
 }
 
@@ -400,8 +402,13 @@ function listCondition(key: string, modifier: string | undefined, raw: string): 
 }
 
 /** `_content` (every type) and `_text` (types with a narrative): full-text search (src/fhir/text-index.ts). */
-function isTextParam(type: string, name: string): boolean {
+export function isTextParam(type: string, name: string): boolean {
   return name === '_content' || (name === '_text' && isDomainResource(type));
+}
+
+/** Whether `name` (no modifier) is a parameter searches of `type` take: its own, or `_id`, `_lastUpdated`, `_list`, `_text`, `_content`. */
+export function isSearchParam(type: string, name: string): boolean {
+  return name === '_id' || name === '_lastUpdated' || name === '_list' || isTextParam(type, name) || paramOf(type, name) !== undefined;
 }
 
 function idValues(raw: string): string[] {
@@ -428,9 +435,7 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   if (targets.length === 0) throw invalid(key, `'${code}' may refer to any type: name one ('${code}:Patient.${rest}')`);
   // A chained name must exist on the targets searched (on at least one when the type is not named).
   const restName = rest.split(/[.:]/, 1)[0]!;
-  const known = (t: string) =>
-    rest.startsWith('_has:') || restName === '_id' || restName === '_lastUpdated' || isTextParam(t, restName) || paramOf(t, restName) !== undefined;
-  targets = targets.filter(known);
+  targets = targets.filter((t) => rest.startsWith('_has:') || isSearchParam(t, restName));
   if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
   const param = def.storedAs?.param ?? def.code;
   const chains = targets.map((t): Condition => {

@@ -3,7 +3,7 @@
  * gives them (src/store/search-sql.ts): bulk export checks the versions it reads from the history this
  * way. Chains and `_has` look their other side up in the store (its current state).
  */
-import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, TextEntry, TokenValue } from '../store/types.ts';
+import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, StringValue, TextEntry, TokenValue } from '../store/types.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
 import { isNear } from './near.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
@@ -33,6 +33,17 @@ export function dateMatches(lo: number, hi: number, t: DateTest): boolean {
     case 'sa': return lo >= t.high;
     case 'eb': return hi <= t.low;
     case 'ap': return lo < t.high && hi > t.low;
+  }
+}
+
+/** A string value against a stored string (normalised `value`, `exact` as written), as SqlBuilder.stringTest. */
+export function stringMatches(e: { value: string; exact: string }, v: StringValue): boolean {
+  switch (v.match) {
+    case 'prefix': return prefixOf(e.value, v.value);
+    case 'equal': return e.value === v.value;
+    case 'exact': return e.exact === v.value;
+    case 'contains': return e.value.includes(v.value);
+    case 'suffix': return e.value.endsWith(v.value);
   }
 }
 
@@ -105,8 +116,7 @@ export async function matchConditions(
       case 'token-text': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => (e.display ?? '').includes(v)));
       case 'uri-prefix': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => prefixOf(e.value, v)));
       case 'string':
-        return index().strings.some((e) => e.param === c.param && c.values.some((v) =>
-          v.match === 'prefix' ? prefixOf(e.value, v.value) : v.match === 'exact' ? e.exact === v.value : e.value.includes(v.value)));
+        return index().strings.some((e) => e.param === c.param && c.values.some((v) => stringMatches(e, v)));
       case 'date': return index().ranges.some((e) => e.param === c.param && c.tests.some((t) => dateMatches(e.low, e.high, t)));
       case 'number':
         return index().ranges.some((e) => e.param === c.param && c.tests.some((t) => numberMatches(e.low, e.high, t) && unitMatches(t, e.system, e.code)));

@@ -8,10 +8,11 @@ import { evaluatePath } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
 import { issue } from './outcome.ts';
 import { parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
+import { filterCondition, hasValueSet } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
-import { keysetSort } from '../store/search-sql.ts';
+import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
 
@@ -25,7 +26,7 @@ export const MAX_ITERATIONS = 3;
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude']);
 /** Parameters defined for all resources that Cinder does not search. */
-const UNSUPPORTED = new Set(['_query', '_filter', '_contained', '_containedType']);
+const UNSUPPORTED = new Set(['_query', '_contained', '_containedType']);
 
 export interface Include {
   /** The type whose reference parameter is followed (`*`: any). */
@@ -149,7 +150,7 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
       if (UNSUPPORTED.has(name)) {
         throw new UnknownParameterError('not-supported', `Search parameter '${key}' is not supported`, { expression: [key] });
       }
-      const c = parameterCondition(type, key, raw, now);
+      const c = name === '_filter' ? filterParameter(type, key, raw, now) : parameterCondition(type, key, raw, now);
       // A parameter searched as others ANDed (`code-value-quantity` as `code` and `value-quantity`) is
       // those conditions, each of which can then drive the search as it would on its own.
       if (c.kind === 'and') pending.push(...c.all);
@@ -197,6 +198,12 @@ export function compileFilter(type: string, params: URLSearchParams, now = Date.
   return compileSearch(type, params, true, now).pending;
 }
 
+/** `_filter` (src/fhir/search-filter.ts): takes no modifier, and is never ignored, even when lenient. */
+function filterParameter(type: string, key: string, raw: string, now: number): PendingCondition {
+  if (key !== '_filter') throw new FhirError('invalid', `'_filter' takes no modifier ('${key}')`, { expression: [key] });
+  return filterCondition(type, raw, now);
+}
+
 /**
  * Completes conditions that need the terminology service (`:in`, `:not-in`, `:below`, `:above`): the
  * codes of the ValueSet, or of the code system's subsumption, become token values. Without a
@@ -204,31 +211,39 @@ export function compileFilter(type: string, params: URLSearchParams, now = Date.
  */
 export async function resolveConditions(deps: Pick<FhirDeps, 'expandCodes'>, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
   const out: Condition[] = [];
-  for (const c of pending) {
-    if (c.kind !== 'value-set') {
-      out.push(c);
-      continue;
-    }
-    const where = { expression: [`${c.param}:${c.modifier}`] };
-    if (!deps.expandCodes) throw new FhirError('not-supported', `':${c.modifier}' needs the terminology service`, where);
-    let codes;
-    try {
-      codes = await deps.expandCodes(tenant, c.codes);
-    } catch (err) {
-      if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${where.expression[0]}: ${err.message}`, { ...where, cause: err });
-      throw err;
-    }
-    if (codes.length > MAX_SEARCH_VALUES) {
-      const what = c.codes.kind === 'value-set' ? `ValueSet '${c.codes.canonical}' has` : `'${where.expression[0]}' selects`;
-      throw new FhirError('invalid', `${what} more than ${MAX_SEARCH_VALUES} codes; ':${c.modifier}' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
-    }
-    // A `code` element (Patient.gender) is indexed without a system, its system being the binding's:
-    // each code also matches there.
-    const values = codes.map((x) => ({ system: x.system, value: x.code }));
-    for (const code of new Set(codes.map((x) => x.code))) values.push({ system: '', value: code });
-    out.push(c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values });
-  }
+  for (const c of pending) out.push(hasValueSet(c) ? await resolveCondition(deps, tenant, c) : (c as Condition));
   return out;
+}
+
+/** One condition with its ValueSet conditions completed, those nested in `and`, `or` and `not` (`_filter`) too. */
+async function resolveCondition(deps: Pick<FhirDeps, 'expandCodes'>, tenant: string, c: PendingCondition): Promise<Condition> {
+  switch (c.kind) {
+    case 'and': return { kind: 'and', all: await resolveConditions(deps, tenant, c.all) };
+    case 'or': return { kind: 'or', any: await resolveConditions(deps, tenant, c.any) };
+    case 'not': return { kind: 'not', condition: await resolveCondition(deps, tenant, c.condition) };
+    case 'value-set': break;
+    default: return c;
+  }
+  const written = `${c.param}:${c.modifier}`;
+  const where = { expression: [c.within ?? written] };
+  const label = c.within ? `${c.within}: '${written}'` : written;
+  if (!deps.expandCodes) throw new FhirError('not-supported', `${c.within ? `${label}: ` : ''}':${c.modifier}' needs the terminology service`, where);
+  let codes;
+  try {
+    codes = await deps.expandCodes(tenant, c.codes);
+  } catch (err) {
+    if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${label}: ${err.message}`, { ...where, cause: err });
+    throw err;
+  }
+  if (codes.length > MAX_SEARCH_VALUES) {
+    const what = c.codes.kind === 'value-set' ? `ValueSet '${c.codes.canonical}' has` : `'${label}' selects`;
+    throw new FhirError('invalid', `${what} more than ${MAX_SEARCH_VALUES} codes; ':${c.modifier}' takes at most ${MAX_SEARCH_VALUES}`, { ...where, issueCode: 'too-costly' });
+  }
+  // A `code` element (Patient.gender) is indexed without a system, its system being the binding's:
+  // each code also matches there.
+  const values = codes.map((x) => ({ system: x.system, value: x.code }));
+  for (const code of new Set(codes.map((x) => x.code))) values.push({ system: '', value: code });
+  return c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values };
 }
 
 type Json = Record<string, unknown>;
@@ -424,6 +439,7 @@ export async function searchResources(
   query.where = guardLinked(req.access, await resolveConditions(deps, req.tenant, compiled.pending));
   const filter = scopeFilter(req, type, 's');
   if (filter) query.where.push(filter);
+  query.where = withImpliedDrivers(query.where);
   const patient = req.access.patientLimit(type);
   if (compartment !== undefined) {
     if (patient !== undefined && patient !== compartment) return { rows: [], included: [], total: 0, warnings, self };

@@ -23,7 +23,7 @@ function sampleValue(type: string, resourceType = '', name = ''): string {
       const def = paramOf(resourceType, name)!;
       return ['x', ...def.components!.map((c) => sampleValue(c.type).replace(/^(le|gt)/, ''))].join('$');
     }
-    case 'special': return name === 'near' ? '42.28|-83.74|10|km' : 'x';
+    case 'special': return name === 'near' ? '42.28|-83.74|10|km' : name === '_filter' ? '_id eq x or not (_lastUpdated lt 2000)' : 'x';
     default: return 'x';
   }
 }
@@ -81,9 +81,9 @@ describe('GET /metadata', () => {
 
   test('the documented parameters are advertised where R4 defines them', () => {
     const paramsOf = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchParam.map((p: Json) => p.name).sort();
-    // Every R4 core parameter of the type (R4 defines 38 for Observation), with _id, _lastUpdated, _list, _tag, _profile, _security, _source, _text and _content.
-    expect(paramsOf('Observation')).toEqual(expect.arrayContaining(['_id', '_lastUpdated', '_tag', 'category', 'code', 'code-value-quantity', 'combo-code', 'date', 'patient', 'subject', 'value-quantity']));
-    expect(paramsOf('Observation').length).toBe(38 + 9);
+    // Every R4 core parameter of the type (R4 defines 38 for Observation), with _id, _lastUpdated, _list, _filter, _tag, _profile, _security, _source, _text and _content.
+    expect(paramsOf('Observation')).toEqual(expect.arrayContaining(['_id', '_lastUpdated', '_filter', '_tag', 'category', 'code', 'code-value-quantity', 'combo-code', 'date', 'patient', 'subject', 'value-quantity']));
+    expect(paramsOf('Observation').length).toBe(38 + 10);
     expect(paramsOf('Condition')).toEqual(expect.arrayContaining(['clinical-status', 'onset-date', 'abatement-age', 'patient', 'subject']));
     expect(paramsOf('Patient')).toEqual(expect.arrayContaining(['name', 'family', 'given', 'birthdate', 'gender', 'address-city', 'race', 'ethnicity']));
     expect(paramsOf('Location')).toContain('near');

@@ -52,6 +52,17 @@ describe('_typeFilter', () => {
     expect(refs(await download(t, token, (await finish(t, token, notIn)).output))).toEqual(['Observation/o2']);
   });
 
+  test('_filter expressions, value sets inside them expanded at kick-off', async () => {
+    const filters = [
+      enc(`Patient?_filter=${enc('gender eq male or (birthdate lt 1971 and not (gender in http://hl7.org/fhir/ValueSet/administrative-gender))')}`),
+      enc(`Observation?_filter=${enc('code eq loinc|A or (subject.gender eq male and not (code eq http://loinc.org|B))')}`),
+    ].join(',');
+    const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${filters}`);
+    expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Observation/o1', 'Observation/o3', 'Patient/p2']);
+    const bad = await get(`/$export?_type=Patient&_typeFilter=${enc(`Patient?_filter=${enc('gender co male')}`)}`);
+    expect(bad.status).toBe(400);
+  });
+
   test('a filter Cinder cannot apply is a 400, never silently ignored', async () => {
     for (const q of ['Observation?nonsense=5', 'Observation?code:nonsense=x', 'Observation?_sort=_id', 'Observation?_include=Observation:subject', 'Observation?date=yesterday', 'Observation?code:in=http://example.org/vs']) {
       const res = await get(`/$export?_type=Observation&_typeFilter=${enc(q)}`);

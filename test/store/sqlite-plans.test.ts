@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compileSearch } from '../../src/fhir/search.ts';
-import { plannedSearch, SQLITE, type SqlValue } from '../../src/store/search-sql.ts';
+import { plannedSearch, SQLITE, withImpliedDrivers, type SqlValue } from '../../src/store/search-sql.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import type { Condition, Store } from '../../src/store/types.ts';
 import { firstVersions } from '../helpers/versions.ts';
@@ -51,7 +51,8 @@ async function plans(type: string, query: string): Promise<{ sql: string; plan: 
   const out: { sql: string; plan: string }[] = [];
   const explain = (sql: string, values: SqlValue[]) =>
     out.push({ sql, plan: db.query<{ detail: string }, SqlValue[]>(`EXPLAIN QUERY PLAN ${sql}`).all(...values).map((r) => r.detail).join('\n') });
-  await plannedSearch(dialect, 't1', { ...compiled.query, where: compiled.pending as Condition[] }, {
+  // As the server does (searchResources), with the drivers an `or` of `and`s implies.
+  await plannedSearch(dialect, 't1', { ...compiled.query, where: withImpliedDrivers(compiled.pending as Condition[]) }, {
     count: (sql, values) => (explain(sql, values), db.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n),
     rows: (sql, values) => (explain(sql, values), db.query(sql).all(...values)),
   }, () => 300);
@@ -92,6 +93,15 @@ test('a token compared with = is still found by the value-first index, exactly',
   const last = statements.at(-1)!;
   expect(last.sql).not.toMatch(/\+s\d+\.k = /);
   expect(last.plan).toContain('search_index_value (k=? AND value=? AND res=?)');
+});
+
+test('an or of ands is driven by the rows of one condition of each alternative, not read in order', async () => {
+  const filter = '(subject re Patient/p1 and value-quantity gt 250) or (subject re Patient/p2 and code eq http://loinc.org|8302-2)';
+  const statements = await plans('Observation', `_filter=${encodeURIComponent(filter)}`);
+  const last = statements.at(-1)!;
+  expect(last.sql).toContain('SELECT DISTINCT d.res');
+  expect(last.plan).toContain('search_index_value (k=? AND value=?)');
+  expect(last.plan).not.toMatch(/SCAN r\b/);
 });
 
 /** The statements' plans that read `search_range` by one of its value-first indexes. */

@@ -139,6 +139,12 @@ export interface TextTerm {
   prefix: boolean;
 }
 
+/** A string search value (normalised as the index stores strings, except for `exact`) and how it matches. */
+export interface StringValue {
+  value: string;
+  match: 'prefix' | 'exact' | 'contains' | 'equal' | 'suffix';
+}
+
 /** A token or reference value: `system` undefined matches any system, `value` undefined any value (`system|`). */
 export interface TokenValue {
   system?: string;
@@ -166,8 +172,12 @@ export type Condition =
    * counts such a condition first (SearchPlan).
    */
   | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean; reference?: boolean }
-  /** `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere in the normalised value. */
-  | { kind: 'string'; param: string; values: { value: string; match: 'prefix' | 'exact' | 'contains' }[] }
+  /**
+   * `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere
+   * in the normalised value; `equal` and `suffix` (`_filter`'s `eq` and `ew`): the whole normalised
+   * value, its end.
+   */
+  | { kind: 'string'; param: string; values: StringValue[] }
   | { kind: 'uri-prefix'; param: string; values: string[] }
   /** `:text` on tokens: the normalised text of a coded value contains one of the values. */
   | { kind: 'token-text'; param: string; values: string[] }

@@ -1,0 +1,326 @@
+/**
+ * `_filter` (FHIR R4 search_filter.html, trial use): a filter expression such as
+ * `name co "pet" and (birthdate ge 2014-10-10 or not (gender eq male))`, compiled into the same
+ * conditions as the other search parameters. Each test `path op value` is written as the search
+ * parameter it stands for (`name:contains=pet`, `birthdate=ge2014-10-10`) and compiled by
+ * parameterCondition, so a test means what that parameter means everywhere else; `and`, `or` and
+ * `not` become the engine's own `and`, `or` and `not` conditions, and a path through a reference
+ * (`subject.name`, `subject[gender eq male].name`) a chain.
+ *
+ * Not supported (a 400 naming `_filter`): the element filters of the page's "additional parameters"
+ * (`related[...]`, `characteristic[...]`; R4 has no such search parameters), `gt`/`lt`/`ge`/`le` on
+ * strings, `co` on dates, numbers and quantities.
+ */
+import { FhirError, type FhirErrorOptions } from '../errors.ts';
+import type { Condition, StringValue } from '../store/types.ts';
+import { paramOf } from './definitions.ts';
+import { isSearchParam, isTextParam, MAX_CHAIN_DEPTH, parameterCondition, type PendingCondition } from './search-compile.ts';
+
+const KEY = '_filter';
+
+/** A parsed filter: tests joined left to right by `and` / `or` (no precedence), `not (...)`. */
+type FilterNode =
+  | { kind: 'logic'; op: 'and' | 'or'; left: FilterNode; right: FilterNode }
+  | { kind: 'not'; filter: FilterNode }
+  | { kind: 'test'; path: PathStep[]; op: string; value: string };
+
+/** One name of a path (`subject`), with the filter its targets must meet (`subject[gender eq male]`). */
+interface PathStep {
+  name: string;
+  filter?: FilterNode;
+}
+
+/** The comparison operations of search_filter.html's table. */
+const OPS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'lt', 'ge', 'le', 'ap', 'sa', 'eb', 'pr', 'po', 'ss', 'sb', 'in', 'ni', 're']);
+
+/** The namespaces the page predefines for token values (`loinc|1234-5`). */
+const NAMESPACES: Record<string, string> = {
+  loinc: 'http://loinc.org',
+  snomed: 'http://snomed.info/sct',
+  rxnorm: 'http://www.nlm.nih.gov/research/umls/rxnorm',
+  ucum: 'http://unitsofmeasure.org',
+};
+
+/** Longest filter accepted, in characters; deeper nesting than MAX_NESTING is refused too. */
+const MAX_LENGTH = 8192;
+const MAX_NESTING = 32;
+
+function invalid(message: string, options: FhirErrorOptions = {}): FhirError {
+  return new FhirError('invalid', `_filter: ${message}`, { ...options, expression: [KEY] });
+}
+
+/** A recursive-descent parser of search_filter.html's grammar over one `_filter` value. */
+class Parser {
+  private pos = 0;
+  private nesting = 0;
+
+  constructor(private readonly text: string) {}
+
+  parse(): FilterNode {
+    const node = this.filter();
+    this.space();
+    if (this.pos < this.text.length) throw this.error(`unexpected '${this.text.slice(this.pos, this.pos + 20)}'`);
+    return node;
+  }
+
+  private error(message: string): FhirError {
+    return invalid(`${message} at character ${this.pos + 1}`);
+  }
+
+  private space(): void {
+    while (this.pos < this.text.length && /\s/.test(this.text[this.pos]!)) this.pos++;
+  }
+
+  /** The word at the cursor (letters, digits, `_`, `-`), not consumed. */
+  private peekWord(): string {
+    return /^[A-Za-z0-9_-]*/.exec(this.text.slice(this.pos))![0];
+  }
+
+  private expect(ch: string): void {
+    this.space();
+    if (this.text[this.pos] !== ch) throw this.error(`expected '${ch}'`);
+    this.pos++;
+  }
+
+  /** filter = term (("and" / "or") term)*, left to right. */
+  private filter(): FilterNode {
+    if (++this.nesting > MAX_NESTING) throw invalid(`nested more than ${MAX_NESTING} levels`, { issueCode: 'too-costly' });
+    let node = this.term();
+    for (;;) {
+      this.space();
+      const word = this.peekWord().toLowerCase();
+      if (word !== 'and' && word !== 'or') break;
+      this.pos += word.length;
+      node = { kind: 'logic', op: word, left: node, right: this.term() };
+    }
+    this.nesting--;
+    return node;
+  }
+
+  /** term = "not" "(" filter ")" / "(" filter ")" / paramExp. */
+  private term(): FilterNode {
+    this.space();
+    if (this.text[this.pos] === '(') {
+      this.pos++;
+      const inner = this.filter();
+      this.expect(')');
+      return inner;
+    }
+    const word = this.peekWord();
+    if (word.toLowerCase() === 'not' && /^\s*\(/.test(this.text.slice(this.pos + 3))) {
+      this.pos += 3;
+      this.expect('(');
+      const inner = this.filter();
+      this.expect(')');
+      return { kind: 'not', filter: inner };
+    }
+    const path = this.path();
+    if (!/\s/.test(this.text[this.pos] ?? '')) throw this.error(`expected a space and an operation after '${path.map((s) => s.name).join('.')}'`);
+    this.space();
+    const op = this.peekWord().toLowerCase();
+    if (!OPS.has(op)) throw this.error(`unknown operation '${this.peekWord() || this.text.slice(this.pos, this.pos + 10)}' (expected one of ${[...OPS].join(', ')})`);
+    this.pos += op.length;
+    if (this.pos >= this.text.length) throw this.error(`expected a value after '${op}'`);
+    if (!/\s/.test(this.text[this.pos]!)) throw this.error(`expected a space and a value after '${op}'`);
+    this.space();
+    return { kind: 'test', path, op, value: this.value() };
+  }
+
+  /** paramPath = paramName ("[" filter "]")? ("." paramPath)?. */
+  private path(): PathStep[] {
+    const steps: PathStep[] = [];
+    for (;;) {
+      const name = /^[A-Za-z_][A-Za-z0-9_-]*/.exec(this.text.slice(this.pos))?.[0];
+      if (!name) throw this.error('expected a search parameter name');
+      this.pos += name.length;
+      const step: PathStep = { name };
+      if (this.text[this.pos] === '[') {
+        this.pos++;
+        step.filter = this.filter();
+        this.expect(']');
+        if (this.text[this.pos] !== '.') throw this.error(`expected '.' and a parameter after '${name}[...]'`);
+      }
+      steps.push(step);
+      if (this.text[this.pos] !== '.') return steps;
+      this.pos++;
+    }
+  }
+
+  /** compValue = a JSON string, or a token: non-space characters except `]` and `)`. */
+  private value(): string {
+    if (this.text[this.pos] === '"') {
+      const m = /^"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/.exec(this.text.slice(this.pos));
+      if (!m) throw this.error('unterminated or malformed string');
+      this.pos += m[0].length;
+      return JSON.parse(m[0]) as string;
+    }
+    const m = /^[^\s\])]+/.exec(this.text.slice(this.pos));
+    if (!m) throw this.error('expected a value');
+    this.pos += m[0].length;
+    return m[0];
+  }
+}
+
+/** Escapes a filter value as one search value (`,` `\` always; `$` and `|` where they would split it). */
+function escaped(value: string, keep: { bar?: boolean; dollar?: boolean }): string {
+  const special = `\\\\,${keep.dollar ? '' : '$'}${keep.bar ? '' : '|'}`;
+  return value.replace(new RegExp(`[${special}]`, 'g'), (ch) => `\\${ch}`);
+}
+
+/**
+ * The condition of a test on the parameter `name` of `type`: that of the search parameter (key and raw
+ * value) it stands for, or one made from it (`ne` on a string: not `eq`); `pr` is `:missing` negated.
+ */
+function testCondition(type: string, name: string, op: string, value: string, now: number, depth: number): PendingCondition {
+  const param = (key: string, raw: string) => parameterCondition(type, key, raw, now, depth);
+  const refuse = (what: string) => invalid(`'${op}' is not supported on ${what} ('${name} ${op} ...')`, { issueCode: 'not-supported' });
+  const not = (c: PendingCondition): PendingCondition => ({ kind: 'not', condition: c as Condition });
+  if (name === '_id') {
+    if (op === 'eq') return param('_id', escaped(value, {}));
+    if (op === 'ne') return param('_id:not', escaped(value, {}));
+    throw refuse('_id');
+  }
+  if (name === '_list') {
+    if (op === 'eq') return param('_list', escaped(value, {}));
+    throw refuse('_list');
+  }
+  if (isTextParam(type, name)) {
+    if (op === 'eq' || op === 'co') return param(name, escaped(value, {}));
+    throw refuse(name);
+  }
+  const def = name === '_lastUpdated' ? undefined : paramOf(type, name);
+  if (!def && name !== '_lastUpdated') throw invalid(`'${name}' is not a search parameter of ${type}`);
+  const kind = def?.type ?? 'date';
+  if (op === 'pr') {
+    if (value !== 'true' && value !== 'false') throw invalid(`'pr' takes true or false, not '${value}'`);
+    if (!def) throw refuse('_lastUpdated');
+    return param(`${name}:missing`, value === 'true' ? 'false' : 'true');
+  }
+  switch (kind) {
+    case 'string': {
+      const raw = escaped(value, {});
+      if (op === 'sw') return param(name, raw);
+      if (op === 'co') return param(`${name}:contains`, raw);
+      if (op === 'eq' || op === 'ne' || op === 'ew') {
+        // The normalised value equal to, or ending with, the value (case- and accent-insensitive).
+        const c = param(name, raw) as Condition & { kind: 'string' };
+        const match: StringValue['match'] = op === 'ew' ? 'suffix' : 'equal';
+        const equal: Condition = { ...c, values: c.values.map((v) => ({ ...v, match })) };
+        return op === 'ne' ? not(equal) : equal;
+      }
+      throw refuse('a string parameter');
+    }
+    case 'token': {
+      const ns = /^([a-z]+)\|/.exec(value);
+      const raw = escaped(ns && NAMESPACES[ns[1]!] ? NAMESPACES[ns[1]!] + value.slice(ns[1]!.length) : value, { bar: true });
+      const modifier = { eq: '', ne: ':not', in: ':in', ni: ':not-in', ss: ':below', sb: ':above' }[op];
+      if (modifier === undefined) throw refuse('a token parameter');
+      return param(name + modifier, raw);
+    }
+    case 'reference':
+      if (op === 'eq' || op === 're') return param(name, escaped(value, { bar: true }));
+      if (op === 'ne') return not(param(name, escaped(value, { bar: true })));
+      throw refuse('a reference parameter');
+    case 'uri': {
+      const raw = escaped(value, { bar: true });
+      if (op === 'eq') return param(name, raw);
+      if (op === 'ne') return not(param(name, raw));
+      if (op === 'sw' || op === 'ss') return param(`${name}:below`, raw);
+      if (op === 'sb') return param(`${name}:above`, raw);
+      throw refuse('a uri parameter');
+    }
+    case 'date': case 'number': case 'quantity': {
+      const raw = escaped(value, { bar: kind === 'quantity' });
+      if (!/^[0-9+\-.]/.test(value)) throw invalid(`'${value}' is not a ${kind} value for '${name}'`);
+      if (['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'].includes(op)) return param(name, op + raw);
+      if (op === 'po' && kind === 'date') {
+        // Overlaps: the stored period and the value's own one share an instant (`ap`'s test, unwidened).
+        const c = param(name, `eq${raw}`) as Condition & { kind: 'date' | 'lastUpdated' };
+        return { ...c, tests: c.tests.map((t) => ({ ...t, op: 'ap' as const })) };
+      }
+      throw refuse(`a ${kind} parameter`);
+    }
+    case 'composite':
+      if (op === 'eq') return param(name, escaped(value, { bar: true, dollar: true }));
+      if (op === 'ne') return not(param(name, escaped(value, { bar: true, dollar: true })));
+      throw refuse('a composite parameter');
+    case 'special':
+      if (op === 'eq') return param(name, escaped(value, { bar: true }));
+      throw refuse(`'${name}'`);
+  }
+}
+
+/** A test's path: one parameter, or a reference parameter followed (chained) by the rest. */
+function pathCondition(type: string, path: PathStep[], op: string, value: string, now: number, depth: number): PendingCondition {
+  if (depth > MAX_CHAIN_DEPTH) throw invalid(`chains more than ${MAX_CHAIN_DEPTH} levels`, { issueCode: 'too-costly' });
+  const [step, ...rest] = path as [PathStep, ...PathStep[]];
+  if (rest.length === 0) return testCondition(type, step.name, op, value, now, depth);
+  const def = paramOf(type, step.name);
+  if (!def) throw invalid(`'${step.name}' is not a search parameter of ${type}`);
+  if (def.type !== 'reference') throw invalid(`'${step.name}' is a ${def.type} parameter of ${type}, not a reference to chain through`);
+  const targets = def.storedAs?.target ? [def.storedAs.target] : def.targets;
+  if (targets.length === 0) throw invalid(`'${step.name}' may refer to any type; chain it with the search parameter '${step.name}:Type.${rest[0]!.name}'`);
+  const next = rest[0]!.name;
+  const usable = targets.filter((t) => isSearchParam(t, next));
+  if (usable.length === 0) throw invalid(`'${next}' is not a search parameter of ${targets.join(' or ')}`);
+  const chains = usable.map((t): Condition => {
+    const where = [...(step.filter ? [nodeCondition(t, step.filter, now, depth + 1)] : []), pathCondition(t, rest, op, value, now, depth + 1)];
+    if (where.some(hasValueSet)) throw invalid(`'in', 'ni', 'ss' and 'sb' on a token cannot be chained ('${step.name}.${next}')`, { issueCode: 'not-supported' });
+    return { kind: 'chain', param: def.storedAs?.param ?? def.code, targetType: t, where: where as Condition[] };
+  });
+  return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
+}
+
+function nodeCondition(type: string, node: FilterNode, now: number, depth: number): PendingCondition {
+  switch (node.kind) {
+    case 'test': return pathCondition(type, node.path, node.op, node.value, now, depth);
+    case 'not': return { kind: 'not', condition: nodeCondition(type, node.filter, now, depth) as Condition };
+    case 'logic': {
+      // Left to right: `a and b or c` is `(a and b) or c`; runs of one operation are flattened.
+      const left = nodeCondition(type, node.left, now, depth);
+      const right = nodeCondition(type, node.right, now, depth);
+      const parts = (c: PendingCondition): PendingCondition[] =>
+        node.op === 'and' ? (c.kind === 'and' ? c.all : [c]) : c.kind === 'or' ? c.any : [c];
+      const all = [...parts(left), ...parts(right)] as Condition[];
+      return node.op === 'and' ? { kind: 'and', all } : { kind: 'or', any: all };
+    }
+  }
+}
+
+/** Whether a condition holds a ValueSet or subsumption condition that the search layer must expand first. */
+export function hasValueSet(c: PendingCondition): boolean {
+  switch (c.kind) {
+    case 'value-set': return true;
+    case 'and': return c.all.some(hasValueSet);
+    case 'or': return c.any.some(hasValueSet);
+    case 'not': return hasValueSet(c.condition);
+    default: return false;
+  }
+}
+
+/** Marks the ValueSet conditions of a filter as part of `_filter`, which their errors then name. */
+function within(c: PendingCondition): PendingCondition {
+  switch (c.kind) {
+    case 'value-set': return { ...c, within: KEY };
+    case 'and': return { kind: 'and', all: c.all.map(within) as Condition[] };
+    case 'or': return { kind: 'or', any: c.any.map(within) as Condition[] };
+    case 'not': return { kind: 'not', condition: within(c.condition) as Condition };
+    default: return c;
+  }
+}
+
+/**
+ * The condition of one `_filter` value on resources of `type`. Errors are 400s naming `_filter`, the
+ * unknown parameters among them (inside a filter, ignoring one would change what `not` and `or` mean).
+ */
+export function filterCondition(type: string, raw: string, now: number): PendingCondition {
+  if (raw.length > MAX_LENGTH) throw invalid(`longer than ${MAX_LENGTH} characters`, { issueCode: 'too-costly' });
+  const node = new Parser(raw).parse();
+  try {
+    return within(nodeCondition(type, node, now, 0));
+  } catch (err) {
+    if (!(err instanceof FhirError) || err.status >= 500 || err.message.startsWith('_filter: ')) throw err;
+    const code = err.issues[0]?.code;
+    throw new FhirError(err.category, `_filter: ${err.message}`, { expression: [KEY], cause: err, ...(code ? { issueCode: code } : {}) });
+  }
+}

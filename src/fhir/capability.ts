@@ -102,7 +102,13 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
           ],
         },
         resource: R4_RESOURCE_TYPES.map((t) => resourceEntry(t, ops)),
-        interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'history-system' }],
+        interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
+        // Searched across types (`GET [base]?...`): the parameters every type has (those of Binary, a
+        // Resource with no parameter of its own beyond them), with `_type`.
+        searchParam: [
+          ...(resourceEntry('Binary', ops).searchParam as { name: string }[]).filter((p) => p.name.startsWith('_')),
+          { name: '_type', type: 'token', documentation: 'The types searched (comma-separated); without it, every type the token may search. Other parameters must be defined for each type searched; _sort takes _lastUpdated or -_lastUpdated.' },
+        ],
         operation: ops.filter((op) => !op.types).map((op) => ({ name: op.name, definition: op.definition })),
       },
     ],

@@ -87,14 +87,14 @@ function decodeCursor(raw: string): Cursor {
   throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
 }
 
-function parseCount(raw: string | null): number {
+export function parseCount(raw: string | null): number {
   if (raw === null) return DEFAULT_COUNT;
   if (!/^\d{1,6}$/.test(raw)) throw new FhirError('invalid', `Invalid _count '${raw}': expected a non-negative integer`, { expression: ['_count'] });
   return Math.min(Number(raw), MAX_COUNT);
 }
 
 /** `_include=Source:param[:Target]` or `*`, with `:iterate` on the key. */
-function parseInclude(type: string, key: string, raw: string, reverse: boolean): Include {
+export function parseInclude(type: string, key: string, raw: string, reverse: boolean): Include {
   const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
   // `*`: every reference parameter of the matches (`_include`), or that refers to them (`_revinclude`).
   if (raw === '*') return { source: reverse ? '*' : type, param: '*', iterate };
@@ -249,7 +249,7 @@ async function resolveCondition(deps: Pick<FhirDeps, 'expandCodes'>, tenant: str
 type Json = Record<string, unknown>;
 
 /** `_summary` / `_elements` as a rewrite of each resource (search.html 3.1.1.5.8 and 3.1.1.6.3), tagged SUBSETTED. */
-function shaper(summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
+export function shaper(summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
   if (elements === undefined && (summary === null || summary === 'false')) return undefined;
   const table = summaryElements as Record<string, { summary: string[]; mandatory: string[] }>;
   return (content) => {
@@ -428,6 +428,38 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
   return conditions.map(guard);
 }
 
+/**
+ * Completes a compiled search of `type` for the store: its pending conditions resolved, chains and
+ * `_has` guarded, the token's scope filter and patient compartment applied (or `compartment`, a
+ * compartment search's). Undefined when the token can see none of it (another patient's compartment).
+ */
+export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
+  const query = compiled.query;
+  query.where = guardLinked(req.access, await resolveConditions(deps, req.tenant, compiled.pending));
+  const filter = scopeFilter(req, type, 's');
+  if (filter) query.where.push(filter);
+  query.where = withImpliedDrivers(query.where);
+  const patient = req.access.patientLimit(type);
+  if (compartment !== undefined) {
+    if (patient !== undefined && patient !== compartment) return undefined;
+    query.compartment = compartment;
+  } else if (patient !== undefined && patientCompartment().has(type)) {
+    // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound.
+    query.compartment = patient;
+  }
+  return query;
+}
+
+/** The rows of a store query (CodeSystem and ValueSet searches merge the core resources in; no other search reads them). */
+export async function queryRows(deps: FhirDeps, tenant: string, query: SearchQuery): Promise<ResourceVersion[]> {
+  return searchesCore(deps, query) ? (await searchWithCore(deps, tenant, query)).rows : deps.store.resources.search(tenant, query);
+}
+
+/** How many resources a store query selects (the core resources too, as queryRows). */
+export function queryCount(deps: FhirDeps, tenant: string, query: SearchQuery): Promise<number> {
+  return searchesCore(deps, query) ? countWithCore(deps, tenant, query) : deps.store.resources.count(tenant, query);
+}
+
 /** Runs a type-level search with paging; patient-context tokens see only their compartment. */
 export async function searchResources(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
@@ -435,23 +467,12 @@ export async function searchResources(
   if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type '${type}'`);
   requireAccess(req.access, type, 's');
   const compiled = compileSearch(type, params, strict, deps.clock.now());
-  const { query, warnings, self, total } = compiled;
-  query.where = guardLinked(req.access, await resolveConditions(deps, req.tenant, compiled.pending));
-  const filter = scopeFilter(req, type, 's');
-  if (filter) query.where.push(filter);
-  query.where = withImpliedDrivers(query.where);
-  const patient = req.access.patientLimit(type);
-  if (compartment !== undefined) {
-    if (patient !== undefined && patient !== compartment) return { rows: [], included: [], total: 0, warnings, self };
-    query.compartment = compartment;
-  } else if (patient !== undefined && patientCompartment().has(type)) {
-    // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound.
-    query.compartment = patient;
-  }
+  const { warnings, self, total } = compiled;
+  const query = await storeQuery(deps, req, type, compiled, compartment);
+  if (query === undefined) return { rows: [], included: [], total: 0, warnings, self };
   const repo = deps.store.resources;
-  // CodeSystem and ValueSet searches merge the core resources in; no other search reads them.
   const core = searchesCore(deps, query);
-  const count = () => (core ? countWithCore(deps, req.tenant, query) : repo.count(req.tenant, query));
+  const count = () => queryCount(deps, req.tenant, query);
   if (compiled.summary === 'count' || query.count === 0) {
     return { rows: [], included: [], total: await count(), warnings, self };
   }

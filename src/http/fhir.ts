@@ -6,6 +6,7 @@ import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
+import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
 import { conditionalPatch, parsePatch, patchResource } from '../fhir/patch.ts';
@@ -120,6 +121,24 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
     return fhirJson(searchsetJson(base, r.rows, links(base, `/${type}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
   };
+  /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
+  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const r = await searchTypes(deps, request(c), params, strict(c), compartment);
+    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+    const path = compartment === undefined ? '' : `/Patient/${compartment}/*`;
+    return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+  };
+  /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */
+  const formParams = async (c: Context<AppEnv>) => {
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/x-www-form-urlencoded') {
+      throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
+    }
+    const params = new URLSearchParams(await readLimited(c.req.raw, deps.limits.resource));
+    for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
+    return params;
+  };
   const everythingOf = async (c: Context<AppEnv>, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
     const r = await everything(deps, request(c), new URL(c.req.url).searchParams, id);
@@ -142,16 +161,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
   app.get('/_history', (c) => historyOf(c));
+  app.get('/', (c) => searchAll(c, new URL(c.req.url).searchParams));
+  app.post('/_search', async (c) => searchAll(c, await formParams(c)));
   app.get('/:type', (c) => search(c, c.req.param('type'), new URL(c.req.url).searchParams));
-  app.post('/:type/_search', async (c) => {
-    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-    if (type !== 'application/x-www-form-urlencoded') {
-      throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
-    }
-    const params = new URLSearchParams(await readLimited(c.req.raw, deps.limits.resource));
-    for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
-    return search(c, c.req.param('type'), params);
-  });
+  app.post('/:type/_search', async (c) => search(c, c.req.param('type'), await formParams(c)));
   app.post('/:type', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const ifNoneExist = c.req.header('if-none-exist');
@@ -216,10 +229,14 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/:type/$validate', (c) => validate(c));
   app.on(['GET', 'POST'], '/:type/:id/$validate', (c) => validate(c, c.req.param('id')));
   notAllowed(app);
-  // Compartment search (`Patient/{id}/{type}?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
+  // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
   app.get('/:type/:id/:what', async (c) => {
     const { type, id, what } = c.req.param();
     if (type === 'Patient' && what === '$everything') return everythingOf(c, id);
+    if (type === 'Patient' && what === '*') {
+      checkTypeAndId(type, id);
+      return searchAll(c, new URL(c.req.url).searchParams, id);
+    }
     if (type !== 'Patient' || !isResourceType(what)) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
     checkTypeAndId(type, id);
     const base = fhirBase(c, deps.baseUrl);

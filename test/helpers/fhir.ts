@@ -51,7 +51,9 @@ export function ids(bundle: Json): string[] {
 export async function matchesOfAllPages(api: FhirClient, query: string): Promise<string[]> {
   const seen: string[] = [];
   let next: string | undefined = query;
-  while (next) {
+  for (let pages = 0; next; pages++) {
+    // A cursor that leads back to a page already read would loop forever.
+    if (pages === 1000) throw new Error(`${query}: more than 1,000 pages`);
     const b = await api.search(next);
     seen.push(...(b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id));
     next = link(b, 'next');

@@ -60,8 +60,8 @@ describe('GET /metadata', () => {
     expect(byName.authorize).toBe(`${BASE}/oauth2/authorize`);
   });
 
-  test('system interactions: transaction, batch, history-system', () => {
-    expect(statement.rest[0].interaction.map((i: Json) => i.code).sort()).toEqual(['batch', 'history-system', 'transaction']);
+  test('system interactions: transaction, batch, search-system, history-system', () => {
+    expect(statement.rest[0].interaction.map((i: Json) => i.code).sort()).toEqual(['batch', 'history-system', 'search-system', 'transaction']);
   });
 
   test('lists every R4 resource type once, each with the interactions Cinder serves', () => {

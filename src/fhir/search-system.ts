@@ -1,0 +1,211 @@
+/**
+ * Searches across types (FHIR R4 search.html 3.1.1.0, "search all resource types", and compartment
+ * search with `*`): `GET [base]?[params]`, `POST [base]/_search`, `GET Patient/{id}/*?[params]`. The
+ * types are `_type`'s (in its order), or every type the token may search (a compartment's types for
+ * `*`); each is searched with the same compiled engine as a type-level search, and the pages are
+ * merged: by type and then id by default, by `_lastUpdated` (either direction, ties by type and id)
+ * when sorted so. Parameters must mean something on every type searched (R4 requires them common to
+ * the types); `_sort` by any other key is not supported across types.
+ */
+import { FhirError, type FhirIssue } from '../errors.ts';
+import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
+import { requireAccess } from './access.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import { rowsInReach } from './crud.ts';
+import { compartmentTypes } from './definitions.ts';
+import { R4_RESOURCE_TYPES, isResourceType } from './resource-types.ts';
+import {
+  addIncludes, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, shaper, storeQuery,
+  type CompiledSearch, type Include, type SearchResult,
+} from './search.ts';
+import { isSearchParam } from './search-compile.ts';
+
+/** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
+interface Position {
+  t: number;
+  i: string;
+  u?: number;
+}
+
+function decodePosition(raw: string, types: number): Position {
+  try {
+    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Position;
+    if (Number.isInteger(v.t) && v.t >= 0 && v.t < types && typeof v.i === 'string' && (v.u === undefined || Number.isInteger(v.u))) return v;
+  } catch {
+    // fall through
+  }
+  throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
+}
+
+const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
+
+/** The types searched: `_type`'s (each must be searchable: 403 otherwise), or every one the token may search among `all`. */
+function typesOf(req: FhirRequest, all: readonly string[], raw: string | null): string[] {
+  if (raw === null) {
+    const types = all.filter((t) => req.access.can(t, 's'));
+    if (types.length === 0) throw new FhirError('forbidden', 'The access token allows searching no resource type');
+    return types;
+  }
+  const wanted = [...new Set(raw.split(',').map((t) => t.trim()).filter(Boolean))];
+  if (wanted.length === 0) throw new FhirError('invalid', '_type names no resource type', { expression: ['_type'] });
+  for (const t of wanted) {
+    if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
+    if (!all.includes(t)) throw new FhirError('invalid', `_type: ${t} is not in the compartment searched`, { expression: ['_type'] });
+    requireAccess(req.access, t, 's');
+  }
+  return wanted;
+}
+
+/** The name of a parameter key as the types define it (`subject` of `subject:Patient.name`, `name` of `name:exact`). */
+const nameOf = (key: string) => key.split(/[:.]/, 1)[0]!;
+
+/** Names that are not a type's own parameters but apply to every type (their values are checked per type). */
+const ANY_TYPE = new Set(['_has', '_filter', '_type']);
+
+/**
+ * A parameter that some of the types searched have and others not is a 400: searched on those alone,
+ * the others would come back unfiltered. (One none of them has is unknown, as for a type-level search.)
+ */
+function checkCommon(types: string[], params: URLSearchParams): void {
+  for (const key of new Set(params.keys())) {
+    const name = nameOf(key);
+    if (CONTROL.has(name) || ANY_TYPE.has(name)) continue;
+    const lacking = types.filter((t) => !isSearchParam(t, name));
+    if (lacking.length > 0 && lacking.length < types.length) {
+      const shown = lacking.length > 5 ? `${lacking.slice(0, 5).join(', ')} and ${lacking.length - 5} more` : lacking.join(', ');
+      throw new FhirError('invalid', `Search parameter '${key}' is not defined for every type searched (not for ${shown}); name the types with _type`, { expression: [key] });
+    }
+  }
+}
+
+/** `_sort` across types: none (by type, then id) or `_lastUpdated` either way. */
+function sortOf(raw: string | null): { descending: boolean } | undefined {
+  if (raw === null || raw === '') return undefined;
+  if (raw === '_lastUpdated' || raw === '-_lastUpdated') return { descending: raw.startsWith('-') };
+  throw new FhirError('not-supported', `Across several types, _sort takes only _lastUpdated or -_lastUpdated (not '${raw}')`, { expression: ['_sort'] });
+}
+
+/**
+ * A type's keyset position for a `_lastUpdated` page of the merged order (last updated, then type
+ * index, then id; reversed when descending) that follows `p`: types before p's continue strictly
+ * after its instant, p's own type after its row, types after p's from its instant on. Instants are
+ * whole milliseconds, so "after `u`" is "from `u` + 1".
+ */
+function afterIn(t: number, p: Position): SearchCursor {
+  if (t === p.t) return { lastUpdated: p.u!, id: p.i };
+  // Ascending, (u + 1, '') is "from u + 1" and (u, '') "from u"; descending, "up to u" and "before u".
+  return { lastUpdated: t < p.t ? p.u! + 1 : p.u!, id: '' };
+}
+
+interface TypeSearch {
+  type: string;
+  query: SearchQuery;
+}
+
+/**
+ * Searches `types` (undefined: every type the token may search; `compartment`: the Patient compartment's
+ * types, `Patient/{id}/*`) with one query string, as one paged result.
+ */
+export async function searchTypes(
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string,
+): Promise<SearchResult> {
+  const types = typesOf(req, compartment === undefined ? R4_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
+  const own = new URLSearchParams();
+  for (const [key, value] of params) {
+    if (key === '_type' || key === '_cursor' || key === '_sort' || key === '_count' || key.startsWith('_include') || key.startsWith('_revinclude')) continue;
+    own.append(key, value);
+  }
+  checkCommon(types, own);
+  const sort = sortOf(params.get('_sort'));
+  const limit = parseCount(params.get('_count'));
+  const includes: Include[] = [];
+  const revincludes: Include[] = [];
+  for (const [key, raw] of params) {
+    const name = key.split(':', 1)[0];
+    if (name !== '_include' && name !== '_revinclude') continue;
+    const reverse = name === '_revinclude';
+    if (raw === '*') {
+      // Every reference of the matches (of each type searched), or every one that refers to them.
+      if (reverse) revincludes.push(parseInclude(types[0]!, key, raw, true));
+      else includes.push(...types.map((t) => parseInclude(t, key, raw, false)));
+      continue;
+    }
+    const source = raw.split(':', 1)[0]!;
+    const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
+    if (!reverse && !iterate && !types.includes(source)) {
+      throw new FhirError('invalid', `${key} '${raw}': ${source} is not among the types searched (${types.length > 5 ? `${types.length} types` : types.join(', ')}); add :iterate`, { expression: [key] });
+    }
+    (reverse ? revincludes : includes).push(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse));
+  }
+  // Each type's search: the same parameters, compiled and checked for that type.
+  const warnings = new Map<string, FhirIssue>();
+  const searches: TypeSearch[] = [];
+  let first: CompiledSearch | undefined;
+  for (const type of types) {
+    const compiled = compileSearch(type, own, strict, deps.clock.now());
+    first ??= compiled;
+    for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
+    const query = await storeQuery(deps, req, type, compiled, compartment);
+    if (query !== undefined) searches.push({ type, query });
+  }
+  const { summary, elements } = first!;
+  const self = new URLSearchParams([...params].filter(([k]) => k !== '_cursor'));
+  const result: SearchResult = { rows: [], included: [], warnings: [...warnings.values()], self };
+  const total = params.get('_total');
+  const countAll = async () => {
+    let n = 0;
+    for (const s of searches) n += await queryCount(deps, req.tenant, s.query);
+    return n;
+  };
+  if (summary === 'count' || limit === 0) return { ...result, total: await countAll() };
+  const cursor = params.get('_cursor');
+  const at = cursor === null ? undefined : decodePosition(cursor, types.length);
+  if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', `Invalid _cursor '${cursor}' for this sort`, { expression: ['_cursor'] });
+  const index = new Map(types.map((t, i) => [t, i]));
+  /** A row of the merged page: its type's index and its place among its type's rows (their store order). */
+  const page: { row: ResourceVersion; t: number; n: number }[] = [];
+  if (sort === undefined) {
+    // Type by type, each in id order, until the page and one more are found.
+    for (const s of searches) {
+      const t = index.get(s.type)!;
+      if (at !== undefined && t < at.t) continue;
+      const after = at !== undefined && t === at.t ? { lastUpdated: 0, id: at.i } : undefined;
+      const query: SearchQuery = { ...s.query, sort: [], count: limit + 1 - page.length, ...(after ? { after } : {}) };
+      (await queryRows(deps, req.tenant, query)).forEach((row, n) => page.push({ row, t, n }));
+      if (page.length > limit) break;
+    }
+  } else {
+    // Every type's first rows after the position, merged by (last updated, type, id).
+    const key = { by: 'lastUpdated' as const, descending: sort.descending };
+    for (const s of searches) {
+      const t = index.get(s.type)!;
+      const query: SearchQuery = { ...s.query, sort: [key], count: limit + 1, ...(at ? { after: afterIn(t, at) } : {}) };
+      (await queryRows(deps, req.tenant, query)).forEach((row, n) => page.push({ row, t, n }));
+    }
+    // A type's rows keep the store's order (its keyset continues from the last one kept).
+    const sign = sort.descending ? -1 : 1;
+    page.sort((a, b) => sign * (a.row.lastUpdated - b.row.lastUpdated || a.t - b.t) || a.n - b.n);
+  }
+  const kept = page.slice(0, limit);
+  if (page.length > limit) {
+    const last = kept[kept.length - 1]!;
+    result.next = encodePosition({ t: last.t, i: last.row.id, ...(sort ? { u: last.row.lastUpdated } : {}) });
+  }
+  let rows = kept.map((x) => x.row);
+  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
+  if (rows.some((r) => r.type === 'Binary')) {
+    const reachable = new Set((await rowsInReach(deps, req, rows.filter((r) => r.type === 'Binary'))).map((r) => r.id));
+    rows = rows.filter((r) => r.type !== 'Binary' || reachable.has(r.id));
+  }
+  result.rows = rows;
+  if (total === 'accurate' || total === 'estimate') result.total = await countAll();
+  else if (total !== 'none' && at === undefined && !result.next) result.total = rows.length;
+  if (includes.length || revincludes.length) {
+    const inc = await addIncludes(deps, req, { includes, revincludes }, rows);
+    result.included = inc.included;
+    result.warnings = [...result.warnings, ...inc.warnings];
+  }
+  const shape = shaper(summary, elements);
+  if (shape) result.shape = shape;
+  return result;
+}

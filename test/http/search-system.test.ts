@@ -54,6 +54,10 @@ for (const target of targets) {
       expect(page.link.find((l: Json) => l.relation === 'self').url).toBe(`${api.base}?_type=Patient%2CCondition%2CObservation&_count=7`);
       // `_type` sets the order.
       expect(await all('?_type=Condition,Patient&_count=5')).toEqual([...(await rowsOf('Condition')), ...(await rowsOf('Patient'))].map((r) => r.id));
+      // The core CodeSystems and ValueSets, merged into their types' searches, page the same way.
+      const core = [...(await all('ValueSet?_count=400')), ...(await all('CodeSystem?_count=400'))];
+      expect(core.length).toBeGreaterThan(1000);
+      expect(await all('?_type=ValueSet,CodeSystem&_count=400')).toEqual(core);
     });
 
     for (const descending of [false, true]) {

@@ -97,6 +97,22 @@ function afterIn(t: number, p: Position): SearchCursor {
   return { lastUpdated: t < p.t ? p.u! + 1 : p.u!, id: '' };
 }
 
+/** Type queries in flight at once (PostgreSQL answers them on several connections; SQLite's reader in turn). */
+const AT_ONCE = 8;
+
+/** `fn` of each item, at most `n` at a time, the results in the items' order. */
+async function eachAtOnce<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  }));
+  return out;
+}
+
 interface TypeSearch {
   type: string;
   query: SearchQuery;
@@ -152,11 +168,7 @@ export async function searchTypes(
   const self = new URLSearchParams([...params].filter(([k]) => k !== '_cursor'));
   const result: SearchResult = { rows: [], included: [], warnings: [...warnings.values()], self };
   const total = params.get('_total');
-  const countAll = async () => {
-    let n = 0;
-    for (const s of searches) n += await queryCount(deps, req.tenant, s.query);
-    return n;
-  };
+  const countAll = async () => (await eachAtOnce(searches, AT_ONCE, (s) => queryCount(deps, req.tenant, s.query))).reduce((a, b) => a + b, 0);
   if (summary === 'count' || limit === 0) return { ...result, total: await countAll() };
   const cursor = params.get('_cursor');
   const at = cursor === null ? undefined : decodePosition(cursor, types.length);
@@ -165,23 +177,25 @@ export async function searchTypes(
   /** A row of the merged page: its type's index and its place among its type's rows (their store order). */
   const page: { row: ResourceVersion; t: number; n: number }[] = [];
   if (sort === undefined) {
-    // Type by type, each in id order, until the page and one more are found.
-    for (const s of searches) {
-      const t = index.get(s.type)!;
-      if (at !== undefined && t < at.t) continue;
-      const after = at !== undefined && t === at.t ? { lastUpdated: 0, id: at.i } : undefined;
-      const query: SearchQuery = { ...s.query, sort: [], count: limit + 1 - page.length, ...(after ? { after } : {}) };
-      (await queryRows(deps, req.tenant, query)).forEach((row, n) => page.push({ row, t, n }));
-      if (page.length > limit) break;
+    // Type by type, each in id order, until the page and one more are found: one type first, then
+    // twice as many at once each round (up to AT_ONCE), so that a page the first type fills reads no
+    // other, and a sparse compartment's many empty types are read several at a time.
+    const rest = searches.filter((s) => at === undefined || index.get(s.type)! >= at.t);
+    for (let from = 0, width = 1; from < rest.length && page.length <= limit; from += width, width = Math.min(2 * width, AT_ONCE)) {
+      const need = limit + 1 - page.length;
+      const found = await eachAtOnce(rest.slice(from, from + width), AT_ONCE, (s) => {
+        const t = index.get(s.type)!;
+        const after = at !== undefined && t === at.t ? { lastUpdated: 0, id: at.i } : undefined;
+        return queryRows(deps, req.tenant, { ...s.query, sort: [], count: need, ...(after ? { after } : {}) });
+      });
+      found.forEach((rows, k) => rows.forEach((row, n) => page.push({ row, t: index.get(rest[from + k]!.type)!, n })));
     }
   } else {
     // Every type's first rows after the position, merged by (last updated, type, id).
     const key = { by: 'lastUpdated' as const, descending: sort.descending };
-    for (const s of searches) {
-      const t = index.get(s.type)!;
-      const query: SearchQuery = { ...s.query, sort: [key], count: limit + 1, ...(at ? { after: afterIn(t, at) } : {}) };
-      (await queryRows(deps, req.tenant, query)).forEach((row, n) => page.push({ row, t, n }));
-    }
+    const found = await eachAtOnce(searches, AT_ONCE, (s) =>
+      queryRows(deps, req.tenant, { ...s.query, sort: [key], count: limit + 1, ...(at ? { after: afterIn(index.get(s.type)!, at) } : {}) }));
+    found.forEach((rows, k) => rows.forEach((row, n) => page.push({ row, t: index.get(searches[k]!.type)!, n })));
     // A type's rows keep the store's order (its keyset continues from the last one kept).
     const sign = sort.descending ? -1 : 1;
     page.sort((a, b) => sign * (a.row.lastUpdated - b.row.lastUpdated || a.t - b.t) || a.n - b.n);

@@ -204,8 +204,12 @@ export type Condition =
   | { kind: 'chain'; param: string; targetType: string; where: Condition[] }
   /** Resources of `type` meeting `where` refer to this one through `param` (`_has`). */
   | { kind: 'has'; type: string; param: string; where: Condition[] }
-  /** Any of the alternatives holds (a parameter folded from several, such as `combo-code`). */
-  | { kind: 'or'; any: Condition[] }
+  /**
+   * Any of the alternatives holds (a parameter folded from several, such as `combo-code`). `implied`:
+   * added by the planner's withImpliedDrivers, implied by another condition, so tested only when it
+   * drives.
+   */
+  | { kind: 'or'; any: Condition[]; implied?: true }
   /** The condition does not hold (`:not` on a folded parameter). */
   | { kind: 'not'; condition: Condition }
   /** Every condition holds (one alternative of SMART scope filters). */

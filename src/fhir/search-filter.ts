@@ -282,9 +282,37 @@ function nodeCondition(type: string, node: FilterNode, now: number, depth: numbe
       const parts = (c: PendingCondition): PendingCondition[] =>
         node.op === 'and' ? (c.kind === 'and' ? c.all : [c]) : c.kind === 'or' ? c.any : [c];
       const all = [...parts(left), ...parts(right)] as Condition[];
-      return node.op === 'and' ? { kind: 'and', all } : { kind: 'or', any: all };
+      if (node.op === 'and') return { kind: 'and', all };
+      const any = mergedValues(all);
+      return any.length === 1 ? any[0]! : { kind: 'or', any };
     }
   }
+}
+
+/**
+ * ORed alternatives with one parameter's values joined into one condition (`code eq a or code eq b`
+ * is `code=a,b`, as the values of one parameter are ORed), which the planner counts as one and a bulk
+ * export's page reads through the codes' rows (src/store/snapshot-window.ts).
+ */
+function mergedValues(any: Condition[]): Condition[] {
+  const out: Condition[] = [];
+  const at = new Map<string, number>();
+  for (const c of any) {
+    const key = c.kind === 'token' ? (c.not ? undefined : `${c.kind}|${c.param}|${c.reference ?? ''}`)
+      : c.kind === 'string' || c.kind === 'date' || c.kind === 'number' ? `${c.kind}|${c.param}` : undefined;
+    const i = key === undefined ? undefined : at.get(key);
+    if (i === undefined) {
+      if (key !== undefined) at.set(key, out.length);
+      out.push(c);
+      continue;
+    }
+    const prev = out[i]!;
+    if (prev.kind === 'token' && c.kind === 'token') out[i] = { ...prev, values: [...prev.values, ...c.values] };
+    else if (prev.kind === 'string' && c.kind === 'string') out[i] = { ...prev, values: [...prev.values, ...c.values] };
+    else if (prev.kind === 'date' && c.kind === 'date') out[i] = { ...prev, tests: [...prev.tests, ...c.tests] };
+    else if (prev.kind === 'number' && c.kind === 'number') out[i] = { ...prev, tests: [...prev.tests, ...c.tests] };
+  }
+  return out;
 }
 
 /** Whether a condition holds a ValueSet or subsumption condition that the search layer must expand first. */

@@ -114,13 +114,13 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
     const owner = owners[result.rows.length - 1]!;
     result.next = encode(patientId !== undefined || limited !== undefined ? { t: at, a: last.id } : { p: owner, t: at, a: last.id });
   }
-  // The resources they refer to (Practitioner, Organization, Medication...), once per page.
+  // The resources they refer to (Practitioner, Organization, Medication...), once per page. Patients
+  // are not: the patient is a match (on this page or another), and the others (a Group's members, a
+  // Patient.link) are not this patient's record; at the type level each is a match of its own.
   const includes = [...new Set(result.rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
-  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, result.rows);
+  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, result.rows, (type) => type === 'Patient');
   // `_type` restricts every resource returned, referenced ones included.
   const only = params.get('_type') === null ? undefined : new Set(params.get('_type')!.split(',').map((x) => x.trim()));
-  // The patients themselves are matches (on this page or another), never includes.
-  const own = (r: ResourceVersion) => r.type === 'Patient' && (patientId === undefined ? limited === undefined || r.id === limited : r.id === patientId);
-  result.included = inc.included.filter((r) => !own(r) && (!only || only.has(r.type)));
+  result.included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
   return result;
 }

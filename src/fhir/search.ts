@@ -307,9 +307,13 @@ function referenceParamsOf(type: string): ParamDefinition[] {
   return paramsOf(type).filter((d) => d.type === 'reference' && !d.storedAs);
 }
 
-/** Adds `_include` and `_revinclude` resources (deduplicated, never a match again), at most MAX_INCLUDES. */
+/**
+ * Adds `_include` and `_revinclude` resources (deduplicated, never a match again), at most MAX_INCLUDES;
+ * `leaveOut`: types whose referenced resources are not included.
+ */
 export async function addIncludes(
   deps: FhirDeps, req: FhirRequest, compiled: Pick<CompiledSearch, 'includes' | 'revincludes'>, rows: ResourceVersion[],
+  leaveOut?: (type: string) => boolean,
 ): Promise<{ included: ResourceVersion[]; warnings: FhirIssue[] }> {
   const seen = new Set(rows.map((r) => `${r.type}/${r.id}`));
   const included: ResourceVersion[] = [];
@@ -337,7 +341,7 @@ export async function addIncludes(
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
     const next: ResourceVersion[] = [];
     for (const [type, ids] of includeTargets(frontier, incs)) {
-      if (!visible(type)) continue;
+      if (!visible(type) || leaveOut?.(type)) continue;
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
       if (!list.length) continue;
       const q: SearchQuery = { type, where: [{ kind: 'id', ids: list }], sort: [], count: MAX_INCLUDES };

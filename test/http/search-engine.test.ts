@@ -376,6 +376,17 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.get('Patient/nope/$everything'), 404);
     });
 
+    test('$everything includes what the patient\'s resources refer to, but no other patient (a Group\'s members)', async () => {
+      await api.put200({ resourceType: 'Practitioner', id: 'dr-g', name: [{ family: 'Member' }] });
+      await api.put200({ resourceType: 'Group', id: 'g-every', type: 'person', actual: true, member: ['p1', 'p2', 'p3'].map((id) => ({ entity: { reference: `Patient/${id}` } })).concat([{ entity: { reference: 'Practitioner/dr-g' } }]) });
+      const bundle = await api.search('Patient/p1/$everything?_count=1000');
+      const entries = bundle.entry.map((e: Json) => `${e.search.mode === 'include' ? '+' : ''}${e.resource.resourceType}/${e.resource.id}`);
+      expect(entries).toContain('Group/g-every');
+      expect(entries).toContain('+Practitioner/dr-g');
+      expect(entries.filter((x: string) => x.includes('Patient/'))).toEqual(['Patient/p1']);
+      expect((await api.del('Group/g-every')).status).toBe(200);
+    });
+
     test('conditional update uses the same search', async () => {
       const res = await api.put(`Patient?family=Chalmerson&birthdate=2001`, { resourceType: 'Patient', name: [{ family: 'Chalmerson', given: ['Anne'] }], birthDate: '2001-02-03', gender: 'female' });
       expect(res.status).toBe(200);

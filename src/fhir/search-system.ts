@@ -1,5 +1,5 @@
 /**
- * Searches across types (FHIR R4 search.html 3.1.1.0, "search all resource types", and compartment
+ * Searches across types (FHIR R4 search.html: a search of all resource types, and compartment
  * search with `*`): `GET [base]?[params]`, `POST [base]/_search`, `GET Patient/{id}/*?[params]`. The
  * types are `_type`'s (in its order), or every type the token may search (a compartment's types for
  * `*`); each is searched with the same compiled engine as a type-level search, and the pages are

@@ -41,6 +41,27 @@ async function parseOne(query: string, types: Set<string>, tenant: string, acces
   return { type, filter: conditions.length ? conditions : null };
 }
 
+/** At most this many alternatives come of one query's `or`s (alternativesOf). */
+const MAX_ALTERNATIVES = 32;
+
+/**
+ * A query's conditions as ORed alternatives, each ANDed: its `or`s (`_filter`'s `a or (b and c)`)
+ * spread over the rest, so that each alternative holding a token of codes is read through those codes'
+ * rows (src/store/snapshot-window.ts) instead of every resource of the type. Left whole when that
+ * would make more than MAX_ALTERNATIVES.
+ */
+function alternativesOf(conditions: Condition[]): Condition[][] {
+  let out: Condition[][] = [[]];
+  for (const c of conditions) {
+    if (c.kind !== 'or' || out.length * c.any.length > MAX_ALTERNATIVES) {
+      for (const alt of out) alt.push(c);
+      continue;
+    }
+    out = out.flatMap((alt) => c.any.map((x) => [...alt, ...(x.kind === 'and' ? x.all : [x])]));
+  }
+  return out;
+}
+
 /**
  * `_typeFilter` (Bulk Data 2.0): FHIR search queries (every parameter the search API takes), ORed per type.
  * A query Cinder cannot apply is a 400; with lenient handling its type is exported unfiltered instead
@@ -57,7 +78,7 @@ export async function parseTypeFilters(
     try {
       const { type, filter } = await parseOne(query, types, tenant, access, expandCodes, now);
       if (filter === null) unfiltered.add(type);
-      else (filters[type] ??= []).push(filter);
+      else (filters[type] ??= []).push(...alternativesOf(filter));
     } catch (err) {
       if (!lenient || !(err instanceof FhirError)) throw err;
       const type = query.split('?')[0]!;

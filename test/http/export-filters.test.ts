@@ -59,6 +59,11 @@ describe('_typeFilter', () => {
     ].join(',');
     const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${filters}`);
     expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Observation/o1', 'Observation/o3', 'Patient/p2']);
+    // The job keeps each `or`'s alternatives as ORed filters, so that one of codes is read by its codes' rows.
+    const job = (await t.store.exports.jobs.get('t1', status.split('/').pop()!))!;
+    const kept = JSON.parse(job.spec).filters as Record<string, { kind: string }[][]>;
+    expect(kept.Observation!.map((alt) => alt.map((c) => c.kind))).toEqual([['token'], ['chain', 'not']]);
+    expect(kept.Patient!.map((alt) => alt.map((c) => c.kind))).toEqual([['token'], ['date', 'not']]);
     const bad = await get(`/$export?_type=Patient&_typeFilter=${enc(`Patient?_filter=${enc('gender co male')}`)}`);
     expect(bad.status).toBe(400);
   });

@@ -60,7 +60,7 @@ function typesOf(req: FhirRequest, all: readonly string[], raw: string | null): 
 const nameOf = (key: string) => key.split(/[:.]/, 1)[0]!;
 
 /** Names that are not a type's own parameters but apply to every type (their values are checked per type). */
-const ANY_TYPE = new Set(['_has', '_filter', '_type']);
+const ANY_TYPE = new Set(['_has', '_filter']);
 
 /**
  * A parameter that some of the types searched have and others not is a 400: searched on those alone,

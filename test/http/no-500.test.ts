@@ -13,14 +13,15 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const TYPES = ['Patient', 'Patient', 'Patient', 'Observation', 'Observation', 'Foo', 'patient', '$x', '_history', '_search', 'metadata', 'Bundle', 'ValueSet'];
-const IDS = ['1', 'p1', '1', 'p1', 'a_b', '%ZZ', '%00', 'x'.repeat(70), '$everything', '_history', '_search', '..', '-', '%2e%2e'];
+const TYPES = ['Patient', 'Patient', 'Patient', 'Observation', 'Observation', 'Foo', 'patient', '$x', '_history', '_search', 'metadata', 'Bundle', 'ValueSet', ''];
+const IDS = ['1', 'p1', '1', 'p1', 'a_b', '%ZZ', '%00', 'x'.repeat(70), '$everything', '_history', '_search', '..', '-', '%2e%2e', '1/*'];
 const QUERIES = [
   '', '?_count=5', '?_count=-1', '?_sort=_lastUpdated', '?identifier=a|b|c', '?identifier=\\', '?identifier=%5C%2C', '?subject=Patient/',
   '?subject=/1', '?subject=http://x/Patient/1', '?_lastUpdated=ge', '?_lastUpdated=2020-01-01T10:00:00.1234567890Z', '?_cursor=W10',
   '?_cursor=WyJhIiwxXQ', '?_since=2020', '?_at=x', '?_total=accurate&_summary=count', '?code:text=a', '?_id=,', '?_id=a,,b', '?url=%FF',
   '?version=\\|', '?patient:Patient=Group/1', '?_format=json&_pretty=true', '?subject:identifier=x|y', '?_has:Observation:subject:code=1',
-  '?identifier=%E2%80%AE',
+  '?identifier=%E2%80%AE', '?_filter=name%20eq', '?_filter=(((', '?_filter=subject.name%20co%20%22x%22%20or%20not%20(gender%20eq%20male)',
+  '?_filter=a[b%20eq%20c].d%20eq%20e', '?_type=Patient,Foo', '?_type=Observation&_sort=-_lastUpdated&_cursor=eyJ0Ijo5OSwiaSI6IngifQ',
 ];
 const BODIES = [
   '', '{', '[]', 'null', '{"resourceType":"Patient"}', '{"resourceType":"Patient","id":"p1"}', '{"resourceType":"Patient","id":"1"}',

@@ -12,6 +12,7 @@ import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.
 import { requireAccess } from './access.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
+import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { R4_RESOURCE_TYPES, isResourceType } from './resource-types.ts';
 import {
@@ -153,14 +154,20 @@ export async function searchTypes(
     }
     (reverse ? revincludes : includes).push(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse));
   }
-  // Each type's search: the same parameters, compiled and checked for that type.
+  // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
+  // with the same parameters, compiled and checked for that type; the first type is compiled in any
+  // case, for the result parameters and the errors of a search that finds no type to run on.
+  const held = new Set(await deps.store.resources.types(req.tenant));
   const warnings = new Map<string, FhirIssue>();
   const searches: TypeSearch[] = [];
   let first: CompiledSearch | undefined;
   for (const type of types) {
+    const runs = held.has(type) || (deps.core !== undefined && hasCoreResources(type));
+    if (!runs && first !== undefined) continue;
     const compiled = compileSearch(type, own, strict, deps.clock.now());
     first ??= compiled;
     for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
+    if (!runs) continue;
     const query = await storeQuery(deps, req, type, compiled, compartment);
     if (query !== undefined) searches.push({ type, query });
   }

@@ -107,6 +107,11 @@ export interface ResourceRepo {
    */
   present(tenant: string, type: string, ids: string[]): Promise<string[]>;
   /**
+   * The types of which the tenant holds a current row (live or a deletion), in any order: read by
+   * skipping through the (tenant, type, id) index, one probe per type present, never a scan.
+   */
+  types(tenant: string): Promise<string[]>;
+  /**
    * Each (type, reference parameter, target) of the tenant whose index holds references to one of
    * `targets` (resource types), in any order: its search key exists. A key is created with its first
    * row and never removed, so the list may name a parameter whose rows are gone, never omit one that

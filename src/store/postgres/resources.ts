@@ -88,6 +88,16 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
         CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.tenant = ${tenant} AND r.type = ${type} AND r.id = u.id LIMIT 1) hit`;
       return rows.map((r) => r.id);
     },
+    async types(tenant) {
+      // The next type after each, from the (tenant, type, id) index: a probe per type.
+      const rows = await sql<{ type: string }[]>`
+        WITH RECURSIVE t(type) AS (
+          SELECT MIN(type) FROM resources WHERE tenant = ${tenant}
+          UNION ALL
+          SELECT (SELECT MIN(r.type) FROM resources r WHERE r.tenant = ${tenant} AND r.type > t.type) FROM t WHERE t.type IS NOT NULL
+        ) SELECT type FROM t WHERE type IS NOT NULL`;
+      return rows.map((r) => r.type);
+    },
     async referrers(tenant, targets) {
       if (targets.length === 0) return [];
       return sql<{ type: string; param: string; target: string }[]>`

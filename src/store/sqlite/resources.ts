@@ -161,6 +161,12 @@ export function createSqliteResources(
     present: reader.query<{ id: string }, [string, string, string]>(
       'SELECT id FROM resources WHERE tenant = ? AND type = ? AND id IN (SELECT value FROM json_each(?))',
     ),
+    // The next type after each, from the (tenant, type, id) index: a probe per type.
+    types: reader.query<{ type: string }, [string, string]>(
+      'WITH RECURSIVE t(type) AS (SELECT MIN(type) FROM resources WHERE tenant = ?1 UNION ALL ' +
+        'SELECT (SELECT MIN(r.type) FROM resources r WHERE r.tenant = ?2 AND r.type > t.type) FROM t WHERE t.type IS NOT NULL) ' +
+        'SELECT type FROM t WHERE type IS NOT NULL',
+    ),
     referrers: reader.query<{ type: string; param: string; target: string }, [string, string]>(
       'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
     ),
@@ -196,6 +202,9 @@ export function createSqliteResources(
     async present(tenant, type, ids) {
       if (ids.length === 0) return [];
       return q.present.all(tenant, type, JSON.stringify(ids)).map((r) => r.id);
+    },
+    async types(tenant) {
+      return q.types.all(tenant, tenant).map((r) => r.type);
     },
     async referrers(tenant, targets) {
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];

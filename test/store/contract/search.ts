@@ -59,6 +59,16 @@ export function searchContract(store: () => Store) {
       expect(await s.resources.present(t, 'Patient', [])).toEqual([]);
     });
 
+    test('types: those the tenant holds a current row of, deletions included', async () => {
+      expect((await s.resources.types(t)).sort()).toEqual(['Observation', 'Patient']);
+      expect(await s.resources.types(uniqueTenant())).toEqual([]);
+      const other = uniqueTenant();
+      await save(s, other, 'Zeta', 'z', { deleted: true });
+      await save(s, other, 'Alpha', 'a', {});
+      await save(s, other, 'Alpha', 'b', {});
+      expect((await s.resources.types(other)).sort()).toEqual(['Alpha', 'Zeta']);
+    });
+
     test('referrers: the (type, param, target) of every reference key to the given types in the tenant', async () => {
       const sorted = (rs: { type: string; param: string; target: string }[]) => rs.map((r) => `${r.type}.${r.param}->${r.target}`).sort();
       expect(sorted(await s.resources.referrers(t, ['Patient']))).toEqual(['Observation.subject->Patient']);

@@ -54,6 +54,13 @@ for (const target of targets) {
       expect(page.link.find((l: Json) => l.relation === 'self').url).toBe(`${api.base}?_type=Patient%2CCondition%2CObservation&_count=7`);
       // `_type` sets the order.
       expect(await all('?_type=Condition,Patient&_count=5')).toEqual([...(await rowsOf('Condition')), ...(await rowsOf('Patient'))].map((r) => r.id));
+      // A type the tenant holds nothing of is searched too (and found empty), a deleted resource's type as well.
+      expect(await all('?_type=Basic,Patient&_count=5')).toEqual((await rowsOf('Patient')).map((r) => r.id));
+      expect((await api.search('?_type=Basic&_summary=count')).total).toBe(0);
+      await api.put200({ resourceType: 'Basic', id: 'gone-soon', code: { text: 'x' } });
+      expect(await all('?_type=Basic')).toEqual(['gone-soon']);
+      expect((await api.del('Basic/gone-soon')).status).toBe(200);
+      expect(await all('?_type=Basic,Patient&_count=5')).toEqual((await rowsOf('Patient')).map((r) => r.id));
       // The core CodeSystems and ValueSets, merged into their types' searches, page the same way.
       const core = [...(await all('ValueSet?_count=400')), ...(await all('CodeSystem?_count=400'))];
       expect(core.length).toBeGreaterThan(1000);

@@ -228,21 +228,24 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   };
   app.post('/:type/$validate', (c) => validate(c));
   app.on(['GET', 'POST'], '/:type/:id/$validate', (c) => validate(c, c.req.param('id')));
+  /** Compartment search: `Patient/{id}/{type}` or `Patient/{id}/*`. */
+  const compartmentSearch = async (c: Context<AppEnv>, params: URLSearchParams) => {
+    const { type, id, what } = c.req.param() as { type: string; id: string; what: string };
+    if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
+    checkTypeAndId(type, id);
+    if (what === '*') return searchAll(c, params, id);
+    const base = fhirBase(c, deps.baseUrl);
+    const r = await searchResources(deps, request(c), what, params, strict(c), id);
+    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+    return fhirJson(searchsetJson(base, r.rows, links(base, `/Patient/${id}/${what}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+  };
   notAllowed(app);
+  app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
   app.get('/:type/:id/:what', async (c) => {
     const { type, id, what } = c.req.param();
     if (type === 'Patient' && what === '$everything') return everythingOf(c, id);
-    if (type === 'Patient' && what === '*') {
-      checkTypeAndId(type, id);
-      return searchAll(c, new URL(c.req.url).searchParams, id);
-    }
-    if (type !== 'Patient' || !isResourceType(what)) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
-    checkTypeAndId(type, id);
-    const base = fhirBase(c, deps.baseUrl);
-    const r = await searchResources(deps, request(c), what, new URL(c.req.url).searchParams, strict(c), id);
-    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-    return fhirJson(searchsetJson(base, r.rows, links(base, `/Patient/${id}/${what}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+    return compartmentSearch(c, new URL(c.req.url).searchParams);
   });
   return app;
 }

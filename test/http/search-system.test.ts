@@ -142,6 +142,15 @@ for (const target of targets) {
       const paged = await all(`${compartment}*?_type=Observation,Condition&_count=6`);
       expect(paged).toEqual([...(await rowsOf('Observation', compartment)), ...(await rowsOf('Condition', compartment))].map((r) => r.id));
       await expectOutcome(await api.get(`${compartment}*?_type=Practitioner`), 400, 'invalid');
+      // The same by POST (`Patient/{id}/{type}/_search`, `Patient/{id}/*/_search`), the form's parameters with the URL's.
+      const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
+      const posted = await api.call('POST', `${api.base}/${compartment}*/_search?_count=1000`, '_type=Observation,Condition', form);
+      expect(posted.status).toBe(200);
+      expect(((await posted.json()) as Json).entry.map((e: Json) => e.resource.id)).toEqual(paged);
+      const typed = await api.call('POST', `${api.base}/${compartment}Observation/_search`, '_count=1000', form);
+      expect(((await typed.json()) as Json).entry.map((e: Json) => e.resource.id)).toEqual((await rowsOf('Observation', compartment)).map((r) => r.id));
+      await expectOutcome(await api.call('POST', `${api.base}/Practitioner/x/Observation/_search`, '', form), 404);
+      await expectOutcome(await api.call('POST', `${api.base}/${compartment}Observation/_search`, '{}', { 'Content-Type': 'application/fhir+json' }), 415);
     });
 
     test('a token sees the types it may search; naming another is a 403', async () => {

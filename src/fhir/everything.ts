@@ -11,7 +11,8 @@ import { requireAccess } from './access.ts';
 import { compartmentTypes } from './definitions.ts';
 import { dateTest } from './search-compile.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter } from './search.ts';
-import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { typeList } from './search-system.ts';
+import { ID_PATTERN } from './resource-types.ts';
 
 export interface EverythingPage {
   rows: ResourceVersion[];
@@ -45,8 +46,7 @@ function typesOf(req: FhirRequest, raw: string | null): string[] {
   const all = ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')];
   let types = all;
   if (raw !== null) {
-    const wanted = raw.split(',').map((t) => t.trim()).filter(Boolean);
-    for (const t of wanted) if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
+    const wanted = typeList(raw);
     types = all.filter((t) => wanted.includes(t));
   }
   return types.filter((t) => req.access.can(t, 'r'));

@@ -430,19 +430,29 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   const rest = key.slice(dot + 1);
   const [code, typeModifier] = head.split(':', 2) as [string, string | undefined];
   const def = referenceParam(type, code, key);
-  let targets = typeModifier ? [typeModifier] : def.storedAs?.target ? [def.storedAs.target] : def.targets;
+  let targets = typeModifier ? [typeModifier] : referenceTargets(def);
   if (typeModifier && !isResourceType(typeModifier)) throw invalid(key, `'${typeModifier}' is not a resource type`);
   if (targets.length === 0) throw invalid(key, `'${code}' may refer to any type: name one ('${code}:Patient.${rest}')`);
   // A chained name must exist on the targets searched (on at least one when the type is not named).
   const restName = rest.split(/[.:]/, 1)[0]!;
   targets = targets.filter((t) => rest.startsWith('_has:') || isSearchParam(t, restName));
   if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
-  const param = def.storedAs?.param ?? def.code;
-  const chains = targets.map((t): Condition => {
+  return chainOver(def, targets, (t) => {
     const inner = parameterCondition(t, rest, raw, now, depth + 1);
     if (inner.kind === 'value-set') throw new FhirError('not-supported', `':${inner.modifier}' cannot be chained ('${key}')`, { expression: [key] });
-    return { kind: 'chain', param, targetType: t, where: [inner] };
+    return [inner];
   });
+}
+
+/** The types a reference parameter may refer to (its stored target alone for `patient` and the like; none: any). */
+export function referenceTargets(def: ParamDefinition): string[] {
+  return def.storedAs?.target ? [def.storedAs.target] : def.targets;
+}
+
+/** The chain through reference `def` to each of `targets`, whose resources meet `where` of their type; ORed over several. */
+export function chainOver(def: ParamDefinition, targets: string[], where: (target: string) => Condition[]): Condition {
+  const param = def.storedAs?.param ?? def.code;
+  const chains = targets.map((t): Condition => ({ kind: 'chain', param, targetType: t, where: where(t) }));
   return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
 }
 

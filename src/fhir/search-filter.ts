@@ -14,7 +14,7 @@
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
 import { paramOf } from './definitions.ts';
-import { isSearchParam, isTextParam, MAX_CHAIN_DEPTH, parameterCondition, type PendingCondition } from './search-compile.ts';
+import { chainOver, isSearchParam, isTextParam, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
 
 const KEY = '_filter';
 
@@ -258,17 +258,16 @@ function pathCondition(type: string, path: PathStep[], op: string, value: string
   const def = paramOf(type, step.name);
   if (!def) throw invalid(`'${step.name}' is not a search parameter of ${type}`);
   if (def.type !== 'reference') throw invalid(`'${step.name}' is a ${def.type} parameter of ${type}, not a reference to chain through`);
-  const targets = def.storedAs?.target ? [def.storedAs.target] : def.targets;
+  const targets = referenceTargets(def);
   if (targets.length === 0) throw invalid(`'${step.name}' may refer to any type; chain it with the search parameter '${step.name}:Type.${rest[0]!.name}'`);
   const next = rest[0]!.name;
   const usable = targets.filter((t) => isSearchParam(t, next));
   if (usable.length === 0) throw invalid(`'${next}' is not a search parameter of ${targets.join(' or ')}`);
-  const chains = usable.map((t): Condition => {
+  return chainOver(def, usable, (t) => {
     const where = [...(step.filter ? [nodeCondition(t, step.filter, now, depth + 1)] : []), pathCondition(t, rest, op, value, now, depth + 1)];
     if (where.some(hasValueSet)) throw invalid(`'in', 'ni', 'ss' and 'sb' on a token cannot be chained ('${step.name}.${next}')`, { issueCode: 'not-supported' });
-    return { kind: 'chain', param: def.storedAs?.param ?? def.code, targetType: t, where: where as Condition[] };
+    return where as Condition[];
   });
-  return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
 }
 
 function nodeCondition(type: string, node: FilterNode, now: number, depth: number): PendingCondition {

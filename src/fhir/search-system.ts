@@ -40,6 +40,13 @@ function decodePosition(raw: string, types: number): Position {
 
 const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
 
+/** The resource types a `_type` value names (comma-separated, each once); another name is a 400. */
+export function typeList(raw: string): string[] {
+  const types = [...new Set(raw.split(',').map((t) => t.trim()).filter(Boolean))];
+  for (const t of types) if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
+  return types;
+}
+
 /** The types searched: `_type`'s (each must be searchable: 403 otherwise), or every one the token may search among `all`. */
 function typesOf(req: FhirRequest, all: readonly string[], raw: string | null): string[] {
   if (raw === null) {
@@ -47,10 +54,9 @@ function typesOf(req: FhirRequest, all: readonly string[], raw: string | null): 
     if (types.length === 0) throw new FhirError('forbidden', 'The access token allows searching no resource type');
     return types;
   }
-  const wanted = [...new Set(raw.split(',').map((t) => t.trim()).filter(Boolean))];
+  const wanted = typeList(raw);
   if (wanted.length === 0) throw new FhirError('invalid', '_type names no resource type', { expression: ['_type'] });
   for (const t of wanted) {
-    if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
     if (!all.includes(t)) throw new FhirError('invalid', `_type: ${t} is not in the compartment searched`, { expression: ['_type'] });
     requireAccess(req.access, t, 's');
   }

@@ -4,7 +4,7 @@ import { historyJson, searchsetJson, type BundleLink } from '../fhir/bundle.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
-import { searchResources } from '../fhir/search.ts';
+import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
@@ -115,20 +115,17 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const strict = (c: Context<AppEnv>) => parsePrefer(c.req.header('prefer')).get('handling') === 'strict';
 
-  const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) => {
+  /** A search's page as a searchset Bundle, its links below `path` (from the FHIR base). */
+  const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
     const base = fhirBase(c, deps.baseUrl);
-    const r = await searchResources(deps, request(c), type, params, strict(c));
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-    return fhirJson(searchsetJson(base, r.rows, links(base, `/${type}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
-  };
-  /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
-  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) => {
-    const base = fhirBase(c, deps.baseUrl);
-    const r = await searchTypes(deps, request(c), params, strict(c), compartment);
-    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-    const path = compartment === undefined ? '' : `/Patient/${compartment}/*`;
     return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
   };
+  const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) =>
+    searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)));
+  /** `GET [base]?...` and `Patient/{id}/*` (src/fhir/search-system.ts). */
+  const searchAll = async (c: Context<AppEnv>, params: URLSearchParams, compartment?: string) =>
+    searchset(c, compartment === undefined ? '' : `/Patient/${compartment}/*`, await searchTypes(deps, request(c), params, strict(c), compartment));
   /** A `_search` form (`POST .../_search`), with the URL's own parameters after it. */
   const formParams = async (c: Context<AppEnv>) => {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -234,10 +231,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) throw new FhirError('not-found', `Unknown path ${type}/${id}/${what}`);
     checkTypeAndId(type, id);
     if (what === '*') return searchAll(c, params, id);
-    const base = fhirBase(c, deps.baseUrl);
-    const r = await searchResources(deps, request(c), what, params, strict(c), id);
-    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-    return fhirJson(searchsetJson(base, r.rows, links(base, `/Patient/${id}/${what}`, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+    return searchset(c, `/Patient/${id}/${what}`, await searchResources(deps, request(c), what, params, strict(c), id));
   };
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));

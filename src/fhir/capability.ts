@@ -40,6 +40,8 @@ const COMMON_PARAMS = [
   },
 ];
 
+const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug).';
+
 const TEXT_DOC = 'Full-text: every word of each value must occur (accent- and case-insensitive, whole words; `word*` for a prefix; `,` for OR); no phrase or proximity search, no modifiers.';
 
 /** `_content` on every type, `_text` on those with a narrative (R4 defines both as string parameters). */
@@ -62,7 +64,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     conditionalDelete: 'single',
     searchParam: [...COMMON_PARAMS, ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special' || p.code === 'near').map((p) => ({
       name: p.code, definition: p.url, type: p.type,
-      documentation: `${p.code === 'near' ? `${NEAR_DOC} ` : ''}Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
+      documentation: `${p.code === 'near' ? `${NEAR_DOC} ` : ''}${p.type === 'quantity' ? `${QUANTITY_DOC} ` : ''}Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
     }))],
     searchInclude: ['*', ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
     searchRevInclude: referrersOf(type).map((r) => `${r.source}:${r.param}`),

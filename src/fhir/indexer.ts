@@ -4,6 +4,7 @@ import { paramsOf, patientCompartment, type ParamDefinition, type ParamType } fr
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
 import { parseReference } from './references.ts';
 import { textIndexOf } from './text-index.ts';
+import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 
 type Json = Record<string, unknown>;
 
@@ -106,6 +107,20 @@ export function quantityValues(value: unknown, out: { system: string; code: stri
       high: typeof hi?.value === 'number' ? hi.value : Infinity,
     });
   }
+}
+
+/**
+ * The parameter whose rows hold `param`'s UCUM quantities in their canonical units (src/fhir/ucum.ts):
+ * apart from `param`'s own, so that a search without a unit, or `:missing` and `_sort`, never sees them.
+ */
+export function canonicalParam(param: string): string {
+  return `${param}:canonical`;
+}
+
+/** A UCUM quantity's unit code and range in its canonical unit; undefined for other units. */
+export function canonicalQuantity(system: string, code: string, low: number, high: number): { code: string; low: number; high: number } | undefined {
+  const unit = system === UCUM_SYSTEM ? canonicalUnit(code) : undefined;
+  return unit && { code: unit.code, low: unit.convert(low), high: unit.convert(high) };
 }
 
 /** The (type, id) or canonical a reference element points at; `targetType` restricts it. */
@@ -218,7 +233,11 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
     case 'quantity': {
       const qs: { system: string; code: string; low: number; high: number }[] = [];
       quantityValues(value, qs);
-      for (const q of qs) rows.ranges.push({ param, ...q });
+      for (const q of qs) {
+        rows.ranges.push({ param, ...q });
+        const c = canonicalQuantity(q.system, q.code, q.low, q.high);
+        if (c) rows.ranges.push({ param: canonicalParam(param), system: UCUM_SYSTEM, ...c });
+      }
       return;
     }
     default:
@@ -270,7 +289,13 @@ function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry
         const ends = values(element, resource, third.paths).flatMap((v) => partValues(third.type, v));
         parts = parts.flatMap((s) => ends.map((e) => ({ ...s, high: e.low })));
       }
-      for (const f of firsts) for (const p of parts) out.push({ param: def.code, system1: f.system, value1: f.value, ...p });
+      for (const f of firsts) {
+        for (const p of parts) {
+          out.push({ param: def.code, system1: f.system, value1: f.value, ...p });
+          const c = canonicalQuantity(p.system2, p.value2, p.low, p.high);
+          if (c) out.push({ param: canonicalParam(def.code), system1: f.system, value1: f.value, system2: UCUM_SYSTEM, value2: c.code, low: c.low, high: c.high });
+        }
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
 import type { Store } from '../store/types.ts';
 import { compartmentsOf, storedIndex } from './indexer.ts';
+import { UCUM_SYSTEM } from './ucum.ts';
 
 /**
  * The index model this release writes: which search parameters get rows and in what form. A database
@@ -7,9 +8,10 @@ import { compartmentsOf, storedIndex } from './indexer.ts';
  * (`cinder serve` runs it at start; `cinder reindex` on demand). Raise it with any change to the rows
  * the indexer writes for stored content, and say in MODEL_CHANGES which resources the change touches.
  * Model 2 added the words of `_text` and `_content` (`search_text`); model 3 an Identifier's type text,
- * which token `:text` searches; model 4 a Location's position, which `near` searches.
+ * which token `:text` searches; model 4 a Location's position, which `near` searches; model 5 a UCUM
+ * quantity's value in its canonical unit (src/fhir/ucum.ts), which quantity searches with a UCUM unit read.
  */
-export const INDEX_MODEL = 4;
+export const INDEX_MODEL = 5;
 
 /**
  * Which stored resources each model's change touches, by a test of their stored JSON: true for every
@@ -22,6 +24,8 @@ const MODEL_CHANGES: Record<number, ((content: string) => boolean) | undefined> 
   3: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content),
   // A Location's position: `"position":{...}`.
   4: (content) => POSITION.test(content),
+  // A UCUM quantity names its system: `"system":"http://unitsofmeasure.org"`.
+  5: (content) => content.includes(UCUM_SYSTEM),
 };
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;

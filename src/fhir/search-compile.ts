@@ -7,7 +7,7 @@ import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { dateRange } from './dates.ts';
 import { isDomainResource, paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
-import { normalizeString, soundex } from './indexer.ts';
+import { canonicalParam, canonicalQuantity, normalizeString, soundex } from './indexer.ts';
 import { parseNear } from './near.ts';
 import { parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
@@ -95,7 +95,11 @@ export function numberTest(param: string, raw: string): NumberTest {
   return { op, value, low: value - half, high: value + half };
 }
 
-/** `[prefix]number|system|code`, `number||unit`, or a plain number. */
+/**
+ * `[prefix]number|system|code`, `number||unit`, or a plain number. A UCUM unit that src/fhir/ucum.ts
+ * reads is converted to its canonical unit (`canonical`: the test reads the rows of canonicalParam), so
+ * that `5.4|http://unitsofmeasure.org|mg` finds 0.0054 g and 5400 ug too.
+ */
 function quantityTest(param: string, raw: string): NumberTest {
   const parts = splitEscaped(raw, '|');
   if (parts.length !== 1 && parts.length !== 3) throw invalid(param, `Invalid quantity '${raw}' for '${param}': expected [prefix]number[|system|code]`);
@@ -106,7 +110,20 @@ function quantityTest(param: string, raw: string): NumberTest {
     if (system) test.system = system;
     if (code) test.code = code;
   }
-  return test;
+  if (test.system === undefined || test.code === undefined) return test;
+  const range = canonicalQuantity(test.system, test.code, test.low, test.high);
+  if (!range) return test;
+  const value = canonicalQuantity(test.system, test.code, test.value, test.value)!.low;
+  return { op: test.op, value, low: range.low, high: range.high, system: test.system, code: range.code, canonical: true };
+}
+
+/** Tests (ORed) split by whether they read canonical rows: those on `param`'s, and those on its canonical rows. */
+function byUnits<T>(tests: T[], canonical: (t: T) => boolean, on: (param: string, tests: T[]) => Condition, param: string): Condition {
+  const converted = tests.filter(canonical);
+  const plain = tests.filter((t) => !canonical(t));
+  if (!converted.length) return on(param, plain);
+  if (!plain.length) return on(canonicalParam(param), converted);
+  return { kind: 'or', any: [on(param, plain), on(canonicalParam(param), converted)] };
 }
 
 function tokenOf(param: string, raw: string): TokenValue {
@@ -186,6 +203,7 @@ function compositeTest(def: ParamDefinition, raw: string, now: number): Composit
 
 /** A composite part as a condition on the parameter that holds it (composites kept as ANDed parameters). */
 function partCondition(param: string, p: CompositePart): Condition {
+  if (p.kind === 'number' && p.test.canonical) return { kind: 'number', param: canonicalParam(param), tests: [p.test] };
   switch (p.kind) {
     case 'token': return { kind: 'token', param, values: [{ ...(p.system !== undefined ? { system: p.system } : {}), ...(p.value !== undefined ? { value: p.value } : {}) }] };
     case 'string': return { kind: 'string', param, values: [{ value: p.value, match: 'prefix' }] };
@@ -197,7 +215,10 @@ function partCondition(param: string, p: CompositePart): Condition {
 /** Composite tests (ORed) on `def`: rows of its own, its parameters ANDed (`andOf`), or any of a union's members. */
 function compositeCondition(def: ParamDefinition, tests: CompositeTest[]): Condition {
   if (def.unionOf) return { kind: 'or', any: def.unionOf.map((code) => compositeCondition(paramOf(def.base, code)!, tests)) };
-  if (!def.andOf) return { kind: 'composite', param: def.code, tests };
+  if (!def.andOf) {
+    const canonical = (t: CompositeTest) => t.parts.some((p) => p.kind === 'number' && p.test.canonical === true);
+    return byUnits(tests, canonical, (param, ts) => ({ kind: 'composite', param, tests: ts }), def.code);
+  }
   const [first, ...rest] = def.andOf;
   const pairs = tests.map((t) => [partCondition(first!, { kind: 'token', system: t.system1, value: t.value1 }), ...t.parts.map((p, j) => partCondition(rest[j]!, p))]);
   if (pairs.length === 1) return { kind: 'and', all: pairs[0]! };
@@ -208,8 +229,20 @@ function compositeCondition(def: ParamDefinition, tests: CompositeTest[]): Condi
   return { kind: 'and', all: [...implied, { kind: 'or', any: pairs.map((all): Condition => ({ kind: 'and', all })) }] };
 }
 
-/** Conditions of one parameter and kind (partCondition's), their values ORed as one condition. */
+/**
+ * Conditions of one kind (partCondition's), their values ORed: one condition per parameter (a quantity
+ * part may be on the canonical rows of its parameter), an `or` of them when there are two.
+ */
 function anyOf(conditions: Condition[]): Condition {
+  const params = new Map<string, Condition[]>();
+  for (const c of conditions) {
+    const param = (c as { param: string }).param;
+    (params.get(param) ?? params.set(param, []).get(param)!).push(c);
+  }
+  return params.size === 1 ? sameParam(conditions) : { kind: 'or', any: [...params.values()].map(sameParam) };
+}
+
+function sameParam(conditions: Condition[]): Condition {
   const [c] = conditions;
   switch (c!.kind) {
     case 'token': return { ...c!, values: conditions.flatMap((x) => (x as typeof c).values) };
@@ -336,7 +369,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       return { kind: 'number', param: def.code, tests: parts.map((p) => numberTest(name, p)) };
     case 'quantity':
       if (modifier !== undefined) throw unsupported();
-      return union((param) => ({ kind: 'number', param, tests: parts.map((p) => quantityTest(name, p)) }));
+      return union((param) => byUnits(parts.map((p) => quantityTest(name, p)), (t) => t.canonical === true, (p, tests) => ({ kind: 'number', param: p, tests }), param));
     case 'composite':
       if (modifier !== undefined) throw unsupported();
       return compositeCondition(def, parts.map((p) => compositeTest(def, p, now)));

@@ -114,6 +114,8 @@ export interface NumberTest {
   high: number;
   system?: string;
   code?: string;
+  /** The value and unit are canonical UCUM (src/fhir/ucum.ts), tested on the canonical rows of the parameter. */
+  canonical?: boolean;
 }
 
 /** The second (and third) components of a composite test. */

@@ -315,4 +315,15 @@ ALTER INDEX search_index_value_res RENAME TO search_index_value;
 UPDATE index_state SET value = 4 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 15,
+    name: 'ucum_canonical',
+    sql: `
+-- Index model 5 (src/fhir/reindex.ts): a UCUM quantity also has a row in its canonical unit, under the
+-- parameter's canonical name (src/fhir/ucum.ts). A database holding resources gets them from the
+-- reindex that \`cinder serve\` runs at start (only the resources naming UCUM are rebuilt); an empty one
+-- follows model 5 already.
+UPDATE index_state SET value = 5 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

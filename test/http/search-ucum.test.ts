@@ -1,0 +1,218 @@
+/**
+ * Quantity search in UCUM units (src/fhir/ucum.ts, search.html 3.1.1.4.6) on both databases: a search
+ * value with a UCUM unit finds the quantities stored in any commensurable unit (mg and g, [lb_av] and
+ * kg, kPa and mm[Hg], [degF] and Cel), in plain and composite parameters, in a scope filter (the
+ * in-memory matcher) and after the reindex that gives stored quantities their canonical rows. A search
+ * without a unit, or with a unit that is not UCUM, compares the stored number and code as written. A
+ * generated set of masses is compared with the LHC UCUM library's conversion of each stored amount into
+ * the search's unit.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import ucum from '@lhncbc/ucum-lhc';
+import { reindex, INDEX_MODEL } from '../../src/fhir/reindex.ts';
+import { canonicalParam, storedIndex } from '../../src/fhir/indexer.ts';
+import type { TestApp } from '../helpers/app.ts';
+import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { appOnFresh } from '../helpers/search-runner.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const UCUM = 'http://unitsofmeasure.org';
+const LOINC = 'http://loinc.org';
+const lhc = ucum.UcumLhcUtils.getInstance();
+
+const observation = (id: string, value: Json, code = '2345-7'): Json => ({
+  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code }] }, valueQuantity: value,
+});
+const q = (value: number, code: string, system = UCUM): Json => ({ value, unit: code, system, code });
+
+/** Blood pressure: systolic and diastolic components in mm[Hg]. */
+const pressure = (id: string, systolic: number, diastolic: number): Json => ({
+  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: '85354-9' }] },
+  component: [
+    { code: { coding: [{ system: LOINC, code: '8480-6' }] }, valueQuantity: q(systolic, 'mm[Hg]') },
+    { code: { coding: [{ system: LOINC, code: '8462-4' }] }, valueQuantity: q(diastolic, 'mm[Hg]') },
+  ],
+});
+
+const FIXED: Json[] = [
+  observation('mg-5.4', q(5.4, 'mg')),
+  observation('ug-5400', q(5400, 'ug')),
+  observation('g-0.0054', q(0.0054, 'g')),
+  observation('g-5.4', q(5.4, 'g')),
+  // The same number and unit text, but no UCUM system: compared as written, as before.
+  observation('unit-only-5.4', { value: 5.4, unit: 'mg' }),
+  observation('other-system-5.4', q(5.4, 'mg', 'http://example.org/units')),
+  observation('kg-70', q(70, 'kg', UCUM), '29463-7'),
+  observation('kg-60', q(60, 'kg', UCUM), '29463-7'),
+  observation('lb-160', q(160, '[lb_av]', UCUM), '29463-7'),
+  observation('cel-37', q(37, 'Cel'), '8310-5'),
+  observation('cel-37.5', q(37.5, 'Cel'), '8310-5'),
+  observation('degf-100.4', q(100.4, '[degF]'), '8310-5'),
+  // Not a unit src/fhir/ucum.ts reads: found by its code only.
+  observation('mcg-5', q(5, 'mcg')),
+  pressure('bp-120', 120, 80),
+  pressure('bp-150', 150, 95),
+];
+
+/** Masses in six units, seeded. */
+const MASS_UNITS = ['mg', 'g', 'ug', 'kg', '[lb_av]', '[oz_av]'];
+function seeded(seed: number) {
+  let s = seed;
+  return () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+}
+const random = seeded(7);
+const MASSES = Array.from({ length: 40 }, (_, i) => {
+  const unit = MASS_UNITS[i % MASS_UNITS.length]!;
+  // Between about 10 mg and 10 kg, in the unit's own scale, with two decimals.
+  const grams = 10 ** (random() * 6 - 2);
+  const value = Number((lhc.convertUnitTo('g', grams, unit).toVal as number).toPrecision(3));
+  return { id: `mass-${i}`, value, unit };
+});
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`UCUM quantity search on ${target.kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const ids = async (query: string, client = api) =>
+      ((await client.search(`Observation?${query}&_count=1000`)).entry ?? []).map((e: Json) => e.resource.id as string).sort();
+
+    beforeAll(async () => {
+      ({ t, api } = await appOnFresh(target));
+      for (const o of FIXED) await api.put200(o);
+      for (const m of MASSES) await api.put200(observation(m.id, q(m.value, m.unit), '99999-9'));
+    }, 60_000);
+
+    test('a UCUM unit finds the same amount in every commensurable unit, and only those', async () => {
+      expect(await ids(`value-quantity=5.4|${UCUM}|mg`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+      expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+      expect(await ids(`value-quantity=5400|${UCUM}|ug&code=${LOINC}|2345-7`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+      // Escaped in the URL as a client sends it.
+      expect(await ids(`value-quantity=${encodeURIComponent(`gt150|${UCUM}|[lb_av]`)}`)).toEqual(['kg-70', 'lb-160']);
+      expect(await ids(`value-quantity=lt68000|${UCUM}|g&code=${LOINC}|29463-7`)).toEqual(['kg-60']);
+    });
+
+    test('temperatures compare through kelvin, pressures through pascal', async () => {
+      // 37 Cel is 98.6 [degF]; 37.5 Cel 99.5; 100.4 [degF] is 38 Cel.
+      expect(await ids(`value-quantity=gt99|${UCUM}|[degF]`)).toEqual(['cel-37.5', 'degf-100.4']);
+      expect(await ids(`value-quantity=ge38|${UCUM}|Cel`)).toEqual(['degf-100.4']);
+      expect(await ids(`value-quantity=98.6|${UCUM}|[degF]`)).toEqual(['cel-37']);
+      // 120 mm[Hg] is 15.999 kPa, 150 mm[Hg] 19.998 kPa.
+      expect(await ids(`component-value-quantity=gt16|${UCUM}|kPa`)).toEqual(['bp-150']);
+      expect(await ids(`component-value-quantity=gt10|${UCUM}|kPa`)).toEqual(['bp-120', 'bp-150']);
+    });
+
+    test('composites: the component code with a value in another unit', async () => {
+      expect(await ids(`component-code-value-quantity=${LOINC}|8480-6$gt16|${UCUM}|kPa`)).toEqual(['bp-150']);
+      expect(await ids(`component-code-value-quantity=${LOINC}|8462-4$gt16|${UCUM}|kPa`)).toEqual([]);
+      expect(await ids(`component-code-value-quantity=${LOINC}|8462-4$gt12|${UCUM}|kPa`)).toEqual(['bp-150']);
+      // code-value-quantity is code and value-quantity ANDed; one alternative in UCUM, one as written.
+      expect(await ids(`code-value-quantity=${LOINC}|2345-7$5.4|${UCUM}|mg`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+      expect(await ids(`code-value-quantity=${LOINC}|29463-7$gt150|${UCUM}|[lb_av],${LOINC}|2345-7$5.4`))
+        .toEqual(['g-5.4', 'kg-70', 'lb-160', 'mg-5.4', 'other-system-5.4', 'unit-only-5.4']);
+    });
+
+    test('without a unit, or with a unit that is not UCUM, the number and code as written', async () => {
+      expect(await ids('value-quantity=5.4')).toEqual(['g-5.4', 'mg-5.4', 'other-system-5.4', 'unit-only-5.4']);
+      expect(await ids('value-quantity=0.0054')).toEqual(['g-0.0054']);
+      expect(await ids('value-quantity=5.4||mg')).toEqual(['mg-5.4', 'other-system-5.4', 'unit-only-5.4']);
+      expect(await ids('value-quantity=5.4|http://example.org/units|mg')).toEqual(['other-system-5.4']);
+      expect(await ids(`value-quantity=5|${UCUM}|mcg`)).toEqual(['mcg-5']);
+      // 5.0 mg is [4.95, 5.05) mg, which holds none of the amounts.
+      expect(await ids(`value-quantity=5.0|${UCUM}|mg`)).toEqual([]);
+      // A unit and a unitless test ORed: each on its own rows.
+      expect(await ids(`value-quantity=0.0054,5400|${UCUM}|ug`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+      expect(await ids(`value-quantity=5|${UCUM}|mcg,gt150|${UCUM}|[lb_av]`)).toEqual(['kg-70', 'lb-160', 'mcg-5']);
+    });
+
+    test(':missing and _sort read the values as written', async () => {
+      const sorted = ((await api.search(`Observation?code=${LOINC}|29463-7&_sort=value-quantity`)).entry ?? []).map((e: Json) => e.resource.id);
+      // As written: 60, 70 and 160, whatever their units.
+      expect(sorted).toEqual(['kg-60', 'kg-70', 'lb-160']);
+      expect(await ids(`value-quantity:missing=true&code=${LOINC}|85354-9`)).toEqual(['bp-120', 'bp-150']);
+    });
+
+    test('generated masses: each search finds what the LHC library converts into its unit', async () => {
+      const mistakes: string[] = [];
+      let compared = 0;
+      for (let i = 0; i < 40; i++) {
+        const unit = MASS_UNITS[(i * 5) % MASS_UNITS.length]!;
+        const prefix = ['eq', 'ne', 'gt', 'lt', 'ge', 'le'][i % 6]!;
+        const pick = MASSES[(i * 7) % MASSES.length]!;
+        const theirs = (m: { value: number; unit: string }) => lhc.convertUnitTo(m.unit, m.value, unit).toVal as number;
+        // Search at one of the stored amounts (eq, ne) or just above it, at 3 significant digits; its
+        // precision as search.html gives it (the decimals written, less the exponent).
+        const value = Number((theirs(pick) * (prefix === 'eq' || prefix === 'ne' ? 1 : 1.013)).toPrecision(3));
+        const [, fraction = '', exponent = '0'] = /^\d+(?:\.(\d+))?(?:e([+-]?\d+))?$/.exec(String(value))!;
+        const half = 0.5 * 10 ** -(fraction.length - Number(exponent));
+        const expected: string[] = [];
+        let clear = true;
+        for (const m of MASSES) {
+          const x = theirs(m);
+          const near = (b: number) => Math.abs(x - b) <= 1e-9 * Math.max(Math.abs(x), Math.abs(b));
+          if (near(value) && prefix !== 'eq' && prefix !== 'ne') clear = false;
+          if (near(value - half) || near(value + half)) clear = false;
+          const inRange = x >= value - half && x < value + half;
+          const hit = { eq: inRange, ne: !inRange, gt: x > value, lt: x < value, ge: x >= value, le: x <= value }[prefix]!;
+          if (hit) expected.push(m.id);
+        }
+        // A stored amount on a boundary would be decided by rounding, not by the rule: such a case is skipped.
+        if (!clear) continue;
+        const query = `code=${LOINC}|99999-9&value-quantity=${encodeURIComponent(`${prefix}${value}|${UCUM}|${unit}`)}`;
+        const got = await ids(query);
+        compared++;
+        if (JSON.stringify(got) !== JSON.stringify(expected.sort())) mistakes.push(`${query}: ${got.join(',')} against ${expected.join(',')}`);
+      }
+      expect(mistakes).toEqual([]);
+      expect(compared).toBeGreaterThan(30);
+    }, 60_000);
+
+    test('a scope filter with a UCUM unit admits the amounts in other units (the in-memory matcher)', async () => {
+      const heavy = fhirClient(t, await t.tokenFor('t1', [`system/Observation.rs?value-quantity=gt150|${UCUM}|[lb_av]`]));
+      expect((await heavy.get('Observation/kg-70')).status).toBe(200);
+      expect((await heavy.get('Observation/kg-60')).status).toBe(403);
+      expect(await ids(`code=${LOINC}|29463-7`, heavy)).toEqual(['kg-70', 'lb-160']);
+    });
+
+    test('_filter with a UCUM unit', async () => {
+      const filter = encodeURIComponent(`value-quantity gt 68|${UCUM}|kg or value-quantity eq 5.4|${UCUM}|mg`);
+      expect(await ids(`_filter=${filter}`)).toEqual(['g-0.0054', 'kg-70', 'lb-160', 'mg-5.4', 'ug-5400']);
+    });
+
+    test('a database of index model 4 gets the canonical rows by the reindex at start', async () => {
+      // As model 4 wrote them: no canonical rows.
+      const page = await t.store.resources.indexing.page(0, 1000);
+      await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+        const index = storedIndex(JSON.parse(r.content));
+        index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
+        index.composites = index.composites.filter((e) => !e.param.endsWith(canonicalParam('')));
+        return { type: r.type, id: r.id, index, compartments: [] };
+      })));
+      await t.store.resources.indexing.setState({ model: 4, after: 0 });
+      expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual([]);
+      const run = await reindex(t.store);
+      // Every Observation names UCUM but one (no system); the other-system one names none either.
+      expect(run).toMatchObject({ ran: true, rebuilt: FIXED.length + MASSES.length - 2 });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+    });
+  });
+}
+
+describe('the CapabilityStatement', () => {
+  test('says that quantity parameters compare UCUM units', async () => {
+    const { createTestApp } = await import('../helpers/app.ts');
+    const t = await createTestApp();
+    try {
+      const cs = (await (await t.request(`${t.fhir()}/metadata`)).json()) as Json;
+      const obs = cs.rest[0].resource.find((r: Json) => r.type === 'Observation');
+      const param = obs.searchParam.find((p: Json) => p.name === 'value-quantity');
+      expect(param.documentation).toContain('commensurable UCUM unit');
+      expect(obs.searchParam.find((p: Json) => p.name === 'date').documentation).not.toContain('UCUM');
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -1,0 +1,132 @@
+/**
+ * UCUM canonical units (src/fhir/ucum.ts), differentially against the LHC UCUM library
+ * (@lhncbc/ucum-lhc, the NLM's implementation of the same specification): for every pair of the units
+ * below, both agree whether the two are commensurable, and when they are, on the converted value.
+ */
+import { describe, expect, test } from 'bun:test';
+import ucum from '@lhncbc/ucum-lhc';
+import { canonicalUnit } from '../../src/fhir/ucum.ts';
+
+const lhc = ucum.UcumLhcUtils.getInstance();
+
+/** Units clinical data uses, every atom of the table once, prefixed forms and compound expressions. */
+const UNITS = [
+  // SI and prefixes
+  'm', 'cm', 'mm', 'um', 'nm', 'km', 'dam', 's', 'ms', 'us', 'g', 'kg', 'mg', 'ug', 'ng', 'pg', 'K', 'C', 'cd', 'rad', 'sr',
+  'mol', 'mmol', 'umol', 'nmol', 'pmol', 'Hz', 'kHz', 'N', 'Pa', 'kPa', 'hPa', 'J', 'kJ', 'W', 'mW', 'A', 'mA', 'V', 'mV', 'F',
+  'Ohm', 'S', 'Wb', 'T', 'H', 'lm', 'lx', 'Bq', 'MBq', 'Gy', 'mGy', 'Sv', 'mSv', 'deg', 'gon',
+  // volume, time, mass, pressure, energy
+  'l', 'L', 'dL', 'mL', 'uL', 'fL', 'ar', 'min', 'h', 'd', 'wk', 'a', 'a_t', 'a_j', 'a_g', 'mo', 'mo_s', 'mo_j', 'mo_g', 't', 'u',
+  'bar', 'mbar', 'atm', 'm[H2O]', 'cm[H2O]', 'm[Hg]', 'mm[Hg]', '[g]', 'gf', 'kgf', 'dyn', 'erg', 'P', 'cP', 'St', 'G', 'Ao', 'b',
+  'eV', 'keV', 'cal_th', 'cal_IT', 'cal', 'kcal', '[Cal]',
+  // chemistry, enzymes, radiation
+  'osm', 'mosm', 'kat', 'ukat', 'U', 'mU', 'g%', 'Ci', 'mCi', 'R', 'RAD', 'REM', 'eq', 'meq',
+  // customary
+  '[in_i]', '[ft_i]', '[yd_i]', '[mi_i]', '[nmi_i]', '[mil_i]', '[sin_i]', '[sft_i]', '[syd_i]', '[cin_i]', '[cft_i]', '[cyd_i]',
+  "[in_i'H2O]", "[in_i'Hg]", '[gal_us]', '[bbl_us]', '[qt_us]', '[pt_us]', '[gil_us]', '[foz_us]', '[fdr_us]', '[min_us]',
+  '[tbs_us]', '[tsp_us]', '[cup_us]', '[foz_m]', '[cup_m]', '[tsp_m]', '[tbs_m]', '[drp]', '[gal_br]', '[pt_br]', '[qt_br]',
+  '[gil_br]', '[foz_br]', '[gr]', '[lb_av]', '[oz_av]', '[dr_av]', '[scwt_av]', '[lcwt_av]', '[ston_av]', '[lton_av]',
+  '[stone_av]', '[degR]',
+  // numbers
+  '1', '%', '[ppth]', '[ppm]', '[ppb]', '[pptr]', '[pi]', '10*3', '10*6', '10*-3', '10^3',
+  // compound
+  'mg/dL', 'g/L', 'g/dL', 'ug/mL', 'ng/mL', 'mmol/L', 'umol/L', 'mol/m3', 'mmol/mol', 'kg/m2', 'g/m2', 'mL/min', 'L/min',
+  'mL/min/{1.73_m2}', 'mL/(min.{1.73_m2})', '/min', '{beats}/min', 's-1', '/h', '10*9/L', '10*3/uL', '10*12/L', '/uL', '{cells}/uL',
+  'm/s', 'km/h', 'm/s2', 'kg.m/s2', 'mg/(kg.d)', 'ug/kg/min', 'U/L', 'ukat/L', 'mosm/kg', 'meq/L', 'cm2', 'm3', 'dm3',
+  'g.m-3', 'kg.m-3', 'J/kg', 'W/m2', 'L/s', '[lb_av]/[in_i]2', '[in_i]/s', '[ft_i]/min', 'mm[Hg]/s', 'kcal/d', '[Cal]/d',
+];
+
+/** One UCUM amount as the LHC library converts it, or undefined where it refuses. */
+function lhcConvert(from: string, value: number, to: string): number | undefined {
+  const r = lhc.convertUnitTo(from, value, to);
+  return r.status === 'succeeded' ? r.toVal : undefined;
+}
+
+const close = (a: number, b: number) => Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b));
+
+describe('UCUM canonical units against the LHC UCUM library', () => {
+  test('every unit of the list has a canonical form, and the library reads it too', () => {
+    const unread = UNITS.filter((u) => canonicalUnit(u) === undefined);
+    expect(unread).toEqual([]);
+    const lhcUnread = UNITS.filter((u) => lhc.validateUnitString(u).status !== 'valid');
+    expect(lhcUnread).toEqual([]);
+  });
+
+  test('each pair: commensurable for both or for neither, and the same value converted', () => {
+    const disagreements: string[] = [];
+    let compared = 0;
+    for (const a of UNITS) {
+      const ca = canonicalUnit(a)!;
+      for (const b of UNITS) {
+        const cb = canonicalUnit(b)!;
+        const value = 37.5;
+        const theirs = lhcConvert(a, value, b);
+        if ((theirs !== undefined) !== (ca.code === cb.code)) {
+          disagreements.push(`${a} -> ${b}: ours ${ca.code} / ${cb.code}, theirs ${theirs === undefined ? 'refused' : theirs}`);
+          continue;
+        }
+        if (theirs === undefined) continue;
+        compared++;
+        // The library's value in b, made canonical here, is this value in a made canonical.
+        if (!close(ca.convert(value), cb.convert(theirs))) disagreements.push(`${a} -> ${b}: ${ca.convert(value)} against ${cb.convert(theirs)}`);
+      }
+    }
+    expect(disagreements).toEqual([]);
+    expect(compared).toBeGreaterThan(1000);
+  });
+
+  test('temperatures: Cel and [degF] through kelvin, as the library converts them', () => {
+    for (const [from, to] of [['Cel', '[degF]'], ['[degF]', 'Cel'], ['Cel', 'K'], ['[degF]', 'K'], ['K', 'Cel'], ['[degR]', '[degF]']]) {
+      for (const v of [-40, 0, 36.6, 98.6, 451]) {
+        const theirs = lhcConvert(from!, v, to!);
+        expect(theirs).toBeDefined();
+        expect(close(canonicalUnit(from!)!.convert(v), canonicalUnit(to!)!.convert(theirs!))).toBe(true);
+      }
+    }
+    expect(canonicalUnit('Cel')!.code).toBe('K');
+  });
+});
+
+describe('UCUM canonical units', () => {
+  test('one amount written in different prefixes converts to the same number (15 significant digits)', () => {
+    const mg = canonicalUnit('mg')!;
+    const ug = canonicalUnit('ug')!;
+    const g = canonicalUnit('g')!;
+    expect(mg.convert(5.4)).toBe(0.0054);
+    expect(ug.convert(5400)).toBe(0.0054);
+    expect(g.convert(0.0054)).toBe(0.0054);
+    expect(canonicalUnit('kg')!.convert(Infinity)).toBe(Infinity);
+    expect(canonicalUnit('Cel')!.convert(-Infinity)).toBe(-Infinity);
+  });
+
+  test('annotations are the unit 1; the canonical code names base units with exponents', () => {
+    expect(canonicalUnit('{beats}/min')!.code).toBe(canonicalUnit('/min')!.code);
+    expect(canonicalUnit('{rbc}')!.code).toBe('1');
+    expect(canonicalUnit('mg/dL')!.code).toBe('g.m-3');
+    expect(canonicalUnit('mmol/L')!.code).toBe('m-3.mol');
+    expect(canonicalUnit('kPa')!.code).toBe(canonicalUnit('mm[Hg]')!.code);
+  });
+
+  test('an arbitrary unit is commensurable with its own prefixed forms only', () => {
+    const a = canonicalUnit('m[IU]/mL')!;
+    const b = canonicalUnit('[IU]/L')!;
+    expect(a.code).toBe(b.code);
+    expect(a.convert(2)).toBe(b.convert(2));
+    expect(canonicalUnit("[arb'U]/L")!.code).not.toBe(b.code);
+    expect(canonicalUnit('[iU]')!.code).not.toBe(canonicalUnit('1')!.code);
+  });
+
+  test('what is not a unit this reads has no canonical form', () => {
+    for (const code of ['', 'mcg', 'mEq/L', 'Cel/h', 'mCel', '2[degF]', 'm(', '(m', 'm)', '[in_i', '{x', 'kg..m', '/', 'g/', '.g', 'xyz', 'dam2x', 'x'.repeat(300)]) {
+      expect(canonicalUnit(code)).toBeUndefined();
+    }
+  });
+
+  test('a metric atom takes one prefix, a customary one none', () => {
+    expect(canonicalUnit('kkg')).toBeUndefined();
+    expect(canonicalUnit('k[lb_av]')).toBeUndefined();
+    expect(canonicalUnit('kmin')).toBeUndefined();
+    expect(canonicalUnit('cd')!.code).toBe('cd');
+    expect(canonicalUnit('Pa')!.code).toBe('g.m-1.s-2');
+  });
+});

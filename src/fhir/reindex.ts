@@ -1,4 +1,4 @@
-import type { Store } from '../store/types.ts';
+import type { IndexTable, Store } from '../store/types.ts';
 import { compartmentsOf, storedIndex } from './indexer.ts';
 import { UCUM_SYSTEM } from './ucum.ts';
 
@@ -15,27 +15,40 @@ export const INDEX_MODEL = 5;
 
 /**
  * Which stored resources each model's change touches, by a test of their stored JSON: true for every
- * resource whose rows may differ from the model before (it may name more). A reindex from an older
+ * resource whose rows may differ from the model before (it may name more); and the index tables whose
+ * rows it changes, when not all of them (nor the words or the compartments). A reindex from an older
  * model rebuilds the resources that a test of a model after it names, every resource when one of those
- * models has none (models 1 and 2 changed rows of every resource); a forced one rebuilds every resource.
+ * models has none (models 1 and 2 changed rows of every resource), and of those only the tables the
+ * models name, when each names some; a forced one rebuilds every resource, every row.
  */
-const MODEL_CHANGES: Record<number, ((content: string) => boolean) | undefined> = {
-  // An Identifier with a type that has a text: `"type":{...,"text":...}`.
-  3: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content),
-  // A Location's position: `"position":{...}`.
-  4: (content) => POSITION.test(content),
-  // A UCUM quantity names its system: `"system":"http://unitsofmeasure.org"`.
-  5: (content) => content.includes(UCUM_SYSTEM),
+const MODEL_CHANGES: Record<number, { touches: (content: string) => boolean; tables?: IndexTable[] } | undefined> = {
+  // An Identifier with a type that has a text: `"type":{...,"text":...}`; its token rows' display.
+  3: { touches: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content), tables: ['search_index'] },
+  // A Location's position: `"position":{...}`; a range row of `near`.
+  4: { touches: (content) => POSITION.test(content), tables: ['search_range'] },
+  // A UCUM quantity names its system (`"system":"http://unitsofmeasure.org"`); canonical range and composite rows.
+  5: { touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'] },
 };
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
 
+/** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */
+export function tablesSince(model: number): IndexTable[] | undefined {
+  const tables = new Set<IndexTable>();
+  for (let m = model + 1; m <= INDEX_MODEL; m++) {
+    const changed = MODEL_CHANGES[m]?.tables;
+    if (!changed) return undefined;
+    for (const t of changed) tables.add(t);
+  }
+  return [...tables];
+}
+
 /** The resources a reindex from `model` must rebuild (see MODEL_CHANGES). */
 export function touchedSince(model: number): (content: string) => boolean {
   const tests: ((content: string) => boolean)[] = [];
   for (let m = model + 1; m <= INDEX_MODEL; m++) {
-    const test = MODEL_CHANGES[m];
+    const test = MODEL_CHANGES[m]?.touches;
     if (!test) return () => true;
     tests.push(test);
   }
@@ -70,6 +83,7 @@ export async function reindex(
   const state = await indexing.state();
   if (!opts.force && state.model >= INDEX_MODEL) return { ran: false, done: 0, rebuilt: 0 };
   const touched = opts.force ? () => true : touchedSince(state.model);
+  const tables = opts.force ? undefined : tablesSince(state.model);
   let after = opts.force ? 0 : state.after;
   let done = 0;
   let rebuilt = 0;
@@ -84,7 +98,7 @@ export async function reindex(
       (byTenant.get(row.tenant) ?? byTenant.set(row.tenant, []).get(row.tenant)!).push(item);
       rebuilt++;
     }
-    for (const [tenant, items] of byTenant) await store.resources.write(tenant, (w) => w.replaceIndex(items));
+    for (const [tenant, items] of byTenant) await store.resources.write(tenant, (w) => w.replaceIndex(items, tables));
     after = page[page.length - 1]!.pk;
     done += page.length;
     await indexing.setState({ model: state.model, after });

@@ -53,3 +53,10 @@ export function columnsOf(spec: IndexTableSpec): string[] {
 export function rowCount(index: IndexRows): number {
   return index.tokens.length + index.strings.length + index.ranges.length + index.composites.length;
 }
+
+/** `index` with the rows of `tables` alone (no words): what a reindex of those tables writes. */
+export function onlyTables(index: IndexRows, tables: readonly IndexTable[]): IndexRows {
+  const out: IndexRows = { tokens: [], strings: [], ranges: [], composites: [] };
+  for (const spec of INDEX_TABLES) if (tables.includes(spec.table)) (out[spec.rows] as unknown[]) = index[spec.rows];
+  return out;
+}

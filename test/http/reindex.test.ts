@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { indexEntries, storedIndex } from '../../src/fhir/indexer.ts';
-import { INDEX_MODEL, reindex, touchedSince } from '../../src/fhir/reindex.ts';
+import { INDEX_MODEL, reindex, tablesSince, touchedSince } from '../../src/fhir/reindex.ts';
 import { NO_INDEX_ROWS, type Store } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -134,6 +134,17 @@ describe('touchedSince', () => {
     expect(since2('{"identifier":[{"type":{"coding":[{"code":"MR"}]},"value":"1"}]}')).toBe(false);
     expect(since2('{"subject":{"reference":"Patient/1","type":"Patient"},"note":[{"text":"x"}]}')).toBe(false);
     expect(touchedSince(INDEX_MODEL)('{"identifier":[{"type":{"text":"MRN"}}]}')).toBe(false);
+  });
+
+  test('a reindex from model 2 or later rewrites the tables its models name; from model 0 or 1 every row', () => {
+    expect(tablesSince(0)).toBeUndefined();
+    expect(tablesSince(1)).toBeUndefined();
+    expect(tablesSince(2)!.sort()).toEqual(['search_composite', 'search_index', 'search_range']);
+    expect(tablesSince(3)!.sort()).toEqual(['search_composite', 'search_range']);
+    expect(tablesSince(4)!.sort()).toEqual(['search_composite', 'search_range']);
+    expect(tablesSince(INDEX_MODEL)).toEqual([]);
+    expect(touchedSince(4)('{"valueQuantity":{"value":1,"system":"http://unitsofmeasure.org","code":"mg"}}')).toBe(true);
+    expect(touchedSince(4)('{"valueQuantity":{"value":1,"unit":"mg"}}')).toBe(false);
   });
 });
 

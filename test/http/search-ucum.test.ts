@@ -42,7 +42,7 @@ const FIXED: Json[] = [
   // The same number and unit text, but no UCUM system: compared as written, as before.
   observation('unit-only-5.4', { value: 5.4, unit: 'mg' }),
   observation('other-system-5.4', q(5.4, 'mg', 'http://example.org/units')),
-  observation('kg-70', q(70, 'kg', UCUM), '29463-7'),
+  { ...observation('kg-70', q(70, 'kg', UCUM), '29463-7'), subject: { reference: 'Patient/p1' } },
   observation('kg-60', q(60, 'kg', UCUM), '29463-7'),
   observation('lb-160', q(160, '[lb_av]', UCUM), '29463-7'),
   observation('cel-37', q(37, 'Cel'), '8310-5'),
@@ -81,6 +81,7 @@ for (const target of targets) {
 
     beforeAll(async () => {
       ({ t, api } = await appOnFresh(target));
+      await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Weight' }] });
       for (const o of FIXED) await api.put200(o);
       for (const m of MASSES) await api.put200(observation(m.id, q(m.value, m.unit), '99999-9'));
     }, 60_000);
@@ -181,22 +182,27 @@ for (const target of targets) {
       expect(await ids(`_filter=${filter}`)).toEqual(['g-0.0054', 'kg-70', 'lb-160', 'mg-5.4', 'ug-5400']);
     });
 
-    test('a database of index model 4 gets the canonical rows by the reindex at start', async () => {
-      // As model 4 wrote them: no canonical rows.
+    test('a database of index model 4 gets the canonical rows by the reindex at start, its other rows kept', async () => {
+      // As model 4 wrote them: no canonical rows (its range and composite rows replaced, the rest kept).
       const page = await t.store.resources.indexing.page(0, 1000);
       await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
         const index = storedIndex(JSON.parse(r.content));
         index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
         index.composites = index.composites.filter((e) => !e.param.endsWith(canonicalParam('')));
         return { type: r.type, id: r.id, index, compartments: [] };
-      })));
+      }), ['search_range', 'search_composite']));
       await t.store.resources.indexing.setState({ model: 4, after: 0 });
       expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual([]);
       const run = await reindex(t.store);
-      // Every Observation names UCUM but one (no system); the other-system one names none either.
+      // Every Observation names UCUM but two (one without a system, one of another system).
       expect(run).toMatchObject({ ran: true, rebuilt: FIXED.length + MASSES.length - 2 });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       expect(await ids(`value-quantity=0.0054|${UCUM}|g`)).toEqual(['g-0.0054', 'mg-5.4', 'ug-5400']);
+      // Only the range and composite rows were rebuilt: the tokens, words and compartments are as they were.
+      expect(await ids(`code=${LOINC}|29463-7`)).toEqual(['kg-60', 'kg-70', 'lb-160']);
+      expect((await ids('_content=final')).length).toBe(FIXED.length + MASSES.length);
+      const compartment = ((await api.search('Patient/p1/Observation')).entry ?? []).map((e: Json) => e.resource.id);
+      expect(compartment).toEqual(['kg-70']);
     });
   });
 }

@@ -1,5 +1,5 @@
 /** Resources: versions, the transactional writer, reads, search, history and index maintenance. */
-import type { IndexRows, SearchQuery } from './search.ts';
+import type { IndexRows, IndexTable, SearchQuery } from './search.ts';
 import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
 
 /** One stored version of a resource. `content` is the resource JSON text exactly as served. */
@@ -50,9 +50,10 @@ export interface ResourceWriter {
    * Replaces the index and compartment rows of current, live resources (reindexing), leaving their
    * versions alone; resources that no longer exist or are deleted are skipped, and so is one whose
    * current version is not the item's `versionId` when given (it changed after the reindexer read it,
-   * and its own write indexed it).
+   * and its own write indexed it). With `tables`, only the rows of those index tables are replaced
+   * (the items' other rows are ignored), and the words and compartments are kept as they are.
    */
-  replaceIndex(items: { type: string; id: string; versionId?: number; index: IndexRows; compartments: string[] }[]): Promise<void>;
+  replaceIndex(items: { type: string; id: string; versionId?: number; index: IndexRows; compartments: string[] }[], tables?: readonly IndexTable[]): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */

@@ -1,7 +1,7 @@
 import { specOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
-import type { VersionToWrite } from '../types.ts';
+import type { IndexTable, VersionToWrite } from '../types.ts';
 import type { PgTx } from './db.ts';
 
 const TOKENS = specOf('tokens');
@@ -101,6 +101,11 @@ export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, ro
     )
     INSERT INTO compartments (res, tenant, patient, type)
     SELECT e.res, ${tenant}, e.patient, e.type FROM unnest(${cmp.ref}::bigint[], ${cmp.patient}::text[], ${cmp.type}::text[]) AS e(res, patient, type)`;
+}
+
+/** Deletes the rows of these index tables of these resource rows. */
+export async function deleteTableRows(tx: PgTx, pks: number[], tables: readonly IndexTable[]): Promise<void> {
+  for (const table of tables) await tx`DELETE FROM ${tx(table)} WHERE res = ANY(${pks}::bigint[])`;
 }
 
 /** Deletes every index and compartment row of these resource rows. */

@@ -1,10 +1,11 @@
 import postgres from 'postgres';
 import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
 import { StoreConflictError } from '../types.ts';
+import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
-import { createLookupBatcher, deleteIndexRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { LockedRow } from './write-sql.ts';
 import type { PostgresKeys } from './search-keys.ts';
 
@@ -174,19 +175,22 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         return pk !== undefined;
       });
     }),
-    replaceIndex: mapped('reindex', async (items) => {
+    replaceIndex: mapped('reindex', async (items, tables) => {
       await flush();
       const rows = await lockVersions(tx, tenant, items);
       const byKey = new Map(rows.filter((r) => !r.deleted).map((r) => [keyOf(r.type, r.id), r]));
       const versions = items.flatMap((item) => {
         const row = byKey.get(keyOf(item.type, item.id));
         if (!row || (item.versionId !== undefined && row.version_id !== item.versionId)) return [];
-        const v: VersionToWrite = { ...item, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
+        // With `tables`, the rows of those alone: no words, no compartments (they stay as they are).
+        const only = tables ? { index: onlyTables(item.index, tables), compartments: [] } : {};
+        const v: VersionToWrite = { ...item, ...only, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
         return [{ pk: row.pk, v }];
       });
       if (!versions.length) return;
       const indexKeys = await searchKeys.resolve(tenant, versions.map((x) => x.v));
-      await deleteIndexRows(tx, versions.map((x) => x.pk));
+      if (tables) await deleteTableRows(tx, versions.map((x) => x.pk), tables);
+      else await deleteIndexRows(tx, versions.map((x) => x.pk));
       await insertTokenAndCompartmentRows(tx, tenant, versions, indexKeys);
       await insertIndexRows(tx, tenant, versions, indexKeys);
     }),

@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'bun:sqlite';
-import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import type { CurrentVersion, IndexTable, ResourceWriter, VersionToWrite } from '../types.ts';
 import { StoreConflictError } from '../types.ts';
-import { columnsOf, INDEX_TABLES, rowsOf } from '../index-tables.ts';
+import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
 import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
@@ -122,6 +122,20 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
     known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
   }
 
+  /** replaceIndex of the rows of `tables` alone: the words and compartments stay. */
+  function replaceTables(items: Parameters<ResourceWriter['replaceIndex']>[0], tables: readonly IndexTable[]): void {
+    const specs = INDEX_TABLES.filter((t) => tables.includes(t.table));
+    const index = newIndexValues();
+    for (const item of items) {
+      const row = lookup(item.type, item.id);
+      if (!row || row.deleted || (item.versionId !== undefined && row.version_id !== item.versionId)) continue;
+      for (const t of specs) db.query(`DELETE FROM ${t.table} WHERE res = ?`).run(row.pk);
+      const v = { ...item, index: onlyTables(item.index, tables), compartments: [], versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
+      entryValues(v, row.pk, index, []);
+    }
+    addIndex(index);
+  }
+
   /** Flat index and compartment row values of `v` stored under `pk`. */
   function entryValues(v: VersionToWrite, pk: number, index: Value[][], compartments: Value[]): void {
     INDEX_TABLES.forEach((t, i) => {
@@ -210,8 +224,9 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       addText(text, text.length / 4 >= BULK_TEXT_ROWS);
       return inserted;
     },
-    async replaceIndex(items) {
+    async replaceIndex(items, tables) {
       if (!items.length) return;
+      if (tables) return replaceTables(items, tables);
       // A reindex deletes and writes again every resource's words. FTS5 rewrites a segment once a
       // tenth of its rows are deleted (`deletemerge`), so the segments of a large index were rewritten
       // again and again: about 40% of a reindex. The merge is left to one `optimize` after the run

@@ -7,7 +7,8 @@ import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { dateRange } from './dates.ts';
 import { isDomainResource, paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
-import { canonicalParam, canonicalQuantity, normalizeString, soundex } from './indexer.ts';
+import { canonicalParam, normalizeString, soundex } from './indexer.ts';
+import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
 import { parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
@@ -110,11 +111,10 @@ function quantityTest(param: string, raw: string): NumberTest {
     if (system) test.system = system;
     if (code) test.code = code;
   }
-  if (test.system === undefined || test.code === undefined) return test;
-  const range = canonicalQuantity(test.system, test.code, test.low, test.high);
-  if (!range) return test;
-  const value = canonicalQuantity(test.system, test.code, test.value, test.value)!.low;
-  return { op: test.op, value, low: range.low, high: range.high, system: test.system, code: range.code, canonical: true };
+  const unit = test.system === UCUM_SYSTEM && test.code !== undefined ? canonicalUnit(test.code) : undefined;
+  if (!unit) return test;
+  const { op, value, low, high } = test;
+  return { op, value: unit.convert(value), low: unit.convert(low), high: unit.convert(high), system: UCUM_SYSTEM, code: unit.code, canonical: true };
 }
 
 /** Tests (ORed) split by whether they read canonical rows: those on `param`'s, and those on its canonical rows. */

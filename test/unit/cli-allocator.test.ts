@@ -42,7 +42,9 @@ async function commandEnvironment(words: string[], env: Record<string, string> =
   // Until it exits: the last environment read is the command's own (after any execve, same pid).
   while (child.exitCode === null) {
     try {
-      seen = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0').filter((e) => e.startsWith(`${PURGE_DELAY}=`));
+      const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8');
+      // An exited process not yet reaped reads as empty: the last environment seen stands.
+      if (environ) seen = environ.split('\0').filter((e) => e.startsWith(`${PURGE_DELAY}=`));
     } catch {
       break;
     }

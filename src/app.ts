@@ -14,6 +14,7 @@ import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
 import { validateCapability } from './fhir/validate-operation.ts';
+import { gatedStore, type Rebuilding } from './fhir/reindex.ts';
 import { FhirError } from './errors.ts';
 import { exportCapability } from './export/capability.ts';
 import { openSink, type ExportSink } from './export/sink.ts';
@@ -53,6 +54,11 @@ export interface AppDeps {
    * share one between apps.
    */
   core?: CoreBundle;
+  /**
+   * Defined while a reindex runs beside the server (`serve` at start): searches reading rows it has not
+   * rebuilt answer 503 (src/fhir/reindex.ts gatedStore) and /readyz reports its progress.
+   */
+  rebuilding?: () => Rebuilding | undefined;
   /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
   hotRoutes?: boolean;
 }
@@ -76,7 +82,8 @@ function toRequest(input: string | URL | Request, init?: RequestInit): Request {
 
 /** Builds the app with no globals: two apps can live in one process. */
 export function createApp(deps: AppDeps): App {
-  const { config, store, clock, log } = deps;
+  const { config, clock, log } = deps;
+  const store = deps.rebuilding ? gatedStore(deps.store, deps.rebuilding) : deps.store;
   const limits = bodyLimits(config);
   const exportSink = deps.exportSink ?? openSink(config.exportStorage, {}, store);
   if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
@@ -92,7 +99,7 @@ export function createApp(deps: AppDeps): App {
   });
   const recorder = requestRecorder(log, metrics);
   app.use('*', requestContext(recorder));
-  app.route('/', opsRoutes(store, exportSink, metrics, deps.isDraining ?? (() => false)));
+  app.route('/', opsRoutes(store, exportSink, metrics, deps.isDraining ?? (() => false), deps.rebuilding));
   app.route('/', oauthRoutes(authDeps));
   app.route('/', authorizeRoutes(authDeps));
 

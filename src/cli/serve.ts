@@ -1,8 +1,10 @@
-import { reindex } from '../fhir/reindex.ts';
+import { INDEX_MODEL, reindex, type Rebuilding } from '../fhir/reindex.ts';
 import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
 import { CONFIG_KEYS, configEnv, flagName, fhirBaseOf } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
+import type { Logger } from '../log.ts';
+import type { Store } from '../store/types.ts';
 import { bootstrap } from './bootstrap.ts';
 import type { Command, Options } from './command.ts';
 import { openContext } from './context.ts';
@@ -32,18 +34,12 @@ export const serveCommand: Command = {
     // A sibling's settings come from the first process, which has migrated the database already.
     const { config, log, store, keys, clock } = await openContext(io, flags, !sibling);
     await keys.init();
+    // A database holding index rows of an older model is reindexed beside the server, which answers
+    // meanwhile: only searches reading rows not yet rebuilt wait (503, src/fhir/reindex.ts gatedStore).
+    let rebuilding: Rebuilding | undefined;
     if (!sibling) {
-      // A database holding index rows of an older model is reindexed before the server answers searches.
-      // Progress every 5 s (a batch is 2,000 resources: a line each would be hundreds on a large database).
-      let logged = performance.now();
-      const result = await reindex(store, {
-        onProgress: ({ done, rebuilt }) => {
-          if (performance.now() - logged < 5000) return;
-          logged = performance.now();
-          log.info('reindexing search index', { examined: done, rebuilt });
-        },
-      });
-      if (result.ran) log.info('search index rebuilt', { resources: result.rebuilt, examined: result.done });
+      const { model } = await store.resources.indexing.state();
+      if (model < INDEX_MODEL) rebuilding = { from: model, examined: 0 };
       else {
         // A database that never had statistics (loaded with autovacuum off) gets them, in the background.
         store.resources.indexing.analyze({ onlyMissing: true }).then(
@@ -54,9 +50,14 @@ export const serveCommand: Command = {
     }
     const first = sibling ? null : await bootstrap(store, clock);
     let draining = false;
+    const stopReindex = new AbortController();
+    const reindexed = Promise.withResolvers<void>();
     const metrics = createMetrics();
-    const exports = startExportServices({ config, store, clock, log, env: io.env, background: !sibling });
-    const app = createApp({ config, store, keys, clock, log, metrics, isDraining: () => draining, exportSink: exports.sink });
+    // Export workers search outside the server's gate: they begin once the index is rebuilt.
+    const exports = startExportServices({ config, store, clock, log, env: io.env, background: !sibling, after: reindexed.promise });
+    const app = createApp({
+      config, store, keys, clock, log, metrics, isDraining: () => draining, exportSink: exports.sink, rebuilding: () => rebuilding,
+    });
     const shared = sibling || config.processes > 1;
     const server = Bun.serve({
       port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
@@ -66,10 +67,13 @@ export const serveCommand: Command = {
       store.oauth.purgeExpired(clock.now()).catch((err: unknown) => log.warn('purging expired OAuth state failed', { err }));
     }, 10 * 60_000);
     purge?.unref();
-    // The siblings bind the port this process got (it may have asked for port 0).
-    const siblings: Siblings | null = !sibling && config.processes > 1
-      ? startSiblings({ count: config.processes - 1, env: { ...io.env, ...configEnv(config), CINDER_PORT: String(server.port) }, log })
-      : null;
+    // The siblings bind the port this process got (it may have asked for port 0), once the index is
+    // rebuilt (they do not gate their searches).
+    let siblings: Siblings | null = null;
+    void reindexed.promise.then(() => {
+      if (draining || sibling || config.processes <= 1) return;
+      siblings = startSiblings({ count: config.processes - 1, env: { ...io.env, ...configEnv(config), CINDER_PORT: String(server.port) }, log });
+    });
     const fhirBase = fhirBaseOf(config.baseUrl, 'default');
     if (first) {
       io.stdout(
@@ -82,14 +86,24 @@ export const serveCommand: Command = {
       url: `http://${config.host}:${server.port}`, baseUrl: config.baseUrl, database: store.kind,
       ...(sibling ? { sibling: io.env[SIBLING_ENV] } : { processes: config.processes }),
     });
+    let reindexing = Promise.resolve();
+    if (!rebuilding) reindexed.resolve();
+    else {
+      reindexing = rebuildBeside(store, rebuilding, log, stopReindex.signal).then((done) => {
+        if (done) rebuilding = undefined;
+        reindexed.resolve();
+      });
+    }
     await new Promise<void>((resolve) => {
       const stop = async (signal: string) => {
         if (draining) return;
         draining = true;
         clearInterval(purge);
+        stopReindex.abort();
         log.info('draining', { signal });
         // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
-        await Promise.all([server.stop(false), exports.stop(), siblings?.stop()]);
+        // A reindex stops after its batch; the next start resumes it.
+        await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing]);
         await store.close();
         log.info('stopped');
         resolve();
@@ -102,3 +116,43 @@ export const serveCommand: Command = {
     return 0;
   },
 };
+
+/** Resources per reindex batch beside a server: a batch's indexing holds the event loop (2,000 about 4 × as long). */
+const SERVING_BATCH = 500;
+/** Wait before a reindex that failed (a database outage) starts again from where it stopped. */
+const RETRY_MS = 10_000;
+
+/**
+ * Runs the start-up reindex while the server answers, updating `progress` (what /readyz reports), logging
+ * every 5 s, and trying again after a failure until it is done (true) or `signal` stops it (false).
+ */
+async function rebuildBeside(store: Store, progress: Rebuilding, log: Logger, signal: AbortSignal): Promise<boolean> {
+  log.info('rebuilding search index beside the server', { fromModel: progress.from, toModel: INDEX_MODEL });
+  let logged = performance.now();
+  let before = 0;
+  while (!signal.aborted) {
+    try {
+      const result = await reindex(store, {
+        batch: SERVING_BATCH, signal,
+        onProgress: ({ done, rebuilt }) => {
+          progress.examined = before + done;
+          if (performance.now() - logged < 5000) return;
+          logged = performance.now();
+          log.info('reindexing search index', { examined: progress.examined, rebuilt });
+        },
+      });
+      if (result.stopped) return false;
+      log.info('search index rebuilt', { resources: result.rebuilt, examined: before + result.done });
+      return true;
+    } catch (err) {
+      if (signal.aborted) return false;
+      before = progress.examined;
+      log.warn('reindexing failed; it resumes where it stopped', { err, retryInMs: RETRY_MS });
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, RETRY_MS);
+        signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+      });
+    }
+  }
+  return false;
+}

@@ -20,6 +20,11 @@ export function startExportServices(o: {
   config: Config; store: Store; clock: Clock; log: Logger; env: Record<string, string | undefined>;
   /** false: only the sink (for serving downloads); no worker pool, no clean-up (a sibling server process). */
   background?: boolean;
+  /**
+   * The background work begins once this settles: the reindex `serve` runs at start (an export's
+   * `_typeFilter` is a search, and a worker's searches bypass the server's gate, src/fhir/reindex.ts).
+   */
+  after?: Promise<unknown>;
 }) {
   const background = o.background !== false;
   const env = storageEnv(o.env);
@@ -30,12 +35,22 @@ export function startExportServices(o: {
     init: { ...runSettings(o.config), databaseUrl: o.config.databaseUrl, exportStorage: o.config.exportStorage, env, logLevel: o.config.logLevel },
     store: o.store, clock: o.clock, log,
   });
-  if (background && o.config.exportWorkers > 0) pool.start();
-  const gc = !background ? { stop() {} } : scheduleExportGc({ store: o.store, sink, clock: o.clock, log, retentionMs: o.config.exportFileTtl * 1000 });
+  let gc = { stop() {} };
+  let stopped = false;
+  const begin = () => {
+    if (stopped) return;
+    if (o.config.exportWorkers > 0) pool.start();
+    gc = scheduleExportGc({ store: o.store, sink, clock: o.clock, log, retentionMs: o.config.exportFileTtl * 1000 });
+  };
+  if (background) {
+    if (o.after) o.after.then(begin, begin);
+    else begin();
+  }
   return {
     sink,
     /** Stops collecting and hands running jobs back (another process, or this one after restart, resumes them). */
     async stop(): Promise<void> {
+      stopped = true;
       gc.stop();
       await pool.stop();
     },

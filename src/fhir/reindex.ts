@@ -1,5 +1,7 @@
+import { FhirError } from '../errors.ts';
+import type { Condition, SearchQuery } from '../store/interface/search.ts';
 import type { IndexTable, Store } from '../store/types.ts';
-import { compartmentsOf, storedIndex } from './indexer.ts';
+import { canonicalParam, compartmentsOf, storedIndex } from './indexer.ts';
 import { UCUM_SYSTEM } from './ucum.ts';
 
 /**
@@ -14,21 +16,38 @@ import { UCUM_SYSTEM } from './ucum.ts';
 export const INDEX_MODEL = 5;
 
 /**
- * Which stored resources each model's change touches, by a test of their stored JSON: true for every
- * resource whose rows may differ from the model before (it may name more); and the index tables whose
- * rows it changes, when not all of them (nor the words or the compartments). A reindex from an older
- * model rebuilds the resources that a test of a model after it names, every resource when one of those
- * models has none (models 1 and 2 changed rows of every resource), and of those only the tables the
- * models name, when each names some; a forced one rebuilds every resource, every row.
+ * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
+ * rows may differ from the model before (it may name more); none: every resource. `tables`: the index
+ * tables whose rows it changes, when not all of them (nor the words or the compartments). `reads`: the
+ * search conditions that read the rows it changed, which give incomplete answers until a reindex from an
+ * older model is done (`serve` answers every other search meanwhile: gatedStore); none: every condition.
+ * A reindex from an older model rebuilds the resources that a test of a model after it names, every
+ * resource when one of those models has none (model 1 changed rows of every resource), and of those only
+ * the tables the models name, when each names some; a forced one rebuilds every resource, every row.
  */
-const MODEL_CHANGES: Record<number, { touches: (content: string) => boolean; tables?: IndexTable[] } | undefined> = {
+interface ModelChange {
+  touches?: (content: string) => boolean;
+  tables?: IndexTable[];
+  reads?: (c: Condition) => boolean;
+}
+
+const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
+  // The words of `_text` and `_content` (search_text), of every resource.
+  2: { reads: (c) => c.kind === 'text' },
   // An Identifier with a type that has a text: `"type":{...,"text":...}`; its token rows' display.
-  3: { touches: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content), tables: ['search_index'] },
+  3: { touches: (content) => TYPE_OBJECT.test(content) && TEXT_FIELD.test(content), tables: ['search_index'], reads: (c) => c.kind === 'token-text' },
   // A Location's position: `"position":{...}`; a range row of `near`.
-  4: { touches: (content) => POSITION.test(content), tables: ['search_range'] },
+  4: {
+    touches: (content) => POSITION.test(content), tables: ['search_range'],
+    reads: (c) => c.kind === 'near' || (c.kind === 'missing' && c.params.includes('near')),
+  },
   // A UCUM quantity names its system (`"system":"http://unitsofmeasure.org"`); canonical range and composite rows.
-  5: { touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'] },
+  5: {
+    touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'],
+    reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
+  },
 };
+const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
@@ -77,8 +96,9 @@ export interface ReindexProgress {
  * INDEX_MODEL, unless `force` (which starts from the first row and rebuilds every resource).
  */
 export async function reindex(
-  store: Store, opts: { force?: boolean; batch?: number; onProgress?: (p: ReindexProgress) => void } = {},
-): Promise<{ ran: boolean; done: number; rebuilt: number }> {
+  store: Store,
+  opts: { force?: boolean; batch?: number; onProgress?: (p: ReindexProgress) => void; signal?: AbortSignal } = {},
+): Promise<{ ran: boolean; done: number; rebuilt: number; stopped?: true }> {
   const indexing = store.resources.indexing;
   const state = await indexing.state();
   if (!opts.force && state.model >= INDEX_MODEL) return { ran: false, done: 0, rebuilt: 0 };
@@ -88,6 +108,8 @@ export async function reindex(
   let done = 0;
   let rebuilt = 0;
   for (;;) {
+    // Stopped (serve draining): the position of the last batch stands, and the next run resumes there.
+    if (opts.signal?.aborted) return { ran: true, done, rebuilt, stopped: true };
     const page = await indexing.page(after, opts.batch ?? BATCH);
     if (page.length === 0) break;
     const byTenant = new Map<string, { type: string; id: string; versionId: number; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
@@ -108,4 +130,72 @@ export async function reindex(
   // Index rows were replaced: the planner's statistics of them are stale.
   if (rebuilt > 0) await indexing.analyze();
   return { ran: true, done, rebuilt };
+}
+
+/** A reindex running beside the server: the model the rows followed when it started, and its progress. */
+export interface Rebuilding {
+  from: number;
+  examined: number;
+}
+
+/** Whether any condition of `conditions`, or one they nest, satisfies `test`. */
+function anyCondition(conditions: readonly Condition[], test: (c: Condition) => boolean): boolean {
+  return conditions.some((c) => {
+    switch (c.kind) {
+      case 'or': return anyCondition(c.any, test);
+      case 'and': return anyCondition(c.all, test);
+      case 'not': return anyCondition([c.condition], test);
+      case 'chain': case 'has': return anyCondition(c.where, test);
+      default: return test(c);
+    }
+  });
+}
+
+/**
+ * Whether a search reads index rows that a reindex from `model` has not rebuilt yet: a condition that a
+ * later model's `reads` names, or any search when a later model names none.
+ */
+export function readsRebuiltRows(model: number, query: SearchQuery): boolean {
+  const reads: ((c: Condition) => boolean)[] = [];
+  for (let m = model + 1; m <= INDEX_MODEL; m++) {
+    const test = MODEL_CHANGES[m]?.reads;
+    if (!test) return true;
+    reads.push(test);
+  }
+  return anyCondition(query.where ?? [], (c) => reads.some((r) => r(c)));
+}
+
+/** Seconds a client is asked to wait (Retry-After) for a search that reads rows being rebuilt. */
+const RETRY_AFTER_S = 30;
+
+/**
+ * The store a server answers with while a reindex runs beside it (`rebuilding()` defined): reads,
+ * writes, history and every search the older rows answer completely go on as usual (the writes index in
+ * the new model, and the reindex keeps a row a later write gave: replaceIndex compares versions), and a
+ * search or count reading rows the reindex has not rebuilt yet answers 503 with Retry-After, never an
+ * incomplete result (so neither does a conditional create, `_include`, nor `$everything` that runs one).
+ */
+export function gatedStore(store: Store, rebuilding: () => Rebuilding | undefined): Store {
+  const resources = store.resources;
+  const check = (query: SearchQuery) => {
+    const r = rebuilding();
+    if (!r || !readsRebuiltRows(r.from, query)) return;
+    throw new FhirError(
+      'unavailable',
+      `The search index is being rebuilt for this version of Cinder (${r.examined} resources examined so far), and this search reads rows not yet rebuilt; try again later`,
+      { headers: { 'Retry-After': String(RETRY_AFTER_S) } },
+    );
+  };
+  const gated: Store['resources'] = {
+    ...resources,
+    async search(tenant, query) {
+      check(query);
+      return resources.search(tenant, query);
+    },
+    async count(tenant, query) {
+      check(query);
+      return resources.count(tenant, query);
+    },
+  };
+  return Object.create(store, { resources: { value: gated, enumerable: true } }) as Store;
 }

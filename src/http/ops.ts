@@ -1,10 +1,17 @@
 import { Hono } from 'hono';
 import type { ExportSink } from '../export/sink.ts';
+import type { Rebuilding } from '../fhir/reindex.ts';
 import type { Store } from '../store/types.ts';
 import type { Metrics } from './metrics.ts';
 
-/** `/healthz` (process up), `/readyz` (database and export storage reachable), `/metrics` (Prometheus text). */
-export function opsRoutes(store: Store, exportSink: ExportSink, metrics: Metrics, isDraining: () => boolean): Hono {
+/**
+ * `/healthz` (process up), `/readyz` (database and export storage reachable; while the search index is
+ * rebuilt beside the server, `searchIndex` says so and how far it got: the server answers meanwhile),
+ * `/metrics` (Prometheus text).
+ */
+export function opsRoutes(
+  store: Store, exportSink: ExportSink, metrics: Metrics, isDraining: () => boolean, rebuilding: () => Rebuilding | undefined = () => undefined,
+): Hono {
   const app = new Hono();
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
@@ -19,7 +26,9 @@ export function opsRoutes(store: Store, exportSink: ExportSink, metrics: Metrics
     } catch {
       return c.json({ status: 'unavailable', database: store.kind, exportStorage: exportSink.kind, unavailable: 'export storage' }, 503);
     }
-    return c.json({ status: 'ok', database: store.kind, exportStorage: exportSink.kind });
+    const r = rebuilding();
+    const searchIndex = r ? { searchIndex: { status: 'rebuilding', examined: r.examined } } : {};
+    return c.json({ status: 'ok', database: store.kind, exportStorage: exportSink.kind, ...searchIndex });
   });
   app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' }));
   return app;

@@ -1,0 +1,204 @@
+/**
+ * Serving while the search index is rebuilt (`cinder serve` on a database of an older index model):
+ * reads, writes and every search the older rows answer completely go on; a search reading rows not yet
+ * rebuilt answers 503 with Retry-After, never an incomplete Bundle; /readyz reports the progress. And
+ * `cinder serve` itself listens before its reindex ends, and searches find the rebuilt rows after it.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { canonicalParam, storedIndex } from '../../src/fhir/indexer.ts';
+import { INDEX_MODEL, readsRebuiltRows, type Rebuilding } from '../../src/fhir/reindex.ts';
+import type { Condition } from '../../src/store/interface/search.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { createTestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { fhirClient, type Json } from '../helpers/fhir.ts';
+import { eventually } from '../helpers/processes.ts';
+
+const UCUM = 'http://unitsofmeasure.org';
+const LOINC = 'http://loinc.org';
+const observation = (id: string, mg: number): Json => ({
+  resourceType: 'Observation', id, status: 'final', subject: { reference: 'Patient/p1' },
+  code: { coding: [{ system: LOINC, code: '2345-7' }] }, valueQuantity: { value: mg, unit: 'mg', system: UCUM, code: 'mg' },
+});
+
+await eachStore((kind, fresh) => {
+  describe(`serving beside a reindex on ${kind}`, () => {
+    test('from model 4: only searches reading canonical quantity rows wait; reads, writes and other searches answer', async () => {
+      let rebuilding: Rebuilding | undefined = { from: 4, examined: 1_500 };
+      const t = await createTestApp({ store: await fresh(), rebuilding: () => rebuilding });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
+        await api.put200(observation('o1', 5.4));
+
+        const refused = async (query: string) => {
+          const res = await api.get(query);
+          expect(res.status).toBe(503);
+          expect(res.headers.get('retry-after')).toBe('30');
+          const outcome = (await res.json()) as Json;
+          expect(outcome.resourceType).toBe('OperationOutcome');
+          expect(outcome.issue[0].code).toBe('transient');
+          expect(outcome.issue[0].diagnostics).toContain('1500 resources examined');
+        };
+        // A UCUM unit reads the canonical rows model 5 added: directly, in a composite, under `_has`, in `_filter`.
+        await refused(`Observation?value-quantity=5.4|${UCUM}|mg`);
+        await refused(`Observation?value-quantity=5400|${UCUM}|ug&_summary=count`);
+        await refused(`Observation?code-value-quantity=${LOINC}|2345-7$5.4|${UCUM}|mg`);
+        await refused(`Patient?_has:Observation:subject:value-quantity=5.4|${UCUM}|mg`);
+        await refused(`Observation?_filter=${encodeURIComponent(`value-quantity eq 5.4|${UCUM}|mg`)}`);
+        // Conditional create runs the same search: it waits too, and creates nothing.
+        const conditional = await api.post('Observation', observation('ignored', 1), { 'If-None-Exist': `value-quantity=5.4|${UCUM}|mg` });
+        expect(conditional.status).toBe(503);
+
+        // Everything else answers as usual.
+        const ids = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id).sort();
+        expect(await ids('Observation?value-quantity=5.4')).toEqual(['o1']);
+        expect(await ids(`Observation?value-quantity=5.4||mg`)).toEqual(['o1']);
+        expect(await ids(`Observation?code=${LOINC}|2345-7&subject:Patient.name=chalmers`)).toEqual(['o1']);
+        expect(await ids('Observation?_include=Observation:subject')).toEqual(['o1', 'p1']);
+        expect(await ids('Patient?_has:Observation:subject:code=2345-7')).toEqual(['p1']);
+        expect(await ids('Patient/p1/Observation')).toEqual(['o1']);
+        expect((await api.get('Observation/o1')).status).toBe(200);
+        await api.put200(observation('o2', 7));
+        expect(await ids('Observation?value-quantity=gt6')).toEqual(['o2']);
+        expect((await api.get('Observation/o1/_history')).status).toBe(200);
+
+        const ready = await t.request('/readyz');
+        expect(ready.status).toBe(200);
+        expect(await ready.json()).toMatchObject({ status: 'ok', searchIndex: { status: 'rebuilding', examined: 1_500 } });
+
+        // Once the rebuild is done, the same searches answer (rows written meanwhile follow the new model).
+        rebuilding = undefined;
+        expect(await ids(`Observation?value-quantity=7000|${UCUM}|ug`)).toEqual(['o2']);
+        expect(await ids(`Observation?value-quantity=5400|${UCUM}|ug`)).toEqual(['o1']);
+        expect(await (await t.request('/readyz')).json()).not.toHaveProperty('searchIndex');
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('from model 0 (rows of every parameter changed): every search waits, reads and writes do not', async () => {
+      const t = await createTestApp({ store: await fresh(), rebuilding: () => ({ from: 0, examined: 0 }) });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
+        expect((await api.get('Patient/p1')).status).toBe(200);
+        expect((await api.get('Patient/p1/_history')).status).toBe(200);
+        expect((await api.get('Patient?name=chalmers')).status).toBe(503);
+        expect((await api.get('Patient')).status).toBe(503);
+        expect((await api.get('Patient/p1/$everything')).status).toBe(503);
+        // The export kick-off answers (its job waits for the workers, which start after the rebuild).
+        expect((await api.get('$export', { Prefer: 'respond-async', Accept: 'application/fhir+json' })).status).toBe(202);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+});
+
+describe('readsRebuiltRows', () => {
+  const query = (...where: Condition[]) => ({ type: 'Observation', where, sort: [], count: 10 });
+  const canonical: Condition = { kind: 'number', param: 'value-quantity:canonical', tests: [{ op: 'eq', value: 1, low: 0.5, high: 1.5, canonical: true }] };
+  const plain: Condition = { kind: 'number', param: 'value-quantity', tests: [{ op: 'eq', value: 1, low: 0.5, high: 1.5 }] };
+  const text: Condition = { kind: 'text', field: 'content', values: [[{ word: 'final', prefix: false }]] };
+  const tokenText: Condition = { kind: 'token-text', param: 'identifier', values: ['mrn'] };
+  const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
+
+  test('names the conditions each later model changed the rows of', () => {
+    expect(INDEX_MODEL).toBe(5);
+    expect(readsRebuiltRows(4, query(plain))).toBe(false);
+    expect(readsRebuiltRows(4, query(canonical))).toBe(true);
+    expect(readsRebuiltRows(4, query(plain, { kind: 'not', condition: { kind: 'or', any: [plain, canonical] } }))).toBe(true);
+    expect(readsRebuiltRows(4, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'and', all: [canonical] }] }))).toBe(true);
+    expect(readsRebuiltRows(4, query(near, tokenText, text))).toBe(false);
+    expect(readsRebuiltRows(3, query(near))).toBe(true);
+    expect(readsRebuiltRows(3, query({ kind: 'missing', table: 'search_range', params: ['near'], missing: true }))).toBe(true);
+    expect(readsRebuiltRows(3, query(tokenText, text))).toBe(false);
+    expect(readsRebuiltRows(2, query(tokenText))).toBe(true);
+    expect(readsRebuiltRows(2, query(text))).toBe(false);
+    expect(readsRebuiltRows(1, query(text))).toBe(true);
+    expect(readsRebuiltRows(1, query(plain))).toBe(false);
+    expect(readsRebuiltRows(0, query())).toBe(true);
+    expect(readsRebuiltRows(0, query(plain))).toBe(true);
+  });
+});
+
+const ROOT = resolve(import.meta.dir, '../..');
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('cinder serve on a database of an older index model', () => {
+  test('listens before its reindex ends, and searches find the rebuilt rows after it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cinder-reindex-serve-'));
+    dirs.push(dir);
+    const data = join(dir, 'data');
+    const port = (() => {
+      const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
+      const p = probe.port!;
+      probe.stop(true);
+      return p;
+    })();
+    const env = {
+      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: `http://127.0.0.1:${port}`,
+      CINDER_DATA_DIR: data, CINDER_LOG_LEVEL: 'info',
+    };
+    const cli = async (...args: string[]) => {
+      const p = Bun.spawn([process.execPath, join(ROOT, 'src/main.ts'), ...args], { env, stdout: 'pipe', stderr: 'pipe' });
+      const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+      if (code !== 0) throw new Error(`cinder ${args.join(' ')}: ${code} ${out} ${err}`);
+      return out;
+    };
+    await cli('tenant', 'create', 't1');
+    const client = JSON.parse(await cli('client', 'create', '--tenant', 't1', '--scope', 'system/*.*', '--json')) as Json;
+    // 3,000 Observations in mg, imported at the current model; then as model 4 wrote them: no canonical rows.
+    const file = join(dir, 'o.ndjson');
+    await Bun.write(file, Array.from({ length: 3_000 }, (_, i) => JSON.stringify(observation(`o${i}`, i))).join('\n') + '\n');
+    await cli('import', '--tenant', 't1', file);
+    const db = createSqliteStore(join(data, 'cinder.db'));
+    const page = await db.resources.indexing.page(0, 10_000);
+    expect(page.length).toBe(3_000);
+    await db.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+      const index = storedIndex(JSON.parse(r.content));
+      index.ranges = index.ranges.filter((e) => !e.param.endsWith(canonicalParam('')));
+      return { type: r.type, id: r.id, index, compartments: [] };
+    }), ['search_range']));
+    expect(await db.resources.count('t1', { type: 'Observation', where: [{ kind: 'number', param: canonicalParam('value-quantity'), tests: [{ op: 'ge', value: 0, low: 0, high: 0 }] }], sort: [], count: 0 })).toBe(0);
+    await db.resources.indexing.setState({ model: 4, after: 0 });
+    await db.close();
+
+    const server = Bun.spawn([process.execPath, join(ROOT, 'src/main.ts'), 'serve'], { env, stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' });
+    let log = '';
+    const reading = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of server.stderr) log += decoder.decode(chunk);
+    })();
+    try {
+      expect(await eventually(() => log.includes('"search index rebuilt"'), 30_000)).toBe(true);
+      const lines = log.split('\n');
+      const at = (msg: string) => lines.findIndex((l) => l.includes(`"msg":"${msg}"`));
+      expect(at('listening')).toBeGreaterThanOrEqual(0);
+      expect(at('rebuilding search index beside the server')).toBeGreaterThan(at('listening'));
+      expect(at('search index rebuilt')).toBeGreaterThan(at('listening'));
+      expect(JSON.parse(lines[at('search index rebuilt')]!)).toMatchObject({ resources: 3_000, examined: 3_000 });
+
+      const base = `http://127.0.0.1:${port}`;
+      const token = ((await (await fetch(`${base}/oauth2/token`, {
+        method: 'POST', headers: { Authorization: 'Basic ' + btoa(`${client.client_id}:${client.client_secret}`) },
+        body: new URLSearchParams({ grant_type: 'client_credentials' }),
+      })).json()) as Json).access_token as string;
+      const res = await fetch(`${base}/tenants/t1/fhir/R4/Observation?value-quantity=ge2.5|${UCUM}|g&_summary=count`, { headers: { Authorization: `Bearer ${token}` } });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json).total).toBe(500);
+      expect(await (await fetch(`${base}/readyz`)).json()).not.toHaveProperty('searchIndex');
+    } finally {
+      server.kill('SIGTERM');
+      await server.exited;
+      await reading;
+    }
+  }, 90_000);
+});

@@ -117,8 +117,10 @@ export const serveCommand: Command = {
   },
 };
 
-/** Resources per reindex batch beside a server: a batch's indexing holds the event loop (2,000 about 4 × as long). */
+/** Resources per reindex batch beside a server: its transaction's writes hold the event loop (2,000 about 4 × as long). */
 const SERVING_BATCH = 500;
+/** The longest stretch of a reindex's indexing work before the server's waiting requests run. */
+const SLICE_MS = 5;
 /** Wait before a reindex that failed (a database outage) starts again from where it stopped. */
 const RETRY_MS = 10_000;
 
@@ -133,7 +135,7 @@ async function rebuildBeside(store: Store, progress: Rebuilding, log: Logger, si
   while (!signal.aborted) {
     try {
       const result = await reindex(store, {
-        batch: SERVING_BATCH, signal,
+        batch: SERVING_BATCH, signal, pause: { everyMs: SLICE_MS, wait: () => new Promise((resolve) => setImmediate(resolve)) },
         onProgress: ({ done, rebuilt }) => {
           progress.examined = before + done;
           if (performance.now() - logged < 5000) return;

@@ -89,16 +89,28 @@ export interface ReindexProgress {
   after: number;
 }
 
+export interface ReindexOptions {
+  /** Every resource from the first row, every row (else: from the recorded position, as MODEL_CHANGES says). */
+  force?: boolean;
+  /** Resources per transaction. */
+  batch?: number;
+  onProgress?: (p: ReindexProgress) => void;
+  /** Stops the run before its next batch (its position stands). */
+  signal?: AbortSignal;
+  /**
+   * Beside a server, whose requests share the thread: after each `everyMs` of indexing work (parsing and
+   * indexing a batch's resources), `wait()` lets them run.
+   */
+  pause?: { everyMs: number; wait: () => Promise<void> };
+}
+
 /**
  * Rebuilds the search index rows of the current resources that the models after the database's touch
  * (touchedSince), in resource-row order, one transaction per batch, recording its position after each:
  * an interrupted run resumes where it stopped. Does nothing when the database already follows
  * INDEX_MODEL, unless `force` (which starts from the first row and rebuilds every resource).
  */
-export async function reindex(
-  store: Store,
-  opts: { force?: boolean; batch?: number; onProgress?: (p: ReindexProgress) => void; signal?: AbortSignal } = {},
-): Promise<{ ran: boolean; done: number; rebuilt: number; stopped?: true }> {
+export async function reindex(store: Store, opts: ReindexOptions = {}): Promise<{ ran: boolean; done: number; rebuilt: number; stopped?: true }> {
   const indexing = store.resources.indexing;
   const state = await indexing.state();
   if (!opts.force && state.model >= INDEX_MODEL) return { ran: false, done: 0, rebuilt: 0 };
@@ -113,7 +125,12 @@ export async function reindex(
     const page = await indexing.page(after, opts.batch ?? BATCH);
     if (page.length === 0) break;
     const byTenant = new Map<string, { type: string; id: string; versionId: number; index: ReturnType<typeof storedIndex>; compartments: string[] }[]>();
+    let slice = performance.now();
     for (const row of page) {
+      if (opts.pause && performance.now() - slice >= opts.pause.everyMs) {
+        await opts.pause.wait();
+        slice = performance.now();
+      }
       if (!touched(row.content)) continue;
       const resource = JSON.parse(row.content) as Record<string, unknown>;
       const item = { type: row.type, id: row.id, versionId: row.versionId, index: storedIndex(resource), compartments: compartmentsOf(resource) };

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { canonicalParam, storedIndex } from '../../src/fhir/indexer.ts';
-import { INDEX_MODEL, readsRebuiltRows, type Rebuilding } from '../../src/fhir/reindex.ts';
+import { INDEX_MODEL, readsRebuiltRows, reindex, type Rebuilding } from '../../src/fhir/reindex.ts';
 import type { Condition } from '../../src/store/interface/search.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { createTestApp } from '../helpers/app.ts';
@@ -75,6 +75,35 @@ await eachStore((kind, fresh) => {
         expect(await ids(`Observation?value-quantity=7000|${UCUM}|ug`)).toEqual(['o2']);
         expect(await ids(`Observation?value-quantity=5400|${UCUM}|ug`)).toEqual(['o1']);
         expect(await (await t.request('/readyz')).json()).not.toHaveProperty('searchIndex');
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('the reindex pauses within a batch for the server; a write made meanwhile keeps its own rows', async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        const api = fhirClient(t, await t.token());
+        for (const [id, family] of [['a', 'Alpha'], ['b', 'Beta'], ['c', 'Old']]) await api.put200({ resourceType: 'Patient', id, name: [{ family }] });
+        await t.store.resources.indexing.setState({ model: 0, after: 0 });
+        let pauses = 0;
+        const run = await reindex(t.store, {
+          batch: 10,
+          pause: {
+            everyMs: 0,
+            // The server's turn: the batch was read already, and `c` changes before it is written.
+            wait: async () => {
+              if (pauses++ === 1) await api.put200({ resourceType: 'Patient', id: 'c', name: [{ family: 'New' }] });
+            },
+          },
+        });
+        expect(run).toMatchObject({ ran: true, done: 3, rebuilt: 3 });
+        expect(pauses).toBe(3);
+        const ids = async (q: string) => ((await api.search(`Patient?${q}`)).entry ?? []).map((e: Json) => e.resource.id).sort();
+        expect(await ids('family=new')).toEqual(['c']);
+        expect(await ids('family=old')).toEqual([]);
+        expect(await ids('family=alpha,beta')).toEqual(['a', 'b']);
+        expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       } finally {
         await t.close();
       }

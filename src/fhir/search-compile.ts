@@ -282,7 +282,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     if (raw !== 'true' && raw !== 'false') throw invalid(name, `Invalid ':missing' value '${raw}': expected true or false`);
     if (def.storedAs?.target) {
       // `patient:missing`: no subject that is a Patient
-      return { kind: 'token', param: def.storedAs.param, values: [{ system: def.storedAs.target }], ...(raw === 'true' ? { not: true } : {}) };
+      return { kind: 'missing', table: 'search_index', params: [def.storedAs.param], missing: raw === 'true', systems: [def.storedAs.target] };
     }
     if (def.type === 'composite') return missingCondition(def, raw === 'true');
     return { kind: 'missing', table: tableOf(def.type), params: storedParams(def), missing: raw === 'true' };

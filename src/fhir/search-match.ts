@@ -127,7 +127,7 @@ export async function matchConditions(
       case 'missing': {
         const r = index();
         const list = c.table === 'search_index' ? r.tokens : c.table === 'search_string' ? r.strings : c.table === 'search_range' ? r.ranges : r.composites;
-        const present = (list as { param: string }[]).some((e) => c.params.includes(e.param));
+        const present = (list as { param: string; system?: string }[]).some((e) => c.params.includes(e.param) && (!c.systems || c.systems.includes(e.system ?? '')));
         return present !== c.missing;
       }
       case 'text': {

@@ -243,6 +243,14 @@ export class SqlBuilder {
 
   /** Full-text conditions as sets even where the others are probed (Dialect.text.setWhenUndriven). */
   textAsSet = false;
+  /**
+   * `_lastUpdated` tests on the outer resource rows are written unindexed (searchSql, a page read in id
+   * order with no driver): its rows are then too many to drive (planSearch counted them), and SQLite,
+   * planning without statistics, would read them all by the (tenant, type, last_updated) index and sort
+   * them by id rather than read in id order until the page is full (781 ms against about 1 ms for
+   * `Observation?_lastUpdated=gt2000-01-01&_count=10` on a million resources).
+   */
+  lastUpdatedUnindexed = false;
 
   /** `_text` / `_content` on row `a`: its words match, as a set or probed by the resource row (as rowsOf). */
   private text(a: string, c: TextCondition, type: string): string {
@@ -296,15 +304,17 @@ export class SqlBuilder {
   /**
    * The resource rows (`res`) a top-level condition selects, as a statement its value-first index answers
    * by a range (so that reading them first is cheap when they are few); undefined for a condition that
-   * cannot drive a search (negations, `_has`, `_id`, `_lastUpdated`, string `:exact` and `:contains`, a
+   * cannot drive a search (negations, `_has`, `_id`, `_lastUpdated` `ne`, string `:exact` and `:contains`, a
    * date or number test `ne`, an OR of which one alternative cannot). An OR's rows are its
    * alternatives' (UNION ALL: the driver's rows are DISTINCT). `:missing=true` has the type's resources
-   * without the parameter's rows (Dialect.missingRows), a last resort (lastResort).
+   * without the parameter's rows (Dialect.missingRows), `:not` those without rows of its values, last
+   * resorts (lastResort).
    */
   driverRows(c: Condition, type: string): string | undefined {
     if (!canDrive(c) && !isLastResort(c)) return undefined;
     switch (c.kind) {
       case 'token':
+        if (c.not) return this.dialect.missingRows(this, type, 'search_index', (s) => this.tokens(s, type, c.param, c.values, false));
         return this.select('search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes));
       case 'uri-prefix':
         return this.select('search_index', (s, byRes) => this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
@@ -322,10 +332,16 @@ export class SqlBuilder {
       case 'or':
         return c.any.map((x) => this.driverRows(x, type)!).join(' UNION ALL ');
       case 'missing':
-        if (c.missing) return this.dialect.missingRows(this, type, c.table, (s) => this.keyIn(s, c.table, type, c.params, false));
-        return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false));
+        if (c.missing) return this.dialect.missingRows(this, type, c.table, (s) => this.keyIn(s, c.table, type, c.params, false, missingNarrow(c)));
+        return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false, missingNarrow(c)));
       case 'number':
         return this.select('search_range', (s) => this.numbers(s, type, c.param, c.tests, false, true));
+      case 'lastUpdated': {
+        // The resource rows themselves, by the (tenant, type, last_updated) index.
+        const lu = this.alias('lu');
+        return `SELECT ${lu}.pk AS res FROM resources ${lu} WHERE ${lu}.tenant = ${this.v(this.tenant)} AND ${lu}.type = ${this.v(type)} ` +
+          `AND ${this.dialect.live(lu)} AND ${this.any(c.tests.map((t) => this.instant(`${lu}.last_updated`, t)))}`;
+      }
       case 'text':
         // The full-text rows of this tenant and type by their scope, checked against the resource rows
         // (a count must be exact, and a hash may collide).
@@ -344,6 +360,8 @@ export class SqlBuilder {
    * written, so whether it has one is read in the same statement (the same snapshot as the rows).
    */
   countResources(c: Condition, type: string): string {
+    // One row per resource.
+    if (c.kind === 'lastUpdated') return `SELECT COUNT(*) AS n FROM (${this.driverRows(c, type)}) d`;
     const distinct = () => `SELECT COUNT(DISTINCT d.res) AS n FROM (${this.driverRows(c, type)}) d`;
     if (c.kind !== 'token' || c.not || c.values.length !== 1 || c.values[0]!.value === undefined) return distinct();
     const rows = `SELECT COUNT(*) AS n FROM (${this.driverRows(c, type)}) d`;
@@ -540,8 +558,10 @@ export class SqlBuilder {
       case 'id':
         if (c.ids.length === 0) return c.not ? '1 = 1' : '1 = 0';
         return `${a}.id ${c.not ? 'NOT IN' : 'IN'} (${c.ids.map((id) => this.v(id)).join(', ')})`;
-      case 'lastUpdated':
-        return this.any(c.tests.map((t) => this.instant(`${a}.last_updated`, t)));
+      case 'lastUpdated': {
+        const col = `${a}.last_updated`;
+        return this.any(c.tests.map((t) => this.instant(a === 'r' && this.lastUpdatedUnindexed ? this.dialect.unindexed(col) : col, t)));
+      }
       case 'token':
         return this.rowsOf(a, 'search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes), c.not);
       case 'token-text':
@@ -560,7 +580,7 @@ export class SqlBuilder {
       case 'near':
         return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.near(s, c.points), DATE_KEY));
       case 'missing':
-        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes), c.missing);
+        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes, missingNarrow(c)), c.missing);
       case 'text':
         return this.text(a, c, type);
       case 'chain':
@@ -677,14 +697,15 @@ function exactKey(tenant: string, table: IndexTable, type: string, params: strin
 }
 
 /**
- * `:missing=true`: its rows (Dialect.missingRows) cost a read of every resource of the type, so it is
- * no candidate (planSearch counts none of it), and drives only a search that would otherwise read
- * more of the type in order (lastResort).
+ * `:missing=true`, and a token's `:not`: their rows (Dialect.missingRows: the type's resources without
+ * the parameter's rows, or without those of the values) cost a read of every resource of the type, so
+ * they are no candidates (planSearch counts none of them), and drive only a search that would
+ * otherwise read more of the type in order (lastResort).
  */
-const isLastResort = (c: Condition): boolean => c.kind === 'missing' && c.missing;
+const isLastResort = (c: Condition): boolean => (c.kind === 'missing' && c.missing) || (c.kind === 'token' && c.not === true);
 
 /**
- * `plan` where it has no driver, and `q` has a top-level `:missing=true` condition: that condition
+ * `plan` where it has no driver, and `q` has a top-level `:missing=true` or `:not` condition: that condition
  * drives instead when reading its rows costs less than reading in order until the page is full: for a
  * count or a sort on a parameter, every resource; for a page, at the matches' rate among the first
  * resources read (`tried`), and every resource when they held none (a wrong guess there costs a read
@@ -700,6 +721,9 @@ export async function lastResort(plan: SearchPlan, q: SearchQuery, context: Plan
   }
   return { driver: at };
 }
+
+/** The keys a `missing` condition's rows have (its systems, when it names some). */
+const missingNarrow = (c: Condition & { kind: 'missing' }): { systems?: string[] } => (c.systems ? { systems: c.systems } : {});
 
 /** Whether a condition was added by withImpliedDrivers (tested only where it drives). */
 const isImplied = (c: Condition): boolean => c.kind === 'or' && c.implied === true;
@@ -752,6 +776,8 @@ function canDrive(c: Condition): boolean {
   switch (c.kind) {
     case 'token': return !c.not;
     case 'uri-prefix': case 'chain': case 'text': return true;
+    // A range of the (tenant, type, last_updated) index (`ne` would be two).
+    case 'lastUpdated': return c.tests.every((t) => t.op !== 'ne');
     // `:exact` compares a column that no index leads with; `:contains` and ends-with read every row.
     case 'string': return c.values.every((v) => v.match === 'prefix' || v.match === 'equal');
     case 'date': return c.tests.every((t) => dateBounds(t) !== undefined);
@@ -1172,9 +1198,12 @@ export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuer
   // Then references to resources (`patient=123`: a patient's rows are usually few), then the others, in
   // the query's order: the first pass takes the first candidate with few rows, and counting an
   // unselective one first (`clinical-status=active`) reads DRIVER_TAKE_AT + 1 of its rows for nothing.
+  // `_lastUpdated` comes last: its rows are usually many (every resource but those changed lately), and
+  // counting each costs a read of its resource row.
   const where = (q.where ?? []).map((c, i) => ({ c, i })).filter(({ c }) => canDrive(c));
-  const referenceFirst = [...where.filter(({ c }) => isReference(c)), ...where.filter(({ c }) => !isReference(c))];
-  for (const { c, i } of referenceFirst) out.push(candidate(i, (b) => b.driverRows(c, q.type)!));
+  const rank = ({ c }: { c: Condition }) => (isReference(c) ? 0 : c.kind === 'lastUpdated' ? 2 : 1);
+  const ordered = [0, 1, 2].flatMap((r) => where.filter((x) => rank(x) === r));
+  for (const { c, i } of ordered) out.push(candidate(i, (b) => b.driverRows(c, q.type)!));
   return out;
 }
 
@@ -1329,6 +1358,7 @@ export function searchSql(dialect: Dialect, tenant: string, q: SearchQuery, plan
   const keyset = keysetSort(q.sort);
   const bounded = within !== undefined && plan?.driver === undefined && keyset !== undefined;
   // The last of the first resources, read once (nthRow; its values come first in the statement).
+  b.lastUpdatedUnindexed = plan?.driver === undefined && keyset?.by !== 'lastUpdated';
   const bound = bounded ? `WITH bound AS MATERIALIZED (${nthRow(b, q, within!, keyset!.by === 'id' ? 'x.id AS id' : 'x.id AS id, x.last_updated AS last_updated')}) ` : '';
   const { from, where, driven, alone } = fromWhere(b, q, true, plan, bounded);
   if (alone && !keyset && q.sort[0]!.by === 'param') return sortedDriven(b, q, driven!, where);

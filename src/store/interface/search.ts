@@ -186,7 +186,11 @@ export type Condition =
   | { kind: 'date'; param: string; tests: DateTest[] }
   | { kind: 'number'; param: string; tests: NumberTest[] }
   | { kind: 'composite'; param: string; tests: CompositeTest[] }
-  | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean }
+  /**
+   * The resource has no row (`missing`), or has one, of `params` in `table`; with `systems`, counting only
+   * rows whose key names one of them (`patient:missing` on Observation: no `subject` row that is a Patient).
+   */
+  | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean; systems?: string[] }
   /**
    * `near` (src/fhir/near.ts): a position (a `search_range` row of latitude and longitude) within the
    * distance of one of the points.

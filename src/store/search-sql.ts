@@ -1199,8 +1199,10 @@ export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuer
   // the query's order: the first pass takes the first candidate with few rows, and counting an
   // unselective one first (`clinical-status=active`) reads DRIVER_TAKE_AT + 1 of its rows for nothing.
   // `_lastUpdated` comes last: its rows are usually many (every resource but those changed lately), and
-  // counting each costs a read of its resource row.
-  const where = (q.where ?? []).map((c, i) => ({ c, i })).filter(({ c }) => canDrive(c));
+  // counting each costs a read of its resource row. In a page sorted by `_lastUpdated` it is none: the
+  // resources are read in that index's order, from the range's start, whatever its size.
+  const byLastUpdated = keysetSort(q.sort)?.by === 'lastUpdated';
+  const where = (q.where ?? []).map((c, i) => ({ c, i })).filter(({ c }) => canDrive(c) && !(byLastUpdated && c.kind === 'lastUpdated'));
   const rank = ({ c }: { c: Condition }) => (isReference(c) ? 0 : c.kind === 'lastUpdated' ? 2 : 1);
   const ordered = [0, 1, 2].flatMap((r) => where.filter((x) => rank(x) === r));
   for (const { c, i } of ordered) out.push(candidate(i, (b) => b.driverRows(c, q.type)!));

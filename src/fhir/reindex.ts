@@ -172,7 +172,7 @@ function anyCondition(conditions: readonly Condition[], test: (c: Condition) => 
  * Whether a search reads index rows that a reindex from `model` has not rebuilt yet: a condition that a
  * later model's `reads` names, or any search when a later model names none.
  */
-export function readsRebuiltRows(model: number, query: SearchQuery): boolean {
+export function readsRowsBeingRebuilt(model: number, query: SearchQuery): boolean {
   const reads: ((c: Condition) => boolean)[] = [];
   for (let m = model + 1; m <= INDEX_MODEL; m++) {
     const test = MODEL_CHANGES[m]?.reads;
@@ -196,7 +196,7 @@ export function gatedStore(store: Store, rebuilding: () => Rebuilding | undefine
   const resources = store.resources;
   const check = (query: SearchQuery) => {
     const r = rebuilding();
-    if (!r || !readsRebuiltRows(r.from, query)) return;
+    if (!r || !readsRowsBeingRebuilt(r.from, query)) return;
     throw new FhirError(
       'unavailable',
       `The search index is being rebuilt for this version of Cinder (${r.examined} resources examined so far), and this search reads rows not yet rebuilt; try again later`,

@@ -348,8 +348,8 @@ export class SqlBuilder {
       case 'or':
         return c.any.map((x) => this.driverRows(x, type)!).join(' UNION ALL ');
       case 'missing':
-        if (c.missing) return this.dialect.missingRows(this, type, c.table, (s) => this.keyIn(s, c.table, type, c.params, false, missingNarrow(c)));
-        return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false, missingNarrow(c)));
+        if (c.missing) return this.dialect.missingRows(this, type, c.table, (s) => this.keyIn(s, c.table, type, c.params, false, { systems: c.systems }));
+        return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false, { systems: c.systems }));
       case 'number':
         return this.select('search_range', (s) => this.numbers(s, type, c.param, c.tests, false, true));
       case 'lastUpdated': {
@@ -596,7 +596,7 @@ export class SqlBuilder {
       case 'near':
         return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.near(s, c.points), DATE_KEY));
       case 'missing':
-        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes, missingNarrow(c)), c.missing);
+        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes, { systems: c.systems }), c.missing);
       case 'text':
         return this.text(a, c, type);
       case 'chain':
@@ -737,9 +737,6 @@ export async function lastResort(plan: SearchPlan, q: SearchQuery, context: Plan
   }
   return { driver: at };
 }
-
-/** The keys a `missing` condition's rows have (its systems, when it names some). */
-const missingNarrow = (c: Condition & { kind: 'missing' }): { systems?: string[] } => (c.systems ? { systems: c.systems } : {});
 
 /** Whether a condition was added by withImpliedDrivers (tested only where it drives). */
 const isImplied = (c: Condition): boolean => c.kind === 'or' && c.implied === true;

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { canonicalParam, storedIndex } from '../../src/fhir/indexer.ts';
-import { INDEX_MODEL, readsRebuiltRows, reindex, type Rebuilding } from '../../src/fhir/reindex.ts';
+import { INDEX_MODEL, readsRowsBeingRebuilt, reindex, type Rebuilding } from '../../src/fhir/reindex.ts';
 import type { Condition } from '../../src/store/interface/search.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { createTestApp } from '../helpers/app.ts';
@@ -128,7 +128,7 @@ await eachStore((kind, fresh) => {
   });
 });
 
-describe('readsRebuiltRows', () => {
+describe('readsRowsBeingRebuilt', () => {
   const query = (...where: Condition[]) => ({ type: 'Observation', where, sort: [], count: 10 });
   const canonical: Condition = { kind: 'number', param: 'value-quantity:canonical', tests: [{ op: 'eq', value: 1, low: 0.5, high: 1.5, canonical: true }] };
   const plain: Condition = { kind: 'number', param: 'value-quantity', tests: [{ op: 'eq', value: 1, low: 0.5, high: 1.5 }] };
@@ -138,20 +138,20 @@ describe('readsRebuiltRows', () => {
 
   test('names the conditions each later model changed the rows of', () => {
     expect(INDEX_MODEL).toBe(5);
-    expect(readsRebuiltRows(4, query(plain))).toBe(false);
-    expect(readsRebuiltRows(4, query(canonical))).toBe(true);
-    expect(readsRebuiltRows(4, query(plain, { kind: 'not', condition: { kind: 'or', any: [plain, canonical] } }))).toBe(true);
-    expect(readsRebuiltRows(4, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'and', all: [canonical] }] }))).toBe(true);
-    expect(readsRebuiltRows(4, query(near, tokenText, text))).toBe(false);
-    expect(readsRebuiltRows(3, query(near))).toBe(true);
-    expect(readsRebuiltRows(3, query({ kind: 'missing', table: 'search_range', params: ['near'], missing: true }))).toBe(true);
-    expect(readsRebuiltRows(3, query(tokenText, text))).toBe(false);
-    expect(readsRebuiltRows(2, query(tokenText))).toBe(true);
-    expect(readsRebuiltRows(2, query(text))).toBe(false);
-    expect(readsRebuiltRows(1, query(text))).toBe(true);
-    expect(readsRebuiltRows(1, query(plain))).toBe(false);
-    expect(readsRebuiltRows(0, query())).toBe(true);
-    expect(readsRebuiltRows(0, query(plain))).toBe(true);
+    expect(readsRowsBeingRebuilt(4, query(plain))).toBe(false);
+    expect(readsRowsBeingRebuilt(4, query(canonical))).toBe(true);
+    expect(readsRowsBeingRebuilt(4, query(plain, { kind: 'not', condition: { kind: 'or', any: [plain, canonical] } }))).toBe(true);
+    expect(readsRowsBeingRebuilt(4, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'and', all: [canonical] }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(4, query(near, tokenText, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(3, query(near))).toBe(true);
+    expect(readsRowsBeingRebuilt(3, query({ kind: 'missing', table: 'search_range', params: ['near'], missing: true }))).toBe(true);
+    expect(readsRowsBeingRebuilt(3, query(tokenText, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(2, query(tokenText))).toBe(true);
+    expect(readsRowsBeingRebuilt(2, query(text))).toBe(false);
+    expect(readsRowsBeingRebuilt(1, query(text))).toBe(true);
+    expect(readsRowsBeingRebuilt(1, query(plain))).toBe(false);
+    expect(readsRowsBeingRebuilt(0, query())).toBe(true);
+    expect(readsRowsBeingRebuilt(0, query(plain))).toBe(true);
   });
 });
 

@@ -107,7 +107,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
         count,
         rows: (text, values) => sql.unsafe<Row[]>(text, values),
-      }, () => sizes.get(tenant, query.type));
+      }, (type) => sizes.get(tenant, type));
       return rows.map(toVersion);
     },
     async count(tenant, query) {

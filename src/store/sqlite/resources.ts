@@ -213,7 +213,7 @@ export function createSqliteResources(
       const rows = await plannedSearch<Row>(dialect, tenant, query, {
         count: countRows,
         rows: (sql, values) => reader.query<Row, SqlValue[]>(sql).all(...values),
-      }, () => sizes.get(tenant, query.type));
+      }, (type) => sizes.get(tenant, type));
       return rows.map(toVersion);
     },
     async count(tenant, query) {

@@ -231,7 +231,7 @@ export class SqlBuilder {
     return this.dialect.placeholder(this.base + this.values.length);
   }
 
-  private alias(prefix: string): string {
+  alias(prefix: string): string {
     return `${prefix}${++this.aliases}`;
   }
 
@@ -1378,8 +1378,10 @@ function onIndexRows(c: Condition): boolean {
  * `alone` whether those rows are the whole answer (nothing else is tested on the resource rows: index
  * and compartment rows are those of this tenant's current, live versions of the type).
  */
-function fromWhere(b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: SearchPlan, bounded = false): { from: string; where: string; driven?: string; alone: boolean } {
-  const base = [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')];
+function fromWhere(
+  b: SqlBuilder, q: SearchQuery, withCursor: boolean, plan?: SearchPlan, bounded = false, resourceRows = true,
+): { from: string; where: string; driven?: string; alone: boolean } {
+  const base = resourceRows ? [`r.tenant = ${b.v(b.tenant)}`, `r.type = ${b.v(q.type)}`, b.dialect.live('r')] : [];
   const where = [...base];
   let driven: string | undefined;
   let from = 'resources r';
@@ -1532,8 +1534,46 @@ export function countSql(dialect: Dialect, tenant: string, q: SearchQuery, plan?
   const b = new SqlBuilder(dialect, tenant, plan ? dialect.probe : 'in');
   const direct = indexCount(b, q);
   if (direct !== undefined) return { sql: direct, values: b.values };
-  const { from, where } = fromWhere(b, q, false, plan);
+  const sets = plan === undefined ? intersected(b, q) : undefined;
+  if (sets !== undefined) return { sql: `SELECT COUNT(*) AS n FROM (${sets}) x`, values: b.values };
+  // Driven, with every other condition tested on the driver's rows: those rows are index (or
+  // compartment) rows, which exist for the current, live versions of the tenant's type only, so their
+  // distinct resources are the count, and no resource row is read (`Observation?category=vital-signs
+  // &code=8867-4&_summary=count`, 80,295 of 686,776: 399 against 119 ms on SQLite). Not `_lastUpdated`,
+  // whose rows are the resources', nor a last resort (`:missing=true`, `:not`: the type's resources,
+  // deleted ones too, without the parameter's rows).
+  const driver = plan?.driver;
+  const onDriverRows = (driver === 'compartment' || (typeof driver === 'number' && drivesOnIndexRows(q.where![driver]!))) &&
+    (q.compartment === undefined || driver === 'compartment') &&
+    (q.where ?? []).every((c, i) => i === driver || isImplied(c) || onIndexRows(c));
+  const { from, where, driven } = fromWhere(b, q, false, plan, false, !onDriverRows);
+  if (onDriverRows) return { sql: `SELECT COUNT(*) AS n FROM ${driven!}`, values: b.values };
   return { sql: `SELECT COUNT(*) AS n FROM ${from} WHERE ${where}`, values: b.values };
+}
+
+/** Whether a condition's driver rows (SqlBuilder.driverRows) are index rows: not `_lastUpdated`'s, nor a last resort's. */
+const drivesOnIndexRows = (c: Condition): boolean => canDrive(c) && c.kind !== 'lastUpdated';
+
+/**
+ * For an unplanned count (PostgreSQL's, where no condition has few rows), the conditions' index rows
+ * (and the compartment's) intersected, less those of the negated ones (a token's `:not`,
+ * `:missing=true`), when every condition is one of those and one at least is not negated: index rows
+ * exist for current, live versions only, so no resource row is read, and PostgreSQL hashes the sets
+ * rather than test each resource of the type against each (`Observation?category=vital-signs
+ * &code=8867-4&_summary=count`, 80,295 of 686,776: 1.7 s against 0.24 s). Each set is a subquery of
+ * its own: a condition's rows may be a compound statement (an `or`'s UNION ALL, SQLite's words).
+ * Not `_lastUpdated`, whose rows are the resources'.
+ */
+function intersected(b: SqlBuilder, q: SearchQuery): string | undefined {
+  const where = (q.where ?? []).filter((c) => !isImplied(c));
+  const positive = where.filter(drivesOnIndexRows);
+  const negated = where.flatMap((c): Condition[] => (c.kind === 'token' && c.not ? [{ ...c, not: false }] : c.kind === 'missing' && c.missing ? [{ ...c, missing: false }] : []));
+  const sets = positive.length + (q.compartment === undefined ? 0 : 1);
+  if (sets === 0 || sets + negated.length < 2 || positive.length + negated.length < where.length) return undefined;
+  const rows = (sql: string) => `SELECT res FROM (${sql}) ${b.alias('i')}`;
+  const kept = positive.map((c) => rows(b.driverRows(c, q.type)!));
+  if (q.compartment !== undefined) kept.push(rows(compartmentRows(b, q.type, q.compartment)));
+  return [kept.join(' INTERSECT '), ...negated.map((c) => rows(b.driverRows(c, q.type)!))].join(' EXCEPT ');
 }
 
 /**

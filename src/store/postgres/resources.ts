@@ -1,7 +1,7 @@
 import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countSql, plannedSearch, POSTGRES, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, plannedSearch, planSearch, POSTGRES, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
@@ -111,8 +111,12 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       return rows.map(toVersion);
     },
     async count(tenant, query) {
-      // Counting every match, Postgres' hash joins of the sets beat probing row by row (42 ms against 209 ms).
-      const q = countSql(POSTGRES, tenant, query);
+      // A driver of few rows (at most DRIVER_MAX_ROWS) counts with probes of the others: a patient's 76
+      // vital signs, 5-10 ms either way, against 150-180 ms for the intersection of the sets. Counting
+      // every match of large conditions, Postgres' hash joins of the sets beat probing row by row (42 ms
+      // against 209 ms), and their intersection the sets tested on each resource (countSql).
+      const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(POSTGRES, tenant, query), count);
+      const q = countSql(POSTGRES, tenant, query, plan?.driver === undefined ? undefined : plan);
       const [row] = await sql.unsafe<{ n: number }[]>(q.sql, q.values);
       return Number(row!.n);
     },

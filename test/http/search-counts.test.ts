@@ -84,8 +84,7 @@ for (const target of targets) {
       expect(await total('Observation?category=vital-signs&combo-code=a&_summary=count')).toBe(vitalA);
       expect(await total('Observation?category=vital-signs&combo-code=a,b&_summary=count')).toBe(live.filter((i) => i % 2 === 1).length);
       expect(await total('Patient/cp3/Observation?code:not=a&_summary=count')).toBe(live.filter((i) => i % PATIENTS === 3 && codeOf(i) !== 'a').length);
-      // A condition on the resource row, and a negation, still read the resources.
-      // (co21 is deleted, co33 recoded.)
+      // `_id`, tested on the resource row (co21 is deleted, co33 recoded), and a negation beside a code.
       expect(await total('Observation?category=vital-signs&code=a&_id=co3,co9,co21,co33&_summary=count')).toBe(['co3', 'co9'].length);
       expect(await total('Observation?category=vital-signs&status:not=amended&code=a&_summary=count')).toBe(live.filter((i) => i % 2 === 1 && codeOf(i) === 'a' && i % 5 !== 0).length);
     });

@@ -1,5 +1,5 @@
 import { FhirError, OAuthError } from '../errors.ts';
-import { StoreUnavailableError } from '../store/types.ts';
+import { StoreTimeoutError, StoreUnavailableError } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { operationOutcome, issue } from '../fhir/outcome.ts';
 import { FHIR_JSON } from './fhir-response.ts';
@@ -31,6 +31,17 @@ function unavailable(err: StoreUnavailableError, path: string): FhirError | OAut
 }
 
 /**
+ * A statement the database cancelled (its `statement_timeout`): OperationOutcome `timeout` (FHIR's
+ * transient kind) on the FHIR API, `temporarily_unavailable` elsewhere; 503 both, without
+ * `Retry-After`, the same request being likely to run as long again.
+ */
+function timedOut(err: StoreTimeoutError, path: string): FhirError | OAuthError {
+  const text = 'The database cancelled the request\'s statement (its time limit was reached); narrow the search or retry later';
+  if (isFhirPath(path)) return new FhirError('unavailable', text, { issueCode: 'timeout', cause: err });
+  return new OAuthError('temporarily_unavailable', text, 503, {}, { cause: err });
+}
+
+/**
  * The one error handler: domain errors render in their protocol's shape; anything
  * else is a generic 500 whose detail goes only to the log.
  */
@@ -38,6 +49,9 @@ export function renderError(err: unknown, req: FailedRequest, log: Logger): Resp
   if (err instanceof StoreUnavailableError) {
     log.debug('database unavailable', { requestId: req.requestId, path: req.path, method: req.method, reason: err.message });
     err = unavailable(err, req.path);
+  } else if (err instanceof StoreTimeoutError) {
+    log.warn('database statement cancelled', { requestId: req.requestId, path: req.path, method: req.method, reason: err.message });
+    err = timedOut(err, req.path);
   }
   if (err instanceof OAuthError) {
     return new Response(JSON.stringify(err.description ? { error: err.error, error_description: err.description } : { error: err.error }), {

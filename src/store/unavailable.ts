@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from './types.ts';
+import { StoreTimeoutError, StoreUnavailableError } from './types.ts';
 
 /** How an adapter recognises its driver's "database unavailable" errors, and what it does on one. */
 export interface OutageGuard {
@@ -50,6 +50,8 @@ export function translatingGuard(isOutage: (err: unknown) => boolean, describe: 
 
 export interface CircuitOptions {
   isOutage: (err: unknown) => boolean;
+  /** A statement the database cancelled (StoreTimeoutError): the database is up, so the circuit stays closed. */
+  isTimeout?: (err: unknown) => boolean;
   /** Resolves when the database answers again; rejects while it does not. */
   probe: () => Promise<void>;
   /** Pause between probes while the circuit is open. */
@@ -92,6 +94,7 @@ export function circuitGuard(o: CircuitOptions): OutageGuard & { readonly down: 
       if (down) throw new StoreUnavailableError('the database is unreachable; retrying in the background');
     },
     translate(err) {
+      if (o.isTimeout?.(err)) return new StoreTimeoutError(`the database cancelled the statement: ${(err as Error).message}`, { cause: err });
       if (!o.isOutage(err)) return err;
       open(err);
       return new StoreUnavailableError(`the database is unreachable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

@@ -11,3 +11,13 @@ export class StoreConflictError extends Error {
 export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError';
 }
+
+/**
+ * Thrown by adapters when the database cancelled a statement: it ran past the database's own time
+ * limit (PostgreSQL's `statement_timeout`, which an operator may set) or an administrator cancelled it.
+ * The database is up, so no outage is signalled; nothing of the failed call was written. The edge
+ * answers 503 with an OperationOutcome `timeout`.
+ */
+export class StoreTimeoutError extends Error {
+  override name = 'StoreTimeoutError';
+}

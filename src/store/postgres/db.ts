@@ -78,6 +78,11 @@ export function isPostgresOutage(err: unknown): boolean {
   return typeof code === 'string' && CONNECTION_ERRORS.has(code);
 }
 
+/** True for a statement the server cancelled: `statement_timeout`, or an administrator (query_canceled, 57014). */
+export function isPostgresTimeout(err: unknown): boolean {
+  return err instanceof postgres.PostgresError && err.code === '57014';
+}
+
 /** TypeScript types of the custom parsers above. */
 type PgTypes = { int8: number };
 export type Pg = postgres.Sql<PgTypes>;

@@ -1,3 +1,5 @@
+import { StoreTimeoutError, StoreUnavailableError } from './store/interface/errors.ts';
+
 /**
  * Domain errors with a stable code and an HTTP status. One handler (src/http/errors.ts) renders them:
  * OAuthError as `{error, error_description}`, FhirError as an OperationOutcome.
@@ -103,4 +105,29 @@ export class OAuthError extends Error {
   ) {
     super(description ? `${error}: ${description}` : error, options);
   }
+}
+
+/** Seconds a client is asked to wait after a 503 for an unavailable database (probes run every 0.5 s). */
+export const UNAVAILABLE_RETRY_AFTER = '2';
+
+/** A store failure that is no fault of the request, in words and headers; undefined for any other error. */
+export function storeFailure(err: unknown): { text: string; headers: Record<string, string>; issueCode?: string } | undefined {
+  if (err instanceof StoreUnavailableError) {
+    return { text: 'The database is temporarily unavailable; retry shortly', headers: { 'Retry-After': UNAVAILABLE_RETRY_AFTER } };
+  }
+  // No `Retry-After`: the same request is likely to run as long again.
+  if (err instanceof StoreTimeoutError) {
+    return { text: 'The database cancelled the request\'s statement (its time limit was reached); narrow the search or retry later', headers: {}, issueCode: 'timeout' };
+  }
+  return undefined;
+}
+
+/**
+ * A store failure as the FHIR API answers it (StoreUnavailableError: 503 `transient` with
+ * `Retry-After`; StoreTimeoutError: 503 `timeout`), for a response or a batch entry's; undefined for
+ * any other error.
+ */
+export function storeFailureAsFhir(err: unknown): FhirError | undefined {
+  const f = storeFailure(err);
+  return f && new FhirError('unavailable', f.text, { headers: f.headers, ...(f.issueCode && { issueCode: f.issueCode }), cause: err });
 }

@@ -1,4 +1,4 @@
-import { FhirError } from '../errors.ts';
+import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
 import { requireValid } from './validation/check.ts';
 import { entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
@@ -24,17 +24,27 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
 
 /**
  * A batch (FHIR R4 http 3.1.0.11.1): each entry on its own, in its own store transaction; a failure
- * becomes that entry's response with an OperationOutcome and the others go on. `entries` are the valid
+ * (the database's too: a 503) becomes that entry's response with an OperationOutcome and the others go on. `entries` are the valid
  * entries in Bundle order.
  */
 export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
   const out: Json[] = [];
+  // After a store failure (the database unavailable, or a statement it cancelled) the entries before it
+  // stay written, each in its own transaction, and the response says which; the entries after it are
+  // answered with the same failure untried (on SQLite each write would wait out the busy timeout).
+  let stored: FhirError | undefined;
   for (const entry of entries) {
+    if (stored) {
+      out.push(errorEntry(stored));
+      continue;
+    }
     try {
       out.push(await one(deps, req, entry, base, scope));
     } catch (err) {
-      if (!(err instanceof FhirError)) throw err;
-      out.push(errorEntry(err));
+      stored = err instanceof FhirError ? undefined : storeFailureAsFhir(err);
+      const failure = err instanceof FhirError ? err : stored;
+      if (failure === undefined) throw err;
+      out.push(errorEntry(failure));
     }
   }
   return out;

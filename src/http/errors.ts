@@ -1,4 +1,4 @@
-import { FhirError, OAuthError } from '../errors.ts';
+import { FhirError, OAuthError, storeFailure, storeFailureAsFhir } from '../errors.ts';
 import { StoreTimeoutError, StoreUnavailableError } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { operationOutcome, issue } from '../fhir/outcome.ts';
@@ -16,29 +16,15 @@ export interface FailedRequest {
   requestId: string | undefined;
 }
 
-/** Seconds a client is asked to wait after a 503 for an unavailable database (probes run every 0.5 s). */
-export const UNAVAILABLE_RETRY_AFTER = '2';
-
 /**
- * A database outage in its protocol's shape: OperationOutcome `transient` on the FHIR API,
- * `temporarily_unavailable` elsewhere (the token endpoint among them); 503 with `Retry-After` both.
+ * A store failure in its protocol's shape (storeFailure): an OperationOutcome on the FHIR API,
+ * `temporarily_unavailable` elsewhere (the token endpoint among them); 503 both.
  */
-function unavailable(err: StoreUnavailableError, path: string): FhirError | OAuthError {
-  const headers = { 'Retry-After': UNAVAILABLE_RETRY_AFTER };
-  const text = 'The database is temporarily unavailable; retry shortly';
-  if (isFhirPath(path)) return new FhirError('unavailable', text, { headers, cause: err });
-  return new OAuthError('temporarily_unavailable', text, 503, headers, { cause: err });
-}
-
-/**
- * A statement the database cancelled (its `statement_timeout`): OperationOutcome `timeout` (FHIR's
- * transient kind) on the FHIR API, `temporarily_unavailable` elsewhere; 503 both, without
- * `Retry-After`, the same request being likely to run as long again.
- */
-function timedOut(err: StoreTimeoutError, path: string): FhirError | OAuthError {
-  const text = 'The database cancelled the request\'s statement (its time limit was reached); narrow the search or retry later';
-  if (isFhirPath(path)) return new FhirError('unavailable', text, { issueCode: 'timeout', cause: err });
-  return new OAuthError('temporarily_unavailable', text, 503, {}, { cause: err });
+function failed(err: unknown, path: string): FhirError | OAuthError | undefined {
+  const f = storeFailure(err);
+  if (f === undefined) return undefined;
+  if (isFhirPath(path)) return storeFailureAsFhir(err);
+  return new OAuthError('temporarily_unavailable', f.text, 503, f.headers, { cause: err });
 }
 
 /**
@@ -48,11 +34,10 @@ function timedOut(err: StoreTimeoutError, path: string): FhirError | OAuthError 
 export function renderError(err: unknown, req: FailedRequest, log: Logger): Response {
   if (err instanceof StoreUnavailableError) {
     log.debug('database unavailable', { requestId: req.requestId, path: req.path, method: req.method, reason: err.message });
-    err = unavailable(err, req.path);
   } else if (err instanceof StoreTimeoutError) {
     log.warn('database statement cancelled', { requestId: req.requestId, path: req.path, method: req.method, reason: err.message });
-    err = timedOut(err, req.path);
   }
+  err = failed(err, req.path) ?? err;
   if (err instanceof OAuthError) {
     return new Response(JSON.stringify(err.description ? { error: err.error, error_description: err.description } : { error: err.error }), {
       status: err.status,

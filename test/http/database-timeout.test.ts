@@ -80,6 +80,24 @@ for (const target of targets) {
       expect((await t.request('/readyz')).status).toBe(200);
     });
 
+    test('a batch Bundle answers 200, its entries 503 timeout from the first that meets the limit', async () => {
+      const bundle = {
+        resourceType: 'Bundle', type: 'batch',
+        entry: [
+          { resource: { resourceType: 'Patient', id: 'in-batch' }, request: { method: 'PUT', url: 'Patient/in-batch' } },
+          { request: { method: 'GET', url: 'Patient/keep' } },
+        ],
+      };
+      let res!: Response;
+      await whileLocked('resources', async () => {
+        res = await t.request(t.fhir(), fhirInit(token, 'POST', bundle));
+      });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { entry: { response: { status: string; outcome?: { issue: { code: string }[] } } }[] };
+      expect(body.entry.map((e) => [e.response.status.slice(0, 3), e.response.outcome?.issue[0]?.code])).toEqual([['503', 'timeout'], ['503', 'timeout']]);
+      expect((await t.request(`${t.fhir()}/Patient/in-batch`, fhirInit(token))).status).toBe(404);
+    });
+
     test('the token endpoint answers 503 temporarily_unavailable', async () => {
       // A client the server has not looked up yet: not in its cache of clients.
       const fresh = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'] });

@@ -72,6 +72,31 @@ describe('SQLite locked past the busy timeout', () => {
     expect((await t.request(t.fhir(), fhirInit(token, 'POST', bundle))).status).toBe(200);
   });
 
+  test('a batch Bundle answers 200: the entries before the failure as usual, that one and those after it 503', async () => {
+    expect((await t.request(`${t.fhir()}/Patient/keep`, fhirInit(token, 'PUT', { resourceType: 'Patient', id: 'keep' }))).status).toBe(201);
+    const bundle = {
+      resourceType: 'Bundle', type: 'batch',
+      entry: [
+        { request: { method: 'GET', url: 'Patient/keep' } },
+        { resource: { resourceType: 'Patient', id: 'b1' }, request: { method: 'PUT', url: 'Patient/b1' } },
+        { request: { method: 'GET', url: 'Patient/keep' } },
+      ],
+    };
+    const lock = holdWriteLock();
+    let res: Response;
+    try {
+      res = await t.request(t.fhir(), fhirInit(token, 'POST', bundle));
+    } finally {
+      lock.release();
+    }
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { type: string; entry: { response: { status: string; outcome?: { issue: { code: string }[] } } }[] };
+    expect(body.type).toBe('batch-response');
+    expect(body.entry.map((e) => e.response.status.slice(0, 3))).toEqual(['200', '503', '503']);
+    for (const e of body.entry.slice(1)) expect(e.response.outcome!.issue[0]!.code).toBe('transient');
+    expect((await t.request(`${t.fhir()}/Patient/b1`, fhirInit(token))).status).toBe(404);
+  });
+
   test('an export kick-off (a job row written) answers 503 too', async () => {
     const lock = holdWriteLock();
     try {

@@ -24,25 +24,25 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
 
 /**
  * A batch (FHIR R4 http 3.1.0.11.1): each entry on its own, in its own store transaction; a failure
- * (the database's too: a 503) becomes that entry's response with an OperationOutcome and the others go on. `entries` are the valid
- * entries in Bundle order.
+ * becomes that entry's response with an OperationOutcome and the others go on, but for a store failure
+ * (a 503), which answers the entries after it too. `entries` are the valid entries in Bundle order.
  */
 export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
   const out: Json[] = [];
   // After a store failure (the database unavailable, or a statement it cancelled) the entries before it
   // stay written, each in its own transaction, and the response says which; the entries after it are
   // answered with the same failure untried (on SQLite each write would wait out the busy timeout).
-  let stored: FhirError | undefined;
+  let storeFailed: FhirError | undefined;
   for (const entry of entries) {
-    if (stored) {
-      out.push(errorEntry(stored));
+    if (storeFailed) {
+      out.push(errorEntry(storeFailed));
       continue;
     }
     try {
       out.push(await one(deps, req, entry, base, scope));
     } catch (err) {
-      stored = err instanceof FhirError ? undefined : storeFailureAsFhir(err);
-      const failure = err instanceof FhirError ? err : stored;
+      storeFailed = err instanceof FhirError ? undefined : storeFailureAsFhir(err);
+      const failure = err instanceof FhirError ? err : storeFailed;
       if (failure === undefined) throw err;
       out.push(errorEntry(failure));
     }

@@ -21,10 +21,9 @@ export interface FailedRequest {
  * `temporarily_unavailable` elsewhere (the token endpoint among them); 503 both.
  */
 function failed(err: unknown, path: string): FhirError | OAuthError | undefined {
-  const f = storeFailure(err);
-  if (f === undefined) return undefined;
   if (isFhirPath(path)) return storeFailureAsFhir(err);
-  return new OAuthError('temporarily_unavailable', f.text, 503, f.headers, { cause: err });
+  const f = storeFailure(err);
+  return f && new OAuthError('temporarily_unavailable', f.text, 503, f.headers, { cause: err });
 }
 
 /**

@@ -277,9 +277,23 @@ export function shaper(summary: CompiledSearch['summary'], elements: string[] | 
   };
 }
 
-/** References from `rows` through the `_include` parameters: `Type/id` keys to fetch. */
-function includeTargets(rows: ResourceVersion[], includes: Include[]): Map<string, Set<string>> {
-  const byType = new Map<string, Set<string>>();
+/** What the `_include` parameters reach from a page: literal references by type, canonical URLs by target type. */
+interface IncludeTargets {
+  /** `Type` → ids of literal references (`Type/id`, versioned or absolute ones included). */
+  ids: Map<string, Set<string>>;
+  /** Target type → canonical references (`url` or `url|version`) of canonical parameters. */
+  canonicals: Map<string, Set<string>>;
+}
+
+/** References from `rows` through the `_include` parameters. */
+function includeTargets(rows: ResourceVersion[], includes: Include[]): IncludeTargets {
+  const ids = new Map<string, Set<string>>();
+  const canonicals = new Map<string, Set<string>>();
+  const add = (into: Map<string, Set<string>>, type: string, value: string) => {
+    let values = into.get(type);
+    if (!values) into.set(type, (values = new Set()));
+    values.add(value);
+  };
   for (const row of rows) {
     const resource = JSON.parse(row.content) as Json;
     for (const inc of includes) {
@@ -288,18 +302,62 @@ function includeTargets(rows: ResourceVersion[], includes: Include[]): Map<strin
       for (const def of defs) {
         for (const path of def.paths) {
           const refs: { system: string; value: string }[] = [];
-          for (const v of evaluatePath(resource, path)) referenceValues(v, path.targetType, refs);
-          for (const r of refs) {
-            if (!r.system || (inc.target && r.system !== inc.target)) continue;
-            let ids = byType.get(r.system);
-            if (!ids) byType.set(r.system, (ids = new Set()));
-            ids.add(r.value);
+          for (const v of evaluatePath(resource, path)) {
+            // A canonical (a string, `url|version`): a resource of a target type whose `url` it names.
+            if (typeof v === 'string') {
+              for (const type of inc.target ? [inc.target] : def.targets) if (isCanonicalType(type)) add(canonicals, type, v);
+              continue;
+            }
+            referenceValues(v, path.targetType, refs);
           }
+          for (const r of refs) if (r.system && (!inc.target || r.system === inc.target)) add(ids, r.system, r.value);
         }
       }
     }
   }
-  return byType;
+  return { ids, canonicals };
+}
+
+/** The `url` of each canonical resource of `rows` that has one. */
+function canonicalUrls(rows: ResourceVersion[]): { type: string; url: string }[] {
+  const out: { type: string; url: string }[] = [];
+  for (const row of rows) {
+    if (!isCanonicalType(row.type)) continue;
+    const url = (JSON.parse(row.content) as Json).url;
+    if (typeof url === 'string' && url) out.push({ type: row.type, url });
+  }
+  return out;
+}
+
+/** Whether resources of `type` are canonical resources, searched by `url` and `version`. */
+function isCanonicalType(type: string): boolean {
+  return paramOf(type, 'url')?.type === 'uri' && paramOf(type, 'version')?.type === 'token';
+}
+
+/**
+ * The resources of `type` that `canonicals` name: by `url` where no version is given (every version
+ * held), by `url` and `version` where one is (`url|version`).
+ */
+function canonicalCondition(canonicals: Iterable<string>): Condition {
+  const urls = new Set<string>();
+  const versioned: Condition[] = [];
+  for (const canonical of canonicals) {
+    const bar = canonical.indexOf('|');
+    if (bar < 0) {
+      urls.add(canonical);
+      continue;
+    }
+    versioned.push({
+      kind: 'and',
+      all: [
+        { kind: 'token', param: 'url', values: [{ system: '', value: canonical.slice(0, bar) }] },
+        { kind: 'token', param: 'version', values: [{ value: canonical.slice(bar + 1) }] },
+      ],
+    });
+  }
+  const any: Condition[] = [...versioned];
+  if (urls.size) any.unshift({ kind: 'token', param: 'url', values: [...urls].map((value) => ({ system: '', value })) });
+  return any.length === 1 ? any[0]! : { kind: 'or', any };
 }
 
 /** The reference parameters of `type` that keep rows (`_include=Type:*`). */
@@ -340,25 +398,33 @@ export async function addIncludes(
     const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
     const next: ResourceVersion[] = [];
-    for (const [type, ids] of includeTargets(frontier, incs)) {
-      if (!visible(type) || leaveOut?.(type)) continue;
-      const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
-      if (!list.length) continue;
-      const q: SearchQuery = { type, where: [{ kind: 'id', ids: list }], sort: [], count: MAX_INCLUDES };
+    const targets = includeTargets(frontier, incs);
+    /** The readable resources of `type` that `where` selects, as a search of that type would find them. */
+    const reach = async (type: string, where: Condition) => {
+      if (!visible(type) || leaveOut?.(type)) return;
+      const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
       const patient = req.access.patientLimit(type);
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
       next.push(...add(await find(q)));
+    };
+    for (const [type, ids] of targets.ids) {
+      const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
+      if (list.length) await reach(type, { kind: 'id', ids: list });
     }
+    for (const [type, canonicals] of targets.canonicals) await reach(type, canonicalCondition([...canonicals].slice(0, MAX_SEARCH_VALUES)));
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
+    // A canonical resource is also referred to by its `url` (canonical rows have no type: search.html
+    // finds `url` and `url|version` references by `url`, whatever version they name).
+    const urls = revs.length ? canonicalUrls(frontier) : [];
     // The reference parameters to follow backwards, by source type: `*` is every one that may refer to a
     // type of the frontier and whose rows exist in the tenant (its search key; the core CodeSystems and
     // ValueSets have no rows); a source's several parameters are one search (their conditions ORed).
     const bySource = new Map<string, Map<string, Map<string, { system: string; value: string }>>>();
     const frontierTypes = [...new Set(frontier.map((r) => r.type))];
     const held = revs.some((r) => r.param === '*')
-      ? new Set((await deps.store.resources.referrers(req.tenant, frontierTypes)).map((k) => `${k.type}/${k.param}`))
+      ? new Set((await deps.store.resources.referrers(req.tenant, urls.length ? [...frontierTypes, ''] : frontierTypes)).map((k) => `${k.type}/${k.param}`))
       : undefined;
     const wildcard = () => frontierTypes.flatMap(referrersOf).filter(({ source, param }) => {
       const def = paramOf(source, param)!;
@@ -376,6 +442,7 @@ export async function addIncludes(
         const byColumn = bySource.get(source) ?? bySource.set(source, new Map()).get(source)!;
         const seen = byColumn.get(column) ?? byColumn.set(column, new Map()).get(column)!;
         for (const v of targets) seen.set(`${v.system}/${v.value}`, v);
+        for (const u of urls) if (def.targets.includes(u.type)) seen.set(`/${u.url}`, { system: '', value: u.url });
       }
     }
     for (const [source, byColumn] of bySource) {

@@ -1,0 +1,117 @@
+/**
+ * `_include` and `_revinclude` (src/fhir/search.ts addIncludes), on both databases: a parameter with a
+ * target type in its expression (`patient`: `subject.where(resolve() is Patient)`) keeps to it, `:Type`
+ * narrows further, versioned and absolute references of this server are followed and contained ones
+ * are not, an update or a deletion changes what a resource includes at once, and canonical references
+ * (`QuestionnaireResponse.questionnaire`) reach the resources whose `url` (and `version`) they name.
+ * search-differential.test.ts compares every reference parameter of generated data with HL7's engine.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import type { TestApp } from '../helpers/app.ts';
+import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { appOnFresh } from '../helpers/search-runner.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+const code = { coding: [{ system: 'http://loinc.org', code: '8867-4' }] };
+
+for (const target of targets) {
+  describe(`_include on ${target.kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    /** The `include` entries of a search, as `Type/id`, sorted. */
+    const included = async (query: string) =>
+      ((await api.search(query)).entry ?? []).filter((e: Json) => e.search.mode === 'include').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+
+    beforeAll(async () => {
+      ({ t, api } = await appOnFresh(target));
+      for (const r of [
+        { resourceType: 'Patient', id: 'p1' }, { resourceType: 'Patient', id: 'p2' },
+        { resourceType: 'Group', id: 'g1', type: 'person', actual: true },
+        { resourceType: 'Practitioner', id: 'dr1' }, { resourceType: 'Organization', id: 'org1', name: 'Clinic' },
+        { resourceType: 'Location', id: 'loc1' },
+      ]) await api.put200(r);
+      await api.put200({
+        resourceType: 'Observation', id: 'oa', status: 'final', code,
+        subject: { reference: 'Patient/p1/_history/1' },
+        performer: [{ reference: 'Practitioner/dr1' }, { reference: `${api.base}/Organization/org1` }, { reference: '#pr' }, { reference: 'Practitioner/missing' }],
+        contained: [{ resourceType: 'Practitioner', id: 'pr' }],
+      });
+      await api.put200({ resourceType: 'Observation', id: 'ob', status: 'final', code, subject: { reference: 'Group/g1' } });
+      const Q = 'http://forms.example/Questionnaire/intake';
+      for (const r of [
+        { resourceType: 'Questionnaire', id: 'q1', url: Q, version: '1', status: 'active' },
+        { resourceType: 'Questionnaire', id: 'q2', url: Q, version: '2', status: 'active' },
+        { resourceType: 'Questionnaire', id: 'q3', url: 'http://forms.example/Questionnaire/other', status: 'active' },
+        { resourceType: 'QuestionnaireResponse', id: 'r1', status: 'completed', questionnaire: `${Q}|1`, subject: { reference: 'Patient/p1' } },
+        { resourceType: 'QuestionnaireResponse', id: 'r2', status: 'completed', questionnaire: Q },
+        { resourceType: 'QuestionnaireResponse', id: 'r3', status: 'completed', questionnaire: 'http://forms.example/Questionnaire/unknown' },
+        { resourceType: 'QuestionnaireResponse', id: 'r4', status: 'completed', questionnaire: `${Q}|2` },
+      ]) await api.put200(r);
+      await api.put200({
+        resourceType: 'Encounter', id: 'e1', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' },
+        subject: { reference: 'Patient/p2' }, location: [{ location: { reference: 'Location/loc1' } }],
+      });
+    }, 60_000);
+    afterAll(() => t.close());
+
+    test('a parameter whose expression names a target type keeps to it; :Type narrows', async () => {
+      expect(await included('Observation?_include=Observation:patient')).toEqual(['Patient/p1']);
+      expect(await included('Observation?_include=Observation:subject')).toEqual(['Group/g1', 'Patient/p1']);
+      expect(await included('Observation?_include=Observation:subject:Group')).toEqual(['Group/g1']);
+      expect(await included('Observation?_include=Observation:patient&_include=Observation:subject:Group')).toEqual(['Group/g1', 'Patient/p1']);
+      expect(await included('Observation?_id=ob&_include=Observation:patient')).toEqual([]);
+    });
+
+    test('versioned and absolute references are followed; contained and dangling ones are not', async () => {
+      expect(await included('Observation?_id=oa&_include=Observation:performer')).toEqual(['Organization/org1', 'Practitioner/dr1']);
+      expect(await included('Observation?_id=oa&_include=Observation:performer:Organization')).toEqual(['Organization/org1']);
+      expect(await included('Observation?_id=oa&_include=*')).toEqual(['Organization/org1', 'Patient/p1', 'Practitioner/dr1']);
+    });
+
+    test('a page of several types follows each type its own parameters', async () => {
+      expect(await included('?_type=Observation,Encounter&_include=Encounter:location&_include=Observation:patient')).toEqual(['Location/loc1', 'Patient/p1']);
+      expect(await included('Encounter?_include=Encounter:subject&_include:iterate=Patient:general-practitioner')).toEqual(['Patient/p2']);
+    });
+
+    test('a canonical reference includes the resources of its url, of its version where it names one', async () => {
+      expect(await included('QuestionnaireResponse?_id=r1&_include=QuestionnaireResponse:questionnaire')).toEqual(['Questionnaire/q1']);
+      expect(await included('QuestionnaireResponse?_id=r2&_include=QuestionnaireResponse:questionnaire')).toEqual(['Questionnaire/q1', 'Questionnaire/q2']);
+      expect(await included('QuestionnaireResponse?_id=r3,r4&_include=QuestionnaireResponse:questionnaire')).toEqual(['Questionnaire/q2']);
+      expect(await included('QuestionnaireResponse?_id=r1&_include=*')).toEqual(['Patient/p1', 'Questionnaire/q1']);
+      expect(await included('QuestionnaireResponse?_id=r1&_include=QuestionnaireResponse:questionnaire:Questionnaire')).toEqual(['Questionnaire/q1']);
+      // The core ValueSets are canonical resources too; a ConceptMap's source names one by its url.
+      await api.put200({
+        resourceType: 'ConceptMap', id: 'cm1', status: 'draft',
+        sourceUri: 'http://hl7.org/fhir/ValueSet/administrative-gender', targetUri: 'http://forms.example/ValueSet/none',
+      });
+      expect(await included('ConceptMap?_id=cm1&_include=ConceptMap:source-uri&_include=ConceptMap:target-uri')).toEqual(['ValueSet/administrative-gender']);
+      // Iterated from a literal reference's target, and back: what refers to a Questionnaire's url.
+      expect(await included('Patient?_id=p1&_revinclude=QuestionnaireResponse:subject&_include:iterate=QuestionnaireResponse:questionnaire'))
+        .toEqual(['Questionnaire/q1', 'QuestionnaireResponse/r1']);
+    });
+
+    test('a canonical resource is revincluded by what names its url, whatever version', async () => {
+      expect(await included('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire')).toEqual([
+        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4',
+      ]);
+      expect(await included('Questionnaire?_id=q3&_revinclude=QuestionnaireResponse:questionnaire')).toEqual([]);
+      expect(await included('Questionnaire?_id=q2&_revinclude=*')).toEqual(['QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4']);
+      // A token that may not read QuestionnaireResponses gets none of them.
+      const limited = fhirClient(t, await t.tokenFor('t1', ['system/Questionnaire.read']));
+      const bundle = await limited.search('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire');
+      expect(bundle.entry.map((e: Json) => e.resource.id)).toEqual(['q1']);
+    });
+
+    test('an update or a deletion changes what a resource includes at once', async () => {
+      await api.put200({ resourceType: 'Observation', id: 'ob', status: 'final', code, subject: { reference: 'Patient/p2' } });
+      expect(await included('Observation?_id=ob&_include=Observation:subject')).toEqual(['Patient/p2']);
+      expect((await api.del('Patient/p2')).status).toBe(200);
+      expect(await included('Observation?_id=ob&_include=Observation:subject')).toEqual([]);
+      expect((await api.del('Observation/oa')).status).toBe(200);
+      expect(await included('Observation?_include=Observation:performer')).toEqual([]);
+    });
+  });
+}

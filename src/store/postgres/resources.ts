@@ -106,7 +106,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
     async search(tenant, query) {
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
         count,
-        rows: (text, values) => sql.unsafe<Row[]>(text, values),
+        rows: (text, values, fixed) => sql.unsafe<Row[]>(text, values, { prepare: fixed === true }),
       }, (type) => sizes.get(tenant, type));
       return rows.map(toVersion);
     },

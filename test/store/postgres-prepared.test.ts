@@ -1,0 +1,81 @@
+/**
+ * The search statements whose form sets their plan (search-sql.ts SearchRunner `fixed`: a driver's
+ * rows read first, a sort key's index walked) are prepared on PostgreSQL: parsed once per connection
+ * and run without the round trip that first describes an unprepared statement's parameters, and
+ * PostgreSQL may keep a generic plan of them. The statements an undriven search leaves to PostgreSQL's
+ * plan of its values stay unprepared. Read from `pg_prepared_statements` on the store's one
+ * connection, with the answers checked against the data's arithmetic throughout.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { compileSearch } from '../../src/fhir/search.ts';
+import { connect, connectForKeys, type Pg } from '../../src/store/postgres/db.ts';
+import { createPostgresResources } from '../../src/store/postgres/resources.ts';
+import type { Condition, ResourceRepo, SearchQuery } from '../../src/store/types.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { firstVersions } from '../helpers/versions.ts';
+
+const PATIENTS = 12;
+const PER_PATIENT = 30;
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+/** Observation `j` of patient `p`: code `a` every third, else `b`. */
+const observations = range(PATIENTS).flatMap((p) => range(PER_PATIENT).map((j) => ({
+  resourceType: 'Observation', id: `pp${p}-${j}`, status: 'final',
+  code: { coding: [{ system: 'urn:test', code: j % 3 === 0 ? 'a' : 'b' }] },
+  subject: { reference: `Patient/pp${p}` },
+})));
+
+const query = (type: string, search: string): SearchQuery => {
+  const compiled = compileSearch(type, new URLSearchParams(search), true);
+  return { ...compiled.query, where: compiled.pending as Condition[] };
+};
+
+const targets = (await storeTargets()).filter((t) => t.kind === 'postgres');
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe('PostgreSQL prepares the search statements whose form sets their plan', () => {
+    let sql: Pg;
+    let keysSql: Pg;
+    let repo: ResourceRepo;
+    /** The search statements prepared on the store's one connection, with the plans PostgreSQL made of each. */
+    const prepared = () => sql<{ statement: string; generic_plans: number; custom_plans: number }[]>`
+      SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'SELECT r.type, r.id%'`;
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      await store.resources.write('t1', (w) => w.insertNew(firstVersions([...range(PATIENTS).map((p) => ({ resourceType: 'Patient', id: `pp${p}` })), ...observations])));
+      await store.resources.indexing.analyze();
+      sql = connect(db.url, { max: 1 });
+      keysSql = connectForKeys(db.url);
+      repo = createPostgresResources(sql, keysSql);
+    }, 60_000);
+    afterAll(async () => {
+      await sql.end();
+      await keysSql.end();
+    });
+
+    test('a driven search is prepared once, run by every search of its form, and answers right throughout', async () => {
+      for (let round = 0; round < 2; round++) {
+        for (const p of range(PATIENTS)) {
+          const found = await repo.search('t1', query('Observation', `patient=pp${p}&code=a`));
+          expect(found.map((r) => r.id).sort()).toEqual(range(PER_PATIENT).filter((j) => j % 3 === 0).map((j) => `pp${p}-${j}`).sort());
+        }
+      }
+      const driven = (await prepared()).filter((s) => s.statement.includes('unnest(ARRAY('));
+      expect(driven).toHaveLength(1);
+      // Each search ran it (a plan each: custom ones, or after five a generic one where PostgreSQL finds it as cheap).
+      expect(driven[0]!.custom_plans + driven[0]!.generic_plans).toBe(PATIENTS * 2);
+    });
+
+    test('an undriven search is left to PostgreSQL\'s plan of its values: not prepared', async () => {
+      const before = (await prepared()).length;
+      for (let i = 0; i < 3; i++) {
+        const found = await repo.search('t1', { ...query('Observation', 'code:not=b'), count: 1000 });
+        expect(found).toHaveLength(PATIENTS * (PER_PATIENT / 3));
+      }
+      expect((await prepared()).length).toBe(before);
+    });
+  });
+}

@@ -398,7 +398,7 @@ export async function addIncludes(
     const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
     const next: ResourceVersion[] = [];
-    const targets = includeTargets(frontier, incs);
+    const reached = includeTargets(frontier, incs);
     /** The readable resources of `type` that `where` selects, as a search of that type would find them. */
     const reach = async (type: string, where: Condition) => {
       if (!visible(type) || leaveOut?.(type)) return;
@@ -409,11 +409,11 @@ export async function addIncludes(
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
       next.push(...add(await find(q)));
     };
-    for (const [type, ids] of targets.ids) {
+    for (const [type, ids] of reached.ids) {
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
       if (list.length) await reach(type, { kind: 'id', ids: list });
     }
-    for (const [type, canonicals] of targets.canonicals) await reach(type, canonicalCondition([...canonicals].slice(0, MAX_SEARCH_VALUES)));
+    for (const [type, canonicals] of reached.canonicals) await reach(type, canonicalCondition([...canonicals].slice(0, MAX_SEARCH_VALUES)));
     const values = frontier.map((r) => ({ system: r.type, value: r.id }));
     // A canonical resource is also referred to by its `url` (canonical rows have no type: search.html
     // finds `url` and `url|version` references by `url`, whatever version they name).

@@ -12,6 +12,7 @@ import { filterCondition, hasValueSet } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
+import choiceElements from './choice-elements.json' with { type: 'json' };
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
@@ -252,21 +253,37 @@ type Json = Record<string, unknown>;
 export function shaper(summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
   if (elements === undefined && (summary === null || summary === 'false')) return undefined;
   const table = summaryElements as Record<string, { summary: string[]; mandatory: string[] }>;
+  // Which members of a type's resources are kept, decided once per member name for the whole page
+  // (a page's resources share a few dozen names: the per-member test was most of `_summary=true` on
+  // 50 Patients).
+  const keepers = new Map<string, (key: string) => boolean>();
+  const keeperOf = (type: string) => {
+    let keeper = keepers.get(type);
+    if (keeper) return keeper;
+    const info = table[type] ?? { summary: [], mandatory: [] };
+    let test: (key: string) => boolean;
+    if (elements !== undefined) {
+      const wanted = [...new Set([...elements.map((e) => (e.includes('.') ? e.split('.')[1]! : e)), ...info.mandatory])];
+      test = (k) => wanted.some((w) => isOrChoiceOf(k, w));
+    } else if (summary === 'true') {
+      test = (k) => info.summary.some((w) => isOrChoiceOf(k, w));
+    } else if (summary === 'text') {
+      test = (k) => k === 'text' || info.mandatory.some((w) => isOrChoiceOf(k, w));
+    } else {
+      test = (k) => k !== 'text';
+    }
+    const decided = new Map<string, boolean>();
+    keeper = (k) => {
+      let kept = decided.get(k);
+      if (kept === undefined) decided.set(k, (kept = test(k)));
+      return kept;
+    };
+    keepers.set(type, keeper);
+    return keeper;
+  };
   return (content) => {
     const r = JSON.parse(content) as Json;
-    const info = table[r.resourceType as string] ?? { summary: [], mandatory: [] };
-    let keep: (key: string) => boolean;
-    if (elements !== undefined) {
-      const wanted = new Set([...elements.map((e) => (e.includes('.') ? e.split('.')[1]! : e)), ...info.mandatory]);
-      keep = (k) => [...wanted].some((w) => k === w || (k.startsWith(w) && /^[A-Z]/.test(k.slice(w.length))));
-    } else if (summary === 'true') {
-      const s = info.summary;
-      keep = (k) => s.some((w) => k === w || (k.startsWith(w) && /^[A-Z]/.test(k.slice(w.length))));
-    } else if (summary === 'text') {
-      keep = (k) => k === 'text' || info.mandatory.some((w) => k === w || (k.startsWith(w) && /^[A-Z]/.test(k.slice(w.length))));
-    } else {
-      keep = (k) => k !== 'text';
-    }
+    const keep = keeperOf(r.resourceType as string);
     const out: Json = {};
     for (const [k, v] of Object.entries(r)) if (k === 'resourceType' || k === 'id' || k === 'meta' || keep(k)) out[k] = v;
     const meta = { ...((out.meta as Json | undefined) ?? {}) };
@@ -275,6 +292,19 @@ export function shaper(summary: CompiledSearch['summary'], elements: string[] | 
     out.meta = { ...meta, tag: tags };
     return JSON.stringify(out);
   };
+}
+
+const CHOICE_ELEMENTS: ReadonlySet<string> = new Set(choiceElements);
+
+/**
+ * Member `key` is element `name`, or, `name` being a choice element (`value[x]`), one of its typed
+ * members (`valueQuantity`: the name, then a capital). Not `birthDate` for `birth`.
+ */
+function isOrChoiceOf(key: string, name: string): boolean {
+  if (!key.startsWith(name)) return false;
+  if (key.length === name.length) return true;
+  const next = key.charCodeAt(name.length);
+  return next >= 65 && next <= 90 && CHOICE_ELEMENTS.has(name);
 }
 
 /** What the `_include` parameters reach from a page: literal references by type, canonical URLs by target type. */

@@ -301,6 +301,12 @@ await eachStore((kind, fresh) => {
       expect(s.generalPractitioner).toBeUndefined();
       const [o] = (await api.search('Observation?_id=o1&_summary=text')).entry.map((e: Json) => e.resource);
       expect(Object.keys(o).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+      // A choice element by its name (`deceased`: deceasedDateTime), never a longer name (`birth`); each
+      // resource of the page by its own members.
+      const page = (await api.search('Patient?_id=p1,p2&_elements=deceased,birth&_sort=_id')).entry.map((e: Json) => Object.keys(e.resource).sort());
+      expect(page).toEqual([['id', 'meta', 'resourceType'], ['deceasedDateTime', 'id', 'meta', 'resourceType']]);
+      const [d] = (await api.search('Patient?_id=p2&_summary=true')).entry.map((e: Json) => e.resource);
+      expect(d.deceasedDateTime).toBe('2020-01-01');
     });
 
     test(':in and :not-in through the terminology service (stored and core ValueSets)', async () => {

@@ -4,7 +4,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
-import { evaluatePath } from './fhirpath.ts';
+import { evaluatePath, isChoiceMember } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
 import { issue } from './outcome.ts';
 import { parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
@@ -12,7 +12,6 @@ import { filterCondition, hasValueSet } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
-import choiceElements from './choice-elements.json' with { type: 'json' };
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
@@ -294,17 +293,9 @@ export function shaper(summary: CompiledSearch['summary'], elements: string[] | 
   };
 }
 
-const CHOICE_ELEMENTS: ReadonlySet<string> = new Set(choiceElements);
-
-/**
- * Member `key` is element `name`, or, `name` being a choice element (`value[x]`), one of its typed
- * members (`valueQuantity`: the name, then a capital). Not `birthDate` for `birth`.
- */
+/** Member `key` is element `name`, or a typed member of it when it is a choice element (`deceased`: `deceasedDateTime`). */
 function isOrChoiceOf(key: string, name: string): boolean {
-  if (!key.startsWith(name)) return false;
-  if (key.length === name.length) return true;
-  const next = key.charCodeAt(name.length);
-  return next >= 65 && next <= 90 && CHOICE_ELEMENTS.has(name);
+  return key === name || isChoiceMember(key, name);
 }
 
 /** What the `_include` parameters reach from a page: literal references by type, canonical URLs by target type. */

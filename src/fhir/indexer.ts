@@ -315,8 +315,79 @@ function positionRows(def: ParamDefinition, resource: Json, out: RangeEntry[]): 
   }
 }
 
-/** Search index rows of `resource` for every parameter of its type (R4 SearchParameter expressions). */
+/**
+ * The prefix of the parameters under which a resource's rows hold those of a resource it contains and
+ * refers to through reference parameter `param` as a `type`: `subject:Patient.` (`subject:Patient.name`
+ * holds the contained Patient's names). A `.` marks such a parameter: no other has one.
+ */
+export function containedPrefix(param: string, type: string): string {
+  return `${param}:${type}.`;
+}
+
+/**
+ * The parameter whose rows name the contained resources a resource refers to under `prefix` (their
+ * local ids): every one has a row of it, so that a test of absence (`:missing=true`, `:not`) on a
+ * contained resource can require one.
+ */
+export function containedIdParam(prefix: string): string {
+  return `${prefix}_id`;
+}
+
+/** Contained resources referring to contained resources are followed this many levels (chains nest at most four). */
+const CONTAINED_LEVELS = 4;
+
+/**
+ * Rows of the resources `resource` contains, for chains into them (R4 search: "a chained condition will
+ * be evaluated inside contained resources"). For each reference (`#id`) of a stored reference parameter
+ * to a contained resource of a type the parameter may name: a row of the reference as written (type and
+ * `#id`, which no chain, `_include` nor `_revinclude` takes for a resource id, while `:missing` counts
+ * it); that resource's own rows, each under its parameter prefixed (containedPrefix); and a row of its
+ * local id (containedIdParam). Its own references to other contained resources are followed the same
+ * way, under the longer prefix.
+ */
+function containedRows(resource: Json, rows: IndexRows): void {
+  if (!Array.isArray(resource.contained) || resource.contained.length === 0) return;
+  const byRef = new Map<string, Json>();
+  for (const c of resource.contained as Json[]) {
+    if (c !== null && typeof c === 'object' && typeof c.resourceType === 'string' && typeof c.id === 'string') byRef.set(`#${c.id}`, c);
+  }
+  if (byRef.size === 0) return;
+  const visit = (holder: Json, prefix: string, level: number, seen: ReadonlySet<string>) => {
+    for (const def of paramsOf(holder.resourceType as string)) {
+      if (def.type !== 'reference' || def.storedAs || def.unionOf || def.andOf) continue;
+      for (const path of def.paths) {
+        for (const value of evaluatePath(holder, path)) {
+          const ref = (value as Json | null)?.reference;
+          const target = typeof ref === 'string' ? byRef.get(ref) : undefined;
+          if (!target || seen.has(ref as string)) continue;
+          const type = target.resourceType as string;
+          if ((path.targetType && path.targetType !== type) || (def.targets.length > 0 && !def.targets.includes(type))) continue;
+          // The reference itself, as `#id` (no resource has such an id): `:missing` sees it.
+          rows.tokens.push({ param: prefix + def.code, system: type, value: ref as string });
+          const inner = containedPrefix(`${prefix}${def.code}`, type);
+          rows.tokens.push({ param: containedIdParam(inner), system: '', value: target.id as string });
+          const own = ownEntries(target);
+          for (const e of own.tokens) rows.tokens.push({ ...e, param: inner + e.param });
+          for (const e of own.strings) rows.strings.push({ ...e, param: inner + e.param });
+          for (const e of own.ranges) rows.ranges.push({ ...e, param: inner + e.param });
+          for (const e of own.composites) rows.composites.push({ ...e, param: inner + e.param });
+          if (level + 1 < CONTAINED_LEVELS) visit(target, inner, level + 1, new Set([...seen, ref as string]));
+        }
+      }
+    }
+  };
+  visit(resource, '', 0, new Set());
+}
+
+/** Search index rows of `resource` for every parameter of its type, and those of the resources it contains (containedRows). */
 export function indexEntries(resource: Json): IndexRows {
+  const rows = ownEntries(resource);
+  containedRows(resource, rows);
+  return dedupe(rows);
+}
+
+/** Rows of `resource` for every parameter of its type (R4 SearchParameter expressions), not deduplicated. */
+function ownEntries(resource: Json): IndexRows {
   const rows = emptyRows();
   for (const def of paramsOf(resource.resourceType as string)) {
     if (def.storedAs || def.unionOf || def.andOf) continue;
@@ -332,7 +403,7 @@ export function indexEntries(resource: Json): IndexRows {
       for (const value of evaluatePath(resource, path)) simpleRows(def, value, path.targetType, rows);
     }
   }
-  return dedupe(rows);
+  return rows;
 }
 
 /** The rows a version is stored with: its search index entries and its words for `_text` and `_content`. */

@@ -11,9 +11,10 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * the indexer writes for stored content, and say in MODEL_CHANGES which resources the change touches.
  * Model 2 added the words of `_text` and `_content` (`search_text`); model 3 an Identifier's type text,
  * which token `:text` searches; model 4 a Location's position, which `near` searches; model 5 a UCUM
- * quantity's value in its canonical unit (src/fhir/ucum.ts), which quantity searches with a UCUM unit read.
+ * quantity's value in its canonical unit (src/fhir/ucum.ts), which quantity searches with a UCUM unit read;
+ * model 6 the rows of contained resources a resource refers to, which chains read (indexer.ts containedRows).
  */
-export const INDEX_MODEL = 5;
+export const INDEX_MODEL = 6;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -46,7 +47,14 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'],
     reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
   },
+  // A resource that contains resources: `"contained":[...]`; rows of every table under a prefixed
+  // parameter, and reference rows of `#id`, which `:missing` on a reference parameter reads.
+  6: {
+    touches: (content) => CONTAINED.test(content), tables: ['search_index', 'search_string', 'search_range', 'search_composite'],
+    reads: (c) => ('param' in c ? c.param.includes('.') : c.kind === 'missing' && (c.table === 'search_index' || c.params.some((p) => p.includes('.')))),
+  },
 };
+const CONTAINED = /"contained"\s*:\s*\[/;
 const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
@@ -162,7 +170,8 @@ function anyCondition(conditions: readonly Condition[], test: (c: Condition) => 
       case 'or': return anyCondition(c.any, test);
       case 'and': return anyCondition(c.all, test);
       case 'not': return anyCondition([c.condition], test);
-      case 'chain': case 'has': return anyCondition(c.where, test);
+      case 'chain': return test(c) || anyCondition(c.where, test);
+      case 'has': return anyCondition(c.where, test);
       default: return test(c);
     }
   });

@@ -7,7 +7,8 @@ import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { dateRange } from './dates.ts';
 import { isDomainResource, paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
-import { canonicalParam, normalizeString, soundex } from './indexer.ts';
+import { canonicalParam, containedIdParam, containedPrefix, normalizeString, soundex } from './indexer.ts';
+import { readsOwnRows } from '../store/search-sql.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
 import { parseReference } from './references.ts';
@@ -482,11 +483,60 @@ export function referenceTargets(def: ParamDefinition): string[] {
   return def.storedAs?.target ? [def.storedAs.target] : def.targets;
 }
 
-/** The chain through reference `def` to each of `targets`, whose resources meet `where` of their type; ORed over several. */
+/**
+ * The chain through reference `def` to each of `targets`, whose resources meet `where` of their type;
+ * ORed over several. Each also reaches the resources contained in the searched one (insideContained).
+ */
 export function chainOver(def: ParamDefinition, targets: string[], where: (target: string) => Condition[]): Condition {
   const param = def.storedAs?.param ?? def.code;
-  const chains = targets.map((t): Condition => ({ kind: 'chain', param, targetType: t, where: where(t) }));
+  const chains = targets.map((t) => insideContained({ kind: 'chain', param, targetType: t, where: where(t) }));
   return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
+}
+
+/**
+ * A chain, or the same conditions met by a resource that the searched one contains and refers to
+ * through the chain's parameter (R4 search: "a chained condition will be evaluated inside contained
+ * resources"): on the searched resource's own rows of the contained one (src/fhir/indexer.ts
+ * containedRows), each condition's parameter prefixed. A test that needs rows (a value, `:missing=false`)
+ * finds them only where such a resource is; others (`:missing=true`, `:not`) require one (a row of its
+ * id). The resources one parameter refers to are searched as one: two conditions of one chain (a
+ * `_filter` target's `[...]`) may be met by two of them. Conditions a contained resource has no rows
+ * for (`_id`, `_lastUpdated`, `_has`, full text) leave the chain as it is.
+ */
+function insideContained(chain: Extract<Condition, { kind: 'chain' }>): Condition {
+  const prefix = containedPrefix(chain.param, chain.targetType);
+  const renamed: Condition[] = [];
+  for (const w of chain.where) {
+    const r = onContained(w, prefix);
+    if (r === undefined) return chain;
+    renamed.push(r);
+  }
+  if (renamed.length === 0) return chain;
+  const inside: Condition = renamed.length === 1 && readsOwnRows(renamed[0]!)
+    ? renamed[0]!
+    : { kind: 'and', all: [{ kind: 'missing', table: 'search_index', params: [containedIdParam(prefix)], missing: false }, ...renamed] };
+  return { kind: 'or', any: [chain, inside], contained: containedIdParam(prefix) };
+}
+
+/** `c` on the rows of the contained resources under `prefix`; undefined when they have none for it. */
+function onContained(c: Condition, prefix: string): Condition | undefined {
+  switch (c.kind) {
+    case 'token': case 'string': case 'uri-prefix': case 'token-text': case 'date': case 'number': case 'composite': case 'near': case 'chain':
+      return { ...c, param: prefix + c.param };
+    case 'missing':
+      return { ...c, params: c.params.map((p) => prefix + p) };
+    case 'or': case 'and': {
+      const parts = (c.kind === 'or' ? c.any : c.all).map((x) => onContained(x, prefix));
+      if (parts.some((x) => x === undefined)) return undefined;
+      return c.kind === 'or' ? { kind: 'or', any: parts as Condition[] } : { kind: 'and', all: parts as Condition[] };
+    }
+    case 'not': {
+      const inner = onContained(c.condition, prefix);
+      return inner && { kind: 'not', condition: inner };
+    }
+    default:
+      return undefined;
+  }
 }
 
 function hasCondition(type: string, key: string, raw: string, now: number, depth: number): Condition {

@@ -62,7 +62,8 @@ describe('_typeFilter', () => {
     // The job keeps each `or`'s alternatives as ORed filters, so that one of codes is read by its codes' rows.
     const job = (await t.store.exports.jobs.get('t1', status.split('/').pop()!))!;
     const kept = JSON.parse(job.spec).filters as Record<string, { kind: string }[][]>;
-    expect(kept.Observation!.map((alt) => alt.map((c) => c.kind))).toEqual([['token'], ['chain', 'not']]);
+    // (A chain is an `or`: the chained resource, or one the Observation contains.)
+    expect(kept.Observation!.map((alt) => alt.map((c) => c.kind))).toEqual([['token'], ['or', 'not']]);
     expect(kept.Patient!.map((alt) => alt.map((c) => c.kind))).toEqual([['token'], ['date', 'not']]);
     const bad = await get(`/$export?_type=Patient&_typeFilter=${enc(`Patient?_filter=${enc('gender co male')}`)}`);
     expect(bad.status).toBe(400);

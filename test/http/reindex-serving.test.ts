@@ -26,7 +26,7 @@ const observation = (id: string, mg: number): Json => ({
 
 await eachStore((kind, fresh) => {
   describe(`serving beside a reindex on ${kind}`, () => {
-    test('from model 4: only searches reading canonical quantity rows wait; reads, writes and other searches answer', async () => {
+    test('from model 4: only searches reading canonical quantity rows or contained resources\' rows wait; reads, writes and other searches answer', async () => {
       let rebuilding: Rebuilding | undefined = { from: 4, examined: 1_500 };
       const t = await createTestApp({ store: await fresh(), rebuilding: () => rebuilding });
       try {
@@ -49,6 +49,10 @@ await eachStore((kind, fresh) => {
         await refused(`Observation?code-value-quantity=${LOINC}|2345-7$5.4|${UCUM}|mg`);
         await refused(`Patient?_has:Observation:subject:value-quantity=5.4|${UCUM}|mg`);
         await refused(`Observation?_filter=${encodeURIComponent(`value-quantity eq 5.4|${UCUM}|mg`)}`);
+        // Model 6 added the rows of contained resources, which every chain reads, and reference rows of
+        // contained ones, which `:missing` on a reference reads.
+        await refused(`Observation?code=${LOINC}|2345-7&subject:Patient.name=chalmers`);
+        await refused('Observation?subject:missing=true');
         // Conditional create runs the same search: it waits too, and creates nothing.
         const conditional = await api.post('Observation', observation('ignored', 1), { 'If-None-Exist': `value-quantity=5.4|${UCUM}|mg` });
         expect(conditional.status).toBe(503);
@@ -57,7 +61,6 @@ await eachStore((kind, fresh) => {
         const ids = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id).sort();
         expect(await ids('Observation?value-quantity=5.4')).toEqual(['o1']);
         expect(await ids(`Observation?value-quantity=5.4||mg`)).toEqual(['o1']);
-        expect(await ids(`Observation?code=${LOINC}|2345-7&subject:Patient.name=chalmers`)).toEqual(['o1']);
         expect(await ids('Observation?_include=Observation:subject')).toEqual(['o1', 'p1']);
         expect(await ids('Patient?_has:Observation:subject:code=2345-7')).toEqual(['p1']);
         expect(await ids('Patient/p1/Observation')).toEqual(['o1']);
@@ -74,6 +77,7 @@ await eachStore((kind, fresh) => {
         rebuilding = undefined;
         expect(await ids(`Observation?value-quantity=7000|${UCUM}|ug`)).toEqual(['o2']);
         expect(await ids(`Observation?value-quantity=5400|${UCUM}|ug`)).toEqual(['o1']);
+        expect(await ids(`Observation?code=${LOINC}|2345-7&subject:Patient.name=chalmers`)).toEqual(['o1', 'o2']);
         expect(await (await t.request('/readyz')).json()).not.toHaveProperty('searchIndex');
       } finally {
         await t.close();
@@ -137,7 +141,17 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(5);
+    expect(INDEX_MODEL).toBe(6);
+    // Model 6: rows of contained resources (prefixed parameters) and references to them (`:missing`).
+    const name: Condition = { kind: 'string', param: 'name', values: [{ value: 'x', match: 'prefix' }] };
+    expect(readsRowsBeingRebuilt(5, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [name] }))).toBe(false);
+    expect(readsRowsBeingRebuilt(5, query({ kind: 'or', any: [
+      { kind: 'chain', param: 'subject', targetType: 'Patient', where: [name] }, { ...name, param: 'subject:Patient.name' },
+    ] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(5, query({ kind: 'chain', param: 'subject:Patient.organization', targetType: 'Organization', where: [name] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(5, query({ kind: 'missing', table: 'search_index', params: ['subject'], missing: true }))).toBe(true);
+    expect(readsRowsBeingRebuilt(5, query({ kind: 'missing', table: 'search_range', params: ['near'], missing: true }))).toBe(false);
+    expect(readsRowsBeingRebuilt(5, query(plain, canonical, near, tokenText, text))).toBe(false);
     expect(readsRowsBeingRebuilt(4, query(plain))).toBe(false);
     expect(readsRowsBeingRebuilt(4, query(canonical))).toBe(true);
     expect(readsRowsBeingRebuilt(4, query(plain, { kind: 'not', condition: { kind: 'or', any: [plain, canonical] } }))).toBe(true);

@@ -3,7 +3,9 @@
  * types (token, string, reference, uri, quantity and date), queries built from values in the data are
  * answered through the REST API and, independently, by HL7's FHIRPath engine (npm `fhirpath`)
  * evaluating the parameter's R4 expression on each resource plus FHIR's matching rules written here.
- * The two answers must be equal. Runs on both databases.
+ * The two answers must be equal; so must chains through every reference parameter, to stored targets
+ * and to contained ones (copies of some resources holding their targets as contained resources), and
+ * `_include`. Runs on both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import fhirpath from 'fhirpath';
@@ -17,12 +19,56 @@ import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const DATA = [...generatePatients({ patients: 8, seed: 'differential' })] as Json[];
 const TYPES = [...new Set(DATA.map((r) => r.resourceType as string))];
+const BY_KEY = new Map(DATA.map((r) => [`${r.resourceType}/${r.id}`, r]));
+
+/**
+ * Copies of every fourth resource that refers to others, each holding the resources it refers to as
+ * contained ones (`#t0`, `#t1`, ... in place of `Type/id`): chains must reach inside them (R4 search).
+ */
+const CONTAINERS: Json[] = DATA.filter((_, i) => i % 4 === 0).flatMap((r) => {
+  const contained: Json[] = [];
+  const local = new Map<string, string>();
+  const copy = JSON.parse(JSON.stringify(r), function (this: unknown, key, value) {
+    if (key !== 'reference' || typeof value !== 'string' || !BY_KEY.has(value)) return value;
+    if (!local.has(value)) {
+      const { meta: _meta, text: _text, ...target } = BY_KEY.get(value)!;
+      local.set(value, `t${local.size}`);
+      contained.push({ ...target, id: local.get(value) });
+    }
+    return `#${local.get(value)}`;
+  }) as Json;
+  return contained.length ? [{ ...copy, id: `${r.id}-c`, contained }] : [];
+});
 const KINDS = new Set(['token', 'string', 'reference', 'uri', 'quantity', 'date']);
 
-/** The oracle's values: the R4 expression by HL7's engine (`resolve() is X` read from the literal reference). */
-function oracleValues(def: ParamDefinition, resource: Json): unknown[] {
-  const expression = def.expression.replace(/\.where\(resolve\(\) is ([A-Za-z]+)\)/g, ".where(reference.startsWith('$1/'))");
-  return fhirpath.evaluate(resource, expression, undefined, r4model) as unknown[];
+/**
+ * The oracle's values: the R4 expression by HL7's engine (`resolve() is X` read from the literal reference;
+ * with `contained`, a reference to a contained resource passes it, its type left to resolveIn).
+ */
+function oracleValues(def: ParamDefinition, resource: Json, contained = false): unknown[] {
+  const memo = MEMO.get(resource) ?? MEMO.set(resource, new Map()).get(resource)!;
+  const key = `${def.base}.${def.code}${contained ? '#' : ''}`;
+  let values = memo.get(key);
+  if (values === undefined) {
+    const test = contained ? ".where(reference.startsWith('$1/') or reference.startsWith('#'))" : ".where(reference.startsWith('$1/'))";
+    const expression = def.expression.replace(/\.where\(resolve\(\) is ([A-Za-z]+)\)/g, test);
+    memo.set(key, (values = fhirpath.evaluate(resource, expression, undefined, r4model) as unknown[]));
+  }
+  return values;
+}
+const MEMO = new WeakMap<Json, Map<string, unknown[]>>();
+
+/** The resources of `type` that reference parameter `def` of `resource` names: stored ones, and contained ones by `#id`. */
+function resolveIn(def: ParamDefinition, resource: Json, type: string): { stored: Json[]; contained: Json[] } {
+  const out = { stored: [] as Json[], contained: [] as Json[] };
+  for (const v of oracleValues(def, resource, true)) {
+    const ref = (v as Json)?.reference;
+    if (typeof ref !== 'string') continue;
+    const inside = ref.startsWith('#');
+    const target = inside ? (resource.contained as Json[] | undefined)?.find((c) => `#${c.id}` === ref) : BY_KEY.get(ref);
+    if (target?.resourceType === type) (inside ? out.contained : out.stored).push(target);
+  }
+  return out;
 }
 
 const fold = (s: string) => s.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
@@ -123,7 +169,7 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       await t.store.resources.write('t1', async (w) => {
-        await w.insertNew(firstVersions(DATA));
+        await w.insertNew(firstVersions([...DATA, ...CONTAINERS]));
       });
     });
     afterAll(() => t.close());
@@ -152,6 +198,46 @@ await eachStore((kind, fresh) => {
       }
       expect(disagreements).toEqual([]);
       expect(compared).toBeGreaterThan(150);
+    }, 120_000);
+
+    test('chains through every reference parameter, to stored and to contained targets, agree with the oracle', async () => {
+      const all = [...DATA, ...CONTAINERS];
+      let compared = 0;
+      let inside = 0;
+      const disagreements: string[] = [];
+      for (const type of TYPES) {
+        const resources = all.filter((r) => r.resourceType === type);
+        for (const def of paramsOf(type).filter((d) => d.type === 'reference')) {
+          for (const target of TYPES.filter((x) => def.targets.includes(x))) {
+            // What the chain may reach: the stored resources of the target type and those contained.
+            const pool = [...DATA.filter((r) => r.resourceType === target), ...CONTAINERS.flatMap((r) => r.contained as Json[]).filter((c) => c.resourceType === target)];
+            const inner = paramsOf(target).filter((d) => (d.type === 'token' || d.type === 'string') && d.code !== 'phonetic');
+            const resolved = resources.map((r) => ({ id: r.id as string, ...resolveIn(def, r, target) }));
+            let used = 0;
+            for (const q of inner) {
+              const cases = casesFor(target, q, pool);
+              if (cases.length === 0) continue;
+              if (++used > 2) break;
+              for (const c of cases.slice(0, 4)) {
+                // The contained resources one parameter names are searched as one (README): a negation
+                // holds when none of them has the value.
+                const negation = c.query.includes(':not=');
+                const expected = resolved.filter(({ stored, contained }) =>
+                  stored.some(c.matches) || (contained.length > 0 && (negation ? contained.every(c.matches) : contained.some(c.matches))))
+                  .map((r) => r.id).sort();
+                const bundle = await api.search(`${type}?${def.code}:${target}.${c.query}&_count=1000&_elements=id`);
+                const got = (bundle.entry ?? []).map((e: Json) => e.resource.id as string).sort();
+                compared++;
+                inside += expected.filter((id) => id.endsWith('-c')).length;
+                if (JSON.stringify(got) !== JSON.stringify(expected)) disagreements.push(`${type}?${def.code}:${target}.${c.query}: engine ${got.length}, oracle ${expected.length}`);
+              }
+            }
+          }
+        }
+      }
+      expect(disagreements).toEqual([]);
+      expect(compared).toBeGreaterThan(100);
+      expect(inside).toBeGreaterThan(100);
     }, 120_000);
 
     test('_include through every reference parameter agrees with the oracle', async () => {

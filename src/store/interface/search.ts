@@ -213,9 +213,12 @@ export type Condition =
   /**
    * Any of the alternatives holds (a parameter folded from several, such as `combo-code`). `implied`:
    * added by the planner's withImpliedDrivers, implied by another condition, so tested only when it
-   * drives.
+   * drives. `contained`: a chain (the first alternative) or the same conditions on the rows of a
+   * resource the searched one contains (src/fhir/search-compile.ts insideContained), each of which has
+   * a row of this parameter: where no resource of the type ever had one, its key does not exist and
+   * the second alternative can hold for none (withoutAbsentContained drops it).
    */
-  | { kind: 'or'; any: Condition[]; implied?: true }
+  | { kind: 'or'; any: Condition[]; implied?: true; contained?: string }
   /** The condition does not hold (`:not` on a folded parameter). */
   | { kind: 'not'; condition: Condition }
   /** Every condition holds (one alternative of SMART scope filters). */

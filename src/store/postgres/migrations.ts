@@ -326,4 +326,15 @@ UPDATE index_state SET value = 4 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 UPDATE index_state SET value = 5 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 16,
+    name: 'contained_rows',
+    sql: `
+-- Index model 6 (src/fhir/reindex.ts): a resource also has rows of the resources it contains and refers
+-- to, under prefixed parameters (src/fhir/indexer.ts containedRows), which chains read, and reference
+-- rows of \`#id\`. A database holding resources gets them from the reindex that \`cinder serve\` runs at
+-- start (only the resources that contain resources are rebuilt); an empty one follows model 6 already.
+UPDATE index_state SET value = 6 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

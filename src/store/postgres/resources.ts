@@ -1,7 +1,8 @@
 import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, plannedSearch, planSearch, POSTGRES, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, plannedSearch, planSearch, POSTGRES, withoutAbsentContained, type SqlValue } from '../search-sql.ts';
+import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
@@ -62,6 +63,15 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
   const searchKeys = createPostgresKeys(keysSql);
   const sizes = estimatedSizes(sql);
   const count = countRows(sql);
+  // Keys of contained resources' ids found (a key is never removed), for withoutAbsentContained.
+  const containedKeys = new Set<string>();
+  const containedIn = (tenant: string) => async (type: string, param: string) => {
+    const name = keyName({ tenant, type, param, system: '', code: '' });
+    if (containedKeys.has(name)) return true;
+    const [row] = await sql`SELECT 1 AS hit FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND system = '' AND code = ''`;
+    if (row) containedKeys.add(name);
+    return row !== undefined;
+  };
   return {
     async read(tenant, type, id) {
       const [row] = await sql<Row[]>`
@@ -104,6 +114,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
         SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
     },
     async search(tenant, query) {
+      query = await withoutAbsentContained(query, containedIn(tenant));
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
         count,
         rows: (text, values, fixed) => sql.unsafe<Row[]>(text, values, { prepare: fixed === true }),
@@ -115,6 +126,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       // vital signs, 5-10 ms either way, against 150-180 ms for the intersection of the sets. Counting
       // every match of large conditions, Postgres' hash joins of the sets beat probing row by row (42 ms
       // against 209 ms), and their intersection the sets tested on each resource (countSql).
+      query = await withoutAbsentContained(query, containedIn(tenant));
       const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(POSTGRES, tenant, query), count);
       const q = countSql(POSTGRES, tenant, query, plan?.driver === undefined ? undefined : plan);
       const [row] = await sql.unsafe<{ n: number }[]>(q.sql, q.values);

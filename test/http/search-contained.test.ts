@@ -1,0 +1,197 @@
+/**
+ * Chains into contained resources (R4 search: "a chained condition will be evaluated inside contained
+ * resources"), on both databases: `Observation?subject:Patient.name=..` finds an Observation whose
+ * subject is a Patient it contains as well as one whose subject is a stored Patient, through every
+ * parameter type, `:missing` and `:not`, several levels (contained to contained, contained to stored),
+ * `_filter`, updates and deletions; contained resources are never results of their own; the in-memory
+ * matcher (a SMART scope filter) agrees; and a database of index model 5 gets the rows by the reindex.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { compartmentsOf, storedIndex } from '../../src/fhir/indexer.ts';
+import { INDEX_MODEL, reindex } from '../../src/fhir/reindex.ts';
+import { parameterCondition } from '../../src/fhir/search-compile.ts';
+import { withoutAbsentContained } from '../../src/store/search-sql.ts';
+import type { Condition, SearchQuery } from '../../src/store/types.ts';
+import type { TestApp } from '../helpers/app.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { appOnFresh } from '../helpers/search-runner.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+const code = { coding: [{ system: 'http://loinc.org', code: '8867-4' }] };
+const RX = 'http://www.nlm.nih.gov/research/umls/rxnorm';
+
+const observation = (id: string, extra: Json): Json => ({ resourceType: 'Observation', id, status: 'final', code, ...extra });
+const patient = (id: string, extra: Json = {}): Json => ({ resourceType: 'Patient', id, ...extra });
+
+const DATA: Json[] = [
+  patient('ext1', { name: [{ family: 'Taylor' }], gender: 'male', birthDate: '1950-01-01' }),
+  { resourceType: 'Organization', id: 'acme', name: 'Acme Health' },
+  // A stored Medication and the ones the requests contain.
+  { resourceType: 'Medication', id: 'med2', code: { coding: [{ system: RX, code: '123' }] } },
+  observation('o1', { contained: [patient('p1', { name: [{ family: 'Taylor', given: ['Ann'] }], gender: 'female', birthDate: '1970-05-01' })], subject: { reference: '#p1' } }),
+  observation('o2', { subject: { reference: 'Patient/ext1' } }),
+  observation('o3', { contained: [patient('p1', { name: [{ family: 'Jones' }] })], subject: { reference: '#p1' } }),
+  // A contained Patient that the subject does not name (the performer does).
+  observation('o4', { contained: [patient('x', { name: [{ family: 'Taylor' }] })], subject: { reference: 'Patient/ext1' }, performer: [{ reference: '#x' }] }),
+  // A contained Practitioner named Taylor as the performer; no subject.
+  observation('o5', { contained: [{ resourceType: 'Practitioner', id: 'pr', name: [{ family: 'Taylor' }] }], performer: [{ reference: '#pr' }] }),
+  // Contained to contained, and contained to stored.
+  observation('o6', {
+    contained: [patient('p', { name: [{ family: 'Lee' }], managingOrganization: { reference: '#org' } }), { resourceType: 'Organization', id: 'org', name: 'Acme Clinic' }],
+    subject: { reference: '#p' },
+  }),
+  observation('o7', { contained: [patient('p', { managingOrganization: { reference: 'Organization/acme' } })], subject: { reference: '#p' } }),
+  // A Location, not a Patient, as the subject.
+  observation('o8', { contained: [{ resourceType: 'Location', id: 'l', name: 'Taylor' }], subject: { reference: '#l' } }),
+  ...['mr1', 'mr2', 'mr3'].map((id, i): Json => ({
+    resourceType: 'MedicationRequest', id, status: 'active', intent: 'order', subject: { reference: 'Patient/ext1' },
+    ...(i === 0 ? { contained: [{ resourceType: 'Medication', id: 'm', code: { coding: [{ system: RX, code: '123' }] }, form: { text: 'tablet' } }], medicationReference: { reference: '#m' } }
+      : i === 1 ? { medicationReference: { reference: 'Medication/med2' } }
+      : { medicationCodeableConcept: { coding: [{ system: RX, code: '123' }] } }),
+  })),
+];
+
+for (const target of targets) {
+  describe(`chains into contained resources on ${target.kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const ids = async (query: string) => ((await api.search(`${query}&_count=100`)).entry ?? []).map((e: Json) => e.resource.id as string).sort();
+
+    beforeAll(async () => {
+      ({ t, api } = await appOnFresh(target));
+      for (const r of DATA) await api.put200(r);
+    }, 60_000);
+    afterAll(() => t.close());
+
+    test('a chain finds the contained target its reference names, beside stored ones', async () => {
+      expect(await ids('Observation?subject:Patient.name=taylor')).toEqual(['o1', 'o2', 'o4']);
+      expect(await ids('Observation?subject.name=taylor')).toEqual(['o1', 'o2', 'o4', 'o8']);
+      expect(await ids('Observation?patient.name=taylor')).toEqual(['o1', 'o2', 'o4']);
+      expect(await ids('Observation?subject:Patient.family=jones')).toEqual(['o3']);
+      expect(await ids('Observation?performer:Patient.name=taylor')).toEqual(['o4']);
+      expect(await ids('Observation?performer:Practitioner.name=taylor')).toEqual(['o5']);
+      expect(await ids('Observation?subject:Location.name=taylor')).toEqual(['o8']);
+      // Tokens, dates, exact strings, ORed values, several chains ANDed.
+      expect(await ids('Observation?subject:Patient.gender=female')).toEqual(['o1']);
+      expect(await ids('Observation?subject:Patient.gender=female,male')).toEqual(['o1', 'o2', 'o4']);
+      expect(await ids('Observation?subject:Patient.birthdate=ge1960')).toEqual(['o1']);
+      expect(await ids('Observation?subject:Patient.birthdate=lt1960')).toEqual(['o2', 'o4']);
+      expect(await ids('Observation?subject:Patient.name:exact=Taylor')).toEqual(['o1', 'o2', 'o4']);
+      expect(await ids('Observation?subject:Patient.given=ann&subject:Patient.family=taylor')).toEqual(['o1']);
+      expect(await ids('MedicationRequest?medication.code=123')).toEqual(['mr1', 'mr2']);
+      expect(await ids(`MedicationRequest?medication.code=${encodeURIComponent(`${RX}|123`)}`)).toEqual(['mr1', 'mr2']);
+      expect(await ids('MedicationRequest?medication.form:text=tab')).toEqual(['mr1']);
+      expect(await ids('MedicationRequest?code=123')).toEqual(['mr3']);
+      // Counted the same.
+      expect((await api.search('Observation?subject:Patient.name=taylor&_summary=count')).total).toBe(3);
+    });
+
+    test('several levels: contained to contained, and contained to stored', async () => {
+      expect(await ids('Observation?subject:Patient.organization.name=acme')).toEqual(['o6', 'o7']);
+      expect(await ids('Observation?subject:Patient.organization.name=acme%20clinic')).toEqual(['o6']);
+      expect(await ids('Observation?subject:Patient.organization=Organization/acme')).toEqual(['o7']);
+      expect(await ids('Observation?subject:Patient.organization:missing=false')).toEqual(['o6', 'o7']);
+      // The references to contained resources are there for `:missing`.
+      expect(await ids('Observation?performer:missing=false')).toEqual(['o4', 'o5']);
+      expect(await ids('Observation?subject:missing=true')).toEqual(['o5']);
+      expect(await ids('Observation?patient:missing=false')).toEqual(['o1', 'o2', 'o3', 'o4', 'o6', 'o7']);
+    });
+
+    test(':missing and :not on a contained target need one to be there', async () => {
+      // o3 (contained, no gender) and nothing without a Patient subject (o5, o8).
+      expect(await ids('Observation?subject:Patient.gender:missing=true')).toEqual(['o3', 'o6', 'o7']);
+      expect(await ids('Observation?subject:Patient.gender:not=female')).toEqual(['o2', 'o3', 'o4', 'o6', 'o7']);
+      expect(await ids('Observation?subject:Patient.gender:missing=false')).toEqual(['o1', 'o2', 'o4']);
+    });
+
+    test('contained resources are not results of their own, and _filter chains into them too', async () => {
+      expect(await ids('Patient?name=taylor')).toEqual(['ext1']);
+      expect(await ids('Medication?code=123')).toEqual(['med2']);
+      expect(await ids(`Observation?_filter=${encodeURIComponent('subject.name co "aylo"')}`)).toEqual(['o1', 'o2', 'o4', 'o8']);
+      expect(await ids(`Observation?_filter=${encodeURIComponent('patient[gender eq female].name eq "taylor"')}`)).toEqual(['o1']);
+      expect(await ids(`Observation?_filter=${encodeURIComponent('patient[gender eq male].name eq "taylor"')}`)).toEqual(['o2', 'o4']);
+    });
+
+    test('a SMART scope filter with a chain admits what the search finds (the in-memory matcher)', async () => {
+      const scoped = fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs?subject:Patient.name=taylor', 'system/Patient.rs']));
+      expect((await scoped.get('Observation/o1')).status).toBe(200);
+      expect((await scoped.get('Observation/o2')).status).toBe(200);
+      await expectOutcome(await scoped.get('Observation/o3'), 403);
+      expect(((await scoped.search('Observation?_count=100')).entry ?? []).map((e: Json) => e.resource.id).sort()).toEqual(['o1', 'o2', 'o4']);
+    });
+
+    test('an update or a deletion of the container changes what the chain finds at once', async () => {
+      await api.put200(observation('u1', { contained: [patient('p1', { name: [{ family: 'Novak' }] })], subject: { reference: '#p1' } }));
+      expect(await ids('Observation?subject:Patient.name=novak')).toEqual(['u1']);
+      await api.put200(observation('u1', { contained: [patient('p1', { name: [{ family: 'Horvat' }] })], subject: { reference: '#p1' } }));
+      expect(await ids('Observation?subject:Patient.name=novak')).toEqual([]);
+      expect(await ids('Observation?subject:Patient.name=horvat')).toEqual(['u1']);
+      expect((await api.call('DELETE', 'Observation/u1')).ok).toBe(true);
+      expect(await ids('Observation?subject:Patient.name=horvat')).toEqual([]);
+    });
+
+    test('a tenant that never held a contained resource finds one as soon as it is written', async () => {
+      const other = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
+      const found = async () => ((await other.search('Observation?subject:Patient.name=taylor')).entry ?? []).map((e: Json) => e.resource.id).sort();
+      await other.put200(patient('ext1', { name: [{ family: 'Taylor' }] }));
+      await other.put200(observation('o2', { subject: { reference: 'Patient/ext1' } }));
+      expect(await found()).toEqual(['o2']);
+      expect((await other.search('Observation?subject:Patient.name=taylor&_summary=count')).total).toBe(1);
+      await other.put200(observation('o1', { contained: [patient('p1', { name: [{ family: 'Taylor' }] })], subject: { reference: '#p1' } }));
+      expect(await found()).toEqual(['o1', 'o2']);
+      expect((await other.search('Observation?subject:Patient.name=taylor&_summary=count')).total).toBe(2);
+    });
+
+    test('a database of index model 5 gets the rows of contained resources by the reindex', async () => {
+      // As model 5 wrote them: no rows under a contained resource's prefix.
+      const page = await t.store.resources.indexing.page(0, 1000);
+      const items = page.filter((r) => r.tenant === 't1' && r.content.includes('"contained"')).map((r) => {
+        const resource = JSON.parse(r.content);
+        const index = storedIndex(resource);
+        index.tokens = index.tokens.filter((e) => !e.param.includes('.') && !e.value.startsWith('#'));
+        index.strings = index.strings.filter((e) => !e.param.includes('.'));
+        index.ranges = index.ranges.filter((e) => !e.param.includes('.'));
+        return { type: r.type, id: r.id, versionId: r.versionId, index, compartments: compartmentsOf(resource) };
+      });
+      expect(items.length).toBeGreaterThanOrEqual(8);
+      await t.store.resources.write('t1', (w) => w.replaceIndex(items));
+      await t.store.resources.indexing.setState({ model: 5, after: 0 });
+      expect(await ids('Observation?subject:Patient.name=taylor')).toEqual(['o2', 'o4']);
+      const run = await reindex(t.store);
+      // Those of t1 and the one of t2.
+      expect(run).toMatchObject({ ran: true, rebuilt: items.length + 1 });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      expect(await ids('Observation?subject:Patient.name=taylor')).toEqual(['o1', 'o2', 'o4']);
+      expect(await ids('MedicationRequest?medication.code=123')).toEqual(['mr1', 'mr2']);
+    });
+  });
+}
+
+describe('withoutAbsentContained', () => {
+  const compile = (type: string, key: string, raw: string) => parameterCondition(type, key, raw, Date.now()) as Condition;
+  const query = (...where: Condition[]): SearchQuery => ({ type: 'Observation', where, sort: [], count: 10 });
+
+  test('drops the alternative on contained resources where the type never had one there', async () => {
+    const chained = compile('Observation', 'subject:Patient.name', 'taylor');
+    expect(chained).toMatchObject({ kind: 'or', contained: 'subject:Patient._id', any: [{ kind: 'chain' }, { kind: 'string', param: 'subject:Patient.name' }] });
+    const asked: string[] = [];
+    const none = await withoutAbsentContained(query(chained), (type, param) => (asked.push(`${type} ${param}`), false));
+    expect(none.where).toEqual([(chained as Extract<Condition, { kind: 'or' }>).any[0]!]);
+    expect(asked).toEqual(['Observation subject:Patient._id']);
+    const q = query(chained);
+    expect(await withoutAbsentContained(q, () => true)).toBe(q);
+    // Nested: the inner chain's alternative is the Patient's (contained to stored), asked of Patient.
+    const nested = compile('Observation', 'subject:Patient.organization.name', 'acme');
+    asked.length = 0;
+    const pruned = await withoutAbsentContained(query(nested), (type, param) => (asked.push(`${type} ${param}`), false));
+    expect(asked).toEqual(['Observation subject:Patient._id', 'Patient organization:Organization._id']);
+    expect(JSON.stringify(pruned.where)).not.toContain('"contained"');
+    expect(pruned.where).toEqual([{ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'chain', param: 'organization', targetType: 'Organization', where: [expect.objectContaining({ kind: 'string', param: 'name' })] }] }]);
+    // A search without chains is left as it is.
+    const plain = query(compile('Observation', 'code', '8867-4'));
+    expect(await withoutAbsentContained(plain, () => { throw new Error('not asked'); })).toBe(plain);
+  });
+});

@@ -171,7 +171,7 @@ await eachStore((kind, fresh) => {
       await t.store.resources.write('t1', async (w) => {
         await w.insertNew(firstVersions([...DATA, ...CONTAINERS]));
       });
-    });
+    }, 60_000);
     afterAll(() => t.close());
 
     test('every core parameter of the data set types agrees with the oracle', async () => {

@@ -101,7 +101,7 @@ for (const target of targets) {
       const res = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [...DATA, ...NAMED, ...LONG].map((resource) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } })) });
       expect(res.status).toBe(200);
       expect(((await res.json()) as Json).entry.every((e: Json) => e.response.status.startsWith('20'))).toBe(true);
-    });
+    }, 60_000);
     afterAll(() => t.close());
 
     test('each test means its plain search, and matches something', async () => {

@@ -339,44 +339,60 @@ const CONTAINED_LEVELS = 4;
 /**
  * Rows of the resources `resource` contains, for chains into them (R4 search: "a chained condition will
  * be evaluated inside contained resources"). For each reference (`#id`) of a stored reference parameter
- * to a contained resource of a type the parameter may name: a row of the reference as written (type and
+ * to a contained resource (of the type its path names, if any): a row of the reference as written (type and
  * `#id`, which no chain, `_include` nor `_revinclude` takes for a resource id, while `:missing` counts
  * it); that resource's own rows, each under its parameter prefixed (containedPrefix); and a row of its
  * local id (containedIdParam). Its own references to other contained resources are followed the same
- * way, under the longer prefix.
+ * way, under the longer prefix. A resource a parameter holds inline (a Bundle's `composition` and
+ * `message`: its first entry's resource) is searched the same way, its `#id` references resolved
+ * among its own contained resources.
  */
 function containedRows(resource: Json, rows: IndexRows): void {
-  if (!Array.isArray(resource.contained) || resource.contained.length === 0) return;
-  const byRef = new Map<string, Json>();
-  for (const c of resource.contained as Json[]) {
-    if (c !== null && typeof c === 'object' && typeof c.resourceType === 'string' && typeof c.id === 'string') byRef.set(`#${c.id}`, c);
-  }
-  if (byRef.size === 0) return;
-  const visit = (holder: Json, prefix: string, level: number, seen: ReadonlySet<string>) => {
+  const local = containedByRef(resource);
+  if (local.size === 0 && resource.resourceType !== 'Bundle') return;
+  const visit = (holder: Json, byRef: ReadonlyMap<string, Json>, prefix: string, level: number, seen: ReadonlySet<string>) => {
     for (const def of paramsOf(holder.resourceType as string)) {
       if (def.type !== 'reference' || def.storedAs || def.unionOf || def.andOf) continue;
       for (const path of def.paths) {
         for (const value of evaluatePath(holder, path)) {
-          const ref = (value as Json | null)?.reference;
-          const target = typeof ref === 'string' ? byRef.get(ref) : undefined;
-          if (!target || seen.has(ref as string)) continue;
+          if (value === null || typeof value !== 'object') continue;
+          const v = value as Json;
+          const inline = typeof v.resourceType === 'string';
+          const ref = inline ? undefined : v.reference;
+          const target = inline ? v : typeof ref === 'string' && !seen.has(ref) ? byRef.get(ref) : undefined;
+          if (!target) continue;
           const type = target.resourceType as string;
-          if ((path.targetType && path.targetType !== type) || (def.targets.length > 0 && !def.targets.includes(type))) continue;
+          // As the parameter's own rows: of any type its path allows (a parameter stored for another, such
+          // as a Bundle's `message` in `composition`'s rows, names other targets than the one it is stored in).
+          if (path.targetType && path.targetType !== type) continue;
           // The reference itself, as `#id` (no resource has such an id): `:missing` sees it.
-          rows.tokens.push({ param: prefix + def.code, system: type, value: ref as string });
+          if (typeof ref === 'string') rows.tokens.push({ param: prefix + def.code, system: type, value: ref });
           const inner = containedPrefix(`${prefix}${def.code}`, type);
-          rows.tokens.push({ param: containedIdParam(inner), system: '', value: target.id as string });
+          rows.tokens.push({ param: containedIdParam(inner), system: '', value: typeof target.id === 'string' ? target.id : '' });
           const own = ownEntries(target);
           for (const e of own.tokens) rows.tokens.push({ ...e, param: inner + e.param });
           for (const e of own.strings) rows.strings.push({ ...e, param: inner + e.param });
           for (const e of own.ranges) rows.ranges.push({ ...e, param: inner + e.param });
           for (const e of own.composites) rows.composites.push({ ...e, param: inner + e.param });
-          if (level + 1 < CONTAINED_LEVELS) visit(target, inner, level + 1, new Set([...seen, ref as string]));
+          if (level + 1 < CONTAINED_LEVELS) {
+            if (inline) visit(target, containedByRef(target), inner, level + 1, new Set());
+            else visit(target, byRef, inner, level + 1, new Set([...seen, ref as string]));
+          }
         }
       }
     }
   };
-  visit(resource, '', 0, new Set());
+  visit(resource, local, '', 0, new Set());
+}
+
+/** A resource's contained resources by the reference that names them (`#id`). */
+function containedByRef(resource: Json): Map<string, Json> {
+  const byRef = new Map<string, Json>();
+  if (!Array.isArray(resource.contained)) return byRef;
+  for (const c of resource.contained as Json[]) {
+    if (c !== null && typeof c === 'object' && typeof c.resourceType === 'string' && typeof c.id === 'string') byRef.set(`#${c.id}`, c);
+  }
+  return byRef;
 }
 
 /** Search index rows of `resource` for every parameter of its type, and those of the resources it contains (containedRows). */

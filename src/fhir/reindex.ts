@@ -47,14 +47,16 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     touches: (content) => content.includes(UCUM_SYSTEM), tables: ['search_range', 'search_composite'],
     reads: (c) => (c.kind === 'number' || c.kind === 'composite') && c.param.endsWith(CANONICAL_SUFFIX),
   },
-  // A resource that contains resources: `"contained":[...]`; rows of every table under a prefixed
-  // parameter, and reference rows of `#id`, which `:missing` on a reference parameter reads.
+  // A resource that contains resources (`"contained":[...]`), or a Bundle, whose first entry's resource
+  // `composition` and `message` hold inline; rows of every table under a prefixed parameter, and
+  // reference rows of `#id`, which `:missing` on a reference parameter reads.
   6: {
-    touches: (content) => CONTAINED.test(content), tables: ['search_index', 'search_string', 'search_range', 'search_composite'],
+    touches: (content) => CONTAINED.test(content) || BUNDLE.test(content), tables: ['search_index', 'search_string', 'search_range', 'search_composite'],
     reads: (c) => ('param' in c ? c.param.includes('.') : c.kind === 'missing' && (c.table === 'search_index' || c.params.some((p) => p.includes('.')))),
   },
 };
 const CONTAINED = /"contained"\s*:\s*\[/;
+const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;
 const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;

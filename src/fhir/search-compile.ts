@@ -528,7 +528,9 @@ function onContained(c: Condition, prefix: string): Condition | undefined {
     case 'or': case 'and': {
       const parts = (c.kind === 'or' ? c.any : c.all).map((x) => onContained(x, prefix));
       if (parts.some((x) => x === undefined)) return undefined;
-      return c.kind === 'or' ? { kind: 'or', any: parts as Condition[] } : { kind: 'and', all: parts as Condition[] };
+      if (c.kind === 'and') return { kind: 'and', all: parts as Condition[] };
+      // A nested chain's alternative on its contained resources is on the searched resource's rows too.
+      return c.contained === undefined ? { kind: 'or', any: parts as Condition[] } : { kind: 'or', any: parts as Condition[], contained: prefix + c.contained };
     }
     case 'not': {
       const inner = onContained(c.condition, prefix);

@@ -35,6 +35,16 @@ describe('_typeFilter', () => {
     expect(refs(files)).toEqual(['Observation/o2', 'Observation/o3']);
   });
 
+  test('a chain reaches into contained resources, as in search', async () => {
+    await put(t, {
+      resourceType: 'Observation', id: 'oc', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: 'D' }] },
+      contained: [{ resourceType: 'Patient', id: 'p', name: [{ family: 'One' }] }], subject: { reference: '#p' },
+    });
+    const status = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${enc('Observation?subject:Patient.family=one')}`);
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    expect(refs(files)).toEqual(['Observation/o1', 'Observation/oc']);
+  });
+
   test('repeated _typeFilter parameters and a whole-value-encoded list', async () => {
     const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${enc('Patient?identifier=urn:mrn|2,Observation?_id=o1')}&_typeFilter=${enc('Observation?_id=o2')}`);
     const files = await download(t, token, (await finish(t, token, status)).output);

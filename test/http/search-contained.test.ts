@@ -3,7 +3,8 @@
  * resources"), on both databases: `Observation?subject:Patient.name=..` finds an Observation whose
  * subject is a Patient it contains as well as one whose subject is a stored Patient, through every
  * parameter type, `:missing` and `:not`, several levels (contained to contained, contained to stored),
- * `_filter`, updates and deletions; contained resources are never results of their own; the in-memory
+ * `_filter`, updates and deletions, a Bundle's inline composition and message; contained resources are
+ * never results of their own; the in-memory
  * matcher (a SMART scope filter) agrees; and a database of index model 5 gets the rows by the reindex.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -13,6 +14,7 @@ import { parameterCondition } from '../../src/fhir/search-compile.ts';
 import { withoutAbsentContained } from '../../src/store/search-sql.ts';
 import type { Condition, SearchQuery } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
+import { download, finish, kickOff, refs } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -115,6 +117,12 @@ for (const target of targets) {
       expect(await ids(`Observation?_filter=${encodeURIComponent('patient[gender eq male].name eq "taylor"')}`)).toEqual(['o2', 'o4']);
     });
 
+    test('a bulk export filtered by a chain exports what the search finds', async () => {
+      const token = await t.token();
+      const status = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${encodeURIComponent('Observation?subject:Patient.name=taylor')}`);
+      expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Observation/o1', 'Observation/o2', 'Observation/o4']);
+    });
+
     test('a SMART scope filter with a chain admits what the search finds (the in-memory matcher)', async () => {
       const scoped = fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs?subject:Patient.name=taylor', 'system/Patient.rs']));
       expect((await scoped.get('Observation/o1')).status).toBe(200);
@@ -133,6 +141,31 @@ for (const target of targets) {
       expect(await ids('Observation?subject:Patient.name=horvat')).toEqual([]);
     });
 
+    test("a Bundle's composition and message are chained into inline", async () => {
+      const composition = {
+        resourceType: 'Composition', id: 'c1', status: 'final', type: { coding: [{ system: 'http://loinc.org', code: '60591-5' }] },
+        subject: { reference: 'Patient/ext1' }, date: '2026-11-01', author: [{ display: 'Dr Who' }], title: 'Patient summary',
+      };
+      await api.put200({
+        resourceType: 'Bundle', id: 'doc1', type: 'document', identifier: { system: 'urn:ietf:rfc:3986', value: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e0' },
+        timestamp: '2026-11-01T10:00:00Z', entry: [{ fullUrl: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e1', resource: composition }],
+      });
+      await api.put200({
+        resourceType: 'Bundle', id: 'msg1', type: 'message', timestamp: '2026-11-01T10:00:00Z',
+        entry: [{
+          fullUrl: 'urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e2',
+          resource: { resourceType: 'MessageHeader', id: 'h1', eventCoding: { system: 'http://example.org/events', code: 'admit' }, source: { endpoint: 'http://example.org/a' } },
+        }],
+      });
+      expect(await ids('Bundle?composition.type=60591-5')).toEqual(['doc1']);
+      expect(await ids('Bundle?composition.title=patient')).toEqual(['doc1']);
+      expect(await ids('Bundle?composition.subject:Patient.name=taylor')).toEqual(['doc1']);
+      expect(await ids('Bundle?composition.subject:Patient.name=jones')).toEqual([]);
+      expect(await ids('Bundle?message.event=admit')).toEqual(['msg1']);
+      expect(await ids('Bundle?composition.type=admit')).toEqual([]);
+      expect(await ids('Composition?type=60591-5')).toEqual([]);
+    });
+
     test('a tenant that never held a contained resource finds one as soon as it is written', async () => {
       const other = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
       const found = async () => ((await other.search('Observation?subject:Patient.name=taylor')).entry ?? []).map((e: Json) => e.resource.id).sort();
@@ -148,7 +181,7 @@ for (const target of targets) {
     test('a database of index model 5 gets the rows of contained resources by the reindex', async () => {
       // As model 5 wrote them: no rows under a contained resource's prefix.
       const page = await t.store.resources.indexing.page(0, 1000);
-      const items = page.filter((r) => r.tenant === 't1' && r.content.includes('"contained"')).map((r) => {
+      const items = page.filter((r) => r.tenant === 't1' && (r.content.includes('"contained"') || r.type === 'Bundle')).map((r) => {
         const resource = JSON.parse(r.content);
         const index = storedIndex(resource);
         index.tokens = index.tokens.filter((e) => !e.param.includes('.') && !e.value.startsWith('#'));
@@ -161,11 +194,12 @@ for (const target of targets) {
       await t.store.resources.indexing.setState({ model: 5, after: 0 });
       expect(await ids('Observation?subject:Patient.name=taylor')).toEqual(['o2', 'o4']);
       const run = await reindex(t.store);
-      // Those of t1 and the one of t2.
+      // Those of t1 (the Bundles too) and the one of t2.
       expect(run).toMatchObject({ ran: true, rebuilt: items.length + 1 });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       expect(await ids('Observation?subject:Patient.name=taylor')).toEqual(['o1', 'o2', 'o4']);
       expect(await ids('MedicationRequest?medication.code=123')).toEqual(['mr1', 'mr2']);
+      expect(await ids('Bundle?composition.type=60591-5')).toEqual(['doc1']);
     });
   });
 }
@@ -188,6 +222,10 @@ describe('withoutAbsentContained', () => {
     asked.length = 0;
     const pruned = await withoutAbsentContained(query(nested), (type, param) => (asked.push(`${type} ${param}`), false));
     expect(asked).toEqual(['Observation subject:Patient._id', 'Patient organization:Organization._id']);
+    // Kept, the contained Patient's own alternative (a contained Organization) is asked of Observation.
+    asked.length = 0;
+    await withoutAbsentContained(query(nested), (type, param) => (asked.push(`${type} ${param}`), type === 'Observation' && !param.includes('Organization')));
+    expect(asked).toEqual(['Observation subject:Patient._id', 'Patient organization:Organization._id', 'Observation subject:Patient.organization:Organization._id']);
     expect(JSON.stringify(pruned.where)).not.toContain('"contained"');
     expect(pruned.where).toEqual([{ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'chain', param: 'organization', targetType: 'Organization', where: [expect.objectContaining({ kind: 'string', param: 'name' })] }] }]);
     // A search without chains is left as it is.

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compartmentsOf, storedIndex } from '../../src/fhir/indexer.ts';
 import { INDEX_MODEL, reindex } from '../../src/fhir/reindex.ts';
 import { parameterCondition } from '../../src/fhir/search-compile.ts';
-import { withoutAbsentContained } from '../../src/store/search-sql.ts';
+import { NOTHING, selectsNothing, withoutAbsentKeys } from '../../src/store/search-sql.ts';
 import type { Condition, SearchQuery } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, refs } from '../helpers/export.ts';
@@ -166,6 +166,19 @@ for (const target of targets) {
       expect(await ids('Composition?type=60591-5')).toEqual([]);
     });
 
+    test('a chain or _has through a reference no resource made finds nothing, until one is written', async () => {
+      const found = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id).sort();
+      expect(await found('Observation?_has:Observation:has-member:code=8867-4')).toEqual([]);
+      expect((await api.search('Observation?_has:Observation:has-member:code=8867-4&_summary=count')).total).toBe(0);
+      expect(await found('Observation?has-member.code=8867-4')).toEqual([]);
+      expect(await found('Observation?_has:Observation:has-member:code:not=1234-5&_count=100')).toEqual([]);
+      await api.put200(observation('panel', { hasMember: [{ reference: 'Observation/o2' }] }));
+      expect(await found('Observation?_has:Observation:has-member:code=8867-4')).toEqual(['o2']);
+      expect((await api.search('Observation?_has:Observation:has-member:code=8867-4&_summary=count')).total).toBe(1);
+      expect(await found('Observation?has-member.code=8867-4')).toEqual(['panel']);
+      await api.call('DELETE', 'Observation/panel');
+    });
+
     test('a tenant that never held a contained resource finds one as soon as it is written', async () => {
       const other = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
       const found = async () => ((await other.search('Observation?subject:Patient.name=taylor')).entry ?? []).map((e: Json) => e.resource.id).sort();
@@ -204,32 +217,54 @@ for (const target of targets) {
   });
 }
 
-describe('withoutAbsentContained', () => {
+describe('withoutAbsentKeys', () => {
   const compile = (type: string, key: string, raw: string) => parameterCondition(type, key, raw, Date.now()) as Condition;
   const query = (...where: Condition[]): SearchQuery => ({ type: 'Observation', where, sort: [], count: 10 });
+  const asked: string[] = [];
+  /** Keys of references exist; of contained resources' ids, those `contained` accepts. */
+  const keys = (contained: (type: string, param: string) => boolean) => (type: string, param: string, system: string) =>
+    (asked.push(`${type} ${param} ${system}`.trim()), system !== '' || contained(type, param));
 
   test('drops the alternative on contained resources where the type never had one there', async () => {
     const chained = compile('Observation', 'subject:Patient.name', 'taylor');
     expect(chained).toMatchObject({ kind: 'or', contained: 'subject:Patient._id', any: [{ kind: 'chain' }, { kind: 'string', param: 'subject:Patient.name' }] });
-    const asked: string[] = [];
-    const none = await withoutAbsentContained(query(chained), (type, param) => (asked.push(`${type} ${param}`), false));
+    asked.length = 0;
+    const none = await withoutAbsentKeys(query(chained), keys(() => false));
     expect(none.where).toEqual([(chained as Extract<Condition, { kind: 'or' }>).any[0]!]);
-    expect(asked).toEqual(['Observation subject:Patient._id']);
+    expect(asked).toEqual(['Observation subject:Patient._id', 'Observation subject Patient']);
     const q = query(chained);
-    expect(await withoutAbsentContained(q, () => true)).toBe(q);
+    expect(await withoutAbsentKeys(q, () => true)).toBe(q);
     // Nested: the inner chain's alternative is the Patient's (contained to stored), asked of Patient.
     const nested = compile('Observation', 'subject:Patient.organization.name', 'acme');
     asked.length = 0;
-    const pruned = await withoutAbsentContained(query(nested), (type, param) => (asked.push(`${type} ${param}`), false));
-    expect(asked).toEqual(['Observation subject:Patient._id', 'Patient organization:Organization._id']);
-    // Kept, the contained Patient's own alternative (a contained Organization) is asked of Observation.
-    asked.length = 0;
-    await withoutAbsentContained(query(nested), (type, param) => (asked.push(`${type} ${param}`), type === 'Observation' && !param.includes('Organization')));
-    expect(asked).toEqual(['Observation subject:Patient._id', 'Patient organization:Organization._id', 'Observation subject:Patient.organization:Organization._id']);
+    const pruned = await withoutAbsentKeys(query(nested), keys(() => false));
+    expect(asked).toEqual(['Observation subject:Patient._id', 'Observation subject Patient', 'Patient organization:Organization._id', 'Patient organization Organization']);
     expect(JSON.stringify(pruned.where)).not.toContain('"contained"');
     expect(pruned.where).toEqual([{ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'chain', param: 'organization', targetType: 'Organization', where: [expect.objectContaining({ kind: 'string', param: 'name' })] }] }]);
-    // A search without chains is left as it is.
+    // Kept, the contained Patient's own alternative (a contained Organization) is asked of Observation.
+    asked.length = 0;
+    await withoutAbsentKeys(query(nested), keys((type, param) => type === 'Observation' && !param.includes('Organization')));
+    expect(asked).toEqual([
+      'Observation subject:Patient._id', 'Observation subject Patient', 'Patient organization:Organization._id', 'Patient organization Organization',
+      'Observation subject:Patient.organization:Organization._id', 'Observation subject:Patient.organization Organization',
+    ]);
+    // A search without chains or _has is left as it is.
     const plain = query(compile('Observation', 'code', '8867-4'));
-    expect(await withoutAbsentContained(plain, () => { throw new Error('not asked'); })).toBe(plain);
+    expect(await withoutAbsentKeys(plain, () => { throw new Error('not asked'); })).toBe(plain);
+  });
+
+  test('a chain or _has through reference rows that were never written selects nothing', async () => {
+    const has = compile('Patient', '_has:Observation:subject:code', '8867-4');
+    asked.length = 0;
+    const none = await withoutAbsentKeys({ type: 'Patient', where: [has], sort: [], count: 10 }, () => false);
+    expect(none.where).toEqual([NOTHING]);
+    expect(selectsNothing(none)).toBe(true);
+    // Under a negation it is the opposite.
+    const negated = await withoutAbsentKeys({ type: 'Patient', where: [{ kind: 'not', condition: has }], sort: [], count: 10 }, () => false);
+    expect(negated.where).toEqual([{ kind: 'not', condition: NOTHING }]);
+    expect(selectsNothing(negated)).toBe(false);
+    const kept = await withoutAbsentKeys({ type: 'Patient', where: [has], sort: [], count: 10 }, keys(() => false));
+    expect(kept.where).toEqual([has]);
+    expect(asked).toEqual(['Observation subject Patient']);
   });
 });

@@ -4,8 +4,8 @@
  * answered through the REST API and, independently, by HL7's FHIRPath engine (npm `fhirpath`)
  * evaluating the parameter's R4 expression on each resource plus FHIR's matching rules written here.
  * The two answers must be equal; so must chains through every reference parameter, to stored targets
- * and to contained ones (copies of some resources holding their targets as contained resources), and
- * `_include`. Runs on both databases.
+ * and to contained ones (copies of some resources holding their targets as contained resources),
+ * `_has` and `_include`. Runs on both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import fhirpath from 'fhirpath';
@@ -238,6 +238,42 @@ await eachStore((kind, fresh) => {
       expect(disagreements).toEqual([]);
       expect(compared).toBeGreaterThan(100);
       expect(inside).toBeGreaterThan(100);
+    }, 120_000);
+
+    test('_has through every reference parameter agrees with the oracle', async () => {
+      const referring = [...DATA, ...CONTAINERS];
+      let compared = 0;
+      let found = 0;
+      const disagreements: string[] = [];
+      for (const source of TYPES) {
+        const sources = referring.filter((r) => r.resourceType === source);
+        for (const def of paramsOf(source).filter((d) => d.type === 'reference')) {
+          for (const target of TYPES.filter((x) => def.targets.includes(x))) {
+            const targets = DATA.filter((r) => r.resourceType === target);
+            // The stored resources each referring resource names through the parameter.
+            const named = sources.map((s) => ({ s, keys: new Set(oracleValues(def, s).map((v) => (v as Json)?.reference).filter((x) => typeof x === 'string')) }));
+            const inner = paramsOf(source).filter((d) => (d.type === 'token' || d.type === 'string') && d.code !== 'phonetic');
+            let used = 0;
+            for (const q of inner) {
+              const cases = casesFor(source, q, sources);
+              if (cases.length === 0) continue;
+              if (++used > 2) break;
+              for (const c of cases.slice(0, 4)) {
+                const matching = named.filter(({ s }) => c.matches(s));
+                const expected = targets.filter((r) => matching.some(({ keys }) => keys.has(`${target}/${r.id}`))).map((r) => r.id as string).sort();
+                const bundle = await api.search(`${target}?_has:${source}:${def.code}:${c.query}&_count=1000&_elements=id`);
+                const got = (bundle.entry ?? []).map((e: Json) => e.resource.id as string).sort();
+                compared++;
+                found += expected.length;
+                if (JSON.stringify(got) !== JSON.stringify(expected)) disagreements.push(`${target}?_has:${source}:${def.code}:${c.query}: engine ${got.length}, oracle ${expected.length}`);
+              }
+            }
+          }
+        }
+      }
+      expect(disagreements).toEqual([]);
+      expect(compared).toBeGreaterThan(100);
+      expect(found).toBeGreaterThan(300);
     }, 120_000);
 
     test('_include through every reference parameter agrees with the oracle', async () => {

@@ -216,7 +216,7 @@ export type Condition =
    * drives. `contained`: a chain (the first alternative) or the same conditions on the rows of a
    * resource the searched one contains (src/fhir/search-compile.ts insideContained), each of which has
    * a row of this parameter: where no resource of the type ever had one, its key does not exist and
-   * the second alternative can hold for none (withoutAbsentContained drops it).
+   * the second alternative can hold for none (withoutAbsentKeys drops it).
    */
   | { kind: 'or'; any: Condition[]; implied?: true; contained?: string }
   /** The condition does not hold (`:not` on a folded parameter). */

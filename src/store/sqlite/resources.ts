@@ -9,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, lastResort, planContext, plannedSearch, planSearch, SQLITE, withoutAbsentContained, type Dialect, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, lastResort, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
@@ -143,8 +143,8 @@ export function createSqliteResources(
   // for 686,776 Observations, at most once per TYPE_SIZE_MAX_AGE_MS.
   const sizeOf = reader.query<{ n: number }, [string, string]>('SELECT COUNT(*) AS n FROM resources WHERE tenant = ? AND type = ?');
   const sizes = createTypeSizes((tenant, type) => sizeOf.get(tenant, type)!.n);
-  /** Whether a resource of `type` had rows of a contained resource's id `param` (withoutAbsentContained). */
-  const containedIn = (tenant: string) => (type: string, param: string) => dialect.knownKey!({ tenant, type, param, system: '', code: '' }) !== undefined;
+  /** Whether a key of a reference or token row exists (withoutAbsentKeys). */
+  const keyIn = (tenant: string) => (type: string, param: string, system: string) => dialect.knownKey!({ tenant, type, param, system, code: '' }) !== undefined;
   /** A planner's count (planSearch, plannedSearch) on the reader. */
   const countRows = (sql: string, values: SqlValue[]) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n;
   /** A count's plan (SearchPlan), from the candidates' bounded counts; `:missing=true` where none drives. */
@@ -212,7 +212,8 @@ export function createSqliteResources(
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
     },
     async search(tenant, query) {
-      query = await withoutAbsentContained(query, containedIn(tenant));
+      query = await withoutAbsentKeys(query, keyIn(tenant));
+      if (selectsNothing(query)) return [];
       const rows = await plannedSearch<Row>(dialect, tenant, query, {
         count: countRows,
         rows: (sql, values) => reader.query<Row, SqlValue[]>(sql).all(...values),
@@ -220,7 +221,8 @@ export function createSqliteResources(
       return rows.map(toVersion);
     },
     async count(tenant, query) {
-      query = await withoutAbsentContained(query, containedIn(tenant));
+      query = await withoutAbsentKeys(query, keyIn(tenant));
+      if (selectsNothing(query)) return 0;
       const { sql, values } = countSql(dialect, tenant, query, countsOnIndex(query) ? undefined : await plan(tenant, query));
       return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;
     },

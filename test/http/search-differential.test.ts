@@ -107,6 +107,29 @@ interface Case {
   matches: (resource: Json) => boolean;
 }
 
+/**
+ * The links a chain or `_has` follows: each reference parameter of each type of the data, with each of
+ * its target types that the data holds.
+ */
+function* links(): Generator<{ type: string; def: ParamDefinition; target: string }> {
+  for (const type of TYPES) {
+    for (const def of paramsOf(type).filter((d) => d.type === 'reference')) {
+      for (const target of TYPES.filter((x) => def.targets.includes(x))) yield { type, def, target };
+    }
+  }
+}
+
+/** Up to four cases of each of the first two token or string parameters of `type` with values in `pool`: the tests at a link's other end. */
+function* innerCases(type: string, pool: Json[]): Generator<Case> {
+  let used = 0;
+  for (const q of paramsOf(type).filter((d) => (d.type === 'token' || d.type === 'string') && d.code !== 'phonetic')) {
+    const cases = casesFor(type, q, pool);
+    if (cases.length === 0) continue;
+    if (++used > 2) return;
+    yield* cases.slice(0, 4);
+  }
+}
+
 /** Queries for one parameter, from values found in the data, each with the oracle's matching rule. */
 function casesFor(type: string, def: ParamDefinition, resources: Json[]): Case[] {
   const values = resources.flatMap((r) => oracleValues(def, r)).slice(0, 400);
@@ -205,34 +228,22 @@ await eachStore((kind, fresh) => {
       let compared = 0;
       let inside = 0;
       const disagreements: string[] = [];
-      for (const type of TYPES) {
-        const resources = all.filter((r) => r.resourceType === type);
-        for (const def of paramsOf(type).filter((d) => d.type === 'reference')) {
-          for (const target of TYPES.filter((x) => def.targets.includes(x))) {
-            // What the chain may reach: the stored resources of the target type and those contained.
-            const pool = [...DATA.filter((r) => r.resourceType === target), ...CONTAINERS.flatMap((r) => r.contained as Json[]).filter((c) => c.resourceType === target)];
-            const inner = paramsOf(target).filter((d) => (d.type === 'token' || d.type === 'string') && d.code !== 'phonetic');
-            const resolved = resources.map((r) => ({ id: r.id as string, ...resolveIn(def, r, target) }));
-            let used = 0;
-            for (const q of inner) {
-              const cases = casesFor(target, q, pool);
-              if (cases.length === 0) continue;
-              if (++used > 2) break;
-              for (const c of cases.slice(0, 4)) {
-                // The contained resources one parameter names are searched as one (README): a negation
-                // holds when none of them has the value.
-                const negation = c.query.includes(':not=');
-                const expected = resolved.filter(({ stored, contained }) =>
-                  stored.some(c.matches) || (contained.length > 0 && (negation ? contained.every(c.matches) : contained.some(c.matches))))
-                  .map((r) => r.id).sort();
-                const bundle = await api.search(`${type}?${def.code}:${target}.${c.query}&_count=1000&_elements=id`);
-                const got = (bundle.entry ?? []).map((e: Json) => e.resource.id as string).sort();
-                compared++;
-                inside += expected.filter((id) => id.endsWith('-c')).length;
-                if (JSON.stringify(got) !== JSON.stringify(expected)) disagreements.push(`${type}?${def.code}:${target}.${c.query}: engine ${got.length}, oracle ${expected.length}`);
-              }
-            }
-          }
+      for (const { type, def, target } of links()) {
+        // What the chain may reach: the stored resources of the target type and those contained.
+        const pool = [...DATA.filter((r) => r.resourceType === target), ...CONTAINERS.flatMap((r) => r.contained as Json[]).filter((c) => c.resourceType === target)];
+        const resolved = all.filter((r) => r.resourceType === type).map((r) => ({ id: r.id as string, ...resolveIn(def, r, target) }));
+        for (const c of innerCases(target, pool)) {
+          // The contained resources one parameter names are searched as one (README): a negation holds
+          // when none of them has the value.
+          const negation = c.query.includes(':not=');
+          const expected = resolved.filter(({ stored, contained }) =>
+            stored.some(c.matches) || (contained.length > 0 && (negation ? contained.every(c.matches) : contained.some(c.matches))))
+            .map((r) => r.id).sort();
+          const bundle = await api.search(`${type}?${def.code}:${target}.${c.query}&_count=1000&_elements=id`);
+          const got = (bundle.entry ?? []).map((e: Json) => e.resource.id as string).sort();
+          compared++;
+          inside += expected.filter((id) => id.endsWith('-c')).length;
+          if (JSON.stringify(got) !== JSON.stringify(expected)) disagreements.push(`${type}?${def.code}:${target}.${c.query}: engine ${got.length}, oracle ${expected.length}`);
         }
       }
       expect(disagreements).toEqual([]);
@@ -245,30 +256,19 @@ await eachStore((kind, fresh) => {
       let compared = 0;
       let found = 0;
       const disagreements: string[] = [];
-      for (const source of TYPES) {
+      for (const { type: source, def, target } of links()) {
         const sources = referring.filter((r) => r.resourceType === source);
-        for (const def of paramsOf(source).filter((d) => d.type === 'reference')) {
-          for (const target of TYPES.filter((x) => def.targets.includes(x))) {
-            const targets = DATA.filter((r) => r.resourceType === target);
-            // The stored resources each referring resource names through the parameter.
-            const named = sources.map((s) => ({ s, keys: new Set(oracleValues(def, s).map((v) => (v as Json)?.reference).filter((x) => typeof x === 'string')) }));
-            const inner = paramsOf(source).filter((d) => (d.type === 'token' || d.type === 'string') && d.code !== 'phonetic');
-            let used = 0;
-            for (const q of inner) {
-              const cases = casesFor(source, q, sources);
-              if (cases.length === 0) continue;
-              if (++used > 2) break;
-              for (const c of cases.slice(0, 4)) {
-                const matching = named.filter(({ s }) => c.matches(s));
-                const expected = targets.filter((r) => matching.some(({ keys }) => keys.has(`${target}/${r.id}`))).map((r) => r.id as string).sort();
-                const bundle = await api.search(`${target}?_has:${source}:${def.code}:${c.query}&_count=1000&_elements=id`);
-                const got = (bundle.entry ?? []).map((e: Json) => e.resource.id as string).sort();
-                compared++;
-                found += expected.length;
-                if (JSON.stringify(got) !== JSON.stringify(expected)) disagreements.push(`${target}?_has:${source}:${def.code}:${c.query}: engine ${got.length}, oracle ${expected.length}`);
-              }
-            }
-          }
+        const targets = DATA.filter((r) => r.resourceType === target);
+        // The stored resources each referring resource names through the parameter.
+        const named = sources.map((s) => ({ s, keys: new Set(oracleValues(def, s).map((v) => (v as Json)?.reference).filter((x) => typeof x === 'string')) }));
+        for (const c of innerCases(source, sources)) {
+          const matching = named.filter(({ s }) => c.matches(s));
+          const expected = targets.filter((r) => matching.some(({ keys }) => keys.has(`${target}/${r.id}`))).map((r) => r.id as string).sort();
+          const bundle = await api.search(`${target}?_has:${source}:${def.code}:${c.query}&_count=1000&_elements=id`);
+          const got = (bundle.entry ?? []).map((e: Json) => e.resource.id as string).sort();
+          compared++;
+          found += expected.length;
+          if (JSON.stringify(got) !== JSON.stringify(expected)) disagreements.push(`${target}?_has:${source}:${def.code}:${c.query}: engine ${got.length}, oracle ${expected.length}`);
         }
       }
       expect(disagreements).toEqual([]);

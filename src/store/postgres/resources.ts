@@ -65,7 +65,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
   const count = countRows(sql);
   // Keys of reference and token rows found (a key is never removed), for withoutAbsentKeys.
   const foundKeys = new Set<string>();
-  const keyIn = (tenant: string) => async (type: string, param: string, system: string) => {
+  const keyExists = (tenant: string) => async (type: string, param: string, system: string) => {
     const name = keyName({ tenant, type, param, system, code: '' });
     if (foundKeys.has(name)) return true;
     const [row] = await sql`SELECT 1 AS hit FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND system = ${system} AND code = ''`;
@@ -114,7 +114,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
         SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
     },
     async search(tenant, query) {
-      query = await withoutAbsentKeys(query, keyIn(tenant));
+      query = await withoutAbsentKeys(query, keyExists(tenant));
       if (selectsNothing(query)) return [];
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
         count,
@@ -127,7 +127,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       // vital signs, 5-10 ms either way, against 150-180 ms for the intersection of the sets. Counting
       // every match of large conditions, Postgres' hash joins of the sets beat probing row by row (42 ms
       // against 209 ms), and their intersection the sets tested on each resource (countSql).
-      query = await withoutAbsentKeys(query, keyIn(tenant));
+      query = await withoutAbsentKeys(query, keyExists(tenant));
       if (selectsNothing(query)) return 0;
       const plan = countsOnIndex(query) ? undefined : await planSearch(driverCandidates(POSTGRES, tenant, query), count);
       const q = countSql(POSTGRES, tenant, query, plan?.driver === undefined ? undefined : plan);

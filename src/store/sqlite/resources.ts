@@ -144,7 +144,7 @@ export function createSqliteResources(
   const sizeOf = reader.query<{ n: number }, [string, string]>('SELECT COUNT(*) AS n FROM resources WHERE tenant = ? AND type = ?');
   const sizes = createTypeSizes((tenant, type) => sizeOf.get(tenant, type)!.n);
   /** Whether a key of a reference or token row exists (withoutAbsentKeys). */
-  const keyIn = (tenant: string) => (type: string, param: string, system: string) => dialect.knownKey!({ tenant, type, param, system, code: '' }) !== undefined;
+  const keyExists = (tenant: string) => (type: string, param: string, system: string) => dialect.knownKey!({ tenant, type, param, system, code: '' }) !== undefined;
   /** A planner's count (planSearch, plannedSearch) on the reader. */
   const countRows = (sql: string, values: SqlValue[]) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n;
   /** A count's plan (SearchPlan), from the candidates' bounded counts; `:missing=true` where none drives. */
@@ -212,7 +212,7 @@ export function createSqliteResources(
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
     },
     async search(tenant, query) {
-      query = await withoutAbsentKeys(query, keyIn(tenant));
+      query = await withoutAbsentKeys(query, keyExists(tenant));
       if (selectsNothing(query)) return [];
       const rows = await plannedSearch<Row>(dialect, tenant, query, {
         count: countRows,
@@ -221,7 +221,7 @@ export function createSqliteResources(
       return rows.map(toVersion);
     },
     async count(tenant, query) {
-      query = await withoutAbsentKeys(query, keyIn(tenant));
+      query = await withoutAbsentKeys(query, keyExists(tenant));
       if (selectsNothing(query)) return 0;
       const { sql, values } = countSql(dialect, tenant, query, countsOnIndex(query) ? undefined : await plan(tenant, query));
       return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;

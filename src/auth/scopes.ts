@@ -1,6 +1,6 @@
 import type { Access, Permission } from '../fhir/access.ts';
 import { compileFilter } from '../fhir/search.ts';
-import { hasValueSet } from '../fhir/search-filter.ts';
+import { hasValueSet } from '../fhir/search-compile.ts';
 import type { Condition } from '../store/types.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 

@@ -471,11 +471,7 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   const restName = rest.split(/[.:]/, 1)[0]!;
   targets = targets.filter((t) => rest.startsWith('_has:') || isSearchParam(t, restName));
   if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
-  return chainOver(def, targets, (t) => {
-    const inner = parameterCondition(t, rest, raw, now, depth + 1);
-    if (inner.kind === 'value-set') throw new FhirError('not-supported', `':${inner.modifier}' cannot be chained ('${key}')`, { expression: [key] });
-    return [inner];
-  });
+  return markWithin(chainOver(def, targets, (t) => [parameterCondition(t, rest, raw, now, depth + 1) as Condition]), key) as Condition;
 }
 
 /** The types a reference parameter may refer to (its stored target alone for `patient` and the like; none: any). */
@@ -520,6 +516,9 @@ function insideContained(chain: Extract<Condition, { kind: 'chain' }>): Conditio
 
 /** `c` on the rows of the contained resources under `prefix`; undefined when they have none for it. */
 function onContained(c: Condition, prefix: string): Condition | undefined {
+  // A ValueSet condition, still to be expanded, becomes a token condition on the prefixed parameter.
+  const pending = c as PendingCondition;
+  if (pending.kind === 'value-set') return { ...pending, param: prefix + pending.param } as unknown as Condition;
   switch (c.kind) {
     case 'token': case 'string': case 'uri-prefix': case 'token-text': case 'date': case 'number': case 'composite': case 'near': case 'chain':
       return { ...c, param: prefix + c.param };
@@ -549,9 +548,39 @@ function hasCondition(type: string, key: string, raw: string, now: number, depth
   const def = referenceParam(other, code, key);
   if (def.storedAs?.target && def.storedAs.target !== type) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
   if (!def.storedAs?.target && def.targets.length && !def.targets.includes(type)) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
-  const inner = parameterCondition(other, rest, raw, now, depth + 1);
-  if (inner.kind === 'value-set') throw new FhirError('not-supported', `':${inner.modifier}' cannot be used inside '_has' ('${key}')`, { expression: [key] });
-  return { kind: 'has', type: other, param: def.storedAs?.param ?? def.code, where: [inner] };
+  const inner = parameterCondition(other, rest, raw, now, depth + 1) as Condition;
+  return markWithin({ kind: 'has', type: other, param: def.storedAs?.param ?? def.code, where: [inner] }, key) as Condition;
+}
+
+/**
+ * Whether a condition holds a ValueSet or subsumption condition that the search layer must expand
+ * first (resolveConditions in src/fhir/search.ts), at any depth: in `and`, `or`, `not`, chains and `_has`.
+ */
+export function hasValueSet(c: PendingCondition): boolean {
+  switch (c.kind) {
+    case 'value-set': return true;
+    case 'and': return c.all.some(hasValueSet);
+    case 'or': return c.any.some(hasValueSet);
+    case 'not': return hasValueSet(c.condition);
+    case 'chain': case 'has': return c.where.some(hasValueSet);
+    default: return false;
+  }
+}
+
+/**
+ * Marks the ValueSet conditions inside `c` as part of the parameter `key` (a chain, `_has`, `_filter`),
+ * which their errors then name; the outermost parameter marks last, so its name is the one kept.
+ */
+export function markWithin(c: PendingCondition, key: string): PendingCondition {
+  if (!hasValueSet(c)) return c;
+  switch (c.kind) {
+    case 'value-set': return { ...c, within: key };
+    case 'and': return { ...c, all: c.all.map((x) => markWithin(x, key)) as Condition[] };
+    case 'or': return { ...c, any: c.any.map((x) => markWithin(x, key)) as Condition[] };
+    case 'not': return { ...c, condition: markWithin(c.condition, key) as Condition };
+    case 'chain': case 'has': return { ...c, where: c.where.map((x) => markWithin(x, key)) as Condition[] };
+    default: return c;
+  }
 }
 
 /** `_sort`: comma-separated keys, `-` for descending; `_id`, `_lastUpdated` or a parameter of the type. */

@@ -14,7 +14,7 @@
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
 import { paramOf } from './definitions.ts';
-import { chainOver, isSearchParam, isTextParam, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
+import { chainOver, isSearchParam, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
 
 const KEY = '_filter';
 
@@ -265,7 +265,6 @@ function pathCondition(type: string, path: PathStep[], op: string, value: string
   if (usable.length === 0) throw invalid(`'${next}' is not a search parameter of ${targets.join(' or ')}`);
   return chainOver(def, usable, (t) => {
     const where = [...(step.filter ? [nodeCondition(t, step.filter, now, depth + 1)] : []), pathCondition(t, rest, op, value, now, depth + 1)];
-    if (where.some(hasValueSet)) throw invalid(`'in', 'ni', 'ss' and 'sb' on a token cannot be chained ('${step.name}.${next}')`, { issueCode: 'not-supported' });
     return where as Condition[];
   });
 }
@@ -314,28 +313,6 @@ function mergedValues(any: Condition[]): Condition[] {
   return out;
 }
 
-/** Whether a condition holds a ValueSet or subsumption condition that the search layer must expand first. */
-export function hasValueSet(c: PendingCondition): boolean {
-  switch (c.kind) {
-    case 'value-set': return true;
-    case 'and': return c.all.some(hasValueSet);
-    case 'or': return c.any.some(hasValueSet);
-    case 'not': return hasValueSet(c.condition);
-    default: return false;
-  }
-}
-
-/** Marks the ValueSet conditions of a filter as part of `_filter`, which their errors then name. */
-function within(c: PendingCondition): PendingCondition {
-  switch (c.kind) {
-    case 'value-set': return { ...c, within: KEY };
-    case 'and': return { kind: 'and', all: c.all.map(within) as Condition[] };
-    case 'or': return { kind: 'or', any: c.any.map(within) as Condition[] };
-    case 'not': return { kind: 'not', condition: within(c.condition) as Condition };
-    default: return c;
-  }
-}
-
 /**
  * The condition of one `_filter` value on resources of `type`. Errors are 400s naming `_filter`, the
  * unknown parameters among them (inside a filter, ignoring one would change what `not` and `or` mean).
@@ -344,7 +321,7 @@ export function filterCondition(type: string, raw: string, now: number): Pending
   if (raw.length > MAX_LENGTH) throw invalid(`longer than ${MAX_LENGTH} characters`, { issueCode: 'too-costly' });
   const node = new Parser(raw).parse();
   try {
-    return within(nodeCondition(type, node, now, 0));
+    return markWithin(nodeCondition(type, node, now, 0), KEY);
   } catch (err) {
     if (!(err instanceof FhirError) || err.status >= 500 || err.message.startsWith('_filter: ')) throw err;
     const code = err.issues[0]?.code;

@@ -7,8 +7,8 @@ import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinitio
 import { evaluatePath, isChoiceMember } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
 import { issue } from './outcome.ts';
-import { parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
-import { filterCondition, hasValueSet } from './search-filter.ts';
+import { hasValueSet, parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
+import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
@@ -215,12 +215,16 @@ export async function resolveConditions(deps: Pick<FhirDeps, 'expandCodes'>, ten
   return out;
 }
 
-/** One condition with its ValueSet conditions completed, those nested in `and`, `or` and `not` (`_filter`) too. */
+/**
+ * One condition with its ValueSet conditions completed, those nested in `and`, `or` and `not`
+ * (`_filter`), chains and `_has` too (an `or` keeps its contained-resource key).
+ */
 async function resolveCondition(deps: Pick<FhirDeps, 'expandCodes'>, tenant: string, c: PendingCondition): Promise<Condition> {
   switch (c.kind) {
-    case 'and': return { kind: 'and', all: await resolveConditions(deps, tenant, c.all) };
-    case 'or': return { kind: 'or', any: await resolveConditions(deps, tenant, c.any) };
-    case 'not': return { kind: 'not', condition: await resolveCondition(deps, tenant, c.condition) };
+    case 'and': return { ...c, all: await resolveConditions(deps, tenant, c.all) };
+    case 'or': return { ...c, any: await resolveConditions(deps, tenant, c.any) };
+    case 'not': return { ...c, condition: await resolveCondition(deps, tenant, c.condition) };
+    case 'chain': case 'has': return { ...c, where: await resolveConditions(deps, tenant, c.where) };
     case 'value-set': break;
     default: return c;
   }

@@ -60,6 +60,13 @@ describe('_typeFilter', () => {
     expect(refs(await download(t, token, (await finish(t, token, inSet)).output))).toEqual(['Observation/o1', 'Observation/o3', 'Patient/p1', 'Patient/p2']);
     const notIn = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${enc('Observation?code:not-in=http://example.org/fhir/ValueSet/ac')}`);
     expect(refs(await download(t, token, (await finish(t, token, notIn)).output))).toEqual(['Observation/o2']);
+    // Inside a chain and `_has` as well (p1 is female, p2 male; o1 and o3 have codes of `ac`).
+    await put(t, {
+      resourceType: 'ValueSet', id: 'men', status: 'active', url: 'http://example.org/fhir/ValueSet/men',
+      compose: { include: [{ system: 'http://hl7.org/fhir/administrative-gender', concept: [{ code: 'male' }] }] },
+    });
+    const linked = await kickOff(t, token, `/$export?_type=Observation,Patient&_typeFilter=${enc('Observation?subject:Patient.gender:in=http://example.org/fhir/ValueSet/men')},${enc('Patient?_has:Observation:subject:code:in=http://example.org/fhir/ValueSet/ac&gender=male')}`);
+    expect(refs(await download(t, token, (await finish(t, token, linked)).output))).toEqual(['Observation/o2', 'Observation/o3', 'Patient/p2']);
   });
 
   test('_filter expressions, value sets inside them expanded at kick-off', async () => {

@@ -348,6 +348,42 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test(':in, :not-in, :below and :above inside chains and _has, into contained resources too', async () => {
+      const RX = 'http://www.nlm.nih.gov/research/umls/rxnorm';
+      const MEDS = 'http://example.org/fhir/ValueSet/chained-meds';
+      await api.put200({ resourceType: 'ValueSet', id: 'chained-meds', status: 'active', url: MEDS, compose: { include: [{ system: RX, concept: [{ code: '111' }] }] } });
+      await api.put200({ resourceType: 'ValueSet', id: 'bp', status: 'active', url: 'http://example.org/fhir/ValueSet/bp', compose: { include: [{ system: LOINC, concept: [{ code: '85354-9' }] }] } });
+      await api.put200({ resourceType: 'Medication', id: 'med1', code: { coding: [{ system: RX, code: '111' }] } });
+      await api.put200({ resourceType: 'Medication', id: 'med2', code: { coding: [{ system: RX, code: '222' }] } });
+      const request = (id: string, medication: Json, more: Json = {}) =>
+        api.put200({ resourceType: 'MedicationRequest', id, status: 'active', intent: 'order', subject: { reference: 'Patient/p3' }, medicationReference: medication, ...more });
+      await request('mr-stored', { reference: 'Medication/med1' });
+      await request('mr-other', { reference: 'Medication/med2' });
+      await request('mr-contained', { reference: '#m' }, { contained: [{ resourceType: 'Medication', id: 'm', code: { coding: [{ system: RX, code: '111' }] } }] });
+      const GENDERS = 'http://hl7.org/fhir/ValueSet/administrative-gender';
+      expect(await sorted(`Observation?subject:Patient.gender:in=${GENDERS}`)).toEqual(['o1', 'o2', 'o3']);
+      expect(await sorted(`Observation?subject:Patient.gender:not-in=${GENDERS}`)).toEqual([]);
+      expect(await sorted(`MedicationRequest?medication.code:in=${MEDS}`)).toEqual(['mr-contained', 'mr-stored']);
+      expect(await sorted(`MedicationRequest?medication.code:not-in=${MEDS}`)).toEqual(['mr-other']);
+      expect(await sorted('Patient?_has:Observation:subject:code:in=http://example.org/fhir/ValueSet/bp')).toEqual(['p1']);
+      expect(await sorted(`Patient?_has:Condition:subject:clinical-status:below=${CLIN}|inactive`)).toEqual(['p2']);
+      expect(await sorted(`Patient?_has:Condition:subject:clinical-status:above=${CLIN}|recurrence`)).toEqual(['p1']);
+      // Two levels: Encounters of patients with an active (or recurring, relapsed) Condition.
+      expect(await sorted(`Encounter?subject:Patient._has:Condition:subject:clinical-status:below=${CLIN}|active`)).toEqual(['e1']);
+      expect(await sorted(`Observation?_filter=${encodeURIComponent(`subject.gender in ${GENDERS} and subject.gender eq female`)}`)).toEqual(['o3']);
+      expect(await sorted(`MedicationRequest?_filter=${encodeURIComponent(`medication.code ni ${MEDS}`)}`)).toEqual(['mr-other']);
+      // An unknown ValueSet is a 400 naming the whole parameter (or _filter).
+      for (const [q, expr] of [
+        ['Observation?subject:Patient.gender:in=http://example.org/nope', 'subject:Patient.gender:in'],
+        ['Patient?_has:Observation:subject:code:not-in=http://example.org/nope', '_has:Observation:subject:code:not-in'],
+        [`Observation?_filter=${encodeURIComponent('subject.gender in http://example.org/nope')}`, '_filter'],
+      ]) {
+        const body = await expectOutcome(await api.get(q), 400);
+        expect(body.issue[0].expression).toEqual([expr]);
+        expect(body.issue[0].diagnostics ?? body.issue[0].details?.text).toContain('nope');
+      }
+    });
+
     test('malformed values are a 400 naming the parameter', async () => {
       for (const q of ['Patient?birthdate=1974-13', 'Patient?birthdate=zz1974', 'Observation?value-quantity=abc', 'Patient?gender:exact=male',
         'Observation?code-value-quantity=2339-0', 'Patient?name:missing=yes', 'Patient?_sort=nonsense', 'Observation?subject:Nonsense=x']) {

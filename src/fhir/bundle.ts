@@ -20,8 +20,9 @@ export function searchsetJson(
   extra: { included?: ResourceVersion[]; shape?: (content: string) => string } = {},
 ): string {
   const shape = extra.shape ?? ((content: string) => content);
-  const entry = (r: ResourceVersion, mode: string) =>
-    `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.type}/${r.id}`)},"resource":${shape(r.content)},"search":{"mode":"${mode}"}}`;
+  // A contained resource (`_containedType=contained`) carries its own: its container's, with `#id`.
+  const entry = (r: ResourceVersion & { fullUrl?: string }, mode: string) =>
+    `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.fullUrl ?? `${r.type}/${r.id}`}`)},"resource":${shape(r.content)},"search":{"mode":"${mode}"}}`;
   const entries = [...rows.map((r) => entry(r, 'match')), ...(extra.included ?? []).map((r) => entry(r, 'include'))];
   if (warnings.length > 0) {
     entries.push(`{"resource":${JSON.stringify(operationOutcome(warnings))},"search":{"mode":"outcome"}}`);

@@ -4,6 +4,7 @@ import { createResource, deleteResource, updateResource, validationLevel, type F
 import { asResource, checkTypeAndId } from './resource.ts';
 import { requireValid } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
+import { containedMode } from './search-contained.ts';
 
 /** Whether the query has a parameter that selects resources (any but the result parameters such as `_count`). */
 export function hasCriteria(query: URLSearchParams): boolean {
@@ -34,6 +35,7 @@ export async function resolveCondition(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string,
 ): Promise<ResourceVersion | undefined> {
   const params = new URLSearchParams(query);
+  if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${type}?${query}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
   params.set('_count', '2');
   const { rows } = await searchResources(deps, req, type, params, true);
   if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${type}?${query}' matches more than one resource`);

@@ -503,7 +503,7 @@ function insideContained(chain: Extract<Condition, { kind: 'chain' }>): Conditio
   const prefix = containedPrefix(chain.param, chain.targetType);
   const renamed: Condition[] = [];
   for (const w of chain.where) {
-    const r = onContained(w, prefix);
+    const r = onContainedRows(w, prefix);
     if (r === undefined) return chain;
     renamed.push(r);
   }
@@ -515,7 +515,7 @@ function insideContained(chain: Extract<Condition, { kind: 'chain' }>): Conditio
 }
 
 /** `c` on the rows of the contained resources under `prefix`; undefined when they have none for it. */
-function onContained(c: Condition, prefix: string): Condition | undefined {
+export function onContainedRows(c: Condition, prefix: string): Condition | undefined {
   // A ValueSet condition, still to be expanded, becomes a token condition on the prefixed parameter.
   const pending = c as PendingCondition;
   if (pending.kind === 'value-set') return { ...pending, param: prefix + pending.param } as unknown as Condition;
@@ -525,14 +525,14 @@ function onContained(c: Condition, prefix: string): Condition | undefined {
     case 'missing':
       return { ...c, params: c.params.map((p) => prefix + p) };
     case 'or': case 'and': {
-      const parts = (c.kind === 'or' ? c.any : c.all).map((x) => onContained(x, prefix));
+      const parts = (c.kind === 'or' ? c.any : c.all).map((x) => onContainedRows(x, prefix));
       if (parts.some((x) => x === undefined)) return undefined;
       if (c.kind === 'and') return { kind: 'and', all: parts as Condition[] };
       // A nested chain's alternative on its contained resources is on the searched resource's rows too.
       return c.contained === undefined ? { kind: 'or', any: parts as Condition[] } : { kind: 'or', any: parts as Condition[], contained: prefix + c.contained };
     }
     case 'not': {
-      const inner = onContained(c.condition, prefix);
+      const inner = onContainedRows(c.condition, prefix);
       return inner && { kind: 'not', condition: inner };
     }
     default:

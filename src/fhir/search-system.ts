@@ -20,6 +20,7 @@ import {
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
+import { containedMode } from './search-contained.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
 interface Position {
@@ -120,7 +121,7 @@ async function eachAtOnce<T, R>(items: readonly T[], n: number, fn: (item: T) =>
   return out;
 }
 
-interface TypeSearch {
+export interface TypeSearch {
   type: string;
   query: SearchQuery;
 }
@@ -132,6 +133,7 @@ interface TypeSearch {
 export async function searchTypes(
   deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
+  if (containedMode(params)) throw new FhirError('not-supported', '_contained searches one type (GET [base]/[type]?_contained=true)', { expression: ['_contained'] });
   const types = typesOf(req, compartment === undefined ? R4_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
   const own = new URLSearchParams();
   for (const [key, value] of params) {
@@ -178,8 +180,32 @@ export async function searchTypes(
     if (query !== undefined) searches.push({ type, query });
   }
   const { summary, elements } = first!;
+  return pageAcross(deps, req, params, types, searches, { sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes });
+}
+
+/** What pageAcross pages besides the searches: the result parameters, as the caller parsed them. */
+export interface AcrossOptions {
+  /** `_lastUpdated` order (either way); none: type by type, each by id. */
+  sort?: { descending: boolean };
+  limit: number;
+  summary: CompiledSearch['summary'];
+  elements?: string[];
+  warnings: FhirIssue[];
+  includes: Include[];
+  revincludes: Include[];
+}
+
+/**
+ * One page of several searches (each of one of `types`, in their order; a type searched once): merged
+ * as searchTypes describes, with `_cursor` a position among `types`, `_total`, includes and the shape of
+ * `_summary` and `_elements`.
+ */
+export async function pageAcross(
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, types: string[], searches: TypeSearch[], opts: AcrossOptions,
+): Promise<SearchResult> {
+  const { sort, limit, summary, elements, includes, revincludes } = opts;
   const self = new URLSearchParams([...params].filter(([k]) => k !== '_cursor'));
-  const result: SearchResult = { rows: [], included: [], warnings: [...warnings.values()], self };
+  const result: SearchResult = { rows: [], included: [], warnings: opts.warnings, self };
   const total = params.get('_total');
   const countAll = async () => (await eachAtOnce(searches, AT_ONCE, (s) => queryCount(deps, req.tenant, s.query))).reduce((a, b) => a + b, 0);
   if (summary === 'count' || limit === 0) return { ...result, total: await countAll() };

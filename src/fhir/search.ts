@@ -8,6 +8,7 @@ import { evaluatePath, isChoiceMember } from './fhirpath.ts';
 import { referenceValues } from './indexer.ts';
 import { issue } from './outcome.ts';
 import { hasValueSet, parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
+import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
@@ -24,9 +25,9 @@ export const MAX_INCLUDES = 1000;
 export const MAX_ITERATIONS = 3;
 
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
-export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude']);
+export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude', '_contained', '_containedType']);
 /** Parameters defined for all resources that Cinder does not search. */
-const UNSUPPORTED = new Set(['_query', '_contained', '_containedType']);
+const UNSUPPORTED = new Set(['_query']);
 
 export interface Include {
   /** The type whose reference parameter is followed (`*`: any). */
@@ -532,9 +533,18 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
 export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
   const query = compiled.query;
   query.where = guardLinked(req.access, await resolveConditions(deps, req.tenant, compiled.pending));
+  return scopedQuery(req, type, query, compartment);
+}
+
+/**
+ * `query` of `type` (its conditions complete) as the token may run it: its scope filter added, and
+ * its patient compartment applied (or `compartment`, a compartment search's). Undefined when the token
+ * can see none of it (another patient's compartment).
+ */
+export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, compartment?: string): SearchQuery | undefined {
   const filter = scopeFilter(req, type, 's');
-  if (filter) query.where.push(filter);
-  query.where = withImpliedDrivers(query.where);
+  if (filter) query.where = [...(query.where ?? []), filter];
+  query.where = withImpliedDrivers(query.where ?? []);
   const patient = req.access.patientLimit(type);
   if (compartment !== undefined) {
     if (patient !== undefined && patient !== compartment) return undefined;
@@ -562,6 +572,8 @@ export async function searchResources(
 ): Promise<SearchResult> {
   if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type '${type}'`);
   requireAccess(req.access, type, 's');
+  const contained = containedMode(params);
+  if (contained) return searchContained(deps, req, type, params, strict, contained, compartment);
   const compiled = compileSearch(type, params, strict, deps.clock.now());
   const { warnings, self, total } = compiled;
   const query = await storeQuery(deps, req, type, compiled, compartment);

@@ -853,6 +853,15 @@ export function selectsNothing(q: SearchQuery): boolean {
 }
 
 /**
+ * The keys of a `containedKeys` statement (`param LIKE '%:Type._id'`, whose `_` matches any character)
+ * whose parameter ends in exactly `:<type>._id`.
+ */
+export function onlyContainedKeys<K extends { param: string }>(keys: K[], type: string): K[] {
+  const suffix = `:${type}._id`;
+  return keys.filter((k) => k.param.endsWith(suffix));
+}
+
+/**
  * `q` without what the rows of search keys that do not exist would be read for. A key exists once a
  * resource of its type has had a row of it (keys are never removed), so where `exists(type, param,
  * system)` says one does not: a `_has` whose referring type never referred to the searched type through

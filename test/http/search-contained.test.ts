@@ -4,8 +4,9 @@
  * subject is a Patient it contains as well as one whose subject is a stored Patient, through every
  * parameter type, `:missing` and `:not`, several levels (contained to contained, contained to stored),
  * `_filter`, updates and deletions, a Bundle's inline composition and message; contained resources are
- * never results of their own; the in-memory
- * matcher (a SMART scope filter) agrees; and a database of index model 5 gets the rows by the reindex.
+ * results only with `_contained` (containers, or the contained resources with `_containedType=contained`,
+ * paged, counted, within the token's scopes); the in-memory matcher (a SMART scope filter) agrees; and a
+ * database of index model 5 gets the rows by the reindex.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compartmentsOf, storedIndex } from '../../src/fhir/indexer.ts';
@@ -15,7 +16,7 @@ import { NOTHING, selectsNothing, withoutAbsentKeys } from '../../src/store/sear
 import type { Condition, SearchQuery } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, refs } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -129,6 +130,80 @@ for (const target of targets) {
       expect((await scoped.get('Observation/o2')).status).toBe(200);
       await expectOutcome(await scoped.get('Observation/o3'), 403);
       expect(((await scoped.search('Observation?_count=100')).entry ?? []).map((e: Json) => e.resource.id).sort()).toEqual(['o1', 'o2', 'o4']);
+    });
+
+    /** Each match of a search as [fullUrl below the FHIR base, resourceType/id], in the Bundle's order. */
+    const found = async (query: string) => {
+      const bundle = await api.search(query);
+      return (bundle.entry ?? []).filter((e: Json) => e.search.mode === 'match')
+        .map((e: Json) => [(e.fullUrl as string).slice(t.fhir().length + 1), `${e.resource.resourceType}/${e.resource.id}`]);
+    };
+
+    test('_contained=true finds the contained resources and returns their containers', async () => {
+      expect(await found('Patient?family=taylor&_contained=true')).toEqual([['Observation/o1', 'Observation/o1'], ['Observation/o4', 'Observation/o4']]);
+      expect(await found('Medication?code=123&_contained=true')).toEqual([['MedicationRequest/mr1', 'MedicationRequest/mr1']]);
+      // Contained in a contained Patient (o6's Organization), and by its local id.
+      expect(await found('Organization?name=acme&_contained=true')).toEqual([['Observation/o6', 'Observation/o6']]);
+      expect(await found('Patient?_id=x&_contained=true')).toEqual([['Observation/o4', 'Observation/o4']]);
+      expect(await found('Patient?gender=female&_contained=true')).toEqual([['Observation/o1', 'Observation/o1']]);
+      // `false` (the default) is a search of the type's own resources.
+      expect(await found('Patient?family=taylor&_contained=false')).toEqual([['Patient/ext1', 'Patient/ext1']]);
+    });
+
+    test('_contained=both adds the type\'s own matches, first', async () => {
+      expect(await found('Patient?family=taylor&_contained=both')).toEqual([['Patient/ext1', 'Patient/ext1'], ['Observation/o1', 'Observation/o1'], ['Observation/o4', 'Observation/o4']]);
+      expect(await found('Medication?code=123&_contained=both')).toEqual([['Medication/med2', 'Medication/med2'], ['MedicationRequest/mr1', 'MedicationRequest/mr1']]);
+      expect((await api.search('Organization?name=acme&_contained=both&_summary=count')).total).toBe(2);
+    });
+
+    test('_containedType=contained returns each contained match alone, its fullUrl its container\'s with #id', async () => {
+      expect(await found('Patient?family=taylor&_contained=true&_containedType=contained')).toEqual([['Observation/o1#p1', 'Patient/p1'], ['Observation/o4#x', 'Patient/x']]);
+      expect(await found('Patient?family=taylor&_contained=both&_containedType=contained')).toEqual([['Patient/ext1', 'Patient/ext1'], ['Observation/o1#p1', 'Patient/p1'], ['Observation/o4#x', 'Patient/x']]);
+      const med = await api.search('Medication?code=123&_contained=true&_containedType=contained');
+      expect(med.total).toBe(1);
+      expect((await api.search('Medication?code=123&_contained=true&_containedType=contained&_total=none')).total).toBeUndefined();
+      expect(med.entry[0].resource).toEqual({ resourceType: 'Medication', id: 'm', code: { coding: [{ system: RX, code: '123' }] }, form: { text: 'tablet' } });
+      expect(await found('Organization?name=acme&_contained=true&_containedType=contained')).toEqual([['Observation/o6#org', 'Organization/org']]);
+      // Each contained resource is tested on its own: o6 also contains a Patient, not an Organization named acme.
+      expect(await found('Patient?name=lee&_contained=true&_containedType=contained')).toEqual([['Observation/o6#p', 'Patient/p']]);
+    });
+
+    test('_contained pages, counts and totals across the container types', async () => {
+      const all = ['o1', 'o3', 'o4', 'o6', 'o7'];
+      expect(await matchesOfAllPages(api, 'Patient?_contained=true&_count=2')).toEqual(all);
+      expect((await api.search('Patient?_contained=true&_summary=count')).total).toBe(all.length);
+      expect((await api.search('Patient?_contained=true&_total=accurate&_count=2')).total).toBe(all.length);
+      expect(await matchesOfAllPages(api, 'Patient?_contained=both&_count=2')).toEqual(['ext1', ...all]);
+      const page = await api.search('Patient?_contained=true&_count=2');
+      expect(page.link.find((l: Json) => l.relation === 'self').url).toContain('_contained=true');
+      expect(page.link.find((l: Json) => l.relation === 'next').url).toContain('_contained=true');
+    });
+
+    test('_contained reaches only the containers the token may search', async () => {
+      const patients = fhirClient(t, await t.tokenFor('t1', ['system/Patient.rs']));
+      expect(((await patients.search('Patient?family=taylor&_contained=true')).entry ?? [])).toEqual([]);
+      const both = fhirClient(t, await t.tokenFor('t1', ['system/Patient.rs', 'system/Observation.rs?subject:Patient.gender=female']));
+      expect(((await both.search('Patient?family=taylor&_contained=true')).entry ?? []).map((e: Json) => e.resource.id)).toEqual(['o1']);
+      await expectOutcome(await fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs'])).get('Patient?_contained=true'), 403);
+    });
+
+    test('_contained: bad values, and what it cannot be used with, are 400s naming the parameter', async () => {
+      for (const [q, expr] of [
+        ['Patient?_contained=maybe', '_contained'],
+        ['Patient?_contained=true&_containedType=inside', '_containedType'],
+        ['Patient?_lastUpdated=gt2000&_contained=true', '_lastUpdated'],
+        ['Patient?_has:Observation:subject:code=x&_contained=true', '_has'],
+        ['Patient?_sort=name&_contained=true', '_sort'],
+        ['Patient?_include=Patient:organization&_contained=true', '_include'],
+        ['?_type=Patient&_contained=true', '_contained'],
+      ]) {
+        const body = await expectOutcome(await api.get(q), 400);
+        expect([q, body.issue[0].expression]).toEqual([q, [expr]]);
+      }
+      await expectOutcome(await api.call('PUT', 'Patient?family=taylor&_contained=true', patient('new')), 400);
+      const token = await t.token();
+      const bad = await t.request(`${t.fhir()}/$export?_type=Patient&_typeFilter=${encodeURIComponent('Patient?_contained=true')}`, { headers: { Authorization: `Bearer ${token}`, Accept: 'application/fhir+json', Prefer: 'respond-async' } });
+      expect(bad.status).toBe(400);
     });
 
     test('an update or a deletion of the container changes what the chain finds at once', async () => {

@@ -119,6 +119,12 @@ export interface ResourceRepo {
    * has rows (`_revinclude=*` searches only these).
    */
   referrers(tenant: string, targets: string[]): Promise<{ type: string; param: string; target: string }[]>;
+  /**
+   * Each (type, parameter) of the tenant under which resources of `type` that other resources contain
+   * are indexed (`_contained`): the keys of their id rows (`subject:Patient._id`, src/fhir/indexer.ts
+   * containedRows), as `referrers` lists reference keys (one may name a parameter whose rows are gone).
+   */
+  containedKeys(tenant: string, type: string): Promise<{ type: string; param: string }[]>;
   /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */

@@ -1,7 +1,7 @@
 import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue } from '../search-sql.ts';
 import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
 import { historyQuery } from './search-sql.ts';
@@ -112,6 +112,10 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       if (targets.length === 0) return [];
       return sql<{ type: string; param: string; target: string }[]>`
         SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
+    },
+    async containedKeys(tenant, type) {
+      return onlyContainedKeys(await sql<{ type: string; param: string }[]>`
+        SELECT DISTINCT type, param FROM search_keys WHERE tenant = ${tenant} AND system = '' AND param LIKE ${`%:${type}._id`}`, type);
     },
     async search(tenant, query) {
       query = await withoutAbsentKeys(query, keyExists(tenant));

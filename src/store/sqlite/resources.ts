@@ -9,7 +9,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, lastResort, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, lastResort, onlyContainedKeys, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
@@ -172,6 +172,9 @@ export function createSqliteResources(
     referrers: reader.query<{ type: string; param: string; target: string }, [string, string]>(
       'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
     ),
+    containedKeys: reader.query<{ type: string; param: string }, [string, string]>(
+      "SELECT DISTINCT type, param FROM search_keys WHERE tenant = ? AND system = '' AND param LIKE ?",
+    ),
   };
 
   const pending: PendingWrite[] = [];
@@ -210,6 +213,9 @@ export function createSqliteResources(
     },
     async referrers(tenant, targets) {
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
+    },
+    async containedKeys(tenant, type) {
+      return onlyContainedKeys(q.containedKeys.all(tenant, `%:${type}._id`), type);
     },
     async search(tenant, query) {
       query = await withoutAbsentKeys(query, keyExists(tenant));

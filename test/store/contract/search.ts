@@ -69,6 +69,22 @@ export function searchContract(store: () => Store) {
       expect((await s.resources.types(other)).sort()).toEqual(['Alpha', 'Zeta']);
     });
 
+    test('containedKeys: the (type, param) of the id rows of contained resources of a type, in the tenant', async () => {
+      const other = uniqueTenant();
+      await save(s, other, 'Observation', 'o', { index: [
+        { param: 'subject:Patient._id', system: '', value: 'p' },
+        { param: 'subject:Patient.organization:Organization._id', system: '', value: 'org' },
+        // LIKE's `_` matches any character (`.xid`), and a row with a system is no id row: both left out.
+        { param: 'subject:Patient.xid', system: '', value: 'q' },
+        { param: 'performer:Patient._id', system: 'urn:x', value: 'r' },
+      ] });
+      const sorted = (rs: { type: string; param: string }[]) => rs.map((r) => `${r.type}.${r.param}`).sort();
+      expect(sorted(await s.resources.containedKeys(other, 'Patient'))).toEqual(['Observation.subject:Patient._id']);
+      expect(sorted(await s.resources.containedKeys(other, 'Organization'))).toEqual(['Observation.subject:Patient.organization:Organization._id']);
+      expect(await s.resources.containedKeys(other, 'Practitioner')).toEqual([]);
+      expect(await s.resources.containedKeys(t, 'Patient')).toEqual([]);
+    });
+
     test('referrers: the (type, param, target) of every reference key to the given types in the tenant', async () => {
       const sorted = (rs: { type: string; param: string; target: string }[]) => rs.map((r) => `${r.type}.${r.param}->${r.target}`).sort();
       expect(sorted(await s.resources.referrers(t, ['Patient']))).toEqual(['Observation.subject->Patient']);

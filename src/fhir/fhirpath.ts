@@ -85,10 +85,17 @@ function childOfType(name: string, type: string): Step {
   return child(name + choiceSuffix(type)) as Step;
 }
 
-/** `resolve() is T` on a Reference: its literal reference names type T (relative, absolute or contained '#'). */
-function referencesType(node: unknown, type: string): boolean {
+/**
+ * `resolve() is T` on a Reference: its literal reference names type T (relative or absolute), or it is
+ * `#id` and the resource evaluated (`root`) contains a T with that id.
+ */
+function referencesType(node: unknown, type: string, root: unknown): boolean {
   const ref = (node as Json | null)?.reference;
   if (typeof ref !== 'string') return false;
+  if (ref.startsWith('#')) {
+    const contained = (root as Json | null)?.contained;
+    return Array.isArray(contained) && contained.some((c) => (c as Json | null)?.id === ref.slice(1) && (c as Json).resourceType === type);
+  }
   const path = ref.split(/[?#]/, 1)[0]!;
   const parts = path.split('/');
   // `.../Type/id` or `.../Type/id/_history/v`
@@ -142,7 +149,7 @@ function whereStep(p: Parser): { step: Step; targetType?: string } {
     if (!eat(p, 'is')) fail(p, "'is' expected");
     const type = ident(p);
     if (!eat(p, ')')) fail(p, "')' expected");
-    return { step: (nodes) => nodes.filter((n) => referencesType(n, type)), targetType: type };
+    return { step: (nodes, root) => nodes.filter((n) => referencesType(n, type, root)), targetType: type };
   }
   const element = ident(p);
   if (!eat(p, '=')) fail(p, "'=' expected");

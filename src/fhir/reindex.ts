@@ -1,7 +1,9 @@
 import { FhirError } from '../errors.ts';
 import type { Condition, SearchQuery } from '../store/interface/search.ts';
 import type { IndexTable, Store } from '../store/types.ts';
+import { paramsOf } from './definitions.ts';
 import { canonicalParam, compartmentsOf, storedIndex } from './indexer.ts';
+import { R4_RESOURCE_TYPES } from './resource-types.ts';
 import { UCUM_SYSTEM } from './ucum.ts';
 
 /**
@@ -12,9 +14,11 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * Model 2 added the words of `_text` and `_content` (`search_text`); model 3 an Identifier's type text,
  * which token `:text` searches; model 4 a Location's position, which `near` searches; model 5 a UCUM
  * quantity's value in its canonical unit (src/fhir/ucum.ts), which quantity searches with a UCUM unit read;
- * model 6 the rows of contained resources a resource refers to, which chains read (indexer.ts containedRows).
+ * model 6 the rows of contained resources a resource refers to, which chains read (indexer.ts containedRows);
+ * model 7 those of the contained resources that a reference parameter restricted to a type
+ * (`where(resolve() is Patient)`) names, which model 6 did not resolve.
  */
-export const INDEX_MODEL = 6;
+export const INDEX_MODEL = 7;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -52,9 +56,28 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
   // reference rows of `#id`, which `:missing` on a reference parameter reads.
   6: {
     touches: (content) => CONTAINED.test(content) || BUNDLE.test(content), tables: ['search_index', 'search_string', 'search_range', 'search_composite'],
-    reads: (c) => ('param' in c ? c.param.includes('.') : c.kind === 'missing' && (c.table === 'search_index' || c.params.some((p) => p.includes('.')))),
+    reads: readsContainedRows,
+  },
+  // A resource of a type with a reference parameter restricted to a type and stored under its own name
+  // (AuditEvent.patient, EpisodeOfCare.care-manager) that contains resources: its rows as model 6's.
+  7: {
+    touches: (content) => CONTAINED.test(content) && restrictedTypes().some((t) => content.includes(`"${t}"`)),
+    tables: ['search_index', 'search_string', 'search_range', 'search_composite'],
+    reads: readsContainedRows,
   },
 };
+
+/** The conditions that read rows of contained resources (a prefixed parameter), or reference rows (`:missing`). */
+function readsContainedRows(c: Condition): boolean {
+  return 'param' in c ? c.param.includes('.') : c.kind === 'missing' && (c.table === 'search_index' || c.params.some((p) => p.includes('.')));
+}
+
+let restricted: string[] | undefined;
+/** The types with a stored reference parameter whose paths are restricted to a type (model 7). */
+function restrictedTypes(): string[] {
+  return (restricted ??= R4_RESOURCE_TYPES.filter((t) => paramsOf(t).some((d) =>
+    d.type === 'reference' && !d.storedAs && !d.unionOf && !d.andOf && d.paths.some((p) => p.targetType !== undefined))));
+}
 const CONTAINED = /"contained"\s*:\s*\[/;
 const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;
 const CANONICAL_SUFFIX = canonicalParam('');

@@ -141,7 +141,7 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(6);
+    expect(INDEX_MODEL).toBe(7);
     // Model 6: rows of contained resources (prefixed parameters) and references to them (`:missing`).
     const name: Condition = { kind: 'string', param: 'name', values: [{ value: 'x', match: 'prefix' }] };
     expect(readsRowsBeingRebuilt(5, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [name] }))).toBe(false);

@@ -147,6 +147,11 @@ describe('touchedSince', () => {
     expect(tablesSince(INDEX_MODEL)).toEqual([]);
     expect(touchedSince(5)('{"resourceType":"Observation","contained": [{"resourceType":"Patient","id":"p"}],"subject":{"reference":"#p"}}')).toBe(true);
     expect(touchedSince(5)('{"resourceType":"Observation","subject":{"reference":"Patient/p"},"note":[{"text":"contained"}]}')).toBe(false);
+    // Model 7: resources of the types with a restricted reference parameter (AuditEvent, EpisodeOfCare) that contain resources.
+    expect(touchedSince(6)('{"resourceType":"AuditEvent","contained":[{"resourceType":"Patient","id":"p"}],"agent":[{"who":{"reference":"#p"}}]}')).toBe(true);
+    expect(touchedSince(6)('{"resourceType":"Observation","contained":[{"resourceType":"Patient","id":"p"}],"subject":{"reference":"#p"}}')).toBe(false);
+    expect(touchedSince(6)('{"resourceType":"AuditEvent","agent":[{"who":{"reference":"Patient/p"}}]}')).toBe(false);
+    expect((tablesSince(6)! as string[]).sort()).toEqual(indexTables);
     expect(touchedSince(4)('{"valueQuantity":{"value":1,"system":"http://unitsofmeasure.org","code":"mg"}}')).toBe(true);
     expect(touchedSince(4)('{"valueQuantity":{"value":1,"unit":"mg"}}')).toBe(false);
   });

@@ -241,6 +241,24 @@ for (const target of targets) {
       expect(await ids('Composition?type=60591-5')).toEqual([]);
     });
 
+    test('a reference parameter restricted to a type (AuditEvent.patient, EpisodeOfCare.care-manager) reaches a contained one', async () => {
+      await api.put200({
+        resourceType: 'AuditEvent', id: 'ae1', type: { system: 'http://dicom.nema.org/resources/ontology/DCM', code: '110110' }, recorded: '2026-11-01T10:00:00Z',
+        contained: [patient('ap', { name: [{ family: 'Quill' }] }), { resourceType: 'Organization', id: 'ao', name: 'Quill Labs' }],
+        agent: [{ who: { reference: '#ap' }, requestor: true }], entity: [{ what: { reference: '#ao' } }], source: { observer: { display: 'x' } },
+      });
+      await api.put200({
+        resourceType: 'EpisodeOfCare', id: 'eoc1', status: 'active', patient: { reference: 'Patient/ext1' },
+        contained: [{ resourceType: 'Practitioner', id: 'cm', name: [{ family: 'Quill' }] }], careManager: { reference: '#cm' },
+      });
+      expect(await ids('AuditEvent?patient.name=quill')).toEqual(['ae1']);
+      expect(await ids('AuditEvent?patient:missing=false')).toEqual(['ae1']);
+      // The entity is an Organization: `patient` (resolve() is Patient) does not name it.
+      expect(await ids('AuditEvent?patient.name=quill%20labs')).toEqual([]);
+      expect(await ids('EpisodeOfCare?care-manager.name=quill')).toEqual(['eoc1']);
+      expect(await found('Patient?family=quill&_contained=true&_containedType=contained')).toEqual([['AuditEvent/ae1#ap', 'Patient/ap']]);
+    });
+
     test('a chain or _has through a reference no resource made finds nothing, until one is written', async () => {
       const found = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id).sort();
       expect(await found('Observation?_has:Observation:has-member:code=8867-4')).toEqual([]);
@@ -288,6 +306,27 @@ for (const target of targets) {
       expect(await ids('Observation?subject:Patient.name=taylor')).toEqual(['o1', 'o2', 'o4']);
       expect(await ids('MedicationRequest?medication.code=123')).toEqual(['mr1', 'mr2']);
       expect(await ids('Bundle?composition.type=60591-5')).toEqual(['doc1']);
+    });
+
+    test('a database of index model 6 gets the rows of contained resources a restricted parameter names by the reindex', async () => {
+      // As model 6 wrote them: `where(resolve() is Patient)` did not see a contained Patient.
+      const page = await t.store.resources.indexing.page(0, 1000);
+      const items = page.filter((r) => r.tenant === 't1' && (r.type === 'AuditEvent' || r.type === 'EpisodeOfCare')).map((r) => {
+        const resource = JSON.parse(r.content);
+        const index = storedIndex(resource);
+        index.tokens = index.tokens.filter((e) => !e.param.startsWith('patient') && !e.param.startsWith('care-manager'));
+        index.strings = index.strings.filter((e) => !e.param.startsWith('patient:') && !e.param.startsWith('care-manager:'));
+        return { type: r.type, id: r.id, versionId: r.versionId, index, compartments: compartmentsOf(resource) };
+      });
+      expect(items.map((i) => i.id).sort()).toEqual(['ae1', 'eoc1']);
+      await t.store.resources.write('t1', (w) => w.replaceIndex(items));
+      await t.store.resources.indexing.setState({ model: 6, after: 0 });
+      expect(await ids('AuditEvent?patient.name=quill')).toEqual([]);
+      const run = await reindex(t.store);
+      expect(run).toMatchObject({ ran: true, rebuilt: 2 });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      expect(await ids('AuditEvent?patient.name=quill')).toEqual(['ae1']);
+      expect(await ids('EpisodeOfCare?care-manager.name=quill')).toEqual(['eoc1']);
     });
   });
 }

@@ -297,4 +297,16 @@ UPDATE index_state SET value = 5 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 UPDATE index_state SET value = 6 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 14,
+    name: 'contained_restricted',
+    sql: `
+-- Index model 7 (src/fhir/reindex.ts): the contained resources that a reference parameter restricted to a
+-- type names (AuditEvent.patient, EpisodeOfCare.care-manager: \`where(resolve() is Patient)\`) have rows
+-- as model 6 gave other contained resources. A database holding resources gets them from the reindex
+-- that \`cinder serve\` runs at start (only such resources that contain resources are rebuilt); an empty
+-- one follows model 7 already.
+UPDATE index_state SET value = 7 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -1,6 +1,6 @@
 import type { Access, Permission } from '../fhir/access.ts';
 import { compileFilter } from '../fhir/search.ts';
-import { hasValueSet } from '../fhir/search-compile.ts';
+import { hasPending } from '../fhir/search-compile.ts';
 import type { Condition } from '../store/types.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 
@@ -41,7 +41,7 @@ export function parseResourceScope(scope: string): ResourceScope | null {
 export function compileScopeFilter(type: string, query: string): Condition[] | null {
   try {
     const pending = compileFilter(type, new URLSearchParams(query));
-    if (pending.some(hasValueSet)) return null;
+    if (pending.some(hasPending)) return null;
     return pending as Condition[];
   } catch {
     return null;

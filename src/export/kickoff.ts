@@ -112,7 +112,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   if (input.patients.length && level === 'system') tolerate(lenient, issues, 'patient does not apply to a system-level export', 'patient');
   const selection = selectTypes(level, input.types, input.includeAssociatedData, req.access, lenient);
   issues.push(...selection.issues);
-  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, selection.types, lenient, req.tenant, req.access, deps.expandCodes);
+  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, selection.types, lenient, req.tenant, req.access, { expandCodes: deps.expandCodes, store: deps.store });
   const withProvenance = selection.provenance === 'none' ? selection.types : [...selection.types, 'Provenance'];
   const { elements, issues: elementIssues } = parseElements(input.elements, withProvenance, lenient);
   issues.push(...filterIssues, ...elementIssues);

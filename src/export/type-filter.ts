@@ -2,7 +2,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import type { Access } from '../fhir/access.ts';
-import { compileFilter, guardLinked, resolveConditions } from '../fhir/search.ts';
+import { compileFilter, guardLinked, resolveConditions, type ResolveDeps } from '../fhir/search.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import type { Condition } from '../store/types.ts';
 
@@ -18,7 +18,7 @@ export interface TypeFilters {
 export type ExpandCodes = NonNullable<FhirDeps['expandCodes']>;
 
 /** Parses one `Type?query`; throws a FhirError naming the query when Cinder cannot apply it. */
-async function parseOne(query: string, types: Set<string>, tenant: string, access: Access, expandCodes: ExpandCodes | undefined, now: number): Promise<{ type: string; filter: Condition[] | null }> {
+async function parseOne(query: string, types: Set<string>, tenant: string, access: Access, resolve: ResolveDeps, now: number): Promise<{ type: string; filter: Condition[] | null }> {
   const q = query.indexOf('?');
   const type = q < 0 ? query : query.slice(0, q);
   const where = { expression: ['_typeFilter'] };
@@ -33,7 +33,7 @@ async function parseOne(query: string, types: Set<string>, tenant: string, acces
   try {
     // `:in` and the others become their codes now, at kick-off: the job keeps them as token conditions.
     // Chains and `_has` reach other types as the kick-off token may search them (guardLinked).
-    conditions = guardLinked(access, await resolveConditions({ expandCodes }, tenant, compileFilter(type, params, now)));
+    conditions = guardLinked(access, await resolveConditions({ ...resolve, access }, tenant, compileFilter(type, params, now)));
   } catch (err) {
     if (err instanceof FhirError) throw new FhirError(err.category, `_typeFilter '${query}': ${err.message}`, { ...where, cause: err });
     throw err;
@@ -68,7 +68,7 @@ function alternativesOf(conditions: Condition[]): Condition[][] {
  * (as a server ignoring it would) and an issue says so.
  */
 export async function parseTypeFilters(
-  queries: string[], exported: string[], lenient: boolean, tenant: string, access: Access, expandCodes?: ExpandCodes, now = Date.now(),
+  queries: string[], exported: string[], lenient: boolean, tenant: string, access: Access, resolve: ResolveDeps = {}, now = Date.now(),
 ): Promise<TypeFilters> {
   const types = new Set(exported);
   const filters: Record<string, Condition[][]> = {};
@@ -76,7 +76,7 @@ export async function parseTypeFilters(
   const issues: FhirIssue[] = [];
   for (const query of queries) {
     try {
-      const { type, filter } = await parseOne(query, types, tenant, access, expandCodes, now);
+      const { type, filter } = await parseOne(query, types, tenant, access, resolve, now);
       if (filter === null) unfiltered.add(type);
       else (filters[type] ??= []).push(...alternativesOf(filter));
     } catch (err) {

@@ -6,7 +6,7 @@
 import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { dateRange } from './dates.ts';
-import { isDomainResource, paramOf, type ParamDefinition, type ParamType } from './definitions.ts';
+import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { canonicalParam, containedIdParam, containedPrefix, normalizeString, soundex } from './indexer.ts';
 import { readsOwnRows } from '../store/search-sql.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
@@ -37,7 +37,38 @@ export interface ValueSetCondition {
   not: boolean;
 }
 
-export type PendingCondition = Condition | ValueSetCondition;
+/**
+ * A reference to a resource of a type arranged in a hierarchy (`Location.partOf`: hierarchyParam) with
+ * `:below` (it and every resource below it, its parts and theirs) or `:above` (it and every resource it
+ * is part of), as R4 search's "Searching Hierarchies" has it (`Procedure?location:below=42`): the search
+ * layer walks the hierarchy in the store and completes it into a reference to each resource found.
+ */
+export interface HierarchyCondition {
+  kind: 'hierarchy';
+  /** The reference parameter as stored, and the type whose hierarchy is walked. */
+  param: string;
+  target: string;
+  /** The resources the walk starts from (ORed values). */
+  ids: string[];
+  direction: 'below' | 'above';
+  modifier: string;
+  /** The parameter it is part of, for errors (a chain, `_has`); none: `param:modifier` itself. */
+  within?: string;
+}
+
+export type PendingCondition = Condition | ValueSetCondition | HierarchyCondition;
+
+/** The names R4 gives a reference to a resource's parent of its own type (`Location.partof`, `Encounter.part-of`, `Specimen.parent`). */
+const HIERARCHY_NAMES = new Set(['partof', 'part-of', 'parent']);
+
+/**
+ * The parameter of `type` that names a resource's parent of the same type, if its resources form a
+ * hierarchy (Location, Organization, Encounter, CarePlan, Task, Specimen, ResearchStudy,
+ * DeviceDefinition): what `:below` and `:above` on a reference to `type` walk.
+ */
+export function hierarchyParam(type: string): ParamDefinition | undefined {
+  return paramsOf(type).find((d) => d.type === 'reference' && HIERARCHY_NAMES.has(d.code) && !d.storedAs && d.targets.length === 1 && d.targets[0] === type);
+}
 
 const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'];
 
@@ -45,7 +76,7 @@ const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 
 export const MODIFIERS: Record<ParamType, string[]> = {
   string: ['exact', 'contains'],
   token: ['not', 'text', 'of-type', 'in', 'not-in', 'below', 'above'],
-  reference: ['identifier', '[type]'],
+  reference: ['identifier', '[type]', 'below', 'above'],
   uri: ['below', 'above'],
   date: [],
   number: [],
@@ -149,6 +180,34 @@ function referenceValues(def: ParamDefinition, raw: string, typeModifier: string
   if (!ID_PATTERN.test(raw)) throw invalid(def.code, `Invalid reference value '${raw}' for '${def.code}'`);
   const target = typeModifier ?? (def.targets.length === 1 ? def.targets[0] : undefined);
   return [target ? { system: target, value: raw } : { value: raw }];
+}
+
+/**
+ * `:below` / `:above` on reference parameter `def` (HierarchyCondition): each value `Type/id` or `id`
+ * (the type then the one target of the parameter whose resources form a hierarchy); ORed per type.
+ */
+function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', values: string[], name: string): PendingCondition {
+  const byType = new Map<string, string[]>();
+  for (const raw of values) {
+    const parsed = /^[a-z][a-z0-9+.-]*:/i.test(raw) ? undefined : parseReference(raw);
+    let target: string;
+    let id: string;
+    if (parsed) ({ type: target, id } = parsed);
+    else {
+      if (!ID_PATTERN.test(raw)) throw invalid(name, `Invalid value '${raw}' for '${name}': expected Type/id or id`);
+      const candidates = referenceTargets(def).filter((t) => hierarchyParam(t) !== undefined);
+      if (candidates.length !== 1) {
+        throw invalid(name, candidates.length ? `'${raw}': name the type of '${def.code}' (${candidates.map((t) => `${t}/${raw}`).join(', ')})` : `'${def.code}' refers to no type whose resources form a hierarchy`);
+      }
+      [target, id] = [candidates[0]!, raw];
+    }
+    if (def.targets.length && !referenceTargets(def).includes(target)) throw invalid(name, `'${def.code}' does not refer to ${target}`);
+    if (!hierarchyParam(target)) throw invalid(name, `${target} resources form no hierarchy (no part-of or parent parameter) for ':${modifier}'`);
+    (byType.get(target) ?? byType.set(target, []).get(target)!).push(id);
+  }
+  const param = def.storedAs?.param ?? def.code;
+  const conditions = [...byType].map(([target, ids]): HierarchyCondition => ({ kind: 'hierarchy', param, target, ids, direction: modifier, modifier }));
+  return conditions.length === 1 ? conditions[0]! : { kind: 'or', any: conditions as unknown as Condition[] };
 }
 
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
@@ -353,6 +412,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       return { kind: 'token', param: def.code, values: values.map((value) => ({ system: '', value })) };
     }
     case 'reference': {
+      if (modifier === 'below' || modifier === 'above') return hierarchyCondition(def, modifier, parts.map(unescapeValue), name);
       if (modifier === 'identifier') {
         return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts.map((p) => tokenOf(name, p)) };
       }
@@ -518,7 +578,7 @@ function insideContained(chain: Extract<Condition, { kind: 'chain' }>): Conditio
 export function onContainedRows(c: Condition, prefix: string): Condition | undefined {
   // A ValueSet condition, still to be expanded, becomes a token condition on the prefixed parameter.
   const pending = c as PendingCondition;
-  if (pending.kind === 'value-set') return { ...pending, param: prefix + pending.param } as unknown as Condition;
+  if (pending.kind === 'value-set' || pending.kind === 'hierarchy') return { ...pending, param: prefix + pending.param } as unknown as Condition;
   switch (c.kind) {
     case 'token': case 'string': case 'uri-prefix': case 'token-text': case 'date': case 'number': case 'composite': case 'near': case 'chain':
       return { ...c, param: prefix + c.param };
@@ -553,28 +613,29 @@ function hasCondition(type: string, key: string, raw: string, now: number, depth
 }
 
 /**
- * Whether a condition holds a ValueSet or subsumption condition that the search layer must expand
- * first (resolveConditions in src/fhir/search.ts), at any depth: in `and`, `or`, `not`, chains and `_has`.
+ * Whether a condition holds one that the search layer must complete first (resolveConditions in
+ * src/fhir/search.ts: a ValueSet or subsumption, a hierarchy), at any depth: in `and`, `or`, `not`,
+ * chains and `_has`.
  */
-export function hasValueSet(c: PendingCondition): boolean {
+export function hasPending(c: PendingCondition): boolean {
   switch (c.kind) {
-    case 'value-set': return true;
-    case 'and': return c.all.some(hasValueSet);
-    case 'or': return c.any.some(hasValueSet);
-    case 'not': return hasValueSet(c.condition);
-    case 'chain': case 'has': return c.where.some(hasValueSet);
+    case 'value-set': case 'hierarchy': return true;
+    case 'and': return c.all.some(hasPending);
+    case 'or': return c.any.some(hasPending);
+    case 'not': return hasPending(c.condition);
+    case 'chain': case 'has': return c.where.some(hasPending);
     default: return false;
   }
 }
 
 /**
- * Marks the ValueSet conditions inside `c` as part of the parameter `key` (a chain, `_has`, `_filter`),
+ * Marks the pending conditions inside `c` (ValueSet, hierarchy) as part of the parameter `key` (a chain, `_has`, `_filter`),
  * which their errors then name; the outermost parameter marks last, so its name is the one kept.
  */
 export function markWithin(c: PendingCondition, key: string): PendingCondition {
-  if (!hasValueSet(c)) return c;
+  if (!hasPending(c)) return c;
   switch (c.kind) {
-    case 'value-set': return { ...c, within: key };
+    case 'value-set': case 'hierarchy': return { ...c, within: key };
     case 'and': return { ...c, all: c.all.map((x) => markWithin(x, key)) as Condition[] };
     case 'or': return { ...c, any: c.any.map((x) => markWithin(x, key)) as Condition[] };
     case 'not': return { ...c, condition: markWithin(c.condition, key) as Condition };

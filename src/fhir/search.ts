@@ -5,9 +5,9 @@ import { rowsInReach } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath, isChoiceMember } from './fhirpath.ts';
-import { referenceValues } from './indexer.ts';
+import { referenceValues, storedIndex } from './indexer.ts';
 import { issue } from './outcome.ts';
-import { hasValueSet, parameterCondition, parseSort, UnknownParameterError, type PendingCondition } from './search-compile.ts';
+import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParameterError, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
@@ -205,14 +205,22 @@ function filterParameter(type: string, key: string, raw: string, now: number): P
   return filterCondition(type, raw, now);
 }
 
+/** What completing pending conditions reads: the terminology service, the store (hierarchies), and the token's access to them. */
+export interface ResolveDeps {
+  expandCodes?: FhirDeps['expandCodes'];
+  store?: FhirDeps['store'];
+  access?: Access;
+}
+
 /**
- * Completes conditions that need the terminology service (`:in`, `:not-in`, `:below`, `:above`): the
- * codes of the ValueSet, or of the code system's subsumption, become token values. Without a
- * terminology service, or for a ValueSet or code system it does not know, the search is a 400.
+ * Completes conditions that need the terminology service (token `:in`, `:not-in`, `:below`, `:above`):
+ * the codes of the ValueSet, or of the code system's subsumption, become token values. Without a
+ * terminology service, or for a ValueSet or code system it does not know, the search is a 400. And
+ * those of a reference `:below` / `:above` (HierarchyCondition), whose hierarchy is walked in the store.
  */
-export async function resolveConditions(deps: Pick<FhirDeps, 'expandCodes'>, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
+export async function resolveConditions(deps: ResolveDeps, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
   const out: Condition[] = [];
-  for (const c of pending) out.push(hasValueSet(c) ? await resolveCondition(deps, tenant, c) : (c as Condition));
+  for (const c of pending) out.push(hasPending(c) ? await resolveCondition(deps, tenant, c) : (c as Condition));
   return out;
 }
 
@@ -220,12 +228,13 @@ export async function resolveConditions(deps: Pick<FhirDeps, 'expandCodes'>, ten
  * One condition with its ValueSet conditions completed, those nested in `and`, `or` and `not`
  * (`_filter`), chains and `_has` too (an `or` keeps its contained-resource key).
  */
-async function resolveCondition(deps: Pick<FhirDeps, 'expandCodes'>, tenant: string, c: PendingCondition): Promise<Condition> {
+async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCondition): Promise<Condition> {
   switch (c.kind) {
     case 'and': return { ...c, all: await resolveConditions(deps, tenant, c.all) };
     case 'or': return { ...c, any: await resolveConditions(deps, tenant, c.any) };
     case 'not': return { ...c, condition: await resolveCondition(deps, tenant, c.condition) };
     case 'chain': case 'has': return { ...c, where: await resolveConditions(deps, tenant, c.where) };
+    case 'hierarchy': return resolveHierarchy(deps, tenant, c);
     case 'value-set': break;
     default: return c;
   }
@@ -249,6 +258,39 @@ async function resolveCondition(deps: Pick<FhirDeps, 'expandCodes'>, tenant: str
   const values = codes.map((x) => ({ system: x.system, value: x.code }));
   for (const code of new Set(codes.map((x) => x.code))) values.push({ system: '', value: code });
   return c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values };
+}
+
+/**
+ * A hierarchy condition as a reference to each resource of the walk: from its resources, those whose
+ * part-of (parent) parameter names one found (`below`), or those one found names so (`above`), round
+ * after round until no new one comes, at most MAX_SEARCH_VALUES in all (more is a 400). The walk reads
+ * the type as the token may search it (403 otherwise; its scope filter applies).
+ */
+async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyCondition): Promise<Condition> {
+  const written = `${c.param}:${c.modifier}`;
+  const where = { expression: [c.within ?? written] };
+  if (!deps.store) throw new FhirError('not-supported', `':${c.modifier}' on a reference needs the store`, where);
+  if (deps.access) requireAccess(deps.access, c.target, 's');
+  const filter = deps.access ? accessFilter(deps.access, c.target, 's') : undefined;
+  const via = hierarchyParam(c.target)!.code;
+  const found = new Set(c.ids);
+  let frontier = [...found];
+  while (frontier.length > 0) {
+    const condition: Condition = c.direction === 'below'
+      ? { kind: 'token', param: via, values: frontier.map((id) => ({ system: c.target, value: id })), reference: true }
+      : { kind: 'id', ids: frontier };
+    const rows = await deps.store.resources.search(tenant, { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1 });
+    const next = c.direction === 'below'
+      ? rows.map((r) => r.id)
+      : rows.flatMap((r) => storedIndex(JSON.parse(r.content) as Json).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value));
+    frontier = [...new Set(next)].filter((id) => !found.has(id));
+    for (const id of frontier) found.add(id);
+    if (found.size > MAX_SEARCH_VALUES) {
+      const label = c.within ? `${c.within}: '${written}'` : written;
+      throw new FhirError('invalid', `'${label}' reaches more than ${MAX_SEARCH_VALUES} ${c.target} resources`, { ...where, issueCode: 'too-costly' });
+    }
+  }
+  return { kind: 'token', param: c.param, values: [...found].map((id) => ({ system: c.target, value: id })), reference: true };
 }
 
 type Json = Record<string, unknown>;
@@ -532,7 +574,7 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
  */
 export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
   const query = compiled.query;
-  query.where = guardLinked(req.access, await resolveConditions(deps, req.tenant, compiled.pending));
+  query.where = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, store: deps.store, access: req.access }, req.tenant, compiled.pending));
   return scopedQuery(req, type, query, compartment);
 }
 

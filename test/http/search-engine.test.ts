@@ -384,6 +384,72 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('reference :below and :above walk a hierarchy (Location.partOf, Organization.partOf)', async () => {
+      // Resources of this test alone, deleted at its end (the other tests count Encounters and Patients).
+      const created: string[] = [];
+      const put = async (r: Json) => {
+        created.push(`${r.resourceType}/${r.id}`);
+        await api.put200(r);
+      };
+      const location = (id: string, parent?: string) => put({ resourceType: 'Location', id, name: id, ...(parent ? { partOf: { reference: `Location/${parent}` } } : {}) });
+      const encounter = (id: string, at: string, patient: string) => put({
+        resourceType: 'Encounter', id, status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${patient}` }, location: [{ location: { reference: `Location/${at}` } }],
+      });
+      try {
+        await location('hosp');
+        await location('ward-a', 'hosp');
+        await location('room-a1', 'ward-a');
+        await location('ward-b', 'hosp');
+        await location('elsewhere');
+        // A cycle ends the walk where it started.
+        await location('cyc1', 'cyc2');
+        await location('cyc2', 'cyc1');
+        await put({ resourceType: 'Organization', id: 'network', name: 'Network' });
+        await put({ resourceType: 'Organization', id: 'clinic', name: 'Clinic', partOf: { reference: 'Organization/network' } });
+        for (const id of ['h1', 'h2', 'h3']) await put({ resourceType: 'Patient', id, ...(id === 'h1' ? { managingOrganization: { reference: 'Organization/clinic' } } : {}) });
+        await encounter('at-hosp', 'hosp', 'h1');
+        await encounter('at-room', 'room-a1', 'h2');
+        await encounter('at-ward-b', 'ward-b', 'h2');
+        await encounter('at-elsewhere', 'elsewhere', 'h3');
+        await encounter('at-cyc1', 'cyc1', 'h3');
+        expect(await sorted('Encounter?location:below=Location/hosp')).toEqual(['at-hosp', 'at-room', 'at-ward-b']);
+        expect(await sorted('Encounter?location:below=ward-a')).toEqual(['at-room']);
+        expect(await sorted('Encounter?location:below=hosp,elsewhere')).toEqual(['at-elsewhere', 'at-hosp', 'at-room', 'at-ward-b']);
+        expect(await sorted('Encounter?location:above=room-a1')).toEqual(['at-hosp', 'at-room']);
+        expect(await sorted('Encounter?location:above=ward-b')).toEqual(['at-hosp', 'at-ward-b']);
+        expect(await sorted('Encounter?location:below=cyc2')).toEqual(['at-cyc1']);
+        expect(await sorted('Encounter?location:above=cyc2')).toEqual(['at-cyc1']);
+        expect(await sorted('Location?partof:below=hosp')).toEqual(['room-a1', 'ward-a', 'ward-b']);
+        expect(await sorted('Encounter?location:below=nowhere')).toEqual([]);
+        // Inside `_has` and a chain, and counted.
+        expect(await sorted('Patient?_has:Encounter:subject:location:below=ward-a')).toEqual(['h2']);
+        expect(await sorted('Encounter?subject:Patient._has:Encounter:subject:location:below=ward-a')).toEqual(['at-room', 'at-ward-b']);
+        expect((await api.search('Encounter?location:below=hosp&_summary=count')).total).toBe(3);
+        // Organizations: h1's clinic is part of a network.
+        expect(await sorted('Patient?organization:below=network')).toEqual(['h1']);
+        expect(await sorted('Patient?organization:above=network')).toEqual([]);
+        expect(await sorted('Patient?organization:above=clinic')).toEqual(['h1']);
+        for (const [q, expr] of [
+          ['Encounter?location:below=http://example.org/fhir/Location/hosp', 'location:below'],
+          ['Encounter?location:below=Patient/p1', 'location:below'],
+          ['Encounter?subject:below=p1', 'subject:below'],
+          // Inside `_has`, a malformed value is named as the referring type's parameter.
+          ['Patient?_has:Encounter:subject:location:above=Patient/p1', 'location:above'],
+        ]) {
+          const body = await expectOutcome(await api.get(q), 400);
+          expect([q, body.issue[0].expression]).toEqual([q, [expr]]);
+        }
+        // The walk reads Locations: a token that may not search them is refused.
+        const encountersOnly = fhirClient(t, await t.tokenFor('t1', ['system/Encounter.rs']));
+        await expectOutcome(await encountersOnly.get('Encounter?location:below=hosp'), 403);
+        const cap = await (await api.get('metadata')).json();
+        const encounterCap = cap.rest[0].resource.find((r: Json) => r.type === 'Encounter');
+        expect(encounterCap.searchParam.find((p: Json) => p.name === 'location').documentation).toContain(':below');
+      } finally {
+        for (const ref of created.reverse()) await api.call('DELETE', ref);
+      }
+    });
+
     test('malformed values are a 400 naming the parameter', async () => {
       for (const q of ['Patient?birthdate=1974-13', 'Patient?birthdate=zz1974', 'Observation?value-quantity=abc', 'Patient?gender:exact=male',
         'Observation?code-value-quantity=2339-0', 'Patient?name:missing=yes', 'Patient?_sort=nonsense', 'Observation?subject:Nonsense=x']) {

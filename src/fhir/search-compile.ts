@@ -210,6 +210,24 @@ function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', v
   return conditions.length === 1 ? conditions[0]! : { kind: 'or', any: conditions as unknown as Condition[] };
 }
 
+const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i;
+
+/**
+ * `:below` on canonical references (search.html, "References and Versions"): `url` matches every version
+ * of it (as `url` alone does: a versioned canonical is indexed with and without its version), and
+ * `url|1` the versions `1` and those below it (`1.0`, `1.1.2`), each value ORed.
+ */
+function canonicalBelow(param: string, urls: string[]): Condition {
+  const exact: TokenValue[] = [];
+  const below: string[] = [];
+  for (const url of urls) {
+    exact.push({ system: '', value: url });
+    if (url.lastIndexOf('|') > url.lastIndexOf('/')) below.push(`${url}.`);
+  }
+  const token: Condition = { kind: 'token', param, values: exact };
+  return below.length ? { kind: 'or', any: [token, { kind: 'uri-prefix', param, values: below }] } : token;
+}
+
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
 function storedReference(def: ParamDefinition, values: TokenValue[], not?: boolean): Condition {
   if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not } : { kind: 'token', param: def.code, values, reference: true };
@@ -412,7 +430,15 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       return { kind: 'token', param: def.code, values: values.map((value) => ({ system: '', value })) };
     }
     case 'reference': {
-      if (modifier === 'below' || modifier === 'above') return hierarchyCondition(def, modifier, parts.map(unescapeValue), name);
+      if (modifier === 'below' || modifier === 'above') {
+        const values = parts.map(unescapeValue);
+        const urls = values.filter((v) => ABSOLUTE.test(v));
+        if (urls.length === 0) return hierarchyCondition(def, modifier, values, name);
+        if (modifier === 'above' || urls.length !== values.length) {
+          throw invalid(name, `'${name}' takes Type/id or id (a hierarchy)${modifier === 'below' ? ', or canonical URLs alone' : ''}`);
+        }
+        return canonicalBelow(def.storedAs?.param ?? def.code, urls);
+      }
       if (modifier === 'identifier') {
         return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts.map((p) => tokenOf(name, p)) };
       }

@@ -218,6 +218,15 @@ await eachStore((kind, fresh) => {
       expect(await sorted('ValueSet?url:above=http://example.org/fhir/ValueSet/b/c/d')).toEqual(['vs2']);
       expect(await sorted('QuestionnaireResponse?questionnaire=http://example.org/Questionnaire/q')).toEqual(['qr1']);
       expect(await sorted('QuestionnaireResponse?questionnaire=http://example.org/Questionnaire/q|2.0')).toEqual(['qr1']);
+      // `:below` on a canonical: every version, or a version and those below it (2.0 is below 2).
+      const below = (v: string) => sorted(`QuestionnaireResponse?questionnaire:below=${encodeURIComponent(`http://example.org/Questionnaire/q${v}`)}`);
+      expect(await below('')).toEqual(['qr1']);
+      expect(await below('|2')).toEqual(['qr1']);
+      expect(await below('|2.0')).toEqual(['qr1']);
+      expect(await below('|1')).toEqual([]);
+      expect(await below('|2.0.1')).toEqual([]);
+      expect(await sorted('QuestionnaireResponse?questionnaire:below=http://example.org/Questionnaire/r,http://example.org/Questionnaire/q|2')).toEqual(['qr1']);
+      expect((await expectOutcome(await api.get('QuestionnaireResponse?questionnaire:above=http://example.org/Questionnaire/q'), 400)).issue[0].expression).toEqual(['questionnaire:above']);
     });
 
     test(':missing on every kind of parameter', async () => {
@@ -430,7 +439,8 @@ await eachStore((kind, fresh) => {
         expect(await sorted('Patient?organization:above=network')).toEqual([]);
         expect(await sorted('Patient?organization:above=clinic')).toEqual(['h1']);
         for (const [q, expr] of [
-          ['Encounter?location:below=http://example.org/fhir/Location/hosp', 'location:below'],
+          ['Encounter?location:above=http://example.org/fhir/Location/hosp', 'location:above'],
+          ['Encounter?location:below=hosp,http://example.org/fhir/Location/hosp', 'location:below'],
           ['Encounter?location:below=Patient/p1', 'location:below'],
           ['Encounter?subject:below=p1', 'subject:below'],
           // Inside `_has`, a malformed value is named as the referring type's parameter.

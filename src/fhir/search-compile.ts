@@ -471,6 +471,20 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
 /** Thrown for a parameter the type does not have (the caller decides: warning or 400). */
 export class UnknownParameterError extends FhirError {}
 
+/**
+ * An error about a part of a chain or `_has` (a malformed value, an unknown parameter of the other
+ * type) as one about the parameter as written (`subject:Patient.birthdate`), which the OperationOutcome's
+ * expression then names; an unknown part stays an UnknownParameterError (ignored when lenient).
+ */
+function namingParameter(err: unknown, key: string): unknown {
+  if (!(err instanceof FhirError) || err.status >= 500) return err;
+  const first = err.issues[0];
+  if (first?.expression?.length === 1 && first.expression[0] === key) return err;
+  const message = err.message.includes(key) ? err.message : `${key}: ${err.message}`;
+  const options = { expression: [key], cause: err, ...(first?.code ? { issueCode: first.code } : {}) };
+  return err instanceof UnknownParameterError ? new UnknownParameterError(err.category, message, options) : new FhirError(err.category, message, options);
+}
+
 function unknown(type: string, key: string): UnknownParameterError {
   return new UnknownParameterError('not-supported', `Search parameter '${key}' is not supported for ${type}`, { expression: [key] });
 }
@@ -481,9 +495,14 @@ function unknown(type: string, key: string): UnknownParameterError {
  */
 export function parameterCondition(type: string, key: string, raw: string, now: number, depth = 0): PendingCondition {
   if (depth > MAX_CHAIN_DEPTH) throw new FhirError('invalid', `'${key}' chains more than ${MAX_CHAIN_DEPTH} levels`, { issueCode: 'too-costly', expression: [key] });
-  if (key.startsWith('_has:')) return hasCondition(type, key, raw, now, depth);
   const dot = key.indexOf('.');
-  if (dot > 0) return chainCondition(type, key, dot, raw, now, depth);
+  if (key.startsWith('_has:') || dot > 0) {
+    try {
+      return key.startsWith('_has:') ? hasCondition(type, key, raw, now, depth) : chainCondition(type, key, dot, raw, now, depth);
+    } catch (err) {
+      throw depth === 0 ? namingParameter(err, key) : err;
+    }
+  }
   const [name, modifier] = key.split(':', 2) as [string, string | undefined];
   if (name === '_id') {
     if (modifier === 'not') return { kind: 'id', ids: idValues(raw), not: true };

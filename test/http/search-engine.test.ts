@@ -252,6 +252,18 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.get('Observation?subject.nonsense=x', { Prefer: 'handling=strict' }), 400);
       await expectOutcome(await api.get('Patient?_has:Observation:nonsense:code=x', { Prefer: 'handling=strict' }), 400);
       await expectOutcome(await api.get('Patient?_has:Observation:code:code=x'), 400);
+      // Errors inside a chain or `_has` name the parameter as written.
+      for (const [q, headers] of [
+        ['Observation?subject:Patient.birthdate=1974-13', {}], ['Patient?_has:Observation:patient:date=zz2020', {}],
+        ['Observation?subject.nonsense=x', { Prefer: 'handling=strict' }], ['Observation?subject:Patient.organization.name:exactly=x', {}],
+      ] as [string, Record<string, string>][]) {
+        const body = await expectOutcome(await api.get(q, headers), 400);
+        expect([q, body.issue[0].expression]).toEqual([q, [decodeURIComponent(q.split('?')[1]!.split('=')[0]!)]]);
+      }
+      // Lenient, an unknown part of a chain is ignored with a warning naming the whole parameter.
+      const lenient = await api.search('Observation?subject.nonsense=x&_count=1');
+      const warning = lenient.entry.find((e: Json) => e.search.mode === 'outcome').resource;
+      expect(warning.issue[0].expression).toEqual(['subject.nonsense']);
     });
 
     test('_include, _include:iterate, _include=*, _revinclude, _revinclude=* (search mode include, no duplicates)', async () => {
@@ -443,8 +455,7 @@ await eachStore((kind, fresh) => {
           ['Encounter?location:below=hosp,http://example.org/fhir/Location/hosp', 'location:below'],
           ['Encounter?location:below=Patient/p1', 'location:below'],
           ['Encounter?subject:below=p1', 'subject:below'],
-          // Inside `_has`, a malformed value is named as the referring type's parameter.
-          ['Patient?_has:Encounter:subject:location:above=Patient/p1', 'location:above'],
+          ['Patient?_has:Encounter:subject:location:above=Patient/p1', '_has:Encounter:subject:location:above'],
         ]) {
           const body = await expectOutcome(await api.get(q), 400);
           expect([q, body.issue[0].expression]).toEqual([q, [expr]]);

@@ -9,6 +9,8 @@ import { CoreTerminology } from './terminology/core/core-source.ts';
 import { CoreLayer } from './fhir/core-layer.ts';
 import type { FhirDeps } from './fhir/crud.ts';
 import { codesExpander } from './search-terminology.ts';
+import { resolveConditions } from './fhir/search.ts';
+import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
@@ -114,7 +116,10 @@ export function createApp(deps: AppDeps): App {
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
   const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability];
   const fhir = new Hono<AppEnv>();
-  const admit = fhirAdmission({ store, verify: authDeps.verifyAccess });
+  const expandCodes = codesExpander(terminology.service);
+  // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
+  const completeConditions = (tenant: string, pending: PendingCondition[]) => resolveConditions({ expandCodes, store }, tenant, pending);
+  const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
   fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   fhir.get('/metadata', (c) => {
@@ -124,7 +129,6 @@ export function createApp(deps: AppDeps): App {
       oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none',
     }));
   });
-  const expandCodes = codesExpander(terminology.service);
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,

@@ -1,6 +1,7 @@
+import { FhirError } from '../errors.ts';
 import type { Access, Permission } from '../fhir/access.ts';
 import { compileFilter } from '../fhir/search.ts';
-import { hasPending } from '../fhir/search-compile.ts';
+import { hasPending, type PendingCondition } from '../fhir/search-compile.ts';
 import type { Condition } from '../store/types.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 
@@ -37,12 +38,14 @@ export function parseResourceScope(scope: string): ResourceScope | null {
   return { ...parsed, query };
 }
 
-/** A scope filter's conditions (the search engine's, strict), or null when the query is not a valid search of `type`. */
-export function compileScopeFilter(type: string, query: string): Condition[] | null {
+/**
+ * A scope filter's conditions (the search engine's, strict), or null when the query is not a valid
+ * search of `type`. Some may need completing (`:in`, a reference `:below`: hasPending), which
+ * ScopedAccess.complete does once per token.
+ */
+export function compileScopeFilter(type: string, query: string): PendingCondition[] | null {
   try {
-    const pending = compileFilter(type, new URLSearchParams(query));
-    if (pending.some(hasPending)) return null;
-    return pending as Condition[];
+    return compileFilter(type, new URLSearchParams(query));
   } catch {
     return null;
   }
@@ -76,12 +79,37 @@ export function splitScopes(scope: string | undefined | null): string[] {
   return [...new Set((scope ?? '').split(' ').filter(Boolean))];
 }
 
+/** Completes a scope filter's pending conditions (`:in` and the other terminology modifiers, a reference `:below`) in `tenant`. */
+export type CompleteConditions = (tenant: string, pending: PendingCondition[]) => Promise<Condition[]>;
+
+/** The access of a token's scopes, and the completion of its scope filters that need the server's data. */
+export interface ScopedAccess extends Access {
+  /** Whether a scope filter waits for `complete` (until then such a scope grants nothing). */
+  readonly incomplete: boolean;
+  /**
+   * Completes every such filter (their ValueSets expanded, their hierarchies walked), once for the
+   * token: its filters then stay as they were completed. A filter that cannot be completed (an unknown
+   * ValueSet) grants nothing.
+   */
+  complete(tenant: string, completeConditions: CompleteConditions): Promise<void>;
+}
+
 /**
  * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment
  * of `patient` unless a system/user scope also covers that type; without a patient they grant nothing.
  */
-export function accessFromScopes(scopes: string[], clientId: string, patient?: string): Access {
+export function accessFromScopes(scopes: string[], clientId: string, patient?: string): ScopedAccess {
   const parsed = scopes.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
+  // Each filter's conditions, compiled once; those holding pending ones wait for `complete`.
+  const conditions = new Map<ResourceScope, Condition[]>();
+  const waiting = new Map<ResourceScope, PendingCondition[]>();
+  for (const scope of parsed) {
+    if (scope.query === undefined) continue;
+    const compiled = compileScopeFilter(scope.type, scope.query)!;
+    if (compiled.some(hasPending)) waiting.set(scope, compiled);
+    else conditions.set(scope, compiled as Condition[]);
+  }
+  const nothing: Condition[] = [{ kind: 'id', ids: [] }];
   const wide = parsed.filter((s) => s.context !== 'patient');
   const narrow = patient ? parsed.filter((s) => s.context === 'patient') : [];
   const covering = (list: ResourceScope[], type: string, perm?: Permission) =>
@@ -89,6 +117,23 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
   const covers = (list: ResourceScope[], type: string, perm?: Permission) => covering(list, type, perm).length > 0;
   const filters = new Map<string, Condition[][] | undefined>();
   return {
+    get incomplete() {
+      return waiting.size > 0;
+    },
+    async complete(tenant, completeConditions) {
+      for (const [scope, pending] of waiting) {
+        let done: Condition[];
+        try {
+          done = await completeConditions(tenant, pending);
+        } catch (err) {
+          if (!(err instanceof FhirError) || err.status >= 500) throw err;
+          done = nothing;
+        }
+        conditions.set(scope, done);
+        waiting.delete(scope);
+      }
+      filters.clear();
+    },
     clientId,
     can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
     patientLimit: (type) => (patient && !covers(wide, type) && covers(narrow, type) ? patient : undefined),
@@ -99,7 +144,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
       // Any unfiltered scope for the type and permission: no filter.
       const result = scopes.length === 0 || scopes.some((s) => s.query === undefined)
         ? undefined
-        : scopes.map((s) => compileScopeFilter(type, s.query!) ?? [{ kind: 'id', ids: [] } as Condition]);
+        : scopes.map((s) => conditions.get(s) ?? nothing);
       filters.set(key, result);
       return result;
     },

@@ -130,6 +130,39 @@ describe('scope filters', () => {
     await expectOutcome(await t.request(url, fhirInit(await token('system/Observation.rs?category=vital-signs'))), 403);
   });
 
+  test(':in and a reference :below in a scope filter are completed once for the token, as search completes them', async () => {
+    expect(parseResourceScope(`system/Observation.rs?category:in=${encodeURIComponent('http://example.org/fhir/ValueSet/lab')}`)).toMatchObject({ type: 'Observation' });
+    await admin.put200({
+      resourceType: 'ValueSet', id: 'lab-cats', status: 'active', url: 'http://example.org/fhir/ValueSet/lab',
+      compose: { include: [{ system: CAT, concept: [{ code: 'laboratory' }] }] },
+    });
+    const scoped = async (filter: string) =>
+      fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs', 'system/Patient.rs', 'system/Location.rs'], `system/Observation.rs?${filter} system/Patient.rs system/Location.rs`));
+    const ids = async (c: FhirClient, q: string) => ((await c.search(q)).entry ?? []).map((e: Json) => e.resource.id).sort();
+    const labs = await ids(admin, 'Observation?category=laboratory');
+    expect(labs).toContain('lab1');
+    const inLab = await scoped(`category:in=${encodeURIComponent('http://example.org/fhir/ValueSet/lab')}`);
+    expect(await ids(inLab, 'Observation')).toEqual(labs);
+    expect((await inLab.get('Observation/lab1')).status).toBe(200);
+    await expectOutcome(await inLab.get('Observation/vs1'), 403);
+    const notInLab = await scoped(`category:not-in=${encodeURIComponent('http://example.org/fhir/ValueSet/lab')}`);
+    expect(await ids(notInLab, 'Observation')).toEqual(await ids(admin, 'Observation?category:not=laboratory'));
+    expect(await ids(notInLab, 'Observation')).toContain('vs1');
+    // A ValueSet the server does not know: the scope grants nothing.
+    const unknown = await scoped(`category:in=${encodeURIComponent('http://example.org/fhir/ValueSet/nope')}`);
+    expect(await ids(unknown, 'Observation')).toEqual([]);
+    await expectOutcome(await unknown.get('Observation/lab1'), 403);
+    // A hierarchy: the Observations of Encounters at a ward of the hospital.
+    await admin.put200({ resourceType: 'Location', id: 'hosp' });
+    await admin.put200({ resourceType: 'Location', id: 'ward', partOf: { reference: 'Location/hosp' } });
+    await admin.put200({ resourceType: 'Encounter', id: 'enc', status: 'finished', class: { code: 'AMB' }, location: [{ location: { reference: 'Location/ward' } }] });
+    await admin.put200({ ...obs('at-ward', 'laboratory'), encounter: { reference: 'Encounter/enc' } });
+    const hospital = fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs', 'system/Encounter.rs', 'system/Location.rs'],
+      'system/Observation.rs?encounter.location:below=Location/hosp system/Encounter.rs system/Location.rs'));
+    expect(await ids(hospital, 'Observation')).toEqual(['at-ward']);
+    expect((await admin.call('DELETE', 'Observation/at-ward')).ok).toBe(true);
+  });
+
   test('Provenance found by its targets is exported only with access to all of it', async () => {
     const c = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Observation.rs', 'system/Provenance.rs'] });
     const token = await t.token('system/Observation.rs system/Provenance.rs?agent=Practitioner/x', c.client.clientId, c.clientSecret!);

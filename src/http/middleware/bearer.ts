@@ -1,5 +1,5 @@
 import { bearerChallenge, verifyBearer, type BearerRefusal } from '../../auth/bearer.ts';
-import { accessFromScopes, splitScopes } from '../../auth/scopes.ts';
+import { accessFromScopes, splitScopes, type CompleteConditions, type ScopedAccess } from '../../auth/scopes.ts';
 import type { TokenVerifier, VerifiedToken } from '../../auth/tokens.ts';
 import type { Access } from '../../fhir/access.ts';
 import { FhirError } from '../../errors.ts';
@@ -18,17 +18,27 @@ export interface Bearer {
  * refuses a token of another tenant with 403, and answers the token with its SMART-scope access.
  * The verifier returns the same object for a cached token, so parsed scopes are kept beside it.
  */
-export function bearerAuthenticator(verify: TokenVerifier): BearerAuthenticator {
-  const accessOf = new WeakMap<VerifiedToken, Access>();
-  function bearer(token: VerifiedToken): Bearer {
+export function bearerAuthenticator(verify: TokenVerifier, completeConditions?: CompleteConditions): BearerAuthenticator {
+  const accessOf = new WeakMap<VerifiedToken, ScopedAccess>();
+  // A token's scope filters are completed once (`:in` expanded, a hierarchy walked), by its first request.
+  const completing = new WeakMap<VerifiedToken, Promise<void>>();
+  function bearer(token: VerifiedToken): SyncOrAsync<Bearer> {
     let access = accessOf.get(token);
     if (!access) {
       access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient);
       accessOf.set(token, access);
     }
-    return { token, access };
+    if (!access.incomplete || !completeConditions) return { token, access };
+    let done = completing.get(token);
+    if (!done) {
+      done = access.complete(token.tenant, completeConditions);
+      completing.set(token, done);
+      done.catch(() => completing.delete(token));
+    }
+    const ready = access;
+    return done.then(() => ({ token, access: ready }));
   }
-  const admitted = (token: VerifiedToken, tenant: string): Bearer => {
+  const admitted = (token: VerifiedToken, tenant: string): SyncOrAsync<Bearer> => {
     if (token.tenant !== tenant) throw new FhirError('forbidden', 'The access token is not valid for this tenant');
     return bearer(token);
   };

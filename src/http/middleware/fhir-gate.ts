@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
+import type { CompleteConditions } from '../../auth/scopes.ts';
 import type { TokenVerifier } from '../../auth/tokens.ts';
 import type { Store } from '../../store/types.ts';
 import type { SyncOrAsync } from '../../sync-or-async.ts';
@@ -11,6 +12,8 @@ import { tenantChecker } from './tenant.ts';
 export interface FhirGateOptions {
   store: Store;
   verify: TokenVerifier;
+  /** Completes the scope filters that need the server's data (`:in`); without it such scopes grant nothing. */
+  completeConditions?: CompleteConditions;
   /** Told after every successful write request (not a GET/HEAD, not an operation) of a tenant. */
   onWrite(tenant: string): void;
 }
@@ -54,9 +57,9 @@ export type FhirAdmission = (r: GateRequest) => SyncOrAsync<Admitted>;
  * negotiate native content themselves) -> bearer token of this tenant
  * (401/403; not for public paths). Shared by the Hono middleware and the hot-route dispatcher.
  */
-export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify'>): FhirAdmission {
+export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify' | 'completeConditions'>): FhirAdmission {
   const checkTenant = tenantChecker(o.store);
-  const authenticate = bearerAuthenticator(o.verify);
+  const authenticate = bearerAuthenticator(o.verify, o.completeConditions);
   const admitTenant = (r: GateRequest, tenant: string): SyncOrAsync<Admitted> => {
     if (r.rest !== '/.well-known/smart-configuration' && !negotiatesAccept(r.rest)) checkAccept(r.accept ?? undefined, r.format);
     if (PUBLIC.has(r.rest)) return { tenant, bearer: null };

@@ -184,12 +184,13 @@ function referenceValues(def: ParamDefinition, raw: string, typeModifier: string
 
 /**
  * `:below` / `:above` on reference parameter `def` (HierarchyCondition): each value `Type/id` or `id`
- * (the type then the one target of the parameter whose resources form a hierarchy); ORed per type.
+ * (the type then the one target of the parameter whose resources form a hierarchy), not an absolute
+ * URL (the caller's canonicalBelow); ORed per type.
  */
 function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', values: string[], name: string): PendingCondition {
   const byType = new Map<string, string[]>();
   for (const raw of values) {
-    const parsed = /^[a-z][a-z0-9+.-]*:/i.test(raw) ? undefined : parseReference(raw);
+    const parsed = parseReference(raw);
     let target: string;
     let id: string;
     if (parsed) ({ type: target, id } = parsed);
@@ -621,7 +622,7 @@ function insideContained(chain: Extract<Condition, { kind: 'chain' }>): Conditio
 
 /** `c` on the rows of the contained resources under `prefix`; undefined when they have none for it. */
 export function onContainedRows(c: Condition, prefix: string): Condition | undefined {
-  // A ValueSet condition, still to be expanded, becomes a token condition on the prefixed parameter.
+  // A pending condition (a ValueSet, a hierarchy) is completed later on the prefixed parameter.
   const pending = c as PendingCondition;
   if (pending.kind === 'value-set' || pending.kind === 'hierarchy') return { ...pending, param: prefix + pending.param } as unknown as Condition;
   switch (c.kind) {
@@ -674,8 +675,9 @@ export function hasPending(c: PendingCondition): boolean {
 }
 
 /**
- * Marks the pending conditions inside `c` (ValueSet, hierarchy) as part of the parameter `key` (a chain, `_has`, `_filter`),
- * which their errors then name; the outermost parameter marks last, so its name is the one kept.
+ * Marks the pending conditions inside `c` (ValueSet, hierarchy) as part of the parameter `key` (a
+ * chain, `_has`, `_filter`), which their errors then name; the outermost parameter marks last, so its
+ * name is the one kept.
  */
 export function markWithin(c: PendingCondition, key: string): PendingCondition {
   if (!hasPending(c)) return c;

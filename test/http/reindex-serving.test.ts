@@ -142,6 +142,9 @@ describe('readsRowsBeingRebuilt', () => {
 
   test('names the conditions each later model changed the rows of', () => {
     expect(INDEX_MODEL).toBe(7);
+    // Model 7: the same kinds of rows, of AuditEvents and EpisodeOfCares.
+    expect(readsRowsBeingRebuilt(6, { type: 'AuditEvent', where: [{ kind: 'string', param: 'patient:Patient.name', values: [{ value: 'x', match: 'prefix' }] }], sort: [], count: 10 })).toBe(true);
+    expect(readsRowsBeingRebuilt(6, { type: 'AuditEvent', where: [{ kind: 'string', param: 'address', values: [{ value: 'x', match: 'prefix' }] }], sort: [], count: 10 })).toBe(false);
     // Model 6: rows of contained resources (prefixed parameters) and references to them (`:missing`).
     const name: Condition = { kind: 'string', param: 'name', values: [{ value: 'x', match: 'prefix' }] };
     expect(readsRowsBeingRebuilt(5, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [name] }))).toBe(false);

@@ -33,7 +33,7 @@ const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-ins
 const COMMON_PARAMS = [
   { name: '_id', definition: 'http://hl7.org/fhir/SearchParameter/Resource-id', type: 'token' },
   { name: '_lastUpdated', definition: 'http://hl7.org/fhir/SearchParameter/Resource-lastUpdated', type: 'date' },
-  { name: '_list', type: 'special', documentation: 'The resources a List (by id) has as entry items, as _has:List:item:_id; no functional lists ($current-problems...).' },
+  { name: '_list', type: 'special', documentation: 'The resources a List (by id) has as entry items, as _has:List:item:_id; or a functional list ($current-problems, $current-medications, $current-allergies, $current-drug-allergies): the items of the current Lists coded as that kind.' },
   {
     name: '_filter', type: 'special',
     documentation: "FHIR's filter expressions (search_filter.html): and, or, not, parentheses, chains (a.b) with target filters (a[filter].b); each test means the search parameter it names. Not supported: element filters (related[...]), gt/lt/ge/le on strings, co on dates and numbers.",

@@ -514,7 +514,7 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_lastUpdated'`);
     return { kind: 'lastUpdated', tests: alternatives(raw, key).map((p) => dateTest(key, p, now)) };
   }
-  if (name === '_list') return listCondition(key, modifier, raw);
+  if (name === '_list') return listCondition(type, key, modifier, raw);
   if (isTextParam(type, name)) {
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '${name}'`);
     const values = alternatives(raw, key).map((v) => parseTextValue(key, unescapeValue(v)));
@@ -528,18 +528,56 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
 /**
  * `_list=id` (R4 search.html, all resources): the resources a List names among its entries' items, as
  * `_has:List:item:_id=id` (as HAPI FHIR has it; an entry marked `deleted` still counts, being indexed
- * as an item). Functional lists (`$current-problems` and the others) are not supported.
+ * as an item). A functional list (R4 lifecycle.html, "Current Resource Lists": `$current-problems`,
+ * `$current-medications`, `$current-allergies`, `$current-drug-allergies`) is what the curated lists of
+ * that kind hold: the items of the Lists whose status is `current` and whose code names the kind
+ * (FUNCTIONAL_LISTS); with the search's own `patient=` they are that patient's.
  */
-function listCondition(key: string, modifier: string | undefined, raw: string): Condition {
+function listCondition(type: string, key: string, modifier: string | undefined, raw: string): Condition {
   if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_list'`);
-  const ids = alternatives(raw, key).map(unescapeValue);
-  for (const id of ids) {
-    if (id.startsWith('$')) throw new FhirError('not-supported', `Functional lists ('${id}') are not supported in '_list'`, { expression: [key] });
-    if (!ID_PATTERN.test(id)) throw invalid(key, `Invalid List id '${id}' in '_list'`);
-  }
+  const values = alternatives(raw, key).map(unescapeValue);
   const item = paramOf('List', 'item')!;
-  return { kind: 'has', type: 'List', param: item.storedAs?.param ?? item.code, where: [{ kind: 'id', ids }] };
+  const param = item.storedAs?.param ?? item.code;
+  const ids: string[] = [];
+  const lists: Condition[] = [];
+  for (const value of values) {
+    const functional = FUNCTIONAL_LISTS[value];
+    if (functional) {
+      if (!functional.types.includes(type)) throw invalid(key, `'${value}' lists ${functional.types.join(' and ')} resources, not ${type}`);
+      lists.push({ kind: 'has', type: 'List', param, where: [
+        { kind: 'token', param: 'status', values: [{ value: 'current' }] }, { kind: 'token', param: 'code', values: functional.codes },
+      ] });
+    } else if (value.startsWith('$')) {
+      throw invalid(key, `Unknown functional list '${value}' in '_list' (known: ${Object.keys(FUNCTIONAL_LISTS).join(', ')})`);
+    } else if (!ID_PATTERN.test(value)) {
+      throw invalid(key, `Invalid List id '${value}' in '_list'`);
+    } else ids.push(value);
+  }
+  if (ids.length) lists.unshift({ kind: 'has', type: 'List', param, where: [{ kind: 'id', ids }] });
+  return lists.length === 1 ? lists[0]! : { kind: 'or', any: lists };
 }
+
+const LOINC = 'http://loinc.org';
+const LIST_USE = 'http://terminology.hl7.org/CodeSystem/list-example-use-codes';
+
+/**
+ * The functional lists R4 names (lifecycle.html, "Current Resource Lists"): the types they list, and the
+ * codes of the Lists that are such a list: the LOINC codes R4 gives each, and the R4 example List use
+ * code of that kind (`problems`, `medications`, `allergies`). R4 gives drug allergies no code of their own
+ * ("a subset of the full allergies list"): a List coded 52472-8, Allergies and adverse drug reactions.
+ */
+const FUNCTIONAL_LISTS: Record<string, { types: string[]; codes: TokenValue[] }> = {
+  '$current-problems': { types: ['Condition'], codes: [{ system: LOINC, value: '46105-3' }, { system: LIST_USE, value: 'problems' }] },
+  '$current-medications': {
+    types: ['MedicationStatement', 'MedicationRequest'],
+    codes: [{ system: LOINC, value: '57828-6' }, { system: LOINC, value: '10160-0' }, { system: LIST_USE, value: 'medications' }],
+  },
+  '$current-allergies': {
+    types: ['AllergyIntolerance'],
+    codes: [{ system: LOINC, value: '18716-1' }, { system: LOINC, value: '52472-8' }, { system: LOINC, value: '48765-2' }, { system: LIST_USE, value: 'allergies' }],
+  },
+  '$current-drug-allergies': { types: ['AllergyIntolerance'], codes: [{ system: LOINC, value: '52472-8' }] },
+};
 
 /** `_content` (every type) and `_text` (types with a narrative): full-text search (src/fhir/text-index.ts). */
 export function isTextParam(type: string, name: string): boolean {

@@ -82,10 +82,44 @@ for (const target of targets) {
       expect(await ids(admin, 'Observation?_list=l1')).toEqual(['o1']);
       expect(await ids(admin, 'Observation?_list=l2')).toEqual([]);
       expect(await ids(admin, 'Patient?_list=nope')).toEqual([]);
-      await expectOutcome(await admin.get('Patient?_list=$current-problems'), 400, 'not-supported');
+      await expectOutcome(await admin.get('Patient?_list=$current-problems'), 400);
       await expectOutcome(await admin.get('Patient?_list:exact=l1'), 400);
       await expectOutcome(await (await client('system/Patient.rs')).get('Patient?_list=l1'), 403);
       expect(await ids(await client('system/Patient.rs system/List.rs'), 'Patient?_list=l1')).toEqual(['p1', 'p2']);
+    });
+
+    test('_list with a functional list: the items of the current Lists of that kind (R4 lifecycle.html)', async () => {
+      const LOINC = 'http://loinc.org';
+      const USE = 'http://terminology.hl7.org/CodeSystem/list-example-use-codes';
+      const condition = (id: string, patient: string) => admin.put200({ resourceType: 'Condition', id, subject: { reference: `Patient/${patient}` }, code: { text: id } });
+      const allergy = (id: string) => admin.put200({
+        resourceType: 'AllergyIntolerance', id, patient: { reference: 'Patient/p1' }, code: { text: id },
+        clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] },
+      });
+      const list = (id: string, status: string, system: string, code: string, patient: string, items: string[]) => admin.put200({
+        resourceType: 'List', id, status, mode: 'working', code: { coding: [{ system, code }] }, subject: { reference: `Patient/${patient}` },
+        entry: items.map((item) => ({ item: { reference: item } })),
+      });
+      await condition('fl-c1', 'p1');
+      await condition('fl-c2', 'p1');
+      await condition('fl-c3', 'p2');
+      await allergy('fl-a1');
+      await allergy('fl-a2');
+      // p1's problem list, the one it replaced (retired), and p2's, coded by LOINC and by the R4 example use code.
+      await list('fl-problems', 'current', LOINC, '46105-3', 'p1', ['Condition/fl-c1']);
+      await list('fl-problems-old', 'retired', LOINC, '46105-3', 'p1', ['Condition/fl-c2']);
+      await list('fl-problems-p2', 'current', USE, 'problems', 'p2', ['Condition/fl-c3']);
+      await list('fl-allergies', 'current', LOINC, '48765-2', 'p1', ['AllergyIntolerance/fl-a1']);
+      await list('fl-drug-allergies', 'current', LOINC, '52472-8', 'p1', ['AllergyIntolerance/fl-a2']);
+      expect(await ids(admin, 'Condition?patient=p1&_list=$current-problems')).toEqual(['fl-c1']);
+      expect(await ids(admin, 'Condition?_list=$current-problems')).toEqual(['fl-c1', 'fl-c3']);
+      expect(await ids(admin, 'Condition?_list=$current-problems,fl-problems-old')).toEqual(['fl-c1', 'fl-c2', 'fl-c3']);
+      expect(await ids(admin, 'AllergyIntolerance?patient=p1&_list=$current-allergies')).toEqual(['fl-a1', 'fl-a2']);
+      expect(await ids(admin, 'AllergyIntolerance?_list=$current-drug-allergies')).toEqual(['fl-a2']);
+      expect(await ids(admin, 'MedicationStatement?_list=$current-medications')).toEqual([]);
+      for (const q of ['Patient?_list=$current-problems', 'Condition?_list=$current-nonsense']) {
+        expect((await expectOutcome(await admin.get(q), 400)).issue[0].expression).toEqual(['_list']);
+      }
     });
 
     test('bulk export: _typeFilter chains reach what the kick-off token may search', async () => {

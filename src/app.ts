@@ -10,6 +10,7 @@ import { CoreLayer } from './fhir/core-layer.ts';
 import type { FhirDeps } from './fhir/crud.ts';
 import { codesExpander } from './search-terminology.ts';
 import { resolveConditions } from './fhir/search.ts';
+import { patientOperationsCapability } from './fhir/list-find.ts';
 import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
@@ -114,7 +115,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.

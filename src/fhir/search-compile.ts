@@ -541,7 +541,7 @@ function listCondition(type: string, key: string, modifier: string | undefined, 
   const ids: string[] = [];
   const lists: Condition[] = [];
   for (const value of values) {
-    const functional = FUNCTIONAL_LISTS[value];
+    const functional = functionalList(value);
     if (functional) {
       if (!functional.types.includes(type)) throw invalid(key, `'${value}' lists ${functional.types.join(' and ')} resources, not ${type}`);
       lists.push({ kind: 'has', type: 'List', param, where: [
@@ -566,6 +566,11 @@ const LIST_USE = 'http://terminology.hl7.org/CodeSystem/list-example-use-codes';
  * code of that kind (`problems`, `medications`, `allergies`). R4 gives drug allergies no code of their own
  * ("a subset of the full allergies list"): a List coded 52472-8, Allergies and adverse drug reactions.
  */
+/** The types and List codes of a functional list by its name (`$current-problems`), or undefined. */
+export function functionalList(name: string): { types: string[]; codes: TokenValue[] } | undefined {
+  return Object.hasOwn(FUNCTIONAL_LISTS, name) ? FUNCTIONAL_LISTS[name] : undefined;
+}
+
 const FUNCTIONAL_LISTS: Record<string, { types: string[]; codes: TokenValue[] }> = {
   '$current-problems': { types: ['Condition'], codes: [{ system: LOINC, value: '46105-3' }, { system: LIST_USE, value: 'problems' }] },
   '$current-medications': {

@@ -6,6 +6,7 @@ import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
+import { findFunctionalList } from '../fhir/list-find.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
@@ -172,9 +173,13 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
-  app.get(INSTANCE_ROUTE, (c) => {
+  app.get(INSTANCE_ROUTE, async (c) => {
     const { type, id } = c.req.param();
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
+    if (type === 'List' && id === '$find') {
+      const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
+      return fhirJson(v.content, 200, versionHeaders(v));
+    }
     return readResponse(deps, request(c), type, id, readConditions(c.req.raw.headers));
   });
   app.put(INSTANCE_ROUTE, async (c) => {

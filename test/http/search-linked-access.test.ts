@@ -120,6 +120,25 @@ for (const target of targets) {
       for (const q of ['Patient?_list=$current-problems', 'Condition?_list=$current-nonsense']) {
         expect((await expectOutcome(await admin.get(q), 400)).issue[0].expression).toEqual(['_list']);
       }
+      // List/$find: the patient's current list of that kind (the latest updated of several), or 404.
+      const find = async (query: string) => {
+        const res = await admin.get(`List/$find?${query}`);
+        expect(res.status).toBe(200);
+        return ((await res.json()) as Json).id;
+      };
+      expect(await find('patient=p1&name=$current-problems')).toBe('fl-problems');
+      expect(await find('patient=p1&name=current-problems')).toBe('fl-problems');
+      expect(await find('patient=p2&name=$current-problems')).toBe('fl-problems-p2');
+      expect(await find('patient=p1&name=$current-allergies')).toBe('fl-drug-allergies');
+      expect(await find('patient=p1&name=$current-drug-allergies')).toBe('fl-drug-allergies');
+      await expectOutcome(await admin.get('List/$find?patient=p1&name=$current-medications'), 404);
+      for (const [q, expr] of [['name=$current-problems', 'patient'], ['patient=p1&name=$nonsense', 'name'], ['patient=p1&patient=p2&name=$current-problems', 'patient']]) {
+        expect((await expectOutcome(await admin.get(`List/$find?${q}`), 400)).issue[0].expression).toEqual([expr]);
+      }
+      await expectOutcome(await (await client('system/Condition.rs')).get('List/$find?patient=p1&name=$current-problems'), 403);
+      const cap = (await (await admin.get('metadata')).json()) as Json;
+      const listCap = (cap.rest as Json[])[0]!.resource.find((r: Json) => r.type === 'List');
+      expect(listCap.operation).toContainEqual({ name: 'find', definition: 'http://hl7.org/fhir/OperationDefinition/List-find' });
     });
 
     test('bulk export: _typeFilter chains reach what the kick-off token may search', async () => {

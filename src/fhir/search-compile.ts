@@ -164,13 +164,16 @@ function tokenOf(param: string, raw: string): TokenValue {
   return v;
 }
 
+/** An absolute URL (a scheme): a reference to another server's resource, or a canonical. */
+const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i;
+
 /**
  * A reference search value: `Type/id`, an id, an absolute URL (its `Type/id`, or as written: a
  * canonical reference is stored as its URL), or a canonical URL (`url[|version]`).
  */
 function referenceValues(def: ParamDefinition, raw: string, typeModifier: string | undefined): TokenValue[] {
   const parsed = parseReference(raw);
-  const absolute = /^[a-z][a-z0-9+.-]*:/i.test(raw);
+  const absolute = ABSOLUTE.test(raw);
   if (parsed) {
     if (typeModifier && parsed.type !== typeModifier) throw invalid(def.code, `'${raw}' is not a reference to ${typeModifier}`);
     const literal = { system: parsed.type, value: parsed.id };
@@ -210,8 +213,6 @@ function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', v
   const conditions = [...byType].map(([target, ids]): HierarchyCondition => ({ kind: 'hierarchy', param, target, ids, direction: modifier, modifier }));
   return conditions.length === 1 ? conditions[0]! : { kind: 'or', any: conditions as unknown as Condition[] };
 }
-
-const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i;
 
 /**
  * `:below` on canonical references (search.html, "References and Versions"): `url` matches every version

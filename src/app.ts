@@ -22,7 +22,7 @@ import { FhirError } from './errors.ts';
 import { exportCapability } from './export/capability.ts';
 import { openSink, type ExportSink } from './export/sink.ts';
 import type { AppEnv } from './http/env.ts';
-import { renderError } from './http/errors.ts';
+import { nulInUrl, renderError } from './http/errors.ts';
 import { exportRoutes } from './http/export.ts';
 import { fhirRoutes } from './http/fhir.ts';
 import { fhirJson } from './http/fhir-response.ts';
@@ -147,6 +147,10 @@ export function createApp(deps: AppDeps): App {
     : hotRoutes({ admit, recorder, log, fhir: fhirDeps, validateCode: valueSetValidateCode(terminologyDeps), token: tokenRoute(authDeps), cors });
   // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
   // preflight) add the same headers themselves.
-  const fetch = (req: Request, server?: unknown) => hot?.(req, server) ?? cors.handle(req, () => app.fetch(req, server));
+  const fetch = (req: Request, server?: unknown) => {
+    const nul = nulInUrl(req, log);
+    if (nul) return cors.handle(req, () => nul);
+    return hot?.(req, server) ?? cors.handle(req, () => app.fetch(req, server));
+  };
   return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot };
 }

@@ -1,4 +1,4 @@
-import { StoreTimeoutError, StoreUnavailableError } from './store/interface/errors.ts';
+import { StoreTimeoutError, StoreUnavailableError, StoreValueError } from './store/interface/errors.ts';
 
 /**
  * Domain errors with a stable code and an HTTP status. One handler (src/http/errors.ts) renders them:
@@ -124,10 +124,11 @@ export function storeFailure(err: unknown): { text: string; headers: Record<stri
 
 /**
  * A store failure as the FHIR API answers it (StoreUnavailableError: 503 `transient` with
- * `Retry-After`; StoreTimeoutError: 503 `timeout`), for a response or a batch entry's; undefined for
- * any other error.
+ * `Retry-After`; StoreTimeoutError: 503 `timeout`; StoreValueError: 400 `invalid`), for a response or
+ * a batch entry's; undefined for any other error.
  */
 export function storeFailureAsFhir(err: unknown): FhirError | undefined {
+  if (err instanceof StoreValueError) return new FhirError('invalid', err.message, { cause: err });
   const f = storeFailure(err);
   return f && new FhirError('unavailable', f.text, { headers: f.headers, ...(f.issueCode && { issueCode: f.issueCode }), cause: err });
 }

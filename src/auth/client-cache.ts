@@ -15,6 +15,8 @@ export function createClientCache(store: Store, clock: Clock, ttlMs = 5_000, max
   const cache = new Map<string, { client: Client | null; until: number }>();
   return {
     async get(clientId) {
+      // No client id holds U+0000 (PostgreSQL could not store one); not asked, so both databases answer alike.
+      if (clientId.includes('\0')) return null;
       const now = clock.now();
       const hit = cache.get(clientId);
       if (hit && hit.until > now && hit.until - ttlMs <= now) return hit.client;

@@ -41,9 +41,10 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
     try {
       out.push(await one(deps, req, entry, base, scope));
     } catch (err) {
-      storeFailed = err instanceof FhirError ? undefined : storeFailureAsFhir(err);
-      const failure = err instanceof FhirError ? err : storeFailed;
+      const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);
       if (failure === undefined) throw err;
+      // A value the database cannot hold (400) is this entry's fault alone.
+      if (failure !== err && failure.status === 503) storeFailed = failure;
       out.push(errorEntry(failure));
     }
   }

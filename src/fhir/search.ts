@@ -16,6 +16,7 @@ import summaryElements from './summary-elements.json' with { type: 'json' };
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
+import { CONTROL_CHARACTER } from './validation/primitives.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -152,6 +153,10 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
         throw new UnknownParameterError('not-supported', `Search parameter '${key}' is not supported`, { expression: [key] });
       }
       const c = name === '_filter' ? filterParameter(type, key, raw, now) : parameterCondition(type, key, raw, now);
+      // No FHIR string holds one (datatypes.html#string), so no value could match; PostgreSQL could not even compare U+0000.
+      if (CONTROL_CHARACTER.test(raw)) {
+        throw new FhirError('invalid', `The value of '${key}' holds a control character (below U+0020 other than tab, CR, LF), which no FHIR value holds`, { expression: [key] });
+      }
       // A parameter searched as others ANDed (`code-value-quantity` as `code` and `value-quantity`) is
       // those conditions, each of which can then drive the search as it would on its own.
       if (c.kind === 'and') pending.push(...c.all);

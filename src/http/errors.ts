@@ -1,5 +1,5 @@
 import { FhirError, OAuthError, storeFailure, storeFailureAsFhir } from '../errors.ts';
-import { StoreTimeoutError, StoreUnavailableError } from '../store/types.ts';
+import { StoreTimeoutError, StoreUnavailableError, StoreValueError } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { operationOutcome, issue } from '../fhir/outcome.ts';
 import { FHIR_JSON } from './fhir-response.ts';
@@ -18,10 +18,12 @@ export interface FailedRequest {
 
 /**
  * A store failure in its protocol's shape (storeFailure): an OperationOutcome on the FHIR API,
- * `temporarily_unavailable` elsewhere (the token endpoint among them); 503 both.
+ * `temporarily_unavailable` elsewhere (the token endpoint among them); 503 both. A value the
+ * database cannot hold (StoreValueError) is the request's fault: 400, `invalid_request` outside FHIR.
  */
 function failed(err: unknown, path: string): FhirError | OAuthError | undefined {
   if (isFhirPath(path)) return storeFailureAsFhir(err);
+  if (err instanceof StoreValueError) return new OAuthError('invalid_request', err.message, 400, {}, { cause: err });
   const f = storeFailure(err);
   return f && new OAuthError('temporarily_unavailable', f.text, 503, f.headers, { cause: err });
 }
@@ -59,4 +61,21 @@ export function renderError(err: unknown, req: FailedRequest, log: Logger): Resp
     status: 500,
     headers: { 'Content-Type': 'application/json;charset=UTF-8' },
   });
+}
+
+/**
+ * The answer to a request whose URL holds `%00`, or undefined for any other. No FHIR or OAuth value
+ * holds U+0000 (and PostgreSQL could not even compare one), so such a request is a 400 before any route
+ * reads it, alike on both databases: an OperationOutcome naming the query parameter on the FHIR API,
+ * `invalid_request` elsewhere.
+ */
+export function nulInUrl(req: Request, log: Logger): Response | undefined {
+  if (!req.url.includes('%00')) return undefined;
+  const url = new URL(req.url);
+  const named = [...url.searchParams].find(([k, v]) => k.includes('\0') || v.includes('\0'))?.[0];
+  const text = named === undefined ? 'The URL holds %00 (U+0000), which no value may hold' : `The parameter '${named}' holds U+0000, which no value may hold`;
+  const err = isFhirPath(url.pathname)
+    ? new FhirError('invalid', text, named === undefined ? {} : { expression: [named] })
+    : new OAuthError('invalid_request', text);
+  return renderError(err, { method: req.method, path: url.pathname, requestId: undefined }, log);
 }

@@ -1,4 +1,4 @@
-import { StoreTimeoutError, StoreUnavailableError } from './types.ts';
+import { StoreTimeoutError, StoreUnavailableError, StoreValueError, UNHOLDABLE_NUL } from './types.ts';
 
 /** How an adapter recognises its driver's "database unavailable" errors, and what it does on one. */
 export interface OutageGuard {
@@ -52,6 +52,8 @@ export interface CircuitOptions {
   isOutage: (err: unknown) => boolean;
   /** A statement the database cancelled (StoreTimeoutError): the database is up, so the circuit stays closed. */
   isTimeout?: (err: unknown) => boolean;
+  /** A value the database cannot hold (StoreValueError): the request's fault, so the circuit stays closed. */
+  isUnholdable?: (err: unknown) => boolean;
   /** Resolves when the database answers again; rejects while it does not. */
   probe: () => Promise<void>;
   /** Pause between probes while the circuit is open. */
@@ -95,6 +97,7 @@ export function circuitGuard(o: CircuitOptions): OutageGuard & { readonly down: 
     },
     translate(err) {
       if (o.isTimeout?.(err)) return new StoreTimeoutError(`the database cancelled the statement: ${(err as Error).message}`, { cause: err });
+      if (o.isUnholdable?.(err)) return new StoreValueError(UNHOLDABLE_NUL, { cause: err });
       if (!o.isOutage(err)) return err;
       open(err);
       return new StoreUnavailableError(`the database is unreachable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

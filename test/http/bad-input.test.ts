@@ -204,7 +204,8 @@ describe('ids', () => {
 describe('search values never break the store', () => {
   test('SQL metacharacters in every kind of parameter: exact or a precise 400, and the data stays', async () => {
     const before = await countVersions(t);
-    const probes = ["' OR 1=1 --", "'); DROP TABLE resources; --", '%', '_', '\\', '"', '\u0000', '日本', "%' OR '%'='"];
+    // U+0000 and the other control characters are a 400 of their own (control-characters.test.ts).
+    const probes = ["' OR 1=1 --", "'); DROP TABLE resources; --", '%', '_', '\\', '"', '日本', "%' OR '%'='"];
     for (const p of probes) {
       const v = encodeURIComponent(p);
       for (const q of [`Patient?identifier=${v}`, `Observation?code=${v}`, `ValueSet?url=${v}`, `ValueSet?version=${v}`, `Patient?identifier=urn:x|${v}`]) {

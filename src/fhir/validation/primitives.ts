@@ -22,7 +22,7 @@ const UUID = /^urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const WHITESPACE = /\s+/g;
 /** Characters below U+0020 other than tab, line feed and carriage return (datatypes.html#string). */
-const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
+export const CONTROL_CHARACTER = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
 /** FHIR's limit on a string's size (datatypes.html#string). */
 const MAX_STRING = 1024 * 1024;
 
@@ -50,7 +50,7 @@ function checkString(v: string): string | undefined {
 }
 
 function checkCharacters(v: string): string | undefined {
-  if (CONTROL.test(v)) return 'holds a control character (below U+0020 other than tab, CR, LF)';
+  if (CONTROL_CHARACTER.test(v)) return 'holds a control character (below U+0020 other than tab, CR, LF)';
   return undefined;
 }
 
@@ -106,6 +106,8 @@ export function checkPrimitive(type: string, v: unknown): string | undefined {
     }
   }
   if (typeof v !== 'string') return `must be a JSON string, not ${describe(v)}`;
+  // JSON's `\ud800` escape alone, in a value of any type: no Unicode character, and no UTF-8 text holds it.
+  if (!v.isWellFormed()) return 'holds an unpaired surrogate (U+D800 to U+DFFF alone), which is no Unicode character';
   const rule = STRING_RULES[type];
   if (rule === undefined) return undefined;
   if (type !== 'string' && type !== 'markdown' && type !== 'xhtml') {

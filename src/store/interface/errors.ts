@@ -21,3 +21,15 @@ export class StoreUnavailableError extends Error {
 export class StoreTimeoutError extends Error {
   override name = 'StoreTimeoutError';
 }
+
+/**
+ * Thrown by adapters when the database cannot hold a value the request gave: PostgreSQL's text holds
+ * no U+0000 and no unpaired surrogate. No stored value can equal such a value, and nothing of the
+ * failed call was written; the edge answers 400 with the message, which is written for the client.
+ */
+export class StoreValueError extends Error {
+  override name = 'StoreValueError';
+}
+
+/** StoreValueError's message for U+0000. */
+export const UNHOLDABLE_NUL = 'The request holds the character U+0000, which no stored value can hold';

@@ -83,6 +83,14 @@ export function isPostgresTimeout(err: unknown): boolean {
   return err instanceof postgres.PostgresError && err.code === '57014';
 }
 
+/**
+ * True for a value PostgreSQL cannot hold: U+0000 in a text parameter (character_not_in_repertoire,
+ * 22021) or in jsonb (untranslatable_character, 22P05). Cinder's own values never hold it.
+ */
+export function isPostgresUnholdable(err: unknown): boolean {
+  return err instanceof postgres.PostgresError && (err.code === '22021' || err.code === '22P05');
+}
+
 /** TypeScript types of the custom parsers above. */
 type PgTypes = { int8: number };
 export type Pg = postgres.Sql<PgTypes>;

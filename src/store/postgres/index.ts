@@ -1,6 +1,6 @@
 import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
-import { connect, connectForKeys, isPostgresOutage, isPostgresTimeout, runMigrations } from './db.ts';
+import { connect, connectForKeys, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
@@ -23,6 +23,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
   const guard = circuitGuard({
     isOutage: isPostgresOutage,
     isTimeout: isPostgresTimeout,
+    isUnholdable: isPostgresUnholdable,
     probe: async () => void (await sql`SELECT 1`),
     probeIntervalMs: options.probeIntervalMs ?? 500,
     onChange: options.onAvailabilityChange,

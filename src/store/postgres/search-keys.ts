@@ -1,5 +1,5 @@
 import { batchKeys, createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type SearchKey } from '../search-keys.ts';
-import type { IndexRows } from '../types.ts';
+import { StoreValueError, type IndexRows } from '../types.ts';
 import type { Pg } from './db.ts';
 
 type KeyRow = SearchKey & { k: number };
@@ -39,6 +39,13 @@ export function createPostgresKeys(keysSql: Pg) {
 
   /** Reads, and creates where missing, `missing`'s keys into `known`. */
   async function load(missing: Map<string, SearchKey>, known: Map<string, number>): Promise<void> {
+    // PostgreSQL would store an unpaired surrogate as U+FFFD, and the key then never be found again.
+    // Only a resource written without validation (which refuses them) can hold one.
+    for (const key of missing.values()) {
+      if (!key.system.isWellFormed() || !key.code.isWellFormed()) {
+        throw new StoreValueError('The resource holds an unpaired surrogate (U+D800 to U+DFFF alone), which PostgreSQL cannot hold');
+      }
+    }
     const remember = (rows: KeyRow[]) => rows.forEach((r) => {
       const name = keyName(r);
       known.set(name, r.k);

@@ -22,10 +22,10 @@ export async function seed(store: Store, count: number) {
   const writer = createBatchWriter({ store, clock }, 't1', DEFAULT_BATCH_LIMITS, () => undefined);
   for (let i = 0; i < count; i++) {
     const id = `obs-${String(i).padStart(7, '0')}`;
-    await writer.add({
+    await writer.addPrepared([writer.prepare({
       resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4', display: 'Heart rate' }] },
       subject: { reference: `Patient/p${i % 10}` }, valueQuantity: { value: i % 200, unit: '/min' },
-    });
+    })]);
   }
   await writer.drain();
   return { clientId: client.clientId, secret: clientSecret! };

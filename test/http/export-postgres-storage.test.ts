@@ -25,10 +25,10 @@ async function observations(t: TestApp, count: number) {
   const clock = { now: () => t.clock.now() - 60_000 };
   const writer = createBatchWriter({ store: t.store, clock }, 't1', DEFAULT_BATCH_LIMITS, () => undefined);
   for (let i = 0; i < count; i++) {
-    await writer.add({
+    await writer.addPrepared([writer.prepare({
       resourceType: 'Observation', id: `o${i}`, status: 'final', code: { text: 'x'.repeat(200) },
       subject: { reference: `Patient/p${i % 10}` }, valueQuantity: { value: i, unit: '/min' },
-    });
+    })]);
   }
   await writer.drain();
 }

@@ -1,6 +1,7 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import { unmatchedUrn } from '../bundle-ops.ts';
 import type { Resource } from '../resource.ts';
+import type { PreparedVersion } from '../prepared.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { BatchWriter } from './batches.ts';
@@ -54,13 +55,15 @@ export async function addLoose(ctx: LooseContext, item: LooseResource, deferrabl
     });
     return;
   }
+  let prepared: PreparedVersion;
   try {
     requireValid(item.resource, ctx.validation, item.entry === undefined ? undefined : `Bundle.entry[${item.entry}].resource`);
+    prepared = ctx.writer.prepare(item.resource);
   } catch (err) {
     if (!(err instanceof FhirError)) throw err;
     ctx.fail(err.message, 1, { line: item.line, entry: item.entry, issues: err.issues });
     return;
   }
-  await ctx.writer.add(item.resource);
+  await ctx.writer.addPrepared([prepared]);
   if (item.fullUrl) ctx.run.written(item.fullUrl, `${item.resource.resourceType}/${item.resource.id}`);
 }

@@ -9,7 +9,10 @@ import { prepareNdjson, type LineIssue, type UrnLine } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 
-export type ToPrepareWorker = { type: 'init'; credits: number; validation: ValidationLevel } | { type: 'input'; input: number; blob: Blob } | { type: 'ack' };
+export type ToPrepareWorker =
+  | { type: 'init'; credits: number; validation: ValidationLevel; maxIndexedBytes?: number }
+  | { type: 'input'; input: number; blob: Blob }
+  | { type: 'ack' };
 export type FromPrepareWorker =
   | { type: 'chunk'; input: number; packed: PackedVersions; urns: UrnLine[]; issues: LineIssue[]; bytes: number }
   | { type: 'end'; input: number }
@@ -19,6 +22,7 @@ declare const self: Worker;
 
 let credits = 0;
 let validation: ValidationLevel = 'strict';
+let maxIndexedBytes: number | undefined;
 let wake: (() => void) | undefined;
 const inputs: { input: number; blob: Blob }[] = [];
 let busy = false;
@@ -29,7 +33,7 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
 
 async function prepare(input: number, blob: Blob): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob, validation)) {
+    for await (const chunk of prepareNdjson(blob, validation, maxIndexedBytes)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -53,6 +57,7 @@ self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
   if (msg.type === 'init') {
     credits = msg.credits;
     validation = msg.validation;
+    maxIndexedBytes = msg.maxIndexedBytes;
   } else if (msg.type === 'input') {
     inputs.push(msg);
     if (!busy) void drain();

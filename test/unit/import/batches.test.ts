@@ -9,7 +9,7 @@ async function writeAll(count: number, limits: { resources: number; chars: numbe
   await store.migrate();
   const committed: number[] = [];
   const writer = createBatchWriter({ store, clock: systemClock }, 't1', limits, (n) => committed.push(n));
-  for (let i = 0; i < count; i++) await writer.add({ resourceType: 'Basic', id: `b${i}`, code: { text: 'x' } });
+  for (let i = 0; i < count; i++) await writer.addPrepared([writer.prepare({ resourceType: 'Basic', id: `b${i}`, code: { text: 'x' } })]);
   await writer.drain();
   const stored = await store.resources.count('t1', { type: 'Basic', sort: [], count: 0 });
   await store.close();

@@ -43,7 +43,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
     } catch (err) {
       const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);
       if (failure === undefined) throw err;
-      // A value the database cannot hold (400) is this entry's fault alone.
+      // A value the database cannot hold (400, or 422 past an index's size) is this entry's fault alone.
       if (failure !== err && failure.status === 503) storeFailed = failure;
       out.push(errorEntry(failure));
     }

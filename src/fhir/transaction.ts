@@ -47,6 +47,10 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const out: Json[] = new Array(entries.length);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   await writeTx(deps, req.tenant, async (w) => {
+    // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
+    // in key order), so that transactions changing the same resources in other orders wait for each
+    // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
+    await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
     for (const p of sorted) if (p.entry.method !== 'GET') out[p.entry.index] = await writeEntry(w, p, opts, base);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
     for (const p of reads) await checkReadTarget(w, p.entry, deps.core);
@@ -62,6 +66,11 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     }
   }
   return out;
+}
+
+/** Whether an entry acts on a resource that may exist: an update, a patch or a delete (a create's id is new). */
+function changesExisting(p: Planned): boolean {
+  return p.id !== undefined && !p.existing && (p.entry.method === 'PUT' || p.entry.method === 'PATCH' || p.entry.method === 'DELETE');
 }
 
 /** Every entry's resource must be valid; the 422 lists the problems of all of them, each under its entry. */

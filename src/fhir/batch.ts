@@ -1,5 +1,6 @@
 import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
+import { creatingConditions, exclusively } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
 import { entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
@@ -39,7 +40,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       continue;
     }
     try {
-      out.push(await one(deps, req, entry, base, scope));
+      out.push(await exclusively(deps, creatingConditions(req.tenant, [entry]), () => one(deps, req, entry, base, scope)));
     } catch (err) {
       const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);
       if (failure === undefined) throw err;

@@ -42,9 +42,55 @@ export async function resolveCondition(
   return rows[0];
 }
 
+/** Per store, the conditions of the conditional writes under way in this process (exclusively). */
+const underWay = new WeakMap<object, Map<string, Promise<void>>>();
+
+/** A condition as exclusively takes it: its tenant, type and criteria in one order, whatever the query's. */
+export function conditionKey(tenant: string, type: string, query: URLSearchParams): string {
+  const criteria = [...query].filter(([k]) => !CONTROL.has(k.split(':', 1)[0]!)).map(([k, v]) => `${k}=${v}`).sort();
+  return `${tenant}/${type}?${criteria.join('&')}`;
+}
+
+/**
+ * Runs `fn` once no other conditional write of any of these conditions (conditionKey) is under way in
+ * this process, and holds them until it settles: two conditional creates or updates of the same
+ * criteria at once would otherwise each find no match, and each create. Each condition's writes run
+ * in their order of arrival; the keys are taken in sorted order, so Bundles holding several never wait
+ * for each other in a cycle. Processes sharing a database (CINDER_PROCESSES, or instances on one
+ * PostgreSQL) do not see each other's.
+ */
+export async function exclusively<T>(deps: FhirDeps, keys: string[], fn: () => Promise<T>): Promise<T> {
+  if (keys.length === 0) return fn();
+  let locks = underWay.get(deps.store);
+  if (!locks) underWay.set(deps.store, (locks = new Map()));
+  const releases: (() => void)[] = [];
+  try {
+    for (const key of [...new Set(keys)].sort()) {
+      const before = locks.get(key);
+      let release!: () => void;
+      const mine = new Promise<void>((resolve) => (release = resolve));
+      locks.set(key, mine);
+      releases.push(() => {
+        release();
+        if (locks.get(key) === mine) locks.delete(key);
+      });
+      if (before) await before;
+    }
+    return await fn();
+  } finally {
+    for (const release of releases) release();
+  }
+}
+
+/** The conditions (conditionKey) of the Bundle entries that may create a resource: `ifNoneExist` POSTs and conditional PUTs. */
+export function creatingConditions(tenant: string, entries: { type: string; method: string; condition?: URLSearchParams }[]): string[] {
+  return entries.filter((e) => e.condition && (e.method === 'POST' || e.method === 'PUT')).map((e) => conditionKey(tenant, e.type, e.condition!));
+}
+
 /**
  * FHIR R4 conditional create (3.1.0.8.1, `If-None-Exist`): no match creates (201), one match returns
- * it without writing (200), several are 412.
+ * it without writing (200), several are 412. Creates of the same condition run one after another
+ * (exclusively), so that the later ones find the first's resource.
  */
 export async function conditionalCreate(
   deps: FhirDeps, req: FhirRequest, type: string, body: unknown, ifNoneExist: string,
@@ -53,9 +99,11 @@ export async function conditionalCreate(
   // Invalid content is refused before the search, whether or not a resource matches.
   requireValid(asResource(body, type), validationLevel(deps));
   const query = parseCondition(ifNoneExist, type, 'If-None-Exist');
-  const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
-  if (match) return { version: match, created: false };
-  return createResource(deps, req, type, body);
+  return exclusively(deps, [conditionKey(req.tenant, type, query)], async () => {
+    const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
+    if (match) return { version: match, created: false };
+    return createResource(deps, req, type, body);
+  });
 }
 
 function requireCriteria(query: URLSearchParams, what: string): void {
@@ -73,15 +121,18 @@ export async function conditionalUpdate(
   const resource = asResource(body, type);
   requireCriteria(query, 'Conditional update');
   requireValid(resource, validationLevel(deps));
-  const match = await resolveCondition(deps, req, type, query, 'Conditional update');
-  if (match) {
-    if (resource.id !== undefined && resource.id !== match.id) {
-      throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
+  // Updates of the same condition run one after another, as creates do (exclusively): two finding no match would each create.
+  return exclusively(deps, [conditionKey(req.tenant, type, query)], async () => {
+    const match = await resolveCondition(deps, req, type, query, 'Conditional update');
+    if (match) {
+      if (resource.id !== undefined && resource.id !== match.id) {
+        throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
+      }
+      return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
     }
-    return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
-  }
-  if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch);
-  return createResource(deps, req, type, resource);
+    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch);
+    return createResource(deps, req, type, resource);
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
+import { creatingConditions, exclusively } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
@@ -90,7 +91,8 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
   let out: Json[];
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;
-    out = await transaction(deps, req, entries, base, scope);
+    // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST ones do.
+    out = await exclusively(deps, creatingConditions(req.tenant, entries), () => transaction(deps, req, entries, base, scope));
   } else {
     out = await batch(deps, req, entries, base, scope);
     for (const bad of invalid) out.splice(bad.index, 0, errorEntry(bad.error));

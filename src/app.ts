@@ -30,7 +30,7 @@ import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
 import { createCors } from './http/cors.ts';
-import { requestContext, requestRecorder } from './http/middleware/request-context.ts';
+import { requestContext, requestIdOf, requestRecorder, withRequestId } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
 import { oauthRoutes, smartConfigurationResponse, tokenRoute } from './http/oauth.ts';
@@ -148,9 +148,16 @@ export function createApp(deps: AppDeps): App {
   // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
   // preflight) add the same headers themselves.
   const fetch = (req: Request, server?: unknown) => {
-    const nul = nulInUrl(req, log);
-    if (nul) return cors.handle(req, () => nul);
+    if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
     return hot?.(req, server) ?? cors.handle(req, () => app.fetch(req, server));
+  };
+  /** A URL holding `%00` (nulInUrl), answered before any route, with a request id and recorded as every answer is. */
+  const refusedNul = (req: Request): Response => {
+    const started = performance.now();
+    const requestId = requestIdOf(req.headers.get('x-request-id'));
+    const res = withRequestId(nulInUrl(req, log, requestId)!, requestId);
+    recorder.record(req.method, new URL(req.url).pathname, 'unmatched', res.status, requestId, started);
+    return res;
   };
   return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot };
 }

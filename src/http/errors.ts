@@ -69,7 +69,7 @@ export function renderError(err: unknown, req: FailedRequest, log: Logger): Resp
  * reads it, alike on both databases: an OperationOutcome naming the query parameter on the FHIR API,
  * `invalid_request` elsewhere.
  */
-export function nulInUrl(req: Request, log: Logger): Response | undefined {
+export function nulInUrl(req: Request, log: Logger, requestId?: string): Response | undefined {
   if (!req.url.includes('%00')) return undefined;
   const url = new URL(req.url);
   const named = [...url.searchParams].find(([k, v]) => k.includes('\0') || v.includes('\0'))?.[0];
@@ -77,5 +77,5 @@ export function nulInUrl(req: Request, log: Logger): Response | undefined {
   const err = isFhirPath(url.pathname)
     ? new FhirError('invalid', text, named === undefined ? {} : { expression: [named] })
     : new OAuthError('invalid_request', text);
-  return renderError(err, { method: req.method, path: url.pathname, requestId: undefined }, log);
+  return renderError(err, { method: req.method, path: url.pathname, requestId }, log);
 }

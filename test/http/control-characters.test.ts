@@ -50,10 +50,15 @@ await eachStore((kind, fresh) => {
       for (const [path, parameter] of cases) {
         expect(await rejected(await get(path, { Prefer: 'respond-async' }), parameter)).toBe(`The parameter '${parameter}' holds U+0000, which no value may hold`);
       }
-      // With the CORS headers of every answer, so that a browser app can read why.
-      const cors = await get('Patient?name=%00', { Origin: 'https://app.example' });
+      // With the CORS headers and the request id of every answer, so that a browser app can read why
+      // and an operator find it in the log.
+      const cors = await get('Patient?name=%00', { Origin: 'https://app.example', 'X-Request-Id': 'nul-1' });
       expect(cors.status).toBe(400);
       expect(cors.headers.get('access-control-allow-origin')).toBe('*');
+      expect(cors.headers.get('x-request-id')).toBe('nul-1');
+      expect((await get('Patient?name=%00')).headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      const metrics = await (await t.request('/metrics')).text();
+      expect(metrics.split('\n').some((l) => l.startsWith('cinder_http_requests_total{') && l.includes('route="unmatched"') && l.includes('status="400"'))).toBe(true);
     });
 
     test('%00 in the path is a 400 naming no parameter: a tenant, a job id, a read on the hot route', async () => {

@@ -155,8 +155,9 @@ export function createApp(deps: AppDeps): App {
   const refusedNul = (req: Request): Response => {
     const started = performance.now();
     const requestId = requestIdOf(req.headers.get('x-request-id'));
-    const res = withRequestId(nulInUrl(req, log, requestId)!, requestId);
-    recorder.record(req.method, new URL(req.url).pathname, 'unmatched', res.status, requestId, started);
+    const url = new URL(req.url);
+    const res = withRequestId(nulInUrl(req.method, url, log, requestId), requestId);
+    recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
   return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot };

@@ -64,18 +64,15 @@ export function renderError(err: unknown, req: FailedRequest, log: Logger): Resp
 }
 
 /**
- * The answer to a request whose URL holds `%00`, or undefined for any other. No FHIR or OAuth value
- * holds U+0000 (and PostgreSQL could not even compare one), so such a request is a 400 before any route
- * reads it, alike on both databases: an OperationOutcome naming the query parameter on the FHIR API,
- * `invalid_request` elsewhere.
+ * The answer to a request whose URL holds `%00`. No FHIR or OAuth value holds U+0000 (and PostgreSQL
+ * could not even compare one), so such a request is a 400 before any route reads it, alike on both
+ * databases: an OperationOutcome naming the query parameter on the FHIR API, `invalid_request` elsewhere.
  */
-export function nulInUrl(req: Request, log: Logger, requestId?: string): Response | undefined {
-  if (!req.url.includes('%00')) return undefined;
-  const url = new URL(req.url);
+export function nulInUrl(method: string, url: URL, log: Logger, requestId: string): Response {
   const named = [...url.searchParams].find(([k, v]) => k.includes('\0') || v.includes('\0'))?.[0];
   const text = named === undefined ? 'The URL holds %00 (U+0000), which no value may hold' : `The parameter '${named}' holds U+0000, which no value may hold`;
   const err = isFhirPath(url.pathname)
     ? new FhirError('invalid', text, named === undefined ? {} : { expression: [named] })
     : new OAuthError('invalid_request', text);
-  return renderError(err, { method: req.method, path: url.pathname, requestId }, log);
+  return renderError(err, { method, path: url.pathname, requestId }, log);
 }

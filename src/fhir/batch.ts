@@ -1,12 +1,12 @@
 import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
-import { creatingConditions, exclusively } from './conditional.ts';
+import { creatingConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
-import { entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
-async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, scope?: FullUrlScope): Promise<Json> {
+async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, scope?: FullUrlScope): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base);
   if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   const { planned, ids } = await plan(deps, req, [entry]);
@@ -15,6 +15,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   await requireEntriesInReach(deps, req, planned);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   const out = await writeTx(deps, req.tenant, async (w) => {
+    await settle(w, settledConditions(planned));
     const written = await writeEntry(w, planned[0]!, opts, base);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
     return written;
@@ -40,7 +41,9 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       continue;
     }
     try {
-      out.push(await exclusively(deps, creatingConditions(req.tenant, [entry]), () => one(deps, req, entry, base, scope)));
+      const conditions = creatingConditions([entry]);
+      const attemptOf = entriesPerAttempt([entry], conditions.length > 0);
+      out.push(await exclusively(deps, req.tenant, conditions, (settle, attempt) => one(deps, req, attemptOf(attempt)[0]!, base, settle, scope)));
     } catch (err) {
       const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);
       if (failure === undefined) throw err;

@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import type { Entry } from './bundle-entries.ts';
 import { etag } from './bundle.ts';
-import { parseCondition, resolveCondition } from './conditional.ts';
+import { conditionKey, parseCondition, resolveCondition } from './conditional.ts';
 import type { CoreLayer } from './core-layer.ts';
 import { deleteVersion, putVersion, readResource, requireContextReadable, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireAccess } from './access.ts';
@@ -26,6 +26,24 @@ export interface Planned {
   existing?: ResourceVersion;
   /** PATCH: the patch applied to the current version, written in its place. */
   patched?: Patched;
+  /** A conditional POST or PUT whose condition matched nothing: the condition (conditionKey) its write settles. */
+  settles?: string;
+}
+
+/** The conditions the planned entries' writes settle (Settle), for their transaction to claim first. */
+export function settledConditions(planned: Planned[]): string[] {
+  return planned.flatMap((p) => (p.settles === undefined ? [] : [p.settles]));
+}
+
+/**
+ * The entries for each attempt of a conditional write (exclusively): rewriteReferences writes the
+ * references of the entries' resources in place, so an attempt after the first starts from copies of
+ * the resources as they came.
+ */
+export function entriesPerAttempt(entries: Entry[], conditional: boolean): (attempt: number) => Entry[] {
+  if (!conditional) return () => entries;
+  const pristine = entries.map((e) => (e.resource ? structuredClone(e.resource) : undefined));
+  return (attempt) => (attempt === 1 ? entries : entries.map((e, i) => (e.resource ? { ...e, resource: structuredClone(pristine[i]!) } : e)));
 }
 
 const at = (entry: Entry) => `Bundle.entry[${entry.index}]`;
@@ -37,6 +55,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
     return p;
   }
   const match = await resolveCondition(deps, req, entry.type, entry.condition, at(entry));
+  if (!match && (entry.method === 'POST' || entry.method === 'PUT')) p.settles = conditionKey(entry.type, entry.condition);
   if (entry.method === 'POST') {
     if (match) p.existing = match;
     p.id = match?.id ?? newId();

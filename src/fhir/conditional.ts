@@ -1,5 +1,6 @@
 import { FhirError } from '../errors.ts';
-import type { ResourceVersion } from '../store/types.ts';
+import { createHash } from 'node:crypto';
+import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { asResource, checkTypeAndId } from './resource.ts';
 import { requireValid } from './validation/check.ts';
@@ -45,27 +46,52 @@ export async function resolveCondition(
 /** Per store, the conditions of the conditional writes under way in this process (exclusively). */
 const underWay = new WeakMap<object, Map<string, Promise<void>>>();
 
-/** A condition as exclusively takes it: its tenant, type and criteria in one order, whatever the query's. */
-export function conditionKey(tenant: string, type: string, query: URLSearchParams): string {
+/** A condition as exclusively takes it: its type and criteria in one order, whatever the query's. */
+export function conditionKey(type: string, query: URLSearchParams): string {
   const criteria = [...query].filter(([k]) => !CONTROL.has(k.split(':', 1)[0]!)).map(([k, v]) => `${k}=${v}`).sort();
-  return `${tenant}/${type}?${criteria.join('&')}`;
+  return `${type}?${criteria.join('&')}`;
+}
+
+/** The key of a condition's claim in the store (ResourceWriter.claim): fixed in size, whatever the criteria's. */
+function claimKey(condition: string): string {
+  return createHash('sha256').update(condition).digest('base64url');
 }
 
 /**
- * Runs `fn` once no other conditional write of any of these conditions (conditionKey) is under way in
- * this process, and holds them until it settles: two conditional creates or updates of the same
- * criteria at once would otherwise each find no match, and each create. Each condition's writes run
- * in their order of arrival; the keys are taken in sorted order, so Bundles holding several never wait
- * for each other in a cycle. Processes sharing a database (CINDER_PROCESSES, or instances on one
- * PostgreSQL) do not see each other's.
+ * Called inside a conditional write's store transaction, before it writes, with the conditions its
+ * write settles (those that matched nothing: it creates their resource). Throws ConditionRaced when
+ * another process settled one of them since this write searched.
  */
-export async function exclusively<T>(deps: FhirDeps, keys: string[], fn: () => Promise<T>): Promise<T> {
-  if (keys.length === 0) return fn();
+export type Settle = (w: ResourceWriter, conditions: string[]) => Promise<void>;
+
+/** Another process settled a condition after this write searched: the transaction rolls back and exclusively tries again. */
+class ConditionRaced extends Error {}
+
+/** Attempts of a conditional write whose conditions other processes keep settling first (each time one of them wrote). */
+const ATTEMPTS = 8;
+
+/**
+ * Runs `fn` as a conditional write of these conditions (conditionKey) of `tenant`: two conditional creates
+ * or updates of the same criteria at once would otherwise each find no match, and each create.
+ * - In this process, `fn` waits until no other write of any of these conditions is under way, and holds
+ *   them until it settles. Each condition's writes run in their order of arrival; the keys are taken in
+ *   sorted order, so Bundles holding several never wait for each other in a cycle.
+ * - Between processes sharing the database (CINDER_PROCESSES, instances on one PostgreSQL), each
+ *   condition has a claim in the store, read before `fn` searches and moved on by its write (`settle`,
+ *   in the write's transaction). A write that finds a claim moved rolls back and `fn` runs again
+ *   (`attempt` counts from 1): it searches again and finds the other process's resource.
+ */
+export async function exclusively<T>(
+  deps: FhirDeps, tenant: string, conditions: string[], fn: (settle: Settle, attempt: number) => Promise<T>,
+): Promise<T> {
+  if (conditions.length === 0) return fn(settleNothing, 1);
   let locks = underWay.get(deps.store);
   if (!locks) underWay.set(deps.store, (locks = new Map()));
   const releases: (() => void)[] = [];
+  const unique = [...new Set(conditions)].sort();
   try {
-    for (const key of [...new Set(keys)].sort()) {
+    for (const condition of unique) {
+      const key = `${tenant}\n${condition}`;
       const before = locks.get(key);
       let release!: () => void;
       const mine = new Promise<void>((resolve) => (release = resolve));
@@ -76,21 +102,44 @@ export async function exclusively<T>(deps: FhirDeps, keys: string[], fn: () => P
       });
       if (before) await before;
     }
-    return await fn();
+    const keys = new Map(unique.map((c) => [c, claimKey(c)]));
+    for (let attempt = 1; ; attempt++) {
+      const counts = await deps.store.resources.claims(tenant, [...keys.values()]);
+      const seen = new Map([...keys.values()].map((k, i) => [k, counts[i]!]));
+      const settle: Settle = async (w, settled) => {
+        if (settled.length === 0) return;
+        const claims = [...new Set(settled)].map((c) => {
+          const key = keys.get(c);
+          if (key === undefined) throw new Error(`condition '${c}' is not among the write's (exclusively)`);
+          return { key, seen: seen.get(key)! };
+        });
+        if (!(await w.claim(claims, deps.clock.now()))) throw new ConditionRaced();
+      };
+      try {
+        return await fn(settle, attempt);
+      } catch (err) {
+        if (!(err instanceof ConditionRaced)) throw err;
+        if (attempt === ATTEMPTS) {
+          throw new FhirError('conflict', `Other processes kept creating resources for '${unique.join("', '")}' while this write searched; retry the request`);
+        }
+      }
+    }
   } finally {
     for (const release of releases) release();
   }
 }
 
+const settleNothing: Settle = async () => {};
+
 /** The conditions (conditionKey) of the Bundle entries that may create a resource: `ifNoneExist` POSTs and conditional PUTs. */
-export function creatingConditions(tenant: string, entries: { type: string; method: string; condition?: URLSearchParams }[]): string[] {
-  return entries.filter((e) => e.condition && (e.method === 'POST' || e.method === 'PUT')).map((e) => conditionKey(tenant, e.type, e.condition!));
+export function creatingConditions(entries: { type: string; method: string; condition?: URLSearchParams }[]): string[] {
+  return entries.filter((e) => e.condition && (e.method === 'POST' || e.method === 'PUT')).map((e) => conditionKey(e.type, e.condition!));
 }
 
 /**
  * FHIR R4 conditional create (3.1.0.8.1, `If-None-Exist`): no match creates (201), one match returns
  * it without writing (200), several are 412. Creates of the same condition run one after another
- * (exclusively), so that the later ones find the first's resource.
+ * (exclusively), so that the later ones find the first's resource, in other processes too.
  */
 export async function conditionalCreate(
   deps: FhirDeps, req: FhirRequest, type: string, body: unknown, ifNoneExist: string,
@@ -99,10 +148,11 @@ export async function conditionalCreate(
   // Invalid content is refused before the search, whether or not a resource matches.
   requireValid(asResource(body, type), validationLevel(deps));
   const query = parseCondition(ifNoneExist, type, 'If-None-Exist');
-  return exclusively(deps, [conditionKey(req.tenant, type, query)], async () => {
+  const condition = conditionKey(type, query);
+  return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
     if (match) return { version: match, created: false };
-    return createResource(deps, req, type, body);
+    return createResource(deps, req, type, body, (w) => settle(w, [condition]));
   });
 }
 
@@ -122,7 +172,8 @@ export async function conditionalUpdate(
   requireCriteria(query, 'Conditional update');
   requireValid(resource, validationLevel(deps));
   // Updates of the same condition run one after another, as creates do (exclusively): two finding no match would each create.
-  return exclusively(deps, [conditionKey(req.tenant, type, query)], async () => {
+  const condition = conditionKey(type, query);
+  return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'Conditional update');
     if (match) {
       if (resource.id !== undefined && resource.id !== match.id) {
@@ -130,8 +181,9 @@ export async function conditionalUpdate(
       }
       return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
     }
-    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch);
-    return createResource(deps, req, type, resource);
+    const settles = (w: ResourceWriter) => settle(w, [condition]);
+    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles);
+    return createResource(deps, req, type, resource, settles);
   });
 }
 

@@ -221,8 +221,11 @@ function coreVersion(deps: FhirDeps, type: string, id: string): Promise<Resource
   return deps.core !== undefined && hasCoreResources(type) ? deps.core.read(type, id) : null;
 }
 
+/** A conditional write's claim of the conditions it settles (conditional.ts Settle), taken first in its transaction. */
+export type SettleIn = (w: ResourceWriter) => Promise<void>;
+
 /** FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. */
-export async function createResource(deps: FhirDeps, req: FhirRequest, type: string, body: unknown): Promise<WriteResult> {
+export async function createResource(deps: FhirDeps, req: FhirRequest, type: string, body: unknown, settle?: SettleIn): Promise<WriteResult> {
   checkTypeAndId(type);
   const resource = asResource(body, type);
   requireAccess(req.access, type, 'c');
@@ -231,6 +234,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
   return writeTx(deps, req.tenant, async (w) => {
+    await settle?.(w);
     const written = await putVersion(w, resource, newId(), { now, access: req.access });
     await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
     return written;
@@ -239,7 +243,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
 
 /** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
 export async function updateResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: number, settle?: SettleIn,
 ): Promise<WriteResult> {
   checkTypeAndId(type, id);
   const resource = asResource(body, type);
@@ -255,6 +259,7 @@ export async function updateResource(
   const opts: PutOptions = { now, access: req.access };
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
   return writeTx(deps, req.tenant, async (w) => {
+    await settle?.(w);
     const written = await putVersion(w, resource, id, opts);
     await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
     return written;

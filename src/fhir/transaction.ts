@@ -1,8 +1,8 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
-import { creatingConditions, exclusively } from './conditional.ts';
+import { creatingConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { checkRead, checkReadTarget, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { checkRead, checkReadTarget, entriesPerAttempt, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { newId } from './resource.ts';
@@ -35,7 +35,7 @@ function checkTargets(planned: Planned[]): void {
  * GET entries are checked before the commit (access, parameters, the target's existence after the
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
-async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
+async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope): Promise<Json[]> {
   requireValidEntries(deps, entries);
   const { planned, ids } = await plan(deps, req, entries);
   requireValidPatched(planned, validationLevel(deps));
@@ -48,6 +48,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const out: Json[] = new Array(entries.length);
   const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
   await writeTx(deps, req.tenant, async (w) => {
+    await settle(w, settledConditions(planned));
     // The resources the entries change are looked up together (PostgreSQL locks them in one statement,
     // in key order), so that transactions changing the same resources in other orders wait for each
     // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
@@ -92,7 +93,9 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;
     // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST ones do.
-    out = await exclusively(deps, creatingConditions(req.tenant, entries), () => transaction(deps, req, entries, base, scope));
+    const conditions = creatingConditions(entries);
+    const attemptOf = entriesPerAttempt(entries, conditions.length > 0);
+    out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope));
   } else {
     out = await batch(deps, req, entries, base, scope);
     for (const bad of invalid) out.splice(bad.index, 0, errorEntry(bad.error));

@@ -72,6 +72,16 @@ describe.each(commands)('CINDER_PROCESSES=2 (%s)', (_, command) => {
       }
       for (const id of ids) expect((await fetch(`${fhir}/Patient/${id}`, { headers: auth })).status).toBe(200);
 
+      // Conditional creates of one identifier at once, on both processes: one creates, the others find it.
+      for (let round = 0; round < 3; round++) {
+        const body = JSON.stringify({ resourceType: 'Patient', identifier: [{ system: 'urn:processes', value: `v${round}` }] });
+        const headers = { ...auth, 'Content-Type': 'application/fhir+json', 'If-None-Exist': `identifier=urn:processes|v${round}` };
+        const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${fhir}/Patient`, { method: 'POST', headers, body })));
+        expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+        const found = await fetch(`${fhir}/Patient?identifier=urn:processes|v${round}&_total=accurate`, { headers: auth });
+        expect(((await found.json()) as { total: number }).total).toBe(1);
+      }
+
       // A sibling that dies is started again.
       process.kill(sibling, 'SIGKILL');
       expect(await eventually(() => listeningPids(port).length === 2 && !listeningPids(port).includes(sibling), 15_000)).toBe(true);

@@ -19,6 +19,23 @@ export interface VersionToWrite extends ResourceVersion {
   compartments: string[];
 }
 
+/**
+ * A condition that a conditional create or update settles by writing (src/fhir/conditional.ts): its key
+ * (a hash of the type and criteria) and its claim count as read before the write searched (0: none).
+ */
+export interface ConditionClaim {
+  key: string;
+  seen: number;
+}
+
+/** How long a condition's claim outlives its last move (ResourceWriter.claim): far beyond any write's search-to-commit. */
+export const CLAIM_KEPT_MS = 60 * 60 * 1000;
+
+/** Claims in the order ResourceWriter.claim takes them (by key), so two transactions never wait for each other in a cycle. */
+export function inKeyOrder(claims: ConditionClaim[]): ConditionClaim[] {
+  return [...claims].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
 export interface CurrentVersion {
   versionId: number;
   lastUpdated: number;
@@ -54,6 +71,13 @@ export interface ResourceWriter {
    * (the items' other rows are ignored), and the words and compartments are kept as they are.
    */
   replaceIndex(items: { type: string; id: string; versionId?: number; index: IndexRows; compartments: string[] }[], tables?: readonly IndexTable[]): Promise<void>;
+  /**
+   * Moves each condition's claim on from `seen` (stamped `now`), in key order, and tells whether every
+   * one was still at `seen`: false when another transaction has settled one of them since it was read
+   * (committed, or commits first on PostgreSQL, where this waits for it). The caller then rolls back and
+   * searches again. Claims not moved for an hour are purged here, a few per new claim.
+   */
+  claim(claims: ConditionClaim[], now: number): Promise<boolean>;
 }
 
 /** A current row as the reindexer reads it. */
@@ -131,6 +155,8 @@ export interface ResourceRepo {
   count(tenant: string, query: SearchQuery): Promise<number>;
   /** Versions newest first. */
   history(tenant: string, query: HistoryQuery): Promise<ResourceVersion[]>;
+  /** The claim count of each condition key (ResourceWriter.claim), in order; 0 for one never claimed (or purged). */
+  claims(tenant: string, keys: string[]): Promise<number[]>;
   /** Runs `fn` in one transaction. Throws what `fn` throws, after rolling back. */
   write<T>(tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T>;
   /** A value that changes whenever any resource of these types changes in this tenant (any process). */

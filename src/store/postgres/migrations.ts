@@ -349,4 +349,18 @@ UPDATE index_state SET value = 6 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 UPDATE index_state SET value = 7 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 18,
+    name: 'condition_claims',
+    sql: `
+-- Conditional creates and updates of one condition in several processes (src/fhir/conditional.ts): the
+-- write that settles a condition moves its claim on from the count it read before searching, in the
+-- same transaction; a write that finds the count moved searches again. \`at\` dates the last move:
+-- claims an hour old are purged.
+CREATE TABLE condition_claims (
+  tenant TEXT COLLATE "C" NOT NULL, key TEXT COLLATE "C" NOT NULL, n BIGINT NOT NULL, at BIGINT NOT NULL, PRIMARY KEY (tenant, key)
+);
+CREATE INDEX condition_claims_at ON condition_claims (at);
+`,
+  },
 ];

@@ -98,6 +98,13 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
         CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.tenant = ${tenant} AND r.type = ${type} AND r.id = u.id LIMIT 1) hit`;
       return rows.map((r) => r.id);
     },
+    async claims(tenant, keys) {
+      if (keys.length === 0) return [];
+      const rows = await sql<{ key: string; n: string }[]>`
+        SELECT key, n::text AS n FROM condition_claims WHERE tenant = ${tenant} AND key = ANY(${keys}::text[])`;
+      const counts = new Map(rows.map((r) => [r.key, Number(r.n)]));
+      return keys.map((key) => counts.get(key) ?? 0);
+    },
     async types(tenant) {
       // The next type after each, from the (tenant, type, id) index: a probe per type.
       const rows = await sql<{ type: string }[]>`

@@ -1,6 +1,6 @@
 import postgres from 'postgres';
 import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
-import { StoreConflictError } from '../types.ts';
+import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
 import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
@@ -193,6 +193,22 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       else await deleteIndexRows(tx, versions.map((x) => x.pk));
       await insertTokenAndCompartmentRows(tx, tenant, versions, indexKeys);
       await insertIndexRows(tx, tenant, versions, indexKeys);
+    }),
+    claim: mapped('claim', async (claims, now) => {
+      for (const { key, seen } of inKeyOrder(claims)) {
+        // Under READ COMMITTED both statements wait for a transaction holding the row and then see its
+        // commit: an INSERT finds the row there, an UPDATE finds its count moved. A new claim purges the
+        // oldest few unmoved for CLAIM_KEPT_MS, from the index on `at` (without the ORDER BY the planner
+        // reads the whole table), in the same statement.
+        const moved = seen === 0
+          ? await tx`
+            WITH purged AS (DELETE FROM condition_claims WHERE ctid = ANY(ARRAY(
+              SELECT ctid FROM condition_claims WHERE at < ${now - CLAIM_KEPT_MS} ORDER BY at LIMIT 8 FOR UPDATE SKIP LOCKED)))
+            INSERT INTO condition_claims (tenant, key, n, at) VALUES (${tenant}, ${key}, 1, ${now}) ON CONFLICT DO NOTHING`
+          : await tx`UPDATE condition_claims SET n = n + 1, at = ${now} WHERE tenant = ${tenant} AND key = ${key} AND n = ${seen}`;
+        if (moved.count !== 1) return false;
+      }
+      return true;
     }),
     flush: mapped('commit', flush),
   };

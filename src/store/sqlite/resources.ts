@@ -211,6 +211,10 @@ export function createSqliteResources(
     async types(tenant) {
       return q.types.all(tenant, tenant).map((r) => r.type);
     },
+    async claims(tenant, keys) {
+      const claim = reader.query<{ n: number }, [string, string]>('SELECT n FROM condition_claims WHERE tenant = ? AND key = ?');
+      return keys.map((key) => claim.get(tenant, key)?.n ?? 0);
+    },
     async referrers(tenant, targets) {
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
     },

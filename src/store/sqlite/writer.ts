@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'bun:sqlite';
 import type { CurrentVersion, IndexTable, ResourceWriter, VersionToWrite } from '../types.ts';
-import { StoreConflictError } from '../types.ts';
+import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
@@ -223,6 +223,17 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       addCompartments(compartments);
       addText(text, text.length / 4 >= BULK_TEXT_ROWS);
       return inserted;
+    },
+    async claim(claims, now) {
+      for (const { key, seen } of inKeyOrder(claims)) {
+        if (seen === 0) {
+          if (db.query('INSERT INTO condition_claims (tenant, key, n, at) VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING').run(tenant, key, now).changes !== 1) return false;
+          db.query('DELETE FROM condition_claims WHERE (tenant, key) IN (SELECT tenant, key FROM condition_claims WHERE at < ? ORDER BY at LIMIT 8)').run(now - CLAIM_KEPT_MS);
+        } else if (db.query('UPDATE condition_claims SET n = n + 1, at = ? WHERE tenant = ? AND key = ? AND n = ?').run(now, tenant, key, seen).changes !== 1) {
+          return false;
+        }
+      }
+      return true;
     },
     async replaceIndex(items, tables) {
       if (!items.length) return;

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import type { Store } from '../../../src/store/types.ts';
-import { StoreConflictError } from '../../../src/store/types.ts';
+import { CLAIM_KEPT_MS, StoreConflictError } from '../../../src/store/types.ts';
 import type { StoreDatabase } from '../../helpers/stores.ts';
 import { save, saveRetrying, uniqueTenant, version, versions } from './fixtures.ts';
 
@@ -76,6 +76,60 @@ export function twoInstanceContract(db: () => StoreDatabase, canRace: boolean) {
       );
       expect(await a.resources.count(t, { type: 'Observation', sort: [], count: 1, compartment: 'p' })).toBe(6);
       expect((await b.resources.history(t, { count: 100 })).length).toBe(24);
+    });
+
+    test("condition claims: a claim moves on from the count read, once; a stale count or a rolled-back claim moves nothing", async () => {
+      const [a, b] = [db().open(), db().open()];
+      const t = uniqueTenant();
+      expect(await a.resources.claims(t, ['k1', 'k2'])).toEqual([0, 0]);
+      expect(await a.resources.write(t, (w) => w.claim([{ key: 'k1', seen: 0 }], 1000))).toBe(true);
+      // The other instance read 0 before that commit: its claim from 0 fails.
+      expect(await b.resources.write(t, (w) => w.claim([{ key: 'k1', seen: 0 }], 1001))).toBe(false);
+      expect(await b.resources.claims(t, ['k2', 'k1'])).toEqual([0, 1]);
+      expect(await b.resources.write(t, (w) => w.claim([{ key: 'k2', seen: 0 }, { key: 'k1', seen: 1 }], 1002))).toBe(true);
+      expect(await a.resources.write(t, (w) => w.claim([{ key: 'k1', seen: 1 }], 1003))).toBe(false);
+      expect(await a.resources.claims(t, ['k1', 'k2'])).toEqual([2, 1]);
+      // Claims are per tenant.
+      expect(await a.resources.claims(uniqueTenant(), ['k1'])).toEqual([0]);
+      // A transaction that fails after claiming leaves the count where it was.
+      await expect(a.resources.write(t, async (w) => {
+        expect(await w.claim([{ key: 'k1', seen: 2 }], 1004)).toBe(true);
+        throw new Error('rolled back');
+      })).rejects.toThrow('rolled back');
+      expect(await b.resources.claims(t, ['k1'])).toEqual([2]);
+    });
+
+    test('condition claims not moved for an hour are purged by new claims', async () => {
+      const a = db().open();
+      const t = uniqueTenant();
+      const start = 1_000_000_000_000;
+      expect(await a.resources.write(t, (w) => w.claim([{ key: 'old', seen: 0 }, { key: 'kept', seen: 0 }], start))).toBe(true);
+      expect(await a.resources.write(t, (w) => w.claim([{ key: 'kept', seen: 1 }], start + CLAIM_KEPT_MS - 1000))).toBe(true);
+      expect(await a.resources.write(t, (w) => w.claim([{ key: 'new', seen: 0 }], start + CLAIM_KEPT_MS + 1))).toBe(true);
+      expect(await a.resources.claims(t, ['old', 'kept', 'new'])).toEqual([0, 2, 1]);
+    });
+
+    test.if(canRace)('a claim waits for a transaction holding the same condition, then fails if that one commits', async () => {
+      const [a, b] = [db().open(), db().open()];
+      const t = uniqueTenant();
+      let claimed!: () => void;
+      const held = new Promise<void>((r) => (claimed = r));
+      let finish!: () => void;
+      const done = new Promise<void>((r) => (finish = r));
+      const first = a.resources.write(t, async (w) => {
+        const ok = await w.claim([{ key: 'k', seen: 0 }], 1);
+        claimed();
+        await done;
+        return ok;
+      });
+      await held;
+      let settled = false;
+      const second = b.resources.write(t, (w) => w.claim([{ key: 'k', seen: 0 }], 2)).finally(() => (settled = true));
+      await Bun.sleep(200);
+      expect(settled).toBe(false);
+      finish();
+      expect(await first).toBe(true);
+      expect(await second).toBe(false);
     });
   });
 }

@@ -1064,12 +1064,12 @@ export const PLAN_TRY_ROWS = 500;
  * than any larger driver), only the first counts are made.
  */
 export async function planSearch(
-  candidates: DriverCandidate[], count: (sql: string, values: SqlValue[]) => number | Promise<number>, context?: PlanContext,
+  candidates: DriverCandidate[], count: SearchRunner<unknown>['count'], context?: PlanContext,
   most: typeof DRIVER_MAX_ROWS | typeof DRIVER_TAKE_AT = DRIVER_MAX_ROWS,
 ): Promise<SearchPlan> {
   const counted = (c: DriverCandidate, limit: number) => {
-    const { sql, values } = c.count(limit);
-    return count(sql, values);
+    const { sql, values, form } = c.count(limit);
+    return count(sql, values, form);
   };
   if (candidates.length === 0) return {};
   // One candidate is counted once, up to `most` + 1: there is no other to prefer.
@@ -1124,12 +1124,12 @@ export interface PlanContext {
  * to the rows at which it would cost more than reading in order.
  */
 async function wideDriver(
-  candidates: DriverCandidate[], count: (sql: string, values: SqlValue[]) => number | Promise<number>, context: PlanContext,
+  candidates: DriverCandidate[], count: SearchRunner<unknown>['count'], context: PlanContext,
   tried?: { hits: number; rows: number },
 ): Promise<SearchPlan> {
   const counted = (c: DriverCandidate, limit: number) => {
-    const { sql, values } = c.count(limit + 1);
-    return count(sql, values);
+    const { sql, values, form } = c.count(limit + 1);
+    return count(sql, values, form);
   };
   const { need, costs } = context;
   // A lone condition of more than DRIVER_MAX_ROWS rows: reading in order finds its page after about
@@ -1169,8 +1169,9 @@ async function wideDriver(
     }
     perResource = costs.undrivenSetRow;
     const rows = Math.min(PLAN_SAMPLE_ROWS, size);
+    // The sample tests the conditions that probes test (no sets): a plain form.
     const { sql, values } = context.sample(rows);
-    floor = size * share(await count(sql, values), rows);
+    floor = size * share(await count(sql, values, 'plain'), rows);
     matches = floor * narrowing;
   }
   const undriven = Math.min(size, (need * size) / matches) * perResource + costs.setRow * setRows + costs.match * Math.min(matches, need);
@@ -1187,18 +1188,43 @@ async function wideDriver(
   return driven(chosen.n) < undriven ? { driver: chosen.driver } : {};
 }
 
+/**
+ * What a statement's form says of its plan (SearchRunner.rows):
+ * - `fixed`: the form sets the plan (a driver's rows read first, each probed; a sort key's index
+ *   walked) whatever the values, so a database may keep a plan of it. PostgreSQL prepares it: parsed
+ *   once per connection, run without the round trip that first describes an unprepared statement's
+ *   parameters, and planned generically where PostgreSQL finds that as cheap (`Patient?name=smi` 0.63 ×,
+ *   a patient's active Conditions 0.81 × the time on a million resources).
+ * - `plain`: fixed, and every condition is an index range read by its keys or probed by its resource
+ *   (no chain, `_has` or full-text set inside, whose plans depend on their values' rows): one generic
+ *   plan serves every value. PostgreSQL runs it so, where it would otherwise plan it anew on each run,
+ *   its estimate of the generic plan being above that of the values' own (docs/PERFORMANCE.md,
+ *   twenty-eighth session).
+ * Without either the statement is left to the database's plan of its values (an undriven search's sets).
+ */
+export type StatementForm = 'fixed' | 'plain';
+
 /** How an adapter runs plannedSearch's statements. */
 export interface SearchRunner<R> {
-  count(sql: string, values: SqlValue[]): number | Promise<number>;
-  /**
-   * `fixed`: the statement's form sets its plan (a driver's rows read first, each probed; a sort key's
-   * index walked) whatever its values, so a database may keep a plan of it. PostgreSQL prepares it:
-   * parsed once per connection, run without the round trip that first describes an unprepared
-   * statement's parameters, and planned generically where PostgreSQL finds that as cheap
-   * (`Patient?name=smi` 0.63 ×, a patient's active Conditions 0.81 × the time on a million
-   * resources). The others are left to the database's plan of their values (an undriven search's sets).
-   */
-  rows(sql: string, values: SqlValue[], fixed?: boolean): R[] | Promise<R[]>;
+  /** A count of a planner's (planSearch), `plain` where it reads a condition of that form (StatementForm). */
+  count(sql: string, values: SqlValue[], form?: StatementForm): number | Promise<number>;
+  rows(sql: string, values: SqlValue[], form?: StatementForm): R[] | Promise<R[]>;
+}
+
+/** Whether a condition reads only index rows by their keys or resource (StatementForm `plain`): no chain, `_has` or full-text set. */
+function plainCondition(c: Condition): boolean {
+  switch (c.kind) {
+    case 'chain': case 'has': case 'text': return false;
+    case 'or': return c.any.every(plainCondition);
+    case 'and': return c.all.every(plainCondition);
+    case 'not': return plainCondition(c.condition);
+    default: return true;
+  }
+}
+
+/** The form of a fixed statement of `q` (StatementForm). */
+function fixedForm(q: SearchQuery): StatementForm {
+  return (q.where ?? []).every(plainCondition) ? 'plain' : 'fixed';
 }
 
 /**
@@ -1256,7 +1282,7 @@ export async function plannedSearch<R>(
     plan = await lastResort(plan, q, context, tried);
   }
   const { sql, values } = searchSql(dialect, tenant, rest, plan);
-  const rows = await run.rows(sql, values, plan.driver !== undefined);
+  const rows = await run.rows(sql, values, plan.driver !== undefined ? fixedForm(rest) : undefined);
   return found.length ? [...found, ...rows] : rows;
 }
 
@@ -1329,12 +1355,12 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
   const need = (q.offset ?? 0) + q.count;
   for (let rows = 2 * need + SORT_WALK_FIRST_ROWS; rows <= SORT_WALK_MAX_ROWS;) {
     const bound = sortBoundSql(dialect, tenant, q.type, first, rows);
-    const keys = (await run.rows(bound.sql, bound.values, true)) as unknown as { k: number; f: SqlValue | null; v: SqlValue | null }[];
+    const keys = (await run.rows(bound.sql, bound.values, 'plain')) as unknown as { k: number; f: SqlValue | null; v: SqlValue | null }[];
     // No key: no resource has the parameter.
     if (keys.length === 0) return undefined;
     const sortRange = { keys: keys.map((x) => Number(x.k)), from: keys[0]!.f, to: keys[0]!.v };
     const { sql, values } = searchSql(dialect, tenant, q, { driver: 'sort', sortRange });
-    const found = await run.rows(sql, values, true);
+    const found = await run.rows(sql, values, fixedForm(q));
     if (found.length >= q.count) return found;
     // Every row of the key was read: the rest of the page is of resources without it.
     if (sortRange.to === null) return undefined;
@@ -1376,7 +1402,7 @@ export interface DriverCandidate {
    * bound as a value, SQLite took about three times as long to count a patient's few rows (34-48
    * against 10-12 µs). Rendered when first asked for: most plans count only the first candidate.
    */
-  count(limit: number): { sql: string; values: SqlValue[] };
+  count(limit: number): { sql: string; values: SqlValue[]; form: StatementForm };
 }
 
 /** The candidates of SearchPlan.driver for `q`, in the order planSearch counts them. */
@@ -1387,11 +1413,12 @@ export function driverCandidates(dialect: Dialect, tenant: string, q: SearchQuer
       driver,
       sampled: driver === 'compartment' || sampled(q.where![driver]!),
       count(limit) {
+        const form: StatementForm = driver === 'compartment' || plainCondition(q.where![driver]!) ? 'plain' : 'fixed';
         if (rendered === undefined) {
           const b = new SqlBuilder(dialect, tenant, 'exists');
           rendered = { rows: rows(b), values: b.values };
         }
-        return { sql: `SELECT COUNT(*) AS n FROM (${rendered.rows} LIMIT ${Math.trunc(limit)}) x`, values: rendered.values };
+        return { sql: `SELECT COUNT(*) AS n FROM (${rendered.rows} LIMIT ${Math.trunc(limit)}) x`, values: rendered.values, form };
       },
     };
   };

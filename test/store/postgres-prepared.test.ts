@@ -1,14 +1,16 @@
 /**
- * The search statements whose form sets their plan (search-sql.ts SearchRunner `fixed`: a driver's
- * rows read first, a sort key's index walked) are prepared on PostgreSQL: parsed once per connection
- * and run without the round trip that first describes an unprepared statement's parameters, and
- * PostgreSQL may keep a generic plan of them. The statements an undriven search leaves to PostgreSQL's
- * plan of its values stay unprepared. Read from `pg_prepared_statements` on the store's one
- * connection, with the answers checked against the data's arithmetic throughout.
+ * The search statements whose form sets their plan (search-sql.ts StatementForm: a driver's rows read
+ * first, a sort key's index walked) are prepared on PostgreSQL: parsed once per connection and run
+ * without the round trip that first describes an unprepared statement's parameters. Those of a plain
+ * form (every condition an index range or a probe by resource) run on the pool of generic plans, where
+ * one plan serves every run; those with a chain, `_has` or full-text set stay on the main pool, where
+ * PostgreSQL plans them as it finds best. The statements an undriven search leaves to PostgreSQL's plan
+ * of its values stay unprepared. Read from `pg_prepared_statements` on each pool's one connection,
+ * with the answers checked against the data's arithmetic throughout.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../src/fhir/search.ts';
-import { connect, connectForKeys, type Pg } from '../../src/store/postgres/db.ts';
+import { connect, connectForKeys, connectGeneric, type Pg } from '../../src/store/postgres/db.ts';
 import { createPostgresResources } from '../../src/store/postgres/resources.ts';
 import type { Condition, ResourceRepo, SearchQuery } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -36,9 +38,10 @@ for (const target of targets) {
   describe('PostgreSQL prepares the search statements whose form sets their plan', () => {
     let sql: Pg;
     let keysSql: Pg;
+    let genericSql: Pg;
     let repo: ResourceRepo;
-    /** The search statements prepared on the store's one connection, with the plans PostgreSQL made of each. */
-    const prepared = () => sql<{ statement: string; generic_plans: number; custom_plans: number }[]>`
+    /** The search statements prepared on a pool's one connection, with the plans PostgreSQL made of each. */
+    const prepared = (on: Pg = sql) => on<{ statement: string; generic_plans: number; custom_plans: number }[]>`
       SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'SELECT r.type, r.id%'`;
 
     beforeAll(async () => {
@@ -49,24 +52,39 @@ for (const target of targets) {
       await store.resources.indexing.analyze();
       sql = connect(db.url, { max: 1 });
       keysSql = connectForKeys(db.url);
-      repo = createPostgresResources(sql, keysSql);
+      genericSql = connectGeneric(db.url, { max: 1 });
+      repo = createPostgresResources(sql, keysSql, genericSql);
     }, 60_000);
     afterAll(async () => {
       await sql.end();
       await keysSql.end();
+      await genericSql.end();
     });
 
-    test('a driven search is prepared once, run by every search of its form, and answers right throughout', async () => {
+    test('a driven search of a plain form is prepared once on the pool of generic plans, which one generic plan serves, and answers right throughout', async () => {
       for (let round = 0; round < 2; round++) {
         for (const p of range(PATIENTS)) {
           const found = await repo.search('t1', query('Observation', `patient=pp${p}&code=a`));
           expect(found.map((r) => r.id).sort()).toEqual(range(PER_PATIENT).filter((j) => j % 3 === 0).map((j) => `pp${p}-${j}`).sort());
         }
       }
-      const driven = (await prepared()).filter((s) => s.statement.includes('unnest(ARRAY('));
+      const driven = (await prepared(genericSql)).filter((s) => s.statement.includes('unnest(ARRAY('));
       expect(driven).toHaveLength(1);
-      // Each search ran it (a plan each: custom ones, or after five a generic one where PostgreSQL finds it as cheap).
-      expect(driven[0]!.custom_plans + driven[0]!.generic_plans).toBe(PATIENTS * 2);
+      // Each search ran it, with the one generic plan: none planned for its values.
+      expect(driven[0]!.generic_plans).toBe(PATIENTS * 2);
+      expect(driven[0]!.custom_plans).toBe(0);
+      expect((await prepared(sql)).filter((s) => s.statement.includes('unnest(ARRAY('))).toHaveLength(0);
+    });
+
+    test('a driven search with a chain is prepared on the main pool, where PostgreSQL plans it as it finds best', async () => {
+      for (const p of range(PATIENTS)) {
+        const found = await repo.search('t1', query('Observation', `patient=pp${p}&subject:Patient._id=pp${p}&code=b`));
+        expect(found.map((r) => r.id).sort()).toEqual(range(PER_PATIENT).filter((j) => j % 3 !== 0).map((j) => `pp${p}-${j}`).sort());
+      }
+      const chained = (await prepared(sql)).filter((s) => s.statement.includes('unnest(ARRAY('));
+      expect(chained).toHaveLength(1);
+      expect(chained[0]!.custom_plans + chained[0]!.generic_plans).toBe(PATIENTS);
+      expect((await prepared(genericSql)).filter((s) => s.statement.includes('unnest(ARRAY('))).toHaveLength(1);
     });
 
     test('an undriven search is left to PostgreSQL\'s plan of its values: not prepared', async () => {

@@ -1,7 +1,7 @@
 import type { Store } from '../types.ts';
 import { POSTGRES_MAX_INDEXED_BYTES } from '../index-limits.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
-import { connect, connectForKeys, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
+import { connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
@@ -20,6 +20,7 @@ export type { PostgresStoreOptions } from './db.ts';
 export function createPostgresStore(url: string, options: PostgresStoreOptions = {}): Store {
   const sql = connect(url, options);
   const keysSql = connectForKeys(url);
+  const genericSql = connectGeneric(url, options);
   // While the database is unreachable every call fails at once (503) and a probe looks for it again.
   const guard = circuitGuard({
     isOutage: isPostgresOutage,
@@ -45,7 +46,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     }),
     async close() {
       guard.close();
-      await Promise.all([sql.end({ timeout: 5 }), keysSql.end({ timeout: 5 })]);
+      await Promise.all([sql.end({ timeout: 5 }), keysSql.end({ timeout: 5 }), genericSql.end({ timeout: 5 })]);
     },
     stats: () => ({ pool_max: Number(sql.options.max), unavailable: guard.down ? 1 : 0 }),
     tenants: g(createPostgresTenants(sql)),
@@ -54,7 +55,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     users: g(createPostgresUsers(sql)),
     oauth: g(createPostgresOAuth(sql)),
     counters: g(createPostgresCounters(sql)),
-    resources: g(createPostgresResources(sql, keysSql)),
+    resources: g(createPostgresResources(sql, keysSql, genericSql)),
     exports: {
       jobs: g(createPostgresExportJobs(sql)),
       scratch: g(createPostgresExportScratch(sql)),

@@ -1,7 +1,7 @@
 import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
 import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
 import { historyQuery } from './search-sql.ts';
@@ -29,11 +29,14 @@ function toVersion(r: Row): ResourceVersion {
  * (`Patient?birthdate=ge1970&gender=male&_count=50`: 22 ms against 3.6 ms planned; a month of
  * Encounters sorted by date: 26 ms against 5.4 ms), on a million resources.
  */
-function countRows(sql: Pg) {
+function countRows(sql: Pg, genericSql: Pg) {
   // The counts are prepared: one bounded index range each, which a generic plan serves as well (3% to
-  // 20% more searches/s). The searches are not: generic plans of them, chosen after five runs of a
-  // statement, answered some `_has` searches in 3.5 s instead of 0.3 s (p99) on a million resources.
-  return async (text: string, values: SqlValue[]) => Number((await sql.unsafe<{ n: number }[]>(text, values, { prepare: true }))[0]!.n);
+  // 20% more searches/s). Those of a plain form run on the pool of generic plans, with the searches of
+  // that form, whose page statements then run on the same connections. The undriven searches are not
+  // prepared: generic plans of them, chosen after five runs of a statement, answered some `_has`
+  // searches in 3.5 s instead of 0.3 s (p99) on a million resources.
+  return async (text: string, values: SqlValue[], form?: StatementForm) =>
+    Number((await (form === 'plain' ? genericSql : sql).unsafe<{ n: number }[]>(text, values, { prepare: true }))[0]!.n);
 }
 
 /**
@@ -56,13 +59,14 @@ const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search
  * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search
  * values in `search_index` and `compartments`. Reads run at READ COMMITTED on the pool; writes run in
  * `sql.begin` transactions that lock the rows they replace. `keysSql`: the connection that creates
- * search keys (see createPostgresKeys), not one of the pool's.
+ * search keys (see createPostgresKeys), not one of the pool's; `genericSql`: the pool that runs the
+ * searches of a plain form (and their planner's counts) with generic plans (connectGeneric).
  */
-export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
+export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): ResourceRepo {
   const snapshot = createPostgresSnapshot(sql);
   const searchKeys = createPostgresKeys(keysSql);
   const sizes = estimatedSizes(sql);
-  const count = countRows(sql);
+  const count = countRows(sql, genericSql);
   // Keys of reference and token rows found (a key is never removed), for withoutAbsentKeys.
   const foundKeys = new Set<string>();
   const keyExists = (tenant: string) => async (type: string, param: string, system: string) => {
@@ -129,7 +133,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg): ResourceRepo {
       if (selectsNothing(query)) return [];
       const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
         count,
-        rows: (text, values, fixed) => sql.unsafe<Row[]>(text, values, { prepare: fixed === true }),
+        rows: (text, values, form) => (form === 'plain' ? genericSql : sql).unsafe<Row[]>(text, values, { prepare: form !== undefined }),
       }, (type) => sizes.get(tenant, type));
       return rows.map(toVersion);
     },

@@ -8,7 +8,7 @@ import type { Condition } from '../../../src/store/types.ts';
 /** Candidates whose statements are just their names, and a count that answers each one's rows up to the limit asked. */
 function counting(rows: Record<string, number>) {
   const asked: [string, number][] = [];
-  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, sampled: true, count: (limit) => ({ sql: `${name} ${limit}`, values: [] }) }));
+  const candidates: DriverCandidate[] = Object.keys(rows).map((name, i) => ({ driver: name === 'compartment' ? 'compartment' : i, sampled: true, count: (limit) => ({ sql: `${name} ${limit}`, values: [], form: 'plain' as const }) }));
   const count = (sql: string) => {
     const [name, limit] = sql.split(' ') as [string, string];
     asked.push([name, Number(limit)]);

@@ -1196,8 +1196,8 @@ async function wideDriver(
  *   parameters, and planned generically where PostgreSQL finds that as cheap (`Patient?name=smi` 0.63 ×,
  *   a patient's active Conditions 0.81 × the time on a million resources).
  * - `plain`: fixed, and every condition is an index range read by its keys or probed by its resource
- *   (no chain, `_has` or full-text set inside, whose plans depend on their values' rows): one generic
- *   plan serves every value. PostgreSQL runs it so, where it would otherwise plan it anew on each run,
+ *   (no chain, `_has` or full-text set inside, whose plans depend on their values' rows), or the
+ *   resources are selected by their ids alone (byIds): one generic plan serves every value. PostgreSQL runs it so, where it would otherwise plan it anew on each run,
  *   its estimate of the generic plan being above that of the values' own (docs/PERFORMANCE.md,
  *   twenty-eighth session).
  * Without either the statement is left to the database's plan of its values (an undriven search's sets).
@@ -1220,6 +1220,15 @@ function plainCondition(c: Condition): boolean {
     case 'not': return plainCondition(c.condition);
     default: return true;
   }
+}
+
+/**
+ * Whether `q` selects resources by their ids alone (`_id`, and the targets of `_include`): undriven, yet
+ * a plain form, each id one probe of the resources' key whatever the values.
+ */
+function byIds(q: SearchQuery): boolean {
+  const where = q.where ?? [];
+  return where.length > 0 && q.compartment === undefined && where.every((c) => c.kind === 'id' && !c.not);
 }
 
 /** The form of a fixed statement of `q` (StatementForm). */
@@ -1282,7 +1291,7 @@ export async function plannedSearch<R>(
     plan = await lastResort(plan, q, context, tried);
   }
   const { sql, values } = searchSql(dialect, tenant, rest, plan);
-  const rows = await run.rows(sql, values, plan.driver !== undefined ? fixedForm(rest) : undefined);
+  const rows = await run.rows(sql, values, plan.driver !== undefined ? fixedForm(rest) : byIds(rest) ? 'plain' : undefined);
   return found.length ? [...found, ...rows] : rows;
 }
 

@@ -2,7 +2,7 @@
  * The search statements whose form sets their plan (search-sql.ts StatementForm: a driver's rows read
  * first, a sort key's index walked) are prepared on PostgreSQL: parsed once per connection and run
  * without the round trip that first describes an unprepared statement's parameters. Those of a plain
- * form (every condition an index range or a probe by resource) run on the pool of generic plans, where
+ * form (every condition an index range or a probe by resource; or ids alone) run on the pool of generic plans, where
  * one plan serves every run; those with a chain, `_has` or full-text set stay on the main pool, where
  * PostgreSQL plans them as it finds best. The statements an undriven search leaves to PostgreSQL's plan
  * of its values stay unprepared. Read from `pg_prepared_statements` on each pool's one connection,
@@ -85,6 +85,16 @@ for (const target of targets) {
       expect(chained).toHaveLength(1);
       expect(chained[0]!.custom_plans + chained[0]!.generic_plans).toBe(PATIENTS);
       expect((await prepared(genericSql)).filter((s) => s.statement.includes('unnest(ARRAY('))).toHaveLength(1);
+    });
+
+    test('a search by ids alone (`_id`, the targets of `_include`) is prepared on the pool of generic plans', async () => {
+      for (const p of range(PATIENTS)) {
+        const found = await repo.search('t1', query('Observation', `_id=pp${p}-1,pp${p}-2,nothing`));
+        expect(found.map((r) => r.id)).toEqual([`pp${p}-1`, `pp${p}-2`]);
+      }
+      const byIds = (await prepared(genericSql)).filter((s) => s.statement.includes('r.id IN ('));
+      expect(byIds).toHaveLength(1);
+      expect(byIds[0]!.generic_plans).toBe(PATIENTS);
     });
 
     test('an undriven search is left to PostgreSQL\'s plan of its values: not prepared', async () => {

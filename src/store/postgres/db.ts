@@ -27,15 +27,20 @@ const reconnectBackoff = (attempt: number) => Math.min(0.05 * 2 ** attempt, 0.5)
 /** Seconds the search key connection stays open unused: it is needed when a write meets new keys. */
 const KEYS_IDLE_TIMEOUT = 30;
 
-/** Opens a postgres.js pool with prepared statements and BIGINT parsed as numbers. */
+/**
+ * Opens the main postgres.js pool, with prepared statements and BIGINT parsed as numbers. The pool size
+ * (`?max=N`, default 10) is shared with the pool of generic plans (connectGeneric): half each, at least
+ * one.
+ */
 export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
-  return open(url, { max: poolSize(url, options), application_name: 'cinder' });
+  return open(url, { max: poolSizes(url, options).main, application_name: 'cinder' });
 }
 
-function poolSize(url: string, options: PostgresStoreOptions): number {
+function poolSizes(url: string, options: PostgresStoreOptions): { main: number; generic: number } {
   const max = options.max ?? poolSizeFromUrl(url) ?? 10;
   if (!Number.isInteger(max) || max < 1 || max > 1000) throw new RangeError(`invalid Postgres pool size ${max}`);
-  return max;
+  const generic = Math.max(1, Math.floor(max / 2));
+  return { main: Math.max(1, max - generic), generic };
 }
 
 /** Seconds a connection of the pool of generic plans stays open unused. */
@@ -43,13 +48,13 @@ const GENERIC_IDLE_TIMEOUT = 60;
 
 /**
  * Opens the pool whose connections plan every prepared statement generically (`plan_cache_mode =
- * force_generic_plan`), as large as the main pool: the searches of a fixed, plain form (StatementForm)
- * run there. On the main pool PostgreSQL planned them anew on each run (0.4-1.4 ms, against 0.1 ms to
- * run a patient's search), since it estimates their generic plan above the values' own. Only such
- * statements run there: a generic plan of a search whose sets depend on its values can be far worse.
+ * force_generic_plan`), with half of the pool size: the searches of a plain form (StatementForm) run
+ * there. On the main pool PostgreSQL planned them anew on each run (0.4-1.4 ms, against 0.1 ms to run a
+ * patient's search), since it estimates their generic plan above the values' own. Only such statements
+ * run there: a generic plan of a search whose sets depend on its values can be far worse.
  */
 export function connectGeneric(url: string, options: PostgresStoreOptions = {}): Pg {
-  return open(url, { max: poolSize(url, options), application_name: 'cinder-generic', idle_timeout: GENERIC_IDLE_TIMEOUT, generic: true });
+  return open(url, { max: poolSizes(url, options).generic, application_name: 'cinder-generic', idle_timeout: GENERIC_IDLE_TIMEOUT, generic: true });
 }
 
 /**

@@ -48,7 +48,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
       guard.close();
       await Promise.all([sql.end({ timeout: 5 }), keysSql.end({ timeout: 5 }), genericSql.end({ timeout: 5 })]);
     },
-    stats: () => ({ pool_max: Number(sql.options.max), unavailable: guard.down ? 1 : 0 }),
+    stats: () => ({ pool_max: Number(sql.options.max) + Number(genericSql.options.max), unavailable: guard.down ? 1 : 0 }),
     tenants: g(createPostgresTenants(sql)),
     clients: g(createPostgresClients(sql)),
     keys: g(createPostgresKeys(sql)),

@@ -29,8 +29,8 @@ const KEYS_IDLE_TIMEOUT = 30;
 
 /**
  * Opens the main postgres.js pool, with prepared statements and BIGINT parsed as numbers. The pool size
- * (`?max=N`, default 10) is shared with the pool of generic plans (connectGeneric): half each, at least
- * one.
+ * (`?max=N`, default 10) is shared with the pool of generic plans (connectGeneric), which takes a third
+ * (at least one; the main pool keeps at least one).
  */
 export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
   return open(url, { max: poolSizes(url, options).main, application_name: 'cinder' });
@@ -39,7 +39,7 @@ export function connect(url: string, options: PostgresStoreOptions = {}): Pg {
 function poolSizes(url: string, options: PostgresStoreOptions): { main: number; generic: number } {
   const max = options.max ?? poolSizeFromUrl(url) ?? 10;
   if (!Number.isInteger(max) || max < 1 || max > 1000) throw new RangeError(`invalid Postgres pool size ${max}`);
-  const generic = Math.max(1, Math.floor(max / 2));
+  const generic = Math.max(1, Math.floor(max / 3));
   return { main: Math.max(1, max - generic), generic };
 }
 
@@ -48,7 +48,7 @@ const GENERIC_IDLE_TIMEOUT = 60;
 
 /**
  * Opens the pool whose connections plan every prepared statement generically (`plan_cache_mode =
- * force_generic_plan`), with half of the pool size: the searches of a plain form (StatementForm) run
+ * force_generic_plan`), with a third of the pool size: the searches of a plain form (StatementForm) run
  * there. On the main pool PostgreSQL planned them anew on each run (0.4-1.4 ms, against 0.1 ms to run a
  * patient's search), since it estimates their generic plan above the values' own. Only such statements
  * run there: a generic plan of a search whose sets depend on its values can be far worse.

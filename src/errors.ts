@@ -124,12 +124,12 @@ export function storeFailure(err: unknown): { text: string; headers: Record<stri
 
 /**
  * A store failure as the FHIR API answers it (StoreUnavailableError: 503 `transient` with
- * `Retry-After`; StoreTimeoutError: 503 `timeout`; StoreValueError: 400 `invalid`, or 422 `too-long`
- * past an index's size), for a response or a batch entry's; undefined for any other error.
+ * `Retry-After`; StoreTimeoutError: 503 `timeout`; StoreValueError: 400 `invalid`), for a response
+ * or a batch entry's; undefined for any other error.
  */
 export function storeFailureAsFhir(err: unknown): FhirError | undefined {
   if (err instanceof StoreValueError) {
-    return err.limit ? new FhirError('unprocessable', err.message, { issueCode: 'too-long', cause: err }) : new FhirError('invalid', err.message, { cause: err });
+    return new FhirError('invalid', err.message, { cause: err });
   }
   const f = storeFailure(err);
   return f && new FhirError('unavailable', f.text, { headers: f.headers, ...(f.issueCode && { issueCode: f.issueCode }), cause: err });

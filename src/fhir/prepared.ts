@@ -1,5 +1,3 @@
-import { FhirError } from '../errors.ts';
-import { indexLimitProblem } from '../store/index-limits.ts';
 import type { IndexRows, VersionToWrite } from '../store/types.ts';
 import { compartmentsOf, storedIndex } from './indexer.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
@@ -28,18 +26,6 @@ export function prepareVersion(resource: Resource, id: string): PreparedVersion 
     index: storedIndex(withId),
     compartments: compartmentsOf(withId),
   };
-}
-
-/**
- * Prepares `resource` as prepareVersion does, for a store whose indexed values hold at most
- * `maxIndexedBytes` (Store.maxIndexedBytes; none: no bound): a resource with a longer one is a 422
- * `too-long`, found before anything is written (the import reports it with its line and goes on).
- */
-export function prepareIndexable(resource: Resource, id: string, maxIndexedBytes: number | undefined): PreparedVersion {
-  const v = prepareVersion(resource, id);
-  const problem = maxIndexedBytes === undefined ? undefined : indexLimitProblem(v.type, v.index, maxIndexedBytes);
-  if (problem !== undefined) throw new FhirError('unprocessable', problem, { issueCode: 'too-long' });
-  return v;
 }
 
 /** `p` as version `versionId`, updated at `lastUpdated` (epoch ms). */

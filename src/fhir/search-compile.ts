@@ -9,6 +9,7 @@ import { dateRange } from './dates.ts';
 import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { canonicalParam, containedIdParam, containedPrefix, normalizeString, soundex } from './indexer.ts';
 import { readsOwnRows } from '../store/search-sql.ts';
+import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
 import { parseReference } from './references.ts';
@@ -219,7 +220,7 @@ function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', v
  * of it (as `url` alone does: a versioned canonical is indexed with and without its version), and
  * `url|1` the versions `1` and those below it (`1.0`, `1.1.2`), each value ORed.
  */
-function canonicalBelow(param: string, urls: string[]): Condition {
+function canonicalBelow(param: string, urls: string[], name: string): Condition {
   const exact: TokenValue[] = [];
   const below: string[] = [];
   for (const url of urls) {
@@ -227,7 +228,18 @@ function canonicalBelow(param: string, urls: string[]): Condition {
     if (url.lastIndexOf('|') > url.lastIndexOf('/')) below.push(`${url}.`);
   }
   const token: Condition = { kind: 'token', param, values: exact };
-  return below.length ? { kind: 'or', any: [token, { kind: 'uri-prefix', param, values: below }] } : token;
+  return below.length ? { kind: 'or', any: [token, { kind: 'uri-prefix', param, values: prefixes(name, below) }] } : token;
+}
+
+/**
+ * The values of a `uri-prefix` condition, each within MAX_PREFIX_SEARCH_BYTES: a longer prefix is past
+ * what PostgreSQL's bounded forms of long values answer (src/store/index-limits.ts), refused on both
+ * databases so that a search means the same on each.
+ */
+function prefixes(name: string, values: string[]): string[] {
+  const long = values.find((v) => Buffer.byteLength(v) > MAX_PREFIX_SEARCH_BYTES);
+  if (long !== undefined) throw invalid(name, `A ':below' value of '${name}' holds at most ${MAX_PREFIX_SEARCH_BYTES} bytes (this one ${Buffer.byteLength(long)})`);
+  return values;
 }
 
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
@@ -427,7 +439,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     case 'uri': {
       if (modifier !== undefined && modifier !== 'below' && modifier !== 'above') throw unsupported();
       const values = parts.map(unescapeValue);
-      if (modifier === 'below') return { kind: 'uri-prefix', param: def.code, values };
+      if (modifier === 'below') return { kind: 'uri-prefix', param: def.code, values: prefixes(name, values) };
       if (modifier === 'above') return { kind: 'token', param: def.code, values: values.flatMap(uriAncestors).map((value) => ({ system: '', value })) };
       return { kind: 'token', param: def.code, values: values.map((value) => ({ system: '', value })) };
     }
@@ -439,7 +451,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         if (modifier === 'above' || urls.length !== values.length) {
           throw invalid(name, `'${name}' takes Type/id or id (a hierarchy)${modifier === 'below' ? ', or canonical URLs alone' : ''}`);
         }
-        return canonicalBelow(def.storedAs?.param ?? def.code, urls);
+        return canonicalBelow(def.storedAs?.param ?? def.code, urls, name);
       }
       if (modifier === 'identifier') {
         return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts.map((p) => tokenOf(name, p)) };

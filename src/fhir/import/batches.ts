@@ -1,7 +1,7 @@
 import type { ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putPrepared, type FhirDeps, type PutOptions } from '../crud.ts';
-import { prepareIndexable, versionToWrite, type PreparedVersion } from '../prepared.ts';
+import { prepareVersion, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 
 /** Batches being written at once: the database commits one while the next is looked up and prepared. */
@@ -24,12 +24,9 @@ export const DEFAULT_BATCH_LIMITS: BatchLimits = { resources: 10_000, chars: 32 
 export const FIRST_BATCH_RESOURCES = 1000;
 
 export interface BatchWriter {
-  /**
-   * A validated resource prepared for this store (prepareIndexable): a 422 `too-long` FhirError when the
-   * store cannot index one of its values, before anything is queued.
-   */
+  /** A validated resource prepared for storage (prepareVersion), with a new id where it has none. */
   prepare(resource: Resource): PreparedVersion;
-  /** Queues prepared resources (see prepareIndexable); writes a batch whenever the queue is full. */
+  /** Queues prepared resources (see prepare); writes a batch whenever the queue is full. */
   addPrepared(versions: PreparedVersion[]): Promise<void>;
   /** Writes what is queued and waits until every batch is committed. */
   drain(): Promise<void>;
@@ -127,7 +124,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
   }
 
   return {
-    prepare: (resource) => prepareIndexable(resource, resource.id ?? newId(), deps.store.maxIndexedBytes),
+    prepare: (resource) => prepareVersion(resource, resource.id ?? newId()),
     addPrepared,
     async drain() {
       await flush();

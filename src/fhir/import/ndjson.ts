@@ -1,5 +1,5 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
-import { prepareIndexable, type PreparedVersion } from '../prepared.ts';
+import { prepareVersion, type PreparedVersion } from '../prepared.ts';
 import { newId } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
@@ -40,10 +40,10 @@ export const CHUNK_CHARS = 1 << 20;
 
 /**
  * Reads NDJSON (one resource per line) and prepares each resource for storage (validation at `validation`, server id
- * where there is none, stamp tail, index entries within `maxIndexedBytes`, compartments), in line order. Blank lines are
+ * where there is none, stamp tail, index entries, compartments), in line order. Blank lines are
  * skipped; bad lines become issues.
  */
-export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, maxIndexedBytes?: number): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -56,7 +56,7 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ma
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
           chunk.urns.push({ at: chunk.versions.length, line: number, text });
         } else {
-          const v = prepareIndexable(resource, resource.id ?? newId(), maxIndexedBytes);
+          const v = prepareVersion(resource, resource.id ?? newId());
           chunk.versions.push(v);
           chars += v.tail.length;
         }

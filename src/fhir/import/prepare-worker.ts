@@ -10,7 +10,7 @@ import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 
 export type ToPrepareWorker =
-  | { type: 'init'; credits: number; validation: ValidationLevel; maxIndexedBytes?: number }
+  | { type: 'init'; credits: number; validation: ValidationLevel }
   | { type: 'input'; input: number; blob: Blob }
   | { type: 'ack' };
 export type FromPrepareWorker =
@@ -22,7 +22,6 @@ declare const self: Worker;
 
 let credits = 0;
 let validation: ValidationLevel = 'strict';
-let maxIndexedBytes: number | undefined;
 let wake: (() => void) | undefined;
 const inputs: { input: number; blob: Blob }[] = [];
 let busy = false;
@@ -33,7 +32,7 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
 
 async function prepare(input: number, blob: Blob): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob, validation, maxIndexedBytes)) {
+    for await (const chunk of prepareNdjson(blob, validation)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -57,7 +56,6 @@ self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
   if (msg.type === 'init') {
     credits = msg.credits;
     validation = msg.validation;
-    maxIndexedBytes = msg.maxIndexedBytes;
   } else if (msg.type === 'input') {
     inputs.push(msg);
     if (!busy) void drain();

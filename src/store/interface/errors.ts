@@ -24,18 +24,11 @@ export class StoreTimeoutError extends Error {
 
 /**
  * Thrown by adapters when the database cannot hold a value the request gave: PostgreSQL's text holds
- * no U+0000 and no unpaired surrogate, and its indexes no value past a size (`limit`). No stored value
- * can equal such a value, and nothing of the failed call was written; the edge answers 400 (422
- * `too-long` for a limit) with the message, which is written for the client.
+ * no U+0000 and no unpaired surrogate. No stored value can equal such a value, and nothing of the
+ * failed call was written; the edge answers 400 with the message, which is written for the client.
  */
 export class StoreValueError extends Error {
   override name = 'StoreValueError';
-  /** A value within the format but past a size the database can index. */
-  readonly limit: boolean;
-  constructor(message: string, options: ErrorOptions & { limit?: boolean } = {}) {
-    super(message, options);
-    this.limit = options.limit ?? false;
-  }
 }
 
 /** StoreValueError's message for U+0000. */

@@ -22,11 +22,6 @@ export interface Store {
   readonly counters: CounterRepo;
   readonly resources: ResourceRepo;
   readonly exports: ExportRepos;
-  /**
-   * The UTF-8 bytes an indexed value may have, where the database bounds them (PostgreSQL:
-   * POSTGRES_MAX_INDEXED_BYTES); a write of a longer one fails with StoreValueError (`limit`).
-   */
-  readonly maxIndexedBytes?: number;
   /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
   readonly exportFiles?: ExportFileRepo;
 }

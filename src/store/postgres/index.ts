@@ -1,5 +1,4 @@
 import type { Store } from '../types.ts';
-import { POSTGRES_MAX_INDEXED_BYTES } from '../index-limits.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
 import { connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
@@ -35,7 +34,6 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
   const files = createPostgresExportFiles(sql);
   return {
     kind: 'postgres',
-    maxIndexedBytes: POSTGRES_MAX_INDEXED_BYTES,
     async migrate() {
       return { applied: await runMigrations(sql, postgresMigrations, Date.now()) };
     },

@@ -1,5 +1,5 @@
 import { batchKeys, createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type SearchKey } from '../search-keys.ts';
-import { indexLimitProblem, POSTGRES_MAX_INDEXED_BYTES } from '../index-limits.ts';
+import { boundIndexRows } from '../index-limits.ts';
 import { StoreValueError, type IndexRows } from '../types.ts';
 import type { Pg } from './db.ts';
 
@@ -64,12 +64,9 @@ export function createPostgresKeys(keysSql: Pg) {
   return {
     /** The KeyOf of these versions' index rows in `tenant`, once every key they need is committed. */
     async resolve(tenant: string, versions: { type: string; index: IndexRows }[]): Promise<KeyOf> {
-      // Every write resolves its keys first: nothing is created or written for a version PostgreSQL's
-      // indexes could not hold (a StoreValueError, 422 `too-long`).
-      for (const v of versions) {
-        const problem = indexLimitProblem(v.type, v.index, POSTGRES_MAX_INDEXED_BYTES);
-        if (problem !== undefined) throw new StoreValueError(problem, { limit: true });
-      }
+      // Every write resolves its keys first: its values longer than the indexes hold take their bounded
+      // form here, in the rows it then writes (searches compare bounded forms: index-limits.ts).
+      for (const v of versions) boundIndexRows(v.index);
       const { known, missing } = batchKeys(tenant, versions, cache);
       if (missing.size) await load(missing, known);
       return memoizedKeyOf((spec, type, e) => {

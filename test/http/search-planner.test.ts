@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../src/fhir/search.ts';
-import { DRIVER_MAX_ROWS, plannedSearch, POSTGRES, SQLITE } from '../../src/store/search-sql.ts';
+import { countSql, DRIVER_MAX_ROWS, plannedSearch, POSTGRES, searchSql, SQLITE } from '../../src/store/search-sql.ts';
 import type { TestApp } from '../helpers/app.ts';
 import { matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh, statementRunner } from '../helpers/search-runner.ts';
@@ -86,6 +86,33 @@ for (const target of targets) {
       const odd = ids(all.filter((i) => (i % 2 === 1 || i % 250 === 0) && common(i)));
       const first = await api.search('Observation?subject:Patient.family=Common&code=odd&_count=50');
       expect(first.entry.map((e: Json) => e.resource.id)).toEqual(odd.slice(0, 50));
+    });
+
+    test('a driver\'s rows intersected with another condition\'s set (SearchPlan.intersect): the same page and count as probed', async () => {
+      const { runner, close } = await statementRunner(target.kind, url);
+      const dialect = target.kind === 'sqlite' ? SQLITE : POSTGRES;
+      try {
+        const common = (i: number) => i % 30 < 20;
+        const cases: [string, number[]][] = [
+          ['subject:Patient.family=Common&code=odd', all.filter((i) => (i % 2 === 1 || i % 250 === 0) && common(i))],
+          ['subject:Patient.family=Common&code=even&_sort=-_lastUpdated', all.filter((i) => i % 2 === 0 && common(i))],
+          ['category=laboratory&code=odd', all.filter((i) => i % 250 === 0)],
+        ];
+        for (const [query, matches] of cases) {
+          const compiled = compileSearch('Observation', new URLSearchParams(`${query}&_count=40`), true);
+          const q = { ...compiled.query, where: compiled.pending as Condition[] };
+          const expected = query.includes('_sort=-_lastUpdated') ? byLastUpdated(matches).slice(0, 40) : ids(matches).slice(0, 40);
+          for (const plan of [{ driver: 0 }, { driver: 0, intersect: 1 }, { driver: 1, intersect: 0 }]) {
+            const page = searchSql(dialect, 't1', q, plan);
+            expect(page.sql.includes(' INTERSECT ')).toBe(plan.intersect !== undefined);
+            expect(((await runner.rows(page.sql, page.values)) as { id: string }[]).map((r) => r.id)).toEqual(expected);
+            const count = countSql(dialect, 't1', q, plan);
+            expect(await runner.count(count.sql, count.values)).toBe(matches.length);
+          }
+        }
+      } finally {
+        await close();
+      }
     });
 
     test(':missing=true with few matches: the resources without the element found at once, deleted ones left out', async () => {

@@ -1,7 +1,7 @@
 /** The search planner: which indexed condition drives a search, and how much counting it costs to choose. */
 import { describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../../src/fhir/search.ts';
-import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, DRIVER_WIDE_MAX_ROWS, driverCandidates, PLAN_SAMPLE_ROWS, planSearch, SQLITE, type DriverCandidate, type PlanContext } from '../../../src/store/search-sql.ts';
+import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, DRIVER_WIDE_MAX_ROWS, driverCandidates, PLAN_SAMPLE_ROWS, planContext, planSearch, POSTGRES, SQLITE, type DriverCandidate, type PlanContext } from '../../../src/store/search-sql.ts';
 import { createTypeSizes } from '../../../src/store/type-sizes.ts';
 import type { Condition } from '../../../src/store/types.ts';
 
@@ -90,6 +90,43 @@ describe('planSearch', () => {
     // by the chain's set on its key, which costs less than probing the chain's 11,685 rows.
     const common = withSample({ chain: 11_685, code: 80_295 }, 12, ['chain']);
     expect(await planSearch(common.candidates, common.count, context(51, true, 686_776))).toEqual({});
+  });
+
+  test('on PostgreSQL a chain driving wide intersects the lone sampled condition\'s rows where they cost less as a set than as probes', async () => {
+    // A PlanContext on PostgreSQL's costs, whose sample tests `code` (candidate 1) alone.
+    const pg = (need: number, hits: number): PlanContext => ({ ...context(need, true, 686_776, hits), costs: POSTGRES.costs, lone: 1 });
+    // The sample finds 4 in 100 (about 27,000 rows): hashed with the chain's 11,685 rather than 11,685 probes.
+    const rare = withSample({ chain: 11_685, code: 30_753 }, 4, ['chain']);
+    expect(await planSearch(rare.candidates, rare.count, pg(51, 4))).toEqual({ driver: 0, intersect: 1 });
+    // 9 in 100 (about 62,000): still; 14 in 100 (about 96,000) cost more as a set.
+    const nine = withSample({ chain: 11_685, code: 61_000 }, 9, ['chain']);
+    expect(await planSearch(nine.candidates, nine.count, pg(51, 9))).toEqual({ driver: 0, intersect: 1 });
+    const fourteen = withSample({ chain: 11_685, code: 96_000 }, 14, ['chain']);
+    expect(await planSearch(fourteen.candidates, fourteen.count, pg(51, 14))).toEqual({ driver: 0 });
+    // A count reads every match, and counts both: their rows decide, not the sample.
+    const counted = withSample({ chain: 11_685, code: 30_753 }, 0, ['chain']);
+    expect(await planSearch(counted.candidates, counted.count, pg(Infinity, 0))).toEqual({ driver: 0, intersect: 1 });
+    expect(counted.asked.some(([name]) => name === 'sample')).toBe(false);
+    const many = withSample({ chain: 3_000, code: 60_000 }, 0, ['chain']);
+    expect(await planSearch(many.candidates, many.count, pg(Infinity, 0))).toEqual({ driver: 0 });
+    // Without a lone condition, or on SQLite (no intersectRow), the driver probes as before.
+    const { lone: _, ...without } = pg(51, 4);
+    expect(await planSearch(rare.candidates, rare.count, without)).toEqual({ driver: 0 });
+    expect(await planSearch(rare.candidates, rare.count, { ...pg(51, 4), costs: SQLITE.costs })).toEqual({ driver: 0 });
+  });
+
+  test('the lone condition: the one the sample tests, alone, without a compartment, and able to be read as rows', () => {
+    const lone = (query: string, compartment?: string) => {
+      const compiled = compileSearch('Observation', new URLSearchParams(query), true);
+      const q = { ...compiled.query, where: compiled.pending as Condition[], ...(compartment && { compartment }) };
+      return planContext(POSTGRES, 't1', q, false, () => 1).lone;
+    };
+    expect(lone('subject:Patient.family=smith&code=8302-2')).toBe(1);
+    expect(lone('code=8302-2&subject:Patient.family=smith')).toBe(0);
+    expect(lone('subject:Patient.family=smith&code=8302-2&category=vital-signs')).toBeUndefined();
+    expect(lone('subject:Patient.family=smith&code=8302-2', 'p1')).toBeUndefined();
+    expect(lone('subject:Patient.family=smith&code:not=8302-2')).toBeUndefined();
+    expect(lone('_lastUpdated=ge2020&code=8302-2')).toBe(1);
   });
 
   test('each candidate statement has the limit planSearch asks for written in, not bound', () => {

@@ -136,8 +136,8 @@ export interface PlanCosts {
   missingRow: number;
   /**
    * An index row of a condition intersected as a set with a wide driver's rows (SearchPlan.intersect),
-   * in place of the probes of every driver row; none: never (SQLite has no hash of rows, and builds a
-   * B-tree of a set).
+   * in place of the probes of every driver row; none: never (SQLite, whose intersections build a B-tree
+   * of the set, measured level with its probes: docs/PERFORMANCE.md, twenty-ninth session).
    */
   intersectRow?: number;
 }

@@ -1237,10 +1237,13 @@ async function wideDriver(
  *   a patient's active Conditions 0.81 × the time on a million resources).
  * - `plain`: fixed, and every condition is an index range read by its keys or probed by its resource
  *   (no chain, `_has` or full-text set inside, whose plans depend on their values' rows), or the
- *   resources are selected by their ids alone (byIds): one generic plan serves every value. PostgreSQL runs it so, where it would otherwise plan it anew on each run,
- *   its estimate of the generic plan being above that of the values' own (docs/PERFORMANCE.md,
- *   twenty-eighth session).
- * Without either the statement is left to the database's plan of its values (an undriven search's sets).
+ *   resources are selected by their ids alone (byIds), or read undriven in a keyset order with every
+ *   condition so probed (inOrderForm), or counted on one such condition's index rows (countForm): one
+ *   generic plan serves every value. PostgreSQL runs it so, where it would otherwise plan it anew on
+ *   each run, its estimate of the generic plan being above that of the values' own (docs/PERFORMANCE.md,
+ *   twenty-eighth and twenty-ninth sessions).
+ * Without either the statement is left to the database's plan of its values (an undriven search's
+ * sets, a count of intersected sets).
  */
 export type StatementForm = 'fixed' | 'plain';
 
@@ -1272,6 +1275,15 @@ function byIds(q: SearchQuery): boolean {
 }
 
 /** The form of a fixed statement of `q` (StatementForm). */
+/**
+ * The form of an undriven search read in a keyset order (`_id`, `_lastUpdated`), each resource probed:
+ * plain where every condition is (no chain, `_has` or full-text set), the statement then walking the
+ * type's key index and probing each row whatever the values; else left to the database's plan.
+ */
+function inOrderForm(q: SearchQuery): StatementForm | undefined {
+  return keysetSort(q.sort) !== undefined && fixedForm(q) === 'plain' ? 'plain' : undefined;
+}
+
 function fixedForm(q: SearchQuery): StatementForm {
   return (q.where ?? []).every(plainCondition) ? 'plain' : 'fixed';
 }
@@ -1314,7 +1326,7 @@ export async function plannedSearch<R>(
     let tried: { hits: number; rows: number } | undefined;
     if (inOrder) {
       const first = searchSql(dialect, tenant, q, {}, tryRows);
-      found = await run.rows(first.sql, first.values);
+      found = await run.rows(first.sql, first.values, inOrderForm(q));
       if (found.length >= q.count) return found;
       tried = { hits: found.length, rows: tryRows };
       // The rest of the page after the last of the first rows, whose keys the rows found carry, read
@@ -1331,7 +1343,7 @@ export async function plannedSearch<R>(
     plan = await lastResort(plan, q, context, tried);
   }
   const { sql, values } = searchSql(dialect, tenant, rest, plan);
-  const rows = await run.rows(sql, values, plan.driver !== undefined ? fixedForm(rest) : byIds(rest) ? 'plain' : undefined);
+  const rows = await run.rows(sql, values, plan.driver !== undefined ? fixedForm(rest) : byIds(rest) ? 'plain' : inOrderForm(rest));
   return found.length ? [...found, ...rows] : rows;
 }
 
@@ -1723,6 +1735,16 @@ function sortedDriven(b: SqlBuilder, q: SearchQuery, driven: string, where: stri
     `WHERE ${where} AND (${threshold} IS NULL OR m.k0 ${cmp} ${threshold}) ORDER BY ${keys.map(([, o], i) => `k${i}${o}`).join(', ')} LIMIT ${b.v(q.count)}${offset ? ` OFFSET ${b.v(offset)}` : ''}) p ` +
     `${b.dialect.driverJoin} resources r ON r.pk = p.pk ORDER BY ${keys.map(([, o], i) => `p.k${i}${o}`).join(', ')}`;
   return { sql, values: b.values };
+}
+
+/**
+ * The form of countSql's statement for `q` as planned: a count on the index rows of one plain condition
+ * (or of the compartment) is plain, a driven count as its page statement is (fixedForm), and the others
+ * (sets intersected, or a condition whose rows are a set) are left to the database's plan of their values.
+ */
+export function countForm(q: SearchQuery, plan?: SearchPlan): StatementForm | undefined {
+  if (countsOnIndex(q)) return fixedForm(q) === 'plain' ? 'plain' : undefined;
+  return plan?.driver !== undefined ? fixedForm(q) : undefined;
 }
 
 /** How many current, live resources a query selects (no paging). */

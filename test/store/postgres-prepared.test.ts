@@ -4,8 +4,9 @@
  * without the round trip that first describes an unprepared statement's parameters. Those of a plain
  * form (every condition an index range or a probe by resource; or ids alone) run on the pool of generic plans, where
  * one plan serves every run; those with a chain, `_has` or full-text set stay on the main pool, where
- * PostgreSQL plans them as it finds best. The statements an undriven search leaves to PostgreSQL's plan
- * of its values stay unprepared. Read from `pg_prepared_statements` on each pool's one connection,
+ * PostgreSQL plans them as it finds best. An undriven search read in id order with each condition
+ * probed is of a plain form too; one with a set (`_has`), and counts of sets intersected, are left to
+ * PostgreSQL's plan of their values, unprepared. Read from `pg_prepared_statements` on each pool's one connection,
  * with the answers checked against the data's arithmetic throughout.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -97,13 +98,56 @@ for (const target of targets) {
       expect(byIds[0]!.generic_plans).toBe(PATIENTS);
     });
 
-    test('an undriven search is left to PostgreSQL\'s plan of its values: not prepared', async () => {
-      const before = (await prepared()).length;
-      for (let i = 0; i < 3; i++) {
-        const found = await repo.search('t1', { ...query('Observation', 'code:not=b'), count: 1000 });
-        expect(found).toHaveLength(PATIENTS * (PER_PATIENT / 3));
-      }
-      expect((await prepared()).length).toBe(before);
+    /** Every statement prepared on a pool's one connection, with its generic plans. */
+    const statements = (on: Pg) => on<{ statement: string; generic_plans: number }[]>`SELECT statement, generic_plans FROM pg_prepared_statements`;
+    /** The statements `run` prepared on each pool (those it found prepared already are not told apart). */
+    async function preparedBy(run: () => Promise<void>): Promise<{ main: string[]; generic: { statement: string; generic_plans: number }[] }> {
+      const [main, generic] = [new Set((await statements(sql)).map((s) => s.statement)), new Set((await statements(genericSql)).map((s) => s.statement))];
+      await run();
+      return {
+        main: (await statements(sql)).map((s) => s.statement).filter((s) => !main.has(s)),
+        generic: (await statements(genericSql)).filter((s) => !generic.has(s.statement)),
+      };
+    }
+
+    test('an undriven search read in id order, each condition probed, is prepared on the pool of generic plans', async () => {
+      // `:not` drives no search: the first rows in id order are read, each probed, and hold every match.
+      const made = await preparedBy(async () => {
+        for (let i = 0; i < 3; i++) {
+          const found = await repo.search('t1', { ...query('Observation', 'code:not=b'), count: 1000 });
+          expect(found).toHaveLength(PATIENTS * (PER_PATIENT / 3));
+        }
+      });
+      expect(made.main).toEqual([]);
+      const inOrder = made.generic.filter((s) => s.statement.includes('SELECT r.type, r.id'));
+      expect(inOrder).toHaveLength(1);
+      expect(inOrder[0]!.statement).toStartWith('WITH bound AS MATERIALIZED');
+      expect(inOrder[0]!.generic_plans).toBe(3);
+    });
+
+    test('an undriven search with a _has set is left to PostgreSQL\'s plan of its values: not prepared', async () => {
+      const made = await preparedBy(async () => {
+        for (let i = 0; i < 3; i++) {
+          const found = await repo.search('t1', { ...query('Patient', '_has:Observation:subject:code=a'), count: 1000 });
+          expect(found).toHaveLength(PATIENTS);
+        }
+      });
+      // (The count that weighs probing the `_has` against its set is prepared, on the main pool.)
+      const searches = [made.main.filter((s) => s.includes('SELECT r.type, r.id')), made.generic.filter((s) => s.statement.includes('SELECT r.type, r.id'))];
+      expect(searches).toEqual([[], []]);
+    });
+
+    test('a count on one plain condition\'s index rows is prepared on the pool of generic plans; one of sets is not', async () => {
+      const one = await preparedBy(async () => {
+        for (let i = 0; i < 3; i++) expect(await repo.count('t1', query('Observation', 'code=a'))).toBe(PATIENTS * (PER_PATIENT / 3));
+      });
+      expect(one.main).toEqual([]);
+      expect(one.generic.map((s) => [s.statement.startsWith('SELECT CASE WHEN'), s.generic_plans])).toEqual([[true, 3]]);
+      // No condition drives: the count tests the type's resources against the conditions' sets.
+      const sets = await preparedBy(async () => {
+        for (let i = 0; i < 3; i++) expect(await repo.count('t1', query('Observation', 'code:not=b&status:not=cancelled'))).toBe(PATIENTS * (PER_PATIENT / 3));
+      });
+      expect([sets.main, sets.generic]).toEqual([[], []]);
     });
   });
 }

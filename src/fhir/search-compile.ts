@@ -225,21 +225,22 @@ function canonicalBelow(param: string, urls: string[], name: string): Condition 
   const below: string[] = [];
   for (const url of urls) {
     exact.push({ system: '', value: url });
-    if (url.lastIndexOf('|') > url.lastIndexOf('/')) below.push(`${url}.`);
+    if (url.lastIndexOf('|') > url.lastIndexOf('/')) below.push(url);
   }
   const token: Condition = { kind: 'token', param, values: exact };
-  return below.length ? { kind: 'or', any: [token, { kind: 'uri-prefix', param, values: prefixes(name, below) }] } : token;
+  return below.length ? { kind: 'or', any: [token, { kind: 'uri-prefix', param, values: prefixes(name, below, '.') }] } : token;
 }
 
 /**
- * The values of a `uri-prefix` condition, each within MAX_PREFIX_SEARCH_BYTES: a longer prefix is past
- * what PostgreSQL's bounded forms of long values answer (src/store/index-limits.ts), refused on both
- * databases so that a search means the same on each.
+ * The values of a `uri-prefix` condition, each followed by `suffix`, within MAX_PREFIX_SEARCH_BYTES: a
+ * longer prefix is past what PostgreSQL's bounded forms of long values answer
+ * (src/store/index-limits.ts), refused on both databases so that a search means the same on each.
  */
-function prefixes(name: string, values: string[]): string[] {
-  const long = values.find((v) => Buffer.byteLength(v) > MAX_PREFIX_SEARCH_BYTES);
-  if (long !== undefined) throw invalid(name, `A ':below' value of '${name}' holds at most ${MAX_PREFIX_SEARCH_BYTES} bytes (this one ${Buffer.byteLength(long)})`);
-  return values;
+function prefixes(name: string, values: string[], suffix = ''): string[] {
+  const most = MAX_PREFIX_SEARCH_BYTES - Buffer.byteLength(suffix);
+  const long = values.find((v) => Buffer.byteLength(v) > most);
+  if (long !== undefined) throw invalid(name, `A ':below' value of '${name}' holds at most ${most} bytes (this one ${Buffer.byteLength(long)})`);
+  return values.map((v) => v + suffix);
 }
 
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */

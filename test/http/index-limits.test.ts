@@ -95,6 +95,19 @@ await eachStore((kind, fresh) => {
       expect(await search(`ValueSet?url:above=${enc(`${url}/more/parts`)}`)).toEqual([id]);
     });
 
+    test(':below on a long canonical: the url alone finds its versions; with a version, past 1,896 bytes it is refused', async () => {
+      const canonical = `http://example.org/q/${letters(2400, 10)}`;
+      const response = (questionnaire: string) => ({ resourceType: 'QuestionnaireResponse', status: 'completed', questionnaire });
+      const id = await created(response(`${canonical}|1.2`));
+      const short = await created(response('http://example.org/q/short|1.2'));
+      expect(await search(`QuestionnaireResponse?questionnaire:below=${enc(canonical)}`)).toEqual([id]);
+      expect(await search(`QuestionnaireResponse?questionnaire=${enc(`${canonical}|1.2`)}`)).toEqual([id]);
+      expect(await search(`QuestionnaireResponse?questionnaire:below=${enc('http://example.org/q/short|1')}`)).toEqual([short]);
+      const refused = await t.request(`${fhir}/QuestionnaireResponse?questionnaire:below=${enc(`${canonical}|1`)}`, fhirInit(token));
+      const issue = (await expectOutcome(refused, 400)).issue[0] as Json;
+      expect(issue.diagnostics).toBe(`A ':below' value of 'questionnaire:below' holds at most 1896 bytes (this one ${canonical.length + 2})`);
+    });
+
     test('chains, _has, quantities and composites compare long values', async () => {
       const mrn = letters(2300, 12);
       const code = letters(2300, 13);

@@ -1325,18 +1325,25 @@ export async function plannedSearch<R>(
   if (plan.driver === undefined && (candidates.length > 0 || resort || hasProbes)) {
     let tried: { hits: number; rows: number } | undefined;
     if (inOrder) {
-      const first = searchSql(dialect, tenant, q, {}, tryRows);
-      found = await run.rows(first.sql, first.values, inOrderForm(q));
-      if (found.length >= q.count) return found;
-      tried = { hits: found.length, rows: tryRows };
-      // The rest of the page after the last of the first rows, whose keys the rows found carry, read
-      // with them. With none found, the rest is the whole query (the first rows, if they were all,
-      // are read again, and match nothing again).
-      if (found.length > 0) {
-        const { bound_id: id, bound_last_updated: lastUpdated } = found[0] as { bound_id: string | null; bound_last_updated: number | string | null };
+      // With `_has` probed, where the matches of the first rows predict the rest of the page within as
+      // many rows again, those are read the same way too, before anything else: the rest would read
+      // the `_has` set (`Patient?_has:Condition:patient:code=..`, 44 of 50 among the first 500 patients:
+      // the set of the code's Conditions took 5.6-6.0 ms on SQLite for the other 6, the next rows 0.5).
+      for (let read = 1; ; read++) {
+        const bounded = searchSql(dialect, tenant, rest, {}, tryRows);
+        const rows = await run.rows(bounded.sql, bounded.values, inOrderForm(rest));
+        found = found.length ? [...found, ...rows] : rows;
+        if (found.length >= q.count) return found;
+        tried = { hits: found.length, rows: tryRows * read };
+        // The rest of the page after the last of these rows, whose keys the rows found carry, read
+        // with them. With none found, the rest is as before them (the rows, if they were all, are
+        // read again, and match nothing again).
+        if (rows.length === 0) break;
+        const { bound_id: id, bound_last_updated: lastUpdated } = rows[0] as { bound_id: string | null; bound_last_updated: number | string | null };
         // None: fewer than `rows` resources remained, and every match has been found.
         if (id === null) return found;
         rest = { ...q, after: { id, lastUpdated: Number(lastUpdated) }, count: q.count - found.length };
+        if (read > 1 || !hasProbes || rest.count > found.length) break;
       }
     }
     if (candidates.length > 0) plan = await wideDriver(candidates, run.count, context, tried);

@@ -115,6 +115,43 @@ for (const target of targets) {
       }
     });
 
+    test('_has probed in order: where the first rows predict the rest of the page, the next rows are read the same way, not the set', async () => {
+      // A final DiagnosticReport for every fourteenth Observation: about 36 of the first 500 in id order.
+      const reported = all.filter((i) => i % 14 === 5);
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(reported.map((i) => ({
+        resourceType: 'DiagnosticReport', id: `dr${i}`, status: 'final', code: { text: 'x' }, result: [{ reference: `Observation/${observation(i).id}` }],
+      })))));
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const dialect = target.kind === 'sqlite' ? SQLITE : POSTGRES;
+      try {
+        const search = async (count: number, size = N) => {
+          statements.length = 0;
+          const compiled = compileSearch('Observation', new URLSearchParams(`_has:DiagnosticReport:result:status=final&_count=${count}`), true);
+          const rows = await plannedSearch(dialect, 't1', { ...compiled.query, where: compiled.pending as Condition[] }, runner, () => size);
+          return { ids: (rows as { id: string }[]).map((r) => r.id), searches: statements.filter((s) => s.includes('SELECT r.type, r.id')) };
+        };
+        const first500 = ids(all).slice(0, 500);
+        const early = ids(reported).filter((id) => first500.includes(id)).length;
+        expect(early).toBeGreaterThan(25);
+        expect(early).toBeLessThan(50);
+        // 50: the rest (fewer than those found) comes from the next rows, read in order too.
+        const page = await search(50);
+        expect(page.ids).toEqual(ids(reported).slice(0, 50));
+        expect(page.searches.length).toBe(2);
+        expect(page.searches.every((s) => s.startsWith('WITH bound AS MATERIALIZED'))).toBe(true);
+        // 100 (with the types estimated at 3,000 resources, so that the 358 reports still cost more as
+        // a set than probed): more than those found remain, so the rest reads the set after the first rows.
+        const more = await search(100, 3000);
+        expect(more.ids).toEqual(ids(reported).slice(0, 100));
+        expect(more.searches.length).toBe(2);
+        expect(more.searches[0]).toStartWith('WITH bound AS MATERIALIZED');
+        expect(more.searches[1]).not.toContain('bound');
+      } finally {
+        await close();
+      }
+    });
+
     test(':missing=true with few matches: the resources without the element found at once, deleted ones left out', async () => {
       // 3,000 Conditions, every one coded but seven; two of those seven are then deleted.
       const M = 3000;

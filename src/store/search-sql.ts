@@ -1275,6 +1275,10 @@ function byIds(q: SearchQuery): boolean {
 }
 
 /** The form of a fixed statement of `q` (StatementForm). */
+function fixedForm(q: SearchQuery): StatementForm {
+  return (q.where ?? []).every(plainCondition) ? 'plain' : 'fixed';
+}
+
 /**
  * The form of an undriven search read in a keyset order (`_id`, `_lastUpdated`), each resource probed:
  * plain where every condition is (no chain, `_has` or full-text set), the statement then walking the
@@ -1282,10 +1286,6 @@ function byIds(q: SearchQuery): boolean {
  */
 function inOrderForm(q: SearchQuery): StatementForm | undefined {
   return keysetSort(q.sort) !== undefined && fixedForm(q) === 'plain' ? 'plain' : undefined;
-}
-
-function fixedForm(q: SearchQuery): StatementForm {
-  return (q.where ?? []).every(plainCondition) ? 'plain' : 'fixed';
 }
 
 /**

@@ -631,6 +631,10 @@ export async function searchResources(
   if (compiled.summary === 'count' || query.count === 0) {
     return { rows: [], included: [], total: await count(), warnings, self };
   }
+  // `_total` is counted while the page is read (on PostgreSQL on a connection of its own); a failed
+  // page leaves the count's outcome unread, so it is caught here.
+  const counting = total === 'accurate' || total === 'estimate' ? count() : undefined;
+  counting?.catch(() => undefined);
   const page: { rows: ResourceVersion[]; offsets(n: number): { store: number; core?: number } } = core
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
     : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
@@ -646,7 +650,7 @@ export async function searchResources(
   // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
   if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
   const first = !query.after && !query.offset && !compiled.coreOffset;
-  if (total === 'accurate' || total === 'estimate') result.total = await count();
+  if (counting) result.total = await counting;
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;
   if (compiled.includes.length || compiled.revincludes.length) {
     const inc = await addIncludes(deps, req, compiled, result.rows);

@@ -66,8 +66,8 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
       name: p.code, definition: p.url, type: p.type,
       documentation: `${p.code === 'near' ? `${NEAR_DOC} ` : ''}${p.type === 'quantity' ? `${QUANTITY_DOC} ` : ''}Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
     }))],
-    searchInclude: ['*', ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
-    searchRevInclude: referrersOf(type).map((r) => `${r.source}:${r.param}`),
+    searchInclude: ['*', ...(paramsOf(type).some((p) => p.type === 'reference') ? [`${type}:*`] : []), ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
+    searchRevInclude: revIncludes(type),
   };
   const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
   if (special.length) entry.documentation = `Not searchable (special parameters): ${special.join(', ')}.`;
@@ -117,4 +117,11 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
   };
   if (instantiates.length) statement.instantiates = instantiates;
   return statement;
+}
+
+/** `_revinclude` values on `type`: `*`, each referring type's `Type:*` and each of its parameters. */
+function revIncludes(type: string): string[] {
+  const referrers = referrersOf(type);
+  const sources = [...new Set(referrers.map((r) => r.source))];
+  return [...(referrers.length ? ['*'] : []), ...sources.map((s) => `${s}:*`), ...referrers.map((r) => `${r.source}:${r.param}`)];
 }

@@ -120,13 +120,17 @@ export function numberTest(param: string, raw: string): NumberTest {
   const m = DECIMAL.exec(rest);
   if (!m) throw invalid(param, `Invalid number '${raw}' for '${param}': expected [${PREFIXES.join('|')}]<decimal>`);
   const value = Number(rest);
-  const decimals = (m[2]?.length ?? 0) - Number(m[3] ?? 0);
-  const half = 0.5 * 10 ** -decimals;
+  // The bounds are worked out in decimal and read as numbers as the stored values were (from their
+  // JSON text): `5.4` is [5.35, 5.45) exactly, where 5.4 - 0.05 in binary floating point is 5.3500000000000005.
+  const digits = BigInt(`${rest[0] === '-' ? '-' : ''}${m[1]}${m[2] ?? ''}`);
+  const exponent = Number(m[3] ?? 0) - (m[2]?.length ?? 0) - 1;
+  const bound = (offset: bigint) => Number(`${digits * 10n + offset}e${exponent}`);
+  const [low, high] = [bound(-5n), bound(5n)];
   if (op === 'ap') {
-    const gap = Math.max(Math.abs(value) * 0.1, half);
+    const gap = Math.max(Math.abs(value) * 0.1, (high - low) / 2);
     return { op, value, low: value - gap, high: value + gap };
   }
-  return { op, value, low: value - half, high: value + half };
+  return { op, value, low, high };
 }
 
 /**
@@ -518,7 +522,7 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
       throw depth === 0 ? namingParameter(err, key) : err;
     }
   }
-  const [name, modifier] = key.split(':', 2) as [string, string | undefined];
+  const [name, modifier] = splitModifier(key);
   if (name === '_id') {
     if (modifier === 'not') return { kind: 'id', ids: idValues(raw), not: true };
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_id'`);
@@ -536,7 +540,14 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
   }
   const def = paramOf(type, name);
   if (!def) throw unknown(type, key);
+  if (modifier?.includes(':')) throw invalid(key, `'${key}' has more than one modifier: a search parameter takes one (${name}:${modifier.split(':', 1)[0]})`);
   return simpleCondition(def, modifier, raw, now);
+}
+
+/** `name` and what follows its first colon, whole: a second modifier is not dropped but refused where it is read. */
+function splitModifier(key: string): [name: string, modifier: string | undefined] {
+  const colon = key.indexOf(':');
+  return colon < 0 ? [key, undefined] : [key.slice(0, colon), key.slice(colon + 1)];
 }
 
 /**
@@ -625,7 +636,7 @@ function referenceParam(type: string, code: string, key: string): ParamDefinitio
 function chainCondition(type: string, key: string, dot: number, raw: string, now: number, depth: number): Condition {
   const head = key.slice(0, dot);
   const rest = key.slice(dot + 1);
-  const [code, typeModifier] = head.split(':', 2) as [string, string | undefined];
+  const [code, typeModifier] = splitModifier(head);
   const def = referenceParam(type, code, key);
   let targets = typeModifier ? [typeModifier] : referenceTargets(def);
   if (typeModifier && !isResourceType(typeModifier)) throw invalid(key, `'${typeModifier}' is not a resource type`);

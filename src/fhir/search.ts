@@ -97,15 +97,21 @@ export function parseCount(raw: string | null): number {
 
 /** `_include=Source:param[:Target]` or `*`, with `:iterate` on the key. */
 export function parseInclude(type: string, key: string, raw: string, reverse: boolean): Include {
-  const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
+  const where = { expression: [key] };
+  const modifier = key.includes(':') ? key.slice(key.indexOf(':') + 1) : undefined;
+  if (modifier !== undefined && modifier !== 'iterate' && modifier !== 'recurse') {
+    throw new FhirError('invalid', `Unknown modifier ':${modifier}' for '${key.split(':', 1)[0]}': expected :iterate (or R3's :recurse)`, where);
+  }
+  const iterate = modifier !== undefined;
   // `*`: every reference parameter of the matches (`_include`), or that refers to them (`_revinclude`).
   if (raw === '*') return { source: reverse ? '*' : type, param: '*', iterate };
-  const [source, param, target] = raw.split(':');
-  const where = { expression: [key] };
-  if (!source || !param || !isResourceType(source)) throw new FhirError('invalid', `Invalid ${key} '${raw}': expected Type:parameter[:TargetType]`, where);
+  const parts = raw.split(':');
+  const [source, param, target] = parts;
+  if (parts.length > 3 || !source || !param || !isResourceType(source)) throw new FhirError('invalid', `Invalid ${key} '${raw}': expected Type:parameter[:TargetType]`, where);
   if (!reverse && !iterate && source !== type) throw new FhirError('invalid', `${key} '${raw}': ${source} is not the type searched (${type}); add :iterate`, where);
-  const def = paramOf(source, param);
-  if (!def || def.type !== 'reference') throw new FhirError('invalid', `${key} '${raw}': '${param}' is not a reference parameter of ${source}`, where);
+  // `Type:*`: every reference parameter of that type (search.html, "Including other resources").
+  const def = param === '*' ? undefined : paramOf(source, param);
+  if (param !== '*' && def?.type !== 'reference') throw new FhirError('invalid', `${key} '${raw}': '${param}' is not a reference parameter of ${source}`, where);
   if (target !== undefined && !isResourceType(target)) throw new FhirError('invalid', `${key} '${raw}': '${target}' is not a resource type`, where);
   return target ? { source, param, target, iterate } : { source, param, iterate };
 }
@@ -504,7 +510,7 @@ export async function addIncludes(
       return hasCoreResources(source) || held!.has(`${source}/${def.storedAs?.param ?? def.code}`);
     });
     for (const rev of revs) {
-      const pairs = rev.param === '*' ? wildcard() : [{ source: rev.source, param: rev.param }];
+      const pairs = rev.param === '*' ? wildcard().filter((p) => rev.source === '*' || p.source === rev.source) : [{ source: rev.source, param: rev.param }];
       for (const { source, param } of pairs) {
         if (!visible(source)) continue;
         const def = paramOf(source, param)!;

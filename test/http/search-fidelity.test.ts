@@ -1,0 +1,101 @@
+/**
+ * Search details a careful client relies on (R4 search.html), on both databases: the range a number's
+ * precision implies has exact decimal ends, a parameter takes one modifier, and `_include` /
+ * `_revinclude` take `Type:*`.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const UCUM = 'http://unitsofmeasure.org';
+const LOINC = 'http://loinc.org';
+
+const risk = (id: string, probabilityDecimal: number): Json => ({
+  resourceType: 'RiskAssessment', id, status: 'final', subject: { reference: 'Patient/p1' }, prediction: [{ probabilityDecimal }],
+});
+const glucose = (id: string, value: number): Json => ({
+  resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: '2339-0' }] }, subject: { reference: 'Patient/p1' },
+  performer: [{ reference: 'Practitioner/dr1' }], valueQuantity: { value, unit: 'mmol/L', system: UCUM, code: 'mmol/L' },
+});
+
+const DATA: Json[] = [
+  { resourceType: 'Patient', id: 'p1', name: [{ family: 'Xavier', given: ['Ann'] }] },
+  { resourceType: 'Practitioner', id: 'dr1', name: [{ family: 'House' }] },
+  risk('r075', 0.75), risk('r080', 0.8), risk('r085', 0.85), risk('r11', 1.1), risk('r115', 1.15), risk('r105', 1.05),
+  glucose('g535', 5.35), glucose('g54', 5.4), glucose('g545', 5.45), glucose('gneg', -5.35),
+];
+
+await eachStore((kind, fresh) => {
+  describe(`search fidelity on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const entries = async (query: string): Promise<{ id: string; mode: string }[]> => {
+      const bundle = await api.search(query);
+      return (bundle.entry ?? []).map((e: Json) => ({ id: `${e.resource.resourceType}/${e.resource.id}`, mode: e.search.mode }));
+    };
+    const found = async (query: string) => (await entries(query)).filter((e) => e.mode === 'match').map((e) => e.id.split('/')[1]).sort();
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      for (const r of DATA) await api.put200(r);
+    });
+    afterAll(() => t.close());
+
+    test('eq on a number is the range [low, high) its precision implies, with exact decimal ends', async () => {
+      // 0.8 is [0.75, 0.85): 0.8 - 0.05 and 0.8 + 0.05 in binary floating point are 0.75 and 0.8500000000000001.
+      expect(await found('RiskAssessment?probability=0.8')).toEqual(['r075', 'r080']);
+      expect(await found('RiskAssessment?probability=1.1')).toEqual(['r105', 'r11']);
+      expect(await found('RiskAssessment?probability=ne0.8')).toEqual(['r105', 'r11', 'r115', 'r085'].sort());
+      expect(await found('RiskAssessment?probability=0.80')).toEqual(['r080']);
+      // 5.4 is [5.35, 5.45): 5.4 - 0.05 is 5.3500000000000005 in floating point.
+      expect(await found('Observation?value-quantity=5.4')).toEqual(['g535', 'g54']);
+      expect(await found(`Observation?value-quantity=5.4|${UCUM}|mmol/L`)).toEqual(['g535', 'g54']);
+      expect(await found('Observation?value-quantity=-5.4')).toEqual([]);
+      expect(await found('Observation?value-quantity=-5.3')).toEqual(['gneg']);
+      expect(await found('Observation?value-quantity=5.45')).toEqual(['g545']);
+    });
+
+    test('a parameter takes one modifier: a second is a 400 naming the parameter, not dropped', async () => {
+      expect(await found('Patient?name:contains=avi')).toEqual(['p1']);
+      for (const key of ['name:contains:exact', 'name:missing:not']) {
+        const body = await expectOutcome(await api.get(`Patient?${key}=xav`), 400, 'invalid');
+        expect(body.issue[0].expression).toEqual([key]);
+        expect(body.issue[0].diagnostics).toContain('more than one modifier');
+      }
+      for (const key of ['subject:identifier:Patient', 'subject:Patient:identifier', 'subject:Patient:x.name']) {
+        const body = await expectOutcome(await api.get(`Observation?${key}=1`), 400, 'invalid');
+        expect(body.issue[0].expression).toEqual([key]);
+      }
+      // Under handling=strict too, and in a chain's last parameter.
+      await expectOutcome(await api.get('Observation?subject:Patient.name:exact:contains=Xavier'), 400, 'invalid');
+      expect(await found('Observation?subject:Patient.name:exact=Xavier')).toEqual(['g535', 'g54', 'g545', 'gneg']);
+    });
+
+    test('_include and _revinclude take Type:* (every reference parameter of that type)', async () => {
+      const included = async (query: string) => (await entries(query)).filter((e) => e.mode === 'include').map((e) => e.id).sort();
+      expect(await included('Observation?_id=g54&_include=Observation:*')).toEqual(['Patient/p1', 'Practitioner/dr1']);
+      expect(await included('Observation?_id=g54&_include=Observation:*:Practitioner')).toEqual(['Practitioner/dr1']);
+      expect(await included('Patient?_id=p1&_revinclude=Observation:*')).toEqual(['Observation/g535', 'Observation/g54', 'Observation/g545', 'Observation/gneg']);
+      expect(await included('Patient?_id=p1&_revinclude=*')).toEqual([
+        'Observation/g535', 'Observation/g54', 'Observation/g545', 'Observation/gneg',
+        ...['r075', 'r080', 'r085', 'r105', 'r11', 'r115'].map((id) => `RiskAssessment/${id}`),
+      ]);
+      await expectOutcome(await api.get('Observation?_include=Patient:*'), 400, 'invalid');
+      expect(await included('Observation?_id=g54&_include:iterate=Patient:*&_include=Observation:subject')).toEqual(['Patient/p1']);
+      // The CapabilityStatement lists them.
+      const rest = (await (await api.get('metadata')).json()).rest[0].resource as Json[];
+      const of = (type: string) => rest.find((r) => r.type === type)!;
+      expect(of('Observation').searchInclude).toEqual(expect.arrayContaining(['*', 'Observation:*', 'Observation:subject']));
+      expect(of('Patient').searchRevInclude).toEqual(expect.arrayContaining(['*', 'Observation:*', 'RiskAssessment:*', 'Observation:subject']));
+    });
+
+    test('_include takes :iterate alone as its modifier, and Type:parameter[:Target] alone as its value', async () => {
+      for (const query of ['Observation?_include:foo=Observation:subject', 'Observation?_revinclude:x=Observation:subject', 'Observation?_include=Observation:subject:Patient:x']) {
+        const body = await expectOutcome(await api.get(query), 400, 'invalid');
+        expect(body.issue[0].expression).toEqual([query.split('?')[1]!.split('=')[0]]);
+      }
+    });
+  });
+});

@@ -119,7 +119,7 @@ export function createApp(deps: AppDeps): App {
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
-  const completeConditions = (tenant: string, pending: PendingCondition[]) => resolveConditions({ expandCodes, store }, tenant, pending);
+  const completeConditions = (tenant: string, pending: PendingCondition[]) => resolveConditions({ expandCodes, store, fhirBase: (t) => fhirBaseOf(config.baseUrl, t) }, tenant, pending);
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
   fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
@@ -137,7 +137,10 @@ export function createApp(deps: AppDeps): App {
   const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
   fhir.route('/', terminologyRoutes(terminologyDeps));
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
-  const fhirDeps: FhirDeps = { store, clock, expandCodes, validation: config.validation, core, ...(referentialIntegrity ? { referentialIntegrity } : {}) };
+  const fhirDeps: FhirDeps = {
+    store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
+    ...(referentialIntegrity ? { referentialIntegrity } : {}),
+  };
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
   app.route(FHIR_BASE_ROUTE, fhir);
 

@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { fhirBaseOf } from '../config.ts';
 import { FhirError } from '../errors.ts';
 import { operatorAccess } from '../fhir/access.ts';
 import type { ExportInput } from '../export/kickoff-input.ts';
@@ -89,7 +90,7 @@ function start(ctx: Context, tenant: string, group: string | undefined, input: E
   const expandCodes = codesExpander(terminology.service);
   return kickOff({ store: ctx.store, clock: ctx.clock, maxJobsPerClient: Number.MAX_SAFE_INTEGER, expandCodes }, {
     tenant, access: operatorAccess, level: group ? 'group' : 'system', input, lenient: false,
-    requestUrl: `cinder export --tenant ${tenant}${group ? ` --group ${group}` : ''}`,
+    requestUrl: `cinder export --tenant ${tenant}${group ? ` --group ${group}` : ''}`, fhirBase: fhirBaseOf(ctx.config.baseUrl, tenant),
     claim: { owner, leaseMs: runSettings(ctx.config).leaseMs }, ...(group ? { groupId: group } : {}),
   });
 }

@@ -63,7 +63,7 @@ export const importCommand: Command = {
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
-      return await runImport(io, { store, clock, validation: config.validation }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
+      return await runImport(io, { store, clock, validation: config.validation, fhirBase: () => fhirBase }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();
     }

@@ -1,3 +1,4 @@
+import { fhirBaseOf } from '../config.ts';
 import { reindex } from '../fhir/reindex.ts';
 import type { Command } from './command.ts';
 import { openContext, printData } from './context.ts';
@@ -14,12 +15,13 @@ export const reindexCommand: Command = {
     'Uses CINDER_DATABASE_URL (or the SQLite file in CINDER_DATA_DIR).',
   options: { 'if-needed': { type: 'boolean' }, json: { type: 'boolean' } },
   async run(args, io) {
-    const { store } = await openContext(io, {}, true);
+    const { config, store } = await openContext(io, {}, true);
     try {
       const started = performance.now();
       let last = started;
       const result = await reindex(store, {
         force: !args.values['if-needed'],
+        fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
         onProgress: ({ done, rebuilt }) => {
           if (performance.now() - last < 2000) return;
           last = performance.now();

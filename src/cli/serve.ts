@@ -89,7 +89,7 @@ export const serveCommand: Command = {
     let reindexing = Promise.resolve();
     if (!rebuilding) reindexed.resolve();
     else {
-      reindexing = rebuildBeside(store, rebuilding, log, stopReindex.signal).then((done) => {
+      reindexing = rebuildBeside(store, rebuilding, log, stopReindex.signal, (tenant) => fhirBaseOf(config.baseUrl, tenant)).then((done) => {
         if (done) rebuilding = undefined;
         reindexed.resolve();
       });
@@ -128,14 +128,14 @@ const RETRY_MS = 10_000;
  * Runs the start-up reindex while the server answers, updating `progress` (what /readyz reports), logging
  * every 5 s, and trying again after a failure until it is done (true) or `signal` stops it (false).
  */
-async function rebuildBeside(store: Store, progress: Rebuilding, log: Logger, signal: AbortSignal): Promise<boolean> {
+async function rebuildBeside(store: Store, progress: Rebuilding, log: Logger, signal: AbortSignal, fhirBase: (tenant: string) => string): Promise<boolean> {
   log.info('rebuilding search index beside the server', { fromModel: progress.from, toModel: INDEX_MODEL });
   let logged = performance.now();
   let before = 0;
   while (!signal.aborted) {
     try {
       const result = await reindex(store, {
-        batch: SERVING_BATCH, signal, pause: { everyMs: SLICE_MS, wait: () => new Promise((resolve) => setImmediate(resolve)) },
+        batch: SERVING_BATCH, signal, fhirBase, pause: { everyMs: SLICE_MS, wait: () => new Promise((resolve) => setImmediate(resolve)) },
         onProgress: ({ done, rebuilt }) => {
           progress.examined = before + done;
           if (performance.now() - logged < 5000) return;

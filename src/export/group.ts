@@ -45,7 +45,7 @@ function memberIssue(m: { group: string; index: number; reference?: string }, co
  * and issues for the members that name no Patient (no literal reference, `urn:` and other
  * unresolvable references, other types, Groups that do not exist).
  */
-async function walk(store: Store, tenant: string, id: string, at: number): Promise<{ named: Map<string, MemberAt[]>; issues: FhirIssue[] }> {
+async function walk(store: Store, tenant: string, id: string, at: number, base: string | undefined): Promise<{ named: Map<string, MemberAt[]>; issues: FhirIssue[] }> {
   const named = new Map<string, MemberAt[]>();
   const issues: FhirIssue[] = [];
   const seen = new Set<string>();
@@ -65,7 +65,7 @@ async function walk(store: Store, tenant: string, id: string, at: number): Promi
       const ref = (member.entity as Json | undefined)?.reference;
       if (typeof ref !== 'string') return void issues.push(memberIssue({ group: next.id, index }, 'not-found', ''));
       const where: MemberAt = { group: next.id, index, reference: ref };
-      const parsed = parseReference(ref);
+      const parsed = parseReference(ref, base);
       if (!parsed) issues.push(memberIssue(where, 'not-found', 'does not resolve to a stored resource'));
       else if (parsed.type === 'Patient') named.set(parsed.id, [...(named.get(parsed.id) ?? []), where]);
       else if (parsed.type === 'Group') pending.push({ id: parsed.id, from: where });
@@ -112,8 +112,8 @@ export interface GroupPatients {
  * does not resolve to a Patient stored at `at` are left out, each reported (Bulk Data 2.0 asks
  * problems to be reported in the manifest's `error` files rather than silently dropped).
  */
-export async function groupPatients(store: Store, tenant: string, id: string, at: number): Promise<GroupPatients> {
-  const { named, issues } = await walk(store, tenant, id, at);
+export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined): Promise<GroupPatients> {
+  const { named, issues } = await walk(store, tenant, id, at, base);
   const patients = await patientsAsOf(store, tenant, [...named.keys()], at);
   for (const [pid, places] of named) {
     if (!patients.has(pid)) for (const where of places) issues.push(memberIssue(where, 'not-found', 'refers to a Patient that does not exist'));
@@ -126,6 +126,6 @@ export async function groupPatients(store: Store, tenant: string, id: string, at
 }
 
 /** The ids of the Patients Group `id` names as members at `at`, without checking they exist. */
-export async function groupMemberIds(store: Store, tenant: string, id: string, at: number): Promise<Set<string>> {
-  return new Set((await walk(store, tenant, id, at)).named.keys());
+export async function groupMemberIds(store: Store, tenant: string, id: string, at: number, base: string | undefined): Promise<Set<string>> {
+  return new Set((await walk(store, tenant, id, at, base)).named.keys());
 }

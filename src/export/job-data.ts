@@ -53,6 +53,7 @@ const specBase = z.object({
   joinedSince: z.boolean(),
   provenance: z.enum(['none', 'relevant', 'latest']),
   issues: z.array(issue),
+  fhirBase: z.string().optional(),
 });
 
 const specV0 = specBase.extend({ filters: z.record(z.string(), z.array(snapshotFilter)) });

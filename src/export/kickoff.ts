@@ -35,6 +35,8 @@ export interface KickoffRequest {
   lenient: boolean;
   /** The kick-off URL (the manifest's `request`; without parameters for POST). */
   requestUrl: string;
+  /** The tenant's FHIR base: absolute references under it are the tenant's (FhirDeps.fhirBase). */
+  fhirBase?: string;
   /** Create the job already claimed by this runner (the CLI runs its export itself). */
   claim?: { owner: string; leaseMs: number };
 }
@@ -61,9 +63,9 @@ function tolerate(lenient: boolean, issues: FhirIssue[], text: string, expressio
   issues.push(issue('warning', 'not-supported', `${text}; it was ignored`, [expression]));
 }
 
-function patientIds(refs: string[]): string[] {
+function patientIds(refs: string[], base: string | undefined): string[] {
   return refs.map((ref) => {
-    const parsed = parseReference(ref);
+    const parsed = parseReference(ref, base);
     const id = parsed?.type === 'Patient' ? parsed.id : !ref.includes('/') && ID_PATTERN.test(ref) ? ref : null;
     if (!id) throw new FhirError('invalid', `patient '${ref}' is not a reference to a Patient`, { expression: ['patient'] });
     return id;
@@ -72,7 +74,7 @@ function patientIds(refs: string[]): string[] {
 
 /** Which patients a Patient or Group export covers: stored with the job, or `any` compartment. */
 async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[]) {
-  const wanted = [...new Set(patientIds(req.input.patients))];
+  const wanted = [...new Set(patientIds(req.input.patients, req.fhirBase))];
   let members: Set<string> | undefined;
   if (req.level === 'group') {
     requireAccess(req.access, 'Group', 'r');
@@ -80,7 +82,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
     const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
     await requireFilter(req.access, 'r', JSON.parse(read.content) as Resource, read.lastUpdated, match);
-    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at);
+    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase);
     members = group.patients;
     // Members that resolve to no Patient go to the manifest's error file, unless `patient` picks others.
     if (!wanted.length) issues.push(...group.issues);
@@ -95,7 +97,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     }
   }
   if (!chosen) return { compartment: 'any' as const, patients: [] as ExportPatient[], joinedSince: false };
-  const before = since !== undefined && req.level === 'group' ? await groupMemberIds(deps.store, req.tenant, req.groupId!, since) : undefined;
+  const before = since !== undefined && req.level === 'group' ? await groupMemberIds(deps.store, req.tenant, req.groupId!, since, req.fhirBase) : undefined;
   const patients = chosen.map((id): ExportPatient => ({ id, joined: before !== undefined && !before.has(id) }));
   return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
 }
@@ -112,13 +114,14 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   if (input.patients.length && level === 'system') tolerate(lenient, issues, 'patient does not apply to a system-level export', 'patient');
   const selection = selectTypes(level, input.types, input.includeAssociatedData, req.access, lenient);
   issues.push(...selection.issues);
-  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, selection.types, lenient, req.tenant, req.access, { expandCodes: deps.expandCodes, store: deps.store });
+  const { filters, issues: filterIssues } = await parseTypeFilters(input.typeFilters, selection.types, lenient, req.tenant, req.access, { expandCodes: deps.expandCodes, store: deps.store, ...(req.fhirBase !== undefined && { fhirBase: () => req.fhirBase! }) });
   const withProvenance = selection.provenance === 'none' ? selection.types : [...selection.types, 'Provenance'];
   const { elements, issues: elementIssues } = parseElements(input.elements, withProvenance, lenient);
   issues.push(...filterIssues, ...elementIssues);
   // A SMART v2 scope filter narrows its type's export as `_typeFilter` does, ANDed with it.
   const scoped = scopeFilters(req.access, selection.types);
   const spec: ExportSpec = { level, types: selection.types, filters: withScopeFilters(filters, scoped), joinedSince: false, provenance: selection.provenance, issues };
+  if (req.fhirBase !== undefined) spec.fhirBase = req.fhirBase;
   if (Object.keys(scoped).length) spec.scopeFilters = scoped;
   if (since !== undefined) spec.since = since;
   if (Object.keys(elements).length) spec.elements = elements;

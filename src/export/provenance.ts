@@ -18,11 +18,11 @@ interface Text {
   content: string;
 }
 
-function targetsOf(row: Text): string[] {
+function targetsOf(row: Text, base: string | undefined): string[] {
   const p = JSON.parse(row.content) as { target?: { reference?: unknown }[] };
   const out: string[] = [];
   for (const t of Array.isArray(p.target) ? p.target : []) {
-    const ref = typeof t?.reference === 'string' ? parseReference(t.reference) : null;
+    const ref = typeof t?.reference === 'string' ? parseReference(t.reference, base) : null;
     if (ref) out.push(`${ref.type}/${ref.id}`);
   }
   return out;
@@ -52,7 +52,7 @@ async function exportedTargets(ctx: StepContext, refs: Iterable<string>): Promis
 async function provenancePage(ctx: StepContext, q: SnapshotQuery) {
   const page = await selectPage(ctx, q);
   const texts = pageTexts(page);
-  const targets = new Map(texts.map((r) => [r, targetsOf(r)]));
+  const targets = new Map(texts.map((r) => [r, targetsOf(r, ctx.spec.fhirBase)]));
   const exported = await exportedTargets(ctx, new Set([...targets.values()].flat()));
   return { page, texts, targets, exported };
 }
@@ -67,7 +67,7 @@ function chunkOf(ctx: StepContext, texts: Text[], deletions: SelectedPage['rows'
 export async function relevantProvenancePage(ctx: StepContext, after: number | null): Promise<Chunk> {
   const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
   const kept = texts.filter((r) => targets.get(r)!.some((t) => exported.has(t)));
-  const deletions = page.rows.filter((r) => r.deleted && targetsOf(r).some((t) => exported.has(t)));
+  const deletions = page.rows.filter((r) => r.deleted && targetsOf(r, ctx.spec.fhirBase).some((t) => exported.has(t)));
   return chunkOf(ctx, kept, deletions, page.next);
 }
 

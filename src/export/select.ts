@@ -42,7 +42,7 @@ export function snapshotQuery(ctx: SelectContext, type: string, after: number | 
  */
 async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]): Promise<SnapshotRow[]> {
   const parsed = rows.map((row) => ({ row, resource: JSON.parse(row.content) as Record<string, unknown> }));
-  const patientsOf = new Map(parsed.map((p) => [p.row, q.compartment ? compartmentsOf(p.resource) : []]));
+  const patientsOf = new Map(parsed.map((p) => [p.row, q.compartment ? compartmentsOf(p.resource, ctx.spec.fhirBase) : []]));
   let patients: Map<string, boolean> | undefined;
   if (q.compartment?.kind === 'job') {
     const all = [...new Set([...patientsOf.values()].flat())];
@@ -66,7 +66,7 @@ async function recheck(ctx: SelectContext, q: SnapshotQuery, rows: SnapshotRow[]
 
 /** Whether a version passes one of the ORed `_typeFilter` queries. */
 async function matchesAny(ctx: SelectContext, resource: Record<string, unknown>, lastUpdated: number, filters: Condition[][]): Promise<boolean> {
-  const match: MatchContext = { exists: async (query) => (await ctx.store.resources.search(ctx.tenant, query)).length > 0 };
+  const match: MatchContext = { exists: async (query) => (await ctx.store.resources.search(ctx.tenant, query)).length > 0, ...(ctx.spec.fhirBase !== undefined && { base: ctx.spec.fhirBase }) };
   for (const f of filters) if (await matchConditions(resource, lastUpdated, f, match)) return true;
   return false;
 }

@@ -40,6 +40,8 @@ export interface ExportSpec {
   provenance: ProvenanceMode;
   /** Problems with the request that lenient handling let through; they go to the manifest's `error` files. */
   issues: FhirIssue[];
+  /** The tenant's FHIR base: absolute references under it are the tenant's (FhirDeps.fhirBase); absent: none is. */
+  fhirBase?: string;
 }
 
 /** One finished file of a job. */

@@ -3,7 +3,7 @@ import type { Entry } from './bundle-entries.ts';
 import { creatingConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
 import { entriesPerAttempt, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
-import { validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, scope?: FullUrlScope): Promise<Json> {
@@ -13,7 +13,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   requireValidPatched(planned, validationLevel(deps));
   await rewriteReferences(deps, req, planned, ids, scope);
   await requireEntriesInReach(deps, req, planned);
-  const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
+  const opts = putOptions(deps, req, deps.clock.now());
   const out = await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     const written = await writeEntry(w, planned[0]!, opts, base);

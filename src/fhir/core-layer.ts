@@ -70,5 +70,5 @@ function versionOf(entry: CoreResource): ResourceVersion {
 }
 
 function buildIndex(entries: readonly CoreResource[]): LookupIndex<CoreHit> {
-  return new LookupIndex(entries.map((entry) => ({ version: versionOf(entry), rows: indexEntries(JSON.parse(entry.content) as Record<string, unknown>) })));
+  return new LookupIndex(entries.map((entry) => ({ version: versionOf(entry), rows: indexEntries(JSON.parse(entry.content) as Record<string, unknown>, undefined) })));
 }

@@ -90,7 +90,8 @@ export async function findResources(deps: FhirDeps, tenant: string, query: Searc
 
 /** Chains and `_has` in conditions matched in memory look their other side up here (core included). */
 export function lookups(deps: FhirDeps, tenant: string): MatchContext {
-  return { exists: async (query) => (await findResources(deps, tenant, { ...query, count: 1 })).length > 0 };
+  const base = deps.fhirBase?.(tenant);
+  return { exists: async (query) => (await findResources(deps, tenant, { ...query, count: 1 })).length > 0, ...(base !== undefined && { base }) };
 }
 
 /** A core match with its sort keys (read when first needed). */
@@ -129,7 +130,7 @@ function firstAfter<T>(sorted: readonly T[], after: (item: T) => boolean): numbe
 
 function sortable(version: ResourceVersion): Sortable {
   let rows: IndexRows | undefined;
-  return { version, rows: () => (rows ??= indexEntries(JSON.parse(version.content) as Record<string, unknown>)) };
+  return { version, rows: () => (rows ??= indexEntries(JSON.parse(version.content) as Record<string, unknown>, undefined)) };
 }
 
 /**

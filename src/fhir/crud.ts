@@ -33,6 +33,12 @@ export interface FhirDeps {
    * the tenant stored one of the same id (absent: none, e.g. in `cinder import`).
    */
   core?: CoreLayer;
+  /**
+   * The tenant's FHIR base (`{CINDER_BASE_URL}/tenants/{tenant}/fhir/R4`): an absolute reference under it
+   * names the tenant's resource, as a relative one does; any other absolute URL is another server's
+   * (parseReference). Absent: no absolute reference is local.
+   */
+  fhirBase?: (tenant: string) => string;
 }
 
 /** The validation level of `deps`. */
@@ -73,9 +79,12 @@ export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: Resourc
   }
 }
 
-/** With patient-context scopes, throws 403 unless `resource` is in that patient's compartment. */
-export function requireCompartment(access: Access, resource: Resource): void {
-  requireInCompartment(access, resource.resourceType, () => compartmentsOf(resource));
+/**
+ * With patient-context scopes, throws 403 unless `resource` is in that patient's compartment (`base`:
+ * the tenant's FHIR base, FhirDeps.fhirBase).
+ */
+export function requireCompartment(access: Access, resource: Resource, base: string | undefined): void {
+  requireInCompartment(access, resource.resourceType, () => compartmentsOf(resource, base));
 }
 
 /** requireCompartment for a resource of `type` whose compartments `compartments()` lists. */
@@ -99,7 +108,7 @@ export async function requireStoredInCompartment(deps: FhirDeps, req: FhirReques
   }
   if (req.access.patientLimit(type) === undefined || !patientCompartment().has(type)) return;
   const stored = await deps.store.resources.read(req.tenant, type, id);
-  if (stored && !stored.deleted) requireCompartment(req.access, JSON.parse(stored.content) as Resource);
+  if (stored && !stored.deleted) requireCompartment(req.access, JSON.parse(stored.content) as Resource, deps.fhirBase?.(req.tenant));
 }
 
 /**
@@ -127,7 +136,7 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
   const context = JSON.parse(stored.content) as Resource;
   try {
-    requireCompartment(access, context);
+    requireCompartment(access, context, deps.fhirBase?.(req.tenant));
     await requireFilter(access, 'r', context, stored.lastUpdated, lookups(deps, req.tenant));
   } catch (err) {
     if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
@@ -162,6 +171,14 @@ export interface PutOptions {
   access: Access;
   /** The core resources, which a delete refuses (FhirDeps.core). */
   core?: CoreLayer;
+  /** The tenant's FHIR base (FhirDeps.fhirBase): absolute references under it are indexed as the tenant's. */
+  base?: string;
+}
+
+/** The options of a request's writes at `now`: its access, the core resources and the tenant's FHIR base. */
+export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOptions {
+  const base = deps.fhirBase?.(req.tenant);
+  return { now, access: req.access, ...(deps.core ? { core: deps.core } : {}), ...(base !== undefined && { base }) };
 }
 
 /**
@@ -169,7 +186,7 @@ export interface PutOptions {
  * create-on-update). Shared by create, update, transactions and import.
  */
 export function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions): Promise<WriteResult> {
-  return putPrepared(w, prepareVersion(resource, id), opts);
+  return putPrepared(w, prepareVersion(resource, id, opts.base), opts);
 }
 
 /** putVersion for a resource already prepared for storage (bulk import prepares on another thread). */
@@ -235,7 +252,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   const now = deps.clock.now();
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
-    const written = await putVersion(w, resource, newId(), { now, access: req.access });
+    const written = await putVersion(w, resource, newId(), putOptions(deps, req, now));
     await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
     return written;
   });
@@ -256,7 +273,7 @@ export async function updateResource(
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
-  const opts: PutOptions = { now, access: req.access };
+  const opts = putOptions(deps, req, now);
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
@@ -274,7 +291,7 @@ export async function deleteResource(
   requireAccess(req.access, type, 'd');
   await requireStoredInCompartment(deps, req, type, id);
   const now = deps.clock.now();
-  const opts: PutOptions = { now, access: req.access, ...(deps.core ? { core: deps.core } : {}) };
+  const opts = putOptions(deps, req, now);
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
   return writeTx(deps, req.tenant, (w) => deleteVersion(w, type, id, opts));
 }
@@ -323,7 +340,7 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
     if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', binary, v.lastUpdated, lookups(deps, req.tenant));
     return;
   }
-  if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource);
+  if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource, deps.fhirBase?.(req.tenant));
   if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant));
 }
 

@@ -109,8 +109,9 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   const patient = req.access.patientLimit(type);
   if (patient === undefined || !patientCompartment().has(type)) return (rows: ResourceVersion[]) => rows;
   const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
-  if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource);
-  const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource).includes(patient);
+  if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource, deps.fhirBase?.(req.tenant));
+  const base = deps.fhirBase?.(req.tenant);
+  const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource, base).includes(patient);
   return (rows: ResourceVersion[]) => rows.filter((v) => v.deleted || inCompartment(v));
 }
 

@@ -2,7 +2,7 @@ import type { CompositeEntry, IndexEntry, IndexRows, RangeEntry, StringEntry } f
 import { dateRange } from './dates.ts';
 import { paramsOf, patientCompartment, type ParamDefinition, type ParamType } from './definitions.ts';
 import { evaluatePath, type CompiledPath } from './fhirpath.ts';
-import { parseReference } from './references.ts';
+import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
 import { textIndexOf } from './text-index.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 
@@ -123,8 +123,12 @@ export function canonicalQuantity(system: string, code: string, low: number, hig
   return unit && { code: unit.code, low: unit.convert(low), high: unit.convert(high) };
 }
 
-/** The (type, id) or canonical a reference element points at; `targetType` restricts it. */
-export function referenceValues(value: unknown, targetType: string | undefined, out: { system: string; value: string }[]): void {
+/**
+ * The (type, id) or canonical a reference element points at; `targetType` restricts it. A literal
+ * reference names a resource of this tenant when relative or absolute under `base`, the tenant's FHIR
+ * base (parseReference); another server's URL is kept as written, as a canonical is.
+ */
+export function referenceValues(value: unknown, targetType: string | undefined, out: { system: string; value: string }[], base?: string): void {
   if (typeof value === 'string') {
     // canonical: the URL as written, and without its `|version`
     out.push({ system: '', value });
@@ -141,10 +145,10 @@ export function referenceValues(value: unknown, targetType: string | undefined, 
   }
   const ref = str(v.reference);
   if (ref === undefined) return;
-  const parsed = parseReference(ref);
+  const parsed = parseReference(ref, base);
   if (parsed) {
     if (!targetType || parsed.type === targetType) out.push({ system: parsed.type, value: parsed.id });
-  } else if (!targetType && /^[a-z][a-z0-9+.-]*:/i.test(ref) && !ref.startsWith('urn:')) {
+  } else if (isAbsoluteReference(ref) && !ref.startsWith('urn:') && (!targetType || absoluteType(ref) === targetType)) {
     out.push({ system: '', value: ref });
   }
 }
@@ -160,7 +164,7 @@ function values(node: unknown, root: unknown, paths: CompiledPath[]): unknown[] 
 }
 
 /** Index rows of one (non-composite) parameter's value. */
-function simpleRows(def: ParamDefinition, value: unknown, targetType: string | undefined, rows: IndexRows): void {
+function simpleRows(def: ParamDefinition, value: unknown, targetType: string | undefined, rows: IndexRows, base: string | undefined): void {
   const param = def.code;
   switch (def.type) {
     case 'token': {
@@ -213,7 +217,7 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
       return;
     case 'reference': {
       const refs: { system: string; value: string }[] = [];
-      referenceValues(value, targetType, refs);
+      referenceValues(value, targetType, refs, base);
       for (const r of refs) rows.tokens.push({ param, system: r.system, value: r.value });
       const identifier = (value as Json | null)?.identifier;
       if (identifier) {
@@ -248,7 +252,7 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
 type Part = { system2: string; value2: string; low: number; high: number };
 
 /** The stored forms of one composite component value. */
-function partValues(type: ParamType, value: unknown): Part[] {
+function partValues(type: ParamType, value: unknown, base: string | undefined): Part[] {
   const out: Part[] = [];
   const none = { system2: '', value2: '', low: 0, high: 0 };
   if (type === 'token') {
@@ -257,7 +261,7 @@ function partValues(type: ParamType, value: unknown): Part[] {
     for (const x of t) out.push({ ...none, system2: x.system, value2: x.value });
   } else if (type === 'reference') {
     const t: { system: string; value: string }[] = [];
-    referenceValues(value, undefined, t);
+    referenceValues(value, undefined, t, base);
     for (const x of t) out.push({ ...none, system2: x.system, value2: x.value });
   } else if (type === 'string') {
     const s: string[] = [];
@@ -276,17 +280,17 @@ function partValues(type: ParamType, value: unknown): Part[] {
 }
 
 /** Composite rows: per element the composite reaches, its first component's tokens times the other components' values. */
-function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry[]): void {
+function compositeRows(def: ParamDefinition, resource: Json, out: CompositeEntry[], base: string | undefined): void {
   for (const path of def.paths) {
     for (const element of path.evaluate(resource, resource)) {
       const firsts: { system: string; value: string }[] = [];
       for (const v of values(element, resource, def.first!)) tokenValues(v, firsts);
       if (firsts.length === 0) continue;
       const [second, third] = def.components!;
-      let parts = values(element, resource, second!.paths).flatMap((v) => partValues(second!.type, v));
+      let parts = values(element, resource, second!.paths).flatMap((v) => partValues(second!.type, v, base));
       if (third) {
         // MolecularSequence coordinates: chromosome $ start $ end, the start in low and the end in high
-        const ends = values(element, resource, third.paths).flatMap((v) => partValues(third.type, v));
+        const ends = values(element, resource, third.paths).flatMap((v) => partValues(third.type, v, base));
         parts = parts.flatMap((s) => ends.map((e) => ({ ...s, high: e.low })));
       }
       for (const f of firsts) {
@@ -347,7 +351,7 @@ const CONTAINED_LEVELS = 4;
  * `message`: its first entry's resource) is searched the same way, its `#id` references resolved
  * among its own contained resources.
  */
-function containedRows(resource: Json, rows: IndexRows): void {
+function containedRows(resource: Json, rows: IndexRows, base: string | undefined): void {
   const local = containedByRef(resource);
   if (local.size === 0 && resource.resourceType !== 'Bundle') return;
   const visit = (holder: Json, byRef: ReadonlyMap<string, Json>, prefix: string, level: number, seen: ReadonlySet<string>) => {
@@ -369,7 +373,7 @@ function containedRows(resource: Json, rows: IndexRows): void {
           if (typeof ref === 'string') rows.tokens.push({ param: prefix + def.code, system: type, value: ref });
           const inner = containedPrefix(`${prefix}${def.code}`, type);
           rows.tokens.push({ param: containedIdParam(inner), system: '', value: typeof target.id === 'string' ? target.id : '' });
-          const own = ownEntries(target);
+          const own = ownEntries(target, base);
           for (const e of own.tokens) rows.tokens.push({ ...e, param: inner + e.param });
           for (const e of own.strings) rows.strings.push({ ...e, param: inner + e.param });
           for (const e of own.ranges) rows.ranges.push({ ...e, param: inner + e.param });
@@ -395,20 +399,23 @@ function containedByRef(resource: Json): Map<string, Json> {
   return byRef;
 }
 
-/** Search index rows of `resource` for every parameter of its type, and those of the resources it contains (containedRows). */
-export function indexEntries(resource: Json): IndexRows {
-  const rows = ownEntries(resource);
-  containedRows(resource, rows);
+/**
+ * Search index rows of `resource` for every parameter of its type, and those of the resources it
+ * contains (containedRows); `base` is the tenant's FHIR base (referenceValues).
+ */
+export function indexEntries(resource: Json, base?: string): IndexRows {
+  const rows = ownEntries(resource, base);
+  containedRows(resource, rows, base);
   return dedupe(rows);
 }
 
 /** Rows of `resource` for every parameter of its type (R4 SearchParameter expressions), not deduplicated. */
-function ownEntries(resource: Json): IndexRows {
+function ownEntries(resource: Json, base: string | undefined): IndexRows {
   const rows = emptyRows();
   for (const def of paramsOf(resource.resourceType as string)) {
     if (def.storedAs || def.unionOf || def.andOf) continue;
     if (def.type === 'composite') {
-      compositeRows(def, resource, rows.composites);
+      compositeRows(def, resource, rows.composites, base);
       continue;
     }
     if (def.type === 'special') {
@@ -416,15 +423,18 @@ function ownEntries(resource: Json): IndexRows {
       continue;
     }
     for (const path of def.paths) {
-      for (const value of evaluatePath(resource, path)) simpleRows(def, value, path.targetType, rows);
+      for (const value of evaluatePath(resource, path)) simpleRows(def, value, path.targetType, rows, base);
     }
   }
   return rows;
 }
 
-/** The rows a version is stored with: its search index entries and its words for `_text` and `_content`. */
-export function storedIndex(resource: Json): IndexRows {
-  const rows = indexEntries(resource);
+/**
+ * The rows a version is stored with: its search index entries and its words for `_text` and `_content`;
+ * `base` is the tenant's FHIR base (referenceValues).
+ */
+export function storedIndex(resource: Json, base?: string): IndexRows {
+  const rows = indexEntries(resource, base);
   const text = textIndexOf(resource);
   if (text) rows.text = text;
   return rows;
@@ -468,9 +478,10 @@ function dedupe(rows: IndexRows): IndexRows {
 
 /**
  * Ids of the patients whose compartment holds `resource`, per the R4 Patient CompartmentDefinition.
- * A Patient is in its own compartment.
+ * A Patient is in its own compartment; a reference to another server's Patient (not under `base`, the
+ * tenant's FHIR base) puts it in none.
  */
-export function compartmentsOf(resource: Json): string[] {
+export function compartmentsOf(resource: Json, base?: string): string[] {
   const type = resource.resourceType as string;
   const paths = patientCompartment().get(type);
   if (!paths) return [];
@@ -480,7 +491,7 @@ export function compartmentsOf(resource: Json): string[] {
     for (const value of evaluatePath(resource, path)) {
       const ref = (value as Json | null)?.reference;
       if (typeof ref !== 'string') continue;
-      const parsed = parseReference(ref);
+      const parsed = parseReference(ref, base);
       if (parsed?.type === 'Patient') patients.add(parsed.id);
     }
   }

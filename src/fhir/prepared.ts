@@ -16,15 +16,18 @@ export interface PreparedVersion {
   compartments: string[];
 }
 
-/** Prepares `resource` for storage as `type/id` (the id in the body, if any, is replaced by `id`). */
-export function prepareVersion(resource: Resource, id: string): PreparedVersion {
+/**
+ * Prepares `resource` for storage as `type/id` (the id in the body, if any, is replaced by `id`); `base`
+ * is the tenant's FHIR base, under which absolute references are the tenant's (FhirDeps.fhirBase).
+ */
+export function prepareVersion(resource: Resource, id: string, base: string | undefined): PreparedVersion {
   const withId = resource.id === id ? resource : ({ ...resource, id } as Resource);
   return {
     type: resource.resourceType,
     id,
     tail: stampTail(resource),
-    index: storedIndex(withId),
-    compartments: compartmentsOf(withId),
+    index: storedIndex(withId, base),
+    compartments: compartmentsOf(withId, base),
   };
 }
 

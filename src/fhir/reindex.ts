@@ -16,9 +16,11 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * quantity's value in its canonical unit (src/fhir/ucum.ts), which quantity searches with a UCUM unit read;
  * model 6 the rows of contained resources a resource refers to, which chains read (indexer.ts containedRows);
  * model 7 those of the contained resources that a reference parameter restricted to a type
- * (`where(resolve() is Patient)`) names, which model 6 did not resolve.
+ * (`where(resolve() is Patient)`) names, which model 6 did not resolve; model 8 a reference to another
+ * server's resource as its URL, where it was taken for this tenant's resource of the same type and id
+ * (and its patient's compartment).
  */
-export const INDEX_MODEL = 7;
+export const INDEX_MODEL = 8;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -34,6 +36,8 @@ interface ModelChange {
   touches?: (content: string) => boolean;
   tables?: IndexTable[];
   reads?: (c: Condition) => boolean;
+  /** Whether it changes compartments: a compartment search (or a patient-context token's) reads them. */
+  compartments?: true;
 }
 
 const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
@@ -65,7 +69,24 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_index', 'search_string', 'search_range', 'search_composite'],
     reads: readsContainedRows,
   },
+  // A resource with an absolute reference (`"reference":"http..."`), which names this tenant's resource
+  // only under its FHIR base: reference rows and the compartments. Every condition on references reads them.
+  8: {
+    touches: (content) => ABSOLUTE_REFERENCE.test(content),
+    reads: readsReferenceRows,
+    compartments: true,
+  },
 };
+
+/** The conditions that read reference rows or compartments: references, chains, `_has`, compartments, `:missing` on tokens and references. */
+function readsReferenceRows(c: Condition): boolean {
+  switch (c.kind) {
+    case 'token': return c.reference === true;
+    case 'chain': case 'has': case 'compartment': return true;
+    case 'missing': return c.table === 'search_index';
+    default: return false;
+  }
+}
 
 /** The conditions that read rows of contained resources (a prefixed parameter), or reference rows (`:missing`). */
 function readsContainedRows(c: Condition): boolean {
@@ -79,6 +100,7 @@ function restrictedTypes(): string[] {
     d.type === 'reference' && !d.storedAs && !d.unionOf && !d.andOf && d.paths.some((p) => p.targetType !== undefined))));
 }
 const CONTAINED = /"contained"\s*:\s*\[/;
+const ABSOLUTE_REFERENCE = /"reference"\s*:\s*"[A-Za-z][A-Za-z0-9+.-]*:(?!uuid:|oid:)/;
 const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;
 const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
@@ -135,6 +157,8 @@ export interface ReindexOptions {
    * indexing a batch's resources), `wait()` lets them run.
    */
   pause?: { everyMs: number; wait: () => Promise<void> };
+  /** Each tenant's FHIR base (FhirDeps.fhirBase): absolute references under it are the tenant's. */
+  fhirBase?: (tenant: string) => string;
 }
 
 /**
@@ -166,7 +190,8 @@ export async function reindex(store: Store, opts: ReindexOptions = {}): Promise<
       }
       if (!touched(row.content)) continue;
       const resource = JSON.parse(row.content) as Record<string, unknown>;
-      const item = { type: row.type, id: row.id, versionId: row.versionId, index: storedIndex(resource), compartments: compartmentsOf(resource) };
+      const base = opts.fhirBase?.(row.tenant);
+      const item = { type: row.type, id: row.id, versionId: row.versionId, index: storedIndex(resource, base), compartments: compartmentsOf(resource, base) };
       (byTenant.get(row.tenant) ?? byTenant.set(row.tenant, []).get(row.tenant)!).push(item);
       rebuilt++;
     }
@@ -196,7 +221,7 @@ function anyCondition(conditions: readonly Condition[], test: (c: Condition) => 
       case 'and': return anyCondition(c.all, test);
       case 'not': return anyCondition([c.condition], test);
       case 'chain': return test(c) || anyCondition(c.where, test);
-      case 'has': return anyCondition(c.where, test);
+      case 'has': return test(c) || anyCondition(c.where, test);
       default: return test(c);
     }
   });
@@ -210,7 +235,7 @@ export function readsRowsBeingRebuilt(model: number, query: SearchQuery): boolea
   const reads: ((c: Condition) => boolean)[] = [];
   for (let m = model + 1; m <= INDEX_MODEL; m++) {
     const test = MODEL_CHANGES[m]?.reads;
-    if (!test) return true;
+    if (!test || (MODEL_CHANGES[m]!.compartments && query.compartment !== undefined)) return true;
     reads.push(test);
   }
   return anyCondition(query.where ?? [], (c) => reads.some((r) => r(c)));

@@ -12,7 +12,7 @@ import { readsOwnRows } from '../store/search-sql.ts';
 import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
-import { parseReference } from './references.ts';
+import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextValue } from './text-index.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
@@ -173,18 +173,22 @@ function tokenOf(param: string, raw: string): TokenValue {
 const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i;
 
 /**
- * A reference search value: `Type/id`, an id, an absolute URL (its `Type/id`, or as written: a
- * canonical reference is stored as its URL), or a canonical URL (`url[|version]`).
+ * A reference search value: `Type/id`, an id, an absolute URL, or a canonical URL (`url[|version]`).
+ * An absolute URL is compiled as written, as another server's resource and a canonical are stored; one
+ * under the tenant's FHIR base becomes its `Type/id` when the conditions are completed (localReferences
+ * in src/fhir/search.ts), the base being the tenant's.
  */
 function referenceValues(def: ParamDefinition, raw: string, typeModifier: string | undefined): TokenValue[] {
+  if (ABSOLUTE.test(raw)) {
+    const named = absoluteType(raw);
+    if (typeModifier && named !== undefined && named !== typeModifier) throw invalid(def.code, `'${raw}' is not a reference to ${typeModifier}`);
+    return [{ system: '', value: raw }];
+  }
   const parsed = parseReference(raw);
-  const absolute = ABSOLUTE.test(raw);
   if (parsed) {
     if (typeModifier && parsed.type !== typeModifier) throw invalid(def.code, `'${raw}' is not a reference to ${typeModifier}`);
-    const literal = { system: parsed.type, value: parsed.id };
-    return absolute ? [literal, { system: '', value: raw }] : [literal];
+    return [{ system: parsed.type, value: parsed.id }];
   }
-  if (absolute) return [{ system: '', value: raw }];
   if (!ID_PATTERN.test(raw)) throw invalid(def.code, `Invalid reference value '${raw}' for '${def.code}'`);
   const target = typeModifier ?? (def.targets.length === 1 ? def.targets[0] : undefined);
   return [target ? { system: target, value: raw } : { value: raw }];
@@ -249,10 +253,14 @@ function prefixes(name: string, values: string[], suffix = ''): string[] {
 
 /** The condition on a reference parameter kept in another's rows (ParamDefinition.storedAs). */
 function storedReference(def: ParamDefinition, values: TokenValue[], not?: boolean): Condition {
-  if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not } : { kind: 'token', param: def.code, values, reference: true };
+  if (!def.storedAs) return not ? { kind: 'token', param: def.code, values, not, reference: true } : { kind: 'token', param: def.code, values, reference: true };
   const { param, target } = def.storedAs;
-  const vs = target === undefined ? values : values.filter((v) => v.system === undefined || v.system === target).map((v) => ({ ...v, system: target }));
-  return not ? { kind: 'token', param, values: vs, not } : { kind: 'token', param, values: vs, reference: true };
+  // An absolute URL (system '') stays as written when it names the target type (localReferences).
+  const url = (v: TokenValue) => v.system === '' && v.value !== undefined && isAbsoluteReference(v.value);
+  const vs = target === undefined ? values : values
+    .filter((v) => v.system === undefined || v.system === target || (url(v) && absoluteType(v.value!) === target))
+    .map((v) => (url(v) ? v : { ...v, system: target }));
+  return not ? { kind: 'token', param, values: vs, not, reference: true } : { kind: 'token', param, values: vs, reference: true };
 }
 
 /** The table a parameter type's rows are in. */

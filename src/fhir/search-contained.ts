@@ -101,7 +101,7 @@ export async function searchContained(
     if (key !== '_cursor') own.append(key, value);
   }
   const compiled = compileSearch(type, own, strict, deps.clock.now());
-  const conditions = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, store: deps.store, access: req.access }, req.tenant, compiled.pending));
+  const conditions = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access }, req.tenant, compiled.pending));
   // The type's scope filter holds for its contained resources as for its own.
   const filter = scopeFilter(req, type, 's');
   if (filter) conditions.push(filter);

@@ -13,6 +13,8 @@ type Json = Record<string, unknown>;
 export interface MatchContext {
   /** Whether any current resource matches the query (chains, `_has`). */
   exists(query: SearchQuery): Promise<boolean>;
+  /** The tenant's FHIR base, under which absolute references are the tenant's (FhirDeps.fhirBase). */
+  base?: string;
 }
 
 const AFTER_PREFIX = '\u{10FFFF}';
@@ -99,7 +101,7 @@ function partMatches(p: CompositePart, e: IndexRows['composites'][number]): bool
 export async function matchConditions(
   resource: Json, lastUpdated: number, conditions: Condition[], ctx: MatchContext, rows?: IndexRows, wordsOf?: () => TextEntry | undefined,
 ): Promise<boolean> {
-  const index = () => (rows ??= indexEntries(resource));
+  const index = () => (rows ??= indexEntries(resource, ctx.base));
   // The words for `_text` and `_content`: the caller's (the core layer keeps them), or the resource's.
   let words: TextEntry | undefined | null = null;
   const text = () => (words === null ? (words = wordsOf ? wordsOf() : textIndexOf(resource)) : words);
@@ -134,7 +136,7 @@ export async function matchConditions(
         const t = text();
         return !!t && c.values.some((terms) => textMatches(c.field === 'narrative' ? t.narrative : t.content, terms));
       }
-      case 'compartment': return compartmentsOf(resource).includes(c.patient);
+      case 'compartment': return compartmentsOf(resource, ctx.base).includes(c.patient);
       case 'chain': {
         const ids = index().tokens.filter((e) => e.param === c.param && e.system === c.targetType).map((e) => e.value);
         if (!ids.length) return false;

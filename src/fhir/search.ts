@@ -5,7 +5,8 @@ import { rowsInReach } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath, isChoiceMember } from './fhirpath.ts';
-import { referenceValues, storedIndex } from './indexer.ts';
+import { indexEntries, referenceValues } from './indexer.ts';
+import { parseReference } from './references.ts';
 import { issue } from './outcome.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParameterError, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { containedMode, searchContained } from './search-contained.ts';
@@ -219,6 +220,7 @@ function filterParameter(type: string, key: string, raw: string, now: number): P
 /** What completing pending conditions reads: the terminology service, the store (hierarchies), and the token's access to them. */
 export interface ResolveDeps {
   expandCodes?: FhirDeps['expandCodes'];
+  fhirBase?: FhirDeps['fhirBase'];
   store?: FhirDeps['store'];
   access?: Access;
 }
@@ -230,9 +232,37 @@ export interface ResolveDeps {
  * those of a reference `:below` / `:above` (HierarchyCondition), whose hierarchy is walked in the store.
  */
 export async function resolveConditions(deps: ResolveDeps, tenant: string, pending: PendingCondition[]): Promise<Condition[]> {
+  const base = deps.fhirBase?.(tenant);
   const out: Condition[] = [];
-  for (const c of pending) out.push(hasPending(c) ? await resolveCondition(deps, tenant, c) : (c as Condition));
+  for (const p of pending) {
+    const c = base === undefined ? p : localReferences(p, base);
+    out.push(hasPending(c) ? await resolveCondition(deps, tenant, c) : (c as Condition));
+  }
   return out;
+}
+
+/**
+ * A condition with each absolute URL under the tenant's FHIR base `base` among its reference values
+ * (compiled as written: referenceValues in search-compile.ts) as the `Type/id` it names, which is how
+ * such a reference is stored (search.html: a relative reference and the absolute URL it resolves to are
+ * the same); URLs of other servers stay as written. In `and`, `or`, `not`, chains and `_has` too.
+ */
+function localReferences(c: PendingCondition, base: string): PendingCondition {
+  switch (c.kind) {
+    case 'token': {
+      if (c.reference !== true || !c.values.some((v) => v.system === '' && v.value?.startsWith(`${base}/`))) return c;
+      return { ...c, values: c.values.map((v) => {
+        const local = v.system === '' && v.value !== undefined ? parseReference(v.value, base) : null;
+        return local ? { system: local.type, value: local.id } : v;
+      }) };
+    }
+    // Their members may be pending (a `_filter`'s, a chain's `:in`): the types of the members are loose.
+    case 'and': return { ...c, all: c.all.map((x) => localReferences(x, base) as Condition) };
+    case 'or': return { ...c, any: c.any.map((x) => localReferences(x, base) as Condition) };
+    case 'not': return { ...c, condition: localReferences(c.condition, base) as Condition };
+    case 'chain': case 'has': return { ...c, where: c.where.map((x) => localReferences(x, base) as Condition) };
+    default: return c;
+  }
 }
 
 /**
@@ -293,7 +323,7 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
     const rows = await deps.store.resources.search(tenant, { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1 });
     const next = c.direction === 'below'
       ? rows.map((r) => r.id)
-      : rows.flatMap((r) => storedIndex(JSON.parse(r.content) as Json).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value));
+      : rows.flatMap((r) => indexEntries(JSON.parse(r.content) as Json, deps.fhirBase?.(tenant)).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value));
     frontier = [...new Set(next)].filter((id) => !found.has(id));
     for (const id of frontier) found.add(id);
     if (found.size > MAX_SEARCH_VALUES) {
@@ -365,7 +395,7 @@ interface IncludeTargets {
 }
 
 /** References from `rows` through the `_include` parameters. */
-function includeTargets(rows: ResourceVersion[], includes: Include[]): IncludeTargets {
+function includeTargets(rows: ResourceVersion[], includes: Include[], base: string | undefined): IncludeTargets {
   const ids = new Map<string, Set<string>>();
   const canonicals = new Map<string, Set<string>>();
   const add = (into: Map<string, Set<string>>, type: string, value: string) => {
@@ -387,7 +417,7 @@ function includeTargets(rows: ResourceVersion[], includes: Include[]): IncludeTa
               for (const type of inc.target ? [inc.target] : def.targets) if (isCanonicalType(type)) add(canonicals, type, v);
               continue;
             }
-            referenceValues(v, path.targetType, refs);
+            referenceValues(v, path.targetType, refs, base);
           }
           for (const r of refs) if (r.system && (!inc.target || r.system === inc.target)) add(ids, r.system, r.value);
         }
@@ -477,7 +507,7 @@ export async function addIncludes(
     const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
     const next: ResourceVersion[] = [];
-    const reached = includeTargets(frontier, incs);
+    const reached = includeTargets(frontier, incs, deps.fhirBase?.(req.tenant));
     /** The readable resources of `type` that `where` selects, as a search of that type would find them. */
     const reach = async (type: string, where: Condition) => {
       if (!visible(type) || leaveOut?.(type)) return;
@@ -585,7 +615,7 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
  */
 export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
   const query = compiled.query;
-  query.where = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, store: deps.store, access: req.access }, req.tenant, compiled.pending));
+  query.where = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access }, req.tenant, compiled.pending));
   return scopedQuery(req, type, query, compartment);
 }
 

@@ -3,7 +3,7 @@ import { batch } from './batch.ts';
 import { creatingConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { checkRead, checkReadTarget, entriesPerAttempt, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
-import { noteValidationLevel, validationLevel, writeTx, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { newId } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -46,7 +46,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const reads = sorted.filter((p) => p.entry.method === 'GET');
   for (const p of reads) checkRead(req, p.entry);
   const out: Json[] = new Array(entries.length);
-  const opts: PutOptions = { now: deps.clock.now(), access: req.access, ...(deps.core ? { core: deps.core } : {}) };
+  const opts = putOptions(deps, req, deps.clock.now());
   await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     // The resources the entries change are looked up together (PostgreSQL locks them in one statement,

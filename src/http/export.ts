@@ -39,7 +39,7 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
     const requestUrl = `${deps.baseUrl}${c.req.path}${c.req.method === 'GET' ? url.search : ''}`;
     const sreq = statusRequest(c, deps.baseUrl);
     const id = await kickOff(deps, {
-      tenant: sreq.tenant, access: sreq.access, level, input, requestUrl,
+      tenant: sreq.tenant, access: sreq.access, level, input, requestUrl, fhirBase: sreq.fhirBase,
       lenient: parsePrefer(c.req.header('prefer')).get('handling') === 'lenient',
       ...(level === 'group' ? { groupId: c.req.param('id') } : {}),
     });

@@ -11,7 +11,7 @@ import { fhirInit, type TestApp } from './app.ts';
 
 /** Writes `resource` as `type/id` in tenant t1 (or `tenant`) at the app clock's time. */
 export async function put(t: TestApp, resource: Record<string, unknown> & { resourceType: string; id: string }, tenant = 't1') {
-  return updateResource({ store: t.store, clock: t.clock }, { tenant, access: operatorAccess }, resource.resourceType, resource.id, resource);
+  return updateResource({ store: t.store, clock: t.clock, fhirBase: t.fhir }, { tenant, access: operatorAccess }, resource.resourceType, resource.id, resource);
 }
 
 export async function remove(t: TestApp, type: string, id: string, tenant = 't1') {

@@ -48,6 +48,18 @@ await eachStore((kind, fresh) => {
         expect(refs(files)).toEqual(withGroups('p1', 'p2', 'p6'));
       });
 
+      test('an absolute member is this tenant\'s Patient under its FHIR base alone; another server\'s is named in the error file, and its resources are not exported', async () => {
+        const other = 'http://other.org/fhir/Patient/p2';
+        await put(t, { resourceType: 'Group', id: 'g4', type: 'person', actual: true, member: [{ entity: { reference: `${t.fhir()}/Patient/p1` } }, { entity: { reference: other } }] });
+        // Another server's p1: in no compartment here.
+        await put(t, { ...observation('obs-other', 'p1'), subject: { reference: 'http://other.org/fhir/Patient/p1' } });
+        clock.advance(1000);
+        const manifest = await finish(t, token, await kickOff(t, token, '/Group/g4/$export'));
+        expect(refs(await download(t, token, manifest.output))).toEqual([...compartment('p1'), 'Group/g1', 'Group/g4'].sort());
+        const texts = (await download(t, token, manifest.error)).OperationOutcome!.map((o) => (o.issue as Record<string, any>[])[0]!.diagnostics);
+        expect(texts).toEqual([`Group/g4: Group.member[1].entity '${other}' does not resolve to a stored resource; the member is not exported`]);
+      });
+
       test('members that resolve to no stored Patient are each named in the error file; the others are exported', async () => {
         await put(t, patient('gone'));
         await put(t, observation('obs-gone', 'gone'));

@@ -22,7 +22,7 @@ await eachStore((kind, fresh) => {
           await t.store.resources.write('t1', async (w) => {
             const { prepareVersion, versionToWrite } = await import('../../src/fhir/prepared.ts');
             const p = { resourceType: 'Patient', id: `p${i}`, name: [{ family: i % 2 ? 'Odd' : 'Even' }], birthDate: `19${String(i % 100).padStart(2, '0')}` };
-            await w.insertNew([versionToWrite(prepareVersion(p as never, `p${i}`), 1, 1_000 + i)]);
+            await w.insertNew([versionToWrite(prepareVersion(p as never, `p${i}`, undefined), 1, 1_000 + i)]);
           });
         }
         const count = async (q: string) => ((await api.search(`Patient?${q}&_summary=count`)) as Json).total;
@@ -136,22 +136,21 @@ describe('touchedSince', () => {
     expect(touchedSince(INDEX_MODEL)('{"identifier":[{"type":{"text":"MRN"}}]}')).toBe(false);
   });
 
-  test('a reindex from model 2 or later rewrites the tables its models name; from model 0 or 1 every row', () => {
-    expect(tablesSince(0)).toBeUndefined();
-    expect(tablesSince(1)).toBeUndefined();
-    const indexTables: string[] = ['search_composite', 'search_index', 'search_range', 'search_string'];
-    // Model 6 changed the rows of every index table (not the words nor the compartments).
-    expect((tablesSince(2)! as string[]).sort()).toEqual(indexTables);
-    expect((tablesSince(3)! as string[]).sort()).toEqual(indexTables);
-    expect((tablesSince(5)! as string[]).sort()).toEqual(indexTables);
+  test('a reindex rewrites the tables its models name, every row when one of them names none (models 0, 1 and 8)', () => {
+    // Model 8 changed reference rows and the compartments: every row of the resources it touches.
+    for (const model of [0, 1, 2, 3, 5, 6, 7]) expect(tablesSince(model)).toBeUndefined();
     expect(tablesSince(INDEX_MODEL)).toEqual([]);
+    // Model 8: resources holding an absolute reference (not a `urn:`).
+    expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference":"http://other.org/fhir/Patient/p"}}')).toBe(true);
+    expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference" : "https://x.org/Patient/p"}}')).toBe(true);
+    expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference":"Patient/p"},"note":[{"text":"see http://x.org"}]}')).toBe(false);
+    expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference":"urn:uuid:0d6e9c4e-1f5a-4a8e-9b8e-2f3c4d5e6f70"}}')).toBe(false);
     expect(touchedSince(5)('{"resourceType":"Observation","contained": [{"resourceType":"Patient","id":"p"}],"subject":{"reference":"#p"}}')).toBe(true);
     expect(touchedSince(5)('{"resourceType":"Observation","subject":{"reference":"Patient/p"},"note":[{"text":"contained"}]}')).toBe(false);
     // Model 7: resources of the types with a restricted reference parameter (AuditEvent, EpisodeOfCare) that contain resources.
     expect(touchedSince(6)('{"resourceType":"AuditEvent","contained":[{"resourceType":"Patient","id":"p"}],"agent":[{"who":{"reference":"#p"}}]}')).toBe(true);
     expect(touchedSince(6)('{"resourceType":"Observation","contained":[{"resourceType":"Patient","id":"p"}],"subject":{"reference":"#p"}}')).toBe(false);
     expect(touchedSince(6)('{"resourceType":"AuditEvent","agent":[{"who":{"reference":"Patient/p"}}]}')).toBe(false);
-    expect((tablesSince(6)! as string[]).sort()).toEqual(indexTables);
     expect(touchedSince(4)('{"valueQuantity":{"value":1,"system":"http://unitsofmeasure.org","code":"mg"}}')).toBe(true);
     expect(touchedSince(4)('{"valueQuantity":{"value":1,"unit":"mg"}}')).toBe(false);
   });

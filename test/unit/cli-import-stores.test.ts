@@ -102,5 +102,27 @@ for (const target of targets) {
       expect(await found('Observation', undefined, long)).toEqual(['long-2']);
       expect(JSON.parse((await store.resources.read('t1', 'Observation', 'long-2'))!.content).subject).toEqual({ reference: 'Patient/short-3' });
     });
+
+    test('absolute references: under the tenant\'s FHIR base the tenant\'s resources, other servers\' as written (NDJSON and Bundles)', async () => {
+      const base = 'http://cinder.example/tenants/t1/fhir/R4';
+      const other = 'http://other.org/fhir/Patient/ab1';
+      const obs = (id: string, subject: string) => ({ resourceType: 'Observation', id, status: 'final', code: { text: 'x' }, subject: { reference: subject } });
+      const path = join(cli.dir, 'absolute.ndjson');
+      writeFileSync(path, [{ resourceType: 'Patient', id: 'ab1' }, obs('ab-own', `${base}/Patient/ab1`), obs('ab-other', other)].map((l) => JSON.stringify(l)).join('\n') + '\n');
+      const bundle = join(cli.dir, 'absolute.json');
+      writeFileSync(bundle, JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry: [
+        { resource: obs('ab-own-b', `${base}/Patient/ab1`), request: { method: 'PUT', url: 'Observation/ab-own-b' } },
+        { resource: obs('ab-other-b', other), request: { method: 'PUT', url: 'Observation/ab-other-b' } },
+      ] }));
+      (cli.env as Record<string, string>).CINDER_BASE_URL = 'http://cinder.example';
+      const r = await cli.run(['import', '--tenant', 't1', path, bundle]).finally(() => delete (cli.env as Record<string, string>).CINDER_BASE_URL);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      const store = db.open();
+      const ids = async (where: Parameters<typeof store.resources.search>[1]['where'], compartment?: string) =>
+        (await store.resources.search('t1', { type: 'Observation', where, sort: [], count: 10, ...(compartment && { compartment }) })).map((v) => v.id).sort();
+      expect(await ids([{ kind: 'token', param: 'subject', values: [{ system: 'Patient', value: 'ab1' }], reference: true }])).toEqual(['ab-own', 'ab-own-b']);
+      expect(await ids([{ kind: 'token', param: 'subject', values: [{ system: '', value: other }], reference: true }])).toEqual(['ab-other', 'ab-other-b']);
+      expect(await ids(undefined, 'ab1')).toEqual(['ab-own', 'ab-own-b']);
+    });
   });
 }

@@ -124,7 +124,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
   }
 
   return {
-    prepare: (resource) => prepareVersion(resource, resource.id ?? newId()),
+    prepare: (resource) => prepareVersion(resource, resource.id ?? newId(), deps.fhirBase?.(tenant)),
     addPrepared,
     async drain() {
       await flush();

@@ -99,7 +99,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
 
   // NDJSON is read and prepared on a Worker thread while this thread writes, a batch and a chunk ahead.
   const ahead = Math.min(Math.ceil(limits.resources / CHUNK_RESOURCES), Math.ceil(limits.chars / CHUNK_CHARS)) + 1;
-  const preparer = createPreparer(ahead, validationLevel(deps));
+  const preparer = createPreparer(ahead, validationLevel(deps), deps.fhirBase?.(opts.tenant));
 
   /** A chunk's versions in line order, with its lines holding `urn:` references resolved here (rare). */
   async function addChunk(loose: LooseContext, chunk: PreparedChunk): Promise<void> {

@@ -43,7 +43,7 @@ export const CHUNK_CHARS = 1 << 20;
  * where there is none, stamp tail, index entries, compartments), in line order. Blank lines are
  * skipped; bad lines become issues.
  */
-export async function* prepareNdjson(blob: Blob, validation: ValidationLevel): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -56,7 +56,7 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel): A
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
           chunk.urns.push({ at: chunk.versions.length, line: number, text });
         } else {
-          const v = prepareVersion(resource, resource.id ?? newId());
+          const v = prepareVersion(resource, resource.id ?? newId(), base);
           chunk.versions.push(v);
           chars += v.tail.length;
         }

@@ -10,7 +10,7 @@ import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 
 export type ToPrepareWorker =
-  | { type: 'init'; credits: number; validation: ValidationLevel }
+  | { type: 'init'; credits: number; validation: ValidationLevel; base?: string }
   | { type: 'input'; input: number; blob: Blob }
   | { type: 'ack' };
 export type FromPrepareWorker =
@@ -22,6 +22,8 @@ declare const self: Worker;
 
 let credits = 0;
 let validation: ValidationLevel = 'strict';
+/** The tenant's FHIR base (FhirDeps.fhirBase). */
+let base: string | undefined;
 let wake: (() => void) | undefined;
 const inputs: { input: number; blob: Blob }[] = [];
 let busy = false;
@@ -32,7 +34,7 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
 
 async function prepare(input: number, blob: Blob): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob, validation)) {
+    for await (const chunk of prepareNdjson(blob, validation, base)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -56,6 +58,7 @@ self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
   if (msg.type === 'init') {
     credits = msg.credits;
     validation = msg.validation;
+    base = msg.base;
   } else if (msg.type === 'input') {
     inputs.push(msg);
     if (!busy) void drain();

@@ -21,8 +21,11 @@ export interface Preparer {
 /** Bun's Worker: an unreferenced thread does not keep the process alive. */
 type RefWorker = Worker & { ref(): void; unref(): void };
 
-/** Starts the preparation thread on the first queued input; it validates at `validation`. */
-export function createPreparer(ahead: number, validation: ValidationLevel): Preparer {
+/**
+ * Starts the preparation thread on the first queued input; it validates at `validation` and indexes
+ * absolute references under `base`, the tenant's FHIR base, as the tenant's.
+ */
+export function createPreparer(ahead: number, validation: ValidationLevel, base: string | undefined): Preparer {
   let worker: RefWorker | undefined;
   let queued = 0;
   let pending = 0;
@@ -37,7 +40,7 @@ export function createPreparer(ahead: number, validation: ValidationLevel): Prep
     const w = new Worker(workerUrl('fhir/import/prepare-worker.ts')) as RefWorker;
     w.addEventListener('message', (event: MessageEvent<FromPrepareWorker>) => deliver(event.data));
     w.addEventListener('error', (event) => deliver({ type: 'error', input: -1, message: `import worker failed: ${(event as ErrorEvent).message}` }));
-    w.postMessage({ type: 'init', credits: ahead, validation } satisfies ToPrepareWorker);
+    w.postMessage({ type: 'init', credits: ahead, validation, ...(base !== undefined && { base }) } satisfies ToPrepareWorker);
     return w;
   }
 

@@ -363,4 +363,16 @@ CREATE TABLE condition_claims (
 CREATE INDEX condition_claims_at ON condition_claims (at);
 `,
   },
+  {
+    version: 19,
+    name: 'external_references',
+    sql: `
+-- Index model 8 (src/fhir/reindex.ts): an absolute reference names this tenant's resource only under the
+-- tenant's FHIR base; another server's URL is indexed as written, and no longer as this tenant's resource
+-- of the same type and id (nor puts the resource in that patient's compartment). A database holding
+-- resources gets it from the reindex that \`cinder serve\` runs at start (only the resources holding an
+-- absolute reference are rebuilt); an empty one follows model 8 already.
+UPDATE index_state SET value = 8 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

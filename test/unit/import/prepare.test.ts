@@ -38,14 +38,14 @@ describe('stampHead + stampTail', () => {
 
   test('versionToWrite completes a prepared version with its number and time', () => {
     const r: Resource = { resourceType: 'Observation', id: 'o', subject: { reference: 'Patient/p' }, code: { coding: [{ system: 's', code: 'c' }] } };
-    const p = prepareVersion(r, 'o');
+    const p = prepareVersion(r, 'o', undefined);
     expect(p.compartments).toEqual(['p']);
     expect(p.index.tokens).toContainEqual({ param: 'code', system: 's', value: 'c' });
     expect(versionToWrite(p, 5, 1_000)).toEqual({
       type: 'Observation', id: 'o', versionId: 5, lastUpdated: 1_000, deleted: false, content: stamp(r, 'o', 5, 1_000), index: p.index, compartments: ['p'],
     });
     // A Patient is in its own compartment under the id it is written with, not the one in its body.
-    expect(prepareVersion({ resourceType: 'Patient', id: 'body' }, 'url').compartments).toEqual(['url']);
+    expect(prepareVersion({ resourceType: 'Patient', id: 'body' }, 'url', undefined).compartments).toEqual(['url']);
   });
 });
 
@@ -59,7 +59,14 @@ test('newId: time-ordered UUID v7, a valid FHIR id', () => {
 
 test('parseReference: Type/id and the other forms', () => {
   expect(parseReference('Patient/p-1.2')).toEqual({ type: 'Patient', id: 'p-1.2' });
-  expect(parseReference('http://x.org/fhir/Patient/p1/_history/3')).toEqual({ type: 'Patient', id: 'p1', version: '3' });
+  expect(parseReference('Patient/p1/_history/3')).toEqual({ type: 'Patient', id: 'p1', version: '3' });
+  // An absolute URL is this tenant's resource under its FHIR base alone (another server's otherwise).
+  const base = 'http://x.org/tenants/t1/fhir/R4';
+  expect(parseReference(`${base}/Patient/p1/_history/3`, base)).toEqual({ type: 'Patient', id: 'p1', version: '3' });
+  for (const other of ['http://x.org/fhir/Patient/p1', 'http://x.org/tenants/t2/fhir/R4/Patient/p1', `${base}Patient/p1`, `${base}/http://y.org/Patient/p1`]) {
+    expect(parseReference(other, base)).toBeNull();
+  }
+  expect(parseReference(`${base}/Patient/p1`)).toBeNull();
   for (const bad of ['Spaceship/p1', 'Patient/bad id', 'Patient/', '/p1', '#Patient/p1', 'urn:uuid/x', 'Patient/p?x', 'patient/p1', `Patient/${'x'.repeat(65)}`]) {
     expect(parseReference(bad)).toBeNull();
   }
@@ -68,8 +75,8 @@ test('parseReference: Type/id and the other forms', () => {
 describe('packVersions / unpackVersions', () => {
   test('round-trip, empty fields, entries and non-Latin-1 text included', () => {
     const versions = [
-      prepareVersion({ resourceType: 'Patient', id: 'a', name: [{ text: 'Zoë 张伟 😀' }], identifier: [{ system: '', value: 'ü' }] }, 'a'),
-      prepareVersion({ resourceType: 'Basic' }, 'b'),
+      prepareVersion({ resourceType: 'Patient', id: 'a', name: [{ text: 'Zoë 张伟 😀' }], identifier: [{ system: '', value: 'ü' }] }, 'a', undefined),
+      prepareVersion({ resourceType: 'Basic' }, 'b', undefined),
       {
         type: 'Observation', id: 'c', tail: '}', compartments: ['', 'p'],
         index: {
@@ -98,7 +105,7 @@ describe('packVersions / unpackVersions', () => {
         resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] },
         category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
         valueQuantity: { value: 70, system: 'http://unitsofmeasure.org', code: '/min' }, effectiveDateTime: '2020-01-01',
-      }, id));
+      }, id, undefined));
     const packed = packVersions(versions);
     const rows = versions[0]!.index.tokens.length + versions[0]!.index.strings.length + versions[0]!.index.ranges.length + versions[0]!.index.composites.length;
     expect(packed.rowKeys.length).toBe(3 * rows);
@@ -134,7 +141,7 @@ describe('prepareNdjson', () => {
   const blob = (lines: string[]) => new Blob([lines.join('\n')]);
   async function all(b: Blob, validation: ValidationLevel = 'strict') {
     const chunks = [];
-    for await (const c of prepareNdjson(b, validation)) chunks.push(c);
+    for await (const c of prepareNdjson(b, validation, undefined)) chunks.push(c);
     return chunks;
   }
 

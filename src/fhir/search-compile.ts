@@ -165,7 +165,8 @@ function byUnits<T>(tests: T[], canonical: (t: T) => boolean, on: (param: string
 
 function tokenOf(param: string, raw: string): TokenValue {
   const v = tokenValue(raw);
-  if (v.value === undefined && v.system === undefined) throw invalid(param, `Empty token value for '${param}'`);
+  // `|` alone, or an empty composite component (`$gt100`), names neither a system nor a code.
+  if (!v.value && !v.system) throw invalid(param, `Empty token value for '${param}'${raw === '' ? '' : ` ('${raw}' names neither a system nor a code)`}`);
   return v;
 }
 
@@ -421,8 +422,9 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       }
       if (modifier === 'of-type') {
         const values = parts.map((p) => {
-          const [system, code, value] = splitEscaped(p, '|').map(unescapeValue);
-          if (!code || value === undefined || value === '') throw invalid(name, `Invalid ':of-type' value '${p}': expected system|code|value`);
+          const split = splitEscaped(p, '|').map(unescapeValue);
+          const [system, code, value] = split;
+          if (split.length !== 3 || !code || !value) throw invalid(name, `Invalid ':of-type' value '${p}': expected system|code|value`);
           return { system: system!, value: `${code}|${value}` };
         });
         return union((param) => ({ kind: 'token', param: `${param}:of-type`, values }));

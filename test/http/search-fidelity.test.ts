@@ -73,6 +73,23 @@ await eachStore((kind, fresh) => {
       expect(await found('Observation?subject:Patient.name:exact=Xavier')).toEqual(['g535', 'g54', 'g545', 'gneg']);
     });
 
+    test('a token value naming neither system nor code, and an :of-type value of other than three parts, are a 400', async () => {
+      for (const [query, key] of [
+        ['Patient?gender=|', 'gender'],
+        ['Patient?gender=male,|', 'gender'],
+        [`Observation?code-value-quantity=$gt5`, 'code-value-quantity'],
+        [`Observation?component-code-value-quantity=$gt100`, 'component-code-value-quantity'],
+        ['Patient?identifier:of-type=a|b|c|d', 'identifier:of-type'],
+        ['Patient?identifier:of-type=a|b', 'identifier:of-type'],
+      ] as const) {
+        const body = await expectOutcome(await api.get(query), 400, 'invalid');
+        expect({ query, expression: body.issue[0].expression }).toEqual({ query, expression: [key] });
+      }
+      // `system|` and `|code` stay what they mean.
+      expect(await found(`Observation?code=${LOINC}|`)).toEqual(['g535', 'g54', 'g545', 'gneg']);
+      expect(await found('Observation?code=|2339-0')).toEqual([]);
+    });
+
     test('_include and _revinclude take Type:* (every reference parameter of that type)', async () => {
       const included = async (query: string) => (await entries(query)).filter((e) => e.mode === 'include').map((e) => e.id).sort();
       expect(await included('Observation?_id=g54&_include=Observation:*')).toEqual(['Patient/p1', 'Practitioner/dr1']);

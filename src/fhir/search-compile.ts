@@ -16,6 +16,10 @@ import { absoluteType, isAbsoluteReference, parseReference } from './references.
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextValue } from './text-index.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
+import { typeModel, type BindingModel, type Slot } from './validation/model.ts';
+
+/** A required binding whose codes are listed (BindingModel). */
+type CodesBinding = Extract<BindingModel, { kind: 'codes' }>;
 
 /** A condition the search layer completes before querying: a token parameter against a set of codes (`:in`, `:not-in`, `:below`, `:above`). */
 /**
@@ -161,6 +165,51 @@ function byUnits<T>(tests: T[], canonical: (t: T) => boolean, on: (param: string
   if (!converted.length) return on(param, plain);
   if (!plain.length) return on(canonicalParam(param), converted);
   return { kind: 'or', any: [on(param, plain), on(canonicalParam(param), converted)] };
+}
+
+/**
+ * `values` and, for a parameter reaching `code` elements bound (required) to listed codes, the codes that
+ * a `system|code` or `system|` value names there: such an element holds its code alone, its system being
+ * the binding's (search.html, token: "the system is implicit"), and is indexed without one
+ * (`gender=http://hl7.org/fhir/administrative-gender|male` finds `"gender": "male"`, as `gender=male` does).
+ */
+function withImpliedSystems(def: ParamDefinition, values: TokenValue[]): TokenValue[] {
+  const bindings = codeBindings(def);
+  if (!bindings.length || !values.some((v) => v.system)) return values;
+  const implied = new Set<string>();
+  for (const v of values) {
+    if (!v.system) continue;
+    for (const b of bindings) {
+      if (v.value !== undefined) {
+        if (b.systemCodes.has(`${v.system}|${v.value}`)) implied.add(v.value);
+      } else {
+        for (const sc of b.systemCodes) if (sc.startsWith(`${v.system}|`)) implied.add(sc.slice(v.system.length + 1));
+      }
+    }
+  }
+  return [...values, ...[...implied].filter((code) => !values.some((v) => v.system === '' && v.value === code)).map((code) => ({ system: '', value: code }))];
+}
+
+const CODE_BINDINGS = new Map<ParamDefinition, CodesBinding[]>();
+
+/** The required bindings to listed codes of the `code` elements a token parameter's paths reach (plain `a.b` paths from its type). */
+function codeBindings(def: ParamDefinition): CodesBinding[] {
+  let out = CODE_BINDINGS.get(def);
+  if (out) return out;
+  out = [];
+  for (const path of def.paths) {
+    if (!/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$/.test(path.key)) continue;
+    let type: string | undefined = def.base;
+    let slot: Slot | undefined;
+    for (const step of path.key.split('.')) {
+      slot = type === undefined ? undefined : typeModel(type)?.slots.get(step);
+      type = slot?.type;
+    }
+    const binding = slot?.element.binding;
+    if (slot?.type === 'code' && binding?.kind === 'codes') out.push(binding);
+  }
+  CODE_BINDINGS.set(def, out);
+  return out;
 }
 
 function tokenOf(param: string, raw: string): TokenValue {
@@ -444,7 +493,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return { kind: 'value-set', param: def.code, codes: { kind: 'subsumption', op: modifier === 'below' ? 'is-a' : 'generalizes', codes }, modifier, not: false };
       }
       if (modifier !== undefined && modifier !== 'not') throw unsupported();
-      const values = parts.map((p) => tokenOf(name, p));
+      const values = withImpliedSystems(def, parts.map((p) => tokenOf(name, p)));
       if (modifier === 'not' && def.unionOf) {
         // none of the folded parameters has a matching value
         return { kind: 'not', condition: { kind: 'or', any: def.unionOf.map((param) => ({ kind: 'token', param, values })) } };

@@ -20,7 +20,8 @@ const glucose = (id: string, value: number): Json => ({
 });
 
 const DATA: Json[] = [
-  { resourceType: 'Patient', id: 'p1', name: [{ family: 'Xavier', given: ['Ann'] }] },
+  { resourceType: 'Patient', id: 'p1', gender: 'male', name: [{ family: 'Xavier', given: ['Ann'] }] },
+  { resourceType: 'Patient', id: 'p2', gender: 'female' },
   { resourceType: 'Practitioner', id: 'dr1', name: [{ family: 'House' }] },
   risk('r075', 0.75), risk('r080', 0.8), risk('r085', 0.85), risk('r11', 1.1), risk('r115', 1.15), risk('r105', 1.05),
   glucose('g535', 5.35), glucose('g54', 5.4), glucose('g545', 5.45), glucose('gneg', -5.35),
@@ -55,6 +56,21 @@ await eachStore((kind, fresh) => {
       expect(await found('Observation?value-quantity=-5.4')).toEqual([]);
       expect(await found('Observation?value-quantity=-5.3')).toEqual(['gneg']);
       expect(await found('Observation?value-quantity=5.45')).toEqual(['g545']);
+    });
+
+    test('a code element\'s system is its required binding\'s: system|code and system| find it, another system does not', async () => {
+      const GENDER = 'http://hl7.org/fhir/administrative-gender';
+      expect(await found(`Patient?gender=${GENDER}|male`)).toEqual(['p1']);
+      expect(await found(`Patient?gender=${GENDER}|male,${GENDER}|female`)).toEqual(['p1', 'p2']);
+      expect(await found(`Patient?gender=${GENDER}|`)).toEqual(['p1', 'p2']);
+      expect(await found(`Patient?gender:not=${GENDER}|male`)).toEqual(['p2']);
+      expect(await found('Patient?gender=male')).toEqual(['p1']);
+      expect(await found('Patient?gender=http://example.org/other|male')).toEqual([]);
+      expect(await found(`Patient?gender=${GENDER}|nonsense`)).toEqual([]);
+      expect(await found('Observation?status=http://hl7.org/fhir/observation-status|final&value-quantity=5.4')).toEqual(['g535', 'g54']);
+      // In a chain and in _filter too.
+      expect(await found(`Observation?subject:Patient.gender=${GENDER}|male&value-quantity=5.4`)).toEqual(['g535', 'g54']);
+      expect(await found(`Patient?_filter=${encodeURIComponent(`gender eq ${GENDER}|female`)}`)).toEqual(['p2']);
     });
 
     test('a parameter takes one modifier: a second is a 400 naming the parameter, not dropped', async () => {

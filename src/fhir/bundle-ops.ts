@@ -4,7 +4,7 @@ import type { Entry } from './bundle-entries.ts';
 import { etag } from './bundle.ts';
 import { conditionKey, parseCondition, resolveCondition } from './conditional.ts';
 import type { CoreLayer } from './core-layer.ts';
-import { deleteVersion, putVersion, readResource, requireContextReadable, requireStoredInCompartment, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
+import { deleteVersion, putVersion, readResource, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
@@ -81,10 +81,10 @@ function entryIfMatch(entry: Entry): number | undefined {
   return Number(m[1]);
 }
 
-/** Resolves an entry's target; a PUT or DELETE may not reach outside a patient-context token's compartment. */
+/** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
 async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
   const p = await resolveTarget(deps, req, entry);
-  if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInCompartment(deps, req, entry.type, p.id);
+  if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
   if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
   return p;
 }

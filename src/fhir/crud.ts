@@ -97,18 +97,22 @@ function requireInCompartment(access: Access, type: string, compartments: () => 
 }
 
 /**
- * With patient-context scopes, throws 403 unless the stored `type/id` (if any) is in that patient's
- * compartment: an update or delete may not reach a resource outside it, whatever the new content says.
+ * Throws 403 unless the stored `type/id` (if any) is within the token's reach for `perm` (an update or a
+ * delete): in a patient-context token's compartment, meeting the token's SMART v2 scope filters for
+ * `perm` (`system/Observation.d?category=laboratory` deletes laboratory Observations alone), and for a
+ * Binary readable through its securityContext. An update or delete may not reach a resource outside
+ * them, whatever the new content says.
  */
-export async function requireStoredInCompartment(deps: FhirDeps, req: FhirRequest, type: string, id: string): Promise<void> {
-  if (type === 'Binary') {
-    const stored = await deps.store.resources.read(req.tenant, type, id);
-    if (stored && !stored.deleted) await requireContextReadable(deps, req, splitStoredBinary(stored.content).resource);
-    return;
-  }
-  if (req.access.patientLimit(type) === undefined || !patientCompartment().has(type)) return;
+export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<void> {
+  const compartment = req.access.patientLimit(type) !== undefined && patientCompartment().has(type);
+  const filtered = req.access.filters?.(type, perm) !== undefined;
+  if (type !== 'Binary' && !compartment && !filtered) return;
   const stored = await deps.store.resources.read(req.tenant, type, id);
-  if (stored && !stored.deleted) requireCompartment(req.access, JSON.parse(stored.content) as Resource, deps.fhirBase?.(req.tenant));
+  if (!stored || stored.deleted) return;
+  const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
+  if (type === 'Binary') await requireContextReadable(deps, req, resource);
+  else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant));
+  if (filtered) await requireFilter(req.access, perm, resource, stored.lastUpdated, lookups(deps, req.tenant));
 }
 
 /**
@@ -202,7 +206,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments);
   const v = versionToWrite(p, versionId, lastUpdated);
-  if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated);
+  if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   await w.put(v);
   return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists };
 }
@@ -269,7 +273,7 @@ export async function updateResource(
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
   requireValid(resource, validationLevel(deps));
-  await requireStoredInCompartment(deps, req, type, id);
+  await requireStoredInReach(deps, req, type, id, 'u');
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
@@ -289,7 +293,7 @@ export async function deleteResource(
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'd');
-  await requireStoredInCompartment(deps, req, type, id);
+  await requireStoredInReach(deps, req, type, id, 'd');
   const now = deps.clock.now();
   const opts = putOptions(deps, req, now);
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
@@ -346,6 +350,9 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
 
 /** Inside a write transaction there is no store search: a scope filter with a chain does not admit the write. */
 const NO_LOOKUPS: MatchContext = { exists: async () => false };
+
+/** NO_LOOKUPS with the tenant's FHIR base, under which absolute references are the tenant's (MatchContext.base). */
+const txLookups = (base: string | undefined): MatchContext => (base === undefined ? NO_LOOKUPS : { ...NO_LOOKUPS, base });
 
 /** With SMART v2 scope filters for `perm` on its type (`patient/Observation.rs?category=laboratory`), throws 403 unless `resource` meets one. */
 export async function requireFilter(access: Access, perm: Permission, resource: Resource, lastUpdated: number, lookups = NO_LOOKUPS): Promise<void> {

@@ -6,7 +6,8 @@
 import { FhirError } from '../errors.ts';
 import { hasCriteria, resolveCondition } from './conditional.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { readResource, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { lookups } from './core-search.ts';
+import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { applyFhirPathPatch, parseFhirPathPatch, type FhirPathPatchOperation } from './patch/fhirpath-patch.ts';
 import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch/json-patch.ts';
@@ -104,6 +105,8 @@ export async function patchCurrent(
 ): Promise<Patched> {
   requireAccess(req.access, type, 'u');
   const current = await readResource(deps, req, type, id);
+  // The stored version must meet the token's update filters too, whatever the patch makes of it.
+  if (req.access.filters?.(type, 'u')) await requireFilter(req.access, 'u', JSON.parse(current.content) as Resource, current.lastUpdated, lookups(deps, req.tenant));
   if (ifMatch !== undefined && ifMatch !== current.versionId) throw versionConflict(type, id, ifMatch, current.versionId);
   let resource: Resource;
   try {

@@ -5,7 +5,7 @@
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';
-import { readResource, requireStoredInCompartment, type FhirDeps, type FhirRequest } from './crud.ts';
+import { readResource, requireStoredInReach, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { issue, operationOutcome } from './outcome.ts';
 import { asResource, checkTypeAndId, type Resource } from './resource.ts';
@@ -70,7 +70,7 @@ export async function validateOperation(
   if (mode === 'delete') {
     if (id === undefined) throw new FhirError('invalid', '$validate with mode=delete needs an instance: [type]/[id]/$validate');
     requireAccess(req.access, type, 'd');
-    await requireStoredInCompartment(deps, req, type, id);
+    await requireStoredInReach(deps, req, type, id, 'd');
     const current = await deps.store.resources.read(req.tenant, type, id);
     if (!current || current.deleted) throw new FhirError('not-found', `${type}/${id} is not known`);
     return outcome(issues);

@@ -168,4 +168,34 @@ describe('scope filters', () => {
     const token = await t.token('system/Observation.rs system/Provenance.rs?agent=Practitioner/x', c.client.clientId, c.clientSecret!);
     await expectOutcome(await t.request(t.fhir() + '/$export?_type=Observation&includeAssociatedData=LatestProvenanceResources', fhirInit(token, 'GET', undefined, { Prefer: 'respond-async' })), 403);
   });
+  test('an update, patch or delete may not reach a stored resource outside the filter, whatever the new content', async () => {
+    for (const o of [obs('vs-d1', 'vital-signs'), obs('vs-d2', 'vital-signs'), obs('vs-d3', 'vital-signs'), obs('lab-d1', 'laboratory')]) await admin.put200(o);
+    const w = fhirClient(t, await t.tokenFor('t1', ['system/Observation.cruds?category=laboratory']));
+    const stillThere = async (id: string) => expect((await admin.get(`Observation/${id}`)).status).toBe(200);
+    // Delete: by id, conditional, in a batch and in a transaction.
+    await expectOutcome(await w.del('Observation/vs-d1'), 403);
+    // A conditional delete searches as the token may: the resource is not found there, and stays.
+    const conditional = await w.del('Observation?_id=vs-d1');
+    expect(conditional.status).toBe(200);
+    expect(await conditional.text()).toContain('nothing to delete');
+    const bundle = (type: string) => ({ resourceType: 'Bundle', type, entry: [{ request: { method: 'DELETE', url: 'Observation/vs-d1' } }] });
+    const batch = (await (await w.post('', bundle('batch'))).json()) as Json;
+    expect(batch.entry[0].response.status).toStartWith('403');
+    expect((await w.post('', bundle('transaction'))).status).toBe(403);
+    await stillThere('vs-d1');
+    // Update to content inside the filter: the stored version is outside it.
+    await expectOutcome(await w.put('Observation/vs-d2', obs('vs-d2', 'laboratory')), 403);
+    await expectOutcome(await w.put('Observation?_id=vs-d2', obs('vs-d2', 'laboratory')), 403);
+    const patch = [{ op: 'replace', path: '/category/0/coding/0/code', value: 'laboratory' }];
+    await expectOutcome(await w.call('PATCH', 'Observation/vs-d3', JSON.stringify(patch), { 'Content-Type': 'application/json-patch+json' }), 403);
+    expect(JSON.parse((await (await admin.get('Observation/vs-d2')).text())).category[0].coding[0].code).toBe('vital-signs');
+    expect(JSON.parse((await (await admin.get('Observation/vs-d3')).text())).category[0].coding[0].code).toBe('vital-signs');
+    // Inside the filter all three work.
+    expect((await w.put('Observation/lab-d1', { ...obs('lab-d1', 'laboratory'), status: 'amended' })).status).toBe(200);
+    expect((await w.del('Observation/lab-d1')).status).toBe(200);
+    // A filter on delete alone: reading everything does not widen it.
+    const d = fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs', 'system/Observation.d?category=laboratory'], 'system/Observation.rs system/Observation.d?category=laboratory'));
+    await expectOutcome(await d.del('Observation/vs-d1'), 403);
+    await stillThere('vs-d1');
+  });
 });

@@ -3,7 +3,7 @@
  * resource in their compartments, and the resources those refer to, paged across types. `_since`,
  * `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient.
  */
-import { FhirError } from '../errors.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
@@ -13,12 +13,34 @@ import { dateTest } from './search-compile.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter } from './search.ts';
 import { typeList } from './search-system.ts';
 import { ID_PATTERN } from './resource-types.ts';
+import { issue } from './outcome.ts';
 
 export interface EverythingPage {
   rows: ResourceVersion[];
   included: ResourceVersion[];
   next?: string;
   self: URLSearchParams;
+  /** Parameters ignored under lenient handling (the Bundle's OperationOutcome). */
+  warnings: FhirIssue[];
+}
+
+/** The parameters `$everything` takes (R4 Patient-everything: `_since`, `_type`, `_count`; `_cursor` pages). */
+const PARAMETERS = new Set(['_since', '_type', '_count', '_cursor', '_format', '_pretty']);
+
+/**
+ * The parameters of `params` that `$everything` does not take: R4's `start` and `end` (care dates, which
+ * no resource type defines one way) and unknown ones. Under strict handling a 400 naming the first,
+ * otherwise a warning each, as a search ignores an unknown parameter.
+ */
+function ignored(params: URLSearchParams, strict: boolean): FhirIssue[] {
+  const out: FhirIssue[] = [];
+  for (const key of new Set(params.keys())) {
+    if (PARAMETERS.has(key)) continue;
+    const what = key === 'start' || key === 'end' ? `'${key}' (care dates) is not supported by $everything` : `'${key}' is not a parameter of $everything`;
+    if (strict) throw new FhirError('not-supported', what, { expression: [key] });
+    out.push(issue('warning', 'not-supported', `${what} and was ignored`, [key]));
+  }
+  return out;
 }
 
 /** Position: the patient (type-level), the type index in the compartment's types, the last id of that type. */
@@ -52,8 +74,9 @@ function typesOf(req: FhirRequest, raw: string | null): string[] {
   return types.filter((t) => req.access.can(t, 'r'));
 }
 
-export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, patientId?: string): Promise<EverythingPage> {
+export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
   requireAccess(req.access, 'Patient', 'r');
+  const warnings = ignored(params, strict);
   const count = params.get('_count') === null ? DEFAULT_COUNT : Number(params.get('_count'));
   if (!Number.isInteger(count) || count < 1) throw new FhirError('invalid', `Invalid _count '${params.get('_count')}'`, { expression: ['_count'] });
   const limit = Math.min(count, MAX_COUNT);
@@ -80,7 +103,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   let patient = patientId ?? limited ?? pos.p;
   if (patient === undefined) {
     const first = await repo.search(req.tenant, { type: 'Patient', sort: [], count: 1 });
-    if (!first.length) return { rows, included: [], self };
+    if (!first.length) return { rows, included: [], self, warnings };
     patient = first[0]!.id;
   }
   let t = pos.t;
@@ -107,7 +130,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
     t = 0;
     after = undefined;
   }
-  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self };
+  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self, warnings };
   if (rows.length > limit) {
     const last = result.rows[result.rows.length - 1]!;
     const at = types.indexOf(last.type);

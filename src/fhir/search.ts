@@ -92,8 +92,9 @@ function decodeCursor(raw: string): Cursor {
 
 export function parseCount(raw: string | null): number {
   if (raw === null) return DEFAULT_COUNT;
-  if (!/^\d{1,6}$/.test(raw)) throw new FhirError('invalid', `Invalid _count '${raw}': expected a non-negative integer`, { expression: ['_count'] });
-  return Math.min(Number(raw), MAX_COUNT);
+  if (!/^\d+$/.test(raw)) throw new FhirError('invalid', `Invalid _count '${raw}': expected a non-negative integer`, { expression: ['_count'] });
+  // More than the most a page holds is that most (search.html: the server may return fewer).
+  return raw.length > 6 ? MAX_COUNT : Math.min(Number(raw), MAX_COUNT);
 }
 
 /** `_include=Source:param[:Target]` or `*`, with `:iterate` on the key. */

@@ -73,11 +73,23 @@ export async function readBase64Limited(req: Request, limit: number): Promise<{ 
 
 /** Checks the media type (415 otherwise) and parses the FHIR JSON body (400 when malformed). */
 export async function readFhirBody(req: Request, limit: number): Promise<unknown> {
+  requireFhirMediaType(req);
+  const text = await readLimited(req, limit);
+  if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
+  return parseJson(text);
+}
+
+/** readFhirBody for a body that may be absent (an operation without parameters): undefined when empty. */
+export async function readOptionalFhirBody(req: Request, limit: number): Promise<unknown> {
+  const text = await readLimited(req, limit);
+  if (text.trim() === '') return undefined;
+  requireFhirMediaType(req);
+  return parseJson(text);
+}
+
+function requireFhirMediaType(req: Request): void {
   const type = mediaTypeOf(req.headers.get('content-type') ?? undefined);
   if (!FHIR_BODY_TYPES.includes(type)) {
     throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json`);
   }
-  const text = await readLimited(req, limit);
-  if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
-  return parseJson(text);
 }

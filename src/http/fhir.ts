@@ -15,7 +15,7 @@ import { validateOperation } from '../fhir/validate-operation.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { readFhirBody, readLimited } from './body.ts';
+import { readFhirBody, readLimited, readOptionalFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, type ReadConditions } from './fhir-response.ts';
@@ -137,11 +137,21 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
     return params;
   };
+  /** `Patient/$everything` and `Patient/{id}/$everything`: by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */
   const everythingOf = async (c: Context<AppEnv>, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
-    const r = await everything(deps, request(c), new URL(c.req.url).searchParams, id);
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    const r = await everything(deps, request(c), params, strict(c), id);
     const path = id === undefined ? '/Patient/$everything' : `/Patient/${id}/$everything`;
-    return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), undefined, [], deps.clock.now(), { included: r.included }));
+    return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), undefined, r.warnings, deps.clock.now(), { included: r.included }));
+  };
+  /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
+  const operationParams = async (c: Context<AppEnv>) => {
+    const params = new URLSearchParams();
+    const body = await readOptionalFhirBody(c.req.raw, deps.limits.resource);
+    if (body !== undefined) for (const [name, value] of primitiveParameters(body)) params.append(name, value);
+    for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
+    return params;
   };
   const historyOf = async (c: Context<AppEnv>, type?: string, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
@@ -238,6 +248,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (what === '*') return searchAll(c, params, id);
     return searchset(c, `/Patient/${id}/${what}`, await searchResources(deps, request(c), what, params, strict(c), id));
   };
+  app.post('/Patient/$everything', (c) => everythingOf(c));
+  app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
@@ -264,4 +276,24 @@ function notAllowed(app: Hono<AppEnv>): void {
   };
   app.on('POST', INSTANCE_ROUTE, refuse('GET, PUT, PATCH, DELETE'));
   app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
+}
+
+/**
+ * The parameters of a Parameters resource whose values are primitives (`valueInstant`, `valueString`,
+ * `valueInteger`...), as name and text; any other body, or a parameter holding a resource or parts, is a 400.
+ */
+function primitiveParameters(body: unknown): [string, string][] {
+  const p = body as { resourceType?: unknown; parameter?: unknown };
+  if (p === null || typeof p !== 'object' || p.resourceType !== 'Parameters') throw new FhirError('invalid', 'The body of an operation is a Parameters resource');
+  const out: [string, string][] = [];
+  for (const [i, item] of (Array.isArray(p.parameter) ? p.parameter : []).entries()) {
+    const where = { expression: [`Parameters.parameter[${i}]`] };
+    const name = (item as { name?: unknown })?.name;
+    const values = Object.entries((item ?? {}) as Record<string, unknown>).filter(([k]) => k.startsWith('value'));
+    if (typeof name !== 'string' || values.length !== 1 || !['string', 'number', 'boolean'].includes(typeof values[0]![1])) {
+      throw new FhirError('invalid', `Parameters.parameter[${i}] must have a name and one primitive value`, where);
+    }
+    out.push([name, String(values[0]![1])]);
+  }
+  return out;
 }

@@ -106,6 +106,44 @@ await eachStore((kind, fresh) => {
       expect(await found('Observation?code=|2339-0')).toEqual([]);
     });
 
+    test('Prefer: a preference given twice counts the first time (RFC 7240); _count beyond the page size is the page size', async () => {
+      const lenientFirst = await api.get('Patient?foo=1', { Prefer: 'handling=lenient, handling=strict' });
+      expect(lenientFirst.status).toBe(200);
+      await expectOutcome(await api.get('Patient?foo=1', { Prefer: 'handling=strict, handling=lenient' }), 400);
+      for (const count of ['1001', '99999999999999999999']) {
+        const res = await api.get(`Observation?_count=${count}`);
+        expect({ count, status: res.status }).toEqual({ count, status: 200 });
+      }
+      await expectOutcome(await api.get('Observation?_count=-1'), 400);
+    });
+
+    test('$everything by POST (a Parameters body, or none) as by GET; parameters it does not take are warned of, or a 400 under strict handling', async () => {
+      const ids = (bundle: Json) => (bundle.entry ?? []).filter((e: Json) => e.search?.mode === 'match').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+      const byGet = ids(await api.search('Patient/p1/$everything?_type=Observation'));
+      expect(byGet).toEqual(['g535', 'g54', 'g545', 'gneg'].map((id) => `Observation/${id}`));
+      const parameters = (...parameter: Json[]) => ({ resourceType: 'Parameters', parameter });
+      const posted = await api.post('Patient/p1/$everything', parameters({ name: '_type', valueString: 'Observation' }));
+      expect(posted.status).toBe(200);
+      expect(ids(await posted.json())).toEqual(byGet);
+      const empty = await api.call('POST', 'Patient/p1/$everything', undefined);
+      expect(empty.status).toBe(200);
+      expect(ids(await empty.json())).toEqual(ids(await api.search('Patient/p1/$everything')));
+      const typeLevel = await api.post('Patient/$everything', parameters({ name: '_type', valueString: 'Patient' }, { name: '_count', valueInteger: 1 }));
+      const page = (await typeLevel.json()) as Json;
+      expect(ids(page)).toEqual(['Patient/p1']);
+      expect(page.link.find((l: Json) => l.relation === 'next')).toBeDefined();
+      await expectOutcome(await api.post('Patient/p1/$everything', { resourceType: 'Patient' }), 400);
+      await expectOutcome(await api.post('Patient/p1/$everything', parameters({ name: '_type' })), 400);
+      // `start` and `end` (care dates) are not supported: a warning, or under strict handling a 400.
+      const lenient = (await api.search('Patient/p1/$everything?start=2020-01-01&_type=Observation')) as Json;
+      expect(ids(lenient)).toEqual(byGet);
+      const warning = lenient.entry.find((e: Json) => e.search?.mode === 'outcome').resource;
+      expect(warning.issue[0]).toMatchObject({ severity: 'warning', expression: ['start'] });
+      const strict = await expectOutcome(await api.get('Patient/p1/$everything?end=2030-01-01', { Prefer: 'handling=strict' }), 400);
+      expect(strict.issue[0].expression).toEqual(['end']);
+      await expectOutcome(await api.post('Patient/p1/$everything', parameters({ name: 'foo', valueString: 'x' }), { Prefer: 'handling=strict' }), 400);
+    });
+
     test('_include and _revinclude take Type:* (every reference parameter of that type)', async () => {
       const included = async (query: string) => (await entries(query)).filter((e) => e.mode === 'include').map((e) => e.id).sort();
       expect(await included('Observation?_id=g54&_include=Observation:*')).toEqual(['Patient/p1', 'Practitioner/dr1']);

@@ -153,7 +153,8 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
     if (CONTROL.has(name)) {
       if (name === '_include') includes.push(parseInclude(type, key, raw, false));
       if (name === '_revinclude') revincludes.push(parseInclude(type, key, raw, true));
-      if (name !== '_cursor') self.append(key, raw);
+      // The self link says what was done: `_count` as applied (at most MAX_COUNT).
+      if (name !== '_cursor') self.append(key, name === '_count' ? String(query.count) : raw);
       continue;
     }
     try {

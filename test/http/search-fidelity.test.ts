@@ -113,6 +113,9 @@ await eachStore((kind, fresh) => {
       for (const count of ['1001', '99999999999999999999']) {
         const res = await api.get(`Observation?_count=${count}`);
         expect({ count, status: res.status }).toEqual({ count, status: 200 });
+        // The self link gives the page size applied.
+        const self = ((await res.json()) as Json).link.find((l: Json) => l.relation === 'self').url as string;
+        expect(new URL(self).searchParams.get('_count')).toBe('1000');
       }
       await expectOutcome(await api.get('Observation?_count=-1'), 400);
     });

@@ -219,8 +219,6 @@ function tokenOf(param: string, raw: string): TokenValue {
   return v;
 }
 
-/** An absolute URL (a scheme): a reference to another server's resource, or a canonical. */
-const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i;
 
 /**
  * A reference search value: `Type/id`, an id, an absolute URL, or a canonical URL (`url[|version]`).
@@ -229,7 +227,7 @@ const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i;
  * in src/fhir/search.ts), the base being the tenant's.
  */
 function referenceValues(def: ParamDefinition, raw: string, typeModifier: string | undefined): TokenValue[] {
-  if (ABSOLUTE.test(raw)) {
+  if (isAbsoluteReference(raw)) {
     const named = absoluteType(raw);
     if (typeModifier && named !== undefined && named !== typeModifier) throw invalid(def.code, `'${raw}' is not a reference to ${typeModifier}`);
     return [{ system: '', value: raw }];
@@ -510,7 +508,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     case 'reference': {
       if (modifier === 'below' || modifier === 'above') {
         const values = parts.map(unescapeValue);
-        const urls = values.filter((v) => ABSOLUTE.test(v));
+        const urls = values.filter(isAbsoluteReference);
         if (urls.length === 0) return hierarchyCondition(def, modifier, values, name);
         if (modifier === 'above' || urls.length !== values.length) {
           throw invalid(name, `'${name}' takes Type/id or id (a hierarchy)${modifier === 'below' ? ', or canonical URLs alone' : ''}`);

@@ -8,10 +8,11 @@ import { requireReferences } from './referential-integrity.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, scope?: FullUrlScope): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base);
-  if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   const { planned, ids } = await plan(deps, req, [entry]);
+  await rewriteReferences(deps, req, planned, ids, base, scope);
+  // Validated with its references rewritten, as a transaction's entries are.
+  if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   requireValidPatched(planned, validationLevel(deps));
-  await rewriteReferences(deps, req, planned, ids, scope);
   await requireEntriesInReach(deps, req, planned);
   const opts = putOptions(deps, req, deps.clock.now());
   const out = await writeTx(deps, req.tenant, async (w) => {

@@ -24,13 +24,14 @@ export interface Entry {
   ifMatch?: string;
 }
 
-function fail(index: number, message: string): never {
-  throw new FhirError('invalid', `Bundle.entry[${index}]: ${message}`, { expression: [`Bundle.entry[${index}]`] });
+function fail(index: number, message: string, element?: string): never {
+  throw new FhirError('invalid', `Bundle.entry[${index}]: ${message}`, { expression: [`Bundle.entry[${index}]${element === undefined ? '' : `.${element}`}`] });
 }
 
 /** Splits `Type/id`, `Type?query` or `Type` (relative to the FHIR base). */
 function parseUrl(index: number, url: string, base: string): { type: string; id?: string; query?: URLSearchParams } {
-  const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url;
+  // Relative to the FHIR base, with or without a leading `/`.
+  const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url;
   const q = rel.indexOf('?');
   const path = q < 0 ? rel : rel.slice(0, q);
   const query = q < 0 ? undefined : new URLSearchParams(rel.slice(q + 1));
@@ -51,6 +52,10 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   if (!request || typeof request.method !== 'string' || typeof request.url !== 'string') fail(index, 'request.method and request.url are required');
   const method = request.method as Method;
   if (!['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(method)) fail(index, `request.method '${request.method}' is not supported`);
+  for (const field of ['ifNoneMatch', 'ifModifiedSince', 'ifMatch', 'ifNoneExist']) {
+    // A precondition that is not a string would be dropped and the write done unconditionally.
+    if (request[field] !== undefined && typeof request[field] !== 'string') fail(index, `request.${field} must be a string`, `request.${field}`);
+  }
   const { type, id, query } = parseUrl(index, request.url as string, base);
   const entry: Entry = { index, method, type };
   if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;

@@ -1,14 +1,14 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import type { Entry } from './bundle-entries.ts';
-import { etag } from './bundle.ts';
+import { etag, searchLinks, searchsetJson } from './bundle.ts';
 import { conditionKey, parseCondition, resolveCondition } from './conditional.ts';
 import type { CoreLayer } from './core-layer.ts';
 import { deleteVersion, putVersion, readResource, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
-import { isUrnReference, walkReferences } from './references.ts';
+import { isAbsoluteReference, isUrnReference, parseReference, replaceLinks, walkReferences } from './references.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { checkTypeAndId, newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -28,6 +28,8 @@ export interface Planned {
   patched?: Patched;
   /** A conditional POST or PUT whose condition matched nothing: the condition (conditionKey) its write settles. */
   settles?: string;
+  /** A conditional PUT that matched nothing, with an id in its body: it may only create (PutOptions.createOnly). */
+  createOnly?: boolean;
 }
 
 /** The conditions the planned entries' writes settle (Settle), for their transaction to claim first. */
@@ -65,6 +67,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
       throw new FhirError('invalid', `${at(entry)}: resource id '${bodyId}' differs from the id '${match.id}' the condition matched`);
     }
     p.id = match?.id ?? bodyId ?? newId();
+    if (!match && bodyId !== undefined) p.createOnly = true;
   } else if (match) {
     p.id = match.id;
   } else if (entry.method === 'PATCH') {
@@ -134,21 +137,29 @@ export function unmatchedUrn(scope: FullUrlScope | undefined): string {
 }
 
 /**
- * Rewrites `urn:uuid:` / `urn:oid:` references to entries (or, with a scope, to what it knows) and
- * resolves conditional references.
+ * Rewrites the references of the entries' resources to other entries' fullUrls (FHIR R4 http
+ * 3.1.0.11.2): `urn:uuid:` / `urn:oid:` ones (with a scope, also to what it knows), and relative ones,
+ * which name the entry whose fullUrl they resolve to against their own entry's fullUrl (or, for a
+ * `urn:` or no fullUrl, the FHIR base `base`: bundle.html, "Resolving references in Bundles"); then the
+ * same fullUrls in uri, url, oid and uuid elements and in narrative links (replaceLinks). Resolves
+ * conditional references.
  */
-export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, scope?: FullUrlScope): Promise<void> {
+export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<void> {
+  const known = (url: string) => ids.get(url) ?? scope?.get(url);
   for (const p of planned) {
     const r = written(p);
     if (!r || p.existing) continue;
     const conditional: { reference: string }[] = [];
+    const against = entryBase(p.entry.fullUrl) ?? base;
     walkReferences(r, (holder) => {
-      const mapped = ids.get(holder.reference) ?? scope?.get(holder.reference);
+      const ref = holder.reference;
+      const mapped = known(ref) ?? (ids.size > 0 && !isAbsoluteReference(ref) && parseReference(ref) ? ids.get(`${against}/${ref}`) : undefined);
       if (mapped) holder.reference = mapped;
-      else if (isUrnReference(holder.reference)) {
-        throw new FhirError('invalid', `${at(p.entry)}: reference '${holder.reference}' ${unmatchedUrn(scope)}`);
-      } else if (/^[A-Z][A-Za-z]+\?/.test(holder.reference)) conditional.push(holder);
+      else if (isUrnReference(ref)) {
+        throw new FhirError('invalid', `${at(p.entry)}: reference '${ref}' ${unmatchedUrn(scope)}`, { expression: [`${at(p.entry)}.resource`] });
+      } else if (/^[A-Z][A-Za-z]+\?/.test(ref)) conditional.push(holder);
     });
+    if (ids.size > 0 || scope) replaceLinks(r, known);
     for (const holder of conditional) {
       const type = holder.reference.slice(0, holder.reference.indexOf('?'));
       checkTypeAndId(type);
@@ -157,6 +168,13 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
       holder.reference = `${type}/${match.id}`;
     }
   }
+}
+
+/** The base an absolute `{base}/Type/id` fullUrl's relative references resolve against; undefined for a `urn:` or none. */
+function entryBase(fullUrl: string | undefined): string | undefined {
+  if (fullUrl === undefined || !/^https?:\/\//.test(fullUrl)) return undefined;
+  const m = /^(.*)\/[A-Z][A-Za-z]+\/[A-Za-z0-9\-.]{1,64}$/.exec(fullUrl);
+  return m?.[1];
 }
 
 /** The resource an entry writes: its own (POST, PUT) or its patch's result (PATCH). */
@@ -203,11 +221,13 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
   const o: PutOptions = { ...opts };
   const ifMatch = entryIfMatch(entry);
   if (ifMatch !== undefined) o.ifMatch = ifMatch;
+  if (p.createOnly) o.createOnly = true;
   if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: p.patched.base } : {}) }, base, ifMatch);
   if (entry.method === 'DELETE') {
     if (!p.id) return responseEntry('204 No Content');
     const v = await deleteVersion(w, entry.type, p.id, o);
-    return responseEntry(v ? '204 No Content' : '404 Not Found');
+    // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7).
+    return responseEntry('204 No Content');
   }
   if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: JSON.parse(p.existing.content) };
   const { version, created } = await putVersion(w, entry.resource!, p.id!, o);
@@ -250,11 +270,9 @@ export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, 
     const v = await readResource(deps, req, entry.type, entry.id);
     return { ...responseEntry('200 OK', v, base), resource: JSON.parse(v.content) };
   }
+  // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
   const r = await searchResources(deps, req, entry.type, entry.query!, false);
-  const bundle: Json = {
-    resourceType: 'Bundle', type: 'searchset',
-    entry: r.rows.map((v) => ({ fullUrl: `${base}/${v.type}/${v.id}`, resource: JSON.parse(v.content), search: { mode: 'match' } })),
-  };
-  if (r.total !== undefined) bundle.total = r.total;
-  return { ...responseEntry('200 OK'), resource: bundle };
+  const links = searchLinks(base, `/${entry.type}`, r.self, r.next);
+  const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+  return { ...responseEntry('200 OK'), resource: JSON.parse(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
 }

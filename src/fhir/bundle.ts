@@ -7,6 +7,17 @@ export interface BundleLink {
   url: string;
 }
 
+/** A search page's links below `path` (from the FHIR base `base`): `self`, and `next` with its cursor. */
+export function searchLinks(base: string, path: string, self: URLSearchParams, next?: string): BundleLink[] {
+  const out: BundleLink[] = [{ relation: 'self', url: `${base}${path}${self.size ? '?' + self : ''}` }];
+  if (next) {
+    const q = new URLSearchParams(self);
+    q.set('_cursor', next);
+    out.push({ relation: 'next', url: `${base}${path}?${q}` });
+  }
+  return out;
+}
+
 /** ETag of a version, as FHIR R4 http 3.1.0.4.3 prescribes. */
 export function etag(versionId: number): string {
   return `W/"${versionId}"`;

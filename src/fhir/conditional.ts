@@ -182,7 +182,7 @@ export async function conditionalUpdate(
       return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
     }
     const settles = (w: ResourceWriter) => settle(w, [condition]);
-    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles);
+    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles, true);
     return createResource(deps, req, type, resource, settles);
   });
 }

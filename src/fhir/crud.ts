@@ -177,6 +177,12 @@ export interface PutOptions {
   core?: CoreLayer;
   /** The tenant's FHIR base (FhirDeps.fhirBase): absolute references under it are indexed as the tenant's. */
   base?: string;
+  /**
+   * The write may only create: a conditional update whose condition matched nothing, with an id in its
+   * body. A live resource of that id did not match, so overwriting it is a 409 (FHIR R5 clarifies R4's
+   * "update as create" so).
+   */
+  createOnly?: boolean;
 }
 
 /** The options of a request's writes at `now`: its access, the core resources and the tenant's FHIR base. */
@@ -201,6 +207,9 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   requireAccess(opts.access, type, exists ? 'u' : 'c');
   if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
     throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
+  }
+  if (opts.createOnly && exists) {
+    throw new FhirError('conflict', `${type}/${id} exists but does not match the condition: a conditional update that matches nothing only creates`, { expression: ['id'] });
   }
   const versionId = (current?.versionId ?? 0) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
@@ -264,7 +273,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
 
 /** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
 export async function updateResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: number, settle?: SettleIn,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: number, settle?: SettleIn, createOnly = false,
 ): Promise<WriteResult> {
   checkTypeAndId(type, id);
   const resource = asResource(body, type);
@@ -279,6 +288,7 @@ export async function updateResource(
   const now = deps.clock.now();
   const opts = putOptions(deps, req, now);
   if (ifMatch !== undefined) opts.ifMatch = ifMatch;
+  if (createOnly) opts.createOnly = true;
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
     const written = await putVersion(w, resource, id, opts);

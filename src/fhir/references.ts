@@ -1,4 +1,5 @@
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { typeModel, type TypeModel } from './validation/model.ts';
 
 export interface ParsedReference {
   type: string;
@@ -55,7 +56,12 @@ export function isUrnReference(reference: string): boolean {
   return reference.startsWith('urn:uuid:') || reference.startsWith('urn:oid:');
 }
 
-/** Calls `visit` for every object with a string `reference` property anywhere in `node`. */
+/**
+ * Calls `visit` for every object with a string `reference` property anywhere in `node`, but inside the
+ * entries of a Bundle it holds or is (a document or message stored as a resource): those resolve
+ * against that Bundle's own fullUrls (FHIR R4 bundle.html, "Resolving references in Bundles"), not
+ * against the Bundle that carries it.
+ */
 export function walkReferences(node: unknown, visit: (holder: { reference: string }) => void): void {
   if (Array.isArray(node)) {
     for (const item of node) walkReferences(item, visit);
@@ -64,8 +70,52 @@ export function walkReferences(node: unknown, visit: (holder: { reference: strin
   if (node === null || typeof node !== 'object') return;
   const obj = node as Record<string, unknown>;
   if (typeof obj.reference === 'string') visit(obj as { reference: string });
+  const bundle = obj.resourceType === 'Bundle';
   for (const key in obj) {
     const value = obj[key];
-    if (value !== null && typeof value === 'object') walkReferences(value, visit);
+    if (value !== null && typeof value === 'object' && !(bundle && key === 'entry')) walkReferences(value, visit);
+  }
+}
+
+/** The element types whose values a transaction's fullUrls are replaced in, beside references (FHIR R4 http 3.1.0.11.2). */
+const LINK_TYPES = new Set(['uri', 'url', 'oid', 'uuid']);
+
+/** `href` and `src` attributes of a narrative's XHTML. */
+const XHTML_LINK = /(\s(?:href|src)\s*=\s*)(["'])(.*?)\2/g;
+
+/**
+ * Replaces, in place, the values of `resource`'s uri, url, oid and uuid elements and the `href` / `src`
+ * attributes of its narratives for which `map` gives a replacement: a transaction "SHALL replace all
+ * matching links in the bundle" (FHIR R4 http 3.1.0.11.2), not only its references (walkReferences).
+ * Element types come from the R4 model; contained resources are walked, the entries of a Bundle it
+ * holds or is are not (see walkReferences).
+ */
+export function replaceLinks(resource: Record<string, unknown>, map: (value: string) => string | undefined): void {
+  const model = typeof resource.resourceType === 'string' ? typeModel(resource.resourceType) : null;
+  if (model) linksOf(resource, model, map);
+}
+
+function linksOf(obj: Record<string, unknown>, model: TypeModel, map: (value: string) => string | undefined): void {
+  const bundle = obj.resourceType === 'Bundle';
+  for (const key in obj) {
+    const slot = model.slots.get(key);
+    if (slot === undefined || (bundle && key === 'entry')) continue;
+    const value = obj[key];
+    if (LINK_TYPES.has(slot.type)) {
+      if (typeof value === 'string') obj[key] = map(value) ?? value;
+      else if (Array.isArray(value)) value.forEach((v, i) => typeof v === 'string' && (value[i] = map(v) ?? v));
+    } else if (slot.type === 'xhtml') {
+      if (typeof value === 'string') obj[key] = value.replace(XHTML_LINK, (all, lead: string, quote: string, url: string) => {
+        const to = map(url);
+        return to === undefined ? all : `${lead}${quote}${to}${quote}`;
+      });
+    } else if (!slot.primitive) {
+      for (const item of Array.isArray(value) ? value : [value]) {
+        if (item === null || typeof item !== 'object' || Array.isArray(item)) continue;
+        const child = item as Record<string, unknown>;
+        const childModel = slot.type === 'Resource' ? (typeof child.resourceType === 'string' ? typeModel(child.resourceType) : null) : typeModel(slot.type);
+        if (childModel) linksOf(child, childModel, map);
+      }
+    }
   }
 }

@@ -1,15 +1,50 @@
 import { FhirError } from '../errors.ts';
+import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
 
+/**
+ * Whether JSON text nests objects and arrays deeper than MAX_JSON_DEPTH (strings skipped; malformed text
+ * is JSON.parse's to report). R4 resources nest a few dozen levels (a CodeSystem's concept hierarchy
+ * more); every walk over a resource (validation, indexing, FHIRPath, patch) recurses once per level, and
+ * the bound keeps a hostile body far from the end of the stack.
+ */
+export function nestsTooDeep(text: string): boolean {
+  // Each level takes an opening and a closing character: shorter text cannot nest that deep.
+  if (text.length <= 2 * MAX_JSON_DEPTH) return false;
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      // A string: skip to its closing quote, past escapes.
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 123 || c === 91) {
+      if (++depth > MAX_JSON_DEPTH) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}
+
+/** The 400 for a body nested deeper than MAX_JSON_DEPTH, as the terminology operations word it (checkDepth). */
+export function tooDeep(what: string): FhirError {
+  return new FhirError('invalid', `${what} nests deeper than ${MAX_JSON_DEPTH} levels`);
+}
+
 /** Parses a request body as JSON, or throws a 400 OperationOutcome saying where it is malformed. */
 export function parseJson(text: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (err) {
     throw new FhirError('structure', `Request body is not valid JSON: ${(err as Error).message}`, { cause: err });
   }
+  if (nestsTooDeep(text)) throw tooDeep('The request body');
+  return value;
 }
 
 /** Checks that `body` is a resource of a known R4 type (and of `expectedType` when given). */

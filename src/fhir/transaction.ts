@@ -5,8 +5,9 @@ import { parseBundle, type Entry } from './bundle-entries.ts';
 import { checkRead, checkReadTarget, entriesPerAttempt, entryResources, errorEntry, plan, readEntry, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
-import { newId } from './resource.ts';
+import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
+import type { ValidationIssue, ValidationLevel } from './validation/validate.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -36,11 +37,13 @@ function checkTargets(planned: Planned[]): void {
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
 async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope): Promise<Json[]> {
-  requireValidEntries(deps, entries);
   const { planned, ids } = await plan(deps, req, entries);
-  requireValidPatched(planned, validationLevel(deps));
   checkTargets(planned);
-  await rewriteReferences(deps, req, planned, ids, scope);
+  await rewriteReferences(deps, req, planned, ids, base, scope);
+  // Validated as written, with the references rewritten: a reference's target type is checked on the
+  // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
+  requireValidEntries(deps, entries);
+  requireValidPatched(planned, validationLevel(deps));
   await requireEntriesInReach(deps, req, planned);
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
@@ -83,20 +86,54 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
 }
 
 /**
+ * The problems of a transaction or batch Bundle itself (FHIR R4 Bundle: its elements, fullUrls, requests
+ * and invariants), at `level`; its entries' resources are validated apart, as they are written.
+ */
+function shellErrors(bundle: Resource, level: ValidationLevel): ValidationIssue[] {
+  if (level === 'off') return [];
+  // No entries, as an empty array (which R4 JSON forbids), is taken as none.
+  if (!Array.isArray(bundle.entry) || bundle.entry.length === 0) {
+    const { entry: _, ...rest } = bundle;
+    return validationErrors(Array.isArray(bundle.entry) ? (rest as Resource) : bundle, level);
+  }
+  const entry = bundle.entry.map((e: unknown) => {
+    if (e === null || typeof e !== 'object' || Array.isArray(e)) return e;
+    const { resource: _, ...rest } = e as Json;
+    return rest;
+  });
+  return validationErrors({ ...bundle, entry }, level);
+}
+
+/**
  * Processes a transaction or batch Bundle posted to the FHIR base and returns the response Bundle.
  * `scope` resolves references to fullUrls of other Bundles and learns this one's (`cinder import`).
  */
 export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string, scope?: FullUrlScope): Promise<Json> {
   const { type, entries, invalid } = parseBundle(body, base);
+  const shell = shellErrors(body as Resource, validationLevel(deps));
   await noteValidationLevel(deps, req.tenant);
   let out: Json[];
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;
+    if (shell.length > 0) throw invalidResource(shell, 'The transaction Bundle (nothing was written)');
     // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST ones do.
     const conditions = creatingConditions(entries);
     const attemptOf = entriesPerAttempt(entries, conditions.length > 0);
     out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope));
   } else {
+    // The batch's own problems fail it whole; those of an entry's request or fullUrl are that entry's.
+    const byEntry = new Map<number, ValidationIssue[]>();
+    for (const issue of shell) {
+      const index = /^Bundle\.entry\[(\d+)\]/.exec(issue.expression)?.[1];
+      if (index === undefined) throw invalidResource(shell, 'The batch Bundle (nothing was written)');
+      byEntry.set(Number(index), [...(byEntry.get(Number(index)) ?? []), issue]);
+    }
+    for (const [index, issues] of byEntry) {
+      if (invalid.some((bad) => bad.index === index)) continue;
+      entries.splice(entries.findIndex((e) => e.index === index), 1);
+      invalid.push({ index, error: invalidResource(issues, `Bundle.entry[${index}]`) });
+    }
+    invalid.sort((a, b) => a.index - b.index);
     out = await batch(deps, req, entries, base, scope);
     for (const bad of invalid) out.splice(bad.index, 0, errorEntry(bad.error));
   }

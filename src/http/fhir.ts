@@ -1,6 +1,6 @@
 import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
-import { historyJson, searchsetJson, type BundleLink } from '../fhir/bundle.ts';
+import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
@@ -88,16 +88,6 @@ function deleteResponse(c: Context<AppEnv>, type: string, id: string | undefined
   return fhirJson(operationOutcome([issue('information', 'informational', text)]), 200, headers);
 }
 
-function links(base: string, path: string, self: URLSearchParams, next?: string): BundleLink[] {
-  const out: BundleLink[] = [{ relation: 'self', url: `${base}${path}${self.size ? '?' + self : ''}` }];
-  if (next) {
-    const q = new URLSearchParams(self);
-    q.set('_cursor', next);
-    out.push({ relation: 'next', url: `${base}${path}?${q}` });
-  }
-  return out;
-}
-
 /**
  * `GET [base]/{type}/{id}`: the current version with its ETag and Last-Modified, or 304 when the
  * request's conditions say the client has it (also a hot route).
@@ -120,7 +110,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
     const base = fhirBase(c, deps.baseUrl);
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-    return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
   };
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) =>
     searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)));
@@ -143,7 +133,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
     const r = await everything(deps, request(c), params, strict(c), id);
     const path = id === undefined ? '/Patient/$everything' : `/Patient/${id}/$everything`;
-    return fhirJson(searchsetJson(base, r.rows, links(base, path, r.self, r.next), undefined, r.warnings, deps.clock.now(), { included: r.included }));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next), undefined, r.warnings, deps.clock.now(), { included: r.included }));
   };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
   const operationParams = async (c: Context<AppEnv>) => {
@@ -158,11 +148,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = new URL(c.req.url).searchParams;
     const r = await history(deps, request(c), params, type, id);
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
-    return fhirJson(historyJson(base, r.rows, links(base, path, r.self, r.next), deps.clock.now()));
+    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next), deps.clock.now()));
   };
 
   // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
   app.route('/', binaryRoutes({ fhir: deps, baseUrl: deps.baseUrl, maxBinaryBytes: deps.limits.binary, writeResponse }));
+  notAllowedFirst(app);
   app.post('/', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.bundle);
     const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl));
@@ -261,19 +252,32 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   return app;
 }
 
+/** 405 with `Allow` for a known path (under a known type, if any); an `$operation` in place of an id stays 404. */
+const refuse = (allow: string) => (c: Context<AppEnv>) => {
+  const { type, id } = c.req.param() as { type?: string; id?: string };
+  if (id?.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+  if (type !== undefined) checkTypeAndId(type);
+  throw new FhirError('method-not-allowed', `${c.req.method} is not supported on ${new URL(c.req.url).pathname.replace(/^.*\/fhir\/R4/, '') || '/'}`, {
+    headers: { Allow: allow },
+  });
+};
+
+/**
+ * 405 for the methods the FHIR base and the history paths do not support, registered before the
+ * instance routes (which would take `Patient/_history` for an id).
+ */
+function notAllowedFirst(app: Hono<AppEnv>): void {
+  app.on(['PUT', 'DELETE', 'PATCH'], '/', refuse('GET, POST'));
+  app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/_history', refuse('GET'));
+  app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/_history', refuse('GET'));
+  app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history', refuse('GET'));
+}
+
 /**
  * 405 with `Allow` for methods a known path does not support (POST to an instance, writes to a version);
  * unknown types and `$operations` stay 404.
  */
 function notAllowed(app: Hono<AppEnv>): void {
-  const refuse = (allow: string) => (c: Context<AppEnv>) => {
-    const { type, id } = c.req.param() as { type: string; id?: string };
-    if (id?.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
-    checkTypeAndId(type);
-    throw new FhirError('method-not-allowed', `${c.req.method} is not supported on ${new URL(c.req.url).pathname.replace(/^.*\/fhir\/R4/, '')}`, {
-      headers: { Allow: allow },
-    });
-  };
   app.on('POST', INSTANCE_ROUTE, refuse('GET, PUT, PATCH, DELETE'));
   app.on(['POST', 'PUT', 'DELETE', 'PATCH'], '/:type/:id/_history/:vid', refuse('GET'));
 }

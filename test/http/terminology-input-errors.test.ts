@@ -1,4 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { operatorAccess } from '../../src/fhir/access.ts';
+import { putVersion } from '../../src/fhir/crud.ts';
+import type { Resource } from '../../src/fhir/resource.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { ANIMALS, errorIssue, getOperation, outcome, type OperationResponse, postOperation, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
 
@@ -36,11 +39,14 @@ describe('deeply nested resources are a 400, not a stack overflow', () => {
     expect(errorIssue(await postText('ValueSet/$validate-code', body), 400).text).toContain('nests deeper than 1000 levels');
   });
 
-  test('a stored CodeSystem nested too deep fails the operations that use it with a 400', async () => {
+  test('a CodeSystem nested too deep is not stored, and one stored before the bound fails the operations that use it with a 400', async () => {
     const url = 'http://cinder.test/CodeSystem/deep';
     const cs = `{"resourceType":"CodeSystem","id":"deep","url":"${url}","status":"draft","content":"complete","concept":[${nested('concept', 600)}]}`;
     const put = await t.request(`${t.fhir()}/CodeSystem/deep`, fhirInit(token, 'PUT', cs));
-    expect(put.status).toBeLessThan(300);
+    expect(put.status).toBe(400);
+    expect(((await put.json()) as { issue: { diagnostics: string }[] }).issue[0]!.diagnostics).toBe('The request body nests deeper than 1000 levels');
+    // Written before writes were bounded (straight to the store here).
+    await t.store.resources.write('t1', (w) => putVersion(w, JSON.parse(cs) as Resource, 'deep', { now: t.clock.now(), access: operatorAccess }));
     const issue = errorIssue(await getOperation(t, token, 'CodeSystem/$validate-code', { url, code: 'leaf' }), 400);
     expect(issue.text).toBe('CodeSystem/deep nests deeper than 1000 levels');
   });

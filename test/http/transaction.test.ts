@@ -105,9 +105,10 @@ describe('transaction: urn:uuid references', () => {
     ]), 400);
   });
 
-  test('the same fullUrl twice is 400', async () => {
+  test('the same fullUrl twice is refused (bdl-7)', async () => {
     const u = 'urn:uuid:aaaaaaaa-0000-4000-8000-000000000002';
-    await expectNothingWritten(tx([post(u, { resourceType: 'Patient' }), post(u, { resourceType: 'Patient' })]), 400);
+    const outcome = await expectNothingWritten(tx([post(u, { resourceType: 'Patient' }), post(u, { resourceType: 'Patient' })]), 422);
+    expect(JSON.stringify(outcome)).toContain('bdl-7');
   });
 });
 

@@ -3,7 +3,7 @@ import { operatorAccess } from '../access.ts';
 import { UnmatchedConditionalReference, unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
-import { asResource, newId, type Resource } from '../resource.ts';
+import { asResource, nestsTooDeep, newId, tooDeep, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
 import { addLoose, type LooseContext } from './loose.ts';
 
@@ -27,6 +27,7 @@ export function parseResource(text: string): Resource {
   } catch (err) {
     throw new FhirError('structure', `malformed JSON: ${(err as Error).message}`);
   }
+  if (nestsTooDeep(text)) throw tooDeep('The resource');
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FhirError('structure', 'not a JSON object');
   return asResource(value);
 }

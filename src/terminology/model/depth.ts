@@ -1,9 +1,10 @@
 import { invalid } from '../errors.ts';
 
 /**
- * The deepest JSON nesting the engine accepts in a CodeSystem, ValueSet or Parameters resource.
- * Nested `concept` / `contains` cost two levels each, so this allows 500 hierarchy levels; deeper
- * input would exhaust the call stack of the recursive validation and indexing.
+ * The deepest JSON nesting accepted in a request body (src/fhir/resource.ts nestsTooDeep) and in a
+ * CodeSystem, ValueSet or Parameters resource the terminology engine reads. Nested `concept` /
+ * `contains` cost two levels each, so this allows 500 hierarchy levels; deeper input would exhaust the
+ * call stack of the recursive validation and indexing.
  */
 export const MAX_JSON_DEPTH = 1000;
 

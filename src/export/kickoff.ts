@@ -48,9 +48,13 @@ function single(values: string[], name: string): string | undefined {
   return values[0];
 }
 
+/**
+ * `_outputFormat` (Bulk Data 2.0): the full content type or its abbreviations. A space stands for the
+ * `+` of an unencoded `application/fhir+ndjson` that form decoding turned into one (as for `_since`).
+ */
 function checkOutputFormat(values: string[]): void {
   const format = single(values, '_outputFormat');
-  if (format !== undefined && !NDJSON_FORMATS.includes(format.trim().toLowerCase())) {
+  if (format !== undefined && !NDJSON_FORMATS.includes(format.trim().toLowerCase().replace(/ /g, '+'))) {
     throw new FhirError('invalid', `_outputFormat '${format}' is not supported: use application/fhir+ndjson, application/ndjson or ndjson`, {
       expression: ['_outputFormat'],
     });

@@ -64,6 +64,12 @@ describe('kick-off', () => {
     expect((await get(`/$export?_outputFormat=${encodeURIComponent(format)}`)).status).toBe(202);
   });
 
+  test('_outputFormat=application/fhir+ndjson with its + left unencoded is NDJSON', async () => {
+    const status = await kickOff(t, token, '/$export?_type=Patient&_outputFormat=application/fhir+ndjson');
+    const manifest = await finish(t, token, status);
+    expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
+  });
+
   test('any other _outputFormat is a 400 OperationOutcome', async () => {
     const res = await get('/$export?_outputFormat=application/fhir%2Bjson');
     expect(res.status).toBe(400);

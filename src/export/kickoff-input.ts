@@ -84,8 +84,32 @@ function entryValue(p: ParamEntry): string | undefined {
   return undefined;
 }
 
-/** Reads a POST kick-off's Parameters resource (Bulk Data 2.0: parameters in a FHIR Parameters body). */
-export function inputFromParameters(body: unknown): ExportInput {
+/**
+ * A POST kick-off takes its parameters in the body (Bulk Data 2.0), and its manifest `request` leaves
+ * the URL's out: a parameter in its URL is refused (a 400 naming it), never ignored, since ignoring
+ * `_type` or `_since` would silently export more than the client asked for.
+ */
+function refuseUrlParameters(search: string): void {
+  const names = new Set<string>();
+  for (const pair of search.replace(/^\?/, '').split('&')) {
+    if (!pair) continue;
+    const eq = pair.indexOf('=');
+    const name = decode(eq < 0 ? pair : pair.slice(0, eq), 'query');
+    if (!PASS_THROUGH.has(name)) names.add(name);
+  }
+  if (!names.size) return;
+  const list = [...names];
+  throw new FhirError('invalid', `A POST kick-off takes its parameters in the Parameters body, not in the URL: move ${list.map((n) => `'${n}'`).join(', ')} into the body, or use GET`, {
+    expression: list,
+  });
+}
+
+/**
+ * Reads a POST kick-off's Parameters resource (Bulk Data 2.0: parameters in a FHIR Parameters body);
+ * `search` is the URL's query string, which may hold only `_format` and `_pretty`.
+ */
+export function inputFromParameters(body: unknown, search = ''): ExportInput {
+  refuseUrlParameters(search);
   const b = body as { resourceType?: unknown; parameter?: unknown } | null;
   if (!b || typeof b !== 'object' || b.resourceType !== 'Parameters') {
     throw new FhirError('invalid', 'A POST kick-off takes a Parameters resource');

@@ -35,7 +35,7 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
 
   const kick = (level: ExportLevel) => async (c: Context<AppEnv>) => {
     const url = new URL(c.req.url);
-    const input = c.req.method === 'POST' ? inputFromParameters(await readFhirBody(c.req.raw, deps.maxBodyBytes)) : inputFromQuery(url.search);
+    const input = c.req.method === 'POST' ? inputFromParameters(await readFhirBody(c.req.raw, deps.maxBodyBytes), url.search) : inputFromQuery(url.search);
     const requestUrl = `${deps.baseUrl}${c.req.path}${c.req.method === 'GET' ? url.search : ''}`;
     const sreq = statusRequest(c, deps.baseUrl);
     const id = await kickOff(deps, {

@@ -55,6 +55,20 @@ describe('kick-off', () => {
     expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
   });
 
+  test('POST with parameters in the URL is a 400 naming them, not an export of everything', async () => {
+    for (const query of ['?_type=Patient', '?_since=2026-01-01T00:00:00Z&_type=Patient']) {
+      const res = await post(`/$export${query}`, []);
+      expect(res.status).toBe(400);
+      const text = await outcomeText(res);
+      expect(text).toContain("'_type'");
+      expect(text).toContain('Parameters body');
+    }
+    const lenient = await post('/Patient/$export?_type=Patient', [{ name: '_type', valueString: 'Patient' }], { Prefer: 'handling=lenient' });
+    expect(lenient.status).toBe(400);
+    // _format is the FHIR layer's, not an export parameter.
+    expect((await post('/$export?_format=json', [{ name: '_type', valueString: 'Patient' }])).status).toBe(202);
+  });
+
   test('POST needs a Parameters resource', async () => {
     const res = await t.request(t.fhir() + '/$export', fhirInit(token, 'POST', { resourceType: 'Patient' }));
     expect(res.status).toBe(400);

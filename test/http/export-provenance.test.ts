@@ -42,6 +42,15 @@ await eachStore((kind, fresh) => {
         expect(await provenance('/Patient/$export?_type=Observation,Provenance')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2']);
       });
 
+      test('_typeFilter on Provenance applies to the Provenance found by its targets', async () => {
+        const recent = encodeURIComponent('Provenance?recorded=gt2025-03-01');
+        expect(await provenance(`/Group/g1/$export?_type=Observation,Provenance&_typeFilter=${recent}`)).toEqual(['Provenance/prov-o1-new']);
+        expect(await provenance(`/Patient/$export?_typeFilter=${recent}`)).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o2']);
+        expect(await provenance(`/$export?_type=Medication&includeAssociatedData=RelevantProvenanceResources&_typeFilter=${recent}`)).toEqual(['Provenance/prov-o1-new']);
+        // Not exported, not filterable.
+        expect((await t.request(t.fhir() + `/Group/g1/$export?_type=Observation&_typeFilter=${recent}`, fhirInit(token))).status).toBe(400);
+      });
+
       test('LatestProvenanceResources: only the most recent Provenance of each exported resource', async () => {
         expect(await provenance('/Group/g1/$export?includeAssociatedData=LatestProvenanceResources')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-p1']);
         expect(await provenance('/$export?_type=Medication&includeAssociatedData=LatestProvenanceResources')).toEqual(['Provenance/prov-o1-new']);

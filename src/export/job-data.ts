@@ -51,7 +51,7 @@ const specBase = z.object({
   elements: z.record(z.string(), z.array(z.string())).optional(),
   compartment: z.enum(['any', 'job']).optional(),
   joinedSince: z.boolean(),
-  provenance: z.enum(['none', 'relevant', 'latest']),
+  provenance: z.enum(['none', 'compartment', 'relevant', 'latest']),
   issues: z.array(issue),
   fhirBase: z.string().optional(),
 });
@@ -60,7 +60,7 @@ const specV0 = specBase.extend({ filters: z.record(z.string(), z.array(snapshotF
 
 const step = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('type'), type: z.string() }),
-  z.object({ kind: z.literal('provenance'), mode: z.literal('relevant') }),
+  z.object({ kind: z.literal('provenance'), mode: z.enum(['relevant', 'compartment']) }),
   z.object({ kind: z.literal('provenance-scan') }),
   z.object({ kind: z.literal('provenance-emit') }),
   z.object({ kind: z.literal('errors') }),
@@ -72,6 +72,8 @@ const specV2 = specBase.extend({
   // Optional: a release that does not know it reads the (already narrowed) filters and refuses
   // downloads to filtered tokens, as it refused their kick-offs.
   scopeFilters: z.record(z.string(), z.array(z.array(condition))).optional(),
+  // Written with provenance 'compartment', which a release that does not know it refuses (JobDataError).
+  provenanceTargets: z.record(z.string(), z.array(z.array(condition))).optional(),
   version: z.literal(2),
   steps: z.array(step).min(1),
 });

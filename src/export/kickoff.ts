@@ -128,6 +128,10 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   const spec: ExportSpec = { level, types: selection.types, filters: withScopeFilters(filters, scoped), joinedSince: false, provenance: selection.provenance, issues };
   if (req.fhirBase !== undefined) spec.fhirBase = req.fhirBase;
   if (Object.keys(scoped).length) spec.scopeFilters = scoped;
+  if (selection.provenance === 'compartment') {
+    const targetScopes = scopeFilters(req.access, selection.provenanceTargets);
+    spec.provenanceTargets = Object.fromEntries(selection.provenanceTargets.map((t) => [t, targetScopes[t] ?? []]));
+  }
   if (since !== undefined) spec.since = since;
   if (Object.keys(elements).length) spec.elements = elements;
   if (level === 'system') return { spec, patients: [] as ExportPatient[] };

@@ -28,33 +28,62 @@ function targetsOf(row: Text, base: string | undefined): string[] {
   return out;
 }
 
-/** Which of `refs` (`Type/id`) this job exports: the same selection as the type scans, limited to those ids. */
-async function exportedTargets(ctx: StepContext, refs: Iterable<string>): Promise<Set<string>> {
-  const types = new Set(targetTypes(ctx.spec));
+/** The query that finds which of `ids` (of `type`) a target selection holds, from `after`. */
+type TargetQuery = (type: string, after: number | null, ids: string[]) => SnapshotQuery;
+
+/**
+ * Which of `refs` (`Type/id`) are selected by `query`: one query per target type and page of Provenance
+ * (its ids together), never one per resource.
+ */
+async function selectedTargets(ctx: StepContext, refs: Iterable<string>, types: Set<string>, query: TargetQuery): Promise<Set<string>> {
   const byType = new Map<string, Set<string>>();
   for (const ref of refs) {
     const [type, id] = ref.split('/') as [string, string];
     if (types.has(type)) (byType.get(type) ?? byType.set(type, new Set()).get(type)!).add(id);
   }
-  const exported = new Set<string>();
+  const selected = new Set<string>();
   for (const [type, ids] of byType) {
     let after: number | null = null;
     do {
-      const page = await selectPage(ctx, snapshotQuery(ctx, type, after, ctx.pageSize, [...ids]));
-      for (const r of pageTexts(page)) exported.add(`${type}/${r.id}`);
+      const page = await selectPage(ctx, query(type, after, [...ids]));
+      for (const r of pageTexts(page)) selected.add(`${type}/${r.id}`);
       after = page.next;
     } while (after !== null);
   }
-  return exported;
+  return selected;
 }
 
-/** A page of Provenance (live versions) with their targets, and which of those targets the job exports. */
-async function provenancePage(ctx: StepContext, q: SnapshotQuery) {
+/** Which of `refs` this job exports: the same selection as the type scans, limited to those ids. */
+function exportedTargets(ctx: StepContext, refs: Iterable<string>): Promise<Set<string>> {
+  return selectedTargets(ctx, refs, new Set(targetTypes(ctx.spec)), (type, after, ids) => snapshotQuery(ctx, type, after, ctx.pageSize, ids));
+}
+
+/**
+ * Which of `refs` are resources in the compartment of one of the job's patients as of transactionTime
+ * (`provenanceTargets`' types, within the token's scope filter on each), whatever `_type`,
+ * `_typeFilter` and `_since` select of them.
+ */
+function compartmentTargets(ctx: StepContext, refs: Iterable<string>): Promise<Set<string>> {
+  const targets = ctx.spec.provenanceTargets ?? {};
+  const compartment: SnapshotQuery['compartment'] = ctx.spec.compartment === 'job' ? { kind: 'job', jobId: ctx.jobId } : { kind: 'any' };
+  return selectedTargets(ctx, refs, new Set(Object.keys(targets)), (type, after, ids) => {
+    const q: SnapshotQuery = { type, at: ctx.transactionTime, limit: ctx.pageSize, compartment, ids };
+    if (after !== null) q.after = after;
+    if (targets[type]!.length) q.filters = targets[type]!;
+    return q;
+  });
+}
+
+type TargetSelection = (ctx: StepContext, refs: Iterable<string>) => Promise<Set<string>>;
+
+/** A page of Provenance with the targets of its live versions and deletions, and which of those `select` keeps. */
+async function provenancePage(ctx: StepContext, q: SnapshotQuery, select: TargetSelection) {
   const page = await selectPage(ctx, q);
   const texts = pageTexts(page);
   const targets = new Map(texts.map((r) => [r, targetsOf(r, ctx.spec.fhirBase)]));
-  const exported = await exportedTargets(ctx, new Set([...targets.values()].flat()));
-  return { page, texts, targets, exported };
+  const deletions = page.rows.filter((r) => r.deleted).map((r) => ({ row: r, targets: targetsOf(r, ctx.spec.fhirBase) }));
+  const kept = await select(ctx, new Set([...targets.values(), ...deletions.map((d) => d.targets)].flat()));
+  return { page, texts, targets, deletions, kept };
 }
 
 /** A chunk of the given Provenance texts (re-encoded; their lines already passed `pageTexts`). */
@@ -63,12 +92,18 @@ function chunkOf(ctx: StepContext, texts: Text[], deletions: SelectedPage['rows'
   return toChunk(ctx, 'Provenance', { lines: new Uint8Array(0), count: 0, rows }, next);
 }
 
-/** `RelevantProvenanceResources` (and the Patient/Group default): every Provenance whose target was exported. */
-export async function relevantProvenancePage(ctx: StepContext, after: number | null): Promise<Chunk> {
-  const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
-  const kept = texts.filter((r) => targets.get(r)!.some((t) => exported.has(t)));
-  const deletions = page.rows.filter((r) => r.deleted && targetsOf(r, ctx.spec.fhirBase).some((t) => exported.has(t)));
-  return chunkOf(ctx, kept, deletions, page.next);
+/**
+ * A page of Provenance found by its targets: `relevant` (`RelevantProvenanceResources`) keeps every
+ * Provenance whose target was exported; `compartment` (the Patient and Group default) every one whose
+ * target is a resource in one of the patients' compartments. `_typeFilter` and `_since` on Provenance
+ * apply to the Provenance itself (provenanceQuery).
+ */
+export async function provenanceByTargetsPage(ctx: StepContext, mode: 'relevant' | 'compartment', after: number | null): Promise<Chunk> {
+  const select = mode === 'relevant' ? exportedTargets : compartmentTargets;
+  const { page, texts, targets, deletions, kept } = await provenancePage(ctx, provenanceQuery(ctx, after), select);
+  const live = texts.filter((r) => targets.get(r)!.some((t) => kept.has(t)));
+  const deleted = deletions.filter((d) => d.targets.some((t) => kept.has(t))).map((d) => d.row);
+  return chunkOf(ctx, live, deleted, page.next);
 }
 
 /** Orders Provenance for "most recent": `recorded`, then last update, then id. */
@@ -87,8 +122,8 @@ export async function latestProvenanceScan(ctx: StepContext): Promise<void> {
   let after: number | null = null;
   do {
     await ctx.control.check();
-    const { page, texts, targets, exported } = await provenancePage(ctx, provenanceQuery(ctx, after));
-    const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => exported.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
+    const { page, texts, targets, kept } = await provenancePage(ctx, provenanceQuery(ctx, after), exportedTargets);
+    const notes = texts.flatMap((r) => targets.get(r)!.filter((t) => kept.has(t)).map((target) => ({ target, provenance: r.id, rank: rank(r) })));
     if (notes.length) await ctx.store.exports.scratch.noteProvenance(ctx.jobId, notes);
     after = page.next;
   } while (after !== null);

@@ -8,11 +8,13 @@ import type { Condition } from '../store/types.ts';
 export type ExportLevel = 'system' | 'patient' | 'group';
 
 /**
- * Provenance handling (Bulk Data 2.0 `includeAssociatedData` and its default): `type` = Provenance is an
- * ordinary type of a system export; `relevant` = every Provenance whose target was exported; `latest` =
- * for each exported resource only the most recent Provenance targeting it; `none` = no Provenance.
+ * Provenance handling beyond a system export's ordinary Provenance type (Bulk Data 2.0
+ * `includeAssociatedData` and its default): `compartment` = every Provenance whose target is a resource
+ * in the compartment of one of the export's patients (the Patient and Group default); `relevant` = every
+ * Provenance whose target was exported; `latest` = for each exported resource only the most recent
+ * Provenance targeting it; `none` = no Provenance found by its targets.
  */
-export type ProvenanceMode = 'none' | 'relevant' | 'latest';
+export type ProvenanceMode = 'none' | 'compartment' | 'relevant' | 'latest';
 
 export interface ExportSpec {
   level: ExportLevel;
@@ -38,6 +40,12 @@ export interface ExportSpec {
   /** Group export with `_since`: resources of patients who joined after `_since` are exported whatever their time. */
   joinedSince: boolean;
   provenance: ProvenanceMode;
+  /**
+   * With `provenance: 'compartment'`: the types whose resources bring their Provenance (the Patient
+   * compartment's types the kick-off token may read, whatever `_type` says), each with the token's
+   * SMART v2 scope filter on it (ORed alternatives; empty when it has none).
+   */
+  provenanceTargets?: Record<string, Condition[][]>;
   /** Problems with the request that lenient handling let through; they go to the manifest's `error` files. */
   issues: FhirIssue[];
   /** The tenant's FHIR base: absolute references under it are the tenant's (FhirDeps.fhirBase); absent: none is. */
@@ -61,7 +69,7 @@ export interface FileRecord {
 
 export type Step =
   | { kind: 'type'; type: string }
-  | { kind: 'provenance'; mode: 'relevant' }
+  | { kind: 'provenance'; mode: 'relevant' | 'compartment' }
   | { kind: 'provenance-scan' }
   | { kind: 'provenance-emit' }
   | { kind: 'errors' };
@@ -90,7 +98,7 @@ export function initialProgress(): JobProgress {
 /** The steps of a job, in order; derived from the spec alone so that every attempt sees the same plan. */
 export function planSteps(spec: ExportSpec): Step[] {
   const steps: Step[] = spec.types.map((type) => ({ kind: 'type', type }));
-  if (spec.provenance === 'relevant') steps.push({ kind: 'provenance', mode: 'relevant' });
+  if (spec.provenance === 'relevant' || spec.provenance === 'compartment') steps.push({ kind: 'provenance', mode: spec.provenance });
   if (spec.provenance === 'latest') steps.push({ kind: 'provenance-scan' }, { kind: 'provenance-emit' });
   steps.push({ kind: 'errors' });
   return steps;

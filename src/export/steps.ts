@@ -1,5 +1,5 @@
 import { partWriter, type Chunk, type Rollover } from './part-writer.ts';
-import { latestProvenanceEmitPage, latestProvenanceScan, relevantProvenancePage } from './provenance.ts';
+import { latestProvenanceEmitPage, latestProvenanceScan, provenanceByTargetsPage } from './provenance.ts';
 import { selectPage, snapshotQuery } from './select.ts';
 import type { FileRecord, Step } from './spec.ts';
 import { fileKey, toChunk, type PageSource, type StepContext } from './step-context.ts';
@@ -90,7 +90,7 @@ export async function runStep(ctx: StepContext, step: Step): Promise<void> {
     case 'type':
       return streamStep(ctx, step.type, typeSource(ctx, step.type));
     case 'provenance':
-      return streamStep(ctx, 'Provenance', (after) => relevantProvenancePage(ctx, after as number | null));
+      return streamStep(ctx, 'Provenance', (after) => provenanceByTargetsPage(ctx, step.mode, after as number | null));
     case 'provenance-scan':
       return latestProvenanceScan(ctx);
     case 'provenance-emit':

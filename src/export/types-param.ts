@@ -9,6 +9,8 @@ import type { ExportLevel, ProvenanceMode } from './spec.ts';
 export interface TypeSelection {
   types: string[];
   provenance: ProvenanceMode;
+  /** With provenance `compartment`: the types whose resources in the patients' compartments bring their Provenance. */
+  provenanceTargets: string[];
   issues: FhirIssue[];
 }
 
@@ -109,9 +111,11 @@ export function selectTypes(level: ExportLevel, requested: string[], associated:
     if (mayExportAll(access, 'Provenance')) provenance = mode;
     else problem('forbidden', "includeAssociatedData needs read access to all Provenance resources, which the access token's scopes do not allow");
   } else if (wantsProvenance && level !== 'system') {
-    if (mayExportAll(access, 'Provenance')) provenance = 'relevant';
+    if (mayExportAll(access, 'Provenance')) provenance = 'compartment';
     else if (explicit) problem('forbidden', `A ${level === 'group' ? 'Group' : 'Patient'} export's Provenance needs read access to all Provenance resources, which the access token's scopes do not allow`);
   }
   const scanned = types.filter((t) => t !== 'Provenance' || (level === 'system' && !mode));
-  return { types: scanned.sort(byExportOrder), provenance, issues };
+  // Bulk Data 2.0: Provenance whose target is "a resource in the Patient compartment", not only an exported one.
+  const provenanceTargets = provenance === 'compartment' ? [...compartment].filter((t) => mayExport(access, t)).sort() : [];
+  return { types: scanned.sort(byExportOrder), provenance, provenanceTargets, issues };
 }

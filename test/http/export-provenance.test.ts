@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
-import { download, eachStore, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
+import { download, eachStore, finish, kickOff, observation, patient, put, refs, remove } from '../helpers/export.ts';
 
 let t: TestApp;
 let token: string;
@@ -33,13 +33,24 @@ await eachStore((kind, fresh) => {
     };
 
     describe(`Provenance (${kind})`, () => {
-      test('a Group export includes the Provenance targeting its exported resources, and no other', async () => {
+      test("a Group export includes the Provenance targeting resources in its patients' compartments, and no other", async () => {
         expect(await provenance('/Group/g1/$export')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-p1']);
       });
 
       test('a Patient export limited by _type includes Provenance only when asked for', async () => {
         expect(await provenance('/Patient/$export?_type=Observation')).toEqual([]);
-        expect(await provenance('/Patient/$export?_type=Observation,Provenance')).toEqual(['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2']);
+        // prov-p1 targets a Patient, which is in its own compartment, though no Patient is exported.
+        expect(await provenance('/Patient/$export?_type=Observation,Provenance')).toEqual([
+          'Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-o2', 'Provenance/prov-p1',
+        ]);
+      });
+
+      test("a Group export's Provenance is that of every resource in its patients' compartments, whatever _type and _typeFilter export of them", async () => {
+        const p1 = ['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-p1'];
+        expect(await provenance('/Group/g1/$export?_type=Patient,Provenance')).toEqual(p1);
+        expect(await provenance('/Group/g1/$export?_typeFilter=' + encodeURIComponent('Observation?code=nothing'))).toEqual(p1);
+        // includeAssociatedData keeps to the resources being returned.
+        expect(await provenance('/Group/g1/$export?_type=Patient,Provenance&includeAssociatedData=RelevantProvenanceResources')).toEqual(['Provenance/prov-p1']);
       });
 
       test('_typeFilter on Provenance applies to the Provenance found by its targets', async () => {
@@ -49,6 +60,34 @@ await eachStore((kind, fresh) => {
         expect(await provenance(`/$export?_type=Medication&includeAssociatedData=RelevantProvenanceResources&_typeFilter=${recent}`)).toEqual(['Provenance/prov-o1-new']);
         // Not exported, not filterable.
         expect((await t.request(t.fhir() + `/Group/g1/$export?_type=Observation&_typeFilter=${recent}`, fhirInit(token))).status).toBe(400);
+      });
+
+      test('with _since, a deleted Provenance of a resource in the compartment is reported in deleted', async () => {
+        t.clock.advance(60_000);
+        const since = new Date(t.clock.now()).toISOString();
+        t.clock.advance(1000);
+        await remove(t, 'Provenance', 'prov-o1-old');
+        t.clock.advance(1000);
+        const m = await finish(t, token, await kickOff(t, token, `/Group/g1/$export?_since=${since}`));
+        const deleted = await download(t, token, m.deleted ?? []);
+        const urls = (deleted.Bundle ?? []).flatMap((b) => (b.entry as { request: { url: string } }[]).map((e) => e.request.url));
+        expect(urls).toEqual(['Provenance/prov-o1-old']);
+      });
+
+      test('Provenance of resources the token may not read is left out', async () => {
+        const exported = async (scopes: string[], scope = scopes.join(' ')) => {
+          const other = await t.tokenFor('t1', scopes, scope);
+          const m = await finish(t, other, await kickOff(t, other, '/Group/g1/$export?_type=Patient,Provenance'));
+          return refs({ Provenance: (await download(t, other, m.output)).Provenance ?? [] });
+        };
+        const all = ['Provenance/prov-o1-new', 'Provenance/prov-o1-old', 'Provenance/prov-p1'];
+        const granted = ['system/Patient.rs', 'system/Group.rs', 'system/Provenance.rs'];
+        expect(await exported(granted)).toEqual(['Provenance/prov-p1']);
+        expect(await exported([...granted, 'system/Observation.rs'])).toEqual(all);
+        // A scope filter on the target's type limits the targets as it limits what the token reads.
+        const filtered = (code: string) => [...granted, `system/Observation.rs?code=http://loinc.org|${code}`].join(' ');
+        expect(await exported([...granted, 'system/Observation.rs'], filtered('nothing'))).toEqual(['Provenance/prov-p1']);
+        expect(await exported([...granted, 'system/Observation.rs'], filtered('1234-5'))).toEqual(all);
       });
 
       test('LatestProvenanceResources: only the most recent Provenance of each exported resource', async () => {

@@ -20,6 +20,12 @@ describe('export job data', () => {
     expect(readProgress({ progress: encodeProgress(progress) })).toEqual(progress);
   });
 
+  test("a Patient or Group job's Provenance of the compartments is stored with its target types and planned as a step", () => {
+    const compartment: ExportSpec = { ...spec, provenance: 'compartment', provenanceTargets: { Observation: [], Patient: [[{ kind: 'token', param: 'gender', values: [{ value: 'female' }] }]] } };
+    const text = encodeSpec(compartment);
+    expect(readPlan({ spec: text })).toEqual({ spec: compartment, steps: [{ kind: 'type', type: 'Patient' }, { kind: 'type', type: 'Condition' }, { kind: 'provenance', mode: 'compartment' }, { kind: 'errors' }] });
+  });
+
   test('a resumed job runs the plan it was stored with, not the one current code would make', () => {
     const stored = JSON.parse(encodeSpec(spec)) as Record<string, unknown>;
     stored.steps = [{ kind: 'type', type: 'Condition' }, { kind: 'errors' }];

@@ -5,7 +5,9 @@ const DATE = /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(
 
 /**
  * The half-open interval [low, high) in epoch ms that a FHIR date/dateTime/instant value denotes at its
- * precision (FHIR R4 search 3.1.1.5.9). Values without a zone are read as UTC.
+ * precision (FHIR R4 search 3.1.1.5.9). Values without a zone are read as UTC. A fraction of a second
+ * is a precision too: `.1` is 100 ms wide, `.12` 10 ms, `.123` 1 ms. Digits past the millisecond are
+ * dropped (bounds are whole milliseconds): `.1234` is the millisecond containing it, [.123, .124).
  */
 export function dateRange(value: string): { low: number; high: number } | null {
   const m = DATE.exec(value);
@@ -26,7 +28,7 @@ export function dateRange(value: string): { low: number; high: number } | null {
   else if (h === undefined) high = utc(year, month, day + 1);
   else if (s === undefined) high = low + 60000;
   else if (!frac) high = low + 1000;
-  else high = low + 1;
+  else high = low + 10 ** (3 - Math.min(frac.length, 3));
   return { low, high };
 }
 

@@ -63,7 +63,12 @@ function stringParts(value: unknown, out: string[]): void {
   }
 }
 
-/** [low, high) of a date element: date/dateTime/instant at its precision, Period (open ends infinite), Timing events and bounds. */
+/**
+ * [low, high) of a date element: date/dateTime/instant at its precision, Period (open ends infinite), and
+ * Timing as one range over its outer limits (R4 search.html, date: "only the outer limits matter"), from
+ * its earliest event or `repeat.boundsPeriod` start to its latest event or bounds end (an open bound
+ * infinite); its schedule and a boundsDuration or boundsRange, which hold no dates, are left out.
+ */
 export function dateRanges(value: unknown, out: { low: number; high: number }[]): void {
   if (typeof value === 'string') {
     const r = dateRange(value);
@@ -72,15 +77,27 @@ export function dateRanges(value: unknown, out: { low: number; high: number }[])
   }
   if (value === null || typeof value !== 'object') return;
   const v = value as Json;
-  if ('start' in v || 'end' in v) {
-    const start = typeof v.start === 'string' ? dateRange(v.start) : null;
-    const end = typeof v.end === 'string' ? dateRange(v.end) : null;
-    if (start || end) out.push({ low: start?.low ?? -Infinity, high: end?.high ?? Infinity });
-    return;
-  }
-  if (Array.isArray(v.event)) for (const e of v.event) dateRanges(e, out);
-  const repeat = v.repeat as Json | undefined;
-  if (repeat?.boundsPeriod) dateRanges(repeat.boundsPeriod, out);
+  const r = 'start' in v || 'end' in v ? periodRange(v) : timingRange(v);
+  if (r) out.push(r);
+}
+
+type DateSpan = { low: number; high: number };
+
+/** A Period's [start's low, end's high), an absent end infinite (an absent start too); null when it has neither. */
+function periodRange(v: Json): DateSpan | null {
+  const start = typeof v.start === 'string' ? dateRange(v.start) : null;
+  const end = typeof v.end === 'string' ? dateRange(v.end) : null;
+  return start || end ? { low: start?.low ?? -Infinity, high: end?.high ?? Infinity } : null;
+}
+
+/** A Timing's outer limits over its events and bounds Period (dateRanges); null when it has neither. */
+function timingRange(v: Json): DateSpan | null {
+  const parts = Array.isArray(v.event) ? v.event.map((e) => (typeof e === 'string' ? dateRange(e) : null)) : [];
+  const bounds = (v.repeat as Json | undefined)?.boundsPeriod;
+  if (bounds !== null && typeof bounds === 'object') parts.push(periodRange(bounds as Json));
+  let span: DateSpan | null = null;
+  for (const r of parts) if (r) span = span ? { low: Math.min(span.low, r.low), high: Math.max(span.high, r.high) } : r;
+  return span;
 }
 
 /** Number ranges of a number or quantity element, with the unit (Quantity, Money, Range; a plain number). */

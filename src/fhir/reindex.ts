@@ -18,9 +18,11 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * model 7 those of the contained resources that a reference parameter restricted to a type
  * (`where(resolve() is Patient)`) names, which model 6 did not resolve; model 8 a reference to another
  * server's resource as its URL, where it was taken for this tenant's resource of the same type and id
- * (and its patient's compartment).
+ * (and its patient's compartment); model 9 a Timing as one range over its outer limits, where each event
+ * and its bounds were ranges of their own, and a fraction of a second of one or two digits as the range
+ * its precision implies (`.1` 100 ms wide), where every fraction was 1 ms wide (dates.ts dateRange).
  */
-export const INDEX_MODEL = 8;
+export const INDEX_MODEL = 9;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -76,7 +78,21 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     reads: readsReferenceRows,
     compartments: true,
   },
+  // A Timing with events (`"event":["..."`; with a bounds Period too), now one range over its outer limits,
+  // or a dateTime or instant with a fraction of one or two digits, now 100 or 10 ms wide: range rows (the
+  // one composite with a date component, code-value-date, keeps no rows: it is searched as code and
+  // value-date). Date conditions read them.
+  9: {
+    touches: (content) => TIMING_EVENTS.test(content) || SHORT_FRACTION.test(content),
+    tables: ['search_range'],
+    reads: readsDateRows,
+  },
 };
+
+/** The conditions that read date rows: date parameters (and a composite's date part, should one keep rows). */
+function readsDateRows(c: Condition): boolean {
+  return c.kind === 'date' || (c.kind === 'composite' && c.tests.some((t) => t.parts.some((p) => p.kind === 'date')));
+}
 
 /** The conditions that read reference rows or compartments: references, chains, `_has`, compartments, `:missing` on tokens and references. */
 function readsReferenceRows(c: Condition): boolean {
@@ -102,6 +118,9 @@ function restrictedTypes(): string[] {
 const CONTAINED = /"contained"\s*:\s*\[/;
 const ABSOLUTE_REFERENCE = /"reference"\s*:\s*"[A-Za-z][A-Za-z0-9+.-]*:(?!uuid:|oid:)/;
 const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;
+// (A primitive array with extensions holds `null` where an item has no value: `"event":[null,"2020-..."]`.)
+const TIMING_EVENTS = /"event"\s*:\s*\[\s*(?:null\s*,\s*)*"/;
+const SHORT_FRACTION = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,2}(?:Z|[+-]\d{2}:\d{2})?"/;
 const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;

@@ -26,7 +26,7 @@ const observation = (id: string, mg: number): Json => ({
 
 await eachStore((kind, fresh) => {
   describe(`serving beside a reindex on ${kind}`, () => {
-    test('from model 4: only searches reading canonical quantity rows, contained resources\' rows, references or compartments wait; reads, writes and other searches answer', async () => {
+    test('from model 4: only searches reading canonical quantity rows, contained resources\' rows, references, compartments or dates wait; reads, writes and other searches answer', async () => {
       let rebuilding: Rebuilding | undefined = { from: 4, examined: 1_500 };
       const t = await createTestApp({ store: await fresh(), rebuilding: () => rebuilding });
       try {
@@ -58,6 +58,10 @@ await eachStore((kind, fresh) => {
         await refused('Observation?subject=Patient/p1');
         await refused('Patient?_has:Observation:subject:code=2345-7');
         await refused('Patient/p1/Observation');
+        // Model 9 changed date ranges (Timings, short fractions of a second): date searches wait too.
+        await refused('Observation?date=2026');
+        await refused(`Observation?code-value-date=${LOINC}|2345-7$2026`);
+        await refused(`Observation?_filter=${encodeURIComponent('date ge 2026-01-01')}`);
         // Conditional create runs the same search: it waits too, and creates nothing.
         const conditional = await api.post('Observation', observation('ignored', 1), { 'If-None-Exist': `value-quantity=5.4|${UCUM}|mg` });
         expect(conditional.status).toBe(503);
@@ -68,6 +72,7 @@ await eachStore((kind, fresh) => {
         expect(await ids(`Observation?value-quantity=5.4||mg`)).toEqual(['o1']);
         expect(await ids('Observation?_include=Observation:subject')).toEqual(['o1', 'p1']);
         expect(await ids('Observation?code=2345-7')).toEqual(['o1']);
+        expect(await ids('Observation?_lastUpdated=ge2026-01-01')).toEqual(['o1']);
         expect((await api.get('Observation/o1')).status).toBe(200);
         await api.put200(observation('o2', 7));
         expect(await ids('Observation?value-quantity=gt6')).toEqual(['o2']);
@@ -147,7 +152,18 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(8);
+    expect(INDEX_MODEL).toBe(9);
+    // Model 9: date ranges, directly, in a composite with a date component, in a chain.
+    const date: Condition = { kind: 'date', param: 'date', tests: [{ op: 'eq', low: 0, high: 1 }] };
+    const codeDate: Condition = { kind: 'composite', param: 'x', tests: [{ value1: 'a', parts: [{ kind: 'date', test: { op: 'eq', low: 0, high: 1 } }] }] };
+    const codeString: Condition = { kind: 'composite', param: 'y', tests: [{ value1: 'a', parts: [{ kind: 'string', value: 'b' }] }] };
+    expect(readsRowsBeingRebuilt(8, query(date))).toBe(true);
+    expect(readsRowsBeingRebuilt(8, query(codeDate))).toBe(true);
+    expect(readsRowsBeingRebuilt(8, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ ...date, param: 'birthdate' }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(8, query(codeString, plain, canonical, near, tokenText, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(8, query({ kind: 'lastUpdated', tests: [{ op: 'ge', low: 0, high: 1 }] }))).toBe(false);
+    expect(readsRowsBeingRebuilt(8, query({ kind: 'missing', table: 'search_range', params: ['date'], missing: true }))).toBe(false);
+    expect(readsRowsBeingRebuilt(8, { ...query(plain), compartment: 'p1' })).toBe(false);
     // Model 8: reference rows (another server's URL) and compartments.
     const subject: Condition = { kind: 'token', param: 'subject', values: [{ system: 'Patient', value: 'p1' }], reference: true };
     const code: Condition = { kind: 'token', param: 'code', values: [{ system: 'http://loinc.org', value: '1-8' }] };
@@ -157,6 +173,7 @@ describe('readsRowsBeingRebuilt', () => {
     expect(readsRowsBeingRebuilt(7, query({ kind: 'missing', table: 'search_index', params: ['subject'], missing: true }))).toBe(true);
     expect(readsRowsBeingRebuilt(7, { ...query(code), compartment: 'p1' })).toBe(true);
     expect(readsRowsBeingRebuilt(7, query(code, plain, canonical, near, tokenText, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(7, query(date))).toBe(true);
     expect(readsRowsBeingRebuilt(7, query({ kind: 'missing', table: 'search_range', params: ['near'], missing: true }))).toBe(false);
     // Model 7: the same kinds of rows, of AuditEvents and EpisodeOfCares.
     expect(readsRowsBeingRebuilt(6, { type: 'AuditEvent', where: [{ kind: 'string', param: 'patient:Patient.name', values: [{ value: 'x', match: 'prefix' }] }], sort: [], count: 10 })).toBe(true);

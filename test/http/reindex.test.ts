@@ -140,6 +140,19 @@ describe('touchedSince', () => {
     // Model 8 changed reference rows and the compartments: every row of the resources it touches.
     for (const model of [0, 1, 2, 3, 5, 6, 7]) expect(tablesSince(model)).toBeUndefined();
     expect(tablesSince(INDEX_MODEL)).toEqual([]);
+    // Model 9: date ranges, in range rows (code-value-date keeps no composite rows).
+    expect(tablesSince(8)).toEqual(['search_range']);
+    // Model 9: resources holding a Timing's events (null where one has only extensions), or a dateTime or
+    // instant with a fraction of one or two digits; not a bounds Period alone, nor three or more digits.
+    const since8 = touchedSince(8);
+    expect(since8('{"resourceType":"Observation","effectiveTiming":{"event":["2020-03-05T08:00:00Z","2020-04-05T08:00:00Z"]}}')).toBe(true);
+    expect(since8('{"resourceType":"Observation","effectiveTiming":{"event": [ null, "2020-03-05"],"_event":[{"extension":[]},null]}}')).toBe(true);
+    expect(since8('{"resourceType":"Observation","effectiveDateTime":"2020-03-01T10:30:00.1Z"}')).toBe(true);
+    expect(since8('{"resourceType":"Observation","effectiveDateTime":"2020-03-01T11:30:00.12+01:00"}')).toBe(true);
+    expect(since8('{"resourceType":"Observation","effectiveDateTime":"2020-03-01T10:30:00.123Z","issued":"2020-03-01T10:30:00.1234Z"}')).toBe(false);
+    expect(since8('{"resourceType":"Observation","effectiveTiming":{"repeat":{"boundsPeriod":{"start":"2020-03-10"},"frequency":1}}}')).toBe(false);
+    expect(since8('{"resourceType":"Composition","event":[{"period":{"start":"2020-03-10"}}],"date":"2020-03-10T10:00:00Z"}')).toBe(false);
+    expect(since8('{"resourceType":"Observation","valueTime":"10:30:00.1","note":[{"text":"at 2020-03-01T10:30:00.1Z"}]}')).toBe(false);
     // Model 8: resources holding an absolute reference (not a `urn:`).
     expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference":"http://other.org/fhir/Patient/p"}}')).toBe(true);
     expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference" : "https://x.org/Patient/p"}}')).toBe(true);

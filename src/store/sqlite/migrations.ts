@@ -335,4 +335,17 @@ CREATE INDEX condition_claims_at ON condition_claims (at);
 UPDATE index_state SET value = 8 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 17,
+    name: 'date_ranges',
+    sql: `
+-- Index model 9 (src/fhir/reindex.ts): a Timing is one range from its earliest event or bounds start to
+-- its latest event or bounds end, no longer a range per event and one for its bounds; a fraction of a
+-- second of one or two digits is the range its precision implies (\`.1\` is 100 ms wide), no longer 1 ms.
+-- A database holding resources gets it from the reindex that \`cinder serve\` runs at start (only the
+-- resources holding a Timing's events or such a fraction are rebuilt, their range rows);
+-- an empty one follows model 9 already.
+UPDATE index_state SET value = 9 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -16,7 +16,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { R4_RESOURCE_TYPES, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, shaper, storeQuery,
+  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, shaper, storeQuery,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -137,6 +137,8 @@ export async function searchTypes(
   const types = typesOf(req, compartment === undefined ? R4_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
   const own = new URLSearchParams();
   for (const [key, value] of params) {
+    // `_type` takes no modifier; the result parameters' are checked as a type-level search checks them (compileSearch).
+    if (key.startsWith('_type:')) checkControlModifier(key, '_type');
     if (key === '_type' || key === '_cursor' || key === '_sort' || key === '_count' || key.startsWith('_include') || key.startsWith('_revinclude')) continue;
     own.append(key, value);
   }

@@ -28,6 +28,17 @@ export const MAX_ITERATIONS = 3;
 
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude', '_contained', '_containedType']);
+/** The result parameters that take a modifier: `:iterate` (and R3's `:recurse`), which parseInclude reads. */
+const MODIFIED_CONTROL = new Set(['_include', '_revinclude']);
+
+/**
+ * A result parameter `key` (its name `name`) with a modifier it does not take (`_sort:desc`, `_count:x`)
+ * is a 400 naming it as written: read by its bare name, it would be dropped without a word.
+ */
+export function checkControlModifier(key: string, name: string): void {
+  if (key === name || MODIFIED_CONTROL.has(name)) return;
+  throw new FhirError('invalid', `Unknown modifier '${key.slice(name.length)}' for '${name}', which takes none ('${key}')`, { expression: [key] });
+}
 /** Parameters defined for all resources that Cinder does not search. */
 const UNSUPPORTED = new Set(['_query']);
 
@@ -151,6 +162,7 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   for (const [key, raw] of params) {
     const name = key.split(':', 1)[0]!;
     if (CONTROL.has(name)) {
+      checkControlModifier(key, name);
       if (name === '_include') includes.push(parseInclude(type, key, raw, false));
       if (name === '_revinclude') revincludes.push(parseInclude(type, key, raw, true));
       // The self link says what was done: `_count` as applied (at most MAX_COUNT).

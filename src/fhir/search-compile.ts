@@ -829,6 +829,7 @@ export function parseSort(type: string, raw: string | null): SortKey[] {
     if (def.type === 'composite' || def.type === 'special' || def.unionOf) {
       throw new FhirError('not-supported', `Cannot sort by the ${def.type} parameter '${code}'`, { expression: ['_sort'] });
     }
-    return { by: 'param', table: tableOf(def.type), param: def.storedAs?.param ?? def.code, descending };
+    const key: SortKey = { by: 'param', table: tableOf(def.type), param: def.storedAs?.param ?? def.code, descending };
+    return def.storedAs?.target === undefined ? key : { ...key, target: def.storedAs.target };
   });
 }

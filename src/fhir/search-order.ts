@@ -47,7 +47,7 @@ function compareKeys(a: Key, b: Key): number {
  */
 function paramKey(rows: IndexRows, k: SortKey & { by: 'param' }): Key {
   const values: Key[] = [];
-  if (k.table === 'search_index') for (const e of rows.tokens) if (e.param === k.param) values.push(e.value);
+  if (k.table === 'search_index') for (const e of rows.tokens) if (e.param === k.param && (k.target === undefined || e.system === k.target)) values.push(e.value);
   if (k.table === 'search_string') for (const e of rows.strings) if (e.param === k.param) values.push(e.value);
   if (k.table === 'search_range') for (const e of rows.ranges) if (e.param === k.param) values.push(k.descending ? e.high : e.low);
   if (k.table === 'search_composite') for (const e of rows.composites) if (e.param === k.param) values.push(e.value1);

@@ -734,7 +734,8 @@ export class SqlBuilder {
     if (k.by === 'lastUpdated') return [`${a}.last_updated`, dir];
     const fn = k.descending ? 'MAX' : 'MIN';
     const s = this.alias('s');
-    return [`(SELECT ${fn}(${s}.${sortColumn(k)}) FROM ${k.table} ${s} WHERE ${s}.res = ${pk} AND ${this.keyIn(s, k.table, type, [k.param], true)})`, `${dir} NULLS LAST`];
+    const narrow = k.target === undefined ? {} : { systems: [k.target] };
+    return [`(SELECT ${fn}(${s}.${sortColumn(k)}) FROM ${k.table} ${s} WHERE ${s}.res = ${pk} AND ${this.keyIn(s, k.table, type, [k.param], true, narrow)})`, `${dir} NULLS LAST`];
   }
 
   /**
@@ -1445,7 +1446,8 @@ async function sortWalk<R>(dialect: Dialect, tenant: string, q: SearchQuery, run
 
 /**
  * `SELECT k, f, v`, in one snapshot: each key `k` of sort key `k`'s parameter (a quantity has one
- * per unit, a token one per system), with the range (SortRange) a sort walk reads, the same on every
+ * per unit, a token one per system; a reference one per target type, only the sort key's `target`'s
+ * where it names one), with the range (SortRange) a sort walk reads, the same on every
  * row: `f` the first value of any of them in the sort's order, and `v` the first of their values
  * `rows` index rows in, so that at least `rows` rows are at or before it (null when every key has
  * fewer rows). The database compares the values, as it orders them.
@@ -1456,7 +1458,8 @@ function sortBoundSql(dialect: Dialect, tenant: string, type: string, k: ParamSo
   const nth = (offset: number) => `(SELECT s.${col} FROM ${k.table} s WHERE s.k = kk.k ORDER BY s.${col}${k.descending ? ' DESC' : ''} LIMIT 1${offset ? ` OFFSET ${offset}` : ''})`;
   const fn = k.descending ? 'MAX' : 'MIN';
   const sql = `SELECT x.k AS k, ${fn}(x.f) OVER () AS f, ${fn}(x.v) OVER () AS v FROM (SELECT kk.k AS k, ${nth(0)} AS f, ${nth(Math.trunc(rows) - 1)} AS v ` +
-    `FROM search_keys kk WHERE kk.tenant = ${b.v(tenant)} AND kk.type = ${b.v(type)} AND kk.param = ${b.v(k.param)}) x`;
+    `FROM search_keys kk WHERE kk.tenant = ${b.v(tenant)} AND kk.type = ${b.v(type)} AND kk.param = ${b.v(k.param)}` +
+    `${k.target === undefined ? '' : ` AND kk.system = ${b.v(k.target)}`}) x`;
   return { sql, values: b.values };
 }
 

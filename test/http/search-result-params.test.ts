@@ -1,11 +1,11 @@
 /**
  * More of R4 search (search.html) as a probe found it wanting, on both databases: a result parameter
- * takes no modifier it does not define.
+ * takes no modifier it does not define, and `_sort=patient` reads only the subjects that are Patients.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
 const enc = encodeURIComponent;
@@ -14,10 +14,21 @@ const observation = (id: string, extra: Json = {}): Json => ({
   resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: 'SORT' }] }, ...extra,
 });
 
+const GROUPS = Array.from({ length: 20 }, (_, i) => `s-w${String(i).padStart(2, '0')}`);
+
 const DATA: Json[] = [
   { resourceType: 'Patient', id: 'p1', name: [{ family: 'Xavier' }] },
   { resourceType: 'Patient', id: 'p2', name: [{ family: 'Adams' }] },
+  // `_sort=patient`: subjects that are Patients (stored, contained), and others that are not.
   observation('s-p1', { subject: { reference: 'Patient/p1' } }),
+  observation('s-p2', { subject: { reference: 'Patient/p2' } }),
+  observation('s-grp', { subject: { reference: 'Group/g1' } }),
+  observation('s-none'),
+  observation('s-cgrp', { contained: [{ resourceType: 'Group', id: 'g', type: 'person', actual: true }], subject: { reference: '#g' } }),
+  observation('s-cpat', { contained: [{ resourceType: 'Patient', id: 'p' }], subject: { reference: '#p' } }),
+  // Groups whose ids sort between the Patients' (`#p` and `p1`): a sort walk over every subject would
+  // end its first range among them, before `p1`.
+  ...GROUPS.map((id, i) => observation(id, { subject: { reference: `Group/a${String(i).padStart(2, '0')}` } })),
 ];
 
 await eachStore((kind, fresh) => {
@@ -26,6 +37,7 @@ await eachStore((kind, fresh) => {
     let api: FhirClient;
     const matches = async (query: string, client = api) =>
       ((await client.search(query)).entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id as string);
+    const found = async (query: string, client = api) => (await matches(query, client)).sort();
 
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
@@ -53,6 +65,22 @@ await eachStore((kind, fresh) => {
       expect(included).toEqual(['p1']);
       // A filter takes no result parameter at all (`_typeFilter`, scope filters).
       expect((await api.get(`$export?_type=Patient&_typeFilter=${enc('Patient?_sort:desc=family')}`)).status).toBe(400);
+    });
+
+    test('_sort=patient orders by the subjects that are Patients alone; others sort with the missing, last', async () => {
+      const missing = await found('Observation?patient:missing=true');
+      expect(missing).toEqual(['s-cgrp', 's-grp', 's-none', ...GROUPS]);
+      const ascending = ['s-cpat', 's-p1', 's-p2', ...missing];
+      const descending = ['s-p2', 's-p1', 's-cpat', ...missing];
+      // Read in order (by walking the index, a page at a time, and by the key of each resource) and driven by a code.
+      expect(await matches('Observation?_sort=patient')).toEqual(ascending);
+      expect(await matchesOfAllPages(api, 'Observation?_sort=patient&_count=2')).toEqual(ascending);
+      expect(await matches(`Observation?code=${LOINC}|SORT&_sort=patient`)).toEqual(ascending);
+      expect(await matches('Observation?_sort=-patient')).toEqual(descending);
+      expect(await matchesOfAllPages(api, 'Observation?_sort=-patient&_count=2')).toEqual(descending);
+      expect(await matches(`Observation?code=${LOINC}|SORT&_sort=-patient,_id`)).toEqual(descending);
+      // `subject` itself takes every subject.
+      expect(await matches('Observation?_sort=subject')).toEqual(['s-cgrp', 's-cpat', ...GROUPS, 's-grp', 's-p1', 's-p2', 's-none']);
     });
   });
 });

@@ -228,7 +228,11 @@ export type Condition =
 export type SortKey =
   | { by: 'id'; descending: boolean }
   | { by: 'lastUpdated'; descending: boolean }
-  | { by: 'param'; table: IndexTable; param: string; descending: boolean };
+  /**
+   * `target`: the rows of that system alone, a reference's target type: `patient` is the `subject` rows
+   * of Patients (ParamDefinition.storedAs), so a Group subject is no key of it (as `patient:missing`).
+   */
+  | { by: 'param'; table: IndexTable; param: string; descending: boolean; target?: string };
 
 export interface SearchCursor {
   lastUpdated: number;

@@ -54,9 +54,11 @@ export function numberMatches(lo: number, hi: number, t: NumberTest): boolean {
   switch (t.op) {
     case 'eq': return lo >= t.low && hi < t.high;
     case 'ne': return lo < t.low || hi >= t.high;
-    case 'gt': case 'sa': return hi > t.value;
+    case 'gt': return hi > t.value;
+    case 'sa': return lo >= t.high;
     case 'ge': return hi >= t.value;
-    case 'lt': case 'eb': return lo < t.value;
+    case 'lt': return lo < t.value;
+    case 'eb': return hi < t.low;
     case 'le': return lo <= t.value;
     case 'ap': return hi >= t.low && lo < t.high;
   }

@@ -1,6 +1,7 @@
 /**
  * More of R4 search (search.html) as a probe found it wanting, on both databases: a result parameter
- * takes no modifier it does not define, and `_sort=patient` reads only the subjects that are Patients.
+ * takes no modifier it does not define, `_sort=patient` reads only the subjects that are Patients, and
+ * `sa` and `eb` on numbers and quantities mean "wholly after" and "wholly before" the value's range.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -8,11 +9,17 @@ import { eachStore } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
+const UCUM = 'http://unitsofmeasure.org';
 const enc = encodeURIComponent;
 
 const observation = (id: string, extra: Json = {}): Json => ({
   resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code: 'SORT' }] }, ...extra,
 });
+const risk = (id: string, prediction: Json): Json => ({ resourceType: 'RiskAssessment', id, status: 'final', subject: { reference: 'Patient/p1' }, prediction: [prediction] });
+const condition = (id: string, code: string, extra: Json = {}): Json => ({
+  resourceType: 'Condition', id, subject: { reference: 'Patient/p1' }, code: { coding: [{ system: LOINC, code }] }, ...extra,
+});
+const age = (value: number) => ({ value, unit: 'a', system: UCUM, code: 'a' });
 
 const GROUPS = Array.from({ length: 20 }, (_, i) => `s-w${String(i).padStart(2, '0')}`);
 
@@ -29,6 +36,16 @@ const DATA: Json[] = [
   // Groups whose ids sort between the Patients' (`#p` and `p1`): a sort walk over every subject would
   // end its first range among them, before `p1`.
   ...GROUPS.map((id, i) => observation(id, { subject: { reference: `Group/a${String(i).padStart(2, '0')}` } })),
+  // Numbers: a Range [0.2, 0.9] and points; quantities: an onset Range of 20 to 40 years, and an onset age of 50.
+  risk('ra-range', { probabilityRange: { low: { value: 0.2 }, high: { value: 0.9 } } }),
+  ...[['ra-01', 0.1], ['ra-05', 0.5], ['ra-075', 0.75], ['ra-082', 0.82], ['ra-085', 0.85]].map(([id, p]) => risk(id as string, { probabilityDecimal: p })),
+  condition('c-onset', 'C', { onsetRange: { low: age(20), high: age(40) } }),
+  condition('c-age', 'C', { onsetAge: age(50) }),
+  // Two RiskAssessments contained in a Condition, tested one by one in memory by `_containedType=contained`.
+  condition('c-host', 'D', {
+    contained: [risk('cra-range', { probabilityRange: { low: { value: 0.2 }, high: { value: 0.9 } } }), risk('cra-082', { probabilityDecimal: 0.82 })],
+    evidence: [{ detail: [{ reference: '#cra-range' }, { reference: '#cra-082' }] }],
+  }),
 ];
 
 await eachStore((kind, fresh) => {
@@ -81,6 +98,40 @@ await eachStore((kind, fresh) => {
       expect(await matches(`Observation?code=${LOINC}|SORT&_sort=-patient,_id`)).toEqual(descending);
       // `subject` itself takes every subject.
       expect(await matches('Observation?_sort=subject')).toEqual(['s-cgrp', 's-cpat', ...GROUPS, 's-grp', 's-p1', 's-p2', 's-none']);
+    });
+
+    test('sa and eb on a number: the stored value or Range wholly after or before the range the value\'s precision implies', async () => {
+      const all = ['ra-01', 'ra-05', 'ra-075', 'ra-082', 'ra-085', 'ra-range'];
+      const cases: [string, string[]][] = [
+        // 0.5 is [0.45, 0.55): the Range [0.2, 0.9] starts before it and ends after it.
+        ['sa0.5', ['ra-075', 'ra-082', 'ra-085']],
+        ['eb0.5', ['ra-01']],
+        ['sa0.8', ['ra-085']],
+        // 0.75 is 0.8 at that precision ([0.75, 0.85)), so it is not before it.
+        ['eb0.8', ['ra-01', 'ra-05']],
+        ['0.8', ['ra-075', 'ra-082']],
+        ['eb0.25', ['ra-01']],
+        ['sa0.1', all.filter((id) => id !== 'ra-01')],
+        ['eb1.0', all],
+        ['sa0.8,eb0.25', ['ra-01', 'ra-085']],
+        ['sa0.9', []],
+      ];
+      for (const [value, ids] of cases) expect({ value, ids: await found(`RiskAssessment?probability=${value}`) }).toEqual({ value, ids: ids.sort() });
+      // Tested in memory on each contained resource as the SQL tests their container.
+      const contained = (value: string) => found(`RiskAssessment?probability=${value}&_contained=true&_containedType=contained`);
+      expect(await contained('sa0.5')).toEqual(['cra-082']);
+      expect(await contained('eb0.5')).toEqual([]);
+      expect(await contained('gt0.5')).toEqual(['cra-082', 'cra-range']);
+    });
+
+    test('sa and eb on a quantity Range, by the stored unit and in canonical UCUM units', async () => {
+      expect(await found('Condition?onset-age=sa30')).toEqual(['c-age']);
+      expect(await found('Condition?onset-age=sa10')).toEqual(['c-age', 'c-onset']);
+      expect(await found('Condition?onset-age=eb30')).toEqual([]);
+      expect(await found('Condition?onset-age=eb45')).toEqual(['c-onset']);
+      expect(await found(`Condition?onset-age=sa30|${UCUM}|a`)).toEqual(['c-age']);
+      expect(await found(`Condition?onset-age=eb600|${UCUM}|mo`)).toEqual(['c-onset']);
+      expect(await found(`Condition?onset-age=eb300|${UCUM}|mo`)).toEqual([]);
     });
   });
 });

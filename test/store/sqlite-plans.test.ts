@@ -120,7 +120,7 @@ const rangeReads = (statements: { plan: string }[]) =>
 
 test('a date or number test that bounds only the stored high end reads the (k, high) index', async () => {
   for (const [type, query] of [['Patient', 'birthdate=gt1990'], ['Patient', 'birthdate=ge1990'], ['Observation', 'value-quantity=gt250'],
-    ['Observation', 'value-quantity=ge250'], ['Observation', 'value-quantity=sa250|http://unitsofmeasure.org|kg']] as const) {
+    ['Observation', 'value-quantity=ge250']] as const) {
     const reads = rangeReads(await plans(type, query));
     expect(reads.length, query).toBeGreaterThan(0);
     for (const line of reads) expect(line, query).toMatch(/search_range_high \(k=\? AND high>/);
@@ -129,7 +129,7 @@ test('a date or number test that bounds only the stored high end reads the (k, h
 
 test('a test that bounds the stored low end still reads the (k, low) index, even where it also tests the high end', async () => {
   for (const [type, query] of [['Patient', 'birthdate=1960'], ['Patient', 'birthdate=ap1970-01'], ['Patient', 'birthdate=lt1960'],
-    ['Observation', 'value-quantity=120'], ['Observation', 'value-quantity=ap120']] as const) {
+    ['Observation', 'value-quantity=120'], ['Observation', 'value-quantity=ap120'], ['Observation', 'value-quantity=sa250|http://unitsofmeasure.org|kg']] as const) {
     const reads = rangeReads(await plans(type, query));
     expect(reads.length, query).toBeGreaterThan(0);
     for (const line of reads) expect(line, query).toMatch(/search_range_low \(k=\? AND low[<>]/);

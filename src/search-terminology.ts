@@ -1,6 +1,8 @@
 import type { CodeSet } from './fhir/search-compile.ts';
 import { MAX_SEARCH_VALUES } from './fhir/search-values.ts';
 import { subsumptionValueSet, valueSetByCanonical, valueSetCodes } from './terminology/ops/value-set-codes.ts';
+import type { TerminologyContext } from './terminology/context.ts';
+import type { ValueSetTarget } from './terminology/input/value-set-target.ts';
 import type { TerminologyService } from './terminology/service.ts';
 
 /**
@@ -9,7 +11,19 @@ import type { TerminologyService } from './terminology/service.ts';
  */
 export function codesExpander(service: TerminologyService) {
   return async (tenant: string, codes: CodeSet) => {
-    const target = codes.kind === 'value-set' ? valueSetByCanonical(codes.canonical) : subsumptionValueSet(codes.op, codes.codes);
-    return valueSetCodes(await service.context(tenant), target, MAX_SEARCH_VALUES);
+    const context = await service.context(tenant);
+    const target = codes.kind === 'value-set' ? await valueSetOf(context, codes) : subsumptionValueSet(codes.op, codes.codes);
+    return valueSetCodes(context, target, MAX_SEARCH_VALUES);
   };
+}
+
+/**
+ * The ValueSet `:in` names: the one with its canonical URL, else the tenant's ValueSet it locates
+ * (CodeSet `id`: `ValueSet/<id>`, or that under the tenant's FHIR base), else none, the canonical's 400.
+ */
+async function valueSetOf(context: TerminologyContext, codes: CodeSet & { kind: 'value-set' }): Promise<ValueSetTarget> {
+  const canonical = valueSetByCanonical(codes.canonical);
+  if (codes.id === undefined || canonical.kind !== 'url') return canonical;
+  if ((await context.valueSet(canonical.url, canonical.version)) !== null) return canonical;
+  return (await context.valueSetById(codes.id)) === null ? canonical : { kind: 'id', id: codes.id };
 }

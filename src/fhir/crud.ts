@@ -19,7 +19,7 @@ export interface FhirDeps {
   store: Store;
   clock: Clock;
   /**
-   * The codes of a CodeSet (a ValueSet by canonical URL, or a code system's subsumption) for the
+   * The codes of a CodeSet (a ValueSet by canonical URL or location, or a code system's subsumption) for the
    * `:in`, `:not-in`, `:below` and `:above` search modifiers, at most MAX_SEARCH_VALUES + 1 (the
    * terminology service); absent where no terminology service is wired.
    */

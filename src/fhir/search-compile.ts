@@ -25,10 +25,14 @@ type CodesBinding = Extract<BindingModel, { kind: 'codes' }>;
 /**
  * A set of codes the terminology service enumerates: a ValueSet by canonical (`:in`), or the codes a
  * code system's subsumption gives for each `system|code` (`:below`: the code and those it subsumes,
- * `is-a`; `:above`: the code and those that subsume it, `generalizes`).
+ * `is-a`; `:above`: the code and those that subsume it, `generalizes`). `id`: the tenant's ValueSet
+ * that the value names by its location (`ValueSet/<id>`, or that under the tenant's FHIR base), set when
+ * the search layer completes the condition (valueSetLocation in src/fhir/search.ts) and read when no
+ * ValueSet has the value as its canonical URL (R4 `:in`: "a URI (relative or absolute) that identifies
+ * a value set").
  */
 export type CodeSet =
-  | { kind: 'value-set'; canonical: string }
+  | { kind: 'value-set'; canonical: string; id?: string }
   | { kind: 'subsumption'; op: 'is-a' | 'generalizes'; codes: { system: string; code: string }[] };
 
 export interface ValueSetCondition {

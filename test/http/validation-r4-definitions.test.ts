@@ -1,7 +1,7 @@
 /**
  * Writes are validated against the official R4 4.0.1 definitions, not Medplum's: no Medplum-only or R5
  * elements, R4's EvidenceVariable, bindings and Reference targets; a choice element holds one type even
- * through its `_` primitive extensions.
+ * through its `_` primitive extensions; dom-3 counts references, canonicals and uris only.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -145,5 +145,32 @@ describe('choice elements', () => {
   test('one type with its own extensions is stored', async () => {
     await created({ resourceType: 'Patient', deceasedDateTime: '2020', _deceasedDateTime: extension });
     await created({ resourceType: 'Patient', _deceasedBoolean: extension });
+  });
+});
+
+describe('dom-3: a contained resource is referred to', () => {
+  const contained = [{ resourceType: 'Patient', id: 'p', active: true }];
+  const observation = { resourceType: 'Observation', status: 'final', code: { text: 'x' }, contained };
+
+  test('by a reference, a canonical or a uri', async () => {
+    await created({ ...observation, subject: { reference: '#p' } });
+    await created({ ...observation, extension: [{ url: 'http://example.org/u', valueUri: '#p' }] });
+    await created({
+      resourceType: 'Questionnaire', status: 'active',
+      contained: [{ resourceType: 'ValueSet', id: 'vs', status: 'active', compose: { include: [{ system: 'http://example.org/cs' }] } }],
+      item: [{ linkId: '1', type: 'choice', answerValueSet: '#vs' }],
+    });
+  });
+
+  test('or referring to the resource that contains it', async () => {
+    const provenance = { resourceType: 'Provenance', id: 'prov', target: [{ reference: '#' }], recorded: '2020-01-01T00:00:00Z', agent: [{ who: { display: 'x' } }] };
+    await created({ ...observation, contained: [provenance] });
+  });
+
+  test('text that looks like a local reference is not a reference', async () => {
+    expect(await refusedAt({ ...observation, note: [{ text: '#p' }] })).toEqual(['Observation.contained[0]']);
+    expect(await refusedAt({ ...observation, identifier: [{ value: '#p' }] })).toEqual(['Observation.contained[0]']);
+    const selfByText = [{ resourceType: 'Patient', id: 'p', name: [{ text: '#' }] }];
+    expect(await refusedAt({ ...observation, contained: selfByText })).toEqual(['Observation.contained[0]']);
   });
 });

@@ -98,7 +98,7 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   walk.resource = outer;
   walk.rootResource = outerRoot;
   if (contained) checkContained(walk, r, path);
-  else if (Array.isArray(r.contained)) checkContainedReferenced(walk, r, path);
+  else if (Array.isArray(r.contained)) checkContainedReferenced(walk, r, model, path);
 }
 
 /** dom-2, dom-4, dom-5: a contained resource holds no resources of its own, no version, no security labels. */
@@ -114,31 +114,60 @@ function checkContained(walk: Walk, r: Json, path: string): void {
   if (r.id === undefined) walk.add('required', `${path}.id`, 'A contained resource must have an id, for references to it (#id)');
 }
 
-/** dom-3: each contained resource is referred to (`#id`) from elsewhere in the resource, or refers to it (`#`). */
-function checkContainedReferenced(walk: Walk, r: Json, path: string): void {
+/**
+ * dom-3: each contained resource is referred to (`#id`) from elsewhere in the resource, or refers to it
+ * (`#`). R4 counts references, canonicals, uris and urls: `%resource.descendants().reference |
+ * %resource.descendants().as(canonical) | ...as(uri) | ...as(url)`, and `reference = '#'` or
+ * `as(canonical) = '#'` inside the contained resource; a narrative or a note saying `#id` is no reference.
+ */
+function checkContainedReferenced(walk: Walk, r: Json, model: TypeModel, path: string): void {
   const refs = new Set<string>();
-  collectLocalReferences(r, refs);
+  eachReference(r, model, (value) => {
+    if (value.charCodeAt(0) === 35) refs.add(value);
+  });
   (r.contained as unknown[]).forEach((c, i) => {
     if (!isObject(c) || typeof c.id !== 'string' || !RESOURCE_TYPES.has(c.resourceType as string)) return;
-    if (!refs.has('#' + c.id) && !refersTo(c, '#')) {
+    if (!refs.has('#' + c.id) && !refersToContainer(c)) {
       walk.add('invariant', `${path}.contained[${i}]`, `Contained ${String(c.resourceType)} '${c.id}' is not referred to from the resource (#${c.id}) (dom-3)`);
     }
   });
 }
 
-/** Every string in `v` that starts with `#` (references, canonicals and uris to contained resources). */
-function collectLocalReferences(v: unknown, out: Set<string>): void {
-  if (typeof v === 'string') {
-    if (v.charCodeAt(0) === 35) out.add(v);
-  } else if (Array.isArray(v)) for (const x of v) collectLocalReferences(x, out);
-  else if (isObject(v)) for (const k in v) collectLocalReferences(v[k], out);
+function refersToContainer(c: Json): boolean {
+  let found = false;
+  eachReference(c, typeModel(c.resourceType as string)!, (value, type) => {
+    if (value === '#' && (type === 'Reference' || type === 'canonical')) found = true;
+  });
+  return found;
 }
 
-function refersTo(v: unknown, target: string): boolean {
-  if (typeof v === 'string') return v === target;
-  if (Array.isArray(v)) return v.some((x) => refersTo(x, target));
-  if (isObject(v)) for (const k in v) if (refersTo(v[k], target)) return true;
-  return false;
+/** The types whose values dom-3 counts, besides Reference.reference. */
+const URI_TYPES = new Set(['canonical', 'uri', 'url']);
+
+/**
+ * Calls `visit` with each Reference.reference (type `Reference`) and each canonical, uri and url value
+ * in `obj`, a value of `model`: nested, in primitives' extensions and in the resources inside.
+ */
+function eachReference(obj: Json, model: TypeModel, visit: (value: string, type: string) => void): void {
+  for (const key in obj) {
+    const value = obj[key];
+    const slot = model.slots.get(key);
+    if (slot === undefined) {
+      if (key.charCodeAt(0) === 95 && model.slots.get(key.slice(1))?.primitive) {
+        for (const item of Array.isArray(value) ? value : [value]) if (isObject(item)) eachReference(item, PRIMITIVE_ELEMENT, visit);
+      }
+      continue;
+    }
+    const reference = slot.type === 'string' && key === 'reference' && model.name === 'Reference';
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (slot.primitive) {
+        if (typeof item === 'string' && (reference || URI_TYPES.has(slot.type))) visit(item, reference ? 'Reference' : slot.type);
+      } else if (isObject(item)) {
+        const inner = slot.type === 'Resource' ? (RESOURCE_TYPES.has(item.resourceType as string) ? typeModel(item.resourceType as string) : null) : typeModel(slot.type);
+        if (inner !== null) eachReference(item, inner, visit);
+      }
+    }
+  }
 }
 
 function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): void {

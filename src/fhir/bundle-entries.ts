@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import { hasCriteria, parseCondition } from './conditional.ts';
 import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
-import { asResource, type Resource } from './resource.ts';
+import { asResource, withoutId, type Resource } from './resource.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
@@ -67,7 +67,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   }
   if (method === 'POST' || method === 'PUT') {
     try {
-      entry.resource = asResource(e.resource, type);
+      entry.resource = asResource(method === 'POST' ? withoutId(e.resource) : e.resource, type);
     } catch (err) {
       fail(index, (err as Error).message);
     }

@@ -90,6 +90,7 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
     implementation: { description: 'Cinder FHIR R4 server', url: o.fhirBase },
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json'],
+    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
     rest: [
       {
         mode: 'server',

@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
-import { asResource, checkTypeAndId } from './resource.ts';
+import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import { requireValid } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
 import { containedMode } from './search-contained.ts';
@@ -146,13 +146,14 @@ export async function conditionalCreate(
 ): Promise<WriteResult> {
   checkTypeAndId(type);
   // Invalid content is refused before the search, whether or not a resource matches.
-  requireValid(asResource(body, type), validationLevel(deps));
+  const resource = asResource(withoutId(body), type);
+  requireValid(resource, validationLevel(deps));
   const query = parseCondition(ifNoneExist, type, 'If-None-Exist');
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');
     if (match) return { version: match, created: false };
-    return createResource(deps, req, type, body, (w) => settle(w, [condition]));
+    return createResource(deps, req, type, resource, (w) => settle(w, [condition]));
   });
 }
 

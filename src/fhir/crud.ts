@@ -10,7 +10,7 @@ import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
-import { asResource, checkTypeAndId, newId, type Resource } from './resource.ts';
+import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
@@ -257,7 +257,7 @@ export type SettleIn = (w: ResourceWriter) => Promise<void>;
 /** FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. */
 export async function createResource(deps: FhirDeps, req: FhirRequest, type: string, body: unknown, settle?: SettleIn): Promise<WriteResult> {
   checkTypeAndId(type);
-  const resource = asResource(body, type);
+  const resource = asResource(withoutId(body), type);
   requireAccess(req.access, type, 'c');
   requireValid(resource, validationLevel(deps));
   await requireContextReadable(deps, req, resource);

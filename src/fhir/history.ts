@@ -10,7 +10,7 @@ import { compartmentsOf } from './indexer.ts';
 import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
-import { DEFAULT_COUNT, MAX_COUNT } from './search.ts';
+import { parseCount } from './search.ts';
 
 export interface HistoryResult {
   rows: ResourceVersion[];
@@ -53,9 +53,9 @@ function checkAccess(req: FhirRequest, type?: string, id?: string): void {
 function parseParams(params: URLSearchParams) {
   const self = new URLSearchParams();
   const count = params.get('_count');
-  if (count !== null && !/^\d{1,6}$/.test(count)) throw new FhirError('invalid', `Invalid _count '${count}'`, { expression: ['_count'] });
-  const query: HistoryQuery = { count: Math.min(count === null ? DEFAULT_COUNT : Number(count), MAX_COUNT) };
-  if (count !== null) self.set('_count', count);
+  // As search's: more than a page holds is that most, and the self link says so.
+  const query: HistoryQuery = { count: parseCount(count) };
+  if (count !== null) self.set('_count', String(query.count));
   const since = params.get('_since');
   if (since !== null) (query.since = period('_since', since).low), self.set('_since', since);
   const at = params.get('_at');

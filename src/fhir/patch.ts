@@ -50,7 +50,8 @@ export function entryPatch(resource: Resource): PatchDocument {
   if (resource.resourceType !== 'Binary') {
     throw new FhirError('invalid', `a PATCH entry's resource must be a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch, not a ${resource.resourceType}`);
   }
-  if (resource.contentType !== JSON_PATCH_TYPE) {
+  // The media type decides; its parameters (`; charset=utf-8`) do not.
+  if (typeof resource.contentType !== 'string' || resource.contentType.split(';')[0]!.trim().toLowerCase() !== JSON_PATCH_TYPE) {
     throw new FhirError('invalid', `a PATCH entry's Binary must have contentType ${JSON_PATCH_TYPE}, not ${JSON.stringify(resource.contentType)}`);
   }
   if (typeof resource.data !== 'string') throw new FhirError('invalid', "a PATCH entry's Binary has no data (the base64 JSON Patch)");

@@ -47,6 +47,16 @@ export function parseJson(text: string): unknown {
   return value;
 }
 
+/**
+ * A create's body without its `id`: on create "if an id is provided, the server SHALL ignore it" (FHIR
+ * R4 http 3.1.0.7), so an id that is not even valid is no error either. Anything else is returned as is.
+ */
+export function withoutId(body: unknown): unknown {
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || !('id' in body)) return body;
+  const { id: _, ...rest } = body as Record<string, unknown>;
+  return rest;
+}
+
 /** Checks that `body` is a resource of a known R4 type (and of `expectedType` when given). */
 export function asResource(body: unknown, expectedType?: string): Resource {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {

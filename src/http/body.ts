@@ -1,5 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { parseJson } from '../fhir/resource.ts';
+import { R4_VERSION } from './fhir-response.ts';
 
 const FHIR_BODY_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
 
@@ -88,8 +89,14 @@ export async function readOptionalFhirBody(req: Request, limit: number): Promise
 }
 
 function requireFhirMediaType(req: Request): void {
-  const type = mediaTypeOf(req.headers.get('content-type') ?? undefined);
+  const header = req.headers.get('content-type') ?? undefined;
+  const type = mediaTypeOf(header);
   if (!FHIR_BODY_TYPES.includes(type)) {
     throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json`);
+  }
+  // A body of another FHIR version (`fhirVersion=3.0`, FHIR R4 versioning.html) is not R4 content.
+  const version = /;\s*fhirversion\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
+  if (version !== undefined && !R4_VERSION.test(version)) {
+    throw new FhirError('unsupported-media', `Content-Type '${header}' names FHIR version ${version}: Cinder takes FHIR R4 (fhirVersion=4.0)`);
   }
 }

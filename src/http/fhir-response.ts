@@ -7,17 +7,46 @@ export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
 const JSON_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
 
-/** Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON only, otherwise 406. */
+/** A media range's type and parameters (names lower case, quotes dropped). */
+function mediaRange(range: string): { type: string; params: Map<string, string> } {
+  const [type, ...rest] = range.split(';');
+  const params = new Map<string, string>();
+  for (const p of rest) {
+    const eq = p.indexOf('=');
+    if (eq > 0) params.set(p.slice(0, eq).trim().toLowerCase(), p.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1'));
+  }
+  return { type: type!.trim().toLowerCase(), params };
+}
+
+/** A `fhirVersion` media type parameter's value for FHIR R4 (versioning.html: 4.0, or a 4.0.x release). */
+export const R4_VERSION = /^4\.0(\.\d+)?$/;
+
+/** Whether a media range's `fhirVersion` names R4, or it has none. */
+function isR4Version(params: Map<string, string>): boolean {
+  const v = params.get('fhirversion');
+  return v === undefined || R4_VERSION.test(v);
+}
+
+/**
+ * Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON only, of FHIR R4, otherwise 406. A `_format`
+ * whose `+` arrived unencoded (and so as a space, `application/fhir json`) is read with it; an Accept
+ * range with `q=0` is one the client refuses; a `fhirVersion` other than 4.0 is not served.
+ */
 export function checkAccept(accept: string | undefined, format: string | null): void {
-  if (format !== null && !['json', ...JSON_TYPES].includes(format.split(';')[0]!.trim())) {
-    throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR JSON`);
+  if (format !== null) {
+    const f = mediaRange(format.trim().replace(/ /g, '+'));
+    if (!['json', ...JSON_TYPES].includes(f.type) || !isR4Version(f.params)) {
+      throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON`);
+    }
   }
   if (!accept) return;
   const ok = accept.split(',').some((part) => {
-    const type = part.split(';')[0]!.trim().toLowerCase();
+    const { type, params } = mediaRange(part);
+    const q = Number(params.get('q') ?? '1');
+    if (q === 0 || !isR4Version(params)) return false;
     return type === '*/*' || type === 'application/*' || JSON_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
   });
-  if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json`);
+  if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json (FHIR R4)`);
 }
 
 /** Headers of a response carrying one resource version. */

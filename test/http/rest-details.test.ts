@@ -1,0 +1,78 @@
+/**
+ * Details of FHIR R4's http.html a careful client relies on: content negotiation (`_format` with an
+ * unencoded `+`, `q=0`, `fhirVersion`), the CapabilityStatement's patch formats, history's `_count`
+ * capped as search's, a PATCH entry's Binary media type with parameters, and a create ignoring the id
+ * its body holds, even one that is not valid.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+let t: TestApp;
+let api: FhirClient;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  api = fhirClient(t, await t.token());
+  await api.put200({ resourceType: 'Patient', id: 'p1', gender: 'male' });
+});
+afterAll(() => t.close());
+
+describe('content negotiation', () => {
+  test('_format takes application/fhir+json with its + left unencoded, and refuses another FHIR version', async () => {
+    expect((await api.get('Patient/p1?_format=application/fhir+json')).status).toBe(200);
+    expect((await api.get('Patient/p1?_format=application/fhir%2Bjson')).status).toBe(200);
+    await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bjson;fhirVersion=3.0'), 406);
+    await expectOutcome(await api.get('Patient/p1?_format=xml'), 406);
+  });
+
+  test('Accept: a range with q=0 is refused, a fhirVersion other than 4.0 is not served', async () => {
+    await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json;q=0, application/xml' }), 406);
+    await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json; fhirVersion=3.0' }), 406);
+    for (const accept of ['application/fhir+json; fhirVersion=4.0', 'application/fhir+json;fhirVersion=4.0.1', 'application/xml;q=0.9, application/json;q=0.5']) {
+      expect([accept, (await api.get('Patient/p1', { Accept: accept })).status]).toEqual([accept, 200]);
+    }
+  });
+
+  test('a body of another FHIR version is a 415; of R4, taken', async () => {
+    const body = { resourceType: 'Patient' };
+    await expectOutcome(await api.post('Patient', body, { 'Content-Type': 'application/fhir+json; fhirVersion=3.0' }), 415);
+    expect((await api.post('Patient', body, { 'Content-Type': 'application/fhir+json; fhirVersion=4.0' })).status).toBe(201);
+  });
+});
+
+test('the CapabilityStatement lists the patch formats', async () => {
+  const cs = (await (await t.request(`${api.base}/metadata`)).json()) as Json;
+  expect(cs.patchFormat).toEqual(['application/json-patch+json', 'application/fhir+json']);
+});
+
+test("history's _count past a page's most is that most, as search's", async () => {
+  const res = await api.get('Patient/p1/_history?_count=10000000');
+  expect(res.status).toBe(200);
+  const bundle = (await res.json()) as Json;
+  expect(bundle.link[0].url).toContain('_count=1000');
+});
+
+test("a PATCH entry's Binary may give its media type with parameters", async () => {
+  const data = Buffer.from(JSON.stringify([{ op: 'replace', path: '/gender', value: 'female' }])).toString('base64');
+  const res = await api.post(api.base, {
+    resourceType: 'Bundle', type: 'transaction',
+    entry: [{ resource: { resourceType: 'Binary', contentType: 'application/json-patch+json; charset=utf-8', data }, request: { method: 'PATCH', url: 'Patient/p1' } }],
+  });
+  expect(res.status).toBe(200);
+  expect(((await res.json()) as Json).entry[0].resource.gender).toBe('female');
+});
+
+test("a create ignores the id its body holds, even one that is not a valid id", async () => {
+  for (const id of ['given', 'a_b']) {
+    const created = await api.create({ resourceType: 'Patient', id });
+    expect(created.id).not.toBe(id);
+  }
+  const conditional = await api.post('Patient', { resourceType: 'Patient', id: 'a_b', identifier: [{ system: 'urn:x', value: 'ignore-id' }] }, { 'If-None-Exist': 'identifier=urn:x|ignore-id' });
+  expect(conditional.status).toBe(201);
+  const tx = await api.post(api.base, { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient', id: 'a_b' }, request: { method: 'POST', url: 'Patient' } }] });
+  expect(tx.status).toBe(200);
+  expect(((await tx.json()) as Json).entry[0].response.status).toBe('201 Created');
+  // An update keeps to its rules: the id is the resource's.
+  await expectOutcome(await api.put('Patient/a_b', { resourceType: 'Patient', id: 'a_b' }), 400);
+});

@@ -16,11 +16,12 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { R4_RESOURCE_TYPES, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, shaper, storeQuery,
+  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, storeQuery,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
 import { containedMode } from './search-contained.ts';
+import { shaper } from './subset.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
 interface Position {
@@ -191,7 +192,7 @@ export interface AcrossOptions {
   sort?: { descending: boolean };
   limit: number;
   summary: CompiledSearch['summary'];
-  elements?: string[];
+  elements?: CompiledSearch['elements'];
   warnings: FhirIssue[];
   includes: Include[];
   revincludes: Include[];
@@ -260,7 +261,7 @@ export async function pageAcross(
     result.included = inc.included;
     result.warnings = [...result.warnings, ...inc.warnings];
   }
-  const shape = shaper(summary, elements);
+  const shape = shaper({ summary, elements });
   if (shape) result.shape = shape;
   return result;
 }

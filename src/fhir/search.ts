@@ -4,7 +4,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
-import { evaluatePath, isChoiceMember } from './fhirpath.ts';
+import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { parseReference } from './references.ts';
 import { issue } from './outcome.ts';
@@ -13,7 +13,7 @@ import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
-import summaryElements from './summary-elements.json' with { type: 'json' };
+import { parseSubset, shaper, type ElementNames, type Shape, type SummaryMode } from './subset.ts';
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
@@ -59,8 +59,8 @@ export interface CompiledSearch {
   /** Where this page starts among the core matches, for sorts paged by offset (core-search.ts). */
   coreOffset?: number;
   total: string | null;
-  summary: 'true' | 'text' | 'data' | 'count' | 'false' | null;
-  elements?: string[];
+  summary: SummaryMode | null;
+  elements?: ElementNames;
   includes: Include[];
   revincludes: Include[];
 }
@@ -76,7 +76,7 @@ export interface SearchResult {
   warnings: FhirIssue[];
   self: URLSearchParams;
   /** Rewrites each resource's JSON for `_summary` / `_elements`, when asked for. */
-  shape?: (content: string) => string;
+  shape?: Shape;
 }
 
 /** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
@@ -205,14 +205,10 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   if (total !== null && !['none', 'estimate', 'accurate'].includes(total)) {
     throw new FhirError('invalid', `Invalid _total '${total}': expected none, estimate or accurate`, { expression: ['_total'] });
   }
-  const summary = params.get('_summary');
-  if (summary !== null && !['true', 'text', 'data', 'count', 'false'].includes(summary)) {
-    throw new FhirError('invalid', `Invalid _summary '${summary}': expected true, text, data, count or false`, { expression: ['_summary'] });
-  }
-  const elementsRaw = params.get('_elements');
-  const compiled: CompiledSearch = { query, pending, warnings, self, total, summary: summary as CompiledSearch['summary'], includes, revincludes };
+  const { summary, elements } = parseSubset(params, strict, warnings);
+  const compiled: CompiledSearch = { query, pending, warnings, self, total, summary, includes, revincludes };
   if (coreOffset !== undefined) compiled.coreOffset = coreOffset;
-  if (elementsRaw !== null) compiled.elements = elementsRaw.split(',').map((e) => e.trim()).filter(Boolean);
+  if (elements !== undefined) compiled.elements = elements;
   return compiled;
 }
 
@@ -359,56 +355,6 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
 }
 
 type Json = Record<string, unknown>;
-
-/** `_summary` / `_elements` as a rewrite of each resource (search.html 3.1.1.5.8 and 3.1.1.6.3), tagged SUBSETTED. */
-export function shaper(summary: CompiledSearch['summary'], elements: string[] | undefined): ((content: string) => string) | undefined {
-  if (elements === undefined && (summary === null || summary === 'false')) return undefined;
-  const table = summaryElements as Record<string, { summary: string[]; mandatory: string[] }>;
-  // Which members of a type's resources are kept, decided once per member name for the whole page
-  // (a page's resources share a few dozen names: the per-member test was most of `_summary=true` on
-  // 50 Patients).
-  const keepers = new Map<string, (key: string) => boolean>();
-  const keeperOf = (type: string) => {
-    let keeper = keepers.get(type);
-    if (keeper) return keeper;
-    const info = table[type] ?? { summary: [], mandatory: [] };
-    let test: (key: string) => boolean;
-    if (elements !== undefined) {
-      const wanted = [...new Set([...elements.map((e) => (e.includes('.') ? e.split('.')[1]! : e)), ...info.mandatory])];
-      test = (k) => wanted.some((w) => isOrChoiceOf(k, w));
-    } else if (summary === 'true') {
-      test = (k) => info.summary.some((w) => isOrChoiceOf(k, w));
-    } else if (summary === 'text') {
-      test = (k) => k === 'text' || info.mandatory.some((w) => isOrChoiceOf(k, w));
-    } else {
-      test = (k) => k !== 'text';
-    }
-    const decided = new Map<string, boolean>();
-    keeper = (k) => {
-      let kept = decided.get(k);
-      if (kept === undefined) decided.set(k, (kept = test(k)));
-      return kept;
-    };
-    keepers.set(type, keeper);
-    return keeper;
-  };
-  return (content) => {
-    const r = JSON.parse(content) as Json;
-    const keep = keeperOf(r.resourceType as string);
-    const out: Json = {};
-    for (const [k, v] of Object.entries(r)) if (k === 'resourceType' || k === 'id' || k === 'meta' || keep(k)) out[k] = v;
-    const meta = { ...((out.meta as Json | undefined) ?? {}) };
-    const tags = Array.isArray(meta.tag) ? [...(meta.tag as Json[])] : [];
-    tags.push({ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED', display: 'subsetted' });
-    out.meta = { ...meta, tag: tags };
-    return JSON.stringify(out);
-  };
-}
-
-/** Member `key` is element `name`, or a typed member of it when it is a choice element (`deceased`: `deceasedDateTime`). */
-function isOrChoiceOf(key: string, name: string): boolean {
-  return key === name || isChoiceMember(key, name);
-}
 
 /** What the `_include` parameters reach from a page: literal references by type, canonical URLs by target type. */
 interface IncludeTargets {
@@ -717,7 +663,7 @@ export async function searchResources(
     result.included = inc.included;
     result.warnings = [...warnings, ...inc.warnings];
   }
-  const shape = shaper(compiled.summary, compiled.elements);
+  const shape = shaper(compiled);
   if (shape) result.shape = shape;
   return result;
 }

@@ -1,0 +1,105 @@
+/**
+ * `_summary` and `_elements` (FHIR R4 search.html "Summary" and "Elements"): `_elements`' type
+ * prefixes select the names of each type of a result alone.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const LOINC = 'http://loinc.org';
+const UCUM = 'http://unitsofmeasure.org';
+const SUBSETTED = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED', display: 'subsetted' };
+const EXT = [{ url: 'http://example.org/ext', valueString: 'x' }];
+
+const quantity = (value: number) => ({ value, unit: 'mm[Hg]', system: UCUM, code: 'mm[Hg]' });
+const bp = (code: string, value: number) => ({
+  id: `c-${code}`,
+  extension: EXT,
+  code: { coding: [{ system: LOINC, code }] },
+  valueQuantity: { ...quantity(value), extension: EXT },
+  interpretation: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation', code: 'H' }] }],
+  referenceRange: [{ high: quantity(120) }],
+});
+
+const DATA: Json[] = [
+  {
+    resourceType: 'Patient', id: 'p1', gender: 'female', birthDate: '1970-01-01', _birthDate: { extension: EXT },
+    text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">Ann</div>' },
+    name: [{ family: 'Smith', given: ['Ann'], extension: EXT }], maritalStatus: { text: 'M' },
+  },
+  {
+    resourceType: 'Observation', id: 'o1', status: 'final', code: { coding: [{ system: LOINC, code: '85354-9' }] },
+    subject: { reference: 'Patient/p1' }, note: [{ text: 'seated' }], component: [bp('8480-6', 140), bp('8462-4', 90)],
+  },
+  {
+    resourceType: 'Encounter', id: 'e1', status: 'finished', class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' },
+    participant: [{ type: [{ text: 'primary' }], period: { start: '2020-01-01' }, individual: { reference: 'Practitioner/pr1' } }],
+    diagnosis: [{ condition: { reference: 'Condition/c1' }, rank: 1, use: { text: 'billing' } }],
+  },
+  { resourceType: 'Practitioner', id: 'pr1', name: [{ family: 'Jones' }] },
+  { resourceType: 'Condition', id: 'c1', subject: { reference: 'Patient/p1' }, code: { text: 'hypertension' } },
+  {
+    resourceType: 'DocumentReference', id: 'd1', status: 'current', subject: { reference: 'Patient/p1' },
+    content: [{ attachment: { contentType: 'text/plain', data: 'aGVsbG8=', url: 'http://example.org/doc', title: 'Letter' }, format: { code: 'urn:x' } }],
+  },
+  {
+    // A contentReference that recurses: `rule.rule` is a `rule` (StructureMap.group.rule).
+    resourceType: 'StructureMap', id: 'm1', url: 'http://example.org/StructureMap/m1', name: 'M1', status: 'draft',
+    group: [{
+      name: 'g', typeMode: 'none', documentation: 'group doc', input: [{ name: 'src', mode: 'source', documentation: 'input doc' }],
+      rule: [{ name: 'r1', documentation: 'outer', source: [{ context: 'src' }], rule: [{ name: 'r2', documentation: 'inner', source: [{ context: 'src' }] }] }],
+    }],
+  },
+];
+
+let t: TestApp;
+let api: FhirClient;
+
+beforeAll(async () => {
+  t = await createTestApp();
+  api = fhirClient(t, await t.token());
+  for (const r of DATA) await api.put200(r);
+  await api.put200({ ...DATA[0], gender: 'other' });
+});
+afterAll(() => t.close());
+
+const first = async (query: string) => (await api.search(query)).entry[0].resource as Json;
+const strict = { Prefer: 'handling=strict' };
+
+describe('_elements names', () => {
+  test('a type with no name given is returned whole; each type takes its own prefixed names and the unprefixed ones', async () => {
+    const p = await first('Patient?_id=p1&_elements=Observation.note');
+    expect(p.maritalStatus).toEqual({ text: 'M' });
+    expect(p.meta.tag).toBeUndefined();
+    const b = await api.search('Observation?_id=o1&_include=Observation:subject&_elements=Observation.note,Patient.gender');
+    const [o, pt] = b.entry.map((e: Json) => e.resource);
+    expect(Object.keys(o).sort()).toEqual(['code', 'id', 'meta', 'note', 'resourceType', 'status']);
+    expect(Object.keys(pt).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+    const across = await api.search('?_type=Patient,Practitioner&_elements=Patient.gender');
+    const byType = Object.fromEntries(across.entry.map((e: Json) => [e.resource.resourceType, e.resource]));
+    expect(Object.keys(byType.Patient).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+    expect(byType.Practitioner.name).toEqual([{ family: 'Jones' }]);
+    const both = await first('Patient?_id=p1&_elements=gender,Patient.birthDate,Observation.note');
+    expect(Object.keys(both).sort()).toEqual(['_birthDate', 'birthDate', 'gender', 'id', 'meta', 'resourceType']);
+  });
+
+  test('an empty _elements is a 400', async () => {
+    await expectOutcome(await api.get('Patient?_elements='), 400);
+    await expectOutcome(await api.get('Patient?_elements=,'), 400);
+  });
+
+  test('a path (name.family) or an unknown type is ignored with a warning, or a 400 under handling=strict', async () => {
+    const b = await api.search('Patient?_id=p1&_elements=name.family,Foo.bar');
+    const outcome = b.entry.find((e: Json) => e.search.mode === 'outcome').resource;
+    expect(outcome.issue.map((i: Json) => [i.severity, i.expression])).toEqual([['warning', ['_elements']], ['warning', ['_elements']]]);
+    expect(outcome.issue[0].diagnostics).toContain('name.family');
+    const p = b.entry.find((e: Json) => e.search.mode === 'match').resource;
+    expect(p.maritalStatus).toEqual({ text: 'M' });
+    // With the ignored names left out, the others still apply.
+    const some = await api.search('Patient?_id=p1&_elements=name.family,gender');
+    expect(Object.keys(some.entry[0].resource).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+    for (const path of ['Patient?_elements=name.family', 'Patient?_elements=Patient.name.family', 'Patient?_elements=Foo.bar']) {
+      await expectOutcome(await api.get(path, strict), 400, 'not-supported');
+    }
+  });
+});

@@ -1,7 +1,7 @@
 /**
  * Regenerates, from the official R4 4.0.1 StructureDefinitions (npm hl7.fhir.r4.examples):
- * - src/fhir/summary-elements.json: per resource type, its top-level summary and mandatory elements
- *   (`_summary`);
+ * - src/fhir/summary-elements.json: per resource type, its summary elements, within its backbone
+ *   elements too, and its top-level mandatory elements (`_summary`, `_elements`);
  * - src/fhir/choice-elements.json: the names of every choice element, for the FHIRPath evaluator.
  *   bun scripts/summary-elements.ts
  * A unit test derives both again and requires them to equal the files.

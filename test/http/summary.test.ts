@@ -1,10 +1,11 @@
 /**
- * `_summary` and `_elements` (FHIR R4 search.html "Summary" and "Elements"): `_elements`' type
- * prefixes select the names of each type of a result alone.
+ * `_summary` and `_elements` (FHIR R4 search.html "Summary" and "Elements"): `_summary=true` prunes
+ * inside backbone elements as the R4 definitions mark them, and `_elements`' type prefixes select the
+ * names of each type of a result alone.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
 const UCUM = 'http://unitsofmeasure.org';
@@ -65,6 +66,43 @@ afterAll(() => t.close());
 
 const first = async (query: string) => (await api.search(query)).entry[0].resource as Json;
 const strict = { Prefer: 'handling=strict' };
+
+describe('_summary=true inside backbone elements', () => {
+  test('keeps the summary members of backbone elements alone, however deep, and data types whole', async () => {
+    const o = await first('Observation?_id=o1&_summary=true');
+    // Observation.component: modifierExtension, code and value are summary; id, extension, interpretation, referenceRange not.
+    expect(o.component).toEqual([
+      { code: { coding: [{ system: LOINC, code: '8480-6' }] }, valueQuantity: { ...quantity(140), extension: EXT } },
+      { code: { coding: [{ system: LOINC, code: '8462-4' }] }, valueQuantity: { ...quantity(90), extension: EXT } },
+    ]);
+    expect(o.note).toBeUndefined();
+    expect(o.meta.tag).toEqual([SUBSETTED]);
+    const e = await first('Encounter?_id=e1&_summary=true');
+    expect(e.participant).toEqual([{ type: [{ text: 'primary' }], individual: { reference: 'Practitioner/pr1' } }]);
+    expect(e.diagnosis).toEqual([{ condition: { reference: 'Condition/c1' } }]);
+    const m = await first('StructureMap?_id=m1&_summary=true');
+    // group.documentation is a summary element; input.documentation and rule.documentation, at any depth, are not.
+    expect(m.group).toEqual([{
+      name: 'g', typeMode: 'none', documentation: 'group doc', input: [{ name: 'src', mode: 'source' }],
+      rule: [{ name: 'r1', source: [{ context: 'src' }], rule: [{ name: 'r2', source: [{ context: 'src' }] }] }],
+    }]);
+    // _summary=data and text stay top-level: data drops the text alone, text keeps text, id, meta and the mandatory elements.
+    const data = await first('Observation?_id=o1&_summary=data');
+    expect(data.component).toEqual(DATA[1]!.component);
+    expect(data.note).toEqual([{ text: 'seated' }]);
+    const text = await first('Observation?_id=o1&_summary=text');
+    expect(Object.keys(text).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+  });
+
+  test("an Attachment's data is left out (R4: every data type property but Attachment.data); a primitive's extensions stay with it", async () => {
+    const d = await first('DocumentReference?_id=d1&_summary=true');
+    expect(d.content).toEqual([{ attachment: { contentType: 'text/plain', url: 'http://example.org/doc', title: 'Letter' }, format: { code: 'urn:x' } }]);
+    const p = await first('Patient?_id=p1&_summary=true');
+    expect(p).toMatchObject({ birthDate: '1970-01-01', _birthDate: { extension: EXT }, name: DATA[0]!.name, gender: 'other' });
+    expect(p.text).toBeUndefined();
+    expect(p.maritalStatus).toBeUndefined();
+  });
+});
 
 describe('_elements names', () => {
   test('a type with no name given is returned whole; each type takes its own prefixed names and the unprefixed ones', async () => {

@@ -14,6 +14,7 @@ import { checkTypeAndId, newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import { compileSearch, searchResources } from './search.ts';
+import { instanceShape } from './subset.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -249,6 +250,7 @@ export function checkRead(req: FhirRequest, entry: Entry): void {
   if (entry.id) {
     checkTypeAndId(entry.type, entry.id);
     requireAccess(req.access, entry.type, 'r');
+    instanceShape(entry.query!, false);
   } else {
     requireAccess(req.access, entry.type, 's');
     compileSearch(entry.type, entry.query!, false);
@@ -267,8 +269,9 @@ export async function checkReadTarget(w: ResourceWriter, entry: Entry, core?: Co
 /** Performs a GET entry: a read, or a search answered with a searchset Bundle. */
 export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
   if (entry.id) {
+    const shape = instanceShape(entry.query!, false);
     const v = await readResource(deps, req, entry.type, entry.id);
-    return { ...responseEntry('200 OK', v, base), resource: JSON.parse(v.content) };
+    return { ...responseEntry('200 OK', v, base), resource: JSON.parse(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
   const r = await searchResources(deps, req, entry.type, entry.query!, false);

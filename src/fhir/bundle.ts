@@ -49,15 +49,15 @@ export function searchsetJson(
   return `${JSON.stringify(head).slice(0, -1)},"entry":[${entries.join(',')}]}`;
 }
 
-/** A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource. */
-export function historyJson(fhirBase: string, rows: ResourceVersion[], links: BundleLink[], now: number): string {
+/** A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource; `shape`: `_summary` / `_elements`. */
+export function historyJson(fhirBase: string, rows: ResourceVersion[], links: BundleLink[], now: number, shape?: (content: string) => string): string {
   const entries = rows.map((r) => {
     const fullUrl = JSON.stringify(`${fhirBase}/${r.type}/${r.id}`);
     const lastModified = new Date(r.lastUpdated).toISOString();
     const method = r.deleted ? 'DELETE' : r.versionId === 1 ? 'POST' : 'PUT';
     const url = JSON.stringify(method === 'POST' ? r.type : `${r.type}/${r.id}`);
     const status = r.deleted ? '204' : r.versionId === 1 ? '201' : '200';
-    const resource = r.deleted ? '' : `"resource":${r.content},`;
+    const resource = r.deleted ? '' : `"resource":${shape ? shape(r.content) : r.content},`;
     return `{"fullUrl":${fullUrl},${resource}"request":{"method":"${method}","url":${url}},"response":{"status":"${status}","etag":"W/\\"${r.versionId}\\"","lastModified":"${lastModified}"}}`;
   });
   const head = {

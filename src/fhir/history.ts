@@ -49,7 +49,7 @@ function checkAccess(req: FhirRequest, type?: string, id?: string): void {
   }
 }
 
-/** The parameters of a history interaction: `_count`, `_since`, `_at`, `_cursor`. */
+/** The parameters of a history interaction: `_count`, `_since`, `_at`, `_cursor`; `_summary` and `_elements` (src/fhir/subset.ts) stay in its links. */
 function parseParams(params: URLSearchParams) {
   const self = new URLSearchParams();
   const count = params.get('_count');
@@ -68,6 +68,7 @@ function parseParams(params: URLSearchParams) {
   }
   const cursor = params.get('_cursor');
   if (cursor !== null) query.before = decodeBefore(cursor);
+  for (const name of ['_summary', '_elements']) for (const value of params.getAll(name)) self.append(name, value);
   return { query, self, atLow };
 }
 

@@ -1,6 +1,7 @@
 /**
- * `_summary` and `_elements` (FHIR R4 search.html 3.1.1.5, "Summary" and "Elements"): the parameters
- * parsed once, then a rewrite of each resource's JSON text, tagged SUBSETTED.
+ * `_summary` and `_elements` (FHIR R4 search.html 3.1.1.5, "Summary" and "Elements"), on
+ * searches and, as http.html says servers should, on read, vread and history: the parameters parsed
+ * once, then a rewrite of each resource's JSON text, tagged SUBSETTED.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { isChoiceMember } from './fhirpath.ts';
@@ -78,6 +79,17 @@ function elementProblem(type: string | undefined, element: string): string | und
   if (element.includes('.')) return 'only top-level elements can be selected';
   if (element === '') return 'it names no element';
   return undefined;
+}
+
+/**
+ * `_summary` and `_elements` of a read, vread or history (no Bundle carries warnings there: an ignored
+ * `_elements` name is ignored silently unless `strict`); `_summary=count` is a search's alone (400).
+ */
+export function instanceShape(params: URLSearchParams, strict: boolean): Shape | undefined {
+  if (!params.has('_summary') && !params.has('_elements')) return undefined;
+  const subset = parseSubset(params, strict, []);
+  if (subset.summary === 'count') throw new FhirError('invalid', '_summary=count counts the matches of a search; it does not apply here', { expression: ['_summary'] });
+  return shaper(subset);
 }
 
 /** How a member is shown: left out, whole, without `data` (an Attachment), or with its members as a view shows them. */

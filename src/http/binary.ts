@@ -6,7 +6,9 @@ import { createResource, parseIfMatch, readResource, updateResource, vreadResour
 import type { ResourceVersion } from '../store/types.ts';
 import { isFhirBodyType, mediaTypeOf, readBase64Limited } from './body.ts';
 import type { AppEnv } from './env.ts';
-import { checkAccept, fhirJson, notModified, readConditions, versionHeaders } from './fhir-response.ts';
+import { checkAccept, notModified, readConditions, versionHeaders, versionResponse } from './fhir-response.ts';
+import { parsePrefer } from './prefer.ts';
+import { instanceShape, type Shape } from '../fhir/subset.ts';
 import { fhirBaseOf } from '../config.ts';
 
 /** What the Binary routes need: the FHIR deps, the base URL, the Binary size limit and the one write renderer. */
@@ -134,11 +136,13 @@ export function binaryRoutes(d: BinaryRouteDeps): Hono<AppEnv> {
   const request = (c: Context<AppEnv>): FhirRequest => ({ tenant: c.get('tenant'), access: c.get('access') });
   const base = (c: Context<AppEnv>) => fhirBaseOf(d.baseUrl, c.get('tenant'));
   const format = (c: Context<AppEnv>) => (c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null);
-  const represent = (c: Context<AppEnv>, v: ResourceVersion) => {
+  /** `_summary` / `_elements`, which shape the FHIR JSON representation (native content is not a resource). */
+  const shapeOf = (c: Context<AppEnv>) => instanceShape(new URL(c.req.url).searchParams, parsePrefer(c.req.header('prefer')).get('handling') === 'strict');
+  const represent = (c: Context<AppEnv>, v: ResourceVersion, shape: Shape | undefined) => {
     const unchanged = notModified(v, readConditions(c.req.raw.headers));
     if (unchanged) return unchanged;
     const contentType = String(splitStoredBinary(v.content).resource.contentType ?? '');
-    return binaryRepresentation(c.req.header('accept'), format(c), contentType) === 'native' ? nativeResponse(v) : fhirJson(v.content, 200, versionHeaders(v));
+    return binaryRepresentation(c.req.header('accept'), format(c), contentType) === 'native' ? nativeResponse(v) : versionResponse(v, shape);
   };
   // The gate leaves Accept on these paths to us (negotiatesAccept): anything but a read answers FHIR JSON.
   const acceptJson = async (c: Context<AppEnv>, next: Next) => {
@@ -151,11 +155,13 @@ export function binaryRoutes(d: BinaryRouteDeps): Hono<AppEnv> {
   app.get('/Binary/:id', async (c, next) => {
     const id = c.req.param('id');
     if (!ID.test(id)) return next();
-    return represent(c, await readResource(d.fhir, request(c), 'Binary', id));
+    const shape = shapeOf(c);
+    return represent(c, await readResource(d.fhir, request(c), 'Binary', id), shape);
   });
   app.get('/Binary/:id/_history/:vid', async (c) => {
     const { id, vid } = c.req.param();
-    return represent(c, await vreadResource(d.fhir, request(c), 'Binary', id, vid));
+    const shape = shapeOf(c);
+    return represent(c, await vreadResource(d.fhir, request(c), 'Binary', id, vid), shape);
   });
   app.post('/Binary', async (c, next) => {
     if (isFhirBodyType(c.req.header('content-type'))) return next();

@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { etag } from '../fhir/bundle.ts';
+import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
@@ -85,6 +86,11 @@ export function notModified(v: ResourceVersion, c: ReadConditions | undefined): 
     fresh = since !== null && Math.floor(v.lastUpdated / 1000) * 1000 <= since;
   } else return null;
   return fresh ? new Response(null, { status: 304, headers: versionHeaders(v) }) : null;
+}
+
+/** A version as a read answers it: its JSON (as `_summary` / `_elements` shape it, if asked), its ETag and Last-Modified (the version's, subsetted or not). */
+export function versionResponse(v: ResourceVersion, shape?: Shape): Response {
+  return fhirJson(shape ? shape(v.content) : v.content, 200, versionHeaders(v));
 }
 
 /** A JSON response with the FHIR media type. */

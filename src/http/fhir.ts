@@ -18,7 +18,8 @@ import type { ResourceVersion } from '../store/types.ts';
 import { readFhirBody, readLimited, readOptionalFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
-import { fhirJson, notModified, readConditions, versionHeaders, type ReadConditions } from './fhir-response.ts';
+import { fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
+import { instanceShape, type Shape } from '../fhir/subset.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
 import { binaryRoutes } from './binary.ts';
 
@@ -90,12 +91,12 @@ function deleteResponse(c: Context<AppEnv>, type: string, id: string | undefined
 
 /**
  * `GET [base]/{type}/{id}`: the current version with its ETag and Last-Modified, or 304 when the
- * request's conditions say the client has it (also a hot route).
+ * request's conditions say the client has it (also a hot route); `shape`: `_summary` / `_elements`.
  */
-export async function readResponse(deps: FhirDeps, req: FhirRequest, type: string, id: string, conditions?: ReadConditions): Promise<Response> {
+export async function readResponse(deps: FhirDeps, req: FhirRequest, type: string, id: string, conditions?: ReadConditions, shape?: Shape): Promise<Response> {
   if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   const v = await readResource(deps, req, type, id);
-  return notModified(v, conditions) ?? fhirJson(v.content, 200, versionHeaders(v));
+  return notModified(v, conditions) ?? versionResponse(v, shape);
 }
 
 /** A resource instance below the FHIR base (read, update, patch, delete): its Hono route and the hot read's label. */
@@ -105,6 +106,8 @@ export const INSTANCE_ROUTE = '/:type/:id';
 export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const strict = (c: Context<AppEnv>) => parsePrefer(c.req.header('prefer')).get('handling') === 'strict';
+  /** `_summary` / `_elements` of a read, vread or history request. */
+  const shapeOf = (c: Context<AppEnv>) => instanceShape(new URL(c.req.url).searchParams, strict(c));
 
   /** A search's page as a searchset Bundle, its links below `path` (from the FHIR base). */
   const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
@@ -146,9 +149,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const historyOf = async (c: Context<AppEnv>, type?: string, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
     const params = new URL(c.req.url).searchParams;
+    const shape = instanceShape(params, strict(c));
     const r = await history(deps, request(c), params, type, id);
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
-    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next), deps.clock.now()));
+    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next), deps.clock.now(), shape));
   };
 
   // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
@@ -181,7 +185,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
       const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
       return fhirJson(v.content, 200, versionHeaders(v));
     }
-    return readResponse(deps, request(c), type, id, readConditions(c.req.raw.headers));
+    return readResponse(deps, request(c), type, id, readConditions(c.req.raw.headers), shapeOf(c));
   });
   app.put(INSTANCE_ROUTE, async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
@@ -222,8 +226,9 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));
   app.get('/:type/:id/_history/:vid', async (c) => {
     const { type, id, vid } = c.req.param();
+    const shape = shapeOf(c);
     const v = await vreadResource(deps, request(c), type, id, vid);
-    return notModified(v, readConditions(c.req.raw.headers)) ?? fhirJson(v.content, 200, versionHeaders(v));
+    return notModified(v, readConditions(c.req.raw.headers)) ?? versionResponse(v, shape);
   });
   const validate = async (c: Context<AppEnv>, id?: string) => {
     const body = c.req.method === 'POST' ? await readFhirBody(c.req.raw, deps.limits.resource) : undefined;

@@ -1,11 +1,12 @@
 /**
- * `_summary` and `_elements` (FHIR R4 search.html "Summary" and "Elements"): `_summary=true` prunes
- * inside backbone elements as the R4 definitions mark them, and `_elements`' type prefixes select the
- * names of each type of a result alone.
+ * `_summary` and `_elements` (FHIR R4 search.html "Summary" and "Elements"; http.html: servers
+ * SHOULD support them on read): `_summary=true` prunes inside backbone elements as the R4 definitions
+ * mark them, read, vread, history and batch reads subset as searches do, and `_elements`' type
+ * prefixes select the names of each type of a result alone.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
 const UCUM = 'http://unitsofmeasure.org';
@@ -104,6 +105,64 @@ describe('_summary=true inside backbone elements', () => {
   });
 });
 
+describe('_summary and _elements on read, vread and history', () => {
+  test("read and vread are subset and tagged SUBSETTED; the ETag stays the version's, and If-None-Match its", async () => {
+    const res = await api.get('Patient/p1?_summary=true');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('etag')).toBe('W/"2"');
+    const p = (await res.json()) as Json;
+    expect(p.maritalStatus).toBeUndefined();
+    expect(p.name).toEqual(DATA[0]!.name);
+    expect(p.meta.tag).toEqual([SUBSETTED]);
+    const v1 = await api.get('Patient/p1/_history/1?_elements=gender');
+    expect(v1.headers.get('etag')).toBe('W/"1"');
+    const g = (await v1.json()) as Json;
+    expect(Object.keys(g).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+    expect(g.gender).toBe('female');
+    const full = (await (await api.get('Patient/p1?_summary=false')).json()) as Json;
+    expect(full.maritalStatus).toEqual({ text: 'M' });
+    expect(full.meta.tag).toBeUndefined();
+    // Conditional reads answer on the version, subset or not.
+    for (const path of ['Patient/p1?_summary=true', 'Patient/p1/_history/2?_elements=name']) {
+      const unchanged = await api.get(path, { 'If-None-Match': 'W/"2"' });
+      expect(unchanged.status).toBe(304);
+      expect(unchanged.headers.get('etag')).toBe('W/"2"');
+    }
+    expect((await api.get('Patient/p1?_summary=true', { 'If-None-Match': 'W/"1"' })).status).toBe(200);
+  });
+
+  test('an unknown _summary, _summary=count and an empty _elements are a 400', async () => {
+    for (const path of ['Patient/p1?_summary=banana', 'Patient/p1/_history/1?_summary=banana', 'Patient/p1?_summary=count', 'Patient/p1?_elements=', 'Patient/p1/_history?_summary=banana']) {
+      await expectOutcome(await api.get(path), 400);
+    }
+  });
+
+  test('history entries are subset and its links keep the parameters', async () => {
+    const b = (await (await api.get('Patient/p1/_history?_summary=true&_count=1')).json()) as Json;
+    expect(b.entry).toHaveLength(1);
+    expect(b.entry[0].resource.maritalStatus).toBeUndefined();
+    expect(b.entry[0].resource.meta.tag).toEqual([SUBSETTED]);
+    const next = new URL(link(b, 'next')!);
+    expect(next.searchParams.get('_summary')).toBe('true');
+    const page2 = (await (await api.get(next.href)).json()) as Json;
+    expect(page2.entry[0].resource.gender).toBe('female');
+    expect(page2.entry[0].resource.maritalStatus).toBeUndefined();
+  });
+
+  test('a batch read entry is subset too', async () => {
+    const res = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/p1?_elements=gender' } }] });
+    const b = (await res.json()) as Json;
+    expect(Object.keys(b.entry[0].resource).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+  });
+
+  test('a Binary read as FHIR JSON is subset (data is not a summary element)', async () => {
+    await api.put200({ resourceType: 'Binary', id: 'b1', contentType: 'text/plain', data: 'aGVsbG8=' });
+    const b = (await (await api.get('Binary/b1?_summary=true', { Accept: 'application/fhir+json' })).json()) as Json;
+    expect(b).toMatchObject({ resourceType: 'Binary', id: 'b1', contentType: 'text/plain' });
+    expect(b.data).toBeUndefined();
+  });
+});
+
 describe('_elements names', () => {
   test('a type with no name given is returned whole; each type takes its own prefixed names and the unprefixed ones', async () => {
     const p = await first('Patient?_id=p1&_elements=Observation.note');
@@ -136,8 +195,11 @@ describe('_elements names', () => {
     // With the ignored names left out, the others still apply.
     const some = await api.search('Patient?_id=p1&_elements=name.family,gender');
     expect(Object.keys(some.entry[0].resource).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
-    for (const path of ['Patient?_elements=name.family', 'Patient?_elements=Patient.name.family', 'Patient?_elements=Foo.bar']) {
+    for (const path of ['Patient?_elements=name.family', 'Patient?_elements=Patient.name.family', 'Patient?_elements=Foo.bar', 'Patient/p1?_elements=name.family']) {
       await expectOutcome(await api.get(path, strict), 400, 'not-supported');
     }
+    // A read has no Bundle to carry the warning: the name is ignored.
+    const read = (await (await api.get('Patient/p1?_elements=name.family')).json()) as Json;
+    expect(read.maritalStatus).toEqual({ text: 'M' });
   });
 });

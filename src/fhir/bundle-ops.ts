@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import type { Entry } from './bundle-entries.ts';
@@ -211,9 +212,9 @@ export function responseEntry(status: string, v?: ResourceVersion, base?: string
   return { response };
 }
 
-/** A response entry for a failed batch entry. */
+/** A response entry for a failed entry: its status with the reason phrase (`422 Unprocessable Entity`), as successes have theirs. */
 export function errorEntry(err: FhirError): Json {
-  return { response: { status: String(err.status), outcome: operationOutcome(err.issues) } };
+  return { response: { status: `${err.status} ${STATUS_CODES[err.status] ?? ''}`.trim(), outcome: operationOutcome(err.issues) } };
 }
 
 /** Performs a POST, PUT or DELETE entry inside the open store transaction. */

@@ -91,7 +91,7 @@ await eachStore((kind, fresh) => {
         entry: [{ request: { method: 'GET', url: 'Patient?name=a\u0000' } }, { request: { method: 'GET', url: 'Patient?name=Chal' } }],
       }));
       const entries = ((await bundle.json()) as Json).entry as Json[];
-      expect(entries.map((e) => e.response.status)).toEqual(['400', '200 OK']);
+      expect(entries.map((e) => e.response.status)).toEqual(['400 Bad Request', '200 OK']);
       expect(entries[0].response.outcome.issue[0].expression).toEqual(['name']);
       expect(await countVersions(t)).toBe(before);
       // Tab, CR and LF are a FHIR string's own: searched, not refused.
@@ -128,7 +128,7 @@ await eachStore((kind, fresh) => {
         ],
       }));
       const entries = ((await bundle.json()) as Json).entry as Json[];
-      expect(entries.map((e) => e.response.status)).toEqual([kind === 'postgres' ? '400' : '201 Created', '201 Created']);
+      expect(entries.map((e) => e.response.status)).toEqual([kind === 'postgres' ? '400 Bad Request' : '201 Created', '201 Created']);
       if (kind === 'postgres') expect(entries[0].response.outcome.issue[0].diagnostics).toBe('The request holds the character U+0000, which no stored value can hold');
       // An unpaired surrogate (which validation refuses) in a coding's system would be stored by
       // PostgreSQL as U+FFFD, the system's search key then never found again.

@@ -215,7 +215,7 @@ describe('patient-context scopes', () => {
       resourceType: 'Bundle', type: 'batch',
       entry: [{ resource: obs('ob', 'pa'), request: { method: 'PUT', url: 'Observation/ob' } }, { request: { method: 'DELETE', url: 'Observation/ob' } }],
     })).json()) as Json;
-    expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['403', '403']);
+    expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['403 Forbidden', '403 Forbidden']);
     expect((await admin.get('Observation/ob')).status).toBe(200);
     expect((await w.put('Observation/oa', obs('oa', 'pa'))).status).toBe(200);
     expect((await w.del('Observation/oa')).status).toBe(200);

@@ -131,7 +131,7 @@ await eachStore((kind, fresh) => {
         { resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
       ]), { Prefer: 'return=OperationOutcome' });
       const out = ((await res.json()) as Json).entry as Json[];
-      expect(out[0]!.response.status).toBe('422');
+      expect(out[0]!.response.status).toBe('422 Unprocessable Entity');
       expect(out[0]!.response.outcome.issue[0].severity).toBe('error');
       expect(out[1]!.response.outcome.issue[0].code).toBe('informational');
     });

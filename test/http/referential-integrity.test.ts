@@ -131,7 +131,7 @@ await eachStore((kind, fresh) => {
       ]));
       expect(res.status).toBe(200);
       const entries = (await res.json()).entry as Json[];
-      expect(entries.map((e) => e.response.status)).toEqual(['201 Created', '422', '201 Created']);
+      expect(entries.map((e) => e.response.status)).toEqual(['201 Created', '422 Unprocessable Entity', '201 Created']);
       expect(issues(entries[1]!.response.outcome)).toEqual([
         { code: 'not-found', expression: ['Bundle.entry[1].resource.subject.reference'], text: expect.stringContaining('Patient/nobody') },
       ]);

@@ -135,7 +135,7 @@ await eachStore((kind, fresh) => {
       // In a batch, an entry's own problem is that entry's; the others are written.
       const before = await countVersions(t);
       const batch = await ok(tx([{ ...post(undefined, patient), request: { method: 'POST', url: 'Patient', foo: 1 } }, post(undefined, patient)], 'batch'));
-      expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['422', '201 Created']);
+      expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['422 Unprocessable Entity', '201 Created']);
       expect(batch.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.foo']);
       expect(await countVersions(t)).toBe(before + 1);
       await nothingWritten({ ...tx([post(undefined, patient)], 'batch'), foo: 1 }, 422);

@@ -68,7 +68,7 @@ describe('with strict validation (the default)', () => {
     expect(res.status).toBe(200);
     const bundle = (await res.json()) as Json;
     expect(bundle.entry[0].response.status).toStartWith('201');
-    expect(bundle.entry[1].response.status).toBe('422');
+    expect(bundle.entry[1].response.status).toBe('422 Unprocessable Entity');
     expect(where(bundle.entry[1].response.outcome)).toEqual(['Bundle.entry[1].resource.gender']);
   });
 

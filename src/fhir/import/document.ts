@@ -88,8 +88,10 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
     // Entries reported above fail on the same unresolved reference.
     if (!isWrite(entries[i]) || failed.has(i)) return;
     const r = out.response as { status: string; outcome?: { issue?: FhirIssue[] } };
-    if (r.status.startsWith('2')) ok++;
-    else ctx.fail(`Bundle.entry[${i}]: ${r.status}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, { entry: i, ...(r.status === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
+    // The status's code alone (`422`, not `422 Unprocessable Entity`), as the import reports it.
+    const code = r.status.slice(0, 3);
+    if (code.startsWith('2')) ok++;
+    else ctx.fail(`Bundle.entry[${i}]: ${code}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
   });
   ctx.imported(ok);
 }

@@ -13,6 +13,10 @@ export interface Entry {
   type: string;
   /** Target id for PUT/PATCH/DELETE/GET by id. */
   id?: string;
+  /** GET `Type/id/_history/vid`: the version a vread reads. */
+  version?: string;
+  /** GET `Type/id/_history` or `Type/_history`: instance or type history. */
+  history?: boolean;
   /** Conditional query (`Type?a=b`) or `ifNoneExist`. */
   condition?: URLSearchParams;
   /** GET search or read query string. */
@@ -22,28 +26,78 @@ export interface Entry {
   /** PATCH: the patch its resource holds (a Parameters, or a Binary holding a JSON Patch). */
   patch?: PatchDocument;
   ifMatch?: string;
+  /** GET read or vread: `request.ifNoneMatch`, ETags (FHIR R4 http 3.1.0.11: the entry answers 304 when one is current). */
+  ifNoneMatch?: string;
+  /** GET read or vread: `request.ifModifiedSince` (an instant) as epoch milliseconds. */
+  ifModifiedSince?: number;
+}
+
+/** Where an entry is in its Bundle: `Bundle.entry[n]`. */
+export const entryPath = (entry: { index: number }) => `Bundle.entry[${entry.index}]`;
+
+/**
+ * `err` located in the Bundle: each issue naming no element gets `expression`; with `resource` (the
+ * path of the entry's resource), expressions that name an element of the resource (`id`) are placed under it.
+ */
+export function located(err: FhirError, expression: string, resource?: string): FhirError {
+  const place = (e: string) => (resource === undefined || e.startsWith('Bundle.') ? e : `${resource}.${e}`);
+  if (err.issues.every((i) => i.expression?.length && i.expression.every((e) => place(e) === e))) return err;
+  const outcome = err.issues.map((i) => ({ ...i, expression: i.expression?.length ? i.expression.map(place) : [expression] }));
+  return new FhirError(err.category, err.message, { outcome, headers: err.headers, cause: err });
 }
 
 function fail(index: number, message: string, element?: string): never {
   throw new FhirError('invalid', `Bundle.entry[${index}]: ${message}`, { expression: [`Bundle.entry[${index}]${element === undefined ? '' : `.${element}`}`] });
 }
 
-/** Splits `Type/id`, `Type?query` or `Type` (relative to the FHIR base). */
-function parseUrl(index: number, url: string, base: string): { type: string; id?: string; query?: URLSearchParams } {
+interface ParsedUrl {
+  type: string;
+  id?: string;
+  version?: string;
+  history?: boolean;
+  query?: URLSearchParams;
+}
+
+/** `Type`, `Type/_history`, `Type/id`, `Type/id/_history`, `Type/id/_history/vid`. */
+const PATH = /^([^/]*)(?:\/(_history)|\/([^/]*)(?:\/(_history)(?:\/([^/]*))?)?)?$/;
+
+/** Splits `Type/id`, `Type?query` or `Type` (relative to the FHIR base), and for GET the history paths. */
+function parseUrl(index: number, url: string, base: string, method: string): ParsedUrl {
   // Relative to the FHIR base, with or without a leading `/`.
   const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url;
   const q = rel.indexOf('?');
   const path = q < 0 ? rel : rel.slice(0, q);
   const query = q < 0 ? undefined : new URLSearchParams(rel.slice(q + 1));
-  const [type, id, extra] = path.split('/');
+  const type = path.split('/', 1)[0];
   if (!type || !isResourceType(type)) fail(index, `request.url '${url}' does not name a known resource type`);
-  if (extra !== undefined) fail(index, `request.url '${url}' is not of the form Type, Type/id or Type?query`);
+  const m = PATH.exec(path);
+  const history = m?.[2] !== undefined || m?.[4] !== undefined;
+  if (!m || (history && method !== 'GET')) {
+    const forms = method === 'GET' ? 'Type, Type/id, Type?query, Type/id/_history/vid, Type/id/_history or Type/_history' : 'Type, Type/id or Type?query';
+    fail(index, `request.url '${url}' is not of the form ${forms}`);
+  }
+  const [, , , id, , version] = m;
   if (id !== undefined && !ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`);
-  const out: { type: string; id?: string; query?: URLSearchParams } = { type };
+  const out: ParsedUrl = { type };
   if (id !== undefined) out.id = id;
+  if (version !== undefined) out.version = version;
+  else if (history) out.history = true;
   if (query) out.query = query;
   return out;
 }
+
+/** The conditional-read elements of a GET entry's request (FHIR R4 Bundle.entry.request). */
+function readConditions(index: number, entry: Entry, request: Record<string, unknown>): void {
+  if (typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
+  if (typeof request.ifModifiedSince === 'string') {
+    const at = INSTANT.test(request.ifModifiedSince) ? Date.parse(request.ifModifiedSince) : NaN;
+    if (Number.isNaN(at)) fail(index, `request.ifModifiedSince '${request.ifModifiedSince}' is not an instant`, 'request.ifModifiedSince');
+    entry.ifModifiedSince = at;
+  }
+}
+
+/** A FHIR R4 instant: a date and time to the second at least, with its zone. */
+const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 function parseEntry(raw: unknown, index: number, base: string): Entry {
   if (raw === null || typeof raw !== 'object') fail(index, 'is not an object');
@@ -56,13 +110,16 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     // A precondition that is not a string would be dropped and the write done unconditionally.
     if (request[field] !== undefined && typeof request[field] !== 'string') fail(index, `request.${field} must be a string`, `request.${field}`);
   }
-  const { type, id, query } = parseUrl(index, request.url as string, base);
+  const { type, id, version, history, query } = parseUrl(index, request.url as string, base, method);
   const entry: Entry = { index, method, type };
   if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
   if (typeof request.ifMatch === 'string') entry.ifMatch = request.ifMatch;
   if (method === 'GET') {
     if (id !== undefined) entry.id = id;
+    if (version !== undefined) entry.version = version;
+    if (history) entry.history = true;
     entry.query = query ?? new URLSearchParams();
+    readConditions(index, entry, request);
     return entry;
   }
   if (method === 'POST' || method === 'PUT') {

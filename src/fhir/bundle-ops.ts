@@ -2,11 +2,9 @@ import { STATUS_CODES } from 'node:http';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import type { Entry } from './bundle-entries.ts';
-import { etag, searchLinks, searchsetJson } from './bundle.ts';
+import { etag } from './bundle.ts';
 import { conditionKey, parseCondition, resolveCondition } from './conditional.ts';
-import type { CoreLayer } from './core-layer.ts';
-import { deleteVersion, putVersion, readResource, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
-import { requireAccess } from './access.ts';
+import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, replaceLinks, walkReferences } from './references.ts';
@@ -14,8 +12,6 @@ import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { checkTypeAndId, newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
-import { compileSearch, searchResources } from './search.ts';
-import { instanceShape } from './subset.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -244,39 +240,4 @@ async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opt
   } catch (err) {
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }
-}
-
-/** Checks a GET entry before anything is written: access, id, search parameters. */
-export function checkRead(req: FhirRequest, entry: Entry): void {
-  if (entry.id) {
-    checkTypeAndId(entry.type, entry.id);
-    requireAccess(req.access, entry.type, 'r');
-    instanceShape(entry.query!, false);
-  } else {
-    requireAccess(req.access, entry.type, 's');
-    compileSearch(entry.type, entry.query!, false);
-  }
-}
-
-/** Inside a transaction, after its writes: a GET by id must find a current resource (or a core one the tenant never stored). */
-export async function checkReadTarget(w: ResourceWriter, entry: Entry, core?: CoreLayer): Promise<void> {
-  if (!entry.id) return;
-  const current = await w.current(entry.type, entry.id);
-  if (!current && core !== undefined && (await core.read(entry.type, entry.id)) !== null) return;
-  if (!current) throw new FhirError('not-found', `${at(entry)}: ${entry.type}/${entry.id} is not known`);
-  if (current.deleted) throw new FhirError('gone', `${at(entry)}: ${entry.type}/${entry.id} was deleted`);
-}
-
-/** Performs a GET entry: a read, or a search answered with a searchset Bundle. */
-export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
-  if (entry.id) {
-    const shape = instanceShape(entry.query!, false);
-    const v = await readResource(deps, req, entry.type, entry.id);
-    return { ...responseEntry('200 OK', v, base), resource: JSON.parse(shape ? shape(v.content) : v.content) };
-  }
-  // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
-  const r = await searchResources(deps, req, entry.type, entry.query!, false);
-  const links = searchLinks(base, `/${entry.type}`, r.self, r.next);
-  const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-  return { ...responseEntry('200 OK'), resource: JSON.parse(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
 }

@@ -23,6 +23,15 @@ export function etag(versionId: number): string {
   return `W/"${versionId}"`;
 }
 
+/** The opaque part of an entity tag, weak or strong (`W/"3"` and `"3"` are both `"3"`). */
+const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
+
+/** Whether an `If-None-Match` value (a list of ETags, weak or strong, or `*`) names version `versionId` (RFC 9110 13.1.2, weak comparison). */
+export function etagMatches(ifNoneMatch: string, versionId: number): boolean {
+  const current = opaque(etag(versionId));
+  return ifNoneMatch.trim() === '*' || ifNoneMatch.split(',').some((t) => opaque(t) === current);
+}
+
 /**
  * A searchset Bundle as JSON text. Stored resource text is spliced in as is, never re-serialised.
  */

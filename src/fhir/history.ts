@@ -153,6 +153,12 @@ function coreHistory(v: ResourceVersion, query: HistoryQuery): ResourceVersion[]
   return [v];
 }
 
+/** What a history interaction checks before it reads: access and parameters (a transaction's GET entries, before they commit). */
+export function checkHistory(req: FhirRequest, params: URLSearchParams, type?: string, id?: string): void {
+  checkAccess(req, type, id);
+  parseParams(params);
+}
+
 /**
  * Instance, type or system history (FHIR R4 http 3.1.0.11) with `_since`, `_at`, `_count`, newest first,
  * paged by keyset. With a patient-context token only instance history of readable resources is offered.

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { etag } from '../fhir/bundle.ts';
+import { etag, etagMatches } from '../fhir/bundle.ts';
 import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
 
@@ -66,9 +66,6 @@ export function readConditions(headers: Headers): ReadConditions {
   return { ifNoneMatch: headers.get('if-none-match'), ifModifiedSince: headers.get('if-modified-since') };
 }
 
-/** The opaque part of an entity tag, weak or strong (`W/"3"` and `"3"` are both `"3"`). */
-const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
-
 /**
  * 304 Not Modified when the client's copy is current: `If-None-Match` naming the version's ETag (weak
  * comparison, lists and `*`) or, without `If-None-Match`, `If-Modified-Since` at or after the version's
@@ -79,8 +76,7 @@ export function notModified(v: ResourceVersion, c: ReadConditions | undefined): 
   if (!c) return null;
   let fresh: boolean;
   if (c.ifNoneMatch) {
-    const current = opaque(etag(v.versionId));
-    fresh = c.ifNoneMatch.trim() === '*' || c.ifNoneMatch.split(',').some((t) => opaque(t) === current);
+    fresh = etagMatches(c.ifNoneMatch, v.versionId);
   } else if (c.ifModifiedSince) {
     const since = parseHttpDate(c.ifModifiedSince);
     fresh = since !== null && Math.floor(v.lastUpdated / 1000) * 1000 <= since;

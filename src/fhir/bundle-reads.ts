@@ -1,0 +1,96 @@
+/**
+ * GET entries of transactions and batches (FHIR R4 http 3.1.0.11): reads, vreads, searches and
+ * instance or type history, answered as the REST interactions answer them, with the same access checks.
+ */
+import { FhirError } from '../errors.ts';
+import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
+import { requireAccess } from './access.ts';
+import { entryPath, located, type Entry } from './bundle-entries.ts';
+import { responseEntry, type Json } from './bundle-ops.ts';
+import { etagMatches, historyJson, searchLinks, searchsetJson } from './bundle.ts';
+import type { CoreLayer } from './core-layer.ts';
+import { readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { checkHistory, history } from './history.ts';
+import { checkTypeAndId } from './resource.ts';
+import { compileSearch, searchResources } from './search.ts';
+import { instanceShape } from './subset.ts';
+
+/** Checks a GET entry before anything is written: access, id, search or history parameters. */
+export function checkRead(req: FhirRequest, entry: Entry): void {
+  try {
+    checkOne(req, entry);
+  } catch (err) {
+    throw err instanceof FhirError ? located(err, entryPath(entry)) : err;
+  }
+}
+
+function checkOne(req: FhirRequest, entry: Entry): void {
+  if (entry.history) {
+    checkHistory(req, entry.query!, entry.type, entry.id);
+    instanceShape(entry.query!, false);
+  } else if (entry.id) {
+    checkTypeAndId(entry.type, entry.id);
+    requireAccess(req.access, entry.type, 'r');
+    instanceShape(entry.query!, false);
+  } else {
+    requireAccess(req.access, entry.type, 's');
+    compileSearch(entry.type, entry.query!, false);
+  }
+}
+
+/**
+ * Inside a transaction, after its writes: a GET by id must find its resource (a current one for a
+ * read; one that has that version for a vread; any for its history), or a core one the tenant never stored.
+ */
+export async function checkReadTarget(w: ResourceWriter, entry: Entry, core?: CoreLayer): Promise<void> {
+  if (!entry.id) return;
+  const { type, id, version } = entry;
+  const current = await w.current(type, id);
+  if (!current && core !== undefined && (await core.read(type, id)) !== null) return;
+  if (!current) throw new FhirError('not-found', `${entryPath(entry)}: ${type}/${id} is not known`, { expression: [entryPath(entry)] });
+  if (entry.history) return;
+  if (version !== undefined && (!/^\d{1,15}$/.test(version) || Number(version) < 1 || Number(version) > current.versionId)) {
+    throw new FhirError('not-found', `${entryPath(entry)}: ${type}/${id} has no version '${version}'`, { expression: [entryPath(entry)] });
+  }
+  if (current.deleted && (version === undefined || Number(version) === current.versionId)) {
+    throw new FhirError('gone', `${entryPath(entry)}: ${type}/${id} was deleted`, { expression: [entryPath(entry)] });
+  }
+}
+
+/**
+ * Whether a read entry's client holds `v` already: `request.ifNoneMatch` names its ETag (or `*`), or,
+ * without it, `request.ifModifiedSince` is at or after its last update (FHIR R4 http 3.1.0.11: 304).
+ */
+function notModified(entry: Entry, v: ResourceVersion): boolean {
+  if (entry.ifNoneMatch) return etagMatches(entry.ifNoneMatch, v.versionId);
+  return entry.ifModifiedSince !== undefined && v.lastUpdated <= entry.ifModifiedSince;
+}
+
+/** Performs a GET entry: a read or vread (304 without the resource when the client has it), a search or a history, as a Bundle. */
+export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+  try {
+    return await readOne(deps, req, entry, base);
+  } catch (err) {
+    throw err instanceof FhirError ? located(err, entryPath(entry)) : err;
+  }
+}
+
+async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+  // `_summary` / `_elements` as on the REST read, vread and history.
+  const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
+  if (entry.history) {
+    const r = await history(deps, req, entry.query!, entry.type, entry.id);
+    const links = searchLinks(base, `/${entry.type}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next);
+    return { ...responseEntry('200 OK'), resource: JSON.parse(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
+  }
+  if (entry.id) {
+    const v = entry.version === undefined ? await readResource(deps, req, entry.type, entry.id) : await vreadResource(deps, req, entry.type, entry.id, entry.version);
+    if (notModified(entry, v)) return responseEntry('304 Not Modified', v, base);
+    return { ...responseEntry('200 OK', v, base), resource: JSON.parse(shape ? shape(v.content) : v.content) };
+  }
+  // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
+  const r = await searchResources(deps, req, entry.type, entry.query!, false);
+  const links = searchLinks(base, `/${entry.type}`, r.self, r.next);
+  const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+  return { ...responseEntry('200 OK'), resource: JSON.parse(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
+}

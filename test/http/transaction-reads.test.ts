@@ -1,0 +1,88 @@
+/**
+ * GET entries of transactions and batches (FHIR R4 http 3.1.0.11), on both databases: vreads, instance
+ * and type history as REST answers them, with its access checks, and 304 for read entries whose
+ * ifNoneMatch or ifModifiedSince says the client has the version.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const tx = (entry: Json[], type = 'transaction') => ({ resourceType: 'Bundle', type, entry });
+const patient = (value: string) => ({ resourceType: 'Patient', identifier: [{ system: 'urn:x', value }] });
+const create = (fullUrl: string | undefined, resource: Json) => ({ ...(fullUrl ? { fullUrl } : {}), resource, request: { method: 'POST', url: resource.resourceType } });
+const update = (fullUrl: string | undefined, url: string, resource: Json) => ({ ...(fullUrl ? { fullUrl } : {}), resource, request: { method: 'PUT', url } });
+
+await eachStore((kind, fresh) => {
+  describe(`GET entries of Bundles (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const send = (bundle: Json, client = api) => client.post(client.base, bundle);
+    const ok = async (bundle: Json, client = api): Promise<Json> => {
+      const res = await send(bundle, client);
+      const body = (await res.json()) as Json;
+      if (res.status !== 200) throw new Error(`bundle failed: ${res.status} ${JSON.stringify(body)}`);
+      return body;
+    };
+    const nothingWritten = async (bundle: Json, status: number): Promise<Json> => {
+      const before = await countVersions(t);
+      const outcome = await expectOutcome(await send(bundle), status);
+      expect(await countVersions(t)).toBe(before);
+      return outcome;
+    };
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('GET entries read versions and history, and answer 304 to ifNoneMatch and ifModifiedSince', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'h-1', active: false });
+      t.clock.advance(60_000);
+      const v2 = await api.put200({ resourceType: 'Patient', id: 'h-1', active: true });
+      const get = (url: string, extra: Json = {}) => ({ request: { method: 'GET', url, ...extra } });
+      for (const type of ['batch', 'transaction']) {
+        const res = await ok(tx([
+          get('Patient/h-1/_history/1'), get('Patient/h-1/_history'), get('Patient/_history?_count=1'),
+          get('Patient/h-1', { ifNoneMatch: 'W/"2"' }), get('Patient/h-1', { ifNoneMatch: 'W/"1"' }),
+          get('Patient/h-1', { ifModifiedSince: v2.meta.lastUpdated }), get('Patient/h-1/_history/1', { ifModifiedSince: '2000-01-01T00:00:00Z' }),
+        ], type));
+        const [vread, instance, typeHistory, fresh, stale, since, older] = res.entry;
+        expect(vread.resource).toMatchObject({ id: 'h-1', active: false, meta: { versionId: '1' } });
+        expect(vread.response).toMatchObject({ status: '200 OK', etag: 'W/"1"' });
+        expect(instance.resource).toMatchObject({ resourceType: 'Bundle', type: 'history' });
+        expect(instance.resource.entry.map((e: Json) => e.response.etag)).toEqual(['W/"2"', 'W/"1"']);
+        expect(typeHistory.resource.entry).toHaveLength(1);
+        expect(typeHistory.resource.link.some((l: Json) => l.relation === 'next')).toBe(true);
+        expect(fresh).toEqual({ response: expect.objectContaining({ status: '304 Not Modified', etag: 'W/"2"' }) });
+        expect(stale.response.status).toBe('200 OK');
+        expect(stale.resource.meta.versionId).toBe('2');
+        expect(since.response.status).toBe('304 Not Modified');
+        expect(since.resource).toBeUndefined();
+        expect(older.resource.meta.versionId).toBe('1');
+      }
+      // A version that does not exist: the batch entry's 404, the transaction's 404 writing nothing.
+      const batch = await ok(tx([get('Patient/h-1/_history/9'), get('Patient/nobody/_history')], 'batch'));
+      expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['404 Not Found', '404 Not Found']);
+      expect(batch.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0]']);
+      await nothingWritten(tx([create(undefined, patient('h')), get('Patient/h-1/_history/9')]), 404);
+      // An ifModifiedSince that is not an instant is refused rather than ignored.
+      const malformed = await ok(tx([get('Patient/h-1', { ifModifiedSince: 'yesterday' })], 'batch'));
+      expect(malformed.entry[0].response.status).toBe('400 Bad Request');
+      expect(malformed.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifModifiedSince']);
+      // A write to a history path is refused.
+      await nothingWritten(tx([update(undefined, 'Patient/h-1/_history/2', { resourceType: 'Patient', id: 'h-1' })]), 400);
+    });
+
+    test('GET entries check access as REST does', async () => {
+      const limited = fhirClient(t, await craftToken(t, 'system/Observation.rs'));
+      const get = (url: string) => ({ request: { method: 'GET', url } });
+      const res = await ok(tx([get('Patient/h-1/_history/1'), get('Patient/h-1/_history'), get('Patient/_history')], 'batch'), limited);
+      expect(res.entry.map((e: Json) => e.response.status)).toEqual(['403 Forbidden', '403 Forbidden', '403 Forbidden']);
+      const patientBound = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'h-1' }));
+      const bound = await ok(tx([get('Patient/_history'), get('Patient/h-1/_history')], 'batch'), patientBound);
+      expect(bound.entry.map((e: Json) => e.response.status)).toEqual(['403 Forbidden', '200 OK']);
+    });
+  });
+});

@@ -1,15 +1,16 @@
 import { STATUS_CODES } from 'node:http';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
-import type { Entry } from './bundle-entries.ts';
+import { entryPath, located, type Entry } from './bundle-entries.ts';
+import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
-import { conditionKey, parseCondition, resolveCondition } from './conditional.ts';
+import { conditionKey, resolveCondition, showCondition } from './conditional.ts';
 import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
-import { isAbsoluteReference, isUrnReference, parseReference, replaceLinks, walkReferences } from './references.ts';
+import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
-import { checkTypeAndId, newId, type Resource } from './resource.ts';
+import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 
@@ -28,6 +29,8 @@ export interface Planned {
   settles?: string;
   /** A conditional PUT that matched nothing, with an id in its body: it may only create (PutOptions.createOnly). */
   createOnly?: boolean;
+  /** Another entry of the same condition writes the resource, and this one writes nothing (sharedWrites). */
+  follows?: Planned;
 }
 
 /** The conditions the planned entries' writes settle (Settle), for their transaction to claim first. */
@@ -46,7 +49,7 @@ export function entriesPerAttempt(entries: Entry[], conditional: boolean): (atte
   return (attempt) => (attempt === 1 ? entries : entries.map((e, i) => (e.resource ? { ...e, resource: structuredClone(pristine[i]!) } : e)));
 }
 
-const at = (entry: Entry) => `Bundle.entry[${entry.index}]`;
+const at = entryPath;
 
 async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
   const p: Planned = { entry };
@@ -69,7 +72,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
   } else if (match) {
     p.id = match.id;
   } else if (entry.method === 'PATCH') {
-    throw new FhirError('not-found', `${at(entry)}: conditional patch '${entry.type}?${entry.condition}' matches no resource`);
+    throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, entry.condition)}' matches no resource`);
   }
   return p;
 }
@@ -84,40 +87,44 @@ function entryIfMatch(entry: Entry): number | undefined {
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
 async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
-  const p = await resolveTarget(deps, req, entry);
-  if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
-  if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
-  return p;
+  try {
+    const p = await resolveTarget(deps, req, entry);
+    if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
+    if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
+    return p;
+  } catch (err) {
+    throw err instanceof FhirError ? located(err, at(entry)) : err;
+  }
 }
 
 /** After references are rewritten: each written resource must be within the request's reach (a Binary's securityContext). */
 export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, planned: Planned[]): Promise<void> {
   for (const p of planned) {
-    const r = written(p);
-    if (r && !p.existing) await requireContextReadable(deps, req, r);
+    const r = writtenBy(p);
+    if (r) await requireContextReadable(deps, req, r);
   }
 }
 
-/** Resolves every entry's target and maps each fullUrl to `Type/id` (FHIR R4 http 3.1.0.11.2). */
+/**
+ * Resolves every entry's target and maps each fullUrl to `Type/id` (FHIR R4 http 3.1.0.11.2). Entries
+ * of one condition share one write (sharedWrites): those that follow another are planned after it, and
+ * their fullUrls map to its resource.
+ */
 export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[]): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
+  const leaders = sharedWrites(entries);
+  const byEntry = new Map<Entry, Planned>();
+  for (const entry of entries) if (!leaders.has(entry)) byEntry.set(entry, await target(deps, req, entry));
+  for (const [entry, leader] of leaders) byEntry.set(entry, follow(entry, byEntry.get(leader)!));
   const ids = new Map<string, string>();
-  const planned: Planned[] = [];
-  for (const entry of entries) {
-    const p = await target(deps, req, entry);
+  const planned = entries.map((entry) => {
+    const p = byEntry.get(entry)!;
     if (entry.fullUrl && p.id && entry.method !== 'DELETE' && entry.method !== 'GET') {
-      if (ids.has(entry.fullUrl)) throw new FhirError('invalid', `${at(entry)}: fullUrl '${entry.fullUrl}' is used twice`);
+      if (ids.has(entry.fullUrl)) throw new FhirError('invalid', `${at(entry)}: fullUrl '${entry.fullUrl}' is used twice`, { expression: [`${at(entry)}.fullUrl`] });
       ids.set(entry.fullUrl, `${entry.type}/${p.id}`);
     }
-    planned.push(p);
-  }
+    return p;
+  });
   return { planned, ids };
-}
-
-/** A conditional reference (`Type?query`) that matches nothing: 412. An import retries its Bundle at the end of the run. */
-export class UnmatchedConditionalReference extends FhirError {
-  constructor(message: string) {
-    super('precondition', message);
-  }
 }
 
 /**
@@ -139,33 +146,39 @@ export function unmatchedUrn(scope: FullUrlScope | undefined): string {
  * 3.1.0.11.2): `urn:uuid:` / `urn:oid:` ones (with a scope, also to what it knows), and relative ones,
  * which name the entry whose fullUrl they resolve to against their own entry's fullUrl (or, for a
  * `urn:` or no fullUrl, the FHIR base `base`: bundle.html, "Resolving references in Bundles"); then the
- * same fullUrls in uri, url, oid and uuid elements and in narrative links (replaceLinks). Resolves
- * conditional references.
+ * same fullUrls in uri, url, oid and uuid elements and in narrative links (replaceLinks). Then resolves
+ * conditional references, against the store and the resources the entries write (bundle-conditional.ts).
  */
 export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<void> {
   const known = (url: string) => ids.get(url) ?? scope?.get(url);
+  const conditional: ConditionalReference[] = [];
   for (const p of planned) {
-    const r = written(p);
-    if (!r || p.existing) continue;
-    const conditional: { reference: string }[] = [];
+    const r = writtenBy(p);
+    if (!r) continue;
     const against = entryBase(p.entry.fullUrl) ?? base;
+    // A reference's element, for errors: within the entry's resource (a PATCH entry writes another).
+    const element = (holder: object) => (p.patched ? at(p.entry) : [`${at(p.entry)}.resource`, pathTo(r, holder)].filter(Boolean).join('.'));
     walkReferences(r, (holder) => {
       const ref = holder.reference;
       const mapped = known(ref) ?? (ids.size > 0 && !isAbsoluteReference(ref) && parseReference(ref) ? ids.get(`${against}/${ref}`) : undefined);
       if (mapped) holder.reference = mapped;
       else if (isUrnReference(ref)) {
-        throw new FhirError('invalid', `${at(p.entry)}: reference '${ref}' ${unmatchedUrn(scope)}`, { expression: [`${at(p.entry)}.resource`] });
-      } else if (/^[A-Z][A-Za-z]+\?/.test(ref)) conditional.push(holder);
+        throw new FhirError('invalid', `${at(p.entry)}: reference '${ref}' ${unmatchedUrn(scope)}`, { expression: [element(holder)] });
+      } else if (/^[A-Z][A-Za-z]+\?/.test(ref)) conditional.push({ holder, where: at(p.entry), element: () => element(holder) });
     });
     if (ids.size > 0 || scope) replaceLinks(r, known);
-    for (const holder of conditional) {
-      const type = holder.reference.slice(0, holder.reference.indexOf('?'));
-      checkTypeAndId(type);
-      const match = await resolveCondition(deps, req, type, parseCondition(holder.reference, type, at(p.entry)), at(p.entry));
-      if (!match) throw new UnmatchedConditionalReference(`${at(p.entry)}: conditional reference '${holder.reference}' matches nothing`);
-      holder.reference = `${type}/${match.id}`;
-    }
   }
+  // Once every other reference is rewritten, so that the entries' resources are matched as they will be written.
+  if (conditional.length > 0) await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned));
+}
+
+/** What the planned entries write or delete, for conditional references to match. */
+function transactionWrites(planned: Planned[]): TransactionWrite[] {
+  return planned.flatMap((p) => {
+    if (p.id === undefined || p.existing || p.follows || p.entry.method === 'GET') return [];
+    const resource = writtenBy(p);
+    return [{ type: p.entry.type, id: p.id, ...(resource ? { resource } : {}), stored: p.entry.method !== 'POST' }];
+  });
 }
 
 /** The base an absolute `{base}/Type/id` fullUrl's relative references resolve against; undefined for a `urn:` or none. */
@@ -175,16 +188,19 @@ function entryBase(fullUrl: string | undefined): string | undefined {
   return m?.[1];
 }
 
-/** The resource an entry writes: its own (POST, PUT) or its patch's result (PATCH). */
-function written(p: Planned): Resource | undefined {
-  return p.patched?.resource ?? p.entry.resource;
+/**
+ * The resource an entry writes: its own (POST, PUT) or its patch's result (PATCH); none for a
+ * conditional create that found its resource or an entry that follows another (sharedWrites).
+ */
+function writtenBy(p: Planned): Resource | undefined {
+  return p.existing || p.follows ? undefined : (p.patched?.resource ?? p.entry.resource);
 }
 
 /** The resources the entries write (POST and PUT not settled by ifNoneExist, PATCH results), where they sit in the Bundle. */
 export function entryResources(planned: Planned[]): WrittenResource[] {
   return planned.flatMap((p) => {
-    const r = written(p);
-    return r && !p.existing ? [{ resource: r, path: p.patched ? r.resourceType : `${at(p.entry)}.resource` }] : [];
+    const r = writtenBy(p);
+    return r ? [{ resource: r, path: p.patched ? r.resourceType : `${at(p.entry)}.resource` }] : [];
   });
 }
 
@@ -213,8 +229,21 @@ export function errorEntry(err: FhirError): Json {
   return { response: { status: `${err.status} ${STATUS_CODES[err.status] ?? ''}`.trim(), outcome: operationOutcome(err.issues) } };
 }
 
-/** Performs a POST, PUT or DELETE entry inside the open store transaction. */
+/** The response of an entry that follows another's write (sharedWrites): as a conditional create that finds a match, 200 and the resource. */
+export function followerEntry(leader: Json): Json {
+  return { ...leader, response: { ...(leader.response as Json), status: '200 OK' } };
+}
+
+/** Performs a POST, PUT, PATCH or DELETE entry inside the open store transaction; its errors name the entry. */
 export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
+  try {
+    return await writeOne(w, p, opts, base);
+  } catch (err) {
+    throw err instanceof FhirError ? located(err, at(p.entry), `${at(p.entry)}.resource`) : err;
+  }
+}
+
+async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
   const { entry } = p;
   const o: PutOptions = { ...opts };
   const ifMatch = entryIfMatch(entry);

@@ -27,19 +27,30 @@ export function parseCondition(raw: string, type: string, where: string): URLSea
   return query;
 }
 
+/** A condition as messages show it: `Type?a=b`, its values decoded (`urn:x|1`, not `urn%3Ax%7C1`). */
+export function showCondition(type: string, query: URLSearchParams): string {
+  return `${type}?${[...query].map(([k, v]) => `${k}=${v}`).join('&')}`;
+}
+
 /**
- * Resolves a conditional query to at most one current resource (FHIR R4 conditional interactions):
- * unknown parameters are errors here (a lenient match could select the wrong resource); two or more
- * matches are 412.
+ * The current resources a conditional query selects, at most `count` of them (FHIR R4 conditional
+ * interactions): unknown parameters are errors here (a lenient match could select the wrong resource).
  */
+export async function conditionMatches(
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, count = 2,
+): Promise<ResourceVersion[]> {
+  const params = new URLSearchParams(query);
+  if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
+  params.set('_count', String(count));
+  return (await searchResources(deps, req, type, params, true)).rows;
+}
+
+/** Resolves a conditional query to at most one current resource (conditionMatches); two or more matches are 412. */
 export async function resolveCondition(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string,
 ): Promise<ResourceVersion | undefined> {
-  const params = new URLSearchParams(query);
-  if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${type}?${query}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
-  params.set('_count', '2');
-  const { rows } = await searchResources(deps, req, type, params, true);
-  if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${type}?${query}' matches more than one resource`);
+  const rows = await conditionMatches(deps, req, type, query, where);
+  if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`);
   return rows[0];
 }
 

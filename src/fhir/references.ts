@@ -77,6 +77,31 @@ export function walkReferences(node: unknown, visit: (holder: { reference: strin
   }
 }
 
+/**
+ * The FHIRPath of the object `target` within `node` (`subject`, `performer[1]`, `contained[0].target[0]`),
+ * found as walkReferences finds references; undefined when it is not there. For error locations only.
+ */
+export function pathTo(node: unknown, target: object, path = ''): string | undefined {
+  if (node === target) return path;
+  if (Array.isArray(node)) {
+    for (const [i, item] of node.entries()) {
+      const found = pathTo(item, target, `${path}[${i}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (node === null || typeof node !== 'object') return undefined;
+  const obj = node as Record<string, unknown>;
+  const bundle = obj.resourceType === 'Bundle';
+  for (const key in obj) {
+    const value = obj[key];
+    if (value === null || typeof value !== 'object' || (bundle && key === 'entry')) continue;
+    const found = pathTo(value, target, path === '' ? key : `${path}.${key}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 /** The element types whose values a transaction's fullUrls are replaced in, beside references (FHIR R4 http 3.1.0.11.2). */
 const LINK_TYPES = new Set(['uri', 'url', 'oid', 'uuid']);
 

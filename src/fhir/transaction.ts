@@ -2,7 +2,7 @@ import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { creatingConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { checkRead, checkReadTarget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
@@ -14,20 +14,22 @@ const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GE
 
 /**
  * No two entries may act on one resource (FHIR R4 http 3.1.0.11.2), and a conditional create may not
- * settle on a resource another entry changes.
+ * settle on a resource another entry changes. Entries that follow another's write (sharedWrites) act
+ * through it.
  */
 function checkTargets(planned: Planned[]): void {
   const changed = new Set<string>();
+  const at = (p: Planned) => ({ expression: [`Bundle.entry[${p.entry.index}]`] });
   for (const p of planned) {
-    if (!p.id || p.entry.method === 'GET' || p.existing) continue;
+    if (!p.id || p.entry.method === 'GET' || p.existing || p.follows) continue;
     const key = `${p.entry.type}/${p.id}`;
-    if (changed.has(key)) throw new FhirError('invalid', `Bundle.entry[${p.entry.index}]: ${key} is the target of more than one entry`);
+    if (changed.has(key)) throw new FhirError('invalid', `Bundle.entry[${p.entry.index}]: ${key} is the target of more than one entry`, at(p));
     changed.add(key);
   }
   for (const p of planned) {
     const key = `${p.entry.type}/${p.id}`;
     if (p.existing && changed.has(key)) {
-      throw new FhirError('invalid', `Bundle.entry[${p.entry.index}]: ifNoneExist matches ${key}, which another entry changes`);
+      throw new FhirError('invalid', `Bundle.entry[${p.entry.index}]: ifNoneExist matches ${key}, which another entry changes`, at(p));
     }
   }
 }
@@ -57,7 +59,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     // in key order), so that transactions changing the same resources in other orders wait for each
     // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
     await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
-    for (const p of sorted) if (p.entry.method !== 'GET') out[p.entry.index] = await writeEntry(w, p, opts, base);
+    for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, opts, base);
+    for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
     for (const p of reads) await checkReadTarget(w, p.entry, deps.core);
   });
@@ -76,7 +79,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
 
 /** Whether an entry acts on a resource that may exist: an update, a patch or a delete (a create's id is new). */
 function changesExisting(p: Planned): boolean {
-  return p.id !== undefined && !p.existing && (p.entry.method === 'PUT' || p.entry.method === 'PATCH' || p.entry.method === 'DELETE');
+  return p.id !== undefined && !p.existing && !p.follows && (p.entry.method === 'PUT' || p.entry.method === 'PATCH' || p.entry.method === 'DELETE');
 }
 
 /** Every entry's resource must be valid; the 422 lists the problems of all of them, each under its entry. */

@@ -1,6 +1,7 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import { operatorAccess } from '../access.ts';
-import { UnmatchedConditionalReference, unmatchedUrn } from '../bundle-ops.ts';
+import { UnmatchedConditionalReference } from '../bundle-conditional.ts';
+import { unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
 import { asResource, nestsTooDeep, newId, tooDeep, type Resource } from '../resource.ts';

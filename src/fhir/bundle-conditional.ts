@@ -1,0 +1,135 @@
+/**
+ * Conditional writes and conditional references inside one transaction (FHIR R4 http 3.1.0.11.2):
+ * entries that create through the same condition write one resource, and a conditional reference
+ * finds the resources the transaction writes as well as the stored ones (as HAPI FHIR does).
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { FhirError } from '../errors.ts';
+import type { Condition } from '../store/types.ts';
+import { entryPath, located, type Entry } from './bundle-entries.ts';
+import type { Planned } from './bundle-ops.ts';
+import { conditionKey, conditionMatches, parseCondition, showCondition } from './conditional.ts';
+import { lookups } from './core-search.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import type { Resource } from './resource.ts';
+import { isResourceType } from './resource-types.ts';
+import { compileSearch, MAX_COUNT, storeQuery } from './search.ts';
+import { matchConditions } from './search-match.ts';
+
+/**
+ * The entries that share another entry's write (follower → leader). Of the `ifNoneExist` POSTs and
+ * conditional PUTs of one condition (conditionKey: the same criteria in any order), the first PUT, or
+ * without one the first POST, writes; the others follow it and write nothing. A following POST is a
+ * conditional create that finds that resource (200); a following PUT must carry the same content (follow).
+ */
+export function sharedWrites(entries: Entry[]): Map<Entry, Entry> {
+  const groups = new Map<string, Entry[]>();
+  for (const e of entries) {
+    if (!e.condition || (e.method !== 'POST' && e.method !== 'PUT')) continue;
+    const key = conditionKey(e.type, e.condition);
+    const group = groups.get(key);
+    if (group) group.push(e);
+    else groups.set(key, [e]);
+  }
+  const out = new Map<Entry, Entry>();
+  for (const group of groups.values()) {
+    if (group.length < 2) continue;
+    const leader = group.find((e) => e.method === 'PUT') ?? group[0]!;
+    for (const e of group) if (e !== leader) out.set(e, leader);
+  }
+  return out;
+}
+
+/**
+ * A follower's plan: its leader's resource, written once. A PUT whose content (but for an absent `id`)
+ * differs from its leader's is a 400: two updates of one resource in one transaction (FHIR R4 http
+ * 3.1.0.11.2: no two entries may act on one resource).
+ */
+export function follow(entry: Entry, leader: Planned): Planned {
+  if (entry.method === 'PUT') {
+    const { id, ...mine } = entry.resource!;
+    const { id: _, ...theirs } = leader.entry.resource!;
+    if ((id !== undefined && id !== leader.id) || !isDeepStrictEqual(mine, theirs)) {
+      const condition = showCondition(entry.type, entry.condition!);
+      throw new FhirError('invalid', `${entryPath(entry)}: conditional update '${condition}' names the resource ${entryPath(leader.entry)} writes, with other content: two entries may not change one resource`, {
+        expression: [entryPath(entry)],
+      });
+    }
+  }
+  return { entry, id: leader.id!, follows: leader };
+}
+
+/** A conditional reference (`Type?query`) met in an entry's resource. */
+export interface ConditionalReference {
+  holder: { reference: string };
+  /** The entry's place in the Bundle (`Bundle.entry[n]`). */
+  where: string;
+  /** The reference's element, for errors (`Bundle.entry[n].resource.subject`). */
+  element(): string;
+}
+
+/** A resource a transaction writes or deletes (`resource` undefined); `stored`: it may exist already (an update, patch or delete). */
+export interface TransactionWrite {
+  type: string;
+  id: string;
+  resource?: Resource;
+  stored: boolean;
+}
+
+/** A conditional reference that matches nothing: 412. An import retries its Bundle at the end of the run. */
+export class UnmatchedConditionalReference extends FhirError {
+  constructor(message: string, expression: string) {
+    super('precondition', message, { expression: [expression] });
+  }
+}
+
+/**
+ * Resolves conditional references (FHIR R4 http 3.1.0.11.2) against the stored resources as the
+ * transaction leaves them and the resources it writes: a stored match the transaction updates or
+ * deletes counts by its new content, or not at all. Exactly one match in total replaces the reference
+ * by its `Type/id`; none or several are 412. References of one condition are resolved once.
+ */
+export async function resolveConditionalReferences(deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[]): Promise<void> {
+  const found = new Map<string, string>();
+  for (const ref of refs) {
+    const written = ref.holder.reference;
+    const type = written.slice(0, written.indexOf('?'));
+    try {
+      if (!isResourceType(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' does not name a known resource type`);
+      const query = parseCondition(written, type, ref.where);
+      const key = conditionKey(type, query);
+      let target = found.get(key);
+      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writes)));
+      ref.holder.reference = target;
+    } catch (err) {
+      throw err instanceof FhirError ? located(err, ref.element()) : err;
+    }
+  }
+}
+
+async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, writes: TransactionWrite[]): Promise<string> {
+  const ofType = writes.filter((w) => w.type === type);
+  const replaced = new Set(ofType.filter((w) => w.stored).map((w) => w.id));
+  const stored = await conditionMatches(deps, req, type, query, ref.where, Math.min(2 + replaced.size, MAX_COUNT));
+  const ids = new Set(stored.filter((v) => !replaced.has(v.id)).map((v) => v.id));
+  for (const id of await writtenMatches(deps, req, type, query, ofType)) ids.add(id);
+  const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;
+  if (ids.size === 0) throw new UnmatchedConditionalReference(`${shown} matches nothing`, ref.element());
+  if (ids.size > 1) throw new FhirError('precondition', `${shown} matches more than one resource`, { expression: [ref.element()] });
+  return `${type}/${[...ids][0]}`;
+}
+
+/** The ids of the written resources (of the query's type) the query selects, evaluated in memory as the store would (search-match.ts). */
+async function writtenMatches(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, writes: TransactionWrite[]): Promise<string[]> {
+  const candidates = writes.filter((w) => w.resource !== undefined);
+  if (candidates.length === 0) return [];
+  const now = deps.clock.now();
+  // As the token may search: its scope filter and patient compartment apply (storeQuery).
+  const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
+  if (search === undefined) return [];
+  const where: Condition[] = [...(search.where ?? []), ...(search.compartment === undefined ? [] : [{ kind: 'compartment', patient: search.compartment } as const])];
+  const ctx = lookups(deps, req.tenant);
+  const out: string[] = [];
+  for (const w of candidates) if (await matchConditions({ ...w.resource!, id: w.id }, now, where, ctx)) out.push(w.id);
+  return out;
+}

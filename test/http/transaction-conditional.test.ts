@@ -1,0 +1,152 @@
+/**
+ * Conditional entries inside one transaction (FHIR R4 http 3.1.0.11.2), on both databases: entries that
+ * create through the same condition write one resource, conditional references find the resources the
+ * transaction writes, and errors name their entry (or its element) and show conditions decoded.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const tx = (entry: Json[], type = 'transaction') => ({ resourceType: 'Bundle', type, entry });
+const U = (n: number) => `urn:uuid:5d0c7a3e-7b1f-4b8e-9c2a-0000000000${String(n).padStart(2, '0')}`;
+const patient = (value: string, extra: Json = {}) => ({ resourceType: 'Patient', identifier: [{ system: 'urn:x', value }], ...extra });
+const create = (fullUrl: string | undefined, resource: Json, ifNoneExist?: string) => ({
+  ...(fullUrl ? { fullUrl } : {}), resource, request: { method: 'POST', url: resource.resourceType, ...(ifNoneExist ? { ifNoneExist } : {}) },
+});
+const update = (fullUrl: string | undefined, url: string, resource: Json) => ({ ...(fullUrl ? { fullUrl } : {}), resource, request: { method: 'PUT', url } });
+const observation = (subject: string) => ({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: subject } });
+
+await eachStore((kind, fresh) => {
+  describe(`conditional entries in one transaction (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const send = (bundle: Json, client = api) => client.post(client.base, bundle);
+    const ok = async (bundle: Json, client = api): Promise<Json> => {
+      const res = await send(bundle, client);
+      const body = (await res.json()) as Json;
+      if (res.status !== 200) throw new Error(`bundle failed: ${res.status} ${JSON.stringify(body)}`);
+      return body;
+    };
+    const nothingWritten = async (bundle: Json, status: number): Promise<Json> => {
+      const before = await countVersions(t);
+      const outcome = await expectOutcome(await send(bundle), status);
+      expect(await countVersions(t)).toBe(before);
+      return outcome;
+    };
+    const matching = async (value: string) => ids(await api.search(`Patient?identifier=urn:x|${value}`));
+    const subjectOf = async (location: string) => ((await (await api.get(location.replace(/\/_history\/\d+$/, ''))).json()) as Json).subject.reference;
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('two conditional creates of one condition create one resource; the second finds it, its fullUrl too', async () => {
+      const before = await countVersions(t);
+      const res = await ok(tx([
+        create(U(1), patient('dup-1', { name: [{ family: 'First' }] }), 'identifier=urn:x|dup-1'),
+        create(U(2), patient('dup-1', { name: [{ family: 'Second' }] }), 'Patient?identifier=urn:x|dup-1&_count=1'),
+        create(undefined, observation(U(2))),
+      ]));
+      expect(res.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '200 OK', '201 Created']);
+      const [id] = await matching('dup-1');
+      expect(await matching('dup-1')).toEqual([id!]);
+      expect(res.entry[1].resource).toEqual(res.entry[0].resource);
+      expect(res.entry[1].response.location).toBe(res.entry[0].response.location);
+      expect(res.entry[1].resource.name[0].family).toBe('First');
+      expect(await subjectOf(res.entry[2].response.location)).toBe(`Patient/${id}`);
+      expect(await countVersions(t)).toBe(before + 2);
+    });
+
+    test('two conditional updates of one condition with the same content write once; with other content they are a 400', async () => {
+      const res = await ok(tx([
+        update(U(3), 'Patient?identifier=urn:x|dup-2', patient('dup-2', { active: true })),
+        update(U(4), 'Patient?identifier=urn:x|dup-2', patient('dup-2', { active: true })),
+        create(undefined, observation(U(4))),
+      ]));
+      expect(res.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '200 OK', '201 Created']);
+      const [id] = await matching('dup-2');
+      expect(await matching('dup-2')).toEqual([id!]);
+      expect(res.entry[1].resource.meta.versionId).toBe('1');
+      expect(await subjectOf(res.entry[2].response.location)).toBe(`Patient/${id}`);
+      const outcome = await nothingWritten(tx([
+        update(undefined, 'Patient?identifier=urn:x|dup-3', patient('dup-3', { active: true })),
+        update(undefined, 'Patient?identifier=urn:x|dup-3', patient('dup-3', { active: false })),
+      ]), 400);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1]']);
+    });
+
+    test('a conditional create and a conditional update of one condition: the update writes, the create finds its resource', async () => {
+      for (const [value, order] of [['both-1', 'create first'], ['both-2', 'update first']] as const) {
+        const entries = [create(U(5), patient(value, { active: false }), `identifier=urn:x|${value}`), update(U(6), `Patient?identifier=urn:x|${value}`, patient(value, { active: true }))];
+        if (order === 'update first') entries.reverse();
+        const res = await ok(tx([...entries, create(undefined, observation(U(5)))]));
+        const [created, found] = order === 'create first' ? [res.entry[1], res.entry[0]] : [res.entry[0], res.entry[1]];
+        expect([created.response.status, found.response.status]).toEqual(['201 Created', '200 OK']);
+        expect(found.resource).toEqual(created.resource);
+        expect(created.resource.active).toBe(true);
+        expect(await matching(value)).toEqual([created.resource.id]);
+        expect(await subjectOf(res.entry[2].response.location)).toBe(`Patient/${created.resource.id}`);
+      }
+      // With a stored match: the update changes it, and the create answers the updated version.
+      const stored = await api.create(patient('both-3'));
+      const res = await ok(tx([create(undefined, patient('both-3'), 'identifier=urn:x|both-3'), update(undefined, 'Patient?identifier=urn:x|both-3', patient('both-3', { active: true }))]));
+      expect(res.entry.map((e: Json) => [e.response.status, e.resource.id, e.resource.meta.versionId])).toEqual([['200 OK', stored.id, '2'], ['200 OK', stored.id, '2']]);
+    });
+
+    test('a conditional reference finds the resource the transaction creates, with or without ifNoneExist, or updates', async () => {
+      for (const [value, entry] of [
+        ['ref-1', create(undefined, patient('ref-1'))],
+        ['ref-2', create(undefined, patient('ref-2'), 'identifier=urn:x|ref-2')],
+        ['ref-3', update(undefined, 'Patient/ref-3', patient('ref-3', { id: 'ref-3' }))],
+      ] as const) {
+        const res = await ok(tx([create(undefined, observation(`Patient?identifier=urn:x|${value}`)), entry]));
+        expect(await subjectOf(res.entry[0].response.location)).toBe(`Patient/${res.entry[1].resource.id}`);
+        expect(await matching(value)).toEqual([res.entry[1].resource.id]);
+      }
+    });
+
+    test('a conditional reference counts the stored resources as the transaction leaves them; none or several are 412', async () => {
+      const stored = await api.create(patient('ref-4'));
+      let outcome = await nothingWritten(tx([create(undefined, observation('Patient?identifier=urn:x|ref-4')), create(undefined, patient('ref-4'))]), 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
+      expect(outcome.issue[0].diagnostics).toContain("'Patient?identifier=urn:x|ref-4' matches more than one resource");
+      // The stored match is updated out of the condition, and the new one is found.
+      const res = await ok(tx([
+        create(undefined, observation('Patient?identifier=urn:x|ref-4')),
+        create(undefined, patient('ref-4')),
+        update(undefined, `Patient/${stored.id}`, patient('moved', { id: stored.id })),
+      ]));
+      expect(await subjectOf(res.entry[0].response.location)).toBe(`Patient/${res.entry[1].resource.id}`);
+      // A stored match the transaction deletes matches nothing.
+      const gone = await api.create(patient('ref-5'));
+      outcome = await nothingWritten(tx([
+        create(undefined, { ...observation('Patient?identifier=urn:x|ref-5'), performer: [{ reference: 'Patient?identifier=urn:x|ref-5' }] }),
+        { request: { method: 'DELETE', url: `Patient/${gone.id}` } },
+      ]), 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.subject']);
+      expect(outcome.issue[0].diagnostics).toBe("Bundle.entry[0]: conditional reference 'Patient?identifier=urn:x|ref-5' matches nothing");
+    });
+
+    test("errors name their entry: duplicate targets, version conflicts, a conditional reference's unknown type, criteria decoded", async () => {
+      await api.put200({ resourceType: 'Patient', id: 'loc-1' });
+      let outcome = await nothingWritten(tx([update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1' }), { request: { method: 'DELETE', url: 'Patient/loc-1' } }]), 400);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1]']);
+      outcome = await nothingWritten(tx([create(undefined, patient('loc')), { ...update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1', active: true }), request: { method: 'PUT', url: 'Patient/loc-1', ifMatch: 'W/"4"' } }]), 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1]']);
+      outcome = await nothingWritten(tx([create(undefined, { ...observation('Patient/loc-1'), performer: [{ reference: 'Foo?x=1' }] })]), 400);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.performer[0]']);
+      await api.create(patient('loc-2'));
+      await api.create(patient('loc-2'));
+      outcome = await nothingWritten(tx([update(undefined, 'Patient?identifier=urn%3Ax%7Cloc-2', patient('loc-2'))]), 412);
+      expect(outcome.issue[0].expression).toEqual(['Bundle.entry[0]']);
+      expect(outcome.issue[0].diagnostics).toContain("'Patient?identifier=urn:x|loc-2'");
+      const batch = await ok(tx([{ ...update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1' }), request: { method: 'PUT', url: 'Patient/loc-1', ifMatch: 'W/"4"' } }], 'batch'));
+      expect(batch.entry[0].response.status).toBe('412 Precondition Failed');
+      expect(batch.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0]']);
+    });
+
+  });
+});

@@ -49,10 +49,11 @@ export function parseJson(text: string): unknown {
 
 /**
  * A create's body without its `id`: on create "if an id is provided, the server SHALL ignore it" (FHIR
- * R4 http 3.1.0.7), so an id that is not even valid is no error either. Anything else is returned as is.
+ * R4 http 3.1.0.7), so an id that is not even a valid id is no error either. An `id` that is not a
+ * string is not an id but malformed content (asResource's 400); anything else is returned as is.
  */
 export function withoutId(body: unknown): unknown {
-  if (body === null || typeof body !== 'object' || Array.isArray(body) || !('id' in body)) return body;
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || typeof (body as Record<string, unknown>).id !== 'string') return body;
   const { id: _, ...rest } = body as Record<string, unknown>;
   return rest;
 }

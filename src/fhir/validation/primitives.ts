@@ -129,30 +129,3 @@ export function describe(v: unknown): string {
 function quote(v: string): string {
   return JSON.stringify(v.length > 60 ? v.slice(0, 57) + '...' : v);
 }
-
-/** Elements the narrative may not hold (narrative.html: no scripts, forms, frames, objects, head, body or external style). */
-const FORBIDDEN_TAGS = new Set([
-  'script', 'form', 'input', 'button', 'select', 'textarea', 'option', 'iframe', 'frame', 'frameset', 'object', 'embed', 'applet',
-  'base', 'link', 'meta', 'head', 'body', 'html', 'style', 'title',
-]);
-const TAG = /<\s*([A-Za-z][A-Za-z0-9:-]*)([^>]*)>/g;
-const EVENT_ATTRIBUTE = /(^|\s)on[a-z]+\s*=/i;
-
-/**
- * The narrative rules (txt-1, txt-2): a `div` root, only basic HTML (no scripts, forms, frames, objects,
- * head/body, external style, event attributes or `javascript:` links), and some content.
- */
-export function checkXhtml(v: string): string[] {
-  const problems: string[] = [];
-  const text = v.trim();
-  if (!/^<div[\s>/]/.test(text) || !text.endsWith('</div>')) problems.push('the narrative must be one <div> element (txt-1)');
-  for (const m of text.matchAll(TAG)) {
-    const tag = m[1]!.toLowerCase();
-    if (FORBIDDEN_TAGS.has(tag)) problems.push(`the narrative may not hold <${tag}> (txt-1)`);
-    else if (EVENT_ATTRIBUTE.test(m[2]!)) problems.push(`the narrative may not hold event attributes (<${tag} ${m[2]!.trim()}>) (txt-1)`);
-    else if (/javascript:/i.test(m[2]!)) problems.push('the narrative may not hold javascript: links (txt-1)');
-  }
-  const content = text.replace(/<[^>]*>/g, '').trim();
-  if (content.length === 0 && !/<img\s/i.test(text)) problems.push('the narrative must have some non-whitespace content (txt-2)');
-  return problems;
-}

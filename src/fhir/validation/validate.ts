@@ -1,13 +1,14 @@
 /**
  * Validation of a resource against the R4 base StructureDefinitions (compiled into r4-table.json):
  * JSON shape, unknown elements, cardinality, choice elements, primitive formats, primitive
- * extensions, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5, txt-1/txt-2,
- * Reference targets), required bindings, and the types' own invariants through the compiled FHIRPath
- * engine. One walk collects every problem found.
+ * extensions, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
+ * XML and txt-1/txt-2 in xhtml.ts; Reference targets), required bindings, and the types' own
+ * invariants through the compiled FHIRPath engine. One walk collects every problem found.
  */
 import { R4_RESOURCE_TYPES } from '../resource-types.ts';
 import { typeModel, type BindingModel, type ElementModel, type Slot, type TypeModel } from './model.ts';
-import { checkPrimitive, checkXhtml, describe } from './primitives.ts';
+import { checkPrimitive, describe } from './primitives.ts';
+import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
@@ -276,7 +277,7 @@ function visitPrimitive(walk: Walk, v: unknown, slot: Slot, path: string): void 
     walk.add(typeof v === jsonKind(slot.type) ? 'value' : 'structure', path, problem);
     return;
   }
-  if (slot.type === 'xhtml') for (const text of checkXhtml(v as string)) walk.add('invariant', path, text);
+  if (slot.type === 'xhtml') for (const p of checkNarrative(v as string)) walk.add(p.rule === 'xml' ? 'value' : 'invariant', path, p.text);
   else if (walk.level === 'strict' && slot.element.binding && slot.type === 'code') checkCode(walk, v as string, slot.element.binding, path);
 }
 

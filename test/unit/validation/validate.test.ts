@@ -239,11 +239,15 @@ describe('invariants', () => {
 
   test('narrative: only basic HTML, some content (txt-1, txt-2)', () => {
     const text = (div: string) => patient({ text: { status: 'generated', div } });
-    expect(found(text('<div xmlns="http://www.w3.org/1999/xhtml"><b>x</b></div>'))).toEqual([]);
-    expect(found(text('<div><script>alert(1)</script></div>'))).toEqual(['Patient.text.div invariant']);
-    expect(found(text('<div><a href="#" onclick="x()">x</a></div>'))).toEqual(['Patient.text.div invariant']);
-    expect(found(text('<div>  </div>'))).toEqual(['Patient.text.div invariant']);
-    expect(found(text('<p>x</p>'))).toEqual(['Patient.text.div invariant']);
+    const ns = 'xmlns="http://www.w3.org/1999/xhtml"';
+    expect(found(text(`<div ${ns}><b>x</b></div>`))).toEqual([]);
+    expect(found(text(`<div ${ns}><script>alert(1)</script>x</div>`))).toEqual(['Patient.text.div invariant']);
+    expect(found(text(`<div ${ns}><a href="#" onclick="x()">x</a></div>`))).toEqual(['Patient.text.div invariant']);
+    expect(found(text(`<div ${ns}>  </div>`))).toEqual(['Patient.text.div invariant']);
+    expect(found(text(`<p ${ns}>x</p>`))).toEqual(['Patient.text.div invariant']);
+    expect(found(text('<div>x</div>'))).toEqual(['Patient.text.div invariant']);
+    // Not well-formed: a problem of the value, found at the structural level too.
+    expect(found(text(`<div ${ns}>a&nbsp;b</div>`), 'structural')).toEqual(['Patient.text.div value']);
   });
 });
 

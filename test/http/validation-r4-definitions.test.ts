@@ -174,3 +174,55 @@ describe('dom-3: a contained resource is referred to', () => {
     expect(await refusedAt({ ...observation, contained: selfByText })).toEqual(['Observation.contained[0]']);
   });
 });
+
+describe('references: the contained resource a #id names, Reference.type, distinct contained ids', () => {
+  const observation = { resourceType: 'Observation', status: 'final', code: { text: 'x' } };
+  const medication = { resourceType: 'Medication', id: 'm' };
+  const patient = { resourceType: 'Patient', id: 'p' };
+
+  test("a #id reference is checked against the contained resource's type", async () => {
+    const issues = await refusedWith({ ...observation, contained: [medication], subject: { reference: '#m' } });
+    expect(issues).toEqual([
+      { expression: 'Observation.subject.reference', code: 'structure', text: 'Medication (the contained resource #m) is not a valid target of this reference (expected Patient, Group, Device, Location)' },
+    ]);
+    await created({ ...observation, contained: [patient], subject: { reference: '#p' } });
+    // From one contained resource to another, and from a contained resource to its container (`#`).
+    const withGp = { ...observation, contained: [{ ...patient, generalPractitioner: [{ reference: '#m' }] }, medication], subject: { reference: '#p' } };
+    expect(await refusedAt(withGp)).toEqual(['Observation.contained[0].generalPractitioner[0].reference']);
+    const linked = { ...observation, contained: [{ ...patient, link: [{ other: { reference: '#' }, type: 'seealso' }] }] };
+    expect(await refusedAt(linked)).toEqual(['Observation.contained[0].link[0].other.reference']);
+    await created({ resourceType: 'Patient', contained: [{ ...patient, link: [{ other: { reference: '#' }, type: 'seealso' }] }] });
+  });
+
+  test('Reference.type agrees with the reference', async () => {
+    expect(await refusedWith({ ...observation, subject: { reference: 'Group/1', type: 'Patient' } })).toEqual([
+      { expression: 'Observation.subject', code: 'value', text: 'Reference.type Patient does not agree with the reference "Group/1", which is to a Group' },
+    ]);
+    expect(await refusedAt({ ...observation, subject: { reference: 'https://other.example/fhir/Group/1/_history/2', type: 'Patient' } })).toEqual(['Observation.subject']);
+    expect(await refusedAt({ ...observation, contained: [patient], subject: { reference: '#p', type: 'Group' } })).toEqual(['Observation.subject']);
+    // Reference(Any) too.
+    const provenance = { resourceType: 'Provenance', recorded: '2020-01-01T00:00:00Z', agent: [{ who: { display: 'x' } }] };
+    expect(await refusedAt({ ...provenance, target: [{ reference: 'Group/1', type: 'Patient' }] })).toEqual(['Provenance.target[0]']);
+    await created({ ...provenance, target: [{ reference: 'Group/1', type: 'Group' }] });
+    await created({ ...observation, subject: { reference: 'Patient/1', type: 'Patient' } });
+    await created({ ...observation, subject: { reference: 'Patient/1', type: 'http://hl7.org/fhir/StructureDefinition/Patient' } });
+    await created({ ...observation, contained: [patient], subject: { reference: '#p', type: 'Patient' } });
+    // A reference that names no type (a urn:uuid) says nothing to disagree with.
+    await created({ ...observation, subject: { reference: 'urn:uuid:0c3c9e3e-6e5b-4d0a-8f2a-1c2d3e4f5a6b', type: 'Group' } });
+  });
+
+  test("Reference.type alone is one of the element's targets", async () => {
+    expect(await refusedAt({ ...observation, subject: { type: 'Medication', display: 'x' } })).toEqual(['Observation.subject.type']);
+    await created({ ...observation, subject: { type: 'Device', display: 'x' } });
+  });
+
+  test('contained resources have distinct ids', async () => {
+    const issues = await refusedWith({ ...observation, contained: [patient, { ...patient, active: true }], subject: { reference: '#p' } });
+    expect(issues).toEqual([
+      { expression: 'Observation.contained[1].id', code: 'value', text: "Contained resources must have distinct ids: 'p' is also the id of contained[0], so #p would be ambiguous" },
+    ]);
+    const twoTypes = { ...observation, contained: [patient, { resourceType: 'Group', id: 'p', type: 'person', actual: true }], subject: { reference: '#p' } };
+    expect(await refusedAt(twoTypes)).toEqual(['Observation.contained[1].id']);
+    await created({ ...observation, contained: [patient, { resourceType: 'Group', id: 'g', type: 'person', actual: true }], subject: { reference: '#p' }, focus: [{ reference: '#g' }] });
+  });
+});

@@ -2,14 +2,16 @@
  * Validation of a resource against the R4 base StructureDefinitions (compiled into r4-table.json):
  * JSON shape, unknown elements, cardinality, choice elements, primitive formats, primitive
  * extensions, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
- * XML and txt-1/txt-2 in xhtml.ts; Reference targets), required bindings, and the types' own
- * invariants through the compiled FHIRPath engine. One walk collects every problem found.
+ * XML and txt-1/txt-2 in xhtml.ts; Reference targets and contained ids in references.ts), required
+ * bindings, and the types' own invariants through the compiled FHIRPath engine. One walk collects
+ * every problem found.
  */
 import { R4_RESOURCE_TYPES } from '../resource-types.ts';
 import { typeModel, type BindingModel, type ElementModel, type Slot, type TypeModel } from './model.ts';
 import { checkPrimitive, describe } from './primitives.ts';
 import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
+import { checkContainedIds, checkReference } from './references.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
 export type ValidationLevel = 'strict' | 'structural' | 'off';
@@ -33,9 +35,6 @@ const MIME_SHORTHANDS = new Set(['xml', 'json', 'ttl']);
 const LANGUAGE = /^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$/;
 const CURRENCY = /^[A-Z]{3}$/;
 const UCUM_SYSTEM = 'http://unitsofmeasure.org';
-/** `Type/id`, `Type/id/_history/n`, an absolute URL ending so, or a conditional `Type?...`: the type. */
-const REFERENCE_TYPE = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(?:\/_history\/[A-Za-z0-9\-.]{1,64})?$/;
-const CONDITIONAL_TYPE = /^([A-Z][A-Za-z]+)\?/;
 
 type Json = Record<string, unknown>;
 
@@ -99,7 +98,10 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   walk.resource = outer;
   walk.rootResource = outerRoot;
   if (contained) checkContained(walk, r, path);
-  else if (Array.isArray(r.contained)) checkContainedReferenced(walk, r, model, path);
+  else if (Array.isArray(r.contained)) {
+    checkContainedReferenced(walk, r, model, path);
+    checkContainedIds(walk, r.contained, path);
+  }
 }
 
 /** dom-2, dom-4, dom-5: a contained resource holds no resources of its own, no version, no security labels. */
@@ -263,7 +265,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string): void {
   if (model === null) return;
   visitObject(walk, v, model, path);
   if (slot.type === 'Extension') checkExtension(walk, v, path);
-  else if (slot.type === 'Reference' && slot.element.targets) checkTarget(walk, v, slot.element, path);
+  else if (slot.type === 'Reference') checkReference(walk, v, slot.element, path);
   if (walk.level === 'strict') {
     if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
     if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource);
@@ -338,21 +340,6 @@ function checkExtension(walk: Walk, ext: Json, path: string): void {
   const nested = ext.extension !== undefined;
   if (value === nested) {
     walk.add('invariant', path, value ? 'An extension may have a value or nested extensions, not both (ext-1)' : 'An extension must have a value or nested extensions (ext-1)');
-  }
-}
-
-/** The reference's target type (from `Type/id`, an absolute URL ending so, or `Type?query`) must be one the element allows. */
-function checkTarget(walk: Walk, ref: Json, element: ElementModel, path: string): void {
-  const targets = element.targets!;
-  if (typeof ref.reference === 'string') {
-    const m = CONDITIONAL_TYPE.exec(ref.reference) ?? REFERENCE_TYPE.exec(ref.reference);
-    const type = m?.[1];
-    if (type !== undefined && RESOURCE_TYPES.has(type) && !targets.has(type)) {
-      walk.add('structure', `${path}.reference`, `${type} is not a valid target of this reference (expected ${[...targets].join(', ')})`);
-    }
-  }
-  if (typeof ref.type === 'string' && RESOURCE_TYPES.has(ref.type) && !targets.has(ref.type)) {
-    walk.add('structure', `${path}.type`, `${ref.type} is not a valid target of this reference (expected ${[...targets].join(', ')})`);
   }
 }
 

@@ -14,7 +14,7 @@
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
 import { paramOf } from './definitions.ts';
-import { chainOver, isSearchParam, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
+import { chainOver, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
 
 const KEY = '_filter';
 
@@ -47,6 +47,34 @@ const MAX_NESTING = 32;
 
 function invalid(message: string, options: FhirErrorOptions = {}): FhirError {
   return new FhirError('invalid', `_filter: ${message}`, { ...options, expression: [KEY] });
+}
+
+/**
+ * Parameters that the types a test is on do not have (each with those types): a 400, unless the test
+ * is inside a path through a reference to other target types that have them (pathCondition leaves
+ * these types out).
+ */
+class NotAParameter extends FhirError {
+  constructor(readonly lacking: ReadonlyMap<string, string[]>) {
+    const text = [...lacking].sort((a, b) => b[1].length - a[1].length)
+      .map(([param, types]) => `'${param}' is not a search parameter of ${types.join(' or ')}`).join('; ');
+    super('invalid', `_filter: ${text}`, { expression: [KEY] });
+  }
+
+  static of(param: string, type: string): NotAParameter {
+    return new NotAParameter(new Map([[param, [type]]]));
+  }
+}
+
+/** `make()`, or undefined when it names parameters its type lacks, which are added to `lacking`. */
+function unlessLacking(make: () => PendingCondition, lacking: Map<string, string[]>): PendingCondition | undefined {
+  try {
+    return make();
+  } catch (err) {
+    if (!(err instanceof NotAParameter)) throw err;
+    for (const [param, types] of err.lacking) lacking.set(param, [...new Set([...(lacking.get(param) ?? []), ...types])]);
+    return undefined;
+  }
 }
 
 /** A recursive-descent parser of search_filter.html's grammar over one `_filter` value. */
@@ -189,7 +217,7 @@ function testCondition(type: string, name: string, op: string, value: string, no
     throw refuse(name);
   }
   const def = name === '_lastUpdated' ? undefined : paramOf(type, name);
-  if (!def && name !== '_lastUpdated') throw invalid(`'${name}' is not a search parameter of ${type}`);
+  if (!def && name !== '_lastUpdated') throw NotAParameter.of(name, type);
   const kind = def?.type ?? 'date';
   if (op === 'pr') {
     if (value !== 'true' && value !== 'false') throw invalid(`'pr' takes true or false, not '${value}'`);
@@ -250,23 +278,30 @@ function testCondition(type: string, name: string, op: string, value: string, no
   }
 }
 
-/** A test's path: one parameter, or a reference parameter followed (chained) by the rest. */
+/**
+ * A test's path: one parameter, or a reference parameter followed (chained) by the rest. A chain reaches
+ * the target types that have the parameters of its rest and of its `[filter]`: one that lacks them
+ * holds no match (`subject[gender eq male].name`: Patients, not Locations), and only when no target
+ * type has them is the path a 400.
+ */
 function pathCondition(type: string, path: PathStep[], op: string, value: string, now: number, depth: number): PendingCondition {
   if (depth > MAX_CHAIN_DEPTH) throw invalid(`chains more than ${MAX_CHAIN_DEPTH} levels`, { issueCode: 'too-costly' });
   const [step, ...rest] = path as [PathStep, ...PathStep[]];
   if (rest.length === 0) return testCondition(type, step.name, op, value, now, depth);
   const def = paramOf(type, step.name);
-  if (!def) throw invalid(`'${step.name}' is not a search parameter of ${type}`);
+  if (!def) throw NotAParameter.of(step.name, type);
   if (def.type !== 'reference') throw invalid(`'${step.name}' is a ${def.type} parameter of ${type}, not a reference to chain through`);
   const targets = referenceTargets(def);
   if (targets.length === 0) throw invalid(`'${step.name}' may refer to any type; chain it with the search parameter '${step.name}:Type.${rest[0]!.name}'`);
-  const next = rest[0]!.name;
-  const usable = targets.filter((t) => isSearchParam(t, next));
-  if (usable.length === 0) throw invalid(`'${next}' is not a search parameter of ${targets.join(' or ')}`);
-  return chainOver(def, usable, (t) => {
-    const where = [...(step.filter ? [nodeCondition(t, step.filter, now, depth + 1)] : []), pathCondition(t, rest, op, value, now, depth + 1)];
-    return where as Condition[];
-  });
+  const where = new Map<string, Condition[]>();
+  const lacking = new Map<string, string[]>();
+  for (const t of targets) {
+    const filter = step.filter && unlessLacking(() => nodeCondition(t, step.filter!, now, depth + 1), lacking);
+    const next = unlessLacking(() => pathCondition(t, rest, op, value, now, depth + 1), lacking);
+    if (next && (filter || !step.filter)) where.set(t, [...(filter ? [filter] : []), next] as Condition[]);
+  }
+  if (where.size === 0) throw new NotAParameter(lacking);
+  return chainOver(def, [...where.keys()], (t) => where.get(t)!);
 }
 
 function nodeCondition(type: string, node: FilterNode, now: number, depth: number): PendingCondition {

@@ -289,6 +289,33 @@ for (const target of targets) {
       expect(searched).toEqual(['f-peter', 'f-peterson', 'f-saint', 'f-upper']);
     });
 
+    test('a path reaches the target types that have its parameters; only when none has them is it a 400', async () => {
+      const glucose = { coding: [{ system: 'http://loinc.org', code: '2339-0' }] };
+      await api.put200({ resourceType: 'Location', id: 'f-loc', name: 'Peter Street' });
+      await api.put200({ resourceType: 'Observation', id: 'f-ob-peter', status: 'final', code: glucose, subject: { reference: 'Patient/f-peter' } });
+      await api.put200({ resourceType: 'Observation', id: 'f-ob-loc', status: 'final', code: glucose, subject: { reference: 'Location/f-loc' } });
+      // Observation.subject may be a Group, Device, Patient or Location; only Patients have a gender.
+      const men = await filtered('Observation', 'subject[gender eq male].name co "pet"');
+      expect(men).toEqual(await found('Observation?subject:Patient.gender=male&subject:Patient.name:contains=pet'));
+      expect(men).toContain('f-ob-peter');
+      expect(men).not.toContain('f-ob-loc');
+      expect(await filtered('Observation', 'subject[gender eq male]._id eq f-peter')).toEqual(['f-ob-peter']);
+      expect(await filtered('Observation', 'subject[name co "street"]._id eq f-loc')).toEqual(['f-ob-loc']);
+      // A later step of the path likewise: an Encounter's subject is a Patient or a Group (an
+      // Observation's encounter may be an EpisodeOfCare, which has no subject).
+      const later = await filtered('Observation', 'encounter.subject[gender eq male]._lastUpdated gt 2000');
+      expect(later).toEqual(await found('Observation?encounter.subject:Patient.gender=male'));
+      expect(later.length).toBeGreaterThan(0);
+      for (const [filter, text] of [
+        ['subject[nonsense eq 1].name co "pet"', "'nonsense' is not a search parameter of Group or Device or Patient or Location; 'name' is not a search parameter of Group or Device"],
+        ['subject[gender eq male].nonsense eq 1', "'nonsense' is not a search parameter of Group or Device or Patient or Location; 'gender' is not a search parameter of Group or Device or Location"],
+        ['encounter.subject[nonsense eq 1]._id eq x', "'nonsense' is not a search parameter of Group or Patient; 'subject' is not a search parameter of EpisodeOfCare"],
+      ]) {
+        const body = await expectOutcome(await api.get(`Observation?_filter=${encodeURIComponent(filter!)}`), 400, 'invalid');
+        expect({ filter, expression: body.issue[0].expression, text: body.issue[0].details.text }).toEqual({ filter, expression: ['_filter'], text: `_filter: ${text}` });
+      }
+    });
+
     test('the CapabilityStatement lists _filter on every type', async () => {
       const cs = (await (await t.request(`${api.base}/metadata`)).json()) as Json;
       const resources = cs.rest[0].resource as Json[];

@@ -13,7 +13,7 @@
  */
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
-import { paramOf } from './definitions.ts';
+import { paramOf, type ParamType } from './definitions.ts';
 import { chainOver, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
 
 const KEY = '_filter';
@@ -33,13 +33,36 @@ interface PathStep {
 /** The comparison operations of search_filter.html's table. */
 const OPS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'lt', 'ge', 'le', 'ap', 'sa', 'eb', 'pr', 'po', 'ss', 'sb', 'in', 'ni', 're']);
 
-/** The namespaces the page predefines for token values (`loinc|1234-5`). */
+/** The namespaces the page predefines (`loinc|1234-5`, `5.4|ucum|mg`). */
 const NAMESPACES: Record<string, string> = {
   loinc: 'http://loinc.org',
   snomed: 'http://snomed.info/sct',
   rxnorm: 'http://www.nlm.nih.gov/research/umls/rxnorm',
   ucum: 'http://unitsofmeasure.org',
 };
+
+/**
+ * A value of a parameter of `kind` with a predefined namespace written out where the kind has its
+ * system: a token's (`loinc|1234-5`: `http://loinc.org|1234-5`), a quantity's unit system (`5.4|ucum|mg`:
+ * `5.4|http://unitsofmeasure.org|mg`), a composite's in each such component (`components`: their kinds,
+ * after the first, a token).
+ */
+function withNamespaces(kind: ParamType, value: string, components: ParamType[] = []): string {
+  switch (kind) {
+    case 'token': {
+      const ns = /^([a-z]+)\|/.exec(value)?.[1];
+      return ns !== undefined && Object.hasOwn(NAMESPACES, ns) ? NAMESPACES[ns] + value.slice(ns.length) : value;
+    }
+    case 'quantity': {
+      const bar = value.indexOf('|');
+      return bar < 0 ? value : value.slice(0, bar + 1) + withNamespaces('token', value.slice(bar + 1));
+    }
+    case 'composite':
+      return value.split('$').map((part, i) => withNamespaces(i === 0 ? 'token' : components[i - 1] ?? 'string', part)).join('$');
+    default:
+      return value;
+  }
+}
 
 /** Longest filter accepted, in characters; deeper nesting than MAX_NESTING is refused too. */
 const MAX_LENGTH = 8192;
@@ -239,8 +262,7 @@ function testCondition(type: string, name: string, op: string, value: string, no
       throw refuse('a string parameter');
     }
     case 'token': {
-      const ns = /^([a-z]+)\|/.exec(value);
-      const raw = escaped(ns && NAMESPACES[ns[1]!] ? NAMESPACES[ns[1]!] + value.slice(ns[1]!.length) : value, { bar: true });
+      const raw = escaped(withNamespaces(kind, value), { bar: true });
       const modifier = { eq: '', ne: ':not', in: ':in', ni: ':not-in', ss: ':below', sb: ':above' }[op];
       if (modifier === undefined) throw refuse('a token parameter');
       return param(name + modifier, raw);
@@ -258,7 +280,7 @@ function testCondition(type: string, name: string, op: string, value: string, no
       throw refuse('a uri parameter');
     }
     case 'date': case 'number': case 'quantity': {
-      const raw = escaped(value, { bar: kind === 'quantity' });
+      const raw = escaped(withNamespaces(kind, value), { bar: kind === 'quantity' });
       if (!/^[0-9+\-.]/.test(value)) throw invalid(`'${value}' is not a ${kind} value for '${name}'`);
       if (['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'].includes(op)) return param(name, op + raw);
       if (op === 'po' && kind === 'date') {
@@ -268,10 +290,12 @@ function testCondition(type: string, name: string, op: string, value: string, no
       }
       throw refuse(`a ${kind} parameter`);
     }
-    case 'composite':
-      if (op === 'eq') return param(name, escaped(value, { bar: true, dollar: true }));
-      if (op === 'ne') return not(param(name, escaped(value, { bar: true, dollar: true })));
+    case 'composite': {
+      const raw = escaped(withNamespaces(kind, value, def!.components?.map((c) => c.type)), { bar: true, dollar: true });
+      if (op === 'eq') return param(name, raw);
+      if (op === 'ne') return not(param(name, raw));
       throw refuse('a composite parameter');
+    }
     case 'special':
       if (op === 'eq') return param(name, escaped(value, { bar: true }));
       throw refuse(`'${name}'`);

@@ -316,6 +316,21 @@ for (const target of targets) {
       }
     });
 
+    test('ucum| names the unit system of a quantity, also in a composite', async () => {
+      const glucose = { coding: [{ system: 'http://loinc.org', code: '2339-0' }] };
+      const ucum = 'http://unitsofmeasure.org';
+      await api.put200({ resourceType: 'Observation', id: 'f-mg', status: 'final', code: glucose, valueQuantity: { value: 5.4, unit: 'mg', system: ucum, code: 'mg' } });
+      await api.put200({ resourceType: 'Observation', id: 'f-ug', status: 'final', code: glucose, valueQuantity: { value: 5400, unit: 'ug', system: ucum, code: 'ug' } });
+      const mg = await found(`Observation?value-quantity=5.4|${ucum}|mg`);
+      expect(mg).toEqual(expect.arrayContaining(['f-mg', 'f-ug']));
+      expect(await filtered('Observation', 'value-quantity eq 5.4|ucum|mg')).toEqual(mg);
+      expect(await filtered('Observation', 'value-quantity ge 5.4|ucum|mg')).toEqual(await found(`Observation?value-quantity=ge5.4|${ucum}|mg`));
+      const coded = await found(`Observation?code-value-quantity=http://loinc.org|2339-0$5.4|${ucum}|mg`);
+      expect(coded).toEqual(['f-mg', 'f-ug']);
+      expect(await filtered('Observation', 'code-value-quantity eq loinc|2339-0$5.4|ucum|mg')).toEqual(coded);
+      expect(await filtered('Observation', 'combo-code-value-quantity eq loinc|2339-0$5.4|ucum|mg')).toEqual(coded);
+    });
+
     test('the CapabilityStatement lists _filter on every type', async () => {
       const cs = (await (await t.request(`${api.base}/metadata`)).json()) as Json;
       const resources = cs.rest[0].resource as Json[];

@@ -152,14 +152,15 @@ export async function searchTypes(
     const name = key.split(':', 1)[0];
     if (name !== '_include' && name !== '_revinclude') continue;
     const reverse = name === '_revinclude';
+    const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
     if (raw === '*') {
-      // Every reference of the matches (of each type searched), or every one that refers to them.
-      if (reverse) revincludes.push(parseInclude(types[0]!, key, raw, true));
+      // Every reference of the matches (of each type searched), or every one that refers to them;
+      // iterated, one include of every type.
+      if (reverse || iterate) (reverse ? revincludes : includes).push(parseInclude(types[0]!, key, raw, reverse));
       else includes.push(...types.map((t) => parseInclude(t, key, raw, false)));
       continue;
     }
     const source = raw.split(':', 1)[0]!;
-    const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
     if (!reverse && !iterate && !types.includes(source)) {
       throw new FhirError('invalid', `${key} '${raw}': ${source} is not among the types searched (${types.length > 5 ? `${types.length} types` : types.join(', ')}); add :iterate`, { expression: [key] });
     }

@@ -116,8 +116,9 @@ export function parseInclude(type: string, key: string, raw: string, reverse: bo
     throw new FhirError('invalid', `Unknown modifier ':${modifier}' for '${key.split(':', 1)[0]}': expected :iterate (or R3's :recurse)`, where);
   }
   const iterate = modifier !== undefined;
-  // `*`: every reference parameter of the matches (`_include`), or that refers to them (`_revinclude`).
-  if (raw === '*') return { source: reverse ? '*' : type, param: '*', iterate };
+  // `*`: every reference parameter of the matches (`_include`), or that refers to them (`_revinclude`);
+  // iterated, of the resources included too, whatever their type.
+  if (raw === '*') return { source: reverse || iterate ? '*' : type, param: '*', iterate };
   const parts = raw.split(':');
   const [source, param, target] = parts;
   if (parts.length > 3 || !source || !param || !isResourceType(source)) throw new FhirError('invalid', `Invalid ${key} '${raw}': expected Type:parameter[:TargetType]`, where);

@@ -105,6 +105,17 @@ for (const target of targets) {
       expect(bundle.entry.map((e: Json) => e.resource.id)).toEqual(['q1']);
     });
 
+    test('_include:iterate=* follows every reference parameter of the included resources too', async () => {
+      await api.put200({ resourceType: 'Organization', id: 'org2', name: 'Ward', partOf: { reference: 'Organization/org1' } });
+      await api.put200({ resourceType: 'Patient', id: 'p3', managingOrganization: { reference: 'Organization/org2' }, generalPractitioner: [{ reference: 'Practitioner/dr1' }] });
+      await api.put200({ resourceType: 'Observation', id: 'oi', status: 'final', code, subject: { reference: 'Patient/p3' } });
+      const all = ['Organization/org1', 'Organization/org2', 'Patient/p3', 'Practitioner/dr1'];
+      expect(await included('Observation?_id=oi&_include=*')).toEqual(['Patient/p3']);
+      expect(await included('Observation?_id=oi&_include:iterate=*')).toEqual(all);
+      expect(await included('Observation?_id=oi&_include=*&_include:iterate=*')).toEqual(all);
+      expect(await included('?_type=Observation,Encounter&_id=oi&_include:iterate=*')).toEqual(all);
+    });
+
     test('an update or a deletion changes what a resource includes at once', async () => {
       await api.put200({ resourceType: 'Observation', id: 'ob', status: 'final', code, subject: { reference: 'Patient/p2' } });
       expect(await included('Observation?_id=ob&_include=Observation:subject')).toEqual(['Patient/p2']);

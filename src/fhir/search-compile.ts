@@ -614,10 +614,13 @@ function splitModifier(key: string): [name: string, modifier: string | undefined
 /**
  * `_list=id` (R4 search.html, all resources): the resources a List names among its entries' items, as
  * `_has:List:item:_id=id` (as HAPI FHIR has it; an entry marked `deleted` still counts, being indexed
- * as an item). A functional list (R4 lifecycle.html, "Current Resource Lists": `$current-problems`,
- * `$current-medications`, `$current-allergies`, `$current-drug-allergies`) is what the curated lists of
- * that kind hold: the items of the Lists whose status is `current` and whose code names the kind
- * (FUNCTIONAL_LISTS); with the search's own `patient=` they are that patient's.
+ * as an item). The List may be named as a reference too, `List/id`, or an absolute URL, kept as written
+ * until the search layer reads it as the id it names under the tenant's FHIR base (localReferences in
+ * src/fhir/search.ts; another server's names no List here). A functional list (R4 lifecycle.html,
+ * "Current Resource Lists": `$current-problems`, `$current-medications`, `$current-allergies`,
+ * `$current-drug-allergies`) is what the curated lists of that kind hold: the items of the Lists whose
+ * status is `current` and whose code names the kind (FUNCTIONAL_LISTS); with the search's own
+ * `patient=` they are that patient's.
  */
 function listCondition(type: string, key: string, modifier: string | undefined, raw: string): Condition {
   if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '_list'`);
@@ -635,12 +638,21 @@ function listCondition(type: string, key: string, modifier: string | undefined, 
       ] });
     } else if (value.startsWith('$')) {
       throw invalid(key, `Unknown functional list '${value}' in '_list' (known: ${Object.keys(FUNCTIONAL_LISTS).join(', ')})`);
-    } else if (!ID_PATTERN.test(value)) {
-      throw invalid(key, `Invalid List id '${value}' in '_list'`);
-    } else ids.push(value);
+    } else ids.push(listId(key, value));
   }
   if (ids.length) lists.unshift({ kind: 'has', type: 'List', param, where: [{ kind: 'id', ids }] });
   return lists.length === 1 ? lists[0]! : { kind: 'or', any: lists };
+}
+
+/** A List named in `_list`: its id, `List/id` as that id, or an absolute URL of a List as written. */
+function listId(key: string, value: string): string {
+  if (ID_PATTERN.test(value)) return value;
+  const absolute = isAbsoluteReference(value);
+  const parsed = absolute ? undefined : parseReference(value);
+  if ((absolute ? absoluteType(value) : parsed?.type) !== 'List' || value.includes('/_history/')) {
+    throw invalid(key, `Invalid List '${value}' in '_list': expected an id, List/id or the URL of a List`);
+  }
+  return parsed?.id ?? value;
 }
 
 const LOINC = 'http://loinc.org';

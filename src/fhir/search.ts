@@ -6,7 +6,7 @@ import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
-import { parseReference } from './references.ts';
+import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { containedMode, searchContained } from './search-contained.ts';
@@ -271,9 +271,27 @@ function localReferences(c: PendingCondition, base: string): PendingCondition {
     case 'and': return { ...c, all: c.all.map((x) => localReferences(x, base) as Condition) };
     case 'or': return { ...c, any: c.any.map((x) => localReferences(x, base) as Condition) };
     case 'not': return { ...c, condition: localReferences(c.condition, base) as Condition };
-    case 'chain': case 'has': return { ...c, where: c.where.map((x) => localReferences(x, base) as Condition) };
+    case 'chain': case 'has': {
+      const type = c.kind === 'chain' ? c.targetType : c.type;
+      return { ...c, where: c.where.map((x) => (x.kind === 'id' ? localIds(x, type, base) : localReferences(x, base) as Condition)) };
+    }
     default: return c;
   }
+}
+
+/**
+ * An `id` condition on resources of `type` with each absolute URL among its ids (`_list`'s List,
+ * listCondition in search-compile.ts) as the id it names under the tenant's FHIR base `base`; one that
+ * names another server's or another type's resource, or a version, is dropped (it names none here).
+ */
+function localIds(c: Extract<Condition, { kind: 'id' }>, type: string, base: string): Condition {
+  if (!c.ids.some(isAbsoluteReference)) return c;
+  const ids = c.ids.flatMap((id) => {
+    if (!isAbsoluteReference(id)) return [id];
+    const local = parseReference(id, base);
+    return local?.type === type && local.version === undefined ? [local.id] : [];
+  });
+  return { ...c, ids };
 }
 
 /**

@@ -88,6 +88,19 @@ for (const target of targets) {
       expect(await ids(await client('system/Patient.rs system/List.rs'), 'Patient?_list=l1')).toEqual(['p1', 'p2']);
     });
 
+    test('_list names a List by id, List/id or its URL under this tenant\'s base', async () => {
+      await admin.put200({ resourceType: 'List', id: 'l3', status: 'current', mode: 'working', entry: [{ item: { reference: 'Patient/p1' } }] });
+      expect(await ids(admin, 'Patient?_list=List/l3')).toEqual(['p1']);
+      expect(await ids(admin, `Patient?_list=${admin.base}/List/l3`)).toEqual(['p1']);
+      expect(await ids(admin, `Patient?_list=${encodeURIComponent(`${admin.base}/List/l3,l1`)}`)).toEqual(['p1', 'p2']);
+      expect(await ids(admin, 'Patient?_list=http://other.example/fhir/List/l3')).toEqual([]);
+      expect(await ids(admin, `Patient?_filter=${encodeURIComponent('_list eq List/l3')}`)).toEqual(['p1']);
+      for (const value of ['Patient/p1', 'List/l3/_history/1', 'http://other.example/fhir/Patient/p1', 'List/']) {
+        const body = await expectOutcome(await admin.get(`Patient?_list=${encodeURIComponent(value)}`), 400, 'invalid');
+        expect(body.issue[0].expression).toEqual(['_list']);
+      }
+    });
+
     test('_list with a functional list: the items of the current Lists of that kind (R4 lifecycle.html)', async () => {
       const LOINC = 'http://loinc.org';
       const USE = 'http://terminology.hl7.org/CodeSystem/list-example-use-codes';

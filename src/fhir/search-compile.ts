@@ -523,9 +523,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts.map((p) => tokenOf(name, p)) };
       }
       if (modifier !== undefined && !isResourceType(modifier)) throw unsupported();
-      if (modifier !== undefined && def.targets.length && !def.targets.includes(modifier)) {
-        throw invalid(name, `'${def.code}' does not refer to ${modifier} (its targets: ${def.targets.join(', ')})`);
-      }
+      if (modifier !== undefined) checkTargetType(def, modifier, name);
       return storedReference(def, parts.flatMap((p) => referenceValues(def, unescapeValue(p), modifier)));
     }
     case 'date':
@@ -713,12 +711,23 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   const def = referenceParam(type, code, key);
   let targets = typeModifier ? [typeModifier] : referenceTargets(def);
   if (typeModifier && !isResourceType(typeModifier)) throw invalid(key, `'${typeModifier}' is not a resource type`);
+  if (typeModifier) checkTargetType(def, typeModifier, key);
   if (targets.length === 0) throw invalid(key, `'${code}' may refer to any type: name one ('${code}:Patient.${rest}')`);
   // A chained name must exist on the targets searched (on at least one when the type is not named).
   const restName = rest.split(/[.:]/, 1)[0]!;
   targets = targets.filter((t) => rest.startsWith('_has:') || isSearchParam(t, restName));
   if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
   return markWithin(chainOver(def, targets, (t) => [parameterCondition(t, rest, raw, now, depth + 1) as Condition]), key) as Condition;
+}
+
+/**
+ * `:Type` on reference parameter `def` (`subject:Patient=1`, `subject:Patient.name=x`): a 400 naming
+ * `key` when `def` may not refer to `type` (Observation's `subject` refers to no Organization), as no
+ * reference it holds could match.
+ */
+function checkTargetType(def: ParamDefinition, type: string, key: string): void {
+  const targets = referenceTargets(def);
+  if (targets.length && !targets.includes(type)) throw invalid(key, `'${def.code}' does not refer to ${type} (its targets: ${targets.join(', ')})`);
 }
 
 /** The types a reference parameter may refer to (its stored target alone for `patient` and the like; none: any). */

@@ -216,6 +216,12 @@ describe('patient / subject (reference)', () => {
   test('an unknown type modifier or a malformed reference is 400', async () => {
     await expectOutcome(await api.get('Observation?subject:Nonsense=p1'), 400);
     await expectOutcome(await api.get('Observation?patient:Group=g1'), 400);
+    // A type the parameter does not refer to, with or without a chain (Observation.subject: Group, Device, Patient, Location).
+    for (const key of ['subject:Organization', 'subject:Organization.name', 'patient:Group.name']) {
+      const body = await expectOutcome(await api.get(`Observation?${key}=acme`), 400, 'invalid');
+      expect(body.issue[0].expression).toEqual([key]);
+      expect(body.issue[0].details.text).toContain(`does not refer to ${key.split(/[:.]/)[1]}`);
+    }
     await expectOutcome(await api.get('Observation?subject:missing=maybe'), 400);
     await expectOutcome(await api.get(`Observation?subject=${encodeURIComponent("' OR 1=1 --")}`), 400);
   });

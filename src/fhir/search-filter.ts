@@ -312,6 +312,10 @@ function pathCondition(type: string, path: PathStep[], op: string, value: string
   if (depth > MAX_CHAIN_DEPTH) throw invalid(`chains more than ${MAX_CHAIN_DEPTH} levels`, { issueCode: 'too-costly' });
   const [step, ...rest] = path as [PathStep, ...PathStep[]];
   if (rest.length === 0) return testCondition(type, step.name, op, value, now, depth);
+  // `pr false` through a chain: the set the path reaches is empty, which holds too where there is no
+  // reference at all (search_filter.html: "pr: the set is empty or not"); the chain's own `:missing`
+  // would ask for a referenced resource without the value.
+  if (op === 'pr' && value === 'false') return { kind: 'not', condition: pathCondition(type, path, op, 'true', now, depth) as Condition };
   const def = paramOf(type, step.name);
   if (!def) throw NotAParameter.of(step.name, type);
   if (def.type !== 'reference') throw invalid(`'${step.name}' is a ${def.type} parameter of ${type}, not a reference to chain through`);

@@ -31,6 +31,8 @@ const LONG: Json[] = [
   { resourceType: 'Encounter', id: 'f-jan-feb', status: 'finished', class: { code: 'IMP' }, period: { start: '2018-01-20T10:00:00Z', end: '2018-02-10T10:00:00Z' } },
   { resourceType: 'Encounter', id: 'f-feb', status: 'finished', class: { code: 'IMP' }, period: { start: '2018-02-03T10:00:00Z', end: '2018-02-04T10:00:00Z' } },
   { resourceType: 'Encounter', id: 'f-open', status: 'in-progress', class: { code: 'IMP' }, period: { start: '2017-12-30T10:00:00Z' } },
+  // With no encounter, and no subject: a chain through either reaches nothing.
+  { resourceType: 'Observation', id: 'f-alone', status: 'final', code: { text: 'note' } },
 ];
 
 /** A small seeded generator (mulberry32), so a failing expression is the same on every run. */
@@ -202,6 +204,11 @@ for (const target of targets) {
       expect(await filtered('Observation', 'encounter[class eq AMB].subject.gender eq male')).toEqual(amb!.filter((id) => male!.includes(id)));
       expect(await filtered('Observation', 'encounter[class eq AMB and not (status eq finished)].subject.gender eq male')).toEqual([]);
       expect(await filtered('Observation', 'subject[gender eq female or gender eq male].birthdate lt 1990')).toEqual(old);
+      // `pr false` through a chain: the path reaches no value, also where there is no reference at all.
+      const withoutEncounter = await found('Observation?encounter:missing=true');
+      expect(withoutEncounter.length).toBeGreaterThan(0);
+      expect(await filtered('Observation', 'encounter.status pr false')).toEqual(withoutEncounter);
+      expect(await filtered('Observation', 'subject.gender pr false')).toEqual(await found('Observation?_filter=not%20(subject.gender%20pr%20true)'));
     });
 
     test('value sets and subsumption inside or and not', async () => {

@@ -1,6 +1,6 @@
 /**
  * Details of FHIR R4's http.html a careful client relies on: content negotiation (`_format` with an
- * unencoded `+`, `q=0`, `fhirVersion`), the CapabilityStatement's patch formats, history's `_count`
+ * unencoded `+`, `q=0`, `fhirVersion`), `_pretty`, the CapabilityStatement's patch formats, history's `_count`
  * capped as search's, a PATCH entry's Binary media type with parameters, and a create ignoring the id
  * its body holds, even one that is not valid.
  */
@@ -39,6 +39,17 @@ describe('content negotiation', () => {
     await expectOutcome(await api.post('Patient', body, { 'Content-Type': 'application/fhir+json; fhirVersion=3.0' }), 415);
     expect((await api.post('Patient', body, { 'Content-Type': 'application/fhir+json; fhirVersion=4.0' })).status).toBe(201);
   });
+});
+
+test('_pretty=true indents the answer; without it the answer is compact', async () => {
+  const pretty = await api.get('Patient/p1?_pretty=true');
+  expect(pretty.status).toBe(200);
+  expect(pretty.headers.get('etag')).toBe('W/"1"');
+  const text = await pretty.text();
+  expect(text).toContain('\n  "resourceType": "Patient"');
+  expect(JSON.parse(text).id).toBe('p1');
+  expect(await (await api.get('Patient?_id=p1&_pretty=true')).text()).toContain('\n  "type": "searchset"');
+  expect(await (await api.get('Patient/p1?_pretty=false')).text()).not.toContain('\n');
 });
 
 test('the CapabilityStatement lists the patch formats', async () => {

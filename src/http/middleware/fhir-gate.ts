@@ -90,7 +90,26 @@ export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmissio
       c.set('access', bearer.access);
     }
     await next();
+    if (c.req.url.includes('_pretty=') && c.req.query('_pretty') === 'true') c.res = await pretty(c.res);
     const method = c.req.method;
     if (method !== 'GET' && method !== 'HEAD' && c.res.status < 400 && !rest.includes('/$')) o.onWrite(tenant);
   };
+}
+
+/**
+ * `_pretty=true` (FHIR R4 http 3.1.0.1.10): a FHIR JSON answer indented for people to read. Answers
+ * are written compact (stored resources spliced in as they are), so this re-serialises one asked for.
+ */
+async function pretty(res: Response): Promise<Response> {
+  if (!res.body || !(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return res;
+  const text = await res.text();
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return new Response(text, res);
+  }
+  const headers = new Headers(res.headers);
+  headers.delete('content-length');
+  return new Response(JSON.stringify(value, null, 2), { status: res.status, statusText: res.statusText, headers });
 }

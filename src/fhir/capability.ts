@@ -42,7 +42,7 @@ const COMMON_PARAMS = [
 
 const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug).';
 
-const TEXT_DOC = 'Full-text: every word of each value must occur (accent- and case-insensitive, whole words; `word*` for a prefix; `,` for OR); no phrase or proximity search, no modifiers.';
+const TEXT_DOC = 'Full-text: a boolean expression of words (accent- and case-insensitive, whole words; `word*` for a prefix): AND (also implied), OR, parentheses, AND before OR; a quoted group is its words ANDed; `,` for OR between values; no NOT, phrase or proximity search, no modifiers.';
 
 /** `_content` on every type, `_text` on those with a narrative (R4 defines both as string parameters). */
 function textParams(type: string) {

@@ -14,7 +14,7 @@ import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
 import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
-import { parseTextValue } from './text-index.ts';
+import { parseTextQuery } from './text-query.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
 import { typeModel, type BindingModel, type Slot } from './validation/model.ts';
 
@@ -594,7 +594,7 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
   if (name === '_list') return listCondition(type, key, modifier, raw);
   if (isTextParam(type, name)) {
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '${name}'`);
-    const values = alternatives(raw, key).map((v) => parseTextValue(key, unescapeValue(v)));
+    const values = alternatives(raw, key).flatMap((v) => parseTextQuery(key, unescapeValue(v)));
     return { kind: 'text', field: name === '_text' ? 'narrative' : 'content', values };
   }
   const def = paramOf(type, name);

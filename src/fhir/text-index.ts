@@ -5,7 +5,6 @@
  * `hemoglobine`, `a1c` and `total`. Each side keeps its words in order, joined by spaces.
  */
 import type { TextEntry, TextTerm } from '../store/types.ts';
-import { FhirError } from '../errors.ts';
 
 type Json = Record<string, unknown>;
 
@@ -111,25 +110,15 @@ export function textIndexOf(resource: Json): TextEntry | undefined {
 }
 
 /**
- * One value of `_text` or `_content`: its words, all of which must occur (in any order, anywhere in
- * the narrative or the resource); a word ending in `*` matches every word it starts. Quotes and other
- * punctuation separate words (there is no phrase or proximity search).
+ * The words of one space-free part of a `_text` or `_content` value, all of which must occur (in any
+ * order, anywhere in the narrative or the resource): punctuation separates words, and a part ending in
+ * `*` makes its last word a prefix of every word it starts. The value's operators and grouping are
+ * read around the parts by text-query.ts.
  */
-export function parseTextValue(key: string, raw: string): TextTerm[] {
-  const terms: TextTerm[] = [];
-  for (const part of raw.split(/\s+/)) {
-    if (!part) continue;
-    const prefix = /\*+["')\]]*$/.test(part);
-    const words = textWords(part);
-    words.forEach((word, i) => terms.push({ word, prefix: prefix && i === words.length - 1 }));
-  }
-  if (terms.length === 0) {
-    throw new FhirError('invalid', `'${key}' needs at least one word (letters or digits)`, { expression: [key] });
-  }
-  if (terms.length > TEXT_MAX_QUERY_WORDS) {
-    throw new FhirError('invalid', `'${key}' has ${terms.length} words; at most ${TEXT_MAX_QUERY_WORDS} are supported`, { issueCode: 'too-costly', expression: [key] });
-  }
-  return terms;
+export function textPartTerms(part: string): TextTerm[] {
+  const prefix = /\*+[')\]]*$/.test(part);
+  const words = textWords(part);
+  return words.map((word, i) => ({ word, prefix: prefix && i === words.length - 1 }));
 }
 
 /** Whether the space-separated `words` hold every term of one value. */

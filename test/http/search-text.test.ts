@@ -1,8 +1,8 @@
 /**
  * Full-text search (`_text` on the narrative, `_content` on all of a resource's text) through the REST
- * API, on both databases: words in any order, accents and case ignored, `word*` prefixes, `,` and
- * repeated parameters, updates and deletes, other tenants and types, chains, `_has`, the planner's
- * counts, SMART scope filters (matched in memory), and errors.
+ * API, on both databases: words in any order, accents and case ignored, `word*` prefixes, the boolean
+ * syntax (AND, OR, parentheses, quotes), `,` and repeated parameters, updates and deletes, other tenants
+ * and types, chains, `_has`, the planner's counts, SMART scope filters (matched in memory), and errors.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { generatePatients } from '../../bench/lib/generator.ts';
@@ -36,6 +36,10 @@ const DATA: Json[] = [
   },
   { resourceType: 'Condition', id: 'c1', subject: { reference: 'Patient/p1' }, code: { text: 'Type 2 diabetes mellitus' } },
   { resourceType: 'Condition', id: 'c2', subject: { reference: 'Patient/p2' }, code: { text: 'Gestational diabetes' }, note: [{ text: 'Resolved after delivery; glucose normal' }] },
+  // R4 search.html's example, `(bone OR liver) and metastases`, on the narrative.
+  { resourceType: 'Condition', id: 'm1', subject: { reference: 'Patient/p2' }, text: narrative('<p>Bone metastases</p>') },
+  { resourceType: 'Condition', id: 'm2', subject: { reference: 'Patient/p2' }, text: narrative('<p>Liver metastases</p>') },
+  { resourceType: 'Condition', id: 'm3', subject: { reference: 'Patient/p2' }, text: narrative('<p>Bone fracture, left or right arm</p>') },
 ];
 
 await eachStore((kind, fresh) => {
@@ -81,6 +85,45 @@ await eachStore((kind, fresh) => {
       expect(await found('Condition?_content=mellitus,delivery')).toEqual(['c1', 'c2']);
       expect(await found('Condition?_content=diabetes&_content=glucose')).toEqual(['c2']);
       expect(await found('Observation?_content=pressure,fasting&_content=blood')).toEqual(['o1', 'o2']);
+    });
+
+    test('boolean syntax: AND (also implied) binds tighter than OR, operators in any case, parentheses', async () => {
+      const q = (type: string, param: string, expr: string) => found(`${type}?${param}=${encodeURIComponent(expr)}`);
+      expect(await q('Condition', '_text', '(bone OR liver) and metastases')).toEqual(['m1', 'm2']);
+      expect(await q('Condition', '_content', '(bone OR liver) and metastases')).toEqual(['m1', 'm2']);
+      expect(await q('Condition', '_text', '(liver OR bone) AND fracture')).toEqual(['m3']);
+      // `a OR b c` is `a OR (b AND c)`.
+      expect(await q('Condition', '_text', 'liver OR bone fracture')).toEqual(['m2', 'm3']);
+      expect(await q('Condition', '_text', 'liver or bone And fracture')).toEqual(['m2', 'm3']);
+      expect(await q('Condition', '_text', 'BONE oR liver')).toEqual(['m1', 'm2', 'm3']);
+      expect(await q('Observation', '_content', '(pressure OR fasting) blood')).toEqual(['o1', 'o2']);
+      expect(await q('Condition', '_content', 'mell* OR (delivery glucose)')).toEqual(['c1', 'c2']);
+      // In quotes, operators are words (the indexes keep no positions: a quoted phrase is its words ANDed).
+      expect(await q('Condition', '_text', 'fracture "or"')).toEqual(['m3']);
+      expect(await q('Condition', '_text', '"arm bone"')).toEqual(['m3']);
+    });
+
+    test('boolean syntax with `,` between values and repeated parameters', async () => {
+      expect(await found(`Condition?_text=${encodeURIComponent('liver OR fracture')},mellitus`)).toEqual(['m2', 'm3']);
+      expect(await found(`Condition?_text=${encodeURIComponent('bone OR liver')}&_text=metastases`)).toEqual(['m1', 'm2']);
+      expect(await found(`Condition?_content=${encodeURIComponent('gestational OR mellitus')}&_content=${encodeURIComponent('type OR delivery')}`)).toEqual(['c1', 'c2']);
+      expect(await found(`Patient?_has:Condition:patient:_text=${encodeURIComponent('liver OR zzz')}`)).toEqual(['p2']);
+      expect(await found(`Condition?_filter=${encodeURIComponent('_text co "(bone OR liver) metastases"')}`)).toEqual(['m1', 'm2']);
+    });
+
+    test('boolean syntax: malformed expressions and NOT are 400s naming the parameter', async () => {
+      const refused = async (query: string, expression: string, diagnostics: RegExp) => {
+        const outcome = await expectOutcome(await api.get(query), 400);
+        expect(outcome.issue[0].expression).toEqual([expression]);
+        expect(outcome.issue[0].diagnostics).toMatch(diagnostics);
+      };
+      for (const expr of ['(bone OR liver', 'bone)', '(bone OR liver)) metastases', '()']) await refused(`Condition?_text=${encodeURIComponent(expr)}`, '_text', /parenthes|word/);
+      for (const expr of ['bone OR', 'OR bone', 'bone OR OR liver', 'bone AND', 'bone and or liver']) await refused(`Condition?_text=${encodeURIComponent(expr)}`, '_text', /needs a term on each side/);
+      await refused(`Condition?_content=${encodeURIComponent('"bone metastases')}`, '_content', /quotes/);
+      await refused(`Condition?_text=${encodeURIComponent('bone NOT fracture')}`, '_text', /not supported/);
+      await refused(`Condition?_text=${encodeURIComponent('bone -fracture')}`, '_text', /not supported/);
+      await refused(`Condition?_content=${encodeURIComponent('not bone')}`, '_content', /not supported/);
+      await refused(`Observation?subject:Patient._text=${encodeURIComponent('zurich OR')}`, 'subject:Patient._text', /needs a term/);
     });
 
     test('identities, links, systems, codes of the stamp and dates are not content', async () => {
@@ -150,6 +193,19 @@ await eachStore((kind, fresh) => {
       expect(bundle.entry.filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id)).toEqual(['o1']);
     });
 
+    test('SMART scope filters and _typeFilter read the boolean syntax as searches do', async () => {
+      const scoped = fhirClient(t, await t.tokenFor('t1', ['system/Condition.rs?_text=(bone+OR+liver)+metastases']));
+      expect((await scoped.get('Condition/m1')).status).toBe(200);
+      expect((await scoped.get('Condition/m2')).status).toBe(200);
+      expect((await scoped.get('Condition/m3')).status).toBe(403);
+      const bundle = await scoped.search('Condition?_text=bone');
+      expect(bundle.entry.filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id)).toEqual(['m1']);
+      const token = await t.token();
+      const filter = `Condition?_text=${encodeURIComponent('liver OR bone fracture')}`;
+      const status = await kickOff(t, token, `/$export?_type=Condition&_typeFilter=${encodeURIComponent(filter)}`);
+      expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Condition/m2', 'Condition/m3']);
+    });
+
     test('bulk export: _typeFilter with _content and _text', async () => {
       const token = await t.token();
       const filters = [`Observation?_content=${encodeURIComponent('glucose blood')}`, 'Condition?_text=gestational,diabetes', 'Patient?_content=zurich'];
@@ -204,11 +260,14 @@ function sampleQueries(): { type: string; query: string; terms: TextTerm[][] }[]
     const words = textIndexOf(r)!.content.split(' ');
     const a = words[Math.floor(words.length / 3)]!;
     const b = words[words.length - 1]!;
+    const c = words[0]!;
     const candidates: [string, TextTerm[][]][] = [
       [a, [[{ word: a, prefix: false }]]],
       [`${a} ${b}`, [[{ word: a, prefix: false }, { word: b, prefix: false }]]],
       [`${b.slice(0, 3)}*`, [[{ word: b.slice(0, 3), prefix: true }]]],
       [`${a},${b}`, [[{ word: a, prefix: false }], [{ word: b, prefix: false }]]],
+      [`${a} OR ${c}`, [[{ word: a, prefix: false }], [{ word: c, prefix: false }]]],
+      [`(${a} or ${c}) ${b}`, [[{ word: a, prefix: false }, { word: b, prefix: false }], [{ word: c, prefix: false }, { word: b, prefix: false }]]],
     ];
     for (const [query, terms] of candidates) {
       const key = `${r.resourceType}?${query}`;

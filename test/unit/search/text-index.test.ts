@@ -2,8 +2,9 @@
 import { describe, expect, test } from 'bun:test';
 import { FhirError } from '../../../src/errors.ts';
 import {
-  narrativeText, parseTextValue, TEXT_MAX_CHARS, TEXT_MAX_QUERY_WORDS, TEXT_WORD_CHARS, textIndexOf, textMatches, textWords,
+  narrativeText, TEXT_MAX_CHARS, TEXT_MAX_QUERY_WORDS, TEXT_WORD_CHARS, textIndexOf, textMatches, textWords,
 } from '../../../src/fhir/text-index.ts';
+import { parseTextQuery, TEXT_MAX_QUERY_CLAUSES } from '../../../src/fhir/text-query.ts';
 import { textScope } from '../../../src/store/text-scope.ts';
 
 describe('textWords', () => {
@@ -59,20 +60,20 @@ describe('textIndexOf', () => {
   });
 });
 
-describe('parseTextValue and textMatches', () => {
+describe('parseTextQuery and textMatches', () => {
   test('words ANDed; a trailing * makes a prefix of the last word of its part; punctuation and quotes separate', () => {
-    expect(parseTextValue('_content', 'Blood  glucose')).toEqual([{ word: 'blood', prefix: false }, { word: 'glucose', prefix: false }]);
-    expect(parseTextValue('_content', 'diab* "heart-att*"')).toEqual([
+    expect(parseTextQuery('_content', 'Blood  glucose')).toEqual([[{ word: 'blood', prefix: false }, { word: 'glucose', prefix: false }]]);
+    expect(parseTextQuery('_content', 'diab* "heart-att*"')).toEqual([[
       { word: 'diab', prefix: true }, { word: 'heart', prefix: false }, { word: 'att', prefix: true },
-    ]);
-    expect(parseTextValue('_text', 'Zoë')).toEqual([{ word: 'zoe', prefix: false }]);
+    ]]);
+    expect(parseTextQuery('_text', 'Zoë')).toEqual([[{ word: 'zoe', prefix: false }]]);
   });
 
   test('a value without words, or with too many, is a 400 naming the parameter', () => {
     for (const raw of ['', '***', ' - ']) {
       let err: unknown;
       try {
-        parseTextValue('_content', raw);
+        parseTextQuery('_content', raw);
       } catch (e) {
         err = e;
       }
@@ -80,16 +81,47 @@ describe('parseTextValue and textMatches', () => {
       expect(err.status).toBe(400);
       expect(err.issues[0]!.expression).toEqual(['_content']);
     }
-    expect(() => parseTextValue('_content', Array.from({ length: TEXT_MAX_QUERY_WORDS + 1 }, (_, i) => `w${i}`).join(' '))).toThrow(/at most/);
+    expect(() => parseTextQuery('_content', Array.from({ length: TEXT_MAX_QUERY_WORDS + 1 }, (_, i) => `w${i}`).join(' '))).toThrow(/at most/);
+  });
+
+  test('AND (also implied) binds tighter than OR, operators in any case, parentheses, quoted groups', () => {
+    const words = (raw: string) => parseTextQuery('_text', raw).map((c) => c.map((t) => t.word + (t.prefix ? '*' : '')));
+    expect(words('(bone OR liver) and metastases')).toEqual([['bone', 'metastases'], ['liver', 'metastases']]);
+    expect(words('a OR b c')).toEqual([['a'], ['b', 'c']]);
+    expect(words('a or b AND c')).toEqual([['a'], ['b', 'c']]);
+    expect(words('(a OR b) (c OR d*)')).toEqual([['a', 'c'], ['a', 'd*'], ['b', 'c'], ['b', 'd*']]);
+    expect(words('"bone or not liver"')).toEqual([['bone', 'or', 'not', 'liver']]);
+    expect(words('x-ray ((y))')).toEqual([['x', 'ray', 'y']]);
+  });
+
+  test('malformed expressions, NOT and too many alternatives are 400s naming the parameter', () => {
+    const refused = (raw: string, pattern: RegExp) => {
+      let err: unknown;
+      try {
+        parseTextQuery('_text', raw);
+      } catch (e) {
+        err = e;
+      }
+      if (!(err instanceof FhirError)) throw new Error(`'${raw}' was accepted`);
+      expect(err.status).toBe(400);
+      expect(err.issues[0]!.expression).toEqual(['_text']);
+      expect(err.message).toMatch(pattern);
+    };
+    for (const raw of ['(a', 'a)', '(a OR b))', 'a (', '(a OR) b']) refused(raw, /parenthes|needs a term/);
+    for (const raw of ['a OR', 'OR a', 'a OR OR b', 'a AND', 'and a', 'a AND OR b']) refused(raw, /needs a term on each side/);
+    refused('"a b', /quotes/);
+    for (const raw of ['NOT a', 'a not b', 'a -b']) refused(raw, /not supported/);
+    refused(Array.from({ length: 6 }, (_, i) => `(a${i} OR b${i})`).join(' '), new RegExp(`more than ${TEXT_MAX_QUERY_CLAUSES}`));
   });
 
   test('textMatches: whole words, prefixes, every term', () => {
+    const one = (key: string, raw: string) => parseTextQuery(key, raw)[0]!;
     const words = 'blood glucose fasting';
-    expect(textMatches(words, parseTextValue('q', 'glucose blood'))).toBe(true);
-    expect(textMatches(words, parseTextValue('q', 'gluc'))).toBe(false);
-    expect(textMatches(words, parseTextValue('q', 'gluc*'))).toBe(true);
-    expect(textMatches(words, parseTextValue('q', 'glucose insulin'))).toBe(false);
-    expect(textMatches('', parseTextValue('q', 'x*'))).toBe(false);
+    expect(textMatches(words, one('q', 'glucose blood'))).toBe(true);
+    expect(textMatches(words, one('q', 'gluc'))).toBe(false);
+    expect(textMatches(words, one('q', 'gluc*'))).toBe(true);
+    expect(textMatches(words, one('q', 'glucose insulin'))).toBe(false);
+    expect(textMatches('', one('q', 'x*'))).toBe(false);
   });
 });
 

@@ -11,10 +11,33 @@ type Json = Record<string, unknown>;
 /** Normalised string values are cut to this many characters (index keys stay small; longer prefixes compare on the cut). */
 export const STRING_INDEX_CHARS = 256;
 
-/** FHIR string matching form: accents removed, lower case (search.html 3.1.1.5.12: case- and accent-insensitive). */
+const NOT_ASCII = /[^\x00-\x7f]/;
+const MARKS = /[\u0300-\u036f]/g;
+const FINAL_SIGMA = /\u03c2/g;
+const SHARP_S = /\u00df/g;
+const UNFOLDED = /[\u00df\u03c2]/;
+
+/**
+ * FHIR string matching form (search.html 3.1.1.5.12: case- and accent-insensitive): accents removed
+ * (NFD, combining marks dropped), then full case folding, as HAPI's upper-casing does: upper case then
+ * lower case, so a character whose upper case is longer folds to it (`ß` to `ss`, `ﬁ` to `fi`), a
+ * dotless `ı` and a long `ſ` to their ASCII letter, a final `ς` to `σ`, a capital `ẞ` to `ss` too
+ * (index model 10). ASCII text is only lower-cased: the fold changes no ASCII character.
+ */
 export function normalizeString(s: string): string {
-  const folded = s.normalize('NFD').replace(/[\u0300-\u036f]/g, '').toLowerCase();
+  const folded = NOT_ASCII.test(s) ? foldCase(s.normalize('NFD').replace(MARKS, '')) : s.toLowerCase();
   return folded.length > STRING_INDEX_CHARS ? folded.slice(0, STRING_INDEX_CHARS) : folded;
+}
+
+/**
+ * Full case folding of accent-free text: upper then lower case (Unicode full case mappings), every sigma
+ * `σ`; text that is ASCII once its accents are gone (`Müller`) is only lower-cased.
+ */
+function foldCase(s: string): string {
+  if (!NOT_ASCII.test(s)) return s.toLowerCase();
+  const folded = s.toUpperCase().toLowerCase();
+  // Left by the lower-casing: `ς` (a sigma ending a word), `ß` (of a capital `ẞ`, which upper-casing keeps).
+  return UNFOLDED.test(folded) ? folded.replace(FINAL_SIGMA, '\u03c3').replace(SHARP_S, 'ss') : folded;
 }
 
 /** American Soundex of a name (the `phonetic` parameter): letter + three digits, '' for no letters. */

@@ -20,9 +20,11 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * server's resource as its URL, where it was taken for this tenant's resource of the same type and id
  * (and its patient's compartment); model 9 a Timing as one range over its outer limits, where each event
  * and its bounds were ranges of their own, and a fraction of a second of one or two digits as the range
- * its precision implies (`.1` 100 ms wide), where every fraction was 1 ms wide (dates.ts dateRange).
+ * its precision implies (`.1` 100 ms wide), where every fraction was 1 ms wide (dates.ts dateRange);
+ * model 10 a string's full case folding (`ß` as `ss`, `ﬁ` as `fi`, `ı` as `i`; indexer.ts normalizeString),
+ * where it was only lower-cased.
  */
-export const INDEX_MODEL = 9;
+export const INDEX_MODEL = 10;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -87,7 +89,28 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_range'],
     reads: readsDateRows,
   },
+  // Text holding a character that full case folding changes (`ß`, `ﬁ`, `ı`, `ſ`, `µ`, a Greek sigma...),
+  // now folded: the normalised values of string rows, of a token's `:text` display and of a composite's
+  // string component. Conditions comparing those read them; `:exact` compares the text as written.
+  10: {
+    touches: (content) => FOLDED.test(content) || FOLDED_ESCAPE.test(content),
+    tables: ['search_index', 'search_string', 'search_composite'],
+    reads: readsFoldedRows,
+  },
 };
+
+/**
+ * The conditions that read normalised strings: string values other than `:exact`, token `:text`, a
+ * composite's string component.
+ */
+function readsFoldedRows(c: Condition): boolean {
+  switch (c.kind) {
+    case 'string': return c.values.some((v) => v.match !== 'exact');
+    case 'token-text': return true;
+    case 'composite': return c.tests.some((t) => t.parts.some((p) => p.kind === 'string'));
+    default: return false;
+  }
+}
 
 /** The conditions that read date rows: date parameters (and a composite's date part, should one keep rows). */
 function readsDateRows(c: Condition): boolean {
@@ -121,6 +144,11 @@ const BUNDLE = /"resourceType"\s*:\s*"Bundle"/;
 // (A primitive array with extensions holds `null` where an item has no value: `"event":[null,"2020-..."]`.)
 const TIMING_EVENTS = /"event"\s*:\s*\[\s*(?:null\s*,\s*)*"/;
 const SHORT_FRACTION = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,2}(?:Z|[+-]\d{2}:\d{2})?"/;
+// The characters whose normalised form model 10 changed, each alone (µ ß ı ŉ ſ ς ϐ ϑ ϕ ϖ ϰ ϱ ϵ և, Cyrillic
+// ᲀ-ᲈ, ẚ ẛ ẞ, the ligatures ﬀ-ﬆ and ﬓ-ﬗ), and a capital sigma, which lower-casing made `ς` at a word's
+// end; stored JSON writes them as themselves (JSON.stringify), or, written otherwise, as escapes.
+const FOLDED = /[\u00b5\u00df\u0131\u0149\u017f\u03a3\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f5\u0587\u1c80-\u1c88\u1e9a\u1e9b\u1e9e\ufb00-\ufb06\ufb13-\ufb17]/;
+const FOLDED_ESCAPE = /\\u(?:00b5|00df|0131|0149|017f|03a3|03c2|03d[0156]|03f[015]|0587|1c8[0-8]|1e9[abe]|fb0[0-6]|fb1[3-7])/i;
 const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;

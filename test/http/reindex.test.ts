@@ -4,7 +4,7 @@
  * `cinder serve` runs at start) and by `cinder reindex`; searches then find what they should.
  */
 import { describe, expect, test } from 'bun:test';
-import { indexEntries, storedIndex } from '../../src/fhir/indexer.ts';
+import { indexEntries, normalizeString, storedIndex } from '../../src/fhir/indexer.ts';
 import { INDEX_MODEL, reindex, tablesSince, touchedSince } from '../../src/fhir/reindex.ts';
 import { NO_INDEX_ROWS, type Store } from '../../src/store/types.ts';
 import { createTestApp } from '../helpers/app.ts';
@@ -126,6 +126,22 @@ await eachStore((kind, fresh) => {
 });
 
 describe('touchedSince', () => {
+  test('model 10 touches every resource holding a character whose normalised form it changed, and no other', () => {
+    // Model 9's normalised form: accents removed, lower case.
+    const model9 = (s: string) => s.normalize('NFD').replace(/[\u0300-\u036f]/g, '').toLowerCase();
+    const since9 = touchedSince(9);
+    const changed: string[] = [];
+    for (let cp = 0; cp <= 0x10ffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const c = String.fromCodePoint(cp);
+      if (normalizeString(c) === model9(c)) continue;
+      changed.push(c);
+      expect({ c, touched: since9(`{"name":[{"family":"x${c}y"}]}`) }).toEqual({ c, touched: true });
+    }
+    expect(changed.length).toBe(38);
+    for (let cp = 0; cp < 0x80; cp++) expect(normalizeString(`${String.fromCharCode(cp)}ß`)).toBe(`${String.fromCharCode(cp).toLowerCase()}ss`);
+  });
+
   test('models 1 and 2 touch every resource; model 3 those with a type object and a text', () => {
     for (const m of [0, 1]) expect(touchedSince(m)('{"resourceType":"Patient"}')).toBe(true);
     const since2 = touchedSince(2);
@@ -140,8 +156,8 @@ describe('touchedSince', () => {
     // Model 8 changed reference rows and the compartments: every row of the resources it touches.
     for (const model of [0, 1, 2, 3, 5, 6, 7]) expect(tablesSince(model)).toBeUndefined();
     expect(tablesSince(INDEX_MODEL)).toEqual([]);
-    // Model 9: date ranges, in range rows (code-value-date keeps no composite rows).
-    expect(tablesSince(8)).toEqual(['search_range']);
+    // Model 9: date ranges, in range rows (code-value-date keeps no composite rows); then model 10's.
+    expect(tablesSince(8)).toEqual(['search_range', 'search_index', 'search_string', 'search_composite']);
     // Model 9: resources holding a Timing's events (null where one has only extensions), or a dateTime or
     // instant with a fraction of one or two digits; not a bounds Period alone, nor three or more digits.
     const since8 = touchedSince(8);
@@ -153,6 +169,20 @@ describe('touchedSince', () => {
     expect(since8('{"resourceType":"Observation","effectiveTiming":{"repeat":{"boundsPeriod":{"start":"2020-03-10"},"frequency":1}}}')).toBe(false);
     expect(since8('{"resourceType":"Composition","event":[{"period":{"start":"2020-03-10"}}],"date":"2020-03-10T10:00:00Z"}')).toBe(false);
     expect(since8('{"resourceType":"Observation","valueTime":"10:30:00.1","note":[{"text":"at 2020-03-01T10:30:00.1Z"}]}')).toBe(false);
+    // Model 10: normalised strings, in string rows, token rows (a `:text` display) and composite rows.
+    expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite']);
+    // Model 10: resources holding a character the full case folding changes, or its JSON escape; a
+    // capital sigma, which lower-casing made `ς` at a word's end; not accents, nor ASCII alone.
+    const since9 = touchedSince(9);
+    expect(since9('{"resourceType":"Patient","name":[{"family":"Straße"}]}')).toBe(true);
+    expect(since9('{"resourceType":"Patient","name":[{"family":"Stra\\u00DFe"}]}')).toBe(true);
+    expect(since9('{"resourceType":"Patient","name":[{"family":"Işık"}]}')).toBe(true);
+    expect(since9('{"resourceType":"Patient","name":[{"text":"ﬁne"}]}')).toBe(true);
+    expect(since9('{"resourceType":"Patient","name":[{"family":"ΟΔΟΣ"}]}')).toBe(true);
+    expect(since9('{"resourceType":"Observation","valueQuantity":{"value":5,"unit":"µg"}}')).toBe(true);
+    expect(since9('{"resourceType":"Patient","name":[{"family":"Müller","given":["José","İlker"]}]}')).toBe(false);
+    expect(since9('{"resourceType":"Patient","name":[{"family":"Strasse"}],"text":{"div":"\\u00e9"}}')).toBe(false);
+    expect(since8('{"resourceType":"Patient","name":[{"family":"Straße"}]}')).toBe(true);
     // Model 8: resources holding an absolute reference (not a `urn:`).
     expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference":"http://other.org/fhir/Patient/p"}}')).toBe(true);
     expect(touchedSince(7)('{"resourceType":"Observation","subject":{"reference" : "https://x.org/Patient/p"}}')).toBe(true);

@@ -388,4 +388,16 @@ UPDATE index_state SET value = 8 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 UPDATE index_state SET value = 9 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 21,
+    name: 'string_folding',
+    sql: `
+-- Index model 10 (src/fhir/reindex.ts): a string's normalised form is fully case-folded (\`ß\` as \`ss\`,
+-- \`ﬁ\` as \`fi\`, \`ı\` as \`i\`, every sigma \`σ\`), no longer only lower-cased: string rows' values, a
+-- token's \`:text\` display, a composite's string component. A database holding resources gets it from the
+-- reindex that \`cinder serve\` runs at start (only the resources holding a character the folding changes
+-- are rebuilt, their token, string and composite rows); an empty one follows model 10 already.
+UPDATE index_state SET value = 10 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -94,3 +94,25 @@ export async function countVersions(t: TestApp, tenant = 't1'): Promise<number> 
   const rows = await t.store.resources.history(tenant, { count: 100000 });
   return rows.length;
 }
+
+/**
+ * Bundles posted to the FHIR base of the app and client the getters give (set in a `beforeAll`):
+ * `send` as is, `ok` asserting 200 and returning the response Bundle, `nothingWritten` asserting an
+ * OperationOutcome of `status` and no new version in the tenant.
+ */
+export function bundlePoster(app: () => TestApp, client: () => FhirClient) {
+  const send = (bundle: Json, c = client()) => c.post(c.base, bundle);
+  const ok = async (bundle: Json, c = client()): Promise<Json> => {
+    const res = await send(bundle, c);
+    const body = (await res.json()) as Json;
+    if (res.status !== 200) throw new Error(`bundle failed: ${res.status} ${JSON.stringify(body)}`);
+    return body;
+  };
+  const nothingWritten = async (bundle: Json, status: number): Promise<Json> => {
+    const before = await countVersions(app());
+    const outcome = await expectOutcome(await send(bundle), status);
+    expect(await countVersions(app())).toBe(before);
+    return outcome;
+  };
+  return { send, ok, nothingWritten };
+}

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { countVersions, expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { bundlePoster, countVersions, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const tx = (entry: Json[], type = 'transaction') => ({ resourceType: 'Bundle', type, entry });
 const U = (n: number) => `urn:uuid:5d0c7a3e-7b1f-4b8e-9c2a-0000000000${String(n).padStart(2, '0')}`;
@@ -21,19 +21,7 @@ await eachStore((kind, fresh) => {
   describe(`conditional entries in one transaction (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
-    const send = (bundle: Json, client = api) => client.post(client.base, bundle);
-    const ok = async (bundle: Json, client = api): Promise<Json> => {
-      const res = await send(bundle, client);
-      const body = (await res.json()) as Json;
-      if (res.status !== 200) throw new Error(`bundle failed: ${res.status} ${JSON.stringify(body)}`);
-      return body;
-    };
-    const nothingWritten = async (bundle: Json, status: number): Promise<Json> => {
-      const before = await countVersions(t);
-      const outcome = await expectOutcome(await send(bundle), status);
-      expect(await countVersions(t)).toBe(before);
-      return outcome;
-    };
+    const { send, ok, nothingWritten } = bundlePoster(() => t, () => api);
     const matching = async (value: string) => ids(await api.search(`Patient?identifier=urn:x|${value}`));
     const subjectOf = async (location: string) => ((await (await api.get(location.replace(/\/_history\/\d+$/, ''))).json()) as Json).subject.reference;
 

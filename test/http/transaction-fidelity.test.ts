@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { bundlePoster, countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const U = (n: number) => `urn:uuid:8e1f6a52-1b1d-4c4e-9a7e-00000000000${n}`;
 const tx = (entry: Json[], type = 'transaction') => ({ resourceType: 'Bundle', type, entry });
@@ -31,23 +31,11 @@ await eachStore((kind, fresh) => {
   describe(`transaction fidelity on ${kind}`, () => {
     let t: TestApp;
     let api: FhirClient;
-    const send = (bundle: Json) => api.post(api.base, bundle);
-    const ok = async (bundle: Json): Promise<Json> => {
-      const res = await send(bundle);
-      const body = (await res.json()) as Json;
-      if (res.status !== 200) throw new Error(`bundle failed: ${res.status} ${JSON.stringify(body)}`);
-      return body;
-    };
+    const { send, ok, nothingWritten } = bundlePoster(() => t, () => api);
     const read = async (location: string): Promise<Json> => {
       const res = await api.get(location.replace(/\/_history\/\d+$/, ''));
       expect(res.status).toBe(200);
       return (await res.json()) as Json;
-    };
-    const nothingWritten = async (bundle: Json, status: number): Promise<Json> => {
-      const before = await countVersions(t);
-      const outcome = await expectOutcome(await send(bundle), status);
-      expect(await countVersions(t)).toBe(before);
-      return outcome;
     };
 
     beforeAll(async () => {

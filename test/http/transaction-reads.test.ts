@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { countVersions, craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { bundlePoster, craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const tx = (entry: Json[], type = 'transaction') => ({ resourceType: 'Bundle', type, entry });
 const patient = (value: string) => ({ resourceType: 'Patient', identifier: [{ system: 'urn:x', value }] });
@@ -17,19 +17,7 @@ await eachStore((kind, fresh) => {
   describe(`GET entries of Bundles (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
-    const send = (bundle: Json, client = api) => client.post(client.base, bundle);
-    const ok = async (bundle: Json, client = api): Promise<Json> => {
-      const res = await send(bundle, client);
-      const body = (await res.json()) as Json;
-      if (res.status !== 200) throw new Error(`bundle failed: ${res.status} ${JSON.stringify(body)}`);
-      return body;
-    };
-    const nothingWritten = async (bundle: Json, status: number): Promise<Json> => {
-      const before = await countVersions(t);
-      const outcome = await expectOutcome(await send(bundle), status);
-      expect(await countVersions(t)).toBe(before);
-      return outcome;
-    };
+    const { send, ok, nothingWritten } = bundlePoster(() => t, () => api);
 
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });

@@ -116,3 +116,18 @@ export function bundlePoster(app: () => TestApp, client: () => FhirClient) {
   };
   return { send, ok, nothingWritten };
 }
+
+/**
+ * Which of `ids` (of `type`) a token scoped `system/{type}.rs?{query}` may read (200, else 403): the
+ * in-memory matcher's answer to a search, to set beside the SQL's.
+ */
+export async function readableUnder(t: TestApp, type: string, query: string, ids: string[]): Promise<string[]> {
+  const filtered = fhirClient(t, await craftToken(t, `system/${type}.rs?${query}`));
+  const readable: string[] = [];
+  for (const id of ids) {
+    const status = (await filtered.get(`${type}/${id}`)).status;
+    expect([200, 403]).toContain(status);
+    if (status === 200) readable.push(id);
+  }
+  return readable.sort();
+}

@@ -6,7 +6,8 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { isChoiceMember } from './fhirpath.ts';
 import { issue } from './outcome.ts';
-import { isResourceType } from './resource-types.ts';
+import { isResourceType, R4_RESOURCE_TYPES } from './resource-types.ts';
+import { typeModel } from './validation/model.ts';
 import summaryElements from './summary-elements.json' with { type: 'json' };
 
 export type SummaryMode = 'true' | 'text' | 'data' | 'count' | 'false';
@@ -78,7 +79,29 @@ function elementProblem(type: string | undefined, element: string): string | und
   if (type !== undefined && !isResourceType(type)) return /^[A-Z]/.test(type) ? `'${type}' is not a resource type` : 'only top-level elements can be selected';
   if (element.includes('.')) return 'only top-level elements can be selected';
   if (element === '') return 'it names no element';
+  if (type !== undefined && !elementNames(type).has(element)) return `${type} has no element '${element}'`;
+  if (type === undefined && !anyElementNames().has(element)) return `no resource type has an element '${element}'`;
   return undefined;
+}
+
+const ELEMENT_NAMES = new Map<string, Set<string>>();
+let anyNames: Set<string> | undefined;
+
+/** The names a type's top-level elements go by: each element's (`value` of `value[x]`) and its JSON names (`valueQuantity`). */
+function elementNames(type: string): Set<string> {
+  let names = ELEMENT_NAMES.get(type);
+  if (names === undefined) {
+    names = new Set();
+    for (const [json, slot] of typeModel(type)?.slots ?? []) names.add(json).add(slot.element.name);
+    ELEMENT_NAMES.set(type, names);
+  }
+  return names;
+}
+
+/** The names of every resource type's top-level elements: an unprefixed `_elements` name none has is a mistake. */
+function anyElementNames(): Set<string> {
+  anyNames ??= new Set(R4_RESOURCE_TYPES.flatMap((t) => [...elementNames(t)]));
+  return anyNames;
 }
 
 /**

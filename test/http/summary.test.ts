@@ -202,4 +202,19 @@ describe('_elements names', () => {
     const read = (await (await api.get('Patient/p1?_elements=name.family')).json()) as Json;
     expect(read.maritalStatus).toEqual({ text: 'M' });
   });
+
+  test('a name no element has (a typo, or not an element of the prefixed type) is ignored with a warning, or a 400 under handling=strict', async () => {
+    const b = await api.search('Patient?_id=p1&_elements=gendr,Patient.note,gender');
+    const outcome = b.entry.find((e: Json) => e.search.mode === 'outcome').resource;
+    expect(outcome.issue.map((i: Json) => i.diagnostics)).toEqual([
+      "_elements 'gendr': no resource type has an element 'gendr'; it was ignored",
+      "_elements 'Patient.note': Patient has no element 'note'; it was ignored",
+    ]);
+    expect(Object.keys(b.entry[0].resource).sort()).toEqual(['gender', 'id', 'meta', 'resourceType']);
+    for (const path of ['Patient?_elements=gendr', 'Patient?_elements=Patient.note']) await expectOutcome(await api.get(path, strict), 400, 'not-supported');
+    // An element of another type, a choice element by its name or JSON name, are known.
+    for (const names of ['note', 'deceased', 'deceasedBoolean', 'Observation.value', 'Observation.valueQuantity']) {
+      expect([names, (await api.get(`Patient?_id=p1&_elements=${names}`, strict)).status]).toEqual([names, 200]);
+    }
+  });
 });

@@ -65,6 +65,20 @@ function reachability(client: S3Client, prefix: string): () => Promise<void> {
   };
 }
 
+/** Attempts of one DELETE before its error is reported (S3 asks clients to retry 5xx answers). */
+const DELETE_ATTEMPTS = 3;
+
+async function deleteRetried(client: S3Client, key: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await client.delete(key);
+    } catch (err) {
+      if (attempt >= DELETE_ATTEMPTS) throw err;
+      await Bun.sleep(100 * 3 ** (attempt - 1));
+    }
+  }
+}
+
 /** Export files in an S3 bucket (any S3-compatible service), under `prefix`. */
 export function createS3Sink(options: S3Options, prefix: string): ExportSink {
   const client = new S3Client(options);
@@ -86,11 +100,22 @@ export function createS3Sink(options: S3Options, prefix: string): ExportSink {
     async removePrefix(dir) {
       const p = keyOf(dir).replace(/\/?$/, '/');
       let token: string | undefined;
+      // One key at a time (a job has a file per type and output chunk: few), every key tried even when
+      // one fails, the first failure thrown at the end. An S3-compatible server that keeps keys as
+      // files in directories (s3rver, the tests' server) fails when sibling keys are deleted at once.
+      let failed: unknown;
       do {
         const page = await client.list({ prefix: p, ...(token ? { continuationToken: token } : {}) });
-        await Promise.all((page.contents ?? []).map((o) => client.delete(o.key)));
+        for (const o of page.contents ?? []) {
+          try {
+            await deleteRetried(client, o.key);
+          } catch (err) {
+            failed ??= err;
+          }
+        }
         token = page.isTruncated ? page.nextContinuationToken : undefined;
       } while (token);
+      if (failed !== undefined) throw failed;
     },
     presign: (key, seconds) => client.presign(keyOf(key), { method: 'GET', expiresIn: seconds }),
     check: reachability(client, prefix),

@@ -95,4 +95,39 @@ describe('S3 export storage', () => {
     await sink.removePrefix('t9/big');
     expect(await keys('bulk/v1/t9/')).toEqual([]);
   });
+
+  test('removing a job\'s files retries a DELETE the server fails, and reaches every file', async () => {
+    // A proxy in front of the S3 server answers the first DELETE of each key with a 500, as S3 may.
+    const failedOnce = new Set<string>();
+    const upstream = new URL(s3.env.S3_ENDPOINT);
+    const proxy = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(req) {
+        const url = new URL(req.url);
+        if (req.method === 'DELETE' && !failedOnce.has(url.pathname)) {
+          failedOnce.add(url.pathname);
+          return new Response('<Error><Code>InternalError</Code><Message>try again</Message></Error>', { status: 500, headers: { 'Content-Type': 'application/xml' } });
+        }
+        url.host = upstream.host;
+        const headers = new Headers(req.headers);
+        headers.set('host', upstream.host);
+        return fetch(url, { method: req.method, headers, body: req.body, redirect: 'manual' });
+      },
+    });
+    try {
+      const sink = openSink(STORAGE, { ...s3.env, S3_ENDPOINT: `http://127.0.0.1:${proxy.port}` });
+      const names = ['Patient-1', 'Observation-1', 'Observation-2', 'Condition-1', 'Encounter-1'];
+      for (const name of names) {
+        const writer = sink.open(`t8/job/a1/${name}.ndjson`);
+        await writer.write('{"resourceType":"Basic"}\n');
+        await writer.close();
+      }
+      expect(await keys('bulk/v1/t8/')).toHaveLength(names.length);
+      await sink.removePrefix('t8/job');
+      expect(await keys('bulk/v1/t8/')).toEqual([]);
+      expect(failedOnce.size).toBe(names.length);
+    } finally {
+      proxy.stop(true);
+    }
+  });
 });

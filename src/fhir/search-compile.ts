@@ -16,7 +16,7 @@ import { absoluteType, isAbsoluteReference, parseReference } from './references.
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextQuery } from './text-query.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
-import { typeModel, type BindingModel, type Slot } from './validation/model.ts';
+import { typeModel, type BindingModel, type Slot, type TypeModel } from './validation/model.ts';
 
 /** A required binding whose codes are listed (BindingModel). */
 type CodesBinding = Extract<BindingModel, { kind: 'codes' }>;
@@ -842,6 +842,42 @@ export function markWithin(c: PendingCondition, key: string): PendingCondition {
 }
 
 /** `_sort`: comma-separated keys, `-` for descending; `_id`, `_lastUpdated` or a parameter of the type. */
+const ONE_VALUE = new Map<ParamDefinition, boolean>();
+
+/**
+ * Whether a resource has at most one value of date parameter `def`, so at most one of its range rows
+ * (a Period and a Timing are one range each): its one path is of elements of at most one value each
+ * (`Encounter.period`), or its paths are the types of one choice element (`onsetDateTime`,
+ * `onsetPeriod`), by the R4 model. Then a sort on it needs no aggregate over the resource's rows.
+ */
+function oneValue(def: ParamDefinition): boolean {
+  let one = ONE_VALUE.get(def);
+  if (one !== undefined) return one;
+  const steps = def.paths.map((p) => p.key.split('.'));
+  const slots = steps.map((path) => {
+    let type: string | undefined = def.base;
+    const reached: Slot[] = [];
+    for (const [i, step] of path.entries()) {
+      const model: TypeModel | null | undefined = /^[a-z][A-Za-z]*$/.test(step) && type !== undefined ? typeModel(type) : undefined;
+      // A choice element by its name (`effective`): any of its types, so only as the last step.
+      const slot: Slot | undefined = model?.slots.get(step) ?? (i === path.length - 1 ? [...(model?.slots.values() ?? [])].find((x) => x.element.choice && x.element.name === step) : undefined);
+      if (slot === undefined) return undefined;
+      reached.push(slot);
+      type = slot.type;
+    }
+    return reached;
+  });
+  if (slots.length === 0 || slots.some((s) => s === undefined || s.some((slot) => slot.element.max > 1))) one = false;
+  else if (slots.length === 1) one = true;
+  else {
+    // Several paths: one value only if each is a name of the same choice element, and nothing below.
+    const element = slots[0]![0]!.element;
+    one = element.choice && slots.every((s) => s!.length === 1 && s![0]!.element === element);
+  }
+  ONE_VALUE.set(def, one);
+  return one;
+}
+
 export function parseSort(type: string, raw: string | null): SortKey[] {
   if (raw === null || raw === '') return [];
   return raw.split(',').map((part): SortKey => {
@@ -855,6 +891,7 @@ export function parseSort(type: string, raw: string | null): SortKey[] {
       throw new FhirError('not-supported', `Cannot sort by the ${def.type} parameter '${code}'`, { expression: ['_sort'] });
     }
     const key: SortKey = { by: 'param', table: tableOf(def.type), param: def.storedAs?.param ?? def.code, descending };
+    if (def.type === 'date' && oneValue(def)) key.oneRow = true;
     return def.storedAs?.target === undefined ? key : { ...key, target: def.storedAs.target };
   });
 }

@@ -245,3 +245,83 @@ for (const target of targets) {
     }, 120_000);
   });
 }
+
+for (const target of targets) {
+  describe(`a date condition driving a sort on its own parameter, on ${target.kind}`, () => {
+    const day = 86_400_000;
+    const JAN = Date.parse('2026-01-01T00:00:00Z');
+    // Two reactions each: one in January, the other in March for every third (a later greatest value
+    // than the row the condition matches), or in December before.
+    const immunization = (i: number) => ({
+      resourceType: 'Immunization', id: `im${String(i).padStart(2, '0')}`, status: 'completed',
+      vaccineCode: { coding: [{ system: 'http://hl7.org/fhir/sid/cvx', code: '140' }] },
+      patient: { reference: 'Patient/p1' }, occurrenceDateTime: iso(JAN + i * day),
+      reaction: [{ date: iso(JAN + ((i * 7) % 30) * day) }, { date: iso(i % 3 === 0 ? JAN + (60 + i) * day : JAN - (1 + i) * day) }],
+    });
+    const immunizations = Array.from({ length: 30 }, (_, i) => immunization(i));
+    let url: string;
+    beforeAll(async () => {
+      const db = await target.fresh();
+      url = db.url;
+      const store = db.open();
+      await store.migrate();
+      await store.resources.write('t3', (w) => w.insertNew(firstVersions([...GENERATED, ...immunizations])));
+      await store.close();
+    }, 60_000);
+
+    const run = async (type: string, query: string, offset: number) => {
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const dialect = target.kind === 'sqlite' ? SQLITE : POSTGRES;
+      try {
+        const compiled = compileSearch(type, new URLSearchParams(query), true);
+        const q = { ...compiled.query, where: compiled.pending as Condition[], ...(offset && { offset }) };
+        const driven = searchSql(dialect, 't3', q, { driver: 0 });
+        const every = searchSql(dialect, 't3', q);
+        const ids = async (s: { sql: string; values: unknown[] }) => ((await runner.rows(s.sql, s.values as never)) as { id: string }[]).map((r) => r.id);
+        return { driven: await ids(driven), every: await ids(every), carried: driven.sql.includes(' AS key') };
+      } finally {
+        await close();
+      }
+    };
+
+    test('every date parameter: the page its own condition drives is the page of every resource\'s key', async () => {
+      const disagreements: string[] = [];
+      const carried = new Set<string>();
+      let compared = 0;
+      for (const type of [...new Set(GENERATED.map((r) => r.resourceType as string))]) {
+        for (const def of paramsOf(type).filter((d) => d.type === 'date' && !d.unionOf)) {
+          for (const query of [`${def.code}=ge1900-01-01&_sort=-${def.code}&_count=4`, `${def.code}=lt2100-01-01&_sort=${def.code}&_count=4`, `${def.code}=ge1900&_sort=-${def.code},-_id`]) {
+            for (const offset of [0, 3]) {
+              const r = await run(type, query, offset);
+              compared++;
+              if (r.carried) carried.add(`${type}.${def.code}`);
+              if (JSON.stringify(r.driven) !== JSON.stringify(r.every)) disagreements.push(`${type}?${query} offset ${offset}: ${r.driven.join(',')} against ${r.every.join(',')}`);
+            }
+          }
+        }
+      }
+      expect(disagreements).toEqual([]);
+      expect(compared).toBeGreaterThan(100);
+      // The driver's rows are the key where a resource has one value: Encounter.period, Observation.effective[x].
+      for (const p of ['Encounter.date', 'Observation.date', 'Patient.birthdate', 'Condition.onset-date']) expect(carried).toContain(p);
+      expect(carried).not.toContain('MedicationRequest.date');
+    }, 120_000);
+
+    test('a parameter of several values: sorted by the resource\'s greatest, not by the row that matched', async () => {
+      // Every Immunization has a January reaction; descending, those with a March one come first.
+      const greatest = (i: number) => Math.max(JAN + ((i * 7) % 30) * day, i % 3 === 0 ? JAN + (60 + i) * day : JAN - (1 + i) * day);
+      const expected = [...immunizations.keys()].sort((a, b) => greatest(b) - greatest(a) || a - b).map((i) => immunization(i).id);
+      for (const offset of [0, 8]) {
+        const r = await run('Immunization', 'reaction-date=2026-01&_sort=-reaction-date&_count=12', offset);
+        expect(r.carried).toBe(false);
+        expect(r.driven).toEqual(expected.slice(offset, offset + 12));
+        expect(r.every).toEqual(expected.slice(offset, offset + 12));
+      }
+      // Its occurrence is one value: carried, and ordered by it.
+      const byOccurrence = await run('Immunization', 'date=2026-01&_sort=-date&_count=5', 0);
+      expect(byOccurrence.carried).toBe(true);
+      expect(byOccurrence.driven).toEqual(['im29', 'im28', 'im27', 'im26', 'im25']);
+    });
+  });
+}

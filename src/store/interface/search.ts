@@ -231,8 +231,10 @@ export type SortKey =
   /**
    * `target`: the rows of that system alone, a reference's target type: `patient` is the `subject` rows
    * of Patients (ParamDefinition.storedAs), so a Group subject is no key of it (as `patient:missing`).
+   * `oneRow`: a resource has at most one row of the parameter (a date parameter of one value by the
+   * R4 model), so a row of it is the resource's key.
    */
-  | { by: 'param'; table: IndexTable; param: string; descending: boolean; target?: string };
+  | { by: 'param'; table: IndexTable; param: string; descending: boolean; target?: string; oneRow?: boolean };
 
 export interface SearchCursor {
   lastUpdated: number;

@@ -137,14 +137,23 @@ export function redirectWith(redirectUri: string, params: Record<string, string 
   return url.toString();
 }
 
+/** What a sign-in settled beyond the request: when the user authenticated, and the patient they chose. */
+export interface SignedIn {
+  user: User;
+  /** Epoch ms of the authentication (OIDC `auth_time`), which the patient picker may follow by minutes. */
+  authTime: number;
+  /** The patient chosen in the picker (src/auth/patient-picker.ts), or null. */
+  patient: string | null;
+}
+
 /** Stores a new single-use code for a signed-in user and returns the success redirect (RFC 6749 4.1.2). */
-export async function issueCode(deps: AuthDeps, req: AuthorizationRequest, user: User): Promise<string> {
+export async function issueCode(deps: AuthDeps, req: AuthorizationRequest, s: SignedIn): Promise<string> {
   const code = randomToken(32);
   const now = deps.clock.now();
   await deps.store.oauth.createCode({
-    codeHash: sha256Hex(code), grantId: randomToken(16), clientId: req.client.clientId, tenant: req.client.tenant, userId: user.id,
-    redirectUri: req.redirectUri, scope: req.scopes.join(' '), nonce: req.nonce, codeChallenge: req.codeChallenge, authTime: now,
-    expiresAt: now + CODE_TTL_MS, consumedAt: null,
+    codeHash: sha256Hex(code), grantId: randomToken(16), clientId: req.client.clientId, tenant: req.client.tenant, userId: s.user.id,
+    redirectUri: req.redirectUri, scope: req.scopes.join(' '), nonce: req.nonce, codeChallenge: req.codeChallenge, authTime: s.authTime,
+    expiresAt: now + CODE_TTL_MS, consumedAt: null, patient: s.patient,
   });
   return redirectWith(req.redirectUri, { code, state: req.state, iss: deps.config.baseUrl });
 }

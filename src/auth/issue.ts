@@ -16,6 +16,8 @@ export interface UserGrant {
   /** Epoch ms of the sign-in. */
   authTime: number;
   nonce: string | null;
+  /** The patient the user chose at sign-in (the patient picker), or null: a Patient user's own record, or none. */
+  patient: string | null;
 }
 
 /**
@@ -54,7 +56,8 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
   const fhirBase = fhirBaseOf(config.baseUrl, g.tenant);
   const readable = (a: string) => g.client.readAttributes === null || g.client.readAttributes.includes(a);
   const wantsPatient = g.scopes.some((s) => s.startsWith('patient/') || s === 'launch/patient');
-  const patient = wantsPatient ? patientOf(user) : undefined;
+  // A chosen patient, else (codes and grants without one, as before the picker) the Patient user's own record.
+  const patient = wantsPatient ? (g.patient ?? patientOf(user)) : undefined;
   const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: g.scopes.join(' '), tenant: g.tenant, gid: g.grantId };
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
   if (fhirUser) claims.fhirUser = fhirUser;

@@ -25,5 +25,5 @@ export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username
     return { ok: false, reason: 'invalid' };
   }
   await throttle.succeeded(tenant, username);
-  return { ok: true, redirect: await issueCode(deps, req, user) };
+  return { ok: true, redirect: await issueCode(deps, req, { user, authTime: deps.clock.now(), patient: null }) };
 }

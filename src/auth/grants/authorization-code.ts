@@ -55,7 +55,9 @@ export const authorizationCode: Grant = {
     const scopes = splitScopes(code.scope);
     checkReadableScopes(client, scopes);
     const user = await grantUser(deps, code.tenant, code.userId);
-    const grant = { client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce };
+    const grant = {
+      client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, patient: code.patient,
+    };
     const body = await issueUserTokens(deps, grant, user);
     if (scopes.some((s) => OFFLINE_SCOPES.includes(s))) {
       const refresh = randomToken(32);
@@ -63,6 +65,7 @@ export const authorizationCode: Grant = {
       await deps.store.oauth.createRefreshToken({
         tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
         scope: code.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
+        patient: code.patient,
       });
       body.refresh_token = refresh;
     }

@@ -41,6 +41,7 @@ export const refreshToken: Grant = {
     const scopes = narrowedScopes(form, splitScopes(t.scope));
     checkReadableScopes(client, scopes);
     const user = await grantUser(deps, t.tenant, t.userId);
-    return issueUserTokens(deps, { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null }, user);
+    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, patient: t.patient };
+    return issueUserTokens(deps, grant, user);
   },
 };

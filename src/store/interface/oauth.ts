@@ -16,6 +16,11 @@ export interface AuthCode {
   authTime: number;
   expiresAt: number;
   consumedAt: number | null;
+  /**
+   * The patient in context the user chose at sign-in (SMART standalone launch, `launch/patient`);
+   * null when none was chosen (a Patient user's own record is derived from the user, as before).
+   */
+  patient: string | null;
 }
 
 /** A refresh token, stored by the SHA-256 digest of its value. */
@@ -30,6 +35,8 @@ export interface RefreshToken {
   createdAt: number;
   expiresAt: number;
   revokedAt: number | null;
+  /** The chosen patient in context of the grant (AuthCode.patient), kept for every refresh. */
+  patient: string | null;
 }
 
 /** A revoked access token (`jti`) or a whole revoked grant (`grant`, every token issued from one login). */

@@ -400,4 +400,15 @@ UPDATE index_state SET value = 9 WHERE name = 'model' AND NOT EXISTS (SELECT 1 F
 UPDATE index_state SET value = 10 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 22,
+    name: 'context_patient',
+    sql: `
+-- The patient in context that a user chose at sign-in (the SMART standalone-launch patient picker,
+-- src/auth/patient-picker.ts), carried from the authorization code to the refresh tokens of its grant.
+-- NULL: no patient was chosen (a Patient user's own record, or no launch/patient), as before.
+ALTER TABLE auth_codes ADD COLUMN patient TEXT COLLATE "C";
+ALTER TABLE refresh_tokens ADD COLUMN patient TEXT COLLATE "C";
+`,
+  },
 ];

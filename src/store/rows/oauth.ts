@@ -17,6 +17,8 @@ export interface CodeRow {
   auth_time: number;
   expires_at: number;
   consumed_at: number | null;
+  /** Migration 19 (SQLite) / 22 (PostgreSQL); null in rows written before it. */
+  patient: string | null;
 }
 
 /** A `refresh_tokens` row (the same columns on both adapters). */
@@ -31,6 +33,8 @@ export interface RefreshRow {
   created_at: number;
   expires_at: number;
   revoked_at: number | null;
+  /** Migration 19 (SQLite) / 22 (PostgreSQL); null in rows written before it. */
+  patient: string | null;
 }
 
 /** A `revocations` row. */
@@ -46,7 +50,7 @@ export function toCode(r: CodeRow): AuthCode {
   return {
     codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
     redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
-    expiresAt: r.expires_at, consumedAt: r.consumed_at,
+    expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null,
   };
 }
 
@@ -55,6 +59,7 @@ export function codeRow(c: AuthCode): CodeRow {
   return {
     code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
     scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
+    patient: c.patient,
   };
 }
 
@@ -62,7 +67,7 @@ export function codeRow(c: AuthCode): CodeRow {
 export function toRefresh(r: RefreshRow): RefreshToken {
   return {
     tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
-    authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at,
+    authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at, patient: r.patient ?? null,
   };
 }
 
@@ -70,7 +75,7 @@ export function toRefresh(r: RefreshRow): RefreshToken {
 export function refreshRow(t: RefreshToken): RefreshRow {
   return {
     token_hash: t.tokenHash, grant_id: t.grantId, client_id: t.clientId, tenant: t.tenant, user_id: t.userId, scope: t.scope,
-    auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt,
+    auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt, patient: t.patient,
   };
 }
 

@@ -78,6 +78,23 @@ export function migrationContract(target: StoreTarget) {
       expect(await s.tenants.validationDebt('empty')).toBeNull();
     });
 
+    test('the context patient migration: codes and refresh tokens an older Cinder stored read as having no chosen patient', async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'context_patient');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge, auth_time, expires_at, consumed_at)
+          VALUES ('old-code', 'g1', 'c1', 't', 'u1', 'https://app/cb', 'openid launch/patient', NULL, NULL, 1000, 61000, NULL)`, []],
+        [`INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at)
+          VALUES ('old-refresh', 'g1', 'c1', 't', 'u1', 'openid offline_access', 1000, 1000, 100000, NULL)`, []],
+      ]);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_context_patient`);
+      const redeemed = await s.oauth.redeemCode('old-code', 'c1', 2000);
+      expect(redeemed).toMatchObject({ status: 'redeemed', code: { grantId: 'g1', userId: 'u1', patient: null } });
+      expect(await s.oauth.getRefreshToken('old-refresh')).toMatchObject({ grantId: 'g1', patient: null, revokedAt: null });
+    });
+
     test('ping succeeds on a reachable database', async () => {
       expect(await target.open().ping()).toBeUndefined();
     });

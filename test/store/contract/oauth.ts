@@ -14,14 +14,14 @@ function user(tenant: string, over: Partial<User> = {}): User {
 function code(over: Partial<AuthCode> = {}): AuthCode {
   return {
     codeHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', redirectUri: 'https://app/cb', scope: 'openid',
-    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, ...over,
+    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, patient: null, ...over,
   };
 }
 
 function refresh(over: Partial<RefreshToken> = {}): RefreshToken {
   return {
     tokenHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid offline_access', authTime: 1000,
-    createdAt: 1000, expiresAt: 100_000, revokedAt: null, ...over,
+    createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: null, ...over,
   };
 }
 
@@ -61,6 +61,17 @@ export function oauthContract(store: () => Store) {
       expect((await s.oauth.redeemCode(c.codeHash, 'c1', 60_999)).status).toBe('redeemed');
     });
 
+    test('the chosen patient in context is kept, and null stays null', async () => {
+      const s = store();
+      const chosen = code({ patient: 'pat-7' });
+      const none = code();
+      await s.oauth.createCode(chosen);
+      await s.oauth.createCode(none);
+      expect(await s.oauth.redeemCode(chosen.codeHash, 'c1', 2000)).toEqual({ status: 'redeemed', code: { ...chosen, consumedAt: 2000 } });
+      const redeemed = await s.oauth.redeemCode(none.codeHash, 'c1', 2000);
+      expect(redeemed.status === 'redeemed' && redeemed.code.patient).toBeNull();
+    });
+
     test('N concurrent redemptions: exactly one wins', async () => {
       const s = store();
       const c = code();
@@ -78,6 +89,10 @@ export function oauthContract(store: () => Store) {
       await s.oauth.createRefreshToken(r);
       expect(await s.oauth.getRefreshToken(r.tokenHash)).toEqual(r);
       expect(await s.oauth.getRefreshToken(uid())).toBeNull();
+      const withPatient = refresh({ patient: 'pat-7' });
+      await s.oauth.createRefreshToken(withPatient);
+      expect((await s.oauth.getRefreshToken(withPatient.tokenHash))!.patient).toBe('pat-7');
+      expect((await s.oauth.getRefreshToken(r.tokenHash))!.patient).toBeNull();
     });
 
     test('revoking a grant marks its refresh tokens and is listed; revoking twice is harmless', async () => {

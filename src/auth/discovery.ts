@@ -52,8 +52,9 @@ export function smartConfiguration(baseUrl: string): Record<string, unknown> {
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: AUTH_METHODS,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
+    // No EHR launch (`launch-ehr`, `context-ehr-*`): a `launch` parameter is not honoured.
     capabilities: [
-      'launch-standalone', 'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric',
+      'launch-standalone', 'context-standalone-patient', 'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric',
       'sso-openid-connect', 'permission-offline', 'permission-patient', 'permission-user',
       'permission-v1', 'permission-v2', 'authorize-post',
     ],

@@ -16,6 +16,11 @@ button{font:inherit;padding:.5rem 1rem;border-radius:4px;border:1px solid #1d4ed
 button.secondary{background:#fff;color:#1d4ed8}
 .error{color:#b91c1c;background:#fef2f2;border:1px solid #fecaca;padding:.5rem .75rem;border-radius:4px}
 ul{padding-left:1.25rem}code{font-size:.9em}
+.search{display:flex;gap:.5rem;align-items:flex-end}.search input{flex:1}
+fieldset{border:1px solid #d1d5db;border-radius:4px;margin:1rem 0 0;padding:.5rem .75rem}legend{font-weight:600;padding:0 .25rem}
+.choice{display:flex;gap:.5rem;align-items:baseline;padding:.35rem 0}.choice input{width:auto;margin:0}
+.choice label{display:inline;margin:0;font-weight:400}.meta{display:block;color:#4b5563;font-size:.875rem}
+.note{color:#4b5563}
 `;
 
 /** CSP hash of the one inline stylesheet, so `style-src` needs no 'unsafe-inline'. */
@@ -30,7 +35,7 @@ const SCOPE_TEXT: Record<string, string> = {
   fhirUser: 'Your FHIR user record',
   offline_access: 'Keep access when you are not using the app',
   offline: 'Keep access when you are not using the app',
-  'launch/patient': 'Know which patient record is yours',
+  'launch/patient': 'Know which patient record it is for (yours, or one you choose)',
 };
 
 function scopeItem(scope: string): string {
@@ -38,7 +43,8 @@ function scopeItem(scope: string): string {
   return `<li>${text ? escapeHtml(text) : 'Health data access'} <code>${escapeHtml(scope)}</code></li>`;
 }
 
-function page(title: string, body: string): string {
+/** A whole page: the one stylesheet (allowed by STYLE_HASH), no script. */
+export function htmlPage(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>${escapeHtml(title)} · Cinder</title><style>${STYLE}</style></head>
@@ -55,13 +61,18 @@ export interface LoginPageModel {
   error?: string;
 }
 
-/** The sign-in form of `/oauth2/authorize`: plain HTML, no script, labelled fields, errors announced. */
-export function loginPage(m: LoginPageModel): string {
-  const hidden = Object.entries(m.params)
+/** Hidden form fields carrying `fields` (the authorization request's parameters, the CSRF token, ...). */
+export function hiddenInputs(fields: Record<string, string>): string {
+  return Object.entries(fields)
     .map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v)}">`)
     .join('\n');
+}
+
+/** The sign-in form of `/oauth2/authorize`: plain HTML, no script, labelled fields, errors announced. */
+export function loginPage(m: LoginPageModel): string {
+  const hidden = hiddenInputs(m.params);
   const invalid = m.error ? ' aria-invalid="true" aria-describedby="login-error"' : '';
-  return page('Sign in', `
+  return htmlPage('Sign in', `
 <h1>Sign in</h1>
 <p><strong>${escapeHtml(m.clientName)}</strong> asks to:</p>
 <ul>${m.scopes.map(scopeItem).join('')}</ul>
@@ -82,5 +93,5 @@ ${hidden}
 
 /** A page for a request that cannot be sent back to the application (RFC 6749 4.1.2.1, first paragraph). */
 export function errorPage(title: string, message: string): string {
-  return page(title, `<h1>${escapeHtml(title)}</h1>\n<p role="alert">${escapeHtml(message)}</p>`);
+  return htmlPage(title, `<h1>${escapeHtml(title)}</h1>\n<p role="alert">${escapeHtml(message)}</p>`);
 }

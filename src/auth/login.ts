@@ -1,17 +1,18 @@
 import type { AuthorizationRequest } from './authorize.ts';
-import { issueCode } from './authorize.ts';
 import type { AuthDeps } from './deps.ts';
+import { completeSignIn, type AuthorizeStep } from './picker-flow.ts';
 import { verifyUser } from './users.ts';
 
 export type SignInResult =
-  | { ok: true; redirect: string }
+  | { ok: true; step: AuthorizeStep }
   | { ok: false; reason: 'invalid' }
   | { ok: false; reason: 'throttled'; retryAfter: number };
 
 /**
  * Signs a user of the client's tenant in for an authorization request and issues the code. Failed
  * attempts are counted per user and per IP in the database; past the limit, sign-in is refused
- * without checking the password until the window ends.
+ * without checking the password until the window ends. A signed-in user goes back to the client with a
+ * code, or on to the patient picker (completeSignIn).
  */
 export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username: string, password: string, ip: string): Promise<SignInResult> {
   const tenant = req.client.tenant;
@@ -25,5 +26,5 @@ export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username
     return { ok: false, reason: 'invalid' };
   }
   await throttle.succeeded(tenant, username);
-  return { ok: true, redirect: await issueCode(deps, req, { user, authTime: deps.clock.now(), patient: null }) };
+  return { ok: true, step: await completeSignIn(deps, req, user, deps.clock.now()) };
 }

@@ -4,7 +4,10 @@ import {
 } from '../auth/authorize.ts';
 import type { AuthDeps } from '../auth/deps.ts';
 import { errorPage, loginPage } from '../auth/login-page.ts';
+import { LoginTicketError } from '../auth/login-ticket.ts';
 import { signIn } from '../auth/login.ts';
+import { pickerStep, type AuthorizeStep, type PickerInput } from '../auth/picker-flow.ts';
+import { pickerPage } from '../auth/picker-page.ts';
 import { randomToken } from '../auth/secrets.ts';
 import { bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
@@ -25,12 +28,35 @@ function html(l: LoginContext, body: string, status: number, formAction = "'none
   return new Response(body, { status, headers: { ...htmlHeaders(l.https, formAction), ...extra } });
 }
 
-/** The login form with a fresh CSRF token (double-submit: an HttpOnly SameSite=Strict cookie and a hidden field). */
+/** The CSRF cookie (double-submit: an HttpOnly SameSite=Strict cookie and a hidden field) holding `csrf`. */
+function csrfCookie(l: LoginContext, csrf: string): Record<string, string> {
+  return { 'Set-Cookie': `${CSRF_COOKIE}=${csrf}; Path=/oauth2/authorize; HttpOnly; SameSite=Strict; Max-Age=1800${l.https ? '; Secure' : ''}` };
+}
+
+/** The login form with a fresh CSRF token. */
 function showLogin(l: LoginContext, req: AuthorizationRequest, status: number, error?: string, username?: string): Response {
   const csrf = randomToken(32);
-  const cookie = `${CSRF_COOKIE}=${csrf}; Path=/oauth2/authorize; HttpOnly; SameSite=Strict; Max-Age=1800${l.https ? '; Secure' : ''}`;
   const body = loginPage({ clientName: req.client.name, scopes: req.scopes, params: req.params, csrfToken: csrf, error, username: username ?? req.loginHint ?? undefined });
-  return html(l, body, status, `'self' ${formTarget(req.redirectUri)}`, { 'Set-Cookie': cookie });
+  return html(l, body, status, `'self' ${formTarget(req.redirectUri)}`, csrfCookie(l, csrf));
+}
+
+/**
+ * Where a sign-in or picker step leads: the client's redirect URI with a code, or the patient picker.
+ * The picker is shown with a fresh CSRF token after sign-in, then keeps the one its form carries.
+ */
+function showStep(l: LoginContext, req: AuthorizationRequest, step: AuthorizeStep, csrf = randomToken(32)): Response {
+  if (step.kind === 'redirect') return seeOther(step.location);
+  const body = pickerPage({ clientName: req.client.name, params: req.params, csrfToken: csrf, view: step.view });
+  const headers = { ...csrfCookie(l, csrf), ...(step.retryAfter ? { 'Retry-After': step.retryAfter } : {}) };
+  return html(l, body, step.status, `'self' ${formTarget(req.redirectUri)}`, headers);
+}
+
+/** The picker form's fields (src/auth/picker-page.ts). */
+function pickerInput(form: URLSearchParams): PickerInput {
+  return {
+    ticket: form.get('login_ticket'), action: form.get('action'), name: form.get('patient_name') ?? '', query: form.get('patient_query') ?? '',
+    page: form.get('patient_page') || null, next: form.get('patient_next') || null, patient: form.get('patient') || null,
+  };
 }
 
 /** Rate limit per IP, then errors as an error page (never a redirect) or an RFC 6749 4.1.2.1 error redirect. */
@@ -41,6 +67,10 @@ async function guarded(l: LoginContext, c: Context, fn: () => Promise<Response>)
     return await fn();
   } catch (err) {
     if (err instanceof AuthorizePageError) return html(l, errorPage('Sign-in request not valid', err.message), 400);
+    if (err instanceof LoginTicketError) {
+      l.deps.log.info('patient picker: sign-in ticket refused', { reason: err.message });
+      return html(l, errorPage('Sign-in expired', 'Your sign-in is no longer valid. Go back to the application and sign in again.'), 403);
+    }
     if (err instanceof AuthorizeRedirectError) {
       return seeOther(redirectWith(err.redirectUri, { error: err.error, error_description: err.description, state: err.state, iss: l.deps.config.baseUrl }));
     }
@@ -48,7 +78,7 @@ async function guarded(l: LoginContext, c: Context, fn: () => Promise<Response>)
   }
 }
 
-/** The sign-in form's submission: CSRF, the request re-validated, cancel or credentials. */
+/** The sign-in and picker forms' submissions: CSRF, the request re-validated, then cancel, a picker step, or credentials. */
 async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promise<Response> {
   // With Referrer-Policy no-referrer, browsers send `Origin: null` on the form POST; the CSRF token decides.
   const from = c.req.header('origin');
@@ -58,12 +88,15 @@ async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promi
   }
   const req = await validateAuthorizationRequest(l.deps, form);
   const iss = l.deps.config.baseUrl;
+  const picking = form.has('login_ticket');
   if (form.get('action') === 'cancel') {
-    return seeOther(redirectWith(req.redirectUri, { error: 'access_denied', error_description: 'the user cancelled sign-in', state: req.state, iss }));
+    const description = picking ? 'the user did not choose a patient' : 'the user cancelled sign-in';
+    return seeOther(redirectWith(req.redirectUri, { error: 'access_denied', error_description: description, state: req.state, iss }));
   }
+  if (picking) return showStep(l, req, await pickerStep(l.deps, req, pickerInput(form)), form.get('csrf_token')!);
   const username = form.get('username') ?? '';
   const result = await signIn(l.deps, req, username, form.get('password') ?? '', clientIp(c, l.trustProxy));
-  if (result.ok) return seeOther(result.redirect);
+  if (result.ok) return showStep(l, req, result.step);
   if (result.reason === 'invalid') return showLogin(l, req, 200, 'The username or password is not correct.', username);
   const minutes = Math.ceil(result.retryAfter / 60);
   const res = showLogin(l, req, 429, `Too many failed sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`, username);

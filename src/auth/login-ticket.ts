@@ -1,0 +1,79 @@
+import { decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose';
+import { AUTHORIZE_PARAMS, type AuthorizationRequest } from './authorize.ts';
+import type { AuthDeps } from './deps.ts';
+import { sha256Hex } from './secrets.ts';
+
+/** How long a user who signed in has to choose a patient (the picker's searches included). */
+export const LOGIN_TICKET_TTL_S = 900;
+
+/** The JWS `typ` of a login ticket (RFC 8725 3.11): never an access token (`at+jwt`), nor the reverse. */
+const TYP = 'cinder-login+jwt';
+
+/** Who signed in, for which authorization request, and when. */
+export interface LoginTicket {
+  tenant: string;
+  userId: string;
+  /** Epoch ms of the sign-in. */
+  authTime: number;
+}
+
+/** A ticket that is missing, forged, expired, or issued for another request or user. */
+export class LoginTicketError extends Error {
+  override name = 'LoginTicketError';
+}
+
+/** The authorization request's parameters, digested: a ticket is good for the request it was issued for only. */
+function requestDigest(req: AuthorizationRequest): string {
+  return sha256Hex(JSON.stringify(AUTHORIZE_PARAMS.map((name) => req.params[name] ?? null)));
+}
+
+const audience = (deps: AuthDeps) => `${deps.config.baseUrl}/oauth2/authorize`;
+
+/**
+ * Signs the proof that `userId` signed in for `req`, carried by the patient picker's form between its
+ * steps: an ES256 JWS with the server's signing key (kept in the database, so any process verifies it),
+ * valid LOGIN_TICKET_TTL_S. No state is stored: a ticket only lets its holder finish this sign-in.
+ */
+export async function signLoginTicket(deps: AuthDeps, req: AuthorizationRequest, t: LoginTicket): Promise<string> {
+  const key = await deps.keys.currentKey('ES256');
+  const iat = Math.floor(deps.clock.now() / 1000);
+  return new SignJWT({ tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, req: requestDigest(req) })
+    .setProtectedHeader({ alg: 'ES256', kid: key.record.kid, typ: TYP })
+    .setIssuer(deps.config.baseUrl)
+    .setAudience(audience(deps))
+    .setSubject(t.userId)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + LOGIN_TICKET_TTL_S)
+    .sign(key.privateKey);
+}
+
+async function verified(deps: AuthDeps, ticket: string): Promise<JWTPayload> {
+  let kid: string | undefined;
+  try {
+    kid = decodeProtectedHeader(ticket).kid;
+  } catch (err) {
+    throw new LoginTicketError('the sign-in ticket is malformed', { cause: err });
+  }
+  const key = kid ? await deps.keys.verificationKey(kid) : null;
+  if (!key) throw new LoginTicketError('the sign-in ticket was not signed by this server');
+  try {
+    const { payload } = await jwtVerify(ticket, key, {
+      issuer: deps.config.baseUrl, audience: audience(deps), algorithms: ['ES256'], typ: TYP, currentDate: new Date(deps.clock.now()),
+      requiredClaims: ['sub', 'exp'],
+    });
+    return payload;
+  } catch (err) {
+    throw new LoginTicketError('the sign-in ticket is invalid or has expired', { cause: err });
+  }
+}
+
+/** Verifies a login ticket for `req` (same client, tenant and request parameters); throws LoginTicketError. */
+export async function verifyLoginTicket(deps: AuthDeps, req: AuthorizationRequest, ticket: string | null): Promise<LoginTicket> {
+  if (!ticket) throw new LoginTicketError('the sign-in ticket is missing');
+  const p = await verified(deps, ticket);
+  if (p.client_id !== req.client.clientId || p.tenant !== req.client.tenant || p.req !== requestDigest(req)) {
+    throw new LoginTicketError('the sign-in ticket was issued for another authorization request');
+  }
+  if (typeof p.auth_ms !== 'number' || typeof p.sub !== 'string') throw new LoginTicketError('the sign-in ticket lacks its claims');
+  return { tenant: p.tenant, userId: p.sub, authTime: p.auth_ms };
+}

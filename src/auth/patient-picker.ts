@@ -1,0 +1,127 @@
+import { fhirBaseOf } from '../config.ts';
+import type { Access } from '../fhir/access.ts';
+import type { FhirDeps } from '../fhir/crud.ts';
+import { parseReference } from '../fhir/references.ts';
+import { searchResources } from '../fhir/search.ts';
+import type { ResourceVersion, User } from '../store/types.ts';
+import { patientOf } from './claims.ts';
+import type { AuthDeps } from './deps.ts';
+
+/** Patients shown per page of the picker. */
+export const PICKER_PAGE_SIZE = 20;
+/** The longest name search the picker takes, in characters and in words. */
+export const MAX_QUERY_LENGTH = 200;
+export const MAX_QUERY_WORDS = 6;
+
+const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+/** A name search the picker refuses (too long, too many words): shown to the user, never a 500. */
+export class PickerInputError extends Error {
+  override name = 'PickerInputError';
+}
+
+/**
+ * Whether signing in must ask the user which patient the app is about (SMART App Launch 2.x standalone
+ * launch): the request was granted `launch/patient` and the user is not a Patient, whose own record is
+ * the context without asking.
+ */
+export function needsPatientPicker(scopes: string[], user: User): boolean {
+  return scopes.includes('launch/patient') && patientOf(user) === undefined;
+}
+
+/**
+ * The Patients a user may put in context, as search parameters of the search engine:
+ * - a RelatedPerson or Person user: the Patients their own resource names (`RelatedPerson.patient`,
+ *   `Person.link.target`), as `_has` over it, so a deleted or missing resource yields none;
+ * - any other user (Practitioner, PractitionerRole, or no fhirUser): every Patient of the tenant, as a
+ *   `user/` scope reads the whole tenant in Cinder (fhirUser does not narrow it).
+ * `linkedType` is the type `_has` reads; null when the user's resource is not this tenant's (nothing).
+ */
+export interface PickerReach {
+  kind: 'tenant' | 'linked';
+  params: [string, string][];
+  linkedType?: string;
+}
+
+export function pickerReach(deps: AuthDeps, user: User): PickerReach | null {
+  const m = /(?:^|\/)(RelatedPerson|Person)\/[^/]+$/.exec(user.fhirUser ?? '');
+  if (!m) return { kind: 'tenant', params: [] };
+  const ref = parseReference(user.fhirUser!, fhirBaseOf(deps.config.baseUrl, user.tenant));
+  if (!ref) return null;
+  return { kind: 'linked', params: [[`_has:${ref.type}:patient:_id`, ref.id]], linkedType: ref.type };
+}
+
+/** Read and search of Patient (and of the user's own type, which `_has` reads), nothing else. */
+function pickerAccess(clientId: string, reach: PickerReach): Access {
+  return {
+    clientId,
+    can: (type, perm) => (perm === 'r' || perm === 's') && (type === 'Patient' || type === reach.linkedType),
+    patientLimit: () => undefined,
+  };
+}
+
+/** What the picker shows of a Patient. */
+export interface PatientSummary {
+  id: string;
+  name: string;
+  birthDate: string | null;
+  gender: string | null;
+}
+
+type HumanName = { use?: string; text?: string; family?: string; given?: string[] };
+
+function displayName(names: HumanName[] | undefined): string {
+  const list = names ?? [];
+  const n = list.find((x) => x.use === 'official') ?? list.find((x) => x.use !== 'old') ?? list[0];
+  if (!n) return '(no name)';
+  if (n.text) return n.text;
+  const given = (n.given ?? []).join(' ');
+  return [n.family, given].filter(Boolean).join(', ') || '(no name)';
+}
+
+function summary(row: ResourceVersion): PatientSummary {
+  const p = JSON.parse(row.content) as { name?: HumanName[]; birthDate?: string; gender?: string };
+  return { id: row.id, name: displayName(p.name), birthDate: p.birthDate ?? null, gender: p.gender ?? null };
+}
+
+/** The words of a name search, each a `name` value (search.html escapes for `$`, `|` and `\`; commas split words). */
+export function nameWords(query: string): string[] {
+  if (query.length > MAX_QUERY_LENGTH) throw new PickerInputError(`Search with at most ${MAX_QUERY_LENGTH} characters.`);
+  const words = query.split(/[\s,]+/).filter(Boolean);
+  if (words.length > MAX_QUERY_WORDS) throw new PickerInputError(`Search with at most ${MAX_QUERY_WORDS} words.`);
+  return words.map((w) => w.replace(/[\\$|]/g, '\\$&'));
+}
+
+export interface PatientPage {
+  patients: PatientSummary[];
+  /** The cursor of the next page, when there is one. */
+  next: string | null;
+}
+
+async function search(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, params: URLSearchParams): Promise<{ rows: ResourceVersion[]; next: string | null }> {
+  for (const [k, v] of reach.params) params.append(k, v);
+  const fhir: FhirDeps = { store: deps.store, clock: deps.clock, fhirBase: (t) => fhirBaseOf(deps.config.baseUrl, t) };
+  const result = await searchResources(fhir, { tenant: user.tenant, access: pickerAccess(clientId, reach) }, 'Patient', params, true);
+  return { rows: result.rows, next: result.next ?? null };
+}
+
+/**
+ * A page of the Patients `user` may choose whose names match every word of `query` (the REST API's
+ * `Patient?name=`, through the same search engine), by family and given name; `cursor` is a page's
+ * from an earlier answer. Throws PickerInputError for a query it refuses, FhirError for one the
+ * engine refuses (a forged cursor, a control character).
+ */
+export async function searchPatients(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, query: string, cursor: string | null): Promise<PatientPage> {
+  const params = new URLSearchParams({ _count: String(PICKER_PAGE_SIZE), _sort: 'family,given' });
+  for (const w of nameWords(query)) params.append('name', w);
+  if (cursor) params.set('_cursor', cursor);
+  const { rows, next } = await search(deps, clientId, user, reach, params);
+  return { patients: rows.map(summary), next };
+}
+
+/** Whether `user` may choose the Patient `id`: it exists in the user's tenant, is not deleted, and is within their reach. */
+export async function isChoosable(deps: AuthDeps, clientId: string, user: User, reach: PickerReach, id: string): Promise<boolean> {
+  if (!FHIR_ID.test(id)) return false;
+  const { rows } = await search(deps, clientId, user, reach, new URLSearchParams({ _id: id, _count: '1' }));
+  return rows.length === 1 && rows[0]!.id === id;
+}

@@ -1,0 +1,127 @@
+import { FhirError } from '../errors.ts';
+import type { User } from '../store/types.ts';
+import { issueCode, type AuthorizationRequest } from './authorize.ts';
+import type { AuthDeps } from './deps.ts';
+import { LoginTicketError, signLoginTicket, verifyLoginTicket } from './login-ticket.ts';
+import { isChoosable, needsPatientPicker, pickerReach, PickerInputError, searchPatients, type PatientSummary } from './patient-picker.ts';
+
+/** What the patient picker page shows (src/auth/picker-page.ts renders it). */
+export interface PickerView {
+  /** The signed login ticket the form carries to its next step. */
+  ticket: string;
+  userName: string | null;
+  /** The text in the search box. */
+  name: string;
+  /** The search whose results are listed, and the cursor of the listed page (null: the first). */
+  query: string;
+  page: string | null;
+  next: string | null;
+  patients: PatientSummary[];
+  /** Why the list is empty: the tenant has no Patients, the user's own record names none, nothing matches. */
+  empty: 'none' | 'unlinked' | 'no-match' | null;
+  error?: string;
+}
+
+/** Where an authorization request goes after a step: back to the client with a code, or to the picker. */
+export type AuthorizeStep =
+  | { kind: 'redirect'; location: string }
+  | { kind: 'picker'; status: number; view: PickerView; retryAfter?: string };
+
+/** A submission of the picker form, as posted. */
+export interface PickerInput {
+  ticket: string | null;
+  action: string | null;
+  name: string;
+  query: string;
+  page: string | null;
+  next: string | null;
+  patient: string | null;
+}
+
+interface SignedInUser {
+  user: User;
+  ticket: string;
+  authTime: number;
+}
+
+interface ListAt {
+  name: string;
+  query: string;
+  page: string | null;
+}
+
+/** A search the engine or the picker refused, or could not run now, as the page's error; undefined for anything else. */
+function searchFailure(err: unknown): { status: number; error: string; retryAfter?: string } | undefined {
+  if (err instanceof PickerInputError) return { status: 400, error: err.message };
+  if (!(err instanceof FhirError)) return undefined;
+  if (err.status < 500) return { status: 400, error: `The search cannot be run: ${err.message}` };
+  if (err.status === 503) return { status: 503, error: 'Patient search is not available for a moment. Try again shortly.', retryAfter: err.headers['Retry-After'] };
+  return undefined;
+}
+
+/** The picker listing the page `at` of the Patients the user may choose, with `error` when a step failed. */
+async function listing(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUser, at: ListAt, status: number, error?: string): Promise<AuthorizeStep> {
+  const view: PickerView = { ticket: s.ticket, userName: s.user.name, ...at, next: null, patients: [], empty: null };
+  if (error) view.error = error;
+  const reach = pickerReach(deps, s.user);
+  if (!reach) return { kind: 'picker', status, view: { ...view, empty: 'unlinked' } };
+  try {
+    const found = await searchPatients(deps, req.client.clientId, s.user, reach, at.query, at.page);
+    view.patients = found.patients;
+    view.next = found.next;
+  } catch (err) {
+    const failure = searchFailure(err);
+    if (!failure) throw err;
+    return { kind: 'picker', status: failure.status, view: { ...view, error: failure.error }, ...(failure.retryAfter ? { retryAfter: failure.retryAfter } : {}) };
+  }
+  if (view.patients.length === 0) view.empty = at.query.trim() || at.page !== null ? 'no-match' : reach.kind === 'tenant' ? 'none' : 'unlinked';
+  return { kind: 'picker', status, view };
+}
+
+/**
+ * After a successful sign-in: the code (RFC 6749 4.1.2), or, when the request was granted
+ * `launch/patient` and the user is not a Patient, the patient picker (SMART App Launch 2.x standalone
+ * launch), its first page listing the Patients the user may choose.
+ */
+export async function completeSignIn(deps: AuthDeps, req: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
+  if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, patient: null }) };
+  const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, authTime });
+  return listing(deps, req, { user, ticket, authTime }, { name: '', query: '', page: null }, 200);
+}
+
+/** The chosen patient, checked again on the server, on the code; or the picker again with the reason. */
+async function pick(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUser, input: PickerInput): Promise<AuthorizeStep> {
+  const here: ListAt = { name: input.name, query: input.query, page: input.page };
+  if (!input.patient) return listing(deps, req, s, here, 400, 'Choose a patient from the list first.');
+  const reach = pickerReach(deps, s.user);
+  let allowed: boolean;
+  try {
+    allowed = reach !== null && (await isChoosable(deps, req.client.clientId, s.user, reach, input.patient));
+  } catch (err) {
+    if (!searchFailure(err)) throw err;
+    return listing(deps, req, s, here, 400, searchFailure(err)!.error);
+  }
+  if (!allowed) {
+    deps.log.info('patient picker: patient refused', { tenant: s.user.tenant, clientId: req.client.clientId, userId: s.user.id });
+    return listing(deps, req, s, here, 400, 'That patient cannot be chosen. Choose one from the list.');
+  }
+  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, authTime: s.authTime, patient: input.patient }) };
+}
+
+/**
+ * A submission of the picker form (search, next page, or pick; cancel is the caller's). Throws
+ * LoginTicketError when its ticket is not good for this request, or its user may no longer sign in.
+ */
+export async function pickerStep(deps: AuthDeps, req: AuthorizationRequest, input: PickerInput): Promise<AuthorizeStep> {
+  const t = await verifyLoginTicket(deps, req, input.ticket);
+  const user = await deps.store.users.get(t.tenant, t.userId);
+  if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
+  if (!needsPatientPicker(req.scopes, user)) throw new LoginTicketError('this sign-in has no patient to choose');
+  const s: SignedInUser = { user, ticket: input.ticket!, authTime: t.authTime };
+  switch (input.action) {
+    case 'search': return listing(deps, req, s, { name: input.name, query: input.name, page: null }, 200);
+    case 'next': return listing(deps, req, s, { name: input.name, query: input.query, page: input.next }, 200);
+    case 'pick': return pick(deps, req, s, input);
+    default: return listing(deps, req, s, { name: input.name, query: input.query, page: input.page }, 400, 'Choose Search, Continue or Cancel.');
+  }
+}

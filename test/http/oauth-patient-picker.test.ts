@@ -1,0 +1,342 @@
+/**
+ * The SMART standalone-launch patient picker (src/auth/picker-flow.ts) through `app.request()`, on both
+ * databases: a user who is not a Patient, signing in for `launch/patient`, chooses the patient in
+ * context; the choice is checked on the server, goes on the code and the grant, and bounds what the
+ * token's patient/ scopes read.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { decodeJwt } from 'jose';
+import { createClient, createTenant } from '../../src/auth/admin.ts';
+import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
+import { createUser } from '../../src/auth/users.ts';
+import type { TestApp } from '../helpers/app.ts';
+import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, signIn } from '../helpers/oauth.ts';
+import { appOnFresh } from '../helpers/search-runner.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+const SCOPE = 'openid fhirUser offline_access launch/patient patient/*.rs';
+const PAGING = Array.from({ length: PICKER_PAGE_SIZE + 5 }, (_, i) => `pg-${String(i + 1).padStart(2, '0')}`);
+
+type Tokens = { access_token: string; id_token: string; refresh_token?: string; patient?: string; scope: string };
+
+/** An open picker: its page, hidden fields and CSRF cookie. */
+interface Picker {
+  res: Response;
+  html: string;
+  fields: Record<string, string>;
+  cookie: string;
+}
+
+/** The radio buttons of a picker page: patient ids and their labels' names, in order. */
+function choices(html: string): { id: string; name: string }[] {
+  return [...html.matchAll(/<input type="radio" id="patient-\d+" name="patient" value="([^"]*)"><label for="patient-\d+">([^<]*)<span/g)]
+    .map((m) => ({ id: m[1]!, name: m[2]! }));
+}
+const ids = (html: string) => choices(html).map((c) => c.id);
+
+function redirectParams(res: Response): URLSearchParams {
+  expect(res.status).toBe(303);
+  const location = new URL(res.headers.get('location')!);
+  expect(`${location.origin}${location.pathname}`).toBe(REDIRECT);
+  return location.searchParams;
+}
+
+for (const target of targets) {
+  describe(`the SMART standalone-launch patient picker, on ${target.kind}`, () => {
+    let t: TestApp;
+    let admin: FhirClient;
+    let c: { id: string; secret: string };
+
+    const user = (username: string, fhirUser: string | null, tenant = 't1', name: string | null = null) =>
+      createUser(t.store, t.clock, { tenant, username, password: PASSWORD, fhirUser, name });
+
+    beforeAll(async () => {
+      ({ t, api: admin } = await appOnFresh(target));
+      const client = await createClient(t.store, t.clock, {
+        tenant: 't1', name: 'Picker <App>', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT],
+        scopes: ['launch/patient', 'patient/*.rs', 'user/*.rs'],
+      });
+      c = { id: client.client.clientId, secret: client.clientSecret! };
+      const patients: [string, string, string[], string?][] = [
+        ['p-ann', 'Smith', ['Ann'], '1970-01-02'], ['p-bob', 'Smith', ['Bob']], ['p-cat', 'Jones', ['Catherine']],
+        ['p-del', 'Smith', ['Deleted']], ['p-alice', 'Example', ['Alice']], ['p-mal', 'Mallory', ['<b>"Eve" O\'Hara</b>']],
+        ...PAGING.map((id, i): [string, string, string[]] => ['' + id, 'Paging', [`P${String(i + 1).padStart(2, '0')}`]]),
+      ];
+      const entry = ([id, family, given, birthDate]: (typeof patients)[number]) => ({
+        resource: { resourceType: 'Patient', id, name: [{ family, given }], ...(birthDate ? { birthDate, gender: 'female' } : {}) },
+        request: { method: 'PUT', url: `Patient/${id}` },
+      });
+      const bundle = await admin.post('', { resourceType: 'Bundle', type: 'transaction', entry: patients.map(entry) });
+      expect(bundle.status).toBe(200);
+      expect((await admin.del('Patient/p-del')).status).toBe(200);
+      for (const [id, patient] of [['o-ann', 'p-ann'], ['o-bob', 'p-bob']]) {
+        await admin.put200({ resourceType: 'Observation', id, status: 'final', code: { text: 'weight' }, subject: { reference: `Patient/${patient}` } });
+      }
+      await admin.put200({ resourceType: 'RelatedPerson', id: 'rp-1', patient: { reference: 'Patient/p-bob' } });
+      await admin.put200({ resourceType: 'Person', id: 'person-1', link: [{ target: { reference: 'Patient/p-cat' } }] });
+      await createTenant(t.store, t.clock, 't2');
+      const t2 = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
+      await t2.put200({ resourceType: 'Patient', id: 'other-1', name: [{ family: 'Smith', given: ['Other'] }] });
+      await user('doc', 'Practitioner/d-1', 't1', 'Dr <Doc>');
+      await user('clerk', null);
+      await user('alice', 'Patient/p-alice');
+      await user('rel', 'RelatedPerson/rp-1');
+      await user('person', 'Person/person-1');
+      await user('orphan', 'RelatedPerson/rp-missing');
+    }, 120_000);
+    afterAll(() => t.close());
+
+    async function open(username: string, scope = SCOPE, state = 'st'): Promise<Picker> {
+      const res = await signIn(t, { clientId: c.id, scope, state, nonce: 'n-1' }, username);
+      const html = await res.text();
+      return { res, html, fields: hiddenFields(html), cookie: csrfCookie(res) };
+    }
+
+    /** Posts a picker step with the page's fields and cookie; the page it answers with is the next picker. */
+    async function submit(p: Picker, body: Record<string, string>, headers: Record<string, string> = {}): Promise<Picker> {
+      const res = await t.request('/oauth2/authorize', {
+        method: 'POST', headers: { ...FORM, Cookie: p.cookie, ...headers }, body: new URLSearchParams({ ...p.fields, ...body }),
+      });
+      const html = res.status === 303 ? '' : await res.text();
+      return { res, html, fields: html ? hiddenFields(html) : {}, cookie: res.headers.get('set-cookie') ? csrfCookie(res) : p.cookie };
+    }
+
+    const search = (p: Picker, name: string) => submit(p, { action: 'search', patient_name: name });
+    const pick = (p: Picker, patient: string) => submit(p, { action: 'pick', patient });
+
+    async function tokensFor(username: string, patient: string, scope = SCOPE): Promise<Tokens> {
+      const p = await open(username, scope);
+      const code = redirectParams((await pick(p, patient)).res).get('code')!;
+      const res = await redeem(t, code, c);
+      expect(res.status).toBe(200);
+      return (await res.json()) as Tokens;
+    }
+
+    test('a Practitioner signing in for launch/patient gets the picker, not a code: the first page by name, escaped, no script', async () => {
+      const p = await open('doc');
+      expect(p.res.status).toBe(200);
+      expect(p.res.headers.get('location')).toBeNull();
+      const csp = p.res.headers.get('content-security-policy')!;
+      expect(csp).toContain("default-src 'none'");
+      expect(csp).not.toContain('script-src');
+      expect(csp).not.toContain('unsafe-inline');
+      expect(csp).toContain(`form-action 'self' ${new URL(REDIRECT).origin}`);
+      expect(p.res.headers.get('x-frame-options')).toBe('DENY');
+      expect(p.res.headers.get('cache-control')).toBe('no-store');
+      expect(p.res.headers.get('set-cookie')).toMatch(/^cinder_csrf=[A-Za-z0-9_-]{43}; Path=\/oauth2\/authorize; HttpOnly; SameSite=Strict/);
+      expect(p.html).not.toContain('<script');
+      expect(p.html).toContain('<title>Choose a patient · Cinder</title>');
+      expect(p.html).toContain('<strong>Picker &lt;App&gt;</strong>');
+      expect(p.html).toContain('Signed in as Dr &lt;Doc&gt;.');
+      expect(p.html).toContain('<label for="patient_name">Patient name</label>');
+      expect(p.fields.login_ticket).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+      expect(p.fields.csrf_token).toBe(p.cookie.split('=')[1]!);
+      expect(p.fields).toMatchObject({ client_id: c.id, scope: SCOPE, state: 'st', nonce: 'n-1', redirect_uri: REDIRECT });
+      // By family, then given name; the deleted Patient and the other tenant's are not listed.
+      expect(ids(p.html)).toEqual(['p-alice', 'p-cat', 'p-mal', ...PAGING.slice(0, PICKER_PAGE_SIZE - 3)]);
+      expect(p.html).toContain('Mallory, &lt;b&gt;&quot;Eve&quot; O&#39;Hara&lt;/b&gt;');
+      expect(p.html).not.toContain('<b>"Eve"');
+      expect(p.fields.patient_next).toBeDefined();
+      expect(p.html).toContain('value="next"');
+    });
+
+    test('a user without fhirUser gets the picker too', async () => {
+      const p = await open('clerk');
+      expect(p.res.status).toBe(200);
+      expect(ids(p.html)).toContain('p-alice');
+    });
+
+    test('a Patient user skips the picker: a code at once, with their own record in context', async () => {
+      const res = await signIn(t, { clientId: c.id, scope: SCOPE }, 'alice');
+      const code = redirectParams(res).get('code')!;
+      const body = (await (await redeem(t, code, c)).json()) as Tokens;
+      expect(body.patient).toBe('p-alice');
+      expect(decodeJwt(body.access_token).patient).toBe('p-alice');
+    });
+
+    test('without launch/patient there is no picker, and a Practitioner\'s patient/ scopes read nothing', async () => {
+      const res = await signIn(t, { clientId: c.id, scope: 'openid patient/*.rs' }, 'doc');
+      const body = (await (await redeem(t, redirectParams(res).get('code')!, c)).json()) as Tokens;
+      expect(body.patient).toBeUndefined();
+      expect((await fhirClient(t, body.access_token).get('Observation')).status).toBe(403);
+    });
+
+    test('search by name: each word must match; paging; no match; refused searches are a 400 on the page, never a 500', async () => {
+      const p = await open('doc');
+      const smith = await search(p, 'smi');
+      expect(smith.res.status).toBe(200);
+      expect(ids(smith.html)).toEqual(['p-ann', 'p-bob']);
+      expect(smith.html).toContain('Patients matching “smi”');
+      expect(smith.html).toContain('born 1970-01-02 · female · id p-ann');
+      expect(smith.fields.patient_query).toBe('smi');
+      expect(smith.fields.patient_next).toBeUndefined();
+      expect(ids((await search(p, 'smith  bob')).html)).toEqual(['p-bob']);
+      expect(ids((await search(p, 'Bob, Smith')).html)).toEqual(['p-bob']);
+
+      const first = await search(p, 'paging');
+      expect(ids(first.html)).toEqual(PAGING.slice(0, PICKER_PAGE_SIZE));
+      // The search box may have changed since: "More patients" pages through the search listed.
+      const second = await submit(first, { action: 'next', patient_name: 'something else' });
+      expect(second.res.status).toBe(200);
+      expect(ids(second.html)).toEqual(PAGING.slice(PICKER_PAGE_SIZE));
+      expect(second.fields.patient_next).toBeUndefined();
+      expect(second.html).not.toContain('value="next"');
+
+      const none = await search(p, 'zzz');
+      expect(none.res.status).toBe(200);
+      expect(ids(none.html)).toEqual([]);
+      expect(none.html).toContain('No patient matches “zzz”.');
+      expect(none.html).not.toContain('value="pick"');
+
+      const tooMany = await search(p, 'a b c d e f g');
+      expect(tooMany.res.status).toBe(400);
+      expect(tooMany.html).toContain('role="alert"');
+      expect(tooMany.html).toContain('at most 6 words');
+      const control = await search(p, 'smi\u0001th');
+      expect(control.res.status).toBe(400);
+      expect(control.html).toContain('The search cannot be run');
+      const forgedCursor = await submit(p, { action: 'next', patient_next: 'not-a-cursor' });
+      expect(forgedCursor.res.status).toBe(400);
+      expect(forgedCursor.html).toContain('role="alert"');
+    });
+
+    test('the chosen patient goes on the code, the token, introspection and every refresh; auth_time stays the sign-in\'s', async () => {
+      const signedInAt = t.clock.now();
+      const p = await open('doc');
+      t.clock.advance(120_000);
+      const params = redirectParams((await pick(p, 'p-bob')).res);
+      expect(params.get('state')).toBe('st');
+      expect(params.get('iss')).toBe('http://cinder.test');
+      const body = (await (await redeem(t, params.get('code')!, c)).json()) as Tokens;
+      expect(body.patient).toBe('p-bob');
+      expect(body.scope).toBe(SCOPE);
+      const access = decodeJwt(body.access_token);
+      expect(access).toMatchObject({ patient: 'p-bob', fhirUser: `${t.fhir('t1')}/Practitioner/d-1` });
+      const id = decodeJwt(body.id_token);
+      expect(id.auth_time).toBe(Math.floor(signedInAt / 1000));
+      expect(id.nonce).toBe('n-1');
+
+      const auth = { Authorization: basic(c.id, c.secret) };
+      const info = (await (await post(t, { token: body.access_token }, auth, '/oauth2/introspect')).json()) as Json;
+      expect(info).toMatchObject({ active: true, patient: 'p-bob', scope: SCOPE });
+
+      t.clock.advance(600_000);
+      for (let i = 0; i < 2; i++) {
+        const res = await post(t, { grant_type: 'refresh_token', refresh_token: body.refresh_token! }, auth);
+        expect(res.status).toBe(200);
+        const refreshed = (await res.json()) as Tokens;
+        expect(refreshed.patient).toBe('p-bob');
+        expect(decodeJwt(refreshed.access_token).patient).toBe('p-bob');
+      }
+    });
+
+    test('patient/ scopes then read only the chosen patient\'s compartment', async () => {
+      const api = fhirClient(t, (await tokensFor('doc', 'p-bob')).access_token);
+      expect(matchIds(await api.search('Observation'))).toEqual(['o-bob']);
+      expect(matchIds(await api.search('Patient'))).toEqual(['p-bob']);
+      expect((await api.get('Patient/p-bob')).status).toBe(200);
+      expect((await api.get('Patient/p-ann')).status).toBe(403);
+      expect((await api.get('Observation/o-ann')).status).toBe(403);
+      const other = fhirClient(t, (await tokensFor('doc', 'p-ann')).access_token);
+      expect(matchIds(await other.search('Observation'))).toEqual(['o-ann']);
+    });
+
+    test('a forged, unknown, deleted, other tenant\'s or malformed patient id is refused on the page; no code', async () => {
+      const p = await open('doc');
+      for (const id of ['nope', 'p-del', 'other-1', '../p-ann', 'p-ann,p-bob', 'x'.repeat(65)]) {
+        const res = await pick(p, id);
+        expect(res.res.status).toBe(400);
+        expect(res.res.headers.get('location')).toBeNull();
+        expect(res.html).toContain('That patient cannot be chosen.');
+        expect(ids(res.html).length).toBeGreaterThan(0);
+      }
+      const nothing = await submit(p, { action: 'pick' });
+      expect(nothing.res.status).toBe(400);
+      expect(nothing.html).toContain('Choose a patient from the list first.');
+      // The same form and ticket pick an allowed patient: what was refused was the id.
+      expect(redirectParams((await pick(p, 'p-ann')).res).get('code')).toMatch(/^[\w-]{43}$/);
+    });
+
+    test('a RelatedPerson or Person user may choose only the patients their own record names', async () => {
+      const rel = await open('rel');
+      expect(ids(rel.html)).toEqual(['p-bob']);
+      expect(ids((await search(rel, 'smith')).html)).toEqual(['p-bob']);
+      expect((await pick(rel, 'p-ann')).res.status).toBe(400);
+      expect(ids((await open('person')).html)).toEqual(['p-cat']);
+      const orphan = await open('orphan');
+      expect(orphan.res.status).toBe(200);
+      expect(orphan.html).toContain('No patient record is linked to your account');
+      expect(orphan.html).not.toContain('name="patient_name"');
+      expect((await pick(orphan, 'p-bob')).res.status).toBe(400);
+      const body = (await (await redeem(t, redirectParams((await pick(rel, 'p-bob')).res).get('code')!, c)).json()) as Tokens;
+      expect(body.patient).toBe('p-bob');
+    });
+
+    test('CSRF: each picker step needs the cookie and the form\'s token to match, from this origin', async () => {
+      const p = await open('doc');
+      const refused = [
+        await submit({ ...p, cookie: '' }, { action: 'pick', patient: 'p-ann' }),
+        await submit({ ...p, cookie: `cinder_csrf=${'x'.repeat(43)}` }, { action: 'pick', patient: 'p-ann' }),
+        await submit(p, { action: 'pick', patient: 'p-ann', csrf_token: 'y'.repeat(43) }),
+        await submit(p, { action: 'pick', patient: 'p-ann' }, { Origin: 'https://evil.example' }),
+        await submit({ ...p, cookie: '' }, { action: 'search', patient_name: 'smith' }),
+      ];
+      for (const r of refused) {
+        expect(r.res.status).toBe(403);
+        expect(r.res.headers.get('location')).toBeNull();
+        expect(ids(r.html)).toEqual([]);
+      }
+      expect((await pick(p, 'p-ann')).res.status).toBe(303);
+    });
+
+    test('the sign-in ticket: tampered, another request\'s, an access token, or expired -> "Sign-in expired", no code', async () => {
+      const a = await open('doc', SCOPE, 'request-a');
+      const b = await open('doc', SCOPE, 'request-b');
+      const sig = a.fields.login_ticket!;
+      const tampered = `${sig.slice(0, -4)}${sig.slice(-4) === 'AAAA' ? 'BBBB' : 'AAAA'}`;
+      const token = (await tokensFor('doc', 'p-ann')).access_token;
+      for (const ticket of [tampered, b.fields.login_ticket!, token, 'not a ticket', '']) {
+        const r = await submit(a, { action: 'pick', patient: 'p-ann', login_ticket: ticket });
+        expect(r.res.status).toBe(403);
+        expect(r.html).toContain('Sign-in expired');
+        expect(r.res.headers.get('location')).toBeNull();
+      }
+      expect((await pick(b, 'p-ann')).res.status).toBe(303);
+      t.clock.advance(15 * 60_000 + 1000);
+      const late = await pick(a, 'p-ann');
+      expect(late.res.status).toBe(403);
+      expect(late.html).toContain('Sign-in expired');
+    });
+
+    test('cancel on the picker sends access_denied to the redirect URI, with state and iss', async () => {
+      const p = await open('doc');
+      const params = redirectParams((await submit(p, { action: 'cancel' })).res);
+      expect(params.get('error')).toBe('access_denied');
+      expect(params.get('error_description')).toBe('the user did not choose a patient');
+      expect(params.get('state')).toBe('st');
+      expect(params.get('iss')).toBe('http://cinder.test');
+      expect(params.get('code')).toBeNull();
+    });
+
+    test('a tenant with no Patients: a clear message and Cancel only', async () => {
+      await createTenant(t.store, t.clock, 'empty');
+      const client = await createClient(t.store, t.clock, {
+        tenant: 'empty', name: 'Empty App', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
+      });
+      await user('doc2', 'Practitioner/d-2', 'empty');
+      const res = await signIn(t, { clientId: client.client.clientId, scope: SCOPE }, 'doc2');
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).toContain('There are no patient records here to choose from.');
+      expect(html).not.toContain('name="patient_name"');
+      expect(html).not.toContain('value="pick"');
+      expect(html).toContain('value="cancel"');
+      const p: Picker = { res, html, fields: hiddenFields(html), cookie: csrfCookie(res) };
+      expect((await pick(p, 'p-ann')).res.status).toBe(400);
+    });
+  });
+}

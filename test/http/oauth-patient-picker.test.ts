@@ -9,7 +9,7 @@ import { decodeJwt } from 'jose';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
 import { createUser } from '../../src/auth/users.ts';
-import type { TestApp } from '../helpers/app.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, signIn } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
@@ -340,3 +340,33 @@ for (const target of targets) {
     });
   });
 }
+
+describe('the patient picker while the search index is being rebuilt', () => {
+  test('a name search that would read rows not rebuilt yet is a 503 page with Retry-After and the form kept, never a 500', async () => {
+    // Index model 10 folds strings anew: string searches wait for the reindex (src/fhir/reindex.ts gatedStore).
+    const t = await createTestApp({ rebuilding: () => ({ from: 9, examined: 7 }) });
+    try {
+      const client = await createClient(t.store, t.clock, {
+        tenant: 't1', name: 'App', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
+      });
+      await createUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
+      const first = await signIn(t, { clientId: client.client.clientId, scope: SCOPE }, 'doc');
+      const html = await first.text();
+      const fields = hiddenFields(html);
+      expect(fields.login_ticket).toBeDefined();
+      const res = await t.request('/oauth2/authorize', {
+        method: 'POST', headers: { ...FORM, Cookie: csrfCookie(first) },
+        body: new URLSearchParams({ ...fields, action: 'search', patient_name: 'smith' }),
+      });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('30');
+      expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
+      const page = await res.text();
+      expect(page).toContain('Patient search is not available for a moment.');
+      expect(hiddenFields(page).login_ticket).toBe(fields.login_ticket!);
+      expect(page).toContain('value="smith"');
+    } finally {
+      await t.close();
+    }
+  });
+});

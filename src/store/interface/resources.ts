@@ -40,11 +40,20 @@ export interface CurrentVersion {
   versionId: number;
   lastUpdated: number;
   deleted: boolean;
+  /**
+   * The stored JSON text (ResourceVersion.content; empty for a deletion), read by the same lookup, so
+   * that an update can tell it would store the same resource again and write nothing (fhir/prepared.ts
+   * storesSame) without another round trip.
+   */
+  content: string;
 }
 
 /** Writes inside one database transaction; everything is committed or nothing is. */
 export interface ResourceWriter {
-  /** The current version of a resource (locked for the rest of the transaction where the database can). */
+  /**
+   * The current version of a resource, its stored text included (locked for the rest of the
+   * transaction where the database can). Sees this transaction's own writes.
+   */
   current(type: string, id: string): Promise<CurrentVersion | null>;
   /** Stores a new version: the previous one moves to history; index and compartment rows are replaced. */
   put(version: VersionToWrite): Promise<void>;

@@ -14,7 +14,7 @@ export function scopedContent(tenant: string, v: VersionToWrite): string {
   return `${v.index.text!.content} #${textScope(tenant, v.type)}`;
 }
 
-/** A current row as locked by a writer. */
+/** A current row as locked by a writer; `content` when the lookup asked for it (or the writer wrote it). */
 export interface LockedRow {
   pk: number;
   type: string;
@@ -22,6 +22,7 @@ export interface LockedRow {
   version_id: number;
   last_updated: number;
   deleted: boolean;
+  content?: string;
 }
 
 /** Column arrays for `unnest`: one statement text (one prepared statement) whatever the batch size. */
@@ -120,16 +121,17 @@ export async function deleteIndexRows(tx: PgTx, pks: number[]): Promise<void> {
 }
 
 /**
- * Locks the current rows of these resources and returns them. One index probe per key (a LATERAL
- * join leaves the planner no whole-table plan, even before statistics exist), in sorted key order
- * so that concurrent writers lock in the same order.
+ * Locks the current rows of these resources and returns them, with their stored text when `content`
+ * (a reindex does not read it again). One index probe per key (a LATERAL join leaves the planner no
+ * whole-table plan, even before statistics exist), in sorted key order so that concurrent writers lock
+ * in the same order.
  */
-export function lockVersions(tx: PgTx, tenant: string, keys: { type: string; id: string }[]): Promise<LockedRow[]> {
+export function lockVersions(tx: PgTx, tenant: string, keys: { type: string; id: string }[], content = false): Promise<LockedRow[]> {
   const sorted = [...keys].sort((a, b) => (a.type === b.type ? (a.id < b.id ? -1 : 1) : a.type < b.type ? -1 : 1));
   return tx<LockedRow[]>`
     SELECT r.* FROM unnest(${sorted.map((k) => k.type)}::text[], ${sorted.map((k) => k.id)}::text[]) AS k(type, id)
     CROSS JOIN LATERAL (
-      SELECT pk, type, id, version_id, last_updated, deleted FROM resources
+      SELECT pk, type, id, version_id, last_updated, deleted${content ? tx`, content` : tx``} FROM resources
       WHERE tenant = ${tenant} AND type = k.type AND id = k.id FOR UPDATE
     ) r`;
 }
@@ -143,8 +145,9 @@ export function liveKeys(tx: PgTx, tenant: string, keys: { type: string; id: str
 }
 
 /**
- * `FOR UPDATE` lookups of current rows. Lookups requested in the same tick (a caller awaiting
- * `Promise.all` over many `current()` calls) share one statement instead of one round trip each.
+ * `FOR UPDATE` lookups of current rows, with their stored text (ResourceWriter.current). Lookups
+ * requested in the same tick (a caller awaiting `Promise.all` over many `current()` calls) share one
+ * statement instead of one round trip each.
  */
 export function createLookupBatcher(tx: PgTx, tenant: string) {
   let waiting: { type: string; id: string; resolve: (r: LockedRow | null) => void; reject: (e: unknown) => void }[] = [];
@@ -156,9 +159,9 @@ export function createLookupBatcher(tx: PgTx, tenant: string) {
       const rows =
         batch.length === 1
           ? await tx<LockedRow[]>`
-              SELECT pk, type, id, version_id, last_updated, deleted FROM resources
+              SELECT pk, type, id, version_id, last_updated, deleted, content FROM resources
               WHERE tenant = ${tenant} AND type = ${one!.type} AND id = ${one!.id} FOR UPDATE`
-          : await lockVersions(tx, tenant, batch);
+          : await lockVersions(tx, tenant, batch, true);
       const byKey = new Map(rows.map((r) => [`${r.type}/${r.id}`, r]));
       for (const b of batch) b.resolve(byKey.get(`${b.type}/${b.id}`) ?? null);
     } catch (err) {

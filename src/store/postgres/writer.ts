@@ -32,7 +32,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
   const pending = new Map<string, VersionToWrite>();
   const keyOf = (type: string, id: string) => `${type}/${id}`;
   const remember = (v: VersionToWrite, pk: number) =>
-    locked.set(keyOf(v.type, v.id), { pk, type: v.type, id: v.id, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted });
+    locked.set(keyOf(v.type, v.id), { pk, type: v.type, id: v.id, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted, content: v.content });
 
   function replacement(v: VersionToWrite, cur: LockedRow): { pk: number; v: VersionToWrite } {
     if (v.versionId <= cur.version_id) {
@@ -114,13 +114,14 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
   async function current(type: string, id: string): Promise<CurrentVersion | null> {
     const k = keyOf(type, id);
     const p = pending.get(k);
-    if (p) return { versionId: p.versionId, lastUpdated: p.lastUpdated, deleted: p.deleted };
+    if (p) return { versionId: p.versionId, lastUpdated: p.lastUpdated, deleted: p.deleted, content: p.content };
     let row = locked.get(k) ?? null;
-    if (!row) {
+    // A row locked without its text (replaceUnseen remembers what it writes, so hardly ever) is read again.
+    if (!row || row.content === undefined) {
       row = await lookups(type, id);
       if (!pending.has(k)) locked.set(k, row);
     }
-    return row && { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted };
+    return row && { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted, content: row.content! };
   }
 
   async function exists(type: string, id: string): Promise<boolean> {

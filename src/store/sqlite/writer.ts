@@ -6,7 +6,8 @@ import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
 import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
 
-type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number };
+/** A current row as a writer knows it; `content` only once current() (or a write) has needed it. */
+type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number; content?: string };
 type Value = string | number;
 
 /** Index and compartment rows per INSERT statement in bulk creation (4 values a row, mostly). */
@@ -44,8 +45,11 @@ function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT
  */
 export function createWriter(db: Database, tenant: string, keyOf: KeyOf): ResourceWriter & { finish(): number; textWaiting(): number } {
   const q = {
-    current: db.query<CurrentRow, [string, string, string]>(
+    locate: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
+    ),
+    current: db.query<CurrentRow, [string, string, string]>(
+      'SELECT pk, version_id, last_updated, deleted, content FROM resources WHERE tenant = ? AND type = ? AND id = ?',
     ),
     readSeq: db.query<{ value: number }, []>("SELECT value FROM counters WHERE name = 'resource_seq'"),
     storeSeq: db.query("UPDATE counters SET value = ? WHERE name = 'resource_seq'"),
@@ -98,11 +102,20 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
   const newIndexValues = (): Value[][] => INDEX_TABLES.map(() => []);
   const addCompartments = rowInserter(db, 'compartments', ['res', 'tenant', 'patient', 'type']);
   const known = new Map<string, CurrentRow | null>();
+  // Existence checks and reindexing never read the stored text (a reference check would read every target's).
   function lookup(type: string, id: string): CurrentRow | null {
     const key = `${type}/${id}`;
     let row = known.get(key);
-    if (row === undefined) known.set(key, (row = q.current.get(tenant, type, id)));
+    if (row === undefined) known.set(key, (row = q.locate.get(tenant, type, id)));
     return row;
+  }
+  /** lookup() with the stored text; the write lock keeps both as read until COMMIT. */
+  function lookupContent(type: string, id: string): CurrentRow | null {
+    const row = lookup(type, id);
+    if (row === null || row.content !== undefined) return row;
+    const read = q.current.get(tenant, type, id);
+    known.set(`${type}/${id}`, read);
+    return read;
   }
   let seq: number | undefined;
   let written = 0;
@@ -119,7 +132,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
   }
 
   function remember(v: VersionToWrite, pk: number): void {
-    known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0 });
+    known.set(`${v.type}/${v.id}`, { pk, version_id: v.versionId, last_updated: v.lastUpdated, deleted: v.deleted ? 1 : 0, content: v.content });
   }
 
   /** replaceIndex of the rows of `tables` alone: the words and compartments stay. */
@@ -151,8 +164,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
 
   return {
     async current(type, id): Promise<CurrentVersion | null> {
-      const row = lookup(type, id);
-      return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1 } : null;
+      const row = lookupContent(type, id);
+      return row ? { versionId: row.version_id, lastUpdated: row.last_updated, deleted: row.deleted === 1, content: row.content! } : null;
     },
     async exists(type, id) {
       const row = lookup(type, id);

@@ -52,7 +52,7 @@ export function historyContract(store: () => Store) {
       const del = await save(s, t, 'Patient', 'p1', { lastUpdated: 2_000, deleted: true });
       expect(await s.resources.read(t, 'Patient', 'p1')).toEqual({ ...stored(del), deleted: true, content: '' });
       await s.resources.write(t, async (w) => {
-        expect(await w.current('Patient', 'p1')).toEqual({ versionId: 2, lastUpdated: 2_000, deleted: true });
+        expect(await w.current('Patient', 'p1')).toEqual({ versionId: 2, lastUpdated: 2_000, deleted: true, content: '' });
         expect(await w.exists('Patient', 'p1')).toBe(false);
       });
       const back = await save(s, t, 'Patient', 'p1', { lastUpdated: 3_000 });

@@ -34,8 +34,9 @@ export function insertNewContract(store: () => Store) {
       const s = store();
       const t = uniqueTenant();
       await s.resources.write(t, async (w) => {
-        expect(await w.insertNew([version('Patient', 'p', { lastUpdated: 5, index: [{ param: 'identifier', system: 's', value: 'v1' }] })])).toEqual([true]);
-        expect(await w.current('Patient', 'p')).toEqual({ versionId: 1, lastUpdated: 5, deleted: false });
+        const first = version('Patient', 'p', { lastUpdated: 5, index: [{ param: 'identifier', system: 's', value: 'v1' }] });
+        expect(await w.insertNew([first])).toEqual([true]);
+        expect(await w.current('Patient', 'p')).toEqual({ versionId: 1, lastUpdated: 5, deleted: false, content: first.content });
         expect(await w.exists('Patient', 'p')).toBe(true);
         expect(await w.insertNew([version('Patient', 'p', { lastUpdated: 6 })])).toEqual([false]);
         await w.put(version('Patient', 'p', { versionId: 2, lastUpdated: 6, index: [{ param: 'identifier', system: 's', value: 'v2' }] }));

@@ -173,8 +173,9 @@ export function writesContract(store: () => Store) {
       const t = uniqueTenant();
       await s.resources.write(t, async (w) => {
         for (let n = 1; n <= 3; n++) {
-          await w.put(version('Patient', 'p', { versionId: n, lastUpdated: n, index: [{ param: 'identifier', system: '', value: `v${n}` }] }));
-          expect(await w.current('Patient', 'p')).toEqual({ versionId: n, lastUpdated: n, deleted: false });
+          const v = version('Patient', 'p', { versionId: n, lastUpdated: n, index: [{ param: 'identifier', system: '', value: `v${n}` }] });
+          await w.put(v);
+          expect(await w.current('Patient', 'p')).toEqual({ versionId: n, lastUpdated: n, deleted: false, content: v.content });
         }
       });
       expect(versions(await s.resources.history(t, { count: 10 }))).toEqual([3, 2, 1]);
@@ -185,18 +186,20 @@ export function writesContract(store: () => Store) {
     test('many current() calls at once in one transaction each get their own answer', async () => {
       const s = store();
       const t = uniqueTenant();
-      for (const id of ['a', 'c', 'e']) await save(s, t, 'Patient', id, { lastUpdated: id.charCodeAt(0) });
+      const saved: Record<string, string> = {};
+      for (const id of ['a', 'c', 'e']) saved[id] = (await save(s, t, 'Patient', id, { lastUpdated: id.charCodeAt(0) })).content;
       await save(s, t, 'Patient', 'c', { deleted: true, lastUpdated: 5 });
       await s.resources.write(t, async (w) => {
         const keys = ['a', 'b', 'c', 'd', 'e', 'a'];
         const found = await Promise.all(keys.map((id) => w.current('Patient', id)));
+        // Each with its stored text, read by the same (batched) lookup.
         expect(found).toEqual([
-          { versionId: 1, lastUpdated: 97, deleted: false },
+          { versionId: 1, lastUpdated: 97, deleted: false, content: saved.a! },
           null,
-          { versionId: 2, lastUpdated: 5, deleted: true },
+          { versionId: 2, lastUpdated: 5, deleted: true, content: '' },
           null,
-          { versionId: 1, lastUpdated: 101, deleted: false },
-          { versionId: 1, lastUpdated: 97, deleted: false },
+          { versionId: 1, lastUpdated: 101, deleted: false, content: saved.e! },
+          { versionId: 1, lastUpdated: 97, deleted: false, content: saved.a! },
         ]);
         for (const [i, id] of keys.slice(0, 5).entries()) {
           await w.put(version('Patient', id, { versionId: (found[i]?.versionId ?? 0) + 1, lastUpdated: 1_000 }));

@@ -6,7 +6,7 @@ import { follow, resolveConditionalReferences, sharedWrites, type ConditionalRef
 import { etag } from './bundle.ts';
 import { conditionKey, resolveCondition, showCondition } from './conditional.ts';
 import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
-import { operationOutcome } from './outcome.ts';
+import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
@@ -224,6 +224,27 @@ export function responseEntry(status: string, v?: ResourceVersion, base?: string
   return { response };
 }
 
+/**
+ * The response entry of a write that changed nothing (an update, or a patch, whose result is the
+ * current version): 200 with the current version's location, etag and lastModified, and an
+ * informational outcome saying that no version was added.
+ */
+function unchangedEntry(v: ResourceVersion, base: string): Json {
+  const entry = responseEntry('200 OK', v, base);
+  (entry.response as Json).outcome = unchangedOutcome(v.type, v.id, v.versionId);
+  return entry;
+}
+
+/**
+ * Whether a write entry's response (as processBundle answers it, before `Prefer: return`) is one of a
+ * write that changed nothing: the only successful write entries that carry an informational outcome
+ * (unchangedEntry; an entry sharing such a write repeats it, having written nothing either).
+ */
+export function isUnchangedEntry(entry: Json): boolean {
+  const response = entry.response as { status?: string; outcome?: { issue?: { severity?: string }[] } } | undefined;
+  return response?.status?.startsWith('2') === true && response.outcome?.issue?.[0]?.severity === 'information';
+}
+
 /** A response entry for a failed entry: its status with the reason phrase (`422 Unprocessable Entity`), as successes have theirs. */
 export function errorEntry(err: FhirError): Json {
   return { response: { status: `${err.status} ${STATUS_CODES[err.status] ?? ''}`.trim(), outcome: operationOutcome(err.issues) } };
@@ -257,15 +278,16 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
     return responseEntry('204 No Content');
   }
   if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: JSON.parse(p.existing.content) };
-  const { version, created } = await putVersion(w, entry.resource!, p.id!, o);
-  return { ...responseEntry(created ? '201 Created' : '200 OK', version, base), resource: JSON.parse(version.content) };
+  const { version, created, unchanged } = await putVersion(w, entry.resource!, p.id!, o);
+  const response = unchanged ? unchangedEntry(version, base) : responseEntry(created ? '201 Created' : '200 OK', version, base);
+  return { ...response, resource: JSON.parse(version.content) };
 }
 
 /** Writes a PATCH entry's result against the version it patched (a concurrent write in between: 409, or 412 with ifMatch). */
 async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: number | undefined): Promise<Json> {
   try {
-    const { version } = await putVersion(w, patched.resource, p.id!, opts);
-    return { ...responseEntry('200 OK', version, base), resource: JSON.parse(version.content) };
+    const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts);
+    return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: JSON.parse(version.content) };
   } catch (err) {
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }

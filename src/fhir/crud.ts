@@ -8,7 +8,7 @@ import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
-import { prepareVersion, versionToWrite, type PreparedVersion } from './prepared.ts';
+import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
@@ -64,6 +64,8 @@ export interface FhirRequest {
 export interface WriteResult {
   version: ResourceVersion;
   created: boolean;
+  /** The update would have stored the current version again (storesSame): nothing was written and `version` is the current one. */
+  unchanged: boolean;
 }
 
 /**
@@ -199,7 +201,11 @@ export function putVersion(w: ResourceWriter, resource: Resource, id: string, op
   return putPrepared(w, prepareVersion(resource, id, opts.base), opts);
 }
 
-/** putVersion for a resource already prepared for storage (bulk import prepares on another thread). */
+/**
+ * putVersion for a resource already prepared for storage (bulk import prepares on another thread). An
+ * update that would store the current version again writes nothing and answers that version
+ * (`unchanged`), after the same checks as a write (access, If-Match, compartment, scope filters).
+ */
 export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions): Promise<WriteResult> {
   const { type, id } = p;
   const current = await w.current(type, id);
@@ -216,8 +222,11 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   requireInCompartment(opts.access, type, () => p.compartments);
   const v = versionToWrite(p, versionId, lastUpdated);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
+  if (exists && storesSame(current, p)) {
+    return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true };
+  }
   await w.put(v);
-  return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists };
+  return { version: { type, id, versionId, lastUpdated, deleted: false, content: v.content }, created: !exists, unchanged: false };
 }
 
 /** Marks `type/id` deleted with a new version; returns null when there was nothing to delete. */

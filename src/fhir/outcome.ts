@@ -11,3 +11,12 @@ export function issue(severity: FhirIssue['severity'], code: string, text: strin
   if (expression) i.expression = expression;
   return i;
 }
+
+/**
+ * The informational outcome of an update that changed nothing (crud.ts putPrepared): the current
+ * version is kept, no version is added. `Prefer: return=OperationOutcome` answers it, and a Bundle's
+ * entry carries it in `response.outcome` (as HAPI FHIR reports such an update).
+ */
+export function unchangedOutcome(type: string, id: string, versionId: string | number): Record<string, unknown> {
+  return operationOutcome([issue('information', 'informational', `${type}/${id} unchanged: the update equals version ${versionId}, so no new version was stored`)]);
+}

@@ -1,4 +1,5 @@
-import type { IndexRows, VersionToWrite } from '../store/types.ts';
+import { isDeepStrictEqual } from 'node:util';
+import type { CurrentVersion, IndexRows, VersionToWrite } from '../store/types.ts';
 import { compartmentsOf, storedIndex } from './indexer.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
 
@@ -43,4 +44,23 @@ export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdate
     index: p.index,
     compartments: p.compartments,
   };
+}
+
+/**
+ * Whether storing `p` would store `current` again: its text as it would be stored (`id`, the `meta`
+ * it keeps, references as rewritten, everything after stampHead) equals the stored text apart from
+ * `meta.versionId` and `meta.lastUpdated`, which is what an update that changes nothing looks like
+ * (FHIR R4 http 3.1.0.4: those two are the server's; HAPI FHIR and Medplum then keep the current
+ * version). Both texts are JSON.stringify's, so equal resources make texts of equal length, whatever
+ * the order of their keys: the common cases cost a length test (a change) or one string comparison (the
+ * same text); only equal lengths with other text (keys in another order, or a change that keeps the
+ * length) are parsed and compared as JSON values. A deletion is never the same.
+ */
+export function storesSame(current: CurrentVersion, p: PreparedVersion): boolean {
+  if (current.deleted) return false;
+  const head = stampHead(p.type, p.id, current.versionId, current.lastUpdated);
+  const stored = current.content;
+  if (stored.length !== head.length + p.tail.length) return false;
+  if (stored.startsWith(head) && stored.endsWith(p.tail)) return true;
+  return isDeepStrictEqual(JSON.parse(stored), JSON.parse(head + p.tail));
 }

@@ -2,7 +2,7 @@ import { Hono, type Context, type Next } from 'hono';
 import { FhirError } from '../errors.ts';
 import { nativeBinary, splitStoredBinary } from '../fhir/binary.ts';
 import { conditionalCreate } from '../fhir/conditional.ts';
-import { createResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
+import { createResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { isFhirBodyType, mediaTypeOf, readBase64Limited } from './body.ts';
 import type { AppEnv } from './env.ts';
@@ -17,7 +17,7 @@ export interface BinaryRouteDeps {
   baseUrl: string;
   /** CINDER_MAX_BINARY_BYTES, capped by CINDER_MAX_BODY_BYTES. */
   maxBinaryBytes: number;
-  writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response;
+  writeResponse(c: Context<AppEnv>, written: WriteResult, status: number, base: string): Response;
 }
 
 const ID = /^[A-Za-z0-9.-]{1,64}$/;
@@ -167,18 +167,18 @@ export function binaryRoutes(d: BinaryRouteDeps): Hono<AppEnv> {
     if (isFhirBodyType(c.req.header('content-type'))) return next();
     const resource = await nativeBody(c, d.maxBinaryBytes);
     const ifNoneExist = c.req.header('if-none-exist');
-    const { version, created } = ifNoneExist === undefined
+    const written = ifNoneExist === undefined
       ? await createResource(d.fhir, request(c), 'Binary', resource)
       : await conditionalCreate(d.fhir, request(c), 'Binary', resource, ifNoneExist);
-    return d.writeResponse(c, version, created ? 201 : 200, base(c));
+    return d.writeResponse(c, written, written.created ? 201 : 200, base(c));
   });
   app.put('/Binary/:id', async (c, next) => {
     if (isFhirBodyType(c.req.header('content-type'))) return next();
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const id = c.req.param('id');
     const resource = await nativeBody(c, d.maxBinaryBytes, id);
-    const { version, created } = await updateResource(d.fhir, request(c), 'Binary', id, resource, ifMatch);
-    return d.writeResponse(c, version, created ? 201 : 200, base(c));
+    const written = await updateResource(d.fhir, request(c), 'Binary', id, resource, ifMatch);
+    return d.writeResponse(c, written, written.created ? 201 : 200, base(c));
   });
   return app;
 }

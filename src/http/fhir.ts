@@ -1,9 +1,9 @@
 import { Hono, type Context } from 'hono';
-import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest } from '../fhir/crud.ts';
+import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
-import { issue, operationOutcome } from '../fhir/outcome.ts';
+import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
 import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
@@ -37,8 +37,13 @@ function request(c: Context<AppEnv>): FhirRequest {
   return { tenant: c.get('tenant'), access: c.get('access') };
 }
 
-/** A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`. */
-export function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: number, base: string): Response {
+/**
+ * A write's response honouring `Prefer: return=minimal|representation|OperationOutcome`, with the
+ * version's ETag and Last-Modified (the current version's, as a read gives them, when the update
+ * changed nothing).
+ */
+export function writeResponse(c: Context<AppEnv>, written: WriteResult, status: number, base: string): Response {
+  const v = written.version;
   const headers = versionHeaders(v);
   if (status === 201) headers.Location = `${base}/${v.type}/${v.id}/_history/${v.versionId}`;
   const ret = parsePrefer(c.req.header('prefer')).get('return');
@@ -46,7 +51,7 @@ export function writeResponse(c: Context<AppEnv>, v: ResourceVersion, status: nu
     return new Response(null, { status, headers });
   }
   if (ret === 'OperationOutcome') {
-    return fhirJson(storedOutcome(v.type, v.id, v.versionId), status, headers);
+    return fhirJson(written.unchanged ? unchangedOutcome(v.type, v.id, v.versionId) : storedOutcome(v.type, v.id, v.versionId), status, headers);
   }
   return fhirJson(v.content, status, headers);
 }
@@ -71,8 +76,9 @@ function withReturnPreference(request: unknown, response: Record<string, any>, r
     if (!WRITE_METHODS.has(String(requested[i]?.request?.method).toUpperCase()) || e.resource === undefined) return;
     const r = e.resource;
     delete e.resource;
+    // An update that changed nothing keeps the outcome saying so (unchangedOutcome).
     if (ret === 'OperationOutcome') {
-      e.response.outcome = storedOutcome(r.resourceType, r.id, r.meta?.versionId);
+      e.response.outcome ??= storedOutcome(r.resourceType, r.id, r.meta?.versionId);
     }
   });
   return response;
@@ -172,10 +178,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const ifNoneExist = c.req.header('if-none-exist');
     const type = c.req.param('type');
-    const { version, created } = ifNoneExist === undefined
+    const written = ifNoneExist === undefined
       ? await createResource(deps, request(c), type, body)
       : await conditionalCreate(deps, request(c), type, body, ifNoneExist);
-    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
+    return writeResponse(c, written, written.created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.get('/:type/_history', (c) => historyOf(c, c.req.param('type')));
   app.get(INSTANCE_ROUTE, async (c) => {
@@ -191,28 +197,26 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const { type, id } = c.req.param();
-    const { version, created } = await updateResource(deps, request(c), type, id, body, ifMatch);
-    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
+    const written = await updateResource(deps, request(c), type, id, body, ifMatch);
+    return writeResponse(c, written, written.created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.put('/:type', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const query = new URL(c.req.url).searchParams;
-    const { version, created } = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
-    return writeResponse(c, version, created ? 201 : 200, fhirBase(c, deps.baseUrl));
+    const written = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
+    return writeResponse(c, written, written.created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   const patchBody = async (c: Context<AppEnv>) => parsePatch(c.req.header('content-type') ?? '', await readLimited(c.req.raw, deps.limits.resource));
   app.patch(INSTANCE_ROUTE, async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const { type, id } = c.req.param();
-    const { version } = await patchResource(deps, request(c), type, id, await patchBody(c), ifMatch);
-    return writeResponse(c, version, 200, fhirBase(c, deps.baseUrl));
+    return writeResponse(c, await patchResource(deps, request(c), type, id, await patchBody(c), ifMatch), 200, fhirBase(c, deps.baseUrl));
   });
   app.patch('/:type', async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const query = new URL(c.req.url).searchParams;
-    const { version } = await conditionalPatch(deps, request(c), c.req.param('type'), query, await patchBody(c), ifMatch);
-    return writeResponse(c, version, 200, fhirBase(c, deps.baseUrl));
+    return writeResponse(c, await conditionalPatch(deps, request(c), c.req.param('type'), query, await patchBody(c), ifMatch), 200, fhirBase(c, deps.baseUrl));
   });
   app.delete(INSTANCE_ROUTE, async (c) => {
     const { type, id } = c.req.param();

@@ -151,8 +151,9 @@ describe('every advertised search parameter works', () => {
       const created = await api.create(minimalResource({ resourceType: type, id: 'ignored' }));
       const id = created.id as string;
       expect((await api.get(`${type}/${id}`)).status).toBe(200);
-      expect((await api.put(`${type}/${id}`, minimalResource({ resourceType: type, id }))).status).toBe(200);
-      const patch = [{ op: 'test', path: '/id', value: id }];
+      // The update and the patch each change the resource (a tag), so that each makes a version.
+      expect((await api.put(`${type}/${id}`, minimalResource({ resourceType: type, id, meta: { tag: [{ system: 'urn:test', code: 'put' }] } }))).status).toBe(200);
+      const patch = [{ op: 'test', path: '/id', value: id }, { op: 'add', path: '/meta/tag/-', value: { system: 'urn:test', code: 'patch' } }];
       expect((await api.call('PATCH', `${type}/${id}`, patch, { 'Content-Type': 'application/json-patch+json' })).status).toBe(200);
       expect((await api.get(`${type}/${id}/_history/3`)).status).toBe(200);
       expect((await api.get(`${type}/${id}/_history/1`)).status).toBe(200);

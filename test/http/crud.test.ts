@@ -101,7 +101,7 @@ describe('update (PUT)', () => {
 
   test('two writes in the same millisecond still get increasing lastUpdated', async () => {
     const a = await api.put200({ resourceType: 'Patient', id: 'same-ms' });
-    const b = await api.put200({ resourceType: 'Patient', id: 'same-ms' });
+    const b = await api.put200({ resourceType: 'Patient', id: 'same-ms', active: true });
     expect(Date.parse(b.meta.lastUpdated)).toBeGreaterThan(Date.parse(a.meta.lastUpdated));
   });
 });
@@ -174,7 +174,7 @@ describe('If-Match', () => {
 
   test('delete with If-Match: stale is 412, current deletes, malformed is 400', async () => {
     await api.put200({ resourceType: 'Patient', id: 'del-locked' });
-    await api.put200({ resourceType: 'Patient', id: 'del-locked' });
+    await api.put200({ resourceType: 'Patient', id: 'del-locked', active: true });
     await expectOutcome(await api.del('Patient/del-locked', { 'If-Match': 'W/"1"' }), 412);
     await expectOutcome(await api.del('Patient/del-locked', { 'If-Match': '*' }), 400);
     expect((await api.get('Patient/del-locked')).status).toBe(200);

@@ -174,11 +174,12 @@ await eachStore((kind, fresh) => {
         expect(body.meta.versionId).toBe('2');
       });
 
-      test('delete of nothing is a no-op that still writes a version', async () => {
+      test('delete of nothing changes nothing: 200 with the current version, no version written', async () => {
         const id = await patient();
         const res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path: 'Patient.birthDate' }));
         expect(res.status).toBe(200);
-        expect(res.headers.get('etag')).toBe('W/"2"');
+        expect(res.headers.get('etag')).toBe('W/"1"');
+        expect((await t.store.resources.history('t1', { type: 'Patient', id, count: 10 })).map((v) => v.versionId)).toEqual([1]);
       });
 
       test('an operation that cannot be applied is 400 naming its parameter; nothing is written', async () => {

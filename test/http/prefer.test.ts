@@ -18,12 +18,14 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
-      await api.put200({ resourceType: 'Patient', id: 'read-me', active: true });
+      await api.put200({ resourceType: 'Patient', id: 'read-me', active: true, birthDate: '2100-01-01' });
     });
     afterAll(() => t.close());
 
     const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
     const native = (h: Record<string, string>) => ({ ...h, 'Content-Type': 'application/pdf' });
+    /** A birth date of its own for each call's patch, so that every patch changes the resource (one that changes nothing stores no version). */
+    const born = (n: number) => `${1800 + n}-01-01`;
     /** Every single-resource write, as a function of the Prefer header; each answers one version of `type`. */
     const writes: [string, (prefer: Record<string, string>, n: number) => Response | Promise<Response>, number, string][] = [
       ['create', (h) => api.post('Patient', { resourceType: 'Patient', active: true }, h), 201, 'Patient'],
@@ -31,10 +33,10 @@ await eachStore((kind, fresh) => {
       ['conditional create', (h, n) => api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:x', value: `c${n}` }] }, { ...h, 'If-None-Exist': `identifier=urn:x|c${n}` }), 201, 'Patient'],
       ['conditional create, matched', (h) => api.post('Patient', { resourceType: 'Patient' }, { ...h, 'If-None-Exist': '_id=read-me' }), 200, 'Patient'],
       ['conditional update', (h, n) => api.put(`Patient?identifier=urn:y|${n}`, { resourceType: 'Patient', identifier: [{ system: 'urn:y', value: String(n) }] }, h), 201, 'Patient'],
-      ['patch', (h) => api.call('PATCH', 'Patient/read-me', JSON.stringify([{ op: 'replace', path: '/active', value: true }]), { ...h, ...JSON_PATCH }), 200, 'Patient'],
-      ['conditional patch', (h) => api.call('PATCH', 'Patient?_id=read-me', JSON.stringify([{ op: 'replace', path: '/active', value: true }]), { ...h, ...JSON_PATCH }), 200, 'Patient'],
-      ['FHIRPath patch', (h) => api.call('PATCH', 'Patient/read-me', {
-        resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Patient.active' }, { name: 'value', valueBoolean: true }] }],
+      ['patch', (h, n) => api.call('PATCH', 'Patient/read-me', JSON.stringify([{ op: 'replace', path: '/birthDate', value: born(n) }]), { ...h, ...JSON_PATCH }), 200, 'Patient'],
+      ['conditional patch', (h, n) => api.call('PATCH', 'Patient?_id=read-me', JSON.stringify([{ op: 'replace', path: '/birthDate', value: born(n) }]), { ...h, ...JSON_PATCH }), 200, 'Patient'],
+      ['FHIRPath patch', (h, n) => api.call('PATCH', 'Patient/read-me', {
+        resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Patient.birthDate' }, { name: 'value', valueDate: born(n) }] }],
       }, h), 200, 'Patient'],
       ['Binary create from native content', (h) => api.call('POST', 'Binary', '%PDF-1.7 not really', native(h)), 201, 'Binary'],
       ['Binary update from native content', (h, n) => api.call('PUT', `Binary/b${n}`, '%PDF-1.7 not really', native(h)), 201, 'Binary'],

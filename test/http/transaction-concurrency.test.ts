@@ -25,11 +25,15 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
-    /** A transaction updating `order`'s Patients (by id, or by identifier where `conditional`), in that order. */
-    const transaction = (order: string[], round: number, conditional = false) => t.request(t.fhir(), fhirInit(token, 'POST', {
+    /**
+     * A transaction updating `order`'s Patients (by id, or by identifier where `conditional`), in that
+     * order, to a birth date of the round's `which`th transaction: each changes them (one that changes
+     * nothing writes no version).
+     */
+    const transaction = (order: string[], round: number, which: number, conditional = false) => t.request(t.fhir(), fhirInit(token, 'POST', {
       resourceType: 'Bundle', type: 'transaction',
       entry: order.map((id) => ({
-        resource: { resourceType: 'Patient', ...(conditional ? {} : { id }), identifier: [{ system: 'urn:test', value: id }], birthDate: `${1950 + round}` },
+        resource: { resourceType: 'Patient', ...(conditional ? {} : { id }), identifier: [{ system: 'urn:test', value: id }], birthDate: `${1950 + round}-0${which}` },
         request: { method: 'PUT', url: conditional ? `Patient?identifier=urn:test|${id}` : `Patient/${id}` },
       })),
     }));
@@ -39,8 +43,8 @@ await eachStore((kind, fresh) => {
       const statuses: number[] = [];
       for (let round = 0; round < rounds; round++) {
         const answers = await Promise.all([
-          transaction(ids, round), transaction([...ids].reverse(), round),
-          transaction(['c', 'a', 'e'], round), transaction(['e', 'c', 'a'], round, true),
+          transaction(ids, round, 1), transaction([...ids].reverse(), round, 2),
+          transaction(['c', 'a', 'e'], round, 3), transaction(['e', 'c', 'a'], round, 4, true),
         ]);
         for (const res of answers) {
           statuses.push(res.status);

@@ -115,7 +115,7 @@ describe('transaction: urn:uuid references', () => {
 describe('transaction: all or nothing', () => {
   test('a stale ifMatch late in the Bundle rolls back the writes before it', async () => {
     await api.put200({ resourceType: 'Patient', id: 'tx-locked' });
-    await api.put200({ resourceType: 'Patient', id: 'tx-locked' });
+    await api.put200({ resourceType: 'Patient', id: 'tx-locked', gender: 'other' });
     await api.put200({ resourceType: 'Patient', id: 'tx-gone' });
     const before = await countVersions(t);
     await expectOutcome(await send(tx([

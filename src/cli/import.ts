@@ -45,8 +45,10 @@ export const importCommand: Command = {
     'cinder import --tenant <id> [--batch-size <n>] [--json] <file>...\n\n' +
     'NDJSON (.ndjson, .jsonl: one resource per line) is streamed; a .json file holds one resource or a Bundle\n' +
     '(transaction and batch Bundles are processed as if POSTed to the FHIR base, collection Bundles are unpacked).\n' +
-    'Resources with an id are created or updated by that id; others get a server id. Bad lines are reported\n' +
-    'with file and line number and skipped; an invalid resource (CINDER_VALIDATION) with each of its problems.\n' +
+    'Resources with an id are created or updated by that id; others get a server id. One equal to its current\n' +
+    'version gets no new version and is counted as unchanged (running an import again adds no history).\n' +
+    'Bad lines are reported with file and line number and skipped; an invalid resource (CINDER_VALIDATION)\n' +
+    'with each of its problems.\n' +
     'Exit code 1 when any resource failed.\n' +
     'urn:uuid: references resolve across the files of one run: a Bundle (or NDJSON line) referring to an entry\n' +
     'of a Bundle not written yet waits for the end of the run, so the order of the files does not matter;\n' +
@@ -96,20 +98,21 @@ async function runImport(io: CliIO, deps: FhirDeps, o: ImportJob): Promise<numbe
     await importer.add(o.files.map((file) => ({ name: file, blob: Bun.file(file) })));
     await importer.finish();
     // The planner's statistics predate the import (PostgreSQL; autovacuum may be off or not yet run).
-    if (importer.progress.imported > 0) await deps.store.resources.indexing.analyze();
+    if (importer.progress.imported > importer.progress.unchanged) await deps.store.resources.indexing.analyze();
   } finally {
     progress.done();
   }
-  const { imported, failed } = importer.progress;
+  const { imported, unchanged, failed } = importer.progress;
   const seconds = progress.elapsedSeconds();
   const rate = seconds > 0 ? Math.round(imported / seconds) : imported;
   if (o.json) {
-    const summary = { tenant: o.tenant, files: o.files.length, imported, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
+    const summary = { tenant: o.tenant, files: o.files.length, imported, unchanged, failed, seconds: Number(seconds.toFixed(3)), resourcesPerSecond: rate, errors };
     io.stdout(JSON.stringify(summary, null, 2) + '\n');
   } else {
+    // Unchanged ones are named when there are some (a run again over the same files).
     io.stdout(
       `Imported ${formatCount(imported)} resources into tenant '${o.tenant}' in ${seconds.toFixed(2)} s ` +
-        `(${formatCount(rate)} resources/s); ${formatCount(failed)} failed.\n`,
+        `(${formatCount(rate)} resources/s); ${unchanged > 0 ? `${formatCount(unchanged)} unchanged, ` : ''}${formatCount(failed)} failed.\n`,
     );
   }
   return failed > 0 ? 1 : 0;

@@ -76,6 +76,54 @@ for (const target of targets) {
       ]);
     });
 
+    test('running an import again writes no version of what it did not change, and reports those as unchanged', async () => {
+      const patient = (id: string, extra: Record<string, unknown> = {}) => ({ resourceType: 'Patient', id, active: true, name: [{ family: `F-${id}`, given: ['A', 'B'] }], ...extra });
+      const write = (name: string, lines: unknown[]) => {
+        const path = join(cli.dir, name);
+        writeFileSync(path, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+        return path;
+      };
+      const run = async (...files: string[]) => {
+        const r = await cli.run(['import', '--tenant', 't1', '--json', ...files]);
+        expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+        const { imported, unchanged, failed } = JSON.parse(r.stdout);
+        return { imported, unchanged, failed };
+      };
+      const store = db.open();
+      /** The stored text (version, lastUpdated and all) and the version numbers of each resource. */
+      const state = async (refs: string[]) => Promise.all(refs.map(async (ref) => {
+        const [type, id] = ref.split('/') as [string, string];
+        return { ref, content: (await store.resources.read('t1', type, id))!.content, versions: (await store.resources.history('t1', { type, id, count: 10 })).map((v) => v.versionId) };
+      }));
+      const transaction = (type: string, ids: string[]) => ({
+        resourceType: 'Bundle', type, entry: ids.map((id) => ({ resource: patient(id), request: { method: 'PUT', url: `Patient/${id}` } })),
+      });
+      // Lines a and c twice in one file: the second of each, in the same transaction as the first, changes nothing.
+      const lines = write('again.ndjson', [patient('ua'), patient('ub'), patient('uc'), patient('ua'), patient('uc')]);
+      const bundles = [join(cli.dir, 'tx-again.json'), join(cli.dir, 'batch-again.json')];
+      writeFileSync(bundles[0]!, JSON.stringify(transaction('transaction', ['ut1', 'ut2'])));
+      writeFileSync(bundles[1]!, JSON.stringify(transaction('batch', ['ubatch'])));
+      const refs = ['Patient/ua', 'Patient/ub', 'Patient/uc', 'Patient/ut1', 'Patient/ut2', 'Patient/ubatch'];
+
+      expect(await run(lines, ...bundles)).toEqual({ imported: 8, unchanged: 2, failed: 0 });
+      const first = await state(refs);
+      expect(first.map((s) => s.versions)).toEqual(refs.map(() => [1]));
+      await Bun.sleep(5);
+      expect(await run(lines, ...bundles)).toEqual({ imported: 8, unchanged: 8, failed: 0 });
+      expect(await state(refs)).toEqual(first);
+
+      // Keys in another order are no change; a changed line and a line whose meta.tag alone changed are.
+      const reordered = { name: [{ given: ['A', 'B'], family: 'F-ua' }], active: true, id: 'ua', resourceType: 'Patient' };
+      const changed = write('changed.ndjson', [reordered, patient('ub', { active: false }), patient('uc', { meta: { tag: [{ system: 'urn:t', code: 'x' }] } }), patient('ud')]);
+      expect(await run(changed)).toEqual({ imported: 4, unchanged: 1, failed: 0 });
+      const after = await state(['Patient/ua', 'Patient/ub', 'Patient/uc', 'Patient/ud']);
+      expect(after.map((s) => [s.ref, s.versions])).toEqual([['Patient/ua', [1]], ['Patient/ub', [2, 1]], ['Patient/uc', [2, 1]], ['Patient/ud', [1]]]);
+      expect(after[0]!.content).toBe(first[0]!.content);
+      // The text summary names them.
+      const text = await cli.run(['import', '--tenant', 't1', changed]);
+      expect(text.stdout).toMatch(/^Imported 4 resources into tenant 't1' in [\d.]+ s \([\d,]+ resources\/s\); 4 unchanged, 0 failed\.\n$/);
+    });
+
     test('values longer than PostgreSQL indexes as they are land on both, found by their whole value', async () => {
       // Random letters, which do not compress: PostgreSQL indexes their bounded form (index-limits.ts).
       let seed = 7;

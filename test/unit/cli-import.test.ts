@@ -97,15 +97,17 @@ describe('cinder import: NDJSON', () => {
     expect(r.code).toBe(1);
     const summary = JSON.parse(r.stdout);
     expect(summary).toEqual({
-      tenant: 't1', files: 1, imported: 1, failed: 1, seconds: expect.any(Number), resourcesPerSecond: expect.any(Number),
+      tenant: 't1', files: 1, imported: 1, unchanged: 0, failed: 1, seconds: expect.any(Number), resourcesPerSecond: expect.any(Number),
       errors: [{ file: path, line: 2, message: expect.stringMatching(/^malformed JSON/) }],
     });
   });
 
-  test('re-importing the same file creates neither duplicates nor new versions', async () => {
+  test('re-importing the same file creates neither duplicates nor new versions: the lines are unchanged', async () => {
     const path = file('again.ndjson', ndjson({ resourceType: 'Patient', id: 'a', active: true }, { resourceType: 'Patient', id: 'b' }));
     expect((await cli.run(['import', '--tenant', 't1', path])).code).toBe(0);
-    expect((await cli.run(['import', '--tenant', 't1', path])).code).toBe(0);
+    const again = await cli.run(['import', '--tenant', 't1', path]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/^Imported 2 resources .*; 2 unchanged, 0 failed\.\n$/);
     expect((await readJson('Patient', 'a')).meta.versionId).toBe('1');
     const history = await store!.resources.history('t1', { type: 'Patient', id: 'a', count: 10 });
     expect(history.map((v) => v.versionId)).toEqual([1]);

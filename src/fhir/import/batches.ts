@@ -64,12 +64,14 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
 
 /**
  * One group, with operator access: resources that do not exist yet are created as version 1 in bulk;
- * the others (and any a concurrent writer created meanwhile) get their next version as an update would.
+ * the others (and any a concurrent writer created meanwhile) get their next version as an update would,
+ * or none when they equal their current version. Returns how many were such, unchanged.
  */
-async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions): Promise<void> {
+async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions): Promise<number> {
   const inserted = await w.insertNew(versions.map((v) => versionToWrite(v, 1, opts.now)));
   // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
-  await Promise.all(versions.filter((_, i) => !inserted[i]).map((v) => putPrepared(w, v, opts)));
+  const updated = await Promise.all(versions.filter((_, i) => !inserted[i]).map((v) => putPrepared(w, v, opts)));
+  return updated.filter((r) => r.unchanged).length;
 }
 
 /**
@@ -77,18 +79,22 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
  * by id, a server id when there is none; the first transactions smaller, FIRST_BATCH_RESOURCES). Up to
  * IN_FLIGHT batches that touch different resources are written concurrently; a batch sharing a
  * resource with one in flight waits for it, so versions follow input order. `onCommitted` is told how
- * many resources each committed batch held.
+ * many resources each committed batch held, and how many of them were unchanged (equal to their
+ * current version, so that no version was written).
  */
-export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number) => void): BatchWriter {
+export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchLimits, onCommitted: (n: number, unchanged: number) => void): BatchWriter {
   let queue: PreparedVersion[] = [];
   let queued = 0;
   let batchResources = Math.min(FIRST_BATCH_RESOURCES, limits.resources);
   const inFlight: { keys: Set<string>; done: Promise<void> }[] = [];
 
-  function write(batch: Batch): Promise<void> {
+  /** Writes a batch in one transaction; resolves to how many of its resources were unchanged. */
+  function write(batch: Batch): Promise<number> {
     const opts = { now: deps.clock.now(), access: operatorAccess };
     return deps.store.resources.write(tenant, async (w) => {
-      for (const g of batch.groups) await writeGroup(w, g, opts);
+      let unchanged = 0;
+      for (const g of batch.groups) unchanged += await writeGroup(w, g, opts);
+      return unchanged;
     });
   }
 
@@ -109,7 +115,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
     queued = 0;
     batchResources = Math.min(2 * batchResources, limits.resources);
     while (inFlight.length >= IN_FLIGHT || inFlight.some((f) => overlaps(batch.keys, f.keys))) await settle();
-    const done = write(batch).then(() => onCommitted(batch.size));
+    const done = write(batch).then((unchanged) => onCommitted(batch.size, unchanged));
     // Observed by a later flush or drain; this keeps a failure from counting as unhandled meanwhile.
     done.catch(() => undefined);
     inFlight.push({ keys: batch.keys, done });

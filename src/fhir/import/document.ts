@@ -1,7 +1,7 @@
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import { operatorAccess } from '../access.ts';
 import { UnmatchedConditionalReference } from '../bundle-conditional.ts';
-import { unmatchedUrn } from '../bundle-ops.ts';
+import { isUnchangedEntry, unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
 import { asResource, nestsTooDeep, newId, tooDeep, type Resource } from '../resource.ts';
@@ -16,8 +16,8 @@ export interface DocumentContext extends LooseContext {
   fhirBase: string;
   /** Imports this document again, deferring nothing (the retry of a deferred Bundle: re-read, not kept in memory). */
   again(): Promise<void>;
-  /** Counts resources written outside the batch writer (transaction and batch Bundles). */
-  imported(count: number): void;
+  /** Counts resources written outside the batch writer (transaction and batch Bundles), `unchanged` of them equal to their current version. */
+  imported(count: number, unchanged: number): void;
 }
 
 /** Parses an import line or document: a JSON object holding a known R4 resource with a valid id. */
@@ -85,16 +85,19 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
     return;
   }
   let ok = 0;
+  let unchanged = 0;
   (response.entry as Json[]).forEach((out, i) => {
     // Entries reported above fail on the same unresolved reference.
     if (!isWrite(entries[i]) || failed.has(i)) return;
     const r = out.response as { status: string; outcome?: { issue?: FhirIssue[] } };
     // The status's code alone (`422`, not `422 Unprocessable Entity`), as the import reports it.
     const code = r.status.slice(0, 3);
-    if (code.startsWith('2')) ok++;
-    else ctx.fail(`Bundle.entry[${i}]: ${code}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
+    if (code.startsWith('2')) {
+      ok++;
+      if (isUnchangedEntry(out)) unchanged++;
+    } else ctx.fail(`Bundle.entry[${i}]: ${code}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
   });
-  ctx.imported(ok);
+  ctx.imported(ok, unchanged);
 }
 
 /**

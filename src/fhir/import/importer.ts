@@ -27,9 +27,14 @@ export interface ImportIssue extends IssuePlace {
   message: string;
 }
 
-/** Running totals; `bytesRead` counts the input files' bytes consumed so far. */
+/**
+ * Running totals; `imported` counts the resources stored or found already stored, `unchanged` those of
+ * them that equalled their current version (no version was written); `bytesRead` counts the input
+ * files' bytes consumed so far.
+ */
 export interface ImportProgress {
   imported: number;
+  unchanged: number;
   failed: number;
   bytesRead: number;
 }
@@ -77,11 +82,12 @@ async function detectFormat(source: ImportSource): Promise<ImportFormat> {
  * validated before it joins a batch, so a bad line is reported and never rolls back good ones.
  */
 export function createImporter(deps: FhirDeps, opts: ImportOptions) {
-  const progress: ImportProgress = { imported: 0, failed: 0, bytesRead: 0 };
+  const progress: ImportProgress = { imported: 0, unchanged: 0, failed: 0, bytesRead: 0 };
   const report = () => opts.onProgress(progress);
   const limits = { ...DEFAULT_BATCH_LIMITS, resources: opts.batchSize ?? DEFAULT_BATCH_LIMITS.resources };
-  const writer = createBatchWriter(deps, opts.tenant, limits, (n) => {
+  const writer = createBatchWriter(deps, opts.tenant, limits, (n, unchanged) => {
     progress.imported += n;
+    progress.unchanged += unchanged;
     report();
   });
   const fail = (issue: ImportIssue, count = 1) => {
@@ -128,7 +134,10 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     const ctx: DocumentContext = {
       ...looseContext(source), tenant: opts.tenant, fhirBase: opts.fhirBase,
       again: () => importJson(source, false),
-      imported: (n) => void (progress.imported += n),
+      imported: (n, unchanged) => {
+        progress.imported += n;
+        progress.unchanged += unchanged;
+      },
     };
     await importDocument(deps, ctx, text, deferrable);
   }

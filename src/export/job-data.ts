@@ -10,11 +10,18 @@ import type { Condition, ExportJob } from '../store/types.ts';
 import { planSteps, type ExportSpec, type JobProgress, type Step } from './spec.ts';
 
 /**
- * Version of the data this release writes. 0 is what releases before versioning wrote: the spec without
- * `version` and `steps` (their plan was `planSteps` of the spec, which is kept as it was for them).
- * 2 stores `_typeFilter` as compiled search conditions; 0 and 1 stored token criteria, read as conditions.
+ * The newest version of the data this release writes and reads. 0 is what releases before versioning
+ * wrote: the spec without `version` and `steps` (their plan was `planSteps` of the spec, which is kept as
+ * it was for them). 2 stores `_typeFilter` as compiled search conditions; 0 and 1 stored token criteria,
+ * read as conditions. 3 is 2 whose conditions use `_filter`'s comparisons (search_filter.html) that a
+ * release reading 2 would take for others (a folded or `unequal` token, a string `unequal`:
+ * filterComparison), so that such a release fails the job rather than export other resources; a job
+ * without them is written as 2, which it reads.
  */
-export const JOB_DATA_VERSION = 2;
+export const JOB_DATA_VERSION = 3;
+
+/** The data version of conditions 2 reads. */
+const CONDITIONS_V2 = 2;
 
 export class JobDataError extends Error {
   override name = 'JobDataError';
@@ -68,13 +75,13 @@ const step = z.discriminatedUnion('kind', [
 
 const specV1 = specV0.extend({ version: z.literal(1), steps: z.array(step).min(1) });
 const specV2 = specBase.extend({
+  version: z.union([z.literal(CONDITIONS_V2), z.literal(JOB_DATA_VERSION)]),
   filters: z.record(z.string(), z.array(z.array(condition))),
   // Optional: a release that does not know it reads the (already narrowed) filters and refuses
   // downloads to filtered tokens, as it refused their kick-offs.
   scopeFilters: z.record(z.string(), z.array(z.array(condition))).optional(),
   // Written with provenance 'compartment', which a release that does not know it refuses (JobDataError).
   provenanceTargets: z.record(z.string(), z.array(z.array(condition))).optional(),
-  version: z.literal(2),
   steps: z.array(step).min(1),
 });
 
@@ -122,9 +129,31 @@ export interface JobPlan {
   steps: Step[];
 }
 
-/** The spec column of a new job: the spec, this release's data version, and the plan. */
+/** Whether a condition, or one it nests, is one of `_filter`'s comparisons new in data version 3. */
+function filterComparison(c: Condition): boolean {
+  switch (c.kind) {
+    case 'token': return c.fold === true || c.unequal === true;
+    case 'string': return c.values.some((v) => FILTER_COMPARISONS.has(v.match));
+    case 'chain': case 'has': return c.where.some(filterComparison);
+    case 'or': return c.any.some(filterComparison);
+    case 'and': return c.all.some(filterComparison);
+    case 'not': return filterComparison(c.condition);
+    default: return false;
+  }
+}
+
+/** String matches of `_filter` that data version 2 does not have. */
+const FILTER_COMPARISONS = new Set<string>(['unequal']);
+
+/** The data version a spec needs: 3 where its conditions use `_filter`'s newer comparisons, else 2. */
+function dataVersion(spec: ExportSpec): number {
+  const lists = [spec.filters, spec.scopeFilters ?? {}, spec.provenanceTargets ?? {}].flatMap((m) => Object.values(m).flat(2));
+  return lists.some(filterComparison) ? JOB_DATA_VERSION : CONDITIONS_V2;
+}
+
+/** The spec column of a new job: the spec, the data version it needs (dataVersion), and the plan. */
 export function encodeSpec(spec: ExportSpec): string {
-  return JSON.stringify({ version: JOB_DATA_VERSION, ...spec, steps: planSteps(spec) });
+  return JSON.stringify({ version: dataVersion(spec), ...spec, steps: planSteps(spec) });
 }
 
 export function encodeProgress(p: JobProgress): string {
@@ -160,7 +189,7 @@ export function readPlan(job: Pick<ExportJob, 'spec'>): JobPlan {
     const { version: _, steps, ...data } = parsed.data;
     return { spec: legacySpec(data), steps };
   }
-  if (version !== JOB_DATA_VERSION) {
+  if (version !== CONDITIONS_V2 && version !== JOB_DATA_VERSION) {
     throw new JobDataError(`the job was stored by another version of Cinder (job data version ${JSON.stringify(version)}; this one reads 0 to ${JOB_DATA_VERSION})`);
   }
   const parsed = specV2.safeParse(raw);

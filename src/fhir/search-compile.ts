@@ -8,7 +8,7 @@ import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, Ind
 import { dateRange } from './dates.ts';
 import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { canonicalParam, containedIdParam, containedPrefix, normalizeString, soundex } from './indexer.ts';
-import { readsOwnRows } from '../store/search-sql.ts';
+import { foldAscii, readsOwnRows } from '../store/search-sql.ts';
 import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
@@ -177,17 +177,21 @@ function byUnits<T>(tests: T[], canonical: (t: T) => boolean, on: (param: string
  * the binding's (search.html, token: "the system is implicit"), and is indexed without one
  * (`gender=http://hl7.org/fhir/administrative-gender|male` finds `"gender": "male"`, as `gender=male` does).
  */
-function withImpliedSystems(def: ParamDefinition, values: TokenValue[]): TokenValue[] {
+function withImpliedSystems(def: ParamDefinition, values: TokenValue[], fold = false): TokenValue[] {
   const bindings = codeBindings(def);
   if (!bindings.length || !values.some((v) => v.system)) return values;
   const implied = new Set<string>();
   for (const v of values) {
     if (!v.system) continue;
     for (const b of bindings) {
-      if (v.value !== undefined) {
+      if (v.value !== undefined && !fold) {
         if (b.systemCodes.has(`${v.system}|${v.value}`)) implied.add(v.value);
       } else {
-        for (const sc of b.systemCodes) if (sc.startsWith(`${v.system}|`)) implied.add(sc.slice(v.system.length + 1));
+        // Folded (`_filter`), the values are in lower case, and so are the binding's codes compared.
+        const at = (sc: string) => (fold ? foldAscii(sc) : sc);
+        for (const sc of b.systemCodes) {
+          if (v.value === undefined ? at(sc).startsWith(`${v.system}|`) : at(sc) === `${v.system}|${v.value}`) implied.add(at(sc).slice(v.system.length + 1));
+        }
       }
     }
   }
@@ -214,6 +218,21 @@ function codeBindings(def: ParamDefinition): CodesBinding[] {
   }
   CODE_BINDINGS.set(def, out);
   return out;
+}
+
+/**
+ * `_filter`'s `eq` on token parameter `def` (`unequal`: `ne`) with one raw value, as search_filter.html
+ * has them: "Token is the same, including namespace if specified (case insensitive)" (systems and codes
+ * compared with their ASCII letters folded, a `code` element's implied system too), and "An item in the
+ * set has an unequal value" (a row of the parameter matching none of the value's forms).
+ */
+export function tokenComparison(def: ParamDefinition, raw: string, unequal: boolean): Condition {
+  const v = tokenOf(def.code, raw);
+  const folded: TokenValue = { ...(v.system !== undefined && { system: foldAscii(v.system) }), ...(v.value !== undefined && { value: foldAscii(v.value) }) };
+  const values = withImpliedSystems(def, [folded], true);
+  const on = (param: string): Condition => (unequal ? { kind: 'token', param, values, fold: true, unequal } : { kind: 'token', param, values, fold: true });
+  // A folded parameter's values are its members' together: one of them has a row, or an unequal one.
+  return def.unionOf ? { kind: 'or', any: def.unionOf.map(on) } : on(def.code);
 }
 
 function tokenOf(param: string, raw: string): TokenValue {

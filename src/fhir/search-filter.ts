@@ -3,18 +3,21 @@
  * `name co "pet" and (birthdate ge 2014-10-10 or not (gender eq male))`, compiled into the same
  * conditions as the other search parameters. Each test `path op value` is written as the search
  * parameter it stands for (`name:contains=pet`, `birthdate=ge2014-10-10`) and compiled by
- * parameterCondition, so a test means what that parameter means everywhere else; `and`, `or` and
- * `not` become the engine's own `and`, `or` and `not` conditions, and a path through a reference
- * (`subject.name`, `subject[gender eq male].name`) a chain.
+ * parameterCondition, so a test means what that parameter means everywhere else, except where the page
+ * says otherwise (ARCHITECTURE.md, "`_filter`"): string and token `eq` are case-insensitive, `ne` is
+ * "An item in the set has an unequal value" (not the negation of `eq`). `and`, `or` and `not` become
+ * the engine's own `and`, `or` and `not` conditions, and a path through a reference (`subject.name`,
+ * `subject[gender eq male].name`) a chain.
  *
  * Not supported (a 400 naming `_filter`): the element filters of the page's "additional parameters"
  * (`related[...]`, `characteristic[...]`; R4 has no such search parameters), `gt`/`lt`/`ge`/`le` on
- * strings, `co` on dates, numbers and quantities.
+ * strings, `co` on dates, numbers and quantities, `ne` with a versioned canonical URL.
  */
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
 import { paramOf, type ParamType } from './definitions.ts';
-import { chainOver, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, type PendingCondition } from './search-compile.ts';
+import { chainOver, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, tokenComparison, type PendingCondition } from './search-compile.ts';
+import { isAbsoluteReference } from './references.ts';
 
 const KEY = '_filter';
 
@@ -50,8 +53,9 @@ const NAMESPACES: Record<string, string> = {
 function withNamespaces(kind: ParamType, value: string, components: ParamType[] = []): string {
   switch (kind) {
     case 'token': {
-      const ns = /^([a-z]+)\|/.exec(value)?.[1];
-      return ns !== undefined && Object.hasOwn(NAMESPACES, ns) ? NAMESPACES[ns] + value.slice(ns.length) : value;
+      // Names in any case ("Values are never case sensitive").
+      const ns = /^([A-Za-z]+)\|/.exec(value)?.[1];
+      return ns !== undefined && Object.hasOwn(NAMESPACES, ns.toLowerCase()) ? NAMESPACES[ns.toLowerCase()] + value.slice(ns.length) : value;
     }
     case 'quantity': {
       const bar = value.indexOf('|');
@@ -218,9 +222,15 @@ function escaped(value: string, keep: { bar?: boolean; dollar?: boolean }): stri
   return value.replace(new RegExp(`[${special}]`, 'g'), (ch) => `\\${ch}`);
 }
 
+type TokenCondition = Extract<Condition, { kind: 'token' }>;
+
+/** `_filter`'s string operations as StringValue matches on the normalised value (`sw` and `co` are the parameter's own and `:contains`). */
+const STRING_MATCHES: Record<string, StringValue['match']> = { eq: 'equal', ne: 'unequal', ew: 'suffix' };
+
 /**
  * The condition of a test on the parameter `name` of `type`: that of the search parameter (key and raw
- * value) it stands for, or one made from it (`ne` on a string: not `eq`); `pr` is `:missing` negated.
+ * value) it stands for, or one made from it (string, token, reference and uri `eq` / `ne`, date `po`);
+ * `pr` is `:missing` negated.
  */
 function testCondition(type: string, name: string, op: string, value: string, now: number, depth: number): PendingCondition {
   const param = (key: string, raw: string) => parameterCondition(type, key, raw, now, depth);
@@ -243,38 +253,47 @@ function testCondition(type: string, name: string, op: string, value: string, no
   if (!def && name !== '_lastUpdated') throw NotAParameter.of(name, type);
   const kind = def?.type ?? 'date';
   if (op === 'pr') {
-    if (value !== 'true' && value !== 'false') throw invalid(`'pr' takes true or false, not '${value}'`);
+    // "Values are never case sensitive": `TRUE` too.
+    const present = value.toLowerCase();
+    if (present !== 'true' && present !== 'false') throw invalid(`'pr' takes true or false, not '${value}'`);
     if (!def) throw refuse('_lastUpdated');
-    return param(`${name}:missing`, value === 'true' ? 'false' : 'true');
+    return param(`${name}:missing`, present === 'true' ? 'false' : 'true');
   }
   switch (kind) {
     case 'string': {
+      // The parameter's normalised values (case- and accent-insensitive), one of which is enough: `sw` and
+      // `co` as the parameter and `:contains`; `eq` the whole value, `ne` one unequal to it, `ew` its end.
       const raw = escaped(value, {});
       if (op === 'sw') return param(name, raw);
       if (op === 'co') return param(`${name}:contains`, raw);
-      if (op === 'eq' || op === 'ne' || op === 'ew') {
-        // The normalised value equal to, or ending with, the value (case- and accent-insensitive).
-        const c = param(name, raw) as Condition & { kind: 'string' };
-        const match: StringValue['match'] = op === 'ew' ? 'suffix' : 'equal';
-        const equal: Condition = { ...c, values: c.values.map((v) => ({ ...v, match })) };
-        return op === 'ne' ? not(equal) : equal;
-      }
-      throw refuse('a string parameter');
+      const match = Object.hasOwn(STRING_MATCHES, op) ? STRING_MATCHES[op]! : undefined;
+      if (match === undefined) throw refuse('a string parameter');
+      const c = param(name, raw) as Condition & { kind: 'string' };
+      return { ...c, values: c.values.map((v) => ({ ...v, match })) };
     }
     case 'token': {
       const raw = escaped(withNamespaces(kind, value), { bar: true });
-      const modifier = { eq: '', ne: ':not', in: ':in', ni: ':not-in', ss: ':below', sb: ':above' }[op];
+      if (op === 'eq' || op === 'ne') return tokenComparison(def!, raw, op === 'ne');
+      const modifier = { in: ':in', ni: ':not-in', ss: ':below', sb: ':above' }[op];
       if (modifier === undefined) throw refuse('a token parameter');
       return param(name + modifier, raw);
     }
-    case 'reference':
-      if (op === 'eq' || op === 're') return param(name, escaped(value, { bar: true }));
-      if (op === 'ne') return not(param(name, escaped(value, { bar: true })));
-      throw refuse('a reference parameter');
+    case 'reference': {
+      const raw = escaped(value, { bar: true });
+      if (op === 'eq' || op === 're') return param(name, raw);
+      if (op !== 'ne') throw refuse('a reference parameter');
+      // A versioned canonical's rows are its URL with and without the version, which no row alone tells apart.
+      if (isAbsoluteReference(value) && value.lastIndexOf('|') > value.lastIndexOf('/')) {
+        throw invalid(`'ne' is not supported with a versioned canonical URL ('${name} ne ${value}')`, { issueCode: 'not-supported' });
+      }
+      // A reference of the parameter (`patient`: a `subject` that is a Patient) unequal to the value.
+      const target = def!.storedAs?.target;
+      return { ...(param(name, raw) as TokenCondition), unequal: true, ...(target !== undefined && { systems: [target] }) };
+    }
     case 'uri': {
       const raw = escaped(value, { bar: true });
       if (op === 'eq') return param(name, raw);
-      if (op === 'ne') return not(param(name, raw));
+      if (op === 'ne') return { ...(param(name, raw) as TokenCondition), unequal: true };
       if (op === 'sw' || op === 'ss') return param(`${name}:below`, raw);
       if (op === 'sb') return param(`${name}:above`, raw);
       throw refuse('a uri parameter');
@@ -293,7 +312,9 @@ function testCondition(type: string, name: string, op: string, value: string, no
     case 'composite': {
       const raw = escaped(withNamespaces(kind, value, def!.components?.map((c) => c.type)), { bar: true, dollar: true });
       if (op === 'eq') return param(name, raw);
-      if (op === 'ne') return not(param(name, raw));
+      // A pair of values, and none equal: one unequal pair beside an equal one is not told apart (the
+      // code-value composites keep no rows of pairs, and a UCUM quantity's pair has two rows).
+      if (op === 'ne') return { kind: 'and', all: [param(`${name}:missing`, 'false') as Condition, not(param(name, raw)) as Condition] };
       throw refuse('a composite parameter');
     }
     case 'special':
@@ -359,7 +380,8 @@ function mergedValues(any: Condition[]): Condition[] {
   const out: Condition[] = [];
   const at = new Map<string, number>();
   for (const c of any) {
-    const key = c.kind === 'token' ? (c.not ? undefined : `${c.kind}|${c.param}|${c.reference ?? ''}`)
+    // An `unequal` token's values are one value's forms, which a row must all differ from.
+    const key = c.kind === 'token' ? (c.not || c.unequal ? undefined : `${c.kind}|${c.param}|${c.reference ?? ''}|${c.fold ?? ''}`)
       : c.kind === 'string' || c.kind === 'date' || c.kind === 'number' ? `${c.kind}|${c.param}` : undefined;
     const i = key === undefined ? undefined : at.get(key);
     if (i === undefined) {

@@ -3,7 +3,8 @@
  * gives them (src/store/search-sql.ts): bulk export checks the versions it reads from the history this
  * way. Chains and `_has` look their other side up in the store (its current state).
  */
-import type { CompositePart, Condition, DateTest, IndexRows, NumberTest, SearchQuery, StringValue, TextEntry, TokenValue } from '../store/types.ts';
+import type { CompositePart, Condition, DateTest, IndexEntry, IndexRows, NumberTest, SearchQuery, StringValue, TextEntry, TokenValue } from '../store/types.ts';
+import { foldAscii } from '../store/search-sql.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
 import { isNear } from './near.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
@@ -21,6 +22,23 @@ const AFTER_PREFIX = '\u{10FFFF}';
 
 function tokenMatches(v: TokenValue, system: string, value: string): boolean {
   return (v.system === undefined || v.system === system) && (v.value === undefined || v.value === value);
+}
+
+type TokenCondition = Extract<Condition, { kind: 'token' }>;
+
+/** Whether row `e` matches one of the values of token condition `c` (its values as written, or folded: `fold`), as SqlBuilder.tokens. */
+function tokenRowMatches(c: TokenCondition, e: IndexEntry): boolean {
+  const system = c.fold ? foldAscii(e.system) : e.system;
+  const value = c.fold ? foldAscii(e.value) : e.value;
+  return c.values.some((v) => tokenMatches(v, system, value) ||
+    // `unequal` on a reference: a canonical URL without a version is equal to its versions too.
+    (c.unequal === true && c.reference === true && v.system === '' && v.value !== undefined && value.startsWith(`${v.value}|`)));
+}
+
+/** Token condition `c` on the rows `tokens`: a row of the parameter matches (`not`: none does; `unequal`: one of `systems`, if given, matches none of the values). */
+function tokenConditionHolds(c: TokenCondition, tokens: IndexEntry[]): boolean {
+  if (c.unequal) return tokens.some((e) => e.param === c.param && (!c.systems || c.systems.includes(e.system)) && !tokenRowMatches(c, e));
+  return tokens.some((e) => e.param === c.param && tokenRowMatches(c, e)) !== (c.not === true);
 }
 
 /** A date test on stored [lo, hi), as SqlBuilder.date. */
@@ -46,6 +64,7 @@ export function stringMatches(e: { value: string; exact: string }, v: StringValu
     case 'exact': return e.exact === v.value;
     case 'contains': return e.value.includes(v.value);
     case 'suffix': return e.value.endsWith(v.value);
+    case 'unequal': return e.value !== v.value;
   }
 }
 
@@ -113,10 +132,7 @@ export async function matchConditions(
     switch (c.kind) {
       case 'id': return c.ids.includes(id) !== (c.not === true);
       case 'lastUpdated': return c.tests.some((t) => instantMatches(lastUpdated, t));
-      case 'token': {
-        const hit = index().tokens.some((e) => e.param === c.param && c.values.some((v) => tokenMatches(v, e.system, e.value)));
-        return hit !== (c.not === true);
-      }
+      case 'token': return tokenConditionHolds(c, index().tokens);
       case 'token-text': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => (e.display ?? '').includes(v)));
       case 'uri-prefix': return index().tokens.some((e) => e.param === c.param && c.values.some((v) => prefixOf(e.value, v)));
       case 'string':

@@ -39,6 +39,8 @@ export interface Dialect {
    * column must not make the planner choose that one instead.
    */
   unindexed(col: string): string;
+  /** Text `col` with its ASCII letters, and those alone, in lower case (`_filter`'s token comparisons; foldAscii in memory). */
+  foldAscii(col: string): string;
   /**
    * Whether Cinder plans `_lastUpdated` itself: a driver candidate, and written unindexed on rows read in
    * id order when it does not drive (SQLite, whose planner has no statistics and read a wide range by its
@@ -72,6 +74,7 @@ export interface Dialect {
 }
 
 type TextCondition = Condition & { kind: 'text' };
+type TokenCondition = Extract<Condition, { kind: 'token' }>;
 
 const allOf = (values: TextTerm[][], term: (t: TextTerm) => string, and: string, or: string): string =>
   values.map((terms) => `(${terms.map(term).join(and)})`).join(or);
@@ -159,6 +162,8 @@ export const SQLITE: Dialect = {
   missingRows: (b, type, table, keys) =>
     `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} EXCEPT SELECT s.res FROM ${table} s WHERE ${keys('s')}`,
   unindexed: (col) => `+${col}`,
+  // SQLite's own lower() changes ASCII letters alone (no ICU extension is loaded).
+  foldAscii: (col) => `lower(${col})`,
   plansLastUpdated: true,
   text: SQLITE_TEXT,
 };
@@ -188,6 +193,8 @@ export const POSTGRES: Dialect = {
   missingRows: (b, type, table, keys) =>
     `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} AND NOT EXISTS (SELECT 1 FROM ${table} s WHERE s.res = x.pk AND ${keys('s')})`,
   unindexed: (col) => `(${col} + 0)`,
+  // lower() follows the column's collation ("C": ASCII alone, but a newer provider may fold more); translate() does not.
+  foldAscii: (col) => `translate(${col}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   plansLastUpdated: false,
   text: POSTGRES_TEXT,
 };
@@ -210,6 +217,32 @@ function orOf(parts: string[]): string {
 
 /** Upper bound of every string starting with a prefix (U+10FFFF sorts after any character, in UTF-8 bytes and in "C" collation). */
 const AFTER_PREFIX = '\u{10FFFF}';
+
+/** `s` with its ASCII letters, and those alone, in lower case: what Dialect.foldAscii computes in SQL. */
+export function foldAscii(s: string): string {
+  return /[A-Z]/.test(s) ? s.replace(/[A-Z]+/g, (m) => m.toLowerCase()) : s;
+}
+
+/**
+ * The ranges [low, high] of the values that fold (foldAscii) to `folded`, narrowed by the case of its
+ * first two ASCII letters (`fi` of `final`: `FI`, `Fi`, `fI`, `fi`): each from the rest in upper case to
+ * the rest as it is, between which its every case variant sorts (upper case letters sort before lower
+ * case ones, in UTF-8 bytes and in "C" collation). Without letters, one range of the value alone.
+ */
+export function foldedRanges(folded: string): [low: string, high: string][] {
+  let heads = [''];
+  let i = 0;
+  for (let letters = 0; i < folded.length && letters < 2; i++) {
+    const ch = folded[i]!;
+    if (ch >= 'a' && ch <= 'z') {
+      heads = heads.flatMap((h) => [h + ch.toUpperCase(), h + ch]);
+      letters++;
+    } else heads = heads.map((h) => h + ch);
+  }
+  const rest = folded.slice(i);
+  const upper = rest.replace(/[a-z]+/g, (m) => m.toUpperCase());
+  return heads.map((h) => [h + upper, h + rest]);
+}
 
 /** `LIKE` pattern text with its wildcards escaped (`ESCAPE '\'`). */
 function likeEscape(s: string): string {
@@ -327,8 +360,8 @@ export class SqlBuilder {
    * subquery of search_keys costs SQLite an ephemeral table per statement, about a quarter of a
    * patient-scoped search.
    */
-  private keyIn(s: string, table: IndexTable, type: string, params: string[], byRes: boolean, narrow: { systems?: string[]; code?: string } = {}, valueEquals = false): string {
-    const exact = this.dialect.knownKey && exactKey(this.tenant, table, type, params, narrow);
+  private keyIn(s: string, table: IndexTable, type: string, params: string[], byRes: boolean, narrow: { systems?: string[]; code?: string; fold?: boolean } = {}, valueEquals = false): string {
+    const exact = this.dialect.knownKey && !narrow.fold && exactKey(this.tenant, table, type, params, narrow);
     const known = exact ? this.dialect.knownKey!(exact) : undefined;
     // Found by `res`, the key only filters the resource's rows (`+` keeps SQLite from using it in an
     // index) unless the value is compared with `=` too, which the value-first index (k, value, res)
@@ -338,7 +371,7 @@ export class SqlBuilder {
     if (known !== undefined) return `${byRes && !valueEquals ? '+' : ''}${s}.k = ${this.v(known)}`;
     const k = this.alias('k');
     const where = [`${k}.tenant = ${this.v(this.tenant)}`, `${k}.type = ${this.v(type)}`, this.oneOf(`${k}.param`, params)];
-    if (narrow.systems !== undefined) where.push(this.oneOf(`${k}.system`, narrow.systems));
+    if (narrow.systems !== undefined) where.push(this.oneOf(narrow.fold ? this.dialect.foldAscii(`${k}.system`) : `${k}.system`, narrow.systems));
     if (narrow.code !== undefined) where.push(`${k}.code = ${this.v(narrow.code)}`);
     return this.dialect.keyIn(`${s}.k`, `SELECT ${k}.k FROM search_keys ${k} WHERE ${where.join(' AND ')}`, byRes);
   }
@@ -368,8 +401,8 @@ export class SqlBuilder {
     if (key !== undefined && c.kind !== 'date') throw new Error(`a ${c.kind} condition's rows carry no sort key`);
     switch (c.kind) {
       case 'token':
-        if (c.not) return this.dialect.missingRows(this, type, 'search_index', (s) => this.tokens(s, type, c.param, c.values, false));
-        return this.select('search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes));
+        if (c.not) return this.dialect.missingRows(this, type, 'search_index', (s) => this.tokens(s, type, c, false));
+        return this.select('search_index', (s, byRes) => this.tokens(s, type, c, byRes));
       case 'uri-prefix':
         return this.select('search_index', (s, byRes) => this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
       case 'string':
@@ -417,7 +450,8 @@ export class SqlBuilder {
     // One row per resource.
     if (c.kind === 'lastUpdated') return `SELECT COUNT(*) AS n FROM (${this.driverRows(c, type)}) d`;
     const distinct = () => `SELECT COUNT(DISTINCT d.res) AS n FROM (${this.driverRows(c, type)}) d`;
-    if (c.kind !== 'token' || c.not || c.values.length !== 1 || c.values[0]!.value === undefined) return distinct();
+    // Folded, one resource may have several rows of one value (`ABC` and `abc`).
+    if (c.kind !== 'token' || c.not || c.fold || c.values.length !== 1 || c.values[0]!.value === undefined) return distinct();
     const rows = `SELECT COUNT(*) AS n FROM (${this.driverRows(c, type)}) d`;
     if (c.values[0]!.system !== undefined) return rows;
     const k = this.alias('k');
@@ -442,11 +476,26 @@ export class SqlBuilder {
   }
 
   /**
-   * Token values (ORed) on `search_index` rows `s` of `param`, whose keys hold the system: one term per
+   * Token condition `c` on `search_index` rows `s`: a row matching one of its values (tokenValues), or
+   * with `unequal` a row of the parameter (of its `systems`) matching none of them.
+   */
+  private tokens(s: string, type: string, c: TokenCondition, byRes: boolean): string {
+    if (!c.unequal) return this.tokenValues(s, type, c, byRes);
+    const rows = this.keyIn(s, 'search_index', type, [c.param], byRes, c.systems ? { systems: c.systems } : {});
+    // A reference's canonical URL without a version is equal to its versions (`url|1.0`) too.
+    const versions = c.reference ? c.values.filter((v) => v.system === '' && v.value !== undefined).map((v) => this.prefix(`${s}.value`, `${v.value}|`)) : [];
+    return `${rows} AND NOT ${this.any([this.tokenValues(s, type, c, byRes), ...versions])}`;
+  }
+
+  /**
+   * Token values (ORed) on `search_index` rows `s` of `c.param`, whose keys hold the system: one term per
    * system (its keys, and its values IN a list, one range of the value-first index per value), one for
    * the values without a system (every key of the parameter), one for the systems without a value.
+   * Folded (`c.fold`), a system is compared folded, and a value by foldedRanges of the index, then folded.
    */
-  private tokens(s: string, type: string, param: string, values: TokenValue[], byRes: boolean): string {
+  private tokenValues(s: string, type: string, c: TokenCondition, byRes: boolean): string {
+    const { param, values } = c;
+    const fold = c.fold === true;
     if (values.some((v) => v.system === undefined && v.value === undefined)) return this.keyIn(s, 'search_index', type, [param], byRes);
     const systemsOnly: string[] = [];
     const bySystem = new Map<string | undefined, string[]>();
@@ -454,9 +503,14 @@ export class SqlBuilder {
       if (v.value === undefined) systemsOnly.push(v.system!);
       else (bySystem.get(v.system) ?? bySystem.set(v.system, []).get(v.system)!).push(v.value);
     }
-    const terms = [...bySystem].map(([system, codes]) =>
-      `(${this.keyIn(s, 'search_index', type, [param], byRes, system === undefined ? {} : { systems: [system] }, true)} AND ${this.oneOf(`${s}.value`, codes)})`);
-    if (systemsOnly.length) terms.push(this.keyIn(s, 'search_index', type, [param], byRes, { systems: systemsOnly }));
+    const keys = (system: string | undefined) => this.keyIn(s, 'search_index', type, [param], byRes, system === undefined ? {} : { systems: [system], fold }, true);
+    const terms = [...bySystem].flatMap(([system, codes]) => {
+      if (!fold) return [`(${keys(system)} AND ${this.oneOf(`${s}.value`, codes)})`];
+      return codes.flatMap((code) => foldedRanges(code).map(([low, high]) => low === high
+        ? `(${keys(system)} AND ${s}.value = ${this.v(low)})`
+        : `(${keys(system)} AND ${s}.value >= ${this.v(low)} AND ${s}.value <= ${this.v(high)} AND ${this.dialect.foldAscii(`${s}.value`)} = ${this.v(code)})`));
+    });
+    if (systemsOnly.length) terms.push(this.keyIn(s, 'search_index', type, [param], byRes, { systems: systemsOnly, fold }));
     return this.any(terms);
   }
 
@@ -623,7 +677,7 @@ export class SqlBuilder {
         return this.any(c.tests.map((t) => this.instant(a === 'r' && this.lastUpdatedUnindexed ? this.dialect.unindexed(col) : col, t)));
       }
       case 'token':
-        return this.rowsOf(a, 'search_index', (s, byRes) => this.tokens(s, type, c.param, c.values, byRes), c.not);
+        return this.rowsOf(a, 'search_index', (s, byRes) => this.tokens(s, type, c, byRes), c.not);
       case 'token-text':
         return this.rowsOf(a, 'search_index', (s, byRes) =>
           this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => `${s}.display LIKE ${this.v(`%${likeEscape(v)}%`)} ESCAPE '\\'`))));
@@ -723,6 +777,7 @@ export class SqlBuilder {
       case 'exact': return `${s}.exact = ${this.v(v.value)}`;
       case 'contains': return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}%`)} ESCAPE '\\'`;
       case 'suffix': return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}`)} ESCAPE '\\'`;
+      case 'unequal': return `${s}.value <> ${this.v(v.value)}`;
     }
   }
 
@@ -947,7 +1002,8 @@ function readsKeys(c: Condition): boolean {
 /** Whether a condition's rows can be read by a range of its value-first index (SqlBuilder.driverRows). */
 function canDrive(c: Condition): boolean {
   switch (c.kind) {
-    case 'token': return !c.not;
+    // `unequal` reads every row of the parameter but those of its values.
+    case 'token': return !c.not && !c.unequal;
     case 'uri-prefix': case 'chain': case 'text': return true;
     // A range of the (tenant, type, last_updated) index (`ne` would be two).
     case 'lastUpdated': return c.tests.every((t) => t.op !== 'ne');

@@ -28,7 +28,8 @@ type Codes = { param: string; values: (TokenValue & { value: string })[] };
  */
 function codesOf(alternative: Condition[]): Codes | undefined {
   for (const c of alternative) {
-    if (c.kind === 'token' && !c.not && c.values.length > 0 && c.values.every((v) => v.value !== undefined)) {
+    // Folded (`_filter`'s `eq`), a code's rows are several ranges; `unequal` reads the others.
+    if (c.kind === 'token' && !c.not && !c.fold && !c.unequal && c.values.length > 0 && c.values.every((v) => v.value !== undefined)) {
       return { param: c.param, values: c.values as Codes['values'] };
     }
   }

@@ -13,11 +13,29 @@ describe('export job data', () => {
   test('a new job stores its version and its planned steps, and reads back what was written', () => {
     const text = encodeSpec(spec);
     const stored = JSON.parse(text) as { version: number; steps: unknown[] };
-    expect(stored.version).toBe(JOB_DATA_VERSION);
+    // Without _filter's newer comparisons, the version the release before this one reads.
+    expect(stored.version).toBe(2);
     expect(stored.steps).toEqual(planSteps(spec));
     expect(readPlan({ spec: text })).toEqual({ spec, steps: planSteps(spec) });
     const progress = { ...initialProgress(), step: 1, after: 42, files: [{ kind: 'output' as const, type: 'Patient', subject: 'Patient', name: 'Patient.1.ndjson', key: 'k', count: 3, bytes: 9 }] };
     expect(readProgress({ progress: encodeProgress(progress) })).toEqual(progress);
+  });
+
+  test("_filter's case-folded and unequal comparisons make a job of data version 3, which a release reading 2 refuses", () => {
+    const uses: ExportSpec['filters'][string][number][] = [
+      [{ kind: 'token', param: 'code', values: [{ value: 'x' }], fold: true }],
+      [{ kind: 'not', condition: { kind: 'token', param: 'code', values: [{ value: 'x' }], unequal: true } }],
+      [{ kind: 'or', any: [{ kind: 'string', param: 'name', values: [{ value: 'a', match: 'unequal' }] }] }],
+      [{ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'token', param: 'gender', values: [{ value: 'male' }], fold: true }] }],
+    ];
+    expect(JOB_DATA_VERSION).toBe(3);
+    for (const conditions of uses) {
+      for (const withIt of [{ ...spec, filters: { Condition: [conditions] } }, { ...spec, scopeFilters: { Condition: [conditions] } }]) {
+        const text = encodeSpec(withIt);
+        expect((JSON.parse(text) as { version: number }).version).toBe(3);
+        expect(readPlan({ spec: text })).toEqual({ spec: withIt, steps: planSteps(withIt) });
+      }
+    }
   });
 
   test("a Patient or Group job's Provenance of the compartments is stored with its target types and planned as a step", () => {

@@ -141,10 +141,13 @@ export interface TextTerm {
   prefix: boolean;
 }
 
-/** A string search value (normalised as the index stores strings, except for `exact`) and how it matches. */
+/**
+ * A string search value (normalised as the index stores strings, except for `exact`) and how it matches
+ * a stored value: `unequal` (`_filter`'s `ne`) compares the whole normalised value.
+ */
 export interface StringValue {
   value: string;
-  match: 'prefix' | 'exact' | 'contains' | 'equal' | 'suffix';
+  match: 'prefix' | 'exact' | 'contains' | 'equal' | 'suffix' | 'unequal';
 }
 
 /** A token or reference value: `system` undefined matches any system, `value` undefined any value (`system|`). */
@@ -169,15 +172,22 @@ export type Condition =
   | { kind: 'id'; ids: string[]; not?: boolean }
   | { kind: 'lastUpdated'; tests: DateTest[] }
   /**
-   * Tokens, references and uris (`search_index`); `not`: no value of the parameter matches (`:not`).
-   * `reference`: the values name resources (`patient=123`), which few rows usually do, so a search plan
-   * counts such a condition first (SearchPlan).
+   * Tokens, references and uris (`search_index`): a row of the parameter matches one of the values;
+   * `not`: none does (`:not`). `reference`: the values name resources (`patient=123`), which few rows
+   * usually do, so a search plan counts such a condition first (SearchPlan). `_filter` (search_filter.html)
+   * adds two: `fold`, systems and codes compared with their ASCII letters in lower case, in which the
+   * values are written ("Token is the same, including namespace if specified (case insensitive)"); and
+   * `unequal`, for `ne` ("An item in the set has an unequal value"): a row of the parameter, of
+   * `systems` when given (`patient` is the `subject` rows of Patients), matches none of the values (the
+   * forms of one value: a code and its implied system-less row); a reference's canonical URL without a
+   * version then also matches its versions (`url|1.0`), as `url` finds them.
    */
-  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean; reference?: boolean }
+  | { kind: 'token'; param: string; values: TokenValue[]; not?: boolean; reference?: boolean; fold?: boolean; unequal?: boolean; systems?: string[] }
   /**
    * `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere
    * in the normalised value; `equal` and `suffix` (`_filter`'s `eq` and `ew`): the whole normalised
-   * value, its end.
+   * value, its end; `unequal` (`_filter`'s `ne`) the whole normalised value unequal to it. A row
+   * matching one of the values is enough, whatever the others hold.
    */
   | { kind: 'string'; param: string; values: StringValue[] }
   | { kind: 'uri-prefix'; param: string; values: string[] }

@@ -14,9 +14,9 @@ import { planSteps, type ExportSpec, type JobProgress, type Step } from './spec.
  * wrote: the spec without `version` and `steps` (their plan was `planSteps` of the spec, which is kept as
  * it was for them). 2 stores `_typeFilter` as compiled search conditions; 0 and 1 stored token criteria,
  * read as conditions. 3 is 2 whose conditions use `_filter`'s comparisons (search_filter.html) that a
- * release reading 2 would take for others (a folded or `unequal` token, a string `unequal`:
- * filterComparison), so that such a release fails the job rather than export other resources; a job
- * without them is written as 2, which it reads.
+ * release reading 2 would take for others (a folded or `unequal` token, a string `unequal` or ordering,
+ * a date `co`: FILTER_COMPARISONS), so that such a release fails the job rather than export other
+ * resources; a job without them is written as 2, which it reads.
  */
 export const JOB_DATA_VERSION = 3;
 
@@ -134,6 +134,7 @@ function filterComparison(c: Condition): boolean {
   switch (c.kind) {
     case 'token': return c.fold === true || c.unequal === true;
     case 'string': return c.values.some((v) => FILTER_COMPARISONS.has(v.match));
+    case 'date': case 'lastUpdated': return c.tests.some((t) => t.op === 'co');
     case 'chain': case 'has': return c.where.some(filterComparison);
     case 'or': return c.any.some(filterComparison);
     case 'and': return c.all.some(filterComparison);
@@ -143,7 +144,7 @@ function filterComparison(c: Condition): boolean {
 }
 
 /** String matches of `_filter` that data version 2 does not have. */
-const FILTER_COMPARISONS = new Set<string>(['unequal']);
+const FILTER_COMPARISONS = new Set<string>(['unequal', 'gt', 'ge', 'lt', 'le']);
 
 /** The data version a spec needs: 3 where its conditions use `_filter`'s newer comparisons, else 2. */
 function dataVersion(spec: ExportSpec): number {

@@ -36,7 +36,7 @@ const COMMON_PARAMS = [
   { name: '_list', type: 'special', documentation: 'The resources a List (by id) has as entry items, as _has:List:item:_id; or a functional list ($current-problems, $current-medications, $current-allergies, $current-drug-allergies): the items of the current Lists coded as that kind.' },
   {
     name: '_filter', type: 'special',
-    documentation: "FHIR's filter expressions (search_filter.html): and, or, not, parentheses, chains (a.b) with target filters (a[filter].b); each test means the search parameter it names. String and token eq/ne are case-insensitive; ne is 'an item in the set has an unequal value'. Not supported: element filters (related[...]), gt/lt/ge/le on strings, co on dates and numbers, ne with a versioned canonical URL.",
+    documentation: "FHIR's filter expressions (search_filter.html): and, or, not, parentheses, chains (a.b) with target filters (a[filter].b); each test means the search parameter it names. String and token eq/ne are case-insensitive; ne is 'an item in the set has an unequal value'. Not supported: element filters (related[...]), co on numbers and quantities, ne with a versioned canonical URL.",
   },
 ];
 

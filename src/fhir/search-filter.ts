@@ -5,13 +5,13 @@
  * parameter it stands for (`name:contains=pet`, `birthdate=ge2014-10-10`) and compiled by
  * parameterCondition, so a test means what that parameter means everywhere else, except where the page
  * says otherwise (ARCHITECTURE.md, "`_filter`"): string and token `eq` are case-insensitive, `ne` is
- * "An item in the set has an unequal value" (not the negation of `eq`). `and`, `or` and `not` become
- * the engine's own `and`, `or` and `not` conditions, and a path through a reference (`subject.name`,
- * `subject[gender eq male].name`) a chain.
+ * "An item in the set has an unequal value" (not the negation of `eq`), strings take `gt`/`lt`/`ge`/`le`
+ * and dates `co`. `and`, `or` and `not` become the engine's own `and`, `or` and `not` conditions, and a
+ * path through a reference (`subject.name`, `subject[gender eq male].name`) a chain.
  *
  * Not supported (a 400 naming `_filter`): the element filters of the page's "additional parameters"
- * (`related[...]`, `characteristic[...]`; R4 has no such search parameters), `gt`/`lt`/`ge`/`le` on
- * strings, `co` on dates, numbers and quantities, `ne` with a versioned canonical URL.
+ * (`related[...]`, `characteristic[...]`; R4 has no such search parameters), `co` on numbers and
+ * quantities (the index keeps no number's precision), `ne` with a versioned canonical URL.
  */
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
@@ -225,12 +225,12 @@ function escaped(value: string, keep: { bar?: boolean; dollar?: boolean }): stri
 type TokenCondition = Extract<Condition, { kind: 'token' }>;
 
 /** `_filter`'s string operations as StringValue matches on the normalised value (`sw` and `co` are the parameter's own and `:contains`). */
-const STRING_MATCHES: Record<string, StringValue['match']> = { eq: 'equal', ne: 'unequal', ew: 'suffix' };
+const STRING_MATCHES: Record<string, StringValue['match']> = { eq: 'equal', ne: 'unequal', ew: 'suffix', gt: 'gt', ge: 'ge', lt: 'lt', le: 'le' };
 
 /**
  * The condition of a test on the parameter `name` of `type`: that of the search parameter (key and raw
- * value) it stands for, or one made from it (string, token, reference and uri `eq` / `ne`, date `po`);
- * `pr` is `:missing` negated.
+ * value) it stands for, or one made from it (string, token, reference and uri `eq` / `ne`, string
+ * orderings, date `po` and `co`); `pr` is `:missing` negated.
  */
 function testCondition(type: string, name: string, op: string, value: string, now: number, depth: number): PendingCondition {
   const param = (key: string, raw: string) => parameterCondition(type, key, raw, now, depth);
@@ -262,8 +262,10 @@ function testCondition(type: string, name: string, op: string, value: string, no
   switch (kind) {
     case 'string': {
       // The parameter's normalised values (case- and accent-insensitive), one of which is enough: `sw` and
-      // `co` as the parameter and `:contains`; `eq` the whole value, `ne` one unequal to it, `ew` its end.
-      const raw = escaped(value, {});
+      // `co` as the parameter and `:contains`; `eq` the whole value, `ne` one unequal to it, `ew` its end,
+      // `gt`, `ge`, `lt`, `le` by code points ("of starting character (trimmed)").
+      const ordering = op === 'gt' || op === 'ge' || op === 'lt' || op === 'le';
+      const raw = escaped(ordering ? value.trim() : value, {});
       if (op === 'sw') return param(name, raw);
       if (op === 'co') return param(`${name}:contains`, raw);
       const match = Object.hasOwn(STRING_MATCHES, op) ? STRING_MATCHES[op]! : undefined;
@@ -302,10 +304,11 @@ function testCondition(type: string, name: string, op: string, value: string, no
       const raw = escaped(withNamespaces(kind, value), { bar: kind === 'quantity' });
       if (!/^[0-9+\-.]/.test(value)) throw invalid(`'${value}' is not a ${kind} value for '${name}'`);
       if (['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'].includes(op)) return param(name, op + raw);
-      if (op === 'po' && kind === 'date') {
-        // Overlaps: the stored period and the value's own one share an instant (`ap`'s test, unwidened).
+      if ((op === 'po' || op === 'co') && kind === 'date') {
+        // `po` overlaps: the stored period and the value's own one share an instant (`ap`'s test,
+        // unwidened); `co`: "An item in the set's implicit period includes the stated value".
         const c = param(name, `eq${raw}`) as Condition & { kind: 'date' | 'lastUpdated' };
-        return { ...c, tests: c.tests.map((t) => ({ ...t, op: 'ap' as const })) };
+        return { ...c, tests: c.tests.map((t) => ({ ...t, op: op === 'po' ? ('ap' as const) : ('co' as const) })) };
       }
       throw refuse(`a ${kind} parameter`);
     }

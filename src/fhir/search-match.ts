@@ -7,6 +7,7 @@ import type { CompositePart, Condition, DateTest, IndexEntry, IndexRows, NumberT
 import { foldAscii } from '../store/search-sql.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
 import { isNear } from './near.ts';
+import { compareText } from './search-order.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
 
 type Json = Record<string, unknown>;
@@ -53,6 +54,7 @@ export function dateMatches(lo: number, hi: number, t: DateTest): boolean {
     case 'sa': return lo >= t.high;
     case 'eb': return hi <= t.low;
     case 'ap': return lo < t.high && hi > t.low;
+    case 'co': return lo <= t.low && hi >= t.high;
   }
 }
 
@@ -65,6 +67,10 @@ export function stringMatches(e: { value: string; exact: string }, v: StringValu
     case 'contains': return e.value.includes(v.value);
     case 'suffix': return e.value.endsWith(v.value);
     case 'unequal': return e.value !== v.value;
+    case 'gt': return compareText(e.value, v.value) > 0;
+    case 'ge': return compareText(e.value, v.value) >= 0;
+    case 'lt': return compareText(e.value, v.value) < 0;
+    case 'le': return compareText(e.value, v.value) <= 0;
   }
 }
 
@@ -92,6 +98,8 @@ export function instantMatches(at: number, t: DateTest): boolean {
     case 'ge': return at >= t.low;
     case 'lt': case 'eb': return at < t.low;
     case 'le': return at < t.high;
+    // The instant's own millisecond holds the value's range.
+    case 'co': return at <= t.low && at + 1 >= t.high;
   }
 }
 

@@ -566,6 +566,7 @@ export class SqlBuilder {
       case 'sa': return `${lo} >= ${qh()}`;
       case 'eb': return `${hi} <= ${ql()}`;
       case 'ap': return `(${lo} < ${qh()} AND ${hi} > ${ql()})`;
+      case 'co': return `(${lo} <= ${ql()} AND ${hi} >= ${qh()})`;
     }
   }
 
@@ -777,7 +778,12 @@ export class SqlBuilder {
       case 'exact': return `${s}.exact = ${this.v(v.value)}`;
       case 'contains': return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}%`)} ESCAPE '\\'`;
       case 'suffix': return `${s}.value LIKE ${this.v(`%${likeEscape(v.value)}`)} ESCAPE '\\'`;
+      // Code point order: SQLite compares text as UTF-8 bytes, PostgreSQL in the columns' "C" collation.
       case 'unequal': return `${s}.value <> ${this.v(v.value)}`;
+      case 'gt': return `${s}.value > ${this.v(v.value)}`;
+      case 'ge': return `${s}.value >= ${this.v(v.value)}`;
+      case 'lt': return `${s}.value < ${this.v(v.value)}`;
+      case 'le': return `${s}.value <= ${this.v(v.value)}`;
     }
   }
 
@@ -791,6 +797,8 @@ export class SqlBuilder {
       case 'lt': case 'eb': return `${col} < ${this.v(t.low)}`;
       case 'le': return `${col} < ${this.v(t.high)}`;
       case 'ap': return `(${col} >= ${this.v(t.low)} AND ${col} < ${this.v(t.high)})`;
+      // The instant's own millisecond holds the value's range.
+      case 'co': return `(${col} <= ${this.v(t.low)} AND ${col} >= ${this.v(t.high - 1)})`;
     }
   }
 
@@ -1069,6 +1077,7 @@ function dateBounds(t: DateTest): RangeBounds | undefined {
     case 'lt': case 'eb': return { end: 'low', bounds: [['<', t.low]] };
     case 'le': case 'ap': return { end: 'low', bounds: [['<', t.high]] };
     case 'sa': return { end: 'low', bounds: [['>=', t.high]] };
+    case 'co': return { end: 'low', bounds: [['<=', t.low]] };
     case 'gt': return { end: 'high', bounds: [['>', t.high]] };
     case 'ge': return { end: 'high', bounds: [['>', t.low]] };
     default: return undefined;

@@ -2,7 +2,7 @@
  * `_filter`'s operations as FHIR R4 search_filter.html defines them (ARCHITECTURE.md, "`_filter`"), on
  * both databases: string and token comparisons case-insensitive ("Values are never case sensitive"),
  * `ne` as "An item in the set has an unequal value" (not the negation of `eq`, which `not (x eq v)`
- * still is), `pr` in any case. Each answer is an exact set, and the
+ * still is), strings ordered, dates `co`, `pr` in any case. Each answer is an exact set, and the
  * in-memory matcher (a SMART v2 scope filter judging reads; the core ValueSets) agrees with the SQL.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -39,17 +39,25 @@ const DATA: Json[] = [
   { resourceType: 'QuestionnaireResponse', id: 's-qr2', status: 'completed', questionnaire: 'http://example.org/q' },
   { resourceType: 'QuestionnaireResponse', id: 's-qr3', status: 'completed', questionnaire: 'http://example.org/r' },
   { resourceType: 'QuestionnaireResponse', id: 's-qr4', status: 'completed' },
+  { resourceType: 'Encounter', id: 's-e1', status: 'finished', class: { code: 'IMP' }, period: { start: '2018-01-20T10:00:00Z', end: '2018-02-10T10:00:00Z' } },
+  { resourceType: 'Encounter', id: 's-e2', status: 'finished', class: { code: 'IMP' }, period: { start: '2018-02-03T10:00:00Z', end: '2018-02-04T10:00:00Z' } },
+  { resourceType: 'Encounter', id: 's-e3', status: 'in-progress', class: { code: 'IMP' }, period: { start: '2017-12-30T10:00:00Z' } },
+  { resourceType: 'Encounter', id: 's-e4', status: 'planned', class: { code: 'IMP' } },
 ];
 
 /** Filters on each type and their exact answers: the same from the SQL of a search and from the in-memory matcher. */
 const CASES: Record<string, [filter: string, ids: string[]][]> = {
   Patient: [
-    // Strings: case-insensitive (as they were), `ne` an unequal value.
+    // Strings: case-insensitive (as they were), `ne` an unequal value, orderings by code point.
     ['family eq PETER', ['s-one', 's-two']],
     ['family ne peter', ['s-three', 's-two']],
     ['family ne "PeTeR"', ['s-three', 's-two']],
     ['not (family eq peter)', ['s-none', 's-three']],
     ['given ne ANN', ['s-none']],
+    ['family gt PETER', ['s-three', 's-two']],
+    ['family ge peter', ['s-one', 's-three', 's-two']],
+    ['family lt Q', ['s-one', 's-two']],
+    ['family le " QUINN "', ['s-one', 's-two']],
     // Tokens: codes, systems and the implied system of a `code` element, in any case.
     ['gender eq MALE', ['s-one']],
     [`gender eq ${GENDER.toUpperCase()}|Male`, ['s-one']],
@@ -87,6 +95,14 @@ const CASES: Record<string, [filter: string, ids: string[]][]> = {
     // URIs are compared as written.
     ['url eq HTTP://EXAMPLE.ORG/q', []],
     ['url eq http://example.org/q', ['s-q1']],
+  ],
+  Encounter: [
+    // `co`: the stored period holds the whole of the value's.
+    ['date co 2018-02-03', ['s-e1', 's-e3']],
+    ['date co 2018-02-03T12:00:00Z', ['s-e1', 's-e2', 's-e3']],
+    ['date co 2018-02', ['s-e3']],
+    ['date eq 2018-02', ['s-e2']],
+    ['date co 2017', []],
   ],
 };
 
@@ -139,6 +155,20 @@ for (const target of targets) {
         }
       }
     }, 60_000);
+
+    test('_lastUpdated co: the instant\'s own millisecond holds the value', async () => {
+      const encounters = DATA.filter((r) => r.resourceType === 'Encounter').map((r) => r.id as string);
+      const stored = await Promise.all(encounters.map(async (id) => ((await (await api.get(`Encounter/${id}`)).json()) as Json).meta.lastUpdated as string));
+      const at = stored[0]!;
+      expect(at).toMatch(/\.\d{3}Z$/);
+      const same = encounters.filter((_, i) => Date.parse(stored[i]!) === Date.parse(at)).sort();
+      expect(same).toContain('s-e1');
+      expect(await filtered('Encounter', `_lastUpdated co ${at}`)).toEqual(same);
+      // A second is wider than an instant: no instant holds it, though `eq` finds those within it.
+      const second = at.replace(/\.\d{3}Z$/, 'Z');
+      expect(await filtered('Encounter', `_lastUpdated co ${second}`)).toEqual([]);
+      expect(await filtered('Encounter', `_lastUpdated eq ${second}`)).toEqual(expect.arrayContaining(same));
+    });
 
     test('the core ValueSets, matched in memory, compare strings and tokens the same way', async () => {
       expect(await filtered('ValueSet', 'name eq ADMINISTRATIVEGENDER and status eq ACTIVE')).toEqual(['administrative-gender']);

@@ -260,7 +260,7 @@ for (const target of targets) {
         ['name eq "unterminated', 'invalid', 'string'],
         ['nonsense eq 1', 'invalid', "'nonsense' is not a search parameter of Patient"],
         ['gender co male', 'not-supported', "'co' is not supported on a token parameter"],
-        ['birthdate co 2000', 'not-supported', "'co' is not supported"],
+        ['general-practitioner co x', 'not-supported', "'co' is not supported on a reference parameter"],
         ['birthdate eq yesterday', 'invalid', 'not a date value'],
         ['birthdate eq 2000-13', 'invalid', 'Invalid date'],
         ['family pr maybe', 'invalid', "'pr' takes true or false"],

@@ -21,12 +21,12 @@ describe('export job data', () => {
     expect(readProgress({ progress: encodeProgress(progress) })).toEqual(progress);
   });
 
-  test("_filter's case-folded and unequal comparisons make a job of data version 3, which a release reading 2 refuses", () => {
+  test("_filter's case-folded, unequal and ordering comparisons make a job of data version 3, which a release reading 2 refuses", () => {
     const uses: ExportSpec['filters'][string][number][] = [
       [{ kind: 'token', param: 'code', values: [{ value: 'x' }], fold: true }],
       [{ kind: 'not', condition: { kind: 'token', param: 'code', values: [{ value: 'x' }], unequal: true } }],
-      [{ kind: 'or', any: [{ kind: 'string', param: 'name', values: [{ value: 'a', match: 'unequal' }] }] }],
-      [{ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'token', param: 'gender', values: [{ value: 'male' }], fold: true }] }],
+      [{ kind: 'or', any: [{ kind: 'string', param: 'name', values: [{ value: 'a', match: 'gt' }] }] }],
+      [{ kind: 'chain', param: 'subject', targetType: 'Patient', where: [{ kind: 'date', param: 'birthdate', tests: [{ op: 'co', low: 1, high: 2 }] }] }],
     ];
     expect(JOB_DATA_VERSION).toBe(3);
     for (const conditions of uses) {

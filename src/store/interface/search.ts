@@ -95,9 +95,13 @@ export const NO_INDEX_ROWS: IndexRows = Object.freeze({ tokens: [], strings: [],
 /** FHIR R4 search prefixes (search.html, 3.1.1.4.1). */
 export type Comparator = 'eq' | 'ne' | 'gt' | 'ge' | 'lt' | 'le' | 'sa' | 'eb' | 'ap';
 
-/** A date test: the search value's [low, high) in epoch ms (from its precision) against stored [low, high). */
+/**
+ * A date test: the search value's [low, high) in epoch ms (from its precision) against stored [low, high).
+ * `co` (`_filter`'s, search_filter.html: "An item in the set's implicit period includes the stated value"):
+ * the stored range holds the value's whole range.
+ */
 export interface DateTest {
-  op: Comparator;
+  op: Comparator | 'co';
   low: number;
   high: number;
 }
@@ -143,11 +147,12 @@ export interface TextTerm {
 
 /**
  * A string search value (normalised as the index stores strings, except for `exact`) and how it matches
- * a stored value: `unequal` (`_filter`'s `ne`) compares the whole normalised value.
+ * a stored value: `unequal`, `gt`, `ge`, `lt` and `le` (`_filter`'s `ne` and orderings) compare the
+ * whole normalised value, by code points.
  */
 export interface StringValue {
   value: string;
-  match: 'prefix' | 'exact' | 'contains' | 'equal' | 'suffix' | 'unequal';
+  match: 'prefix' | 'exact' | 'contains' | 'equal' | 'suffix' | 'unequal' | 'gt' | 'ge' | 'lt' | 'le';
 }
 
 /** A token or reference value: `system` undefined matches any system, `value` undefined any value (`system|`). */
@@ -186,8 +191,8 @@ export type Condition =
   /**
    * `match`: starts-with on the normalised value, `exact` on the value as written, `contains` anywhere
    * in the normalised value; `equal` and `suffix` (`_filter`'s `eq` and `ew`): the whole normalised
-   * value, its end; `unequal` (`_filter`'s `ne`) the whole normalised value unequal to it. A row
-   * matching one of the values is enough, whatever the others hold.
+   * value, its end; `unequal`, `gt`, `ge`, `lt`, `le` (`_filter`'s `ne` and orderings) likewise on the
+   * whole normalised value. A row matching one of the values is enough, whatever the others hold.
    */
   | { kind: 'string'; param: string; values: StringValue[] }
   | { kind: 'uri-prefix'; param: string; values: string[] }

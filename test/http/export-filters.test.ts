@@ -86,6 +86,20 @@ describe('_typeFilter', () => {
     expect(bad.status).toBe(400);
   });
 
+  test("_filter's case-insensitive tokens and unequal values export what they search, in a job of data version 3", async () => {
+    await put(t, observation('o4', 'p1', 'A'));
+    await put(t, { resourceType: 'Observation', id: 'o5', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: 'A' }] } });
+    const filters = [
+      enc(`Patient?_filter=${enc('gender eq MALE or identifier eq URN:MRN|1')}`),
+      // o5 has no subject: no item unequal to p1.
+      enc(`Observation?_filter=${enc('subject ne Patient/p1 and code ne b')}`),
+    ].join(',');
+    const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${filters}`);
+    expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Observation/o3', 'Patient/p1', 'Patient/p2']);
+    const job = (await t.store.exports.jobs.get('t1', status.split('/').pop()!))!;
+    expect(JSON.parse(job.spec).version).toBe(3);
+  });
+
   test('a filter Cinder cannot apply is a 400, never silently ignored', async () => {
     for (const q of ['Observation?nonsense=5', 'Observation?code:nonsense=x', 'Observation?_sort=_id', 'Observation?_include=Observation:subject', 'Observation?date=yesterday', 'Observation?code:in=http://example.org/vs']) {
       const res = await get(`/$export?_type=Observation&_typeFilter=${enc(q)}`);

@@ -402,6 +402,7 @@ export class SqlBuilder {
     switch (c.kind) {
       case 'token':
         if (c.not) return this.dialect.missingRows(this, type, 'search_index', (s) => this.tokens(s, type, c, false));
+        if (c.fold && !c.unequal) return this.foldedRows(type, c);
         return this.select('search_index', (s, byRes) => this.tokens(s, type, c, byRes));
       case 'uri-prefix':
         return this.select('search_index', (s, byRes) => this.keyed(s, 'search_index', type, c.param, byRes, this.any(c.values.map((v) => this.prefix(`${s}.value`, v)))));
@@ -488,6 +489,23 @@ export class SqlBuilder {
   }
 
   /**
+   * The rows of a folded token condition (`_filter`'s case-insensitive `eq`), one statement per range
+   * of each value (foldedRanges) joined by UNION ALL: the ranges are disjoint, and ORed in one
+   * statement SQLite merged them through a set of row ids (a candidate count of 2,001 `active`
+   * Conditions of a million resources: 2.4 ms against 0.3 ms).
+   */
+  private foldedRows(type: string, c: TokenCondition): string {
+    const keys = (s: string, system: string | undefined) => this.keyIn(s, 'search_index', type, [c.param], false, system === undefined ? {} : { systems: [system], fold: true }, true);
+    if (c.values.some((v) => v.system === undefined && v.value === undefined)) return this.select('search_index', (s) => this.keyIn(s, 'search_index', type, [c.param], false));
+    return c.values.flatMap((v) => {
+      if (v.value === undefined) return [this.select('search_index', (s) => this.keyIn(s, 'search_index', type, [c.param], false, { systems: [v.system!], fold: true }))];
+      return foldedRanges(v.value).map(([low, high]) => this.select('search_index', (s) => low === high
+        ? `${keys(s, v.system)} AND ${s}.value = ${this.v(low)}`
+        : `${keys(s, v.system)} AND ${s}.value >= ${this.v(low)} AND ${s}.value <= ${this.v(high)} AND ${this.dialect.foldAscii(`${s}.value`)} = ${this.v(v.value!)}`));
+    }).join(' UNION ALL ');
+  }
+
+  /**
    * Token values (ORed) on `search_index` rows `s` of `c.param`, whose keys hold the system: one term per
    * system (its keys, and its values IN a list, one range of the value-first index per value), one for
    * the values without a system (every key of the parameter), one for the systems without a value.
@@ -506,6 +524,8 @@ export class SqlBuilder {
     const keys = (system: string | undefined) => this.keyIn(s, 'search_index', type, [param], byRes, system === undefined ? {} : { systems: [system], fold }, true);
     const terms = [...bySystem].flatMap(([system, codes]) => {
       if (!fold) return [`(${keys(system)} AND ${this.oneOf(`${s}.value`, codes)})`];
+      // Probed by the resource, its rows of the parameter are few: their values folded, one term.
+      if (byRes) return [`(${keys(system)} AND ${this.oneOf(this.dialect.foldAscii(`${s}.value`), codes)})`];
       return codes.flatMap((code) => foldedRanges(code).map(([low, high]) => low === high
         ? `(${keys(system)} AND ${s}.value = ${this.v(low)})`
         : `(${keys(system)} AND ${s}.value >= ${this.v(low)} AND ${s}.value <= ${this.v(high)} AND ${this.dialect.foldAscii(`${s}.value`)} = ${this.v(code)})`));

@@ -19,7 +19,11 @@ function validCorsOrigins(v: string): boolean {
 const schema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   host: z.string().min(1).default('0.0.0.0'),
-  baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+  /** Public base URL; a path (`https://example.org/cinder`) is the reverse proxy's, which strips it. */
+  baseUrl: z.url({ protocol: /^https?$/ }).refine((v) => {
+    const u = new URL(v);
+    return u.search === '' && u.hash === '' && !v.endsWith('?') && !v.endsWith('#') && !u.pathname.includes(';');
+  }, { message: 'expected an http(s) URL without query, fragment or ";" (a path is fine: https://example.org/cinder)' }).optional(),
   dataDir: z.string().min(1).default('./cinder-data'),
   databaseUrl: z
     .string()
@@ -164,6 +168,15 @@ export function bodyLimits(config: Config): BodyLimits {
   return {
     resource: cap(config.maxResourceBytes), bundle: cap(config.maxBundleBytes), binary: cap(config.maxBinaryBytes), form: cap(config.maxFormBytes),
   };
+}
+
+/**
+ * The path of the public base URL: `/cinder` for `https://example.org/cinder`, empty at the root. Cinder
+ * serves at its own root whatever it is (the reverse proxy in front strips it); what the browser sees,
+ * the login page's cookie path, needs it.
+ */
+export function basePathOf(baseUrl: string): string {
+  return new URL(baseUrl).pathname.replace(/\/+$/, '');
 }
 
 /** The FHIR base URL of a tenant, `{base_url}/tenants/{tenant}/fhir/R4` (README, HTTP interface), also its tokens' audience. */

@@ -9,7 +9,7 @@ import { signIn } from '../auth/login.ts';
 import { pickerStep, type AuthorizeStep, type PickerInput } from '../auth/picker-flow.ts';
 import { pickerPage } from '../auth/picker-page.ts';
 import { randomToken } from '../auth/secrets.ts';
-import { bodyLimits } from '../config.ts';
+import { basePathOf, bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
 import { clientIp } from './client-ip.ts';
 import { cookieValue, formTarget, htmlHeaders, sameToken, seeOther } from './html.ts';
@@ -21,6 +21,8 @@ interface LoginContext {
   deps: AuthDeps;
   https: boolean;
   origin: string;
+  /** The path the browser sees the authorize endpoint at: the base URL's path and `/oauth2/authorize`. */
+  cookiePath: string;
   trustProxy: boolean;
 }
 
@@ -28,9 +30,12 @@ function html(l: LoginContext, body: string, status: number, formAction = "'none
   return new Response(body, { status, headers: { ...htmlHeaders(l.https, formAction), ...extra } });
 }
 
-/** The CSRF cookie (double-submit: an HttpOnly SameSite=Strict cookie and a hidden field) holding `csrf`. */
+/**
+ * The CSRF cookie (double-submit: an HttpOnly SameSite=Strict cookie and a hidden field) holding `csrf`,
+ * sent back only to the authorize endpoint, at the path the browser sees (below a base URL's path).
+ */
 function csrfCookie(l: LoginContext, csrf: string): Record<string, string> {
-  return { 'Set-Cookie': `${CSRF_COOKIE}=${csrf}; Path=/oauth2/authorize; HttpOnly; SameSite=Strict; Max-Age=1800${l.https ? '; Secure' : ''}` };
+  return { 'Set-Cookie': `${CSRF_COOKIE}=${csrf}; Path=${l.cookiePath}; HttpOnly; SameSite=Strict; Max-Age=1800${l.https ? '; Secure' : ''}` };
 }
 
 /** The login form with a fresh CSRF token. */
@@ -117,7 +122,8 @@ async function readLoginForm(c: Context, limit: number): Promise<URLSearchParams
 export function authorizeRoutes(deps: AuthDeps): Hono {
   const app = new Hono();
   const l: LoginContext = {
-    deps, https: deps.config.baseUrl.startsWith('https:'), origin: new URL(deps.config.baseUrl).origin, trustProxy: deps.config.trustProxy === 'on',
+    deps, https: deps.config.baseUrl.startsWith('https:'), origin: new URL(deps.config.baseUrl).origin,
+    cookiePath: `${basePathOf(deps.config.baseUrl)}/oauth2/authorize`, trustProxy: deps.config.trustProxy === 'on',
   };
   app.get('/oauth2/authorize', (c) =>
     guarded(l, c, async () => showLogin(l, await validateAuthorizationRequest(deps, new URL(c.req.url).searchParams), 200)));

@@ -1,5 +1,5 @@
 import { expect, test } from 'bun:test';
-import { ConfigError, configEnv, loadConfig } from '../../src/config.ts';
+import { basePathOf, ConfigError, configEnv, loadConfig } from '../../src/config.ts';
 
 test('a bad value stops with one line naming the variable and its flag', () => {
   expect(() => loadConfig({ CINDER_PORT: 'eighty' })).toThrow(ConfigError);
@@ -24,4 +24,13 @@ test('CINDER_REFERENTIAL_INTEGRITY: off by default, on or off, also as --referen
   expect(loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'on' }).referentialIntegrity).toBe('on');
   expect(loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'on' }, { referentialIntegrity: 'off' }).referentialIntegrity).toBe('off');
   expect(() => loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'yes' })).toThrow(/^invalid CINDER_REFERENTIAL_INTEGRITY \(--referential-integrity\)/);
+});
+
+test('CINDER_BASE_URL: a path is kept (without a trailing slash); a query, a fragment or a ";" is refused, naming the variable', () => {
+  expect(loadConfig({ CINDER_BASE_URL: 'https://example.org/cinder/' }).baseUrl).toBe('https://example.org/cinder');
+  expect(basePathOf('https://example.org/cinder')).toBe('/cinder');
+  expect(basePathOf(loadConfig({ CINDER_BASE_URL: 'https://example.org/' }).baseUrl)).toBe('');
+  for (const bad of ['http://cinder.test/cinder?x=1', 'http://cinder.test/cinder#top', 'http://cinder.test/a;b', 'ftp://cinder.test']) {
+    expect(() => loadConfig({ CINDER_BASE_URL: bad })).toThrow(/^invalid CINDER_BASE_URL \(--base-url\)/);
+  }
 });

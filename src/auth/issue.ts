@@ -1,9 +1,10 @@
 import { OAuthError } from '../errors.ts';
 import type { Client, User } from '../store/types.ts';
-import { patientOf, unreadableScopes, userClaims } from './claims.ts';
+import { OFFLINE_SCOPES, patientOf, unreadableScopes, userClaims } from './claims.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { TokenResponse } from './grants/types.ts';
+import { needsPatientContext } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
 /** What a user-facing grant (authorization_code, refresh_token) issues tokens for. */
@@ -50,21 +51,44 @@ function absoluteFhirUser(fhirBase: string, ref: string | null): string | undefi
   return /^https?:\/\//.test(ref) ? ref : `${fhirBase}/${ref}`;
 }
 
+/** What a user grant's tokens carry: the patient in context, and the scopes granted with it. */
+export interface PatientContext {
+  patient: string | undefined;
+  scopes: string[];
+}
+
+/**
+ * The patient in context of a user grant: the chosen one, else the Patient user's own record (codes and
+ * grants stored without one), when a scope needs one. A token never carries `patient/` scopes (or
+ * `launch/patient`) without a patient (SMART App Launch 2.2: granting such a scope, "the EHR SHALL
+ * establish a patient in context"): a grant that has none (stored before the picker inferred
+ * `launch/patient`, or its user is no longer a Patient) loses them, and one left with nothing but
+ * `offline_access` is `invalid_grant`.
+ */
+export function patientContext(scopes: string[], chosen: string | null, user: User): PatientContext {
+  if (!scopes.some(needsPatientContext)) return { patient: undefined, scopes };
+  const patient = chosen ?? patientOf(user);
+  if (patient) return { patient, scopes };
+  const kept = scopes.filter((s) => !needsPatientContext(s));
+  if (kept.every((s) => OFFLINE_SCOPES.includes(s))) {
+    throw new OAuthError('invalid_grant', 'the grant has patient/ scopes but no patient in context: authorize again to choose one');
+  }
+  return { patient: undefined, scopes: kept };
+}
+
 /** Access token and id_token (OIDC Core 3.1.3.3) for a user grant; the refresh token is the caller's. */
 export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User): Promise<TokenResponse> {
   const { config } = deps;
   const fhirBase = fhirBaseOf(config.baseUrl, g.tenant);
   const readable = (a: string) => g.client.readAttributes === null || g.client.readAttributes.includes(a);
-  const wantsPatient = g.scopes.some((s) => s.startsWith('patient/') || s === 'launch/patient');
-  // A chosen patient, else (codes and grants without one, as before the picker) the Patient user's own record.
-  const patient = wantsPatient ? (g.patient ?? patientOf(user)) : undefined;
-  const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: g.scopes.join(' '), tenant: g.tenant, gid: g.grantId };
+  const { patient, scopes } = patientContext(g.scopes, g.patient, user);
+  const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId };
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
   if (fhirUser) claims.fhirUser = fhirUser;
   if (patient) claims.patient = patient;
   const ttl = g.client.accessTokenTtl ?? config.accessTokenTtl;
   const { token, expiresIn } = await signAccessToken(deps.keys, deps.clock, config.baseUrl, claims, ttl);
-  const released = userClaims({ ...user, fhirUser: fhirUser ?? null }, g.scopes, g.client.readAttributes);
+  const released = userClaims({ ...user, fhirUser: fhirUser ?? null }, scopes, g.client.readAttributes);
   const idToken = await signIdToken(deps.keys, deps.clock, config.baseUrl, {
     sub: user.id, aud: g.client.clientId, authTime: Math.floor(g.authTime / 1000), nonce: g.nonce, accessToken: token, claims: released,
   }, ttl);

@@ -5,6 +5,7 @@ import { parseReference } from '../fhir/references.ts';
 import { searchResources } from '../fhir/search.ts';
 import type { ResourceVersion, User } from '../store/types.ts';
 import { patientOf } from './claims.ts';
+import { needsPatientContext } from './scopes.ts';
 import type { AuthDeps } from './deps.ts';
 
 /** Patients shown per page of the picker. */
@@ -22,11 +23,13 @@ export class PickerInputError extends Error {
 
 /**
  * Whether signing in must ask the user which patient the app is about (SMART App Launch 2.x standalone
- * launch): the request was granted `launch/patient` and the user is not a Patient, whose own record is
- * the context without asking.
+ * launch): the request was granted `launch/patient` or a `patient/` scope, and the user is not a
+ * Patient, whose own record is the context without asking. A `patient/` scope without `launch/patient`
+ * infers it, as SMART App Launch 2.2 allows ("it MAY infer the launch/patient scope"): a granted
+ * `patient/` scope needs a patient in context.
  */
 export function needsPatientPicker(scopes: string[], user: User): boolean {
-  return scopes.includes('launch/patient') && patientOf(user) === undefined;
+  return scopes.some(needsPatientContext) && patientOf(user) === undefined;
 }
 
 /**

@@ -74,6 +74,16 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
   });
 }
 
+/**
+ * Whether a scope needs a patient in context: a `patient/` resource scope or `launch/patient`. SMART App
+ * Launch 2.2 (Scopes and Launch Context): "If an application requests a FHIR Resource scope which is
+ * restricted to a single patient (e.g., patient/*.rs), and the authorization results in the EHR granting
+ * that scope, the EHR SHALL establish a patient in context."
+ */
+export function needsPatientContext(scope: string): boolean {
+  return scope === 'launch/patient' || scope.startsWith('patient/');
+}
+
 /** Splits a space-delimited scope string (RFC 6749 3.3), dropping empties and duplicates. */
 export function splitScopes(scope: string | undefined | null): string[] {
   return [...new Set((scope ?? '').split(' ').filter(Boolean))];

@@ -3,8 +3,8 @@
  * small proxy forwards `/cinder/*` to Cinder without the prefix, and `CINDER_BASE_URL` is the proxy's
  * `/cinder`. A `fhirclient` app on a third origin launches from the FHIR base below the path; a
  * Practitioner signs in on the login page the browser sees at `/cinder/oauth2/authorize` (its CSRF
- * cookie must come back there), chooses a patient in the picker, and the app reads that patient's data,
- * every call through the proxy.
+ * cookie must come back there), chooses a patient in the picker (its `patient/` scopes without
+ * `launch/patient` ask for one), and the app reads that patient's data, every call through the proxy.
  */
 import { afterAll, beforeAll, expect } from 'bun:test';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,7 +20,8 @@ import { startCinder, type Cinder } from '../helpers/server.ts';
 const test = browserTest;
 
 const FHIR_CLIENT = readFileSync(join(import.meta.dir, '../../node_modules/fhirclient/build/fhir-client.min.js'));
-const SCOPE = 'openid fhirUser launch/patient patient/*.rs';
+// The probe's scopes: patient/ without launch/patient, which Cinder infers (the picker asks all the same).
+const SCOPE = 'openid fhirUser patient/*.rs';
 const PREFIX = '/cinder';
 
 const dir = mkdtempSync(join(tmpdir(), 'cinder-prefix-'));
@@ -90,7 +91,7 @@ beforeAll(async () => {
   await createTenant(store, cinder.clock, 'clinic');
   const app = await createClient(store, cinder.clock, {
     tenant: 'clinic', name: 'Chart app', grants: ['authorization_code'], secret: false,
-    scopes: ['openid', 'fhirUser', 'launch/patient', 'patient/*.rs'], redirectUris: [`${appOrigin}/app.html`],
+    scopes: ['openid', 'fhirUser', 'patient/*.rs'], redirectUris: [`${appOrigin}/app.html`],
   });
   clientId = app.client.clientId;
   await createUser(store, cinder.clock, { tenant: 'clinic', username: 'pat', password: 'pat password 1', name: 'Dr Pat', fhirUser: 'Practitioner/pr-1' });

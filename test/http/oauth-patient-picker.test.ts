@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
+import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -158,11 +159,74 @@ for (const target of targets) {
       expect(decodeJwt(body.access_token).patient).toBe('p-alice');
     });
 
-    test('without launch/patient there is no picker, and a Practitioner\'s patient/ scopes read nothing', async () => {
-      const res = await signIn(t, { clientId: c.id, scope: 'openid patient/*.rs' }, 'doc');
+    test('patient/ scopes without launch/patient: launch/patient is inferred, the picker asks, the token names the patient', async () => {
+      // The scopes an interoperability probe's app asked for (SMART App Launch 2.2: the EHR "MAY infer the launch/patient scope").
+      const probe = 'openid fhirUser patient/*.rs offline_access';
+      const p = await open('doc', probe);
+      expect(p.res.status).toBe(200);
+      expect(p.html).toContain('<title>Choose a patient · Cinder</title>');
+      expect(ids(p.html)).toContain('p-alice');
+      const body = (await (await redeem(t, redirectParams((await pick(p, 'p-bob')).res).get('code')!, c)).json()) as Tokens;
+      expect(body.patient).toBe('p-bob');
+      expect(body.scope).toBe(probe);
+      expect(decodeJwt(body.access_token)).toMatchObject({ patient: 'p-bob', scope: probe });
+      expect(matchIds(await fhirClient(t, body.access_token).search('Observation'))).toEqual(['o-bob']);
+      const refreshed = await post(t, { grant_type: 'refresh_token', refresh_token: body.refresh_token! }, { Authorization: basic(c.id, c.secret) });
+      expect(((await refreshed.json()) as Tokens).patient).toBe('p-bob');
+    });
+
+    test('neither launch/patient nor a patient/ scope: no picker, a code at once, no patient', async () => {
+      const res = await signIn(t, { clientId: c.id, scope: 'openid fhirUser user/*.rs' }, 'doc');
       const body = (await (await redeem(t, redirectParams(res).get('code')!, c)).json()) as Tokens;
       expect(body.patient).toBeUndefined();
-      expect((await fhirClient(t, body.access_token).get('Observation')).status).toBe(403);
+      expect(body.scope).toBe('openid fhirUser user/*.rs');
+    });
+
+    test('a RelatedPerson whose record names no patient, asking patient/ scopes alone, can only cancel: no token without a patient', async () => {
+      const orphan = await open('orphan', 'openid patient/*.rs');
+      expect(orphan.html).toContain('No patient record is linked to your account');
+      expect(orphan.html).not.toContain('value="pick"');
+      expect((await pick(orphan, 'p-bob')).res.status).toBe(400);
+    });
+
+    test('a grant stored without a patient (before launch/patient was inferred): its tokens lose the patient/ scopes, or invalid_grant', async () => {
+      const doc = (await t.store.users.byUsername('t1', 'doc'))!;
+      const alice = (await t.store.users.byUsername('t1', 'alice'))!;
+      const now = t.clock.now();
+      const auth = { Authorization: basic(c.id, c.secret) };
+      const stored = (value: string, userId: string, scope: string) => t.store.oauth.createRefreshToken({
+        tokenHash: sha256Hex(value), grantId: randomToken(16), clientId: c.id, tenant: 't1', userId, scope,
+        authTime: now, createdAt: now, expiresAt: now + 3_600_000, revokedAt: null, patient: null,
+      });
+      const refresh = async (value: string) => {
+        const res = await post(t, { grant_type: 'refresh_token', refresh_token: value }, auth);
+        return { status: res.status, body: (await res.json()) as Tokens & { error?: string } };
+      };
+      await stored('old-mixed', doc.id, 'openid fhirUser offline_access user/*.rs launch/patient patient/*.rs');
+      await stored('old-patient-only', doc.id, 'offline_access launch/patient patient/*.rs');
+      await stored('old-alice', alice.id, 'openid offline_access patient/*.rs');
+
+      const mixed = await refresh('old-mixed');
+      expect(mixed.status).toBe(200);
+      expect(mixed.body.patient).toBeUndefined();
+      expect(mixed.body.scope).toBe('openid fhirUser offline_access user/*.rs');
+      expect(decodeJwt(mixed.body.access_token)).toMatchObject({ scope: 'openid fhirUser offline_access user/*.rs' });
+      expect(decodeJwt(mixed.body.access_token).patient).toBeUndefined();
+      expect(await refresh('old-patient-only')).toEqual({ status: 400, body: expect.objectContaining({ error: 'invalid_grant' }) });
+      // A Patient user's grant stored without one keeps naming their own record, as before.
+      expect((await refresh('old-alice')).body).toMatchObject({ patient: 'p-alice', scope: 'openid offline_access patient/*.rs' });
+
+      // A code stored without one: the tokens and the refresh token it gives keep only what needs no patient.
+      await t.store.oauth.createCode({
+        codeHash: sha256Hex('old-code'), grantId: randomToken(16), clientId: c.id, tenant: 't1', userId: doc.id, redirectUri: REDIRECT,
+        scope: 'openid offline_access patient/*.rs', nonce: null, codeChallenge: null, authTime: now, expiresAt: now + 60_000, consumedAt: null, patient: null,
+      });
+      const redeemed = (await (await redeem(t, 'old-code', c)).json()) as Tokens;
+      expect(redeemed.scope).toBe('openid offline_access');
+      expect(redeemed.patient).toBeUndefined();
+      expect((await refresh(redeemed.refresh_token!)).body.scope).toBe('openid offline_access');
+      const info = await post(t, { token: redeemed.refresh_token! }, auth, '/oauth2/introspect');
+      expect((await info.json()) as Json).toMatchObject({ active: true, token_type: 'refresh_token', scope: 'openid offline_access' });
     });
 
     test('search by name: each word must match; paging; no match; refused searches are a 400 on the page, never a 500', async () => {

@@ -59,12 +59,13 @@ export const authorizationCode: Grant = {
       client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, patient: code.patient,
     };
     const body = await issueUserTokens(deps, grant, user);
+    // The refresh token keeps the scopes granted (without patient/ ones when no patient is in context).
     if (scopes.some((s) => OFFLINE_SCOPES.includes(s))) {
       const refresh = randomToken(32);
       const now = deps.clock.now();
       await deps.store.oauth.createRefreshToken({
         tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
-        scope: code.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
+        scope: body.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
         patient: code.patient,
       });
       body.refresh_token = refresh;

@@ -3,6 +3,7 @@ import { Database } from 'bun:sqlite';
 import { join } from 'node:path';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, observation, patient, put, refs } from '../helpers/export.ts';
+import { craftToken } from '../helpers/fhir.ts';
 
 let t: TestApp;
 let token: string;
@@ -178,7 +179,8 @@ describe('scopes', () => {
   });
 
   test('patient-context tokens cannot bulk export', async () => {
-    const res = await t.request(t.fhir() + '/$export?_type=Patient', fhirInit(await t.tokenFor('t1', ['patient/*.read'])));
+    // client_credentials grants no patient/ scopes (no patient in context): a code-flow token's, with one.
+    const res = await t.request(t.fhir() + '/$export?_type=Patient', fhirInit(await craftToken(t, 'patient/*.read', { patient: 'p1' })));
     expect(res.status).toBe(403);
   });
 });

@@ -54,6 +54,19 @@ describe('client_credentials', () => {
     await expectError(await post(t, { grant_type: 'client_credentials', scope: 'system/*.write' }, { Authorization: basic(id, secret) }), 'invalid_scope');
   });
 
+  test('patient/ scopes and launch/patient are never granted: a backend service has no patient in context', async () => {
+    const c = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/Patient.rs', 'patient/*.read', 'launch/patient', 'user/Observation.rs'] });
+    const auth = { Authorization: basic(c.client.clientId, c.clientSecret!) };
+    const all = (await (await post(t, { grant_type: 'client_credentials' }, auth)).json()) as { scope: string; access_token: string };
+    expect(all.scope).toBe('system/Patient.rs user/Observation.rs');
+    expect(decodeJwt(all.access_token).scope).toBe('system/Patient.rs user/Observation.rs');
+    const asked = await post(t, { grant_type: 'client_credentials', scope: 'patient/Observation.rs system/Patient.rs launch/patient' }, auth);
+    expect(((await asked.json()) as { scope: string }).scope).toBe('system/Patient.rs');
+    await expectError(await post(t, { grant_type: 'client_credentials', scope: 'patient/*.read launch/patient' }, auth), 'invalid_scope');
+    const only = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['patient/*.read'] });
+    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(only.client.clientId, only.clientSecret!) }), 'invalid_scope');
+  });
+
   test('the token works on the FHIR API of its tenant only', async () => {
     const res = await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(id, secret) });
     const { access_token } = (await res.json()) as { access_token: string };

@@ -1,14 +1,16 @@
 import { OAuthError } from '../../errors.ts';
 import { fhirBaseOf } from '../../config.ts';
-import { isImpliedBy, splitScopes } from '../scopes.ts';
+import { isImpliedBy, needsPatientContext, splitScopes } from '../scopes.ts';
 import { signAccessToken } from '../tokens.ts';
 import type { Grant } from './types.ts';
 
 /**
  * client_credentials (RFC 6749 4.4; SMART Backend Services): requested scopes the client's registered
  * scopes do not imply are ignored (a v2 `system/*.rs` is granted to a `system/*.read` client, as
- * requested); no scope means all of the client's scopes. No id_token, no refresh_token, and no
- * database write: the token is a signed JWT.
+ * requested); no scope means all of the client's scopes. A backend service acts with no user and no
+ * patient, so scopes that need a patient in context (`patient/`, `launch/patient`) are never granted
+ * here: ignored as scopes not enabled for the client are (SMART Backend Services asks for `system/`
+ * scopes). No id_token, no refresh_token, and no database write: the token is a signed JWT.
  */
 export const clientCredentials: Grant = {
   grantType: 'client_credentials',
@@ -16,7 +18,7 @@ export const clientCredentials: Grant = {
   async handle(deps, { client, method }, form) {
     if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a client with a secret or registered keys');
     const requested = form.has('scope') ? splitScopes(form.get('scope')) : client.scopes;
-    const granted = requested.filter((s) => isImpliedBy(s, client.scopes));
+    const granted = requested.filter((s) => !needsPatientContext(s) && isImpliedBy(s, client.scopes));
     if (granted.length === 0) throw new OAuthError('invalid_scope', 'none of the requested scopes is enabled for this client');
     const scope = granted.join(' ');
     const ttl = client.accessTokenTtl ?? deps.config.backendTokenTtl;

@@ -2,7 +2,10 @@ import { OAuthError } from '../errors.ts';
 import type { TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
 import { tokenEndpointCall } from './revoke.ts';
+import { patientInContext } from './issue.ts';
+import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
+import type { RefreshToken } from '../store/types.ts';
 
 const INACTIVE = { active: false } as const;
 
@@ -25,15 +28,26 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
   return info;
 }
 
+/** The patient in context of a refresh token's grant, as its access tokens name it (patientInContext). */
+async function refreshTokenPatient(deps: AuthDeps, t: RefreshToken): Promise<string | undefined> {
+  const scopes = splitScopes(t.scope);
+  // A Patient user's own record is not stored on the grant: one more read, for such grants only.
+  const user = t.patient === null && scopes.some(needsPatientContext) ? await deps.store.users.get(t.tenant, t.userId) : null;
+  return patientInContext(scopes, t.patient, user);
+}
+
 async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
   const t = await deps.store.oauth.getRefreshToken(sha256Hex(token));
   if (!t) return null;
   const now = deps.clock.now();
   if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked(null, t.grantId))) return INACTIVE;
-  return {
+  const info: Record<string, unknown> = {
     active: true, token_type: 'refresh_token', scope: t.scope, client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,
     exp: Math.floor(t.expiresAt / 1000), iat: Math.floor(t.createdAt / 1000), tenant: t.tenant,
   };
+  const patient = await refreshTokenPatient(deps, t);
+  if (patient) info.patient = patient;
+  return info;
 }
 
 /**

@@ -58,17 +58,24 @@ export interface PatientContext {
 }
 
 /**
- * The patient in context of a user grant: the chosen one, else the Patient user's own record (codes and
- * grants stored without one), when a scope needs one. A token never carries `patient/` scopes (or
- * `launch/patient`) without a patient (SMART App Launch 2.2: granting such a scope, "the EHR SHALL
- * establish a patient in context"): a grant that has none (stored before the picker inferred
- * `launch/patient`, or its user is no longer a Patient) loses them, and one left with nothing but
- * `offline_access` is `invalid_grant`.
+ * The patient in context of a user grant whose scopes need one: the chosen one, else a Patient user's
+ * own record (codes and grants stored without a choice); undefined without such scopes, or none.
+ */
+export function patientInContext(scopes: string[], chosen: string | null, user: User | null): string | undefined {
+  if (!scopes.some(needsPatientContext)) return undefined;
+  return chosen ?? (user ? patientOf(user) : undefined);
+}
+
+/**
+ * What the tokens of a user grant carry: the patient in context (patientInContext) and the scopes. A
+ * token never carries `patient/` scopes (or `launch/patient`) without a patient (SMART App Launch 2.2:
+ * granting such a scope, "the EHR SHALL establish a patient in context"): a grant that has none (stored
+ * before the picker inferred `launch/patient`, or its user is no longer a Patient) loses them, and one
+ * left with nothing but `offline_access` is `invalid_grant`.
  */
 export function patientContext(scopes: string[], chosen: string | null, user: User): PatientContext {
-  if (!scopes.some(needsPatientContext)) return { patient: undefined, scopes };
-  const patient = chosen ?? patientOf(user);
-  if (patient) return { patient, scopes };
+  const patient = patientInContext(scopes, chosen, user);
+  if (patient || !scopes.some(needsPatientContext)) return { patient, scopes };
   const kept = scopes.filter((s) => !needsPatientContext(s));
   if (kept.every((s) => OFFLINE_SCOPES.includes(s))) {
     throw new OAuthError('invalid_grant', 'the grant has patient/ scopes but no patient in context: authorize again to choose one');

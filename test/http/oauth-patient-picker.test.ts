@@ -157,6 +157,9 @@ for (const target of targets) {
       const body = (await (await redeem(t, code, c)).json()) as Tokens;
       expect(body.patient).toBe('p-alice');
       expect(decodeJwt(body.access_token).patient).toBe('p-alice');
+      // Their record is not stored on the grant (derived from fhirUser); introspecting the refresh token names it too.
+      const info = await post(t, { token: body.refresh_token! }, { Authorization: basic(c.id, c.secret) }, '/oauth2/introspect');
+      expect((await info.json()) as Json).toMatchObject({ active: true, token_type: 'refresh_token', patient: 'p-alice' });
     });
 
     test('patient/ scopes without launch/patient: launch/patient is inferred, the picker asks, the token names the patient', async () => {
@@ -176,10 +179,12 @@ for (const target of targets) {
     });
 
     test('neither launch/patient nor a patient/ scope: no picker, a code at once, no patient', async () => {
-      const res = await signIn(t, { clientId: c.id, scope: 'openid fhirUser user/*.rs' }, 'doc');
+      const res = await signIn(t, { clientId: c.id, scope: 'openid fhirUser offline_access user/*.rs' }, 'doc');
       const body = (await (await redeem(t, redirectParams(res).get('code')!, c)).json()) as Tokens;
       expect(body.patient).toBeUndefined();
-      expect(body.scope).toBe('openid fhirUser user/*.rs');
+      expect(body.scope).toBe('openid fhirUser offline_access user/*.rs');
+      const info = await post(t, { token: body.refresh_token! }, { Authorization: basic(c.id, c.secret) }, '/oauth2/introspect');
+      expect(((await info.json()) as Json).patient).toBeUndefined();
     });
 
     test('a RelatedPerson whose record names no patient, asking patient/ scopes alone, can only cancel: no token without a patient', async () => {
@@ -287,6 +292,8 @@ for (const target of targets) {
       const auth = { Authorization: basic(c.id, c.secret) };
       const info = (await (await post(t, { token: body.access_token }, auth, '/oauth2/introspect')).json()) as Json;
       expect(info).toMatchObject({ active: true, patient: 'p-bob', scope: SCOPE });
+      const refreshInfo = (await (await post(t, { token: body.refresh_token! }, auth, '/oauth2/introspect')).json()) as Json;
+      expect(refreshInfo).toMatchObject({ active: true, token_type: 'refresh_token', patient: 'p-bob', scope: SCOPE });
 
       t.clock.advance(600_000);
       for (let i = 0; i < 2; i++) {

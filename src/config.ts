@@ -150,6 +150,23 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   });
 }
 
+/** Whether the base URL is the default `http://localhost:<port>`: neither CINDER_BASE_URL nor `--base-url` is set. */
+export function baseUrlIsDefault(env: Record<string, string | undefined>, flags: Record<string, string> = {}): boolean {
+  return !(flags.baseUrl ?? env.CINDER_BASE_URL);
+}
+
+/**
+ * Why the default base URL is rarely right, and what to set: it is the token issuer, the audience a
+ * SMART app sends (`aud`) and the base of every URL Cinder hands out, so a client reaching the server
+ * at another address (127.0.0.1, a host name, a proxy) is refused or given links it cannot follow.
+ */
+export function defaultBaseUrlAdvice(baseUrl: string): string {
+  return `CINDER_BASE_URL is not set, so the public base URL is the default ${baseUrl}: it is the token issuer, ` +
+    `the aud a SMART app must send, and the base of every FHIR URL and link. Clients reaching Cinder at another ` +
+    `address (127.0.0.1, a host name, a proxy) are refused at sign-in ("aud is not this client's FHIR base URL") ` +
+    `and get links they cannot follow: set CINDER_BASE_URL (or --base-url) to the URL clients use, such as https://fhir.example.org`;
+}
+
 /** The environment that gives another process this exact configuration (every setting as its variable). */
 export function configEnv(config: Config): Record<string, string> {
   return Object.fromEntries(CONFIG_KEYS.map((key) => [envName(key), String(config[key])]));

@@ -1,7 +1,7 @@
 import { INDEX_MODEL, reindex, type Rebuilding } from '../fhir/reindex.ts';
 import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
-import { CONFIG_KEYS, configEnv, flagName, fhirBaseOf } from '../config.ts';
+import { baseUrlIsDefault, CONFIG_KEYS, configEnv, defaultBaseUrlAdvice, flagName, fhirBaseOf } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
@@ -33,6 +33,8 @@ export const serveCommand: Command = {
     const sibling = io.env[SIBLING_ENV] !== undefined;
     // A sibling's settings come from the first process, which has migrated the database already.
     const { config, log, store, keys, clock } = await openContext(io, flags, !sibling);
+    // The siblings get the first process's base URL as CINDER_BASE_URL: only the first warns.
+    if (!sibling && baseUrlIsDefault(io.env, flags)) log.warn(defaultBaseUrlAdvice(config.baseUrl), { baseUrl: config.baseUrl });
     await keys.init();
     // A database holding index rows of an older model is reindexed beside the server, which answers
     // meanwhile: only searches reading rows not yet rebuilt wait (503, src/fhir/reindex.ts gatedStore).

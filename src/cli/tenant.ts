@@ -1,13 +1,13 @@
 import { createTenant } from '../auth/admin.ts';
 import { UsageError, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
-import { fhirBaseOf } from '../config.ts';
+import { baseUrlIsDefault, fhirBaseOf } from '../config.ts';
 
-/** `cinder tenant create <id>`. */
+/** `cinder tenant create <id>`: prints the tenant's FHIR base, from CINDER_BASE_URL (a note on stderr when it is the default). */
 export const tenantCreateCommand: Command = {
   name: 'tenant create',
   summary: 'Create a tenant (project)',
-  usage: 'cinder tenant create <id> [--json]',
+  usage: 'cinder tenant create <id> [--json]\n\nPrints the tenant\'s FHIR base URL, built from CINDER_BASE_URL: set it as the server has it (this command cannot know a server\'s address or port).',
   options: { json: { type: 'boolean' } },
   allowPositionals: true,
   async run(args, io) {
@@ -17,6 +17,11 @@ export const tenantCreateCommand: Command = {
     try {
       const tenant = await createTenant(store, clock, id);
       printData(io, !!args.values.json, { tenant: tenant.id, fhir_base: fhirBaseOf(config.baseUrl, tenant.id) });
+      // This command cannot know the address or port a server listens on: fhir_base is CINDER_BASE_URL's.
+      if (baseUrlIsDefault(io.env)) {
+        io.stderr(`note: fhir_base is built from CINDER_BASE_URL, which is not set here, so it is the default ${config.baseUrl} ` +
+          `(its port is CINDER_PORT's or 8080, not a running server's); set CINDER_BASE_URL as the server has it.\n`);
+      }
       return 0;
     } finally {
       await store.close();

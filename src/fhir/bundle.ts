@@ -55,7 +55,15 @@ export function searchsetJson(
   };
   if (total !== undefined) head.total = total;
   head.link = links;
-  return `${JSON.stringify(head).slice(0, -1)},"entry":[${entries.join(',')}]}`;
+  return withEntries(JSON.stringify(head), entries);
+}
+
+/**
+ * A Bundle's head (its JSON text) with `entry` holding `entries`, or without `entry` when there are none:
+ * "JSON objects and arrays are never empty ... Omit a property if it is empty" (FHIR R4 json.html).
+ */
+function withEntries(head: string, entries: string[]): string {
+  return entries.length === 0 ? head : `${head.slice(0, -1)},"entry":[${entries.join(',')}]}`;
 }
 
 /** A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource; `shape`: `_summary` / `_elements`. */
@@ -76,5 +84,5 @@ export function historyJson(fhirBase: string, rows: ResourceVersion[], links: Bu
     type: 'history',
     link: links,
   };
-  return `${JSON.stringify(head).slice(0, -1)},"entry":[${entries.join(',')}]}`;
+  return withEntries(JSON.stringify(head), entries);
 }

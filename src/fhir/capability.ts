@@ -67,8 +67,11 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
       documentation: `${p.code === 'near' ? `${NEAR_DOC} ` : ''}${p.type === 'quantity' ? `${QUANTITY_DOC} ` : ''}Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
     }))],
     searchInclude: ['*', ...(paramsOf(type).some((p) => p.type === 'reference') ? [`${type}:*`] : []), ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
-    searchRevInclude: revIncludes(type),
   };
+  // A type no reference parameter points at has no `_revinclude` values: the element is left out, as
+  // R4 JSON has no empty arrays (json.html).
+  const revinclude = revIncludes(type);
+  if (revinclude.length) entry.searchRevInclude = revinclude;
   const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
   if (special.length) entry.documentation = `Not searchable (special parameters): ${special.join(', ')}.`;
   const typeOps = ops.filter((o) => o.types?.includes(type));
@@ -80,6 +83,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
 export function capabilityStatement(o: CapabilityOptions): Record<string, unknown> {
   const ops = o.contributions.flatMap((c) => c.operations ?? []);
   const instantiates = o.contributions.flatMap((c) => c.instantiates ?? []);
+  const systemOps = ops.filter((op) => !op.types).map((op) => ({ name: op.name, definition: op.definition }));
   const statement: Record<string, unknown> = {
     resourceType: 'CapabilityStatement',
     status: 'active',
@@ -112,7 +116,7 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
           ...(resourceEntry('Binary', ops).searchParam as { name: string }[]).filter((p) => p.name.startsWith('_')),
           { name: '_type', type: 'token', documentation: 'The types searched (comma-separated); without it, every type the token may search. Other parameters must be defined for each type searched; _sort takes _lastUpdated or -_lastUpdated.' },
         ],
-        operation: ops.filter((op) => !op.types).map((op) => ({ name: op.name, definition: op.definition })),
+        ...(systemOps.length ? { operation: systemOps } : {}),
       },
     ],
   };

@@ -141,5 +141,6 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
     out = await batch(deps, req, entries, base, scope);
     for (const bad of invalid) out.splice(bad.index, 0, errorEntry(bad.error));
   }
-  return { resourceType: 'Bundle', id: newId(), type: `${type}-response`, entry: out };
+  // An empty batch or transaction answers a Bundle without `entry`: R4 JSON has no empty arrays (json.html).
+  return { resourceType: 'Bundle', id: newId(), type: `${type}-response`, ...(out.length > 0 ? { entry: out } : {}) };
 }

@@ -70,7 +70,7 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
  * failed batch entries keep their outcomes. Response entries stand at their request entries' places.
  */
 function withReturnPreference(request: unknown, response: Record<string, any>, ret: string | undefined): Record<string, any> {
-  if (ret !== 'minimal' && ret !== 'OperationOutcome') return response;
+  if ((ret !== 'minimal' && ret !== 'OperationOutcome') || response.entry === undefined) return response;
   const requested = (request as { entry: { request?: { method?: string } }[] }).entry;
   response.entry.forEach((e: Record<string, any>, i: number) => {
     if (!WRITE_METHODS.has(String(requested[i]?.request?.method).toUpperCase()) || e.resource === undefined) return;

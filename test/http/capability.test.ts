@@ -115,7 +115,7 @@ describe('every advertised search parameter works', () => {
         if (res.status !== 200) failures.push(`${r.type}?${p.name}: ${res.status} ${await res.text()}`);
         else {
           const bundle = (await res.json()) as Json;
-          if (bundle.type !== 'searchset' || bundle.entry.some((e: Json) => e.search.mode === 'outcome')) failures.push(`${r.type}?${p.name}: warning`);
+          if (bundle.type !== 'searchset' || (bundle.entry ?? []).some((e: Json) => e.search.mode === 'outcome')) failures.push(`${r.type}?${p.name}: warning`);
         }
       }
     }

@@ -17,7 +17,7 @@ async function walk(path: string): Promise<{ keys: string[]; pages: number }> {
     expect(res.status).toBe(200);
     const bundle = (await res.json()) as Json;
     expect(bundle.type).toBe('history');
-    for (const e of bundle.entry) keys.push(`${e.fullUrl.slice(base.length + 1)}/${e.response.etag.replace(/\D/g, '')}`);
+    for (const e of bundle.entry ?? []) keys.push(`${e.fullUrl.slice(base.length + 1)}/${e.response.etag.replace(/\D/g, '')}`);
     url = link(bundle, 'next');
     if (++pages > 100) throw new Error('too many pages');
   }
@@ -134,7 +134,7 @@ describe('_count and next links', () => {
 
   test('_count=0 answers an empty page; bad _count and _cursor are 400', async () => {
     const zero = (await (await api.get('Patient/_history?_count=0')).json()) as Json;
-    expect(zero.entry).toEqual([]);
+    expect(zero.entry).toBeUndefined();
     await expectOutcome(await api.get('_history?_count=-1'), 400);
     await expectOutcome(await api.get('_history?_count=abc'), 400);
     await expectOutcome(await api.get('_history?_cursor=%%%'), 400);

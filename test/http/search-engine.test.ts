@@ -491,7 +491,7 @@ await eachStore((kind, fresh) => {
         let next: string | undefined = first;
         while (next) {
           const b = await api.search(next);
-          seen.push(...b.entry.map((e: Json) => `${e.search.mode === 'include' ? '+' : ''}${e.resource.resourceType}/${e.resource.id}`));
+          seen.push(...(b.entry ?? []).map((e: Json) => `${e.search.mode === 'include' ? '+' : ''}${e.resource.resourceType}/${e.resource.id}`));
           next = b.link.find((l: Json) => l.relation === 'next')?.url;
         }
         return seen;

@@ -86,7 +86,7 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
   }
   let ok = 0;
   let unchanged = 0;
-  (response.entry as Json[]).forEach((out, i) => {
+  ((response.entry ?? []) as Json[]).forEach((out, i) => {
     // Entries reported above fail on the same unresolved reference.
     if (!isWrite(entries[i]) || failed.has(i)) return;
     const r = out.response as { status: string; outcome?: { issue?: FhirIssue[] } };

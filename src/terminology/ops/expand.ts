@@ -57,8 +57,9 @@ export interface ExpandedValueSet {
     readonly timestamp: string;
     readonly total: number;
     readonly offset: number;
-    readonly parameter: readonly ExpansionParameter[];
-    readonly contains: readonly ExpansionContainsOut[];
+    /** Absent when empty, as are `contains` (R4 json.html: arrays are never empty). */
+    readonly parameter?: readonly ExpansionParameter[];
+    readonly contains?: readonly ExpansionContainsOut[];
   };
 }
 
@@ -119,6 +120,7 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
     }
   }
   const { id, url, version, name, title, status } = vs.resource;
+  const parameter = [...expansionParameters(input), ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri }))];
   return {
     resourceType: 'ValueSet',
     ...{ id, url, version, name, title, status },
@@ -127,8 +129,9 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
       timestamp: deps.now().toISOString(),
       total,
       offset,
-      parameter: [...expansionParameters(input), ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri }))],
-      contains,
+      // "JSON objects and arrays are never empty" (R4 json.html): an expansion of no codes has no `contains`.
+      ...(parameter.length > 0 ? { parameter } : {}),
+      ...(contains.length > 0 ? { contains } : {}),
     },
   };
 }

@@ -17,7 +17,7 @@ async function expand(query: Record<string, string>, limit = 1000): Promise<Expa
   });
 }
 
-const codes = (vs: ExpandedValueSet) => vs.expansion.contains.map((c) => c.code);
+const codes = (vs: ExpandedValueSet) => (vs.expansion.contains ?? []).map((c) => c.code);
 
 
 describe('ValueSet $expand', () => {
@@ -26,8 +26,8 @@ describe('ValueSet $expand', () => {
     expect(codes(vs)).toEqual(['mammal', 'dog', 'cat', 'whale', 'mammoth', 'platypus']);
     expect(vs.expansion).toMatchObject({ identifier: 'urn:uuid:fixed-id', timestamp: '2025-01-02T03:04:05.000Z', total: 6, offset: 0 });
     expect(vs.url).toBe(`${VS}mammals`);
-    expect(vs.expansion.contains[4]).toEqual({ system: 'http://cinder.test/CodeSystem/animals', version: '2.0.0', code: 'mammoth', display: 'Mammoth', inactive: true });
-    expect((await expand({ url: `${VS}dog-ancestors` })).expansion.contains[0]).toMatchObject({ code: 'animal', abstract: true });
+    expect(vs.expansion.contains![4]).toEqual({ system: 'http://cinder.test/CodeSystem/animals', version: '2.0.0', code: 'mammoth', display: 'Mammoth', inactive: true });
+    expect((await expand({ url: `${VS}dog-ancestors` })).expansion.contains![0]).toMatchObject({ code: 'animal', abstract: true });
   });
 
   test('excludes, imports, inactive=false and activeOnly', async () => {

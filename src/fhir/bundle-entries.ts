@@ -103,7 +103,12 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   if (raw === null || typeof raw !== 'object') fail(index, 'is not an object');
   const e = raw as Record<string, unknown>;
   const request = e.request as Record<string, unknown> | undefined;
-  if (!request || typeof request.method !== 'string' || typeof request.url !== 'string') fail(index, 'request.method and request.url are required');
+  if (request === null || typeof request !== 'object' || Array.isArray(request)) {
+    fail(index, 'request is required: each entry of a batch or transaction says what to do, with request.method and request.url (bdl-3)', 'request');
+  }
+  for (const field of ['method', 'url']) {
+    if (typeof request[field] !== 'string') fail(index, `request.${field} ${request[field] === undefined ? 'is required' : 'must be a string'}`, `request.${field}`);
+  }
   const method = request.method as Method;
   if (!['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(method)) fail(index, `request.method '${request.method}' is not supported`);
   for (const field of ['ifNoneMatch', 'ifModifiedSince', 'ifMatch', 'ifNoneExist']) {

@@ -6,9 +6,10 @@ import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, req
 import { checkRead, checkReadTarget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
+import { shellErrors } from './bundle-shell.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
-import type { ValidationIssue, ValidationLevel } from './validation/validate.ts';
+import type { ValidationIssue } from './validation/validate.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -87,25 +88,6 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
   const level = validationLevel(deps);
   const errors = entries.flatMap((e) => (e.resource ? validationErrors(e.resource, level, `Bundle.entry[${e.index}].resource`) : []));
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
-}
-
-/**
- * The problems of a transaction or batch Bundle itself (FHIR R4 Bundle: its elements, fullUrls, requests
- * and invariants), at `level`; its entries' resources are validated apart, as they are written.
- */
-function shellErrors(bundle: Resource, level: ValidationLevel): ValidationIssue[] {
-  if (level === 'off') return [];
-  // No entries, as an empty array (which R4 JSON forbids), is taken as none.
-  if (!Array.isArray(bundle.entry) || bundle.entry.length === 0) {
-    const { entry: _, ...rest } = bundle;
-    return validationErrors(Array.isArray(bundle.entry) ? (rest as Resource) : bundle, level);
-  }
-  const entry = bundle.entry.map((e: unknown) => {
-    if (e === null || typeof e !== 'object' || Array.isArray(e)) return e;
-    const { resource: _, ...rest } = e as Json;
-    return rest;
-  });
-  return validationErrors({ ...bundle, entry }, level);
 }
 
 /**

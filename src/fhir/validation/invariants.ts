@@ -8,7 +8,7 @@ import { elementType, type InvariantModel, type TypeModel } from './model.ts';
 
 /** Where the walk collects problems. */
 export interface IssueSink {
-  add(code: 'invariant', expression: string, text: string, severity: 'error' | 'warning'): void;
+  add(code: 'invariant', expression: string, text: string, severity: 'error' | 'warning', invariant: string): void;
 }
 
 /** Each invariant compiled, or null when it is checked natively or the engine cannot evaluate it (ARCHITECTURE.md, Validation). */
@@ -56,5 +56,5 @@ export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record
 }
 
 function report(sink: IssueSink, inv: InvariantModel, path: string): void {
-  sink.add('invariant', path, `${inv.human} (${inv.key})`, inv.severity);
+  sink.add('invariant', path, `${inv.human} (${inv.key})`, inv.severity, inv.key);
 }

@@ -23,6 +23,17 @@ export interface ValidationIssue {
   /** The FHIRPath location: `Patient.name[0].given[1]`. */
   expression: string;
   text: string;
+  /** The invariant broken (`bdl-3`), for an `invariant` issue of a type's own invariants. */
+  invariant?: string;
+}
+
+export interface ValidateOptions {
+  /**
+   * Whether the resources of a Bundle's entries are walked (default). Without them, only the Bundle
+   * itself is checked (its entries' resources must be JSON objects of a known type; the Bundle's
+   * invariants still see them), for a transaction or batch whose entries' resources are validated apart.
+   */
+  entryResources?: boolean;
 }
 
 /** More issues than this about one resource are summarised in one last issue. */
@@ -47,13 +58,13 @@ class Walk implements IssueSink {
   resource: Json;
   rootResource: Json;
 
-  constructor(root: Json, readonly level: 'strict' | 'structural') {
+  constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
     this.rootResource = root;
   }
 
-  add(code: ValidationIssue['code'], expression: string, text: string, severity: ValidationIssue['severity'] = 'error'): void {
-    this.issues.push({ severity, code, expression, text });
+  add(code: ValidationIssue['code'], expression: string, text: string, severity: ValidationIssue['severity'] = 'error', invariant?: string): void {
+    this.issues.push(invariant === undefined ? { severity, code, expression, text } : { severity, code, expression, text, invariant });
   }
 }
 
@@ -65,8 +76,8 @@ function isObject(v: unknown): v is Json {
  * Validates `resource` (already known to be an object with a known `resourceType`) at `level`; returns
  * every problem, errors and warnings, each at its FHIRPath location under `at` (default: the type).
  */
-export function validateResource(resource: Json, level: 'strict' | 'structural', at?: string): ValidationIssue[] {
-  const walk = new Walk(resource, level);
+export function validateResource(resource: Json, level: 'strict' | 'structural', at?: string, options: ValidateOptions = {}): ValidationIssue[] {
+  const walk = new Walk(resource, level, options.entryResources ?? true);
   visitResource(walk, resource, at ?? String(resource.resourceType), false);
   return capped(walk.issues);
 }
@@ -192,6 +203,10 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
       continue;
     }
     if (key !== 'id') children++;
+    if (!walk.entryResources && key === 'resource' && model.name === 'Bundle.entry') {
+      checkEntryResource(walk, value, `${path}.resource`);
+      continue;
+    }
     const element = slot.element;
     if (element.choice) choices = chooseType(walk, obj, model, element, key, choices, path);
     const at = `${path}.${slot.step}`;
@@ -214,6 +229,14 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
   // ele-1 is about elements: a resource (a contained one with only an id) is not one.
   if (children === 0 && model.kind !== 'resource') walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
   for (const element of model.bounded) checkBounds(walk, obj, model, element, path);
+}
+
+/** A Bundle entry's resource left to be validated apart: a JSON object of a known resource type. */
+function checkEntryResource(walk: Walk, value: unknown, path: string): void {
+  if (!isObject(value)) walk.add('structure', path, `Resource must be a JSON object, not ${describe(value)}`);
+  else if (typeof value.resourceType !== 'string' || !RESOURCE_TYPES.has(value.resourceType)) {
+    walk.add('structure', path, value.resourceType === undefined ? 'A resource must have a resourceType' : `Unknown resourceType ${describe(value.resourceType)}`);
+  }
 }
 
 /**

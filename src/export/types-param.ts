@@ -2,7 +2,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Access } from '../fhir/access.ts';
 import { compartmentTypes } from '../fhir/definitions.ts';
 import { issue } from '../fhir/outcome.ts';
-import { isResourceType, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
+import { hasEndpoint, isResourceType, REST_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition } from '../store/types.ts';
 import type { ExportLevel, ProvenanceMode } from './spec.ts';
 
@@ -93,11 +93,13 @@ export function selectTypes(level: ExportLevel, requested: string[], associated:
     issues.push(issue('warning', category === 'forbidden' ? 'forbidden' : 'not-supported', `${text}; it was left out`, ['_type']));
   };
   const compartment = new Set(compartmentTypes());
-  const scope = level === 'system' ? R4_RESOURCE_TYPES : [...compartment];
+  // Parameters has no RESTful endpoint (parameters.html): never stored now, it is not exported either.
+  const scope = level === 'system' ? REST_RESOURCE_TYPES : [...compartment];
   const explicit = requested.length > 0;
   const types: string[] = [];
   for (const type of explicit ? [...new Set(requested)] : scope) {
     if (!isResourceType(type)) problem('invalid', `_type '${type}' is not a FHIR R4 resource type`);
+    else if (!hasEndpoint(type)) problem('not-supported', `${type} has no RESTful endpoint and is not exported`);
     else if (level !== 'system' && !compartment.has(type)) problem('not-supported', `${type} is outside the Patient compartment and not part of ${level === 'group' ? 'a Group' : 'a Patient'} export`);
     else if (!mayExport(access, type)) {
       if (explicit) problem('forbidden', `The access token's scopes do not allow reading all ${type} resources`);

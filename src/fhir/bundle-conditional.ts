@@ -12,7 +12,7 @@ import { conditionKey, conditionMatches, parseCondition, showCondition } from '.
 import { lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
-import { isResourceType } from './resource-types.ts';
+import { hasEndpoint, isResourceType } from './resource-types.ts';
 import { compileSearch, MAX_COUNT, storeQuery } from './search.ts';
 import { matchConditions } from './search-match.ts';
 
@@ -96,6 +96,7 @@ export async function resolveConditionalReferences(deps: FhirDeps, req: FhirRequ
     const type = written.slice(0, written.indexOf('?'));
     try {
       if (!isResourceType(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' does not name a known resource type`);
+      if (!hasEndpoint(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' names ${type}, which has no RESTful endpoint and is never stored`);
       const query = parseCondition(written, type, ref.where);
       const key = conditionKey(type, query);
       let target = found.get(key);

@@ -1,8 +1,8 @@
 import { FhirError } from '../errors.ts';
 import { hasCriteria, parseCondition } from './conditional.ts';
 import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
-import { asResource, withoutId, type Resource } from './resource.ts';
-import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { asResource, noEndpoint, withoutId, type Resource } from './resource.ts';
+import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
 
@@ -70,6 +70,8 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
   const query = q < 0 ? undefined : new URLSearchParams(rel.slice(q + 1));
   const type = path.split('/', 1)[0];
   if (!type || !isResourceType(type)) fail(index, `request.url '${url}' does not name a known resource type`);
+  // As on the REST API (checkRestType): a 404 for this entry; a batch's other entries go on.
+  if (!hasEndpoint(type)) throw noEndpoint(type, { entry: `Bundle.entry[${index}]`, expression: `Bundle.entry[${index}].request.url` });
   const m = PATH.exec(path);
   const history = m?.[2] !== undefined || m?.[4] !== undefined;
   if (!m || (history && method !== 'GET')) {

@@ -2,7 +2,7 @@ import { isDomainResource, paramsOf, referrersOf } from './definitions.ts';
 import { MODIFIERS } from './search-compile.ts';
 import { NEAR_DOC } from './near.ts';
 
-import { R4_RESOURCE_TYPES } from './resource-types.ts';
+import { REST_RESOURCE_TYPES } from './resource-types.ts';
 
 /** An operation a feature adds to the CapabilityStatement. */
 export interface OperationDecl {
@@ -108,7 +108,8 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
             },
           ],
         },
-        resource: R4_RESOURCE_TYPES.map((t) => resourceEntry(t, ops)),
+        // Every R4 type but Parameters, which has no RESTful endpoint (parameters.html).
+        resource: REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops)),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
         // Searched across types (`GET [base]?...`): the parameters every type has (those of Binary, a
         // Resource with no parameter of its own beyond them), with `_type`.

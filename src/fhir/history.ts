@@ -10,6 +10,7 @@ import { compartmentsOf } from './indexer.ts';
 import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
+import { hasEndpoint } from './resource-types.ts';
 import { parseCount } from './search.ts';
 
 export interface HistoryResult {
@@ -153,6 +154,22 @@ function coreHistory(v: ResourceVersion, query: HistoryQuery): ResourceVersion[]
   return [v];
 }
 
+/**
+ * System history serves the types with a RESTful endpoint: versions of a Parameters stored before Cinder
+ * refused the type (it has none, parameters.html) stay in the database but are not shown.
+ */
+const served = (v: ResourceVersion) => hasEndpoint(v.type);
+
+/** A filter admitting what every one of `filters` admits; undefined when there is none. */
+function allOf(filters: (((v: ResourceVersion) => boolean | Promise<boolean>) | undefined)[]): ((v: ResourceVersion) => Promise<boolean>) | undefined {
+  const set = filters.filter((f) => f !== undefined);
+  if (set.length === 0) return undefined;
+  return async (v) => {
+    for (const f of set) if (!(await f(v))) return false;
+    return true;
+  };
+}
+
 /** What a history interaction checks before it reads: access and parameters (a transaction's GET entries, before they commit). */
 export function checkHistory(req: FhirRequest, params: URLSearchParams, type?: string, id?: string): void {
   checkAccess(req, type, id);
@@ -177,7 +194,7 @@ export async function history(
   const repo = deps.store.resources;
   const readable = type && !id ? typeFilter(deps, req, type) : undefined;
   const current = atLow === undefined ? undefined : currentSince(repo, req.tenant, atLow);
-  const keep = readable && current ? async (v: ResourceVersion) => (await current(v)) && readable(v) : (readable ?? current);
+  const keep = allOf([current, readable, type ? undefined : served]);
   const page = keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
   const result: HistoryResult = { rows: await visible(page.rows), self };
   if (page.next) result.next = encodeBefore(page.next);

@@ -34,5 +34,20 @@ export function isResourceType(type: string): boolean {
   return KNOWN.has(type);
 }
 
+/**
+ * The R4 resource types without a RESTful endpoint. Parameters is "a non-persisted resource used to
+ * pass information into and back from an operation. It has no other use, and there is no RESTful
+ * endpoint associated with it" (FHIR R4 parameters.html).
+ */
+const NO_ENDPOINT: ReadonlySet<string> = new Set(['Parameters']);
+
+/** The R4 resource types Cinder serves RESTfully (stores, reads, searches, exports): every one but Parameters. */
+export const REST_RESOURCE_TYPES: readonly string[] = R4_RESOURCE_TYPES.filter((t) => !NO_ENDPOINT.has(t));
+
+/** Whether `type` is an R4 resource type with a RESTful endpoint (not Parameters). */
+export function hasEndpoint(type: string): boolean {
+  return KNOWN.has(type) && !NO_ENDPOINT.has(type);
+}
+
 /** FHIR R4 `id` datatype: 1-64 of [A-Za-z0-9.-]. */
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
 
@@ -84,10 +84,35 @@ export function asResource(body: unknown, expectedType?: string): Resource {
   return r as Resource;
 }
 
-/** Checks a type and id taken from a URL. */
+/** Checks a type and id taken from a URL: a type with a RESTful endpoint (checkRestType), a valid id. */
 export function checkTypeAndId(type: string, id?: string): void {
-  if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type '${type}'`);
+  checkRestType(type);
   if (id !== undefined && !ID_PATTERN.test(id)) throw new FhirError('invalid', `Invalid resource id '${id}'`);
+}
+
+/**
+ * Checks that a type taken from a URL (or a Bundle entry's `request.url`) is served RESTfully: an
+ * unknown type, and Parameters, which R4 gives no RESTful endpoint, are 404 as in HAPI FHIR, which
+ * answers a type it serves no provider for with 404 (Parameters: code `not-supported`).
+ */
+export function checkRestType(type: string): void {
+  if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type '${type}'`);
+  if (!hasEndpoint(type)) throw noEndpoint(type);
+}
+
+/**
+ * The refusal of a resource type R4 gives no RESTful endpoint (Parameters), in a URL, a Bundle entry
+ * (`at`: the entry, named in the text too, and the element) or an import.
+ */
+export function noEndpoint(type: string, at?: { entry?: string; expression: string }): FhirError {
+  const text = `${type} has no RESTful endpoint: it is a non-persisted resource used to pass information into and back from an operation (FHIR R4 parameters.html), so it cannot be created, read, updated, deleted or searched`;
+  return new FhirError('not-found', at?.entry ? `${at.entry}: ${text}` : text, { issueCode: 'not-supported', ...(at ? { expression: [at.expression] } : {}) });
+}
+
+/** Throws unless `resource` is of a type Cinder stores: `cinder import` refuses a Parameters as the API does. */
+export function requireStorable(resource: Resource): Resource {
+  if (!hasEndpoint(resource.resourceType)) throw noEndpoint(resource.resourceType, { expression: 'resourceType' });
+  return resource;
 }
 
 /**

@@ -14,7 +14,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
-import { R4_RESOURCE_TYPES, isResourceType } from './resource-types.ts';
+import { REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
   addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, storeQuery,
   type CompiledSearch, type Include, type SearchResult,
@@ -45,7 +45,10 @@ const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString(
 /** The resource types a `_type` value names (comma-separated, each once); another name is a 400. */
 export function typeList(raw: string): string[] {
   const types = [...new Set(raw.split(',').map((t) => t.trim()).filter(Boolean))];
-  for (const t of types) if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
+  for (const t of types) {
+    if (!isResourceType(t)) throw new FhirError('invalid', `_type: '${t}' is not a resource type`, { expression: ['_type'] });
+    if (!hasEndpoint(t)) throw new FhirError('invalid', `_type: ${t} has no RESTful endpoint and is not searched`, { expression: ['_type'] });
+  }
   return types;
 }
 
@@ -135,7 +138,7 @@ export async function searchTypes(
   deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
   if (containedMode(params)) throw new FhirError('not-supported', '_contained searches one type (GET [base]/[type]?_contained=true)', { expression: ['_contained'] });
-  const types = typesOf(req, compartment === undefined ? R4_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
+  const types = typesOf(req, compartment === undefined ? REST_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
   const own = new URLSearchParams();
   for (const [key, value] of params) {
     // `_type` takes no modifier; the result parameters' are checked as a type-level search checks them (compileSearch).

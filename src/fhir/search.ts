@@ -13,6 +13,7 @@ import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { isResourceType } from './resource-types.ts';
+import { checkRestType } from './resource.ts';
 import { parseSubset, shaper, type ElementNames, type Shape, type SummaryMode } from './subset.ts';
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
@@ -642,7 +643,7 @@ export function queryCount(deps: FhirDeps, tenant: string, query: SearchQuery): 
 export async function searchResources(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
-  if (!isResourceType(type)) throw new FhirError('not-found', `Unknown resource type '${type}'`);
+  checkRestType(type);
   requireAccess(req.access, type, 's');
   const contained = containedMode(params);
   if (contained) return searchContained(deps, req, type, params, strict, contained, compartment);

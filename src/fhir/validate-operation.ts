@@ -9,7 +9,7 @@ import { readResource, requireStoredInReach, type FhirDeps, type FhirRequest } f
 import { requireAccess } from './access.ts';
 import { issue, operationOutcome } from './outcome.ts';
 import { asResource, checkTypeAndId, type Resource } from './resource.ts';
-import { R4_RESOURCE_TYPES } from './resource-types.ts';
+import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { outcomeIssues } from './validation/check.ts';
 import { validateResource } from './validation/validate.ts';
 
@@ -17,7 +17,7 @@ type Json = Record<string, unknown>;
 
 /** `$validate` on every resource type, in the CapabilityStatement. */
 export const validateCapability: CapabilityContribution = {
-  operations: [{ name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate', types: [...R4_RESOURCE_TYPES] }],
+  operations: [{ name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate', types: [...REST_RESOURCE_TYPES] }],
 };
 type Mode = 'create' | 'update' | 'delete';
 const MODES = new Set(['create', 'update', 'delete', 'profile']);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { paramOf } from '../../src/fhir/definitions.ts';
-import { R4_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
+import { R4_RESOURCE_TYPES, REST_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
 import { identifierOf, minimalResource } from '../helpers/minimal-resource.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -64,9 +64,10 @@ describe('GET /metadata', () => {
     expect(statement.rest[0].interaction.map((i: Json) => i.code).sort()).toEqual(['batch', 'history-system', 'search-system', 'transaction']);
   });
 
-  test('lists every R4 resource type once, each with the interactions Cinder serves', () => {
+  test('lists every R4 resource type once but Parameters (no RESTful endpoint), each with the interactions Cinder serves', () => {
     const resources = statement.rest[0].resource as Json[];
-    expect(resources.map((r) => r.type)).toEqual([...R4_RESOURCE_TYPES]);
+    expect(resources.map((r) => r.type)).toEqual(R4_RESOURCE_TYPES.filter((t) => t !== 'Parameters'));
+    expect(REST_RESOURCE_TYPES).toHaveLength(R4_RESOURCE_TYPES.length - 1);
     for (const r of resources) {
       expect(r.interaction.map((i: Json) => i.code).sort()).toEqual(
         ['create', 'delete', 'history-instance', 'history-type', 'patch', 'read', 'search-type', 'update', 'vread'],

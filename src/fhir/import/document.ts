@@ -4,7 +4,7 @@ import { UnmatchedConditionalReference } from '../bundle-conditional.ts';
 import { isUnchangedEntry, unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
-import { asResource, nestsTooDeep, newId, tooDeep, type Resource } from '../resource.ts';
+import { asResource, nestsTooDeep, newId, requireStorable, tooDeep, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
 import { addLoose, type LooseContext } from './loose.ts';
 
@@ -20,7 +20,10 @@ export interface DocumentContext extends LooseContext {
   imported(count: number, unchanged: number): void;
 }
 
-/** Parses an import line or document: a JSON object holding a known R4 resource with a valid id. */
+/**
+ * Parses an import line or document: a JSON object holding a known R4 resource with a valid id, of a
+ * type Cinder stores (not Parameters, which has no RESTful endpoint).
+ */
 export function parseResource(text: string): Resource {
   let value: unknown;
   try {
@@ -30,7 +33,7 @@ export function parseResource(text: string): Resource {
   }
   if (nestsTooDeep(text)) throw tooDeep('The resource');
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FhirError('structure', 'not a JSON object');
-  return asResource(value);
+  return requireStorable(asResource(value));
 }
 
 const methodOf = (entry: unknown) => ((entry as Json | null)?.request as Json | undefined)?.method;
@@ -112,7 +115,7 @@ async function importCollection(ctx: DocumentContext, bundle: Resource): Promise
   for (const [i, entry] of entries.entries()) {
     let resource: Resource;
     try {
-      resource = asResource((entry as Json | null)?.resource);
+      resource = requireStorable(asResource((entry as Json | null)?.resource));
     } catch (err) {
       ctx.fail(`Bundle.entry[${i}].resource: ${(err as Error).message}`, 1, { entry: i });
       continue;

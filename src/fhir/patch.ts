@@ -29,15 +29,26 @@ function fhirPathPatch(body: unknown): PatchDocument {
   return { kind: 'fhirpath-patch', operations: parseFhirPathPatch(params) };
 }
 
-/** The patch in a request body of media type `mediaType` (parameters dropped); 415 for other types. */
+/** The patch media types Cinder takes, as RFC 5789 2.2's `Accept-Patch` names them on a 415. */
+const ACCEPT_PATCH = { 'Accept-Patch': `${JSON_PATCH_TYPE}, application/fhir+json` };
+
+/**
+ * The patch in a request body of media type `mediaType` (parameters dropped); 415 with `Accept-Patch`
+ * for other types (RFC 5789 2.2), and for a JSON Patch (an array) sent as FHIR JSON: a FHIR JSON body is
+ * a resource, the FHIRPath Patch Parameters, so the array's media type is wrong, as HAPI FHIR also
+ * refuses JSON Patch under application/json.
+ */
 export function parsePatch(mediaType: string, text: string): PatchDocument {
   const type = mediaType.split(';')[0]!.trim().toLowerCase();
   const isJsonPatch = type === JSON_PATCH_TYPE;
   if (!isJsonPatch && !FHIR_TYPES.includes(type)) {
-    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not a patch: send ${JSON_PATCH_TYPE} (JSON Patch) or application/fhir+json (a FHIRPath Patch Parameters)`);
+    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not a patch: send ${JSON_PATCH_TYPE} (JSON Patch) or application/fhir+json (a FHIRPath Patch Parameters)`, { headers: ACCEPT_PATCH });
   }
   if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
   const body = parseJson(text);
+  if (!isJsonPatch && Array.isArray(body)) {
+    throw new FhirError('unsupported-media', `The body is a JSON Patch (an array of operations), which is sent as Content-Type ${JSON_PATCH_TYPE} (RFC 6902), not '${type}': that type carries FHIR JSON, a FHIRPath Patch Parameters`, { headers: ACCEPT_PATCH });
+  }
   return isJsonPatch ? { kind: 'json-patch', operations: parseJsonPatch(body) } : fhirPathPatch(body);
 }
 

@@ -136,6 +136,26 @@ await eachStore((kind, fresh) => {
         await refused(() => jsonPatch(`Patient/${id}`, '[{"op":'), 400, 'structure');
         await refused(() => api.call('PATCH', `Patient/${id}`, '{}', { 'Content-Type': 'application/merge-patch+json' }), 415, 'not-supported');
         await refused(() => api.call('PATCH', `Patient/${id}`, '<Parameters/>', { 'Content-Type': 'application/fhir+xml' }), 415);
+        const res = await api.call('PATCH', `Patient/${id}`, '{}', { 'Content-Type': 'text/plain' });
+        expect(res.headers.get('accept-patch')).toBe('application/json-patch+json, application/fhir+json');
+      });
+
+      test('a JSON Patch sent as application/json (or FHIR JSON) is 415 naming application/json-patch+json, with Accept-Patch (RFC 5789 2.2)', async () => {
+        const id = await patient();
+        const ops = [{ op: 'replace', path: '/gender', value: 'male' }];
+        for (const type of ['application/json', 'application/fhir+json', 'application/json; charset=utf-8']) {
+          for (const path of [`Patient/${id}`, `Patient?_id=${id}`]) {
+            const before = await countVersions(t);
+            const res = await api.call('PATCH', path, ops, { 'Content-Type': type });
+            expect(res.headers.get('accept-patch')).toBe('application/json-patch+json, application/fhir+json');
+            const outcome = await expectOutcome(res, 415, 'not-supported');
+            expect(outcome.issue[0].details.text).toContain('JSON Patch (an array of operations), which is sent as Content-Type application/json-patch+json');
+            expect(await countVersions(t)).toBe(before);
+          }
+        }
+        expect((await read(id)).gender).toBe('female');
+        // The same operations under their own media type apply.
+        expect((await jsonPatch(`Patient/${id}`, ops)).status).toBe(200);
       });
 
       test('a result that is not valid R4 is 422 with the problem located, and nothing is written', async () => {

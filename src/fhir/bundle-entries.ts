@@ -105,9 +105,10 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   if (raw === null || typeof raw !== 'object') fail(index, 'is not an object');
   const e = raw as Record<string, unknown>;
   const request = e.request as Record<string, unknown> | undefined;
-  if (request === null || typeof request !== 'object' || Array.isArray(request)) {
+  if (request === undefined) {
     fail(index, 'request is required: each entry of a batch or transaction says what to do, with request.method and request.url (bdl-3)', 'request');
   }
+  if (request === null || typeof request !== 'object' || Array.isArray(request)) fail(index, 'request must be an object with method and url', 'request');
   for (const field of ['method', 'url']) {
     if (typeof request[field] !== 'string') fail(index, `request.${field} ${request[field] === undefined ? 'is required' : 'must be a string'}`, `request.${field}`);
   }

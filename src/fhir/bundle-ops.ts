@@ -9,6 +9,7 @@ import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
+import { parseIfMatch, requireIfMatch, type IfMatch } from './if-match.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -77,12 +78,12 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
   return p;
 }
 
-/** The If-Match of an entry as a version number (`W/"3"`). */
-function entryIfMatch(entry: Entry): number | undefined {
-  if (!entry.ifMatch) return undefined;
-  const m = /^(?:W\/)?"(\d+)"$/.exec(entry.ifMatch);
-  if (!m) throw new FhirError('invalid', `${at(entry)}: malformed ifMatch '${entry.ifMatch}'`);
-  return Number(m[1]);
+/**
+ * An entry's `request.ifMatch`, the value of an If-Match header (bundle.html: "Only perform the operation
+ * if the Etag value matches"; http.html "Managing Resource Contention"): `*` or entity tags, as in REST.
+ */
+function entryIfMatch(entry: Entry): IfMatch | undefined {
+  return entry.ifMatch ? parseIfMatch(entry.ifMatch, `${at(entry)}: ifMatch`) : undefined;
 }
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
@@ -270,9 +271,13 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
   const ifMatch = entryIfMatch(entry);
   if (ifMatch !== undefined) o.ifMatch = ifMatch;
   if (p.createOnly) o.createOnly = true;
-  if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: p.patched.base } : {}) }, base, ifMatch);
+  if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: [p.patched.base] } : {}) }, base, ifMatch);
   if (entry.method === 'DELETE') {
-    if (!p.id) return responseEntry('204 No Content');
+    if (!p.id) {
+      // A conditional delete that matched nothing: no current version for ifMatch to hold on.
+      requireIfMatch(ifMatch, showCondition(entry.type, entry.condition!), null);
+      return responseEntry('204 No Content');
+    }
     const v = await deleteVersion(w, entry.type, p.id, o);
     // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7).
     return responseEntry('204 No Content');
@@ -284,7 +289,7 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
 }
 
 /** Writes a PATCH entry's result against the version it patched (a concurrent write in between: 409, or 412 with ifMatch). */
-async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: number | undefined): Promise<Json> {
+async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: IfMatch | undefined): Promise<Json> {
   try {
     const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts);
     return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: JSON.parse(version.content) };

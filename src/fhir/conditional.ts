@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
+import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
 import { containedMode } from './search-contained.ts';
@@ -177,7 +178,7 @@ function requireCriteria(query: URLSearchParams, what: string): void {
  * or a server id), one match is updated (a different body id is 400), several are 412.
  */
 export async function conditionalUpdate(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, body: unknown, ifMatch?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, body: unknown, ifMatch?: IfMatch,
 ): Promise<WriteResult> {
   checkTypeAndId(type);
   const resource = asResource(body, type);
@@ -195,20 +196,26 @@ export async function conditionalUpdate(
     }
     const settles = (w: ResourceWriter) => settle(w, [condition]);
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles, true);
+    // Nothing matched, so nothing has a current version for If-Match to hold on (RFC 9110 13.1.1).
+    requireIfMatch(ifMatch, `${type}?${query}`, null);
     return createResource(deps, req, type, resource, settles);
   });
 }
 
 /**
  * FHIR R4 conditional delete (3.1.0.7.1, `DELETE [type]?query`), one resource at a time: no match
- * deletes nothing (null), one match is deleted, several are 412.
+ * deletes nothing (null), one match is deleted, several are 412. `If-Match` applies to the match; with
+ * no match it cannot hold (412).
  */
 export async function conditionalDelete(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ifMatch?: IfMatch,
 ): Promise<{ id: string; version: ResourceVersion | null } | null> {
   checkTypeAndId(type);
   requireCriteria(query, 'Conditional delete');
   const match = await resolveCondition(deps, req, type, query, 'Conditional delete');
-  if (!match) return null;
-  return { id: match.id, version: await deleteResource(deps, req, type, match.id) };
+  if (!match) {
+    requireIfMatch(ifMatch, `${type}?${query}`, null);
+    return null;
+  }
+  return { id: match.id, version: await deleteResource(deps, req, type, match.id, ifMatch) };
 }

@@ -12,6 +12,7 @@ import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
+import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 
@@ -163,16 +164,9 @@ export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: Resour
   return out;
 }
 
-/** Parses an `If-Match` ETag (`W/"3"` or `"3"`) into a version number. */
-export function parseIfMatch(header: string | undefined): number | undefined {
-  if (header === undefined) return undefined;
-  const m = /^(?:W\/)?"(\d+)"$/.exec(header.trim());
-  if (!m) throw new FhirError('invalid', `Malformed If-Match header '${header}': expected W/"<versionId>"`);
-  return Number(m[1]);
-}
-
 export interface PutOptions {
-  ifMatch?: number;
+  /** The request's If-Match, or the version a patch was applied to (which must still be current). */
+  ifMatch?: IfMatch;
   now: number;
   access: Access;
   /** The core resources, which a delete refuses (FhirDeps.core). */
@@ -211,9 +205,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
   requireAccess(opts.access, type, exists ? 'u' : 'c');
-  if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
-    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
-  }
+  requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   if (opts.createOnly && exists) {
     throw new FhirError('conflict', `${type}/${id} exists but does not match the condition: a conditional update that matches nothing only creates`, { expression: ['id'] });
   }
@@ -234,9 +226,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   requireAccess(opts.access, type, 'd');
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
-  if (opts.ifMatch !== undefined && (!exists || current.versionId !== opts.ifMatch)) {
-    throw new FhirError('precondition', `Version conflict: If-Match expects version ${opts.ifMatch} of ${type}/${id}, current is ${exists ? current.versionId : 'none'}`);
-  }
+  requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   if (current === null) await refuseCoreDelete(opts.core, type, id);
   if (!exists) return null;
   const versionId = current.versionId + 1;
@@ -282,7 +272,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
 
 /** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
 export async function updateResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: number, settle?: SettleIn, createOnly = false,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: IfMatch, settle?: SettleIn, createOnly = false,
 ): Promise<WriteResult> {
   checkTypeAndId(type, id);
   const resource = asResource(body, type);
@@ -308,7 +298,7 @@ export async function updateResource(
 
 /** FHIR R4 delete (3.1.0.7): idempotent; returns the deletion version, or null when nothing existed. */
 export async function deleteResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, ifMatch?: IfMatch,
 ): Promise<ResourceVersion | null> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'd');

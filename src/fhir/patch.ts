@@ -11,6 +11,7 @@ import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRe
 import { requireAccess } from './access.ts';
 import { applyFhirPathPatch, parseFhirPathPatch, type FhirPathPatchOperation } from './patch/fhirpath-patch.ts';
 import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch/json-patch.ts';
+import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';
 
 export type PatchDocument =
@@ -92,10 +93,6 @@ export function applyPatch(current: Resource, patch: PatchDocument): Resource {
   return r as Resource;
 }
 
-function versionConflict(type: string, id: string, expected: number, current: number): FhirError {
-  return new FhirError('precondition', `Version conflict: If-Match expects version ${expected} of ${type}/${id}, current is ${current}`);
-}
-
 /** A patch applied to the current version, ready to be written against it. */
 export interface Patched {
   /** The result, not yet validated (the write path validates it). */
@@ -113,13 +110,13 @@ export interface Patched {
  * errors of a Bundle entry.
  */
 export async function patchCurrent(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: number, at?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: IfMatch, at?: string,
 ): Promise<Patched> {
   requireAccess(req.access, type, 'u');
   const current = await readResource(deps, req, type, id);
   // The stored version must meet the token's update filters too, whatever the patch makes of it.
   if (req.access.filters?.(type, 'u')) await requireFilter(req.access, 'u', JSON.parse(current.content) as Resource, current.lastUpdated, lookups(deps, req.tenant));
-  if (ifMatch !== undefined && ifMatch !== current.versionId) throw versionConflict(type, id, ifMatch, current.versionId);
+  requireIfMatch(ifMatch, `${type}/${id}`, current);
   let resource: Resource;
   try {
     resource = applyPatch(JSON.parse(current.content) as Resource, patch);
@@ -135,7 +132,7 @@ export async function patchCurrent(
  * A write of a patch's result found that another write came first: 409 (retry) when the client did
  * not ask for a version, the 412 itself when it did.
  */
-export function patchRace(err: unknown, type: string, id: string, clientIfMatch: number | undefined): unknown {
+export function patchRace(err: unknown, type: string, id: string, clientIfMatch: IfMatch | undefined): unknown {
   if (clientIfMatch !== undefined || !(err instanceof FhirError) || err.category !== 'precondition') return err;
   return new FhirError('conflict', `${type}/${id} changed while it was being patched; retry the request`, { cause: err });
 }
@@ -146,13 +143,13 @@ export function patchRace(err: unknown, type: string, id: string, clientIfMatch:
  * concurrent write in between is a 409 the client may retry, never a lost update.
  */
 export async function patchResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: IfMatch,
 ): Promise<WriteResult> {
   if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   checkTypeAndId(type, id);
   const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
   try {
-    return await updateResource(deps, req, type, id, resource, base);
+    return await updateResource(deps, req, type, id, resource, base === undefined ? undefined : [base]);
   } catch (err) {
     throw patchRace(err, type, id, ifMatch);
   }
@@ -160,7 +157,7 @@ export async function patchResource(
 
 /** FHIR R4 conditional patch (`PATCH [type]?query`): no match is 404, several are 412, one is patched. */
 export async function conditionalPatch(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, patch: PatchDocument, ifMatch?: number,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, patch: PatchDocument, ifMatch?: IfMatch,
 ): Promise<WriteResult> {
   checkTypeAndId(type);
   if (!hasCriteria(query)) throw new FhirError('invalid', 'Conditional patch needs search criteria in the URL (e.g. ?identifier=...)');

@@ -1,5 +1,6 @@
 import { Hono, type Context } from 'hono';
-import { createResource, deleteResource, parseIfMatch, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
+import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
+import { parseIfMatch } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
@@ -224,7 +225,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   });
   app.delete('/:type', async (c) => {
     const type = c.req.param('type');
-    const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams);
+    const r = await conditionalDelete(deps, request(c), type, new URL(c.req.url).searchParams, parseIfMatch(c.req.header('if-match')));
     return r ? deleteResponse(c, type, r.id, r.version) : deleteResponse(c, type, undefined, null);
   });
   app.get('/:type/:id/_history', (c) => historyOf(c, c.req.param('type'), c.req.param('id')));

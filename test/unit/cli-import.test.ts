@@ -186,7 +186,7 @@ describe('cinder import: JSON documents', () => {
     const r = await cli.run(['import', '--tenant', 't1', path]);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/Imported 1 resources .*; 1 failed\./);
-    expect(r.stderr).toBe(`${path}: Bundle.entry[1]: 412: Version conflict: If-Match expects version 5 of Patient/locked, current is none\n`);
+    expect(r.stderr).toBe(`${path}: Bundle.entry[1]: 412: Version conflict: If-Match expects version 5 of Patient/locked; none exists\n`);
     await readJson('Patient', 'ok');
   });
 

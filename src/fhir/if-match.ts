@@ -1,0 +1,63 @@
+/**
+ * `If-Match` (RFC 9110 13.1.1) on FHIR writes (R4 http.html "Managing Resource Contention"): `*`, or a
+ * list of entity tags, `W/"<versionId>"` as Cinder's ETags are (the weak prefix is accepted, as FHIR
+ * clients send the ETag they were given). The same value in a Bundle entry's `request.ifMatch`.
+ */
+import { FhirError } from '../errors.ts';
+
+/** `*` (the resource has a current version), or the version ids of which the current one must be one. */
+export type IfMatch = '*' | readonly number[];
+
+/**
+ * One list element (RFC 9110 5.6.1: elements separated by commas, empty ones allowed): an entity-tag
+ * (8.8.3: `W/` optional, an opaque tag in double quotes, which may itself hold commas) or nothing.
+ */
+const ELEMENT = /[ \t]*(?:((?:W\/)?"([\x21\x23-\x7E\x80-\xFF]*)")[ \t]*)?(?:,|$)/y;
+
+/** A version id as Cinder's ETags carry it (`W/"3"`); any other opaque tag names no version. */
+const VERSION = /^\d+$/;
+
+/**
+ * Parses `If-Match` (or a Bundle entry's `request.ifMatch`): `*`, or one or more entity tags. A tag that
+ * is well formed but names no version (`"abc"`) never matches; a value that is neither is a 400.
+ */
+export function parseIfMatch(value: string | undefined, what = 'If-Match header'): IfMatch | undefined {
+  if (value === undefined) return undefined;
+  if (value.trim() === '*') return '*';
+  const versions: number[] = [];
+  let tags = 0;
+  for (let at = 0; at < value.length; at = ELEMENT.lastIndex) {
+    ELEMENT.lastIndex = at;
+    const m = ELEMENT.exec(value);
+    if (!m) {
+      tags = 0;
+      break;
+    }
+    if (m[1] === undefined) continue;
+    tags++;
+    if (VERSION.test(m[2]!)) versions.push(Number(m[2]));
+  }
+  if (tags === 0) throw new FhirError('invalid', `Malformed ${what} '${value}': expected * or entity tags such as W/"<versionId>"`);
+  return versions;
+}
+
+/** Whether `m` holds for the current version (null or deleted: the resource has none). */
+export function ifMatchHolds(m: IfMatch, current: { versionId: number; deleted: boolean } | null): boolean {
+  if (current === null || current.deleted) return false;
+  return m === '*' || m.includes(current.versionId);
+}
+
+/**
+ * The 412 of an If-Match that does not hold (RFC 9110 13.1.1; FHIR R4 http.html#concurrency); `target`
+ * names the resource (`Patient/1`, or a conditional write's `Patient?identifier=x`).
+ */
+export function ifMatchFailed(m: IfMatch, target: string, current: { versionId: number; deleted: boolean } | null): FhirError {
+  const now = current === null ? 'none exists' : current.deleted ? 'it was deleted' : `current is ${current.versionId}`;
+  const expected = m === '*' ? 'any current version' : m.length === 0 ? 'a version this server never gave (no such ETag)' : `version ${m.join(' or ')}`;
+  return new FhirError('precondition', `Version conflict: If-Match expects ${expected} of ${target}; ${now}`);
+}
+
+/** Throws ifMatchFailed unless `m` is absent or holds. */
+export function requireIfMatch(m: IfMatch | undefined, target: string, current: { versionId: number; deleted: boolean } | null): void {
+  if (m !== undefined && !ifMatchHolds(m, current)) throw ifMatchFailed(m, target, current);
+}

@@ -11,6 +11,7 @@ import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRe
 import { requireAccess } from './access.ts';
 import { applyFhirPathPatch, parseFhirPathPatch, type FhirPathPatchOperation } from './patch/fhirpath-patch.ts';
 import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch/json-patch.ts';
+import type { Store } from '../store/types.ts';
 import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';
 
@@ -133,26 +134,72 @@ export async function patchCurrent(
  * not ask for a version, the 412 itself when it did.
  */
 export function patchRace(err: unknown, type: string, id: string, clientIfMatch: IfMatch | undefined): unknown {
-  if (clientIfMatch !== undefined || !(err instanceof FhirError) || err.category !== 'precondition') return err;
+  if (clientIfMatch !== undefined || !isRace(err)) return err;
   return new FhirError('conflict', `${type}/${id} changed while it was being patched; retry the request`, { cause: err });
+}
+
+/** Whether a patch's write failed because the version it patched is no longer current. */
+function isRace(err: unknown): boolean {
+  return err instanceof FhirError && err.category === 'precondition';
+}
+
+/**
+ * How many times a patch is read, applied and written when writes of other processes (or PUTs) keep
+ * landing between its read and its write; then 409.
+ */
+export const PATCH_ATTEMPTS = 5;
+
+/** A random wait before attempt `attempt` + 1, growing with it, so that writes that met once spread out. */
+const retryDelay = (attempt: number) => Bun.sleep(Math.random() * 4 * 2 ** attempt);
+
+/** The patch under way in this process per store and resource (`tenant type/id`), which the next one waits for. */
+const underWay = new WeakMap<Store, Map<string, Promise<void>>>();
+
+/**
+ * Runs `fn` once the patches of the same resource that came before it in this process have finished, so
+ * that those never meet each other between read and write; writes from elsewhere are left to the retry.
+ */
+async function afterOthers<T>(store: Store, key: string, fn: () => Promise<T>): Promise<T> {
+  let queue = underWay.get(store);
+  if (!queue) underWay.set(store, (queue = new Map()));
+  const before = queue.get(key);
+  let release!: () => void;
+  const mine = new Promise<void>((resolve) => (release = resolve));
+  queue.set(key, mine);
+  try {
+    if (before) await before;
+    return await fn();
+  } finally {
+    release();
+    if (queue.get(key) === mine) queue.delete(key);
+  }
 }
 
 /**
  * FHIR R4 patch (3.1.0.6) of `type/id`: needs read and update permission; 404/410 like a read; If-Match
- * is 412 on another version. The result is written by updateResource against the version patched, so a
- * concurrent write in between is a 409 the client may retry, never a lost update.
+ * is 412 when it does not hold. The result is written by updateResource against the version patched,
+ * never over a write that came in between. A patch is defined on the current version, as a PUT
+ * replaces it, so it is not refused for such a write: patches of one resource run one after another in
+ * this process, and one that still meets another write (another process's, a PUT) is read and applied
+ * again to the new current version, up to PATCH_ATTEMPTS times, then 409. The client's If-Match is
+ * checked again on each attempt, so a version it named that is no longer current is its 412.
  */
 export async function patchResource(
   deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: IfMatch,
 ): Promise<WriteResult> {
   if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   checkTypeAndId(type, id);
-  const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
-  try {
-    return await updateResource(deps, req, type, id, resource, base === undefined ? undefined : [base]);
-  } catch (err) {
-    throw patchRace(err, type, id, ifMatch);
-  }
+  return afterOthers(deps.store, `${req.tenant} ${type}/${id}`, async () => {
+    for (let attempt = 1; ; attempt++) {
+      const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
+      try {
+        return await updateResource(deps, req, type, id, resource, base === undefined ? undefined : [base]);
+      } catch (err) {
+        if (!isRace(err) || attempt === PATCH_ATTEMPTS) throw patchRace(err, type, id, ifMatch);
+      }
+      await retryDelay(attempt);
+    }
+  });
 }
 
 /** FHIR R4 conditional patch (`PATCH [type]?query`): no match is 404, several are 412, one is patched. */

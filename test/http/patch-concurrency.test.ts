@@ -1,0 +1,89 @@
+/**
+ * Concurrent PATCH of one resource (FHIR R4 http.html#patch): a patch without If-Match is defined on
+ * the current version, so patches sent at once are each applied to the version they meet, none lost and
+ * none refused, whether they reach one server or two sharing the database (CINDER_PROCESSES); with an
+ * If-Match naming one version, one is applied and the others are 412. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createApp } from '../../src/app.ts';
+import { createKeyRing } from '../../src/auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import type { Json } from '../helpers/fhir.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { testCoreBundle } from '../helpers/terminology-service.ts';
+
+const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`concurrent PATCH (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let second: (path: string, init: RequestInit) => Response | Promise<Response>;
+    let n = 0;
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      t = await createTestApp({ store: db.open() });
+      token = await t.token();
+      // Another server on the same database, as a second process of CINDER_PROCESSES runs it.
+      const store = db.open();
+      const keys = createKeyRing(store, t.clock, MAX_TOKEN_TTL);
+      await keys.init();
+      const app = createApp({ config: t.config, store, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() });
+      second = (path, init) => app.request(path, init);
+    });
+    afterAll(() => t.close());
+
+    const servers = () => [t.request, second];
+    async function patient(): Promise<string> {
+      const id = `cp${++n}`;
+      const res = await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PUT', {
+        resourceType: 'Patient', id, identifier: [{ system: 'urn:cp', value: id }], name: [{ family: 'Chalmers', given: ['Peter'] }, { family: 'Windsor', given: ['W'] }],
+      }));
+      expect(res.status).toBe(201);
+      return id;
+    }
+    const read = async (id: string): Promise<Json> => (await (await t.request(`${t.fhir()}/Patient/${id}`, fhirInit(token))).json()) as Json;
+    const addGiven = (on: number, path: string, given: string, headers: Record<string, string> = {}) =>
+      servers()[on]!(`${t.fhir()}/${path}`, fhirInit(token, 'PATCH', JSON.stringify([{ op: 'add', path: '/name/0/given/-', value: given }]), { ...JSON_PATCH, ...headers }));
+
+    test('8 JSON Patches of one resource at once: each is applied, in some order, to the version it meets', async () => {
+      const id = await patient();
+      const given = Array.from({ length: 8 }, (_, i) => `G${i}`);
+      const answers = await Promise.all(given.map((g) => addGiven(0, `Patient/${id}`, g)));
+      expect(answers.map((r) => r.status)).toEqual(given.map(() => 200));
+      const stored = await read(id);
+      expect(stored.meta.versionId).toBe('9');
+      expect(stored.name[0].given[0]).toBe('Peter');
+      expect([...stored.name[0].given.slice(1)].sort()).toEqual(given);
+    });
+
+    test('FHIRPath and conditional patches at once, on two servers sharing the database: none is lost or refused', async () => {
+      for (let round = 0; round < 3; round++) {
+        const id = await patient();
+        const given = Array.from({ length: 8 }, (_, i) => `R${round}G${i}`);
+        const answers = await Promise.all(given.map((g, i) => {
+          if (i % 4 === 1) return addGiven(i % 2, `Patient?identifier=urn:cp|${id}`, g);
+          if (i % 4 !== 3) return addGiven(i % 2, `Patient/${id}`, g);
+          const op = { name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient.name[0]' }, { name: 'name', valueString: 'given' }, { name: 'value', valueString: g }] };
+          return servers()[i % 2]!(`${t.fhir()}/Patient/${id}`, fhirInit(token, 'PATCH', { resourceType: 'Parameters', parameter: [op] }));
+        }));
+        expect(answers.map((r) => r.status)).toEqual(given.map(() => 200));
+        const stored = await read(id);
+        expect(stored.meta.versionId).toBe('9');
+        expect([...stored.name[0].given.slice(1)].sort()).toEqual(given);
+      }
+    });
+
+    test('with If-Match of one version: one patch is applied, the others are 412 and write nothing', async () => {
+      const id = await patient();
+      const answers = await Promise.all(['A', 'B', 'C', 'D'].map((g, i) => addGiven(i % 2, `Patient/${id}`, g, { 'If-Match': 'W/"1"' })));
+      expect(answers.map((r) => r.status).sort()).toEqual([200, 412, 412, 412]);
+      expect((await read(id)).meta.versionId).toBe('2');
+    });
+  });
+}

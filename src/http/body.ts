@@ -14,6 +14,33 @@ export function isFhirBodyType(header: string | undefined): boolean {
   return FHIR_BODY_TYPES.includes(mediaTypeOf(header));
 }
 
+/**
+ * The content codings Cinder decodes in request bodies (RFC 9110 8.4.1), as DecompressionStream names
+ * them: gzip (and its old name x-gzip) and deflate (the zlib format, RFC 9110 8.4.1.2).
+ */
+const DECODERS: Readonly<Record<string, CompressionFormat>> = { gzip: 'gzip', 'x-gzip': 'gzip', deflate: 'deflate' };
+
+/** The `Accept-Encoding` of a 415 for a coding not in DECODERS (RFC 9110 15.5.16). */
+export const REQUEST_ENCODINGS = 'gzip, deflate';
+
+/**
+ * The content codings of a request body in the order they were applied (RFC 9110 8.4), `identity`
+ * left out; 415 naming those Cinder decodes for any other.
+ */
+function contentCodings(req: Request): string[] {
+  const header = req.headers.get('content-encoding');
+  if (header === null) return [];
+  const codings = header.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '' && c !== 'identity');
+  for (const coding of codings) {
+    if (DECODERS[coding] === undefined) {
+      throw new FhirError('unsupported-media', `Content-Encoding '${coding}' is not supported: send the body as is, or in ${REQUEST_ENCODINGS}`, {
+        headers: { 'Accept-Encoding': REQUEST_ENCODINGS },
+      });
+    }
+  }
+  return codings;
+}
+
 /** Whether the request declares a Content-Length within `limit`; 413 when it declares more. */
 function declaredWithin(req: Request, limit: number): boolean {
   const length = req.headers.get('content-length');
@@ -23,44 +50,69 @@ function declaredWithin(req: Request, limit: number): boolean {
   return declared <= limit;
 }
 
-/** Feeds the body's chunks to `each` as they arrive; 413 (and the rest left unread) once they pass `limit`. */
-async function eachChunk(req: Request, limit: number, each: (chunk: Uint8Array) => void): Promise<void> {
+/**
+ * The body's bytes as they were before their content codings, as a stream decoded while it is read.
+ * A decoder hands out its output a chunk at a time as it is asked for it, so a small body that would
+ * decode to gigabytes (a decompression bomb) costs no more memory than the limit its reader applies.
+ */
+function decoded(body: ReadableStream<Uint8Array>, codings: string[]): ReadableStream<Uint8Array> {
+  let stream = body;
+  for (const coding of [...codings].reverse()) {
+    stream = stream.pipeThrough(new DecompressionStream(DECODERS[coding]!) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+  }
+  return stream;
+}
+
+/**
+ * Feeds the body's chunks, decoded from its content codings, to `each` as they arrive; 413 (and the
+ * rest left unread) once they pass `limit`, which so bounds the decoded size; 400 for a body that is
+ * not in the coding it names.
+ */
+async function eachChunk(req: Request, limit: number, codings: string[], each: (chunk: Uint8Array) => void): Promise<void> {
   if (!req.body) return;
-  const reader = req.body.getReader();
+  const reader = (codings.length === 0 ? req.body : decoded(req.body, codings)).getReader();
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    const { done, value } = await reader.read().catch((err: unknown) => {
+      if (codings.length === 0) throw err;
+      throw new FhirError('invalid', `Request body is not valid ${codings.join(', ')} content (Content-Encoding): ${(err as Error).message}`, { cause: err });
+    });
     if (done) return;
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel();
-      throw new FhirError('too-large', `Request body exceeds the limit of ${limit} bytes`);
+      throw new FhirError('too-large', `Request body exceeds the limit of ${limit} bytes${codings.length === 0 ? '' : ' once decoded'}`);
     }
     each(value);
   }
 }
 
-/** Reads at most `limit` bytes of the request body as text; 413 beyond that. */
+/**
+ * Reads at most `limit` bytes of the request body as text (decoded from a gzip or deflate
+ * Content-Encoding: the limit is the decoded size's); 413 beyond that, 415 for another coding.
+ */
 export async function readLimited(req: Request, limit: number): Promise<string> {
+  const codings = contentCodings(req);
   // With a declared length within the limit the server frames the body: read it natively, without
   // materialising `req.body` as a stream (which costs more than the read itself).
-  if (declaredWithin(req, limit)) return req.text();
+  if (codings.length === 0 && declaredWithin(req, limit)) return req.text();
   const chunks: Uint8Array[] = [];
-  await eachChunk(req, limit, (chunk) => chunks.push(chunk));
+  await eachChunk(req, limit, codings, (chunk) => chunks.push(chunk));
   return Buffer.concat(chunks).toString('utf8');
 }
 
 /**
- * Reads at most `limit` bytes of the request body as base64 (RFC 4648 section 4, padded); 413 beyond
- * that. Each chunk is encoded as it arrives, its whole 3-byte groups at once and the 0-2 bytes left
+ * Reads at most `limit` bytes of the request body (decoded, as readLimited) as base64 (RFC 4648
+ * section 4, padded); 413 beyond that. Each chunk is encoded as it arrives, its whole 3-byte groups at once and the 0-2 bytes left
  * over carried into the next, so the body's bytes are never held whole beside their text.
  */
 export async function readBase64Limited(req: Request, limit: number): Promise<{ base64: string; size: number }> {
-  declaredWithin(req, limit);
+  const codings = contentCodings(req);
+  if (codings.length === 0) declaredWithin(req, limit);
   const parts: string[] = [];
   let carry: Uint8Array = new Uint8Array(0);
   let size = 0;
-  await eachChunk(req, limit, (chunk) => {
+  await eachChunk(req, limit, codings, (chunk) => {
     size += chunk.byteLength;
     const bytes = carry.byteLength === 0 ? chunk : Buffer.concat([carry, chunk]);
     const whole = bytes.byteLength - (bytes.byteLength % 3);

@@ -17,7 +17,7 @@ const ALLOW_METHODS = 'GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS';
 
 /** Request headers a page may send (beyond the CORS-safelisted ones). */
 const ALLOW_HEADERS = [
-  'Authorization', 'Content-Type', 'Accept', 'Accept-Language', 'Prefer', 'If-Match', 'If-None-Match',
+  'Authorization', 'Content-Type', 'Content-Encoding', 'Accept', 'Accept-Language', 'Prefer', 'If-Match', 'If-None-Match',
   'If-None-Exist', 'If-Modified-Since', 'X-Request-Id', 'X-Security-Context',
 ].join(', ');
 

@@ -8,7 +8,7 @@ import { enforce } from '../auth/rate-limit.ts';
 import { revokeToken } from '../auth/revoke.ts';
 import { handleTokenRequest } from '../auth/token-endpoint.ts';
 import { userInfo } from '../auth/userinfo.ts';
-import { OAuthError } from '../errors.ts';
+import { FhirError, OAuthError } from '../errors.ts';
 import { bodyLimits } from '../config.ts';
 import { readLimited } from './body.ts';
 import { clientIp, requestIp } from './client-ip.ts';
@@ -16,8 +16,9 @@ import { clientIp, requestIp } from './client-ip.ts';
 const JSON_TYPE = 'application/json;charset=UTF-8';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 /**
- * Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires.
- * One over `limit` bytes is `invalid_request` (every token error is a 400, README).
+ * Reads an `application/x-www-form-urlencoded` body (RFC 6749 3.2), as the token endpoint requires, gzip
+ * or deflate Content-Encoding decoded as on the FHIR API. One over `limit` bytes (decoded), or in
+ * another coding or not in the coding it names, is `invalid_request` (every token error is a 400, README).
  */
 export async function readForm(req: Request, limit: number): Promise<URLSearchParams> {
   const type = (req.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -27,7 +28,8 @@ export async function readForm(req: Request, limit: number): Promise<URLSearchPa
   try {
     return new URLSearchParams(await readLimited(req, limit));
   } catch (err) {
-    throw new OAuthError('invalid_request', `the request body exceeds the limit of ${limit} bytes`, 400, {}, { cause: err });
+    const text = err instanceof FhirError && err.category !== 'too-large' ? err.message : `the request body exceeds the limit of ${limit} bytes`;
+    throw new OAuthError('invalid_request', text, 400, {}, { cause: err });
   }
 }
 

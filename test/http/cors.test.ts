@@ -85,7 +85,7 @@ await eachStore((kind, fresh) => {
         expect(res.headers.get('access-control-allow-origin')).toBe('*');
         expect(listed(res.headers.get('access-control-allow-methods'))).toEqual(expect.arrayContaining(['get', 'post', 'put', 'patch', 'delete']));
         expect(listed(res.headers.get('access-control-allow-headers'))).toEqual(expect.arrayContaining(
-          ['authorization', 'content-type', 'prefer', 'if-match', 'if-none-match', 'if-none-exist', 'if-modified-since'],
+          ['authorization', 'content-type', 'content-encoding', 'prefer', 'if-match', 'if-none-match', 'if-none-exist', 'if-modified-since'],
         ));
         expect(Number(res.headers.get('access-control-max-age'))).toBeGreaterThan(0);
         expect(res.headers.get('access-control-allow-credentials')).toBeNull();

@@ -30,6 +30,7 @@ import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
 import { createCors } from './http/cors.ts';
+import { headAnswers, asHead } from './http/middleware/head.ts';
 import { requestContext, requestIdOf, requestRecorder, withRequestId } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
@@ -102,6 +103,7 @@ export function createApp(deps: AppDeps): App {
   });
   const recorder = requestRecorder(log, metrics);
   app.use('*', requestContext(recorder));
+  app.use('*', headAnswers());
   app.route('/', opsRoutes(store, exportSink, metrics, deps.isDraining ?? (() => false), deps.rebuilding));
   app.route('/', oauthRoutes(authDeps));
   app.route('/', authorizeRoutes(authDeps));
@@ -155,11 +157,12 @@ export function createApp(deps: AppDeps): App {
     return hot?.(req, server) ?? cors.handle(req, () => app.fetch(req, server));
   };
   /** A URL holding `%00` (nulInUrl), answered before any route, with a request id and recorded as every answer is. */
-  const refusedNul = (req: Request): Response => {
+  const refusedNul = async (req: Request): Promise<Response> => {
     const started = performance.now();
     const requestId = requestIdOf(req.headers.get('x-request-id'));
     const url = new URL(req.url);
-    const res = withRequestId(nulInUrl(req.method, url, log, requestId), requestId);
+    let res = withRequestId(nulInUrl(req.method, url, log, requestId), requestId);
+    if (req.method === 'HEAD') res = new Response(null, await asHead(res));
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };

@@ -72,10 +72,13 @@ export function binaryRepresentation(accept: string | undefined, format: string 
   throw new FhirError('not-acceptable', `Accept '${accept}' admits neither this Binary's content type '${contentType}' nor application/fhir+json`);
 }
 
-/** A Binary version as its native content: the decoded bytes with the Binary's contentType. */
-function nativeResponse(v: ResourceVersion): Response {
+/**
+ * A Binary version as its native content: the decoded bytes with the Binary's contentType. For HEAD
+ * (`head`) no body, and the length of what GET sends told from the base64 text (RFC 9110 9.3.2).
+ */
+function nativeResponse(v: ResourceVersion, head: boolean): Response {
   const { resource, data } = splitStoredBinary(v.content);
-  const { body, length } = decoded(data);
+  const { body, length } = head ? { body: null, length: decodedLength(data) } : decoded(data);
   const headers: Record<string, string> = {
     ...versionHeaders(v),
     'Content-Type': String(resource.contentType),
@@ -86,6 +89,13 @@ function nativeResponse(v: ResourceVersion): Response {
   const context = (resource.securityContext as { reference?: unknown } | undefined)?.reference;
   if (typeof context === 'string') headers['X-Security-Context'] = context;
   return new Response(body, { status: 200, headers });
+}
+
+/** The number of bytes base64 `data` decodes to (RFC 4648 section 4); data holding whitespace is decoded to count them. */
+function decodedLength(data: string): number {
+  if (/\s/.test(data)) return Buffer.from(data, 'base64').byteLength;
+  const padding = data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0;
+  return (data.length / 4) * 3 - padding;
 }
 
 /** Base64 characters decoded per chunk of a streamed answer (3 MiB of content). */
@@ -101,7 +111,6 @@ function decoded(data: string): { body: BodyInit; length: number } {
     const bytes = Buffer.from(data, 'base64');
     return { body: bytes, length: bytes.byteLength };
   }
-  const padding = data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0;
   let at = 0;
   const body = new ReadableStream<Uint8Array>({
     pull(controller) {
@@ -111,7 +120,7 @@ function decoded(data: string): { body: BodyInit; length: number } {
       if (at >= data.length) controller.close();
     },
   });
-  return { body, length: (data.length / 4) * 3 - padding };
+  return { body, length: decodedLength(data) };
 }
 
 /** Reads a native body as a Binary resource: `contentType` as sent, `data` its bytes, `X-Security-Context` its context. */
@@ -143,7 +152,7 @@ export function binaryRoutes(d: BinaryRouteDeps): Hono<AppEnv> {
     const unchanged = notModified(v, readConditions(c.req.raw.headers));
     if (unchanged) return unchanged;
     const contentType = String(splitStoredBinary(v.content).resource.contentType ?? '');
-    return binaryRepresentation(c.req.header('accept'), format(c), contentType) === 'native' ? nativeResponse(v) : versionResponse(v, shape);
+    return binaryRepresentation(c.req.header('accept'), format(c), contentType) === 'native' ? nativeResponse(v, c.req.method === 'HEAD') : versionResponse(v, shape);
   };
   // The gate leaves Accept on these paths to us (negotiatesAccept): anything but a read answers FHIR JSON.
   const acceptJson = async (c: Context<AppEnv>, next: Next) => {

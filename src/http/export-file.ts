@@ -55,7 +55,9 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): R
 /**
  * Serves an export file (Bulk Data 2.0 output file request): `application/fhir+ndjson`, streamed,
  * with ETag / If-None-Match, single byte ranges (206 / 416, honouring If-Range), and gzip when the
- * client accepts it and asked for the whole file.
+ * client accepts it and asked for the whole file. HEAD (RFC 9110 9.3.2) answers the headers of the GET
+ * without reading the file: its Content-Length, or with gzip none (GET streams it chunked); a Range is
+ * ignored there, GET being the only method it is defined for (RFC 9110 14.2).
  */
 export async function fileResponse(req: Request, download: Download): Promise<Response> {
   const base: Record<string, string> = {
@@ -69,6 +71,14 @@ export async function fileResponse(req: Request, download: Download): Promise<Re
   if (inm && inm.split(',').some((t) => t.trim() === download.etag || t.trim() === '*')) {
     await download.release();
     return new Response(null, { status: 304, headers: base });
+  }
+  if (req.method === 'HEAD') {
+    await download.release();
+    // With gzip the length is unknown until it is sent (headAnswers then marks it chunked, as GET sends it).
+    const encoding: Record<string, string> = acceptsGzip(req.headers.get('accept-encoding'))
+      ? { 'Content-Encoding': 'gzip' }
+      : { 'Content-Length': String(download.size) };
+    return new Response(null, { status: 200, headers: { ...base, ...encoding } });
   }
   const ifRange = req.headers.get('if-range');
   const range = ifRange && ifRange !== download.etag ? null : parseRange(req.headers.get('range'), download.size);

@@ -34,6 +34,8 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   const kick = (level: ExportLevel) => async (c: Context<AppEnv>) => {
+    // HEAD is safe (RFC 9110 9.2.1) and must not start an export, which is what a GET here does.
+    if (c.req.method === 'HEAD') throw new FhirError('method-not-allowed', 'HEAD would start an export: use GET or POST', { headers: { Allow: 'GET, POST' } });
     const url = new URL(c.req.url);
     const input = c.req.method === 'POST' ? inputFromParameters(await readFhirBody(c.req.raw, deps.maxBodyBytes), url.search) : inputFromQuery(url.search);
     const requestUrl = `${deps.baseUrl}${c.req.path}${c.req.method === 'GET' ? url.search : ''}`;

@@ -30,6 +30,7 @@ import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
 import { createCors } from './http/cors.ts';
+import { encode } from './http/content-coding.ts';
 import { headAnswers, asHead } from './http/middleware/head.ts';
 import { requestContext, requestIdOf, requestRecorder, withRequestId } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
@@ -154,7 +155,13 @@ export function createApp(deps: AppDeps): App {
   // preflight) add the same headers themselves.
   const fetch = (req: Request, server?: unknown) => {
     if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
-    return hot?.(req, server) ?? cors.handle(req, () => app.fetch(req, server));
+    return hot?.(req, server) ?? cors.handle(req, () => viaHono(req, server));
+  };
+  /** Hono's answer, compressed as the client accepts (src/http/content-coding.ts; HEAD answers describe it in headAnswers). */
+  const viaHono = (req: Request, server?: unknown): Response | Promise<Response> => {
+    const res = app.fetch(req, server);
+    if (req.method === 'HEAD') return res;
+    return res instanceof Promise ? res.then((r) => encode(req, r)) : encode(req, res);
   };
   /** A URL holding `%00` (nulInUrl), answered before any route, with a request id and recorded as every answer is. */
   const refusedNul = async (req: Request): Promise<Response> => {

@@ -1,5 +1,6 @@
 import type { Download } from '../export/download.ts';
 import type { ByteRange } from '../export/sink.ts';
+import { prefersGzip } from './content-coding.ts';
 
 const NDJSON = 'application/fhir+ndjson';
 const KEEP_ALIVE_MS = 20_000;
@@ -24,15 +25,6 @@ export function parseRange(header: string | null, size: number): ByteRange | 'un
   return start >= size ? 'unsatisfiable' : { start, end };
 }
 
-/** Whether `Accept-Encoding` allows gzip (q > 0). */
-export function acceptsGzip(header: string | null): boolean {
-  return (header ?? '').split(',').some((part) => {
-    const [coding, ...params] = part.trim().toLowerCase().split(';');
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
-    return (coding === 'gzip' || coding === 'x-gzip') && (q === undefined || Number(q.slice(2)) > 0);
-  });
-}
-
 /** Passes bytes through, renews the download's hold on its files while it streams and ends it after. */
 function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): ReadableStream<Uint8Array> {
   let last = Date.now();
@@ -55,7 +47,8 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): R
 /**
  * Serves an export file (Bulk Data 2.0 output file request): `application/fhir+ndjson`, streamed,
  * with ETag / If-None-Match, single byte ranges (206 / 416, honouring If-Range), and gzip when the
- * client accepts it and asked for the whole file. HEAD (RFC 9110 9.3.2) answers the headers of the GET
+ * client prefers it (content-coding.ts prefersGzip) and asked for the whole file, its ETag then weak
+ * (the same file in other bytes, RFC 9110 8.8.3). HEAD (RFC 9110 9.3.2) answers the headers of the GET
  * without reading the file: its Content-Length, or with gzip none (GET streams it chunked); a Range is
  * ignored there, GET being the only method it is defined for (RFC 9110 14.2).
  */
@@ -67,18 +60,19 @@ export async function fileResponse(req: Request, download: Download): Promise<Re
     'Cache-Control': 'private, no-store',
     Vary: 'Accept-Encoding',
   };
+  const gzip = prefersGzip(req.headers.get('accept-encoding'));
+  const whole = gzip ? { ...base, 'Content-Encoding': 'gzip', ETag: `W/${download.etag}` } : base;
+  // If-None-Match compares weakly (RFC 9110 13.1.2): the gzip form's W/ tag names the file as well.
+  const opaque = (tag: string) => tag.trim().replace(/^W\//, '');
   const inm = req.headers.get('if-none-match');
-  if (inm && inm.split(',').some((t) => t.trim() === download.etag || t.trim() === '*')) {
+  if (inm && inm.split(',').some((t) => opaque(t) === download.etag || t.trim() === '*')) {
     await download.release();
-    return new Response(null, { status: 304, headers: base });
+    return new Response(null, { status: 304, headers: { ...base, ETag: whole.ETag } });
   }
   if (req.method === 'HEAD') {
     await download.release();
     // With gzip the length is unknown until it is sent (headAnswers then marks it chunked, as GET sends it).
-    const encoding: Record<string, string> = acceptsGzip(req.headers.get('accept-encoding'))
-      ? { 'Content-Encoding': 'gzip' }
-      : { 'Content-Length': String(download.size) };
-    return new Response(null, { status: 200, headers: { ...base, ...encoding } });
+    return new Response(null, { status: 200, headers: gzip ? whole : { ...base, 'Content-Length': String(download.size) } });
   }
   const ifRange = req.headers.get('if-range');
   const range = ifRange && ifRange !== download.etag ? null : parseRange(req.headers.get('range'), download.size);
@@ -90,10 +84,9 @@ export async function fileResponse(req: Request, download: Download): Promise<Re
     const headers = { ...base, 'Content-Range': `bytes ${range.start}-${range.end}/${download.size}`, 'Content-Length': String(range.end - range.start + 1) };
     return new Response(keepingAlive(download.read(range), download), { status: 206, headers });
   }
-  if (acceptsGzip(req.headers.get('accept-encoding'))) {
-    const gzip = new CompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
-    const body = keepingAlive(download.read(), download).pipeThrough(gzip);
-    return new Response(body, { status: 200, headers: { ...base, 'Content-Encoding': 'gzip' } });
+  if (gzip) {
+    const compress = new CompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>;
+    return new Response(keepingAlive(download.read(), download).pipeThrough(compress), { status: 200, headers: whole });
   }
   return new Response(keepingAlive(download.read(), download), { status: 200, headers: { ...base, 'Content-Length': String(download.size) } });
 }

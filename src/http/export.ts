@@ -9,6 +9,7 @@ import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { readFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
+import { textResponse } from './content-coding.ts';
 import { parsePrefer } from './prefer.ts';
 import { fileResponse } from './export-file.ts';
 import { fhirBaseOf } from '../config.ts';
@@ -57,7 +58,7 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
     const r = await exportStatus(deps, statusRequest(c, deps.baseUrl), c.req.param('job'));
     if (r.kind === 'running') return new Response(null, { status: 202, headers: { 'X-Progress': r.progress, 'Retry-After': POLL_SECONDS } });
     if (r.kind === 'failed') throw new FhirError('exception', r.reason, { issueCode: 'processing' });
-    return new Response(JSON.stringify(r.manifest), {
+    return textResponse(JSON.stringify(r.manifest), {
       status: 200,
       headers: { 'Content-Type': 'application/json', Expires: new Date(r.expiresAt).toUTCString(), 'Cache-Control': 'no-store' },
     });

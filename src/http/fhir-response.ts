@@ -3,6 +3,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { etag, etagMatches } from '../fhir/bundle.ts';
 import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
+import { textResponse } from './content-coding.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -89,9 +90,9 @@ export function versionResponse(v: ResourceVersion, shape?: Shape): Response {
   return fhirJson(shape ? shape(v.content) : v.content, 200, versionHeaders(v));
 }
 
-/** A JSON response with the FHIR media type. */
+/** A JSON response with the FHIR media type (compressed for clients that take gzip when long: src/http/content-coding.ts). */
 export function fhirJson(body: string | object, status = 200, headers?: Record<string, string>): Response {
-  return new Response(typeof body === 'string' ? body : JSON.stringify(body), {
+  return textResponse(typeof body === 'string' ? body : JSON.stringify(body), {
     status,
     headers: headers === undefined ? JSON_HEADERS : { 'Content-Type': FHIR_JSON, ...headers },
   });

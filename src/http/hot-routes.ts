@@ -3,6 +3,7 @@ import type { FhirDeps } from '../fhir/crud.ts';
 import type { Logger } from '../log.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { Cors } from './cors.ts';
+import { encode } from './content-coding.ts';
 import { renderError } from './errors.ts';
 import { INSTANCE_ROUTE, readResponse } from './fhir.ts';
 import { readConditions } from './fhir-response.ts';
@@ -87,6 +88,8 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     } catch (err) {
       res = renderError(err, { method: req.method, path, requestId }, d.log);
     }
+    const coded = encode(req, res);
+    res = coded instanceof Promise ? await coded : coded;
     res = d.cors.decorate(req, withRequestId(res, requestId));
     d.recorder.record(req.method, path, trace.route, res.status, requestId, started);
     return res;

@@ -146,13 +146,20 @@ describe('HEAD through a listening server', () => {
     const cinder = await startCinder({ store });
     try {
       await createTenant(store, cinder.clock, 't1');
+      const identity = { 'Accept-Encoding': 'identity' };
       for (const url of [`${cinder.fhir('t1')}/metadata`, `${cinder.url}/.well-known/smart-configuration`, `${cinder.url}/no-such-path`]) {
-        const get = await fetch(url);
+        const get = await fetch(url, { headers: identity });
         const bytes = (await get.arrayBuffer()).byteLength;
-        const head = await fetch(url, { method: 'HEAD' });
+        const head = await fetch(url, { method: 'HEAD', headers: identity });
         expect({ url, status: head.status, length: head.headers.get('content-length'), type: head.headers.get('content-type') })
           .toEqual({ url, status: get.status, length: String(bytes), type: get.headers.get('content-type') });
       }
+      // What GET would compress: HEAD names the coding and leaves the length out (RFC 9110 9.3.2), never 0.
+      const gzip = { 'Accept-Encoding': 'gzip' };
+      const get = await fetch(`${cinder.fhir('t1')}/metadata`, { headers: gzip, decompress: false });
+      expect([get.headers.get('content-encoding'), get.headers.get('content-length')]).toEqual(['gzip', String((await get.arrayBuffer()).byteLength)]);
+      const head = await fetch(`${cinder.fhir('t1')}/metadata`, { method: 'HEAD', headers: gzip, decompress: false });
+      expect([head.status, head.headers.get('content-encoding'), head.headers.get('content-length'), head.headers.get('vary')]).toEqual([200, 'gzip', null, 'Accept-Encoding']);
     } finally {
       cinder.stop();
       await store.close();

@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'bun:test';
 import { inputFromParameters, inputFromQuery, splitTypeFilters } from '../../src/export/kickoff-input.ts';
 import { parseSince } from '../../src/export/since.ts';
-import { acceptsGzip, parseRange } from '../../src/http/export-file.ts';
+import { parseRange } from '../../src/http/export-file.ts';
+import { prefersGzip, refusesIdentity } from '../../src/http/content-coding.ts';
 import table from '../../src/export/element-table.json' with { type: 'json' };
 import { elementTableFromDefinitions } from '../helpers/element-table.ts';
 
@@ -56,11 +57,15 @@ describe('download headers', () => {
     expect(parseRange('bytes=0-1,5-6', 100)).toBeNull();
     expect(parseRange(null, 100)).toBeNull();
   });
-  test('gzip', () => {
-    expect(acceptsGzip('gzip, deflate')).toBe(true);
-    expect(acceptsGzip('gzip;q=0')).toBe(false);
-    expect(acceptsGzip('identity')).toBe(false);
-    expect(acceptsGzip(null)).toBe(false);
+  test('gzip as Accept-Encoding ranks it (RFC 9110 12.5.3)', () => {
+    for (const header of ['gzip, deflate', 'x-gzip', 'GZIP;Q=0.8', '*', 'br;q=1, gzip;q=0.5', 'gzip, identity;q=0.5', 'identity;q=0, gzip;q=0.1', 'gzip;q=0.5, identity;q=0.5']) {
+      expect({ header, gzip: prefersGzip(header) }).toEqual({ header, gzip: true });
+    }
+    for (const header of [null, '', 'identity', 'gzip;q=0', 'br', 'gzip;q=0.5, identity', 'gzip;q=0.5, *', '*;q=0', 'identity;q=0', 'gzip;q=0, *']) {
+      expect({ header, gzip: prefersGzip(header) }).toEqual({ header, gzip: false });
+    }
+    expect([refusesIdentity('identity;q=0, gzip'), refusesIdentity('*;q=0'), refusesIdentity('*;q=0, identity'), refusesIdentity('gzip'), refusesIdentity(null)])
+      .toEqual([true, true, false, false, false]);
   });
 });
 

@@ -6,6 +6,7 @@ import type { SyncOrAsync } from '../../sync-or-async.ts';
 import type { AppEnv } from '../env.ts';
 import { negotiatesAccept } from '../binary.ts';
 import { checkAccept } from '../fhir-response.ts';
+import { rememberText } from '../content-coding.ts';
 import { bearerAuthenticator, type Bearer } from './bearer.ts';
 import { tenantChecker } from './tenant.ts';
 
@@ -90,26 +91,31 @@ export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmissio
       c.set('access', bearer.access);
     }
     await next();
-    if (c.req.url.includes('_pretty=') && c.req.query('_pretty') === 'true') c.res = await pretty(c.res);
+    if (c.req.url.includes('_pretty=') && c.req.query('_pretty') === 'true') {
+      const text = await prettyText(c.res);
+      if (text !== null) {
+        const headers = new Headers(c.res.headers);
+        headers.delete('content-length');
+        c.res = new Response(text, { status: c.res.status, statusText: c.res.statusText, headers });
+        // Assigning c.res copies the Response: remember the text against the copy, for compression.
+        rememberText(c.res, text);
+      }
+    }
     const method = c.req.method;
     if (method !== 'GET' && method !== 'HEAD' && c.res.status < 400 && !rest.includes('/$')) o.onWrite(tenant);
   };
 }
 
 /**
- * `_pretty=true` (FHIR R4 http 3.1.0.1.10): a FHIR JSON answer indented for people to read. Answers
- * are written compact (stored resources spliced in as they are), so this re-serialises one asked for.
+ * `_pretty=true` (FHIR R4 http 3.1.0.1.10): a FHIR JSON answer indented for people to read, or null to
+ * keep the answer (not FHIR JSON, no body, or not JSON after all). Answers are written compact (stored
+ * resources spliced in as they are), so this re-serialises one asked for.
  */
-async function pretty(res: Response): Promise<Response> {
-  if (!res.body || !(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return res;
-  const text = await res.text();
-  let value: unknown;
+async function prettyText(res: Response): Promise<string | null> {
+  if (!res.body || !(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return null;
   try {
-    value = JSON.parse(text);
+    return JSON.stringify(JSON.parse(await res.clone().text()), null, 2);
   } catch {
-    return new Response(text, res);
+    return null;
   }
-  const headers = new Headers(res.headers);
-  headers.delete('content-length');
-  return new Response(JSON.stringify(value, null, 2), { status: res.status, statusText: res.statusText, headers });
 }

@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
+import { describeCoding } from '../content-coding.ts';
 import type { AppEnv } from '../env.ts';
 
 /**
@@ -12,8 +13,10 @@ import type { AppEnv } from '../env.ts';
  * So the last step of every HEAD answer puts on it what GET would send:
  * - a Content-Length the route set stays (a route whose body is a stream, such as native Binary content
  *   or an export file, answers HEAD itself with the length it knows, never opening the stream);
- * - a body of unknown length (a compressed stream) keeps its Content-Encoding and gets no length:
- *   Transfer-Encoding: chunked stops the server from claiming 0, as RFC 9112 6.1 lets a HEAD answer say;
+ * - content in a Content-Encoding (a compressed stream; or an answer GET would compress, whose coding
+ *   describeCoding sets without compressing anything) gets no length, which RFC 9110 9.3.2 allows for
+ *   a field "determined only while generating the content": Transfer-Encoding: chunked stops the
+ *   server from claiming 0, as RFC 9112 6.1 lets a HEAD answer say;
  * - any other body is in memory (JSON, text, HTML): its length in bytes.
  * 204, 304 and 1xx answers carry no content and are left alone.
  */
@@ -21,6 +24,7 @@ export function headAnswers(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     await next();
     if (c.req.method !== 'HEAD') return;
+    describeCoding(c.req.raw, c.res);
     const res = await asHead(c.res);
     if (res !== c.res) c.res = res;
   };
@@ -31,10 +35,13 @@ export async function asHead(res: Response): Promise<Response> {
   if (res.status === 204 || res.status === 304 || res.status < 200) return res;
   const headers = res.headers;
   let field: [string, string] | null = null;
-  if (!headers.has('content-length')) {
-    field = headers.has('content-encoding') ? ['Transfer-Encoding', 'chunked'] : ['Content-Length', String(res.body ? (await res.arrayBuffer()).byteLength : 0)];
-  } else if (res.body && !res.bodyUsed) {
-    await res.body.cancel();
+  const known = headers.has('content-length');
+  if (known || headers.has('content-encoding')) {
+    if (!known) field = ['Transfer-Encoding', 'chunked'];
+    // Nothing of the content is sent: a stream a route opened anyway is let go.
+    if (res.body && !res.bodyUsed) await res.body.cancel();
+  } else {
+    field = ['Content-Length', String(res.body ? (await res.arrayBuffer()).byteLength : 0)];
   }
   if (field === null) return res;
   try {

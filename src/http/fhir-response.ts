@@ -3,7 +3,7 @@ import type { ResourceVersion } from '../store/types.ts';
 import { etag, etagMatches } from '../fhir/bundle.ts';
 import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
-import { textResponse } from './content-coding.ts';
+import { COMPRESS_MIN_CHARS, textResponse } from './content-coding.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
@@ -82,7 +82,11 @@ export function notModified(v: ResourceVersion, c: ReadConditions | undefined): 
     const since = parseHttpDate(c.ifModifiedSince);
     fresh = since !== null && Math.floor(v.lastUpdated / 1000) * 1000 <= since;
   } else return null;
-  return fresh ? new Response(null, { status: 304, headers: versionHeaders(v) }) : null;
+  if (!fresh) return null;
+  // RFC 9110 15.4.5: a 304 carries the Vary a 200 would have, which a long answer has (content-coding.ts).
+  const headers = versionHeaders(v);
+  if (v.content.length >= COMPRESS_MIN_CHARS) headers.Vary = 'Accept-Encoding';
+  return new Response(null, { status: 304, headers });
 }
 
 /** A version as a read answers it: its JSON (as `_summary` / `_elements` shape it, if asked), its ETag and Last-Modified (the version's, subsetted or not). */

@@ -83,8 +83,12 @@ await eachStore((kind, fresh) => {
       expect(await gunzip(viaHono)).toBe(plain);
       for (const path of ['Patient/big', 'Patient/big?_summary=false', 'Patient/big/_history/1']) {
         const notModified = await get(path, 'gzip', { 'If-None-Match': 'W/"1"' });
-        expect([notModified.status, notModified.headers.get('content-encoding'), await notModified.text()]).toEqual([304, null, '']);
+        // RFC 9110 15.4.5: the Vary a 200 would carry.
+        expect([notModified.status, notModified.headers.get('content-encoding'), notModified.headers.get('vary'), await notModified.text()])
+          .toEqual([304, null, 'Accept-Encoding', '']);
       }
+      const small = await get('Patient/z1', 'gzip', { 'If-None-Match': 'W/"1"' });
+      expect([small.status, small.headers.get('vary')]).toEqual([304, null]);
     });
 
     test('metadata, _pretty and HEAD', async () => {

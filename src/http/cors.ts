@@ -24,7 +24,7 @@ const ALLOW_HEADERS = [
 /** Response headers a page may read (beyond the CORS-safelisted ones). */
 const EXPOSE_HEADERS = [
   'Location', 'Content-Location', 'ETag', 'Last-Modified', 'X-Progress', 'Retry-After', 'X-Request-Id', 'WWW-Authenticate',
-  'X-Security-Context',
+  'X-Security-Context', 'Allow', 'Accept-Patch',
 ].join(', ');
 
 /** How long a browser may cache a preflight's answer, in seconds. */

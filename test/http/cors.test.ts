@@ -20,7 +20,7 @@ const preflight = (t: TestApp, path: string, origin = APP, method = 'GET', heade
 const listed = (value: string | null) => (value ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
 
 /** The response headers a page on another origin must be able to read (the issue's list). */
-const EXPOSED = ['location', 'content-location', 'etag', 'last-modified', 'x-progress', 'retry-after'];
+const EXPOSED = ['location', 'content-location', 'etag', 'last-modified', 'x-progress', 'retry-after', 'allow', 'accept-patch'];
 
 /** Asserts that `res` carries the CORS headers for `origin` (`*` by default) and returns it. */
 function expectCors(label: string, res: Response, allow = '*'): Response {

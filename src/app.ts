@@ -15,7 +15,7 @@ import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
-import { capabilityStatement, type CapabilityContribution } from './fhir/capability.ts';
+import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
 import { validateCapability } from './fhir/validate-operation.ts';
 import { gatedStore, type Rebuilding } from './fhir/reindex.ts';
 import { FhirError } from './errors.ts';
@@ -128,7 +128,7 @@ export function createApp(deps: AppDeps): App {
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   fhir.get('/metadata', (c) => {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
-    return fhirJson(capabilityStatement({
+    return fhirJson(capabilityStatementJson({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
       oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none',
     }));

@@ -79,8 +79,33 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
   return entry;
 }
 
+/** The per-type entries as JSON text, by the contributions they were made of: the same for every request of a process. */
+const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], string>();
+
+/** Where capabilityStatementJson splices the per-type entries into the statement's text. */
+const ENTRIES_HERE = '\u0000';
+
+/**
+ * capabilityStatement as JSON text, its per-type entries (1.2 MB of the statement's text, every search
+ * parameter of 145 types) serialised once per process: the request's date and base are all that vary
+ * (6.5 against 0.9 ms a request in process).
+ */
+export function capabilityStatementJson(o: CapabilityOptions): string {
+  let entries = RESOURCE_ENTRIES.get(o.contributions);
+  if (entries === undefined) {
+    entries = JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? [])));
+    RESOURCE_ENTRIES.set(o.contributions, entries);
+  }
+  const text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
+  const at = text.indexOf(`"resource":${JSON.stringify(ENTRIES_HERE)}`);
+  return `${text.slice(0, at)}"resource":${entries}${text.slice(at + '"resource":'.length + JSON.stringify(ENTRIES_HERE).length)}`;
+}
+
+/** Every R4 type but Parameters, which has no RESTful endpoint (parameters.html). */
+const resourceEntries = (ops: OperationDecl[]) => REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops));
+
 /** The server's truthful CapabilityStatement (FHIR R4 CapabilityStatement, SMART security extension). */
-export function capabilityStatement(o: CapabilityOptions): Record<string, unknown> {
+export function capabilityStatement(o: CapabilityOptions, entries?: string): Record<string, unknown> {
   const ops = o.contributions.flatMap((c) => c.operations ?? []);
   const instantiates = o.contributions.flatMap((c) => c.instantiates ?? []);
   const systemOps = ops.filter((op) => !op.types).map((op) => ({ name: op.name, definition: op.definition }));
@@ -108,8 +133,7 @@ export function capabilityStatement(o: CapabilityOptions): Record<string, unknow
             },
           ],
         },
-        // Every R4 type but Parameters, which has no RESTful endpoint (parameters.html).
-        resource: REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops)),
+        resource: entries ?? resourceEntries(ops),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
         // Searched across types (`GET [base]?...`): the parameters every type has (those of Binary, a
         // Resource with no parameter of its own beyond them), with `_type`.

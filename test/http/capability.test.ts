@@ -38,6 +38,20 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 describe('GET /metadata', () => {
+  test('each tenant\'s statement names its own base and date, its type entries the same (serialised once)', async () => {
+    const token = await t.tokenFor('t2', ['system/*.read']);
+    t.clock.advance(61_000);
+    const res = await t.request(`${BASE}/tenants/t2/fhir/R4/metadata`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(res.status).toBe(200);
+    const other = (await res.json()) as Json;
+    expect(other.implementation.url).toBe(`${BASE}/tenants/t2/fhir/R4`);
+    expect(statement.implementation.url).toBe(base);
+    expect(Date.parse(other.date) - Date.parse(statement.date)).toBe(61_000);
+    expect(other.rest[0].resource).toEqual(statement.rest[0].resource);
+    expect(other.rest[0].resource.map((r: Json) => r.type)).toEqual(REST_RESOURCE_TYPES);
+    expect({ ...other, date: statement.date, implementation: statement.implementation } as Json).toEqual(statement);
+  });
+
   test('is public and is a FHIR R4 server CapabilityStatement', async () => {
     const res = await t.request(`${base}/metadata`, { headers: { Authorization: 'Bearer garbage' } });
     expect(res.status).toBe(200);

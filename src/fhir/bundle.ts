@@ -1,20 +1,28 @@
 import type { FhirIssue } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { operationOutcome } from './outcome.ts';
+import type { PageLinks } from './search.ts';
 
 export interface BundleLink {
   relation: string;
   url: string;
 }
 
-/** A search page's links below `path` (from the FHIR base `base`): `self`, and `next` with its cursor. */
-export function searchLinks(base: string, path: string, self: URLSearchParams, next?: string): BundleLink[] {
-  const out: BundleLink[] = [{ relation: 'self', url: `${base}${path}${self.size ? '?' + self : ''}` }];
-  if (next) {
+/**
+ * A search page's links below `path` (from the FHIR base `base`): `self` (with the page's own cursor),
+ * `first` and `previous` for a page after the first (PageLinks), and `next` with its cursor.
+ */
+export function searchLinks(base: string, path: string, self: URLSearchParams, next?: string, page?: PageLinks): BundleLink[] {
+  const at = (cursor: string | null) => {
     const q = new URLSearchParams(self);
-    q.set('_cursor', next);
-    out.push({ relation: 'next', url: `${base}${path}?${q}` });
-  }
+    if (cursor !== null) q.set('_cursor', cursor);
+    return `${base}${path}${q.size ? '?' + q : ''}`;
+  };
+  // A page asked with a cursor links itself with it, the first page, and (by offset) the previous one.
+  const out: BundleLink[] = [{ relation: 'self', url: at(page?.cursor ?? null) }];
+  if (page) out.push({ relation: 'first', url: at(null) });
+  if (page?.previous !== undefined) out.push({ relation: 'previous', url: at(page.previous) });
+  if (next) out.push({ relation: 'next', url: at(next) });
   return out;
 }
 

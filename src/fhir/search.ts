@@ -59,6 +59,8 @@ export interface CompiledSearch {
   self: URLSearchParams;
   /** Where this page starts among the core matches, for sorts paged by offset (core-search.ts). */
   coreOffset?: number;
+  /** The `_cursor` this page was asked with. */
+  cursor?: string;
   total: string | null;
   summary: SummaryMode | null;
   elements?: ElementNames;
@@ -76,6 +78,11 @@ export interface SearchResult {
   /** Issues about ignored parameters (lenient handling). */
   warnings: FhirIssue[];
   self: URLSearchParams;
+  /**
+   * A page after the first: its own cursor (in the `self` link, with a `first` link without it), and,
+   * paged by offset, the previous page's (null: the first page, which has none).
+   */
+  page?: PageLinks;
   /** Rewrites each resource's JSON for `_summary` / `_elements`, when asked for. */
   shape?: Shape;
 }
@@ -84,6 +91,27 @@ export interface SearchResult {
 type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: number; core?: number };
 
 /** Encodes a keyset position (or, for other sorts, an offset) as an opaque `_cursor` value. */
+/** The links of a page asked with a cursor (SearchResult.page). */
+export interface PageLinks {
+  cursor: string;
+  /** The previous page's cursor; null for the first page; absent where it is not known (keyset paging, core matches). */
+  previous?: string | null;
+}
+
+/**
+ * A page's own cursor, and the previous page's where the pages go by offset: `count` before it, or the
+ * first page. Keyset pages (`_sort` on `_id` or `_lastUpdated`) name only the last row before them.
+ */
+function pageLinks(compiled: CompiledSearch): PageLinks {
+  const { query } = compiled;
+  const page: PageLinks = { cursor: compiled.cursor! };
+  if (query.offset !== undefined && compiled.coreOffset === undefined) {
+    const before = Math.max(0, query.offset - query.count);
+    page.previous = before === 0 ? null : encodeCursor({ offset: before });
+  }
+  return page;
+}
+
 export function encodeCursor(c: SearchCursor | { offset: number; core?: number }): string {
   const value = 'offset' in c ? (c.core === undefined ? { o: c.offset } : { o: c.offset, c: c.core }) : [c.lastUpdated, c.id];
   return Buffer.from(JSON.stringify(value)).toString('base64url');
@@ -210,6 +238,7 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   const { summary, elements } = parseSubset(params, strict, warnings);
   const compiled: CompiledSearch = { query, pending, warnings, self, total, summary, includes, revincludes };
   if (coreOffset !== undefined) compiled.coreOffset = coreOffset;
+  if (cursor !== null) compiled.cursor = cursor;
   if (elements !== undefined) compiled.elements = elements;
   return compiled;
 }
@@ -673,6 +702,7 @@ export async function searchResources(
       ? encodeCursor({ lastUpdated: last.lastUpdated, id: last.id })
       : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
+  if (compiled.cursor !== undefined) result.page = pageLinks(compiled);
   // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
   if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
   const first = !query.after && !query.offset && !compiled.coreOffset;

@@ -120,7 +120,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
     const base = fhirBase(c, deps.baseUrl);
     const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next), r.total, r.warnings, deps.clock.now(), extra));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, deps.clock.now(), extra));
   };
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) =>
     searchset(c, `/${type}`, await searchResources(deps, request(c), type, params, strict(c)));

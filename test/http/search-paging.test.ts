@@ -62,16 +62,34 @@ describe('keyset paging', () => {
     }
   }
 
-  test('next links keep the query and carry a cursor; self links do not', async () => {
+  test('next links keep the query and carry a cursor; a later page links itself with its cursor, and the first page', async () => {
     const first = await api.search('Practitioner?_count=4&_sort=_lastUpdated');
+    expect(new URL(link(first, 'self')!).searchParams.has('_cursor')).toBe(false);
+    expect(link(first, 'first')).toBeUndefined();
     const next = new URL(link(first, 'next')!);
     expect(next.origin + next.pathname).toBe(`${base}/Practitioner`);
     expect(next.searchParams.get('_count')).toBe('4');
     expect(next.searchParams.get('_sort')).toBe('_lastUpdated');
     expect(next.searchParams.get('_cursor')).toBeTruthy();
     const second = await api.search(next.toString());
-    expect(new URL(link(second, 'self')!).searchParams.has('_cursor')).toBe(false);
+    expect(link(second, 'self')).toBe(next.toString());
     expect(ids(second).some((id) => ids(first).includes(id))).toBe(false);
+    expect(ids(await api.search(link(second, 'self')!))).toEqual(ids(second));
+    expect(ids(await api.search(link(second, 'first')!))).toEqual(ids(first));
+    // Keyset pages know the row before them, not the page before: no previous link.
+    expect(link(second, 'previous')).toBeUndefined();
+  });
+
+  test('pages by offset (a sort on a parameter) link the previous page, the second page the first', async () => {
+    const { bundles } = await pages('Practitioner?_count=4&_sort=active,_id');
+    expect(bundles.length).toBe(6);
+    expect(link(bundles[0]!, 'previous')).toBeUndefined();
+    for (let i = 1; i < bundles.length; i++) {
+      const previous = await api.search(link(bundles[i]!, 'previous')!);
+      expect(ids(previous)).toEqual(ids(bundles[i - 1]!));
+      expect(ids(await api.search(link(bundles[i]!, 'first')!))).toEqual(ids(bundles[0]!));
+    }
+    expect(new URL(link(bundles[1]!, 'previous')!).searchParams.has('_cursor')).toBe(false);
   });
 
   test('the last page has no next link; a search without matches has one empty page', async () => {

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
+import { browserAvailable, browserTest, cspViolations, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { s256 } from '../../src/auth/pkce.ts';
 import { randomToken } from '../../src/auth/secrets.ts';
@@ -53,10 +53,7 @@ afterAll(async () => {
 test('code flow with PKCE through the login page in Chromium, without JavaScript, ends with a verified id_token', async () => {
   const context = await browser.newContext({ javaScriptEnabled: false });
   const page = await context.newPage();
-  const cspViolations: string[] = [];
-  page.on('console', (m) => {
-    if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
-  });
+  const violations = cspViolations(page);
   const verifier = randomToken(48);
   const state = randomToken(16);
   const nonce = randomToken(16);
@@ -84,7 +81,7 @@ test('code flow with PKCE through the login page in Chromium, without JavaScript
   expect(back.searchParams.get('iss')).toBe(cinder.url);
   const code = back.searchParams.get('code')!;
   expect(code).toMatch(/^[A-Za-z0-9_-]{43}$/);
-  expect(cspViolations).toEqual([]);
+  expect(violations).toEqual([]);
   await context.close();
 
   const res = await fetch(`${cinder.url}/oauth2/token`, {

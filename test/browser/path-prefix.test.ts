@@ -7,11 +7,11 @@
  * `launch/patient` ask for one), and the app reads that patient's data, every call through the proxy.
  */
 import { afterAll, beforeAll, expect } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
+import type { Browser } from 'playwright-core';
+import { appAssets, appPage, browserAvailable, browserTest, cspViolations, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
@@ -19,7 +19,6 @@ import { startCinder, type Cinder } from '../helpers/server.ts';
 
 const test = browserTest;
 
-const FHIR_CLIENT = readFileSync(join(import.meta.dir, '../../node_modules/fhirclient/build/fhir-client.min.js'));
 // The probe's scopes: patient/ without launch/patient, which Cinder infers (the picker asks all the same).
 const SCOPE = 'openid fhirUser patient/*.rs';
 const PREFIX = '/cinder';
@@ -35,7 +34,7 @@ let clientId: string;
 let publicBase: string;
 const forwarded: string[] = [];
 
-const html = (body: string) => new Response(`<!doctype html><meta charset="utf-8"><title>Chart app</title>${body}`, { headers: { 'Content-Type': 'text/html; charset=utf-8' } });
+const html = (body: string) => appPage('Chart app', body);
 
 /** The reverse proxy: `/cinder/x` to Cinder's `/x`, method, headers and body as sent; anything else 404. */
 async function forward(req: Request): Promise<Response> {
@@ -53,8 +52,8 @@ async function forward(req: Request): Promise<Response> {
 function appPages(): (req: Request) => Response {
   return (req) => {
     const path = new URL(req.url).pathname;
-    if (path === '/favicon.ico') return new Response(null, { status: 204 });
-    if (path === '/fhir-client.js') return new Response(FHIR_CLIENT, { headers: { 'Content-Type': 'text/javascript' } });
+    const asset = appAssets(path);
+    if (asset) return asset;
     if (path === '/launch.html') {
       return html(`<script src="/fhir-client.js"></script><script>
         FHIR.oauth2.authorize({ iss: ${JSON.stringify(`${publicBase}/tenants/clinic/fhir/R4`)}, clientId: ${JSON.stringify(clientId)}, redirectUri: 'app.html', pkceMode: 'required', scope: ${JSON.stringify(SCOPE)} });
@@ -124,14 +123,6 @@ afterAll(async () => {
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function cspViolations(page: Page): string[] {
-  const seen: string[] = [];
-  page.on('console', (m) => {
-    if (/Content Security Policy/i.test(m.text())) seen.push(m.text());
-  });
-  return seen;
-}
 
 test('behind a proxy at /cinder: fhirclient launches, a Practitioner signs in and picks a patient, the app reads that patient', async () => {
   const context = await browser.newContext();

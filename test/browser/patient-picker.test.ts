@@ -7,11 +7,11 @@
  * paging and cancel: the pages need no script (their CSP forbids any).
  */
 import { afterAll, beforeAll, expect } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
+import { appAssets, appPage, browserAvailable, browserTest, cspViolations, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
 import { s256 } from '../../src/auth/pkce.ts';
@@ -22,7 +22,6 @@ import { startCinder, type Cinder } from '../helpers/server.ts';
 
 const test = browserTest;
 
-const FHIR_CLIENT = readFileSync(join(import.meta.dir, '../../node_modules/fhirclient/build/fhir-client.min.js'));
 const SCOPE = 'openid fhirUser launch/patient patient/Patient.rs patient/Observation.rs';
 
 const dir = mkdtempSync(join(tmpdir(), 'cinder-picker-'));
@@ -33,7 +32,7 @@ let browser: Browser;
 let clientId: string;
 let appOrigin: string;
 
-const html = (body: string) => new Response(`<!doctype html><meta charset="utf-8"><title>Chart app</title>${body}`, { headers: { 'Content-Type': 'text/html; charset=utf-8' } });
+const html = (body: string) => appPage('Chart app', body);
 
 /**
  * The app: `launch.html` starts the standalone launch; `app.html`, the redirect URI, completes it and
@@ -43,8 +42,8 @@ const html = (body: string) => new Response(`<!doctype html><meta charset="utf-8
 function appPages(iss: () => string): (req: Request) => Response {
   return (req) => {
     const path = new URL(req.url).pathname;
-    if (path === '/favicon.ico') return new Response(null, { status: 204 });
-    if (path === '/fhir-client.js') return new Response(FHIR_CLIENT, { headers: { 'Content-Type': 'text/javascript' } });
+    const asset = appAssets(path);
+    if (asset) return asset;
     if (path === '/callback.html') return html('<p>Back in the app</p>');
     if (path === '/launch.html') {
       return html(`<script src="/fhir-client.js"></script><script>
@@ -125,15 +124,6 @@ afterAll(async () => {
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** Collects Content Security Policy violations the page reports. */
-function cspViolations(page: Page): string[] {
-  const seen: string[] = [];
-  page.on('console', (m) => {
-    if (/Content Security Policy/i.test(m.text())) seen.push(m.text());
-  });
-  return seen;
-}
 
 async function signInAsPractitioner(page: Page): Promise<void> {
   expect(await page.title()).toBe('Sign in · Cinder');

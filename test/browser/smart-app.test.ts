@@ -6,11 +6,11 @@
  * Cinder runs with CINDER_CORS_ORIGINS naming only the app's origin.
  */
 import { afterAll, beforeAll, expect } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
+import { appAssets, appPage, browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
@@ -18,7 +18,6 @@ import { startCinder, type Cinder } from '../helpers/server.ts';
 
 const test = browserTest;
 
-const FHIR_CLIENT = readFileSync(join(import.meta.dir, '../../node_modules/fhirclient/build/fhir-client.min.js'));
 
 const dir = mkdtempSync(join(tmpdir(), 'cinder-smart-app-'));
 const store = createSqliteStore(join(dir, 'cinder.db'));
@@ -28,7 +27,7 @@ let browser: Browser;
 let clientId: string;
 let adminToken: string;
 
-const html = (body: string) => new Response(`<!doctype html><meta charset="utf-8"><title>Weight app</title>${body}`, { headers: { 'Content-Type': 'text/html; charset=utf-8' } });
+const html = (body: string) => appPage('Weight app', body);
 
 /**
  * The app's two pages: `launch.html` starts the standalone launch; `app.html`, the redirect URI,
@@ -37,8 +36,8 @@ const html = (body: string) => new Response(`<!doctype html><meta charset="utf-8
 function appPages(iss: () => string): (req: Request) => Response {
   return (req) => {
     const path = new URL(req.url).pathname;
-    if (path === '/favicon.ico') return new Response(null, { status: 204 });
-    if (path === '/fhir-client.js') return new Response(FHIR_CLIENT, { headers: { 'Content-Type': 'text/javascript' } });
+    const asset = appAssets(path);
+    if (asset) return asset;
     if (path === '/launch.html') {
       return html(`<script src="/fhir-client.js"></script><script>
         FHIR.oauth2.authorize({

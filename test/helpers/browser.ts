@@ -3,8 +3,9 @@
  * skips those tests with a notice; under CI=true they run (and fail loudly when it is missing).
  */
 import { test as bunTest } from 'bun:test';
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
 
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -27,4 +28,29 @@ export async function launchChromium(): Promise<Browser> {
     console.warn(`Chromium did not start, trying once more: ${err instanceof Error ? err.message : String(err)}`);
     return launch();
   }
+}
+
+/** Collects the Content Security Policy violations a page reports on its console. */
+export function cspViolations(page: Page): string[] {
+  const seen: string[] = [];
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) seen.push(m.text());
+  });
+  return seen;
+}
+
+const FHIR_CLIENT = readFileSync(join(import.meta.dir, '../../node_modules/fhirclient/build/fhir-client.min.js'));
+
+/** A page of a test's SMART app: `<title>` and `body`. */
+export const appPage = (title: string, body: string) =>
+  new Response(`<!doctype html><meta charset="utf-8"><title>${title}</title>${body}`, { headers: { 'Content-Type': 'text/html; charset=utf-8' } });
+
+/**
+ * What a test's SMART app site serves besides its own pages: the SMART JavaScript client (fhirclient)
+ * at `/fhir-client.js`, and no favicon; undefined for any other path.
+ */
+export function appAssets(path: string): Response | undefined {
+  if (path === '/favicon.ico') return new Response(null, { status: 204 });
+  if (path === '/fhir-client.js') return new Response(FHIR_CLIENT, { headers: { 'Content-Type': 'text/javascript' } });
+  return undefined;
 }

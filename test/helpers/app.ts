@@ -98,3 +98,16 @@ export function fhirInit(token: string, method = 'GET', body?: unknown, headers:
   }
   return init;
 }
+
+/**
+ * Another server on `t`'s database, as a second process of CINDER_PROCESSES runs it: its own store
+ * (connections, caches, in-process guards) from `open`, the signing keys it reads from the database,
+ * `t`'s configuration and clock. Returns its `app.request`.
+ */
+export async function secondServer(t: TestApp, open: () => Store): Promise<(path: string, init: RequestInit) => Promise<Response>> {
+  const store = open();
+  const keys = createKeyRing(store, t.clock, MAX_TOKEN_TTL);
+  await keys.init();
+  const app = createApp({ config: t.config, store, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() });
+  return async (path, init) => app.request(path, init);
+}

@@ -8,15 +8,10 @@
  * sends the later writes back to search again.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { createApp } from '../../src/app.ts';
-import { createKeyRing } from '../../src/auth/keys.ts';
-import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
-import { silentLogger } from '../../src/log.ts';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
-import { testCoreBundle } from '../helpers/terminology-service.ts';
 
 await eachStore((kind, fresh) => {
   describe(`concurrent conditional writes (${kind})`, () => {
@@ -74,13 +69,8 @@ for (const target of targets) {
       const db = await target.fresh();
       t = await createTestApp({ store: db.open() });
       token = await t.token();
-      // Another server on the same database, as a second process of CINDER_PROCESSES runs it: its own
-      // store (connections, caches, in-process guard), the signing keys it reads from the database.
-      const store = db.open();
-      const keys = createKeyRing(store, t.clock, MAX_TOKEN_TTL);
-      await keys.init();
-      const app = createApp({ config: t.config, store, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() });
-      second = async (path, init) => app.request(path, init);
+      // Another server on the same database, as a second process of CINDER_PROCESSES runs it.
+      second = await secondServer(t, () => db.open());
     });
     afterAll(() => t.close());
 

@@ -5,14 +5,9 @@
  * If-Match naming one version, one is applied and the others are 412. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { createApp } from '../../src/app.ts';
-import { createKeyRing } from '../../src/auth/keys.ts';
-import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
-import { silentLogger } from '../../src/log.ts';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
-import { testCoreBundle } from '../helpers/terminology-service.ts';
 
 const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
 const targets = await storeTargets();
@@ -30,11 +25,7 @@ for (const target of targets) {
       t = await createTestApp({ store: db.open() });
       token = await t.token();
       // Another server on the same database, as a second process of CINDER_PROCESSES runs it.
-      const store = db.open();
-      const keys = createKeyRing(store, t.clock, MAX_TOKEN_TTL);
-      await keys.init();
-      const app = createApp({ config: t.config, store, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() });
-      second = (path, init) => app.request(path, init);
+      second = await secondServer(t, () => db.open());
     });
     afterAll(() => t.close());
 

@@ -76,6 +76,16 @@ const GENERATED = [...generatePatients({ patients: 8, seed: 'sort-walk' })] as J
 const SORTABLE = new Set(['token', 'string', 'reference', 'uri', 'quantity', 'date', 'number']);
 
 const targets = await storeTargets();
+
+/** A fresh, migrated database of `target` holding `resources` in `tenant` (written as first versions); its URL. */
+async function freshWith(target: (typeof targets)[number], tenant: string, resources: Json[]): Promise<string> {
+  const db = await target.fresh();
+  const store = db.open();
+  await store.migrate();
+  await store.resources.write(tenant, (w) => w.insertNew(firstVersions(resources)));
+  await store.close();
+  return db.url;
+}
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {
@@ -207,12 +217,7 @@ for (const target of targets) {
   describe(`every sortable parameter on generated data, on ${target.kind}`, () => {
     let url: string;
     beforeAll(async () => {
-      const db = await target.fresh();
-      url = db.url;
-      const store = db.open();
-      await store.migrate();
-      await store.resources.write('t2', (w) => w.insertNew(firstVersions(GENERATED)));
-      await store.close();
+      url = await freshWith(target, 't2', GENERATED);
     }, 60_000);
 
     test('the planned search (a walk where it can) gives the pages of the search that computes every key', async () => {
@@ -261,12 +266,7 @@ for (const target of targets) {
     const immunizations = Array.from({ length: 30 }, (_, i) => immunization(i));
     let url: string;
     beforeAll(async () => {
-      const db = await target.fresh();
-      url = db.url;
-      const store = db.open();
-      await store.migrate();
-      await store.resources.write('t3', (w) => w.insertNew(firstVersions([...GENERATED, ...immunizations])));
-      await store.close();
+      url = await freshWith(target, 't3', [...GENERATED, ...immunizations]);
     }, 60_000);
 
     const run = async (type: string, query: string, offset: number) => {

@@ -1,4 +1,5 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
+import { carryLiterals, parseExact, stringifyExact } from '../fhir/exact-json.ts';
 import { issue } from '../fhir/outcome.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import table from './element-table.json' with { type: 'json' };
@@ -55,16 +56,17 @@ function keeps(kept: string[], key: string): boolean {
   return kept.some((e) => (e.endsWith('[x]') ? name.startsWith(e.slice(0, -3)) && /^[A-Z]/.test(name.slice(e.length - 3)) : e === name));
 }
 
-/** The resource JSON text with only `kept` root elements (and their `_element` extensions), tagged SUBSETTED. */
+/** The resource JSON text with only `kept` root elements (and their `_element` extensions), tagged SUBSETTED; numbers as written (exact-json.ts). */
 export function subsetResource(content: string, kept: string[]): string {
-  const resource = JSON.parse(content) as Record<string, unknown>;
+  const resource = parseExact(content) as Record<string, unknown>;
   const out: Record<string, unknown> = {};
+  carryLiterals(resource, out);
   for (const [k, v] of Object.entries(resource)) if (keeps(kept, k)) out[k] = v;
   const meta = { ...((out.meta as Record<string, unknown> | undefined) ?? {}) };
   const tags = Array.isArray(meta.tag) ? [...(meta.tag as unknown[])] : [];
   tags.push(SUBSETTED);
   meta.tag = tags;
   out.meta = meta;
-  if (!('resourceType' in out)) return JSON.stringify({ resourceType: resource.resourceType, ...out });
-  return JSON.stringify(out);
+  if (!('resourceType' in out)) return stringifyExact({ resourceType: resource.resourceType, ...out });
+  return stringifyExact(out);
 }

@@ -4,6 +4,7 @@ import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
+import { cloneExact, parseExact } from './exact-json.ts';
 import { conditionKey, resolveCondition, showCondition } from './conditional.ts';
 import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
@@ -46,8 +47,8 @@ export function settledConditions(planned: Planned[]): string[] {
  */
 export function entriesPerAttempt(entries: Entry[], conditional: boolean): (attempt: number) => Entry[] {
   if (!conditional) return () => entries;
-  const pristine = entries.map((e) => (e.resource ? structuredClone(e.resource) : undefined));
-  return (attempt) => (attempt === 1 ? entries : entries.map((e, i) => (e.resource ? { ...e, resource: structuredClone(pristine[i]!) } : e)));
+  const pristine = entries.map((e) => (e.resource ? cloneExact(e.resource) : undefined));
+  return (attempt) => (attempt === 1 ? entries : entries.map((e, i) => (e.resource ? { ...e, resource: cloneExact(pristine[i]!) } : e)));
 }
 
 const at = entryPath;
@@ -282,17 +283,17 @@ async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: s
     // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7).
     return responseEntry('204 No Content');
   }
-  if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: JSON.parse(p.existing.content) };
+  if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: parseExact(p.existing.content) };
   const { version, created, unchanged } = await putVersion(w, entry.resource!, p.id!, o);
   const response = unchanged ? unchangedEntry(version, base) : responseEntry(created ? '201 Created' : '200 OK', version, base);
-  return { ...response, resource: JSON.parse(version.content) };
+  return { ...response, resource: parseExact(version.content) };
 }
 
 /** Writes a PATCH entry's result against the version it patched (a concurrent write in between: 409, or 412 with ifMatch). */
 async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: IfMatch | undefined): Promise<Json> {
   try {
     const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts);
-    return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: JSON.parse(version.content) };
+    return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
   } catch (err) {
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }

@@ -10,6 +10,7 @@ import { responseEntry, type Json } from './bundle-ops.ts';
 import { etagMatches, historyJson, searchLinks, searchsetJson } from './bundle.ts';
 import type { CoreLayer } from './core-layer.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { parseExact } from './exact-json.ts';
 import { checkHistory, history } from './history.ts';
 import { checkTypeAndId } from './resource.ts';
 import { compileSearch, searchResources } from './search.ts';
@@ -81,16 +82,16 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   if (entry.history) {
     const r = await history(deps, req, entry.query!, entry.type, entry.id);
     const links = searchLinks(base, `/${entry.type}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next);
-    return { ...responseEntry('200 OK'), resource: JSON.parse(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
+    return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
   }
   if (entry.id) {
     const v = entry.version === undefined ? await readResource(deps, req, entry.type, entry.id) : await vreadResource(deps, req, entry.type, entry.id, entry.version);
     if (notModified(entry, v)) return responseEntry('304 Not Modified', v, base);
-    return { ...responseEntry('200 OK', v, base), resource: JSON.parse(shape ? shape(v.content) : v.content) };
+    return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
   const r = await searchResources(deps, req, entry.type, entry.query!, false);
   const links = searchLinks(base, `/${entry.type}`, r.self, r.next, r.page);
   const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
-  return { ...responseEntry('200 OK'), resource: JSON.parse(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
+  return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
 }

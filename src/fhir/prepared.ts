@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { CurrentVersion, IndexRows, VersionToWrite } from '../store/types.ts';
+import { parseLiterally } from './exact-json.ts';
 import { compartmentsOf, storedIndex } from './indexer.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
 
@@ -54,7 +55,8 @@ export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdate
  * version). Both texts are JSON.stringify's, so equal resources make texts of equal length, whatever
  * the order of their keys: the common cases cost a length test (a change) or one string comparison (the
  * same text); only equal lengths with other text (keys in another order, or a change that keeps the
- * length) are parsed and compared as JSON values. A deletion is never the same.
+ * length) are parsed and compared as JSON values, numbers by their literals (`1.0` is no `1`:
+ * datatypes.html, decimal). A deletion is never the same.
  */
 export function storesSame(current: CurrentVersion, p: PreparedVersion): boolean {
   if (current.deleted) return false;
@@ -62,5 +64,5 @@ export function storesSame(current: CurrentVersion, p: PreparedVersion): boolean
   const stored = current.content;
   if (stored.length !== head.length + p.tail.length) return false;
   if (stored.startsWith(head) && stored.endsWith(p.tail)) return true;
-  return isDeepStrictEqual(JSON.parse(stored), JSON.parse(head + p.tail));
+  return isDeepStrictEqual(parseLiterally(stored), parseLiterally(head + p.tail));
 }

@@ -1,50 +1,40 @@
 import { FhirError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
+import { parseExact, scanJson, stringifyExact } from './exact-json.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
-
-/**
- * Whether JSON text nests objects and arrays deeper than MAX_JSON_DEPTH (strings skipped; malformed text
- * is JSON.parse's to report). R4 resources nest a few dozen levels (a CodeSystem's concept hierarchy
- * more); every walk over a resource (validation, indexing, FHIRPath, patch) recurses once per level, and
- * the bound keeps a hostile body far from the end of the stack.
- */
-export function nestsTooDeep(text: string): boolean {
-  // Each level takes an opening and a closing character: shorter text cannot nest that deep.
-  if (text.length <= 2 * MAX_JSON_DEPTH) return false;
-  let depth = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 34) {
-      // A string: skip to its closing quote, past escapes.
-      for (i++; i < text.length; i++) {
-        const d = text.charCodeAt(i);
-        if (d === 92) i++;
-        else if (d === 34) break;
-      }
-    } else if (c === 123 || c === 91) {
-      if (++depth > MAX_JSON_DEPTH) return true;
-    } else if (c === 125 || c === 93) depth--;
-  }
-  return false;
-}
 
 /** The 400 for a body nested deeper than MAX_JSON_DEPTH, as the terminology operations word it (checkDepth). */
 export function tooDeep(what: string): FhirError {
   return new FhirError('invalid', `${what} nests deeper than ${MAX_JSON_DEPTH} levels`);
 }
 
-/** Parses a request body as JSON, or throws a 400 OperationOutcome saying where it is malformed. */
-export function parseJson(text: string): unknown {
+/**
+ * Parses JSON text with its numbers as written (`98.60`: exact-json.ts). Malformed text throws
+ * `malformed(error)`; text whose objects and arrays nest deeper than MAX_JSON_DEPTH is a 400 naming it
+ * `what` (`The request body`). R4 resources nest a few dozen levels (a CodeSystem's concept hierarchy
+ * more); every walk over a resource (validation, indexing, FHIRPath, patch) recurses once per level, and
+ * the bound keeps a hostile body far from the end of the stack. One scan of the text (scanJson) finds
+ * both its depth and whether its numbers need recording.
+ */
+export function parseBounded(text: string, what: string, malformed: (err: Error) => FhirError): unknown {
+  const scan = scanJson(text);
+  const deep = scan.depth > MAX_JSON_DEPTH;
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // Too deep for the reviver's recursion: parsed only to tell malformed text first.
+    value = deep ? JSON.parse(text) : parseExact(text, scan);
   } catch (err) {
-    throw new FhirError('structure', `Request body is not valid JSON: ${(err as Error).message}`, { cause: err });
+    throw malformed(err as Error);
   }
-  if (nestsTooDeep(text)) throw tooDeep('The request body');
+  if (deep) throw tooDeep(what);
   return value;
+}
+
+/** Parses a request body as JSON (parseBounded), or throws a 400 OperationOutcome saying where it is malformed. */
+export function parseJson(text: string): unknown {
+  return parseBounded(text, 'The request body', (err) => new FhirError('structure', `Request body is not valid JSON: ${err.message}`, { cause: err }));
 }
 
 /**
@@ -125,8 +115,9 @@ export function stampHead(type: string, id: string, versionId: number, lastUpdat
 
 /**
  * The rest of a version's stored text after stampHead: the other `meta` elements, then the other
- * elements in their given order. It does not depend on the version, so it can be made before the
- * version number is known (bulk import prepares it on another thread).
+ * elements in their given order, numbers as they were written (stringifyExact). It does not depend on
+ * the version, so it can be made before the version number is known (bulk import prepares it on
+ * another thread).
  */
 export function stampTail(resource: Resource): string {
   const { resourceType: _t, id: _id, meta, ...rest } = resource;
@@ -135,11 +126,11 @@ export function stampTail(resource: Resource): string {
     const { versionId: _v, lastUpdated: _l, ...metaRest } = meta;
     // `{"a":1}` -> `,"a":1}`: the members continue the object stampHead opened.
     for (const _ in metaRest) {
-      tail = ',' + JSON.stringify(metaRest).slice(1);
+      tail = ',' + stringifyExact(metaRest).slice(1);
       break;
     }
   }
-  for (const _ in rest) return tail + ',' + JSON.stringify(rest).slice(1);
+  for (const _ in rest) return tail + ',' + stringifyExact(rest).slice(1);
   return tail + '}';
 }
 

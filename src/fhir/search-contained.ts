@@ -18,6 +18,7 @@ import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
+import { parseExact, stringifyExact } from './exact-json.ts';
 import { containedIdParam } from './indexer.ts';
 import { onContainedRows } from './search-compile.ts';
 import { matchConditions } from './search-match.ts';
@@ -145,14 +146,14 @@ async function containedMatches(
   const ctx = { exists: async (q: SearchQuery) => (await queryRows(deps, req.tenant, { ...q, count: 1 })).length > 0 };
   const out: ResourceVersion[] = [];
   for (const row of rows) {
-    const resource = JSON.parse(row.content) as Json;
+    const resource = parseExact(row.content) as Json;
     if (both && row.type === type && (await matchConditions(resource, row.lastUpdated, conditions, ctx))) out.push(row);
     if (!Array.isArray(resource.contained)) continue;
     for (const c of resource.contained as Json[]) {
       if (c === null || typeof c !== 'object' || c.resourceType !== type || typeof c.id !== 'string') continue;
       if (!(await matchConditions(c, row.lastUpdated, conditions, ctx))) continue;
       const match: ContainedRow = {
-        type, id: c.id, versionId: row.versionId, lastUpdated: row.lastUpdated, deleted: false, content: JSON.stringify(c), fullUrl: `${row.type}/${row.id}#${c.id}`,
+        type, id: c.id, versionId: row.versionId, lastUpdated: row.lastUpdated, deleted: false, content: stringifyExact(c), fullUrl: `${row.type}/${row.id}#${c.id}`,
       };
       out.push(match);
     }

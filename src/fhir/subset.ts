@@ -4,6 +4,7 @@
  * once, then a rewrite of each resource's JSON text, tagged SUBSETTED.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
+import { carryLiterals, parseExact, stringifyExact } from './exact-json.ts';
 import { isChoiceMember } from './fhirpath.ts';
 import { issue } from './outcome.ts';
 import { isResourceType, R4_RESOURCE_TYPES } from './resource-types.ts';
@@ -180,13 +181,20 @@ function nodeView(node: SummaryNode, of: (node: SummaryNode | string) => View, t
 /** The members of `value` a view shows. */
 function pick(value: Record<string, unknown>, v: View): Record<string, unknown> {
   const out: Record<string, unknown> = {};
+  carryLiterals(value, out);
   for (const key in value) {
     const s = v.shown(key);
     if (s === false) continue;
     const x = value[key];
-    out[key] = s === true ? x : Array.isArray(x) ? x.map((item) => part(item, s)) : part(x, s);
+    out[key] = s === true ? x : Array.isArray(x) ? carried(x, x.map((item) => part(item, s))) : part(x, s);
   }
   return out;
+}
+
+/** `to`, a rewrite of the array `from`, with the literals of `from`'s numbers (exact-json.ts). */
+function carried(from: unknown[], to: unknown[]): unknown[] {
+  carryLiterals(from, to);
+  return to;
 }
 
 /** One value of a member shown in part: a backbone element as its view shows it, an Attachment without `data` (anything else as it is). */
@@ -217,13 +225,13 @@ function viewOf(subset: Subset, type: string): View | undefined {
 /**
  * `_summary` / `_elements` as a rewrite of each resource (`_elements` over `_summary` when both are
  * given), tagged SUBSETTED; undefined when nothing is rewritten. Each type's view is made once for
- * the shape's life (a page), and decides each member name once.
+ * the shape's life (a page), and decides each member name once. Numbers keep their literals (exact-json.ts).
  */
 export function shaper(subset: Subset): Shape | undefined {
   if (subset.elements === undefined && subset.summary !== 'true' && subset.summary !== 'text' && subset.summary !== 'data') return undefined;
   const views = new Map<string, View | null>();
   return (content) => {
-    const r = JSON.parse(content) as Record<string, unknown>;
+    const r = parseExact(content) as Record<string, unknown>;
     const type = r.resourceType as string;
     let v = views.get(type);
     if (v === undefined) views.set(type, (v = viewOf(subset, type) ?? null));
@@ -232,6 +240,6 @@ export function shaper(subset: Subset): Shape | undefined {
     const meta = { ...((out.meta as Record<string, unknown> | undefined) ?? {}) };
     meta.tag = [...(Array.isArray(meta.tag) ? meta.tag : []), SUBSETTED];
     out.meta = meta;
-    return JSON.stringify(out);
+    return stringifyExact(out);
   };
 }

@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { etag, etagMatches } from '../fhir/bundle.ts';
+import { stringifyExact } from '../fhir/exact-json.ts';
 import type { Shape } from '../fhir/subset.ts';
 import { parseHttpDate } from './http-date.ts';
 import { COMPRESS_MIN_CHARS, textResponse } from './content-coding.ts';
@@ -94,9 +95,12 @@ export function versionResponse(v: ResourceVersion, shape?: Shape): Response {
   return fhirJson(shape ? shape(v.content) : v.content, 200, versionHeaders(v));
 }
 
-/** A JSON response with the FHIR media type (compressed for clients that take gzip when long: src/http/content-coding.ts). */
+/**
+ * A JSON response with the FHIR media type (an object's numbers as written: stringifyExact; compressed
+ * for clients that take gzip when long: src/http/content-coding.ts).
+ */
 export function fhirJson(body: string | object, status = 200, headers?: Record<string, string>): Response {
-  return textResponse(typeof body === 'string' ? body : JSON.stringify(body), {
+  return textResponse(typeof body === 'string' ? body : stringifyExact(body), {
     status,
     headers: headers === undefined ? JSON_HEADERS : { 'Content-Type': FHIR_JSON, ...headers },
   });

@@ -4,7 +4,7 @@ import { UnmatchedConditionalReference } from '../bundle-conditional.ts';
 import { isUnchangedEntry, unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
-import { asResource, nestsTooDeep, newId, requireStorable, tooDeep, type Resource } from '../resource.ts';
+import { asResource, newId, parseBounded, requireStorable, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
 import { addLoose, type LooseContext } from './loose.ts';
 
@@ -22,16 +22,10 @@ export interface DocumentContext extends LooseContext {
 
 /**
  * Parses an import line or document: a JSON object holding a known R4 resource with a valid id, of a
- * type Cinder stores (not Parameters, which has no RESTful endpoint).
+ * type Cinder stores (not Parameters, which has no RESTful endpoint); numbers as written (parseBounded).
  */
 export function parseResource(text: string): Resource {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new FhirError('structure', `malformed JSON: ${(err as Error).message}`);
-  }
-  if (nestsTooDeep(text)) throw tooDeep('The resource');
+  const value = parseBounded(text, 'The resource', (err) => new FhirError('structure', `malformed JSON: ${err.message}`));
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FhirError('structure', 'not a JSON object');
   return requireStorable(asResource(value));
 }

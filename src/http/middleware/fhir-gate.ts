@@ -3,6 +3,7 @@ import type { CompleteConditions } from '../../auth/scopes.ts';
 import type { TokenVerifier } from '../../auth/tokens.ts';
 import type { Store } from '../../store/types.ts';
 import type { SyncOrAsync } from '../../sync-or-async.ts';
+import { parseExact, stringifyExact } from '../../fhir/exact-json.ts';
 import type { AppEnv } from '../env.ts';
 import { negotiatesAccept } from '../binary.ts';
 import { checkAccept } from '../fhir-response.ts';
@@ -109,12 +110,13 @@ export function fhirGate(o: FhirGateOptions, admit: FhirAdmission = fhirAdmissio
 /**
  * `_pretty=true` (FHIR R4 http 3.1.0.1.10): a FHIR JSON answer indented for people to read, or null to
  * keep the answer (not FHIR JSON, no body, or not JSON after all). Answers are written compact (stored
- * resources spliced in as they are), so this re-serialises one asked for.
+ * resources spliced in as they are), so this re-serialises one asked for, numbers as they were written
+ * (exact-json.ts).
  */
 async function prettyText(res: Response): Promise<string | null> {
   if (!res.body || !(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return null;
   try {
-    return JSON.stringify(JSON.parse(await res.clone().text()), null, 2);
+    return stringifyExact(parseExact(await res.clone().text()), 2);
   } catch {
     return null;
   }

@@ -1,7 +1,7 @@
 import { invalid } from '../errors.ts';
 
 /**
- * The deepest JSON nesting accepted in a request body (src/fhir/resource.ts nestsTooDeep) and in a
+ * The deepest JSON nesting accepted in a request body (src/fhir/resource.ts parseBounded) and in a
  * CodeSystem, ValueSet or Parameters resource the terminology engine reads. Nested `concept` /
  * `contains` cost two levels each, so this allows 500 hierarchy levels; deeper input would exhaust the
  * call stack of the recursive validation and indexing.

@@ -1,0 +1,187 @@
+/**
+ * Numbers as written (FHIR R4 datatypes.html, decimal: "the original precision should be preserved";
+ * src/fhir/exact-json.ts): `98.60`, `1.0`, `0.010`, `1e-26`, `12345678901234567890.5`, `-0.0` and
+ * `0.00000000000000000000000001` come back as they were sent through every write (create, update,
+ * conditional create and update, transaction with urn:uuid references, batch) and every read (read,
+ * vread, search, history, `_elements`, `_summary`, `_pretty`), on both databases. A precision that
+ * changes is a change.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore, finish, kickOff } from '../helpers/export.ts';
+import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+/** The literals every test sends, each as the value of a component's Quantity. */
+const LITERALS = ['98.60', '1.0', '0.010', '1e-26', '12345678901234567890.5', '-0.0', '0.00000000000000000000000001'];
+
+/** A number literal in an object given to `json` (`n('98.60')`): written as it is. */
+const n = (literal: string) => `#${literal}#`;
+/** JSON text of `value`, its n() numbers written as their literals. */
+const json = (value: unknown) => JSON.stringify(value).replace(/"#([^"#]+)#"/g, '$1');
+
+/** An Observation holding every literal (with `extra` members). */
+const observation = (extra: Json = {}): Json => ({
+  resourceType: 'Observation', status: 'final', code: { text: 'decimals' },
+  valueQuantity: { value: n('98.60'), unit: 'degF' },
+  component: LITERALS.map((l, i) => ({ code: { text: `c${i}` }, valueQuantity: { value: n(l) } })),
+  ...extra,
+});
+
+/** Asserts that JSON text (compact, or indented by 2 with `pretty`) holds every literal of observation(). */
+function expectLiterals(text: string, pretty = false): void {
+  const sep = pretty ? ': ' : ':';
+  if (!pretty) expect(text).toContain(`"valueQuantity":{"value":98.60,"unit":"degF"}`);
+  for (const l of LITERALS) expect(text).toContain(pretty ? `"value"${sep}${l}\n` : `{"value":${l}}`);
+}
+
+await eachStore((kind, fresh) => {
+  describe(`numbers as written (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    /** The stored text of the current version of `type/id`. */
+    const stored = async (type: string, id: string) => (await t.store.resources.read('t1', type, id))!.content;
+    /** Creates observation(extra) and returns its id, asserting 201 and the literals in the answer. */
+    const create = async (extra: Json = {}) => {
+      const res = await api.post('Observation', json(observation(extra)));
+      const text = await res.text();
+      expect({ status: res.status, text }).toMatchObject({ status: 201 });
+      expectLiterals(text);
+      return JSON.parse(text).id as string;
+    };
+
+    test('create, then read, vread, search, history, _elements, _summary and _pretty answer the literals', async () => {
+      const id = await create();
+      expectLiterals(await stored('Observation', id));
+      for (const path of [`Observation/${id}`, `Observation/${id}/_history/1`, `Observation?_id=${id}`, `Observation/${id}/_history`, '_history', `Observation?_id=${id}&_summary=data`]) {
+        const res = await api.get(path);
+        expect({ path, status: res.status }).toEqual({ path, status: 200 });
+        expectLiterals(await res.text());
+      }
+      const elements = await (await api.get(`Observation/${id}?_elements=component`)).text();
+      for (const l of LITERALS) expect(elements).toContain(`{"value":${l}}`);
+      expect(elements).not.toContain('degF');
+      expectLiterals(await (await api.get(`Observation/${id}?_pretty=true`)).text(), true);
+      expectLiterals(await (await api.get(`Observation?_id=${id}&_pretty=true`)).text(), true);
+    });
+
+    test('Patient/$everything, a search for contained resources and a bulk export, whole and with _elements, answer the literals', async () => {
+      const patient = (await api.create({ resourceType: 'Patient', active: true })).id as string;
+      const inner = { resourceType: 'Observation', id: 'm', status: 'final', code: { text: 'inner' }, identifier: [{ system: 'urn:decimals', value: 'inner' }], valueQuantity: { value: n('0.010') } };
+      const id = await create({ subject: { reference: `Patient/${patient}` }, contained: [inner], hasMember: [{ reference: '#m' }] });
+      expectLiterals(await (await api.get(`Patient/${patient}/$everything`)).text());
+      const contained = await (await api.get('Observation?identifier=urn:decimals|inner&_contained=true&_containedType=contained')).text();
+      expect(contained).toContain(`"fullUrl":"${api.base}/Observation/${id}#m"`);
+      expect(contained).toContain('"valueQuantity":{"value":0.010}');
+      const token = await t.token();
+      for (const query of ['_type=Observation', '_type=Observation&_elements=component']) {
+        const manifest = await finish(t, token, await kickOff(t, token, `/$export?${query}`));
+        const lines = (await Promise.all(manifest.output.map(async (o) => (await t.request(o.url, { headers: { Authorization: `Bearer ${token}` } })).text()))).join('');
+        const line = lines.split('\n').find((l) => l.includes(`"id":"${id}"`))!;
+        for (const l of LITERALS) expect({ query, has: line.includes(`{"value":${l}}`) }).toEqual({ query, has: true });
+      }
+    });
+
+    test('search by value finds 98.60 at the precision the search value gives, and answers it as written', async () => {
+      const id = await create({ identifier: [{ system: 'urn:decimals', value: 'search' }] });
+      const found = await (await api.get('Observation?identifier=urn:decimals|search&value-quantity=98.60')).text();
+      expect(JSON.parse(found).entry.map((e: Json) => e.resource.id)).toEqual([id]);
+      expectLiterals(found);
+      // 98.61 is outside [98.595, 98.605); 98.6 is [98.55, 98.65), which holds it.
+      expect((await api.search('Observation?identifier=urn:decimals|search&value-quantity=98.61')).entry ?? []).toEqual([]);
+      expect((await api.search('Observation?identifier=urn:decimals|search&value-quantity=98.6')).entry).toHaveLength(1);
+    });
+
+    test('update: the literals are stored; a precision that changes makes a version, the same text does not', async () => {
+      const id = 'decimals-put';
+      const put = (body: Json) => api.put(`Observation/${id}`, json({ ...body, id }));
+      const first = await put(observation());
+      expect(first.status).toBe(201);
+      expectLiterals(await first.text());
+      const again = await put(observation());
+      expect([again.status, again.headers.get('etag')]).toEqual([200, 'W/"1"']);
+      // 98.6 is not 98.60 (datatypes.html: "0.010 is regarded as different to 0.01").
+      const changed = await put({ ...observation(), valueQuantity: { value: n('98.6'), unit: 'degF' } });
+      expect([changed.status, changed.headers.get('etag')]).toEqual([200, 'W/"2"']);
+      expect(await changed.text()).toContain('"valueQuantity":{"value":98.6,"unit":"degF"}');
+      // Keys in another order with the same literals are the same resource: no version.
+      const { component, valueQuantity, ...rest } = observation();
+      const reordered = await put({ component, ...rest, valueQuantity: { unit: 'degF', value: n('98.6') } });
+      expect(reordered.headers.get('etag')).toBe('W/"2"');
+      // Keys in another order and 98.6 as 98.60 and 0.010 as 0.01: a text as long as the stored one,
+      // equal to it as JSON.parse reads numbers, and a change all the same.
+      const swapped = await put({
+        ...rest, valueQuantity: { unit: 'degF', value: n('98.60') },
+        component: component.map((c: Json) => (c.valueQuantity.value === n('0.010') ? { ...c, valueQuantity: { value: n('0.01') } } : c)),
+      });
+      expect(swapped.headers.get('etag')).toBe('W/"3"');
+      const text = await stored('Observation', id);
+      expect(text).toContain('"valueQuantity":{"unit":"degF","value":98.60}');
+      expect(text).toContain('{"value":0.01}');
+    });
+
+    test('conditional create and conditional update keep the literals', async () => {
+      const identifier = [{ system: 'urn:decimals', value: 'conditional' }];
+      const created = await api.post('Observation', json(observation({ identifier })), { 'If-None-Exist': 'identifier=urn:decimals|conditional' });
+      expect(created.status).toBe(201);
+      expectLiterals(await created.text());
+      const matched = await api.post('Observation', json(observation({ identifier })), { 'If-None-Exist': 'identifier=urn:decimals|conditional' });
+      expect(matched.status).toBe(200);
+      expectLiterals(await matched.text());
+      const updated = await api.put('Observation?identifier=urn:decimals|conditional', json(observation({ identifier, valueQuantity: { value: n('37.00'), unit: 'Cel' } })));
+      const text = await updated.text();
+      expect(updated.status).toBe(200);
+      expect(text).toContain('"valueQuantity":{"value":37.00,"unit":"Cel"}');
+      expectLiterals(await stored('Observation', JSON.parse(text).id).then((s) => s.replace('{"value":37.00,"unit":"Cel"}', '{"value":98.60,"unit":"degF"}')));
+    });
+
+    test('a transaction rewrites urn:uuid references and keeps the literals, in its answer and in what it stores', async () => {
+      const patient = 'urn:uuid:7a0c6f1e-36e2-4f1e-9a51-3f4c2b0d9e10';
+      const bundle = {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          { fullUrl: patient, resource: { resourceType: 'Patient', active: true }, request: { method: 'POST', url: 'Patient' } },
+          { fullUrl: 'urn:uuid:9b1d3c55-8f7e-4c1a-b2d4-6e5f7a8b9c0d', resource: observation({ subject: { reference: patient } }), request: { method: 'POST', url: 'Observation' } },
+          { resource: { ...observation(), id: 'decimals-tx' }, request: { method: 'PUT', url: 'Observation/decimals-tx' } },
+        ],
+      };
+      const res = await api.post('', json(bundle));
+      const text = await res.text();
+      expect({ status: res.status, text }).toMatchObject({ status: 200 });
+      const entries = JSON.parse(text).entry as Json[];
+      expect(entries.map((e) => e.response.status)).toEqual(['201 Created', '201 Created', '201 Created']);
+      const [, created, put] = entries.map((e) => e.resource.id as string);
+      const createdText = await stored('Observation', created!);
+      expectLiterals(createdText);
+      expect(JSON.parse(createdText).subject.reference).toBe(`Patient/${entries[0]!.resource.id}`);
+      expectLiterals(await stored('Observation', put!));
+      // Each entry's resource in the answer as stored.
+      expect(text.split('"valueQuantity":{"value":98.60,"unit":"degF"}').length - 1).toBe(2);
+      for (const l of LITERALS) expect(text.split(`{"value":${l}}`).length - 1).toBe(2);
+    });
+
+    test('a batch keeps the literals of its entries, a conditional create among them', async () => {
+      const bundle = {
+        resourceType: 'Bundle', type: 'batch',
+        entry: [
+          { resource: observation({ identifier: [{ system: 'urn:decimals', value: 'batch' }] }), request: { method: 'POST', url: 'Observation', ifNoneExist: 'identifier=urn:decimals|batch' } },
+          { resource: { ...observation(), id: 'decimals-batch' }, request: { method: 'PUT', url: 'Observation/decimals-batch' } },
+          { request: { method: 'GET', url: 'Observation/decimals-batch' } },
+        ],
+      };
+      const res = await api.post('', json(bundle));
+      const text = await res.text();
+      expect(res.status).toBe(200);
+      const entries = JSON.parse(text).entry as Json[];
+      expect(entries.map((e) => e.response.status)).toEqual(['201 Created', '201 Created', '200 OK']);
+      expect(text.split('{"value":0.00000000000000000000000001}').length - 1).toBe(3);
+      expectLiterals(await stored('Observation', entries[0]!.resource.id));
+      expectLiterals(await stored('Observation', 'decimals-batch'));
+    });
+  });
+});

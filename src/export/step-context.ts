@@ -6,6 +6,7 @@ import { splitLines, type SelectContext, type SelectedPage } from './select.ts';
 import type { ExportSink } from './sink.ts';
 import { MAX_RUNTIME_ISSUES, type JobProgress } from './spec.ts';
 import type { FhirIssue } from '../errors.ts';
+import { parseExact } from '../fhir/exact-json.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { Resource } from '../fhir/resource.ts';
 import { validationErrors } from '../fhir/validation/check.ts';
@@ -73,7 +74,7 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
 function validOnly(ctx: StepContext, type: string, contents: string[]): string[] | undefined {
   const out: string[] = [];
   for (const content of contents) {
-    const r = JSON.parse(content) as Resource;
+    const r = parseExact(content) as Resource;
     const errors = validationErrors(r, 'strict');
     if (errors.length === 0) {
       out.push(content);

@@ -6,6 +6,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { readResource, requireStoredInReach, type FhirDeps, type FhirRequest } from './crud.ts';
+import { parseExact } from './exact-json.ts';
 import { requireAccess } from './access.ts';
 import { issue, operationOutcome } from './outcome.ts';
 import { asResource, checkTypeAndId, type Resource } from './resource.ts';
@@ -78,7 +79,7 @@ export async function validateOperation(
   let resource: Resource;
   if (args.resource === undefined) {
     if (id === undefined) throw new FhirError('required', '$validate needs a resource: the body, or a Parameters resource with a resource parameter');
-    resource = JSON.parse((await readResource(deps, req, type, id)).content) as Resource;
+    resource = parseExact((await readResource(deps, req, type, id)).content) as Resource;
   } else {
     resource = asResource(args.resource, type);
     requireAccess(req.access, type, mode === 'update' || (mode === undefined && id !== undefined) ? 'u' : 'c');

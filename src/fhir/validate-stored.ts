@@ -4,6 +4,7 @@
  * type in keyset pages of one consistent snapshot and validates each strictly.
  */
 import type { Store } from '../store/types.ts';
+import { parseExact } from './exact-json.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
 
@@ -40,7 +41,7 @@ export async function validateStored(store: Store, tenant: string, o: ValidateSt
   let invalid = 0;
   const decoder = new TextDecoder();
   const check = (type: string, text: string) => {
-    const r = JSON.parse(text) as Record<string, unknown> & { id: string; meta: { versionId: string } };
+    const r = parseExact(text) as Record<string, unknown> & { id: string; meta: { versionId: string } };
     checked++;
     const issues = validateResource(r, 'strict');
     if (issues.some((i) => i.severity === 'error')) {

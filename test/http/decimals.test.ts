@@ -4,7 +4,7 @@
  * `0.00000000000000000000000001` come back as they were sent through every write (create, update,
  * conditional create and update, transaction with urn:uuid references, batch) and every read (read,
  * vread, search, history, `_elements`, `_summary`, `_pretty`), on both databases. A precision that
- * changes is a change.
+ * changes is a change. An integer written with a fraction or an exponent is refused.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -182,6 +182,54 @@ await eachStore((kind, fresh) => {
       expect(text.split('{"value":0.00000000000000000000000001}').length - 1).toBe(3);
       expectLiterals(await stored('Observation', entries[0]!.resource.id));
       expectLiterals(await stored('Observation', 'decimals-batch'));
+    });
+
+    test('integers: a fraction, an exponent, minus zero where no sign is allowed, or a value beyond 32 bits is refused; a decimal may be written any way JSON allows', async () => {
+      const refused = async (body: string, expression: string, says: string) => {
+        const res = await api.post(JSON.parse(body).resourceType, body);
+        const outcome = (await res.json()) as Json;
+        expect({ status: res.status, expression: outcome.issue?.[0]?.expression, says: outcome.issue?.[0]?.diagnostics?.includes(says) }).toEqual({ status: 422, expression: [expression], says: true });
+      };
+      const obs = (value: string) => `{"resourceType":"Observation","status":"final","code":{"text":"i"},"valueInteger":${value}}`;
+      await refused(obs('1.0'), 'Observation.value.ofType(Integer)', 'not 1.0');
+      await refused(obs('1e2'), 'Observation.value.ofType(Integer)', 'not 1e2');
+      await refused(obs('2147483648'), 'Observation.value.ofType(Integer)', 'outside the range of integer');
+      await refused(obs('12345678901234567890'), 'Observation.value.ofType(Integer)', '12345678901234567890 is outside the range');
+      // A member of the resource itself (unsignedInt) and an item of a list (integer).
+      await refused('{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"numberOfSeries":-0}', 'ImagingStudy.numberOfSeries', 'not -0');
+      await refused('{"resourceType":"ImagingStudy","status":"available","subject":{"reference":"Patient/p"},"numberOfSeries":3.0}', 'ImagingStudy.numberOfSeries', 'not 3.0');
+      await refused('{"resourceType":"MolecularSequence","coordinateSystem":0,"quality":[{"type":"snp","roc":{"numTP":[1,2.0]}}]}', 'MolecularSequence.quality[0].roc.numTP[1]', 'not 2.0');
+      // integer's form allows -0 (`-?([0]|([1-9][0-9]*))`); a decimal takes any JSON number.
+      for (const [body, kept] of [[obs('1'), '"valueInteger":1}'], [obs('-0'), '"valueInteger":-0}'], [obs('1').replace('"valueInteger":1', '"valueQuantity":{"value":1E+2}'), '"valueQuantity":{"value":1E+2}}']]) {
+        const res = await api.post('Observation', body!);
+        expect({ body, status: res.status }).toEqual({ body, status: 201 });
+        expect(await res.text()).toEndWith(kept!);
+      }
+      const res = await api.post('Observation/$validate', obs('7.0'));
+      const outcome = (await res.json()) as Json;
+      expect([res.status, outcome.issue[0].severity, outcome.issue[0].expression]).toEqual([200, 'error', ['Observation.value.ofType(Integer)']]);
+      const wrapped = await api.post('Observation/$validate', `{"resourceType":"Parameters","parameter":[{"name":"resource","resource":${obs('7.0')}}]}`);
+      expect(((await wrapped.json()) as Json).issue[0].severity).toBe('error');
+    });
+
+    test('with CINDER_VALIDATION=off an integer written 1.0 is stored as written; $validate and an export, which then validates, find it', async () => {
+      const off = await createTestApp({ store: await fresh(), env: { CINDER_VALIDATION: 'off' } });
+      try {
+        const token = await off.token();
+        const offApi = fhirClient(off, token);
+        const res = await offApi.post('Observation', '{"resourceType":"Observation","status":"final","code":{"text":"i"},"valueInteger":1.0}');
+        expect(res.status).toBe(201);
+        const id = JSON.parse(await res.text()).id as string;
+        expect(await (await offApi.get(`Observation/${id}`)).text()).toEndWith('"valueInteger":1.0}');
+        const outcome = (await (await offApi.get(`Observation/${id}/$validate`)).json()) as Json;
+        expect([outcome.issue[0].severity, outcome.issue[0].diagnostics]).toEqual(['error', 'must be a JSON integer written as digits alone (no fraction, exponent or minus zero), not 1.0']);
+        const manifest = await finish(off, token, await kickOff(off, token, '/$export?_type=Observation'));
+        expect(manifest.output).toEqual([]);
+        const errors = await Promise.all(manifest.error.map(async (e) => (await off.request(e.url, { headers: { Authorization: `Bearer ${token}` } })).text()));
+        expect(errors.join('')).toContain(`Observation/${id} (version 1) is not valid FHIR R4`);
+      } finally {
+        await off.close();
+      }
     });
   });
 });

@@ -1,7 +1,9 @@
 /**
  * `cinder import` keeps numbers as written (src/fhir/exact-json.ts) on each of its paths, on both
  * adapters: NDJSON lines prepared on the worker thread, a line with a `urn:` reference resolved on the
- * importing thread, a transaction Bundle (with a urn:uuid reference) and a collection Bundle.
+ * importing thread, a transaction Bundle (with a urn:uuid reference) and a collection Bundle. A line whose
+ * integer is written with a fraction is refused, or with validation off stored as written, and then
+ * found by `cinder validate`.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { writeFileSync } from 'node:fs';
@@ -42,6 +44,7 @@ for (const target of targets) {
       const ndjson = [
         observation('line', '"id":"line",'),
         observation('urn', `"id":"urn","subject":{"reference":"${PATIENT}"},`),
+        '{"resourceType":"Observation","id":"integer","status":"final","code":{"text":"i"},"valueInteger":1.0}',
       ].join('\n') + '\n';
       const collection = `{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:5f1c9d2e-8a7b-4c6d-9e0f-1a2b3c4d5e6f","resource":${observation('collection')}}]}`;
       const files = [['transaction.json', transaction], ['lines.ndjson', ndjson], ['collection.json', collection]].map(([name, text]) => {
@@ -50,8 +53,10 @@ for (const target of targets) {
         return path;
       });
       const r = await cli.run(['import', '--tenant', 't1', '--json', ...files]);
-      expect([r.code, r.stderr]).toEqual([0, '']);
-      expect(JSON.parse(r.stdout)).toMatchObject({ imported: 5, failed: 0 });
+      expect(r.code).not.toBe(0);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 5, failed: 1 });
+      expect(JSON.stringify(summary)).toContain('not 1.0');
 
       const store = db.open();
       const stored = (await store.resources.history('t1', { type: 'Observation', count: 100 })).map((v) => v.content);
@@ -61,6 +66,24 @@ for (const target of targets) {
         expect({ tag, found: text !== undefined }).toEqual({ tag, found: true });
         for (const l of LITERALS) expect(text).toContain(`{"value":${l}}`);
         if (tag === 'transaction' || tag === 'urn') expect(JSON.parse(text!).subject.reference).toBe(`Patient/${patient.id}`);
+      }
+      expect(stored.some((s) => s.includes('"id":"integer"'))).toBe(false);
+    });
+
+    test('with CINDER_VALIDATION=off an integer written 1.0 is stored as written, and cinder validate finds it', async () => {
+      const off = createCliEnv({ CINDER_DATABASE_URL: db.url, CINDER_VALIDATION: 'off' });
+      try {
+        const path = join(off.dir, 'legacy.ndjson');
+        writeFileSync(path, '{"resourceType":"Observation","id":"legacy","status":"final","code":{"text":"i"},"valueInteger":1.0}\n');
+        expect((await off.run(['import', '--tenant', 't1', path])).code).toBe(0);
+        const store = db.open();
+        expect((await store.resources.read('t1', 'Observation', 'legacy'))!.content).toEndWith('"valueInteger":1.0}');
+        const r = await off.run(['validate', '--tenant', 't1', '--type', 'Observation']);
+        expect(r.code).toBe(1);
+        expect(r.stdout).toContain('not 1.0');
+        expect(r.stdout).toContain('Observation.value.ofType(Integer)');
+      } finally {
+        off.close();
       }
     });
   });

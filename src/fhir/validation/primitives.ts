@@ -90,19 +90,35 @@ const STRING_RULES: Record<string, (v: string) => string | undefined> = {
 /** The R4 primitive type names. */
 export const PRIMITIVES = new Set([...Object.keys(STRING_RULES), 'boolean', 'integer', 'positiveInt', 'unsignedInt', 'decimal']);
 
-/** undefined when `v` is a valid JSON value of primitive `type`, or what is wrong with it. */
-export function checkPrimitive(type: string, v: unknown): string | undefined {
+/**
+ * The JSON forms of the integer types (datatypes.html: `-?([0]|([1-9][0-9]*))`, `[0]|([1-9][0-9]*)`,
+ * `+?[1-9][0-9]*`, the `+` being no JSON): digits without a fraction or an exponent, so `1.0` and `1e2`
+ * are no integers, though JSON.parse reads them as 1 and 100.
+ */
+const INTEGER_FORMS: Record<string, RegExp> = {
+  integer: /^-?(0|[1-9][0-9]*)$/,
+  unsignedInt: /^(0|[1-9][0-9]*)$/,
+  positiveInt: /^[1-9][0-9]*$/,
+};
+
+/**
+ * undefined when `v` is a valid JSON value of primitive `type`, or what is wrong with it. `literal`: a
+ * number's text as written, when it is not String(v) (src/fhir/exact-json.ts literalOf).
+ */
+export function checkPrimitive(type: string, v: unknown, literal?: string): string | undefined {
   switch (type) {
     case 'boolean':
       return typeof v === 'boolean' ? undefined : `must be a JSON boolean, not ${describe(v)}`;
     case 'decimal':
-      return typeof v === 'number' && Number.isFinite(v) ? undefined : `must be a JSON number, not ${describe(v)}`;
+      return typeof v === 'number' && Number.isFinite(v) ? undefined : `must be a JSON number within the range of a double, not ${describe(v, literal)}`;
     case 'integer':
     case 'positiveInt':
     case 'unsignedInt': {
-      if (typeof v !== 'number' || !Number.isInteger(v)) return `must be a JSON integer, not ${describe(v)}`;
+      if (typeof v !== 'number' || !Number.isInteger(v)) return `must be a JSON integer, not ${describe(v, literal)}`;
       const min = type === 'integer' ? INT32_MIN : type === 'positiveInt' ? 1 : 0;
-      return v < min || v > INT32_MAX ? `${v} is outside the range of ${type} (${min} to ${INT32_MAX})` : undefined;
+      if (v < min || v > INT32_MAX) return `${literal ?? v} is outside the range of ${type} (${min} to ${INT32_MAX})`;
+      if (literal !== undefined && !INTEGER_FORMS[type]!.test(literal)) return `must be a JSON integer written as digits alone (no fraction, exponent or minus zero), not ${literal}`;
+      return undefined;
     }
   }
   if (typeof v !== 'string') return `must be a JSON string, not ${describe(v)}`;
@@ -116,13 +132,13 @@ export function checkPrimitive(type: string, v: unknown): string | undefined {
   return rule(v);
 }
 
-/** A JSON value's kind, for messages. */
-export function describe(v: unknown): string {
+/** A JSON value's kind, for messages (a number as written, when `literal` gives its text). */
+export function describe(v: unknown, literal?: string): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'object') return 'an object';
   if (typeof v === 'string') return `the string ${quote(v)}`;
-  return `${typeof v} ${String(v)}`;
+  return `${typeof v} ${typeof v === 'number' && literal !== undefined ? literal : String(v)}`;
 }
 
 /** A value in a message: quoted, and cut short when long. */

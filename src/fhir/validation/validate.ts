@@ -6,6 +6,7 @@
  * bindings, and the types' own invariants through the compiled FHIRPath engine. One walk collects
  * every problem found.
  */
+import { literalOf } from '../exact-json.ts';
 import { R4_RESOURCE_TYPES } from '../resource-types.ts';
 import { typeModel, type BindingModel, type ElementModel, type Slot, type TypeModel } from './model.ts';
 import { checkPrimitive, describe } from './primitives.ts';
@@ -219,12 +220,12 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
         for (let i = 0; i < value.length; i++) {
           const item = value[i];
           if (item === null && slot.primitive && Array.isArray(extensions) && isObject(extensions[i])) continue;
-          visitValue(walk, item, slot, `${at}[${i}]`);
+          visitValue(walk, item, slot, `${at}[${i}]`, typeof item === 'number' ? literalOf(value, i) : undefined);
         }
       }
     } else if (element.max > 1) {
       walk.add('structure', at, `${model.name}.${element.name} repeats, so it must be an array`);
-    } else visitValue(walk, value, slot, at);
+    } else visitValue(walk, value, slot, at, typeof value === 'number' ? literalOf(obj, key) : undefined);
   }
   // ele-1 is about elements: a resource (a contained one with only an id) is not one.
   if (children === 0 && model.kind !== 'resource') walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
@@ -271,9 +272,10 @@ function checkBounds(walk: Walk, obj: Json, model: TypeModel, element: ElementMo
   }
 }
 
-function visitValue(walk: Walk, v: unknown, slot: Slot, path: string): void {
+/** `literal`: a number's text as written, when it is not String(v) (exact-json.ts). */
+function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: string): void {
   if (slot.primitive) {
-    visitPrimitive(walk, v, slot, path);
+    visitPrimitive(walk, v, slot, path, literal);
     return;
   }
   if (!isObject(v)) {
@@ -295,8 +297,8 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string): void {
   }
 }
 
-function visitPrimitive(walk: Walk, v: unknown, slot: Slot, path: string): void {
-  const problem = checkPrimitive(slot.type, v);
+function visitPrimitive(walk: Walk, v: unknown, slot: Slot, path: string, literal: string | undefined): void {
+  const problem = checkPrimitive(slot.type, v, literal);
   if (problem !== undefined) {
     // The wrong JSON type is a structure problem; a string, number or boolean out of the rules a value problem.
     walk.add(typeof v === jsonKind(slot.type) ? 'value' : 'structure', path, problem);

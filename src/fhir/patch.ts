@@ -14,6 +14,7 @@ import { applyJsonPatch, parseJsonPatch, type JsonPatchOperation } from './patch
 import type { Store } from '../store/types.ts';
 import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';
+import { parseExact, refreshLiterals } from './exact-json.ts';
 
 export type PatchDocument =
   | { kind: 'json-patch'; operations: JsonPatchOperation[] }
@@ -84,6 +85,8 @@ export function entryPatch(resource: Resource): PatchDocument {
 export function applyPatch(current: Resource, patch: PatchDocument): Resource {
   const out = patch.kind === 'json-patch' ? applyJsonPatch(current, patch.operations) : applyFhirPathPatch(current, patch.operations);
   if (out === null || typeof out !== 'object' || Array.isArray(out)) throw new FhirError('invalid', 'The patch does not leave a resource (a JSON object)', { issueCode: 'processing' });
+  // Numbers the patch put in keep their literals on the way to the stored text (exact-json.ts).
+  refreshLiterals(out);
   const r = out as Record<string, unknown>;
   if (r.resourceType !== current.resourceType) {
     throw new FhirError('invalid', `A patch may not change resourceType (${current.resourceType} to ${JSON.stringify(r.resourceType)})`, { issueCode: 'processing', expression: ['resourceType'] });
@@ -120,7 +123,7 @@ export async function patchCurrent(
   requireIfMatch(ifMatch, `${type}/${id}`, current);
   let resource: Resource;
   try {
-    resource = applyPatch(JSON.parse(current.content) as Resource, patch);
+    resource = applyPatch(parseExact(current.content) as Resource, patch);
   } catch (err) {
     if (!(err instanceof FhirError) || at === undefined) throw err;
     throw underEntry(err, at);

@@ -2,9 +2,10 @@
  * Numbers as written (FHIR R4 datatypes.html, decimal: "the original precision should be preserved";
  * src/fhir/exact-json.ts): `98.60`, `1.0`, `0.010`, `1e-26`, `12345678901234567890.5`, `-0.0` and
  * `0.00000000000000000000000001` come back as they were sent through every write (create, update,
- * conditional create and update, transaction with urn:uuid references, batch) and every read (read,
- * vread, search, history, `_elements`, `_summary`, `_pretty`), on both databases. A precision that
- * changes is a change. An integer written with a fraction or an exponent is refused.
+ * conditional create and update, JSON Patch and FHIRPath Patch, lists of numbers among them, transaction
+ * with urn:uuid references and patch entries, batch) and every read (read, vread, search, history,
+ * `_elements`, `_summary`, `_pretty`, `$everything`, contained matches, bulk export), on both databases.
+ * An integer written with a fraction or an exponent is refused, and a precision that changes is a change.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -33,6 +34,8 @@ function expectLiterals(text: string, pretty = false): void {
   if (!pretty) expect(text).toContain(`"valueQuantity":{"value":98.60,"unit":"degF"}`);
   for (const l of LITERALS) expect(text).toContain(pretty ? `"value"${sep}${l}\n` : `{"value":${l}}`);
 }
+
+const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
 
 await eachStore((kind, fresh) => {
   describe(`numbers as written (${kind})`, () => {
@@ -138,6 +141,96 @@ await eachStore((kind, fresh) => {
       expect(updated.status).toBe(200);
       expect(text).toContain('"valueQuantity":{"value":37.00,"unit":"Cel"}');
       expectLiterals(await stored('Observation', JSON.parse(text).id).then((s) => s.replace('{"value":37.00,"unit":"Cel"}', '{"value":98.60,"unit":"degF"}')));
+    });
+
+    test('JSON Patch: the current version keeps its literals, the patch brings its own, moved and copied numbers keep theirs', async () => {
+      const id = await create();
+      const patch = (ops: unknown[]) => api.call('PATCH', `Observation/${id}`, json(ops), JSON_PATCH);
+      const noted = await patch([{ op: 'add', path: '/note', value: [{ text: 'untouched numbers' }] }]);
+      expect(noted.status).toBe(200);
+      expectLiterals(await noted.text());
+      const replaced = await patch([
+        { op: 'replace', path: '/valueQuantity/value', value: n('98.600') },
+        { op: 'add', path: '/component/-', value: { code: { text: 'added' }, valueQuantity: { value: n('2.50') } } },
+        { op: 'move', from: '/component/0', path: '/component/3' },
+        { op: 'copy', from: '/component/1/valueQuantity/value', path: '/component/2/valueQuantity/value' },
+      ]);
+      const text = await replaced.text();
+      expect(replaced.status).toBe(200);
+      const values = /"component":\[(.*)\]/.exec(await stored('Observation', id))![1]!.match(/"value":[^}]*/g);
+      // Components were 98.60, 1.0, 0.010, 1e-26, ...: 98.60 moved to index 3, then index 1 (0.010) copied to index 2.
+      expect(values).toEqual(['"value":1.0', '"value":0.010', '"value":0.010', '"value":98.60', '"value":12345678901234567890.5', '"value":-0.0', '"value":0.00000000000000000000000001', '"value":2.50']);
+      // A replace is a remove and an add (RFC 6902 4.3): the value comes after the unit.
+      expect(text).toContain('"valueQuantity":{"unit":"degF","value":98.600}');
+    });
+
+    test('FHIRPath Patch: valueDecimal and Quantity values keep their literals; the rest of the resource too', async () => {
+      const id = await create();
+      const op = (type: string, path: string, extra: Json[]) => ({ name: 'operation', part: [{ name: 'type', valueCode: type }, { name: 'path', valueString: path }, ...extra] });
+      const body = {
+        resourceType: 'Parameters',
+        parameter: [
+          op('replace', 'Observation.valueQuantity.value', [{ name: 'value', valueDecimal: n('0.0100') }]),
+          op('insert', 'Observation.component', [{ name: 'value', part: [{ name: 'code', valueCodeableConcept: { text: 'inserted' } }, { name: 'value', valueQuantity: { value: n('3.30') } }] }, { name: 'index', valueInteger: 0 }]),
+          op('add', 'Observation', [{ name: 'name', valueString: 'referenceRange' }, { name: 'value', part: [{ name: 'low', valueQuantity: { value: n('36.10') } }] }]),
+        ],
+      };
+      const res = await api.call('PATCH', `Observation/${id}`, json(body));
+      const text = await res.text();
+      expect({ status: res.status, text }).toMatchObject({ status: 200 });
+      expect(text).toContain('"valueQuantity":{"value":0.0100,"unit":"degF"}');
+      expect(text).toContain('{"code":{"text":"inserted"},"valueQuantity":{"value":3.30}}');
+      expect(text).toContain('"referenceRange":[{"low":{"value":36.10}}]');
+      for (const l of LITERALS) expect(await stored('Observation', id)).toContain(`{"value":${l}}`);
+    });
+
+    test('lists of numbers keep their literals with their items through JSON Patch and FHIRPath Patch removes, adds, inserts, moves and copies', async () => {
+      const roc = { precision: [n('0.90'), n('0.850'), n('0.80')], sensitivity: [n('0.10'), n('0.20'), n('0.30')] };
+      const created = await api.post('MolecularSequence', json({ resourceType: 'MolecularSequence', coordinateSystem: 0, quality: [{ type: 'snp', roc }] }));
+      const id = JSON.parse(await created.text()).id as string;
+      const list = '/quality/0/roc/precision';
+      const jsonPatch = await api.call('PATCH', `MolecularSequence/${id}`, json([
+        { op: 'remove', path: `${list}/0` },
+        { op: 'add', path: `${list}/-`, value: n('0.70') },
+        { op: 'move', from: `${list}/0`, path: `${list}/2` },
+        { op: 'copy', from: `${list}/1`, path: '/quality/0/roc/sensitivity/0' },
+      ]), JSON_PATCH);
+      expect(await jsonPatch.text()).toContain('"roc":{"precision":[0.80,0.70,0.850],"sensitivity":[0.70,0.10,0.20,0.30]}');
+      const op = (type: string, path: string, extra: Json[]) => ({ name: 'operation', part: [{ name: 'type', valueCode: type }, { name: 'path', valueString: path }, ...extra] });
+      const fhirPatch = await api.call('PATCH', `MolecularSequence/${id}`, json({
+        resourceType: 'Parameters',
+        parameter: [
+          op('insert', 'MolecularSequence.quality.roc.precision', [{ name: 'value', valueDecimal: n('0.600') }, { name: 'index', valueInteger: 0 }]),
+          op('move', 'MolecularSequence.quality.roc.precision', [{ name: 'source', valueInteger: 0 }, { name: 'destination', valueInteger: 3 }]),
+          op('delete', 'MolecularSequence.quality.roc.precision[1]', []),
+          op('replace', 'MolecularSequence.quality.roc.sensitivity[0]', [{ name: 'value', valueDecimal: n('0.7000') }]),
+          op('add', 'MolecularSequence.quality.roc', [{ name: 'name', valueString: 'fMeasure' }, { name: 'value', valueDecimal: n('1.0') }]),
+        ],
+      }));
+      const text = await fhirPatch.text();
+      expect({ status: fhirPatch.status, text }).toMatchObject({ status: 200 });
+      expect(text).toContain('"roc":{"precision":[0.80,0.850,0.600],"sensitivity":[0.7000,0.10,0.20,0.30],"fMeasure":[1.0]}');
+    });
+
+    test('PATCH entries of a transaction and a batch: a JSON Patch in a Binary and a FHIRPath Patch bring their literals', async () => {
+      const target = await create();
+      const jsonPatch = [{ op: 'replace', path: '/valueQuantity/value', value: n('1.50') }];
+      const binary = { resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from(json(jsonPatch)).toString('base64') };
+      const res = await api.post('', json({ resourceType: 'Bundle', type: 'transaction', entry: [{ resource: binary, request: { method: 'PATCH', url: `Observation/${target}` } }] }));
+      const text = await res.text();
+      expect({ status: res.status, text }).toMatchObject({ status: 200 });
+      // A replace is a remove and an add (RFC 6902 4.3): the value comes after the unit.
+      expect(text).toContain('"valueQuantity":{"unit":"degF","value":1.50}');
+      expectLiterals((await stored('Observation', target)).replace('{"unit":"degF","value":1.50}', '{"value":98.60,"unit":"degF"}'));
+      const fhirPatch = {
+        resourceType: 'Parameters',
+        parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Observation.valueQuantity.value' }, { name: 'value', valueDecimal: n('2.500') }] }],
+      };
+      const batch = await api.post('', json({ resourceType: 'Bundle', type: 'batch', entry: [{ resource: fhirPatch, request: { method: 'PATCH', url: `Observation/${target}` } }] }));
+      const batchText = await batch.text();
+      expect(batchText).toContain('"valueQuantity":{"unit":"degF","value":2.500}');
+      for (const l of LITERALS) expect(batchText).toContain(`{"value":${l}}`);
+      expect(await stored('Observation', target)).toContain('"valueQuantity":{"unit":"degF","value":2.500}');
     });
 
     test('a transaction rewrites urn:uuid references and keeps the literals, in its answer and in what it stores', async () => {

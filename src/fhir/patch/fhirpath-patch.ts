@@ -5,6 +5,7 @@
  * parameter (`Parameters.parameter[1]`).
  */
 import { FhirError } from '../../errors.ts';
+import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
 import { elementType } from '../validation/model.ts';
 import { children, compilePath, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
 import { jsonNameFor, partValue, PatchValueError, repeats, valueMember } from './patch-value.ts';
@@ -143,9 +144,12 @@ function list(op: FhirPathPatchOperation, resource: Json): { holder: Json; type:
   return { holder: holder.value, type: holder.type, key, items: (current as unknown[] | undefined) ?? [] };
 }
 
-/** Keeps a primitive list's `_name` companion (its extensions) aligned with a change of the list. */
-function spliceBoth(holder: Json, key: string, start: number, remove: number, ...insert: unknown[]): void {
-  (holder[key] as unknown[]).splice(start, remove, ...insert);
+/**
+ * Keeps a primitive list's `_name` companion (its extensions) aligned with a change of the list;
+ * `literal`: the text of an inserted number, when it is not String(value) (exact-json.ts).
+ */
+function spliceBoth(holder: Json, key: string, start: number, remove: number, insert: unknown[] = [], literal?: string): void {
+  spliceExact(holder[key] as unknown[], start, remove, insert, [literal]);
   const ext = holder['_' + key];
   if (Array.isArray(ext)) ext.splice(start, remove, ...insert.map(() => null));
 }
@@ -156,7 +160,10 @@ function removeAt(target: Located): void {
   if (index !== undefined) {
     spliceBoth(parent, key, index, 1);
     if ((parent[key] as unknown[]).length === 0) delete parent[key];
-  } else delete parent[key];
+  } else {
+    delete parent[key];
+    setLiteral(parent, key, undefined);
+  }
   if (index === undefined || parent[key] === undefined) delete parent['_' + key];
 }
 
@@ -167,12 +174,16 @@ function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Jso
   const probe = valueMemberSuffix(op.value);
   const key = nameFor(target.type, op.name, probe);
   const childType = elementTypeOf(target.type, key);
-  const { json } = valueFor(op, childType);
+  const { json, literal } = valueFor(op, childType);
   if (repeats(target.type, key, holder[key])) {
-    holder[key] = [...((holder[key] as unknown[] | undefined) ?? []), json];
+    const items = (holder[key] ??= []) as unknown[];
+    spliceExact(items, items.length, 0, [json], [literal]);
   } else if (holder[key] !== undefined) {
     throw new Failure(`${op.path.expression}.${op.name} already has a value and does not repeat; use replace`);
-  } else holder[key] = json;
+  } else {
+    holder[key] = json;
+    setLiteral(holder, key, literal);
+  }
 }
 
 function valueMemberSuffix(part: Json): string | undefined {
@@ -192,25 +203,32 @@ function elementTypeOf(owner: string | undefined, key: string): string | undefin
 function insert(op: Extract<FhirPathPatchOperation, { type: 'insert' }>, resource: Json): void {
   const { holder, type, key, items } = list(op, resource);
   if (op.index > items.length) throw new Failure(`index ${op.index} is past the end of ${op.path.expression} (${items.length} elements)`);
-  const { json } = valueFor(op, elementTypeOf(type, key));
+  const { json, literal } = valueFor(op, elementTypeOf(type, key));
   holder[key] = items;
-  spliceBoth(holder, key, op.index, 0, json);
+  spliceBoth(holder, key, op.index, 0, [json], literal);
 }
 
 function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resource: Json): void {
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
-  const { json, suffix } = valueFor(op, target.type);
+  const { json, suffix, literal } = valueFor(op, target.type);
   // A choice element takes the name of the new value's type (valueString -> valueQuantity).
   const base = choiceBase(key, target.type);
   const newKey = base !== undefined && suffix !== undefined ? base + suffix : key;
-  if (index !== undefined) (parent[key] as unknown[])[index] = json;
-  else if (newKey !== key) {
+  if (index !== undefined) {
+    (parent[key] as unknown[])[index] = json;
+    setLiteral(parent[key] as unknown[], index, literal);
+  } else if (newKey !== key) {
     delete parent[key];
     delete parent['_' + key];
+    setLiteral(parent, key, undefined);
     parent[newKey] = json;
-  } else parent[key] = json;
+    setLiteral(parent, newKey, literal);
+  } else {
+    parent[key] = json;
+    setLiteral(parent, key, literal);
+  }
 }
 
 /** For a JSON name that is a choice element's (`valueQuantity` of type Quantity), the element's name (`value`). */
@@ -226,8 +244,9 @@ function move(op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: J
     if (n >= items.length) throw new Failure(`${name} ${n} is not an index of ${op.path.expression} (${items.length} elements)`);
   }
   const ext = holder['_' + key];
-  const [moved] = items.splice(op.source, 1);
-  items.splice(op.destination, 0, moved);
+  const literal = literalOf(items, op.source);
+  const [moved] = spliceExact(items, op.source, 1);
+  spliceExact(items, op.destination, 0, [moved], [literal]);
   if (Array.isArray(ext)) ext.splice(op.destination, 0, ...ext.splice(op.source, 1));
 }
 
@@ -265,10 +284,11 @@ function applyOne(op: FhirPathPatchOperation, resource: Json): void {
 
 /**
  * Applies `operations` in order to a copy of `resource` and returns it; `resource` is never changed. The
- * first operation that cannot be applied is a 400 naming its parameter, and nothing applies.
+ * first operation that cannot be applied is a 400 naming its parameter, and nothing applies. Numbers
+ * keep their literals (exact-json.ts) where they move, and take the values' own.
  */
 export function applyFhirPathPatch(resource: Json, operations: readonly FhirPathPatchOperation[]): Json {
-  const out = structuredClone(resource);
+  const out = cloneExact(resource);
   operations.forEach((op, i) => {
     try {
       applyOne(op, out);

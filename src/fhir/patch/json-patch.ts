@@ -5,9 +5,11 @@
  * `processing` naming the operation's index, as HAPI FHIR answers both.
  */
 import { FhirError } from '../../errors.ts';
+import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
 
+/** `literal`: a number value's text as written, when it is not String(value) (src/fhir/exact-json.ts). */
 export type JsonPatchOperation =
-  | { op: 'add' | 'replace' | 'test'; path: string; value: unknown }
+  | { op: 'add' | 'replace' | 'test'; path: string; value: unknown; literal?: string }
   | { op: 'remove'; path: string }
   | { op: 'move' | 'copy'; from: string; path: string };
 
@@ -43,7 +45,8 @@ export function parseJsonPatch(body: unknown): JsonPatchOperation[] {
         return { op: op.op, from: pointer(i, op, 'from'), path };
       default:
         if (!('value' in op)) malformed(i, `'${op.op}' needs a 'value'`);
-        return { op: op.op as 'add' | 'replace' | 'test', path, value: op.value };
+        const literal = literalOf(op, 'value');
+        return { op: op.op as 'add' | 'replace' | 'test', path, value: op.value, ...(literal !== undefined && { literal }) };
     }
   });
 }
@@ -91,14 +94,25 @@ function parentOf(doc: unknown, path: string): { parent: Container; key: string 
   return { parent, key };
 }
 
-function add(doc: unknown, path: string, value: unknown): unknown {
+/** The recorded literal of the number at `path`, if any. */
+function literalAt(doc: unknown, path: string): string | undefined {
+  if (path === '') return undefined;
+  const { parent, key } = parentOf(doc, path);
+  return literalOf(parent, key);
+}
+
+/** Adds `value` at `path`; `literal`: its text, when a number's is not String(value). */
+function add(doc: unknown, path: string, value: unknown, literal?: string): unknown {
   if (path === '') return value;
   const { parent, key } = parentOf(doc, path);
   if (Array.isArray(parent)) {
     const i = arrayIndex(key, parent.length, true);
     if (i === undefined) throw new Failure(`'${key}' is not an index of ${path}'s array of ${parent.length} (0-${parent.length} or '-')`);
-    parent.splice(i, 0, value);
-  } else parent[key] = value;
+    spliceExact(parent, i, 0, [value], [literal]);
+  } else {
+    parent[key] = value;
+    setLiteral(parent, key, literal);
+  }
   return doc;
 }
 
@@ -106,8 +120,11 @@ function remove(doc: unknown, path: string): unknown {
   if (path === '') throw new Failure('the whole document cannot be removed');
   get(doc, path);
   const { parent, key } = parentOf(doc, path);
-  if (Array.isArray(parent)) parent.splice(Number(key), 1);
-  else delete parent[key];
+  if (Array.isArray(parent)) spliceExact(parent, Number(key), 1);
+  else {
+    delete parent[key];
+    setLiteral(parent, key, undefined);
+  }
   return doc;
 }
 
@@ -123,20 +140,21 @@ function deepEqual(a: unknown, b: unknown): boolean {
 function applyOne(doc: unknown, op: JsonPatchOperation): unknown {
   switch (op.op) {
     case 'add':
-      return add(doc, op.path, structuredClone(op.value));
+      return add(doc, op.path, cloneExact(op.value), op.literal);
     case 'remove':
       return remove(doc, op.path);
     case 'replace':
       get(doc, op.path);
-      return add(op.path === '' ? doc : remove(doc, op.path), op.path, structuredClone(op.value));
+      return add(op.path === '' ? doc : remove(doc, op.path), op.path, cloneExact(op.value), op.literal);
     case 'move': {
       if (op.path === op.from) return (get(doc, op.from), doc);
       if (op.path.startsWith(op.from + '/')) throw new Failure(`${op.from} cannot be moved into its own child ${op.path}`);
       const value = get(doc, op.from);
-      return add(remove(doc, op.from), op.path, value);
+      const literal = literalAt(doc, op.from);
+      return add(remove(doc, op.from), op.path, value, literal);
     }
     case 'copy':
-      return add(doc, op.path, structuredClone(get(doc, op.from)));
+      return add(doc, op.path, cloneExact(get(doc, op.from)), literalAt(doc, op.from));
     case 'test': {
       const actual = get(doc, op.path);
       if (!deepEqual(actual, op.value)) throw new Failure(`test failed: ${op.path || 'the document'} is ${JSON.stringify(actual)}, not ${JSON.stringify(op.value)}`);
@@ -147,10 +165,11 @@ function applyOne(doc: unknown, op: JsonPatchOperation): unknown {
 
 /**
  * Applies `operations` in order to a copy of `doc` (RFC 6902 section 4) and returns it; `doc` is never
- * changed. The first operation that cannot be applied is a 400 naming it and nothing applies.
+ * changed. The first operation that cannot be applied is a 400 naming it and nothing applies. Numbers
+ * keep their literals (exact-json.ts) where they move, and take the operations' own.
  */
 export function applyJsonPatch(doc: unknown, operations: readonly JsonPatchOperation[]): unknown {
-  let out = structuredClone(doc);
+  let out = cloneExact(doc);
   operations.forEach((op, i) => {
     try {
       out = applyOne(out, op);

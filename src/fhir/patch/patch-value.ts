@@ -4,6 +4,7 @@
  * carry (a backbone element such as `Patient.contact`) or one built element by element, nested parts
  * named by the elements, each holding its own value the same ways.
  */
+import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
 import { typeModel } from '../validation/model.ts';
 import type { Json } from './patch-path.ts';
 
@@ -12,6 +13,8 @@ export interface PatchValue {
   json: unknown;
   /** `Date`, `HumanName`, ... (undefined for a resource or nested parts). */
   suffix?: string;
+  /** A number's text as written in the patch, when it is not String(json) (src/fhir/exact-json.ts). */
+  literal?: string;
 }
 
 /** A value that cannot be built (the message says why; the caller names the operation). */
@@ -59,10 +62,13 @@ export function partValue(part: Json, type: string | undefined): PatchValue {
   const kinds = [member !== undefined, resource !== undefined, nested !== undefined].filter(Boolean).length;
   if (kinds === 0) throw new PatchValueError('has no value (value[x], resource or nested parts)');
   if (kinds > 1) throw new PatchValueError('has more than one of value[x], resource and nested parts');
-  if (member !== undefined) return { json: structuredClone(member.value), suffix: member.name.slice('value'.length) };
+  if (member !== undefined) {
+    const literal = literalOf(part, member.name);
+    return { json: cloneExact(member.value), suffix: member.name.slice('value'.length), ...(literal !== undefined && { literal }) };
+  }
   if (resource !== undefined) {
     if (!isObject(resource) || typeof resource.resourceType !== 'string') throw new PatchValueError("'resource' is not a resource");
-    return { json: structuredClone(resource) };
+    return { json: cloneExact(resource) };
   }
   if (!Array.isArray(nested)) throw new PatchValueError("'part' must be a list");
   return { json: fromParts(nested, type) };
@@ -85,9 +91,14 @@ function fromParts(parts: unknown[], type: string | undefined): Json {
       if (err instanceof PatchValueError) throw new PatchValueError(`nested part '${name}' ${err.message}`);
       throw err;
     }
-    if (repeats(type, json, out[json])) out[json] = [...((out[json] as unknown[] | undefined) ?? []), value.json];
-    else if (Object.hasOwn(out, json)) throw new PatchValueError(`nested part '${name}' is given twice, but ${type ?? 'the element'}.${name} does not repeat`);
-    else out[json] = value.json;
+    if (repeats(type, json, out[json])) {
+      const list = (out[json] ??= []) as unknown[];
+      spliceExact(list, list.length, 0, [value.json], [value.literal]);
+    } else if (Object.hasOwn(out, json)) throw new PatchValueError(`nested part '${name}' is given twice, but ${type ?? 'the element'}.${name} does not repeat`);
+    else {
+      out[json] = value.json;
+      setLiteral(out, json, value.literal);
+    }
   }
   return out;
 }

@@ -2,6 +2,7 @@ import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
@@ -192,7 +193,7 @@ export async function conditionalUpdate(
       if (resource.id !== undefined && resource.id !== match.id) {
         throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
       }
-      return updateResource(deps, req, type, match.id, { ...resource, id: match.id }, ifMatch);
+      return updateResource(deps, req, type, match.id, carryLiterals(resource, { ...resource, id: match.id }), ifMatch);
     }
     const settles = (w: ResourceWriter) => settle(w, [condition]);
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles, true);

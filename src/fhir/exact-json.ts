@@ -5,25 +5,32 @@
  * 98.6, `12345678901234567890.5` as 12345678901234567000, `0.00000000000000000000000001` as 1e-26.
  *
  * The values stay numbers (validation, indexing, FHIRPath and search see doubles); the text of each
- * number whose literal is not what `String(value)` gives back is recorded beside it, in a Map under the
- * symbol LITERALS on the object or array that holds it (its member name or index to its literal), and
- * written back as that literal by stringifyExact (`JSON.rawJSON`). Every object or array that holds
- * such a number at any depth carries the Map (an empty one when only its descendants hold them), so
- * that a resource without any costs one property test on its way out. A symbol-keyed member is not
- * seen by JSON.stringify, `for...in`, Object.keys or structuredClone, and object spreads and rest
- * patterns copy it: `{ ...resource, id }` keeps the literals.
+ * number whose literal is not what `String(value)` gives back is recorded beside it, in a Map for the
+ * object or array that holds it (its member name or index to its literal: LITERALS), and written back as
+ * that literal by stringifyExact (`JSON.rawJSON`). Every object or array that holds such a number at
+ * any depth has a Map (an empty one when only its descendants hold them), so that a resource without
+ * any costs one lookup on its way out. A copy of an object is a new object: code that copies a
+ * resource between its parse and its stored text (`{ ...resource, id }`, a rest pattern) gives the
+ * copy the original's literals (carryLiterals), and deep copies are made by cloneExact.
  *
- * Only text that holds such a literal (scanJson, one pass over its characters outside strings, which
- * also measures its nesting) is parsed with the reviver that records them (TC39 "JSON.parse source
- * text access"), several times slower than plain JSON.parse; the common text pays for the scan alone.
+ * Text is scanned once (scanJson: its characters outside strings, which also measures its nesting);
+ * only text that holds such a literal is walked again, in step with what JSON.parse made of it, to
+ * record them (recordLiterals). The common text pays for the scan alone.
  */
 
-const LITERALS: unique symbol = Symbol('cinder.numberLiterals');
+/**
+ * The literals of each object or array that holds numbers written otherwise than String writes them,
+ * by member name or index; an empty Map on one that holds such numbers only below it. A side table
+ * keyed by the objects (as validation's cache of valid resources): it adds no member to them, so the
+ * code that walks resources sees the same objects whether they hold literals or not (a symbol-keyed
+ * member, tried first, made the validator and indexer slower for every resource once some held one).
+ */
+const LITERALS = new WeakMap<object, Map<string, string>>();
 
-/** An object or array that may carry the literals of its numbers. */
-type Holder = { [LITERALS]?: Map<string, string> };
+/** An object or array that may have literals in LITERALS. */
+type Holder = object;
 
-/** What the reviver's third argument carries (TC39 JSON.parse source text access). */
+/** What a reviver's third argument carries (TC39 JSON.parse source text access). */
 type ReviverContext = { source?: string };
 
 const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
@@ -36,10 +43,34 @@ export interface JsonScan {
   literals: boolean;
 }
 
+/** The index of the quote that closes the string opened at `start`: the first one after an even number of backslashes (-1: none). */
+function stringEnd(text: string, start: number): number {
+  let end = text.indexOf('"', start + 1);
+  while (end > 0 && text.charCodeAt(end - 1) === 92) {
+    let k = end - 2;
+    while (text.charCodeAt(k) === 92) k--;
+    if ((end - k) % 2 === 1) break;
+    end = text.indexOf('"', end + 1);
+  }
+  return end;
+}
+
+/** The index after the number literal that starts at `start` (digits, `.`, `e`, `E`, `+`, `-`). */
+function numberEnd(text: string, start: number): number {
+  let end = start + 1;
+  for (; end < text.length; end++) {
+    const d = text.charCodeAt(end);
+    if (!((d >= 48 && d <= 57) || d === 46 || d === 101 || d === 69 || d === 43 || d === 45)) break;
+  }
+  return end;
+}
+
+/** Whether a number literal is not what String writes of the value JSON.parse reads from it. */
+const rewritten = (literal: string) => String(+literal) !== literal;
+
 /**
- * One pass over JSON text, strings skipped (to their closing quote, past escaped ones): its nesting,
- * and whether one of its number literals is not String's text of its value, the exact test the
- * reviver makes. Text that is not JSON gives some answer; JSON.parse is the judge of it.
+ * One pass over JSON text, strings skipped: its nesting, and whether one of its number literals is
+ * not String's text of its value. Text that is not JSON gives some answer; JSON.parse is the judge of it.
  */
 export function scanJson(text: string): JsonScan {
   let depth = 0;
@@ -49,29 +80,14 @@ export function scanJson(text: string): JsonScan {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 34) {
-      // A string: its closing quote is the first one after an even number of backslashes.
-      let end = text.indexOf('"', i + 1);
-      while (end > 0 && text.charCodeAt(end - 1) === 92) {
-        let k = end - 2;
-        while (text.charCodeAt(k) === 92) k--;
-        if ((end - k) % 2 === 1) break;
-        end = text.indexOf('"', end + 1);
-      }
-      if (end < 0) break;
-      i = end;
+      i = stringEnd(text, i);
+      if (i < 0) break;
     } else if (c > 44) {
       // Below 45: whitespace and `,`. Outside strings `-` and digits start numbers, and nothing else holds them.
       if (c <= 57) {
         if (c === 46 || c === 47) continue;
-        let end = i + 1;
-        for (; end < n; end++) {
-          const d = text.charCodeAt(end);
-          if (!((d >= 48 && d <= 57) || d === 46 || d === 101 || d === 69 || d === 43 || d === 45)) break;
-        }
-        if (!literals) {
-          const literal = text.slice(i, end);
-          literals = String(+literal) !== literal;
-        }
+        const end = numberEnd(text, i);
+        if (!literals) literals = rewritten(text.slice(i, end));
         i = end - 1;
       } else if (c === 123 || c === 91) {
         if (++depth > deepest) deepest = depth;
@@ -82,18 +98,94 @@ export function scanJson(text: string): JsonScan {
 }
 
 function literalsOf(holder: Holder): Map<string, string> {
-  return (holder[LITERALS] ??= new Map());
+  let own = LITERALS.get(holder);
+  if (own === undefined) LITERALS.set(holder, (own = new Map()));
+  return own;
 }
 
-/** The reviver: records the literal of each number that String would write otherwise; marks the holders above. */
-function record(this: unknown, key: string, value: unknown, context?: ReviverContext): unknown {
-  if (typeof value === 'number') {
-    const source = context?.source;
-    if (source !== undefined && String(value) !== source) literalsOf(this as Holder).set(key, source);
-  } else if (value !== null && typeof value === 'object' && (value as Holder)[LITERALS] !== undefined) {
-    literalsOf(this as Holder);
+/**
+ * Records on `root`, what JSON.parse made of `text`, the literal of each number that String would not
+ * write back, walking the text in step with the values: the containers entered are levels, each
+ * reached from the one around it by the member its last key named (or the item its commas count), and
+ * looked up only when a number in them needs it. The holders around a recorded number are marked. A key
+ * given twice (JSON.parse keeps the last) is told by the value: a literal is recorded only where the
+ * value held reads as it, and once any is recorded a number written as String writes it forgets what an
+ * earlier one of its key recorded.
+ */
+function recordLiterals(text: string, root: Holder): void {
+  // Per level (0: the root's container): whether an array, its current item or the current key's quotes, and the container once looked up.
+  const arrays: boolean[] = [];
+  const items: number[] = [];
+  const keyStarts: number[] = [];
+  const keyEnds: number[] = [];
+  const holders: (Holder | undefined)[] = [];
+  let level = -1;
+  let expectKey = false;
+  let recorded = false;
+  const keyAt = (l: number): string => {
+    if (arrays[l]) return String(items[l]);
+    const raw = text.slice(keyStarts[l]!, keyEnds[l]! + 1);
+    return raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+  };
+  const holderAt = (l: number): Holder | undefined => {
+    let h = holders[l];
+    if (h === undefined) {
+      const outer = l === 0 ? undefined : holderAt(l - 1);
+      h = l === 0 ? root : ((outer as Record<string, unknown> | undefined)?.[keyAt(l - 1)] as Holder | undefined);
+      if (h === null || typeof h !== 'object') return undefined;
+      holders[l] = h;
+    }
+    return h;
+  };
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c <= 32 || c === 58) continue;
+    if (c === 34) {
+      const end = stringEnd(text, i);
+      if (end < 0) return;
+      if (expectKey) {
+        keyStarts[level] = i;
+        keyEnds[level] = end;
+        expectKey = false;
+      }
+      i = end;
+    } else if (c === 123 || c === 91) {
+      level++;
+      arrays[level] = c === 91;
+      items[level] = 0;
+      holders[level] = undefined;
+      expectKey = c === 123;
+    } else if (c === 125 || c === 93) {
+      level--;
+      expectKey = false;
+    } else if (c === 44) {
+      if (arrays[level]) items[level]!++;
+      else expectKey = true;
+    } else if (c === 45 || (c >= 48 && c <= 57)) {
+      const end = numberEnd(text, i);
+      const literal = text.slice(i, end);
+      i = end - 1;
+      if (level < 0) continue;
+      const change = rewritten(literal);
+      if (!change && !recorded) continue;
+      const holder = holderAt(level);
+      if (holder === undefined) continue;
+      const key = keyAt(level);
+      if (!change) {
+        LITERALS.get(holder)?.delete(key);
+      } else if (Object.is((holder as Record<string, unknown>)[key], +literal)) {
+        recorded = true;
+        literalsOf(holder).set(key, literal);
+        // Whatever holds a Map has every holder around it marked, so the marking stops at the first.
+        for (let l = level - 1; l >= 0; l--) {
+          const h = holderAt(l)!;
+          if (LITERALS.has(h)) break;
+          LITERALS.set(h, new Map());
+        }
+      }
+    }
   }
-  return value;
 }
 
 /**
@@ -101,12 +193,14 @@ function record(this: unknown, key: string, value: unknown, context?: ReviverCon
  * (`scan`: scanJson's of the text, when the caller has it). Throws as JSON.parse does.
  */
 export function parseExact(text: string, scan: JsonScan = scanJson(text)): unknown {
-  return scan.literals ? JSON.parse(text, record as (key: string, value: unknown) => unknown) : JSON.parse(text);
+  const value: unknown = JSON.parse(text);
+  if (scan.literals && value !== null && typeof value === 'object') recordLiterals(text, value as Holder);
+  return value;
 }
 
 /** Whether `value` (an object or array) holds a recorded literal, itself or below. */
 export function holdsLiterals(value: unknown): boolean {
-  return value !== null && typeof value === 'object' && (value as Holder)[LITERALS] !== undefined;
+  return value !== null && typeof value === 'object' && LITERALS.has(value);
 }
 
 /** Whether `value` or, for a Bundle assembled from parsed resources, one of its entries holds a literal. */
@@ -119,7 +213,7 @@ function needsLiterals(value: unknown): boolean {
 /** The replacer: a number with its recorded literal, when that literal still reads as the number held. */
 function restore(this: Holder, key: string, value: unknown): unknown {
   if (typeof value !== 'number') return value;
-  const literal = this[LITERALS]?.get(key);
+  const literal = LITERALS.get(this)?.get(key);
   return literal !== undefined && Object.is(Number(literal), value) ? rawJSON(literal) : value;
 }
 
@@ -133,29 +227,29 @@ export function stringifyExact(value: unknown, space?: number): string {
 
 /** The recorded literal of the number at `holder[key]`, if any (none: String(value) is its text). */
 export function literalOf(holder: unknown, key: string | number): string | undefined {
-  return holder !== null && typeof holder === 'object' ? (holder as Holder)[LITERALS]?.get(String(key)) : undefined;
+  return holder !== null && typeof holder === 'object' ? LITERALS.get(holder)?.get(String(key)) : undefined;
 }
 
 /**
  * Records `literal` as the text of the number at `holder[key]`, or forgets the one recorded there
- * (undefined). The Map is replaced, not changed: copies made by spreads share it. The holders above
- * learn of it through refreshLiterals.
+ * (undefined). The Map is replaced, not changed: copies given it by carryLiterals share it. The holders
+ * above learn of it through refreshLiterals.
  */
 export function setLiteral(holder: object, key: string | number, literal: string | undefined): void {
-  const h = holder as Holder;
-  const own = h[LITERALS];
+  const own = LITERALS.get(holder);
   const k = String(key);
   if (literal === undefined && !own?.has(k)) return;
   const next = new Map(own);
   if (literal === undefined) next.delete(k);
   else next.set(k, literal);
-  h[LITERALS] = next;
+  LITERALS.set(holder, next);
 }
 
-/** Gives `to` (a copy of some of `from`'s members) the literals of `from`'s own numbers. */
-export function carryLiterals(from: unknown, to: object): void {
-  const own = (from as Holder | null)?.[LITERALS];
-  if (own !== undefined) (to as Holder)[LITERALS] = own;
+/** Gives `to`, a copy of some of `from`'s members (a spread, a rest pattern), the literals of `from`'s own numbers, and returns it. */
+export function carryLiterals<T extends object>(from: unknown, to: T): T {
+  const own = from !== null && typeof from === 'object' ? LITERALS.get(from) : undefined;
+  if (own !== undefined) LITERALS.set(to, own);
+  return to;
 }
 
 /**
@@ -163,7 +257,7 @@ export function carryLiterals(from: unknown, to: object): void {
  * items as they move; `literals[i]` is the literal of `items[i]` (a number's), if any.
  */
 export function spliceExact(array: unknown[], start: number, deleteCount: number, items: unknown[] = [], literals: (string | undefined)[] = []): unknown[] {
-  const own = (array as Holder)[LITERALS];
+  const own = LITERALS.get(array);
   const removed = array.splice(start, deleteCount, ...items);
   if (own === undefined && literals.every((l) => l === undefined)) return removed;
   const next = new Map<string, string>();
@@ -173,11 +267,11 @@ export function spliceExact(array: unknown[], start: number, deleteCount: number
     else if (i >= start + deleteCount) next.set(String(i - deleteCount + items.length), literal);
   }
   literals.forEach((literal, j) => literal !== undefined && next.set(String(start + j), literal));
-  (array as Holder)[LITERALS] = next;
+  LITERALS.set(array, next);
   return removed;
 }
 
-/** A deep copy of a JSON value with its recorded literals (structuredClone drops symbol-keyed members). */
+/** A deep copy of a JSON value with its recorded literals (structuredClone's copy has none). */
 export function cloneExact<T>(value: T): T {
   if (value === null || typeof value !== 'object') return value;
   let out: Record<string, unknown> | unknown[];
@@ -191,8 +285,8 @@ export function cloneExact<T>(value: T): T {
       else out[key] = v;
     }
   }
-  const own = (value as Holder)[LITERALS];
-  if (own !== undefined) (out as Holder)[LITERALS] = new Map(own);
+  const own = LITERALS.get(value);
+  if (own !== undefined) LITERALS.set(out, new Map(own));
   return out as T;
 }
 
@@ -208,10 +302,10 @@ export function refreshLiterals(value: unknown): boolean {
   } else {
     for (const key in value) if (refreshLiterals((value as Record<string, unknown>)[key])) below = true;
   }
-  const own = (value as Holder)[LITERALS];
+  const own = LITERALS.get(value);
   if (own !== undefined && own.size > 0) return true;
-  if (below) literalsOf(value as Holder);
-  else if (own !== undefined) delete (value as Holder)[LITERALS];
+  if (below) literalsOf(value);
+  else if (own !== undefined) LITERALS.delete(value);
   return below;
 }
 

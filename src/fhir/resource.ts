@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { parseExact, scanJson, stringifyExact } from './exact-json.ts';
+import { carryLiterals, parseExact, scanJson, stringifyExact } from './exact-json.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
@@ -45,7 +45,7 @@ export function parseJson(text: string): unknown {
 export function withoutId(body: unknown): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body) || typeof (body as Record<string, unknown>).id !== 'string') return body;
   const { id: _, ...rest } = body as Record<string, unknown>;
-  return rest;
+  return carryLiterals(body, rest);
 }
 
 /** Checks that `body` is a resource of a known R4 type (and of `expectedType` when given). */
@@ -124,12 +124,15 @@ export function stampTail(resource: Resource): string {
   let tail = '}';
   if (meta !== undefined) {
     const { versionId: _v, lastUpdated: _l, ...metaRest } = meta;
+    carryLiterals(meta, metaRest);
     // `{"a":1}` -> `,"a":1}`: the members continue the object stampHead opened.
     for (const _ in metaRest) {
       tail = ',' + stringifyExact(metaRest).slice(1);
       break;
     }
   }
+  // The rest patterns are new objects: their numbers' literals are the resource's and meta's (exact-json.ts).
+  carryLiterals(resource, rest);
   for (const _ in rest) return tail + ',' + stringifyExact(rest).slice(1);
   return tail + '}';
 }

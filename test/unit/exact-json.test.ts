@@ -12,7 +12,7 @@ import { entriesPerAttempt } from '../../src/fhir/bundle-ops.ts';
 import { prepareVersion } from '../../src/fhir/prepared.ts';
 import { asResource, parseJson, withoutId } from '../../src/fhir/resource.ts';
 import {
-  cloneExact, holdsLiterals, literalOf, parseExact, parseLiterally, refreshLiterals, scanJson, setLiteral, spliceExact, stringifyExact,
+  carryLiterals, cloneExact, holdsLiterals, literalOf, parseExact, parseLiterally, refreshLiterals, scanJson, setLiteral, spliceExact, stringifyExact,
 } from '../../src/fhir/exact-json.ts';
 
 /** Whether JSON.parse reads a number of `text` that String does not write back as it was written. */
@@ -23,6 +23,40 @@ function exactlyHolds(text: string): boolean {
     return value;
   }) as (key: string, value: unknown) => unknown);
   return found;
+}
+
+/**
+ * Where parseExact's recorded literals differ from what a reviver reads (TC39 source text access) of
+ * each number that String does not write back, and marks where none are below (with `marks`): the
+ * paths and literals of the differences, or none.
+ */
+function recordingDiffers(text: string, marks = true): string[] {
+  const oracle = new WeakMap<object, Map<string, string>>();
+  const read = JSON.parse(text, function (this: object, key: string, value: unknown, context?: { source?: string }) {
+    if (typeof value === 'number' && String(value) !== context!.source) {
+      if (!oracle.has(this)) oracle.set(this, new Map());
+      oracle.get(this)!.set(key, context!.source!);
+    }
+    return value;
+  } as (key: string, value: unknown) => unknown);
+  const out: string[] = [];
+  /** Compares the literals below `mine` with the reviver's, and its mark with whether any are below; returns whether any are. */
+  const walk = (mine: unknown, theirs: unknown, path: string): boolean => {
+    if (mine === null || typeof mine !== 'object') return false;
+    let below = false;
+    for (const key of Object.keys(mine)) {
+      const [a, b] = [(mine as Record<string, unknown>)[key], (theirs as Record<string, unknown>)[key]];
+      if (typeof a === 'number') {
+        const [got, want] = [literalOf(mine, key), oracle.get(theirs as object)?.get(key)];
+        if (got !== want) out.push(`${path}/${key}: ${got} instead of ${want}`);
+        if (want !== undefined) below = true;
+      } else if (walk(a, b, `${path}/${key}`)) below = true;
+    }
+    if (marks && holdsLiterals(mine) !== below) out.push(`${path || '/'}: marked ${holdsLiterals(mine)}, holds ${below}`);
+    return below;
+  };
+  walk(parseExact(text), read, '');
+  return out;
 }
 
 /** How deep a JSON value nests objects and arrays. */
@@ -61,7 +95,7 @@ function placed(r: Random, lit: string): string {
   }
 }
 
-describe('the scan finds exactly the texts the reviver would record a literal of, and their depth', () => {
+describe('the scan finds exactly the texts the reviver would record a literal of, and their depth; parseExact records what the reviver reads', () => {
   test('on 50,000 generated literals in generated contexts', () => {
     const r = new Random(20261130, 1);
     let flagged = 0;
@@ -71,6 +105,8 @@ describe('the scan finds exactly the texts the reviver would record a literal of
       const exact = exactlyHolds(text);
       if (scan.literals !== exact) throw new Error(`scanJson says ${scan.literals}, the reviver ${exact}, of ${text}`);
       if (scan.depth !== depthOf(JSON.parse(text))) throw new Error(`scanJson finds depth ${scan.depth} in ${text}`);
+      const differences = recordingDiffers(text);
+      if (differences.length > 0) throw new Error(`parseExact records ${differences.join(', ')} in ${text}`);
       if (exact) flagged++;
     }
     // Both answers occur often enough for the comparison to mean something.
@@ -93,6 +129,16 @@ describe('the scan finds exactly the texts the reviver would record a literal of
     }
   });
 
+  test('with keys given twice (JSON.parse keeps the last) and keys written with escapes', () => {
+    // A key given twice may leave a mark above no literal (it only costs the replacer's walk).
+    for (const text of ['{"n":1.0,"n":1}', '{"n":1,"n":1.0}', '{"n":1.0,"n":2.50}', '{"a":{"x":1.0},"a":{"x":1}}', '{"a":{"x":1.0},"a":{"y":2.0}}', '{"a":[1.0,2],"a":[1,2.0]}', '{"a":{"x":1.0},"a":"s"}']) {
+      expect({ text, differences: recordingDiffers(text, false) }).toEqual({ text, differences: [] });
+    }
+    for (const text of ['{"\\u0061":1.0,"b\\"c":[2.0]}', '{"__proto__":{"v":1.0},"w":[{"x":-0}]}', '{"a":[[1.0],[[2],[3.0]]],"b":{"c":{"d":1}}}']) {
+      expect({ text, differences: recordingDiffers(text) }).toEqual({ text, differences: [] });
+    }
+  });
+
   test('on every R4 example', () => {
     const dir = new URL('../../node_modules/hl7.fhir.r4.examples/', import.meta.url);
     let files = 0;
@@ -103,6 +149,7 @@ describe('the scan finds exactly the texts the reviver would record a literal of
       files++;
       const exact = exactlyHolds(text);
       if (scanJson(text).literals !== exact) throw new Error(`scanJson disagrees with the reviver on ${name}`);
+      if (exact && recordingDiffers(text).length > 0) throw new Error(`parseExact records ${recordingDiffers(text).join(', ')} in ${name}`);
       if (exact) flagged++;
     }
     // 42 of the 5,307 examples write a number so (Money amounts such as 80.00, decimals such as 4.0).
@@ -132,11 +179,13 @@ describe('parseExact and stringifyExact', () => {
     expect(holdsLiterals(parseExact('{"a":98.6,"b":{"c":[1]}}'))).toBe(false);
   });
 
-  test('spreads and rest patterns keep the literals of the members they copy; structuredClone does not, cloneExact does', () => {
+  test('a copy of an object holds the literals of the original once carried, nested objects being shared; cloneExact copies them all, structuredClone none', () => {
     const v = parseExact('{"id":"x","n":1.0,"q":{"value":2.50}}') as Record<string, unknown>;
     const { id: _, ...rest } = v;
-    expect(stringifyExact(rest)).toBe('{"n":1.0,"q":{"value":2.50}}');
-    expect(stringifyExact({ ...v, id: 'y' })).toBe('{"id":"y","n":1.0,"q":{"value":2.50}}');
+    // Uncarried, the copy is not known to hold any literal, even below it.
+    expect(stringifyExact(rest)).toBe('{"n":1,"q":{"value":2.5}}');
+    expect(stringifyExact(carryLiterals(v, rest))).toBe('{"n":1.0,"q":{"value":2.50}}');
+    expect(stringifyExact(carryLiterals(v, { ...v, id: 'y' }))).toBe('{"id":"y","n":1.0,"q":{"value":2.50}}');
     expect(stringifyExact(structuredClone(v))).toBe('{"id":"x","n":1,"q":{"value":2.5}}');
     const copy = cloneExact(v);
     expect(stringifyExact(copy)).toBe('{"id":"x","n":1.0,"q":{"value":2.50}}');

@@ -3,6 +3,7 @@ import { operatorAccess } from '../access.ts';
 import { UnmatchedConditionalReference } from '../bundle-conditional.ts';
 import { isUnchangedEntry, unmatchedUrn } from '../bundle-ops.ts';
 import type { FhirDeps } from '../crud.ts';
+import { carryLiterals } from '../exact-json.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
 import { asResource, newId, parseBounded, requireStorable, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
@@ -114,7 +115,7 @@ async function importCollection(ctx: DocumentContext, bundle: Resource): Promise
       ctx.fail(`Bundle.entry[${i}].resource: ${(err as Error).message}`, 1, { entry: i });
       continue;
     }
-    const withId = resource.id === undefined ? { ...resource, id: newId() } : (resource as Resource & { id: string });
+    const withId = resource.id === undefined ? carryLiterals(resource, { ...resource, id: newId() }) : (resource as Resource & { id: string });
     const fullUrl = (entry as Json).fullUrl;
     if (typeof fullUrl === 'string') local.set(fullUrl, `${withId.resourceType}/${withId.id}`);
     items.push({ resource: withId, entry: i, ...(typeof fullUrl === 'string' ? { fullUrl } : {}) });
@@ -140,6 +141,6 @@ export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text:
   } else if (resource.resourceType === 'Bundle' && resource.type === 'collection') {
     await importCollection(ctx, resource);
   } else {
-    await addLoose(ctx, { resource: resource.id === undefined ? { ...resource, id: newId() } : (resource as Resource & { id: string }) });
+    await addLoose(ctx, { resource: resource.id === undefined ? carryLiterals(resource, { ...resource, id: newId() }) : (resource as Resource & { id: string }) });
   }
 }

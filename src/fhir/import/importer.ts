@@ -1,4 +1,5 @@
 import { noteValidationLevel, validationLevel, type FhirDeps } from '../crud.ts';
+import { carryLiterals } from '../exact-json.ts';
 import { newId } from '../resource.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
 import { createDeferredQueue } from './deferred.ts';
@@ -113,7 +114,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     for (const u of chunk.urns) {
       await writer.addPrepared(chunk.versions.slice(from, (from = u.at)));
       const resource = parseResource(u.text);
-      await addLoose(loose, { resource: { ...resource, id: resource.id ?? newId() }, line: u.line });
+      await addLoose(loose, { resource: carryLiterals(resource, { ...resource, id: resource.id ?? newId() }), line: u.line });
     }
     await writer.addPrepared(from ? chunk.versions.slice(from) : chunk.versions);
   }

@@ -33,15 +33,15 @@ function searchBox(v: PickerView): string {
 function patientList(v: PickerView): string {
   if (v.patients.length === 0) return v.error && v.empty === null ? '' : `<p class="note" role="status">${escapeHtml(emptyText(v))}</p>`;
   const legend = v.query.trim() ? `Patients matching “${v.query.trim()}”` : 'Patients';
-  const more = v.next ? '\n<p><button type="submit" name="action" value="next" class="secondary">More patients</button></p>' : '';
-  return `<fieldset><legend>${escapeHtml(legend)}</legend>\n${v.patients.map(choice).join('\n')}\n</fieldset>${more}`;
+  return `<fieldset><legend>${escapeHtml(legend)}</legend>\n${v.patients.map(choice).join('\n')}\n</fieldset>`;
 }
 
 /**
  * The patient picker of a SMART standalone launch (`launch/patient`), shown at `/oauth2/authorize` after
  * sign-in: a name search, the matching Patients as radio buttons, Continue and Cancel. Plain HTML with
- * the login page's stylesheet and no script; every value escaped. The first button, Search, is the one
- * the Enter key presses in the search box.
+ * the login page's stylesheet and no script; every value escaped. Two forms, so that the Enter key
+ * presses the button a user means: Search in the search box (the first form's one button), Continue
+ * on a chosen patient (the second form's first button; More patients comes after it).
  */
 export function pickerPage(m: PickerPageModel): string {
   const v = m.view;
@@ -54,12 +54,11 @@ export function pickerPage(m: PickerPageModel): string {
 <h1>Choose a patient</h1>
 <p><strong>${escapeHtml(m.clientName)}</strong> works with one patient's record. Choose the patient.</p>${who}
 ${v.error ? `<p class="error" id="picker-error" role="alert">${escapeHtml(v.error)}</p>` : ''}
-<form method="post" action="authorize">
+${searchable ? `<form method="post" action="authorize">\n${hiddenInputs(fields)}\n${searchBox(v)}\n</form>\n` : ''}<form method="post" action="authorize">
 ${hiddenInputs(fields)}
-${searchable ? searchBox(v) : ''}
 ${patientList(v)}
 <div class="actions">
 ${v.patients.length ? '<button type="submit" name="action" value="pick">Continue</button>\n' : ''}<button type="submit" name="action" value="cancel" class="secondary">Cancel</button>
 </div>
-</form>`);
+${v.next ? '<p><button type="submit" name="action" value="next" class="secondary">More patients</button></p>\n' : ''}</form>`);
 }

@@ -185,7 +185,8 @@ test('without JavaScript: the picker pages on, a pick ends with the patient in t
   expect(await page.getByRole('radio').count()).toBe(2);
   expect(await page.getByRole('button', { name: 'More patients' }).count()).toBe(0);
   await page.getByRole('radio', { name: /^Many, M22/ }).check();
-  await Promise.all([page.waitForURL((u) => u.href.startsWith(redirectUri)), page.getByRole('button', { name: 'Continue' }).click()]);
+  // Enter on the chosen patient continues with it (the search box's Enter searches: a form of its own).
+  await Promise.all([page.waitForURL((u) => u.href.startsWith(redirectUri)), page.getByRole('radio', { name: /^Many, M22/ }).press('Enter')]);
   const back = new URL(page.url());
   expect(back.searchParams.get('state')).toBe('s-1');
   const res = await fetch(`${cinder.url}/oauth2/token`, {

@@ -20,6 +20,12 @@ export function isFhirBodyType(header: string | undefined): boolean {
  */
 const DECODERS: Readonly<Record<string, CompressionFormat>> = { gzip: 'gzip', 'x-gzip': 'gzip', deflate: 'deflate' };
 
+/**
+ * The most content codings a request body may name (RFC 9110 8.4 allows a list; clients send one): each
+ * is a decoder of its own, so a header of thousands (`gzip, gzip, ...`) would hold as many at once.
+ */
+const MAX_CODINGS = 2;
+
 /** The `Accept-Encoding` of a 415 for a coding not in DECODERS (RFC 9110 15.5.16). */
 export const REQUEST_ENCODINGS = 'gzip, deflate';
 
@@ -31,6 +37,11 @@ function contentCodings(req: Request): string[] {
   const header = req.headers.get('content-encoding');
   if (header === null) return [];
   const codings = header.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '' && c !== 'identity');
+  if (codings.length > MAX_CODINGS) {
+    throw new FhirError('unsupported-media', `Content-Encoding names ${codings.length} codings; at most ${MAX_CODINGS} are decoded`, {
+      headers: { 'Accept-Encoding': REQUEST_ENCODINGS },
+    });
+  }
   for (const coding of codings) {
     if (DECODERS[coding] === undefined) {
       throw new FhirError('unsupported-media', `Content-Encoding '${coding}' is not supported: send the body as is, or in ${REQUEST_ENCODINGS}`, {

@@ -106,7 +106,8 @@ export interface ScopedAccess extends Access {
 
 /**
  * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment
- * of `patient` unless a system/user scope also covers that type; without a patient they grant nothing.
+ * of `patient`, for each permission, unless a system/user scope grants that permission on the type
+ * without a filter; without a patient they grant nothing.
  */
 export function accessFromScopes(scopes: string[], clientId: string, patient?: string): ScopedAccess {
   const parsed = scopes.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
@@ -146,7 +147,10 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
     },
     clientId,
     can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
-    patientLimit: (type) => (patient && !covers(wide, type) && covers(narrow, type) ? patient : undefined),
+    // A system/user scope lifts the bound only for what it grants itself: the same permission on the
+    // type, unfiltered (`user/Observation.c` does not widen reads; a filtered one is no wider than
+    // the patient's compartment can be kept to, so the bound stays).
+    patientLimit: (type, perm) => (patient && !covering(wide, type, perm).some((s) => s.query === undefined) && covers(narrow, type, perm) ? patient : undefined),
     filters(type, perm) {
       const key = `${type}.${perm}`;
       if (filters.has(key)) return filters.get(key);

@@ -19,7 +19,7 @@ export interface TypeSelection {
  * A SMART v2 scope filter on the type narrows what is exported (scopeFilters).
  */
 export function mayExport(access: Access, type: string): boolean {
-  return access.can(type, 'r') && access.patientLimit(type) === undefined;
+  return access.can(type, 'r') && access.patientLimit(type, 'r') === undefined;
 }
 
 /** Whether the token may read every resource of `type`: mayExport, and no scope filter on it. */

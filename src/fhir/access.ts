@@ -8,10 +8,11 @@ export interface Access {
   /** Whether the holder may perform `perm` on resources of `type`. */
   can(type: string, perm: Permission): boolean;
   /**
-   * The patient whose compartment bounds access to `type` (patient-context scopes), or undefined when
-   * the holder's access to `type` is not limited to one patient.
+   * The patient whose compartment bounds `perm` on `type` (patient-context scopes), or undefined when
+   * the holder's access to `type` for `perm` is not limited to one patient (a system/user scope grants
+   * that permission on the type without a filter).
    */
-  patientLimit(type: string): string | undefined;
+  patientLimit(type: string, perm: Permission): string | undefined;
   /**
    * SMART v2 scope filters for `perm` on `type`: ORed alternatives, each its ANDed conditions, that the
    * resources must meet; undefined when access to `type` is not filtered.

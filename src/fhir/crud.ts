@@ -83,21 +83,39 @@ export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: Resourc
 }
 
 /**
- * With patient-context scopes, throws 403 unless `resource` is in that patient's compartment (`base`:
- * the tenant's FHIR base, FhirDeps.fhirBase).
+ * With patient-context scopes for `perm`, throws 403 unless `resource` is in that patient's compartment
+ * (`base`: the tenant's FHIR base, FhirDeps.fhirBase); see requireInCompartment for writes.
  */
-export function requireCompartment(access: Access, resource: Resource, base: string | undefined): void {
-  requireInCompartment(access, resource.resourceType, () => compartmentsOf(resource, base));
+export function requireCompartment(access: Access, resource: Resource, base: string | undefined, perm: Permission): void {
+  requireInCompartment(access, resource.resourceType, () => compartmentsOf(resource, base), perm);
 }
 
-/** requireCompartment for a resource of `type` whose compartments `compartments()` lists. */
-function requireInCompartment(access: Access, type: string, compartments: () => string[]): void {
-  const patient = access.patientLimit(type);
-  if (patient === undefined || !patientCompartment().has(type)) return;
-  if (!compartments().includes(patient)) {
+/**
+ * requireCompartment for a resource of `type` whose compartments `compartments()` lists. A patient's
+ * token reads what is in the patient's compartment; it writes (creates, updates, deletes) only what is
+ * in that compartment and no other patient's: an Observation of another patient that it merely performed,
+ * a Group of several patients, is that other patient's record too (SMART: `patient/` scopes are for
+ * "the current patient"). Nor does it write a type outside the compartment (a Practitioner, an
+ * Organization: shared records); a Binary is judged by its securityContext instead.
+ */
+function requireInCompartment(access: Access, type: string, compartments: () => string[], perm: Permission): void {
+  const patient = access.patientLimit(type, perm);
+  if (patient === undefined) return;
+  const writes = perm !== 'r' && perm !== 's';
+  if (!patientCompartment().has(type)) {
+    if (writes && type !== 'Binary') throw new FhirError('forbidden', `A patient-context token may not ${WRITE_VERBS[perm]} ${type}: it is outside the patient compartment`);
+    return;
+  }
+  const of = compartments();
+  if (!of.includes(patient)) {
     throw new FhirError('forbidden', `${type} is outside the patient compartment the token is limited to`);
   }
+  if (writes && of.some((other) => other !== patient)) {
+    throw new FhirError('forbidden', `${type} is in another patient's compartment too: a patient-context token writes its own patient's records alone`);
+  }
 }
+
+const WRITE_VERBS: Record<string, string> = { c: 'create', u: 'update', d: 'delete' };
 
 /**
  * Throws 403 unless the stored `type/id` (if any) is within the token's reach for `perm` (an update or a
@@ -107,14 +125,14 @@ function requireInCompartment(access: Access, type: string, compartments: () => 
  * them, whatever the new content says.
  */
 export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, type: string, id: string, perm: 'u' | 'd'): Promise<void> {
-  const compartment = req.access.patientLimit(type) !== undefined && patientCompartment().has(type);
+  const compartment = req.access.patientLimit(type, perm) !== undefined && patientCompartment().has(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return;
   const stored = await deps.store.resources.read(req.tenant, type, id);
   if (!stored || stored.deleted) return;
   const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
   if (type === 'Binary') await requireContextReadable(deps, req, resource);
-  else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant));
+  else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);
   if (filtered) await requireFilter(req.access, perm, resource, stored.lastUpdated, lookups(deps, req.tenant));
 }
 
@@ -133,17 +151,17 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   const name = resource.id === undefined ? 'The Binary' : `Binary/${resource.id}`;
   const refuse = (why: string) => new FhirError('forbidden', `${name} is out of reach: ${why}`);
   if (target === null) {
-    if (access.patientLimit('Binary') === undefined) return;
+    if (access.patientLimit('Binary', 'r') === undefined) return;
     throw refuse('its securityContext names no resource of this server, so a patient-context token cannot reach it');
   }
   if (!access.can(target.type, 'r')) throw refuse(`the access token's scopes do not allow read of ${target.type}, its securityContext`);
-  const limited = (access.patientLimit(target.type) !== undefined && patientCompartment().has(target.type)) || access.filters?.(target.type, 'r') !== undefined;
+  const limited = (access.patientLimit(target.type, 'r') !== undefined && patientCompartment().has(target.type)) || access.filters?.(target.type, 'r') !== undefined;
   if (!limited) return;
   const stored = await deps.store.resources.read(req.tenant, target.type, target.id);
   if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
   const context = JSON.parse(stored.content) as Resource;
   try {
-    requireCompartment(access, context, deps.fhirBase?.(req.tenant));
+    requireCompartment(access, context, deps.fhirBase?.(req.tenant), 'r');
     await requireFilter(access, 'r', context, stored.lastUpdated, lookups(deps, req.tenant));
   } catch (err) {
     if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
@@ -211,7 +229,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   }
   const versionId = (current?.versionId ?? 0) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
-  requireInCompartment(opts.access, type, () => p.compartments);
+  requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   if (exists && storesSame(current, p)) {
@@ -353,7 +371,7 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
     if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', binary, v.lastUpdated, lookups(deps, req.tenant));
     return;
   }
-  if (req.access.patientLimit(v.type) !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource, deps.fhirBase?.(req.tenant));
+  if (req.access.patientLimit(v.type, 'r') !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource, deps.fhirBase?.(req.tenant), 'r');
   if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant));
 }
 

@@ -87,7 +87,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
     where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', low: t.low, high: t.high }] });
   }
   const types = typesOf(req, params.get('_type'));
-  const limited = req.access.patientLimit('Patient');
+  const limited = req.access.patientLimit('Patient', 'r');
   if (patientId !== undefined) {
     if (!ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
     await readResource(deps, req, 'Patient', patientId); // 404 / 410 / 403 as a read would

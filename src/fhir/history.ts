@@ -45,7 +45,7 @@ function checkAccess(req: FhirRequest, type?: string, id?: string): void {
   if (type) checkTypeAndId(type, id);
   if (type) requireAccess(req.access, type, 'r');
   else if (!req.access.can('*', 'r')) throw new FhirError('forbidden', 'System history needs read access to every type');
-  if (!id && req.access.patientLimit(type ?? '*') !== undefined) {
+  if (!id && req.access.patientLimit(type ?? '*', 'r') !== undefined) {
     throw new FhirError('forbidden', 'Patient-context tokens cannot read type or system history');
   }
 }
@@ -108,10 +108,10 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
       return rows.filter((v) => shown.has(v.versionId));
     };
   }
-  const patient = req.access.patientLimit(type);
+  const patient = req.access.patientLimit(type, 'r');
   if (patient === undefined || !patientCompartment().has(type)) return (rows: ResourceVersion[]) => rows;
   const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
-  if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource, deps.fhirBase?.(req.tenant));
+  if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource, deps.fhirBase?.(req.tenant), 'r');
   const base = deps.fhirBase?.(req.tenant);
   const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource, base).includes(patient);
   return (rows: ResourceVersion[]) => rows.filter((v) => v.deleted || inCompartment(v));

@@ -533,7 +533,7 @@ export async function addIncludes(
       const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
-      const patient = req.access.patientLimit(type);
+      const patient = req.access.patientLimit(type, 'r');
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
       next.push(...add(await find(q)));
     };
@@ -578,7 +578,7 @@ export async function addIncludes(
       const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES };
       const filter = scopeFilter(req, source, 'r');
       if (filter) q.where!.push(filter);
-      const patient = req.access.patientLimit(source);
+      const patient = req.access.patientLimit(source, 'r');
       if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
       next.push(...add(await find(q)));
     }
@@ -614,7 +614,7 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
         const where = c.where.map(guard);
         const filter = accessFilter(access, type, 's');
         if (filter) where.push(filter);
-        const patient = access.patientLimit(type);
+        const patient = access.patientLimit(type, 's');
         if (patient !== undefined && patientCompartment().has(type)) where.push({ kind: 'compartment', patient });
         return { ...c, where };
       }
@@ -647,7 +647,7 @@ export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, 
   const filter = scopeFilter(req, type, 's');
   if (filter) query.where = [...(query.where ?? []), filter];
   query.where = withImpliedDrivers(query.where ?? []);
-  const patient = req.access.patientLimit(type);
+  const patient = req.access.patientLimit(type, 's');
   if (compartment !== undefined) {
     if (patient !== undefined && patient !== compartment) return undefined;
     query.compartment = compartment;

@@ -1,0 +1,111 @@
+/**
+ * What a patient's token reaches when its `patient/` scopes come with system/user scopes, and what it
+ * may write (SMART App Launch 2.x: `patient/` scopes are for "the current patient"; a token's access is
+ * what each of its scopes grants, none widening another). A system/user scope lifts the patient's
+ * bound only for what it grants itself: the same permission on the type, without a filter. A patient's
+ * token writes only what is in its patient's compartment and no other patient's, and no type outside
+ * that compartment. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { accessFromScopes } from '../../src/auth/scopes.ts';
+import { mayExport } from '../../src/export/types-param.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, craftToken, expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const obs = (id: string, patient: string, category: string, extra: Json = {}): Json => ({
+  resourceType: 'Observation', id, status: 'final', subject: { reference: `Patient/${patient}` }, code: { text: id },
+  category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: category }] }], ...extra,
+});
+
+test('the bound is per permission: a scope lifts it only for what it grants unfiltered', () => {
+  const limit = (scope: string, type: string, perm: 'r' | 's' | 'c') => accessFromScopes(scope.split(' '), 'app', 'pa').patientLimit(type, perm);
+  expect(limit('patient/Observation.rs user/Observation.c', 'Observation', 'r')).toBe('pa');
+  expect(limit('patient/Observation.rs user/Observation.c', 'Observation', 's')).toBe('pa');
+  expect(limit('patient/Observation.rs user/Observation.rs?category=vital-signs', 'Observation', 'r')).toBe('pa');
+  expect(limit('patient/*.rs system/Patient.rs', 'Patient', 'r')).toBeUndefined();
+  expect(limit('patient/*.rs system/Patient.rs', 'Observation', 'r')).toBe('pa');
+  expect(limit('patient/*.rs user/Patient.s', 'Patient', 's')).toBeUndefined();
+  expect(limit('patient/*.rs user/Patient.s', 'Patient', 'r')).toBe('pa');
+  // Export reads: a patient's bound on a type keeps it out, whatever creates a user scope allows.
+  expect(mayExport(accessFromScopes(['patient/*.rs', 'user/*.c'], 'app', 'pa'), 'Observation')).toBe(false);
+  expect(mayExport(accessFromScopes(['patient/*.rs', 'user/Observation.rs'], 'app', 'pa'), 'Observation')).toBe(true);
+});
+
+await eachStore((kind, fresh) => {
+  describe(`a patient's token beside system/user scopes, and its writes (${kind})`, () => {
+    let t: TestApp;
+    let admin: FhirClient;
+    const as = async (scope: string) => {
+      const token = await craftToken(t, scope, { patient: 'pa' });
+      return { token, api: fhirClient(t, token) };
+    };
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      admin = fhirClient(t, await t.token());
+      for (const [id, family] of [['pa', 'Alpha'], ['pb', 'Beta'], ['pc', 'Gamma']]) await admin.put200({ resourceType: 'Patient', id, name: [{ family }] });
+      await admin.put200(obs('oa', 'pa', 'laboratory'));
+      await admin.put200(obs('oa-vs', 'pa', 'vital-signs'));
+      await admin.put200(obs('ob', 'pb', 'laboratory'));
+      await admin.put200(obs('ob-vs', 'pb', 'vital-signs'));
+      // pb's Observation that pa performed: in both compartments.
+      await admin.put200(obs('oba', 'pb', 'laboratory', { performer: [{ reference: 'Patient/pa' }] }));
+      await admin.put200({ resourceType: 'Practitioner', id: 'doc', name: [{ family: 'Doc' }] });
+      await admin.put200({ resourceType: 'Group', id: 'g', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/pa' } }, { entity: { reference: 'Patient/pb' } }] });
+    });
+    afterAll(() => t.close());
+
+    const readStatus = async (token: string, path: string) => (await t.request(`${t.fhir()}/${path}`, fhirInit(token))).status;
+
+    test('a create-only, delete-only or filtered user/system scope does not widen reads, searches or counts of the type', async () => {
+      for (const scope of ['patient/Observation.rs user/Observation.c', 'patient/Observation.rs system/Observation.c', 'patient/*.rs user/Observation.d',
+        'patient/Observation.rs user/Observation.rs?category=vital-signs']) {
+        const { token, api } = await as(scope);
+        expect({ scope, status: await readStatus(token, 'Observation/ob') }).toEqual({ scope, status: 403 });
+        expect({ scope, found: ids(await api.search('Observation?_count=50')).sort() }).toEqual({ scope, found: ['oa', 'oa-vs', 'oba'] });
+        expect((await api.search('Observation?_summary=count')).total).toBe(3);
+      }
+      // A read-only user scope on Patient lifts reads of Patient alone; a search-only one, searches alone.
+      const reads = await as('patient/*.rs system/Patient.rs');
+      expect(await readStatus(reads.token, 'Patient/pb')).toBe(200);
+      expect(await readStatus(reads.token, 'Observation/ob')).toBe(403);
+      const searches = await as('patient/*.rs user/Patient.s');
+      expect(await readStatus(searches.token, 'Patient/pb')).toBe(403);
+      expect(ids(await searches.api.search('Patient?name=Beta'))).toEqual(['pb']);
+    });
+
+    test('type and system history stay refused beside a create-only scope', async () => {
+      const { token } = await as('patient/*.rs system/*.c');
+      await expectOutcome(await t.request(`${t.fhir()}/_history`, fhirInit(token)), 403, 'forbidden');
+      await expectOutcome(await t.request(`${t.fhir()}/Observation/_history`, fhirInit(token)), 403, 'forbidden');
+    });
+
+    test('writes: its own patient\'s records alone, none of another patient\'s it is merely named in, no shared record', async () => {
+      const { token } = await as('patient/*.cruds');
+      const before = await countVersions(t);
+      const send = (method: string, path: string, body?: Json) => t.request(`${t.fhir()}/${path}`, fhirInit(token, method, body));
+      // Another patient's Observation that pa performed, or a Condition pa asserted about pc.
+      await expectOutcome(await send('POST', 'Observation', obs('x1', 'pb', 'laboratory', { performer: [{ reference: 'Patient/pa' }] })), 403, 'forbidden');
+      await expectOutcome(await send('POST', 'Condition', { resourceType: 'Condition', subject: { reference: 'Patient/pc' }, asserter: { reference: 'Patient/pa' } }), 403, 'forbidden');
+      await expectOutcome(await send('PUT', 'Observation/oba', obs('oba', 'pb', 'laboratory', { performer: [{ reference: 'Patient/pa' }], status: 'amended' })), 403, 'forbidden');
+      await expectOutcome(await send('DELETE', 'Observation/oba'), 403, 'forbidden');
+      // A Group of pa and pb, and records outside the compartment (shared by every user).
+      await expectOutcome(await send('PUT', 'Group/g', { resourceType: 'Group', id: 'g', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/pa' } }, { entity: { reference: 'Patient/pc' } }] }), 403, 'forbidden');
+      await expectOutcome(await send('PUT', 'Practitioner/doc', { resourceType: 'Practitioner', id: 'doc', name: [{ family: 'Hacked' }] }), 403, 'forbidden');
+      await expectOutcome(await send('POST', 'Medication', { resourceType: 'Medication', code: { text: 'x' } }), 403, 'forbidden');
+      const tx = await send('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [
+        { resource: obs('t1', 'pa', 'laboratory'), request: { method: 'PUT', url: 'Observation/t1' } },
+        { resource: { resourceType: 'Practitioner', id: 'doc', name: [{ family: 'Hacked' }] }, request: { method: 'PUT', url: 'Practitioner/doc' } },
+      ] });
+      await expectOutcome(tx, 403, 'forbidden');
+      expect(await countVersions(t)).toBe(before);
+      // Its own: created, updated, deleted; shared records still readable.
+      expect((await send('POST', 'Observation', obs('mine', 'pa', 'laboratory'))).status).toBe(201);
+      expect((await send('PUT', 'Observation/oa', { ...obs('oa', 'pa', 'laboratory'), status: 'amended' })).status).toBe(200);
+      expect((await send('DELETE', 'Observation/oa-vs')).status).toBe(200);
+      expect(await readStatus(token, 'Practitioner/doc')).toBe(200);
+      expect(await readStatus(token, 'Observation/oba')).toBe(200);
+    });
+  });
+});

@@ -1,3 +1,4 @@
+import { bearerChallenge } from '../auth/bearer.ts';
 import { FhirError, OAuthError, storeFailure, storeFailureAsFhir } from '../errors.ts';
 import { StoreTimeoutError, StoreUnavailableError, StoreValueError } from '../store/types.ts';
 import type { Logger } from '../log.ts';
@@ -46,10 +47,13 @@ export function renderError(err: unknown, req: FailedRequest, log: Logger): Resp
     });
   }
   if (err instanceof FhirError) {
-    return new Response(JSON.stringify(operationOutcome(err.issues)), {
-      status: err.status,
-      headers: { 'Content-Type': FHIR_JSON, ...err.headers },
-    });
+    const headers: Record<string, string> = { 'Content-Type': FHIR_JSON, ...err.headers };
+    // A FHIR request gets past the bearer check with a valid token only: its 403 is a token that lacks
+    // the privileges (RFC 6750 3.1 `insufficient_scope`), challenged as its 401s are.
+    if (err.status === 403 && isFhirPath(req.path) && !('WWW-Authenticate' in headers)) {
+      Object.assign(headers, bearerChallenge({ error: 'insufficient_scope', message: err.message.replace(/[^\x20\x21\x23-\x5B\x5D-\x7E]/g, ' ') }));
+    }
+    return new Response(JSON.stringify(operationOutcome(err.issues)), { status: err.status, headers });
   }
   const { requestId, path, method } = req;
   log.error('unhandled error', { err, requestId, path, method });

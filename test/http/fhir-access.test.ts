@@ -76,6 +76,8 @@ describe('bearer token (RFC 6750)', () => {
     const missingBody = await expectOutcome(missing, 403, 'forbidden');
     expect(existsBody).toEqual(missingBody);
     expect(JSON.stringify(existsBody)).not.toMatch(/Alpha|pa\b/);
+    expect(exists.headers.get('www-authenticate')).toBe(missing.headers.get('www-authenticate'));
+    expect(exists.headers.get('www-authenticate')).toContain('error="insufficient_scope"');
     await expectOutcome(await t.request(`${base}/Patient?_id=pa`, fhirInit(other)), 403);
     await expectOutcome(await t.request(`${base}/Patient`, fhirInit(other, 'POST', { resourceType: 'Patient' })), 403);
     await expectOutcome(await t.request(`${base}/_history`, fhirInit(other)), 403);
@@ -180,6 +182,9 @@ describe('patient-context scopes', () => {
     await expectOutcome(await pa.get('Observation/ob/_history/1'), 403, 'forbidden');
     await expectOutcome(await pa.get('Observation/ob/_history'), 403, 'forbidden');
     expect((await pa.get('Observation/oa/_history')).status).toBe(200);
+    // A 403 challenges the token as RFC 6750 3.1 says: it lacks the privileges.
+    const refused = await pa.get('Observation/ob');
+    expect(refused.headers.get('www-authenticate')).toStartWith('Bearer realm="cinder", error="insufficient_scope", error_description="');
   });
 
   test('types outside the Patient compartment are not limited', async () => {

@@ -5,7 +5,7 @@ import { isConfidential } from './client-auth.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import { S256_CHALLENGE } from './pkce.ts';
-import { isImpliedBy, splitScopes } from './scopes.ts';
+import { isImpliedBy, isResourceScope, splitScopes } from './scopes.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 
 /** Lifetime of an authorization code (RFC 6749 4.1.2 recommends at most ten minutes). */
@@ -88,9 +88,22 @@ function checkShape(client: Client, q: URLSearchParams, fail: Fail): void {
   for (const name of ['state', 'nonce', 'login_hint'] as const) if ((q.get(name)?.length ?? 0) > 1024) fail(`${name} is too long`);
 }
 
-/** SMART `aud` (when sent) must be the client's FHIR base; `prompt=none` cannot succeed without sessions. */
+/** Whether a requested scope is for FHIR data: a SMART resource scope, or a launch context (`launch`, `launch/patient`). */
+function asksForFhirData(scope: string): boolean {
+  return scope === 'launch' || scope.startsWith('launch/') || isResourceScope(scope);
+}
+
+/**
+ * SMART `aud` must be the client's FHIR base, and is required of a request for FHIR data (SMART App Launch
+ * 2.2, the authorization request: `aud` "Required", so that a token cannot be obtained for a counterfeit
+ * resource server); a sign-in for OpenID scopes alone may leave it out. `prompt=none` cannot succeed
+ * without sessions.
+ */
 function checkAudienceAndPrompt(deps: AuthDeps, client: Client, q: URLSearchParams, fail: Fail): void {
   const aud = q.get('aud');
+  if (aud === null && splitScopes(q.get('scope')).some(asksForFhirData)) {
+    fail("aud is required when asking for FHIR scopes: send this client's FHIR base URL (SMART App Launch)");
+  }
   if (aud !== null && aud.replace(/\/+$/, '') !== fhirBaseOf(deps.config.baseUrl, client.tenant)) {
     fail("aud is not this client's FHIR base URL (SMART App Launch: the server the token is for)");
   }

@@ -15,8 +15,12 @@ export const SCOPE_ATTRIBUTES: Readonly<Record<string, readonly string[]>> = {
 /** Every user attribute a client can be allowed to read. */
 export const USER_ATTRIBUTES: readonly string[] = [...new Set(Object.values(SCOPE_ATTRIBUTES).flat())];
 
-/** OpenID and SMART launch scopes that are not resource scopes; granted to any client that asks. */
-export const OPENID_SCOPES = ['openid', 'profile', 'email', 'phone', 'address', 'fhirUser', 'offline_access', 'offline', 'online_access'];
+/**
+ * OpenID and SMART launch scopes that are not resource scopes; granted to any client that asks. Not SMART's
+ * `online_access` (a refresh token usable while the user is signed in): Cinder keeps no sign-in session to
+ * bound it by, so it is neither advertised nor granted, and a response's `scope` never claims it.
+ */
+export const OPENID_SCOPES = ['openid', 'profile', 'email', 'phone', 'address', 'fhirUser', 'offline_access', 'offline'];
 
 /** Scopes asking for a refresh token. */
 export const OFFLINE_SCOPES = ['offline_access', 'offline'];

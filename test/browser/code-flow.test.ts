@@ -60,7 +60,7 @@ test('code flow with PKCE through the login page in Chromium, without JavaScript
   const authorize = new URL(`${cinder.url}/oauth2/authorize`);
   authorize.search = new URLSearchParams({
     response_type: 'code', client_id: clientId, redirect_uri: redirectUri, scope: 'openid profile email fhirUser launch/patient patient/*.read',
-    state, nonce, code_challenge: s256(verifier), code_challenge_method: 'S256',
+    aud: `${cinder.url}/tenants/clinic/fhir/R4`, state, nonce, code_challenge: s256(verifier), code_challenge_method: 'S256',
   }).toString();
 
   await page.goto(authorize.toString());

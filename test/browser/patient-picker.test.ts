@@ -171,7 +171,7 @@ test('without JavaScript: the picker pages on, a pick ends with the patient in t
   const redirectUri = `${appOrigin}/callback.html`;
   const verifier = randomToken(48);
   const authorize = (state: string) => `${cinder.url}/oauth2/authorize?${new URLSearchParams({
-    response_type: 'code', client_id: clientId, redirect_uri: redirectUri, scope: SCOPE, state, code_challenge: s256(verifier), code_challenge_method: 'S256',
+    response_type: 'code', client_id: clientId, redirect_uri: redirectUri, scope: SCOPE, aud: cinder.fhir('clinic'), state, code_challenge: s256(verifier), code_challenge_method: 'S256',
   })}`;
 
   await page.goto(authorize('s-1'));

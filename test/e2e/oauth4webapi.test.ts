@@ -96,7 +96,7 @@ describe('oauth4webapi against a listening Cinder', () => {
     const url = new URL(as.authorization_endpoint!);
     url.search = new URLSearchParams({
       client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'openid profile email offline_access user/*.read',
-      code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', state, nonce,
+      aud: cinder.fhir('acme'), code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', state, nonce,
     }).toString();
     const page = await fetch(url);
     const login = await fetch(as.authorization_endpoint!, {

@@ -3,7 +3,7 @@ import type { NewClientOptions } from '../../src/auth/admin.ts';
 import { s256 } from '../../src/auth/pkce.ts';
 import { randomToken } from '../../src/auth/secrets.ts';
 import { createUser, type NewUserOptions } from '../../src/auth/users.ts';
-import type { TestApp } from './app.ts';
+import { BASE, type TestApp } from './app.ts';
 
 export const FORM = { 'Content-Type': 'application/x-www-form-urlencoded' };
 export const REDIRECT = 'https://app.example/callback';
@@ -66,6 +66,8 @@ export interface AuthorizeParams {
   state?: string;
   nonce?: string;
   redirectUri?: string;
+  /** SMART `aud`: the FHIR base of tenant t1 unless given; null leaves it out. */
+  aud?: string | null;
   extra?: Record<string, string>;
 }
 
@@ -77,6 +79,7 @@ export function authorizeQuery(p: AuthorizeParams): URLSearchParams {
   }
   if (p.state) q.set('state', p.state);
   if (p.nonce) q.set('nonce', p.nonce);
+  if (p.aud !== null) q.set('aud', p.aud ?? `${BASE}/tenants/t1/fhir/R4`);
   for (const [k, v] of Object.entries(p.extra ?? {})) q.set(k, v);
   return q;
 }

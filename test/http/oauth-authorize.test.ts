@@ -154,6 +154,8 @@ describe('request validation', () => {
     ['request object', { request: 'eyJ...' }, 'invalid_request'],
     ['SMART aud of another server', { aud: 'https://elsewhere.example/fhir' }, 'invalid_request'],
     ['SMART aud of another tenant', { aud: 'http://cinder.test/tenants/t2/fhir/R4' }, 'invalid_request'],
+    ['SMART aud missing, asking for resource scopes', (q) => q.delete('aud'), 'invalid_request'],
+    ['SMART aud missing, asking for launch/patient alone', (q) => { q.delete('aud'); q.set('scope', 'openid launch/patient'); }, 'invalid_request'],
   ];
   for (const [name, change, error] of redirected) {
     test(`${name} -> redirect with error=${error} and state`, async () => {
@@ -170,6 +172,10 @@ describe('request validation', () => {
   test("SMART aud equal to the client's FHIR base is accepted", async () => {
     expect((await page(authorizeQuery({ clientId: c.id, extra: { aud: t.fhir('t1') } }))).status).toBe(200);
     expect((await page(authorizeQuery({ clientId: c.id, extra: { aud: t.fhir('t1') + '/' } }))).status).toBe(200);
+  });
+
+  test('a sign-in for OpenID scopes alone needs no aud (no FHIR server is asked for)', async () => {
+    expect((await page(authorizeQuery({ clientId: c.id, aud: null, scope: 'openid profile fhirUser offline_access' }))).status).toBe(200);
   });
 
   test('a repeated parameter -> invalid_request redirect', async () => {

@@ -51,7 +51,7 @@ function browser() {
 describe('sign-in behind a reverse proxy at /cinder', () => {
   test('the login page sets its CSRF cookie for /cinder/oauth2/authorize; the form posts back to the page\'s own path', async () => {
     const get = browser();
-    const res = await get(`${PUBLIC}/oauth2/authorize?${authorizeQuery({ clientId: c.id })}`);
+    const res = await get(`${PUBLIC}/oauth2/authorize?${authorizeQuery({ clientId: c.id, aud: `${PUBLIC}/tenants/t1/fhir/R4` })}`);
     expect(res.status).toBe(200);
     expect(res.headers.get('set-cookie')).toMatch(/^cinder_csrf=[A-Za-z0-9_-]{43}; Path=\/cinder\/oauth2\/authorize; HttpOnly; SameSite=Strict/);
     expect(res.headers.get('content-security-policy')).toContain(`form-action 'self' ${new URL(REDIRECT).origin}`);
@@ -64,7 +64,7 @@ describe('sign-in behind a reverse proxy at /cinder', () => {
   test('the whole code flow: sign in, redeem, call the FHIR API, all at the public base URL', async () => {
     const get = browser();
     const { verifier, challenge } = pkce();
-    const page = await get(`${PUBLIC}/oauth2/authorize?${authorizeQuery({ clientId: c.id, challenge, state: 's-1', scope: 'openid fhirUser user/*.read' })}`);
+    const page = await get(`${PUBLIC}/oauth2/authorize?${authorizeQuery({ clientId: c.id, challenge, state: 's-1', scope: 'openid fhirUser user/*.read', aud: `${PUBLIC}/tenants/t1/fhir/R4` })}`);
     const fields = hiddenFields(await page.text());
     const res = await get(`${PUBLIC}/oauth2/authorize`, {
       method: 'POST', headers: { ...FORM, Origin: 'http://cinder.test' }, body: new URLSearchParams({ ...fields, username: 'alice', password: 'correct horse battery', action: 'login' }),

@@ -58,6 +58,16 @@ describe('authorization_code', () => {
     }
   });
 
+  test('online_access is not granted (no sign-in session to bound its refresh token by): no refresh_token, and the scope does not claim it', async () => {
+    const code = await getCode(t, { clientId: c.id, scope: 'openid online_access user/*.read' });
+    const body = (await (await redeem(t, code, c)).json()) as Tokens;
+    expect(body.refresh_token).toBeUndefined();
+    expect(body.scope).toBe('openid user/*.read');
+    const discovery = (await (await t.request('/.well-known/openid-configuration')).json()) as { scopes_supported: string[] };
+    expect(discovery.scopes_supported).toContain('offline_access');
+    expect(discovery.scopes_supported).not.toContain('online_access');
+  });
+
   test('no refresh_token for a client not allowed the refresh_token grant (offline scope not granted)', async () => {
     const noRefresh = await userClient(t, { grants: ['authorization_code'] });
     const code = await getCode(t, { clientId: noRefresh.id, scope: 'openid offline_access user/*.read' });

@@ -399,7 +399,7 @@ for (const target of targets) {
         tenant: 'empty', name: 'Empty App', grants: ['authorization_code'], redirectUris: [REDIRECT], scopes: ['launch/patient', 'patient/*.rs'],
       });
       await user('doc2', 'Practitioner/d-2', 'empty');
-      const res = await signIn(t, { clientId: client.client.clientId, scope: SCOPE }, 'doc2');
+      const res = await signIn(t, { clientId: client.client.clientId, scope: SCOPE, aud: t.fhir('empty') }, 'doc2');
       expect(res.status).toBe(200);
       const html = await res.text();
       expect(html).toContain('There are no patient records here to choose from.');

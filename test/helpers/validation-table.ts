@@ -64,8 +64,21 @@ export function isBackbone(el: ElementDefinition): boolean {
   return el.path.includes('.') && el.type?.length === 1 && (el.type[0]!.code === 'BackboneElement' || el.type[0]!.code === 'Element');
 }
 
+/**
+ * Whether a value of this type has no id and no extensions, so no `_name` in JSON: a FHIRPath System
+ * type (R4 types Resource.id, Element.id and Extension.url so), or a primitive type whose definition
+ * forbids extensions (xhtml: `extension` max 0).
+ */
+function isBare(t: NonNullable<ElementDefinition['type']>[number], unextensible: ReadonlySet<string>): boolean {
+  return t.code.startsWith('http://hl7.org/fhirpath/System.') || unextensible.has(t.code);
+}
+
 export async function validationTableFromDefinitions(): Promise<ValidationTable> {
-  const sds = (await r4StructureDefinitions()).filter((sd) => (sd.kind === 'resource' || sd.kind === 'complex-type') && !sd.abstract);
+  const all = await r4StructureDefinitions();
+  const unextensible = new Set(
+    all.filter((sd) => sd.kind === 'primitive-type' && sd.snapshot.element.some((el) => el.path === `${sd.type}.extension` && el.max === '0')).map((sd) => sd.type),
+  );
+  const sds = all.filter((sd) => (sd.kind === 'resource' || sd.kind === 'complex-type') && !sd.abstract);
   const types: Record<string, TableType> = {};
   const bound = new Set<string>();
   for (const sd of sds) {
@@ -97,6 +110,7 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
         const codes = (el.type ?? []).map(typeCode);
         // R4 gives Resource.id the FHIRPath type System.String; its FHIR type is id.
         element.t = name.endsWith('[x]') ? codes : name === 'id' && kind === 'resource' && dot === sd.id.length ? 'id' : codes[0]!;
+        if ((el.type ?? []).some((t) => isBare(t, unextensible))) element.bare = true;
         const targets = [...new Set((el.type ?? []).flatMap((t) => (t.code === 'Reference' ? (t.targetProfile ?? []) : [])).map(typeName))];
         if (targets.length && !targets.includes('Resource')) element.to = targets;
       }

@@ -60,6 +60,27 @@ describe('elements R4 does not have', () => {
   });
 });
 
+describe('Resource.id, Element.id, Extension.url and Narrative.div take no id or extensions', () => {
+  const masked = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'masked' }] };
+  const text = { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">p</div>' };
+
+  test('their _name is an unknown element, and nothing is stored', async () => {
+    expect(await refusedWith({ resourceType: 'Patient', id: 'p', _id: masked })).toEqual([
+      { expression: 'Patient._id', code: 'structure', text: "Unknown element '_id' in Patient: Patient.id takes no id or extensions" },
+    ]);
+    expect(await refusedAt({ resourceType: 'Patient', name: [{ family: 'F', _id: masked }] })).toEqual(['Patient.name[0]._id']);
+    expect(await refusedAt({ resourceType: 'Patient', extension: [{ url: 'http://example.org/x', _url: masked, valueString: 'v' }] })).toEqual(['Patient.extension[0]._url']);
+    expect(await refusedAt({ resourceType: 'Patient', text: { ...text, _div: masked } })).toEqual(['Patient.text._div']);
+    const res = await api.put('Patient/p', { resourceType: 'Patient', id: 'p', _id: masked });
+    expect(res.status).toBe(422);
+    expect((await api.get('Patient/p')).status).toBe(404);
+  });
+
+  test('the same elements without them are stored', async () => {
+    await created({ resourceType: 'Patient', id: 'p', name: [{ id: 'n', family: 'F', _family: masked }], extension: [{ url: 'http://example.org/x', valueString: 'v' }], text });
+  });
+});
+
 describe("R4's EvidenceVariable", () => {
   test('valid R4 is stored', async () => {
     await created({

@@ -19,6 +19,8 @@ export interface ElementModel {
   targets?: ReadonlySet<string>;
   /** Whether its values are primitives (of every type, for a choice: then `_name` siblings may hold their extensions). */
   primitive: boolean;
+  /** Whether its values have no id and no extensions, so no `_name` (Resource.id, Element.id, Extension.url, Narrative.div). */
+  bare: boolean;
 }
 
 /** One JSON name of a type's element: `birthDate`, or `valueQuantity` of `value[x]`. */
@@ -89,6 +91,7 @@ function compileType(name: string, def: TableType): TypeModel {
       choice,
       names: [],
       primitive: typeNames.every((t) => PRIMITIVES.has(t)),
+      bare: e.bare === true,
     };
     if (e.vs !== undefined) element.binding = binding(e.vs);
     if (e.to !== undefined) element.targets = new Set(e.to);

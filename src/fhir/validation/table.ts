@@ -16,6 +16,11 @@ export interface TableElement {
   vs?: string;
   /** The resource types a Reference may point at, when restricted. */
   to?: string[];
+  /**
+   * Present when values have no id and no extensions, so no `_name`: the FHIRPath System types R4 gives
+   * Resource.id, Element.id and Extension.url, and xhtml (Narrative.div), whose `extension` is max 0.
+   */
+  bare?: true;
 }
 
 /** An invariant: key, severity, the human text, the FHIRPath expression, and the element it sits on (absent: the type itself). */

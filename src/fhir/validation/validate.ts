@@ -193,13 +193,15 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
     let slot = model.slots.get(key);
     if (slot === undefined) {
       if (key === 'resourceType' && model.kind === 'resource') continue;
-      if (key.charCodeAt(0) === 95 && (slot = model.slots.get(key.slice(1))) !== undefined && slot.primitive) {
+      // A bare element (Resource.id, Element.id, Extension.url, Narrative.div) has no `_name`: that is unknown.
+      if (key.charCodeAt(0) === 95 && (slot = model.slots.get(key.slice(1))) !== undefined && slot.primitive && !slot.element.bare) {
         children++;
         if (slot.element.choice) choices = chooseType(walk, obj, model, slot.element, key.slice(1), choices, path);
         visitPrimitiveElements(walk, obj, key.slice(1), slot, value, `${path}.${slot.step}`);
         continue;
       }
-      walk.add('structure', `${path}.${key}`, `Unknown element '${key}' in ${model.name}`);
+      const bare = slot?.element.bare ? `: ${model.name}.${key.slice(1)} takes no id or extensions` : '';
+      walk.add('structure', `${path}.${key}`, `Unknown element '${key}' in ${model.name}${bare}`);
       children++;
       continue;
     }
@@ -261,7 +263,7 @@ function chooseType(walk: Walk, obj: Json, model: TypeModel, element: ElementMod
 function checkBounds(walk: Walk, obj: Json, model: TypeModel, element: ElementModel, path: string): void {
   let count = 0;
   for (const name of element.names) {
-    const v = obj[name] ?? (element.primitive ? obj['_' + name] : undefined);
+    const v = obj[name] ?? (element.primitive && !element.bare ? obj['_' + name] : undefined);
     if (v !== undefined && v !== null) count = Math.max(count, Array.isArray(v) ? v.length : 1);
   }
   if (element.max === 0 && count > 0) {

@@ -165,6 +165,23 @@ describe('primitive extensions', () => {
     expect(found(patient({ name: [{ given: ['a', null], _given: [null, null] }] }))).toEqual(['Patient.name[0].given[1] structure']);
   });
 
+  test('Resource.id, Element.id, Extension.url and Narrative.div have no _name (FHIRPath System types, xhtml)', () => {
+    const masked = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'masked' }] };
+    expect(errors(patient({ id: 'p', _id: masked }))).toEqual([
+      { severity: 'error', code: 'structure', expression: 'Patient._id', text: "Unknown element '_id' in Patient: Patient.id takes no id or extensions" },
+    ]);
+    expect(found(patient({ name: [{ id: 'n', _id: masked, family: 'F' }] }))).toEqual(['Patient.name[0]._id structure']);
+    expect(found(patient({ _birthDate: { id: 'b', _id: masked } }))).toEqual(['Patient.birthDate._id structure']);
+    expect(found(patient({ extension: [{ url: 'http://example.org/x', _url: masked, valueString: 'v' }] }))).toEqual(['Patient.extension[0]._url structure']);
+    // An extension's url given by `_url` alone is no url.
+    expect(found(patient({ extension: [{ _url: masked, valueString: 'v' }] }))).toEqual(['Patient.extension[0]._url structure', 'Patient.extension[0].url required']);
+    const text = { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml">x</div>' };
+    expect(found(patient({ text: { ...text, _div: masked } }))).toEqual(['Patient.text._div structure']);
+    expect(found(patient({ text: { ...text, _div: { id: 'd' } } }))).toEqual(['Patient.text._div structure']);
+    // A primitive of a FHIR type keeps its id and extensions, also as ids of those.
+    expect(found(patient({ id: 'p', name: [{ id: 'n', family: 'F', _family: { id: 'f', ...masked } }] }))).toEqual([]);
+  });
+
   test('extension shape: url required, a value or extensions but not both (ext-1)', () => {
     expect(found(patient({ extension: [{ valueString: 'x' }] }))).toEqual(['Patient.extension[0].url required']);
     expect(found(patient({ extension: [{ url: 'x' }] }))).toEqual(['Patient.extension[0] invariant']);

@@ -34,15 +34,17 @@ export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): str
 }
 
 /**
- * Invariants whose R4 4.0.1 expression contradicts the specification's own code system, each with the
- * official text and the one the table holds instead (README and ARCHITECTURE.md, Validation):
- * app-4 names the status `no-show`, but the R4 AppointmentStatus code is `noshow` (R5 corrects it).
+ * Invariants whose R4 4.0.1 expression contradicts the specification itself, each with the official
+ * text and the one the table holds instead (README and ARCHITECTURE.md, Validation):
+ * - app-4 names the status `no-show`, but the R4 AppointmentStatus code is `noshow` (R5 corrects it);
+ * - que-12 counts `> 2` where its human text says "more than one" enableWhen (R4B corrects it to `> 1`).
  */
 const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string]> = {
   'app-4': [
     "Appointment.cancelationReason.exists() implies (Appointment.status='no-show' or Appointment.status='cancelled')",
     "Appointment.cancelationReason.exists() implies (Appointment.status='noshow' or Appointment.status='cancelled')",
   ],
+  'que-12': ['enableWhen.count() > 2 implies enableBehavior.exists()', 'enableWhen.count() > 1 implies enableBehavior.exists()'],
 };
 
 function corrected(key: string, expression: string): string {

@@ -134,7 +134,7 @@ describe('bindings and Reference targets of R4', () => {
   });
 });
 
-describe('app-4 (README, Validation: the one invariant the table corrects)', () => {
+describe('app-4 (README, Validation: an invariant the table corrects)', () => {
   const appointment = {
     resourceType: 'Appointment', start: '2020-01-01T10:00:00Z', end: '2020-01-01T10:30:00Z', cancelationReason: { text: 'did not come' },
     participant: [{ actor: { reference: 'Patient/p' }, status: 'declined' }],
@@ -151,6 +151,23 @@ describe('app-4 (README, Validation: the one invariant the table corrects)', () 
 
   test("the official expression's no-show is no AppointmentStatus code, so it could never hold", async () => {
     expect(await refusedAt({ ...appointment, status: 'no-show' })).toEqual(['Appointment', 'Appointment.status']);
+  });
+});
+
+describe('que-12 (README, Validation: an invariant the table corrects)', () => {
+  const when = (question: string) => ({ question, operator: 'exists', answerBoolean: true });
+  const questionnaire = (item: Json) => ({
+    resourceType: 'Questionnaire', status: 'active',
+    item: [{ linkId: 'a', type: 'boolean' }, { linkId: 'b', type: 'boolean' }, { linkId: 'c', type: 'string', ...item }],
+  });
+
+  test('two enableWhen need an enableBehavior, as the human text says ("more than one")', async () => {
+    const issues = await refusedWith(questionnaire({ enableWhen: [when('a'), when('b')] }));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]).toMatchObject({ expression: 'Questionnaire.item[2]', code: 'invariant' });
+    expect(issues[0]!.text).toEndWith('(que-12)');
+    await created(questionnaire({ enableWhen: [when('a'), when('b')], enableBehavior: 'any' }));
+    await created(questionnaire({ enableWhen: [when('a')] }));
   });
 });
 

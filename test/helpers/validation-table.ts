@@ -37,7 +37,9 @@ export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): str
  * Invariants whose R4 4.0.1 expression contradicts the specification itself, each with the official
  * text and the one the table holds instead (README and ARCHITECTURE.md, Validation):
  * - app-4 names the status `no-show`, but the R4 AppointmentStatus code is `noshow` (R5 corrects it);
- * - que-12 counts `> 2` where its human text says "more than one" enableWhen (R4B corrects it to `> 1`).
+ * - que-12 counts `> 2` where its human text says "more than one" enableWhen (R4B corrects it to `> 1`);
+ * - eld-19 and eld-20 give their patterns no anchors, and FHIRPath's `matches()` matches anywhere, so any
+ *   path with one allowed character passed (R4B anchors them with `^...$`).
  */
 const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string]> = {
   'app-4': [
@@ -45,6 +47,14 @@ const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string
     "Appointment.cancelationReason.exists() implies (Appointment.status='noshow' or Appointment.status='cancelled')",
   ],
   'que-12': ['enableWhen.count() > 2 implies enableBehavior.exists()', 'enableWhen.count() > 1 implies enableBehavior.exists()'],
+  'eld-19': [
+    String.raw`path.matches('[^\\s\\.,:;\\\'"\\/|?!@#$%&*()\\[\\]{}]{1,64}(\\.[^\\s\\.,:;\\\'"\\/|?!@#$%&*()\\[\\]{}]{1,64}(\\[x\\])?(\\:[^\\s\\.]+)?)*')`,
+    String.raw`path.matches('^[^\\s\\.,:;\\\'"\\/|?!@#$%&*()\\[\\]{}]{1,64}(\\.[^\\s\\.,:;\\\'"\\/|?!@#$%&*()\\[\\]{}]{1,64}(\\[x\\])?(\\:[^\\s\\.]+)?)*$')`,
+  ],
+  'eld-20': [
+    String.raw`path.matches('[A-Za-z][A-Za-z0-9]*(\\.[a-z][A-Za-z0-9]*(\\[x])?)*')`,
+    String.raw`path.matches('^[A-Za-z][A-Za-z0-9]*(\\.[a-z][A-Za-z0-9]*(\\[x])?)*$')`,
+  ],
 };
 
 function corrected(key: string, expression: string): string {

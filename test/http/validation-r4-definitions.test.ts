@@ -171,6 +171,39 @@ describe('que-12 (README, Validation: an invariant the table corrects)', () => {
   });
 });
 
+describe('eld-19, eld-20 (README, Validation: invariants the table corrects)', () => {
+  // fhir-test-cases' obs-unit-profile, with the name it lacks.
+  const profile = (...paths: string[]) => ({
+    resourceType: 'StructureDefinition', url: 'http://example.org/StructureDefinition/unit-profile', name: 'UnitProfile', status: 'draft',
+    kind: 'resource', abstract: false, type: 'Observation', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation', derivation: 'constraint',
+    differential: { element: paths.map((path) => ({ id: path, path })) },
+  });
+  const issuesOf = async (resource: Json) => {
+    const res = await api.post('StructureDefinition/$validate', resource);
+    expect(res.status).toBe(200);
+    return ((await res.json()) as Json).issue.filter((i: Json) => i.severity !== 'information').map((i: Json) => `${i.severity} ${i.expression[0]} ${i.details.text}`);
+  };
+
+  test('a path with characters an element name may not have is refused, not matched anywhere', async () => {
+    expect(await refusedWith(profile('Observation...unit'))).toEqual([
+      { expression: 'StructureDefinition.differential.element[0]', code: 'invariant', text: 'Element names cannot include some special characters (eld-19)' },
+    ]);
+    expect(await issuesOf(profile('Observation...unit'))).toEqual([
+      'error StructureDefinition.differential.element[0] Element names cannot include some special characters (eld-19)',
+      'warning StructureDefinition.differential.element[0] Element names should be simple alphanumerics with a max of 64 characters, or code generation tools may be broken (eld-20)',
+    ]);
+    expect(await refusedAt(profile('Observation.code', 'Observation.value[x] unit'))).toEqual(['StructureDefinition.differential.element[1]']);
+  });
+
+  test('a name outside the simple alphanumerics is a warning; a simple path has none', async () => {
+    expect(await issuesOf(profile('Observation.Code'))).toEqual([
+      'warning StructureDefinition.differential.element[0] Element names should be simple alphanumerics with a max of 64 characters, or code generation tools may be broken (eld-20)',
+    ]);
+    expect(await issuesOf(profile('Observation.code', 'Observation.value[x].unit'))).toEqual([]);
+    await created(profile('Observation.code', 'Observation.value[x].unit'));
+  });
+});
+
 describe('choice elements', () => {
   test('a second type given through its primitive extension is refused', async () => {
     const issues = await refusedWith({ resourceType: 'Patient', deceasedDateTime: '2020', _deceasedBoolean: extension });

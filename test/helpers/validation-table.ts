@@ -39,7 +39,9 @@ export function typeCode(t: NonNullable<ElementDefinition['type']>[number]): str
  * - app-4 names the status `no-show`, but the R4 AppointmentStatus code is `noshow` (R5 corrects it);
  * - que-12 counts `> 2` where its human text says "more than one" enableWhen (R4B corrects it to `> 1`);
  * - eld-19 and eld-20 give their patterns no anchors, and FHIRPath's `matches()` matches anywhere, so any
- *   path with one allowed character passed (R4B anchors them with `^...$`).
+ *   path with one allowed character passed (R4B anchors them with `^...$`);
+ * - con-3 compares each category, a CodeableConcept, with the string 'problem-list-item', which it never
+ *   equals, so it asked every Condition without clinicalStatus for one (R4B tests the category's coding).
  */
 const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string]> = {
   'app-4': [
@@ -54,6 +56,10 @@ const INVARIANT_CORRECTIONS: Record<string, [official: string, corrected: string
   'eld-20': [
     String.raw`path.matches('[A-Za-z][A-Za-z0-9]*(\\.[a-z][A-Za-z0-9]*(\\[x])?)*')`,
     String.raw`path.matches('^[A-Za-z][A-Za-z0-9]*(\\.[a-z][A-Za-z0-9]*(\\[x])?)*$')`,
+  ],
+  'con-3': [
+    "clinicalStatus.exists() or verificationStatus.coding.where(system='http://terminology.hl7.org/CodeSystem/condition-ver-status' and code = 'entered-in-error').exists() or category.select($this='problem-list-item').empty()",
+    "verificationStatus.empty().not() and verificationStatus.coding.where(system='http://terminology.hl7.org/CodeSystem/condition-ver-status' and code='entered-in-error').exists().not() and category.coding.where(system='http://terminology.hl7.org/CodeSystem/condition-category' and code='problem-list-item').exists() implies clinicalStatus.empty().not()",
   ],
 };
 

@@ -204,6 +204,28 @@ describe('eld-19, eld-20 (README, Validation: invariants the table corrects)', (
   });
 });
 
+describe('con-3 (README, Validation: an invariant the table corrects)', () => {
+  const coded = (system: string, code: string) => ({ coding: [{ system: `http://terminology.hl7.org/CodeSystem/${system}`, code }] });
+  const condition = (extra: Json) => ({ resourceType: 'Condition', subject: { reference: 'Patient/p' }, code: { text: 'asthma' }, ...extra });
+  const warnings = async (resource: Json) => {
+    const res = await api.post('Condition/$validate', resource);
+    expect(res.status).toBe(200);
+    return ((await res.json()) as Json).issue.filter((i: Json) => i.severity === 'warning').map((i: Json) => `${i.expression[0]} ${i.details.text}`);
+  };
+  const confirmed = coded('condition-ver-status', 'confirmed');
+
+  test('a problem-list item that is not entered-in-error is asked for its clinicalStatus, other Conditions are not', async () => {
+    expect(await warnings(condition({ verificationStatus: confirmed, category: [coded('condition-category', 'problem-list-item')] }))).toEqual([
+      'Condition Condition.clinicalStatus SHALL be present if verificationStatus is not entered-in-error and category is problem-list-item (con-3)',
+    ]);
+    expect(await warnings(condition({ verificationStatus: confirmed, category: [coded('condition-category', 'problem-list-item')], clinicalStatus: coded('condition-clinical', 'active') }))).toEqual([]);
+    // Other Conditions are not: the official expression compared a CodeableConcept with a string, and asked them all.
+    expect(await warnings(condition({ verificationStatus: confirmed, category: [coded('condition-category', 'encounter-diagnosis')] }))).toEqual([]);
+    expect(await warnings(condition({}))).toEqual([]);
+    expect(await warnings(condition({ verificationStatus: coded('condition-ver-status', 'entered-in-error'), category: [coded('condition-category', 'problem-list-item')] }))).toEqual([]);
+  });
+});
+
 describe('choice elements', () => {
   test('a second type given through its primitive extension is refused', async () => {
     const issues = await refusedWith({ resourceType: 'Patient', deceasedDateTime: '2020', _deceasedBoolean: extension });

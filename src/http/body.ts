@@ -98,9 +98,14 @@ async function eachChunk(req: Request, limit: number, codings: string[], each: (
   }
 }
 
+/** UTF-8 decoding as fetch's `text()` does it (WHATWG Encoding, "UTF-8 decode"): one leading BOM dropped. */
+const UTF8 = new TextDecoder('utf-8', { ignoreBOM: false });
+
 /**
  * Reads at most `limit` bytes of the request body as text (decoded from a gzip or deflate
- * Content-Encoding: the limit is the decoded size's); 413 beyond that, 415 for another coding.
+ * Content-Encoding: the limit is the decoded size's); 413 beyond that, 415 for another coding. A
+ * leading byte order mark is dropped, however the body is framed (RFC 8259 8.1 lets a JSON parser
+ * ignore it; Windows tools write it).
  */
 export async function readLimited(req: Request, limit: number): Promise<string> {
   const codings = contentCodings(req);
@@ -109,7 +114,7 @@ export async function readLimited(req: Request, limit: number): Promise<string> 
   if (codings.length === 0 && declaredWithin(req, limit)) return req.text();
   const chunks: Uint8Array[] = [];
   await eachChunk(req, limit, codings, (chunk) => chunks.push(chunk));
-  return Buffer.concat(chunks).toString('utf8');
+  return UTF8.decode(Buffer.concat(chunks));
 }
 
 /**

@@ -2,7 +2,8 @@
  * Validation of a resource against the R4 base StructureDefinitions (compiled into r4-table.json):
  * JSON shape, unknown elements, cardinality, choice elements, primitive formats, primitive
  * extensions, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
- * XML and txt-1/txt-2 in xhtml.ts; Reference targets and contained ids in references.ts), required
+ * XML and txt-1/txt-2 in xhtml.ts; Reference targets and contained ids in references.ts; a Bundle
+ * entry's fullUrl against its resource in full-url.ts), required
  * bindings, and the types' own invariants through the compiled FHIRPath engine. One walk collects
  * every problem found.
  */
@@ -13,6 +14,7 @@ import { checkPrimitive, describe } from './primitives.ts';
 import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
 import { checkContainedIds, checkReference } from './references.ts';
+import { checkFullUrl } from './full-url.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
 export type ValidationLevel = 'strict' | 'structural' | 'off';
@@ -293,6 +295,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
   visitObject(walk, v, model, path);
   if (slot.type === 'Extension') checkExtension(walk, v, path);
   else if (slot.type === 'Reference') checkReference(walk, v, slot.element, path);
+  else if (slot.type === 'Bundle.entry') checkFullUrl(walk, v, path);
   if (walk.level === 'strict') {
     if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
     if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource);

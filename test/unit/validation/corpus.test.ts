@@ -37,6 +37,10 @@ const KNOWN_DEFECTS: Record<string, string[]> = {
   'EventDefinition-example.json': ['EventDefinition.text.div'],
   // Two entries with one fullUrl (bdl-7).
   'Bundle-dataelements.json': ['Bundle'],
+  // fullUrls that disagree with their resource's id (Bundle.entry.fullUrl): pat12 for pat2, lri-gramstain1 for gramstain1, ...
+  'Bundle-10bb101f-a121-4264-a920-67be9cb82c74.json': ['Bundle.entry[].fullUrl'],
+  'Bundle-3a0707d3-549e-4467-b8b8-5a2ab3800efe.json': ['Bundle.entry[].fullUrl'],
+  'Bundle-lri-example.json': ['Bundle.entry[].fullUrl'],
   // Logical models that are not abstract and have no baseDefinition (sdf-4).
   ...Object.fromEntries(['Definition', 'Event', 'FiveWs', 'Request'].map((id) => [`StructureDefinition-${id}.json`, ['StructureDefinition']])),
   // References to types the element does not allow.

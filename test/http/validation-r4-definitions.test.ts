@@ -81,6 +81,25 @@ describe('Resource.id, Element.id, Extension.url and Narrative.div take no id or
   });
 });
 
+describe('Element.id is unique within a resource', () => {
+  test('a second element with the same id is refused at its id; each resource and a snapshot are scopes of their own', async () => {
+    expect(await refusedWith({ resourceType: 'Patient', name: [{ id: 'a', family: 'F' }], telecom: [{ id: 'a', system: 'phone', value: '1' }] })).toEqual([
+      { expression: 'Patient.telecom[0].id', code: 'value', text: "Element ids must be unique within a resource: 'a' is also the id of Patient.name[0]" },
+    ]);
+    expect(await refusedAt({ resourceType: 'Patient', name: [{ id: 'a', family: 'F' }], birthDate: '2000', _birthDate: { id: 'a', ...extension } })).toEqual(['Patient.birthDate.id']);
+    expect(await refusedAt({ resourceType: 'Patient', extension: [{ id: 'x', url: 'http://example.org/a', extension: [{ id: 'x', url: 'b', valueString: 'v' }] }] })).toEqual(['Patient.extension[0].extension[0].id']);
+    // Each resource, a contained one too, has ids of its own; so has a StructureDefinition's snapshot.
+    const named = (id: string) => ({ resourceType: 'Patient', id, name: [{ id: 'n', family: id }] });
+    await created({ ...named('outer'), contained: [named('c1'), named('c2')], link: [{ other: { reference: '#c1' }, type: 'seealso' }, { other: { reference: '#c2' }, type: 'seealso' }] });
+    await created({
+      resourceType: 'StructureDefinition', url: 'http://example.org/StructureDefinition/p', name: 'P', status: 'draft', kind: 'resource', abstract: false,
+      type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint',
+      snapshot: { element: [['Patient', 0], ['Patient.name', 1]].map(([path, min]) => ({ id: path, path, definition: 'd', min, max: '*', base: { path, min: 0, max: '*' } })) },
+      differential: { element: [{ id: 'Patient.name', path: 'Patient.name', min: 1 }] },
+    });
+  });
+});
+
 describe("R4's EvidenceVariable", () => {
   test('valid R4 is stored', async () => {
     await created({

@@ -1,7 +1,7 @@
 /**
  * Validation of a resource against the R4 base StructureDefinitions (compiled into r4-table.json):
  * JSON shape, unknown elements, cardinality, choice elements, primitive formats, primitive
- * extensions, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
+ * extensions, element ids unique within a resource, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
  * XML and txt-1/txt-2 in xhtml.ts; Reference targets and contained ids in references.ts; a Bundle
  * entry's fullUrl against its resource in full-url.ts), required
  * bindings, and the types' own invariants through the compiled FHIRPath engine. One walk collects
@@ -60,6 +60,8 @@ class Walk implements IssueSink {
    */
   resource: Json;
   rootResource: Json;
+  /** The element ids (Element.id) of the resource being walked, each with the element that has it. */
+  elementIds = new Map<string, string>();
 
   constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
@@ -107,7 +109,8 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   const outerRoot = walk.rootResource;
   walk.resource = r;
   if (!contained) walk.rootResource = r;
-  visitObject(walk, r, model, path);
+  // Each resource, a contained one too, is a scope of element ids of its own, as HL7's validator has it.
+  inIdScope(walk, () => visitObject(walk, r, model, path));
   if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.rootResource);
   walk.resource = outer;
   walk.rootResource = outerRoot;
@@ -187,7 +190,23 @@ function eachReference(obj: Json, model: TypeModel, visit: (value: string, type:
   }
 }
 
+/** Walks `visit` with a scope of element ids of its own. */
+function inIdScope(walk: Walk, visit: () => void): void {
+  const outer = walk.elementIds;
+  walk.elementIds = new Map();
+  visit();
+  walk.elementIds = outer;
+}
+
+/** Element.id: "Unique id for the element within a resource" (R4 element.html). */
+function checkElementId(walk: Walk, id: string, path: string): void {
+  const first = walk.elementIds.get(id);
+  if (first === undefined) walk.elementIds.set(id, path);
+  else walk.add('value', `${path}.id`, `Element ids must be unique within a resource: '${id}' is also the id of ${first}`);
+}
+
 function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): void {
+  if (model.kind !== 'resource' && typeof obj.id === 'string') checkElementId(walk, obj.id, path);
   let children = 0;
   let choices: Map<ElementModel, string | null> | undefined;
   for (const key in obj) {
@@ -292,7 +311,10 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
   }
   const model = typeModel(slot.type);
   if (model === null) return;
-  visitObject(walk, v, model, path);
+  // A StructureDefinition repeats its differential's ElementDefinition ids in its snapshot (R4 requires
+  // both to be path-based): HL7's validator takes the snapshot as a scope of its own, and so does Cinder.
+  if (slot.type === 'StructureDefinition.snapshot') inIdScope(walk, () => visitObject(walk, v, model, path));
+  else visitObject(walk, v, model, path);
   if (slot.type === 'Extension') checkExtension(walk, v, path);
   else if (slot.type === 'Reference') checkReference(walk, v, slot.element, path);
   else if (slot.type === 'Bundle.entry') checkFullUrl(walk, v, path);

@@ -146,6 +146,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
       filters.clear();
     },
     clientId,
+    ...(patient !== undefined && { patient }),
     can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
     // A system/user scope lifts the bound only for what it grants itself: the same permission on the
     // type, unfiltered (`user/Observation.c` does not widen reads; a filtered one is no wider than

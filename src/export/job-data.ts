@@ -82,6 +82,8 @@ const specV2 = specBase.extend({
   scopeFilters: z.record(z.string(), z.array(z.array(condition))).optional(),
   // Written with provenance 'compartment', which a release that does not know it refuses (JobDataError).
   provenanceTargets: z.record(z.string(), z.array(z.array(condition))).optional(),
+  // Optional: a release that does not know it shows the job to every token of its client.
+  ownerPatient: z.string().optional(),
   steps: z.array(step).min(1),
 });
 
@@ -205,6 +207,19 @@ export function readProgress(job: Pick<ExportJob, 'progress'>, steps?: Step[]): 
   if (!parsed.success) throw unreadable('progress', parsed.error);
   if (steps && parsed.data.step > steps.length) throw new JobDataError(`the job's progress is at step ${parsed.data.step + 1} of a plan of ${steps.length}`);
   return parsed.data as JobProgress;
+}
+
+/**
+ * The patient a job belongs to beside its client (ExportSpec.ownerPatient), read alone so that the
+ * job's owner is known whatever else its data holds; undefined for a job of no patient.
+ */
+export function ownerPatientOf(job: Pick<ExportJob, 'spec'>): string | undefined {
+  try {
+    const owner = (JSON.parse(job.spec) as { ownerPatient?: unknown } | null)?.ownerPatient;
+    return typeof owner === 'string' ? owner : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a failed job's status says when its data cannot be read. */

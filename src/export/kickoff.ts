@@ -128,6 +128,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   const spec: ExportSpec = { level, types: selection.types, filters: withScopeFilters(filters, scoped), joinedSince: false, provenance: selection.provenance, issues };
   if (req.fhirBase !== undefined) spec.fhirBase = req.fhirBase;
   if (Object.keys(scoped).length) spec.scopeFilters = scoped;
+  if (req.access.patient !== undefined) spec.ownerPatient = req.access.patient;
   if (selection.provenance === 'compartment') {
     const targetScopes = scopeFilters(req.access, selection.provenanceTargets);
     spec.provenanceTargets = Object.fromEntries(selection.provenanceTargets.map((t) => [t, targetScopes[t] ?? []]));

@@ -46,6 +46,11 @@ export interface ExportSpec {
    * SMART v2 scope filter on it (ORed alternatives; empty when it has none).
    */
   provenanceTargets?: Record<string, Condition[][]>;
+  /**
+   * The patient in context of the kick-off token (Access.patient): the job belongs to its client and
+   * this patient, so that one app's patients never see or cancel each other's exports.
+   */
+  ownerPatient?: string;
   /** Problems with the request that lenient handling let through; they go to the manifest's `error` files. */
   issues: FhirIssue[];
   /** The tenant's FHIR base: absolute references under it are the tenant's (FhirDeps.fhirBase); absent: none is. */

@@ -20,6 +20,11 @@ export interface Access {
   filters?(type: string, perm: Permission): Condition[][] | undefined;
   /** Client that acts, for audit and job ownership. */
   clientId: string;
+  /**
+   * The token's patient in context (SMART `patient`), whatever its scopes bind: an export job belongs
+   * to its client and this patient.
+   */
+  patient?: string;
 }
 
 /** Operator access (CLI, workers acting for a verified job): everything in the tenant. */

@@ -6,6 +6,7 @@ import { openSink } from '../../src/export/sink.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
 import { finish, kickOff, observation, patient, put, runExports, type Manifest } from '../helpers/export.ts';
+import { craftToken } from '../helpers/fhir.ts';
 
 let t: TestApp;
 let clock: ReturnType<typeof testClock>;
@@ -157,6 +158,24 @@ describe('who may see a job', () => {
       expect((await outcome(res)).issue[0]!.details.text).not.toContain('client');
     }
     expect((await t.request(status, fhirInit(token))).status).toBe(200);
+  });
+
+  test('a job belongs to its client and the patient in context: the same app for another patient, or for none, gets 404', async () => {
+    // A user scope lifts the patient bound on Observation, so this patient-context token exports it.
+    const mine = await craftToken(t, 'patient/*.rs user/Observation.rs', { patient: 'p1' });
+    const status = await kickOff(t, mine, '/$export?_type=Observation');
+    const manifest = await finish(t, mine, status);
+    for (const other of [await craftToken(t, 'patient/*.rs user/Observation.rs', { patient: 'p2' }), await craftToken(t, 'user/Observation.rs')]) {
+      for (const [url, method] of [[status, 'GET'], [status, 'DELETE'], [manifest.output[0]!.url, 'GET']] as const) {
+        expect((await t.request(url, fhirInit(other, method))).status).toBe(404);
+      }
+    }
+    expect((await t.request(manifest.output[0]!.url, fhirInit(mine))).status).toBe(200);
+    // And a job of no patient is not the patient's.
+    const system = await craftToken(t, 'user/Observation.rs');
+    const theirs = await kickOff(t, system, '/$export?_type=Observation');
+    await finish(t, system, theirs);
+    expect((await t.request(theirs, fhirInit(mine))).status).toBe(404);
   });
 
   test("another tenant's token is refused at this tenant (403), and at its own tenant the job is unknown (404)", async () => {

@@ -30,7 +30,7 @@ export async function openDownload(deps: StatusDeps, req: StatusRequest, id: str
   if (job.state !== 'completed') throw new FhirError('not-found', `Export job '${id}' has no files yet`);
   const file = readableData(() => readProgress(job)).files.find((f) => f.name === name);
   if (!file) throw new FhirError('not-found', `Export job '${id}' has no file '${name}'`);
-  if (file.kind !== 'error' && !mayDownload(req.access, file.subject, readableData(() => readPlan(job)).spec.scopeFilters?.[file.subject])) {
+  if (file.kind !== 'error' && !mayDownload(req.access, file.subject, readableData(() => readPlan(job)).spec)) {
     throw new FhirError('forbidden', `The access token's scopes do not allow reading ${file.subject} resources`);
   }
   const download = crypto.randomUUID();

@@ -82,7 +82,9 @@ const specV2 = specBase.extend({
   scopeFilters: z.record(z.string(), z.array(z.array(condition))).optional(),
   // Written with provenance 'compartment', which a release that does not know it refuses (JobDataError).
   provenanceTargets: z.record(z.string(), z.array(z.array(condition))).optional(),
-  // Optional: a release that does not know it shows the job to every token of its client.
+  // Optional: a release that does not know them refuses downloads to patient-bound tokens (its
+  // mayExport), as it refused their kick-offs, and shows the job to every token of its client.
+  bound: z.object({ patient: z.string(), types: z.array(z.string()) }).optional(),
   ownerPatient: z.string().optional(),
   steps: z.array(step).min(1),
 });

@@ -1,15 +1,16 @@
 import type { Clock } from '../clock.ts';
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { requireAccess, type Access } from '../fhir/access.ts';
-import { requireFilter } from '../fhir/crud.ts';
+import { requireCompartment, requireFilter } from '../fhir/crud.ts';
 import type { Resource } from '../fhir/resource.ts';
 import { issue } from '../fhir/outcome.ts';
 import { parseReference } from '../fhir/references.ts';
 import { ID_PATTERN } from '../fhir/resource-types.ts';
-import type { ExportPatient, SearchQuery, Store } from '../store/types.ts';
+import type { Condition, ExportPatient, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
 import { groupMemberIds, groupPatients, readAsOf } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
+import { patientBound, requireMember, requireOwnPatient, withinCompartment, type PatientBound } from './patient-bound.ts';
 import { parseSince } from './since.ts';
 import { initialProgress, type ExportLevel, type ExportSpec } from './spec.ts';
 import { encodeProgress, encodeSpec } from './job-data.ts';
@@ -76,22 +77,31 @@ function patientIds(refs: string[], base: string | undefined): string[] {
   });
 }
 
-/** Which patients a Patient or Group export covers: stored with the job, or `any` compartment. */
-async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[]) {
+/**
+ * Which patients a Patient or Group export covers: stored with the job, or `any` compartment. A token
+ * whose `patient/` scopes bind every exported type covers its patient alone (patient-bound.ts).
+ */
+async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: number, since: number | undefined, issues: FhirIssue[], bound: PatientBound | undefined) {
   const wanted = [...new Set(patientIds(req.input.patients, req.fhirBase))];
+  requireOwnPatient(bound, wanted);
   let members: Set<string> | undefined;
   if (req.level === 'group') {
     requireAccess(req.access, 'Group', 'r');
     const read = await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at);
     if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
     const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
-    await requireFilter(req.access, 'r', JSON.parse(read.content) as Resource, read.lastUpdated, match);
+    const resource = JSON.parse(read.content) as Resource;
+    // A patient-context token reads a Group in its patient's compartment alone, as a REST read does.
+    requireCompartment(req.access, resource, req.fhirBase, 'r');
+    await requireFilter(req.access, 'r', resource, read.lastUpdated, match);
     const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase);
     members = group.patients;
-    // Members that resolve to no Patient go to the manifest's error file, unless `patient` picks others.
-    if (!wanted.length) issues.push(...group.issues);
+    requireMember(bound, members, req.groupId!);
+    // Members that resolve to no Patient go to the manifest's error file, unless `patient` (or the token) picks others.
+    if (!wanted.length && !bound?.whole) issues.push(...group.issues);
   }
   let chosen = members ? [...members] : undefined;
+  if (!wanted.length && bound?.whole) chosen = [bound.patient];
   if (wanted.length) {
     chosen = [];
     for (const id of wanted) {
@@ -125,20 +135,25 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   issues.push(...filterIssues, ...elementIssues);
   // A SMART v2 scope filter narrows its type's export as `_typeFilter` does, ANDed with it.
   const scoped = scopeFilters(req.access, selection.types);
-  const spec: ExportSpec = { level, types: selection.types, filters: withScopeFilters(filters, scoped), joinedSince: false, provenance: selection.provenance, issues };
+  const bound = patientBound(selection);
+  // Bound types beside lifted ones: each within the patient's compartment (otherwise the job's patients are).
+  const narrow = (f: Record<string, Condition[][]>, types: string[]) => (bound && !bound.whole ? withinCompartment(f, types, bound) : f);
+  const spec: ExportSpec = { level, types: selection.types, filters: narrow(withScopeFilters(filters, scoped), selection.types), joinedSince: false, provenance: selection.provenance, issues };
   if (req.fhirBase !== undefined) spec.fhirBase = req.fhirBase;
   if (Object.keys(scoped).length) spec.scopeFilters = scoped;
+  if (bound) spec.bound = { patient: bound.patient, types: bound.types };
   if (req.access.patient !== undefined) spec.ownerPatient = req.access.patient;
   if (selection.provenance === 'compartment') {
     const targetScopes = scopeFilters(req.access, selection.provenanceTargets);
-    spec.provenanceTargets = Object.fromEntries(selection.provenanceTargets.map((t) => [t, targetScopes[t] ?? []]));
+    const targets = Object.fromEntries(selection.provenanceTargets.map((t) => [t, targetScopes[t] ?? []]));
+    spec.provenanceTargets = narrow(targets, selection.provenanceTargets);
   }
   if (since !== undefined) spec.since = since;
   if (Object.keys(elements).length) spec.elements = elements;
   if (level === 'system') return { spec, patients: [] as ExportPatient[] };
   spec.groupId = req.groupId;
   if (level === 'patient') delete spec.groupId;
-  const resolved = await resolvePatients(deps, req, at, since, issues);
+  const resolved = await resolvePatients(deps, req, at, since, issues, bound);
   spec.compartment = resolved.compartment;
   spec.joinedSince = resolved.joinedSince;
   return { spec, patients: resolved.patients };

@@ -47,6 +47,12 @@ export interface ExportSpec {
    */
   provenanceTargets?: Record<string, Condition[][]>;
   /**
+   * Patient and Group exports by a patient-context token: the patient its `patient/` scopes bound the
+   * export to, and the types they bound (Access.patientLimit), whose files hold that patient's
+   * compartment alone; a token bound to that patient downloads them, one bound to another does not.
+   */
+  bound?: { patient: string; types: string[] };
+  /**
    * The patient in context of the kick-off token (Access.patient): the job belongs to its client and
    * this patient, so that one app's patients never see or cancel each other's exports.
    */

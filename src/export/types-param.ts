@@ -4,13 +4,19 @@ import { compartmentTypes } from '../fhir/definitions.ts';
 import { issue } from '../fhir/outcome.ts';
 import { hasEndpoint, isResourceType, REST_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition } from '../store/types.ts';
-import type { ExportLevel, ProvenanceMode } from './spec.ts';
+import type { ExportLevel, ExportSpec, ProvenanceMode } from './spec.ts';
 
 export interface TypeSelection {
   types: string[];
   provenance: ProvenanceMode;
   /** With provenance `compartment`: the types whose resources in the patients' compartments bring their Provenance. */
   provenanceTargets: string[];
+  /**
+   * Patient and Group exports by a patient-context token: the patient its `patient/` scopes bind the
+   * types of `bound` to (of `types` and `provenanceTargets`), which it reads in that compartment alone.
+   */
+  patient?: string;
+  bound: string[];
   issues: FhirIssue[];
 }
 
@@ -20,6 +26,14 @@ export interface TypeSelection {
  */
 export function mayExport(access: Access, type: string): boolean {
   return access.can(type, 'r') && access.patientLimit(type, 'r') === undefined;
+}
+
+/**
+ * The patient whose compartment bounds the token's reads of `type` (a `patient/` scope no system/user
+ * scope lifts: Access.patientLimit), for a Patient or Group export of that compartment alone.
+ */
+function boundTo(access: Access, type: string): string | undefined {
+  return access.can(type, 'r') ? access.patientLimit(type, 'r') : undefined;
 }
 
 /** Whether the token may read every resource of `type`: mayExport, and no scope filter on it. */
@@ -51,13 +65,17 @@ export function withScopeFilters(filters: Record<string, Condition[][]>, scoped:
 }
 
 /**
- * Whether a file of `type` may be downloaded with `access`: mayExport, and the token's scope filter on
- * the type (if any) is the one the job was exported under (`exportedUnder`, the kick-off token's); a
- * token without a filter may read whatever the job holds.
+ * Whether a file of `type` may be downloaded with `access`: the token reads the type, whole or (its
+ * `patient/` scopes bounding it) in the compartment of the patient the job bound the type to; and the
+ * token's scope filter on the type (if any) is the one the job was exported under (the kick-off
+ * token's). A token without a bound or a filter may read whatever the job holds.
  */
-export function mayDownload(access: Access, type: string, exportedUnder: Condition[][] | undefined): boolean {
-  if (!mayExport(access, type)) return false;
+export function mayDownload(access: Access, type: string, spec: Pick<ExportSpec, 'scopeFilters' | 'bound'>): boolean {
+  if (!access.can(type, 'r')) return false;
+  const patient = access.patientLimit(type, 'r');
+  if (patient !== undefined && (spec.bound?.patient !== patient || !spec.bound.types.includes(type))) return false;
   const own = access.filters?.(type, 'r');
+  const exportedUnder = spec.scopeFilters?.[type];
   return !own || (exportedUnder !== undefined && JSON.stringify(own) === JSON.stringify(exportedUnder));
 }
 
@@ -81,14 +99,47 @@ function associatedData(values: string[], lenient: boolean, issues: FhirIssue[])
   return mode;
 }
 
+type Problem = (category: 'invalid' | 'not-supported' | 'forbidden', text: string) => void;
+
+/**
+ * Provenance beyond a scanned type: `includeAssociatedData`'s mode, or a Patient or Group export's
+ * default (every Provenance targeting the compartments), both needing read access to all Provenance.
+ * A token whose `patient/` scopes bound Provenance scans it in the patient's compartment instead, as it
+ * searches it. Returns the mode and whether Provenance is scanned as an ordinary type.
+ */
+function provenanceOf(level: ExportLevel, mode: ProvenanceMode | undefined, wanted: boolean, explicit: boolean, access: Access, problem: Problem) {
+  if (mode) {
+    if (mayExportAll(access, 'Provenance')) return { provenance: mode, scanned: false };
+    problem('forbidden', "includeAssociatedData needs read access to all Provenance resources, which the access token's scopes do not allow");
+    return { provenance: 'none' as const, scanned: false, refused: true };
+  }
+  if (level === 'system') return { provenance: 'none' as const, scanned: true };
+  if (!wanted) return { provenance: 'none' as const, scanned: false };
+  if (mayExportAll(access, 'Provenance')) return { provenance: 'compartment' as const, scanned: false };
+  if (boundTo(access, 'Provenance') !== undefined) return { provenance: 'none' as const, scanned: true };
+  if (explicit) problem('forbidden', `A ${level === 'group' ? 'Group' : 'Patient'} export's Provenance needs read access to all Provenance resources, which the access token's scopes do not allow`);
+  return { provenance: 'none' as const, scanned: false, refused: true };
+}
+
+/** The 403 of an export that would hold nothing the token may read, rather than a 202 that exports nothing. */
+function nothingExportable(level: ExportLevel, explicit: boolean, access: Access, candidates: readonly string[]): FhirError {
+  const patient = candidates.map((t) => boundTo(access, t)).find((p) => p !== undefined);
+  const text = level === 'system' && patient !== undefined
+    ? `A system export is for system and user scopes: the access token reads only Patient/${patient}'s compartment, which Patient/$export exports`
+    : `The access token's scopes allow reading none of the types ${explicit ? 'requested' : `a ${level} export covers`}`;
+  return new FhirError('forbidden', text, { expression: ['_type'] });
+}
+
 /**
  * The types an export covers (Bulk Data 2.0 `_type`): only types the token may read; Patient and Group
- * exports only Patient-compartment types. An unknown, unsupported or forbidden type is an error, or
- * with lenient handling an issue in the manifest. Provenance is handled by its own rules.
+ * exports only Patient-compartment types, which a patient-context token reads in its patient's
+ * compartment (the types `bound`), a system export only types it reads whole. An unknown, unsupported
+ * or forbidden type is an error, or with lenient handling an issue in the manifest; an export left
+ * with no type the token may read is a 403. Provenance is handled by its own rules.
  */
 export function selectTypes(level: ExportLevel, requested: string[], associated: string[], access: Access, lenient: boolean): TypeSelection {
   const issues: FhirIssue[] = [];
-  const problem = (category: 'invalid' | 'not-supported' | 'forbidden', text: string) => {
+  const problem: Problem = (category, text) => {
     if (!lenient) throw new FhirError(category, text, { expression: ['_type'] });
     issues.push(issue('warning', category === 'forbidden' ? 'forbidden' : 'not-supported', `${text}; it was left out`, ['_type']));
   };
@@ -96,28 +147,27 @@ export function selectTypes(level: ExportLevel, requested: string[], associated:
   // Parameters has no RESTful endpoint (parameters.html): never stored now, it is not exported either.
   const scope = level === 'system' ? REST_RESOURCE_TYPES : [...compartment];
   const explicit = requested.length > 0;
+  const readable = (type: string) => mayExport(access, type) || (level !== 'system' && boundTo(access, type) !== undefined);
+  const candidates: readonly string[] = explicit ? [...new Set(requested)] : scope;
   const types: string[] = [];
-  for (const type of explicit ? [...new Set(requested)] : scope) {
+  let refused = false;
+  for (const type of candidates) {
     if (!isResourceType(type)) problem('invalid', `_type '${type}' is not a FHIR R4 resource type`);
     else if (!hasEndpoint(type)) problem('not-supported', `${type} has no RESTful endpoint and is not exported`);
     else if (level !== 'system' && !compartment.has(type)) problem('not-supported', `${type} is outside the Patient compartment and not part of ${level === 'group' ? 'a Group' : 'a Patient'} export`);
-    else if (!mayExport(access, type)) {
-      if (explicit) problem('forbidden', `The access token's scopes do not allow reading all ${type} resources`);
-    } else types.push(type);
+    else if (readable(type)) types.push(type);
+    else {
+      refused = true;
+      const patient = boundTo(access, type);
+      if (explicit) problem('forbidden', patient === undefined ? `The access token's scopes do not allow reading ${level === 'system' ? 'all ' : ''}${type} resources` : `The access token reads ${type} only in Patient/${patient}'s compartment, which a system export does not cover: use Patient/$export`);
+    }
   }
-  const mode = associatedData(associated, lenient, issues);
-  const wantsProvenance = types.includes('Provenance');
-  let provenance: ProvenanceMode = 'none';
-  // Provenance found by its targets (relevant, latest) is not scanned, so no scope filter narrows it.
-  if (mode) {
-    if (mayExportAll(access, 'Provenance')) provenance = mode;
-    else problem('forbidden', "includeAssociatedData needs read access to all Provenance resources, which the access token's scopes do not allow");
-  } else if (wantsProvenance && level !== 'system') {
-    if (mayExportAll(access, 'Provenance')) provenance = 'compartment';
-    else if (explicit) problem('forbidden', `A ${level === 'group' ? 'Group' : 'Patient'} export's Provenance needs read access to all Provenance resources, which the access token's scopes do not allow`);
-  }
-  const scanned = types.filter((t) => t !== 'Provenance' || (level === 'system' && !mode));
+  const chosen = provenanceOf(level, associatedData(associated, lenient, issues), types.includes('Provenance'), explicit, access, problem);
+  const scanned = types.filter((t) => t !== 'Provenance' || chosen.scanned);
+  if (!scanned.length && chosen.provenance === 'none' && (refused || chosen.refused || !explicit)) throw nothingExportable(level, explicit, access, candidates);
   // Bulk Data 2.0: Provenance whose target is "a resource in the Patient compartment", not only an exported one.
-  const provenanceTargets = provenance === 'compartment' ? [...compartment].filter((t) => mayExport(access, t)).sort() : [];
-  return { types: scanned.sort(byExportOrder), provenance, provenanceTargets, issues };
+  const provenanceTargets = chosen.provenance === 'compartment' ? [...compartment].filter(readable).sort() : [];
+  const bound = level === 'system' ? [] : [...new Set([...scanned, ...provenanceTargets])].filter((t) => boundTo(access, t) !== undefined).sort();
+  const patient = bound.length ? boundTo(access, bound[0]!) : undefined;
+  return { types: scanned.sort(byExportOrder), provenance: chosen.provenance, provenanceTargets, bound, ...(patient !== undefined && { patient }), issues };
 }

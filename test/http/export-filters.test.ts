@@ -178,7 +178,7 @@ describe('scopes', () => {
     expect(JSON.stringify(await download(t, narrow, manifest.error))).toContain('Observation');
   });
 
-  test('patient-context tokens cannot bulk export', async () => {
+  test('a patient-context token cannot start a system export (Patient/$export is its export)', async () => {
     // client_credentials grants no patient/ scopes (no patient in context): a code-flow token's, with one.
     const res = await t.request(t.fhir() + '/$export?_type=Patient', fhirInit(await craftToken(t, 'patient/*.read', { patient: 'p1' })));
     expect(res.status).toBe(403);

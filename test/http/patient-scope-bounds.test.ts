@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { accessFromScopes } from '../../src/auth/scopes.ts';
-import { mayExport } from '../../src/export/types-param.ts';
+import { mayDownload, mayExport } from '../../src/export/types-param.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { countVersions, craftToken, expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -27,9 +27,16 @@ test('the bound is per permission: a scope lifts it only for what it grants unfi
   expect(limit('patient/*.rs system/Patient.rs', 'Observation', 'r')).toBe('pa');
   expect(limit('patient/*.rs user/Patient.s', 'Patient', 's')).toBeUndefined();
   expect(limit('patient/*.rs user/Patient.s', 'Patient', 'r')).toBe('pa');
-  // Export reads: a patient's bound on a type keeps it out, whatever creates a user scope allows.
+  // Exports of a type whole (a system export): a patient's bound keeps it out, whatever creates a user scope allows.
   expect(mayExport(accessFromScopes(['patient/*.rs', 'user/*.c'], 'app', 'pa'), 'Observation')).toBe(false);
   expect(mayExport(accessFromScopes(['patient/*.rs', 'user/Observation.rs'], 'app', 'pa'), 'Observation')).toBe(true);
+  // Export files: a bound type's file is for a token bound to the patient the job was bound to.
+  const bound = { bound: { patient: 'pa', types: ['Observation'] } };
+  expect(mayDownload(accessFromScopes(['patient/*.rs'], 'app', 'pa'), 'Observation', bound)).toBe(true);
+  expect(mayDownload(accessFromScopes(['patient/*.rs'], 'app', 'pb'), 'Observation', bound)).toBe(false);
+  expect(mayDownload(accessFromScopes(['patient/*.rs'], 'app', 'pa'), 'Observation', {})).toBe(false);
+  expect(mayDownload(accessFromScopes(['patient/*.rs'], 'app', 'pa'), 'Encounter', bound)).toBe(false);
+  expect(mayDownload(accessFromScopes(['patient/*.rs', 'user/Observation.rs'], 'app', 'pb'), 'Observation', bound)).toBe(true);
 });
 
 await eachStore((kind, fresh) => {

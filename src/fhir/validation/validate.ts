@@ -61,7 +61,7 @@ class Walk implements IssueSink {
   resource: Json;
   rootResource: Json;
   /** The element ids (Element.id) of the resource being walked, each with the element that has it. */
-  elementIds = new Map<string, string>();
+  elementIds: Map<string, string> | undefined;
 
   constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
@@ -193,15 +193,17 @@ function eachReference(obj: Json, model: TypeModel, visit: (value: string, type:
 /** Walks `visit` with a scope of element ids of its own. */
 function inIdScope(walk: Walk, visit: () => void): void {
   const outer = walk.elementIds;
-  walk.elementIds = new Map();
+  // Made on the first element id met: most resources have none.
+  walk.elementIds = undefined;
   visit();
   walk.elementIds = outer;
 }
 
 /** Element.id: "Unique id for the element within a resource" (R4 element.html). */
 function checkElementId(walk: Walk, id: string, path: string): void {
-  const first = walk.elementIds.get(id);
-  if (first === undefined) walk.elementIds.set(id, path);
+  const ids = (walk.elementIds ??= new Map());
+  const first = ids.get(id);
+  if (first === undefined) ids.set(id, path);
   else walk.add('value', `${path}.id`, `Element ids must be unique within a resource: '${id}' is also the id of ${first}`);
 }
 

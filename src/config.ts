@@ -15,12 +15,22 @@ function validCorsOrigins(v: string): boolean {
   });
 }
 
+/**
+ * A whole number written in decimal digits, within bounds. Not `z.coerce.number()`, which read `0x50`
+ * as 80, `1e3` as 1000 and `0b1` as 1.
+ */
+function whole(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return z.string().trim().regex(/^\d+$/, 'expected a whole number in decimal digits').transform(Number).pipe(z.number().int().min(min).max(max));
+}
+
 /** Every setting, its environment variable and its `serve` flag (the variable minus `CINDER_`, kebab-cased). */
 const schema = z.object({
-  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  port: whole(0, 65535).default(8080),
   host: z.string().min(1).default('0.0.0.0'),
   /** Public base URL; a path (`https://example.org/cinder`) is the reverse proxy's, which strips it. */
   baseUrl: z.url({ protocol: /^https?$/ }).refine((v) => {
+    // Zod runs refinements after z.url() failed too: a value that is no URL is that check's to report.
+    if (!URL.canParse(v)) return true;
     const u = new URL(v);
     return u.search === '' && u.hash === '' && !v.endsWith('?') && !v.endsWith('#') && !u.pathname.includes(';');
   }, { message: 'expected an http(s) URL without query, fragment or ";" (a path is fine: https://example.org/cinder)' }).optional(),
@@ -50,36 +60,36 @@ const schema = z.object({
     message: 'expected *, none, or a comma-separated list of origins such as https://app.example.org',
   }).default('*'),
   /** The largest request body of any kind: the server refuses larger ones before a route sees them. */
-  maxBodyBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  maxBodyBytes: whole(1024).default(64 * 1024 * 1024),
   /** Bodies that hold one resource: create, update, operation Parameters, `_search` forms. */
-  maxResourceBytes: z.coerce.number().int().min(1024).default(16 * 1024 * 1024),
+  maxResourceBytes: whole(1024).default(16 * 1024 * 1024),
   /** Transaction and batch Bundles posted to the FHIR base. */
-  maxBundleBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  maxBundleBytes: whole(1024).default(64 * 1024 * 1024),
   /** The native content of a Binary (`POST Binary` / `PUT Binary/{id}` with a non-FHIR Content-Type). */
-  maxBinaryBytes: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  maxBinaryBytes: whole(1024).default(64 * 1024 * 1024),
   /** OAuth forms: token, revocation, introspection, the login page's sign-in. */
-  maxFormBytes: z.coerce.number().int().min(1024).default(16 * 1024),
+  maxFormBytes: whole(1024).default(16 * 1024),
   logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
-  accessTokenTtl: z.coerce.number().int().min(30).max(86400).default(3600),
+  accessTokenTtl: whole(30, 86400).default(3600),
   /** Lifetime of client_credentials (backend services) tokens when the client sets none. */
-  backendTokenTtl: z.coerce.number().int().min(30).max(86400).default(300),
-  refreshTokenTtl: z.coerce.number().int().min(60).max(365 * 86400).default(30 * 86400),
+  backendTokenTtl: whole(30, 86400).default(300),
+  refreshTokenTtl: whole(60, 365 * 86400).default(30 * 86400),
   /** Requests per minute to the token, revocation and introspection endpoints, per client and per IP. */
-  tokenRateLimitClient: z.coerce.number().int().min(1).default(600),
-  tokenRateLimitIp: z.coerce.number().int().min(1).default(2400),
+  tokenRateLimitClient: whole(1).default(600),
+  tokenRateLimitIp: whole(1).default(2400),
   /** Requests per minute to the login page per IP; failed sign-ins per 15 minutes per user and per IP. */
-  loginRateLimitIp: z.coerce.number().int().min(1).default(120),
-  loginFailuresUser: z.coerce.number().int().min(1).default(5),
-  loginFailuresIp: z.coerce.number().int().min(1).default(50),
+  loginRateLimitIp: whole(1).default(120),
+  loginFailuresUser: whole(1).default(5),
+  loginFailuresIp: whole(1).default(50),
   /** `on`: take the client IP from the last `X-Forwarded-For` entry (one trusted reverse proxy). */
   trustProxy: z.enum(['on', 'off']).default('off'),
   /** HTTP server processes sharing the port (SO_REUSEPORT): a number, or `auto` for one per CPU. */
-  processes: z.union([z.literal('auto'), z.coerce.number().int().min(1).max(64)]).default(1),
-  exportWorkers: z.coerce.number().int().min(0).max(64).default(2),
-  exportFileTtl: z.coerce.number().int().min(60).default(24 * 3600),
-  exportFileMaxBytes: z.coerce.number().int().min(1024).default(128 * 1024 * 1024),
-  exportMaxJobsPerClient: z.coerce.number().int().min(1).max(1000).default(3),
-  exportLeaseSeconds: z.coerce.number().int().min(2).max(3600).default(30),
+  processes: z.union([z.literal('auto'), whole(1, 64)]).default(1),
+  exportWorkers: whole(0, 64).default(2),
+  exportFileTtl: whole(60).default(24 * 3600),
+  exportFileMaxBytes: whole(1024).default(128 * 1024 * 1024),
+  exportMaxJobsPerClient: whole(1, 1000).default(3),
+  exportLeaseSeconds: whole(2, 3600).default(30),
   exportSignedUrls: z.enum(['on', 'off']).default('off'),
   /**
    * How writes are validated against the R4 definitions: `strict` (structure, formats, required
@@ -87,7 +97,7 @@ const schema = z.object({
    */
   validation: z.enum(['strict', 'structural', 'off']).default('strict'),
   /** The most codes one ValueSet/$expand response may carry. */
-  maxExpansionSize: z.coerce.number().int().min(1).default(10_000),
+  maxExpansionSize: whole(1).default(10_000),
 });
 
 type Parsed = z.infer<typeof schema>;

@@ -6,6 +6,16 @@ test('a bad value stops with one line naming the variable and its flag', () => {
   expect(() => loadConfig({ CINDER_PORT: 'eighty' })).toThrow(/^invalid CINDER_PORT \(--port\): .*"eighty"/);
 });
 
+test('numbers are whole numbers in decimal digits: no hex, exponent or fraction', () => {
+  expect(loadConfig({ CINDER_PORT: ' 8081 ' }).port).toBe(8081);
+  expect(loadConfig({ CINDER_MAX_FORM_BYTES: '20000' }).maxFormBytes).toBe(20000);
+  for (const bad of ['0x50', '1e3', '80.0', '-1', '+80', '0b1']) {
+    expect(() => loadConfig({ CINDER_PORT: bad })).toThrow(/^invalid CINDER_PORT \(--port\): expected a whole number in decimal digits/);
+  }
+  expect(() => loadConfig({ CINDER_MAX_BODY_BYTES: '0x100000' })).toThrow(/^invalid CINDER_MAX_BODY_BYTES/);
+  expect(() => loadConfig({ CINDER_PORT: '70000' })).toThrow(/^invalid CINDER_PORT \(--port\): .*65535/);
+});
+
 test('CINDER_PROCESSES: a count from 1 to 64, or auto for one per CPU', () => {
   expect(loadConfig({}).processes).toBe(1);
   expect(loadConfig({ CINDER_PROCESSES: '3' }).processes).toBe(3);
@@ -30,7 +40,8 @@ test('CINDER_BASE_URL: a path is kept (without a trailing slash); a query, a fra
   expect(loadConfig({ CINDER_BASE_URL: 'https://example.org/cinder/' }).baseUrl).toBe('https://example.org/cinder');
   expect(basePathOf('https://example.org/cinder')).toBe('/cinder');
   expect(basePathOf(loadConfig({ CINDER_BASE_URL: 'https://example.org/' }).baseUrl)).toBe('');
-  for (const bad of ['http://cinder.test/cinder?x=1', 'http://cinder.test/cinder#top', 'http://cinder.test/a;b', 'ftp://cinder.test']) {
+  // Values that are no URL at all are named too (they escaped as a bare "Invalid URL").
+  for (const bad of ['http://cinder.test/cinder?x=1', 'http://cinder.test/cinder#top', 'http://cinder.test/a;b', 'ftp://cinder.test', 'notaurl', 'http://', 'https://exa mple.org', 'http://x:99999']) {
     expect(() => loadConfig({ CINDER_BASE_URL: bad })).toThrow(/^invalid CINDER_BASE_URL \(--base-url\)/);
   }
 });

@@ -11,7 +11,9 @@ export const migrateCommand: Command = {
     const { store } = await openContext(io, {}, false);
     try {
       const { applied } = await store.migrate();
-      printData(io, !!args.values.json, { database: store.kind, applied: applied.length ? applied : ['(none pending)'] });
+      const json = !!args.values.json;
+      // JSON lists what was applied, an empty list for none; the text says so in words.
+      printData(io, json, { database: store.kind, applied: applied.length || json ? applied : ['(none pending)'] });
       return 0;
     } finally {
       await store.close();

@@ -1,7 +1,7 @@
 import { INDEX_MODEL, reindex, type Rebuilding } from '../fhir/reindex.ts';
 import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
-import { baseUrlIsDefault, CONFIG_KEYS, configEnv, defaultBaseUrlAdvice, flagName, fhirBaseOf } from '../config.ts';
+import { baseUrlIsDefault, CONFIG_KEYS, configEnv, defaultBaseUrlAdvice, flagName, fhirBaseOf, type Config } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
@@ -61,9 +61,9 @@ export const serveCommand: Command = {
       config, store, keys, clock, log, metrics, isDraining: () => draining, exportSink: exports.sink, rebuilding: () => rebuilding,
     });
     const shared = sibling || config.processes > 1;
-    const server = Bun.serve({
+    const server = listen(() => Bun.serve({
       port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
-    });
+    }), config);
     // Expired codes, refresh tokens, assertion jtis, revocations and login counters go every ten minutes.
     const purge = sibling ? undefined : setInterval(() => {
       store.oauth.purgeExpired(clock.now()).catch((err: unknown) => log.warn('purging expired OAuth state failed', { err }));
@@ -79,7 +79,7 @@ export const serveCommand: Command = {
     const fhirBase = fhirBaseOf(config.baseUrl, 'default');
     if (first) {
       io.stdout(
-        `Cinder initialised ${config.dataDir}.\nAdmin client for tenant 'default' (shown once, keep it safe):\n` +
+        `Cinder initialised ${initialised(config)}.\nAdmin client for tenant 'default' (shown once, keep it safe):\n` +
           `  client_id:     ${first.clientId}\n  client_secret: ${first.clientSecret}\n  FHIR base:     ${fhirBase}\n` +
           `  token URL:     ${config.baseUrl}/oauth2/token\n`,
       );
@@ -159,4 +159,24 @@ async function rebuildBeside(store: Store, progress: Rebuilding, log: Logger, si
     }
   }
   return false;
+}
+
+/** Where the first start put its data: the SQLite data directory, or the PostgreSQL database (no credentials). */
+export function initialised(config: Config): string {
+  if (!/^postgres(ql)?:\/\//i.test(config.databaseUrl)) return config.dataDir;
+  const url = new URL(config.databaseUrl);
+  return `the PostgreSQL database ${decodeURIComponent(url.pathname.slice(1)) || url.username || 'postgres'} at ${url.host}`;
+}
+
+/**
+ * Binds the server, or fails naming the settings at stake: Bun's own message ("Is port 8080 in use?")
+ * is the same whether the port is taken or CINDER_HOST is no address of this machine.
+ */
+function listen<S>(bind: () => S, config: Config): S {
+  try {
+    return bind();
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot listen on ${config.host}:${config.port} (CINDER_HOST, CINDER_PORT): the port is taken, or the host is not an address of this machine (${why})`, { cause: err });
+  }
 }

@@ -109,6 +109,7 @@ describe.if(present)('dist/cinder', () => {
   test('first start prints the admin credentials once; token -> create -> search -> read, and core terminology, over HTTP', async () => {
     const clientId = /client_id:\s+(\S+)/.exec(banner)?.[1];
     const secret = /client_secret:\s+(\S+)/.exec(banner)?.[1];
+    expect(banner).toContain(`Cinder initialised ${join(dir, 'data')}.`);
     expect(banner).toContain(`FHIR base:     ${base}/tenants/default/fhir/R4`);
     expect(clientId && secret).toBeTruthy();
     const access = await token(clientId!, secret!);
@@ -211,7 +212,7 @@ describe.if(present)('dist/cinder', () => {
   test('migrate reports nothing pending; healthcheck finds the server', async () => {
     const migrate = await cinder('migrate', '--json');
     expect(migrate.code).toBe(0);
-    expect(JSON.parse(migrate.stdout)).toEqual({ database: 'sqlite', applied: ['(none pending)'] });
+    expect(JSON.parse(migrate.stdout)).toEqual({ database: 'sqlite', applied: [] });
     expect((await cinder('healthcheck')).code).toBe(0);
   });
 

@@ -60,6 +60,26 @@ describe('cinder serve', () => {
   }, 30_000);
 });
 
+describe('cinder serve on a port it cannot bind', () => {
+  test('exits 1 with one line naming the host, the port and their settings', async () => {
+    const taken = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('taken') });
+    const dir = mkdtempSync(join(tmpdir(), 'cinder-listen-'));
+    dirs.push(dir);
+    try {
+      const proc = Bun.spawn([process.execPath, 'src/main.ts', 'serve'], {
+        cwd: ROOT, stdin: 'ignore', stdout: 'ignore', stderr: 'pipe',
+        env: { PATH: process.env.PATH ?? '', HOME: dir, CINDER_DATA_DIR: join(dir, 'data'), CINDER_PORT: String(taken.port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: 'http://localhost:1', CINDER_EXPORT_WORKERS: '0', CINDER_LOG_LEVEL: 'error' },
+      });
+      const [code, stderr] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+      expect(code).toBe(1);
+      expect(stderr).toContain(`cinder: cannot listen on 127.0.0.1:${taken.port} (CINDER_HOST, CINDER_PORT): the port is taken, or the host is not an address of this machine`);
+      expect(stderr).not.toContain('    at ');
+    } finally {
+      taken.stop(true);
+    }
+  }, 30_000);
+});
+
 describe('cinder tenant create', () => {
   test('fhir_base is CINDER_BASE_URL\'s; without it, a note on stderr says it is the default, not the server\'s', async () => {
     const cli = createCliEnv({ CINDER_PORT: '9090' });

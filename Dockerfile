@@ -24,13 +24,12 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/cinder /usr/local/bin/cinder
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV CINDER_DATA_DIR=/data \
-    CINDER_PORT=8080 \
     CINDER_HOST=0.0.0.0
 USER 65532:65532
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8080
-# The binary checks itself (distroless has no curl): GET http://127.0.0.1:$CINDER_PORT/healthz.
+# The binary checks itself (distroless has no curl): GET http://127.0.0.1:<port>/healthz, the port serve listens on: $CINDER_PORT, else $PORT, else 8080.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 CMD ["/usr/local/bin/cinder", "healthcheck"]
 # SIGTERM (docker stop) drains in-flight requests and exits 0.
 STOPSIGNAL SIGTERM

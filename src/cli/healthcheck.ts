@@ -7,7 +7,7 @@ export const healthcheckCommand: Command = {
   summary: 'Check that a local server answers /healthz (for container HEALTHCHECKs)',
   usage:
     'cinder healthcheck [--url <url>] [--timeout <ms>]\n\n' +
-    'Default URL: http://127.0.0.1:$CINDER_PORT/healthz (port 8080 unless set). Exit 0 when it answers 200, 1 otherwise.',
+    'Default URL: http://127.0.0.1:$CINDER_PORT/healthz (else $PORT, else 8080, as serve listens). Exit 0 when it answers 200, 1 otherwise.',
   options: { url: { type: 'string' }, timeout: { type: 'string' } },
   async run(args, io) {
     const timeout = args.values.timeout === undefined ? 3000 : Number(args.values.timeout);

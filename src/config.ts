@@ -149,14 +149,18 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   if (c.exportStorage === 'postgres' && !onPostgres) {
     throw new ConfigError('invalid CINDER_EXPORT_STORAGE (--export-storage): postgres keeps export files in a PostgreSQL database; CINDER_DATABASE_URL is not one');
   }
+  // On PostgreSQL the files go where every process sharing the database can serve them.
+  const exportStorage = c.exportStorage ?? (onPostgres ? 'postgres' : 'file:' + join(dataDir, 'exports'));
+  if (c.exportSignedUrls === 'on' && !exportStorage.startsWith('s3://')) {
+    throw new ConfigError('invalid CINDER_EXPORT_SIGNED_URLS (--export-signed-urls): on needs s3:// export storage (CINDER_EXPORT_STORAGE), whose files a URL can be signed for');
+  }
   return Object.freeze({
     ...c,
     dataDir,
     processes: c.processes === 'auto' ? navigator.hardwareConcurrency : c.processes,
     baseUrl: (c.baseUrl ?? `http://localhost:${c.port}`).replace(/\/+$/, ''),
     databaseUrl,
-    // On PostgreSQL the files go where every process sharing the database can serve them.
-    exportStorage: c.exportStorage ?? (onPostgres ? 'postgres' : 'file:' + join(dataDir, 'exports')),
+    exportStorage,
   });
 }
 

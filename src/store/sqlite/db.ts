@@ -17,7 +17,14 @@ export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 
 /** Opens a SQLite database in WAL mode with the pragmas Cinder relies on. */
 export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_MS): Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') {
+    try {
+      mkdirSync(dirname(path), { recursive: true });
+    } catch (err) {
+      const why = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+      throw new Error(`cannot create the directory of the SQLite database ${path} (CINDER_DATA_DIR or CINDER_DATABASE_URL): ${why}`, { cause: err });
+    }
+  }
   const db = new Database(path, { create: true, strict: true });
   // First: switching to WAL (and the first read of a file another process has just closed) takes a
   // lock that another connection opening at the same moment may hold; without a busy timeout yet,

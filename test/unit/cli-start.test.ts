@@ -8,3 +8,13 @@ test("the first start's banner names where the data went: the data directory, or
   expect(pg).toBe('the PostgreSQL database clinic at db.example:5433');
   expect(initialised(loadConfig({ DATABASE_URL: 'postgresql://db.example/' }))).toBe('the PostgreSQL database postgres at db.example');
 });
+
+test('a data directory that cannot be created: one line naming the path and the settings, exit 1', async () => {
+  const proc = Bun.spawn([process.execPath, 'src/main.ts', 'migrate'], {
+    cwd: new URL('../..', import.meta.url).pathname, stdin: 'ignore', stdout: 'ignore', stderr: 'pipe',
+    env: { PATH: process.env.PATH ?? '', CINDER_DATA_DIR: '/proc/cinder-cannot-be-here' },
+  });
+  const [code, stderr] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+  expect(code).toBe(1);
+  expect(stderr).toBe('cinder: cannot create the directory of the SQLite database /proc/cinder-cannot-be-here/cinder.db (CINDER_DATA_DIR or CINDER_DATABASE_URL): ENOENT\n');
+}, 30_000);

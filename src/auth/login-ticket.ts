@@ -1,7 +1,7 @@
-import { decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { AUTHORIZE_PARAMS, type AuthorizationRequest } from './authorize.ts';
 import type { AuthDeps } from './deps.ts';
 import { sha256Hex } from './secrets.ts';
+import { signServerJws, verifyServerJws, type ServerJwsRefusal } from './server-jws.ts';
 
 /** How long a user who signed in has to choose a patient (the picker's searches included). */
 export const LOGIN_TICKET_TTL_S = 900;
@@ -27,45 +27,26 @@ function requestDigest(req: AuthorizationRequest): string {
   return sha256Hex(JSON.stringify(AUTHORIZE_PARAMS.map((name) => req.params[name] ?? null)));
 }
 
-const audience = (deps: AuthDeps) => `${deps.config.baseUrl}/oauth2/authorize`;
+const KIND = { typ: TYP, ttl: LOGIN_TICKET_TTL_S };
 
 /**
  * Signs the proof that `userId` signed in for `req`, carried by the patient picker's form between its
- * steps: an ES256 JWS with the server's signing key (kept in the database, so any process verifies it),
- * valid LOGIN_TICKET_TTL_S. No state is stored: a ticket only lets its holder finish this sign-in.
+ * steps (src/auth/server-jws.ts: an ES256 JWS with the server's signing key, kept in the database, so any
+ * process verifies it), valid LOGIN_TICKET_TTL_S. No state is stored: a ticket only lets its holder
+ * finish this sign-in.
  */
-export async function signLoginTicket(deps: AuthDeps, req: AuthorizationRequest, t: LoginTicket): Promise<string> {
-  const key = await deps.keys.currentKey('ES256');
-  const iat = Math.floor(deps.clock.now() / 1000);
-  return new SignJWT({ tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, req: requestDigest(req) })
-    .setProtectedHeader({ alg: 'ES256', kid: key.record.kid, typ: TYP })
-    .setIssuer(deps.config.baseUrl)
-    .setAudience(audience(deps))
-    .setSubject(t.userId)
-    .setIssuedAt(iat)
-    .setExpirationTime(iat + LOGIN_TICKET_TTL_S)
-    .sign(key.privateKey);
+export function signLoginTicket(deps: AuthDeps, req: AuthorizationRequest, t: LoginTicket): Promise<string> {
+  return signServerJws(deps, KIND, { tenant: t.tenant, client_id: req.client.clientId, auth_ms: t.authTime, req: requestDigest(req) }, t.userId);
 }
 
-async function verified(deps: AuthDeps, ticket: string): Promise<JWTPayload> {
-  let kid: string | undefined;
-  try {
-    kid = decodeProtectedHeader(ticket).kid;
-  } catch (err) {
-    throw new LoginTicketError('the sign-in ticket is malformed', { cause: err });
-  }
-  const key = kid ? await deps.keys.verificationKey(kid) : null;
-  if (!key) throw new LoginTicketError('the sign-in ticket was not signed by this server');
-  try {
-    const { payload } = await jwtVerify(ticket, key, {
-      issuer: deps.config.baseUrl, audience: audience(deps), algorithms: ['ES256'], typ: TYP, currentDate: new Date(deps.clock.now()),
-      requiredClaims: ['sub', 'exp'],
-    });
-    return payload;
-  } catch (err) {
-    throw new LoginTicketError('the sign-in ticket is invalid or has expired', { cause: err });
-  }
-}
+const REFUSALS: Record<ServerJwsRefusal, string> = {
+  malformed: 'the sign-in ticket is malformed',
+  'unknown-key': 'the sign-in ticket was not signed by this server',
+  invalid: 'the sign-in ticket is invalid or has expired',
+};
+
+const verified = (deps: AuthDeps, ticket: string) =>
+  verifyServerJws(deps, KIND, ticket, ['sub'], (why, cause) => new LoginTicketError(REFUSALS[why], { cause }));
 
 /** Verifies a login ticket for `req` (same client, tenant and request parameters); throws LoginTicketError. */
 export async function verifyLoginTicket(deps: AuthDeps, req: AuthorizationRequest, ticket: string | null): Promise<LoginTicket> {

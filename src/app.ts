@@ -35,6 +35,7 @@ import { headAnswers, asHead } from './http/middleware/head.ts';
 import { requestContext, requestIdOf, requestRecorder, withRequestId } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
 import { authorizeRoutes } from './http/authorize.ts';
+import { launchRoutes } from './http/launch.ts';
 import { oauthRoutes, smartConfigurationResponse, tokenRoute } from './http/oauth.ts';
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
@@ -146,6 +147,8 @@ export function createApp(deps: AppDeps): App {
   };
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
   app.route(FHIR_BASE_ROUTE, fhir);
+  // The EHR launch reads the Patient and Encounter as the FHIR API does, so it is mounted beside it.
+  app.route('/', launchRoutes(authDeps, fhirDeps, completeConditions));
 
   const cors = createCors(config.corsOrigins);
   const hot = deps.hotRoutes === false

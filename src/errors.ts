@@ -76,7 +76,10 @@ export class FhirError extends Error {
   }
 }
 
-/** RFC 6749 section 5.2 error codes plus RFC 6750 / 7009 / OIDC ones that Cinder uses. */
+/**
+ * RFC 6749 section 5.2 error codes plus RFC 6750 / 7009 / OIDC ones that Cinder uses, and `not_found`
+ * (404: no route, or what `POST /oauth2/launch` names does not exist).
+ */
 export type OAuthErrorCode =
   | 'invalid_request'
   | 'invalid_client'
@@ -92,7 +95,8 @@ export type OAuthErrorCode =
   | 'server_error'
   | 'temporarily_unavailable'
   | 'login_required'
-  | 'slow_down';
+  | 'slow_down'
+  | 'not_found';
 
 export class OAuthError extends Error {
   override name = 'OAuthError';

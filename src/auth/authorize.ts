@@ -4,6 +4,8 @@ import { OFFLINE_SCOPES, OPENID_SCOPES } from './claims.ts';
 import { isConfidential } from './client-auth.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
+import { LaunchError, verifyLaunch, type LaunchContext } from './launch.ts';
+import { LOGIN_TICKET_TTL_S } from './login-ticket.ts';
 import { S256_CHALLENGE } from './pkce.ts';
 import { isImpliedBy, isResourceScope, splitScopes } from './scopes.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
@@ -26,6 +28,8 @@ export interface AuthorizationRequest {
   nonce: string | null;
   codeChallenge: string | null;
   loginHint: string | null;
+  /** The EHR launch (the `launch` scope with a valid `launch` parameter), or null: a standalone launch. */
+  launch: LaunchContext | null;
   /** The parameters to carry through the login form, as received. */
   params: Record<string, string>;
 }
@@ -43,9 +47,15 @@ export class AuthorizeRedirectError extends Error {
   }
 }
 
-/** Scopes the client may be granted at sign-in: OpenID/launch scopes and what the client's registered scopes imply. */
-export function grantableScopes(client: Client, requested: string[]): string[] {
+/**
+ * Scopes the client may be granted at sign-in: OpenID scopes, `launch/patient`, and what the client's
+ * registered scopes imply; `launch` only with an EHR launch, `launch/encounter` only with one naming an
+ * encounter (whatever the client registered: they are the launch's context, which nothing else gives).
+ */
+export function grantableScopes(client: Client, requested: string[], launch: LaunchContext | null = null): string[] {
   return requested.filter((s) => {
+    if (s === 'launch') return launch !== null;
+    if (s === 'launch/encounter') return launch !== null && launch.encounter !== null;
     if (OFFLINE_SCOPES.includes(s)) return client.grants.includes('refresh_token');
     if (OPENID_SCOPES.includes(s) || s === 'launch/patient') return true;
     return isImpliedBy(s, client.scopes);
@@ -110,10 +120,36 @@ function checkAudienceAndPrompt(deps: AuthDeps, client: Client, q: URLSearchPara
   if ((q.get('prompt') ?? '').split(' ').includes('none')) fail('Cinder has no sign-in session to reuse: prompt=none cannot succeed', 'login_required');
 }
 
-function grantedScopes(client: Client, q: URLSearchParams, fail: Fail): string[] {
+/** When the authorization request is read: as it arrives, or from the sign-in (or picker) form it was carried by. */
+export type RequestStage = 'request' | 'sign-in';
+
+/**
+ * The EHR launch of a request (SMART App Launch 2.2, EHR launch), or null. With the `launch` scope, a
+ * `launch` parameter must be a launch of this server, unexpired, for the client's tenant and, when it is
+ * bound to one, for this client; else `invalid_request`. From the sign-in form it may have expired up to
+ * a sign-in's time (LOGIN_TICKET_TTL_S) ago: it was checked when the login page was shown. A `launch`
+ * parameter without the `launch` scope is ignored (the app did not ask for the launch context), and the
+ * `launch` scope without one is not granted (grantableScopes): a standalone launch.
+ */
+async function launchOf(deps: AuthDeps, client: Client, q: URLSearchParams, stage: RequestStage, fail: Fail): Promise<LaunchContext | null> {
+  const value = q.get('launch');
+  if (value === null || !splitScopes(q.get('scope')).includes('launch')) return null;
+  let launch: LaunchContext;
+  try {
+    launch = await verifyLaunch(deps, value, stage === 'sign-in' ? LOGIN_TICKET_TTL_S : 0);
+  } catch (err) {
+    if (err instanceof LaunchError) fail(err.message);
+    throw err;
+  }
+  if (launch.tenant !== client.tenant) fail("the launch parameter was issued for another tenant than this client's");
+  if (launch.clientId !== null && launch.clientId !== client.clientId) fail('the launch parameter was issued for another application');
+  return launch;
+}
+
+function grantedScopes(client: Client, q: URLSearchParams, launch: LaunchContext | null, fail: Fail): string[] {
   const requested = splitScopes(q.get('scope'));
   if (requested.length === 0) fail('scope is required', 'invalid_scope');
-  const scopes = grantableScopes(client, requested);
+  const scopes = grantableScopes(client, requested, launch);
   if (scopes.filter((s) => !OFFLINE_SCOPES.includes(s)).length === 0) fail('none of the requested scopes may be granted to this client', 'invalid_scope');
   return scopes;
 }
@@ -121,9 +157,9 @@ function grantedScopes(client: Client, q: URLSearchParams, fail: Fail): string[]
 /**
  * Validates an authorization request (RFC 6749 4.1.1 and 4.1.2.1, RFC 7636, OIDC Core 3.1.2). An unknown
  * client or a redirect URI not registered exactly throws AuthorizePageError (never redirect); anything
- * else throws AuthorizeRedirectError.
+ * else throws AuthorizeRedirectError. `stage`: see launchOf.
  */
-export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchParams): Promise<AuthorizationRequest> {
+export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchParams, stage: RequestStage = 'request'): Promise<AuthorizationRequest> {
   const { client, redirectUri } = await clientAndRedirect(deps, q);
   const state = q.get('state');
   const fail: Fail = (d, code = 'invalid_request') => {
@@ -132,14 +168,16 @@ export async function validateAuthorizationRequest(deps: AuthDeps, q: URLSearchP
   checkShape(client, q, fail);
   checkPkceParams(client, q.get('code_challenge'), q.get('code_challenge_method'), fail);
   checkAudienceAndPrompt(deps, client, q, fail);
-  const scopes = grantedScopes(client, q, fail);
+  const launch = await launchOf(deps, client, q, stage, fail);
+  const scopes = grantedScopes(client, q, launch, fail);
   const params: Record<string, string> = {};
   for (const name of AUTHORIZE_PARAMS) {
     const v = q.get(name);
     if (v !== null) params[name] = v;
   }
   return {
-    client, redirectUri, scopes, state, nonce: q.get('nonce'), codeChallenge: q.get('code_challenge'), loginHint: q.get('login_hint'), params,
+    client, redirectUri, scopes, state, nonce: q.get('nonce'), codeChallenge: q.get('code_challenge'), loginHint: q.get('login_hint'), launch,
+    params,
   };
 }
 
@@ -150,13 +188,15 @@ export function redirectWith(redirectUri: string, params: Record<string, string 
   return url.toString();
 }
 
-/** What a sign-in settled beyond the request: when the user authenticated, and the patient they chose. */
+/** What a sign-in settled beyond the request: when the user authenticated, and the patient (and encounter) in context. */
 export interface SignedIn {
   user: User;
   /** Epoch ms of the authentication (OIDC `auth_time`), which the patient picker may follow by minutes. */
   authTime: number;
-  /** The patient chosen in the picker (src/auth/patient-picker.ts), or null. */
+  /** The patient chosen in the picker (src/auth/patient-picker.ts) or launched by the EHR, or null. */
   patient: string | null;
+  /** The encounter of an EHR launch, or null. */
+  encounter: string | null;
 }
 
 /** Stores a new single-use code for a signed-in user and returns the success redirect (RFC 6749 4.1.2). */
@@ -166,7 +206,7 @@ export async function issueCode(deps: AuthDeps, req: AuthorizationRequest, s: Si
   await deps.store.oauth.createCode({
     codeHash: sha256Hex(code), grantId: randomToken(16), clientId: req.client.clientId, tenant: req.client.tenant, userId: s.user.id,
     redirectUri: req.redirectUri, scope: req.scopes.join(' '), nonce: req.nonce, codeChallenge: req.codeChallenge, authTime: s.authTime,
-    expiresAt: now + CODE_TTL_MS, consumedAt: null, patient: s.patient,
+    expiresAt: now + CODE_TTL_MS, consumedAt: null, patient: s.patient, encounter: s.encounter,
   });
   return redirectWith(req.redirectUri, { code, state: req.state, iss: deps.config.baseUrl });
 }

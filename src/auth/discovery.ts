@@ -14,7 +14,7 @@ export function oauthEndpoints(baseUrl: string) {
 }
 
 const AUTH_METHODS = ['client_secret_basic', 'private_key_jwt', 'none'];
-const EXAMPLE_SCOPES = ['launch/patient', 'system/*.read', 'system/*.rs', 'user/*.read', 'user/*.cruds', 'patient/*.read', 'patient/*.rs'];
+const EXAMPLE_SCOPES = ['launch', 'launch/patient', 'launch/encounter', 'system/*.read', 'system/*.rs', 'user/*.read', 'user/*.cruds', 'patient/*.read', 'patient/*.rs'];
 
 /** OpenID Connect Discovery 1.0 section 3 (and RFC 8414) metadata. */
 export function openidConfiguration(baseUrl: string): Record<string, unknown> {
@@ -52,9 +52,9 @@ export function smartConfiguration(baseUrl: string): Record<string, unknown> {
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: AUTH_METHODS,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
-    // No EHR launch (`launch-ehr`, `context-ehr-*`): a `launch` parameter is not honoured.
+    // The EHR launch mints its `launch` at POST /oauth2/launch (src/auth/launch-mint.ts); no standalone encounter picker.
     capabilities: [
-      'launch-standalone', 'context-standalone-patient', 'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric',
+      'launch-ehr', 'launch-standalone', 'context-ehr-patient', 'context-ehr-encounter', 'context-standalone-patient', 'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric',
       'sso-openid-connect', 'permission-offline', 'permission-patient', 'permission-user',
       'permission-v1', 'permission-v2', 'authorize-post',
     ],

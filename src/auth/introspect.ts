@@ -2,7 +2,7 @@ import { OAuthError } from '../errors.ts';
 import type { TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
 import { tokenEndpointCall } from './revoke.ts';
-import { patientInContext } from './issue.ts';
+import { encounterInContext, patientInContext } from './issue.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
 import type { RefreshToken } from '../store/types.ts';
@@ -24,6 +24,7 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
     exp: t.exp, iat: t.iat, jti: t.jti, tenant: t.tenant,
   };
   if (t.patient) info.patient = t.patient;
+  if (t.encounter) info.encounter = t.encounter;
   if (t.fhirUser) info.fhirUser = t.fhirUser;
   return info;
 }
@@ -47,6 +48,8 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
   };
   const patient = await refreshTokenPatient(deps, t);
   if (patient) info.patient = patient;
+  const encounter = encounterInContext(splitScopes(t.scope), patient, t.encounter);
+  if (encounter) info.encounter = encounter;
   return info;
 }
 

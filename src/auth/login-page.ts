@@ -36,6 +36,8 @@ const SCOPE_TEXT: Record<string, string> = {
   offline_access: 'Keep access when you are not using the app',
   offline: 'Keep access when you are not using the app',
   'launch/patient': 'Know which patient record it is for (yours, or one you choose)',
+  launch: 'Know which patient record (and encounter) it was opened for',
+  'launch/encounter': 'Know which encounter it was opened for',
 };
 
 function scopeItem(scope: string): string {

@@ -63,6 +63,19 @@ function pickerAccess(clientId: string, reach: PickerReach): Access {
   };
 }
 
+/**
+ * Whether `user` may have the Patient `id` in context, by the picker's rules (README, "Who may choose
+ * whom"): a Patient user their own record only; a RelatedPerson or Person user the Patients their
+ * resource names; anyone else any Patient of the tenant; in every case an existing, undeleted Patient.
+ * The EHR launch asks this of the patient it launched (src/auth/picker-flow.ts).
+ */
+export async function mayHaveInContext(deps: AuthDeps, clientId: string, user: User, id: string): Promise<boolean> {
+  const own = patientOf(user);
+  if (own !== undefined && own !== id) return false;
+  const reach = pickerReach(deps, user);
+  return reach !== null && (await isChoosable(deps, clientId, user, reach, id));
+}
+
 /** What the picker shows of a Patient. */
 export interface PatientSummary {
   id: string;

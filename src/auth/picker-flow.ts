@@ -1,9 +1,12 @@
 import { FhirError } from '../errors.ts';
 import type { User } from '../store/types.ts';
-import { issueCode, type AuthorizationRequest } from './authorize.ts';
+import { issueCode, redirectWith, type AuthorizationRequest } from './authorize.ts';
 import type { AuthDeps } from './deps.ts';
 import { LoginTicketError, signLoginTicket, verifyLoginTicket } from './login-ticket.ts';
-import { isChoosable, needsPatientPicker, pickerReach, PickerInputError, searchPatients, type PatientSummary } from './patient-picker.ts';
+import type { LaunchContext } from './launch.ts';
+import {
+  isChoosable, mayHaveInContext, needsPatientPicker, pickerReach, PickerInputError, searchPatients, type PatientSummary,
+} from './patient-picker.ts';
 
 /** What the patient picker page shows (src/auth/picker-page.ts renders it). */
 export interface PickerView {
@@ -79,12 +82,27 @@ async function listing(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUse
 }
 
 /**
- * After a successful sign-in: the code (RFC 6749 4.1.2), or, when the request was granted
- * `launch/patient` and the user is not a Patient, the patient picker (SMART App Launch 2.x standalone
- * launch), its first page listing the Patients the user may choose.
+ * After signing in for an EHR launch (SMART App Launch 2.2): the code with the launch's patient and
+ * encounter in context, without a picker, when the user may have that patient in context by the
+ * picker's rules (mayHaveInContext); otherwise `access_denied` back to the app, and no code.
+ */
+async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch: LaunchContext, user: User, authTime: number): Promise<AuthorizeStep> {
+  if (!(await mayHaveInContext(deps, req.client.clientId, user, launch.patient))) {
+    deps.log.info('EHR launch: the user may not have the launched patient in context', { tenant: user.tenant, clientId: req.client.clientId, userId: user.id });
+    const description = "the signed-in user may not open the launched patient's record";
+    return { kind: 'redirect', location: redirectWith(req.redirectUri, { error: 'access_denied', error_description: description, state: req.state, iss: deps.config.baseUrl }) };
+  }
+  return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, patient: launch.patient, encounter: launch.encounter }) };
+}
+
+/**
+ * After a successful sign-in: for an EHR launch, its context (launchedSignIn); else the code (RFC 6749
+ * 4.1.2), or, when the request was granted `launch/patient` and the user is not a Patient, the patient
+ * picker (SMART App Launch 2.x standalone launch), its first page listing the Patients the user may choose.
  */
 export async function completeSignIn(deps: AuthDeps, req: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
-  if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, patient: null }) };
+  if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, authTime);
+  if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, patient: null, encounter: null }) };
   const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, authTime });
   return listing(deps, req, { user, ticket, authTime }, { name: '', query: '', page: null }, 200);
 }
@@ -105,7 +123,7 @@ async function pick(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUser, 
     deps.log.info('patient picker: patient refused', { tenant: s.user.tenant, clientId: req.client.clientId, userId: s.user.id });
     return listing(deps, req, s, here, 400, 'That patient cannot be chosen. Choose one from the list.');
   }
-  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, authTime: s.authTime, patient: input.patient }) };
+  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, authTime: s.authTime, patient: input.patient, encounter: null }) };
 }
 
 /**
@@ -116,7 +134,7 @@ export async function pickerStep(deps: AuthDeps, req: AuthorizationRequest, inpu
   const t = await verifyLoginTicket(deps, req, input.ticket);
   const user = await deps.store.users.get(t.tenant, t.userId);
   if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
-  if (!needsPatientPicker(req.scopes, user)) throw new LoginTicketError('this sign-in has no patient to choose');
+  if (req.launch !== null || !needsPatientPicker(req.scopes, user)) throw new LoginTicketError('this sign-in has no patient to choose');
   const s: SignedInUser = { user, ticket: input.ticket!, authTime: t.authTime };
   switch (input.action) {
     case 'search': return listing(deps, req, s, { name: input.name, query: input.name, page: null }, 200);

@@ -75,13 +75,23 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
 }
 
 /**
- * Whether a scope needs a patient in context: a `patient/` resource scope or `launch/patient`. SMART App
- * Launch 2.2 (Scopes and Launch Context): "If an application requests a FHIR Resource scope which is
+ * Whether a scope needs a patient in context: a `patient/` resource scope, `launch/patient`, or `launch`
+ * (granted only with an EHR launch, which always names a patient: src/auth/launch.ts). SMART App Launch
+ * 2.2 (Scopes and Launch Context): "If an application requests a FHIR Resource scope which is
  * restricted to a single patient (e.g., patient/*.rs), and the authorization results in the EHR granting
  * that scope, the EHR SHALL establish a patient in context."
  */
 export function needsPatientContext(scope: string): boolean {
-  return scope === 'launch/patient' || scope.startsWith('patient/');
+  return scope === 'launch/patient' || scope === 'launch' || scope.startsWith('patient/');
+}
+
+/**
+ * Whether a granted scope releases the encounter in context (SMART App Launch 2.2, launch context):
+ * `launch` (an EHR launch's own context) or `launch/encounter`. Cinder has encounters in context only
+ * from an EHR launch; they narrow no access (SMART 2.2 defines no encounter-bound scopes).
+ */
+export function releasesEncounter(scope: string): boolean {
+  return scope === 'launch' || scope === 'launch/encounter';
 }
 
 /** Splits a space-delimited scope string (RFC 6749 3.3), dropping empties and duplicates. */

@@ -16,6 +16,8 @@ export interface AccessClaims {
   scope: string;
   tenant: string;
   patient?: string;
+  /** The encounter in context of an EHR launch (SMART App Launch 2.2); it narrows no access. */
+  encounter?: string;
   fhirUser?: string;
   /** The grant (login) the token was issued from; revoking the grant revokes the token. */
   gid?: string;

@@ -91,7 +91,7 @@ async function submit(l: LoginContext, c: Context, form: URLSearchParams): Promi
   if (!sameOrigin || !sameToken(cookieValue(c, CSRF_COOKIE), form.get('csrf_token'))) {
     return html(l, errorPage('Sign-in form expired', 'Go back to the application and start signing in again.'), 403);
   }
-  const req = await validateAuthorizationRequest(l.deps, form);
+  const req = await validateAuthorizationRequest(l.deps, form, 'sign-in');
   const iss = l.deps.config.baseUrl;
   const picking = form.has('login_ticket');
   if (form.get('action') === 'cancel') {

@@ -57,6 +57,7 @@ export const authorizationCode: Grant = {
     const user = await grantUser(deps, code.tenant, code.userId);
     const grant = {
       client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, patient: code.patient,
+      encounter: code.encounter,
     };
     const body = await issueUserTokens(deps, grant, user);
     // The refresh token keeps the scopes granted (without patient/ ones when no patient is in context).
@@ -66,7 +67,7 @@ export const authorizationCode: Grant = {
       await deps.store.oauth.createRefreshToken({
         tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
         scope: body.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
-        patient: code.patient,
+        patient: code.patient, encounter: code.encounter,
       });
       body.refresh_token = refresh;
     }

@@ -41,7 +41,8 @@ export const refreshToken: Grant = {
     const scopes = narrowedScopes(form, splitScopes(t.scope));
     checkReadableScopes(client, scopes);
     const user = await grantUser(deps, t.tenant, t.userId);
-    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, patient: t.patient };
+    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, patient: t.patient,
+      encounter: t.encounter };
     return issueUserTokens(deps, grant, user);
   },
 };

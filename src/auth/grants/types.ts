@@ -10,6 +10,8 @@ export interface TokenResponse {
   id_token?: string;
   refresh_token?: string;
   patient?: string;
+  /** SMART App Launch 2.2: the encounter in context of an EHR launch. */
+  encounter?: string;
 }
 
 /** A grant type module: its name, the form parameters it reads, and its handler. */

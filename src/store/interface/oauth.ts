@@ -21,6 +21,8 @@ export interface AuthCode {
    * null when none was chosen (a Patient user's own record is derived from the user, as before).
    */
   patient: string | null;
+  /** The encounter in context of an EHR launch (SMART `launch` with an encounter); null otherwise, and in older codes. */
+  encounter: string | null;
 }
 
 /** A refresh token, stored by the SHA-256 digest of its value. */
@@ -37,6 +39,8 @@ export interface RefreshToken {
   revokedAt: number | null;
   /** The chosen patient in context of the grant (AuthCode.patient), kept for every refresh. */
   patient: string | null;
+  /** The encounter in context of the grant (AuthCode.encounter), kept for every refresh. */
+  encounter: string | null;
 }
 
 /** A revoked access token (`jti`) or a whole revoked grant (`grant`, every token issued from one login). */

@@ -411,4 +411,15 @@ ALTER TABLE auth_codes ADD COLUMN patient TEXT COLLATE "C";
 ALTER TABLE refresh_tokens ADD COLUMN patient TEXT COLLATE "C";
 `,
   },
+  {
+    version: 23,
+    name: 'context_encounter',
+    sql: `
+-- The encounter in context of a SMART EHR launch (src/auth/launch.ts), carried from the authorization
+-- code to the refresh tokens of its grant beside the patient. NULL: no encounter (a standalone launch, a
+-- launch without one, or a row written before this migration).
+ALTER TABLE auth_codes ADD COLUMN encounter TEXT COLLATE "C";
+ALTER TABLE refresh_tokens ADD COLUMN encounter TEXT COLLATE "C";
+`,
+  },
 ];

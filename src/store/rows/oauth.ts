@@ -19,6 +19,8 @@ export interface CodeRow {
   consumed_at: number | null;
   /** Migration 19 (SQLite) / 22 (PostgreSQL); null in rows written before it. */
   patient: string | null;
+  /** Migration 20 (SQLite) / 23 (PostgreSQL); null in rows written before it. */
+  encounter: string | null;
 }
 
 /** A `refresh_tokens` row (the same columns on both adapters). */
@@ -35,6 +37,8 @@ export interface RefreshRow {
   revoked_at: number | null;
   /** Migration 19 (SQLite) / 22 (PostgreSQL); null in rows written before it. */
   patient: string | null;
+  /** Migration 20 (SQLite) / 23 (PostgreSQL); null in rows written before it. */
+  encounter: string | null;
 }
 
 /** A `revocations` row. */
@@ -50,7 +54,7 @@ export function toCode(r: CodeRow): AuthCode {
   return {
     codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
     redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
-    expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null,
+    expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null, encounter: r.encounter ?? null,
   };
 }
 
@@ -59,7 +63,7 @@ export function codeRow(c: AuthCode): CodeRow {
   return {
     code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
     scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
-    patient: c.patient,
+    patient: c.patient, encounter: c.encounter,
   };
 }
 
@@ -68,6 +72,7 @@ export function toRefresh(r: RefreshRow): RefreshToken {
   return {
     tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
     authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at, patient: r.patient ?? null,
+    encounter: r.encounter ?? null,
   };
 }
 
@@ -76,6 +81,7 @@ export function refreshRow(t: RefreshToken): RefreshRow {
   return {
     token_hash: t.tokenHash, grant_id: t.grantId, client_id: t.clientId, tenant: t.tenant, user_id: t.userId, scope: t.scope,
     auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt, patient: t.patient,
+    encounter: t.encounter,
   };
 }
 

@@ -95,6 +95,29 @@ export function migrationContract(target: StoreTarget) {
       expect(await s.oauth.getRefreshToken('old-refresh')).toMatchObject({ grantId: 'g1', patient: null, revokedAt: null });
     });
 
+    test('the context encounter migration: codes and refresh tokens an older Cinder stored read as having no encounter, their patient kept', async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'context_encounter');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge, auth_time, expires_at, consumed_at, patient)
+          VALUES ('old-code', 'g1', 'c1', 't', 'u1', 'https://app/cb', 'openid launch/patient', NULL, NULL, 1000, 61000, NULL, 'p1')`, []],
+        [`INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at, patient)
+          VALUES ('old-refresh', 'g1', 'c1', 't', 'u1', 'openid offline_access launch/patient', 1000, 1000, 100000, NULL, 'p1')`, []],
+      ]);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_context_encounter`);
+      const redeemed = await s.oauth.redeemCode('old-code', 'c1', 2000);
+      expect(redeemed).toMatchObject({ status: 'redeemed', code: { grantId: 'g1', patient: 'p1', encounter: null } });
+      expect(await s.oauth.getRefreshToken('old-refresh')).toMatchObject({ grantId: 'g1', patient: 'p1', encounter: null });
+      // New rows hold one.
+      await s.oauth.createRefreshToken({
+        tokenHash: 'new-refresh', grantId: 'g2', clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid launch', authTime: 1000,
+        createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: 'p1', encounter: 'e1',
+      });
+      expect((await s.oauth.getRefreshToken('new-refresh'))!.encounter).toBe('e1');
+    });
+
     test('ping succeeds on a reachable database', async () => {
       expect(await target.open().ping()).toBeUndefined();
     });

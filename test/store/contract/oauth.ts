@@ -14,14 +14,14 @@ function user(tenant: string, over: Partial<User> = {}): User {
 function code(over: Partial<AuthCode> = {}): AuthCode {
   return {
     codeHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', redirectUri: 'https://app/cb', scope: 'openid',
-    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, patient: null, ...over,
+    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, patient: null, encounter: null, ...over,
   };
 }
 
 function refresh(over: Partial<RefreshToken> = {}): RefreshToken {
   return {
     tokenHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid offline_access', authTime: 1000,
-    createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: null, ...over,
+    createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: null, encounter: null, ...over,
   };
 }
 
@@ -70,6 +70,19 @@ export function oauthContract(store: () => Store) {
       expect(await s.oauth.redeemCode(chosen.codeHash, 'c1', 2000)).toEqual({ status: 'redeemed', code: { ...chosen, consumedAt: 2000 } });
       const redeemed = await s.oauth.redeemCode(none.codeHash, 'c1', 2000);
       expect(redeemed.status === 'redeemed' && redeemed.code.patient).toBeNull();
+    });
+
+    test('the encounter of an EHR launch is kept beside its patient, and null stays null', async () => {
+      const s = store();
+      const launched = code({ patient: 'pat-7', encounter: 'enc-3' });
+      await s.oauth.createCode(launched);
+      expect(await s.oauth.redeemCode(launched.codeHash, 'c1', 2000)).toEqual({ status: 'redeemed', code: { ...launched, consumedAt: 2000 } });
+      const r = refresh({ patient: 'pat-7', encounter: 'enc-3' });
+      await s.oauth.createRefreshToken(r);
+      expect(await s.oauth.getRefreshToken(r.tokenHash)).toEqual(r);
+      const none = refresh({ patient: 'pat-7' });
+      await s.oauth.createRefreshToken(none);
+      expect((await s.oauth.getRefreshToken(none.tokenHash))!.encounter).toBeNull();
     });
 
     test('N concurrent redemptions: exactly one wins', async () => {

@@ -1,6 +1,6 @@
 import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
-import { creatingConditions, exclusively, type Settle } from './conditional.ts';
+import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
 import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { readEntry } from './bundle-reads.ts';
@@ -43,7 +43,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       continue;
     }
     try {
-      const conditions = creatingConditions([entry]);
+      const conditions = writeConditions([entry]);
       const attemptOf = entriesPerAttempt([entry], conditions.length > 0);
       out.push(await exclusively(deps, req.tenant, conditions, (settle, attempt) => one(deps, req, attemptOf(attempt)[0]!, base, settle, scope)));
     } catch (err) {

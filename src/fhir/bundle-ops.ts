@@ -5,7 +5,7 @@ import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
-import { conditionKey, resolveCondition, showCondition } from './conditional.ts';
+import { conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
 import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
@@ -33,6 +33,8 @@ export interface Planned {
   createOnly?: boolean;
   /** Another entry of the same condition writes the resource, and this one writes nothing (sharedWrites). */
   follows?: Planned;
+  /** A conditional PUT or DELETE that matched a resource: the version it matched, which its write holds to (heldToMatch). */
+  matched?: ResourceVersion;
 }
 
 /** The conditions the planned entries' writes settle (Settle), for their transaction to claim first. */
@@ -70,9 +72,11 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
       throw new FhirError('invalid', `${at(entry)}: resource id '${bodyId}' differs from the id '${match.id}' the condition matched`);
     }
     p.id = match?.id ?? bodyId ?? newId();
+    if (match && (await storedMatch(deps, req, entry.type, match))) p.matched = match;
     if (!match && bodyId !== undefined) p.createOnly = true;
   } else if (match) {
     p.id = match.id;
+    if (entry.method === 'DELETE' && (await storedMatch(deps, req, entry.type, match))) p.matched = match;
   } else if (entry.method === 'PATCH') {
     throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, entry.condition)}' matches no resource`);
   }
@@ -268,15 +272,21 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
 
 async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
   const { entry } = p;
-  const o: PutOptions = { ...opts };
   const ifMatch = entryIfMatch(entry);
-  if (ifMatch !== undefined) o.ifMatch = ifMatch;
-  if (p.createOnly) o.createOnly = true;
   if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: [p.patched.base] } : {}) }, base, ifMatch);
+  if (p.matched) return heldToMatch(p.matched, ifMatch, `${entry.type}/${p.matched.id}`, (held) => writePlain(w, p, { ...opts, ifMatch: held }, base));
+  return writePlain(w, p, ifMatch === undefined ? opts : { ...opts, ifMatch }, base);
+}
+
+/** Performs a POST, PUT or DELETE entry with `o` (its If-Match among them). */
+async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
+  const { entry } = p;
+  const o: PutOptions = { ...opts };
+  if (p.createOnly) o.createOnly = true;
   if (entry.method === 'DELETE') {
     if (!p.id) {
       // A conditional delete that matched nothing: no current version for ifMatch to hold on.
-      requireIfMatch(ifMatch, showCondition(entry.type, entry.condition!), null);
+      requireIfMatch(o.ifMatch, showCondition(entry.type, entry.condition!), null);
       return responseEntry('204 No Content');
     }
     const v = await deleteVersion(w, entry.type, p.id, o);

@@ -4,10 +4,11 @@ import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
-import { requireIfMatch, type IfMatch } from './if-match.ts';
+import { requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
 import { containedMode } from './search-contained.ts';
+import { hasCoreResources } from './core-layer.ts';
 
 /** Whether the query has a parameter that selects resources (any but the result parameters such as `_count`). */
 export function hasCriteria(query: URLSearchParams): boolean {
@@ -77,8 +78,39 @@ function claimKey(condition: string): string {
  */
 export type Settle = (w: ResourceWriter, conditions: string[]) => Promise<void>;
 
-/** Another process settled a condition after this write searched: the transaction rolls back and exclusively tries again. */
-class ConditionRaced extends Error {}
+/**
+ * Another process settled a condition after this write searched, or the resource the condition matched
+ * changed or went (heldToMatch): the transaction rolls back and exclusively tries again.
+ */
+export class ConditionRaced extends Error {}
+
+/**
+ * A write to the resource a condition matched, held to the version the search found (FHIR R4
+ * conditional update and delete act on "the matching resource"): a write or delete by another request
+ * between the search and this write would otherwise be overwritten, the update bringing a deleted match
+ * back (201, beside another request's new resource of the same condition: two resources matching it
+ * from then on) or writing over a resource that no longer matches. The client's If-Match is judged
+ * against the matched version; the write then holds to that version, and fails with ConditionRaced
+ * when it is no longer current, so that exclusively searches again.
+ */
+/**
+ * Whether a write may hold to `match` (heldToMatch): a version the tenant stored, not a core CodeSystem
+ * or ValueSet it never stored, which has no stored version to hold to (a write makes the tenant's own
+ * version 1, as a PUT of that id does).
+ */
+export async function storedMatch(deps: FhirDeps, req: FhirRequest, type: string, match: ResourceVersion): Promise<boolean> {
+  return deps.core === undefined || !hasCoreResources(type) || (await deps.store.resources.read(req.tenant, type, match.id)) !== null;
+}
+
+export async function heldToMatch<T>(match: ResourceVersion, ifMatch: IfMatch | undefined, target: string, write: (held: IfMatch) => Promise<T>): Promise<T> {
+  requireIfMatch(ifMatch, target, match);
+  try {
+    return await write([match.versionId]);
+  } catch (err) {
+    if (err instanceof VersionConflict) throw new ConditionRaced();
+    throw err;
+  }
+}
 
 /** Attempts of a conditional write whose conditions other processes keep settling first (each time one of them wrote). */
 const ATTEMPTS = 8;
@@ -133,7 +165,7 @@ export async function exclusively<T>(
       } catch (err) {
         if (!(err instanceof ConditionRaced)) throw err;
         if (attempt === ATTEMPTS) {
-          throw new FhirError('conflict', `Other processes kept creating resources for '${unique.join("', '")}' while this write searched; retry the request`);
+          throw new FhirError('conflict', `Other requests kept writing resources of '${unique.join("', '")}' while this write searched; retry the request`);
         }
       }
     }
@@ -144,9 +176,13 @@ export async function exclusively<T>(
 
 const settleNothing: Settle = async () => {};
 
-/** The conditions (conditionKey) of the Bundle entries that may create a resource: `ifNoneExist` POSTs and conditional PUTs. */
-export function creatingConditions(entries: { type: string; method: string; condition?: URLSearchParams }[]): string[] {
-  return entries.filter((e) => e.condition && (e.method === 'POST' || e.method === 'PUT')).map((e) => conditionKey(e.type, e.condition!));
+/**
+ * The conditions (conditionKey) of the Bundle entries that exclusively runs a write of: those that may
+ * create a resource (`ifNoneExist` POSTs, conditional PUTs) and conditional DELETEs, whose writes to
+ * a match hold to the matched version (heldToMatch) and search again when it changed.
+ */
+export function writeConditions(entries: { type: string; method: string; condition?: URLSearchParams }[]): string[] {
+  return entries.filter((e) => e.condition && (e.method === 'POST' || e.method === 'PUT' || e.method === 'DELETE')).map((e) => conditionKey(e.type, e.condition!));
 }
 
 /**
@@ -193,7 +229,9 @@ export async function conditionalUpdate(
       if (resource.id !== undefined && resource.id !== match.id) {
         throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
       }
-      return updateResource(deps, req, type, match.id, carryLiterals(resource, { ...resource, id: match.id }), ifMatch);
+      const matched = carryLiterals(resource, { ...resource, id: match.id });
+      if (!(await storedMatch(deps, req, type, match))) return updateResource(deps, req, type, match.id, matched, ifMatch);
+      return heldToMatch(match, ifMatch, `${type}/${match.id}`, (held) => updateResource(deps, req, type, match.id, matched, held));
     }
     const settles = (w: ResourceWriter) => settle(w, [condition]);
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles, true);
@@ -206,17 +244,21 @@ export async function conditionalUpdate(
 /**
  * FHIR R4 conditional delete (3.1.0.7.1, `DELETE [type]?query`), one resource at a time: no match
  * deletes nothing (null), one match is deleted, several are 412. `If-Match` applies to the match; with
- * no match it cannot hold (412).
+ * no match it cannot hold (412). The delete holds to the version the search matched (heldToMatch), and
+ * runs beside the condition's other writes as they run beside each other (exclusively).
  */
 export async function conditionalDelete(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ifMatch?: IfMatch,
 ): Promise<{ id: string; version: ResourceVersion | null } | null> {
   checkTypeAndId(type);
   requireCriteria(query, 'Conditional delete');
-  const match = await resolveCondition(deps, req, type, query, 'Conditional delete');
-  if (!match) {
-    requireIfMatch(ifMatch, `${type}?${query}`, null);
-    return null;
-  }
-  return { id: match.id, version: await deleteResource(deps, req, type, match.id, ifMatch) };
+  return exclusively(deps, req.tenant, [conditionKey(type, query)], async () => {
+    const match = await resolveCondition(deps, req, type, query, 'Conditional delete');
+    if (!match) {
+      requireIfMatch(ifMatch, `${type}?${query}`, null);
+      return null;
+    }
+    if (!(await storedMatch(deps, req, type, match))) return { id: match.id, version: await deleteResource(deps, req, type, match.id, ifMatch) };
+    return { id: match.id, version: await heldToMatch(match, ifMatch, `${type}/${match.id}`, (held) => deleteResource(deps, req, type, match.id, held)) };
+  });
 }

@@ -54,7 +54,15 @@ export function ifMatchHolds(m: IfMatch, current: { versionId: number; deleted: 
 export function ifMatchFailed(m: IfMatch, target: string, current: { versionId: number; deleted: boolean } | null): FhirError {
   const now = current === null ? 'none exists' : current.deleted ? 'it was deleted' : `current is ${current.versionId}`;
   const expected = m === '*' ? 'any current version' : m.length === 0 ? 'a version this server never gave (no such ETag)' : `version ${m.join(' or ')}`;
-  return new FhirError('precondition', `Version conflict: If-Match expects ${expected} of ${target}; ${now}`);
+  return new VersionConflict(`Version conflict: If-Match expects ${expected} of ${target}; ${now}`);
+}
+
+/** The 412 of an If-Match that did not hold (ifMatchFailed), told apart from other 412s by the writes that set If-Match themselves. */
+export class VersionConflict extends FhirError {
+  override name = 'VersionConflict';
+  constructor(message: string) {
+    super('precondition', message);
+  }
 }
 
 /** Throws ifMatchFailed unless `m` is absent or holds. */

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
-import { creatingConditions, exclusively, type Settle } from './conditional.ts';
+import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { checkRead, checkReadTarget, readEntry } from './bundle-reads.ts';
@@ -103,7 +103,7 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
     if (invalid.length > 0) throw invalid[0]!.error;
     if (shell.length > 0) throw invalidResource(shell, 'The transaction Bundle (nothing was written)');
     // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST ones do.
-    const conditions = creatingConditions(entries);
+    const conditions = writeConditions(entries);
     const attemptOf = entriesPerAttempt(entries, conditions.length > 0);
     out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope));
   } else {

@@ -5,12 +5,12 @@ import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
-import { conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
+import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
 import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
-import { parseIfMatch, requireIfMatch, type IfMatch } from './if-match.ts';
+import { parseIfMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -48,7 +48,8 @@ export function settledConditions(planned: Planned[]): string[] {
  * the resources as they came.
  */
 export function entriesPerAttempt(entries: Entry[], conditional: boolean): (attempt: number) => Entry[] {
-  if (!conditional) return () => entries;
+  // A PATCH entry's race runs the Bundle again too (writePatched).
+  if (!conditional && !entries.some((e) => e.method === 'PATCH')) return () => entries;
   const pristine = entries.map((e) => (e.resource ? cloneExact(e.resource) : undefined));
   return (attempt) => (attempt === 1 ? entries : entries.map((e, i) => (e.resource ? { ...e, resource: cloneExact(pristine[i]!) } : e)));
 }
@@ -299,12 +300,17 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
   return { ...response, resource: parseExact(version.content) };
 }
 
-/** Writes a PATCH entry's result against the version it patched (a concurrent write in between: 409, or 412 with ifMatch). */
+/**
+ * Writes a PATCH entry's result against the version it patched. A write in between is the client's 412
+ * when its ifMatch named a version; otherwise the Bundle is planned and patched again on the new version
+ * (ConditionRaced: exclusively runs it again, as REST PATCH reads and applies again), then 409.
+ */
 async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: IfMatch | undefined): Promise<Json> {
   try {
     const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts);
     return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
   } catch (err) {
+    if (clientIfMatch === undefined && err instanceof VersionConflict) throw new ConditionRaced();
     throw patchRace(err, p.entry.type, p.id!, clientIfMatch);
   }
 }

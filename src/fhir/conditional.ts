@@ -79,8 +79,9 @@ function claimKey(condition: string): string {
 export type Settle = (w: ResourceWriter, conditions: string[]) => Promise<void>;
 
 /**
- * Another process settled a condition after this write searched, or the resource the condition matched
- * changed or went (heldToMatch): the transaction rolls back and exclusively tries again.
+ * Another process settled a condition after this write searched, the resource the condition matched
+ * changed or went (heldToMatch), or a Bundle's PATCH entry met a write to what it patched: the
+ * transaction rolls back and exclusively tries again.
  */
 export class ConditionRaced extends Error {}
 
@@ -129,7 +130,18 @@ const ATTEMPTS = 8;
 export async function exclusively<T>(
   deps: FhirDeps, tenant: string, conditions: string[], fn: (settle: Settle, attempt: number) => Promise<T>,
 ): Promise<T> {
-  if (conditions.length === 0) return fn(settleNothing, 1);
+  if (conditions.length === 0) {
+    // No condition to hold: still run again when a write finds what it read changed (ConditionRaced).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn(settleNothing, attempt);
+      } catch (err) {
+        if (!(err instanceof ConditionRaced)) throw err;
+        if (attempt === ATTEMPTS) throw new FhirError('conflict', 'Other requests kept changing the resources this request patches while it ran; retry the request');
+      }
+      await raceDelay(attempt);
+    }
+  }
   let locks = underWay.get(deps.store);
   if (!locks) underWay.set(deps.store, (locks = new Map()));
   const releases: (() => void)[] = [];
@@ -165,9 +177,10 @@ export async function exclusively<T>(
       } catch (err) {
         if (!(err instanceof ConditionRaced)) throw err;
         if (attempt === ATTEMPTS) {
-          throw new FhirError('conflict', `Other requests kept writing resources of '${unique.join("', '")}' while this write searched; retry the request`);
+          throw new FhirError('conflict', `Other requests kept writing resources of '${unique.join("', '")}' (or those it patches) while this write searched; retry the request`);
         }
       }
+      await raceDelay(attempt);
     }
   } finally {
     for (const release of releases) release();
@@ -175,6 +188,9 @@ export async function exclusively<T>(
 }
 
 const settleNothing: Settle = async () => {};
+
+/** A random wait before attempt `attempt` + 1, growing with it, so that writes that met once spread out. */
+const raceDelay = (attempt: number) => Bun.sleep(Math.random() * 2 ** attempt);
 
 /**
  * The conditions (conditionKey) of the Bundle entries that exclusively runs a write of: those that may

@@ -19,6 +19,8 @@ await eachStore((kind, fresh) => {
     let token: string;
     /** Run once, right after the next search of the store answers. */
     let between: (() => Promise<unknown>) | undefined;
+    /** Run once, right after the next read of a resource by id answers. */
+    let afterRead: (() => Promise<unknown>) | undefined;
 
     beforeAll(async () => {
       const store = await fresh();
@@ -29,6 +31,13 @@ await eachStore((kind, fresh) => {
         between = undefined;
         if (run) await run();
         return rows;
+      };
+      resources.read = async (tenant, type, id) => {
+        const row = await store.resources.read(tenant, type, id);
+        const run = afterRead;
+        afterRead = undefined;
+        if (run) await run();
+        return row;
       };
       // An own property: the store's may be read-only.
       const wrapped: Store = Object.create(store, { resources: { value: resources } });
@@ -137,6 +146,38 @@ await eachStore((kind, fresh) => {
       });
       expect(r.status).toBe(200);
       expect(r.body.entry[0]).toMatchObject({ response: { status: '201 Created' }, resource: { id: 'jurisdiction', status: 'draft' } });
+    });
+
+    test("transaction and batch: a PATCH entry whose resource another request changed meanwhile is applied again to the new version, as REST PATCH is (it was a 409)", async () => {
+      for (const type of ['transaction', 'batch']) {
+        const a = await created(`p-${type}`);
+        afterRead = () => call(`Patient/${a}`, 'PUT', patient(`p-${type}`, { id: a, gender: 'female' }));
+        const r = await call('', 'POST', {
+          resourceType: 'Bundle', type,
+          entry: [{
+            resource: { resourceType: 'Binary', contentType: 'application/json-patch+json', data: btoa(JSON.stringify([{ op: 'add', path: '/active', value: true }])) },
+            request: { method: 'PATCH', url: `Patient/${a}` },
+          }],
+        });
+        expect(r.status).toBe(200);
+        expect(r.body.entry[0].response.status).toBe('200 OK');
+        const now = await call(`Patient/${a}`);
+        expect(now.body).toMatchObject({ gender: 'female', active: true, meta: { versionId: '3' } });
+      }
+    });
+
+    test("a PATCH entry with ifMatch of the version another request replaced is still the client's 412", async () => {
+      const a = await created('p-ifmatch');
+      afterRead = () => call(`Patient/${a}`, 'PUT', patient('p-ifmatch', { id: a, gender: 'male' }));
+      const r = await call('', 'POST', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [{
+          resource: { resourceType: 'Binary', contentType: 'application/json-patch+json', data: btoa(JSON.stringify([{ op: 'add', path: '/active', value: true }])) },
+          request: { method: 'PATCH', url: `Patient/${a}`, ifMatch: 'W/"1"' },
+        }],
+      });
+      expect(r.status).toBe(412);
+      expect((await call(`Patient/${a}`)).body.meta.versionId).toBe('2');
     });
   });
 });

@@ -1,3 +1,4 @@
+import { expect } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
 import type { NewClientOptions } from '../../src/auth/admin.ts';
 import { s256 } from '../../src/auth/pkce.ts';
@@ -52,6 +53,14 @@ export function hiddenFields(html: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) out[unescape(m[1]!)] = unescape(m[2]!);
   return out;
+}
+
+/** The query of a 303 back to the app's REDIRECT (asserting it is one). */
+export function redirectParams(res: Response): URLSearchParams {
+  expect(res.status).toBe(303);
+  const location = new URL(res.headers.get('location')!);
+  expect(`${location.origin}${location.pathname}`).toBe(REDIRECT);
+  return location.searchParams;
 }
 
 /** The CSRF cookie pair (`name=value`) a login page set. */

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { authorizeQuery, csrfCookie, FORM, hiddenFields, PASSWORD, pkce, REDIRECT, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { authorizeQuery, csrfCookie, FORM, hiddenFields, PASSWORD, pkce, REDIRECT, redirectParams, signIn, testUser, userClient } from '../helpers/oauth.ts';
 
 let t: TestApp;
 let c: Awaited<ReturnType<typeof userClient>>;
@@ -13,12 +13,6 @@ afterEach(() => t.close());
 
 const page = (q: URLSearchParams | string, headers: Record<string, string> = {}) => t.request(`/oauth2/authorize?${q}`, { headers });
 
-function redirectParams(res: Response): URLSearchParams {
-  expect(res.status).toBe(303);
-  const location = new URL(res.headers.get('location')!);
-  expect(`${location.origin}${location.pathname}`).toBe(REDIRECT);
-  return location.searchParams;
-}
 
 describe('login page', () => {
   test('server-rendered form with security headers, CSRF cookie and escaped values', async () => {

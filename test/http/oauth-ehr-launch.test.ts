@@ -12,7 +12,7 @@ import { LOGIN_TICKET_TTL_S } from '../../src/auth/login-ticket.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
+import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -24,13 +24,6 @@ const SCOPE = 'launch launch/encounter openid fhirUser offline_access patient/*.
 type Tokens = { access_token: string; refresh_token?: string; patient?: string; encounter?: string; scope: string };
 type Body = { patient?: string; encounter?: string; client_id?: string } | Record<string, unknown>;
 
-/** The query of the redirect back to the app (asserting it is one). */
-function redirectParams(res: Response): URLSearchParams {
-  expect(res.status).toBe(303);
-  const location = new URL(res.headers.get('location')!);
-  expect(`${location.origin}${location.pathname}`).toBe(REDIRECT);
-  return location.searchParams;
-}
 
 for (const target of targets) {
   describe(`the SMART EHR launch, on ${target.kind}`, () => {

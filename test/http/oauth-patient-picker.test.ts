@@ -12,7 +12,7 @@ import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, signIn } from '../helpers/oauth.ts';
+import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -39,12 +39,6 @@ function choices(html: string): { id: string; name: string }[] {
 }
 const ids = (html: string) => choices(html).map((c) => c.id);
 
-function redirectParams(res: Response): URLSearchParams {
-  expect(res.status).toBe(303);
-  const location = new URL(res.headers.get('location')!);
-  expect(`${location.origin}${location.pathname}`).toBe(REDIRECT);
-  return location.searchParams;
-}
 
 for (const target of targets) {
   describe(`the SMART standalone-launch patient picker, on ${target.kind}`, () => {

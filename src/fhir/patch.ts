@@ -4,7 +4,7 @@
  * next version through the update path (validation, indexing, history, referential integrity, access).
  */
 import { FhirError } from '../errors.ts';
-import { hasCriteria, resolveCondition } from './conditional.ts';
+import { conditionKey, exclusively, hasCriteria, heldToMatch, resolveCondition, storedMatch } from './conditional.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { lookups } from './core-search.ts';
 import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
@@ -205,15 +205,22 @@ export async function patchResource(
   });
 }
 
-/** FHIR R4 conditional patch (`PATCH [type]?query`): no match is 404, several are 412, one is patched. */
+/**
+ * FHIR R4 conditional patch (`PATCH [type]?query`): no match is 404, several are 412, one is patched,
+ * as the search found it (heldToMatch): a match another request changed or deleted in between is
+ * searched for again, as conditional updates and deletes are, rather than patched as it is now.
+ */
 export async function conditionalPatch(
   deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, patch: PatchDocument, ifMatch?: IfMatch,
 ): Promise<WriteResult> {
   checkTypeAndId(type);
   if (!hasCriteria(query)) throw new FhirError('invalid', 'Conditional patch needs search criteria in the URL (e.g. ?identifier=...)');
-  const match = await resolveCondition(deps, req, type, query, 'Conditional patch');
-  if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`);
-  return patchResource(deps, req, type, match.id, patch, ifMatch);
+  return exclusively(deps, req.tenant, [conditionKey(type, query)], async () => {
+    const match = await resolveCondition(deps, req, type, query, 'Conditional patch');
+    if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`);
+    if (!(await storedMatch(deps, req, type, match))) return patchResource(deps, req, type, match.id, patch, ifMatch);
+    return heldToMatch(match, ifMatch, `${type}/${match.id}`, (held) => patchResource(deps, req, type, match.id, patch, held));
+  });
 }
 
 /** A patch error located in a Bundle entry: its text prefixed, `Parameters.parameter[1]` as `Bundle.entry[2].resource.parameter[1]`. */

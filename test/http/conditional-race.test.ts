@@ -107,6 +107,23 @@ await eachStore((kind, fresh) => {
       expect(kept.body.meta.versionId).toBe('2');
     });
 
+    test('REST conditional patch, its match changed to another identifier meanwhile: that resource is not patched, and nothing matches now (404)', async () => {
+      const a = await created('cp1');
+      between = () => call(`Patient/${a}`, 'PUT', patient('other-cp1', { id: a }));
+      const jsonPatch = { 'Content-Type': 'application/json-patch+json' };
+      const r = await call('Patient?identifier=urn:mrn|cp1', 'PATCH', JSON.stringify([{ op: 'add', path: '/active', value: true }]), jsonPatch);
+      expect(r.status).toBe(404);
+      const kept = await call(`Patient/${a}`);
+      expect(kept.body.meta.versionId).toBe('2');
+      expect(kept.body.active).toBeUndefined();
+      // Still matching after the other write: patched on the new version.
+      const b = await created('cp2');
+      between = () => call(`Patient/${b}`, 'PUT', patient('cp2', { id: b, gender: 'other' }));
+      const ok = await call('Patient?identifier=urn:mrn|cp2', 'PATCH', JSON.stringify([{ op: 'add', path: '/active', value: true }]), jsonPatch);
+      expect(ok.status).toBe(200);
+      expect(ok.body).toMatchObject({ id: b, gender: 'other', active: true, meta: { versionId: '3' } });
+    });
+
     test('transaction: a conditional PUT entry whose match was deleted meanwhile creates anew', async () => {
       const a = await created('t1');
       between = () => call(`Patient/${a}`, 'DELETE');

@@ -86,15 +86,6 @@ export type Settle = (w: ResourceWriter, conditions: string[]) => Promise<void>;
 export class ConditionRaced extends Error {}
 
 /**
- * A write to the resource a condition matched, held to the version the search found (FHIR R4
- * conditional update and delete act on "the matching resource"): a write or delete by another request
- * between the search and this write would otherwise be overwritten, the update bringing a deleted match
- * back (201, beside another request's new resource of the same condition: two resources matching it
- * from then on) or writing over a resource that no longer matches. The client's If-Match is judged
- * against the matched version; the write then holds to that version, and fails with ConditionRaced
- * when it is no longer current, so that exclusively searches again.
- */
-/**
  * Whether a write may hold to `match` (heldToMatch): a version the tenant stored, not a core CodeSystem
  * or ValueSet it never stored, which has no stored version to hold to (a write makes the tenant's own
  * version 1, as a PUT of that id does).
@@ -103,6 +94,15 @@ export async function storedMatch(deps: FhirDeps, req: FhirRequest, type: string
   return deps.core === undefined || !hasCoreResources(type) || (await deps.store.resources.read(req.tenant, type, match.id)) !== null;
 }
 
+/**
+ * A write to the resource a condition matched, held to the version the search found (FHIR R4
+ * conditional update, patch and delete act on "the matching resource"): a write or delete by another request
+ * between the search and this write would otherwise be overwritten, the update bringing a deleted match
+ * back (201, beside another request's new resource of the same condition: two resources matching it
+ * from then on) or writing over a resource that no longer matches. The client's If-Match is judged
+ * against the matched version; the write then holds to that version, and fails with ConditionRaced
+ * when it is no longer current, so that exclusively searches again.
+ */
 export async function heldToMatch<T>(match: ResourceVersion, ifMatch: IfMatch | undefined, target: string, write: (held: IfMatch) => Promise<T>): Promise<T> {
   requireIfMatch(ifMatch, target, match);
   try {

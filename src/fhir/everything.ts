@@ -53,8 +53,10 @@ interface Position {
 function decode(raw: string | null): Position {
   if (raw === null) return { t: 0 };
   try {
-    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Position;
-    if (typeof v.t === 'number' && Number.isInteger(v.t) && v.t >= 0) return v;
+    const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Position | null;
+    // Only what encode writes: a type index, and ids where present (a forged cursor is a 400, never a 500).
+    const id = (x: unknown) => x === undefined || (typeof x === 'string' && ID_PATTERN.test(x));
+    if (v !== null && typeof v === 'object' && Number.isSafeInteger(v.t) && v.t >= 0 && id(v.p) && id(v.a)) return v;
   } catch {
     // fall through
   }

@@ -12,7 +12,7 @@ import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParam
 import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
-import { isResourceType } from './resource-types.ts';
+import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { checkRestType } from './resource.ts';
 import { parseSubset, shaper, type ElementNames, type Shape, type SummaryMode } from './subset.ts';
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
@@ -120,8 +120,11 @@ export function encodeCursor(c: SearchCursor | { offset: number; core?: number }
 function decodeCursor(raw: string): Cursor {
   try {
     const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-    if (Array.isArray(v) && typeof v[0] === 'number' && typeof v[1] === 'string') return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
-    const count = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0;
+    // Only what encodeCursor writes, within what the databases take (an offset of 1e300 was a 500).
+    if (Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === 'string' && ID_PATTERN.test(v[1])) {
+      return { kind: 'keyset', at: { lastUpdated: v[0], id: v[1] } };
+    }
+    const count = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
     if (v && count(v.o) && v.c === undefined) return { kind: 'offset', offset: v.o };
     if (v && count(v.o) && count(v.c)) return { kind: 'offset', offset: v.o, core: v.c };
   } catch {

@@ -85,5 +85,28 @@ await eachStore((kind, fresh) => {
       // The sweep reaches successes as well as each kind of refusal.
       for (const s of [200, 201, 400, 404, 405, 415]) expect(statuses).toContain(s);
     }, 60_000);
+
+    test('forged paging cursors are a 400 naming _cursor: offsets and times past what the databases take, ids of any other shape', async () => {
+      const cursor = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+      const put = await t.request(`${t.fhir()}/Patient/p1`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: '{"resourceType":"Patient","id":"p1"}' });
+      expect(put.status).toBeLessThan(300);
+      const forged = [
+        `Location?_sort=name&_count=2&_cursor=${cursor({ o: 1e300 })}`,
+        `Patient?_count=2&_cursor=${cursor({ o: 2 ** 60 })}`,
+        `Patient?_count=2&_cursor=${cursor({ o: 1, c: 1e300 })}`,
+        `Patient?_sort=_lastUpdated&_cursor=${cursor([1e300, 'x'])}`,
+        `Patient?_sort=_lastUpdated&_cursor=${cursor([1, ['x']])}`,
+        `Patient?_sort=_lastUpdated&_cursor=${cursor([1, 'x'.repeat(70)])}`,
+        `Patient/$everything?_count=2&_cursor=${cursor({ t: 1, a: [] })}`,
+        `Patient/$everything?_count=1&_cursor=${cursor({ t: 1, p: [] })}`,
+        `Patient/p1/$everything?_cursor=${cursor({ t: 1e300 })}`,
+        `Patient/p1/$everything?_cursor=${cursor({ t: 1, a: { x: 1 } })}`,
+      ];
+      for (const path of forged) {
+        const res = await t.request(`${t.fhir()}/${path}`, { headers: { Authorization: `Bearer ${token}` } });
+        const body = (await res.json()) as { issue: { expression?: string[] }[] };
+        expect({ path, status: res.status, expression: body.issue[0]!.expression }).toEqual({ path, status: 400, expression: ['_cursor'] });
+      }
+    });
   });
 });

@@ -79,9 +79,10 @@ function typesOf(req: FhirRequest, raw: string | null): string[] {
 export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
   requireAccess(req.access, 'Patient', 'r');
   const warnings = ignored(params, strict);
-  const count = params.get('_count') === null ? DEFAULT_COUNT : Number(params.get('_count'));
-  if (!Number.isInteger(count) || count < 1) throw new FhirError('invalid', `Invalid _count '${params.get('_count')}'`, { expression: ['_count'] });
-  const limit = Math.min(count, MAX_COUNT);
+  // Digits alone, as search's _count (`1e9`, `0x10` and ` 5` were taken); at least 1, at most a page's most.
+  const rawCount = params.get('_count');
+  if (rawCount !== null && !/^0*[1-9]\d*$/.test(rawCount)) throw new FhirError('invalid', `Invalid _count '${rawCount}': expected a positive integer`, { expression: ['_count'] });
+  const limit = rawCount === null ? DEFAULT_COUNT : rawCount.length > 6 ? MAX_COUNT : Math.min(Number(rawCount), MAX_COUNT);
   const since = params.get('_since');
   const where: Condition[] = [];
   if (since !== null) {

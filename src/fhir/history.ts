@@ -10,7 +10,7 @@ import { compartmentsOf } from './indexer.ts';
 import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
-import { hasEndpoint } from './resource-types.ts';
+import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseCount } from './search.ts';
 
 export interface HistoryResult {
@@ -22,7 +22,9 @@ export interface HistoryResult {
 function decodeBefore(raw: string): HistoryCursor {
   try {
     const [lastUpdated, type, id, versionId] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-    if ([lastUpdated, versionId].every((n) => typeof n === 'number') && typeof type === 'string' && typeof id === 'string') {
+    // Only what encodeBefore writes, within what the databases take (a time of 1e20 or 1.5 was a 500 on PostgreSQL).
+    if (Number.isSafeInteger(lastUpdated) && Number.isSafeInteger(versionId) && versionId >= 0 && typeof type === 'string' && isResourceType(type) &&
+      typeof id === 'string' && ID_PATTERN.test(id)) {
       return { lastUpdated, type, id, versionId };
     }
   } catch {

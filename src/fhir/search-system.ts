@@ -14,7 +14,7 @@ import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
-import { REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
+import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
   addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, storeQuery,
   type CompiledSearch, type Include, type SearchResult,
@@ -33,7 +33,8 @@ interface Position {
 function decodePosition(raw: string, types: number): Position {
   try {
     const v = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Position;
-    if (Number.isInteger(v.t) && v.t >= 0 && v.t < types && typeof v.i === 'string' && (v.u === undefined || Number.isInteger(v.u))) return v;
+    // Only what encodePosition writes, within what the databases take (a time past a bigint was a 500 on PostgreSQL).
+    if (v !== null && Number.isSafeInteger(v.t) && v.t >= 0 && v.t < types && typeof v.i === 'string' && ID_PATTERN.test(v.i) && (v.u === undefined || Number.isSafeInteger(v.u))) return v;
   } catch {
     // fall through
   }

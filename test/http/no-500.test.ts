@@ -86,7 +86,7 @@ await eachStore((kind, fresh) => {
       for (const s of [200, 201, 400, 404, 405, 415]) expect(statuses).toContain(s);
     }, 60_000);
 
-    test('forged paging cursors are a 400 naming _cursor: offsets and times past what the databases take, ids of any other shape', async () => {
+    test('forged paging cursors (search, $everything, history, system search) are a 400 naming _cursor: offsets and times past what the databases take, ids and types of any other shape', async () => {
       const cursor = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
       const put = await t.request(`${t.fhir()}/Patient/p1`, { method: 'PUT', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: '{"resourceType":"Patient","id":"p1"}' });
       expect(put.status).toBeLessThan(300);
@@ -101,12 +101,25 @@ await eachStore((kind, fresh) => {
         `Patient/$everything?_count=1&_cursor=${cursor({ t: 1, p: [] })}`,
         `Patient/p1/$everything?_cursor=${cursor({ t: 1e300 })}`,
         `Patient/p1/$everything?_cursor=${cursor({ t: 1, a: { x: 1 } })}`,
+        `Patient/_history?_cursor=${cursor([1.5, 'Patient', 'x', 1])}`,
+        `_history?_cursor=${cursor([1e20, 'Patient', 'x', 1])}`,
+        `Patient/p1/_history?_cursor=${cursor([0, 'Patient', 'x', 2 ** 53])}`,
+        `_history?_cursor=${cursor([0, 'NotAType', 'x', 1])}`,
+        `?_type=Patient,Organization&_sort=_lastUpdated&_cursor=${cursor({ t: 0, i: 'x', u: 2 ** 63 })}`,
+        `?_type=Patient,Organization&_sort=_lastUpdated&_cursor=${cursor({ t: 0, i: 'x', u: -1e300 })}`,
+        `?_type=Patient,Organization&_cursor=${cursor({ t: 0, i: ['x'] })}`,
       ];
       for (const path of forged) {
         const res = await t.request(`${t.fhir()}/${path}`, { headers: { Authorization: `Bearer ${token}` } });
         const body = (await res.json()) as { issue: { expression?: string[] }[] };
         expect({ path, status: res.status, expression: body.issue[0]!.expression }).toEqual({ path, status: 400, expression: ['_cursor'] });
       }
+      // $everything's _count is digits, as search's.
+      for (const count of ['1e9', '0x10', ' 5', '0', '-1']) {
+        const res = await t.request(`${t.fhir()}/Patient/p1/$everything?_count=${encodeURIComponent(count)}`, { headers: { Authorization: `Bearer ${token}` } });
+        expect({ count, status: res.status }).toEqual({ count, status: 400 });
+      }
+      expect((await t.request(`${t.fhir()}/Patient/p1/$everything?_count=99999999`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
     });
   });
 });

@@ -62,18 +62,18 @@ export function parsePatch(mediaType: string, text: string): PatchDocument {
 export function entryPatch(resource: Resource): PatchDocument {
   if (resource.resourceType === 'Parameters') return fhirPathPatch(resource);
   if (resource.resourceType !== 'Binary') {
-    throw new FhirError('invalid', `a PATCH entry's resource must be a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch, not a ${resource.resourceType}`);
+    throw new FhirError('invalid', `a PATCH entry's resource must be a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch, not a ${resource.resourceType}`, { expression: ['Binary'] });
   }
   // The media type decides; its parameters (`; charset=utf-8`) do not.
   if (typeof resource.contentType !== 'string' || resource.contentType.split(';')[0]!.trim().toLowerCase() !== JSON_PATCH_TYPE) {
-    throw new FhirError('invalid', `a PATCH entry's Binary must have contentType ${JSON_PATCH_TYPE}, not ${JSON.stringify(resource.contentType)}`);
+    throw new FhirError('invalid', `a PATCH entry's Binary must have contentType ${JSON_PATCH_TYPE}, not ${JSON.stringify(resource.contentType)}`, { expression: ['Binary.contentType'] });
   }
-  if (typeof resource.data !== 'string') throw new FhirError('invalid', "a PATCH entry's Binary has no data (the base64 JSON Patch)");
+  if (typeof resource.data !== 'string') throw new FhirError('invalid', "a PATCH entry's Binary has no data (the base64 JSON Patch)", { expression: ['Binary.data'] });
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(resource.data, 'base64'));
   } catch (err) {
-    throw new FhirError('invalid', "a PATCH entry's Binary data is not base64 of UTF-8 text", { cause: err });
+    throw new FhirError('invalid', "a PATCH entry's Binary data is not base64 of UTF-8 text", { cause: err, expression: ['Binary.data'] });
   }
   return { kind: 'json-patch', operations: parseJsonPatch(parseJson(text)) };
 }
@@ -223,11 +223,11 @@ export async function conditionalPatch(
   });
 }
 
-/** A patch error located in a Bundle entry: its text prefixed, `Parameters.parameter[1]` as `Bundle.entry[2].resource.parameter[1]`. */
+/** A patch error located in a Bundle entry: its text prefixed, `Parameters.parameter[1]` as `Bundle.entry[2].resource.parameter[1]` (a Binary's elements likewise). */
 export function underEntry(err: FhirError, at: string): FhirError {
   const outcome = err.issues.map((i) => {
     const text = `${at}: ${i.diagnostics ?? ''}`;
-    const expression = (i.expression ?? []).map((e) => e.replace(/^Parameters(?=\.|$)/, `${at}.resource`));
+    const expression = (i.expression ?? []).map((e) => e.replace(/^(?:Parameters|Binary)(?=\.|$)/, `${at}.resource`));
     return { ...i, diagnostics: text, details: { text }, ...(expression.length > 0 ? { expression } : {}) };
   });
   return new FhirError(err.category, `${at}: ${err.message}`, { outcome, cause: err });

@@ -61,7 +61,7 @@ export async function validateOperation(
   checkTypeAndId(type, id);
   const args = input(body, query);
   if (args.mode !== undefined && !MODES.has(args.mode)) {
-    throw new FhirError('invalid', `Unknown $validate mode '${args.mode}': expected create, update, delete or profile`);
+    throw new FhirError('invalid', `Unknown $validate mode '${args.mode}': expected create, update, delete or profile`, { expression: ['mode'] });
   }
   const mode: Mode | undefined = args.mode === 'create' || args.mode === 'update' || args.mode === 'delete' ? args.mode : undefined;
   const issues: FhirIssue[] = [];

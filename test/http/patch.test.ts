@@ -327,6 +327,20 @@ await eachStore((kind, fresh) => {
         expect((await read(b)).birthDate).toBe('1980-02-03');
       });
 
+      test("a PATCH entry's Binary that holds no JSON Patch: the 400 names the Binary's element under the entry", async () => {
+        const a = await patient();
+        const cases: [Json, string][] = [
+          [{ resourceType: 'Binary', contentType: 'text/plain', data: 'eA==' }, 'Bundle.entry[0].resource.contentType'],
+          [{ resourceType: 'Binary', contentType: 'application/json-patch+json' }, 'Bundle.entry[0].resource.data'],
+          [{ resourceType: 'Binary', contentType: 'application/json-patch+json', data: Buffer.from([0xff, 0xfe]).toString('base64') }, 'Bundle.entry[0].resource.data'],
+          [{ resourceType: 'Patient' }, 'Bundle.entry[0].resource'],
+        ];
+        for (const [resource, expression] of cases) {
+          const outcome = await expectOutcome(await api.post('', bundle('transaction', [patchEntry(`Patient/${a}`, resource)])), 400);
+          expect(outcome.issue[0].expression).toEqual([expression]);
+        }
+      });
+
       test('a transaction is atomic: one failing patch writes nothing', async () => {
         const a = await patient();
         const b = await patient();

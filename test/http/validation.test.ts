@@ -86,6 +86,11 @@ describe('with strict validation (the default)', () => {
     expect(where((await (await api.post('Observation/$validate', params)).json()) as Json)).toEqual(['Observation.code']);
   });
 
+  test('$validate with an unknown mode: 400 naming mode', async () => {
+    const outcome = await expectOutcome(await api.post('Patient/$validate?mode=bogus', { resourceType: 'Patient' }), 400);
+    expect(outcome.issue[0].expression).toEqual(['mode']);
+  });
+
   test('$validate: profiles other than the base definition are answered with a not-supported issue', async () => {
     const base = { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: { resourceType: 'Patient' } }, { name: 'profile', valueUri: 'http://hl7.org/fhir/StructureDefinition/Patient' }] };
     const okBody = (await (await api.post('Patient/$validate', base)).json()) as Json;

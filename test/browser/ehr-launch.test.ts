@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { appAssets, appPage, browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
+import { appAssets, appPage, readyScript, browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
@@ -44,8 +44,7 @@ function appPages(req: Request): Response {
     </script>`);
   }
   if (path === '/app.html') {
-    return html(`<p id="status">working</p><script src="/fhir-client.js"></script><script>
-      FHIR.oauth2.ready().then(async (client) => {
+    return html(readyScript(`
         const patient = await client.patient.read();
         const encounter = await client.encounter.read();
         const observations = await client.request('Observation');
@@ -56,18 +55,13 @@ function appPages(req: Request): Response {
         } catch (err) {
           otherPatient = err.status || String(err);
         }
-        window.result = {
+        return {
           patientId: client.patient.id, patientName: patient.name[0].family, encounterId: client.encounter.id,
           encounterStatus: encounter.status, tokenPatient: client.state.tokenResponse.patient,
           tokenEncounter: client.state.tokenResponse.encounter, scope: client.state.tokenResponse.scope,
           observationIds: observations.entry.map((e) => e.resource.id), otherPatient,
         };
-        document.getElementById('status').textContent = 'done';
-      }).catch((err) => {
-        window.failure = String(err && err.stack || err);
-        document.getElementById('status').textContent = 'failed';
-      });
-    </script>`);
+    `));
   }
   return new Response('not found', { status: 404 });
 }

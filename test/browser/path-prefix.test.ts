@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { appAssets, appPage, browserAvailable, browserTest, cspViolations, launchChromium } from '../helpers/browser.ts';
+import { appAssets, appPage, readyScript, browserAvailable, browserTest, cspViolations, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
@@ -60,21 +60,15 @@ function appPages(): (req: Request) => Response {
       </script>`);
     }
     if (path === '/app.html') {
-      return html(`<p id="status">working</p><script src="/fhir-client.js"></script><script>
-        FHIR.oauth2.ready().then(async (client) => {
+      return html(readyScript(`
           const patient = await client.patient.read();
           const observations = await client.request('Observation');
-          window.result = {
+          return {
             patientId: client.patient.id, patientName: patient.name[0].family, tokenPatient: client.state.tokenResponse.patient,
             scope: client.state.tokenResponse.scope, observationIds: observations.entry.map((e) => e.resource.id),
             selfLink: observations.link[0].url,
           };
-          document.getElementById('status').textContent = 'done';
-        }).catch((err) => {
-          window.failure = String(err && err.stack || err);
-          document.getElementById('status').textContent = 'failed';
-        });
-      </script>`);
+      `));
     }
     return new Response('not found', { status: 404 });
   };

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
-import { appAssets, appPage, browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
+import { appAssets, appPage, readyScript, browserAvailable, browserTest, launchChromium } from '../helpers/browser.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
@@ -47,8 +47,7 @@ function appPages(iss: () => string): (req: Request) => Response {
       </script>`);
     }
     if (path === '/app.html') {
-      return html(`<p id="status">working</p><script src="/fhir-client.js"></script><script>
-        FHIR.oauth2.ready().then(async (client) => {
+      return html(readyScript(`
           const patient = await client.patient.read();
           const created = await client.create({
             resourceType: 'Observation', status: 'preliminary', code: { text: 'Body weight' },
@@ -60,18 +59,13 @@ function appPages(iss: () => string): (req: Request) => Response {
             headers: { 'Content-Type': 'application/json-patch+json', 'If-Match': 'W/"' + created.meta.versionId + '"' },
             body: JSON.stringify([{ op: 'replace', path: '/status', value: 'final' }, { op: 'replace', path: '/valueQuantity/value', value: 73 }]),
           });
-          window.result = {
+          return {
             origin: location.origin, patientId: client.patient.id, patientName: patient.name[0].family,
             created: { id: created.id, versionId: created.meta.versionId },
             searchTotal: search.total, searchIds: search.entry.map((e) => e.resource.id),
             patched: { status: patched.status, value: patched.valueQuantity.value, versionId: patched.meta.versionId },
           };
-          document.getElementById('status').textContent = 'done';
-        }).catch((err) => {
-          window.failure = String(err && err.stack || err);
-          document.getElementById('status').textContent = 'failed';
-        });
-      </script>`);
+      `));
     }
     return new Response('not found', { status: 404 });
   };

@@ -46,6 +46,21 @@ export const appPage = (title: string, body: string) =>
   new Response(`<!doctype html><meta charset="utf-8"><title>${title}</title>${body}`, { headers: { 'Content-Type': 'text/html; charset=utf-8' } });
 
 /**
+ * The body of a test's SMART app redirect page: fhirclient completes the authorization, then `work` (the
+ * body of an async function of `client`) runs; what it returns is left in `window.result`, or its error in
+ * `window.failure`, and `#status` says `done` or `failed`.
+ */
+export const readyScript = (work: string) => `<p id="status">working</p><script src="/fhir-client.js"></script><script>
+  FHIR.oauth2.ready().then(async (client) => {${work}}).then((result) => {
+    window.result = result;
+    document.getElementById('status').textContent = 'done';
+  }).catch((err) => {
+    window.failure = String(err && err.stack || err);
+    document.getElementById('status').textContent = 'failed';
+  });
+</script>`;
+
+/**
  * What a test's SMART app site serves besides its own pages: the SMART JavaScript client (fhirclient)
  * at `/fhir-client.js`, and no favicon; undefined for any other path.
  */

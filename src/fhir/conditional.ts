@@ -113,6 +113,17 @@ export async function heldToMatch<T>(match: ResourceVersion, ifMatch: IfMatch | 
   }
 }
 
+/**
+ * A REST conditional write to `match`: held to the matched version (heldToMatch) where the tenant stored
+ * it (storedMatch); a core CodeSystem or ValueSet it never stored is written with the client's If-Match alone.
+ */
+export async function writeToMatch<T>(
+  deps: FhirDeps, req: FhirRequest, type: string, match: ResourceVersion, ifMatch: IfMatch | undefined, write: (ifMatch: IfMatch | undefined) => Promise<T>,
+): Promise<T> {
+  if (!(await storedMatch(deps, req, type, match))) return write(ifMatch);
+  return heldToMatch(match, ifMatch, `${type}/${match.id}`, write);
+}
+
 /** Attempts of a conditional write whose conditions other processes keep settling first (each time one of them wrote). */
 const ATTEMPTS = 8;
 
@@ -246,8 +257,7 @@ export async function conditionalUpdate(
         throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
       }
       const matched = carryLiterals(resource, { ...resource, id: match.id });
-      if (!(await storedMatch(deps, req, type, match))) return updateResource(deps, req, type, match.id, matched, ifMatch);
-      return heldToMatch(match, ifMatch, `${type}/${match.id}`, (held) => updateResource(deps, req, type, match.id, matched, held));
+      return writeToMatch(deps, req, type, match, ifMatch, (held) => updateResource(deps, req, type, match.id, matched, held));
     }
     const settles = (w: ResourceWriter) => settle(w, [condition]);
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles, true);
@@ -274,7 +284,6 @@ export async function conditionalDelete(
       requireIfMatch(ifMatch, `${type}?${query}`, null);
       return null;
     }
-    if (!(await storedMatch(deps, req, type, match))) return { id: match.id, version: await deleteResource(deps, req, type, match.id, ifMatch) };
-    return { id: match.id, version: await heldToMatch(match, ifMatch, `${type}/${match.id}`, (held) => deleteResource(deps, req, type, match.id, held)) };
+    return { id: match.id, version: await writeToMatch(deps, req, type, match, ifMatch, (held) => deleteResource(deps, req, type, match.id, held)) };
   });
 }

@@ -4,7 +4,7 @@
  * next version through the update path (validation, indexing, history, referential integrity, access).
  */
 import { FhirError } from '../errors.ts';
-import { conditionKey, exclusively, hasCriteria, heldToMatch, resolveCondition, storedMatch } from './conditional.ts';
+import { conditionKey, exclusively, hasCriteria, resolveCondition, writeToMatch } from './conditional.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { lookups } from './core-search.ts';
 import { readResource, requireFilter, updateResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
@@ -207,7 +207,7 @@ export async function patchResource(
 
 /**
  * FHIR R4 conditional patch (`PATCH [type]?query`): no match is 404, several are 412, one is patched,
- * as the search found it (heldToMatch): a match another request changed or deleted in between is
+ * as the search found it (writeToMatch): a match another request changed or deleted in between is
  * searched for again, as conditional updates and deletes are, rather than patched as it is now.
  */
 export async function conditionalPatch(
@@ -218,8 +218,7 @@ export async function conditionalPatch(
   return exclusively(deps, req.tenant, [conditionKey(type, query)], async () => {
     const match = await resolveCondition(deps, req, type, query, 'Conditional patch');
     if (!match) throw new FhirError('not-found', `Conditional patch: no ${type} matches '${query}'`);
-    if (!(await storedMatch(deps, req, type, match))) return patchResource(deps, req, type, match.id, patch, ifMatch);
-    return heldToMatch(match, ifMatch, `${type}/${match.id}`, (held) => patchResource(deps, req, type, match.id, patch, held));
+    return writeToMatch(deps, req, type, match, ifMatch, (held) => patchResource(deps, req, type, match.id, patch, held));
   });
 }
 

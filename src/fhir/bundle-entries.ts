@@ -69,17 +69,17 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
   const path = q < 0 ? rel : rel.slice(0, q);
   const query = q < 0 ? undefined : new URLSearchParams(rel.slice(q + 1));
   const type = path.split('/', 1)[0];
-  if (!type || !isResourceType(type)) fail(index, `request.url '${url}' does not name a known resource type`);
+  if (!type || !isResourceType(type)) fail(index, `request.url '${url}' does not name a known resource type`, 'request.url');
   // As on the REST API (checkRestType): a 404 for this entry; a batch's other entries go on.
   if (!hasEndpoint(type)) throw noEndpoint(type, { entry: `Bundle.entry[${index}]`, expression: `Bundle.entry[${index}].request.url` });
   const m = PATH.exec(path);
   const history = m?.[2] !== undefined || m?.[4] !== undefined;
   if (!m || (history && method !== 'GET')) {
     const forms = method === 'GET' ? 'Type, Type/id, Type?query, Type/id/_history/vid, Type/id/_history or Type/_history' : 'Type, Type/id or Type?query';
-    fail(index, `request.url '${url}' is not of the form ${forms}`);
+    fail(index, `request.url '${url}' is not of the form ${forms}`, 'request.url');
   }
   const [, , , id, , version] = m;
-  if (id !== undefined && !ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`);
+  if (id !== undefined && !ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`, 'request.url');
   const out: ParsedUrl = { type };
   if (id !== undefined) out.id = id;
   if (version !== undefined) out.version = version;
@@ -113,7 +113,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     if (typeof request[field] !== 'string') fail(index, `request.${field} ${request[field] === undefined ? 'is required' : 'must be a string'}`, `request.${field}`);
   }
   const method = request.method as Method;
-  if (!['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(method)) fail(index, `request.method '${request.method}' is not supported`);
+  if (!['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(method)) fail(index, `request.method '${request.method}' is not supported`, 'request.method');
   for (const field of ['ifNoneMatch', 'ifModifiedSince', 'ifMatch', 'ifNoneExist']) {
     // A precondition that is not a string would be dropped and the write done unconditionally.
     if (request[field] !== undefined && typeof request[field] !== 'string') fail(index, `request.${field} must be a string`, `request.${field}`);
@@ -134,11 +134,13 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     try {
       entry.resource = asResource(method === 'POST' ? withoutId(e.resource) : e.resource, type);
     } catch (err) {
-      fail(index, (err as Error).message);
+      if (!(err instanceof FhirError)) throw err;
+      const element = err.issues[0]?.expression?.[0];
+      fail(index, err.message, element === undefined ? 'resource' : `resource.${element}`);
     }
   }
   if (method === 'PATCH') {
-    if (e.resource === undefined) fail(index, 'a PATCH needs a resource: a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch');
+    if (e.resource === undefined) fail(index, 'a PATCH needs a resource: a Parameters (FHIRPath Patch) or a Binary holding a JSON Patch', 'resource');
     try {
       entry.patch = entryPatch(asResource(e.resource));
     } catch (err) {
@@ -147,24 +149,24 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     }
   }
   if (method === 'POST') {
-    if (id !== undefined || query) fail(index, `POST request.url must be the resource type, got '${request.url}'`);
+    if (id !== undefined || query) fail(index, `POST request.url must be the resource type, got '${request.url}'`, 'request.url');
     if (typeof request.ifNoneExist === 'string') {
       try {
         entry.condition = parseCondition(request.ifNoneExist, type, 'ifNoneExist');
       } catch (err) {
-        fail(index, (err as Error).message);
+        fail(index, (err as Error).message, 'request.ifNoneExist');
       }
     }
   } else if (id !== undefined) {
     entry.id = id;
     if (method === 'PUT' && entry.resource!.id !== undefined && entry.resource!.id !== id) {
-      fail(index, `resource id '${entry.resource!.id}' does not match request.url id '${id}'`);
+      fail(index, `resource id '${entry.resource!.id}' does not match request.url id '${id}'`, 'resource.id');
     }
   } else if (query) {
-    if (!hasCriteria(query)) fail(index, `conditional request.url '${request.url}' has no search criteria`);
+    if (!hasCriteria(query)) fail(index, `conditional request.url '${request.url}' has no search criteria`, 'request.url');
     entry.condition = query;
   } else {
-    fail(index, `${method} needs Type/id or a conditional Type?query, got '${request.url}'`);
+    fail(index, `${method} needs Type/id or a conditional Type?query, got '${request.url}'`, 'request.url');
   }
   return entry;
 }

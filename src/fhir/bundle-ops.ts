@@ -89,7 +89,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
  * if the Etag value matches"; http.html "Managing Resource Contention"): `*` or entity tags, as in REST.
  */
 function entryIfMatch(entry: Entry): IfMatch | undefined {
-  return entry.ifMatch ? parseIfMatch(entry.ifMatch, `${at(entry)}: ifMatch`) : undefined;
+  return entry.ifMatch ? parseIfMatch(entry.ifMatch, `${at(entry)}: ifMatch`, `${at(entry)}.request.ifMatch`) : undefined;
 }
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */

@@ -19,14 +19,16 @@ export function hasCriteria(query: URLSearchParams): boolean {
 /**
  * Parses the query of a conditional interaction (`identifier=x`, `?identifier=x` or `Type?identifier=x`),
  * as the `If-None-Exist` header and `Bundle.entry.request.ifNoneExist` carry it (FHIR R4 http 3.1.0.8.1).
+ * `expression` names the header or element in errors, where the caller does not place them itself.
  */
-export function parseCondition(raw: string, type: string, where: string): URLSearchParams {
+export function parseCondition(raw: string, type: string, where: string, expression?: string): URLSearchParams {
+  const named = expression === undefined ? undefined : { expression: [expression] };
   const q = raw.indexOf('?');
   if (q > 0 && raw.slice(0, q) !== type) {
-    throw new FhirError('invalid', `${where}: condition '${raw}' names type '${raw.slice(0, q)}', expected ${type}`);
+    throw new FhirError('invalid', `${where}: condition '${raw}' names type '${raw.slice(0, q)}', expected ${type}`, named);
   }
   const query = new URLSearchParams(q < 0 ? raw : raw.slice(q + 1));
-  if (!hasCriteria(query)) throw new FhirError('invalid', `${where}: condition '${raw}' has no search criteria`);
+  if (!hasCriteria(query)) throw new FhirError('invalid', `${where}: condition '${raw}' has no search criteria`, named);
   return query;
 }
 
@@ -224,7 +226,7 @@ export async function conditionalCreate(
   // Invalid content is refused before the search, whether or not a resource matches.
   const resource = asResource(withoutId(body), type);
   requireValid(resource, validationLevel(deps));
-  const query = parseCondition(ifNoneExist, type, 'If-None-Exist');
+  const query = parseCondition(ifNoneExist, type, 'If-None-Exist', 'If-None-Exist');
   const condition = conditionKey(type, query);
   return exclusively(deps, req.tenant, [condition], async (settle) => {
     const match = await resolveCondition(deps, req, type, query, 'If-None-Exist');

@@ -21,7 +21,7 @@ const VERSION = /^\d+$/;
  * Parses `If-Match` (or a Bundle entry's `request.ifMatch`): `*`, or one or more entity tags. A tag that
  * is well formed but names no version (`"abc"`) never matches; a value that is neither is a 400.
  */
-export function parseIfMatch(value: string | undefined, what = 'If-Match header'): IfMatch | undefined {
+export function parseIfMatch(value: string | undefined, what = 'If-Match header', expression = 'If-Match'): IfMatch | undefined {
   if (value === undefined) return undefined;
   if (value.trim() === '*') return '*';
   const versions: number[] = [];
@@ -37,7 +37,7 @@ export function parseIfMatch(value: string | undefined, what = 'If-Match header'
     tags++;
     if (VERSION.test(m[2]!)) versions.push(Number(m[2]));
   }
-  if (tags === 0) throw new FhirError('invalid', `Malformed ${what} '${value}': expected * or entity tags such as W/"<versionId>"`);
+  if (tags === 0) throw new FhirError('invalid', `Malformed ${what} '${value}': expected * or entity tags such as W/"<versionId>"`, { expression: [expression] });
   return versions;
 }
 

@@ -77,7 +77,7 @@ export function asResource(body: unknown, expectedType?: string): Resource {
 /** Checks a type and id taken from a URL: a type with a RESTful endpoint (checkRestType), a valid id. */
 export function checkTypeAndId(type: string, id?: string): void {
   checkRestType(type);
-  if (id !== undefined && !ID_PATTERN.test(id)) throw new FhirError('invalid', `Invalid resource id '${id}'`);
+  if (id !== undefined && !ID_PATTERN.test(id)) throw new FhirError('invalid', `Invalid resource id '${id}'`, { expression: ['id'] });
 }
 
 /**

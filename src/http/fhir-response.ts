@@ -39,7 +39,7 @@ export function checkAccept(accept: string | undefined, format: string | null): 
   if (format !== null) {
     const f = mediaRange(format.trim().replace(/ /g, '+'));
     if (!['json', ...JSON_TYPES].includes(f.type) || !isR4Version(f.params)) {
-      throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON`);
+      throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON`, { expression: ['_format'] });
     }
   }
   if (!accept) return;

@@ -96,8 +96,9 @@ describe('media types', () => {
 
   for (const format of ['xml', 'application/fhir+xml', 'html', 'turtle', 'text/xml']) {
     test(`_format=${format} is 406`, async () => {
-      await rejects(() => raw('GET', `Patient/existing?_format=${encodeURIComponent(format)}`), 406);
-      await rejects(() => raw('GET', `Patient?_format=${encodeURIComponent(format)}`), 406);
+      for (const path of [`Patient/existing?_format=${encodeURIComponent(format)}`, `Patient?_format=${encodeURIComponent(format)}`]) {
+        expect((await rejects(() => raw('GET', path), 406)).issue[0].expression).toEqual(['_format']);
+      }
     });
   }
 
@@ -175,10 +176,10 @@ describe('ids', () => {
   const badIds = ['a'.repeat(65), 'a_b', 'a%20b', 'a%2Fb', '%C3%A9t%C3%A9', "x'--", 'a*'];
   for (const id of badIds) {
     test(`invalid id '${decodeURIComponent(id).slice(0, 20)}' in the URL is 400`, async () => {
-      await rejects(() => raw('GET', `Patient/${id}`), 400);
-      await rejects(() => raw('PUT', `Patient/${id}`, JSON.stringify({ resourceType: 'Patient', id: decodeURIComponent(id) }), JSON_TYPE), 400);
-      await rejects(() => raw('DELETE', `Patient/${id}`), 400);
-      await rejects(() => raw('GET', `Patient/${id}/_history`), 400);
+      for (const [method, path, body] of [['GET', `Patient/${id}`], ['PUT', `Patient/${id}`, JSON.stringify({ resourceType: 'Patient', id: decodeURIComponent(id) })], ['DELETE', `Patient/${id}`], ['GET', `Patient/${id}/_history`]] as const) {
+        const outcome = await rejects(() => raw(method, path, body, body === undefined ? {} : JSON_TYPE), 400);
+        expect(outcome.issue[0].expression).toEqual(['id']);
+      }
     });
   }
 
@@ -252,6 +253,40 @@ describe('unsupported interactions and operations', () => {
     await rejects(() => raw('DELETE', 'Patient'), 400);
     await rejects(() => raw('DELETE', 'Patient?_sort=_id'), 400);
     await rejects(() => raw('DELETE', 'Patient?bogus=1'), 400);
+  });
+
+  test('a malformed If-None-Exist or If-Match is a 400 naming the header', async () => {
+    const body = JSON.stringify({ resourceType: 'Patient', active: false });
+    for (const condition of ['Observation?identifier=x|1', 'http://elsewhere.test/Patient?identifier=x|1', '_count=1', '']) {
+      const outcome = await rejects(() => raw('POST', 'Patient', body, { ...JSON_TYPE, 'If-None-Exist': condition }), 400);
+      expect(outcome.issue[0].expression).toEqual(['If-None-Exist']);
+    }
+    for (const [method, path] of [['PUT', 'Patient/existing'], ['DELETE', 'Patient/existing'], ['PATCH', 'Patient/existing']] as const) {
+      const headers = { 'If-Match': 'version-1', 'Content-Type': method === 'PATCH' ? 'application/json-patch+json' : JSON_TYPE['Content-Type'] };
+      const sent = method === 'PATCH' ? '[{"op":"add","path":"/active","value":false}]' : method === 'PUT' ? JSON.stringify({ resourceType: 'Patient', id: 'existing' }) : undefined;
+      const outcome = await rejects(() => raw(method, path, sent, headers), 400);
+      expect(outcome.issue[0].expression).toEqual(['If-Match']);
+    }
+  });
+
+  test("a Bundle entry's malformed request or resource: the 400 names the element", async () => {
+    const entries: [Record<string, unknown>, string][] = [
+      [{ request: { method: 'POST', url: 'Patient', ifNoneExist: 'Observation?code=1' }, resource: { resourceType: 'Patient' } }, 'request.ifNoneExist'],
+      [{ request: { method: 'POST', url: 'Patient/x' }, resource: { resourceType: 'Patient' } }, 'request.url'],
+      [{ request: { method: 'GET', url: 'Patient/a_b' } }, 'request.url'],
+      [{ request: { method: 'DELETE', url: 'Foo/1' } }, 'request.url'],
+      [{ request: { method: 'HEAD', url: 'Patient/existing' } }, 'request.method'],
+      [{ request: { method: 'PUT', url: 'Patient/existing' }, resource: { resourceType: 'Patient', id: 'other' } }, 'resource.id'],
+      [{ request: { method: 'PUT', url: 'Patient/existing' }, resource: { resourceType: 'Observation', id: 'existing' } }, 'resource.resourceType'],
+      [{ request: { method: 'DELETE', url: 'Patient?_count=1' } }, 'request.url'],
+      [{ request: { method: 'PATCH', url: 'Patient/existing' } }, 'resource'],
+      [{ request: { method: 'DELETE', url: 'Patient/existing', ifMatch: 'version-1' } }, 'request.ifMatch'],
+    ];
+    for (const [entry, element] of entries) {
+      const bundle = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: 'Patient/existing' } }, entry] });
+      const outcome = await rejects(() => raw('POST', '', bundle, JSON_TYPE), 400);
+      expect(outcome.issue[0].expression).toEqual([`Bundle.entry[1].${element}`]);
+    }
   });
 
   test('unknown routes under the FHIR base are 404 OperationOutcomes', async () => {

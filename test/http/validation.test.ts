@@ -86,6 +86,33 @@ describe('with strict validation (the default)', () => {
     expect(where((await (await api.post('Observation/$validate', params)).json()) as Json)).toEqual(['Observation.code']);
   });
 
+  test('a primitive with a value and an id alone in _name is valid (ele-1); without a value it is not', async () => {
+    // US Core 6.1.0's patient-example-targeted-provenance has `"_gender": {"id": "gender"}`.
+    const withIds = { resourceType: 'Patient', id: 'x', gender: 'female', _gender: { id: 'g1' }, birthDate: '1970-01-01', _birthDate: { id: 'b1' } };
+    const put = await api.put('Patient/x', withIds);
+    expect(put.status).toBe(201);
+    expect(((await put.json()) as Json)._gender).toEqual({ id: 'g1' });
+    const ok = (await (await api.post('Patient/$validate', withIds)).json()) as Json;
+    expect(ok.issue.map((i: Json) => i.severity)).toEqual(['information']);
+    const idOnly = { resourceType: 'Patient', id: 'y', _gender: { id: 'g1' } };
+    expect(where(await refused(await api.put('Patient/y', idOnly)))).toEqual(['Patient.gender']);
+    expect(where((await (await api.post('Patient/$validate', idOnly)).json()) as Json)).toEqual(['Patient.gender']);
+    const given = (ids: unknown[]) => ({ resourceType: 'Patient', name: [{ given: ['a', 'b'], _given: ids }] });
+    expect((await api.post('Patient', given([{ id: 'x' }, null]))).status).toBe(201);
+    const unvalued = { resourceType: 'Patient', name: [{ given: ['a', null], _given: [null, { id: 'x' }] }] };
+    expect(where(await refused(await api.post('Patient', unvalued)))).toEqual(['Patient.name[0].given[1]']);
+    const tx = await api.post('', {
+      resourceType: 'Bundle', type: 'transaction',
+      entry: [
+        { resource: { ...withIds, id: 'z' }, request: { method: 'PUT', url: 'Patient/z' } },
+        { resource: unvalued, request: { method: 'POST', url: 'Patient' } },
+      ],
+    });
+    expect(where(await refused(tx))).toEqual(['Bundle.entry[1].resource.name[0].given[1]']);
+    const tx2 = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { ...withIds, id: 'z' }, request: { method: 'PUT', url: 'Patient/z' } }] });
+    expect(tx2.status).toBe(200);
+  });
+
   test('$validate with an unknown mode: 400 naming mode', async () => {
     const outcome = await expectOutcome(await api.post('Patient/$validate?mode=bogus', { resourceType: 'Patient' }), 400);
     expect(outcome.issue[0].expression).toEqual(['mode']);
@@ -130,6 +157,9 @@ describe('CINDER_VALIDATION', () => {
       const s = fhirClient(structural, await structural.token());
       expect((await s.post('Patient', { resourceType: 'Patient', gender: 'banana' })).status).toBe(201);
       expect(where(await refused(await s.post('Patient', { resourceType: 'Patient', foo: 1 })))).toEqual(['Patient.foo']);
+      // ele-1 is structure: checked at this level too.
+      expect((await s.put('Patient/x', { resourceType: 'Patient', id: 'x', gender: 'female', _gender: { id: 'g1' } })).status).toBe(201);
+      expect(where(await refused(await s.put('Patient/y', { resourceType: 'Patient', id: 'y', _gender: { id: 'g1' } })))).toEqual(['Patient.gender']);
       // $validate is always strict.
       expect(where((await (await s.post('Patient/$validate', { resourceType: 'Patient', gender: 'banana' })).json()) as Json)).toEqual(['Patient.gender']);
       const o = fhirClient(off, await off.token());

@@ -207,7 +207,11 @@ function checkElementId(walk: Walk, id: string, path: string): void {
   else walk.add('value', `${path}.id`, `Element ids must be unique within a resource: '${id}' is also the id of ${first}`);
 }
 
-function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): void {
+/**
+ * `valued`: `obj` is the `_name` object of a primitive that has a value. ele-1 is `hasValue() or
+ * (children().count() > id.count())`, so such a primitive element is valid with only an id there.
+ */
+function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string, valued = false): void {
   if (model.kind !== 'resource' && typeof obj.id === 'string') checkElementId(walk, obj.id, path);
   let children = 0;
   let choices: Map<ElementModel, string | null> | undefined;
@@ -252,8 +256,9 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string): voi
       walk.add('structure', at, `${model.name}.${element.name} repeats, so it must be an array`);
     } else visitValue(walk, value, slot, at, typeof value === 'number' ? literalOf(obj, key) : undefined);
   }
-  // ele-1 is about elements: a resource (a contained one with only an id) is not one.
-  if (children === 0 && model.kind !== 'resource') walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
+  // ele-1 is about elements: a resource (a contained one with only an id) is not one. An empty object is
+  // no JSON FHIR allows, even beside a value.
+  if (children === 0 && model.kind !== 'resource' && (!valued || obj.id === undefined)) walk.add('structure', path, obj.id === undefined ? 'Empty objects are not allowed (ele-1)' : 'An element must have a value or children other than id (ele-1)');
   for (const element of model.bounded) checkBounds(walk, obj, model, element, path);
 }
 
@@ -364,11 +369,11 @@ function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot,
         if (values === undefined) walk.add('structure', `${path}[${i}]`, `${name}[${i}] has neither a value nor extensions`);
         continue;
       }
-      visitPrimitiveElement(walk, item, `${path}[${i}]`);
+      visitPrimitiveElement(walk, item, `${path}[${i}]`, Array.isArray(values) && values[i] !== null);
     }
   } else {
     if (slot.element.max > 1 && values !== undefined) walk.add('structure', path, `_${name} must be an array aligned with the values of ${name}`);
-    else visitPrimitiveElement(walk, ext, path);
+    else visitPrimitiveElement(walk, ext, path, values !== undefined && values !== null);
   }
 }
 
@@ -381,8 +386,9 @@ const PRIMITIVE_ELEMENT: TypeModel = (() => {
   };
 })();
 
-function visitPrimitiveElement(walk: Walk, v: unknown, path: string): void {
-  if (isObject(v)) visitObject(walk, v, PRIMITIVE_ELEMENT, path);
+/** `valued`: the primitive has a value beside this object (ele-1 then holds with an id alone). */
+function visitPrimitiveElement(walk: Walk, v: unknown, path: string, valued: boolean): void {
+  if (isObject(v)) visitObject(walk, v, PRIMITIVE_ELEMENT, path, valued);
   else walk.add('structure', path, `The id and extensions of a primitive must be a JSON object, not ${describe(v)}`);
 }
 

@@ -165,6 +165,26 @@ describe('primitive extensions', () => {
     expect(found(patient({ name: [{ given: ['a', null], _given: [null, null] }] }))).toEqual(['Patient.name[0].given[1] structure']);
   });
 
+  test('a _name with only an id: ele-1 holds when the primitive has a value (json.html, primitive elements)', () => {
+    for (const level of ['strict', 'structural'] as const) {
+      expect(found(patient({ gender: 'female', _gender: { id: 'g1' } }), level)).toEqual([]);
+      expect(found(patient({ birthDate: '1970-01-01', _birthDate: { id: 'b1' } }), level)).toEqual([]);
+      expect(found(patient({ deceasedBoolean: true, _deceasedBoolean: { id: 'd1' } }), level)).toEqual([]);
+      // No value: the element has nothing but its id.
+      expect(errors(patient({ _gender: { id: 'g1' } }), level)).toEqual([
+        { severity: 'error', code: 'structure', expression: 'Patient.gender', text: 'An element must have a value or children other than id (ele-1)' },
+      ]);
+      expect(found(patient({ name: [{ given: ['a', null], _given: [null, { id: 'x' }] }] }), level)).toEqual(['Patient.name[0].given[1] structure']);
+      expect(found(patient({ name: [{ given: ['a', null], _given: [{ id: 'x' }, null] }] }), level)).toEqual(['Patient.name[0].given[1] structure']);
+      expect(found(patient({ name: [{ given: ['a', 'b'], _given: [{ id: 'x' }, null] }] }), level)).toEqual([]);
+      expect(found(patient({ name: [{ given: ['a', 'b'], _given: [{ id: 'x' }, { id: 'y' }] }] }), level)).toEqual([]);
+      // An empty object is still no object JSON allows, value or not.
+      expect(found(patient({ gender: 'female', _gender: {} }), level)).toEqual(['Patient.gender structure']);
+      // The id is still an element id, unique within the resource.
+      expect(found(patient({ gender: 'female', _gender: { id: 'x' }, birthDate: '1970', _birthDate: { id: 'x' } }), level)).toEqual(['Patient.birthDate.id value']);
+    }
+  });
+
   test('Resource.id, Element.id, Extension.url and Narrative.div have no _name (FHIRPath System types, xhtml)', () => {
     const masked = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'masked' }] };
     expect(errors(patient({ id: 'p', _id: masked }))).toEqual([

@@ -26,7 +26,10 @@ export interface Entry {
   /** PATCH: the patch its resource holds (a Parameters, or a Binary holding a JSON Patch). */
   patch?: PatchDocument;
   ifMatch?: string;
-  /** GET read or vread: `request.ifNoneMatch`, ETags (FHIR R4 http 3.1.0.11: the entry answers 304 when one is current). */
+  /**
+   * `request.ifNoneMatch`: on a GET read or vread, ETags (FHIR R4 http 3.1.0.11: the entry answers 304
+   * when one is current); on a PUT, `*` or ETags it must not write over (RFC 9110 13.1.2, as the header).
+   */
   ifNoneMatch?: string;
   /** GET read or vread: `request.ifModifiedSince` (an instant) as epoch milliseconds. */
   ifModifiedSince?: number;
@@ -122,6 +125,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   const entry: Entry = { index, method, type };
   if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
   if (typeof request.ifMatch === 'string') entry.ifMatch = request.ifMatch;
+  if (method === 'PUT' && typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
   if (method === 'GET') {
     if (id !== undefined) entry.id = id;
     if (version !== undefined) entry.version = version;

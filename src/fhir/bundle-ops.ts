@@ -10,7 +10,7 @@ import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach
 import { operationOutcome, unchangedOutcome } from './outcome.ts';
 import type { WrittenResource } from './referential-integrity.ts';
 import { isAbsoluteReference, isUrnReference, parseReference, pathTo, replaceLinks, walkReferences } from './references.ts';
-import { parseIfMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
+import { parseIfMatch, parseIfNoneMatch, requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
 import { patchCurrent, patchRace, type Patched } from './patch.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
@@ -90,6 +90,11 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
  */
 function entryIfMatch(entry: Entry): IfMatch | undefined {
   return entry.ifMatch ? parseIfMatch(entry.ifMatch, `${at(entry)}: ifMatch`, `${at(entry)}.request.ifMatch`) : undefined;
+}
+
+/** A PUT entry's `request.ifNoneMatch`, the value of an If-None-Match header: `*` or entity tags, as in REST. */
+function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
+  return entry.ifNoneMatch ? parseIfNoneMatch(entry.ifNoneMatch, `${at(entry)}: ifNoneMatch`, `${at(entry)}.request.ifNoneMatch`) : undefined;
 }
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
@@ -274,6 +279,7 @@ export async function writeEntry(w: ResourceWriter, p: Planned, opts: PutOptions
 async function writeOne(w: ResourceWriter, p: Planned, opts: PutOptions, base: string): Promise<Json> {
   const { entry } = p;
   const ifMatch = entryIfMatch(entry);
+  if (entry.method === 'PUT' && entry.ifNoneMatch !== undefined) opts = { ...opts, ifNoneMatch: entryIfNoneMatch(entry) };
   if (p.patched) return writePatched(w, p, p.patched, { ...opts, ...(p.patched.base !== undefined ? { ifMatch: [p.patched.base] } : {}) }, base, ifMatch);
   if (p.matched) return heldToMatch(p.matched, ifMatch, `${entry.type}/${p.matched.id}`, (held) => writePlain(w, p, { ...opts, ifMatch: held }, base));
   return writePlain(w, p, ifMatch === undefined ? opts : { ...opts, ifMatch }, base);

@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
-import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { createResource, deleteResource, updateResource, validationLevel, type FhirDeps, type FhirRequest, type UpdatePreconditions, type WriteResult } from './crud.ts';
 import { carryLiterals } from './exact-json.ts';
 import { asResource, checkTypeAndId, withoutId } from './resource.ts';
 import { requireIfMatch, VersionConflict, type IfMatch } from './if-match.ts';
@@ -244,8 +244,9 @@ function requireCriteria(query: URLSearchParams, what: string): void {
  * or a server id), one match is updated (a different body id is 400), several are 412.
  */
 export async function conditionalUpdate(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, body: unknown, ifMatch?: IfMatch,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, body: unknown, pre: UpdatePreconditions = {},
 ): Promise<WriteResult> {
+  const { ifMatch, ifNoneMatch } = pre;
   checkTypeAndId(type);
   const resource = asResource(body, type);
   requireCriteria(query, 'Conditional update');
@@ -259,10 +260,10 @@ export async function conditionalUpdate(
         throw new FhirError('invalid', `Resource id '${resource.id}' differs from the id '${match.id}' the condition matched`, { expression: ['id'] });
       }
       const matched = carryLiterals(resource, { ...resource, id: match.id });
-      return writeToMatch(deps, req, type, match, ifMatch, (held) => updateResource(deps, req, type, match.id, matched, held));
+      return writeToMatch(deps, req, type, match, ifMatch, (held) => updateResource(deps, req, type, match.id, matched, { ifMatch: held, ifNoneMatch }));
     }
     const settles = (w: ResourceWriter) => settle(w, [condition]);
-    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, ifMatch, settles, true);
+    if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, pre, settles, true);
     // Nothing matched, so nothing has a current version for If-Match to hold on (RFC 9110 13.1.1).
     requireIfMatch(ifMatch, `${type}?${query}`, null);
     return createResource(deps, req, type, resource, settles);

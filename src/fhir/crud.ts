@@ -12,7 +12,8 @@ import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
-import { requireIfMatch, type IfMatch } from './if-match.ts';
+import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditions } from './if-match.ts';
+export type { UpdatePreconditions } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 
@@ -185,6 +186,8 @@ export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: Resour
 export interface PutOptions {
   /** The request's If-Match, or the version a patch was applied to (which must still be current). */
   ifMatch?: IfMatch;
+  /** An update's If-None-Match: `*` (only create) or tags naming versions it must not write over. */
+  ifNoneMatch?: IfMatch;
   now: number;
   access: Access;
   /** The core resources, which a delete refuses (FhirDeps.core). */
@@ -224,6 +227,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const exists = current !== null && !current.deleted;
   requireAccess(opts.access, type, exists ? 'u' : 'c');
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
+  requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
   if (opts.createOnly && exists) {
     throw new FhirError('conflict', `${type}/${id} exists but does not match the condition: a conditional update that matches nothing only creates`, { expression: ['id'] });
   }
@@ -288,9 +292,12 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   });
 }
 
-/** FHIR R4 update (3.1.0.4), with create-on-update and If-Match version locking. */
+/**
+ * FHIR R4 update (3.1.0.4), with create-on-update, If-Match version locking and If-None-Match
+ * (`*`: create only, RFC 9110 13.1.2, as R5's create-on-update has it).
+ */
 export async function updateResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, ifMatch?: IfMatch, settle?: SettleIn, createOnly = false,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, pre: UpdatePreconditions = {}, settle?: SettleIn, createOnly = false,
 ): Promise<WriteResult> {
   checkTypeAndId(type, id);
   const resource = asResource(body, type);
@@ -304,7 +311,8 @@ export async function updateResource(
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
   const opts = putOptions(deps, req, now);
-  if (ifMatch !== undefined) opts.ifMatch = ifMatch;
+  if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
+  if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
   if (createOnly) opts.createOnly = true;
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);

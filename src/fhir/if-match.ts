@@ -2,6 +2,8 @@
  * `If-Match` (RFC 9110 13.1.1) on FHIR writes (R4 http.html "Managing Resource Contention"): `*`, or a
  * list of entity tags, `W/"<versionId>"` as Cinder's ETags are (the weak prefix is accepted, as FHIR
  * clients send the ETag they were given). The same value in a Bundle entry's `request.ifMatch`.
+ * `If-None-Match` (13.1.2) on an update, and a PUT entry's `request.ifNoneMatch`: the same syntax,
+ * the opposite condition.
  */
 import { FhirError } from '../errors.ts';
 
@@ -41,6 +43,22 @@ export function parseIfMatch(value: string | undefined, what = 'If-Match header'
   return versions;
 }
 
+/** Parses `If-None-Match` on a write (or a PUT entry's `request.ifNoneMatch`), as parseIfMatch. */
+export function parseIfNoneMatch(value: string | undefined, what = 'If-None-Match header', expression = 'If-None-Match'): IfMatch | undefined {
+  return parseIfMatch(value, what, expression);
+}
+
+/** The preconditions of an update (RFC 9110 13.1): If-Match and If-None-Match, each `*` or versions. */
+export interface UpdatePreconditions {
+  ifMatch?: IfMatch | undefined;
+  ifNoneMatch?: IfMatch | undefined;
+}
+
+/** An update's preconditions from its request's headers (`header` reads one by its lower-case name). */
+export function updatePreconditions(header: (name: string) => string | undefined): UpdatePreconditions {
+  return { ifMatch: parseIfMatch(header('if-match')), ifNoneMatch: parseIfNoneMatch(header('if-none-match')) };
+}
+
 /** Whether `m` holds for the current version (null or deleted: the resource has none). */
 export function ifMatchHolds(m: IfMatch, current: { versionId: number; deleted: boolean } | null): boolean {
   if (current === null || current.deleted) return false;
@@ -63,6 +81,17 @@ export class VersionConflict extends FhirError {
   constructor(message: string) {
     super('precondition', message);
   }
+}
+
+/**
+ * Throws a 412 unless `If-None-Match` `m` is absent or holds (RFC 9110 13.1.2): `*` holds when the
+ * resource has no current version (none, or deleted), a list of tags when none names the current version.
+ * Not a VersionConflict: no write of Cinder's own sets it, so it is never retried.
+ */
+export function requireIfNoneMatch(m: IfMatch | undefined, target: string, current: { versionId: number; deleted: boolean } | null): void {
+  if (m === undefined || current === null || current.deleted) return;
+  if (m === '*') throw new FhirError('precondition', `If-None-Match: * forbids writing over ${target}, which exists (version ${current.versionId})`);
+  if (m.includes(current.versionId)) throw new FhirError('precondition', `If-None-Match names version ${current.versionId}, the current version of ${target}`);
 }
 
 /** Throws ifMatchFailed unless `m` is absent or holds. */

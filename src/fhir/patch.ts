@@ -196,7 +196,7 @@ export async function patchResource(
     for (let attempt = 1; ; attempt++) {
       const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
       try {
-        return await updateResource(deps, req, type, id, resource, base === undefined ? undefined : [base]);
+        return await updateResource(deps, req, type, id, resource, base === undefined ? {} : { ifMatch: [base] });
       } catch (err) {
         if (!isRace(err) || attempt === PATCH_ATTEMPTS) throw patchRace(err, type, id, ifMatch);
       }

@@ -2,7 +2,7 @@ import { Hono, type Context, type Next } from 'hono';
 import { FhirError } from '../errors.ts';
 import { nativeBinary, splitStoredBinary } from '../fhir/binary.ts';
 import { conditionalCreate } from '../fhir/conditional.ts';
-import { parseIfMatch } from '../fhir/if-match.ts';
+import { updatePreconditions } from '../fhir/if-match.ts';
 import { createResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { isFhirBodyType, mediaTypeOf, readBase64Limited } from './body.ts';
@@ -184,10 +184,10 @@ export function binaryRoutes(d: BinaryRouteDeps): Hono<AppEnv> {
   });
   app.put('/Binary/:id', async (c, next) => {
     if (isFhirBodyType(c.req.header('content-type'))) return next();
-    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const pre = updatePreconditions((name) => c.req.header(name));
     const id = c.req.param('id');
     const resource = await nativeBody(c, d.maxBinaryBytes, id);
-    const written = await updateResource(d.fhir, request(c), 'Binary', id, resource, ifMatch);
+    const written = await updateResource(d.fhir, request(c), 'Binary', id, resource, pre);
     return d.writeResponse(c, written, written.created ? 201 : 200, base(c));
   });
   return app;

@@ -1,6 +1,6 @@
 import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
-import { parseIfMatch } from '../fhir/if-match.ts';
+import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
@@ -195,17 +195,17 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return readResponse(deps, request(c), type, id, readConditions(c.req.raw.headers), shapeOf(c));
   });
   app.put(INSTANCE_ROUTE, async (c) => {
-    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const pre = updatePreconditions((name) => c.req.header(name));
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const { type, id } = c.req.param();
-    const written = await updateResource(deps, request(c), type, id, body, ifMatch);
+    const written = await updateResource(deps, request(c), type, id, body, pre);
     return writeResponse(c, written, written.created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   app.put('/:type', async (c) => {
-    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    const pre = updatePreconditions((name) => c.req.header(name));
     const body = await readFhirBody(c.req.raw, deps.limits.resource);
     const query = new URL(c.req.url).searchParams;
-    const written = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, ifMatch);
+    const written = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, pre);
     return writeResponse(c, written, written.created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
   const patchBody = async (c: Context<AppEnv>) => parsePatch(c.req.header('content-type') ?? '', await readLimited(c.req.raw, deps.limits.resource));

@@ -81,7 +81,7 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
   if (entry.history) {
     const r = await history(deps, req, entry.query!, entry.type, entry.id);
-    const links = searchLinks(base, `/${entry.type}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next);
+    const links = searchLinks(base, `/${entry.type}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
     return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
   }
   if (entry.id) {

@@ -11,12 +11,14 @@ import { currentSince, historyPage, keptPage, type HistoryCursor } from './histo
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
-import { parseCount } from './search.ts';
+import { parseCount, type PageLinks } from './search.ts';
 
 export interface HistoryResult {
   rows: ResourceVersion[];
   next?: string;
   self: URLSearchParams;
+  /** A page after the first: its own cursor, for its `self` link (with a `first` link without it), as search's. */
+  page?: PageLinks;
 }
 
 function decodeBefore(raw: string): HistoryCursor {
@@ -189,16 +191,19 @@ export async function history(
   const { query, self, atLow } = parseParams(params);
   if (type) query.type = type;
   if (id) query.id = id;
+  // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
+  const cursor = params.get('_cursor');
+  const page = cursor === null ? {} : { page: { cursor } };
   if (type && id && deps.core !== undefined && hasCoreResources(type) && (await deps.store.resources.read(req.tenant, type, id)) === null) {
-    return { rows: coreHistory(await readResource(deps, req, type, id), query), self };
+    return { rows: coreHistory(await readResource(deps, req, type, id), query), self, ...page };
   }
   const visible = type && id ? await instanceFilter(deps, req, type, id) : async (rows: ResourceVersion[]) => rows;
   const repo = deps.store.resources;
   const readable = type && !id ? typeFilter(deps, req, type) : undefined;
   const current = atLow === undefined ? undefined : currentSince(repo, req.tenant, atLow);
   const keep = allOf([current, readable, type ? undefined : served]);
-  const page = keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
-  const result: HistoryResult = { rows: await visible(page.rows), self };
-  if (page.next) result.next = encodeBefore(page.next);
+  const rows = keep ? await keptPage(repo, req.tenant, query, keep) : await historyPage(repo, req.tenant, query);
+  const result: HistoryResult = { rows: await visible(rows.rows), self, ...page };
+  if (rows.next) result.next = encodeBefore(rows.next);
   return result;
 }

@@ -159,7 +159,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const shape = instanceShape(params, strict(c));
     const r = await history(deps, request(c), params, type, id);
     const path = (type ? `/${type}` : '') + (id ? `/${id}` : '') + '/_history';
-    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next), deps.clock.now(), shape));
+    return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), deps.clock.now(), shape));
   };
 
   // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.

@@ -185,6 +185,29 @@ describe('_since and _at', () => {
     await expectOutcome(await api.get('_history?_at=2026-13-01'), 400);
   });
 
+  test('a page after the first links itself with its _cursor, and the first page, as search pages do', async () => {
+    const keys = (b: Json) => b.entry.map((e: Json) => e.fullUrl + e.response.etag);
+    for (const path of ['Patient/hp0/_history?_count=1', 'Patient/_history?_count=2', '_history?_count=3&_since=2026-02-01']) {
+      const first = (await (await api.get(path)).json()) as Json;
+      expect(link(first, 'first')).toBeUndefined();
+      expect(new URL(link(first, 'self')!).searchParams.has('_cursor')).toBe(false);
+      const next = link(first, 'next')!;
+      const second = (await (await api.get(next)).json()) as Json;
+      expect(link(second, 'self')).toBe(next);
+      expect(link(second, 'first')).toBe(link(first, 'self'));
+      // The self link reproduces the page.
+      expect(keys((await (await api.get(link(second, 'self')!)).json()) as Json)).toEqual(keys(second));
+      expect(keys((await (await api.get(link(second, 'first')!)).json()) as Json)).toEqual(keys(first));
+    }
+    // A transaction's history entry links its pages alike.
+    const first = (await (await api.get('Patient/_history?_count=2')).json()) as Json;
+    const url = link(first, 'next')!.slice(base.length + 1);
+    const out = (await (await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url } }] })).json()) as Json;
+    const page = out.entry[0].resource;
+    expect(link(page, 'self')).toBe(`${base}/${url}`);
+    expect(link(page, 'first')).toBe(link(first, 'self'));
+  });
+
   test('the self link keeps the history parameters', async () => {
     const bundle = (await (await api.get('Patient/_history?_since=2026-02-02&_count=2')).json()) as Json;
     const self = new URL(link(bundle, 'self')!);

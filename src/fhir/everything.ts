@@ -10,7 +10,7 @@ import { readResource } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { compartmentTypes } from './definitions.ts';
 import { dateTest } from './search-compile.ts';
-import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter } from './search.ts';
+import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter, type PageLinks } from './search.ts';
 import { typeList } from './search-system.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { issue } from './outcome.ts';
@@ -20,6 +20,8 @@ export interface EverythingPage {
   included: ResourceVersion[];
   next?: string;
   self: URLSearchParams;
+  /** A page after the first: its own cursor, for its `self` link (with a `first` link without it), as search's. */
+  page?: PageLinks;
   /** Parameters ignored under lenient handling (the Bundle's OperationOutcome). */
   warnings: FhirIssue[];
 }
@@ -97,7 +99,10 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   }
   const self = new URLSearchParams();
   for (const key of ['_since', '_type', '_count']) if (params.get(key) !== null) self.set(key, params.get(key)!);
-  const pos = decode(params.get('_cursor'));
+  const cursor = params.get('_cursor');
+  const pos = decode(cursor);
+  // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
+  const page = cursor === null ? {} : { page: { cursor } };
   const repo = deps.store.resources;
   const rows: ResourceVersion[] = [];
   /** The patient whose compartment gave each row. */
@@ -106,7 +111,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   let patient = patientId ?? limited ?? pos.p;
   if (patient === undefined) {
     const first = await repo.search(req.tenant, { type: 'Patient', sort: [], count: 1 });
-    if (!first.length) return { rows, included: [], self, warnings };
+    if (!first.length) return { rows, included: [], self, warnings, ...page };
     patient = first[0]!.id;
   }
   let t = pos.t;
@@ -133,7 +138,7 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
     t = 0;
     after = undefined;
   }
-  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self, warnings };
+  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self, warnings, ...page };
   if (rows.length > limit) {
     const last = result.rows[result.rows.length - 1]!;
     const at = types.indexOf(last.type);

@@ -143,7 +143,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
     const r = await everything(deps, request(c), params, strict(c), id);
     const path = id === undefined ? '/Patient/$everything' : `/Patient/${id}/$everything`;
-    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next), undefined, r.warnings, deps.clock.now(), { included: r.included }));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, deps.clock.now(), { included: r.included }));
   };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
   const operationParams = async (c: Context<AppEnv>) => {

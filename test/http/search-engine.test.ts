@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, link, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const LOINC = 'http://loinc.org';
 const UCUM = 'http://unitsofmeasure.org';
@@ -506,6 +506,19 @@ await eachStore((kind, fresh) => {
       const typeLevel = (await all('Patient/$everything?_type=Patient,Condition&_count=1')).sort();
       expect(typeLevel).toEqual(['Condition/c1', 'Condition/c2', 'Patient/p1', 'Patient/p2', 'Patient/p3']);
       await expectOutcome(await api.get('Patient/nope/$everything'), 404);
+    });
+
+    test('$everything pages after the first link themselves with their _cursor, and the first page', async () => {
+      const matches = (b: Json) => b.entry.map((e: Json) => `${e.search.mode}:${e.resource.resourceType}/${e.resource.id}`);
+      for (const path of ['Patient/p1/$everything?_count=2', 'Patient/$everything?_type=Patient,Condition&_count=1']) {
+        const first = await api.search(path);
+        expect(link(first, 'first')).toBeUndefined();
+        const next = link(first, 'next')!;
+        const second = await api.search(next);
+        expect(link(second, 'self')).toBe(next);
+        expect(link(second, 'first')).toBe(link(first, 'self'));
+        expect(matches(await api.search(link(second, 'self')!))).toEqual(matches(second));
+      }
     });
 
     test('$everything includes what the patient\'s resources refer to, but no other patient (a Group\'s members)', async () => {

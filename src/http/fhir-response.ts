@@ -32,8 +32,9 @@ function isR4Version(params: Map<string, string>): boolean {
 
 /**
  * Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON only, of FHIR R4, otherwise 406. A `_format`
- * whose `+` arrived unencoded (and so as a space, `application/fhir json`) is read with it; an Accept
- * range with `q=0` is one the client refuses; a `fhirVersion` other than 4.0 is not served.
+ * whose `+` arrived unencoded (and so as a space, `application/fhir json`) is read with it, and overrides
+ * `Accept` ("to allow a client to override the accept header"); an Accept range with `q=0` is one the
+ * client refuses; a `fhirVersion` other than 4.0 is not served.
  */
 export function checkAccept(accept: string | undefined, format: string | null): void {
   if (format !== null) {
@@ -41,6 +42,7 @@ export function checkAccept(accept: string | undefined, format: string | null): 
     if (!['json', ...JSON_TYPES].includes(f.type) || !isR4Version(f.params)) {
       throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON`, { expression: ['_format'] });
     }
+    return;
   }
   if (!accept) return;
   const ok = accept.split(',').some((part) => {

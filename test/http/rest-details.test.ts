@@ -1,6 +1,6 @@
 /**
  * Details of FHIR R4's http.html a careful client relies on: content negotiation (`_format` with an
- * unencoded `+`, `q=0`, `fhirVersion`), `_pretty`, the CapabilityStatement's patch formats, history's `_count`
+ * unencoded `+` and overriding `Accept`, `q=0`, `fhirVersion`), `_pretty`, the CapabilityStatement's patch formats, history's `_count`
  * capped as search's, a PATCH entry's Binary media type with parameters, and a create ignoring the id
  * its body holds, even one that is not valid.
  */
@@ -24,6 +24,22 @@ describe('content negotiation', () => {
     expect((await api.get('Patient/p1?_format=application/fhir%2Bjson')).status).toBe(200);
     await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bjson;fhirVersion=3.0'), 406);
     await expectOutcome(await api.get('Patient/p1?_format=xml'), 406);
+  });
+
+  test('a JSON _format overrides Accept (http.html 3.1.0.1.10); a _format Cinder does not serve is 406 whatever Accept says', async () => {
+    const xml = { Accept: 'application/fhir+xml' };
+    for (const path of ['Patient/p1?_format=json', 'Patient/p1?_format=application/fhir%2Bjson', 'Patient?_format=json', 'Patient/p1/_history?_format=json', 'metadata?_format=json']) {
+      const res = await api.get(path, xml);
+      expect([path, res.status, res.headers.get('content-type')]).toEqual([path, 200, 'application/fhir+json; charset=utf-8']);
+    }
+    expect((await api.post('Patient?_format=json', { resourceType: 'Patient' }, xml)).status).toBe(201);
+    const binary = await api.call('PUT', 'Binary/b-format?_format=json', 'hello', { 'Content-Type': 'text/plain', ...xml });
+    expect(binary.status).toBe(201);
+    for (const accept of ['application/fhir+xml', 'application/fhir+json', '*/*']) {
+      await expectOutcome(await api.get('Patient/p1?_format=xml', { Accept: accept }), 406);
+    }
+    // Without _format, Accept alone decides.
+    await expectOutcome(await api.get('Patient/p1', xml), 406);
   });
 
   test('Accept: a range with q=0 is refused, a fhirVersion other than 4.0 is not served', async () => {

@@ -13,6 +13,7 @@ import { readResource, vreadResource, type FhirDeps, type FhirRequest } from './
 import { parseExact } from './exact-json.ts';
 import { checkHistory, history } from './history.ts';
 import { checkTypeAndId } from './resource.ts';
+import { versionNumber } from './resource-types.ts';
 import { compileSearch, searchResources } from './search.ts';
 import { instanceShape } from './subset.ts';
 
@@ -50,10 +51,11 @@ export async function checkReadTarget(w: ResourceWriter, entry: Entry, core?: Co
   if (!current && core !== undefined && (await core.read(type, id)) !== null) return;
   if (!current) throw new FhirError('not-found', `${entryPath(entry)}: ${type}/${id} is not known`, { expression: [entryPath(entry)] });
   if (entry.history) return;
-  if (version !== undefined && (!/^\d{1,15}$/.test(version) || Number(version) < 1 || Number(version) > current.versionId)) {
+  const n = version === undefined ? undefined : versionNumber(version);
+  if (version !== undefined && (n === undefined || n > current.versionId)) {
     throw new FhirError('not-found', `${entryPath(entry)}: ${type}/${id} has no version '${version}'`, { expression: [entryPath(entry)] });
   }
-  if (current.deleted && (version === undefined || Number(version) === current.versionId)) {
+  if (current.deleted && (n === undefined || n === current.versionId)) {
     throw new FhirError('gone', `${entryPath(entry)}: ${type}/${id} was deleted`, { expression: [entryPath(entry)] });
   }
 }

@@ -11,6 +11,7 @@ import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from './prepared.ts';
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
+import { versionNumber } from './resource-types.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
 import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditions } from './if-match.ts';
 export type { UpdatePreconditions } from './if-match.ts';
@@ -355,8 +356,9 @@ export async function vreadResource(
 ): Promise<ResourceVersion> {
   checkTypeAndId(type, id);
   requireAccess(req.access, type, 'r');
-  if (!/^\d{1,15}$/.test(versionId)) throw new FhirError('not-found', `${type}/${id} has no version '${versionId}'`);
-  const v = (await deps.store.resources.vread(req.tenant, type, id, Number(versionId))) ?? (await coreVread(deps, req, type, id, Number(versionId)));
+  const n = versionNumber(versionId);
+  if (n === undefined) throw new FhirError('not-found', `${type}/${id} has no version '${versionId}'`);
+  const v = (await deps.store.resources.vread(req.tenant, type, id, n)) ?? (await coreVread(deps, req, type, id, n));
   if (!v) throw new FhirError('not-found', `${type}/${id} has no version ${versionId}`);
   if (v.deleted) throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
   await checkReadable(deps, req, v);

@@ -6,6 +6,7 @@
  * the opposite condition.
  */
 import { FhirError } from '../errors.ts';
+import { versionNumber } from './resource-types.ts';
 
 /** `*` (the resource has a current version), or the version ids of which the current one must be one. */
 export type IfMatch = '*' | readonly number[];
@@ -15,9 +16,6 @@ export type IfMatch = '*' | readonly number[];
  * (8.8.3: `W/` optional, an opaque tag in double quotes, which may itself hold commas) or nothing.
  */
 const ELEMENT = /[ \t]*(?:((?:W\/)?"([\x21\x23-\x7E\x80-\xFF]*)")[ \t]*)?(?:,|$)/y;
-
-/** A version id as Cinder's ETags carry it (`W/"3"`); any other opaque tag names no version. */
-const VERSION = /^\d+$/;
 
 /**
  * Parses `If-Match` (or a Bundle entry's `request.ifMatch`): `*`, or one or more entity tags. A tag that
@@ -37,7 +35,9 @@ export function parseIfMatch(value: string | undefined, what = 'If-Match header'
     }
     if (m[1] === undefined) continue;
     tags++;
-    if (VERSION.test(m[2]!)) versions.push(Number(m[2]));
+    // A version id as Cinder's ETags carry it (`W/"3"`); any other opaque tag (`"abc"`, `"01"`) names no version.
+    const version = versionNumber(m[2]!);
+    if (version !== undefined) versions.push(version);
   }
   if (tags === 0) throw new FhirError('invalid', `Malformed ${what} '${value}': expected * or entity tags such as W/"<versionId>"`, { expression: [expression] });
   return versions;

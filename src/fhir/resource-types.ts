@@ -51,3 +51,14 @@ export function hasEndpoint(type: string): boolean {
 
 /** FHIR R4 `id` datatype: 1-64 of [A-Za-z0-9.-]. */
 export const ID_PATTERN = /^[A-Za-z0-9\-.]{1,64}$/;
+
+/** Cinder's version ids as it writes them: 1, 2, 3... in decimal, without a sign or leading zeros. */
+const VERSION_ID = /^[1-9]\d{0,14}$/;
+
+/**
+ * The version a version id names (`meta.versionId`, a `_history/vid`, an ETag's tag), or undefined. A
+ * versionId is a FHIR id, a string: `01`, `+1`, `1.0` and `1e0` are other ids than `1`, and name no version.
+ */
+export function versionNumber(versionId: string): number | undefined {
+  return VERSION_ID.test(versionId) ? Number(versionId) : undefined;
+}

@@ -71,6 +71,19 @@ describe('read and vread', () => {
     await expectOutcome(await api.get(`Patient/${v1.id}/_history/abc`), 404, 'not-found');
   });
 
+  test('a version id is a FHIR id compared as written: 01, +1, 1.0, 1e0 name no version (404), in a vread and a Bundle GET', async () => {
+    const p = await api.create({ resourceType: 'Patient', active: true });
+    await api.put200({ ...p, active: false });
+    const forms = ['01', '001', '+1', '1.0', '1e0', '0', '02'];
+    for (const v of forms) await expectOutcome(await api.get(`Patient/${p.id}/_history/${encodeURIComponent(v)}`), 404, 'not-found');
+    expect((await api.get(`Patient/${p.id}/_history/1`)).status).toBe(200);
+    const entries = ['1', ...forms].map((v) => ({ request: { method: 'GET', url: `Patient/${p.id}/_history/${encodeURIComponent(v)}` } }));
+    const batch = (await (await api.post('', { resourceType: 'Bundle', type: 'batch', entry: entries })).json()) as Json;
+    expect(batch.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', ...forms.map(() => '404')]);
+    const tx = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url: `Patient/${p.id}/_history/01` } }] });
+    await expectOutcome(tx, 404, 'not-found');
+  });
+
   test('read of an unknown id is 404', async () => {
     await expectOutcome(await api.get('Patient/does-not-exist'), 404, 'not-found');
   });
@@ -164,6 +177,18 @@ describe('If-Match', () => {
     const current = (await (await api.get('Patient/locked')).json()) as Json;
     expect(current.meta.versionId).toBe('3');
     expect(current.gender).toBeUndefined();
+  });
+
+  test('an ETag is compared as written: W/"01" names no version, so it never matches (412), and If-None-Match W/"01" does not hold back a write', async () => {
+    await api.put200({ resourceType: 'Patient', id: 'zeros', active: true });
+    for (const tag of ['W/"01"', '"01"', 'W/"+1"', 'W/"1.0"', 'W/"1e0"']) {
+      await expectOutcome(await api.put('Patient/zeros', { resourceType: 'Patient', id: 'zeros', active: false }, { 'If-Match': tag }), 412);
+      await expectOutcome(await api.del('Patient/zeros', { 'If-Match': tag }), 412);
+    }
+    expect((await api.get('Patient/zeros', { 'If-None-Match': 'W/"01"' })).status).toBe(200);
+    expect((await api.put('Patient/zeros', { resourceType: 'Patient', id: 'zeros', gender: 'male' }, { 'If-None-Match': 'W/"01"' })).status).toBe(200);
+    const current = (await (await api.get('Patient/zeros')).json()) as Json;
+    expect([current.meta.versionId, current.active]).toEqual(['2', undefined]);
   });
 
   test('If-Match on a resource that does not exist is 412 for update and delete', async () => {

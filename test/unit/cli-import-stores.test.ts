@@ -6,8 +6,32 @@ import { generatePatients } from '../../bench/lib/generator.ts';
 import { textIndexOf, textMatches, textWords } from '../../src/fhir/text-index.ts';
 import { storeTargets, type StoreTarget } from '../helpers/stores.ts';
 import { createCliEnv } from '../helpers/cli.ts';
+import { Database } from 'bun:sqlite';
+import postgres from 'postgres';
+import { reindex } from '../../src/fhir/reindex.ts';
 
 const targets = await storeTargets();
+
+/** Every row of the range table as text, a negative zero as `-0`, in one order. */
+async function rangeRows(kind: string, url: string): Promise<string[]> {
+  const show = (v: unknown) => (Object.is(v, -0) ? '-0' : String(v));
+  if (kind === 'postgres') {
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const rows = await sql<{ res: string; k: number; low: string; high: string }[]>`SELECT res::text, k, low::text, high::text FROM search_range ORDER BY 1, 2, 3, 4`;
+      return rows.map((r) => `${r.res} ${r.k} ${r.low} ${r.high}`);
+    } finally {
+      await sql.end();
+    }
+  }
+  const db = new Database(url, { readonly: true });
+  try {
+    return db.query<{ res: number; k: number; low: number; high: number }, []>('SELECT res, k, low, high FROM search_range ORDER BY 1, 2, 3, 4').all()
+      .map((r) => `${r.res} ${r.k} ${show(r.low)} ${show(r.high)}`);
+  } finally {
+    db.close();
+  }
+}
 
 afterAll(async () => {
   for (const t of targets) await t.cleanup();
@@ -149,6 +173,24 @@ for (const target of targets) {
       expect(await found('Patient', 'http://example.org/mrn', `${long}3`)).toEqual(['long-3']);
       expect(await found('Observation', undefined, long)).toEqual(['long-2']);
       expect(JSON.parse((await store.resources.read('t1', 'Observation', 'long-2'))!.content).subject).toEqual({ reference: 'Patient/short-3' });
+    });
+
+    test('a negative zero lands as 0, as the other writers store it: a forced reindex changes no range row', async () => {
+      const lines = [
+        { resourceType: 'Location', id: 'zero-1', position: { latitude: -0.0, longitude: -0.0 } },
+        { resourceType: 'Observation', id: 'zero-2', status: 'final', code: { text: 'x' }, valueQuantity: { value: -0.0, unit: 'mg' },
+          component: [{ code: { coding: [{ system: 'http://loinc.org', code: '8480-6' }] }, valueQuantity: { value: -0.0, unit: 'mm[Hg]', system: 'http://unitsofmeasure.org', code: 'mm[Hg]' } }] },
+      ];
+      // JSON.stringify writes -0 as 0: the lines say -0.0 as a client would.
+      const path = join(cli.dir, 'zero.ndjson');
+      writeFileSync(path, lines.map((l) => JSON.stringify(l).replaceAll('":0', '":-0.0')).join('\n') + '\n');
+      const r = await cli.run(['import', '--tenant', 't1', path]);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      const before = await rangeRows(target.kind, db.url);
+      expect(before.length).toBeGreaterThan(0);
+      expect(before.filter((row) => row.includes('-0'))).toEqual([]);
+      await reindex(db.open(), { force: true });
+      expect(await rangeRows(target.kind, db.url)).toEqual(before);
     });
 
     test('absolute references: under the tenant\'s FHIR base the tenant\'s resources, other servers\' as written (NDJSON and Bundles)', async () => {

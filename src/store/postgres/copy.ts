@@ -125,9 +125,10 @@ class BinaryRows {
     this.at = this.buf.writeUInt32BE(n - high * TWO_32, this.at);
   }
 
+  /** A double; -0 as 0, as the other writers store it (they send numbers as text, and `String(-0)` is '0'). */
   float8(n: number): void {
     this.field(8);
-    this.at = this.buf.writeDoubleBE(n, this.at);
+    this.at = this.buf.writeDoubleBE(n === 0 ? 0 : n, this.at);
   }
 
   bool(b: boolean): void {

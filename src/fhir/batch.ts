@@ -2,15 +2,16 @@ import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
-import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
 import { readEntry } from './bundle-reads.ts';
+import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, scope?: FullUrlScope): Promise<Json> {
   if (entry.method === 'GET') return readEntry(deps, req, entry, base);
   const { planned, ids } = await plan(deps, req, [entry]);
-  await rewriteReferences(deps, req, planned, ids, base, scope);
+  const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
   // Validated with its references rewritten, as a transaction's entries are.
   if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
   requireValidPatched(planned, validationLevel(deps));
@@ -18,7 +19,10 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const opts = putOptions(deps, req, deps.clock.now());
   const out = await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
+    // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
+    const versions = await settleVersions(w, pending, opts.base, (p) => writtenBy(p)!);
     const written = await writeEntry(w, planned[0]!, opts, base);
+    requireVersionsWritten(versions, [written]);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
     return written;
   });

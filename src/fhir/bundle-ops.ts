@@ -4,6 +4,7 @@ import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
+import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
 import { deleteVersion, putVersion, requireContextReadable, requireStoredInReach, type FhirDeps, type FhirRequest, type PutOptions } from './crud.ts';
@@ -160,19 +161,38 @@ export function unmatchedUrn(scope: FullUrlScope | undefined): string {
  * `urn:` or no fullUrl, the FHIR base `base`: bundle.html, "Resolving references in Bundles"); then the
  * same fullUrls in uri, url, oid and uuid elements and in narrative links (replaceLinks). Then resolves
  * conditional references, against the store and the resources the entries write (bundle-conditional.ts).
+ * A version-specific reference to a fullUrl names the version the transaction leaves its entry's resource
+ * at (bundle-versions.ts); those to updates and patches are returned, to be settled in the store transaction.
  */
-export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<void> {
+export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planned: Planned[], ids: Map<string, string>, base: string, scope?: FullUrlScope): Promise<PendingVersion[]> {
   const known = (url: string) => ids.get(url) ?? scope?.get(url);
   const conditional: ConditionalReference[] = [];
+  const pending: PendingVersion[] = [];
+  const owners = new Map(planned.flatMap((p) => (p.entry.fullUrl && ids.has(p.entry.fullUrl) ? [[p.entry.fullUrl, p.follows ?? p] as const] : [])));
   for (const p of planned) {
     const r = writtenBy(p);
     if (!r) continue;
     const against = entryBase(p.entry.fullUrl) ?? base;
+    // The fullUrl a reference names: itself, or a relative one resolved against its entry's fullUrl.
+    const fullUrlOf = (ref: string) => (ids.has(ref) ? ref : !isAbsoluteReference(ref) && parseReference(ref) && ids.has(`${against}/${ref}`) ? `${against}/${ref}` : undefined);
+    // `{fullUrl}/_history/{vid}`: the entry's resource at the version the transaction leaves it, unless
+    // the fullUrl is this server's URL of that resource, whose versions the reference names as they are.
+    const versioned = (holder: { reference: string }) => {
+      const split = splitVersion(holder.reference);
+      const fullUrl = split && fullUrlOf(split.url);
+      if (!split || !fullUrl) return undefined;
+      const target = ids.get(fullUrl)!;
+      if (fullUrl === `${base}/${target}`) return `${target}/_history/${split.version}`;
+      const owner = owners.get(fullUrl)!;
+      const version = versionBeforeWrite(owner);
+      if (version === undefined) pending.push({ holder, target: owner, in: p, reference: target });
+      return `${target}/_history/${version ?? split.version}`;
+    };
     // A reference's element, for errors: within the entry's resource (a PATCH entry writes another).
     const element = (holder: object) => (p.patched ? at(p.entry) : [`${at(p.entry)}.resource`, pathTo(r, holder)].filter(Boolean).join('.'));
     walkReferences(r, (holder) => {
       const ref = holder.reference;
-      const mapped = known(ref) ?? (ids.size > 0 && !isAbsoluteReference(ref) && parseReference(ref) ? ids.get(`${against}/${ref}`) : undefined);
+      const mapped = known(ref) ?? (ids.size > 0 && !isAbsoluteReference(ref) && parseReference(ref) ? ids.get(`${against}/${ref}`) : undefined) ?? (ids.size > 0 ? versioned(holder) : undefined);
       if (mapped) holder.reference = mapped;
       else if (isUrnReference(ref)) {
         throw new FhirError('invalid', `${at(p.entry)}: reference '${ref}' ${unmatchedUrn(scope)}`, { expression: [element(holder)] });
@@ -182,6 +202,7 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
   }
   // Once every other reference is rewritten, so that the entries' resources are matched as they will be written.
   if (conditional.length > 0) await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned));
+  return pending;
 }
 
 /** What the planned entries write or delete, for conditional references to match. */
@@ -204,7 +225,7 @@ function entryBase(fullUrl: string | undefined): string | undefined {
  * The resource an entry writes: its own (POST, PUT) or its patch's result (PATCH); none for a
  * conditional create that found its resource or an entry that follows another (sharedWrites).
  */
-function writtenBy(p: Planned): Resource | undefined {
+export function writtenBy(p: Planned): Resource | undefined {
   return p.existing || p.follows ? undefined : (p.patched?.resource ?? p.entry.resource);
 }
 

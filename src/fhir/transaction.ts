@@ -2,7 +2,8 @@ import { FhirError } from '../errors.ts';
 import { batch } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
-import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
+import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { checkRead, checkReadTarget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
@@ -43,7 +44,7 @@ function checkTargets(planned: Planned[]): void {
 async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope): Promise<Json[]> {
   const { planned, ids } = await plan(deps, req, entries);
   checkTargets(planned);
-  await rewriteReferences(deps, req, planned, ids, base, scope);
+  const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
   // Validated as written, with the references rewritten: a reference's target type is checked on the
   // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
   requireValidEntries(deps, entries);
@@ -60,7 +61,9 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     // in key order), so that transactions changing the same resources in other orders wait for each
     // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
     await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
+    const versions = await settleVersions(w, pending, opts.base, (p) => writtenBy(p)!);
     for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, opts, base);
+    requireVersionsWritten(versions, out);
     for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
     for (const p of reads) await checkReadTarget(w, p.entry, deps.core);

@@ -1,4 +1,4 @@
-import { FhirError } from '../errors.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
 import { hasCriteria, parseCondition } from './conditional.ts';
 import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
 import { asResource, noEndpoint, withoutId, type Resource } from './resource.ts';
@@ -39,14 +39,29 @@ export interface Entry {
 export const entryPath = (entry: { index: number }) => `Bundle.entry[${entry.index}]`;
 
 /**
- * `err` located in the Bundle: each issue naming no element gets `expression`; with `resource` (the
- * path of the entry's resource), expressions that name an element of the resource (`id`) are placed under it.
+ * `err` located in the Bundle: each issue naming no element gets `expression`. Expressions outside the
+ * Bundle are placed: with `resource` (the path of the entry's resource), an element of the resource
+ * (`id`) under it; else they are a search parameter's name or a header's, and become `element` (the
+ * request element that holds them: `Bundle.entry[1].request.url`). Texts are prefixed with the entry
+ * (`Bundle.entry[1]: `) where they do not name it already.
  */
-export function located(err: FhirError, expression: string, resource?: string): FhirError {
-  const place = (e: string) => (resource === undefined || e.startsWith('Bundle.') ? e : `${resource}.${e}`);
-  if (err.issues.every((i) => i.expression?.length && i.expression.every((e) => place(e) === e))) return err;
-  const outcome = err.issues.map((i) => ({ ...i, expression: i.expression?.length ? i.expression.map(place) : [expression] }));
-  return new FhirError(err.category, err.message, { outcome, headers: err.headers, cause: err });
+export function located(err: FhirError, expression: string, resource?: string, element = expression): FhirError {
+  const place = (e: string) => (e.startsWith('Bundle.') ? e : resource === undefined ? element : `${resource}.${e}`);
+  const entry = /^Bundle\.entry\[\d+\]/.exec(expression)?.[0];
+  const prefix = (text: string | undefined) => (text === undefined || entry === undefined || text.startsWith(`${entry}`) ? text : `${entry}: ${text}`);
+  const settled = (i: FhirIssue) => i.expression?.length && i.expression.every((e) => place(e) === e) && prefix(i.diagnostics) === i.diagnostics;
+  if (err.issues.every(settled)) return err;
+  const outcome = err.issues.map((i) => {
+    const diagnostics = prefix(i.diagnostics);
+    const text = prefix(i.details?.text);
+    return {
+      ...i,
+      expression: i.expression?.length ? [...new Set(i.expression.map(place))] : [expression],
+      ...(diagnostics === undefined ? {} : { diagnostics }),
+      ...(text === undefined ? {} : { details: { ...i.details, text } }),
+    };
+  });
+  return new FhirError(err.category, prefix(err.message)!, { outcome, headers: err.headers, cause: err });
 }
 
 function fail(index: number, message: string, element?: string): never {

@@ -106,7 +106,9 @@ async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<P
     if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
     return p;
   } catch (err) {
-    throw err instanceof FhirError ? located(err, at(entry)) : err;
+    // A problem of its condition's parameters is that of the element holding them.
+    const element = entry.condition === undefined ? at(entry) : `${at(entry)}.request.${entry.method === 'POST' ? 'ifNoneExist' : 'url'}`;
+    throw err instanceof FhirError ? located(err, at(entry), undefined, element) : err;
   }
 }
 

@@ -22,7 +22,7 @@ export function checkRead(req: FhirRequest, entry: Entry): void {
   try {
     checkOne(req, entry);
   } catch (err) {
-    throw err instanceof FhirError ? located(err, entryPath(entry)) : err;
+    throw err instanceof FhirError ? located(err, entryPath(entry), undefined, `${entryPath(entry)}.request.url`) : err;
   }
 }
 
@@ -74,7 +74,7 @@ export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, 
   try {
     return await readOne(deps, req, entry, base);
   } catch (err) {
-    throw err instanceof FhirError ? located(err, entryPath(entry)) : err;
+    throw err instanceof FhirError ? located(err, entryPath(entry), undefined, `${entryPath(entry)}.request.url`) : err;
   }
 }
 

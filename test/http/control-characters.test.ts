@@ -92,7 +92,8 @@ await eachStore((kind, fresh) => {
       }));
       const entries = ((await bundle.json()) as Json).entry as Json[];
       expect(entries.map((e) => e.response.status)).toEqual(['400 Bad Request', '200 OK']);
-      expect(entries[0].response.outcome.issue[0].expression).toEqual(['name']);
+      expect(entries[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.url']);
+      expect(entries[0].response.outcome.issue[0].diagnostics).toBe(`Bundle.entry[0]: ${message('name')}`);
       expect(await countVersions(t)).toBe(before);
       // Tab, CR and LF are a FHIR string's own: searched, not refused.
       expect((await get('Patient?name=Chal%09')).status).toBe(200);

@@ -183,7 +183,7 @@ for (const target of targets) {
         imported: 13, failed: 2,
         errors: [
           { file: batch, entry: 1, reference: dead, message: `Bundle.entry[1]: ${unmatched(dead)}` },
-          { file: batch, entry: 2, message: `Bundle.entry[2]: 400: Bundle.entry[2]: ${unmatched('urn:uuid:cc000000-0000-4000-8000-000000000001')}` },
+          { file: batch, entry: 2, message: `Bundle.entry[2]: 400: ${unmatched('urn:uuid:cc000000-0000-4000-8000-000000000001')}` },
         ],
       });
       const lines = graph(await stored(store)).filter((l) => l.startsWith('Condition') || l.startsWith('Encounter batch'));

@@ -93,7 +93,7 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
     if (code.startsWith('2')) {
       ok++;
       if (isUnchangedEntry(out)) unchanged++;
-    } else ctx.fail(`Bundle.entry[${i}]: ${code}: ${r.outcome?.issue?.[0]?.diagnostics ?? 'failed'}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
+    } else ctx.fail(`Bundle.entry[${i}]: ${code}: ${withoutEntry(r.outcome?.issue?.[0]?.diagnostics ?? 'failed', i)}`, 1, { entry: i, ...(code === '422' && r.outcome?.issue ? { issues: r.outcome.issue } : {}) });
   });
   ctx.imported(ok, unchanged);
 }
@@ -143,4 +143,10 @@ export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text:
   } else {
     await addLoose(ctx, { resource: resource.id === undefined ? carryLiterals(resource, { ...resource, id: newId() }) : (resource as Resource & { id: string }) });
   }
+}
+
+/** An entry's diagnostics without the `Bundle.entry[i]: ` they start with (located), which the report puts first. */
+function withoutEntry(text: string, i: number): string {
+  const at = `Bundle.entry[${i}]: `;
+  return text.startsWith(at) ? text.slice(at.length) : text;
 }

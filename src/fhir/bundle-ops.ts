@@ -4,6 +4,7 @@ import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
 import { etag } from './bundle.ts';
+import { conditionElement, withEntryIds } from './bundle-match-urls.ts';
 import { splitVersion, versionBeforeWrite, type PendingVersion } from './bundle-versions.ts';
 import { cloneExact, parseExact } from './exact-json.ts';
 import { ConditionRaced, conditionKey, heldToMatch, resolveCondition, showCondition, storedMatch } from './conditional.ts';
@@ -57,13 +58,17 @@ export function entriesPerAttempt(entries: Entry[], conditional: boolean): (atte
 
 const at = entryPath;
 
-async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
+/**
+ * An entry's target: its id (`id`, known before: a create's new one, the URL's), or what its condition
+ * `query` (with the entries' fullUrls replaced by their ids: bundle-match-urls.ts) matches.
+ */
+async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined): Promise<Planned> {
   const p: Planned = { entry };
-  if (!entry.condition) {
-    if (entry.method !== 'GET') p.id = entry.id ?? newId();
+  if (!entry.condition || !query) {
+    if (id !== undefined) p.id = id;
     return p;
   }
-  const match = await resolveCondition(deps, req, entry.type, entry.condition, at(entry));
+  const match = await resolveCondition(deps, req, entry.type, query, at(entry));
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) p.settles = conditionKey(entry.type, entry.condition);
   if (entry.method === 'POST') {
     if (match) p.existing = match;
@@ -80,7 +85,7 @@ async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry): Pr
     p.id = match.id;
     if (entry.method === 'DELETE' && (await storedMatch(deps, req, entry.type, match))) p.matched = match;
   } else if (entry.method === 'PATCH') {
-    throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, entry.condition)}' matches no resource`);
+    throw new FhirError('not-found', `${at(entry)}: conditional patch '${showCondition(entry.type, query)}' matches no resource`);
   }
   return p;
 }
@@ -99,16 +104,15 @@ function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
 }
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
-async function target(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<Planned> {
+async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined): Promise<Planned> {
   try {
-    const p = await resolveTarget(deps, req, entry);
+    const p = await resolveTarget(deps, req, entry, query, id);
     if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
     if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
     return p;
   } catch (err) {
     // A problem of its condition's parameters is that of the element holding them.
-    const element = entry.condition === undefined ? at(entry) : `${at(entry)}.request.${entry.method === 'POST' ? 'ifNoneExist' : 'url'}`;
-    throw err instanceof FhirError ? located(err, at(entry), undefined, element) : err;
+    throw err instanceof FhirError ? located(err, at(entry), undefined, entry.condition ? conditionElement(entry) : at(entry)) : err;
   }
 }
 
@@ -123,12 +127,47 @@ export async function requireEntriesInReach(deps: FhirDeps, req: FhirRequest, pl
 /**
  * Resolves every entry's target and maps each fullUrl to `Type/id` (FHIR R4 http 3.1.0.11.2). Entries
  * of one condition share one write (sharedWrites): those that follow another are planned after it, and
- * their fullUrls map to its resource.
+ * their fullUrls map to its resource. A condition naming entries' fullUrls is searched with their ids
+ * (withEntryIds, `known` answering those outside the Bundle): the ids of creates and of updates, patches
+ * and deletes by id are known first; a condition naming a conditional entry's fullUrl is searched once
+ * that entry's own condition is resolved, and one in a cycle of such is a 400.
  */
-export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[]): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
+export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, known?: (url: string) => string | undefined): Promise<{ planned: Planned[]; ids: Map<string, string> }> {
   const leaders = sharedWrites(entries);
   const byEntry = new Map<Entry, Planned>();
-  for (const entry of entries) if (!leaders.has(entry)) byEntry.set(entry, await target(deps, req, entry));
+  const preset = new Map(entries.flatMap((e) => (e.condition || e.method === 'GET' ? [] : [[e, e.id ?? newId()] as const])));
+  // fullUrl -> Type/id as the entries are resolved; those of conditional entries are awaited.
+  const resolved = new Map<string, string>();
+  const names = (e: Entry) => e.fullUrl !== undefined && e.method !== 'DELETE' && e.method !== 'GET';
+  for (const [e, id] of preset) if (names(e) && !resolved.has(e.fullUrl!)) resolved.set(e.fullUrl!, `${e.type}/${id}`);
+  const awaited = new Set(entries.filter((e) => e.condition && names(e)).map((e) => e.fullUrl!));
+  const lookup = (item: string) => resolved.get(item) ?? resolved.get(`${base}/${item}`) ?? known?.(item);
+  const waiting = (item: string) => (awaited.has(item) || awaited.has(`${base}/${item}`)) && lookup(item) === undefined;
+  const followers = new Map<Entry, Entry[]>();
+  for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
+  let left = entries.filter((e) => !leaders.has(e));
+  while (left.length > 0) {
+    const later: Entry[] = [];
+    for (const entry of left) {
+      const query = entry.condition && withEntryIds(entry.condition, lookup, waiting);
+      if (entry.condition && !query) {
+        later.push(entry);
+        continue;
+      }
+      const p = await target(deps, req, entry, query, preset.get(entry));
+      byEntry.set(entry, p);
+      for (const e of [entry, ...(followers.get(entry) ?? [])]) {
+        if (p.id && names(e) && !resolved.has(e.fullUrl!)) resolved.set(e.fullUrl!, `${e.type}/${p.id}`);
+      }
+    }
+    if (later.length === left.length) {
+      const entry = later[0]!;
+      throw new FhirError('invalid', `${at(entry)}: its condition names the fullUrl of an entry whose own condition waits for this one's: the ids they name cannot be resolved`, {
+        expression: [conditionElement(entry)],
+      });
+    }
+    left = later;
+  }
   for (const [entry, leader] of leaders) byEntry.set(entry, follow(entry, byEntry.get(leader)!));
   const ids = new Map<string, string>();
   const planned = entries.map((entry) => {

@@ -4,6 +4,7 @@ import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
+import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadTarget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
@@ -42,7 +43,7 @@ function checkTargets(planned: Planned[]): void {
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
 async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope): Promise<Json[]> {
-  const { planned, ids } = await plan(deps, req, entries);
+  const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope));
   checkTargets(planned);
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
   // Validated as written, with the references rewritten: a reference's target type is checked on the
@@ -105,7 +106,9 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;
     if (shell.length > 0) throw invalidResource(shell, 'The transaction Bundle (nothing was written)');
-    // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST ones do.
+    // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST
+    // ones do: with the fullUrls of plain updates and patches in them replaced by their ids first.
+    withStaticIds(entries, base);
     const conditions = writeConditions(entries);
     const attemptOf = entriesPerAttempt(entries, conditions.length > 0);
     out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope));

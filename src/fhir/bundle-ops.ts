@@ -62,13 +62,15 @@ const at = entryPath;
  * An entry's target: its id (`id`, known before: a create's new one, the URL's), or what its condition
  * `query` (with the entries' fullUrls replaced by their ids: bundle-match-urls.ts) matches.
  */
-async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined): Promise<Planned> {
+async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>): Promise<Planned> {
   const p: Planned = { entry };
   if (!entry.condition || !query) {
     if (id !== undefined) p.id = id;
     return p;
   }
-  const match = await resolveCondition(deps, req, entry.type, query, at(entry));
+  // A conditional create runs after the transaction's deletes (http.html 3.1.0.11.2): what they delete
+  // matches nothing. The targets of updates and patches, matched by content, are left to checkTargets.
+  const match = await resolveCondition(deps, req, entry.type, query, at(entry), entry.method === 'POST' ? deleted : undefined);
   if (!match && (entry.method === 'POST' || entry.method === 'PUT')) p.settles = conditionKey(entry.type, entry.condition);
   if (entry.method === 'POST') {
     if (match) p.existing = match;
@@ -104,9 +106,9 @@ function entryIfNoneMatch(entry: Entry): IfMatch | undefined {
 }
 
 /** Resolves an entry's target; a PUT or DELETE may not reach outside the token's compartment or scope filters (requireStoredInReach). */
-async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined): Promise<Planned> {
+async function target(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>): Promise<Planned> {
   try {
-    const p = await resolveTarget(deps, req, entry, query, id);
+    const p = await resolveTarget(deps, req, entry, query, id, deleted);
     if (p.id && (entry.method === 'PUT' || entry.method === 'DELETE')) await requireStoredInReach(deps, req, entry.type, p.id, entry.method === 'PUT' ? 'u' : 'd');
     if (p.id && entry.method === 'PATCH') p.patched = await patchCurrent(deps, req, entry.type, p.id, entry.patch!, entryIfMatch(entry), at(entry));
     return p;
@@ -145,7 +147,11 @@ export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const waiting = (item: string) => (awaited.has(item) || awaited.has(`${base}/${item}`)) && lookup(item) === undefined;
   const followers = new Map<Entry, Entry[]>();
   for (const [f, l] of leaders) followers.set(l, [...(followers.get(l) ?? []), f]);
-  let left = entries.filter((e) => !leaders.has(e));
+  // Deletes first, as a transaction processes them (http.html 3.1.0.11.2): conditional creates do not find what they delete (`deleted`, of the type's ids).
+  let left = [...entries.filter((e) => e.method === 'DELETE'), ...entries.filter((e) => e.method !== 'DELETE' && !leaders.has(e))];
+  const deleted = new Map<string, Set<string>>();
+  const deletes = (e: Entry, id: string | undefined) => id !== undefined && e.method === 'DELETE' && deleted.set(e.type, (deleted.get(e.type) ?? new Set()).add(id));
+  for (const [e, id] of preset) deletes(e, id);
   while (left.length > 0) {
     const later: Entry[] = [];
     for (const entry of left) {
@@ -154,8 +160,9 @@ export async function plan(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
         later.push(entry);
         continue;
       }
-      const p = await target(deps, req, entry, query, preset.get(entry));
+      const p = await target(deps, req, entry, query, preset.get(entry), deleted.get(entry.type) ?? new Set());
       byEntry.set(entry, p);
+      if (entry.condition) deletes(entry, p.id);
       for (const e of [entry, ...(followers.get(entry) ?? [])]) {
         if (p.id && names(e) && !resolved.has(e.fullUrl!)) resolved.set(e.fullUrl!, `${e.type}/${p.id}`);
       }

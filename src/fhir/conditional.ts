@@ -50,11 +50,14 @@ export async function conditionMatches(
   return (await searchResources(deps, req, type, params, true)).rows;
 }
 
-/** Resolves a conditional query to at most one current resource (conditionMatches); two or more matches are 412. */
+/**
+ * Resolves a conditional query to at most one current resource (conditionMatches); two or more matches
+ * are 412. The ids in `excluded` (a transaction deletes them) match nothing.
+ */
 export async function resolveCondition(
-  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string,
+  deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, where: string, excluded: ReadonlySet<string> = new Set(),
 ): Promise<ResourceVersion | undefined> {
-  const rows = await conditionMatches(deps, req, type, query, where);
+  const rows = (await conditionMatches(deps, req, type, query, where, 2 + excluded.size)).filter((v) => !excluded.has(v.id));
   if (rows.length > 1) throw new FhirError('precondition', `${where}: condition '${showCondition(type, query)}' matches more than one resource`);
   return rows[0];
 }

@@ -17,8 +17,8 @@ const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GE
 
 /**
  * No two entries may act on one resource (FHIR R4 http 3.1.0.11.2), and a conditional create may not
- * settle on a resource another entry changes. Entries that follow another's write (sharedWrites) act
- * through it.
+ * settle on a resource another entry updates or patches (one another entry deletes it does not find:
+ * plan). Entries that follow another's write (sharedWrites) act through it.
  */
 function checkTargets(planned: Planned[]): void {
   const changed = new Set<string>();

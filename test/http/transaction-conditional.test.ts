@@ -118,6 +118,29 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].diagnostics).toBe("Bundle.entry[0]: conditional reference 'Patient?identifier=urn:x|ref-5' matches nothing");
     });
 
+    test('a conditional create whose match another entry deletes creates (DELETEs come first); one another entry updates is a 400', async () => {
+      for (const order of ['delete first', 'create first']) {
+        const gone = await api.create(patient('del-1'));
+        const entries = [{ request: { method: 'DELETE', url: `Patient/${gone.id}` } }, create(U(7), patient('del-1'), 'identifier=urn:x|del-1')];
+        if (order === 'create first') entries.reverse();
+        const res = await ok(tx(entries));
+        const created = res.entry.find((e: Json) => e.resource)!;
+        expect(created.response.status).toBe('201 Created');
+        expect(await matching('del-1')).toEqual([created.resource.id]);
+        await api.del(`Patient/${created.resource.id}`);
+      }
+      // A conditional delete of the match too.
+      const gone = await api.create(patient('del-2'));
+      const res = await ok(tx([create(undefined, patient('del-2'), 'identifier=urn:x|del-2'), { request: { method: 'DELETE', url: 'Patient?identifier=urn:x|del-2' } }]));
+      expect(res.entry.map((e: Json) => e.response.status)).toEqual(['201 Created', '204 No Content']);
+      expect(await matching('del-2')).toEqual([res.entry[0].resource.id]);
+      expect((await api.get(`Patient/${gone.id}`)).status).toBe(410);
+      // Matched by content, a resource another entry updates stays a 400.
+      const kept = await api.create(patient('del-3'));
+      const outcome = await nothingWritten(tx([create(undefined, patient('del-3'), 'identifier=urn:x|del-3'), update(undefined, `Patient/${kept.id}`, patient('del-3', { id: kept.id, active: true }))]), 400);
+      expect(outcome.issue[0].diagnostics).toBe(`Bundle.entry[0]: ifNoneExist matches Patient/${kept.id}, which another entry changes`);
+    });
+
     test("errors name their entry: duplicate targets, version conflicts, a conditional reference's unknown type, criteria decoded", async () => {
       await api.put200({ resourceType: 'Patient', id: 'loc-1' });
       let outcome = await nothingWritten(tx([update(undefined, 'Patient/loc-1', { resourceType: 'Patient', id: 'loc-1' }), { request: { method: 'DELETE', url: 'Patient/loc-1' } }]), 400);

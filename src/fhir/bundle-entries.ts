@@ -2,6 +2,7 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { hasCriteria, parseCondition } from './conditional.ts';
 import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
 import { asResource, noEndpoint, withoutId, type Resource } from './resource.ts';
+import { strictQuery } from './query-encoding.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
@@ -85,7 +86,12 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
   const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url;
   const q = rel.indexOf('?');
   const path = q < 0 ? rel : rel.slice(0, q);
-  const query = q < 0 ? undefined : new URLSearchParams(rel.slice(q + 1));
+  let query: URLSearchParams | undefined;
+  try {
+    query = q < 0 ? undefined : strictQuery(rel.slice(q + 1));
+  } catch (err) {
+    fail(index, (err as Error).message, 'request.url');
+  }
   const type = path.split('/', 1)[0];
   if (!type || !isResourceType(type)) fail(index, `request.url '${url}' does not name a known resource type`, 'request.url');
   // As on the REST API (checkRestType): a 404 for this entry; a batch's other entries go on.

@@ -9,6 +9,7 @@ import { requireValid } from './validation/check.ts';
 import { CONTROL, searchResources } from './search.ts';
 import { containedMode } from './search-contained.ts';
 import { hasCoreResources } from './core-layer.ts';
+import { strictQuery } from './query-encoding.ts';
 
 /** Whether the query has a parameter that selects resources (any but the result parameters such as `_count`). */
 export function hasCriteria(query: URLSearchParams): boolean {
@@ -27,7 +28,7 @@ export function parseCondition(raw: string, type: string, where: string, express
   if (q > 0 && raw.slice(0, q) !== type) {
     throw new FhirError('invalid', `${where}: condition '${raw}' names type '${raw.slice(0, q)}', expected ${type}`, named);
   }
-  const query = new URLSearchParams(q < 0 ? raw : raw.slice(q + 1));
+  const query = strictQuery(q < 0 ? raw : raw.slice(q + 1), expression);
   if (!hasCriteria(query)) throw new FhirError('invalid', `${where}: condition '${raw}' has no search criteria`, named);
   return query;
 }

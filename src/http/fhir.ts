@@ -21,6 +21,7 @@ import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
 import { instanceShape, type Shape } from '../fhir/subset.ts';
+import { strictQuery } from '../fhir/query-encoding.ts';
 import { fhirBaseOf, type BodyLimits } from '../config.ts';
 import { binaryRoutes } from './binary.ts';
 
@@ -115,6 +116,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const strict = (c: Context<AppEnv>) => parsePrefer(c.req.header('prefer')).get('handling') === 'strict';
   /** `_summary` / `_elements` of a read, vread or history request. */
   const shapeOf = (c: Context<AppEnv>) => instanceShape(new URL(c.req.url).searchParams, strict(c));
+  // A query's malformed percent-encoding is a 400 naming its parameter, before any route reads it leniently.
+  app.use('*', async (c, next) => {
+    const q = c.req.url.indexOf('?');
+    if (q >= 0) strictQuery(c.req.url.slice(q + 1).split('#', 1)[0]!);
+    await next();
+  });
 
   /** A search's page as a searchset Bundle, its links below `path` (from the FHIR base). */
   const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
@@ -133,7 +140,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type !== 'application/x-www-form-urlencoded') {
       throw new FhirError('unsupported-media', '_search by POST takes application/x-www-form-urlencoded');
     }
-    const params = new URLSearchParams(await readLimited(c.req.raw, deps.limits.resource));
+    const params = strictQuery(await readLimited(c.req.raw, deps.limits.resource));
     for (const [k, v] of new URL(c.req.url).searchParams) params.append(k, v);
     return params;
   };

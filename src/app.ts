@@ -16,6 +16,8 @@ import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
+import { metadataMode, terminologyCapabilitiesJson } from './fhir/terminology-capabilities.ts';
+import { bearerAuthenticator } from './http/middleware/bearer.ts';
 import { validateCapability } from './fhir/validate-operation.ts';
 import { gatedStore, type Rebuilding } from './fhir/reindex.ts';
 import { FhirError } from './errors.ts';
@@ -127,8 +129,17 @@ export function createApp(deps: AppDeps): App {
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
   fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
-  fhir.get('/metadata', (c) => {
+  // A token on the public `metadata`, for `mode=terminology` (its tenant's CodeSystems are listed too).
+  const metadataBearer = bearerAuthenticator(authDeps.verifyAccess, completeConditions);
+  fhir.get('/metadata', async (c) => {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
+    if (metadataMode(c.req.query('mode')) === 'terminology') {
+      const authorization = c.req.header('authorization');
+      const req = authorization === undefined ? undefined : { tenant: c.get('tenant'), access: (await metadataBearer(authorization, c.get('tenant'))).access };
+      return fhirJson(await terminologyCapabilitiesJson({
+        store, core: coreBundle, fhirBase, now: clock.now(), version: pkg.version, maxExpansionSize: config.maxExpansionSize, ...(req ? { req } : {}),
+      }));
+    }
     return fhirJson(capabilityStatementJson({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
       oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none',

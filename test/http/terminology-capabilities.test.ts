@@ -1,0 +1,91 @@
+/**
+ * `metadata?mode=terminology`: a TerminologyCapabilities of the code systems the terminology operations
+ * know (HL7's terminology-server requirements): the FHIR R4 core ones to anyone, the tenant's own
+ * CodeSystems too to a token of the tenant that may search them; valid R4, on both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { CoreBundle } from '../../src/terminology/core/core-bundle.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const GENDER = 'http://hl7.org/fhir/administrative-gender';
+
+const codeSystem = (id: string, url: string, extra: Json = {}): Json => ({
+  resourceType: 'CodeSystem', id, url, status: 'active', content: 'complete', concept: [{ code: 'a' }], ...extra,
+});
+
+/** The listing as `uri` -> version codes ('' for a code system listed without versions). */
+function listed(tc: Json): Map<string, string[]> {
+  return new Map((tc.codeSystem ?? []).map((cs: Json) => [cs.uri, (cs.version ?? []).map((v: Json) => v.code)]));
+}
+
+await eachStore((kind, fresh) => {
+  describe(`metadata?mode=terminology on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const metadata = (query: string, headers: Record<string, string> = {}) => t.request(`${t.fhir('t1')}/metadata${query}`, { headers });
+    const terminology = async (headers: Record<string, string> = {}) => {
+      const res = await metadata('?mode=terminology', headers);
+      expect(res.status).toBe(200);
+      return (await res.json()) as Json;
+    };
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200(codeSystem('a1', 'http://example.org/cs/a', { version: '1' }));
+      await api.put200(codeSystem('a2', 'http://example.org/cs/a', { version: '2' }));
+      await api.put200(codeSystem('b', 'http://example.org/cs/b'));
+      // Neither defines codes of its own: not listed.
+      await api.put200({ resourceType: 'CodeSystem', id: 'c', url: 'http://example.org/cs/c', status: 'active', content: 'not-present' });
+      await api.put200({ resourceType: 'CodeSystem', id: 's', url: 'http://example.org/cs/s', status: 'active', content: 'supplement', supplements: GENDER, concept: [{ code: 'male' }] });
+      await api.put200(codeSystem('gone', 'http://example.org/cs/gone'));
+      expect((await api.del('CodeSystem/gone')).ok).toBe(true);
+    });
+    afterAll(() => t.close());
+
+    test('without a token: the core code systems that define codes, with their versions, in URL order', async () => {
+      const tc = await terminology();
+      expect(tc).toMatchObject({ resourceType: 'TerminologyCapabilities', status: 'active', kind: 'instance', implementation: { url: t.fhir('t1') } });
+      const core = (await new CoreBundle().load()).all('CodeSystem').map((r) => JSON.parse(r.content) as Json);
+      const defining = core.filter((cs) => ['complete', 'fragment', 'example'].includes(cs.content));
+      const uris = tc.codeSystem.map((cs: Json) => cs.uri);
+      expect(uris).toEqual([...new Set(defining.map((cs) => cs.url as string))].sort());
+      expect(listed(tc).get(GENDER)).toEqual(['4.0.1']);
+      expect(listed(tc).has('http://hl7.org/fhir/CodeSystem/summary')).toBe(false); // not-present
+      expect(listed(tc).has('http://hl7.org/fhir/CodeSystem/example-supplement')).toBe(false);
+      expect(uris.some((u: string) => u.startsWith('http://example.org/'))).toBe(false);
+      expect(tc.expansion.parameter.map((p: Json) => p.name)).toContain('filter');
+    });
+
+    test("with the tenant's token: its CodeSystems too, each version, none that defines no codes or was deleted", async () => {
+      const mine = [...listed(await terminology({ Authorization: `Bearer ${await t.token()}` }))].filter(([uri]) => uri.startsWith('http://example.org/'));
+      expect(mine).toEqual([['http://example.org/cs/a', ['1', '2']], ['http://example.org/cs/b', []]]);
+    });
+
+    test("a token's scopes decide which of them it sees; another tenant's or a bad token is refused", async () => {
+      const own = async (scope: string) => [...listed(await terminology({ Authorization: `Bearer ${await craftToken(t, scope)}` }))].map(([uri]) => uri).filter((u) => u.startsWith('http://example.org/'));
+      expect(await own('system/ValueSet.rs')).toEqual([]);
+      expect(await own('system/CodeSystem.rs?url=http://example.org/cs/b')).toEqual(['http://example.org/cs/b']);
+      await expectOutcome(await metadata('?mode=terminology', { Authorization: 'Bearer not-a-token' }), 401);
+      await expectOutcome(await metadata('?mode=terminology', { Authorization: `Bearer ${await craftToken(t, 'system/*.rs', { tenant: 't2' })}` }), 403);
+    });
+
+    test('it is a valid R4 TerminologyCapabilities', async () => {
+      const tc = await terminology({ Authorization: `Bearer ${await t.token()}` });
+      const res = await api.post('TerminologyCapabilities/$validate', tc);
+      expect(res.status).toBe(200);
+      const errors = ((await res.json()) as Json).issue.filter((i: Json) => i.severity === 'error' || i.severity === 'fatal');
+      expect(errors).toEqual([]);
+    });
+
+    test('mode full, normative or none is the CapabilityStatement; another mode is a 400 naming it', async () => {
+      for (const query of ['', '?mode=full', '?mode=normative']) {
+        expect(((await (await metadata(query)).json()) as Json).resourceType).toBe('CapabilityStatement');
+      }
+      const outcome = await expectOutcome(await metadata('?mode=everything'), 400);
+      expect(outcome.issue[0].expression).toEqual(['mode']);
+    });
+  });
+});

@@ -156,7 +156,8 @@ export function createApp(deps: AppDeps): App {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
-  fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits }));
+  // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).
+  fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits, dispatch: (req) => Promise.resolve(fetch(req)) }));
   app.route(FHIR_BASE_ROUTE, fhir);
   // The EHR launch reads the Patient and Encounter as the FHIR API does, so it is mounted beside it.
   app.route('/', launchRoutes(authDeps, fhirDeps, completeConditions));

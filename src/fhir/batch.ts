@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import { FhirError, storeFailureAsFhir } from '../errors.ts';
 import type { Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
@@ -33,11 +34,28 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
 }
 
 /**
+ * Invokes an operation for a Bundle entry (`GET ValueSet/$expand?url=...`, `POST ValueSet/$validate-code`
+ * with its Parameters) as the same request to the REST API would, with the Bundle's credentials, and
+ * returns its status and JSON body. Given by the HTTP layer; absent (`cinder import`), operations are refused.
+ */
+export type OperationCall = (method: 'GET' | 'POST', url: string, body?: Json) => Promise<{ status: number; body: Json | undefined }>;
+
+/** An operation entry's response: its status, and its result as `resource`, or its OperationOutcome as `outcome`. */
+async function operationEntry(entry: Entry, operation: OperationCall | undefined): Promise<Json> {
+  const at = `Bundle.entry[${entry.index}]`;
+  if (operation === undefined) throw new FhirError('not-supported', `${at}: operations are not invoked here`, { expression: [`${at}.request.url`] });
+  const { status, body } = await operation(entry.method as 'GET' | 'POST', entry.operation!, entry.resource as Json | undefined);
+  const response: Json = { status: `${status} ${STATUS_CODES[status] ?? ''}`.trim() };
+  if (status >= 400) return { response: body?.resourceType === 'OperationOutcome' ? { ...response, outcome: body } : response };
+  return body === undefined ? { response } : { resource: body, response };
+}
+
+/**
  * A batch (FHIR R4 http 3.1.0.11.1): each entry on its own, in its own store transaction; a failure
  * becomes that entry's response with an OperationOutcome and the others go on, but for a store failure
  * (a 503), which answers the entries after it too. `entries` are the valid entries in Bundle order.
  */
-export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope): Promise<Json[]> {
+export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, scope?: FullUrlScope, operation?: OperationCall): Promise<Json[]> {
   const out: Json[] = [];
   // After a store failure (the database unavailable, or a statement it cancelled) the entries before it
   // stay written, each in its own transaction, and the response says which; the entries after it are
@@ -50,6 +68,10 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       continue;
     }
     try {
+      if (entry.operation !== undefined) {
+        out.push(await operationEntry(entry, operation));
+        continue;
+      }
       requireNoSiblingUrns(entry, fullUrls);
       const conditions = writeConditions([entry]);
       const attemptOf = entriesPerAttempt([entry], conditions.length > 0);

@@ -34,6 +34,13 @@ export interface Entry {
   ifNoneMatch?: string;
   /** GET read or vread: `request.ifModifiedSince` (an instant) as epoch milliseconds. */
   ifModifiedSince?: number;
+  /** `HEAD` (an R4 http-verb): read as a GET, answered without the resource. */
+  head?: true;
+  /**
+   * An operation (`$name`, `Type/$name`, `Type/id/$name`, GET or POST): its `request.url` relative to the
+   * FHIR base, query included; its `resource` the POSTed input (a Parameters, or the resource some take).
+   */
+  operation?: string;
 }
 
 /** Where an entry is in its Bundle: `Bundle.entry[n]`. */
@@ -112,6 +119,23 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
   return out;
 }
 
+/**
+ * An entry's operation (`$name`, `Type/$name` or `Type/id/$name`, relative to the FHIR base as other
+ * request URLs), or undefined when `url` names none. Operations are invoked by GET or POST.
+ */
+function operationUrl(index: number, url: string, base: string, verb: string): { url: string; type: string } | undefined {
+  const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url;
+  const q = rel.indexOf('?');
+  const segments = (q < 0 ? rel : rel.slice(0, q)).split('/');
+  if (!segments[segments.length - 1]!.startsWith('$')) return undefined;
+  if (verb !== 'GET' && verb !== 'POST') fail(index, `request.url '${url}' names an operation, which is invoked by GET or POST, not ${verb}`, 'request.method');
+  const [type, id] = segments.length > 1 ? segments : [''];
+  if (segments.length > 3 || (type !== '' && !isResourceType(type!)) || (id !== undefined && segments.length === 3 && !ID_PATTERN.test(id))) {
+    fail(index, `request.url '${url}' is not of the form $operation, Type/$operation or Type/id/$operation`, 'request.url');
+  }
+  return { url: rel, type: type! };
+}
+
 /** The conditional-read elements of a GET entry's request (FHIR R4 Bundle.entry.request). */
 function readConditions(index: number, entry: Entry, request: Record<string, unknown>): void {
   if (typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
@@ -136,8 +160,25 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   for (const field of ['method', 'url']) {
     if (typeof request[field] !== 'string') fail(index, `request.${field} ${request[field] === undefined ? 'is required' : 'must be a string'}`, `request.${field}`);
   }
-  const method = request.method as Method;
-  if (!['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(method)) fail(index, `request.method '${request.method}' is not supported`, 'request.method');
+  const verb = request.method as Method | 'HEAD';
+  if (!['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(verb)) fail(index, `request.method '${request.method}' is not supported`, 'request.method');
+  const method: Method = verb === 'HEAD' ? 'GET' : verb;
+  const operation = operationUrl(index, request.url as string, base, verb);
+  if (operation !== undefined) {
+    const entry: Entry = { index, method, type: operation.type, operation: operation.url };
+    if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
+    if (e.resource !== undefined) {
+      if (method !== 'POST') fail(index, `a ${method} of an operation carries no resource`, 'resource');
+      try {
+        entry.resource = asResource(e.resource);
+      } catch (err) {
+        if (!(err instanceof FhirError)) throw err;
+        const element = err.issues[0]?.expression?.[0];
+        fail(index, err.message, element === undefined ? 'resource' : `resource.${element}`);
+      }
+    }
+    return entry;
+  }
   for (const field of ['ifNoneMatch', 'ifModifiedSince', 'ifMatch', 'ifNoneExist']) {
     // A precondition that is not a string would be dropped and the write done unconditionally.
     if (request[field] !== undefined && typeof request[field] !== 'string') fail(index, `request.${field} must be a string`, `request.${field}`);
@@ -153,6 +194,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     if (history) entry.history = true;
     entry.query = query ?? new URLSearchParams();
     readConditions(index, entry, request);
+    if (verb === 'HEAD') entry.head = true;
     return entry;
   }
   if (method === 'POST' || method === 'PUT') {

@@ -72,7 +72,10 @@ function notModified(entry: Entry, v: ResourceVersion): boolean {
 /** Performs a GET entry: a read or vread (304 without the resource when the client has it), a search or a history, as a Bundle. */
 export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
   try {
-    return await readOne(deps, req, entry, base);
+    const out = await readOne(deps, req, entry, base);
+    // A HEAD entry is answered as its GET, without the resource (as HEAD on the REST API: no body).
+    if (entry.head) delete out.resource;
+    return out;
   } catch (err) {
     throw err instanceof FhirError ? located(err, entryPath(entry), undefined, `${entryPath(entry)}.request.url`) : err;
   }

@@ -1,5 +1,5 @@
 import { FhirError } from '../errors.ts';
-import { batch } from './batch.ts';
+import { batch, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
@@ -98,7 +98,7 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
  * Processes a transaction or batch Bundle posted to the FHIR base and returns the response Bundle.
  * `scope` resolves references to fullUrls of other Bundles and learns this one's (`cinder import`).
  */
-export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string, scope?: FullUrlScope): Promise<Json> {
+export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unknown, base: string, scope?: FullUrlScope, operation?: OperationCall): Promise<Json> {
   const { type, entries, invalid } = parseBundle(body, base);
   const shell = shellErrors(body as Resource, validationLevel(deps));
   await noteValidationLevel(deps, req.tenant);
@@ -106,6 +106,13 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
   if (type === 'transaction') {
     if (invalid.length > 0) throw invalid[0]!.error;
     if (shell.length > 0) throw invalidResource(shell, 'The transaction Bundle (nothing was written)');
+    // An operation would run beside the transaction, not in it: it could not see the transaction's writes.
+    const op = entries.find((e) => e.operation !== undefined);
+    if (op) {
+      throw new FhirError('not-supported', `Bundle.entry[${op.index}]: operations ('${op.operation}') are invoked in batch Bundles, not in transactions`, {
+        expression: [`Bundle.entry[${op.index}].request.url`],
+      });
+    }
     // Its conditional creates and updates wait for others of the same conditions (exclusively), as REST
     // ones do: with the fullUrls of plain updates and patches in them replaced by their ids first.
     withStaticIds(entries, base);
@@ -126,7 +133,7 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
       invalid.push({ index, error: invalidResource(issues, `Bundle.entry[${index}]`) });
     }
     invalid.sort((a, b) => a.index - b.index);
-    out = await batch(deps, req, entries, base, scope);
+    out = await batch(deps, req, entries, base, scope, operation);
     for (const bad of invalid) out.splice(bad.index, 0, errorEntry(bad.error));
   }
   // An empty batch or transaction answers a Bundle without `entry`: R4 JSON has no empty arrays (json.html).

@@ -11,6 +11,9 @@ import { findFunctionalList } from '../fhir/list-find.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
+import type { OperationCall } from '../fhir/batch.ts';
+import type { Json } from '../fhir/bundle-ops.ts';
+import { parseExact, stringifyExact } from '../fhir/exact-json.ts';
 import { conditionalPatch, parsePatch, patchResource } from '../fhir/patch.ts';
 import { validateOperation } from '../fhir/validate-operation.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
@@ -29,6 +32,27 @@ export interface FhirRouteDeps extends FhirDeps {
   baseUrl: string;
   /** A Bundle posted to the base may be larger than a single resource; a Binary's native content too. */
   limits: Pick<BodyLimits, 'resource' | 'bundle' | 'binary'>;
+  /** Answers a request as the server would (its every route and check): a batch entry's operation. */
+  dispatch?: (req: Request) => Promise<Response>;
+}
+
+/**
+ * A batch entry's operation as a request of its own to the tenant's FHIR base, with the Bundle's
+ * credentials and language: the operation's own route, checks and answer, whatever it is.
+ */
+function operationCall(c: Context<AppEnv>, dispatch: (req: Request) => Promise<Response>): OperationCall {
+  const origin = new URL(c.req.url).origin;
+  return async (method, url, body) => {
+    const headers: Record<string, string> = { Accept: 'application/fhir+json' };
+    for (const name of ['authorization', 'accept-language']) {
+      const value = c.req.header(name);
+      if (value !== undefined) headers[name] = value;
+    }
+    if (body !== undefined) headers['Content-Type'] = 'application/fhir+json';
+    const res = await dispatch(new Request(`${origin}/tenants/${c.get('tenant')}/fhir/R4/${url}`, { method, headers, ...(body === undefined ? {} : { body: stringifyExact(body) }) }));
+    const text = await res.text();
+    return { status: res.status, body: text && (res.headers.get('content-type') ?? '').includes('json') ? (parseExact(text) as Json) : undefined };
+  };
 }
 
 function fhirBase(c: Context<AppEnv>, baseUrl: string): string {
@@ -174,7 +198,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   notAllowedFirst(app);
   app.post('/', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.bundle);
-    const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl));
+    const operation = deps.dispatch === undefined ? undefined : operationCall(c, deps.dispatch);
+    const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl), undefined, operation);
     return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
   app.get('/_history', (c) => historyOf(c));

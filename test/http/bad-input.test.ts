@@ -275,7 +275,7 @@ describe('unsupported interactions and operations', () => {
       [{ request: { method: 'POST', url: 'Patient/x' }, resource: { resourceType: 'Patient' } }, 'request.url'],
       [{ request: { method: 'GET', url: 'Patient/a_b' } }, 'request.url'],
       [{ request: { method: 'DELETE', url: 'Foo/1' } }, 'request.url'],
-      [{ request: { method: 'HEAD', url: 'Patient/existing' } }, 'request.method'],
+      [{ request: { method: 'OPTIONS', url: 'Patient/existing' } }, 'request.method'],
       [{ request: { method: 'PUT', url: 'Patient/existing' }, resource: { resourceType: 'Patient', id: 'other' } }, 'resource.id'],
       [{ request: { method: 'PUT', url: 'Patient/existing' }, resource: { resourceType: 'Observation', id: 'existing' } }, 'resource.resourceType'],
       [{ request: { method: 'DELETE', url: 'Patient?_count=1' } }, 'request.url'],

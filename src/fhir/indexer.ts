@@ -58,6 +58,28 @@ export function soundex(name: string): string {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+/**
+ * Separates the texts of a token row's `display` (DISPLAY_SEPARATOR): a control character, which no
+ * search value holds (the search layer refuses control characters, src/fhir/search.ts), so that a
+ * `:text` value found in the display lies within one of the texts, never across two.
+ */
+export const DISPLAY_SEPARATOR = '\u001f';
+
+/**
+ * A token row's `display`: the distinct non-empty texts among `texts` (a CodeableConcept's text, a
+ * Coding's display, an Identifier's type text), normalised, each apart (DISPLAY_SEPARATOR); '' for none.
+ */
+function joinDisplays(texts: (string | undefined)[]): string {
+  return distinctTexts(texts.filter((t) => t !== undefined).map(normalizeString));
+}
+
+/** The distinct non-empty `texts`, in order, apart (DISPLAY_SEPARATOR). */
+function distinctTexts(texts: string[]): string {
+  const out: string[] = [];
+  for (const t of texts) if (t && !out.includes(t)) out.push(t);
+  return out.join(DISPLAY_SEPARATOR);
+}
+
 /** The token values of one element (FHIR R4 search 3.1.1.5.11): Coding, CodeableConcept, Identifier, ContactPoint, code, boolean, uri. */
 export function tokenValues(value: unknown, out: { system: string; value: string }[]): void {
   if (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'number') {
@@ -216,7 +238,7 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
         for (const c of codings) {
           const t: { system: string; value: string }[] = [];
           tokenValues(c, t);
-          const display = [text, str(c?.display)].filter((x) => x !== undefined).map((x) => normalizeString(x!)).join(' ');
+          const display = joinDisplays([text, str(c?.display)]);
           for (const x of t) rows.tokens.push(display ? { param, system: x.system, value: x.value, display } : { param, system: x.system, value: x.value });
         }
         // Text without a coding to carry it.
@@ -226,7 +248,7 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
         tokenValues(value, tokens);
         // An Identifier's `:text` is its type's text (search.html, token `:text`), carried by its rows.
         const typeText = v !== null && typeof v === 'object' ? str((v.type as Json | undefined)?.text) : undefined;
-        const display = typeText === undefined ? '' : normalizeString(typeText);
+        const display = joinDisplays([typeText]);
         for (const t of tokens) rows.tokens.push(display ? { param, system: t.system, value: t.value, display } : { param, system: t.system, value: t.value });
         // Text without a row to carry it: a CodeableConcept of text alone, an Identifier without a value.
         const text = typeof v?.text === 'string' ? v.text : !tokens.length && display ? typeText : undefined;
@@ -504,9 +526,34 @@ function sameEntry(a: object, b: object): boolean {
   return true;
 }
 
+/**
+ * Token rows one to a (param, system, value), as both databases key them (SQLite's primary key `(res, k,
+ * value)` keeps the first row written), each carrying the texts of every row of that value, apart
+ * (joinDisplays): `:text` then finds a coded value by any of its displays, whichever came first.
+ */
+function mergeTokens(entries: IndexEntry[]): IndexEntry[] {
+  if (entries.length < 2) return entries;
+  const out: IndexEntry[] = [];
+  const byValue = entries.length <= PAIRWISE_DEDUPE ? undefined : new Map<string, number>();
+  for (const e of entries) {
+    const k = byValue && `${e.param}\u0000${e.system}\u0000${e.value}`;
+    const at = byValue ? byValue.get(k!) : out.findIndex((o) => o.param === e.param && o.system === e.system && o.value === e.value);
+    if (at === undefined || at < 0) {
+      byValue?.set(k!, out.length);
+      out.push(e);
+      continue;
+    }
+    const kept = out[at]!;
+    if (!e.display || kept.display === e.display) continue;
+    const display = kept.display ? distinctTexts([...kept.display.split(DISPLAY_SEPARATOR), ...e.display.split(DISPLAY_SEPARATOR)]) : e.display;
+    out[at] = { ...kept, display };
+  }
+  return out;
+}
+
 function dedupe(rows: IndexRows): IndexRows {
   return {
-    tokens: dedupeBy<IndexEntry>(rows.tokens, (e) => `${e.param}\u0000${e.system}\u0000${e.value}`),
+    tokens: mergeTokens(rows.tokens),
     strings: dedupeBy<StringEntry>(rows.strings, (e) => `${e.param}\u0000${e.exact}`),
     ranges: dedupeBy<RangeEntry>(rows.ranges, (e) => `${e.param}\u0000${e.system}\u0000${e.code}\u0000${e.low}\u0000${e.high}`),
     composites: dedupeBy<CompositeEntry>(

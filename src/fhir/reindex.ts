@@ -22,9 +22,12 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * and its bounds were ranges of their own, and a fraction of a second of one or two digits as the range
  * its precision implies (`.1` 100 ms wide), where every fraction was 1 ms wide (dates.ts dateRange);
  * model 10 a string's full case folding (`ß` as `ss`, `ﬁ` as `fi`, `ı` as `i`; indexer.ts normalizeString),
- * where it was only lower-cased.
+ * where it was only lower-cased; model 11 one token row per value carrying every text of it (a
+ * CodeableConcept's text, each Coding's display, an Identifier's type text) apart, where a row per
+ * Coding joined its CodeableConcept's text and display with a space, and two rows of one value kept
+ * one of their texts (indexer.ts mergeTokens).
  */
-export const INDEX_MODEL = 10;
+export const INDEX_MODEL = 11;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -97,6 +100,17 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_index', 'search_string', 'search_composite'],
     reads: readsFoldedRows,
   },
+  // A token row's `display`, which `:text` searches, now every text of its value apart: a CodeableConcept's
+  // text with a Coding's display, or two texts of one value (a repeated Coding, two CodeableConcepts or
+  // Identifiers of one code). Only a resource with a `"display":"..."` or a `"text":"..."` (a
+  // CodeableConcept's, an Identifier type's; an Annotation's too, which names more) can have one. Token
+  // `:text` reads them. (PostgreSQL kept two rows of one value with two texts, now one: until such a
+  // resource is rebuilt, a count of that one code, which counts rows, counts it twice, as it did before.)
+  11: {
+    touches: (content) => DISPLAY_FIELD.test(content) || TEXT_STRING.test(content),
+    tables: ['search_index'],
+    reads: (c) => c.kind === 'token-text',
+  },
 };
 
 /**
@@ -153,6 +167,8 @@ const CANONICAL_SUFFIX = canonicalParam('');
 const POSITION = /"position"\s*:\s*\{/;
 const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
+const DISPLAY_FIELD = /"display"\s*:\s*"/;
+const TEXT_STRING = /"text"\s*:\s*"/;
 
 /** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */
 export function tablesSince(model: number): IndexTable[] | undefined {

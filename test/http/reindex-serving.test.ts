@@ -159,7 +159,14 @@ describe('readsRowsBeingRebuilt', () => {
   const near: Condition = { kind: 'near', param: 'near', points: [{ latitude: 1, longitude: 2, km: 3 }] };
 
   test('names the conditions each later model changed the rows of', () => {
-    expect(INDEX_MODEL).toBe(10);
+    expect(INDEX_MODEL).toBe(11);
+    // Model 11: token rows' displays: token `:text` alone (in a chain too).
+    const family11: Condition = { kind: 'string', param: 'family', values: [{ value: 'x', match: 'prefix' }] };
+    expect(readsRowsBeingRebuilt(10, query(tokenText))).toBe(true);
+    expect(readsRowsBeingRebuilt(10, query({ kind: 'chain', param: 'subject', targetType: 'Patient', where: [tokenText] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(10, query(family11, plain, canonical, near, text))).toBe(false);
+    expect(readsRowsBeingRebuilt(10, query({ kind: 'token', param: 'code', values: [{ value: '1-8' }] }))).toBe(false);
+    expect(readsRowsBeingRebuilt(10, query({ kind: 'missing', table: 'search_index', params: ['code'], missing: true }))).toBe(false);
     // Model 10: normalised strings (full case folding): string values but `:exact`, token `:text`, a
     // composite's string component, in a chain, under `_has`, in an `or`.
     const family: Condition = { kind: 'string', param: 'family', values: [{ value: 'strasse', match: 'prefix' }] };

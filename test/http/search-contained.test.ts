@@ -323,7 +323,9 @@ for (const target of targets) {
       await t.store.resources.indexing.setState({ model: 6, after: 0 });
       expect(await ids('AuditEvent?patient.name=quill')).toEqual([]);
       const run = await reindex(t.store);
-      expect(run).toMatchObject({ ran: true, rebuilt: 2 });
+      // ae1 and eoc1; and, for model 11 (a Coding's display or a string text), mr1 (a form's text) and the
+      // Bundle doc1 (an author's display).
+      expect(run).toMatchObject({ ran: true, rebuilt: 4 });
       expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
       expect(await ids('AuditEvent?patient.name=quill')).toEqual(['ae1']);
       expect(await ids('EpisodeOfCare?care-manager.name=quill')).toEqual(['eoc1']);

@@ -17,8 +17,10 @@ export interface SharedKey {
 
 /**
  * A token, reference or uri value (`search_index`). Tokens: system + code; references: system = target
- * type, value = id; uris: system ''. `display`: a coded value's text (its CodeableConcept's text and its
- * display, normalised), which `:text` searches.
+ * type, value = id; uris: system ''. `display`: a coded value's texts (its CodeableConcept's text, its
+ * Codings' displays, an Identifier's type text, of every element holding the value: one entry per value),
+ * normalised, apart (DISPLAY_SEPARATOR in src/fhir/indexer.ts), which `:text` searches. PostgreSQL does
+ * not index it, so it has no bounded form (src/store/index-limits.ts).
  */
 export interface IndexEntry {
   param: string;

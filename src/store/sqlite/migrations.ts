@@ -382,4 +382,17 @@ ALTER TABLE auth_codes ADD COLUMN encounter TEXT;
 ALTER TABLE refresh_tokens ADD COLUMN encounter TEXT;
 `,
   },
+  {
+    version: 21,
+    name: 'token_texts',
+    sql: `
+-- Index model 11 (src/fhir/reindex.ts): a token row's \`:text\` display holds every text of its value (a
+-- CodeableConcept's text, each Coding's display, an Identifier's type text) apart, one row per value, no
+-- longer a row per Coding joining its CodeableConcept's text and display by a space (SQLite kept only the
+-- first of two rows of one value). A database holding resources gets it from the reindex that \`cinder
+-- serve\` runs at start (only the resources holding a display or a string text are rebuilt, their token
+-- rows); an empty one follows model 11 already.
+UPDATE index_state SET value = 11 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -145,7 +145,12 @@ function timingRange(v: Json): DateSpan | null {
   return span;
 }
 
-/** Number ranges of a number or quantity element, with the unit (Quantity, Money, Range; a plain number). */
+/**
+ * Number ranges of a number or quantity element, with the unit (Quantity, Money, Range; a plain number):
+ * a Quantity, or a Range by its low end's unit (else its high end's), also under its human `unit`
+ * (system '') where that differs from its code, which `value||unit` finds (search.html: "either the code
+ * (code) or the stated human unit (unit)").
+ */
 export function quantityValues(value: unknown, out: { system: string; code: string; low: number; high: number }[]): void {
   if (typeof value === 'number') return void out.push({ system: '', code: '', low: value, high: value });
   if (value === null || typeof value !== 'object') return;
@@ -162,12 +167,13 @@ export function quantityValues(value: unknown, out: { system: string; code: stri
   const hi = v.high as Json | undefined;
   if (typeof lo?.value === 'number' || typeof hi?.value === 'number') {
     const unitOf = lo ?? hi!;
-    out.push({
-      system: str(unitOf.system) ?? '',
-      code: str(unitOf.code) ?? str(unitOf.unit) ?? '',
-      low: typeof lo?.value === 'number' ? lo.value : -Infinity,
-      high: typeof hi?.value === 'number' ? hi.value : Infinity,
-    });
+    const code = str(unitOf.code) ?? str(unitOf.unit) ?? '';
+    const low = typeof lo?.value === 'number' ? lo.value : -Infinity;
+    const high = typeof hi?.value === 'number' ? hi.value : Infinity;
+    out.push({ system: str(unitOf.system) ?? '', code, low, high });
+    // Its human unit too, as a Quantity's (`value||unit`: the code or the stated unit, search.html).
+    const unit = str(unitOf.unit);
+    if (unit !== undefined && unit !== code) out.push({ system: '', code: unit, low, high });
   }
 }
 

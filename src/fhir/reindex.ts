@@ -1,5 +1,5 @@
 import { FhirError } from '../errors.ts';
-import type { Condition, SearchQuery } from '../store/interface/search.ts';
+import type { Condition, NumberTest, SearchQuery } from '../store/interface/search.ts';
 import type { IndexTable, Store } from '../store/types.ts';
 import { paramsOf } from './definitions.ts';
 import { canonicalParam, compartmentsOf, storedIndex } from './indexer.ts';
@@ -25,9 +25,10 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * where it was only lower-cased; model 11 one token row per value carrying every text of it (a
  * CodeableConcept's text, each Coding's display, an Identifier's type text) apart, where a row per
  * Coding joined its CodeableConcept's text and display with a space, and two rows of one value kept
- * one of their texts (indexer.ts mergeTokens).
+ * one of their texts (indexer.ts mergeTokens); model 12 a Range's human `unit` as a Quantity's, a second
+ * row that `value||unit` finds (indexer.ts quantityValues).
  */
-export const INDEX_MODEL = 11;
+export const INDEX_MODEL = 12;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -111,7 +112,26 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_index'],
     reads: (c) => c.kind === 'token-text',
   },
+  // A Range (`"low":{...}` or `"high":{...}`) whose end states a `unit` (`"unit":"..."`), now a second
+  // row under that unit (system '') where it differs from the code: range rows, and composite rows of
+  // `context-type-quantity` (a UsageContext's valueRange). A quantity test naming a code without a
+  // system (`gt20||years`) reads them.
+  12: {
+    touches: (content) => RANGE_END.test(content) && UNIT_FIELD.test(content),
+    tables: ['search_range', 'search_composite'],
+    reads: readsUnitRows,
+  },
 };
+
+/** A quantity test naming a unit code and no system, which a row of a stated human unit answers. */
+function readsUnitRows(c: Condition): boolean {
+  const byUnit = (t: NumberTest) => t.code !== undefined && t.system === undefined;
+  switch (c.kind) {
+    case 'number': return c.tests.some(byUnit);
+    case 'composite': return c.tests.some((t) => t.parts.some((p) => p.kind === 'number' && byUnit(p.test)));
+    default: return false;
+  }
+}
 
 /**
  * The conditions that read normalised strings: string values other than `:exact`, token `:text`, a
@@ -169,6 +189,8 @@ const TYPE_OBJECT = /"type"\s*:\s*\{/;
 const TEXT_FIELD = /"text"\s*:/;
 const DISPLAY_FIELD = /"display"\s*:\s*"/;
 const TEXT_STRING = /"text"\s*:\s*"/;
+const RANGE_END = /"(?:low|high)"\s*:\s*\{/;
+const UNIT_FIELD = /"unit"\s*:\s*"/;
 
 /** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */
 export function tablesSince(model: number): IndexTable[] | undefined {

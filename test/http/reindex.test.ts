@@ -170,8 +170,11 @@ describe('touchedSince', () => {
     expect(since8('{"resourceType":"Observation","effectiveTiming":{"repeat":{"boundsPeriod":{"start":"2020-03-10"},"frequency":1}}}')).toBe(false);
     expect(since8('{"resourceType":"Composition","event":[{"period":{"start":"2020-03-10"}}],"date":"2020-03-10T10:00:00Z"}')).toBe(false);
     expect(since8('{"resourceType":"Observation","valueTime":"10:30:00.1","valueString":"at 2020-03-01T10:30:00.1Z"}')).toBe(false);
-    // Model 10: normalised strings, in string rows, token rows (a `:text` display) and composite rows.
-    expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite']);
+    // Model 10: normalised strings, in string rows, token rows (a `:text` display) and composite rows;
+    // model 11 token rows, model 12 range and composite rows.
+    expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
+    expect(tablesSince(10)).toEqual(['search_index', 'search_range', 'search_composite']);
+    expect(tablesSince(11)).toEqual(['search_range', 'search_composite']);
     // Model 10: resources holding a character the full case folding changes, or its JSON escape; a
     // capital sigma, which lower-casing made `ς` at a word's end; not accents, nor ASCII alone.
     const since9 = touchedSince(9);

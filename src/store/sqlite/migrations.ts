@@ -395,4 +395,15 @@ ALTER TABLE refresh_tokens ADD COLUMN encounter TEXT;
 UPDATE index_state SET value = 11 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 22,
+    name: 'range_units',
+    sql: `
+-- Index model 12 (src/fhir/reindex.ts): a Range whose end states a human \`unit\` other than its code has a
+-- second row under that unit, as a Quantity has, which \`value||unit\` finds. A database holding resources
+-- gets it from the reindex that \`cinder serve\` runs at start (only the resources holding a Range's end
+-- and a \`unit\` are rebuilt, their range and composite rows); an empty one follows model 12 already.
+UPDATE index_state SET value = 12 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

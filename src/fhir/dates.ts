@@ -8,6 +8,9 @@ const DATE = /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(
  * precision (FHIR R4 search 3.1.1.5.9). Values without a zone are read as UTC. A fraction of a second
  * is a precision too: `.1` is 100 ms wide, `.12` 10 ms, `.123` 1 ms. Digits past the millisecond are
  * dropped (bounds are whole milliseconds): `.1234` is the millisecond containing it, [.123, .124).
+ * A leap second (`23:59:60`, which the R4 dateTime and instant regexes allow: `([0-5][0-9]|60)`) comes
+ * after every other second of its minute and before the next minute, which epoch milliseconds leave no
+ * room for: it is the last millisecond of its minute, [mm:59.999, mm+1:00), whatever its fraction.
  */
 export function dateRange(value: string): { low: number; high: number } | null {
   const m = DATE.exec(value);
@@ -17,9 +20,13 @@ export function dateRange(value: string): { low: number; high: number } | null {
   const month = mo ? Number(mo) - 1 : 0;
   const day = d ? Number(d) : 1;
   if (month < 0 || month > 11 || day < 1 || day > daysIn(year, month)) return null;
-  if (h !== undefined && (Number(h) > 23 || Number(mi) > 59 || (s !== undefined && Number(s) > 59))) return null;
+  if (h !== undefined && (Number(h) > 23 || Number(mi) > 59 || (s !== undefined && Number(s) > 60))) return null;
   if (zone && zone !== 'Z' && (Number(zone.slice(1, 3)) > 14 || Number(zone.slice(4)) > 59)) return null;
   const offset = zone && zone !== 'Z' ? (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4))) : 0;
+  if (s === '60') {
+    const low = utc(year, month, day, Number(h), Number(mi), 59, 999) - offset * 60000;
+    return { low, high: low + 1 };
+  }
   const ms = frac ? Number(frac.slice(0, 3).padEnd(3, '0')) : 0;
   const low = utc(year, month, day, h ? Number(h) : 0, mi ? Number(mi) : 0, s ? Number(s) : 0, ms) - offset * 60000;
   let high: number;

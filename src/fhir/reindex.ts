@@ -26,9 +26,10 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * CodeableConcept's text, each Coding's display, an Identifier's type text) apart, where a row per
  * Coding joined its CodeableConcept's text and display with a space, and two rows of one value kept
  * one of their texts (indexer.ts mergeTokens); model 12 a Range's human `unit` as a Quantity's, a second
- * row that `value||unit` finds (indexer.ts quantityValues).
+ * row that `value||unit` finds (indexer.ts quantityValues); model 13 a leap second (`23:59:60`) as the
+ * last millisecond of its minute, where it had no row (dates.ts dateRange).
  */
-export const INDEX_MODEL = 12;
+export const INDEX_MODEL = 13;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -121,6 +122,14 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_range', 'search_composite'],
     reads: readsUnitRows,
   },
+  // A dateTime or instant at a leap second (`"...T23:59:60Z"`), which had no date row, now the last
+  // millisecond of its minute: range rows (no composite with rows has a date component). Date conditions
+  // read them.
+  13: {
+    touches: (content) => LEAP_SECOND.test(content),
+    tables: ['search_range'],
+    reads: readsDateRows,
+  },
 };
 
 /** A quantity test naming a unit code and no system, which a row of a stated human unit answers. */
@@ -191,6 +200,7 @@ const DISPLAY_FIELD = /"display"\s*:\s*"/;
 const TEXT_STRING = /"text"\s*:\s*"/;
 const RANGE_END = /"(?:low|high)"\s*:\s*\{/;
 const UNIT_FIELD = /"unit"\s*:\s*"/;
+const LEAP_SECOND = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:60(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"/;
 
 /** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */
 export function tablesSince(model: number): IndexTable[] | undefined {

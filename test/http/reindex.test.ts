@@ -175,6 +175,12 @@ describe('touchedSince', () => {
     expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
     expect(tablesSince(10)).toEqual(['search_index', 'search_range', 'search_composite']);
     expect(tablesSince(11)).toEqual(['search_range', 'search_composite']);
+    expect(tablesSince(12)).toEqual(['search_range']);
+    // Model 13: resources holding a dateTime or instant at a leap second.
+    const since12 = touchedSince(12);
+    expect(since12('{"resourceType":"Observation","effectiveDateTime":"2016-12-31T23:59:60Z"}')).toBe(true);
+    expect(since12('{"resourceType":"Observation","issued":"2017-01-01T00:59:60.25+01:00"}')).toBe(true);
+    expect(since12('{"resourceType":"Observation","effectiveDateTime":"2016-12-31T23:59:59Z","valueString":"at 23:59:60"}')).toBe(false);
     // Model 10: resources holding a character the full case folding changes, or its JSON escape; a
     // capital sigma, which lower-casing made `ς` at a word's end; not accents, nor ASCII alone.
     const since9 = touchedSince(9);

@@ -4,7 +4,8 @@
  * open bound infinite), and a fraction of a second is as wide as its precision (`.1` 100 ms, `.12`
  * 10 ms, `.123` 1 ms; digits past the millisecond dropped), stored and searched, for every prefix. The
  * in-memory matcher (a read under a SMART scope filter) agrees with the SQL; and a database indexed by
- * model 8, which took each event for a range of its own and every fraction for 1 ms, reindexed.
+ * model 8, which took each event for a range of its own and every fraction for 1 ms, reindexed. A leap
+ * second is the last millisecond of its minute (model 13; model 12 gave it no row).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { dateRange } from '../../src/fhir/dates.ts';
@@ -189,3 +190,76 @@ function model8Ranges(value: unknown): { low: number; high: number }[] {
   if ('start' in v || 'end' in v) return [{ low: v.start ? point(v.start).low : -Infinity, high: v.end ? point(v.end).high : Infinity }];
   return [...(v.event ?? []).map(point), ...(v.repeat?.boundsPeriod ? model8Ranges(v.repeat.boundsPeriod) : [])];
 }
+
+/**
+ * A leap second (`23:59:60`, which the R4 dateTime and instant regexes allow) is the last millisecond of
+ * its minute, [23:59:59.999, 24:00), stored and searched: in its day and year, not in the next; a search
+ * value may carry one too.
+ */
+const LEAP: Json[] = [
+  obs('ls', 'leap', { effectiveDateTime: '2016-12-31T23:59:60Z' }),
+  obs('lz', 'leap', { effectiveDateTime: '2017-01-01T00:59:60.5+01:00' }),
+  obs('l59', 'leap', { effectiveDateTime: '2016-12-31T23:59:59Z' }),
+  obs('lnext', 'leap', { effectiveDateTime: '2017-01-01T00:00:00Z' }),
+];
+
+const LEAP_CASES: [string, string[]][] = [
+  ['2016', ['l59', 'ls', 'lz']],
+  ['2016-12-31', ['l59', 'ls', 'lz']],
+  ['2016-12-31T23:59:60Z', ['ls', 'lz']],
+  ['2016-12-31T23:59:59Z', ['l59', 'ls', 'lz']],
+  ['2017', ['lnext']],
+  ['sa2016-12-31T23:59:59Z', ['lnext']],
+  ['gt2016-12-31T23:59:60Z', ['lnext']],
+  ['lt2016-12-31T23:59:60Z', ['l59']],
+  ['eb2017-01-01', ['l59', 'ls', 'lz']],
+];
+
+await eachStore((kind, fresh) => {
+  describe(`a leap second on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const ids = async (q: string) => ((await api.search(q)).entry ?? []).map((e: Json) => e.resource.id as string).sort();
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'p1' });
+      for (const r of LEAP) await api.put200(r);
+    });
+    afterAll(() => t.close());
+
+    test('is the last millisecond of its minute, stored and searched, in SQL and in memory', async () => {
+      expect(dateRange('2016-12-31T23:59:60Z')).toEqual({ low: Date.UTC(2016, 11, 31, 23, 59, 59, 999), high: Date.UTC(2017, 0, 1) });
+      expect(dateRange('2016-12-31T23:59:61Z')).toBeNull();
+      for (const [value, expected] of LEAP_CASES) {
+        const query = `code=leap&date=${encodeURIComponent(value)}`;
+        const found = await ids(`Observation?${query}`);
+        const readable = await readableUnder(t, 'Observation', query, LEAP.map((r) => r.id as string));
+        expect({ value, found, readable }).toEqual({ value, found: expected, readable: expected });
+      }
+      expect(await ids('Observation?code=leap&date:missing=true')).toEqual([]);
+      expect(await ids(`Observation?_lastUpdated=${encodeURIComponent('le2016-12-31T23:59:60Z')}`)).toEqual([]);
+    });
+
+    test('a database indexed by model 12, which gave it no row, is reindexed from its resources holding one', async () => {
+      const page = await t.store.resources.indexing.page(0, 1000);
+      await t.store.resources.write('t1', (w) => w.replaceIndex(page.map((r) => {
+        const resource = JSON.parse(r.content) as Json;
+        const index = storedIndex(resource);
+        if (String(resource.effectiveDateTime).includes(':60')) index.ranges = index.ranges.filter((e) => e.param !== 'date');
+        return { type: r.type, id: r.id, versionId: r.versionId, index, compartments: [] };
+      }), ['search_range']));
+      await t.store.resources.indexing.setState({ model: 12, after: 0 });
+      expect(await ids('Observation?code=leap&date=2016')).toEqual(['l59']);
+
+      const run = await reindex(t.store);
+      // ls and lz alone.
+      expect(run).toEqual({ ran: true, done: page.length, rebuilt: 2 });
+      expect(await t.store.resources.indexing.state()).toEqual({ model: INDEX_MODEL, after: 0 });
+      for (const [value, expected] of LEAP_CASES) {
+        expect({ value, found: await ids(`Observation?code=leap&date=${encodeURIComponent(value)}`) }).toEqual({ value, found: expected });
+      }
+    });
+  });
+});

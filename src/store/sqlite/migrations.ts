@@ -406,4 +406,15 @@ UPDATE index_state SET value = 11 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 12 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 23,
+    name: 'leap_seconds',
+    sql: `
+-- Index model 13 (src/fhir/reindex.ts): a dateTime or instant at a leap second (\`23:59:60\`, which the R4
+-- regexes allow) is the last millisecond of its minute, where it had no date row. A database holding
+-- resources gets it from the reindex that \`cinder serve\` runs at start (only the resources holding such
+-- a value are rebuilt, their range rows); an empty one follows model 13 already.
+UPDATE index_state SET value = 13 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

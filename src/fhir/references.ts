@@ -51,6 +51,22 @@ export function absoluteType(url: string): string | undefined {
   return path === undefined ? undefined : parseReference(path)?.type;
 }
 
+/** An id in a URL's path (ID_PATTERN). */
+const URL_ID = '[A-Za-z0-9.-]{1,64}';
+
+/**
+ * A regular expression, as text, matching exactly the URLs that absoluteType gives `type` (a resource
+ * type, letters alone): a scheme, `//`, a host, then a path that starts with neither a scheme nor `#`,
+ * holds no `?` (nor a line break, which absoluteType's `.` does not match), and ends `type/id` or
+ * `type/id/_history/version`. Written so that JavaScript's RegExp and PostgreSQL's `~` read it alike
+ * (lookahead, bounds, bracket expressions of literal characters); SQLite's REGEXP runs the former
+ * (src/store/sqlite/db.ts). A search's `:missing` of a parameter restricted to `type` counts another
+ * server's URLs that name it by this test, as the parameter's value search finds them.
+ */
+export function urlNamingPattern(type: string): string {
+  return `^[A-Za-z][A-Za-z0-9+.-]*://[^/]*/(?![A-Za-z][A-Za-z0-9+.-]*:|#)(?:[^?\n\r\u2028\u2029]*/)?${type}/${URL_ID}(?:/_history/${URL_ID})?$`;
+}
+
 /** A `urn:uuid:` or `urn:oid:` reference: it can only name a Bundle entry by its fullUrl. */
 export function isUrnReference(reference: string): boolean {
   return reference.startsWith('urn:uuid:') || reference.startsWith('urn:oid:');

@@ -12,7 +12,7 @@ import { foldAscii, readsOwnRows } from '../store/search-sql.ts';
 import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
 import { parseNear } from './near.ts';
-import { absoluteType, isAbsoluteReference, parseReference } from './references.ts';
+import { absoluteType, isAbsoluteReference, parseReference, urlNamingPattern } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextQuery } from './text-query.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
@@ -457,8 +457,9 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
   if (modifier === 'missing') {
     if (raw !== 'true' && raw !== 'false') throw invalid(name, `Invalid ':missing' value '${raw}': expected true or false`);
     if (def.storedAs?.target) {
-      // `patient:missing`: no subject that is a Patient
-      return { kind: 'missing', table: 'search_index', params: [def.storedAs.param], missing: raw === 'true', systems: [def.storedAs.target] };
+      // `patient:missing`: no subject that is a Patient, nor another server's URL naming one (`patient=<url>` finds it)
+      const { param, target } = def.storedAs;
+      return { kind: 'missing', table: 'search_index', params: [param], missing: raw === 'true', systems: [target], urls: [urlNamingPattern(target)] };
     }
     if (def.type === 'composite') return missingCondition(def, raw === 'true');
     return { kind: 'missing', table: tableOf(def.type), params: storedParams(def), missing: raw === 'true' };

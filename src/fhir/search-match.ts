@@ -21,6 +21,10 @@ export interface MatchContext {
 
 const AFTER_PREFIX = '\u{10FFFF}';
 
+const URL_PATTERNS = new Map<string, RegExp>();
+/** A `missing` condition's `urls` pattern, compiled once (a few: one per type a parameter is restricted to). */
+const urlPattern = (p: string): RegExp => URL_PATTERNS.get(p) ?? URL_PATTERNS.set(p, new RegExp(p)).get(p)!;
+
 function tokenMatches(v: TokenValue, system: string, value: string): boolean {
   return (v.system === undefined || v.system === system) && (v.value === undefined || v.value === value);
 }
@@ -155,7 +159,9 @@ export async function matchConditions(
       case 'missing': {
         const r = index();
         const list = c.table === 'search_index' ? r.tokens : c.table === 'search_string' ? r.strings : c.table === 'search_range' ? r.ranges : r.composites;
-        const present = (list as { param: string; system?: string }[]).some((e) => c.params.includes(e.param) && (!c.systems || c.systems.includes(e.system ?? '')));
+        const urls = c.urls?.map(urlPattern);
+        const present = (list as { param: string; system?: string; value?: string }[]).some((e) => c.params.includes(e.param) &&
+          (!c.systems || c.systems.includes(e.system ?? '') || (urls !== undefined && e.system === '' && urls.some((u) => u.test(e.value ?? '')))));
         return present !== c.missing;
       }
       case 'text': {

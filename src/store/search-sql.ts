@@ -41,6 +41,8 @@ export interface Dialect {
   unindexed(col: string): string;
   /** Text `col` with its ASCII letters, and those alone, in lower case (`_filter`'s token comparisons; foldAscii in memory). */
   foldAscii(col: string): string;
+  /** Text `col` matches the regular expression `pattern` (bound), read as JavaScript's RegExp reads it (`missing` conditions' `urls`). */
+  matches(col: string, pattern: string): string;
   /**
    * Whether Cinder plans `_lastUpdated` itself: a driver candidate, and written unindexed on rows read in
    * id order when it does not drive (SQLite, whose planner has no statistics and read a wide range by its
@@ -75,6 +77,7 @@ export interface Dialect {
 
 type TextCondition = Condition & { kind: 'text' };
 type TokenCondition = Extract<Condition, { kind: 'token' }>;
+type MissingCondition = Extract<Condition, { kind: 'missing' }>;
 
 const allOf = (values: TextTerm[][], term: (t: TextTerm) => string, and: string, or: string): string =>
   values.map((terms) => `(${terms.map(term).join(and)})`).join(or);
@@ -164,6 +167,8 @@ export const SQLITE: Dialect = {
   unindexed: (col) => `+${col}`,
   // SQLite's own lower() changes ASCII letters alone (no ICU extension is loaded).
   foldAscii: (col) => `lower(${col})`,
+  // The connection's `regexp` function (src/store/sqlite/db.ts), a JavaScript RegExp.
+  matches: (col, pattern) => `${col} REGEXP ${pattern}`,
   plansLastUpdated: true,
   text: SQLITE_TEXT,
 };
@@ -195,6 +200,8 @@ export const POSTGRES: Dialect = {
   unindexed: (col) => `(${col} + 0)`,
   // lower() follows the column's collation ("C": ASCII alone, but a newer provider may fold more); translate() does not.
   foldAscii: (col) => `translate(${col}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
+  // An advanced regular expression: the patterns Cinder writes (urlNamingPattern) mean the same there.
+  matches: (col, pattern) => `${col} ~ ${pattern}`,
   plansLastUpdated: false,
   text: POSTGRES_TEXT,
 };
@@ -420,8 +427,8 @@ export class SqlBuilder {
       case 'or':
         return c.any.map((x) => this.driverRows(x, type)!).join(' UNION ALL ');
       case 'missing':
-        if (c.missing) return this.dialect.missingRows(this, type, c.table, (s) => this.keyIn(s, c.table, type, c.params, false, { systems: c.systems }));
-        return this.select(c.table, (s) => this.keyIn(s, c.table, type, c.params, false, { systems: c.systems }));
+        if (c.missing) return this.dialect.missingRows(this, type, c.table, (s) => this.missingKeys(s, type, c, false));
+        return this.select(c.table, (s) => this.missingKeys(s, type, c, false));
       case 'number':
         return this.select('search_range', (s) => this.numbers(s, type, c.param, c.tests, false, true));
       case 'lastUpdated': {
@@ -566,6 +573,19 @@ export class SqlBuilder {
       const parts = [this.token(s, { system: t.system1, value: t.value1 }, 'system1', 'value1'), ...t.parts.map((p) => this.compositePart(s, p))];
       return `(${parts.join(' AND ')})`;
     }));
+  }
+
+  /**
+   * Row `s` is one `:missing` condition `c` counts: of its parameters (and systems, when given), or of
+   * system '' with a value matching one of its `urls` (Dialect.matches). With `urls`, the rows are read
+   * by the keys of both (one list, as without: an OR of two lists made SQLite read each row's key range
+   * by a MULTI-INDEX OR, not by the value-first index alone), and those of system '' tested.
+   */
+  private missingKeys(s: string, type: string, c: MissingCondition, byRes: boolean): string {
+    if (!c.urls?.length || c.systems === undefined) return this.keyIn(s, c.table, type, c.params, byRes, { systems: c.systems });
+    const either = this.keyIn(s, c.table, type, c.params, byRes, { systems: [...c.systems, ''] });
+    const url = this.any(c.urls.map((u) => this.dialect.matches(`${s}.value`, this.v(u))));
+    return `${either} AND (${this.keyIn(s, c.table, type, c.params, true, { systems: c.systems })} OR ${url})`;
   }
 
   private any(parts: string[]): string {
@@ -715,7 +735,7 @@ export class SqlBuilder {
       case 'near':
         return this.rowsOf(a, 'search_range', (s, byRes) => this.keyed(s, 'search_range', type, c.param, byRes, this.near(s, c.points), DATE_KEY));
       case 'missing':
-        return this.rowsOf(a, c.table, (s, byRes) => this.keyIn(s, c.table, type, c.params, byRes, { systems: c.systems }), c.missing);
+        return this.rowsOf(a, c.table, (s, byRes) => this.missingKeys(s, type, c, byRes), c.missing);
       case 'text':
         return this.text(a, c, type);
       case 'chain':

@@ -2,14 +2,15 @@
  * References to other servers (R4 search.html, reference: a relative reference and the absolute URL it
  * resolves to are the same reference; another server's URL is another resource), on both databases:
  * searched, chained, included, revincluded, in compartments and to patient-context tokens, and a
- * database indexed by the model before, which took such a URL for this tenant's resource, reindexed.
+ * database indexed by the model before, which took such a URL for this tenant's resource, reindexed;
+ * `patient:missing` counts another server's URL naming a Patient, as `patient=<url>` finds it.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compartmentsOf, storedIndex } from '../../src/fhir/indexer.ts';
 import { INDEX_MODEL, reindex } from '../../src/fhir/reindex.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, fhirClient, readableUnder, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const OTHER = 'http://other.org/fhir';
 const LOINC = 'http://loinc.org';
@@ -113,6 +114,41 @@ await eachStore((kind, fresh) => {
       expect(await matches('Observation?subject=Patient/p1')).toEqual(['Observation/own', 'Observation/own2', 'Observation/rel']);
       expect(await matches(`Observation?subject=${OTHER}/Patient/p1`)).toEqual(['Observation/ext']);
       expect(await matches('Patient/p1/Observation')).toEqual(['Observation/own', 'Observation/own2', 'Observation/rel']);
+    });
+
+    test('patient:missing counts another server\'s URL naming a Patient, exactly where patient=<url> finds it, in SQL and in memory', async () => {
+      // Subjects by URL (code `url`), and whether absoluteType reads a Patient in them.
+      const urls: [string, string, boolean][] = [
+        ['u1', `${OTHER}/Patient/p1`, true],
+        ['u2', 'https://other.org/Patient/p3/_history/2', true],
+        ['u3', 'HTTP://OTHER.ORG/base/Patient/p5', true],
+        ['u4', `${OTHER}/Group/g1`, false],
+        ['u5', `${OTHER}/Patient/p1/x`, false],
+        ['u6', 'http://Patient/p9', false],
+        ['u7', `${OTHER}/Patient/bad_id`, false],
+        ['u8', `${OTHER}/Patient/_history/2`, false],
+      ];
+      const code = { coding: [{ system: LOINC, code: 'url' }] };
+      for (const [id, url] of urls) await api.put200(observation(id, url, { code }));
+      await api.put200(observation('u-none', 'Patient/p1', { code, subject: undefined }));
+      await api.put200(observation('u-local', 'Patient/p1', { code }));
+      const ids = [...urls.map(([id]) => id), 'u-none', 'u-local'];
+      const naming = urls.filter(([, , patient]) => patient).map(([id]) => `Observation/${id}`);
+      const readable = async (query: string) => (await readableUnder(t, 'Observation', query, ids)).map((id) => `Observation/${id}`);
+      for (const [id, url, patient] of urls) {
+        const found = (await matches(`Observation?code=url&patient=${encodeURIComponent(url)}`)).includes(`Observation/${id}`);
+        expect({ url, found }).toEqual({ url, found: patient });
+      }
+      const present = [...naming, 'Observation/u-local'].sort();
+      const absent = ids.map((id) => `Observation/${id}`).filter((id) => !present.includes(id)).sort();
+      expect(await matches('Observation?code=url&patient:missing=false')).toEqual(present);
+      expect(await matches('Observation?code=url&patient:missing=true')).toEqual(absent);
+      expect(await readable('code=url&patient:missing=false')).toEqual(present);
+      expect(await readable('code=url&patient:missing=true')).toEqual(absent);
+      // Counted, and driving a search that nothing else drives (the planner's last resort).
+      expect(((await api.search('Observation?code=url&patient:missing=true&_summary=count')) as Json).total).toBe(absent.length);
+      expect((await matches('Observation?patient:missing=true')).filter((id) => id.startsWith('Observation/u'))).toEqual(absent);
+      expect(await matches('Observation?code=url&subject:missing=true')).toEqual(['Observation/u-none']);
     });
   });
 });

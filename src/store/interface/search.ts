@@ -205,9 +205,11 @@ export type Condition =
   | { kind: 'composite'; param: string; tests: CompositeTest[] }
   /**
    * The resource has no row (`missing`), or has one, of `params` in `table`; with `systems`, counting only
-   * rows whose key names one of them (`patient:missing` on Observation: no `subject` row that is a Patient).
+   * rows whose key names one of them (`patient:missing` on Observation: no `subject` row that is a
+   * Patient), and rows of system '' whose value matches one of `urls`, regular expressions (another
+   * server's URL naming a Patient, which `patient=<url>` finds).
    */
-  | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean; systems?: string[] }
+  | { kind: 'missing'; table: IndexTable; params: string[]; missing: boolean; systems?: string[]; urls?: string[] }
   /**
    * `near` (src/fhir/near.ts): a position (a `search_range` row of latitude and longitude) within the
    * distance of one of the points.

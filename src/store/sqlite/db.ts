@@ -38,7 +38,23 @@ export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_
   db.exec('PRAGMA cache_size = -65536');
   db.exec('PRAGMA mmap_size = 268435456');
   db.exec(`PRAGMA wal_autocheckpoint = ${autocheckpointPages(db)}`);
+  defineFunctions(db);
   return db;
+}
+
+/**
+ * The SQL functions Cinder's statements use that SQLite leaves to the application: `x REGEXP pattern`,
+ * a JavaScript RegExp compiled once per pattern and connection (the patterns are few: Dialect.matches;
+ * NULL matches nothing). openDatabase defines them on every connection it opens.
+ */
+export function defineFunctions(db: Database): void {
+  const compiled = new Map<string, RegExp>();
+  db.function('regexp', { deterministic: true }, (pattern: unknown, value: unknown) => {
+    if (typeof pattern !== 'string' || typeof value !== 'string') return 0;
+    let re = compiled.get(pattern);
+    if (!re) compiled.set(pattern, (re = new RegExp(pattern)));
+    return re.test(value) ? 1 : 0;
+  });
 }
 
 /** The connection's busy timeout, in ms. */

@@ -350,6 +350,19 @@ function storedParams(def: ParamDefinition): string[] {
   return def.unionOf ?? [def.storedAs?.param ?? def.code];
 }
 
+/**
+ * The parameters whose rows are `def`'s values for `:missing`: its own, and for a reference parameter
+ * whose paths name no type those of its references by identifier alone (`:identifier`, which finds
+ * them: search.html, `:missing=true` is "no value"). A parameter restricted to a type (`patient`:
+ * `subject.where(resolve() is Patient)`) does not count them: such a reference resolves to nothing, and
+ * its rows keep no `Reference.type` to tell a Patient's.
+ */
+function missingParams(def: ParamDefinition): string[] {
+  const params = storedParams(def);
+  if (def.type !== 'reference' || def.storedAs?.target !== undefined || def.paths.some((p) => p.targetType !== undefined)) return params;
+  return params.flatMap((p) => [p, `${p}:identifier`]);
+}
+
 function compositePart(def: ParamDefinition, type: ParamType, raw: string, now: number): CompositePart {
   const value = unescapeValue(raw);
   switch (type) {
@@ -462,7 +475,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       return { kind: 'missing', table: 'search_index', params: [param], missing: raw === 'true', systems: [target], urls: [urlNamingPattern(target)] };
     }
     if (def.type === 'composite') return missingCondition(def, raw === 'true');
-    return { kind: 'missing', table: tableOf(def.type), params: storedParams(def), missing: raw === 'true' };
+    return { kind: 'missing', table: tableOf(def.type), params: missingParams(def), missing: raw === 'true' };
   }
   const unsupported = () => new FhirError('invalid', `Unknown modifier ':${modifier}' for the ${def.type} parameter '${def.code}'`, { expression: [name] });
   const parts = alternatives(raw, name);

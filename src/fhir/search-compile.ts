@@ -221,6 +221,39 @@ function codeBindings(def: ParamDefinition): CodesBinding[] {
 }
 
 /**
+ * `values` on token parameter `def` where every path of it reaches ContactPoint elements (`telecom`,
+ * `phone`, `email`): a value without a system (`|555-1234`) matches the ContactPoint's value whatever its
+ * `system`. R4's token table gives a ContactPoint no system (search.html: its code is ContactPoint.value,
+ * and `|code` "no system"), while its rows carry `ContactPoint.system` (`phone`, `email`) as theirs, as
+ * HAPI FHIR indexes it, so that `telecom=phone|555-1234` finds it too (an extension kept).
+ */
+function contactPointValues(def: ParamDefinition, values: TokenValue[]): TokenValue[] {
+  if (!reachesContactPoints(def) || !values.some((v) => v.system === '' && v.value !== undefined)) return values;
+  return values.map((v) => (v.system === '' && v.value !== undefined ? { value: v.value } : v));
+}
+
+const CONTACT_POINTS = new Map<ParamDefinition, boolean>();
+
+/** Whether every path of `def` reaches ContactPoint elements (plain `a.b` paths from its type, a `where(...)` at the end aside). */
+function reachesContactPoints(def: ParamDefinition): boolean {
+  let out = CONTACT_POINTS.get(def);
+  if (out !== undefined) return out;
+  out = def.type === 'token' && def.paths.length > 0 && def.paths.every((path) => {
+    const key = path.key.replace(/\.where\([^()]*\)$/, '');
+    if (!/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$/.test(key)) return false;
+    let type: string | undefined = def.base;
+    let slot: Slot | undefined;
+    for (const step of key.split('.')) {
+      slot = type === undefined ? undefined : typeModel(type)?.slots.get(step);
+      type = slot?.type;
+    }
+    return slot?.type === 'ContactPoint';
+  });
+  CONTACT_POINTS.set(def, out);
+  return out;
+}
+
+/**
  * `_filter`'s `eq` on token parameter `def` (`unequal`: `ne`) with one raw value, as search_filter.html
  * has them: "Token is the same, including namespace if specified (case insensitive)" (systems and codes
  * compared with their ASCII letters folded, a `code` element's implied system too), and "An item in the
@@ -229,7 +262,7 @@ function codeBindings(def: ParamDefinition): CodesBinding[] {
 export function tokenComparison(def: ParamDefinition, raw: string, unequal: boolean): Condition {
   const v = tokenOf(def.code, raw);
   const folded: TokenValue = { ...(v.system !== undefined && { system: foldAscii(v.system) }), ...(v.value !== undefined && { value: foldAscii(v.value) }) };
-  const values = withImpliedSystems(def, [folded], true);
+  const values = contactPointValues(def, withImpliedSystems(def, [folded], true));
   const on = (param: string): Condition => (unequal ? { kind: 'token', param, values, fold: true, unequal } : { kind: 'token', param, values, fold: true });
   // A folded parameter's values are its members' together: one of them has a row, or an unequal one.
   return def.unionOf ? { kind: 'or', any: def.unionOf.map(on) } : on(def.code);
@@ -528,7 +561,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return { kind: 'value-set', param: def.code, codes: { kind: 'subsumption', op: modifier === 'below' ? 'is-a' : 'generalizes', codes }, modifier, not: false };
       }
       if (modifier !== undefined && modifier !== 'not') throw unsupported();
-      const values = withImpliedSystems(def, parts.map((p) => tokenOf(name, p)));
+      const values = contactPointValues(def, withImpliedSystems(def, parts.map((p) => tokenOf(name, p))));
       if (modifier === 'not' && def.unionOf) {
         // none of the folded parameters has a matching value
         return { kind: 'not', condition: { kind: 'or', any: def.unionOf.map((param) => ({ kind: 'token', param, values })) } };

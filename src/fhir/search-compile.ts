@@ -953,7 +953,11 @@ export function parseSort(type: string, raw: string | null): SortKey[] {
     if (code === '_lastUpdated') return { by: 'lastUpdated', descending };
     const def = paramOf(type, code);
     if (!def) throw new FhirError('invalid', `Unknown _sort parameter '${code}' for ${type}`, { expression: ['_sort'] });
-    if (def.type === 'composite' || def.type === 'special' || def.unionOf) {
+    if (def.unionOf) {
+      // A union (`combo-code` = `code` | `component-code`) keeps no rows of its own to order by.
+      throw new FhirError('not-supported', `Cannot sort by '${code}', which is searched as any of ${def.unionOf.map((p) => `'${p}'`).join(', ')}: sort by one of those`, { expression: ['_sort'] });
+    }
+    if (def.type === 'composite' || def.type === 'special') {
       throw new FhirError('not-supported', `Cannot sort by the ${def.type} parameter '${code}'`, { expression: ['_sort'] });
     }
     const key: SortKey = { by: 'param', table: tableOf(def.type), param: def.storedAs?.param ?? def.code, descending };

@@ -587,7 +587,8 @@ export async function addIncludes(
     }
     frontier = next;
   }
-  return { included, warnings };
+  // A Binary whose securityContext the request may not read is left out, as its read and search leave it (rowsInReach).
+  return { included: included.some((v) => v.type === 'Binary') ? await rowsInReach(deps, req, included) : included, warnings };
 }
 
 /** The SMART v2 scope filters on `perm` of `type` as one condition (ORed alternatives of ANDed conditions), if any. */

@@ -213,6 +213,23 @@ await eachStore((kind, fresh) => {
       for (const id of [free, ofO1, ofO2]) expect(systemHistory.has(id)).toBe(true);
       expect(systemHistory.has(ofP1)).toBe(false);
 
+      // Included resources likewise (`_include`, and what $everything includes): a Provenance of p1's names every Binary.
+      const provenance = {
+        resourceType: 'Provenance', id: 'pv-binaries', recorded: '2026-01-01T00:00:00Z', agent: [{ who: { reference: 'Patient/p1' } }],
+        target: [{ reference: 'Patient/p1' }, ...[ofP1, ofO1, ofP2, ofO2, ofMissing, free].map((id) => ({ reference: `Binary/${id}` }))],
+      };
+      expect((await send('PUT', 'Provenance/pv-binaries', JSON.stringify(provenance), { 'Content-Type': 'application/fhir+json' })).status).toBe(201);
+      const included = async (path: string, tok: string) => {
+        const res = await get(path, { Accept: 'application/fhir+json' }, tok);
+        expect(res.status).toBe(200);
+        return (((await res.json()) as Json).entry ?? []).filter((e: Json) => e.resource.resourceType === 'Binary').map((e: Json) => e.resource.id).sort();
+      };
+      const include = 'Provenance?_id=pv-binaries&_include=Provenance:target';
+      expect(await included(include, p1)).toEqual([ofP1, ofO1, free].sort());
+      expect(await included('Patient/p1/$everything', p1)).toEqual([ofP1, ofO1, free].sort());
+      expect(await included(include, await craftToken(t, 'system/Provenance.read system/Binary.read'))).toEqual([free]);
+      expect(await included(include, await craftToken(t, 'system/Provenance.read system/Binary.read system/Observation.read'))).toEqual([ofO1, ofO2, ofMissing, free].sort());
+
       // Writes: the stored and the new context must both be within reach.
       const p1w = await craftToken(t, 'patient/*.*', { patient: 'p1' });
       expect((await send('PUT', `Binary/${ofO1}`, PDF, { 'Content-Type': 'application/pdf', 'X-Security-Context': 'Patient/p1' }, p1w)).status).toBe(200);

@@ -567,13 +567,14 @@ export async function addIncludes(
         if (!visible(source)) continue;
         const def = paramOf(source, param)!;
         const stored = def.storedAs;
-        // Parameters stored as one (`patient` in `subject`'s rows) read that one, for the targets they name.
+        // Parameters stored as one (`patient` in `subject`'s rows) read that one, for the targets they name;
+        // `:Type` keeps the references to that type (search.html: "[targetType] is a specific resource type").
         const column = stored?.param ?? def.code;
-        const targets = stored?.target ? values.filter((v) => v.system === stored.target) : values;
+        const type = (t: string) => (!stored?.target || t === stored.target) && (!rev.target || t === rev.target);
         const byColumn = bySource.get(source) ?? bySource.set(source, new Map()).get(source)!;
         const seen = byColumn.get(column) ?? byColumn.set(column, new Map()).get(column)!;
-        for (const v of targets) seen.set(`${v.system}/${v.value}`, v);
-        for (const u of urls) if (def.targets.includes(u.type)) seen.set(`/${u.url}`, { system: '', value: u.url });
+        for (const v of values) if (type(v.system)) seen.set(`${v.system}/${v.value}`, v);
+        for (const u of urls) if (def.targets.includes(u.type) && type(u.type)) seen.set(`/${u.url}`, { system: '', value: u.url });
       }
     }
     for (const [source, byColumn] of bySource) {

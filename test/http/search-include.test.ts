@@ -1,7 +1,7 @@
 /**
  * `_include` and `_revinclude` (src/fhir/search.ts addIncludes), on both databases: a parameter with a
  * target type in its expression (`patient`: `subject.where(resolve() is Patient)`) keeps to it, `:Type`
- * narrows further, versioned and absolute references of this server are followed and contained ones
+ * narrows further (a `_revinclude`'s too), versioned and absolute references of this server are followed and contained ones
  * are not, an update or a deletion changes what a resource includes at once, and canonical references
  * (`QuestionnaireResponse.questionnaire`) reach the resources whose `url` (and `version`) they name.
  * search-differential.test.ts compares every reference parameter of generated data with HL7's engine.
@@ -69,6 +69,23 @@ for (const target of targets) {
       expect(await included('Observation?_id=oa&_include=Observation:performer')).toEqual(['Organization/org1', 'Practitioner/dr1']);
       expect(await included('Observation?_id=oa&_include=Observation:performer:Organization')).toEqual(['Organization/org1']);
       expect(await included('Observation?_id=oa&_include=*')).toEqual(['Organization/org1', 'Patient/p1', 'Practitioner/dr1']);
+    });
+
+    test('_revinclude keeps to its :Type: only what refers to the page through it by a reference to that type', async () => {
+      await api.put200({ resourceType: 'Provenance', id: 'pv1', recorded: '2024-01-01T00:00:00Z', target: [{ reference: 'Patient/p1' }], agent: [{ who: { display: 'x' } }] });
+      await api.put200({ resourceType: 'Provenance', id: 'pv2', recorded: '2024-01-01T00:00:00Z', target: [{ reference: 'Observation/oa' }], agent: [{ who: { display: 'x' } }] });
+      expect(await included('Patient?_id=p1&_revinclude=Observation:subject:Group')).toEqual([]);
+      expect(await included('Patient?_id=p1&_revinclude=Observation:subject:Patient')).toEqual(['Observation/oa']);
+      expect(await included('Group?_id=g1&_revinclude=Observation:subject:Group')).toEqual(['Observation/ob']);
+      expect(await included('?_type=Patient,Group&_id=p1,g1&_revinclude=Observation:subject:Group')).toEqual(['Observation/ob']);
+      expect(await included('Patient?_id=p1&_revinclude=Observation:subject&_revinclude:iterate=Provenance:target:Patient')).toEqual(['Observation/oa', 'Provenance/pv1']);
+      expect(await included('Patient?_id=p1&_revinclude=Observation:subject&_revinclude:iterate=Provenance:target')).toEqual(['Observation/oa', 'Provenance/pv1', 'Provenance/pv2']);
+      expect(await included('Patient?_id=p1&_revinclude=Provenance:*:Observation')).toEqual([]);
+      expect(await included('Observation?_id=oa&_revinclude=Provenance:*:Observation')).toEqual(['Provenance/pv2']);
+      // A canonical resource is named by its url: the target type is its own type.
+      expect(await included('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire:Questionnaire')).toEqual([
+        'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4',
+      ]);
     });
 
     test('a page of several types follows each type its own parameters', async () => {

@@ -16,7 +16,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, queryCount, queryRows, storeQuery,
+  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, queryCount, queryRows, storeQuery,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -152,6 +152,7 @@ export async function searchTypes(
   const limit = parseCount(params.get('_count'));
   const includes: Include[] = [];
   const revincludes: Include[] = [];
+  const ignored: FhirIssue[] = [];
   for (const [key, raw] of params) {
     const name = key.split(':', 1)[0];
     if (name !== '_include' && name !== '_revinclude') continue;
@@ -168,13 +169,14 @@ export async function searchTypes(
     if (!reverse && !iterate && !types.includes(source)) {
       throw new FhirError('invalid', `${key} '${raw}': ${source} is not among the types searched (${types.length > 5 ? `${types.length} types` : types.join(', ')}); add :iterate`, { expression: [key] });
     }
-    (reverse ? revincludes : includes).push(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse));
+    const inc = possibleInclude(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse), key, raw, strict, ignored);
+    if (inc) (reverse ? revincludes : includes).push(inc);
   }
   // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
   // with the same parameters, compiled and checked for that type; the first type is compiled in any
   // case, for the result parameters and the errors of a search that finds no type to run on.
   const held = new Set(await deps.store.resources.types(req.tenant));
-  const warnings = new Map<string, FhirIssue>();
+  const warnings = new Map<string, FhirIssue>(ignored.map((w) => [w.diagnostics ?? JSON.stringify(w), w]));
   const searches: TypeSearch[] = [];
   let first: CompiledSearch | undefined;
   for (const type of types) {

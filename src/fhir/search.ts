@@ -8,7 +8,7 @@ import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { hasPending, hierarchyParam, parameterCondition, parseSort, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
+import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
@@ -162,6 +162,26 @@ export function parseInclude(type: string, key: string, raw: string, reverse: bo
   return target ? { source, param, target, iterate } : { source, param, iterate };
 }
 
+/**
+ * `inc` (`key=raw`) unless its `:Type` is one its parameter cannot refer to (`Observation:subject:Practitioner`,
+ * `Patient:*:Observation`), which would include nothing: then a 400 naming `key` when `strict`, else a
+ * warning in `warnings` and nothing, as for other parameters ignored.
+ */
+export function possibleInclude(inc: Include, key: string, raw: string, strict: boolean, warnings: FhirIssue[]): Include | undefined {
+  const target = inc.target;
+  if (target === undefined) return inc;
+  const defs = inc.param === '*' ? referenceParamsOf(inc.source) : [paramOf(inc.source, inc.param)!];
+  const targets = defs.map(referenceTargets);
+  if (targets.some((t) => t.length === 0 || t.includes(target))) return inc;
+  const why = inc.param === '*'
+    ? `no reference parameter of ${inc.source} refers to ${target}`
+    : `'${inc.param}' of ${inc.source} does not refer to ${target} (its targets: ${targets[0]!.join(', ')})`;
+  const message = `${key} '${raw}': ${why}`;
+  if (strict) throw new FhirError('invalid', message, { expression: [key] });
+  warnings.push(issue('warning', 'not-supported', `${message}, so it was ignored`, [key]));
+  return undefined;
+}
+
 function countValues(conditions: PendingCondition[]): number {
   let n = 0;
   for (const c of conditions) {
@@ -196,8 +216,11 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
     const name = key.split(':', 1)[0]!;
     if (CONTROL.has(name)) {
       checkControlModifier(key, name);
-      if (name === '_include') includes.push(parseInclude(type, key, raw, false));
-      if (name === '_revinclude') revincludes.push(parseInclude(type, key, raw, true));
+      if (name === '_include' || name === '_revinclude') {
+        const inc = possibleInclude(parseInclude(type, key, raw, name === '_revinclude'), key, raw, strict, warnings);
+        if (!inc) continue;
+        (name === '_include' ? includes : revincludes).push(inc);
+      }
       // The self link says what was done: `_count` as applied (at most MAX_COUNT).
       if (name !== '_cursor') self.append(key, name === '_count' ? String(query.count) : raw);
       continue;

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import type { TestApp } from '../helpers/app.ts';
-import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -86,6 +86,34 @@ for (const target of targets) {
       expect(await included('Questionnaire?_id=q1&_revinclude=QuestionnaireResponse:questionnaire:Questionnaire')).toEqual([
         'QuestionnaireResponse/r1', 'QuestionnaireResponse/r2', 'QuestionnaireResponse/r4',
       ]);
+    });
+
+    test('a :Type the parameter cannot refer to is a 400 under strict handling, else a warning', async () => {
+      const strict = { Prefer: 'handling=strict' };
+      for (const [q, key] of [
+        ['Observation?_include=Observation:subject:Practitioner', '_include'],
+        ['Observation?_include:iterate=Observation:subject:Practitioner', '_include:iterate'],
+        ['Patient?_revinclude=Observation:subject:Practitioner', '_revinclude'],
+        ['Patient?_revinclude=Observation:patient:Group', '_revinclude'],
+        ['Patient?_revinclude:iterate=QuestionnaireResponse:questionnaire:ValueSet', '_revinclude:iterate'],
+        ['Patient?_include=Patient:*:Observation', '_include'],
+        ['?_type=Observation,Encounter&_include=Observation:subject:Practitioner', '_include'],
+      ] as const) {
+        const body = await expectOutcome(await api.get(q, strict), 400);
+        expect([q, body.issue[0].expression]).toEqual([q, [key]]);
+        expect(body.issue[0].diagnostics).toContain(q.split('=').at(-1)!);
+        const lenient = await api.search(q);
+        const outcome = lenient.entry.find((e: Json) => e.search.mode === 'outcome');
+        expect([q, outcome?.resource.issue.map((i: Json) => [i.severity, i.expression])]).toEqual([q, [['warning', [key]]]]);
+        expect(lenient.entry.filter((e: Json) => e.search.mode === 'include')).toEqual([]);
+        // Left out of a type's self link, as an unknown parameter is (a search across types links the query as asked).
+        if (!q.startsWith('?')) expect(lenient.link.find((l: Json) => l.relation === 'self').url).not.toContain(key.split(':')[0]);
+      }
+      // Possible ones are taken under strict handling.
+      for (const q of ['Observation?_include=Observation:subject:Group', 'Patient?_revinclude=Observation:subject:Patient', 'Observation?_include=Observation:*:Practitioner',
+        'Patient?_revinclude=Provenance:target:Patient', 'QuestionnaireResponse?_include=QuestionnaireResponse:questionnaire:Questionnaire']) {
+        expect([q, (await api.get(q, strict)).status]).toEqual([q, 200]);
+      }
     });
 
     test('a page of several types follows each type its own parameters', async () => {

@@ -15,6 +15,7 @@ import { parseNear } from './near.ts';
 import { absoluteType, isAbsoluteReference, parseReference, urlNamingPattern } from './references.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextQuery } from './text-query.ts';
+import { isCanonicalType, referenceKinds } from './search-canonical.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
 import { typeModel, type BindingModel, type Slot, type TypeModel } from './validation/model.ts';
 
@@ -779,6 +780,9 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   if (typeModifier && !isResourceType(typeModifier)) throw invalid(key, `'${typeModifier}' is not a resource type`);
   if (typeModifier) checkTargetType(def, typeModifier, key);
   if (targets.length === 0) throw invalid(key, `'${code}' may refer to any type: name one ('${code}:Patient.${rest}')`);
+  const named = namedTargets(def, targets);
+  if (named.length === 0) throw invalid(key, namesNone(def, targets));
+  targets = named;
   // A chained name must exist on the targets searched (on at least one when the type is not named).
   const restName = rest.split(/[.:]/, 1)[0]!;
   targets = targets.filter((t) => rest.startsWith('_has:') || isSearchParam(t, restName));
@@ -802,12 +806,33 @@ export function referenceTargets(def: ParamDefinition): string[] {
 }
 
 /**
+ * Of `targets`, the types whose resources the references of `def` can name: every one where it holds
+ * literal references, else the canonical resources alone (a canonical names a resource by its `url`:
+ * `ActivityDefinition.composed-of` names no Patient).
+ */
+export function namedTargets(def: ParamDefinition, targets: string[]): string[] {
+  return referenceKinds(def).literal ? targets : targets.filter(isCanonicalType);
+}
+
+/** Why `def` names none of `targets` (namedTargets). */
+export function namesNone(def: ParamDefinition, targets: string[]): string {
+  return `'${def.code}' holds canonical references, which name canonical resources (with a url and a version), not ${targets.length > 3 ? `${targets.length} other types` : targets.join(', ')}`;
+}
+
+/**
  * The chain through reference `def` to each of `targets`, whose resources meet `where` of their type;
  * ORed over several. Each also reaches the resources contained in the searched one (insideContained).
+ * Through canonical references (src/fhir/search-canonical.ts), a canonical resource type is reached by
+ * its `url` and `version` (a `canonical` chain), beside the literal references where `def` holds both.
  */
 export function chainOver(def: ParamDefinition, targets: string[], where: (target: string) => Condition[]): Condition {
   const param = def.storedAs?.param ?? def.code;
-  const chains = targets.map((t) => insideContained({ kind: 'chain', param, targetType: t, where: where(t) }));
+  const kinds = referenceKinds(def);
+  const chains = targets.flatMap((t): Condition[] => {
+    const conditions = where(t);
+    const canonical: Condition[] = kinds.canonical && isCanonicalType(t) ? [{ kind: 'chain', param, targetType: t, where: conditions, canonical: true }] : [];
+    return kinds.literal ? [insideContained({ kind: 'chain', param, targetType: t, where: conditions }), ...canonical] : canonical;
+  });
   return chains.length === 1 ? chains[0]! : { kind: 'or', any: chains };
 }
 
@@ -870,8 +895,16 @@ function hasCondition(type: string, key: string, raw: string, now: number, depth
   const def = referenceParam(other, code, key);
   if (def.storedAs?.target && def.storedAs.target !== type) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
   if (!def.storedAs?.target && def.targets.length && !def.targets.includes(type)) throw invalid(key, `'${other}.${code}' does not refer to ${type}`);
+  // Canonical references name a canonical resource by its `url` and `version` (src/fhir/search-canonical.ts).
+  const kinds = referenceKinds(def);
+  const canonical = kinds.canonical && isCanonicalType(type);
+  if (!kinds.literal && !canonical) throw invalid(key, `${other}.${namesNone(def, [type])}`);
   const inner = parameterCondition(other, rest, raw, now, depth + 1) as Condition;
-  return markWithin({ kind: 'has', type: other, param: def.storedAs?.param ?? def.code, where: [inner] }, key) as Condition;
+  const param = def.storedAs?.param ?? def.code;
+  const has: Condition[] = [];
+  if (kinds.literal) has.push({ kind: 'has', type: other, param, where: [inner] });
+  if (canonical) has.push({ kind: 'has', type: other, param, where: [inner], canonical: true });
+  return markWithin(has.length === 1 ? has[0]! : { kind: 'or', any: has }, key) as Condition;
 }
 
 /**

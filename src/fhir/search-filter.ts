@@ -16,7 +16,7 @@
 import { FhirError, type FhirErrorOptions } from '../errors.ts';
 import type { Condition, StringValue } from '../store/types.ts';
 import { paramOf, type ParamType } from './definitions.ts';
-import { chainOver, isTextParam, markWithin, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, tokenComparison, type PendingCondition } from './search-compile.ts';
+import { chainOver, isTextParam, markWithin, namedTargets, namesNone, MAX_CHAIN_DEPTH, parameterCondition, referenceTargets, tokenComparison, type PendingCondition } from './search-compile.ts';
 import { isAbsoluteReference } from './references.ts';
 
 const KEY = '_filter';
@@ -343,8 +343,9 @@ function pathCondition(type: string, path: PathStep[], op: string, value: string
   const def = paramOf(type, step.name);
   if (!def) throw NotAParameter.of(step.name, type);
   if (def.type !== 'reference') throw invalid(`'${step.name}' is a ${def.type} parameter of ${type}, not a reference to chain through`);
-  const targets = referenceTargets(def);
-  if (targets.length === 0) throw invalid(`'${step.name}' may refer to any type; chain it with the search parameter '${step.name}:Type.${rest[0]!.name}'`);
+  if (referenceTargets(def).length === 0) throw invalid(`'${step.name}' may refer to any type; chain it with the search parameter '${step.name}:Type.${rest[0]!.name}'`);
+  const targets = namedTargets(def, referenceTargets(def));
+  if (targets.length === 0) throw invalid(namesNone(def, referenceTargets(def)));
   const where = new Map<string, Condition[]>();
   const lacking = new Map<string, string[]>();
   for (const t of targets) {

@@ -1,12 +1,14 @@
 /**
  * Compiled search conditions evaluated in memory on one resource, with the meaning the adapters' SQL
  * gives them (src/store/search-sql.ts): bulk export checks the versions it reads from the history this
- * way. Chains and `_has` look their other side up in the store (its current state).
+ * way. Chains and `_has` look their other side up in the store (its current state); through canonical
+ * references, by the `url` and `version` rows (src/fhir/search-canonical.ts).
  */
 import type { CompositePart, Condition, DateTest, IndexEntry, IndexRows, NumberTest, SearchQuery, StringValue, TextEntry, TokenValue } from '../store/types.ts';
 import { foldAscii } from '../store/search-sql.ts';
 import { compartmentsOf, indexEntries } from './indexer.ts';
 import { isNear } from './near.ts';
+import { canonicalCondition, namedCanonicals, namingCanonical } from './search-canonical.ts';
 import { compareText } from './search-order.ts';
 import { textIndexOf, textMatches } from './text-index.ts';
 
@@ -170,12 +172,26 @@ export async function matchConditions(
       }
       case 'compartment': return compartmentsOf(resource, ctx.base).includes(c.patient);
       case 'chain': {
+        if (c.canonical) {
+          const named = namedCanonicals(index().tokens.filter((e) => e.param === c.param && e.system === '').map((e) => e.value));
+          return named.length > 0 && ctx.exists({ type: c.targetType, where: [canonicalCondition(named), ...c.where], sort: [], count: 1 });
+        }
         const ids = index().tokens.filter((e) => e.param === c.param && e.system === c.targetType).map((e) => e.value);
         if (!ids.length) return false;
         return ctx.exists({ type: c.targetType, where: [{ kind: 'id', ids }, ...c.where], sort: [], count: 1 });
       }
-      case 'has':
-        return ctx.exists({ type: c.type, where: [{ kind: 'token', param: c.param, values: [{ system: type, value: id }] }, ...c.where], sort: [], count: 1 });
+      case 'has': {
+        if (!c.canonical) {
+          return ctx.exists({ type: c.type, where: [{ kind: 'token', param: c.param, values: [{ system: type, value: id }] }, ...c.where], sort: [], count: 1 });
+        }
+        // By this resource's `url` and `version` rows, as SqlBuilder.canonicalsNamed reads them.
+        const rows = index().tokens;
+        const versions = rows.filter((e) => e.param === 'version').map((e) => e.value);
+        for (const url of new Set(rows.filter((e) => e.param === 'url' && e.system === '').map((e) => e.value))) {
+          if (await ctx.exists({ type: c.type, where: [namingCanonical(c.param, url, versions), ...c.where], sort: [], count: 1 })) return true;
+        }
+        return false;
+      }
       case 'not':
         return !(await one(c.condition));
       case 'and': {

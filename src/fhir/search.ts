@@ -9,6 +9,7 @@ import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
+import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
@@ -481,37 +482,6 @@ function canonicalUrls(rows: ResourceVersion[]): { type: string; url: string }[]
     if (typeof url === 'string' && url) out.push({ type: row.type, url });
   }
   return out;
-}
-
-/** Whether resources of `type` are canonical resources, searched by `url` and `version`. */
-function isCanonicalType(type: string): boolean {
-  return paramOf(type, 'url')?.type === 'uri' && paramOf(type, 'version')?.type === 'token';
-}
-
-/**
- * The resources of `type` that `canonicals` name: by `url` where no version is given (every version
- * held), by `url` and `version` where one is (`url|version`).
- */
-function canonicalCondition(canonicals: Iterable<string>): Condition {
-  const urls = new Set<string>();
-  const versioned: Condition[] = [];
-  for (const canonical of canonicals) {
-    const bar = canonical.indexOf('|');
-    if (bar < 0) {
-      urls.add(canonical);
-      continue;
-    }
-    versioned.push({
-      kind: 'and',
-      all: [
-        { kind: 'token', param: 'url', values: [{ system: '', value: canonical.slice(0, bar) }] },
-        { kind: 'token', param: 'version', values: [{ value: canonical.slice(bar + 1) }] },
-      ],
-    });
-  }
-  const any: Condition[] = [...versioned];
-  if (urls.size) any.unshift({ kind: 'token', param: 'url', values: [...urls].map((value) => ({ system: '', value })) });
-  return any.length === 1 ? any[0]! : { kind: 'or', any };
 }
 
 /** The reference parameters of `type` that keep rows (`_include=Type:*`). */

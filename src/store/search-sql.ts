@@ -469,10 +469,60 @@ export class SqlBuilder {
 
   /** A chain's reference rows (of `type`) point at targets meeting the rest of the chain. */
   private chainTarget(s: string, type: string, c: Condition & { kind: 'chain' }): string {
+    if (c.canonical) return this.canonicalChain(s, type, c);
     const r = this.alias('r');
     const inner = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.targetType))];
     const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [c.targetType] });
     return `${key} AND ${s}.value IN (SELECT ${r}.id FROM resources ${r} WHERE ${inner.join(' AND ')})`;
+  }
+
+  /**
+   * A canonical chain's rows (of `type`, system ''): their value is the `url` of a target meeting the
+   * rest of the chain, or its `url|version` (src/fhir/search-canonical.ts), and is no `url` row beside
+   * a `url|...` one (canonicalRow).
+   */
+  private canonicalChain(s: string, type: string, c: Condition & { kind: 'chain' }): string {
+    const targets = (versioned: boolean) => {
+      const r = this.alias('r');
+      const u = this.alias('u');
+      const joins = [`JOIN search_index ${u} ON ${u}.res = ${r}.pk`];
+      const where = [`${r}.tenant = ${this.v(this.tenant)}`, `${r}.type = ${this.v(c.targetType)}`, this.dialect.live(r), this.keyIn(u, 'search_index', c.targetType, ['url'], true, { systems: [''] })];
+      let value = `${u}.value`;
+      if (versioned) {
+        const v = this.alias('v');
+        joins.push(`JOIN search_index ${v} ON ${v}.res = ${r}.pk`);
+        where.push(this.keyIn(v, 'search_index', c.targetType, ['version'], true));
+        value = `${u}.value || '|' || ${v}.value`;
+      }
+      where.push(...c.where.map((w) => this.condition(w, r, c.targetType)));
+      return `SELECT ${value} FROM resources ${r} ${joins.join(' ')} WHERE ${where.join(' AND ')}`;
+    };
+    const key = this.keyIn(s, 'search_index', type, [c.param], false, { systems: [''] });
+    return `${key} AND ${s}.value IN (${targets(false)} UNION ALL ${targets(true)}) AND ${this.canonicalRow(s)}`;
+  }
+
+  /**
+   * Reference row `s` of system '' names what its value says: a versioned canonical `url|v` is indexed
+   * with its `url` alone too, so a `url` row beside a `url|...` row of its key is that reference's and
+   * names no other version (namedCanonicals in src/fhir/search-canonical.ts).
+   */
+  private canonicalRow(s: string): string {
+    const w = this.alias('s');
+    return `NOT EXISTS (SELECT 1 FROM search_index ${w} WHERE ${w}.res = ${s}.res AND ${w}.k = ${s}.k AND ${w}.value >= ${s}.value || '|' AND ${w}.value < ${s}.value || '}')`;
+  }
+
+  /**
+   * The resources of `type` whose `url`, or `url|version`, is among the canonicals `named` selects
+   * (a canonical `_has`), as res.
+   */
+  private canonicalsNamed(type: string, named: () => string): string {
+    const u = this.alias('u');
+    const url = (alias: string, byRes: boolean) => this.keyIn(alias, 'search_index', type, ['url'], byRes, { systems: [''] });
+    const v = this.alias('v');
+    const w = this.alias('u');
+    return `SELECT ${u}.res FROM search_index ${u} WHERE ${url(u, false)} AND ${u}.value IN (${named()}) UNION ALL ` +
+      `SELECT ${w}.res FROM search_index ${w} JOIN search_index ${v} ON ${v}.res = ${w}.res WHERE ${url(w, false)} AND ` +
+      `${this.keyIn(v, 'search_index', type, ['version'], true)} AND ${w}.value || '|' || ${v}.value IN (${named()})`;
   }
 
   /** Adds `LEFT JOIN LATERAL (<body> LIMIT 1) mN ON true`; returns the condition that it found a row (or none). */
@@ -743,29 +793,11 @@ export class SqlBuilder {
         return `${a}.pk IN (${this.select('search_index', (s) => this.chainTarget(s, type, c))})`;
       case 'compartment':
         return `${a}.pk IN (${compartmentRows(this, type, c.patient)})`;
-      case 'has': {
+      case 'has':
+        // A canonical `_has` names the resources by their `url` and `version`, never probed.
+        if (c.canonical) return `${a}.pk IN (${this.canonicalsNamed(type, () => this.referring(c, type))})`;
         if (this.hasProbed && this.probeKey(a) !== undefined && a !== DRIVER_ROW) return this.hasProbe(c, a, type);
-        const r = this.alias('r');
-        const s = this.alias('s');
-        // Planned, the referring resources are read from one of their own conditions' index rows
-        // first (their reference rows then by the res-first key): read the other way, every reference
-        // of the type would be probed.
-        const driver = this.correlation === 'in' ? -1 : c.where.findIndex(canDrive);
-        if (driver >= 0) {
-          const d = this.alias('d');
-          const rows = this.driverRows(c.where[driver]!, c.type)!;
-          const reference = this.keyIn(s, 'search_index', c.type, [c.param], true, { systems: [type] });
-          const rest = c.where.filter((_, i) => i !== driver);
-          // The driver's rows alone: index rows exist for current, live versions only (writers remove
-          // them on update and delete), and the IN ignores repeats, so neither the referring resources'
-          // rows nor a DISTINCT are needed (on SQLite they were more than half of the statement).
-          if (rest.length === 0) return `${a}.id IN (SELECT ${s}.value FROM (${rows}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res WHERE ${reference})`;
-          const inner = [reference, this.dialect.live(r), ...rest.map((w) => this.condition(w, r, c.type))];
-          return `${a}.id IN (SELECT ${s}.value FROM (SELECT DISTINCT ${d}.res FROM (${rows}) ${d}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res JOIN resources ${r} ON ${r}.pk = ${d}.res WHERE ${inner.join(' AND ')})`;
-        }
-        const inner = [this.keyIn(s, 'search_index', c.type, [c.param], false, { systems: [type] }), this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type))];
-        return `${a}.id IN (SELECT ${s}.value FROM search_index ${s} JOIN resources ${r} ON ${r}.pk = ${s}.res WHERE ${inner.join(' AND ')})`;
-      }
+        return `${a}.id IN (${this.referring(c, type)})`;
       case 'or':
         // A chain or the same on contained resources' rows: one set, as the chain alone is (the
         // contained resources' rows probed for each resource row the chain's set rejected took SQLite
@@ -777,6 +809,35 @@ export class SqlBuilder {
       case 'and':
         return c.all.length === 0 ? '1 = 1' : `(${c.all.map((x) => this.condition(x, a, type)).join(' AND ')})`;
     }
+  }
+
+  /**
+   * The values of the reference rows by which the resources of a `_has` refer to resources of `type`:
+   * their ids, or with `canonical` the canonicals they name (canonicalRow).
+   */
+  private referring(c: Extract<Condition, { kind: 'has' }>, type: string): string {
+    const r = this.alias('r');
+    const s = this.alias('s');
+    const reference = (byRes: boolean) => c.canonical
+      ? `${this.keyIn(s, 'search_index', c.type, [c.param], byRes, { systems: [''] })} AND ${this.canonicalRow(s)}`
+      : this.keyIn(s, 'search_index', c.type, [c.param], byRes, { systems: [type] });
+    // Planned, the referring resources are read from one of their own conditions' index rows
+    // first (their reference rows then by the res-first key): read the other way, every reference
+    // of the type would be probed.
+    const driver = this.correlation === 'in' ? -1 : c.where.findIndex(canDrive);
+    if (driver >= 0) {
+      const d = this.alias('d');
+      const rows = this.driverRows(c.where[driver]!, c.type)!;
+      const rest = c.where.filter((_, i) => i !== driver);
+      // The driver's rows alone: index rows exist for current, live versions only (writers remove
+      // them on update and delete), and the IN ignores repeats, so neither the referring resources'
+      // rows nor a DISTINCT are needed (on SQLite they were more than half of the statement).
+      if (rest.length === 0) return `SELECT ${s}.value FROM (${rows}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res WHERE ${reference(true)}`;
+      const inner = [reference(true), this.dialect.live(r), ...rest.map((w) => this.condition(w, r, c.type))];
+      return `SELECT ${s}.value FROM (SELECT DISTINCT ${d}.res FROM (${rows}) ${d}) ${d} ${this.dialect.driverJoin} search_index ${s} ON ${s}.res = ${d}.res JOIN resources ${r} ON ${r}.pk = ${d}.res WHERE ${inner.join(' AND ')}`;
+    }
+    const inner = [reference(false), this.dialect.live(r), ...c.where.map((w) => this.condition(w, r, c.type))];
+    return `SELECT ${s}.value FROM search_index ${s} JOIN resources ${r} ON ${r}.pk = ${s}.res WHERE ${inner.join(' AND ')}`;
   }
 
   /**
@@ -1017,7 +1078,8 @@ export async function withoutAbsentKeys(q: SearchQuery, exists: (type: string, p
       case 'not': return { ...c, condition: await prune(c.condition, type) };
       case 'chain': case 'has': {
         // The reference rows: of the searched type to the target (a chain), of the referring type to the searched one (`_has`).
-        const key = c.kind === 'chain' ? await exists(type, c.param, c.targetType) : await exists(c.type, c.param, type);
+        // Canonical references are rows of system ''.
+        const key = c.kind === 'chain' ? await exists(type, c.param, c.canonical ? '' : c.targetType) : await exists(c.type, c.param, c.canonical ? '' : type);
         if (!key) {
           changed = true;
           return NOTHING;
@@ -1500,7 +1562,8 @@ async function probesHas<R>(
 ): Promise<boolean> {
   const where = q.where ?? [];
   const has = where.filter((c): c is Extract<Condition, { kind: 'has' }> => c.kind === 'has');
-  if (has.length === 0 || !where.every((c) => c.kind === 'has' || probedAlone(c))) return false;
+  // A canonical `_has` is a set (SqlBuilder.condition).
+  if (has.length === 0 || has.some((c) => c.canonical) || !where.every((c) => c.kind === 'has' || probedAlone(c))) return false;
   const beside = where.some((c) => c.kind !== 'has' && !isImplied(c)) || q.compartment !== undefined ? HAS_SET_BESIDE : 1;
   for (const c of has) {
     const driving = c.where.find(canDrive);

@@ -225,10 +225,14 @@ export type Condition =
    * `_has` reaches (src/fhir/search.ts guardLinked).
    */
   | { kind: 'compartment'; patient: string }
-  /** A reference parameter whose target (of `targetType`) meets `where` (chaining). */
-  | { kind: 'chain'; param: string; targetType: string; where: Condition[] }
-  /** Resources of `type` meeting `where` refer to this one through `param` (`_has`). */
-  | { kind: 'has'; type: string; param: string; where: Condition[] }
+  /**
+   * A reference parameter whose target (of `targetType`) meets `where` (chaining). `canonical`: through
+   * its canonical references (rows of system ''), which name the targets by their `url` and `version`
+   * (src/fhir/search-canonical.ts), not its literal ones.
+   */
+  | { kind: 'chain'; param: string; targetType: string; where: Condition[]; canonical?: true }
+  /** Resources of `type` meeting `where` refer to this one through `param` (`_has`); `canonical`: by its `url` and `version`, as a chain's. */
+  | { kind: 'has'; type: string; param: string; where: Condition[]; canonical?: true }
   /**
    * Any of the alternatives holds (a parameter folded from several, such as `combo-code`). `implied`:
    * added by the planner's withImpliedDrivers, implied by another condition, so tested only when it

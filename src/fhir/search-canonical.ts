@@ -1,0 +1,108 @@
+/**
+ * Canonical references (R4 references.html, "Canonical URLs"): a `canonical` (or `uri`) element naming a
+ * canonical resource by its `url`, or by `url|version` one version of it. `_include` and `_revinclude`
+ * (src/fhir/search.ts), chains and `_has` (src/fhir/search-compile.ts, SqlBuilder in
+ * src/store/search-sql.ts, src/fhir/search-match.ts) read them with one meaning: `url` names every
+ * resource of the target type whose `url` it is, `url|version` those whose `version` is that too.
+ */
+import type { Condition } from '../store/types.ts';
+import { paramOf, type ParamDefinition } from './definitions.ts';
+import { typeModel, type Slot, type TypeModel } from './validation/model.ts';
+
+/** Whether resources of `type` are canonical resources, searched by `url` and `version`. */
+export function isCanonicalType(type: string): boolean {
+  return paramOf(type, 'url')?.type === 'uri' && paramOf(type, 'version')?.type === 'token';
+}
+
+/**
+ * The resources that `canonicals` name: by `url` where no version is given (every version held), by
+ * `url` and `version` where one is (`url|version`).
+ */
+export function canonicalCondition(canonicals: Iterable<string>): Condition {
+  const urls = new Set<string>();
+  const versioned: Condition[] = [];
+  for (const canonical of canonicals) {
+    const bar = canonical.indexOf('|');
+    if (bar < 0) {
+      urls.add(canonical);
+      continue;
+    }
+    versioned.push({
+      kind: 'and',
+      all: [
+        { kind: 'token', param: 'url', values: [{ system: '', value: canonical.slice(0, bar) }] },
+        { kind: 'token', param: 'version', values: [{ value: canonical.slice(bar + 1) }] },
+      ],
+    });
+  }
+  const any: Condition[] = [...versioned];
+  if (urls.size) any.unshift({ kind: 'token', param: 'url', values: [...urls].map((value) => ({ system: '', value })) });
+  return any.length === 1 ? any[0]! : { kind: 'or', any };
+}
+
+/**
+ * The canonicals a resource's rows of one reference parameter (`values`: those of system '') name. A
+ * versioned canonical `url|v` is indexed with its `url` alone too (src/fhir/indexer.ts referenceValues),
+ * so a `url` row beside a `url|...` row is that reference's, not one naming every version: it is left
+ * out (a resource naming both `url` and `url|v` in one parameter is read as naming `url|v` alone).
+ * SqlBuilder's canonical chains and `_has` read the rows so too.
+ */
+export function namedCanonicals(values: string[]): string[] {
+  return values.filter((v) => v.includes('|') || !values.some((w) => w.startsWith(`${v}|`)));
+}
+
+/**
+ * The condition on the rows of reference parameter `param` of a resource naming the canonical resource
+ * of `url` and `versions` (its `version` rows; none: it has no version): a row `url|version`, or a row
+ * `url` with no `url|...` row beside it (namedCanonicals).
+ */
+export function namingCanonical(param: string, url: string, versions: string[]): Condition {
+  const bare: Condition = {
+    kind: 'and',
+    all: [
+      { kind: 'token', param, values: [{ system: '', value: url }] },
+      { kind: 'not', condition: { kind: 'uri-prefix', param, values: [`${url}|`] } },
+    ],
+  };
+  if (!versions.length) return bare;
+  return { kind: 'or', any: [{ kind: 'token', param, values: versions.map((v) => ({ system: '', value: `${url}|${v}` })) }, bare] };
+}
+
+const KINDS = new Map<ParamDefinition, { canonical: boolean; literal: boolean }>();
+
+/**
+ * What reference parameter `def`'s paths reach, by the R4 model: `canonical` (or `uri`, `url`) elements,
+ * whose values name canonical resources, and `literal` ones, Reference elements (or any path the model
+ * does not resolve, read as before: as literal references).
+ */
+export function referenceKinds(def: ParamDefinition): { canonical: boolean; literal: boolean } {
+  let out = KINDS.get(def);
+  if (out) return out;
+  out = { canonical: false, literal: false };
+  for (const path of def.paths) {
+    const types = path.targetType === undefined ? leafTypes(def.base, path.key.replace(/\.where\([^()]*\)/g, '')) : [];
+    if (types.some((t) => t === 'canonical' || t === 'uri' || t === 'url')) out.canonical = true;
+    if (types.length === 0 || types.some((t) => t !== 'canonical' && t !== 'uri' && t !== 'url')) out.literal = true;
+  }
+  KINDS.set(def, out);
+  return out;
+}
+
+/** The types of the elements a plain path (`a.b.c`) reaches from `type`; a choice element by its name (`definition`) is all of its types. */
+function leafTypes(type: string, key: string): string[] {
+  if (!/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$/.test(key)) return [];
+  const steps = key.split('.');
+  let at: string | undefined = type;
+  for (const [i, step] of steps.entries()) {
+    const model: TypeModel | null | undefined = at === undefined ? undefined : typeModel(at);
+    if (!model) return [];
+    const slot: Slot | undefined = model.slots.get(step);
+    if (slot) {
+      at = slot.type;
+      continue;
+    }
+    if (i < steps.length - 1) return [];
+    return [...model.slots.values()].filter((s) => s.element.choice && s.element.name === step).map((s) => s.type);
+  }
+  return at === undefined ? [] : [at];
+}

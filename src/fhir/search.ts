@@ -1,7 +1,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { rowsInReach } from './crud.ts';
+import { rowsInReach, vreadResource } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
@@ -434,8 +434,10 @@ type Json = Record<string, unknown>;
 
 /** What the `_include` parameters reach from a page: literal references by type, canonical URLs by target type. */
 interface IncludeTargets {
-  /** `Type` → ids of literal references (`Type/id`, versioned or absolute ones included). */
+  /** `Type` → ids of literal references (`Type/id`, absolute ones included). */
   ids: Map<string, Set<string>>;
+  /** Version-specific literal references (`Type/id/_history/n`), by `Type/id/n`. */
+  versions: Map<string, { type: string; id: string; version: string }>;
   /** Target type → canonical references (`url` or `url|version`) of canonical parameters. */
   canonicals: Map<string, Set<string>>;
 }
@@ -443,6 +445,7 @@ interface IncludeTargets {
 /** References from `rows` through the `_include` parameters. */
 function includeTargets(rows: ResourceVersion[], includes: Include[], base: string | undefined): IncludeTargets {
   const ids = new Map<string, Set<string>>();
+  const versions: IncludeTargets['versions'] = new Map();
   const canonicals = new Map<string, Set<string>>();
   const add = (into: Map<string, Set<string>>, type: string, value: string) => {
     let values = into.get(type);
@@ -463,6 +466,12 @@ function includeTargets(rows: ResourceVersion[], includes: Include[], base: stri
               for (const type of inc.target ? [inc.target] : def.targets) if (isCanonicalType(type)) add(canonicals, type, v);
               continue;
             }
+            // A version-specific reference names that version (versionedReference).
+            const at = versionedReference(v, base);
+            if (at) {
+              if ((!path.targetType || at.type === path.targetType) && (!inc.target || at.type === inc.target)) versions.set(`${at.type}/${at.id}/${at.version}`, at);
+              continue;
+            }
             referenceValues(v, path.targetType, refs, base);
           }
           for (const r of refs) if (r.system && (!inc.target || r.system === inc.target)) add(ids, r.system, r.value);
@@ -470,7 +479,14 @@ function includeTargets(rows: ResourceVersion[], includes: Include[], base: stri
       }
     }
   }
-  return { ids, canonicals };
+  return { ids, versions, canonicals };
+}
+
+/** The resource and version a Reference names when it is version-specific and of this tenant (`Patient/1/_history/2`). */
+function versionedReference(v: unknown, base: string | undefined): { type: string; id: string; version: string } | undefined {
+  const ref = v !== null && typeof v === 'object' ? (v as Json).reference : undefined;
+  const at = typeof ref === 'string' ? parseReference(ref, base) : null;
+  return at?.version === undefined ? undefined : { type: at.type, id: at.id, version: at.version };
 }
 
 /** The `url` of each canonical resource of `rows` that has one. */
@@ -533,6 +549,17 @@ export async function addIncludes(
       if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
       next.push(...add(await find(q)));
     };
+    // A version-specific reference includes the version it names, read as a vread reads it (the
+    // token's access, compartment and scope filters): a deletion, or a version not held, is left out.
+    for (const { type, id, version } of reached.versions.values()) {
+      if (included.length >= MAX_INCLUDES) break;
+      if (seen.has(`${type}/${id}`) || !visible(type) || leaveOut?.(type)) continue;
+      const v = await vreadResource(deps, req, type, id, version).catch((err: unknown) => {
+        if (err instanceof FhirError && err.status < 500) return undefined;
+        throw err;
+      });
+      if (v) next.push(...add([v]));
+    }
     for (const [type, ids] of reached.ids) {
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
       if (list.length) await reach(type, { kind: 'id', ids: list });

@@ -1,8 +1,8 @@
 /**
  * `_include` and `_revinclude` (src/fhir/search.ts addIncludes), on both databases: a parameter with a
  * target type in its expression (`patient`: `subject.where(resolve() is Patient)`) keeps to it, `:Type`
- * narrows further (a `_revinclude`'s too), versioned and absolute references of this server are followed and contained ones
- * are not, an update or a deletion changes what a resource includes at once, and canonical references
+ * narrows further (a `_revinclude`'s too), versioned (to the version named) and absolute references of this
+ * server are followed and contained ones are not, an update or a deletion changes what a resource includes at once, and canonical references
  * (`QuestionnaireResponse.questionnaire`) reach the resources whose `url` (and `version`) they name.
  * search-differential.test.ts compares every reference parameter of generated data with HL7's engine.
  */
@@ -119,6 +119,38 @@ for (const target of targets) {
     test('a page of several types follows each type its own parameters', async () => {
       expect(await included('?_type=Observation,Encounter&_include=Encounter:location&_include=Observation:patient')).toEqual(['Location/loc1', 'Patient/p1']);
       expect(await included('Encounter?_include=Encounter:subject&_include:iterate=Patient:general-practitioner')).toEqual(['Patient/p2']);
+    });
+
+    test('a version-specific reference includes the version it names; a deletion or a missing version none', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'pe', gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 'pe', gender: 'female' });
+      await api.put200({ resourceType: 'Patient', id: 'pd', gender: 'other' });
+      expect((await api.del('Patient/pd')).status).toBe(200);
+      await api.put200({ resourceType: 'Observation', id: 'ov1', status: 'final', code, subject: { reference: 'Patient/pe/_history/1' } });
+      await api.put200({ resourceType: 'Observation', id: 'ov2', status: 'final', code, subject: { reference: `${api.base}/Patient/pe/_history/2` } });
+      await api.put200({ resourceType: 'Observation', id: 'ov3', status: 'final', code, subject: { reference: 'Patient/pe/_history/7' } });
+      await api.put200({ resourceType: 'Observation', id: 'ov4', status: 'final', code, subject: { reference: 'Patient/pd/_history/2' } });
+      await api.put200({ resourceType: 'Observation', id: 'ov5', status: 'final', code, subject: { reference: 'Patient/pd/_history/1' } });
+      const versions = async (query: string) => ((await api.search(query)).entry ?? []).filter((e: Json) => e.search.mode === 'include')
+        .map((e: Json) => `${e.resource.resourceType}/${e.resource.id}/${e.resource.meta.versionId}:${e.resource.gender}`).sort();
+      expect(await versions('Observation?_id=ov1&_include=Observation:subject')).toEqual(['Patient/pe/1:male']);
+      expect(await versions('Observation?_id=ov2&_include=Observation:patient')).toEqual(['Patient/pe/2:female']);
+      expect(await versions('Observation?_id=ov3,ov4&_include=Observation:subject')).toEqual([]);
+      // Version 1 of a Patient deleted since is the version named.
+      expect(await versions('Observation?_id=ov5&_include=Observation:subject')).toEqual(['Patient/pd/1:other']);
+      expect(await versions('Observation?_id=ov1,ov2&_include=*')).toEqual(['Patient/pe/1:male']);
+      // A reference to the current version's type and id alone includes the current version.
+      await api.put200({ resourceType: 'Observation', id: 'ov6', status: 'final', code, subject: { reference: 'Patient/pe' } });
+      expect(await versions('Observation?_id=ov6&_include=Observation:subject')).toEqual(['Patient/pe/2:female']);
+      expect(await versions('Observation?_id=ov1&_include=Observation:subject:Group')).toEqual([]);
+      // Iterated from an included version, and read as the token may read it.
+      await api.put200({ resourceType: 'Observation', id: 'ov8', status: 'final', code, subject: { reference: 'Patient/pe/_history/1' } });
+      await api.put200({ resourceType: 'Observation', id: 'ov8', status: 'final', code, subject: { reference: 'Patient/p1' } });
+      await api.put200({ resourceType: 'Observation', id: 'ov7', status: 'final', code, hasMember: [{ reference: 'Observation/ov8/_history/1' }] });
+      expect(await versions('Observation?_id=ov7&_include=Observation:has-member&_include:iterate=Observation:subject')).toEqual(['Observation/ov8/1:undefined', 'Patient/pe/1:male']);
+      const limited = fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs']));
+      const bundle = await limited.search('Observation?_id=ov1&_include=Observation:subject');
+      expect(bundle.entry.map((e: Json) => e.resource.id)).toEqual(['ov1']);
     });
 
     test('a canonical reference includes the resources of its url, of its version where it names one', async () => {

@@ -1,6 +1,5 @@
 import { isDomainResource, paramsOf, referrersOf } from './definitions.ts';
-import { MODIFIERS } from './search-compile.ts';
-import { NEAR_DOC } from './near.ts';
+import { paramDocumentation } from './param-documentation.ts';
 
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 
@@ -40,8 +39,6 @@ const COMMON_PARAMS = [
   },
 ];
 
-const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug).';
-
 const TEXT_DOC = 'Full-text: a boolean expression of words (accent- and case-insensitive, whole words; `word*` for a prefix): AND (also implied), OR, parentheses, AND before OR; a quoted group is its words ANDed; `,` for OR between values; no NOT, phrase or proximity search, no modifiers.';
 
 /** `_content` on every type, `_text` on those with a narrative (R4 defines both as string parameters). */
@@ -63,8 +60,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     conditionalRead: 'full-support',
     conditionalDelete: 'single',
     searchParam: [...COMMON_PARAMS, ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special' || p.code === 'near').map((p) => ({
-      name: p.code, definition: p.url, type: p.type,
-      documentation: `${p.code === 'near' ? `${NEAR_DOC} ` : ''}${p.type === 'quantity' ? `${QUANTITY_DOC} ` : ''}Modifiers: ${['missing', ...MODIFIERS[p.type]].map((m) => `:${m}`).join(', ')}`,
+      name: p.code, definition: p.url, type: p.type, documentation: paramDocumentation(p),
     }))],
     searchInclude: ['*', ...(paramsOf(type).some((p) => p.type === 'reference') ? [`${type}:*`] : []), ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
   };
@@ -86,7 +82,7 @@ const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], string>();
 const ENTRIES_HERE = '\u0000';
 
 /**
- * capabilityStatement as JSON text, its per-type entries (1.2 MB of the statement's text, every search
+ * capabilityStatement as JSON text, its per-type entries (1.4 MB of the statement's text, every search
  * parameter of 145 types) serialised once per process: the request's date and base are all that vary
  * (6.5 against 0.9 ms a request in process).
  */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { paramOf } from '../../src/fhir/definitions.ts';
+import { hierarchyParam } from '../../src/fhir/search-compile.ts';
 import { R4_RESOURCE_TYPES, REST_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
 import { identifierOf, minimalResource } from '../helpers/minimal-resource.ts';
@@ -136,6 +137,37 @@ describe('every advertised search parameter works', () => {
     }
     expect(failures).toEqual([]);
     expect(tried).toBeGreaterThan(R4_RESOURCE_TYPES.length * 2);
+  });
+
+  test('reference :below everywhere (canonical URLs), :above only where a type it refers to forms a hierarchy: each as documented', async () => {
+    // Tried on every reference parameter whatever its targets: a resource of each type that has a
+    // parent of its own type (Location.partof, Specimen.parent, ...), and of the parameter's first target.
+    const hierarchies = R4_RESOURCE_TYPES.filter((type) => hierarchyParam(type) !== undefined);
+    expect(hierarchies.length).toBe(8);
+    const ok = async (type: string, key: string, value: string) => (await api.get(`${type}?${key}=${encodeURIComponent(value)}`, { Prefer: 'handling=strict' })).status === 200;
+    const wrong: string[] = [];
+    let withAbove = 0;
+    let references = 0;
+    for (const r of statement.rest[0].resource as Json[]) {
+      for (const p of (r.searchParam as Json[]).filter((x) => x.type === 'reference')) {
+        references++;
+        const documented = /Modifiers: (.*)$/.exec(p.documentation)![1]!.split(', ');
+        const def = paramOf(r.type, p.name)!;
+        const values = [...new Set([...hierarchies, ...def.targets.slice(0, 1)])].map((type) => `${type}/1`);
+        let above: string | undefined;
+        for (const v of values) if (await ok(r.type, `${p.name}:above`, v)) { above = v; break; }
+        if (documented.includes(':above') !== (above !== undefined)) wrong.push(`${r.type}.${p.name}: :above ${above ? `works (${above})` : 'fails'} but is ${above ? 'not ' : ''}documented`);
+        if (!documented.includes(':below') || !(await ok(r.type, `${p.name}:below`, 'http://example.org/Questionnaire/q|2'))) wrong.push(`${r.type}.${p.name}: :below with a canonical URL`);
+        if (above === undefined) continue;
+        withAbove++;
+        if (!(await ok(r.type, `${p.name}:below`, above))) wrong.push(`${r.type}.${p.name}: :below=${above}`);
+        // `id` alone is documented exactly where it names one type.
+        if (p.documentation.includes('or `id`') !== (await ok(r.type, `${p.name}:below`, '1'))) wrong.push(`${r.type}.${p.name}: :below=1`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(references).toBe(517);
+    expect(withAbove).toBe(265);
   });
 
   test('and finds what it should: identifier, url and version on every type that advertises them', async () => {

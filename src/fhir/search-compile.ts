@@ -498,6 +498,18 @@ function uriAncestors(url: string): string[] {
   return out;
 }
 
+/**
+ * Token parameter `def`'s codes against `codes` (`:in`, `:below`, `:above`; `not`: `:not-in`). A union
+ * (`combo-code`) is its members ORed, as its plain values are: one of them has such a code, and for
+ * `:not-in` none has (as its `:not`); each member's condition names the parameter as written (`within`).
+ */
+function codeSetCondition(def: ParamDefinition, name: string, modifier: string, codes: CodeSet, not: boolean): PendingCondition {
+  if (!def.unionOf) return { kind: 'value-set', param: def.code, codes, modifier, not };
+  const members = def.unionOf.map((param): ValueSetCondition => ({ kind: 'value-set', param, codes, modifier, within: name, not: false }));
+  const any = { kind: 'or', any: members as unknown as Condition[] } satisfies Condition;
+  return not ? { kind: 'not', condition: any } : any;
+}
+
 /** The condition of one simple parameter (no chain) with its modifier and raw value. */
 function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw: string, now: number): PendingCondition {
   const name = modifier ? `${def.code}:${modifier}` : def.code;
@@ -549,17 +561,15 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       }
       if (modifier === 'in' || modifier === 'not-in') {
         if (parts.length !== 1) throw invalid(name, `':${modifier}' takes one ValueSet URL`);
-        if (def.unionOf) throw new FhirError('not-supported', `':${modifier}' is not supported on '${def.code}'`, { expression: [name] });
-        return { kind: 'value-set', param: def.code, codes: { kind: 'value-set', canonical: unescapeValue(parts[0]!) }, modifier, not: modifier === 'not-in' };
+        return codeSetCondition(def, name, modifier, { kind: 'value-set', canonical: unescapeValue(parts[0]!) }, modifier === 'not-in');
       }
       if (modifier === 'below' || modifier === 'above') {
-        if (def.unionOf) throw new FhirError('not-supported', `':${modifier}' is not supported on '${def.code}'`, { expression: [name] });
         const codes = parts.map((p) => {
           const pieces = splitEscaped(p, '|').map(unescapeValue);
           if (pieces.length !== 2 || !pieces[0] || !pieces[1]) throw invalid(name, `Invalid ':${modifier}' value '${p}': expected system|code`);
           return { system: pieces[0], code: pieces[1] };
         });
-        return { kind: 'value-set', param: def.code, codes: { kind: 'subsumption', op: modifier === 'below' ? 'is-a' : 'generalizes', codes }, modifier, not: false };
+        return codeSetCondition(def, name, modifier, { kind: 'subsumption', op: modifier === 'below' ? 'is-a' : 'generalizes', codes }, false);
       }
       if (modifier !== undefined && modifier !== 'not') throw unsupported();
       const values = contactPointValues(def, withImpliedSystems(def, parts.map((p) => tokenOf(name, p))));

@@ -170,6 +170,27 @@ describe('every advertised search parameter works', () => {
     expect(withAbove).toBe(265);
   });
 
+  test('a union parameter (combo-*) takes every modifier it documents', async () => {
+    const values: Record<string, string> = {
+      missing: 'true', not: 'x', text: 'x', 'of-type': 'http://terminology.hl7.org/CodeSystem/v2-0203|MR|1',
+      in: 'http://hl7.org/fhir/ValueSet/administrative-gender', 'not-in': 'http://hl7.org/fhir/ValueSet/administrative-gender',
+      below: 'http://terminology.hl7.org/CodeSystem/condition-clinical|active', above: 'http://terminology.hl7.org/CodeSystem/condition-clinical|resolved',
+    };
+    const refused: string[] = [];
+    let unions = 0;
+    for (const r of statement.rest[0].resource as Json[]) {
+      for (const p of (r.searchParam as Json[]).filter((x) => x.type === 'token' && paramOf(r.type, x.name)?.unionOf)) {
+        unions++;
+        for (const m of /Modifiers: (.*)$/.exec(p.documentation)![1]!.split(', ').map((x) => x.slice(1))) {
+          const res = await api.get(`${r.type}?${p.name}:${m}=${encodeURIComponent(values[m]!)}`, { Prefer: 'handling=strict' });
+          if (res.status !== 200) refused.push(`${r.type}?${p.name}:${m}: ${res.status} ${await res.text()}`);
+        }
+      }
+    }
+    expect(refused).toEqual([]);
+    expect(unions).toBeGreaterThanOrEqual(3);
+  });
+
   test('and finds what it should: identifier, url and version on every type that advertises them', async () => {
     const resources = statement.rest[0].resource as Json[];
     const having = (name: string) => resources.filter((r) => r.searchParam.some((p: Json) => p.name === name)).map((r) => r.type as string);

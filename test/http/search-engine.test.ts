@@ -352,6 +352,16 @@ await eachStore((kind, fresh) => {
       const unknown = await expectOutcome(await api.get('Observation?code:in=http://example.org/fhir/ValueSet/nope'), 400);
       expect(unknown.issue[0].expression).toEqual(['code:in']);
       expect(unknown.issue[0].diagnostics ?? unknown.issue[0].details?.text).toContain('nope');
+      // A union (combo-code: code or component-code) as its members ORed; :not-in as none of them.
+      const MIXED = 'http://example.org/fhir/ValueSet/mixed';
+      await api.put200({ resourceType: 'ValueSet', id: 'mixed', status: 'active', url: MIXED, compose: { include: [{ system: LOINC, concept: [{ code: '2339-0' }, { code: '8480-6' }] }] } });
+      expect(await sorted(`Observation?combo-code:in=${MIXED}`)).toEqual(['o1', 'o2', 'o3']);
+      expect(await sorted(`Observation?combo-code:not-in=${MIXED}`)).toEqual(['o4']);
+      expect(await sorted(`Observation?code:not-in=${MIXED}`)).toEqual(['o2', 'o4']);
+      expect(await sorted(`Observation?combo-code:in=${MIXED}&combo-code:not-in=http://example.org/fhir/ValueSet/glucose-codes`)).toEqual(['o2']);
+      const union = await expectOutcome(await api.get('Observation?combo-code:in=http://example.org/fhir/ValueSet/nope', { Prefer: 'handling=strict' }), 400);
+      expect(union.issue[0].expression).toEqual(['combo-code:in']);
+      expect(union.issue[0].diagnostics).toContain('nope');
     });
 
     test(':below and :above through the code system\'s subsumption (stored and core CodeSystems)', async () => {
@@ -373,10 +383,17 @@ await eachStore((kind, fresh) => {
       expect(await sorted(`Condition?clinical-status:below=${CLIN_CS}|inactive`)).toEqual(['c2']);
       expect(await sorted(`Condition?clinical-status:above=${CLIN_CS}|resolved`)).toEqual(['c2']);
       for (const [q, expr] of [['BodyStructure?location:below=limb', 'location:below'], ['BodyStructure?location:below=http://example.org/nope|x', 'location:below'],
-        ['Observation?subject:Patient.gender:below=x|y', 'subject:Patient.gender:below']]) {
+        ['Observation?subject:Patient.gender:below=x|y', 'subject:Patient.gender:below'], ['Observation?combo-code:above=http://example.org/nope|x', 'combo-code:above']]) {
         const body = await expectOutcome(await api.get(q), 400);
         expect(body.issue[0].expression).toEqual([expr]);
       }
+      // A union (combo-code: code or component-code) as its members ORed. This test's Observation is deleted at its end.
+      await api.put200({ resourceType: 'Observation', id: 'o-body', status: 'final', code: { coding: [{ system: BODY, code: 'head' }] }, component: [{ code: { coding: [{ system: BODY, code: 'hand' }] } }] });
+      expect(await sorted(`Observation?combo-code:below=${BODY}|arm`)).toEqual(['o-body']);
+      expect(await sorted(`Observation?code:below=${BODY}|arm`)).toEqual([]);
+      expect(await sorted(`Observation?combo-code:above=${BODY}|hand`)).toEqual(['o-body']);
+      expect(await sorted(`Observation?combo-code:above=${BODY}|limb`)).toEqual([]);
+      expect((await api.del('Observation/o-body')).ok).toBe(true);
     });
 
     test(':in, :not-in, :below and :above inside chains and _has, into contained resources too', async () => {

@@ -82,6 +82,24 @@ async function tenantCodeSystems(store: Store, req: FhirRequest): Promise<{ url:
   }
 }
 
+/**
+ * Whether a code system's url can be listed as `codeSystem.uri`, a canonical, in which `|` starts a
+ * version (R4 references.html#canonical): R4's own v2 tables `v2-0006|2.1`, `v2-0006|2.4`, `v2-0391|2.4`
+ * and `v2-0391|2.6` hold one in the url itself, so that listed they would name `v2-0006` version `2.1`,
+ * which no operation knows. The operations take them where a system is a uri, as written: `$lookup`'s
+ * `system` and `coding`, CodeSystem/$validate-code's `coding`, a ValueSet's `compose.include.system`
+ * (`$expand`, ValueSet/$validate-code); CodeSystem/$validate-code's `url` is a canonical and cannot.
+ */
+function canonical(url: string): boolean {
+  return !url.includes('|');
+}
+
+/** The TerminologyCapabilities `description` saying which code systems are known but not listed, and how to use them. */
+function unlistedNote(urls: string[]): string {
+  return `Not listed in codeSystem, whose uri is a canonical (a '|' starts a version): the code systems whose url itself holds a '|' (${urls.map((u) => `\`${u}\``).join(', ')}). `
+    + "They are used by their url as written where a system is a uri: $lookup's system or coding, CodeSystem/$validate-code's coding, a ValueSet's compose.include.system ($expand and ValueSet/$validate-code); not as CodeSystem/$validate-code's url, a canonical.";
+}
+
 export interface TerminologyCapabilitiesOptions {
   store: Store;
   core: CoreBundle;
@@ -99,8 +117,10 @@ export async function terminologyCapabilitiesJson(o: TerminologyCapabilitiesOpti
   const systems = new Map<string, Listed>();
   for (const item of await coreCodeSystems(o.core)) add(systems, item);
   if (o.req) for (const item of await tenantCodeSystems(o.store, o.req)) add(systems, item);
-  const codeSystem = [...systems.values()]
-    .sort((a, b) => (a.url < b.url ? -1 : a.url > b.url ? 1 : 0))
+  const sorted = [...systems.values()].sort((a, b) => (a.url < b.url ? -1 : a.url > b.url ? 1 : 0));
+  const unlisted = sorted.filter((s) => !canonical(s.url)).map((s) => s.url);
+  const codeSystem = sorted
+    .filter((s) => canonical(s.url))
     .map(({ url, versions }) => (versions.size ? { uri: url, version: [...versions].sort().map((code) => ({ code })) } : { uri: url }));
   return {
     resourceType: 'TerminologyCapabilities',
@@ -110,6 +130,7 @@ export async function terminologyCapabilitiesJson(o: TerminologyCapabilitiesOpti
     kind: 'instance',
     software: { name: 'Cinder', version: o.version },
     implementation: { description: 'Cinder FHIR R4 terminology (ValueSet $expand and $validate-code, CodeSystem $lookup and $validate-code)', url: o.fhirBase },
+    ...(unlisted.length ? { description: unlistedNote(unlisted) } : {}),
     lockedDate: false,
     ...(codeSystem.length ? { codeSystem } : {}),
     expansion: {

@@ -51,7 +51,7 @@ await eachStore((kind, fresh) => {
       const core = (await new CoreBundle().load()).all('CodeSystem').map((r) => JSON.parse(r.content) as Json);
       const defining = core.filter((cs) => ['complete', 'fragment', 'example'].includes(cs.content));
       const uris = tc.codeSystem.map((cs: Json) => cs.uri);
-      expect(uris).toEqual([...new Set(defining.map((cs) => cs.url as string))].sort());
+      expect(uris).toEqual([...new Set(defining.map((cs) => cs.url as string))].filter((u) => !u.includes('|')).sort());
       expect(listed(tc).get(GENDER)).toEqual(['4.0.1']);
       expect(listed(tc).has('http://hl7.org/fhir/CodeSystem/summary')).toBe(false); // not-present
       expect(listed(tc).has('http://hl7.org/fhir/CodeSystem/example-supplement')).toBe(false);
@@ -78,6 +78,32 @@ await eachStore((kind, fresh) => {
       expect(res.status).toBe(200);
       const errors = ((await res.json()) as Json).issue.filter((i: Json) => i.severity === 'error' || i.severity === 'fatal');
       expect(errors).toEqual([]);
+    });
+
+    test("a code system whose url holds a '|' (R4's v2-0006|2.1 and three more) is not listed as a canonical but named in the description, and works where a system is a uri", async () => {
+      await api.put200(codeSystem('piped', 'http://example.org/cs/p|1'));
+      const PIPED = ['http://terminology.hl7.org/CodeSystem/v2-0006|2.1', 'http://terminology.hl7.org/CodeSystem/v2-0006|2.4', 'http://terminology.hl7.org/CodeSystem/v2-0391|2.4', 'http://terminology.hl7.org/CodeSystem/v2-0391|2.6'];
+      const cases: [Json, string[]][] = [[await terminology(), PIPED], [await terminology({ Authorization: `Bearer ${await t.token()}` }), ['http://example.org/cs/p|1', ...PIPED]]];
+      for (const [tc, unlisted] of cases) {
+        expect(tc.codeSystem.filter((cs: Json) => cs.uri.includes('|'))).toEqual([]);
+        expect([...(tc.description as string).matchAll(/`([^`]+)`/g)].map((m) => m[1])).toEqual(unlisted);
+      }
+      const X = encodeURIComponent(PIPED[0]!);
+      const result = async (res: Response) => {
+        expect(res.status).toBe(200);
+        return ((await res.json()) as Json).parameter.find((p: Json) => p.name === 'result')?.valueBoolean;
+      };
+      // As a uri, as written: $lookup, a coding, a ValueSet's include ($expand, ValueSet/$validate-code).
+      expect((await api.get(`CodeSystem/$lookup?system=${X}&code=A`)).status).toBe(200);
+      const coding = { resourceType: 'Parameters', parameter: [{ name: 'coding', valueCoding: { system: PIPED[0], code: 'A' } }] };
+      expect(await result(await api.post('CodeSystem/$validate-code', coding))).toBe(true);
+      const VS = encodeURIComponent('http://terminology.hl7.org/ValueSet/v2-2.1-0006');
+      const expansion = (await (await api.get(`ValueSet/$expand?url=${VS}`)).json()) as Json;
+      expect(expansion.expansion.contains.find((c: Json) => c.code === 'A')).toMatchObject({ system: PIPED[0] });
+      expect(await result(await api.get(`ValueSet/$validate-code?url=${VS}&system=${X}&code=A`))).toBe(true);
+      // As a canonical, `|2.1` is a version: the url form cannot name it, as the listing could not.
+      await expectOutcome(await api.get(`CodeSystem/$validate-code?url=${X}&code=A`), 400);
+      expect((await api.get(`CodeSystem/$lookup?system=http://terminology.hl7.org/CodeSystem/v2-0006&version=2.1&code=A`)).status).toBe(404);
     });
 
     test('mode full, normative or none is the CapabilityStatement; another mode is a 400 naming it', async () => {

@@ -131,6 +131,8 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
         },
         resource: entries ?? resourceEntries(ops),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
+        // Compartment search (`Patient/{id}/Observation`, `Patient/{id}/*`) in the Patient compartment alone.
+        compartment: ['http://hl7.org/fhir/CompartmentDefinition/patient'],
         // Searched across types (`GET [base]?...`): the parameters every type has (those of Binary, a
         // Resource with no parameter of its own beyond them), with `_type`.
         searchParam: [

@@ -113,6 +113,20 @@ describe('GET /metadata', () => {
     expect(paramsOf('CodeSystem')).toEqual(expect.arrayContaining(['url', 'version']));
   });
 
+  test('declares the Patient compartment, the one compartment searched', async () => {
+    expect(statement.rest[0].compartment).toEqual(['http://hl7.org/fhir/CompartmentDefinition/patient']);
+    await api.put200({ resourceType: 'Patient', id: 'cmp' });
+    await api.put200({ resourceType: 'Encounter', id: 'cmp', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/cmp' } });
+    await api.put200({ resourceType: 'Observation', id: 'cmp', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/cmp' }, encounter: { reference: 'Encounter/cmp' } });
+    for (const path of ['Patient/cmp/Observation', 'Patient/cmp/*']) {
+      const res = await api.get(path, { Prefer: 'handling=strict' });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json).entry.map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`)).toContain('Observation/cmp');
+    }
+    // Other compartments (Encounter, Practitioner, RelatedPerson, Device) are not searched.
+    await expectOutcome(await api.get('Encounter/cmp/Observation'), 404);
+  });
+
   test('refuses XML with 406 and answers 404 for an unknown tenant', async () => {
     await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'application/fhir+xml' } }), 406);
     await expectOutcome(await t.request(`${base}/metadata?_format=xml`), 406);

@@ -114,7 +114,9 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
     software: { name: 'Cinder', version: o.version },
     implementation: { description: 'Cinder FHIR R4 server', url: o.fhirBase },
     fhirVersion: '4.0.1',
-    format: ['application/fhir+json', 'json'],
+    // What Accept, `_format` and Content-Type take (src/http/fhir-response.ts, body.ts): R4's type, plain
+    // JSON, DSTU2's name and the `json` shorthand; every answer is application/fhir+json.
+    format: ['application/fhir+json', 'application/json', 'application/json+fhir', 'json'],
     patchFormat: ['application/json-patch+json', 'application/fhir+json'],
     rest: [
       {

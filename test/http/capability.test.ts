@@ -127,6 +127,19 @@ describe('GET /metadata', () => {
     await expectOutcome(await api.get('Encounter/cmp/Observation'), 404);
   });
 
+  test('declares each format it serves, each taken by Accept, _format and Content-Type', async () => {
+    expect(statement.format).toEqual(['application/fhir+json', 'application/json', 'application/json+fhir', 'json']);
+    for (const format of statement.format as string[]) {
+      const media = format === 'json' ? undefined : format;
+      const byFormat = await t.request(`${base}/metadata?_format=${encodeURIComponent(format)}`);
+      expect(byFormat.status).toBe(200);
+      expect(byFormat.headers.get('content-type')).toStartWith('application/fhir+json');
+      if (media === undefined) continue;
+      expect((await t.request(`${base}/metadata`, { headers: { Accept: media } })).status).toBe(200);
+      expect((await api.call('POST', 'Basic', { resourceType: 'Basic', code: { text: format } }, { 'Content-Type': media })).status).toBe(201);
+    }
+  });
+
   test('refuses XML with 406 and answers 404 for an unknown tenant', async () => {
     await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'application/fhir+xml' } }), 406);
     await expectOutcome(await t.request(`${base}/metadata?_format=xml`), 406);

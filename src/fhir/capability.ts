@@ -1,7 +1,8 @@
-import { isDomainResource, paramsOf, referrersOf } from './definitions.ts';
+import { isDomainResource, paramOf, paramsOf, referrersOf } from './definitions.ts';
 import { paramDocumentation } from './param-documentation.ts';
 
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
+import { namedTargets } from './search-compile.ts';
 
 /** An operation a feature adds to the CapabilityStatement. */
 export interface OperationDecl {
@@ -48,6 +49,19 @@ function textParams(type: string) {
   return [{ name: '_text', definition: 'http://hl7.org/fhir/SearchParameter/DomainResource-text', type: 'string', documentation: `${TEXT_DOC} Searches the narrative.` }, content];
 }
 
+/** `_has` on a type some reference parameter may refer to (each of R4's), and across types. */
+const HAS_PARAM = {
+  name: '_has', type: 'special',
+  documentation: 'Reverse chaining (search.html): _has:Type:param:name=value matches the resources that a resource of Type refers to through its reference parameter param and that meets name=value (a parameter of Type with its modifier, a chain, or another _has; at most 4 levels). Type:param is one that may refer to the type searched, as the searchRevInclude values name them; across types, to each type searched.',
+};
+
+/**
+ * The resource's `documentation` on `_include` / `_revinclude` values: R4's `Type:param:Target` form is
+ * not listed (a value per target type of every reference parameter would be some 12,000 more, and HAPI
+ * FHIR lists `Type:param` alone too), but taken for every `Type:param` listed.
+ */
+const INCLUDE_DOC = '_include and _revinclude also take Type:param:Target for each Type:param value listed (search.html: only references to a Target are followed), and :iterate.';
+
 function resourceEntry(type: string, ops: OperationDecl[]) {
   const entry: Record<string, unknown> = {
     type,
@@ -59,7 +73,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
     conditionalUpdate: true,
     conditionalRead: 'full-support',
     conditionalDelete: 'single',
-    searchParam: [...COMMON_PARAMS, ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special' || p.code === 'near').map((p) => ({
+    searchParam: [...COMMON_PARAMS, ...(referrersTo(type).length ? [HAS_PARAM] : []), ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special' || p.code === 'near').map((p) => ({
       name: p.code, definition: p.url, type: p.type, documentation: paramDocumentation(p),
     }))],
     searchInclude: ['*', ...(paramsOf(type).some((p) => p.type === 'reference') ? [`${type}:*`] : []), ...paramsOf(type).filter((p) => p.type === 'reference').map((p) => `${type}:${p.code}`)],
@@ -69,7 +83,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
   const revinclude = revIncludes(type);
   if (revinclude.length) entry.searchRevInclude = revinclude;
   const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
-  if (special.length) entry.documentation = `Not searchable (special parameters): ${special.join(', ')}.`;
+  entry.documentation = [...(special.length ? [`Not searchable (special parameters): ${special.join(', ')}.`] : []), INCLUDE_DOC].join(' ');
   const typeOps = ops.filter((o) => o.types?.includes(type));
   if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));
   return entry;
@@ -149,9 +163,18 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
   return statement;
 }
 
+/**
+ * The reference parameters (`Source:param`) whose references may name a resource of `type`: those
+ * whose targets hold it, but a canonical reference's names canonical resources alone (namedTargets:
+ * `ActivityDefinition:composed-of` names no Patient), as `_has` and `_revinclude` take them.
+ */
+function referrersTo(type: string): { source: string; param: string }[] {
+  return referrersOf(type).filter(({ source, param }) => namedTargets(paramOf(source, param)!, [type]).length > 0);
+}
+
 /** `_revinclude` values on `type`: `*`, each referring type's `Type:*` and each of its parameters. */
 function revIncludes(type: string): string[] {
-  const referrers = referrersOf(type);
+  const referrers = referrersTo(type);
   const sources = [...new Set(referrers.map((r) => r.source))];
   return [...(referrers.length ? ['*'] : []), ...sources.map((s) => `${s}:*`), ...referrers.map((r) => `${r.source}:${r.param}`)];
 }

@@ -97,15 +97,15 @@ describe('GET /metadata', () => {
 
   test('the documented parameters are advertised where R4 defines them', () => {
     const paramsOf = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchParam.map((p: Json) => p.name).sort();
-    // Every R4 core parameter of the type (R4 defines 38 for Observation), with _id, _lastUpdated, _list, _filter, _tag, _profile, _security, _source, _text and _content.
-    expect(paramsOf('Observation')).toEqual(expect.arrayContaining(['_id', '_lastUpdated', '_filter', '_tag', 'category', 'code', 'code-value-quantity', 'combo-code', 'date', 'patient', 'subject', 'value-quantity']));
-    expect(paramsOf('Observation').length).toBe(38 + 10);
+    // Every R4 core parameter of the type (R4 defines 38 for Observation), with _id, _lastUpdated, _list, _filter, _has, _tag, _profile, _security, _source, _text and _content.
+    expect(paramsOf('Observation')).toEqual(expect.arrayContaining(['_id', '_lastUpdated', '_filter', '_has', '_tag', 'category', 'code', 'code-value-quantity', 'combo-code', 'date', 'patient', 'subject', 'value-quantity']));
+    expect(paramsOf('Observation').length).toBe(38 + 11);
     expect(paramsOf('Condition')).toEqual(expect.arrayContaining(['clinical-status', 'onset-date', 'abatement-age', 'patient', 'subject']));
     expect(paramsOf('Patient')).toEqual(expect.arrayContaining(['name', 'family', 'given', 'birthdate', 'gender', 'address-city', 'race', 'ethnicity']));
     expect(paramsOf('Location')).toContain('near');
     const location = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Location')!;
     // R4's one special parameter is searchable.
-    expect(location.documentation).toBeUndefined();
+    expect(location.documentation).not.toContain('Not searchable');
     const tokenModifiers = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Condition')!.searchParam.find((p: Json) => p.name === 'code').documentation;
     expect(tokenModifiers).toContain(':below');
     expect(tokenModifiers).toContain(':in');
@@ -153,7 +153,9 @@ describe('every advertised search parameter works', () => {
     const failures: string[] = [];
     for (const r of statement.rest[0].resource as Json[]) {
       for (const p of r.searchParam as Json[]) {
-        const res = await api.get(`${r.type}?${p.name}=${encodeURIComponent(p.name === '_id' ? 'x' : sampleValue(p.type, r.type, p.name))}`, { Prefer: 'handling=strict' });
+        // `_has` is named with what it chains through: the first of the type's `_revinclude` values.
+        const key = p.name === '_has' ? `_has:${r.searchRevInclude.find((v: string) => !v.endsWith('*'))}:_id` : p.name;
+        const res = await api.get(`${r.type}?${key}=${encodeURIComponent(p.name === '_id' || p.name === '_has' ? 'x' : sampleValue(p.type, r.type, p.name))}`, { Prefer: 'handling=strict' });
         tried++;
         if (res.status !== 200) failures.push(`${r.type}?${p.name}: ${res.status} ${await res.text()}`);
         else {
@@ -195,6 +197,44 @@ describe('every advertised search parameter works', () => {
     expect(wrong).toEqual([]);
     expect(references).toBe(517);
     expect(withAbove).toBe(265);
+  });
+
+  test('_has is declared on every type and across types, with each revinclude parameter; _include=Type:param:Target is documented and works', async () => {
+    const resources = statement.rest[0].resource as Json[];
+    const refused: string[] = [];
+    for (const r of resources) {
+      const has = (r.searchParam as Json[]).find((p) => p.name === '_has');
+      expect(has).toMatchObject({ type: 'special', documentation: expect.stringContaining('_has:Type:param:name=value') });
+      expect(r.documentation).toContain('Type:param:Target');
+      // A `_revinclude` value's parameter may refer to the type: a `_has` through it is searched (the
+      // first, middle and last of each type's: all of them, some 10,000, would take half a minute).
+      const revincludes = (r.searchRevInclude as string[]).filter((x) => !x.endsWith('*'));
+      for (const v of new Set([revincludes[0]!, revincludes[revincludes.length >> 1]!, revincludes.at(-1)!])) {
+        const res = await api.get(`${r.type}?_has:${v}:_id=x`, { Prefer: 'handling=strict' });
+        if (res.status !== 200) refused.push(`${r.type}?_has:${v}: ${res.status}`);
+      }
+      // Type:param:Target for each listed Type:param, with the parameter's first target type.
+      for (const v of (r.searchInclude as string[]).filter((x) => !x.endsWith('*'))) {
+        const target = paramOf(r.type, v.split(':')[1]!)!.targets[0] ?? 'Patient';
+        const res = await api.get(`${r.type}?_include=${v}:${target}`, { Prefer: 'handling=strict' });
+        if (res.status !== 200) refused.push(`${r.type}?_include=${v}:${target}: ${res.status}`);
+      }
+    }
+    expect(refused).toEqual([]);
+    expect(resources.filter((r) => (r.searchParam as Json[]).some((p) => p.name === '_has'))).toHaveLength(resources.length);
+    const system = (statement.rest[0].searchParam as Json[]).find((p) => p.name === '_has');
+    expect(system).toMatchObject({ type: 'special' });
+    expect((await api.get('?_type=Patient,Group&_has:Observation:subject:_id=x', { Prefer: 'handling=strict' })).status).toBe(200);
+    expect((await api.get('?_has:Provenance:target:_id=x', { Prefer: 'handling=strict' })).status).toBe(200);
+  });
+
+  test('searchRevInclude lists a parameter of canonical references on canonical resource types alone, and each is taken as _has', async () => {
+    const of = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchRevInclude as string[];
+    expect(of('Questionnaire')).toContain('ActivityDefinition:composed-of');
+    expect(of('Patient')).not.toContain('ActivityDefinition:composed-of');
+    expect(of('Patient')).toContain('Observation:subject');
+    expect((await api.get('Questionnaire?_has:ActivityDefinition:composed-of:_id=x', { Prefer: 'handling=strict' })).status).toBe(200);
+    await expectOutcome(await api.get('Patient?_has:ActivityDefinition:composed-of:_id=x', { Prefer: 'handling=strict' }), 400);
   });
 
   test('a union parameter (combo-*) takes every modifier it documents', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { paramOf } from '../../src/fhir/definitions.ts';
 import { hierarchyParam } from '../../src/fhir/search-compile.ts';
+import { unreachableRevinclude } from '../../src/fhir/revinclude-reach.ts';
 import { R4_RESOURCE_TYPES, REST_RESOURCE_TYPES } from '../../src/fhir/resource-types.ts';
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
 import { identifierOf, minimalResource } from '../helpers/minimal-resource.ts';
@@ -221,6 +222,12 @@ describe('every advertised search parameter works', () => {
       }
     }
     expect(refused).toEqual([]);
+    // Every `_revinclude` value listed is one strict handling takes (unreachableRevinclude, which refuses the others).
+    const unlisted = resources.flatMap((r) => (r.searchRevInclude as string[]).filter((v) => {
+      const [source, param] = v.split(':') as [string, string];
+      return source !== '*' && unreachableRevinclude(r.type, { source, param, iterate: false }) !== undefined;
+    }).map((v) => `${r.type}?_revinclude=${v}`));
+    expect(unlisted).toEqual([]);
     expect(resources.filter((r) => (r.searchParam as Json[]).some((p) => p.name === '_has'))).toHaveLength(resources.length);
     const system = (statement.rest[0].searchParam as Json[]).find((p) => p.name === '_has');
     expect(system).toMatchObject({ type: 'special' });

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const UCUM = 'http://unitsofmeasure.org';
 const LOINC = 'http://loinc.org';
@@ -163,6 +163,32 @@ await eachStore((kind, fresh) => {
       const of = (type: string) => rest.find((r) => r.type === type)!;
       expect(of('Observation').searchInclude).toEqual(expect.arrayContaining(['*', 'Observation:*', 'Observation:subject']));
       expect(of('Patient').searchRevInclude).toEqual(expect.arrayContaining(['*', 'Observation:*', 'RiskAssessment:*', 'Observation:subject']));
+    });
+
+    test('a _revinclude whose parameter (or :Type) cannot refer to the type searched: a 400 naming _revinclude when strict, ignored with a warning when lenient', async () => {
+      await api.put200({ resourceType: 'Organization', id: 'org-rev', name: 'Acme' });
+      const strict = { Prefer: 'handling=strict' };
+      for (const [type, value, why] of [
+        ['Organization', 'Observation:subject', "'subject' of Observation does not refer to Organization (its targets: Group, Device, Patient, Location)"],
+        ['Organization', 'RiskAssessment:*', 'no reference parameter of RiskAssessment refers to Organization'],
+        ['Patient', 'Observation:subject:Group', 'its :Type Group is not the type searched (Patient)'],
+        ['Organization', 'ActivityDefinition:composed-of', "ActivityDefinition.'composed-of' holds canonical references, which name canonical resources (with a url and a version), not Organization"],
+      ]) {
+        const body = await expectOutcome(await api.get(`${type}?_revinclude=${value}`, strict), 400, 'invalid');
+        expect(body.issue[0].expression).toEqual(['_revinclude']);
+        expect(body.issue[0].diagnostics).toBe(`_revinclude '${value}' cannot include anything on ${type}: ${why}`);
+        const lenient = await api.search(`${type}?_id=${type === 'Patient' ? 'p1' : 'org-rev'}&_revinclude=${value}`);
+        expect(lenient.entry.map((e: Json) => e.search.mode)).toEqual(['match', 'outcome']);
+        const warning = lenient.entry[1].resource.issue[0];
+        expect(warning).toMatchObject({ severity: 'warning', code: 'not-supported', expression: ['_revinclude'] });
+        expect(warning.diagnostics).toContain(why);
+        expect(new URL(link(lenient, 'self')!).searchParams.has('_revinclude')).toBe(false);
+      }
+      // One that may refer to it, `*`, and an iterated one (which follows included resources, of any type) are taken.
+      for (const query of ['Patient?_id=p1&_revinclude=Observation:subject', 'Organization?_revinclude=*', 'Organization?_revinclude=Patient:organization&_revinclude:iterate=Observation:subject']) {
+        const res = await api.get(query, strict);
+        expect(res.status).toBe(200);
+      }
     });
 
     test('_include takes :iterate alone as its modifier, and Type:parameter[:Target] alone as its value', async () => {

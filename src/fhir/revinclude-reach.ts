@@ -1,0 +1,54 @@
+/**
+ * Whether a `_revinclude` can reach the resources searched (R4 search.html, "Including other
+ * resources"): its parameter must be able to refer to their type, as the CapabilityStatement's
+ * `searchRevInclude` lists them, and its `:Type`, if any, must be that type.
+ */
+import { FhirError, type FhirIssue } from '../errors.ts';
+import { paramOf, paramsOf, type ParamDefinition } from './definitions.ts';
+import { issue } from './outcome.ts';
+import { namedTargets, namesNone, referenceTargets } from './search-compile.ts';
+import type { Include } from './search.ts';
+
+/**
+ * Whether reference parameter `def` may refer to `type`, as `_has` takes it: a target of it (one of no
+ * target type may refer to any), which its references can name (namedTargets: canonical references name
+ * canonical resources alone).
+ */
+function mayReferTo(def: ParamDefinition, type: string): boolean {
+  const targets = referenceTargets(def);
+  return (targets.length === 0 || targets.includes(type)) && namedTargets(def, [type]).length > 0;
+}
+
+/**
+ * Why `_revinclude` value `include` can add nothing to a search of `type`, or undefined when it can:
+ * `Source:param` whose parameter does not refer to `type` (`Account?_revinclude=Observation:subject`),
+ * `Source:*` when none of Source's does, or a `:Type` other than `type` (`Patient?_revinclude=
+ * Observation:subject:Group`). `*` and `:iterate` (which follows the included resources, of any type)
+ * always can.
+ */
+export function unreachableRevinclude(type: string, include: Include): string | undefined {
+  const { source, param, target, iterate } = include;
+  if (iterate || source === '*') return undefined;
+  if (target !== undefined && target !== type) return `its :Type ${target} is not the type searched (${type})`;
+  if (param === '*') {
+    return paramsOf(source).some((d) => d.type === 'reference' && mayReferTo(d, type)) ? undefined : `no reference parameter of ${source} refers to ${type}`;
+  }
+  const def = paramOf(source, param)!;
+  if (mayReferTo(def, type)) return undefined;
+  const targets = referenceTargets(def);
+  return targets.length && !targets.includes(type) ? `'${param}' of ${source} does not refer to ${type} (its targets: ${targets.join(', ')})` : `${source}.${namesNone(def, [type])}`;
+}
+
+/**
+ * `include` (`key=raw`, a `_revinclude` on a search of `type`) unless unreachableRevinclude says it
+ * can add nothing: then a 400 naming `key` when `strict`, else a warning in `warnings` and nothing, as
+ * possibleInclude in src/fhir/search.ts does for a `:Type` its parameter cannot refer to.
+ */
+export function reachingRevinclude(type: string, include: Include, key: string, raw: string, strict: boolean, warnings: FhirIssue[]): Include | undefined {
+  const why = unreachableRevinclude(type, include);
+  if (why === undefined) return include;
+  const message = `${key} '${raw}' cannot include anything on ${type}: ${why}`;
+  if (strict) throw new FhirError('invalid', message, { expression: [key] });
+  warnings.push(issue('warning', 'not-supported', `${message}, so it was ignored`, [key]));
+  return undefined;
+}

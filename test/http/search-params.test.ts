@@ -89,6 +89,19 @@ describe('_id', () => {
   });
 });
 
+describe(':missing', () => {
+  test('is a 400 naming the parameter on _id, _lastUpdated, _text, _content, _list and _filter, under any handling; other parameters take it', async () => {
+    for (const name of ['_id', '_lastUpdated', '_text', '_content', '_list', '_filter']) {
+      for (const prefer of ['handling=lenient', 'handling=strict']) {
+        const body = await expectOutcome(await api.get(`Patient?${name}:missing=true`, { Prefer: prefer }), 400);
+        expect(body.issue[0].expression).toEqual([`${name}:missing`]);
+      }
+    }
+    expect(await found('Patient?_tag:missing=false&_id=p1')).toEqual([]);
+    expect((await api.get('Location?near:missing=true', { Prefer: 'handling=strict' })).status).toBe(200);
+  });
+});
+
 describe('_lastUpdated', () => {
   const cases: [string, string[]][] = [
     ['2026-03-01', ['org-a', 'org-b', 'org-c']],

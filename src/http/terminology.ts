@@ -22,6 +22,7 @@ import { then, type SyncOrAsync } from '../sync-or-async.ts';
 import { readFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
+import { parsePrefer } from './prefer.ts';
 
 export interface TerminologyRouteDeps {
   readonly terminology: Terminology;
@@ -49,9 +50,16 @@ export const terminologyCapabilities: CapabilityContribution = {
 /** The type-level `ValueSet/$validate-code` below the FHIR base: its Hono route and its hot-route label. */
 export const VALUE_SET_VALIDATE_CODE_ROUTE = '/ValueSet/$validate-code';
 
-/** An operation's inputs: from the query (GET) or the Parameters body (POST). */
+/**
+ * An operation's inputs: from the query (GET) or the Parameters body (POST). Under `Prefer:
+ * handling=strict` a parameter the operation does not take is a 400 naming it, as in a search.
+ */
 function requestInputs<S extends OperationSpec>(req: Request, params: OperationParameters<S>, maxBodyBytes: number): SyncOrAsync<OperationInput<S>> {
-  return req.method === 'GET' ? params.fromQuery(new URL(req.url).searchParams) : readFhirBody(req, maxBodyBytes).then((body) => params.fromBody(body));
+  const prefer = req.headers.get('prefer');
+  const strict = prefer !== null && parsePrefer(prefer).get('handling') === 'strict';
+  if (req.method === 'GET') return params.fromQuery(new URL(req.url).searchParams, strict);
+  if (strict) params.checkPostQuery(new URL(req.url).searchParams, strict);
+  return readFhirBody(req, maxBodyBytes).then((body) => params.fromBody(body, strict));
 }
 
 /** `ValueSet/$validate-code` of an admitted request, type level or instance level with `id`. */

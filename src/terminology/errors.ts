@@ -10,6 +10,11 @@ export function invalid(message: string, expression: readonly string[] = []): Fh
   return new FhirError('invalid', message, expression.length > 0 ? { expression: [...expression] } : {});
 }
 
+/** An input the operation does not take, under strict handling (`Prefer: handling=strict`): 400 `not-supported` naming it. */
+export function notSupported(message: string, expression: readonly string[]): FhirError {
+  return new FhirError('not-supported', message, { expression: [...expression] });
+}
+
 export function notFound(message: string): FhirError {
   return new FhirError('not-found', message);
 }

@@ -99,3 +99,37 @@ describe('inputs that used to be ignored silently', () => {
     expect(errorIssue(r, 400).text).toBe(`'url' is '${VS}pets', but ValueSet/mammals has the url '${VS}mammals'`);
   });
 });
+
+describe('a parameter an operation does not take: ignored, or a 400 naming it under Prefer: handling=strict', () => {
+  const OPERATIONS: [string, Record<string, string>, string][] = [
+    ['ValueSet/$expand', { url: `${VS}all-animals` }, 'includeDefinition'],
+    ['ValueSet/$validate-code', { url: `${VS}all-animals`, system: ANIMALS, code: 'animal' }, 'context'],
+    ['CodeSystem/$validate-code', { url: ANIMALS, code: 'animal' }, 'systemVersion'],
+    ['CodeSystem/$lookup', { system: ANIMALS, code: 'animal' }, 'useSupplement'],
+  ];
+  const send = async (method: 'GET' | 'POST', path: string, query: Record<string, string>, prefer: string, body?: unknown) => {
+    const init = fhirInit(token, method, body === undefined ? undefined : JSON.stringify(body));
+    const res = await t.request(`${t.fhir()}/${path}?${new URLSearchParams(query)}`, { ...init, headers: { ...(init.headers as Record<string, string>), Prefer: prefer } });
+    return { status: res.status, body: (await res.json()) as { issue?: { code: string; diagnostics: string; expression: string[] }[] } };
+  };
+  const parameters = (query: Record<string, string>) => ({ resourceType: 'Parameters', parameter: Object.entries(query).map(([name, value]) => ({ name, valueString: value })) });
+
+  test.each(OPERATIONS)('%s, by GET and by POST', async (path, inputs, unsupported) => {
+    for (const name of [unsupported, 'nonsense']) {
+      const extra = { ...inputs, [name]: 'true' };
+      for (const [method, query, body] of [['GET', extra, undefined], ['POST', {}, parameters(extra)]] as const) {
+        expect((await send(method, path, query, 'handling=lenient', body)).status).toBe(200);
+        const strict = await send(method, path, query, 'handling=strict', body);
+        expect(strict.status).toBe(400);
+        expect(strict.body.issue![0]).toMatchObject({ code: 'not-supported', expression: [name], diagnostics: `'${name}' is not a parameter of ${path}` });
+      }
+    }
+    // The interaction's own parameters are not the operation's, and are taken.
+    expect((await send('GET', path, { ...inputs, _format: 'json', _pretty: 'true' }, 'handling=strict')).status).toBe(200);
+    // A POST's inputs are its body's: one in its URL is not read, and said so when strict.
+    expect((await send('POST', path, { count: '1' }, 'handling=lenient', parameters(inputs))).status).toBe(200);
+    const inUrl = await send('POST', path, { count: '1', _format: 'json' }, 'handling=strict', parameters(inputs));
+    expect(inUrl.status).toBe(400);
+    expect(inUrl.body.issue![0]).toMatchObject({ code: 'not-supported', expression: ['count'] });
+  });
+});

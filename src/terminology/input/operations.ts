@@ -1,7 +1,7 @@
 import { OperationParameters, P } from './parameters.ts';
 
 /** Inputs of ValueSet/$validate-code (FHIR R4 ValueSet-validate-code). */
-export const valueSetValidateCodeParams = new OperationParameters({
+export const valueSetValidateCodeParams = new OperationParameters('ValueSet/$validate-code', {
   url: { kind: P.uri },
   valueSetVersion: { kind: P.string },
   valueSet: { kind: P.valueSet },
@@ -17,7 +17,7 @@ export const valueSetValidateCodeParams = new OperationParameters({
 });
 
 /** Inputs of CodeSystem/$validate-code (FHIR R4 CodeSystem-validate-code). */
-export const codeSystemValidateCodeParams = new OperationParameters({
+export const codeSystemValidateCodeParams = new OperationParameters('CodeSystem/$validate-code', {
   url: { kind: P.uri },
   codeSystem: { kind: P.codeSystem },
   version: { kind: P.string },
@@ -31,7 +31,7 @@ export const codeSystemValidateCodeParams = new OperationParameters({
 });
 
 /** Inputs of CodeSystem/$lookup (FHIR R4 CodeSystem-lookup). */
-export const lookupParams = new OperationParameters({
+export const lookupParams = new OperationParameters('CodeSystem/$lookup', {
   code: { kind: P.code },
   system: { kind: P.uri },
   version: { kind: P.string },
@@ -42,7 +42,7 @@ export const lookupParams = new OperationParameters({
 });
 
 /** Inputs of ValueSet/$expand (FHIR R4 ValueSet-expand). */
-export const expandParams = new OperationParameters({
+export const expandParams = new OperationParameters('ValueSet/$expand', {
   url: { kind: P.uri },
   valueSetVersion: { kind: P.string },
   valueSet: { kind: P.valueSet },

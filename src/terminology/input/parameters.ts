@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { invalid } from '../errors.ts';
+import { invalid, notSupported } from '../errors.ts';
 import { CodeSystemSchema } from '../model/code-system.ts';
 import { CodeableConceptSchema, CodingSchema } from '../model/datatypes.ts';
 import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
@@ -89,22 +89,28 @@ function plainEntries(body: unknown): readonly ParameterEntry[] | undefined {
   return parameter as ParameterEntry[];
 }
 
+/** Query parameters of every interaction (FHIR R4 http.html), never an operation's input. */
+const GENERAL = new Set(['_format', '_pretty']);
+
 /**
  * The declared inputs of one operation, read from a Parameters resource (POST) or from the
  * URL query (GET, primitive inputs only) and validated once with zod (FHIR R4 Operations 3.1.0.1).
+ * A parameter the operation does not take is ignored (HL7's terminology test cases send R5 ones, `tx-resource` say),
+ * or a 400 naming it under strict handling (`Prefer: handling=strict`), as a search's is.
  * Create one per operation at start-up; reading is then cheap per request.
  */
 export class OperationParameters<S extends OperationSpec> {
   private readonly schemas = new Map<string, z.ZodType>();
 
-  constructor(readonly spec: S) {
+  /** `operation`: its name in messages (`ValueSet/$expand`). */
+  constructor(readonly operation: string, readonly spec: S) {
     for (const [name, param] of Object.entries(spec)) {
       this.schemas.set(name, param.repeats === true ? z.array(param.kind.schema) : param.kind.schema);
     }
   }
 
-  /** Inputs from a Parameters resource body; unknown parameter names are ignored. */
-  fromBody(body: unknown): OperationInput<S> {
+  /** Inputs from a Parameters resource body; unknown parameter names are ignored, or a 400 when `strict`. */
+  fromBody(body: unknown, strict = false): OperationInput<S> {
     checkDepth(body, 'The request body');
     let entries = plainEntries(body);
     if (entries === undefined) {
@@ -116,22 +122,41 @@ export class OperationParameters<S extends OperationSpec> {
     for (const entry of entries) {
       const name = entry.name;
       const param = this.spec[name];
-      if (param === undefined) continue;
+      if (param === undefined) {
+        if (strict) throw this.notTaken(name);
+        continue;
+      }
       collect(raw, name, param, valueOf(entry, name, param.kind));
     }
     return this.validate(raw);
   }
 
-  /** Inputs from URL query parameters (the GET form); unknown names are ignored. */
-  fromQuery(query: URLSearchParams): OperationInput<S> {
+  /** Inputs from URL query parameters (the GET form); unknown names are ignored, or a 400 when `strict`. */
+  fromQuery(query: URLSearchParams, strict = false): OperationInput<S> {
     const raw: Record<string, unknown> = {};
     for (const [name, text] of query) {
       const param = this.spec[name];
-      if (param === undefined) continue;
+      if (param === undefined) {
+        if (strict && !GENERAL.has(name)) throw this.notTaken(name);
+        continue;
+      }
       if (!param.kind.primitive) throw invalid(`the parameter '${name}' cannot be given in the URL; POST a Parameters resource`, [name]);
       collect(raw, name, param, fromText(text, param.kind));
     }
     return this.validate(raw);
+  }
+
+  /**
+   * The URL query of a POST, whose inputs are the body's: when `strict`, a 400 naming a parameter in it
+   * other than `_format` and `_pretty`, which would be ignored.
+   */
+  checkPostQuery(query: URLSearchParams, strict: boolean): void {
+    if (!strict) return;
+    for (const name of query.keys()) if (!GENERAL.has(name)) throw notSupported(`'${name}' in the URL of a POST to ${this.operation} is not read: inputs go in the Parameters body`, [name]);
+  }
+
+  private notTaken(name: string) {
+    return notSupported(`'${name}' is not a parameter of ${this.operation}`, [name]);
   }
 
   /** Validates each given input with its kind's schema (only given ones: this is per request). */

@@ -651,9 +651,11 @@ function unknown(type: string, key: string): UnknownParameterError {
 export function parameterCondition(type: string, key: string, raw: string, now: number, depth = 0): PendingCondition {
   if (depth > MAX_CHAIN_DEPTH) throw new FhirError('invalid', `'${key}' chains more than ${MAX_CHAIN_DEPTH} levels`, { issueCode: 'too-costly', expression: [key] });
   const dot = key.indexOf('.');
-  if (key.startsWith('_has:') || dot > 0) {
+  // `_has` alone (no `:Type:ref:name`) is hasCondition's malformed `_has`, not an unknown parameter.
+  const has = key === '_has' || key.startsWith('_has:');
+  if (has || dot > 0) {
     try {
-      return key.startsWith('_has:') ? hasCondition(type, key, raw, now, depth) : chainCondition(type, key, dot, raw, now, depth);
+      return has ? hasCondition(type, key, raw, now, depth) : chainCondition(type, key, dot, raw, now, depth);
     } catch (err) {
       throw depth === 0 ? namingParameter(err, key) : err;
     }

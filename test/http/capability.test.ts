@@ -235,6 +235,14 @@ describe('every advertised search parameter works', () => {
     expect((await api.get('?_has:Provenance:target:_id=x', { Prefer: 'handling=strict' })).status).toBe(200);
   });
 
+  test('_has without Type:param:name is a 400 saying its form, under any handling (not an unknown parameter)', async () => {
+    for (const prefer of ['handling=lenient', 'handling=strict']) {
+      const body = await expectOutcome(await api.get('Patient?_has=x', { Prefer: prefer }), 400, 'invalid');
+      expect(body.issue[0].expression).toEqual(['_has']);
+      expect(body.issue[0].diagnostics).toContain('expected _has:Type:reference:parameter');
+    }
+  });
+
   test('searchRevInclude lists a parameter of canonical references on canonical resource types alone, and each is taken as _has', async () => {
     const of = (type: string) => (statement.rest[0].resource as Json[]).find((r) => r.type === type)!.searchRevInclude as string[];
     expect(of('Questionnaire')).toContain('ActivityDefinition:composed-of');

@@ -6,7 +6,7 @@
 import type { ParamDefinition } from './definitions.ts';
 import { NEAR_DOC } from './near.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
-import { hierarchyParam, MODIFIERS, referenceTargets } from './search-compile.ts';
+import { hierarchyParam, MODIFIERS, namedTargets, referenceTargets } from './search-compile.ts';
 
 const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug).';
 
@@ -15,10 +15,11 @@ const CANONICAL_BELOW = 'canonical URLs alone (`url`: every version; `url|versio
 /**
  * The types whose hierarchy (`Location.partof` and the like: hierarchyParam) `:below` and `:above` on
  * reference parameter `def` walk, as hierarchyCondition in search-compile.ts takes a `Type/id`: its
- * target types that form one, or any type that does for a parameter R4 gives no target type.
+ * target types that form one, or any type that does for a parameter R4 gives no target type, and that
+ * its references can name (none for canonical references: namedTargets).
  */
 export function hierarchyTargets(def: ParamDefinition): string[] {
-  return (def.targets.length ? referenceTargets(def) : REST_RESOURCE_TYPES).filter((t) => hierarchyParam(t) !== undefined);
+  return namedTargets(def, def.targets.length ? referenceTargets(def) : [...REST_RESOURCE_TYPES]).filter((t) => hierarchyParam(t) !== undefined);
 }
 
 /**
@@ -30,7 +31,7 @@ function referenceDoc(def: ParamDefinition): { text: string; modifiers: string[]
   const types = hierarchyTargets(def);
   const base = MODIFIERS.reference.filter((m) => m !== 'above');
   if (!types.length) {
-    return { text: `:below takes ${CANONICAL_BELOW}; no :above (no type it refers to forms a hierarchy).`, modifiers: base };
+    return { text: `:below takes ${CANONICAL_BELOW}; no :above (it names no resource of a type that forms a hierarchy).`, modifiers: base };
   }
   const named = types.map((t) => `${t} (${t}.${hierarchyParam(t)!.code})`).join(', ');
   const byId = def.targets.length && types.length === 1 ? ` or \`id\`` : '';

@@ -313,7 +313,7 @@ function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', v
     if (parsed) ({ type: target, id } = parsed);
     else {
       if (!ID_PATTERN.test(raw)) throw invalid(name, `Invalid value '${raw}' for '${name}': expected Type/id or id`);
-      const candidates = referenceTargets(def).filter((t) => hierarchyParam(t) !== undefined);
+      const candidates = namedTargets(def, referenceTargets(def)).filter((t) => hierarchyParam(t) !== undefined);
       if (candidates.length !== 1) {
         throw invalid(name, candidates.length ? `'${raw}': name the type of '${def.code}' (${candidates.map((t) => `${t}/${raw}`).join(', ')})` : `'${def.code}' refers to no type whose resources form a hierarchy`);
       }
@@ -321,6 +321,8 @@ function hierarchyCondition(def: ParamDefinition, modifier: 'below' | 'above', v
     }
     if (def.targets.length && !referenceTargets(def).includes(target)) throw invalid(name, `'${def.code}' does not refer to ${target}`);
     if (!hierarchyParam(target)) throw invalid(name, `${target} resources form no hierarchy (no part-of or parent parameter) for ':${modifier}'`);
+    // A canonical reference names a canonical resource, none of which forms a hierarchy.
+    if (!namedTargets(def, [target]).length) throw invalid(name, namesNone(def, [target]));
     (byType.get(target) ?? byType.set(target, []).get(target)!).push(id);
   }
   const param = def.storedAs?.param ?? def.code;

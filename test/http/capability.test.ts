@@ -197,7 +197,10 @@ describe('every advertised search parameter works', () => {
     }
     expect(wrong).toEqual([]);
     expect(references).toBe(517);
-    expect(withAbove).toBe(265);
+    expect(withAbove).toBe(219);
+    // A canonical reference (RelatedArtifact.resource: any type in R4) names canonical resources, none of which forms a hierarchy.
+    const canonical = await expectOutcome(await api.get('PlanDefinition?composed-of:above=Location/1'), 400, 'invalid');
+    expect(canonical.issue[0]).toMatchObject({ expression: ['composed-of:above'], diagnostics: expect.stringContaining('canonical references') });
   });
 
   test('_has is declared on every type and across types, with each revinclude parameter; _include=Type:param:Target is documented and works', async () => {

@@ -117,6 +117,21 @@ export function bundlePoster(app: () => TestApp, client: () => FhirClient) {
   return { send, ok, nothingWritten };
 }
 
+/** The sorted ids of the resources a search matches (its first page). */
+export async function searchIds(api: FhirClient, query: string): Promise<string[]> {
+  return ((await api.search(query)).entry ?? []).map((e: Json) => e.resource.id as string).sort();
+}
+
+/**
+ * Checks a search both ways, as the SQL and the in-memory matcher answer it: `Type?query` matches
+ * `expected`, and of `candidates` a token scoped `system/{type}.rs?{query}` may read `expected` (readableUnder).
+ */
+export async function expectBothWays(t: TestApp, api: FhirClient, type: string, query: string, candidates: string[], expected: string[]): Promise<void> {
+  const found = await searchIds(api, `${type}?${query}`);
+  const readable = await readableUnder(t, type, query, candidates);
+  expect({ query, found, readable }).toEqual({ query, found: expected, readable: expected });
+}
+
 /**
  * Which of `ids` (of `type`) a token scoped `system/{type}.rs?{query}` may read (200, else 403): the
  * in-memory matcher's answer to a search, to set beside the SQL's.

@@ -10,7 +10,7 @@ import { INDEX_MODEL, readsRowsBeingRebuilt, reindex, touchedSince } from '../..
 import type { Condition } from '../../src/store/types.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { fhirClient, readableUnder, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { expectBothWays, fhirClient, searchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const UCUM = 'http://unitsofmeasure.org';
 const years = (value: number) => ({ value, system: UCUM, code: 'a', unit: 'years' });
@@ -43,7 +43,7 @@ await eachStore((kind, fresh) => {
   describe(`a Range's unit on ${kind}`, () => {
     let t: TestApp;
     let api: FhirClient;
-    const ids = async (q: string) => ((await api.search(q)).entry ?? []).map((e: Json) => e.resource.id as string).sort();
+    const ids = (q: string) => searchIds(api, q);
     const ofType = (type: string) => DATA.filter((r) => r.resourceType === type).map((r) => r.id as string);
 
     beforeAll(async () => {
@@ -55,9 +55,7 @@ await eachStore((kind, fresh) => {
 
     test('value||unit finds a Range by its stated unit as a Quantity, in SQL and in memory', async () => {
       for (const [type, query, expected] of CASES) {
-        const found = await ids(`${type}?${query}`);
-        const readable = await readableUnder(t, type, query, ofType(type));
-        expect({ query, found, readable }).toEqual({ query, found: expected, readable: expected });
+        await expectBothWays(t, api, type, query, ofType(type), expected);
       }
       // The unit's row changes no sort and no :missing.
       expect(((await api.search('Condition?_sort=onset-age&_elements=id')).entry ?? []).map((e: Json) => e.resource.id)).toEqual(['high', 'coded', 'range', 'age']);

@@ -86,6 +86,8 @@ const specV2 = specBase.extend({
   // mayExport), as it refused their kick-offs, and shows the job to every token of its client.
   bound: z.object({ patient: z.string(), types: z.array(z.string()) }).optional(),
   ownerPatient: z.string().optional(),
+  // Optional: a release that does not know it exports every Binary, as releases before it did.
+  binaryContexts: z.array(z.string()).optional(),
   steps: z.array(step).min(1),
 });
 

@@ -5,7 +5,7 @@ import { requireCompartment, requireFilter } from '../fhir/crud.ts';
 import type { Resource } from '../fhir/resource.ts';
 import { issue } from '../fhir/outcome.ts';
 import { parseReference } from '../fhir/references.ts';
-import { ID_PATTERN } from '../fhir/resource-types.ts';
+import { ID_PATTERN, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import type { Condition, ExportPatient, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
 import { groupMemberIds, groupPatients, readAsOf } from './group.ts';
@@ -116,6 +116,16 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
 }
 
+/**
+ * The types a Binary's securityContext may name for `access` to export it (ExportSpec.binaryContexts):
+ * those it reads unfiltered; undefined when that is every type. A type read through a SMART v2 filter is
+ * left out, since the export cannot hold each Binary's context to the filter as a read does.
+ */
+function binaryContexts(access: Access): string[] | undefined {
+  const readable = R4_RESOURCE_TYPES.filter((t) => access.can(t, 'r') && access.filters?.(t, 'r') === undefined);
+  return readable.length === R4_RESOURCE_TYPES.length ? undefined : readable;
+}
+
 /** Builds the job spec from validated parameters (Bulk Data 2.0 kick-off request). */
 async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   const { input, lenient, level } = req;
@@ -143,6 +153,8 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   if (Object.keys(scoped).length) spec.scopeFilters = scoped;
   if (bound) spec.bound = { patient: bound.patient, types: bound.types };
   if (req.access.patient !== undefined) spec.ownerPatient = req.access.patient;
+  const contexts = selection.types.includes('Binary') ? binaryContexts(req.access) : undefined;
+  if (contexts) spec.binaryContexts = contexts;
   if (selection.provenance === 'compartment') {
     const targetScopes = scopeFilters(req.access, selection.provenanceTargets);
     const targets = Object.fromEntries(selection.provenanceTargets.map((t) => [t, targetScopes[t] ?? []]));

@@ -57,6 +57,13 @@ export interface ExportSpec {
    * this patient, so that one app's patients never see or cancel each other's exports.
    */
   ownerPatient?: string;
+  /**
+   * With Binary exported by a token that may not read every type, or reads some through a SMART v2
+   * filter: the types a Binary's `securityContext` may name for the Binary to be exported (those the
+   * token reads unfiltered), as a read of it requires (requireContextReadable in src/fhir/crud.ts); a
+   * Binary whose context names another type is left out. Absent: every Binary is within reach.
+   */
+  binaryContexts?: string[];
   /** Problems with the request that lenient handling let through; they go to the manifest's `error` files. */
   issues: FhirIssue[];
   /** The tenant's FHIR base: absolute references under it are the tenant's (FhirDeps.fhirBase); absent: none is. */

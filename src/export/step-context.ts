@@ -10,6 +10,7 @@ import { parseExact } from '../fhir/exact-json.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { Resource } from '../fhir/resource.ts';
 import { validationErrors } from '../fhir/validation/check.ts';
+import { securityContextTarget } from '../fhir/binary.ts';
 
 /** Everything a step needs; `progress` is the job's checkpoint, updated at every rollover. */
 export interface StepContext extends SelectContext {
@@ -62,9 +63,23 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   const live = page.rows.filter((r) => !r.deleted).map((r) => r.content);
   const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
   let texts = ctx.validate ? validOnly(ctx, type, [...splitLines(page.lines), ...live]) : undefined;
+  if (type === 'Binary' && ctx.spec.binaryContexts) texts = inContextReach(ctx.spec.binaryContexts, texts ?? [...splitLines(page.lines), ...live]);
   if (kept) texts = subsetAll(ctx, type, texts ?? [...splitLines(page.lines), ...live], kept);
   const output = texts ? joinLines(texts) : concat(page.lines, joinLines(live));
   return { output, count: texts ? texts.length : page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
+}
+
+/**
+ * The Binaries whose securityContext names none of this tenant's resources, or one of a type in
+ * `readable` (ExportSpec.binaryContexts): the others are out of the kick-off token's reach, as a read
+ * of them would be (403), and are left out.
+ */
+function inContextReach(readable: readonly string[], contents: string[]): string[] {
+  const types = new Set(readable);
+  return contents.filter((content) => {
+    const target = securityContextTarget(JSON.parse(content) as Resource);
+    return !target || types.has(target.type);
+  });
 }
 
 /**

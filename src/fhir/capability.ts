@@ -1,6 +1,6 @@
 import { isDomainResource, paramOf, paramsOf, referrersOf } from './definitions.ts';
 import { paramDocumentation } from './param-documentation.ts';
-
+import { PATCH_FORMATS } from './patch.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { namedTargets } from './search-compile.ts';
 
@@ -131,7 +131,7 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
     // What Accept, `_format` and Content-Type take (src/http/fhir-response.ts, body.ts): R4's type, plain
     // JSON, DSTU2's name and the `json` shorthand; every answer is application/fhir+json.
     format: ['application/fhir+json', 'application/json', 'application/json+fhir', 'json'],
-    patchFormat: ['application/json-patch+json', 'application/fhir+json'],
+    patchFormat: [...PATCH_FORMATS],
     rest: [
       {
         mode: 'server',

@@ -23,6 +23,9 @@ export type PatchDocument =
 export const JSON_PATCH_TYPE = 'application/json-patch+json';
 const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
 
+/** The Content-Types a PATCH takes (the CapabilityStatement's `patchFormat`): JSON Patch, and a FHIRPath Patch Parameters as FHIR JSON. */
+export const PATCH_FORMATS: readonly string[] = [JSON_PATCH_TYPE, ...FHIR_TYPES];
+
 /** A FHIRPath Patch from a Parameters resource (400 when it is something else). */
 function fhirPathPatch(body: unknown): PatchDocument {
   const params = asResource(body);

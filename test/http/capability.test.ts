@@ -141,6 +141,20 @@ describe('GET /metadata', () => {
     }
   });
 
+  test('declares each patch format a PATCH takes: JSON Patch, and a FHIRPath Patch in each FHIR JSON type', async () => {
+    expect(statement.patchFormat).toEqual(['application/json-patch+json', 'application/fhir+json', 'application/json', 'application/json+fhir']);
+    await api.put200({ resourceType: 'Basic', id: 'patched', code: { text: 'before' } });
+    for (const format of statement.patchFormat as string[]) {
+      const body = format === 'application/json-patch+json'
+        ? [{ op: 'replace', path: '/code/text', value: format }]
+        : { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Basic.code.text' }, { name: 'value', valueString: format }] }] };
+      const res = await api.call('PATCH', 'Basic/patched', body, { 'Content-Type': format });
+      expect({ format, status: res.status }).toEqual({ format, status: 200 });
+      expect(((await res.json()) as Json).code.text).toBe(format);
+    }
+    await expectOutcome(await api.call('PATCH', 'Basic/patched', { a: 1 }, { 'Content-Type': 'application/merge-patch+json' }), 415);
+  });
+
   test('refuses XML with 406 and answers 404 for an unknown tenant', async () => {
     await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'application/fhir+xml' } }), 406);
     await expectOutcome(await t.request(`${base}/metadata?_format=xml`), 406);

@@ -68,11 +68,6 @@ test('_pretty=true indents the answer; without it the answer is compact', async 
   expect(await (await api.get('Patient/p1?_pretty=false')).text()).not.toContain('\n');
 });
 
-test('the CapabilityStatement lists the patch formats', async () => {
-  const cs = (await (await t.request(`${api.base}/metadata`)).json()) as Json;
-  expect(cs.patchFormat).toEqual(['application/json-patch+json', 'application/fhir+json']);
-});
-
 test("history's _count past a page's most is that most, as search's", async () => {
   const res = await api.get('Patient/p1/_history?_count=10000000');
   expect(res.status).toBe(200);

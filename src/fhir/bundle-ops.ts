@@ -365,7 +365,7 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
       requireIfMatch(o.ifMatch, showCondition(entry.type, entry.condition!), null);
       return responseEntry('204 No Content');
     }
-    const v = await deleteVersion(w, entry.type, p.id, o);
+    await deleteVersion(w, entry.type, p.id, o);
     // As a REST delete: nothing to delete is a success (FHIR R4 http 3.1.0.7).
     return responseEntry('204 No Content');
   }

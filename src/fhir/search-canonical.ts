@@ -7,7 +7,7 @@
  */
 import type { Condition } from '../store/types.ts';
 import { paramOf, type ParamDefinition } from './definitions.ts';
-import { typeModel, type Slot, type TypeModel } from './validation/model.ts';
+import { pathTypes } from './validation/model.ts';
 
 /** Whether resources of `type` are canonical resources, searched by `url` and `version`. */
 export function isCanonicalType(type: string): boolean {
@@ -80,29 +80,10 @@ export function referenceKinds(def: ParamDefinition): { canonical: boolean; lite
   if (out) return out;
   out = { canonical: false, literal: false };
   for (const path of def.paths) {
-    const types = path.targetType === undefined ? leafTypes(def.base, path.key.replace(/\.where\([^()]*\)/g, '')) : [];
+    const types = path.targetType === undefined ? pathTypes(def.base, path.key.replace(/\.where\([^()]*\)/g, '')) : [];
     if (types.some((t) => t === 'canonical' || t === 'uri' || t === 'url')) out.canonical = true;
     if (types.length === 0 || types.some((t) => t !== 'canonical' && t !== 'uri' && t !== 'url')) out.literal = true;
   }
   KINDS.set(def, out);
   return out;
-}
-
-/** The types of the elements a plain path (`a.b.c`) reaches from `type`; a choice element by its name (`definition`) is all of its types. */
-function leafTypes(type: string, key: string): string[] {
-  if (!/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$/.test(key)) return [];
-  const steps = key.split('.');
-  let at: string | undefined = type;
-  for (const [i, step] of steps.entries()) {
-    const model: TypeModel | null | undefined = at === undefined ? undefined : typeModel(at);
-    if (!model) return [];
-    const slot: Slot | undefined = model.slots.get(step);
-    if (slot) {
-      at = slot.type;
-      continue;
-    }
-    if (i < steps.length - 1) return [];
-    return [...model.slots.values()].filter((s) => s.element.choice && s.element.name === step).map((s) => s.type);
-  }
-  return at === undefined ? [] : [at];
 }

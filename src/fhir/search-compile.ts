@@ -17,7 +17,7 @@ import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextQuery } from './text-query.ts';
 import { isCanonicalType, referenceKinds } from './search-canonical.ts';
 import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
-import { typeModel, type BindingModel, type Slot, type TypeModel } from './validation/model.ts';
+import { pathTypes, typeModel, type BindingModel, type Slot, type TypeModel } from './validation/model.ts';
 
 /** A required binding whose codes are listed (BindingModel). */
 type CodesBinding = Extract<BindingModel, { kind: 'codes' }>;
@@ -240,15 +240,8 @@ function reachesContactPoints(def: ParamDefinition): boolean {
   let out = CONTACT_POINTS.get(def);
   if (out !== undefined) return out;
   out = def.type === 'token' && def.paths.length > 0 && def.paths.every((path) => {
-    const key = path.key.replace(/\.where\([^()]*\)$/, '');
-    if (!/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$/.test(key)) return false;
-    let type: string | undefined = def.base;
-    let slot: Slot | undefined;
-    for (const step of key.split('.')) {
-      slot = type === undefined ? undefined : typeModel(type)?.slots.get(step);
-      type = slot?.type;
-    }
-    return slot?.type === 'ContactPoint';
+    const types = pathTypes(def.base, path.key.replace(/\.where\([^()]*\)$/, ''));
+    return types.length > 0 && types.every((t) => t === 'ContactPoint');
   });
   CONTACT_POINTS.set(def, out);
   return out;

@@ -120,6 +120,28 @@ export function typeModel(name: string): TypeModel | null {
   return m;
 }
 
+/**
+ * The types of the elements a plain path (`a.b.c`, JSON names) reaches from `type`; a last step naming
+ * a choice element (`value`) reaches each of its types. None when the path is not plain or not in the model.
+ */
+export function pathTypes(type: string, key: string): string[] {
+  if (!/^[a-z][A-Za-z]*(\.[a-z][A-Za-z]*)*$/.test(key)) return [];
+  const steps = key.split('.');
+  let at: string | undefined = type;
+  for (const [i, step] of steps.entries()) {
+    const model: TypeModel | null = at === undefined ? null : typeModel(at);
+    if (!model) return [];
+    const slot: Slot | undefined = model.slots.get(step);
+    if (slot) {
+      at = slot.type;
+      continue;
+    }
+    if (i < steps.length - 1) return [];
+    return [...model.slots.values()].filter((s) => s.element.choice && s.element.name === step).map((s) => s.type);
+  }
+  return at === undefined ? [] : [at];
+}
+
 /** The FHIR type of JSON element `name` of a value of type `owner` (for FHIRPath); undefined for a choice element's base name. */
 export function elementType(owner: string, name: string): string | undefined {
   return typeModel(owner)?.slots.get(name)?.type;

@@ -46,8 +46,14 @@ export function unreachableRevinclude(type: string, include: Include): string | 
  */
 export function reachingRevinclude(type: string, include: Include, key: string, raw: string, strict: boolean, warnings: FhirIssue[]): Include | undefined {
   const why = unreachableRevinclude(type, include);
-  if (why === undefined) return include;
-  const message = `${key} '${raw}' cannot include anything on ${type}: ${why}`;
+  return why === undefined ? include : ignoredInclude(`${key} '${raw}' cannot include anything on ${type}: ${why}`, key, strict, warnings);
+}
+
+/**
+ * An `_include` or `_revinclude` (`key`) that can include nothing, for `message`: a 400 naming `key`
+ * under strict handling, else a warning in `warnings`, as for other parameters ignored.
+ */
+export function ignoredInclude(message: string, key: string, strict: boolean, warnings: FhirIssue[]): undefined {
   if (strict) throw new FhirError('invalid', message, { expression: [key] });
   warnings.push(issue('warning', 'not-supported', `${message}, so it was ignored`, [key]));
   return undefined;

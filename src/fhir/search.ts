@@ -8,7 +8,7 @@ import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { reachingRevinclude } from './revinclude-reach.ts';
+import { ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
@@ -178,10 +178,7 @@ export function possibleInclude(inc: Include, key: string, raw: string, strict: 
   const why = inc.param === '*'
     ? `no reference parameter of ${inc.source} refers to ${target}`
     : `'${inc.param}' of ${inc.source} does not refer to ${target} (its targets: ${targets[0]!.join(', ')})`;
-  const message = `${key} '${raw}': ${why}`;
-  if (strict) throw new FhirError('invalid', message, { expression: [key] });
-  warnings.push(issue('warning', 'not-supported', `${message}, so it was ignored`, [key]));
-  return undefined;
+  return ignoredInclude(`${key} '${raw}': ${why}`, key, strict, warnings);
 }
 
 function countValues(conditions: PendingCondition[]): number {

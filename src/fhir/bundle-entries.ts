@@ -84,13 +84,15 @@ interface ParsedUrl {
   query?: URLSearchParams;
 }
 
+/** A `request.url` relative to the FHIR base `base`: as written, without the base or a leading `/`. */
+const relativeUrl = (url: string, base: string) => (url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url);
+
 /** `Type`, `Type/_history`, `Type/id`, `Type/id/_history`, `Type/id/_history/vid`. */
 const PATH = /^([^/]*)(?:\/(_history)|\/([^/]*)(?:\/(_history)(?:\/([^/]*))?)?)?$/;
 
 /** Splits `Type/id`, `Type?query` or `Type` (relative to the FHIR base), and for GET the history paths. */
 function parseUrl(index: number, url: string, base: string, method: string): ParsedUrl {
-  // Relative to the FHIR base, with or without a leading `/`.
-  const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url;
+  const rel = relativeUrl(url, base);
   const q = rel.indexOf('?');
   const path = q < 0 ? rel : rel.slice(0, q);
   let query: URLSearchParams | undefined;
@@ -124,7 +126,7 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
  * request URLs), or undefined when `url` names none. Operations are invoked by GET or POST.
  */
 function operationUrl(index: number, url: string, base: string, verb: string): { url: string; type: string } | undefined {
-  const rel = url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url;
+  const rel = relativeUrl(url, base);
   const q = rel.indexOf('?');
   const segments = (q < 0 ? rel : rel.slice(0, q)).split('/');
   if (!segments[segments.length - 1]!.startsWith('$')) return undefined;

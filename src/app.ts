@@ -16,6 +16,8 @@ import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
+import { instanceShape } from './fhir/subset.ts';
+import { parsePrefer } from './http/prefer.ts';
 import { metadataMode, terminologyCapabilitiesJson } from './fhir/terminology-capabilities.ts';
 import { bearerAuthenticator } from './http/middleware/bearer.ts';
 import { validateCapability } from './fhir/validate-operation.ts';
@@ -133,17 +135,22 @@ export function createApp(deps: AppDeps): App {
   const metadataBearer = bearerAuthenticator(authDeps.verifyAccess, completeConditions);
   fhir.get('/metadata', async (c) => {
     const fhirBase = fhirBaseOf(config.baseUrl, c.get('tenant'));
+    const params = new URL(c.req.url).searchParams;
+    // `_summary` and `_elements` as on a read (http.html: `metadata` is read as any resource).
+    const shape = instanceShape(params, parsePrefer(c.req.header('prefer')).get('handling') === 'strict');
     if (metadataMode(c.req.query('mode')) === 'terminology') {
       const authorization = c.req.header('authorization');
       const req = authorization === undefined ? undefined : { tenant: c.get('tenant'), access: (await metadataBearer(authorization, c.get('tenant'))).access };
-      return fhirJson(await terminologyCapabilitiesJson({
+      const statement = await terminologyCapabilitiesJson({
         store, core: coreBundle, fhirBase, now: clock.now(), version: pkg.version, maxExpansionSize: config.maxExpansionSize, ...(req ? { req } : {}),
-      }));
+      });
+      return fhirJson(shape ? shape(JSON.stringify(statement)) : statement);
     }
+    const subset = shape && { shape, key: JSON.stringify([params.getAll('_summary'), params.getAll('_elements')]) };
     return fhirJson(capabilityStatementJson({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
       oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none',
-    }));
+    }, subset));
   });
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,

@@ -3,6 +3,7 @@ import { paramDocumentation } from './param-documentation.ts';
 import { PATCH_FORMATS } from './patch.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { namedTargets } from './search-compile.ts';
+import type { Shape } from './subset.ts';
 
 /** An operation a feature adds to the CapabilityStatement. */
 export interface OperationDecl {
@@ -100,15 +101,50 @@ const ENTRIES_HERE = '\u0000';
  * parameter of 145 types) serialised once per process: the request's date and base are all that vary
  * (6.5 against 0.9 ms a request in process).
  */
-export function capabilityStatementJson(o: CapabilityOptions): string {
+export function capabilityStatementJson(o: CapabilityOptions, subset?: StatementSubset): string {
   let entries = RESOURCE_ENTRIES.get(o.contributions);
   if (entries === undefined) {
     entries = JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? [])));
     RESOURCE_ENTRIES.set(o.contributions, entries);
   }
-  const text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
-  const at = text.indexOf(`"resource":${JSON.stringify(ENTRIES_HERE)}`);
-  return `${text.slice(0, at)}"resource":${entries}${text.slice(at + '"resource":'.length + JSON.stringify(ENTRIES_HERE).length)}`;
+  let text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
+  if (subset !== undefined) {
+    // The statement without its entries is small: it is shaped whole, and the entries (the same for
+    // every request) are shaped once per subset, as they stand in the statement (rest[0].resource).
+    text = subset.shape(text);
+    entries = shapedEntries(o.contributions, entries, subset);
+  }
+  const placeholder = `"resource":${JSON.stringify(ENTRIES_HERE)}`;
+  const at = text.indexOf(placeholder);
+  // A subset without `rest.resource` (`_elements=format`) has no placeholder left.
+  if (at < 0) return text;
+  return `${text.slice(0, at)}"resource":${entries}${text.slice(at + placeholder.length)}`;
+}
+
+/** `_summary` / `_elements` of a `metadata` request: the rewrite, and a key naming it for the cache of shaped entries. */
+export interface StatementSubset {
+  key: string;
+  shape: Shape;
+}
+
+/** Shaped per-type entries, by contributions, then by subset key (a few dozen at most: then it starts afresh). */
+const SHAPED_ENTRIES = new WeakMap<CapabilityContribution[], Map<string, string>>();
+
+function shapedEntries(contributions: CapabilityContribution[], entries: string, subset: StatementSubset): string {
+  let byKey = SHAPED_ENTRIES.get(contributions);
+  if (byKey === undefined) SHAPED_ENTRIES.set(contributions, (byKey = new Map()));
+  let shaped = byKey.get(subset.key);
+  if (shaped === undefined) {
+    // The shape decides each member by its path from the resource, so the entries are shaped inside a
+    // statement of the same path; the SUBSETTED tag it adds to that statement is the real one's too.
+    const holder = JSON.parse(subset.shape(`{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":${entries}}]}`)) as {
+      rest?: { resource?: unknown[] }[];
+    };
+    shaped = JSON.stringify(holder.rest?.[0]?.resource ?? []);
+    if (byKey.size >= 32) byKey.clear();
+    byKey.set(subset.key, shaped);
+  }
+  return shaped;
 }
 
 /** Every R4 type but Parameters, which has no RESTful endpoint (parameters.html). */

@@ -155,6 +155,49 @@ describe('GET /metadata', () => {
     await expectOutcome(await api.call('PATCH', 'Basic/patched', { a: 1 }, { 'Content-Type': 'application/merge-patch+json' }), 415);
   });
 
+  test('takes _summary and _elements as a read does (the HL7 validator asks for metadata?_summary=true)', async () => {
+    const get = async (query: string, headers?: Record<string, string>) => {
+      const res = await t.request(`${base}/metadata${query}`, headers ? { headers } : undefined);
+      expect(res.status).toBe(200);
+      return { json: (await res.json()) as Json, size: Number(res.headers.get('content-length') ?? 0) };
+    };
+    const subsetted = (s: Json) => s.meta?.tag?.some((c: Json) => c.code === 'SUBSETTED');
+    expect(subsetted(statement)).toBeFalsy();
+    for (let round = 0; round < 2; round++) {
+      // R4's summary of a CapabilityStatement keeps rest.resource's type, profiles and operations, not its search parameters.
+      const { json: summary } = await get('?_summary=true');
+      expect(subsetted(summary)).toBe(true);
+      expect(summary.fhirVersion).toBe('4.0.1');
+      expect(summary.software).toEqual(statement.software);
+      const { cors, service } = statement.rest[0].security;
+      expect(summary.rest[0].security).toEqual({ cors, service });
+      expect(summary.rest[0].resource).toHaveLength(statement.rest[0].resource.length);
+      const patient = summary.rest[0].resource.find((r: Json) => r.type === 'Patient');
+      const whole = statement.rest[0].resource.find((r: Json) => r.type === 'Patient');
+      expect(patient).toEqual({ type: 'Patient', operation: whole.operation });
+      expect(summary.rest[0].interaction).toBeUndefined();
+      expect(JSON.stringify(summary).length).toBeLessThan(JSON.stringify(statement).length / 10);
+    }
+    const { json: elements } = await get('?_elements=software,fhirVersion');
+    expect(Object.keys(elements).sort()).toEqual(['date', 'fhirVersion', 'format', 'kind', 'meta', 'resourceType', 'software', 'status']);
+    expect(subsetted(elements)).toBe(true);
+    const { json: data } = await get('?_summary=data');
+    expect(data.rest[0].resource).toEqual(statement.rest[0].resource);
+    expect(subsetted(data)).toBe(true);
+    const { json: terminology } = await get('?mode=terminology&_summary=true');
+    expect(terminology.resourceType).toBe('TerminologyCapabilities');
+    expect(subsetted(terminology)).toBe(true);
+    expect(terminology.kind).toBe('instance');
+    expect(terminology.codeSystem).toBeUndefined();
+    const refused = [['?_summary=count', '_summary'], ['?_summary=nope', '_summary'], ['?mode=terminology&_summary=count', '_summary'], ['?_elements=name.family', '_elements']];
+    for (const [query, element] of refused) {
+      const outcome = await expectOutcome(await t.request(`${base}/metadata${query}`, { headers: { Prefer: 'handling=strict' } }), 400);
+      expect(outcome.issue[0].expression).toEqual([element]);
+    }
+    // Without strict handling, a path in _elements is ignored (as on a read): the statement is whole.
+    expect((await get('?_elements=name.family')).json.rest[0].resource).toEqual(statement.rest[0].resource);
+  });
+
   test('refuses XML with 406 and answers 404 for an unknown tenant', async () => {
     await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'application/fhir+xml' } }), 406);
     await expectOutcome(await t.request(`${base}/metadata?_format=xml`), 406);

@@ -13,6 +13,7 @@ import { lookups } from './core-search.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import type { Resource } from './resource.ts';
 import { hasEndpoint, isResourceType } from './resource-types.ts';
+import { withEntryIds } from './bundle-match-urls.ts';
 import { compileSearch, MAX_COUNT, storeQuery } from './search.ts';
 import { matchConditions } from './search-match.ts';
 
@@ -87,9 +88,13 @@ export class UnmatchedConditionalReference extends FhirError {
  * Resolves conditional references (FHIR R4 http 3.1.0.11.2) against the stored resources as the
  * transaction leaves them and the resources it writes: a stored match the transaction updates or
  * deletes counts by its new content, or not at all. Exactly one match in total replaces the reference
- * by its `Type/id`; none or several are 412. References of one condition are resolved once.
+ * by its `Type/id`; none or several are 412. References of one condition are resolved once. A value
+ * naming an entry's fullUrl (`Observation?subject=urn:uuid:X`: `lookup` gives its `Type/id`) is searched
+ * as that resource, as the entries' own conditions are (bundle-match-urls.ts; HAPI FHIR does the same).
  */
-export async function resolveConditionalReferences(deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[]): Promise<void> {
+export async function resolveConditionalReferences(
+  deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[], lookup: (fullUrl: string) => string | undefined,
+): Promise<void> {
   const found = new Map<string, string>();
   for (const ref of refs) {
     const written = ref.holder.reference;
@@ -97,7 +102,8 @@ export async function resolveConditionalReferences(deps: FhirDeps, req: FhirRequ
     try {
       if (!isResourceType(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' does not name a known resource type`);
       if (!hasEndpoint(type)) throw new FhirError('invalid', `${ref.where}: conditional reference '${written}' names ${type}, which has no RESTful endpoint and is never stored`);
-      const query = parseCondition(written, type, ref.where);
+      // Values naming an entry's fullUrl are searched as its `Type/id`; others (a token's `urn:oid:` system too) as written.
+      const query = withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)!;
       const key = conditionKey(type, query);
       let target = found.get(key);
       if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writes)));

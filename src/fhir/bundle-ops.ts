@@ -249,7 +249,11 @@ export async function rewriteReferences(deps: FhirDeps, req: FhirRequest, planne
     if (ids.size > 0 || scope) replaceLinks(r, known);
   }
   // Once every other reference is rewritten, so that the entries' resources are matched as they will be written.
-  if (conditional.length > 0) await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned));
+  if (conditional.length > 0) {
+    // A fullUrl in a conditional reference's values (`Observation?subject=urn:uuid:X`) is searched as its entry's `Type/id`.
+    const lookup = (item: string) => known(item) ?? ids.get(`${base}/${item}`);
+    await resolveConditionalReferences(deps, req, conditional, transactionWrites(planned), lookup);
+  }
   return pending;
 }
 

@@ -96,6 +96,29 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('a fullUrl inside a conditional reference is searched as the resource its entry writes (as in conditions)', async () => {
+      const encounter = (value: string) => ({ resourceType: 'Encounter', status: 'finished', class: { code: 'AMB' }, identifier: [{ system: 'urn:enc', value }], subject: { reference: U(20) } });
+      // Another Encounter of the same identifier, of another patient: the subject is what tells them apart.
+      await api.create({ ...encounter('visit-1'), subject: { reference: `Patient/${(await api.create(patient('other-20'))).id}` } });
+      const condition = `Encounter?identifier=urn:enc|visit-1&subject=${encodeURIComponent(U(20))}`;
+      const res = await ok(tx([
+        create(undefined, { ...observation(U(20)), encounter: { reference: condition } }),
+        create(U(21), encounter('visit-1')),
+        create(U(20), patient('enc-20')),
+        // By the subject alone (percent-encoded): the same Encounter.
+        create(undefined, { ...observation(U(20)), encounter: { reference: `Encounter?subject=${encodeURIComponent(U(20))}` } }),
+      ]));
+      const enc = `Encounter/${res.entry[1].resource.id}`;
+      const obs = async (n: number) => (await (await api.get(res.entry[n].response.location.replace(/\/_history\/\d+$/, ''))).json()) as Json;
+      expect((await obs(0)).encounter.reference).toBe(enc);
+      expect((await obs(3)).encounter.reference).toBe(enc);
+      expect((await obs(0)).subject.reference).toBe(`Patient/${res.entry[2].resource.id}`);
+      // A token's `urn:oid:` system is a value, not a fullUrl.
+      await api.create({ ...patient('oid-1'), identifier: [{ system: 'urn:oid:1.2.3', value: 'oid-1' }] });
+      const oid = await ok(tx([create(undefined, observation('Patient?identifier=urn:oid:1.2.3|oid-1'))]));
+      expect(await subjectOf(oid.entry[0].response.location)).toMatch(/^Patient\//);
+    });
+
     test('a conditional reference counts the stored resources as the transaction leaves them; none or several are 412', async () => {
       const stored = await api.create(patient('ref-4'));
       let outcome = await nothingWritten(tx([create(undefined, observation('Patient?identifier=urn:x|ref-4')), create(undefined, patient('ref-4'))]), 412);

@@ -8,7 +8,7 @@ import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts'
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
 import { requireAccess } from './access.ts';
-import { compartmentTypes } from './definitions.ts';
+import { compartmentTypes, patientCompartment } from './definitions.ts';
 import { dateTest } from './search-compile.ts';
 import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter, type PageLinks } from './search.ts';
 import { typeList } from './search-system.ts';
@@ -123,6 +123,10 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
       if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
+      // A type the token reads in its own patient's compartment alone stays there, whichever patient's
+      // everything this is (a Patient it may read, through Patient.link or a system/Patient scope).
+      const bound = req.access.patientLimit(type, 'r');
+      if (bound !== undefined && bound !== patient && patientCompartment().has(type)) q.where!.push({ kind: 'compartment', patient: bound });
       if (after !== undefined) q.after = { lastUpdated: 0, id: after };
       const page = await repo.search(req.tenant, q);
       rows.push(...page);

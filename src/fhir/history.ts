@@ -6,7 +6,6 @@ import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { dateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
-import { compartmentsOf } from './indexer.ts';
 import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
 import { checkTypeAndId, type Resource } from './resource.ts';
@@ -78,47 +77,43 @@ function parseParams(params: URLSearchParams) {
 }
 
 /**
- * Instance history of a resource the request may see: 404 when it never existed. A patient-context token
- * sees it only when the resource's latest content is in its compartment, and only the versions that are.
+ * Instance history of a resource the request may see: 404 when it never existed. Where the token's
+ * reach depends on content (a patient-context token's compartment, SMART v2 scope filters, a Binary's
+ * securityContext), every rule applies at once: the latest content must be within reach, and only the
+ * versions that are are shown, with the deletions.
  */
 async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id: string) {
   const current = await deps.store.resources.read(req.tenant, type, id);
   if (!current) throw new FhirError('not-found', `${type}/${id} is not known`);
-  if (type === 'Binary') {
-    // Its securityContext and scope filters: the latest content must be within reach, and only the versions that are are shown.
-    const check = async (v: ResourceVersion) => {
-      const binary = splitStoredBinary(v.content).resource;
-      await requireContextReadable(deps, req, binary);
-      await requireFilter(req.access, 'r', binary, v.lastUpdated, lookups(deps, req.tenant));
-    };
-    const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
-    if (latest && !latest.deleted) await check(latest);
-    return async (rows: ResourceVersion[]) => {
-      const shown: ResourceVersion[] = [];
-      for (const v of rows) if (v.deleted || (await check(v).then(() => true, () => false))) shown.push(v);
-      return shown;
-    };
-  }
-  if (req.access.filters?.(type, 'r')) {
-    // Scope filters: the latest content must meet them, and only the versions that do are shown.
-    const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
-    if (latest && !latest.deleted) await requireFilter(req.access, 'r', JSON.parse(latest.content) as Resource, latest.lastUpdated, lookups(deps, req.tenant));
-    const shown = new Set<number>();
-    return async (rows: ResourceVersion[]) => {
-      for (const v of rows) {
-        if (v.deleted) shown.add(v.versionId);
-        else if (await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant)).then(() => true, () => false)) shown.add(v.versionId);
-      }
-      return rows.filter((v) => shown.has(v.versionId));
-    };
-  }
-  const patient = req.access.patientLimit(type, 'r');
-  if (patient === undefined || !patientCompartment().has(type)) return (rows: ResourceVersion[]) => rows;
-  const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
-  if (latest && !latest.deleted) requireCompartment(req.access, JSON.parse(latest.content) as Resource, deps.fhirBase?.(req.tenant), 'r');
+  const compartment = req.access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type);
+  const filtered = req.access.filters?.(type, 'r') !== undefined;
+  if (type !== 'Binary' && !compartment && !filtered) return async (rows: ResourceVersion[]) => rows;
   const base = deps.fhirBase?.(req.tenant);
-  const inCompartment = (v: ResourceVersion) => compartmentsOf(JSON.parse(v.content) as Resource, base).includes(patient);
-  return (rows: ResourceVersion[]) => rows.filter((v) => v.deleted || inCompartment(v));
+  const find = lookups(deps, req.tenant);
+  const check = async (v: ResourceVersion) => {
+    const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
+    if (type === 'Binary') await requireContextReadable(deps, req, resource);
+    if (compartment) requireCompartment(req.access, resource, base, 'r');
+    if (filtered) await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
+  };
+  const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
+  if (latest && !latest.deleted) await check(latest);
+  return async (rows: ResourceVersion[]) => {
+    const shown: ResourceVersion[] = [];
+    for (const v of rows) if (v.deleted || (await readable(check, v))) shown.push(v);
+    return shown;
+  };
+}
+
+/** Whether `check` lets version `v` through: a 403 is a no, any other error is passed on. */
+async function readable(check: (v: ResourceVersion) => Promise<void>, v: ResourceVersion): Promise<boolean> {
+  try {
+    await check(v);
+    return true;
+  } catch (err) {
+    if (err instanceof FhirError && err.category === 'forbidden') return false;
+    throw err;
+  }
 }
 
 /**
@@ -129,21 +124,15 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
 function typeFilter(deps: FhirDeps, req: FhirRequest, type: string): ((v: ResourceVersion) => Promise<boolean>) | undefined {
   if (type !== 'Binary' && !req.access.filters?.(type, 'r')) return undefined;
   const find = lookups(deps, req.tenant);
-  const readable = async (v: ResourceVersion): Promise<boolean> => {
+  const check = async (v: ResourceVersion) => {
     const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
-    try {
-      await requireContextReadable(deps, req, resource);
-      await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
-      return true;
-    } catch (err) {
-      if (err instanceof FhirError && err.category === 'forbidden') return false;
-      throw err;
-    }
+    await requireContextReadable(deps, req, resource);
+    await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
   return async (v) => {
-    if (!v.deleted) return readable(v);
+    if (!v.deleted) return readable(check, v);
     const before = v.versionId > 1 ? await deps.store.resources.vread(req.tenant, v.type, v.id, v.versionId - 1) : null;
-    return !!before && !before.deleted && (await readable(before));
+    return !!before && !before.deleted && (await readable(check, before));
   };
 }
 

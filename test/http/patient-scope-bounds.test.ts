@@ -88,6 +88,49 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await t.request(`${t.fhir()}/Observation/_history`, fhirInit(token)), 403, 'forbidden');
     });
 
+    test('instance history beside a filtered scope keeps the patient bound: another patient\'s matching record is a 403', async () => {
+      const { token, api } = await as('patient/Patient.rs patient/Observation.rs?category=laboratory');
+      // ob is pb's laboratory Observation: it meets the filter, but is out of pa's compartment.
+      expect(await readStatus(token, 'Observation/ob')).toBe(403);
+      await expectOutcome(await t.request(`${t.fhir()}/Observation/ob/_history`, fhirInit(token)), 403, 'forbidden');
+      await expectOutcome(await t.request(`${t.fhir()}/Observation/ob-vs/_history`, fhirInit(token)), 403, 'forbidden');
+      for (const id of ['oa', 'oba']) expect(await readStatus(token, `Observation/${id}/_history`)).toBe(200);
+      // A record that moved to pa shows only its versions in pa's compartment.
+      await admin.put200(obs('moved', 'pb', 'laboratory'));
+      await admin.put200(obs('moved', 'pa', 'laboratory', { status: 'amended' }));
+      const history = (await (await t.request(`${t.fhir()}/Observation/moved/_history`, fhirInit(token))).json()) as Json;
+      expect(history.entry.map((e: Json) => e.resource.meta.versionId)).toEqual(['2']);
+      // A batch's history entry likewise.
+      const batch = (await (await api.post(api.base, { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Observation/ob/_history' } }] })).json()) as Json;
+      expect(batch.entry[0].response.status).toStartWith('403');
+    });
+
+    test('$everything of a Patient the token may read holds each bound type to the token\'s own patient', async () => {
+      // pd links to pa (a duplicate record): pd is in pa's compartment, pd's Observation is not.
+      await admin.put200({ resourceType: 'Patient', id: 'pd', link: [{ other: { reference: 'Patient/pa' }, type: 'seealso' }] });
+      await admin.put200(obs('od', 'pd', 'laboratory'));
+      const everything = async (token: string, path: string) => {
+        const res = await t.request(`${t.fhir()}/${path}`, fhirInit(token));
+        expect(res.status).toBe(200);
+        return (((await res.json()) as Json).entry ?? []).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+      };
+      const own = await as('patient/*.rs');
+      expect(await readStatus(own.token, 'Patient/pd')).toBe(200);
+      expect(await readStatus(own.token, 'Observation/od')).toBe(403);
+      expect(await everything(own.token, 'Patient/pd/$everything')).toEqual(['Patient/pd']);
+      // A system/Patient scope reads every Patient, and every Patient's $everything, but no other patient's Observations.
+      const patients = await as('patient/*.rs system/Patient.rs');
+      const ofPb = await everything(patients.token, 'Patient/pb/$everything');
+      expect(ofPb).toContain('Patient/pb');
+      expect(ofPb.filter((r) => r.startsWith('Observation/'))).toEqual(['Observation/oba']);
+      const all = await everything(patients.token, 'Patient/$everything?_count=1000');
+      expect(all.filter((r) => r.startsWith('Patient/'))).toEqual(['Patient/pa', 'Patient/pb', 'Patient/pc', 'Patient/pd']);
+      const records = (list: string[]) => [...new Set(list.filter((r) => !r.startsWith('Patient/') && !r.startsWith('Practitioner/')))];
+      expect(records(all)).toEqual(records(await everything(own.token, 'Patient/pa/$everything?_count=1000')));
+      expect(all).not.toContain('Observation/ob');
+      expect(all).not.toContain('Observation/od');
+    });
+
     test('writes: its own patient\'s records alone, none of another patient\'s it is merely named in, no shared record', async () => {
       const { token } = await as('patient/*.cruds');
       const before = await countVersions(t);

@@ -63,7 +63,7 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   const live = page.rows.filter((r) => !r.deleted).map((r) => r.content);
   const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
   let texts = ctx.validate ? validOnly(ctx, type, [...splitLines(page.lines), ...live]) : undefined;
-  if (type === 'Binary' && ctx.spec.binaryContexts) texts = inContextReach(ctx.spec.binaryContexts, texts ?? [...splitLines(page.lines), ...live]);
+  if (type === 'Binary' && ctx.spec.binaryContexts) texts = inContextReach(ctx.spec.binaryContexts, texts ?? [...splitLines(page.lines), ...live], ctx.spec.fhirBase);
   if (kept) texts = subsetAll(ctx, type, texts ?? [...splitLines(page.lines), ...live], kept);
   const output = texts ? joinLines(texts) : concat(page.lines, joinLines(live));
   return { output, count: texts ? texts.length : page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };
@@ -74,10 +74,10 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
  * `readable` (ExportSpec.binaryContexts): the others are out of the kick-off token's reach, as a read
  * of them would be (403), and are left out.
  */
-function inContextReach(readable: readonly string[], contents: string[]): string[] {
+function inContextReach(readable: readonly string[], contents: string[], base: string | undefined): string[] {
   const types = new Set(readable);
   return contents.filter((content) => {
-    const target = securityContextTarget(JSON.parse(content) as Resource);
+    const target = securityContextTarget(JSON.parse(content) as Resource, base);
     return !target || types.has(target.type);
   });
 }

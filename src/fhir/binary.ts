@@ -59,15 +59,14 @@ export function splitStoredBinary(content: string): StoredBinary {
 
 /**
  * The local resource a Binary's `securityContext` names: undefined without one, null when it names
- * nothing known to be this tenant's (contained, `urn:`, logical or absolute references).
+ * nothing known to be this tenant's (contained, `urn:`, logical references, or absolute URLs but those
+ * under `base`, the tenant's FHIR base: `{base}/Patient/p` is the tenant's `Patient/p`, as everywhere).
  */
-export function securityContextTarget(binary: Resource): ParsedReference | null | undefined {
+export function securityContextTarget(binary: Resource, base: string | undefined): ParsedReference | null | undefined {
   const context = binary.securityContext as { reference?: unknown } | undefined;
   if (context === undefined) return undefined;
   const reference = context.reference;
-  // Only the relative form `Type/id` names a resource of this tenant for sure (an absolute URL may be
-  // another server's, or this one's under another tenant).
-  if (typeof reference !== 'string' || /^[a-z][a-z0-9+.-]*:/i.test(reference)) return null;
-  const parsed = parseReference(reference);
+  if (typeof reference !== 'string') return null;
+  const parsed = parseReference(reference, base);
   return parsed !== null && isResourceType(parsed.type) ? parsed : null;
 }

@@ -147,7 +147,7 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
  */
 export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, resource: Resource): Promise<void> {
   if (resource.resourceType !== 'Binary') return;
-  const target = securityContextTarget(resource);
+  const target = securityContextTarget(resource, deps.fhirBase?.(req.tenant));
   if (target === undefined) return;
   const { access } = req;
   const name = resource.id === undefined ? 'The Binary' : `Binary/${resource.id}`;

@@ -256,6 +256,39 @@ await eachStore((kind, fresh) => {
       expect((await get(`Binary/${ofO1}`, {}, p1w)).headers.get('x-security-context')).toBe('Observation/o1');
     });
 
+    test('a securityContext written as the absolute URL of a resource of the tenant is that resource, for every rule', async () => {
+      const json = (context: string) => JSON.stringify({ resourceType: 'Binary', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: context } });
+      const absolute = `${t.fhir()}/Patient/p2`;
+      const created = await send('POST', 'Binary', json(absolute), { 'Content-Type': 'application/fhir+json' });
+      expect(created.status).toBe(201);
+      const id = idOf(created);
+      const binaryOnly = await craftToken(t, 'system/Binary.cruds');
+      await expectOutcome(await get(`Binary/${id}`, {}, binaryOnly), 403, 'forbidden');
+      await expectOutcome(await get(`Binary/${id}/_history`, {}, binaryOnly), 403, 'forbidden');
+      const found = (await (await get(`Binary?_id=${id}`, { Accept: 'application/fhir+json' }, binaryOnly)).json()) as Json;
+      expect(found.entry ?? []).toEqual([]);
+      await expectOutcome(await send('PUT', `Binary/${id}`, PNG, { 'Content-Type': 'image/png' }, binaryOnly), 403, 'forbidden');
+      await expectOutcome(await send('POST', 'Binary', json(absolute), { 'Content-Type': 'application/fhir+json' }, binaryOnly), 403, 'forbidden');
+      // Filtered to female Patients: p2 is not one (its gender is not female).
+      const femaleOnly = await craftToken(t, 'system/Binary.cruds system/Patient.rs?gender=female');
+      await expectOutcome(await get(`Binary/${id}`, {}, femaleOnly), 403, 'forbidden');
+      await expectOutcome(await send('POST', 'Binary', json(absolute), { 'Content-Type': 'application/fhir+json' }, femaleOnly), 403, 'forbidden');
+      // p2's own token reaches it, as it reaches the relative form; p1's does not.
+      expect((await get(`Binary/${id}`, {}, await craftToken(t, 'patient/*.read', { patient: 'p2' }))).status).toBe(200);
+      await expectOutcome(await get(`Binary/${id}`, {}, await craftToken(t, 'patient/*.read', { patient: 'p1' })), 403, 'forbidden');
+      expect((await get(`Binary/${id}`, {}, await craftToken(t, 'system/Binary.read system/Patient.read'))).status).toBe(200);
+      // Another server's URL names no resource of the tenant: admitted beside Binary scopes, refused to patient-context tokens.
+      const elsewhere = idOf(await send('POST', 'Binary', json('https://elsewhere.example/fhir/Patient/p2'), { 'Content-Type': 'application/fhir+json' }));
+      expect((await get(`Binary/${elsewhere}`, {}, binaryOnly)).status).toBe(200);
+      await expectOutcome(await get(`Binary/${elsewhere}`, {}, await craftToken(t, 'patient/*.read', { patient: 'p2' })), 403, 'forbidden');
+      // Export with Binary scopes alone leaves it out.
+      const exportOnly = await craftToken(t, 'system/Binary.read');
+      const files = await download(t, exportOnly, (await finish(t, exportOnly, await kickOff(t, exportOnly, '/$export?_type=Binary'))).output);
+      const exported = (files.Binary ?? []).map((r) => r.id);
+      expect(exported).toContain(elsewhere);
+      expect(exported).not.toContain(id);
+    });
+
     test('conditional reads: If-None-Match and If-Modified-Since answer 304 for the content and for the resource', async () => {
       const res = await send('POST', 'Binary', PNG, { 'Content-Type': 'image/png' });
       const id = idOf(res);

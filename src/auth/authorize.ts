@@ -4,6 +4,7 @@ import { OFFLINE_SCOPES, OPENID_SCOPES } from './claims.ts';
 import { isConfidential } from './client-auth.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
+import { grantContext, type GrantContext } from './grant-context.ts';
 import { LaunchError, verifyLaunch, type LaunchContext } from './launch.ts';
 import { LOGIN_TICKET_TTL_S } from './login-ticket.ts';
 import { S256_CHALLENGE } from './pkce.ts';
@@ -188,15 +189,11 @@ export function redirectWith(redirectUri: string, params: Record<string, string 
   return url.toString();
 }
 
-/** What a sign-in settled beyond the request: when the user authenticated, and the patient (and encounter) in context. */
-export interface SignedIn {
+/** What a sign-in settled beyond the request: when the user authenticated, and the context of its grant. */
+export interface SignedIn extends GrantContext {
   user: User;
   /** Epoch ms of the authentication (OIDC `auth_time`), which the patient picker may follow by minutes. */
   authTime: number;
-  /** The patient chosen in the picker (src/auth/patient-picker.ts) or launched by the EHR, or null. */
-  patient: string | null;
-  /** The encounter of an EHR launch, or null. */
-  encounter: string | null;
 }
 
 /** Stores a new single-use code for a signed-in user and returns the success redirect (RFC 6749 4.1.2). */
@@ -206,7 +203,7 @@ export async function issueCode(deps: AuthDeps, req: AuthorizationRequest, s: Si
   await deps.store.oauth.createCode({
     codeHash: sha256Hex(code), grantId: randomToken(16), clientId: req.client.clientId, tenant: req.client.tenant, userId: s.user.id,
     redirectUri: req.redirectUri, scope: req.scopes.join(' '), nonce: req.nonce, codeChallenge: req.codeChallenge, authTime: s.authTime,
-    expiresAt: now + CODE_TTL_MS, consumedAt: null, patient: s.patient, encounter: s.encounter,
+    expiresAt: now + CODE_TTL_MS, consumedAt: null, ...grantContext(s),
   });
   return redirectWith(req.redirectUri, { code, state: req.state, iss: deps.config.baseUrl });
 }

@@ -52,9 +52,11 @@ export function smartConfiguration(baseUrl: string): Record<string, unknown> {
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: AUTH_METHODS,
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
-    // The EHR launch mints its `launch` at POST /oauth2/launch (src/auth/launch-mint.ts); no standalone encounter picker.
+    // The EHR launch mints its `launch` at POST /oauth2/launch (src/auth/launch-mint.ts), with its own
+    // need_patient_banner (context-banner); no standalone encounter picker, and no smart_style_url (context-style).
     capabilities: [
-      'launch-ehr', 'launch-standalone', 'context-ehr-patient', 'context-ehr-encounter', 'context-standalone-patient', 'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric',
+      'launch-ehr', 'launch-standalone', 'context-ehr-patient', 'context-ehr-encounter', 'context-banner', 'context-standalone-patient',
+      'client-public', 'client-confidential-symmetric', 'client-confidential-asymmetric',
       'sso-openid-connect', 'permission-offline', 'permission-patient', 'permission-user',
       'permission-v1', 'permission-v2', 'authorize-post',
     ],

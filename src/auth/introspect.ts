@@ -2,7 +2,7 @@ import { OAuthError } from '../errors.ts';
 import type { TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
 import { tokenEndpointCall } from './revoke.ts';
-import { encounterInContext, patientInContext } from './issue.ts';
+import { patientInContext, releasedContext } from './issue.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
 import type { RefreshToken } from '../store/types.ts';
@@ -25,6 +25,8 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
   };
   if (t.patient) info.patient = t.patient;
   if (t.encounter) info.encounter = t.encounter;
+  if (t.fhirContext) info.fhirContext = t.fhirContext;
+  if (t.need_patient_banner !== undefined) info.need_patient_banner = t.need_patient_banner;
   if (t.fhirUser) info.fhirUser = t.fhirUser;
   return info;
 }
@@ -47,9 +49,7 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
     exp: Math.floor(t.expiresAt / 1000), iat: Math.floor(t.createdAt / 1000), tenant: t.tenant,
   };
   const patient = await refreshTokenPatient(deps, t);
-  if (patient) info.patient = patient;
-  const encounter = encounterInContext(splitScopes(t.scope), patient, t.encounter);
-  if (encounter) info.encounter = encounter;
+  if (patient) Object.assign(info, { patient }, releasedContext(splitScopes(t.scope), patient, t));
   return info;
 }
 

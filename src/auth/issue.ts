@@ -1,14 +1,15 @@
 import { OAuthError } from '../errors.ts';
-import type { Client, User } from '../store/types.ts';
+import type { Client, FhirContextItem, User } from '../store/types.ts';
 import { OFFLINE_SCOPES, patientOf, unreadableScopes, userClaims } from './claims.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
+import type { GrantContext } from './grant-context.ts';
 import type { TokenResponse } from './grants/types.ts';
 import { needsPatientContext, releasesEncounter } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
-/** What a user-facing grant (authorization_code, refresh_token) issues tokens for. */
-export interface UserGrant {
+/** What a user-facing grant (authorization_code, refresh_token) issues tokens for, its stored context included. */
+export interface UserGrant extends GrantContext {
   client: Client;
   tenant: string;
   userId: string;
@@ -17,10 +18,6 @@ export interface UserGrant {
   /** Epoch ms of the sign-in. */
   authTime: number;
   nonce: string | null;
-  /** The patient the user chose at sign-in (the patient picker) or the EHR launched, or null: a Patient user's own record, or none. */
-  patient: string | null;
-  /** The encounter of the grant's EHR launch, or null. */
-  encounter: string | null;
 }
 
 /**
@@ -53,10 +50,9 @@ function absoluteFhirUser(fhirBase: string, ref: string | null): string | undefi
   return /^https?:\/\//.test(ref) ? ref : `${fhirBase}/${ref}`;
 }
 
-/** What a user grant's tokens carry: the patient and encounter in context, and the scopes granted with them. */
+/** What a user grant's tokens carry: the patient in context, and the scopes granted with it (releasedContext states the rest). */
 export interface PatientContext {
   patient: string | undefined;
-  encounter: string | undefined;
   scopes: string[];
 }
 
@@ -69,6 +65,33 @@ export function encounterInContext(scopes: string[], patient: string | undefined
 }
 
 /**
+ * The launch context a token states beside its `patient` (SMART App Launch 2.2, "Launch context arrives
+ * with your access_token"), under the names of the token response, which the access token's claims and
+ * introspection use too.
+ */
+export interface ReleasedContext {
+  encounter?: string;
+  fhirContext?: FhirContextItem[];
+  need_patient_banner?: boolean;
+}
+
+/**
+ * What of a grant's stored context its tokens state beside the patient in context, and nothing without
+ * one: the encounter (encounterInContext); the EHR launch's `fhirContext` when `launch` is granted (the
+ * scope that asks for the EHR's context, which 2.2 says the fhirContext items are "requested by"); and
+ * `need_patient_banner`, which is no context a scope asks for but how the app is shown, so always.
+ */
+export function releasedContext(scopes: string[], patient: string | undefined, stored: GrantContext): ReleasedContext {
+  if (patient === undefined) return {};
+  const released: ReleasedContext = {};
+  const encounter = encounterInContext(scopes, patient, stored.encounter);
+  if (encounter !== undefined) released.encounter = encounter;
+  if (stored.fhirContext !== null && scopes.includes('launch')) released.fhirContext = stored.fhirContext;
+  released.need_patient_banner = stored.needPatientBanner;
+  return released;
+}
+
+/**
  * The patient in context of a user grant whose scopes need one: the chosen one, else a Patient user's
  * own record (codes and grants stored without a choice); undefined without such scopes, or none.
  */
@@ -78,8 +101,8 @@ export function patientInContext(scopes: string[], chosen: string | null, user: 
 }
 
 /**
- * What the tokens of a user grant carry: the patient in context (patientInContext), the encounter
- * (encounterInContext) and the scopes. A token never carries `patient/` scopes (or `launch/patient`,
+ * What the tokens of a user grant carry: the patient in context (patientInContext) and the scopes (the
+ * rest of the context is releasedContext's). A token never carries `patient/` scopes (or `launch/patient`,
  * `launch`) without a patient (SMART App Launch 2.2: granting such a scope, "the EHR SHALL establish a
  * patient in context"): a grant that has none (stored before the picker inferred `launch/patient`, or its
  * user is no longer a Patient) loses them, and one left with nothing but `offline_access` is
@@ -89,12 +112,12 @@ export function patientContext(scopes: string[], chosen: string | null, user: Us
   const patient = patientInContext(scopes, chosen, user);
   const inContext = encounterInContext(scopes, patient, encounter);
   const withEncounter = inContext === undefined ? scopes.filter((s) => s !== 'launch/encounter') : scopes;
-  if (patient || !withEncounter.some(needsPatientContext)) return { patient, encounter: inContext, scopes: withEncounter };
+  if (patient || !withEncounter.some(needsPatientContext)) return { patient, scopes: withEncounter };
   const kept = withEncounter.filter((s) => !needsPatientContext(s));
   if (kept.every((s) => OFFLINE_SCOPES.includes(s))) {
     throw new OAuthError('invalid_grant', 'the grant has patient/ scopes but no patient in context: authorize again to choose one');
   }
-  return { patient: undefined, encounter: undefined, scopes: kept };
+  return { patient: undefined, scopes: kept };
 }
 
 /** Access token and id_token (OIDC Core 3.1.3.3) for a user grant; the refresh token is the caller's. */
@@ -102,12 +125,12 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
   const { config } = deps;
   const fhirBase = fhirBaseOf(config.baseUrl, g.tenant);
   const readable = (a: string) => g.client.readAttributes === null || g.client.readAttributes.includes(a);
-  const { patient, encounter, scopes } = patientContext(g.scopes, g.patient, user, g.encounter);
+  const { patient, scopes } = patientContext(g.scopes, g.patient, user, g.encounter);
+  const context = releasedContext(scopes, patient, g);
   const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId };
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
   if (fhirUser) claims.fhirUser = fhirUser;
-  if (patient) claims.patient = patient;
-  if (encounter) claims.encounter = encounter;
+  if (patient) Object.assign(claims, { patient }, context);
   const ttl = g.client.accessTokenTtl ?? config.accessTokenTtl;
   const { token, expiresIn } = await signAccessToken(deps.keys, deps.clock, config.baseUrl, claims, ttl);
   const released = userClaims({ ...user, fhirUser: fhirUser ?? null }, scopes, g.client.readAttributes);
@@ -115,7 +138,6 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
     sub: user.id, aud: g.client.clientId, authTime: Math.floor(g.authTime / 1000), nonce: g.nonce, accessToken: token, claims: released,
   }, ttl);
   const body: TokenResponse = { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope: claims.scope, id_token: idToken };
-  if (patient) body.patient = patient;
-  if (encounter) body.encounter = encounter;
+  if (patient) Object.assign(body, { patient }, context);
   return body;
 }

@@ -36,7 +36,7 @@ const SCOPE_TEXT: Record<string, string> = {
   offline_access: 'Keep access when you are not using the app',
   offline: 'Keep access when you are not using the app',
   'launch/patient': 'Know which patient record it is for (yours, or one you choose)',
-  launch: 'Know which patient record (and encounter) it was opened for',
+  launch: 'Know which patient record it was opened for (and the encounter and other records open with it)',
   'launch/encounter': 'Know which encounter it was opened for',
 };
 

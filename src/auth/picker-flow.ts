@@ -2,6 +2,7 @@ import { FhirError } from '../errors.ts';
 import type { User } from '../store/types.ts';
 import { issueCode, redirectWith, type AuthorizationRequest } from './authorize.ts';
 import type { AuthDeps } from './deps.ts';
+import { launchedContext, standaloneContext } from './grant-context.ts';
 import { LoginTicketError, signLoginTicket, verifyLoginTicket } from './login-ticket.ts';
 import type { LaunchContext } from './launch.ts';
 import {
@@ -82,8 +83,8 @@ async function listing(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUse
 }
 
 /**
- * After signing in for an EHR launch (SMART App Launch 2.2): the code with the launch's patient and
- * encounter in context, without a picker, when the user may have that patient in context by the
+ * After signing in for an EHR launch (SMART App Launch 2.2): the code with the launch's context (patient,
+ * encounter, fhirContext, need_patient_banner), without a picker, when the user may have that patient in context by the
  * picker's rules (mayHaveInContext); otherwise `access_denied` back to the app, and no code.
  */
 async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch: LaunchContext, user: User, authTime: number): Promise<AuthorizeStep> {
@@ -92,7 +93,7 @@ async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch:
     const description = "the signed-in user may not open the launched patient's record";
     return { kind: 'redirect', location: redirectWith(req.redirectUri, { error: 'access_denied', error_description: description, state: req.state, iss: deps.config.baseUrl }) };
   }
-  return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, patient: launch.patient, encounter: launch.encounter }) };
+  return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...launchedContext(launch) }) };
 }
 
 /**
@@ -102,7 +103,7 @@ async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch:
  */
 export async function completeSignIn(deps: AuthDeps, req: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
   if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, authTime);
-  if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, patient: null, encounter: null }) };
+  if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...standaloneContext(null) }) };
   const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, authTime });
   return listing(deps, req, { user, ticket, authTime }, { name: '', query: '', page: null }, 200);
 }
@@ -123,7 +124,7 @@ async function pick(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUser, 
     deps.log.info('patient picker: patient refused', { tenant: s.user.tenant, clientId: req.client.clientId, userId: s.user.id });
     return listing(deps, req, s, here, 400, 'That patient cannot be chosen. Choose one from the list.');
   }
-  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, authTime: s.authTime, patient: input.patient, encounter: null }) };
+  return { kind: 'redirect', location: await issueCode(deps, req, { user: s.user, authTime: s.authTime, ...standaloneContext(input.patient) }) };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { createHash } from 'node:crypto';
 import type { Clock } from '../clock.ts';
+import type { FhirContextItem } from '../store/types.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { KeyRing } from './keys.ts';
 import { randomToken } from './secrets.ts';
@@ -18,6 +19,10 @@ export interface AccessClaims {
   patient?: string;
   /** The encounter in context of an EHR launch (SMART App Launch 2.2); it narrows no access. */
   encounter?: string;
+  /** The further resources in context of an EHR launch (SMART App Launch 2.2 `fhirContext`); they widen and narrow no access. */
+  fhirContext?: FhirContextItem[];
+  /** SMART App Launch 2.2 `need_patient_banner`, beside a patient in context (as the token response states it, for introspection). */
+  need_patient_banner?: boolean;
   fhirUser?: string;
   /** The grant (login) the token was issued from; revoking the grant revokes the token. */
   gid?: string;

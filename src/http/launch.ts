@@ -21,6 +21,9 @@ async function bearerRequest(deps: AuthDeps, header: string | undefined, complet
   return { tenant: token.tenant, access };
 }
 
+/** A body field as JSON paths name it: `fhirContext[1].identifier.value`. */
+const fieldPath = (path: readonly PropertyKey[]) => path.map((p, n) => (typeof p === 'number' ? `[${p}]` : `${n ? '.' : ''}${String(p)}`)).join('');
+
 /** The JSON body, checked by LaunchRequest: anything else is `invalid_request` naming what is wrong. */
 async function launchBody(c: Context, limit: number): Promise<LaunchRequest> {
   const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -33,7 +36,7 @@ async function launchBody(c: Context, limit: number): Promise<LaunchRequest> {
   }
   const parsed = LaunchRequest.safeParse(body);
   if (!parsed.success) {
-    const problems = parsed.error.issues.slice(0, 5).map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message));
+    const problems = parsed.error.issues.slice(0, 5).map((i) => (i.path.length ? `${fieldPath(i.path)}: ${i.message}` : i.message));
     throw new OAuthError('invalid_request', `the body is not valid: ${problems.join('; ')}`);
   }
   return parsed.data;

@@ -12,7 +12,7 @@ import { LOGIN_TICKET_TTL_S } from '../../src/auth/login-ticket.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
-import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
+import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, PASSWORD, pkce, post, redeem, REDIRECT, redirectParams, signIn, type AuthorizeParams } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -21,8 +21,19 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const SCOPE = 'launch launch/encounter openid fhirUser offline_access patient/*.rs';
 
-type Tokens = { access_token: string; refresh_token?: string; patient?: string; encounter?: string; scope: string };
+type Tokens = {
+  access_token: string; refresh_token?: string; patient?: string; encounter?: string; scope: string; fhirContext?: Json[]; need_patient_banner?: boolean;
+};
 type Body = { patient?: string; encounter?: string; client_id?: string } | Record<string, unknown>;
+
+/** The further context of the launches below (SMART App Launch 2.2 fhirContext): a reference, roles, a canonical, an identifier, another Patient. */
+const CONTEXT = [
+  { reference: 'List/l-home', role: 'https://example.org/med-list-at-home' },
+  { reference: 'Observation/o-ann' },
+  { canonical: 'https://example.org/Questionnaire/intake|2', type: 'Questionnaire', role: 'https://example.org/role/questionnaire-to-display' },
+  { identifier: { system: 'urn:oid:2.16.840.1.113883.19.5', value: 'ACC-1', type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'ACSN' }] } }, type: 'ImagingStudy' },
+  { reference: 'Patient/p-bob', role: 'https://example.org/role/sibling', type: 'Patient' },
+];
 
 
 for (const target of targets) {
@@ -53,12 +64,13 @@ for (const target of targets) {
     const params = (launch: string | null, o: Partial<AuthorizeParams> = {}): AuthorizeParams =>
       ({ clientId: c.id, scope: SCOPE, state: 'st-1', nonce: 'n-1', ...o, extra: { ...(launch === null ? {} : { launch }), ...o.extra } });
 
-    /** Signs in for an EHR launch and redeems the code. */
-    async function launchedTokens(launch: string, username = 'doc', o: Partial<AuthorizeParams> = {}, client = c): Promise<Tokens> {
-      const res = await signIn(t, params(launch, { clientId: client.id, ...o }), username);
+    /** Signs in for an EHR launch (or, with null, a standalone one) and redeems the code, with PKCE. */
+    async function launchedTokens(launch: string | null, username = 'doc', o: Partial<AuthorizeParams> = {}, client = c): Promise<Tokens> {
+      const { verifier, challenge } = pkce();
+      const res = await signIn(t, params(launch, { clientId: client.id, challenge, ...o }), username);
       const code = redirectParams(res).get('code');
       expect(code).not.toBeNull();
-      const tokens = await redeem(t, code!, client);
+      const tokens = await redeem(t, code!, client, { code_verifier: verifier });
       expect(tokens.status).toBe(200);
       return (await tokens.json()) as Tokens;
     }
@@ -85,6 +97,9 @@ for (const target of targets) {
         await api.put200({ resourceType: 'Observation', id, status: 'final', code: { text: 'weight' }, subject: { reference: `Patient/${patient}` } });
       }
       await api.put200({ resourceType: 'RelatedPerson', id: 'rp-1', patient: { reference: 'Patient/p-bob' } });
+      await api.put200({ resourceType: 'List', id: 'l-home', status: 'current', mode: 'working', subject: { reference: 'Patient/p-ann' } });
+      await api.put200({ resourceType: 'Observation', id: 'o-del', status: 'final', code: { text: 'weight' }, subject: { reference: 'Patient/p-ann' } });
+      expect((await api.del('Observation/o-del')).status).toBe(200);
       await createTenant(t.store, t.clock, 't2');
       const t2 = fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't2');
       await t2.put200({ resourceType: 'Patient', id: 'other-1' });
@@ -179,13 +194,141 @@ for (const target of targets) {
       await refused('patient=p-ann', 'application/json', { 'Content-Type': 'application/x-www-form-urlencoded' });
     });
 
+    test('minting with fhirContext and need_patient_banner: the launch carries them as given', async () => {
+      const res = await mint(adminToken, { patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false });
+      expect(res.status).toBe(201);
+      const claims = decodeJwt(((await res.json()) as { launch: string }).launch);
+      expect(claims).toMatchObject({ patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false });
+      // Without them: none, and a banner (the claim is left out).
+      const plain = decodeJwt(await launchFor({ patient: 'p-ann', fhirContext: [] }));
+      expect(plain.fhirContext).toBeUndefined();
+      expect(plain.need_patient_banner).toBeUndefined();
+      expect(decodeJwt(await launchFor({ patient: 'p-ann', need_patient_banner: true })).need_patient_banner).toBeUndefined();
+    });
+
+    test('minting refuses a fhirContext item that is not one of SMART 2.2, naming the item and field (400)', async () => {
+      const refused = async (fhirContext: unknown, description: string, extra: Record<string, unknown> = {}) => {
+        const res = await mint(adminToken, { patient: 'p-ann', encounter: 'e-ann', fhirContext, ...extra });
+        expect(res.status).toBe(400);
+        expect((await res.json()) as Json).toEqual({ error: 'invalid_request', error_description: `the body is not valid: ${description}` });
+      };
+      await refused({ reference: 'List/l-home' }, 'fhirContext: Invalid input: expected array, received object');
+      await refused([{}], 'fhirContext[0]: needs a reference, a canonical or an identifier');
+      await refused([{ role: 'https://example.org/r' }], 'fhirContext[0]: needs a reference, a canonical or an identifier');
+      await refused([{ reference: 'List/l-home' }, { reference: 'List' }], 'fhirContext[1].reference: must be a relative reference Type/id to a FHIR resource type');
+      await refused([{ reference: 'http://cinder.test/tenants/t1/fhir/R4/List/l-home' }], 'fhirContext[0].reference: must be a relative reference Type/id to a FHIR resource type');
+      await refused([{ reference: 'Nothing/1' }], 'fhirContext[0].reference: must be a relative reference Type/id to a FHIR resource type');
+      await refused([{ reference: 'List/l-home/_history/1' }], 'fhirContext[0].reference: must be a relative reference Type/id to a FHIR resource type');
+      await refused([{ reference: 'List/l-home', type: 'Observation' }], 'fhirContext[0].type: is not the type of the reference (List)');
+      await refused([{ canonical: 'https://example.org/Questionnaire/q', type: 'Questionary' }], 'fhirContext[0].type: must be a FHIR resource type');
+      await refused([{ canonical: 'Questionnaire/q' }], 'fhirContext[0].canonical: must be a canonical URL (an absolute URI, optionally with |version)');
+      await refused([{ canonical: 'https://example.org/Q|1|2' }], 'fhirContext[0].canonical: must be a canonical URL (an absolute URI, optionally with |version)');
+      await refused([{ identifier: { system: 'urn:oid:1.2.3' } }], 'fhirContext[0].identifier.value: Invalid input: expected string, received undefined');
+      await refused([{ identifier: { system: 'not a uri', value: 'x' } }], 'fhirContext[0].identifier.system: must be an absolute URI');
+      await refused([{ reference: 'List/l-home', role: '' }], "fhirContext[0].role: must be an absolute URI (or 'launch')");
+      await refused([{ reference: 'List/l-home', role: 'med-list' }], "fhirContext[0].role: must be an absolute URI (or 'launch')");
+      await refused([{ reference: 'List/l-home', display: 'Meds' }], 'fhirContext[0]: Unrecognized key: "display"');
+      // The launch's patient and encounter are the top-level parameters, not fhirContext items (SMART 2.2).
+      const topLevel = (type: string, field: string) =>
+        `the launch's ${type} goes in '${field}', not in fhirContext (SMART App Launch 2.2); another ${type} needs a role other than 'launch'`;
+      await refused([{ reference: 'Encounter/e-ann' }], `fhirContext[0].reference: ${topLevel('Encounter', 'encounter')}`);
+      await refused([{ reference: 'Patient/p-ann', role: 'launch' }], `fhirContext[0].reference: ${topLevel('Patient', 'patient')}`);
+      await refused([{ identifier: { value: 'V-1' }, type: 'Encounter' }], `fhirContext[0].type: ${topLevel('Encounter', 'encounter')}`);
+      // Small enough to travel in the launch URL and every access token.
+      const many = Array.from({ length: 40 }, (_, n) => ({ reference: `Observation/o-${String(n).padStart(40, '0')}` }));
+      await refused(many, 'fhirContext: must be at most 2048 characters as JSON');
+      await refused(CONTEXT, 'need_patient_banner: Invalid input: expected boolean, received string', { need_patient_banner: 'false' });
+    });
+
+    test('fhirContext references are read as the FHIR API reads them: 403 and 404 name the item; canonicals and identifiers are not looked up', async () => {
+      const answer = async (token: string, fhirContext: unknown[]) => {
+        const res = await mint(token, { patient: 'p-ann', fhirContext });
+        return { status: res.status, body: (await res.json()) as Json };
+      };
+      const patientsOnly = await t.tokenFor('t1', ['system/Patient.rs']);
+      expect(await answer(patientsOnly, [{ reference: 'Patient/p-bob', role: 'https://example.org/role/sibling' }, { reference: 'List/l-home' }])).toEqual({
+        status: 403, body: { error: 'insufficient_scope', error_description: "fhirContext[1].reference: The access token's scopes do not allow read of List" },
+      });
+      expect(await answer(adminToken, [{ reference: 'List/l-home' }, { reference: 'Observation/nope' }])).toEqual({
+        status: 404, body: { error: 'not_found', error_description: 'fhirContext[1].reference: Observation/nope is not known' },
+      });
+      expect(await answer(adminToken, [{ reference: 'Observation/o-del' }])).toEqual({
+        status: 404, body: { error: 'not_found', error_description: 'fhirContext[0].reference: Observation/o-del was deleted' },
+      });
+      // Another tenant's resource is unknown here.
+      expect((await answer(adminToken, [{ reference: 'Patient/other-1', role: 'https://example.org/role/sibling' }])).status).toBe(404);
+      // A patient's own token reads her compartment alone.
+      const ann = await launchedTokens(await launchFor({ patient: 'p-ann' }), 'ann');
+      expect((await answer(ann.access_token, [{ reference: 'Observation/o-ann' }, { reference: 'List/l-home' }])).status).toBe(201);
+      expect((await answer(ann.access_token, [{ reference: 'Observation/o-bob' }])).status).toBe(403);
+      // What names no resource here is taken as given, whatever the token reads.
+      const canonical = [{ canonical: 'https://example.org/Questionnaire/intake|2' }, { identifier: { value: 'ACC-1' }, type: 'ImagingStudy' }];
+      expect((await answer(patientsOnly, canonical)).status).toBe(201);
+    });
+
+    test('the token response, the access token, introspection and every refresh carry fhirContext and need_patient_banner; they widen no access', async () => {
+      const launch = await launchFor({ patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false });
+      const body = await launchedTokens(launch);
+      expect(body).toMatchObject({ patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false, scope: SCOPE });
+      // The encounter is the top-level `encounter`, never a fhirContext item.
+      expect(body.fhirContext!.some((i) => String(i.reference).startsWith('Encounter/'))).toBe(false);
+      expect(decodeJwt(body.access_token)).toMatchObject({ patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false });
+
+      const auth = { Authorization: basic(c.id, c.secret) };
+      const launched = { active: true, patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false };
+      expect((await (await post(t, { token: body.access_token }, auth, '/oauth2/introspect')).json()) as Json).toMatchObject(launched);
+      expect((await (await post(t, { token: body.refresh_token! }, auth, '/oauth2/introspect')).json()) as Json).toMatchObject({ ...launched, token_type: 'refresh_token' });
+      const refreshed = (await (await post(t, { grant_type: 'refresh_token', refresh_token: body.refresh_token! }, auth)).json()) as Tokens;
+      expect(refreshed).toMatchObject({ patient: 'p-ann', encounter: 'e-ann', fhirContext: CONTEXT, need_patient_banner: false, scope: SCOPE });
+      expect(decodeJwt(refreshed.access_token)).toMatchObject({ fhirContext: CONTEXT, need_patient_banner: false });
+      // Narrowed to scopes without `launch`: the EHR's context is not released; the banner still says how the app is shown.
+      const narrowed = (await (await post(t, { grant_type: 'refresh_token', refresh_token: body.refresh_token!, scope: 'openid patient/*.rs' }, auth)).json()) as Tokens;
+      expect(narrowed).toMatchObject({ patient: 'p-ann', need_patient_banner: false, scope: 'openid patient/*.rs' });
+      expect(narrowed.fhirContext).toBeUndefined();
+      expect(decodeJwt(narrowed.access_token).fhirContext).toBeUndefined();
+
+      // A Patient or an Observation of another patient in fhirContext is no permission to read it.
+      const app = fhirClient(t, body.access_token);
+      expect((await app.get('Observation/o-ann')).status).toBe(200);
+      expect((await app.get('Patient/p-bob')).status).toBe(403);
+    });
+
+    test('need_patient_banner is true unless the EHR said otherwise, and in a standalone launch; nothing without a patient', async () => {
+      const plain = await launchedTokens(await launchFor({ patient: 'p-bob' }), 'clerk');
+      expect(plain).toMatchObject({ patient: 'p-bob', need_patient_banner: true });
+      expect(plain.fhirContext).toBeUndefined();
+      // `launch` beside user/ scopes alone names the patient, and so the banner and fhirContext.
+      const user = await launchedTokens(await launchFor({ patient: 'p-bob', fhirContext: [{ reference: 'List/l-home' }] }), 'doc', { scope: 'launch openid user/*.rs' });
+      expect(user).toMatchObject({ patient: 'p-bob', need_patient_banner: true, fhirContext: [{ reference: 'List/l-home' }] });
+
+      // Standalone: the picker's choice, and a Patient user's own record.
+      const { verifier, challenge } = pkce();
+      const picker = await signIn(t, params(null, { scope: 'launch/patient openid patient/*.rs', challenge }), 'doc');
+      const fields = hiddenFields(await picker.text());
+      const chosen = await t.request('/oauth2/authorize', {
+        method: 'POST', headers: { ...FORM, Cookie: csrfCookie(picker) }, body: new URLSearchParams({ ...fields, patient: 'p-ann', action: 'pick' }),
+      });
+      const picked = (await (await redeem(t, redirectParams(chosen).get('code')!, c, { code_verifier: verifier })).json()) as Tokens;
+      expect(picked).toMatchObject({ patient: 'p-ann', need_patient_banner: true });
+      expect(picked.fhirContext).toBeUndefined();
+      const own = await launchedTokens(null, 'ann', { scope: 'openid offline_access patient/*.rs' });
+      expect(own).toMatchObject({ patient: 'p-ann', need_patient_banner: true });
+      const auth = { Authorization: basic(c.id, c.secret) };
+      expect((await (await post(t, { token: own.refresh_token! }, auth, '/oauth2/introspect')).json()) as Json).toMatchObject({ patient: 'p-ann', need_patient_banner: true });
+      // No patient in context: no banner to speak of.
+      const none = await launchedTokens(null, 'doc', { scope: 'openid fhirUser user/*.rs' });
+      expect(none.patient).toBeUndefined();
+      expect(none.need_patient_banner).toBeUndefined();
+      expect(decodeJwt(none.access_token).need_patient_banner).toBeUndefined();
+    });
+
     test('an EHR launch: no picker, the code at once; the token names the patient and encounter, which bound nothing but the patient/ scopes', async () => {
       const launch = await launchFor({ patient: 'p-ann', encounter: 'e-ann' });
       const page = await t.request(`/oauth2/authorize?${authorizeQuery(params(launch))}`);
       expect(page.status).toBe(200);
       const html = await page.text();
       expect(hiddenFields(html).launch).toBe(launch);
-      expect(html).toContain('Know which patient record (and encounter) it was opened for');
+      expect(html).toContain('Know which patient record it was opened for (and the encounter and other records open with it)');
       const res = await signIn(t, params(launch), 'doc');
       const back = redirectParams(res);
       expect(back.get('state')).toBe('st-1');
@@ -338,10 +481,11 @@ for (const target of targets) {
       expect(await ignored.text()).toContain('<title>Choose a patient · Cinder</title>');
     });
 
-    test('discovery advertises the EHR launch and its patient and encounter context', async () => {
+    test('discovery advertises the EHR launch, its patient and encounter context and the patient banner, and no style', async () => {
       for (const path of ['/.well-known/smart-configuration', '/tenants/t1/fhir/R4/.well-known/smart-configuration']) {
         const body = (await (await t.request(path)).json()) as { capabilities: string[]; scopes_supported: string[] };
-        expect(body.capabilities).toEqual(expect.arrayContaining(['launch-ehr', 'context-ehr-patient', 'context-ehr-encounter', 'launch-standalone']));
+        expect(body.capabilities).toEqual(expect.arrayContaining(['launch-ehr', 'context-ehr-patient', 'context-ehr-encounter', 'context-banner', 'launch-standalone']));
+        expect(body.capabilities).not.toContain('context-style');
         expect(body.scopes_supported).toEqual(expect.arrayContaining(['launch', 'launch/patient', 'launch/encounter']));
       }
     });

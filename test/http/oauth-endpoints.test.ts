@@ -155,9 +155,10 @@ describe('discovery', () => {
       expect(body.token_endpoint_auth_methods_supported).toEqual(expect.arrayContaining(['client_secret_basic', 'private_key_jwt']));
       expect(body.token_endpoint_auth_signing_alg_values_supported).toEqual(expect.arrayContaining(['RS384', 'ES384']));
       // What Cinder does, and nothing more: a standalone launch with patient context (the patient picker), and
-      // the EHR launch with patient and encounter context (POST /oauth2/launch); no standalone encounter.
+      // the EHR launch with patient and encounter context and the EHR's need_patient_banner (POST /oauth2/launch);
+      // no standalone encounter, no smart_style_url.
       expect([...(body.capabilities as string[])].sort()).toEqual([
-        'authorize-post', 'client-confidential-asymmetric', 'client-confidential-symmetric', 'client-public', 'context-ehr-encounter',
+        'authorize-post', 'client-confidential-asymmetric', 'client-confidential-symmetric', 'client-public', 'context-banner', 'context-ehr-encounter',
         'context-ehr-patient', 'context-standalone-patient', 'launch-ehr', 'launch-standalone', 'permission-offline', 'permission-patient',
         'permission-user', 'permission-v1', 'permission-v2', 'sso-openid-connect',
       ]);

@@ -195,7 +195,8 @@ for (const target of targets) {
       const auth = { Authorization: basic(c.id, c.secret) };
       const stored = (value: string, userId: string, scope: string) => t.store.oauth.createRefreshToken({
         tokenHash: sha256Hex(value), grantId: randomToken(16), clientId: c.id, tenant: 't1', userId, scope,
-        authTime: now, createdAt: now, expiresAt: now + 3_600_000, revokedAt: null, patient: null, encounter: null,
+        authTime: now, createdAt: now, expiresAt: now + 3_600_000, revokedAt: null, patient: null, encounter: null, fhirContext: null,
+        needPatientBanner: true,
       });
       const refresh = async (value: string) => {
         const res = await post(t, { grant_type: 'refresh_token', refresh_token: value }, auth);
@@ -219,6 +220,7 @@ for (const target of targets) {
       await t.store.oauth.createCode({
         codeHash: sha256Hex('old-code'), grantId: randomToken(16), clientId: c.id, tenant: 't1', userId: doc.id, redirectUri: REDIRECT,
         scope: 'openid offline_access patient/*.rs', nonce: null, codeChallenge: null, authTime: now, expiresAt: now + 60_000, consumedAt: null, patient: null, encounter: null,
+        fhirContext: null, needPatientBanner: true,
       });
       const redeemed = (await (await redeem(t, 'old-code', c)).json()) as Tokens;
       expect(redeemed.scope).toBe('openid offline_access');

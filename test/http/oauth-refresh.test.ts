@@ -35,7 +35,7 @@ describe('refresh_token', () => {
       expect(res.status).toBe(200);
       expect(res.headers.get('cache-control')).toBe('no-store');
       const body = (await res.json()) as Record<string, string>;
-      expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'patient', 'scope', 'token_type']);
+      expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'need_patient_banner', 'patient', 'scope', 'token_type']);
       expect(body.scope).toBe(SCOPE);
       const id = decodeJwt(body.id_token!);
       expect(id.aud).toBe(c.id);

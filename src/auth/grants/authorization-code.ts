@@ -2,6 +2,7 @@ import { OAuthError } from '../../errors.ts';
 import type { AuthCode } from '../../store/types.ts';
 import { OFFLINE_SCOPES } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
+import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant } from '../issue.ts';
 import { CODE_VERIFIER, verifierMatches } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
@@ -56,8 +57,7 @@ export const authorizationCode: Grant = {
     checkReadableScopes(client, scopes);
     const user = await grantUser(deps, code.tenant, code.userId);
     const grant = {
-      client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, patient: code.patient,
-      encounter: code.encounter,
+      client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, ...grantContext(code),
     };
     const body = await issueUserTokens(deps, grant, user);
     // The refresh token keeps the scopes granted (without patient/ ones when no patient is in context).
@@ -67,7 +67,7 @@ export const authorizationCode: Grant = {
       await deps.store.oauth.createRefreshToken({
         tokenHash: sha256Hex(refresh), grantId: code.grantId, clientId: client.clientId, tenant: code.tenant, userId: code.userId,
         scope: body.scope, authTime: code.authTime, createdAt: now, expiresAt: now + deps.config.refreshTokenTtl * 1000, revokedAt: null,
-        patient: code.patient, encounter: code.encounter,
+        ...grantContext(code),
       });
       body.refresh_token = refresh;
     }

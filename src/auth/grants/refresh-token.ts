@@ -1,6 +1,7 @@
 import { OAuthError } from '../../errors.ts';
 import type { RefreshToken } from '../../store/types.ts';
 import type { AuthDeps } from '../deps.ts';
+import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens } from '../issue.ts';
 import { splitScopes } from '../scopes.ts';
 import { sha256Hex } from '../secrets.ts';
@@ -41,8 +42,7 @@ export const refreshToken: Grant = {
     const scopes = narrowedScopes(form, splitScopes(t.scope));
     checkReadableScopes(client, scopes);
     const user = await grantUser(deps, t.tenant, t.userId);
-    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, patient: t.patient,
-      encounter: t.encounter };
+    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, ...grantContext(t) };
     return issueUserTokens(deps, grant, user);
   },
 };

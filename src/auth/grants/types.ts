@@ -1,3 +1,4 @@
+import type { FhirContextItem } from '../../store/types.ts';
 import type { AuthDeps } from '../deps.ts';
 import type { AuthenticatedClient } from '../client-auth.ts';
 
@@ -12,6 +13,10 @@ export interface TokenResponse {
   patient?: string;
   /** SMART App Launch 2.2: the encounter in context of an EHR launch. */
   encounter?: string;
+  /** SMART App Launch 2.2: the further resources in context of an EHR launch. */
+  fhirContext?: FhirContextItem[];
+  /** SMART App Launch 2.2: whether the app should show a patient banner (beside `patient`). */
+  need_patient_banner?: boolean;
 }
 
 /** A grant type module: its name, the form parameters it reads, and its handler. */

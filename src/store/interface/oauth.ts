@@ -1,5 +1,26 @@
 /** OAuth state: authorization codes, refresh tokens, revocations, assertion jtis and login counters. */
 
+/**
+ * An item of an EHR launch's `fhirContext` (SMART App Launch 2.2, Scopes and Launch Context): at least one of
+ * `reference` (relative, `Type/id`), `canonical` and `identifier`, with an optional `type` and `role`.
+ * The store keeps the list as given (JSON text).
+ */
+export interface FhirContextItem {
+  reference?: string;
+  canonical?: string;
+  identifier?: FhirContextIdentifier;
+  type?: string;
+  role?: string;
+}
+
+/** The FHIR Identifier of a `fhirContext` item (the elements Cinder takes of one). */
+export interface FhirContextIdentifier {
+  use?: string;
+  type?: { coding?: { system?: string; version?: string; code?: string; display?: string }[]; text?: string };
+  system?: string;
+  value?: string;
+}
+
 /** An authorization code, stored by the SHA-256 digest of its value. */
 export interface AuthCode {
   codeHash: string;
@@ -23,6 +44,13 @@ export interface AuthCode {
   patient: string | null;
   /** The encounter in context of an EHR launch (SMART `launch` with an encounter); null otherwise, and in older codes. */
   encounter: string | null;
+  /** The further resources in context of an EHR launch (its `fhirContext`); null without any, and in older codes. */
+  fhirContext: FhirContextItem[] | null;
+  /**
+   * SMART `need_patient_banner`: false only when the EHR launch said its own UI shows the patient; true for
+   * every other sign-in (a standalone launch has no EHR UI around the app), and in older codes.
+   */
+  needPatientBanner: boolean;
 }
 
 /** A refresh token, stored by the SHA-256 digest of its value. */
@@ -41,6 +69,10 @@ export interface RefreshToken {
   patient: string | null;
   /** The encounter in context of the grant (AuthCode.encounter), kept for every refresh. */
   encounter: string | null;
+  /** The further resources in context of the grant (AuthCode.fhirContext), kept for every refresh. */
+  fhirContext: FhirContextItem[] | null;
+  /** Whether the app needs to show a patient banner (AuthCode.needPatientBanner), kept for every refresh. */
+  needPatientBanner: boolean;
 }
 
 /** A revoked access token (`jti`) or a whole revoked grant (`grant`, every token issued from one login). */

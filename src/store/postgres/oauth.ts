@@ -4,7 +4,7 @@ import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
 
 /**
- * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2 and 22). Code
+ * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2, 22, 23 and 27). Code
  * redemption is one conditional UPDATE: under READ COMMITTED a concurrent redeemer waits for the
  * winner's commit, re-checks `consumed_at IS NULL` and updates nothing.
  */

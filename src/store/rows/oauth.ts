@@ -1,10 +1,10 @@
-import type { AuthCode, RefreshToken, Revocation } from '../types.ts';
+import type { AuthCode, FhirContextItem, RefreshToken, Revocation } from '../types.ts';
 
 /** Used codes are kept this long after expiry, so a late replay is still detected (RFC 9700 4.4). */
 export const CODE_RETENTION_MS = 24 * 3600 * 1000;
 
 /** An `auth_codes` row (the same columns on both adapters). */
-export interface CodeRow {
+export type CodeRow = {
   code_hash: string;
   grant_id: string;
   client_id: string;
@@ -21,10 +21,14 @@ export interface CodeRow {
   patient: string | null;
   /** Migration 20 (SQLite) / 23 (PostgreSQL); null in rows written before it. */
   encounter: string | null;
-}
+  /** Migration 24 (SQLite) / 27 (PostgreSQL): the `fhirContext` as JSON text; null without one, and in rows written before it. */
+  fhir_context: string | null;
+  /** Migration 24 (SQLite) / 27 (PostgreSQL): INTEGER 0/1 on SQLite, BOOLEAN on PostgreSQL; true in rows written before it. */
+  need_patient_banner: boolean | number;
+};
 
 /** A `refresh_tokens` row (the same columns on both adapters). */
-export interface RefreshRow {
+export type RefreshRow = {
   token_hash: string;
   grant_id: string;
   client_id: string;
@@ -39,7 +43,11 @@ export interface RefreshRow {
   patient: string | null;
   /** Migration 20 (SQLite) / 23 (PostgreSQL); null in rows written before it. */
   encounter: string | null;
-}
+  /** As CodeRow.fhir_context. */
+  fhir_context: string | null;
+  /** As CodeRow.need_patient_banner. */
+  need_patient_banner: boolean | number;
+};
 
 /** A `revocations` row. */
 export interface RevocationRow {
@@ -49,12 +57,16 @@ export interface RevocationRow {
   expires_at: number;
 }
 
+const fromJson = (text: string | null): FhirContextItem[] | null => (text === null ? null : (JSON.parse(text) as FhirContextItem[]));
+const toJson = (items: FhirContextItem[] | null): string | null => (items === null ? null : JSON.stringify(items));
+
 /** Maps an `auth_codes` row to the domain AuthCode. */
 export function toCode(r: CodeRow): AuthCode {
   return {
     codeHash: r.code_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id,
     redirectUri: r.redirect_uri, scope: r.scope, nonce: r.nonce, codeChallenge: r.code_challenge, authTime: r.auth_time,
     expiresAt: r.expires_at, consumedAt: r.consumed_at, patient: r.patient ?? null, encounter: r.encounter ?? null,
+    fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner),
   };
 }
 
@@ -63,7 +75,7 @@ export function codeRow(c: AuthCode): CodeRow {
   return {
     code_hash: c.codeHash, grant_id: c.grantId, client_id: c.clientId, tenant: c.tenant, user_id: c.userId, redirect_uri: c.redirectUri,
     scope: c.scope, nonce: c.nonce, code_challenge: c.codeChallenge, auth_time: c.authTime, expires_at: c.expiresAt, consumed_at: c.consumedAt,
-    patient: c.patient, encounter: c.encounter,
+    patient: c.patient, encounter: c.encounter, fhir_context: toJson(c.fhirContext), need_patient_banner: c.needPatientBanner,
   };
 }
 
@@ -72,7 +84,7 @@ export function toRefresh(r: RefreshRow): RefreshToken {
   return {
     tokenHash: r.token_hash, grantId: r.grant_id, clientId: r.client_id, tenant: r.tenant, userId: r.user_id, scope: r.scope,
     authTime: r.auth_time, createdAt: r.created_at, expiresAt: r.expires_at, revokedAt: r.revoked_at, patient: r.patient ?? null,
-    encounter: r.encounter ?? null,
+    encounter: r.encounter ?? null, fhirContext: fromJson(r.fhir_context), needPatientBanner: Boolean(r.need_patient_banner),
   };
 }
 
@@ -81,7 +93,7 @@ export function refreshRow(t: RefreshToken): RefreshRow {
   return {
     token_hash: t.tokenHash, grant_id: t.grantId, client_id: t.clientId, tenant: t.tenant, user_id: t.userId, scope: t.scope,
     auth_time: t.authTime, created_at: t.createdAt, expires_at: t.expiresAt, revoked_at: t.revokedAt, patient: t.patient,
-    encounter: t.encounter,
+    encounter: t.encounter, fhir_context: toJson(t.fhirContext), need_patient_banner: t.needPatientBanner,
   };
 }
 

@@ -417,4 +417,19 @@ UPDATE index_state SET value = 12 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 13 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 24,
+    name: 'launch_context',
+    sql: `
+-- The rest of a SMART EHR launch's context (src/auth/launch.ts), carried from the authorization code to the
+-- refresh tokens of its grant beside the patient and encounter: \`fhir_context\`, the launch's \`fhirContext\`
+-- items as JSON text (NULL: none, as in a standalone launch or a row written before this migration), and
+-- \`need_patient_banner\`, false only when the EHR said its own UI shows the patient. Rows written before
+-- this migration had no EHR that could say so: they read true, as every standalone sign-in does.
+ALTER TABLE auth_codes ADD COLUMN fhir_context TEXT;
+ALTER TABLE auth_codes ADD COLUMN need_patient_banner INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE refresh_tokens ADD COLUMN fhir_context TEXT;
+ALTER TABLE refresh_tokens ADD COLUMN need_patient_banner INTEGER NOT NULL DEFAULT 1;
+`,
+  },
 ];

@@ -1,9 +1,9 @@
 import type { Database } from 'bun:sqlite';
 import type { CounterRepo, OAuthRepo, Revocation } from '../types.ts';
-import { CODE_RETENTION_MS, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 
-/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19 and 20). */
+/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20 and 24). */
 export function createSqliteOAuth(db: Database): OAuthRepo {
   const revokeTx = db.transaction((r: Revocation) => {
     db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt);
@@ -13,11 +13,10 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     async createCode(c) {
       db.query(
         `INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge,
-           auth_time, expires_at, consumed_at, patient, encounter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        c.codeHash, c.grantId, c.clientId, c.tenant, c.userId, c.redirectUri, c.scope, c.nonce, c.codeChallenge, c.authTime, c.expiresAt, c.consumedAt,
-        c.patient, c.encounter,
-      );
+           auth_time, expires_at, consumed_at, patient, encounter, fhir_context, need_patient_banner)
+         VALUES ($code_hash, $grant_id, $client_id, $tenant, $user_id, $redirect_uri, $scope, $nonce, $code_challenge,
+           $auth_time, $expires_at, $consumed_at, $patient, $encounter, $fhir_context, $need_patient_banner)`,
+      ).run(codeRow(c));
     },
     async redeemCode(codeHash, clientId, now) {
       const won = db
@@ -32,9 +31,11 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     },
     async createRefreshToken(t) {
       db.query(
-        `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at, patient, encounter)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(t.tokenHash, t.grantId, t.clientId, t.tenant, t.userId, t.scope, t.authTime, t.createdAt, t.expiresAt, t.revokedAt, t.patient, t.encounter);
+        `INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at,
+           patient, encounter, fhir_context, need_patient_banner)
+         VALUES ($token_hash, $grant_id, $client_id, $tenant, $user_id, $scope, $auth_time, $created_at, $expires_at, $revoked_at,
+           $patient, $encounter, $fhir_context, $need_patient_banner)`,
+      ).run(refreshRow(t));
     },
     async getRefreshToken(tokenHash) {
       const r = db.query<RefreshRow, [string]>('SELECT * FROM refresh_tokens WHERE token_hash = ?').get(tokenHash);

@@ -113,9 +113,32 @@ export function migrationContract(target: StoreTarget) {
       // New rows hold one.
       await s.oauth.createRefreshToken({
         tokenHash: 'new-refresh', grantId: 'g2', clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid launch', authTime: 1000,
-        createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: 'p1', encounter: 'e1',
+        createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: 'p1', encounter: 'e1', fhirContext: null, needPatientBanner: true,
       });
       expect((await s.oauth.getRefreshToken('new-refresh'))!.encounter).toBe('e1');
+    });
+
+    test('the launch context migration: codes and refresh tokens an older Cinder stored read as having no fhirContext and needing a banner', async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'launch_context');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      await rawStatements(target.kind, db.url, [
+        [`INSERT INTO auth_codes (code_hash, grant_id, client_id, tenant, user_id, redirect_uri, scope, nonce, code_challenge, auth_time, expires_at, consumed_at, patient, encounter)
+          VALUES ('old-code', 'g1', 'c1', 't', 'u1', 'https://app/cb', 'openid launch', NULL, NULL, 1000, 61000, NULL, 'p1', 'e1')`, []],
+        [`INSERT INTO refresh_tokens (token_hash, grant_id, client_id, tenant, user_id, scope, auth_time, created_at, expires_at, revoked_at, patient, encounter)
+          VALUES ('old-refresh', 'g1', 'c1', 't', 'u1', 'openid offline_access launch', 1000, 1000, 100000, NULL, 'p1', 'e1')`, []],
+      ]);
+      const s = db.open();
+      expect((await s.migrate()).applied[0]).toBe(`${version}_launch_context`);
+      const redeemed = await s.oauth.redeemCode('old-code', 'c1', 2000);
+      expect(redeemed).toMatchObject({ status: 'redeemed', code: { patient: 'p1', encounter: 'e1', fhirContext: null, needPatientBanner: true } });
+      expect(await s.oauth.getRefreshToken('old-refresh')).toMatchObject({ patient: 'p1', encounter: 'e1', fhirContext: null, needPatientBanner: true });
+      // New rows hold them.
+      await s.oauth.createRefreshToken({
+        tokenHash: 'new-refresh', grantId: 'g2', clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid launch', authTime: 1000,
+        createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: 'p1', encounter: null, fhirContext: [{ reference: 'List/l1' }], needPatientBanner: false,
+      });
+      expect(await s.oauth.getRefreshToken('new-refresh')).toMatchObject({ fhirContext: [{ reference: 'List/l1' }], needPatientBanner: false });
     });
 
     test('ping succeeds on a reachable database', async () => {

@@ -14,14 +14,16 @@ function user(tenant: string, over: Partial<User> = {}): User {
 function code(over: Partial<AuthCode> = {}): AuthCode {
   return {
     codeHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', redirectUri: 'https://app/cb', scope: 'openid',
-    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, patient: null, encounter: null, ...over,
+    nonce: 'n', codeChallenge: null, authTime: 1000, expiresAt: 61_000, consumedAt: null, patient: null, encounter: null,
+    fhirContext: null, needPatientBanner: true, ...over,
   };
 }
 
 function refresh(over: Partial<RefreshToken> = {}): RefreshToken {
   return {
     tokenHash: uid(), grantId: uid(), clientId: 'c1', tenant: 't', userId: 'u1', scope: 'openid offline_access', authTime: 1000,
-    createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: null, encounter: null, ...over,
+    createdAt: 1000, expiresAt: 100_000, revokedAt: null, patient: null, encounter: null, fhirContext: null,
+    needPatientBanner: true, ...over,
   };
 }
 
@@ -83,6 +85,25 @@ export function oauthContract(store: () => Store) {
       const none = refresh({ patient: 'pat-7' });
       await s.oauth.createRefreshToken(none);
       expect((await s.oauth.getRefreshToken(none.tokenHash))!.encounter).toBeNull();
+    });
+
+    test("an EHR launch's fhirContext and need_patient_banner are kept beside its patient; none and true by default", async () => {
+      const s = store();
+      const fhirContext = [
+        { reference: 'ImagingStudy/is-1' },
+        { reference: 'List/l-2', role: 'https://example.org/med-list-at-home' },
+        { canonical: 'https://example.org/Questionnaire/q|2', type: 'Questionnaire', role: 'https://example.org/role/q' },
+        { identifier: { system: 'urn:oid:1.2.3', value: 'A-1', type: { coding: [{ code: 'ACSN' }] } }, type: 'ServiceRequest' },
+      ];
+      const launched = code({ patient: 'pat-7', encounter: 'enc-3', fhirContext, needPatientBanner: false });
+      await s.oauth.createCode(launched);
+      expect(await s.oauth.redeemCode(launched.codeHash, 'c1', 2000)).toEqual({ status: 'redeemed', code: { ...launched, consumedAt: 2000 } });
+      const r = refresh({ patient: 'pat-7', fhirContext, needPatientBanner: false });
+      await s.oauth.createRefreshToken(r);
+      expect(await s.oauth.getRefreshToken(r.tokenHash)).toEqual(r);
+      const standalone = refresh({ patient: 'pat-7' });
+      await s.oauth.createRefreshToken(standalone);
+      expect(await s.oauth.getRefreshToken(standalone.tokenHash)).toMatchObject({ fhirContext: null, needPatientBanner: true });
     });
 
     test('N concurrent redemptions: exactly one wins', async () => {

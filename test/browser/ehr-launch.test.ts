@@ -3,8 +3,9 @@
  * `POST /oauth2/launch` for a patient and an encounter, and opens the app's launch page with
  * `?iss=<fhir base>&launch=<value>`, as an EHR does; the app, written with `fhirclient` on another origin
  * as a public client with PKCE, calls `FHIR.oauth2.authorize` with the `launch` scope; a Practitioner
- * signs in on Cinder's login page (no picker follows); the app gets the launched patient and encounter
- * from the token response and reads them, its patient/ scopes bound to that patient.
+ * signs in on Cinder's login page (no picker follows); the app gets the launched patient and encounter,
+ * the further resource the EHR put in context (`fhirContext`) and the EHR's `need_patient_banner` from the
+ * token response and reads them, its patient/ scopes bound to that patient.
  */
 import { afterAll, beforeAll, expect } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -48,6 +49,8 @@ function appPages(req: Request): Response {
         const patient = await client.patient.read();
         const encounter = await client.encounter.read();
         const observations = await client.request('Observation');
+        const context = client.state.tokenResponse.fhirContext;
+        const focus = await client.request(context[0].reference);
         let otherPatient;
         try {
           await client.request('Patient/pat-2');
@@ -60,6 +63,7 @@ function appPages(req: Request): Response {
           encounterStatus: encounter.status, tokenPatient: client.state.tokenResponse.patient,
           tokenEncounter: client.state.tokenResponse.encounter, scope: client.state.tokenResponse.scope,
           observationIds: observations.entry.map((e) => e.resource.id), otherPatient,
+          fhirContext: context, focusId: focus.id, needPatientBanner: client.state.tokenResponse.need_patient_banner,
         };
     `));
   }
@@ -109,11 +113,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-test('fhirclient in Chromium: an EHR launch with patient and encounter, a sign-in without the picker, the launched patient read', async () => {
+test('fhirclient in Chromium: an EHR launch with patient, encounter and fhirContext, a sign-in without the picker, the launched patient read', async () => {
   const minted = await fetch(`${cinder.url}/oauth2/launch`, {
     method: 'POST',
     headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ patient: 'pat-1', encounter: 'enc-1', client_id: clientId }),
+    body: JSON.stringify({
+      patient: 'pat-1', encounter: 'enc-1', client_id: clientId, need_patient_banner: false,
+      fhirContext: [{ reference: 'Observation/obs-1', role: 'https://example.org/role/focus' }],
+    }),
   });
   expect(minted.status).toBe(201);
   const { launch } = (await minted.json()) as { launch: string };
@@ -147,6 +154,7 @@ test('fhirclient in Chromium: an EHR launch with patient and encounter, a sign-i
     patientId: 'pat-1', patientName: 'Launched', encounterId: 'enc-1', encounterStatus: 'in-progress',
     tokenPatient: 'pat-1', tokenEncounter: 'enc-1', scope: 'launch openid fhirUser patient/*.rs',
     observationIds: ['obs-1'], otherPatient: 403,
+    fhirContext: [{ reference: 'Observation/obs-1', role: 'https://example.org/role/focus' }], focusId: 'obs-1', needPatientBanner: false,
   });
   await context.close();
 }, 60_000);

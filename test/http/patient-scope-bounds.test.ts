@@ -109,7 +109,7 @@ await eachStore((kind, fresh) => {
       // pd links to pa (a duplicate record): pd is in pa's compartment, pd's Observation is not.
       await admin.put200({ resourceType: 'Patient', id: 'pd', link: [{ other: { reference: 'Patient/pa' }, type: 'seealso' }] });
       await admin.put200(obs('od', 'pd', 'laboratory'));
-      const everything = async (token: string, path: string) => {
+      const everything = async (token: string, path: string): Promise<string[]> => {
         const res = await t.request(`${t.fhir()}/${path}`, fhirInit(token));
         expect(res.status).toBe(200);
         return (((await res.json()) as Json).entry ?? []).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();

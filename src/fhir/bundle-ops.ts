@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { FhirError } from '../errors.ts';
+import { requireAccess } from './access.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { follow, resolveConditionalReferences, sharedWrites, type ConditionalReference, type TransactionWrite } from './bundle-conditional.ts';
@@ -64,6 +65,8 @@ const at = entryPath;
  */
 async function resolveTarget(deps: FhirDeps, req: FhirRequest, entry: Entry, query: URLSearchParams | undefined, id: string | undefined, deleted: ReadonlySet<string>): Promise<Planned> {
   const p: Planned = { entry };
+  // A conditional create is a create, whether or not a resource matches (as in REST).
+  if (entry.method === 'POST') requireAccess(req.access, entry.type, 'c');
   if (!entry.condition || !query) {
     if (id !== undefined) p.id = id;
     return p;

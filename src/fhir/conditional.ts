@@ -1,3 +1,4 @@
+import { requireAccess } from './access.ts';
 import { FhirError } from '../errors.ts';
 import { createHash } from 'node:crypto';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
@@ -227,6 +228,8 @@ export async function conditionalCreate(
   deps: FhirDeps, req: FhirRequest, type: string, body: unknown, ifNoneExist: string,
 ): Promise<WriteResult> {
   checkTypeAndId(type);
+  // A create, whether or not a resource matches: a token that may not create the type learns nothing by it.
+  requireAccess(req.access, type, 'c');
   // Invalid content is refused before the search, whether or not a resource matches.
   const resource = asResource(withoutId(body), type);
   requireValid(resource, validationLevel(deps));

@@ -130,6 +130,13 @@ describe('system and user scopes (SMART v1 and v2)', () => {
     await expectOutcome(await c.put('Observation/new-one', obs('new-one', 'pa')), 403);
     await expectOutcome(await c.del('Observation/oa'), 403);
     expect((await admin.get('Observation/oa')).status).toBe(200);
+    // A conditional create is a create even when its condition matches (it would answer the match, 200).
+    await expectOutcome(await c.post('Observation', obs('x', 'pa'), { 'If-None-Exist': '_id=oa' }), 403, 'forbidden');
+    const entry = { resource: obs('x', 'pa'), request: { method: 'POST', url: 'Observation', ifNoneExist: '_id=oa' } };
+    const tx = await c.post('', { resourceType: 'Bundle', type: 'transaction', entry: [entry] });
+    expect((await expectOutcome(tx, 403, 'forbidden')).issue[0].expression).toEqual(['Bundle.entry[0]']);
+    const batch = (await (await c.post('', { resourceType: 'Bundle', type: 'batch', entry: [entry] })).json()) as Json;
+    expect(batch.entry[0].response.status).toStartWith('403');
   });
 
   test('v1 write without read; v2 letters one by one', async () => {

@@ -130,7 +130,11 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   const compartment = req.access.patientLimit(type, perm) !== undefined && patientCompartment().has(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return;
-  const stored = await deps.store.resources.read(req.tenant, type, id);
+  let stored = await deps.store.resources.read(req.tenant, type, id);
+  // An update of a deleted resource creates it again, continuing its history: it is held to the
+  // content the resource had before its deletion, so that a token cannot take over another patient's
+  // record (what refers to it would then name the new content). Nothing is deleted twice.
+  if (stored?.deleted && perm === 'u' && stored.versionId > 1) stored = await deps.store.resources.vread(req.tenant, type, id, stored.versionId - 1);
   if (!stored || stored.deleted) return;
   const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
   if (type === 'Binary') await requireContextReadable(deps, req, resource);

@@ -156,6 +156,14 @@ await eachStore((kind, fresh) => {
       expect((await send('DELETE', 'Observation/oa-vs')).status).toBe(200);
       expect(await readStatus(token, 'Practitioner/doc')).toBe(200);
       expect(await readStatus(token, 'Observation/oba')).toBe(200);
+      // Another patient's deleted record is not created again as its own (its history, and what refers to it, are pb's).
+      await admin.put200(obs('gone-b', 'pb', 'laboratory'));
+      expect((await admin.del('Observation/gone-b')).status).toBe(200);
+      await expectOutcome(await send('PUT', 'Observation/gone-b', obs('gone-b', 'pa', 'laboratory')), 403, 'forbidden');
+      const tx2 = await send('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: obs('gone-b', 'pa', 'laboratory'), request: { method: 'PUT', url: 'Observation/gone-b' } }] });
+      await expectOutcome(tx2, 403, 'forbidden');
+      // Its own deleted record is.
+      expect((await send('PUT', 'Observation/oa-vs', obs('oa-vs', 'pa', 'vital-signs'))).status).toBe(201);
     });
   });
 });

@@ -9,22 +9,22 @@ export type SignInResult =
   | { ok: false; reason: 'throttled'; retryAfter: number };
 
 /**
- * Signs a user of the client's tenant in for an authorization request and issues the code. Failed
- * attempts are counted per user and per IP in the database; past the limit, sign-in is refused
- * without checking the password until the window ends. A signed-in user goes back to the client with a
+ * Signs a user of the client's tenant in for an authorization request and issues the code. Attempts
+ * are counted per user and per IP in the database before the password is checked, and stay counted
+ * when it is wrong; past the limit, sign-in is refused without checking the password until the window
+ * ends. A signed-in user goes back to the client with a
  * code, or on to the patient picker (completeSignIn).
  */
 export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username: string, password: string, ip: string): Promise<SignInResult> {
   const tenant = req.client.tenant;
   const throttle = deps.limits.loginFailures;
-  const wait = await throttle.blocked(tenant, username, ip);
+  const wait = await throttle.attempt(tenant, username, ip);
   if (wait !== null) return { ok: false, reason: 'throttled', retryAfter: wait };
   const user = await verifyUser(deps.store, tenant, username, password);
   if (!user) {
-    await throttle.failed(tenant, username, ip);
     deps.log.info('sign-in failed', { tenant, clientId: req.client.clientId, ip });
     return { ok: false, reason: 'invalid' };
   }
-  await throttle.succeeded(tenant, username);
+  await throttle.succeeded(tenant, username, ip);
   return { ok: true, step: await completeSignIn(deps, req, user, deps.clock.now()) };
 }

@@ -57,10 +57,16 @@ export function enforce(limiter: Limiter, key: string): void {
 }
 
 export interface LoginThrottle {
-  /** Seconds to wait when the user or the IP has too many recent failures; null when sign-in may proceed. */
-  blocked(tenant: string, username: string, ip: string): Promise<number | null>;
-  failed(tenant: string, username: string, ip: string): Promise<void>;
-  succeeded(tenant: string, username: string): Promise<void>;
+  /**
+   * Counts a sign-in attempt for the user and the IP before its password is checked, so that attempts
+   * made at once are counted as they arrive (counted after the check, a burst of them all passed the
+   * check of a count none of them had raised yet). Seconds to wait when the user or the IP is past its
+   * limit (the attempt is then taken back, and the password is not checked); null when it may proceed.
+   * A proceeding attempt stays counted as a failure unless `succeeded` follows.
+   */
+  attempt(tenant: string, username: string, ip: string): Promise<number | null>;
+  /** The attempt's password was right: the user's failures are cleared, and the IP's count takes the attempt back. */
+  succeeded(tenant: string, username: string, ip: string): Promise<void>;
 }
 
 export const LOGIN_WINDOW_MS = 15 * 60 * 1000;
@@ -70,24 +76,24 @@ export function createLoginThrottle(store: Store, clock: Clock, perUser: number,
   const userKey = (tenant: string, username: string) => `login-user:${tenant}:${username.toLowerCase()}`;
   const ipKey = (ip: string) => `login-ip:${ip}`;
   return {
-    async blocked(tenant, username, ip) {
+    async attempt(tenant, username, ip) {
       const now = clock.now();
-      const [u, i] = await Promise.all([store.counters.peek(userKey(tenant, username), now), store.counters.peek(ipKey(ip), now)]);
-      const waits = [u.count >= perUser ? u.resetAt : 0, i.count >= perIp ? i.resetAt : 0].filter((t) => t > now);
-      return waits.length ? Math.max(1, Math.ceil((Math.max(...waits) - now) / 1000)) : null;
+      const [u, i] = [await store.counters.increment(userKey(tenant, username), LOGIN_WINDOW_MS, now), await store.counters.increment(ipKey(ip), LOGIN_WINDOW_MS, now)];
+      // The limits are of failures: the limit-th failure may still be tried, the next attempt waits.
+      const waits = [u.count > perUser ? u.resetAt : 0, i.count > perIp ? i.resetAt : 0].filter((t) => t > now);
+      if (!waits.length) return null;
+      await store.counters.decrement(userKey(tenant, username), now);
+      await store.counters.decrement(ipKey(ip), now);
+      return Math.max(1, Math.ceil((Math.max(...waits) - now) / 1000));
     },
-    async failed(tenant, username, ip) {
-      const now = clock.now();
-      await store.counters.increment(userKey(tenant, username), LOGIN_WINDOW_MS, now);
-      await store.counters.increment(ipKey(ip), LOGIN_WINDOW_MS, now);
-    },
-    async succeeded(tenant, username) {
+    async succeeded(tenant, username, ip) {
       await store.counters.clear(userKey(tenant, username));
+      await store.counters.decrement(ipKey(ip), clock.now());
     },
   };
 }
 
-const NO_THROTTLE: LoginThrottle = { blocked: async () => null, failed: async () => undefined, succeeded: async () => undefined };
+const NO_THROTTLE: LoginThrottle = { attempt: async () => null, succeeded: async () => undefined };
 
 /** Builds the limits from the configuration (token endpoint limits are per process; see ARCHITECTURE). */
 export function createRateLimits(config: Config, store: Store, clock: Clock): RateLimits {

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
 import { authorizeQuery, csrfCookie, FORM, hiddenFields, PASSWORD, pkce, REDIRECT, redirectParams, signIn, testUser, userClient } from '../helpers/oauth.ts';
 
 let t: TestApp;
@@ -203,5 +204,36 @@ describe('request validation', () => {
     } finally {
       await app.close();
     }
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`sign-in attempts made at once (${kind})`, () => {
+    test('are counted as they arrive: the per-user limit checks that many passwords, the rest wait', async () => {
+      const app = await createTestApp({ store: await fresh() });
+      try {
+        const cl = await userClient(app);
+        await testUser(app);
+        const limit = app.config.loginFailuresUser;
+        // Every form first, then every wrong password at once.
+        const forms = await Promise.all(Array.from({ length: limit + 7 }, async () => {
+          const res = await app.request(`/oauth2/authorize?${authorizeQuery({ clientId: cl.id })}`);
+          return { cookie: csrfCookie(res), fields: hiddenFields(await res.text()) };
+        }));
+        const answers = await Promise.all(forms.map(({ cookie, fields }) => app.request('/oauth2/authorize', {
+          method: 'POST', headers: { ...FORM, Cookie: cookie }, body: new URLSearchParams({ ...fields, username: 'alice', password: 'nope-nope', action: 'login' }),
+        })));
+        const statuses = answers.map((r) => r.status).sort();
+        expect(statuses).toEqual([...Array(limit).fill(200), ...Array(7).fill(429)]);
+        // The right password now waits too, and after the window it signs in, which clears the user's failures.
+        expect((await signIn(app, { clientId: cl.id })).status).toBe(429);
+        app.clock.advance(15 * 60_000 + 1);
+        expect((await signIn(app, { clientId: cl.id })).status).toBe(303);
+        for (let i = 0; i < limit; i++) expect((await signIn(app, { clientId: cl.id }, 'alice', 'nope-nope')).status).toBe(200);
+        expect((await signIn(app, { clientId: cl.id }, 'alice', 'nope-nope')).status).toBe(429);
+      } finally {
+        await app.close();
+      }
+    });
   });
 });

@@ -126,5 +126,7 @@ export interface CounterRepo {
   increment(key: string, windowMs: number, now: number): Promise<CounterState>;
   /** The current window's count (0 when none is running). */
   peek(key: string, now: number): Promise<CounterState>;
+  /** Takes back one of the current window's count (never below 0; nothing once the window has ended). */
+  decrement(key: string, now: number): Promise<void>;
   clear(key: string): Promise<void>;
 }

@@ -85,6 +85,9 @@ export function createPostgresCounters(sql: Pg): CounterRepo {
       const [r] = await sql<{ count: number; reset_at: number }[]>`SELECT count, reset_at FROM rate_counters WHERE key = ${key} AND reset_at > ${now}`;
       return r ? { count: r.count, resetAt: r.reset_at } : { count: 0, resetAt: now };
     },
+    async decrement(key, now) {
+      await sql`UPDATE rate_counters SET count = count - 1 WHERE key = ${key} AND count > 0 AND reset_at > ${now}`;
+    },
     async clear(key) {
       await sql`DELETE FROM rate_counters WHERE key = ${key}`;
     },

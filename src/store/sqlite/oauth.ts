@@ -101,6 +101,9 @@ export function createSqliteCounters(db: Database): CounterRepo {
       const r = db.query<{ count: number; reset_at: number }, [string, number]>('SELECT count, reset_at FROM rate_counters WHERE key = ? AND reset_at > ?').get(key, now);
       return r ? { count: r.count, resetAt: r.reset_at } : { count: 0, resetAt: now };
     },
+    async decrement(key, now) {
+      db.query('UPDATE rate_counters SET count = count - 1 WHERE key = ? AND count > 0 AND reset_at > ?').run(key, now);
+    },
     async clear(key) {
       db.query('DELETE FROM rate_counters WHERE key = ?').run(key);
     },

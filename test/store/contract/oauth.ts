@@ -187,6 +187,24 @@ export function oauthContract(store: () => Store) {
       expect((await s.counters.peek(key, 62_000)).count).toBe(0);
     });
 
+    test('decrement takes one back from the current window, never below 0, and nothing from an ended one', async () => {
+      const s = store();
+      const key = 'k-' + uid();
+      await s.counters.decrement(key, 1000);
+      expect(await s.counters.peek(key, 1000)).toEqual({ count: 0, resetAt: 1000 });
+      await s.counters.increment(key, 60_000, 1000);
+      await s.counters.increment(key, 60_000, 1000);
+      await s.counters.decrement(key, 2000);
+      expect(await s.counters.peek(key, 2000)).toEqual({ count: 1, resetAt: 61_000 });
+      await s.counters.decrement(key, 2000);
+      await s.counters.decrement(key, 2000);
+      expect(await s.counters.peek(key, 2000)).toEqual({ count: 0, resetAt: 61_000 });
+      expect(await s.counters.increment(key, 60_000, 3000)).toEqual({ count: 1, resetAt: 61_000 });
+      // A window that has ended keeps its count until the next increment starts a new one.
+      await s.counters.decrement(key, 61_000);
+      expect(await s.counters.increment(key, 60_000, 61_000)).toEqual({ count: 1, resetAt: 121_000 });
+    });
+
     test('concurrent increments are all counted', async () => {
       const s = store();
       const key = 'k-' + uid();

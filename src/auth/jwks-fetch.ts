@@ -38,6 +38,33 @@ export function cacheSeconds(header: string | null, fallback: number, max: numbe
   return Math.min(m ? Number(m[1]) : fallback, max);
 }
 
+/**
+ * The body of `res` as text, read no further than `maxBytes` (a chunked body announces no length: read
+ * whole, a host could make Cinder buffer whatever it sends for as long as the timeout lets it).
+ */
+async function boundedText(res: Response, maxBytes: number, url: string): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) {
+        await reader.cancel().catch(() => undefined);
+        throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
+      }
+      chunks.push(value);
+    }
+  } catch (err) {
+    if (err instanceof JwksFetchError) throw err;
+    throw new JwksFetchError(`reading the JWK Set at ${url} failed`, { cause: err });
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
+}
+
 async function download(f: typeof fetch, url: string, timeoutMs: number, maxBytes: number): Promise<{ jwks: JSONWebKeySet; cacheControl: string | null }> {
   let res: Response;
   try {
@@ -50,8 +77,7 @@ async function download(f: typeof fetch, url: string, timeoutMs: number, maxByte
     await res.body?.cancel();
     throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
   }
-  const text = await res.text();
-  if (text.length > maxBytes) throw new JwksFetchError(`the JWK Set at ${url} exceeds ${maxBytes} bytes`);
+  const text = await boundedText(res, maxBytes, url);
   let body: unknown;
   try {
     body = JSON.parse(text);

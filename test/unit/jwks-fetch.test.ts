@@ -15,6 +15,7 @@ describe('cacheSeconds', () => {
 describe('createJwksFetcher against a real server', () => {
   let server: ReturnType<typeof Bun.serve>;
   let hits = 0;
+  let streamed = 0;
   beforeAll(() => {
     server = Bun.serve({
       port: 0,
@@ -25,6 +26,12 @@ describe('createJwksFetcher against a real server', () => {
         if (path === '/redirect') return Response.redirect('/jwks', 302);
         if (path === '/huge') return new Response(JSON.stringify({ keys: [{ kty: 'EC', x: 'a'.repeat(300_000) }] }));
         if (path === '/not-a-set') return Response.json({ hello: 'world' });
+        if (path === '/endless') {
+          // Chunked, no Content-Length, and no end: only the size limit stops the reading.
+          const chunk = new TextEncoder().encode(' '.repeat(64 * 1024));
+          streamed = 0;
+          return new Response(new ReadableStream({ pull: (c) => void (streamed += chunk.byteLength, c.enqueue(chunk)) }), { headers: { 'Content-Type': 'application/json' } });
+        }
         return Response.json({ keys: [{ kty: 'EC', crv: 'P-256', x: 'x', y: 'y', kid: 'k1' }] }, { headers: { 'Cache-Control': 'max-age=60' } });
       },
     });
@@ -61,6 +68,15 @@ describe('createJwksFetcher against a real server', () => {
     for (const p of ['/slow', '/redirect', '/huge', '/not-a-set']) {
       await expect(f.get(url(p))).rejects.toBeInstanceOf(JwksFetchError);
     }
+  });
+
+  test('a chunked answer is read no further than the size limit', async () => {
+    const f = createJwksFetcher(testClock(), { timeoutMs: 5_000 });
+    const started = performance.now();
+    await expect(f.get(url('/endless'))).rejects.toThrow('exceeds');
+    // It stops at the limit (256 KiB), not at the timeout.
+    expect(performance.now() - started).toBeLessThan(4_000);
+    expect(streamed).toBeGreaterThan(256 * 1024);
   });
 
   test('a failed download falls back to the last good copy', async () => {

@@ -75,6 +75,13 @@ export async function createClient(store: Store, clock: Clock, o: NewClientOptio
   if (grants.includes('client_credentials') && !secret && !hasKeys) {
     throw new AdminError('client_credentials clients need a secret or a JWK Set');
   }
+  if (grants.includes('refresh_token') && !secret && !hasKeys) {
+    throw new AdminError(
+      'a public client (--no-secret without --jwks-url or --jwks-file) may not have the refresh_token grant: RFC 9700 2.2.2 requires ' +
+        "a public client's refresh tokens to be rotated or sender-constrained, and Cinder's are neither; leave out --grant refresh_token " +
+        '(the app signs the user in again when its access token expires), or give the client a secret or keys',
+    );
+  }
   await store.clients.create(client);
   return { client, clientSecret: secret };
 }

@@ -1,7 +1,7 @@
 import type { OAuthErrorCode } from '../errors.ts';
 import type { Client, User } from '../store/types.ts';
 import { OFFLINE_SCOPES, OPENID_SCOPES } from './claims.ts';
-import { isConfidential } from './client-auth.ts';
+import { isConfidential, mayHoldRefreshTokens } from './client-auth.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import { grantContext, type GrantContext } from './grant-context.ts';
@@ -52,12 +52,14 @@ export class AuthorizeRedirectError extends Error {
  * Scopes the client may be granted at sign-in: OpenID scopes, `launch/patient`, and what the client's
  * registered scopes imply; `launch` only with an EHR launch, `launch/encounter` only with one naming an
  * encounter (whatever the client registered: they are the launch's context, which nothing else gives).
+ * `offline_access` and `offline` only to a client that may hold refresh tokens (mayHoldRefreshTokens: not
+ * to a public one).
  */
 export function grantableScopes(client: Client, requested: string[], launch: LaunchContext | null = null): string[] {
   return requested.filter((s) => {
     if (s === 'launch') return launch !== null;
     if (s === 'launch/encounter') return launch !== null && launch.encounter !== null;
-    if (OFFLINE_SCOPES.includes(s)) return client.grants.includes('refresh_token');
+    if (OFFLINE_SCOPES.includes(s)) return mayHoldRefreshTokens(client);
     if (OPENID_SCOPES.includes(s) || s === 'launch/patient') return true;
     return isImpliedBy(s, client.scopes);
   });

@@ -25,6 +25,16 @@ export function isConfidential(client: Client): boolean {
   return client.secretHash !== null || client.jwks !== null || client.jwksUrl !== null;
 }
 
+/**
+ * Whether a client may hold refresh tokens: it has the refresh_token grant and is confidential. RFC 9700
+ * 2.2.2: "Refresh tokens for public clients MUST be sender-constrained or use refresh token rotation";
+ * Cinder's are neither (the interface forbids a new refresh token on refresh, and there is no DPoP), so a
+ * public client gets no offline scope and may not refresh, whatever an older release registered it with.
+ */
+export function mayHoldRefreshTokens(client: Client): boolean {
+  return client.grants.includes('refresh_token') && isConfidential(client);
+}
+
 function presentedMethods(req: TokenRequest): string[] {
   const methods: string[] = [];
   if (req.authorization !== undefined) methods.push(/^basic /i.test(req.authorization) ? 'basic' : 'other-header');

@@ -1,5 +1,5 @@
 import { OAuthError } from '../errors.ts';
-import { authenticateClient, type AuthenticatedClient, type TokenRequest } from './client-auth.ts';
+import { authenticateClient, mayHoldRefreshTokens, type AuthenticatedClient, type TokenRequest } from './client-auth.ts';
 import { tokenEndpoint, type AuthDeps } from './deps.ts';
 import { grants } from './grants/index.ts';
 import type { Grant, TokenResponse } from './grants/types.ts';
@@ -38,6 +38,10 @@ function grantParameters(grant: Grant, form: URLSearchParams): URLSearchParams {
 function allowedGrant(grant: Grant, { client }: AuthenticatedClient): void {
   if (!client.grants.includes(grant.grantType)) {
     throw new OAuthError('unauthorized_client', `this client may not use the ${grant.grantType} grant`);
+  }
+  // A public client registered with the grant by an older release holds refresh tokens issued before.
+  if (grant.grantType === 'refresh_token' && !mayHoldRefreshTokens(client)) {
+    throw new OAuthError('unauthorized_client', 'a public client may not refresh tokens: they are neither rotated nor sender-constrained (RFC 9700 2.2.2); sign in again');
   }
 }
 

@@ -28,7 +28,8 @@ export const clientCreateCommand: Command = {
     'cinder client create --tenant <id> [--name <n>] [--grant <type>]... [--scope <s>]... [--redirect-uri <uri>]...\n' +
     '                     [--no-secret] [--jwks-url <url> | --jwks-file <file>] [--read-attribute <a>]...\n' +
     '                     [--access-token-ttl <seconds>] [--json]\n\n' +
-    'Grant types: client_credentials (default), authorization_code, refresh_token.',
+    'Grant types: client_credentials (default), authorization_code, refresh_token.\n' +
+    'A --no-secret client without keys (public) may not have refresh_token (RFC 9700 2.2.2).',
   options: {
     tenant: { type: 'string' },
     name: { type: 'string' },

@@ -179,7 +179,7 @@ describe('request validation', () => {
   });
 
   test('public clients must use PKCE', async () => {
-    const pub = await userClient(t, { secret: false });
+    const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
     const params = redirectParams(await page(authorizeQuery({ clientId: pub.id })));
     expect(params.get('error')).toBe('invalid_request');
     expect((await page(authorizeQuery({ clientId: pub.id, challenge: pkce().challenge }))).status).toBe(200);

@@ -143,7 +143,7 @@ describe('authorization_code', () => {
   });
 
   test('public client: PKCE and client_id, no secret', async () => {
-    const pub = await userClient(t, { secret: false });
+    const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
     const { verifier, challenge } = pkce();
     const code = await getCode(t, { clientId: pub.id, challenge });
     const res = await redeem(t, code, pub, { code_verifier: verifier });

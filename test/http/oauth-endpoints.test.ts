@@ -52,7 +52,7 @@ describe('introspection (RFC 7662)', () => {
     const res = await post(t, { token: tokens.access_token }, {}, '/oauth2/introspect');
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toBe('invalid_client');
-    const pub = await userClient(t, { secret: false });
+    const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
     const pubRes = await post(t, { token: tokens.access_token, client_id: pub.id }, {}, '/oauth2/introspect');
     expect(((await pubRes.json()) as { error: string }).error).toBe('invalid_client');
     const missing = await post(t, {}, { Authorization: basic(rs.id, rs.secret) }, '/oauth2/introspect');

@@ -87,7 +87,7 @@ describe('client_credentials', () => {
   });
 
   test('a public client -> unauthorized_client', async () => {
-    const pub = await userClient(t, { secret: false });
+    const pub = await userClient(t, { secret: false, grants: ['authorization_code'] });
     await expectError(await post(t, { grant_type: 'client_credentials', client_id: pub.id }), 'unauthorized_client');
   });
 });

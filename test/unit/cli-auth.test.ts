@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { runCli } from '../../src/cli/index.ts';
 import type { CliIO } from '../../src/cli/command.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { exportJWK, generateKeyPair } from 'jose';
 
 let dir: string;
 beforeEach(() => {
@@ -77,5 +78,38 @@ describe('cinder keys rotate', () => {
     const active = published.filter((k) => k.retiredAt === null).map((k) => k.kid).sort();
     expect(active).toEqual([...kids].sort());
     expect(published.length).toBe(6);
+  });
+});
+
+describe('cinder client create', () => {
+  async function clients(tenant: string) {
+    const store = createSqliteStore(join(dir, 'cinder.db'));
+    try {
+      return await store.clients.list(tenant);
+    } finally {
+      await store.close();
+    }
+  }
+  const app = ['client', 'create', '--tenant', 'acme', '--grant', 'authorization_code', '--redirect-uri', 'https://app.example/cb'];
+
+  test('a public client (--no-secret, no keys) with the refresh_token grant is refused, saying why; without it, or confidential, it is registered', async () => {
+    await run(['tenant', 'create', 'acme']);
+    const r = await run([...app, '--grant', 'refresh_token', '--no-secret']);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('a public client (--no-secret without --jwks-url or --jwks-file) may not have the refresh_token grant');
+    expect(r.err).toContain('RFC 9700 2.2.2');
+    expect(await clients('acme')).toEqual([]);
+
+    const jwksFile = join(dir, 'jwks.json');
+    const { publicKey } = await generateKeyPair('ES256', { extractable: true });
+    await Bun.write(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] }));
+    const created = [
+      await run([...app, '--no-secret', '--json']),
+      await run([...app, '--grant', 'refresh_token', '--json']),
+      await run([...app, '--grant', 'refresh_token', '--no-secret', '--jwks-file', jwksFile, '--json']),
+    ];
+    expect(created.map((c) => [c.code, c.err])).toEqual([[0, ''], [0, ''], [0, '']]);
+    expect(created.map((c) => 'client_secret' in (JSON.parse(c.out) as object))).toEqual([false, true, false]);
+    expect(await clients('acme')).toHaveLength(3);
   });
 });

@@ -1,6 +1,7 @@
 import { OAuthError } from '../../errors.ts';
 import type { AuthCode } from '../../store/types.ts';
 import { OFFLINE_SCOPES } from '../claims.ts';
+import { mayHoldRefreshTokens } from '../client-auth.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant } from '../issue.ts';
@@ -40,7 +41,7 @@ async function redeem(deps: AuthDeps, value: string, clientId: string): Promise<
 /**
  * authorization_code (RFC 6749 4.1.3, OIDC Core 3.1.3): single-use, short-lived codes bound to client
  * and redirect URI, PKCE S256. Issues access_token and id_token; a refresh_token only when the
- * sign-in was granted `offline_access` / `offline`.
+ * sign-in was granted `offline_access` / `offline` and the client may hold one (mayHoldRefreshTokens).
  */
 export const authorizationCode: Grant = {
   grantType: 'authorization_code',
@@ -53,7 +54,8 @@ export const authorizationCode: Grant = {
     const code = await redeem(deps, value, client.clientId);
     if (code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
     checkPkce(code, verifier);
-    const scopes = splitScopes(code.scope);
+    // A code issued before its client could no longer hold refresh tokens (a public one) gives none, and says so.
+    const scopes = splitScopes(code.scope).filter((s) => !OFFLINE_SCOPES.includes(s) || mayHoldRefreshTokens(client));
     checkReadableScopes(client, scopes);
     const user = await grantUser(deps, code.tenant, code.userId);
     const grant = {

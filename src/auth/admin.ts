@@ -2,6 +2,7 @@ import type { Clock } from '../clock.ts';
 import type { Client, Store } from '../store/types.ts';
 import { StoreConflictError } from '../store/types.ts';
 import { USER_ATTRIBUTES } from './claims.ts';
+import { redirectUriProblem } from './redirect-uris.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 
 export const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -47,7 +48,8 @@ function checkJwks(jwks: Client['jwks']): void {
 
 function checkOptions(o: NewClientOptions): void {
   for (const uri of o.redirectUris ?? []) {
-    if (!URL.canParse(uri) || uri.includes('#')) throw new AdminError(`invalid redirect URI '${uri}': an absolute URI without fragment`);
+    const problem = redirectUriProblem(uri);
+    if (problem !== null) throw new AdminError(`invalid redirect URI '${uri}': ${problem}`);
   }
   for (const a of o.readAttributes ?? []) {
     if (!USER_ATTRIBUTES.includes(a)) throw new AdminError(`unknown user attribute '${a}': one of ${USER_ATTRIBUTES.join(', ')}`);

@@ -9,6 +9,7 @@ import { LaunchError, verifyLaunch, type LaunchContext } from './launch.ts';
 import { LOGIN_TICKET_TTL_S } from './login-ticket.ts';
 import { S256_CHALLENGE } from './pkce.ts';
 import { isImpliedBy, isResourceScope, splitScopes } from './scopes.ts';
+import { isRegisteredRedirectUri } from './redirect-uris.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 
 /** Lifetime of an authorization code (RFC 6749 4.1.2 recommends at most ten minutes). */
@@ -72,7 +73,7 @@ async function clientAndRedirect(deps: AuthDeps, q: URLSearchParams): Promise<{ 
   if (!client || client.disabled) throw new AuthorizePageError('The application that sent you here is not registered.');
   const uris = q.getAll('redirect_uri');
   if (uris.length !== 1 || !uris[0]) throw new AuthorizePageError('The request has no redirect_uri (or more than one).');
-  if (!client.redirectUris.includes(uris[0])) throw new AuthorizePageError('The redirect_uri is not registered for this application.');
+  if (!isRegisteredRedirectUri(client.redirectUris, uris[0])) throw new AuthorizePageError('The redirect_uri is not registered for this application.');
   return { client, redirectUri: uris[0] };
 }
 

@@ -113,3 +113,35 @@ describe('cinder client create', () => {
     expect(await clients('acme')).toHaveLength(3);
   });
 });
+
+describe('cinder client create --redirect-uri', () => {
+  const create = (uri: string) =>
+    run(['client', 'create', '--tenant', 'acme', '--grant', 'authorization_code', '--no-secret', '--redirect-uri', uri, '--json']);
+
+  test('refuses browser schemes (javascript:, data:, vbscript:, file:, blob:, ...), fragments and blanks; takes https, http and private-use schemes', async () => {
+    await run(['tenant', 'create', 'acme']);
+    const refused: [string, string][] = [
+      ['javascript:alert(1)', 'the javascript: scheme is handled by the browser itself'],
+      ['JavaScript:alert(1)', 'the javascript: scheme'],
+      [' javascript:alert(1)', 'it contains a blank or a control character'],
+      ['java\tscript:alert(1)', 'it contains a blank or a control character'],
+      ['data:text/html,<script>alert(1)</script>', 'the data: scheme'],
+      ['vbscript:msgbox(1)', 'the vbscript: scheme'],
+      ['file:///etc/passwd', 'the file: scheme'],
+      ['blob:https://app.example/5b1f3c2e-0000-4000-8000-000000000000', 'the blob: scheme'],
+      ['filesystem:https://app.example/temporary/cb', 'the filesystem: scheme'],
+      ['about:blank', 'the about: scheme'],
+      ['https://app.example/cb#frag', 'it has a fragment'],
+      ['/cb', 'it is not an absolute URI'],
+    ];
+    for (const [uri, reason] of refused) {
+      const r = await create(uri);
+      expect([uri, r.code]).toEqual([uri, 2]);
+      expect(r.err).toContain(`invalid redirect URI '${uri}': ${reason}`);
+    }
+    for (const uri of ['https://app.example/cb', 'http://127.0.0.1/cb', 'http://localhost:3000/cb', 'com.example.app:/callback', 'com.example.app://cb?x=1']) {
+      const r = await create(uri);
+      expect([uri, r.code, r.err]).toEqual([uri, 0, '']);
+    }
+  });
+});

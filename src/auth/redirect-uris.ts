@@ -32,9 +32,28 @@ export function redirectUriProblem(uri: string): string | null {
 }
 
 /**
+ * A loopback IP literal redirect URI (RFC 8252 7.3: `127.0.0.1`, `[::1]`) as written, split around its
+ * port: the scheme and host, the port (absent: the scheme's default), and the rest (path and query).
+ * `localhost` is no loopback IP literal (RFC 8252 8.3: NOT RECOMMENDED; the name may resolve to another
+ * interface than the loopback), so it is matched exactly, port included.
+ */
+const LOOPBACK = /^(https?:\/\/(?:127\.0\.0\.1|\[::1\]))(?::(\d{1,5}))?([/?][^#]*)?$/i;
+
+/** `requested` is `registered` but for the port, both loopback IP literal URIs (RFC 8252 7.3). */
+function sameButPort(registered: string, requested: string): boolean {
+  const r = LOOPBACK.exec(registered);
+  const q = r ? LOOPBACK.exec(requested) : null;
+  if (!r || !q || !URL.canParse(requested) || (q[2] !== undefined && Number(q[2]) > 65535)) return false;
+  return q[1] === r[1] && (q[3] ?? '') === (r[3] ?? '');
+}
+
+/**
  * Whether `requested` is one of the `registered` redirect URIs: the same string (RFC 9700 2.1: exact
- * matching). A registered URI of a browser scheme (stored by an older release) matches nothing.
+ * matching), or, for a registered loopback IP literal URI, the same string but for the port (RFC 8252
+ * 7.3: "The authorization server MUST allow any port to be specified at the time of the request for
+ * loopback IP redirect URIs", as a native app listens on whatever port the system gives it). A registered
+ * URI of a browser scheme (stored by an older release) matches nothing.
  */
 export function isRegisteredRedirectUri(registered: readonly string[], requested: string): boolean {
-  return registered.some((uri) => browserScheme(uri) === null && uri === requested);
+  return registered.some((uri) => browserScheme(uri) === null && (uri === requested || sameButPort(uri, requested)));
 }

@@ -1,12 +1,12 @@
 /**
  * Which redirect URIs an authorization request may name (RFC 9700 2.1, RFC 8252 7), on both databases:
  * registered ones of a browser scheme, stored by an older release, are never redirected to; a native app's
- * private-use scheme is.
+ * private-use scheme is; a loopback IP literal matches with any port, and nothing else but exactly.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import type { Client } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
-import { authorizeQuery, pkce, redeem, signIn, testUser } from '../helpers/oauth.ts';
+import { authorizeQuery, pkce, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -59,6 +59,57 @@ for (const target of targets) {
       expect(back.searchParams.get('state')).toBe('s1');
       const token = await redeem(t, back.searchParams.get('code')!, { id: 'legacy-unsafe', secret: null }, { redirect_uri: NATIVE, code_verifier: verifier });
       expect(token.status).toBe(200);
+    });
+
+    describe('loopback IP literals (RFC 8252 7.3)', () => {
+      const LOOPBACK = ['http://127.0.0.1/callback', 'http://[::1]:8080/cb', 'http://localhost:3000/cb', 'https://app.example:8443/cb'];
+      let app: { id: string; secret: string | null };
+      beforeAll(async () => {
+        app = await userClient(t, { secret: false, grants: ['authorization_code'], redirectUris: LOOPBACK });
+      });
+
+      /** Signs in naming `uri`; the 303's target without its query, and the code. */
+      async function signInAt(uri: string, challenge: string) {
+        const res = await signIn(t, { clientId: app.id, redirectUri: uri, challenge });
+        const location = res.headers.get('location');
+        if (res.status !== 303 || !location) return { status: res.status, target: null, code: null };
+        const back = new URL(location);
+        return { status: res.status, target: `${back.origin}${back.pathname}`, code: back.searchParams.get('code') };
+      }
+
+      test('a registered 127.0.0.1 or [::1] redirect URI matches with any port; everything else only exactly (localhost too)', async () => {
+        for (const uri of ['http://127.0.0.1:51234/callback', 'http://127.0.0.1:1/callback', 'http://127.0.0.1/callback', 'http://[::1]:49152/cb', 'http://[::1]/cb', 'http://[::1]:8080/cb']) {
+          const { status, target } = await signInAt(uri, pkce().challenge);
+          expect([uri, status, target]).toEqual([uri, 303, new URL(uri).origin + new URL(uri).pathname]);
+        }
+        const unmatched = [
+          'http://127.0.0.1:51234/callback/', 'http://127.0.0.1:51234/Callback', 'http://127.0.0.1:51234/callback?x=1', 'http://127.0.0.1:51234/callback#x',
+          'https://127.0.0.1:51234/callback', 'http://127.0.0.2:51234/callback', 'http://localhost:51234/callback', 'http://127.0.0.1:99999/callback',
+          'http://127.0.0.1:/callback', 'http://127.0.0.1:51234@evil.example/callback', 'http://127.0.0.1.evil.example:51234/callback',
+          'http://[0:0:0:0:0:0:0:1]:8080/cb', 'http://localhost:3001/cb', 'http://localhost/cb', 'https://app.example:9443/cb', 'https://app.example/cb',
+        ];
+        for (const uri of unmatched) {
+          const res = await t.request(`/oauth2/authorize?${authorizeQuery({ clientId: app.id, redirectUri: uri, challenge: pkce().challenge })}`);
+          expect([uri, res.status, res.headers.get('location')]).toEqual([uri, 400, null]);
+        }
+      });
+
+      test('the code goes to the port of the request, and the token request must name that same redirect_uri', async () => {
+        const { verifier, challenge } = pkce();
+        const used = 'http://127.0.0.1:51234/callback';
+        const { target, code } = await signInAt(used, challenge);
+        expect(target).toBe(used);
+        const pub = { id: app.id, secret: null };
+        for (const other of ['http://127.0.0.1/callback', 'http://127.0.0.1:51235/callback']) {
+          const res = await redeem(t, code!, pub, { redirect_uri: other, code_verifier: verifier });
+          expect([other, res.status, ((await res.json()) as { error?: string }).error]).toEqual([other, 400, 'invalid_grant']);
+        }
+        // The first try consumed the code (the second was a replay): sign in again and name the same URI.
+        const again = pkce();
+        const second = await signInAt(used, again.challenge);
+        const ok = await redeem(t, second.code!, pub, { redirect_uri: used, code_verifier: again.verifier });
+        expect(ok.status).toBe(200);
+      });
     });
   });
 }

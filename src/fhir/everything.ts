@@ -2,15 +2,20 @@
  * `Patient/{id}/$everything` and `Patient/$everything` (FHIR R4 Patient operation): the patients, every
  * resource in their compartments, and the resources those refer to, paged across types. `_since`,
  * `_type` and `_count` as R4 defines them; patient-context tokens see only their own patient.
+ * Matches come patient after patient (the one, or every live Patient in id order), each patient's type
+ * after type (Patient first, then the compartment's other types in the CompartmentDefinition's order),
+ * each type's by id; a page's `_cursor` is the position of its last match (its patient at the type
+ * level, its type's index, its id). src/fhir/everything-rows.ts reads them.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
+import type { ResourceVersion } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { readResource } from './crud.ts';
 import { requireAccess } from './access.ts';
-import { compartmentTypes, patientCompartment } from './definitions.ts';
+import { compartmentTypes } from './definitions.ts';
+import { everythingRows } from './everything-rows.ts';
 import { dateTest } from './search-compile.ts';
-import { addIncludes, DEFAULT_COUNT, MAX_COUNT, scopeFilter, type PageLinks } from './search.ts';
+import { addIncludes, DEFAULT_COUNT, MAX_COUNT, type PageLinks } from './search.ts';
 import { typeList } from './search-system.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { issue } from './outcome.ts';
@@ -85,12 +90,8 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const rawCount = params.get('_count');
   if (rawCount !== null && !/^0*[1-9]\d*$/.test(rawCount)) throw new FhirError('invalid', `Invalid _count '${rawCount}': expected a positive integer`, { expression: ['_count'] });
   const limit = rawCount === null ? DEFAULT_COUNT : rawCount.length > 6 ? MAX_COUNT : Math.min(Number(rawCount), MAX_COUNT);
-  const since = params.get('_since');
-  const where: Condition[] = [];
-  if (since !== null) {
-    const t = dateTest('_since', since, deps.clock.now());
-    where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', low: t.low, high: t.high }] });
-  }
+  const rawSince = params.get('_since');
+  const since = rawSince === null ? undefined : dateTest('_since', rawSince, deps.clock.now());
   const types = typesOf(req, params.get('_type'));
   const limited = req.access.patientLimit('Patient', 'r');
   if (patientId !== undefined) {
@@ -103,51 +104,17 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const pos = decode(cursor);
   // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
   const page = cursor === null ? {} : { page: { cursor } };
-  const repo = deps.store.resources;
-  const rows: ResourceVersion[] = [];
-  /** The patient whose compartment gave each row. */
-  const owners: string[] = [];
-  // The patients whose everything this is: one, or (type level) each visible patient in id order.
-  let patient = patientId ?? limited ?? pos.p;
-  if (patient === undefined) {
-    const first = await repo.search(req.tenant, { type: 'Patient', sort: [], count: 1 });
-    if (!first.length) return { rows, included: [], self, warnings, ...page };
-    patient = first[0]!.id;
-  }
-  let t = pos.t;
-  let after = pos.a;
-  for (;;) {
-    for (; t < types.length && rows.length <= limit; t++, after = undefined) {
-      const type = types[t]!;
-      const q: SearchQuery = { type, where: [...where], sort: [], count: limit + 1 - rows.length, compartment: patient };
-      if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
-      const filter = scopeFilter(req, type, 'r');
-      if (filter) q.where!.push(filter);
-      // A type the token reads in its own patient's compartment alone stays there, whichever patient's
-      // everything this is (a Patient it may read, through Patient.link or a system/Patient scope).
-      const bound = req.access.patientLimit(type, 'r');
-      if (bound !== undefined && bound !== patient && patientCompartment().has(type)) q.where!.push({ kind: 'compartment', patient: bound });
-      if (after !== undefined) q.after = { lastUpdated: 0, id: after };
-      const page = await repo.search(req.tenant, q);
-      rows.push(...page);
-      for (const _ of page) owners.push(patient);
-      if (rows.length > limit) break;
-    }
-    if (rows.length > limit) break;
-    if (patientId !== undefined || limited !== undefined) break;
-    // type level: the next patient
-    const next = await repo.search(req.tenant, { type: 'Patient', sort: [], count: 1, after: { lastUpdated: 0, id: patient } });
-    if (!next.length) break;
-    patient = next[0]!.id;
-    t = 0;
-    after = undefined;
-  }
+  // The patients whose everything this is: one, or (type level) each live patient in id order.
+  const patient = patientId ?? limited;
+  const rows = await everythingRows(deps, req, {
+    types, count: limit + 1, ...(since && { since: { low: since.low, high: since.high } }),
+    ...(patient !== undefined && { patient }), start: { patient: pos.p, type: pos.t, id: pos.a },
+  });
   const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self, warnings, ...page };
   if (rows.length > limit) {
-    const last = result.rows[result.rows.length - 1]!;
+    const last = rows[limit - 1]!;
     const at = types.indexOf(last.type);
-    const owner = owners[result.rows.length - 1]!;
-    result.next = encode(patientId !== undefined || limited !== undefined ? { t: at, a: last.id } : { p: owner, t: at, a: last.id });
+    result.next = encode(patient !== undefined ? { t: at, a: last.id } : { p: last.patient, t: at, a: last.id });
   }
   // The resources they refer to (Practitioner, Organization, Medication...), once per page. Patients
   // are not: the patient is a match (on this page or another), and the others (a Group's members, a

@@ -336,6 +336,9 @@ export function readsRowsBeingRebuilt(model: number, query: SearchQuery): boolea
   return anyCondition(query.where ?? [], (c) => reads.some((r) => r(c)));
 }
 
+/** A search of compartment rows alone, as CompartmentReads reads them (readsRowsBeingRebuilt). */
+const COMPARTMENT_READ: SearchQuery = { type: 'Patient', compartment: '', sort: [], count: 0 };
+
 /** Seconds a client is asked to wait (Retry-After) for a search that reads rows being rebuilt. */
 const RETRY_AFTER_S = 30;
 
@@ -366,6 +369,15 @@ export function gatedStore(store: Store, rebuilding: () => Rebuilding | undefine
     async count(tenant, query) {
       check(query);
       return resources.count(tenant, query);
+    },
+    // `$everything`'s reads of many patients' compartments, held to the rule of a compartment search.
+    async compartmentSizes(tenant, query) {
+      check(COMPARTMENT_READ);
+      return resources.compartmentSizes(tenant, query);
+    },
+    async compartmentRows(tenant, query) {
+      check(COMPARTMENT_READ);
+      return resources.compartmentRows(tenant, query);
     },
   };
   return Object.create(store, { resources: { value: gated, enumerable: true } }) as Store;

@@ -7,6 +7,7 @@ export * from './interface/accounts.ts';
 export * from './interface/oauth.ts';
 export * from './interface/resources.ts';
 export * from './interface/search.ts';
+export * from './interface/compartments.ts';
 export * from './interface/snapshot.ts';
 export * from './interface/export-jobs.ts';
 export * from './interface/export-files.ts';

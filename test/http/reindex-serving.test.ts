@@ -58,6 +58,8 @@ await eachStore((kind, fresh) => {
         await refused('Observation?subject=Patient/p1');
         await refused('Patient?_has:Observation:subject:code=2345-7');
         await refused('Patient/p1/Observation');
+        await refused('Patient/p1/$everything');
+        await refused('Patient/$everything');
         // Model 9 changed date ranges (Timings, short fractions of a second): date searches wait too.
         await refused('Observation?date=2026');
         await refused(`Observation?code-value-date=${LOINC}|2345-7$2026`);
@@ -98,7 +100,23 @@ await eachStore((kind, fresh) => {
         expect(await ids(`Observation?code=${LOINC}|2345-7&subject:Patient.name=chalmers`)).toEqual(['o1', 'o2']);
         expect(await ids('Patient?_has:Observation:subject:code=2345-7')).toEqual(['p1']);
         expect(await ids('Patient/p1/Observation')).toEqual(['o1', 'o2']);
+        expect(await ids('Patient/$everything')).toEqual(['o1', 'o2', 'p1']);
         expect(await (await t.request('/readyz')).json()).not.toHaveProperty('searchIndex');
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('from model 8 (compartments as they are now): $everything answers while searches on the rows being rebuilt wait', async () => {
+      const t = await createTestApp({ store: await fresh(), rebuilding: () => ({ from: 8, examined: 10 }) });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
+        await api.put200(observation('o1', 5.4));
+        const ids = async (query: string) => ((await api.search(query)).entry ?? []).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`);
+        expect(await ids('Patient/$everything')).toEqual(['Patient/p1', 'Observation/o1']);
+        expect(await ids('Patient/p1/$everything?_count=1')).toEqual(['Patient/p1']);
+        expect((await api.get('Patient?family=chalmers')).status).toBe(503);
       } finally {
         await t.close();
       }

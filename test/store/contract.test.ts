@@ -12,6 +12,7 @@ import { exportDownloadsContract } from './contract/export-downloads.ts';
 import { exportJobsContract } from './contract/export-jobs.ts';
 import { exportScratchContract } from './contract/export-scratch.ts';
 import { twoInstanceContract } from './contract/concurrency.ts';
+import { compartmentsContract } from './contract/compartments.ts';
 import { historyContract } from './contract/history.ts';
 import { insertNewContract } from './contract/insert-new.ts';
 import { metacharContract } from './contract/metachars.ts';
@@ -37,6 +38,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   accountsContract(() => store);
   historyContract(() => store);
   searchContract(() => store);
+  compartmentsContract(() => store);
   writesContract(() => store);
   batchingContract(() => store);
   insertNewContract(() => store);

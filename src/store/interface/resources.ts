@@ -1,4 +1,5 @@
 /** Resources: versions, the transactional writer, reads, search, history and index maintenance. */
+import type { CompartmentReads } from './compartments.ts';
 import type { IndexRows, IndexTable, SearchQuery } from './search.ts';
 import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
 
@@ -131,7 +132,7 @@ export interface HistoryQuery {
   before?: { lastUpdated: number; type: string; id: string; versionId: number };
 }
 
-export interface ResourceRepo {
+export interface ResourceRepo extends CompartmentReads {
   /** Current version (possibly a deletion), or null if the resource never existed. */
   read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
   vread(tenant: string, type: string, id: string, versionId: number): Promise<ResourceVersion | null>;

@@ -5,6 +5,7 @@ import { countForm, countSql, countsOnIndex, driverCandidates, onlyContainedKeys
 import { boundedQuery } from '../index-limits.ts';
 import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
+import { createPostgresCompartments } from './compartments.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresKeys } from './search-keys.ts';
@@ -78,6 +79,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
     return row !== undefined;
   };
   return {
+    ...createPostgresCompartments(sql),
     async read(tenant, type, id) {
       const [row] = await sql<Row[]>`
         SELECT type, id, version_id, last_updated, deleted, content FROM resources

@@ -11,6 +11,7 @@ import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
 import { countSql, countsOnIndex, driverCandidates, lastResort, onlyContainedKeys, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
+import { createSqliteCompartments } from './compartments.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
 import { createSqliteSnapshot } from './snapshot.ts';
 import { createTextMover, mergeText, type TextMover, type TextMoverOptions } from './text.ts';
@@ -196,6 +197,7 @@ export function createSqliteResources(
   }
 
   return {
+    ...createSqliteCompartments(reader),
     async read(tenant, type, id) {
       const row = q.read.get(tenant, type, id);
       return row ? toVersion(row) : null;

@@ -1,0 +1,194 @@
+/**
+ * The matches of `$everything` (src/fhir/everything.ts), read for many patients at once: patients in id
+ * order (or the one patient), each patient's rows type after type in the order of `types`, each type's
+ * by id. A page reads the sizes of a batch of patients' compartments (CompartmentReads, the index
+ * alone), then the rows of as many of them as should fill it in one statement; a patient with a large
+ * compartment is read type by type by the search engine instead, as one compartment search per type,
+ * so that no page sorts a huge compartment to take a few rows of it.
+ */
+import type { CompartmentRow, CompartmentSize, Condition, SearchQuery } from '../store/types.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import { scopeFilter } from './search.ts';
+
+/** What a page of `$everything` reads. */
+export interface EverythingRead {
+  /** The types, in the order each patient's rows come (none readable: no rows). */
+  types: string[];
+  /** `_since`: only versions updated at or after its `low` (the range of its value, as a `_lastUpdated=ge` test). */
+  since?: { low: number; high: number };
+  /** The one patient (instance level, or a token bound to its patient); otherwise every live Patient in id order. */
+  patient?: string;
+  /**
+   * Where the page starts: at the type level, with the rows of `patient` (whether it is still a live
+   * Patient or not) and then of the live Patients after it, or from the first; in the first patient,
+   * with its rows of `types[type]` after `id` (none: from that type's first).
+   */
+  start: { patient?: string; type: number; id?: string };
+  count: number;
+}
+
+/** From this many rows a patient's compartment is read type by type (see the file's comment). */
+const LARGE = 1000;
+/** Most compartment rows (by the patients' sizes) one statement reads and sorts. */
+const ROWS_PER_READ = 5000;
+/** Patients sized at first, and at most at once. */
+const FIRST_BATCH = 16;
+const MAX_BATCH = 500;
+
+type Position = { type: number; id: string } | undefined;
+
+/** What the pages read so far say of the rest: patients done, the rows their sizes announced, the rows kept. */
+interface Seen {
+  patients: number;
+  sized: number;
+  kept: number;
+}
+
+/** The first `read.count` matches from `read.start`, each with the patient whose compartment gave it. */
+export async function everythingRows(deps: FhirDeps, req: FhirRequest, read: EverythingRead): Promise<CompartmentRow[]> {
+  const out: CompartmentRow[] = [];
+  if (read.types.length === 0 || read.count <= 0) return out;
+  const ctx: Context = { deps, req, read, guards: new Map(read.types.map((type) => [type, guardOf(req, type, read.patient)])) };
+  const seen: Seen = { patients: 0, sized: 0, kept: 0 };
+  // The start's position holds in the first patient alone.
+  let from: Position = { type: read.start.type, id: read.start.id ?? '' };
+  for await (const batch of sizedPatients(ctx, () => batchSize(seen, read.count - out.length))) {
+    for (let i = 0; i < batch.length && out.length < read.count; from = undefined) {
+      const need = read.count - out.length;
+      let found: CompartmentRow[];
+      let end = i + 1;
+      if (batch[i]!.rows >= LARGE) {
+        found = await typeByType(ctx, batch[i]!.patient, from, need);
+        seen.sized += found.length;
+      } else {
+        const chunk = smallChunk(batch, i, need, seen);
+        end = i + chunk.patients;
+        seen.sized += chunk.rows;
+        const small = batch.slice(i, end).filter((p) => p.rows > 0);
+        found = await readChunk(ctx, small.map((p) => p.patient), small[0] === batch[i] ? from : undefined, need);
+      }
+      out.push(...found);
+      seen.patients += end - i;
+      seen.kept += found.length;
+      i = end;
+    }
+    if (out.length >= read.count) break;
+  }
+  return out;
+}
+
+/** How many patients to size next: as many as the rows kept per patient so far say would fill what is left. */
+function batchSize(seen: Seen, left: number): number {
+  if (seen.patients === 0) return FIRST_BATCH;
+  const perPatient = seen.kept / seen.patients;
+  return Math.min(MAX_BATCH, Math.max(FIRST_BATCH, Math.ceil(left / Math.max(perPatient, 1 / MAX_BATCH))));
+}
+
+/**
+ * The small patients from `batch[i]` to read in one statement: those whose sizes, times the share of
+ * sized rows kept so far (`_since` and scope filters leave some out), should give the `need` rows, and
+ * whose sizes add up to at most ROWS_PER_READ (the first one whatever its size).
+ */
+function smallChunk(batch: CompartmentSize[], i: number, need: number, seen: Seen): { patients: number; rows: number } {
+  const kept = seen.sized ? seen.kept / seen.sized : 1;
+  const target = Math.min(ROWS_PER_READ, Math.ceil(need / Math.max(kept, need / ROWS_PER_READ)));
+  let j = i;
+  let rows = 0;
+  while (j < batch.length && batch[j]!.rows < LARGE && rows < target && (j === i || rows + batch[j]!.rows <= ROWS_PER_READ)) rows += batch[j++]!.rows;
+  return { patients: j - i, rows };
+}
+
+interface Context {
+  deps: FhirDeps;
+  req: FhirRequest;
+  read: EverythingRead;
+  /** What a type's rows must meet besides the compartment (guardOf), if anything. */
+  guards: Map<string, Condition[] | undefined>;
+}
+
+/**
+ * The patients to read, in batches with their sizes: the one patient, or (type level) the start's
+ * patient and then the live Patients after it in id order, `batchSize()` at a time.
+ */
+async function* sizedPatients(ctx: Context, batchSize: () => number): AsyncGenerator<CompartmentSize[]> {
+  const { deps, req, read } = ctx;
+  const sizes = (patients: { ids: string[] } | { after?: string; count: number }) =>
+    deps.store.resources.compartmentSizes(req.tenant, { patients, types: read.types, cap: LARGE });
+  if (read.patient !== undefined) {
+    yield await sizes({ ids: [read.patient] });
+    return;
+  }
+  let after = read.start.patient;
+  if (after !== undefined) yield await sizes({ ids: [after] });
+  for (;;) {
+    const count = batchSize();
+    const batch = await sizes({ after, count });
+    if (batch.length) yield batch;
+    if (batch.length < count) return;
+    after = batch[batch.length - 1]!.patient;
+  }
+}
+
+/**
+ * The conditions a type's rows must meet besides the compartment: the token's SMART v2 scope filter,
+ * and, where its scopes bind the type to its patient but this is not (only) that patient's everything
+ * (a Patient it reads through `Patient.link`, or a `patient/Observation.rs` beside a `user/Patient.rs`),
+ * that patient's compartment, as a search of the type is bound.
+ */
+function guardOf(req: FhirRequest, type: string, patient: string | undefined): Condition[] | undefined {
+  const out: Condition[] = [];
+  const filter = scopeFilter(req, type, 'r');
+  if (filter) out.push(filter);
+  const bound = req.access.patientLimit(type, 'r');
+  if (bound !== undefined && bound !== patient) out.push({ kind: 'compartment', patient: bound });
+  return out.length ? out : undefined;
+}
+
+/** The rows of these patients (small compartments) from `from` in the first, until `need` are kept or none are left. */
+async function readChunk(ctx: Context, patients: string[], from: Position, need: number): Promise<CompartmentRow[]> {
+  const { deps, req, read } = ctx;
+  const kept: CompartmentRow[] = [];
+  while (patients.length) {
+    const count = need - kept.length;
+    const rows = await deps.store.resources.compartmentRows(req.tenant, { patients, types: read.types, since: read.since?.low, after: from, count });
+    kept.push(...(await guarded(ctx, rows)));
+    if (rows.length < count || kept.length >= need) break;
+    // Rows left out by a guard: read on after the last row read.
+    const last = rows[rows.length - 1]!;
+    patients = patients.slice(patients.indexOf(last.patient));
+    from = { type: read.types.indexOf(last.type), id: last.id };
+  }
+  return kept;
+}
+
+/** The rows that meet their type's guard, by one search of each guarded type's ids (1,000 at a time). */
+async function guarded(ctx: Context, rows: CompartmentRow[]): Promise<CompartmentRow[]> {
+  const ids = new Map<string, Set<string>>();
+  for (const r of rows) if (ctx.guards.get(r.type)) (ids.get(r.type) ?? ids.set(r.type, new Set()).get(r.type)!).add(r.id);
+  if (ids.size === 0) return rows;
+  const met = new Set<string>();
+  for (const [type, of] of ids) {
+    const list = [...of];
+    for (let k = 0; k < list.length; k += 1000) {
+      const where: Condition[] = [{ kind: 'id', ids: list.slice(k, k + 1000) }, ...ctx.guards.get(type)!];
+      for (const v of await ctx.deps.store.resources.search(ctx.req.tenant, { type, where, sort: [], count: 1000 })) met.add(`${type}/${v.id}`);
+    }
+  }
+  return rows.filter((r) => !ctx.guards.get(r.type) || met.has(`${r.type}/${r.id}`));
+}
+
+/** A large compartment's rows from `from`, up to `need`: one compartment search per type, by id. */
+async function typeByType(ctx: Context, patient: string, from: Position, need: number): Promise<CompartmentRow[]> {
+  const { deps, req, read } = ctx;
+  const out: CompartmentRow[] = [];
+  for (let t = from?.type ?? 0, after = from?.id || undefined; t < read.types.length && out.length < need; t++, after = undefined) {
+    const type = read.types[t]!;
+    const q: SearchQuery = { type, where: [], sort: [], count: need - out.length, compartment: patient };
+    if (read.since !== undefined) q.where!.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...read.since }] });
+    if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
+    q.where!.push(...(ctx.guards.get(type) ?? []));
+    if (after !== undefined) q.after = { lastUpdated: 0, id: after };
+    for (const v of await deps.store.resources.search(req.tenant, q)) out.push({ ...v, patient });
+  }
+  return out;
+}

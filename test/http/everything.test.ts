@@ -1,0 +1,238 @@
+/**
+ * `Patient/$everything` (R4 Patient-everything) across patients, on both databases: the order (patients
+ * by id, each patient's Patient first and then its compartment's types in order, each type's rows by
+ * id), paging by `_cursor` with its links, `_since`, `_type`, `_count`, a patient-context token, SMART
+ * scope filters and what is included. The expected rows are worked out here from what was written, and
+ * the type-level pages are checked against the instance-level everythings of the live patients, at
+ * page sizes that cut across empty and full compartments (and the server's batches of patients) anywhere.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, link, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const T0 = Date.parse('2026-01-15T10:00:00Z');
+const T1 = T0 + 60_000;
+const SINCE = '2026-01-15T10:01:00Z';
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+/** The compartment's types this data uses, in `$everything`'s order (Patient, then the CompartmentDefinition's). */
+const ORDER = ['Patient', 'Condition', 'Encounter', 'Group', 'Observation'];
+
+/** A resource written, with the patients whose compartments hold it and when it was last written. */
+interface Held {
+  type: string;
+  id: string;
+  patients: string[];
+  at: number;
+  lab?: boolean;
+}
+
+const PATIENTS = Array.from({ length: 30 }, (_, i) => `p${String(i).padStart(2, '0')}`);
+/** The patients with records; the others' compartments hold their Patient alone. */
+const FULL = ['p01', 'p02', 'p05', 'p06', 'p07', 'p13', 'p16', 'p17', 'p20', 'p21', 'p29'];
+
+/** What `Patient/{id}/$everything` holds for each of `patients`, in order, as `Type/id`. */
+function expected(held: Held[], patients: string[], opts: { since?: number; types?: string[]; keep?: (h: Held) => boolean } = {}): string[] {
+  return patients.flatMap((p) => ORDER.filter((type) => !opts.types || opts.types.includes(type)).flatMap((type) => held
+    .filter((h) => h.type === type && h.patients.includes(p) && (type !== 'Patient' || h.id === p) && h.at >= (opts.since ?? 0) && (opts.keep?.(h) ?? true))
+    .map((h) => h.id).sort().map((id) => `${type}/${id}`)));
+}
+
+/** Every page from `first`: the matches (`Type/id`), the included (`+Type/id`) of each page, the Bundles. */
+async function walk(api: FhirClient, first: string) {
+  const matches: string[] = [];
+  const pages: Json[] = [];
+  for (let next: string | undefined = first; next; next = link(pages[pages.length - 1]!, 'next')) {
+    if (pages.length === 500) throw new Error(`${first}: more than 500 pages`);
+    pages.push(await api.search(next));
+  }
+  for (const b of pages) matches.push(...(b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`));
+  const included = pages.map((b) => (b.entry ?? []).filter((e: Json) => e.search.mode === 'include').map((e: Json) => `+${e.resource.resourceType}/${e.resource.id}`));
+  return { matches, included, pages };
+}
+
+await eachStore((kind, fresh) => {
+  describe(`Patient/$everything across patients on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const held: Held[] = [];
+    let live: string[];
+    const write = async (resource: Json, patients: string[], extra: Partial<Held> = {}) => {
+      await api.put200(resource);
+      const at = t.clock.now();
+      const i = held.findIndex((h) => h.type === resource.resourceType && h.id === resource.id);
+      if (i >= 0) held.splice(i, 1);
+      held.push({ type: resource.resourceType, id: resource.id, patients, at, ...extra });
+    };
+    const observation = (id: string, subject: string, lab: boolean, more: Json = {}) => write({
+      resourceType: 'Observation', id, status: 'final', subject: { reference: `Patient/${subject}` }, code: { text: id },
+      category: [{ coding: [{ system: CAT, code: lab ? 'laboratory' : 'vital-signs' }] }], performer: [{ reference: 'Practitioner/dr' }], ...more,
+    }, [subject, ...((more.performer as Json[] | undefined) ?? []).map((r) => r.reference.split('/')[1]).filter((p: string) => p !== subject && PATIENTS.includes(p))], { lab });
+    /** The instance-level everythings of the live patients, one after another. */
+    const union = async (client: FhirClient, query = '') => {
+      const out: string[] = [];
+      for (const p of live) out.push(...(await walk(client, `Patient/${p}/$everything?_count=1000${query}`)).matches);
+      return out;
+    };
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Practitioner', id: 'dr', name: [{ family: 'House' }] });
+      for (const p of [...PATIENTS, 'p15x']) await write({ resourceType: 'Patient', id: p, gender: 'other' }, [p]);
+      // p03 links to p02, which puts it in p02's compartment: no Patient but the patient is its everything's.
+      await write({ resourceType: 'Patient', id: 'p03', link: [{ other: { reference: 'Patient/p02' }, type: 'seealso' }] }, ['p03', 'p02']);
+      for (const [n, p] of FULL.entries()) {
+        for (let k = 0; k <= n % 4; k++) await observation(`o-${p}-${k}`, p, k % 2 === 0);
+        if (n % 3 !== 1) await write({ resourceType: 'Condition', id: `c-${p}`, subject: { reference: `Patient/${p}` }, code: { text: 'x' } }, [p]);
+        if (n % 2 === 0) await write({ resourceType: 'Encounter', id: `e-${p}`, status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${p}` } }, [p]);
+      }
+      // Ids in bytewise order 'A-1' < 'Z' < 'a.2' < 'b'; one Observation in two compartments; a Group of two.
+      for (const id of ['b', 'a.2', 'Z', 'A-1']) await observation(id, 'p07', id !== 'Z');
+      await observation('o-shared', 'p05', true, { performer: [{ reference: 'Patient/p06' }] });
+      await write({ resourceType: 'Group', id: 'g', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p01' } }, { entity: { reference: 'Patient/p02' } }] }, ['p01', 'p02']);
+      // An Observation of a patient never written, and of one deleted: in no live patient's everything.
+      await observation('o-ghost', 'ghost', true);
+      await observation('o-p15x', 'p15x', true);
+      expect((await api.del('Patient/p15x')).status).toBe(200);
+      held.splice(held.findIndex((h) => h.id === 'p15x'), 1);
+      // A minute later: a new Observation, a Condition and a Patient updated, a new empty Patient.
+      t.clock.set(T1);
+      await observation('o-late', 'p20', true);
+      await write({ resourceType: 'Condition', id: 'c-p06', subject: { reference: 'Patient/p06' }, code: { text: 'y' } }, ['p06']);
+      await write({ resourceType: 'Patient', id: 'p21', gender: 'female' }, ['p21']);
+      await write({ resourceType: 'Patient', id: 'p30', gender: 'other' }, ['p30']);
+      live = [...PATIENTS, 'p30'];
+    });
+    afterAll(() => t.close());
+
+    test('the pages hold every live patient\'s everything in id order, at every page size, as its instance-level everything does', async () => {
+      const all = expected(held, live);
+      expect(all.slice(0, 7)).toEqual(['Patient/p00', 'Patient/p01', 'Condition/c-p01', 'Encounter/e-p01', 'Group/g', 'Observation/o-p01-0', 'Patient/p02']);
+      expect(all.filter((x) => x.startsWith('Observation/') && held.find((h) => `Observation/${h.id}` === x)!.patients.includes('p07'))).toEqual(
+        ['Observation/A-1', 'Observation/Z', 'Observation/a.2', 'Observation/b', 'Observation/o-p07-0']);
+      expect(await union(api)).toEqual(all);
+      for (const count of [undefined, 1, 2, 3, 5, 8, 13, 1000]) {
+        const { matches, pages } = await walk(api, `Patient/$everything${count ? `?_count=${count}` : ''}`);
+        expect({ count, matches }).toEqual({ count, matches: all });
+        // Full pages but the last, which is never empty.
+        const size = count ?? 50;
+        expect(pages.map((b) => (b.entry ?? []).filter((e: Json) => e.search.mode === 'match').length)).toEqual(
+          Array.from({ length: Math.ceil(all.length / size) }, (_, i) => Math.min(size, all.length - i * size)));
+      }
+    });
+
+    test('_since and _type narrow each patient\'s rows; the pages go on across patients with none', async () => {
+      const since = expected(held, live, { since: T1 });
+      expect(since).toEqual(['Condition/c-p06', 'Observation/o-late', 'Patient/p21', 'Patient/p30']);
+      const typed = expected(held, live, { types: ['Observation', 'Condition'] });
+      for (const count of [1, 2, 1000]) {
+        expect((await walk(api, `Patient/$everything?_since=${SINCE}&_count=${count}`)).matches).toEqual(since);
+        expect((await walk(api, `Patient/$everything?_type=Observation,Condition&_count=${count}`)).matches).toEqual(typed);
+      }
+      expect(await union(api, `&_since=${SINCE}`)).toEqual(since);
+      expect((await walk(api, 'Patient/$everything?_type=Patient&_count=7')).matches).toEqual(live.map((p) => `Patient/${p}`));
+      expect((await walk(api, `Patient/$everything?_type=Encounter&_since=${SINCE}`)).matches).toEqual([]);
+      const none = await api.search('Patient/$everything?_type=Medication');
+      expect(none.entry).toBeUndefined();
+      expect(link(none, 'next')).toBeUndefined();
+    });
+
+    test('each page after the first links itself by its _cursor and the first page; the links answer the same pages again', async () => {
+      const { pages } = await walk(api, 'Patient/$everything?_count=4&_type=Patient,Condition,Observation');
+      expect(pages.length).toBeGreaterThan(5);
+      expect(link(pages[0]!, 'first')).toBeUndefined();
+      for (const [i, page] of pages.entries()) {
+        if (i === 0) continue;
+        const self = link(page, 'self')!;
+        expect(self).toBe(link(pages[i - 1]!, 'next')!);
+        expect(new URL(self).searchParams.get('_cursor')).not.toBeNull();
+        expect(link(page, 'first')).toBe(link(pages[0]!, 'self'));
+        const again = await api.search(self);
+        expect(again.entry).toEqual(page.entry);
+        expect(again.link).toEqual(page.link);
+      }
+      expect(link(pages[pages.length - 1]!, 'next')).toBeUndefined();
+    });
+
+    test('what the matches refer to is included once per page, no other patient; _type restricts it', async () => {
+      const { matches, included } = await walk(api, 'Patient/$everything?_count=1000');
+      expect(matches).toContain('Group/g');
+      expect(included).toEqual([['+Practitioner/dr']]);
+      const paged = await walk(api, 'Patient/$everything?_count=3');
+      for (const [i, page] of paged.pages.entries()) {
+        // Every Observation but o-shared (performed by p06) names the Practitioner.
+        const refers = (page.entry ?? []).some((e: Json) => e.search.mode === 'match' && e.resource.resourceType === 'Observation' && e.resource.id !== 'o-shared');
+        expect({ i, included: paged.included[i] }).toEqual({ i, included: refers ? ['+Practitioner/dr'] : [] });
+      }
+      expect((await walk(api, 'Patient/$everything?_count=1000&_type=Observation')).included).toEqual([[]]);
+    });
+
+    test('a patient-context token sees its own patient\'s everything alone, paged', async () => {
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p05' }));
+      const p05 = expected(held, ['p05']);
+      expect(p05).toEqual(['Patient/p05', 'Condition/c-p05', 'Encounter/e-p05', 'Observation/o-p05-0', 'Observation/o-p05-1', 'Observation/o-p05-2', 'Observation/o-shared']);
+      for (const count of [1, 2, 1000]) {
+        expect((await walk(own, `Patient/$everything?_count=${count}`)).matches).toEqual(p05);
+        expect((await walk(own, `Patient/p05/$everything?_count=${count}`)).matches).toEqual(p05);
+      }
+      await expectOutcome(await own.get('Patient/p06/$everything'), 403);
+    });
+
+    test('a token bound to its patient for one type reads no other patient\'s resources of that type through $everything', async () => {
+      // Patients of every kind, Observations of p05's compartment alone (as `Observation?` searches them with this token).
+      const bound = fhirClient(t, await craftToken(t, 'patient/Observation.rs user/Patient.rs', { patient: 'p05' }));
+      const ofP05 = (h: Held) => h.type !== 'Observation' || h.patients.includes('p05');
+      const all = expected(held, live, { types: ['Patient', 'Observation'], keep: ofP05 });
+      expect(all.filter((x) => x.startsWith('Observation/'))).toEqual(['Observation/o-p05-0', 'Observation/o-p05-1', 'Observation/o-p05-2', 'Observation/o-shared', 'Observation/o-shared']);
+      for (const count of [1, 3, 1000]) expect((await walk(bound, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
+      expect((await walk(bound, 'Patient/p06/$everything')).matches).toEqual(['Patient/p06', 'Observation/o-shared']);
+      expect((await walk(bound, 'Patient/p07/$everything')).matches).toEqual(['Patient/p07']);
+    });
+
+    test('SMART v2 scope filters leave out what they do not admit, however the pages fall', async () => {
+      const lab = fhirClient(t, await craftToken(t, 'system/Patient.rs system/Observation.rs?category=laboratory system/Condition.rs?_id=c-p13,c-p29'));
+      const kept = (h: Held) => (h.type !== 'Observation' || h.lab === true) && (h.type !== 'Condition' || ['c-p13', 'c-p29'].includes(h.id));
+      const all = expected(held, live, { types: ['Patient', 'Observation', 'Condition'], keep: kept });
+      expect(all).toContain('Condition/c-p13');
+      expect(all).not.toContain('Observation/Z');
+      for (const count of [1, 2, 5, 1000]) expect((await walk(lab, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
+      expect(await union(lab)).toEqual(all);
+    });
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`Patient/$everything with a large compartment on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    /** Patient `big` has 1,005 Observations and a Condition, beside small and empty compartments. */
+    const BIG = Array.from({ length: 1005 }, (_, i) => `o${String(i).padStart(4, '0')}`);
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      const put = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const obs = (id: string, subject: string) => put({ resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: `Patient/${subject}` } });
+      const entries = [
+        ...['a', 'b', 'big', 'c', 'd'].map((id) => put({ resourceType: 'Patient', id })),
+        obs('oa1', 'a'), obs('oa2', 'a'), obs('oc1', 'c'),
+        put({ resourceType: 'Condition', id: 'cbig', subject: { reference: 'Patient/big' }, code: { text: 'x' } }),
+        ...BIG.map((id) => obs(id, 'big')),
+      ];
+      for (let i = 0; i < entries.length; i += 250) {
+        const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 250) });
+        expect(res.status).toBe(200);
+      }
+    });
+    afterAll(() => t.close());
+
+    test('the pages read through it and on to the next patients, at every page size', async () => {
+      const all = ['Patient/a', 'Observation/oa1', 'Observation/oa2', 'Patient/b', 'Patient/big', 'Condition/cbig',
+        ...BIG.map((id) => `Observation/${id}`), 'Patient/c', 'Observation/oc1', 'Patient/d'];
+      for (const count of [7, 400, 1000]) expect((await walk(api, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
+      expect((await walk(api, 'Patient/big/$everything?_count=300')).matches).toEqual(all.slice(4, -3));
+      expect((await walk(api, 'Patient/$everything?_type=Patient,Condition&_count=2')).matches).toEqual(['Patient/a', 'Patient/b', 'Patient/big', 'Condition/cbig', 'Patient/c', 'Patient/d']);
+    });
+  });
+});

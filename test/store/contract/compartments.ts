@@ -1,0 +1,70 @@
+import { beforeAll, describe, expect, test } from 'bun:test';
+import type { CompartmentRowsQuery, Store } from '../../../src/store/types.ts';
+import { save, uniqueTenant } from './fixtures.ts';
+
+/** CompartmentReads: patients' compartment sizes and rows, many patients at once (`Patient/$everything`). */
+export function compartmentsContract(store: () => Store) {
+  describe('compartment reads', () => {
+    const t = uniqueTenant();
+    let s: Store;
+    beforeAll(async () => {
+      s = store();
+      // Bytewise: 'A-1' < 'B' < 'a.2' < 'b' < 'c9'. `b` links to `B` (so is in its compartment); `gone` is deleted.
+      for (const id of ['c9', 'a.2', 'B', 'A-1']) await save(s, t, 'Patient', id, { lastUpdated: 1_000, compartments: [id] });
+      await save(s, t, 'Patient', 'b', { lastUpdated: 1_000, compartments: ['b', 'B'] });
+      await save(s, t, 'Patient', 'gone', { lastUpdated: 1_000, compartments: ['gone'] });
+      await save(s, t, 'Patient', 'gone', { lastUpdated: 1_500, deleted: true });
+      const rows: [string, string, string[], number][] = [
+        ['Observation', 'o2', ['b'], 2_000], ['Observation', 'O1', ['b'], 1_000], ['Observation', 'o1', ['b', 'c9'], 3_000],
+        ['Condition', 'c1', ['b'], 3_000], ['Observation', 'o3', ['nobody'], 3_000], ['Observation', 'o4', ['gone'], 3_000],
+        ['Observation', 'del', ['b'], 1_000],
+      ];
+      for (const [type, id, compartments, lastUpdated] of rows) await save(s, t, type, id, { lastUpdated, compartments });
+      await save(s, t, 'Observation', 'del', { lastUpdated: 4_000, deleted: true });
+      await save(s, uniqueTenant(), 'Patient', 'b', { compartments: ['b'] });
+    });
+    const types = ['Patient', 'Observation', 'Condition'];
+    const rows = async (q: Partial<CompartmentRowsQuery>) => (await s.resources.compartmentRows(t, { patients: ['b'], types, count: 100, ...q }))
+      .map((r) => `${r.patient}:${r.type}/${r.id}`);
+
+    test('sizes: of the patients named, in their order, or of the live Patients after one, in id order; capped, by type', async () => {
+      const sizes = (patients: { ids: string[] } | { after?: string; count: number }, only = types, cap = 100) =>
+        s.resources.compartmentSizes(t, { patients, types: only, cap });
+      expect(await sizes({ ids: ['c9', 'nobody', 'b', 'none', 'gone'] })).toEqual([
+        { patient: 'c9', rows: 2 }, { patient: 'nobody', rows: 1 }, { patient: 'b', rows: 5 }, { patient: 'none', rows: 0 }, { patient: 'gone', rows: 1 },
+      ]);
+      expect(await sizes({ ids: ['b', 'B'] }, ['Observation'])).toEqual([{ patient: 'b', rows: 3 }, { patient: 'B', rows: 0 }]);
+      expect(await sizes({ ids: ['b', 'B'] }, ['Patient'], 1)).toEqual([{ patient: 'b', rows: 1 }, { patient: 'B', rows: 1 }]);
+      expect((await sizes({ ids: ['B'] }, ['Patient']))[0]!.rows).toBe(2);
+      expect((await sizes({ count: 10 })).map((x) => x.patient)).toEqual(['A-1', 'B', 'a.2', 'b', 'c9']);
+      expect(await sizes({ after: 'B', count: 2 })).toEqual([{ patient: 'a.2', rows: 1 }, { patient: 'b', rows: 5 }]);
+      expect(await sizes({ after: 'c9', count: 2 })).toEqual([]);
+      expect(await s.resources.compartmentSizes(uniqueTenant(), { patients: { count: 5 }, types, cap: 5 })).toEqual([]);
+    });
+
+    test('rows: by patient, then type in the order given, then id bytewise; the Patient itself alone; each compartment it is in', async () => {
+      expect(await rows({ patients: ['c9', 'b', 'B', 'nobody'] })).toEqual([
+        'c9:Patient/c9', 'c9:Observation/o1', 'b:Patient/b', 'b:Observation/O1', 'b:Observation/o1', 'b:Observation/o2', 'b:Condition/c1', 'B:Patient/B', 'nobody:Observation/o3',
+      ]);
+      expect(await rows({ types: ['Condition', 'Observation'] })).toEqual(['b:Condition/c1', 'b:Observation/O1', 'b:Observation/o1', 'b:Observation/o2']);
+      expect(await rows({ patients: ['gone'] })).toEqual(['gone:Observation/o4']);
+      expect(await rows({ patients: [] })).toEqual([]);
+      expect(await rows({ types: [] })).toEqual([]);
+      const [first] = await s.resources.compartmentRows(t, { patients: ['b'], types: ['Observation'], count: 1 });
+      expect(first).toMatchObject({ patient: 'b', type: 'Observation', id: 'O1', versionId: 1, lastUpdated: 1_000, deleted: false });
+      expect(JSON.parse(first!.content)).toMatchObject({ resourceType: 'Observation', id: 'O1' });
+    });
+
+    test('rows: after a position of the first patient, at most count, since an instant', async () => {
+      const both = ['b', 'c9'];
+      expect(await rows({ patients: both, after: { type: 1, id: 'O1' } })).toEqual(['b:Observation/o1', 'b:Observation/o2', 'b:Condition/c1', 'c9:Patient/c9', 'c9:Observation/o1']);
+      expect(await rows({ patients: both, after: { type: 1, id: '' } })).toEqual(['b:Observation/O1', 'b:Observation/o1', 'b:Observation/o2', 'b:Condition/c1', 'c9:Patient/c9', 'c9:Observation/o1']);
+      expect(await rows({ patients: both, after: { type: 2, id: 'c1' } })).toEqual(['c9:Patient/c9', 'c9:Observation/o1']);
+      expect(await rows({ patients: both, after: { type: 3, id: '' } })).toEqual(['c9:Patient/c9', 'c9:Observation/o1']);
+      expect(await rows({ patients: both, after: { type: 1e15, id: 'x' } })).toEqual(['c9:Patient/c9', 'c9:Observation/o1']);
+      expect(await rows({ patients: both, count: 3 })).toEqual(['b:Patient/b', 'b:Observation/O1', 'b:Observation/o1']);
+      expect(await rows({ patients: both, since: 2_000 })).toEqual(['b:Observation/o1', 'b:Observation/o2', 'b:Condition/c1', 'c9:Observation/o1']);
+      expect(await rows({ patients: both, since: 2_001, after: { type: 1, id: 'o1' } })).toEqual(['b:Condition/c1', 'c9:Observation/o1']);
+    });
+  });
+}

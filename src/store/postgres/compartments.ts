@@ -1,15 +1,10 @@
 import type postgres from 'postgres';
 import type { CompartmentReads, CompartmentRow } from '../types.ts';
 import type { Pg } from './db.ts';
+import type { Row as ResourceRow } from './resources.ts';
 
-interface Row {
+interface Row extends ResourceRow {
   patient: string;
-  type: string;
-  id: string;
-  version_id: number;
-  last_updated: number;
-  deleted: boolean;
-  content: string;
 }
 
 /**

@@ -11,7 +11,8 @@ import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresKeys } from './search-keys.ts';
 import { createPostgresWriter } from './writer.ts';
 
-interface Row {
+/** A resource row as the statements select it. */
+export interface Row {
   type: string;
   id: string;
   version_id: number;

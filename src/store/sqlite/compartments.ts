@@ -1,5 +1,6 @@
 import type { Database } from 'bun:sqlite';
 import type { CompartmentReads, CompartmentRow } from '../types.ts';
+import type { Row as ResourceRow } from './resources.ts';
 
 /** Each patient's rows of the types (`?3`, a JSON array) on the compartment index, up to `?4`. */
 const SIZE = `(SELECT COUNT(*) FROM (SELECT 1 FROM compartments c WHERE c.tenant = ?1 AND c.patient = p.patient
@@ -55,12 +56,6 @@ export function createSqliteCompartments(reader: Database): CompartmentReads {
   };
 }
 
-interface Row {
+interface Row extends ResourceRow {
   patient: string;
-  type: string;
-  id: string;
-  version_id: number;
-  last_updated: number;
-  deleted: number;
-  content: string;
 }

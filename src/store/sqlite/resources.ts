@@ -17,7 +17,8 @@ import { createSqliteSnapshot } from './snapshot.ts';
 import { createTextMover, mergeText, type TextMover, type TextMoverOptions } from './text.ts';
 import { createWriter } from './writer.ts';
 
-interface Row {
+/** A resource row as the statements select it. */
+export interface Row {
   type: string;
   id: string;
   version_id: number;

@@ -9,6 +9,8 @@
 import type { CompartmentRow, CompartmentSize, Condition, SearchQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { scopeFilter } from './search.ts';
+import { compartmentsOf } from './indexer.ts';
+import type { Resource } from './resource.ts';
 
 /** What a page of `$everything` reads. */
 export interface EverythingRead {
@@ -150,7 +152,9 @@ async function readChunk(ctx: Context, patients: string[], from: Position, need:
   const kept: CompartmentRow[] = [];
   while (patients.length) {
     const count = need - kept.length;
-    const rows = await deps.store.resources.compartmentRows(req.tenant, { patients, types: read.types, since: read.since?.low, after: from, count });
+    const rows = await deps.store.resources.compartmentRows(req.tenant, {
+      patients, types: read.types, since: read.since?.low, after: from, count, firstOwner: read.patient === undefined,
+    });
     kept.push(...(await guarded(ctx, rows)));
     if (rows.length < count || kept.length >= need) break;
     // Rows left out by a guard: read on after the last row read.
@@ -177,18 +181,49 @@ async function guarded(ctx: Context, rows: CompartmentRow[]): Promise<Compartmen
   return rows.filter((r) => !ctx.guards.get(r.type) || met.has(`${r.type}/${r.id}`));
 }
 
-/** A large compartment's rows from `from`, up to `need`: one compartment search per type, by id. */
+/** A large compartment's rows from `from`, up to `need`: compartment searches of each type in turn, by id. */
 async function typeByType(ctx: Context, patient: string, from: Position, need: number): Promise<CompartmentRow[]> {
   const { deps, req, read } = ctx;
   const out: CompartmentRow[] = [];
   for (let t = from?.type ?? 0, after = from?.id || undefined; t < read.types.length && out.length < need; t++, after = undefined) {
     const type = read.types[t]!;
-    const q: SearchQuery = { type, where: [], sort: [], count: need - out.length, compartment: patient };
-    if (read.since !== undefined) q.where!.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...read.since }] });
-    if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
-    q.where!.push(...(ctx.guards.get(type) ?? []));
-    if (after !== undefined) q.after = { lastUpdated: 0, id: after };
-    for (const v of await deps.store.resources.search(req.tenant, q)) out.push({ ...v, patient });
+    for (;;) {
+      const count = need - out.length;
+      const q: SearchQuery = { type, where: [], sort: [], count, compartment: patient };
+      if (read.since !== undefined) q.where!.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...read.since }] });
+      if (type === 'Patient') q.where!.push({ kind: 'id', ids: [patient] });
+      q.where!.push(...(ctx.guards.get(type) ?? []));
+      if (after !== undefined) q.after = { lastUpdated: 0, id: after };
+      const found = (await deps.store.resources.search(req.tenant, q)).map((v) => ({ ...v, patient }));
+      out.push(...(await firstOwned(ctx, found)));
+      // The type's rows are all read, or the page is full; else some were another patient's: read on.
+      if (found.length < count || out.length >= need) break;
+      after = found[found.length - 1]!.id;
+    }
   }
   return out;
+}
+
+/**
+ * At the type level, the rows that no live Patient of a smaller id than their patient's also holds
+ * (compartmentRows' `firstOwner`, for the rows the search engine read): a resource in several patients'
+ * compartments is the match of the first of them alone, so no page repeats it.
+ */
+async function firstOwned(ctx: Context, rows: CompartmentRow[]): Promise<CompartmentRow[]> {
+  if (ctx.read.patient !== undefined) return rows;
+  const base = ctx.deps.fhirBase?.(ctx.req.tenant);
+  const before = new Map<CompartmentRow, string[]>();
+  for (const r of rows) {
+    if (r.type === 'Patient') continue;
+    const others = compartmentsOf(JSON.parse(r.content) as Resource, base).filter((q) => q < r.patient);
+    if (others.length) before.set(r, others);
+  }
+  if (before.size === 0) return rows;
+  const ids = [...new Set([...before.values()].flat())];
+  const live = new Set<string>();
+  for (let k = 0; k < ids.length; k += 1000) {
+    const where: Condition[] = [{ kind: 'id', ids: ids.slice(k, k + 1000) }];
+    for (const v of await ctx.deps.store.resources.search(ctx.req.tenant, { type: 'Patient', where, sort: [], count: 1000 })) live.add(v.id);
+  }
+  return rows.filter((r) => !before.get(r)?.some((q) => live.has(q)));
 }

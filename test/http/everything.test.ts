@@ -31,10 +31,15 @@ const PATIENTS = Array.from({ length: 30 }, (_, i) => `p${String(i).padStart(2, 
 /** The patients with records; the others' compartments hold their Patient alone. */
 const FULL = ['p01', 'p02', 'p05', 'p06', 'p07', 'p13', 'p16', 'p17', 'p20', 'p21', 'p29'];
 
-/** What `Patient/{id}/$everything` holds for each of `patients`, in order, as `Type/id`. */
-function expected(held: Held[], patients: string[], opts: { since?: number; types?: string[]; keep?: (h: Held) => boolean } = {}): string[] {
+/**
+ * What `Patient/{id}/$everything` holds for each of `patients`, in order, as `Type/id`; with `firstOnly`,
+ * what the type-level `Patient/$everything` holds: a resource in several of their compartments under the
+ * first of them alone (`patients` are the live ones, in id order).
+ */
+function expected(held: Held[], patients: string[], opts: { since?: number; types?: string[]; keep?: (h: Held) => boolean; firstOnly?: boolean } = {}): string[] {
+  const owner = (h: Held, p: string) => !opts.firstOnly || h.type === 'Patient' || patients.find((q) => h.patients.includes(q)) === p;
   return patients.flatMap((p) => ORDER.filter((type) => !opts.types || opts.types.includes(type)).flatMap((type) => held
-    .filter((h) => h.type === type && h.patients.includes(p) && (type !== 'Patient' || h.id === p) && h.at >= (opts.since ?? 0) && (opts.keep?.(h) ?? true))
+    .filter((h) => h.type === type && h.patients.includes(p) && (type !== 'Patient' || h.id === p) && h.at >= (opts.since ?? 0) && (opts.keep?.(h) ?? true) && owner(h, p))
     .map((h) => h.id).sort().map((id) => `${type}/${id}`)));
 }
 
@@ -91,9 +96,12 @@ await eachStore((kind, fresh) => {
       for (const id of ['b', 'a.2', 'Z', 'A-1']) await observation(id, 'p07', id !== 'Z');
       await observation('o-shared', 'p05', true, { performer: [{ reference: 'Patient/p06' }] });
       await write({ resourceType: 'Group', id: 'g', type: 'person', actual: true, member: [{ entity: { reference: 'Patient/p01' } }, { entity: { reference: 'Patient/p02' } }] }, ['p01', 'p02']);
-      // An Observation of a patient never written, and of one deleted: in no live patient's everything.
+      // An Observation of a patient never written, and of one deleted: in no live patient's everything;
+      // beside a live one (a performer), that one's alone, though the other's id comes first.
       await observation('o-ghost', 'ghost', true);
       await observation('o-p15x', 'p15x', true);
+      await observation('o-ghost-p09', 'ghost', true, { performer: [{ reference: 'Practitioner/dr' }, { reference: 'Patient/p09' }] });
+      await observation('o-p15x-p16', 'p15x', true, { performer: [{ reference: 'Practitioner/dr' }, { reference: 'Patient/p16' }] });
       expect((await api.del('Patient/p15x')).status).toBe(200);
       held.splice(held.findIndex((h) => h.id === 'p15x'), 1);
       // A minute later: a new Observation, a Condition and a Patient updated, a new empty Patient.
@@ -107,11 +115,16 @@ await eachStore((kind, fresh) => {
     afterAll(() => t.close());
 
     test('the pages hold every live patient\'s everything in id order, at every page size, as its instance-level everything does', async () => {
-      const all = expected(held, live);
+      const each = expected(held, live);
+      const all = expected(held, live, { firstOnly: true });
       expect(all.slice(0, 7)).toEqual(['Patient/p00', 'Patient/p01', 'Condition/c-p01', 'Encounter/e-p01', 'Group/g', 'Observation/o-p01-0', 'Patient/p02']);
       expect(all.filter((x) => x.startsWith('Observation/') && held.find((h) => `Observation/${h.id}` === x)!.patients.includes('p07'))).toEqual(
         ['Observation/A-1', 'Observation/Z', 'Observation/a.2', 'Observation/b', 'Observation/o-p07-0']);
-      expect(await union(api)).toEqual(all);
+      // The instance-level everythings hold a shared resource each; the type level holds it once, with its first live patient.
+      expect(await union(api)).toEqual(each);
+      const times = (list: string[], x: string) => list.filter((y) => y === x).length;
+      for (const shared of ['Group/g', 'Observation/o-shared']) expect([times(each, shared), times(all, shared)]).toEqual([2, 1]);
+      for (const single of ['Observation/o-ghost-p09', 'Observation/o-p15x-p16']) expect([times(each, single), times(all, single)]).toEqual([1, 1]);
       for (const count of [undefined, 1, 2, 3, 5, 8, 13, 1000]) {
         const { matches, pages } = await walk(api, `Patient/$everything${count ? `?_count=${count}` : ''}`);
         expect({ count, matches }).toEqual({ count, matches: all });
@@ -125,7 +138,7 @@ await eachStore((kind, fresh) => {
     test('_since and _type narrow each patient\'s rows; the pages go on across patients with none', async () => {
       const since = expected(held, live, { since: T1 });
       expect(since).toEqual(['Condition/c-p06', 'Observation/o-late', 'Patient/p21', 'Patient/p30']);
-      const typed = expected(held, live, { types: ['Observation', 'Condition'] });
+      const typed = expected(held, live, { types: ['Observation', 'Condition'], firstOnly: true });
       for (const count of [1, 2, 1000]) {
         expect((await walk(api, `Patient/$everything?_since=${SINCE}&_count=${count}`)).matches).toEqual(since);
         expect((await walk(api, `Patient/$everything?_type=Observation,Condition&_count=${count}`)).matches).toEqual(typed);
@@ -183,8 +196,8 @@ await eachStore((kind, fresh) => {
       // Patients of every kind, Observations of p05's compartment alone (as `Observation?` searches them with this token).
       const bound = fhirClient(t, await craftToken(t, 'patient/Observation.rs user/Patient.rs', { patient: 'p05' }));
       const ofP05 = (h: Held) => h.type !== 'Observation' || h.patients.includes('p05');
-      const all = expected(held, live, { types: ['Patient', 'Observation'], keep: ofP05 });
-      expect(all.filter((x) => x.startsWith('Observation/'))).toEqual(['Observation/o-p05-0', 'Observation/o-p05-1', 'Observation/o-p05-2', 'Observation/o-shared', 'Observation/o-shared']);
+      const all = expected(held, live, { types: ['Patient', 'Observation'], keep: ofP05, firstOnly: true });
+      expect(all.filter((x) => x.startsWith('Observation/'))).toEqual(['Observation/o-p05-0', 'Observation/o-p05-1', 'Observation/o-p05-2', 'Observation/o-shared']);
       for (const count of [1, 3, 1000]) expect((await walk(bound, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
       expect((await walk(bound, 'Patient/p06/$everything')).matches).toEqual(['Patient/p06', 'Observation/o-shared']);
       expect((await walk(bound, 'Patient/p07/$everything')).matches).toEqual(['Patient/p07']);
@@ -193,11 +206,11 @@ await eachStore((kind, fresh) => {
     test('SMART v2 scope filters leave out what they do not admit, however the pages fall', async () => {
       const lab = fhirClient(t, await craftToken(t, 'system/Patient.rs system/Observation.rs?category=laboratory system/Condition.rs?_id=c-p13,c-p29'));
       const kept = (h: Held) => (h.type !== 'Observation' || h.lab === true) && (h.type !== 'Condition' || ['c-p13', 'c-p29'].includes(h.id));
-      const all = expected(held, live, { types: ['Patient', 'Observation', 'Condition'], keep: kept });
+      const all = expected(held, live, { types: ['Patient', 'Observation', 'Condition'], keep: kept, firstOnly: true });
       expect(all).toContain('Condition/c-p13');
       expect(all).not.toContain('Observation/Z');
       for (const count of [1, 2, 5, 1000]) expect((await walk(lab, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
-      expect(await union(lab)).toEqual(all);
+      expect(await union(lab)).toEqual(expected(held, live, { types: ['Patient', 'Observation', 'Condition'], keep: kept }));
     });
   });
 });
@@ -206,8 +219,9 @@ await eachStore((kind, fresh) => {
   describe(`Patient/$everything with a large compartment on ${kind}`, () => {
     let t: TestApp;
     let api: FhirClient;
-    /** Patient `big` has 1,005 Observations and a Condition, beside small and empty compartments. */
+    /** Patient `big` has 1,005 Observations and a Condition, beside small and empty compartments; `a` performed three of them. */
     const BIG = Array.from({ length: 1005 }, (_, i) => `o${String(i).padStart(4, '0')}`);
+    const BY_A = ['o0000', 'o0500', 'o1004'];
 
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
@@ -218,7 +232,7 @@ await eachStore((kind, fresh) => {
         ...['a', 'b', 'big', 'c', 'd'].map((id) => put({ resourceType: 'Patient', id })),
         obs('oa1', 'a'), obs('oa2', 'a'), obs('oc1', 'c'),
         put({ resourceType: 'Condition', id: 'cbig', subject: { reference: 'Patient/big' }, code: { text: 'x' } }),
-        ...BIG.map((id) => obs(id, 'big')),
+        ...BIG.map((id) => (BY_A.includes(id) ? put({ ...obs(id, 'big').resource, performer: [{ reference: 'Patient/a' }] }) : obs(id, 'big'))),
       ];
       for (let i = 0; i < entries.length; i += 250) {
         const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries.slice(i, i + 250) });
@@ -228,10 +242,11 @@ await eachStore((kind, fresh) => {
     afterAll(() => t.close());
 
     test('the pages read through it and on to the next patients, at every page size', async () => {
-      const all = ['Patient/a', 'Observation/oa1', 'Observation/oa2', 'Patient/b', 'Patient/big', 'Condition/cbig',
-        ...BIG.map((id) => `Observation/${id}`), 'Patient/c', 'Observation/oc1', 'Patient/d'];
-      for (const count of [7, 400, 1000]) expect((await walk(api, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
-      expect((await walk(api, 'Patient/big/$everything?_count=300')).matches).toEqual(all.slice(4, -3));
+      // The three `a` performed are a's matches (a's id comes first), not big's again.
+      const all = ['Patient/a', ...BY_A.map((id) => `Observation/${id}`), 'Observation/oa1', 'Observation/oa2', 'Patient/b', 'Patient/big', 'Condition/cbig',
+        ...BIG.filter((id) => !BY_A.includes(id)).map((id) => `Observation/${id}`), 'Patient/c', 'Observation/oc1', 'Patient/d'];
+      for (const count of [7, 400, 1000, 1002]) expect((await walk(api, `Patient/$everything?_count=${count}`)).matches).toEqual(all);
+      expect((await walk(api, 'Patient/big/$everything?_count=300')).matches).toEqual(['Patient/big', 'Condition/cbig', ...BIG.map((id) => `Observation/${id}`)]);
       expect((await walk(api, 'Patient/$everything?_type=Patient,Condition&_count=2')).matches).toEqual(['Patient/a', 'Patient/b', 'Patient/big', 'Condition/cbig', 'Patient/c', 'Patient/d']);
     });
   });

@@ -41,10 +41,16 @@ export interface CompartmentRowsQuery {
    * type's first row); a `type` at or past the end of `types` leaves none of that patient's rows.
    */
   after?: { type: number; id: string };
+  /**
+   * Leave out a resource (not a Patient) that is also in the compartment of a live Patient whose id
+   * comes before its patient's (bytewise): across every live Patient in id order, each resource then
+   * comes once, with the first of its patients.
+   */
+  firstOwner?: boolean;
   count: number;
 }
 
-/** A resource of a patient's compartment, and that patient (a resource in several comes once for each). */
+/** A resource of a patient's compartment, and that patient (a resource in several comes once for each, unless `firstOwner`). */
 export interface CompartmentRow extends ResourceVersion {
   patient: string;
 }

@@ -33,6 +33,10 @@ export function createPostgresCompartments(sql: Pg): CompartmentReads {
       if (q.patients.length === 0 || q.types.length === 0 || q.count <= 0) return [];
       const after = q.after ?? { type: 0, id: '' };
       const since: postgres.Fragment = q.since === undefined ? sql`` : sql`AND x.last_updated >= ${q.since}::bigint`;
+      // A resource a live Patient of a smaller id also holds (`compartments_res`): that patient's match.
+      const firstOwner: postgres.Fragment = q.firstOwner ? sql`AND (c.type = 'Patient' OR NOT EXISTS (SELECT 1 FROM compartments o
+        WHERE o.res = c.res AND o.patient < p.id AND EXISTS (SELECT 1 FROM resources op
+          WHERE op.tenant = ${tenant} AND op.type = 'Patient' AND op.id = o.patient AND NOT op.deleted)))` : sql``;
       const rows = await sql<Row[]>`
         SELECT k.patient, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content FROM (
           SELECT p.i, p.id AS patient, array_position(${q.types}::text[], c.type) AS j, x.id, c.res
@@ -40,7 +44,7 @@ export function createPostgresCompartments(sql: Pg): CompartmentReads {
           CROSS JOIN LATERAL (SELECT c.res, c.type FROM compartments c
             WHERE c.tenant = ${tenant} AND c.patient = p.id AND c.type = ANY(${q.types}::text[]) OFFSET 0) c
           CROSS JOIN LATERAL (SELECT x.id FROM resources x
-            WHERE x.pk = c.res AND NOT x.deleted AND (c.type <> 'Patient' OR x.id = p.id) ${since} OFFSET 0) x
+            WHERE x.pk = c.res AND NOT x.deleted AND (c.type <> 'Patient' OR x.id = p.id) ${since} ${firstOwner} OFFSET 0) x
           WHERE (p.i, array_position(${q.types}::text[], c.type), x.id) > (1, ${Math.min(after.type, q.types.length) + 1}::int, ${after.id})
           ORDER BY 1, 3, 4 LIMIT ${q.count}
         ) k JOIN resources r ON r.pk = k.res ORDER BY k.i, k.j, k.id`;

@@ -13,7 +13,8 @@ const SIZE = `(SELECT COUNT(*) FROM (SELECT 1 FROM compartments c WHERE c.tenant
  * sorted and cut to the page, then the page's stored texts read by key. CROSS JOIN keeps the patients
  * outside (SQLite otherwise read the tenant's whole compartment index and probed the list), and the
  * types are a materialized list with an automatic index (a JSON array scanned for each row, or
- * `instr` in a string, cost more than the rest of the statement).
+ * `instr` in a string, cost more than the rest of the statement). `firstOwner` probes the resource's
+ * other compartment rows by the primary key `(res, patient)`, for a live Patient of a smaller id.
  */
 export function createSqliteCompartments(reader: Database): CompartmentReads {
   const sizesOf = reader.query<{ patient: string; n: number }, [string, string, string, number]>(
@@ -23,7 +24,7 @@ export function createSqliteCompartments(reader: Database): CompartmentReads {
     `WITH p(patient) AS (SELECT id FROM resources WHERE tenant = ?1 AND type = 'Patient' AND deleted = 0 AND id > ?2 ORDER BY id LIMIT ?5)
      SELECT p.patient, ${SIZE} AS n FROM p ORDER BY p.patient`,
   );
-  const rows = reader.query<Row, [string, string, string, number | null, number, string, number]>(`
+  const rows = reader.query<Row, [string, string, string, number | null, number, string, number, number]>(`
     WITH p(i, patient) AS (SELECT key, value FROM json_each(?2)),
     t(j, type) AS MATERIALIZED (SELECT key, value FROM json_each(?3)),
     k AS (
@@ -33,6 +34,9 @@ export function createSqliteCompartments(reader: Database): CompartmentReads {
       JOIN t ON t.type = c.type
       WHERE x.deleted = 0 AND (c.type <> 'Patient' OR x.id = p.patient) AND (?4 IS NULL OR x.last_updated >= ?4)
         AND (p.i, t.j, x.id) > (0, ?5, ?6)
+        AND (?8 = 0 OR c.type = 'Patient' OR NOT EXISTS (SELECT 1 FROM compartments o CROSS JOIN resources op
+          ON op.tenant = ?1 AND op.type = 'Patient' AND op.id = o.patient AND op.deleted = 0
+          WHERE o.res = c.res AND o.patient < p.patient))
       ORDER BY 1, 2, 3 LIMIT ?7)
     SELECT k.patient, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content
     FROM k CROSS JOIN resources r ON r.pk = k.res ORDER BY k.i, k.j, k.id`);
@@ -48,7 +52,7 @@ export function createSqliteCompartments(reader: Database): CompartmentReads {
       if (q.patients.length === 0 || q.types.length === 0 || q.count <= 0) return [];
       const after = q.after ?? { type: 0, id: '' };
       const found = rows.all(tenant, JSON.stringify(q.patients), JSON.stringify(q.types), q.since ?? null,
-        Math.min(after.type, q.types.length), after.id, q.count);
+        Math.min(after.type, q.types.length), after.id, q.count, q.firstOwner ? 1 : 0);
       return found.map((r): CompartmentRow => ({
         patient: r.patient, type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content,
       }));

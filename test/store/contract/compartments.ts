@@ -66,5 +66,17 @@ export function compartmentsContract(store: () => Store) {
       expect(await rows({ patients: both, since: 2_000 })).toEqual(['b:Observation/o1', 'b:Observation/o2', 'b:Condition/c1', 'c9:Observation/o1']);
       expect(await rows({ patients: both, since: 2_001, after: { type: 1, id: 'o1' } })).toEqual(['b:Condition/c1', 'c9:Observation/o1']);
     });
+
+    test('rows, firstOwner: a resource a live Patient of a smaller id also holds is left out; Patients, other ids and dead patients count not', async () => {
+      // o1 is b's and c9's: c9's row goes ('b' < 'c9' is live); b links to B, but a Patient is its own alone.
+      expect(await rows({ patients: ['b', 'c9', 'B'], firstOwner: true })).toEqual([
+        'b:Patient/b', 'b:Observation/O1', 'b:Observation/o1', 'b:Observation/o2', 'b:Condition/c1', 'c9:Patient/c9', 'B:Patient/B',
+      ]);
+      expect(await rows({ patients: ['c9'], firstOwner: true })).toEqual(['c9:Patient/c9']);
+      expect(await rows({ patients: ['c9'] })).toEqual(['c9:Patient/c9', 'c9:Observation/o1']);
+      // A holder that is no live Patient ('gone' is deleted, 'nobody' was never written) takes nothing away.
+      await save(s, t, 'Observation', 'o5', { lastUpdated: 3_000, compartments: ['gone', 'nobody', 'b'] });
+      expect(await rows({ patients: ['b'], types: ['Observation'], firstOwner: true })).toEqual(['b:Observation/O1', 'b:Observation/o1', 'b:Observation/o2', 'b:Observation/o5']);
+    });
   });
 }

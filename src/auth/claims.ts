@@ -1,4 +1,5 @@
 import type { User } from '../store/types.ts';
+import { userScopesAsPatient } from './scopes.ts';
 
 /**
  * OpenID Connect scopes and the user attributes (claims) each releases (OIDC Core 5.4; SMART `fhirUser`).
@@ -65,4 +66,24 @@ export function userClaims(user: User, scopes: string[], readAttributes: string[
 export function patientOf(user: User): string | undefined {
   const m = /^(?:.*\/)?Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(user.fhirUser ?? '');
   return m ? m[1] : undefined;
+}
+
+/**
+ * Whether a user acts for patients rather than as staff: their `fhirUser` is a Patient (their own record),
+ * a RelatedPerson or a Person (the patients that resource names). Staff (a Practitioner or
+ * PractitionerRole `fhirUser`, or none) read the tenant with `user/` scopes.
+ */
+export function actsForPatients(user: User): boolean {
+  return /(?:^|\/)(?:Patient|RelatedPerson|Person)\/[^/]+$/.test(user.fhirUser ?? '');
+}
+
+/**
+ * The scopes `user` holds of those granted to their sign-in. SMART App Launch 2.2 (Scopes and Launch
+ * Context): `user/` scopes reach "resources that the current user can access", and a user who acts for
+ * patients can access the records of those patients, not the tenant; so such a user's `user/` resource
+ * scopes are their `patient/` form (userScopesAsPatient), bound to the patient in context as any
+ * `patient/` scope is. Staff keep their scopes as granted.
+ */
+export function scopesForUser(scopes: string[], user: User): string[] {
+  return actsForPatients(user) ? userScopesAsPatient(scopes) : scopes;
 }

@@ -2,6 +2,7 @@ import { OAuthError } from '../errors.ts';
 import type { TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
 import { tokenEndpointCall } from './revoke.ts';
+import { scopesForUser } from './claims.ts';
 import { patientInContext, releasedContext } from './issue.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
@@ -31,12 +32,18 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
   return info;
 }
 
-/** The patient in context of a refresh token's grant, as its access tokens name it (patientInContext). */
-async function refreshTokenPatient(deps: AuthDeps, t: RefreshToken): Promise<string | undefined> {
-  const scopes = splitScopes(t.scope);
-  // A Patient user's own record is not stored on the grant: one more read, for such grants only.
-  const user = t.patient === null && scopes.some(needsPatientContext) ? await deps.store.users.get(t.tenant, t.userId) : null;
-  return patientInContext(scopes, t.patient, user);
+/**
+ * The scopes of a refresh token's grant as its user holds them (scopesForUser) and the patient in context,
+ * as its access tokens name it (patientInContext).
+ */
+async function refreshTokenContext(deps: AuthDeps, t: RefreshToken): Promise<{ scopes: string[]; patient: string | undefined }> {
+  const stored = splitScopes(t.scope);
+  // A Patient user's own record is not stored on the grant, and a `user/` scope stored before it was held as
+  // a `patient/` one depends on the user: one more read, for such grants only.
+  const needsUser = stored.some((s) => s.startsWith('user/')) || (t.patient === null && stored.some(needsPatientContext));
+  const user = needsUser ? await deps.store.users.get(t.tenant, t.userId) : null;
+  const scopes = user ? scopesForUser(stored, user) : stored;
+  return { scopes, patient: patientInContext(scopes, t.patient, user) };
 }
 
 async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
@@ -44,12 +51,12 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
   if (!t) return null;
   const now = deps.clock.now();
   if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked(null, t.grantId))) return INACTIVE;
+  const { scopes, patient } = await refreshTokenContext(deps, t);
   const info: Record<string, unknown> = {
-    active: true, token_type: 'refresh_token', scope: t.scope, client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,
+    active: true, token_type: 'refresh_token', scope: scopes.join(' '), client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,
     exp: Math.floor(t.expiresAt / 1000), iat: Math.floor(t.createdAt / 1000), tenant: t.tenant,
   };
-  const patient = await refreshTokenPatient(deps, t);
-  if (patient) Object.assign(info, { patient }, releasedContext(splitScopes(t.scope), patient, t));
+  if (patient) Object.assign(info, { patient }, releasedContext(scopes, patient, t));
   return info;
 }
 

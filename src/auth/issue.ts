@@ -1,6 +1,6 @@
 import { OAuthError } from '../errors.ts';
 import type { Client, FhirContextItem, User } from '../store/types.ts';
-import { OFFLINE_SCOPES, patientOf, unreadableScopes, userClaims } from './claims.ts';
+import { OFFLINE_SCOPES, patientOf, scopesForUser, unreadableScopes, userClaims } from './claims.ts';
 import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
@@ -125,7 +125,8 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
   const { config } = deps;
   const fhirBase = fhirBaseOf(config.baseUrl, g.tenant);
   const readable = (a: string) => g.client.readAttributes === null || g.client.readAttributes.includes(a);
-  const { patient, scopes } = patientContext(g.scopes, g.patient, user, g.encounter);
+  // A code or refresh token stored before its user's `user/` scopes were held as `patient/` ones narrows too.
+  const { patient, scopes } = patientContext(scopesForUser(g.scopes, user), g.patient, user, g.encounter);
   const context = releasedContext(scopes, patient, g);
   const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId };
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;

@@ -36,8 +36,9 @@ export function needsPatientPicker(scopes: string[], user: User): boolean {
  * The Patients a user may put in context, as search parameters of the search engine:
  * - a RelatedPerson or Person user: the Patients their own resource names (`RelatedPerson.patient`,
  *   `Person.link.target`), as `_has` over it, so a deleted or missing resource yields none;
- * - any other user (Practitioner, PractitionerRole, or no fhirUser): every Patient of the tenant, as a
- *   `user/` scope reads the whole tenant in Cinder (fhirUser does not narrow it).
+ * - any other user (Practitioner, PractitionerRole, or no fhirUser): every Patient of the tenant, as
+ *   their `user/` scopes read the whole tenant (a Patient, RelatedPerson or Person user holds those as
+ *   `patient/` ones: scopesForUser).
  * `linkedType` is the type `_has` reads; null when the user's resource is not this tenant's (nothing).
  */
 export interface PickerReach {

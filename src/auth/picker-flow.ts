@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { User } from '../store/types.ts';
 import { issueCode, redirectWith, type AuthorizationRequest } from './authorize.ts';
+import { scopesForUser } from './claims.ts';
 import type { AuthDeps } from './deps.ts';
 import { launchedContext, standaloneContext } from './grant-context.ts';
 import { LoginTicketError, signLoginTicket, verifyLoginTicket } from './login-ticket.ts';
@@ -97,11 +98,21 @@ async function launchedSignIn(deps: AuthDeps, req: AuthorizationRequest, launch:
 }
 
 /**
- * After a successful sign-in: for an EHR launch, its context (launchedSignIn); else the code (RFC 6749
- * 4.1.2), or, when the request was granted `launch/patient` and the user is not a Patient, the patient
- * picker (SMART App Launch 2.x standalone launch), its first page listing the Patients the user may choose.
+ * The request with the scopes `user` holds of those it was granted (scopesForUser: a user who acts for
+ * patients holds `user/` scopes as `patient/` ones), which the code stores and the picker follows.
  */
-export async function completeSignIn(deps: AuthDeps, req: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
+function heldBy(req: AuthorizationRequest, user: User): AuthorizationRequest {
+  return { ...req, scopes: scopesForUser(req.scopes, user) };
+}
+
+/**
+ * After a successful sign-in: for an EHR launch, its context (launchedSignIn); else the code (RFC 6749
+ * 4.1.2), or, when the request was granted `launch/patient` or a `patient/` scope (a `user/` one, for a
+ * user who acts for patients: heldBy) and the user is not a Patient, the patient picker (SMART App Launch
+ * 2.x standalone launch), its first page listing the Patients the user may choose.
+ */
+export async function completeSignIn(deps: AuthDeps, granted: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
+  const req = heldBy(granted, user);
   if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, authTime);
   if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...standaloneContext(null) }) };
   const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, authTime });
@@ -131,10 +142,11 @@ async function pick(deps: AuthDeps, req: AuthorizationRequest, s: SignedInUser, 
  * A submission of the picker form (search, next page, or pick; cancel is the caller's). Throws
  * LoginTicketError when its ticket is not good for this request, or its user may no longer sign in.
  */
-export async function pickerStep(deps: AuthDeps, req: AuthorizationRequest, input: PickerInput): Promise<AuthorizeStep> {
-  const t = await verifyLoginTicket(deps, req, input.ticket);
+export async function pickerStep(deps: AuthDeps, granted: AuthorizationRequest, input: PickerInput): Promise<AuthorizeStep> {
+  const t = await verifyLoginTicket(deps, granted, input.ticket);
   const user = await deps.store.users.get(t.tenant, t.userId);
   if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
+  const req = heldBy(granted, user);
   if (req.launch !== null || !needsPatientPicker(req.scopes, user)) throw new LoginTicketError('this sign-in has no patient to choose');
   const s: SignedInUser = { user, ticket: input.ticket!, authTime: t.authTime };
   switch (input.action) {

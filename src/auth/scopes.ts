@@ -75,6 +75,15 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
 }
 
 /**
+ * The scopes with each `user/` resource scope in its `patient/` form: the same type, permissions and v2
+ * filter (`user/Observation.rs?category=laboratory` -> `patient/Observation.rs?category=laboratory`),
+ * duplicates dropped. What a user who acts for patients holds of `user/` scopes (scopesForUser).
+ */
+export function userScopesAsPatient(scopes: string[]): string[] {
+  return [...new Set(scopes.map((s) => (parseResourceScope(s)?.context === 'user' ? `patient/${s.slice('user/'.length)}` : s)))];
+}
+
+/**
  * Whether a scope needs a patient in context: a `patient/` resource scope, `launch/patient`, or `launch`
  * (granted only with an EHR launch, which always names a patient: src/auth/launch.ts). SMART App Launch
  * 2.2 (Scopes and Launch Context): "If an application requests a FHIR Resource scope which is

@@ -23,7 +23,9 @@ export const userCreateCommand: Command = {
     'cinder user create --tenant <id> --username <u> --password-stdin [--email <e>] [--email-verified]\n' +
     '                   [--name <n>] [--phone <p>] [--phone-verified] [--address <a>] [--fhir-user <ref>] [--json]\n\n' +
     'The password is the first line of standard input, e.g. `printf %s "$PW" | cinder user create ...`.\n' +
-    '--fhir-user is a reference such as Patient/123 (patient-context scopes then apply to that patient).',
+    '--fhir-user is a reference such as Patient/123 or Practitioner/7. A Patient, RelatedPerson or Person user\n' +
+    'holds user/ scopes as patient/ ones (their own record, or the patients their record names); staff read\n' +
+    'the tenant with them.',
   options: {
     tenant: { type: 'string' },
     username: { type: 'string' },

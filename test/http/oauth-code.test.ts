@@ -9,6 +9,7 @@ let c: Awaited<ReturnType<typeof userClient>>;
 beforeEach(async () => {
   t = await createTestApp();
   c = await userClient(t);
+  // Alice is a Patient (Patient/p1): her `user/` scopes are granted as `patient/` ones (oauth-user-scopes.test.ts).
   await testUser(t);
 });
 afterEach(() => t.close());
@@ -30,10 +31,11 @@ describe('authorization_code', () => {
     expect(res.headers.get('cache-control')).toBe('no-store');
     expect(res.headers.get('pragma')).toBe('no-cache');
     const body = (await res.json()) as Tokens;
-    expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'scope', 'token_type']);
+    expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'need_patient_banner', 'patient', 'scope', 'token_type']);
     expect(body.token_type).toBe('Bearer');
     expect(body.expires_in).toBe(3600);
-    expect(body.scope).toBe('openid profile email fhirUser user/*.read');
+    expect(body.scope).toBe('openid profile email fhirUser patient/*.read');
+    expect(body.patient).toBe('p1');
     const jwks = createLocalJWKSet((await (await t.request('/oauth2/jwks')).json()) as never);
     const { payload, protectedHeader } = await jwtVerify(body.id_token, jwks, {
       issuer: 'http://cinder.test', audience: c.id, algorithms: ['RS256'], currentDate: new Date(t.clock.now()),
@@ -62,7 +64,7 @@ describe('authorization_code', () => {
     const code = await getCode(t, { clientId: c.id, scope: 'openid online_access user/*.read' });
     const body = (await (await redeem(t, code, c)).json()) as Tokens;
     expect(body.refresh_token).toBeUndefined();
-    expect(body.scope).toBe('openid user/*.read');
+    expect(body.scope).toBe('openid patient/*.read');
     const discovery = (await (await t.request('/.well-known/openid-configuration')).json()) as { scopes_supported: string[] };
     expect(discovery.scopes_supported).toContain('offline_access');
     expect(discovery.scopes_supported).not.toContain('online_access');
@@ -73,7 +75,7 @@ describe('authorization_code', () => {
     const code = await getCode(t, { clientId: noRefresh.id, scope: 'openid offline_access user/*.read' });
     const body = (await (await redeem(t, code, noRefresh)).json()) as Tokens;
     expect(body.refresh_token).toBeUndefined();
-    expect(body.scope).toBe('openid user/*.read');
+    expect(body.scope).toBe('openid patient/*.read');
   });
 
   test('patient-context scopes name the signed-in patient', async () => {

@@ -31,7 +31,8 @@ describe('introspection (RFC 7662)', () => {
     expect(res.headers.get('cache-control')).toBe('no-store');
     const body = (await res.json()) as Record<string, unknown>;
     expect(body).toMatchObject({ active: true, client_id: c.id, token_type: 'Bearer', tenant: 't1', iss: 'http://cinder.test' });
-    expect(body.scope).toContain('user/*.read');
+    // Alice (testUser) is a Patient: her `user/*.read` is granted as `patient/*.read`.
+    expect(body.scope).toContain('patient/*.read');
     expect(typeof body.exp).toBe('number');
   });
 

@@ -31,7 +31,7 @@ for (const target of targets) {
         createdAt: t.clock.now(), disabled: false,
       };
       await t.store.clients.create(row);
-      userId = (await testUser(t)).id;
+      userId = (await testUser(t, { fhirUser: 'Practitioner/d1' })).id;
     });
 
     test('a sign-in asking for offline_access or offline is granted neither: no refresh_token, and the scope does not claim it', async () => {

@@ -9,6 +9,8 @@ let t: TestApp;
 let c: Awaited<ReturnType<typeof userClient>>;
 let refreshToken: string;
 const SCOPE = 'openid profile email offline_access user/*.read patient/*.read';
+/** What the sign-in grants: Alice (testUser) is a Patient, whose `user/` scopes are granted as `patient/` ones. */
+const GRANTED = 'openid profile email offline_access patient/*.read';
 
 beforeEach(async () => {
   t = await createTestApp();
@@ -36,7 +38,7 @@ describe('refresh_token', () => {
       expect(res.headers.get('cache-control')).toBe('no-store');
       const body = (await res.json()) as Record<string, string>;
       expect(Object.keys(body).sort()).toEqual(['access_token', 'expires_in', 'id_token', 'need_patient_banner', 'patient', 'scope', 'token_type']);
-      expect(body.scope).toBe(SCOPE);
+      expect(body.scope).toBe(GRANTED);
       const id = decodeJwt(body.id_token!);
       expect(id.aud).toBe(c.id);
       expect(id.auth_time).toBe(Math.floor((t.clock.now() - 600_000) / 1000));
@@ -50,10 +52,18 @@ describe('refresh_token', () => {
   });
 
   test('scope may narrow', async () => {
-    const res = await refresh({ scope: 'openid user/*.read' });
+    const res = await refresh({ scope: 'openid patient/*.read' });
     const body = (await res.json()) as { scope: string; id_token: string };
-    expect(body.scope).toBe('openid user/*.read');
+    expect(body.scope).toBe('openid patient/*.read');
     expect(decodeJwt(body.id_token).email).toBeUndefined();
+  });
+
+  test('asking again for the user/ scope the sign-in asked for narrows to the patient/ form it was granted as', async () => {
+    const res = await refresh({ scope: 'openid user/*.read' });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { scope: string; patient: string; access_token: string };
+    expect(body).toMatchObject({ scope: 'openid patient/*.read', patient: 'p1' });
+    expect(decodeJwt(body.access_token).scope).toBe('openid patient/*.read');
   });
 
   test('scope may not widen -> invalid_scope', async () => {

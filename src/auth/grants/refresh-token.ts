@@ -1,5 +1,6 @@
 import { OAuthError } from '../../errors.ts';
-import type { RefreshToken } from '../../store/types.ts';
+import type { RefreshToken, User } from '../../store/types.ts';
+import { scopesForUser } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens } from '../issue.ts';
@@ -17,11 +18,16 @@ async function usableToken(deps: AuthDeps, value: string, clientId: string): Pro
   return t;
 }
 
-/** RFC 6749 6: a requested scope may only narrow the original grant. */
-function narrowedScopes(form: URLSearchParams, granted: string[]): string[] {
+/**
+ * RFC 6749 6: a requested scope may only narrow the original grant. A user who acts for patients holds a
+ * `user/` scope as its `patient/` form (scopesForUser), so asking again for the `user/` scope the sign-in
+ * asked for (or one stored before) narrows to that form.
+ */
+function narrowedScopes(form: URLSearchParams, granted: string[], user: User): string[] {
   if (!form.has('scope')) return granted;
   const requested = splitScopes(form.get('scope'));
-  const extra = requested.filter((s) => !granted.includes(s));
+  const held = scopesForUser(granted, user);
+  const extra = requested.filter((s) => !held.includes(scopesForUser([s], user)[0]!));
   if (requested.length === 0 || extra.length > 0) {
     throw new OAuthError('invalid_scope', extra.length ? `scope exceeds the original grant: ${extra.join(' ')}` : 'scope is empty');
   }
@@ -39,9 +45,9 @@ export const refreshToken: Grant = {
     const value = form.get('refresh_token');
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');
     const t = await usableToken(deps, value, client.clientId);
-    const scopes = narrowedScopes(form, splitScopes(t.scope));
-    checkReadableScopes(client, scopes);
     const user = await grantUser(deps, t.tenant, t.userId);
+    const scopes = narrowedScopes(form, splitScopes(t.scope), user);
+    checkReadableScopes(client, scopes);
     const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, ...grantContext(t) };
     return issueUserTokens(deps, grant, user);
   },

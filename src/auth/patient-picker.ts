@@ -4,7 +4,7 @@ import type { FhirDeps } from '../fhir/crud.ts';
 import { parseReference } from '../fhir/references.ts';
 import { searchResources } from '../fhir/search.ts';
 import type { ResourceVersion, User } from '../store/types.ts';
-import { patientOf } from './claims.ts';
+import { actsForPatients, patientOf } from './claims.ts';
 import { needsPatientContext } from './scopes.ts';
 import type { AuthDeps } from './deps.ts';
 
@@ -34,10 +34,11 @@ export function needsPatientPicker(scopes: string[], user: User): boolean {
 
 /**
  * The Patients a user may put in context, as search parameters of the search engine:
+ * - a Patient user: their own record (who is never asked: needsPatientPicker);
  * - a RelatedPerson or Person user: the Patients their own resource names (`RelatedPerson.patient`,
  *   `Person.link.target`), as `_has` over it, so a deleted or missing resource yields none;
- * - any other user (Practitioner, PractitionerRole, or no fhirUser): every Patient of the tenant, as
- *   their `user/` scopes read the whole tenant (a Patient, RelatedPerson or Person user holds those as
+ * - staff (Practitioner, PractitionerRole, or no fhirUser), and no one else: every Patient of the tenant,
+ *   as their `user/` scopes read the whole tenant (a Patient, RelatedPerson or Person user holds those as
  *   `patient/` ones: scopesForUser).
  * `linkedType` is the type `_has` reads; null when the user's resource is not this tenant's (nothing).
  */
@@ -48,8 +49,10 @@ export interface PickerReach {
 }
 
 export function pickerReach(deps: AuthDeps, user: User): PickerReach | null {
-  const m = /(?:^|\/)(RelatedPerson|Person)\/[^/]+$/.exec(user.fhirUser ?? '');
-  if (!m) return { kind: 'tenant', params: [] };
+  if (!actsForPatients(user)) return { kind: 'tenant', params: [] };
+  const own = patientOf(user);
+  if (own !== undefined) return { kind: 'linked', params: [['_id', own]] };
+  if (!/(?:^|\/)(?:RelatedPerson|Person)\/[^/]+$/.test(user.fhirUser!)) return null;
   const ref = parseReference(user.fhirUser!, fhirBaseOf(deps.config.baseUrl, user.tenant));
   if (!ref) return null;
   return { kind: 'linked', params: [[`_has:${ref.type}:patient:_id`, ref.id]], linkedType: ref.type };

@@ -194,5 +194,20 @@ for (const target of targets) {
       const redeemed = (await (await redeem(t, 'old-code', c)).json()) as Tokens;
       expect(redeemed).toMatchObject({ scope: 'openid patient/*.rs', patient: 'p1' });
     });
+
+    test('a user whose fhirUser names a Patient by an id Cinder cannot use has no patient to choose, never the tenant\'s', async () => {
+      // Stored as no `cinder user create` would (an id longer than 64 characters): not their own record, not staff.
+      await t.store.users.create({
+        id: randomToken(12), tenant: 't1', username: 'odd', passwordHash: await Bun.password.hash(PASSWORD), name: null, email: null, emailVerified: false,
+        phone: null, phoneVerified: false, address: null, fhirUser: `Patient/${'x'.repeat(65)}`, createdAt: t.clock.now(), disabled: false,
+      });
+      for (const scope of ['openid patient/*.rs', 'openid user/*.rs']) {
+        const res = await signIn(t, { clientId: c.id, scope }, 'odd');
+        expect(res.status).toBe(200);
+        const html = await res.text();
+        expect(html).toContain('No patient record is linked to your account');
+        expect(html).not.toContain('value="p2"');
+      }
+    });
   });
 }

@@ -1,5 +1,5 @@
 import { OAuthError } from '../errors.ts';
-import type { TokenRequest } from './client-auth.ts';
+import { mayHoldRefreshTokens, type TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
 import { tokenEndpointCall } from './revoke.ts';
 import { scopesForUser } from './claims.ts';
@@ -51,6 +51,10 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
   if (!t) return null;
   const now = deps.clock.now();
   if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked(null, t.grantId))) return INACTIVE;
+  // Active means the token endpoint would take it: its client still exists, enabled, and may hold refresh
+  // tokens (a public one registered with the grant by an older release may not: mayHoldRefreshTokens).
+  const client = await deps.clients.get(t.clientId);
+  if (!client || client.disabled || !mayHoldRefreshTokens(client)) return INACTIVE;
   const { scopes, patient } = await refreshTokenContext(deps, t);
   const info: Record<string, unknown> = {
     active: true, token_type: 'refresh_token', scope: scopes.join(' '), client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
 import type { Client } from '../../src/store/types.ts';
 import type { TestApp } from '../helpers/app.ts';
-import { getCode, pkce, post, redeem, REDIRECT, testUser } from '../helpers/oauth.ts';
+import { basic, getCode, pkce, post, redeem, REDIRECT, testUser, userClient } from '../helpers/oauth.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -75,6 +75,11 @@ for (const target of targets) {
       expect(body.error).toBe('unauthorized_client');
       expect(body.error_description).toContain('public client');
       expect(body.access_token).toBeUndefined();
+      // Introspection says so too: what the token endpoint refuses is not active (RFC 7662 2.2).
+      const rs = await userClient(t, { name: 'Resource server' });
+      const info = await post(t, { token: 'pre-upgrade-refresh' }, { Authorization: basic(rs.id, rs.secret!) }, '/oauth2/introspect');
+      expect(info.status).toBe(200);
+      expect(await info.json()).toEqual({ active: false });
     });
   });
 }

@@ -1,5 +1,5 @@
 import type { User } from '../store/types.ts';
-import { userScopesAsPatient } from './scopes.ts';
+import { scopesAsPatient } from './scopes.ts';
 
 /**
  * OpenID Connect scopes and the user attributes (claims) each releases (OIDC Core 5.4; SMART `fhirUser`).
@@ -81,9 +81,10 @@ export function actsForPatients(user: User): boolean {
  * The scopes `user` holds of those granted to their sign-in. SMART App Launch 2.2 (Scopes and Launch
  * Context): `user/` scopes reach "resources that the current user can access", and a user who acts for
  * patients can access the records of those patients, not the tenant; so such a user's `user/` resource
- * scopes are their `patient/` form (userScopesAsPatient), bound to the patient in context as any
+ * scopes are their `patient/` form (scopesAsPatient; so are `system/` ones, which a client registered for them
+ * could otherwise be granted in a user's sign-in), bound to the patient in context as any
  * `patient/` scope is. Staff keep their scopes as granted.
  */
 export function scopesForUser(scopes: string[], user: User): string[] {
-  return actsForPatients(user) ? userScopesAsPatient(scopes) : scopes;
+  return actsForPatients(user) ? scopesAsPatient(scopes) : scopes;
 }

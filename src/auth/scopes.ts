@@ -75,12 +75,16 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
 }
 
 /**
- * The scopes with each `user/` resource scope in its `patient/` form: the same type, permissions and v2
- * filter (`user/Observation.rs?category=laboratory` -> `patient/Observation.rs?category=laboratory`),
- * duplicates dropped. What a user who acts for patients holds of `user/` scopes (scopesForUser).
+ * The scopes with each `user/` and `system/` resource scope in its `patient/` form: the same type,
+ * permissions and v2 filter (`user/Observation.rs?category=laboratory` ->
+ * `patient/Observation.rs?category=laboratory`), duplicates dropped. What a user who acts for patients
+ * holds of such scopes (scopesForUser): neither may reach past the patients the user acts for.
  */
-export function userScopesAsPatient(scopes: string[]): string[] {
-  return [...new Set(scopes.map((s) => (parseResourceScope(s)?.context === 'user' ? `patient/${s.slice('user/'.length)}` : s)))];
+export function scopesAsPatient(scopes: string[]): string[] {
+  return [...new Set(scopes.map((s) => {
+    const context = parseResourceScope(s)?.context;
+    return context === 'user' || context === 'system' ? `patient/${s.slice(context.length + 1)}` : s;
+  }))];
 }
 
 /**

@@ -37,7 +37,7 @@ for (const target of targets) {
       ({ t, api: admin } = await appOnFresh(target));
       const client = await createClient(t.store, t.clock, {
         tenant: 't1', name: 'Portal app', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT],
-        scopes: ['launch/patient', 'patient/*.cruds', 'user/*.cruds'],
+        scopes: ['launch/patient', 'patient/*.cruds', 'user/*.cruds', 'system/*.rs'],
       });
       c = { id: client.client.clientId, secret: client.clientSecret! };
       for (const [id, family] of [['p1', 'Own'], ['p2', 'Other'], ['p3', 'Third']]) await admin.put200({ resourceType: 'Patient', id, name: [{ family }] });
@@ -73,6 +73,21 @@ for (const target of targets) {
     }
 
     const status = async (token: string, path: string) => (await fhirClient(t, token).get(path)).status;
+
+    test('system/ scopes a client is registered for are held as their patient/ form too; a RelatedPerson user is asked for a patient', async () => {
+      const body = await tokensFor('pat', 'openid system/Patient.rs system/Observation.rs');
+      expect(body).toMatchObject({ scope: 'openid patient/Patient.rs patient/Observation.rs', patient: 'p1' });
+      expect(await status(body.access_token, 'Patient/p1')).toBe(200);
+      expect(await status(body.access_token, 'Patient/p2')).toBe(403);
+      expect(ids(await fhirClient(t, body.access_token).search('Observation?_count=50')).sort()).toEqual(['o1-lab', 'o1-vital']);
+      const rel = await tokensFor('rel', 'openid system/*.rs', 'p2');
+      expect(rel).toMatchObject({ scope: 'openid patient/*.rs', patient: 'p2' });
+      expect(await status(rel.access_token, 'Patient/p3')).toBe(403);
+      // Staff keep what they were granted.
+      const doc = await tokensFor('doc', 'openid system/Patient.rs');
+      expect(doc.scope).toBe('openid system/Patient.rs');
+      expect(await status(doc.access_token, 'Patient/p2')).toBe(200);
+    });
 
     test('the probe: a Patient user granted user/*.read reads their own record only, not Patient/p2; staff still read the tenant', async () => {
       const body = await tokensFor('pat', 'openid fhirUser offline_access user/*.read');

@@ -1,4 +1,6 @@
 import type { User } from '../store/types.ts';
+import { fhirBaseOf } from '../config.ts';
+import { parseReference } from '../fhir/references.ts';
 import { scopesAsPatient } from './scopes.ts';
 
 /**
@@ -62,10 +64,14 @@ export function userClaims(user: User, scopes: string[], readAttributes: string[
   return claims;
 }
 
-/** The patient in context: the user's own Patient resource id when their fhirUser is a Patient. */
-export function patientOf(user: User): string | undefined {
-  const m = /^(?:.*\/)?Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(user.fhirUser ?? '');
-  return m ? m[1] : undefined;
+/**
+ * The patient in context: the user's own Patient resource id when their fhirUser is a Patient of their
+ * tenant (`Patient/123`, or its URL under the tenant's FHIR base; `baseUrl` is the server's). Another
+ * server's or tenant's Patient is no record of this tenant, whatever its id.
+ */
+export function patientOf(user: User, baseUrl: string): string | undefined {
+  const ref = user.fhirUser === null ? null : parseReference(user.fhirUser, fhirBaseOf(baseUrl, user.tenant));
+  return ref?.type === 'Patient' && ref.version === undefined ? ref.id : undefined;
 }
 
 /**

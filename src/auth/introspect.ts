@@ -43,7 +43,7 @@ async function refreshTokenContext(deps: AuthDeps, t: RefreshToken): Promise<{ s
   const needsUser = stored.some((s) => s.startsWith('user/')) || (t.patient === null && stored.some(needsPatientContext));
   const user = needsUser ? await deps.store.users.get(t.tenant, t.userId) : null;
   const scopes = user ? scopesForUser(stored, user) : stored;
-  return { scopes, patient: patientInContext(scopes, t.patient, user) };
+  return { scopes, patient: patientInContext(scopes, t.patient, user, deps.config.baseUrl) };
 }
 
 async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {

@@ -95,9 +95,9 @@ export function releasedContext(scopes: string[], patient: string | undefined, s
  * The patient in context of a user grant whose scopes need one: the chosen one, else a Patient user's
  * own record (codes and grants stored without a choice); undefined without such scopes, or none.
  */
-export function patientInContext(scopes: string[], chosen: string | null, user: User | null): string | undefined {
+export function patientInContext(scopes: string[], chosen: string | null, user: User | null, baseUrl: string): string | undefined {
   if (!scopes.some(needsPatientContext)) return undefined;
-  return chosen ?? (user ? patientOf(user) : undefined);
+  return chosen ?? (user ? patientOf(user, baseUrl) : undefined);
 }
 
 /**
@@ -108,8 +108,8 @@ export function patientInContext(scopes: string[], chosen: string | null, user: 
  * user is no longer a Patient) loses them, and one left with nothing but `offline_access` is
  * `invalid_grant`. Nor does it carry `launch/encounter` without an encounter.
  */
-export function patientContext(scopes: string[], chosen: string | null, user: User, encounter: string | null = null): PatientContext {
-  const patient = patientInContext(scopes, chosen, user);
+export function patientContext(scopes: string[], chosen: string | null, user: User, baseUrl: string, encounter: string | null = null): PatientContext {
+  const patient = patientInContext(scopes, chosen, user, baseUrl);
   const inContext = encounterInContext(scopes, patient, encounter);
   const withEncounter = inContext === undefined ? scopes.filter((s) => s !== 'launch/encounter') : scopes;
   if (patient || !withEncounter.some(needsPatientContext)) return { patient, scopes: withEncounter };
@@ -126,7 +126,7 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
   const fhirBase = fhirBaseOf(config.baseUrl, g.tenant);
   const readable = (a: string) => g.client.readAttributes === null || g.client.readAttributes.includes(a);
   // A code or refresh token stored before its user's `user/` scopes were held as `patient/` ones narrows too.
-  const { patient, scopes } = patientContext(scopesForUser(g.scopes, user), g.patient, user, g.encounter);
+  const { patient, scopes } = patientContext(scopesForUser(g.scopes, user), g.patient, user, config.baseUrl, g.encounter);
   const context = releasedContext(scopes, patient, g);
   const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId };
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;

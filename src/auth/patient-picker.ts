@@ -28,8 +28,8 @@ export class PickerInputError extends Error {
  * infers it, as SMART App Launch 2.2 allows ("it MAY infer the launch/patient scope"): a granted
  * `patient/` scope needs a patient in context.
  */
-export function needsPatientPicker(scopes: string[], user: User): boolean {
-  return scopes.some(needsPatientContext) && patientOf(user) === undefined;
+export function needsPatientPicker(scopes: string[], user: User, baseUrl: string): boolean {
+  return scopes.some(needsPatientContext) && patientOf(user, baseUrl) === undefined;
 }
 
 /**
@@ -50,7 +50,7 @@ export interface PickerReach {
 
 export function pickerReach(deps: AuthDeps, user: User): PickerReach | null {
   if (!actsForPatients(user)) return { kind: 'tenant', params: [] };
-  const own = patientOf(user);
+  const own = patientOf(user, deps.config.baseUrl);
   if (own !== undefined) return { kind: 'linked', params: [['_id', own]] };
   if (!/(?:^|\/)(?:RelatedPerson|Person)\/[^/]+$/.test(user.fhirUser!)) return null;
   const ref = parseReference(user.fhirUser!, fhirBaseOf(deps.config.baseUrl, user.tenant));
@@ -74,7 +74,7 @@ function pickerAccess(clientId: string, reach: PickerReach): Access {
  * The EHR launch asks this of the patient it launched (src/auth/picker-flow.ts).
  */
 export async function mayHaveInContext(deps: AuthDeps, clientId: string, user: User, id: string): Promise<boolean> {
-  const own = patientOf(user);
+  const own = patientOf(user, deps.config.baseUrl);
   if (own !== undefined && own !== id) return false;
   const reach = pickerReach(deps, user);
   return reach !== null && (await isChoosable(deps, clientId, user, reach, id));

@@ -114,7 +114,7 @@ function heldBy(req: AuthorizationRequest, user: User): AuthorizationRequest {
 export async function completeSignIn(deps: AuthDeps, granted: AuthorizationRequest, user: User, authTime: number): Promise<AuthorizeStep> {
   const req = heldBy(granted, user);
   if (req.launch !== null) return launchedSignIn(deps, req, req.launch, user, authTime);
-  if (!needsPatientPicker(req.scopes, user)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...standaloneContext(null) }) };
+  if (!needsPatientPicker(req.scopes, user, deps.config.baseUrl)) return { kind: 'redirect', location: await issueCode(deps, req, { user, authTime, ...standaloneContext(null) }) };
   const ticket = await signLoginTicket(deps, req, { tenant: user.tenant, userId: user.id, authTime });
   return listing(deps, req, { user, ticket, authTime }, { name: '', query: '', page: null }, 200);
 }
@@ -147,7 +147,7 @@ export async function pickerStep(deps: AuthDeps, granted: AuthorizationRequest, 
   const user = await deps.store.users.get(t.tenant, t.userId);
   if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
   const req = heldBy(granted, user);
-  if (req.launch !== null || !needsPatientPicker(req.scopes, user)) throw new LoginTicketError('this sign-in has no patient to choose');
+  if (req.launch !== null || !needsPatientPicker(req.scopes, user, deps.config.baseUrl)) throw new LoginTicketError('this sign-in has no patient to choose');
   const s: SignedInUser = { user, ticket: input.ticket!, authTime: t.authTime };
   switch (input.action) {
     case 'search': return listing(deps, req, s, { name: input.name, query: input.name, page: null }, 200);

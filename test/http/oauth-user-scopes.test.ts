@@ -224,5 +224,22 @@ for (const target of targets) {
         expect(html).not.toContain('value="p2"');
       }
     });
+
+    test('a Patient fhirUser of another server or tenant is no record of this tenant; its URL under this tenant\'s base is', async () => {
+      await user('far', 'https://other.example/fhir/Patient/p2');
+      await user('twin', `${t.fhir('t2')}/Patient/p2`);
+      for (const username of ['far', 'twin']) {
+        for (const scope of ['openid patient/*.rs', 'openid user/*.rs']) {
+          const res = await signIn(t, { clientId: c.id, scope }, username);
+          expect(res.status).toBe(200);
+          const html = await res.text();
+          expect(html).toContain('No patient record is linked to your account');
+          expect(html).not.toContain('value="p2"');
+        }
+      }
+      await user('near', `${t.fhir('t1')}/Patient/p1`);
+      const body = await tokensFor('near', 'openid user/*.rs');
+      expect(body).toMatchObject({ scope: 'openid patient/*.rs', patient: 'p1' });
+    });
   });
 }

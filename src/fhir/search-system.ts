@@ -21,6 +21,7 @@ import {
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
 import { containedMode } from './search-contained.ts';
+import { ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
 import { shaper } from './subset.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
@@ -169,7 +170,15 @@ export async function searchTypes(
     if (!reverse && !iterate && !types.includes(source)) {
       throw new FhirError('invalid', `${key} '${raw}': ${source} is not among the types searched (${types.length > 5 ? `${types.length} types` : types.join(', ')}); add :iterate`, { expression: [key] });
     }
-    const inc = possibleInclude(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse), key, raw, strict, ignored);
+    let inc = possibleInclude(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse), key, raw, strict, ignored);
+    // A `_revinclude` that can refer to none of the types searched adds nothing (as on one type: reachingRevinclude).
+    if (inc && reverse) {
+      const whys = types.map((t) => unreachableRevinclude(t, inc!));
+      if (whys.every((w) => w !== undefined)) {
+        const searched = types.length > 5 ? `the ${types.length} types searched` : types.join(', ');
+        inc = ignoredInclude(`${key} '${raw}' cannot include anything on ${searched}: ${types.length > 1 ? `on ${types[0]}, ` : ''}${whys[0]}`, key, strict, ignored);
+      }
+    }
     if (inc) (reverse ? revincludes : includes).push(inc);
   }
   // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched

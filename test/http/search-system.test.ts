@@ -130,6 +130,23 @@ for (const target of targets) {
       await expectOutcome(await api.get('?_type=Observation&_include=Patient:general-practitioner'), 400, 'invalid');
     });
 
+    test('_revinclude brings what refers to any type searched; one that can refer to none is a 400 under strict, else a warning', async () => {
+      const patient = of('Patient')[0]!;
+      const encounter = of('Encounter').find((e) => e.subject.reference === `Patient/${patient.id}`)!;
+      const bundle = await api.search(`?_type=Patient,Encounter&_id=${patient.id},${encounter.id}&_revinclude=Observation:encounter`);
+      const included = bundle.entry.filter((e: Json) => e.search.mode === 'include').map((e: Json) => e.resource.encounter.reference);
+      expect(included.length).toBeGreaterThan(0);
+      expect(new Set(included)).toEqual(new Set([`Encounter/${encounter.id}`]));
+      // Observation.encounter refers to Encounters alone: on Patients and Conditions it can include nothing.
+      const strict = await expectOutcome(await api.get('?_type=Patient,Condition&_revinclude=Observation:encounter', { Prefer: 'handling=strict' }), 400, 'invalid');
+      expect(strict.issue[0].expression).toEqual(['_revinclude']);
+      expect(strict.issue[0].diagnostics).toContain('cannot include anything on Patient, Condition');
+      const lenient = await api.search('?_type=Patient,Condition&_revinclude=Observation:encounter&_count=1');
+      const outcome = lenient.entry.find((e: Json) => e.resource.resourceType === 'OperationOutcome');
+      expect(outcome.resource.issue[0]).toMatchObject({ severity: 'warning', expression: ['_revinclude'] });
+      expect(lenient.entry.some((e: Json) => e.search.mode === 'include')).toBe(false);
+    });
+
     test('Patient/{id}/* is every compartment type\'s compartment search, merged', async () => {
       const patient = of('Patient')[1]!;
       const compartment = `Patient/${patient.id}/`;

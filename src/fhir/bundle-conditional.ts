@@ -5,7 +5,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { FhirError } from '../errors.ts';
-import type { Condition } from '../store/types.ts';
+import type { Condition, IndexRows } from '../store/types.ts';
 import { entryPath, located, type Entry } from './bundle-entries.ts';
 import type { Planned } from './bundle-ops.ts';
 import { conditionKey, conditionMatches, parseCondition, showCondition } from './conditional.ts';
@@ -15,7 +15,8 @@ import type { Resource } from './resource.ts';
 import { hasEndpoint, isResourceType } from './resource-types.ts';
 import { withEntryIds } from './bundle-match-urls.ts';
 import { compileSearch, MAX_COUNT, storeQuery } from './search.ts';
-import { matchConditions } from './search-match.ts';
+import { matchConditions, type MatchContext } from './search-match.ts';
+import { indexEntries } from './indexer.ts';
 
 /**
  * The entries that share another entry's write (follower → leader). Of the `ifNoneExist` POSTs and
@@ -96,6 +97,7 @@ export async function resolveConditionalReferences(
   deps: FhirDeps, req: FhirRequest, refs: ConditionalReference[], writes: TransactionWrite[], lookup: (fullUrl: string) => string | undefined,
 ): Promise<void> {
   const found = new Map<string, string>();
+  const writtenResources = new WrittenResources(writes, lookups(deps, req.tenant));
   for (const ref of refs) {
     const written = ref.holder.reference;
     const type = written.slice(0, written.indexOf('?'));
@@ -106,7 +108,7 @@ export async function resolveConditionalReferences(
       const query = withEntryIds(parseCondition(written, type, ref.where), lookup, () => false)!;
       const key = conditionKey(type, query);
       let target = found.get(key);
-      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writes)));
+      if (target === undefined) found.set(key, (target = await resolveOne(deps, req, type, query, ref, writtenResources)));
       ref.holder.reference = target;
     } catch (err) {
       throw err instanceof FhirError ? located(err, ref.element()) : err;
@@ -114,12 +116,11 @@ export async function resolveConditionalReferences(
   }
 }
 
-async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, writes: TransactionWrite[]): Promise<string> {
-  const ofType = writes.filter((w) => w.type === type);
-  const replaced = new Set(ofType.filter((w) => w.stored).map((w) => w.id));
+async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, ref: ConditionalReference, written: WrittenResources): Promise<string> {
+  const replaced = written.replaced(type);
   const stored = await conditionMatches(deps, req, type, query, ref.where, Math.min(2 + replaced.size, MAX_COUNT));
   const ids = new Set(stored.filter((v) => !replaced.has(v.id)).map((v) => v.id));
-  for (const id of await writtenMatches(deps, req, type, query, ofType)) ids.add(id);
+  for (const id of await writtenMatches(deps, req, type, query, written)) ids.add(id);
   const shown = `${ref.where}: conditional reference '${showCondition(type, query)}'`;
   if (ids.size === 0) throw new UnmatchedConditionalReference(`${shown} matches nothing`, ref.element());
   if (ids.size > 1) throw new FhirError('precondition', `${shown} matches more than one resource`, { expression: [ref.element()] });
@@ -127,16 +128,72 @@ async function resolveOne(deps: FhirDeps, req: FhirRequest, type: string, query:
 }
 
 /** The ids of the written resources (of the query's type) the query selects, evaluated in memory as the store would (search-match.ts). */
-async function writtenMatches(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, writes: TransactionWrite[]): Promise<string[]> {
-  const candidates = writes.filter((w) => w.resource !== undefined);
-  if (candidates.length === 0) return [];
+async function writtenMatches(deps: FhirDeps, req: FhirRequest, type: string, query: URLSearchParams, written: WrittenResources): Promise<string[]> {
+  if (written.of(type).length === 0) return [];
   const now = deps.clock.now();
   // As the token may search: its scope filter and patient compartment apply (storeQuery).
   const search = await storeQuery(deps, req, type, compileSearch(type, query, true, now));
   if (search === undefined) return [];
   const where: Condition[] = [...(search.where ?? []), ...(search.compartment === undefined ? [] : [{ kind: 'compartment', patient: search.compartment } as const])];
-  const ctx = lookups(deps, req.tenant);
   const out: string[] = [];
-  for (const w of candidates) if (await matchConditions({ ...w.resource!, id: w.id }, now, where, ctx)) out.push(w.id);
+  for (const w of written.candidates(type, where)) {
+    if (await matchConditions({ ...w.resource!, id: w.id }, now, where, written.ctx, written.rows(w))) out.push(w.id);
+  }
   return out;
+}
+
+/**
+ * The resources a transaction writes, for its conditional references to match: by type, each with its
+ * index rows (made once), and its token values by parameter, so that a condition with a token (the
+ * common `identifier=system|value`) is matched only against the resources holding one of its values. A
+ * transaction of N conditional references to N written resources matched every pair (N = 5,000: 112 s).
+ */
+class WrittenResources {
+  private readonly byType = new Map<string, TransactionWrite[]>();
+  private readonly indexRows = new Map<TransactionWrite, IndexRows>();
+  private readonly byToken = new Map<string, Map<string, TransactionWrite[]>>();
+
+  constructor(
+    writes: TransactionWrite[],
+    readonly ctx: MatchContext,
+  ) {
+    for (const w of writes) (this.byType.get(w.type) ?? this.byType.set(w.type, []).get(w.type)!).push(w);
+  }
+
+  /** What the transaction writes of `type` (a resource: created, updated or patched; none: deleted). */
+  of(type: string): TransactionWrite[] {
+    return (this.byType.get(type) ?? []).filter((w) => w.resource !== undefined);
+  }
+
+  /** The ids of the stored resources of `type` the transaction replaces (updates, patches, deletes). */
+  replaced(type: string): Set<string> {
+    return new Set((this.byType.get(type) ?? []).filter((w) => w.stored).map((w) => w.id));
+  }
+
+  rows(w: TransactionWrite): IndexRows {
+    let rows = this.indexRows.get(w);
+    if (rows === undefined) this.indexRows.set(w, (rows = indexEntries({ ...w.resource!, id: w.id }, this.ctx.base)));
+    return rows;
+  }
+
+  /**
+   * The written resources of `type` that may meet `where`: those holding a value of its first plain token
+   * condition (one every match meets: ANDed at the top, no `:not`, `ne` or folded case, each value with a
+   * code), or all of them.
+   */
+  candidates(type: string, where: Condition[]): TransactionWrite[] {
+    const all = this.of(type);
+    const token = where.find((c): c is Extract<Condition, { kind: 'token' }> =>
+      c.kind === 'token' && !c.not && !c.unequal && !c.fold && c.values.every((v) => v.value !== undefined));
+    if (token === undefined || all.length < 8) return all;
+    let values = this.byToken.get(`${type}\u0000${token.param}`);
+    if (values === undefined) {
+      values = new Map();
+      for (const w of all) {
+        for (const e of this.rows(w).tokens) if (e.param === token.param) (values.get(e.value) ?? values.set(e.value, []).get(e.value)!).push(w);
+      }
+      this.byToken.set(`${type}\u0000${token.param}`, values);
+    }
+    return [...new Set(token.values.flatMap((v) => values.get(v.value!) ?? []))];
+  }
 }

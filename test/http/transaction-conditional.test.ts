@@ -119,6 +119,25 @@ await eachStore((kind, fresh) => {
       expect(await subjectOf(oid.entry[0].response.location)).toMatch(/^Patient\//);
     });
 
+    test('many conditional references to many written resources each find theirs (by token value, or by any parameter)', async () => {
+      const n = 12;
+      const patients = Array.from({ length: n }, (_, i) => create(undefined, patient(`many-${i}`, { name: [{ family: `Many${i}` }] }), `identifier=urn:x|many-${i}`));
+      const observations = Array.from({ length: n }, (_, i) => create(undefined, observation(`Patient?identifier=urn:x|many-${i}`)));
+      // A name (no token to narrow by), and a token with the system left out.
+      observations.push(create(undefined, observation('Patient?name=Many7')), create(undefined, observation('Patient?identifier=many-9')));
+      const res = await ok(tx([...observations, ...patients]));
+      const idOf = (i: number) => res.entry[observations.length + i].resource.id;
+      for (let i = 0; i < n; i++) expect(await subjectOf(res.entry[i].response.location)).toBe(`Patient/${idOf(i)}`);
+      expect(await subjectOf(res.entry[n].response.location)).toBe(`Patient/${idOf(7)}`);
+      expect(await subjectOf(res.entry[n + 1].response.location)).toBe(`Patient/${idOf(9)}`);
+      // Two values of one condition, each a written Patient's: several matches, 412.
+      const two = await nothingWritten(tx([
+        ...Array.from({ length: n }, (_, i) => create(undefined, patient(`pair-${i}`), `identifier=urn:x|pair-${i}`)),
+        create(undefined, observation('Patient?identifier=urn:x|pair-3,urn:x|pair-4')),
+      ]), 412);
+      expect(two.issue[0].diagnostics).toContain('matches more than one resource');
+    });
+
     test('a conditional reference counts the stored resources as the transaction leaves them; none or several are 412', async () => {
       const stored = await api.create(patient('ref-4'));
       let outcome = await nothingWritten(tx([create(undefined, observation('Patient?identifier=urn:x|ref-4')), create(undefined, patient('ref-4'))]), 412);

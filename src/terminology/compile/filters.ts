@@ -100,13 +100,19 @@ function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex): ConceptPredi
     case '=':
       return (e) => e.code === v;
     case 'is-a':
-      return target === undefined ? () => false : (e) => cs.isA(e, target);
-    case 'descendent-of':
-      return target === undefined ? () => false : (e) => e !== target && cs.isA(e, target);
-    case 'is-not-a':
-      return target === undefined ? () => true : (e) => !cs.isA(e, target);
+      return target === undefined ? () => false : cs.isAOf(target);
+    case 'descendent-of': {
+      if (target === undefined) return () => false;
+      const isA = cs.isAOf(target);
+      return (e) => e !== target && isA(e);
+    }
+    case 'is-not-a': {
+      if (target === undefined) return () => true;
+      const isA = cs.isAOf(target);
+      return (e) => !isA(e);
+    }
     case 'generalizes':
-      return target === undefined ? () => false : (e) => cs.isA(target, e);
+      return target === undefined ? () => false : cs.ancestorsOf(target);
     case 'in':
     case 'not-in': {
       const set = new Set(filter.list.map((c) => cs.find(c)?.code ?? c));

@@ -101,6 +101,17 @@ describe('CodeSystemIndex', () => {
         const [a, b] = [`c${next(n)}`, `c${next(n)}`];
         expect({ a, b, isA: cs.subsumes(a, b) }).toEqual({ a, b, isA: ancestorsOf(parents, b).has(a) });
       }
+      // The predicates a filter makes once (is-a X over every concept; generalizes X) agree with it.
+      for (let k = 0; k < 20; k++) {
+        const x = cs.find(`c${next(n)}`)!;
+        const below = cs.isAOf(x);
+        const above = cs.ancestorsOf(x);
+        for (const e of cs.entries()) {
+          expect({ x: x.code, e: e.code, below: below(e), above: above(e) }).toEqual({
+            x: x.code, e: e.code, below: ancestorsOf(parents, e.code).has(x.code), above: ancestorsOf(parents, x.code).has(e.code),
+          });
+        }
+      }
     }
   });
 

@@ -18,6 +18,7 @@
  * a regex literal that Unicode mode refuses (`\@` in eld-16) is compiled without it, and two quantities
  * of the same non-UCUM unit compare by value (rng-2). A dateTime without an offset is read in UTC.
  */
+import { guarded } from '../../regex-guard.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
 export { FhirPathSyntaxError, UnsupportedFhirPath };
@@ -1237,6 +1238,9 @@ function regexArgument(arg: Ast, scope: Scope, flags: string): Expr | RegExp {
   return build(arg, scope);
 }
 
+/** A regular expression that backtracks without end (src/regex-guard.ts): the expression cannot be evaluated. */
+const tooCostlyRegex = () => new EvaluationError('the regular expression is too costly to evaluate (it backtracks without end)');
+
 function toRegex(r: Expr | RegExp, env: Env, flags: string): RegExp | undefined {
   if (r instanceof RegExp) return r;
   const source = singleString(r.coll(env));
@@ -1551,7 +1555,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const s = singleString(input.coll(env));
       if (s === undefined) return undefined;
       const r = toRegex(regex, env, 's');
-      return r === undefined ? undefined : r.test(s);
+      return r === undefined ? undefined : guarded(r, () => r.test(s), tooCostlyRegex);
     });
   }],
   ['replaceMatches', (input, args, scope, c) => {
@@ -1562,7 +1566,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const s = singleString(input.coll(env));
       const r = toRegex(regex, env, 'g');
       const with_ = singleString(replacement.coll(env));
-      return s === undefined || r === undefined || with_ === undefined ? EMPTY : [s.replace(r, with_)];
+      return s === undefined || r === undefined || with_ === undefined ? EMPTY : [guarded(r, () => s.replace(r, with_), tooCostlyRegex)];
     });
   }],
 ]);

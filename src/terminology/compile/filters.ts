@@ -1,3 +1,5 @@
+import { FhirError } from '../../errors.ts';
+import { guarded } from '../../regex-guard.ts';
 import { invalid } from '../errors.ts';
 import type { ConceptSetFilter } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
@@ -70,7 +72,7 @@ function wholeStringRegex(source: string, where: string): RegExp {
  * concept properties (`parent`/`child` use the resolved hierarchy links).
  */
 export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where: string): ConceptPredicate {
-  if (filter.property === 'concept' || filter.property === 'code') return codePredicate(filter, cs);
+  if (filter.property === 'concept' || filter.property === 'code') return codePredicate(filter, cs, where);
   const role = cs.roles.get(filter.property);
   if (!cs.propertyCodes.has(filter.property) && role === undefined) {
     throw invalid(`${where}: CodeSystem '${cs.url}' has no property '${filter.property}' to filter on`, [where]);
@@ -90,10 +92,19 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
     }
     return values;
   };
-  return propertyPredicate(filter, cs, valuesOf);
+  return propertyPredicate(filter, cs, valuesOf, where);
 }
 
-function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex): ConceptPredicate {
+/** `re.test(value)` for a filter's regex, held to regex-guard.ts: a pattern that backtracks without end is a 400 `too-costly` naming the filter. */
+function regexTest(filter: CheckedFilter, where: string): (value: string) => boolean {
+  const re = filter.regex as RegExp;
+  const refuse = () => new FhirError('invalid', `${where}: filter '${filter.property} regex ${filter.value}' is too costly to evaluate (its pattern backtracks without end)`, {
+    issueCode: 'too-costly', expression: [where],
+  });
+  return (value) => guarded(re, () => re.test(value), refuse);
+}
+
+function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex, where: string): ConceptPredicate {
   const target = cs.find(filter.value);
   const v = target?.code ?? filter.value;
   switch (filter.op) {
@@ -119,8 +130,8 @@ function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex): ConceptPredi
       return filter.op === 'in' ? (e) => set.has(e.code) : (e) => !set.has(e.code);
     }
     case 'regex': {
-      const re = filter.regex as RegExp;
-      return (e) => re.test(e.code);
+      const test = regexTest(filter, where);
+      return (e) => test(e.code);
     }
     case 'exists': {
       const all = filter.value === 'true';
@@ -133,6 +144,7 @@ function propertyPredicate(
   filter: CheckedFilter,
   cs: CodeSystemIndex,
   valuesOf: (e: ConceptEntry) => readonly string[],
+  where: string,
 ): ConceptPredicate {
   const v = filter.value;
   switch (filter.op) {
@@ -153,8 +165,8 @@ function propertyPredicate(
       return filter.op === 'in' ? hit : (e) => !hit(e);
     }
     case 'regex': {
-      const re = filter.regex as RegExp;
-      return (e) => valuesOf(e).some((x) => re.test(x));
+      const test = regexTest(filter, where);
+      return (e) => valuesOf(e).some(test);
     }
     case 'exists': {
       const wanted = filter.value === 'true';

@@ -1,0 +1,60 @@
+/**
+ * Regular expressions a client writes, held to src/regex-guard.ts on both databases: a ValueSet's
+ * `regex` filter and FHIRPath `matches()` in a FHIRPath Patch whose pattern backtracks without end
+ * (`(a+)+$` on `aaa…a!`) are a 400 `too-costly` after one slow run, not a run per concept or element
+ * (each about 0.4 s, answered "no match" when the engine gives up); benign patterns answer as before.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+/** Strings that `(a+)+$`-style patterns take exponential time to reject. */
+const evil = (i: number) => `${'a'.repeat(30)}!${i}`;
+
+await eachStore((kind, fresh) => {
+  describe(`client-written regular expressions on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({
+        resourceType: 'CodeSystem', id: 're', url: 'http://example.org/re', status: 'active', content: 'complete',
+        concept: [...Array.from({ length: 20 }, (_, i) => ({ code: evil(i) })), { code: 'abc-1' }, { code: 'abc-2' }, { code: 'xyz' }],
+      });
+      await api.put200({ resourceType: 'Patient', id: 're', name: Array.from({ length: 20 }, (_, i) => ({ family: evil(i) })) });
+    });
+    afterAll(() => t.close());
+
+    const expand = (pattern: string) => api.post('ValueSet/$expand', {
+      resourceType: 'Parameters',
+      parameter: [{ name: 'valueSet', resource: { resourceType: 'ValueSet', url: `http://example.org/vs-${kind}`, status: 'active', compose: { include: [{ system: 'http://example.org/re', filter: [{ property: 'code', op: 'regex', value: pattern }] }] } } }],
+    });
+
+    test('a ValueSet regex filter that backtracks without end is a 400 too-costly naming the filter, at once; a benign one expands', async () => {
+      const ok = (await (await expand('abc-[0-9]')).json()) as Json;
+      expect(ok.expansion.contains.map((c: Json) => c.code).sort()).toEqual(['abc-1', 'abc-2']);
+      const started = performance.now();
+      const outcome = await expectOutcome(await expand(`(a+)+${kind === 'sqlite' ? '' : '$'}`), 400, 'too-costly');
+      expect(outcome.issue[0].expression[0]).toMatch(/filter\[0\]$/);
+      expect(outcome.issue[0].details.text).toContain('too costly');
+      // One slow run, not one per concept (20 of them, about 0.4 s each).
+      expect(performance.now() - started).toBeLessThan(4_000);
+    });
+
+    test('FHIRPath Patch matches() that backtracks without end is refused, nothing written; a benign one patches', async () => {
+      const del = (pattern: string) => api.call('PATCH', 'Patient/re', {
+        resourceType: 'Parameters',
+        parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'delete' }, { name: 'path', valueString: `Patient.name.where(family.matches('${pattern}'))` }] }],
+      }, { 'Content-Type': 'application/fhir+json' });
+      const started = performance.now();
+      await expectOutcome(await del(`^(a+)+${kind}$`), 400);
+      expect(performance.now() - started).toBeLessThan(4_000);
+      expect(((await (await api.get('Patient/re')).json()) as Json).meta.versionId).toBe('1');
+      const res = await del('!1[3]$');
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json).name.map((n: Json) => n.family)).not.toContain(evil(13));
+    });
+  });
+});

@@ -756,6 +756,12 @@ interface Scope {
   contextType: string | undefined;
   /** Inside where/select/all/exists/repeat criteria: `$index` is defined. */
   iterating: boolean;
+  /**
+   * The expression is a client's (a FHIRPath Patch path), so its regular expressions are held to
+   * src/regex-guard.ts; R4's invariants, whose patterns are the specification's, are not (a guard
+   * refusing one on a huge value would leave the invariant holding for every later resource).
+   */
+  clientWritten?: true;
 }
 
 function singletonBool(c: Coll): boolean | undefined {
@@ -1555,7 +1561,8 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const s = singleString(input.coll(env));
       if (s === undefined) return undefined;
       const r = toRegex(regex, env, 's');
-      return r === undefined ? undefined : guarded(r, () => r.test(s), tooCostlyRegex);
+      if (r === undefined) return undefined;
+      return scope.clientWritten ? guarded(r, () => r.test(s), tooCostlyRegex) : r.test(s);
     });
   }],
   ['replaceMatches', (input, args, scope, c) => {
@@ -1566,7 +1573,8 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const s = singleString(input.coll(env));
       const r = toRegex(regex, env, 'g');
       const with_ = singleString(replacement.coll(env));
-      return s === undefined || r === undefined || with_ === undefined ? EMPTY : [guarded(r, () => s.replace(r, with_), tooCostlyRegex)];
+      if (s === undefined || r === undefined || with_ === undefined) return EMPTY;
+      return [scope.clientWritten ? guarded(r, () => s.replace(r, with_), tooCostlyRegex) : s.replace(r, with_)];
     });
   }],
 ]);
@@ -1638,7 +1646,7 @@ export type CompiledCriterion = (focus: unknown, focusType: string | undefined, 
 export function compileCriterion(ast: Ast, expression: string, types: FhirPathTypes): CompiledCriterion {
   const scopeOf = (focusType: string | undefined): Scope => {
     const type = staticType(normaliseType(focusType));
-    return { expression, types, thisType: type, contextType: type, iterating: true };
+    return { expression, types, thisType: type, contextType: type, iterating: true, clientWritten: true };
   };
   const generic = build(ast, scopeOf(undefined));
   const byType = new Map<string, Expr>();

@@ -149,7 +149,10 @@ async function writtenMatches(deps: FhirDeps, req: FhirRequest, type: string, qu
  * transaction of N conditional references to N written resources matched every pair (N = 5,000: 112 s).
  */
 class WrittenResources {
+  /** What the transaction writes, by type (a resource: created, updated or patched). */
   private readonly byType = new Map<string, TransactionWrite[]>();
+  /** The ids of the stored resources it replaces (updates, patches, deletes), by type. */
+  private readonly replacedIds = new Map<string, Set<string>>();
   private readonly indexRows = new Map<TransactionWrite, IndexRows>();
   private readonly byToken = new Map<string, Map<string, TransactionWrite[]>>();
 
@@ -157,17 +160,21 @@ class WrittenResources {
     writes: TransactionWrite[],
     readonly ctx: MatchContext,
   ) {
-    for (const w of writes) (this.byType.get(w.type) ?? this.byType.set(w.type, []).get(w.type)!).push(w);
+    // Once for the transaction: each reference reads them, and filtering per reference was N × N again.
+    for (const w of writes) {
+      if (w.resource !== undefined) (this.byType.get(w.type) ?? this.byType.set(w.type, []).get(w.type)!).push(w);
+      if (w.stored) (this.replacedIds.get(w.type) ?? this.replacedIds.set(w.type, new Set()).get(w.type)!).add(w.id);
+    }
   }
 
   /** What the transaction writes of `type` (a resource: created, updated or patched; none: deleted). */
-  of(type: string): TransactionWrite[] {
-    return (this.byType.get(type) ?? []).filter((w) => w.resource !== undefined);
+  of(type: string): readonly TransactionWrite[] {
+    return this.byType.get(type) ?? [];
   }
 
   /** The ids of the stored resources of `type` the transaction replaces (updates, patches, deletes). */
-  replaced(type: string): Set<string> {
-    return new Set((this.byType.get(type) ?? []).filter((w) => w.stored).map((w) => w.id));
+  replaced(type: string): ReadonlySet<string> {
+    return this.replacedIds.get(type) ?? new Set();
   }
 
   rows(w: TransactionWrite): IndexRows {
@@ -181,7 +188,7 @@ class WrittenResources {
    * condition (one every match meets: ANDed at the top, no `:not`, `ne` or folded case, each value with a
    * code), or all of them.
    */
-  candidates(type: string, where: Condition[]): TransactionWrite[] {
+  candidates(type: string, where: Condition[]): readonly TransactionWrite[] {
     const all = this.of(type);
     const token = where.find((c): c is Extract<Condition, { kind: 'token' }> =>
       c.kind === 'token' && !c.not && !c.unequal && !c.fold && c.values.every((v) => v.value !== undefined));

@@ -130,16 +130,25 @@ export async function requireStoredInReach(deps: FhirDeps, req: FhirRequest, typ
   const compartment = req.access.patientLimit(type, perm) !== undefined && patientCompartment().has(type);
   const filtered = req.access.filters?.(type, perm) !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return;
-  let stored = await deps.store.resources.read(req.tenant, type, id);
+  const current = await deps.store.resources.read(req.tenant, type, id);
   // An update of a deleted resource creates it again, continuing its history: it is held to the
   // content the resource had before its deletion, so that a token cannot take over another patient's
   // record (what refers to it would then name the new content). Nothing is deleted twice.
-  if (stored?.deleted && perm === 'u' && stored.versionId > 1) stored = await deps.store.resources.vread(req.tenant, type, id, stored.versionId - 1);
+  const stored = current && (perm === 'u' ? await lastContent(deps, req.tenant, current) : current);
   if (!stored || stored.deleted) return;
   const resource = type === 'Binary' ? splitStoredBinary(stored.content).resource : (JSON.parse(stored.content) as Resource);
   if (type === 'Binary') await requireContextReadable(deps, req, resource);
   else if (compartment) requireCompartment(req.access, resource, deps.fhirBase?.(req.tenant), perm);
   if (filtered) await requireFilter(req.access, perm, resource, stored.lastUpdated, lookups(deps, req.tenant));
+}
+
+/**
+ * The version holding a resource's last content: `v` itself, or for a deletion the version before it
+ * (null when there is none). What a deleted resource's history, and its creation again, are judged by.
+ */
+export async function lastContent(deps: FhirDeps, tenant: string, v: ResourceVersion): Promise<ResourceVersion | null> {
+  if (!v.deleted) return v;
+  return v.versionId > 1 ? deps.store.resources.vread(tenant, v.type, v.id, v.versionId - 1) : null;
 }
 
 /**

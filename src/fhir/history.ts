@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { readResource, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { lastContent, readResource, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { dateRange } from './dates.ts';
@@ -96,7 +96,7 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
     if (compartment) requireCompartment(req.access, resource, base, 'r');
     if (filtered) await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
-  const latest = current.deleted ? await deps.store.resources.vread(req.tenant, type, id, current.versionId - 1) : current;
+  const latest = await lastContent(deps, req.tenant, current);
   if (latest && !latest.deleted) await check(latest);
   return async (rows: ResourceVersion[]) => {
     const shown: ResourceVersion[] = [];
@@ -131,7 +131,7 @@ function typeFilter(deps: FhirDeps, req: FhirRequest, type: string): ((v: Resour
   };
   return async (v) => {
     if (!v.deleted) return readable(check, v);
-    const before = v.versionId > 1 ? await deps.store.resources.vread(req.tenant, v.type, v.id, v.versionId - 1) : null;
+    const before = await lastContent(deps, req.tenant, v);
     return !!before && !before.deleted && (await readable(check, before));
   };
 }

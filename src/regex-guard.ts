@@ -1,20 +1,27 @@
 /**
  * Regular expressions a client writes (a ValueSet's `regex` filter, FHIRPath `matches()` and
  * `replaceMatches()` in a FHIRPath Patch) run in JavaScriptCore's backtracking engine, where a pattern
- * such as `(a+)+$` takes exponential time: the engine gives up after about 400 ms and answers "no
- * match", and a filter tested on each of a CodeSystem's concepts held the event loop for 0.4 s a
- * concept (40 concepts: 15 s), answering wrongly besides. Tested through `guarded`, a run that takes
- * longer than SLOW_MS marks its pattern too costly: that run and every later one of the pattern (in
- * this process) throw the caller's error instead of answering, so a request pays for one such run at
- * most, and no answer rests on a run the engine gave up. A benign pattern on a code or a name takes
- * microseconds.
+ * such as `(a+)+$` takes exponential time: the engine gives up after a fixed amount of backtracking
+ * (0.1-0.5 s a run, depending on the pattern and the machine) and answers "no match", and a filter
+ * tested on each of a CodeSystem's concepts held the event loop for that long a concept (40 concepts:
+ * 15 s), answering wrongly besides. Tested through `guarded`, each pattern keeps an account of its
+ * slow runs: a run over SLOW_MS, or slow runs (each over COSTLY_MS) adding up to more than SLOW_MS
+ * within DEBT_WINDOW_MS, mark the pattern too costly: that run and every later one of the pattern (in
+ * this process) throw the caller's error instead of answering. A request thus pays for a few such runs
+ * at most whatever the machine's speed, and no answer rests on a run the engine gave up. A benign
+ * pattern on a code or a name takes microseconds, and never runs up an account.
  */
 
-/** A run of a pattern longer than this (ms) marks it too costly. */
+/** A run of a pattern longer than this (ms) marks it too costly, as do slow runs adding up to it. */
 const SLOW_MS = 100;
-/** The patterns marked (flags and source), at most MAX_REFUSED: then it starts afresh. */
+/** A run longer than this (ms) counts towards its pattern's account. */
+const COSTLY_MS = 5;
+/** An account older than this (ms) starts afresh, so that rare pauses (a collection during a run) never add up. */
+const DEBT_WINDOW_MS = 60_000;
+/** The patterns marked (flags and source), and the accounts of slow runs, at most MAX_PATTERNS each: then they start afresh. */
 const refused = new Set<string>();
-const MAX_REFUSED = 1000;
+const accounts = new Map<string, { ms: number; since: number }>();
+const MAX_PATTERNS = 1000;
 
 /** `run` (a test or replace with `re`), unless `re`'s pattern is, or proves, too costly: then `tooCostly()` is thrown. */
 export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error): T {
@@ -22,10 +29,24 @@ export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error): T 
   if (refused.has(key)) throw tooCostly();
   const start = performance.now();
   const result = run();
-  if (performance.now() - start > SLOW_MS) {
-    if (refused.size >= MAX_REFUSED) refused.clear();
+  const end = performance.now();
+  if (end - start > COSTLY_MS && slowRun(key, end - start, end)) {
+    if (refused.size >= MAX_PATTERNS) refused.clear();
     refused.add(key);
+    accounts.delete(key);
     throw tooCostly();
   }
   return result;
+}
+
+/** Records a slow run of the pattern `key`; true when it makes the pattern too costly. */
+function slowRun(key: string, ms: number, now: number): boolean {
+  let account = accounts.get(key);
+  if (account === undefined || now - account.since > DEBT_WINDOW_MS) {
+    if (account === undefined && accounts.size >= MAX_PATTERNS) accounts.clear();
+    account = { ms: 0, since: now };
+    accounts.set(key, account);
+  }
+  account.ms += ms;
+  return account.ms > SLOW_MS;
 }

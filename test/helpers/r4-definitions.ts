@@ -10,6 +10,7 @@ import { MemoryTerminologySource } from './memory-terminology.ts';
 
 export interface ElementDefinition {
   path: string;
+  definition?: string;
   min?: number;
   max?: string;
   isSummary?: boolean;
@@ -54,6 +55,11 @@ export async function r4StructureDefinitions(): Promise<StructureDefinition[]> {
 /** The R4 StructureDefinitions of resource types (not the abstract Resource and DomainResource), by type name. */
 export async function r4ResourceDefinitions(): Promise<StructureDefinition[]> {
   return (await r4StructureDefinitions()).filter((sd) => sd.kind === 'resource' && sd.derivation === 'specialization' && !sd.abstract);
+}
+
+/** The CodeSystems of the R4 specification. */
+export async function r4CodeSystems(): Promise<{ url: string; version?: string; content: string; caseSensitive?: boolean; concept?: unknown[] }[]> {
+  return readAll('CodeSystem-');
 }
 
 /** A terminology source holding every ValueSet and CodeSystem of the R4 specification. */

@@ -7,7 +7,7 @@ import type { TableElement, TableInvariant, TableType, TableValueSet, Validation
 import { TerminologyService } from '../../src/terminology/service.ts';
 import { valueSetCodes } from '../../src/terminology/ops/value-set-codes.ts';
 import { MemoryTerminologySource } from './memory-terminology.ts';
-import { type ElementDefinition, r4StructureDefinitions, r4TerminologySource, TYPE_PROFILES } from './r4-definitions.ts';
+import { type ElementDefinition, r4CodeSystems, r4StructureDefinitions, r4TerminologySource, TYPE_PROFILES } from './r4-definitions.ts';
 
 export const SD_BASE = 'http://hl7.org/fhir/StructureDefinition/';
 /** The invariants every element or resource inherits, which the validator checks natively. */
@@ -135,6 +135,8 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
       if (name.endsWith('[x]')) name = name.slice(0, -3);
       if ((el.min ?? 0) > 0) element.min = el.min!;
       if (el.max !== undefined && el.max !== '1') element.max = el.max === '*' ? '*' : Number(el.max);
+      // R4 defines canonical URLs (`ValueSet.url`), a ValueSet's include system and a few more as "An absolute URI ...".
+      if (/^(An|The) absolute (URI|URL)\b/.test(el.definition ?? '')) element.abs = true;
       if (el.binding?.strength === 'required' && el.binding.valueSet) {
         element.vs = el.binding.valueSet.split('|')[0]!;
         bound.add(element.vs);
@@ -155,5 +157,29 @@ export async function validationTableFromDefinitions(): Promise<ValidationTable>
     valueSets[url] = { codes: codes.map((c) => `${c.system}|${c.code}`).sort() };
   }
   const sorted = Object.fromEntries(Object.entries(types).sort(([a], [b]) => a.localeCompare(b)));
-  return { types: sorted, valueSets };
+  return { types: sorted, valueSets, codeSystems: await coreCodeSystems() };
+}
+
+/**
+ * The codes of R4's own code systems: `http://hl7.org/fhir/...` ones whose content is complete (not
+ * terminology.hl7.org's, which grow after R4). Each must be of version 4.0.1 and case-sensitive, as
+ * the validator compares codes exactly (codings.ts).
+ */
+async function coreCodeSystems(): Promise<Record<string, string[]>> {
+  type Concept = { code: string; concept?: Concept[] };
+  const out: Record<string, string[]> = {};
+  for (const cs of await r4CodeSystems()) {
+    if (!cs.url.startsWith('http://hl7.org/fhir/') || cs.content !== 'complete') continue;
+    if (cs.version !== '4.0.1' || cs.caseSensitive !== true) throw new Error(`${cs.url}: version ${cs.version}, caseSensitive ${cs.caseSensitive}`);
+    const codes: string[] = [];
+    const walk = (concepts: Concept[] | undefined) => {
+      for (const c of concepts ?? []) {
+        codes.push(c.code);
+        walk(c.concept);
+      }
+    };
+    walk(cs.concept as Concept[] | undefined);
+    out[cs.url] = [...new Set(codes)].sort();
+  }
+  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => a.localeCompare(b)));
 }

@@ -21,6 +21,8 @@ export interface ElementModel {
   primitive: boolean;
   /** Whether its values have no id and no extensions, so no `_name` (Resource.id, Element.id, Extension.url, Narrative.div). */
   bare: boolean;
+  /** Whether R4 defines its values as absolute URIs (a canonical resource's `url`, a ValueSet's include system). */
+  absolute: boolean;
 }
 
 /** One JSON name of a type's element: `birthDate`, or `valueQuantity` of `value[x]`. */
@@ -59,6 +61,22 @@ export type BindingModel =
 
 const types = new Map<string, TypeModel | null>();
 const bindings = new Map<string, BindingModel>();
+const codeSystems = new Map<string, ReadonlySet<string>>();
+
+/** The version of R4's own code systems (every `http://hl7.org/fhir/...` one the table holds). */
+export const CORE_CODE_SYSTEM_VERSION = '4.0.1';
+
+/** The codes of one of R4's own code systems (`http://hl7.org/fhir/...`, content complete); undefined for any other system. */
+export function coreCodeSystem(url: string): ReadonlySet<string> | undefined {
+  let codes = codeSystems.get(url);
+  if (codes === undefined) {
+    const listed = Object.hasOwn(table.codeSystems, url) ? table.codeSystems[url] : undefined;
+    if (listed === undefined) return undefined;
+    codes = new Set(listed);
+    codeSystems.set(url, codes);
+  }
+  return codes;
+}
 
 /** `valueQuantity` of `value[x]` and `Quantity`; a profile of a type takes its base type's name. */
 function suffix(type: string): string {
@@ -92,6 +110,7 @@ function compileType(name: string, def: TableType): TypeModel {
       names: [],
       primitive: typeNames.every((t) => PRIMITIVES.has(t)),
       bare: e.bare === true,
+      absolute: e.abs === true,
     };
     if (e.vs !== undefined) element.binding = binding(e.vs);
     if (e.to !== undefined) element.targets = new Set(e.to);

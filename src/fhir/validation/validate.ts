@@ -4,7 +4,7 @@
  * extensions, element ids unique within a resource, the inherited invariants checked natively (ele-1, ext-1, dom-2..dom-5; the narrative's
  * XML and txt-1/txt-2 in xhtml.ts; Reference targets and contained ids in references.ts; a Bundle
  * entry's fullUrl against its resource in full-url.ts), required
- * bindings, and the types' own invariants through the compiled FHIRPath engine. One walk collects
+ * bindings, the codes of R4's own code systems and Attachment sizes (codings.ts), and the types' own invariants through the compiled FHIRPath engine. One walk collects
  * every problem found.
  */
 import { literalOf } from '../exact-json.ts';
@@ -15,6 +15,7 @@ import { checkNarrative } from './xhtml.ts';
 import { checkInvariants, type IssueSink } from './invariants.ts';
 import { checkContainedIds, checkReference } from './references.ts';
 import { checkFullUrl } from './full-url.ts';
+import { checkAbsolute, checkAttachment, checkCoding } from './codings.ts';
 
 /** How much is checked: everything, the structure only (no bindings, no invariants), or nothing. */
 export type ValidationLevel = 'strict' | 'structural' | 'off';
@@ -327,6 +328,8 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
   else if (slot.type === 'Bundle.entry') checkFullUrl(walk, v, path);
   if (walk.level === 'strict') {
     if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
+    else if (slot.type === 'Coding') checkCoding(walk, v, path);
+    else if (slot.type === 'Attachment') checkAttachment(walk, v, path);
     if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource);
   }
 }
@@ -339,7 +342,10 @@ function visitPrimitive(walk: Walk, v: unknown, slot: Slot, path: string, litera
     return;
   }
   if (slot.type === 'xhtml') for (const p of checkNarrative(v as string)) walk.add(p.rule === 'xml' ? 'value' : 'invariant', path, p.text);
-  else if (walk.level === 'strict' && slot.element.binding && slot.type === 'code') checkCode(walk, v as string, slot.element.binding, path);
+  else if (walk.level === 'strict') {
+    if (slot.element.binding && slot.type === 'code') checkCode(walk, v as string, slot.element.binding, path);
+    else if (slot.element.absolute) checkAbsolute(walk, v as string, path);
+  }
 }
 
 function jsonKind(primitive: string): 'boolean' | 'number' | 'string' {

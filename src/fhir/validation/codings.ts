@@ -1,0 +1,85 @@
+/**
+ * What a Coding and an Attachment say about themselves, checked whatever their element's binding:
+ * - a Coding whose system is one of R4's own code systems (`http://hl7.org/fhir/...`, content
+ *   `complete`, all of version 4.0.1 and case-sensitive) holds one of its codes. R4 fixes those systems'
+ *   codes (terminologies.html: a code is "defined by the code system"), and HL7's validator reports any
+ *   other as an unknown code at every binding strength, or with none. A Coding of another version of the
+ *   system (`version` other than 4.0.1) is not judged; nor are terminology.hl7.org's systems, which grow
+ *   after R4 (a code added to v3-ActCode since is valid).
+ * - a Coding's system is not a ValueSet of the specification (`http://hl7.org/fhir/ValueSet/...`): a
+ *   system names a code system, never a value set (HL7's validator says the same).
+ * - an Attachment's `size` is the number of bytes of its `data` (R4 Attachment.size: "the number of
+ *   bytes of data that make up this attachment (before base64 encoding)"), when both are given.
+ * - what R4 defines as "An absolute URI" (a canonical resource's `url`, a ValueSet's include system, a
+ *   ConceptMap group's source and target) has a scheme (RFC 3986 4.3), or is a `#id` fragment naming a
+ *   contained resource: R4's own example ValueSet `example-hierarchical` includes the system `#hacked`,
+ *   its contained CodeSystem (HL7's validator now refuses that for an include's system and asks for the
+ *   code system's URL with the valueset-system extension, a later convention).
+ */
+import { coreCodeSystem, CORE_CODE_SYSTEM_VERSION } from './model.ts';
+
+type Json = Record<string, unknown>;
+
+/** The walk's state these checks need. */
+export interface CodingScope {
+  add(code: 'code-invalid' | 'value', expression: string, text: string): void;
+}
+
+/** RFC 3986's scheme, which an absolute URI starts with. */
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+
+/** A value R4 defines as an absolute URI, at `path`. */
+export function checkAbsolute(scope: CodingScope, uri: string, path: string): void {
+  if (!SCHEME.test(uri) && uri.charCodeAt(0) !== 0x23) {
+    scope.add('value', path, `${JSON.stringify(uri)} is not an absolute URI (it has no scheme, such as http:, https: or urn:), which R4 requires here`);
+  }
+}
+
+const VALUE_SET_BASE = 'http://hl7.org/fhir/ValueSet/';
+
+/** A Coding at `path`: its code is one of its system's, when the system is one of R4's own. */
+export function checkCoding(scope: CodingScope, coding: Json, path: string): void {
+  const { system, code, version } = coding;
+  if (typeof system !== 'string') return;
+  if (system.startsWith(VALUE_SET_BASE)) {
+    scope.add('code-invalid', `${path}.system`, `The system ${JSON.stringify(system)} is a ValueSet of the specification, not a code system: a Coding's system names the code system that defines its code`);
+    return;
+  }
+  if (typeof code !== 'string' || (version !== undefined && version !== CORE_CODE_SYSTEM_VERSION)) return;
+  const codes = coreCodeSystem(system);
+  if (codes !== undefined && !codes.has(code)) {
+    scope.add('code-invalid', `${path}.code`, `Unknown code ${JSON.stringify(code)} in the code system ${system} (FHIR R4 ${CORE_CODE_SYSTEM_VERSION})${listed(codes)}`);
+  }
+}
+
+/** The codes, so that a developer can see what was meant, when there are few. */
+function listed(codes: ReadonlySet<string>): string {
+  return codes.size > 12 ? '' : `: one of ${[...codes].join(', ')}`;
+}
+
+/** An Attachment at `path`: its `size` is its `data`'s number of bytes. */
+export function checkAttachment(scope: CodingScope, attachment: Json, path: string): void {
+  const { data, size } = attachment;
+  if (typeof data !== 'string' || typeof size !== 'number') return;
+  const bytes = base64Bytes(data);
+  if (bytes !== undefined && bytes !== size) {
+    scope.add('value', `${path}.size`, `The attachment's size is ${size}, but its data holds ${bytes} bytes (size counts the bytes before base64 encoding)`);
+  }
+}
+
+/**
+ * The number of bytes base64 text decodes to, counting its alphabet and padding alone (whitespace is
+ * allowed between them; anything else is the primitive check's to refuse); undefined when they do not
+ * make whole groups of four.
+ */
+function base64Bytes(text: string): number | undefined {
+  let chars = 0;
+  let padding = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x3d) padding++;
+    else if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f) chars++;
+  }
+  if ((chars + padding) % 4 !== 0 || padding > 2) return undefined;
+  return ((chars + padding) / 4) * 3 - padding;
+}

@@ -23,7 +23,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const out = await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).
-    const versions = await settleVersions(w, pending, opts.base, (p) => writtenBy(p)!);
+    const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
     const written = await writeEntry(w, planned[0]!, opts, base);
     requireVersionsWritten(versions, [written]);
     await requireReferences(deps, w, req.tenant, entryResources(planned));

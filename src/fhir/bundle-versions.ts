@@ -6,6 +6,7 @@
 import type { ResourceWriter } from '../store/types.ts';
 import { etag } from './bundle.ts';
 import type { Json, Planned } from './bundle-ops.ts';
+import { shadowedVersionId, type PutOptions } from './crud.ts';
 import { prepareVersion, storesSame } from './prepared.ts';
 import type { Resource } from './resource.ts';
 
@@ -40,12 +41,14 @@ export function versionBeforeWrite(p: Planned): string | undefined {
 
 /**
  * Inside the store transaction, with the targets locked: sets each pending reference to the version its
- * entry leaves, 1 for a create, the current one for an update that changes nothing, else the next.
+ * entry leaves, 1 for a create (2 over a core resource: shadowedVersionId), the current one for an update that changes nothing, else the next.
  * An entry whose own resource holds a pending reference is settled after that reference's target; in a
  * cycle (two updates naming each other's version) each changes its content and writes a new version.
  * Returns the versions, which the writes must then produce (requireVersionsWritten).
  */
-export async function settleVersions(w: ResourceWriter, pending: PendingVersion[], base: string | undefined, written: (p: Planned) => Resource): Promise<Map<Planned, number>> {
+export async function settleVersions(
+  w: ResourceWriter, pending: PendingVersion[], { base, core }: Pick<PutOptions, 'base' | 'core'>, written: (p: Planned) => Resource,
+): Promise<Map<Planned, number>> {
   const versions = new Map<Planned, number>();
   let left = pending;
   while (left.length > 0) {
@@ -56,7 +59,7 @@ export async function settleVersions(w: ResourceWriter, pending: PendingVersion[
     for (const t of cycle ? targets : ready) {
       const current = await w.current(t.entry.type, t.id!);
       const same = !cycle && current !== null && storesSame(current, prepareVersion(written(t), t.id!, base));
-      versions.set(t, current === null ? 1 : same ? current.versionId : current.versionId + 1);
+      versions.set(t, current === null ? (await shadowedVersionId(core, t.entry.type, t.id!)) + 1 : same ? current.versionId : current.versionId + 1);
     }
     left = left.filter((r) => {
       const v = versions.get(r.target);

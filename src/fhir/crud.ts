@@ -245,7 +245,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   if (opts.createOnly && exists) {
     throw new FhirError('conflict', `${type}/${id} exists but does not match the condition: a conditional update that matches nothing only creates`, { expression: ['id'] });
   }
-  const versionId = (current?.versionId ?? 0) + 1;
+  const versionId = (current?.versionId ?? (await shadowedVersionId(opts.core, type, id))) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated);
@@ -279,6 +279,17 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
 async function refuseCoreDelete(core: CoreLayer | undefined, type: string, id: string): Promise<void> {
   if (core === undefined || !hasCoreResources(type) || (await core.read(type, id)) === null) return;
   throw new FhirError('conflict', `${type}/${id} is part of the built-in FHIR R4 terminology and cannot be deleted; a ${type} stored with this id replaces it for this tenant`);
+}
+
+/**
+ * The version a tenant's first write of `type/id` follows: the core resource's (1) when that id is a core
+ * CodeSystem or ValueSet, which the tenant's own then replaces as version 2; otherwise 0. A version id
+ * names one content (R4 http.html: version ids are unique among all versions of a resource), so the
+ * core's ETag `W/"1"` stops matching once the tenant's content is served (If-None-Match, `ifNoneMatch`).
+ */
+export async function shadowedVersionId(core: CoreLayer | undefined, type: string, id: string): Promise<number> {
+  if (core === undefined || !hasCoreResources(type)) return 0;
+  return (await core.read(type, id))?.versionId ?? 0;
 }
 
 /** The core resource `type/id` (version 1), for a tenant that stored none of that id; null for other types. */

@@ -62,7 +62,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     // in key order), so that transactions changing the same resources in other orders wait for each
     // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
     await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
-    const versions = await settleVersions(w, pending, opts.base, (p) => writtenBy(p)!);
+    const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
     for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, opts, base);
     requireVersionsWritten(versions, out);
     for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);

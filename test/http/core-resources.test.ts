@@ -165,7 +165,8 @@ await eachStore((kind, fresh) => {
       expect(await validate(api, 'other')).toBe(true);
       const put = await api.put('ValueSet/administrative-gender', own);
       expect(put.status).toBe(201);
-      expect(put.headers.get('etag')).toBe('W/"1"');
+      // Version 2: version 1 is the core one it replaces.
+      expect(put.headers.get('etag')).toBe('W/"2"');
       const read = (await (await api.get('ValueSet/administrative-gender')).json()) as Json;
       expect(read.title).toBe('Local gender');
       expect(read.meta.lastUpdated).not.toBe(R4_PUBLISHED);
@@ -185,11 +186,55 @@ await eachStore((kind, fresh) => {
       expect(ids(await api.search(`ValueSet?url=${GENDER_VS}`))).toEqual([]);
       expect(ids(await api.search('ValueSet?_id=administrative-gender'))).toEqual([]);
       const history = await api.search('ValueSet/administrative-gender/_history');
-      expect(history.entry.map((e: Json) => e.request.method)).toEqual(['DELETE', 'POST']);
+      expect(history.entry.map((e: Json) => [e.request.method, e.response.etag])).toEqual([['DELETE', 'W/"3"'], ['PUT', 'W/"2"']]);
       // A deleted resource of that id is nothing to delete again; the URL falls back to the core's.
       expect((await api.del('ValueSet/administrative-gender')).status).toBe(200);
       expect(await validate(api, 'other')).toBe(true);
       expect(ids(await other.search(`ValueSet?url=${GENDER_VS}`))).toEqual(['administrative-gender']);
+    });
+
+    test("a version id names one content: the tenant's own of a core id is version 2 (PUT, PATCH, conditional update, transaction), so the core's ETag no longer matches", async () => {
+      const core = await api.get('CodeSystem/address-type');
+      expect(core.headers.get('etag')).toBe('W/"1"');
+      const coreText = await core.text();
+      const patched = await api.call('PATCH', 'CodeSystem/address-type', [{ op: 'replace', path: '/title', value: 'Local address type' }], { 'Content-Type': 'application/json-patch+json' });
+      expect(patched.status).toBe(200);
+      expect(patched.headers.get('etag')).toBe('W/"2"');
+      // The client that cached the core version (W/"1") is told it changed, not 304.
+      const cached = await api.get('CodeSystem/address-type', { 'If-None-Match': 'W/"1"' });
+      expect(cached.status).toBe(200);
+      expect(((await cached.json()) as Json).title).toBe('Local address type');
+      // Version 1 never names the tenant's content (the core one it replaced is not kept).
+      const v1 = await api.get('CodeSystem/address-type/_history/1');
+      if (v1.status === 200) expect(await v1.text()).toBe(coreText);
+      else await expectOutcome(v1, 404, 'not-found');
+      expect(((await (await api.get('CodeSystem/address-type/_history/2')).json()) as Json).title).toBe('Local address type');
+
+      const vs = (await (await api.get('ValueSet/address-type')).json()) as Json;
+      const put = await api.put('ValueSet/address-type', { ...vs, meta: undefined, title: 'Mine' });
+      expect(put.headers.get('etag')).toBe('W/"2"');
+      expect((await api.get('ValueSet/address-type', { 'If-None-Match': 'W/"1"' })).status).toBe(200);
+
+      const cond = await api.put('CodeSystem?url=http://hl7.org/fhir/address-use', {
+        resourceType: 'CodeSystem', url: 'http://hl7.org/fhir/address-use', status: 'active', content: 'complete', concept: [{ code: 'home' }],
+      });
+      expect([cond.status, cond.headers.get('etag'), ((await cond.json()) as Json).id]).toEqual([201, 'W/"2"', 'address-use']);
+
+      // In a transaction, with a version-specific reference to the entry's resource.
+      const bundle = {
+        resourceType: 'Bundle', type: 'transaction', entry: [
+          { fullUrl: 'http://other.example.org/fhir/ValueSet/address-use', resource: { resourceType: 'ValueSet', id: 'address-use', status: 'draft' }, request: { method: 'PUT', url: 'ValueSet/address-use' } },
+          { resource: { resourceType: 'ValueSet', id: 'refers', status: 'draft', extension: [{ url: 'http://example.org/x', valueReference: { reference: 'http://other.example.org/fhir/ValueSet/address-use/_history/1' } }] }, request: { method: 'PUT', url: 'ValueSet/refers' } },
+        ],
+      };
+      const out = await api.post('', bundle);
+      expect(out.status).toBe(200);
+      const answer = (await out.json()) as Json;
+      expect(answer.entry[0].response.etag).toBe('W/"2"');
+      expect(answer.entry[1].resource.extension[0].valueReference.reference).toBe('ValueSet/address-use/_history/2');
+      for (const path of ['CodeSystem/address-type', 'ValueSet/address-type', 'CodeSystem/address-use', 'ValueSet/address-use', 'ValueSet/refers']) {
+        expect((await api.del(path)).status).toBe(200);
+      }
     });
 
     test('deleting a core resource the tenant never stored is 409; conditionally and in a transaction too', async () => {

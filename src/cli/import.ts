@@ -1,5 +1,7 @@
 import { statSync } from 'node:fs';
+import { CoreLayer } from '../fhir/core-layer.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
+import { CoreBundle } from '../terminology/core/core-bundle.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext } from './context.ts';
@@ -65,7 +67,7 @@ export const importCommand: Command = {
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
-      return await runImport(io, { store, clock, validation: config.validation, fhirBase: () => fhirBase }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
+      return await runImport(io, { store, clock, validation: config.validation, fhirBase: () => fhirBase, core: new CoreLayer(new CoreBundle()) }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();
     }

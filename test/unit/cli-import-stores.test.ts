@@ -100,6 +100,24 @@ for (const target of targets) {
       ]);
     });
 
+    test('a CodeSystem or ValueSet of a core id lands as version 2, after the core one (a version id names one content), in a batch or alone', async () => {
+      const lines = [
+        { resourceType: 'CodeSystem', id: 'address-type', url: 'http://hl7.org/fhir/address-type', status: 'active', content: 'complete', concept: [{ code: 'postal' }] },
+        { resourceType: 'ValueSet', id: 'address-type', status: 'draft' },
+        { resourceType: 'ValueSet', id: 'not-a-core-id', status: 'draft' },
+        { resourceType: 'ValueSet', id: 'address-type', status: 'active' },
+      ];
+      const path = join(cli.dir, 'core-ids.ndjson');
+      writeFileSync(path, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+      const r = await cli.run(['import', '--tenant', 't1', '--batch-size', '3', path]);
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      const store = db.open();
+      const versions = async (type: string, id: string) => (await store.resources.history('t1', { type, id, count: 10 })).map((v) => v.versionId);
+      expect(await versions('CodeSystem', 'address-type')).toEqual([2]);
+      expect(await versions('ValueSet', 'address-type')).toEqual([3, 2]);
+      expect(await versions('ValueSet', 'not-a-core-id')).toEqual([1]);
+    });
+
     test('running an import again writes no version of what it did not change, and reports those as unchanged', async () => {
       const patient = (id: string, extra: Record<string, unknown> = {}) => ({ resourceType: 'Patient', id, active: true, name: [{ family: `F-${id}`, given: ['A', 'B'] }], ...extra });
       const write = (name: string, lines: unknown[]) => {

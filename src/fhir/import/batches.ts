@@ -1,6 +1,6 @@
 import type { ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
-import { putPrepared, type FhirDeps, type PutOptions } from '../crud.ts';
+import { putPrepared, shadowedVersionId, type FhirDeps, type PutOptions } from '../crud.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 
@@ -63,14 +63,18 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
 }
 
 /**
- * One group, with operator access: resources that do not exist yet are created as version 1 in bulk;
+ * One group, with operator access: resources that do not exist yet (nor in the core) are created as version 1 in bulk;
  * the others (and any a concurrent writer created meanwhile) get their next version as an update would,
  * or none when they equal their current version. Returns how many were such, unchanged.
  */
 async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions): Promise<number> {
-  const inserted = await w.insertNew(versions.map((v) => versionToWrite(v, 1, opts.now)));
+  // A core CodeSystem or ValueSet id is written as an update would, after the core's version 1 (shadowedVersionId).
+  const shadowing = await Promise.all(versions.map(async (v) => (await shadowedVersionId(opts.core, v.type, v.id)) > 0));
+  const fresh = versions.filter((_, i) => !shadowing[i]);
+  const inserted = await w.insertNew(fresh.map((v) => versionToWrite(v, 1, opts.now)));
+  const rest = [...fresh.filter((_, i) => !inserted[i]), ...versions.filter((_, i) => shadowing[i])];
   // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
-  const updated = await Promise.all(versions.filter((_, i) => !inserted[i]).map((v) => putPrepared(w, v, opts)));
+  const updated = await Promise.all(rest.map((v) => putPrepared(w, v, opts)));
   return updated.filter((r) => r.unchanged).length;
 }
 
@@ -90,7 +94,7 @@ export function createBatchWriter(deps: FhirDeps, tenant: string, limits: BatchL
 
   /** Writes a batch in one transaction; resolves to how many of its resources were unchanged. */
   function write(batch: Batch): Promise<number> {
-    const opts = { now: deps.clock.now(), access: operatorAccess };
+    const opts: PutOptions = { now: deps.clock.now(), access: operatorAccess, ...(deps.core ? { core: deps.core } : {}) };
     return deps.store.resources.write(tenant, async (w) => {
       let unchanged = 0;
       for (const g of batch.groups) unchanged += await writeGroup(w, g, opts);

@@ -97,6 +97,6 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
   const r = await searchResources(deps, req, entry.type, entry.query!, false);
   const links = searchLinks(base, `/${entry.type}`, r.self, r.next, r.page);
-  const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+  const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
   return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
 }

@@ -45,13 +45,16 @@ export function etagMatches(ifNoneMatch: string, versionId: number): boolean {
  */
 export function searchsetJson(
   fhirBase: string, rows: ResourceVersion[], links: BundleLink[], total: number | undefined, warnings: FhirIssue[], now: number,
-  extra: { included?: ResourceVersion[]; shape?: (content: string) => string } = {},
+  extra: { included?: ResourceVersion[]; shape?: (content: string) => string; includedShape?: (content: string) => string } = {},
 ): string {
-  const shape = extra.shape ?? ((content: string) => content);
+  const whole = (content: string) => content;
   // A contained resource (`_containedType=contained`) carries its own: its container's, with `#id`.
-  const entry = (r: ResourceVersion & { fullUrl?: string }, mode: string) =>
+  const entry = (r: ResourceVersion & { fullUrl?: string }, mode: string, shape: (content: string) => string) =>
     `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.fullUrl ?? `${r.type}/${r.id}`}`)},"resource":${shape(r.content)},"search":{"mode":"${mode}"}}`;
-  const entries = [...rows.map((r) => entry(r, 'match')), ...(extra.included ?? []).map((r) => entry(r, 'include'))];
+  const entries = [
+    ...rows.map((r) => entry(r, 'match', extra.shape ?? whole)),
+    ...(extra.included ?? []).map((r) => entry(r, 'include', extra.includedShape ?? whole)),
+  ];
   if (warnings.length > 0) {
     entries.push(`{"resource":${JSON.stringify(operationOutcome(warnings))},"search":{"mode":"outcome"}}`);
   }

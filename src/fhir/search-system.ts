@@ -22,7 +22,7 @@ import {
 import { isSearchParam } from './search-compile.ts';
 import { containedMode } from './search-contained.ts';
 import { ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
-import { shaper } from './subset.ts';
+import { includedSubset, shaper } from './subset.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
 interface Position {
@@ -279,5 +279,7 @@ export async function pageAcross(
   }
   const shape = shaper({ summary, elements });
   if (shape) result.shape = shape;
+  const includedShape = result.included.length ? shaper(includedSubset({ summary, elements })) : undefined;
+  if (includedShape) result.includedShape = includedShape;
   return result;
 }

@@ -16,7 +16,7 @@ import { filterCondition } from './search-filter.ts';
 import { MAX_SEARCH_VALUES } from './search-values.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { checkRestType } from './resource.ts';
-import { parseSubset, shaper, type ElementNames, type Shape, type SummaryMode } from './subset.ts';
+import { includedSubset, parseSubset, shaper, type ElementNames, type Shape, type SummaryMode } from './subset.ts';
 import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
@@ -85,8 +85,10 @@ export interface SearchResult {
    * paged by offset, the previous page's (null: the first page, which has none).
    */
   page?: PageLinks;
-  /** Rewrites each resource's JSON for `_summary` / `_elements`, when asked for. */
+  /** Rewrites each match's JSON for `_summary` / `_elements`, when asked for. */
   shape?: Shape;
+  /** Rewrites each included resource's JSON: `_summary`, and `_elements` by its type-prefixed names alone (includedSubset). */
+  includedShape?: Shape;
 }
 
 /** A page's start: a keyset position, or for other sorts an offset (with the core matches' own, see core-search.ts). */
@@ -740,5 +742,7 @@ export async function searchResources(
   }
   const shape = shaper(compiled);
   if (shape) result.shape = shape;
+  const includedShape = result.included.length ? shaper(includedSubset(compiled)) : undefined;
+  if (includedShape) result.includedShape = includedShape;
   return result;
 }

@@ -223,6 +223,19 @@ function viewOf(subset: Subset, type: string): View | undefined {
 }
 
 /**
+ * The part of a search's `subset` that shapes its included resources (`_include`, `_revinclude`): R4
+ * search.html, "Elements": "The list of elements does not apply to included resources". A name for
+ * every type (`gender`) subsets the matches alone; one prefixed with a type (`Patient.gender`, which
+ * later FHIR versions apply to every entry of the Bundle) subsets the included resources of that type
+ * too. `_summary` applies to both, unless `_elements`, which wins over it, is given.
+ */
+export function includedSubset(subset: Subset): Subset {
+  const { summary, elements } = subset;
+  if (elements === undefined) return { summary };
+  return Object.keys(elements.byType).length ? { summary: null, elements: { any: [], byType: elements.byType } } : { summary: null };
+}
+
+/**
  * `_summary` / `_elements` as a rewrite of each resource (`_elements` over `_summary` when both are
  * given), tagged SUBSETTED; undefined when nothing is rewritten. Each type's view is made once for
  * the shape's life (a page), and decides each member name once. Numbers keep their literals (exact-json.ts).

@@ -150,7 +150,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   /** A search's page as a searchset Bundle, its links below `path` (from the FHIR base). */
   const searchset = (c: Context<AppEnv>, path: string, r: SearchResult) => {
     const base = fhirBase(c, deps.baseUrl);
-    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}) };
+    const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), r.total, r.warnings, deps.clock.now(), extra));
   };
   const search = async (c: Context<AppEnv>, type: string, params: URLSearchParams) =>

@@ -121,6 +121,30 @@ for (const target of targets) {
       expect(await included('Encounter?_include=Encounter:subject&_include:iterate=Patient:general-practitioner')).toEqual(['Patient/p2']);
     });
 
+    test('_elements names for every type subset the matches alone, a type-prefixed name the included resources of its type too', async () => {
+      // R4 search.html, "Elements": "The list of elements does not apply to included resources".
+      const SUBSETTED = 'SUBSETTED';
+      const entries = async (query: string) => Object.fromEntries((await api.search(query)).entry
+        .filter((e: Json) => e.search.mode !== 'outcome').map((e: Json) => [`${e.search.mode}:${e.resource.resourceType}/${e.resource.id}`, e.resource]));
+      const tags = (r: Json) => (r.meta?.tag ?? []).map((t: Json) => t.code);
+      const plain = await entries('Observation?_id=oa&_include=Observation:performer&_elements=status');
+      expect(Object.keys(plain['match:Observation/oa']!).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+      expect(tags(plain['match:Observation/oa']!)).toEqual([SUBSETTED]);
+      expect(plain['include:Organization/org1']!.name).toBe('Clinic');
+      expect(tags(plain['include:Organization/org1']!)).toEqual([]);
+      const revincluded = await entries('Patient?_id=p1&_revinclude=Observation:subject&_elements=gender');
+      expect(revincluded['include:Observation/oa']!.performer).toHaveLength(4);
+      expect(tags(revincluded['include:Observation/oa']!)).toEqual([]);
+      // A name prefixed with the included resource's type applies to it (as later FHIR versions say), the others not.
+      const prefixed = await entries('Observation?_id=oa&_include=Observation:performer&_elements=status,Organization.id');
+      expect(Object.keys(prefixed['include:Organization/org1']!).sort()).toEqual(['id', 'meta', 'resourceType']);
+      expect(tags(prefixed['include:Organization/org1']!)).toEqual([SUBSETTED]);
+      expect(Object.keys(prefixed['match:Observation/oa']!).sort()).toEqual(['code', 'id', 'meta', 'resourceType', 'status']);
+      // _summary still shapes included resources.
+      const summary = await entries('Observation?_id=oa&_include=Observation:performer&_summary=true');
+      expect(tags(summary['include:Organization/org1']!)).toEqual([SUBSETTED]);
+    });
+
     test('a version-specific reference includes the version it names; a deletion or a missing version none', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pe', gender: 'male' });
       await api.put200({ resourceType: 'Patient', id: 'pe', gender: 'female' });

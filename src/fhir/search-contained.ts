@@ -122,7 +122,7 @@ export async function searchContained(
     if (query !== undefined) searches.push({ type: t, query });
   }
   const result = await pageAcross(deps, req, params, types, searches, {
-    limit: compiled.query.count, summary: compiled.summary, elements: compiled.elements, warnings: compiled.warnings, includes: [], revincludes: [],
+    limit: compiled.query.count, summary: compiled.summary, elements: compiled.elements, warnings: compiled.warnings, includes: [], revincludes: [], self: compiled.self,
   });
   if (mode.as === 'container' || compiled.summary === 'count' || compiled.query.count === 0) return result;
   const first = params.get('_cursor') === null;

@@ -23,6 +23,7 @@ import { isSearchParam } from './search-compile.ts';
 import { containedMode } from './search-contained.ts';
 import { ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
 import { includedSubset, shaper } from './subset.ts';
+import { issue } from './outcome.ts';
 
 /** Where a page starts: after the resource of type index `t` with id `i` (and `_lastUpdated` `u` when sorted by it). */
 interface Position {
@@ -154,9 +155,12 @@ export async function searchTypes(
   const includes: Include[] = [];
   const revincludes: Include[] = [];
   const ignored: FhirIssue[] = [];
+  /** The `_include` and `_revinclude` values taken (`key=value`), for the self link. */
+  const taken: string[] = [];
   for (const [key, raw] of params) {
     const name = key.split(':', 1)[0];
     if (name !== '_include' && name !== '_revinclude') continue;
+    taken.push(`${key}=${raw}`);
     const reverse = name === '_revinclude';
     const iterate = key.endsWith(':iterate') || key.endsWith(':recurse');
     if (raw === '*') {
@@ -180,6 +184,7 @@ export async function searchTypes(
       }
     }
     if (inc) (reverse ? revincludes : includes).push(inc);
+    else taken.pop();
   }
   // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
   // with the same parameters, compiled and checked for that type; the first type is compiled in any
@@ -199,7 +204,42 @@ export async function searchTypes(
     if (query !== undefined) searches.push({ type, query });
   }
   const { summary, elements } = first!;
-  return pageAcross(deps, req, params, types, searches, { sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes });
+  const self = usedAcross(params, first!.self, limit, taken, strict, warnings);
+  return pageAcross(deps, req, params, types, searches, { sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes, self });
+}
+
+/**
+ * The self link of a search across types: "the parameters that were actually used to process a search"
+ * (R4 search.html), in the order given: `_type`, the first `_sort` and `_count` (as applied: at most
+ * MAX_COUNT; a repeat is a warning, or a 400 when `strict`), the includes `taken`, and the parameters the
+ * types' searches used (`used`, a type-level search's self link: no ignored parameter).
+ */
+function usedAcross(params: URLSearchParams, used: URLSearchParams, limit: number, taken: string[], strict: boolean, warnings: Map<string, FhirIssue>): URLSearchParams {
+  const rest = [...used].map(([k, v]) => `${k}=${v}`);
+  const self = new URLSearchParams();
+  const once = new Set<string>();
+  for (const [key, value] of params) {
+    if (key === '_sort' || key === '_count') {
+      if (once.has(key)) {
+        const text = `'${key}' is given more than once: its first value '${params.get(key)}' is used, not '${value}'`;
+        if (strict) throw new FhirError('invalid', text, { expression: [key] });
+        warnings.set(text, issue('warning', 'not-supported', text, [key]));
+        continue;
+      }
+      once.add(key);
+      self.append(key, key === '_count' ? String(limit) : value);
+      continue;
+    }
+    if (key === '_type') self.append(key, value);
+    // One taken include (or parameter used) stands for one occurrence of it.
+    const from = key.startsWith('_include') || key.startsWith('_revinclude') ? taken : rest;
+    const at = from.indexOf(`${key}=${value}`);
+    if (at >= 0) {
+      from.splice(at, 1);
+      self.append(key, value);
+    }
+  }
+  return self;
 }
 
 /** What pageAcross pages besides the searches: the result parameters, as the caller parsed them. */
@@ -212,6 +252,8 @@ export interface AcrossOptions {
   warnings: FhirIssue[];
   includes: Include[];
   revincludes: Include[];
+  /** The parameters used (the self link; the next link adds its `_cursor`). */
+  self: URLSearchParams;
 }
 
 /**
@@ -223,7 +265,7 @@ export async function pageAcross(
   deps: FhirDeps, req: FhirRequest, params: URLSearchParams, types: string[], searches: TypeSearch[], opts: AcrossOptions,
 ): Promise<SearchResult> {
   const { sort, limit, summary, elements, includes, revincludes } = opts;
-  const self = new URLSearchParams([...params].filter(([k]) => k !== '_cursor'));
+  const self = opts.self;
   const result: SearchResult = { rows: [], included: [], warnings: opts.warnings, self };
   const total = params.get('_total');
   const countAll = async () => (await eachAtOnce(searches, AT_ONCE, (s) => queryCount(deps, req.tenant, s.query))).reduce((a, b) => a + b, 0);

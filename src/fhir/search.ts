@@ -31,6 +31,8 @@ export const MAX_ITERATIONS = 3;
 
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude', '_contained', '_containedType']);
+/** Result parameters read once (their first occurrence): a repeat is not applied, so not in the `self` link. */
+const SINGLE = new Set(['_count', '_sort', '_total', '_format', '_pretty', '_summary', '_contained', '_containedType']);
 /** The result parameters that take a modifier: `:iterate` (and R3's `:recurse`), which parseInclude reads. */
 const MODIFIED_CONTROL = new Set(['_include', '_revinclude']);
 
@@ -213,10 +215,21 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   const self = new URLSearchParams();
   const includes: Include[] = [];
   const revincludes: Include[] = [];
+  const once = new Set<string>();
   for (const [key, raw] of params) {
     const name = key.split(':', 1)[0]!;
     if (CONTROL.has(name)) {
       checkControlModifier(key, name);
+      if (SINGLE.has(name)) {
+        // search.html: the self link holds "the parameters that were actually used to process a search".
+        if (once.has(name)) {
+          const text = `'${name}' is given more than once: its first value '${params.get(name)}' is used, not '${raw}'`;
+          if (strict) throw new FhirError('invalid', text, { expression: [name] });
+          warnings.push(issue('warning', 'not-supported', text, [name]));
+          continue;
+        }
+        once.add(name);
+      }
       if (name === '_include' || name === '_revinclude') {
         const parsed = possibleInclude(parseInclude(type, key, raw, name === '_revinclude'), key, raw, strict, warnings);
         // A `_revinclude` whose parameter (or `:Type`) cannot refer to the type searched: the same.

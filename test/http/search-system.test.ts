@@ -147,6 +147,27 @@ for (const target of targets) {
       expect(lenient.entry.some((e: Json) => e.search.mode === 'include')).toBe(false);
     });
 
+    test('the self link holds the parameters used alone: no ignored one, _count as applied, a repeated _sort or _count once', async () => {
+      // R4 search.html: "servers SHALL return the parameters that were actually used to process a search".
+      const self = (b: Json) => decodeURIComponent(b.link.find((l: Json) => l.relation === 'self').url.slice(api.base.length));
+      const warned = (b: Json) => b.entry.filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue.map((i: Json) => i.expression[0]));
+      const patient = of('Patient')[0]!;
+      const ignored = await api.search('?_type=Patient,Condition&foo=bar&_revinclude=Observation:encounter&_count=5000&_lastUpdated=gt2000-01-01');
+      expect(self(ignored)).toBe('?_type=Patient,Condition&_count=1000&_lastUpdated=gt2000-01-01');
+      expect([...new Set(warned(ignored))].sort()).toEqual(['_revinclude', 'foo']);
+      expect(self(await api.search(`Patient/${patient.id}/*?foo=bar&_count=3`))).toBe(`/Patient/${patient.id}/*?_count=3`);
+      const repeated = await api.search('?_type=Patient&_count=2&_count=3&_sort=_lastUpdated&_sort=-_lastUpdated');
+      expect(self(repeated)).toBe('?_type=Patient&_count=2&_sort=_lastUpdated');
+      expect(repeated.entry.filter((e: Json) => e.search.mode === 'match')).toHaveLength(2);
+      expect(warned(repeated)).toEqual(['_count', '_sort']);
+      expect(decodeURIComponent(repeated.link.find((l: Json) => l.relation === 'next').url)).toContain('?_type=Patient&_count=2&_sort=_lastUpdated&_cursor=');
+      const type = await api.search('Patient?_sort=family&_sort=-_id&_summary=count&_summary=false&_total=none&_total=accurate');
+      expect(self(type)).toBe('/Patient?_sort=family&_summary=count&_total=none');
+      expect(warned(type)).toEqual(['_sort', '_summary', '_total']);
+      await expectOutcome(await api.get('Patient?_count=1&_count=2', { Prefer: 'handling=strict' }), 400, 'invalid');
+      await expectOutcome(await api.get('?_type=Patient&_sort=_lastUpdated&_sort=-_lastUpdated', { Prefer: 'handling=strict' }), 400, 'invalid');
+    });
+
     test('Patient/{id}/* is every compartment type\'s compartment search, merged', async () => {
       const patient = of('Patient')[1]!;
       const compartment = `Patient/${patient.id}/`;

@@ -1,6 +1,7 @@
 import type { ResourceWriter } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putPrepared, shadowedVersionId, type FhirDeps, type PutOptions } from '../crud.ts';
+import { hasCoreResources } from '../core-layer.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 
@@ -69,7 +70,9 @@ function overlaps(a: Set<string>, b: Set<string>): boolean {
  */
 async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: PutOptions): Promise<number> {
   // A core CodeSystem or ValueSet id is written as an update would, after the core's version 1 (shadowedVersionId).
-  const shadowing = await Promise.all(versions.map(async (v) => (await shadowedVersionId(opts.core, v.type, v.id)) > 0));
+  const shadowing = versions.some((v) => hasCoreResources(v.type))
+    ? await Promise.all(versions.map(async (v) => hasCoreResources(v.type) && (await shadowedVersionId(opts.core, v.type, v.id)) > 0))
+    : versions.map(() => false);
   const fresh = versions.filter((_, i) => !shadowing[i]);
   const inserted = await w.insertNew(fresh.map((v) => versionToWrite(v, 1, opts.now)));
   const rest = [...fresh.filter((_, i) => !inserted[i]), ...versions.filter((_, i) => shadowing[i])];

@@ -6,6 +6,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import { paramOf, paramsOf, type ParamDefinition } from './definitions.ts';
 import { issue } from './outcome.ts';
+import { isResourceType } from './resource-types.ts';
 import { namedTargets, namesNone, referenceTargets } from './search-compile.ts';
 import type { Include } from './search.ts';
 
@@ -57,4 +58,19 @@ export function ignoredInclude(message: string, key: string, strict: boolean, wa
   if (strict) throw new FhirError('invalid', message, { expression: [key] });
   warnings.push(issue('warning', 'not-supported', `${message}, so it was ignored`, [key]));
   return undefined;
+}
+
+/**
+ * Why a plain `_include` (no `:iterate`) includes nothing when its source type (`Observation:subject`)
+ * is none of the `types` searched: it follows references of the matches alone, so a 400 naming it
+ * when strict, ignored with a warning otherwise (ignoredInclude), as an include of a `:Type` its
+ * parameter cannot refer to. Undefined for any other include; one whose source is no resource type is
+ * malformed, parseInclude's 400.
+ */
+export function foreignInclude(types: readonly string[], key: string, raw: string): string | undefined {
+  if (!key.startsWith('_include') || key.includes(':') || raw === '*') return undefined;
+  const source = raw.split(':', 1)[0]!;
+  if (!isResourceType(source) || types.includes(source)) return undefined;
+  const searched = types.length > 5 ? `${types.length} types` : types.join(', ');
+  return `${key} '${raw}': ${source} is not ${types.length > 1 ? 'among the types' : 'the type'} searched (${searched}), so it includes nothing; add :iterate to follow references of included resources`;
 }

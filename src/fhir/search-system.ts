@@ -21,7 +21,7 @@ import {
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
 import { containedMode } from './search-contained.ts';
-import { ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
+import { foreignInclude, ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
 import { includedSubset, shaper } from './subset.ts';
 import { issue } from './outcome.ts';
 
@@ -171,8 +171,11 @@ export async function searchTypes(
       continue;
     }
     const source = raw.split(':', 1)[0]!;
-    if (!reverse && !iterate && !types.includes(source)) {
-      throw new FhirError('invalid', `${key} '${raw}': ${source} is not among the types searched (${types.length > 5 ? `${types.length} types` : types.join(', ')}); add :iterate`, { expression: [key] });
+    const foreign = foreignInclude(types, key, raw);
+    if (foreign !== undefined) {
+      ignoredInclude(foreign, key, strict, ignored);
+      taken.pop();
+      continue;
     }
     let inc = possibleInclude(parseInclude(reverse || iterate ? types[0]! : source, key, raw, reverse), key, raw, strict, ignored);
     // A `_revinclude` that can refer to none of the types searched adds nothing (as on one type: reachingRevinclude).

@@ -8,7 +8,7 @@ import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
+import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
@@ -231,6 +231,11 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
         once.add(name);
       }
       if (name === '_include' || name === '_revinclude') {
+        const foreign = foreignInclude([type], key, raw);
+        if (foreign !== undefined) {
+          ignoredInclude(foreign, key, strict, warnings);
+          continue;
+        }
         const parsed = possibleInclude(parseInclude(type, key, raw, name === '_revinclude'), key, raw, strict, warnings);
         // A `_revinclude` whose parameter (or `:Type`) cannot refer to the type searched: the same.
         const inc = parsed && name === '_revinclude' ? reachingRevinclude(type, parsed, key, raw, strict, warnings) : parsed;

@@ -156,7 +156,7 @@ await eachStore((kind, fresh) => {
         'Observation/g535', 'Observation/g54', 'Observation/g545', 'Observation/gneg',
         ...['r075', 'r080', 'r085', 'r105', 'r11', 'r115'].map((id) => `RiskAssessment/${id}`),
       ]);
-      await expectOutcome(await api.get('Observation?_include=Patient:*'), 400, 'invalid');
+      await expectOutcome(await api.get('Observation?_include=Patient:*', { Prefer: 'handling=strict' }), 400, 'invalid');
       expect(await included('Observation?_id=g54&_include:iterate=Patient:*&_include=Observation:subject')).toEqual(['Patient/p1']);
       // The CapabilityStatement lists them.
       const rest = (await (await api.get('metadata')).json()).rest[0].resource as Json[];

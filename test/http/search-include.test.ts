@@ -88,7 +88,7 @@ for (const target of targets) {
       ]);
     });
 
-    test('a :Type the parameter cannot refer to is a 400 under strict handling, else a warning', async () => {
+    test('a :Type the parameter cannot refer to, or a source type not searched, is a 400 under strict handling, else a warning', async () => {
       const strict = { Prefer: 'handling=strict' };
       for (const [q, key] of [
         ['Observation?_include=Observation:subject:Practitioner', '_include'],
@@ -98,6 +98,9 @@ for (const target of targets) {
         ['Patient?_revinclude:iterate=QuestionnaireResponse:questionnaire:ValueSet', '_revinclude:iterate'],
         ['Patient?_include=Patient:*:Observation', '_include'],
         ['?_type=Observation,Encounter&_include=Observation:subject:Practitioner', '_include'],
+        // An include of another source type follows nothing without :iterate.
+        ['Patient?_include=Observation:subject', '_include'],
+        ['?_type=Patient,Encounter&_include=Observation:subject', '_include'],
       ] as const) {
         const body = await expectOutcome(await api.get(q, strict), 400);
         expect([q, body.issue[0].expression]).toEqual([q, [key]]);

@@ -147,7 +147,8 @@ function timingRange(v: Json): DateSpan | null {
 
 /**
  * Number ranges of a number or quantity element, with the unit (Quantity, Money, Range; a plain number):
- * a Quantity, or a Range by its low end's unit (else its high end's), also under its human `unit`
+ * a Quantity (one with a comparator as the range it bounds: `<5` below 5, `>=5` from 5 up, as a Range
+ * with one end), or a Range by its low end's unit (else its high end's), also under its human `unit`
  * (system '') where that differs from its code, which `value||unit` finds (search.html: "either the code
  * (code) or the stated human unit (unit)").
  */
@@ -158,9 +159,13 @@ export function quantityValues(value: unknown, out: { system: string; code: stri
   if (typeof v.value === 'number') {
     const system = str(v.system) ?? (typeof v.currency === 'string' ? 'urn:iso:std:iso:4217' : '');
     const code = str(v.code) ?? str(v.currency) ?? '';
-    out.push({ system, code, low: v.value, high: v.value });
+    // A comparator makes the value a bound: `<5` is any value below 5, a range open below, as a Range without a low end.
+    const { comparator } = v;
+    const low = comparator === '<' || comparator === '<=' ? -Infinity : v.value;
+    const high = comparator === '>' || comparator === '>=' ? Infinity : v.value;
+    out.push({ system, code, low, high });
     const unit = str(v.unit);
-    if (unit !== undefined && unit !== code) out.push({ system: '', code: unit, low: v.value, high: v.value });
+    if (unit !== undefined && unit !== code) out.push({ system: '', code: unit, low, high });
     return;
   }
   const lo = v.low as Json | undefined;

@@ -27,9 +27,11 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * Coding joined its CodeableConcept's text and display with a space, and two rows of one value kept
  * one of their texts (indexer.ts mergeTokens); model 12 a Range's human `unit` as a Quantity's, a second
  * row that `value||unit` finds (indexer.ts quantityValues); model 13 a leap second (`23:59:60`) as the
- * last millisecond of its minute, where it had no row (dates.ts dateRange).
+ * last millisecond of its minute, where it had no row (dates.ts dateRange); model 14 a Quantity with a
+ * comparator as the range it bounds (`<5` below 5, `>5` above), where it was the value alone (indexer.ts
+ * quantityValues).
  */
-export const INDEX_MODEL = 13;
+export const INDEX_MODEL = 14;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -130,6 +132,14 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_range'],
     reads: readsDateRows,
   },
+  // A Quantity with a comparator (`"comparator":"<"`), now the range it bounds, open at one end: range
+  // rows (and their canonical UCUM rows), and composite rows of a quantity component. Number and
+  // quantity conditions read them.
+  14: {
+    touches: (content) => COMPARATOR.test(content),
+    tables: ['search_range', 'search_composite'],
+    reads: readsNumberRows,
+  },
 };
 
 /** A quantity test naming a unit code and no system, which a row of a stated human unit answers. */
@@ -153,6 +163,11 @@ function readsFoldedRows(c: Condition): boolean {
     case 'composite': return c.tests.some((t) => t.parts.some((p) => p.kind === 'string'));
     default: return false;
   }
+}
+
+/** The conditions that read number and quantity rows: number and quantity parameters, and a composite's quantity part. */
+function readsNumberRows(c: Condition): boolean {
+  return c.kind === 'number' || (c.kind === 'composite' && c.tests.some((t) => t.parts.some((p) => p.kind === 'number')));
 }
 
 /** The conditions that read date rows: date parameters (and a composite's date part, should one keep rows). */
@@ -200,6 +215,7 @@ const DISPLAY_FIELD = /"display"\s*:\s*"/;
 const TEXT_STRING = /"text"\s*:\s*"/;
 const RANGE_END = /"(?:low|high)"\s*:\s*\{/;
 const UNIT_FIELD = /"unit"\s*:\s*"/;
+const COMPARATOR = /"comparator"\s*:\s*"/;
 const LEAP_SECOND = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:60(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"/;
 
 /** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */

@@ -175,7 +175,12 @@ describe('touchedSince', () => {
     expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
     expect(tablesSince(10)).toEqual(['search_index', 'search_range', 'search_composite']);
     expect(tablesSince(11)).toEqual(['search_range', 'search_composite']);
-    expect(tablesSince(12)).toEqual(['search_range']);
+    expect(tablesSince(12)).toEqual(['search_range', 'search_composite']);
+    expect(tablesSince(13)).toEqual(['search_range', 'search_composite']);
+    // Model 14: resources holding a Quantity with a comparator.
+    const since13 = touchedSince(13);
+    expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"comparator":"<","unit":"mg"}}')).toBe(true);
+    expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"unit":"mg"},"note":[{"text":"comparator"}]}')).toBe(false);
     // Model 13: resources holding a dateTime or instant at a leap second.
     const since12 = touchedSince(12);
     expect(since12('{"resourceType":"Observation","effectiveDateTime":"2016-12-31T23:59:60Z"}')).toBe(true);

@@ -96,8 +96,9 @@ describe('model 12', () => {
     const query = (c: Condition) => ({ type: 'Condition', where: [c], sort: [], count: 10 });
     const test = { op: 'gt' as const, value: 20, low: 19.5, high: 20.5 };
     expect(readsRowsBeingRebuilt(11, query({ kind: 'number', param: 'onset-age', tests: [{ ...test, code: 'years' }] }))).toBe(true);
-    expect(readsRowsBeingRebuilt(11, query({ kind: 'number', param: 'onset-age', tests: [{ ...test, system: UCUM, code: 'a' }] }))).toBe(false);
-    expect(readsRowsBeingRebuilt(11, query({ kind: 'number', param: 'onset-age', tests: [test] }))).toBe(false);
+    // (Other quantity tests wait too, from model 13: model 14 changed every quantity's rows that has a comparator.)
+    expect(readsRowsBeingRebuilt(11, query({ kind: 'number', param: 'onset-age', tests: [{ ...test, system: UCUM, code: 'a' }] }))).toBe(true);
+    expect(readsRowsBeingRebuilt(13, query({ kind: 'number', param: 'onset-age', tests: [test] }))).toBe(true);
     expect(readsRowsBeingRebuilt(11, query({ kind: 'composite', param: 'x', tests: [{ value1: 'age', parts: [{ kind: 'number', column: 'both', test: { ...test, code: 'years' } }] }] }))).toBe(true);
   });
 });

@@ -432,4 +432,15 @@ ALTER TABLE refresh_tokens ADD COLUMN fhir_context TEXT;
 ALTER TABLE refresh_tokens ADD COLUMN need_patient_banner INTEGER NOT NULL DEFAULT 1;
 `,
   },
+  {
+    version: 25,
+    name: 'quantity_comparators',
+    sql: `
+-- Index model 14 (src/fhir/reindex.ts): a Quantity with a comparator (\`<5\`, \`>=5\`) is the range it bounds,
+-- open at one end as a Range without a low or high, where it was its value alone. A database holding
+-- resources gets it from the reindex that \`cinder serve\` runs at start (only the resources holding a
+-- comparator are rebuilt, their range and composite rows); an empty one follows model 14 already.
+UPDATE index_state SET value = 14 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

@@ -3,6 +3,18 @@ import type { Comparator, DateTest } from '../store/types.ts';
 
 const DATE = /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})?)?)?)?$/;
 
+/** A time zone written `+hh:mm` in a URL without encoding its `+`, which form decoding read as a space. */
+const UNENCODED_PLUS = /T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)? \d{2}:\d{2}$/;
+
+/**
+ * dateRange of a date a client put in a URL (a search value, history's `_since` and `_at`): a time zone
+ * `+01:00` sent unencoded arrives as ` 01:00` and is read as `+01:00`, as bulk export's `_since` reads
+ * it (src/export/since.ts) and as HAPI FHIR does; any other space stays invalid.
+ */
+export function queryDateRange(value: string): { low: number; high: number } | null {
+  return dateRange(value) ?? (UNENCODED_PLUS.test(value) ? dateRange(value.replace(' ', '+')) : null);
+}
+
 /**
  * The half-open interval [low, high) in epoch ms that a FHIR date/dateTime/instant value denotes at its
  * precision (FHIR R4 search 3.1.1.5.9). Values without a zone are read as UTC. A fraction of a second

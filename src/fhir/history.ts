@@ -4,7 +4,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { lastContent, readResource, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
-import { dateRange } from './dates.ts';
+import { queryDateRange } from './dates.ts';
 import { patientCompartment } from './definitions.ts';
 import { currentSince, historyPage, keptPage, type HistoryCursor } from './history-at.ts';
 import { lookups } from './core-search.ts';
@@ -39,7 +39,7 @@ function encodeBefore(c: HistoryCursor): string {
 }
 
 function period(param: string, raw: string): { low: number; high: number } {
-  const r = dateRange(raw);
+  const r = queryDateRange(raw);
   if (!r) throw new FhirError('invalid', `Invalid ${param} '${raw}': expected a FHIR instant, dateTime or date`, { expression: [param] });
   return r;
 }

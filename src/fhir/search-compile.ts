@@ -5,7 +5,7 @@
  */
 import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
-import { dateRange } from './dates.ts';
+import { queryDateRange } from './dates.ts';
 import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
 import { canonicalParam, containedIdParam, containedPrefix, normalizeString, soundex } from './indexer.ts';
 import { foldAscii, readsOwnRows } from '../store/search-sql.ts';
@@ -116,7 +116,7 @@ function approximate(low: number, high: number, now: number): { low: number; hig
 
 export function dateTest(param: string, raw: string, now: number): DateTest {
   const { op, rest } = prefixed(raw);
-  const range = dateRange(rest);
+  const range = queryDateRange(rest);
   if (!range) throw invalid(param, `Invalid date value '${raw}' for '${param}': expected [${PREFIXES.join('|')}]<FHIR date, dateTime or instant>`);
   return op === 'ap' ? { op, ...approximate(range.low, range.high, now) } : { op, ...range };
 }

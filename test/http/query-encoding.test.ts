@@ -3,7 +3,8 @@
  * without two hex digits) is a 400 naming the parameter, wherever it comes from (a search URL or form,
  * a conditional update, delete or patch URL, If-None-Exist, a Bundle entry's request.url or
  * ifNoneExist, a conditional reference): URLSearchParams would read it as U+FFFD and a condition would
- * then match nothing and create. On both databases.
+ * then match nothing and create. A time zone's `+` sent unencoded (form-decoded as a space) in a date
+ * is read as `+`. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
@@ -60,6 +61,37 @@ await eachStore((kind, fresh) => {
         expect(batch.entry.map((e: Json) => e.response.status)).toEqual(['400 Bad Request', '200 OK']);
         expect(batch.entry[0].response.outcome.issue[0].expression).toEqual([`Bundle.entry[0].${element}`]);
       }
+    });
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`a time zone's + sent unencoded (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const ids = async (q: string) => ((await api.search(q)).entry ?? []).map((e: Json) => e.resource.id).sort();
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'p1' });
+      await api.put200({ resourceType: 'Observation', id: 'early', status: 'final', code: { text: 'x' }, effectiveDateTime: '2024-01-31T10:30:00Z' });
+      await api.put200({ resourceType: 'Observation', id: 'late', status: 'final', code: { text: 'x' }, effectiveDateTime: '2024-01-31T11:30:00Z' });
+    });
+    afterAll(() => t.close());
+
+    test('is read as + in a date search, _lastUpdated and history _since, as bulk export reads it', async () => {
+      // `+01:00` unencoded arrives as a space: 12:00+01:00 is 11:00Z.
+      expect(await ids('Observation?date=ge2024-01-31T12:00:00+01:00')).toEqual(['late']);
+      expect(await ids('Observation?date=lt2024-01-31T12:00+01:00')).toEqual(['early']);
+      expect(await ids(`Observation?date=ge${encodeURIComponent('2024-01-31T12:00:00+01:00')}`)).toEqual(['late']);
+      expect(await ids('Observation?_lastUpdated=gt2020-01-01T00:00:00+01:00')).toEqual(['early', 'late']);
+      expect((await api.get('Patient/p1/_history?_since=2020-01-01T00:00:00+01:00')).status).toBe(200);
+      expect((await api.get('Patient/p1/_history?_at=2030-01-01T00:00:00+01:00')).status).toBe(200);
+      // Any other space stays a 400 naming the parameter.
+      const outcome = await expectOutcome(await api.get('Observation?date=ge2024-01-31%2012:00:00'), 400);
+      expect(outcome.issue[0].expression).toEqual(['date']);
+      await expectOutcome(await api.get('Patient/p1/_history?_since=2024-01-31T12:00:00%20+01:00'), 400);
     });
   });
 });

@@ -61,21 +61,20 @@ export type BindingModel =
 
 const types = new Map<string, TypeModel | null>();
 const bindings = new Map<string, BindingModel>();
-const codeSystems = new Map<string, ReadonlySet<string>>();
+/** R4's own code systems by URL: their codes as listed, made a set on first use. */
+let codeSystems: Map<string, ReadonlySet<string> | readonly string[]> | undefined;
 
 /** The version of R4's own code systems (every `http://hl7.org/fhir/...` one the table holds). */
 export const CORE_CODE_SYSTEM_VERSION = '4.0.1';
 
 /** The codes of one of R4's own code systems (`http://hl7.org/fhir/...`, content complete); undefined for any other system. */
 export function coreCodeSystem(url: string): ReadonlySet<string> | undefined {
-  let codes = codeSystems.get(url);
-  if (codes === undefined) {
-    const listed = Object.hasOwn(table.codeSystems, url) ? table.codeSystems[url] : undefined;
-    if (listed === undefined) return undefined;
-    codes = new Set(listed);
-    codeSystems.set(url, codes);
-  }
-  return codes;
+  codeSystems ??= new Map(Object.entries(table.codeSystems));
+  const codes = codeSystems.get(url);
+  if (codes === undefined || !Array.isArray(codes)) return codes as ReadonlySet<string> | undefined;
+  const set = new Set(codes);
+  codeSystems.set(url, set);
+  return set;
 }
 
 /** `valueQuantity` of `value[x]` and `Quantity`; a profile of a type takes its base type's name. */

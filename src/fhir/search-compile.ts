@@ -792,7 +792,12 @@ function chainCondition(type: string, key: string, dot: number, raw: string, now
   targets = named;
   // A chained name must exist on the targets searched (on at least one when the type is not named).
   const restName = rest.split(/[.:]/, 1)[0]!;
-  targets = targets.filter((t) => rest.startsWith('_has:') || isSearchParam(t, restName));
+  if (rest.startsWith('_has:')) {
+    // A `_has` after the chain (`subject._has:Condition:subject:code=x`): on the targets its reference can
+    // refer to (Patient and Group, not Device), as a chained name on those that have it; none is hasCondition's 400.
+    const reached = typeModifier ? targets : targets.filter((t) => hasReaches(rest, t));
+    if (reached.length) targets = reached;
+  } else targets = targets.filter((t) => isSearchParam(t, restName));
   if (targets.length === 0) throw unknown(typeModifier ?? def.targets.join('|'), rest);
   return markWithin(chainOver(def, targets, (t) => [parameterCondition(t, rest, raw, now, depth + 1) as Condition]), key) as Condition;
 }
@@ -892,6 +897,16 @@ export function onContainedRows(c: Condition, prefix: string): Condition | undef
     default:
       return undefined;
   }
+}
+
+/** Whether `_has:Other:code:...` (`key`) can find resources of `type`: `Other.code` may refer to it (hasCondition's tests). */
+function hasReaches(key: string, type: string): boolean {
+  const m = /^_has:([A-Za-z]+):([A-Za-z0-9-]+):/.exec(key);
+  const def = m && isResourceType(m[1]!) ? paramOf(m[1]!, m[2]!) : undefined;
+  if (def?.type !== 'reference') return true;
+  if (def.storedAs?.target ? def.storedAs.target !== type : def.targets.length > 0 && !def.targets.includes(type)) return false;
+  const kinds = referenceKinds(def);
+  return kinds.literal || (kinds.canonical && isCanonicalType(type));
 }
 
 function hasCondition(type: string, key: string, raw: string, now: number, depth: number): Condition {

@@ -419,6 +419,13 @@ await eachStore((kind, fresh) => {
       expect(await sorted(`Patient?_has:Condition:subject:clinical-status:above=${CLIN}|recurrence`)).toEqual(['p1']);
       // Two levels: Encounters of patients with an active (or recurring, relapsed) Condition.
       expect(await sorted(`Encounter?subject:Patient._has:Condition:subject:clinical-status:below=${CLIN}|active`)).toEqual(['e1']);
+      // Without :Patient, on the chain's targets a Condition's subject can refer to (Patient and Group, not
+      // Observation's Device or Location), as a chained name on the targets that have it.
+      expect(await sorted(`Encounter?subject._has:Condition:subject:clinical-status:below=${CLIN}|active`)).toEqual(['e1']);
+      const viaPatient = await sorted(`Observation?subject:Patient._has:Condition:subject:clinical-status:below=${CLIN}|active`);
+      expect(viaPatient.length).toBeGreaterThan(0);
+      expect(await sorted(`Observation?subject._has:Condition:subject:clinical-status:below=${CLIN}|active`)).toEqual(viaPatient);
+      expect((await expectOutcome(await api.get(`Observation?subject:Device._has:Condition:subject:clinical-status=${CLIN}|active`), 400)).issue[0].diagnostics).toContain('does not refer to Device');
       expect(await sorted(`Observation?_filter=${encodeURIComponent(`subject.gender in ${GENDERS} and subject.gender eq female`)}`)).toEqual(['o3']);
       expect(await sorted(`MedicationRequest?_filter=${encodeURIComponent(`medication.code ni ${MEDS}`)}`)).toEqual(['mr-other']);
       // An unknown ValueSet is a 400 naming the whole parameter (or _filter).

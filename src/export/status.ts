@@ -6,6 +6,7 @@ import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
 import type { FileRecord } from './spec.ts';
 import { JobDataError, ownerPatientOf, readPlan, readProgress, unreadableReason } from './job-data.ts';
+import { mayDownload } from './types-param.ts';
 
 export interface StatusDeps {
   /** Status reads and cancels jobs; a cancel removes their files at once; downloads hold them. */
@@ -78,9 +79,25 @@ function entries(deps: StatusDeps, req: StatusRequest, job: ExportJob, files: Fi
     }));
 }
 
+/**
+ * Bulk Data 2.0 (Privacy and Security Considerations): a status request is protected as the kick-off
+ * was, "including an access token with scopes that cover all resources being exported". A token of the
+ * job's client whose scopes no longer cover an exported type (as its download of that type would be
+ * refused: mayDownload) gets 403, whatever the job's state.
+ */
+function requireCoverage(access: Access, job: ExportJob): void {
+  const { spec } = readableData(() => readPlan(job));
+  const types = new Set(spec.provenance === 'none' ? spec.types : [...spec.types, 'Provenance']);
+  const uncovered = [...types].filter((type) => !mayDownload(access, type, spec));
+  if (uncovered.length) {
+    throw new FhirError('forbidden', `The access token's scopes do not cover every type this export holds (${uncovered.join(', ')}), as the kick-off token's did`);
+  }
+}
+
 /** Bulk Data 2.0 status request: still running, the complete-status manifest, or why the job failed. */
 export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: string): Promise<StatusResult> {
   const job = await visibleJob(deps, req, id);
+  requireCoverage(req.access, job);
   if (job.state === 'accepted' || job.state === 'in-progress') return { kind: 'running', progress: progressText(job) };
   if (job.state === 'failed') return { kind: 'failed', reason: job.error ?? 'The export failed' };
   const { spec } = readableData(() => readPlan(job));

@@ -1,4 +1,5 @@
 import type { SnapshotRow } from '../store/types.ts';
+import { absoluteAttachmentUrls, mayHoldRelativeUrl } from './attachment-urls.ts';
 import { subsetResource } from './elements.ts';
 import type { JobControl } from './job-control.ts';
 import type { Chunk } from './part-writer.ts';
@@ -56,7 +57,8 @@ const joinLines = (texts: string[]) => (texts.length ? encoder.encode(texts.join
 
 /**
  * Turns a selected page into NDJSON: the database's lines passed through as bytes (or subset for
- * `_elements`), the rechecked versions appended, deletions as transaction Bundles.
+ * `_elements`, relative Attachment urls made absolute), the rechecked versions appended, deletions as
+ * transaction Bundles.
  */
 export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage, 'lines' | 'count' | 'rows'>, next: number | string | null): Chunk {
   const kept = ctx.spec.elements?.[type];
@@ -64,6 +66,11 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   const deleted = page.rows.filter((r) => r.deleted).map((r) => deletionBundle(type, r));
   let texts = ctx.validate ? validOnly(ctx, type, [...splitLines(page.lines), ...live]) : undefined;
   if (type === 'Binary' && ctx.spec.binaryContexts) texts = inContextReach(ctx.spec.binaryContexts, texts ?? [...splitLines(page.lines), ...live], ctx.spec.fhirBase);
+  // Relative Attachment urls made absolute (Bulk Data 2.0, Attachments); a page holding none goes out as it is.
+  const base = ctx.spec.fhirBase;
+  if (base !== undefined && (texts !== undefined || mayHoldRelativeUrl(page.lines) || live.some((c) => mayHoldRelativeUrl(encoder.encode(c))))) {
+    texts = (texts ?? [...splitLines(page.lines), ...live]).map((c) => absoluteAttachmentUrls(c, base));
+  }
   if (kept) texts = subsetAll(ctx, type, texts ?? [...splitLines(page.lines), ...live], kept);
   const output = texts ? joinLines(texts) : concat(page.lines, joinLines(live));
   return { output, count: texts ? texts.length : page.count + live.length, deleted: joinLines(deleted), deletedCount: deleted.length, next };

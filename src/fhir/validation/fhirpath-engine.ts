@@ -27,7 +27,17 @@ export interface FhirPathTypes {
   /** The FHIR type of element `name` of a value of type `owner` (e.g. ('Observation','value') -> undefined for choice; ('Patient','birthDate') -> 'date'; ('Observation','valueQuantity') -> 'Quantity'), or undefined when unknown. Backbone elements are named by their path, e.g. 'Patient.contact'. */
   elementType(owner: string, name: string): string | undefined;
 }
-export interface InvariantContext { resource: unknown; rootResource: unknown }
+export interface InvariantContext {
+  resource: unknown;
+  rootResource: unknown;
+  /**
+   * Where evaluations that share it keep what does not change between them: the collections that
+   * `%resource`, `%rootResource` and `%context` paths reach (ref-1's `%rootResource.contained.id`, met
+   * once per Reference), each with the value it was computed from. One per validation walk: it must
+   * not outlive a change of the resources evaluated.
+   */
+  memo?: Map<object, unknown>;
+}
 export type CompiledInvariant = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => boolean;
 
 type Json = Record<string, unknown>;
@@ -709,8 +719,59 @@ function distinctItems(items: Coll, type: string | undefined): Coll {
 }
 
 function containsItem(items: Coll, type: string | undefined, x: unknown, xt: string | undefined): boolean {
+  if (items.length > 8) return indexOf(items, type).has(x, xt);
   for (const y of items) if (equalItems(x, xt, y, type) === true) return true;
   return false;
+}
+
+/**
+ * The key that items equal by `=` share and unequal ones do not, for the items whose equality is plain:
+ * strings, numbers and booleans (of one category and JavaScript type, the same value) and objects
+ * (deepEqual: the same canonical JSON). Undefined for others (dates, times and quantities, which compare
+ * with precision and units; a primitive with only an extension), which are compared one by one.
+ */
+function equalityKey(item: unknown, type: string | undefined): string | undefined {
+  const v = valueOf(item);
+  const c = categoryOf(item, type);
+  switch (c) {
+    case 'string':
+    case 'number':
+    case 'boolean': {
+      const t = typeof v;
+      return t === 'string' || t === 'number' || t === 'boolean' ? `${c[0]}${t[0]}${String(v)}` : undefined;
+    }
+    case 'object':
+      return v !== null && typeof v === 'object' ? `o${canonicalJson(v)}` : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Membership in a large collection by key, built once per collection (a memoised path's, or the other side of `intersect`). */
+class MemberIndex {
+  private readonly keys = new Set<string>();
+  private readonly others: unknown[] = [];
+  constructor(items: Coll, readonly type: string | undefined) {
+    for (const y of items) {
+      const k = equalityKey(y, type);
+      if (k === undefined) this.others.push(y);
+      else this.keys.add(k);
+    }
+  }
+  has(x: unknown, xt: string | undefined): boolean {
+    const k = equalityKey(x, xt);
+    if (k !== undefined && this.keys.has(k)) return true;
+    for (const y of this.others) if (equalItems(x, xt, y, this.type) === true) return true;
+    return false;
+  }
+}
+
+const indexes = new WeakMap<Coll, MemberIndex>();
+
+function indexOf(items: Coll, type: string | undefined): MemberIndex {
+  let index = indexes.get(items);
+  if (index === undefined || index.type !== type) indexes.set(items, (index = new MemberIndex(items, type)));
+  return index;
 }
 
 /** The items of `items` that are (`keep` true) or are not members of `others`. */
@@ -735,7 +796,11 @@ interface Env {
   resource: unknown;
   rootResource: unknown;
   context: unknown;
+  memo?: Map<object, unknown>;
 }
+
+/** The variables a path may start from whose value is the same for every item an evaluation iterates. */
+type Root = 'resource' | 'rootResource' | 'context';
 
 interface Expr {
   /** The type of every item (undefined: each item tells its own). */
@@ -746,6 +811,8 @@ interface Expr {
   size(env: Env): number;
   /** The items, when they do not depend on the evaluation (literals and unions of them). */
   constant?: Coll;
+  /** A path from this variable alone (`%resource.code.coding`): its items depend on nothing else. */
+  root?: Root;
 }
 
 interface Scope {
@@ -923,9 +990,9 @@ function literal(l: Literal): Expr {
 
 function variable(name: string, at: number, scope: Scope): Expr {
   switch (name) {
-    case 'resource': return collExpr(undefined, (env) => (env.resource === undefined ? EMPTY : [env.resource]));
-    case 'rootResource': return collExpr(undefined, (env) => (env.rootResource === undefined ? EMPTY : [env.rootResource]));
-    case 'context': return collExpr(scope.contextType, (env) => (env.context === undefined ? EMPTY : [env.context]));
+    case 'resource': return { ...collExpr(undefined, (env) => (env.resource === undefined ? EMPTY : [env.resource])), root: 'resource' };
+    case 'rootResource': return { ...collExpr(undefined, (env) => (env.rootResource === undefined ? EMPTY : [env.rootResource])), root: 'rootResource' };
+    case 'context': return { ...collExpr(scope.contextType, (env) => (env.context === undefined ? EMPTY : [env.context])), root: 'context' };
     default: {
       const url = VARIABLES.get(name)
         ?? (name.startsWith('vs-') ? `http://hl7.org/fhir/ValueSet/${name.slice(3)}` : undefined)
@@ -936,8 +1003,36 @@ function variable(name: string, at: number, scope: Scope): Expr {
   }
 }
 
-/** `target.name` (or `name` on `$this`); a capitalised name first on `$this` is a type name (`Patient.name`). */
+/**
+ * `target.name`; a path from `%resource`, `%rootResource` or `%context` is computed once for each value
+ * of its variable in the evaluations sharing a memo (InvariantContext.memo), not again for every item
+ * an invariant is checked on or iterates (ref-1 on each of 10,000 References to contained resources).
+ */
 function member(target: Expr | undefined, name: string, scope: Scope): Expr {
+  const e = navigation(target, name, scope);
+  const root = target?.root;
+  if (root === undefined) return e;
+  const memoised: Expr = {
+    type: e.type,
+    root,
+    coll: (env) => {
+      const memo = env.memo;
+      if (memo === undefined) return e.coll(env);
+      const from = env[root];
+      const known = memo.get(memoised) as { from: unknown; items: Coll } | undefined;
+      if (known !== undefined && known.from === from) return known.items;
+      const items = e.coll(env);
+      memo.set(memoised, { from, items });
+      return items;
+    },
+    bool: (env) => singletonBool(memoised.coll(env)),
+    size: (env) => memoised.coll(env).length,
+  };
+  return memoised;
+}
+
+/** `target.name` (or `name` on `$this`); a capitalised name first on `$this` is a type name (`Patient.name`). */
+function navigation(target: Expr | undefined, name: string, scope: Scope): Expr {
   if (target === undefined && /^[A-Z]/.test(name)) {
     const test = typeTest({ namespace: undefined, name });
     const thisType = scope.thisType;
@@ -1625,6 +1720,7 @@ export function compileInvariant(expression: string, types: FhirPathTypes): Comp
       env.index = 0;
       env.resource = ctx.resource ?? undefined;
       env.rootResource = ctx.rootResource ?? undefined;
+      env.memo = ctx.memo;
       return expr.bool(env) !== false;
     } catch {
       return true;
@@ -1664,7 +1760,7 @@ export function compileCriterion(ast: Ast, expression: string, types: FhirPathTy
       }
       expr = known;
     }
-    const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus };
+    const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo };
     return expr.bool(env);
   };
 }

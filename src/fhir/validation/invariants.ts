@@ -33,9 +33,12 @@ function compile(inv: InvariantModel): CompiledInvariant | null {
   return fn;
 }
 
-/** Runs the invariants of `model` on the value `focus` at `path` of `resource` (inside `root`). */
-export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record<string, unknown>, path: string, resource: unknown, root: unknown): void {
-  const ctx = { resource, rootResource: root };
+/**
+ * Runs the invariants of `model` on the value `focus` at `path` of `resource` (inside `root`); `memo` is
+ * the walk's (InvariantContext.memo), shared by every call of one validation.
+ */
+export function checkInvariants(sink: IssueSink, model: TypeModel, focus: Record<string, unknown>, path: string, resource: unknown, root: unknown, memo?: Map<object, unknown>): void {
+  const ctx = { resource, rootResource: root, memo };
   for (const inv of model.invariants) {
     const fn = compile(inv);
     if (fn === null) continue;

@@ -15,6 +15,8 @@ export interface ReferenceScope {
   /** The resource being walked, and the one that contains it (itself unless it is contained). */
   readonly resource: Json;
   readonly rootResource: Json;
+  /** A cache of the walk's: each `contained` array by id, made when a `#id` reference first needs it. */
+  readonly containedById: Map<unknown[], Map<string, Json>>;
 }
 
 const RESOURCE_TYPES: ReadonlySet<string> = new Set(R4_RESOURCE_TYPES);
@@ -33,14 +35,24 @@ function referencedType(scope: ReferenceScope, reference: string): { type: strin
     }
     const contained = scope.rootResource.contained;
     if (!Array.isArray(contained)) return undefined;
-    const id = reference.slice(1);
-    for (const c of contained) {
-      if (c !== null && typeof c === 'object' && (c as Json).id === id) return known((c as Json).resourceType, `the contained resource ${reference}`);
-    }
-    return undefined;
+    const c = containedById(scope, contained).get(reference.slice(1));
+    return c === undefined ? undefined : known(c.resourceType, `the contained resource ${reference}`);
   }
   const m = CONDITIONAL_TYPE.exec(reference) ?? REFERENCE_TYPE.exec(reference);
   return m ? known(m[1]) : undefined;
+}
+
+/** The contained resources by id (the first of an id used twice), once per walk: a resource may hold thousands, each referred to. */
+function containedById(scope: ReferenceScope, contained: unknown[]): Map<string, Json> {
+  let byId = scope.containedById.get(contained);
+  if (byId === undefined) {
+    byId = new Map();
+    for (const c of contained) {
+      if (c !== null && typeof c === 'object' && typeof (c as Json).id === 'string' && !byId.has((c as Json).id as string)) byId.set((c as Json).id as string, c as Json);
+    }
+    scope.containedById.set(contained, byId);
+  }
+  return byId;
 }
 
 function known(type: unknown, contained?: string): { type: string; contained?: string } | undefined {

@@ -63,6 +63,10 @@ class Walk implements IssueSink {
   rootResource: Json;
   /** The element ids (Element.id) of the resource being walked, each with the element that has it. */
   elementIds: Map<string, string> | undefined;
+  /** What the invariants' evaluations share within this walk (InvariantContext.memo). */
+  readonly memo = new Map<object, unknown>();
+  /** Each `contained` array met, by id (ReferenceScope.containedById). */
+  readonly containedById = new Map<unknown[], Map<string, Json>>();
 
   constructor(root: Json, readonly level: 'strict' | 'structural', readonly entryResources = true) {
     this.resource = root;
@@ -112,7 +116,7 @@ function visitResource(walk: Walk, r: Json, path: string, contained: boolean): v
   if (!contained) walk.rootResource = r;
   // Each resource, a contained one too, is a scope of element ids of its own, as HL7's validator has it.
   inIdScope(walk, () => visitObject(walk, r, model, path));
-  if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.rootResource);
+  if (walk.level === 'strict') checkInvariants(walk, model, r, path, walk.resource, walk.rootResource, walk.memo);
   walk.resource = outer;
   walk.rootResource = outerRoot;
   if (contained) checkContained(walk, r, path);
@@ -330,7 +334,7 @@ function visitValue(walk: Walk, v: unknown, slot: Slot, path: string, literal?: 
     if (slot.element.binding && slot.type === 'CodeableConcept') checkConcept(walk, v, slot.element.binding, path);
     else if (slot.type === 'Coding') checkCoding(walk, v, path);
     else if (slot.type === 'Attachment') checkAttachment(walk, v, path);
-    if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource);
+    if (model.invariants.length) checkInvariants(walk, model, v, path, walk.resource, walk.rootResource, walk.memo);
   }
 }
 

@@ -172,6 +172,19 @@ await eachStore((kind, fresh) => {
         expect((await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/resourceType', value: 'Person' }]), 400)).expression).toEqual(['resourceType']);
         await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '', value: [] }]), 400);
       });
+
+      test('copies that would duplicate more than 16 MiB are 400 too-costly naming the operation; a few copies apply', async () => {
+        const nested = { extension: [{ url: 'urn:example:a', extension: [{ url: 'urn:example:b', valueString: 'x'.repeat(40) }] }] };
+        // Each copy of the extension into itself doubles it: 22 of them would make 4 million extensions.
+        const doubling = (n: number) => Array.from({ length: n }, () => ({ op: 'copy', from: '/extension/0', path: '/extension/0/extension/-' }));
+        const id = await patient(nested);
+        const issue = await refused(() => jsonPatch(`Patient/${id}`, doubling(22)), 400, 'too-costly');
+        expect(issue.diagnostics).toMatch(/^JSON Patch operation 1[0-9] \(copy \/extension\/0\/extension\/-\) cannot be applied: .*more than 16777216 bytes/);
+        const res = await jsonPatch(`Patient/${id}`, doubling(3));
+        expect(res.status).toBe(200);
+        const count = (e: Json): number => 1 + (e.extension ?? []).reduce((n: number, x: Json) => n + count(x), 0);
+        expect(count(((await res.json()) as Json).extension[0])).toBe(2 ** 3 * 2);
+      });
     });
 
     describe('FHIRPath Patch', () => {

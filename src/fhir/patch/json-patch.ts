@@ -17,6 +17,14 @@ type Container = Record<string, unknown> | unknown[];
 
 const OPS = new Set(['add', 'remove', 'replace', 'move', 'copy', 'test']);
 
+/**
+ * The most a JSON Patch's `copy` operations may duplicate together, in bytes of JSON (about): 16 MiB, the
+ * largest resource body by default (CINDER_MAX_RESOURCE_BYTES). Every other operation brings no more
+ * than the patch's own body, but a copy of an element into itself doubles it: 25 of them, a few hundred
+ * bytes, would build a resource of 2^25 elements (minutes of the event loop, gigabytes of memory).
+ */
+export const MAX_COPIED_BYTES = 16 * 1024 * 1024;
+
 function malformed(index: number, message: string): never {
   throw new FhirError('structure', `JSON Patch operation ${index}: ${message}`);
 }
@@ -69,6 +77,7 @@ function isContainer(v: unknown): v is Container {
 }
 
 class Failure extends Error {}
+class TooMuchCopied extends Error {}
 
 /** The value at `path`; Failure when there is none. */
 function get(doc: unknown, path: string): unknown {
@@ -137,7 +146,34 @@ function deepEqual(a: unknown, b: unknown): boolean {
   return ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
 }
 
-function applyOne(doc: unknown, op: JsonPatchOperation): unknown {
+/** The length of `value` as JSON, about (escapes aside); once it exceeds `budget`, a value above it. */
+function jsonSize(value: unknown, budget: number): number {
+  let size = 0;
+  const stack = [value];
+  while (stack.length > 0 && size <= budget) {
+    const v = stack.pop();
+    if (typeof v === 'string') size += v.length + 2;
+    else if (v === null || typeof v !== 'object') size += String(v).length;
+    else if (Array.isArray(v)) {
+      size += 1 + v.length;
+      for (const x of v) stack.push(x);
+    } else {
+      size += 1;
+      for (const k in v) {
+        size += k.length + 4;
+        stack.push((v as Record<string, unknown>)[k]);
+      }
+    }
+  }
+  return size;
+}
+
+/** What the operations applied so far have copied. */
+interface Copied {
+  bytes: number;
+}
+
+function applyOne(doc: unknown, op: JsonPatchOperation, copied: Copied): unknown {
   switch (op.op) {
     case 'add':
       return add(doc, op.path, cloneExact(op.value), op.literal);
@@ -153,8 +189,12 @@ function applyOne(doc: unknown, op: JsonPatchOperation): unknown {
       const literal = literalAt(doc, op.from);
       return add(remove(doc, op.from), op.path, value, literal);
     }
-    case 'copy':
-      return add(doc, op.path, cloneExact(get(doc, op.from)), literalAt(doc, op.from));
+    case 'copy': {
+      const value = get(doc, op.from);
+      copied.bytes += jsonSize(value, MAX_COPIED_BYTES - copied.bytes);
+      if (copied.bytes > MAX_COPIED_BYTES) throw new TooMuchCopied();
+      return add(doc, op.path, cloneExact(value), literalAt(doc, op.from));
+    }
     case 'test': {
       const actual = get(doc, op.path);
       if (!deepEqual(actual, op.value)) throw new Failure(`test failed: ${op.path || 'the document'} is ${JSON.stringify(actual)}, not ${JSON.stringify(op.value)}`);
@@ -165,15 +205,21 @@ function applyOne(doc: unknown, op: JsonPatchOperation): unknown {
 
 /**
  * Applies `operations` in order to a copy of `doc` (RFC 6902 section 4) and returns it; `doc` is never
- * changed. The first operation that cannot be applied is a 400 naming it and nothing applies. Numbers
+ * changed. The first operation that cannot be applied is a 400 naming it and nothing applies, as is
+ * the copy that takes the copies past MAX_COPIED_BYTES (`too-costly`). Numbers
  * keep their literals (exact-json.ts) where they move, and take the operations' own.
  */
 export function applyJsonPatch(doc: unknown, operations: readonly JsonPatchOperation[]): unknown {
   let out = cloneExact(doc);
+  const copied: Copied = { bytes: 0 };
   operations.forEach((op, i) => {
     try {
-      out = applyOne(out, op);
+      out = applyOne(out, op, copied);
     } catch (err) {
+      if (err instanceof TooMuchCopied) {
+        const text = `JSON Patch operation ${i} (${op.op} ${op.path}) cannot be applied: the patch's copies would duplicate more than ${MAX_COPIED_BYTES} bytes, the most one patch may copy`;
+        throw new FhirError('invalid', text, { issueCode: 'too-costly' });
+      }
       if (!(err instanceof Failure)) throw err;
       throw new FhirError('invalid', `JSON Patch operation ${i} (${op.op} ${op.path}) cannot be applied: ${err.message}`, { issueCode: 'processing' });
     }

@@ -37,6 +37,12 @@ export interface InvariantContext {
    * not outlive a change of the resources evaluated.
    */
   memo?: Map<object, unknown>;
+  /**
+   * How many more values a client-written expression (a FHIRPath Patch path's `where()`) may visit,
+   * shared by the evaluations of one path: each navigation and function result counts its items, and
+   * going past it is a run-time error (the path cannot be evaluated), as a regex that backtracks is.
+   */
+  budget?: { left: number; readonly limit: number };
 }
 export type CompiledInvariant = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => boolean;
 
@@ -797,6 +803,8 @@ interface Env {
   rootResource: unknown;
   context: unknown;
   memo?: Map<object, unknown>;
+  /** What a client's expression may still visit (InvariantContext.budget). */
+  budget?: { left: number; readonly limit: number };
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -1009,7 +1017,7 @@ function variable(name: string, at: number, scope: Scope): Expr {
  * an invariant is checked on or iterates (ref-1 on each of 10,000 References to contained resources).
  */
 function member(target: Expr | undefined, name: string, scope: Scope): Expr {
-  const e = navigation(target, name, scope);
+  const e = scope.clientWritten ? budgeted(navigation(target, name, scope)) : navigation(target, name, scope);
   const root = target?.root;
   if (root === undefined) return e;
   const memoised: Expr = {
@@ -1029,6 +1037,19 @@ function member(target: Expr | undefined, name: string, scope: Scope): Expr {
     size: (env) => memoised.coll(env).length,
   };
   return memoised;
+}
+
+/** `e`, whose items count against the evaluation's budget (InvariantContext.budget). */
+function budgeted(e: Expr): Expr {
+  if (e.constant !== undefined) return e;
+  return collExpr(e.type, (env) => {
+    const items = e.coll(env);
+    const budget = env.budget;
+    if (budget !== undefined && (budget.left -= items.length + 1) < 0) {
+      throw new EvaluationError(`the expression is too costly to evaluate: it visits more than ${budget.limit} values, the most a patch path may`);
+    }
+    return items;
+  });
 }
 
 /** `target.name` (or `name` on `$this`); a capitalised name first on `$this` is a type name (`Patient.name`). */
@@ -1682,7 +1703,8 @@ function call(ast: Call, scope: Scope): Expr {
   const input: Expr = ast.target === undefined
     ? collExpr(scope.thisType, (env) => (env.this === undefined ? EMPTY : [env.this]), (env) => (env.this === undefined ? 0 : 1))
     : build(ast.target, scope);
-  return compile(input, ast.args, scope, ast);
+  const e = compile(input, ast.args, scope, ast);
+  return scope.clientWritten ? budgeted(e) : e;
 }
 
 /**
@@ -1760,7 +1782,7 @@ export function compileCriterion(ast: Ast, expression: string, types: FhirPathTy
       }
       expr = known;
     }
-    const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo };
+    const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo, budget: ctx.budget };
     return expr.bool(env);
   };
 }

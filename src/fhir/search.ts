@@ -393,7 +393,8 @@ async function resolveCondition(deps: ResolveDeps, tenant: string, c: PendingCon
   try {
     codes = await deps.expandCodes(tenant, c.codes.kind === 'value-set' ? valueSetLocation(c.codes, deps.fhirBase?.(tenant)) : c.codes);
   } catch (err) {
-    if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${label}: ${err.message}`, { ...where, cause: err });
+    // Its issue code too (`too-costly` for a ValueSet whose codes cost too much to list).
+    if (err instanceof FhirError && err.status < 500) throw new FhirError(err.category, `${label}: ${err.message}`, { ...where, cause: err, issueCode: err.issues[0]?.code });
     throw err;
   }
   if (codes.length > MAX_SEARCH_VALUES) {

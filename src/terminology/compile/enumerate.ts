@@ -18,27 +18,117 @@ export interface ExpansionEntry {
 }
 
 /**
+ * How much one enumeration may do: each candidate code it reads (repeats of overlapping includes too)
+ * and each test of one against an exclude counts one. A ValueSet of 3,000 includes each importing the
+ * same 100,000 codes is 3×10⁸ candidates, and 40,000 codes against 2,000 excludes 8×10⁷ tests: minutes
+ * of the event loop for one request. Past the budget the enumeration throws WorkLimitReached, which its
+ * caller answers (a 400 `too-costly`, or a page without its total).
+ */
+export interface EnumerationBudget {
+  left: number;
+}
+
+/** The work an enumeration may do by default (about a second at most): a code system of 2,000,000 codes, or 350,000 against four excludes. */
+export const ENUMERATION_WORK_LIMIT = 2_000_000;
+
+/** Thrown by an enumeration that used up its budget. */
+export class WorkLimitReached extends Error {
+  constructor(readonly limit: number) {
+    super(`more than ${limit} codes and exclude tests`);
+  }
+}
+
+function spend(budget: EnumerationBudget | undefined, units: number, limit: number): void {
+  if (budget !== undefined && (budget.left -= units) < 0) throw new WorkLimitReached(limit);
+}
+
+/** A membership test's cost bound past this counts as this: enough to spend any budget at once. */
+const COST_CAP = 1e9;
+const setCosts = new WeakMap<CompiledConceptSet, number>();
+const valueSetCosts = new WeakMap<CompiledValueSet, number>();
+
+/**
+ * What a membership test against `set` may cost, in the units of EnumerationBudget: one, plus one per
+ * filter, plus the tests of its imported ValueSets (each of their includes and excludes, recursively),
+ * so that an exclude importing a ValueSet of 3,000 includes costs 3,000 a code, not one.
+ */
+function setCost(set: CompiledConceptSet): number {
+  let cost = setCosts.get(set);
+  if (cost === undefined) {
+    cost = 1 + set.filters.length;
+    for (const i of set.imports) if (i.compiled !== null) cost += valueSetCost(i.compiled);
+    cost = Math.min(cost, COST_CAP);
+    setCosts.set(set, cost);
+  }
+  return cost;
+}
+
+function valueSetCost(vs: CompiledValueSet): number {
+  let cost = valueSetCosts.get(vs);
+  if (cost === undefined) {
+    cost = vs.expansion !== undefined ? 1 : 0;
+    if (vs.expansion === undefined) for (const set of [...vs.includes, ...vs.excludes]) cost = Math.min(cost + setCost(set), COST_CAP);
+    valueSetCosts.set(vs, cost);
+  }
+  return cost;
+}
+
+/**
  * Lists the codes of a compiled ValueSet in definition order (R4 ValueSet 4.9.5 / $expand):
  * each include's candidates, filtered by its filters and imports, minus the excludes. Codes can
  * repeat when includes overlap; the caller de-duplicates. Enumeration is lazy, so a caller that
- * stops early (size limit) does not pay for the rest.
+ * stops early (size limit) does not pay for the rest. An include whose codes are a subset of what an
+ * earlier include already listed (the same imported ValueSet, or a code system listed whole before) is
+ * skipped, as it could only repeat them; `budget` bounds the rest (EnumerationBudget).
  */
-export async function* enumerateValueSet(vs: CompiledValueSet, lookup: CodeSystemLookup): AsyncGenerator<ExpansionEntry> {
+export async function* enumerateValueSet(
+  vs: CompiledValueSet, lookup: CodeSystemLookup, budget?: EnumerationBudget, limit = budget?.left ?? 0,
+): AsyncGenerator<ExpansionEntry> {
   if (vs.expansion !== undefined) {
     for (const item of vs.expansion.items) {
+      spend(budget, 1, limit);
       if (item.inactive === true && !vs.inactiveAllowed) continue;
       const { system, version, code, display } = item;
       yield { system, version, code, display, abstract: item.abstract ?? false, inactive: item.inactive ?? false };
     }
     return;
   }
+  const listedWhole = new Set<string>();
   for (const include of vs.includes) {
-    for await (const entry of enumerateSet(include, lookup)) {
+    if (coveredBy(include, listedWhole)) continue;
+    for await (const entry of enumerateSet(include, lookup, budget, limit)) {
+      spend(budget, 1, limit);
       if (entry.inactive && !vs.inactiveAllowed) continue;
-      if (await excluded(vs, entry, lookup)) continue;
+      if (await excluded(vs, entry, lookup, budget, limit)) continue;
       yield entry;
     }
+    const whole = wholeSource(include);
+    if (whole !== undefined) listedWhole.add(whole);
   }
+}
+
+/**
+ * What an include lists whole, when it is all of one source: a code system (and version) without
+ * concepts, filters or imports, or one imported ValueSet alone.
+ */
+function wholeSource(set: CompiledConceptSet): string | undefined {
+  if (set.filters.length > 0) return undefined;
+  if (set.system !== undefined) {
+    return set.imports.length === 0 && set.conceptList() === undefined ? `system ${set.system}|${set.version ?? ''}` : undefined;
+  }
+  return set.imports.length === 1 && set.imports[0]!.compiled !== null ? `import ${set.imports[0]!.canonical}` : undefined;
+}
+
+/**
+ * Whether every code `set` lists is one an earlier include listed whole (`listed`): its candidates come
+ * from the same code system and version, or (without a system) from the same first imported ValueSet.
+ * Its filters and further imports could only narrow them, and the excludes are the same. Not a list of
+ * concepts: one of a fragment CodeSystem may name codes the CodeSystem does not hold (systemCandidates).
+ */
+function coveredBy(set: CompiledConceptSet, listed: ReadonlySet<string>): boolean {
+  if (set.system !== undefined) return set.conceptList() === undefined && listed.has(`system ${set.system}|${set.version ?? ''}`);
+  const first = set.imports[0];
+  return first !== undefined && first.compiled !== null && listed.has(`import ${first.canonical}`);
 }
 
 /**
@@ -46,9 +136,10 @@ export async function* enumerateValueSet(vs: CompiledValueSet, lookup: CodeSyste
  * the codes that version selects from every version (as the reference servers answer: excluding one
  * version of a code system from another is a diff); otherwise it is evaluated in the entry's version.
  */
-async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: CodeSystemLookup): Promise<boolean> {
+async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: CodeSystemLookup, budget: EnumerationBudget | undefined, limit: number): Promise<boolean> {
   for (const set of vs.excludes) {
     if (set.system !== undefined && set.system !== entry.system) continue;
+    spend(budget, setCost(set), limit);
     const diff = set.version !== undefined && set.system !== undefined && !vs.includes.some((i) => i.system === set.system && i.version === set.version);
     const coding = diff ? { system: entry.system, code: entry.code } : entry;
     if ((await set.check(coding, lookup)).member) return true;
@@ -56,7 +147,7 @@ async function excluded(vs: CompiledValueSet, entry: ExpansionEntry, lookup: Cod
   return false;
 }
 
-async function* enumerateSet(set: CompiledConceptSet, lookup: CodeSystemLookup): AsyncGenerator<ExpansionEntry> {
+async function* enumerateSet(set: CompiledConceptSet, lookup: CodeSystemLookup, budget: EnumerationBudget | undefined, limit: number): AsyncGenerator<ExpansionEntry> {
   const imports = set.imports.map((i) => i.compiled).filter((c) => c !== null);
   const missing = set.missingImports();
   if (missing.length > 0) {
@@ -64,9 +155,11 @@ async function* enumerateSet(set: CompiledConceptSet, lookup: CodeSystemLookup):
   }
   // Without a system, the first import supplies the candidates and the others intersect.
   const [first, ...others] = imports;
-  const candidates = set.system !== undefined ? systemCandidates(set, set.system, lookup) : first !== undefined ? enumerateValueSet(first, lookup) : [];
+  const candidates = set.system !== undefined ? systemCandidates(set, set.system, lookup) : first !== undefined ? enumerateValueSet(first, lookup, budget, limit) : [];
   const checks = set.system !== undefined ? imports : others;
+  const checksCost = checks.reduce((sum, vs) => sum + valueSetCost(vs), 0);
   for await (const entry of candidates) {
+    if (checksCost > 0) spend(budget, checksCost, limit);
     if (await inAll(checks, entry, lookup)) yield entry;
   }
 }

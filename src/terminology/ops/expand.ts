@@ -1,4 +1,4 @@
-import { type ExpansionEntry, enumerateValueSet } from '../compile/enumerate.ts';
+import { ENUMERATION_WORK_LIMIT, type ExpansionEntry, enumerateValueSet, WorkLimitReached } from '../compile/enumerate.ts';
 import type { TerminologyContext } from '../context.ts';
 import { tooCostly } from '../errors.ts';
 import type { expandParams } from '../input/operations.ts';
@@ -55,7 +55,8 @@ export interface ExpandedValueSet {
   readonly expansion: {
     readonly identifier: string;
     readonly timestamp: string;
-    readonly total: number;
+    /** Absent when counting every code would cost more than the enumeration's budget (the page is full without it). */
+    readonly total?: number;
     readonly offset: number;
     /** Absent when empty, as are `contains` (R4 json.html: arrays are never empty). */
     readonly parameter?: readonly ExpansionParameter[];
@@ -90,8 +91,10 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
  * `date` (the ValueSet and CodeSystem versions in effect then), `displayLanguage`,
  * `includeDesignations` and the code system versions of `system-version`, `check-system-version` and
  * `force-system-version`. The expansion's parameters echo the inputs and name each code system
- * version used (`used-codesystem`). The total is always computed; a page larger than
- * `maxExpansionSize` is refused (too-costly) instead of building an unbounded response.
+ * version used (`used-codesystem`). The total is computed unless that would take more than the
+ * enumeration's work budget (ENUMERATION_WORK_LIMIT) after the page is full: then it is left out, as R4
+ * allows (`expansion.total` 0..1); a page the budget cannot fill, or a page larger than
+ * `maxExpansionSize`, is refused (too-costly) instead of building an unbounded response.
  */
 export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
   const terminology = deps.terminology.at(input.date);
@@ -107,17 +110,27 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
   const used = new Set<string>();
   const contains: ExpansionContainsOut[] = [];
   let total = 0;
-  for await (const found of enumerateValueSet(vs, withSystemVersions(terminology, input.systemVersions))) {
-    const key = `${found.system}|${found.version ?? ''}|${found.code}`;
-    const e = inLanguage(found, input.displayLanguage);
-    if (seen.has(key) || (input.activeOnly === true && e.inactive) || !matches(e, text)) continue;
-    seen.add(key);
-    used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
-    if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input.includeDesignations === true));
-    total++;
-    if (input.count === undefined && contains.length > limit) {
-      throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
+  // The total is left out when counting it would cost more than the enumeration's budget and the page is full without it.
+  let counted = true;
+  try {
+    for await (const found of enumerateValueSet(vs, withSystemVersions(terminology, input.systemVersions), { left: ENUMERATION_WORK_LIMIT })) {
+      const key = `${found.system}|${found.version ?? ''}|${found.code}`;
+      const e = inLanguage(found, input.displayLanguage);
+      if (seen.has(key) || (input.activeOnly === true && e.inactive) || !matches(e, text)) continue;
+      seen.add(key);
+      used.add(found.version === undefined ? found.system : `${found.system}|${found.version}`);
+      if (total >= offset && (input.count === undefined || contains.length < input.count)) contains.push(contained(e, input.includeDesignations === true));
+      total++;
+      if (input.count === undefined && contains.length > limit) {
+        throw tooCostly(`The expansion of ${vs.label} has more than ${limit} codes; use 'count' and 'offset' to page, or 'filter'`);
+      }
     }
+  } catch (err) {
+    if (!(err instanceof WorkLimitReached)) throw err;
+    if (input.count === undefined || contains.length < input.count) {
+      throw tooCostly(`The expansion of ${vs.label} is too costly: it reads ${err.message} (includes that repeat the same codes, or excludes and imports tested on each), the most one expansion may; narrow the ValueSet, or use 'filter'`);
+    }
+    counted = false;
   }
   const { id, url, version, name, title, status } = vs.resource;
   const parameter = [...expansionParameters(input), ...[...used].map((valueUri) => ({ name: 'used-codesystem', valueUri }))];
@@ -127,7 +140,7 @@ export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Prom
     expansion: {
       identifier: `urn:uuid:${deps.newId()}`,
       timestamp: deps.now().toISOString(),
-      total,
+      ...(counted ? { total } : {}),
       offset,
       // "JSON objects and arrays are never empty" (R4 json.html): an expansion of no codes has no `contains`.
       ...(parameter.length > 0 ? { parameter } : {}),

@@ -108,27 +108,30 @@ export async function* enumerateValueSet(
 }
 
 /**
- * What an include lists whole, when it is all of one source: a code system (and version) without
- * concepts, filters or imports, or one imported ValueSet alone.
+ * Where an include's candidate codes come from: a code system (and version), or without a system its
+ * first imported ValueSet. Undefined for a list of concepts, which one of a fragment CodeSystem may
+ * name though the CodeSystem does not hold them (systemCandidates), and for an include with neither.
  */
+function candidateSource(set: CompiledConceptSet): string | undefined {
+  if (set.system !== undefined) return set.conceptList() === undefined ? `system ${set.system}|${set.version ?? ''}` : undefined;
+  const first = set.imports[0];
+  return first !== undefined && first.compiled !== null ? `import ${first.canonical}` : undefined;
+}
+
+/** What an include lists whole, when it is all of its source: no filters, and no imports but the one that is its source. */
 function wholeSource(set: CompiledConceptSet): string | undefined {
-  if (set.filters.length > 0) return undefined;
-  if (set.system !== undefined) {
-    return set.imports.length === 0 && set.conceptList() === undefined ? `system ${set.system}|${set.version ?? ''}` : undefined;
-  }
-  return set.imports.length === 1 && set.imports[0]!.compiled !== null ? `import ${set.imports[0]!.canonical}` : undefined;
+  const onlySource = set.filters.length === 0 && set.imports.length === (set.system === undefined ? 1 : 0);
+  return onlySource ? candidateSource(set) : undefined;
 }
 
 /**
  * Whether every code `set` lists is one an earlier include listed whole (`listed`): its candidates come
- * from the same code system and version, or (without a system) from the same first imported ValueSet.
- * Its filters and further imports could only narrow them, and the excludes are the same. Not a list of
- * concepts: one of a fragment CodeSystem may name codes the CodeSystem does not hold (systemCandidates).
+ * from the same source, which its filters and further imports could only narrow, and the excludes are
+ * the same.
  */
 function coveredBy(set: CompiledConceptSet, listed: ReadonlySet<string>): boolean {
-  if (set.system !== undefined) return set.conceptList() === undefined && listed.has(`system ${set.system}|${set.version ?? ''}`);
-  const first = set.imports[0];
-  return first !== undefined && first.compiled !== null && listed.has(`import ${first.canonical}`);
+  const source = candidateSource(set);
+  return source !== undefined && listed.has(source);
 }
 
 /**

@@ -15,6 +15,13 @@ type Json = Record<string, unknown>;
 const URL_KEY = new TextEncoder().encode('"url"');
 /** RFC 3986's scheme, which an absolute URI starts with. */
 const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
+/** mayHoldRelativeUrl's test on text: a `"url"` member whose string value has no scheme and is no `#` fragment. */
+const RELATIVE_URL = /"url"\s*:\s*"(?![A-Za-z][A-Za-z0-9+.-]*:|#)/;
+
+/** Whether one resource's JSON text may hold a relative url (mayHoldRelativeUrl, on a string). */
+export function textMayHoldRelativeUrl(content: string): boolean {
+  return RELATIVE_URL.test(content);
+}
 
 /** Whether `bytes` (NDJSON, or one resource's JSON) hold a `"url"` member whose string value has no scheme (and is no `#` fragment). */
 export function mayHoldRelativeUrl(bytes: Uint8Array): boolean {
@@ -53,7 +60,7 @@ function hasScheme(buf: Buffer, i: number): boolean {
  * base: `Binary/b1` is `{base}/Binary/b1`); the same text when it holds none.
  */
 export function absoluteAttachmentUrls(content: string, base: string): string {
-  if (!mayHoldRelativeUrl(Buffer.from(content))) return content;
+  if (!textMayHoldRelativeUrl(content)) return content;
   const resource = parseExact(content) as Json;
   const root = base.endsWith('/') ? base : `${base}/`;
   return walk(resource, String(resource.resourceType), root) ? stringifyExact(resource) : content;

@@ -1,5 +1,5 @@
 import type { SnapshotRow } from '../store/types.ts';
-import { absoluteAttachmentUrls, mayHoldRelativeUrl } from './attachment-urls.ts';
+import { absoluteAttachmentUrls, mayHoldRelativeUrl, textMayHoldRelativeUrl } from './attachment-urls.ts';
 import { subsetResource } from './elements.ts';
 import type { JobControl } from './job-control.ts';
 import type { Chunk } from './part-writer.ts';
@@ -68,7 +68,7 @@ export function toChunk(ctx: StepContext, type: string, page: Pick<SelectedPage,
   if (type === 'Binary' && ctx.spec.binaryContexts) texts = inContextReach(ctx.spec.binaryContexts, texts ?? [...splitLines(page.lines), ...live], ctx.spec.fhirBase);
   // Relative Attachment urls made absolute (Bulk Data 2.0, Attachments); a page holding none goes out as it is.
   const base = ctx.spec.fhirBase;
-  if (base !== undefined && (texts !== undefined || mayHoldRelativeUrl(page.lines) || live.some((c) => mayHoldRelativeUrl(encoder.encode(c))))) {
+  if (base !== undefined && (texts !== undefined || mayHoldRelativeUrl(page.lines) || live.some(textMayHoldRelativeUrl))) {
     texts = (texts ?? [...splitLines(page.lines), ...live]).map((c) => absoluteAttachmentUrls(c, base));
   }
   if (kept) texts = subsetAll(ctx, type, texts ?? [...splitLines(page.lines), ...live], kept);

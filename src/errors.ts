@@ -78,7 +78,9 @@ export class FhirError extends Error {
 
 /**
  * RFC 6749 section 5.2 error codes plus RFC 6750 / 7009 / OIDC ones that Cinder uses, and `not_found`
- * (404: no route, or what `POST /oauth2/launch` names does not exist).
+ * (404: no route, or what `POST /oauth2/launch` names does not exist). The token endpoint answers only the
+ * interface contract's five (a refused scope there is `invalid_request`); `invalid_scope` is the
+ * authorization endpoint's (RFC 6749 4.1.2.1).
  */
 export type OAuthErrorCode =
   | 'invalid_request'

@@ -105,8 +105,8 @@ await eachStore((kind, fresh) => {
       }, { Prefer: 'respond-async' }));
       expect(await rejected(kickoff, '_typeFilter')).toContain("The value of 'name' holds a control character");
       expect(await t.tokenFor('t1', ['system/Patient.rs'], 'system/Patient.rs?name=a')).toBeString();
-      await expect(t.tokenFor('t1', ['system/Patient.rs'], 'system/Patient.rs?name=a%00')).rejects.toThrow(/invalid_scope/);
-      await expect(t.tokenFor('t1', ['system/Patient.rs'], 'system/Patient.rs?name=a%01')).rejects.toThrow(/invalid_scope/);
+      await expect(t.tokenFor('t1', ['system/Patient.rs'], 'system/Patient.rs?name=a%00')).rejects.toThrow(/invalid_request/);
+      await expect(t.tokenFor('t1', ['system/Patient.rs'], 'system/Patient.rs?name=a%01')).rejects.toThrow(/invalid_request/);
     });
 
     test('a client id holding U+0000 is no client: invalid_client', async () => {

@@ -66,8 +66,8 @@ describe('refresh_token', () => {
     expect(decodeJwt(body.access_token).scope).toBe('openid patient/*.read');
   });
 
-  test('scope may not widen -> invalid_scope', async () => {
-    expect(await error(await refresh({ scope: 'openid user/*.write' }))).toBe('invalid_scope');
+  test('scope may not widen -> invalid_request (the contract names no invalid_scope)', async () => {
+    expect(await error(await refresh({ scope: 'openid user/*.write' }))).toBe('invalid_request');
   });
 
   test('revoked -> invalid_grant', async () => {

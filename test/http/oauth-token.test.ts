@@ -50,8 +50,8 @@ describe('client_credentials', () => {
     expect(((await res.json()) as { scope: string }).scope).toBe('custom');
   });
 
-  test('nothing valid requested -> invalid_scope', async () => {
-    await expectError(await post(t, { grant_type: 'client_credentials', scope: 'system/*.write' }, { Authorization: basic(id, secret) }), 'invalid_scope');
+  test('nothing valid requested -> invalid_request (the contract names no invalid_scope)', async () => {
+    await expectError(await post(t, { grant_type: 'client_credentials', scope: 'system/*.write' }, { Authorization: basic(id, secret) }), 'invalid_request');
   });
 
   test('patient/ scopes and launch/patient are never granted: a backend service has no patient in context', async () => {
@@ -62,9 +62,9 @@ describe('client_credentials', () => {
     expect(decodeJwt(all.access_token).scope).toBe('system/Patient.rs user/Observation.rs');
     const asked = await post(t, { grant_type: 'client_credentials', scope: 'patient/Observation.rs system/Patient.rs launch/patient' }, auth);
     expect(((await asked.json()) as { scope: string }).scope).toBe('system/Patient.rs');
-    await expectError(await post(t, { grant_type: 'client_credentials', scope: 'patient/*.read launch/patient' }, auth), 'invalid_scope');
+    await expectError(await post(t, { grant_type: 'client_credentials', scope: 'patient/*.read launch/patient' }, auth), 'invalid_request');
     const only = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['patient/*.read'] });
-    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(only.client.clientId, only.clientSecret!) }), 'invalid_scope');
+    await expectError(await post(t, { grant_type: 'client_credentials' }, { Authorization: basic(only.client.clientId, only.clientSecret!) }), 'invalid_request');
   });
 
   test('the token works on the FHIR API of its tenant only', async () => {

@@ -75,7 +75,7 @@ describe('client_credentials', () => {
   test('a scope the registration does not imply is not granted', async () => {
     const res = await clientCredentials(['system/*.read'], 'system/*.cruds');
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: string }).error).toBe('invalid_scope');
+    expect(((await res.json()) as { error: string }).error).toBe('invalid_request');
     const some = await clientCredentials(['system/*.read'], 'system/*.cruds system/Patient.rs');
     expect(((await some.json()) as { scope: string }).scope).toBe('system/Patient.rs');
   });

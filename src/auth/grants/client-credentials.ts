@@ -19,7 +19,9 @@ export const clientCredentials: Grant = {
     if (method === 'none') throw new OAuthError('unauthorized_client', 'client_credentials needs a client with a secret or registered keys');
     const requested = form.has('scope') ? splitScopes(form.get('scope')) : client.scopes;
     const granted = requested.filter((s) => !needsPatientContext(s) && isImpliedBy(s, client.scopes));
-    if (granted.length === 0) throw new OAuthError('invalid_scope', 'none of the requested scopes is enabled for this client');
+    // The contract's token errors name no `invalid_scope`: a scope value the client may not have is an
+    // unsupported parameter value, its `invalid_request`.
+    if (granted.length === 0) throw new OAuthError('invalid_request', 'none of the requested scopes is enabled for this client');
     const scope = granted.join(' ');
     const ttl = client.accessTokenTtl ?? deps.config.backendTokenTtl;
     const { token, expiresIn } = await signAccessToken(deps.keys, deps.clock, deps.config.baseUrl, {

@@ -19,7 +19,8 @@ async function usableToken(deps: AuthDeps, value: string, clientId: string): Pro
 }
 
 /**
- * RFC 6749 6: a requested scope may only narrow the original grant. A user who acts for patients holds a
+ * RFC 6749 6: a requested scope may only narrow the original grant; one that widens it is an unsupported
+ * parameter value, the contract's `invalid_request` (its token errors name no `invalid_scope`). A user who acts for patients holds a
  * `user/` scope as its `patient/` form (scopesForUser), so asking again for the `user/` scope the sign-in
  * asked for (or one stored before) narrows to that form.
  */
@@ -29,7 +30,7 @@ function narrowedScopes(form: URLSearchParams, granted: string[], user: User): s
   const held = scopesForUser(granted, user);
   const extra = requested.filter((s) => !held.includes(scopesForUser([s], user)[0]!));
   if (requested.length === 0 || extra.length > 0) {
-    throw new OAuthError('invalid_scope', extra.length ? `scope exceeds the original grant: ${extra.join(' ')}` : 'scope is empty');
+    throw new OAuthError('invalid_request', extra.length ? `scope exceeds the original grant: ${extra.join(' ')}` : 'scope is empty');
   }
   return requested;
 }

@@ -2,7 +2,8 @@
  * Regular expressions a client writes, held to src/regex-guard.ts on both databases: a ValueSet's
  * `regex` filter and FHIRPath `matches()` in a FHIRPath Patch whose pattern backtracks without end
  * (`(a+)+$` on `aaa…a!`) are a 400 `too-costly` after one slow run, not a run per concept or element
- * (each about 0.4 s, answered "no match" when the engine gives up); benign patterns answer as before.
+ * (each about 0.4 s, answered "no match" when the engine gives up); `$validate-code` against such a
+ * filter answers result false, saying the pattern could not be run; benign patterns answer as before.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -41,6 +42,32 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].expression[0]).toMatch(/filter\[0\]$/);
       expect(outcome.issue[0].details.text).toContain('too costly');
       // One slow run, not one per concept (20 of them, about 0.4 s each).
+      expect(performance.now() - started).toBeLessThan(4_000);
+    });
+
+    test('$validate-code against a regex filter that backtracks without end answers result false, the membership unknown, at once; a benign one answers true', async () => {
+      const validate = (pattern: string, code: string) => api.post('ValueSet/$validate-code', {
+        resourceType: 'Parameters',
+        parameter: [
+          { name: 'valueSet', resource: { resourceType: 'ValueSet', url: `http://example.org/vc-${kind}`, status: 'active', compose: { include: [{ system: 'http://example.org/re', filter: [{ property: 'code', op: 'regex', value: pattern }] }] } } },
+          { name: 'system', valueUri: 'http://example.org/re' },
+          { name: 'code', valueCode: code },
+        ],
+      });
+      const benign = (await (await validate('abc-[0-9]', 'abc-2')).json()) as Json;
+      expect(benign.parameter.find((p: Json) => p.name === 'result').valueBoolean).toBe(true);
+      const started = performance.now();
+      for (const i of [0, 1, 2]) {
+        const res = await validate(`(a+)+b${kind}`, evil(i));
+        expect(res.status).toBe(200);
+        const out = (await res.json()) as Json;
+        const param = (name: string) => out.parameter.find((p: Json) => p.name === name);
+        expect(param('result').valueBoolean).toBe(false);
+        expect(param('message').valueString).toContain(`The regex '(a+)+b${kind}'`);
+        expect(param('message').valueString).toContain('could not be run');
+        expect(param('issues').resource.issue[0]).toMatchObject({ severity: 'warning', code: 'too-costly', expression: ['code'] });
+      }
+      // One slow run at most, then the pattern is refused without running (each run is about 0.4 s).
       expect(performance.now() - started).toBeLessThan(4_000);
     });
 

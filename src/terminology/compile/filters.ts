@@ -95,12 +95,23 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
   return propertyPredicate(filter, cs, valuesOf, where);
 }
 
-/** `re.test(value)` for a filter's regex, held to regex-guard.ts: a pattern that backtracks without end is a 400 `too-costly` naming the filter. */
+/**
+ * A `regex` filter whose pattern backtracks without end (regex-guard.ts): a 400 `too-costly` naming the
+ * filter where a value set is expanded or searched with; `$validate-code` answers it as a code that could
+ * not be checked (result false), as the reference servers may.
+ */
+export class RegexTooCostly extends FhirError {
+  constructor(readonly pattern: string, property: string, where: string) {
+    super('invalid', `${where}: filter '${property} regex ${pattern}' is too costly to evaluate (its pattern backtracks without end)`, {
+      issueCode: 'too-costly', expression: [where],
+    });
+  }
+}
+
+/** `re.test(value)` for a filter's regex, held to regex-guard.ts: a pattern that backtracks without end throws RegexTooCostly. */
 function regexTest(filter: CheckedFilter, where: string): (value: string) => boolean {
   const re = filter.regex as RegExp;
-  const refuse = () => new FhirError('invalid', `${where}: filter '${filter.property} regex ${filter.value}' is too costly to evaluate (its pattern backtracks without end)`, {
-    issueCode: 'too-costly', expression: [where],
-  });
+  const refuse = () => new RegexTooCostly(filter.value, filter.property, where);
   return (value) => guarded(re, () => re.test(value), refuse);
 }
 

@@ -10,7 +10,7 @@ import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
  */
 export interface TxIssue {
   readonly severity: 'error' | 'warning' | 'information';
-  readonly code: 'code-invalid' | 'invalid' | 'not-found' | 'business-rule' | 'processing';
+  readonly code: 'code-invalid' | 'invalid' | 'not-found' | 'business-rule' | 'processing' | 'too-costly';
   readonly type: TxIssueType;
   readonly text: string;
   /** For a version mismatch (`vs-invalid`): the code system version the value set uses. */

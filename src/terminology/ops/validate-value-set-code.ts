@@ -1,5 +1,6 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { CompiledValueSet } from '../compile/compiled-value-set.ts';
+import { RegexTooCostly } from '../compile/filters.ts';
 import { type Membership, systemLabel, type TxIssue, txIssue, unknownCode } from '../compile/membership.ts';
 import type { TerminologyContext } from '../context.ts';
 import type { OperationInput } from '../input/parameters.ts';
@@ -157,8 +158,29 @@ function located(r: ValidationResult, path: string): ValidationResult {
 }
 
 function validateCoding(vs: CompiledValueSet, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {
-  const m = vs.check(coding, ctx);
-  return m instanceof Promise ? m.then((v) => codingResult(vs, v, coding, path, finish, ctx)) : codingResult(vs, m, coding, path, finish, ctx);
+  let m: SyncOrAsync<Membership>;
+  try {
+    m = vs.check(coding, ctx);
+  } catch (e) {
+    return regexRefused(e, vs, coding, path);
+  }
+  return m instanceof Promise
+    ? m.then((v) => codingResult(vs, v, coding, path, finish, ctx), (e: unknown) => regexRefused(e, vs, coding, path))
+    : codingResult(vs, m, coding, path, finish, ctx);
+}
+
+/**
+ * A regex filter that backtracks without end (regex-guard.ts) leaves the code's membership unknown: the
+ * answer is false, saying the pattern could not be run, as the reference servers may answer (HL7's
+ * terminology tests, `regex-bad`), and is kept like any other answer, so the pattern is not run again.
+ * Any other error is the request's.
+ */
+function regexRefused(e: unknown, vs: CompiledValueSet, coding: CheckedCoding, path: string): ValidationResult {
+  if (!(e instanceof RegexTooCostly)) throw e;
+  const text = `The regex '${e.pattern}' of the value set ${vs.label} could not be run against the code '${coding.code}' (its pattern backtracks without end), so the code's membership is unknown`;
+  // A warning: the reference servers' answer holds the message and no error issue, the code being not
+  // known to be outside the value set.
+  return { result: false, issues: [{ ...txIssue('warning', 'too-costly', 'vs-invalid', text), expression: path }] };
 }
 
 function codingResult(vs: CompiledValueSet, m: Membership, coding: CheckedCoding, path: string, finish: Finish, ctx: TerminologyContext): SyncOrAsync<ValidationResult> {

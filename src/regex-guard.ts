@@ -1,3 +1,5 @@
+import { linearRegex } from './linear-regex.ts';
+
 /**
  * Regular expressions a client writes (a ValueSet's `regex` filter, FHIRPath `matches()` and
  * `replaceMatches()` in a FHIRPath Patch) run in JavaScriptCore's backtracking engine, where a pattern
@@ -9,7 +11,9 @@
  * within DEBT_WINDOW_MS, mark the pattern too costly: that run and every later one of the pattern (in
  * this process) throw the caller's error instead of answering. A request thus pays for a few such runs
  * at most whatever the machine's speed, and no answer rests on a run the engine gave up. A benign
- * pattern on a code or a name takes microseconds, and never runs up an account.
+ * pattern on a code or a name takes microseconds, and never runs up an account. A test (`guardedTest`)
+ * is answered instead by the pattern's linear-time automaton where it has one (linear-regex.ts), so such
+ * a pattern is answered, rightly, rather than refused.
  */
 
 /** A run of a pattern longer than this (ms) marks it too costly, as do slow runs adding up to it. */
@@ -23,10 +27,13 @@ const refused = new Set<string>();
 const accounts = new Map<string, { ms: number; since: number }>();
 const MAX_PATTERNS = 1000;
 
-/** `run` (a test or replace with `re`), unless `re`'s pattern is, or proves, too costly: then `tooCostly()` is thrown. */
-export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error): T {
+/**
+ * `run` (a test or replace with `re`), unless `re`'s pattern is, or proves, too costly: then the answer
+ * is `instead()`'s, or `tooCostly()` is thrown where that has none (undefined).
+ */
+export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error, instead?: () => T | undefined): T {
   const key = `${re.flags}/${re.source}`;
-  if (refused.has(key)) throw tooCostly();
+  if (refused.has(key)) return otherwise(instead, tooCostly);
   const start = performance.now();
   const result = run();
   const end = performance.now();
@@ -34,9 +41,28 @@ export function guarded<T>(re: RegExp, run: () => T, tooCostly: () => Error): T 
     if (refused.size >= MAX_PATTERNS) refused.clear();
     refused.add(key);
     accounts.delete(key);
-    throw tooCostly();
+    return otherwise(instead, tooCostly);
   }
   return result;
+}
+
+function otherwise<T>(instead: (() => T | undefined) | undefined, tooCostly: () => Error): T {
+  const answer = instead?.();
+  if (answer === undefined) throw tooCostly();
+  return answer;
+}
+
+/**
+ * `re.test(input)` held to the guard, answered in linear time by the pattern's automaton
+ * (linear-regex.ts) where it has one: from the first run for a pattern that repeats an ambiguous part
+ * (`(a+)+`, the shape that backtracks without end), else once the backtracking engine proved too costly
+ * on it. A pattern without such a form (a back reference, a lookaround), or a test past the automaton's
+ * budget, throws `tooCostly()` as `guarded` does.
+ */
+export function guardedTest(re: RegExp, input: string, tooCostly: () => Error): boolean {
+  const linear = linearRegex(re);
+  if (linear?.nested) return otherwise(() => linear.test(input), tooCostly);
+  return guarded(re, () => re.test(input), tooCostly, linear && (() => linear.test(input)));
 }
 
 /** Records a slow run of the pattern `key`; true when it makes the pattern too costly. */

@@ -18,7 +18,7 @@
  * a regex literal that Unicode mode refuses (`\@` in eld-16) is compiled without it, and two quantities
  * of the same non-UCUM unit compare by value (rng-2). A dateTime without an offset is read in UTC.
  */
-import { guarded } from '../../regex-guard.ts';
+import { guarded, guardedTest } from '../../regex-guard.ts';
 import { FhirPathSyntaxError, parseFhirPath, UnsupportedFhirPath, type Ast, type Literal, type TypeName } from './fhirpath-parse.ts';
 
 export { FhirPathSyntaxError, UnsupportedFhirPath };
@@ -1678,7 +1678,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       if (s === undefined) return undefined;
       const r = toRegex(regex, env, 's');
       if (r === undefined) return undefined;
-      return scope.clientWritten ? guarded(r, () => r.test(s), tooCostlyRegex) : r.test(s);
+      return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
     });
   }],
   ['replaceMatches', (input, args, scope, c) => {

@@ -1,5 +1,5 @@
 import { FhirError } from '../../errors.ts';
-import { guarded } from '../../regex-guard.ts';
+import { guardedTest } from '../../regex-guard.ts';
 import { invalid } from '../errors.ts';
 import type { ConceptSetFilter } from '../model/value-set.ts';
 import type { CodeSystemIndex, ConceptEntry } from './code-system-index.ts';
@@ -96,9 +96,9 @@ export function compileFilter(filter: CheckedFilter, cs: CodeSystemIndex, where:
 }
 
 /**
- * A `regex` filter whose pattern backtracks without end (regex-guard.ts): a 400 `too-costly` naming the
- * filter where a value set is expanded or searched with; `$validate-code` answers it as a code that could
- * not be checked (result false), as the reference servers may.
+ * A `regex` filter whose pattern backtracks without end and has no linear-time form (regex-guard.ts): a
+ * 400 `too-costly` naming the filter where a value set is expanded or searched with; `$validate-code`
+ * answers it as a code that could not be checked (result false), as the reference servers may.
  */
 export class RegexTooCostly extends FhirError {
   constructor(readonly pattern: string, property: string, where: string) {
@@ -108,11 +108,15 @@ export class RegexTooCostly extends FhirError {
   }
 }
 
-/** `re.test(value)` for a filter's regex, held to regex-guard.ts: a pattern that backtracks without end throws RegexTooCostly. */
+/**
+ * `re.test(value)` for a filter's regex, held to regex-guard.ts: a pattern that backtracks without end is
+ * answered by its linear-time automaton, or, where it has none (a back reference, a lookaround), throws
+ * RegexTooCostly.
+ */
 function regexTest(filter: CheckedFilter, where: string): (value: string) => boolean {
   const re = filter.regex as RegExp;
   const refuse = () => new RegexTooCostly(filter.value, filter.property, where);
-  return (value) => guarded(re, () => re.test(value), refuse);
+  return (value) => guardedTest(re, value, refuse);
 }
 
 function codePredicate(filter: CheckedFilter, cs: CodeSystemIndex, where: string): ConceptPredicate {

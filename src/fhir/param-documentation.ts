@@ -6,7 +6,7 @@
 import type { ParamDefinition } from './definitions.ts';
 import { NEAR_DOC } from './near.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
-import { hierarchyParam, MODIFIERS, namedTargets, referenceTargets } from './search-compile.ts';
+import { hierarchyParam, MODIFIERS, namedTargets, referenceTargets, tokenModifiers } from './search-compile.ts';
 
 const QUANTITY_DOC = 'A value in a UCUM unit (number|http://unitsofmeasure.org|code) also finds amounts stored in any commensurable UCUM unit (5.4 mg finds 5400 ug).';
 
@@ -44,7 +44,7 @@ function referenceDoc(def: ParamDefinition): { text: string; modifiers: string[]
 /** The documentation of search parameter `def` (not `_id` and the like, documented with the statement). */
 export function paramDocumentation(def: ParamDefinition): string {
   const reference = def.type === 'reference' ? referenceDoc(def) : undefined;
-  const modifiers = ['missing', ...(reference?.modifiers ?? MODIFIERS[def.type])];
+  const modifiers = ['missing', ...(reference?.modifiers ?? (def.type === 'token' ? tokenModifiers(def) : MODIFIERS[def.type]))];
   const notes = [def.code === 'near' ? NEAR_DOC : '', def.type === 'quantity' ? QUANTITY_DOC : '', reference?.text ?? ''].filter(Boolean);
   return `${notes.map((n) => `${n} `).join('')}Modifiers: ${modifiers.map((m) => `:${m}`).join(', ')}`;
 }

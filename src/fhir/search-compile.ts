@@ -247,6 +247,35 @@ function reachesContactPoints(def: ParamDefinition): boolean {
   return out;
 }
 
+const IDENTIFIERS = new Map<ParamDefinition, boolean>();
+
+/**
+ * Whether a path of token parameter `def` may reach Identifier elements, which alone `:of-type` searches
+ * (R4 search.html: "token (only Identifier)"): plain `a.b` paths from its type by the R4 model (a
+ * `where(...)` at the end aside); one the model cannot follow (an extension's value) counts as one that
+ * may. A parameter over several types (a union such as `combo-code`, a choice element) may if any may.
+ */
+export function holdsIdentifiers(def: ParamDefinition): boolean {
+  let out = IDENTIFIERS.get(def);
+  if (out !== undefined) return out;
+  out = def.type === 'token' && def.paths.some((path) => {
+    const types = pathTypes(def.base, path.key.replace(/\.where\([^()]*\)$/, ''));
+    return types.length === 0 || types.includes('Identifier');
+  });
+  IDENTIFIERS.set(def, out);
+  return out;
+}
+
+/** The element types a token parameter's paths reach, for errors (holdsIdentifiers). */
+function valueTypes(def: ParamDefinition): string[] {
+  return [...new Set(def.paths.flatMap((path) => pathTypes(def.base, path.key.replace(/\.where\([^()]*\)$/, ''))))];
+}
+
+/** The modifiers token parameter `def` takes: `:of-type` where it may hold Identifiers (holdsIdentifiers). */
+export function tokenModifiers(def: ParamDefinition): string[] {
+  return holdsIdentifiers(def) ? MODIFIERS.token : MODIFIERS.token.filter((m) => m !== 'of-type');
+}
+
 /**
  * `_filter`'s `eq` on token parameter `def` (`unequal`: `ne`) with one raw value, as search_filter.html
  * has them: "Token is the same, including namespace if specified (case insensitive)" (systems and codes
@@ -546,6 +575,10 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         }));
       }
       if (modifier === 'of-type') {
+        // R4 defines `:of-type` for Identifiers alone: on other values it could match nothing.
+        if (!holdsIdentifiers(def)) {
+          throw invalid(name, `Modifier ':of-type' applies to Identifier values, which the token parameter '${def.code}' does not hold (its values: ${valueTypes(def).join(', ')})`);
+        }
         const values = parts.map((p) => {
           const split = splitEscaped(p, '|').map(unescapeValue);
           const [system, code, value] = split;

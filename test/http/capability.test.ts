@@ -226,6 +226,27 @@ describe('every advertised search parameter works', () => {
     expect(tried).toBeGreaterThan(R4_RESOURCE_TYPES.length * 2);
   });
 
+  test('token :of-type is documented exactly where the parameter may hold Identifiers, and works exactly there', async () => {
+    const wrong: string[] = [];
+    let tokens = 0;
+    let withOfType = 0;
+    for (const r of statement.rest[0].resource as Json[]) {
+      for (const p of (r.searchParam as Json[]).filter((x) => x.type === 'token')) {
+        // `_id`, documented with the statement, takes `:not` alone.
+        const modifiers = /Modifiers: (.*)$/.exec(p.documentation)?.[1]?.split(', ') ?? [];
+        if (p.name !== '_id') tokens++;
+        const documented = modifiers.includes(':of-type');
+        const value = encodeURIComponent('http://terminology.hl7.org/CodeSystem/v2-0203|MR|1');
+        const works = (await api.get(`${r.type}?${p.name}:of-type=${value}`, { Prefer: 'handling=strict' })).status === 200;
+        if (documented !== works) wrong.push(`${r.type}.${p.name}: :of-type ${works ? 'works' : 'fails'} but is ${documented ? '' : 'not '}documented`);
+        if (works) withOfType++;
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(withOfType).toBeGreaterThan(100);
+    expect(withOfType).toBeLessThan(tokens / 4);
+  });
+
   test('reference :below everywhere (canonical URLs), :above only where a type it refers to forms a hierarchy: each as documented', async () => {
     // Tried on every reference parameter whatever its targets: a resource of each type that has a
     // parent of its own type (Location.partof, Specimen.parent, ...), and of the parameter's first target.

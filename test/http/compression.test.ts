@@ -97,7 +97,7 @@ await eachStore((kind, fresh) => {
       const zipped = await t.request(`${t.fhir()}/metadata`, { headers: { 'Accept-Encoding': 'gzip' } });
       expect(zipped.headers.get('content-encoding')).toBe('gzip');
       const bytes = (await zipped.clone().arrayBuffer()).byteLength;
-      expect(bytes).toBeLessThan(text.length / 10);
+      expect(bytes).toBeLessThan(text.length / 8);
       expect(await gunzip(zipped)).toBe(text);
       const pretty = await get('Patient?_count=30&_pretty=true', 'gzip');
       expect(pretty.headers.get('content-encoding')).toBe('gzip');

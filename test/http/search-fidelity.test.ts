@@ -10,6 +10,7 @@ import { expectOutcome, fhirClient, link, type FhirClient, type Json } from '../
 
 const UCUM = 'http://unitsofmeasure.org';
 const LOINC = 'http://loinc.org';
+const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 
 const risk = (id: string, probabilityDecimal: number): Json => ({
   resourceType: 'RiskAssessment', id, status: 'final', subject: { reference: 'Patient/p1' }, prediction: [{ probabilityDecimal }],
@@ -20,7 +21,10 @@ const glucose = (id: string, value: number): Json => ({
 });
 
 const DATA: Json[] = [
-  { resourceType: 'Patient', id: 'p1', gender: 'male', name: [{ family: 'Xavier', given: ['Ann'] }] },
+  {
+    resourceType: 'Patient', id: 'p1', gender: 'male', name: [{ family: 'Xavier', given: ['Ann'] }],
+    identifier: [{ type: { coding: [{ system: V2_0203, code: 'MR' }] }, system: 'urn:mrn', value: 'M1' }],
+  },
   { resourceType: 'Patient', id: 'p2', gender: 'female' },
   { resourceType: 'Practitioner', id: 'dr1', name: [{ family: 'House' }] },
   risk('r075', 0.75), risk('r080', 0.8), risk('r085', 0.85), risk('r11', 1.1), risk('r115', 1.15), risk('r105', 1.05),
@@ -104,6 +108,26 @@ await eachStore((kind, fresh) => {
       // `system|` and `|code` stay what they mean.
       expect(await found(`Observation?code=${LOINC}|`)).toEqual(['g535', 'g54', 'g545', 'gneg']);
       expect(await found('Observation?code=|2339-0')).toEqual([]);
+    });
+
+    test(':of-type on a token parameter that holds no Identifier is a 400 naming it (R4: "token (only Identifier)"), in a chain too', async () => {
+      expect(await found(`Patient?identifier:of-type=${V2_0203}|MR|M1`)).toEqual(['p1']);
+      expect(await found(`Observation?subject:Patient.identifier:of-type=${V2_0203}|MR|M1`)).toEqual(['g535', 'g54', 'g545', 'gneg']);
+      for (const [query, key, types] of [
+        [`Patient?gender:of-type=${V2_0203}|MR|M1`, 'gender:of-type', 'code'],
+        [`Observation?code:of-type=${V2_0203}|MR|M1`, 'code:of-type', 'CodeableConcept'],
+        // A union of parameters (code | component.code), none of them over Identifiers.
+        [`Observation?combo-code:of-type=${V2_0203}|MR|M1`, 'combo-code:of-type', 'CodeableConcept'],
+        [`Patient?_tag:of-type=${V2_0203}|MR|M1`, '_tag:of-type', 'Coding'],
+        [`Observation?subject:Patient.gender:of-type=${V2_0203}|MR|M1`, 'subject:Patient.gender:of-type', 'code'],
+      ] as const) {
+        for (const prefer of ['handling=lenient', 'handling=strict']) {
+          const body = await expectOutcome(await api.get(query, { Prefer: prefer }), 400, 'invalid');
+          expect({ query, expression: body.issue[0].expression }).toEqual({ query, expression: [key] });
+          expect(body.issue[0].diagnostics).toContain(`':of-type' applies to Identifier values`);
+          expect(body.issue[0].diagnostics).toContain(`its values: ${types}`);
+        }
+      }
     });
 
     test('Prefer: a preference given twice counts the first time (RFC 7240); _count beyond the page size is the page size', async () => {

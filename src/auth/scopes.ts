@@ -40,12 +40,15 @@ export function parseResourceScope(scope: string): ResourceScope | null {
 
 /**
  * A scope filter's conditions (the search engine's, strict), or null when the query is not a valid
- * search of `type`. Some may need completing (`:in`, a reference `:below`: hasPending), which
- * ScopedAccess.complete does once per token.
+ * search of `type`, or names a parameter with no value (`?category=`): a search ignores it (R4
+ * search.html), which in a grant would widen it to what the parameter was to narrow. Some may need
+ * completing (`:in`, a reference `:below`: hasPending), which ScopedAccess.complete does once per token.
  */
 export function compileScopeFilter(type: string, query: string): PendingCondition[] | null {
   try {
-    return compileFilter(type, new URLSearchParams(query));
+    const params = new URLSearchParams(query);
+    if ([...params.values()].includes('')) return null;
+    return compileFilter(type, params);
   } catch {
     return null;
   }

@@ -12,10 +12,18 @@ import { containedMode } from './search-contained.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { strictQuery } from './query-encoding.ts';
 
-/** Whether the query has a parameter that selects resources (any but the result parameters such as `_count`). */
+/**
+ * Whether the query has a parameter that selects resources: any but the result parameters such as
+ * `_count`, and but one with no value (`identifier=`), which a search ignores (R4 search.html: "Empty
+ * parameters are not an error - they are just ignored"), so that it selects no resource alone.
+ */
 export function hasCriteria(query: URLSearchParams): boolean {
-  for (const key of query.keys()) if (!CONTROL.has(key.split(':', 1)[0]!)) return true;
+  for (const [key, value] of query) if (isCriterion(key, value)) return true;
   return false;
+}
+
+function isCriterion(key: string, value: string): boolean {
+  return value !== '' && !CONTROL.has(key.split(':', 1)[0]!);
 }
 
 /**
@@ -69,7 +77,7 @@ const underWay = new WeakMap<object, Map<string, Promise<void>>>();
 
 /** A condition as exclusively takes it: its type and criteria in one order, whatever the query's. */
 export function conditionKey(type: string, query: URLSearchParams): string {
-  const criteria = [...query].filter(([k]) => !CONTROL.has(k.split(':', 1)[0]!)).map(([k, v]) => `${k}=${v}`).sort();
+  const criteria = [...query].filter(([k, v]) => isCriterion(k, v)).map(([k, v]) => `${k}=${v}`).sort();
   return `${type}?${criteria.join('&')}`;
 }
 

@@ -16,7 +16,7 @@ import { absoluteType, isAbsoluteReference, parseReference, urlNamingPattern } f
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { parseTextQuery } from './text-query.ts';
 import { isCanonicalType, referenceKinds } from './search-canonical.ts';
-import { alternatives, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
+import { alternatives, EmptyValue, splitEscaped, tokenValue, unescapeValue } from './search-values.ts';
 import { pathTypes, typeModel, type BindingModel, type Slot, type TypeModel } from './validation/model.ts';
 
 /** A required binding whose codes are listed (BindingModel). */
@@ -538,6 +538,7 @@ function codeSetCondition(def: ParamDefinition, name: string, modifier: string, 
 function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw: string, now: number): PendingCondition {
   const name = modifier ? `${def.code}:${modifier}` : def.code;
   if (modifier === 'missing') {
+    if (raw === '') throw new EmptyValue('invalid', `Empty value in search parameter '${name}'`, { expression: [name] });
     if (raw !== 'true' && raw !== 'false') throw invalid(name, `Invalid ':missing' value '${raw}': expected true or false`);
     if (def.storedAs?.target) {
       // `patient:missing`: no subject that is a Patient, nor another server's URL naming one (`patient=<url>` finds it)
@@ -548,13 +549,14 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     return { kind: 'missing', table: tableOf(def.type), params: missingParams(def), missing: raw === 'true' };
   }
   const unsupported = () => new FhirError('invalid', `Unknown modifier ':${modifier}' for the ${def.type} parameter '${def.code}'`, { expression: [name] });
-  const parts = alternatives(raw, name);
+  // Read where each modifier has been checked: an empty value (EmptyValue) is ignored, a bad modifier is not.
+  const parts = (): string[] => alternatives(raw, name);
   const union = (make: (param: string) => Condition): Condition =>
     def.unionOf ? { kind: 'or', any: def.unionOf.map(make) } : make(def.storedAs?.param ?? def.code);
   switch (def.type) {
     case 'string': {
       if (modifier !== undefined && modifier !== 'exact' && modifier !== 'contains') throw unsupported();
-      const values = parts.map((p) => {
+      const values = parts().map((p) => {
         const text = unescapeValue(p);
         if (def.code === 'phonetic') return { value: soundex(text).toLowerCase(), match: 'prefix' as const };
         if (modifier === 'exact') return { value: text, match: 'exact' as const };
@@ -565,7 +567,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     case 'token': {
       if (modifier === 'text') {
         // The text of the coded value (CodeableConcept.text, Coding.display) contains the value.
-        const texts = parts.map((p) => normalizeString(unescapeValue(p)));
+        const texts = parts().map((p) => normalizeString(unescapeValue(p)));
         return union((param) => ({
           kind: 'or',
           any: [
@@ -579,7 +581,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         if (!holdsIdentifiers(def)) {
           throw invalid(name, `Modifier ':of-type' applies to Identifier values, which the token parameter '${def.code}' does not hold (its values: ${valueTypes(def).join(', ')})`);
         }
-        const values = parts.map((p) => {
+        const values = parts().map((p) => {
           const split = splitEscaped(p, '|').map(unescapeValue);
           const [system, code, value] = split;
           if (split.length !== 3 || !code || !value) throw invalid(name, `Invalid ':of-type' value '${p}': expected system|code|value`);
@@ -588,11 +590,11 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return union((param) => ({ kind: 'token', param: `${param}:of-type`, values }));
       }
       if (modifier === 'in' || modifier === 'not-in') {
-        if (parts.length !== 1) throw invalid(name, `':${modifier}' takes one ValueSet URL`);
-        return codeSetCondition(def, name, modifier, { kind: 'value-set', canonical: unescapeValue(parts[0]!) }, modifier === 'not-in');
+        if (parts().length !== 1) throw invalid(name, `':${modifier}' takes one ValueSet URL`);
+        return codeSetCondition(def, name, modifier, { kind: 'value-set', canonical: unescapeValue(parts()[0]!) }, modifier === 'not-in');
       }
       if (modifier === 'below' || modifier === 'above') {
-        const codes = parts.map((p) => {
+        const codes = parts().map((p) => {
           const pieces = splitEscaped(p, '|').map(unescapeValue);
           if (pieces.length !== 2 || !pieces[0] || !pieces[1]) throw invalid(name, `Invalid ':${modifier}' value '${p}': expected system|code`);
           return { system: pieces[0], code: pieces[1] };
@@ -600,7 +602,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return codeSetCondition(def, name, modifier, { kind: 'subsumption', op: modifier === 'below' ? 'is-a' : 'generalizes', codes }, false);
       }
       if (modifier !== undefined && modifier !== 'not') throw unsupported();
-      const values = contactPointValues(def, withImpliedSystems(def, parts.map((p) => tokenOf(name, p))));
+      const values = contactPointValues(def, withImpliedSystems(def, parts().map((p) => tokenOf(name, p))));
       if (modifier === 'not' && def.unionOf) {
         // none of the folded parameters has a matching value
         return { kind: 'not', condition: { kind: 'or', any: def.unionOf.map((param) => ({ kind: 'token', param, values })) } };
@@ -609,14 +611,14 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
     }
     case 'uri': {
       if (modifier !== undefined && modifier !== 'below' && modifier !== 'above') throw unsupported();
-      const values = parts.map(unescapeValue);
+      const values = parts().map(unescapeValue);
       if (modifier === 'below') return { kind: 'uri-prefix', param: def.code, values: prefixes(name, values) };
       if (modifier === 'above') return { kind: 'token', param: def.code, values: values.flatMap(uriAncestors).map((value) => ({ system: '', value })) };
       return { kind: 'token', param: def.code, values: values.map((value) => ({ system: '', value })) };
     }
     case 'reference': {
       if (modifier === 'below' || modifier === 'above') {
-        const values = parts.map(unescapeValue);
+        const values = parts().map(unescapeValue);
         const urls = values.filter(isAbsoluteReference);
         if (urls.length === 0) return hierarchyCondition(def, modifier, values, name);
         if (modifier === 'above' || urls.length !== values.length) {
@@ -625,29 +627,29 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
         return canonicalBelow(def.storedAs?.param ?? def.code, urls, name);
       }
       if (modifier === 'identifier') {
-        return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts.map((p) => tokenOf(name, p)) };
+        return { kind: 'token', param: `${def.storedAs?.param ?? def.code}:identifier`, values: parts().map((p) => tokenOf(name, p)) };
       }
       if (modifier !== undefined && !isResourceType(modifier)) throw unsupported();
       if (modifier !== undefined) checkTargetType(def, modifier, name);
-      return storedReference(def, parts.flatMap((p) => referenceValues(def, unescapeValue(p), modifier)));
+      return storedReference(def, parts().flatMap((p) => referenceValues(def, unescapeValue(p), modifier)));
     }
     case 'date':
       if (modifier !== undefined) throw unsupported();
-      return { kind: 'date', param: def.code, tests: parts.map((p) => dateTest(name, p, now)) };
+      return { kind: 'date', param: def.code, tests: parts().map((p) => dateTest(name, p, now)) };
     case 'number':
       if (modifier !== undefined) throw unsupported();
-      return { kind: 'number', param: def.code, tests: parts.map((p) => numberTest(name, p)) };
+      return { kind: 'number', param: def.code, tests: parts().map((p) => numberTest(name, p)) };
     case 'quantity':
       if (modifier !== undefined) throw unsupported();
-      return union((param) => byUnits(parts.map((p) => quantityTest(name, p)), (t) => t.canonical === true, (p, tests) => ({ kind: 'number', param: p, tests }), param));
+      return union((param) => byUnits(parts().map((p) => quantityTest(name, p)), (t) => t.canonical === true, (p, tests) => ({ kind: 'number', param: p, tests }), param));
     case 'composite':
       if (modifier !== undefined) throw unsupported();
-      return compositeCondition(def, parts.map((p) => compositeTest(def, p, now)));
+      return compositeCondition(def, parts().map((p) => compositeTest(def, p, now)));
     case 'special':
       // R4's one special parameter, Location's `near`; any other would be refused.
       if (def.code !== 'near') throw new FhirError('not-supported', `The special parameter '${def.code}' is not supported`, { expression: [name] });
       if (modifier !== undefined) throw unsupported();
-      return { kind: 'near', param: def.code, points: parts.map((p) => parseNear(name, p)) };
+      return { kind: 'near', param: def.code, points: parts().map((p) => parseNear(name, p)) };
   }
 }
 
@@ -665,7 +667,8 @@ function namingParameter(err: unknown, key: string): unknown {
   if (first?.expression?.length === 1 && first.expression[0] === key) return err;
   const message = err.message.includes(key) ? err.message : `${key}: ${err.message}`;
   const options = { expression: [key], cause: err, ...(first?.code ? { issueCode: first.code } : {}) };
-  return err instanceof UnknownParameterError ? new UnknownParameterError(err.category, message, options) : new FhirError(err.category, message, options);
+  if (err instanceof UnknownParameterError) return new UnknownParameterError(err.category, message, options);
+  return err instanceof EmptyValue ? new EmptyValue(err.category, message, options) : new FhirError(err.category, message, options);
 }
 
 function unknown(type: string, key: string): UnknownParameterError {

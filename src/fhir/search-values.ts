@@ -26,8 +26,17 @@ export function unescapeValue(raw: string): string {
   return raw.replace(/\\([\\,|$])/g, '$1');
 }
 
-/** The comma-separated alternatives of a search value (ORed), still escaped. */
+/**
+ * A search parameter given with no value at all (`name=`): R4 search.html, "Empty parameters are not an
+ * error - they are just ignored by the server", so the search layer drops the parameter (compileSearch in
+ * src/fhir/search.ts) once its name and modifier are known good. Where an empty value is a value of
+ * something else (a `_filter` test's `""`), it stays the 400 it is.
+ */
+export class EmptyValue extends FhirError {}
+
+/** The comma-separated alternatives of a search value (ORed), still escaped; none at all is EmptyValue. */
 export function alternatives(raw: string, param: string): string[] {
+  if (raw === '') throw new EmptyValue('invalid', `Empty value in search parameter '${param}'`, { expression: [param] });
   const parts = splitEscaped(raw, ',');
   if (parts.some((p) => p === '')) throw new FhirError('invalid', `Empty value in search parameter '${param}'`, { expression: [param] });
   return parts;

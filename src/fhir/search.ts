@@ -13,7 +13,7 @@ import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTar
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
 import { containedMode, searchContained } from './search-contained.ts';
 import { filterCondition } from './search-filter.ts';
-import { MAX_SEARCH_VALUES } from './search-values.ts';
+import { EmptyValue, MAX_SEARCH_VALUES } from './search-values.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
 import { checkRestType } from './resource.ts';
 import { includedSubset, parseSubset, shaper, type ElementNames, type Shape, type SummaryMode } from './subset.ts';
@@ -260,6 +260,9 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
       if (c.kind === 'and') pending.push(...c.all);
       else pending.push(c);
     } catch (err) {
+      // R4 search.html: "Empty parameters are not an error - they are just ignored by the server" (`name=`,
+      // `_id=`, `subject:Patient.name=`), in the self link neither; a bad name or modifier is still its error.
+      if (err instanceof EmptyValue && raw === '') continue;
       if (!(err instanceof UnknownParameterError) || strict) throw err;
       warnings.push(issue('warning', 'not-supported', `${err.message} and was ignored`, [key]));
       continue;
@@ -302,6 +305,7 @@ export function compileFilter(type: string, params: URLSearchParams, now = Date.
 /** `_filter` (src/fhir/search-filter.ts): takes no modifier, and is never ignored, even when lenient. */
 function filterParameter(type: string, key: string, raw: string, now: number): PendingCondition {
   if (key !== '_filter') throw new FhirError('invalid', `'_filter' takes no modifier ('${key}')`, { expression: [key] });
+  if (raw === '') throw new EmptyValue('invalid', "Empty value in search parameter '_filter'", { expression: [key] });
   return filterCondition(type, raw, now);
 }
 

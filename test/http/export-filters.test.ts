@@ -46,6 +46,12 @@ describe('_typeFilter', () => {
     expect(refs(files)).toEqual(['Observation/o1', 'Observation/oc']);
   });
 
+  test('a parameter with no value is ignored, as in search (R4: "Empty parameters ... are just ignored")', async () => {
+    const status = await kickOff(t, token, `/$export?_type=Observation,Patient&_typeFilter=${enc('Observation?code=&subject=Patient/p2')},${enc('Patient?gender=')}`);
+    const files = await download(t, token, (await finish(t, token, status)).output);
+    expect(refs(files)).toEqual(['Observation/o2', 'Observation/o3', 'Patient/p1', 'Patient/p2']);
+  });
+
   test('repeated _typeFilter parameters and a whole-value-encoded list', async () => {
     const status = await kickOff(t, token, `/$export?_type=Patient,Observation&_typeFilter=${enc('Patient?identifier=urn:mrn|2,Observation?_id=o1')}&_typeFilter=${enc('Observation?_id=o2')}`);
     const files = await download(t, token, (await finish(t, token, status)).output);

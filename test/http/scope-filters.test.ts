@@ -37,6 +37,9 @@ describe('scope filters', () => {
     expect(parseResourceScope('patient/*.rs?category=laboratory')).toBeNull();
     expect(parseResourceScope('patient/Observation.rs?nonsense=1')).toBeNull();
     expect(parseResourceScope('patient/Observation.rs?date=yesterday')).toBeNull();
+    // A parameter with no value, which a search ignores, would widen the grant to what it was to narrow.
+    expect(parseResourceScope('patient/Observation.rs?category=')).toBeNull();
+    expect(parseResourceScope('patient/Observation.rs?category=laboratory&status=')).toBeNull();
     expect(isImpliedBy('patient/Observation.rs?category=laboratory', ['patient/*.read'])).toBe(true);
     expect(isImpliedBy('patient/Observation.rs', ['patient/Observation.rs?category=laboratory'])).toBe(false);
     expect(isImpliedBy('patient/Observation.rs?status=final', ['patient/Observation.rs?category=laboratory'])).toBe(false);

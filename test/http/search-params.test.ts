@@ -132,11 +132,16 @@ describe('_lastUpdated', () => {
     expect(await found('Organization?_lastUpdated=ge2026-03-01T10:00:00.500Z&_lastUpdated=lt2026-03-02')).toEqual(['org-b', 'org-c']);
   });
 
-  for (const bad of ['yesterday', 'gt', 'xx2026-03-01', '2026-13-01', '2026-02-30', '2026-03-01T25:00:00Z', '2026-03-01T10:00:00+25:00', '']) {
-    test(`_lastUpdated=${bad || '(empty)'} is 400`, async () => {
+  for (const bad of ['yesterday', 'gt', 'xx2026-03-01', '2026-13-01', '2026-02-30', '2026-03-01T25:00:00Z', '2026-03-01T10:00:00+25:00']) {
+    test(`_lastUpdated=${bad} is 400`, async () => {
       await expectOutcome(await api.get(`Organization?_lastUpdated=${bad}`), 400);
     });
   }
+
+  test('_lastUpdated= (no value) is ignored (R4 search.html: "Empty parameters are not an error")', async () => {
+    expect(await found('Organization?_lastUpdated=')).toEqual(await found('Organization'));
+    expect(await found('Organization?_lastUpdated=&_lastUpdated=lt2026-03-01T10:00:01Z')).toEqual(['org-a', 'org-b']);
+  });
 });
 
 describe('identifier (token)', () => {
@@ -282,7 +287,7 @@ describe('unknown parameters', () => {
 });
 
 describe('invalid result parameters are 400', () => {
-  for (const q of ['_count=-1', '_count=abc', '_count=1.5', '_sort=nonsense', '_sort=-', '_sort=identifier:text', '_sort=gender-nope', 'name:nonsense=x', 'birthdate=yesterday', 'name:missing=maybe', '_cursor=not-a-cursor', `_cursor=${btoa('{"a":1}')}`, '_total=lots', '_summary=banana', 'identifier=']) {
+  for (const q of ['_count=-1', '_count=abc', '_count=1.5', '_sort=nonsense', '_sort=-', '_sort=identifier:text', '_sort=gender-nope', 'name:nonsense=x', 'birthdate=yesterday', 'name:missing=maybe', '_cursor=not-a-cursor', `_cursor=${btoa('{"a":1}')}`, '_total=lots', '_summary=banana', 'identifier=|']) {
     test(q, async () => {
       await expectOutcome(await api.get(`Patient?${q}`), 400);
     });

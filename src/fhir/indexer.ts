@@ -18,6 +18,16 @@ const SHARP_S = /\u00df/g;
 const UNFOLDED = /[\u00df\u03c2]/;
 
 /**
+ * A string's `exact` form, which `:exact` compares ("the whole string, including casing and accents"):
+ * the text as written in Unicode's composed form (NFC), so that canonically equivalent texts, the same
+ * characters encoded apart (`Zoé` as one code point or as `e` and a combining acute), are the same
+ * value; the search value is composed alike (index model 15). ASCII text is its own NFC.
+ */
+export function exactString(s: string): string {
+  return NOT_ASCII.test(s) ? s.normalize('NFC') : s;
+}
+
+/**
  * FHIR string matching form (search.html 3.1.1.5.12: case- and accent-insensitive): accents removed
  * (NFD, combining marks dropped), then full case folding, as HAPI's upper-casing does: upper case then
  * lower case, so a character whose upper case is longer folds to it (`ß` to `ss`, `ﬁ` to `fi`), a
@@ -253,7 +263,7 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
           for (const x of t) rows.tokens.push(display ? { param, system: x.system, value: x.value, display } : { param, system: x.system, value: x.value });
         }
         // Text without a coding to carry it.
-        if (text !== undefined && !codings.some((c) => typeof c?.code === 'string')) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: text });
+        if (text !== undefined && !codings.some((c) => typeof c?.code === 'string')) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: exactString(text) });
       } else {
         const tokens: { system: string; value: string }[] = [];
         tokenValues(value, tokens);
@@ -263,7 +273,7 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
         for (const t of tokens) rows.tokens.push(display ? { param, system: t.system, value: t.value, display } : { param, system: t.system, value: t.value });
         // Text without a row to carry it: a CodeableConcept of text alone, an Identifier without a value.
         const text = typeof v?.text === 'string' ? v.text : !tokens.length && display ? typeText : undefined;
-        if (text !== undefined) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: text });
+        if (text !== undefined) rows.strings.push({ param: `${param}:text`, value: normalizeString(text), exact: exactString(text) });
       }
       const type = (value as Json | null)?.type as Json | undefined;
       if (type && typeof (value as Json).value === 'string' && Array.isArray(type.coding)) {
@@ -280,8 +290,8 @@ function simpleRows(def: ParamDefinition, value: unknown, targetType: string | u
       for (const p of parts) {
         if (def.code === 'phonetic') {
           const key = soundex(p);
-          if (key) rows.strings.push({ param, value: key.toLowerCase(), exact: p });
-        } else rows.strings.push({ param, value: normalizeString(p), exact: p });
+          if (key) rows.strings.push({ param, value: key.toLowerCase(), exact: exactString(p) });
+        } else rows.strings.push({ param, value: normalizeString(p), exact: exactString(p) });
       }
       return;
     }

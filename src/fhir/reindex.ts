@@ -29,9 +29,10 @@ import { UCUM_SYSTEM } from './ucum.ts';
  * row that `value||unit` finds (indexer.ts quantityValues); model 13 a leap second (`23:59:60`) as the
  * last millisecond of its minute, where it had no row (dates.ts dateRange); model 14 a Quantity with a
  * comparator as the range it bounds (`<5` below 5, `>5` above), where it was the value alone (indexer.ts
- * quantityValues).
+ * quantityValues); model 15 a string's `exact` form composed (NFC), where it was the text as written, so
+ * that `:exact` finds canonically equivalent text however it is encoded (indexer.ts exactString).
  */
-export const INDEX_MODEL = 14;
+export const INDEX_MODEL = 15;
 
 /**
  * What each model changed. `touches`: a test of a stored resource's JSON, true for every resource whose
@@ -140,7 +141,27 @@ const MODEL_CHANGES: Record<number, ModelChange | undefined> = {
     tables: ['search_range', 'search_composite'],
     reads: readsNumberRows,
   },
+  // Text not in Unicode's composed form (NFC: `e` and a combining acute, where `é` is one code point), as
+  // itself or as JSON escapes, now composed in the `exact` column of string rows; the normalised `value`
+  // was decomposed already (NFD), so only `:exact` reads them.
+  15: {
+    touches: notComposed,
+    tables: ['search_string'],
+    reads: (c) => c.kind === 'string' && c.values.some((v) => v.match === 'exact'),
+  },
 };
+
+/**
+ * Whether stored JSON holds text that is not in Unicode's composed form (NFC), written as itself or as
+ * `\u` escapes (read back as the characters they stand for). Most stored JSON is ASCII throughout,
+ * which is composed: it needs a test of its escapes alone, where it has any.
+ */
+function notComposed(content: string): boolean {
+  if (NOT_ASCII.test(content) && content.normalize('NFC') !== content) return true;
+  if (!ESCAPE.test(content)) return false;
+  const text = JSON.stringify(JSON.parse(content));
+  return text.normalize('NFC') !== text;
+}
 
 /** A quantity test naming a unit code and no system, which a row of a stated human unit answers. */
 function readsUnitRows(c: Condition): boolean {
@@ -216,6 +237,9 @@ const TEXT_STRING = /"text"\s*:\s*"/;
 const RANGE_END = /"(?:low|high)"\s*:\s*\{/;
 const UNIT_FIELD = /"unit"\s*:\s*"/;
 const COMPARATOR = /"comparator"\s*:\s*"/;
+const NOT_ASCII = /[^\x00-\x7f]/;
+// A `\u` escape of a character beyond ASCII (an escaped quote or control character, `\u0022`, needs no test).
+const ESCAPE = /\\u(?!00[0-7])[0-9a-fA-F]{4}/;
 const LEAP_SECOND = /"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:60(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"/;
 
 /** The index tables a reindex from `model` rewrites (see MODEL_CHANGES); undefined for every row. */

@@ -7,7 +7,7 @@ import { FhirError } from '../errors.ts';
 import type { CompositePart, CompositeTest, Comparator, Condition, DateTest, IndexTable, NumberTest, SortKey, TokenValue } from '../store/types.ts';
 import { queryDateRange } from './dates.ts';
 import { isDomainResource, paramOf, paramsOf, type ParamDefinition, type ParamType } from './definitions.ts';
-import { canonicalParam, containedIdParam, containedPrefix, normalizeString, soundex } from './indexer.ts';
+import { canonicalParam, containedIdParam, containedPrefix, exactString, normalizeString, soundex } from './indexer.ts';
 import { foldAscii, readsOwnRows } from '../store/search-sql.ts';
 import { MAX_PREFIX_SEARCH_BYTES } from '../store/index-limits.ts';
 import { canonicalUnit, UCUM_SYSTEM } from './ucum.ts';
@@ -559,7 +559,7 @@ function simpleCondition(def: ParamDefinition, modifier: string | undefined, raw
       const values = parts().map((p) => {
         const text = unescapeValue(p);
         if (def.code === 'phonetic') return { value: soundex(text).toLowerCase(), match: 'prefix' as const };
-        if (modifier === 'exact') return { value: text, match: 'exact' as const };
+        if (modifier === 'exact') return { value: exactString(text), match: 'exact' as const };
         return { value: normalizeString(text), match: modifier === 'contains' ? ('contains' as const) : ('prefix' as const) };
       });
       return { kind: 'string', param: def.code, values };

@@ -171,12 +171,13 @@ describe('touchedSince', () => {
     expect(since8('{"resourceType":"Composition","event":[{"period":{"start":"2020-03-10"}}],"date":"2020-03-10T10:00:00Z"}')).toBe(false);
     expect(since8('{"resourceType":"Observation","valueTime":"10:30:00.1","valueString":"at 2020-03-01T10:30:00.1Z"}')).toBe(false);
     // Model 10: normalised strings, in string rows, token rows (a `:text` display) and composite rows;
-    // model 11 token rows, model 12 range and composite rows.
+    // model 11 token rows, model 12 range and composite rows; model 15 string rows.
     expect(tablesSince(9)).toEqual(['search_index', 'search_string', 'search_composite', 'search_range']);
-    expect(tablesSince(10)).toEqual(['search_index', 'search_range', 'search_composite']);
-    expect(tablesSince(11)).toEqual(['search_range', 'search_composite']);
-    expect(tablesSince(12)).toEqual(['search_range', 'search_composite']);
-    expect(tablesSince(13)).toEqual(['search_range', 'search_composite']);
+    expect(tablesSince(10)).toEqual(['search_index', 'search_range', 'search_composite', 'search_string']);
+    expect(tablesSince(11)).toEqual(['search_range', 'search_composite', 'search_string']);
+    expect(tablesSince(12)).toEqual(['search_range', 'search_composite', 'search_string']);
+    expect(tablesSince(13)).toEqual(['search_range', 'search_composite', 'search_string']);
+    expect(tablesSince(14)).toEqual(['search_string']);
     // Model 14: resources holding a Quantity with a comparator.
     const since13 = touchedSince(13);
     expect(since13('{"resourceType":"Observation","valueQuantity":{"value":5,"comparator":"<","unit":"mg"}}')).toBe(true);

@@ -483,4 +483,15 @@ ALTER TABLE refresh_tokens ADD COLUMN need_patient_banner BOOLEAN NOT NULL DEFAU
 UPDATE index_state SET value = 14 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 29,
+    name: 'exact_composed',
+    sql: `
+-- Index model 15 (src/fhir/reindex.ts): a string row's \`exact\` form, which \`:exact\` compares, is the text in
+-- Unicode's composed form (NFC), where it was the text as written: \`Zoe\` and a combining acute is \`Zoé\`. A
+-- database holding resources gets it from the reindex that \`cinder serve\` runs at start (only the
+-- resources holding text not in that form are rebuilt, their string rows); an empty one follows model 15 already.
+UPDATE index_state SET value = 15 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
+`,
+  },
 ];

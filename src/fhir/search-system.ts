@@ -16,7 +16,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, queryCount, queryRows, storeQuery,
+  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, queryCount, queryRows, storeQuery, withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -138,8 +138,9 @@ export interface TypeSearch {
  * types, `Patient/{id}/*`) with one query string, as one paged result.
  */
 export async function searchTypes(
-  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
+  const params = withoutEmptyResultParams(given);
   if (containedMode(params)) throw new FhirError('not-supported', '_contained searches one type (GET [base]/[type]?_contained=true)', { expression: ['_contained'] });
   const types = typesOf(req, compartment === undefined ? REST_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
   const own = new URLSearchParams();

@@ -718,10 +718,25 @@ export function queryCount(deps: FhirDeps, tenant: string, query: SearchQuery): 
   return searchesCore(deps, query) ? countWithCore(deps, tenant, query) : deps.store.resources.count(tenant, query);
 }
 
+/**
+ * The query without its result parameters given no value (`_count=`, `_sort=`, `_elements=`, `_include=`):
+ * R4 search.html, "Empty parameters are not an error - they are just ignored by the server", as a
+ * criterion with no value is (compileSearch), and left out of the self link alike; the same object when
+ * there is none.
+ */
+export function withoutEmptyResultParams(params: URLSearchParams): URLSearchParams {
+  const emptyResult = ([key, value]: [string, string]) => value === '' && CONTROL.has(key.split(':', 1)[0]!);
+  for (const entry of params) {
+    if (emptyResult(entry)) return new URLSearchParams([...params].filter((e) => !emptyResult(e)));
+  }
+  return params;
+}
+
 /** Runs a type-level search with paging; patient-context tokens see only their compartment. */
 export async function searchResources(
-  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
+  const params = withoutEmptyResultParams(given);
   checkRestType(type);
   requireAccess(req.access, type, 's');
   const contained = containedMode(params);

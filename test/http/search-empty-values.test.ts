@@ -100,6 +100,25 @@ await eachStore((kind, fresh) => {
       expect((compartment.entry as Json[]).map((e) => e.resource.id)).toEqual(['o1']);
     });
 
+    test('a result parameter with no value (_count=, _sort=, _elements=, _include=, _total=, _summary=) is ignored too, and not in the self link', async () => {
+      for (const prefer of ['handling=lenient', 'handling=strict']) {
+        const empties = '_count=&_sort=&_elements=&_include=&_revinclude=&_total=&_summary=&_contained=';
+        const res = await api.get(`Patient?${empties}&gender=male`, { Prefer: prefer });
+        expect(res.status).toBe(200);
+        const body = (await res.json()) as Json;
+        expect(body.entry.map((e: Json) => [e.search.mode, e.resource.id])).toEqual([['match', 'p1']]);
+        // Not subset: _elements and _summary said nothing.
+        expect(body.entry[0].resource.name).toEqual([{ family: 'Xavier' }]);
+        expect([...new URL(link(body, 'self')!).searchParams.keys()].sort()).toEqual(['gender']);
+        // An empty one first does not hide the value after it.
+        const paged = (await (await api.get('Patient?_count=&_count=1&_sort=&_sort=-birthdate', { Prefer: prefer })).json()) as Json;
+        expect(paged.entry.map((e: Json) => e.resource.id)).toEqual(['p2']);
+        const across = (await (await api.get('?_type=Patient&_count=&_sort=&_elements=&gender=female', { Prefer: prefer })).json()) as Json;
+        expect(across.entry.map((e: Json) => e.resource.id)).toEqual(['p2']);
+        expect(across.entry[0].resource.birthDate).toBe('1980-01-01');
+      }
+    });
+
     test('its name and modifier are still checked, and a value that is not empty is read as before', async () => {
       for (const [query, key] of [
         ['Patient?name:nonsense=', 'name:nonsense'],

@@ -377,7 +377,7 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
     return responseEntry('204 No Content');
   }
   if (p.existing) return { ...responseEntry('200 OK', p.existing, base), resource: parseExact(p.existing.content) };
-  const { version, created, unchanged } = await putVersion(w, entry.resource!, p.id!, o);
+  const { version, created, unchanged } = await putVersion(w, entry.resource!, p.id!, o, entry.method === 'POST' ? 'POST' : 'PUT');
   const response = unchanged ? unchangedEntry(version, base) : responseEntry(created ? '201 Created' : '200 OK', version, base);
   return { ...response, resource: parseExact(version.content) };
 }
@@ -389,7 +389,7 @@ async function writePlain(w: ResourceWriter, p: Planned, opts: PutOptions, base:
  */
 async function writePatched(w: ResourceWriter, p: Planned, patched: Patched, opts: PutOptions, base: string, clientIfMatch: IfMatch | undefined): Promise<Json> {
   try {
-    const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts);
+    const { version, unchanged } = await putVersion(w, patched.resource, p.id!, opts, 'PATCH');
     return { ...(unchanged ? unchangedEntry(version, base) : responseEntry('200 OK', version, base)), resource: parseExact(version.content) };
   } catch (err) {
     if (clientIfMatch === undefined && err instanceof VersionConflict) throw new ConditionRaced();

@@ -1,5 +1,5 @@
 import type { FhirIssue } from '../errors.ts';
-import type { ResourceVersion } from '../store/types.ts';
+import type { ResourceVersion, WriteMethod } from '../store/types.ts';
 import { operationOutcome } from './outcome.ts';
 import type { PageLinks } from './search.ts';
 
@@ -77,12 +77,25 @@ function withEntries(head: string, entries: string[]): string {
   return entries.length === 0 ? head : `${head.slice(0, -1)},"entry":[${entries.join(',')}]}`;
 }
 
-/** A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource; `shape`: `_summary` / `_elements`. */
+/**
+ * The interaction that wrote `r` (FHIR R4 http 3.1.0.11, bundle.html: a history entry's request is the
+ * one that made the version): as recorded with the version, else (a version written before it was
+ * recorded) inferred from it: a deletion DELETE, version 1 POST, a later one PUT.
+ */
+function interactionOf(r: ResourceVersion): WriteMethod {
+  return r.method ?? (r.deleted ? 'DELETE' : r.versionId === 1 ? 'POST' : 'PUT');
+}
+
+/**
+ * A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource; `shape`:
+ * `_summary` / `_elements`. `request.url` is the type for a POST, `Type/id` otherwise: the resource the
+ * interaction wrote (the search of a conditional one is not kept).
+ */
 export function historyJson(fhirBase: string, rows: ResourceVersion[], links: BundleLink[], now: number, shape?: (content: string) => string): string {
   const entries = rows.map((r) => {
     const fullUrl = JSON.stringify(`${fhirBase}/${r.type}/${r.id}`);
     const lastModified = new Date(r.lastUpdated).toISOString();
-    const method = r.deleted ? 'DELETE' : r.versionId === 1 ? 'POST' : 'PUT';
+    const method = interactionOf(r);
     const url = JSON.stringify(method === 'POST' ? r.type : `${r.type}/${r.id}`);
     const status = r.deleted ? '204' : r.versionId === 1 ? '201' : '200';
     const resource = r.deleted ? '' : `"resource":${shape ? shape(r.content) : r.content},`;

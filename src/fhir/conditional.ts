@@ -281,7 +281,8 @@ export async function conditionalUpdate(
     if (resource.id !== undefined) return updateResource(deps, req, type, resource.id, resource, pre, settles, true);
     // Nothing matched, so nothing has a current version for If-Match to hold on (RFC 9110 13.1.1).
     requireIfMatch(ifMatch, `${type}?${query}`, null);
-    return createResource(deps, req, type, resource, settles);
+    // Still the PUT it was: its history says so, with the id it created.
+    return createResource(deps, req, type, resource, settles, 'PUT');
   });
 }
 

@@ -8,7 +8,7 @@ import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
-import { prepareVersion, storesSame, versionToWrite, type PreparedVersion } from './prepared.ts';
+import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { versionNumber } from './resource-types.ts';
@@ -224,10 +224,11 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
 
 /**
  * Writes `resource` as the next version of `type/id` inside an open transaction (FHIR R4 update,
- * create-on-update). Shared by create, update, transactions and import.
+ * create-on-update). Shared by create, update, patch, transactions and import; `method` is the
+ * interaction, which the version's history entry names (FHIR R4 http 3.1.0.11).
  */
-export function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions): Promise<WriteResult> {
-  return putPrepared(w, prepareVersion(resource, id, opts.base), opts);
+export function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
+  return putPrepared(w, prepareVersion(resource, id, opts.base), opts, method);
 }
 
 /**
@@ -235,7 +236,7 @@ export function putVersion(w: ResourceWriter, resource: Resource, id: string, op
  * update that would store the current version again writes nothing and answers that version
  * (`unchanged`), after the same checks as a write (access, If-Match, compartment, scope filters).
  */
-export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions): Promise<WriteResult> {
+export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
   const { type, id } = p;
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
@@ -248,7 +249,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const versionId = (current?.versionId ?? (await shadowedVersionId(opts.core, type, id))) + 1;
   const lastUpdated = Math.max(opts.now, (current?.lastUpdated ?? 0) + 1);
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
-  const v = versionToWrite(p, versionId, lastUpdated);
+  const v = versionToWrite(p, versionId, lastUpdated, method);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
   if (exists && storesSame(current, p)) {
     return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true };
@@ -268,7 +269,7 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   const versionId = current.versionId + 1;
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
-  await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [] });
+  await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [], method: 'DELETE' });
   return version;
 }
 
@@ -300,8 +301,13 @@ function coreVersion(deps: FhirDeps, type: string, id: string): Promise<Resource
 /** A conditional write's claim of the conditions it settles (conditional.ts Settle), taken first in its transaction. */
 export type SettleIn = (w: ResourceWriter) => Promise<void>;
 
-/** FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. */
-export async function createResource(deps: FhirDeps, req: FhirRequest, type: string, body: unknown, settle?: SettleIn): Promise<WriteResult> {
+/**
+ * FHIR R4 create (3.1.0.8): server-assigned id; any id in the body is ignored. `method` PUT: a conditional
+ * update that matched nothing and creates (its history names the PUT it was).
+ */
+export async function createResource(
+  deps: FhirDeps, req: FhirRequest, type: string, body: unknown, settle?: SettleIn, method: 'POST' | 'PUT' = 'POST',
+): Promise<WriteResult> {
   checkTypeAndId(type);
   const resource = asResource(withoutId(body), type);
   requireAccess(req.access, type, 'c');
@@ -311,7 +317,7 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
   const now = deps.clock.now();
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
-    const written = await putVersion(w, resource, newId(), putOptions(deps, req, now));
+    const written = await putVersion(w, resource, newId(), putOptions(deps, req, now), method);
     await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
     return written;
   });
@@ -319,10 +325,12 @@ export async function createResource(deps: FhirDeps, req: FhirRequest, type: str
 
 /**
  * FHIR R4 update (3.1.0.4), with create-on-update, If-Match version locking and If-None-Match
- * (`*`: create only, RFC 9110 13.1.2, as R5's create-on-update has it).
+ * (`*`: create only, RFC 9110 13.1.2, as R5's create-on-update has it). `method` PATCH: the result of a
+ * patch (patch.ts), which its history names so.
  */
 export async function updateResource(
   deps: FhirDeps, req: FhirRequest, type: string, id: string, body: unknown, pre: UpdatePreconditions = {}, settle?: SettleIn, createOnly = false,
+  method: 'PUT' | 'PATCH' = 'PUT',
 ): Promise<WriteResult> {
   checkTypeAndId(type, id);
   const resource = asResource(body, type);
@@ -341,7 +349,7 @@ export async function updateResource(
   if (createOnly) opts.createOnly = true;
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
-    const written = await putVersion(w, resource, id, opts);
+    const written = await putVersion(w, resource, id, opts, method);
     await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
     return written;
   });

@@ -199,7 +199,7 @@ export async function patchResource(
     for (let attempt = 1; ; attempt++) {
       const { resource, base } = await patchCurrent(deps, req, type, id, patch, ifMatch);
       try {
-        return await updateResource(deps, req, type, id, resource, base === undefined ? {} : { ifMatch: [base] });
+        return await updateResource(deps, req, type, id, resource, base === undefined ? {} : { ifMatch: [base] }, undefined, false, 'PATCH');
       } catch (err) {
         if (!isRace(err) || attempt === PATCH_ATTEMPTS) throw patchRace(err, type, id, ifMatch);
       }

@@ -1,8 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { CurrentVersion, IndexRows, VersionToWrite } from '../store/types.ts';
+import type { CurrentVersion, IndexRows, VersionToWrite, WriteMethod } from '../store/types.ts';
 import { parseLiterally } from './exact-json.ts';
 import { compartmentsOf, storedIndex } from './indexer.ts';
 import { stampHead, stampTail, type Resource } from './resource.ts';
+
+/** The interaction that writes content (a deletion is a DELETE): what the version's history entry names. */
+export type PutMethod = Exclude<WriteMethod, 'DELETE'>;
 
 /**
  * What a new version of a resource stores that does not depend on its version number or time: the
@@ -33,8 +36,8 @@ export function prepareVersion(resource: Resource, id: string, base: string | un
   };
 }
 
-/** `p` as version `versionId`, updated at `lastUpdated` (epoch ms). */
-export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdated: number): VersionToWrite {
+/** `p` as version `versionId`, updated at `lastUpdated` (epoch ms) by the interaction `method` (what its history names). */
+export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdated: number, method: PutMethod): VersionToWrite {
   return {
     type: p.type,
     id: p.id,
@@ -44,6 +47,7 @@ export function versionToWrite(p: PreparedVersion, versionId: number, lastUpdate
     content: stampHead(p.type, p.id, versionId, lastUpdated) + p.tail,
     index: p.index,
     compartments: p.compartments,
+    method,
   };
 }
 

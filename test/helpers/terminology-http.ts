@@ -22,7 +22,7 @@ export async function putResource(
   tenant = 't1',
 ): Promise<void> {
   if (r.id !== undefined && INVALID_ON_PURPOSE.has(r.id)) {
-    await t.store.resources.write(tenant, (w) => putVersion(w, r as Resource, r.id!, { now: t.clock.now(), access: operatorAccess }));
+    await t.store.resources.write(tenant, (w) => putVersion(w, r as Resource, r.id!, { now: t.clock.now(), access: operatorAccess }, 'PUT'));
     return;
   }
   const res = await t.request(`${t.fhir(tenant)}/${r.resourceType}/${r.id}`, fhirInit(token, 'PUT', r));

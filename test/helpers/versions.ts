@@ -4,5 +4,5 @@ import type { VersionToWrite } from '../../src/store/types.ts';
 
 /** First versions of resources that carry their ids, as a writer's insertNew() takes them. */
 export function firstVersions(resources: Record<string, unknown>[], lastUpdated = Date.parse('2026-01-01T00:00:00Z')): VersionToWrite[] {
-  return resources.map((r) => versionToWrite(prepareVersion(r as unknown as Resource, r.id as string, undefined), 1, lastUpdated));
+  return resources.map((r) => versionToWrite(prepareVersion(r as unknown as Resource, r.id as string, undefined), 1, lastUpdated, 'PUT'));
 }

@@ -22,7 +22,7 @@ await eachStore((kind, fresh) => {
           await t.store.resources.write('t1', async (w) => {
             const { prepareVersion, versionToWrite } = await import('../../src/fhir/prepared.ts');
             const p = { resourceType: 'Patient', id: `p${i}`, name: [{ family: i % 2 ? 'Odd' : 'Even' }], birthDate: `19${String(i % 100).padStart(2, '0')}` };
-            await w.insertNew([versionToWrite(prepareVersion(p as never, `p${i}`, undefined), 1, 1_000 + i)]);
+            await w.insertNew([versionToWrite(prepareVersion(p as never, `p${i}`, undefined), 1, 1_000 + i, 'PUT')]);
           });
         }
         const count = async (q: string) => ((await api.search(`Patient?${q}&_summary=count`)) as Json).total;

@@ -46,7 +46,7 @@ describe('deeply nested resources are a 400, not a stack overflow', () => {
     expect(put.status).toBe(400);
     expect(((await put.json()) as { issue: { diagnostics: string }[] }).issue[0]!.diagnostics).toBe('The request body nests deeper than 1000 levels');
     // Written before writes were bounded (straight to the store here).
-    await t.store.resources.write('t1', (w) => putVersion(w, JSON.parse(cs) as Resource, 'deep', { now: t.clock.now(), access: operatorAccess }));
+    await t.store.resources.write('t1', (w) => putVersion(w, JSON.parse(cs) as Resource, 'deep', { now: t.clock.now(), access: operatorAccess }, 'PUT'));
     const issue = errorIssue(await getOperation(t, token, 'CodeSystem/$validate-code', { url, code: 'leaf' }), 400);
     expect(issue.text).toBe('CodeSystem/deep nests deeper than 1000 levels');
   });

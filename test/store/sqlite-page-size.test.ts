@@ -44,7 +44,7 @@ test('an existing database keeps its page size and works', async () => {
   const s = createSqliteStore(file);
   await s.migrate();
   await s.resources.write('t', (w) => w.put({
-    type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: NO_INDEX_ROWS, compartments: [],
+    type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: NO_INDEX_ROWS, compartments: [], method: 'PUT',
   }));
   expect((await s.resources.read('t', 'Patient', 'p'))!.versionId).toBe(1);
   await s.close();

@@ -28,7 +28,7 @@ test('an account write issued while a resource transaction is open is not swallo
   const held = new Promise<void>((r) => (release = r));
   const open = new Promise<void>((r) => (opened = r));
   const tx = s.resources.write('t', async (w) => {
-    await w.put({ type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: NO_INDEX_ROWS, compartments: [] });
+    await w.put({ type: 'Patient', id: 'p', versionId: 1, lastUpdated: 1, deleted: false, content: '{}', index: NO_INDEX_ROWS, compartments: [], method: 'PUT' });
     opened();
     await held;
     throw new Error('roll back');
@@ -45,7 +45,7 @@ test('an account write issued while a resource transaction is open is not swallo
 });
 
 const patient = (id: string, versionId = 1) => ({
-  type: 'Patient', id, versionId, lastUpdated: versionId, deleted: false, content: `{"v":${versionId}}`, index: NO_INDEX_ROWS, compartments: [],
+  type: 'Patient', id, versionId, lastUpdated: versionId, deleted: false, content: `{"v":${versionId}}`, index: NO_INDEX_ROWS, compartments: [], method: 'PUT' as const,
 });
 
 test('an error that ends the whole group transaction fails the writes before it; later ones commit', async () => {

@@ -118,6 +118,26 @@ for (const target of targets) {
       expect(await versions('ValueSet', 'not-a-core-id')).toEqual([1]);
     });
 
+    test('history names PUT for what NDJSON lines write (created or updated by id), and a transaction entry\'s own method', async () => {
+      const path = join(cli.dir, 'methods.ndjson');
+      // Two lines in one batch (COPY or a multi-row insert, then an update), one without an id.
+      writeFileSync(path, [{ resourceType: 'Patient', id: 'hm1' }, { resourceType: 'Patient', id: 'hm1', active: true }, { resourceType: 'Patient', gender: 'other' }]
+        .map((l) => JSON.stringify(l)).join('\n') + '\n');
+      const bundle = join(cli.dir, 'methods-tx.json');
+      writeFileSync(bundle, JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [
+        { fullUrl: 'urn:uuid:5b1d8e0a-64c4-4c1e-9f43-0f3e0d5b7a11', resource: { resourceType: 'Patient', gender: 'female' }, request: { method: 'POST', url: 'Patient' } },
+        { request: { method: 'DELETE', url: 'Patient/hm1' } },
+      ] }));
+      const r = await cli.run(['import', '--tenant', 't1', path, bundle]);
+      expect([r.code, r.stderr]).toEqual([0, '']);
+      const store = db.open();
+      const methods = async (id: string) => (await store.resources.history('t1', { type: 'Patient', id, count: 10 })).map((v) => `${v.versionId} ${v.method}`);
+      expect(await methods('hm1')).toEqual(['3 DELETE', '2 PUT', '1 PUT']);
+      const ids = (await store.resources.search('t1', { type: 'Patient', where: [{ kind: 'token', param: 'gender', values: [{ value: 'other' }, { value: 'female' }] }], sort: [], count: 10 })).map((v) => [JSON.parse(v.content).gender, v.id]);
+      expect(await methods(ids.find(([g]) => g === 'other')![1])).toEqual(['1 PUT']);
+      expect(await methods(ids.find(([g]) => g === 'female')![1])).toEqual(['1 POST']);
+    });
+
     test('running an import again writes no version of what it did not change, and reports those as unchanged', async () => {
       const patient = (id: string, extra: Record<string, unknown> = {}) => ({ resourceType: 'Patient', id, active: true, name: [{ family: `F-${id}`, given: ['A', 'B'] }], ...extra });
       const write = (name: string, lines: unknown[]) => {

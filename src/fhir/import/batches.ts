@@ -5,6 +5,13 @@ import { hasCoreResources } from '../core-layer.ts';
 import { prepareVersion, versionToWrite, type PreparedVersion } from '../prepared.ts';
 import { newId, type Resource } from '../resource.ts';
 
+/**
+ * What the history of a version an NDJSON line, a collection entry or a single document wrote names: a
+ * PUT at its `Type/id`, created or updated by id as a PUT would be, whether its id came with it or was
+ * given by the importer. (A transaction or batch Bundle's entries name their own request.method.)
+ */
+const IMPORT_METHOD = 'PUT';
+
 /** Batches being written at once: the database commits one while the next is looked up and prepared. */
 const IN_FLIGHT = 2;
 
@@ -74,10 +81,10 @@ async function writeGroup(w: ResourceWriter, versions: PreparedVersion[], opts: 
     ? await Promise.all(versions.map(async (v) => hasCoreResources(v.type) && (await shadowedVersionId(opts.core, v.type, v.id)) > 0))
     : versions.map(() => false);
   const fresh = versions.filter((_, i) => !shadowing[i]);
-  const inserted = await w.insertNew(fresh.map((v) => versionToWrite(v, 1, opts.now)));
+  const inserted = await w.insertNew(fresh.map((v) => versionToWrite(v, 1, opts.now, IMPORT_METHOD)));
   const rest = [...fresh.filter((_, i) => !inserted[i]), ...versions.filter((_, i) => shadowing[i])];
   // Writes of distinct resources run concurrently, so an adapter can look them up in one round trip.
-  const updated = await Promise.all(rest.map((v) => putPrepared(w, v, opts)));
+  const updated = await Promise.all(rest.map((v) => putPrepared(w, v, opts, IMPORT_METHOD)));
   return updated.filter((r) => r.unchanged).length;
 }
 

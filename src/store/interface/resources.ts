@@ -3,6 +3,12 @@ import type { CompartmentReads } from './compartments.ts';
 import type { IndexRows, IndexTable, SearchQuery } from './search.ts';
 import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
 
+/**
+ * The interaction that wrote a version, as a history Bundle's `entry.request.method` names it (FHIR R4
+ * http-verb): a create (POST), an update or create-on-update (PUT), a patch (PATCH), a deletion (DELETE).
+ */
+export type WriteMethod = 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
 /** One stored version of a resource. `content` is the resource JSON text exactly as served. */
 export interface ResourceVersion {
   type: string;
@@ -12,9 +18,16 @@ export interface ResourceVersion {
   deleted: boolean;
   /** JSON text, including `meta.versionId`/`meta.lastUpdated`; empty for a deletion. */
   content: string;
+  /**
+   * The interaction that wrote it, on the rows of `history()` (other reads leave it out); absent for a
+   * version written before it was recorded (SQLite migration 27, PostgreSQL 30, `write_method`).
+   */
+  method?: WriteMethod;
 }
 
 export interface VersionToWrite extends ResourceVersion {
+  /** Stored in the version's row: history tells the interaction instead of guessing it from the version number. */
+  method: WriteMethod;
   index: IndexRows;
   /** Ids of the patients whose compartment holds this version. */
   compartments: string[];
@@ -163,7 +176,7 @@ export interface ResourceRepo extends CompartmentReads {
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */
   count(tenant: string, query: SearchQuery): Promise<number>;
-  /** Versions newest first. */
+  /** Versions newest first, each with the `method` that wrote it where it was recorded. */
   history(tenant: string, query: HistoryQuery): Promise<ResourceVersion[]>;
   /** The claim count of each condition key (ResourceWriter.claim), in order; 0 for one never claimed (or purged). */
   claims(tenant: string, keys: string[]): Promise<number[]>;

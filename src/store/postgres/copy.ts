@@ -211,8 +211,8 @@ function* entries<E>(rows: Numbered[], table: (v: VersionToWrite) => E[]): Gener
  */
 export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], keyOf: KeyOf): Promise<void> {
   const live = rows.filter((r) => !r.v.deleted);
-  await copyBinary(tx, 'resources (pk, tenant, type, id, version_id, last_updated, deleted, seq, content)', rows, (w, { v, pk, seq }) => {
-    w.row(9);
+  await copyBinary(tx, 'resources (pk, tenant, type, id, version_id, last_updated, deleted, seq, content, method)', rows, (w, { v, pk, seq }) => {
+    w.row(10);
     w.int8(pk);
     w.text(tenant);
     w.text(v.type);
@@ -222,6 +222,7 @@ export async function copyVersions(tx: PgTx, tenant: string, rows: Numbered[], k
     w.bool(v.deleted);
     w.int8(seq);
     w.text(v.content);
+    w.text(v.method);
   });
   for (const spec of INDEX_TABLES) {
     const columns = columnsOf(spec);

@@ -1,4 +1,4 @@
-import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery } from '../types.ts';
+import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery, WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
 import { countForm, countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
@@ -23,6 +23,15 @@ export interface Row {
 
 function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted, content: r.content };
+}
+
+/** A history row: its method where it was recorded (NULL before migration 30). */
+type HistoryRow = Row & { method: WriteMethod | null };
+
+function toHistoryVersion(r: HistoryRow): ResourceVersion {
+  const v = toVersion(r);
+  if (r.method !== null) v.method = r.method;
+  return v;
 }
 
 /**
@@ -191,8 +200,8 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
       },
     },
     async history(tenant, query) {
-      const rows = await sql<Row[]>`${historyQuery(sql, tenant, query)}`;
-      return rows.map(toVersion);
+      const rows = await sql<HistoryRow[]>`${historyQuery(sql, tenant, query)}`;
+      return rows.map(toHistoryVersion);
     },
     async write(tenant, fn) {
       let fromFn = false;

@@ -23,7 +23,7 @@ function historyCondition(sql: Pg, tenant: string, q: HistoryQuery): Fragment {
 /** Current and past versions, newest first (lastUpdated, then type/id/version descending), at most `count`. */
 export function historyQuery(sql: Pg, tenant: string, q: HistoryQuery): Fragment {
   // Each branch is limited on its own too, so Postgres can read just the newest rows of each table.
-  const branch = (table: Fragment) => sql`(SELECT r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content
+  const branch = (table: Fragment) => sql`(SELECT r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content, r.method
     FROM ${table} r WHERE ${historyCondition(sql, tenant, q)}
     ORDER BY r.last_updated DESC, r.type DESC, r.id DESC, r.version_id DESC LIMIT ${q.count})`;
   return sql`SELECT * FROM (${branch(sql`resources`)} UNION ALL ${branch(sql`resource_history`)}) h

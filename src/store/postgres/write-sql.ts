@@ -9,8 +9,11 @@ const STRINGS = specOf('strings');
 const RANGES = specOf('ranges');
 const COMPOSITES = specOf('composites');
 
+/** A version as its index and compartment rows need it: a reindex writes those rows and no version (nor its method). */
+export type IndexedVersion = Omit<VersionToWrite, 'method'>;
+
 /** The `content` tsvector text of a version's words: its words and its scope's lexeme (src/store/text-scope.ts). */
-export function scopedContent(tenant: string, v: VersionToWrite): string {
+export function scopedContent(tenant: string, v: IndexedVersion): string {
   return `${v.index.text!.content} #${textScope(tenant, v.type)}`;
 }
 
@@ -33,11 +36,12 @@ function versionColumns(vs: VersionToWrite[]) {
     // Sent as 0/1: postgres.js would declare a JS boolean[] parameter as a scalar bool.
     deleted: vs.map((v) => (v.deleted ? 1 : 0)),
     content: vs.map((v) => v.content),
+    method: vs.map((v) => v.method),
   };
 }
 
 /** Token and compartment rows of the non-deleted versions, each tagged with `ref(i)` of its version. */
-function entryColumns(vs: VersionToWrite[], ref: (i: number) => number, keyOf: KeyOf) {
+function entryColumns(vs: IndexedVersion[], ref: (i: number) => number, keyOf: KeyOf) {
   const idx = { ref: [] as number[], k: [] as number[], value: [] as string[], display: [] as string[] };
   const cmp = { ref: [] as number[], type: [] as string[], patient: [] as string[] };
   vs.forEach((v, i) => {
@@ -52,7 +56,7 @@ function entryColumns(vs: VersionToWrite[], ref: (i: number) => number, keyOf: K
  * Writes the string, range and composite index rows of versions stored under the given pks (the token
  * rows go with the version statements), one statement per table that has rows.
  */
-export async function insertIndexRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
+export async function insertIndexRows(tx: PgTx, tenant: string, rows: { pk: number; v: IndexedVersion }[], keyOf: KeyOf): Promise<void> {
   const str = { res: [] as number[], k: [] as number[], value: [] as string[], exact: [] as string[] };
   const rng = { res: [] as number[], k: [] as number[], low: [] as number[], high: [] as number[] };
   const cmp = {
@@ -93,7 +97,7 @@ export async function insertIndexRows(tx: PgTx, tenant: string, rows: { pk: numb
 }
 
 /** Writes the token and compartment rows of versions stored under the given pks. */
-export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, rows: { pk: number; v: VersionToWrite }[], keyOf: KeyOf): Promise<void> {
+export async function insertTokenAndCompartmentRows(tx: PgTx, tenant: string, rows: { pk: number; v: IndexedVersion }[], keyOf: KeyOf): Promise<void> {
   const { idx, cmp } = entryColumns(rows.map((r) => r.v), (i) => rows[i]!.pk, keyOf);
   await tx`
     WITH ii AS (
@@ -185,11 +189,11 @@ export async function insertVersions(tx: PgTx, tenant: string, vs: VersionToWrit
   const rows = await tx<{ pk: number; type: string; id: string }[]>`
     WITH x AS (
       SELECT * FROM unnest(${vs.map((v) => v.type)}::text[], ${vs.map((v) => v.id)}::text[], ${c.versionId}::int[],
-        ${c.lastUpdated}::bigint[], ${c.deleted}::int[], ${c.content}::text[])
-        WITH ORDINALITY AS x(type, id, version_id, last_updated, deleted, content, n)
+        ${c.lastUpdated}::bigint[], ${c.deleted}::int[], ${c.content}::text[], ${c.method}::text[])
+        WITH ORDINALITY AS x(type, id, version_id, last_updated, deleted, content, method, n)
     ), ins AS (
-      INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content)
-      SELECT ${tenant}, type, id, version_id, last_updated, deleted = 1, nextval('resource_seq'), content FROM x
+      INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content, method)
+      SELECT ${tenant}, type, id, version_id, last_updated, deleted = 1, nextval('resource_seq'), content, method FROM x
       ON CONFLICT (tenant, type, id) DO NOTHING
       RETURNING pk, type, id
     ), k AS (
@@ -230,13 +234,13 @@ export async function replaceVersions(tx: PgTx, tenant: string, rows: { pk: numb
   await tx`
     WITH v AS (
       SELECT * FROM unnest(${pks}::bigint[], ${c.versionId}::int[], ${c.lastUpdated}::bigint[],
-        ${c.deleted}::int[], ${c.content}::text[]) AS v(pk, version_id, last_updated, deleted, content)
+        ${c.deleted}::int[], ${c.content}::text[], ${c.method}::text[]) AS v(pk, version_id, last_updated, deleted, content, method)
     ), h AS (
-      INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content)
-      SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content FROM resources r WHERE r.pk = ANY(${pks}::bigint[])
+      INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content, method)
+      SELECT r.tenant, r.type, r.id, r.version_id, r.last_updated, r.deleted, r.seq, r.content, r.method FROM resources r WHERE r.pk = ANY(${pks}::bigint[])
     ), u AS (
       UPDATE resources r SET version_id = v.version_id, last_updated = v.last_updated, deleted = v.deleted = 1,
-        seq = nextval('resource_seq'), content = v.content
+        seq = nextval('resource_seq'), content = v.content, method = v.method
       FROM v WHERE r.pk = v.pk AND r.pk = ANY(${pks}::bigint[])
     ), di AS (
       DELETE FROM search_index WHERE res = ANY(${pks}::bigint[])

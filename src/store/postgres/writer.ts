@@ -6,7 +6,7 @@ import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
 import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
-import type { LockedRow } from './write-sql.ts';
+import type { IndexedVersion, LockedRow } from './write-sql.ts';
 import type { PostgresKeys } from './search-keys.ts';
 
 /** Pending puts are written in one batch once this many are buffered (bounds statement size). */
@@ -185,7 +185,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         if (!row || (item.versionId !== undefined && row.version_id !== item.versionId)) return [];
         // With `tables`, the rows of those alone: no words, no compartments (they stay as they are).
         const only = tables ? { index: onlyTables(item.index, tables), compartments: [] } : {};
-        const v: VersionToWrite = { ...item, ...only, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
+        const v: IndexedVersion = { ...item, ...only, versionId: row.version_id, lastUpdated: row.last_updated, deleted: false, content: '' };
         return [{ pk: row.pk, v }];
       });
       if (!versions.length) return;

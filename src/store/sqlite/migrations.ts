@@ -454,4 +454,16 @@ UPDATE index_state SET value = 14 WHERE name = 'model' AND NOT EXISTS (SELECT 1 
 UPDATE index_state SET value = 15 WHERE name = 'model' AND NOT EXISTS (SELECT 1 FROM resources);
 `,
   },
+  {
+    version: 27,
+    name: 'write_method',
+    sql: `
+-- The interaction that wrote each version (POST, PUT, PATCH or DELETE), stored in the version's row as it
+-- is written and carried into resource_history with it, which a history Bundle's \`request.method\` names
+-- (src/fhir/bundle.ts historyJson). NULL: a version written before this migration, whose method history
+-- still infers from the version (DELETE for a deletion, POST for version 1, PUT otherwise).
+ALTER TABLE resources ADD COLUMN method TEXT;
+ALTER TABLE resource_history ADD COLUMN method TEXT;
+`,
+  },
 ];

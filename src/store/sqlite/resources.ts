@@ -6,6 +6,7 @@ import type {
   ResourceWriter,
   ResourceVersion,
   SearchQuery,
+  WriteMethod,
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
@@ -31,6 +32,15 @@ const COLS = 'type, id, version_id, last_updated, deleted, content';
 
 export function toVersion(r: Row): ResourceVersion {
   return { type: r.type, id: r.id, versionId: r.version_id, lastUpdated: r.last_updated, deleted: r.deleted === 1, content: r.content };
+}
+
+/** A history row: its method where it was recorded (NULL before migration 27). */
+type HistoryRow = Row & { method: WriteMethod | null };
+
+function toHistoryVersion(r: HistoryRow): ResourceVersion {
+  const v = toVersion(r);
+  if (r.method !== null) v.method = r.method;
+  return v;
 }
 
 /** Transactions writing at least this many versions leave their checkpoint to the checkpointer thread. */
@@ -240,7 +250,7 @@ export function createSqliteResources(
       return reader.query<{ n: number }, (string | number)[]>(sql).get(...values)!.n;
     },
     async history(tenant, query) {
-      return historyRows(reader, tenant, query).map(toVersion);
+      return historyRows(reader, tenant, query).map(toHistoryVersion);
     },
     write(tenant, fn) {
       return new Promise((resolve, reject) => {
@@ -286,7 +296,7 @@ export function createSqliteResources(
   };
 }
 
-function historyRows(db: Database, tenant: string, query: HistoryQuery): Row[] {
+function historyRows(db: Database, tenant: string, query: HistoryQuery): HistoryRow[] {
   const where = ['tenant = ?'];
   const params: (string | number)[] = [tenant];
   if (query.type) (where.push('type = ?'), params.push(query.type));
@@ -299,8 +309,9 @@ function historyRows(db: Database, tenant: string, query: HistoryQuery): Row[] {
     params.push(b.lastUpdated, b.type, b.id, b.versionId);
   }
   const cond = where.join(' AND ');
+  const cols = `${COLS}, method`;
   const sql =
-    `SELECT ${COLS} FROM (SELECT ${COLS} FROM resources WHERE ${cond} UNION ALL SELECT ${COLS} FROM resource_history WHERE ${cond}) ` +
+    `SELECT ${cols} FROM (SELECT ${cols} FROM resources WHERE ${cond} UNION ALL SELECT ${cols} FROM resource_history WHERE ${cond}) ` +
     'ORDER BY last_updated DESC, type DESC, id DESC, version_id DESC LIMIT ?';
-  return db.query<Row, (string | number)[]>(sql).all(...params, ...params, query.count);
+  return db.query<HistoryRow, (string | number)[]>(sql).all(...params, ...params, query.count);
 }

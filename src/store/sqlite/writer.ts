@@ -9,6 +9,8 @@ import { BULK_TEXT_ROWS, TEXT_MERGE_DUE } from './text.ts';
 /** A current row as a writer knows it; `content` only once current() (or a write) has needed it. */
 type CurrentRow = { pk: number; version_id: number; last_updated: number; deleted: number; content?: string };
 type Value = string | number;
+/** A version as its index, compartment and word rows need it: a reindex writes those rows and no version (nor its method). */
+type IndexedVersion = Omit<VersionToWrite, 'method'>;
 
 /** Index and compartment rows per INSERT statement in bulk creation (4 values a row, mostly). */
 const ROWS_PER_INSERT = 64;
@@ -54,14 +56,14 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
     readSeq: db.query<{ value: number }, []>("SELECT value FROM counters WHERE name = 'resource_seq'"),
     storeSeq: db.query("UPDATE counters SET value = ? WHERE name = 'resource_seq'"),
     toHistory: db.query(
-      'INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content) ' +
-        'SELECT tenant, type, id, version_id, last_updated, deleted, seq, content FROM resources WHERE pk = ?',
+      'INSERT INTO resource_history (tenant, type, id, version_id, last_updated, deleted, seq, content, method) ' +
+        'SELECT tenant, type, id, version_id, last_updated, deleted, seq, content, method FROM resources WHERE pk = ?',
     ),
     update: db.query(
-      'UPDATE resources SET version_id = ?, last_updated = ?, deleted = ?, seq = ?, content = ? WHERE pk = ?',
+      'UPDATE resources SET version_id = ?, last_updated = ?, deleted = ?, seq = ?, content = ?, method = ? WHERE pk = ?',
     ),
     insert: db.query(
-      'INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ' +
+      'INSERT INTO resources (tenant, type, id, version_id, last_updated, deleted, seq, content, method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ' +
         'ON CONFLICT (tenant, type, id) DO NOTHING',
     ),
     clearCompartments: db.query('DELETE FROM compartments WHERE res = ?'),
@@ -88,7 +90,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
     textWaiting += values.length / 4;
   };
   const scopes = new Map<string, string>();
-  const textValues = (v: VersionToWrite, pk: number, out: Value[]) => {
+  const textValues = (v: IndexedVersion, pk: number, out: Value[]) => {
     if (!v.index.text) return;
     let scope = scopes.get(v.type);
     if (scope === undefined) scopes.set(v.type, (scope = textScope(tenant, v.type)));
@@ -124,7 +126,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
   function insert(v: VersionToWrite): number | undefined {
     if (known.get(`${v.type}/${v.id}`)) return undefined;
     const next = (seq ?? q.readSeq.get()!.value) + 1;
-    const r = q.insert.run(tenant, v.type, v.id, v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content);
+    const r = q.insert.run(tenant, v.type, v.id, v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content, v.method);
     if (r.changes !== 1) return undefined;
     seq = next;
     written++;
@@ -150,7 +152,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
   }
 
   /** Flat index and compartment row values of `v` stored under `pk`. */
-  function entryValues(v: VersionToWrite, pk: number, index: Value[][], compartments: Value[]): void {
+  function entryValues(v: IndexedVersion, pk: number, index: Value[][], compartments: Value[]): void {
     INDEX_TABLES.forEach((t, i) => {
       const out = index[i]!;
       const cols = columns[i]!;
@@ -196,7 +198,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       if (existing) {
         pk = existing.pk;
         q.toHistory.run(pk);
-        q.update.run(v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content, pk);
+        q.update.run(v.versionId, v.lastUpdated, v.deleted ? 1 : 0, next, v.content, v.method, pk);
         written++;
         clearIndex(pk);
         clearText(pk, false);

@@ -1,4 +1,4 @@
-import type { Condition, DateTest, TokenValue, IndexEntry, NewExportJob, ResourceVersion, Store, VersionToWrite } from '../../../src/store/types.ts';
+import type { Condition, DateTest, TokenValue, IndexEntry, NewExportJob, ResourceVersion, Store, VersionToWrite, WriteMethod } from '../../../src/store/types.ts';
 import { StoreConflictError } from '../../../src/store/types.ts';
 import type { StoreTarget } from '../../helpers/stores.ts';
 
@@ -15,6 +15,8 @@ export interface VersionSpec {
   compartments?: string[];
   /** Extra JSON members. */
   body?: Record<string, unknown>;
+  /** The interaction that writes it (default: DELETE for a deletion, POST for version 1, PUT after). */
+  method?: WriteMethod;
 }
 
 /** A version as the FHIR layer would write it: content carries meta.versionId / meta.lastUpdated. */
@@ -32,6 +34,7 @@ export function version(type: string, id: string, spec: VersionSpec = {}): Versi
     content: deleted ? '' : JSON.stringify({ resourceType: type, id, meta, ...spec.body }),
     index: { tokens: deleted ? [] : (spec.index ?? []), strings: [], ranges: [], composites: [] },
     compartments: deleted ? [] : (spec.compartments ?? []),
+    method: spec.method ?? (deleted ? 'DELETE' : versionId === 1 ? 'POST' : 'PUT'),
   };
 }
 

@@ -93,6 +93,20 @@ export function historyContract(store: () => Store) {
       expect(both.length).toBeGreaterThan(0);
     });
 
+    test('history gives each version the method it was written with, kept as it moves to history; other reads leave it out', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.resources.write(t, (w) => w.insertNew([version('Patient', 'p1', { lastUpdated: 1_000, method: 'PUT' })]));
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 2_000, method: 'PATCH' });
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 3_000, deleted: true });
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 4_000, method: 'POST' });
+      const h = await s.resources.history(t, { type: 'Patient', id: 'p1', count: 10 });
+      expect(h.map((r) => [r.versionId, r.method])).toEqual([[4, 'POST'], [3, 'DELETE'], [2, 'PATCH'], [1, 'PUT']]);
+      expect((await s.resources.history(t, { count: 10 })).map((r) => r.method)).toEqual(['POST', 'DELETE', 'PATCH', 'PUT']);
+      expect(await s.resources.read(t, 'Patient', 'p1')).not.toHaveProperty('method');
+      expect(await s.resources.vread(t, 'Patient', 'p1', 2)).not.toHaveProperty('method');
+    });
+
     test('put without current() replaces an existing resource and keeps its history', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -18,7 +18,7 @@ export function snapshotContract(target: StoreTarget) {
     let store: Store;
     let url: string;
     const put = (r: Record<string, unknown> & { resourceType: string; id: string }, now: number) =>
-      store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }));
+      store.resources.write('t1', (w) => putVersion(w, r as never, r.id, { now, access: operatorAccess }, 'PUT'));
     const del = (type: string, id: string, now: number) => store.resources.write('t1', (w) => deleteVersion(w, type, id, { now, access: operatorAccess }));
 
     interface Row {
@@ -155,7 +155,7 @@ export function snapshotContract(target: StoreTarget) {
     });
 
     test('other tenants and types are never seen', async () => {
-      await store.resources.write('t2', (w) => putVersion(w, obs('x1', 'p1', 'odd') as never, 'x1', { now: 10, access: operatorAccess }));
+      await store.resources.write('t2', (w) => putVersion(w, obs('x1', 'p1', 'odd') as never, 'x1', { now: 10, access: operatorAccess }, 'PUT'));
       expect(summary(await all({ type: 'Observation', at: 5000 })).some((s) => s.startsWith('x1'))).toBe(false);
       expect(await all({ type: 'Patient', at: 5000 })).toEqual([]);
     });

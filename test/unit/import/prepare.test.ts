@@ -41,8 +41,8 @@ describe('stampHead + stampTail', () => {
     const p = prepareVersion(r, 'o', undefined);
     expect(p.compartments).toEqual(['p']);
     expect(p.index.tokens).toContainEqual({ param: 'code', system: 's', value: 'c' });
-    expect(versionToWrite(p, 5, 1_000)).toEqual({
-      type: 'Observation', id: 'o', versionId: 5, lastUpdated: 1_000, deleted: false, content: stamp(r, 'o', 5, 1_000), index: p.index, compartments: ['p'],
+    expect(versionToWrite(p, 5, 1_000, 'PATCH')).toEqual({
+      type: 'Observation', id: 'o', versionId: 5, lastUpdated: 1_000, deleted: false, content: stamp(r, 'o', 5, 1_000), index: p.index, compartments: ['p'], method: 'PATCH',
     });
     // A Patient is in its own compartment under the id it is written with, not the one in its body.
     expect(prepareVersion({ resourceType: 'Patient', id: 'body' }, 'url', undefined).compartments).toEqual(['url']);

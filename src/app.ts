@@ -35,6 +35,7 @@ import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/mid
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
 import { createCors } from './http/cors.ts';
 import { encode } from './http/content-coding.ts';
+import { labelledAsAsked } from './http/fhir-response.ts';
 import { headAnswers, asHead } from './http/middleware/head.ts';
 import { requestContext, requestIdOf, requestRecorder, withRequestId } from './http/middleware/request-context.ts';
 import { terminologyCapabilities, terminologyRoutes, valueSetValidateCode } from './http/terminology.ts';
@@ -179,11 +180,14 @@ export function createApp(deps: AppDeps): App {
     if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
     return hot?.(req, server) ?? cors.handle(req, () => viaHono(req, server));
   };
-  /** Hono's answer, compressed as the client accepts (src/http/content-coding.ts; HEAD answers describe it in headAnswers). */
+  /**
+   * Hono's answer, labelled with the JSON media type the client asked for (labelledAsAsked) and compressed
+   * as it accepts (src/http/content-coding.ts; HEAD answers describe it in headAnswers).
+   */
   const viaHono = (req: Request, server?: unknown): Response | Promise<Response> => {
     const res = app.fetch(req, server);
-    if (req.method === 'HEAD') return res;
-    return res instanceof Promise ? res.then((r) => encode(req, r)) : encode(req, res);
+    const answer = (r: Response) => (req.method === 'HEAD' ? labelledAsAsked(req, r) : encode(req, labelledAsAsked(req, r)));
+    return res instanceof Promise ? res.then(answer) : answer(res);
   };
   /** A URL holding `%00` (nulInUrl), answered before any route, with a request id and recorded as every answer is. */
   const refusedNul = async (req: Request): Promise<Response> => {

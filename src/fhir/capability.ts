@@ -165,7 +165,7 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
     implementation: { description: 'Cinder FHIR R4 server', url: o.fhirBase },
     fhirVersion: '4.0.1',
     // What Accept, `_format` and Content-Type take (src/http/fhir-response.ts, body.ts): R4's type, plain
-    // JSON, DSTU2's name and the `json` shorthand; every answer is application/fhir+json.
+    // JSON, DSTU2's name and the `json` shorthand; answers are application/fhir+json, or application/json when asked for (labelledAsAsked).
     format: ['application/fhir+json', 'application/json', 'application/json+fhir', 'json'],
     patchFormat: [...PATCH_FORMATS],
     rest: [

@@ -54,6 +54,59 @@ export function checkAccept(accept: string | undefined, format: string | null): 
   if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json (FHIR R4)`);
 }
 
+/** The media type of a FHIR JSON answer to a client that asked for generic JSON (asksForPlainJson). */
+const PLAIN_JSON = 'application/json; charset=utf-8';
+
+/** The FHIR JSON media types a client may name, the current one and DSTU2's. */
+const FHIR_JSON_TYPES = ['application/fhir+json', 'application/json+fhir'];
+
+/**
+ * Whether a client asked for the generic `application/json` rather than FHIR JSON (FHIR R4 http
+ * 3.1.0.1.10: "If a client provides a generic mime type in the Accept header (application/xml, text/json,
+ * or application/json), the server SHOULD respond with the requested mime type, using the ... JSON formats
+ * described in this specification"): `_format=application/json` (which overrides Accept, as checkAccept
+ * reads it; `_format=json` names the JSON format, whose type is application/fhir+json), or, without
+ * `_format`, an Accept naming application/json with a higher q than any FHIR JSON type it names.
+ * Wildcards name nothing: `application/json, *\/*` asks for application/json, `*\/*` alone for the
+ * default. Ranges of another `fhirVersion` are not served and count for nothing.
+ */
+function asksForPlainJson(accept: string | null | undefined, format: string | null): boolean {
+  if (format !== null) return mediaRange(format.trim().replace(/ /g, '+')).type === 'application/json';
+  if (!accept) return false;
+  let plain = 0;
+  let fhir = 0;
+  for (const part of accept.split(',')) {
+    const { type, params } = mediaRange(part);
+    if (type !== 'application/json' && !FHIR_JSON_TYPES.includes(type)) continue;
+    if (!isR4Version(params)) continue;
+    const q = Number(params.get('q') ?? '1');
+    if (!(q > 0)) continue;
+    if (type === 'application/json') plain = Math.max(plain, q);
+    else fhir = Math.max(fhir, q);
+  }
+  return plain > fhir;
+}
+
+/**
+ * `res` labelled `application/json` when it is a FHIR JSON answer to a request that asked for generic
+ * JSON (asksForPlainJson), else as it is; changed in place, so that the text remembered for compression
+ * (content-coding.ts) stays with it. Applied at the edge to every answer, Hono's and the hot routes', so
+ * that errors, searches and operations are labelled alike. A request without `_format` whose Accept
+ * does not mention application/json (nearly every one) costs a header read and a test.
+ */
+export function labelledAsAsked(req: Request, res: Response): Response {
+  const accept = req.headers.get('accept');
+  const url = req.url;
+  const format = url.includes('_format=') ? new URL(url).searchParams.get('_format') : null;
+  if (format === null && (accept === null || !PLAIN_JSON_NAMED.test(accept))) return res;
+  if (!(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return res;
+  if (asksForPlainJson(accept, format)) res.headers.set('Content-Type', PLAIN_JSON);
+  return res;
+}
+
+/** An Accept that may ask for application/json (media types are case-insensitive). */
+const PLAIN_JSON_NAMED = /application\/json/i;
+
 /** Headers of a response carrying one resource version. */
 export function versionHeaders(v: ResourceVersion): Record<string, string> {
   return { ETag: etag(v.versionId), 'Last-Modified': new Date(v.lastUpdated).toUTCString() };

@@ -6,7 +6,7 @@ import type { Cors } from './cors.ts';
 import { encode } from './content-coding.ts';
 import { renderError } from './errors.ts';
 import { INSTANCE_ROUTE, readResponse } from './fhir.ts';
-import { readConditions } from './fhir-response.ts';
+import { labelledAsAsked, readConditions } from './fhir-response.ts';
 import { FHIR_BASE_ROUTE, GATE_ROUTE, type Admitted, type FhirAdmission, type GateRequest } from './middleware/fhir-gate.ts';
 import { requestIdOf, withRequestId, type RequestRecorder } from './middleware/request-context.ts';
 import { TOKEN_ROUTE, type TokenRoute } from './oauth.ts';
@@ -88,7 +88,7 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     } catch (err) {
       res = renderError(err, { method: req.method, path, requestId }, d.log);
     }
-    const coded = encode(req, res);
+    const coded = encode(req, labelledAsAsked(req, res));
     res = coded instanceof Promise ? await coded : coded;
     res = d.cors.decorate(req, withRequestId(res, requestId));
     d.recorder.record(req.method, path, trace.route, res.status, requestId, started);

@@ -1,6 +1,6 @@
 /**
  * Details of FHIR R4's http.html a careful client relies on: content negotiation (`_format` with an
- * unencoded `+` and overriding `Accept`, `q=0`, `fhirVersion`), `_pretty`, the CapabilityStatement's patch formats, history's `_count`
+ * unencoded `+` and overriding `Accept`, `q=0`, `fhirVersion`, generic `application/json` answered as such), `_pretty`, the CapabilityStatement's patch formats, history's `_count`
  * capped as search's, a PATCH entry's Binary media type with parameters, and a create ignoring the id
  * its body holds, even one that is not valid.
  */
@@ -48,6 +48,41 @@ describe('content negotiation', () => {
     for (const accept of ['application/fhir+json; fhirVersion=4.0', 'application/fhir+json;fhirVersion=4.0.1', 'application/xml;q=0.9, application/json;q=0.5']) {
       expect([accept, (await api.get('Patient/p1', { Accept: accept })).status]).toEqual([accept, 200]);
     }
+  });
+
+  test('Accept: application/json is answered as application/json (http.html 3.1.0.1.10), FHIR JSON stays the default', async () => {
+    const type = async (path: string, accept?: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
+      const res = await api.call(init.method ?? 'GET', path, init.body, { ...(accept === undefined ? {} : { Accept: accept }), ...init.headers });
+      await res.arrayBuffer();
+      return [path, accept, res.status, res.headers.get('content-type')];
+    };
+    const JSON_TYPE = 'application/json; charset=utf-8';
+    const FHIR_TYPE = 'application/fhir+json; charset=utf-8';
+    // Reads (the hot route and Hono's), searches, history, metadata, a create, and errors of the gate and of a route.
+    for (const path of ['Patient/p1', 'Patient/p1?_elements=gender', 'Patient?_id=p1', 'Patient/p1/_history', 'metadata', 'Patient/nobody', 'Nonsense/1']) {
+      const [, , status, got] = await type(path, 'application/json');
+      expect([path, status, got]).toEqual([path, path.includes('nobody') || path.includes('Nonsense') ? 404 : 200, JSON_TYPE]);
+    }
+    expect(await type('Patient', 'application/json', { method: 'POST', body: { resourceType: 'Patient' } })).toEqual(['Patient', 'application/json', 201, JSON_TYPE]);
+    const unauthenticated = await t.request(`${api.base}/Patient/p1`, { headers: { Accept: 'application/json' } });
+    expect([unauthenticated.status, unauthenticated.headers.get('content-type')]).toEqual([401, JSON_TYPE]);
+    // The client's preference decides; a FHIR JSON type it names as high keeps FHIR JSON, and wildcards name nothing.
+    const cases: [string | undefined, string][] = [
+      [undefined, FHIR_TYPE], ['*/*', FHIR_TYPE], ['application/fhir+json', FHIR_TYPE], ['application/json, */*', JSON_TYPE],
+      ['application/fhir+json, application/json', FHIR_TYPE], ['application/json, application/json+fhir', FHIR_TYPE],
+      ['application/json;q=0.5, application/fhir+json', FHIR_TYPE], ['application/fhir+json;q=0.5, application/json', JSON_TYPE],
+      ['Application/JSON; fhirVersion=4.0', JSON_TYPE], ['application/json; fhirVersion=3.0, application/fhir+json;q=0.1', FHIR_TYPE],
+    ];
+    for (const [accept, expected] of cases) expect(await type('Patient/p1', accept)).toEqual(['Patient/p1', accept, 200, expected]);
+    // `_format` overrides Accept: application/json asks for that type, `json` for the JSON format (application/fhir+json).
+    expect(await type('Patient/p1?_format=application/json', 'application/fhir+json')).toEqual(['Patient/p1?_format=application/json', 'application/fhir+json', 200, JSON_TYPE]);
+    expect(await type('Patient/p1?_format=json', 'application/json')).toEqual(['Patient/p1?_format=json', 'application/json', 200, FHIR_TYPE]);
+    // A long answer is still compressed; HEAD says what GET would; _pretty still indents.
+    const long = await api.get('metadata', { Accept: 'application/json', 'Accept-Encoding': 'gzip' });
+    expect([long.headers.get('content-type'), long.headers.get('content-encoding')]).toEqual([JSON_TYPE, 'gzip']);
+    expect((await api.call('HEAD', 'Patient/p1', undefined, { Accept: 'application/json' })).headers.get('content-type')).toBe(JSON_TYPE);
+    const pretty = await api.get('Patient/p1?_pretty=true', { Accept: 'application/json' });
+    expect([pretty.headers.get('content-type'), (await pretty.text()).includes('\n  "resourceType"')]).toEqual([JSON_TYPE, true]);
   });
 
   test('a body of another FHIR version is a 415; of R4, taken', async () => {

@@ -108,13 +108,16 @@ await eachStore((kind, fresh) => {
         expect(await found(`Patient?_id=${id}&birthdate=1961-07-04`)).toEqual([id]);
       });
 
-      test('a failing test is 400 naming the operation, and nothing is written (as HAPI FHIR answers)', async () => {
+      test('a failing test is 422 naming the operation (http.html: "a failing JSON Patch test ... 422"), and nothing is written', async () => {
         const id = await patient();
         const issue = await refused(() => jsonPatch(`Patient/${id}`, [
           { op: 'replace', path: '/gender', value: 'male' },
           { op: 'test', path: '/name/0/family', value: 'Nobody' },
-        ]), 400, 'processing');
+        ]), 422, 'processing');
         expect(issue.diagnostics).toContain('operation 1 (test /name/0/family)');
+        // A test of a target that is not there fails too; conditional patches answer the same.
+        await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'test', path: '/birthDate', value: '2000-01-01' }]), 422, 'processing');
+        await refused(() => jsonPatch(`Patient?_id=${id}`, [{ op: 'test', path: '/gender', value: 'male' }]), 422, 'processing');
         expect((await read(id)).gender).toBe('female');
       });
 
@@ -372,7 +375,7 @@ await eachStore((kind, fresh) => {
         const b = await patient();
         const before = await countVersions(t);
         const cases: [Json[], number][] = [
-          [[patchEntry(`Patient/${a}`, binary([{ op: 'replace', path: '/gender', value: 'male' }])), patchEntry(`Patient/${b}`, binary([{ op: 'test', path: '/gender', value: 'male' }]))], 400],
+          [[patchEntry(`Patient/${a}`, binary([{ op: 'replace', path: '/gender', value: 'male' }])), patchEntry(`Patient/${b}`, binary([{ op: 'test', path: '/gender', value: 'male' }]))], 422],
           [[patchEntry(`Patient/${a}`, binary([{ op: 'replace', path: '/gender', value: 'male' }])), patchEntry(`Patient/${b}`, fhirPatch({ type: 'replace', path: 'Patient.gender', value: { valueCode: 'bogus' } }))], 422],
           [[{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }, patchEntry(`Patient/${b}`, binary([{ op: 'replace', path: '/gender', value: 'male' }]), 'W/"9"')], 412],
           [[{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }, patchEntry('Patient/nobody', binary([]))], 404],
@@ -399,7 +402,7 @@ await eachStore((kind, fresh) => {
           patchEntry(`Patient/${a}`, fhirPatch({ type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '2001-01-01' } }), 'W/"2"'),
         ]));
         const body = (await res.json()) as Json;
-        expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '400', '404', '400', '200']);
+        expect(body.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['200', '422', '404', '400', '200']);
         const now = await read(a);
         expect([now.gender, now.birthDate, now.meta.versionId]).toEqual(['male', '2001-01-01', '3']);
       });

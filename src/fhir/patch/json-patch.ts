@@ -1,8 +1,8 @@
 /**
  * JSON Patch (RFC 6902) over JSON Pointers (RFC 6901), for FHIR R4 patch with
  * `Content-Type: application/json-patch+json` (http.html#patch). A document that is not a JSON Patch is
- * a 400 `structure`; an operation that cannot be applied (a missing target, a failing `test`) is a 400
- * `processing` naming the operation's index, as HAPI FHIR answers both.
+ * a 400 `structure`; an operation that cannot be applied (a missing target) is a 400 `processing` naming
+ * the operation's index, as HAPI FHIR answers it; a failing `test` is a 422 `processing` (see applyJsonPatch).
  */
 import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
@@ -205,9 +205,13 @@ function applyOne(doc: unknown, op: JsonPatchOperation, copied: Copied): unknown
 
 /**
  * Applies `operations` in order to a copy of `doc` (RFC 6902 section 4) and returns it; `doc` is never
- * changed. The first operation that cannot be applied is a 400 naming it and nothing applies, as is
- * the copy that takes the copies past MAX_COPIED_BYTES (`too-costly`). Numbers
- * keep their literals (exact-json.ts) where they move, and take the operations' own.
+ * changed. The first operation that cannot be applied is an error naming it and nothing applies: a
+ * failing `test` (its value differs, or its target is missing) a 422, as FHIR's http.html has it ("In the
+ * case of a failing JSON Patch test interaction, the server returns a 422 Unprocessable Entity", R5; R4
+ * applies the patch "following the relevant PATCH specification", whose RFC 5789 2.2 allows 422 or 409,
+ * and Cinder's 409 says a concurrent write may be retried), any other a 400 as HAPI FHIR answers it, as
+ * is the copy that takes the copies past MAX_COPIED_BYTES (`too-costly`). Numbers keep their literals
+ * (exact-json.ts) where they move, and take the operations' own.
  */
 export function applyJsonPatch(doc: unknown, operations: readonly JsonPatchOperation[]): unknown {
   let out = cloneExact(doc);
@@ -221,7 +225,8 @@ export function applyJsonPatch(doc: unknown, operations: readonly JsonPatchOpera
         throw new FhirError('invalid', text, { issueCode: 'too-costly' });
       }
       if (!(err instanceof Failure)) throw err;
-      throw new FhirError('invalid', `JSON Patch operation ${i} (${op.op} ${op.path}) cannot be applied: ${err.message}`, { issueCode: 'processing' });
+      const text = `JSON Patch operation ${i} (${op.op} ${op.path}) cannot be applied: ${err.message}`;
+      throw new FhirError(op.op === 'test' ? 'unprocessable' : 'invalid', text, { issueCode: 'processing' });
     }
   });
   return out;

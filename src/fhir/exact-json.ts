@@ -41,6 +41,8 @@ export interface JsonScan {
   depth: number;
   /** Whether a number is written otherwise than String writes the value JSON.parse reads (`98.60`, `1e2`, `-0`). */
   literals: boolean;
+  /** With `keys`: the index of the first member name an object gives twice (the opening quote of its second one), else -1. */
+  duplicate: number;
 }
 
 /** The index of the quote that closes the string opened at `start`: the first one after an even number of backslashes (-1: none). */
@@ -70,17 +72,42 @@ const rewritten = (literal: string) => String(+literal) !== literal;
 
 /**
  * One pass over JSON text, strings skipped: its nesting, and whether one of its number literals is
- * not String's text of its value. Text that is not JSON gives some answer; JSON.parse is the judge of it.
+ * not String's text of its value; with `keys`, also the first member name an object gives twice (FHIR R4
+ * json.html: "Property names SHALL be unique"; JSON.parse keeps the last silently). Text that is not JSON
+ * gives some answer; JSON.parse is the judge of it.
+ *
+ * Names are found as the strings before a `:` and kept as positions in the text (start and length, in
+ * typed arrays: no string is made), one stack for every open object, each object's part beginning where
+ * its level says (`firsts`); a name is compared with its object's earlier ones by length, then character
+ * by character. An object with more than NAMES_COMPARED names is checked through a Set of them from then
+ * on, so a huge object costs linear time. Names are compared as written, which is exact for names without
+ * escapes; should any name hold one (`"\\u0069d"` is `id`), the text is checked again by the names as
+ * JSON.parse reads them (duplicateDecoded), which no FHIR JSON needs. The check is inline, not a method
+ * per name: calls cost three times as much (ARCHITECTURE.md, Request bodies).
  */
-export function scanJson(text: string): JsonScan {
+export function scanJson(text: string, keys = false): JsonScan {
   let depth = 0;
   let deepest = 0;
   let literals = false;
+  // Names (keys): positions of the open objects' names, where each level's begin, its Set once large.
+  // The stacks are kept between scans (a scan runs to its end without yielding), grown as a text needs.
+  let starts = keys ? NAME_STARTS : EMPTY;
+  let lengths = keys ? NAME_LENGTHS : EMPTY;
+  let firsts = keys ? LEVEL_FIRSTS : EMPTY;
+  // The Sets of the open objects with many names, by level (few texts have any: never read while empty).
+  const sets = new Map<number, Set<string>>();
+  let named = 0;
+  let found = -1;
+  let escaped = false;
+  let backslash = keys ? text.indexOf('\\') : -1;
+  let stringStart = -1;
+  let stringClose = -1;
   const n = text.length;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === 34) {
-      i = stringEnd(text, i);
+      stringStart = i;
+      i = stringClose = stringEnd(text, i);
       if (i < 0) break;
     } else if (c > 44) {
       // Below 45: whitespace and `,`. Outside strings `-` and digits start numbers, and nothing else holds them.
@@ -89,12 +116,172 @@ export function scanJson(text: string): JsonScan {
         const end = numberEnd(text, i);
         if (!literals) literals = rewritten(text.slice(i, end));
         i = end - 1;
+      } else if (c === 58) {
+        if (!keys || found >= 0 || depth <= 0 || depth >= firsts.length) continue;
+        const start = stringStart + 1;
+        const length = stringClose - start;
+        if (backslash >= 0) {
+          if (backslash < start) backslash = text.indexOf('\\', start);
+          if (backslash >= 0 && backslash < stringClose) escaped = true;
+        }
+        const first = firsts[depth]!;
+        // Once an object has NAMES_COMPARED names it keeps having them, and its Set holds them all.
+        if (named - first >= NAMES_COMPARED) {
+          let names = sets.get(depth);
+          if (names === undefined) sets.set(depth, (names = namesOf(text, starts, lengths, first, named)));
+          const name = text.slice(start, stringClose);
+          if (names.has(name)) found = stringStart;
+          names.add(name);
+        } else {
+          for (let k = first; k < named; k++) {
+            if (lengths[k] !== length) continue;
+            const other = starts[k]!;
+            let j = 0;
+            while (j < length && text.charCodeAt(other + j) === text.charCodeAt(start + j)) j++;
+            if (j === length) {
+              found = stringStart;
+              break;
+            }
+          }
+        }
+        if (named === starts.length) {
+          starts = grown(starts);
+          lengths = grown(lengths);
+        }
+        starts[named] = start;
+        lengths[named++] = length;
       } else if (c === 123 || c === 91) {
         if (++depth > deepest) deepest = depth;
-      } else if (c === 125 || c === 93) depth--;
+        if (keys) {
+          if (depth >= firsts.length && depth <= MAX_NAME_DEPTH) firsts = grown(firsts);
+          if (depth < firsts.length) firsts[depth] = named;
+          if (sets.size > 0) sets.delete(depth);
+        }
+      } else if (c === 125 || c === 93) {
+        if (keys && depth > 0 && depth < firsts.length) named = firsts[depth]!;
+        depth--;
+      }
     }
   }
-  return { depth: deepest, literals };
+  const duplicate = escaped ? duplicateDecoded(text) : found;
+  if (keys) {
+    NAME_STARTS = starts;
+    NAME_LENGTHS = lengths;
+    LEVEL_FIRSTS = firsts;
+  }
+  return { depth: deepest, literals, duplicate };
+}
+
+/** An object's names are compared one by one up to this many; from it on, through a Set of them. */
+const NAMES_COMPARED = 32;
+
+/**
+ * The deepest level whose names scanJson checks: a text nested deeper is refused for its depth anyway
+ * (MAX_JSON_DEPTH in src/fhir/resource.ts), so the stacks need not grow with a hostile nesting.
+ */
+const MAX_NAME_DEPTH = 4096;
+
+const EMPTY = new Int32Array(0);
+/** scanJson's stacks of names (positions and lengths) and of where each level's names begin, reused. */
+let NAME_STARTS = new Int32Array(1024);
+let NAME_LENGTHS = new Int32Array(1024);
+let LEVEL_FIRSTS = new Int32Array(256);
+
+/** A copy of `a` twice its size. */
+function grown(a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(a.length * 2);
+  b.set(a);
+  return b;
+}
+
+/** The names from `first` to `named` on scanJson's stack, as strings. */
+function namesOf(text: string, starts: Int32Array, lengths: Int32Array, first: number, named: number): Set<string> {
+  const names = new Set<string>();
+  for (let k = first; k < named; k++) names.add(text.slice(starts[k]!, starts[k]! + lengths[k]!));
+  return names;
+}
+
+/** A member name as JSON.parse reads it: the text between its quotes, its escapes read when it has any. */
+function nameAt(text: string, start: number, end: number): string {
+  const raw = text.slice(start + 1, end);
+  if (!raw.includes('\\')) return raw;
+  try {
+    return JSON.parse(text.slice(start, end + 1)) as string;
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * The opening quote of the first member name an object gives twice, names read as JSON.parse reads them
+ * (escapes and all), or -1: scanJson's check for text whose names hold escapes, one Set per open object.
+ */
+function duplicateDecoded(text: string): number {
+  const sets: (Set<string> | undefined)[] = [];
+  let depth = 0;
+  let stringStart = -1;
+  let stringClose = -1;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      stringStart = i;
+      i = stringClose = stringEnd(text, i);
+      if (i < 0) break;
+    } else if (c === 123 || c === 91) {
+      sets[++depth] = undefined;
+    } else if (c === 125 || c === 93) {
+      depth--;
+    } else if (c === 58 && depth > 0) {
+      const name = nameAt(text, stringStart, stringClose);
+      const names = (sets[depth] ??= new Set());
+      if (names.has(name)) return stringStart;
+      names.add(name);
+    }
+  }
+  return -1;
+}
+
+/**
+ * Where in `text` the member name whose opening quote is at `at` is, as a path of names and indexes
+ * (`entry[2].resource.id`), and the name: the walk of scanJson up to it, remembering each open container's current
+ * name or item. For an error message, so it runs only once a duplicate is found.
+ */
+export function memberPath(text: string, at: number): { path: string; name: string } {
+  const steps: (string | number)[] = [];
+  const arrays: boolean[] = [];
+  let level = -1;
+  let expectName = false;
+  for (let i = 0; i < at; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      const end = stringEnd(text, i);
+      if (end < 0) break;
+      if (expectName) {
+        steps[level] = nameAt(text, i, end);
+        expectName = false;
+      }
+      i = end;
+    } else if (c === 123 || c === 91) {
+      level++;
+      arrays[level] = c === 91;
+      steps[level] = 0;
+      expectName = c === 123;
+    } else if (c === 125 || c === 93) {
+      level--;
+      expectName = false;
+    } else if (c === 44) {
+      if (arrays[level]) (steps[level] as number)++;
+      else expectName = true;
+    }
+  }
+  const name = nameAt(text, at, stringEnd(text, at));
+  steps[level] = name;
+  let path = '';
+  for (let l = 0; l <= level; l++) {
+    const step = steps[l]!;
+    path += typeof step === 'number' ? `[${step}]` : path === '' ? step : `.${step}`;
+  }
+  return { path, name };
 }
 
 function literalsOf(holder: Holder): Map<string, string> {

@@ -1,6 +1,6 @@
 import { FhirError } from '../errors.ts';
 import { MAX_JSON_DEPTH } from '../terminology/model/depth.ts';
-import { carryLiterals, parseExact, scanJson, stringifyExact } from './exact-json.ts';
+import { carryLiterals, memberPath, parseExact, scanJson, stringifyExact } from './exact-json.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
 
 export type Resource = Record<string, unknown> & { resourceType: string; id?: string; meta?: Record<string, unknown> };
@@ -19,7 +19,7 @@ export function tooDeep(what: string): FhirError {
  * both its depth and whether its numbers need recording.
  */
 export function parseBounded(text: string, what: string, malformed: (err: Error) => FhirError): unknown {
-  const scan = scanJson(text);
+  const scan = scanJson(text, true);
   const deep = scan.depth > MAX_JSON_DEPTH;
   let value: unknown;
   try {
@@ -29,7 +29,16 @@ export function parseBounded(text: string, what: string, malformed: (err: Error)
     throw malformed(err as Error);
   }
   if (deep) throw tooDeep(what);
+  if (scan.duplicate >= 0) throw repeatedName(what, text, scan.duplicate, value);
   return value;
+}
+
+/** The 400 for an object giving a member name twice, at the FHIRPath-like path of its second (`Patient.name[0].family`). */
+function repeatedName(what: string, text: string, at: number, value: unknown): FhirError {
+  const { path, name } = memberPath(text, at);
+  const type = (value as { resourceType?: unknown } | null)?.resourceType;
+  const expression = typeof type === 'string' && /^[A-Z][A-Za-z]*$/.test(type) ? `${type}.${path}` : path;
+  return new FhirError('structure', `${what} gives the member '${name}' twice in one object, at ${expression}: JSON property names SHALL be unique (FHIR R4 json.html)`, { expression: [expression] });
 }
 
 /** Parses a request body as JSON (parseBounded), or throws a 400 OperationOutcome saying where it is malformed. */

@@ -11,6 +11,7 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
 export interface Entry {
   index: number;
   method: Method;
+  /** The resource type; for a GET, `''` at the system level (a search across types, system history) and `*` for `Patient/{id}/*`. */
   type: string;
   /** Target id for PUT/PATCH/DELETE/GET by id. */
   id?: string;
@@ -22,6 +23,8 @@ export interface Entry {
   condition?: URLSearchParams;
   /** GET search or read query string. */
   query?: URLSearchParams;
+  /** GET `Patient/{id}/{type}` or `Patient/{id}/*`: a compartment search, in the compartment of Patient `id`. */
+  compartment?: string;
   fullUrl?: string;
   resource?: Resource;
   /** PATCH: the patch its resource holds (a Parameters, or a Binary holding a JSON Patch). */
@@ -82,10 +85,39 @@ interface ParsedUrl {
   version?: string;
   history?: boolean;
   query?: URLSearchParams;
+  compartment?: string;
 }
 
-/** A `request.url` relative to the FHIR base `base`: as written, without the base or a leading `/`. */
-const relativeUrl = (url: string, base: string) => (url.startsWith(base + '/') ? url.slice(base.length + 1) : url.startsWith('/') ? url.slice(1) : url);
+/** A `request.url` relative to the FHIR base `base`: as written, without the base (the base itself, with a query, being `?query`) or a leading `/`. */
+function relativeUrl(url: string, base: string): string {
+  if (url.startsWith(base + '/')) return url.slice(base.length + 1);
+  if (url === base || url.startsWith(base + '?')) return url.slice(base.length);
+  return url.startsWith('/') ? url.slice(1) : url;
+}
+
+/** `Patient/{id}/{type}` and `Patient/{id}/*`, and what else has three segments but history (a 404, as on the REST API). */
+const COMPARTMENT = /^([^/]*)\/([^/]*)\/([^/]*)$/;
+
+/**
+ * The GETs of the REST API beyond one type (FHIR R4 search.html, http.html): a search across types (the
+ * FHIR base with a query), system history (`_history`), a compartment search (`Patient/{id}/{type}`,
+ * `Patient/{id}/*`); undefined for any other path. Another compartment or type is a 404, as on REST.
+ */
+function beyondType(index: number, url: string, path: string, query: URLSearchParams | undefined): ParsedUrl | undefined {
+  const q = query === undefined ? {} : { query };
+  if (path === '') return { type: '', ...q };
+  if (path === '_history') return { type: '', history: true, ...q };
+  const m = COMPARTMENT.exec(path);
+  if (!m || m[3] === '_history') return undefined;
+  const [, type, id, what] = m as unknown as [string, string, string, string];
+  if (type !== 'Patient' || (what !== '*' && !isResourceType(what))) {
+    throw new FhirError('not-found', `Bundle.entry[${index}]: unknown path '${path}' (a compartment search is Patient/{id}/{type} or Patient/{id}/*)`, {
+      expression: [`Bundle.entry[${index}].request.url`],
+    });
+  }
+  if (!ID_PATTERN.test(id)) fail(index, `request.url '${url}' has an invalid id`, 'request.url');
+  return { type: what, compartment: id, ...q };
+}
 
 /** `Type`, `Type/_history`, `Type/id`, `Type/id/_history`, `Type/id/_history/vid`. */
 const PATH = /^([^/]*)(?:\/(_history)|\/([^/]*)(?:\/(_history)(?:\/([^/]*))?)?)?$/;
@@ -101,6 +133,8 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
   } catch (err) {
     fail(index, (err as Error).message, 'request.url');
   }
+  const beyond = method === 'GET' ? beyondType(index, url, path, query) : undefined;
+  if (beyond) return beyond;
   const type = path.split('/', 1)[0];
   if (!type || !isResourceType(type)) fail(index, `request.url '${url}' does not name a known resource type`, 'request.url');
   // As on the REST API (checkRestType): a 404 for this entry; a batch's other entries go on.
@@ -108,7 +142,9 @@ function parseUrl(index: number, url: string, base: string, method: string): Par
   const m = PATH.exec(path);
   const history = m?.[2] !== undefined || m?.[4] !== undefined;
   if (!m || (history && method !== 'GET')) {
-    const forms = method === 'GET' ? 'Type, Type/id, Type?query, Type/id/_history/vid, Type/id/_history or Type/_history' : 'Type, Type/id or Type?query';
+    const forms = method === 'GET'
+      ? 'Type, Type/id, Type?query, Type/id/_history/vid, Type/id/_history, Type/_history, _history, ?query, Patient/id/Type or Patient/id/*'
+      : 'Type, Type/id or Type?query';
     fail(index, `request.url '${url}' is not of the form ${forms}`, 'request.url');
   }
   const [, , , id, , version] = m;
@@ -185,7 +221,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     // A precondition that is not a string would be dropped and the write done unconditionally.
     if (request[field] !== undefined && typeof request[field] !== 'string') fail(index, `request.${field} must be a string`, `request.${field}`);
   }
-  const { type, id, version, history, query } = parseUrl(index, request.url as string, base, method);
+  const { type, id, version, history, query, compartment } = parseUrl(index, request.url as string, base, method);
   const entry: Entry = { index, method, type };
   if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
   if (typeof request.ifMatch === 'string') entry.ifMatch = request.ifMatch;
@@ -194,6 +230,7 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
     if (id !== undefined) entry.id = id;
     if (version !== undefined) entry.version = version;
     if (history) entry.history = true;
+    if (compartment !== undefined) entry.compartment = compartment;
     entry.query = query ?? new URLSearchParams();
     readConditions(index, entry, request);
     if (verb === 'HEAD') entry.head = true;

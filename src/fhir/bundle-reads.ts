@@ -1,6 +1,7 @@
 /**
- * GET entries of transactions and batches (FHIR R4 http 3.1.0.11): reads, vreads, searches and
- * instance or type history, answered as the REST interactions answer them, with the same access checks.
+ * GET entries of transactions and batches (FHIR R4 http 3.1.0.11): reads, vreads, searches (of a type,
+ * across types, in a compartment) and instance, type or system history, answered as the REST
+ * interactions answer them, with the same access checks.
  */
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion, ResourceWriter } from '../store/types.ts';
@@ -12,9 +13,10 @@ import type { CoreLayer } from './core-layer.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { parseExact } from './exact-json.ts';
 import { checkHistory, history } from './history.ts';
-import { checkTypeAndId } from './resource.ts';
+import { checkRestType, checkTypeAndId } from './resource.ts';
 import { versionNumber } from './resource-types.ts';
 import { compileSearch, searchResources } from './search.ts';
+import { checkSearchTypes, searchTypes } from './search-system.ts';
 import { instanceShape } from './subset.ts';
 
 /** Checks a GET entry before anything is written: access, id, search or history parameters. */
@@ -27,18 +29,31 @@ export function checkRead(req: FhirRequest, entry: Entry): void {
 }
 
 function checkOne(req: FhirRequest, entry: Entry): void {
+  if (entry.compartment !== undefined) checkTypeAndId('Patient', entry.compartment);
   if (entry.history) {
-    checkHistory(req, entry.query!, entry.type, entry.id);
+    checkHistory(req, entry.query!, historyType(entry), entry.id);
     instanceShape(entry.query!, false);
   } else if (entry.id) {
     checkTypeAndId(entry.type, entry.id);
     requireAccess(req.access, entry.type, 'r');
     instanceShape(entry.query!, false);
+  } else if (across(entry)) {
+    checkSearchTypes(req, entry.query!, entry.compartment);
   } else {
+    checkRestType(entry.type);
     requireAccess(req.access, entry.type, 's');
     compileSearch(entry.type, entry.query!, false);
   }
 }
+
+/** A search across types: of the system (`?_type=...`) or of a compartment's types (`Patient/{id}/*`). */
+const across = (entry: Entry) => entry.type === '' || entry.type === '*';
+
+/** The type whose history an entry reads: none for system history. */
+const historyType = (entry: Entry) => (entry.type === '' ? undefined : entry.type);
+
+/** Where a search entry's links go, below the FHIR base, as the REST API's links for the same search. */
+const searchPath = (entry: Entry) => (entry.compartment === undefined ? (entry.type === '' ? '' : `/${entry.type}`) : `/Patient/${entry.compartment}/${entry.type}`);
 
 /**
  * Inside a transaction, after its writes: a GET by id must find its resource (a current one for a
@@ -85,8 +100,8 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
   // `_summary` / `_elements` as on the REST read, vread and history.
   const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
   if (entry.history) {
-    const r = await history(deps, req, entry.query!, entry.type, entry.id);
-    const links = searchLinks(base, `/${entry.type}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
+    const r = await history(deps, req, entry.query!, historyType(entry), entry.id);
+    const links = searchLinks(base, `${entry.type ? `/${entry.type}` : ''}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
     return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
   }
   if (entry.id) {
@@ -95,8 +110,10 @@ async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: str
     return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
-  const r = await searchResources(deps, req, entry.type, entry.query!, false);
-  const links = searchLinks(base, `/${entry.type}`, r.self, r.next, r.page);
+  const r = across(entry)
+    ? await searchTypes(deps, req, entry.query!, false, entry.compartment)
+    : await searchResources(deps, req, entry.type, entry.query!, false, entry.compartment);
+  const links = searchLinks(base, searchPath(entry), r.self, r.next, r.page);
   const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
   return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };
 }

@@ -141,6 +141,45 @@ export async function searchTypes(
   deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
   const params = withoutEmptyResultParams(given);
+  const { types, own, sort, limit, includes, revincludes, ignored, taken } = prepareAcross(req, params, strict, compartment);
+  // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
+  // with the same parameters, compiled and checked for that type; the first type is compiled in any
+  // case, for the result parameters and the errors of a search that finds no type to run on.
+  const held = new Set(await deps.store.resources.types(req.tenant));
+  const warnings = new Map<string, FhirIssue>(ignored.map((w) => [w.diagnostics ?? JSON.stringify(w), w]));
+  const searches: TypeSearch[] = [];
+  let first: CompiledSearch | undefined;
+  for (const type of types) {
+    const runs = held.has(type) || (deps.core !== undefined && hasCoreResources(type));
+    if (!runs && first !== undefined) continue;
+    const compiled = compileSearch(type, own, strict, deps.clock.now());
+    first ??= compiled;
+    for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
+    if (!runs) continue;
+    const query = await storeQuery(deps, req, type, compiled, compartment);
+    if (query !== undefined) searches.push({ type, query });
+  }
+  const { summary, elements } = first!;
+  const self = usedAcross(params, first!.self, limit, taken, strict, warnings);
+  return pageAcross(deps, req, params, types, searches, { sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes, self });
+}
+
+/**
+ * What a search across types checks before it reads (a transaction's GET entries, before they commit):
+ * access, the types, the result parameters and each type's parameters, as searchTypes would find them.
+ * Every type searched is compiled (searchTypes compiles those the tenant holds, which a transaction may
+ * still change).
+ */
+export function checkSearchTypes(req: FhirRequest, given: URLSearchParams, compartment?: string, now = Date.now()): void {
+  const params = withoutEmptyResultParams(given);
+  const { types, own } = prepareAcross(req, params, false, compartment);
+  const cursor = params.get('_cursor');
+  if (cursor !== null) decodePosition(cursor, types.length);
+  for (const type of types) compileSearch(type, own, false, now);
+}
+
+/** The parts of a search across types read from its parameters alone: its types, own parameters, order, count and includes. */
+function prepareAcross(req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string) {
   if (containedMode(params)) throw new FhirError('not-supported', '_contained searches one type (GET [base]/[type]?_contained=true)', { expression: ['_contained'] });
   const types = typesOf(req, compartment === undefined ? REST_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
   const own = new URLSearchParams();
@@ -190,26 +229,7 @@ export async function searchTypes(
     if (inc) (reverse ? revincludes : includes).push(inc);
     else taken.pop();
   }
-  // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
-  // with the same parameters, compiled and checked for that type; the first type is compiled in any
-  // case, for the result parameters and the errors of a search that finds no type to run on.
-  const held = new Set(await deps.store.resources.types(req.tenant));
-  const warnings = new Map<string, FhirIssue>(ignored.map((w) => [w.diagnostics ?? JSON.stringify(w), w]));
-  const searches: TypeSearch[] = [];
-  let first: CompiledSearch | undefined;
-  for (const type of types) {
-    const runs = held.has(type) || (deps.core !== undefined && hasCoreResources(type));
-    if (!runs && first !== undefined) continue;
-    const compiled = compileSearch(type, own, strict, deps.clock.now());
-    first ??= compiled;
-    for (const w of compiled.warnings) warnings.set(w.diagnostics ?? JSON.stringify(w), w);
-    if (!runs) continue;
-    const query = await storeQuery(deps, req, type, compiled, compartment);
-    if (query !== undefined) searches.push({ type, query });
-  }
-  const { summary, elements } = first!;
-  const self = usedAcross(params, first!.self, limit, taken, strict, warnings);
-  return pageAcross(deps, req, params, types, searches, { sort, limit, summary, elements, warnings: [...warnings.values()], includes, revincludes, self });
+  return { types, own, sort, limit, includes, revincludes, ignored, taken };
 }
 
 /**

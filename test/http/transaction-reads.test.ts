@@ -1,7 +1,8 @@
 /**
  * GET entries of transactions and batches (FHIR R4 http 3.1.0.11), on both databases: vreads, instance
  * and type history as REST answers them, with its access checks, and 304 for read entries whose
- * ifNoneMatch or ifModifiedSince says the client has the version.
+ * ifNoneMatch or ifModifiedSince says the client has the version; compartment searches, searches across
+ * types and system history as REST answers them (MedplumClient's automatic batching sends such GETs).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -61,6 +62,50 @@ await eachStore((kind, fresh) => {
       expect(malformed.entry[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].request.ifModifiedSince']);
       // A write to a history path is refused.
       await nothingWritten(tx([update(undefined, 'Patient/h-1/_history/2', { resourceType: 'Patient', id: 'h-1' })]), 400);
+    });
+
+    test('compartment searches, searches across types and system history are answered as REST answers them', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'c-1', active: true });
+      await api.put200({ resourceType: 'Patient', id: 'c-2', active: true });
+      for (const [id, subject] of [['co-1', 'c-1'], ['co-2', 'c-1'], ['co-3', 'c-2']]) {
+        await api.put200({ resourceType: 'Observation', id, status: 'final', code: { text: 'x' }, subject: { reference: `Patient/${subject}` } });
+      }
+      const get = (url: string) => ({ request: { method: 'GET', url } });
+      // A Bundle's own id and time are its own; the rest is what the REST API answers.
+      const same = (bundle: Json) => ({ type: bundle.type, total: bundle.total, link: bundle.link, entry: bundle.entry });
+      const urls = [
+        'Patient/c-1/Observation?_count=1', 'Patient/c-1/*?_type=Observation,Patient', '?_type=Patient&_id=c-1,c-2',
+        '/?_type=Observation&subject=Patient/c-2', '_history?_count=2', `${api.base}?_type=Patient&_id=c-2`,
+      ];
+      for (const type of ['batch', 'transaction']) {
+        const res = await ok(tx(urls.map(get), type));
+        expect(res.entry.map((e: Json) => e.response.status)).toEqual(urls.map(() => '200 OK'));
+        const rest = ['Patient/c-1/Observation?_count=1', 'Patient/c-1/*?_type=Observation,Patient', '?_type=Patient&_id=c-1,c-2', '?_type=Observation&subject=Patient/c-2', '_history?_count=2', '?_type=Patient&_id=c-2'];
+        for (const [i, url] of rest.entries()) expect(same(res.entry[i].resource)).toEqual(same((await (await api.get(url)).json()) as Json));
+        const [compartment, all, across] = res.entry.map((e: Json) => e.resource);
+        expect(compartment.entry.map((e: Json) => e.resource.id)).toHaveLength(1);
+        expect(compartment.link.find((l: Json) => l.relation === 'next').url).toStartWith(`${api.base}/Patient/c-1/Observation?`);
+        expect(all.entry.map((e: Json) => e.resource.id).sort()).toEqual(['c-1', 'co-1', 'co-2']);
+        expect(across.entry.map((e: Json) => e.resource.id).sort()).toEqual(['c-1', 'c-2']);
+        expect(res.entry[4].resource).toMatchObject({ type: 'history' });
+      }
+      // In a transaction they read after its writes, as its other GET entries do.
+      const written = await ok(tx([create(undefined, { resourceType: 'Observation', status: 'final', code: { text: 'new' }, subject: { reference: 'Patient/c-2' } }), get('Patient/c-2/Observation')]));
+      expect(written.entry[1].resource.entry.map((e: Json) => e.resource.code.text).sort()).toEqual(['new', 'x']);
+      // Their errors are the entry's in a batch; a transaction holding one writes nothing.
+      const bad = [get('?_type=Nothing'), get('Patient/c-1/*?_sort=birthdate'), get('Patient/c-1/Observation?_count=x'), get('_history?_since=yesterday')];
+      const batch = await ok(tx(bad, 'batch'));
+      expect(batch.entry.map((e: Json) => e.response.status.split(' ')[0])).toEqual(bad.map(() => expect.stringMatching(/^4\d\d$/)));
+      for (const entry of bad) await nothingWritten(tx([create(undefined, patient('c')), entry]), Number(batch.entry[bad.indexOf(entry)].response.status.split(' ')[0]));
+      // Paths the REST API does not answer are not answered here either.
+      const unknown = await ok(tx([get('Observation/co-1/Patient'), get('Patient/c-1/Nothing')], 'batch'));
+      expect(unknown.entry.map((e: Json) => e.response.status)).toEqual(['404 Not Found', '404 Not Found']);
+      // The token's scopes hold as on the REST API.
+      const limited = fhirClient(t, await craftToken(t, 'system/Observation.rs'));
+      const scoped = await ok(tx([get('?_type=Patient'), get('_history'), get('Patient/c-1/Observation'), get('Patient/c-1/Patient')], 'batch'), limited);
+      const direct = await Promise.all(['?_type=Patient', '_history', 'Patient/c-1/Observation', 'Patient/c-1/Patient'].map(async (u) => (await limited.get(u)).status));
+      expect(scoped.entry.map((e: Json) => Number(e.response.status.split(' ')[0]))).toEqual(direct);
+      expect(direct).toEqual([403, 403, 200, 403]);
     });
 
     test('GET entries check access as REST does', async () => {

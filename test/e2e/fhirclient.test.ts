@@ -55,6 +55,9 @@ await eachStore((kind, fresh) => {
       const patched = (await c.patch(`Patient/${body.id}`, [{ op: 'add', path: '/active', value: true }])) as Json;
       expect([patched.meta.versionId, patched.active, patched.gender]).toEqual(['3', true, 'female']);
       expect(await statusOf(c.patch(`Patient/${body.id}`, [{ op: 'test', path: '/active', value: false }]))).toEqual({ status: 422 });
+      // History, followed page by page as a search is.
+      const versions = (await c.request(`Patient/${body.id}/_history?_count=1`, { pageLimit: 0, flat: true })) as Json[];
+      expect(versions.map((v) => v.meta.versionId)).toEqual(['3', '2', '1']);
       const deleted = (await c.delete(`Patient/${body.id}`)) as Json;
       expect(deleted.resourceType).toBe('OperationOutcome');
       expect(await statusOf(c.request(`Patient/${body.id}`))).toEqual({ status: 410 });

@@ -89,7 +89,7 @@ async function child(databaseUrl: string, variant: Level, out: string, storage: 
   const settings = runSettings(loadConfig({ CINDER_EXPORT_FILE_MAX_BYTES: String(1024 * 1024 * 1024) }));
   const owner = `bench:${process.pid}`;
   const typeFilters = variant === 'filtered' ? TYPE_FILTERS : [];
-  const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [] };
+  const input = { method: 'GET' as const, outputFormat: [], since: [], types: [], typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [], empty: [] };
   const id = await kickOff({ store, clock: systemClock, maxJobsPerClient: Number.MAX_SAFE_INTEGER }, {
     tenant: BENCH_TENANT, access: operatorAccess, level, input, lenient: false, requestUrl: 'bench', claim: { owner, leaseMs: settings.leaseMs },
     ...(level === 'group' ? { groupId: 'bench-group' } : {}),

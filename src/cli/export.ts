@@ -80,7 +80,7 @@ type Context = Awaited<ReturnType<typeof openContext>>;
 function inputOf(v: Record<string, unknown>): ExportInput {
   return {
     method: 'GET', outputFormat: [], since: strings(v.since), types: strings(v.type).flatMap((t) => t.split(',').filter(Boolean)),
-    typeFilters: strings(v['type-filter']), elements: [], patients: [], includeAssociatedData: [], unknown: [],
+    typeFilters: strings(v['type-filter']), elements: [], patients: [], includeAssociatedData: [], unknown: [], empty: [],
   };
 }
 

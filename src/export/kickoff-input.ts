@@ -12,13 +12,28 @@ export interface ExportInput {
   includeAssociatedData: string[];
   /** Names of parameters Cinder does not know. */
   unknown: string[];
+  /** List parameters given that name nothing (`_type=`, `_type=,`), which would otherwise read as absent. */
+  empty: string[];
 }
 
 /** Parameters the FHIR layer handles before us (`_format`) and are not export parameters. */
 const PASS_THROUGH = new Set(['_format', '_pretty']);
 
 function emptyInput(method: ExportInput['method']): ExportInput {
-  return { method, outputFormat: [], since: [], types: [], typeFilters: [], elements: [], patients: [], includeAssociatedData: [], unknown: [] };
+  return { method, outputFormat: [], since: [], types: [], typeFilters: [], elements: [], patients: [], includeAssociatedData: [], unknown: [], empty: [] };
+}
+
+/** The comma-separated list parameters (repeats are one list: Bulk Data 2.0 kick-off) and their field. */
+const LISTS = { _type: 'types', _typeFilter: 'typeFilters', _elements: 'elements', includeAssociatedData: 'includeAssociatedData' } as const;
+
+function isList(name: string): name is keyof typeof LISTS {
+  return Object.hasOwn(LISTS, name);
+}
+
+/** Records the list parameters of `given` that name nothing once every value is read (ExportInput.empty). */
+function noteEmpty(input: ExportInput, given: Set<keyof typeof LISTS>): ExportInput {
+  input.empty = [...given].filter((name) => input[LISTS[name]].length === 0);
+  return input;
 }
 
 function list(value: string): string[] {
@@ -61,14 +76,16 @@ function add(input: ExportInput, name: string, value: string, rawTypeFilter?: st
 /** Reads the parameters of a GET kick-off from the raw query string (commas in `_typeFilter` matter before decoding). */
 export function inputFromQuery(search: string): ExportInput {
   const input = emptyInput('GET');
+  const given = new Set<keyof typeof LISTS>();
   for (const pair of search.replace(/^\?/, '').split('&')) {
     if (!pair) continue;
     const eq = pair.indexOf('=');
     const name = decode(eq < 0 ? pair : pair.slice(0, eq), 'query');
     const raw = eq < 0 ? '' : pair.slice(eq + 1);
+    if (isList(name)) given.add(name);
     add(input, name, decode(raw, name), name === '_typeFilter' ? raw : undefined);
   }
-  return input;
+  return noteEmpty(input, given);
 }
 
 type ParamEntry = Record<string, unknown> & { name?: unknown };
@@ -118,12 +135,14 @@ export function inputFromParameters(body: unknown, search = ''): ExportInput {
     throw new FhirError('structure', 'Parameters.parameter must be an array', { expression: ['Parameters.parameter'] });
   }
   const input = emptyInput('POST');
+  const given = new Set<keyof typeof LISTS>();
   for (const [i, p] of ((b.parameter ?? []) as ParamEntry[]).entries()) {
     const where = `Parameters.parameter[${i}]`;
     if (!p || typeof p.name !== 'string') throw new FhirError('structure', `${where} has no name`, { expression: [where] });
     const value = entryValue(p);
     if (value === undefined) throw new FhirError('invalid', `${where} (${p.name}) has no usable value`, { expression: [where] });
+    if (isList(p.name)) given.add(p.name);
     add(input, p.name, value);
   }
-  return input;
+  return noteEmpty(input, given);
 }

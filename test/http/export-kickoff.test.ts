@@ -103,6 +103,28 @@ describe('kick-off', () => {
     expect(manifest.output.map((o) => o.type).sort()).toEqual(['Medication', 'Observation', 'Patient']);
   });
 
+  test('_type given but empty is a 400, not an export of every type; with handling=lenient it is ignored and reported', async () => {
+    for (const query of ['_type=', '_type=,', '_type=%20', '_typeFilter=', '_elements=']) {
+      const res = await get(`/$export?${query}`);
+      expect({ query, status: res.status }).toEqual({ query, status: 400 });
+      expect(await outcomeText(res)).toContain(`${query.split('=')[0]} is given but names nothing`);
+    }
+    const posted = await post('/$export', [{ name: '_type', valueString: '' }]);
+    expect(posted.status).toBe(400);
+    expect(await outcomeText(posted)).toContain('_type');
+    const status = await kickOff(t, token, '/$export?_type=', { Prefer: 'handling=lenient' });
+    const manifest = await finish(t, token, status);
+    expect(manifest.output.map((o) => o.type).sort()).toEqual(['Medication', 'Observation', 'Patient']);
+    expect(await errorLines(manifest)).toContain('_type is given but names nothing');
+  });
+
+  test('_type with empty items or spaces around its commas names the types it holds', async () => {
+    for (const query of ['_type=Patient,,Observation,', '_type=%20Patient%20,%20Observation', '_type=&_type=Patient,Observation']) {
+      const manifest = await finish(t, token, await kickOff(t, token, `/$export?${query}`));
+      expect({ query, types: manifest.output.map((o) => o.type) }).toEqual({ query, types: ['Patient', 'Observation'] });
+    }
+  });
+
   test('an unknown _type is a 400; with handling=lenient it is left out and reported in error', async () => {
     const res = await get('/$export?_type=Patient,Bogus');
     expect(res.status).toBe(400);

@@ -50,13 +50,27 @@ function single(values: string[], name: string): string | undefined {
 }
 
 /**
- * `_outputFormat` (Bulk Data 2.0): the full content type or its abbreviations. A space stands for the
- * `+` of an unencoded `application/fhir+ndjson` that form decoding turned into one (as for `_since`).
+ * `_outputFormat` (Bulk Data 2.0): the full content type or its abbreviations, in any case. A space stands
+ * for the `+` of an unencoded `application/fhir+ndjson` that form decoding turned into one (as for
+ * `_since`). Media type parameters (RFC 9110 5.6.6: `; name=value`, the name in any case, the value
+ * perhaps quoted) are accepted where they change nothing: `charset=utf-8`, which NDJSON is written in.
  */
 function checkOutputFormat(values: string[]): void {
   const format = single(values, '_outputFormat');
-  if (format !== undefined && !NDJSON_FORMATS.includes(format.trim().toLowerCase().replace(/ /g, '+'))) {
+  if (format === undefined) return;
+  const [essence, ...parameters] = format.split(';');
+  if (!NDJSON_FORMATS.includes(essence!.trim().toLowerCase().replace(/ /g, '+'))) {
     throw new FhirError('invalid', `_outputFormat '${format}' is not supported: use application/fhir+ndjson, application/ndjson or ndjson`, {
+      expression: ['_outputFormat'],
+    });
+  }
+  for (const raw of parameters) {
+    const parameter = raw.trim();
+    const eq = parameter.indexOf('=');
+    const name = parameter.slice(0, eq < 0 ? undefined : eq).trim().toLowerCase();
+    const value = eq < 0 ? '' : parameter.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase();
+    if (parameter === '' || (name === 'charset' && value === 'utf-8')) continue;
+    throw new FhirError('not-supported', `_outputFormat parameter '${parameter}' is not supported: the files are NDJSON in UTF-8, and charset=utf-8 is the only parameter accepted`, {
       expression: ['_outputFormat'],
     });
   }

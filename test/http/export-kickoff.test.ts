@@ -84,6 +84,32 @@ describe('kick-off', () => {
     expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
   });
 
+  test.each([
+    'application/fhir+ndjson;charset=utf-8', 'application/ndjson; charset=UTF-8', 'ndjson;charset="utf-8"', 'APPLICATION/FHIR+NDJSON ; Charset=Utf-8',
+    'application/fhir+ndjson;',
+  ])('_outputFormat=%s (a parameter that changes nothing) is NDJSON', async (format) => {
+    expect((await get(`/$export?_outputFormat=${encodeURIComponent(format)}`)).status).toBe(202);
+  });
+
+  test('_outputFormat with charset=utf-8, by POST or with its + left unencoded, exports NDJSON', async () => {
+    const posted = await post('/$export', [{ name: '_type', valueString: 'Patient' }, { name: '_outputFormat', valueString: 'application/fhir+ndjson; charset=utf-8' }]);
+    expect(posted.status).toBe(202);
+    const status = await kickOff(t, token, '/$export?_type=Patient&_outputFormat=application/fhir+ndjson;charset=utf-8');
+    const manifest = await finish(t, token, status);
+    expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
+  });
+
+  test.each(['application/fhir+ndjson;charset=iso-8859-1', 'ndjson; profile="http://example.org/x"', 'application/ndjson;charset'])(
+    '_outputFormat=%s (a parameter Cinder cannot honour) is a 400 naming it',
+    async (format) => {
+      const res = await get(`/$export?_outputFormat=${encodeURIComponent(format)}`);
+      expect(res.status).toBe(400);
+      const text = await outcomeText(res);
+      expect(text).toContain(`_outputFormat parameter '${format.split(';')[1]!.trim()}' is not supported`);
+      expect(text).toContain('charset=utf-8');
+    },
+  );
+
   test('any other _outputFormat is a 400 OperationOutcome', async () => {
     const res = await get('/$export?_outputFormat=application/fhir%2Bjson');
     expect(res.status).toBe(400);

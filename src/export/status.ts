@@ -115,10 +115,12 @@ export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: str
 
 /**
  * Bulk Data 2.0 delete request: cancels the job and removes its files (a running worker removes what it
- * wrote when it notices; garbage collection catches the rest). Later polls get 404.
+ * wrote when it notices; garbage collection catches the rest). Later polls get 404. It acts on the status
+ * URL, so it needs what a status request there needs (requireCoverage): a token that may not read the
+ * job's status may not end the job and remove its files either.
  */
 export async function cancelExport(deps: StatusDeps, req: StatusRequest, id: string): Promise<void> {
-  await visibleJob(deps, req, id);
+  requireCoverage(req.access, await visibleJob(deps, req, id));
   const now = deps.clock.now();
   const previous = await deps.store.exports.jobs.cancel(req.tenant, id, now);
   if (previous === null) throw new FhirError('not-found', `Export job '${id}' was cancelled`);

@@ -2,8 +2,8 @@
  * Bulk Data 2.0 (Privacy and Security Considerations): a status request is "protected the same way the
  * Bulk Data Kick-off Request, including an access token with scopes that cover all resources being
  * exported". A token of the job's own client whose scopes no longer cover every exported type is
- * refused (403) at the status URL, whatever the job's state, as its files of those types are. On both
- * databases.
+ * refused (403) at the status URL, whatever the job's state, as its files of those types are, and so is
+ * its cancel (DELETE of the status URL). On both databases.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
@@ -31,8 +31,8 @@ await eachStore((kind, fresh) => {
     });
     afterEach(() => t.close());
 
-    async function refused(status: string, token: string): Promise<string> {
-      const res = await t.request(status, fhirInit(token));
+    async function refused(status: string, token: string, method = 'GET'): Promise<string> {
+      const res = await t.request(status, fhirInit(token, method));
       expect(res.status).toBe(403);
       expect(res.headers.get('content-type')).toContain('application/fhir+json');
       const body = (await res.json()) as { resourceType: string; issue: { code: string; details: { text: string } }[] };
@@ -52,6 +52,20 @@ await eachStore((kind, fresh) => {
       const manifest = (await (await t.request(status, fhirInit(narrow))).json()) as { output: { type: string }[] };
       expect(manifest.output.map((o) => o.type)).toEqual(['Patient', 'Observation']);
       expect((await t.request(status, fhirInit(wide))).status).toBe(200);
+    });
+
+    test('a cancel (DELETE of the status URL) needs the same: a narrower token gets 403 and the job and its files stay', async () => {
+      const status = await kickOff(t, wide, '/$export?_type=Patient,Observation');
+      const patientOnly = await t.token('system/Patient.rs', clientId, secret);
+      expect(await refused(status, patientOnly, 'DELETE')).toContain('Observation');
+      expect((await t.request(status, fhirInit(wide))).status).toBe(202);
+      await runExports(t);
+      expect(await refused(status, patientOnly, 'DELETE')).toContain('Observation');
+      const manifest = (await (await t.request(status, fhirInit(wide))).json()) as { output: { type: string; url: string }[] };
+      expect((await t.request(manifest.output.find((o) => o.type === 'Observation')!.url, fhirInit(wide))).status).toBe(200);
+      // A token covering every exported type cancels, as the kick-off token would.
+      expect((await t.request(status, fhirInit(narrow, 'DELETE'))).status).toBe(202);
+      expect((await t.request(status, fhirInit(wide))).status).toBe(404);
     });
 
     test("a Patient export's Provenance (found by its targets) is one of the types a status token must cover", async () => {

@@ -192,6 +192,9 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
  * Patient or Group export) and returns its id. The work happens later in a worker.
  */
 export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<string> {
+  // A client at its limit is refused before its parameters cost anything (a Group's members, `_typeFilter`'s
+  // codes); `create` decides atomically for kick-offs that race past this.
+  if ((await deps.store.exports.jobs.activeCount(req.tenant, req.access.clientId)) >= deps.maxJobsPerClient) throw tooMany(deps.maxJobsPerClient);
   const transactionTime = deps.clock.now();
   const { spec, patients } = await buildSpec(deps, req, transactionTime);
   const id = crypto.randomUUID();
@@ -204,10 +207,11 @@ export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<s
     patients,
     deps.maxJobsPerClient,
   );
-  if (!created) {
-    throw new FhirError('too-many', `This client already has ${deps.maxJobsPerClient} export(s) in progress; wait for one to finish or cancel it`, {
-      headers: { 'Retry-After': '30' },
-    });
-  }
+  if (!created) throw tooMany(deps.maxJobsPerClient);
   return id;
+}
+
+/** Bulk Data 2.0: a server that holds a client to its running exports "SHOULD respond with a 429 ... and a Retry-After header". */
+function tooMany(max: number): FhirError {
+  return new FhirError('too-many', `This client already has ${max} export(s) in progress; wait for one to finish or cancel it`, { headers: { 'Retry-After': '30' } });
 }

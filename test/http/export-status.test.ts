@@ -146,6 +146,18 @@ describe('cancel', () => {
     await t.request(first, fhirInit(token, 'DELETE'));
     expect((await t.request(t.fhir() + '/$export', fhirInit(token))).status).toBe(202);
   });
+
+  test('a kick-off over the limit is refused before its parameters are looked at (429, not their 400 or 404)', async () => {
+    await t.close();
+    t = await createTestApp({ clock: (clock = testClock()), env: { CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '1' } });
+    token = await t.token();
+    await kickOff(t, token, '/$export');
+    for (const path of ['/$export?_type=Bogus', '/Group/no-such-group/$export', `/$export?_typeFilter=${encodeURIComponent('Observation?code:in=http://example.org/no-such-vs')}&_type=Observation`]) {
+      const res = await t.request(t.fhir() + path, fhirInit(token));
+      expect({ path, status: res.status }).toEqual({ path, status: 429 });
+      expect((await outcome(res)).issue[0]!.code).toBe('throttled');
+    }
+  });
 });
 
 describe('who may see a job', () => {

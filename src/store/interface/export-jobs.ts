@@ -50,6 +50,8 @@ export interface ExportJobRepo {
    * in-progress jobs (checked and inserted atomically); returns false then.
    */
   create(job: NewExportJob, patients: ExportPatient[], maxActive: number): Promise<boolean>;
+  /** The client's accepted and in-progress jobs (a kick-off over the limit is refused before any work; `create` decides). */
+  activeCount(tenant: string, clientId: string): Promise<number>;
   get(tenant: string, id: string): Promise<ExportJob | null>;
   /**
    * Claims one job (the oldest accepted one, or an in-progress one whose lease ran out; only `id` when

@@ -39,6 +39,11 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         return true;
       });
     },
+    async activeCount(tenant, clientId) {
+      const [r] = await sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM export_jobs WHERE tenant = ${tenant} AND client_id = ${clientId} AND state IN ('accepted', 'in-progress')`;
+      return r!.n;
+    },
     async get(tenant, id) {
       const [r] = await sql<JobRow[]>`SELECT * FROM export_jobs WHERE tenant = ${tenant} AND id = ${id}`;
       return r ? toJob(r) : null;

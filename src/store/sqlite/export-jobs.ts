@@ -26,6 +26,9 @@ function writes({ writer, serial }: SqliteExportDb) {
   };
 }
 
+/** A client's accepted and in-progress jobs (the per-client limit). */
+const ACTIVE_JOBS = "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')";
+
 /** Export job lifecycle on SQLite. */
 export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
   const { writer, reader } = db;
@@ -33,11 +36,7 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
   return {
     create(job, patients, maxActive) {
       return w(() => {
-        const active = writer
-          .query<{ n: number }, [string, string]>(
-            "SELECT COUNT(*) AS n FROM export_jobs WHERE tenant = ? AND client_id = ? AND state IN ('accepted', 'in-progress')",
-          )
-          .get(job.tenant, job.clientId)!.n;
+        const active = writer.query<{ n: number }, [string, string]>(ACTIVE_JOBS).get(job.tenant, job.clientId)!.n;
         if (active >= maxActive) return false;
         writer
           .query(
@@ -52,6 +51,9 @@ export function createSqliteExportJobs(db: SqliteExportDb): ExportJobRepo {
         for (const p of patients) add.run(job.id, p.id, p.joined ? 1 : 0);
         return true;
       });
+    },
+    async activeCount(tenant, clientId) {
+      return reader.query<{ n: number }, [string, string]>(ACTIVE_JOBS).get(tenant, clientId)!.n;
     },
     async get(tenant, id) {
       const r = reader.query<JobRow, [string, string]>('SELECT * FROM export_jobs WHERE tenant = ? AND id = ?').get(tenant, id);

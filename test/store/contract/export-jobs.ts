@@ -11,7 +11,7 @@ export function exportJobsContract(target: StoreTarget) {
       store = await freshStore(target);
     });
 
-    test('create enforces the per-client limit of accepted and in-progress jobs', async () => {
+    test('create enforces the per-client limit of accepted and in-progress jobs, which activeCount counts', async () => {
       expect(await store.exports.jobs.create(job('a', 1), [], 2)).toBe(true);
       expect(await store.exports.jobs.create(job('b', 2), [], 2)).toBe(true);
       expect(await store.exports.jobs.create(job('c', 3), [], 2)).toBe(false);
@@ -20,6 +20,10 @@ export function exportJobsContract(target: StoreTarget) {
       expect(await store.exports.jobs.cancel('t1', 'a', 4)).toBeNull();
       expect(await store.exports.jobs.create(job('d', 5), [], 2)).toBe(true);
       expect((await store.exports.jobs.get('t1', 'd'))!.state).toBe('accepted');
+      expect([await store.exports.jobs.activeCount('t1', 'c1'), await store.exports.jobs.activeCount('t1', 'c2'), await store.exports.jobs.activeCount('t2', 'c1')]).toEqual([2, 1, 0]);
+      await store.exports.jobs.claim('w1', 6, 1000, 'b');
+      expect(await store.exports.jobs.complete('b', 'w1', 7, '{}', 9999)).toBe(true);
+      expect(await store.exports.jobs.activeCount('t1', 'c1')).toBe(1);
       expect(await store.exports.jobs.get('t2', 'd')).toBeNull();
     });
 

@@ -2,7 +2,8 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import { issue } from '../fhir/outcome.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import type { Access } from '../fhir/access.ts';
-import { compileFilter, guardLinked, resolveConditions, type ResolveDeps } from '../fhir/search.ts';
+import { compileFilter, countValues, guardLinked, resolveConditions, type ResolveDeps } from '../fhir/search.ts';
+import { MAX_SEARCH_VALUES } from '../fhir/search-values.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import type { Condition } from '../store/types.ts';
 
@@ -63,28 +64,75 @@ function alternativesOf(conditions: Condition[]): Condition[][] {
 }
 
 /**
+ * Queries of one type: its scan tests each row it reads against every one of them (beyond the window of
+ * src/store/snapshot-window.ts, which reads at most as many code ranges), so each is one more probe per row.
+ */
+export const MAX_TYPE_FILTERS = 32;
+
+/**
+ * Values of all of a kick-off's queries together (ten searches' worth). Those of one type are searched
+ * together, so they are held to one search's MAX_SEARCH_VALUES; the job keeps them all, and the status
+ * URL and each download read them again.
+ */
+export const MAX_TYPE_FILTER_VALUES = 10 * MAX_SEARCH_VALUES;
+
+function tooCostly(text: string): FhirError {
+  return new FhirError('invalid', text, { issueCode: 'too-costly', expression: ['_typeFilter'] });
+}
+
+/** MAX_TYPE_FILTERS, before any query is parsed. */
+function checkQueryCounts(queries: string[]): void {
+  const counts = new Map<string, number>();
+  for (const query of queries) {
+    const type = query.split('?', 1)[0]!;
+    const n = (counts.get(type) ?? 0) + 1;
+    counts.set(type, n);
+    if (n > MAX_TYPE_FILTERS) {
+      throw tooCostly(`_typeFilter holds more than ${MAX_TYPE_FILTERS} queries of ${type}; at most ${MAX_TYPE_FILTERS} are supported (alternatives of one parameter go in one query: code=a,b,c)`);
+    }
+  }
+}
+
+/** Adds a parsed query's values to its type's and the kick-off's, within MAX_SEARCH_VALUES and MAX_TYPE_FILTER_VALUES. */
+function countQueryValues(counts: Map<string, number>, type: string, filter: Condition[] | null): void {
+  const n = filter ? countValues(filter) : 0;
+  const ofType = (counts.get(type) ?? 0) + n;
+  const all = (counts.get('') ?? 0) + n;
+  counts.set(type, ofType).set('', all);
+  if (ofType > MAX_SEARCH_VALUES) throw tooCostly(`_typeFilter's queries of ${type} hold more than ${MAX_SEARCH_VALUES} values together, which are searched together; at most ${MAX_SEARCH_VALUES} are supported`);
+  if (all > MAX_TYPE_FILTER_VALUES) throw tooCostly(`_typeFilter's queries hold more than ${MAX_TYPE_FILTER_VALUES} values; at most ${MAX_TYPE_FILTER_VALUES} are supported`);
+}
+
+/**
  * `_typeFilter` (Bulk Data 2.0): FHIR search queries (every parameter the search API takes), ORed per type.
  * A query Cinder cannot apply is a 400; with lenient handling its type is exported unfiltered instead
- * (as a server ignoring it would) and an issue says so.
+ * (as a server ignoring it would) and an issue says so. Too many queries of a type, or values, are a 400
+ * `too-costly` whatever the handling (MAX_TYPE_FILTERS, MAX_TYPE_FILTER_VALUES), never an export without them.
  */
 export async function parseTypeFilters(
   queries: string[], exported: string[], lenient: boolean, tenant: string, access: Access, resolve: ResolveDeps = {}, now = Date.now(),
 ): Promise<TypeFilters> {
+  checkQueryCounts(queries);
   const types = new Set(exported);
   const filters: Record<string, Condition[][]> = {};
   const unfiltered = new Set<string>();
   const issues: FhirIssue[] = [];
+  const values = new Map<string, number>();
   for (const query of queries) {
+    let parsed;
     try {
-      const { type, filter } = await parseOne(query, types, tenant, access, resolve, now);
-      if (filter === null) unfiltered.add(type);
-      else (filters[type] ??= []).push(...alternativesOf(filter));
+      parsed = await parseOne(query, types, tenant, access, resolve, now);
     } catch (err) {
       if (!lenient || !(err instanceof FhirError)) throw err;
       const type = query.split('?')[0]!;
       if (types.has(type)) unfiltered.add(type);
       issues.push(issue('warning', 'not-supported', `${err.message}; the filter was not applied`, ['_typeFilter']));
+      continue;
     }
+    const { type, filter } = parsed;
+    countQueryValues(values, type, filter);
+    if (filter === null) unfiltered.add(type);
+    else (filters[type] ??= []).push(...alternativesOf(filter));
   }
   for (const type of unfiltered) delete filters[type];
   return { filters, issues };

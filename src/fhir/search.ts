@@ -185,7 +185,8 @@ export function possibleInclude(inc: Include, key: string, raw: string, strict: 
   return ignoredInclude(`${key} '${raw}': ${why}`, key, strict, warnings);
 }
 
-function countValues(conditions: PendingCondition[]): number {
+/** The values a search's conditions carry (each a bound SQL parameter; MAX_SEARCH_VALUES bounds them). */
+export function countValues(conditions: PendingCondition[]): number {
   let n = 0;
   for (const c of conditions) {
     switch (c.kind) {

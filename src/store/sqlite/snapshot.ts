@@ -4,6 +4,16 @@ import { snapshotWindow, type SnapshotWindow } from '../snapshot-window.ts';
 import type { SnapshotPage, SnapshotQuery, SnapshotRow } from '../types.ts';
 
 type Param = string | number;
+
+/**
+ * Rows of the type one page statement reads at most when it tests a filter on each (no window narrows
+ * them): on a filter that matches few, it would otherwise read the whole type at once, and a bun:sqlite
+ * statement holds the export worker's thread, its lease heartbeat included, until it ends (56 s for one
+ * query of 1,000 codes on 137,000 Observations: past the lease, so another worker took the job too, and
+ * a cancel waited for it). The page then ends short, and the next starts after the last row it read.
+ */
+export const SCAN_ROWS = 10_000;
+
 type PageRow = [pk: number, id: string, versionId: number, lastUpdated: number, deleted: number, content: Uint8Array];
 type HistoryRow = { version_id: number; last_updated: number; deleted: number; content: string };
 
@@ -24,10 +34,14 @@ function compartmentCondition(q: SnapshotQuery, joinedOnly: boolean, params: Par
  * a JSON array, read by their pk (tenant and type unindexed, or SQLite walks the type's index to them);
  * an exact window's resources pass the filters already.
  */
-export function snapshotSql(tenant: string, q: SnapshotQuery, window?: SnapshotWindow): { sql: string; params: Param[] } {
+export function snapshotSql(tenant: string, q: SnapshotQuery, window?: SnapshotWindow, reach?: number): { sql: string; params: Param[] } {
   const params: Param[] = [tenant, q.type, q.after ?? 0];
   const where = window ? ['+r.tenant = ?', '+r.type = ?', 'r.pk > ?', 'r.pk IN (SELECT value FROM json_each(?))'] : ['r.tenant = ?', 'r.type = ?', 'r.pk > ?'];
   if (window) params.push(JSON.stringify(window.pks));
+  if (reach !== undefined) {
+    where.push('r.pk <= ?');
+    params.push(reach);
+  }
   if (q.ids) {
     where.push(`r.id IN (${q.ids.map(() => '?').join(', ')})`);
     params.push(...q.ids);
@@ -98,6 +112,10 @@ export function createSqliteSnapshot(db: Database) {
     'SELECT version_id, last_updated, deleted, content FROM resource_history WHERE tenant = ? AND type = ? AND id = ? ' +
       'AND version_id < ? AND deleted = 0 ORDER BY version_id DESC LIMIT 1',
   );
+  // The key of the SCAN_ROWS-th row of the type after a page's start, from the (tenant, type) index.
+  const reachOf = db.query<{ pk: number }, [string, string, number, number]>(
+    'SELECT pk FROM resources WHERE tenant = ? AND type = ? AND pk > ? ORDER BY pk LIMIT 1 OFFSET ?',
+  );
   const statements = new Map<string, ReturnType<Database['query']>>();
   const statement = (sql: string) => {
     let stmt = statements.get(sql);
@@ -125,7 +143,9 @@ export function createSqliteSnapshot(db: Database) {
   return async function snapshot(tenant: string, q: SnapshotQuery): Promise<SnapshotPage> {
     const window = await snapshotWindow(SQLITE, tenant, q, rows);
     if (window?.pks.length === 0) return { lines: new Uint8Array(0), count: 0, recheck: [], next: null };
-    const { sql, params } = snapshotSql(tenant, q, window);
+    const filtered = !window && q.filters !== undefined && q.filters.length > 0 && q.ids === undefined;
+    const reach = filtered ? reachOf.get(tenant, q.type, q.after ?? 0, SCAN_ROWS - 1)?.pk : undefined;
+    const { sql, params } = snapshotSql(tenant, q, window, reach);
     const raw = statement(sql).values(...params) as unknown as PageRow[];
     const judged: PageRow[] = [];
     const recheck: SnapshotRow[] = [];
@@ -139,6 +159,7 @@ export function createSqliteSnapshot(db: Database) {
     const last = raw[raw.length - 1];
     // A window's resources may all fail the conditions: the next page starts after the window, wherever its rows ended.
     if (window) return { lines: ndjson(judged), count: judged.length, recheck, next: window.full ? window.pks[window.pks.length - 1]! : null };
-    return { lines: ndjson(judged), count: judged.length, recheck, next: raw.length < q.limit || !last ? null : last[0] };
+    // A full page goes on after its last row; one the reach ended, after the reach; else the type is done.
+    return { lines: ndjson(judged), count: judged.length, recheck, next: raw.length === q.limit && last ? last[0] : (reach ?? null) };
   };
 }

@@ -4,7 +4,7 @@ import type { Access } from '../fhir/access.ts';
 import type { ExportJob, WithExports } from '../store/types.ts';
 import { jobPrefix } from './run-job.ts';
 import type { ExportSink } from './sink.ts';
-import type { FileRecord } from './spec.ts';
+import type { ExportSpec, FileRecord, Step } from './spec.ts';
 import { JobDataError, ownerPatientOf, readPlan, readProgress, unreadableReason } from './job-data.ts';
 import { mayDownload } from './types-param.ts';
 
@@ -59,9 +59,8 @@ export function readableData<T>(read: () => T): T {
   }
 }
 
-function progressText(job: ExportJob): string {
+function progressText(job: ExportJob, steps: Step[]): string {
   if (job.state === 'accepted') return 'queued';
-  const { steps } = readableData(() => readPlan(job));
   const p = readableData(() => readProgress(job, steps));
   const step = steps[Math.min(p.step, steps.length - 1)]!;
   const label = step.kind === 'type' ? step.type : step.kind === 'errors' ? 'finishing' : 'Provenance';
@@ -85,8 +84,7 @@ function entries(deps: StatusDeps, req: StatusRequest, job: ExportJob, files: Fi
  * job's client whose scopes no longer cover an exported type (as its download of that type would be
  * refused: mayDownload) gets 403, whatever the job's state.
  */
-function requireCoverage(access: Access, job: ExportJob): void {
-  const { spec } = readableData(() => readPlan(job));
+function requireCoverage(access: Access, spec: ExportSpec): void {
   const types = new Set(spec.provenance === 'none' ? spec.types : [...spec.types, 'Provenance']);
   const uncovered = [...types].filter((type) => !mayDownload(access, type, spec));
   if (uncovered.length) {
@@ -94,13 +92,16 @@ function requireCoverage(access: Access, job: ExportJob): void {
   }
 }
 
-/** Bulk Data 2.0 status request: still running, the complete-status manifest, or why the job failed. */
+/**
+ * Bulk Data 2.0 status request: still running, the complete-status manifest, or why the job failed. The
+ * job's spec is read once (its `_typeFilter` conditions may run to a megabyte: MAX_TYPE_FILTER_VALUES).
+ */
 export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: string): Promise<StatusResult> {
   const job = await visibleJob(deps, req, id);
-  requireCoverage(req.access, job);
-  if (job.state === 'accepted' || job.state === 'in-progress') return { kind: 'running', progress: progressText(job) };
+  const { spec, steps } = readableData(() => readPlan(job));
+  requireCoverage(req.access, spec);
+  if (job.state === 'accepted' || job.state === 'in-progress') return { kind: 'running', progress: progressText(job, steps) };
   if (job.state === 'failed') return { kind: 'failed', reason: job.error ?? 'The export failed' };
-  const { spec } = readableData(() => readPlan(job));
   const { files } = readableData(() => readProgress(job));
   const manifest: Record<string, unknown> = {
     transactionTime: new Date(job.transactionTime).toISOString(),
@@ -120,7 +121,8 @@ export async function exportStatus(deps: StatusDeps, req: StatusRequest, id: str
  * job's status may not end the job and remove its files either.
  */
 export async function cancelExport(deps: StatusDeps, req: StatusRequest, id: string): Promise<void> {
-  requireCoverage(req.access, await visibleJob(deps, req, id));
+  const job = await visibleJob(deps, req, id);
+  requireCoverage(req.access, readableData(() => readPlan(job)).spec);
   const now = deps.clock.now();
   const previous = await deps.store.exports.jobs.cancel(req.tenant, id, now);
   if (previous === null) throw new FhirError('not-found', `Export job '${id}' was cancelled`);

@@ -14,6 +14,7 @@ import { patientOperationsCapability } from './fhir/list-find.ts';
 import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
+import { perMinute } from './auth/rate-limit.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
 import { instanceShape } from './fhir/subset.ts';
@@ -156,6 +157,7 @@ export function createApp(deps: AppDeps): App {
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
+    limits: { status: perMinute(config, clock, config.exportStatusRateLimit) },
   }));
   const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
   fhir.route('/', terminologyRoutes(terminologyDeps));

@@ -36,6 +36,11 @@ export function createMemoryLimiter(clock: Clock, limit: number, windowMs: numbe
   };
 }
 
+/** `limit` hits per minute per key, counted in this process; none with `CINDER_RATE_LIMITS=off`. */
+export function perMinute(config: Config, clock: Clock, limit: number): Limiter {
+  return config.rateLimits === 'off' ? ALLOW : createMemoryLimiter(clock, limit, 60_000);
+}
+
 /** The rate limits of the authorization server (all no-ops with `CINDER_RATE_LIMITS=off`). */
 export interface RateLimits {
   /** Token, revocation and introspection requests per IP (before client authentication). */

@@ -13,14 +13,23 @@ import { textResponse } from './content-coding.ts';
 import { parsePrefer } from './prefer.ts';
 import { fileResponse } from './export-file.ts';
 import { fhirBaseOf } from '../config.ts';
+import type { Limiter } from '../auth/rate-limit.ts';
 
 export type ExportRouteDeps = KickoffDeps & StatusDeps & {
   baseUrl: string;
   maxBodyBytes: number;
+  /** Status requests per job (CINDER_EXPORT_STATUS_RATE_LIMIT). */
+  limits: { status: Limiter };
 };
 
 /** Seconds a client should wait before polling a running export again. */
 const POLL_SECONDS = '2';
+
+/** A 429 (`throttled`, with `Retry-After`) when `key` is past its limit (Bulk Data 2.0, status request: a client "polling too frequently"). */
+function throttle(limiter: Limiter, key: string, what: string): void {
+  const hit = limiter.hit(key);
+  if (!hit.ok) throw new FhirError('too-many', `${what}; retry after ${hit.retryAfter} s`, { headers: { 'Retry-After': String(hit.retryAfter) } });
+}
 
 function statusRequest(c: Context<AppEnv>, baseUrl: string): StatusRequest {
   return { tenant: c.get('tenant'), access: c.get('access'), fhirBase: fhirBaseOf(baseUrl, c.get('tenant')) };
@@ -55,7 +64,10 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
   }
 
   app.get('/$export-status/:job', async (c) => {
-    const r = await exportStatus(deps, statusRequest(c, deps.baseUrl), c.req.param('job'));
+    const req = statusRequest(c, deps.baseUrl);
+    // Counted for the job's client before the job is read: a client polling far more often than Retry-After says.
+    throttle(deps.limits.status, `${req.tenant}\u0000${req.access.clientId}\u0000${c.req.param('job')}`, `Too many status requests for this export in the last minute (a running export's Retry-After says when to ask again)`);
+    const r = await exportStatus(deps, req, c.req.param('job'));
     if (r.kind === 'running') return new Response(null, { status: 202, headers: { 'X-Progress': r.progress, 'Retry-After': POLL_SECONDS } });
     if (r.kind === 'failed') throw new FhirError('exception', r.reason, { issueCode: 'processing' });
     return textResponse(JSON.stringify(r.manifest), {

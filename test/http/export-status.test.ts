@@ -95,6 +95,48 @@ describe('status', () => {
   });
 });
 
+describe('status polling', () => {
+  async function pollingApp(env: Record<string, string>) {
+    await t.close();
+    t = await createTestApp({ clock: (clock = testClock()), env });
+    token = await t.token();
+  }
+
+  test('a job polled more often than its limit a minute gets 429 with Retry-After until the minute ends; its other jobs are not held', async () => {
+    await pollingApp({ CINDER_EXPORT_STATUS_RATE_LIMIT: '5' });
+    const status = await kickOff(t, token, '/$export');
+    const other = await kickOff(t, token, '/$export?_type=Patient');
+    for (let i = 0; i < 5; i++) expect((await t.request(status, fhirInit(token))).status).toBe(202);
+    const res = await t.request(status, fhirInit(token));
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBe('60');
+    const body = await outcome(res);
+    expect(body.issue[0]!.code).toBe('throttled');
+    expect(body.issue[0]!.details.text).toContain('Too many status requests for this export');
+    expect((await t.request(other, fhirInit(token))).status).toBe(202);
+    clock.advance(45_000);
+    const later = await t.request(status, fhirInit(token));
+    expect([later.status, later.headers.get('retry-after')]).toEqual([429, '15']);
+    clock.advance(15_000);
+    expect((await t.request(status, fhirInit(token))).status).toBe(202);
+  });
+
+  test('by default a job may be polled 300 times a minute, ten times what its Retry-After of 2 s asks', async () => {
+    const status = await kickOff(t, token, '/$export');
+    for (let i = 0; i < 300; i++) {
+      const res = await t.request(status, fhirInit(token));
+      if (res.status !== 202) throw new Error(`poll ${i + 1}: ${res.status}`);
+    }
+    expect((await t.request(status, fhirInit(token))).status).toBe(429);
+  });
+
+  test('CINDER_RATE_LIMITS=off lifts it', async () => {
+    await pollingApp({ CINDER_EXPORT_STATUS_RATE_LIMIT: '2', CINDER_RATE_LIMITS: 'off' });
+    const status = await kickOff(t, token, '/$export');
+    for (let i = 0; i < 10; i++) expect((await t.request(status, fhirInit(token))).status).toBe(202);
+  });
+});
+
 describe('cancel', () => {
   test('DELETE of a running job: 202, then 404; kick-off then DELETE back-to-back never hits the limit', async () => {
     for (let i = 0; i < 5; i++) {

@@ -157,7 +157,7 @@ export function createApp(deps: AppDeps): App {
   fhir.route('/', exportRoutes({
     store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource,
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
-    limits: { status: perMinute(config, clock, config.exportStatusRateLimit) },
+    limits: { kickoff: perMinute(config, clock, config.exportKickoffRateLimit), status: perMinute(config, clock, config.exportStatusRateLimit) },
   }));
   const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
   fhir.route('/', terminologyRoutes(terminologyDeps));

@@ -89,6 +89,8 @@ const schema = z.object({
   exportFileTtl: whole(60).default(24 * 3600),
   exportFileMaxBytes: whole(1024).default(128 * 1024 * 1024),
   exportMaxJobsPerClient: whole(1, 1000).default(3),
+  /** Export kick-offs per minute per client (refused ones included), per process. */
+  exportKickoffRateLimit: whole(1).default(30),
   /** Status requests per minute per export job, per process: ten times the polls its `Retry-After: 2` asks for. */
   exportStatusRateLimit: whole(1).default(300),
   exportLeaseSeconds: whole(2, 3600).default(30),

@@ -18,14 +18,14 @@ import type { Limiter } from '../auth/rate-limit.ts';
 export type ExportRouteDeps = KickoffDeps & StatusDeps & {
   baseUrl: string;
   maxBodyBytes: number;
-  /** Status requests per job (CINDER_EXPORT_STATUS_RATE_LIMIT). */
-  limits: { status: Limiter };
+  /** Kick-offs per client and status requests per job (CINDER_EXPORT_KICKOFF_RATE_LIMIT, CINDER_EXPORT_STATUS_RATE_LIMIT). */
+  limits: { kickoff: Limiter; status: Limiter };
 };
 
 /** Seconds a client should wait before polling a running export again. */
 const POLL_SECONDS = '2';
 
-/** A 429 (`throttled`, with `Retry-After`) when `key` is past its limit (Bulk Data 2.0, status request: a client "polling too frequently"). */
+/** A 429 (`throttled`, with `Retry-After`) when `key` is past its limit (Bulk Data 2.0: too many kick-offs, a client "polling too frequently"). */
 function throttle(limiter: Limiter, key: string, what: string): void {
   const hit = limiter.hit(key);
   if (!hit.ok) throw new FhirError('too-many', `${what}; retry after ${hit.retryAfter} s`, { headers: { 'Retry-After': String(hit.retryAfter) } });
@@ -46,6 +46,8 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
   const kick = (level: ExportLevel) => async (c: Context<AppEnv>) => {
     // HEAD is safe (RFC 9110 9.2.1) and must not start an export, which is what a GET here does.
     if (c.req.method === 'HEAD') throw new FhirError('method-not-allowed', 'HEAD would start an export: use GET or POST', { headers: { Allow: 'GET, POST' } });
+    // Before anything is read: each job is kept, with its parameters and patients, until its files expire.
+    throttle(deps.limits.kickoff, `${c.get('tenant')}\u0000${c.get('access').clientId}`, 'This client started too many exports in the last minute');
     const url = new URL(c.req.url);
     const input = c.req.method === 'POST' ? inputFromParameters(await readFhirBody(c.req.raw, deps.maxBodyBytes), url.search) : inputFromQuery(url.search);
     const requestUrl = `${deps.baseUrl}${c.req.path}${c.req.method === 'GET' ? url.search : ''}`;

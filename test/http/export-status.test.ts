@@ -189,6 +189,24 @@ describe('cancel', () => {
     expect((await t.request(t.fhir() + '/$export', fhirInit(token))).status).toBe(202);
   });
 
+  test('a client starting more exports a minute than its limit, cancelled or refused ones included, gets 429 with Retry-After until the minute ends', async () => {
+    await t.close();
+    t = await createTestApp({ clock: (clock = testClock()), env: { CINDER_EXPORT_KICKOFF_RATE_LIMIT: '4' } });
+    token = await t.token();
+    for (let i = 0; i < 3; i++) await t.request(await kickOff(t, token, '/$export'), fhirInit(token, 'DELETE'));
+    expect((await t.request(t.fhir() + '/$export?_type=Bogus', fhirInit(token))).status).toBe(400);
+    const res = await t.request(t.fhir() + '/$export', fhirInit(token));
+    expect([res.status, res.headers.get('retry-after')]).toEqual([429, '60']);
+    const body = await outcome(res);
+    expect(body.issue[0]!.code).toBe('throttled');
+    expect(body.issue[0]!.details.text).toContain('This client started too many exports in the last minute');
+    expect(await t.store.exports.jobs.activeCount('t1', t.admin.client.clientId)).toBe(0);
+    // Another client has its own count; the next minute this one starts again.
+    expect((await t.request(t.fhir() + '/$export', fhirInit(await t.tokenFor('t1', ['system/*.read'])))).status).toBe(202);
+    clock.advance(60_000);
+    expect((await t.request(t.fhir() + '/$export', fhirInit(await t.token()))).status).toBe(202);
+  });
+
   test('a kick-off over the limit is refused before its parameters are looked at (429, not their 400 or 404)', async () => {
     await t.close();
     t = await createTestApp({ clock: (clock = testClock()), env: { CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '1' } });

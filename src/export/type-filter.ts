@@ -93,14 +93,20 @@ function checkQueryCounts(queries: string[]): void {
   }
 }
 
+/** The values of the queries parsed so far, per type and in all. */
+interface ValueCounts {
+  ofType: Map<string, number>;
+  all: number;
+}
+
 /** Adds a parsed query's values to its type's and the kick-off's, within MAX_SEARCH_VALUES and MAX_TYPE_FILTER_VALUES. */
-function countQueryValues(counts: Map<string, number>, type: string, filter: Condition[] | null): void {
+function countQueryValues(counts: ValueCounts, type: string, filter: Condition[] | null): void {
   const n = filter ? countValues(filter) : 0;
-  const ofType = (counts.get(type) ?? 0) + n;
-  const all = (counts.get('') ?? 0) + n;
-  counts.set(type, ofType).set('', all);
+  const ofType = (counts.ofType.get(type) ?? 0) + n;
+  counts.ofType.set(type, ofType);
+  counts.all += n;
   if (ofType > MAX_SEARCH_VALUES) throw tooCostly(`_typeFilter's queries of ${type} hold more than ${MAX_SEARCH_VALUES} values together, which are searched together; at most ${MAX_SEARCH_VALUES} are supported`);
-  if (all > MAX_TYPE_FILTER_VALUES) throw tooCostly(`_typeFilter's queries hold more than ${MAX_TYPE_FILTER_VALUES} values; at most ${MAX_TYPE_FILTER_VALUES} are supported`);
+  if (counts.all > MAX_TYPE_FILTER_VALUES) throw tooCostly(`_typeFilter's queries hold more than ${MAX_TYPE_FILTER_VALUES} values; at most ${MAX_TYPE_FILTER_VALUES} are supported`);
 }
 
 /**
@@ -117,7 +123,7 @@ export async function parseTypeFilters(
   const filters: Record<string, Condition[][]> = {};
   const unfiltered = new Set<string>();
   const issues: FhirIssue[] = [];
-  const values = new Map<string, number>();
+  const values: ValueCounts = { ofType: new Map(), all: 0 };
   for (const query of queries) {
     let parsed;
     try {

@@ -39,6 +39,13 @@ export interface Dialect {
    * column must not make the planner choose that one instead.
    */
   unindexed(col: string): string;
+  /**
+   * Text column `col` of a row probed by its `res`, as compared with a list of values: SQLite reads the
+   * resource's rows of the key (the primary key's `(res, k)` range, a few rows) and tests each against
+   * the list, where it probed `(k, value, res)` once per value, 1,000 probes a row for a filter of 1,000
+   * codes (an export page of 34,000 Observations: 11-14 s against 0.1 s); PostgreSQL plans it as it is.
+   */
+  probedValue(col: string): string;
   /** Text `col` with its ASCII letters, and those alone, in lower case (`_filter`'s token comparisons; foldAscii in memory). */
   foldAscii(col: string): string;
   /** Text `col` matches the regular expression `pattern` (bound), read as JavaScript's RegExp reads it (`missing` conditions' `urls`). */
@@ -165,6 +172,7 @@ export const SQLITE: Dialect = {
   missingRows: (b, type, table, keys) =>
     `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} EXCEPT SELECT s.res FROM ${table} s WHERE ${keys('s')}`,
   unindexed: (col) => `+${col}`,
+  probedValue: (col) => `+${col}`,
   // SQLite's own lower() changes ASCII letters alone (no ICU extension is loaded).
   foldAscii: (col) => `lower(${col})`,
   // The connection's `regexp` function (src/store/sqlite/db.ts), a JavaScript RegExp.
@@ -198,6 +206,7 @@ export const POSTGRES: Dialect = {
   missingRows: (b, type, table, keys) =>
     `SELECT x.pk AS res FROM resources x WHERE x.tenant = ${b.v(b.tenant)} AND x.type = ${b.v(type)} AND NOT EXISTS (SELECT 1 FROM ${table} s WHERE s.res = x.pk AND ${keys('s')})`,
   unindexed: (col) => `(${col} + 0)`,
+  probedValue: (col) => col,
   // lower() follows the column's collation ("C": ASCII alone, but a newer provider may fold more); translate() does not.
   foldAscii: (col) => `translate(${col}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   // An advanced regular expression: the patterns Cinder writes (urlNamingPattern) mean the same there.
@@ -580,7 +589,8 @@ export class SqlBuilder {
     }
     const keys = (system: string | undefined) => this.keyIn(s, 'search_index', type, [param], byRes, system === undefined ? {} : { systems: [system], fold }, true);
     const terms = [...bySystem].flatMap(([system, codes]) => {
-      if (!fold) return [`(${keys(system)} AND ${this.oneOf(`${s}.value`, codes)})`];
+      // Probed by the resource, several codes are tested on its rows of the key (Dialect.probedValue).
+      if (!fold) return [`(${keys(system)} AND ${this.oneOf(byRes && codes.length > 1 ? this.dialect.probedValue(`${s}.value`) : `${s}.value`, codes)})`];
       // Probed by the resource, its rows of the parameter are few: their values folded, one term.
       if (byRes) return [`(${keys(system)} AND ${this.oneOf(this.dialect.foldAscii(`${s}.value`), codes)})`];
       return codes.flatMap((code) => foldedRanges(code).map(([low, high]) => low === high

@@ -13,6 +13,7 @@ import { compileSearch } from '../../src/fhir/search.ts';
 import { plannedSearch, SQLITE, withImpliedDrivers, type SqlValue } from '../../src/store/search-sql.ts';
 import { defineFunctions } from '../../src/store/sqlite/db.ts';
 import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { snapshotSql } from '../../src/store/sqlite/snapshot.ts';
 import type { Condition, Store } from '../../src/store/types.ts';
 import { firstVersions } from '../helpers/versions.ts';
 
@@ -204,4 +205,17 @@ test("_filter's case-insensitive token eq reads ranges of the value-first index,
   expect(last.plan).not.toContain('MULTI-INDEX OR');
   expect(last.plan).not.toMatch(/SCAN (s\d+|r)\b/);
   expect(last.sql).toContain('lower(s');
+});
+
+test("an export page's filter of many codes reads each resource's rows of the key, not a probe of the value-first index per code", () => {
+  const codes = Array.from({ length: 1000 }, (_, i) => ({ system: 'http://loinc.org', value: `none-${i}` }));
+  const { sql, params } = snapshotSql('t1', { type: 'Observation', at: Date.now(), limit: 1000, filters: [[{ kind: 'token', param: 'code', values: codes }]] }, undefined, 1e12);
+  const plan = db.query<{ detail: string }, SqlValue[]>(`EXPLAIN QUERY PLAN ${sql}`).all(...(params as SqlValue[])).map((r) => r.detail).join('\n');
+  // One range of the primary key (res, k) a resource: its few rows of `code`, each tested against the list.
+  expect(plan).toContain('USING PRIMARY KEY (res=? AND k=?)');
+  expect(plan).not.toContain('search_index_value (k=? AND value=? AND res=?)');
+  expect(db.query(sql).all(...(params as SqlValue[]))).toEqual([]);
+  // One code is still probed exactly.
+  const one = snapshotSql('t1', { type: 'Observation', at: Date.now(), limit: 1000, filters: [[{ kind: 'token', param: 'code', values: [{ system: 'http://loinc.org', value: '8302-2' }] }]] }, undefined, 1e12);
+  expect(db.query(one.sql).all(...(one.params as SqlValue[]))).toHaveLength(200);
 });

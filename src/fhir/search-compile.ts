@@ -1035,9 +1035,19 @@ function oneValue(def: ParamDefinition): boolean {
   return one;
 }
 
+/**
+ * The most `_sort` keys one search takes: each is a key read for every match (a subquery in the
+ * statement), and PostgreSQL and SQLite refuse a statement of a few thousand (a 500 after seconds).
+ */
+export const MAX_SORT_KEYS = 16;
+
 export function parseSort(type: string, raw: string | null): SortKey[] {
   if (raw === null || raw === '') return [];
-  return raw.split(',').map((part): SortKey => {
+  const parts = raw.split(',');
+  if (parts.length > MAX_SORT_KEYS) {
+    throw new FhirError('invalid', `_sort has ${parts.length} keys; at most ${MAX_SORT_KEYS} are supported`, { issueCode: 'too-costly', expression: ['_sort'] });
+  }
+  return parts.map((part): SortKey => {
     const descending = part.startsWith('-');
     const code = descending ? part.slice(1) : part;
     if (code === '_id') return { by: 'id', descending };

@@ -16,7 +16,8 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, queryCount, queryRows, storeQuery, withoutEmptyResultParams,
+  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, queryCount, queryRows, requireFewIncludes, storeQuery,
+  withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -197,6 +198,7 @@ function prepareAcross(req: FhirRequest, params: URLSearchParams, strict: boolea
   const ignored: FhirIssue[] = [];
   /** The `_include` and `_revinclude` values taken (`key=value`), for the self link. */
   const taken: string[] = [];
+  requireFewIncludes(params);
   for (const [key, raw] of params) {
     const name = key.split(':', 1)[0];
     if (name !== '_include' && name !== '_revinclude') continue;

@@ -28,6 +28,23 @@ export const MAX_COUNT = 1000;
 export const MAX_INCLUDES = 1000;
 /** `:iterate` follows includes this many rounds at most. */
 export const MAX_ITERATIONS = 3;
+/**
+ * The most `_include` and `_revinclude` parameters one search takes (`Type:*` and `*` name many
+ * references at once): each is followed from every resource of a page, at every round.
+ */
+export const MAX_INCLUDE_PARAMETERS = 64;
+
+/** A 400 (`too-costly`) for a query of more than MAX_INCLUDE_PARAMETERS `_include` and `_revinclude` parameters. */
+export function requireFewIncludes(params: URLSearchParams): void {
+  let n = 0;
+  for (const key of params.keys()) {
+    const name = key.split(':', 1)[0];
+    if (name === '_include' || name === '_revinclude') n++;
+  }
+  if (n > MAX_INCLUDE_PARAMETERS) {
+    throw new FhirError('invalid', `The search has ${n} _include and _revinclude parameters; at most ${MAX_INCLUDE_PARAMETERS} are supported`, { issueCode: 'too-costly', expression: ['_include'] });
+  }
+}
 
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
 export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude', '_contained', '_containedType']);
@@ -210,6 +227,7 @@ export function countValues(conditions: PendingCondition[]): number {
  * 400 when `strict` (`Prefer: handling=strict`); malformed values are always a 400 naming the parameter.
  */
 export function compileSearch(type: string, params: URLSearchParams, strict: boolean, now = Date.now()): CompiledSearch {
+  requireFewIncludes(params);
   const query: SearchQuery = { type, where: [], sort: parseSort(type, params.get('_sort')), count: parseCount(params.get('_count')) };
   const pending: PendingCondition[] = [];
   const warnings: FhirIssue[] = [];

@@ -1,0 +1,49 @@
+/**
+ * Searches whose size, not their data, made them costly, on both databases: each is held to a bound
+ * (a 400 `too-costly` naming the parameter) or answered as any other search, never a 500 from the
+ * database refusing the statement Cinder wrote.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const FORM = { 'Content-Type': 'application/x-www-form-urlencoded' };
+
+await eachStore((kind, fresh) => {
+  describe(`search size bounds on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers', given: ['Peter'] }], gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 'p2', name: [{ family: 'Windsor' }], gender: 'female' });
+      await api.put200({ resourceType: 'Observation', id: 'o1', status: 'final', code: { text: 'heart rate' }, subject: { reference: 'Patient/p1' } });
+      await api.put200({ resourceType: 'Observation', id: 'o2', status: 'final', code: { text: 'body weight' }, subject: { reference: 'Patient/p2' } });
+    });
+    afterAll(() => t.close());
+
+    const form = (path: string, body: string) => api.call('POST', `${path}/_search`, body, FORM);
+
+    test('_sort takes at most 16 keys: more is a 400 too-costly naming _sort (thousands were a 500 from the database)', async () => {
+      const sorted = await api.search(`Patient?_sort=${Array.from({ length: 16 }, (_, i) => (i % 2 ? '-family' : 'gender')).join(',')}`);
+      expect(ids(sorted)).toEqual(['p2', 'p1']);
+      const outcome = await expectOutcome(await api.get(`Patient?_sort=${Array(17).fill('family').join(',')}`), 400, 'too-costly');
+      expect(outcome.issue[0].expression).toEqual(['_sort']);
+      expect(outcome.issue[0].details.text).toBe('_sort has 17 keys; at most 16 are supported');
+      await expectOutcome(await form('Observation', `_sort=${Array(2000).fill('code').join(',')}`), 400, 'too-costly');
+    });
+
+    test('a search takes at most 64 _include and _revinclude parameters, on one type and across types', async () => {
+      const included = await api.search(`Observation?${Array(32).fill('_include=Observation:subject').join('&')}&${Array(32).fill('_revinclude=Provenance:target').join('&')}`);
+      expect(included.entry.filter((e: Json) => e.search.mode === 'include').map((e: Json) => e.resource.id).sort()).toEqual(['p1', 'p2']);
+      const many = `${Array(60).fill('_include=Observation:subject').join('&')}&${Array(5).fill('_revinclude:iterate=Observation:subject').join('&')}`;
+      for (const res of [await api.get(`Observation?${many}`), await form('Observation', many), await api.get(`?_type=Observation&${many}`)]) {
+        const outcome = await expectOutcome(res, 400, 'too-costly');
+        expect(outcome.issue[0].details.text).toBe('The search has 65 _include and _revinclude parameters; at most 64 are supported');
+        expect(outcome.issue[0].expression).toEqual(['_include']);
+      }
+    });
+  });
+});

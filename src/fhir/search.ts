@@ -202,6 +202,27 @@ export function possibleInclude(inc: Include, key: string, raw: string, strict: 
   return ignoredInclude(`${key} '${raw}': ${why}`, key, strict, warnings);
 }
 
+/**
+ * The most tests one search holds (each parameter, each test of a `_filter`, each step of a chain or
+ * `_has`; a parameter's `,` values are one test): each is a subquery of the statement, and SQLite
+ * refuses a statement of about 500 (with their values, PostgreSQL planned one of 990 for 9 s).
+ */
+export const MAX_SEARCH_TESTS = 100;
+
+function countTests(conditions: PendingCondition[]): number {
+  let n = 0;
+  for (const c of conditions) {
+    switch (c.kind) {
+      case 'chain': case 'has': n += countTests(c.where) + 1; break;
+      case 'or': n += countTests(c.any); break;
+      case 'not': n += countTests([c.condition]); break;
+      case 'and': n += countTests(c.all); break;
+      default: n += 1;
+    }
+  }
+  return n;
+}
+
 /** The values a search's conditions carry (each a bound SQL parameter; MAX_SEARCH_VALUES bounds them). */
 export function countValues(conditions: PendingCondition[]): number {
   let n = 0;
@@ -291,6 +312,10 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   const values = countValues(pending);
   if (values > MAX_SEARCH_VALUES) {
     throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, { issueCode: 'too-costly' });
+  }
+  const tests = countTests(pending);
+  if (tests > MAX_SEARCH_TESTS) {
+    throw new FhirError('invalid', `The search has ${tests} tests (parameters, _filter tests, chained steps); at most ${MAX_SEARCH_TESTS} are supported`, { issueCode: 'too-costly' });
   }
   const cursor = params.get('_cursor');
   let coreOffset: number | undefined;

@@ -45,5 +45,22 @@ await eachStore((kind, fresh) => {
         expect(outcome.issue[0].expression).toEqual(['_include']);
       }
     });
+
+    test('a search holds at most 100 tests: hundreds of parameters or _filter tests are a 400 too-costly (SQLite refused the statement: a 500)', async () => {
+      const nots = (n: number) => Array.from({ length: n }, (_, i) => `code:not=x${i}`).join('&');
+      for (const query of [nots(100), `${nots(97)}&subject.gender=male,female&_total=accurate`]) {
+        const res = await form('Observation', query);
+        const body = (await res.json()) as Json;
+        expect({ status: res.status, body: body.issue }).toEqual({ status: 200, body: undefined });
+        expect(ids(body).sort()).toEqual(['o1', 'o2']);
+      }
+      // Alternatives of two tests each (ORed tests of one parameter are one test of several values).
+      const ors = (n: number) => `_filter=${encodeURIComponent([...Array.from({ length: n }, (_, i) => `(code eq ${i} and status eq final)`), '_id eq o2 or subject.gender eq male'].join(' or '))}`;
+      expect(ids((await (await form('Observation', ors(48))).json()) as Json).sort()).toEqual(['o1', 'o2']);
+      for (const query of [nots(101), nots(990), `${nots(99)}&subject.gender=male`, ors(50), ors(220)]) {
+        const outcome = await expectOutcome(await form('Observation', query), 400, 'too-costly');
+        expect(outcome.issue[0].details.text).toMatch(/^The search has \d+ tests \(parameters, _filter tests, chained steps\); at most 100 are supported$/);
+      }
+    });
   });
 });

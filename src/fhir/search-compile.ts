@@ -704,8 +704,9 @@ export function parameterCondition(type: string, key: string, raw: string, now: 
   if (name === '_list') return listCondition(type, key, modifier, raw);
   if (isTextParam(type, name)) {
     if (modifier !== undefined) throw invalid(key, `Unknown modifier ':${modifier}' for '${name}'`);
-    const values = alternatives(raw, key).flatMap((v) => parseTextQuery(key, unescapeValue(v)));
-    return { kind: 'text', field: name === '_text' ? 'narrative' : 'content', values };
+    const parsed = alternatives(raw, key).map((v) => parseTextQuery(key, unescapeValue(v)));
+    const query = parsed.length === 1 ? parsed[0]!.query : { any: parsed.map((p) => p.query) };
+    return { kind: 'text', field: name === '_text' ? 'narrative' : 'content', values: parsed.flatMap((p) => p.alternatives), query };
   }
   const def = paramOf(type, name);
   if (!def) throw unknown(type, key);

@@ -1,5 +1,5 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { Condition, ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
+import type { Condition, ResourceVersion, SearchCursor, SearchQuery, TextQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach, vreadResource } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
@@ -21,6 +21,7 @@ import { keysetSort, withImpliedDrivers } from '../store/search-sql.ts';
 import { countWithCore, findResources, searchesCore, searchWithCore } from './core-search.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { CONTROL_CHARACTER } from './validation/primitives.ts';
+import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -223,6 +224,23 @@ function countTests(conditions: PendingCondition[]): number {
   return n;
 }
 
+/** The words of a search's `_text` and `_content` tests together (each read from the full-text index once). */
+function countTextWords(conditions: PendingCondition[]): number {
+  const words = (q: TextQuery): number => ('word' in q ? 1 : ('all' in q ? q.all : q.any).reduce((n, p) => n + words(p), 0));
+  let n = 0;
+  for (const c of conditions) {
+    switch (c.kind) {
+      case 'text': n += c.query ? words(c.query) : c.values.reduce((m, v) => m + v.length, 0); break;
+      case 'chain': case 'has': n += countTextWords(c.where); break;
+      case 'or': n += countTextWords(c.any); break;
+      case 'not': n += countTextWords([c.condition]); break;
+      case 'and': n += countTextWords(c.all); break;
+      default:
+    }
+  }
+  return n;
+}
+
 /** The values a search's conditions carry (each a bound SQL parameter; MAX_SEARCH_VALUES bounds them). */
 export function countValues(conditions: PendingCondition[]): number {
   let n = 0;
@@ -312,6 +330,12 @@ export function compileSearch(type: string, params: URLSearchParams, strict: boo
   const values = countValues(pending);
   if (values > MAX_SEARCH_VALUES) {
     throw new FhirError('invalid', `The search has ${values} values; at most ${MAX_SEARCH_VALUES} are supported`, { issueCode: 'too-costly' });
+  }
+  // A value may hold TEXT_MAX_QUERY_WORDS; so may the whole search (each word read is a scan of the
+  // index entries of every word it matches: `a*` reads those of every word starting with a).
+  const words = countTextWords(pending);
+  if (words > TEXT_MAX_QUERY_WORDS) {
+    throw new FhirError('invalid', `The search's _text and _content values hold ${words} words together; at most ${TEXT_MAX_QUERY_WORDS} are supported`, { issueCode: 'too-costly' });
   }
   const tests = countTests(pending);
   if (tests > MAX_SEARCH_TESTS) {

@@ -8,7 +8,7 @@
  * words ANDed, in which `and`, `or` and `not` are words. `NOT` and `-word` are refused (a 400): FTS5's
  * NOT needs a positive term beside it, and the condition model holds no negated words.
  */
-import type { TextTerm } from '../store/types.ts';
+import type { TextQuery, TextTerm } from '../store/types.ts';
 import { FhirError } from '../errors.ts';
 import { TEXT_MAX_QUERY_WORDS, textPartTerms } from './text-index.ts';
 
@@ -19,8 +19,18 @@ type Token = { kind: 'and' | 'or' | 'open' | 'close' } | { kind: 'words'; terms:
 
 const OPERATORS: Record<string, 'and' | 'or' | 'not'> = { and: 'and', or: 'or', not: 'not' };
 
-/** The terms of one `_text` or `_content` value (no `,`): an OR of ANDs of words. */
-export function parseTextQuery(key: string, raw: string): TextTerm[][] {
+/** One `_text` or `_content` value (no `,`): an OR of ANDs of words, and the expression as written. */
+export interface ParsedTextQuery {
+  alternatives: TextTerm[][];
+  query: TextQuery;
+}
+
+/** Words ANDed, or ORed: one alone is itself. */
+const joined = (kind: 'all' | 'any', parts: TextQuery[]): TextQuery =>
+  parts.length === 1 ? parts[0]! : kind === 'all' ? { all: parts } : { any: parts };
+
+/** The terms of one `_text` or `_content` value (no `,`): an OR of ANDs of words, and the expression. */
+export function parseTextQuery(key: string, raw: string): ParsedTextQuery {
   const fail = (why: string) => new FhirError('invalid', `'${key}': ${why} in '${raw}'`, { expression: [key] });
   const tokens = tokenize(key, raw, fail);
   const words = tokens.reduce((n, t) => n + (t.kind === 'words' ? t.terms.length : 0), 0);
@@ -32,34 +42,41 @@ export function parseTextQuery(key: string, raw: string): TextTerm[][] {
   const peek = () => tokens[at];
   const startsOperand = (t: Token | undefined) => t !== undefined && (t.kind === 'words' || t.kind === 'open');
 
-  function or(): TextTerm[][] {
-    let out = and();
+  function or(): ParsedTextQuery {
+    const first = and();
+    let out = first.alternatives;
+    const parts = [first.query];
     while (peek()?.kind === 'or') {
       at++;
       if (!startsOperand(peek())) throw fail('OR needs a term on each side');
-      out = out.concat(and());
+      const right = and();
+      out = out.concat(right.alternatives);
+      parts.push(right.query);
       if (out.length > TEXT_MAX_QUERY_CLAUSES) throw tooMany();
     }
-    return out;
+    return { alternatives: out, query: joined('any', parts) };
   }
-  function and(): TextTerm[][] {
-    let out = operand();
+  function and(): ParsedTextQuery {
+    const first = operand();
+    let out = first.alternatives;
+    const parts = [first.query];
     for (;;) {
       const t = peek();
       if (t?.kind === 'and') {
         at++;
         if (!startsOperand(peek())) throw fail('AND needs a term on each side');
       } else if (!startsOperand(t)) {
-        return out;
+        return { alternatives: out, query: joined('all', parts) };
       }
       const right = operand();
-      out = out.flatMap((l) => right.map((r) => [...l, ...r]));
+      out = out.flatMap((l) => right.alternatives.map((r) => [...l, ...r]));
+      parts.push(right.query);
       if (out.length > TEXT_MAX_QUERY_CLAUSES) throw tooMany();
     }
   }
-  function operand(): TextTerm[][] {
+  function operand(): ParsedTextQuery {
     const t = tokens[at++];
-    if (t?.kind === 'words') return [t.terms];
+    if (t?.kind === 'words') return { alternatives: [t.terms], query: joined('all', t.terms) };
     if (t?.kind === 'open') {
       if (peek()?.kind === 'close') throw fail('empty parentheses');
       const inner = or();

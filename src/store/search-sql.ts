@@ -8,7 +8,7 @@ import { nearBound, nearBox } from './geo.ts';
 import { INDEX_TABLES } from './index-tables.ts';
 import type { SearchKey } from './search-keys.ts';
 import { textScope } from './text-scope.ts';
-import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NearPoint, NumberTest, SearchCursor, SearchQuery, SortKey, StringValue, TextTerm, TokenValue } from './types.ts';
+import type { CompositePart, CompositeTest, Condition, DateTest, IndexTable, NearPoint, NumberTest, SearchCursor, SearchQuery, SortKey, StringValue, TextQuery, TextTerm, TokenValue } from './types.ts';
 
 export type SqlValue = string | number;
 
@@ -89,9 +89,20 @@ type MissingCondition = Extract<Condition, { kind: 'missing' }>;
 const allOf = (values: TextTerm[][], term: (t: TextTerm) => string, and: string, or: string): string =>
   values.map((terms) => `(${terms.map(term).join(and)})`).join(or);
 
+/**
+ * A text condition in a full-text query language: its expression as written where it has one (each word
+ * read once from the index: the OR of ANDs read `(a* OR b*) (c* OR d*) ...` of 10 words 160 times, 3.4 s
+ * on SQLite), else its alternatives.
+ */
+function textExpression(c: TextCondition, term: (t: TextTerm) => string, and: string, or: string): string {
+  const render = (q: TextQuery): string =>
+    'word' in q ? term(q) : `(${('all' in q ? q.all : q.any).map(render).join('all' in q ? and : or)})`;
+  return c.query ? render(c.query) : allOf(c.values, term, and, or);
+}
+
 /** An FTS5 query: a column filter on quoted words, ` *` after a prefix; with a scope, its rows alone. */
 const fts5Query = (c: TextCondition, scope?: string) =>
-  `${scope ? `{scope} : "${scope}" AND ` : ''}{${c.field}} : (${allOf(c.values, (t) => `"${t.word}"${t.prefix ? ' *' : ''}`, ' AND ', ' OR ')})`;
+  `${scope ? `{scope} : "${scope}" AND ` : ''}{${c.field}} : (${textExpression(c, (t) => `"${t.word}"${t.prefix ? ' *' : ''}`, ' AND ', ' OR ')})`;
 
 /**
  * The same test on the recent rows' space-separated words (SQLite keeps words written by small
@@ -116,7 +127,7 @@ const SQLITE_TEXT: Dialect['text'] = {
 };
 
 /** PostgreSQL: a tsquery of quoted lexemes, `:*` after a prefix, on the column's GIN index. */
-const pgQuery = (c: TextCondition) => allOf(c.values, (t) => `'${t.word}'${t.prefix ? ':*' : ''}`, ' & ', ' | ');
+const pgQuery = (c: TextCondition) => textExpression(c, (t) => `'${t.word}'${t.prefix ? ':*' : ''}`, ' & ', ' | ');
 
 const POSTGRES_TEXT: Dialect['text'] = {
   // The scope's lexeme is in `content`: a narrative search ANDs the two columns' GIN scans.

@@ -62,5 +62,34 @@ await eachStore((kind, fresh) => {
         expect(outcome.issue[0].details.text).toMatch(/^The search has \d+ tests \(parameters, _filter tests, chained steps\); at most 100 are supported$/);
       }
     });
+
+    test('_text and _content: each word of an expression read once (the same matches), at most 16 words in a search', async () => {
+      // Written together (64 or more at once), SQLite's words go to its FTS5 index at once, not by the recent rows.
+      const texts = ['heart rate', 'body weight', 'heart weight', 'body temperature'];
+      const entry = (i: number) => ({
+        fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+        resource: { resourceType: 'Observation', status: 'final', code: { text: `${texts[i % 4]} n${i}` }, identifier: [{ system: 'urn:cost', value: `n${i}` }] },
+        request: { method: 'POST', url: 'Observation' },
+      });
+      const written = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: 80 }, (_, i) => entry(i)) });
+      expect(written.status).toBe(200);
+      const found = async (query: string) => ((await api.search(`Observation?${query}&_count=1000&_elements=code`)).entry ?? []).map((e: Json) => e.resource.code.text.split(' n')[0]);
+      const kinds = (list: string[]) => [...new Set(list)].sort();
+      expect(kinds(await found(`_content=${encodeURIComponent('(heart OR body) (rate OR weight) n1*')}`))).toEqual(['body weight', 'heart rate', 'heart weight']);
+      expect((await found(`_content=${encodeURIComponent('(heart OR body) (rate OR weight) n1*')}`)).length).toBe(8);
+      expect(kinds(await found(`_content=${encodeURIComponent('heart rate OR body temp*')}`))).toEqual(['body temperature', 'heart rate']);
+      expect(kinds(await found(`_content=${encodeURIComponent('(heart rate)')},${encodeURIComponent('body (temp* OR xyz)')}&_content=n7*`))).toEqual(['body temperature', 'heart rate']);
+      const pairs = '(a* OR b*) (c* OR d*) (e* OR f*) (g* OR h*) (i* OR j*)';
+      for (const query of [
+        `_content=${encodeURIComponent(pairs)}&_content=${encodeURIComponent('k* l* m* n* o* p* q*')}`,
+        `_content=${Array.from({ length: 17 }, (_, i) => `w${i}*`).join(',')}`,
+        `_text=${Array.from({ length: 9 }, (_, i) => `w${i}`).join('+')}&_content=${Array.from({ length: 8 }, (_, i) => `v${i}`).join('+')}`,
+        Array.from({ length: 30 }, () => `_content=${encodeURIComponent(pairs)}`).join('&'),
+      ]) {
+        const outcome = await expectOutcome(await form('Observation', query), 400, 'too-costly');
+        expect(outcome.issue[0].details.text).toMatch(/^The search's _text and _content values hold \d+ words together; at most 16 are supported$/);
+      }
+      expect(kinds(await found(`_content=${encodeURIComponent(pairs)}&_content=${encodeURIComponent('k* l* m* n* o* p*')}`))).toEqual([]);
+    });
   });
 });

@@ -148,6 +148,13 @@ export interface TextTerm {
 }
 
 /**
+ * A `_text` or `_content` value as written (`(bone OR liver) metastases`): its words ANDed (`all`) or
+ * ORed (`any`). The database reads each word once from its full-text index; the same value as an OR of
+ * ANDs (a condition's `values`) reads a word once per alternative it is in.
+ */
+export type TextQuery = TextTerm | { all: TextQuery[] } | { any: TextQuery[] };
+
+/**
  * A string search value (normalised as the index stores strings, except for `exact`) and how it matches
  * a stored value: `unequal`, `gt`, `ge`, `lt` and `le` (`_filter`'s `ne` and orderings) compare the
  * whole normalised value, by code points.
@@ -217,9 +224,10 @@ export type Condition =
   | { kind: 'near'; param: string; points: NearPoint[] }
   /**
    * `_text` (`field` narrative) or `_content` (content): one of the values (ORed) has all its terms
-   * among the resource's words (`search_text`).
+   * among the resource's words (`search_text`); `query`, when given, is the same test as written, which
+   * the full-text indexes are asked (each word read once).
    */
-  | { kind: 'text'; field: 'narrative' | 'content'; values: TextTerm[][] }
+  | { kind: 'text'; field: 'narrative' | 'content'; values: TextTerm[][]; query?: TextQuery }
   /**
    * The resource is in the compartment of `patient`: a patient-context token's bound on what a chain or
    * `_has` reaches (src/fhir/search.ts guardLinked).

@@ -6,6 +6,7 @@ import {
 } from '../../../src/fhir/text-index.ts';
 import { parseTextQuery, TEXT_MAX_QUERY_CLAUSES } from '../../../src/fhir/text-query.ts';
 import { textScope } from '../../../src/store/text-scope.ts';
+import type { TextQuery } from '../../../src/store/types.ts';
 
 describe('textWords', () => {
   test('letters and digits, accents removed, lower case; everything else separates', () => {
@@ -62,11 +63,11 @@ describe('textIndexOf', () => {
 
 describe('parseTextQuery and textMatches', () => {
   test('words ANDed; a trailing * makes a prefix of the last word of its part; punctuation and quotes separate', () => {
-    expect(parseTextQuery('_content', 'Blood  glucose')).toEqual([[{ word: 'blood', prefix: false }, { word: 'glucose', prefix: false }]]);
-    expect(parseTextQuery('_content', 'diab* "heart-att*"')).toEqual([[
+    expect(parseTextQuery('_content', 'Blood  glucose').alternatives).toEqual([[{ word: 'blood', prefix: false }, { word: 'glucose', prefix: false }]]);
+    expect(parseTextQuery('_content', 'diab* "heart-att*"').alternatives).toEqual([[
       { word: 'diab', prefix: true }, { word: 'heart', prefix: false }, { word: 'att', prefix: true },
     ]]);
-    expect(parseTextQuery('_text', 'Zoë')).toEqual([[{ word: 'zoe', prefix: false }]]);
+    expect(parseTextQuery('_text', 'Zoë').alternatives).toEqual([[{ word: 'zoe', prefix: false }]]);
   });
 
   test('a value without words, or with too many, is a 400 naming the parameter', () => {
@@ -85,13 +86,25 @@ describe('parseTextQuery and textMatches', () => {
   });
 
   test('AND (also implied) binds tighter than OR, operators in any case, parentheses, quoted groups', () => {
-    const words = (raw: string) => parseTextQuery('_text', raw).map((c) => c.map((t) => t.word + (t.prefix ? '*' : '')));
+    const words = (raw: string) => parseTextQuery('_text', raw).alternatives.map((c) => c.map((t) => t.word + (t.prefix ? '*' : '')));
     expect(words('(bone OR liver) and metastases')).toEqual([['bone', 'metastases'], ['liver', 'metastases']]);
     expect(words('a OR b c')).toEqual([['a'], ['b', 'c']]);
     expect(words('a or b AND c')).toEqual([['a'], ['b', 'c']]);
     expect(words('(a OR b) (c OR d*)')).toEqual([['a', 'c'], ['a', 'd*'], ['b', 'c'], ['b', 'd*']]);
     expect(words('"bone or not liver"')).toEqual([['bone', 'or', 'not', 'liver']]);
     expect(words('x-ray ((y))')).toEqual([['x', 'ray', 'y']]);
+  });
+
+  test('the expression as written is kept beside its alternatives: each word once', () => {
+    const written = (raw: string) => {
+      const show = (q: TextQuery): string => ('word' in q ? q.word + (q.prefix ? '*' : '') : `(${('all' in q ? q.all : q.any).map(show).join('all' in q ? ' & ' : ' | ')})`);
+      return show(parseTextQuery('_text', raw).query);
+    };
+    expect(written('(bone OR liver) and metastases')).toBe('((bone | liver) & metastases)');
+    expect(written('a OR b c')).toBe('(a | (b & c))');
+    expect(written('(a OR b) (c OR d*) (e OR f) (g OR h) (i OR j)')).toBe('((a | b) & (c | d*) & (e | f) & (g | h) & (i | j))');
+    expect(written('x-ray ((y))')).toBe('((x & ray) & y)');
+    expect(written('gluc*')).toBe('gluc*');
   });
 
   test('malformed expressions, NOT and too many alternatives are 400s naming the parameter', () => {
@@ -115,7 +128,7 @@ describe('parseTextQuery and textMatches', () => {
   });
 
   test('textMatches: whole words, prefixes, every term', () => {
-    const one = (key: string, raw: string) => parseTextQuery(key, raw)[0]!;
+    const one = (key: string, raw: string) => parseTextQuery(key, raw).alternatives[0]!;
     const words = 'blood glucose fasting';
     expect(textMatches(words, one('q', 'glucose blood'))).toBe(true);
     expect(textMatches(words, one('q', 'gluc'))).toBe(false);

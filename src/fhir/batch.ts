@@ -4,15 +4,15 @@ import type { Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
 import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
-import { readEntry } from './bundle-reads.ts';
+import { readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
-async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, scope?: FullUrlScope): Promise<Json> {
-  if (entry.method === 'GET') return readEntry(deps, req, entry, base);
+async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, budget: ReadBudget, scope?: FullUrlScope): Promise<Json> {
+  if (entry.method === 'GET') return readEntry(deps, req, entry, base, budget);
   const { planned, ids } = await plan(deps, req, [entry], base, scope?.get.bind(scope));
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
   // Validated with its references rewritten, as a transaction's entries are.
@@ -62,6 +62,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
   // answered with the same failure untried (on SQLite each write would wait out the busy timeout).
   let storeFailed: FhirError | undefined;
   const fullUrls = new Set(entries.flatMap((e) => (e.fullUrl && isUrnReference(e.fullUrl) ? [e.fullUrl] : [])));
+  const budget = readBudget();
   for (const entry of entries) {
     if (storeFailed) {
       out.push(errorEntry(storeFailed));
@@ -75,7 +76,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       requireNoSiblingUrns(entry, fullUrls);
       const conditions = writeConditions([entry]);
       const attemptOf = entriesPerAttempt([entry], conditions.length > 0);
-      out.push(await exclusively(deps, req.tenant, conditions, (settle, attempt) => one(deps, req, attemptOf(attempt)[0]!, base, settle, scope)));
+      out.push(await exclusively(deps, req.tenant, conditions, (settle, attempt) => one(deps, req, attemptOf(attempt)[0]!, base, settle, budget, scope)));
     } catch (err) {
       const failure = err instanceof FhirError ? err : storeFailureAsFhir(err);
       if (failure === undefined) throw err;

@@ -19,6 +19,31 @@ import { compileSearch, searchResources } from './search.ts';
 import { checkSearchTypes, searchTypes } from './search-system.ts';
 import { instanceShape } from './subset.ts';
 
+/**
+ * The most characters of stored resources the GET entries of one Bundle answer together (32 Mi): the
+ * response Bundle is built whole, and a batch of a few hundred searches of `_count=1000` (a few KB
+ * each to send) grew it past a gigabyte, held the event loop seconds to serialise it.
+ */
+export const MAX_BUNDLE_READ_CHARS = 32 * 1024 * 1024;
+
+/** What is left of a Bundle's MAX_BUNDLE_READ_CHARS for its GET entries; one per Bundle, shared by its entries. */
+export interface ReadBudget {
+  left: number;
+}
+
+export function readBudget(): ReadBudget {
+  return { left: MAX_BUNDLE_READ_CHARS };
+}
+
+const budgetSpent = () =>
+  new FhirError('invalid', `The Bundle's GET entries read more than ${MAX_BUNDLE_READ_CHARS} characters of resources together; read the rest in another request`, { issueCode: 'too-costly' });
+
+/** Takes the characters of `versions` from `budget`; a 400 (`too-costly`) once it is spent. */
+function charge(budget: ReadBudget, versions: ResourceVersion[]): void {
+  for (const v of versions) budget.left -= v.content.length;
+  if (budget.left < 0) throw budgetSpent();
+}
+
 /** Checks a GET entry before anything is written: access, id, search or history parameters. */
 export function checkRead(req: FhirRequest, entry: Entry): void {
   try {
@@ -84,10 +109,14 @@ function notModified(entry: Entry, v: ResourceVersion): boolean {
   return entry.ifModifiedSince !== undefined && v.lastUpdated <= entry.ifModifiedSince;
 }
 
-/** Performs a GET entry: a read or vread (304 without the resource when the client has it), a search or a history, as a Bundle. */
-export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+/**
+ * Performs a GET entry: a read or vread (304 without the resource when the client has it), a search or a
+ * history, as a Bundle; what it reads is taken from `budget`, and one past it is a 400 `too-costly`.
+ */
+export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, budget: ReadBudget): Promise<Json> {
   try {
-    const out = await readOne(deps, req, entry, base);
+    if (budget.left < 0) throw budgetSpent();
+    const out = await readOne(deps, req, entry, base, budget);
     // A HEAD entry is answered as its GET, without the resource (as HEAD on the REST API: no body).
     if (entry.head) delete out.resource;
     return out;
@@ -96,23 +125,27 @@ export async function readEntry(deps: FhirDeps, req: FhirRequest, entry: Entry, 
   }
 }
 
-async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string): Promise<Json> {
+async function readOne(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, budget: ReadBudget): Promise<Json> {
   // `_summary` / `_elements` as on the REST read, vread and history.
   const shape = entry.history || entry.id ? instanceShape(entry.query!, false) : undefined;
   if (entry.history) {
     const r = await history(deps, req, entry.query!, historyType(entry), entry.id);
+    charge(budget, r.rows);
     const links = searchLinks(base, `${entry.type ? `/${entry.type}` : ''}${entry.id ? `/${entry.id}` : ''}/_history`, r.self, r.next, r.page);
     return { ...responseEntry('200 OK'), resource: parseExact(historyJson(base, r.rows, links, deps.clock.now(), shape)) };
   }
   if (entry.id) {
     const v = entry.version === undefined ? await readResource(deps, req, entry.type, entry.id) : await vreadResource(deps, req, entry.type, entry.id, entry.version);
     if (notModified(entry, v)) return responseEntry('304 Not Modified', v, base);
+    charge(budget, [v]);
     return { ...responseEntry('200 OK', v, base), resource: parseExact(shape ? shape(v.content) : v.content) };
   }
   // The searchset a REST search answers: includes, _summary / _elements, warnings and paging links.
   const r = across(entry)
     ? await searchTypes(deps, req, entry.query!, false, entry.compartment)
     : await searchResources(deps, req, entry.type, entry.query!, false, entry.compartment);
+  charge(budget, r.rows);
+  charge(budget, r.included);
   const links = searchLinks(base, searchPath(entry), r.self, r.next, r.page);
   const extra = { included: r.included, ...(r.shape ? { shape: r.shape } : {}), ...(r.includedShape ? { includedShape: r.includedShape } : {}) };
   return { ...responseEntry('200 OK'), resource: parseExact(searchsetJson(base, r.rows, links, r.total, r.warnings, deps.clock.now(), extra)) };

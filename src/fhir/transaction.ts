@@ -5,7 +5,7 @@ import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
-import { checkRead, checkReadTarget, readEntry } from './bundle-reads.ts';
+import { checkRead, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { shellErrors } from './bundle-shell.ts';
@@ -70,9 +70,10 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     for (const p of reads) await checkReadTarget(w, p.entry, deps.core);
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
+  const budget = readBudget();
   for (const p of reads) {
     try {
-      out[p.entry.index] = await readEntry(deps, req, p.entry, base);
+      out[p.entry.index] = await readEntry(deps, req, p.entry, base, budget);
     } catch (err) {
       // The writes are committed: a read that fails now (a concurrent delete) is reported in its entry.
       if (!(err instanceof FhirError)) throw err;

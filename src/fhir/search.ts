@@ -632,10 +632,13 @@ export async function addIncludes(
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
     const next: ResourceVersion[] = [];
     const reached = includeTargets(frontier, incs, deps.fhirBase?.(req.tenant));
-    /** The readable resources of `type` that `where` selects, as a search of that type would find them. */
+    /**
+     * The readable resources of `type` that `where` selects, as a search of that type would find them; one
+     * more than MAX_INCLUDES, so that a page the first search fills knows there are more, warns, and reads no further.
+     */
     const reach = async (type: string, where: Condition) => {
-      if (!visible(type) || leaveOut?.(type)) return;
-      const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES };
+      if (!visible(type) || leaveOut?.(type) || warnings.length) return;
+      const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES + 1 };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
       const patient = req.access.patientLimit(type, 'r');
@@ -691,8 +694,10 @@ export async function addIncludes(
       }
     }
     for (const [source, byColumn] of bySource) {
+      // Past MAX_INCLUDES (the warning given) nothing more is added: no more reading.
+      if (warnings.length) break;
       const any = [...byColumn].map(([param, vs]): Condition => ({ kind: 'token', param, values: [...vs.values()] }));
-      const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES };
+      const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES + 1 };
       const filter = scopeFilter(req, source, 'r');
       if (filter) q.where!.push(filter);
       const patient = req.access.patientLimit(source, 'r');

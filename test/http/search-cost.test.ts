@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
+import type { ResourceRepo, Store } from '../../src/store/types.ts';
 
 const FORM = { 'Content-Type': 'application/x-www-form-urlencoded' };
 
@@ -100,6 +101,44 @@ await eachStore((kind, fresh) => {
         expect(outcome.issue[0].details.text).toMatch(/^The search's _text and _content values hold \d+ words together; at most 16 are supported$/);
       }
       expect(kinds(await found(`_content=${encodeURIComponent(pairs)}&_content=${encodeURIComponent('k* l* m* n* o* p*')}`))).toEqual([]);
+    });
+  });
+
+  describe(`included resources past the page's bound on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    /** The types of the store searches run while `counting`. */
+    const searched: string[] = [];
+    let counting = false;
+    /** The store, its searches listed in `searched`. */
+    const listing = (store: Store): Store => {
+      const resources: ResourceRepo = Object.create(store.resources);
+      resources.search = (tenant, q) => {
+        if (counting) searched.push(q.type);
+        return store.resources.search(tenant, q);
+      };
+      return new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) });
+    };
+    beforeAll(async () => {
+      t = await createTestApp({ store: listing(await fresh()) });
+      api = fhirClient(t, await t.token());
+      const entry = (resource: Json) => ({ resource, request: { method: 'PUT', url: `${resource.resourceType}/${resource.id}` } });
+      const entries = [entry({ resourceType: 'Patient', id: 'p' })];
+      for (let i = 0; i < 1001; i++) entries.push(entry({ resourceType: 'Observation', id: `o${i}`, status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p' } }));
+      entries.push(entry({ resourceType: 'Condition', id: 'c', subject: { reference: 'Patient/p' } }), entry({ resourceType: 'Encounter', id: 'e', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/p' } }));
+      const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: entries });
+      expect(res.status).toBe(200);
+    }, 60_000);
+    afterAll(() => t.close());
+
+    test('once a page holds 1,000 included resources and more were found, no other is read', async () => {
+      counting = true;
+      const bundle = await api.search('Patient?_id=p&_revinclude=Observation:subject&_revinclude=Condition:subject&_revinclude:iterate=Encounter:subject&_include:iterate=Observation:subject');
+      counting = false;
+      expect(bundle.entry.filter((e: Json) => e.search.mode === 'include')).toHaveLength(1000);
+      expect(bundle.entry.at(-1).resource.issue[0].details.text).toBe('Only the first 1000 included resources are returned');
+      // The Patient, then its Observations (1,001 of them, past the bound): Condition and Encounter are not read.
+      expect(searched).toEqual(['Patient', 'Observation']);
     });
   });
 });

@@ -210,7 +210,8 @@ export function possibleInclude(inc: Include, key: string, raw: string, strict: 
  */
 export const MAX_SEARCH_TESTS = 100;
 
-function countTests(conditions: PendingCondition[]): number {
+/** The tests of `conditions` as MAX_SEARCH_TESTS counts them. */
+export function countTests(conditions: PendingCondition[]): number {
   let n = 0;
   for (const c of conditions) {
     switch (c.kind) {

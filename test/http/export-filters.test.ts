@@ -117,6 +117,22 @@ describe('_typeFilter', () => {
     expect((await get(`/$export?_type=Patient&_typeFilter=${enc('Observation?code=A')}`)).status).toBe(400);
   });
 
+  test('the _typeFilter queries of a kick-off hold at most 100 tests together: more is a 400 too-costly, lenient or not', async () => {
+    // Four tests a query, so that 100 tests fit in the 32 queries a type may hold.
+    const filters = (n: number) => Array.from({ length: n }, (_, i) => enc(`Observation?code:not=x${i}&code:not=y${i}&code:not=w${i}&status=final`)).join(',');
+    const status = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${filters(25)}`);
+    expect(refs(await download(t, token, (await finish(t, token, status)).output))).toEqual(['Observation/o1', 'Observation/o2', 'Observation/o3']);
+    for (const headers of [{}, { Prefer: 'handling=lenient' }] as Record<string, string>[]) {
+      for (const query of [`_typeFilter=${filters(26)}`, `_typeFilter=${filters(13)}&_typeFilter=${filters(13)}`]) {
+        const res = await get(`/$export?_type=Observation&${query}`, headers);
+        expect(res.status).toBe(400);
+        const body = (await res.json()) as { issue: { code: string; details: { text: string } }[] };
+        expect(body.issue[0]!.code).toBe('too-costly');
+        expect(body.issue[0]!.details.text).toBe('The _typeFilter queries hold more than 100 tests together (parameters, _filter tests, chained steps)');
+      }
+    }
+  });
+
   test('with handling=lenient an unusable filter is reported and its type exported unfiltered', async () => {
     const status = await kickOff(t, token, `/$export?_type=Observation&_typeFilter=${enc('Observation?nonsense=5')}`, { Prefer: 'handling=lenient' });
     const manifest = await finish(t, token, status);

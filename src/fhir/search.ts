@@ -210,56 +210,48 @@ export function possibleInclude(inc: Include, key: string, raw: string, strict: 
  */
 export const MAX_SEARCH_TESTS = 100;
 
-/** The tests of `conditions` as MAX_SEARCH_TESTS counts them. */
-export function countTests(conditions: PendingCondition[]): number {
+/**
+ * `leaf` summed over a search's conditions, through `or`, `and` and `not`, and through the conditions of
+ * each chain or `_has` step, which itself counts `step`.
+ */
+function sumOver(conditions: PendingCondition[], leaf: (c: PendingCondition) => number, step: number): number {
   let n = 0;
   for (const c of conditions) {
     switch (c.kind) {
-      case 'chain': case 'has': n += countTests(c.where) + 1; break;
-      case 'or': n += countTests(c.any); break;
-      case 'not': n += countTests([c.condition]); break;
-      case 'and': n += countTests(c.all); break;
-      default: n += 1;
+      case 'chain': case 'has': n += sumOver(c.where, leaf, step) + step; break;
+      case 'or': n += sumOver(c.any, leaf, step); break;
+      case 'not': n += sumOver([c.condition], leaf, step); break;
+      case 'and': n += sumOver(c.all, leaf, step); break;
+      default: n += leaf(c);
     }
   }
   return n;
 }
 
-/** The words of a search's `_text` and `_content` tests together (each read from the full-text index once). */
+/** The tests of `conditions` as MAX_SEARCH_TESTS counts them. */
+export function countTests(conditions: PendingCondition[]): number {
+  return sumOver(conditions, () => 1, 1);
+}
+
+/** The words of a full-text query (each read from the full-text index once). */
+const textWords = (q: TextQuery): number => ('word' in q ? 1 : ('all' in q ? q.all : q.any).reduce((n, p) => n + textWords(p), 0));
+
+/** The words of a search's `_text` and `_content` tests together. */
 function countTextWords(conditions: PendingCondition[]): number {
-  const words = (q: TextQuery): number => ('word' in q ? 1 : ('all' in q ? q.all : q.any).reduce((n, p) => n + words(p), 0));
-  let n = 0;
-  for (const c of conditions) {
-    switch (c.kind) {
-      case 'text': n += c.query ? words(c.query) : c.values.reduce((m, v) => m + v.length, 0); break;
-      case 'chain': case 'has': n += countTextWords(c.where); break;
-      case 'or': n += countTextWords(c.any); break;
-      case 'not': n += countTextWords([c.condition]); break;
-      case 'and': n += countTextWords(c.all); break;
-      default:
-    }
-  }
-  return n;
+  return sumOver(conditions, (c) => (c.kind !== 'text' ? 0 : c.query ? textWords(c.query) : c.values.reduce((m, v) => m + v.length, 0)), 0);
 }
 
 /** The values a search's conditions carry (each a bound SQL parameter; MAX_SEARCH_VALUES bounds them). */
 export function countValues(conditions: PendingCondition[]): number {
-  let n = 0;
-  for (const c of conditions) {
+  return sumOver(conditions, (c) => {
     switch (c.kind) {
-      case 'id': n += c.ids.length; break;
-      case 'lastUpdated': case 'date': case 'number': n += c.tests.length; break;
-      case 'token': case 'string': case 'uri-prefix': case 'text': n += c.values.length; break;
-      case 'composite': n += c.tests.length; break;
-      case 'near': n += c.points.length; break;
-      case 'chain': case 'has': n += countValues(c.where) + 1; break;
-      case 'or': n += countValues(c.any); break;
-      case 'not': n += countValues([c.condition]); break;
-      case 'and': n += countValues(c.all); break;
-      default: n += 1;
+      case 'id': return c.ids.length;
+      case 'lastUpdated': case 'date': case 'number': case 'composite': return c.tests.length;
+      case 'token': case 'string': case 'uri-prefix': case 'text': return c.values.length;
+      case 'near': return c.points.length;
+      default: return 1;
     }
-  }
-  return n;
+  }, 1);
 }
 
 /**

@@ -1,6 +1,6 @@
 import {
   createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify,
-  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters,
+  type JSONWebKeySet, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, type ProtectedHeaderParameters,
 } from 'jose';
 import { OAuthError } from '../errors.ts';
 import type { Client } from '../store/types.ts';
@@ -64,12 +64,28 @@ async function verify(deps: AuthDeps, client: Client, assertion: string, header:
     try {
       return (await jwtVerify(assertion, deps.keySets(set), options)).payload;
     } catch (err) {
+      // Several registered keys fit a header without `kid` (a set holding the old and the new key of
+      // a rotation): the assertion is good if one of them verifies it (RFC 7523 does not require `kid`).
+      if (err instanceof joseErrors.JWKSMultipleMatchingKeys) return verifyWithAny(assertion, err, options);
       const unknownKey = err instanceof joseErrors.JWKSNoMatchingKey;
       if (unknownKey && !refresh && client.jwksUrl && !client.jwks) continue;
       throw fail(unknownKey ? 'no registered key matches the assertion' : `client_assertion rejected: ${(err as Error).message}`, err);
     }
   }
   throw fail('no registered key matches the assertion');
+}
+
+/** The payload of `assertion` as the first of several matching keys that verifies it gives it; else invalid_client. */
+async function verifyWithAny(assertion: string, candidates: joseErrors.JWKSMultipleMatchingKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
+  let last: unknown = candidates;
+  for await (const key of candidates) {
+    try {
+      return (await jwtVerify(assertion, key, options)).payload;
+    } catch (err) {
+      last = err;
+    }
+  }
+  throw fail(`client_assertion rejected: ${(last as Error).message}`, last);
 }
 
 /** Time claims beyond what jose checks: exp at most five minutes ahead, iat not in the future. */

@@ -82,6 +82,20 @@ describe('private_key_jwt with an inline JWK Set', () => {
     });
   }
 
+  test('a header without kid that several registered keys fit: the key that verifies it is found (a rotation holding old and new)', async () => {
+    const older = await pair('RS384', 'old');
+    const newer = await pair('RS384', 'new');
+    const kidless = (p: Pair) => { const { kid: _, ...jwk } = p.jwk; return jwk; };
+    const id = (await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], jwks: { keys: [kidless(older), kidless(newer)] } })).client.clientId;
+    const signed = (key: Pair) => {
+      const now = Math.floor(t.clock.now() / 1000);
+      return new SignJWT({ iss: id, sub: id, aud: TOKEN_URL, exp: now + 240, iat: now, jti: crypto.randomUUID() }).setProtectedHeader({ alg: 'RS384', typ: 'JWT' }).sign(key.privateKey);
+    };
+    for (const key of [newer, older]) expect((await tokenWith(await signed(key))).status).toBe(200);
+    // A key of neither is still refused.
+    await expectClientError(await tokenWith(await signed(await pair('RS384', 'stranger'))));
+  });
+
   test('aud may be the issuer instead of the token URL', async () => {
     expect((await tokenWith(await assertion(inlineId, { claims: { aud: 'http://cinder.test' } }))).status).toBe(200);
   });

@@ -100,7 +100,11 @@ export interface ExportCleanupRepo {
    * while a worker lease or a download runs.
    */
   purgeable(now: number, limit: number): Promise<ExportJob[]>;
-  /** Marks the files removed unless a download or worker lease started meanwhile; false then. */
+  /**
+   * Marks the files removed unless a download or worker lease started meanwhile (false then), and drops
+   * the job's patients and Provenance notes, which nothing reads after: a client cancelling exports of a
+   * large Group in a loop no longer piles up its patient rows for the retention.
+   */
   markPurged(id: string, now: number): Promise<boolean>;
   /** Deletes a job with its patients and bookkeeping. */
   remove(id: string): Promise<void>;

@@ -175,6 +175,9 @@ export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
         // Read after taking the lock: a download that started meanwhile is visible now.
         if (await held(tx, id, now)) return false;
         await tx`UPDATE export_jobs SET purged = true, updated_at = ${now} WHERE id = ${id}`;
+        // The job's patients and Provenance notes: no request reads them once its files are removed.
+        await tx`DELETE FROM export_patients WHERE job_id = ${id}`;
+        await tx`DELETE FROM export_provenance WHERE job_id = ${id}`;
         return true;
       });
     },

@@ -189,6 +189,11 @@ export function createSqliteExportDownloads(db: SqliteExportDb): ExportDownloadR
 export function createSqliteExportCleanup(db: SqliteExportDb): ExportCleanupRepo {
   const { writer, reader } = db;
   const { w, changed } = writes(db);
+  /** The job's patients and Provenance notes, which no request reads once its files are removed. */
+  const dropScratch = (id: string) => {
+    writer.query('DELETE FROM export_patients WHERE job_id = ?').run(id);
+    writer.query('DELETE FROM export_provenance WHERE job_id = ?').run(id);
+  };
   return {
     async purgeable(now, limit) {
       return reader
@@ -201,17 +206,18 @@ export function createSqliteExportCleanup(db: SqliteExportDb): ExportCleanupRepo
         .map(toJob);
     },
     markPurged(id, now) {
-      return w(() =>
-        changed(
+      return w(() => {
+        const purged = changed(
           `UPDATE export_jobs SET purged = 1, updated_at = ? WHERE id = ? AND purged = 0 AND ${NOT_HELD} AND (state <> 'cancelled' OR COALESCE(lease_until, 0) < ?)`,
           now, id, now, now,
-        ),
-      );
+        );
+        if (purged) dropScratch(id);
+        return purged;
+      });
     },
     remove(id) {
       return w(() => {
-        writer.query('DELETE FROM export_patients WHERE job_id = ?').run(id);
-        writer.query('DELETE FROM export_provenance WHERE job_id = ?').run(id);
+        dropScratch(id);
         writer.query('DELETE FROM export_downloads WHERE job_id = ?').run(id);
         writer.query('DELETE FROM export_jobs WHERE id = ?').run(id);
       });

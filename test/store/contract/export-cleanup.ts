@@ -20,6 +20,18 @@ export function exportCleanupContract(target: StoreTarget) {
       expect((await store.exports.cleanup.purgeable(1011, 10)).map((j) => j.id)).toEqual(['a']);
     });
 
+    test("purging a job's files drops its patients and Provenance notes at once; its record stays for the retention", async () => {
+      await store.exports.jobs.create(job('a', 1), [{ id: 'p1', joined: false }, { id: 'p2', joined: true }], 9);
+      await store.exports.jobs.claim('w', 10, 1000);
+      await store.exports.scratch.noteProvenance('a', [{ target: 'Patient/p1', provenance: 'pv1', rank: '1' }]);
+      expect((await store.exports.scratch.patientsIn('a', ['p1', 'p2'])).map((p) => p.id).sort()).toEqual(['p1', 'p2']);
+      expect(await store.exports.jobs.cancel('t1', 'a', 20)).toBe('in-progress');
+      expect(await store.exports.cleanup.markPurged('a', 1011)).toBe(true);
+      expect(await store.exports.scratch.patientsIn('a', ['p1', 'p2'])).toEqual([]);
+      expect(await store.exports.scratch.latestProvenance('a', '', 10)).toEqual([]);
+      expect((await store.exports.jobs.get('t1', 'a'))?.state).toBe('cancelled');
+    });
+
     test('purged jobs are deleted after the retention, with their patients and bookkeeping', async () => {
       await store.exports.jobs.create(job('a', 1), [{ id: 'p1', joined: false }], 9);
       await store.exports.jobs.claim('w', 1, 1000);

@@ -78,9 +78,16 @@ export const exportCommand: Command = {
 type Context = Awaited<ReturnType<typeof openContext>>;
 
 function inputOf(v: Record<string, unknown>): ExportInput {
+  const types = strings(v.type).flatMap((t) => t.split(',').filter(Boolean));
+  const typeFilters = strings(v['type-filter']).filter((f) => f !== '');
+  // `--type ''` names nothing, as `_type=` on the API: refused, never read as every type.
+  const empty = [
+    ...(v.type !== undefined && types.length === 0 ? ['_type'] : []),
+    ...(v['type-filter'] !== undefined && typeFilters.length === 0 ? ['_typeFilter'] : []),
+  ];
   return {
-    method: 'GET', outputFormat: [], since: strings(v.since), types: strings(v.type).flatMap((t) => t.split(',').filter(Boolean)),
-    typeFilters: strings(v['type-filter']), elements: [], patients: [], includeAssociatedData: [], unknown: [], empty: [],
+    method: 'GET', outputFormat: [], since: strings(v.since), types,
+    typeFilters, elements: [], patients: [], includeAssociatedData: [], unknown: [], empty,
   };
 }
 

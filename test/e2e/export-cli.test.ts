@@ -76,4 +76,10 @@ test('usage errors', async () => {
   expect(await runCli(['export', '--tenant', 'nope', '--out', join(dir, 'x')], c.io)).toBe(2);
   expect(await runCli(['export', '--tenant', 'acme', '--type', 'Bogus', '--out', join(dir, 'x')], c.io)).toBe(2);
   expect(c.err.join('')).toContain('Bogus');
+  // A list given with nothing in it is refused, as `_type=` is on the API, never read as every type.
+  for (const args of [['--type', ''], ['--type', ','], ['--type-filter', '']]) {
+    const e = io();
+    expect(await runCli(['export', '--tenant', 'acme', ...args, '--out', join(dir, `empty-${crypto.randomUUID()}`)], e.io)).toBe(2);
+    expect(e.err.join('')).toContain('names nothing');
+  }
 });

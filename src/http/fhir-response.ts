@@ -91,15 +91,24 @@ function asksForPlainJson(accept: string | null | undefined, format: string | nu
  * `res` labelled `application/json` when it is a FHIR JSON answer to a request that asked for generic
  * JSON (asksForPlainJson), else as it is; changed in place, so that the text remembered for compression
  * (content-coding.ts) stays with it. Applied at the edge to every answer, Hono's and the hot routes', so
- * that errors, searches and operations are labelled alike. A request without `_format` whose Accept
- * does not mention application/json (nearly every one) costs a header read and a test.
+ * that errors, searches and operations are labelled alike, each with `Vary: Accept`. A request without
+ * `_format` whose Accept does not mention application/json (nearly every one) costs two header reads, an
+ * append and a test.
  */
 export function labelledAsAsked(req: Request, res: Response): Response {
+  const fhirJson = (res.headers.get('content-type') ?? '').startsWith('application/fhir+json');
+  // The label depends on Accept, so caches are told (RFC 9110 12.5.5), on a 304 too, which carries what
+  // its 200 would (15.4.5): a browser keeps reads (an ETag, no Cache-Control) and revalidates them.
+  if (fhirJson || res.status === 304) {
+    // First, so that a HEAD (whose Accept-Encoding is described inside) lists them as its GET does.
+    const vary = res.headers.get('vary');
+    res.headers.set('Vary', vary ? `Accept, ${vary}` : 'Accept');
+  }
+  if (!fhirJson) return res;
   const accept = req.headers.get('accept');
   const url = req.url;
   const format = url.includes('_format=') ? new URL(url).searchParams.get('_format') : null;
   if (format === null && (accept === null || !PLAIN_JSON_NAMED.test(accept))) return res;
-  if (!(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return res;
   if (asksForPlainJson(accept, format)) res.headers.set('Content-Type', PLAIN_JSON);
   return res;
 }

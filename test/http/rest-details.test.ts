@@ -81,6 +81,13 @@ describe('content negotiation', () => {
     const long = await api.get('metadata', { Accept: 'application/json', 'Accept-Encoding': 'gzip' });
     expect([long.headers.get('content-type'), long.headers.get('content-encoding')]).toEqual([JSON_TYPE, 'gzip']);
     expect((await api.call('HEAD', 'Patient/p1', undefined, { Accept: 'application/json' })).headers.get('content-type')).toBe(JSON_TYPE);
+    // The label follows Accept, on every FHIR JSON answer and its 304: caches are told (RFC 9110 12.5.5, 15.4.5).
+    for (const accept of [undefined, 'application/json']) {
+      for (const [path, extra] of [['Patient/p1', {}], ['Patient?_id=p1', {}], ['metadata', {}], ['Patient/p1', { 'If-None-Match': 'W/"1"' }]] as const) {
+        const res = await api.get(path, { ...(accept === undefined ? {} : { Accept: accept }), ...extra });
+        expect([path, accept, res.status, res.headers.get('vary')?.split(/\s*,\s*/).includes('Accept')]).toEqual([path, accept, 'If-None-Match' in extra ? 304 : 200, true]);
+      }
+    }
     const pretty = await api.get('Patient/p1?_pretty=true', { Accept: 'application/json' });
     expect([pretty.headers.get('content-type'), (await pretty.text()).includes('\n  "resourceType"')]).toEqual([JSON_TYPE, true]);
   });

@@ -8,7 +8,7 @@ import { COMPRESS_MIN_CHARS, textResponse } from './content-coding.ts';
 
 export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
-const JSON_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+const JSON_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir', 'text/json'];
 
 /** A media range's type and parameters (names lower case, quotes dropped). */
 function mediaRange(range: string): { type: string; params: Map<string, string> } {
@@ -54,37 +54,42 @@ export function checkAccept(accept: string | undefined, format: string | null): 
   if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json (FHIR R4)`);
 }
 
-/** The media type of a FHIR JSON answer to a client that asked for generic JSON (asksForPlainJson). */
-const PLAIN_JSON = 'application/json; charset=utf-8';
+/** The generic JSON types a client may ask for (R4 http.html names `application/json` and `text/json`). */
+const PLAIN_JSON_TYPES = ['application/json', 'text/json'];
 
 /** The FHIR JSON media types a client may name, the current one and DSTU2's. */
 const FHIR_JSON_TYPES = ['application/fhir+json', 'application/json+fhir'];
 
 /**
- * Whether a client asked for the generic `application/json` rather than FHIR JSON (FHIR R4 http
- * 3.1.0.1.10: "If a client provides a generic mime type in the Accept header (application/xml, text/json,
- * or application/json), the server SHOULD respond with the requested mime type, using the ... JSON formats
- * described in this specification"): `_format=application/json` (which overrides Accept, as checkAccept
- * reads it; `_format=json` names the JSON format, whose type is application/fhir+json), or, without
- * `_format`, an Accept naming application/json with a higher q than any FHIR JSON type it names.
- * Wildcards name nothing: `application/json, *\/*` asks for application/json, `*\/*` alone for the
- * default. Ranges of another `fhirVersion` are not served and count for nothing.
+ * The generic JSON type (`application/json` or `text/json`) a client asked for rather than FHIR JSON, if
+ * it did (FHIR R4 http 3.1.0.1.10: "If a client provides a generic mime type in the Accept header
+ * (application/xml, text/json, or application/json), the server SHOULD respond with the requested mime
+ * type, using the ... JSON formats described in this specification"): `_format=application/json` or
+ * `_format=text/json` (which override Accept, as checkAccept reads it; `_format=json` names the JSON
+ * format, whose type is application/fhir+json), or, without `_format`, the generic type an Accept ranks
+ * highest when that is above any FHIR JSON type it names. Wildcards name nothing: `application/json, *\/*`
+ * asks for application/json, `*\/*` alone for the default. Ranges of another `fhirVersion` count for nothing.
  */
-function asksForPlainJson(accept: string | null | undefined, format: string | null): boolean {
-  if (format !== null) return mediaRange(format.trim().replace(/ /g, '+')).type === 'application/json';
-  if (!accept) return false;
+function asksForPlainJson(accept: string | null | undefined, format: string | null): string | undefined {
+  if (format !== null) {
+    const type = mediaRange(format.trim().replace(/ /g, '+')).type;
+    return PLAIN_JSON_TYPES.includes(type) ? type : undefined;
+  }
+  if (!accept) return undefined;
   let plain = 0;
+  let plainType: string | undefined;
   let fhir = 0;
   for (const part of accept.split(',')) {
     const { type, params } = mediaRange(part);
-    if (type !== 'application/json' && !FHIR_JSON_TYPES.includes(type)) continue;
+    const generic = PLAIN_JSON_TYPES.includes(type);
+    if (!generic && !FHIR_JSON_TYPES.includes(type)) continue;
     if (!isR4Version(params)) continue;
     const q = Number(params.get('q') ?? '1');
     if (!(q > 0)) continue;
-    if (type === 'application/json') plain = Math.max(plain, q);
-    else fhir = Math.max(fhir, q);
+    if (!generic) fhir = Math.max(fhir, q);
+    else if (q > plain) [plain, plainType] = [q, type];
   }
-  return plain > fhir;
+  return plain > fhir ? plainType : undefined;
 }
 
 /**
@@ -109,12 +114,13 @@ export function labelledAsAsked(req: Request, res: Response): Response {
   const url = req.url;
   const format = url.includes('_format=') ? new URL(url).searchParams.get('_format') : null;
   if (format === null && (accept === null || !PLAIN_JSON_NAMED.test(accept))) return res;
-  if (asksForPlainJson(accept, format)) res.headers.set('Content-Type', PLAIN_JSON);
+  const plain = asksForPlainJson(accept, format);
+  if (plain !== undefined) res.headers.set('Content-Type', `${plain}; charset=utf-8`);
   return res;
 }
 
 /** An Accept that may ask for application/json (media types are case-insensitive). */
-const PLAIN_JSON_NAMED = /application\/json/i;
+const PLAIN_JSON_NAMED = /application\/json|text\/json/i;
 
 /** Headers of a response carrying one resource version. */
 export function versionHeaders(v: ResourceVersion): Record<string, string> {

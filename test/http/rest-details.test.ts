@@ -77,6 +77,12 @@ describe('content negotiation', () => {
     // `_format` overrides Accept: application/json asks for that type, `json` for the JSON format (application/fhir+json).
     expect(await type('Patient/p1?_format=application/json', 'application/fhir+json')).toEqual(['Patient/p1?_format=application/json', 'application/fhir+json', 200, JSON_TYPE]);
     expect(await type('Patient/p1?_format=json', 'application/json')).toEqual(['Patient/p1?_format=json', 'application/json', 200, FHIR_TYPE]);
+    // text/json, the other generic type R4 names: accepted, and answered as asked.
+    const TEXT_TYPE = 'text/json; charset=utf-8';
+    for (const [accept, expected] of [['text/json', TEXT_TYPE], ['text/json, application/json;q=0.5', TEXT_TYPE], ['text/json;q=0.5, application/json', JSON_TYPE], ['text/json;q=0.5, application/fhir+json', FHIR_TYPE]] as const) {
+      expect(await type('Patient/p1', accept)).toEqual(['Patient/p1', accept, 200, expected]);
+    }
+    expect(await type('Patient?_id=p1&_format=text/json', undefined)).toEqual(['Patient?_id=p1&_format=text/json', undefined, 200, TEXT_TYPE]);
     // A long answer is still compressed; HEAD says what GET would; _pretty still indents.
     const long = await api.get('metadata', { Accept: 'application/json', 'Accept-Encoding': 'gzip' });
     expect([long.headers.get('content-type'), long.headers.get('content-encoding')]).toEqual([JSON_TYPE, 'gzip']);

@@ -258,7 +258,9 @@ export function countValues(conditions: PendingCondition[]): number {
  * Compiles a FHIR search query string (FHIR R4 search.html). Unknown parameters become warnings, or a
  * 400 when `strict` (`Prefer: handling=strict`); malformed values are always a 400 naming the parameter.
  */
-export function compileSearch(type: string, params: URLSearchParams, strict: boolean, now = Date.now()): CompiledSearch {
+export function compileSearch(type: string, given: URLSearchParams, strict: boolean, now = Date.now()): CompiledSearch {
+  // Wherever the search comes from (a Bundle's GET entry checked before its writes, a conditional reference), as the REST search reads it.
+  const params = withoutEmptyResultParams(given);
   requireFewIncludes(params);
   const query: SearchQuery = { type, where: [], sort: parseSort(type, params.get('_sort')), count: parseCount(params.get('_count')) };
   const pending: PendingCondition[] = [];

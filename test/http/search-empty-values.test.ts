@@ -117,6 +117,13 @@ await eachStore((kind, fresh) => {
         expect(across.entry.map((e: Json) => e.resource.id)).toEqual(['p2']);
         expect(across.entry[0].resource.birthDate).toBe('1980-01-01');
       }
+      // A Bundle's GET entry is read as the REST search is, in a transaction (checked before its writes) and a batch.
+      for (const type of ['transaction', 'batch']) {
+        const res = await api.post('', { resourceType: 'Bundle', type, entry: [{ request: { method: 'GET', url: 'Patient?gender=male&_count=&_sort=' } }] });
+        expect(res.status).toBe(200);
+        const entry = ((await res.json()) as Json).entry[0];
+        expect([type, entry.response.status, entry.resource.entry.map((e: Json) => e.resource.id)]).toEqual([type, '200 OK', ['p1']]);
+      }
     });
 
     test('its name and modifier are still checked, and a value that is not empty is read as before', async () => {

@@ -1,0 +1,333 @@
+/**
+ * The CapabilityStatement is true: every search parameter, modifier, `_include` / `_revinclude` value,
+ * interaction and operation `GET [base]/metadata` lists is one the server takes, and a type it does not
+ * list is refused. Each claim is tried through the API, under `Prefer: handling=strict` for searches
+ * (lenient handling ignores what it does not know, which would hide an untrue claim).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { paramOf } from '../../src/fhir/definitions.ts';
+import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
+import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { minimalResource } from '../helpers/minimal-resource.ts';
+
+let t: TestApp;
+let api: FhirClient;
+let statement: Json;
+let resources: Json[];
+const STRICT = { Prefer: 'handling=strict' };
+
+beforeAll(async () => {
+  t = await createTestApp();
+  api = fhirClient(t, await t.token());
+  const res = await t.request(`${BASE}/tenants/t1/fhir/R4/metadata`);
+  expect(res.status).toBe(200);
+  statement = (await res.json()) as Json;
+  resources = statement.rest[0].resource as Json[];
+});
+afterAll(() => t.close());
+
+/** A well-formed value of parameter `name` of `type` (a special parameter's in its own form). */
+function valueOf(type: string, resourceType: string, name: string): string {
+  switch (type) {
+    case 'token': return 'x';
+    case 'string': return 'a';
+    case 'date': return 'ge2020';
+    case 'number': return '1';
+    case 'quantity': return '1';
+    case 'reference': return 'Patient/x';
+    case 'uri': return 'http://x';
+    case 'composite': {
+      // One value per component, `$`-separated, each of the component's own type (the first is a token).
+      const def = paramOf(resourceType, name)!;
+      return ['x', ...def.components!.map((c) => valueOf(c.type, resourceType, name))].join('$');
+    }
+    default: break;
+  }
+  switch (name) {
+    case 'near': return '42.28|-83.74|10|km';
+    case '_filter': return '_id eq x';
+    default: return 'x';
+  }
+}
+
+/** The modifiers a parameter's documentation names (`Modifiers: :missing, :exact, ...`). */
+function documentedModifiers(p: Json): string[] {
+  return /Modifiers: (.*)$/.exec(p.documentation ?? '')?.[1]?.split(', ').map((m) => m.replace(/^:/, '')) ?? [];
+}
+
+const VALUE_SET = 'http://hl7.org/fhir/ValueSet/administrative-gender';
+
+/** `name:modifier=value` keys and values to try for one documented modifier. */
+function modifierQueries(r: Json, p: Json, modifier: string): [string, string][] {
+  const def = paramOf(r.type, p.name);
+  switch (modifier) {
+    case 'missing': return [[`${p.name}:missing`, 'true']];
+    case 'exact': case 'contains': case 'text': return [[`${p.name}:${modifier}`, 'a']];
+    case 'not': return [[`${p.name}:not`, 'x']];
+    case 'of-type': return [[`${p.name}:of-type`, 'http://terminology.hl7.org/CodeSystem/v2-0203|MR|1']];
+    case 'in': case 'not-in': return [[`${p.name}:${modifier}`, VALUE_SET]];
+    case 'identifier': return [[`${p.name}:identifier`, 'http://x|x']];
+    // `:[type]` stands for each target type the parameter names (any type where R4 names none).
+    case '[type]': return (def?.targets.length ? def.targets : ['Patient']).map((type) => [`${p.name}:${type}`, 'x']);
+    case 'below': case 'above':
+      if (p.type === 'token') return [[`${p.name}:${modifier}`, 'http://terminology.hl7.org/CodeSystem/condition-clinical|active']];
+      if (p.type === 'uri') return [[`${p.name}:${modifier}`, 'http://x']];
+      if (p.type === 'reference') {
+        // `:above` on a reference takes a `Type/id` of a type its documentation names as forming a hierarchy.
+        const hierarchy = /of ([A-Z][A-Za-z]+) \(/.exec(p.documentation)?.[1];
+        return modifier === 'below'
+          ? [[`${p.name}:below`, 'http://x'], ...(hierarchy ? [[`${p.name}:below`, `${hierarchy}/x`] as [string, string]] : [])]
+          : [[`${p.name}:above`, `${hierarchy ?? 'Location'}/x`]];
+      }
+      return [[`${p.name}:${modifier}`, 'x']];
+    default: return [[`${p.name}:${modifier}`, 'x']];
+  }
+}
+
+/** A strict search that answers anything but a searchset is refused: its status and first diagnostics. */
+async function refusal(path: string): Promise<string | undefined> {
+  const res = await api.get(path, STRICT);
+  if (res.status === 200) return undefined;
+  const body = (await res.json().catch(() => ({}))) as Json;
+  return `${path}: ${res.status} ${body.issue?.[0]?.diagnostics ?? ''}`;
+}
+
+describe('every search the statement lists is taken', () => {
+  test('each searchParam of each type with a well-formed value, and each modifier it documents', async () => {
+    const refused: string[] = [];
+    let tried = 0;
+    for (const r of resources) {
+      if (!r.interaction.some((i: Json) => i.code === 'search-type')) continue;
+      for (const p of r.searchParam as Json[]) {
+        const queries: [string, string][] = p.name === '_has'
+          ? [[`_has:${(r.searchRevInclude as string[]).find((v) => !v.endsWith('*'))}:_id`, 'x']]
+          : [[p.name, valueOf(p.type, r.type, p.name)], ...documentedModifiers(p).flatMap((m) => modifierQueries(r, p, m))];
+        for (const [key, value] of queries) {
+          tried++;
+          const why = await refusal(`${r.type}?${key}=${encodeURIComponent(value)}`);
+          if (why) refused.push(why);
+        }
+      }
+    }
+    expect(refused).toEqual([]);
+    expect(tried).toBeGreaterThan(10_000);
+  });
+
+  test('each system-level searchParam across types', async () => {
+    const refused: string[] = [];
+    for (const p of statement.rest[0].searchParam as Json[]) {
+      // `_has` across types is searched on each type its Type:param may refer to.
+      const key = p.name === '_has' ? '_type=Patient,Group&_has:Observation:subject:_id' : p.name;
+      const value = p.name === '_type' ? 'Patient,Observation' : valueOf(p.type, 'Resource', p.name);
+      const why = await refusal(`?${key}=${encodeURIComponent(value)}`);
+      if (why) refused.push(why);
+      for (const m of documentedModifiers(p)) {
+        for (const [k, v] of modifierQueries({ type: 'Resource' }, p, m)) {
+          const why = await refusal(`?_type=Patient&${k}=${encodeURIComponent(v)}`);
+          if (why) refused.push(why);
+        }
+      }
+    }
+    expect(refused).toEqual([]);
+  });
+
+  test('each searchInclude value, also with :iterate', async () => {
+    const refused: string[] = [];
+    for (const r of resources) {
+      for (const v of (r.searchInclude ?? []) as string[]) {
+        for (const key of ['_include', '_include:iterate']) {
+          const why = await refusal(`${r.type}?${key}=${encodeURIComponent(v)}`);
+          if (why) refused.push(why);
+        }
+      }
+    }
+    expect(refused).toEqual([]);
+  });
+
+  test('each searchRevInclude value, also with :iterate', async () => {
+    const refused: string[] = [];
+    let tried = 0;
+    for (const r of resources) {
+      for (const v of (r.searchRevInclude ?? []) as string[]) {
+        tried++;
+        for (const key of ['_revinclude', '_revinclude:iterate']) {
+          const why = await refusal(`${r.type}?${key}=${encodeURIComponent(v)}`);
+          if (why) refused.push(why);
+        }
+      }
+    }
+    expect(refused).toEqual([]);
+    expect(tried).toBeGreaterThan(10_000);
+  });
+});
+
+/** Whether a response says the route is missing (405, or a 404 naming no route or an unsupported operation). */
+async function unrouted(res: Response): Promise<string | undefined> {
+  if (res.status === 405) return '405';
+  if (res.status !== 404) return undefined;
+  const body = (await res.clone().json().catch(() => ({}))) as Json;
+  const diagnostics = String(body.issue?.[0]?.diagnostics ?? '');
+  return /No route|not supported/i.test(diagnostics) ? `404 ${diagnostics}` : undefined;
+}
+
+describe('every interaction and operation the statement lists is served', () => {
+  test('each type\'s interactions, on a resource of the type', async () => {
+    const failed: string[] = [];
+    const expectStatus = async (what: string, res: Response, ...ok: number[]) => {
+      if (!ok.includes(res.status)) failed.push(`${what}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    };
+    for (const r of resources) {
+      const codes = new Set((r.interaction as Json[]).map((i) => i.code as string));
+      const type = r.type as string;
+      let id = 'probe-missing';
+      if (codes.has('create')) {
+        const res = await api.post(type, minimalResource({ resourceType: type }));
+        await expectStatus(`POST ${type}`, res, 201);
+        if (res.status === 201) id = ((await res.json()) as Json).id;
+      }
+      const exists = id !== 'probe-missing';
+      if (codes.has('read')) await expectStatus(`GET ${type}/${id}`, await api.get(`${type}/${id}`), exists ? 200 : 404);
+      if (codes.has('vread')) await expectStatus(`GET ${type}/${id}/_history/1`, await api.get(`${type}/${id}/_history/1`), exists ? 200 : 404);
+      if (codes.has('update')) {
+        const res = await api.put(`${type}/${id}`, minimalResource({ resourceType: type, id, meta: { tag: [{ system: 'urn:probe', code: 'put' }] } }));
+        await expectStatus(`PUT ${type}/${id}`, res, exists ? 200 : 201);
+        id = exists || res.status !== 201 ? id : ((await res.json()) as Json).id;
+      }
+      if (codes.has('patch')) {
+        const patch = [{ op: 'add', path: '/meta/tag/-', value: { system: 'urn:probe', code: 'patch' } }];
+        await expectStatus(`PATCH ${type}/${id}`, await api.call('PATCH', `${type}/${id}`, patch, { 'Content-Type': 'application/json-patch+json' }), 200);
+      }
+      if (codes.has('history-instance')) await expectStatus(`GET ${type}/${id}/_history`, await api.get(`${type}/${id}/_history`), 200);
+      if (codes.has('history-type')) await expectStatus(`GET ${type}/_history`, await api.get(`${type}/_history`), 200);
+      if (codes.has('search-type')) {
+        await expectStatus(`GET ${type}?_id=${id}`, await api.get(`${type}?_id=${id}`, STRICT), 200);
+        await expectStatus(`POST ${type}/_search`, await api.call('POST', `${type}/_search`, `_id=${id}`, { 'Content-Type': 'application/x-www-form-urlencoded' }), 200);
+      }
+      if (codes.has('delete')) await expectStatus(`DELETE ${type}/${id}`, await api.del(`${type}/${id}`), 200, 204);
+    }
+    expect(failed).toEqual([]);
+  });
+
+  test('each type\'s versioning and conditional claims, on a sample of types', async () => {
+    const wrong: string[] = [];
+    const check = (what: string, status: number, ...ok: number[]) => { if (!ok.includes(status)) wrong.push(`${what}: ${status}`); };
+    for (const type of ['Basic', 'Patient', 'Observation', 'ValueSet']) {
+      const r = resources.find((x) => x.type === type)!;
+      const tag = (code: string) => ({ meta: { tag: [{ system: 'urn:probe-flags', code }] } });
+      const make = (id?: string, code = 'a') => minimalResource({ resourceType: type, ...(id ? { id } : {}), ...tag(code) });
+      if (r.updateCreate) check(`${type} updateCreate`, (await api.put(`${type}/flags-new`, make('flags-new'))).status, 201);
+      if (r.versioning === 'versioned-update') {
+        check(`${type} If-Match stale`, (await api.put(`${type}/flags-new`, make('flags-new', 'b'), { 'If-Match': 'W/"9"' })).status, 409, 412);
+        check(`${type} If-Match current`, (await api.put(`${type}/flags-new`, make('flags-new', 'b'), { 'If-Match': 'W/"1"' })).status, 200);
+      }
+      if (r.readHistory) check(`${type} readHistory`, (await api.get(`${type}/flags-new/_history/1`)).status, 200);
+      if (r.conditionalRead === 'full-support') {
+        const read = await api.get(`${type}/flags-new`);
+        check(`${type} If-None-Match`, (await api.get(`${type}/flags-new`, { 'If-None-Match': read.headers.get('etag')! })).status, 304);
+        check(`${type} If-Modified-Since`, (await api.get(`${type}/flags-new`, { 'If-Modified-Since': read.headers.get('last-modified')! })).status, 304);
+      }
+      if (r.conditionalCreate) {
+        check(`${type} If-None-Exist (match)`, (await api.post(type, make(), { 'If-None-Exist': '_id=flags-new' })).status, 200);
+        check(`${type} If-None-Exist (none)`, (await api.post(type, make(undefined, 'c'), { 'If-None-Exist': '_tag=urn:probe-flags|c' })).status, 201);
+      }
+      if (r.conditionalUpdate) check(`${type} conditional update`, (await api.put(`${type}?_id=flags-new`, make('flags-new', 'd'))).status, 200);
+      if (r.conditionalDelete === 'single') {
+        await api.post(type, make(undefined, 'e'));
+        await api.post(type, make(undefined, 'e'));
+        check(`${type} conditional delete of two`, (await api.del(`${type}?_tag=urn:probe-flags|e`)).status, 412);
+        check(`${type} conditional delete of one`, (await api.del(`${type}?_id=flags-new`)).status, 200, 204);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  test('the system interactions', async () => {
+    const codes = (statement.rest[0].interaction as Json[]).map((i) => i.code as string).sort();
+    const bundle = (type: string) => ({ resourceType: 'Bundle', type, entry: [{ request: { method: 'GET', url: 'Patient?_count=1' } }] });
+    const tries: Record<string, () => Response | Promise<Response>> = {
+      transaction: () => api.post('', bundle('transaction')),
+      batch: () => api.post('', bundle('batch')),
+      'search-system': () => api.get('?_type=Patient', STRICT),
+      'history-system': () => api.get('_history'),
+    };
+    expect(codes.filter((c) => !tries[c])).toEqual([]);
+    for (const code of codes) expect({ code, status: (await tries[code]!()).status }).toEqual({ code, status: 200 });
+  });
+
+  /**
+   * How each operation the statement may list is invoked, by its definition: the levels R4's
+   * OperationDefinition (or Bulk Data's) allows, with the status it answers: 200 (or 202), 400 for a
+   * bad input, or 404 for an instance that does not exist (a resource's, not a route's).
+   */
+  const INVOCATIONS: Record<string, (type: string) => [string, string, number, unknown?][]> = {
+    'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export': () => [['GET', '$export?_outputFormat=bogus', 400]],
+    'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export': () => [['GET', 'Patient/$export?_outputFormat=bogus', 400]],
+    'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export': () => [['GET', 'Group/probe-missing/$export', 404]],
+    'http://hl7.org/fhir/OperationDefinition/Resource-validate': (type) => [
+      ['POST', `${type}/$validate`, 200, { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: minimalResource({ resourceType: type }) }] }],
+      ['POST', `${type}/probe-missing/$validate`, 404, { resourceType: 'Parameters', parameter: [{ name: 'mode', valueCode: 'delete' }] }],
+    ],
+    'http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code': () => [
+      ['GET', `ValueSet/$validate-code?url=${encodeURIComponent(VALUE_SET)}&system=http://hl7.org/fhir/administrative-gender&code=male`, 200],
+      ['POST', 'ValueSet/probe-missing/$validate-code', 404, { resourceType: 'Parameters', parameter: [{ name: 'code', valueCode: 'male' }, { name: 'system', valueUri: 'http://hl7.org/fhir/administrative-gender' }] }],
+    ],
+    'http://hl7.org/fhir/OperationDefinition/ValueSet-expand': () => [['GET', `ValueSet/$expand?url=${encodeURIComponent(VALUE_SET)}`, 200], ['GET', 'ValueSet/probe-missing/$expand', 404]],
+    'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code': () => [['GET', 'CodeSystem/$validate-code?url=http://hl7.org/fhir/administrative-gender&code=male', 200]],
+    'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup': () => [['GET', 'CodeSystem/$lookup?system=http://hl7.org/fhir/administrative-gender&code=male', 200]],
+    // The patient has no current allergy list: a 404 naming it (List-find), not a missing route.
+    'http://hl7.org/fhir/OperationDefinition/List-find': () => [['GET', 'List/$find?patient=probe&name=$current-allergies', 404]],
+    'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
+      ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
+      ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],
+    ],
+  };
+
+  test('each operation, at the system level and on each type that lists it', async () => {
+    const declared: [string | undefined, Json][] = [
+      ...((statement.rest[0].operation ?? []) as Json[]).map((o): [string | undefined, Json] => [undefined, o]),
+      ...resources.flatMap((r) => ((r.operation ?? []) as Json[]).map((o): [string, Json] => [r.type, o])),
+    ];
+    const unknown = declared.filter(([, o]) => !INVOCATIONS[o.definition]).map(([type, o]) => `${type ?? '[base]'} $${o.name} ${o.definition}`);
+    expect(unknown).toEqual([]);
+    const missing: string[] = [];
+    for (const [type, o] of declared) {
+      for (const [method, path, status, body] of INVOCATIONS[o.definition]!(type ?? '')) {
+        expect(path).toContain(`$${o.name}`);
+        const res = await api.call(method, path, body);
+        const why = await unrouted(res);
+        if (why || res.status >= 500) missing.push(`${method} ${path}: ${why ?? res.status}`);
+        else if (res.status !== status) missing.push(`${method} ${path}: ${res.status}, not ${status}`);
+      }
+    }
+    expect(missing).toEqual([]);
+    expect(declared.length).toBeGreaterThan(resources.length);
+  });
+});
+
+describe('what the statement does not list is refused', () => {
+  test('a type it does not list (Parameters, an unknown name) is refused by every interaction', async () => {
+    const listed = new Set(resources.map((r) => r.type as string));
+    for (const type of ['Parameters', 'NotAType', 'patient']) {
+      expect(listed.has(type)).toBe(false);
+      const body = { resourceType: type };
+      const tries: [string, string, unknown?][] = [
+        ['GET', `${type}/x`], ['GET', `${type}/x/_history/1`], ['PUT', `${type}/x`, { ...body, id: 'x' }],
+        ['PATCH', `${type}/x`, []], ['DELETE', `${type}/x`], ['GET', `${type}/x/_history`], ['GET', `${type}/_history`],
+        ['POST', type, body], ['GET', type], ['POST', `${type}/_search`, '_id=x'], ['POST', `${type}/$validate`, { resourceType: 'Parameters' }],
+      ];
+      for (const [method, path, b] of tries) {
+        const contentType = method === 'PATCH' ? 'application/json-patch+json' : path.endsWith('_search') ? 'application/x-www-form-urlencoded' : undefined;
+        const res = await api.call(method, path, b, contentType ? { 'Content-Type': contentType } : {});
+        expect({ method, path, refused: [400, 404].includes(res.status) }).toEqual({ method, path, refused: true });
+      }
+    }
+  });
+
+  test('a search parameter or modifier no type lists is refused under strict handling', async () => {
+    expect(await refusal('Patient?not-a-param=x')).toContain('400');
+    expect(await refusal('Patient?name:not-a-modifier=x')).toContain('400');
+    // A modifier of another parameter type: `:exact` is a string modifier, not a token one.
+    expect(await refusal('Patient?gender:exact=male')).toContain('400');
+    expect(await refusal('Patient?_include=Observation:subject')).toContain('400');
+  });
+});

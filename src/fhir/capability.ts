@@ -32,7 +32,8 @@ export interface CapabilityOptions {
 
 const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
 const COMMON_PARAMS = [
-  { name: '_id', definition: 'http://hl7.org/fhir/SearchParameter/Resource-id', type: 'token' },
+  // `_id:not` (which _filter's `ne` is made of) is the one modifier `_id` takes: documented as every other parameter's are (paramDocumentation).
+  { name: '_id', definition: 'http://hl7.org/fhir/SearchParameter/Resource-id', type: 'token', documentation: 'Modifiers: :not' },
   { name: '_lastUpdated', definition: 'http://hl7.org/fhir/SearchParameter/Resource-lastUpdated', type: 'date' },
   { name: '_list', type: 'special', documentation: 'The resources a List (by id) has as entry items, as _has:List:item:_id; or a functional list ($current-problems, $current-medications, $current-allergies, $current-drug-allergies): the items of the current Lists coded as that kind.' },
   {

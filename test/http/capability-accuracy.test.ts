@@ -323,6 +323,21 @@ describe('what the statement does not list is refused', () => {
     }
   });
 
+  test('a modifier a parameter does not document is refused under strict handling (none is taken unlisted)', async () => {
+    const MODIFIERS = ['missing', 'exact', 'contains', 'text', 'not', 'of-type', 'in', 'not-in', 'below', 'above', 'identifier', 'Patient', 'iterate', 'text-advanced'];
+    const taken = new Set<string>();
+    for (const r of resources) {
+      for (const p of r.searchParam as Json[]) {
+        const documented = documentedModifiers(p);
+        for (const m of MODIFIERS) {
+          if (documented.includes(m) || (m === 'Patient' && documented.includes('[type]'))) continue;
+          if ((await api.get(`${r.type}?${p.name}:${m}=x`, STRICT)).status === 200) taken.add(`${p.type} ${p.name.startsWith('_') ? p.name : '*'}:${m}`);
+        }
+      }
+    }
+    expect([...taken]).toEqual([]);
+  });
+
   test('a search parameter or modifier no type lists is refused under strict handling', async () => {
     expect(await refusal('Patient?not-a-param=x')).toContain('400');
     expect(await refusal('Patient?name:not-a-modifier=x')).toContain('400');

@@ -233,7 +233,7 @@ describe('every advertised search parameter works', () => {
     let withOfType = 0;
     for (const r of statement.rest[0].resource as Json[]) {
       for (const p of (r.searchParam as Json[]).filter((x) => x.type === 'token')) {
-        // `_id`, documented with the statement, takes `:not` alone.
+        // `_id` takes `:not` alone, as its documentation says.
         const modifiers = /Modifiers: (.*)$/.exec(p.documentation)?.[1]?.split(', ') ?? [];
         if (p.name !== '_id') tokens++;
         const documented = modifiers.includes(':of-type');

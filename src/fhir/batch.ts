@@ -1,10 +1,10 @@
 import { STATUS_CODES } from 'node:http';
 import { FhirError, storeFailureAsFhir } from '../errors.ts';
-import type { Entry } from './bundle-entries.ts';
+import { located, type Entry } from './bundle-entries.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { requireValid } from './validation/check.ts';
 import { entriesPerAttempt, entryResources, errorEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json } from './bundle-ops.ts';
-import { readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
+import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-reads.ts';
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
@@ -38,13 +38,26 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
  * with its Parameters) as the same request to the REST API would, with the Bundle's credentials, and
  * returns its status and JSON body. Given by the HTTP layer; absent (`cinder import`), operations are refused.
  */
-export type OperationCall = (method: 'GET' | 'POST', url: string, body?: Json) => Promise<{ status: number; body: Json | undefined }>;
+export type OperationCall = (method: 'GET' | 'POST', url: string, body?: Json) => Promise<{ status: number; body: Json | undefined; chars: number }>;
 
-/** An operation entry's response: its status, and its result as `resource`, or its OperationOutcome as `outcome`. */
-async function operationEntry(entry: Entry, operation: OperationCall | undefined): Promise<Json> {
+/**
+ * An operation entry's response: its status, and its result as `resource`, or its OperationOutcome as
+ * `outcome`. Its answer is taken from the Bundle's read budget, as a GET entry's resources are.
+ */
+async function operationEntry(entry: Entry, operation: OperationCall | undefined, budget: ReadBudget): Promise<Json> {
   const at = `Bundle.entry[${entry.index}]`;
   if (operation === undefined) throw new FhirError('not-supported', `${at}: operations are not invoked here`, { expression: [`${at}.request.url`] });
-  const { status, body } = await operation(entry.method as 'GET' | 'POST', entry.operation!, entry.resource as Json | undefined);
+  // Spent before the entry: not invoked; spent by it: its answer is not kept.
+  const spend = (chars: number) => {
+    try {
+      chargeAnswer(budget, chars);
+    } catch (err) {
+      throw err instanceof FhirError ? located(err, at) : err;
+    }
+  };
+  spend(0);
+  const { status, body, chars } = await operation(entry.method as 'GET' | 'POST', entry.operation!, entry.resource as Json | undefined);
+  spend(chars);
   const response: Json = { status: `${status} ${STATUS_CODES[status] ?? ''}`.trim() };
   if (status >= 400) return { response: body?.resourceType === 'OperationOutcome' ? { ...response, outcome: body } : response };
   return body === undefined ? { response } : { resource: body, response };
@@ -70,7 +83,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
     }
     try {
       if (entry.operation !== undefined) {
-        out.push(await operationEntry(entry, operation));
+        out.push(await operationEntry(entry, operation, budget));
         continue;
       }
       requireNoSiblingUrns(entry, fullUrls);

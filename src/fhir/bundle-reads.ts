@@ -20,7 +20,8 @@ import { checkSearchTypes, searchTypes } from './search-system.ts';
 import { instanceShape } from './subset.ts';
 
 /**
- * The most characters of stored resources the GET entries of one Bundle answer together (32 Mi): the
+ * The most characters of stored resources the GET entries of one Bundle answer together, its operation
+ * entries' answers included (32 Mi): the
  * response Bundle is built whole, and a batch of a few hundred searches of `_count=1000` (a few KB
  * each to send) grew it past a gigabyte, held the event loop seconds to serialise it.
  */
@@ -41,6 +42,16 @@ const budgetSpent = () =>
 /** Takes the characters of `versions` from `budget`; a 400 (`too-costly`) once it is spent. */
 function charge(budget: ReadBudget, versions: ResourceVersion[]): void {
   for (const v of versions) budget.left -= v.content.length;
+  if (budget.left < 0) throw budgetSpent();
+}
+
+/**
+ * Takes an operation entry's answer (`chars` characters of JSON, its `$everything` or `$expand`) from
+ * `budget`: a 400 (`too-costly`) when the budget was spent before it or is spent by it.
+ */
+export function chargeAnswer(budget: ReadBudget, chars: number): void {
+  if (budget.left < 0) throw budgetSpent();
+  budget.left -= chars;
   if (budget.left < 0) throw budgetSpent();
 }
 

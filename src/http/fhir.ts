@@ -51,7 +51,7 @@ function operationCall(c: Context<AppEnv>, dispatch: (req: Request) => Promise<R
     if (body !== undefined) headers['Content-Type'] = 'application/fhir+json';
     const res = await dispatch(new Request(`${origin}/tenants/${c.get('tenant')}/fhir/R4/${url}`, { method, headers, ...(body === undefined ? {} : { body: stringifyExact(body) }) }));
     const text = await res.text();
-    return { status: res.status, body: text && (res.headers.get('content-type') ?? '').includes('json') ? (parseExact(text) as Json) : undefined };
+    return { status: res.status, body: text && (res.headers.get('content-type') ?? '').includes('json') ? (parseExact(text) as Json) : undefined, chars: text.length };
   };
 }
 

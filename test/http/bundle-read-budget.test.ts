@@ -2,7 +2,7 @@
  * The GET entries of one batch or transaction answer at most 32 Mi characters of stored resources
  * together, on both databases: a read or search past that is its entry's 400 `too-costly` (a batch of a
  * few hundred `_count=1000` searches grew its response past a gigabyte), and the entries before it are
- * answered as ever.
+ * answered as ever. An operation entry's answer (`$everything`) is taken from the same budget.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -45,6 +45,21 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].details.text).toContain("The Bundle's GET entries read more than 33554432 characters of resources together");
       // Each Bundle has a budget of its own.
       expect(statuses(await post('batch', ['Patient/small', 'Patient/big']))).toEqual(['200', '200']);
+    }, 60_000);
+
+    test('an operation entry takes its answer from the same budget: past it a 400 too-costly, and the entries after it too', async () => {
+      const res = await api.post('', {
+        resourceType: 'Bundle', type: 'batch',
+        entry: ['Patient/small/$everything', 'Patient/big/$everything', 'Patient/big', 'Patient/big/$everything', 'Patient/small/$everything', 'Patient/small'].map((url) => ({ request: { method: 'GET', url } })),
+      });
+      expect(res.status).toBe(200);
+      const entries = ((await res.json()) as Json).entry as Json[];
+      expect(statuses(entries)).toEqual(['200', '200', '200', '400', '400', '400']);
+      expect(entries[1].resource.entry[0].resource.extension).toHaveLength(12);
+      for (const e of entries.slice(3)) {
+        expect(e.response.outcome.issue[0].code).toBe('too-costly');
+        expect(e.response.outcome.issue[0].expression).toEqual([`Bundle.entry[${entries.indexOf(e)}]`]);
+      }
     }, 60_000);
 
     test('a transaction: its writes stand, its reads past the budget are each a 400 in their entries', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { ANIMALS, errorIssue, getOperation, outcome, postOperation, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
+import { ANIMALS, errorIssue, getOperation, outcome, type Param, postOperation, putResource, putTerminologyFixtures, VS } from '../helpers/terminology-http.ts';
 
 // In the fixture CodeSystem (version 2.0.0, language 'en') 'dog' has designations en "Domestic dog"
 // (a synonym) and de "Hund"; 'cat' has de "Mieze" (a synonym), de "Katze" (no use) and de-CH
@@ -117,6 +117,34 @@ describe('displayLanguage in $validate-code and $expand', () => {
     expect(expansion.parameter).toContainEqual({ name: 'displayLanguage', valueCode: 'de' });
     const filtered = await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}pets`, displayLanguage: 'de', filter: 'hun' });
     expect((filtered.body.expansion as { contains: { code: string }[] }).contains.map((c) => c.code)).toEqual(['dog']);
+  });
+
+  test("a value set's own displayLanguage (a compose expansion parameter, as in HL7's terminology tests) applies when the request names none", async () => {
+    await putResource(t, token, {
+      resourceType: 'ValueSet', id: 'pets-de', url: `${VS}pets-de`, status: 'active',
+      compose: {
+        extension: [{
+          url: 'http://hl7.org/fhir/StructureDefinition/valueset-expansion-parameter',
+          extension: [{ url: 'name', valueCode: 'displayLanguage' }, { url: 'value', valueCode: 'de' }],
+        }],
+        include: [{ system: ANIMALS, concept: [{ code: 'dog' }, { code: 'cat' }] }],
+      },
+    });
+    const check = (display: string, extra: Param[] = []) =>
+      postOperation(t, token, 'ValueSet/$validate-code', [{ name: 'url', valueUri: `${VS}pets-de` }, { name: 'coding', valueCoding: { system: ANIMALS, code: 'dog', display } }, ...extra]);
+    expect(outcome(await check('Hund'))).toEqual({ result: true, display: 'Hund' });
+    const wrong = outcome(await check('Dog'));
+    expect(wrong).toMatchObject({ result: false, display: 'Hund' });
+    expect(wrong.message).toContain("in the language asked for (de): expected 'Hund'");
+    // The request's own displayLanguage comes first.
+    expect(outcome(await check('Dog', [{ name: 'displayLanguage', valueCode: 'en' }]))).toEqual({ result: true, display: 'Dog' });
+
+    const r = await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}pets-de` });
+    const expansion = r.body.expansion as { contains: { code: string; display?: string }[]; parameter: unknown[] };
+    expect(expansion.contains.map((c) => [c.code, c.display])).toEqual([['dog', 'Hund'], ['cat', 'Katze']]);
+    expect(expansion.parameter).toContainEqual({ name: 'displayLanguage', valueCode: 'de' });
+    const en = await getOperation(t, token, 'ValueSet/$expand', { url: `${VS}pets-de`, displayLanguage: 'en' });
+    expect((en.body.expansion as { contains: { display?: string }[] }).contains.map((c) => c.display)).toEqual(['Dog', 'Cat']);
   });
 
   test('a displayLanguage that is not a language tag is a 400', async () => {

@@ -53,6 +53,8 @@ export const ValueSetSchema = z.object({
   contained: z.array(z.record(z.string(), z.unknown())).optional(),
   compose: z
     .object({
+      /** Read for `valueset-expansion-parameter` alone (expansionParameter). */
+      extension: z.array(z.record(z.string(), z.unknown())).optional(),
       inactive: z.boolean().optional(),
       include: z.array(ConceptSetSchema).min(1),
       exclude: z.array(ConceptSetSchema).optional(),
@@ -65,6 +67,26 @@ export const ValueSetSchema = z.object({
     .optional(),
 });
 export type ValueSet = z.infer<typeof ValueSetSchema>;
+
+const EXPANSION_PARAMETER = 'http://hl7.org/fhir/StructureDefinition/valueset-expansion-parameter';
+
+/**
+ * A parameter the ValueSet sets for its own expansions, as a string: the `valueset-expansion-parameter`
+ * extension on `compose` (a `name` and a `value`; HL7's terminology tests give a value set
+ * `displayLanguage` this way). The first one of that name counts; a request's own parameter comes first.
+ */
+export function expansionParameter(vs: ValueSet, name: string): string | undefined {
+  for (const ext of vs.compose?.extension ?? []) {
+    if (ext.url !== EXPANSION_PARAMETER || !Array.isArray(ext.extension)) continue;
+    const parts = ext.extension as Record<string, unknown>[];
+    const named = parts.find((p) => p?.url === 'name');
+    if (named?.valueCode !== name && named?.valueString !== name) continue;
+    const value = parts.find((p) => p?.url === 'value');
+    const v = value && Object.entries(value).find(([k]) => k.startsWith('value'))?.[1];
+    if (typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number') return String(v);
+  }
+  return undefined;
+}
 
 /** Validates a stored or submitted ValueSet resource; throws a 400 FhirError. */
 export function parseValueSet(value: unknown, what = 'ValueSet'): ValueSet {

@@ -6,6 +6,7 @@ import type { OperationInput } from '../input/parameters.ts';
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { Designation } from '../model/datatypes.ts';
+import { expansionParameter } from '../model/value-set.ts';
 import type { ParametersParameter } from '../model/parameters.ts';
 import { displayIn } from './display-language.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
@@ -96,9 +97,11 @@ export function expandInput(raw: OperationInput<(typeof expandParams)['spec']>, 
  * allows (`expansion.total` 0..1); a page the budget cannot fill, or a page larger than
  * `maxExpansionSize`, is refused (too-costly) instead of building an unbounded response.
  */
-export async function expandValueSet(input: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
-  const terminology = deps.terminology.at(input.date);
-  const vs = await resolveValueSet(input.target, terminology);
+export async function expandValueSet(asked: ExpandInput, deps: ExpandDeps): Promise<ExpandedValueSet> {
+  const terminology = deps.terminology.at(asked.date);
+  const vs = await resolveValueSet(asked.target, terminology);
+  // The value set's own `displayLanguage` (a compose expansion parameter) when the request gives none.
+  const input: ExpandInput = { ...asked, displayLanguage: asked.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') };
   await requireSupplements(vs, terminology);
   const offset = input.offset ?? 0;
   const limit = deps.maxExpansionSize;

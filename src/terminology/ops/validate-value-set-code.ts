@@ -9,6 +9,7 @@ import { type CheckedCoding, type ValidationSubject, validationSubject } from '.
 import { type ValueSetTarget, valueSetTarget } from '../input/value-set-target.ts';
 import type { Coding } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
+import { expansionParameter } from '../model/value-set.ts';
 import { invalid } from '../errors.ts';
 import { isLanguageList } from '../input/parameters.ts';
 import { resolveValueSet } from './resolve-value-set.ts';
@@ -99,8 +100,10 @@ function answer(vs: CompiledValueSet, supplements: readonly CodeSystemIndex[], i
   const { subject } = input;
   // The input carries `abstract` and `displayLanguage`, all that finishing a member needs.
   if (subject.kind === 'unusable') return unusable(subject.why, subject.path);
-  // Displays are checked in the language asked for, else in the value set's own language.
-  const finish: Finish = { abstract: input.abstract, displayLanguage: input.displayLanguage ?? vs.resource.language, supplements };
+  // Displays are checked in the language asked for, else in the one the value set sets for its
+  // expansions (a compose expansion parameter), else in the value set's own language.
+  const displayLanguage = input.displayLanguage ?? expansionParameter(vs.resource, 'displayLanguage') ?? vs.resource.language;
+  const finish: Finish = { abstract: input.abstract, displayLanguage, supplements };
   const codings = subject.kind === 'coding' ? [subject.coding] : subject.codings;
   const r = subject.kind === 'coding' ? validateCoding(vs, subject.coding, subject.path, finish, ctx) : validateConcept(vs, subject.codings, finish, ctx);
   return r instanceof Promise ? r.then((v) => withStatusChecks(v, vs, codings, ctx)) : withStatusChecks(r, vs, codings, ctx);

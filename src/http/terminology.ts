@@ -6,11 +6,13 @@ import {
   codeSystemValidateCodeParams,
   expandParams,
   lookupParams,
+  subsumesParams,
   valueSetValidateCodeParams,
 } from '../terminology/input/operations.ts';
 import type { OperationInput, OperationParameters, OperationSpec } from '../terminology/input/parameters.ts';
 import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
 import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
+import { subsumes, subsumesInput } from '../terminology/ops/subsumes.ts';
 import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
 import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
@@ -44,6 +46,7 @@ export const terminologyCapabilities: CapabilityContribution = {
     { name: 'expand', definition: `${OPERATION}ValueSet-expand`, types: ['ValueSet'] },
     { name: 'validate-code', definition: `${OPERATION}CodeSystem-validate-code`, types: ['CodeSystem'] },
     { name: 'lookup', definition: `${OPERATION}CodeSystem-lookup`, types: ['CodeSystem'] },
+    { name: 'subsumes', definition: `${OPERATION}CodeSystem-subsumes`, types: ['CodeSystem'] },
   ],
 };
 
@@ -101,6 +104,11 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     const input = lookupInput(raw, await instance(c, terminology));
     return fhirJson(await lookupCode(input, { terminology }));
   };
+  const subsumption = async (c: Context<AppEnv>) => {
+    const raw = await inputs(c, subsumesParams);
+    const terminology = await context(c, 'CodeSystem');
+    return fhirJson(await subsumes(subsumesInput(raw, await instance(c, terminology)), { terminology }));
+  };
   const expand = async (c: Context<AppEnv>) => {
     const input = expandInput(await inputs(c, expandParams), c.req.param('id'));
     const terminology = await context(c, 'ValueSet');
@@ -117,6 +125,8 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     app.on(method, '/CodeSystem/:id/$validate-code', validateCs);
     app.on(method, '/CodeSystem/$lookup', lookup);
     app.on(method, '/CodeSystem/:id/$lookup', lookup);
+    app.on(method, '/CodeSystem/$subsumes', subsumption);
+    app.on(method, '/CodeSystem/:id/$subsumes', subsumption);
   }
   return app;
 }

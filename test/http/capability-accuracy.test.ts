@@ -274,6 +274,10 @@ describe('every interaction and operation the statement lists is served', () => 
     'http://hl7.org/fhir/OperationDefinition/ValueSet-expand': () => [['GET', `ValueSet/$expand?url=${encodeURIComponent(VALUE_SET)}`, 200], ['GET', 'ValueSet/probe-missing/$expand', 404]],
     'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code': () => [['GET', 'CodeSystem/$validate-code?url=http://hl7.org/fhir/administrative-gender&code=male', 200]],
     'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup': () => [['GET', 'CodeSystem/$lookup?system=http://hl7.org/fhir/administrative-gender&code=male', 200]],
+    'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes': () => [
+      ['GET', 'CodeSystem/$subsumes?system=http://hl7.org/fhir/administrative-gender&codeA=male&codeB=female', 200],
+      ['POST', 'CodeSystem/probe-missing/$subsumes', 404, { resourceType: 'Parameters', parameter: [{ name: 'codeA', valueCode: 'a' }, { name: 'codeB', valueCode: 'b' }] }],
+    ],
     // The patient has no current allergy list: a 404 naming it (List-find), not a missing route.
     'http://hl7.org/fhir/OperationDefinition/List-find': () => [['GET', 'List/$find?patient=probe&name=$current-allergies', 404]],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [

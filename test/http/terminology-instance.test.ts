@@ -128,13 +128,14 @@ describe('ValueSet/{id} with url or valueSetVersion given too', () => {
 });
 
 describe('CapabilityStatement', () => {
-  test('lists $validate-code and $lookup on CodeSystem (their OperationDefinitions cover type and instance level)', async () => {
+  test('lists $validate-code, $lookup and $subsumes on CodeSystem (their OperationDefinitions cover type and instance level)', async () => {
     const res = await t.request(`${t.fhir()}/metadata`);
     const cs = (await res.json()) as { rest: { resource: { type: string; operation?: { name: string; definition: string }[] }[] }[] };
     const ops = cs.rest[0]?.resource.find((r) => r.type === 'CodeSystem')?.operation;
     expect(ops).toEqual([
       { name: 'validate-code', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code' },
       { name: 'lookup', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup' },
+      { name: 'subsumes', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes' },
       { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
     ]);
   });

@@ -216,6 +216,7 @@ describe('CapabilityStatement', () => {
     expect(ops('CodeSystem')).toEqual([
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
+      'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes',
       'http://hl7.org/fhir/OperationDefinition/Resource-validate',
     ]);
   });

@@ -41,6 +41,16 @@ export const lookupParams = new OperationParameters('CodeSystem/$lookup', {
   property: { kind: P.code, repeats: true },
 });
 
+/** Inputs of CodeSystem/$subsumes (FHIR R4 CodeSystem-subsumes). */
+export const subsumesParams = new OperationParameters('CodeSystem/$subsumes', {
+  codeA: { kind: P.code },
+  codeB: { kind: P.code },
+  system: { kind: P.uri },
+  version: { kind: P.string },
+  codingA: { kind: P.coding },
+  codingB: { kind: P.coding },
+});
+
 /** Inputs of ValueSet/$expand (FHIR R4 ValueSet-expand). */
 export const expandParams = new OperationParameters('ValueSet/$expand', {
   url: { kind: P.uri },

@@ -38,6 +38,7 @@ function observation(ctx: BuildContext, patient: PatientState, visit: Visit, cat
 
 function vital(ctx: BuildContext, patient: PatientState, visit: Visit, sign: VitalSign, value: number): FhirResource {
   const resource = observation(ctx, patient, visit, "vital-signs", sign, sign.profile);
+  if (sign.also !== undefined) (resource["code"] as { coding: unknown[] }).coding.push({ system: LOINC, code: sign.also.code, display: sign.also.display });
   resource["valueQuantity"] = quantity(value, sign.unit);
   return emit(ctx, resource);
 }

@@ -6,6 +6,8 @@ export interface VitalSign {
   unit: string;
   /** Profile from the R4 vital signs profiles (observation-vitalsigns). */
   profile: string;
+  /** A second LOINC coding the profile requires beside `code` (oxygensat: 2708-6, as US Core's pulse oximetry has it). */
+  also?: { code: string; display: string };
 }
 
 const VS = "http://hl7.org/fhir/StructureDefinition/";
@@ -22,6 +24,7 @@ export const VITALS = {
     display: "Oxygen saturation in Arterial blood by Pulse oximetry",
     unit: "%",
     profile: `${VS}oxygensat`,
+    also: { code: "2708-6", display: "Oxygen saturation in Arterial blood" },
   },
   bloodPressure: {
     code: "85354-9",

@@ -4,6 +4,8 @@ import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
+import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
+import { ProfileValidator } from './fhir/validation/profile/profile-check.ts';
 import { CoreBundle } from './terminology/core/core-bundle.ts';
 import { CoreTerminology } from './terminology/core/core-source.ts';
 import { CoreLayer } from './fhir/core-layer.ts';
@@ -164,6 +166,7 @@ export function createApp(deps: AppDeps): App {
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
   const fhirDeps: FhirDeps = {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
+    profiles: new ProfileValidator(new ProfileRegistry(store), expandCodes),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).

@@ -8,7 +8,7 @@ import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-r
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
-import { putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
+import { putOptions, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, budget: ReadBudget, scope?: FullUrlScope): Promise<Json> {
@@ -16,8 +16,12 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   const { planned, ids } = await plan(deps, req, [entry], base, scope?.get.bind(scope));
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
   // Validated with its references rewritten, as a transaction's entries are.
-  if (entry.resource) requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
+  if (entry.resource) {
+    requireValid(entry.resource, validationLevel(deps), `Bundle.entry[${entry.index}].resource`);
+    await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`);
+  }
   requireValidPatched(planned, validationLevel(deps));
+  for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
   await requireEntriesInReach(deps, req, planned);
   const opts = putOptions(deps, req, deps.clock.now());
   const out = await writeTx(deps, req.tenant, async (w) => {

@@ -17,6 +17,7 @@ import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditi
 export type { UpdatePreconditions } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
+import type { ProfileValidator } from './validation/profile/profile-check.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -29,6 +30,8 @@ export interface FhirDeps {
   expandCodes?: (tenant: string, codes: CodeSet) => Promise<{ system: string; code: string }[]>;
   /** How writes are validated (CINDER_VALIDATION); `strict` when absent. */
   validation?: ValidationLevel;
+  /** Validation against the profiles a resource claims in `meta.profile` (at `strict`); absent: none. */
+  profiles?: ProfileValidator;
   /** `CINDER_REFERENTIAL_INTEGRITY=on`: REST writes must refer to existing resources (absent: off). */
   referentialIntegrity?: ReferentialIntegrity;
   /**
@@ -47,6 +50,16 @@ export interface FhirDeps {
 /** The validation level of `deps`. */
 export function validationLevel(deps: FhirDeps): ValidationLevel {
   return deps.validation ?? 'strict';
+}
+
+/**
+ * A write's check of the profiles `resource` claims (`meta.profile`) that Cinder knows, at `strict`: a
+ * 422 for an error, as base validation's. Undefined at once for a resource that claims none, so that
+ * such a write costs nothing more (not even an await).
+ */
+export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string): Promise<void> | undefined {
+  if (deps.profiles === undefined || (resource.meta as { profile?: unknown } | undefined)?.profile === undefined || validationLevel(deps) !== 'strict') return undefined;
+  return deps.profiles.requireValid(tenant, resource as Record<string, unknown>, at);
 }
 
 /**
@@ -312,6 +325,8 @@ export async function createResource(
   const resource = asResource(withoutId(body), type);
   requireAccess(req.access, type, 'c');
   requireValid(resource, validationLevel(deps));
+  const profiled = requireProfiles(deps, req.tenant, resource);
+  if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
   const now = deps.clock.now();
@@ -339,6 +354,8 @@ export async function updateResource(
     throw new FhirError('invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, { expression: ['id'] });
   }
   requireValid(resource, validationLevel(deps));
+  const profiled = requireProfiles(deps, req.tenant, resource);
+  if (profiled) await profiled;
   await requireStoredInReach(deps, req, type, id, 'u');
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);

@@ -50,6 +50,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   // type its entry has (an Observation's subject naming a Medication entry's fullUrl is refused).
   requireValidEntries(deps, entries);
   requireValidPatched(planned, validationLevel(deps));
+  await requireProfiledEntries(deps, req, entries, planned);
   await requireEntriesInReach(deps, req, planned);
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
@@ -92,6 +93,24 @@ function changesExisting(p: Planned): boolean {
 function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
   const level = validationLevel(deps);
   const errors = entries.flatMap((e) => (e.resource ? validationErrors(e.resource, level, `Bundle.entry[${e.index}].resource`) : []));
+  if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
+}
+
+/**
+ * Every entry's resource (and patched result) must satisfy the profiles it claims that Cinder knows; the
+ * 422 lists the problems of all entries, as base validation's does.
+ */
+async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries: Entry[], planned: Planned[]): Promise<void> {
+  if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return;
+  const errors = [];
+  for (const e of entries) {
+    const claimed = (e.resource?.meta as { profile?: unknown } | undefined)?.profile;
+    if (e.resource && Array.isArray(claimed)) errors.push(...(await deps.profiles.issues(req.tenant, e.resource, claimed.filter((c): c is string => typeof c === 'string'), { warnings: false, at: `Bundle.entry[${e.index}].resource` })));
+  }
+  for (const p of planned) {
+    const claimed = (p.patched?.resource.meta as { profile?: unknown } | undefined)?.profile;
+    if (p.patched && Array.isArray(claimed)) errors.push(...(await deps.profiles.issues(req.tenant, p.patched.resource, claimed.filter((c): c is string => typeof c === 'string'), { warnings: false })));
+  }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 

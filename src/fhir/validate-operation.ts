@@ -1,7 +1,8 @@
 /**
  * FHIR R4 `$validate` (resource-operation-validate.html) at type and instance level: validates a
  * resource against the R4 base definitions, always at the strict level whatever CINDER_VALIDATION
- * says, and answers 200 with an OperationOutcome of every problem found.
+ * says, and against the profile `profile` names and those its `meta.profile` claims (profile/), and
+ * answers 200 with an OperationOutcome of every problem found.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';
@@ -12,7 +13,7 @@ import { issue, operationOutcome } from './outcome.ts';
 import { asResource, checkTypeAndId, type Resource } from './resource.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { outcomeIssues } from './validation/check.ts';
-import { validateResource } from './validation/validate.ts';
+import { validateResource, type ValidationIssue } from './validation/validate.ts';
 
 type Json = Record<string, unknown>;
 
@@ -65,9 +66,6 @@ export async function validateOperation(
   }
   const mode: Mode | undefined = args.mode === 'create' || args.mode === 'update' || args.mode === 'delete' ? args.mode : undefined;
   const issues: FhirIssue[] = [];
-  if (args.profile !== undefined && args.profile.split('|')[0] !== BASE_PROFILE + type) {
-    issues.push(issue('error', 'not-supported', `Validation against the profile '${args.profile}' is not supported: Cinder validates against the R4 base definition of ${type} (${BASE_PROFILE}${type})`));
-  }
   if (mode === 'delete') {
     if (id === undefined) throw new FhirError('invalid', '$validate with mode=delete needs an instance: [type]/[id]/$validate');
     requireAccess(req.access, type, 'd');
@@ -89,7 +87,32 @@ export async function validateOperation(
     else if (id !== undefined && resource.id !== id) issues.push(issue('error', 'invalid', `Resource id '${resource.id}' does not match the URL id '${id}'`, [`${type}.id`]));
   }
   issues.push(...outcomeIssues(validateResource(resource, 'strict')));
+  issues.push(...outcomeIssues(await profileIssues(deps, req.tenant, resource, args.profile)));
   return outcome(issues);
+}
+
+/**
+ * The problems of `resource` against the profile the operation names (`profile`: an unknown one is an
+ * error, as the client asked for it) and those it claims in `meta.profile` (an unknown one a warning:
+ * R4 lets a resource claim profiles a server has never seen), warnings included.
+ */
+async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource, profile: string | undefined): Promise<ValidationIssue[]> {
+  const out: ValidationIssue[] = [];
+  const json = resource as Json;
+  if (profile !== undefined && deps.profiles === undefined && profile.split('|')[0] !== BASE_PROFILE + resource.resourceType) {
+    out.push({ severity: 'error', code: 'not-supported', expression: 'profile', text: `Validation against the profile '${profile}' is not supported here` });
+  }
+  if (deps.profiles === undefined) return out;
+  if (profile !== undefined) {
+    const named = await deps.profiles.issues(tenant, json, [profile], { warnings: true, namedAt: () => 'profile' });
+    for (const i of named) out.push(i.code === 'not-supported' && i.expression === 'profile' && i.severity === 'warning' ? { ...i, severity: 'error', text: `The profile ${profile} is not known to Cinder, so the resource cannot be validated against it` } : i);
+  }
+  const claimed = (json.meta as Json | undefined)?.profile;
+  if (Array.isArray(claimed)) {
+    const urls = claimed.filter((c): c is string => typeof c === 'string' && c !== profile);
+    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]` })));
+  }
+  return out;
 }
 
 function outcome(issues: FhirIssue[]): Json {

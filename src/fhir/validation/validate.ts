@@ -23,7 +23,7 @@ export type ValidationLevel = 'strict' | 'structural' | 'off';
 export interface ValidationIssue {
   severity: 'error' | 'warning';
   /** The OperationOutcome issue code: structure, required, value, code-invalid, invariant. */
-  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant';
+  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant' | 'not-supported';
   /** The FHIRPath location: `Patient.name[0].given[1]`. */
   expression: string;
   text: string;

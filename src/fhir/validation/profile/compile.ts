@@ -1,0 +1,270 @@
+/**
+ * Compiles a constraining StructureDefinition's snapshot (R4 profiling.html, elementdefinition.html) into
+ * a CompiledProfile: the element tree by id (`Observation.component:SystolicBP.code`: the slice
+ * `SystolicBP` of `Observation.component`, then its child `code`), each element reduced to what it
+ * adds to R4's base definition of the same element (r4-table.json through model.ts).
+ */
+import { compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
+import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
+import { baseInvariantKeys, elementType, typeModel, type ElementModel, type TypeModel } from '../model.ts';
+import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
+import type { CompiledProfile, Constraint, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import { splitPath, valuesAt } from './paths.ts';
+
+type Json = Record<string, unknown>;
+
+/** Why a StructureDefinition cannot be used as a profile (no snapshot, not a constraint). */
+export class ProfileUnusable extends Error {}
+
+const CORE_SD = 'http://hl7.org/fhir/StructureDefinition/';
+const RESOURCE_TYPES = new Set<string>(R4_RESOURCE_TYPES);
+const CODED = new Set(['code', 'Coding', 'CodeableConcept', 'Quantity', 'string', 'uri']);
+const TYPES = { elementType };
+
+interface RawNode {
+  ed: Json;
+  children: RawNode[];
+  slices: RawNode[];
+}
+
+interface Ctx {
+  label: string;
+  extensions: Set<string>;
+  unsupported: string[];
+}
+
+/** The compiled profile of `sd`; throws ProfileUnusable when it has no snapshot or constrains no R4 type. */
+export function compileProfile(sd: Json): CompiledProfile {
+  const url = typeof sd.url === 'string' ? sd.url : '(no url)';
+  const label = typeof sd.version === 'string' ? `${url}|${sd.version}` : url;
+  const type = sd.type;
+  if (typeof type !== 'string' || typeModel(type) === null) throw new ProfileUnusable(`The profile ${label} constrains no R4 type Cinder knows (type ${JSON.stringify(type)})`);
+  if (sd.derivation !== undefined && sd.derivation !== 'constraint') throw new ProfileUnusable(`${label} is no profile (derivation ${JSON.stringify(sd.derivation)}, not constraint)`);
+  const elements = (sd.snapshot as Json | undefined)?.element;
+  if (!Array.isArray(elements) || elements.length === 0) throw new ProfileUnusable(`The profile ${label} has no snapshot (Cinder does not generate snapshots)`);
+  const root = tree(elements as Json[], type);
+  const ctx: Ctx = { label, extensions: new Set(), unsupported: [] };
+  const compiled = compileElement(root, typeModel(type), undefined, type, ctx, 'root') ?? { id: type, name: type, choice: false, children: [] };
+  return { url, label, type, root: compiled, extensions: ctx.extensions, unsupported: ctx.unsupported };
+}
+
+/** The snapshot's elements as a tree by id: children and slices under the element they belong to. */
+function tree(elements: Json[], type: string): RawNode {
+  const byId = new Map<string, RawNode>();
+  let root: RawNode | undefined;
+  for (const ed of elements) {
+    const id = typeof ed.id === 'string' ? ed.id : String(ed.path);
+    const node: RawNode = { ed, children: [], slices: [] };
+    if (root === undefined) {
+      root = node;
+      byId.set(id, node);
+      continue;
+    }
+    const dot = id.lastIndexOf('.');
+    if (dot < 0) continue;
+    const last = id.slice(dot + 1);
+    const colon = last.indexOf(':');
+    // A re-slice (`a:s/r`) is left out with everything under it.
+    if (colon >= 0 && last.slice(colon + 1).includes('/')) continue;
+    const owner = colon >= 0 ? byId.get(id.slice(0, dot + 1 + colon)) : byId.get(id.slice(0, dot));
+    if (owner === undefined) continue;
+    (colon >= 0 ? owner.slices : owner.children).push(node);
+    byId.set(id, node);
+  }
+  return root ?? { ed: { id: type, path: type }, children: [], slices: [] };
+}
+
+/** The base element of `name` (`value` for `value[x]`) in `model`, with its types. */
+function baseElement(model: TypeModel | null, name: string): { element: ElementModel; types: string[] } | undefined {
+  if (model === null) return undefined;
+  let found: ElementModel | undefined;
+  const types: string[] = [];
+  for (const slot of model.slots.values()) {
+    if (slot.element.name !== name) continue;
+    found = slot.element;
+    types.push(slot.type);
+  }
+  return found && { element: found, types };
+}
+
+function nameOf(ed: Json): string {
+  const path = String(ed.path);
+  const last = path.slice(path.lastIndexOf('.') + 1);
+  return last.endsWith('[x]') ? last.slice(0, -3) : last;
+}
+
+function typesOf(ed: Json): Json[] {
+  return Array.isArray(ed.type) ? (ed.type as Json[]) : [];
+}
+
+/** The single base type of the element's values, for its children (`Observation.component` for a backbone element). */
+function valueType(ed: Json, base: { types: string[] } | undefined): string | undefined {
+  if (typeof ed.contentReference === 'string') return ed.contentReference.slice(1);
+  const codes = typesOf(ed).map((t) => String(t.code));
+  if (codes.length !== 1) return base?.types.length === 1 ? base.types[0] : undefined;
+  if (codes[0] === 'BackboneElement' || codes[0] === 'Element') return typeModel(String(ed.path)) ? String(ed.path) : base?.types[0];
+  return codes[0];
+}
+
+function compileElement(raw: RawNode, owner: TypeModel | null, base: ReturnType<typeof baseElement>, forcedType: string | undefined, ctx: Ctx, role: 'root' | 'child' | 'slice'): ProfileElement | null {
+  const ed = raw.ed;
+  const name = role === 'root' ? String(ed.path) : nameOf(ed);
+  const el: ProfileElement = { id: String(ed.id ?? ed.path), name, choice: String(ed.path).endsWith('[x]'), children: [] };
+  const vtype = forcedType ?? valueType(ed, base);
+  if (vtype !== undefined) el.baseType = vtype;
+  let checks = false;
+  if (role !== 'root') {
+    const min = typeof ed.min === 'number' ? ed.min : 0;
+    const max = ed.max === '*' || ed.max === undefined ? Infinity : Number(ed.max);
+    if (role === 'slice' || base === undefined ? role === 'slice' || min > 0 || max === 0 : min !== base.element.min || max !== base.element.max) {
+      el.card = { min, max };
+      checks = true;
+    }
+    const types = typeRules(ed, base, ctx);
+    if (types !== undefined) {
+      el.types = types;
+      checks = true;
+    }
+  }
+  for (const key in ed) {
+    if (key.startsWith('fixed')) (el.fixed = ed[key], (checks = true));
+    else if (key.startsWith('pattern')) (el.pattern = ed[key], (checks = true));
+    else if (key.startsWith('minValue') && (typeof ed[key] === 'number' || typeof ed[key] === 'string')) (el.minValue = ed[key] as number | string, (checks = true));
+    else if (key.startsWith('maxValue') && (typeof ed[key] === 'number' || typeof ed[key] === 'string')) (el.maxValue = ed[key] as number | string, (checks = true));
+  }
+  if (typeof ed.maxLength === 'number') (el.maxLength = ed.maxLength, (checks = true));
+  const binding = ed.binding as Json | undefined;
+  if (binding && (binding.strength === 'required' || binding.strength === 'extensible') && typeof binding.valueSet === 'string') {
+    const valueSet = binding.valueSet.split('|')[0]!;
+    const coded = typesOf(ed).some((t) => CODED.has(String(t.code)));
+    if (coded && !(binding.strength === 'required' && base?.element.binding?.url === valueSet)) {
+      el.binding = { strength: binding.strength, valueSet };
+      checks = true;
+    }
+  }
+  const constraints = compileConstraints(ed, el.id, ctx);
+  if (constraints.length > 0) (el.constraints = constraints, (checks = true));
+  const childModel = vtype === undefined ? null : typeModel(vtype);
+  for (const child of raw.children) {
+    const c = compileElement(child, childModel, baseElement(childModel, nameOf(child.ed)), undefined, ctx, 'child');
+    if (c !== null) el.children.push(c);
+  }
+  const slicing = ed.slicing as Json | undefined;
+  if (slicing !== undefined && (raw.slices.length > 0 || slicing.rules === 'closed')) {
+    el.slicing = compileSlicing(slicing, raw, owner, base, vtype, ctx);
+    checks = true;
+  }
+  return checks || el.children.length > 0 ? el : null;
+}
+
+/** The element's types when the profile narrows the base's (a choice's types, a Reference's targets), and the extension definitions named. */
+function typeRules(ed: Json, base: ReturnType<typeof baseElement>, ctx: Ctx): TypeRule[] | undefined {
+  const types = typesOf(ed).filter((t) => typeof t.code === 'string' && !String(t.code).startsWith('http://hl7.org/fhirpath/'));
+  if (types.length === 0) return undefined;
+  let narrowed = base !== undefined && base.types.length > types.length;
+  const rules = types.map((t): TypeRule => {
+    const rule: TypeRule = { code: String(t.code) };
+    if (t.code === 'Reference' && Array.isArray(t.targetProfile) && t.targetProfile.length > 0) {
+      const names = (t.targetProfile as unknown[]).map((p) => (typeof p === 'string' && p.startsWith(CORE_SD) ? p.slice(CORE_SD.length) : ''));
+      // A target that is another profile is not resolved: its type cannot be read off the URL.
+      if (names.every((n) => RESOURCE_TYPES.has(n)) && !names.includes('Resource')) {
+        const baseTargets = base?.element.targets;
+        if (baseTargets === undefined || baseTargets.size !== names.length || names.some((n) => !baseTargets.has(n))) {
+          rule.targets = new Set(names);
+          narrowed = true;
+        }
+      }
+    }
+    if (t.code === 'Extension' && Array.isArray(t.profile) && t.profile.length > 0) {
+      rule.profiles = (t.profile as unknown[]).filter((p): p is string => typeof p === 'string');
+      for (const p of rule.profiles) ctx.extensions.add(p.split('|')[0]!);
+      narrowed = true;
+    }
+    return rule;
+  });
+  return narrowed ? rules : undefined;
+}
+
+function compileConstraints(ed: Json, id: string, ctx: Ctx): Constraint[] {
+  const out: Constraint[] = [];
+  const known = baseInvariantKeys();
+  for (const c of Array.isArray(ed.constraint) ? (ed.constraint as Json[]) : []) {
+    if (typeof c.key !== 'string' || known.has(c.key) || typeof c.expression !== 'string') continue;
+    try {
+      const fn = compileInvariant(c.expression, TYPES);
+      out.push({ key: c.key, severity: c.severity === 'warning' ? 'warning' : 'error', human: String(c.human ?? c.key), fn });
+    } catch (err) {
+      if (!(err instanceof UnsupportedFhirPath) && !(err instanceof FhirPathSyntaxError)) throw err;
+      ctx.unsupported.push(`The invariant ${c.key} on ${id} is not checked: ${err.message}`);
+    }
+  }
+  return out;
+}
+
+function compileSlicing(slicing: Json, raw: RawNode, owner: TypeModel | null, base: ReturnType<typeof baseElement>, vtype: string | undefined, ctx: Ctx): Slicing {
+  const discriminators: Discriminator[] = (Array.isArray(slicing.discriminator) ? (slicing.discriminator as Json[]) : []).map((d) => ({
+    type: (['value', 'pattern', 'type', 'exists', 'profile'].includes(String(d.type)) ? d.type : 'value') as Discriminator['type'],
+    path: d.path === '$this' || d.path === undefined ? [] : splitPath(String(d.path)),
+  }));
+  const id = String(raw.ed.id ?? raw.ed.path);
+  for (const d of discriminators) if (d.type === 'profile') ctx.unsupported.push(`The slicing of ${id} by profile is not evaluated (discriminator type profile is not supported)`);
+  const slices: Slice[] = [];
+  for (const s of raw.slices) {
+    const element = compileElement(s, owner, base, vtype, ctx, 'slice');
+    if (element === null) continue;
+    const sliceName = String(s.ed.sliceName ?? s.ed.id);
+    slices.push({ name: sliceName, element, keys: discriminators.map((d) => sliceKey(s, d)) });
+  }
+  const rules = slicing.rules === 'closed' || slicing.rules === 'openAtEnd' ? slicing.rules : 'open';
+  return { discriminators, rules, ordered: slicing.ordered === true, slices };
+}
+
+/** What a value must be at the discriminator's path to belong to the slice `raw`; null when the slice does not say. */
+function sliceKey(raw: RawNode, d: Discriminator): SliceKey | null {
+  if (d.type === 'profile') return null;
+  return keyAt(raw, raw, d, 0);
+}
+
+/**
+ * The key at step `i` of the discriminator's path from `node`: a fixed or pattern value on the way
+ * (the rest of the path applied to it), else what the element the path ends at says. The path may go
+ * through the slices of an element it reaches (`code.coding.code` into the slice `SBPCode` of `coding`).
+ */
+function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): SliceKey | null {
+  const ed = node.ed;
+  if (d.type === 'value' || d.type === 'pattern') {
+    const fixedKey = Object.keys(ed).find((k) => k.startsWith('fixed'));
+    const patternKey = Object.keys(ed).find((k) => k.startsWith('pattern'));
+    if (fixedKey || patternKey) {
+      const values = valuesAt([{ value: ed[(fixedKey ?? patternKey)!] }], d.path.slice(i)).map((v) => v.value);
+      return values.length === 0 ? null : { kind: fixedKey ? 'fixed' : 'pattern', values };
+    }
+  }
+  if (i === d.path.length) return endKey(ed, d);
+  const step = d.path[i]!;
+  if (step.startsWith('ofType(')) return keyAt(slice, node, d, i + 1);
+  for (const at of [node, ...node.slices]) {
+    const child = at.children.find((c) => nameOf(c.ed) === step);
+    if (child === undefined) continue;
+    const key = keyAt(slice, child, d, i + 1);
+    if (key !== null) return key;
+  }
+  // An extension's url, when the slice gives only the extension's definition (`type.profile`).
+  if (step === 'url' && i === d.path.length - 1 && node === slice) {
+    const profile = typesOf(slice.ed).find((t) => t.code === 'Extension' && Array.isArray(t.profile))?.profile as string[] | undefined;
+    return profile?.[0] === undefined ? null : { kind: 'fixed', values: [profile[0].split('|')[0]] };
+  }
+  return null;
+}
+
+function endKey(ed: Json, d: Discriminator): SliceKey | null {
+  if (d.type === 'exists') {
+    if (typeof ed.min === 'number' && ed.min > 0) return { kind: 'exists', exists: true };
+    return ed.max === '0' ? { kind: 'exists', exists: false } : null;
+  }
+  if (d.type === 'type') {
+    const codes = typesOf(ed).map((t) => String(t.code));
+    return codes.length === 0 ? null : { kind: 'types', types: new Set(codes) };
+  }
+  return null;
+}

@@ -1,0 +1,90 @@
+/**
+ * A constraining StructureDefinition (R4 profiling.html) compiled once from its snapshot into the rules
+ * the base definitions do not already check: only elements whose cardinality, types, Reference targets,
+ * fixed or pattern value, length, bounds, binding or invariants differ from R4's base, and the slicing
+ * of repeating elements, are kept. A resource is then checked against this tree, never the snapshot.
+ */
+import type { CompiledInvariant } from '../fhirpath-engine.ts';
+
+export interface CompiledProfile {
+  url: string;
+  /** `url|version` when the profile has a version, for messages. */
+  label: string;
+  /** The type it constrains (`Observation`, `Extension`). */
+  type: string;
+  root: ProfileElement;
+  /** Extension definitions its extension slices name (`Extension.type.profile`), checked on the matching extensions. */
+  extensions: ReadonlySet<string>;
+  /** Problems of the profile itself that make it unusable in part (a discriminator Cinder cannot evaluate), reported once per check. */
+  unsupported: readonly string[];
+}
+
+export interface TypeRule {
+  /** The FHIR type (`Quantity`, `string`, `Reference`). */
+  code: string;
+  /** Resource types a Reference may target, when the profile narrows them (from `targetProfile`). */
+  targets?: ReadonlySet<string>;
+  /** Extension definitions (`type.profile`) for an Extension. */
+  profiles?: readonly string[];
+}
+
+export interface Constraint {
+  key: string;
+  severity: 'error' | 'warning';
+  human: string;
+  fn: CompiledInvariant;
+}
+
+export interface ProfileBinding {
+  strength: 'required' | 'extensible';
+  /** The ValueSet's canonical URL, version dropped. */
+  valueSet: string;
+}
+
+export interface Discriminator {
+  type: 'value' | 'pattern' | 'type' | 'exists' | 'profile';
+  /** The discriminator's path, split at dots (`$this` is none). */
+  path: readonly string[];
+}
+
+export interface Slicing {
+  discriminators: readonly Discriminator[];
+  rules: 'closed' | 'open' | 'openAtEnd';
+  ordered: boolean;
+  slices: readonly Slice[];
+}
+
+export interface Slice {
+  name: string;
+  element: ProfileElement;
+  /** For each discriminator, what a value must be to belong here (null: the slice does not say, so it does not discriminate). */
+  keys: readonly (SliceKey | null)[];
+}
+
+export type SliceKey =
+  /** The values the slice's fixed (equal) or pattern (contained) value has at the path: each must be met. */
+  | { kind: 'fixed' | 'pattern'; values: readonly unknown[] }
+  | { kind: 'types'; types: ReadonlySet<string> }
+  | { kind: 'exists'; exists: boolean };
+
+export interface ProfileElement {
+  /** The ElementDefinition's id (`Observation.component:SystolicBP.code`), for messages. */
+  id: string;
+  /** The JSON name (`value` for `value[x]`). */
+  name: string;
+  choice: boolean;
+  /** The base type of its values when it has one type (`CodeableConcept`, `Observation.component`). */
+  baseType?: string;
+  /** Checked only when the profile changes the base's cardinality, and for every slice. */
+  card?: { min: number; max: number };
+  types?: readonly TypeRule[];
+  fixed?: unknown;
+  pattern?: unknown;
+  maxLength?: number;
+  minValue?: number | string;
+  maxValue?: number | string;
+  binding?: ProfileBinding;
+  constraints?: readonly Constraint[];
+  children: ProfileElement[];
+  slicing?: Slicing;
+}

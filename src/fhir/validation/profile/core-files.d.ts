@@ -1,0 +1,2 @@
+/** Paths (readable with Bun.file) of the FHIR R4 core profile and extension definition bundles, see core-files.js. */
+export declare const coreProfileFiles: readonly string[];

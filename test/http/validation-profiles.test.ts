@@ -1,0 +1,142 @@
+/**
+ * Validation against profiles (R4 profiling.html): the R4 core profiles and tenant-stored
+ * StructureDefinitions, on writes (`meta.profile`) and in `$validate?profile=`, on both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const BP = 'http://hl7.org/fhir/StructureDefinition/bp';
+const LOCAL = 'http://example.org/fhir/StructureDefinition/named-patient';
+
+/** A blood pressure as R4's bp profile wants it; `meta.profile` claims it. */
+function bloodPressure(extra: Json = {}): Json {
+  const comp = (code: string, value: number) => ({
+    code: { coding: [{ system: 'http://loinc.org', code }] },
+    valueQuantity: { value, unit: 'mmHg', system: 'http://unitsofmeasure.org', code: 'mm[Hg]' },
+  });
+  return {
+    resourceType: 'Observation', meta: { profile: [BP] }, status: 'final',
+    category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
+    code: { coding: [{ system: 'http://loinc.org', code: '85354-9' }] },
+    subject: { reference: 'Patient/p1' }, effectiveDateTime: '2024-01-01',
+    component: [comp('8480-6', 120), comp('8462-4', 80)],
+    ...extra,
+  };
+}
+
+/** A tenant's profile on Patient: `name` has at least `nameMin` values; without `snapshot`, a differential alone. */
+function localProfile(nameMin: number, snapshot = true): Json {
+  const el = (path: string, min: number, max: string) => ({ id: path, path, short: path, definition: path, min, max, base: { path, min: 0, max }, isModifier: false, isSummary: false });
+  return {
+    resourceType: 'StructureDefinition', url: LOCAL, name: 'NamedPatient', status: 'active', kind: 'resource', abstract: false,
+    type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+    ...(snapshot ? { snapshot: { element: [{ ...el('Patient', 0, '*'), base: { path: 'Patient', min: 0, max: '*' } }, el('Patient.name', nameMin, '*')] } } : { differential: { element: [{ id: 'Patient.name', path: 'Patient.name', min: nameMin }] } }),
+  };
+}
+
+const where = (outcome: Json) => (outcome.issue as Json[]).map((i) => i.expression?.[0]).sort();
+const errors = (outcome: Json) => (outcome.issue as Json[]).filter((i) => i.severity === 'error');
+
+await eachStore((kind, fresh) => {
+  describe(`profiles (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('a write claiming R4\'s bp profile is refused 422 where it breaks it; the same without meta.profile is accepted', async () => {
+      expect((await api.post('Observation', bloodPressure())).status).toBe(201);
+      const bad = bloodPressure({ component: [bloodPressure().component[0]], valueQuantity: { value: 1 } });
+      const outcome = await expectOutcome(await api.post('Observation', bad), 422);
+      expect(where(outcome)).toEqual(['Observation.component', 'Observation.component', 'Observation.value']);
+      for (const i of outcome.issue as Json[]) expect(i.details.text).toContain(BP);
+      expect((outcome.issue as Json[]).map((i) => i.details.text).join('\n')).toContain('Observation.component:DiastolicBP');
+      const { meta: _meta, ...unclaimed } = bad;
+      expect((await api.post('Observation', unclaimed)).status).toBe(201);
+      // A fixed value inside a slice: the diastolic unit.
+      const unit = bloodPressure();
+      unit.component[1].valueQuantity.code = 'kg';
+      const o2 = await expectOutcome(await api.put('Observation/bp2', { ...unit, id: 'bp2' }), 422);
+      expect(where(o2)).toEqual(['Observation.component[1].value.ofType(Quantity).code']);
+    });
+
+    test('an unknown profile is accepted on write and warned about in $validate', async () => {
+      const claimed = { resourceType: 'Patient', meta: { profile: ['http://example.org/unknown-profile'] } };
+      expect((await api.post('Patient', claimed)).status).toBe(201);
+      const body = (await (await api.post('Patient/$validate', claimed)).json()) as Json;
+      expect(body.issue).toHaveLength(1);
+      expect(body.issue[0]).toMatchObject({ severity: 'warning', code: 'not-supported', expression: ['Patient.meta.profile[0]'] });
+      expect(body.issue[0].details.text).toContain('unknown-profile');
+    });
+
+    test('$validate?profile= validates against a built-in profile (type and instance level, GET and Parameters)', async () => {
+      const plain = bloodPressure({ meta: undefined, component: undefined, valueQuantity: { value: 1, unit: 'mmHg', system: 'http://unitsofmeasure.org', code: 'mm[Hg]' } });
+      delete plain.meta;
+      delete plain.component;
+      const typeLevel = (await (await api.post(`Observation/$validate?profile=${encodeURIComponent(BP)}`, plain)).json()) as Json;
+      expect(errors(typeLevel).map((i) => i.expression[0]).sort()).toEqual(['Observation.component', 'Observation.component', 'Observation.component', 'Observation.value']);
+      const stored = await api.create(plain);
+      const get = (await (await api.get(`Observation/${stored.id}/$validate?profile=${encodeURIComponent(BP)}`)).json()) as Json;
+      expect(errors(get)).toHaveLength(4);
+      const params = { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: bloodPressure({ meta: undefined }) }, { name: 'profile', valueUri: BP }] };
+      delete (params.parameter[0]!.resource as Json).meta;
+      const ok = (await (await api.post('Observation/$validate', params)).json()) as Json;
+      expect(errors(ok)).toEqual([]);
+    });
+
+    test('a tenant-stored profile is used once written, follows its changes and is dropped when deleted', async () => {
+      const claim = { resourceType: 'Patient', meta: { profile: [LOCAL] }, gender: 'female' };
+      expect((await api.post('Patient', claim)).status).toBe(201);
+      const sd = await api.create(localProfile(1));
+      const refused = await expectOutcome(await api.post('Patient', claim), 422);
+      expect(where(refused)).toEqual(['Patient.name']);
+      expect(refused.issue[0].details.text).toContain(LOCAL);
+      expect((await api.post('Patient', { ...claim, name: [{ family: 'Chalmers' }] })).status).toBe(201);
+      const v = (await (await api.post(`Patient/$validate?profile=${encodeURIComponent(LOCAL)}`, { resourceType: 'Patient' })).json()) as Json;
+      expect(errors(v).map((i) => i.expression[0])).toEqual(['Patient.name']);
+      // Changed: name no longer required.
+      expect((await api.put(`StructureDefinition/${sd.id}`, { ...localProfile(0), id: sd.id })).status).toBe(200);
+      expect((await api.post('Patient', claim)).status).toBe(201);
+      expect((await api.put(`StructureDefinition/${sd.id}`, { ...localProfile(1), id: sd.id })).status).toBe(200);
+      await expectOutcome(await api.post('Patient', claim), 422);
+      expect((await api.del(`StructureDefinition/${sd.id}`)).status).toBe(200);
+      expect((await api.post('Patient', claim)).status).toBe(201);
+    });
+
+    test('a stored profile without a snapshot is an error naming it, not a guess', async () => {
+      const url = `${LOCAL}-nosnap`;
+      await api.create({ ...localProfile(1, false), url, name: 'NoSnap' });
+      const outcome = await expectOutcome(await api.post('Patient', { resourceType: 'Patient', meta: { profile: [url] } }), 422);
+      expect(outcome.issue[0]).toMatchObject({ code: 'not-supported', expression: ['Patient.meta.profile[0]'] });
+      expect(outcome.issue[0].details.text).toContain('has no snapshot');
+    });
+
+    test('a transaction with one profile-invalid entry writes nothing', async () => {
+      const before = ((await (await api.get('Observation?_summary=count')).json()) as Json).total;
+      const tx = await api.post('', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          { resource: bloodPressure(), request: { method: 'POST', url: 'Observation' } },
+          { resource: bloodPressure({ component: [bloodPressure().component[0]] }), request: { method: 'POST', url: 'Observation' } },
+        ],
+      });
+      const outcome = await expectOutcome(tx, 422);
+      expect(where(outcome).every((e) => e.startsWith('Bundle.entry[1].resource.component'))).toBe(true);
+      expect(((await (await api.get('Observation?_summary=count')).json()) as Json).total).toBe(before);
+      const batch = (await (await api.post('', {
+        resourceType: 'Bundle', type: 'batch',
+        entry: [
+          { resource: bloodPressure(), request: { method: 'POST', url: 'Observation' } },
+          { resource: bloodPressure({ component: [bloodPressure().component[0]] }), request: { method: 'POST', url: 'Observation' } },
+        ],
+      })).json()) as Json;
+      expect(batch.entry[0].response.status).toStartWith('201');
+      expect(batch.entry[1].response.status).toBe('422 Unprocessable Entity');
+    });
+  });
+});

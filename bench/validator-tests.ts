@@ -10,10 +10,10 @@
  * locations are not compared, but `--verbose` prints both lists for each disagreement. Tests the
  * runner cannot reproduce are counted as not run: other FHIR versions, XML and other formats, logical
  * models, tests that load packages (implementation guides), supporting profiles, or validate against a
- * profile (Cinder enforces the base definitions alone: `meta.profile` is not enforced), and tests the
+ * profile (test/unit/validation/profiles-test-cases.test.ts runs those Cinder can), and tests the
  * suite marks `use-test: false`. A resource that declares a profile of its own (`meta.profile`) is
- * run, but the reference's errors then include the profile's, so a disagreement there is listed
- * apart ("declares a profile").
+ * run: Cinder checks the R4 core profiles it claims, and accepts others it does not have, whose errors
+ * the reference includes, so a disagreement there is listed apart ("declares a profile").
  */
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';

@@ -36,6 +36,30 @@ function localProfile(nameMin: number, snapshot = true): Json {
   };
 }
 
+const EXT_PROFILE = 'http://example.org/fhir/StructureDefinition/born-patient';
+const BIRTH_PLACE = 'http://hl7.org/fhir/StructureDefinition/patient-birthPlace';
+const NULL_FLAVOR = 'http://hl7.org/fhir/StructureDefinition/iso21090-nullFlavor';
+
+/** A tenant's profile slicing Patient.extension by url: a birth place (1..1) and a null flavor (0..1), both R4 core extensions. */
+function extensionProfile(): Json {
+  const el = (id: string, min: number, max: string, extra: Json = {}) => {
+    const path = id.replace(/:[^.]*/g, '');
+    return { id, path, short: id, definition: id, min, max, base: { path, min: 0, max: '*' }, ...extra };
+  };
+  return {
+    resourceType: 'StructureDefinition', url: EXT_PROFILE, name: 'BornPatient', status: 'active', kind: 'resource', abstract: false,
+    type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+    snapshot: {
+      element: [
+        el('Patient', 0, '*'),
+        el('Patient.extension', 0, '*', { slicing: { discriminator: [{ type: 'value', path: 'url' }], rules: 'open' }, type: [{ code: 'Extension' }] }),
+        el('Patient.extension:birthPlace', 1, '1', { sliceName: 'birthPlace', type: [{ code: 'Extension', profile: [BIRTH_PLACE] }] }),
+        el('Patient.extension:flavor', 0, '1', { sliceName: 'flavor', type: [{ code: 'Extension', profile: [NULL_FLAVOR] }] }),
+      ],
+    },
+  };
+}
+
 const where = (outcome: Json) => (outcome.issue as Json[]).map((i) => i.expression?.[0]).sort();
 const errors = (outcome: Json) => (outcome.issue as Json[]).filter((i) => i.severity === 'error');
 
@@ -106,6 +130,35 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.post('Patient', claim), 422);
       expect((await api.del(`StructureDefinition/${sd.id}`)).status).toBe(200);
       expect((await api.post('Patient', claim)).status).toBe(201);
+    });
+
+    test('extension slices by url: each slice\'s count, and its extensions checked against the R4 extension definition (value type, binding)', async () => {
+      await api.create(extensionProfile());
+      const patient = (extension: Json[]) => ({ resourceType: 'Patient', meta: { profile: [EXT_PROFILE] }, ...(extension.length ? { extension } : {}) });
+      const born = { url: BIRTH_PLACE, valueAddress: { city: 'Utrecht' } };
+      expect(where(await expectOutcome(await api.post('Patient', patient([])), 422))).toEqual(['Patient.extension']);
+      const wrongType = await expectOutcome(await api.post('Patient', patient([{ url: BIRTH_PLACE, valueString: 'Utrecht' }])), 422);
+      expect(where(wrongType)).toEqual(['Patient.extension[0].value.ofType(String)']);
+      expect(wrongType.issue[0].details.text).toContain(BIRTH_PLACE);
+      const badCode = await expectOutcome(await api.post('Patient', patient([born, { url: NULL_FLAVOR, valueCode: 'not-a-flavor' }])), 422);
+      expect(where(badCode)).toEqual(['Patient.extension[1].value.ofType(Code)']);
+      expect(badCode.issue[0]).toMatchObject({ code: 'code-invalid' });
+      expect((await api.post('Patient', patient([born, { url: NULL_FLAVOR, valueCode: 'UNK' }, { url: 'http://example.org/other', valueBoolean: true }]))).status).toBe(201);
+    });
+
+    test('a required binding of a core profile is decided by the terminology; a patch and a conditional update are checked too', async () => {
+      const vitals = bloodPressure({ meta: { profile: ['http://hl7.org/fhir/StructureDefinition/vitalsigns'] } });
+      vitals.component[0].valueQuantity.code = 'furlongs';
+      const outcome = await expectOutcome(await api.post('Observation', vitals), 422);
+      expect(where(outcome)).toEqual(['Observation.component[0].value.ofType(Quantity)']);
+      expect(outcome.issue[0].details.text).toContain('http://hl7.org/fhir/ValueSet/ucum-vitals-common');
+      const ok = await api.create(bloodPressure());
+      const patch = [{ op: 'remove', path: '/component/1' }];
+      const patched = await api.call('PATCH', `Observation/${ok.id}`, patch, { 'Content-Type': 'application/json-patch+json' });
+      expect(where(await expectOutcome(patched, 422))).toEqual(['Observation.component', 'Observation.component']);
+      const conditional = await api.put('Observation?_id=' + ok.id, { ...bloodPressure({ component: [bloodPressure().component[0]] }), id: ok.id });
+      await expectOutcome(conditional, 422);
+      expect(((await (await api.get(`Observation/${ok.id}`)).json()) as Json).meta.versionId).toBe('1');
     });
 
     test('a stored profile without a snapshot is an error naming it, not a guess', async () => {

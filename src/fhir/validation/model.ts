@@ -165,17 +165,6 @@ export function elementType(owner: string, name: string): string | undefined {
   return typeModel(owner)?.slots.get(name)?.type;
 }
 
-let invariantKeys: ReadonlySet<string> | undefined;
-
-/** The keys of every invariant of the base definitions (those the walk checks, and ele-1, ext-1, dom-2..6, txt-1/2 it checks natively). */
-export function baseInvariantKeys(): ReadonlySet<string> {
-  invariantKeys ??= new Set([
-    ...Object.values(table.types).flatMap((t) => (t.inv ?? []).map((i) => i[0])),
-    'ele-1', 'ext-1', 'dom-2', 'dom-3', 'dom-4', 'dom-5', 'dom-6', 'txt-1', 'txt-2',
-  ]);
-  return invariantKeys;
-}
-
 /** The base table's codes of a ValueSet (canonical URL without version), when R4 binds it `required` somewhere; undefined otherwise. */
 export function tableValueSet(url: string): BindingModel | undefined {
   return Object.hasOwn(table.valueSets, url) ? binding(url) : undefined;

@@ -6,7 +6,7 @@
  */
 import { compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
 import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
-import { baseInvariantKeys, elementType, typeModel, type ElementModel, type TypeModel } from '../model.ts';
+import { elementType, typeModel, type ElementModel, type TypeModel } from '../model.ts';
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
 import type { CompiledProfile, Constraint, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
@@ -20,6 +20,8 @@ const CORE_SD = 'http://hl7.org/fhir/StructureDefinition/';
 const RESOURCE_TYPES = new Set<string>(R4_RESOURCE_TYPES);
 const CODED = new Set(['code', 'Coding', 'CodeableConcept', 'Quantity', 'string', 'uri']);
 const TYPES = { elementType };
+/** Invariants of Element, Extension, DomainResource and Narrative, which base validation checks natively everywhere. */
+const GENERIC_KEYS = ['ele-1', 'ext-1', 'dom-2', 'dom-3', 'dom-4', 'dom-5', 'dom-6', 'txt-1', 'txt-2'];
 
 interface RawNode {
   ed: Json;
@@ -142,7 +144,7 @@ function compileElement(raw: RawNode, owner: TypeModel | null, base: ReturnType<
       checks = true;
     }
   }
-  const constraints = compileConstraints(ed, el.id, ctx);
+  const constraints = compileConstraints(ed, el.id, ctx, baseKeys(owner, vtype));
   if (constraints.length > 0) (el.constraints = constraints, (checks = true));
   const childModel = vtype === undefined ? null : typeModel(vtype);
   for (const child of raw.children) {
@@ -185,9 +187,18 @@ function typeRules(ed: Json, base: ReturnType<typeof baseElement>, ctx: Ctx): Ty
   return narrowed ? rules : undefined;
 }
 
-function compileConstraints(ed: Json, id: string, ctx: Ctx): Constraint[] {
+/**
+ * The keys of the base invariants that hold where an element sits: those of the type that owns it and
+ * of its own type (base validation checks them), and the ones every element or resource has.
+ */
+function baseKeys(owner: TypeModel | null, vtype: string | undefined): ReadonlySet<string> {
+  const keys = new Set(GENERIC_KEYS);
+  for (const m of [owner, vtype === undefined ? null : typeModel(vtype)]) for (const inv of m?.invariants ?? []) keys.add(inv.key);
+  return keys;
+}
+
+function compileConstraints(ed: Json, id: string, ctx: Ctx, known: ReadonlySet<string>): Constraint[] {
   const out: Constraint[] = [];
-  const known = baseInvariantKeys();
   for (const c of Array.isArray(ed.constraint) ? (ed.constraint as Json[]) : []) {
     if (typeof c.key !== 'string' || known.has(c.key) || typeof c.expression !== 'string') continue;
     try {

@@ -3,8 +3,9 @@
  * StructureDefinitions, on writes (`meta.profile`) and in `$validate?profile=`, on both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
+import { storeTargets } from '../helpers/stores.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const BP = 'http://hl7.org/fhir/StructureDefinition/bp';
@@ -193,3 +194,32 @@ await eachStore((kind, fresh) => {
     });
   });
 });
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`a tenant's profile seen by two servers on one ${target.kind} database`, () => {
+    test('a profile stored, changed and deleted through one server is used at once by the other, which had compiled it', async () => {
+      const db = await target.fresh();
+      const t = await createTestApp({ store: db.open() });
+      try {
+        const token = await t.token();
+        const second = await secondServer(t, () => db.open());
+        const on = (server: typeof second) => (method: string, path: string, body?: unknown) => server(`${t.fhir()}/${path}`, fhirInit(token, method, body));
+        const [a, b] = [on(t.request), on(second)];
+        const claim = { resourceType: 'Patient', meta: { profile: [LOCAL] } };
+        const sd = (await (await a('POST', 'StructureDefinition', localProfile(1))).json()) as Json;
+        expect((await b('POST', 'Patient', claim)).status).toBe(422);
+        expect((await a('PUT', `StructureDefinition/${sd.id}`, { ...localProfile(0), id: sd.id })).status).toBe(200);
+        expect((await b('POST', 'Patient', claim)).status).toBe(201);
+        expect((await a('PUT', `StructureDefinition/${sd.id}`, { ...localProfile(1), id: sd.id })).status).toBe(200);
+        expect((await b('POST', 'Patient', claim)).status).toBe(422);
+        expect((await a('DELETE', `StructureDefinition/${sd.id}`)).status).toBe(200);
+        expect((await b('POST', 'Patient', claim)).status).toBe(201);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}

@@ -21,7 +21,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
     await requireProfiles(deps, req.tenant, entry.resource, `Bundle.entry[${entry.index}].resource`);
   }
   requireValidPatched(planned, validationLevel(deps));
-  for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
+  for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
   await requireEntriesInReach(deps, req, planned);
   const opts = putOptions(deps, req, deps.clock.now());
   const out = await writeTx(deps, req.tenant, async (w) => {

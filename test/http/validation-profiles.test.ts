@@ -191,6 +191,14 @@ await eachStore((kind, fresh) => {
       })).json()) as Json;
       expect(batch.entry[0].response.status).toStartWith('201');
       expect(batch.entry[1].response.status).toBe('422 Unprocessable Entity');
+      // A batch PATCH whose result breaks the profile: refused in its entry, located in the patched resource.
+      const target = await api.create(bloodPressure());
+      const patchBatch = (await (await api.post('', {
+        resourceType: 'Bundle', type: 'batch',
+        entry: [{ resource: { resourceType: 'Binary', contentType: 'application/json-patch+json', data: btoa(JSON.stringify([{ op: 'remove', path: '/component/0' }])) }, request: { method: 'PATCH', url: `Observation/${target.id}` } }],
+      })).json()) as Json;
+      expect(patchBatch.entry[0].response.status).toBe('422 Unprocessable Entity');
+      expect(where(patchBatch.entry[0].response.outcome)).toEqual(['Observation.component', 'Observation.component']);
     });
   });
 });
@@ -206,7 +214,7 @@ for (const target of targets) {
       try {
         const token = await t.token();
         const second = await secondServer(t, () => db.open());
-        const on = (server: typeof second) => (method: string, path: string, body?: unknown) => server(`${t.fhir()}/${path}`, fhirInit(token, method, body));
+        const on = (server: (path: string, init: RequestInit) => Response | Promise<Response>) => async (method: string, path: string, body?: unknown) => server(`${t.fhir()}/${path}`, fhirInit(token, method, body));
         const [a, b] = [on(t.request), on(second)];
         const claim = { resourceType: 'Patient', meta: { profile: [LOCAL] } };
         const sd = (await (await a('POST', 'StructureDefinition', localProfile(1))).json()) as Json;

@@ -67,12 +67,15 @@ export class ProfileValidator {
     return out;
   }
 
-  /** Throws a 422 when `resource` breaks a profile of its `meta.profile`; undefined at once when it claims none (a write's usual case). */
-  requireValid(tenant: string, resource: Json, at?: string): Promise<void> | undefined {
+  /**
+   * Throws a 422 (`what` is not valid) when `resource` (at FHIRPath `at`) breaks a profile of its
+   * `meta.profile`; undefined at once when it claims none (a write's usual case).
+   */
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType)): Promise<void> | undefined {
     const claimed = (resource.meta as Json | undefined)?.profile;
     if (!Array.isArray(claimed) || claimed.length === 0) return undefined;
     return this.issues(tenant, resource, claimed.filter((c): c is string => typeof c === 'string'), at === undefined ? { warnings: false } : { warnings: false, at }).then((errors) => {
-      if (errors.length > 0) throw invalidResource(errors, at ?? String(resource.resourceType));
+      if (errors.length > 0) throw invalidResource(errors, what);
     });
   }
 

@@ -11,7 +11,7 @@ import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
-import { versionNumber } from './resource-types.ts';
+import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
 import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditions } from './if-match.ts';
 export type { UpdatePreconditions } from './if-match.ts';
@@ -195,6 +195,18 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
     if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
     throw err;
   }
+}
+
+/**
+ * Whether requireContextReadable may refuse some Binary to `access`: its access to Binary is bound to a
+ * patient (a context naming no resource of this tenant is out of reach), or a type a securityContext may
+ * name is one it may not read, or reads only within a patient's compartment or a scope filter. A token
+ * that reads every type whole reaches every Binary, and its counts need not read them.
+ */
+export function binaryReachLimited(access: Access): boolean {
+  if (access.patientLimit('Binary', 'r') !== undefined) return true;
+  return R4_RESOURCE_TYPES.some((t) => !access.can(t, 'r') || access.filters?.(t, 'r') !== undefined ||
+    (access.patientLimit(t, 'r') !== undefined && patientCompartment().has(t)));
 }
 
 /**

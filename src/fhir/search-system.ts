@@ -16,7 +16,7 @@ import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
-  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, queryCount, queryRows, requireFewIncludes, storeQuery,
+  addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
   withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
@@ -294,8 +294,12 @@ export async function pageAcross(
   const self = opts.self;
   const result: SearchResult = { rows: [], included: [], warnings: opts.warnings, self };
   const total = params.get('_total');
-  const countAll = async () => (await eachAtOnce(searches, AT_ONCE, (s) => queryCount(deps, req.tenant, s.query))).reduce((a, b) => a + b, 0);
-  if (summary === 'count' || limit === 0) return { ...result, total: await countAll() };
+  // Undefined when a type's count is too costly (countInReach: Binaries the token reaches in part).
+  const countAll = async (counter = countInReach) => {
+    const counts = await eachAtOnce(searches, AT_ONCE, (s) => counter(deps, req, s.query));
+    return counts.includes(undefined) ? undefined : counts.reduce((a: number, b) => a + b!, 0);
+  };
+  if (summary === 'count' || limit === 0) return { ...result, total: (await countAll(requiredCount))! };
   const cursor = params.get('_cursor');
   const at = cursor === null ? undefined : decodePosition(cursor, types.length);
   if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', `Invalid _cursor '${cursor}' for this sort`, { expression: ['_cursor'] });
@@ -338,7 +342,8 @@ export async function pageAcross(
     rows = rows.filter((r) => r.type !== 'Binary' || reachable.has(r.id));
   }
   result.rows = rows;
-  if (total === 'accurate' || total === 'estimate') result.total = await countAll();
+  const counted = total === 'accurate' || total === 'estimate' ? await countAll() : undefined;
+  if (counted !== undefined) result.total = counted;
   else if (total !== 'none' && at === undefined && !result.next) result.total = rows.length;
   if (includes.length || revincludes.length) {
     const inc = await addIncludes(deps, req, { includes, revincludes }, rows);

@@ -1,7 +1,7 @@
 import { FhirError, type FhirIssue } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchCursor, SearchQuery, TextQuery } from '../store/types.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { rowsInReach, vreadResource } from './crud.ts';
+import { binaryReachLimited, rowsInReach, vreadResource } from './crud.ts';
 import { requireAccess, type Access } from './access.ts';
 import { paramOf, paramsOf, patientCompartment, referrersOf, type ParamDefinition } from './definitions.ts';
 import { evaluatePath } from './fhirpath.ts';
@@ -786,6 +786,39 @@ export function queryCount(deps: FhirDeps, tenant: string, query: SearchQuery): 
   return searchesCore(deps, query) ? countWithCore(deps, tenant, query) : deps.store.resources.count(tenant, query);
 }
 
+/** Binaries read per batch, and the most batches one count reads (countInReach). */
+const COUNT_BATCH = 1000;
+const COUNT_BATCHES = 20;
+
+/**
+ * How many of a store query's resources the request may see (`_summary=count`, `_total`): queryCount,
+ * but for Binaries when the token's reach through their securityContext is limited (binaryReachLimited),
+ * which no index holds: those are read in batches and counted as a page keeps them (rowsInReach), so
+ * that a count says nothing of Binaries the token may not read. Past COUNT_BATCHES batches the count
+ * is too costly: undefined (a page leaves its total out, `_summary=count` is a 400).
+ */
+export async function countInReach(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number | undefined> {
+  if (query.type !== 'Binary' || !binaryReachLimited(req.access)) return queryCount(deps, req.tenant, query);
+  let counted = 0;
+  let after: SearchCursor | undefined;
+  for (let batch = 0; batch < COUNT_BATCHES; batch++) {
+    const rows = await deps.store.resources.search(req.tenant, { type: query.type, where: query.where ?? [], sort: [], count: COUNT_BATCH, ...(query.compartment === undefined ? {} : { compartment: query.compartment }), ...(after ? { after } : {}) });
+    counted += (await rowsInReach(deps, req, rows)).length;
+    if (rows.length < COUNT_BATCH) return counted;
+    after = { lastUpdated: 0, id: rows[rows.length - 1]!.id };
+  }
+  return undefined;
+}
+
+/** countInReach where a count must be given (`_summary=count`, `_count=0`): too costly is a 400. */
+export async function requiredCount(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number> {
+  const n = await countInReach(deps, req, query);
+  if (n === undefined) {
+    throw new FhirError('invalid', `Counting ${query.type} resources this token may read takes reading more than ${COUNT_BATCH * COUNT_BATCHES} of them (their securityContext is in no index): narrow the search`, { issueCode: 'too-costly' });
+  }
+  return n;
+}
+
 /**
  * The query without its result parameters given no value (`_count=`, `_sort=`, `_elements=`, `_include=`):
  * R4 search.html, "Empty parameters are not an error - they are just ignored by the server", as a
@@ -815,9 +848,9 @@ export async function searchResources(
   if (query === undefined) return { rows: [], included: [], total: 0, warnings, self };
   const repo = deps.store.resources;
   const core = searchesCore(deps, query);
-  const count = () => queryCount(deps, req.tenant, query);
+  const count = () => countInReach(deps, req, query);
   if (compiled.summary === 'count' || query.count === 0) {
-    return { rows: [], included: [], total: await count(), warnings, self };
+    return { rows: [], included: [], total: await requiredCount(deps, req, query), warnings, self };
   }
   // `_total` is counted while the page is read (on PostgreSQL on a connection of its own); a failed
   // page leaves the count's outcome unread, so it is caught here.
@@ -839,7 +872,8 @@ export async function searchResources(
   // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
   if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
   const first = !query.after && !query.offset && !compiled.coreOffset;
-  if (counting) result.total = await counting;
+  const counted = await counting;
+  if (counted !== undefined) result.total = counted;
   else if (total !== 'none' && first && !result.next) result.total = result.rows.length;
   if (compiled.includes.length || compiled.revincludes.length) {
     const inc = await addIncludes(deps, req, compiled, result.rows);

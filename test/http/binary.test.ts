@@ -257,6 +257,30 @@ await eachStore((kind, fresh) => {
       expect((await get(`Binary/${ofO1}`, {}, p1w)).headers.get('x-security-context')).toBe('Observation/o1');
     });
 
+    test('counts (_summary=count, _total, across types) leave out the Binaries the token may not reach', async () => {
+      // A tenant of its own, so that the other tests' Binaries are not counted.
+      await t.tokenFor('counts', ['system/*.*']);
+      await put(t, patient('qa'), 'counts');
+      await put(t, patient('qb'), 'counts');
+      const binary = (id: string, context?: string) => put(t, { resourceType: 'Binary', id, contentType: 'text/plain', data: 'aGk=', ...(context ? { securityContext: { reference: context } } : {}) }, 'counts');
+      await binary('of-qa', 'Patient/qa');
+      await binary('of-qb', 'Patient/qb');
+      await binary('of-qb-2', 'Patient/qb');
+      await binary('free');
+      const counts = async (tok: string) => {
+        const total = async (path: string) => {
+          const res = await t.request(`${t.fhir('counts')}/${path}`, { headers: auth(tok) });
+          expect(res.status).toBe(200);
+          return ((await res.json()) as Json).total as number;
+        };
+        return [await total('Binary?_summary=count'), await total('Binary?_total=accurate&_count=1'), await total('Binary?_count=0'),
+          await total('?_type=Binary&_summary=count'), await total('?_type=Binary&_total=accurate&_count=1')];
+      };
+      expect(await counts(await craftToken(t, 'patient/*.read', { tenant: 'counts', patient: 'qa' }))).toEqual([2, 2, 2, 2, 2]);
+      expect(await counts(await craftToken(t, 'system/Binary.read', { tenant: 'counts' }))).toEqual([1, 1, 1, 1, 1]);
+      expect(await counts(await craftToken(t, 'system/Binary.read system/Patient.read', { tenant: 'counts' }))).toEqual([4, 4, 4, 4, 4]);
+    });
+
     test('a securityContext written as the absolute URL of a resource of the tenant is that resource, for every rule', async () => {
       const json = (context: string) => JSON.stringify({ resourceType: 'Binary', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: context } });
       const absolute = `${t.fhir()}/Patient/p2`;

@@ -10,7 +10,7 @@ import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { responseEntry, type Json } from './bundle-ops.ts';
 import { etagMatches, historyJson, searchLinks, searchsetJson } from './bundle.ts';
 import type { CoreLayer } from './core-layer.ts';
-import { readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { checkDeletionReadable, readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { parseExact } from './exact-json.ts';
 import { checkHistory, history } from './history.ts';
 import { checkRestType, checkTypeAndId } from './resource.ts';
@@ -59,6 +59,23 @@ export function chargeAnswer(budget: ReadBudget, chars: number): void {
 export function checkRead(req: FhirRequest, entry: Entry): void {
   try {
     checkOne(req, entry);
+  } catch (err) {
+    throw err instanceof FhirError ? located(err, entryPath(entry), undefined, `${entryPath(entry)}.request.url`) : err;
+  }
+}
+
+/**
+ * Before a transaction's writes: a GET by id of a deletion the token may not see, judged by the content
+ * it deleted (checkDeletionReadable), is the 403 its read answers, where checkReadTarget, inside the
+ * transaction, would have answered 410 (telling that another patient's record existed and was deleted).
+ */
+export async function checkReadDeletion(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<void> {
+  if (!entry.id || entry.history) return;
+  const n = entry.version === undefined ? undefined : versionNumber(entry.version);
+  if (entry.version !== undefined && n === undefined) return;
+  const v = n === undefined ? await deps.store.resources.read(req.tenant, entry.type, entry.id) : await deps.store.resources.vread(req.tenant, entry.type, entry.id, n);
+  try {
+    if (v?.deleted) await checkDeletionReadable(deps, req, v);
   } catch (err) {
     throw err instanceof FhirError ? located(err, entryPath(entry), undefined, `${entryPath(entry)}.request.url`) : err;
   }

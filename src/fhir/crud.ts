@@ -406,7 +406,10 @@ export async function readResource(deps: FhirDeps, req: FhirRequest, type: strin
   requireAccess(req.access, type, 'r');
   const v = (await deps.store.resources.read(req.tenant, type, id)) ?? (await coreVersion(deps, type, id));
   if (!v) throw new FhirError('not-found', `${type}/${id} is not known`);
-  if (v.deleted) throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
+  if (v.deleted) {
+    await checkDeletionReadable(deps, req, v);
+    throw new FhirError('gone', `${type}/${id} was deleted`, { headers: { ETag: `W/"${v.versionId}"` } });
+  }
   await checkReadable(deps, req, v);
   return v;
 }
@@ -421,9 +424,26 @@ export async function vreadResource(
   if (n === undefined) throw new FhirError('not-found', `${type}/${id} has no version '${versionId}'`);
   const v = (await deps.store.resources.vread(req.tenant, type, id, n)) ?? (await coreVread(deps, req, type, id, n));
   if (!v) throw new FhirError('not-found', `${type}/${id} has no version ${versionId}`);
-  if (v.deleted) throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
+  if (v.deleted) {
+    await checkDeletionReadable(deps, req, v);
+    throw new FhirError('gone', `Version ${versionId} of ${type}/${id} is a deletion`);
+  }
   await checkReadable(deps, req, v);
   return v;
+}
+
+/**
+ * A deletion is within reach when the content it deleted was (lastContent), as instance history judges
+ * it: a 410 would tell a token that another patient's record, or one outside its scope filter, existed
+ * and was deleted, where a read of it before the deletion, its vread and its history answer 403.
+ */
+export async function checkDeletionReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
+  const { access } = req;
+  const limited = v.type === 'Binary' || access.filters?.(v.type, 'r') !== undefined ||
+    (access.patientLimit(v.type, 'r') !== undefined && patientCompartment().has(v.type));
+  if (!limited) return;
+  const last = await lastContent(deps, req.tenant, v);
+  if (last && !last.deleted) await checkReadable(deps, req, last);
 }
 
 /** Version `versionId` of a core resource, for a tenant that stored none of that id. */

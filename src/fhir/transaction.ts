@@ -5,7 +5,7 @@ import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
-import { checkRead, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
+import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { shellErrors } from './bundle-shell.ts';
@@ -55,6 +55,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
   for (const p of reads) checkRead(req, p.entry);
+  for (const p of reads) await checkReadDeletion(deps, req, p.entry);
   const out: Json[] = new Array(entries.length);
   const opts = putOptions(deps, req, deps.clock.now());
   await writeTx(deps, req.tenant, async (w) => {

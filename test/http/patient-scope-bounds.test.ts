@@ -131,6 +131,35 @@ await eachStore((kind, fresh) => {
       expect(all).not.toContain('Observation/od');
     });
 
+    test('a deleted record is judged by the content it deleted: another patient\'s, or one outside a scope filter, is a 403, not a 410', async () => {
+      await admin.put200(obs('del-b', 'pb', 'laboratory'));
+      await admin.put200(obs('del-a', 'pa', 'laboratory'));
+      await admin.put200(obs('del-a-vs', 'pa', 'vital-signs'));
+      await admin.put200({ resourceType: 'Patient', id: 'pgone' });
+      for (const path of ['Observation/del-b', 'Observation/del-a', 'Observation/del-a-vs', 'Patient/pgone']) expect((await admin.del(path)).status).toBe(200);
+      const own = await as('patient/*.rs');
+      for (const path of ['Observation/del-b', 'Observation/del-b/_history/2', 'Patient/pgone', 'Patient/pgone/$everything']) {
+        await expectOutcome(await t.request(`${t.fhir()}/${path}`, fhirInit(own.token)), 403, 'forbidden');
+      }
+      for (const path of ['Observation/del-a', 'Observation/del-a/_history/2', 'Observation/del-a-vs']) expect({ path, status: await readStatus(own.token, path) }).toEqual({ path, status: 410 });
+      // A batch's read entry answers as the read.
+      const batch = (await (await own.api.post(own.api.base, { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Observation/del-b' } }] })).json()) as Json;
+      expect(batch.entry[0].response.status).toStartWith('403');
+      // A transaction's, checked before its writes, likewise (its own deletion stays a 410).
+      const transaction = (url: string) => own.api.post(own.api.base, { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'GET', url } }] });
+      await expectOutcome(await transaction('Observation/del-b'), 403, 'forbidden');
+      await expectOutcome(await transaction('Observation/del-b/_history/2'), 403, 'forbidden');
+      await expectOutcome(await transaction('Observation/del-a'), 410);
+      const labs = await as('patient/Observation.rs?category=laboratory');
+      expect(await readStatus(labs.token, 'Observation/del-a')).toBe(410);
+      await expectOutcome(await t.request(`${t.fhir()}/Observation/del-a-vs`, fhirInit(labs.token)), 403, 'forbidden');
+      const systemLabs = fhirClient(t, await craftToken(t, 'system/Observation.rs?category=laboratory'));
+      expect((await systemLabs.get('Observation/del-b')).status).toBe(410);
+      await expectOutcome(await systemLabs.get('Observation/del-a-vs/_history/2'), 403, 'forbidden');
+      // Unlimited access: a deletion is a 410.
+      expect((await admin.get('Observation/del-a-vs')).status).toBe(410);
+    });
+
     test('writes: its own patient\'s records alone, none of another patient\'s it is merely named in, no shared record', async () => {
       const { token } = await as('patient/*.cruds');
       const before = await countVersions(t);

@@ -1,5 +1,6 @@
 import { type Context, Hono } from 'hono';
 import type { Clock } from '../clock.ts';
+import { FhirError } from '../errors.ts';
 import { requireAccess, type Access } from '../fhir/access.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
 import {
@@ -86,7 +87,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   const inputs = <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): SyncOrAsync<OperationInput<S>> =>
     requestInputs(c.req.raw, params, deps.maxBodyBytes);
   const context = (c: Context<AppEnv>, type: 'ValueSet' | 'CodeSystem') => {
-    requireAccess(c.get('access'), type, 'r');
+    requireWholeRead(c.get('access'), type);
     return deps.terminology.service.context(c.get('tenant'));
   };
 
@@ -139,10 +140,24 @@ function validateValueSetResponse(
   terminology: Terminology, tenant: string, access: Access, raw: OperationInput<typeof valueSetValidateCodeParams.spec>, id?: string, acceptLanguage?: string | null,
 ): SyncOrAsync<Response> {
   const input = valueSetValidateCodeInput(raw, id, acceptLanguage ?? undefined);
-  requireAccess(access, 'ValueSet', 'r');
+  requireWholeRead(access, 'ValueSet');
   // Awaited only when something must be read: the steady state takes no turn of the event loop here.
   const result = then(terminology.service.context(tenant), (context) => validateValueSetCode(input, { terminology: context }));
   return then(result, (r) => fhirJson(validationParametersJson(r)));
+}
+
+/**
+ * Throws 403 unless the token reads every resource of `type`: a terminology operation reads the
+ * tenant's terminology whole (the ValueSet or CodeSystem by id or url, the ValueSets and code systems
+ * it includes), not through the search engine, so a SMART v2 scope filter on the type
+ * (`system/ValueSet.rs?publisher=A`) could not narrow it: it is refused rather than ignored (a read of a
+ * ValueSet outside the filter is a 403; its `$expand` was answered).
+ */
+function requireWholeRead(access: Access, type: 'ValueSet' | 'CodeSystem'): void {
+  requireAccess(access, type, 'r');
+  if (access.filters?.(type, 'r') !== undefined) {
+    throw new FhirError('forbidden', `The access token reads ${type} only through a scope filter, which terminology operations cannot apply: they need read access to every ${type}`);
+  }
 }
 
 /** The stored CodeSystem at instance level (`CodeSystem/{id}/$...`, 404 when unknown). */

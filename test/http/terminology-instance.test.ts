@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { craftToken } from '../helpers/fhir.ts';
 import {
   ANIMALS,
   errorIssue,
@@ -107,6 +108,26 @@ describe('CodeSystem/{id}/$lookup', () => {
     const limited = await t.tokenFor('t1', ['system/ValueSet.read']);
     expect(errorIssue(await getOperation(t, limited, 'CodeSystem/animals-1/$lookup', { code: 'dog' }), 403).code).toBe('forbidden');
     expect(errorIssue(await getOperation(t, limited, 'CodeSystem/animals-1/$validate-code', { code: 'dog' }), 403).code).toBe('forbidden');
+  });
+});
+
+describe('terminology operations under a SMART v2 scope filter on their type', () => {
+  test('are refused (403): they read the terminology whole, and a ValueSet or CodeSystem outside the filter is not readable', async () => {
+    const valueSets = await craftToken(t, `system/ValueSet.rs?url=${VS}versioned system/CodeSystem.rs`);
+    expect((await t.request(`${t.fhir()}/ValueSet/mammals`, fhirInit(valueSets))).status).toBe(403);
+    for (const [path, query] of [['ValueSet/mammals/$expand', {}], ['ValueSet/$expand', { url: `${VS}mammals` }], ['ValueSet/versioned-1/$expand', {}],
+      ['ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code: 'dog' }], ['ValueSet/mammals/$validate-code', { system: ANIMALS, code: 'dog' }]] as const) {
+      expect({ path, code: errorIssue(await getOperation(t, valueSets, path, query), 403).code }).toEqual({ path, code: 'forbidden' });
+    }
+    const codeSystems = await craftToken(t, 'system/CodeSystem.rs?url=http://example.org/none system/ValueSet.rs');
+    expect((await t.request(`${t.fhir()}/CodeSystem/animals-1`, fhirInit(codeSystems))).status).toBe(403);
+    for (const [path, query] of [['CodeSystem/animals-1/$lookup', { code: 'dog' }], ['CodeSystem/$lookup', { system: ANIMALS, code: 'dog' }],
+      ['CodeSystem/animals-1/$validate-code', { code: 'dog' }], ['CodeSystem/$validate-code', { url: ANIMALS, code: 'dog' }]] as const) {
+      expect({ path, code: errorIssue(await getOperation(t, codeSystems, path, query), 403).code }).toEqual({ path, code: 'forbidden' });
+    }
+    // Unfiltered read of the type: answered.
+    expect(outcome(await getOperation(t, codeSystems, 'ValueSet/$validate-code', { url: `${VS}mammals`, system: ANIMALS, code: 'dog' })).result).toBe(true);
+    expect((await getOperation(t, valueSets, 'CodeSystem/animals-1/$lookup', { code: 'dog' })).status).toBe(200);
   });
 });
 

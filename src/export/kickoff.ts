@@ -118,8 +118,12 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   if (!wanted.length && bound?.whole) chosen = [bound.patient];
   if (wanted.length) {
     chosen = [];
+    // Whether a Patient exists is told only to a token that reads every Patient: to any other, a
+    // `patient` it may not read would be a 400 and one that does not exist a 202 (or the reverse), an
+    // answer its Patient read or search would not give. Its compartment is exported as named, perhaps empty.
+    const tells = members !== undefined || (req.access.can('Patient', 'r') && req.access.patientLimit('Patient', 'r') === undefined && req.access.filters?.('Patient', 'r') === undefined);
     for (const id of wanted) {
-      const known = members ? members.has(id) : (await readAsOf(deps.store, req.tenant, 'Patient', id, at)) !== null;
+      const known = members ? members.has(id) : !tells || (await readAsOf(deps.store, req.tenant, 'Patient', id, at)) !== null;
       if (known) chosen.push(id);
       else tolerate(req.lenient, issues, members ? `Patient/${id} is not a member of Group/${req.groupId}` : `Patient/${id} is not known`, 'patient');
     }

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { createTestApp, testClock, fhirInit, type TestApp } from '../helpers/app.ts';
+import { craftToken } from '../helpers/fhir.ts';
 import { download, eachStore, finish, kickOff, observation, patient, put, refs, remove } from '../helpers/export.ts';
 
 let t: TestApp;
@@ -159,6 +160,22 @@ await eachStore((kind, fresh) => {
         const manifest = await finish(t, token, lenient.headers.get('content-location')!);
         expect(refs(await download(t, token, manifest.output))).toEqual(withGroups('p4'));
         expect(JSON.stringify(await download(t, token, manifest.error))).toContain('ghost');
+      });
+
+      test('whether a patient exists is told only to a token that reads every Patient: to another, an unknown one is exported as named', async () => {
+        const params = (ids: string[]) => ({ resourceType: 'Parameters', parameter: [{ name: '_type', valueString: 'Observation' }, ...ids.map((id) => ({ name: 'patient', valueReference: { reference: `Patient/${id}` } }))] });
+        for (const scope of ['system/Observation.rs', 'system/Observation.rs system/Patient.rs?_id=p1']) {
+          const other = await craftToken(t, scope);
+          const exported = async (ids: string[]) => {
+            const res = await t.request(t.fhir() + '/Patient/$export', fhirInit(other, 'POST', params(ids)));
+            expect({ scope, ids, status: res.status }).toEqual({ scope, ids, status: 202 });
+            return refs(await download(t, other, (await finish(t, other, res.headers.get('content-location')!)).output));
+          };
+          expect(await exported(['p4', 'ghost'])).toEqual(['Observation/obs-p4']);
+          expect(await exported(['ghost'])).toEqual([]);
+        }
+        // A token that reads every Patient is told, as before.
+        expect((await t.request(t.fhir() + '/Patient/$export', fhirInit(await craftToken(t, 'system/Observation.rs system/Patient.rs'), 'POST', params(['ghost'])))).status).toBe(400);
       });
     });
   });

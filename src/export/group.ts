@@ -112,17 +112,24 @@ export interface GroupPatients {
  * does not resolve to a Patient stored at `at` are left out, each reported (Bulk Data 2.0 asks
  * problems to be reported in the manifest's `error` files rather than silently dropped).
  */
-export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined): Promise<GroupPatients> {
+export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined, checkPatients = true): Promise<GroupPatients> {
   const { named, issues } = await walk(store, tenant, id, at, base);
+  // Unchecked (for a token that may not be told which Patients exist): every Patient named is a member.
+  if (!checkPatients) return { patients: new Set(named.keys()), issues: bounded(issues, id) };
   const patients = await patientsAsOf(store, tenant, [...named.keys()], at);
   for (const [pid, places] of named) {
     if (!patients.has(pid)) for (const where of places) issues.push(memberIssue(where, 'not-found', 'refers to a Patient that does not exist'));
   }
+  return { patients, issues: bounded(issues, id) };
+}
+
+/** At most MAX_MEMBER_ISSUES of Group `id`'s member issues, and one saying how many more there were. */
+function bounded(issues: FhirIssue[], id: string): FhirIssue[] {
   if (issues.length > MAX_MEMBER_ISSUES) {
     const more = issues.length - MAX_MEMBER_ISSUES;
     issues.splice(MAX_MEMBER_ISSUES, more, issue('error', 'too-costly', `Group/${id}: ${more} more members do not resolve to a Patient and are not listed`));
   }
-  return { patients, issues };
+  return issues;
 }
 
 /** The ids of the Patients Group `id` names as members at `at`, without checking they exist. */

@@ -92,6 +92,16 @@ function patientIds(refs: string[], base: string | undefined): string[] {
 }
 
 /**
+ * Whether the export may tell `access` which Patients exist (an unknown `patient` a 400, a Group member
+ * naming no Patient a line of the error file): only when it reads every Patient. To any other token a
+ * Patient it may not read would answer otherwise than one that does not exist, which its Patient read
+ * or search would not tell it; the compartments named are exported as they stand, perhaps empty.
+ */
+function readsEveryPatient(access: Access): boolean {
+  return access.can('Patient', 'r') && access.patientLimit('Patient', 'r') === undefined && access.filters?.('Patient', 'r') === undefined;
+}
+
+/**
  * Which patients a Patient or Group export covers: stored with the job, or `any` compartment. A token
  * whose `patient/` scopes bind every exported type covers its patient alone (patient-bound.ts).
  */
@@ -108,7 +118,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     // A patient-context token reads a Group in its patient's compartment alone, as a REST read does.
     requireCompartment(req.access, resource, req.fhirBase, 'r');
     await requireFilter(req.access, 'r', resource, read.lastUpdated, match);
-    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase);
+    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase, readsEveryPatient(req.access));
     members = group.patients;
     requireMember(bound, members, req.groupId!);
     // Members that resolve to no Patient go to the manifest's error file, unless `patient` (or the token) picks others.
@@ -118,10 +128,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   if (!wanted.length && bound?.whole) chosen = [bound.patient];
   if (wanted.length) {
     chosen = [];
-    // Whether a Patient exists is told only to a token that reads every Patient: to any other, a
-    // `patient` it may not read would be a 400 and one that does not exist a 202 (or the reverse), an
-    // answer its Patient read or search would not give. Its compartment is exported as named, perhaps empty.
-    const tells = members !== undefined || (req.access.can('Patient', 'r') && req.access.patientLimit('Patient', 'r') === undefined && req.access.filters?.('Patient', 'r') === undefined);
+    const tells = members !== undefined || readsEveryPatient(req.access);
     for (const id of wanted) {
       const known = members ? members.has(id) : !tells || (await readAsOf(deps.store, req.tenant, 'Patient', id, at)) !== null;
       if (known) chosen.push(id);

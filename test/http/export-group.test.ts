@@ -92,6 +92,16 @@ await eachStore((kind, fresh) => {
           ['error', 'not-found', ['Group.member[2].entity'], "Group/g3: Group.member[2].entity 'Patient/ghost' refers to a Patient that does not exist; the member is not exported"],
           ['error', 'not-found', ['Group.member[4].entity'], "Group/g3: Group.member[4].entity 'Patient/gone' refers to a Patient that does not exist; the member is not exported"],
         ]);
+        // A token that does not read every Patient is not told which members' Patients exist: their
+        // compartments are exported as they stand (gone's Observation, which it may read, too).
+        for (const scope of ['system/Group.rs system/Observation.rs', 'system/Group.rs system/Observation.rs system/Patient.rs?_id=p1']) {
+          const other = await craftToken(t, scope);
+          const theirs = await finish(t, other, await kickOff(t, other, '/Group/g3/$export?_type=Observation'));
+          expect({ scope, refs: refs(await download(t, other, theirs.output)) }).toEqual({ scope, refs: ['Observation/obs-gone', 'Observation/obs-p1'] });
+          const texts = (await download(t, other, theirs.error)).OperationOutcome!.map((o) => (o.issue as Record<string, any>[])[0]!.diagnostics as string);
+          expect(texts.some((text) => text.includes('Patient that does not exist'))).toBe(false);
+          expect(texts.length).toBe(4);
+        }
       });
 
       test('a Group whose members all resolve has no error file; members of nested Groups are checked too', async () => {

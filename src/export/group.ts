@@ -45,7 +45,7 @@ function memberIssue(m: { group: string; index: number; reference?: string }, co
  * and issues for the members that name no Patient (no literal reference, `urn:` and other
  * unresolvable references, other types, Groups that do not exist).
  */
-async function walk(store: Store, tenant: string, id: string, at: number, base: string | undefined): Promise<{ named: Map<string, MemberAt[]>; issues: FhirIssue[] }> {
+async function walk(store: Store, tenant: string, id: string, at: number, base: string | undefined, readable?: GroupReadable): Promise<{ named: Map<string, MemberAt[]>; issues: FhirIssue[] }> {
   const named = new Map<string, MemberAt[]>();
   const issues: FhirIssue[] = [];
   const seen = new Set<string>();
@@ -57,6 +57,10 @@ async function walk(store: Store, tenant: string, id: string, at: number, base: 
     const v = await readAsOf(store, tenant, 'Group', next.id, at);
     if (!v) {
       if (next.from) issues.push(memberIssue(next.from, 'not-found', 'refers to a Group that does not exist'));
+      continue;
+    }
+    if (next.from && readable && !(await readable(v))) {
+      issues.push(memberIssue(next.from, 'forbidden', 'refers to a Group the access token may not read'));
       continue;
     }
     const group = JSON.parse(v.content) as Json;
@@ -74,6 +78,13 @@ async function walk(store: Store, tenant: string, id: string, at: number, base: 
   }
   return { named, issues };
 }
+
+/**
+ * Whether the kick-off's token may read a nested Group's version (its compartment and scope filters, as
+ * a REST read judges them): the members of one it may not read are not followed, or an export would
+ * tell them. Absent when the token reads every Group.
+ */
+export type GroupReadable = (v: ResourceVersion) => Promise<boolean>;
 
 /** Patient ids looked up per query. */
 const CHUNK = 500;
@@ -112,8 +123,8 @@ export interface GroupPatients {
  * does not resolve to a Patient stored at `at` are left out, each reported (Bulk Data 2.0 asks
  * problems to be reported in the manifest's `error` files rather than silently dropped).
  */
-export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined, checkPatients = true): Promise<GroupPatients> {
-  const { named, issues } = await walk(store, tenant, id, at, base);
+export async function groupPatients(store: Store, tenant: string, id: string, at: number, base: string | undefined, checkPatients = true, readable?: GroupReadable): Promise<GroupPatients> {
+  const { named, issues } = await walk(store, tenant, id, at, base, readable);
   // Unchecked (for a token that may not be told which Patients exist): every Patient named is a member.
   if (!checkPatients) return { patients: new Set(named.keys()), issues: bounded(issues, id) };
   const patients = await patientsAsOf(store, tenant, [...named.keys()], at);
@@ -133,6 +144,6 @@ function bounded(issues: FhirIssue[], id: string): FhirIssue[] {
 }
 
 /** The ids of the Patients Group `id` names as members at `at`, without checking they exist. */
-export async function groupMemberIds(store: Store, tenant: string, id: string, at: number, base: string | undefined): Promise<Set<string>> {
-  return new Set((await walk(store, tenant, id, at, base)).named.keys());
+export async function groupMemberIds(store: Store, tenant: string, id: string, at: number, base: string | undefined, readable?: GroupReadable): Promise<Set<string>> {
+  return new Set((await walk(store, tenant, id, at, base, readable)).named.keys());
 }

@@ -6,9 +6,9 @@ import type { Resource } from '../fhir/resource.ts';
 import { issue } from '../fhir/outcome.ts';
 import { parseReference } from '../fhir/references.ts';
 import { ID_PATTERN, R4_RESOURCE_TYPES } from '../fhir/resource-types.ts';
-import type { Condition, ExportPatient, SearchQuery, Store } from '../store/types.ts';
+import type { Condition, ExportPatient, ResourceVersion, SearchQuery, Store } from '../store/types.ts';
 import { parseElements } from './elements.ts';
-import { groupMemberIds, groupPatients, readAsOf } from './group.ts';
+import { groupMemberIds, groupPatients, readAsOf, type GroupReadable } from './group.ts';
 import type { ExportInput } from './kickoff-input.ts';
 import { patientBound, requireMember, requireOwnPatient, withinCompartment, type PatientBound } from './patient-bound.ts';
 import { parseSince } from './since.ts';
@@ -109,16 +109,23 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
   const wanted = [...new Set(patientIds(req.input.patients, req.fhirBase))];
   requireOwnPatient(bound, wanted);
   let members: Set<string> | undefined;
+  let readable: GroupReadable | undefined;
   if (req.level === 'group') {
     requireAccess(req.access, 'Group', 'r');
     const read = await readAsOf(deps.store, req.tenant, 'Group', req.groupId!, at);
     if (!read) throw new FhirError('not-found', `Group/${req.groupId} is not known`);
     const match = { exists: async (query: SearchQuery) => (await deps.store.resources.search(req.tenant, query)).length > 0 };
-    const resource = JSON.parse(read.content) as Resource;
-    // A patient-context token reads a Group in its patient's compartment alone, as a REST read does.
-    requireCompartment(req.access, resource, req.fhirBase, 'r');
-    await requireFilter(req.access, 'r', resource, read.lastUpdated, match);
-    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase, readsEveryPatient(req.access));
+    // A patient-context token reads a Group in its patient's compartment alone, as a REST read does;
+    // a nested Group is followed only when the token may read it so too.
+    const requireReadable = async (v: ResourceVersion) => {
+      const resource = JSON.parse(v.content) as Resource;
+      requireCompartment(req.access, resource, req.fhirBase, 'r');
+      await requireFilter(req.access, 'r', resource, v.lastUpdated, match);
+    };
+    await requireReadable(read);
+    const limited = req.access.patientLimit('Group', 'r') !== undefined || req.access.filters?.('Group', 'r') !== undefined;
+    readable = limited ? (v) => requireReadable(v).then(() => true, (err: unknown) => (err instanceof FhirError && err.category === 'forbidden' ? false : Promise.reject(err))) : undefined;
+    const group = await groupPatients(deps.store, req.tenant, req.groupId!, at, req.fhirBase, readsEveryPatient(req.access), readable);
     members = group.patients;
     requireMember(bound, members, req.groupId!);
     // Members that resolve to no Patient go to the manifest's error file, unless `patient` (or the token) picks others.
@@ -136,7 +143,7 @@ async function resolvePatients(deps: KickoffDeps, req: KickoffRequest, at: numbe
     }
   }
   if (!chosen) return { compartment: 'any' as const, patients: [] as ExportPatient[], joinedSince: false };
-  const before = since !== undefined && req.level === 'group' ? await groupMemberIds(deps.store, req.tenant, req.groupId!, since, req.fhirBase) : undefined;
+  const before = since !== undefined && req.level === 'group' ? await groupMemberIds(deps.store, req.tenant, req.groupId!, since, req.fhirBase, readable) : undefined;
   const patients = chosen.map((id): ExportPatient => ({ id, joined: before !== undefined && !before.has(id) }));
   return { compartment: 'job' as const, patients, joinedSince: before !== undefined };
 }

@@ -104,6 +104,23 @@ await eachStore((kind, fresh) => {
         }
       });
 
+      test('a nested Group the token may not read (outside its scope filter) is not followed: its members are not exported', async () => {
+        await put(t, { resourceType: 'Group', id: 'people', type: 'person', actual: true, member: [member('p1'), { entity: { reference: 'Group/animals' } }] });
+        await put(t, { resourceType: 'Group', id: 'animals', type: 'animal', actual: true, member: [member('p2')] });
+        clock.advance(1000);
+        const whole = await finish(t, token, await kickOff(t, token, '/Group/people/$export?_type=Observation'));
+        expect(refs(await download(t, token, whole.output))).toEqual(['Observation/obs-p1', 'Observation/obs-p2']);
+        const people = await craftToken(t, 'system/Group.rs?type=person system/Observation.rs system/Patient.rs');
+        expect((await t.request(t.fhir() + '/Group/animals', fhirInit(people))).status).toBe(403);
+        const theirs = await finish(t, people, await kickOff(t, people, '/Group/people/$export?_type=Observation'));
+        expect(refs(await download(t, people, theirs.output))).toEqual(['Observation/obs-p1']);
+        const issues = (await download(t, people, theirs.error)).OperationOutcome!.map((o) => (o.issue as Record<string, any>[])[0]!);
+        expect(issues.map((i) => [i.code, i.diagnostics])).toEqual([['forbidden', "Group/people: Group.member[1].entity 'Group/animals' refers to a Group the access token may not read; the member is not exported"]]);
+        // Nor does a patient in the unread Group count as a member for `patient`.
+        const named = await t.request(t.fhir() + '/Group/people/$export', fhirInit(people, 'POST', { resourceType: 'Parameters', parameter: [{ name: 'patient', valueReference: { reference: 'Patient/p2' } }] }));
+        expect(named.status).toBe(400);
+      });
+
       test('a Group whose members all resolve has no error file; members of nested Groups are checked too', async () => {
         const ok = await finish(t, token, await kickOff(t, token, '/Group/g2/$export'));
         expect(ok.error).toEqual([]);

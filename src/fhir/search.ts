@@ -489,7 +489,8 @@ function valueSetLocation(codes: CodeSet & { kind: 'value-set' }, base: string |
  * A hierarchy condition as a reference to each resource of the walk: from its resources, those whose
  * part-of (parent) parameter names one found (`below`), or those one found names so (`above`), round
  * after round until no new one comes, at most MAX_SEARCH_VALUES in all (more is a 400). The walk reads
- * the type as the token may search it (403 otherwise; its scope filter applies).
+ * the type as the token may search it (403 otherwise; its scope filter and a patient-context token's
+ * compartment apply).
  */
 async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyCondition): Promise<Condition> {
   const written = `${c.param}:${c.modifier}`;
@@ -497,6 +498,9 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
   if (!deps.store) throw new FhirError('not-supported', `':${c.modifier}' on a reference needs the store`, where);
   if (deps.access) requireAccess(deps.access, c.target, 's');
   const filter = deps.access ? accessFilter(deps.access, c.target, 's') : undefined;
+  // A patient-context token walks its patient's compartment alone, as a chain does (guardLinked).
+  const patient = deps.access?.patientLimit(c.target, 's');
+  const bound = patient !== undefined && patientCompartment().has(c.target) ? { compartment: patient } : {};
   const via = hierarchyParam(c.target)!.code;
   const found = new Set(c.ids);
   let frontier = [...found];
@@ -504,7 +508,7 @@ async function resolveHierarchy(deps: ResolveDeps, tenant: string, c: HierarchyC
     const condition: Condition = c.direction === 'below'
       ? { kind: 'token', param: via, values: frontier.map((id) => ({ system: c.target, value: id })), reference: true }
       : { kind: 'id', ids: frontier };
-    const rows = await deps.store.resources.search(tenant, { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1 });
+    const rows = await deps.store.resources.search(tenant, { type: c.target, where: filter ? [condition, filter] : [condition], sort: [], count: MAX_SEARCH_VALUES + 1, ...bound });
     const next = c.direction === 'below'
       ? rows.map((r) => r.id)
       : rows.flatMap((r) => indexEntries(JSON.parse(r.content) as Json, deps.fhirBase?.(tenant)).tokens.filter((e) => e.param === via && e.system === c.target).map((e) => e.value));

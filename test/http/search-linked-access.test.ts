@@ -70,6 +70,25 @@ for (const target of targets) {
       expect(await ids(p1, `Patient?_has:Condition:patient:code=${DIABETES}`)).toEqual(['p1']);
     });
 
+    test("a patient-context token's :below / :above walks only its compartment", async () => {
+      // p2's e1 and e2 (e2 part of e1); p1's e3 part of p2's e2, and e4 part of p2's e1.
+      const encounter = (id: string, patient: string, partOf?: string) => admin.put200({
+        resourceType: 'Encounter', id, status: 'finished', class: { code: 'AMB' }, subject: { reference: `Patient/${patient}` }, ...(partOf ? { partOf: { reference: `Encounter/${partOf}` } } : {}),
+      });
+      await encounter('e1', 'p2');
+      await encounter('e2', 'p2', 'e1');
+      await encounter('e3', 'p1', 'e2');
+      await encounter('e4', 'p1', 'e1');
+      expect(await ids(admin, 'Encounter?part-of:below=Encounter/e1')).toEqual(['e2', 'e3', 'e4']);
+      const p1 = await client('patient/*.rs', 'p1');
+      // Only what its own records name: e4 is part of e1 directly; that e3 is, through p2's e2, it may not learn.
+      expect(await ids(p1, 'Encounter?part-of:below=Encounter/e1')).toEqual(['e4']);
+      expect(await ids(p1, 'Encounter?part-of=Encounter/e2')).toEqual(['e3']);
+      // Upwards from e3: p2's e2 is named by e3 itself, but that e2 is part of e1 is p2's.
+      expect(await ids(admin, 'Encounter?part-of:above=Encounter/e3')).toEqual(['e2', 'e3', 'e4']);
+      expect(await ids(p1, 'Encounter?part-of:above=Encounter/e3')).toEqual(['e3']);
+    });
+
     test('_list: the items of Lists, ORed by comma, ANDed when repeated; List access is needed', async () => {
       await admin.put200({ resourceType: 'List', id: 'l1', status: 'current', mode: 'working', entry: [
         { item: { reference: 'Patient/p1' } }, { item: { reference: 'Patient/p2' } }, { item: { reference: 'Observation/o1' } },

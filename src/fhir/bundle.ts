@@ -87,6 +87,14 @@ function interactionOf(r: ResourceVersion): WriteMethod {
 }
 
 /**
+ * Whether the interaction that wrote live version `r` created the resource, and was answered 201: the
+ * store says so for history rows (version 1, or one after a deletion: a PUT that re-creates); else version 1.
+ */
+function createdBy(r: ResourceVersion): boolean {
+  return r.created ?? r.versionId === 1;
+}
+
+/**
  * A history Bundle (FHIR R4 3.1.0.11) as JSON text; deletions carry a request but no resource; `shape`:
  * `_summary` / `_elements`. `request.url` is the type for a POST, `Type/id` otherwise: the resource the
  * interaction wrote (the search of a conditional one is not kept).
@@ -97,7 +105,7 @@ export function historyJson(fhirBase: string, rows: ResourceVersion[], links: Bu
     const lastModified = new Date(r.lastUpdated).toISOString();
     const method = interactionOf(r);
     const url = JSON.stringify(method === 'POST' ? r.type : `${r.type}/${r.id}`);
-    const status = r.deleted ? '204' : r.versionId === 1 ? '201' : '200';
+    const status = r.deleted ? '204' : createdBy(r) ? '201' : '200';
     const resource = r.deleted ? '' : `"resource":${shape ? shape(r.content) : r.content},`;
     return `{"fullUrl":${fullUrl},${resource}"request":{"method":"${method}","url":${url}},"response":{"status":"${status}","etag":"W/\\"${r.versionId}\\"","lastModified":"${lastModified}"}}`;
   });

@@ -62,6 +62,32 @@ for (const target of targets) {
       expect(requests(batch.entry[0].resource)).toEqual(requests(await history('Patient/m1/_history')));
     });
 
+    test('response.status is the status the write was answered with: 201 for a PUT that creates or re-creates', async () => {
+      const statuses = (b: Json) => (b.entry ?? []).map((e: Json) => `${e.response.etag} ${e.request.method} ${e.response.status}`);
+      await ok(api.put('Patient/s1', { resourceType: 'Patient', id: 's1', active: true }), 201);
+      await ok(api.put('Patient/s1', { resourceType: 'Patient', id: 's1', active: false }));
+      await ok(api.del('Patient/s1'));
+      await ok(api.put('Patient/s1', { resourceType: 'Patient', id: 's1', active: true }), 201);
+      await ok(api.call('PATCH', 'Patient/s1', [{ op: 'replace', path: '/active', value: false }], JSON_PATCH));
+      await ok(api.del('Patient/s1'));
+      await ok(api.put('Patient/s1', { resourceType: 'Patient', id: 's1', gender: 'other' }), 201);
+      const expected = [
+        'W/"7" PUT 201', 'W/"6" DELETE 204', 'W/"5" PATCH 200', 'W/"4" PUT 201', 'W/"3" DELETE 204', 'W/"2" PUT 200', 'W/"1" PUT 201',
+      ];
+      expect(statuses(await history('Patient/s1/_history'))).toEqual(expected);
+      // One version a page: the version before each is on another page, and still read.
+      const paged: string[] = [];
+      for (let url: string | undefined = 'Patient/s1/_history?_count=1'; url; ) {
+        const page = await history(url);
+        paged.push(...statuses(page));
+        url = page.link.find((l: Json) => l.relation === 'next')?.url;
+      }
+      expect(paged).toEqual(expected);
+      const ofS1 = (b: Json) => statuses({ entry: b.entry.filter((e: Json) => e.fullUrl.endsWith('/Patient/s1')) });
+      expect(ofS1(await history('Patient/_history'))).toEqual(expected);
+      expect(ofS1(await history('_history'))).toEqual(expected);
+    });
+
     test('conditional create, update (matching, creating with and without an id), patch and delete', async () => {
       const id = (await ok(api.post('Patient', { resourceType: 'Patient', identifier: [{ system: 'urn:c', value: '1' }] }, { 'If-None-Exist': 'identifier=urn:c|1' }), 201)).id;
       await ok(api.put('Patient?identifier=urn:c|1', { resourceType: 'Patient', identifier: [{ system: 'urn:c', value: '1' }], active: true }));

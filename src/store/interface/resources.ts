@@ -23,6 +23,11 @@ export interface ResourceVersion {
    * version written before it was recorded (SQLite migration 27, PostgreSQL 30, `write_method`).
    */
   method?: WriteMethod;
+  /**
+   * On the rows of `history()`, for a live version: whether it made the resource exist, as the version
+   * before it is none (version 1) or a deletion (a PUT that re-creates), so that it was answered 201.
+   */
+  created?: boolean;
 }
 
 export interface VersionToWrite extends ResourceVersion {

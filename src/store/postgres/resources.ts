@@ -26,11 +26,12 @@ function toVersion(r: Row): ResourceVersion {
 }
 
 /** A history row: its method where it was recorded (NULL before migration 30). */
-type HistoryRow = Row & { method: WriteMethod | null };
+type HistoryRow = Row & { method: WriteMethod | null; revived: boolean | null };
 
 function toHistoryVersion(r: HistoryRow): ResourceVersion {
   const v = toVersion(r);
   if (r.method !== null) v.method = r.method;
+  if (!v.deleted) v.created = v.versionId === 1 || r.revived === true;
   return v;
 }
 

@@ -26,6 +26,10 @@ export function historyQuery(sql: Pg, tenant: string, q: HistoryQuery): Fragment
   const branch = (table: Fragment) => sql`(SELECT r.type, r.id, r.version_id, r.last_updated, r.deleted, r.content, r.method
     FROM ${table} r WHERE ${historyCondition(sql, tenant, q)}
     ORDER BY r.last_updated DESC, r.type DESC, r.id DESC, r.version_id DESC LIMIT ${q.count})`;
-  return sql`SELECT * FROM (${branch(sql`resources`)} UNION ALL ${branch(sql`resource_history`)}) h
-    ORDER BY last_updated DESC, type DESC, id DESC, version_id DESC LIMIT ${q.count}`;
+  // `revived`: whether the version before a live one is a deletion (ResourceVersion.created), by the history's primary key.
+  return sql`SELECT p.*, CASE WHEN NOT p.deleted AND p.version_id > 1 THEN (SELECT b.deleted FROM resource_history b
+      WHERE b.tenant = ${tenant} AND b.type = p.type AND b.id = p.id AND b.version_id < p.version_id ORDER BY b.version_id DESC LIMIT 1) END AS revived
+    FROM (SELECT * FROM (${branch(sql`resources`)} UNION ALL ${branch(sql`resource_history`)}) h
+    ORDER BY last_updated DESC, type DESC, id DESC, version_id DESC LIMIT ${q.count}) p
+    ORDER BY p.last_updated DESC, p.type DESC, p.id DESC, p.version_id DESC`;
 }

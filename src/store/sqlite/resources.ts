@@ -35,11 +35,12 @@ export function toVersion(r: Row): ResourceVersion {
 }
 
 /** A history row: its method where it was recorded (NULL before migration 27). */
-type HistoryRow = Row & { method: WriteMethod | null };
+type HistoryRow = Row & { method: WriteMethod | null; revived: number | null };
 
 function toHistoryVersion(r: HistoryRow): ResourceVersion {
   const v = toVersion(r);
   if (r.method !== null) v.method = r.method;
+  if (!v.deleted) v.created = v.versionId === 1 || r.revived === 1;
   return v;
 }
 
@@ -310,8 +311,12 @@ function historyRows(db: Database, tenant: string, query: HistoryQuery): History
   }
   const cond = where.join(' AND ');
   const cols = `${COLS}, method`;
+  const order = 'ORDER BY last_updated DESC, type DESC, id DESC, version_id DESC';
+  // `revived`: whether the version before a live one is a deletion (ResourceVersion.created), by the history's primary key.
   const sql =
-    `SELECT ${cols} FROM (SELECT ${cols} FROM resources WHERE ${cond} UNION ALL SELECT ${cols} FROM resource_history WHERE ${cond}) ` +
-    'ORDER BY last_updated DESC, type DESC, id DESC, version_id DESC LIMIT ?';
-  return db.query<HistoryRow, (string | number)[]>(sql).all(...params, ...params, query.count);
+    `SELECT p.*, CASE WHEN p.deleted = 0 AND p.version_id > 1 THEN (SELECT b.deleted FROM resource_history b ` +
+    'WHERE b.tenant = ? AND b.type = p.type AND b.id = p.id AND b.version_id < p.version_id ORDER BY b.version_id DESC LIMIT 1) END AS revived ' +
+    `FROM (SELECT ${cols} FROM (SELECT ${cols} FROM resources WHERE ${cond} UNION ALL SELECT ${cols} FROM resource_history WHERE ${cond}) ` +
+    `${order} LIMIT ?) p ${order}`;
+  return db.query<HistoryRow, (string | number)[]>(sql).all(tenant, ...params, ...params, query.count);
 }

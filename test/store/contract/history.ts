@@ -107,6 +107,23 @@ export function historyContract(store: () => Store) {
       expect(await s.resources.vread(t, 'Patient', 'p1', 2)).not.toHaveProperty('method');
     });
 
+    test('history says of each live version whether it made the resource exist: version 1, or the one after a deletion', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.resources.write(t, (w) => w.insertNew([version('Patient', 'p1', { lastUpdated: 1_000, method: 'PUT' })]));
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 2_000, method: 'PUT' });
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 3_000, deleted: true });
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 4_000, method: 'PUT' });
+      await save(s, t, 'Patient', 'p1', { lastUpdated: 5_000, method: 'PATCH' });
+      const expected = [[5, false], [4, true], [3, undefined], [2, false], [1, true]];
+      const h = await s.resources.history(t, { type: 'Patient', id: 'p1', count: 10 });
+      expect(h.map((r) => [r.versionId, r.created])).toEqual(expected);
+      expect((await s.resources.history(t, { count: 10 })).map((r) => [r.versionId, r.created])).toEqual(expected);
+      // Read a page at a time, the version before is still found.
+      expect((await s.resources.history(t, { count: 1, before: { lastUpdated: 5_000, type: 'Patient', id: 'p1', versionId: 5 } }))[0]!.created).toBe(true);
+      expect(await s.resources.read(t, 'Patient', 'p1')).not.toHaveProperty('created');
+    });
+
     test('put without current() replaces an existing resource and keeps its history', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -45,14 +45,18 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
 export type OperationCall = (method: 'GET' | 'POST', url: string, body?: Json) => Promise<{ status: number; body: Json | undefined; chars: number }>;
 
 /**
- * An operation entry's response: its status, and its result as `resource`, or its OperationOutcome as
+/**
+ * An operation entry's response, or a `metadata` entry's (Entry.capabilities, the same request to the
+ * REST API): its status, and its result as `resource` (none for a HEAD), or its OperationOutcome as
  * `outcome`. Its answer is taken from the Bundle's read budget, as a GET entry's resources are.
  */
-async function operationEntry(entry: Entry, operation: OperationCall | undefined, budget: ReadBudget): Promise<Json> {
+export async function operationEntry(entry: Entry, operation: OperationCall | undefined, budget?: ReadBudget): Promise<Json> {
   const at = `Bundle.entry[${entry.index}]`;
-  if (operation === undefined) throw new FhirError('not-supported', `${at}: operations are not invoked here`, { expression: [`${at}.request.url`] });
+  const what = entry.capabilities === undefined ? 'operations are' : 'metadata is';
+  if (operation === undefined) throw new FhirError('not-supported', `${at}: ${what} not invoked here`, { expression: [`${at}.request.url`] });
   // Spent before the entry: not invoked; spent by it: its answer is not kept.
   const spend = (chars: number) => {
+    if (budget === undefined) return;
     try {
       chargeAnswer(budget, chars);
     } catch (err) {
@@ -60,11 +64,11 @@ async function operationEntry(entry: Entry, operation: OperationCall | undefined
     }
   };
   spend(0);
-  const { status, body, chars } = await operation(entry.method as 'GET' | 'POST', entry.operation!, entry.resource as Json | undefined);
+  const { status, body, chars } = await operation(entry.method as 'GET' | 'POST', (entry.operation ?? entry.capabilities)!, entry.resource as Json | undefined);
   spend(chars);
   const response: Json = { status: `${status} ${STATUS_CODES[status] ?? ''}`.trim() };
   if (status >= 400) return { response: body?.resourceType === 'OperationOutcome' ? { ...response, outcome: body } : response };
-  return body === undefined ? { response } : { resource: body, response };
+  return body === undefined || entry.head ? { response } : { resource: body, response };
 }
 
 /**
@@ -86,7 +90,7 @@ export async function batch(deps: FhirDeps, req: FhirRequest, entries: Entry[], 
       continue;
     }
     try {
-      if (entry.operation !== undefined) {
+      if (entry.operation !== undefined || entry.capabilities !== undefined) {
         out.push(await operationEntry(entry, operation, budget));
         continue;
       }

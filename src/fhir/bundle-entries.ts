@@ -4,6 +4,8 @@ import { entryPatch, underEntry, type PatchDocument } from './patch.ts';
 import { asResource, noEndpoint, withoutId, type Resource } from './resource.ts';
 import { strictQuery } from './query-encoding.ts';
 import { hasEndpoint, ID_PATTERN, isResourceType } from './resource-types.ts';
+import { instanceShape } from './subset.ts';
+import { metadataMode } from './terminology-capabilities.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
 
@@ -44,6 +46,11 @@ export interface Entry {
    * FHIR base, query included; its `resource` the POSTed input (a Parameters, or the resource some take).
    */
   operation?: string;
+  /**
+   * GET (or HEAD) `metadata`: its `request.url` relative to the FHIR base, query included (`mode`,
+   * `_summary`, `_elements`), answered as `GET [base]/metadata` is (http.html: any interaction may be an entry).
+   */
+  capabilities?: string;
 }
 
 /** Where an entry is in its Bundle: `Bundle.entry[n]`. */
@@ -174,6 +181,26 @@ function operationUrl(index: number, url: string, base: string, verb: string): {
   return { url: rel, type: type! };
 }
 
+/**
+ * The `request.url` of a GET of the capabilities (`metadata`, with its query), relative to the FHIR base,
+ * or undefined when `url` names something else. Its `mode` is checked here (a 400 for this entry), so
+ * that a transaction, which answers it after its writes commit, cannot fail on it then.
+ */
+function capabilitiesUrl(index: number, url: string, base: string): string | undefined {
+  const rel = relativeUrl(url, base);
+  const q = rel.indexOf('?');
+  if ((q < 0 ? rel : rel.slice(0, q)) !== 'metadata') return undefined;
+  try {
+    const query = strictQuery(q < 0 ? '' : rel.slice(q + 1));
+    metadataMode(query.get('mode') ?? undefined);
+    instanceShape(query, false);
+  } catch (err) {
+    if (!(err instanceof FhirError)) throw err;
+    fail(index, err.message, 'request.url');
+  }
+  return rel;
+}
+
 /** The conditional-read elements of a GET entry's request (FHIR R4 Bundle.entry.request). */
 function readConditions(index: number, entry: Entry, request: Record<string, unknown>): void {
   if (typeof request.ifNoneMatch === 'string') entry.ifNoneMatch = request.ifNoneMatch;
@@ -201,6 +228,14 @@ function parseEntry(raw: unknown, index: number, base: string): Entry {
   const verb = request.method as Method | 'HEAD';
   if (!['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'].includes(verb)) fail(index, `request.method '${request.method}' is not supported`, 'request.method');
   const method: Method = verb === 'HEAD' ? 'GET' : verb;
+  const capabilities = method === 'GET' ? capabilitiesUrl(index, request.url as string, base) : undefined;
+  if (capabilities !== undefined) {
+    if (e.resource !== undefined) fail(index, `a ${verb} of metadata carries no resource`, 'resource');
+    const entry: Entry = { index, method, type: '', capabilities };
+    if (typeof e.fullUrl === 'string') entry.fullUrl = e.fullUrl;
+    if (verb === 'HEAD') entry.head = true;
+    return entry;
+  }
   const operation = operationUrl(index, request.url as string, base, verb);
   if (operation !== undefined) {
     const entry: Entry = { index, method, type: operation.type, operation: operation.url };

@@ -1,5 +1,5 @@
 import { FhirError } from '../errors.ts';
-import { batch, type OperationCall } from './batch.ts';
+import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
@@ -42,7 +42,7 @@ function checkTargets(planned: Planned[]): void {
  * GET entries are checked before the commit (access, parameters, the target's existence after the
  * writes) and read after it, so a failing GET cannot leave the writes half-reported.
  */
-async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope): Promise<Json[]> {
+async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], base: string, settle: Settle, scope?: FullUrlScope, operation?: OperationCall): Promise<Json[]> {
   const { planned, ids } = await plan(deps, req, entries, base, scope?.get.bind(scope));
   checkTargets(planned);
   const pending = await rewriteReferences(deps, req, planned, ids, base, scope);
@@ -54,8 +54,13 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   await requireEntriesInReach(deps, req, planned);
   const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
-  for (const p of reads) checkRead(req, p.entry);
-  for (const p of reads) await checkReadDeletion(deps, req, p.entry);
+  for (const p of reads) if (p.entry.capabilities === undefined) checkRead(req, p.entry);
+  for (const p of reads) if (p.entry.capabilities === undefined) await checkReadDeletion(deps, req, p.entry);
+  // `metadata` is answered after the commit, as the other reads (its query was checked with the Bundle).
+  if (operation === undefined) {
+    const metadata = reads.find((p) => p.entry.capabilities !== undefined);
+    if (metadata) await operationEntry(metadata.entry, undefined);
+  }
   const out: Json[] = new Array(entries.length);
   const opts = putOptions(deps, req, deps.clock.now());
   await writeTx(deps, req.tenant, async (w) => {
@@ -69,13 +74,13 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     requireVersionsWritten(versions, out);
     for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
     await requireReferences(deps, w, req.tenant, entryResources(planned));
-    for (const p of reads) await checkReadTarget(w, p.entry, deps.core);
+    for (const p of reads) if (p.entry.capabilities === undefined) await checkReadTarget(w, p.entry, deps.core);
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);
   const budget = readBudget();
   for (const p of reads) {
     try {
-      out[p.entry.index] = await readEntry(deps, req, p.entry, base, budget);
+      out[p.entry.index] = p.entry.capabilities === undefined ? await readEntry(deps, req, p.entry, base, budget) : await operationEntry(p.entry, operation, budget);
     } catch (err) {
       // The writes are committed: a read that fails now (a concurrent delete) is reported in its entry.
       if (!(err instanceof FhirError)) throw err;
@@ -139,7 +144,7 @@ export async function processBundle(deps: FhirDeps, req: FhirRequest, body: unkn
     withStaticIds(entries, base);
     const conditions = writeConditions(entries);
     const attemptOf = entriesPerAttempt(entries, conditions.length > 0);
-    out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope));
+    out = await exclusively(deps, req.tenant, conditions, (settle, attempt) => transaction(deps, req, attemptOf(attempt), base, settle, scope, operation));
   } else {
     // The batch's own problems fail it whole; those of an entry's request or fullUrl are that entry's.
     const byEntry = new Map<number, ValidationIssue[]>();

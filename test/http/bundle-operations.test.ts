@@ -3,7 +3,8 @@
  * operations included; http-verb HEAD): a batch's `GET ValueSet/$expand?...` or `POST
  * ValueSet/$validate-code` (as HL7's validator sends its batches to a terminology server) answers as
  * the same request to the REST API, with the Bundle's token; a transaction refuses operations, which
- * would run outside it. On both databases.
+ * would run outside it. `GET metadata` (capabilities, an interaction too) answers as the REST API does,
+ * in a batch and in a transaction (after its writes). On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -103,6 +104,50 @@ await eachStore((kind, fresh) => {
       }
       const missing = (await (await bundle('batch', [{ request: { method: 'HEAD', url: 'Patient/nobody' } }])).json()) as Json;
       expect(missing.entry[0].response.status).toBe('404 Not Found');
+    });
+
+    test('GET metadata in a batch answers the CapabilityStatement (or TerminologyCapabilities) as GET metadata does', async () => {
+      const res = await bundle('batch', [
+        { request: { method: 'GET', url: 'metadata' } },
+        { request: { method: 'GET', url: 'metadata?mode=terminology' } },
+        { request: { method: 'GET', url: `${t.fhir('t1')}/metadata?_summary=true` } },
+        { request: { method: 'HEAD', url: 'metadata' } },
+        { request: { method: 'GET', url: 'metadata?mode=everything' } },
+        { request: { method: 'GET', url: 'Patient/p1' } },
+      ]);
+      expect(res.status).toBe(200);
+      const out = (await res.json()) as Json;
+      expect(out.entry.map((e: Json) => e.response.status)).toEqual(['200 OK', '200 OK', '200 OK', '200 OK', '400 Bad Request', '200 OK']);
+      const direct = async (path: string) => (await (await api.get(path)).json()) as Json;
+      expect(out.entry[0].resource).toEqual(await direct('metadata'));
+      expect(out.entry[0].resource.resourceType).toBe('CapabilityStatement');
+      expect(out.entry[1].resource).toEqual(await direct('metadata?mode=terminology'));
+      expect(out.entry[1].resource.resourceType).toBe('TerminologyCapabilities');
+      expect(out.entry[2].resource).toEqual(await direct('metadata?_summary=true'));
+      expect(out.entry[3].resource).toBeUndefined();
+      expect(out.entry[4].response.outcome.issue[0].expression).toEqual(['Bundle.entry[4].request.url']);
+      expect(out.entry[4].response.outcome.issue[0].diagnostics ?? out.entry[4].response.outcome.issue[0].details.text).toContain("mode 'everything'");
+    });
+
+    test('GET metadata in a transaction is answered after its writes, which mode=terminology lists; a bad mode fails it whole', async () => {
+      const url = 'http://example.org/cs/bundle-metadata';
+      const res = await bundle('transaction', [
+        { request: { method: 'GET', url: 'metadata?mode=terminology' } },
+        { request: { method: 'GET', url: 'metadata' } },
+        { request: { method: 'PUT', url: 'CodeSystem/bm' }, resource: { resourceType: 'CodeSystem', id: 'bm', url, status: 'active', content: 'complete', concept: [{ code: 'a' }] } },
+      ]);
+      expect(res.status).toBe(200);
+      const out = (await res.json()) as Json;
+      expect(out.entry.map((e: Json) => e.response.status)).toEqual(['200 OK', '200 OK', '201 Created']);
+      expect(out.entry[0].resource.codeSystem.map((c: Json) => c.uri)).toContain(url);
+      expect(out.entry[1].resource).toEqual((await (await api.get('metadata')).json()) as Json);
+      const before = await countVersions(t);
+      const bad = await expectOutcome(await bundle('transaction', [
+        { request: { method: 'PUT', url: 'Patient/p9' }, resource: { resourceType: 'Patient', id: 'p9' } },
+        { request: { method: 'GET', url: 'metadata?mode=x' } },
+      ]), 400);
+      expect(bad.issue[0].expression).toEqual(['Bundle.entry[1].request.url']);
+      expect(await countVersions(t)).toBe(before);
     });
   });
 });

@@ -2,6 +2,7 @@ import { FhirError } from '../errors.ts';
 
 /** Kick-off parameters as sent, before validation (Bulk Data 2.0 "Query Parameters"). */
 export interface ExportInput {
+  /** Where the parameters were read: `GET` from a query string (a GET's, or a POST's without a body), `POST` from a Parameters body. */
   method: 'GET' | 'POST';
   outputFormat: string[];
   since: string[];
@@ -101,12 +102,8 @@ function entryValue(p: ParamEntry): string | undefined {
   return undefined;
 }
 
-/**
- * A POST kick-off takes its parameters in the body (Bulk Data 2.0), and its manifest `request` leaves
- * the URL's out: a parameter in its URL is refused (a 400 naming it), never ignored, since ignoring
- * `_type` or `_since` would silently export more than the client asked for.
- */
-function refuseUrlParameters(search: string): void {
+/** The names of the export parameters in a query string (`_format` and `_pretty` are the FHIR layer's). */
+function urlParameters(search: string): string[] {
   const names = new Set<string>();
   for (const pair of search.replace(/^\?/, '').split('&')) {
     if (!pair) continue;
@@ -114,19 +111,35 @@ function refuseUrlParameters(search: string): void {
     const name = decode(eq < 0 ? pair : pair.slice(0, eq), 'query');
     if (!PASS_THROUGH.has(name)) names.add(name);
   }
-  if (!names.size) return;
-  const list = [...names];
-  throw new FhirError('invalid', `A POST kick-off takes its parameters in the Parameters body, not in the URL: move ${list.map((n) => `'${n}'`).join(', ')} into the body, or use GET`, {
-    expression: list,
-  });
+  return [...names];
 }
 
 /**
- * Reads a POST kick-off's Parameters resource (Bulk Data 2.0: parameters in a FHIR Parameters body);
- * `search` is the URL's query string, which may hold only `_format` and `_pretty`.
+ * Reads a POST kick-off: its parameters in a Parameters body (Bulk Data 2.0), or, with no body (or a
+ * Parameters holding none), in its URL as a GET's, read by the same rules (inputFromQuery: MedplumClient's
+ * `bulkExport` posts `$export?_type=...` without a body, as HAPI FHIR and Medplum take it). Both at once
+ * is a 400 naming the URL's parameters, never one set ignored: ignoring `_type` or `_since` would
+ * silently export more than the client asked for, and merging two lists of one parameter is a guess.
  */
-export function inputFromParameters(body: unknown, search = ''): ExportInput {
-  refuseUrlParameters(search);
+export function inputFromPost(body: unknown, search = ''): ExportInput {
+  const inUrl = urlParameters(search);
+  const empty = body === undefined || (isParameters(body) && (body.parameter === undefined || (Array.isArray(body.parameter) && body.parameter.length === 0)));
+  if (empty && inUrl.length > 0) return inputFromQuery(search);
+  if (body === undefined) return inputFromParameters({ resourceType: 'Parameters' });
+  if (inUrl.length > 0 && isParameters(body)) {
+    throw new FhirError('invalid', `A POST kick-off takes its parameters in the URL or in its Parameters body, not both: move ${inUrl.map((n) => `'${n}'`).join(', ')} into the body, or send no body`, {
+      expression: inUrl,
+    });
+  }
+  return inputFromParameters(body);
+}
+
+function isParameters(body: unknown): body is { resourceType: 'Parameters'; parameter?: unknown } {
+  return body !== null && typeof body === 'object' && (body as { resourceType?: unknown }).resourceType === 'Parameters';
+}
+
+/** Reads a POST kick-off's Parameters resource (Bulk Data 2.0: parameters in a FHIR Parameters body). */
+export function inputFromParameters(body: unknown): ExportInput {
   const b = body as { resourceType?: unknown; parameter?: unknown } | null;
   if (!b || typeof b !== 'object' || b.resourceType !== 'Parameters') {
     throw new FhirError('invalid', 'A POST kick-off takes a Parameters resource');

@@ -168,7 +168,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   for (const name of new Set(input.unknown)) tolerate(lenient, issues, `Parameter '${name}' is not supported by $export`, name);
   // Read as absent, an empty `_type` or `_typeFilter` would export more than a client that meant to name some asked for.
   for (const name of input.empty) tolerate(lenient, issues, `${name} is given but names nothing: name at least one value, or leave ${name} out`, name);
-  if (input.patients.length && input.method === 'GET') throw new FhirError('invalid', 'patient is accepted only in a POST kick-off (Bulk Data 2.0)', { expression: ['patient'] });
+  if (input.patients.length && input.method === 'GET') throw new FhirError('invalid', 'patient is accepted only in the Parameters body of a POST kick-off (Bulk Data 2.0), not in a URL', { expression: ['patient'] });
   if (input.patients.length && level === 'system') tolerate(lenient, issues, 'patient does not apply to a system-level export', 'patient');
   const selection = selectTypes(level, input.types, input.includeAssociatedData, req.access, lenient);
   issues.push(...selection.issues);

@@ -2,11 +2,11 @@ import { Hono, type Context } from 'hono';
 import { FhirError } from '../errors.ts';
 import { openDownload } from '../export/download.ts';
 import { kickOff, type KickoffDeps } from '../export/kickoff.ts';
-import { inputFromParameters, inputFromQuery } from '../export/kickoff-input.ts';
+import { inputFromPost, inputFromQuery } from '../export/kickoff-input.ts';
 import type { ExportLevel } from '../export/spec.ts';
 import { cancelExport, exportStatus, type StatusDeps, type StatusRequest } from '../export/status.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
-import { readFhirBody } from './body.ts';
+import { readOptionalFhirBody } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
 import { textResponse } from './content-coding.ts';
@@ -49,8 +49,9 @@ export function exportRoutes(deps: ExportRouteDeps): Hono<AppEnv> {
     // Before anything is read: each job is kept, with its parameters and patients, until its files expire.
     throttle(deps.limits.kickoff, `${c.get('tenant')}\u0000${c.get('access').clientId}`, 'This client started too many exports in the last minute');
     const url = new URL(c.req.url);
-    const input = c.req.method === 'POST' ? inputFromParameters(await readFhirBody(c.req.raw, deps.maxBodyBytes), url.search) : inputFromQuery(url.search);
-    const requestUrl = `${deps.baseUrl}${c.req.path}${c.req.method === 'GET' ? url.search : ''}`;
+    const input = c.req.method === 'POST' ? inputFromPost(await readOptionalFhirBody(c.req.raw, deps.maxBodyBytes), url.search) : inputFromQuery(url.search);
+    // The manifest's `request` is the kick-off as sent: with its query when the parameters were there.
+    const requestUrl = `${deps.baseUrl}${c.req.path}${input.method === 'GET' ? url.search : ''}`;
     const sreq = statusRequest(c, deps.baseUrl);
     const id = await kickOff(deps, {
       tenant: sreq.tenant, access: sreq.access, level, input, requestUrl, fhirBase: sreq.fhirBase,

@@ -302,11 +302,17 @@ await eachStore((kind, fresh) => {
       expect(param(lookup, 'display')?.valueString).toBe('Lime');
     });
 
-    test('bulk export through its async request machinery; bulkExport, which puts its parameters in the URL of a POST, is refused', async () => {
+    test('bulk export through its async request machinery: bulkExport, which puts its parameters in the URL of a POST without a body, and a Parameters body', async () => {
       const p = await m.createResource<Json>({ resourceType: 'Patient', name: [{ family: 'Exported' }] });
-      // Bulk Data 2.0 takes a POST kick-off's parameters in a Parameters body, not in its URL.
-      const refused = await outcomeOf(m.bulkExport('', 'Patient'));
-      expect(refused.issue[0].severity).toBe('error');
+      // A POST kick-off without a body takes its parameters from its URL, as a GET's.
+      const exported = m.bulkExport('', 'Patient', undefined, { pollStatusOnAccepted: true, pollStatusPeriod: 20 }) as Promise<Json>;
+      await Bun.sleep(10);
+      await runExports(t);
+      const byUrl = await exported;
+      expect(byUrl.request).toBe(`${m.fhirUrl('$export').toString()}?_type=Patient`);
+      expect(byUrl.output.map((o: Json) => o.type)).toEqual(['Patient']);
+      const exportedLines = (await (await m.download(byUrl.output[0].url)).text()).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Json);
+      expect(exportedLines.map((r) => r.id)).toContain(p.id);
       const pending = m.startAsyncRequest<Json>(m.fhirUrl('$export').toString(), {
         headers: { 'Content-Type': 'application/fhir+json' },
         body: JSON.stringify({ resourceType: 'Parameters', parameter: [{ name: '_type', valueString: 'Patient' }] }),

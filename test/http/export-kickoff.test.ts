@@ -55,13 +55,13 @@ describe('kick-off', () => {
     expect(refs(await download(t, token, manifest.output))).toEqual(['Patient/p1', 'Patient/p2']);
   });
 
-  test('POST with parameters in the URL is a 400 naming them, not an export of everything', async () => {
+  test('POST with parameters both in the URL and in its Parameters body is a 400 naming them, not one set ignored', async () => {
     for (const query of ['?_type=Patient', '?_since=2026-01-01T00:00:00Z&_type=Patient']) {
-      const res = await post(`/$export${query}`, []);
+      const res = await post(`/$export${query}`, [{ name: '_type', valueString: 'Observation' }]);
       expect(res.status).toBe(400);
       const text = await outcomeText(res);
       expect(text).toContain("'_type'");
-      expect(text).toContain('Parameters body');
+      expect(text).toContain('not both');
     }
     const lenient = await post('/Patient/$export?_type=Patient', [{ name: '_type', valueString: 'Patient' }], { Prefer: 'handling=lenient' });
     expect(lenient.status).toBe(400);

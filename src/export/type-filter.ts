@@ -8,7 +8,7 @@ import { isResourceType } from '../fhir/resource-types.ts';
 import type { Condition } from '../store/types.ts';
 
 /** Search result parameters that Bulk Data 2.0 forbids in `_typeFilter` (and others a filter cannot mean). */
-const NOT_FILTERS = new Set(['_include', '_revinclude', '_sort', '_count', '_summary', '_total', '_elements', '_contained', '_containedType', '_format', '_pretty', '_cursor']);
+const NOT_FILTERS = new Set(['_include', '_revinclude', '_sort', '_count', '_offset', '_summary', '_total', '_elements', '_contained', '_containedType', '_format', '_pretty', '_cursor']);
 
 export interface TypeFilters {
   filters: Record<string, Condition[][]>;

@@ -13,15 +13,19 @@ export interface BundleLink {
  * `first` and `previous` for a page after the first (PageLinks), and `next` with its cursor.
  */
 export function searchLinks(base: string, path: string, self: URLSearchParams, next?: string, page?: PageLinks): BundleLink[] {
-  const at = (cursor: string | null) => {
+  const at = (cursor: string | null, offset?: number) => {
     const q = new URLSearchParams(self);
     if (cursor !== null) q.set('_cursor', cursor);
+    if (offset !== undefined) q.set('_offset', String(offset));
     return `${base}${path}${q.size ? '?' + q : ''}`;
   };
-  // A page asked with a cursor links itself with it, the first page, and (by offset) the previous one.
-  const out: BundleLink[] = [{ relation: 'self', url: at(page?.cursor ?? null) }];
+  const offset = page?.offset;
+  // A page asked with a cursor links itself with it, the first page, and (by offset) the previous one;
+  // one asked by `_offset` itself with it, the first page, and the page `_count` before.
+  const out: BundleLink[] = [{ relation: 'self', url: offset ? at(null, offset.at) : at(page?.cursor ?? null) }];
   if (page) out.push({ relation: 'first', url: at(null) });
-  if (page?.previous !== undefined) out.push({ relation: 'previous', url: at(page.previous) });
+  if (offset?.previous !== undefined) out.push({ relation: 'previous', url: offset.previous === null ? at(null) : at(null, offset.previous) });
+  else if (page?.previous !== undefined) out.push({ relation: 'previous', url: at(page.previous) });
   if (next) out.push({ relation: 'next', url: at(next) });
   return out;
 }

@@ -57,6 +57,8 @@ export async function conditionMatches(
   const params = new URLSearchParams(query);
   if (containedMode(params)) throw new FhirError('invalid', `${where}: condition '${showCondition(type, query)}' cannot use _contained (it selects one ${type})`, { expression: ['_contained'] });
   params.set('_count', String(count));
+  // A result parameter selects nothing: a condition's matches are all of them, whatever `_offset` skips.
+  params.delete('_offset');
   return (await searchResources(deps, req, type, params, true)).rows;
 }
 

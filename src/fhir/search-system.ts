@@ -21,6 +21,7 @@ import {
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
+import { checkOffset, searchAtOffset } from './search-offset.ts';
 import { containedMode } from './search-contained.ts';
 import { foreignInclude, ignoredInclude, unreachableRevinclude } from './revinclude-reach.ts';
 import { includedSubset, shaper } from './subset.ts';
@@ -141,7 +142,13 @@ export interface TypeSearch {
 export async function searchTypes(
   deps: FhirDeps, req: FhirRequest, given: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
-  const params = withoutEmptyResultParams(given);
+  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => pageTypes(deps, req, params, strict, compartment));
+}
+
+/** A page of a search across types, from its start or its `_cursor` (searchTypes). */
+async function pageTypes(
+  deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string,
+): Promise<SearchResult> {
   const { types, own, sort, limit, includes, revincludes, ignored, taken } = prepareAcross(req, params, strict, compartment);
   // Each type the tenant holds resources of (or the core has some: CodeSystem, ValueSet) is searched
   // with the same parameters, compiled and checked for that type; the first type is compiled in any
@@ -183,11 +190,14 @@ export function checkSearchTypes(req: FhirRequest, given: URLSearchParams, compa
 function prepareAcross(req: FhirRequest, params: URLSearchParams, strict: boolean, compartment?: string) {
   if (containedMode(params)) throw new FhirError('not-supported', '_contained searches one type (GET [base]/[type]?_contained=true)', { expression: ['_contained'] });
   const types = typesOf(req, compartment === undefined ? REST_RESOURCE_TYPES : compartmentTypes(), params.get('_type'));
+  checkOffset(params, strict);
   const own = new URLSearchParams();
   for (const [key, value] of params) {
     // `_type` takes no modifier; the result parameters' are checked as a type-level search checks them (compileSearch).
     if (key.startsWith('_type:')) checkControlModifier(key, '_type');
     if (key === '_type' || key === '_cursor' || key === '_sort' || key === '_count' || key.startsWith('_include') || key.startsWith('_revinclude')) continue;
+    // Checked on the whole query (with its `_cursor`), which searchAtOffset reads it from.
+    if (key.split(':', 1)[0] === '_offset') continue;
     own.append(key, value);
   }
   checkCommon(types, own);

@@ -22,6 +22,7 @@ import { countWithCore, findResources, searchesCore, searchWithCore } from './co
 import { hasCoreResources } from './core-layer.ts';
 import { CONTROL_CHARACTER } from './validation/primitives.ts';
 import { TEXT_MAX_QUERY_WORDS } from './text-index.ts';
+import { checkOffset, parseOffset, searchAtOffset } from './search-offset.ts';
 
 export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
@@ -48,9 +49,9 @@ export function requireFewIncludes(params: URLSearchParams): void {
 }
 
 /** Result parameters (search.html 3.1.1.6); they select and shape results rather than filter them. */
-export const CONTROL = new Set(['_count', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude', '_contained', '_containedType']);
+export const CONTROL = new Set(['_count', '_offset', '_sort', '_cursor', '_total', '_format', '_pretty', '_summary', '_elements', '_include', '_revinclude', '_contained', '_containedType']);
 /** Result parameters read once (their first occurrence): a repeat is not applied, so not in the `self` link. */
-const SINGLE = new Set(['_count', '_sort', '_total', '_format', '_pretty', '_summary', '_contained', '_containedType']);
+const SINGLE = new Set(['_count', '_offset', '_sort', '_total', '_format', '_pretty', '_summary', '_contained', '_containedType']);
 /** The result parameters that take a modifier: `:iterate` (and R3's `:recurse`), which parseInclude reads. */
 const MODIFIED_CONTROL = new Set(['_include', '_revinclude']);
 
@@ -117,9 +118,15 @@ type Cursor = { kind: 'keyset'; at: SearchCursor } | { kind: 'offset'; offset: n
 /** Encodes a keyset position (or, for other sorts, an offset) as an opaque `_cursor` value. */
 /** The links of a page asked with a cursor (SearchResult.page). */
 export interface PageLinks {
-  cursor: string;
+  /** The page's own cursor (its `self` link's). */
+  cursor?: string;
   /** The previous page's cursor; null for the first page; absent where it is not known (keyset paging, core matches). */
   previous?: string | null;
+  /**
+   * A page asked by `_offset` (src/fhir/search-offset.ts): its `self` link carries `_offset` (`at`), its
+   * `previous` link the offset a page before (null: the first page; absent for the first page itself).
+   */
+  offset?: { at: number; previous?: number | null };
 }
 
 /**
@@ -295,6 +302,12 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
         if (!inc) continue;
         (name === '_include' ? includes : revincludes).push(inc);
       }
+      // `_offset` is checked here (a Bundle's GET entry before a transaction's writes); searchAtOffset
+      // applies it and puts it in the self link.
+      if (name === '_offset') {
+        parseOffset(raw);
+        continue;
+      }
       // The self link says what was done: `_count` as applied (at most MAX_COUNT).
       if (name !== '_cursor') self.append(key, name === '_count' ? String(query.count) : raw);
       continue;
@@ -336,6 +349,7 @@ export function compileSearch(type: string, given: URLSearchParams, strict: bool
   if (tests > MAX_SEARCH_TESTS) {
     throw new FhirError('invalid', `The search has ${tests} tests (parameters, _filter tests, chained steps); at most ${MAX_SEARCH_TESTS} are supported`, { issueCode: 'too-costly' });
   }
+  if (params.has('_offset')) checkOffset(params, strict);
   const cursor = params.get('_cursor');
   let coreOffset: number | undefined;
   if (cursor !== null) {
@@ -841,7 +855,18 @@ export function withoutEmptyResultParams(params: URLSearchParams): URLSearchPara
 export async function searchResources(
   deps: FhirDeps, req: FhirRequest, type: string, given: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
-  const params = withoutEmptyResultParams(given);
+  return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, compartment), (params, offset) => {
+    // Paged by offset (a sort on a parameter), the page's cursor is the offset itself, unless the core
+    // resources are merged in (their cursor holds two offsets) or contained resources are searched.
+    if (containedMode(params) || (deps.core !== undefined && hasCoreResources(type))) return undefined;
+    return keysetSort(parseSort(type, params.get('_sort'))) ? undefined : encodeCursor({ offset });
+  });
+}
+
+/** A page of a type-level search, from its start or its `_cursor` (searchResources). */
+async function searchPage(
+  deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
+): Promise<SearchResult> {
   checkRestType(type);
   requireAccess(req.access, type, 's');
   const contained = containedMode(params);

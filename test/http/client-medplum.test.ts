@@ -132,10 +132,15 @@ await eachStore((kind, fresh) => {
 
       const count = await m.search('Patient', { identifier: 'urn:pages|', _summary: 'count' });
       expect([count.total, count.entry]).toEqual([7, undefined]);
-      // A parameter Cinder does not know (R4 has no _offset) is ignored with a warning, as R4 lets a server.
-      const offset = await m.search('Patient', { identifier: 'urn:pages|', _count: 1, _offset: 3 });
-      expect(offset.entry?.map((e: Json) => e.search?.mode)).toEqual(['match', 'outcome']);
-      expect(offset.link?.[0]?.url).not.toContain('_offset');
+      // `_offset` with `_count`, as Medplum's own tables page: the matches after the first N, `_total` as asked,
+      // the self link with `_offset`, and the next link the cursor that continues.
+      const offset = await m.search('Patient', { identifier: 'urn:pages|', _sort: 'gender,-birthdate', _count: 2, _offset: 3, _total: 'accurate' });
+      expect([offset.total, ids(offset)]).toEqual([7, whole.slice(3, 5).map((p) => `Patient/${p.id}`)]);
+      expect(offset.entry?.map((e: Json) => e.search?.mode)).toEqual(['match', 'match']);
+      expect(new URL(offset.link!.find((l: Json) => l.relation === 'self')!.url!).searchParams.get('_offset')).toBe('3');
+      const next = await m.search('Patient', new URL(offset.link!.find((l: Json) => l.relation === 'next')!.url!).searchParams.toString());
+      expect(ids(next)).toEqual(whole.slice(5, 7).map((p) => `Patient/${p.id}`));
+      expect((await m.search('Patient', { identifier: 'urn:pages|', _count: 2, _offset: 7 })).entry).toBeUndefined();
     });
 
     test('includes, chains, _has, compartments, searches across types and $everything', async () => {

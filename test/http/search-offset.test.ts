@@ -90,6 +90,11 @@ await eachStore((kind, fresh) => {
         expect(rest).toEqual(across.slice(offset + 3));
         if (offset > 0) expect(query(link(page, 'self'))).toBe(`?_count=3&_offset=${offset}&_type=Patient%2CPractitioner`);
       }
+      // The core CodeSystems merged with the stored ones, in id order and in a parameter's.
+      for (const sort of ['', '&_sort=url']) {
+        const core = ids(await api.search(`CodeSystem?_count=12${sort}`));
+        expect(ids(await api.search(`CodeSystem?_count=4&_offset=7${sort}`))).toEqual(core.slice(7, 11));
+      }
       const everything = ids(await api.search('Patient/p1/*?_count=100'));
       expect(ids(await api.search('Patient/p1/*?_count=2&_offset=1'))).toEqual(everything.slice(1, 3));
     });

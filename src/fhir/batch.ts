@@ -8,7 +8,7 @@ import { chargeAnswer, readBudget, readEntry, type ReadBudget } from './bundle-r
 import { requireNoSiblingUrns } from './bundle-match-urls.ts';
 import { isUrnReference } from './references.ts';
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
-import { putOptions, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
+import { putOptions, referenceReach, requireProfiles, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 
 async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string, settle: Settle, budget: ReadBudget, scope?: FullUrlScope): Promise<Json> {
@@ -30,7 +30,7 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
     const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
     const written = await writeEntry(w, planned[0]!, opts, base);
     requireVersionsWritten(versions, [written]);
-    await requireReferences(deps, w, req.tenant, entryResources(planned));
+    await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
     return written;
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);

@@ -9,7 +9,7 @@ import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
-import { requireReferences, type ReferentialIntegrity } from './referential-integrity.ts';
+import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
 import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
@@ -345,7 +345,7 @@ export async function createResource(
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
     const written = await putVersion(w, resource, newId(), putOptions(deps, req, now), method);
-    await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
+    await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
     return written;
   });
 }
@@ -379,7 +379,7 @@ export async function updateResource(
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
     const written = await putVersion(w, resource, id, opts, method);
-    await requireReferences(deps, w, req.tenant, [{ resource, path: type }]);
+    await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
     return written;
   });
 }
@@ -464,6 +464,31 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
   }
   if (req.access.patientLimit(v.type, 'r') !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource, deps.fhirBase?.(req.tenant), 'r');
   if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant));
+}
+
+/**
+ * The reference targets a request may read, for CINDER_REFERENTIAL_INTEGRITY (ReferenceReach): of a type
+ * it reads only within its patient's compartment or under a scope filter (not Binary, whose reach is its
+ * securityContext), judged inside the write transaction, where a filter with a chain admits nothing.
+ */
+export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach {
+  const { access } = req;
+  const base = deps.fhirBase?.(req.tenant);
+  return {
+    limited: (type) => type !== 'Binary' && access.can(type, 'r') &&
+      (access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type))),
+    async holds(type, v) {
+      const resource = JSON.parse(v.content) as Resource;
+      try {
+        if (access.patientLimit(type, 'r') !== undefined) requireCompartment(access, resource, base, 'r');
+        await requireFilter(access, 'r', resource, v.lastUpdated, txLookups(base));
+        return true;
+      } catch (err) {
+        if (err instanceof FhirError && err.category === 'forbidden') return false;
+        throw err;
+      }
+    },
+  };
 }
 
 /** Inside a write transaction there is no store search: a scope filter with a chain does not admit the write. */

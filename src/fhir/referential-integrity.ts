@@ -6,7 +6,7 @@
  * Deletes are never checked, in either mode: deleting a resource that others refer to is allowed.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { ResourceWriter } from '../store/types.ts';
+import type { CurrentVersion, ResourceWriter } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import type { FhirDeps } from './crud.ts';
 import { issue } from './outcome.ts';
@@ -16,6 +16,19 @@ import type { Resource } from './resource.ts';
 /** What the check needs to know of the server: its FHIR base per tenant (absolute references under it are local). */
 export interface ReferentialIntegrity {
   fhirBase(tenant: string): string;
+}
+
+/**
+ * Which reference targets the writing token may read, where it reads their type only in part (a
+ * patient's compartment, a SMART v2 scope filter): for such a type a target out of its reach is
+ * reported as one that does not exist, with the same words, so that a write cannot tell a token which
+ * of another patient's resources exist (Medplum refuses references its user cannot read too).
+ */
+export interface ReferenceReach {
+  /** Whether the token reads `type` only in part (its targets are judged by `holds`). */
+  limited(type: string): boolean;
+  /** Whether the token may read this current version (judged inside the write transaction). */
+  holds(type: string, v: CurrentVersion): Promise<boolean>;
 }
 
 /** A resource about to be written, with the FHIRPath of where it sits (`Observation`, `Bundle.entry[2].resource`). */
@@ -83,9 +96,10 @@ async function isCoreTarget(deps: FhirDeps, w: ResourceWriter, type: string, id:
  * after their access checks, so a client that may not write learns nothing of what exists): what the
  * request itself wrote counts, a resource may refer to itself, and a target the same transaction
  * deleted does not; a core CodeSystem or ValueSet counts as the tenant's. Every target is looked up at
- * once. Does nothing when the setting is off.
+ * once; with `reach`, a target of a type the token reads in part counts only when it may read it.
+ * Does nothing when the setting is off.
  */
-export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenant: string, written: WrittenResource[]): Promise<void> {
+export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenant: string, written: WrittenResource[], reach?: ReferenceReach): Promise<void> {
   const integrity = deps.referentialIntegrity;
   if (!integrity) return;
   const base = integrity.fhirBase(tenant);
@@ -94,10 +108,19 @@ export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenan
   const keys = [...new Map(refs.map((r) => [`${r.type}/${r.id}`, { type: r.type, id: r.id }])).values()];
   const found = await w.existing(keys);
   const missing = new Set<string>();
-  for (const [i, k] of keys.entries()) if (!found[i] && !(await isCoreTarget(deps, w, k.type, k.id))) missing.add(`${k.type}/${k.id}`);
+  for (const [i, k] of keys.entries()) {
+    const key = `${k.type}/${k.id}`;
+    if (!found[i]) {
+      if (!(await isCoreTarget(deps, w, k.type, k.id))) missing.add(key);
+    } else if (reach?.limited(k.type)) {
+      const v = await w.current(k.type, k.id);
+      if (!v || v.deleted || !(await reach.holds(k.type, v))) missing.add(key);
+    }
+  }
+  const what = (type: string) => (reach?.limited(type) ? 'which does not exist or is outside what the access token may read' : 'which does not exist');
   const issues: FhirIssue[] = refs
     .filter((r) => missing.has(`${r.type}/${r.id}`))
-    .map((r) => issue('error', 'not-found', `${r.expression}: '${r.reference}' refers to ${r.type}/${r.id}, which does not exist`, [r.expression]));
+    .map((r) => issue('error', 'not-found', `${r.expression}: '${r.reference}' refers to ${r.type}/${r.id}, ${what(r.type)}`, [r.expression]));
   if (!issues.length) return;
   const [first, ...rest] = issues;
   throw new FhirError('unprocessable', first!.diagnostics!, { issueCode: 'not-found', expression: first!.expression!, issues: rest });

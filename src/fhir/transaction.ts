@@ -6,7 +6,7 @@ import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, req
 import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
-import { noteValidationLevel, putOptions, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
+import { noteValidationLevel, putOptions, referenceReach, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireReferences } from './referential-integrity.ts';
 import { shellErrors } from './bundle-shell.ts';
 import { newId, type Resource } from './resource.ts';
@@ -73,7 +73,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, opts, base);
     requireVersionsWritten(versions, out);
     for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
-    await requireReferences(deps, w, req.tenant, entryResources(planned));
+    await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));
     for (const p of reads) if (p.entry.capabilities === undefined) await checkReadTarget(w, p.entry, deps.core);
   });
   if (scope) for (const [fullUrl, ref] of ids) scope.written(fullUrl, ref);

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { countVersions, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { countVersions, craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const base = `${BASE}/tenants/t1/fhir/R4`;
 const obs = (subject: string, extra: Json = {}) => ({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: subject }, ...extra });
@@ -151,6 +151,32 @@ await eachStore((kind, fresh) => {
       const body = (await res.json()) as Json;
       expect(res.status).toBe(200);
       expect(body.entry[1].resource.subject.reference).toBe(`Patient/${body.entry[0].resource.id}`);
+    });
+
+    test("a token that reads a type in part is told nothing of targets out of its reach: another patient's resource answers as a missing one", async () => {
+      await api.put200({ resourceType: 'Patient', id: 'pa' });
+      await api.put200({ resourceType: 'Patient', id: 'pb' });
+      await api.put200({ resourceType: 'Encounter', id: 'ea', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/pa' } });
+      await api.put200({ resourceType: 'Encounter', id: 'eb', status: 'finished', class: { code: 'AMB' }, subject: { reference: 'Patient/pb' } });
+      await api.put200({ resourceType: 'Encounter', id: 'emergency', status: 'finished', class: { code: 'EMER' }, subject: { reference: 'Patient/pa' } });
+      const patientApp = fhirClient(t, await craftToken(t, 'patient/*.cruds', { patient: 'pa' }));
+      const forPa = (encounter: string) => obs('Patient/pa', { encounter: { reference: encounter } });
+      expect((await patientApp.post('Observation', forPa('Encounter/ea'))).status).toBe(201);
+      const other = await refused(() => patientApp.post('Observation', forPa('Encounter/eb')), ['Observation.encounter.reference']);
+      const none = await refused(() => patientApp.post('Observation', forPa('Encounter/nope')), ['Observation.encounter.reference']);
+      // The same words for both, but for the reference itself.
+      expect(other.issue[0].diagnostics.replaceAll('Encounter/eb', 'X')).toBe(none.issue[0].diagnostics.replaceAll('Encounter/nope', 'X'));
+      expect(other.issue[0].diagnostics).toContain('which does not exist or is outside what the access token may read');
+      // In a transaction too, where what the Bundle itself writes counts.
+      const tx = await patientApp.post('', bundle('transaction', [post(forPa('Encounter/eb'))]));
+      expect(tx.status).toBe(422);
+      // A SMART v2 scope filter on the target type: an Encounter outside it is as one that does not exist.
+      const filtered = fhirClient(t, await craftToken(t, 'system/Observation.crus system/Encounter.rs?class=AMB'));
+      expect((await filtered.post('Observation', obs('Patient/pb', { encounter: { reference: 'Encounter/eb' } }))).status).toBe(201);
+      const outside = await refused(() => filtered.post('Observation', obs('Patient/pb', { encounter: { reference: 'Encounter/emergency' } })), ['Observation.encounter.reference']);
+      expect(outside.issue[0].diagnostics).toContain('outside what the access token may read');
+      // A token that reads the type whole is told exactly, as before.
+      expect((await api.post('Observation', obs('Patient/pb', { encounter: { reference: 'Encounter/emergency' } }))).status).toBe(201);
     });
 
     test('deleting a resource others refer to is allowed', async () => {

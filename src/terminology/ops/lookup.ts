@@ -9,11 +9,11 @@ import type { Designation } from '../model/datatypes.ts';
 import type { DatePeriod } from '../model/date-time.ts';
 import type { Parameters, ParametersParameter } from '../model/parameters.ts';
 import { displayIn } from './display-language.ts';
-import { checkSameCodeSystem } from './resolve-code-system.ts';
+import { checkSameCodeSystem, type CodeSystemTarget, targetCodeSystem } from './resolve-code-system.ts';
 
 export interface LookupInput {
   /** The CodeSystem named by system (and version), or the stored one at instance level. */
-  readonly target: { readonly system: string; readonly version?: string } | { readonly instance: CodeSystemIndex };
+  readonly target: CodeSystemTarget;
   readonly code: string;
   /** Property codes to return; all when empty. */
   readonly properties: readonly string[];
@@ -52,7 +52,7 @@ export function lookupInput(raw: RawInput, instance?: CodeSystemIndex): LookupIn
  * `parent` and `child` from the resolved hierarchy. An unknown CodeSystem or code is a 404.
  */
 export async function lookupCode(input: LookupInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
-  const cs = await targetCodeSystem(input, deps.terminology.at(input.date));
+  const cs = await targetCodeSystem(input.target, deps.terminology.at(input.date));
   if (cs.content === 'supplement') {
     throw invalid(`CodeSystem ${systemLabel(cs.url, cs.version)} is a supplement; look its codes up in the code system it supplements ('${cs.resource.supplements}')`, ['system']);
   }
@@ -89,14 +89,6 @@ function designations(definition: ConceptDefinition, language: string | undefine
   return [{ language, use: PREFERRED_FOR_LANGUAGE, value: display }, ...own];
 }
 const PREFERRED_FOR_LANGUAGE = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
-
-async function targetCodeSystem(input: LookupInput, ctx: TerminologyContext): Promise<CodeSystemIndex> {
-  if ('instance' in input.target) return input.target.instance;
-  const { system, version } = input.target;
-  const cs = await ctx.codeSystem(system, version);
-  if (cs === null) throw notFound(`CodeSystem ${systemLabel(system, version, ctx.asOf)} is not known`);
-  return cs;
-}
 
 /** The concept's own properties, with parent/child links and `inactive` taken from the index. */
 function conceptProperties(cs: CodeSystemIndex, entry: ConceptEntry): ConceptProperty[] {

@@ -1,11 +1,24 @@
 import type { CodeSystemIndex } from '../compile/code-system-index.ts';
 import type { TerminologyContext } from '../context.ts';
+import { systemLabel } from '../compile/membership.ts';
 import { invalid, notFound } from '../errors.ts';
 
 /** The stored CodeSystem of an instance-level operation (`CodeSystem/{id}/$...`); 404 when unknown. */
 export async function codeSystemInstance(ctx: TerminologyContext, id: string): Promise<CodeSystemIndex> {
   const cs = await ctx.codeSystemById(id);
   if (cs === null) throw notFound(`CodeSystem/${id} is not known`);
+  return cs;
+}
+
+/** The CodeSystem an operation names by `system` (and `version`), or the stored one at instance level. */
+export type CodeSystemTarget = { readonly system: string; readonly version?: string } | { readonly instance: CodeSystemIndex };
+
+/** The CodeSystem of `target`; a 404 when none is known by that system (and version). */
+export async function targetCodeSystem(target: CodeSystemTarget, ctx: TerminologyContext): Promise<CodeSystemIndex> {
+  if ('instance' in target) return target.instance;
+  const { system, version } = target;
+  const cs = await ctx.codeSystem(system, version);
+  if (cs === null) throw notFound(`CodeSystem ${systemLabel(system, version, ctx.asOf)} is not known`);
   return cs;
 }
 

@@ -5,14 +5,14 @@ import { invalid, notFound } from '../errors.ts';
 import type { subsumesParams } from '../input/operations.ts';
 import type { OperationInput } from '../input/parameters.ts';
 import type { Parameters } from '../model/parameters.ts';
-import { checkSameCodeSystem } from './resolve-code-system.ts';
+import { checkSameCodeSystem, type CodeSystemTarget, targetCodeSystem } from './resolve-code-system.ts';
 
 /** R4 ConceptSubsumptionOutcome: how concept A relates to concept B. */
 export type SubsumptionOutcome = 'equivalent' | 'subsumes' | 'subsumed-by' | 'not-subsumed';
 
 export interface SubsumesInput {
   /** The CodeSystem named by system (and version), or the stored one at instance level. */
-  readonly target: { readonly system: string; readonly version?: string } | { readonly instance: CodeSystemIndex };
+  readonly target: CodeSystemTarget;
   readonly codeA: string;
   readonly codeB: string;
   /** The inputs that named each code, for messages (`codeA` or `codingA.code`). */
@@ -65,7 +65,7 @@ export function subsumesInput(raw: RawInput, instance?: CodeSystemIndex): Subsum
  * for the codes it holds, and a supplement is a 400.
  */
 export async function subsumes(input: SubsumesInput, deps: { readonly terminology: TerminologyContext }): Promise<Parameters> {
-  const cs = await targetCodeSystem(input, deps.terminology);
+  const cs = await targetCodeSystem(input.target, deps.terminology);
   if (cs.content === 'supplement') {
     throw invalid(`CodeSystem ${systemLabel(cs.url, cs.version)} is a supplement; test subsumption in the code system it supplements ('${cs.resource.supplements}')`, ['system']);
   }
@@ -78,12 +78,4 @@ export async function subsumes(input: SubsumesInput, deps: { readonly terminolog
   const b = find(input.codeB, input.paths.b);
   const outcome: SubsumptionOutcome = a === b ? 'equivalent' : cs.isA(b, a) ? 'subsumes' : cs.isA(a, b) ? 'subsumed-by' : 'not-subsumed';
   return { resourceType: 'Parameters', parameter: [{ name: 'outcome', valueCode: outcome }] };
-}
-
-async function targetCodeSystem(input: SubsumesInput, ctx: TerminologyContext): Promise<CodeSystemIndex> {
-  if ('instance' in input.target) return input.target.instance;
-  const { system, version } = input.target;
-  const cs = await ctx.codeSystem(system, version);
-  if (cs === null) throw notFound(`CodeSystem ${systemLabel(system, version, ctx.asOf)} is not known`);
-  return cs;
 }

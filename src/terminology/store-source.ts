@@ -1,12 +1,12 @@
 import type { Clock } from '../clock.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
 import type { ResourceVersion, Store } from '../store/types.ts';
-import { BoundedCache } from './compile/bounded-cache.ts';
 import { type CodeSystem, parseCodeSystem } from './model/code-system.ts';
 import type { DatePeriod } from './model/date-time.ts';
 import { parseValueSet, type ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
 import { pickVersion } from './version.ts';
+import { ChangeWatch, ParsedVersions } from './store-watch.ts';
 
 const TYPES = ['CodeSystem', 'ValueSet'];
 /** Versions of one canonical URL looked at when picking the latest. */
@@ -53,32 +53,8 @@ export class StoreTerminology {
   }
 }
 
-/** Stored versions parsed once: the same version always yields the same object. */
-class ParsedVersions<T> {
-  private readonly cache: BoundedCache<string, { readonly versionId: number; readonly resource: T }>;
-
-  constructor(
-    private readonly parse: (json: unknown, what: string) => T,
-    capacity: number,
-  ) {
-    this.cache = new BoundedCache(capacity);
-  }
-
-  of(v: ResourceVersion): T {
-    const key = `${v.type}/${v.id}`;
-    const cached = this.cache.get(key);
-    if (cached !== undefined && cached.versionId === v.versionId) return cached.resource;
-    const resource = this.parse(JSON.parse(v.content), key);
-    this.cache.set(key, { versionId: v.versionId, resource });
-    return resource;
-  }
-}
-
 class TenantStoreSource implements TerminologySource {
-  private token: Promise<string> | undefined;
-  /** What `token` resolved to, while it is still the current read. */
-  private settled: string | undefined;
-  private checkedAt = 0;
+  private readonly watch: ChangeWatch;
   private readonly codeSystems: ParsedVersions<CodeSystem>;
   private readonly valueSets: ParsedVersions<ValueSet>;
 
@@ -88,35 +64,16 @@ class TenantStoreSource implements TerminologySource {
   ) {
     this.codeSystems = new ParsedVersions(parseCodeSystem, options.parsedEntries ?? 1000);
     this.valueSets = new ParsedVersions(parseValueSet, options.parsedEntries ?? 1000);
+    this.watch = new ChangeWatch(tenant, TYPES, options);
   }
 
   markStale(): void {
-    this.token = undefined;
-    this.settled = undefined;
+    this.watch.markStale();
   }
 
   /** The store's change token for CodeSystem and ValueSet, re-read at most every checkIntervalMs; at once once read. */
   changeToken(): SyncOrAsync<string> {
-    const now = this.options.clock.now();
-    if (this.token === undefined || !this.fresh(now)) {
-      const token = this.options.store.resources.changeToken(this.tenant, TYPES);
-      this.token = token;
-      this.settled = undefined;
-      this.checkedAt = now;
-      token.then(
-        (value) => {
-          if (this.token === token) this.settled = value;
-        },
-        () => {
-          if (this.token === token) this.token = undefined;
-        },
-      );
-    }
-    return this.settled ?? this.token;
-  }
-
-  private fresh(now: number): boolean {
-    return now - this.checkedAt < this.options.checkIntervalMs && now >= this.checkedAt;
+    return this.watch.changeToken();
   }
 
   async codeSystem(url: string, version?: string, asOf?: DatePeriod): Promise<CodeSystem | null> {

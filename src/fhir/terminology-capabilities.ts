@@ -129,7 +129,7 @@ export async function terminologyCapabilitiesJson(o: TerminologyCapabilitiesOpti
     publisher: 'Cinder',
     kind: 'instance',
     software: { name: 'Cinder', version: o.version },
-    implementation: { description: 'Cinder FHIR R4 terminology (ValueSet $expand and $validate-code, CodeSystem $lookup and $validate-code)', url: o.fhirBase },
+    implementation: { description: 'Cinder FHIR R4 terminology (ValueSet $expand and $validate-code, CodeSystem $lookup, $validate-code and $subsumes, ConceptMap $translate)', url: o.fhirBase },
     ...(unlisted.length ? { description: unlistedNote(unlisted) } : {}),
     lockedDate: false,
     ...(codeSystem.length ? { codeSystem } : {}),
@@ -142,5 +142,7 @@ export async function terminologyCapabilitiesJson(o: TerminologyCapabilitiesOpti
       textFilter: `\`filter\`: a case-insensitive substring of a code or its display. An expansion of more than ${o.maxExpansionSize} codes needs \`count\` (and \`offset\` to page).`,
     },
     validateCode: { translations: false },
+    // ConceptMap/$translate chooses among the tenant's and the core's maps by system when none is named.
+    translation: { needsMap: false },
   };
 }

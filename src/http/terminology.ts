@@ -8,12 +8,15 @@ import {
   expandParams,
   lookupParams,
   subsumesParams,
+  translateParams,
   valueSetValidateCodeParams,
 } from '../terminology/input/operations.ts';
 import type { OperationInput, OperationParameters, OperationSpec } from '../terminology/input/parameters.ts';
 import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
 import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
 import { subsumes, subsumesInput } from '../terminology/ops/subsumes.ts';
+import { translate } from '../terminology/ops/translate.ts';
+import { translateInput } from '../terminology/ops/translate-input.ts';
 import { codeSystemInstance } from '../terminology/ops/resolve-code-system.ts';
 import { codeSystemValidateCodeInput, validateCodeSystemCode } from '../terminology/ops/validate-code-system-code.ts';
 import { validateValueSetCode, valueSetValidateCodeInput } from '../terminology/ops/validate-value-set-code.ts';
@@ -48,6 +51,7 @@ export const terminologyCapabilities: CapabilityContribution = {
     { name: 'validate-code', definition: `${OPERATION}CodeSystem-validate-code`, types: ['CodeSystem'] },
     { name: 'lookup', definition: `${OPERATION}CodeSystem-lookup`, types: ['CodeSystem'] },
     { name: 'subsumes', definition: `${OPERATION}CodeSystem-subsumes`, types: ['CodeSystem'] },
+    { name: 'translate', definition: `${OPERATION}ConceptMap-translate`, types: ['ConceptMap'] },
   ],
 };
 
@@ -78,7 +82,7 @@ export function valueSetValidateCode(deps: Pick<TerminologyRouteDeps, 'terminolo
 }
 
 /**
- * FHIR terminology operations (FHIR R4 ValueSet/CodeSystem operations) at type and instance level, POST with a Parameters body or GET with primitive
+ * FHIR terminology operations (FHIR R4 ValueSet, CodeSystem and ConceptMap operations) at type and instance level, POST with a Parameters body or GET with primitive
  * inputs in the query.
  * Mounted on `{fhir_base}` behind bearer auth, before the generic resource routes.
  */
@@ -86,7 +90,7 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const inputs = <S extends OperationSpec>(c: Context<AppEnv>, params: OperationParameters<S>): SyncOrAsync<OperationInput<S>> =>
     requestInputs(c.req.raw, params, deps.maxBodyBytes);
-  const context = (c: Context<AppEnv>, type: 'ValueSet' | 'CodeSystem') => {
+  const context = (c: Context<AppEnv>, type: TerminologyType) => {
     requireWholeRead(c.get('access'), type);
     return deps.terminology.service.context(c.get('tenant'));
   };
@@ -117,6 +121,12 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     return fhirJson(await expandValueSet(input, { terminology, now, newId: () => crypto.randomUUID(), maxExpansionSize: deps.maxExpansionSize }));
   };
 
+  const translation = async (c: Context<AppEnv>) => {
+    const input = translateInput(await inputs(c, translateParams), c.req.param('id'));
+    const terminology = await context(c, 'ConceptMap');
+    return fhirJson(await translate(input, { terminology, maps: deps.terminology.service.conceptMaps(c.get('tenant')) }));
+  };
+
   for (const method of ['GET', 'POST'] as const) {
     app.on(method, VALUE_SET_VALIDATE_CODE_ROUTE, validateVs);
     app.on(method, '/ValueSet/:id/$validate-code', validateVs);
@@ -128,6 +138,8 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     app.on(method, '/CodeSystem/:id/$lookup', lookup);
     app.on(method, '/CodeSystem/$subsumes', subsumption);
     app.on(method, '/CodeSystem/:id/$subsumes', subsumption);
+    app.on(method, '/ConceptMap/$translate', translation);
+    app.on(method, '/ConceptMap/:id/$translate', translation);
   }
   return app;
 }
@@ -149,11 +161,13 @@ function validateValueSetResponse(
 /**
  * Throws 403 unless the token reads every resource of `type`: a terminology operation reads the
  * tenant's terminology whole (the ValueSet or CodeSystem by id or url, the ValueSets and code systems
- * it includes), not through the search engine, so a SMART v2 scope filter on the type
+ * it includes, every ConceptMap for $translate), not through the search engine, so a SMART v2 scope filter on the type
  * (`system/ValueSet.rs?publisher=A`) could not narrow it: it is refused rather than ignored (a read of a
  * ValueSet outside the filter is a 403; its `$expand` was answered).
  */
-function requireWholeRead(access: Access, type: 'ValueSet' | 'CodeSystem'): void {
+type TerminologyType = 'ValueSet' | 'CodeSystem' | 'ConceptMap';
+
+function requireWholeRead(access: Access, type: TerminologyType): void {
   requireAccess(access, type, 'r');
   if (access.filters?.(type, 'r') !== undefined) {
     throw new FhirError('forbidden', `The access token reads ${type} only through a scope filter, which terminology operations cannot apply: they need read access to every ${type}`);

@@ -1,8 +1,10 @@
 import type { Clock } from '../clock.ts';
 import type { Store } from '../store/types.ts';
+import { CoreConceptMaps } from './core/core-concept-maps.ts';
 import { CoreTerminology } from './core/core-source.ts';
 import { TerminologyService } from './service.ts';
 import type { TerminologySource } from './source.ts';
+import type { ConceptMapSource } from './concept-maps.ts';
 import { StoreTerminology } from './store-source.ts';
 
 export interface TerminologyOptions {
@@ -12,6 +14,8 @@ export interface TerminologyOptions {
   readonly checkIntervalMs?: number;
   /** The shared FHIR R4 core terminology; a fresh lazily loaded one by default. */
   readonly core?: TerminologySource;
+  /** The FHIR R4 core ConceptMaps; a fresh lazily loaded one by default. */
+  readonly coreConceptMaps?: ConceptMapSource;
 }
 
 export interface Terminology {
@@ -30,6 +34,11 @@ export function createTerminology(options: TerminologyOptions): Terminology {
     clock: options.clock,
     checkIntervalMs: options.checkIntervalMs ?? DEFAULT_CHECK_INTERVAL_MS,
   });
-  const service = new TerminologyService({ core: options.core ?? new CoreTerminology(), sourceFor: (t) => stored.sourceFor(t) });
+  const service = new TerminologyService({
+    core: options.core ?? new CoreTerminology(),
+    sourceFor: (t) => stored.sourceFor(t),
+    coreConceptMaps: options.coreConceptMaps ?? new CoreConceptMaps(),
+    conceptMapsFor: (t) => stored.conceptMapsFor(t),
+  });
   return { service, markChanged: (tenant) => stored.markChanged(tenant) };
 }

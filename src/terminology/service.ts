@@ -1,4 +1,5 @@
 import { IndexCache } from './compile/index-cache.ts';
+import { CachedConceptMaps, type ConceptMapSource } from './concept-maps.ts';
 import { CachedTerminology, type TerminologyContext } from './context.ts';
 import { layeredSource } from './layered-source.ts';
 import type { TerminologySource } from './source.ts';
@@ -9,6 +10,10 @@ export interface TerminologyServiceOptions {
   readonly core: TerminologySource;
   /** The terminology a tenant stored itself. */
   readonly sourceFor: (tenant: string) => TerminologySource;
+  /** The shared, read-only FHIR R4 core ConceptMaps (none by default). */
+  readonly coreConceptMaps?: ConceptMapSource;
+  /** The ConceptMaps a tenant stored itself (none by default). */
+  readonly conceptMapsFor?: (tenant: string) => ConceptMapSource;
   /** Entries per cache and tenant (compiled ValueSets, indexed CodeSystems). */
   readonly cacheEntries?: number;
 }
@@ -19,6 +24,7 @@ export interface TerminologyServiceOptions {
  */
 export class TerminologyService {
   private readonly tenants = new Map<string, CachedTerminology>();
+  private readonly maps = new Map<string, CachedConceptMaps>();
   private readonly indexes = new IndexCache();
 
   constructor(private readonly options: TerminologyServiceOptions) {
@@ -35,6 +41,16 @@ export class TerminologyService {
     return refreshed instanceof Promise ? refreshed.then(() => cached.view()) : cached.view();
   }
 
+  /** The tenant's ConceptMaps ($translate), rebuilt when its ConceptMap change token moves. */
+  conceptMaps(tenant: string): CachedConceptMaps {
+    let cached = this.maps.get(tenant);
+    if (cached === undefined) {
+      cached = new CachedConceptMaps(this.options.conceptMapsFor?.(tenant) ?? NO_MAPS, this.options.coreConceptMaps ?? NO_MAPS);
+      this.maps.set(tenant, cached);
+    }
+    return cached;
+  }
+
   private cached(tenant: string): CachedTerminology {
     let cached = this.tenants.get(tenant);
     if (cached === undefined) {
@@ -45,3 +61,5 @@ export class TerminologyService {
     return cached;
   }
 }
+
+const NO_MAPS: ConceptMapSource = { all: async () => [], byId: async () => null, changeToken: () => 'none' };

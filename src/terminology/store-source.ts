@@ -6,6 +6,8 @@ import type { DatePeriod } from './model/date-time.ts';
 import { parseValueSet, type ValueSet } from './model/value-set.ts';
 import type { TerminologySource } from './source.ts';
 import { pickVersion } from './version.ts';
+import type { ConceptMapSource } from './concept-maps.ts';
+import { StoreConceptMaps } from './store-concept-maps.ts';
 import { ChangeWatch, ParsedVersions } from './store-watch.ts';
 
 const TYPES = ['CodeSystem', 'ValueSet'];
@@ -32,6 +34,7 @@ export interface StoreTerminologyOptions {
  */
 export class StoreTerminology {
   private readonly tenants = new Map<string, TenantStoreSource>();
+  private readonly conceptMaps = new Map<string, StoreConceptMaps>();
 
   constructor(private readonly options: StoreTerminologyOptions) {
     if (!(options.checkIntervalMs >= 0)) throw new RangeError('checkIntervalMs must be a non-negative number');
@@ -47,9 +50,20 @@ export class StoreTerminology {
     return source;
   }
 
+  /** The tenant's ConceptMaps (one source per tenant, created on first use), with a change token of their own. */
+  conceptMapsFor(tenant: string): ConceptMapSource {
+    let source = this.conceptMaps.get(tenant);
+    if (source === undefined) {
+      source = new StoreConceptMaps(tenant, this.options);
+      this.conceptMaps.set(tenant, source);
+    }
+    return source;
+  }
+
   /** Called after a write in this process: the next operation re-reads the change token. */
   markChanged(tenant: string): void {
     this.tenants.get(tenant)?.markStale();
+    this.conceptMaps.get(tenant)?.markStale();
   }
 }
 

@@ -57,6 +57,8 @@ await eachStore((kind, fresh) => {
       expect(listed(tc).has('http://hl7.org/fhir/CodeSystem/example-supplement')).toBe(false);
       expect(uris.some((u: string) => u.startsWith('http://example.org/'))).toBe(false);
       expect(tc.expansion.parameter.map((p: Json) => p.name)).toContain('filter');
+      // ConceptMap/$translate finds maps by system when the client names none.
+      expect(tc.translation).toEqual({ needsMap: false });
     });
 
     test("with the tenant's token: its CodeSystems too, each version, none that defines no codes or was deleted", async () => {

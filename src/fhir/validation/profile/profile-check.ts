@@ -1,22 +1,22 @@
 /**
  * Validation against the profiles a resource claims (`meta.profile`) or `$validate` names: each known
  * profile's compiled rules (run.ts), its extension definitions, and its bindings decided by the base
- * table's codes or else the tenant's terminology (the codes of the value set's expansion).
+ * table's codes or else the tenant's terminology (membership as `$validate-code` decides it).
  */
-import { FhirError } from '../../../errors.ts';
-import type { CodeSet } from '../../search-compile.ts';
-import { MAX_SEARCH_VALUES } from '../../search-values.ts';
 import { invalidResource } from '../check.ts';
 import { tableValueSet } from '../model.ts';
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile } from './compiled.ts';
-import { isBaseDefinition, ProfileRegistry, type ValueSetCodes } from './registry.ts';
+import { isBaseDefinition, ProfileRegistry } from './registry.ts';
 import { checkProfile, type PendingBinding } from './run.ts';
 
 type Json = Record<string, unknown>;
 
-/** The codes of a value set in a tenant's terminology (search's `expandCodes`). */
-export type ExpandCodes = (tenant: string, codes: CodeSet) => Promise<{ system: string; code: string }[]>;
+/** Whether a coding is in a value set: decided either way, or not (why: the value set or a code system it needs is not known). */
+export type Membership = { kind: 'member' } | { kind: 'not-member' } | { kind: 'unknown'; why: string };
+
+/** A coding's membership in the value set `url` in a tenant's terminology (validation-terminology.ts); a bare code has no system. */
+export type CheckMembership = (tenant: string, url: string, coding: { system?: string; code: string }) => Promise<Membership>;
 
 export interface ProfileCheckOptions {
   /** `$validate`: warnings too (extensible bindings, unknown profiles, what was not checked); a write wants errors alone. */
@@ -28,7 +28,7 @@ export interface ProfileCheckOptions {
 }
 
 export class ProfileValidator {
-  constructor(readonly registry: ProfileRegistry, private readonly expand?: ExpandCodes) {}
+  constructor(readonly registry: ProfileRegistry, private readonly membership?: CheckMembership) {}
 
   /** The problems of `resource` against each of `canonicals` (the base definition of its type is skipped: base validation checks it). */
   async issues(tenant: string, resource: Json, canonicals: readonly string[], opts: ProfileCheckOptions): Promise<ValidationIssue[]> {
@@ -60,7 +60,7 @@ export class ProfileValidator {
       if (opts.warnings) for (const u of profile.unsupported) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `${profile.label}: ${u}` });
       for (const b of result.bindings) {
         if (b.strength === 'extensible' && !opts.warnings) continue;
-        const issue = await this.bindingIssue(cache, tenant, b, opts.warnings);
+        const issue = await this.bindingIssue(tenant, b, opts.warnings);
         if (issue) out.push(issue);
       }
     }
@@ -89,34 +89,37 @@ export class ProfileValidator {
     }
   }
 
-  private async bindingIssue(cache: Awaited<ReturnType<ProfileRegistry['cache']>>, tenant: string, b: PendingBinding, warnings: boolean): Promise<ValidationIssue | undefined> {
-    let codes = cache.valueSets.get(b.valueSet);
-    if (codes === undefined) {
-      codes = this.valueSetCodes(tenant, b.valueSet);
-      cache.valueSets.set(b.valueSet, codes);
+  /**
+   * A binding's verdict: the base table's codes when it holds the value set (no await), else the
+   * terminology's membership of each coding; one member suffices. A value set that cannot be decided is
+   * a warning in `$validate` and no error on a write.
+   */
+  private async bindingIssue(tenant: string, b: PendingBinding, warnings: boolean): Promise<ValidationIssue | undefined> {
+    const verdict = await this.decide(tenant, b);
+    if (verdict.kind === 'member') return undefined;
+    if (verdict.kind === 'unknown') {
+      return warnings ? { severity: 'warning', code: 'not-supported', expression: b.expression, text: `${b.where}: the ${b.strength} binding to the value set ${b.valueSet} was not checked: ${verdict.why}` } : undefined;
     }
-    const vs = await codes;
-    if (vs === null) {
-      return warnings ? { severity: 'warning', code: 'not-supported', expression: b.expression, text: `${b.where}: the value set ${b.valueSet} cannot be expanded here, so its ${b.strength} binding was not checked` } : undefined;
-    }
-    if (b.codings.some((c) => (c.system === undefined ? vs.codes.has(c.code) : vs.systemCodes.has(`${c.system}|${c.code}`)))) return undefined;
     const given = b.codings.length === 0 ? 'no coding' : b.codings.map((c) => (c.system === undefined ? c.code : `${c.system}|${c.code}`)).join(', ');
     const text = `${b.where}: ${given} is not in the value set ${b.valueSet} (${b.strength} binding)`;
     if (b.strength === 'required') return { severity: 'error', code: 'code-invalid', expression: b.expression, text };
     return b.codings.length === 0 ? undefined : { severity: 'warning', code: 'code-invalid', expression: b.expression, text };
   }
 
-  private async valueSetCodes(tenant: string, url: string): Promise<ValueSetCodes | null> {
-    const table = tableValueSet(url);
-    if (table !== undefined) return table.kind === 'codes' ? { systemCodes: table.systemCodes, codes: table.codes } : null;
-    if (this.expand === undefined) return null;
-    try {
-      const list = await this.expand(tenant, { kind: 'value-set', canonical: url });
-      if (list.length > MAX_SEARCH_VALUES) return null;
-      return { systemCodes: new Set(list.map((c) => `${c.system}|${c.code}`)), codes: new Set(list.map((c) => c.code)) };
-    } catch (err) {
-      if (err instanceof FhirError) return null;
-      throw err;
+  private async decide(tenant: string, b: PendingBinding): Promise<Membership> {
+    const table = tableValueSet(b.valueSet);
+    if (table !== undefined && table.kind === 'codes') {
+      const { codes, systemCodes } = table;
+      return b.codings.some((c) => (c.system === undefined ? codes.has(c.code) : systemCodes.has(`${c.system}|${c.code}`))) ? { kind: 'member' } : { kind: 'not-member' };
     }
+    if (b.codings.length === 0) return { kind: 'not-member' };
+    if (this.membership === undefined) return { kind: 'unknown', why: 'no terminology service is wired' };
+    let unknown: Membership | undefined;
+    for (const c of b.codings) {
+      const m = await this.membership(tenant, b.valueSet, c);
+      if (m.kind === 'member') return m;
+      if (m.kind === 'unknown') unknown ??= m;
+    }
+    return unknown ?? { kind: 'not-member' };
   }
 }

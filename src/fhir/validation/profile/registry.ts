@@ -15,19 +15,12 @@ type Json = Record<string, unknown>;
 /** A profile as found: compiled, found but unusable (why), or not known. */
 export type Resolved = { kind: 'profile'; profile: CompiledProfile } | { kind: 'unusable'; reason: string } | { kind: 'unknown' };
 
-/** The types whose change drops a tenant's compiled profiles and value set codes. */
+/** The types whose change drops a tenant's compiled profiles. */
 export const PROFILE_TYPES = ['StructureDefinition', 'ValueSet', 'CodeSystem'];
 
 interface TenantCache {
   token: string;
   profiles: Map<string, Promise<Resolved>>;
-  valueSets: Map<string, Promise<ValueSetCodes | null>>;
-}
-
-/** A value set's codes as `system|code`, and its codes alone (for a bare `code`). */
-export interface ValueSetCodes {
-  systemCodes: ReadonlySet<string>;
-  codes: ReadonlySet<string>;
 }
 
 const BASE = 'http://hl7.org/fhir/StructureDefinition/';
@@ -45,7 +38,7 @@ export class ProfileRegistry {
     const token = await this.store.resources.changeToken(tenant, PROFILE_TYPES);
     let c = this.tenants.get(tenant);
     if (c === undefined || c.token !== token) {
-      c = { token, profiles: new Map(), valueSets: new Map() };
+      c = { token, profiles: new Map() };
       this.tenants.set(tenant, c);
     }
     return c;

@@ -1,0 +1,57 @@
+/**
+ * Measures what validation against profiles adds to a write (docs/PERFORMANCE.md, "Profiles"): POSTs of
+ * the same Observation through app.request() on an in-memory SQLite store, without a profile, claiming
+ * R4's vitalsigns (bindings in the base table), and claiming a tenant profile bound to a tenant value set of
+ * 1,500 codes (all of a code system, and an is-a filter), decided by the terminology.
+ *   bun scripts/measure-profiled-writes.ts [writes per case, default 2000]
+ */
+import { createTestApp } from '../test/helpers/app.ts';
+import { fhirClient, type Json } from '../test/helpers/fhir.ts';
+
+const N = Number(process.argv[2] ?? 2000);
+const CS = 'http://example.org/fhir/CodeSystem/big';
+const PROFILE = 'http://example.org/fhir/StructureDefinition/coded-observation';
+
+const el = (path: string, extra: Json) => ({ id: path, path, short: path, definition: path, min: 0, max: '1', base: { path, min: 0, max: '1' }, ...extra });
+const profile = (vs: string): Json => ({
+  resourceType: 'StructureDefinition', url: PROFILE, name: 'CodedObservation', status: 'active', kind: 'resource', abstract: false,
+  type: 'Observation', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation', derivation: 'constraint', fhirVersion: '4.0.1',
+  snapshot: { element: [el('Observation', { max: '*', base: { path: 'Observation', min: 0, max: '*' } }), el('Observation.code', { min: 1, type: [{ code: 'CodeableConcept' }], binding: { strength: 'required', valueSet: vs } })] },
+});
+
+const t = await createTestApp();
+const api = fhirClient(t, await t.token());
+await api.create({ resourceType: 'CodeSystem', url: CS, status: 'active', content: 'complete', hierarchyMeaning: 'is-a', concept: [{ code: 'c1', concept: Array.from({ length: 1499 }, (_, i) => ({ code: `c${i + 2}` })) }] });
+await api.create({ resourceType: 'ValueSet', url: `${CS}-all`, status: 'active', compose: { include: [{ system: CS }] } });
+await api.create({ resourceType: 'ValueSet', url: `${CS}-isa`, status: 'active', compose: { include: [{ system: CS, filter: [{ property: 'concept', op: 'descendent-of', value: 'c1' }] }] } });
+
+const vitals = (code: Json, meta?: Json): Json => ({
+  resourceType: 'Observation', status: 'final', ...(meta ? { meta } : {}),
+  category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
+  code, subject: { reference: 'Patient/p1' }, effectiveDateTime: '2024-01-01',
+  valueQuantity: { value: 70, unit: 'beats/minute', system: 'http://unitsofmeasure.org', code: '/min' },
+});
+const HR = { coding: [{ system: 'http://loinc.org', code: '8867-4' }] };
+
+async function measure(name: string, body: (i: number) => Json): Promise<void> {
+  for (let i = 0; i < 200; i++) await api.post('Observation', body(i));
+  const times: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const started = performance.now();
+    const res = await api.post('Observation', body(i));
+    times.push(performance.now() - started);
+    if (res.status !== 201) throw new Error(`${name}: ${res.status} ${await res.text()}`);
+  }
+  times.sort((a, b) => a - b);
+  const q = (p: number) => times[Math.floor(p * (times.length - 1))]!.toFixed(3);
+  console.log(`${name.padEnd(48)} median ${q(0.5)} ms  p90 ${q(0.9)} ms  (${N} writes)`);
+}
+
+await measure('no profile', () => vitals(HR));
+await measure('vitalsigns (base-table bindings)', () => vitals(HR, { profile: ['http://hl7.org/fhir/StructureDefinition/vitalsigns'] }));
+for (const vs of ['all', 'isa']) {
+  const sd = await api.create(profile(`${CS}-${vs}`));
+  await measure(`tenant profile, 1,500-code value set (${vs})`, (i) => vitals({ coding: [{ system: CS, code: `c${(i % 1499) + 2}` }] }, { profile: [PROFILE] }));
+  await api.del(`StructureDefinition/${sd.id}`);
+}
+await t.close();

@@ -2,7 +2,8 @@
  * Measures what validation against profiles adds to a write (docs/PERFORMANCE.md, "Profiles"): POSTs of
  * the same Observation through app.request() on an in-memory SQLite store, without a profile, claiming
  * R4's vitalsigns (bindings in the base table), and claiming a tenant profile bound to a tenant value set of
- * 1,500 codes (all of a code system, and an is-a filter), decided by the terminology.
+ * 1,500 codes (all of a code system, and an is-a filter), decided by the terminology; and a Patient with
+ * three R4 core extensions claiming a tenant profile, whose extensions are checked against their definitions.
  *   bun scripts/measure-profiled-writes.ts [writes per case, default 2000]
  */
 import { createTestApp } from '../test/helpers/app.ts';
@@ -33,12 +34,14 @@ const vitals = (code: Json, meta?: Json): Json => ({
 });
 const HR = { coding: [{ system: 'http://loinc.org', code: '8867-4' }] };
 
-async function measure(name: string, body: (i: number) => Json): Promise<void> {
-  for (let i = 0; i < 200; i++) await api.post('Observation', body(i));
+const measure = (name: string, body: (i: number) => Json) => measureType('Observation', name, body);
+
+async function measureType(type: string, name: string, body: (i: number) => Json): Promise<void> {
+  for (let i = 0; i < 200; i++) await api.post(type, body(i));
   const times: number[] = [];
   for (let i = 0; i < N; i++) {
     const started = performance.now();
-    const res = await api.post('Observation', body(i));
+    const res = await api.post(type, body(i));
     times.push(performance.now() - started);
     if (res.status !== 201) throw new Error(`${name}: ${res.status} ${await res.text()}`);
   }
@@ -54,4 +57,22 @@ for (const vs of ['all', 'isa']) {
   await measure(`tenant profile, 1,500-code value set (${vs})`, (i) => vitals({ coding: [{ system: CS, code: `c${(i % 1499) + 2}` }] }, { profile: [PROFILE] }));
   await api.del(`StructureDefinition/${sd.id}`);
 }
+const plain = await api.create({
+  resourceType: 'StructureDefinition', url: `${PROFILE}-patient`, name: 'PlainPatient', status: 'active', kind: 'resource', abstract: false,
+  type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+  snapshot: { element: [el('Patient', { max: '*', base: { path: 'Patient', min: 0, max: '*' } })] },
+});
+const patient = (meta?: Json): Json => ({
+  resourceType: 'Patient', ...(meta ? { meta } : {}), name: [{ family: 'Ng', given: ['Li'] }], gender: 'female', birthDate: '1970-01-01',
+  extension: [
+    { url: 'http://hl7.org/fhir/StructureDefinition/patient-birthPlace', valueAddress: { city: 'Utrecht', country: 'NL' } },
+    { url: 'http://hl7.org/fhir/StructureDefinition/patient-mothersMaidenName', valueString: 'Jansen' },
+    { url: 'http://hl7.org/fhir/StructureDefinition/patient-religion', valueCodeableConcept: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v3-ReligiousAffiliation', code: '1013' }] } },
+  ],
+});
+for (let round = 0; round < 2; round++) {
+  await measureType('Patient', 'Patient, 3 core extensions, no profile', () => patient());
+  await measureType('Patient', 'Patient, 3 core extensions, tenant profile', () => patient({ profile: [`${PROFILE}-patient`] }));
+}
+await api.del(`StructureDefinition/${plain.id}`);
 await t.close();

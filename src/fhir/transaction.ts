@@ -103,20 +103,15 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
 }
 
 /**
- * Every entry's resource (and patched result) must satisfy the profiles it claims that Cinder knows; the
+ * Every entry's resource (and patched result) must satisfy the profiles it claims that Cinder knows, and
+ * its extensions their definitions; the
  * 422 lists the problems of all entries, as base validation's does.
  */
 async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries: Entry[], planned: Planned[]): Promise<void> {
   if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return;
   const errors = [];
-  for (const e of entries) {
-    const claimed = (e.resource?.meta as { profile?: unknown } | undefined)?.profile;
-    if (e.resource && Array.isArray(claimed)) errors.push(...(await deps.profiles.issues(req.tenant, e.resource, claimed.filter((c): c is string => typeof c === 'string'), { warnings: false, at: `Bundle.entry[${e.index}].resource` })));
-  }
-  for (const p of planned) {
-    const claimed = (p.patched?.resource.meta as { profile?: unknown } | undefined)?.profile;
-    if (p.patched && Array.isArray(claimed)) errors.push(...(await deps.profiles.issues(req.tenant, p.patched.resource, claimed.filter((c): c is string => typeof c === 'string'), { warnings: false })));
-  }
+  for (const e of entries) if (e.resource) errors.push(...((await deps.profiles.writeIssues(req.tenant, e.resource, `Bundle.entry[${e.index}].resource`)) ?? []));
+  for (const p of planned) if (p.patched) errors.push(...((await deps.profiles.writeIssues(req.tenant, p.patched.resource)) ?? []));
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 

@@ -14,6 +14,7 @@ import { asResource, checkTypeAndId, type Resource } from './resource.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { outcomeIssues } from './validation/check.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
+import { distinctIssues } from './validation/profile/profile-check.ts';
 
 type Json = Record<string, unknown>;
 
@@ -94,7 +95,8 @@ export async function validateOperation(
 /**
  * The problems of `resource` against the profile the operation names (`profile`: an unknown one is an
  * error, as the client asked for it) and those it claims in `meta.profile` (an unknown one a warning:
- * R4 lets a resource claim profiles a server has never seen), warnings included.
+ * R4 lets a resource claim profiles a server has never seen), and of its extensions against their
+ * definitions, warnings included.
  */
 async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource, profile: string | undefined): Promise<ValidationIssue[]> {
   const out: ValidationIssue[] = [];
@@ -112,7 +114,8 @@ async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource,
     const urls = claimed.filter((c): c is string => typeof c === 'string' && c !== profile);
     out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]` })));
   }
-  return out;
+  out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true })));
+  return distinctIssues(out);
 }
 
 function outcome(issues: FhirIssue[]): Json {

@@ -8,7 +8,7 @@ import { compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
 import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
 import { elementType, typeModel, type ElementModel, type TypeModel } from '../model.ts';
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
-import type { CompiledProfile, Constraint, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import type { CompiledProfile, Constraint, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
 
 type Json = Record<string, unknown>;
@@ -47,7 +47,18 @@ export function compileProfile(sd: Json): CompiledProfile {
   const root = tree(elements as Json[], type);
   const ctx: Ctx = { label, extensions: new Set(), unsupported: [] };
   const compiled = compileElement(root, typeModel(type), undefined, type, ctx, 'root') ?? { id: type, name: type, choice: false, children: [] };
-  return { url, label, type, root: compiled, extensions: ctx.extensions, unsupported: ctx.unsupported };
+  const out: CompiledProfile = { url, label, type, root: compiled, extensions: ctx.extensions, unsupported: ctx.unsupported };
+  if (type === 'Extension') out.extension = extensionUse(sd, elements[0] as Json);
+  return out;
+}
+
+/** Where an extension definition may be used (its `context`s with a type R4 defines) and whether it is a modifier. */
+function extensionUse(sd: Json, root: Json): ExtensionUse {
+  const contexts: ExtensionUse['contexts'][number][] = [];
+  for (const c of Array.isArray(sd.context) ? (sd.context as Json[]) : []) {
+    if ((c.type === 'element' || c.type === 'extension' || c.type === 'fhirpath') && typeof c.expression === 'string') contexts.push({ type: c.type, expression: c.expression });
+  }
+  return { modifier: root.isModifier === true, contexts };
 }
 
 /** The snapshot's elements as a tree by id: children and slices under the element they belong to. */

@@ -17,6 +17,14 @@ export interface CompiledProfile {
   extensions: ReadonlySet<string>;
   /** Problems of the profile itself that make it unusable in part (a discriminator Cinder cannot evaluate), reported once per check. */
   unsupported: readonly string[];
+  /** For an extension definition: whether it is a modifier, and where it may be used (R4 StructureDefinition.context). */
+  extension?: ExtensionUse;
+}
+
+export interface ExtensionUse {
+  /** The root element's `isModifier`: such an extension goes in `modifierExtension`, any other in `extension`. */
+  modifier: boolean;
+  contexts: readonly { type: 'element' | 'extension' | 'fhirpath'; expression: string }[];
 }
 
 export interface TypeRule {

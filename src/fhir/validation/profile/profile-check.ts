@@ -8,7 +8,9 @@ import { tableValueSet } from '../model.ts';
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile } from './compiled.ts';
 import { isBaseDefinition, ProfileRegistry } from './registry.ts';
-import { checkProfile, type PendingBinding } from './run.ts';
+import { checkExtensionSite } from './extension-check.ts';
+import { extensionSites } from './extension-sites.ts';
+import { checkProfile, type PendingBinding, type ProfileResult } from './run.ts';
 
 type Json = Record<string, unknown>;
 
@@ -56,27 +58,68 @@ export class ProfileValidator {
       const extensions = new Map<string, CompiledProfile>();
       await this.loadExtensions(cache, tenant, profile, extensions);
       const result = checkProfile(resource, profile, (url) => extensions.get(url), at);
-      out.push(...result.issues.filter((x) => opts.warnings || x.severity === 'error'));
+      await this.collect(out, tenant, result, opts.warnings);
       if (opts.warnings) for (const u of profile.unsupported) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `${profile.label}: ${u}` });
-      for (const b of result.bindings) {
-        if (b.strength === 'extensible' && !opts.warnings) continue;
-        const issue = await this.bindingIssue(tenant, b, opts.warnings);
-        if (issue) out.push(issue);
-      }
     }
     return out;
   }
 
   /**
-   * Throws a 422 (`what` is not valid) when `resource` (at FHIRPath `at`) breaks a profile of its
-   * `meta.profile`; undefined at once when it claims none (a write's usual case).
+   * The problems of every extension and modifierExtension of `resource` (contained resources and a
+   * Bundle's entries included) whose url names an extension definition Cinder knows: the tenant's, else
+   * R4 core's. Extensions with no known definition are not checked; `context: false` leaves out where
+   * each is used (a write's choice, see writeIssues).
    */
-  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType)): Promise<void> | undefined {
+  async extensionIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; context?: boolean }): Promise<ValidationIssue[]> {
+    const sites = extensionSites(resource, opts.at);
+    if (sites.length === 0) return [];
+    const out: ValidationIssue[] = [];
+    const cache = await this.registry.cache(tenant);
+    const extensions = new Map<string, CompiledProfile>();
+    for (const site of sites) {
+      const url = site.extension.url;
+      // A nested extension's relative url (`text` in a complex extension) names no definition.
+      if (typeof url !== 'string' || !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(url)) continue;
+      const found = await this.registry.resolve(cache, tenant, url);
+      if (found.kind !== 'profile' || found.profile.extension === undefined) continue;
+      await this.loadExtensions(cache, tenant, found.profile, extensions);
+      await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false), opts.warnings);
+    }
+    return out;
+  }
+
+  /**
+   * What a write at `strict` must satisfy beyond base validation when `resource` claims a profile: the
+   * profiles it claims, and the definitions of all its extensions (value types, nested extensions,
+   * bindings, `extension` or `modifierExtension`), but not their contexts, which `$validate` reports
+   * (ARCHITECTURE.md, Profiles: R4's own conformance resources break them). Undefined at once when it
+   * claims no profile: such a write costs nothing more.
+   */
+  writeIssues(tenant: string, resource: Json, at?: string): Promise<ValidationIssue[]> | undefined {
     const claimed = (resource.meta as Json | undefined)?.profile;
     if (!Array.isArray(claimed) || claimed.length === 0) return undefined;
-    return this.issues(tenant, resource, claimed.filter((c): c is string => typeof c === 'string'), at === undefined ? { warnings: false } : { warnings: false, at }).then((errors) => {
+    const opts = at === undefined ? { warnings: false } : { warnings: false, at };
+    return Promise.all([
+      this.issues(tenant, resource, claimed.filter((c): c is string => typeof c === 'string'), opts),
+      this.extensionIssues(tenant, resource, { ...opts, context: false }),
+    ]).then(([a, b]) => distinctIssues([...a, ...b]));
+  }
+
+  /** Throws a 422 (`what` is not valid) when writeIssues finds an error; undefined at once when there is nothing to check. */
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType)): Promise<void> | undefined {
+    return this.writeIssues(tenant, resource, at)?.then((errors) => {
       if (errors.length > 0) throw invalidResource(errors, what);
     });
+  }
+
+  /** A result's issues (errors alone without `warnings`) and its bindings' verdicts, into `out`. */
+  private async collect(out: ValidationIssue[], tenant: string, result: ProfileResult, warnings: boolean): Promise<void> {
+    out.push(...result.issues.filter((x) => warnings || x.severity === 'error'));
+    for (const b of result.bindings) {
+      if (b.strength === 'extensible' && !warnings) continue;
+      const issue = await this.bindingIssue(tenant, b, warnings);
+      if (issue) out.push(issue);
+    }
   }
 
   private async loadExtensions(cache: Awaited<ReturnType<ProfileRegistry['cache']>>, tenant: string, profile: CompiledProfile, into: Map<string, CompiledProfile>): Promise<void> {
@@ -122,4 +165,15 @@ export class ProfileValidator {
     }
     return unknown ?? { kind: 'not-member' };
   }
+}
+
+/** Each issue once: an extension a profile's slice names is checked by the profile and again where it is used. */
+export function distinctIssues(issues: ValidationIssue[]): ValidationIssue[] {
+  const seen = new Set<string>();
+  return issues.filter((i) => {
+    const key = `${i.severity}\0${i.expression}\0${i.text}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }

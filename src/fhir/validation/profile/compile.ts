@@ -229,13 +229,18 @@ function compileSlicing(slicing: Json, raw: RawNode, owner: TypeModel | null, ba
     path: d.path === '$this' || d.path === undefined ? [] : splitPath(String(d.path)),
   }));
   const id = String(raw.ed.id ?? raw.ed.path);
-  for (const d of discriminators) if (d.type === 'profile') ctx.unsupported.push(`The slicing of ${id} by profile is not evaluated (discriminator type profile is not supported)`);
   const slices: Slice[] = [];
   for (const s of raw.slices) {
     const element = compileElement(s, owner, base, vtype, ctx, 'slice');
     if (element === null) continue;
     const sliceName = String(s.ed.sliceName ?? s.ed.id);
-    slices.push({ name: sliceName, element, keys: discriminators.map((d) => sliceKey(s, d)) });
+    const keys = discriminators.map((d) => sliceKey(s, d));
+    for (const k of keys) if (k?.kind === 'profile') for (const p of k.profiles) ctx.extensions.add(p);
+    slices.push({ name: sliceName, element, keys });
+  }
+  // A profile discriminator whose path Cinder cannot follow (`resolve()`) or whose slices name no profile.
+  for (const [i, d] of discriminators.entries()) {
+    if (d.type === 'profile' && slices.every((s) => s.keys[i] === null)) ctx.unsupported.push(`The slicing of ${id} by profile at ${d.path.join('.') || '$this'} is not evaluated (no slice names a profile Cinder can reach there)`);
   }
   const rules = slicing.rules === 'closed' || slicing.rules === 'openAtEnd' ? slicing.rules : 'open';
   return { discriminators, rules, ordered: slicing.ordered === true, slices };
@@ -243,7 +248,6 @@ function compileSlicing(slicing: Json, raw: RawNode, owner: TypeModel | null, ba
 
 /** What a value must be at the discriminator's path to belong to the slice `raw`; null when the slice does not say. */
 function sliceKey(raw: RawNode, d: Discriminator): SliceKey | null {
-  if (d.type === 'profile') return null;
   return keyAt(raw, raw, d, 0);
 }
 
@@ -287,6 +291,10 @@ function endKey(ed: Json, d: Discriminator): SliceKey | null {
   if (d.type === 'type') {
     const codes = typesOf(ed).map((t) => String(t.code));
     return codes.length === 0 ? null : { kind: 'types', types: new Set(codes) };
+  }
+  if (d.type === 'profile') {
+    const profiles = typesOf(ed).flatMap((t) => (Array.isArray(t.profile) ? (t.profile as unknown[]) : [])).filter((p): p is string => typeof p === 'string').map((p) => p.split('|')[0]!);
+    return profiles.length === 0 ? null : { kind: 'profile', profiles };
   }
   return null;
 }

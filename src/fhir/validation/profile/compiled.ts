@@ -13,7 +13,11 @@ export interface CompiledProfile {
   /** The type it constrains (`Observation`, `Extension`). */
   type: string;
   root: ProfileElement;
-  /** Extension definitions its extension slices name (`Extension.type.profile`), checked on the matching extensions. */
+  /**
+   * Profiles it names, loaded with it: extension definitions its extension slices name
+   * (`Extension.type.profile`), checked on the matching extensions, and the profiles a `profile`
+   * discriminator's slices name, which choose an item's slice.
+   */
   extensions: ReadonlySet<string>;
   /** Problems of the profile itself that make it unusable in part (a discriminator Cinder cannot evaluate), reported once per check. */
   unsupported: readonly string[];
@@ -73,7 +77,9 @@ export type SliceKey =
   /** The values the slice's fixed (equal) or pattern (contained) value has at the path: each must be met. */
   | { kind: 'fixed' | 'pattern'; values: readonly unknown[] }
   | { kind: 'types'; types: ReadonlySet<string> }
-  | { kind: 'exists'; exists: boolean };
+  | { kind: 'exists'; exists: boolean }
+  /** A `profile` discriminator: the value at the path conforms to one of these profiles (canonical URLs). */
+  | { kind: 'profile'; profiles: readonly string[] };
 
 export interface ProfileElement {
   /** The ElementDefinition's id (`Observation.component:SystolicBP.code`), for messages. */

@@ -1,0 +1,63 @@
+/**
+ * Profiles inside a resource: a slice chosen by the profile its value conforms to (discriminator
+ * `profile`, R4 profiling.html), and the `meta.profile` of contained resources and of the entries of a
+ * stored document or collection Bundle. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const NAMED = 'http://example.org/fhir/StructureDefinition/named-patient-2';
+const WITH_NAMED = 'http://example.org/fhir/StructureDefinition/collection-with-named-patient';
+
+const el = (id: string, min: number, max: string, extra: Json = {}) => {
+  const path = id.replace(/:[^.]*/g, '');
+  return { id, path, short: id, definition: id, min, max, base: { path, min: 0, max: '*' }, ...extra };
+};
+const sd = (url: string, type: string, elements: Json[]): Json => ({
+  resourceType: 'StructureDefinition', url, name: url.slice(url.lastIndexOf('/') + 1).replace(/-/g, ''), status: 'active', kind: 'resource', abstract: false,
+  type, baseDefinition: `http://hl7.org/fhir/StructureDefinition/${type}`, derivation: 'constraint', fhirVersion: '4.0.1', snapshot: { element: [el(type, 0, '*'), ...elements] },
+});
+/** A Patient with at least one name. */
+const named = () => sd(NAMED, 'Patient', [el('Patient.name', 1, '*')]);
+/** A Bundle with exactly one entry whose resource conforms to NAMED (slicing by profile at `resource`). */
+const withNamed = () => sd(WITH_NAMED, 'Bundle', [
+  el('Bundle.entry', 0, '*', { slicing: { discriminator: [{ type: 'profile', path: 'resource' }], rules: 'open' } }),
+  el('Bundle.entry:namedPatient', 1, '1', { sliceName: 'namedPatient' }),
+  el('Bundle.entry:namedPatient.resource', 1, '1', { type: [{ code: 'Patient', profile: [NAMED] }] }),
+]);
+
+const entry = (resource: Json, i: number) => ({ fullUrl: `urn:uuid:00000000-0000-4000-8000-00000000000${i}`, resource });
+const collection = (resources: Json[], profile?: string): Json => ({
+  resourceType: 'Bundle', type: 'collection', ...(profile ? { meta: { profile: [profile] } } : {}), entry: resources.map(entry),
+});
+const errorsOf = (outcome: Json) => (outcome.issue as Json[]).filter((i) => i.severity === 'error');
+const where = (issues: Json[]) => issues.map((i) => i.expression?.[0]).sort();
+
+await eachStore((kind, fresh) => {
+  describe(`profiles inside a resource (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      for (const s of [named(), withNamed()]) await api.create(s);
+    });
+    afterAll(() => t.close());
+
+    test('a slice chosen by profile: the entry whose Patient conforms fills it; none that conforms leaves it empty', async () => {
+      const obs = { resourceType: 'Observation', status: 'final', code: { text: 'x' } };
+      expect((await api.post('Bundle', collection([obs, { resourceType: 'Patient', name: [{ family: 'Ng' }] }], WITH_NAMED))).status).toBe(201);
+      const refused = await expectOutcome(await api.post('Bundle', collection([obs, { resourceType: 'Patient', gender: 'male' }], WITH_NAMED)), 422);
+      expect(where(refused.issue)).toEqual(['Bundle.entry']);
+      expect(refused.issue[0].details.text).toContain('Bundle.entry:namedPatient');
+      const two = await expectOutcome(await api.post('Bundle', collection([{ resourceType: 'Patient', name: [{ family: 'A' }] }, { resourceType: 'Patient', name: [{ family: 'B' }] }], WITH_NAMED)), 422);
+      expect(two.issue[0].details.text).toContain('at most 1');
+      // $validate evaluates the discriminator and no longer says it is not evaluated.
+      const outcome = (await (await api.post('Bundle/$validate', collection([{ resourceType: 'Patient', name: [{ family: 'Ng' }] }], WITH_NAMED))).json()) as Json;
+      expect(errorsOf(outcome)).toEqual([]);
+      expect((outcome.issue as Json[]).filter((i) => i.code === 'not-supported')).toEqual([]);
+    });
+  });
+});

@@ -3,7 +3,8 @@
  * the same Observation through app.request() on an in-memory SQLite store, without a profile, claiming
  * R4's vitalsigns (bindings in the base table), and claiming a tenant profile bound to a tenant value set of
  * 1,500 codes (all of a code system, and an is-a filter), decided by the terminology; and a Patient with
- * three R4 core extensions claiming a tenant profile, whose extensions are checked against their definitions.
+ * three R4 core extensions claiming a tenant profile, whose extensions are checked against their definitions;
+ * and a collection Bundle of 20 heart rates, each entry claiming vitalsigns (its entries' profiles checked).
  *   bun scripts/measure-profiled-writes.ts [writes per case, default 2000]
  */
 import { createTestApp } from '../test/helpers/app.ts';
@@ -75,4 +76,9 @@ for (let round = 0; round < 2; round++) {
   await measureType('Patient', 'Patient, 3 core extensions, tenant profile', () => patient({ profile: [`${PROFILE}-patient`] }));
 }
 await api.del(`StructureDefinition/${plain.id}`);
+const collection = (meta?: Json): Json => ({ resourceType: 'Bundle', type: 'collection', entry: Array.from({ length: 20 }, (_, i) => ({ fullUrl: `urn:uuid:00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, resource: vitals(HR, meta) })) });
+for (let round = 0; round < 2; round++) {
+  await measureType('Bundle', 'collection of 20 heart rates, no profile', () => collection());
+  await measureType('Bundle', 'collection of 20 heart rates claiming vitalsigns', () => collection({ profile: ['http://hl7.org/fhir/StructureDefinition/vitalsigns'] }));
+}
 await t.close();

@@ -53,13 +53,14 @@ export function validationLevel(deps: FhirDeps): ValidationLevel {
 }
 
 /**
- * A write's check of the profiles `resource` claims (`meta.profile`) that Cinder knows, and then of its
- * extensions against their definitions, at `strict`: a 422 for an error, as base validation's (`at`: the
- * resource's FHIRPath, `what`: what the message names). Undefined at once for a resource that claims none,
- * so that such a write costs nothing more (not even an await).
+ * A write's check of the profiles `resource` and the resources inside it (contained ones, a document's or
+ * collection's entries) claim (`meta.profile`) that Cinder knows, and then of its extensions against their
+ * definitions, at `strict`: a 422 for an error, as base validation's (`at`: the resource's FHIRPath,
+ * `what`: what the message names). Undefined at once for a resource where none is claimed, so that such a
+ * write costs nothing more (not even an await).
  */
 export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string, what?: string): Promise<void> | undefined {
-  if (deps.profiles === undefined || (resource.meta as { profile?: unknown } | undefined)?.profile === undefined || validationLevel(deps) !== 'strict') return undefined;
+  if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return undefined;
   return deps.profiles.requireValid(tenant, resource as Record<string, unknown>, at, what);
 }
 

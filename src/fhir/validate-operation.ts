@@ -95,8 +95,8 @@ export async function validateOperation(
 /**
  * The problems of `resource` against the profile the operation names (`profile`: an unknown one is an
  * error, as the client asked for it) and those it claims in `meta.profile` (an unknown one a warning:
- * R4 lets a resource claim profiles a server has never seen), and of its extensions against their
- * definitions, warnings included.
+ * R4 lets a resource claim profiles a server has never seen), the profiles its contained resources and a
+ * document's or collection's entries claim, and its extensions against their definitions, warnings included.
  */
 async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource, profile: string | undefined): Promise<ValidationIssue[]> {
   const out: ValidationIssue[] = [];
@@ -114,6 +114,7 @@ async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource,
     const urls = claimed.filter((c): c is string => typeof c === 'string' && c !== profile);
     out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]` })));
   }
+  out.push(...(await deps.profiles.nestedIssues(tenant, json, { warnings: true })));
   out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true })));
   return distinctIssues(out);
 }

@@ -59,5 +59,29 @@ await eachStore((kind, fresh) => {
       expect(errorsOf(outcome)).toEqual([]);
       expect((outcome.issue as Json[]).filter((i) => i.code === 'not-supported')).toEqual([]);
     });
+
+    test('a contained resource\'s meta.profile is checked on write and in $validate', async () => {
+      const obs = (patient: Json): Json => ({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: '#p' }, contained: [{ id: 'p', ...patient }] });
+      const claiming = { resourceType: 'Patient', meta: { profile: [NAMED] } };
+      const refused = await expectOutcome(await api.post('Observation', obs(claiming)), 422);
+      expect(where(refused.issue)).toEqual(['Observation.contained[0].name']);
+      expect(refused.issue[0].details.text).toContain(NAMED);
+      expect((await api.post('Observation', obs({ ...claiming, name: [{ family: 'Ng' }] }))).status).toBe(201);
+      const outcome = (await (await api.post('Observation/$validate', obs({ resourceType: 'Patient', meta: { profile: ['http://example.org/nowhere'] } }))).json()) as Json;
+      expect(errorsOf(outcome)).toEqual([]);
+      expect(where((outcome.issue as Json[]).filter((i) => i.code === 'not-supported'))).toEqual(['Observation.contained[0].meta.profile[0]']);
+    });
+
+    test('the entries of a stored collection or document Bundle are checked against the profiles they claim; a transaction\'s are written and checked each on its own', async () => {
+      const claiming = (extra: Json = {}) => ({ resourceType: 'Patient', meta: { profile: [NAMED] }, ...extra });
+      const refused = await expectOutcome(await api.post('Bundle', collection([{ resourceType: 'Observation', status: 'final', code: { text: 'x' } }, claiming()])), 422);
+      expect(where(refused.issue)).toEqual(['Bundle.entry[1].resource.name']);
+      expect((await api.post('Bundle', collection([claiming({ name: [{ family: 'Ng' }] })]))).status).toBe(201);
+      const v = (await (await api.post('Bundle/$validate', collection([claiming()]))).json()) as Json;
+      expect(where(errorsOf(v))).toEqual(['Bundle.entry[0].resource.name']);
+      // In a transaction the entry is written as a Patient of its own, and refused at its place in the Bundle.
+      const tx = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: claiming(), request: { method: 'POST', url: 'Patient' } }] });
+      expect(where((await expectOutcome(tx, 422)).issue)).toEqual(['Bundle.entry[0].resource.name']);
+    });
   });
 });

@@ -89,20 +89,37 @@ export class ProfileValidator {
   }
 
   /**
-   * What a write at `strict` must satisfy beyond base validation when `resource` claims a profile: the
-   * profiles it claims, and the definitions of all its extensions (value types, nested extensions,
+   * What a write at `strict` must satisfy beyond base validation when `resource` or a resource inside it
+   * (innerResources) claims a profile: the profiles each claims, and the definitions of all its extensions (value types, nested extensions,
    * bindings, `extension` or `modifierExtension`), but not their contexts, which `$validate` reports
    * (ARCHITECTURE.md, Profiles: R4's own conformance resources break them). Undefined at once when it
-   * claims no profile: such a write costs nothing more.
+   * claims no profile and none inside it does: such a write costs nothing more.
    */
   writeIssues(tenant: string, resource: Json, at?: string): Promise<ValidationIssue[]> | undefined {
-    const claimed = (resource.meta as Json | undefined)?.profile;
-    if (!Array.isArray(claimed) || claimed.length === 0) return undefined;
+    const claimed = claimedProfiles(resource);
+    const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
+    if (claimed.length === 0 && inner.length === 0) return undefined;
     const opts = at === undefined ? { warnings: false } : { warnings: false, at };
     return Promise.all([
-      this.issues(tenant, resource, claimed.filter((c): c is string => typeof c === 'string'), opts),
+      claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, opts),
+      this.innerIssues(tenant, inner, false),
       this.extensionIssues(tenant, resource, { ...opts, context: false }),
-    ]).then(([a, b]) => distinctIssues([...a, ...b]));
+    ]).then(([a, b, c]) => distinctIssues([...a, ...b, ...c]));
+  }
+
+  /**
+   * The problems of the resources inside `resource` (contained ones, and the entries of a document or
+   * collection Bundle) against the profiles each claims in its own `meta.profile`; `at` is the FHIRPath of `resource`.
+   */
+  nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string }): Promise<ValidationIssue[]> {
+    const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
+    return this.innerIssues(tenant, inner, opts.warnings);
+  }
+
+  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean): Promise<ValidationIssue[]> {
+    const out: ValidationIssue[] = [];
+    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at })));
+    return out;
   }
 
   /** Throws a 422 (`what` is not valid) when writeIssues finds an error; undefined at once when there is nothing to check. */
@@ -176,4 +193,41 @@ export function distinctIssues(issues: ValidationIssue[]): ValidationIssue[] {
     seen.add(key);
     return true;
   });
+}
+
+interface InnerResource {
+  resource: Json;
+  /** Its FHIRPath (`Bundle.entry[1].resource`, `Patient.contained[0]`). */
+  at: string;
+}
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The profiles `resource` claims in `meta.profile`. */
+function claimedProfiles(resource: Json): string[] {
+  const claimed = (resource.meta as Json | undefined)?.profile;
+  return Array.isArray(claimed) ? claimed.filter((c): c is string => typeof c === 'string') : [];
+}
+
+/**
+ * The resources inside `resource` (at FHIRPath `at`) that stand as resources of their own: its contained
+ * ones, and the entries of a document or collection Bundle (a stored Bundle, whose entries are not written
+ * one by one) with theirs. A transaction's or batch's entries are written, and checked, each on its own.
+ */
+function innerResources(resource: Json, at: string): InnerResource[] {
+  const out: InnerResource[] = [];
+  if (Array.isArray(resource.contained)) {
+    for (const [i, c] of resource.contained.entries()) if (isObject(c) && typeof c.resourceType === 'string') out.push({ resource: c, at: `${at}.contained[${i}]` });
+  }
+  if (resource.resourceType === 'Bundle' && (resource.type === 'document' || resource.type === 'collection') && Array.isArray(resource.entry)) {
+    for (const [i, e] of resource.entry.entries()) {
+      const r = isObject(e) ? e.resource : undefined;
+      if (!isObject(r) || typeof r.resourceType !== 'string') continue;
+      const path = `${at}.entry[${i}].resource`;
+      out.push({ resource: r, at: path }, ...innerResources(r, path));
+    }
+  }
+  return out;
 }

@@ -28,6 +28,14 @@ const withNamed = () => sd(WITH_NAMED, 'Bundle', [
   el('Bundle.entry:namedPatient.resource', 1, '1', { type: [{ code: 'Patient', profile: [NAMED] }] }),
 ]);
 
+const BY_TYPE = 'http://example.org/fhir/StructureDefinition/collection-with-a-patient';
+/** A Bundle with exactly one Patient entry (slicing by type at `resource`). */
+const byType = () => sd(BY_TYPE, 'Bundle', [
+  el('Bundle.entry', 0, '*', { slicing: { discriminator: [{ type: 'type', path: 'resource' }], rules: 'open' } }),
+  el('Bundle.entry:patient', 1, '1', { sliceName: 'patient' }),
+  el('Bundle.entry:patient.resource', 1, '1', { type: [{ code: 'Patient' }] }),
+]);
+
 const entry = (resource: Json, i: number) => ({ fullUrl: `urn:uuid:00000000-0000-4000-8000-00000000000${i}`, resource });
 const collection = (resources: Json[], profile?: string): Json => ({
   resourceType: 'Bundle', type: 'collection', ...(profile ? { meta: { profile: [profile] } } : {}), entry: resources.map(entry),
@@ -42,7 +50,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
-      for (const s of [named(), withNamed()]) await api.create(s);
+      for (const s of [named(), withNamed(), byType()]) await api.create(s);
     });
     afterAll(() => t.close());
 
@@ -58,6 +66,13 @@ await eachStore((kind, fresh) => {
       const outcome = (await (await api.post('Bundle/$validate', collection([{ resourceType: 'Patient', name: [{ family: 'Ng' }] }], WITH_NAMED))).json()) as Json;
       expect(errorsOf(outcome)).toEqual([]);
       expect((outcome.issue as Json[]).filter((i) => i.code === 'not-supported')).toEqual([]);
+    });
+
+    test('a slice chosen by type at a resource: the resource\'s type is its resourceType', async () => {
+      const obs = { resourceType: 'Observation', status: 'final', code: { text: 'x' } };
+      expect((await api.post('Bundle', collection([obs, { resourceType: 'Patient' }], BY_TYPE))).status).toBe(201);
+      const refused = await expectOutcome(await api.post('Bundle', collection([obs], BY_TYPE)), 422);
+      expect(refused.issue[0].details.text).toContain('Bundle.entry:patient');
     });
 
     test('a contained resource\'s meta.profile is checked on write and in $validate', async () => {

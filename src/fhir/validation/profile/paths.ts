@@ -76,7 +76,12 @@ export function valuesAt(from: Located[], path: readonly string[]): Located[] {
       }
       if (key === undefined) continue;
       const v = value[key];
-      for (const item of Array.isArray(v) ? v : [v]) if (item !== null && item !== undefined) next.push(t === undefined ? { value: item } : { value: item, type: t });
+      for (const item of Array.isArray(v) ? v : [v]) {
+        if (item === null || item === undefined) continue;
+        // A resource (`Bundle.entry.resource`, `contained`) has its type in itself.
+        const type = t ?? (isObject(item) && typeof item.resourceType === 'string' ? item.resourceType : undefined);
+        next.push(type === undefined ? { value: item } : { value: item, type });
+      }
     }
     at = next;
   }

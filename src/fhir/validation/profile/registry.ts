@@ -5,6 +5,7 @@
  * CodeSystem of that tenant changes (the store's change token, which every process sees).
  */
 import type { Store } from '../../../store/types.ts';
+import { BoundedCache } from '../../../terminology/compile/bounded-cache.ts';
 import { canonicalCondition } from '../../search-canonical.ts';
 import { compileProfile, ProfileUnusable } from './compile.ts';
 import type { CompiledProfile } from './compiled.ts';
@@ -20,8 +21,14 @@ export const PROFILE_TYPES = ['StructureDefinition', 'ValueSet', 'CodeSystem'];
 
 interface TenantCache {
   token: string;
-  profiles: Map<string, Promise<Resolved>>;
+  profiles: BoundedCache<string, Promise<Resolved>>;
 }
+
+/**
+ * Canonicals remembered per tenant, found or not: every extension url of a resource is looked up (its
+ * definition may be the tenant's), so clients naming many different urls must not grow this without end.
+ */
+export const PROFILES_PER_TENANT = 2_000;
 
 const BASE = 'http://hl7.org/fhir/StructureDefinition/';
 
@@ -31,14 +38,14 @@ export class ProfileRegistry {
   private readonly coreCompiled = new Map<string, Resolved>();
   private readonly tenants = new Map<string, TenantCache>();
 
-  constructor(private readonly store: Store, private readonly files: readonly string[] = coreProfileFiles) {}
+  constructor(private readonly store: Store, private readonly files: readonly string[] = coreProfileFiles, private readonly capacity = PROFILES_PER_TENANT) {}
 
   /** The tenant's cache, dropped when its profiles or terminology changed (one read of the change token). */
   async cache(tenant: string): Promise<TenantCache> {
     const token = await this.store.resources.changeToken(tenant, PROFILE_TYPES);
     let c = this.tenants.get(tenant);
     if (c === undefined || c.token !== token) {
-      c = { token, profiles: new Map() };
+      c = { token, profiles: new BoundedCache(this.capacity) };
       this.tenants.set(tenant, c);
     }
     return c;

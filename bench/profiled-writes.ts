@@ -5,7 +5,7 @@
  * 1,500 codes (all of a code system, and an is-a filter), decided by the terminology; and a Patient with
  * three R4 core extensions claiming a tenant profile, whose extensions are checked against their definitions;
  * and a collection Bundle of 20 heart rates, each entry claiming vitalsigns (its entries' profiles checked).
- *   bun scripts/measure-profiled-writes.ts [writes per case, default 2000]
+ *   bun bench/profiled-writes.ts [writes per case, default 2000]
  */
 import { createTestApp } from '../test/helpers/app.ts';
 import { fhirClient, type Json } from '../test/helpers/fhir.ts';

@@ -100,6 +100,12 @@ export function applyPatch(current: Resource, patch: PatchDocument): Resource {
   return r as Resource;
 }
 
+/**
+ * A change of the current version other than a patch document (`$meta-add`, `$meta-delete`): the resource
+ * it becomes, of the same type and id, written as a patch's result is.
+ */
+export type Change = (current: Resource) => Resource;
+
 /** A patch applied to the current version, ready to be written against it. */
 export interface Patched {
   /** The result, not yet validated (the write path validates it). */
@@ -117,7 +123,7 @@ export interface Patched {
  * errors of a Bundle entry.
  */
 export async function patchCurrent(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: IfMatch, at?: string,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch, at?: string,
 ): Promise<Patched> {
   requireAccess(req.access, type, 'u');
   const current = await readResource(deps, req, type, id);
@@ -126,7 +132,8 @@ export async function patchCurrent(
   requireIfMatch(ifMatch, `${type}/${id}`, current);
   let resource: Resource;
   try {
-    resource = applyPatch(parseExact(current.content) as Resource, patch);
+    const content = parseExact(current.content) as Resource;
+    resource = typeof patch === 'function' ? patch(content) : applyPatch(content, patch);
   } catch (err) {
     if (!(err instanceof FhirError) || at === undefined) throw err;
     throw underEntry(err, at);
@@ -191,7 +198,7 @@ async function afterOthers<T>(store: Store, key: string, fn: () => Promise<T>): 
  * checked again on each attempt, so a version it named that is no longer current is its 412.
  */
 export async function patchResource(
-  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument, ifMatch?: IfMatch,
+  deps: FhirDeps, req: FhirRequest, type: string, id: string, patch: PatchDocument | Change, ifMatch?: IfMatch,
 ): Promise<WriteResult> {
   if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
   checkTypeAndId(type, id);

@@ -8,6 +8,7 @@ import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
 import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
+import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
 import { processBundle } from '../fhir/transaction.ts';
@@ -196,6 +197,29 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
   app.route('/', binaryRoutes({ fhir: deps, baseUrl: deps.baseUrl, maxBinaryBytes: deps.limits.binary, writeResponse }));
   notAllowedFirst(app);
+  // `$meta` (system, type, instance, version) and `$meta-add` / `$meta-delete` (instance, version): src/fhir/meta-operations.ts.
+  const metaOf = async (c: Context<AppEnv>) => {
+    const { type, id, vid } = c.req.param() as { type?: string; id?: string; vid?: string };
+    if (c.req.method === 'POST') await operationParams(c); // no inputs: an empty body or an empty Parameters
+    const meta = id === undefined ? await metaInUse(deps, request(c), type) : await instanceMeta(deps, request(c), type!, id, vid);
+    return fhirJson(metaParameters(meta));
+  };
+  const metaChange = (mode: 'add' | 'delete') => async (c: Context<AppEnv>) => {
+    const { type, id, vid } = c.req.param() as { type: string; id: string; vid?: string };
+    if (id.startsWith('$')) throw new FhirError('not-found', `Operation ${id} is not supported on ${type}`);
+    const body = await readFhirBody(c.req.raw, deps.limits.resource);
+    const written = await changeMeta(deps, request(c), type, id, body, mode, vid, parseIfMatch(c.req.header('if-match')));
+    return fhirJson(metaParameters((JSON.parse(written.version.content) as { meta: Record<string, unknown> }).meta), 200, versionHeaders(written.version));
+  };
+  app.on(['GET', 'POST'], '/$meta', metaOf);
+  app.on(['GET', 'POST'], '/:type/$meta', metaOf);
+  app.on(['GET', 'POST'], '/:type/:id/$meta', metaOf);
+  app.on(['GET', 'POST'], '/:type/:id/_history/:vid/$meta', metaOf);
+  for (const at of ['/:type/:id', '/:type/:id/_history/:vid']) {
+    app.post(`${at}/$meta-add`, metaChange('add'));
+    app.post(`${at}/$meta-delete`, metaChange('delete'));
+    app.on(['GET', 'PUT', 'DELETE', 'PATCH'], [`${at}/$meta-add`, `${at}/$meta-delete`], refuse('POST'));
+  }
   app.post('/', async (c) => {
     const body = await readFhirBody(c.req.raw, deps.limits.bundle);
     const operation = deps.dispatch === undefined ? undefined : operationCall(c, deps.dispatch);

@@ -56,6 +56,8 @@ function documentedModifiers(p: Json): string[] {
 }
 
 const VALUE_SET = 'http://hl7.org/fhir/ValueSet/administrative-gender';
+/** The input of `$meta-add` / `$meta-delete`: a Parameters holding a `meta`. */
+const META_INPUT = { resourceType: 'Parameters', parameter: [{ name: 'meta', valueMeta: { tag: [{ system: 'urn:probe', code: 'meta' }] } }] };
 
 /** `name:modifier=value` keys and values to try for one documented modifier. */
 function modifierQueries(r: Json, p: Json, modifier: string): [string, string][] {
@@ -284,6 +286,17 @@ describe('every interaction and operation the statement lists is served', () => 
     ],
     // The patient has no current allergy list: a 404 naming it (List-find), not a missing route.
     'http://hl7.org/fhir/OperationDefinition/List-find': () => [['GET', 'List/$find?patient=probe&name=$current-allergies', 404]],
+    // $meta at the system level, on a type (the union in use) and on an instance or version; the changes on an instance or version.
+    'http://hl7.org/fhir/OperationDefinition/Resource-meta': (type) => (type === ''
+      ? [['GET', '$meta', 200], ['POST', '$meta', 200, { resourceType: 'Parameters' }]]
+      : [['GET', `${type}/$meta`, 200], ['GET', `${type}/probe-missing/$meta`, 404], ['POST', `${type}/probe-missing/_history/1/$meta`, 404, { resourceType: 'Parameters' }]]),
+    'http://hl7.org/fhir/OperationDefinition/Resource-meta-add': (type) => [
+      ['POST', `${type}/probe-missing/$meta-add`, 404, META_INPUT], ['POST', `${type}/probe-missing/_history/1/$meta-add`, 404, META_INPUT],
+      ['POST', `${type}/probe-missing/$meta-add`, 400, { resourceType: 'Parameters' }],
+    ],
+    'http://hl7.org/fhir/OperationDefinition/Resource-meta-delete': (type) => [
+      ['POST', `${type}/probe-missing/$meta-delete`, 404, META_INPUT], ['POST', `${type}/probe-missing/_history/1/$meta-delete`, 404, META_INPUT],
+    ],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

@@ -158,6 +158,7 @@ describe('CapabilityStatement', () => {
       { name: 'lookup', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup' },
       { name: 'subsumes', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes' },
       { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
+      ...['meta', 'meta-add', 'meta-delete'].map((name) => ({ name, definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}` })),
     ]);
   });
 });

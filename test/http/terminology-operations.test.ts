@@ -204,6 +204,9 @@ describe('ValueSet/$expand', () => {
 });
 
 describe('CapabilityStatement', () => {
+  /** The operations every type lists after its own ($meta and friends, R4 Resource operations). */
+  const META = ['meta', 'meta-add', 'meta-delete'].map((name) => `http://hl7.org/fhir/OperationDefinition/Resource-${name}`);
+
   test('lists the terminology operations on ValueSet and CodeSystem', async () => {
     const res = await t.request(`${t.fhir()}/metadata`);
     const cs = (await res.json()) as { rest: { resource: { type: string; operation?: { name: string; definition: string }[] }[] }[] };
@@ -212,12 +215,14 @@ describe('CapabilityStatement', () => {
       'http://hl7.org/fhir/OperationDefinition/ValueSet-validate-code',
       'http://hl7.org/fhir/OperationDefinition/ValueSet-expand',
       'http://hl7.org/fhir/OperationDefinition/Resource-validate',
+      ...META,
     ]);
     expect(ops('CodeSystem')).toEqual([
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes',
       'http://hl7.org/fhir/OperationDefinition/Resource-validate',
+      ...META,
     ]);
   });
 });

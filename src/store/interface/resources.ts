@@ -150,6 +150,16 @@ export interface HistoryQuery {
   before?: { lastUpdated: number; type: string; id: string; versionId: number };
 }
 
+/** A value of `_tag`, `_security` or `_profile` in use (ResourceRepo.metaInUse). */
+export interface MetaValue {
+  param: string;
+  system: string;
+  value: string;
+}
+
+/** The parameters whose values ResourceRepo.metaInUse lists. */
+export const META_PARAMS: readonly string[] = ['_tag', '_security', '_profile'];
+
 export interface ResourceRepo extends CompartmentReads {
   /** Current version (possibly a deletion), or null if the resource never existed. */
   read(tenant: string, type: string, id: string): Promise<ResourceVersion | null>;
@@ -177,6 +187,13 @@ export interface ResourceRepo extends CompartmentReads {
    * containedRows), as `referrers` lists reference keys (one may name a parameter whose rows are gone).
    */
   containedKeys(tenant: string, type: string): Promise<{ type: string; param: string }[]>;
+  /**
+   * The distinct values (a token's system and code, a uri's value) the index holds for `_tag`, `_security`
+   * and `_profile` on current resources of `types`, at most `cap` per parameter and type, in any order:
+   * read by skipping through the (key, value) index, one probe per value, never a scan of the rows
+   * (`$meta` at the type and system levels).
+   */
+  metaInUse(tenant: string, types: string[], cap: number): Promise<MetaValue[]>;
   /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */

@@ -1,4 +1,4 @@
-import type { IndexedRow, ResourceRepo, ResourceVersion, SearchQuery, WriteMethod } from '../types.ts';
+import { META_PARAMS, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
 import { countForm, countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
@@ -137,6 +137,23 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
       if (targets.length === 0) return [];
       return sql<{ type: string; param: string; target: string }[]>`
         SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
+    },
+    async metaInUse(tenant, types, cap) {
+      const keys = await sql<{ k: number; param: string; system: string }[]>`
+        SELECT k, param, system FROM search_keys
+        WHERE tenant = ${tenant} AND type = ANY(${types}::text[]) AND param = ANY(${[...META_PARAMS]}::text[]) AND code = ''`;
+      const out: MetaValue[] = [];
+      for (const key of keys) {
+        // A loose index scan of (k, value): each step one probe for the next value, `cap` at most.
+        const rows = await sql<{ value: string }[]>`
+          WITH RECURSIVE v(value) AS (
+            (SELECT value FROM search_index WHERE k = ${key.k} ORDER BY value LIMIT 1)
+            UNION ALL
+            SELECT (SELECT i.value FROM search_index i WHERE i.k = ${key.k} AND i.value > v.value ORDER BY i.value LIMIT 1) FROM v WHERE v.value IS NOT NULL
+          ) SELECT value FROM v WHERE value IS NOT NULL LIMIT ${cap}`;
+        for (const r of rows) out.push({ param: key.param, system: key.system, value: r.value });
+      }
+      return out;
     },
     async containedKeys(tenant, type) {
       return onlyContainedKeys(await sql<{ type: string; param: string }[]>`

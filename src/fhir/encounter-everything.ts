@@ -1,0 +1,56 @@
+/**
+ * `Encounter/{id}/$everything` (R4 OperationDefinition Encounter-everything): the Encounter, every
+ * resource in its compartment (R4 Encounter CompartmentDefinition: the Observations, Conditions,
+ * Procedures... whose `encounter` or `context` names it), and the resources those refer to, as
+ * Patient/$everything answers (src/fhir/everything.ts, whose parameters, cursor and includes this
+ * shares): `_since`, `_type`, `_count`, paged by `_cursor`. Matches come type after type, the Encounter
+ * first and then the compartment's types in the CompartmentDefinition's order, each type's by id; a
+ * page's `_cursor` is its last match's type index and id.
+ *
+ * The compartment is not indexed as the Patient one is: each type's members are found by the search
+ * engine as `{type}?{param}=Encounter/{id}` (the reference index), read by id from the cursor on, at
+ * most a page's count at a time, so a page costs one indexed search per type it reaches. Access is a
+ * read's: the Encounter must be readable (404 / 410 / 403), each type must be, and a type's SMART v2
+ * filter and patient context bound its rows as they bound a search of it.
+ */
+import { FhirError } from '../errors.ts';
+import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
+import { requireAccess } from './access.ts';
+import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { encounterCompartment } from './definitions.ts';
+import { encodePosition, everythingInput, referenced, type EverythingPage } from './everything.ts';
+import { guardOf } from './everything-rows.ts';
+import { ID_PATTERN } from './resource-types.ts';
+import { parameterCondition } from './search-compile.ts';
+
+/** The compartment's types, the Encounter first, then the others in the CompartmentDefinition's order. */
+const TYPES = ['Encounter', ...[...encounterCompartment().keys()].filter((t) => t !== 'Encounter')];
+
+export async function encounterEverything(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean, encounterId: string): Promise<EverythingPage> {
+  requireAccess(req.access, 'Encounter', 'r');
+  const input = everythingInput(deps, req, params, strict, TYPES);
+  if (!ID_PATTERN.test(encounterId)) throw new FhirError('invalid', `Invalid id '${encounterId}'`);
+  await readResource(deps, req, 'Encounter', encounterId); // 404 / 410 / 403 as a read would
+  const { types, limit, pos } = input;
+  const rows: ResourceVersion[] = [];
+  for (let t = pos.t, after = pos.a; t < types.length && rows.length <= limit; t++, after = undefined) {
+    const type = types[t]!;
+    const where: Condition[] = type === 'Encounter'
+      ? [{ kind: 'id', ids: [encounterId] }]
+      : encounterCompartment().get(type)!.map((param) => parameterCondition(type, param, `Encounter/${encounterId}`, deps.clock.now()) as Condition);
+    if (where.length > 1) where.splice(0, where.length, { kind: 'or', any: [...where] });
+    if (input.since) where.push({ kind: 'lastUpdated', tests: [{ op: 'ge', ...input.since }] });
+    where.push(...(guardOf(req, type, undefined) ?? []));
+    const q: SearchQuery = { type, where, sort: [], count: limit + 1 - rows.length };
+    if (after !== undefined) q.after = { lastUpdated: 0, id: after };
+    rows.push(...(await deps.store.resources.search(req.tenant, q)));
+  }
+  const result: EverythingPage = { rows: rows.slice(0, limit), included: [], self: input.self, warnings: input.warnings, ...input.page };
+  if (rows.length > limit) {
+    const last = rows[limit - 1]!;
+    result.next = encodePosition({ t: types.indexOf(last.type), a: last.id });
+  }
+  // What the matches refer to (the patient, practitioners, locations, another Encounter of `partOf`...), every type.
+  result.included = await referenced(deps, req, result.rows, params, () => false);
+  return result;
+}

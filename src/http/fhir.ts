@@ -8,6 +8,7 @@ import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
 import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { encounterEverything } from '../fhir/encounter-everything.ts';
+import { lastn } from '../fhir/lastn.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
@@ -178,6 +179,13 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const path = id === undefined ? `/${type}/$everything` : `/${type}/${id}/$everything`;
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), undefined, r.warnings, deps.clock.now(), { included: r.included }));
   };
+  /** `Observation/$lastn` by GET, or by POST with a Parameters body (or none), the URL's parameters after it. */
+  const lastnOf = async (c: Context<AppEnv>) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    const r = await lastn(deps, request(c), params, strict(c));
+    return fhirJson(searchsetJson(base, r.rows, searchLinks(base, '/Observation/$lastn', r.self), r.rows.length, r.warnings, deps.clock.now()));
+  };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
   const operationParams = async (c: Context<AppEnv>) => {
     const params = new URLSearchParams();
@@ -245,6 +253,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.get(INSTANCE_ROUTE, async (c) => {
     const { type, id } = c.req.param();
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
+    if (type === 'Observation' && id === '$lastn') return lastnOf(c);
     if (type === 'List' && id === '$find') {
       const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
       return fhirJson(v.content, 200, versionHeaders(v));
@@ -309,6 +318,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Patient/$everything', (c) => everythingOf(c));
   app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));
   app.post('/Encounter/:id/$everything', (c) => everythingOf(c, c.req.param('id'), 'Encounter'));
+  app.post('/Observation/$lastn', lastnOf);
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.

@@ -297,6 +297,10 @@ describe('every interaction and operation the statement lists is served', () => 
     'http://hl7.org/fhir/OperationDefinition/Resource-meta-delete': (type) => [
       ['POST', `${type}/probe-missing/$meta-delete`, 404, META_INPUT], ['POST', `${type}/probe-missing/_history/1/$meta-delete`, 404, META_INPUT],
     ],
+    'http://hl7.org/fhir/OperationDefinition/Observation-lastn': () => [
+      ['GET', 'Observation/$lastn?patient=probe&category=laboratory', 200], ['GET', 'Observation/$lastn?category=laboratory', 400],
+      ['POST', 'Observation/$lastn', 200, { resourceType: 'Parameters', parameter: [{ name: 'patient', valueString: 'probe' }, { name: 'code', valueString: 'http://loinc.org|1-8' }] }],
+    ],
     'http://hl7.org/fhir/OperationDefinition/Encounter-everything': () => [
       ['GET', 'Encounter/probe-missing/$everything', 404], ['POST', 'Encounter/probe-missing/$everything', 404, { resourceType: 'Parameters' }],
       ['GET', 'Encounter/probe-missing/$everything?_count=x', 400],

@@ -157,6 +157,26 @@ export interface MetaValue {
   value: string;
 }
 
+/** What ResourceRepo.codingPairs reads. */
+export interface CodingPairsQuery {
+  type: string;
+  param: string;
+  via: { param: string; target: string; id: string };
+  /**
+   * Only resources that also hold a value of this token parameter among `values`, compared in lower
+   * case whatever the system (a superset of what a search of those values matches, never less).
+   */
+  also?: { param: string; values: string[] };
+}
+
+/** Two codings one resource holds together (ResourceRepo.codingPairs): system and code each. */
+export interface CodingPair {
+  system1: string;
+  value1: string;
+  system2: string;
+  value2: string;
+}
+
 /** The parameters whose values ResourceRepo.metaInUse lists. */
 export const META_PARAMS: readonly string[] = ['_tag', '_security', '_profile'];
 
@@ -194,6 +214,14 @@ export interface ResourceRepo extends CompartmentReads {
    * (`$meta` at the type and system levels).
    */
   metaInUse(tenant: string, types: string[], cap: number): Promise<MetaValue[]>;
+  /**
+   * The codings that the token parameter `param` of `type` holds on the current resources of `type`
+   * whose reference parameter `via.param` names `via.target`/`via.id` (a patient's Observations'
+   * `code`s), as the distinct pairs of codings one resource holds together (a coding alone paired with
+   * itself), at most `cap`, in any order: read from the index alone (the reference's rows, then each
+   * resource's rows of `param` by its key), never the resources (`Observation/$lastn`'s groups).
+   */
+  codingPairs(tenant: string, q: CodingPairsQuery, cap: number): Promise<CodingPair[]>;
   /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */

@@ -2,6 +2,7 @@ import type { Database } from 'bun:sqlite';
 import { META_PARAMS } from '../types.ts';
 import type {
   HistoryQuery,
+  CodingPair,
   IndexedRow,
   MetaValue,
   ResourceRepo,
@@ -187,6 +188,17 @@ export function createSqliteResources(
     referrers: reader.query<{ type: string; param: string; target: string }, [string, string]>(
       'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
     ),
+    // The reference's rows (by the (k, value) index), then each resource's rows of the parameter (by its
+    // (res, k, value) key), twice for the pairs; CROSS JOIN keeps that order.
+    codingPairs: reader.query<CodingPair, [string, string, string, string, string, string, string, string, number, string, string]>(
+      'SELECT DISTINCT k1.system AS system1, c1.value AS value1, k2.system AS system2, c2.value AS value2 ' +
+        'FROM search_keys sk CROSS JOIN search_index s CROSS JOIN search_index c1 CROSS JOIN search_keys k1 CROSS JOIN search_index c2 CROSS JOIN search_keys k2 ' +
+        "WHERE sk.tenant = ?1 AND sk.type = ?2 AND sk.param = ?3 AND sk.system = ?4 AND sk.code = '' AND s.k = sk.k AND s.value = ?5 " +
+        "AND c1.res = s.res AND c1.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?8 AND code = '') AND k1.k = c1.k " +
+        'AND c2.res = s.res AND c2.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?8 AND code = \'\') AND k2.k = c2.k ' +
+        "AND (?10 = '' OR EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?10 AND code = '') " +
+        'AND lower(x.value) IN (SELECT value FROM json_each(?11)))) LIMIT ?9',
+    ),
     metaKeys: reader.query<{ k: number; param: string; system: string }, [string, string, string]>(
       "SELECT k, param, system FROM search_keys WHERE tenant = ? AND type IN (SELECT value FROM json_each(?)) AND param IN (SELECT value FROM json_each(?)) AND code = ''",
     ),
@@ -238,6 +250,11 @@ export function createSqliteResources(
     },
     async referrers(tenant, targets) {
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
+    },
+    async codingPairs(tenant, query, cap) {
+      const { type, param, via } = query;
+      const also = query.also ?? { param: '', values: [] };
+      return q.codingPairs.all(tenant, type, via.param, via.target, via.id, tenant, type, param, cap, also.param, JSON.stringify(also.values.map((v) => v.toLowerCase())));
     },
     async metaInUse(tenant, types, cap) {
       const out: MetaValue[] = [];

@@ -1,0 +1,181 @@
+/**
+ * `Observation/$lastn` (R4 OperationDefinition Observation-lastn, observation-operation-lastn.html): for
+ * each patient or subject asked for, the most recent `max` (default 1) Observations of each code that
+ * meet the request's other Observation search parameters, as one searchset Bundle.
+ *
+ * - The request names its subjects by `patient` (`id` or `Patient/id`) or `subject` (`Type/id`), a
+ *   comma-separated list of them, or, for a token bound to one patient, none (that patient); and a
+ *   `category` and/or a code parameter (`code`, `combo-code`, `code-value-*`), as R4 requires. `max`
+ *   is 1 to MAX_PER_CODE. Search's result parameters (`_sort`, `_count`, `_include`...) are not taken:
+ *   ignored with a warning, or a 400 under `Prefer: handling=strict`.
+ * - Groups ("GROUP BY Observation.code"): codings are the same code when their system and code are; an
+ *   Observation holding several codings joins their groups into one (R4's table: a | b | a,c is two
+ *   groups). The groups of a subject are read from the index (ResourceRepo.codingPairs: the distinct
+ *   pairs of codings its Observations hold together, never the Observations), over its current
+ *   Observations of the `category` asked (all of them without a plain one), and joined with a
+ *   union-find; Observations whose code has no coding (text alone) have no group and are not returned.
+ * - Each group is then one search: the request's parameters, the subject, `code` = the group's codings,
+ *   sorted `-date,-_lastUpdated` with `_count=max`: the most recent by effective[x] (a period or a
+ *   partial date by the end of its range, an open period as ongoing, hence the most recent), those
+ *   without effective[x] after every one with it, ties by the last update (the latest first), then id.
+ *   A page is so bounded by the groups' count times `max`, and each group's search by the index; the
+ *   access checks, scope filters and patient context are a search's.
+ * - Matches come subject after subject (in the order asked), each subject's groups by their first
+ *   coding (system, then code), each group's newest first.
+ */
+import { FhirError, type FhirIssue } from '../errors.ts';
+import type { CodingPair, ResourceVersion } from '../store/types.ts';
+import { requireAccess } from './access.ts';
+import type { CapabilityContribution } from './capability.ts';
+import type { FhirDeps, FhirRequest } from './crud.ts';
+import { issue } from './outcome.ts';
+import { ID_PATTERN, isResourceType } from './resource-types.ts';
+import { CONTROL, searchResources } from './search.ts';
+
+export const lastnCapability: CapabilityContribution = {
+  operations: [{ name: 'lastn', definition: 'http://hl7.org/fhir/OperationDefinition/Observation-lastn', types: ['Observation'] }],
+};
+
+/** Most Observations of one group a call returns (`max`). */
+export const MAX_PER_CODE = 1000;
+/** Most groups (codes) of one subject; more is a 422 asking for a narrower `code` or `category`. */
+export const MAX_GROUPS = 1000;
+/** Most Observations one call returns (groups times `max` over the subjects); more is a 422. */
+export const MAX_RESULTS = 10_000;
+
+/** The code parameters one of which (or `category`) R4 requires. */
+const CODE_PARAMS = new Set(['category', 'code', 'combo-code', 'code-value-concept', 'code-value-date', 'code-value-quantity', 'code-value-string']);
+
+export interface LastnResult {
+  rows: ResourceVersion[];
+  warnings: FhirIssue[];
+  /** The parameters the Bundle's `self` link carries. */
+  self: URLSearchParams;
+}
+
+/** A value as one search value: its `\`, `,`, `|` and `$` escaped. */
+const escaped = (s: string) => s.replace(/[\\,|$]/g, (c) => `\\${c}`);
+
+/** `max`: a positive integer up to MAX_PER_CODE, 1 when absent. */
+function maxOf(params: URLSearchParams): number {
+  const all = params.getAll('max');
+  if (all.length === 0) return 1;
+  const raw = all[0]!;
+  if (all.length > 1 || !/^0*[1-9]\d{0,6}$/.test(raw) || Number(raw) > MAX_PER_CODE) {
+    throw new FhirError('invalid', `Invalid max '${all.join(',')}': a positive integer up to ${MAX_PER_CODE}, once`, { expression: ['max'] });
+  }
+  return Number(raw);
+}
+
+/** The subjects asked for (`Type/id`): `patient` or `subject`, or the token's patient. */
+function subjectsOf(req: FhirRequest, params: URLSearchParams): string[] {
+  const keys = [...new Set(params.keys())].filter((k) => /^(patient|subject)([:.]|$)/.test(k));
+  if (keys.length === 0) {
+    const bound = req.access.patientLimit('Observation', 'r') ?? req.access.patientLimit('Observation', 's');
+    if (bound !== undefined) return [`Patient/${bound}`];
+    throw new FhirError('required', '$lastn needs the patient or subject whose Observations it reads (patient=id or subject=Type/id)', { expression: ['patient'] });
+  }
+  if (keys.length > 1 || params.getAll(keys[0]!).length > 1 || (keys[0] !== 'patient' && keys[0] !== 'subject')) {
+    throw new FhirError('invalid', '$lastn takes one patient or subject parameter (without modifiers or chains): a comma-separated list of subjects', { expression: [keys[0]!] });
+  }
+  const key = keys[0]!;
+  return params.get(key)!.split(',').map((raw) => {
+    const v = raw.trim();
+    const [type, id] = v.includes('/') ? v.split('/', 2) as [string, string] : ['Patient', v];
+    if ((key === 'patient' && type !== 'Patient') || (key === 'subject' && !v.includes('/')) || !isResourceType(type) || !ID_PATTERN.test(id)) {
+      throw new FhirError('invalid', `Invalid ${key} '${v}': ${key === 'patient' ? 'an id or Patient/id' : 'Type/id'}`, { expression: [key] });
+    }
+    return `${type}/${id}`;
+  });
+}
+
+/** The groups of codings (each sorted, by system then code) that these pairs join, in order of their first coding. */
+export function groupsOf(pairs: CodingPair[]): string[][] {
+  const parent = new Map<string, string>();
+  const find = (x: string): string => {
+    let r = x;
+    while (parent.get(r) !== r) r = parent.get(r)!;
+    parent.set(x, r);
+    return r;
+  };
+  const key = (system: string, value: string) => `${escaped(system)}|${escaped(value)}`;
+  for (const p of pairs) {
+    const a = key(p.system1, p.value1);
+    const b = key(p.system2, p.value2);
+    if (!parent.has(a)) parent.set(a, a);
+    if (!parent.has(b)) parent.set(b, b);
+    const [ra, rb] = [find(a), find(b)];
+    if (ra !== rb) parent.set(ra < rb ? rb : ra, ra < rb ? ra : rb);
+  }
+  const groups = new Map<string, string[]>();
+  for (const k of parent.keys()) {
+    const r = find(k);
+    (groups.get(r) ?? groups.set(r, []).get(r)!).push(k);
+  }
+  return [...groups.values()].map((g) => g.sort()).sort((a, b) => (a[0]! < b[0]! ? -1 : 1));
+}
+
+/** The request's search parameters for each group's search: all but the operation's own and search's result parameters. */
+function filters(params: URLSearchParams, strict: boolean, warnings: FhirIssue[]): URLSearchParams {
+  const out = new URLSearchParams();
+  for (const [key, value] of params) {
+    const name = key.split(':', 1)[0]!;
+    if (key === 'max' || /^(patient|subject)$/.test(key) || name === '_format' || name === '_pretty') continue;
+    if (CONTROL.has(name)) {
+      const what = `'${key}' is not a parameter of $lastn (its order and size are the operation's)`;
+      if (strict) throw new FhirError('not-supported', what, { expression: [key] });
+      if (!warnings.some((w) => w.expression?.[0] === key)) warnings.push(issue('warning', 'not-supported', `${what} and was ignored`, [key]));
+      continue;
+    }
+    out.append(key, value);
+  }
+  return out;
+}
+
+/**
+ * A plain `category` parameter's codes (`code`, `system|code`, `|code`): the groups are read from the
+ * Observations holding one of them alone (codingPairs' `also`, a superset of the search's matches), so
+ * that no group of another category costs a search. Modifiers, several `category` parameters or escapes
+ * leave it out (every Observation of the subject is read).
+ */
+function categories(params: URLSearchParams): { also?: { param: string; values: string[] } } {
+  const keys = [...params.keys()].filter((k) => k.split(/[:.]/, 1)[0] === 'category');
+  const raw = params.getAll('category');
+  if (keys.length !== 1 || keys[0] !== 'category' || raw.length !== 1 || raw[0]!.includes('\\')) return {};
+  const values = raw[0]!.split(',').map((v) => v.slice(v.lastIndexOf('|') + 1));
+  return values.every((v) => v !== '') ? { also: { param: 'category', values } } : {};
+}
+
+export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean): Promise<LastnResult> {
+  requireAccess(req.access, 'Observation', 's');
+  const max = maxOf(params);
+  const subjects = subjectsOf(req, params);
+  if (![...params.keys()].some((k) => CODE_PARAMS.has(k.split(/[:.]/, 1)[0]!))) {
+    throw new FhirError('required', '$lastn needs a category and/or a code parameter (code, combo-code, code-value-*)', { expression: ['category'] });
+  }
+  const warnings: FhirIssue[] = [];
+  const where = filters(params, strict, warnings);
+  const self = new URLSearchParams([...params].filter(([k]) => !k.startsWith('_') || k === '_format'));
+  const rows: ResourceVersion[] = [];
+  let planned = 0;
+  for (const subject of subjects) {
+    const [target, id] = subject.split('/') as [string, string];
+    const pairs = await deps.store.resources.codingPairs(req.tenant, { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...categories(params) }, MAX_GROUPS * 4 + 1);
+    const groups = groupsOf(pairs);
+    planned += groups.length * max;
+    if (pairs.length > MAX_GROUPS * 4 || groups.length > MAX_GROUPS || planned > MAX_RESULTS) {
+      throw new FhirError('unprocessable', `$lastn would return too many Observations (${subject} has ${groups.length} or more codes; at most ${MAX_GROUPS} codes and ${MAX_RESULTS} Observations a call): narrow it by category or code, or lower max`, { issueCode: 'too-costly', expression: ['code'] });
+    }
+    for (const group of groups) {
+      const q = new URLSearchParams(where);
+      q.set('subject', subject);
+      q.append('code', group.join(','));
+      q.set('_sort', '-date,-_lastUpdated');
+      q.set('_count', String(max));
+      const found = await searchResources(deps, req, 'Observation', q, strict);
+      for (const w of found.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
+      rows.push(...found.rows);
+    }
+  }
+  return { rows, warnings, self };
+}

@@ -1,0 +1,119 @@
+/**
+ * `Observation/$lastn` (R4 Observation-lastn) on both databases: the most recent `max` per code and
+ * subject, groups joined by Observations of several codings, ties and Observations without
+ * effective[x], the search parameters that narrow it, several subjects, errors, and a search's access.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+const LOINC = 'http://loinc.org';
+
+/** The `Observation/id`s of a Bundle's matches, in order. */
+const matches = (b: Json) => (b.entry ?? []).filter((e: Json) => e.search.mode === 'match').map((e: Json) => e.resource.id);
+
+await eachStore((kind, fresh) => {
+  describe(`Observation/$lastn (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const obs = (id: string, codes: string[], effective: string | undefined, opts: { subject?: string; cat?: string; extra?: Json } = {}) => api.put200({
+      resourceType: 'Observation', id, status: 'final', subject: { reference: `Patient/${opts.subject ?? 'p1'}` },
+      category: [{ coding: [{ system: CAT, code: opts.cat ?? 'laboratory' }] }],
+      code: codes.length ? { coding: codes.map((code) => ({ system: LOINC, code })) } : { text: 'text alone' },
+      ...(effective ? { effectiveDateTime: effective } : {}), ...opts.extra,
+    });
+    const lastn = async (query: string, client = api) => {
+      const res = await client.get(`Observation/$lastn?${query}`);
+      const body = (await res.json()) as Json;
+      expect({ query, status: res.status, body }).toMatchObject({ status: 200 });
+      expect(body.type).toBe('searchset');
+      return body;
+    };
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      for (const p of ['p1', 'p2']) await api.put200({ resourceType: 'Patient', id: p });
+      await obs('a1', ['A'], '2024-01-01');
+      await obs('a2', ['A'], '2024-03-01');
+      await obs('a3', ['A'], '2024-02-01');
+      // A tie on effective[x]: the later update first; without effective[x]: after every one with it.
+      await obs('b1', ['B'], '2024-05-01T10:00:00Z', { cat: 'vital-signs' });
+      t.clock.advance(1000);
+      await obs('b2', ['B'], '2024-05-01T10:00:00Z', { cat: 'vital-signs' });
+      await obs('b0', ['B'], undefined, { cat: 'vital-signs' });
+      // C and D are one group: cd holds both.
+      await obs('c1', ['C'], '2023-01-01');
+      await obs('d1', ['D'], '2023-06-01');
+      await obs('cd', ['D', 'C'], '2023-03-01');
+      // A group with no effective[x] at all: by last update, the latest first.
+      await obs('e1', ['E'], undefined);
+      t.clock.advance(1000);
+      await obs('e2', ['E'], undefined);
+      await obs('text-only', [], '2024-06-01');
+      await obs('a-p2', ['A'], '2025-01-01', { subject: 'p2' });
+    });
+    afterAll(() => t.close());
+
+    test('max=1 (the default): the most recent of each code group, groups by their first coding', async () => {
+      const b = await lastn('patient=p1&category=laboratory,vital-signs');
+      expect(matches(b)).toEqual(['a2', 'b2', 'd1', 'e2']);
+      expect(b.total).toBe(4);
+      expect(b.link.find((l: Json) => l.relation === 'self').url).toContain('Observation/$lastn?patient=p1');
+    });
+
+    test('max=3: each group newest first; ties by the last update; no effective[x] last', async () => {
+      expect(matches(await lastn('patient=Patient/p1&category=laboratory,vital-signs&max=3'))).toEqual(['a2', 'a3', 'a1', 'b2', 'b1', 'b0', 'd1', 'cd', 'c1', 'e2', 'e1']);
+    });
+
+    test('the search parameters narrow it: category, code, date; several subjects; POST', async () => {
+      expect(matches(await lastn('patient=p1&category=vital-signs&max=5'))).toEqual(['b2', 'b1', 'b0']);
+      // The category's forms (with its system, with a modifier, twice) select the same groups.
+      expect(matches(await lastn(`patient=p1&category=${CAT}|vital-signs&max=5`))).toEqual(['b2', 'b1', 'b0']);
+      expect(matches(await lastn('patient=p1&category:not=laboratory&max=5'))).toEqual(['b2', 'b1', 'b0']);
+      expect(matches(await lastn('patient=p1&category=vital-signs,laboratory&category=vital-signs&max=5'))).toEqual(['b2', 'b1', 'b0']);
+      expect(matches(await lastn(`patient=p1&code=${LOINC}|A&max=5`))).toEqual(['a2', 'a3', 'a1']);
+      expect(matches(await lastn(`subject=Patient/p1&code=${LOINC}|C&max=5`))).toEqual(['cd', 'c1']);
+      expect(matches(await lastn('patient=p1&category=laboratory&date=lt2024-02-15'))).toEqual(['a3', 'd1']);
+      expect(matches(await lastn(`patient=p1,p2&code=${LOINC}|A`))).toEqual(['a2', 'a-p2']);
+      const res = await api.post('Observation/$lastn', { resourceType: 'Parameters', parameter: [{ name: 'patient', valueString: 'p1' }, { name: 'category', valueString: 'vital-signs' }, { name: 'max', valueInteger: 2 }] });
+      expect(res.status).toBe(200);
+      expect(matches((await res.json()) as Json)).toEqual(['b2', 'b1']);
+    });
+
+    test('a deleted or changed Observation: the next most recent', async () => {
+      await obs('a4', ['A'], '2024-12-01');
+      expect(matches(await lastn(`patient=p1&code=${LOINC}|A`))).toEqual(['a4']);
+      await api.del('Observation/a4');
+      expect(matches(await lastn(`patient=p1&code=${LOINC}|A`))).toEqual(['a2']);
+      await obs('a2', ['Z'], '2024-03-01');
+      expect(matches(await lastn(`patient=p1&code=${LOINC}|A`))).toEqual(['a3']);
+      await obs('a2', ['A'], '2024-03-01');
+    });
+
+    test('errors: no subject, no category or code, a bad max or subject; search\'s result parameters', async () => {
+      expect((await expectOutcome(await api.get('Observation/$lastn?category=laboratory'), 400)).issue[0].expression).toEqual(['patient']);
+      expect((await expectOutcome(await api.get('Observation/$lastn?patient=p1'), 400)).issue[0].expression).toEqual(['category']);
+      for (const max of ['0', '-1', 'x', '1001']) expect((await expectOutcome(await api.get(`Observation/$lastn?patient=p1&category=laboratory&max=${max}`), 400)).issue[0].expression).toEqual(['max']);
+      expect((await expectOutcome(await api.get('Observation/$lastn?subject=p1&category=laboratory'), 400)).issue[0].expression).toEqual(['subject']);
+      expect((await expectOutcome(await api.get('Observation/$lastn?patient=Group/g&category=laboratory'), 400)).issue[0].expression).toEqual(['patient']);
+      expect((await expectOutcome(await api.get('Observation/$lastn?patient=p1&category=laboratory&_sort=date', { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['_sort']);
+      const lenient = await lastn('patient=p1&category=vital-signs&_count=7');
+      expect(matches(lenient)).toEqual(['b2']);
+      expect(JSON.stringify(lenient.entry.find((e: Json) => e.search.mode === 'outcome'))).toContain('_count');
+      expect((await expectOutcome(await api.get('Observation/$lastn?patient=p1&category=laboratory&bogus=1', { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['bogus']);
+    });
+
+    test('access: a search\'s; a patient-context token defaults to its patient and reads no other', async () => {
+      const own = fhirClient(t, await craftToken(t, 'patient/Observation.rs', { patient: 'p2' }));
+      expect(matches(await lastn('category=laboratory', own))).toEqual(['a-p2']);
+      // As `Observation?subject=Patient/p1` for that token: nothing of another patient.
+      expect(matches(await lastn('patient=p1&category=laboratory', own))).toEqual([]);
+      const labs = fhirClient(t, await craftToken(t, `system/Observation.rs?category=${CAT}|laboratory`));
+      expect(matches(await lastn('patient=p1&category=laboratory,vital-signs', labs))).toEqual(['a2', 'd1', 'e2']);
+      await expectOutcome(await fhirClient(t, await craftToken(t, 'system/Patient.rs')).get('Observation/$lastn?patient=p1&category=laboratory'), 403);
+      await expectOutcome(await fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't1').get('Observation/$lastn?patient=p1&category=laboratory'), 403);
+    });
+  });
+});

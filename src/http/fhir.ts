@@ -209,7 +209,10 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   // `$meta` (system, type, instance, version) and `$meta-add` / `$meta-delete` (instance, version): src/fhir/meta-operations.ts.
   const metaOf = async (c: Context<AppEnv>) => {
     const { type, id, vid } = c.req.param() as { type?: string; id?: string; vid?: string };
-    if (c.req.method === 'POST') await operationParams(c); // no inputs: an empty body or an empty Parameters
+    // No inputs: an empty body or an empty Parameters; any other parameter is ignored, or a 400 under strict handling.
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    const extra = [...params.keys()].find((k) => k !== '_format' && k !== '_pretty');
+    if (extra !== undefined && strict(c)) throw new FhirError('not-supported', `'${extra}' is not a parameter of $meta (it takes none)`, { expression: [extra] });
     const meta = id === undefined ? await metaInUse(deps, request(c), type) : await instanceMeta(deps, request(c), type!, id, vid);
     return fhirJson(metaParameters(meta));
   };

@@ -46,6 +46,11 @@ await eachStore((kind, fresh) => {
       expect(await ok(await api.post('Patient/m1/$meta', { resourceType: 'Parameters' }))).toEqual(now);
       expect(await ok(await api.get('Patient/m1/_history/1/$meta'))).toMatchObject({ versionId: '1', tag: [{ system: TAGS, code: 'a' }] });
       await expectOutcome(await api.get('Patient/nobody/$meta'), 404);
+      // $meta takes no parameters: another is ignored, or a 400 naming it under strict handling.
+      expect(await ok(await api.get('Patient/m1/$meta?foo=1'))).toEqual(now);
+      expect((await expectOutcome(await api.get('Patient/m1/$meta?foo=1', { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['foo']);
+      const body = { resourceType: 'Parameters', parameter: [{ name: 'bar', valueString: 'x' }] };
+      expect((await expectOutcome(await api.post('$meta', body, { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['bar']);
       await expectOutcome(await api.get('Patient/m1/_history/7/$meta'), 404);
     });
 

@@ -13,8 +13,10 @@
  *   groups). The groups of a subject are read from the index (ResourceRepo.codingPairs: the distinct
  *   pairs of codings its Observations hold together, never the Observations), over its current
  *   Observations of the `category` asked (all of them without a plain one), and joined with a
- *   union-find; Observations whose code has no coding (text alone) have no group and are not returned.
- * - Each group is then one search: the request's parameters, the subject, `code` = the group's codings,
+ *   union-find. Codes of text alone (no coding with a code) are grouped by their text as written
+ *   (R4: 'textM', 'Text' and 't e x t' are three groups), after the coded groups, by text.
+ * - Each group is then one search: the request's parameters, the subject, `code` = the group's codings
+ *   (a text group: its text, exactly, in the `code:text` rows),
  *   sorted `-date,-_lastUpdated` with `_count=max`: the most recent by effective[x] (a period or a
  *   partial date by the end of its range, an open period as ongoing, hence the most recent), those
  *   without effective[x] after every one with it, ties by the last update (the latest first), then id.
@@ -30,7 +32,7 @@ import type { CapabilityContribution } from './capability.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { issue } from './outcome.ts';
 import { ID_PATTERN, isResourceType } from './resource-types.ts';
-import { CONTROL, searchResources } from './search.ts';
+import { compileSearch, CONTROL, storeQuery } from './search.ts';
 
 export const lastnCapability: CapabilityContribution = {
   operations: [{ name: 'lastn', definition: 'http://hl7.org/fhir/OperationDefinition/Observation-lastn', types: ['Observation'] }],
@@ -146,6 +148,30 @@ function categories(params: URLSearchParams): { also?: { param: string; values: 
   return values.every((v) => v !== '') ? { also: { param: 'category', values } } : {};
 }
 
+/** A group: codes (`system|code`, escaped as search values), or the text of codes of text alone. */
+type Group = { codes: string[] } | { text: string };
+
+/**
+ * The most recent `max` Observations of `subject` in `group` that the request's parameters (`where`)
+ * keep, as a search of them finds them (access, scope filters and patient context included): the
+ * group's codes as a `code` parameter, or its text as an exact test of the `code:text` rows, which only
+ * codes of text alone have.
+ */
+async function groupRows(
+  deps: FhirDeps, req: FhirRequest, where: URLSearchParams, subject: string, group: Group, max: number, strict: boolean, warnings: FhirIssue[],
+): Promise<ResourceVersion[]> {
+  const q = new URLSearchParams(where);
+  q.set('subject', subject);
+  if ('codes' in group) q.append('code', group.codes.join(','));
+  q.set('_sort', '-date,-_lastUpdated');
+  q.set('_count', String(max));
+  const compiled = compileSearch('Observation', q, strict, deps.clock.now());
+  if ('text' in group) compiled.pending.push({ kind: 'string', param: 'code:text', values: [{ value: group.text, match: 'exact' }] });
+  for (const w of compiled.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
+  const query = await storeQuery(deps, req, 'Observation', compiled);
+  return query === undefined ? [] : deps.store.resources.search(req.tenant, query);
+}
+
 export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean): Promise<LastnResult> {
   requireAccess(req.access, 'Observation', 's');
   const max = maxOf(params);
@@ -160,22 +186,15 @@ export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchP
   let planned = 0;
   for (const subject of subjects) {
     const [target, id] = subject.split('/') as [string, string];
-    const pairs = await deps.store.resources.codingPairs(req.tenant, { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...categories(params) }, MAX_GROUPS * 4 + 1);
-    const groups = groupsOf(pairs);
+    const read = { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...categories(params) };
+    const pairs = await deps.store.resources.codingPairs(req.tenant, read, MAX_GROUPS * 4 + 1);
+    const texts = await deps.store.resources.codeTexts(req.tenant, read, MAX_GROUPS + 1);
+    const groups: Group[] = [...groupsOf(pairs).map((codes) => ({ codes })), ...texts.sort().map((text) => ({ text }))];
     planned += groups.length * max;
     if (pairs.length > MAX_GROUPS * 4 || groups.length > MAX_GROUPS || planned > MAX_RESULTS) {
       throw new FhirError('unprocessable', `$lastn would return too many Observations (${subject} has ${groups.length} or more codes; at most ${MAX_GROUPS} codes and ${MAX_RESULTS} Observations a call): narrow it by category or code, or lower max`, { issueCode: 'too-costly', expression: ['code'] });
     }
-    for (const group of groups) {
-      const q = new URLSearchParams(where);
-      q.set('subject', subject);
-      q.append('code', group.join(','));
-      q.set('_sort', '-date,-_lastUpdated');
-      q.set('_count', String(max));
-      const found = await searchResources(deps, req, 'Observation', q, strict);
-      for (const w of found.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
-      rows.push(...found.rows);
-    }
+    for (const group of groups) rows.push(...(await groupRows(deps, req, where, subject, group, max, strict, warnings)));
   }
   return { rows, warnings, self };
 }

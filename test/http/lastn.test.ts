@@ -18,10 +18,10 @@ await eachStore((kind, fresh) => {
   describe(`Observation/$lastn (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
-    const obs = (id: string, codes: string[], effective: string | undefined, opts: { subject?: string; cat?: string; extra?: Json } = {}) => api.put200({
+    const obs = (id: string, codes: string[], effective: string | undefined, opts: { subject?: string; cat?: string; extra?: Json; text?: string } = {}) => api.put200({
       resourceType: 'Observation', id, status: 'final', subject: { reference: `Patient/${opts.subject ?? 'p1'}` },
       category: [{ coding: [{ system: CAT, code: opts.cat ?? 'laboratory' }] }],
-      code: codes.length ? { coding: codes.map((code) => ({ system: LOINC, code })) } : { text: 'text alone' },
+      code: codes.length ? { coding: codes.map((code) => ({ system: LOINC, code })) } : { text: opts.text ?? 'text alone' },
       ...(effective ? { effectiveDateTime: effective } : {}), ...opts.extra,
     });
     const lastn = async (query: string, client = api) => {
@@ -51,20 +51,23 @@ await eachStore((kind, fresh) => {
       await obs('e1', ['E'], undefined);
       t.clock.advance(1000);
       await obs('e2', ['E'], undefined);
+      // Codes of text alone: grouped by their text as written ('Text alone' is another group), after the coded ones.
       await obs('text-only', [], '2024-06-01');
+      await obs('text-older', [], '2024-01-01');
+      await obs('text-case', [], '2020-01-01', { text: 'Text alone' });
       await obs('a-p2', ['A'], '2025-01-01', { subject: 'p2' });
     });
     afterAll(() => t.close());
 
     test('max=1 (the default): the most recent of each code group, groups by their first coding', async () => {
       const b = await lastn('patient=p1&category=laboratory,vital-signs');
-      expect(matches(b)).toEqual(['a2', 'b2', 'd1', 'e2']);
-      expect(b.total).toBe(4);
+      expect(matches(b)).toEqual(['a2', 'b2', 'd1', 'e2', 'text-case', 'text-only']);
+      expect(b.total).toBe(6);
       expect(b.link.find((l: Json) => l.relation === 'self').url).toContain('Observation/$lastn?patient=p1');
     });
 
     test('max=3: each group newest first; ties by the last update; no effective[x] last', async () => {
-      expect(matches(await lastn('patient=Patient/p1&category=laboratory,vital-signs&max=3'))).toEqual(['a2', 'a3', 'a1', 'b2', 'b1', 'b0', 'd1', 'cd', 'c1', 'e2', 'e1']);
+      expect(matches(await lastn('patient=Patient/p1&category=laboratory,vital-signs&max=3'))).toEqual(['a2', 'a3', 'a1', 'b2', 'b1', 'b0', 'd1', 'cd', 'c1', 'e2', 'e1', 'text-case', 'text-only', 'text-older']);
     });
 
     test('the search parameters narrow it: category, code, date; several subjects; POST', async () => {
@@ -75,7 +78,8 @@ await eachStore((kind, fresh) => {
       expect(matches(await lastn('patient=p1&category=vital-signs,laboratory&category=vital-signs&max=5'))).toEqual(['b2', 'b1', 'b0']);
       expect(matches(await lastn(`patient=p1&code=${LOINC}|A&max=5`))).toEqual(['a2', 'a3', 'a1']);
       expect(matches(await lastn(`subject=Patient/p1&code=${LOINC}|C&max=5`))).toEqual(['cd', 'c1']);
-      expect(matches(await lastn('patient=p1&category=laboratory&date=lt2024-02-15'))).toEqual(['a3', 'd1']);
+      expect(matches(await lastn('patient=p1&category=laboratory&date=lt2024-02-15'))).toEqual(['a3', 'd1', 'text-case', 'text-older']);
+      expect(matches(await lastn('patient=p1&code:text=alone&max=5'))).toEqual(['text-case', 'text-only', 'text-older']);
       expect(matches(await lastn(`patient=p1,p2&code=${LOINC}|A`))).toEqual(['a2', 'a-p2']);
       const res = await api.post('Observation/$lastn', { resourceType: 'Parameters', parameter: [{ name: 'patient', valueString: 'p1' }, { name: 'category', valueString: 'vital-signs' }, { name: 'max', valueInteger: 2 }] });
       expect(res.status).toBe(200);
@@ -111,7 +115,7 @@ await eachStore((kind, fresh) => {
       // As `Observation?subject=Patient/p1` for that token: nothing of another patient.
       expect(matches(await lastn('patient=p1&category=laboratory', own))).toEqual([]);
       const labs = fhirClient(t, await craftToken(t, `system/Observation.rs?category=${CAT}|laboratory`));
-      expect(matches(await lastn('patient=p1&category=laboratory,vital-signs', labs))).toEqual(['a2', 'd1', 'e2']);
+      expect(matches(await lastn('patient=p1&category=laboratory,vital-signs', labs))).toEqual(['a2', 'd1', 'e2', 'text-case', 'text-only']);
       await expectOutcome(await fhirClient(t, await craftToken(t, 'system/Patient.rs')).get('Observation/$lastn?patient=p1&category=laboratory'), 403);
       await expectOutcome(await fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't1').get('Observation/$lastn?patient=p1&category=laboratory'), 403);
     });

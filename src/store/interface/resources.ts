@@ -222,6 +222,12 @@ export interface ResourceRepo extends CompartmentReads {
    * resource's rows of `param` by its key), never the resources (`Observation/$lastn`'s groups).
    */
   codingPairs(tenant: string, q: CodingPairsQuery, cap: number): Promise<CodingPair[]>;
+  /**
+   * The texts, as written, of the values of `param` that hold no coding with a code (a CodeableConcept
+   * of text alone: its `{param}:text` string rows) on the same resources as codingPairs reads, distinct,
+   * at most `cap`, in any order; from the index alone.
+   */
+  codeTexts(tenant: string, q: CodingPairsQuery, cap: number): Promise<string[]>;
   /** Non-deleted current versions matching the query, in `sort` order, at most `count`. */
   search(tenant: string, query: SearchQuery): Promise<ResourceVersion[]>;
   /** Number of non-deleted current versions matching the query (ignores count/after). */

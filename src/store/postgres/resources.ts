@@ -157,6 +157,21 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
             AND lower(x.value) = ANY(${also.values.map((v) => v.toLowerCase())}::text[]))` : sql``}
         LIMIT ${cap}`;
     },
+    async codeTexts(tenant, query, cap) {
+      const { type, param, via, also } = query;
+      const rows = await sql<{ exact: string }[]>`
+        SELECT DISTINCT t.exact
+        FROM search_keys sk
+        JOIN search_index s ON s.k = sk.k AND s.value = ${via.id}
+        JOIN search_string t ON t.res = s.res AND t.k IN (SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${`${param}:text`} AND system = '' AND code = '')
+        WHERE sk.tenant = ${tenant} AND sk.type = ${type} AND sk.param = ${via.param} AND sk.system = ${via.target} AND sk.code = ''
+        ${also ? sql`AND EXISTS (
+          SELECT 1 FROM search_index x
+          WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${also.param} AND code = '')
+            AND lower(x.value) = ANY(${also.values.map((v) => v.toLowerCase())}::text[]))` : sql``}
+        LIMIT ${cap}`;
+      return rows.map((r) => r.exact);
+    },
     async metaInUse(tenant, types, cap) {
       const keys = await sql<{ k: number; param: string; system: string }[]>`
         SELECT k, param, system FROM search_keys

@@ -199,6 +199,13 @@ export function createSqliteResources(
         "AND (?10 = '' OR EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?10 AND code = '') " +
         'AND lower(x.value) IN (SELECT value FROM json_each(?11)))) LIMIT ?9',
     ),
+    codeTexts: reader.query<{ exact: string }, [string, string, string, string, string, string, number, string, string]>(
+      'SELECT DISTINCT t.exact FROM search_keys sk CROSS JOIN search_index s CROSS JOIN search_string t ' +
+        "WHERE sk.tenant = ?1 AND sk.type = ?2 AND sk.param = ?3 AND sk.system = ?4 AND sk.code = '' AND s.k = sk.k AND s.value = ?5 " +
+        "AND t.res = s.res AND t.k IN (SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?6 AND system = '' AND code = '') " +
+        "AND (?8 = '' OR EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?8 AND code = '') " +
+        'AND lower(x.value) IN (SELECT value FROM json_each(?9)))) LIMIT ?7',
+    ),
     metaKeys: reader.query<{ k: number; param: string; system: string }, [string, string, string]>(
       "SELECT k, param, system FROM search_keys WHERE tenant = ? AND type IN (SELECT value FROM json_each(?)) AND param IN (SELECT value FROM json_each(?)) AND code = ''",
     ),
@@ -255,6 +262,11 @@ export function createSqliteResources(
       const { type, param, via } = query;
       const also = query.also ?? { param: '', values: [] };
       return q.codingPairs.all(tenant, type, via.param, via.target, via.id, tenant, type, param, cap, also.param, JSON.stringify(also.values.map((v) => v.toLowerCase())));
+    },
+    async codeTexts(tenant, query, cap) {
+      const { type, param, via } = query;
+      const also = query.also ?? { param: '', values: [] };
+      return q.codeTexts.all(tenant, type, via.param, via.target, via.id, `${param}:text`, cap, also.param, JSON.stringify(also.values.map((v) => v.toLowerCase()))).map((r) => r.exact);
     },
     async metaInUse(tenant, types, cap) {
       const out: MetaValue[] = [];

@@ -14,6 +14,7 @@ import { exportScratchContract } from './contract/export-scratch.ts';
 import { twoInstanceContract } from './contract/concurrency.ts';
 import { compartmentsContract } from './contract/compartments.ts';
 import { historyContract } from './contract/history.ts';
+import { indexReadsContract } from './contract/index-reads.ts';
 import { insertNewContract } from './contract/insert-new.ts';
 import { metacharContract } from './contract/metachars.ts';
 import { oauthContract } from './contract/oauth.ts';
@@ -39,6 +40,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   historyContract(() => store);
   searchContract(() => store);
   compartmentsContract(() => store);
+  indexReadsContract(() => store);
   writesContract(() => store);
   batchingContract(() => store);
   insertNewContract(() => store);

@@ -16,12 +16,18 @@
 import { FhirError } from '../errors.ts';
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import { requireAccess } from './access.ts';
+import type { CapabilityContribution } from './capability.ts';
 import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { encounterCompartment } from './definitions.ts';
 import { encodePosition, everythingInput, referenced, type EverythingPage } from './everything.ts';
 import { guardOf } from './everything-rows.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { parameterCondition } from './search-compile.ts';
+
+/** `Encounter/{id}/$everything` in the CapabilityStatement. */
+export const encounterEverythingCapability: CapabilityContribution = {
+  operations: [{ name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Encounter-everything', types: ['Encounter'] }],
+};
 
 /** The compartment's types, the Encounter first, then the others in the CompartmentDefinition's order. */
 const TYPES = ['Encounter', ...[...encounterCompartment().keys()].filter((t) => t !== 'Encounter')];

@@ -13,12 +13,11 @@ import { ID_PATTERN } from './resource-types.ts';
 import { searchResources } from './search.ts';
 import { functionalList } from './search-compile.ts';
 
-/** The compartment-level operations of search, in the CapabilityStatement: `List/$find`, `Patient/$everything`, `Encounter/$everything`. */
+/** The patient-level operations of search, in the CapabilityStatement: `List/$find`, `Patient/$everything`. */
 export const patientOperationsCapability: CapabilityContribution = {
   operations: [
     { name: 'find', definition: 'http://hl7.org/fhir/OperationDefinition/List-find', types: ['List'] },
     { name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Patient-everything', types: ['Patient'] },
-    { name: 'everything', definition: 'http://hl7.org/fhir/OperationDefinition/Encounter-everything', types: ['Encounter'] },
   ],
 };
 

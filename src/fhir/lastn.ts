@@ -181,7 +181,8 @@ export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchP
   }
   const warnings: FhirIssue[] = [];
   const where = filters(params, strict, warnings);
-  const self = new URLSearchParams([...params].filter(([k]) => !k.startsWith('_') || k === '_format'));
+  // The link repeats the request but for search's result parameters, which were not taken.
+  const self = new URLSearchParams([...params].filter(([k]) => !CONTROL.has(k.split(':', 1)[0]!) || k === '_format' || k === '_pretty'));
   const rows: ResourceVersion[] = [];
   let planned = 0;
   for (const subject of subjects) {

@@ -64,6 +64,8 @@ await eachStore((kind, fresh) => {
       expect(matches(b)).toEqual(['a2', 'b2', 'd1', 'e2', 'text-case', 'text-only']);
       expect(b.total).toBe(6);
       expect(b.link.find((l: Json) => l.relation === 'self').url).toContain('Observation/$lastn?patient=p1');
+      const self = (await lastn('patient=p1&category=vital-signs&_lastUpdated=ge2000&_count=3')).link.find((l: Json) => l.relation === 'self').url;
+      expect(self).toEndWith('Observation/$lastn?patient=p1&category=vital-signs&_lastUpdated=ge2000');
     });
 
     test('max=3: each group newest first; ties by the last update; no effective[x] last', async () => {

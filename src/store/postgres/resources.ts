@@ -1,4 +1,4 @@
-import { META_PARAMS, type CodingPair, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
+import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
 import { countForm, countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
@@ -89,6 +89,16 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
     if (row) foundKeys.add(name);
     return row !== undefined;
   };
+  /** The keys of `param` of the query's type (codingPairs, codeTexts). */
+  const paramKeys = (tenant: string, type: string, param: string) =>
+    sql`SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND code = ''`;
+  /** The reference's key `sk` (its rows `s`), and with `also` only the rows of resources holding one of its values. */
+  const viaRows = (tenant: string, { type, via, also }: CodingPairsQuery) => sql`
+    sk.tenant = ${tenant} AND sk.type = ${type} AND sk.param = ${via.param} AND sk.system = ${via.target} AND sk.code = ''
+    ${also ? sql`AND EXISTS (
+      SELECT 1 FROM search_index x
+      WHERE x.res = s.res AND x.k IN (${paramKeys(tenant, type, also.param)})
+        AND lower(x.value) = ANY(${also.values.map((v) => v.toLowerCase())}::text[]))` : sql``}`;
   return {
     ...createPostgresCompartments(sql),
     async read(tenant, type, id) {
@@ -139,36 +149,26 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
         SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
     },
     async codingPairs(tenant, query, cap) {
-      const { type, param, via, also } = query;
-      const keys = sql`SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND code = ''`;
+      const keys = paramKeys(tenant, query.type, query.param);
       // The reference's rows (by the (k, value, res) index), then each resource's rows of the parameter (by res).
       return sql<CodingPair[]>`
         SELECT DISTINCT k1.system AS system1, c1.value AS value1, k2.system AS system2, c2.value AS value2
         FROM search_keys sk
-        JOIN search_index s ON s.k = sk.k AND s.value = ${via.id}
+        JOIN search_index s ON s.k = sk.k AND s.value = ${query.via.id}
         JOIN search_index c1 ON c1.res = s.res AND c1.k IN (${keys})
         JOIN search_keys k1 ON k1.k = c1.k
         JOIN search_index c2 ON c2.res = s.res AND c2.k IN (${keys})
         JOIN search_keys k2 ON k2.k = c2.k
-        WHERE sk.tenant = ${tenant} AND sk.type = ${type} AND sk.param = ${via.param} AND sk.system = ${via.target} AND sk.code = ''
-        ${also ? sql`AND EXISTS (
-          SELECT 1 FROM search_index x
-          WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${also.param} AND code = '')
-            AND lower(x.value) = ANY(${also.values.map((v) => v.toLowerCase())}::text[]))` : sql``}
+        WHERE ${viaRows(tenant, query)}
         LIMIT ${cap}`;
     },
     async codeTexts(tenant, query, cap) {
-      const { type, param, via, also } = query;
       const rows = await sql<{ exact: string }[]>`
         SELECT DISTINCT t.exact
         FROM search_keys sk
-        JOIN search_index s ON s.k = sk.k AND s.value = ${via.id}
-        JOIN search_string t ON t.res = s.res AND t.k IN (SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${`${param}:text`} AND system = '' AND code = '')
-        WHERE sk.tenant = ${tenant} AND sk.type = ${type} AND sk.param = ${via.param} AND sk.system = ${via.target} AND sk.code = ''
-        ${also ? sql`AND EXISTS (
-          SELECT 1 FROM search_index x
-          WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${also.param} AND code = '')
-            AND lower(x.value) = ANY(${also.values.map((v) => v.toLowerCase())}::text[]))` : sql``}
+        JOIN search_index s ON s.k = sk.k AND s.value = ${query.via.id}
+        JOIN search_string t ON t.res = s.res AND t.k IN (${paramKeys(tenant, query.type, `${query.param}:text`)})
+        WHERE ${viaRows(tenant, query)}
         LIMIT ${cap}`;
       return rows.map((r) => r.exact);
     },

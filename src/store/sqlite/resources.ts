@@ -3,6 +3,7 @@ import { META_PARAMS } from '../types.ts';
 import type {
   HistoryQuery,
   CodingPair,
+  CodingPairsQuery,
   IndexedRow,
   MetaValue,
   ResourceRepo,
@@ -146,6 +147,28 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
  * reads never see another request's uncommitted transaction. With a `checkpointer`, a bulk
  * transaction's commit does not checkpoint the WAL in line but asks the checkpointer thread to.
  */
+
+/**
+ * codingPairs' and codeTexts' statement parameters: ?1 tenant, ?2 type, ?3-?5 the reference (param,
+ * target type, id), ?6 the parameter read, ?7 the cap, ?8-?9 `also` (param, or '' for none; its values
+ * in lower case, as JSON).
+ */
+type ViaParameters = [string, string, string, string, string, string, number, string, string];
+
+function viaParameters(tenant: string, query: CodingPairsQuery, param: string, cap: number): ViaParameters {
+  const { type, via } = query;
+  const also = query.also ?? { param: '', values: [] };
+  return [tenant, type, via.param, via.target, via.id, param, cap, also.param, JSON.stringify(also.values.map((v) => v.toLowerCase()))];
+}
+
+/** The rows `s` of the reference (key `sk`), and with `also` only those of resources holding one of its values. */
+const VIA_ROWS = "sk.tenant = ?1 AND sk.type = ?2 AND sk.param = ?3 AND sk.system = ?4 AND sk.code = '' AND s.k = sk.k AND s.value = ?5 " +
+  "AND (?8 = '' OR EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?8 AND code = '') " +
+  'AND lower(x.value) IN (SELECT value FROM json_each(?9))))';
+
+/** The keys of the parameter read (?6). */
+const PARAM_KEYS = "SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?6 AND code = ''";
+
 export function createSqliteResources(
   writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer, textOptions?: TextMoverOptions,
 ): ResourceRepo {
@@ -189,22 +212,15 @@ export function createSqliteResources(
       'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
     ),
     // The reference's rows (by the (k, value) index), then each resource's rows of the parameter (by its
-    // (res, k, value) key), twice for the pairs; CROSS JOIN keeps that order.
-    codingPairs: reader.query<CodingPair, [string, string, string, string, string, string, string, string, number, string, string]>(
+    // (res, k, value) key), twice for the pairs; CROSS JOIN keeps that order. Parameters: VIA_PARAMETERS.
+    codingPairs: reader.query<CodingPair, ViaParameters>(
       'SELECT DISTINCT k1.system AS system1, c1.value AS value1, k2.system AS system2, c2.value AS value2 ' +
         'FROM search_keys sk CROSS JOIN search_index s CROSS JOIN search_index c1 CROSS JOIN search_keys k1 CROSS JOIN search_index c2 CROSS JOIN search_keys k2 ' +
-        "WHERE sk.tenant = ?1 AND sk.type = ?2 AND sk.param = ?3 AND sk.system = ?4 AND sk.code = '' AND s.k = sk.k AND s.value = ?5 " +
-        "AND c1.res = s.res AND c1.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?8 AND code = '') AND k1.k = c1.k " +
-        'AND c2.res = s.res AND c2.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?8 AND code = \'\') AND k2.k = c2.k ' +
-        "AND (?10 = '' OR EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ?6 AND type = ?7 AND param = ?10 AND code = '') " +
-        'AND lower(x.value) IN (SELECT value FROM json_each(?11)))) LIMIT ?9',
+        `WHERE ${VIA_ROWS} AND c1.res = s.res AND c1.k IN (${PARAM_KEYS}) AND k1.k = c1.k AND c2.res = s.res AND c2.k IN (${PARAM_KEYS}) AND k2.k = c2.k LIMIT ?7`,
     ),
-    codeTexts: reader.query<{ exact: string }, [string, string, string, string, string, string, number, string, string]>(
+    codeTexts: reader.query<{ exact: string }, ViaParameters>(
       'SELECT DISTINCT t.exact FROM search_keys sk CROSS JOIN search_index s CROSS JOIN search_string t ' +
-        "WHERE sk.tenant = ?1 AND sk.type = ?2 AND sk.param = ?3 AND sk.system = ?4 AND sk.code = '' AND s.k = sk.k AND s.value = ?5 " +
-        "AND t.res = s.res AND t.k IN (SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?6 AND system = '' AND code = '') " +
-        "AND (?8 = '' OR EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?8 AND code = '') " +
-        'AND lower(x.value) IN (SELECT value FROM json_each(?9)))) LIMIT ?7',
+        `WHERE ${VIA_ROWS} AND t.res = s.res AND t.k IN (${PARAM_KEYS}) LIMIT ?7`,
     ),
     metaKeys: reader.query<{ k: number; param: string; system: string }, [string, string, string]>(
       "SELECT k, param, system FROM search_keys WHERE tenant = ? AND type IN (SELECT value FROM json_each(?)) AND param IN (SELECT value FROM json_each(?)) AND code = ''",
@@ -259,14 +275,10 @@ export function createSqliteResources(
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
     },
     async codingPairs(tenant, query, cap) {
-      const { type, param, via } = query;
-      const also = query.also ?? { param: '', values: [] };
-      return q.codingPairs.all(tenant, type, via.param, via.target, via.id, tenant, type, param, cap, also.param, JSON.stringify(also.values.map((v) => v.toLowerCase())));
+      return q.codingPairs.all(...viaParameters(tenant, query, query.param, cap));
     },
     async codeTexts(tenant, query, cap) {
-      const { type, param, via } = query;
-      const also = query.also ?? { param: '', values: [] };
-      return q.codeTexts.all(tenant, type, via.param, via.target, via.id, `${param}:text`, cap, also.param, JSON.stringify(also.values.map((v) => v.toLowerCase()))).map((r) => r.exact);
+      return q.codeTexts.all(...viaParameters(tenant, query, `${query.param}:text`, cap)).map((r) => r.exact);
     },
     async metaInUse(tenant, types, cap) {
       const out: MetaValue[] = [];

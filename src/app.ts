@@ -5,6 +5,7 @@ import type { Logger } from './log.ts';
 import type { Store } from './store/types.ts';
 import { createTerminology } from './terminology/create.ts';
 import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
+import { storeProfiles } from './fhir/validation/profile/definitions.ts';
 import { ProfileValidator } from './fhir/validation/profile/profile-check.ts';
 import { valueSetMembership } from './validation-terminology.ts';
 import { CoreBundle } from './terminology/core/core-bundle.ts';
@@ -170,7 +171,7 @@ export function createApp(deps: AppDeps): App {
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
   const fhirDeps: FhirDeps = {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
-    profiles: new ProfileValidator(new ProfileRegistry(store), valueSetMembership(terminology.service)),
+    profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store)), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).

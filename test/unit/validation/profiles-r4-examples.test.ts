@@ -10,6 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { ProfileRegistry } from '../../../src/fhir/validation/profile/registry.ts';
 import { ProfileValidator } from '../../../src/fhir/validation/profile/profile-check.ts';
 import type { Store } from '../../../src/store/types.ts';
+import { storeProfiles } from '../../../src/fhir/validation/profile/definitions.ts';
 import { R4_PACKAGE } from '../../helpers/r4-definitions.ts';
 
 type Json = Record<string, unknown>;
@@ -17,7 +18,7 @@ const CORE = 'http://hl7.org/fhir/StructureDefinition/';
 
 /** A store holding no StructureDefinition: only the built-in profiles are found. */
 const noProfiles = { resources: { changeToken: async () => '0', search: async () => [] } } as unknown as Store;
-const validator = new ProfileValidator(new ProfileRegistry(noProfiles));
+const validator = new ProfileValidator(new ProfileRegistry(storeProfiles(noProfiles)));
 
 /** The vital sign profile of each LOINC code the examples use (R4 observation-vitalsigns.html). */
 const VITAL_SIGN: Record<string, string> = {

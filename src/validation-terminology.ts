@@ -2,7 +2,14 @@ import { FhirError } from './errors.ts';
 import type { CompiledValueSet } from './terminology/compile/compiled-value-set.ts';
 import { validateValueSetCode } from './terminology/ops/validate-value-set-code.ts';
 import type { TerminologyService } from './terminology/service.ts';
-import type { CheckMembership, Membership } from './fhir/validation/profile/profile-check.ts';
+import { ProfileValidator, type CheckMembership, type Membership } from './fhir/validation/profile/profile-check.ts';
+import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
+import { storeProfiles } from './fhir/validation/profile/definitions.ts';
+import type { Clock } from './clock.ts';
+import type { Store } from './store/types.ts';
+import { createTerminology } from './terminology/create.ts';
+import { CoreBundle } from './terminology/core/core-bundle.ts';
+import { CoreTerminology } from './terminology/core/core-source.ts';
 
 /**
  * Profile validation's `membership` (ProfileValidator) over a terminology service: whether a coding is in
@@ -33,4 +40,13 @@ export function valueSetMembership(service: TerminologyService): CheckMembership
     }
     return undecided ?? { kind: 'not-member' };
   };
+}
+
+/**
+ * Profile validation of a tenant's writes outside the server (`cinder import`, `cinder validate`): the
+ * StructureDefinitions as stored, bindings decided by a terminology of its own over the same store.
+ */
+export function storeProfileValidator(store: Store, clock: Clock, coreBundle: CoreBundle = new CoreBundle()): ProfileValidator {
+  const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
+  return new ProfileValidator(new ProfileRegistry(storeProfiles(store)), valueSetMembership(terminology.service));
 }

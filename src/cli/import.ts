@@ -7,6 +7,7 @@ import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
 import { fhirBaseOf } from '../config.ts';
+import { storeProfileValidator } from '../validation-terminology.ts';
 
 /** Error details kept for the --json summary (all of them are printed on stderr as they occur). */
 const MAX_REPORTED = 1000;
@@ -50,7 +51,9 @@ export const importCommand: Command = {
     'Resources with an id are created or updated by that id; others get a server id. One equal to its current\n' +
     'version gets no new version and is counted as unchanged (running an import again adds no history).\n' +
     'Bad lines are reported with file and line number and skipped; an invalid resource (CINDER_VALIDATION)\n' +
-    'with each of its problems.\n' +
+    'with each of its problems. At strict, a resource is also checked against each profile it claims (meta.profile)\n' +
+    "that Cinder knows, as a REST write is: the tenant's StructureDefinitions as stored when the import starts\n" +
+    '(one imported by the run applies from the next run on), and the R4 core profiles.\n' +
     'Exit code 1 when any resource failed.\n' +
     'urn:uuid: references resolve across the files of one run: a Bundle (or NDJSON line) referring to an entry\n' +
     'of a Bundle not written yet waits for the end of the run, so the order of the files does not matter;\n' +
@@ -67,7 +70,9 @@ export const importCommand: Command = {
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
-      return await runImport(io, { store, clock, validation: config.validation, fhirBase: () => fhirBase, core: new CoreLayer(new CoreBundle()) }, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
+      const coreBundle = new CoreBundle();
+      const deps: FhirDeps = { store, clock, validation: config.validation, fhirBase: () => fhirBase, core: new CoreLayer(coreBundle), profiles: storeProfileValidator(store, clock, coreBundle) };
+      return await runImport(io, deps, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();
     }

@@ -4,6 +4,7 @@ import { countStored, validateStored } from '../fhir/validate-stored.ts';
 import { UsageError, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
+import { storeProfileValidator } from '../validation-terminology.ts';
 
 const WORDS = { task: 'validate', done: 'checked', failed: 'invalid' };
 
@@ -14,15 +15,17 @@ function types(value: unknown): string[] | undefined {
   return [...new Set(list)];
 }
 
-/** `cinder validate`: validates a tenant's stored resources against the R4 definitions. */
+/** `cinder validate`: validates a tenant's stored resources against the R4 definitions and the profiles they claim. */
 export const validateCommand: Command = {
   name: 'validate',
-  summary: "Validate a tenant's stored resources against the R4 definitions; report the invalid ones",
+  summary: "Validate a tenant's stored resources against the R4 definitions and their profiles; report the invalid ones",
   usage:
     'cinder validate --tenant <id> [--type <type>]... [--json]\n\n' +
     'Checks every current resource of the tenant (or of the given types; repeated or comma-separated) as of now,\n' +
     'strictly (structure, formats, required bindings, invariants), whatever CINDER_VALIDATION says: for data\n' +
-    'imported before validation existed or with CINDER_VALIDATION=structural|off. Prints one OperationOutcome per\n' +
+    'imported before validation existed or with CINDER_VALIDATION=structural|off. A resource claiming profiles\n' +
+    "(meta.profile) is checked against each that Cinder knows (the tenant's StructureDefinitions as stored now, the\n" +
+    'R4 core profiles), and its extensions against their definitions, as a write at strict is. Prints one OperationOutcome per\n' +
     'invalid resource on stdout (NDJSON; each issue\'s diagnostics starts with Type/id) and a summary on stderr\n' +
     '(on stdout as JSON with --json, instead of the NDJSON). Exit code 1 when any resource is invalid.\n' +
     'A tenant that may hold unvalidated resources has each exported resource validated (an invalid one is listed in\n' +
@@ -45,6 +48,7 @@ export const validateCommand: Command = {
       try {
         result = await validateStored(store, tenant, {
           at: clock.now(),
+          profiles: storeProfileValidator(store, clock),
           ...(only ? { types: only } : {}),
           onInvalid(r) {
             const reference = `${r.type}/${r.id}`;

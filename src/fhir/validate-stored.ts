@@ -1,12 +1,14 @@
 /**
  * Validation of stored resources (`cinder validate`): data written before validation existed, or with
- * CINDER_VALIDATION=structural|off, may not be valid R4. Reads a tenant's current resources type by
- * type in keyset pages of one consistent snapshot and validates each strictly.
+ * CINDER_VALIDATION=structural|off, may not be valid R4 nor conform to the profiles it claims. Reads a
+ * tenant's current resources type by type in keyset pages of one consistent snapshot and validates each
+ * as a write at `strict` would: base definitions, then (with `profiles`) its claimed profiles.
  */
 import type { Store } from '../store/types.ts';
 import { parseExact } from './exact-json.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
+import type { ProfileValidator } from './validation/profile/profile-check.ts';
 
 const PAGE = 1000;
 
@@ -23,6 +25,8 @@ export interface ValidateStoredOptions {
   types?: readonly string[];
   /** The snapshot time (epoch ms). */
   at: number;
+  /** The check of the profiles each resource claims (the tenant's as stored now, R4 core's); absent: none. */
+  profiles?: ProfileValidator;
   onInvalid(r: InvalidStored): void;
   /** After each page: resources checked and found invalid so far. */
   onProgress?(checked: number, invalid: number): void;
@@ -40,21 +44,34 @@ export async function validateStored(store: Store, tenant: string, o: ValidateSt
   let checked = 0;
   let invalid = 0;
   const decoder = new TextDecoder();
-  const check = (type: string, text: string) => {
+  const report = (type: string, r: { id: string; meta: { versionId: string } }, issues: ValidationIssue[]) => {
+    if (!issues.some((i) => i.severity === 'error')) return;
+    invalid++;
+    o.onInvalid({ type, id: r.id, versionId: Number(r.meta.versionId), issues });
+  };
+  /** Undefined at once unless the resource claims a profile (only then is there something to await). */
+  const check = (type: string, text: string): Promise<void> | undefined => {
     const r = parseExact(text) as Record<string, unknown> & { id: string; meta: { versionId: string } };
     checked++;
     const issues = validateResource(r, 'strict');
-    if (issues.some((i) => i.severity === 'error')) {
-      invalid++;
-      o.onInvalid({ type, id: r.id, versionId: Number(r.meta.versionId), issues });
-    }
+    // As a write: profiles only for a resource valid against the base definitions.
+    const profiled = issues.some((i) => i.severity === 'error') ? undefined : o.profiles?.writeIssues(tenant, r);
+    if (profiled) return profiled.then((more) => report(type, r, [...issues, ...more]));
+    report(type, r, issues);
+    return undefined;
   };
   for (const type of o.types ?? R4_RESOURCE_TYPES) {
     let after: number | undefined;
     for (;;) {
       const page = await store.resources.snapshot(tenant, { type, at: o.at, limit: PAGE, ...(after === undefined ? {} : { after }) });
-      for (const line of decoder.decode(page.lines).split('\n')) if (line !== '') check(type, line);
-      for (const row of page.recheck) if (!row.deleted) check(type, row.content);
+      for (const line of decoder.decode(page.lines).split('\n')) {
+        const p = line === '' ? undefined : check(type, line);
+        if (p) await p;
+      }
+      for (const row of page.recheck) {
+        const p = row.deleted ? undefined : check(type, row.content);
+        if (p) await p;
+      }
       o.onProgress?.(checked, invalid);
       if (page.next === null) break;
       after = page.next;

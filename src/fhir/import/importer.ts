@@ -1,4 +1,4 @@
-import { noteValidationLevel, validationLevel, type FhirDeps } from '../crud.ts';
+import { noteValidationLevel, requireProfiles, validationLevel, type FhirDeps } from '../crud.ts';
 import { carryLiterals } from '../exact-json.ts';
 import { newId } from '../resource.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
@@ -6,7 +6,8 @@ import { createDeferredQueue } from './deferred.ts';
 import { importDocument, parseResource, type DocumentContext } from './document.ts';
 import { addLoose, type IssuePlace, type LooseContext } from './loose.ts';
 import { CHUNK_CHARS, CHUNK_RESOURCES, type PreparedChunk } from './ndjson.ts';
-import { createPreparer } from './preparer.ts';
+import { createPreparer, type Preparer } from './preparer.ts';
+import { importProfiles } from './profiles.ts';
 import { createRunReferences } from './run-references.ts';
 
 /** `place` without its undefined members, so that an issue lists only what applies. */
@@ -98,15 +99,27 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   // fullUrl -> Type/id of every Bundle entry written by this run, and the work waiting for some.
   const run = createRunReferences();
   const deferred = createDeferredQueue(run);
+  // Set when the run starts (start): the profiles as stored then, and the deps that check them.
+  let fhir: FhirDeps = deps;
+  let preparer: Preparer | undefined;
   const looseContext = (source: ImportSource): LooseContext => ({
     writer, run, validation: validationLevel(deps),
+    profiles: (resource, at) => requireProfiles(fhir, opts.tenant, resource, at),
     defer: deferred.defer,
     fail: (message, count, place) => fail({ file: source.name, ...definedOf(place), message }, count),
   });
 
   // NDJSON is read and prepared on a Worker thread while this thread writes, a batch and a chunk ahead.
   const ahead = Math.min(Math.ceil(limits.resources / CHUNK_RESOURCES), Math.ceil(limits.chars / CHUNK_CHARS)) + 1;
-  const preparer = createPreparer(ahead, validationLevel(deps), deps.fhirBase?.(opts.tenant));
+
+  /** Reads the tenant's profiles (profiles.ts) and readies the preparation thread, once. */
+  async function start(): Promise<Preparer> {
+    if (preparer) return preparer;
+    await noteValidationLevel(deps, opts.tenant);
+    const profiles = await importProfiles(deps, opts.tenant);
+    if (profiles) fhir = { ...deps, profiles: profiles.validator };
+    return (preparer = createPreparer(ahead, validationLevel(deps), deps.fhirBase?.(opts.tenant), profiles));
+  }
 
   /** A chunk's versions in line order, with its lines holding `urn:` references resolved here (rare). */
   async function addChunk(loose: LooseContext, chunk: PreparedChunk): Promise<void> {
@@ -119,7 +132,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     await writer.addPrepared(from ? chunk.versions.slice(from) : chunk.versions);
   }
 
-  async function importNdjson(source: ImportSource, input: number): Promise<void> {
+  async function importNdjson(preparer: Preparer, source: ImportSource, input: number): Promise<void> {
     const loose = looseContext(source);
     for await (const chunk of preparer.chunks(input)) {
       for (const issue of chunk.issues) fail({ file: source.name, ...issue });
@@ -140,7 +153,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
         progress.unchanged += unchanged;
       },
     };
-    await importDocument(deps, ctx, text, deferrable);
+    await importDocument(fhir, ctx, text, deferrable);
   }
 
   return {
@@ -151,11 +164,11 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
      * between files.
      */
     async add(sources: ImportSource[]): Promise<void> {
-      await noteValidationLevel(deps, opts.tenant);
+      const preparer = await start();
       const formats = await Promise.all(sources.map(detectFormat));
       const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob) : -1));
       for (const [i, source] of sources.entries()) {
-        if (inputs[i]! >= 0) await importNdjson(source, inputs[i]!);
+        if (inputs[i]! >= 0) await importNdjson(preparer, source, inputs[i]!);
         else await importJson(source);
         report();
       }
@@ -169,7 +182,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
         await deferred.settle();
         await writer.drain();
       } finally {
-        preparer.close();
+        preparer?.close();
       }
       report();
     },

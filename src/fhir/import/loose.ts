@@ -21,6 +21,8 @@ export interface LooseContext {
   writer: BatchWriter;
   /** CINDER_VALIDATION. */
   validation: ValidationLevel;
+  /** The check of the profiles a resource claims (at `strict`; profiles.ts): undefined when it claims none. */
+  profiles?: (resource: Resource, at?: string) => Promise<void> | undefined;
   run: RunReferences;
   defer(needs: string[], retry: () => Promise<void>): void;
   /** Counts `count` resources as failed and reports why. */
@@ -57,7 +59,10 @@ export async function addLoose(ctx: LooseContext, item: LooseResource, deferrabl
   }
   let prepared: PreparedVersion;
   try {
-    requireValid(item.resource, ctx.validation, item.entry === undefined ? undefined : `Bundle.entry[${item.entry}].resource`);
+    const at = item.entry === undefined ? undefined : `Bundle.entry[${item.entry}].resource`;
+    requireValid(item.resource, ctx.validation, at);
+    const profiled = ctx.profiles?.(item.resource, at);
+    if (profiled) await profiled;
     prepared = ctx.writer.prepare(item.resource);
   } catch (err) {
     if (!(err instanceof FhirError)) throw err;

@@ -3,6 +3,7 @@ import { prepareVersion, type PreparedVersion } from '../prepared.ts';
 import { newId } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
+import type { ProfileValidator } from '../validation/profile/profile-check.ts';
 import { parseResource } from './document.ts';
 import { readLines } from './lines.ts';
 import { hasUrnReference } from './run-references.ts';
@@ -39,11 +40,12 @@ export const CHUNK_RESOURCES = 1000;
 export const CHUNK_CHARS = 1 << 20;
 
 /**
- * Reads NDJSON (one resource per line) and prepares each resource for storage (validation at `validation`, server id
- * where there is none, stamp tail, index entries, compartments), in line order. Blank lines are
- * skipped; bad lines become issues.
+ * Reads NDJSON (one resource per line) and prepares each resource for storage (validation at `validation`, and
+ * against the profiles it claims with `profiles`; server id where there is none, stamp tail, index entries,
+ * compartments), in line order. Blank lines are skipped; bad lines become issues. A line with `urn:`
+ * references is checked against its profiles where they are resolved (loose.ts).
  */
-export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: { tenant: string; validator: ProfileValidator }): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -56,6 +58,9 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
           chunk.urns.push({ at: chunk.versions.length, line: number, text });
         } else {
+          // Undefined at once for a resource claiming no profile: such a line costs nothing more.
+          const profiled = profiles?.validator.requireValid(profiles.tenant, resource);
+          if (profiled) await profiled;
           const v = prepareVersion(resource, resource.id ?? newId(), base);
           chunk.versions.push(v);
           chars += v.tail.length;

@@ -8,15 +8,21 @@
 import { prepareNdjson, type LineIssue, type UrnLine } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
+import type { Membership, ProfileValidator } from '../validation/profile/profile-check.ts';
+import { workerValidator, type WorkerProfiles } from './profiles.ts';
 
 export type ToPrepareWorker =
-  | { type: 'init'; credits: number; validation: ValidationLevel; base?: string }
+  | { type: 'init'; credits: number; validation: ValidationLevel; base?: string; profiles?: WorkerProfiles }
   | { type: 'input'; input: number; blob: Blob }
-  | { type: 'ack' };
+  | { type: 'ack' }
+  /** The answer to a `membership` question: a verdict, or why there is none. */
+  | { type: 'membership'; id: number; verdict?: Membership; error?: string };
 export type FromPrepareWorker =
   | { type: 'chunk'; input: number; packed: PackedVersions; urns: UrnLine[]; issues: LineIssue[]; bytes: number }
   | { type: 'end'; input: number }
-  | { type: 'error'; input: number; message: string };
+  | { type: 'error'; input: number; message: string }
+  /** A profile's binding the base table cannot decide: is the coding in the value set, in the tenant's terminology? */
+  | { type: 'membership'; id: number; url: string; coding: { system?: string; code: string } };
 
 declare const self: Worker;
 
@@ -25,8 +31,20 @@ let validation: ValidationLevel = 'strict';
 /** The tenant's FHIR base (FhirDeps.fhirBase). */
 let base: string | undefined;
 let wake: (() => void) | undefined;
+/** Profile validation, when the import checks profiles (profiles.ts). */
+let profiles: { tenant: string; validator: ProfileValidator } | undefined;
+const questions = new Map<number, { resolve(m: Membership): void; reject(err: Error): void }>();
+let asked = 0;
 const inputs: { input: number; blob: Blob }[] = [];
 let busy = false;
+
+function ask(url: string, coding: { system?: string; code: string }): Promise<Membership> {
+  const id = asked++;
+  return new Promise((resolve, reject) => {
+    questions.set(id, { resolve, reject });
+    post({ type: 'membership', id, url, coding });
+  });
+}
 
 function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
   self.postMessage(msg, transfer);
@@ -34,7 +52,7 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
 
 async function prepare(input: number, blob: Blob): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob, validation, base)) {
+    for await (const chunk of prepareNdjson(blob, validation, base, profiles)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -59,9 +77,15 @@ self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
     credits = msg.credits;
     validation = msg.validation;
     base = msg.base;
+    if (msg.profiles) profiles = { tenant: msg.profiles.tenant, validator: workerValidator(msg.profiles, ask) };
   } else if (msg.type === 'input') {
     inputs.push(msg);
     if (!busy) void drain();
+  } else if (msg.type === 'membership') {
+    const q = questions.get(msg.id);
+    questions.delete(msg.id);
+    if (msg.verdict) q?.resolve(msg.verdict);
+    else q?.reject(new Error(msg.error ?? 'the terminology gave no answer'));
   } else {
     credits++;
     wake?.();

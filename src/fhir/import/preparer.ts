@@ -3,6 +3,7 @@ import type { PreparedChunk } from './ndjson.ts';
 import { unpackVersions } from './packing.ts';
 import type { FromPrepareWorker, ToPrepareWorker } from './prepare-worker.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
+import type { ImportProfiles } from './profiles.ts';
 
 /**
  * Prepares NDJSON inputs on a Worker thread (see prepare-worker.ts). Inputs are queued up front, so the
@@ -22,26 +23,42 @@ export interface Preparer {
 type RefWorker = Worker & { ref(): void; unref(): void };
 
 /**
- * Starts the preparation thread on the first queued input; it validates at `validation` and indexes
+ * Starts the preparation thread on the first queued input; it validates at `validation` (and against the
+ * claimed profiles with `profiles`, whose bindings it may ask of `profiles.membership` here) and indexes
  * absolute references under `base`, the tenant's FHIR base, as the tenant's.
  */
-export function createPreparer(ahead: number, validation: ValidationLevel, base: string | undefined): Preparer {
+export function createPreparer(ahead: number, validation: ValidationLevel, base: string | undefined, profiles?: ImportProfiles): Preparer {
   let worker: RefWorker | undefined;
   let queued = 0;
   let pending = 0;
-  const inbox: FromPrepareWorker[] = [];
+  type Delivered = Exclude<FromPrepareWorker, { type: 'membership' }>;
+  const inbox: Delivered[] = [];
   let wake: (() => void) | undefined;
-  const deliver = (msg: FromPrepareWorker) => {
+  const deliver = (msg: Delivered) => {
     inbox.push(msg);
     wake?.();
   };
 
   function start(): RefWorker {
     const w = new Worker(workerUrl('fhir/import/prepare-worker.ts')) as RefWorker;
-    w.addEventListener('message', (event: MessageEvent<FromPrepareWorker>) => deliver(event.data));
+    w.addEventListener('message', (event: MessageEvent<FromPrepareWorker>) => {
+      const msg = event.data;
+      if (msg.type === 'membership') answer(w, msg);
+      else deliver(msg);
+    });
     w.addEventListener('error', (event) => deliver({ type: 'error', input: -1, message: `import worker failed: ${(event as ErrorEvent).message}` }));
-    w.postMessage({ type: 'init', credits: ahead, validation, ...(base !== undefined && { base }) } satisfies ToPrepareWorker);
+    w.postMessage({ type: 'init', credits: ahead, validation, ...(base !== undefined && { base }), ...(profiles && { profiles: profiles.worker }) } satisfies ToPrepareWorker);
     return w;
+  }
+
+  /** A binding question of the thread, answered by the tenant's terminology (answered even while no chunk is read). */
+  function answer(w: RefWorker, q: { id: number; url: string; coding: { system?: string; code: string } }): void {
+    const ask = profiles?.membership;
+    if (ask === undefined) return void w.postMessage({ type: 'membership', id: q.id, error: 'no terminology service is wired' } satisfies ToPrepareWorker);
+    ask(profiles!.worker.tenant, q.url, q.coding).then(
+      (verdict) => w.postMessage({ type: 'membership', id: q.id, verdict } satisfies ToPrepareWorker),
+      (err: Error) => w.postMessage({ type: 'membership', id: q.id, error: err.message } satisfies ToPrepareWorker),
+    );
   }
 
   function close(): void {

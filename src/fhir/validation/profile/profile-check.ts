@@ -30,7 +30,7 @@ export interface ProfileCheckOptions {
 }
 
 export class ProfileValidator {
-  constructor(readonly registry: ProfileRegistry, private readonly membership?: CheckMembership) {}
+  constructor(readonly registry: ProfileRegistry, readonly membership?: CheckMembership) {}
 
   /** The problems of `resource` against each of `canonicals` (the base definition of its type is skipped: base validation checks it). */
   async issues(tenant: string, resource: Json, canonicals: readonly string[], opts: ProfileCheckOptions): Promise<ValidationIssue[]> {

@@ -1,0 +1,55 @@
+/**
+ * Profile validation of an import, as a REST write at `strict` checks it (crud.ts requireProfiles): each
+ * resource claiming a profile Cinder knows is checked against it, and its extensions against their
+ * definitions. The tenant's StructureDefinitions are read once, when the import starts: a profile
+ * imported by the run applies to the next import, not to this one. The preparation thread, which has no
+ * store, gets them raw and compiles what is claimed; a binding the base table cannot decide is asked of
+ * the importing thread's terminology (the tenant's as it stands when the value set and coding are first
+ * met), each answer kept for the run.
+ */
+import { validationLevel, type FhirDeps } from '../crud.ts';
+import { ProfileValidator, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
+import { ProfileRegistry } from '../validation/profile/registry.ts';
+import { readDefinitions, snapshotProfiles } from '../validation/profile/definitions.ts';
+
+type Json = Record<string, unknown>;
+
+/** What the preparation thread needs to check profiles. */
+export interface WorkerProfiles {
+  tenant: string;
+  /** The tenant's StructureDefinitions at the start of the import. */
+  definitions: Json[];
+  /** Whether bindings may be asked of the importing thread (a terminology is wired). */
+  terminology: boolean;
+}
+
+export interface ImportProfiles {
+  /** For the importing thread: JSON documents and lines it prepares itself. */
+  validator: ProfileValidator;
+  worker: WorkerProfiles;
+  membership?: CheckMembership;
+}
+
+/** The profiles an import into `tenant` checks; undefined when none are (no validator wired, or below `strict`). */
+export async function importProfiles(deps: FhirDeps, tenant: string): Promise<ImportProfiles | undefined> {
+  if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return undefined;
+  const definitions = await readDefinitions(deps.store, tenant, deps.clock.now());
+  const membership = deps.profiles.membership;
+  return {
+    validator: new ProfileValidator(new ProfileRegistry(snapshotProfiles(definitions)), membership),
+    worker: { tenant, definitions, terminology: membership !== undefined },
+    ...(membership ? { membership } : {}),
+  };
+}
+
+/** The preparation thread's validator: the definitions it was handed, bindings asked through `ask` (once per value set and coding). */
+export function workerValidator(p: WorkerProfiles, ask: (url: string, coding: { system?: string; code: string }) => Promise<Membership>): ProfileValidator {
+  const answers = new Map<string, Promise<Membership>>();
+  const membership: CheckMembership = (_tenant, url, coding) => {
+    const key = `${url}\0${coding.system ?? ''}\0${coding.code}`;
+    let a = answers.get(key);
+    if (a === undefined) answers.set(key, (a = ask(url, coding)));
+    return a;
+  };
+  return new ProfileValidator(new ProfileRegistry(snapshotProfiles(p.definitions)), p.terminology ? membership : undefined);
+}

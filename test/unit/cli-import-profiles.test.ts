@@ -108,6 +108,19 @@ for (const target of targets) {
       expect(await read('Patient', 't-bad')).toBe(false);
     });
 
+    test('an NDJSON line with urn: references is checked once they are resolved, on the importing thread', async () => {
+      const uuid = 'urn:uuid:6f1e0b7a-9c4d-4e58-8a3b-1c2d3e4f5a6b';
+      const collection = join(cli.dir, 'subjects.json');
+      writeFileSync(collection, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ fullUrl: uuid, resource: patient('subject', true) }] }));
+      const lines = [weight('urn-kg', 'kg'), weight('urn-cm', 'cm')].map((o) => ({ ...o, subject: { reference: uuid } }));
+      const r = await cli.run(['import', '--tenant', 't1', '--json', file('urn.ndjson', lines), collection]);
+      expect(r.code).toBe(1);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 2, failed: 1, errors: [{ line: 2, issues: [{ expression: ['Observation.value.ofType(Quantity).code'] }] }] });
+      expect(await read('Observation', 'urn-kg')).toBe(true);
+      expect(await read('Observation', 'urn-cm')).toBe(false);
+    });
+
     test('at CINDER_VALIDATION=structural, nothing is checked against profiles; cinder validate finds it', async () => {
       const loose = createCliEnv({ CINDER_DATABASE_URL: db.url, CINDER_VALIDATION: 'structural' });
       const collection = join(cli.dir, 'loose.json');

@@ -90,6 +90,25 @@ for (const target of targets) {
       expect(await read('Observation', 'cm')).toBe(false);
     });
 
+    test('the extensions of a line claiming a profile are checked against their definitions', async () => {
+      const birthPlace = (value: Json) => ({ ...patient('x', true), extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/patient-birthPlace', ...value }] });
+      // A profile Cinder does not know: the line's extensions are still checked, on its first line and after.
+      const usCore = { meta: { profile: ['http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient'] } };
+      const lines = [
+        { ...birthPlace({ valueAddress: { city: 'Lyon' } }), id: 'born-ok' },
+        { ...birthPlace({ valueString: 'Lyon' }), id: 'born-bad' },
+        { ...patient('us-plain', true), ...usCore },
+        { ...birthPlace({ valueString: 'Lyon' }), ...usCore, id: 'us-bad' },
+      ];
+      const r = await cli.run(['import', '--tenant', 't1', '--json', file('extensions.ndjson', lines)]);
+      expect(r.code).toBe(1);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 2, failed: 2, errors: [{ line: 2 }, { line: 4 }] });
+      for (const e of summary.errors) expect(e.issues[0].expression[0]).toStartWith('Patient.extension[0]');
+      expect(await read('Patient', 'born-ok')).toBe(true);
+      expect(await read('Patient', 'us-plain')).toBe(true);
+    });
+
     test('JSON documents: a collection entry and a transaction entry are checked on the importing thread', async () => {
       const collection = join(cli.dir, 'collection.json');
       writeFileSync(collection, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: patient('c-ok', true) }, { resource: patient('c-bad', false) }] }));

@@ -3,7 +3,7 @@ import { prepareVersion, type PreparedVersion } from '../prepared.ts';
 import { newId } from '../resource.ts';
 import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
-import type { ProfileValidator } from '../validation/profile/profile-check.ts';
+import type { LineCheck } from './profiles.ts';
 import { parseResource } from './document.ts';
 import { readLines } from './lines.ts';
 import { hasUrnReference } from './run-references.ts';
@@ -45,7 +45,7 @@ export const CHUNK_CHARS = 1 << 20;
  * compartments), in line order. Blank lines are skipped; bad lines become issues. A line with `urn:`
  * references is checked against its profiles where they are resolved (loose.ts).
  */
-export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: { tenant: string; validator: ProfileValidator }): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: LineCheck): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -58,8 +58,10 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
           chunk.urns.push({ at: chunk.versions.length, line: number, text });
         } else {
-          // Undefined at once for a resource claiming no profile: such a line costs nothing more.
-          const profiled = profiles?.validator.requireValid(profiles.tenant, resource);
+          // Undefined at once for a resource claiming no profile: such a line costs nothing more. A line
+          // whose text names no `extension` or `modifierExtension` key (none spelt with a \u escape) holds
+          // none: their walk is skipped.
+          const profiled = profiles?.(resource, text.includes('xtension"') || text.includes('\\u'));
           if (profiled) await profiled;
           const v = prepareVersion(resource, resource.id ?? newId(), base);
           chunk.versions.push(v);

@@ -8,8 +8,8 @@
 import { prepareNdjson, type LineIssue, type UrnLine } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
-import type { Membership, ProfileValidator } from '../validation/profile/profile-check.ts';
-import { workerValidator, type WorkerProfiles } from './profiles.ts';
+import type { Membership } from '../validation/profile/profile-check.ts';
+import { workerCheck, type LineCheck, type WorkerProfiles } from './profiles.ts';
 
 export type ToPrepareWorker =
   | { type: 'init'; credits: number; validation: ValidationLevel; base?: string; profiles?: WorkerProfiles }
@@ -32,7 +32,7 @@ let validation: ValidationLevel = 'strict';
 let base: string | undefined;
 let wake: (() => void) | undefined;
 /** Profile validation, when the import checks profiles (profiles.ts). */
-let profiles: { tenant: string; validator: ProfileValidator } | undefined;
+let profiles: LineCheck | undefined;
 const questions = new Map<number, { resolve(m: Membership): void; reject(err: Error): void }>();
 let asked = 0;
 const inputs: { input: number; blob: Blob }[] = [];
@@ -77,7 +77,7 @@ self.onmessage = (event: MessageEvent<ToPrepareWorker>) => {
     credits = msg.credits;
     validation = msg.validation;
     base = msg.base;
-    if (msg.profiles) profiles = { tenant: msg.profiles.tenant, validator: workerValidator(msg.profiles, ask) };
+    if (msg.profiles) profiles = workerCheck(msg.profiles, ask);
   } else if (msg.type === 'input') {
     inputs.push(msg);
     if (!busy) void drain();

@@ -42,8 +42,17 @@ export async function importProfiles(deps: FhirDeps, tenant: string): Promise<Im
   };
 }
 
-/** The preparation thread's validator: the definitions it was handed, bindings asked through `ask` (once per value set and coding). */
-export function workerValidator(p: WorkerProfiles, ask: (url: string, coding: { system?: string; code: string }) => Promise<Membership>): ProfileValidator {
+/** A line's check on the preparation thread: undefined at once when there is nothing to check. */
+export type LineCheck = (resource: Json, extensions: boolean) => Promise<void> | undefined;
+
+/**
+ * The preparation thread's check: the definitions it was handed, bindings asked through `ask` (once per
+ * value set and coding). The definitions never change during the run, so a canonical once found to name
+ * no profile stays so: a line that claims only such canonicals (US Core's, say, on every line of Synthea's
+ * output), holds no extension (`extensions` false) and no resource inside it is passed at once, as it
+ * would pass the whole check.
+ */
+export function workerCheck(p: WorkerProfiles, ask: (url: string, coding: { system?: string; code: string }) => Promise<Membership>): LineCheck {
   const answers = new Map<string, Promise<Membership>>();
   const membership: CheckMembership = (_tenant, url, coding) => {
     const key = `${url}\0${coding.system ?? ''}\0${coding.code}`;
@@ -51,5 +60,24 @@ export function workerValidator(p: WorkerProfiles, ask: (url: string, coding: { 
     if (a === undefined) answers.set(key, (a = ask(url, coding)));
     return a;
   };
-  return new ProfileValidator(new ProfileRegistry(snapshotProfiles(p.definitions)), p.terminology ? membership : undefined);
+  const registry = new ProfileRegistry(snapshotProfiles(p.definitions));
+  const validator = new ProfileValidator(registry, p.terminology ? membership : undefined);
+  const unknown = new Set<string>();
+  const learnt = new Set<string>();
+  const learn = async (claimed: string[]) => {
+    const cache = await registry.cache(p.tenant);
+    for (const c of claimed) {
+      if (learnt.has(c)) continue;
+      learnt.add(c);
+      if ((await registry.resolve(cache, p.tenant, c)).kind === 'unknown') unknown.add(c);
+    }
+  };
+  return (resource, extensions) => {
+    const claimed = (resource.meta as Json | undefined)?.profile;
+    const canonicals = Array.isArray(claimed) ? claimed.filter((c): c is string => typeof c === 'string') : [];
+    if (!extensions && canonicals.length > 0 && resource.contained === undefined && resource.resourceType !== 'Bundle' && canonicals.every((c) => unknown.has(c))) return undefined;
+    const checked = validator.requireValid(p.tenant, resource, undefined, undefined, extensions);
+    if (canonicals.every((c) => learnt.has(c))) return checked;
+    return Promise.all([checked, learn(canonicals)]).then(() => undefined);
+  };
 }

@@ -93,9 +93,11 @@ export class ProfileValidator {
    * (innerResources) claims a profile: the profiles each claims, and the definitions of all its extensions (value types, nested extensions,
    * bindings, `extension` or `modifierExtension`), but not their contexts, which `$validate` reports
    * (ARCHITECTURE.md, Profiles: R4's own conformance resources break them). Undefined at once when it
-   * claims no profile and none inside it does: such a write costs nothing more.
+   * claims no profile and none inside it does: such a write costs nothing more. `extensions` false: the
+   * caller knows the resource holds no extension (an imported line whose text names none), so the walk
+   * that looks for them is skipped.
    */
-  writeIssues(tenant: string, resource: Json, at?: string): Promise<ValidationIssue[]> | undefined {
+  writeIssues(tenant: string, resource: Json, at?: string, extensions = true): Promise<ValidationIssue[]> | undefined {
     const claimed = claimedProfiles(resource);
     const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
     if (claimed.length === 0 && inner.length === 0) return undefined;
@@ -103,7 +105,7 @@ export class ProfileValidator {
     return Promise.all([
       claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, opts),
       this.innerIssues(tenant, inner, false),
-      this.extensionIssues(tenant, resource, { ...opts, context: false }),
+      extensions ? this.extensionIssues(tenant, resource, { ...opts, context: false }) : [],
     ]).then(([a, b, c]) => distinctIssues([...a, ...b, ...c]));
   }
 
@@ -123,8 +125,8 @@ export class ProfileValidator {
   }
 
   /** Throws a 422 (`what` is not valid) when writeIssues finds an error; undefined at once when there is nothing to check. */
-  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType)): Promise<void> | undefined {
-    return this.writeIssues(tenant, resource, at)?.then((errors) => {
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType), extensions = true): Promise<void> | undefined {
+    return this.writeIssues(tenant, resource, at, extensions)?.then((errors) => {
       if (errors.length > 0) throw invalidResource(errors, what);
     });
   }

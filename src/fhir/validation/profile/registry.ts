@@ -32,6 +32,12 @@ export const PROFILES_PER_TENANT = 2_000;
 
 const BASE = 'http://hl7.org/fhir/StructureDefinition/';
 
+/**
+ * How the url of every core profile and extension definition starts (the test of the registry checks
+ * it): a canonical starting otherwise (US Core's, Synthea's) is not core, known without reading the files.
+ */
+export const CORE_PREFIXES = [BASE, 'http://fhir-registry.smarthealthit.org/StructureDefinition/'];
+
 export class ProfileRegistry {
   private core: Map<string, Json> | undefined;
   private coreLoading: Promise<Map<string, Json>> | undefined;
@@ -65,6 +71,7 @@ export class ProfileRegistry {
     const own = await this.source.find(tenant, canonical);
     if (own !== undefined) return compiled(own);
     const url = canonical.split('|')[0]!;
+    if (!CORE_PREFIXES.some((p) => url.startsWith(p))) return { kind: 'unknown' };
     const version = canonical.includes('|') ? canonical.slice(canonical.indexOf('|') + 1) : undefined;
     const core = await this.coreDefinitions();
     const sd = core.get(url);

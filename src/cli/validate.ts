@@ -5,6 +5,9 @@ import { UsageError, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
 import { storeProfileValidator } from '../validation-terminology.ts';
+import { ProfileValidator } from '../fhir/validation/profile/profile-check.ts';
+import { ProfileRegistry } from '../fhir/validation/profile/registry.ts';
+import { readDefinitions, snapshotProfiles } from '../fhir/validation/profile/definitions.ts';
 
 const WORDS = { task: 'validate', done: 'checked', failed: 'invalid' };
 
@@ -24,7 +27,7 @@ export const validateCommand: Command = {
     'Checks every current resource of the tenant (or of the given types; repeated or comma-separated) as of now,\n' +
     'strictly (structure, formats, required bindings, invariants), whatever CINDER_VALIDATION says: for data\n' +
     'imported before validation existed or with CINDER_VALIDATION=structural|off. A resource claiming profiles\n' +
-    "(meta.profile) is checked against each that Cinder knows (the tenant's StructureDefinitions as stored now, the\n" +
+    "(meta.profile) is checked against each that Cinder knows (the tenant's StructureDefinitions as of the check, the\n" +
     'R4 core profiles), and its extensions against their definitions, as a write at strict is. Prints one OperationOutcome per\n' +
     'invalid resource on stdout (NDJSON; each issue\'s diagnostics starts with Type/id) and a summary on stderr\n' +
     '(on stdout as JSON with --json, instead of the NDJSON). Exit code 1 when any resource is invalid.\n' +
@@ -46,9 +49,12 @@ export const validateCommand: Command = {
       const invalid: { reference: string; versionId: number; errors: number }[] = [];
       let result: { checked: number; invalid: number };
       try {
+        const at = clock.now();
+        // The StructureDefinitions of the same snapshot, read once: no change token read per profiled resource.
+        const profiles = new ProfileValidator(new ProfileRegistry(snapshotProfiles(await readDefinitions(store, tenant, at))), storeProfileValidator(store, clock).membership);
         result = await validateStored(store, tenant, {
-          at: clock.now(),
-          profiles: storeProfileValidator(store, clock),
+          at,
+          profiles,
           ...(only ? { types: only } : {}),
           onInvalid(r) {
             const reference = `${r.type}/${r.id}`;

@@ -12,6 +12,7 @@ import { shellErrors } from './bundle-shell.ts';
 import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationIssue } from './validation/validate.ts';
+import { profileCost } from './validation/profile/run.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -110,8 +111,10 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
 async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries: Entry[], planned: Planned[]): Promise<void> {
   if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return;
   const errors = [];
-  for (const e of entries) if (e.resource) errors.push(...((await deps.profiles.writeIssues(req.tenant, e.resource, `Bundle.entry[${e.index}].resource`)) ?? []));
-  for (const p of planned) if (p.patched) errors.push(...((await deps.profiles.writeIssues(req.tenant, p.patched.resource)) ?? []));
+  // One budget for the invariants of every entry's profiles (run.ts).
+  const cost = profileCost();
+  for (const e of entries) if (e.resource) errors.push(...((await deps.profiles.writeIssues(req.tenant, e.resource, `Bundle.entry[${e.index}].resource`, true, cost)) ?? []));
+  for (const p of planned) if (p.patched) errors.push(...((await deps.profiles.writeIssues(req.tenant, p.patched.resource, undefined, true, cost)) ?? []));
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 

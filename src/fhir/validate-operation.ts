@@ -15,6 +15,7 @@ import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { outcomeIssues } from './validation/check.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
 import { distinctIssues } from './validation/profile/profile-check.ts';
+import { profileCost } from './validation/profile/run.ts';
 
 type Json = Record<string, unknown>;
 
@@ -105,17 +106,18 @@ async function profileIssues(deps: FhirDeps, tenant: string, resource: Resource,
     out.push({ severity: 'error', code: 'not-supported', expression: 'profile', text: `Validation against the profile '${profile}' is not supported here` });
   }
   if (deps.profiles === undefined) return out;
+  const cost = profileCost();
   if (profile !== undefined) {
-    const named = await deps.profiles.issues(tenant, json, [profile], { warnings: true, namedAt: () => 'profile' });
+    const named = await deps.profiles.issues(tenant, json, [profile], { warnings: true, namedAt: () => 'profile', cost });
     for (const i of named) out.push(i.code === 'not-supported' && i.expression === 'profile' && i.severity === 'warning' ? { ...i, severity: 'error', text: `The profile ${profile} is not known to Cinder, so the resource cannot be validated against it` } : i);
   }
   const claimed = (json.meta as Json | undefined)?.profile;
   if (Array.isArray(claimed)) {
     const urls = claimed.filter((c): c is string => typeof c === 'string' && c !== profile);
-    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]` })));
+    out.push(...(await deps.profiles.issues(tenant, json, urls, { warnings: true, namedAt: (i) => `${resource.resourceType}.meta.profile[${claimed.indexOf(urls[i])}]`, cost })));
   }
-  out.push(...(await deps.profiles.nestedIssues(tenant, json, { warnings: true })));
-  out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true })));
+  out.push(...(await deps.profiles.nestedIssues(tenant, json, { warnings: true, cost })));
+  out.push(...(await deps.profiles.extensionIssues(tenant, json, { warnings: true, cost })));
   return distinctIssues(out);
 }
 

@@ -38,11 +38,12 @@ export interface InvariantContext {
    */
   memo?: Map<object, unknown>;
   /**
-   * How many more values a client-written expression (a FHIRPath Patch path's `where()`) may visit,
-   * shared by the evaluations of one path: each navigation and function result counts its items, and
-   * going past it is a run-time error (the path cannot be evaluated), as a regex that backtracks is.
+   * How many more values a client-written expression (a FHIRPath Patch path's `where()`, a profile's
+   * invariant) may visit, shared by the evaluations of one path or one profile check: each navigation
+   * and function result counts its items, and going past it is a run-time error (the expression cannot
+   * be evaluated), as a regex that backtracks is. `what` names who is held to it in the error's words.
    */
-  budget?: { left: number; readonly limit: number };
+  budget?: { left: number; readonly limit: number; readonly what?: string };
 }
 export type CompiledInvariant = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => boolean;
 
@@ -62,6 +63,13 @@ class Typed {
 
 /** A run-time error of an evaluation (FHIRPath's "error"): the invariant holds. */
 class EvaluationError extends Error {}
+
+/**
+ * A client-written expression that visits more values than its budget allows, or whose regular
+ * expression backtracks without end (src/regex-guard.ts): it cannot be evaluated. A guarded invariant
+ * (compileInvariant's `guarded`) throws it rather than holding.
+ */
+export class FhirPathTooCostly extends EvaluationError {}
 
 function isObject(v: unknown): v is Json {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -804,7 +812,7 @@ interface Env {
   context: unknown;
   memo?: Map<object, unknown>;
   /** What a client's expression may still visit (InvariantContext.budget). */
-  budget?: { left: number; readonly limit: number };
+  budget?: { left: number; readonly limit: number; readonly what?: string };
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -1046,7 +1054,7 @@ function budgeted(e: Expr): Expr {
     const items = e.coll(env);
     const budget = env.budget;
     if (budget !== undefined && (budget.left -= items.length + 1) < 0) {
-      throw new EvaluationError(`the expression is too costly to evaluate: it visits more than ${budget.limit} values, the most a patch path may`);
+      throw new FhirPathTooCostly(`the expression is too costly to evaluate: it visits more than ${budget.limit} values, the most ${budget.what ?? 'a patch path'} may`);
     }
     return items;
   });
@@ -1361,7 +1369,7 @@ function regexArgument(arg: Ast, scope: Scope, flags: string): Expr | RegExp {
 }
 
 /** A regular expression that backtracks without end (src/regex-guard.ts): the expression cannot be evaluated. */
-const tooCostlyRegex = () => new EvaluationError('the regular expression is too costly to evaluate (it backtracks without end)');
+const tooCostlyRegex = () => new FhirPathTooCostly('the regular expression is too costly to evaluate (it backtracks without end)');
 
 function toRegex(r: Expr | RegExp, env: Env, flags: string): RegExp | undefined {
   if (r instanceof RegExp) return r;
@@ -1711,13 +1719,17 @@ function call(ast: Call, scope: Scope): Expr {
  * Compiles an invariant (`ElementDefinition.constraint.expression`); throws UnsupportedFhirPath for a
  * construct the engine does not evaluate and FhirPathSyntaxError for one that is not FHIRPath. The
  * result runs on a focus value of a FHIR type: true when the invariant holds (its result is not
- * `false`); it never throws.
+ * `false`); it never throws, unless `guarded`: then the expression is a client's (a tenant's profile),
+ * held as a FHIRPath Patch path is to the regex guard and to the context's `budget`, and throws
+ * FhirPathTooCostly when it cannot be evaluated for either.
  */
-export function compileInvariant(expression: string, types: FhirPathTypes): CompiledInvariant {
+export function compileInvariant(expression: string, types: FhirPathTypes, guarded = false): CompiledInvariant {
   const ast = parseFhirPath(expression);
   const scopeOf = (focusType: string | undefined): Scope => {
     const type = staticType(normaliseType(focusType));
-    return { expression, types, thisType: type, contextType: type, iterating: false };
+    const scope: Scope = { expression, types, thisType: type, contextType: type, iterating: false };
+    if (guarded) scope.clientWritten = true;
+    return scope;
   };
   const generic = build(ast, scopeOf(undefined));
   const specialise = (focusType: string): Expr => {
@@ -1743,8 +1755,10 @@ export function compileInvariant(expression: string, types: FhirPathTypes): Comp
       env.resource = ctx.resource ?? undefined;
       env.rootResource = ctx.rootResource ?? undefined;
       env.memo = ctx.memo;
+      env.budget = ctx.budget;
       return expr.bool(env) !== false;
-    } catch {
+    } catch (err) {
+      if (guarded && err instanceof FhirPathTooCostly) throw err;
       return true;
     }
   };

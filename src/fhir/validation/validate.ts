@@ -22,8 +22,8 @@ export type ValidationLevel = 'strict' | 'structural' | 'off';
 
 export interface ValidationIssue {
   severity: 'error' | 'warning';
-  /** The OperationOutcome issue code: structure, required, value, code-invalid, invariant. */
-  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant' | 'not-supported';
+  /** The OperationOutcome issue code: structure, required, value, code-invalid, invariant (too-costly: a profile's invariant that cannot be evaluated). */
+  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant' | 'not-supported' | 'too-costly';
   /** The FHIRPath location: `Patient.name[0].given[1]`. */
   expression: string;
   text: string;

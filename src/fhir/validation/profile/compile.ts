@@ -213,7 +213,8 @@ function compileConstraints(ed: Json, id: string, ctx: Ctx, known: ReadonlySet<s
   for (const c of Array.isArray(ed.constraint) ? (ed.constraint as Json[]) : []) {
     if (typeof c.key !== 'string' || known.has(c.key) || typeof c.expression !== 'string') continue;
     try {
-      const fn = compileInvariant(c.expression, TYPES);
+      // A profile's invariants are its author's: held to the regex guard and the check's budget (run.ts).
+      const fn = compileInvariant(c.expression, TYPES, true);
       out.push({ key: c.key, severity: c.severity === 'warning' ? 'warning' : 'error', human: String(c.human ?? c.key), fn });
     } catch (err) {
       if (!(err instanceof UnsupportedFhirPath) && !(err instanceof FhirPathSyntaxError)) throw err;

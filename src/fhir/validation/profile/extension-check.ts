@@ -8,10 +8,10 @@
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile } from './compiled.ts';
 import type { ExtensionSite } from './extension-sites.ts';
-import { checkProfile, type ProfileLookup, type ProfileResult } from './run.ts';
+import { checkProfile, type ProfileCost, type ProfileLookup, type ProfileResult } from './run.ts';
 
 /** The problems of the extension at `site` against `definition` (an extension definition: `definition.extension` is set); its context when `context`. */
-export function checkExtensionSite(site: ExtensionSite, definition: CompiledProfile, lookup: ProfileLookup, context: boolean): ProfileResult {
+export function checkExtensionSite(site: ExtensionSite, definition: CompiledProfile, lookup: ProfileLookup, context: boolean, cost?: ProfileCost): ProfileResult {
   const issues: ValidationIssue[] = [];
   const use = definition.extension!;
   const label = definition.label;
@@ -31,6 +31,6 @@ export function checkExtensionSite(site: ExtensionSite, definition: CompiledProf
       issues.push({ severity: 'error', code: 'structure', expression: site.path, text: `The extension ${label} is not allowed on ${site.host}: its definition allows it only on ${allowed}` });
     }
   }
-  const content = checkProfile(site.extension, definition, lookup, site.path);
+  const content = checkProfile(site.extension, definition, lookup, site.path, cost);
   return { issues: [...issues, ...content.issues], bindings: content.bindings };
 }

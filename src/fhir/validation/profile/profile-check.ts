@@ -10,7 +10,7 @@ import type { CompiledProfile } from './compiled.ts';
 import { isBaseDefinition, ProfileRegistry } from './registry.ts';
 import { checkExtensionSite } from './extension-check.ts';
 import { extensionSites } from './extension-sites.ts';
-import { checkProfile, type PendingBinding, type ProfileResult } from './run.ts';
+import { checkProfile, profileCost, type PendingBinding, type ProfileCost, type ProfileResult } from './run.ts';
 
 type Json = Record<string, unknown>;
 
@@ -27,6 +27,8 @@ export interface ProfileCheckOptions {
   at?: string;
   /** Where each profile was named, for an issue about the profile itself (default `<at>.meta.profile[i]`). */
   namedAt?: (index: number) => string;
+  /** The invariants' budget, shared by every check of one write or `$validate` (run.ts); a fresh one by default. */
+  cost?: ProfileCost;
 }
 
 export class ProfileValidator {
@@ -37,6 +39,7 @@ export class ProfileValidator {
     const type = String(resource.resourceType);
     const at = opts.at ?? type;
     const out: ValidationIssue[] = [];
+    const cost = opts.cost ?? profileCost();
     const cache = await this.registry.cache(tenant);
     for (const [i, canonical] of canonicals.entries()) {
       if (isBaseDefinition(canonical, type) || canonicals.indexOf(canonical) !== i) continue;
@@ -57,7 +60,7 @@ export class ProfileValidator {
       }
       const extensions = new Map<string, CompiledProfile>();
       await this.loadExtensions(cache, tenant, profile, extensions);
-      const result = checkProfile(resource, profile, (url) => extensions.get(url), at);
+      const result = checkProfile(resource, profile, (url) => extensions.get(url), at, cost);
       await this.collect(out, tenant, result, opts.warnings);
       if (opts.warnings) for (const u of profile.unsupported) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `${profile.label}: ${u}` });
     }
@@ -70,10 +73,11 @@ export class ProfileValidator {
    * R4 core's. Extensions with no known definition are not checked; `context: false` leaves out where
    * each is used (a write's choice, see writeIssues).
    */
-  async extensionIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; context?: boolean }): Promise<ValidationIssue[]> {
+  async extensionIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; context?: boolean; cost?: ProfileCost }): Promise<ValidationIssue[]> {
     const sites = extensionSites(resource, opts.at);
     if (sites.length === 0) return [];
     const out: ValidationIssue[] = [];
+    const cost = opts.cost ?? profileCost();
     const cache = await this.registry.cache(tenant);
     const extensions = new Map<string, CompiledProfile>();
     for (const site of sites) {
@@ -83,7 +87,7 @@ export class ProfileValidator {
       const found = await this.registry.resolve(cache, tenant, url);
       if (found.kind !== 'profile' || found.profile.extension === undefined) continue;
       await this.loadExtensions(cache, tenant, found.profile, extensions);
-      await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false), opts.warnings);
+      await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false, cost), opts.warnings);
     }
     return out;
   }
@@ -97,14 +101,14 @@ export class ProfileValidator {
    * caller knows the resource holds no extension (an imported line whose text names none), so the walk
    * that looks for them is skipped.
    */
-  writeIssues(tenant: string, resource: Json, at?: string, extensions = true): Promise<ValidationIssue[]> | undefined {
+  writeIssues(tenant: string, resource: Json, at?: string, extensions = true, cost = profileCost()): Promise<ValidationIssue[]> | undefined {
     const claimed = claimedProfiles(resource);
     const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
     if (claimed.length === 0 && inner.length === 0) return undefined;
-    const opts = at === undefined ? { warnings: false } : { warnings: false, at };
+    const opts = at === undefined ? { warnings: false, cost } : { warnings: false, at, cost };
     return Promise.all([
       claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, opts),
-      this.innerIssues(tenant, inner, false),
+      this.innerIssues(tenant, inner, false, cost),
       extensions ? this.extensionIssues(tenant, resource, { ...opts, context: false }) : [],
     ]).then(([a, b, c]) => distinctIssues([...a, ...b, ...c]));
   }
@@ -113,14 +117,14 @@ export class ProfileValidator {
    * The problems of the resources inside `resource` (contained ones, and the entries of a document or
    * collection Bundle) against the profiles each claims in its own `meta.profile`; `at` is the FHIRPath of `resource`.
    */
-  nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string }): Promise<ValidationIssue[]> {
+  nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; cost?: ProfileCost }): Promise<ValidationIssue[]> {
     const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
-    return this.innerIssues(tenant, inner, opts.warnings);
+    return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost());
   }
 
-  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean): Promise<ValidationIssue[]> {
+  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean, cost: ProfileCost): Promise<ValidationIssue[]> {
     const out: ValidationIssue[] = [];
-    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at })));
+    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at, cost })));
     return out;
   }
 

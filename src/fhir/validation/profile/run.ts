@@ -5,6 +5,7 @@
  * `Observation.value.ofType(Quantity)`). Bindings are collected, to be decided by the terminology
  * (profile-check.ts), since a profile may bind value sets the base table does not hold.
  */
+import { FhirPathTooCostly } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile, ProfileElement, Slice, SliceKey } from './compiled.ts';
 import { choiceKey, equalsFixed, matchesPattern, typeOfSuffix, valuesAt, type Located } from './paths.ts';
@@ -27,6 +28,25 @@ export interface ProfileResult {
   bindings: PendingBinding[];
 }
 
+/**
+ * How many values the invariants of the profiles and extension definitions checked for one write (a
+ * resource, or a whole transaction) or one `$validate` may visit together. A profile's invariants are
+ * its author's FHIRPath, run on every write claiming it: held, as a FHIRPath Patch path is, to a budget
+ * (a cross product such as `name.given.select(%resource.name.given)` visits the square of a resource's
+ * values) and to the regex guard (src/regex-guard.ts).
+ */
+export const PROFILE_VISITS = 1_000_000;
+
+/** The budget one write's or `$validate`'s profile checks share; `refused` once an invariant proved too costly. */
+export interface ProfileCost {
+  readonly budget: { left: number; readonly limit: number; readonly what: string };
+  refused?: string;
+}
+
+export function profileCost(limit = PROFILE_VISITS): ProfileCost {
+  return { budget: { left: limit, limit, what: "the profile invariants of one write or $validate" } };
+}
+
 /** A profile (or extension definition) by canonical URL, as loaded for this check; undefined when unknown. */
 export type ProfileLookup = (url: string) => CompiledProfile | undefined;
 
@@ -45,7 +65,7 @@ class Run {
   readonly memo = new Map<object, unknown>();
   /** Whether a value conforms to a profile, once per value and profile (a `profile` discriminator asks for each slice). */
   readonly conformance = new WeakMap<object, Map<string, boolean>>();
-  constructor(readonly resource: Json, readonly lookup: ProfileLookup) {}
+  constructor(readonly resource: Json, readonly lookup: ProfileLookup, readonly cost: ProfileCost) {}
   add(severity: 'error' | 'warning', code: ValidationIssue['code'], expression: string, text: string): void {
     this.issues.push({ severity, code, expression, text });
   }
@@ -56,8 +76,8 @@ function isObject(v: unknown): v is Json {
 }
 
 /** The problems of `resource` (at `path`, its FHIRPath: `Bundle.entry[0].resource` or its type) against `profile`. */
-export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type): ProfileResult {
-  const run = new Run(resource, lookup);
+export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type, cost = profileCost()): ProfileResult {
+  const run = new Run(resource, lookup, cost);
   const item: Item = { value: resource, sub: resource, type: profile.type, path };
   checkItem(run, profile, profile.root, item);
   return { issues: run.issues, bindings: run.bindings };
@@ -98,6 +118,12 @@ function checkElement(run: Run, profile: CompiledProfile, el: ProfileElement, ob
   if (el.slicing) checkSlicing(run, profile, el, items, `${path}.${el.name}`);
 }
 
+/** An invariant that cannot be evaluated is an error: the write is refused rather than taken as conforming. */
+function tooCostly(run: Run, expression: string, text: string): void {
+  run.cost.refused = text;
+  run.add('error', 'too-costly', expression, text);
+}
+
 function checkCount(run: Run, profile: CompiledProfile, el: ProfileElement, n: number, expression: string, what: string): void {
   const { min, max } = el.card!;
   if (n < min) run.add('error', 'required', expression, `${what}: at least ${min} required by the profile ${profile.label}, found ${n}`);
@@ -115,9 +141,20 @@ function checkItem(run: Run, profile: CompiledProfile, el: ProfileElement, item:
   if (el.maxLength !== undefined && typeof item.value === 'string' && [...item.value].length > el.maxLength) run.add('error', 'value', item.path, `${where}: longer than ${el.maxLength} characters`);
   checkBounds(run, el, item, where);
   if (el.binding) collectBinding(run, el, item, where);
-  if (el.constraints) {
-    const ctx = { resource: run.resource, rootResource: run.resource, memo: run.memo };
-    for (const c of el.constraints) if (!c.fn(item.value, item.type, ctx)) run.add(c.severity, 'invariant', item.path, `${where}: ${c.human} (${c.key})`);
+  // Once an invariant proved too costly (one error says so), the others of the write are not evaluated.
+  if (el.constraints && run.cost.refused === undefined) {
+    const ctx = { resource: run.resource, rootResource: run.resource, memo: run.memo, budget: run.cost.budget };
+    for (const c of el.constraints) {
+      let holds: boolean;
+      try {
+        holds = c.fn(item.value, item.type, ctx);
+      } catch (err) {
+        if (!(err instanceof FhirPathTooCostly)) throw err;
+        tooCostly(run, item.path, `${where}: the invariant ${c.key} cannot be evaluated: ${err.message}`);
+        break;
+      }
+      if (!holds) run.add(c.severity, 'invariant', item.path, `${where}: ${c.human} (${c.key})`);
+    }
   }
   if (item.sub !== undefined) for (const child of el.children) checkElement(run, profile, child, item.sub, item.path);
 }
@@ -232,8 +269,11 @@ function conforms(run: Run, item: Item, value: unknown, url: string): boolean {
   if (memo === undefined) run.conformance.set(value, (memo = new Map()));
   let ok = memo.get(url);
   if (ok === undefined) {
-    ok = checkProfile(value, profile, run.lookup, item.path).issues.every((i) => i.severity !== 'error');
+    const before = run.cost.refused;
+    ok = checkProfile(value, profile, run.lookup, item.path, run.cost).issues.every((i) => i.severity !== 'error');
     memo.set(url, ok);
+    // The candidate's issues are dropped; an invariant too costly to decide refuses the resource itself.
+    if (before === undefined && run.cost.refused !== undefined) run.add('error', 'too-costly', item.path, run.cost.refused);
   }
   return ok;
 }

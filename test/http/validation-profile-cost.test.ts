@@ -1,0 +1,79 @@
+/**
+ * A tenant's profile is a program Cinder runs on every write claiming it: its invariants are the
+ * tenant's FHIRPath, held to the regex guard (src/regex-guard.ts) and to a budget of values visited
+ * (run.ts PROFILE_VISITS), on writes, in transactions and in `$validate`, on both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const BASE_URL = 'http://example.org/fhir/StructureDefinition/costly-';
+
+/** A tenant's profile on Patient whose root carries one invariant, `expression`. */
+function profile(name: string, expression: string): Json {
+  const el = { id: 'Patient', path: 'Patient', short: 'Patient', definition: 'Patient', min: 0, max: '*', base: { path: 'Patient', min: 0, max: '*' }, constraint: [{ key: `${name}-1`, severity: 'error', human: name, expression }] };
+  return {
+    resourceType: 'StructureDefinition', url: BASE_URL + name, name, status: 'active', kind: 'resource', abstract: false,
+    type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+    snapshot: { element: [el] },
+  };
+}
+
+/** A Patient claiming the profile `name`, with `names` names each of family `family` and 20 given names. */
+function patient(name: string, names: number, family: string): Json {
+  return { resourceType: 'Patient', meta: { profile: [BASE_URL + name] }, name: Array.from({ length: names }, () => ({ family, given: Array.from({ length: 20 }, (_, i) => `g${i}`) })) };
+}
+
+const codes = (outcome: Json) => (outcome.issue as Json[]).map((i) => i.code);
+
+await eachStore((kind, fresh) => {
+  describe(`profile invariants' cost (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      expect((await api.put('StructureDefinition/nested', { ...profile('nested', "name.select(family.matches('^(a+)+$')).all($this)"), id: 'nested' })).status).toBeLessThan(300);
+      expect((await api.put('StructureDefinition/square', { ...profile('square', "name.given.select(%resource.name.given).count() > 0"), id: 'square' })).status).toBeLessThan(300);
+      expect((await api.put('StructureDefinition/replace', { ...profile('replace', "name.select(family.replaceMatches('(a|aa)+$', 'b')).all($this = 'b')"), id: 'replace' })).status).toBeLessThan(300);
+    });
+    afterAll(() => t.close());
+
+    test("matches() with a pattern that backtracks without end is answered by the regex guard's automaton, rightly and at once", async () => {
+      // Before: JavaScriptCore backtracked ~0.5 s a name (20 names: ~10 s holding the event loop), and gave up answering "no match".
+      const t0 = performance.now();
+      const bad = await api.post('Patient', patient('nested', 20, `${'a'.repeat(32)}!`));
+      expect(performance.now() - t0).toBeLessThan(2000);
+      expect(codes(await expectOutcome(bad, 422))).toEqual(['invariant']);
+      expect((await api.post('Patient', patient('nested', 20, 'a'.repeat(32)))).status).toBe(201);
+    });
+
+    test('an invariant visiting more values than the budget refuses the write 422 too-costly, and $validate says so', async () => {
+      // 20 names of 20 given names: the square visits 400 x 400 values; 60 names, 1,200 x 1,200, past the budget.
+      expect((await api.post('Patient', patient('square', 20, 'x'))).status).toBe(201);
+      const outcome = await expectOutcome(await api.post('Patient', patient('square', 60, 'x')), 422);
+      expect(codes(outcome)).toEqual(['too-costly']);
+      expect(outcome.issue[0].expression).toEqual(['Patient']);
+      expect(outcome.issue[0].details.text).toContain('square-1');
+      const validated = (await (await api.post('Patient/$validate', patient('square', 60, 'x'))).json()) as Json;
+      expect(codes(validated)).toEqual(['too-costly']);
+    });
+
+    test('a transaction shares one budget among its entries', async () => {
+      // Each entry alone is within the budget; together they are not.
+      const entry = { resource: patient('square', 30, 'x'), request: { method: 'POST', url: 'Patient' } };
+      expect((await api.post('Patient', entry.resource)).status).toBe(201);
+      const res = await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: Array.from({ length: 8 }, () => entry) });
+      expect(codes(await expectOutcome(res, 422))).toEqual(['too-costly']);
+    });
+
+    test('replaceMatches() with a pattern that backtracks is refused too-costly once the guard has seen it slow', async () => {
+      // Before: every name ran ~0.1 s of backtracking (60 names, ~8 s), and the answer rested on runs the engine gave up.
+      const t0 = performance.now();
+      const outcome = await expectOutcome(await api.post('Patient', patient('replace', 60, `${'a'.repeat(32)}!`)), 422);
+      expect(performance.now() - t0).toBeLessThan(3000);
+      expect(codes(outcome)).toEqual(['too-costly']);
+    });
+  });
+});

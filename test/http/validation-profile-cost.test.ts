@@ -68,6 +68,27 @@ await eachStore((kind, fresh) => {
       expect(codes(await expectOutcome(res, 422))).toEqual(['too-costly']);
     });
 
+    test('an invariant too long or nested too deep to parse is not evaluated (a warning in $validate), not a 500 on every write claiming it', async () => {
+      const cases = { long: '('.repeat(10_000) + 'true' + ')'.repeat(10_000), deep: '('.repeat(100) + 'true' + ')'.repeat(100), chain: Array.from({ length: 20_000 }, () => 'true').join(' and ') };
+      for (const [name, expression] of Object.entries(cases)) {
+        expect((await api.put(`StructureDefinition/${name}`, { ...profile(name, expression), id: name })).status).toBeLessThan(300);
+        expect((await api.post('Patient', patient(name, 1, 'x'))).status).toBe(201);
+        const validated = (await (await api.post('Patient/$validate', patient(name, 1, 'x'))).json()) as Json;
+        expect(codes(validated)).toEqual(['not-supported']);
+        expect(validated.issue[0].details.text).toMatch(name === 'deep' ? /nested more than 64 deep/ : /more than 4096 tokens/);
+      }
+    });
+
+    test('a FHIRPath Patch path nested too deep is a 400 naming the path, not a 500', async () => {
+      const p = await api.create({ resourceType: 'Patient', gender: 'male' });
+      const path = `Patient.name.where(${'('.repeat(10_000)}true${')'.repeat(10_000)})`;
+      const res = await api.call('PATCH', `Patient/${p.id}`, {
+        resourceType: 'Parameters',
+        parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'delete' }, { name: 'path', valueString: path }] }],
+      }, { 'Content-Type': 'application/fhir+json' });
+      expect(JSON.stringify(await expectOutcome(res, 400))).toContain('more than 4096 tokens');
+    });
+
     test('replaceMatches() with a pattern that backtracks is refused too-costly once the guard has seen it slow', async () => {
       // Before: every name ran ~0.1 s of backtracking (60 names, ~8 s), and the answer rested on runs the engine gave up.
       const t0 = performance.now();

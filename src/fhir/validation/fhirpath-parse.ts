@@ -168,12 +168,34 @@ const LEVELS: readonly (readonly string[])[] = [
 const TYPE_LEVEL = 7;
 
 /** Parses `expression` into its syntax tree; throws FhirPathSyntaxError on malformed input. */
+/**
+ * The most tokens an expression may have, and how deeply its parentheses, function arguments, indexes
+ * and signs may nest. Parsing and compiling recurse on both (a chain `a.where(x).where(x)...` or
+ * `x and x and ...` is as deep as it is long), so an expression past them (a tenant's profile invariant, a
+ * FHIRPath Patch path: 10,000 parentheses) overflowed the stack, a 500 on every write claiming the
+ * profile. R4's own invariants have at most 348 characters and nest 4 deep.
+ */
+const MAX_TOKENS = 4096;
+const MAX_NESTING = 64;
+
 export function parseFhirPath(expression: string): Ast {
   const fail = (at: number, what: string): never => {
     throw new FhirPathSyntaxError(expression, at, what);
   };
   const tokens = tokenize(expression, fail);
+  // The last token ends the text.
+  if (tokens.length > MAX_TOKENS + 1) fail(tokens[MAX_TOKENS]!.at, `more than ${MAX_TOKENS} tokens, the most an expression may have`);
   let pos = 0;
+  let depth = 0;
+  /** `parse()`, one level deeper in parentheses, arguments, indexes or signs: at most MAX_NESTING. */
+  const nested = <T>(at: number, parse: () => T): T => {
+    if (++depth > MAX_NESTING) fail(at, `nested more than ${MAX_NESTING} deep, the most an expression may be`);
+    try {
+      return parse();
+    } finally {
+      depth--;
+    }
+  };
   const peek = (): Token => tokens[pos]!;
   const isOp = (text: string): boolean => {
     const t = tokens[pos]!;
@@ -227,7 +249,7 @@ export function parseFhirPath(expression: string): Ast {
     const t = peek();
     if (t.kind === 'op' && (t.text === '+' || t.text === '-')) {
       pos++;
-      return { kind: 'unary', at: t.at, op: t.text, operand: unary() };
+      return { kind: 'unary', at: t.at, op: t.text, operand: nested(t.at, unary) };
     }
     return postfix(term());
   }
@@ -240,7 +262,7 @@ export function parseFhirPath(expression: string): Ast {
         node = invocation(node);
       } else if (peek().kind === 'op' && peek().text === '[') {
         const at = tokens[pos++]!.at;
-        const index = binary(0);
+        const index = nested(at, () => binary(0));
         expect(']');
         node = { kind: 'indexer', at, target: node, index };
       } else return node;
@@ -256,10 +278,10 @@ export function parseFhirPath(expression: string): Ast {
       pos++;
       const args: Ast[] = [];
       if (!(peek().kind === 'op' && peek().text === ')')) {
-        args.push(binary(0));
+        args.push(nested(t.at, () => binary(0)));
         while (isOp(',')) {
           pos++;
-          args.push(binary(0));
+          args.push(nested(t.at, () => binary(0)));
         }
       }
       expect(')');
@@ -305,7 +327,7 @@ export function parseFhirPath(expression: string): Ast {
       case 'op':
         if (t.text === '(') {
           pos++;
-          const inner = binary(0);
+          const inner = nested(t.at, () => binary(0));
           expect(')');
           return inner;
         }

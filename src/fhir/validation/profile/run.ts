@@ -203,22 +203,33 @@ function collectBinding(run: Run, el: ProfileElement, item: Item, where: string)
 /** Assigns each value to its slice, then checks each slice's count and content, closed and ordered slicing. */
 function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, items: Item[], at: string): void {
   const slicing = el.slicing!;
+  // Each value is tested against the slices in turn: values x slices tests, counted against the write's
+  // budget (a tenant's snapshot of 30,000 slices and a resource of 3,000 values: 90,000,000).
+  if (run.cost.refused !== undefined) return;
+  const tests = items.length * slicing.slices.length;
+  if ((run.cost.budget.left -= tests) < 0) {
+    tooCostly(run, at, `${el.id} (profile ${profile.label}): ${items.length} values sliced among ${slicing.slices.length} slices is too costly to check (${tests} tests, past the most ${run.cost.budget.what} may visit, ${run.cost.budget.limit})`);
+    return;
+  }
   const paths = slicing.discriminators.map((d) => d.path);
   const assigned = items.map((item) => slicing.slices.findIndex((s) => inSlice(run, item, s, paths)));
+  const members: Item[][] = slicing.slices.map(() => []);
+  for (const [j, item] of items.entries()) if (assigned[j]! >= 0) members[assigned[j]!]!.push(item);
   for (const [i, slice] of slicing.slices.entries()) {
-    const members = items.filter((_, j) => assigned[j] === i);
-    if (slice.element.card) checkCount(run, profile, slice.element, members.length, at, `${el.id}:${slice.name}`);
-    for (const item of members) {
+    if (slice.element.card) checkCount(run, profile, slice.element, members[i]!.length, at, `${el.id}:${slice.name}`);
+    for (const item of members[i]!) {
       checkItem(run, profile, slice.element, item);
       checkExtension(run, slice, item);
     }
   }
   let last = -1;
   let unmatchedSeen = false;
+  let names: string | undefined;
   for (const [j, item] of items.entries()) {
     const s = assigned[j]!;
     if (s < 0) {
-      if (slicing.rules === 'closed') run.add('error', 'structure', item.path, `${el.id} (profile ${profile.label}): the value matches none of the slices (${slicing.slices.map((x) => x.name).join(', ')}) and the slicing is closed`);
+      names ??= sliceNames(slicing.slices);
+      if (slicing.rules === 'closed') run.add('error', 'structure', item.path, `${el.id} (profile ${profile.label}): the value matches none of the slices (${names}) and the slicing is closed`);
       unmatchedSeen = true;
       continue;
     }
@@ -226,6 +237,13 @@ function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, it
     if (slicing.ordered && s < last) run.add('error', 'structure', item.path, `${el.id} (profile ${profile.label}): slice ${slicing.slices[s]!.name} is out of order (the slicing is ordered)`);
     last = Math.max(last, s);
   }
+}
+
+/** The slices' names for a message, the first MAX_NAMED of them. */
+const MAX_NAMED = 20;
+function sliceNames(slices: readonly Slice[]): string {
+  const named = slices.slice(0, MAX_NAMED).map((x) => x.name).join(', ');
+  return slices.length > MAX_NAMED ? `${named} and ${slices.length - MAX_NAMED} more` : named;
 }
 
 function inSlice(run: Run, item: Item, slice: Slice, paths: (readonly string[])[]): boolean {

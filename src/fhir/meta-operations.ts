@@ -18,7 +18,7 @@ import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
-import { readResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
+import { binaryReachLimited, readResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from './crud.ts';
 import { patchResource } from './patch.ts';
 import { ifMatchFailed, type IfMatch } from './if-match.ts';
 import { isResourceType, REST_RESOURCE_TYPES } from './resource-types.ts';
@@ -76,10 +76,12 @@ export async function instanceMeta(deps: FhirDeps, req: FhirRequest, type: strin
  * of `type` (every type the token reads without limit, at the system level). A type-level call needs
  * read of every resource of the type: a patient-context or filtered token is refused (403), as the
  * index holds no owner of a value and the union would tell what other patients' records carry; at the
- * system level such types are left out. At most META_IN_USE_CAP of each (then 422: too costly to list).
+ * system level such types are left out. Binary is read in part by a token that may not read every
+ * resource a securityContext can name (binaryReachLimited): the same. At most META_IN_USE_CAP of each (then 422: too costly to list).
  */
 export async function metaInUse(deps: FhirDeps, req: FhirRequest, type?: string): Promise<Record<string, unknown>> {
-  const unlimited = (t: string) => req.access.can(t, 'r') && req.access.patientLimit(t, 'r') === undefined && req.access.filters?.(t, 'r') === undefined;
+  const unlimited = (t: string) => req.access.can(t, 'r') && req.access.patientLimit(t, 'r') === undefined && req.access.filters?.(t, 'r') === undefined &&
+    (t !== 'Binary' || !binaryReachLimited(req.access));
   let types: string[];
   if (type !== undefined) {
     checkTypeAndId(type);

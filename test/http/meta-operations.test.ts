@@ -186,6 +186,19 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await filtered.post('Patient/pa/$meta-add', add), 403);
       await expectOutcome(await filtered.get('Patient/$meta'), 403);
 
+      // A Binary is read through its securityContext: a token that may not read every resource a context
+      // names reads Binary in part, so the union would tell the labels of Binaries it may not read.
+      await api.put200({ resourceType: 'Binary', id: 'bb', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: 'Patient/pb' }, meta: { tag: [{ system: TAGS, code: 'pb-binary' }], security: [{ system: TAGS, code: 'pb-label' }] } });
+      const binaries = fhirClient(t, await craftToken(t, 'system/Binary.rs'));
+      await expectOutcome(await binaries.get('Binary/bb/$meta'), 403);
+      await expectOutcome(await binaries.get('Binary/$meta'), 403, 'forbidden');
+      expect(await ok(await binaries.get('$meta'))).toEqual({});
+      const female = fhirClient(t, await craftToken(t, 'system/Binary.rs system/Patient.rs?gender=female'));
+      await expectOutcome(await female.get('Binary/$meta'), 403, 'forbidden');
+      expect(JSON.stringify(await ok(await female.get('$meta')))).not.toContain('pb-');
+      // A token reading every resource reads every Binary.
+      expect((await ok(await api.get('Binary/$meta'))).tag).toEqual([{ system: TAGS, code: 'pb-binary' }]);
+
       const elsewhere = fhirClient(t, await t.tokenFor('t3', ['system/*.*']), 't1');
       await expectOutcome(await elsewhere.get('Patient/pa/$meta'), 403);
       await expectOutcome(await elsewhere.post('Patient/pa/$meta-add', add), 403);

@@ -17,6 +17,13 @@ import { MAX_COUNT, parseCount, type SearchResult } from './search.ts';
 /** The most matches `_offset` skips (as Elasticsearch's `max_result_window`): each is read to reach the page. */
 export const MAX_OFFSET = 10_000;
 
+/**
+ * The most matches the walk to an offset reads. A page may keep fewer matches than it read (Binaries out
+ * of the token's reach through their securityContext, which no index holds: crud.ts rowsInReach), so the
+ * walk counts the matches the token sees, reading on past MAX_OFFSET; at most this many, then a 400.
+ */
+export const MAX_OFFSET_READ = 2 * MAX_OFFSET;
+
 /** `_offset`: a non-negative integer, at most MAX_OFFSET; otherwise a 400 naming it. */
 export function parseOffset(raw: string): number {
   if (!/^\d+$/.test(raw)) throw new FhirError('invalid', `Invalid _offset '${raw}': expected a non-negative integer`, { expression: ['_offset'] });
@@ -89,8 +96,14 @@ export async function searchAtOffset(
   // A search paged by offset (a sort on a parameter) names the page's start itself: one statement, as its next links do.
   let cursor = offset === 0 ? undefined : offsetCursor?.(base, offset);
   let past = false;
+  let read = 0;
   for (let skipped = cursor === undefined ? 0 : offset; skipped < offset;) {
     const n = Math.min(offset - skipped, MAX_COUNT);
+    if ((read += n) > MAX_OFFSET_READ) {
+      throw new FhirError('invalid', `Reaching _offset ${offset} takes reading more than ${MAX_OFFSET_READ} matches (Binaries out of the access token's reach are read and left out): narrow the search, or page on with the next links`, {
+        expression: ['_offset'], issueCode: 'too-costly',
+      });
+    }
     const page = await run(skipQuery(base, n, cursor));
     // No match after these: the offset is at or past the last.
     if (page.next === undefined) {
@@ -98,7 +111,8 @@ export async function searchAtOffset(
       break;
     }
     cursor = page.next;
-    skipped += n;
+    // The matches the token sees: a page leaves out the Binaries out of its reach, which are not skipped.
+    skipped += page.rows.length;
   }
   const at = new URLSearchParams(base);
   if (cursor !== undefined) at.set('_cursor', cursor);

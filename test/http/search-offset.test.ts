@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { countVersions, expectOutcome, fhirClient, ids, link, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { countVersions, craftToken, expectOutcome, fhirClient, ids, link, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { MAX_OFFSET } from '../../src/fhir/search-offset.ts';
 
 const FAMILIES = ['Delta', 'Alpha', 'Golf', 'Charlie', 'Foxtrot', 'Bravo', 'Echo'];
@@ -147,6 +147,35 @@ await eachStore((kind, fresh) => {
       const updated = await api.put('Patient?identifier=urn:pages|3&_offset=1', { resourceType: 'Patient', identifier: [{ system: 'urn:pages', value: '3' }], name: [{ family: 'Golf' }], active: true });
       expect(updated.status).toBe(200);
       expect(((await updated.json()) as Json).id).toBe('p3');
+    });
+  });
+
+  describe(`_offset under a token reading Binaries through their securityContext on ${kind}`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'female' });
+      await api.put200({ resourceType: 'Patient', id: 'pb', gender: 'male' });
+      // b0, b2, b4, b6 are under pa (in reach of a token reading female Patients), b1, b3, b5 under pb.
+      for (let i = 0; i < 7; i++) await api.put200({ resourceType: 'Binary', id: `b${i}`, contentType: 'text/plain', data: 'aGk=', securityContext: { reference: i % 2 ? 'Patient/pb' : 'Patient/pa' } });
+    });
+    afterAll(() => t.close());
+
+    test('skips N of the Binaries the token reads, not of those it may not (same pages told where they were)', async () => {
+      const female = fhirClient(t, await craftToken(t, 'system/Binary.rs system/Patient.rs?gender=female'));
+      const seen = ids(await female.search('Binary?_count=100'));
+      expect(seen).toEqual(['b0', 'b2', 'b4', 'b6']);
+      // A page leaves out what is out of reach, so it may hold fewer than _count; it starts where it should.
+      for (let offset = 0; offset <= 4; offset++) {
+        const page = ids(await female.search(`Binary?_count=2&_offset=${offset}`));
+        expect({ offset, first: page[0] }).toEqual({ offset, first: seen[offset] });
+        expect(seen.slice(offset, offset + 2)).toEqual(expect.arrayContaining(page));
+      }
+      // A token that reads none of them reads every Binary to skip none: bounded, a 400 beyond.
+      const none = fhirClient(t, await craftToken(t, 'system/Binary.rs'));
+      expect(ids(await none.search('Binary?_offset=3'))).toEqual([]);
     });
   });
 

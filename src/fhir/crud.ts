@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
-import { NO_INDEX_ROWS, StoreConflictError, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
+import { NO_INDEX_ROWS, StoreConflictError, type CurrentVersion, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
 import { requireAccess, type Access, type Permission } from './access.ts';
 import { hasCoreResources, type CoreLayer } from './core-layer.ts';
 import { lookups } from './core-search.ts';
@@ -470,25 +470,37 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
 
 /**
  * The reference targets a request may read, for CINDER_REFERENTIAL_INTEGRITY (ReferenceReach): of a type
- * it reads only within its patient's compartment or under a scope filter (not Binary, whose reach is its
- * securityContext), judged inside the write transaction, where a filter with a chain admits nothing.
+ * it reads only within its patient's compartment or under a scope filter, and Binaries when it reads
+ * them only through their securityContext (binaryReachLimited, as requireContextReadable judges them,
+ * the context read in the transaction), judged inside the write transaction, where a filter with a
+ * chain admits nothing.
  */
 export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach {
   const { access } = req;
   const base = deps.fhirBase?.(req.tenant);
+  const partly = (type: string) => access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type));
+  const judge = async (type: string, v: CurrentVersion): Promise<boolean> => {
+    const resource = JSON.parse(v.content) as Resource;
+    try {
+      if (access.patientLimit(type, 'r') !== undefined) requireCompartment(access, resource, base, 'r');
+      await requireFilter(access, 'r', resource, v.lastUpdated, txLookups(base));
+      return true;
+    } catch (err) {
+      if (err instanceof FhirError && err.category === 'forbidden') return false;
+      throw err;
+    }
+  };
   return {
-    limited: (type) => type !== 'Binary' && access.can(type, 'r') &&
-      (access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type))),
-    async holds(type, v) {
-      const resource = JSON.parse(v.content) as Resource;
-      try {
-        if (access.patientLimit(type, 'r') !== undefined) requireCompartment(access, resource, base, 'r');
-        await requireFilter(access, 'r', resource, v.lastUpdated, txLookups(base));
-        return true;
-      } catch (err) {
-        if (err instanceof FhirError && err.category === 'forbidden') return false;
-        throw err;
-      }
+    limited: (type) => access.can(type, 'r') && (type === 'Binary' ? binaryReachLimited(access) : partly(type)),
+    async holds(type, v, current) {
+      if (type !== 'Binary') return judge(type, v);
+      const target = securityContextTarget(splitStoredBinary(v.content).resource, base);
+      if (target === undefined) return true;
+      if (target === null) return access.patientLimit('Binary', 'r') === undefined;
+      if (!access.can(target.type, 'r')) return false;
+      if (!partly(target.type)) return true;
+      const context = await current(target.type, target.id);
+      return context !== null && !context.deleted && judge(target.type, context);
     },
   };
 }

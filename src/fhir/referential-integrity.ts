@@ -27,8 +27,11 @@ export interface ReferentialIntegrity {
 export interface ReferenceReach {
   /** Whether the token reads `type` only in part (its targets are judged by `holds`). */
   limited(type: string): boolean;
-  /** Whether the token may read this current version (judged inside the write transaction). */
-  holds(type: string, v: CurrentVersion): Promise<boolean>;
+  /**
+   * Whether the token may read this current version (judged inside the write transaction, where
+   * `current` reads another resource: a Binary's securityContext).
+   */
+  holds(type: string, v: CurrentVersion, current: (type: string, id: string) => Promise<CurrentVersion | null>): Promise<boolean>;
 }
 
 /** A resource about to be written, with the FHIRPath of where it sits (`Observation`, `Bundle.entry[2].resource`). */
@@ -114,7 +117,7 @@ export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenan
       if (!(await isCoreTarget(deps, w, k.type, k.id))) missing.add(key);
     } else if (reach?.limited(k.type)) {
       const v = await w.current(k.type, k.id);
-      if (!v || v.deleted || !(await reach.holds(k.type, v))) missing.add(key);
+      if (!v || v.deleted || !(await reach.holds(k.type, v, (type, id) => w.current(type, id)))) missing.add(key);
     }
   }
   const what = (type: string) => (reach?.limited(type) ? 'which does not exist or is outside what the access token may read' : 'which does not exist');

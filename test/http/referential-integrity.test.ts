@@ -179,6 +179,28 @@ await eachStore((kind, fresh) => {
       expect((await api.post('Observation', obs('Patient/pb', { encounter: { reference: 'Encounter/emergency' } }))).status).toBe(201);
     });
 
+    test('a token that reads Binaries through their securityContext is told nothing of Binaries out of its reach', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'pf', gender: 'female' });
+      await api.put200({ resourceType: 'Patient', id: 'pm', gender: 'male' });
+      await api.put200({ resourceType: 'Binary', id: 'bf', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: 'Patient/pf' } });
+      await api.put200({ resourceType: 'Binary', id: 'bm', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: 'Patient/pm' } });
+      await api.put200({ resourceType: 'Binary', id: 'bnone', contentType: 'text/plain', data: 'aGk=' });
+      const list = (binary: string) => ({ resourceType: 'List', status: 'current', mode: 'working', entry: [{ item: { reference: `Binary/${binary}` } }] });
+      const female = fhirClient(t, await craftToken(t, 'system/List.cruds system/Binary.rs system/Patient.rs?gender=female'));
+      expect((await female.post('List', list('bf'))).status).toBe(201);
+      expect((await female.post('List', list('bnone'))).status).toBe(201);
+      expect((await female.get('Binary/bm')).status).toBe(403);
+      const out = await refused(() => female.post('List', list('bm')), ['List.entry[0].item.reference']);
+      const none = await refused(() => female.post('List', list('nope')), ['List.entry[0].item.reference']);
+      expect(out.issue[0].diagnostics.replaceAll('Binary/bm', 'X')).toBe(none.issue[0].diagnostics.replaceAll('Binary/nope', 'X'));
+      expect(out.issue[0].diagnostics).toContain('outside what the access token may read');
+      // Without read of Patient, no Binary with a Patient context is in reach; a token reading every type is told exactly.
+      const binaryOnly = fhirClient(t, await craftToken(t, 'system/List.cruds system/Binary.rs'));
+      await refused(() => binaryOnly.post('List', list('bf')), ['List.entry[0].item.reference']);
+      expect((await binaryOnly.post('List', list('bnone'))).status).toBe(201);
+      expect((await api.post('List', list('bm'))).status).toBe(201);
+    });
+
     test('deleting a resource others refer to is allowed', async () => {
       await api.put200({ resourceType: 'Patient', id: 'referred' });
       await api.put200(obs('Patient/referred', { id: 'refers' }));

@@ -141,6 +141,22 @@ for (const target of targets) {
       expect({ result: neither.result, matches: neither.matches }).toEqual({ result: false, matches: [] });
     });
 
+    test('each map is followed once per code: groups sending their codes to the same map neither walk it again nor repeat its matches', async () => {
+      // fan0..fan7, 12 groups each sending the unmapped to the next: 12^7 paths (about 12 s) before.
+      for (let i = 0; i < 8; i++) {
+        const group = Array.from({ length: 12 }, () => ({ source: 'http://cinder.test/fan', target: OTHER, element: [{ code: 'listed', target: [{ code: 'L', equivalence: 'equal' }] }], unmapped: { mode: 'other-map', url: `http://cinder.test/ConceptMap/fan${i + 1}` } }));
+        await putResource(t, token, { resourceType: 'ConceptMap', id: `fan${i}`, url: `http://cinder.test/ConceptMap/fan${i}`, status: 'active', group });
+      }
+      const started = performance.now();
+      expect(translation(await get({ url: 'http://cinder.test/ConceptMap/fan0', system: 'http://cinder.test/fan', code: 'x' })).result).toBe(false);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      // Three groups sending to one map that provides the code: one match, not three.
+      const to = { source: 'http://cinder.test/fan', target: OTHER, element: [{ code: 'listed', target: [{ code: 'L', equivalence: 'equal' }] }], unmapped: { mode: 'other-map', url: 'http://cinder.test/ConceptMap/provides' } };
+      await putResource(t, token, { resourceType: 'ConceptMap', id: 'three', url: 'http://cinder.test/ConceptMap/three', status: 'active', group: [to, to, to] });
+      await putResource(t, token, { resourceType: 'ConceptMap', id: 'provides', url: 'http://cinder.test/ConceptMap/provides', status: 'active', group: [{ source: 'http://cinder.test/fan', target: OTHER, element: [{ code: 'listed', target: [{ code: 'L', equivalence: 'equal' }] }], unmapped: { mode: 'provided' } }] });
+      expect(brief(await get({ url: 'http://cinder.test/ConceptMap/three', system: 'http://cinder.test/fan', code: 'x' }))).toEqual([`equivalent ${OTHER}#x`]);
+    }, 60_000);
+
     test('dependsOn holds only with a matching dependency; a product is returned', async () => {
       const green = (dependency?: Param) => post([{ name: 'url', valueUri: MAP }, { name: 'system', valueUri: FROM }, { name: 'code', valueCode: 'green' }, ...(dependency ? [dependency] : [])]);
       expect(brief(await green())).toEqual([`equivalent ${TO}#vert`]);

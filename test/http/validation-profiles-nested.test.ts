@@ -54,6 +54,23 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
+    test("a collection's entries claiming profiles read the tenant's profile change token once, not once an entry", async () => {
+      let reads = 0;
+      const resources = t.store.resources;
+      const changeToken = resources.changeToken.bind(resources);
+      resources.changeToken = (...args: Parameters<typeof changeToken>) => (reads++, changeToken(...args));
+      try {
+        const entries = Array.from({ length: 200 }, () => ({ resourceType: 'Patient', meta: { profile: [NAMED] }, name: [{ family: 'Ng' }] }));
+        expect((await api.post('Bundle', collection(entries))).status).toBe(201);
+        expect(reads).toBeLessThanOrEqual(3);
+        reads = 0;
+        expect(((await (await api.post('Bundle/$validate', collection(entries))).json()) as Json).issue[0].severity).toBe('information');
+        expect(reads).toBeLessThanOrEqual(3);
+      } finally {
+        resources.changeToken = changeToken;
+      }
+    });
+
     test('a slice chosen by profile: the entry whose Patient conforms fills it; none that conforms leaves it empty', async () => {
       const obs = { resourceType: 'Observation', status: 'final', code: { text: 'x' } };
       expect((await api.post('Bundle', collection([obs, { resourceType: 'Patient', name: [{ family: 'Ng' }] }], WITH_NAMED))).status).toBe(201);

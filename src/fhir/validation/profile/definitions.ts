@@ -14,7 +14,12 @@ export interface ProfileSource {
   changeToken(tenant: string): Promise<string>;
   /** The live StructureDefinition `canonical` (`url` or `url|version`) names; the latest written when several do. */
   find(tenant: string, canonical: string): Promise<Json | undefined>;
+  /** Which of `urls` (no `|version`) the tenant has live StructureDefinitions for; undefined when that cannot be told at once. */
+  stored(tenant: string, urls: readonly string[]): Promise<ReadonlySet<string> | undefined>;
 }
+
+/** The most rows one `stored` search reads: past it, which urls have none is not known. */
+const STORED_ROWS = 1_000;
 
 /** The tenant's StructureDefinitions as stored now. */
 export function storeProfiles(store: Store): ProfileSource {
@@ -24,6 +29,11 @@ export function storeProfiles(store: Store): ProfileSource {
       const rows = await store.resources.search(tenant, { type: 'StructureDefinition', where: [canonicalCondition([canonical])], sort: [], count: 20 });
       const live = rows.filter((r) => !r.deleted).sort((a, b) => b.lastUpdated - a.lastUpdated);
       return live.length > 0 ? (JSON.parse(live[0]!.content) as Json) : undefined;
+    },
+    async stored(tenant, urls) {
+      const rows = await store.resources.search(tenant, { type: 'StructureDefinition', where: [canonicalCondition([...urls])], sort: [], count: STORED_ROWS });
+      if (rows.length >= STORED_ROWS) return undefined;
+      return new Set(rows.filter((r) => !r.deleted).map((r) => (JSON.parse(r.content) as Json).url as string));
     },
   };
 }
@@ -66,5 +76,6 @@ export function snapshotProfiles(definitions: readonly Json[]): ProfileSource {
       const list = byUrl.get(bar < 0 ? canonical : canonical.slice(0, bar));
       return bar < 0 ? list?.[0] : list?.find((sd) => sd.version === canonical.slice(bar + 1));
     },
+    stored: async (_tenant, urls) => new Set(urls.filter((u) => byUrl.has(u))),
   };
 }

@@ -84,11 +84,14 @@ export class ProfileValidator {
     const cost = opts.cost ?? profileCost();
     const cache = await this.registry.cache(tenant);
     const extensions = new Map<string, CompiledProfile>();
+    // A nested extension's relative url (`text` in a complex extension) names no definition.
+    const named = (url: unknown): url is string => typeof url === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(url);
+    // Every url at once, a batch a search, rather than a search each.
+    const definitions = await this.registry.resolveMany(cache, tenant, sites.map((s) => s.extension.url).filter(named));
     for (const site of sites) {
       const url = site.extension.url;
-      // A nested extension's relative url (`text` in a complex extension) names no definition.
-      if (typeof url !== 'string' || !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(url)) continue;
-      const found = await this.registry.resolve(cache, tenant, url);
+      if (!named(url)) continue;
+      const found = await (definitions.get(url) ?? this.registry.resolve(cache, tenant, url));
       if (found.kind !== 'profile' || found.profile.extension === undefined) continue;
       await this.loadExtensions(cache, tenant, found.profile, extensions);
       await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false, cost), opts.warnings);

@@ -40,7 +40,10 @@ export const lastnCapability: CapabilityContribution = {
 
 /** Most Observations of one group a call returns (`max`). */
 export const MAX_PER_CODE = 1000;
-/** Most groups (codes) of one subject; more is a 422 asking for a narrower `code` or `category`. */
+/**
+ * Most groups (codes) of one call, over all its subjects: each is a search (about 10 ms on PostgreSQL
+ * for a large patient); more is a 422 asking for a narrower `code` or `category`.
+ */
 export const MAX_GROUPS = 1000;
 /** Most Observations one call returns (groups times `max` over the subjects); more is a 422. */
 export const MAX_RESULTS = 10_000;
@@ -81,14 +84,15 @@ function subjectsOf(req: FhirRequest, params: URLSearchParams): string[] {
     throw new FhirError('invalid', '$lastn takes one patient or subject parameter (without modifiers or chains): a comma-separated list of subjects', { expression: [keys[0]!] });
   }
   const key = keys[0]!;
-  return params.get(key)!.split(',').map((raw) => {
+  // A subject named twice is read once.
+  return [...new Set(params.get(key)!.split(',').map((raw) => {
     const v = raw.trim();
     const [type, id] = v.includes('/') ? v.split('/', 2) as [string, string] : ['Patient', v];
     if ((key === 'patient' && type !== 'Patient') || (key === 'subject' && !v.includes('/')) || !isResourceType(type) || !ID_PATTERN.test(id)) {
       throw new FhirError('invalid', `Invalid ${key} '${v}': ${key === 'patient' ? 'an id or Patient/id' : 'Type/id'}`, { expression: [key] });
     }
     return `${type}/${id}`;
-  });
+  }))];
 }
 
 /** The groups of codings (each sorted, by system then code) that these pairs join, in order of their first coding. */
@@ -183,18 +187,24 @@ export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchP
   const where = filters(params, strict, warnings);
   // The link repeats the request but for search's result parameters, which were not taken.
   const self = new URLSearchParams([...params].filter(([k]) => !CONTROL.has(k.split(':', 1)[0]!) || k === '_format' || k === '_pretty'));
-  const rows: ResourceVersion[] = [];
-  let planned = 0;
+  // Every subject's groups first (index reads alone), so that a call past the bounds is refused before
+  // any of its searches: one search per group, each subject's groups counted together.
+  const planned: { subject: string; groups: Group[] }[] = [];
+  let total = 0;
   for (const subject of subjects) {
     const [target, id] = subject.split('/') as [string, string];
     const read = { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...categories(params) };
     const pairs = await deps.store.resources.codingPairs(req.tenant, read, MAX_GROUPS * 4 + 1);
     const texts = await deps.store.resources.codeTexts(req.tenant, read, MAX_GROUPS + 1);
     const groups: Group[] = [...groupsOf(pairs).map((codes) => ({ codes })), ...texts.sort().map((text) => ({ text }))];
-    planned += groups.length * max;
-    if (pairs.length > MAX_GROUPS * 4 || groups.length > MAX_GROUPS || planned > MAX_RESULTS) {
-      throw new FhirError('unprocessable', `$lastn would return too many Observations (${subject} has ${groups.length} or more codes; at most ${MAX_GROUPS} codes and ${MAX_RESULTS} Observations a call): narrow it by category or code, or lower max`, { issueCode: 'too-costly', expression: ['code'] });
+    total += groups.length;
+    if (pairs.length > MAX_GROUPS * 4 || total > MAX_GROUPS || total * max > MAX_RESULTS) {
+      throw new FhirError('unprocessable', `$lastn would return too many Observations (${subjects.length > 1 ? `its subjects have ${total}` : `${subject} has ${groups.length}`} or more codes; at most ${MAX_GROUPS} codes and ${MAX_RESULTS} Observations a call): narrow it by category or code, or lower max`, { issueCode: 'too-costly', expression: ['code'] });
     }
+    planned.push({ subject, groups });
+  }
+  const rows: ResourceVersion[] = [];
+  for (const { subject, groups } of planned) {
     for (const group of groups) rows.push(...(await groupRows(deps, req, where, subject, group, max, strict, warnings)));
   }
   return { rows, warnings, self };

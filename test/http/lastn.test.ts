@@ -98,6 +98,31 @@ await eachStore((kind, fresh) => {
       await obs('a2', ['A'], '2024-03-01');
     });
 
+    test('bounds: at most 1,000 codes over all the subjects of a call, refused before any search; a subject named twice is read once', async () => {
+      const many = (patient: string, n: number) => Array.from({ length: n }, (_, i) => ({
+        request: { method: 'POST', url: 'Observation' },
+        resource: { resourceType: 'Observation', status: 'final', subject: { reference: `Patient/${patient}` }, category: [{ coding: [{ system: CAT, code: 'bulk' }] }], code: { coding: [{ system: LOINC, code: `bulk-${i}` }] }, effectiveDateTime: '2024-01-01' },
+      }));
+      for (const p of ['m1', 'm2']) {
+        await api.put200({ resourceType: 'Patient', id: p });
+        expect((await api.post('', { resourceType: 'Bundle', type: 'transaction', entry: many(p, 600) })).status).toBe(200);
+      }
+      expect((await lastn(`patient=m1&category=${CAT}|bulk`)).total).toBe(600);
+      expect((await lastn(`patient=m1,m1,Patient/m1&category=${CAT}|bulk`)).total).toBe(600);
+      // 1,200 codes over two subjects: each search is about 10 ms on PostgreSQL; refused before any.
+      let searches = 0;
+      const resources = t.store.resources;
+      const search = resources.search.bind(resources);
+      resources.search = (...args: Parameters<typeof search>) => (searches++, search(...args));
+      try {
+        const outcome = await expectOutcome(await api.get(`Observation/$lastn?patient=m1,m2&category=${CAT}|bulk`), 422, 'too-costly');
+        expect(outcome.issue[0].diagnostics).toContain('its subjects have 1200 or more codes');
+        expect(searches).toBe(0);
+      } finally {
+        resources.search = search;
+      }
+    }, 60_000);
+
     test('errors: no subject, no category or code, a bad max or subject; search\'s result parameters', async () => {
       expect((await expectOutcome(await api.get('Observation/$lastn?category=laboratory'), 400)).issue[0].expression).toEqual(['patient']);
       expect((await expectOutcome(await api.get('Observation/$lastn?patient=p1'), 400)).issue[0].expression).toEqual(['category']);

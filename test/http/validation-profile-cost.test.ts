@@ -122,6 +122,17 @@ await eachStore((kind, fresh) => {
       expect(narrow.issue[0].details.text).toContain('s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15, s16, s17, s18, s19 and 10 more) and the slicing is closed');
     }, 60_000);
 
+    test('a profile whose snapshot holds more than 10,000 elements is not compiled: a write claiming it is a 422 naming it', async () => {
+      expect((await api.put('StructureDefinition/huge', { ...slicedProfile('huge', 5_000), id: 'huge' })).status).toBeLessThan(300);
+      const outcome = await expectOutcome(await api.post('Patient', identified('huge', 1)), 422);
+      expect(outcome.issue[0].code).toBe('not-supported');
+      expect(outcome.issue[0].diagnostics).toContain(`The profile ${BASE_URL}huge has 10002 elements in its snapshot, more than the 10000 Cinder compiles`);
+      // One of 10,000 elements, the most, is compiled and used.
+      expect((await api.put('StructureDefinition/fits', { ...slicedProfile('fits', 4_999), id: 'fits' })).status).toBeLessThan(300);
+      expect((await api.post('Patient', { ...identified('fits', 1), identifier: [{ system: 'urn:s7', value: 'v' }] })).status).toBe(201);
+      expect((await api.post('Patient', identified('fits', 1))).status).toBe(422);
+    });
+
     test('replaceMatches() with a pattern that backtracks is refused too-costly once the guard has seen it slow', async () => {
       // Before: every name ran ~0.1 s of backtracking (60 names, ~8 s), and the answer rested on runs the engine gave up.
       const t0 = performance.now();

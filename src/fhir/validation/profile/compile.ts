@@ -35,6 +35,13 @@ interface Ctx {
   unsupported: string[];
 }
 
+/**
+ * The most elements a profile's snapshot may hold to be compiled (R4's largest, ExplanationOfBenefit, has
+ * 256): a tenant's profile is compiled again after any change of its StructureDefinitions or terminology,
+ * on the write that first claims it, and one of 60,000 elements took 0.25-1 s to compile there.
+ */
+export const MAX_SNAPSHOT_ELEMENTS = 10_000;
+
 /** The compiled profile of `sd`; throws ProfileUnusable when it has no snapshot or constrains no R4 type. */
 export function compileProfile(sd: Json): CompiledProfile {
   const url = typeof sd.url === 'string' ? sd.url : '(no url)';
@@ -44,6 +51,9 @@ export function compileProfile(sd: Json): CompiledProfile {
   if (sd.derivation !== undefined && sd.derivation !== 'constraint') throw new ProfileUnusable(`${label} is no profile (derivation ${JSON.stringify(sd.derivation)}, not constraint)`);
   const elements = (sd.snapshot as Json | undefined)?.element;
   if (!Array.isArray(elements) || elements.length === 0) throw new ProfileUnusable(`The profile ${label} has no snapshot (Cinder does not generate snapshots)`);
+  if (elements.length > MAX_SNAPSHOT_ELEMENTS) {
+    throw new ProfileUnusable(`The profile ${label} has ${elements.length} elements in its snapshot, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
+  }
   const root = tree(elements as Json[], type);
   const ctx: Ctx = { label, extensions: new Set(), unsupported: [] };
   const compiled = compileElement(root, typeModel(type), undefined, type, ctx, 'root') ?? { id: type, name: type, choice: false, children: [] };

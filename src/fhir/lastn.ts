@@ -10,10 +10,11 @@
  *   ignored with a warning, or a 400 under `Prefer: handling=strict`.
  * - Groups ("GROUP BY Observation.code"): codings are the same code when their system and code are; an
  *   Observation holding several codings joins their groups into one (R4's table: a | b | a,c is two
- *   groups). The groups of a subject are read from the index (ResourceRepo.codingPairs: the distinct
- *   pairs of codings its Observations hold together, never the Observations), over its current
- *   Observations of the `category` asked (all of them without a plain one), and joined with a
- *   union-find. Codes of text alone (no coding with a code) are grouped by their text as written
+ *   groups). The groups of a subject are those of the Observations the request matches (R4 groups the
+ *   query's Observations), read from the index (ResourceRepo.codingPairs: the distinct pairs of codings
+ *   they hold together, never the Observations; its `matching` keeps those the request's search, its
+ *   access conditions included, selects, or, when nothing but a plain `category` narrows it, `also`
+ *   reads those of the category), and joined with a union-find. Codes of text alone (no coding with a code) are grouped by their text as written
  *   (R4: 'textM', 'Text' and 't e x t' are three groups), after the coded groups, by text.
  * - Each group is then one search: the request's parameters, the subject, `code` = the group's codings
  *   (a text group: its text, exactly, in the `code:text` rows),
@@ -26,7 +27,7 @@
  *   coding (system, then code), each group's newest first.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { CodingPair, ResourceVersion } from '../store/types.ts';
+import type { CodingPair, CodingPairsQuery, ResourceVersion } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
@@ -152,6 +153,27 @@ function categories(params: URLSearchParams): { also?: { param: string; values: 
   return values.every((v) => v !== '') ? { also: { param: 'category', values } } : {};
 }
 
+/**
+ * What a search of the request's parameters for `subject` selects (its conditions, access and patient
+ * context included), as codingPairs' `matching`, so that the groups are those of the matches (R4: the
+ * query's Observations grouped by code); undefined when nothing narrows it but the subject and a plain
+ * category (`categorised`: codingPairs' `also`), the index's read of every Observation of the subject;
+ * null when the token can see none of them.
+ */
+async function matchingOf(
+  deps: FhirDeps, req: FhirRequest, where: URLSearchParams, subject: string, categorised: boolean, strict: boolean, warnings: FhirIssue[],
+): Promise<CodingPairsQuery['matching'] | null> {
+  const q = new URLSearchParams(where);
+  q.set('subject', subject);
+  const compiled = compileSearch('Observation', q, strict, deps.clock.now());
+  for (const w of compiled.warnings) if (!warnings.some((x) => x.diagnostics === w.diagnostics)) warnings.push(w);
+  const query = await storeQuery(deps, req, 'Observation', compiled);
+  if (query === undefined) return null;
+  const conditions = (query.where ?? []).filter((c) => !(c.kind === 'or' && c.implied === true));
+  if (query.compartment === undefined && conditions.length <= (categorised ? 2 : 1)) return undefined;
+  return { where: conditions, ...(query.compartment !== undefined && { compartment: query.compartment }) };
+}
+
 /** A group: codes (`system|code`, escaped as search values), or the text of codes of text alone. */
 type Group = { codes: string[] } | { text: string };
 
@@ -193,9 +215,11 @@ export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchP
   let total = 0;
   for (const subject of subjects) {
     const [target, id] = subject.split('/') as [string, string];
-    const read = { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...categories(params) };
-    const pairs = await deps.store.resources.codingPairs(req.tenant, read, MAX_GROUPS * 4 + 1);
-    const texts = await deps.store.resources.codeTexts(req.tenant, read, MAX_GROUPS + 1);
+    const also = categories(params);
+    const matching = await matchingOf(deps, req, where, subject, also.also !== undefined, strict, warnings);
+    const read = { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...(matching ? { matching } : also) };
+    const pairs = matching === null ? [] : await deps.store.resources.codingPairs(req.tenant, read, MAX_GROUPS * 4 + 1);
+    const texts = matching === null ? [] : await deps.store.resources.codeTexts(req.tenant, read, MAX_GROUPS + 1);
     const groups: Group[] = [...groupsOf(pairs).map((codes) => ({ codes })), ...texts.sort().map((text) => ({ text }))];
     total += groups.length;
     if (pairs.length > MAX_GROUPS * 4 || total > MAX_GROUPS || total * max > MAX_RESULTS) {

@@ -2098,3 +2098,18 @@ export function countsOnIndex(q: SearchQuery): boolean {
 export function filtersSql(b: SqlBuilder, type: string, filters: Condition[][]): string {
   return `(${orOf(filters.map((f) => (f.length ? `(${f.map((c) => b.condition(c, 'r', type)).join(' AND ')})` : '1 = 1')))})`;
 }
+
+/**
+ * Conditions on the resource row `r` of `type` (joined by its `pk`) that keep what a search's
+ * conditions and patient compartment select, each an index probe by `r.pk` (EXISTS), never a set: for
+ * reads that walk a few resources' index rows and keep those of matches (codingPairs' `matching`).
+ * `b` must probe by EXISTS ('exists'); '1 = 1' for none.
+ */
+export function matchingSql(b: SqlBuilder, type: string, matching: { where: Condition[]; compartment?: string }): string {
+  if (b.correlation !== 'exists') throw new Error('matchingSql probes by EXISTS');
+  b.hasProbed = true;
+  const tests = matching.where.filter((c) => !isImplied(c)).map((c) => b.condition(c, 'r', type));
+  if (matching.compartment !== undefined) tests.push(compartmentProbe(b, 'r', matching.compartment));
+  if (b.laterals.length) throw new Error('matchingSql: a condition needs a lateral join');
+  return tests.length ? tests.join(' AND ') : '1 = 1';
+}

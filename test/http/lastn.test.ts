@@ -88,6 +88,33 @@ await eachStore((kind, fresh) => {
       expect(matches((await res.json()) as Json)).toEqual(['b2', 'b1']);
     });
 
+    test('groups are those of the Observations the query matches (R4): an Observation other parameters drop joins no groups', async () => {
+      for (const p of ['p3', 'p4']) await api.put200({ resourceType: 'Patient', id: p });
+      // r1 holds RA and RC but is outside `date`: the matches (r2, r3) are two groups.
+      await obs('r1', ['RA', 'RC'], '2020-01-01', { subject: 'p3' });
+      await obs('r2', ['RA'], '2024-01-01', { subject: 'p3' });
+      await obs('r3', ['RC'], '2024-02-01', { subject: 'p3' });
+      expect(matches(await lastn(`patient=p3&code=${LOINC}|RA,${LOINC}|RC&date=ge2023`))).toEqual(['r2', 'r3']);
+      expect(matches(await lastn(`patient=p3&code=${LOINC}|RA,${LOINC}|RC&status=final&_lastUpdated=ge2000&date=ge2023&max=2`))).toEqual(['r2', 'r3']);
+      // Without `date`, r1 matches and joins them: one group, its newest.
+      expect(matches(await lastn(`patient=p3&code=${LOINC}|RA,${LOINC}|RC`))).toEqual(['r3']);
+      expect(matches(await lastn('patient=p3&category=laboratory&date=ge2023'))).toEqual(['r2', 'r3']);
+    });
+
+    test('the groups are those of the matches a scope filter and a patient context keep', async () => {
+      // A scope filter drops s1 (vital signs) from the matches: its codes are not joined.
+      await obs('s1', ['SA', 'SC'], '2025-06-01', { subject: 'p4', cat: 'vital-signs' });
+      await obs('s2', ['SA'], '2024-01-01', { subject: 'p4' });
+      await obs('s3', ['SC'], '2024-02-01', { subject: 'p4' });
+      const labs = fhirClient(t, await craftToken(t, `system/Observation.rs?category=${CAT}|laboratory`));
+      expect(matches(await lastn(`patient=p4&code=${LOINC}|SA,${LOINC}|SC`, labs))).toEqual(['s2', 's3']);
+      expect(matches(await lastn(`patient=p4&code=${LOINC}|SA,${LOINC}|SC`))).toEqual(['s1']);
+      // A patient-context token asking for another patient: no groups, nothing read.
+      const own = fhirClient(t, await craftToken(t, 'patient/Observation.rs', { patient: 'p4' }));
+      expect(matches(await lastn(`patient=p3&code=${LOINC}|RA&date=ge2023`, own))).toEqual([]);
+      expect(matches(await lastn(`code=${LOINC}|SA,${LOINC}|SC&date=le2024-12-31`, own))).toEqual(['s2', 's3']);
+    });
+
     test('a deleted or changed Observation: the next most recent', async () => {
       await obs('a4', ['A'], '2024-12-01');
       expect(matches(await lastn(`patient=p1&code=${LOINC}|A`))).toEqual(['a4']);

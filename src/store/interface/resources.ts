@@ -1,6 +1,6 @@
 /** Resources: versions, the transactional writer, reads, search, history and index maintenance. */
 import type { CompartmentReads } from './compartments.ts';
-import type { IndexRows, IndexTable, SearchQuery } from './search.ts';
+import type { Condition, IndexRows, IndexTable, SearchQuery } from './search.ts';
 import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
 
 /**
@@ -167,6 +167,12 @@ export interface CodingPairsQuery {
    * case whatever the system (a superset of what a search of those values matches, never less).
    */
   also?: { param: string; values: string[] };
+  /**
+   * Only resources that a search of `type` with these conditions (and, with `compartment`, in that
+   * patient's compartment) selects, each tested by index probes on its own rows (SearchQuery's
+   * `where` and `compartment`, the access conditions included): the codings of a search's matches.
+   */
+  matching?: { where: Condition[]; compartment?: string };
 }
 
 /** Two codings one resource holds together (ResourceRepo.codingPairs): system and code each. */
@@ -219,7 +225,8 @@ export interface ResourceRepo extends CompartmentReads {
    * whose reference parameter `via.param` names `via.target`/`via.id` (a patient's Observations'
    * `code`s), as the distinct pairs of codings one resource holds together (a coding alone paired with
    * itself), at most `cap`, in any order: read from the index alone (the reference's rows, then each
-   * resource's rows of `param` by its key), never the resources (`Observation/$lastn`'s groups).
+   * resource's rows of `param` by its key; with `matching`, each resource row's key and the conditions'
+   * probes), never the resources' content (`Observation/$lastn`'s groups).
    */
   codingPairs(tenant: string, q: CodingPairsQuery, cap: number): Promise<CodingPair[]>;
   /**

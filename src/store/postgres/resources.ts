@@ -1,7 +1,7 @@
 import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
-import { countForm, countSql, countsOnIndex, driverCandidates, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
+import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, SqlBuilder, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
 import { boundedQuery } from '../index-limits.ts';
 import { keyName } from '../search-keys.ts';
 import { createTypeSizes, type TypeSizes } from '../type-sizes.ts';
@@ -75,6 +75,27 @@ const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search
  * search keys (see createPostgresKeys), not one of the pool's; `genericSql`: the pool that runs the
  * searches of a plain form (and their planner's counts) with generic plans (connectGeneric).
  */
+/** The keys of `param` of `type` (codingPairs, codeTexts). */
+function paramKeys(b: SqlBuilder, type: string, param: string): string {
+  return `SELECT k FROM search_keys WHERE tenant = ${b.v(b.tenant)} AND type = ${b.v(type)} AND param = ${b.v(param)} AND code = ''`;
+}
+
+/**
+ * codingPairs' and codeTexts' reference rows `s` (key `sk`): with `also`, only those of resources
+ * holding one of its values; with `matching`, only those whose resource row `r` its probes keep
+ * (matchingSql).
+ */
+function viaSql(b: SqlBuilder, q: CodingPairsQuery): { from: string; where: string } {
+  const where = [`sk.tenant = ${b.v(b.tenant)}`, `sk.type = ${b.v(q.type)}`, `sk.param = ${b.v(q.via.param)}`, `sk.system = ${b.v(q.via.target)}`, "sk.code = ''"];
+  if (q.also) {
+    const values = q.also.values.map((v) => b.v(v.toLowerCase())).join(', ');
+    where.push(`EXISTS (SELECT 1 FROM search_index x WHERE x.res = s.res AND x.k IN (${paramKeys(b, q.type, q.also.param)}) AND lower(x.value) IN (${values}))`);
+  }
+  const from = `search_keys sk JOIN search_index s ON s.k = sk.k AND s.value = ${b.v(q.via.id)}`;
+  if (q.matching === undefined) return { from, where: where.join(' AND ') };
+  return { from: `${from} JOIN resources r ON r.pk = s.res`, where: [...where, matchingSql(b, q.type, q.matching)].join(' AND ') };
+}
+
 export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): ResourceRepo {
   const snapshot = createPostgresSnapshot(sql);
   const searchKeys = createPostgresKeys(keysSql);
@@ -89,16 +110,12 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
     if (row) foundKeys.add(name);
     return row !== undefined;
   };
-  /** The keys of `param` of the query's type (codingPairs, codeTexts). */
-  const paramKeys = (tenant: string, type: string, param: string) =>
-    sql`SELECT k FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND code = ''`;
-  /** The reference's key `sk` (its rows `s`), and with `also` only the rows of resources holding one of its values. */
-  const viaRows = (tenant: string, { type, via, also }: CodingPairsQuery) => sql`
-    sk.tenant = ${tenant} AND sk.type = ${type} AND sk.param = ${via.param} AND sk.system = ${via.target} AND sk.code = ''
-    ${also ? sql`AND EXISTS (
-      SELECT 1 FROM search_index x
-      WHERE x.res = s.res AND x.k IN (${paramKeys(tenant, type, also.param)})
-        AND lower(x.value) = ANY(${also.values.map((v) => v.toLowerCase())}::text[]))` : sql``}`;
+  /** A codingPairs or codeTexts statement (viaSql's `select`), run. */
+  const viaRead = <R extends object>(tenant: string, query: CodingPairsQuery, select: (b: SqlBuilder, via: { from: string; where: string }, keys: (param: string) => string) => string) => {
+    const b = new SqlBuilder(POSTGRES, tenant, 'exists');
+    const text = select(b, viaSql(b, query), (param) => paramKeys(b, query.type, param));
+    return sql.unsafe<R[]>(text, b.values);
+  };
   return {
     ...createPostgresCompartments(sql),
     async read(tenant, type, id) {
@@ -149,27 +166,24 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
         SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ${tenant} AND system = ANY(${targets}::text[])`;
     },
     async codingPairs(tenant, query, cap) {
-      const keys = paramKeys(tenant, query.type, query.param);
       // The reference's rows (by the (k, value, res) index), then each resource's rows of the parameter (by res).
-      return sql<CodingPair[]>`
+      return viaRead<CodingPair>(tenant, query, (b, via, keys) => `
         SELECT DISTINCT k1.system AS system1, c1.value AS value1, k2.system AS system2, c2.value AS value2
-        FROM search_keys sk
-        JOIN search_index s ON s.k = sk.k AND s.value = ${query.via.id}
-        JOIN search_index c1 ON c1.res = s.res AND c1.k IN (${keys})
+        FROM ${via.from}
+        JOIN search_index c1 ON c1.res = s.res AND c1.k IN (${keys(query.param)})
         JOIN search_keys k1 ON k1.k = c1.k
-        JOIN search_index c2 ON c2.res = s.res AND c2.k IN (${keys})
+        JOIN search_index c2 ON c2.res = s.res AND c2.k IN (${keys(query.param)})
         JOIN search_keys k2 ON k2.k = c2.k
-        WHERE ${viaRows(tenant, query)}
-        LIMIT ${cap}`;
+        WHERE ${via.where}
+        LIMIT ${b.v(cap)}`);
     },
     async codeTexts(tenant, query, cap) {
-      const rows = await sql<{ exact: string }[]>`
+      const rows = await viaRead<{ exact: string }>(tenant, query, (b, via, keys) => `
         SELECT DISTINCT t.exact
-        FROM search_keys sk
-        JOIN search_index s ON s.k = sk.k AND s.value = ${query.via.id}
-        JOIN search_string t ON t.res = s.res AND t.k IN (${paramKeys(tenant, query.type, `${query.param}:text`)})
-        WHERE ${viaRows(tenant, query)}
-        LIMIT ${cap}`;
+        FROM ${via.from}
+        JOIN search_string t ON t.res = s.res AND t.k IN (${keys(`${query.param}:text`)})
+        WHERE ${via.where}
+        LIMIT ${b.v(cap)}`);
       return rows.map((r) => r.exact);
     },
     async metaInUse(tenant, types, cap) {

@@ -14,7 +14,7 @@ import type {
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
 import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
-import { countSql, countsOnIndex, driverCandidates, lastResort, onlyContainedKeys, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
+import { countSql, countsOnIndex, driverCandidates, lastResort, matchingSql, onlyContainedKeys, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, SqlBuilder, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteCompartments } from './compartments.ts';
 import { createSqliteKeys, type SqliteKeys } from './search-keys.ts';
@@ -169,6 +169,42 @@ const VIA_ROWS = "sk.tenant = ?1 AND sk.type = ?2 AND sk.param = ?3 AND sk.syste
 /** The keys of the parameter read (?6). */
 const PARAM_KEYS = "SELECT k FROM search_keys WHERE tenant = ?1 AND type = ?2 AND param = ?6 AND code = ''";
 
+/**
+ * The reference's rows `s` (by the (k, value) index) and, with `matching` (CodingPairsQuery), the
+ * resource row `r` of each, kept when its probes (matchingSql, placeholders from ?10) hold; CROSS JOIN
+ * keeps that order, so the conditions test each of the subject's resources before its rows are read.
+ */
+function viaFrom(matching: string | undefined): { from: string; where: string } {
+  return matching === undefined
+    ? { from: 'search_keys sk CROSS JOIN search_index s', where: VIA_ROWS }
+    : { from: 'search_keys sk CROSS JOIN search_index s CROSS JOIN resources r', where: `${VIA_ROWS} AND r.pk = s.res AND ${matching}` };
+}
+
+/**
+ * codingPairs: then each resource's rows of the parameter (by its (res, k, value) key), twice for the
+ * pairs. Parameters: ViaParameters, then matchingSql's.
+ */
+function codingPairsSql(matching?: string): string {
+  const { from, where } = viaFrom(matching);
+  return 'SELECT DISTINCT k1.system AS system1, c1.value AS value1, k2.system AS system2, c2.value AS value2 ' +
+    `FROM ${from} CROSS JOIN search_index c1 CROSS JOIN search_keys k1 CROSS JOIN search_index c2 CROSS JOIN search_keys k2 ` +
+    `WHERE ${where} AND c1.res = s.res AND c1.k IN (${PARAM_KEYS}) AND k1.k = c1.k AND c2.res = s.res AND c2.k IN (${PARAM_KEYS}) AND k2.k = c2.k LIMIT ?7`;
+}
+
+/** codeTexts: then each resource's string rows of the parameter's `:text`. */
+function codeTextsSql(matching?: string): string {
+  const { from, where } = viaFrom(matching);
+  return `SELECT DISTINCT t.exact FROM ${from} CROSS JOIN search_string t WHERE ${where} AND t.res = s.res AND t.k IN (${PARAM_KEYS}) LIMIT ?7`;
+}
+
+/** A codingPairs or codeTexts statement for `query`, and the values of its `matching` probes (after ViaParameters). */
+function viaStatement(dialect: Dialect, tenant: string, query: CodingPairsQuery, statement: (matching?: string) => string): { text: string; values: SqlValue[] } {
+  if (query.matching === undefined) return { text: statement(), values: [] };
+  const b = new SqlBuilder(dialect, tenant, 'exists', 9);
+  const text = statement(matchingSql(b, query.type, query.matching));
+  return { text, values: b.values };
+}
+
 export function createSqliteResources(
   writer: Database, reader: Database, serial = createMutex(), scanner = reader, checkpointer?: Checkpointer, textOptions?: TextMoverOptions,
 ): ResourceRepo {
@@ -210,17 +246,6 @@ export function createSqliteResources(
     ),
     referrers: reader.query<{ type: string; param: string; target: string }, [string, string]>(
       'SELECT DISTINCT type, param, system AS target FROM search_keys WHERE tenant = ? AND system IN (SELECT value FROM json_each(?))',
-    ),
-    // The reference's rows (by the (k, value) index), then each resource's rows of the parameter (by its
-    // (res, k, value) key), twice for the pairs; CROSS JOIN keeps that order. Parameters: VIA_PARAMETERS.
-    codingPairs: reader.query<CodingPair, ViaParameters>(
-      'SELECT DISTINCT k1.system AS system1, c1.value AS value1, k2.system AS system2, c2.value AS value2 ' +
-        'FROM search_keys sk CROSS JOIN search_index s CROSS JOIN search_index c1 CROSS JOIN search_keys k1 CROSS JOIN search_index c2 CROSS JOIN search_keys k2 ' +
-        `WHERE ${VIA_ROWS} AND c1.res = s.res AND c1.k IN (${PARAM_KEYS}) AND k1.k = c1.k AND c2.res = s.res AND c2.k IN (${PARAM_KEYS}) AND k2.k = c2.k LIMIT ?7`,
-    ),
-    codeTexts: reader.query<{ exact: string }, ViaParameters>(
-      'SELECT DISTINCT t.exact FROM search_keys sk CROSS JOIN search_index s CROSS JOIN search_string t ' +
-        `WHERE ${VIA_ROWS} AND t.res = s.res AND t.k IN (${PARAM_KEYS}) LIMIT ?7`,
     ),
     metaKeys: reader.query<{ k: number; param: string; system: string }, [string, string, string]>(
       "SELECT k, param, system FROM search_keys WHERE tenant = ? AND type IN (SELECT value FROM json_each(?)) AND param IN (SELECT value FROM json_each(?)) AND code = ''",
@@ -275,10 +300,12 @@ export function createSqliteResources(
       return targets.length ? q.referrers.all(tenant, JSON.stringify(targets)) : [];
     },
     async codingPairs(tenant, query, cap) {
-      return q.codingPairs.all(...viaParameters(tenant, query, query.param, cap));
+      const { text, values } = viaStatement(dialect, tenant, query, codingPairsSql);
+      return reader.query<CodingPair, SqlValue[]>(text).all(...viaParameters(tenant, query, query.param, cap), ...values);
     },
     async codeTexts(tenant, query, cap) {
-      return q.codeTexts.all(...viaParameters(tenant, query, `${query.param}:text`, cap)).map((r) => r.exact);
+      const { text, values } = viaStatement(dialect, tenant, query, codeTextsSql);
+      return reader.query<{ exact: string }, SqlValue[]>(text).all(...viaParameters(tenant, query, `${query.param}:text`, cap), ...values).map((r) => r.exact);
     },
     async metaInUse(tenant, types, cap) {
       const out: MetaValue[] = [];

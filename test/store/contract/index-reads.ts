@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, test } from 'bun:test';
-import type { IndexEntry, Store, StringEntry } from '../../../src/store/types.ts';
+import type { Condition, IndexEntry, Store, StringEntry } from '../../../src/store/types.ts';
 import { uniqueTenant, version } from './fixtures.ts';
 
 /** Writes (or rewrites) `type/id` with these token and string rows. */
@@ -66,6 +66,26 @@ export function indexReadsContract(store: () => Store) {
       expect(sorted(await s.resources.codingPairs(t, { ...read, via: { ...read.via, id: 'p2' } }, 100))).toEqual(sorted([pair(L, 'Z')]));
       expect(await s.resources.codingPairs(t, { ...read, via: { ...read.via, target: 'Group' } }, 100)).toEqual([]);
       expect(await s.resources.codingPairs(t, read, 2)).toHaveLength(2);
+    });
+
+    test('codingPairs and codeTexts with `matching`: only the resources those search conditions select', async () => {
+      const read = { type: 'Observation', param: 'code', via: { param: 'subject', target: 'Patient', id: 'p1' } };
+      const pair = (s1: string, v1: string, s2 = s1, v2 = v1) => ({ system1: s1, value1: v1, system2: s2, value2: v2 });
+      const L = 'http://loinc.org';
+      const where = (...conditions: Condition[]) => ({ ...read, matching: { where: conditions } });
+      const lab: Condition = { kind: 'token', param: 'category', values: [{ value: 'lab' }] };
+      expect(await s.resources.codingPairs(t, where(lab), 100)).toEqual([pair(L, 'A')]);
+      expect(await s.resources.codeTexts(t, where(lab), 100)).toEqual(['Text alone']);
+      const vital: Condition = { kind: 'token', param: 'category', values: [{ system: 'urn:cat', value: 'Vital' }] };
+      expect(sorted(await s.resources.codingPairs(t, where(vital), 100))).toEqual(sorted([pair(L, 'B'), pair('urn:x', 'C'), pair(L, 'B', 'urn:x', 'C'), pair('urn:x', 'C', L, 'B')]));
+      expect(await s.resources.codeTexts(t, where(vital), 100)).toEqual([]);
+      // Negated and ANDed conditions, as a search's: o1 alone has a code other than B and is of `lab`.
+      const notB: Condition = { kind: 'token', param: 'code', values: [{ value: 'B' }], not: true };
+      expect(await s.resources.codingPairs(t, where(notB, lab), 100)).toEqual([pair(L, 'A')]);
+      expect(await s.resources.codingPairs(t, where(vital, lab), 100)).toEqual([]);
+      expect(sorted(await s.resources.codingPairs(t, where(), 100))).toEqual(sorted(await s.resources.codingPairs(t, read, 100)));
+      // The patient's compartment: these rows were written without compartments, so none is in p1's.
+      expect(await s.resources.codingPairs(t, { ...read, matching: { where: [], compartment: 'p1' } }, 100)).toEqual([]);
     });
   });
 }

@@ -2108,6 +2108,10 @@ export function filtersSql(b: SqlBuilder, type: string, filters: Condition[][]):
 export function matchingSql(b: SqlBuilder, type: string, matching: { where: Condition[]; compartment?: string }): string {
   if (b.correlation !== 'exists') throw new Error('matchingSql probes by EXISTS');
   b.hasProbed = true;
+  // SQLite's full-text probe per resource costs far more than reading the words' rows once as a set
+  // (`_text=blood` over a patient's 6,675 Observations: 1.2 s probed, 5 ms as a set), so there they
+  // are a set, as in an undriven search.
+  b.textAsSet = b.dialect.text.setWhenUndriven;
   const tests = matching.where.filter((c) => !isImplied(c)).map((c) => b.condition(c, 'r', type));
   if (matching.compartment !== undefined) tests.push(compartmentProbe(b, 'r', matching.compartment));
   if (b.laterals.length) throw new Error('matchingSql: a condition needs a lateral join');

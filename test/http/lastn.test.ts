@@ -99,6 +99,9 @@ await eachStore((kind, fresh) => {
       // Without `date`, r1 matches and joins them: one group, its newest.
       expect(matches(await lastn(`patient=p3&code=${LOINC}|RA,${LOINC}|RC`))).toEqual(['r3']);
       expect(matches(await lastn('patient=p3&category=laboratory&date=ge2023'))).toEqual(['r2', 'r3']);
+      // Full-text and `_filter` conditions keep the matches as a search does.
+      expect(matches(await lastn('patient=p1&category=laboratory&_content=alone&max=5'))).toEqual(['text-case', 'text-only', 'text-older']);
+      expect(matches(await lastn('patient=p3&category=laboratory&_filter=date ge 2023-01-01'))).toEqual(['r2', 'r3']);
     });
 
     test('the groups are those of the matches a scope filter and a patient context keep', async () => {

@@ -101,4 +101,6 @@ export interface ProfileElement {
   constraints?: readonly Constraint[];
   children: ProfileElement[];
   slicing?: Slicing;
+  /** `_name`, the key of a primitive's extensions: made on first use by run.ts (not for a choice element, whose key varies). */
+  underscored?: string;
 }

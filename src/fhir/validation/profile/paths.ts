@@ -35,13 +35,24 @@ export function splitPath(path: string): string[] {
 
 /** The FHIR type a choice element's JSON name gives (`Quantity` of `valueQuantity`, `string` of `valueString`). */
 export function typeOfSuffix(suffix: string): string {
-  const lower = suffix[0]!.toLowerCase() + suffix.slice(1);
-  return PRIMITIVES.has(lower) ? lower : suffix;
+  let type = suffixTypes.get(suffix);
+  if (type === undefined) {
+    const lower = suffix[0]!.toLowerCase() + suffix.slice(1);
+    type = PRIMITIVES.has(lower) ? lower : suffix;
+    // Suffixes are R4's type names where the JSON is valid; a client's odd ones are not kept without end.
+    if (suffixTypes.size < 1_000) suffixTypes.set(suffix, type);
+  }
+  return type;
 }
+const suffixTypes = new Map<string, string>();
 
 /** The key of choice element `name` in `obj` (`valueQuantity` for `value`), if any. */
 export function choiceKey(obj: Json, name: string): string | undefined {
-  for (const key in obj) if (key.length > name.length && key.startsWith(name) && /[A-Z]/.test(key[name.length]!)) return key;
+  for (const key in obj) {
+    if (key.length <= name.length || !key.startsWith(name)) continue;
+    const c = key.charCodeAt(name.length);
+    if (c >= 65 && c <= 90) return key;
+  }
   return undefined;
 }
 
@@ -49,43 +60,64 @@ function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** A step of a discriminator's path, parsed once: `ofType(T)`, `extension('url')`, an element name, or one Cinder cannot follow (`resolve()`). */
+export type Step = { kind: 'ofType' | 'extension' | 'name'; arg: string } | { kind: 'unsupported' };
+
+export function compileSteps(path: readonly string[]): Step[] {
+  return path.map((step): Step => {
+    const ofType = /^ofType\((\w+)\)$/.exec(step);
+    if (ofType) return { kind: 'ofType', arg: ofType[1]! };
+    const ext = /^extension\('([^']*)'\)$/.exec(step);
+    if (ext) return { kind: 'extension', arg: ext[1]! };
+    return /\(/.test(step) ? { kind: 'unsupported' } : { kind: 'name', arg: step };
+  });
+}
+
 /** The values `path` reaches from each of `from`; an unsupported step (`resolve()`) reaches nothing. */
 export function valuesAt(from: Located[], path: readonly string[]): Located[] {
+  return walkSteps(from, compileSteps(path));
+}
+
+/** valuesAt with the path's steps parsed. */
+export function walkSteps(from: Located[], steps: readonly Step[]): Located[] {
   let at = from;
-  for (const step of path) {
+  for (const step of steps) {
     const next: Located[] = [];
-    const ofType = /^ofType\((\w+)\)$/.exec(step);
-    const ext = /^extension\('([^']*)'\)$/.exec(step);
-    for (const { value, type } of at) {
-      if (ofType) {
-        if (type === ofType[1]) next.push({ value, type });
+    for (let i = 0; i < at.length; i++) {
+      const { value, type } = at[i]!;
+      if (step.kind === 'ofType') {
+        if (type === step.arg) next.push({ value, type });
         continue;
       }
       if (!isObject(value)) continue;
-      if (ext) {
+      if (step.kind === 'extension') {
         const list = Array.isArray(value.extension) ? value.extension : [];
-        for (const e of list) if (isObject(e) && e.url === ext[1]) next.push({ value: e, type: 'Extension' });
+        for (const e of list) if (isObject(e) && e.url === step.arg) next.push({ value: e, type: 'Extension' });
         continue;
       }
-      if (/\(/.test(step)) continue;
-      let key: string | undefined = step in value ? step : undefined;
+      if (step.kind === 'unsupported') continue;
+      const name = step.arg;
+      let key: string | undefined = name in value ? name : undefined;
       let t: string | undefined;
       if (key === undefined) {
-        key = choiceKey(value, step);
-        if (key !== undefined) t = typeOfSuffix(key.slice(step.length));
+        key = choiceKey(value, name);
+        if (key !== undefined) t = typeOfSuffix(key.slice(name.length));
       }
       if (key === undefined) continue;
       const v = value[key];
-      for (const item of Array.isArray(v) ? v : [v]) {
-        if (item === null || item === undefined) continue;
-        // A resource (`Bundle.entry.resource`, `contained`) has its type in itself.
-        const type = t ?? (isObject(item) && typeof item.resourceType === 'string' ? item.resourceType : undefined);
-        next.push(type === undefined ? { value: item } : { value: item, type });
-      }
+      if (Array.isArray(v)) for (const item of v) push(next, item, t);
+      else push(next, v, t);
     }
     at = next;
   }
   return at;
+}
+
+function push(next: Located[], item: unknown, t: string | undefined): void {
+  if (item === null || item === undefined) return;
+  // A resource (`Bundle.entry.resource`, `contained`) has its type in itself.
+  const type = t ?? (isObject(item) && typeof item.resourceType === 'string' ? item.resourceType : undefined);
+  next.push(type === undefined ? { value: item } : { value: item, type });
 }
 
 /** R4 ElementDefinition.pattern[x]: every property of the pattern is in the value with a matching value; each item of a pattern array matches some item of the value's. */

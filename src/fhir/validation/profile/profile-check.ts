@@ -150,7 +150,8 @@ export class ProfileValidator {
     out.push(...result.issues.filter((x) => warnings || x.severity === 'error'));
     for (const b of result.bindings) {
       if (b.strength === 'extensible' && !warnings) continue;
-      const issue = await this.bindingIssue(tenant, b, warnings);
+      // The base table decides most bindings at once: no promise for each (a vital sign has six).
+      const issue = verdictIssue(b, tableVerdict(b) ?? (await this.decide(tenant, b)), warnings);
       if (issue) out.push(issue);
     }
   }
@@ -165,29 +166,8 @@ export class ProfileValidator {
     }
   }
 
-  /**
-   * A binding's verdict: the base table's codes when it holds the value set (no await), else the
-   * terminology's membership of each coding; one member suffices. A value set that cannot be decided is
-   * a warning in `$validate` and no error on a write.
-   */
-  private async bindingIssue(tenant: string, b: PendingBinding, warnings: boolean): Promise<ValidationIssue | undefined> {
-    const verdict = await this.decide(tenant, b);
-    if (verdict.kind === 'member') return undefined;
-    if (verdict.kind === 'unknown') {
-      return warnings ? { severity: 'warning', code: 'not-supported', expression: b.expression, text: `${b.where}: the ${b.strength} binding to the value set ${b.valueSet} was not checked: ${verdict.why}` } : undefined;
-    }
-    const given = b.codings.length === 0 ? 'no coding' : b.codings.map((c) => (c.system === undefined ? c.code : `${c.system}|${c.code}`)).join(', ');
-    const text = `${b.where}: ${given} is not in the value set ${b.valueSet} (${b.strength} binding)`;
-    if (b.strength === 'required') return { severity: 'error', code: 'code-invalid', expression: b.expression, text };
-    return b.codings.length === 0 ? undefined : { severity: 'warning', code: 'code-invalid', expression: b.expression, text };
-  }
-
+  /** A binding's membership when the base table does not decide it: the terminology's membership of each coding; one member suffices. */
   private async decide(tenant: string, b: PendingBinding): Promise<Membership> {
-    const table = tableValueSet(b.valueSet);
-    if (table !== undefined && table.kind === 'codes') {
-      const { codes, systemCodes } = table;
-      return b.codings.some((c) => (c.system === undefined ? codes.has(c.code) : systemCodes.has(`${c.system}|${c.code}`))) ? { kind: 'member' } : { kind: 'not-member' };
-    }
     if (b.codings.length === 0) return { kind: 'not-member' };
     if (this.membership === undefined) return { kind: 'unknown', why: 'no terminology service is wired' };
     let unknown: Membership | undefined;
@@ -198,6 +178,29 @@ export class ProfileValidator {
     }
     return unknown ?? { kind: 'not-member' };
   }
+}
+
+const MEMBER: Membership = { kind: 'member' };
+const NOT_MEMBER: Membership = { kind: 'not-member' };
+
+/** A binding's membership by the base table's codes, when the table holds the value set (else undefined: the terminology decides). */
+function tableVerdict(b: PendingBinding): Membership | undefined {
+  const table = tableValueSet(b.valueSet);
+  if (table === undefined || table.kind !== 'codes') return undefined;
+  const { codes, systemCodes } = table;
+  return b.codings.some((c) => (c.system === undefined ? codes.has(c.code) : systemCodes.has(`${c.system}|${c.code}`))) ? MEMBER : NOT_MEMBER;
+}
+
+/** A binding's issue from its verdict: a value set that cannot be decided is a warning in `$validate` and no error on a write. */
+function verdictIssue(b: PendingBinding, verdict: Membership, warnings: boolean): ValidationIssue | undefined {
+  if (verdict.kind === 'member') return undefined;
+  if (verdict.kind === 'unknown') {
+    return warnings ? { severity: 'warning', code: 'not-supported', expression: b.expression, text: `${b.where}: the ${b.strength} binding to the value set ${b.valueSet} was not checked: ${verdict.why}` } : undefined;
+  }
+  const given = b.codings.length === 0 ? 'no coding' : b.codings.map((c) => (c.system === undefined ? c.code : `${c.system}|${c.code}`)).join(', ');
+  const text = `${b.where}: ${given} is not in the value set ${b.valueSet} (${b.strength} binding)`;
+  if (b.strength === 'required') return { severity: 'error', code: 'code-invalid', expression: b.expression, text };
+  return b.codings.length === 0 ? undefined : { severity: 'warning', code: 'code-invalid', expression: b.expression, text };
 }
 
 /** Each issue once: an extension a profile's slice names is checked by the profile and again where it is used. */

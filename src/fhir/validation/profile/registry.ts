@@ -140,7 +140,8 @@ export class ProfileRegistry {
 
 /** Whether `canonical` names the base definition of `type` itself, which base validation checks. */
 export function isBaseDefinition(canonical: string, type: string): boolean {
-  return canonical.split('|')[0] === BASE + type;
+  // `url` or `url|version`, without splitting the canonical (asked on every write claiming a profile).
+  return canonical.startsWith(BASE) && canonical.startsWith(type, BASE.length) && (canonical.length === BASE.length + type.length || canonical[BASE.length + type.length] === '|');
 }
 
 function compiled(sd: Json): Resolved {

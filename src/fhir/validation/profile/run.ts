@@ -5,10 +5,10 @@
  * `Observation.value.ofType(Quantity)`). Bindings are collected, to be decided by the terminology
  * (profile-check.ts), since a profile may bind value sets the base table does not hold.
  */
-import { FhirPathTooCostly } from '../fhirpath-engine.ts';
+import { FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
-import type { CompiledProfile, ProfileElement, Slice, SliceKey } from './compiled.ts';
-import { choiceKey, equalsFixed, matchesPattern, typeOfSuffix, valuesAt, type Located } from './paths.ts';
+import type { CompiledProfile, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import { choiceKey, compileSteps, equalsFixed, matchesPattern, typeOfSuffix, walkSteps, type Located, type Step } from './paths.ts';
 
 type Json = Record<string, unknown>;
 
@@ -50,13 +50,33 @@ export function profileCost(limit = PROFILE_VISITS): ProfileCost {
 /** A profile (or extension definition) by canonical URL, as loaded for this check; undefined when unknown. */
 export type ProfileLookup = (url: string) => CompiledProfile | undefined;
 
+/**
+ * A value being checked. Its FHIRPath location is built only when an issue or a binding names it
+ * (pathOf): most values have none, and building `Observation.component[1].code.coding[0]` for each was
+ * a fifth of a check's time.
+ */
 interface Item {
   /** The value (a primitive's value, or the object). */
   value: unknown;
   /** The object holding its children: the value itself, or a primitive's `_name` object. */
   sub: Json | undefined;
   type: string | undefined;
-  path: string;
+  /** The item holding it (undefined for the resource, whose `path` is given). */
+  parent: Item | undefined;
+  /** Its element's JSON name (`value` of `valueQuantity`), its index when the element repeats (else -1). */
+  name: string;
+  index: number;
+  /** Its location, once built. */
+  path: string | undefined;
+  /** A choice element's value: the type its step names (`value.ofType(Quantity)`). */
+  choice: boolean;
+}
+
+function pathOf(item: Item): string {
+  if (item.path !== undefined) return item.path;
+  const step = item.choice ? `${item.name}.ofType(${item.type![0]!.toUpperCase()}${item.type!.slice(1)})` : item.name;
+  const at = `${pathOf(item.parent!)}.${step}`;
+  return (item.path = item.index < 0 ? at : `${at}[${item.index}]`);
 }
 
 class Run {
@@ -65,9 +85,14 @@ class Run {
   readonly memo = new Map<object, unknown>();
   /** Whether a value conforms to a profile, once per value and profile (a `profile` discriminator asks for each slice). */
   readonly conformance = new WeakMap<object, Map<string, boolean>>();
+  /** What every invariant of this check is evaluated with, made on first use. */
+  private ctx: InvariantContext | undefined;
   constructor(readonly resource: Json, readonly lookup: ProfileLookup, readonly cost: ProfileCost) {}
   add(severity: 'error' | 'warning', code: ValidationIssue['code'], expression: string, text: string): void {
     this.issues.push({ severity, code, expression, text });
+  }
+  context(): InvariantContext {
+    return (this.ctx ??= { resource: this.resource, rootResource: this.resource, memo: this.memo, budget: this.cost.budget });
   }
 }
 
@@ -78,44 +103,57 @@ function isObject(v: unknown): v is Json {
 /** The problems of `resource` (at `path`, its FHIRPath: `Bundle.entry[0].resource` or its type) against `profile`. */
 export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type, cost = profileCost()): ProfileResult {
   const run = new Run(resource, lookup, cost);
-  const item: Item = { value: resource, sub: resource, type: profile.type, path };
+  const item: Item = { value: resource, sub: resource, type: profile.type, parent: undefined, name: '', index: -1, path, choice: false };
   checkItem(run, profile, profile.root, item);
   return { issues: run.issues, bindings: run.bindings };
 }
 
-/** The values of `el` in `obj`, each with its location. */
-function itemsOf(obj: Json, el: ProfileElement, path: string): Item[] {
+const NONE: readonly Item[] = [];
+
+/** `_name` of a JSON name, kept (a string made anew for each lookup was a tenth of a check); a client's odd names are not kept without end. */
+const underscore = new Map<string, string>();
+function underscored(key: string): string {
+  let u = underscore.get(key);
+  if (u === undefined) {
+    u = `_${key}`;
+    if (underscore.size < 10_000) underscore.set(key, u);
+  }
+  return u;
+}
+
+/** The values of `el` in `parent`'s object, each with its location. */
+function itemsOf(parent: Item, el: ProfileElement): readonly Item[] {
+  const obj = parent.sub!;
   let key: string | undefined = el.name;
   let type = el.baseType;
-  let step = el.name;
   if (el.choice) {
     key = choiceKey(obj, el.name);
-    if (key === undefined) return [];
+    if (key === undefined) return NONE;
     type = typeOfSuffix(key.slice(el.name.length));
-    step = `${el.name}.ofType(${type[0]!.toUpperCase()}${type.slice(1)})`;
   }
   const v = obj[key];
-  const ext = obj[`_${key}`];
-  if (v === undefined && ext === undefined) return [];
-  const at = `${path}.${step}`;
-  if (Array.isArray(v) || (v === undefined && Array.isArray(ext))) {
-    const n = Math.max(Array.isArray(v) ? v.length : 0, Array.isArray(ext) ? ext.length : 0);
-    const out: Item[] = [];
+  const ext = obj[el.choice ? underscored(key) : (el.underscored ??= `_${el.name}`)];
+  if (v === undefined && ext === undefined) return NONE;
+  const vs = Array.isArray(v);
+  const es = Array.isArray(ext);
+  if (vs || (v === undefined && es)) {
+    const n = Math.max(vs ? v.length : 0, es ? ext.length : 0);
+    const out: Item[] = new Array(n);
     for (let i = 0; i < n; i++) {
-      const value = Array.isArray(v) ? v[i] : undefined;
-      const e = Array.isArray(ext) ? ext[i] : undefined;
-      out.push({ value, sub: isObject(value) ? value : isObject(e) ? e : undefined, type, path: `${at}[${i}]` });
+      const value = vs ? v[i] : undefined;
+      const e = es ? ext[i] : undefined;
+      out[i] = { value, sub: isObject(value) ? value : isObject(e) ? e : undefined, type, parent, name: el.name, index: i, path: undefined, choice: el.choice };
     }
     return out;
   }
-  return [{ value: v, sub: isObject(v) ? v : isObject(ext) ? ext : undefined, type, path: at }];
+  return [{ value: v, sub: isObject(v) ? v : isObject(ext) ? ext : undefined, type, parent, name: el.name, index: -1, path: undefined, choice: el.choice }];
 }
 
-function checkElement(run: Run, profile: CompiledProfile, el: ProfileElement, obj: Json, path: string): void {
-  const items = itemsOf(obj, el, path);
-  if (el.card) checkCount(run, profile, el, items.length, `${path}.${el.name}`, el.id);
-  for (const item of items) checkItem(run, profile, el, item);
-  if (el.slicing) checkSlicing(run, profile, el, items, `${path}.${el.name}`);
+function checkElement(run: Run, profile: CompiledProfile, el: ProfileElement, parent: Item): void {
+  const items = itemsOf(parent, el);
+  if (el.card) checkCount(run, profile, el, items.length, parent, el.name, el.id);
+  for (let i = 0; i < items.length; i++) checkItem(run, profile, el, items[i]!);
+  if (el.slicing) checkSlicing(run, profile, el, items, parent);
 }
 
 /** An invariant that cannot be evaluated is an error: the write is refused rather than taken as conforming. */
@@ -124,45 +162,66 @@ function tooCostly(run: Run, expression: string, text: string): void {
   run.add('error', 'too-costly', expression, text);
 }
 
-function checkCount(run: Run, profile: CompiledProfile, el: ProfileElement, n: number, expression: string, what: string): void {
+/** The count of `el`'s values in `parent` (under the JSON name `name`: the expression, built when there is something to say). */
+function checkCount(run: Run, profile: CompiledProfile, el: ProfileElement, n: number, parent: Item, name: string, what: string): void {
   const { min, max } = el.card!;
+  if (n >= min && n <= max) return;
+  const expression = `${pathOf(parent)}.${name}`;
   if (n < min) run.add('error', 'required', expression, `${what}: at least ${min} required by the profile ${profile.label}, found ${n}`);
-  else if (n > max) run.add('error', 'structure', expression, max === 0 ? `${what}: not allowed by the profile ${profile.label}` : `${what}: at most ${max} allowed by the profile ${profile.label}, found ${n}`);
+  else run.add('error', 'structure', expression, max === 0 ? `${what}: not allowed by the profile ${profile.label}` : `${what}: at most ${max} allowed by the profile ${profile.label}, found ${n}`);
+}
+
+/** `<element id> (profile <label>)`, which starts each message. */
+function whereOf(profile: CompiledProfile, el: ProfileElement): string {
+  return `${el.id} (profile ${profile.label})`;
+}
+
+/** The Reference rule of an element's types that narrows its targets, once per element (null: none). */
+const targetRules = new WeakMap<ProfileElement, TypeRule | null>();
+function targetRule(el: ProfileElement): TypeRule | null {
+  let rule = targetRules.get(el);
+  if (rule === undefined) targetRules.set(el, (rule = el.types!.find((t) => t.code === 'Reference' && t.targets) ?? null));
+  return rule;
+}
+
+function hasType(types: readonly TypeRule[], type: string): boolean {
+  for (let i = 0; i < types.length; i++) if (types[i]!.code === type) return true;
+  return false;
 }
 
 function checkItem(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
-  const where = `${el.id} (profile ${profile.label})`;
-  if (el.types && item.type !== undefined && el.choice && !el.types.some((t) => t.code === item.type)) {
-    run.add('error', 'structure', item.path, `${where}: type ${item.type} is not allowed; expected ${el.types.map((t) => t.code).join(', ')}`);
+  if (el.types && item.type !== undefined && el.choice && !hasType(el.types, item.type)) {
+    run.add('error', 'structure', pathOf(item), `${whereOf(profile, el)}: type ${item.type} is not allowed; expected ${el.types.map((t) => t.code).join(', ')}`);
   }
-  if (el.types && isObject(item.value)) checkTargets(run, el, item, where);
-  if (el.fixed !== undefined && !equalsFixed(item.value, el.fixed)) run.add('error', 'value', item.path, `${where}: the value must be exactly ${JSON.stringify(el.fixed)}`);
-  if (el.pattern !== undefined && !matchesPattern(item.value, el.pattern)) run.add('error', 'value', item.path, `${where}: the value must match the pattern ${JSON.stringify(el.pattern)}`);
-  if (el.maxLength !== undefined && typeof item.value === 'string' && [...item.value].length > el.maxLength) run.add('error', 'value', item.path, `${where}: longer than ${el.maxLength} characters`);
-  checkBounds(run, el, item, where);
-  if (el.binding) collectBinding(run, el, item, where);
+  if (el.types && isObject(item.value)) checkTargets(run, profile, el, item);
+  if (el.fixed !== undefined && !equalsFixed(item.value, el.fixed)) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: the value must be exactly ${JSON.stringify(el.fixed)}`);
+  if (el.pattern !== undefined && !matchesPattern(item.value, el.pattern)) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: the value must match the pattern ${JSON.stringify(el.pattern)}`);
+  // A string of no more UTF-16 units than the bound has no more characters either.
+  if (el.maxLength !== undefined && typeof item.value === 'string' && item.value.length > el.maxLength && [...item.value].length > el.maxLength) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: longer than ${el.maxLength} characters`);
+  if (el.minValue !== undefined || el.maxValue !== undefined) checkBounds(run, profile, el, item);
+  if (el.binding) collectBinding(run, profile, el, item);
   // Once an invariant proved too costly (one error says so), the others of the write are not evaluated.
   if (el.constraints && run.cost.refused === undefined) {
-    const ctx = { resource: run.resource, rootResource: run.resource, memo: run.memo, budget: run.cost.budget };
+    const ctx = run.context();
     for (const c of el.constraints) {
       let holds: boolean;
       try {
         holds = c.fn(item.value, item.type, ctx);
       } catch (err) {
         if (!(err instanceof FhirPathTooCostly)) throw err;
-        tooCostly(run, item.path, `${where}: the invariant ${c.key} cannot be evaluated: ${err.message}`);
+        tooCostly(run, pathOf(item), `${whereOf(profile, el)}: the invariant ${c.key} cannot be evaluated: ${err.message}`);
         break;
       }
-      if (!holds) run.add(c.severity, 'invariant', item.path, `${where}: ${c.human} (${c.key})`);
+      if (!holds) run.add(c.severity, 'invariant', pathOf(item), `${whereOf(profile, el)}: ${c.human} (${c.key})`);
     }
   }
-  if (item.sub !== undefined) for (const child of el.children) checkElement(run, profile, child, item.sub, item.path);
+  if (item.sub !== undefined) for (let i = 0; i < el.children.length; i++) checkElement(run, profile, el.children[i]!, item);
 }
 
 /** A Reference's target type, where the reference is literal (`Type/id`, a URL ending so, or `#id` of a contained resource). */
-function checkTargets(run: Run, el: ProfileElement, item: Item, where: string): void {
-  const rule = el.types!.find((t) => t.code === 'Reference' && t.targets);
-  if (rule === undefined || (item.type !== undefined && item.type !== 'Reference')) return;
+function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
+  const rule = targetRule(el);
+  if (rule === null || (item.type !== undefined && item.type !== 'Reference')) return;
   const ref = (item.value as Json).reference;
   if (typeof ref !== 'string') return;
   let type: string | undefined;
@@ -174,17 +233,17 @@ function checkTargets(run: Run, el: ProfileElement, item: Item, where: string): 
     type = m?.[1];
   }
   if (type !== undefined && !rule.targets!.has(type)) {
-    run.add('error', 'structure', `${item.path}.reference`, `${where}: a reference to ${type} is not allowed; expected ${[...rule.targets!].join(', ')}`);
+    run.add('error', 'structure', `${pathOf(item)}.reference`, `${whereOf(profile, el)}: a reference to ${type} is not allowed; expected ${[...rule.targets!].join(', ')}`);
   }
 }
 
-function checkBounds(run: Run, el: ProfileElement, item: Item, where: string): void {
+function checkBounds(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
   const v = isObject(item.value) && 'value' in item.value ? item.value.value : item.value;
-  if (el.minValue !== undefined && typeof v === typeof el.minValue && (v as number | string) < el.minValue) run.add('error', 'value', item.path, `${where}: below the minimum ${el.minValue}`);
-  if (el.maxValue !== undefined && typeof v === typeof el.maxValue && (v as number | string) > el.maxValue) run.add('error', 'value', item.path, `${where}: above the maximum ${el.maxValue}`);
+  if (el.minValue !== undefined && typeof v === typeof el.minValue && (v as number | string) < el.minValue) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: below the minimum ${el.minValue}`);
+  if (el.maxValue !== undefined && typeof v === typeof el.maxValue && (v as number | string) > el.maxValue) run.add('error', 'value', pathOf(item), `${whereOf(profile, el)}: above the maximum ${el.maxValue}`);
 }
 
-function collectBinding(run: Run, el: ProfileElement, item: Item, where: string): void {
+function collectBinding(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
   const b = el.binding!;
   const v = item.value;
   let codings: { system?: string; code: string }[];
@@ -192,51 +251,78 @@ function collectBinding(run: Run, el: ProfileElement, item: Item, where: string)
   if (typeof v === 'string') codings = [{ code: v }];
   else if (!isObject(v)) return;
   else if (type === 'Coding') codings = typeof v.code === 'string' ? [{ system: v.system as string, code: v.code }] : [];
-  else if (type === 'CodeableConcept') codings = (Array.isArray(v.coding) ? v.coding : []).filter((c): c is Json => isObject(c) && typeof c.code === 'string').map((c) => ({ system: c.system as string, code: c.code as string }));
-  else if (type === 'Quantity') {
+  else if (type === 'CodeableConcept') {
+    codings = [];
+    if (Array.isArray(v.coding)) for (const c of v.coding) if (isObject(c) && typeof c.code === 'string') codings.push({ system: c.system as string, code: c.code });
+  } else if (type === 'Quantity') {
     if (typeof v.code !== 'string') return;
     codings = [{ system: v.system as string, code: v.code }];
   } else return;
-  run.bindings.push({ expression: item.path, strength: b.strength, valueSet: b.valueSet, codings, where });
+  run.bindings.push({ expression: pathOf(item), strength: b.strength, valueSet: b.valueSet, codings, where: whereOf(profile, el) });
 }
 
+/** The values each discriminator's path reaches from an item, computed on first use and shared by the slices that ask. */
+type AtPaths = (Located[] | undefined)[];
+
 /** Assigns each value to its slice, then checks each slice's count and content, closed and ordered slicing. */
-function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, items: Item[], at: string): void {
+function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, items: readonly Item[], parent: Item): void {
   const slicing = el.slicing!;
+  const slices = slicing.slices;
+  const at = () => `${pathOf(parent)}.${el.name}`;
   // Each value is tested against the slices in turn: values x slices tests, counted against the write's
   // budget (a tenant's snapshot of 30,000 slices and a resource of 3,000 values: 90,000,000).
   if (run.cost.refused !== undefined) return;
-  const tests = items.length * slicing.slices.length;
+  const tests = items.length * slices.length;
   if ((run.cost.budget.left -= tests) < 0) {
-    tooCostly(run, at, `${el.id} (profile ${profile.label}): ${items.length} values sliced among ${slicing.slices.length} slices is too costly to check (${tests} tests, past the most ${run.cost.budget.what} may visit, ${run.cost.budget.limit})`);
+    tooCostly(run, at(), `${el.id} (profile ${profile.label}): ${items.length} values sliced among ${slices.length} slices is too costly to check (${tests} tests, past the most ${run.cost.budget.what} may visit, ${run.cost.budget.limit})`);
     return;
   }
-  const paths = slicing.discriminators.map((d) => d.path);
-  const assigned = items.map((item) => slicing.slices.findIndex((s) => inSlice(run, item, s, paths)));
-  const members: Item[][] = slicing.slices.map(() => []);
-  for (const [j, item] of items.entries()) if (assigned[j]! >= 0) members[assigned[j]!]!.push(item);
-  for (const [i, slice] of slicing.slices.entries()) {
-    if (slice.element.card) checkCount(run, profile, slice.element, members[i]!.length, at, `${el.id}:${slice.name}`);
-    for (const item of members[i]!) {
-      checkItem(run, profile, slice.element, item);
-      checkExtension(run, slice, item);
+  const steps = discriminatorSteps(slicing);
+  const assigned: number[] = new Array(items.length);
+  for (let j = 0; j < items.length; j++) {
+    const item = items[j]!;
+    const found: AtPaths = new Array(steps.length);
+    let s = 0;
+    while (s < slices.length && !inSlice(run, item, slices[s]!, steps, found)) s++;
+    assigned[j] = s < slices.length ? s : -1;
+  }
+  for (let i = 0; i < slices.length; i++) {
+    const slice = slices[i]!;
+    if (slice.element.card) {
+      let n = 0;
+      for (let j = 0; j < items.length; j++) if (assigned[j] === i) n++;
+      checkCount(run, profile, slice.element, n, parent, el.name, `${el.id}:${slice.name}`);
+    }
+    for (let j = 0; j < items.length; j++) {
+      if (assigned[j] !== i) continue;
+      checkItem(run, profile, slice.element, items[j]!);
+      checkExtension(run, slice, items[j]!);
     }
   }
   let last = -1;
   let unmatchedSeen = false;
   let names: string | undefined;
-  for (const [j, item] of items.entries()) {
+  for (let j = 0; j < items.length; j++) {
+    const item = items[j]!;
     const s = assigned[j]!;
     if (s < 0) {
-      names ??= sliceNames(slicing.slices);
-      if (slicing.rules === 'closed') run.add('error', 'structure', item.path, `${el.id} (profile ${profile.label}): the value matches none of the slices (${names}) and the slicing is closed`);
+      names ??= sliceNames(slices);
+      if (slicing.rules === 'closed') run.add('error', 'structure', pathOf(item), `${el.id} (profile ${profile.label}): the value matches none of the slices (${names}) and the slicing is closed`);
       unmatchedSeen = true;
       continue;
     }
-    if (slicing.rules === 'openAtEnd' && unmatchedSeen) run.add('error', 'structure', item.path, `${el.id} (profile ${profile.label}): values of no slice must come after those of slice ${slicing.slices[s]!.name} (openAtEnd)`);
-    if (slicing.ordered && s < last) run.add('error', 'structure', item.path, `${el.id} (profile ${profile.label}): slice ${slicing.slices[s]!.name} is out of order (the slicing is ordered)`);
-    last = Math.max(last, s);
+    if (slicing.rules === 'openAtEnd' && unmatchedSeen) run.add('error', 'structure', pathOf(item), `${el.id} (profile ${profile.label}): values of no slice must come after those of slice ${slices[s]!.name} (openAtEnd)`);
+    if (slicing.ordered && s < last) run.add('error', 'structure', pathOf(item), `${el.id} (profile ${profile.label}): slice ${slices[s]!.name} is out of order (the slicing is ordered)`);
+    if (s > last) last = s;
   }
+}
+
+/** Each discriminator's path compiled to steps, once per slicing. */
+const compiledSteps = new WeakMap<Slicing, readonly (readonly Step[])[]>();
+function discriminatorSteps(slicing: Slicing): readonly (readonly Step[])[] {
+  let steps = compiledSteps.get(slicing);
+  if (steps === undefined) compiledSteps.set(slicing, (steps = slicing.discriminators.map((d) => compileSteps(d.path))));
+  return steps;
 }
 
 /** The slices' names for a message, the first MAX_NAMED of them. */
@@ -246,12 +332,15 @@ function sliceNames(slices: readonly Slice[]): string {
   return slices.length > MAX_NAMED ? `${named} and ${slices.length - MAX_NAMED} more` : named;
 }
 
-function inSlice(run: Run, item: Item, slice: Slice, paths: (readonly string[])[]): boolean {
+function inSlice(run: Run, item: Item, slice: Slice, steps: readonly (readonly Step[])[], found: AtPaths): boolean {
   let said = false;
-  for (const [i, key] of slice.keys.entries()) {
+  const keys = slice.keys;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
     if (key === null) continue;
     said = true;
-    if (!keyHolds(run, item, valuesAt([{ value: item.value, ...(item.type ? { type: item.type } : {}) }], paths[i]!), key)) return false;
+    const values = (found[i] ??= walkSteps([item.type ? { value: item.value, type: item.type } : { value: item.value }], steps[i]!));
+    if (!keyHolds(run, item, values, key)) return false;
   }
   return said;
 }
@@ -261,9 +350,15 @@ function keyHolds(run: Run, item: Item, values: Located[], key: SliceKey): boole
     case 'profile':
       return values.some((v) => key.profiles.some((url) => conforms(run, item, v.value, url)));
     case 'fixed':
-      return key.values.every((k) => values.some((v) => equalsFixed(v.value, k)));
-    case 'pattern':
-      return key.values.every((k) => values.some((v) => matchesPattern(v.value, k)));
+    case 'pattern': {
+      const fixed = key.kind === 'fixed';
+      for (const k of key.values) {
+        let met = false;
+        for (let i = 0; i < values.length && !met; i++) met = fixed ? equalsFixed(values[i]!.value, k) : matchesPattern(values[i]!.value, k);
+        if (!met) return false;
+      }
+      return true;
+    }
     case 'exists':
       return values.length > 0 === key.exists;
     case 'types':
@@ -279,7 +374,7 @@ function keyHolds(run: Run, item: Item, values: Located[], key: SliceKey): boole
 function conforms(run: Run, item: Item, value: unknown, url: string): boolean {
   const profile = run.lookup(url);
   if (profile === undefined) {
-    run.add('warning', 'not-supported', item.path, `The profile ${url}, which chooses a slice here, is not known to Cinder: no value is taken to conform to it`);
+    run.add('warning', 'not-supported', pathOf(item), `The profile ${url}, which chooses a slice here, is not known to Cinder: no value is taken to conform to it`);
     return false;
   }
   if (!isObject(value) || (typeof value.resourceType === 'string' && value.resourceType !== profile.type)) return false;
@@ -288,21 +383,25 @@ function conforms(run: Run, item: Item, value: unknown, url: string): boolean {
   let ok = memo.get(url);
   if (ok === undefined) {
     const before = run.cost.refused;
-    ok = checkProfile(value, profile, run.lookup, item.path, run.cost).issues.every((i) => i.severity !== 'error');
+    ok = checkProfile(value, profile, run.lookup, pathOf(item), run.cost).issues.every((i) => i.severity !== 'error');
     memo.set(url, ok);
     // The candidate's issues are dropped; an invariant too costly to decide refuses the resource itself.
-    if (before === undefined && run.cost.refused !== undefined) run.add('error', 'too-costly', item.path, run.cost.refused);
+    if (before === undefined && run.cost.refused !== undefined) run.add('error', 'too-costly', pathOf(item), run.cost.refused);
   }
   return ok;
 }
 
+/** The extension definitions a slice's types name, once per slice. */
+const sliceExtensions = new WeakMap<Slice, readonly string[]>();
+
 /** An extension of a slice whose definition Cinder has: checked against it (url, value[x] types and binding, nested extensions). */
 function checkExtension(run: Run, slice: Slice, item: Item): void {
-  const urls = slice.element.types?.flatMap((t) => t.profiles ?? []) ?? [];
+  let urls = sliceExtensions.get(slice);
+  if (urls === undefined) sliceExtensions.set(slice, (urls = (slice.element.types?.flatMap((t) => t.profiles ?? []) ?? []).map((url) => url.split('|')[0]!)));
   for (const url of urls) {
-    const ext = run.lookup(url.split('|')[0]!);
+    const ext = run.lookup(url);
     if (ext === undefined) continue;
-    checkItem(run, ext, ext.root, { ...item, type: 'Extension' });
+    checkItem(run, ext, ext.root, { value: item.value, sub: item.sub, type: 'Extension', parent: item.parent, name: item.name, index: item.index, path: item.choice ? pathOf(item) : item.path, choice: item.choice });
     return;
   }
 }

@@ -10,7 +10,7 @@ import { entryPath, located, type Entry } from './bundle-entries.ts';
 import { responseEntry, type Json } from './bundle-ops.ts';
 import { etagMatches, historyJson, searchLinks, searchsetJson } from './bundle.ts';
 import type { CoreLayer } from './core-layer.ts';
-import { checkDeletionReadable, readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { checkDeletionReadable, deletionReachLimited, readResource, vreadResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { parseExact } from './exact-json.ts';
 import { checkHistory, history } from './history.ts';
 import { checkRestType, checkTypeAndId } from './resource.ts';
@@ -70,7 +70,8 @@ export function checkRead(req: FhirRequest, entry: Entry): void {
  * transaction, would have answered 410 (telling that another patient's record existed and was deleted).
  */
 export async function checkReadDeletion(deps: FhirDeps, req: FhirRequest, entry: Entry): Promise<void> {
-  if (!entry.id || entry.history) return;
+  // A token whose reach of the type does not depend on content pays no read here.
+  if (!entry.id || entry.history || !deletionReachLimited(req.access, entry.type)) return;
   const n = entry.version === undefined ? undefined : versionNumber(entry.version);
   if (entry.version !== undefined && n === undefined) return;
   const v = n === undefined ? await deps.store.resources.read(req.tenant, entry.type, entry.id) : await deps.store.resources.vread(req.tenant, entry.type, entry.id, n);

@@ -435,15 +435,21 @@ export async function vreadResource(
 }
 
 /**
+ * Whether a token's reach of `type` depends on a resource's content (Binary's securityContext, a scope
+ * filter, a patient's compartment), so that a deletion of it must be judged by what it deleted.
+ */
+export function deletionReachLimited(access: Access, type: string): boolean {
+  return type === 'Binary' || access.filters?.(type, 'r') !== undefined ||
+    (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type));
+}
+
+/**
  * A deletion is within reach when the content it deleted was (lastContent), as instance history judges
  * it: a 410 would tell a token that another patient's record, or one outside its scope filter, existed
  * and was deleted, where a read of it before the deletion, its vread and its history answer 403.
  */
 export async function checkDeletionReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
-  const { access } = req;
-  const limited = v.type === 'Binary' || access.filters?.(v.type, 'r') !== undefined ||
-    (access.patientLimit(v.type, 'r') !== undefined && patientCompartment().has(v.type));
-  if (!limited) return;
+  if (!deletionReachLimited(req.access, v.type)) return;
   const last = await lastContent(deps, req.tenant, v);
   if (last && !last.deleted) await checkReadable(deps, req, last);
 }

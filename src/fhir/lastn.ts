@@ -213,9 +213,9 @@ export async function lastn(deps: FhirDeps, req: FhirRequest, params: URLSearchP
   // any of its searches: one search per group, each subject's groups counted together.
   const planned: { subject: string; groups: Group[] }[] = [];
   let total = 0;
+  const also = categories(params);
   for (const subject of subjects) {
     const [target, id] = subject.split('/') as [string, string];
-    const also = categories(params);
     const matching = await matchingOf(deps, req, where, subject, also.also !== undefined, strict, warnings);
     const read = { type: 'Observation', param: 'code', via: { param: 'subject', target, id }, ...(matching ? { matching } : also) };
     const pairs = matching === null ? [] : await deps.store.resources.codingPairs(req.tenant, read, MAX_GROUPS * 4 + 1);

@@ -1,4 +1,4 @@
-import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
+import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
 import type { Pg } from './db.ts';
 import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, SqlBuilder, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';

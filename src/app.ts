@@ -28,6 +28,7 @@ import { bearerAuthenticator } from './http/middleware/bearer.ts';
 import { validateCapability } from './fhir/validate-operation.ts';
 import { metaCapability } from './fhir/meta-operations.ts';
 import { lastnCapability } from './fhir/lastn.ts';
+import { documentCapability } from './fhir/document.ts';
 import { encounterEverythingCapability } from './fhir/encounter-everything.ts';
 import { gatedStore, type Rebuilding } from './fhir/reindex.ts';
 import { FhirError } from './errors.ts';
@@ -132,7 +133,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.

@@ -10,6 +10,7 @@ import { everything } from '../fhir/everything.ts';
 import { encounterEverything } from '../fhir/encounter-everything.ts';
 import { lastn } from '../fhir/lastn.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
+import { generateDocument } from '../fhir/document.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
@@ -186,6 +187,15 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const r = await lastn(deps, request(c), params, strict(c));
     return fhirJson(searchsetJson(base, r.rows, searchLinks(base, '/Observation/$lastn', r.self), r.rows.length, r.warnings, deps.clock.now()));
   };
+  /** `Composition/{id}/$document` and `Composition/$document?id=` by GET, or by POST with a Parameters body (or none); 201 with its Location when stored (`persist`). */
+  const documentOf = async (c: Context<AppEnv>, id?: string) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    const r = await generateDocument(deps, request(c), params, id, base);
+    if (r.stored === undefined) return fhirJson(r.text);
+    const v = r.stored.version;
+    return fhirJson(r.text, 201, { ...versionHeaders(v), Location: `${base}/Bundle/${v.id}/_history/${v.versionId}` });
+  };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
   const operationParams = async (c: Context<AppEnv>) => {
     const params = new URLSearchParams();
@@ -257,6 +267,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { type, id } = c.req.param();
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
     if (type === 'Observation' && id === '$lastn') return lastnOf(c);
+    if (type === 'Composition' && id === '$document') return documentOf(c);
     if (type === 'List' && id === '$find') {
       const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
       return fhirJson(v.content, 200, versionHeaders(v));
@@ -322,12 +333,15 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Patient/:id/$everything', (c) => everythingOf(c, c.req.param('id')));
   app.post('/Encounter/:id/$everything', (c) => everythingOf(c, c.req.param('id'), 'Encounter'));
   app.post('/Observation/$lastn', lastnOf);
+  app.post('/Composition/$document', (c) => documentOf(c));
+  app.post('/Composition/:id/$document', (c) => documentOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
   app.get('/:type/:id/:what', async (c) => {
     const { type, id, what } = c.req.param();
     if ((type === 'Patient' || type === 'Encounter') && what === '$everything') return everythingOf(c, id, type);
+    if (type === 'Composition' && what === '$document') return documentOf(c, id);
     return compartmentSearch(c, new URL(c.req.url).searchParams);
   });
   return app;

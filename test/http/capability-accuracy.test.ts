@@ -305,6 +305,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['GET', 'Encounter/probe-missing/$everything', 404], ['POST', 'Encounter/probe-missing/$everything', 404, { resourceType: 'Parameters' }],
       ['GET', 'Encounter/probe-missing/$everything?_count=x', 400],
     ],
+    'http://hl7.org/fhir/OperationDefinition/Composition-document': () => [
+      ['GET', 'Composition/probe-missing/$document', 404], ['POST', 'Composition/probe-missing/$document', 404, { resourceType: 'Parameters' }],
+      ['GET', 'Composition/$document?id=probe-missing', 404], ['GET', 'Composition/$document', 400],
+    ],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

@@ -1,0 +1,184 @@
+/**
+ * `Composition/{id}/$document` (R4 Composition-document, documents.html) on both databases: the document
+ * Bundle (Composition first, every resource it refers to once, a List's items, absolute fullUrls,
+ * identifier and timestamp), the type-level form with `id`, GET and POST, `persist`, each error, and access
+ * (a resource the token may not read is a 403, never left out).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { countVersions, craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const entries = (b: Json) => (b.entry as Json[]).map((e) => `${e.resource.resourceType}/${e.resource.id}`);
+
+await eachStore((kind, fresh) => {
+  describe(`Composition/$document (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const composition = (id: string, extra: Json = {}) => ({
+      resourceType: 'Composition', id, status: 'final', type: { text: 'Discharge summary' }, date: '2026-01-10', title: 'Discharge',
+      subject: { reference: 'Patient/p1' }, author: [{ reference: 'Practitioner/dr' }], ...extra,
+    });
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'p1', managingOrganization: { reference: 'Organization/far' } });
+      await api.put200({ resourceType: 'Patient', id: 'p2' });
+      await api.put200({ resourceType: 'Organization', id: 'org', name: 'Hospital' });
+      await api.put200({ resourceType: 'Organization', id: 'far', name: 'Far' });
+      await api.put200({ resourceType: 'Practitioner', id: 'dr' });
+      await api.put200({ resourceType: 'Practitioner', id: 'nurse' });
+      await api.put200({ resourceType: 'Encounter', id: 'e1', status: 'finished', class: { code: 'IMP' }, subject: { reference: 'Patient/p1' } });
+      for (const id of ['o1', 'o2', 'o3']) {
+        await api.put200({ resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: 'Patient/p1' }, performer: [{ reference: 'Practitioner/nurse' }], valueQuantity: { value: 1.5, unit: 'mg' } });
+      }
+      // A decimal as written (1.50), which the document keeps.
+      expect((await api.put('Observation/o3', '{"resourceType":"Observation","id":"o3","status":"final","code":{"text":"o3"},"subject":{"reference":"Patient/p1"},"valueQuantity":{"value":1.50,"unit":"mg"}}')).status).toBe(200);
+      await api.put200({ resourceType: 'List', id: 'meds', status: 'current', mode: 'snapshot', subject: { reference: 'Patient/p1' }, entry: [{ item: { reference: 'Observation/o3' } }, { item: { reference: 'Observation/o1' } }] });
+      await api.put200(composition('c1', {
+        encounter: { reference: 'Encounter/e1' },
+        attester: [{ mode: 'legal', party: { reference: `${t.fhir()}/Practitioner/dr` } }],
+        custodian: { reference: 'Organization/org' },
+        section: [
+          { title: 'Results', author: [{ reference: 'Practitioner/nurse' }], entry: [{ reference: 'Observation/o2' }, { reference: 'Observation/o1' }] },
+          { title: 'Medications', entry: [{ reference: 'List/meds' }], section: [{ title: 'Nested', entry: [{ reference: 'Observation/o2' }, { reference: '#inline' }] }] },
+        ],
+        contained: [{ resourceType: 'Observation', id: 'inline', status: 'final', code: { text: 'inline' } }],
+      }));
+    });
+    afterAll(() => t.close());
+
+    /** What c1's document holds, in order: the Composition, then its references in document order, then the List's items. */
+    const C1 = [
+      'Composition/c1', 'Patient/p1', 'Practitioner/dr', 'Encounter/e1', 'Organization/org', 'Practitioner/nurse',
+      'Observation/o2', 'Observation/o1', 'List/meds', 'Observation/o3',
+    ];
+
+    test('a document Bundle: the Composition first, every resource it refers to once, a List\'s items; absolute fullUrls, identifier, timestamp', async () => {
+      t.clock.advance(60_000);
+      const res = await api.get('Composition/c1/$document');
+      expect(res.status).toBe(200);
+      const b = (await res.json()) as Json;
+      expect(b.resourceType).toBe('Bundle');
+      expect(b.type).toBe('document');
+      expect(b.timestamp).toBe(new Date(t.clock.now()).toISOString());
+      expect(b.identifier.system).toBe('urn:ietf:rfc:3986');
+      expect(b.identifier.value).toMatch(/^urn:uuid:[0-9a-f-]{36}$/);
+      expect(entries(b)).toEqual(C1);
+      for (const e of b.entry as Json[]) expect(e.fullUrl).toBe(`${t.fhir()}/${e.resource.resourceType}/${e.resource.id}`);
+      // Resources the referenced ones refer to further (the patient's organization) are not gathered.
+      expect(entries(b)).not.toContain('Organization/far');
+      // Stored text as is: the decimal keeps its written form.
+      expect(await (await api.get('Composition/c1/$document')).text()).toContain('"value":1.50');
+      // Each document is a new one: never the same identifier.
+      const again = (await (await api.get('Composition/c1/$document')).json()) as Json;
+      expect(again.identifier.value).not.toBe(b.identifier.value);
+    });
+
+    test('the type-level form with id (a plain id or its URL), and POST with a Parameters body', async () => {
+      expect(entries((await (await api.get('Composition/$document?id=c1')).json()) as Json)).toEqual(C1);
+      expect(entries((await (await api.get(`Composition/$document?id=${encodeURIComponent(`${t.fhir()}/Composition/c1`)}`)).json()) as Json)).toEqual(C1);
+      const post = await api.post('Composition/$document', { resourceType: 'Parameters', parameter: [{ name: 'id', valueUri: 'c1' }] });
+      expect(post.status).toBe(200);
+      expect(entries((await post.json()) as Json)).toEqual(C1);
+      const instance = await api.post('Composition/c1/$document', { resourceType: 'Parameters', parameter: [{ name: 'persist', valueBoolean: false }] });
+      expect(instance.status).toBe(200);
+      expect(entries((await instance.json()) as Json)).toEqual(C1);
+    });
+
+    test('a version-specific reference gives that version', async () => {
+      await api.put200({ resourceType: 'Practitioner', id: 'versioned', name: [{ family: 'One' }] });
+      await api.put200({ resourceType: 'Practitioner', id: 'versioned', name: [{ family: 'Two' }] });
+      await api.put200(composition('cv', { author: [{ reference: 'Practitioner/versioned/_history/1' }] }));
+      const b = (await (await api.get('Composition/cv/$document')).json()) as Json;
+      expect(entries(b)).toEqual(['Composition/cv', 'Patient/p1', 'Practitioner/versioned']);
+      expect(b.entry[2].resource.name[0].family).toBe('One');
+    });
+
+    test('persist=true stores the document as a Bundle: 201, Location, readable as stored', async () => {
+      const before = await countVersions(t);
+      const res = await api.get('Composition/c1/$document?persist=true');
+      expect(res.status).toBe(201);
+      const b = (await res.json()) as Json;
+      expect(b.id).toBeString();
+      expect(res.headers.get('location')).toBe(`${t.fhir()}/Bundle/${b.id}/_history/1`);
+      expect(await countVersions(t)).toBe(before + 1);
+      const read = (await (await api.get(`Bundle/${b.id}`)).json()) as Json;
+      expect(read.type).toBe('document');
+      expect(read.identifier).toEqual(b.identifier);
+      expect(entries(read)).toEqual(C1);
+      // Create on Bundle is needed; without it nothing is stored.
+      const reader = fhirClient(t, await craftToken(t, 'system/*.rs'));
+      await expectOutcome(await reader.get('Composition/c1/$document?persist=true'), 403);
+      expect(await countVersions(t)).toBe(before + 1);
+    });
+
+    test('errors: each names its parameter or reference', async () => {
+      await expectOutcome(await api.get('Composition/nope/$document'), 404);
+      await api.put200(composition('gone'));
+      await api.del('Composition/gone');
+      await expectOutcome(await api.get('Composition/gone/$document'), 410);
+      const cases: [string, number, string][] = [
+        ['Composition/$document', 400, 'id'],
+        ['Composition/c1/$document?id=c1', 400, 'id'],
+        ['Composition/$document?id=c1&id=c2', 400, 'id'],
+        ['Composition/$document?id=http%3A%2F%2Fother.org%2Ffhir%2FComposition%2Fc1', 400, 'id'],
+        ['Composition/$document?id=Patient%2Fp1', 400, 'id'],
+        ['Composition/c1/$document?persist=yes', 400, 'persist'],
+        ['Composition/c1/$document?graph=http%3A%2F%2Fexample.org%2FGraphDefinition%2Fg', 400, 'graph'],
+        ['Composition/c1/$document?_count=2', 400, '_count'],
+      ];
+      for (const [path, status, expression] of cases) {
+        const o = await expectOutcome(await api.get(path), status);
+        expect({ path, expression: o.issue[0].expression }).toEqual({ path, expression: [expression] });
+      }
+      // A referenced resource that is unknown, deleted, on another server or conditional: the document cannot be complete.
+      await api.put200({ resourceType: 'Practitioner', id: 'left' });
+      await api.del('Practitioner/left');
+      const broken: [Json, string][] = [
+        [{ section: [{ entry: [{ reference: 'Observation/missing' }] }] }, 'Composition.section[0].entry[0]'],
+        [{ author: [{ reference: 'Practitioner/dr' }, { reference: 'Practitioner/left' }] }, 'Composition.author[1]'],
+        [{ custodian: { reference: 'http://other.org/fhir/Organization/x' } }, 'Composition.custodian'],
+        [{ custodian: { reference: 'Organization?identifier=x' } }, 'Composition.custodian'],
+      ];
+      for (const [extra, at] of broken) {
+        await api.put200(composition('broken', extra));
+        const o = await expectOutcome(await api.get('Composition/broken/$document'), 422);
+        expect({ at, expression: o.issue[0].expression }).toEqual({ at, expression: [at] });
+      }
+      // A List's missing item too.
+      await api.put200({ resourceType: 'List', id: 'holes', status: 'current', mode: 'snapshot', entry: [{ item: { reference: 'Observation/missing' } }] });
+      await api.put200(composition('broken', { section: [{ entry: [{ reference: 'List/holes' }] }] }));
+      expect((await expectOutcome(await api.get('Composition/broken/$document'), 422)).issue[0].expression).toEqual(['List.entry[0].item']);
+      // Methods: no PUT or DELETE of an operation.
+      expect((await api.del('Composition/c1/$document')).status).toBeGreaterThanOrEqual(400);
+    });
+
+    test('access: every resource must be readable (a 403 naming it, never left out); a patient token reads its own documents', async () => {
+      await expectOutcome(await fhirClient(t, await craftToken(t, 'system/Observation.rs')).get('Composition/c1/$document'), 403);
+      // Practitioner is not readable: the document is refused, naming the author.
+      const noPractitioner = fhirClient(t, await craftToken(t, 'system/Composition.rs system/Patient.rs system/Encounter.rs system/Observation.rs system/Organization.rs system/List.rs'));
+      expect((await expectOutcome(await noPractitioner.get('Composition/c1/$document'), 403)).issue[0].expression).toEqual(['Composition.author[0]']);
+      // A patient-context token: its own patient's document (the practitioners and organizations read by type) ...
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
+      const res = await own.get('Composition/c1/$document');
+      expect(res.status).toBe(200);
+      expect(entries((await res.json()) as Json)).toEqual(C1);
+      // ... but not one holding another patient's resource,
+      await api.put200({ resourceType: 'Observation', id: 'theirs', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p2' } });
+      await api.put200(composition('mixed', { section: [{ entry: [{ reference: 'Observation/theirs' }] }] }));
+      expect((await expectOutcome(await own.get('Composition/mixed/$document'), 403)).issue[0].expression).toEqual(['Composition.section[0].entry[0]']);
+      // ... nor another patient's Composition.
+      await api.put200(composition('c2', { subject: { reference: 'Patient/p2' } }));
+      await expectOutcome(await own.get('Composition/c2/$document'), 403);
+      // Another tenant's token.
+      await expectOutcome(await fhirClient(t, await t.tokenFor('t2', ['system/*.*']), 't1').get('Composition/c1/$document'), 403);
+    });
+
+    test('the CapabilityStatement lists $document on Composition', async () => {
+      const cs = (await (await api.get('metadata')).json()) as Json;
+      const comp = cs.rest[0].resource.find((r: Json) => r.type === 'Composition');
+      expect(comp.operation).toContainEqual({ name: 'document', definition: 'http://hl7.org/fhir/OperationDefinition/Composition-document' });
+    });
+  });
+});

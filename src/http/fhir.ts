@@ -11,6 +11,8 @@ import { encounterEverything } from '../fhir/encounter-everything.ts';
 import { lastn } from '../fhir/lastn.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
 import { generateDocument } from '../fhir/document.ts';
+import { observationStats } from '../fhir/stats.ts';
+import { statsParams } from '../fhir/stats-input.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
@@ -196,6 +198,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const v = r.stored.version;
     return fhirJson(r.text, 201, { ...versionHeaders(v), Location: `${base}/Bundle/${v.id}/_history/${v.versionId}` });
   };
+  /** `Observation/$stats` by GET, or by POST with a Parameters body (Codings and a Period too), the URL's parameters after it. */
+  const statsOf = async (c: Context<AppEnv>) => {
+    const query = new URL(c.req.url).searchParams;
+    const body = c.req.method === 'POST' ? await readOptionalFhirBody(c.req.raw, deps.limits.resource) : undefined;
+    return fhirJson(await observationStats(deps, request(c), statsParams(query, body), fhirBase(c, deps.baseUrl)));
+  };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
   const operationParams = async (c: Context<AppEnv>) => {
     const params = new URLSearchParams();
@@ -268,6 +276,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
     if (type === 'Observation' && id === '$lastn') return lastnOf(c);
     if (type === 'Composition' && id === '$document') return documentOf(c);
+    if (type === 'Observation' && id === '$stats') return statsOf(c);
     if (type === 'List' && id === '$find') {
       const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
       return fhirJson(v.content, 200, versionHeaders(v));
@@ -334,6 +343,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Encounter/:id/$everything', (c) => everythingOf(c, c.req.param('id'), 'Encounter'));
   app.post('/Observation/$lastn', lastnOf);
   app.post('/Composition/$document', (c) => documentOf(c));
+  app.post('/Observation/$stats', statsOf);
   app.post('/Composition/:id/$document', (c) => documentOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));

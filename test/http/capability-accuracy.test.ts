@@ -309,6 +309,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['GET', 'Composition/probe-missing/$document', 404], ['POST', 'Composition/probe-missing/$document', 404, { resourceType: 'Parameters' }],
       ['GET', 'Composition/$document?id=probe-missing', 404], ['GET', 'Composition/$document', 400],
     ],
+    'http://hl7.org/fhir/OperationDefinition/Observation-stats': () => [
+      ['GET', 'Observation/$stats?subject=Patient/probe&code=1-8&statistic=average', 200], ['GET', 'Observation/$stats?code=1-8&statistic=average', 400],
+      ['POST', 'Observation/$stats', 200, { resourceType: 'Parameters', parameter: [{ name: 'subject', valueUri: 'Patient/probe' }, { name: 'coding', valueCoding: { system: 'http://loinc.org', code: '1-8' } }, { name: 'statistic', valueCode: 'count' }] }],
+    ],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

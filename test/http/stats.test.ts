@@ -1,0 +1,180 @@
+/**
+ * `Observation/$stats` (R4 Observation-stats) on both databases: every statistic of R4's list (but
+ * regression) over valueQuantity and component values, per code, `total-count` against `count`,
+ * entered-in-error left out, period and duration, include/limit, GET and POST (Coding, Period), units,
+ * each error naming its parameter, and access (a search's).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const LOINC = 'http://loinc.org';
+const UCUM = 'http://unitsofmeasure.org';
+const STATS = 'http://hl7.org/fhir/observation-statistics';
+const ALL = 'average,maximum,minimum,count,total-count,median,std-dev,sum,variance,20-percent,80-percent,4-lower,4-upper,4-dev,5-1,5-2,5-3,5-4,skew,kurtosis';
+
+/** The statistics Observations of a $stats answer, each as {code: value}. */
+function statistics(p: Json): { code: string; values: Record<string, number>; obs: Json }[] {
+  return (p.parameter as Json[]).filter((x) => x.name === 'statistics').map((x) => ({
+    code: x.resource.code.coding[0].code,
+    obs: x.resource,
+    values: Object.fromEntries(((x.resource.component ?? []) as Json[]).map((c) => [c.code.coding[0].code, c.valueInteger ?? c.valueQuantity.value])),
+  }));
+}
+
+await eachStore((kind, fresh) => {
+  describe(`Observation/$stats (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const obs = (id: string, code: string, value: Json, date: string, extra: Json = {}) => api.put200({
+      resourceType: 'Observation', id, status: 'final', code: { coding: [{ system: LOINC, code }] }, subject: { reference: 'Patient/p1' }, effectiveDateTime: date, ...value, ...extra,
+    });
+    const mg = (value: number) => ({ valueQuantity: { value, unit: 'mg/dL', system: UCUM, code: 'mg/dL' } });
+    const mmHg = (value: number) => ({ valueQuantity: { value, unit: 'mmHg', system: UCUM, code: 'mm[Hg]' } });
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      for (const p of ['p1', 'p2']) await api.put200({ resourceType: 'Patient', id: p });
+      for (const [i, v] of [1, 2, 3, 4, 10].entries()) await obs(`g${i}`, '2339-0', mg(v), `2026-01-0${i + 1}T08:00:00Z`);
+      await obs('g-err', '2339-0', mg(1000), '2026-01-06', { status: 'entered-in-error' });
+      await obs('g-text', '2339-0', { valueString: 'hemolysed' }, '2026-01-07');
+      await obs('g-old', '2339-0', mg(999), '2020-05-01');
+      await obs('g-other', '2339-0', mg(500), '2026-01-02', { subject: { reference: 'Patient/p2' } });
+      for (const [i, [sys, dia]] of [[120, 80], [130, 90]].entries()) {
+        await obs(`bp${i}`, '85354-9', {
+          component: [
+            { code: { coding: [{ system: LOINC, code: '8480-6' }] }, ...mmHg(sys!) },
+            { code: { coding: [{ system: LOINC, code: '8462-4' }] }, ...mmHg(dia!) },
+          ],
+        }, `2026-01-0${i + 1}`);
+      }
+      // The test clock stands at 2026-01-15T10:00Z.
+      await obs('r-recent', 'recent', mg(5), '2026-01-15T09:30:00Z');
+      await obs('r-earlier', 'recent', mg(7), '2026-01-15T08:00:00Z');
+      await obs('m1', 'mixed', { valueQuantity: { value: 1, unit: 'mg', system: UCUM, code: 'mg' } }, '2026-01-02');
+      await obs('m2', 'mixed', { valueQuantity: { value: 1, unit: 'g', system: UCUM, code: 'g' } }, '2026-01-03');
+    });
+    afterAll(() => t.close());
+
+    test('every statistic of R4\'s list, exactly, over a code\'s values in a period; total-count counts the Observations without a value', async () => {
+      const res = await api.get(`Observation/$stats?subject=Patient/p1&system=${encodeURIComponent(LOINC)}&code=2339-0&period=2026-01-01,2026-12-31&statistic=${ALL}`);
+      expect(res.status).toBe(200);
+      const p = (await res.json()) as Json;
+      expect(p.resourceType).toBe('Parameters');
+      const [s] = statistics(p);
+      expect(s!.obs.status).toBe('final');
+      expect(s!.obs.code.coding).toEqual([{ system: LOINC, code: '2339-0' }]);
+      expect(s!.obs.subject).toEqual({ reference: 'Patient/p1' });
+      expect(s!.obs.effectivePeriod).toEqual({ start: '2026-01-01', end: '2026-12-31' });
+      const v = s!.values;
+      expect({ count: v.count, total: v['total-count'], sum: v.sum, average: v.average, min: v.minimum, max: v.maximum, median: v.median }).toEqual({ count: 5, total: 6, sum: 20, average: 4, min: 1, max: 10, median: 3 });
+      expect(v.variance).toBeCloseTo(10, 12);
+      expect(v['std-dev']).toBeCloseTo(Math.sqrt(10), 12);
+      expect([v['20-percent'], v['80-percent'], v['4-lower'], v['4-upper'], v['4-dev']].map((x) => Number(x!.toFixed(10)))).toEqual([1.8, 5.2, 2, 4, 1]);
+      expect([v['5-1'], v['5-2'], v['5-3'], v['5-4']].map((x) => Number(x!.toFixed(10)))).toEqual([1.8, 2.6, 3.4, 5.2]);
+      expect(v.skew).toBeCloseTo(36 / 10 ** 1.5, 12);
+      expect(v.kurtosis).toBeCloseTo(2.788, 12);
+      // Each component's code is the statistic's; value statistics carry the unit, counts are integers.
+      const average = (s!.obs.component as Json[]).find((c) => c.code.coding[0].code === 'average')!;
+      expect(average).toEqual({ code: { coding: [{ system: STATS, code: 'average', display: 'Average' }] }, valueQuantity: { value: 4, unit: 'mg/dL', system: UCUM, code: 'mg/dL' } });
+      expect((s!.obs.component as Json[]).find((c) => c.code.coding[0].code === 'count')!.valueInteger).toBe(5);
+      // The components follow R4's order of the statistics, whatever the request's.
+      expect((s!.obs.component as Json[]).map((c) => c.code.coding[0].code)).toEqual(ALL.split(','));
+      // Without the period, the old value counts too; entered-in-error and another patient's never.
+      const all = statistics(await api.search(`Observation/$stats?patient=p1&coding=${encodeURIComponent(`${LOINC}|2339-0`)}&statistic=count,maximum`));
+      expect(all[0]!.values).toEqual({ maximum: 999, count: 6 });
+      expect(all[0]!.obs.effectivePeriod).toBeUndefined();
+    });
+
+    test('component values per code, one Observation per code; POST with Codings and a Period', async () => {
+      const res = await api.post('Observation/$stats', {
+        resourceType: 'Parameters', parameter: [
+          { name: 'subject', valueUri: 'Patient/p1' },
+          { name: 'coding', valueCoding: { system: LOINC, code: '8480-6' } },
+          { name: 'coding', valueCoding: { system: LOINC, code: '8462-4' } },
+          { name: 'period', valuePeriod: { start: '2026-01-01', end: '2026-02-01' } },
+          { name: 'statistic', valueCode: 'average' },
+          { name: 'statistic', valueCode: 'count' },
+        ],
+      });
+      expect(res.status).toBe(200);
+      const s = statistics((await res.json()) as Json);
+      expect(s.map((x) => [x.code, x.values])).toEqual([['8480-6', { average: 125, count: 2 }], ['8462-4', { average: 85, count: 2 }]]);
+      // A code with no Observations: the counts, nothing undefined.
+      const none = statistics(await api.search('Observation/$stats?subject=Patient/p1&code=nothing&statistic=average,count,total-count'));
+      expect(none[0]!.values).toEqual({ count: 0, 'total-count': 0 });
+      // Values that do not vary: skew and kurtosis are left out.
+      const one = statistics(await api.search('Observation/$stats?subject=Patient/p1&code=8480-6&statistic=std-dev,skew,kurtosis,median&period=2026-01-01,2026-01-01'));
+      expect(one[0]!.values).toEqual({ median: 120, 'std-dev': 0 });
+    });
+
+    test('duration: the hours before now', async () => {
+      expect(statistics(await api.search('Observation/$stats?subject=Patient/p1&code=recent&duration=1&statistic=sum,count'))[0]!.values).toEqual({ sum: 5, count: 1 });
+      const three = statistics(await api.search('Observation/$stats?subject=Patient/p1&code=recent&duration=3&statistic=sum,count'));
+      expect(three[0]!.values).toEqual({ sum: 12, count: 2 });
+      expect(three[0]!.obs.effectivePeriod).toEqual({ start: '2026-01-15T07:00:00.000Z', end: '2026-01-15T10:00:00.000Z' });
+    });
+
+    test('include returns the source Observations, newest first, at most limit (ignored without include)', async () => {
+      const p = await api.search('Observation/$stats?subject=Patient/p1&code=2339-0&period=2026-01-01,2026-12-31&statistic=count&include=true&limit=2');
+      expect((p.parameter as Json[]).filter((x) => x.name === 'source').map((x) => x.resource.id)).toEqual(['g-text', 'g4']);
+      const all = await api.search('Observation/$stats?subject=Patient/p1&code=2339-0&period=2026-01-01,2026-12-31&statistic=count&include=true');
+      expect((all.parameter as Json[]).filter((x) => x.name === 'source').length).toBe(6);
+      const without = await api.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=count&limit=0');
+      expect((without.parameter as Json[]).filter((x) => x.name === 'source')).toEqual([]);
+    });
+
+    test('values of several units are refused, naming them', async () => {
+      const o = await expectOutcome(await api.get('Observation/$stats?subject=Patient/p1&code=mixed&statistic=average'), 422);
+      expect(o.issue[0].expression).toEqual(['code']);
+      expect(o.issue[0].diagnostics).toContain('(g, mg)');
+    });
+
+    test('errors name their parameter', async () => {
+      const q = 'subject=Patient/p1&code=2339-0&statistic=average';
+      const cases: [string, number, string][] = [
+        ['code=2339-0&statistic=average', 400, 'subject'],
+        [`${q}&patient=p1`, 400, 'subject'],
+        ['subject=p1&code=2339-0&statistic=average', 400, 'subject'],
+        ['patient=Group/x&code=2339-0&statistic=average', 400, 'patient'],
+        ['subject=Patient/p1&statistic=average', 400, 'code'],
+        ['subject=Patient/p1&system=http://loinc.org&statistic=average', 400, 'system'],
+        ['subject=Patient/p1&coding=a|b|c&statistic=average', 400, 'coding'],
+        ['subject=Patient/p1&code=2339-0', 400, 'statistic'],
+        [`${q},bogus`, 400, 'statistic'],
+        [`${q},regression`, 400, 'statistic'],
+        [`${q}&duration=0`, 400, 'duration'],
+        [`${q}&duration=1&period=2026,2027`, 400, 'period'],
+        [`${q}&period=2026`, 400, 'period'],
+        [`${q}&period=2027,2026`, 400, 'period'],
+        [`${q}&period=x,`, 400, 'period'],
+        [`${q}&include=yes`, 400, 'include'],
+        [`${q}&include=true&limit=0`, 400, 'limit'],
+        [`${q}&_count=5`, 400, '_count'],
+      ];
+      for (const [query, status, expression] of cases) {
+        const o = await expectOutcome(await api.get(`Observation/$stats?${query}`), status);
+        expect({ query, expression: o.issue[0].expression }).toEqual({ query, expression: [expression] });
+      }
+      expect((await expectOutcome(await api.post('Observation/$stats', { resourceType: 'Parameters', parameter: [{ name: 'coding', valueCoding: { system: LOINC } }] }), 400)).issue[0].expression).toEqual(['coding']);
+      await expectOutcome(await api.post('Observation/$stats', { resourceType: 'Patient' }), 400);
+    });
+
+    test('access is a search\'s: scopes, patient context', async () => {
+      await expectOutcome(await fhirClient(t, await craftToken(t, 'system/Patient.rs')).get('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=count'), 403);
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
+      expect(statistics(await own.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=count'))[0]!.values).toEqual({ count: 6 });
+      // Another patient's Observations are not in a patient-context token's search: none to count.
+      const other = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p2' }));
+      expect(statistics(await other.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=count,total-count'))[0]!.values).toEqual({ count: 0, 'total-count': 0 });
+      expect(statistics(await other.search('Observation/$stats?subject=Patient/p2&code=2339-0&statistic=sum'))[0]!.values).toEqual({ sum: 500 });
+    });
+
+    test('the CapabilityStatement lists $stats on Observation', async () => {
+      const cs = (await (await api.get('metadata')).json()) as Json;
+      const o = cs.rest[0].resource.find((r: Json) => r.type === 'Observation');
+      expect(o.operation).toContainEqual({ name: 'stats', definition: 'http://hl7.org/fhir/OperationDefinition/Observation-stats' });
+    });
+  });
+});

@@ -30,6 +30,7 @@ import { metaCapability } from './fhir/meta-operations.ts';
 import { lastnCapability } from './fhir/lastn.ts';
 import { documentCapability } from './fhir/document.ts';
 import { statsCapability } from './fhir/stats.ts';
+import { namingSystemCapability } from './fhir/naming-system.ts';
 import { encounterEverythingCapability } from './fhir/encounter-everything.ts';
 import { gatedStore, type Rebuilding } from './fhir/reindex.ts';
 import { FhirError } from './errors.ts';
@@ -134,7 +135,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.

@@ -13,6 +13,7 @@ import { findFunctionalList } from '../fhir/list-find.ts';
 import { generateDocument } from '../fhir/document.ts';
 import { observationStats } from '../fhir/stats.ts';
 import { statsParams } from '../fhir/stats-input.ts';
+import { preferredId, versions } from '../fhir/naming-system.ts';
 import { changeMeta, instanceMeta, metaInUse, metaParameters } from '../fhir/meta-operations.ts';
 import { searchTypes } from '../fhir/search-system.ts';
 import { isResourceType } from '../fhir/resource-types.ts';
@@ -256,6 +257,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl), undefined, operation);
     return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
+  // `$versions` (system level, no inputs), before the type routes that would take it for a type.
+  app.on(['GET', 'POST'], '/$versions', async (c) => fhirJson(versions(c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams)));
   app.get('/_history', (c) => historyOf(c));
   app.get('/', (c) => searchAll(c, new URL(c.req.url).searchParams));
   app.post('/_search', async (c) => searchAll(c, await formParams(c)));
@@ -277,6 +280,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type === 'Observation' && id === '$lastn') return lastnOf(c);
     if (type === 'Composition' && id === '$document') return documentOf(c);
     if (type === 'Observation' && id === '$stats') return statsOf(c);
+    if (type === 'NamingSystem' && id === '$preferred-id') return fhirJson(await preferredId(deps, request(c), new URL(c.req.url).searchParams));
     if (type === 'List' && id === '$find') {
       const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
       return fhirJson(v.content, 200, versionHeaders(v));
@@ -344,6 +348,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Observation/$lastn', lastnOf);
   app.post('/Composition/$document', (c) => documentOf(c));
   app.post('/Observation/$stats', statsOf);
+  app.post('/NamingSystem/$preferred-id', async (c) => fhirJson(await preferredId(deps, request(c), await operationParams(c))));
   app.post('/Composition/:id/$document', (c) => documentOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));

@@ -313,6 +313,11 @@ describe('every interaction and operation the statement lists is served', () => 
       ['GET', 'Observation/$stats?subject=Patient/probe&code=1-8&statistic=average', 200], ['GET', 'Observation/$stats?code=1-8&statistic=average', 400],
       ['POST', 'Observation/$stats', 200, { resourceType: 'Parameters', parameter: [{ name: 'subject', valueUri: 'Patient/probe' }, { name: 'coding', valueCoding: { system: 'http://loinc.org', code: '1-8' } }, { name: 'statistic', valueCode: 'count' }] }],
     ],
+    'http://hl7.org/fhir/OperationDefinition/NamingSystem-preferred-id': () => [
+      ['GET', 'NamingSystem/$preferred-id?id=urn:oid:1.2.3&type=uri', 404], ['GET', 'NamingSystem/$preferred-id?id=1.2.3', 400],
+      ['POST', 'NamingSystem/$preferred-id', 404, { resourceType: 'Parameters', parameter: [{ name: 'id', valueString: '1.2.3' }, { name: 'type', valueCode: 'uri' }] }],
+    ],
+    'http://hl7.org/fhir/OperationDefinition/CapabilityStatement-versions': () => [['GET', '$versions', 200], ['POST', '$versions', 200, { resourceType: 'Parameters' }]],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

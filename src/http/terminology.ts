@@ -6,6 +6,7 @@ import type { CapabilityContribution } from '../fhir/capability.ts';
 import {
   codeSystemValidateCodeParams,
   expandParams,
+  findMatchesParams,
   lookupParams,
   subsumesParams,
   translateParams,
@@ -14,6 +15,7 @@ import {
 import type { OperationInput, OperationParameters, OperationSpec } from '../terminology/input/parameters.ts';
 import { expandInput, expandValueSet } from '../terminology/ops/expand.ts';
 import { lookupCode, lookupInput } from '../terminology/ops/lookup.ts';
+import { findMatches, findMatchesInput } from '../terminology/ops/find-matches.ts';
 import { subsumes, subsumesInput } from '../terminology/ops/subsumes.ts';
 import { translate } from '../terminology/ops/translate.ts';
 import { translateInput } from '../terminology/ops/translate-input.ts';
@@ -51,6 +53,7 @@ export const terminologyCapabilities: CapabilityContribution = {
     { name: 'validate-code', definition: `${OPERATION}CodeSystem-validate-code`, types: ['CodeSystem'] },
     { name: 'lookup', definition: `${OPERATION}CodeSystem-lookup`, types: ['CodeSystem'] },
     { name: 'subsumes', definition: `${OPERATION}CodeSystem-subsumes`, types: ['CodeSystem'] },
+    { name: 'find-matches', definition: `${OPERATION}CodeSystem-find-matches`, types: ['CodeSystem'] },
     { name: 'translate', definition: `${OPERATION}ConceptMap-translate`, types: ['ConceptMap'] },
   ],
 };
@@ -114,6 +117,11 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     const terminology = await context(c, 'CodeSystem');
     return fhirJson(await subsumes(subsumesInput(raw, await instance(c, terminology)), { terminology }));
   };
+  const matches = async (c: Context<AppEnv>) => {
+    const raw = await inputs(c, findMatchesParams);
+    const terminology = await context(c, 'CodeSystem');
+    return fhirJson(await findMatches(findMatchesInput(raw, await instance(c, terminology)), { terminology }));
+  };
   const expand = async (c: Context<AppEnv>) => {
     const input = expandInput(await inputs(c, expandParams), c.req.param('id'));
     const terminology = await context(c, 'ValueSet');
@@ -138,6 +146,8 @@ export function terminologyRoutes(deps: TerminologyRouteDeps): Hono<AppEnv> {
     app.on(method, '/CodeSystem/:id/$lookup', lookup);
     app.on(method, '/CodeSystem/$subsumes', subsumption);
     app.on(method, '/CodeSystem/:id/$subsumes', subsumption);
+    app.on(method, '/CodeSystem/$find-matches', matches);
+    app.on(method, '/CodeSystem/:id/$find-matches', matches);
     app.on(method, '/ConceptMap/$translate', translation);
     app.on(method, '/ConceptMap/:id/$translate', translation);
   }

@@ -280,6 +280,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['GET', 'CodeSystem/$subsumes?system=http://hl7.org/fhir/administrative-gender&codeA=male&codeB=female', 200],
       ['POST', 'CodeSystem/probe-missing/$subsumes', 404, { resourceType: 'Parameters', parameter: [{ name: 'codeA', valueCode: 'a' }, { name: 'codeB', valueCode: 'b' }] }],
     ],
+    'http://hl7.org/fhir/OperationDefinition/CodeSystem-find-matches': () => [
+      ['GET', 'CodeSystem/$find-matches?system=http://hl7.org/fhir/administrative-gender&exact=true', 200],
+      ['POST', 'CodeSystem/probe-missing/$find-matches', 404, { resourceType: 'Parameters', parameter: [{ name: 'exact', valueBoolean: true }] }],
+    ],
     'http://hl7.org/fhir/OperationDefinition/ConceptMap-translate': () => [
       ['GET', 'ConceptMap/$translate?system=http://hl7.org/fhir/administrative-gender&code=male', 200],
       ['POST', 'ConceptMap/probe-missing/$translate', 404, { resourceType: 'Parameters', parameter: [{ name: 'code', valueCode: 'male' }, { name: 'system', valueUri: 'http://hl7.org/fhir/administrative-gender' }] }],

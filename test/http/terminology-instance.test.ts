@@ -149,7 +149,7 @@ describe('ValueSet/{id} with url or valueSetVersion given too', () => {
 });
 
 describe('CapabilityStatement', () => {
-  test('lists $validate-code, $lookup and $subsumes on CodeSystem (their OperationDefinitions cover type and instance level)', async () => {
+  test('lists $validate-code, $lookup, $subsumes and $find-matches on CodeSystem (their OperationDefinitions cover type and instance level)', async () => {
     const res = await t.request(`${t.fhir()}/metadata`);
     const cs = (await res.json()) as { rest: { resource: { type: string; operation?: { name: string; definition: string }[] }[] }[] };
     const ops = cs.rest[0]?.resource.find((r) => r.type === 'CodeSystem')?.operation;
@@ -157,6 +157,7 @@ describe('CapabilityStatement', () => {
       { name: 'validate-code', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code' },
       { name: 'lookup', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup' },
       { name: 'subsumes', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes' },
+      { name: 'find-matches', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-find-matches' },
       { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
       ...['meta', 'meta-add', 'meta-delete'].map((name) => ({ name, definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}` })),
     ]);

@@ -221,6 +221,7 @@ describe('CapabilityStatement', () => {
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-validate-code',
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-lookup',
       'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes',
+      'http://hl7.org/fhir/OperationDefinition/CodeSystem-find-matches',
       'http://hl7.org/fhir/OperationDefinition/Resource-validate',
       ...META,
     ]);

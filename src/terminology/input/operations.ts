@@ -41,6 +41,15 @@ export const lookupParams = new OperationParameters('CodeSystem/$lookup', {
   property: { kind: P.code, repeats: true },
 });
 
+/** Inputs of CodeSystem/$find-matches (FHIR R4 CodeSystem-find-matches). */
+export const findMatchesParams = new OperationParameters('CodeSystem/$find-matches', {
+  system: { kind: P.uri },
+  version: { kind: P.string },
+  property: { kind: P.findProperty, repeats: true },
+  exact: { kind: P.boolean },
+  compositional: { kind: P.boolean },
+});
+
 /** Inputs of CodeSystem/$subsumes (FHIR R4 CodeSystem-subsumes). */
 export const subsumesParams = new OperationParameters('CodeSystem/$subsumes', {
   codeA: { kind: P.code },

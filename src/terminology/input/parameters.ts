@@ -52,7 +52,41 @@ export const P = {
   conceptMap: kind(['resource'], false, ConceptMapSchema),
   /** ConceptMap/$translate's `dependency`: parts `element` (uri) and `concept` (CodeableConcept). */
   dependency: kind(['part'], false, z.array(z.looseObject({ name: z.string() })).transform(dependencyParts)),
+  /** CodeSystem/$find-matches's `property`: parts `code` (code), `value` (value[x]) and `subproperty`. */
+  findProperty: kind(['part'], false, z.array(z.looseObject({ name: z.string() })).transform(findPropertyParts)),
 };
+
+/** The value[x] types a concept property may hold (R4 CodeSystem.concept.property.value[x]). */
+export const PROPERTY_VALUE_FIELDS = ['valueCode', 'valueCoding', 'valueString', 'valueInteger', 'valueBoolean', 'valueDateTime', 'valueDecimal'] as const;
+
+/** One `property` input of $find-matches: its code, its value (one value[x] field), whether it has subproperties. */
+export interface FindProperty {
+  readonly code: string;
+  readonly value?: Readonly<Record<string, unknown>>;
+  readonly subproperty: boolean;
+}
+
+function findPropertyParts(parts: { name: string }[], ctx: z.RefinementCtx): FindProperty {
+  let code: string | undefined;
+  let value: Record<string, unknown> | undefined;
+  let subproperty = false;
+  for (const [i, part] of parts.entries()) {
+    const p = part as Record<string, unknown>;
+    const fields = Object.keys(p).filter((k) => k.startsWith('value'));
+    if (p.name === 'code' && typeof p.valueCode === 'string' && p.valueCode !== '' && fields.length === 1) code = p.valueCode;
+    else if (p.name === 'value' && fields.length === 1 && (PROPERTY_VALUE_FIELDS as readonly string[]).includes(fields[0]!) && p[fields[0]!] !== null) value = { [fields[0]!]: p[fields[0]!] };
+    else if (p.name === 'subproperty') subproperty = true;
+    else {
+      ctx.addIssue({ code: 'custom', path: [i], message: `each part must be 'code' (valueCode), 'value' (one of ${PROPERTY_VALUE_FIELDS.join(', ')}) or 'subproperty'` });
+      return z.NEVER;
+    }
+  }
+  if (code === undefined) {
+    ctx.addIssue({ code: 'custom', message: "a property needs its 'code' part (valueCode)" });
+    return z.NEVER;
+  }
+  return value === undefined ? { code, subproperty } : { code, value, subproperty };
+}
 
 /** One `dependency` input of $translate: the element it is about and its value. */
 export interface Dependency {

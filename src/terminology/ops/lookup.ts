@@ -91,7 +91,7 @@ function designations(definition: ConceptDefinition, language: string | undefine
 const PREFERRED_FOR_LANGUAGE = { system: 'http://terminology.hl7.org/CodeSystem/hl7TermMaintInfra', code: 'preferredForLanguage', display: 'Preferred For Language' };
 
 /** The concept's own properties, with parent/child links and `inactive` taken from the index. */
-function conceptProperties(cs: CodeSystemIndex, entry: ConceptEntry): ConceptProperty[] {
+export function conceptProperties(cs: CodeSystemIndex, entry: ConceptEntry): ConceptProperty[] {
   const own = (entry.definition.property ?? []).filter((p) => {
     const role = cs.roles.get(p.code);
     return role !== 'parent' && role !== 'child' && role !== 'inactive';

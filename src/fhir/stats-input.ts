@@ -129,6 +129,8 @@ function periodOf(params: URLSearchParams, now: number): StatsInput['period'] {
   if (parts.length !== 2 || parts.every((p) => p.trim() === '')) throw bad('period', `Invalid period '${period}': a Period (by GET: start,end)`);
   const side = (text: string, which: 'low' | 'high') => {
     if (text === '') return undefined;
+    // A date as written, not a search value with its prefix (`ge2026`).
+    if (!/^\d{4}/.test(text)) throw bad('period', `Invalid period '${period}': '${text}' is not a date`);
     try {
       return dateTest('period', text, now)[which];
     } catch {

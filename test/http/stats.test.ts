@@ -12,6 +12,7 @@ import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } fro
 const LOINC = 'http://loinc.org';
 const UCUM = 'http://unitsofmeasure.org';
 const STATS = 'http://hl7.org/fhir/observation-statistics';
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
 const ALL = 'average,maximum,minimum,count,total-count,median,std-dev,sum,variance,20-percent,80-percent,4-lower,4-upper,4-dev,5-1,5-2,5-3,5-4,skew,kurtosis';
 
 /** The statistics Observations of a $stats answer, each as {code: value}. */
@@ -36,7 +37,9 @@ await eachStore((kind, fresh) => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
       for (const p of ['p1', 'p2']) await api.put200({ resourceType: 'Patient', id: p });
-      for (const [i, v] of [1, 2, 3, 4, 10].entries()) await obs(`g${i}`, '2339-0', mg(v), `2026-01-0${i + 1}T08:00:00Z`);
+      // The first three are laboratory results (for a scope filter).
+      const lab = { category: [{ coding: [{ system: CAT, code: 'laboratory' }] }] };
+      for (const [i, v] of [1, 2, 3, 4, 10].entries()) await obs(`g${i}`, '2339-0', mg(v), `2026-01-0${i + 1}T08:00:00Z`, i < 3 ? lab : {});
       await obs('g-err', '2339-0', mg(1000), '2026-01-06', { status: 'entered-in-error' });
       await obs('g-text', '2339-0', { valueString: 'hemolysed' }, '2026-01-07');
       await obs('g-old', '2339-0', mg(999), '2020-05-01');
@@ -149,6 +152,7 @@ await eachStore((kind, fresh) => {
         [`${q}&period=2026`, 400, 'period'],
         [`${q}&period=2027,2026`, 400, 'period'],
         [`${q}&period=x,`, 400, 'period'],
+        [`${q}&period=ge2026,`, 400, 'period'],
         [`${q}&include=yes`, 400, 'include'],
         [`${q}&include=true&limit=0`, 400, 'limit'],
         [`${q}&_count=5`, 400, '_count'],
@@ -169,6 +173,9 @@ await eachStore((kind, fresh) => {
       const other = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p2' }));
       expect(statistics(await other.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=count,total-count'))[0]!.values).toEqual({ count: 0, 'total-count': 0 });
       expect(statistics(await other.search('Observation/$stats?subject=Patient/p2&code=2339-0&statistic=sum'))[0]!.values).toEqual({ sum: 500 });
+      // A SMART v2 scope filter bounds the Observations as it bounds a search of them.
+      const labs = fhirClient(t, await craftToken(t, `system/Observation.rs?category=${CAT}|laboratory`));
+      expect(statistics(await labs.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=sum,count,total-count'))[0]!.values).toEqual({ sum: 6, count: 3, 'total-count': 3 });
     });
 
     test('the CapabilityStatement lists $stats on Observation', async () => {

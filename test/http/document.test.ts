@@ -95,6 +95,14 @@ await eachStore((kind, fresh) => {
       expect(b.entry[2].resource.name[0].family).toBe('One');
     });
 
+    test('a Binary (a stylesheet, an attachment) is an entry like any other resource', async () => {
+      await api.put200({ resourceType: 'Binary', id: 'css', contentType: 'text/css', data: 'Ym9keSB7fQ==' });
+      await api.put200(composition('cb', { section: [{ title: 'Attachment', entry: [{ reference: 'Binary/css' }] }] }));
+      const b = (await (await api.get('Composition/cb/$document')).json()) as Json;
+      expect(entries(b)).toEqual(['Composition/cb', 'Patient/p1', 'Practitioner/dr', 'Binary/css']);
+      expect(b.entry[3].resource).toMatchObject({ resourceType: 'Binary', contentType: 'text/css', data: 'Ym9keSB7fQ==' });
+    });
+
     test('persist=true stores the document as a Bundle: 201, Location, readable as stored', async () => {
       const before = await countVersions(t);
       const res = await api.get('Composition/c1/$document?persist=true');

@@ -10,8 +10,11 @@
  *   `Observation.code` or a `component.code`), `status:not=entered-in-error`, and within the period
  *   (`date`, as that search parameter matches effective[x]); at most MAX_SOURCES, or a 422.
  * - For a code, an Observation whose `code` holds it gives its `valueQuantity`, and each component whose
- *   `code` holds it gives that component's: the values. `total-count` is the number of Observations
- *   holding the code; `count` the number of values with a `value`; the others are over those values.
+ *   `code` holds it gives that component's: the values. A panel (an Observation of the code with
+ *   components or `hasMember`) gives one statistics Observation per measurement code instead
+ *   (src/fhir/stats-groups.ts); its members are read as a search by `_id` reads them. `total-count` is
+ *   the number of Observations holding the code; `count` the number of values with a `value`; the
+ *   others are over those values.
  * - Units: the values of one code must share their unit (UCUM `system` and `code`, or else the `unit`
  *   text): values of several units are not converted, and make the request a 422 naming the units.
  *   Value statistics carry that unit; `variance` its square as text; `count` and `total-count` are
@@ -26,7 +29,9 @@ import type { CapabilityContribution } from './capability.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { parseExact, stringifyExact } from './exact-json.ts';
 import { compileSearch, storeQuery } from './search.ts';
-import { statsInput, type StatsCode, type StatsInput } from './stats-input.ts';
+import { groupsOf, memberKeys, type Observation, type Quantity, type StatsGroup } from './stats-groups.ts';
+import { statsInput, type StatsInput } from './stats-input.ts';
+import { parseReference } from './references.ts';
 import { NUMERIC_STATISTICS, statistic } from './statistics.ts';
 
 export const statsCapability: CapabilityContribution = {
@@ -38,15 +43,8 @@ export const MAX_SOURCES = 10_000;
 
 const STATISTICS_SYSTEM = 'http://hl7.org/fhir/observation-statistics';
 
-interface Coding { system?: string; code?: string }
-interface Quantity { value?: number; unit?: string; system?: string; code?: string }
-interface Observation { code?: { coding?: Coding[] }; valueQuantity?: Quantity; component?: { code?: { coding?: Coding[] }; valueQuantity?: Quantity }[] }
-
 /** A search value: `\`, `,`, `|` and `$` escaped. */
 const escaped = (s: string) => s.replace(/[\\,|$]/g, (c) => `\\${c}`);
-
-const holds = (concept: { coding?: Coding[] } | undefined, c: StatsCode) =>
-  (concept?.coding ?? []).some((x) => x.code === c.code && (c.system === undefined || x.system === c.system));
 
 /** The Observations of the request, as a search of them finds them, newest first. */
 async function sources(deps: FhirDeps, req: FhirRequest, input: StatsInput): Promise<ResourceVersion[]> {
@@ -57,41 +55,11 @@ async function sources(deps: FhirDeps, req: FhirRequest, input: StatsInput): Pro
   const query = await storeQuery(deps, req, 'Observation', compileSearch('Observation', q, true, deps.clock.now()));
   if (query === undefined) return [];
   const rows = await deps.store.resources.search(req.tenant, { ...query, count: MAX_SOURCES + 1 });
-  if (rows.length > MAX_SOURCES) {
-    throw new FhirError('unprocessable', `$stats would read more than ${MAX_SOURCES} Observations: narrow it by period or duration`, { issueCode: 'too-costly', expression: ['period'] });
-  }
+  if (rows.length > MAX_SOURCES) throw tooMany();
   return rows;
 }
 
-/** A quantity's unit: its UCUM (or other system's) code, else its text. */
-function unitKey(q: Quantity): string {
-  return q.code !== undefined ? `${q.system ?? ''}|${q.code}` : `|${q.unit ?? ''}`;
-}
-
-/** The values of code `c` in `observations`: how many hold it, the numbers and their one unit. */
-function valuesOf(observations: Observation[], c: StatsCode): { total: number; values: number[]; unit?: Quantity } {
-  let total = 0;
-  const values: number[] = [];
-  const units = new Map<string, Quantity>();
-  for (const o of observations) {
-    const quantities: (Quantity | undefined)[] = [];
-    if (holds(o.code, c)) quantities.push(o.valueQuantity);
-    for (const comp of o.component ?? []) if (holds(comp.code, c)) quantities.push(comp.valueQuantity);
-    if (quantities.length === 0) continue;
-    total++;
-    for (const q of quantities) {
-      if (typeof q?.value !== 'number') continue;
-      values.push(q.value);
-      units.set(unitKey(q), q);
-    }
-  }
-  if (units.size > 1) {
-    const named = [...units.values()].map((q) => q.code ?? q.unit ?? '(none)').sort().join(', ');
-    throw new FhirError('unprocessable', `The values of ${c.system === undefined ? '' : `${c.system}|`}${c.code} are in several units (${named}): $stats does not convert them; ask for a period or code of one unit`, { expression: ['code'] });
-  }
-  const unit = [...units.values()][0];
-  return { total, values, ...(unit && { unit }) };
-}
+const tooMany = () => new FhirError('unprocessable', `$stats would read more than ${MAX_SOURCES} Observations: narrow it by period or duration`, { issueCode: 'too-costly', expression: ['period'] });
 
 /** A statistic's value element: counts as integers, the others as quantities in the values' unit. */
 function valueOf(code: string, value: number, unit: Quantity | undefined): Record<string, unknown> {
@@ -102,12 +70,12 @@ function valueOf(code: string, value: number, unit: Quantity | undefined): Recor
   return { valueQuantity: { value, ...(text !== undefined && { unit: text }), ...(unit.system !== undefined && { system: unit.system }), ...(unit.code !== undefined && { code: unit.code }) } };
 }
 
-/** The statistics Observation of code `c`. */
-function statisticsObservation(input: StatsInput, observations: Observation[], c: StatsCode): Record<string, unknown> {
-  const { total, values, unit } = valuesOf(observations, c);
+/** The statistics Observation of one group. */
+function statisticsObservation(input: StatsInput, g: StatsGroup): Record<string, unknown> {
+  const unit = [...g.units.values()][0];
   const component: Record<string, unknown>[] = [];
   for (const code of input.statistics) {
-    const value = code === 'total-count' ? total : statistic(code, values);
+    const value = code === 'total-count' ? g.total : statistic(code, g.values);
     if (value === undefined) continue;
     const display = code === 'total-count' ? 'Total Count' : NUMERIC_STATISTICS[code];
     component.push({ code: { coding: [{ system: STATISTICS_SYSTEM, code, display }] }, ...valueOf(code, value, unit) });
@@ -115,11 +83,32 @@ function statisticsObservation(input: StatsInput, observations: Observation[], c
   const effective = input.period && { effectivePeriod: { ...(input.period.start !== undefined && { start: input.period.start }), ...(input.period.end !== undefined && { end: input.period.end }) } };
   return {
     resourceType: 'Observation', status: 'final',
-    code: { coding: [{ ...(c.system !== undefined && { system: c.system }), code: c.code }] },
+    code: { coding: [{ ...(g.code.system !== undefined && { system: g.code.system }), code: g.code.code, ...(g.code.display !== undefined && { display: g.code.display }) }] },
     subject: { reference: input.subject }, ...effective,
     ...(component.length > 0 && { component }),
   };
 }
+
+/**
+ * The members (`hasMember`) of the panels among `observations` that the request may read, as a search
+ * of them by `_id` finds them (entered-in-error left out), by `Observation/{id}`; a member out of reach,
+ * deleted or another server's is not counted.
+ */
+async function membersOf(deps: FhirDeps, req: FhirRequest, observations: Observation[], member: (reference: string) => string | undefined): Promise<Map<string, Observation>> {
+  const ids = [...new Set(observations.flatMap((o) => memberKeys(o, member)))].map((k) => k.slice('Observation/'.length));
+  if (ids.length + observations.length > MAX_SOURCES) throw tooMany();
+  const out = new Map<string, Observation>();
+  for (let i = 0; i < ids.length; i += MEMBER_CHUNK) {
+    const q = new URLSearchParams({ _id: ids.slice(i, i + MEMBER_CHUNK).join(','), 'status:not': 'entered-in-error' });
+    const query = await storeQuery(deps, req, 'Observation', compileSearch('Observation', q, true, deps.clock.now()));
+    if (query === undefined) return out;
+    for (const r of await deps.store.resources.search(req.tenant, { ...query, count: MEMBER_CHUNK })) out.set(`Observation/${r.id}`, parseExact(r.content) as Observation);
+  }
+  return out;
+}
+
+/** Ids per search of the panels' members. */
+const MEMBER_CHUNK = 100;
 
 /** `$stats` on the parameters given (a GET's query, or a POST's Parameters then its query); `base`: the tenant's FHIR base. */
 export async function observationStats(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, base: string): Promise<string> {
@@ -128,9 +117,16 @@ export async function observationStats(deps: FhirDeps, req: FhirRequest, params:
   const rows = await sources(deps, req, input);
   // Parsed exactly: a source keeps its decimals as written.
   const observations = rows.map((r) => parseExact(r.content) as Observation);
-  const parameter: Record<string, unknown>[] = input.codes.map((c) => ({ name: 'statistics', resource: statisticsObservation(input, observations, c) }));
+  const member = (reference: string) => {
+    const ref = parseReference(reference, base);
+    return ref?.type === 'Observation' && ref.version === undefined ? `Observation/${ref.id}` : undefined;
+  };
+  const members = await membersOf(deps, req, observations, member);
+  const parameter: Record<string, unknown>[] = input.codes.flatMap((c) => groupsOf(observations, c, members, member).map((g) => ({ name: 'statistics', resource: statisticsObservation(input, g) })));
   if (input.include) {
-    const included = input.limit === undefined ? observations : observations.slice(0, input.limit);
+    // The Observations read, newest first, then the panels' members.
+    const all = [...observations, ...members.values()];
+    const included = input.limit === undefined ? all : all.slice(0, input.limit);
     for (const o of included) parameter.push({ name: 'source', resource: o });
   }
   return stringifyExact({ resourceType: 'Parameters', parameter });

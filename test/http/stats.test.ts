@@ -52,6 +52,13 @@ await eachStore((kind, fresh) => {
           ],
         }, `2026-01-0${i + 1}`);
       }
+      // A lipid panel by hasMember: two panels, one member of another patient (out of a p1 token's reach).
+      await obs('chol1', '2093-3', mg(200), '2026-01-03');
+      await obs('chol2', '2093-3', mg(220), '2026-01-04');
+      await obs('hdl1', '2085-9', mg(50), '2026-01-03');
+      await obs('hdl-other', '2085-9', mg(70), '2026-01-04', { subject: { reference: 'Patient/p2' } });
+      await obs('lipid1', '57698-3', { hasMember: [{ reference: 'Observation/chol1' }, { reference: 'Observation/hdl1' }] }, '2026-01-03');
+      await obs('lipid2', '57698-3', { hasMember: [{ reference: `${t.fhir()}/Observation/chol2` }, { reference: 'Observation/hdl-other' }, { reference: 'Observation/missing' }] }, '2026-01-04');
       // The test clock stands at 2026-01-15T10:00Z.
       await obs('r-recent', 'recent', mg(5), '2026-01-15T09:30:00Z');
       await obs('r-earlier', 'recent', mg(7), '2026-01-15T08:00:00Z');
@@ -110,6 +117,18 @@ await eachStore((kind, fresh) => {
       // Values that do not vary: skew and kurtosis are left out.
       const one = statistics(await api.search('Observation/$stats?subject=Patient/p1&code=8480-6&statistic=std-dev,skew,kurtosis,median&period=2026-01-01,2026-01-01'));
       expect(one[0]!.values).toEqual({ median: 120, 'std-dev': 0 });
+    });
+
+    test('a panel: statistics for each of its measurements, by component or member, each under its own code', async () => {
+      const bp = statistics(await api.search('Observation/$stats?subject=Patient/p1&code=85354-9&statistic=average,count,total-count'));
+      expect(bp.map((x) => [x.code, x.values])).toEqual([['8480-6', { average: 125, count: 2, 'total-count': 2 }], ['8462-4', { average: 85, count: 2, 'total-count': 2 }]]);
+      const lipid = await api.search('Observation/$stats?subject=Patient/p1&code=57698-3&statistic=average,count&include=true');
+      expect(statistics(lipid).map((x) => [x.code, x.values])).toEqual([['2093-3', { average: 210, count: 2 }], ['2085-9', { average: 60, count: 2 }]]);
+      // The sources: the panels, newest first, then their members.
+      expect((lipid.parameter as Json[]).filter((x) => x.name === 'source').map((x) => x.resource.id).sort()).toEqual(['chol1', 'chol2', 'hdl-other', 'hdl1', 'lipid1', 'lipid2']);
+      // A member the token may not read is not counted.
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
+      expect(statistics(await own.search('Observation/$stats?subject=Patient/p1&code=57698-3&statistic=average,count')).map((x) => [x.code, x.values])).toEqual([['2093-3', { average: 210, count: 2 }], ['2085-9', { average: 50, count: 1 }]]);
     });
 
     test('duration: the hours before now', async () => {

@@ -19,6 +19,7 @@
  *
  * `persist=true` stores the document as a Bundle (the token needs create on Bundle; R4: "at the bundle
  * end-point") and answers 201 with its Location; `graph` (GraphDefinition) is refused with a 400.
+ * Another parameter is ignored, or a 400 under `Prefer: handling=strict` (operation-params.ts).
  */
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
@@ -28,6 +29,7 @@ import { parseExact } from './exact-json.ts';
 import { isAbsoluteReference, parseReference, pathTo, walkReferences, type ParsedReference } from './references.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { MAX_INCLUDES } from './search.ts';
+import { unknownParameters } from './operation-params.ts';
 
 /** `Composition/$document` in the CapabilityStatement. */
 export const documentCapability: CapabilityContribution = {
@@ -35,7 +37,7 @@ export const documentCapability: CapabilityContribution = {
 };
 
 /** The parameters `$document` takes (R4 Composition-document), and the format ones every interaction takes. */
-const PARAMETERS = new Set(['id', 'persist', 'graph', '_format', '_pretty']);
+const PARAMETERS = ['id', 'persist', 'graph'];
 
 export interface DocumentResult {
   /** The document Bundle as JSON text (stored text spliced in, never re-serialised). */
@@ -63,10 +65,8 @@ function compositionId(raw: string, base: string): string {
 }
 
 /** The checked input of a `$document`: the Composition and whether to store the document. */
-function documentInput(params: URLSearchParams, instanceId: string | undefined, base: string): { id: string; persist: boolean } {
-  for (const key of params.keys()) {
-    if (!PARAMETERS.has(key)) throw new FhirError('not-supported', `'${key}' is not a parameter of $document`, { expression: [key] });
-  }
+function documentInput(params: URLSearchParams, instanceId: string | undefined, base: string, strict: boolean): { id: string; persist: boolean } {
+  unknownParameters(params, PARAMETERS, '$document', strict);
   if (single(params, 'graph') !== undefined) {
     throw new FhirError('not-supported', 'GraphDefinitions are not supported: $document gathers what documents.html requires', { expression: ['graph'] });
   }
@@ -176,8 +176,8 @@ function documentText(base: string, rows: ResourceVersion[], now: number): strin
  * Generates the document of Composition `instanceId` (or the `id` parameter's, at the type level);
  * `base`: the tenant's FHIR base, for `fullUrl` and absolute references.
  */
-export async function generateDocument(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, instanceId: string | undefined, base: string): Promise<DocumentResult> {
-  const input = documentInput(params, instanceId, base);
+export async function generateDocument(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, instanceId: string | undefined, base: string, strict: boolean): Promise<DocumentResult> {
+  const input = documentInput(params, instanceId, base, strict);
   const rows = await documentResources(deps, req, input.id, base);
   const text = documentText(base, rows, deps.clock.now());
   if (!input.persist) return { text };

@@ -16,6 +16,7 @@ import { requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { compileSearch, storeQuery } from './search.ts';
+import { unknownParameters } from './operation-params.ts';
 
 export const namingSystemCapability: CapabilityContribution = {
   operations: [
@@ -51,11 +52,9 @@ function one(params: URLSearchParams, name: string): string {
 const escaped = (s: string) => s.replace(/[\\,|$]/g, (c) => `\\${c}`);
 
 /** `NamingSystem/$preferred-id`: a Parameters with `result`. */
-export async function preferredId(deps: FhirDeps, req: FhirRequest, params: URLSearchParams): Promise<Record<string, unknown>> {
+export async function preferredId(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, strict: boolean): Promise<Record<string, unknown>> {
   requireAccess(req.access, 'NamingSystem', 's');
-  for (const key of params.keys()) {
-    if (!['id', 'type', '_format', '_pretty'].includes(key)) throw new FhirError('not-supported', `'${key}' is not a parameter of $preferred-id`, { expression: [key] });
-  }
+  unknownParameters(params, ['id', 'type'], '$preferred-id', strict);
   const id = one(params, 'id');
   const type = one(params, 'type');
   if (!TYPES.includes(type)) throw new FhirError('invalid', `Unknown identifier type '${type}' (known: ${TYPES.join(', ')})`, { expression: ['type'] });
@@ -75,9 +74,7 @@ export async function preferredId(deps: FhirDeps, req: FhirRequest, params: URLS
 }
 
 /** `$versions`: the FHIR versions this server answers in (R4 alone: 4.0) and its default. */
-export function versions(params: URLSearchParams): Record<string, unknown> {
-  for (const key of params.keys()) {
-    if (key !== '_format' && key !== '_pretty') throw new FhirError('not-supported', `'${key}' is not a parameter of $versions (it takes none)`, { expression: [key] });
-  }
+export function versions(params: URLSearchParams, strict: boolean): Record<string, unknown> {
+  unknownParameters(params, [], '$versions', strict);
   return { resourceType: 'Parameters', parameter: [{ name: 'version', valueCode: '4.0' }, { name: 'default', valueCode: '4.0' }] };
 }

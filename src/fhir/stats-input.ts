@@ -15,6 +15,7 @@ import { parseReference } from './references.ts';
 import { ID_PATTERN } from './resource-types.ts';
 import { NUMERIC_STATISTICS } from './statistics.ts';
 import { dateTest } from './search-compile.ts';
+import { unknownParameters } from './operation-params.ts';
 
 /** A requested code: `system` undefined matches a code of any system. */
 export interface StatsCode {
@@ -36,7 +37,7 @@ export interface StatsInput {
 /** The StatisticsCode codes $stats answers, in R4's order; `regression` is not one (stats.ts). */
 export const STATISTICS = [...Object.keys(NUMERIC_STATISTICS).slice(0, 4), 'total-count', ...Object.keys(NUMERIC_STATISTICS).slice(4)];
 
-const NAMES = new Set(['subject', 'patient', 'code', 'system', 'coding', 'duration', 'period', 'statistic', 'include', 'limit', '_format', '_pretty']);
+const NAMES = ['subject', 'patient', 'code', 'system', 'coding', 'duration', 'period', 'statistic', 'include', 'limit'];
 
 const bad = (name: string, text: string) => new FhirError('invalid', text, { expression: [name] });
 
@@ -157,9 +158,9 @@ function statisticsOf(params: URLSearchParams): string[] {
   return STATISTICS.filter((c) => codes.includes(c));
 }
 
-/** The checked input of a `$stats` (`base`: the tenant's FHIR base; `now`: the clock's). */
-export function statsInput(params: URLSearchParams, base: string, now: number): StatsInput {
-  for (const key of params.keys()) if (!NAMES.has(key)) throw new FhirError('not-supported', `'${key}' is not a parameter of $stats`, { expression: [key] });
+/** The checked input of a `$stats` (`base`: the tenant's FHIR base; `now`: the clock's; another parameter ignored unless `strict`). */
+export function statsInput(params: URLSearchParams, base: string, now: number, strict: boolean): StatsInput {
+  unknownParameters(params, NAMES, '$stats', strict);
   const include = one(params, 'include');
   if (include !== undefined && include !== 'true' && include !== 'false') throw bad('include', `Invalid include '${include}': true or false`);
   const limit = one(params, 'limit');

@@ -111,9 +111,9 @@ async function membersOf(deps: FhirDeps, req: FhirRequest, observations: Observa
 const MEMBER_CHUNK = 100;
 
 /** `$stats` on the parameters given (a GET's query, or a POST's Parameters then its query); `base`: the tenant's FHIR base. */
-export async function observationStats(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, base: string): Promise<string> {
+export async function observationStats(deps: FhirDeps, req: FhirRequest, params: URLSearchParams, base: string, strict: boolean): Promise<string> {
   requireAccess(req.access, 'Observation', 's');
-  const input = statsInput(params, base, deps.clock.now());
+  const input = statsInput(params, base, deps.clock.now(), strict);
   const rows = await sources(deps, req, input);
   // Parsed exactly: a source keeps its decimals as written.
   const observations = rows.map((r) => parseExact(r.content) as Observation);

@@ -194,7 +194,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const documentOf = async (c: Context<AppEnv>, id?: string) => {
     const base = fhirBase(c, deps.baseUrl);
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    const r = await generateDocument(deps, request(c), params, id, base);
+    const r = await generateDocument(deps, request(c), params, id, base, strict(c));
     if (r.stored === undefined) return fhirJson(r.text);
     const v = r.stored.version;
     return fhirJson(r.text, 201, { ...versionHeaders(v), Location: `${base}/Bundle/${v.id}/_history/${v.versionId}` });
@@ -203,7 +203,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const statsOf = async (c: Context<AppEnv>) => {
     const query = new URL(c.req.url).searchParams;
     const body = c.req.method === 'POST' ? await readOptionalFhirBody(c.req.raw, deps.limits.resource) : undefined;
-    return fhirJson(await observationStats(deps, request(c), statsParams(query, body), fhirBase(c, deps.baseUrl)));
+    return fhirJson(await observationStats(deps, request(c), statsParams(query, body), fhirBase(c, deps.baseUrl), strict(c)));
   };
   /** An operation's parameters from a POSTed Parameters resource of primitive values (none: an empty body), then the URL's. */
   const operationParams = async (c: Context<AppEnv>) => {
@@ -258,7 +258,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
   // `$versions` (system level, no inputs), before the type routes that would take it for a type.
-  app.on(['GET', 'POST'], '/$versions', async (c) => fhirJson(versions(c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams)));
+  app.on(['GET', 'POST'], '/$versions', async (c) => fhirJson(versions(c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams, strict(c))));
   app.get('/_history', (c) => historyOf(c));
   app.get('/', (c) => searchAll(c, new URL(c.req.url).searchParams));
   app.post('/_search', async (c) => searchAll(c, await formParams(c)));
@@ -280,7 +280,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type === 'Observation' && id === '$lastn') return lastnOf(c);
     if (type === 'Composition' && id === '$document') return documentOf(c);
     if (type === 'Observation' && id === '$stats') return statsOf(c);
-    if (type === 'NamingSystem' && id === '$preferred-id') return fhirJson(await preferredId(deps, request(c), new URL(c.req.url).searchParams));
+    if (type === 'NamingSystem' && id === '$preferred-id') return fhirJson(await preferredId(deps, request(c), new URL(c.req.url).searchParams, strict(c)));
     if (type === 'List' && id === '$find') {
       const v = await findFunctionalList(deps, request(c), new URL(c.req.url).searchParams);
       return fhirJson(v.content, 200, versionHeaders(v));
@@ -348,7 +348,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Observation/$lastn', lastnOf);
   app.post('/Composition/$document', (c) => documentOf(c));
   app.post('/Observation/$stats', statsOf);
-  app.post('/NamingSystem/$preferred-id', async (c) => fhirJson(await preferredId(deps, request(c), await operationParams(c))));
+  app.post('/NamingSystem/$preferred-id', async (c) => fhirJson(await preferredId(deps, request(c), await operationParams(c), strict(c))));
   app.post('/Composition/:id/$document', (c) => documentOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));

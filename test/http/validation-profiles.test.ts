@@ -162,12 +162,46 @@ await eachStore((kind, fresh) => {
       expect(((await (await api.get(`Observation/${ok.id}`)).json()) as Json).meta.versionId).toBe('1');
     });
 
-    test('a stored profile without a snapshot is an error naming it, not a guess', async () => {
+    test('a stored profile with only a differential is enforced from the snapshot Cinder generates, on writes and in $validate', async () => {
       const url = `${LOCAL}-nosnap`;
       await api.create({ ...localProfile(1, false), url, name: 'NoSnap' });
       const outcome = await expectOutcome(await api.post('Patient', { resourceType: 'Patient', meta: { profile: [url] } }), 422);
+      expect(where(outcome)).toEqual(['Patient.name']);
+      expect((await api.post('Patient', { resourceType: 'Patient', meta: { profile: [url] }, name: [{ family: 'Doe' }] })).status).toBe(201);
+      const checked = (await (await api.post(`Patient/$validate?profile=${encodeURIComponent(url)}`, { resourceType: 'Patient' })).json()) as Json;
+      expect(checked.issue.filter((i: Json) => i.severity === 'error').map((i: Json) => i.expression?.[0])).toEqual(['Patient.name']);
+      // A slice of a datatype's element and a choice constrained by its type's name, both below the base's elements.
+      const obsUrl = `${LOCAL}-obs`;
+      await api.create({
+        resourceType: 'StructureDefinition', url: obsUrl, name: 'HeartRateLike', status: 'active', kind: 'resource', abstract: false,
+        type: 'Observation', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation', derivation: 'constraint',
+        differential: { element: [
+          { id: 'Observation.code.coding', path: 'Observation.code.coding', slicing: { discriminator: [{ type: 'value', path: 'code' }], rules: 'open' } },
+          { id: 'Observation.code.coding:hr', path: 'Observation.code.coding', sliceName: 'hr', min: 1, max: '1' },
+          { id: 'Observation.code.coding:hr.code', path: 'Observation.code.coding.code', min: 1, fixedCode: '8867-4' },
+          { id: 'Observation.valueQuantity', path: 'Observation.valueQuantity', min: 1 },
+          { id: 'Observation.valueQuantity.unit', path: 'Observation.valueQuantity.unit', min: 1 },
+        ] },
+      });
+      const obs = (extra: Json) => ({ resourceType: 'Observation', meta: { profile: [obsUrl] }, status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, ...extra });
+      expect((await api.post('Observation', obs({ valueQuantity: { value: 60, unit: '/min' } }))).status).toBe(201);
+      const noUnit = await expectOutcome(await api.post('Observation', obs({ valueQuantity: { value: 60 } })), 422);
+      expect(where(noUnit)).toEqual(['Observation.value.ofType(Quantity).unit']);
+      expect(where(await expectOutcome(await api.post('Observation', obs({ valueString: '60' })), 422))).toContain('Observation.value.ofType(String)');
+      expect(where(await expectOutcome(await api.post('Observation', obs({ code: { text: 'pulse' }, valueQuantity: { value: 60, unit: '/min' } })), 422))).toEqual(['Observation.code.coding']);
+    });
+
+    test('a differential that generates no snapshot stays writable; a write claiming it is an error naming the problem', async () => {
+      const url = `${LOCAL}-bad`;
+      const bad = { ...localProfile(1, false), url, name: 'Bad', differential: { element: [{ id: 'Patient.nickname', path: 'Patient.nickname', min: 1 }] } };
+      expect((await api.post('StructureDefinition', bad)).status).toBe(201);
+      const outcome = await expectOutcome(await api.post('Patient', { resourceType: 'Patient', meta: { profile: [url] } }), 422);
       expect(outcome.issue[0]).toMatchObject({ code: 'not-supported', expression: ['Patient.meta.profile[0]'] });
-      expect(outcome.issue[0].details.text).toContain('has no snapshot');
+      expect(outcome.issue[0].details.text).toContain('Patient.nickname');
+      const tooMany = { ...bad, url: `${url}-max`, differential: { element: [{ id: 'Patient.gender', path: 'Patient.gender', max: '2' }] } };
+      expect((await api.post('StructureDefinition', tooMany)).status).toBe(201);
+      const max = await expectOutcome(await api.post('Patient', { resourceType: 'Patient', meta: { profile: [tooMany.url] } }), 422);
+      expect(max.issue[0].details.text).toContain('Patient.gender: max 2 is above the base');
     });
 
     test('a transaction with one profile-invalid entry writes nothing', async () => {

@@ -50,7 +50,7 @@ export function compileProfile(sd: Json): CompiledProfile {
   if (typeof type !== 'string' || typeModel(type) === null) throw new ProfileUnusable(`The profile ${label} constrains no R4 type Cinder knows (type ${JSON.stringify(type)})`);
   if (sd.derivation !== undefined && sd.derivation !== 'constraint') throw new ProfileUnusable(`${label} is no profile (derivation ${JSON.stringify(sd.derivation)}, not constraint)`);
   const elements = (sd.snapshot as Json | undefined)?.element;
-  if (!Array.isArray(elements) || elements.length === 0) throw new ProfileUnusable(`The profile ${label} has no snapshot (Cinder does not generate snapshots)`);
+  if (!Array.isArray(elements) || elements.length === 0) throw new ProfileUnusable(`The profile ${label} has no snapshot, and no differential to generate one from`);
   if (elements.length > MAX_SNAPSHOT_ELEMENTS) {
     throw new ProfileUnusable(`The profile ${label} has ${elements.length} elements in its snapshot, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
   }

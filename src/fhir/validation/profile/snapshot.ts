@@ -1,0 +1,328 @@
+/**
+ * Snapshot generation (R4 profiling.html "Snapshot generation", elementdefinition.html): the snapshot of a
+ * constraining StructureDefinition from its `differential` and its `baseDefinition`'s snapshot (itself
+ * generated when the base has only a differential). Each differential element is found in the base's
+ * element tree by its id (or its path and the slices before it), below a complex datatype's element
+ * (expanded from that type's definition or the profile it names) or a contentReference, and narrows it:
+ * cardinality within the base's, types among the base's, bindings, fixed and pattern values, constraints
+ * appended, the rest replaced. Slices are copies of the sliced element as the base had it; `value[x]`
+ * constrained as `valueQuantity` keeps its path and narrows its types, as HL7's R4 snapshots do.
+ */
+import { MAX_SNAPSHOT_ELEMENTS } from './compile.ts';
+import { buildTree, cloneBase, cloneCurrent, findByPath, writeTree, type Node } from './snapshot-tree.ts';
+
+type Json = Record<string, unknown>;
+
+/** Why no snapshot can be generated; `element` is the differential element's id, when one is to blame. */
+export class SnapshotError extends Error {
+  constructor(message: string, readonly element?: string) {
+    super(message);
+  }
+}
+
+/** A StructureDefinition by canonical (`url` or `url|version`): the tenant's, else R4 core's; undefined when unknown. */
+export type DefinitionLookup = (canonical: string) => Json | undefined | Promise<Json | undefined>;
+
+/** How many base definitions a profile may stand on (a profile of a profile of ...), including the datatype profiles it expands. */
+export const MAX_DERIVATION_DEPTH = 16;
+
+const CORE = 'http://hl7.org/fhir/StructureDefinition/';
+const RESOURCE_BASES = new Set(['Resource', 'DomainResource']);
+
+interface Run {
+  lookup: DefinitionLookup;
+  /** The urls whose snapshot is being generated, outermost first (a cycle is an error). */
+  chain: string[];
+  count: number;
+}
+
+/** `sd` with `snapshot` generated from its differential and its base's snapshot (sd itself is not changed). */
+export async function generateSnapshot(sd: Json, lookup: DefinitionLookup): Promise<Json> {
+  const elements = await snapshotElements(sd, { lookup, chain: [], count: 0 });
+  return { ...sd, snapshot: { element: elements } };
+}
+
+/** The snapshot elements of `sd`: its own when it has a snapshot, else generated. */
+async function elementsOf(sd: Json, run: Run): Promise<Json[]> {
+  const own = (sd.snapshot as Json | undefined)?.element;
+  if (Array.isArray(own) && own.length > 0) return own as Json[];
+  return snapshotElements(sd, run);
+}
+
+async function snapshotElements(sd: Json, run: Run): Promise<Json[]> {
+  const label = labelOf(sd);
+  if (run.chain.includes(label)) throw new SnapshotError(`The profile ${run.chain[0]} derives from itself: ${[...run.chain, label].join(' -> ')}`);
+  if (run.chain.length >= MAX_DERIVATION_DEPTH) throw new SnapshotError(`The profile ${run.chain[0]} stands on more than ${MAX_DERIVATION_DEPTH} definitions: ${run.chain.join(' -> ')}`);
+  if (sd.derivation !== undefined && sd.derivation !== 'constraint') throw new SnapshotError(`${label} has no snapshot and is no constraint (derivation ${JSON.stringify(sd.derivation)}): only a profile's snapshot can be generated`);
+  const diff = (sd.differential as Json | undefined)?.element;
+  if (!Array.isArray(diff) || diff.length === 0) throw new SnapshotError(`${label} has neither a snapshot nor a differential`);
+  if (diff.length > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`${label} has ${diff.length} differential elements, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder generates a snapshot from`);
+  if (typeof sd.baseDefinition !== 'string') throw new SnapshotError(`${label} has no baseDefinition to generate its snapshot from`);
+  const chain = [...run.chain, label];
+  const inner: Run = { ...run, chain };
+  const base = await run.lookup(sd.baseDefinition);
+  if (base === undefined) throw new SnapshotError(`The base definition ${sd.baseDefinition} of ${label} is not known`);
+  if (typeof sd.type === 'string' && base.type !== sd.type) throw new SnapshotError(`${label} constrains ${sd.type} but its base ${sd.baseDefinition} defines ${String(base.type)}`);
+  const root = buildTree(await elementsOf(base, inner));
+  run.count = 0;
+  for (const ed of normalizeIds(diff as Json[], root.name)) await apply(root, ed, inner, label);
+  const out = writeTree(root);
+  if (out.length > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`The snapshot of ${label} would hold ${out.length} elements, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
+  return out;
+}
+
+function labelOf(sd: Json): string {
+  const url = typeof sd.url === 'string' ? sd.url : `StructureDefinition/${String(sd.id ?? '(no id)')}`;
+  return typeof sd.version === 'string' ? `${url}|${sd.version}` : url;
+}
+
+/**
+ * The differential's elements with an id each: their own, else made from the path and the slices named
+ * before (R4 lets a differential give paths only: `Observation.component` with sliceName `a`, then
+ * `Observation.component.code` is within the slice `a`).
+ */
+function normalizeIds(diff: Json[], rootName: string): Json[] {
+  const current = new Map<string, string>();
+  return diff.map((ed, i) => {
+    const path = typeof ed.path === 'string' ? ed.path : undefined;
+    if (path === undefined) throw new SnapshotError(`The differential element ${i} has no path`, `differential.element[${i}]`);
+    if (path !== rootName && !path.startsWith(`${rootName}.`)) throw new SnapshotError(`The differential element ${String(ed.id ?? path)} is not within ${rootName}`, String(ed.id ?? path));
+    let id = typeof ed.id === 'string' ? ed.id : undefined;
+    if (id === undefined) {
+      const dot = path.lastIndexOf('.');
+      const parent = dot < 0 ? '' : (current.get(path.slice(0, dot)) ?? path.slice(0, dot));
+      const own = dot < 0 ? path : `${parent}.${path.slice(dot + 1)}`;
+      id = typeof ed.sliceName === 'string' ? `${own}:${ed.sliceName}` : own;
+    }
+    current.set(path, id);
+    for (const key of current.keys()) if (key.startsWith(`${path}.`)) current.delete(key);
+    return { ...ed, id };
+  });
+}
+
+/** The steps of an element id: `Observation.component:a.code` is [Observation], [component, a], [code]. */
+function steps(id: string): { name: string; slice?: string }[] {
+  return id.split('.').map((seg) => {
+    const colon = seg.indexOf(':');
+    return colon < 0 ? { name: seg } : { name: seg.slice(0, colon), slice: seg.slice(colon + 1) };
+  });
+}
+
+/** Applies one differential element to the tree. */
+async function apply(root: Node, ed: Json, run: Run, label: string): Promise<void> {
+  const id = ed.id as string;
+  const path = steps(id);
+  if (path[0]!.name !== root.name || path[0]!.slice !== undefined) throw new SnapshotError(`The differential element ${id} is not within ${root.name}`, id);
+  let node = root;
+  let renamed: string | undefined;
+  let inSlice = false;
+  for (let i = 1; i < path.length; i++) {
+    const step = path[i]!;
+    if (node.children.length === 0) await expand(node, root, run, id);
+    const found = findChild(node, step.name);
+    if (found === undefined) throw new SnapshotError(`The differential element ${id} names ${step.name}, which ${pathOf(node)} does not have in the base ${label} stands on`, id);
+    node = found.node;
+    renamed = found.type;
+    if (renamed !== undefined) {
+      narrowChoice(node, renamed);
+      // Outside slices, HL7's R4 snapshots make `valueQuantity` the type slice `value[x]:valueQuantity` of `value[x]`.
+      if (!inSlice && step.slice === undefined) {
+        node.ed.slicing ??= { discriminator: [{ type: 'type', path: '$this' }], ordered: false, rules: 'closed' };
+        node = sliceOf(node, step.name, id, run);
+        narrowChoice(node, renamed);
+      }
+    }
+    if (step.slice !== undefined) {
+      node = sliceOf(node, step.slice, id, run);
+      inSlice = true;
+    }
+  }
+  merge(node, ed, id, renamed, path.length > 1 && path[path.length - 1]!.slice !== undefined);
+  if (Array.isArray(ed.type)) await profileConstraints(node, run);
+}
+
+/** An element whose one type names a datatype profile (`Quantity` as SimpleQuantity) carries that profile's invariants too, as HL7's snapshots do. */
+async function profileConstraints(node: Node, run: Run): Promise<void> {
+  const types = typesOf(node.ed);
+  if (types.length !== 1 || types[0]!.code === 'Extension' || !Array.isArray(types[0]!.profile) || types[0]!.profile.length !== 1) return;
+  const sd = await run.lookup(String(types[0]!.profile[0]));
+  if (sd === undefined) return;
+  const root = (await elementsOf(sd, { ...run, chain: [...run.chain] }))[0];
+  const own = Array.isArray(node.ed.constraint) ? (node.ed.constraint as Json[]) : [];
+  const added = (Array.isArray(root?.constraint) ? (root.constraint as Json[]) : []).filter((c) => !own.some((o) => o.key === c.key));
+  if (added.length > 0) node.ed.constraint = [...own, ...added];
+}
+
+function pathOf(node: Node): string {
+  return node.path;
+}
+
+/** The child `name` names: itself, or a choice element `value[x]` named for one of its types (`valueQuantity`). */
+function findChild(node: Node, name: string): { node: Node; type?: string } | undefined {
+  const exact = node.children.find((c) => c.name === name);
+  if (exact !== undefined) return { node: exact };
+  for (const c of node.children) {
+    if (!c.name.endsWith('[x]')) continue;
+    const stem = c.name.slice(0, -3);
+    if (!name.startsWith(stem) || name.length === stem.length) continue;
+    const suffix = name.slice(stem.length);
+    const type = typesOf(c.ed).map((t) => String(t.code)).find((code) => code.toLowerCase() === suffix.toLowerCase());
+    if (type !== undefined) return { node: c, type };
+  }
+  return undefined;
+}
+
+function typesOf(ed: Json): Json[] {
+  return Array.isArray(ed.type) ? (ed.type as Json[]) : [];
+}
+
+/** A choice element constrained by a typed name keeps only that type. */
+function narrowChoice(node: Node, type: string): void {
+  const kept = typesOf(node.ed).filter((t) => t.code === type);
+  if (kept.length > 0) node.ed.type = kept;
+}
+
+/** The slice `name` of `node` (`s/r`: the re-slice `r` of its slice `s`), made from the sliced element as the base has it when new. */
+function sliceOf(node: Node, name: string, id: string, run: Run): Node {
+  const slash = name.lastIndexOf('/');
+  const owner = slash < 0 ? node : sliceOf(node, name.slice(0, slash), id, run);
+  const existing = owner.slices.find((s) => s.sliceName === name);
+  if (existing !== undefined) return existing;
+  if (owner.ed.slicing === undefined) {
+    const isExtension = node.name === 'extension' || node.name === 'modifierExtension';
+    if (isExtension) owner.ed.slicing = { discriminator: [{ type: 'value', path: 'url' }], ordered: false, rules: 'open' };
+    // Elsewhere R4's own profiles name slices of elements nothing slices (catalog's `Composition.date:IssueDate`): kept, unsliced, as HL7's snapshots keep them.
+  }
+  // A slice starts from the sliced element as the base has it; a re-slice from its slice as constrained.
+  const slice = owner === node ? cloneBase(owner) : cloneCurrent(owner);
+  slice.slices = [];
+  delete slice.ed.slicing;
+  slice.ed.sliceName = name;
+  slice.sliceName = name;
+  slice.fromBase = false;
+  count(run, slice, id);
+  owner.slices.push(slice);
+  return slice;
+}
+
+function count(run: Run, node: Node, id: string): void {
+  run.count += size(node);
+  if (run.count > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`The snapshot would hold more than the ${MAX_SNAPSHOT_ELEMENTS} elements Cinder compiles (at ${id})`, id);
+}
+
+function size(node: Node): number {
+  let n = 1;
+  for (const c of node.children) n += size(c);
+  for (const s of node.slices) n += size(s);
+  return n;
+}
+
+/**
+ * Lists the children of an element that has none in the tree: those of the element its contentReference
+ * names, else those of its one type's definition (the profile the type names, or the R4 type).
+ */
+async function expand(node: Node, root: Node, run: Run, id: string): Promise<void> {
+  const ref = node.ed.contentReference;
+  if (typeof ref === 'string') {
+    const target = findByPath(root, ref.slice(ref.indexOf('#') + 1));
+    if (target === undefined) throw new SnapshotError(`${node.path} refers to ${ref}, which the base does not have`, id);
+    node.children = target.children.map((c) => cloneBase(c, `${node.path}.${c.name}`));
+    count(run, node, id);
+    return;
+  }
+  const types = typesOf(node.ed);
+  const codes = [...new Set(types.map((t) => String(t.code)))];
+  if (codes.length !== 1) {
+    throw new SnapshotError(`The differential element ${id} is below ${node.path}, whose type is ${codes.length === 0 ? 'not given' : `one of ${codes.join(', ')}`}: constrain it to one type first (or name it as ${node.name.replace('[x]', 'Quantity')} ...)`, id);
+  }
+  const profiles = types.flatMap((t) => (Array.isArray(t.profile) ? (t.profile as unknown[]) : [])).filter((p): p is string => typeof p === 'string');
+  const url = profiles.length === 1 ? profiles[0]! : codes[0]!.includes(':') ? codes[0]! : CORE + codes[0];
+  const sd = await run.lookup(url);
+  if (sd === undefined) throw new SnapshotError(`The definition ${url} of ${node.path}'s type is not known, so the differential element ${id} below it cannot be placed`, id);
+  await expandFrom(node, sd, run, id);
+}
+
+async function expandFrom(node: Node, sd: Json, run: Run, id: string): Promise<void> {
+  const typeRoot = buildTree(await elementsOf(sd, { ...run, chain: [...run.chain] }));
+  node.children = typeRoot.children.map((c) => cloneBase(c, `${node.path}.${c.name}`));
+  count(run, node, id);
+}
+
+/** Whether the base's `max` allows `max`. */
+function maxWithin(max: string, base: unknown): boolean {
+  if (base === undefined || base === '*') return true;
+  if (max === '*') return false;
+  return Number(max) <= Number(base);
+}
+
+/** Narrows `node` by the differential element `diff` (its id `id`): R4 profiling.html's rules for what a constraint may change. */
+function merge(node: Node, diff: Json, id: string, renamed: string | undefined, slice: boolean): void {
+  const base = node.ed;
+  const out: Json = { ...base };
+  for (const [key, value] of Object.entries(diff)) {
+    if (key === 'id' || key === 'path' || key === 'base') continue;
+    if (key === 'min') {
+      if (typeof value !== 'number') continue;
+      if (!slice && typeof base.min === 'number' && value < base.min) throw new SnapshotError(`${id}: min ${value} is below the base's min ${base.min}`, id);
+      if (typeof base.max === 'string' && base.max !== '*' && value > Number(base.max)) throw new SnapshotError(`${id}: min ${value} is above the base's max ${base.max}`, id);
+    } else if (key === 'max') {
+      if (typeof value !== 'string' || (value !== '*' && !/^[0-9]+$/.test(value))) throw new SnapshotError(`${id}: max ${JSON.stringify(value)} is neither a number nor *`, id);
+      if (!maxWithin(value, base.max)) throw new SnapshotError(`${id}: max ${value} is above the base's max ${String(base.max)}`, id);
+    } else if (key === 'type') {
+      out.type = narrowTypes(typesOf(base), Array.isArray(value) ? (value as Json[]) : [], id);
+      continue;
+    } else if (key === 'binding') {
+      out.binding = mergeBinding(base.binding as Json | undefined, value as Json, id);
+      continue;
+    } else if (key === 'constraint' && Array.isArray(value)) {
+      const own = Array.isArray(base.constraint) ? (base.constraint as Json[]) : [];
+      const added = (value as Json[]).filter((c) => !own.some((o) => o.key === c.key));
+      out.constraint = [...own.map((o) => (value as Json[]).find((c) => c.key === o.key) ?? o), ...added];
+      continue;
+    } else if (key === 'mapping' && Array.isArray(value)) {
+      const own = Array.isArray(base.mapping) ? (base.mapping as Json[]) : [];
+      out.mapping = [...own, ...(value as Json[]).filter((m) => !own.some((o) => o.identity === m.identity && o.map === m.map))];
+      continue;
+    } else if (key.startsWith('fixed') || key.startsWith('pattern')) {
+      for (const k of Object.keys(out)) if ((k.startsWith('fixed') || k.startsWith('pattern')) && k !== key) delete out[k];
+    }
+    out[key] = value;
+  }
+  if (renamed !== undefined && diff.type === undefined) out.type = typesOf(base).filter((t) => t.code === renamed);
+  const min = out.min;
+  if (typeof min === 'number' && typeof out.max === 'string' && out.max !== '*' && min > Number(out.max)) throw new SnapshotError(`${id}: min ${min} is above max ${out.max}`, id);
+  node.ed = out;
+}
+
+/** The differential's types, each one the base allows (its code, or a resource type where the base has Resource), keeping the base's profiles where it names none. */
+function narrowTypes(base: Json[], diff: Json[], id: string): Json[] {
+  if (diff.length === 0) return base;
+  const codes = new Set(base.map((t) => String(t.code)));
+  return diff.map((t) => {
+    const code = String(t.code);
+    const same = base.find((b) => b.code === code);
+    if (same === undefined) {
+      if (base.length === 0 || [...codes].some((c) => RESOURCE_BASES.has(c)) || base.some((b) => fhirType(b) === code)) return t;
+      throw new SnapshotError(`${id}: the type ${code} is not one the base allows (${[...codes].join(', ')})`, id);
+    }
+    const out: Json = { ...same, ...t };
+    if (t.targetProfile === undefined && same.targetProfile !== undefined) out.targetProfile = same.targetProfile;
+    return out;
+  });
+}
+
+/** The FHIR type a FHIRPath system type stands for (`Extension.url`'s System.String is a uri). */
+function fhirType(t: Json): string | undefined {
+  const ext = Array.isArray(t.extension) ? (t.extension as Json[]).find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type') : undefined;
+  return typeof ext?.valueUrl === 'string' ? ext.valueUrl : undefined;
+}
+
+const STRENGTHS = ['required', 'extensible', 'preferred', 'example'];
+
+/** The differential's binding over the base's; a required binding may not be weakened. */
+function mergeBinding(base: Json | undefined, diff: Json, id: string): Json {
+  if (base?.strength === 'required' && typeof diff.strength === 'string' && STRENGTHS.indexOf(diff.strength) > 0) {
+    throw new SnapshotError(`${id}: the base's binding is required, the differential weakens it to ${diff.strength}`, id);
+  }
+  return { ...(base ?? {}), ...diff };
+}

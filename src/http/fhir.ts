@@ -23,6 +23,7 @@ import type { Json } from '../fhir/bundle-ops.ts';
 import { parseExact, stringifyExact } from '../fhir/exact-json.ts';
 import { conditionalPatch, parsePatch, patchResource } from '../fhir/patch.ts';
 import { validateOperation } from '../fhir/validate-operation.ts';
+import { snapshotOperation } from '../fhir/snapshot-operation.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
@@ -242,6 +243,13 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const written = await changeMeta(deps, request(c), type, id, body, mode, vid, parseIfMatch(c.req.header('if-match')));
     return fhirJson(metaParameters((JSON.parse(written.version.content) as { meta: Record<string, unknown> }).meta), 200, versionHeaders(written.version));
   };
+  /** `StructureDefinition/$snapshot` and `StructureDefinition/{id}/$snapshot`, by GET (`url`) or by POST with a Parameters body. */
+  const snapshotOf = async (c: Context<AppEnv>, id?: string) => {
+    const body = c.req.method === 'POST' ? await readFhirBody(c.req.raw, deps.limits.resource) : undefined;
+    return fhirJson(await snapshotOperation(deps, request(c), id, body, new URL(c.req.url).searchParams));
+  };
+  app.on(['GET', 'POST'], '/StructureDefinition/$snapshot', (c) => snapshotOf(c));
+  app.on(['GET', 'POST'], '/StructureDefinition/:id/$snapshot', (c) => snapshotOf(c, c.req.param('id')));
   app.on(['GET', 'POST'], '/$meta', metaOf);
   app.on(['GET', 'POST'], '/:type/$meta', metaOf);
   app.on(['GET', 'POST'], '/:type/:id/$meta', metaOf);

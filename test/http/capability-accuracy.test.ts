@@ -322,6 +322,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['POST', 'NamingSystem/$preferred-id', 404, { resourceType: 'Parameters', parameter: [{ name: 'id', valueString: '1.2.3' }, { name: 'type', valueCode: 'uri' }] }],
     ],
     'http://hl7.org/fhir/OperationDefinition/CapabilityStatement-versions': () => [['GET', '$versions', 200], ['POST', '$versions', 200, { resourceType: 'Parameters' }]],
+    'http://hl7.org/fhir/OperationDefinition/StructureDefinition-snapshot': () => [
+      ['GET', `StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`, 200],
+      ['POST', 'StructureDefinition/$snapshot', 400, { resourceType: 'Parameters' }], ['GET', 'StructureDefinition/probe-missing/$snapshot', 404],
+    ],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

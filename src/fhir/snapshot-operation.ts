@@ -1,0 +1,80 @@
+/**
+ * FHIR R4 `StructureDefinition/$snapshot` (structuredefinition-operation-snapshot.html): the
+ * StructureDefinition given (`definition`, a resource in Parameters), named (`url`: the tenant's, else an R4
+ * core canonical) or stored (`StructureDefinition/{id}/$snapshot`), answered with the snapshot generated
+ * from its differential (validation/profile/snapshot.ts), as HAPI FHIR answers it.
+ */
+import { FhirError } from '../errors.ts';
+import type { CapabilityContribution } from './capability.ts';
+import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { requireAccess } from './access.ts';
+import { parseExact } from './exact-json.ts';
+import { storeProfiles } from './validation/profile/definitions.ts';
+import { ProfileRegistry } from './validation/profile/registry.ts';
+import { SnapshotError } from './validation/profile/snapshot.ts';
+
+type Json = Record<string, unknown>;
+
+/** `$snapshot` on StructureDefinition (type and instance level), in the CapabilityStatement. */
+export const snapshotCapability: CapabilityContribution = {
+  operations: [{ name: 'snapshot', definition: 'http://hl7.org/fhir/OperationDefinition/StructureDefinition-snapshot', types: ['StructureDefinition'] }],
+};
+
+interface SnapshotInput {
+  definition?: unknown;
+  url?: string;
+}
+
+/** The operation's input: `url` in the query, or a Parameters body with `definition` (a resource) or `url`. */
+function input(body: unknown, query: URLSearchParams): SnapshotInput {
+  const out: SnapshotInput = {};
+  for (const key of query.keys()) {
+    if (key !== 'url') throw new FhirError('invalid', `$snapshot takes the parameter url in the query (definition only in a Parameters body), not ${key}`, { expression: [key] });
+  }
+  const url = query.get('url');
+  if (url !== null) out.url = url;
+  if (body === undefined) return out;
+  const b = body as Json | null;
+  if (b === null || typeof b !== 'object' || b.resourceType !== 'Parameters') {
+    throw new FhirError('invalid', '$snapshot takes a Parameters resource (definition or url)', { expression: ['Parameters'] });
+  }
+  for (const [i, p] of (Array.isArray(b.parameter) ? (b.parameter as Json[]) : []).entries()) {
+    if (p?.name === 'definition' && p.resource !== undefined) out.definition = p.resource;
+    else if (p?.name === 'url' && typeof (p.valueString ?? p.valueUri ?? p.valueCanonical) === 'string') out.url = (p.valueString ?? p.valueUri ?? p.valueCanonical) as string;
+    else throw new FhirError('invalid', `Parameters.parameter[${i}]: $snapshot takes definition (a StructureDefinition) and url (string)`, { expression: [`Parameters.parameter[${i}]`] });
+  }
+  return out;
+}
+
+/** `StructureDefinition/$snapshot` (id absent) and `StructureDefinition/{id}/$snapshot`: the StructureDefinition with its generated snapshot. */
+export async function snapshotOperation(deps: FhirDeps, req: FhirRequest, id: string | undefined, body: unknown, query: URLSearchParams): Promise<Json> {
+  const args = input(body, query);
+  const registry = deps.profiles?.registry ?? new ProfileRegistry(storeProfiles(deps.store));
+  let sd: Json;
+  if (id !== undefined) {
+    if (args.definition !== undefined || args.url !== undefined) throw new FhirError('invalid', 'StructureDefinition/[id]/$snapshot takes no definition or url: it generates the stored one\'s snapshot', { expression: [args.url !== undefined ? 'url' : 'definition'] });
+    sd = parseExact((await readResource(deps, req, 'StructureDefinition', id)).content) as Json;
+  } else {
+    requireAccess(req.access, 'StructureDefinition', 'r');
+    if ((args.definition === undefined) === (args.url === undefined)) {
+      throw new FhirError('invalid', '$snapshot needs exactly one of definition (a StructureDefinition in a Parameters body) and url', { expression: ['definition'] });
+    }
+    if (args.definition !== undefined) {
+      const d = args.definition as Json | null;
+      if (d === null || typeof d !== 'object' || Array.isArray(d) || d.resourceType !== 'StructureDefinition') {
+        throw new FhirError('invalid', 'The definition parameter must be a StructureDefinition', { expression: ['definition'] });
+      }
+      sd = d;
+    } else {
+      const found = await registry.definitionLookup(req.tenant)(args.url!);
+      if (found === undefined) throw new FhirError('not-found', `No StructureDefinition has the url ${args.url}`, { expression: ['url'] });
+      sd = found;
+    }
+  }
+  try {
+    return await registry.snapshot(req.tenant, sd);
+  } catch (err) {
+    if (!(err instanceof SnapshotError)) throw err;
+    throw new FhirError('unprocessable', err.message, { expression: [err.element ?? 'StructureDefinition.differential'], cause: err });
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * `StructureDefinition/$snapshot` (R4 structuredefinition-operation-snapshot.html): type level with a
+ * `definition` in Parameters or a `url` (stored or core), instance level, and its errors, on both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const URL_ = 'http://example.org/fhir/StructureDefinition/pulse';
+
+/** A differential-only profile of Observation: code sliced with a fixed LOINC code, a Quantity value with a unit. */
+function pulse(extra: Json = {}): Json {
+  return {
+    resourceType: 'StructureDefinition', url: URL_, name: 'Pulse', status: 'active', kind: 'resource', abstract: false,
+    type: 'Observation', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Observation', derivation: 'constraint',
+    differential: { element: [
+      { id: 'Observation.code.coding', path: 'Observation.code.coding', slicing: { discriminator: [{ type: 'value', path: 'code' }], rules: 'open' } },
+      { id: 'Observation.code.coding:hr', path: 'Observation.code.coding', sliceName: 'hr', min: 1, max: '1' },
+      { id: 'Observation.code.coding:hr.code', path: 'Observation.code.coding.code', min: 1, fixedCode: '8867-4' },
+      { id: 'Observation.valueQuantity', path: 'Observation.valueQuantity', min: 1, mustSupport: true },
+      { id: 'Observation.valueQuantity.unit', path: 'Observation.valueQuantity.unit', min: 1 },
+    ] },
+    ...extra,
+  };
+}
+
+const byId = (sd: Json) => new Map((sd.snapshot.element as Json[]).map((e) => [e.id as string, e]));
+
+await eachStore((kind, fresh) => {
+  describe(`StructureDefinition/$snapshot (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('type level with a definition: the snapshot generated from the differential over R4 Observation', async () => {
+      const res = await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse() }] });
+      expect(res.status).toBe(200);
+      const sd = (await res.json()) as Json;
+      expect(sd.resourceType).toBe('StructureDefinition');
+      expect(sd.differential.element).toHaveLength(5);
+      const el = byId(sd);
+      // Every element of R4 Observation, in its order, then the slices and the datatypes expanded below them.
+      expect(sd.snapshot.element[0].id).toBe('Observation');
+      expect(el.get('Observation.status')).toMatchObject({ path: 'Observation.status', min: 1, max: '1' });
+      expect(el.get('Observation.code.coding:hr')).toMatchObject({ path: 'Observation.code.coding', sliceName: 'hr', min: 1, max: '1' });
+      expect(el.get('Observation.code.coding:hr.code')).toMatchObject({ path: 'Observation.code.coding.code', min: 1, fixedCode: '8867-4', base: { path: 'Coding.code' } });
+      expect(el.get('Observation.code.coding:hr.display')).toMatchObject({ min: 0, max: '1' });
+      expect(el.get('Observation.value[x]')?.type).toEqual([{ code: 'Quantity' }]);
+      expect(el.get('Observation.value[x]:valueQuantity')).toMatchObject({ sliceName: 'valueQuantity', min: 1, mustSupport: true, type: [{ code: 'Quantity' }] });
+      expect(el.get('Observation.value[x]:valueQuantity.unit')).toMatchObject({ path: 'Observation.value[x].unit', min: 1 });
+      const ids = (sd.snapshot.element as Json[]).map((e) => e.id);
+      expect(ids.indexOf('Observation.code.coding:hr')).toBeGreaterThan(ids.indexOf('Observation.code.coding'));
+      expect(ids.indexOf('Observation.code.coding:hr')).toBeLessThan(ids.indexOf('Observation.code.text'));
+    });
+
+    test('by url (a stored profile, then an R4 core one) and at instance level', async () => {
+      const stored = await api.create(pulse());
+      const byUrl = (await (await api.get(`StructureDefinition/$snapshot?url=${encodeURIComponent(URL_)}`)).json()) as Json;
+      expect(byId(byUrl).get('Observation.code.coding:hr.code')?.fixedCode).toBe('8867-4');
+      const post = await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'url', valueString: URL_ }] });
+      expect(post.status).toBe(200);
+      const instance = (await (await api.get(`StructureDefinition/${stored.id}/$snapshot`)).json()) as Json;
+      expect(instance.id).toBe(stored.id);
+      expect(instance.snapshot.element).toEqual(byUrl.snapshot.element);
+      expect((await api.post(`StructureDefinition/${stored.id}/$snapshot`, { resourceType: 'Parameters' })).status).toBe(200);
+      const bp = (await (await api.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`)).json()) as Json;
+      expect(byId(bp).get('Observation.component:SystolicBP.code.coding:SBPCode.code')?.fixedCode).toBe('8480-6');
+      expect(byId(bp).get('Observation.component:DiastolicBP')).toMatchObject({ min: 1, max: '1' });
+    });
+
+    test('errors: 400 for a bad input, 404 for an unknown url or id, 422 naming the differential element that cannot be placed', async () => {
+      await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters' }), 400);
+      await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: { resourceType: 'Patient' } }] }), 400);
+      await expectOutcome(await api.get('StructureDefinition/$snapshot?definition=x'), 400);
+      await expectOutcome(await api.get('StructureDefinition/$snapshot?url=http://example.org/none'), 404);
+      await expectOutcome(await api.get('StructureDefinition/no-such-id/$snapshot'), 404);
+      const noPath = pulse({ differential: { element: [{ id: 'Observation.nickname', path: 'Observation.nickname', min: 1 }] } });
+      const o1 = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: noPath }] }), 422);
+      expect(o1.issue[0].expression).toEqual(['Observation.nickname']);
+      expect(o1.issue[0].details.text).toContain('nickname');
+      const cases: [Json, string, string][] = [
+        [{ id: 'Observation.status', path: 'Observation.status', max: '2' }, 'Observation.status', 'max 2 is above the base'],
+        [{ id: 'Observation.status', path: 'Observation.status', min: 0 }, 'Observation.status', 'min 0 is below the base'],
+        [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'CodeableConcept' }] }, 'Observation.subject', 'the type CodeableConcept is not one the base allows'],
+      ];
+      for (const [element, at, text] of cases) {
+        const o = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ differential: { element: [element] } }) }] }), 422);
+        expect(o.issue[0].expression).toEqual([at]);
+        expect(o.issue[0].details.text).toContain(text);
+      }
+      const unknownBase = pulse({ baseDefinition: 'http://example.org/none' });
+      expect((await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: unknownBase }] }), 422)).issue[0].details.text).toContain('http://example.org/none');
+    });
+
+    test('a cycle of differential-only profiles is a 422, not a hang', async () => {
+      const a = pulse({ url: 'http://example.org/a', baseDefinition: 'http://example.org/b' });
+      await api.create(pulse({ url: 'http://example.org/b', baseDefinition: 'http://example.org/a' }));
+      await api.create(a);
+      const o = await expectOutcome(await api.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://example.org/a')}`), 422);
+      expect(o.issue[0].details.text).toContain('derives from itself');
+    });
+
+    test('the CapabilityStatement lists $snapshot on StructureDefinition', async () => {
+      const cs = (await (await api.get('metadata')).json()) as Json;
+      const ops = (cs.rest[0].resource as Json[]).find((r) => r.type === 'StructureDefinition')?.operation as Json[];
+      expect(ops).toContainEqual({ name: 'snapshot', definition: 'http://hl7.org/fhir/OperationDefinition/StructureDefinition-snapshot' });
+    });
+
+    test('needs read access to StructureDefinition', async () => {
+      const narrow = fhirClient(t, await t.token('system/Patient.read'));
+      await expectOutcome(await narrow.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`), 403);
+    });
+  });
+});

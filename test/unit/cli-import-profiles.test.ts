@@ -154,5 +154,29 @@ for (const target of targets) {
       expect(found).toEqual(['Observation/loose-cm Observation.value.ofType(Quantity).code', 'Patient/early Patient.name', 'Patient/loose Patient.name', 'Patient/loose-entry Patient.name']);
       expect(v.stderr).toContain('4 invalid');
     });
+
+    test('a profile with only a differential: checked from its generated snapshot on both threads, and by cinder validate', async () => {
+      const url = 'http://example.org/fhir/StructureDefinition/gendered-patient';
+      const profile = {
+        resourceType: 'StructureDefinition', id: 'gendered-patient', url, name: 'GenderedPatient', status: 'active', kind: 'resource', abstract: false,
+        type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint',
+        differential: { element: [{ id: 'Patient.gender', path: 'Patient.gender', min: 1 }] },
+      };
+      expect((await cli.run(['import', '--tenant', 't1', '--json', file('gendered-profile.ndjson', [profile])])).code).toBe(0);
+      const gendered = (id: string, gender?: string): Json => ({ resourceType: 'Patient', id, meta: { profile: [url] }, ...(gender ? { gender } : {}) });
+      const collection = join(cli.dir, 'gendered.json');
+      writeFileSync(collection, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: gendered('g-entry') }] }));
+      const r = await cli.run(['import', '--tenant', 't1', '--json', file('gendered.ndjson', [gendered('g-ok', 'female'), gendered('g-bad')]), collection]);
+      expect(r.code).toBe(1);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 1, failed: 2, errors: [{ line: 2, issues: [{ expression: ['Patient.gender'] }] }, { file: collection, entry: 0 }] });
+      expect(await read('Patient', 'g-ok')).toBe(true);
+      expect(await read('Patient', 'g-bad')).toBe(false);
+      const loose = createCliEnv({ CINDER_DATABASE_URL: db.url, CINDER_VALIDATION: 'structural' });
+      expect((await loose.run(['import', '--tenant', 't1', '--json', file('g-loose.ndjson', [gendered('g-loose')])])).code).toBe(0);
+      const v = await cli.run(['validate', '--tenant', 't1', '--type', 'Patient']);
+      expect(v.stdout).toContain('Patient/g-loose');
+      expect(v.stdout).not.toContain('Patient/g-ok');
+    });
   });
 }

@@ -97,6 +97,55 @@ await eachStore((kind, fresh) => {
       expect((await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: unknownBase }] }), 422)).issue[0].details.text).toContain('http://example.org/none');
     });
 
+    /** The snapshot $snapshot generates for a differential of `type` over its R4 base. */
+    const generate = async (type: string, elements: Json[], extra: Json = {}) => {
+      const definition = { resourceType: 'StructureDefinition', url: 'http://example.org/x', name: 'X', status: 'draft', kind: 'resource', abstract: false, type, baseDefinition: `http://hl7.org/fhir/StructureDefinition/${type}`, derivation: 'constraint', differential: { element: elements }, ...extra };
+      return api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: definition }] });
+    };
+
+    test('a differential of paths only: each element within the slice named before it', async () => {
+      const res = await generate('Observation', [
+        { path: 'Observation.component', slicing: { discriminator: [{ type: 'pattern', path: 'code' }], rules: 'open' } },
+        { path: 'Observation.component', sliceName: 'a', min: 1 },
+        { path: 'Observation.component.code', patternCodeableConcept: { coding: [{ system: 'http://loinc.org', code: '1-8' }] } },
+        { path: 'Observation.component', sliceName: 'b' },
+        { path: 'Observation.component.code', short: 'b code' },
+      ]);
+      expect(res.status).toBe(200);
+      const el = byId((await res.json()) as Json);
+      expect(el.get('Observation.component:a.code')?.patternCodeableConcept).toBeDefined();
+      expect(el.get('Observation.component:b.code')?.short).toBe('b code');
+      expect(el.get('Observation.component.code')?.patternCodeableConcept).toBeUndefined();
+    });
+
+    test('below a contentReference (Questionnaire.item.item) and a re-slice', async () => {
+      const q = await generate('Questionnaire', [{ id: 'Questionnaire.item.item.linkId', path: 'Questionnaire.item.item.linkId', maxLength: 10 }]);
+      expect(q.status).toBe(200);
+      const qel = byId((await q.json()) as Json);
+      expect(qel.get('Questionnaire.item.item.linkId')).toMatchObject({ path: 'Questionnaire.item.item.linkId', maxLength: 10, min: 1 });
+      expect(qel.get('Questionnaire.item.item.type')).toMatchObject({ path: 'Questionnaire.item.item.type', min: 1 });
+      const r = await generate('Patient', [
+        { id: 'Patient.identifier', path: 'Patient.identifier', slicing: { discriminator: [{ type: 'value', path: 'system' }], rules: 'open' } },
+        { id: 'Patient.identifier:mrn', path: 'Patient.identifier', sliceName: 'mrn', max: '2', slicing: { discriminator: [{ type: 'value', path: 'use' }], rules: 'open' } },
+        { id: 'Patient.identifier:mrn/old', path: 'Patient.identifier', sliceName: 'mrn/old', max: '1' },
+      ]);
+      expect(r.status).toBe(200);
+      const ids = ((await r.json()) as Json).snapshot.element.map((e: Json) => e.id) as string[];
+      expect(ids.indexOf('Patient.identifier:mrn/old')).toBeGreaterThan(ids.indexOf('Patient.identifier:mrn.assigner'));
+      const over = await generate('Patient', [
+        { id: 'Patient.identifier', path: 'Patient.identifier', slicing: { discriminator: [{ type: 'value', path: 'system' }], rules: 'open' } },
+        { id: 'Patient.identifier:mrn', path: 'Patient.identifier', sliceName: 'mrn', max: '1' },
+        { id: 'Patient.identifier:mrn/old', path: 'Patient.identifier', sliceName: 'mrn/old', max: '2' },
+      ]);
+      expect((await expectOutcome(over, 422)).issue[0].expression).toEqual(['Patient.identifier:mrn/old']);
+    });
+
+    test('below a choice of several types is a 422 asking for one type', async () => {
+      const o = await expectOutcome(await generate('Observation', [{ id: 'Observation.value[x].unit', path: 'Observation.value[x].unit', min: 1 }]), 422);
+      expect(o.issue[0].expression).toEqual(['Observation.value[x].unit']);
+      expect(o.issue[0].details.text).toContain('constrain it to one type first');
+    });
+
     test('a cycle of differential-only profiles is a 422, not a hang', async () => {
       const a = pulse({ url: 'http://example.org/a', baseDefinition: 'http://example.org/b' });
       await api.create(pulse({ url: 'http://example.org/b', baseDefinition: 'http://example.org/a' }));

@@ -38,7 +38,13 @@ interface Run {
 
 /** `sd` with `snapshot` generated from its differential and its base's snapshot (sd itself is not changed). */
 export async function generateSnapshot(sd: Json, lookup: DefinitionLookup): Promise<Json> {
-  const elements = await snapshotElements(sd, { lookup, chain: [], count: 0 });
+  // Each canonical is looked up once per generation (a differential of thousands of elements typed with one profile asks for it thousands of times).
+  const found = new Map<string, Json | undefined | Promise<Json | undefined>>();
+  const once: DefinitionLookup = (canonical) => {
+    if (!found.has(canonical)) found.set(canonical, lookup(canonical));
+    return found.get(canonical);
+  };
+  const elements = await snapshotElements(sd, { lookup: once, chain: [], count: 0 });
   return { ...sd, snapshot: { element: elements } };
 }
 

@@ -87,12 +87,18 @@ await eachStore((kind, fresh) => {
         [{ id: 'Observation.status', path: 'Observation.status', max: '2' }, 'Observation.status', 'max 2 is above the base'],
         [{ id: 'Observation.status', path: 'Observation.status', min: 0 }, 'Observation.status', 'min 0 is below the base'],
         [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'CodeableConcept' }] }, 'Observation.subject', 'the type CodeableConcept is not one the base allows'],
+        [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Practitioner'] }] }, 'Observation.subject', 'the target Practitioner is not one the base allows'],
+        [{ id: 'Observation.status', path: 'Observation.status', binding: { strength: 'preferred', valueSet: 'http://example.org/vs' } }, 'Observation.status', 'the base\'s binding is required'],
       ];
       for (const [element, at, text] of cases) {
         const o = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ differential: { element: [element] } }) }] }), 422);
         expect(o.issue[0].expression).toEqual([at]);
         expect(o.issue[0].details.text).toContain(text);
       }
+      const narrowed = await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ differential: { element: [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Patient'] }], constraint: [{ key: 'x-1', severity: 'error', human: 'x', expression: 'reference.exists()' }] }] } }) }] });
+      const subject = byId((await narrowed.json()) as Json).get('Observation.subject')!;
+      expect(subject.type).toEqual([{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Patient'] }]);
+      expect(subject.constraint.map((c: Json) => `${c.key} ${c.source ?? ''}`)).toEqual(['ele-1 http://hl7.org/fhir/StructureDefinition/Element', `x-1 ${URL_}`]);
       const unknownBase = pulse({ baseDefinition: 'http://example.org/none' });
       expect((await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: unknownBase }] }), 422)).issue[0].details.text).toContain('http://example.org/none');
     });

@@ -8,6 +8,7 @@
  * appended, the rest replaced. Slices are copies of the sliced element as the base had it; `value[x]`
  * constrained as `valueQuantity` keeps its path and narrows its types, as HL7's R4 snapshots do.
  */
+import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
 import { MAX_SNAPSHOT_ELEMENTS } from './compile.ts';
 import { buildTree, cloneBase, cloneCurrent, findByPath, writeTree, type Node } from './snapshot-tree.ts';
 
@@ -59,7 +60,7 @@ async function snapshotElements(sd: Json, run: Run): Promise<Json[]> {
   const label = labelOf(sd);
   if (run.chain.includes(label)) throw new SnapshotError(`The profile ${run.chain[0]} derives from itself: ${[...run.chain, label].join(' -> ')}`);
   if (run.chain.length >= MAX_DERIVATION_DEPTH) throw new SnapshotError(`The profile ${run.chain[0]} stands on more than ${MAX_DERIVATION_DEPTH} definitions: ${run.chain.join(' -> ')}`);
-  if (sd.derivation !== undefined && sd.derivation !== 'constraint') throw new SnapshotError(`${label} has no snapshot and is no constraint (derivation ${JSON.stringify(sd.derivation)}): only a profile's snapshot can be generated`);
+  if (sd.derivation !== undefined && sd.derivation !== 'constraint') throw new SnapshotError(`${label} is no constraint (derivation ${JSON.stringify(sd.derivation)}): only a profile's snapshot is generated, a base definition's is its own`);
   const diff = (sd.differential as Json | undefined)?.element;
   if (!Array.isArray(diff) || diff.length === 0) throw new SnapshotError(`${label} has neither a snapshot nor a differential`);
   if (diff.length > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`${label} has ${diff.length} differential elements, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder generates a snapshot from`);
@@ -143,7 +144,7 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
       inSlice = true;
     }
   }
-  merge(node, ed, id, renamed, path.length > 1 && path[path.length - 1]!.slice !== undefined);
+  merge(node, ed, id, renamed, path.length > 1 && path[path.length - 1]!.slice !== undefined, label.startsWith('StructureDefinition/') ? undefined : label.split('|')[0]);
   if (Array.isArray(ed.type)) await profileConstraints(node, run);
 }
 
@@ -262,7 +263,7 @@ function maxWithin(max: string, base: unknown): boolean {
 }
 
 /** Narrows `node` by the differential element `diff` (its id `id`): R4 profiling.html's rules for what a constraint may change. */
-function merge(node: Node, diff: Json, id: string, renamed: string | undefined, slice: boolean): void {
+function merge(node: Node, diff: Json, id: string, renamed: string | undefined, slice: boolean, source: string | undefined): void {
   const base = node.ed;
   const out: Json = { ...base };
   for (const [key, value] of Object.entries(diff)) {
@@ -282,7 +283,8 @@ function merge(node: Node, diff: Json, id: string, renamed: string | undefined, 
       continue;
     } else if (key === 'constraint' && Array.isArray(value)) {
       const own = Array.isArray(base.constraint) ? (base.constraint as Json[]) : [];
-      const added = (value as Json[]).filter((c) => !own.some((o) => o.key === c.key));
+      // A constraint the profile adds names it as its source (as HAPI's snapshots do).
+      const added = (value as Json[]).filter((c) => !own.some((o) => o.key === c.key)).map((c) => (c.source === undefined && source !== undefined ? { ...c, source } : c));
       out.constraint = [...own.map((o) => (value as Json[]).find((c) => c.key === o.key) ?? o), ...added];
       continue;
     } else if (key === 'mapping' && Array.isArray(value)) {
@@ -313,6 +315,7 @@ function narrowTypes(base: Json[], diff: Json[], id: string): Json[] {
     }
     const out: Json = { ...same, ...t };
     if (t.targetProfile === undefined && same.targetProfile !== undefined) out.targetProfile = same.targetProfile;
+    else checkTargets(same, t, id);
     return out;
   });
 }
@@ -321,6 +324,20 @@ function narrowTypes(base: Json[], diff: Json[], id: string): Json[] {
 function fhirType(t: Json): string | undefined {
   const ext = Array.isArray(t.extension) ? (t.extension as Json[]).find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type') : undefined;
   return typeof ext?.valueUrl === 'string' ? ext.valueUrl : undefined;
+}
+
+/**
+ * A Reference's targets narrowed: each R4 resource type the differential names must be among the base's
+ * (unless the base allows any resource). A target that is a profile is not resolved here: its type is
+ * not in its url.
+ */
+function checkTargets(base: Json, diff: Json, id: string): void {
+  const names = (list: unknown) => (Array.isArray(list) ? list : []).filter((p): p is string => typeof p === 'string' && p.startsWith(CORE)).map((p) => p.slice(CORE.length).split('|')[0]!);
+  const allowed = names(base.targetProfile);
+  if (allowed.length === 0 || allowed.includes('Resource') || !Array.isArray(base.targetProfile) || allowed.length !== base.targetProfile.length) return;
+  for (const target of names(diff.targetProfile)) {
+    if (!allowed.includes(target) && R4_RESOURCE_TYPES.includes(target)) throw new SnapshotError(`${id}: the target ${target} is not one the base allows (${allowed.join(', ')})`, id);
+  }
 }
 
 const STRENGTHS = ['required', 'extensible', 'preferred', 'example'];

@@ -146,6 +146,23 @@ await eachStore((kind, fresh) => {
       expect((await expectOutcome(over, 422)).issue[0].expression).toEqual(['Patient.identifier:mrn/old']);
     });
 
+    test('a choice named by two of its types keeps both, each a type slice; a base profile\'s slice cannot lose its min', async () => {
+      const res = await generate('Observation', [
+        { id: 'Observation.valueQuantity', path: 'Observation.valueQuantity', short: 'q' },
+        { id: 'Observation.valueString', path: 'Observation.valueString', maxLength: 20 },
+      ]);
+      expect(res.status).toBe(200);
+      const el = byId((await res.json()) as Json);
+      expect(el.get('Observation.value[x]')?.type).toEqual([{ code: 'Quantity' }, { code: 'string' }]);
+      expect(el.get('Observation.value[x]:valueQuantity')).toMatchObject({ short: 'q', type: [{ code: 'Quantity' }] });
+      expect(el.get('Observation.value[x]:valueString')).toMatchObject({ maxLength: 20, type: [{ code: 'string' }] });
+      // vitalsigns' slice VSCat is 1..1: a profile on vitalsigns may not make it 0..1.
+      const lower = await generate('Observation', [{ id: 'Observation.category:VSCat', path: 'Observation.category', sliceName: 'VSCat', min: 0 }], { baseDefinition: 'http://hl7.org/fhir/StructureDefinition/vitalsigns' });
+      const o = await expectOutcome(lower, 422);
+      expect(o.issue[0].expression).toEqual(['Observation.category:VSCat']);
+      expect(o.issue[0].details.text).toContain("min 0 is below the base's min 1");
+    });
+
     test('below a choice of several types is a 422 asking for one type', async () => {
       const o = await expectOutcome(await generate('Observation', [{ id: 'Observation.value[x].unit', path: 'Observation.value[x].unit', min: 1 }]), 422);
       expect(o.issue[0].expression).toEqual(['Observation.value[x].unit']);

@@ -20,6 +20,10 @@ export interface Node {
   slices: Node[];
   /** Whether it comes from the base (else it is a slice the differential made). */
   fromBase: boolean;
+  /** A choice's types the differential named it by (`valueQuantity`, `valueString`): the types it is narrowed to. */
+  renamed?: string[];
+  /** Whether a differential element gave its types (then naming it by a type narrows it no further). */
+  typedByDiff?: boolean;
 }
 
 /** A snapshot's elements (in order) as a tree; elements whose owner is not before them are left out. */

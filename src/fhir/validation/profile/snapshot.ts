@@ -8,18 +8,13 @@
  * appended, the rest replaced. Slices are copies of the sliced element as the base had it; `value[x]`
  * constrained as `valueQuantity` keeps its path and narrows its types, as HL7's R4 snapshots do.
  */
-import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
 import { MAX_SNAPSHOT_ELEMENTS } from './compile.ts';
+import { merge, SnapshotError, typesOf } from './snapshot-merge.ts';
 import { buildTree, cloneBase, cloneCurrent, findByPath, writeTree, type Node } from './snapshot-tree.ts';
 
-type Json = Record<string, unknown>;
+export { SnapshotError } from './snapshot-merge.ts';
 
-/** Why no snapshot can be generated; `element` is the differential element's id, when one is to blame. */
-export class SnapshotError extends Error {
-  constructor(message: string, readonly element?: string) {
-    super(message);
-  }
-}
+type Json = Record<string, unknown>;
 
 /** A StructureDefinition by canonical (`url` or `url|version`): the tenant's, else R4 core's; undefined when unknown. */
 export type DefinitionLookup = (canonical: string) => Json | undefined | Promise<Json | undefined>;
@@ -28,13 +23,14 @@ export type DefinitionLookup = (canonical: string) => Json | undefined | Promise
 export const MAX_DERIVATION_DEPTH = 16;
 
 const CORE = 'http://hl7.org/fhir/StructureDefinition/';
-const RESOURCE_BASES = new Set(['Resource', 'DomainResource']);
 
 interface Run {
   lookup: DefinitionLookup;
   /** The urls whose snapshot is being generated, outermost first (a cycle is an error). */
   chain: string[];
   count: number;
+  /** The slices this profile's differential made (their `min` may be below the sliced element's). */
+  created: WeakSet<Node>;
 }
 
 /** `sd` with `snapshot` generated from its differential and its base's snapshot (sd itself is not changed). */
@@ -45,7 +41,7 @@ export async function generateSnapshot(sd: Json, lookup: DefinitionLookup): Prom
     if (!found.has(canonical)) found.set(canonical, lookup(canonical));
     return found.get(canonical);
   };
-  const elements = await snapshotElements(sd, { lookup: once, chain: [], count: 0 });
+  const elements = await snapshotElements(sd, { lookup: once, chain: [], count: 0, created: new WeakSet() });
   return { ...sd, snapshot: { element: elements } };
 }
 
@@ -66,12 +62,11 @@ async function snapshotElements(sd: Json, run: Run): Promise<Json[]> {
   if (diff.length > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`${label} has ${diff.length} differential elements, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder generates a snapshot from`);
   if (typeof sd.baseDefinition !== 'string') throw new SnapshotError(`${label} has no baseDefinition to generate its snapshot from`);
   const chain = [...run.chain, label];
-  const inner: Run = { ...run, chain };
+  const inner: Run = { ...run, chain, count: 0 };
   const base = await run.lookup(sd.baseDefinition);
   if (base === undefined) throw new SnapshotError(`The base definition ${sd.baseDefinition} of ${label} is not known`);
   if (typeof sd.type === 'string' && base.type !== sd.type) throw new SnapshotError(`${label} constrains ${sd.type} but its base ${sd.baseDefinition} defines ${String(base.type)}`);
   const root = buildTree(await elementsOf(base, inner));
-  run.count = 0;
   for (const ed of normalizeIds(diff as Json[], root.name)) await apply(root, ed, inner, label);
   const out = writeTree(root);
   if (out.length > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`The snapshot of ${label} would hold ${out.length} elements, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
@@ -121,7 +116,6 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
   const path = steps(id);
   if (path[0]!.name !== root.name || path[0]!.slice !== undefined) throw new SnapshotError(`The differential element ${id} is not within ${root.name}`, id);
   let node = root;
-  let renamed: string | undefined;
   let inSlice = false;
   for (let i = 1; i < path.length; i++) {
     const step = path[i]!;
@@ -129,7 +123,7 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
     const found = findChild(node, step.name);
     if (found === undefined) throw new SnapshotError(`The differential element ${id} names ${step.name}, which ${pathOf(node)} does not have in the base ${label} stands on`, id);
     node = found.node;
-    renamed = found.type;
+    const renamed = found.type;
     if (renamed !== undefined) {
       narrowChoice(node, renamed);
       // Outside slices, HL7's R4 snapshots make `valueQuantity` the type slice `value[x]:valueQuantity` of `value[x]`.
@@ -144,7 +138,7 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
       inSlice = true;
     }
   }
-  merge(node, ed, id, renamed, path.length > 1 && path[path.length - 1]!.slice !== undefined, label.startsWith('StructureDefinition/') ? undefined : label.split('|')[0]);
+  merge(node, ed, id, run.created.has(node), label.startsWith('StructureDefinition/') ? undefined : label.split('|')[0]);
   if (Array.isArray(ed.type)) await profileConstraints(node, run);
 }
 
@@ -172,21 +166,29 @@ function findChild(node: Node, name: string): { node: Node; type?: string } | un
     if (!c.name.endsWith('[x]')) continue;
     const stem = c.name.slice(0, -3);
     if (!name.startsWith(stem) || name.length === stem.length) continue;
-    const suffix = name.slice(stem.length);
-    const type = typesOf(c.ed).map((t) => String(t.code)).find((code) => code.toLowerCase() === suffix.toLowerCase());
+    const suffix = name.slice(stem.length).toLowerCase();
+    // The types it has now, or had in the base when an earlier name narrowed it to others.
+    const codes = [...typesOf(c.ed), ...(c.typedByDiff === true ? [] : typesOf(c.orig))].map((t) => String(t.code));
+    const type = codes.find((code) => code.toLowerCase() === suffix);
     if (type !== undefined) return { node: c, type };
   }
   return undefined;
 }
 
-function typesOf(ed: Json): Json[] {
-  return Array.isArray(ed.type) ? (ed.type as Json[]) : [];
-}
-
-/** A choice element constrained by a typed name keeps only that type. */
+/**
+ * A choice element named by one of its types (`valueQuantity`) keeps only the types it has been named by
+ * (`valueQuantity` and `valueString`: Quantity and string), unless a differential element gave its types.
+ */
 function narrowChoice(node: Node, type: string): void {
-  const kept = typesOf(node.ed).filter((t) => t.code === type);
-  if (kept.length > 0) node.ed.type = kept;
+  if (node.typedByDiff === true || node.renamed?.includes(type)) return;
+  const named = (list: Json[]) => list.filter((t) => t.code === type);
+  if (node.renamed === undefined) {
+    node.renamed = [type];
+    node.ed.type = named(typesOf(node.ed));
+  } else {
+    node.renamed.push(type);
+    node.ed.type = [...typesOf(node.ed), ...named(typesOf(node.orig))];
+  }
 }
 
 /** The slice `name` of `node` (`s/r`: the re-slice `r` of its slice `s`), made from the sliced element as the base has it when new. */
@@ -207,6 +209,7 @@ function sliceOf(node: Node, name: string, id: string, run: Run): Node {
   slice.ed.sliceName = name;
   slice.sliceName = name;
   slice.fromBase = false;
+  run.created.add(slice);
   count(run, slice, id);
   owner.slices.push(slice);
   return slice;
@@ -253,99 +256,4 @@ async function expandFrom(node: Node, sd: Json, run: Run, id: string): Promise<v
   const typeRoot = buildTree(await elementsOf(sd, { ...run, chain: [...run.chain] }));
   node.children = typeRoot.children.map((c) => cloneBase(c, `${node.path}.${c.name}`));
   count(run, node, id);
-}
-
-/** Whether the base's `max` allows `max`. */
-function maxWithin(max: string, base: unknown): boolean {
-  if (base === undefined || base === '*') return true;
-  if (max === '*') return false;
-  return Number(max) <= Number(base);
-}
-
-/** Narrows `node` by the differential element `diff` (its id `id`): R4 profiling.html's rules for what a constraint may change. */
-function merge(node: Node, diff: Json, id: string, renamed: string | undefined, slice: boolean, source: string | undefined): void {
-  const base = node.ed;
-  const out: Json = { ...base };
-  for (const [key, value] of Object.entries(diff)) {
-    if (key === 'id' || key === 'path' || key === 'base') continue;
-    if (key === 'min') {
-      if (typeof value !== 'number') continue;
-      if (!slice && typeof base.min === 'number' && value < base.min) throw new SnapshotError(`${id}: min ${value} is below the base's min ${base.min}`, id);
-      if (typeof base.max === 'string' && base.max !== '*' && value > Number(base.max)) throw new SnapshotError(`${id}: min ${value} is above the base's max ${base.max}`, id);
-    } else if (key === 'max') {
-      if (typeof value !== 'string' || (value !== '*' && !/^[0-9]+$/.test(value))) throw new SnapshotError(`${id}: max ${JSON.stringify(value)} is neither a number nor *`, id);
-      if (!maxWithin(value, base.max)) throw new SnapshotError(`${id}: max ${value} is above the base's max ${String(base.max)}`, id);
-    } else if (key === 'type') {
-      out.type = narrowTypes(typesOf(base), Array.isArray(value) ? (value as Json[]) : [], id);
-      continue;
-    } else if (key === 'binding') {
-      out.binding = mergeBinding(base.binding as Json | undefined, value as Json, id);
-      continue;
-    } else if (key === 'constraint' && Array.isArray(value)) {
-      const own = Array.isArray(base.constraint) ? (base.constraint as Json[]) : [];
-      // A constraint the profile adds names it as its source (as HAPI's snapshots do).
-      const added = (value as Json[]).filter((c) => !own.some((o) => o.key === c.key)).map((c) => (c.source === undefined && source !== undefined ? { ...c, source } : c));
-      out.constraint = [...own.map((o) => (value as Json[]).find((c) => c.key === o.key) ?? o), ...added];
-      continue;
-    } else if (key === 'mapping' && Array.isArray(value)) {
-      const own = Array.isArray(base.mapping) ? (base.mapping as Json[]) : [];
-      out.mapping = [...own, ...(value as Json[]).filter((m) => !own.some((o) => o.identity === m.identity && o.map === m.map))];
-      continue;
-    } else if (key.startsWith('fixed') || key.startsWith('pattern')) {
-      for (const k of Object.keys(out)) if ((k.startsWith('fixed') || k.startsWith('pattern')) && k !== key) delete out[k];
-    }
-    out[key] = value;
-  }
-  if (renamed !== undefined && diff.type === undefined) out.type = typesOf(base).filter((t) => t.code === renamed);
-  const min = out.min;
-  if (typeof min === 'number' && typeof out.max === 'string' && out.max !== '*' && min > Number(out.max)) throw new SnapshotError(`${id}: min ${min} is above max ${out.max}`, id);
-  node.ed = out;
-}
-
-/** The differential's types, each one the base allows (its code, or a resource type where the base has Resource), keeping the base's profiles where it names none. */
-function narrowTypes(base: Json[], diff: Json[], id: string): Json[] {
-  if (diff.length === 0) return base;
-  const codes = new Set(base.map((t) => String(t.code)));
-  return diff.map((t) => {
-    const code = String(t.code);
-    const same = base.find((b) => b.code === code);
-    if (same === undefined) {
-      if (base.length === 0 || [...codes].some((c) => RESOURCE_BASES.has(c)) || base.some((b) => fhirType(b) === code)) return t;
-      throw new SnapshotError(`${id}: the type ${code} is not one the base allows (${[...codes].join(', ')})`, id);
-    }
-    const out: Json = { ...same, ...t };
-    if (t.targetProfile === undefined && same.targetProfile !== undefined) out.targetProfile = same.targetProfile;
-    else checkTargets(same, t, id);
-    return out;
-  });
-}
-
-/** The FHIR type a FHIRPath system type stands for (`Extension.url`'s System.String is a uri). */
-function fhirType(t: Json): string | undefined {
-  const ext = Array.isArray(t.extension) ? (t.extension as Json[]).find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type') : undefined;
-  return typeof ext?.valueUrl === 'string' ? ext.valueUrl : undefined;
-}
-
-/**
- * A Reference's targets narrowed: each R4 resource type the differential names must be among the base's
- * (unless the base allows any resource). A target that is a profile is not resolved here: its type is
- * not in its url.
- */
-function checkTargets(base: Json, diff: Json, id: string): void {
-  const names = (list: unknown) => (Array.isArray(list) ? list : []).filter((p): p is string => typeof p === 'string' && p.startsWith(CORE)).map((p) => p.slice(CORE.length).split('|')[0]!);
-  const allowed = names(base.targetProfile);
-  if (allowed.length === 0 || allowed.includes('Resource') || !Array.isArray(base.targetProfile) || allowed.length !== base.targetProfile.length) return;
-  for (const target of names(diff.targetProfile)) {
-    if (!allowed.includes(target) && R4_RESOURCE_TYPES.includes(target)) throw new SnapshotError(`${id}: the target ${target} is not one the base allows (${allowed.join(', ')})`, id);
-  }
-}
-
-const STRENGTHS = ['required', 'extensible', 'preferred', 'example'];
-
-/** The differential's binding over the base's; a required binding may not be weakened. */
-function mergeBinding(base: Json | undefined, diff: Json, id: string): Json {
-  if (base?.strength === 'required' && typeof diff.strength === 'string' && STRENGTHS.indexOf(diff.strength) > 0) {
-    throw new SnapshotError(`${id}: the base's binding is required, the differential weakens it to ${diff.strength}`, id);
-  }
-  return { ...(base ?? {}), ...diff };
 }

@@ -1,0 +1,120 @@
+/**
+ * How a differential element narrows its base element in a generated snapshot (R4 profiling.html,
+ * "Constraining elements"; elementdefinition.html): cardinality within the base's, types among the base's,
+ * a binding no weaker than a required one, fixed and pattern values replaced, constraints and mappings
+ * appended, everything else replaced. A differential that breaks one of these is a SnapshotError naming
+ * its element.
+ */
+import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
+import type { Node } from './snapshot-tree.ts';
+
+type Json = Record<string, unknown>;
+
+const CORE = 'http://hl7.org/fhir/StructureDefinition/';
+const RESOURCE_BASES = new Set(['Resource', 'DomainResource']);
+
+/** Why no snapshot can be generated; `element` is the differential element's id, when one is to blame. */
+export class SnapshotError extends Error {
+  constructor(message: string, readonly element?: string) {
+    super(message);
+  }
+}
+
+export function typesOf(ed: Json): Json[] {
+  return Array.isArray(ed.type) ? (ed.type as Json[]) : [];
+}
+
+/** Whether the base's `max` allows `max`. */
+function maxWithin(max: string, base: unknown): boolean {
+  if (base === undefined || base === '*') return true;
+  if (max === '*') return false;
+  return Number(max) <= Number(base);
+}
+
+/** Narrows `node` by the differential element `diff` (its id `id`; `newSlice`: a slice it makes): R4 profiling.html's rules for what a constraint may change. */
+export function merge(node: Node, diff: Json, id: string, newSlice: boolean, source: string | undefined): void {
+  const base = node.ed;
+  const out: Json = { ...base };
+  for (const [key, value] of Object.entries(diff)) {
+    if (key === 'id' || key === 'path' || key === 'base') continue;
+    if (key === 'min') {
+      if (typeof value !== 'number') continue;
+      if (!newSlice && typeof base.min === 'number' && value < base.min) throw new SnapshotError(`${id}: min ${value} is below the base's min ${base.min}`, id);
+      if (typeof base.max === 'string' && base.max !== '*' && value > Number(base.max)) throw new SnapshotError(`${id}: min ${value} is above the base's max ${base.max}`, id);
+    } else if (key === 'max') {
+      if (typeof value !== 'string' || (value !== '*' && !/^[0-9]+$/.test(value))) throw new SnapshotError(`${id}: max ${JSON.stringify(value)} is neither a number nor *`, id);
+      if (!maxWithin(value, base.max)) throw new SnapshotError(`${id}: max ${value} is above the base's max ${String(base.max)}`, id);
+    } else if (key === 'type') {
+      out.type = narrowTypes(typesOf(base), Array.isArray(value) ? (value as Json[]) : [], id);
+      node.typedByDiff = true;
+      continue;
+    } else if (key === 'binding') {
+      out.binding = mergeBinding(base.binding as Json | undefined, value as Json, id);
+      continue;
+    } else if (key === 'constraint' && Array.isArray(value)) {
+      const own = Array.isArray(base.constraint) ? (base.constraint as Json[]) : [];
+      // A constraint the profile adds names it as its source (as HAPI's snapshots do).
+      const added = (value as Json[]).filter((c) => !own.some((o) => o.key === c.key)).map((c) => (c.source === undefined && source !== undefined ? { ...c, source } : c));
+      out.constraint = [...own.map((o) => (value as Json[]).find((c) => c.key === o.key) ?? o), ...added];
+      continue;
+    } else if (key === 'mapping' && Array.isArray(value)) {
+      const own = Array.isArray(base.mapping) ? (base.mapping as Json[]) : [];
+      out.mapping = [...own, ...(value as Json[]).filter((m) => !own.some((o) => o.identity === m.identity && o.map === m.map))];
+      continue;
+    } else if (key.startsWith('fixed') || key.startsWith('pattern')) {
+      for (const k of Object.keys(out)) if ((k.startsWith('fixed') || k.startsWith('pattern')) && k !== key) delete out[k];
+    }
+    out[key] = value;
+  }
+  const min = out.min;
+  if (typeof min === 'number' && typeof out.max === 'string' && out.max !== '*' && min > Number(out.max)) throw new SnapshotError(`${id}: min ${min} is above max ${out.max}`, id);
+  node.ed = out;
+}
+
+/** The differential's types, each one the base allows (its code, or a resource type where the base has Resource), keeping the base's profiles where it names none. */
+function narrowTypes(base: Json[], diff: Json[], id: string): Json[] {
+  if (diff.length === 0) return base;
+  const codes = new Set(base.map((t) => String(t.code)));
+  return diff.map((t) => {
+    const code = String(t.code);
+    const same = base.find((b) => b.code === code);
+    if (same === undefined) {
+      if (base.length === 0 || [...codes].some((c) => RESOURCE_BASES.has(c)) || base.some((b) => fhirType(b) === code)) return t;
+      throw new SnapshotError(`${id}: the type ${code} is not one the base allows (${[...codes].join(', ')})`, id);
+    }
+    const out: Json = { ...same, ...t };
+    if (t.targetProfile === undefined && same.targetProfile !== undefined) out.targetProfile = same.targetProfile;
+    else checkTargets(same, t, id);
+    return out;
+  });
+}
+
+/** The FHIR type a FHIRPath system type stands for (`Extension.url`'s System.String is a uri). */
+function fhirType(t: Json): string | undefined {
+  const ext = Array.isArray(t.extension) ? (t.extension as Json[]).find((e) => e.url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type') : undefined;
+  return typeof ext?.valueUrl === 'string' ? ext.valueUrl : undefined;
+}
+
+/**
+ * A Reference's targets narrowed: each R4 resource type the differential names must be among the base's
+ * (unless the base allows any resource). A target that is a profile is not resolved here: its type is
+ * not in its url.
+ */
+function checkTargets(base: Json, diff: Json, id: string): void {
+  const names = (list: unknown) => (Array.isArray(list) ? list : []).filter((p): p is string => typeof p === 'string' && p.startsWith(CORE)).map((p) => p.slice(CORE.length).split('|')[0]!);
+  const allowed = names(base.targetProfile);
+  if (allowed.length === 0 || allowed.includes('Resource') || !Array.isArray(base.targetProfile) || allowed.length !== base.targetProfile.length) return;
+  for (const target of names(diff.targetProfile)) {
+    if (!allowed.includes(target) && R4_RESOURCE_TYPES.includes(target)) throw new SnapshotError(`${id}: the target ${target} is not one the base allows (${allowed.join(', ')})`, id);
+  }
+}
+
+const STRENGTHS = ['required', 'extensible', 'preferred', 'example'];
+
+/** The differential's binding over the base's; a required binding may not be weakened. */
+function mergeBinding(base: Json | undefined, diff: Json, id: string): Json {
+  if (base?.strength === 'required' && typeof diff.strength === 'string' && STRENGTHS.indexOf(diff.strength) > 0) {
+    throw new SnapshotError(`${id}: the base's binding is required, the differential weakens it to ${diff.strength}`, id);
+  }
+  return { ...(base ?? {}), ...diff };
+}

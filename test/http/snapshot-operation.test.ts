@@ -183,6 +183,19 @@ await eachStore((kind, fresh) => {
       expect(ops).toContainEqual({ name: 'snapshot', definition: 'http://hl7.org/fhir/OperationDefinition/StructureDefinition-snapshot' });
     });
 
+    test('limits: at most 16 definitions deep, at most 10,000 elements', async () => {
+      for (let i = 0; i <= 16; i++) {
+        const base = i === 0 ? 'http://hl7.org/fhir/StructureDefinition/Patient' : `http://example.org/deep-${i - 1}`;
+        await api.create({ ...pulse(), url: `http://example.org/deep-${i}`, type: 'Patient', baseDefinition: base, differential: { element: [{ id: 'Patient.name', path: 'Patient.name', short: `level ${i}` }] } });
+      }
+      expect((await api.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://example.org/deep-15')}`)).status).toBe(200);
+      const deep = await expectOutcome(await api.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://example.org/deep-16')}`), 422);
+      expect(deep.issue[0].details.text).toContain('stands on more than 16 definitions');
+      const slices = Array.from({ length: 1000 }, (_, i) => ({ id: `Patient.contact:c${i}`, path: 'Patient.contact', sliceName: `c${i}` }));
+      const many = await generate('Patient', [{ id: 'Patient.contact', path: 'Patient.contact', slicing: { discriminator: [{ type: 'value', path: 'gender' }], rules: 'open' } }, ...slices]);
+      expect((await expectOutcome(many, 422)).issue[0].details.text).toContain('more than the 10000 elements');
+    });
+
     test('needs read access to StructureDefinition', async () => {
       const narrow = fhirClient(t, await t.token('system/Patient.read'));
       await expectOutcome(await narrow.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`), 403);

@@ -9,6 +9,8 @@ import type { CapabilityContribution } from './capability.ts';
 import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { parseExact } from './exact-json.ts';
+import type { Resource } from './resource.ts';
+import { requireValid } from './validation/check.ts';
 import { storeProfiles } from './validation/profile/definitions.ts';
 import { ProfileRegistry } from './validation/profile/registry.ts';
 import { SnapshotError } from './validation/profile/snapshot.ts';
@@ -64,6 +66,9 @@ export async function snapshotOperation(deps: FhirDeps, req: FhirRequest, id: st
       if (d === null || typeof d !== 'object' || Array.isArray(d) || d.resourceType !== 'StructureDefinition') {
         throw new FhirError('invalid', 'The definition parameter must be a StructureDefinition', { expression: ['definition'] });
       }
+      // A definition given inline must be structurally valid R4 (a 422 listing its problems); its invariants are not
+      // required, so that a differential of paths without ids (sdf-14), as older profiles have, is generated too.
+      requireValid(d as Resource, 'structural');
       sd = d;
     } else {
       const found = await registry.definitionLookup(req.tenant)(args.url!);

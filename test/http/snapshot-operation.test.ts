@@ -77,6 +77,8 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters' }), 400);
       await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: { resourceType: 'Patient' } }] }), 400);
       await expectOutcome(await api.get('StructureDefinition/$snapshot?definition=x'), 400);
+      const malformed = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ differential: { element: [null, 3, { path: 7 }] } }) }] }), 422);
+      expect(malformed.issue.length).toBeGreaterThan(0);
       await expectOutcome(await api.get('StructureDefinition/$snapshot?url=http://example.org/none'), 404);
       await expectOutcome(await api.get('StructureDefinition/no-such-id/$snapshot'), 404);
       const noPath = pulse({ differential: { element: [{ id: 'Observation.nickname', path: 'Observation.nickname', min: 1 }] } });

@@ -31,6 +31,7 @@ export function buildTree(elements: readonly Json[]): Node {
   const byId = new Map<string, Node>();
   let root: Node | undefined;
   for (const ed of elements) {
+    if (ed === null || typeof ed !== 'object') continue;
     const id = typeof ed.id === 'string' ? ed.id : String(ed.path);
     if (root === undefined) {
       root = node(String(ed.path), String(ed.path), undefined, ed);

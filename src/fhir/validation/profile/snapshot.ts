@@ -86,6 +86,7 @@ function labelOf(sd: Json): string {
 function normalizeIds(diff: Json[], rootName: string): Json[] {
   const current = new Map<string, string>();
   return diff.map((ed, i) => {
+    if (ed === null || typeof ed !== 'object' || Array.isArray(ed)) throw new SnapshotError(`The differential element ${i} is no ElementDefinition`, `differential.element[${i}]`);
     const path = typeof ed.path === 'string' ? ed.path : undefined;
     if (path === undefined) throw new SnapshotError(`The differential element ${i} has no path`, `differential.element[${i}]`);
     if (path !== rootName && !path.startsWith(`${rootName}.`)) throw new SnapshotError(`The differential element ${String(ed.id ?? path)} is not within ${rootName}`, String(ed.id ?? path));

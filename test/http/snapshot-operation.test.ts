@@ -91,9 +91,11 @@ await eachStore((kind, fresh) => {
         [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'CodeableConcept' }] }, 'Observation.subject', 'the type CodeableConcept is not one the base allows'],
         [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Practitioner'] }] }, 'Observation.subject', 'the target Practitioner is not one the base allows'],
         [{ id: 'Observation.status', path: 'Observation.status', binding: { strength: 'preferred', valueSet: 'http://example.org/vs' } }, 'Observation.status', 'the base\'s binding is required'],
+        [{ id: 'Observation.category:VSCat.coding.code', path: 'Observation.category.coding.code', fixedCode: 'laboratory' }, 'Observation.category:VSCat.coding.code', 'the base fixes fixedCode to "vital-signs"'],
       ];
       for (const [element, at, text] of cases) {
-        const o = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ differential: { element: [element] } }) }] }), 422);
+        const base = at.includes('VSCat') ? { baseDefinition: 'http://hl7.org/fhir/StructureDefinition/vitalsigns' } : {};
+        const o = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ ...base, differential: { element: [element] } }) }] }), 422);
         expect(o.issue[0].expression).toEqual([at]);
         expect(o.issue[0].details.text).toContain(text);
       }

@@ -61,6 +61,8 @@ export function merge(node: Node, diff: Json, id: string, newSlice: boolean, sou
       const own = Array.isArray(base.mapping) ? (base.mapping as Json[]) : [];
       out.mapping = [...own, ...(value as Json[]).filter((m) => !own.some((o) => o.identity === m.identity && o.map === m.map))];
       continue;
+    } else if (key.startsWith('fixed') && base[key] !== undefined && JSON.stringify(base[key]) !== JSON.stringify(value)) {
+      throw new SnapshotError(`${id}: the base fixes ${key} to ${JSON.stringify(base[key])}, the differential to ${JSON.stringify(value)}`, id);
     } else if (key.startsWith('fixed') || key.startsWith('pattern')) {
       for (const k of Object.keys(out)) if ((k.startsWith('fixed') || k.startsWith('pattern')) && k !== key) delete out[k];
     }

@@ -191,6 +191,24 @@ await eachStore((kind, fresh) => {
       expect(where(await expectOutcome(await api.post('Observation', obs({ code: { text: 'pulse' }, valueQuantity: { value: 60, unit: '/min' } })), 422))).toEqual(['Observation.code.coding']);
     });
 
+    test('an extension definition with only a differential: extensions are checked against its generated snapshot', async () => {
+      const url = 'http://example.org/fhir/StructureDefinition/shoe-size';
+      await api.create({
+        resourceType: 'StructureDefinition', url, name: 'ShoeSize', status: 'active', kind: 'complex-type', abstract: false, type: 'Extension',
+        context: [{ type: 'element', expression: 'Patient' }],
+        baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Extension', derivation: 'constraint',
+        differential: { element: [
+          { id: 'Extension', path: 'Extension', max: '1' },
+          { id: 'Extension.extension', path: 'Extension.extension', max: '0' },
+          { id: 'Extension.url', path: 'Extension.url', fixedUri: url },
+          { id: 'Extension.value[x]', path: 'Extension.value[x]', min: 1, type: [{ code: 'decimal' }] },
+        ] },
+      });
+      const check = async (value: Json) => (await (await api.post('Patient/$validate', { resourceType: 'Patient', extension: [{ url, ...value }] })).json()) as Json;
+      expect(errors(await check({ valueDecimal: 42 }))).toEqual([]);
+      expect(errors(await check({ valueString: '42' })).map((i) => i.expression[0])).toEqual(['Patient.extension[0].value.ofType(String)']);
+    });
+
     test('a differential that generates no snapshot stays writable; a write claiming it is an error naming the problem', async () => {
       const url = `${LOCAL}-bad`;
       const bad = { ...localProfile(1, false), url, name: 'Bad', differential: { element: [{ id: 'Patient.nickname', path: 'Patient.nickname', min: 1 }] } };

@@ -122,7 +122,7 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
     const step = path[i]!;
     if (node.children.length === 0) await expand(node, root, run, id);
     const found = findChild(node, step.name);
-    if (found === undefined) throw new SnapshotError(`The differential element ${id} names ${step.name}, which ${pathOf(node)} does not have in the base ${label} stands on`, id);
+    if (found === undefined) throw new SnapshotError(`The differential element ${id} names ${step.name}, which ${node.path} does not have in the base ${label} stands on`, id);
     node = found.node;
     const renamed = found.type;
     if (renamed !== undefined) {
@@ -153,10 +153,6 @@ async function profileConstraints(node: Node, run: Run): Promise<void> {
   const own = Array.isArray(node.ed.constraint) ? (node.ed.constraint as Json[]) : [];
   const added = (Array.isArray(root?.constraint) ? (root.constraint as Json[]) : []).filter((c) => !own.some((o) => o.key === c.key));
   if (added.length > 0) node.ed.constraint = [...own, ...added];
-}
-
-function pathOf(node: Node): string {
-  return node.path;
 }
 
 /** The child `name` names: itself, or a choice element `value[x]` named for one of its types (`valueQuantity`). */
@@ -244,7 +240,8 @@ async function expand(node: Node, root: Node, run: Run, id: string): Promise<voi
   const types = typesOf(node.ed);
   const codes = [...new Set(types.map((t) => String(t.code)))];
   if (codes.length !== 1) {
-    throw new SnapshotError(`The differential element ${id} is below ${node.path}, whose type is ${codes.length === 0 ? 'not given' : `one of ${codes.join(', ')}`}: constrain it to one type first (or name it as ${node.name.replace('[x]', 'Quantity')} ...)`, id);
+    const how = node.name.endsWith('[x]') ? ` (name it by its type, as ${node.name.slice(0, -3)}${codes[0]?.replace(/^./, (c) => c.toUpperCase()) ?? 'Quantity'})` : '';
+    throw new SnapshotError(`The differential element ${id} is below ${node.path}, whose type is ${codes.length === 0 ? 'not given' : `one of ${codes.join(', ')}`}: constrain it to one type first${how}`, id);
   }
   const profiles = types.flatMap((t) => (Array.isArray(t.profile) ? (t.profile as unknown[]) : [])).filter((p): p is string => typeof p === 'string');
   const url = profiles.length === 1 ? profiles[0]! : codes[0]!.includes(':') ? codes[0]! : CORE + codes[0];

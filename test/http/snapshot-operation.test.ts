@@ -89,7 +89,8 @@ await eachStore((kind, fresh) => {
         [{ id: 'Observation.status', path: 'Observation.status', max: '2' }, 'Observation.status', 'max 2 is above the base'],
         [{ id: 'Observation.status', path: 'Observation.status', min: 0 }, 'Observation.status', 'min 0 is below the base'],
         [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'CodeableConcept' }] }, 'Observation.subject', 'the type CodeableConcept is not one the base allows'],
-        [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Practitioner'] }] }, 'Observation.subject', 'the target Practitioner is not one the base allows'],
+        [{ id: 'Observation.subject', path: 'Observation.subject', type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/Practitioner'] }] }, 'Observation.subject', 'the target http://hl7.org/fhir/StructureDefinition/Practitioner (Practitioner) is not one the base allows'],
+        [{ id: 'Observation.hasMember', path: 'Observation.hasMember', type: [{ code: 'Reference', targetProfile: ['http://hl7.org/fhir/StructureDefinition/groupdefinition'] }] }, 'Observation.hasMember', 'the target http://hl7.org/fhir/StructureDefinition/groupdefinition (Group) is not one the base allows'],
         [{ id: 'Observation.status', path: 'Observation.status', binding: { strength: 'preferred', valueSet: 'http://example.org/vs' } }, 'Observation.status', 'the base\'s binding is required'],
         [{ id: 'Observation.category:VSCat.coding.code', path: 'Observation.category.coding.code', fixedCode: 'laboratory' }, 'Observation.category:VSCat.coding.code', 'the base fixes fixedCode to "vital-signs"'],
       ];

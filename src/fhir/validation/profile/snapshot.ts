@@ -8,6 +8,7 @@
  * appended, the rest replaced. Slices are copies of the sliced element as the base had it; `value[x]`
  * constrained as `valueQuantity` keeps its path and narrows its types, as HL7's R4 snapshots do.
  */
+import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
 import { MAX_SNAPSHOT_ELEMENTS } from './compile.ts';
 import { merge, SnapshotError, typesOf } from './snapshot-merge.ts';
 import { buildTree, cloneBase, cloneCurrent, findByPath, writeTree, type Node } from './snapshot-tree.ts';
@@ -23,6 +24,7 @@ export type DefinitionLookup = (canonical: string) => Json | undefined | Promise
 export const MAX_DERIVATION_DEPTH = 16;
 
 const CORE = 'http://hl7.org/fhir/StructureDefinition/';
+const RESOURCE_TYPES = new Set(R4_RESOURCE_TYPES);
 
 interface Run {
   lookup: DefinitionLookup;
@@ -139,8 +141,35 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
       inSlice = true;
     }
   }
+  if (Array.isArray(ed.type)) await checkTargets(typesOf(node.ed), ed.type as Json[], run, id);
   merge(node, ed, id, run.created.has(node), label.startsWith('StructureDefinition/') ? undefined : label.split('|')[0]);
   if (Array.isArray(ed.type)) await profileConstraints(node, run);
+}
+
+/**
+ * A Reference's targets narrowed: the resource type each target of the differential names (an R4 type's
+ * url, or a profile's, whose `type` says it) must be one the base's targets allow (any, when a base target
+ * is Resource or cannot be resolved). A target profile Cinder cannot find is left unchecked.
+ */
+async function checkTargets(base: Json[], diff: Json[], run: Run, id: string): Promise<void> {
+  const typeOf = async (url: unknown): Promise<string | undefined> => {
+    if (typeof url !== 'string') return undefined;
+    const name = url.startsWith(CORE) ? url.slice(CORE.length).split('|')[0]! : undefined;
+    if (name !== undefined && RESOURCE_TYPES.has(name)) return name;
+    const sd = await run.lookup(url);
+    return typeof sd?.type === 'string' ? sd.type : undefined;
+  };
+  for (const t of diff) {
+    if (t === null || typeof t !== 'object' || !Array.isArray(t.targetProfile)) continue;
+    const same = base.find((b) => b.code === t.code);
+    if (!Array.isArray(same?.targetProfile) || same.targetProfile.length === 0) continue;
+    const allowed = await Promise.all(same.targetProfile.map(typeOf));
+    if (allowed.some((a) => a === undefined || a === 'Resource')) continue;
+    for (const target of t.targetProfile) {
+      const type = await typeOf(target);
+      if (type !== undefined && !allowed.includes(type)) throw new SnapshotError(`${id}: the target ${String(target)} (${type}) is not one the base allows (${[...new Set(allowed)].join(', ')})`, id);
+    }
+  }
 }
 
 /** An element whose one type names a datatype profile (`Quantity` as SimpleQuantity) carries that profile's invariants too, as HL7's snapshots do. */

@@ -14,6 +14,7 @@ import { requireValid } from './validation/check.ts';
 import { storeProfiles } from './validation/profile/definitions.ts';
 import { ProfileRegistry } from './validation/profile/registry.ts';
 import { SnapshotError } from './validation/profile/snapshot.ts';
+import { unknownParameters } from './operation-params.ts';
 
 type Json = Record<string, unknown>;
 
@@ -27,12 +28,11 @@ interface SnapshotInput {
   url?: string;
 }
 
-/** The operation's input: `url` in the query, or a Parameters body with `definition` (a resource) or `url`. */
-function input(body: unknown, query: URLSearchParams): SnapshotInput {
+/** The operation's input: `url` in the query, or a Parameters body with `definition` (a resource) or `url`; another query parameter ignored unless `strict`. */
+function input(body: unknown, query: URLSearchParams, strict: boolean): SnapshotInput {
   const out: SnapshotInput = {};
-  for (const key of query.keys()) {
-    if (key !== 'url') throw new FhirError('invalid', `$snapshot takes the parameter url in the query (definition only in a Parameters body), not ${key}`, { expression: [key] });
-  }
+  if (query.has('definition')) throw new FhirError('invalid', '$snapshot takes definition (a resource) only in a Parameters body', { expression: ['definition'] });
+  unknownParameters(query, ['url'], '$snapshot', strict);
   const url = query.get('url');
   if (url !== null) out.url = url;
   if (body === undefined) return out;
@@ -49,8 +49,8 @@ function input(body: unknown, query: URLSearchParams): SnapshotInput {
 }
 
 /** `StructureDefinition/$snapshot` (id absent) and `StructureDefinition/{id}/$snapshot`: the StructureDefinition with its generated snapshot. */
-export async function snapshotOperation(deps: FhirDeps, req: FhirRequest, id: string | undefined, body: unknown, query: URLSearchParams): Promise<Json> {
-  const args = input(body, query);
+export async function snapshotOperation(deps: FhirDeps, req: FhirRequest, id: string | undefined, body: unknown, query: URLSearchParams, strict: boolean): Promise<Json> {
+  const args = input(body, query, strict);
   const registry = deps.profiles?.registry ?? new ProfileRegistry(storeProfiles(deps.store));
   let sd: Json;
   if (id !== undefined) {

@@ -246,7 +246,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   /** `StructureDefinition/$snapshot` and `StructureDefinition/{id}/$snapshot`, by GET (`url`) or by POST with a Parameters body. */
   const snapshotOf = async (c: Context<AppEnv>, id?: string) => {
     const body = c.req.method === 'POST' ? await readFhirBody(c.req.raw, deps.limits.resource) : undefined;
-    return fhirJson(await snapshotOperation(deps, request(c), id, body, new URL(c.req.url).searchParams));
+    return fhirJson(await snapshotOperation(deps, request(c), id, body, new URL(c.req.url).searchParams, strict(c)));
   };
   app.on(['GET', 'POST'], '/StructureDefinition/$snapshot', (c) => snapshotOf(c));
   app.on(['GET', 'POST'], '/StructureDefinition/:id/$snapshot', (c) => snapshotOf(c, c.req.param('id')));

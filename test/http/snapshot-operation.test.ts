@@ -77,6 +77,11 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters' }), 400);
       await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: { resourceType: 'Patient' } }] }), 400);
       await expectOutcome(await api.get('StructureDefinition/$snapshot?definition=x'), 400);
+      // `_format` is every interaction's; another parameter is ignored, or a 400 naming it under strict handling.
+      const bpUrl = `StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`;
+      expect((await api.get(`${bpUrl}&_format=json`)).status).toBe(200);
+      expect((await api.get(`${bpUrl}&x=1`)).status).toBe(200);
+      expect((await expectOutcome(await api.get(`${bpUrl}&x=1`, { prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['x']);
       const malformed = await expectOutcome(await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: pulse({ differential: { element: [null, 3, { path: 7 }] } }) }] }), 422);
       expect(malformed.issue.length).toBeGreaterThan(0);
       await expectOutcome(await api.get('StructureDefinition/$snapshot?url=http://example.org/none'), 404);

@@ -15,6 +15,11 @@ const DOSE = 'http://example.org/fhir/StructureDefinition/dose';
 const SOURCE = 'http://example.org/fhir/StructureDefinition/dose-source';
 const SCRIPTED = 'http://example.org/fhir/StructureDefinition/scripted-context';
 const PLAIN = 'http://example.org/fhir/StructureDefinition/plain-patient';
+const PLACED = 'http://example.org/fhir/StructureDefinition/placed';
+const COSTLY = 'http://example.org/fhir/StructureDefinition/costly-context';
+const UNPARSED = 'http://example.org/fhir/StructureDefinition/unparsed-context';
+const RECENT = 'http://example.org/fhir/StructureDefinition/recent-birth';
+const MIN_OCCURS = 'http://hl7.org/fhir/StructureDefinition/questionnaire-minOccurs';
 
 const el = (id: string, min: number, max: string, extra: Json = {}) => {
   const path = id.replace(/:[^.]*/g, '');
@@ -43,8 +48,29 @@ const dose = () => extensionDefinition(DOSE, [{ type: 'element', expression: 'Ob
 ]);
 /** May be used only inside a `dose` extension. */
 const source = () => extensionDefinition(SOURCE, [{ type: 'extension', expression: DOSE }], [el('Extension.value[x]', 1, '1', { type: [{ code: 'string' }] })]);
-/** A context Cinder does not evaluate. */
-const scripted = () => extensionDefinition(SCRIPTED, [{ type: 'fhirpath', expression: "Patient.where(active = true)" }], [el('Extension.value[x]', 1, '1', { type: [{ code: 'boolean' }] })]);
+const flag = () => [el('Extension.value[x]', 1, '1', { type: [{ code: 'boolean' }] })];
+/** On an active Patient alone. */
+const scripted = () => extensionDefinition(SCRIPTED, [{ type: 'fhirpath', expression: "Patient.where(active = true)" }], flag());
+/** On a female contact, or on a birth date: selected by place. */
+const placed = () => extensionDefinition(PLACED, [{ type: 'fhirpath', expression: "Patient.contact.where(gender = 'female')" }, { type: 'fhirpath', expression: 'Patient.birthDate' }], flag());
+/** A context whose evaluation visits the cube of the given names. */
+const costly = () => extensionDefinition(COSTLY, [{ type: 'fhirpath', expression: 'Patient.name.given.select(%resource.name.given.select(%resource.name.given))' }], flag());
+/** A context that is no FHIRPath. */
+const unparsed = () => extensionDefinition(UNPARSED, [{ type: 'fhirpath', expression: 'Patient.name.where(' }], flag());
+/** On a birth date, which must be in 2000 or later (a context invariant on a primitive). */
+const recent = () => ({ ...extensionDefinition(RECENT, [{ type: 'element', expression: 'Patient.birthDate' }], flag()), contextInvariant: ['$this >= @2000-01-01'] });
+
+/** A Patient whose extensions are closed to all but birthPlace. */
+const CLOSED = 'http://example.org/fhir/StructureDefinition/closed-patient';
+const closedProfile = (): Json => ({
+  resourceType: 'StructureDefinition', url: CLOSED, name: 'ClosedPatient', status: 'active', kind: 'resource', abstract: false,
+  type: 'Patient', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Patient', derivation: 'constraint', fhirVersion: '4.0.1',
+  snapshot: { element: [
+    el('Patient', 0, '*'),
+    el('Patient.extension', 0, '*', { slicing: { discriminator: [{ type: 'value', path: 'url' }], rules: 'closed' }, type: [{ code: 'Extension' }] }),
+    el('Patient.extension:birthPlace', 0, '1', { sliceName: 'birthPlace', type: [{ code: 'Extension', profile: [BIRTH_PLACE] }] }),
+  ] },
+});
 
 const plainProfile = (): Json => ({
   resourceType: 'StructureDefinition', url: PLAIN, name: 'PlainPatient', status: 'active', kind: 'resource', abstract: false,
@@ -63,7 +89,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
-      for (const sd of [dose(), source(), scripted(), plainProfile()]) await api.create(sd);
+      for (const sd of [dose(), source(), scripted(), placed(), costly(), unparsed(), recent(), plainProfile(), closedProfile()]) await api.create(sd);
     });
     afterAll(() => t.close());
 
@@ -104,7 +130,7 @@ await eachStore((kind, fresh) => {
       expect(where(regular)).toEqual(['Patient.modifierExtension[0]']);
     });
 
-    test('a tenant\'s complex extension: nested parts and their counts, an extension context, an unevaluated fhirpath context', async () => {
+    test('a tenant\'s complex extension: nested parts and their counts, an extension context', async () => {
       const obs = (ext: Json[]): Json => ({ resourceType: 'Observation', status: 'final', code: { text: 'dose' }, extension: ext });
       const amount = { url: 'amount', valueQuantity: { value: 5, unit: 'mg' } };
       const bySource = { url: SOURCE, valueString: 'pharmacy' };
@@ -116,14 +142,78 @@ await eachStore((kind, fresh) => {
       expect(where(wrongPart)).toEqual(['Observation.extension[0].extension[0].value.ofType(String)']);
       // `dose-source` may only be inside `dose`.
       expect(where(errorsOf(await validate(obs([{ url: DOSE, extension: [amount] }, bySource]))))).toEqual(['Observation.extension[1]']);
-      const scriptedUse = await validate({ resourceType: 'Patient', extension: [{ url: SCRIPTED, valueBoolean: true }] });
-      expect(errorsOf(scriptedUse)).toEqual([]);
-      const warned = (scriptedUse.issue as Json[]).filter((i) => i.code === 'not-supported');
-      expect(where(warned)).toEqual(['Patient.extension[0]']);
-      expect(warned[0].details.text).toContain('fhirpath');
     });
 
-    test('a write claiming a profile is refused for a broken extension anywhere, not for its context; one claiming none is not checked', async () => {
+    test('a fhirpath context is evaluated on the resource the extension is in and must select the element holding it', async () => {
+      const scriptedUse = (active: boolean) => validate({ resourceType: 'Patient', active, extension: [{ url: SCRIPTED, valueBoolean: true }] });
+      expect(errorsOf(await scriptedUse(true))).toEqual([]);
+      const inactive = errorsOf(await scriptedUse(false));
+      expect(where(inactive)).toEqual(['Patient.extension[0]']);
+      expect(inactive[0]).toMatchObject({ code: 'structure' });
+      expect(inactive[0].details.text).toBe(`The extension ${SCRIPTED} is not allowed to be used at this point (allowed = fhirpath Patient.where(active = true); this element is Patient)`);
+      // By place: the female contact, not the male one (equal in all else), and the birth date, not the gender.
+      const mark = [{ url: PLACED, valueBoolean: true }];
+      const contacts = await validate({
+        resourceType: 'Patient', birthDate: '1990-01-01', _birthDate: { extension: mark }, _gender: { extension: mark },
+        contact: [{ name: { family: 'Ng' }, gender: 'female', extension: mark }, { name: { family: 'Ng' }, gender: 'male', extension: mark }],
+      });
+      expect(where(errorsOf(contacts))).toEqual(['Patient.contact[1].extension[0]', 'Patient.gender.extension[0]']);
+      // A contained resource is the resource its extensions' contexts are evaluated on.
+      const contained = await validate({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: '#p' }, contained: [{ resourceType: 'Patient', id: 'p', active: true, extension: [{ url: SCRIPTED, valueBoolean: true }] }] });
+      expect(errorsOf(contained)).toEqual([]);
+    });
+
+    test('a fhirpath context that is no FHIRPath is a warning in $validate; one too costly to evaluate is a too-costly error', async () => {
+      const unparsedUse = await validate({ resourceType: 'Patient', extension: [{ url: UNPARSED, valueBoolean: true }] });
+      expect(errorsOf(unparsedUse)).toEqual([]);
+      const warned = (unparsedUse.issue as Json[]).filter((i) => i.code === 'not-supported');
+      expect(where(warned)).toEqual(['Patient.extension[0]']);
+      expect(warned[0].details.text).toContain('Patient.name.where(');
+      const given = Array.from({ length: 120 }, (_, i) => `g${i}`);
+      const costlyUse = await validate({ resourceType: 'Patient', name: [{ given }], extension: [{ url: COSTLY, valueBoolean: true }] });
+      const refused = errorsOf(costlyUse);
+      expect(refused.map((i) => [i.code, i.expression[0]])).toEqual([['too-costly', 'Patient.extension[0]']]);
+    });
+
+    test('context invariants hold on the element holding the extension, %extension naming it (R4 questionnaire-minOccurs)', async () => {
+      const item = (extra: Json, minOccurs: number): Json => ({ linkId: 'q', type: 'string', ...extra, extension: [{ url: MIN_OCCURS, valueInteger: minOccurs }] });
+      const questionnaire = (...item: Json[]): Json => ({ resourceType: 'Questionnaire', status: 'active', item });
+      // `type!='display' and (required=true or %extension.valueInteger=0)`
+      expect(errorsOf(await validate(questionnaire(item({ required: true }, 2), item({ linkId: 'r' }, 0))))).toEqual([]);
+      const broken = errorsOf(await validate(questionnaire(item({ required: false }, 2), item({ linkId: 'd', type: 'display', text: 'd' }, 0))));
+      expect(where(broken)).toEqual(['Questionnaire.item[0].extension[0]', 'Questionnaire.item[1].extension[0]']);
+      expect(broken[0].details.text).toBe(`The extension ${MIN_OCCURS}|4.0.1 must not be used at this point (Questionnaire.item[0]): its context invariant 'type!='display' and (required=true or %extension.valueInteger=0)' does not hold`);
+      // On a primitive: the birth date with its extensions is the focus.
+      const born = (birthDate: string) => validate({ resourceType: 'Patient', birthDate, _birthDate: { extension: [{ url: RECENT, valueBoolean: true }] } });
+      expect(errorsOf(await born('2001-02-03'))).toEqual([]);
+      expect(where(errorsOf(await born('1999-02-03')))).toEqual(['Patient.birthDate.extension[0]']);
+    });
+
+    test('an extension Cinder has no definition of is information in $validate, never an error; a write is not refused for it', async () => {
+      const outcome = await validate({
+        resourceType: 'Patient', extension: [
+          { url: 'http://unknown.example/fhir/StructureDefinition/x', valueString: 'x' },
+          // Under R4's own namespace but defined by a later extension pack, not by R4.
+          { url: 'http://hl7.org/fhir/StructureDefinition/artifact-relatedArtifact', valueString: 'y' },
+          { url: 'relative', valueString: 'z' },
+          { url: DOSE, extension: [{ url: 'amount', valueQuantity: { value: 5, unit: 'mg' } }] },
+        ],
+      });
+      const info = (outcome.issue as Json[]).filter((i) => i.severity === 'information');
+      expect(where(info)).toEqual(['Patient.extension[0]', 'Patient.extension[1]', 'Patient.extension[2]']);
+      expect(info.map((i) => i.code)).toEqual(['informational', 'informational', 'informational']);
+      expect(info[0].details.text).toContain('Unknown extension http://unknown.example/fhir/StructureDefinition/x');
+      // The dose's own context (Observation) is the only error; its relative part names no definition and is not reported.
+      expect(where(errorsOf(outcome))).toEqual(['Patient.extension[3]']);
+      const unknown = { url: 'http://unknown.example/fhir/StructureDefinition/x', valueString: 'x' };
+      expect((await api.post('Patient', { resourceType: 'Patient', meta: { profile: [PLAIN] }, extension: [unknown] })).status).toBe(201);
+      // Unless a profile it claims closes its extensions.
+      const closed = await expectOutcome(await api.post('Patient', { resourceType: 'Patient', meta: { profile: [CLOSED] }, extension: [unknown] }), 422);
+      expect(where(closed.issue)).toEqual(['Patient.extension[0]']);
+      expect((await api.post('Patient', { resourceType: 'Patient', meta: { profile: [CLOSED] }, extension: [{ url: BIRTH_PLACE, valueAddress: { city: 'Utrecht' } }] })).status).toBe(201);
+    });
+
+    test('a write claiming a profile is refused for a broken extension anywhere, not for its context or context invariants; one claiming none is not checked', async () => {
       const patient = (ext: Json[], profiled = true): Json => ({ resourceType: 'Patient', ...(profiled ? { meta: { profile: [PLAIN] } } : {}), contact: [{ name: { family: 'Ng' }, ...(ext.length ? { extension: ext } : {}) }] });
       const refused = await expectOutcome(await api.post('Patient', patient([{ url: BIRTH_PLACE, valueString: 'Utrecht' }])), 422);
       expect(where(refused.issue)).toEqual(['Patient.contact[0].extension[0].value.ofType(String)']);
@@ -132,6 +222,9 @@ await eachStore((kind, fresh) => {
       // The context (birthPlace belongs on Patient, not on a contact) is $validate's to report.
       expect((await api.post('Patient', patient([{ url: BIRTH_PLACE, valueAddress: { city: 'Utrecht' } }]))).status).toBe(201);
       expect((await api.post('Patient', patient([{ url: BIRTH_PLACE, valueString: 'Utrecht' }], false))).status).toBe(201);
+      // Nor a fhirpath context that selects another element, nor a context invariant that does not hold.
+      expect((await api.post('Patient', { ...patient([]), active: false, extension: [{ url: SCRIPTED, valueBoolean: true }] })).status).toBe(201);
+      expect((await api.post('Patient', { ...patient([]), birthDate: '1999-01-01', _birthDate: { extension: [{ url: RECENT, valueBoolean: true }] } })).status).toBe(201);
     });
   });
 });

@@ -813,6 +813,8 @@ interface Env {
   memo?: Map<object, unknown>;
   /** What a client's expression may still visit (InvariantContext.budget). */
   budget?: { left: number; readonly limit: number; readonly what?: string };
+  /** `%extension`: the extension whose context invariant is evaluated (compileExtensionContext). */
+  extension?: unknown;
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -845,6 +847,8 @@ interface Scope {
    * refusing one on a huge value would leave the invariant holding for every later resource).
    */
   clientWritten?: true;
+  /** An extension's context invariant: `%extension` names the extension (compileExtensionContext). */
+  extensionVariable?: true;
 }
 
 function singletonBool(c: Coll): boolean | undefined {
@@ -1009,6 +1013,9 @@ function variable(name: string, at: number, scope: Scope): Expr {
     case 'resource': return { ...collExpr(undefined, (env) => (env.resource === undefined ? EMPTY : [env.resource])), root: 'resource' };
     case 'rootResource': return { ...collExpr(undefined, (env) => (env.rootResource === undefined ? EMPTY : [env.rootResource])), root: 'rootResource' };
     case 'context': return { ...collExpr(scope.contextType, (env) => (env.context === undefined ? EMPTY : [env.context])), root: 'context' };
+    case 'extension':
+      if (!scope.extensionVariable) throw new UnsupportedFhirPath(scope.expression, at, '%extension outside an extension\'s context invariant');
+      return collExpr('Extension', (env) => (env.extension === undefined ? EMPTY : [env.extension]));
     default: {
       const url = VARIABLES.get(name)
         ?? (name.startsWith('vs-') ? `http://hl7.org/fhir/ValueSet/${name.slice(3)}` : undefined)
@@ -1761,6 +1768,80 @@ export function compileInvariant(expression: string, types: FhirPathTypes, guard
       if (guarded && err instanceof FhirPathTooCostly) throw err;
       return true;
     }
+  };
+}
+
+/**
+ * An extension definition's expressions about where the extension may be used (R4 StructureDefinition
+ * `context` of type `fhirpath`, and `contextInvariant`), a client's FHIRPath held as a profile's
+ * invariants are (the regex guard, the context's `budget`: FhirPathTooCostly). Throws
+ * UnsupportedFhirPath or FhirPathSyntaxError at compile time as compileInvariant does.
+ */
+export interface CompiledExtensionContext {
+  /**
+   * Whether the expression, evaluated on `resource` (of type `type`, the resource the extension is in),
+   * selects `node`, the element holding the extension, by place (HL7's validator: the result "contains"
+   * the container): the object itself, or for a primitive the `_name` object holding its extensions.
+   * An evaluation error selects nothing.
+   */
+  selects(resource: Json, type: string, node: object, ctx: InvariantContext): boolean;
+  /**
+   * Whether the invariant holds on the element holding the extension (`value`, of type `type`; for a
+   * primitive, `ext` is its `_name` object), with `%extension` the extension: read as HL7's validator
+   * reads a context invariant, a single boolean is its value, an empty result or an error is false,
+   * anything else true.
+   */
+  holds(value: unknown, type: string, ext: Json | undefined, extension: Json, ctx: InvariantContext): boolean;
+}
+
+export function compileExtensionContext(expression: string, types: FhirPathTypes, invariant: boolean): CompiledExtensionContext {
+  const ast = parseFhirPath(expression);
+  const scopeOf = (focusType: string | undefined): Scope => {
+    const type = staticType(normaliseType(focusType));
+    const scope: Scope = { expression, types, thisType: type, contextType: type, iterating: false, clientWritten: true };
+    if (invariant) scope.extensionVariable = true;
+    return scope;
+  };
+  const generic = build(ast, scopeOf(undefined));
+  const byType = new Map<string, Expr>();
+  const exprFor = (focusType: string): Expr => {
+    let e = byType.get(focusType);
+    if (e === undefined) {
+      try {
+        e = build(ast, scopeOf(focusType));
+      } catch {
+        e = generic;
+      }
+      byType.set(focusType, e);
+    }
+    return e;
+  };
+  const evaluate = (focus: unknown, focusType: string, ctx: InvariantContext, extension?: unknown): Coll | undefined => {
+    const env: Env = { this: focus, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo, budget: ctx.budget, extension };
+    try {
+      return exprFor(focusType).coll(env);
+    } catch (err) {
+      if (err instanceof FhirPathTooCostly) throw err;
+      return undefined;
+    }
+  };
+  return {
+    selects(resource, type, node, ctx) {
+      const items = evaluate(resource, type, ctx);
+      if (items === undefined) return false;
+      for (const item of items) {
+        if (item === node || (item instanceof Typed && (item.value === node || item.ext === node))) return true;
+      }
+      return false;
+    },
+    holds(value, type, ext, extension, ctx) {
+      const focus = isPrimitiveType(type) ? new Typed(type, value, ext) : value;
+      const items = evaluate(focus, type, ctx, extension);
+      if (items === undefined || items.length === 0) return false;
+      if (items.length > 1) return true;
+      const v = valueOf(items[0]);
+      return typeof v === 'boolean' ? v : true;
+    },
   };
 }
 

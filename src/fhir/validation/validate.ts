@@ -21,9 +21,10 @@ import { checkAbsolute, checkAttachment, checkCoding } from './codings.ts';
 export type ValidationLevel = 'strict' | 'structural' | 'off';
 
 export interface ValidationIssue {
-  severity: 'error' | 'warning';
-  /** The OperationOutcome issue code: structure, required, value, code-invalid, invariant (too-costly: a profile's invariant that cannot be evaluated). */
-  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant' | 'not-supported' | 'too-costly';
+  /** `information` only in `$validate` (an extension Cinder has no definition of). */
+  severity: 'error' | 'warning' | 'information';
+  /** The OperationOutcome issue code: structure, required, value, code-invalid, invariant (too-costly: a profile's invariant that cannot be evaluated; informational: a note). */
+  code: 'structure' | 'required' | 'value' | 'code-invalid' | 'invariant' | 'not-supported' | 'too-costly' | 'informational';
   /** The FHIRPath location: `Patient.name[0].given[1]`. */
   expression: string;
   text: string;

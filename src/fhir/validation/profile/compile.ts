@@ -4,11 +4,11 @@
  * `SystolicBP` of `Observation.component`, then its child `code`), each element reduced to what it
  * adds to R4's base definition of the same element (r4-table.json through model.ts).
  */
-import { compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
+import { compileExtensionContext, compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
 import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
 import { elementType, typeModel, type ElementModel, type TypeModel } from '../model.ts';
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
-import type { CompiledProfile, Constraint, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import type { CompiledProfile, Constraint, ContextExpression, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
 
 type Json = Record<string, unknown>;
@@ -62,13 +62,28 @@ export function compileProfile(sd: Json): CompiledProfile {
   return out;
 }
 
-/** Where an extension definition may be used (its `context`s with a type R4 defines) and whether it is a modifier. */
+/**
+ * Where an extension definition may be used (its `context`s with a type R4 defines, a `fhirpath` one
+ * compiled, and its `contextInvariant`s) and whether it is a modifier.
+ */
 function extensionUse(sd: Json, root: Json): ExtensionUse {
   const contexts: ExtensionUse['contexts'][number][] = [];
   for (const c of Array.isArray(sd.context) ? (sd.context as Json[]) : []) {
-    if ((c.type === 'element' || c.type === 'extension' || c.type === 'fhirpath') && typeof c.expression === 'string') contexts.push({ type: c.type, expression: c.expression });
+    if (c.type === 'fhirpath' && typeof c.expression === 'string') contexts.push({ type: c.type, ...contextExpression(c.expression, false) });
+    else if ((c.type === 'element' || c.type === 'extension') && typeof c.expression === 'string') contexts.push({ type: c.type, expression: c.expression });
   }
-  return { modifier: root.isModifier === true, contexts };
+  const invariants = (Array.isArray(sd.contextInvariant) ? (sd.contextInvariant as unknown[]) : []).filter((e): e is string => typeof e === 'string').map((e) => contextExpression(e, true));
+  return { modifier: root.isModifier === true, contexts, invariants };
+}
+
+/** A `fhirpath` context or a context invariant compiled (a client's FHIRPath: guarded, as a profile's invariants), or why it is not. */
+function contextExpression(expression: string, invariant: boolean): ContextExpression {
+  try {
+    return { expression, fn: compileExtensionContext(expression, TYPES, invariant) };
+  } catch (err) {
+    if (!(err instanceof UnsupportedFhirPath) && !(err instanceof FhirPathSyntaxError)) throw err;
+    return { expression, unsupported: err.message };
+  }
 }
 
 /** The snapshot's elements as a tree by id: children and slices under the element they belong to. */

@@ -4,7 +4,7 @@
  * fixed or pattern value, length, bounds, binding or invariants differ from R4's base, and the slicing
  * of repeating elements, are kept. A resource is then checked against this tree, never the snapshot.
  */
-import type { CompiledInvariant } from '../fhirpath-engine.ts';
+import type { CompiledExtensionContext, CompiledInvariant } from '../fhirpath-engine.ts';
 
 export interface CompiledProfile {
   url: string;
@@ -28,7 +28,21 @@ export interface CompiledProfile {
 export interface ExtensionUse {
   /** The root element's `isModifier`: such an extension goes in `modifierExtension`, any other in `extension`. */
   modifier: boolean;
-  contexts: readonly { type: 'element' | 'extension' | 'fhirpath'; expression: string }[];
+  contexts: readonly ExtensionContext[];
+  /** R4 StructureDefinition.contextInvariant: FHIRPath on the element holding the extension, each of which must hold. */
+  invariants: readonly ContextExpression[];
+}
+
+export interface ExtensionContext extends Partial<ContextExpression> {
+  type: 'element' | 'extension' | 'fhirpath';
+  expression: string;
+}
+
+/** A `fhirpath` context or a context invariant: compiled, or why the engine cannot evaluate it. */
+export interface ContextExpression {
+  expression: string;
+  fn?: CompiledExtensionContext;
+  unsupported?: string;
 }
 
 export interface TypeRule {

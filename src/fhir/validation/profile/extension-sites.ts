@@ -22,6 +22,23 @@ export interface ExtensionSite {
   host: string;
   /** The url of the extension holding it, when it is nested. */
   inExtension?: string;
+  /** The resource it is in and that resource's root (`%resource`, `%rootResource`), for `fhirpath` contexts and context invariants. */
+  resource: Json;
+  root: Json;
+  /** The element holding it, by place: its object, or a primitive's `_name` object; its FHIR type, and a primitive's value. */
+  holder: Holder;
+}
+
+export interface Holder {
+  node: Json;
+  type: string;
+  value: unknown;
+}
+
+/** The resource being walked and its root (a contained resource's container; a Bundle's or Parameters' resource is a root of its own). */
+interface Within {
+  resource: Json;
+  root: Json;
 }
 
 /** Data types that are profiles of Quantity: a context `Quantity` admits them. */
@@ -36,7 +53,7 @@ function isObject(v: unknown): v is Json {
 export function extensionSites(resource: Json, at = String(resource.resourceType)): ExtensionSite[] {
   const out: ExtensionSite[] = [];
   const type = String(resource.resourceType);
-  walk(out, resource, type, [type], at, resourceNames(type));
+  walk(out, resource, resource, type, [type], at, resourceNames(type), { resource, root: resource });
   return out;
 }
 
@@ -44,7 +61,7 @@ function resourceNames(type: string): string[] {
   return NOT_DOMAIN.has(type) ? ['Resource'] : ['Resource', 'DomainResource'];
 }
 
-function walk(out: ExtensionSite[], obj: Json, type: string, paths: string[], at: string, generic: string[]): void {
+function walk(out: ExtensionSite[], obj: Json, value: unknown, type: string, paths: string[], at: string, generic: string[], within: Within): void {
   const names = new Set([...paths, type, 'Element', ...generic]);
   if (QUANTITIES.has(type)) names.add('Quantity');
   for (const key of ['extension', 'modifierExtension']) {
@@ -52,10 +69,10 @@ function walk(out: ExtensionSite[], obj: Json, type: string, paths: string[], at
     if (!Array.isArray(list)) continue;
     for (const [i, ext] of list.entries()) {
       if (!isObject(ext)) continue;
-      const site: ExtensionSite = { extension: ext, modifier: key === 'modifierExtension', path: `${at}.${key}[${i}]`, names, host: at };
+      const site: ExtensionSite = { extension: ext, modifier: key === 'modifierExtension', path: `${at}.${key}[${i}]`, names, host: at, ...within, holder: { node: obj, type, value } };
       if (type === 'Extension' && typeof obj.url === 'string') site.inExtension = obj.url;
       out.push(site);
-      walk(out, ext, 'Extension', ['Extension'], site.path, []);
+      walk(out, ext, ext, 'Extension', ['Extension'], site.path, [], within);
     }
   }
   const model = typeModel(type);
@@ -67,17 +84,20 @@ function walk(out: ExtensionSite[], obj: Json, type: string, paths: string[], at
     if (slot === undefined || (slot.primitive && !primitiveExt)) continue;
     const value = obj[key];
     const items = Array.isArray(value) ? value : [value];
+    // A primitive's `_name` object holds its extensions; its value is the sibling without the underscore.
+    const values = primitiveExt ? obj[key.slice(1)] : undefined;
     for (const [i, item] of items.entries()) {
       if (!isObject(item)) continue;
       const step = `${at}.${slot.step}${Array.isArray(value) ? `[${i}]` : ''}`;
-      child(out, item, slot, paths, step);
+      child(out, item, primitiveExt ? (Array.isArray(values) ? values[i] : values) : item, slot, paths, step, within, key !== 'contained');
     }
   }
 }
 
-function child(out: ExtensionSite[], item: Json, slot: Slot, paths: string[], at: string): void {
+function child(out: ExtensionSite[], item: Json, value: unknown, slot: Slot, paths: string[], at: string, within: Within, ownRoot: boolean): void {
   if (slot.type === 'Resource' && typeof item.resourceType === 'string') {
-    walk(out, item, item.resourceType, [item.resourceType], at, resourceNames(item.resourceType));
+    // A contained resource's root is its container's root; a Bundle's or Parameters' resource (any other) is a root of its own.
+    walk(out, item, item, item.resourceType, [item.resourceType], at, resourceNames(item.resourceType), { resource: item, root: ownRoot ? item : within.root });
     return;
   }
   const name = slot.element.name;
@@ -85,5 +105,5 @@ function child(out: ExtensionSite[], item: Json, slot: Slot, paths: string[], at
   // A backbone element's type is its path (`Questionnaire.item`); a data type starts paths of its own (`Address.line`).
   const backbone = slot.type.includes('.');
   if (!backbone && !slot.primitive) next.push(slot.type);
-  walk(out, item, slot.type, next, at, backbone ? ['BackboneElement'] : []);
+  walk(out, item, value, slot.type, next, at, backbone ? ['BackboneElement'] : [], within);
 }

@@ -7,7 +7,7 @@ import { invalidResource } from '../check.ts';
 import { tableValueSet } from '../model.ts';
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile } from './compiled.ts';
-import { isBaseDefinition, ProfileRegistry } from './registry.ts';
+import { isBaseDefinition, ProfileRegistry, type Resolved } from './registry.ts';
 import { checkExtensionSite } from './extension-check.ts';
 import { extensionSites } from './extension-sites.ts';
 import { checkProfile, profileCost, type PendingBinding, type ProfileCost, type ProfileResult } from './run.ts';
@@ -74,8 +74,10 @@ export class ProfileValidator {
   /**
    * The problems of every extension and modifierExtension of `resource` (contained resources and a
    * Bundle's entries included) whose url names an extension definition Cinder knows: the tenant's, else
-   * R4 core's. Extensions with no known definition are not checked; `context: false` leaves out where
-   * each is used (a write's choice, see writeIssues).
+   * R4 core's. With `warnings` (`$validate`), an extension whose url names no definition is reported as
+   * information ("Unknown extension", as HAPI's validator reports it by default), never as an error:
+   * R4 lets a server accept extensions it does not know. `context: false` leaves out where each is used
+   * and its context invariants (a write's choice, see writeIssues).
    */
   async extensionIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; context?: boolean; cost?: ProfileCost }): Promise<ValidationIssue[]> {
     const sites = extensionSites(resource, opts.at);
@@ -88,13 +90,22 @@ export class ProfileValidator {
     const named = (url: unknown): url is string => typeof url === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(url);
     // Every url at once, a batch a search, rather than a search each.
     const definitions = await this.registry.resolveMany(cache, tenant, sites.map((s) => s.extension.url).filter(named));
+    // What the context expressions of this resource's extensions share (InvariantContext.memo).
+    const memo = new Map<object, unknown>();
     for (const site of sites) {
       const url = site.extension.url;
-      if (!named(url)) continue;
+      if (!named(url)) {
+        // A relative url names a part of the extension holding it; anywhere else it names nothing.
+        if (opts.warnings && typeof url === 'string' && site.inExtension === undefined) out.push(unknownExtension(site.path, url));
+        continue;
+      }
       const found = await (definitions.get(url) ?? this.registry.resolve(cache, tenant, url));
-      if (found.kind !== 'profile' || found.profile.extension === undefined) continue;
+      if (found.kind !== 'profile' || found.profile.extension === undefined) {
+        if (opts.warnings) out.push(unresolvedExtension(site.path, url, found));
+        continue;
+      }
       await this.loadExtensions(cache, tenant, found.profile, extensions);
-      await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false, cost), opts.warnings);
+      await this.collect(out, tenant, checkExtensionSite(site, found.profile, (u) => extensions.get(u), opts.context !== false, cost, memo), opts.warnings);
     }
     return out;
   }
@@ -178,6 +189,18 @@ export class ProfileValidator {
     }
     return unknown ?? { kind: 'not-member' };
   }
+}
+
+/** An extension whose url names no definition the tenant or R4 core has: information (HAPI's default; HL7's validator with any extension allowed). */
+function unknownExtension(expression: string, url: string): ValidationIssue {
+  return { severity: 'information', code: 'informational', expression, text: `Unknown extension ${url}: Cinder has no definition of it (neither the tenant's StructureDefinitions nor R4's), so it was not checked` };
+}
+
+/** The issue for an extension url that does not name a usable extension definition. */
+function unresolvedExtension(expression: string, url: string, found: Resolved): ValidationIssue {
+  if (found.kind === 'unknown') return unknownExtension(expression, url);
+  if (found.kind === 'unusable') return { severity: 'warning', code: 'not-supported', expression, text: `The extension ${url} was not checked: ${found.reason}` };
+  return { severity: 'warning', code: 'structure', expression, text: `The extension url ${url} names a profile of ${found.profile.type}, not an extension definition, so the extension was not checked` };
 }
 
 const MEMBER: Membership = { kind: 'member' };

@@ -204,11 +204,20 @@ function typeRules(ed: Json, base: ReturnType<typeof baseElement>, ctx: Ctx): Ty
     const rule: TypeRule = { code: String(t.code) };
     if (t.code === 'Reference' && Array.isArray(t.targetProfile) && t.targetProfile.length > 0) {
       const names = (t.targetProfile as unknown[]).map((p) => (typeof p === 'string' && p.startsWith(CORE_SD) ? p.slice(CORE_SD.length) : ''));
-      // A target that is another profile is not resolved: its type cannot be read off the URL.
       if (names.every((n) => RESOURCE_TYPES.has(n)) && !names.includes('Resource')) {
         const baseTargets = base?.element.targets;
         if (baseTargets === undefined || baseTargets.size !== names.length || names.some((n) => !baseTargets.has(n))) {
           rule.targets = new Set(names);
+          narrowed = true;
+        }
+      } else {
+        // Targets that are profiles: a target the request holds (contained, in the Bundle) must conform to one (run.ts); loaded with the profile.
+        const urls = (t.targetProfile as unknown[]).filter((p): p is string => typeof p === 'string').map((p) => p.split('|')[0]!);
+        const profiles = urls.filter((u) => !(u.startsWith(CORE_SD) && (RESOURCE_TYPES.has(u.slice(CORE_SD.length)) || u === `${CORE_SD}Resource`)));
+        if (profiles.length > 0) {
+          const types = urls.filter((u) => !profiles.includes(u)).map((u) => u.slice(CORE_SD.length));
+          rule.targetProfiles = { types: new Set(types), profiles };
+          for (const p of profiles) ctx.extensions.add(p);
           narrowed = true;
         }
       }
@@ -295,6 +304,8 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
   if (i === d.path.length) return endKey(ed, d);
   const step = d.path[i]!;
   if (step.startsWith('ofType(')) return keyAt(slice, node, d, i + 1);
+  // `resolve()` at the end of a profile discriminator's path: the Reference's target must conform to a `targetProfile`.
+  if (step === 'resolve()') return d.type === 'profile' && i === d.path.length - 1 ? targetProfileKey(ed) : null;
   for (const at of [node, ...node.slices]) {
     const child = at.children.find((c) => nameOf(c.ed) === step);
     if (child === undefined) continue;
@@ -307,6 +318,11 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
     return profile?.[0] === undefined ? null : { kind: 'fixed', values: [profile[0].split('|')[0]] };
   }
   return null;
+}
+
+function targetProfileKey(ed: Json): SliceKey | null {
+  const profiles = typesOf(ed).flatMap((t) => (t.code === 'Reference' && Array.isArray(t.targetProfile) ? (t.targetProfile as unknown[]) : [])).filter((p): p is string => typeof p === 'string').map((p) => p.split('|')[0]!);
+  return profiles.length === 0 ? null : { kind: 'profile', profiles };
 }
 
 function endKey(ed: Json, d: Discriminator): SliceKey | null {

@@ -50,6 +50,12 @@ export interface TypeRule {
   code: string;
   /** Resource types a Reference may target, when the profile narrows them (from `targetProfile`). */
   targets?: ReadonlySet<string>;
+  /**
+   * When `targetProfile` names profiles rather than core types only: the core types it names (any of
+   * them is a target; `Resource`, any type) and the profiles, one of which a target the request holds
+   * (contained, in the Bundle: targets.ts) must conform to.
+   */
+  targetProfiles?: { types: ReadonlySet<string>; profiles: readonly string[] };
   /** Extension definitions (`type.profile`) for an Extension. */
   profiles?: readonly string[];
 }

@@ -60,8 +60,11 @@ function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** A step of a discriminator's path, parsed once: `ofType(T)`, `extension('url')`, an element name, or one Cinder cannot follow (`resolve()`). */
-export type Step = { kind: 'ofType' | 'extension' | 'name'; arg: string } | { kind: 'unsupported' };
+/** A step of a discriminator's path, parsed once: `ofType(T)`, `extension('url')`, an element name, `resolve()`, or one Cinder cannot follow. */
+export type Step = { kind: 'ofType' | 'extension' | 'name'; arg: string } | { kind: 'resolve' } | { kind: 'unsupported' };
+
+/** A Reference's target, when the check can resolve it (targets.ts); undefined otherwise. */
+export type Resolve = (reference: string) => Json | undefined;
 
 export function compileSteps(path: readonly string[]): Step[] {
   return path.map((step): Step => {
@@ -69,6 +72,7 @@ export function compileSteps(path: readonly string[]): Step[] {
     if (ofType) return { kind: 'ofType', arg: ofType[1]! };
     const ext = /^extension\('([^']*)'\)$/.exec(step);
     if (ext) return { kind: 'extension', arg: ext[1]! };
+    if (step === 'resolve()') return { kind: 'resolve' };
     return /\(/.test(step) ? { kind: 'unsupported' } : { kind: 'name', arg: step };
   });
 }
@@ -78,8 +82,8 @@ export function valuesAt(from: Located[], path: readonly string[]): Located[] {
   return walkSteps(from, compileSteps(path));
 }
 
-/** valuesAt with the path's steps parsed. */
-export function walkSteps(from: Located[], steps: readonly Step[]): Located[] {
+/** valuesAt with the path's steps parsed; `resolve()` reaches a Reference's target through `resolve` (nothing without it). */
+export function walkSteps(from: Located[], steps: readonly Step[], resolve?: Resolve): Located[] {
   let at = from;
   for (const step of steps) {
     const next: Located[] = [];
@@ -96,6 +100,11 @@ export function walkSteps(from: Located[], steps: readonly Step[]): Located[] {
         continue;
       }
       if (step.kind === 'unsupported') continue;
+      if (step.kind === 'resolve') {
+        const target = typeof value.reference === 'string' ? resolve?.(value.reference) : undefined;
+        if (target !== undefined) push(next, target, undefined);
+        continue;
+      }
       const name = step.arg;
       let key: string | undefined = name in value ? name : undefined;
       let t: string | undefined;

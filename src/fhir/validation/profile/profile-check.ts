@@ -11,6 +11,7 @@ import { isBaseDefinition, ProfileRegistry, type Resolved } from './registry.ts'
 import { checkExtensionSite } from './extension-check.ts';
 import { extensionSites } from './extension-sites.ts';
 import { checkProfile, profileCost, type PendingBinding, type ProfileCost, type ProfileResult } from './run.ts';
+import { targetScope, type TargetScope } from './targets.ts';
 
 type Json = Record<string, unknown>;
 
@@ -31,6 +32,8 @@ export interface ProfileCheckOptions {
   cost?: ProfileCost;
   /** The tenant's profiles as read once for the whole resource (its inner resources share it); read anew by default. */
   cache?: TenantProfiles;
+  /** Where its references resolve (the resource validated as a whole, targets.ts); the resource's own by default. */
+  scope?: TargetScope;
 }
 
 type TenantProfiles = Awaited<ReturnType<ProfileRegistry['cache']>>;
@@ -45,6 +48,7 @@ export class ProfileValidator {
     const out: ValidationIssue[] = [];
     const cost = opts.cost ?? profileCost();
     const cache = opts.cache ?? (await this.registry.cache(tenant));
+    const scope = opts.scope ?? targetScope(resource);
     for (const [i, canonical] of canonicals.entries()) {
       if (isBaseDefinition(canonical, type) || canonicals.indexOf(canonical) !== i) continue;
       const named = opts.namedAt?.(i) ?? `${at}.meta.profile[${i}]`;
@@ -64,7 +68,7 @@ export class ProfileValidator {
       }
       const extensions = new Map<string, CompiledProfile>();
       await this.loadExtensions(cache, tenant, profile, extensions);
-      const result = checkProfile(resource, profile, (url) => extensions.get(url), at, cost);
+      const result = checkProfile(resource, profile, (url) => extensions.get(url), at, cost, scope);
       await this.collect(out, tenant, result, opts.warnings);
       if (opts.warnings) for (const u of profile.unsupported) out.push({ severity: 'warning', code: 'not-supported', expression: named, text: `${profile.label}: ${u}` });
     }
@@ -123,10 +127,11 @@ export class ProfileValidator {
     const claimed = claimedProfiles(resource);
     const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
     if (claimed.length === 0 && inner.length === 0) return undefined;
+    const scope = targetScope(resource);
     const opts = at === undefined ? { warnings: false, cost } : { warnings: false, at, cost };
     return Promise.all([
-      claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, opts),
-      this.innerIssues(tenant, inner, false, cost),
+      claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, { ...opts, scope }),
+      this.innerIssues(tenant, inner, false, cost, scope),
       extensions ? this.extensionIssues(tenant, resource, { ...opts, context: false }) : [],
     ]).then(([a, b, c]) => distinctIssues([...a, ...b, ...c]));
   }
@@ -137,15 +142,15 @@ export class ProfileValidator {
    */
   nestedIssues(tenant: string, resource: Json, opts: { warnings: boolean; at?: string; cost?: ProfileCost }): Promise<ValidationIssue[]> {
     const inner = innerResources(resource, opts.at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
-    return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost());
+    return this.innerIssues(tenant, inner, opts.warnings, opts.cost ?? profileCost(), targetScope(resource));
   }
 
-  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean, cost: ProfileCost): Promise<ValidationIssue[]> {
+  private async innerIssues(tenant: string, inner: InnerResource[], warnings: boolean, cost: ProfileCost, scope: TargetScope): Promise<ValidationIssue[]> {
     const out: ValidationIssue[] = [];
     if (inner.length === 0) return out;
     // One read of the change token for all of them (10,000 entries of a collection: 10,000 reads).
     const cache = await this.registry.cache(tenant);
-    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at, cost, cache })));
+    for (const r of inner) out.push(...(await this.issues(tenant, r.resource, claimedProfiles(r.resource), { warnings, at: r.at, cost, cache, scope })));
     return out;
   }
 

@@ -9,6 +9,7 @@ import { FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts'
 import type { ValidationIssue } from '../validate.ts';
 import type { CompiledProfile, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { choiceKey, compileSteps, equalsFixed, matchesPattern, typeOfSuffix, walkSteps, type Located, type Step } from './paths.ts';
+import type { TargetScope } from './targets.ts';
 
 type Json = Record<string, unknown>;
 
@@ -83,11 +84,29 @@ class Run {
   readonly issues: ValidationIssue[] = [];
   readonly bindings: PendingBinding[] = [];
   readonly memo = new Map<object, unknown>();
-  /** Whether a value conforms to a profile, once per value and profile (a `profile` discriminator asks for each slice). */
-  readonly conformance = new WeakMap<object, Map<string, boolean>>();
+
   /** What every invariant of this check is evaluated with, made on first use. */
   private ctx: InvariantContext | undefined;
-  constructor(readonly resource: Json, readonly lookup: ProfileLookup, readonly cost: ProfileCost) {}
+  /** Set when a discriminator's `resolve()` met a reference this check cannot resolve (checkSlicing). */
+  unresolved = false;
+  /** `resolve()` in a discriminator's path: the target, or nothing (and `unresolved`) when the request does not hold it. */
+  readonly resolver = (ref: string): Json | undefined => {
+    const target = this.resolve(ref);
+    if (target === undefined) this.unresolved = true;
+    return target;
+  };
+  constructor(
+    readonly resource: Json, readonly lookup: ProfileLookup, readonly cost: ProfileCost, readonly scope: TargetScope | undefined,
+    /** Whether a value conforms to a profile, once per value and profile, shared with the checks of candidates and targets this one starts (a cycle of targets ends). */
+    readonly conformance: WeakMap<object, Map<string, boolean>>,
+  ) {}
+  /** The resource `ref` names when the request holds it (targets.ts), else `#id` among this resource's contained ones. */
+  resolve(ref: string): Json | undefined {
+    if (this.scope !== undefined) return this.scope.resolve(ref, this.resource);
+    if (!ref.startsWith('#')) return undefined;
+    const list = Array.isArray(this.resource.contained) ? this.resource.contained : [];
+    return list.find((c): c is Json => isObject(c) && c.id === ref.slice(1));
+  }
   add(severity: 'error' | 'warning', code: ValidationIssue['code'], expression: string, text: string): void {
     this.issues.push({ severity, code, expression, text });
   }
@@ -100,9 +119,17 @@ function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** The problems of `resource` (at `path`, its FHIRPath: `Bundle.entry[0].resource` or its type) against `profile`. */
-export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type, cost = profileCost()): ProfileResult {
-  const run = new Run(resource, lookup, cost);
+/**
+ * The problems of `resource` (at `path`, its FHIRPath: `Bundle.entry[0].resource` or its type) against
+ * `profile`; `scope` resolves its references to the resources the request holds (targets.ts), for
+ * target profiles and `resolve()` discriminators.
+ */
+export function checkProfile(resource: Json, profile: CompiledProfile, lookup: ProfileLookup, path = profile.type, cost = profileCost(), scope?: TargetScope): ProfileResult {
+  return runProfile(new Run(resource, lookup, cost, scope, new WeakMap()), profile, path);
+}
+
+function runProfile(run: Run, profile: CompiledProfile, path: string): ProfileResult {
+  const resource = run.resource;
   const item: Item = { value: resource, sub: resource, type: profile.type, parent: undefined, name: '', index: -1, path, choice: false };
   checkItem(run, profile, profile.root, item);
   return { issues: run.issues, bindings: run.bindings };
@@ -180,7 +207,7 @@ function whereOf(profile: CompiledProfile, el: ProfileElement): string {
 const targetRules = new WeakMap<ProfileElement, TypeRule | null>();
 function targetRule(el: ProfileElement): TypeRule | null {
   let rule = targetRules.get(el);
-  if (rule === undefined) targetRules.set(el, (rule = el.types!.find((t) => t.code === 'Reference' && t.targets) ?? null));
+  if (rule === undefined) targetRules.set(el, (rule = el.types!.find((t) => t.code === 'Reference' && (t.targets || t.targetProfiles)) ?? null));
   return rule;
 }
 
@@ -218,23 +245,44 @@ function checkItem(run: Run, profile: CompiledProfile, el: ProfileElement, item:
   if (item.sub !== undefined) for (let i = 0; i < el.children.length; i++) checkElement(run, profile, el.children[i]!, item);
 }
 
-/** A Reference's target type, where the reference is literal (`Type/id`, a URL ending so, or `#id` of a contained resource). */
+/**
+ * A Reference's target: its type, where the reference is literal (`Type/id`, a URL ending so, or a
+ * target the request holds), against the core types `targetProfile` names; and a target the request
+ * holds (a contained resource, an entry of the same Bundle) against the profiles it names, one of which
+ * it must conform to, as HL7's validator checks it. A target only the store holds is not read (targets.ts).
+ */
 function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
   const rule = targetRule(el);
   if (rule === null || (item.type !== undefined && item.type !== 'Reference')) return;
   const ref = (item.value as Json).reference;
   if (typeof ref !== 'string') return;
+  const target = ref.startsWith('#') || rule.targetProfiles !== undefined ? run.resolve(ref) : undefined;
   let type: string | undefined;
-  if (ref.startsWith('#')) {
-    const found = (Array.isArray(run.resource.contained) ? run.resource.contained : []).find((c) => isObject(c) && c.id === ref.slice(1)) as Json | undefined;
-    type = typeof found?.resourceType === 'string' ? found.resourceType : undefined;
-  } else {
-    const m = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(ref);
-    type = m?.[1];
+  if (target !== undefined) type = typeof target.resourceType === 'string' ? target.resourceType : undefined;
+  else if (!ref.startsWith('#')) type = /(?:^|\/)([A-Z][A-Za-z]+)\/[A-Za-z0-9\-.]{1,64}(\/_history\/[A-Za-z0-9\-.]{1,64})?$/.exec(ref)?.[1];
+  if (rule.targets !== undefined) {
+    if (type !== undefined && !rule.targets.has(type)) {
+      run.add('error', 'structure', `${pathOf(item)}.reference`, `${whereOf(profile, el)}: a reference to ${type} is not allowed; expected ${[...rule.targets].join(', ')}`);
+    }
+    return;
   }
-  if (type !== undefined && !rule.targets!.has(type)) {
-    run.add('error', 'structure', `${pathOf(item)}.reference`, `${whereOf(profile, el)}: a reference to ${type} is not allowed; expected ${[...rule.targets!].join(', ')}`);
+  const tp = rule.targetProfiles!;
+  if (target === undefined || type === undefined || tp.types.has(type) || tp.types.has('Resource')) return;
+  const unknown: string[] = [];
+  const ofType: CompiledProfile[] = [];
+  for (const url of tp.profiles) {
+    const p = run.lookup(url);
+    if (p === undefined) unknown.push(url);
+    else if (p.type === type) ofType.push(p);
   }
+  for (const p of ofType) if (conformsTo(run, item, target, p)) return;
+  if (unknown.length > 0) {
+    run.add('warning', 'not-supported', pathOf(item), `${whereOf(profile, el)}: the target ${ref} was not checked against ${unknown.join(', ')}, which Cinder does not know`);
+    return;
+  }
+  const expected = [...tp.types, ...tp.profiles].join(', ');
+  if (ofType.length === 0) run.add('error', 'structure', `${pathOf(item)}.reference`, `${whereOf(profile, el)}: a reference to ${type} is not allowed; expected ${expected}`);
+  else run.add('error', 'structure', pathOf(item), `${whereOf(profile, el)}: the target ${ref} (${type}) conforms to none of the profiles it may have (${ofType.map((p) => p.label).join(', ')})`);
 }
 
 function checkBounds(run: Run, profile: CompiledProfile, el: ProfileElement, item: Item): void {
@@ -279,16 +327,24 @@ function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, it
   }
   const steps = discriminatorSteps(slicing);
   const assigned: number[] = new Array(items.length);
+  // Values whose slice depends on a reference's target the check cannot resolve (a stored resource, targets.ts).
+  let undecided = 0;
   for (let j = 0; j < items.length; j++) {
     const item = items[j]!;
     const found: AtPaths = new Array(steps.length);
     let s = 0;
+    run.unresolved = false;
     while (s < slices.length && !inSlice(run, item, slices[s]!, steps, found)) s++;
-    assigned[j] = s < slices.length ? s : -1;
+    assigned[j] = s < slices.length ? s : run.unresolved ? UNDECIDED : -1;
+    if (assigned[j] === UNDECIDED) undecided++;
+  }
+  if (undecided > 0) {
+    // Counts, closed and ordered slicing cannot be told: they are left out rather than guessed, and $validate says so.
+    run.add('warning', 'not-supported', at(), `${el.id} (profile ${profile.label}): the slicing was not evaluated for ${undecided} value(s) whose slice depends on a reference's target Cinder does not resolve (only contained resources and entries of the same Bundle are)`);
   }
   for (let i = 0; i < slices.length; i++) {
     const slice = slices[i]!;
-    if (slice.element.card) {
+    if (slice.element.card && undecided === 0) {
       let n = 0;
       for (let j = 0; j < items.length; j++) if (assigned[j] === i) n++;
       checkCount(run, profile, slice.element, n, parent, el.name, `${el.id}:${slice.name}`);
@@ -299,6 +355,7 @@ function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, it
       checkExtension(run, slice, items[j]!);
     }
   }
+  if (undecided > 0) return;
   let last = -1;
   let unmatchedSeen = false;
   let names: string | undefined;
@@ -316,6 +373,9 @@ function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, it
     if (s > last) last = s;
   }
 }
+
+/** The slice of a value that depends on a target the check cannot resolve. */
+const UNDECIDED = -2;
 
 /** Each discriminator's path compiled to steps, once per slicing. */
 const compiledSteps = new WeakMap<Slicing, readonly (readonly Step[])[]>();
@@ -339,7 +399,7 @@ function inSlice(run: Run, item: Item, slice: Slice, steps: readonly (readonly S
     const key = keys[i]!;
     if (key === null) continue;
     said = true;
-    const values = (found[i] ??= walkSteps([item.type ? { value: item.value, type: item.type } : { value: item.value }], steps[i]!));
+    const values = (found[i] ??= walkSteps([item.type ? { value: item.value, type: item.type } : { value: item.value }], steps[i]!, run.resolver));
     if (!keyHolds(run, item, values, key)) return false;
   }
   return said;
@@ -377,13 +437,24 @@ function conforms(run: Run, item: Item, value: unknown, url: string): boolean {
     run.add('warning', 'not-supported', pathOf(item), `The profile ${url}, which chooses a slice here, is not known to Cinder: no value is taken to conform to it`);
     return false;
   }
+  return conformsTo(run, item, value, profile);
+}
+
+/**
+ * Whether `value` has no error against `profile`'s compiled rules (bindings left out), once per value and
+ * profile in a check. A value met again while its own check runs (targets that refer to each other,
+ * `Patient.link` both ways) is taken to conform, so that a cycle ends.
+ */
+function conformsTo(run: Run, item: Item, value: unknown, profile: CompiledProfile): boolean {
+  const url = profile.url;
   if (!isObject(value) || (typeof value.resourceType === 'string' && value.resourceType !== profile.type)) return false;
   let memo = run.conformance.get(value);
   if (memo === undefined) run.conformance.set(value, (memo = new Map()));
   let ok = memo.get(url);
   if (ok === undefined) {
     const before = run.cost.refused;
-    ok = checkProfile(value, profile, run.lookup, pathOf(item), run.cost).issues.every((i) => i.severity !== 'error');
+    memo.set(url, true);
+    ok = runProfile(new Run(value, run.lookup, run.cost, run.scope, run.conformance), profile, pathOf(item)).issues.every((i) => i.severity !== 'error');
     memo.set(url, ok);
     // The candidate's issues are dropped; an invariant too costly to decide refuses the resource itself.
     if (before === undefined && run.cost.refused !== undefined) run.add('error', 'too-costly', pathOf(item), run.cost.refused);

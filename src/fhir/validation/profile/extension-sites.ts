@@ -3,8 +3,10 @@
  * extension and what R4 StructureDefinition.context (type `element` or `extension`) may name of the
  * element holding it: its path from the resource (`Patient.contact`), from the data type it is in
  * (`Address.line`), its type (`Address`, `Questionnaire.item`), and the generic ones (`Element`,
- * `Resource`, `BackboneElement`); or, in an extension, that extension's url. Contained resources, a
- * Bundle's entries and a Parameters' resources are walked as resources of their own.
+ * `Resource`, `BackboneElement`); or, in an extension, that extension's url. For `fhirpath` contexts and
+ * context invariants, the element holding it by place, and the resource it is in with that resource's
+ * root. Contained resources, a Bundle's entries and a Parameters' resources are walked as resources of
+ * their own.
  */
 import { typeModel, type Slot } from '../model.ts';
 

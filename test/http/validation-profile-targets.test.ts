@@ -86,6 +86,10 @@ await eachStore((kind, fresh) => {
       const stored = await api.create(patient('x', { active: false }));
       const outcome = await validate(observation(`Patient/${stored.id}`));
       expect(errorsOf(outcome)).toEqual([]);
+      // Its type, read off the reference, is still judged where the profiles narrow R4's targets (Device is one of R4's).
+      const device = errorsOf(await validate(observation('Device/d1')));
+      expect(where(device)).toEqual(['Observation.subject.reference']);
+      expect(device[0].details.text).toContain('a reference to Device is not allowed');
       const unknown = await validate(observation('#p', [patient('p')], OBS_UNKNOWN));
       expect(errorsOf(unknown)).toEqual([]);
       const warned = (unknown.issue as Json[]).filter((i) => i.code === 'not-supported');
@@ -107,6 +111,7 @@ await eachStore((kind, fresh) => {
       expect(where(refused.issue)).toEqual(['Observation.subject']);
       expect((await api.post('Observation', observation('#p', [patient('p', { active: true })]))).status).toBe(201);
       expect((await api.post('Observation', observation('Patient/x'))).status).toBe(201);
+      expect(where((await expectOutcome(await api.post('Observation', observation('Device/d1')), 422)).issue)).toEqual(['Observation.subject.reference']);
       const inBundle = await expectOutcome(await api.post('Bundle', collection([[uuid(1), observation(uuid(2))], [uuid(2), patient('p', { active: false })]])), 422);
       expect(where(inBundle.issue)).toEqual(['Bundle.entry[0].resource.subject']);
     });

@@ -217,6 +217,7 @@ function typeRules(ed: Json, base: ReturnType<typeof baseElement>, ctx: Ctx): Ty
         if (profiles.length > 0) {
           const types = urls.filter((u) => !profiles.includes(u)).map((u) => u.slice(CORE_SD.length));
           rule.targetProfiles = { types: new Set(types), profiles };
+          if (base?.element.targets !== undefined) rule.targetProfiles.base = base.element.targets;
           for (const p of profiles) ctx.extensions.add(p);
           narrowed = true;
         }

@@ -55,7 +55,12 @@ export interface TypeRule {
    * them is a target; `Resource`, any type) and the profiles, one of which a target the request holds
    * (contained, in the Bundle: targets.ts) must conform to.
    */
-  targetProfiles?: { types: ReadonlySet<string>; profiles: readonly string[] };
+  targetProfiles?: {
+    types: ReadonlySet<string>;
+    profiles: readonly string[];
+    /** R4's targets of the element, when it has them: a target's type is judged by its reference only where the profiles narrow them. */
+    base?: ReadonlySet<string>;
+  };
   /** Extension definitions (`type.profile`) for an Extension. */
   profiles?: readonly string[];
 }

@@ -267,13 +267,25 @@ function checkTargets(run: Run, profile: CompiledProfile, el: ProfileElement, it
     return;
   }
   const tp = rule.targetProfiles!;
-  if (target === undefined || type === undefined || tp.types.has(type) || tp.types.has('Resource')) return;
+  if (type === undefined || tp.types.has(type) || tp.types.has('Resource')) return;
   const unknown: string[] = [];
   const ofType: CompiledProfile[] = [];
+  const types = new Set(tp.types);
   for (const url of tp.profiles) {
     const p = run.lookup(url);
     if (p === undefined) unknown.push(url);
-    else if (p.type === type) ofType.push(p);
+    else {
+      types.add(p.type);
+      if (p.type === type) ofType.push(p);
+    }
+  }
+  if (target === undefined) {
+    // Not held: its type, read off the reference, is judged where the profiles' types narrow R4's targets (base validation checks those).
+    const narrowed = tp.base !== undefined && [...tp.base].some((t) => !types.has(t));
+    if (unknown.length === 0 && narrowed && ofType.length === 0) {
+      run.add('error', 'structure', `${pathOf(item)}.reference`, `${whereOf(profile, el)}: a reference to ${type} is not allowed; expected ${[...tp.types, ...tp.profiles].join(', ')}`);
+    }
+    return;
   }
   for (const p of ofType) if (conformsTo(run, item, target, p)) return;
   if (unknown.length > 0) {

@@ -13,6 +13,7 @@ import { newId, type Resource } from './resource.ts';
 import { invalidResource, validationErrors } from './validation/check.ts';
 import type { ValidationIssue } from './validation/validate.ts';
 import { profileCost } from './validation/profile/run.ts';
+import { writtenScope } from './validation/profile/targets.ts';
 
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 2, GET: 3 };
 
@@ -113,8 +114,15 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
   const errors = [];
   // One budget for the invariants of every entry's profiles (run.ts).
   const cost = profileCost();
-  for (const e of entries) if (e.resource) errors.push(...((await deps.profiles.writeIssues(req.tenant, e.resource, `Bundle.entry[${e.index}].resource`, true, cost)) ?? []));
-  for (const p of planned) if (p.patched) errors.push(...((await deps.profiles.writeIssues(req.tenant, p.patched.resource, undefined, true, cost)) ?? []));
+  // The entries' references, rewritten to `Type/id`, resolve to what the other entries write (target profiles, resolve() discriminators).
+  const written = new Map<string, Json>();
+  for (const p of planned) {
+    const r = writtenBy(p);
+    if (r !== undefined && p.id !== undefined) written.set(`${r.resourceType}/${p.id}`, r as Json);
+  }
+  const held = writtenScope(written);
+  for (const e of entries) if (e.resource) errors.push(...((await deps.profiles.writeIssues(req.tenant, e.resource, `Bundle.entry[${e.index}].resource`, true, cost, held)) ?? []));
+  for (const p of planned) if (p.patched) errors.push(...((await deps.profiles.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held)) ?? []));
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 

@@ -106,7 +106,7 @@ await eachStore((kind, fresh) => {
       expect(where(errorsOf(await validate(pair())))).toEqual(['Bundle.entry[0].resource.link[0].other']);
     });
 
-    test('strict writes: refused for a held target that conforms to no target profile, not for a stored one', async () => {
+    test('strict writes (a stored Bundle, a transaction): refused for a held target that conforms to no target profile, not for a stored one', async () => {
       const refused = await expectOutcome(await api.post('Observation', observation('#p', [patient('p', { active: false })])), 422);
       expect(where(refused.issue)).toEqual(['Observation.subject']);
       expect((await api.post('Observation', observation('#p', [patient('p', { active: true })]))).status).toBe(201);
@@ -114,6 +114,16 @@ await eachStore((kind, fresh) => {
       expect(where((await expectOutcome(await api.post('Observation', observation('Device/d1')), 422)).issue)).toEqual(['Observation.subject.reference']);
       const inBundle = await expectOutcome(await api.post('Bundle', collection([[uuid(1), observation(uuid(2))], [uuid(2), patient('p', { active: false })]])), 422);
       expect(where(inBundle.issue)).toEqual(['Bundle.entry[0].resource.subject']);
+      // A transaction's entries resolve each other as the transaction writes them.
+      const transaction = (isActive: boolean): Json => ({
+        resourceType: 'Bundle', type: 'transaction', entry: [
+          { fullUrl: uuid(1), resource: observation(uuid(2)), request: { method: 'POST', url: 'Observation' } },
+          { fullUrl: uuid(2), resource: { resourceType: 'Patient', active: isActive }, request: { method: 'POST', url: 'Patient' } },
+        ],
+      });
+      const refusedTransaction = await expectOutcome(await api.post('', transaction(false)), 422);
+      expect(where(refusedTransaction.issue)).toEqual(['Bundle.entry[0].resource.subject']);
+      expect((await api.post('', transaction(true))).status).toBe(200);
     });
 
     test('a profile discriminator through resolve() slices by the held target; a stored one leaves the slicing unevaluated', async () => {

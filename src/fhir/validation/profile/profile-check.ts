@@ -121,13 +121,14 @@ export class ProfileValidator {
    * (ARCHITECTURE.md, Profiles: R4's own conformance resources break them). Undefined at once when it
    * claims no profile and none inside it does: such a write costs nothing more. `extensions` false: the
    * caller knows the resource holds no extension (an imported line whose text names none), so the walk
-   * that looks for them is skipped.
+   * that looks for them is skipped. `held`: where its references resolve (a transaction's entries,
+   * targets.ts writtenScope); the resource's own contained resources and entries by default.
    */
-  writeIssues(tenant: string, resource: Json, at?: string, extensions = true, cost = profileCost()): Promise<ValidationIssue[]> | undefined {
+  writeIssues(tenant: string, resource: Json, at?: string, extensions = true, cost = profileCost(), held?: TargetScope): Promise<ValidationIssue[]> | undefined {
     const claimed = claimedProfiles(resource);
     const inner = innerResources(resource, at ?? String(resource.resourceType)).filter((r) => claimedProfiles(r.resource).length > 0);
     if (claimed.length === 0 && inner.length === 0) return undefined;
-    const scope = targetScope(resource);
+    const scope = held ?? targetScope(resource);
     const opts = at === undefined ? { warnings: false, cost } : { warnings: false, at, cost };
     return Promise.all([
       claimed.length === 0 ? [] : this.issues(tenant, resource, claimed, { ...opts, scope }),

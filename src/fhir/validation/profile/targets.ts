@@ -50,6 +50,22 @@ export function targetScope(root: Json): TargetScope {
   };
 }
 
+/**
+ * A transaction's entries, validated once their references are rewritten to `Type/id`: a reference
+ * resolves to the resource an entry writes under that id (`written`, by `Type/id`), `#id` as in
+ * targetScope. What the transaction leaves stored is what its entries write.
+ */
+export function writtenScope(written: ReadonlyMap<string, Json>): TargetScope {
+  const held = targetScope({ resourceType: 'Bundle', entry: [...written.values()].map((resource) => ({ resource })) });
+  return {
+    resolve(ref, from) {
+      if (ref.startsWith('#')) return held.resolve(ref, from);
+      const at = ref.indexOf('/_history/');
+      return written.get(at < 0 ? ref : ref.slice(0, at));
+    },
+  };
+}
+
 function index(root: Json): Map<Json, Place> {
   const out = new Map<Json, Place>();
   visit(out, root, {});

@@ -84,7 +84,6 @@ class Run {
   readonly issues: ValidationIssue[] = [];
   readonly bindings: PendingBinding[] = [];
   readonly memo = new Map<object, unknown>();
-
   /** What every invariant of this check is evaluated with, made on first use. */
   private ctx: InvariantContext | undefined;
   /** Set when a discriminator's `resolve()` met a reference this check cannot resolve (checkSlicing). */

@@ -14,6 +14,7 @@ const OBS = `${BASE}obs-active-subject`;
 const OBS_UNKNOWN = `${BASE}obs-unknown-subject`;
 const LINKED = `${BASE}linked-patient`;
 const LIST = `${BASE}list-of-active-patients`;
+const BY_TYPE = `${BASE}list-of-patients-and-groups`;
 
 const el = (id: string, min: number, max: string, extra: Json = {}) => {
   const path = id.replace(/:[^.]*/g, '');
@@ -40,6 +41,16 @@ const list = () => sd(LIST, 'List', [
   el('List.entry:active.item', 1, '1', ref(ACTIVE)),
 ]);
 
+/** A List of one Patient or more (a core type) and any active Patients (a profile's type), nothing else: sliced by the type of `item.resolve()`. */
+const byType = () => sd(BY_TYPE, 'List', [
+  el('List.entry', 1, '*', { slicing: { discriminator: [{ type: 'type', path: 'item.resolve()' }], rules: 'closed' } }),
+  el('List.entry:patient', 1, '*', { sliceName: 'patient' }),
+  el('List.entry:patient.item', 1, '1', ref('http://hl7.org/fhir/StructureDefinition/Patient')),
+  el('List.entry:group', 0, '*', { sliceName: 'group' }),
+  el('List.entry:group.item', 1, '1', ref(`${BASE}small-group`)),
+]);
+const smallGroup = () => sd(`${BASE}small-group`, 'Group', [el('Group.quantity', 0, '1', { maxValueUnsignedInt: 10 })]);
+
 const errorsOf = (outcome: Json) => (outcome.issue as Json[]).filter((i) => i.severity === 'error');
 const where = (issues: Json[]) => issues.map((i) => i.expression?.[0]).sort();
 const observation = (subject: string, contained: Json[] = [], profile = OBS): Json => ({
@@ -57,7 +68,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
-      for (const d of [active(), obs(), obsUnknown(), linked(), list()]) await api.create(d);
+      for (const d of [active(), obs(), obsUnknown(), linked(), list(), byType(), smallGroup()]) await api.create(d);
     });
     afterAll(() => t.close());
 
@@ -145,6 +156,17 @@ await eachStore((kind, fresh) => {
       const listed = (isActive: boolean) => collection([[uuid(1), withEntries([], [uuid(2)])], [uuid(2), patient('p', { active: isActive })]]);
       expect(errorsOf(await validate(listed(true)))).toEqual([]);
       expect(where(errorsOf(await validate(listed(false))))).toEqual(['Bundle.entry[0].resource.entry', 'Bundle.entry[0].resource.entry[0]']);
+    });
+
+    test('a type discriminator through resolve() slices by the held target\'s type, a profile\'s type too', async () => {
+      const listOf = (contained: Json[]): Json => ({
+        resourceType: 'List', meta: { profile: [BY_TYPE] }, status: 'current', mode: 'working', ...(contained.length ? { contained } : {}), entry: contained.map((c) => ({ item: { reference: `#${c.id}` } })),
+      });
+      const group = { resourceType: 'Group', id: 'g', type: 'person', actual: true };
+      expect(errorsOf(await validate(listOf([patient('p'), group])))).toEqual([]);
+      // A Device is of neither type (closed), and no Patient leaves the slice `patient` empty.
+      expect(where(errorsOf(await validate(listOf([{ resourceType: 'Device', id: 'd' }, group]))))).toEqual(['List.entry', 'List.entry[0]']);
+      expect(errorsOf(await validate({ ...listOf([]), entry: [{ item: { reference: 'Patient/x' } }] }))).toEqual([]);
     });
   });
 });

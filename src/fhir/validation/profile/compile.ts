@@ -271,7 +271,7 @@ function compileSlicing(slicing: Json, raw: RawNode, owner: TypeModel | null, ba
     if (element === null) continue;
     const sliceName = String(s.ed.sliceName ?? s.ed.id);
     const keys = discriminators.map((d) => sliceKey(s, d));
-    for (const k of keys) if (k?.kind === 'profile') for (const p of k.profiles) ctx.extensions.add(p);
+    for (const k of keys) for (const p of k?.kind === 'profile' || k?.kind === 'types' ? (k.profiles ?? []) : []) ctx.extensions.add(p);
     slices.push({ name: sliceName, element, keys });
   }
   // A profile discriminator whose path Cinder cannot follow (`resolve()`) or whose slices name no profile.
@@ -305,8 +305,8 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
   if (i === d.path.length) return endKey(ed, d);
   const step = d.path[i]!;
   if (step.startsWith('ofType(')) return keyAt(slice, node, d, i + 1);
-  // `resolve()` at the end of a profile discriminator's path: the Reference's target must conform to a `targetProfile`.
-  if (step === 'resolve()') return d.type === 'profile' && i === d.path.length - 1 ? targetProfileKey(ed) : null;
+  // `resolve()` at the end of the path: the Reference's target must conform to a `targetProfile` (profile), or be of its type (type).
+  if (step === 'resolve()') return i !== d.path.length - 1 ? null : d.type === 'profile' ? targetProfileKey(ed) : d.type === 'type' ? targetTypeKey(ed) : null;
   for (const at of [node, ...node.slices]) {
     const child = at.children.find((c) => nameOf(c.ed) === step);
     if (child === undefined) continue;
@@ -324,6 +324,16 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
 function targetProfileKey(ed: Json): SliceKey | null {
   const profiles = typesOf(ed).flatMap((t) => (t.code === 'Reference' && Array.isArray(t.targetProfile) ? (t.targetProfile as unknown[]) : [])).filter((p): p is string => typeof p === 'string').map((p) => p.split('|')[0]!);
   return profiles.length === 0 ? null : { kind: 'profile', profiles };
+}
+
+/** The types of a Reference's targets: a core type's name, or the type of a profile, found when the check looks it up. */
+function targetTypeKey(ed: Json): SliceKey | null {
+  const key = targetProfileKey(ed);
+  if (key?.kind !== 'profile') return null;
+  const core = key.profiles.filter((u) => u.startsWith(CORE_SD) && RESOURCE_TYPES.has(u.slice(CORE_SD.length)));
+  const profiles = key.profiles.filter((u) => !core.includes(u));
+  const types = new Set(core.map((u) => u.slice(CORE_SD.length)));
+  return profiles.length === 0 ? { kind: 'types', types } : { kind: 'types', types, profiles };
 }
 
 function endKey(ed: Json, d: Discriminator): SliceKey | null {

@@ -101,7 +101,8 @@ export interface Slice {
 export type SliceKey =
   /** The values the slice's fixed (equal) or pattern (contained) value has at the path: each must be met. */
   | { kind: 'fixed' | 'pattern'; values: readonly unknown[] }
-  | { kind: 'types'; types: ReadonlySet<string> }
+  /** A `type` discriminator: the value's type is one of `types`, or (through `resolve()`) of a target profile's, loaded with the profile. */
+  | { kind: 'types'; types: ReadonlySet<string>; profiles?: readonly string[] }
   | { kind: 'exists'; exists: boolean }
   /** A `profile` discriminator: the value at the path conforms to one of these profiles (canonical URLs). */
   | { kind: 'profile'; profiles: readonly string[] };

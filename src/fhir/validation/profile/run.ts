@@ -433,7 +433,7 @@ function keyHolds(run: Run, item: Item, values: Located[], key: SliceKey): boole
     case 'exists':
       return values.length > 0 === key.exists;
     case 'types':
-      return values.some((v) => v.type !== undefined && key.types.has(v.type));
+      return values.some((v) => v.type !== undefined && (key.types.has(v.type) || (key.profiles?.some((url) => run.lookup(url)?.type === v.type) ?? false)));
   }
 }
 

@@ -57,6 +57,11 @@ import { oauthRoutes, smartConfigurationResponse, tokenRoute } from './http/oaut
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
+import { accessFromScopes } from './auth/scopes.ts';
+import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
+import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
+import type { RestoreAccess } from './fhir/subscriptions/owner.ts';
+import type { ResolveHost } from './fhir/subscriptions/endpoint.ts';
 
 /** Everything the app needs, built by the composition root (src/main.ts, or test helpers). */
 export interface AppDeps {
@@ -84,6 +89,8 @@ export interface AppDeps {
   rebuilding?: () => Rebuilding | undefined;
   /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
   hotRoutes?: boolean;
+  /** How Subscription endpoints' host names resolve (their address check); the system resolver by default. */
+  resolveHost?: ResolveHost;
 }
 
 /** The app as a server runs it: one `fetch` in front of the CORS rule, the hot routes and Hono. */
@@ -94,6 +101,8 @@ export interface App {
   request(input: string | URL | Request, init?: RequestInit): Response | Promise<Response>;
   /** The hot-route dispatcher (its `answered` counts), or undefined with `hotRoutes: false`. */
   readonly hotRoutes: HotRoutes | undefined;
+  /** Delivery of Subscription notifications: `serve` runs its loop (`start`), tests drive rounds (`runOnce`). */
+  readonly subscriptions: SubscriptionDelivery;
 }
 
 /** A Request from what `request()` takes, as Hono's `app.request()` builds it. */
@@ -178,6 +187,20 @@ export function createApp(deps: AppDeps): App {
     profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store)), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
+  // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is.
+  const restoreAccess: RestoreAccess = async (tenant, owner) => {
+    const access = accessFromScopes(owner.scopes, owner.clientId, owner.patient);
+    if (access.incomplete) await access.complete(tenant, completeConditions);
+    return access;
+  };
+  const allowPrivate = config.subscriptionAllowPrivate === 'true';
+  const resolve = deps.resolveHost ? { resolve: deps.resolveHost } : {};
+  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps }, clock, log, restoreAccess, allowPrivate, ...resolve });
+  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
+  metrics.gauge('cinder_subscription_deliveries', 'Subscription notification deliveries of this process since it started, by result.', () =>
+    Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
+  );
+  metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits, dispatch: (req) => Promise.resolve(fetch(req)) }));
   app.route(FHIR_BASE_ROUTE, fhir);
@@ -213,5 +236,5 @@ export function createApp(deps: AppDeps): App {
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
-  return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot };
+  return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions };
 }

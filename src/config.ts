@@ -102,6 +102,13 @@ const schema = z.object({
   validation: z.enum(['strict', 'structural', 'off']).default('strict'),
   /** The most codes one ValueSet/$expand response may carry. */
   maxExpansionSize: whole(1).default(10_000),
+  /**
+   * `true`: rest-hook Subscriptions may deliver to loopback, link-local and private addresses (a receiver
+   * beside Cinder); refused by default, at activation and before each delivery (src/fhir/subscriptions/endpoint.ts).
+   */
+  subscriptionAllowPrivate: z.enum(['true', 'false']).default('false'),
+  /** Milliseconds between a process's rounds of Subscription delivery when nothing was due. */
+  subscriptionPollMs: whole(10, 600_000).default(1_000),
 });
 
 type Parsed = z.infer<typeof schema>;

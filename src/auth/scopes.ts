@@ -172,6 +172,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
       filters.clear();
     },
     clientId,
+    scopes,
     ...(patient !== undefined && { patient }),
     can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
     // A system/user scope lifts the bound only for what it grants itself: the same permission on the

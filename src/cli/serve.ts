@@ -60,6 +60,8 @@ export const serveCommand: Command = {
     const app = createApp({
       config, store, keys, clock, log, metrics, isDraining: () => draining, exportSink: exports.sink, rebuilding: () => rebuilding,
     });
+    // Every process delivers Subscription notifications; leases keep two from sending one (src/fhir/subscriptions/delivery.ts).
+    app.subscriptions.start(config.subscriptionPollMs);
     const shared = sibling || config.processes > 1;
     const server = listen(() => Bun.serve({
       port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
@@ -105,7 +107,7 @@ export const serveCommand: Command = {
         log.info('draining', { signal });
         // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
         // A reindex stops after its batch; the next start resumes it.
-        await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing]);
+        await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing, app.subscriptions.stop()]);
         await store.close();
         log.info('stopped');
         resolve();

@@ -21,6 +21,11 @@ export interface Access {
   /** Client that acts, for audit and job ownership. */
   clientId: string;
   /**
+   * The granted scopes this access derives from (a token's), which rebuild it later: a Subscription
+   * notifies only about what its owner's scopes read (src/fhir/subscriptions/owner.ts). Absent: operator access.
+   */
+  scopes?: readonly string[];
+  /**
    * The token's patient in context (SMART `patient`), whatever its scopes bind: an export job belongs
    * to its client and this patient.
    */

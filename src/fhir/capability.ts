@@ -85,11 +85,14 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
   const revinclude = revIncludes(type);
   if (revinclude.length) entry.searchRevInclude = revinclude;
   const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
-  entry.documentation = [...(special.length ? [`Not searchable (special parameters): ${special.join(', ')}.`] : []), INCLUDE_DOC].join(' ');
+  entry.documentation = [...(special.length ? [`Not searchable (special parameters): ${special.join(', ')}.`] : []), INCLUDE_DOC, ...(type === 'Subscription' ? [SUBSCRIPTION_DOC] : [])].join(' ');
   const typeOps = ops.filter((o) => o.types?.includes(type));
   if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));
   return entry;
 }
+
+/** What Subscription's entry tells of delivery (src/fhir/subscriptions/). */
+const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header); websocket, email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it.';
 
 /** The per-type entries as JSON text, by the contributions they were made of: the same for every request of a process. */
 const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], string>();

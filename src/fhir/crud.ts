@@ -18,6 +18,7 @@ export type { UpdatePreconditions } from './if-match.ts';
 import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
+import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -45,6 +46,11 @@ export interface FhirDeps {
    * (parseReference). Absent: no absolute reference is local.
    */
   fhirBase?: (tenant: string) => string;
+  /**
+   * FHIR R4 Subscriptions (src/fhir/subscriptions/): Subscriptions are activated as they are written, and
+   * every write records the notifications it gives in its transaction. Absent (`cinder import`): neither.
+   */
+  subscriptions?: SubscriptionHub;
 }
 
 /** The validation level of `deps`. */
@@ -92,7 +98,11 @@ export interface WriteResult {
  */
 export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: ResourceWriter) => Promise<T>): Promise<T> {
   try {
-    return await deps.store.resources.write(tenant, fn);
+    // The tenant's subscriptions are told of what the transaction writes, in it (hub.ts).
+    const hook = deps.subscriptions && (await deps.subscriptions.hook(tenant));
+    const out = await deps.store.resources.write(tenant, hook ? hook.wrap(fn) : fn);
+    hook?.committed();
+    return out;
   } catch (err) {
     if (err instanceof StoreConflictError) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });
     throw err;
@@ -241,12 +251,17 @@ export interface PutOptions {
    * "update as create" so).
    */
   createOnly?: boolean;
+  /** Checks a Subscription asking to be active and gives it as stored, with its owner (FhirDeps.subscriptions); absent: stored as written. */
+  activateSubscription?: ActivateSubscription;
 }
 
-/** The options of a request's writes at `now`: its access, the core resources and the tenant's FHIR base. */
+/** The options of a request's writes at `now`: its access, the core resources, the tenant's FHIR base and Subscription activation. */
 export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOptions {
   const base = deps.fhirBase?.(req.tenant);
-  return { now, access: req.access, ...(deps.core ? { core: deps.core } : {}), ...(base !== undefined && { base }) };
+  return {
+    now, access: req.access, ...(deps.core ? { core: deps.core } : {}), ...(base !== undefined && { base }),
+    ...(deps.subscriptions && { activateSubscription: deps.subscriptions.activation(req, now) }),
+  };
 }
 
 /**
@@ -254,8 +269,12 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
  * create-on-update). Shared by create, update, patch, transactions and import; `method` is the
  * interaction, which the version's history entry names (FHIR R4 http 3.1.0.11).
  */
-export function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
-  return putPrepared(w, prepareVersion(resource, id, opts.base), opts, method);
+export async function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
+  // A Subscription asking to be active is stored active (or off, past its end), its writer as its owner.
+  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource) : undefined;
+  const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method);
+  if (activated && !written.unchanged) await w.ownSubscription(id, activated.owner);
+  return written;
 }
 
 /**

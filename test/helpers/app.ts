@@ -6,6 +6,7 @@ import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import type { ExportSink } from '../../src/export/sink.ts';
 import type { Rebuilding } from '../../src/fhir/reindex.ts';
+import type { ResolveHost } from '../../src/fhir/subscriptions/endpoint.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import type { Clock } from '../../src/clock.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
@@ -37,6 +38,8 @@ export interface TestAppOptions {
   core?: CoreBundle;
   /** A reindex running beside the app (AppDeps.rebuilding). */
   rebuilding?: () => Rebuilding | undefined;
+  /** How Subscription endpoints' hosts resolve (AppDeps.resolveHost). */
+  resolveHost?: ResolveHost;
 }
 
 /**
@@ -51,7 +54,7 @@ export async function createTestApp(opts: TestAppOptions = {}) {
   const config: Config = loadConfig({ CINDER_BASE_URL: BASE, CINDER_DATA_DIR: dir, ...opts.env });
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
-  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}) });
+  const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}) });
   await createTenant(store, clock, 't1');
   const admin = await createClient(store, clock, { tenant: 't1', name: 'admin', scopes: ['system/*.*'] });
 

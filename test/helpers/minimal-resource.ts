@@ -68,6 +68,8 @@ const INVARIANT_EXTRAS: Record<string, Json> = {
   InsurancePlan: { name: 'x' },
   Linkage: { item: [{ type: 'source', resource: { reference: 'Patient/x' } }, { type: 'alternate', resource: { reference: 'Patient/y' } }] },
   Organization: { name: 'x' },
+  // Off: a Subscription asking to be active is checked and delivered (src/fhir/subscriptions/); a minimal one is not.
+  Subscription: { status: 'off' },
   StructureDefinition: { differential: { element: [{ id: 'Basic', path: 'Basic' }] }, type: 'Basic', kind: 'resource', abstract: true },
   TerminologyCapabilities: { kind: 'instance', implementation: { description: 'x' } },
 };

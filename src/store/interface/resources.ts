@@ -2,6 +2,7 @@
 import type { CompartmentReads } from './compartments.ts';
 import type { Condition, IndexRows, IndexTable, SearchQuery } from './search.ts';
 import type { SnapshotPage, SnapshotQuery } from './snapshot.ts';
+import type { NotificationToWrite } from './subscriptions.ts';
 
 /**
  * The interaction that wrote a version, as a history Bundle's `entry.request.method` names it (FHIR R4
@@ -106,6 +107,16 @@ export interface ResourceWriter {
    * searches again. Claims not moved for an hour are purged here, a few per new claim.
    */
   claim(claims: ConditionClaim[], now: number): Promise<boolean>;
+  /**
+   * Records notifications in the subscriptions' outbox (stamped `now`), committed or rolled back with the
+   * rest of the transaction: a write that is rolled back notifies nothing, one that commits loses none.
+   */
+  notify(notifications: NotificationToWrite[], now: number): Promise<void>;
+  /**
+   * Records who activated subscription `id` (`owner`: their access as JSON), replacing an earlier
+   * owner and clearing its delivery failures.
+   */
+  ownSubscription(id: string, owner: string): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */

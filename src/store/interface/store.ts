@@ -4,6 +4,7 @@ import type { ExportFileRepo } from './export-files.ts';
 import type { ExportRepos } from './export-jobs.ts';
 import type { CounterRepo, OAuthRepo } from './oauth.ts';
 import type { ResourceRepo } from './resources.ts';
+import type { SubscriptionRepo } from './subscriptions.ts';
 
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
@@ -22,6 +23,8 @@ export interface Store {
   readonly counters: CounterRepo;
   readonly resources: ResourceRepo;
   readonly exports: ExportRepos;
+  /** Subscription owners and the notification outbox (src/fhir/subscriptions/). */
+  readonly subscriptions: SubscriptionRepo;
   /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
   readonly exportFiles?: ExportFileRepo;
 }

@@ -9,6 +9,7 @@ import { createPostgresUsers } from './users.ts';
 import type { PostgresStoreOptions } from './db.ts';
 import { postgresMigrations } from './migrations.ts';
 import { createPostgresResources } from './resources.ts';
+import { createPostgresSubscriptions } from './subscriptions.ts';
 
 export type { PostgresStoreOptions } from './db.ts';
 
@@ -54,6 +55,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     oauth: g(createPostgresOAuth(sql)),
     counters: g(createPostgresCounters(sql)),
     resources: g(createPostgresResources(sql, keysSql, genericSql)),
+    subscriptions: g(createPostgresSubscriptions(sql)),
     exports: {
       jobs: g(createPostgresExportJobs(sql)),
       scratch: g(createPostgresExportScratch(sql)),

@@ -195,6 +195,16 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       await insertTokenAndCompartmentRows(tx, tenant, versions, indexKeys);
       await insertIndexRows(tx, tenant, versions, indexKeys);
     }),
+    notify: mapped('notify', async (notifications, now) => {
+      if (!notifications.length) return;
+      const rows = notifications.map((n) => ({ tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: now }));
+      await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at')}`;
+    }),
+    ownSubscription: mapped('subscription', async (id, owner) => {
+      await tx`
+        INSERT INTO subscription_state (tenant, id, owner) VALUES (${tenant}, ${id}, ${owner})
+        ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, failures = 0, next_attempt_at = 0, last_error = NULL`;
+    }),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
         // Under READ COMMITTED both statements wait for a transaction holding the row and then see its

@@ -6,6 +6,7 @@ import { createMutex, isSqliteOutage, openDatabase, runMigrations, serialized } 
 import { guarded, translatingGuard } from '../unavailable.ts';
 import { createSqliteExportCleanup, createSqliteExportDownloads, createSqliteExportJobs, createSqliteExportScratch } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
+import { createSqliteSubscriptions } from './subscriptions.ts';
 import { createSqliteUsers } from './users.ts';
 import { sqliteMigrations } from './migrations.ts';
 import { createSqliteResources } from './resources.ts';
@@ -68,6 +69,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     users: repo(createSqliteUsers, ['get', 'byUsername']),
     oauth: repo(createSqliteOAuth, ['getRefreshToken', 'isRevoked', 'revokedSince']),
     counters: repo(createSqliteCounters, ['peek']),
+    subscriptions: repo(createSqliteSubscriptions, ['owners', 'pending', 'waiting']),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
       return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text)));

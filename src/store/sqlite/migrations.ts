@@ -466,4 +466,36 @@ ALTER TABLE resources ADD COLUMN method TEXT;
 ALTER TABLE resource_history ADD COLUMN method TEXT;
 `,
   },
+  {
+    version: 28,
+    name: 'subscriptions',
+    sql: `
+-- FHIR R4 Subscriptions (src/fhir/subscriptions/). subscription_state: who activated each subscription (the
+-- owner's access as JSON, which decides what it may notify about) and its delivery state: consecutive
+-- failures, when the next attempt is due, and the lease of the delivery loop holding it. Notifications are
+-- recorded in subscription_notifications by the write that causes them, in the same transaction (an outbox),
+-- and deleted once delivered.
+CREATE TABLE subscription_state (
+  tenant TEXT NOT NULL,
+  id TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  failures INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL DEFAULT 0,
+  lease_until INTEGER NOT NULL DEFAULT 0,
+  leased_by TEXT,
+  last_error TEXT,
+  PRIMARY KEY (tenant, id)
+);
+CREATE TABLE subscription_notifications (
+  pk INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  subscription_id TEXT NOT NULL,
+  type TEXT NOT NULL,
+  resource_id TEXT NOT NULL,
+  version_id INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX subscription_notifications_by_subscription ON subscription_notifications (tenant, subscription_id, pk);
+`,
+  },
 ];

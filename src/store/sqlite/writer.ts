@@ -239,6 +239,16 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       addText(text, text.length / 4 >= BULK_TEXT_ROWS);
       return inserted;
     },
+    async notify(notifications, now) {
+      const add = db.query('INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at) VALUES (?, ?, ?, ?, ?, ?)');
+      for (const n of notifications) add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, now);
+    },
+    async ownSubscription(id, owner) {
+      db.query(
+        `INSERT INTO subscription_state (tenant, id, owner) VALUES (?, ?, ?)
+         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, failures = 0, next_attempt_at = 0, last_error = NULL`,
+      ).run(tenant, id, owner);
+    },
     async claim(claims, now) {
       for (const { key, seen } of inKeyOrder(claims)) {
         if (seen === 0) {

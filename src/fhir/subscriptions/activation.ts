@@ -1,0 +1,78 @@
+/**
+ * Activation of a Subscription as it is written (create, update, patch, a Bundle's entries): one written
+ * `requested` or `active` with a channel Cinder delivers is checked and stored `active` (HAPI FHIR's
+ * behaviour; R4 subscription.html: the server sets status to active once it accepts the request), with
+ * the writer recorded as its owner. `off` and `error` ones are stored as written.
+ */
+import { FhirError } from '../../errors.ts';
+import type { Access } from '../access.ts';
+import type { FhirDeps } from '../crud.ts';
+import type { Resource } from '../resource.ts';
+import { compileCriteria } from './criteria.ts';
+import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
+import { ownerOf } from './owner.ts';
+
+/** The channel types Cinder delivers. */
+export const DELIVERED_CHANNELS = ['rest-hook'];
+/** The payload media types a rest-hook may ask for (none: a notification without a body). */
+export const PAYLOADS = ['application/fhir+json', 'application/json'];
+
+/** What activation reads besides the Subscription. */
+export interface ActivationContext {
+  deps: FhirDeps;
+  tenant: string;
+  access: Access;
+  now: number;
+  allowPrivate: boolean;
+  resolve: ResolveHost;
+}
+
+/** An activated Subscription and its owner's record. */
+export interface Activated {
+  resource: Resource;
+  owner: string;
+}
+
+type Json = Record<string, unknown>;
+
+const refuse = (text: string, at: string) => new FhirError('unprocessable', text, { expression: [at] });
+
+/** A header line `Name: value`, as R4 channel.header has it. */
+const HEADER = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t -~]*$/;
+
+/** The media type of a payload, without parameters (`application/fhir+json;charset=utf-8`). */
+export function payloadType(payload: unknown): string | undefined {
+  return typeof payload === 'string' ? payload.split(';')[0]!.trim().toLowerCase() : undefined;
+}
+
+/**
+ * `resource` as stored when it asks to be active: checked (criteria compiled as a search by `access`,
+ * a deliverable channel, an endpoint outside private networks, headers, payload) and set `active`, or
+ * `off` when its `end` has passed; undefined for one that does not ask (off, error). A 422 naming the
+ * element that cannot be honoured.
+ */
+export async function activateSubscription(resource: Resource, ctx: ActivationContext): Promise<Activated | undefined> {
+  const r = resource as Json;
+  if (r.status !== 'requested' && r.status !== 'active') return undefined;
+  const channel = (r.channel ?? {}) as Json;
+  if (!DELIVERED_CHANNELS.includes(channel.type as string)) {
+    throw refuse(`Subscription.channel.type '${String(channel.type)}' is not delivered by Cinder: it delivers ${DELIVERED_CHANNELS.join(', ')}`, 'Subscription.channel.type');
+  }
+  await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now);
+  const url = endpointUrl(channel.endpoint);
+  if (typeof url === 'string') throw refuse(`Subscription.channel.endpoint ${url}: a rest-hook needs an absolute http(s) URL`, 'Subscription.channel.endpoint');
+  if (!ctx.allowPrivate) {
+    const why = await privateEndpoint(url, ctx.resolve, undefined);
+    if (why !== undefined) throw refuse(`Subscription.channel.endpoint is refused: ${why} (CINDER_SUBSCRIPTION_ALLOW_PRIVATE=true allows it)`, 'Subscription.channel.endpoint');
+  }
+  if (channel.payload !== undefined && !PAYLOADS.includes(payloadType(channel.payload)!)) {
+    throw refuse(`Subscription.channel.payload '${String(channel.payload)}' is not one Cinder sends: ${PAYLOADS.join(' or ')}, or none`, 'Subscription.channel.payload');
+  }
+  const headers = Array.isArray(channel.header) ? (channel.header as unknown[]) : [];
+  headers.forEach((h, i) => {
+    if (typeof h !== 'string' || !HEADER.test(h)) throw refuse(`Subscription.channel.header[${i}] is not a header line 'Name: value'`, `Subscription.channel.header[${i}]`);
+  });
+  const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
+  const { error: _error, ...rest } = r;
+  return { resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access) };
+}

@@ -1,0 +1,57 @@
+/**
+ * A Subscription's `criteria` (R4 subscription.html: "the rules that the server should use to determine
+ * when to generate notifications", a search URL relative to the base) compiled by the search engine, as a
+ * search of its type by the subscription's owner would be: its conditions, chains and `_has` held to the
+ * owner's reach, the owner's SMART v2 scope filters and patient compartment added.
+ */
+import { FhirError } from '../../errors.ts';
+import type { Condition } from '../../store/types.ts';
+import { requireAccess, type Access } from '../access.ts';
+import type { FhirDeps } from '../crud.ts';
+import { isResourceType } from '../resource-types.ts';
+import { compileFilter, guardLinked, resolveConditions, scopedQuery } from '../search.ts';
+
+/** A criteria ready to match resources in memory (src/fhir/search-match.ts). */
+export interface CompiledCriteria {
+  type: string;
+  where: Condition[];
+}
+
+const AT = 'Subscription.criteria';
+
+/** A 422 naming `Subscription.criteria`. */
+function refuse(text: string, cause?: unknown): FhirError {
+  return new FhirError('unprocessable', text, { expression: [AT], cause });
+}
+
+/** The type and query string of a criteria (`Observation?code=x`, or `Observation` alone), or a 422. */
+export function splitCriteria(criteria: unknown): { type: string; query: string } {
+  if (typeof criteria !== 'string' || criteria.trim() === '') throw refuse('Subscription.criteria is required: a search such as Observation?code=http://loinc.org|1234-5');
+  const at = criteria.indexOf('?');
+  const type = at < 0 ? criteria : criteria.slice(0, at);
+  const query = at < 0 ? '' : criteria.slice(at + 1);
+  if (!isResourceType(type)) throw refuse(`Subscription.criteria '${criteria}' does not start with a resource type Cinder knows ('${type}')`);
+  return { type, query };
+}
+
+/**
+ * Compiles `criteria` for `access` in `tenant` (FhirDeps: the terminology service for `:in`, the store for
+ * hierarchies). A criteria that does not compile is a 422 naming Subscription.criteria; one that names
+ * a type or a linked type the owner may not search is a 403, as that search would be.
+ */
+export async function compileCriteria(deps: FhirDeps, tenant: string, access: Access, criteria: unknown, now: number): Promise<CompiledCriteria> {
+  const { type, query } = splitCriteria(criteria);
+  requireAccess(access, type, 's');
+  let where: Condition[];
+  try {
+    const pending = compileFilter(type, new URLSearchParams(query), now);
+    where = await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access }, tenant, pending);
+  } catch (err) {
+    if (err instanceof FhirError && err.status < 500) throw refuse(`Subscription.criteria '${String(criteria)}' is not a search Cinder can run: ${err.message}`, err);
+    throw err;
+  }
+  const scoped = scopedQuery({ tenant, access }, type, { type, where: guardLinked(access, where), sort: [], count: 1 })!;
+  const all = [...(scoped.where ?? [])];
+  if (scoped.compartment !== undefined) all.push({ kind: 'compartment', patient: scoped.compartment });
+  return { type, where: all };
+}

@@ -1,0 +1,194 @@
+/**
+ * Delivery of recorded notifications (R4 subscription.html, rest-hook): a loop in each `serve` process
+ * leases subscriptions with waiting notifications (SubscriptionRepo.claim: one holder at a time across
+ * processes) and sends each subscription's notifications in the order they were recorded. With no
+ * `channel.payload` a notification is a POST to `channel.endpoint` without a body; with a JSON payload
+ * it is a PUT of the version to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
+ * not followed; a 2xx is a success. A failure is retried after 5 s, 10 s, 20 s and 40 s; the fifth
+ * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
+ * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook) has its waiting
+ * notifications dropped; one whose `end` has passed is set `off` first.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../../clock.ts';
+import { FhirError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { ClaimedSubscription, PendingNotification, ResourceVersion } from '../../store/types.ts';
+import { operatorAccess } from '../access.ts';
+import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
+import type { Resource } from '../resource.ts';
+import { payloadType } from './activation.ts';
+import { endpointUrl, privateEndpoint, systemResolve, type ResolveHost } from './endpoint.ts';
+
+/** Consecutive failures after which a Subscription is set to `error`. */
+export const MAX_FAILURES = 5;
+/** The wait after the first failure; it doubles after each further one (5, 10, 20, 40 s). */
+export const FIRST_RETRY_MS = 5_000;
+/** How long one delivery may take (connection and answer). */
+export const DELIVERY_TIMEOUT_MS = 5_000;
+/** A claim's lease: longer than a claimed subscription's batch can take (BATCH deliveries of DELIVERY_TIMEOUT_MS). */
+const LEASE_MS = 120_000;
+/** Notifications of one subscription sent under one claim. */
+const BATCH = 20;
+/** Subscriptions one round claims. */
+const CLAIMS = 16;
+
+export interface DeliveryOptions {
+  /** The FHIR layer: reads of the notified versions, and the server's writes of `error` and `off`. */
+  fhir: FhirDeps;
+  clock: Clock;
+  log: Logger;
+  fetch?: typeof fetch;
+  /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
+  allowPrivate: boolean;
+  resolve?: ResolveHost;
+}
+
+/** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries`). */
+export interface DeliveryCounts {
+  delivered: number;
+  failed: number;
+  /** Subscriptions set to `error` after MAX_FAILURES. */
+  error: number;
+  /** Notifications dropped (their subscription off, in error, gone or ended). */
+  dropped: number;
+}
+
+type Json = Record<string, unknown>;
+
+export class SubscriptionDelivery {
+  readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0 };
+  private readonly worker = randomUUID();
+  private readonly resolve: ResolveHost;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private running: Promise<unknown> | undefined;
+  private stopped = true;
+
+  constructor(private readonly options: DeliveryOptions) {
+    this.resolve = options.resolve ?? systemResolve;
+  }
+
+  /** One round: claims the subscriptions whose notifications are due and delivers them; the number claimed. */
+  async runOnce(): Promise<number> {
+    const { fhir, clock } = this.options;
+    const claimed = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, CLAIMS);
+    await Promise.all(claimed.map((c) => this.deliver(c)));
+    return claimed.length;
+  }
+
+  /** Runs rounds every `intervalMs` (at once again after a round that claimed something) until stop(). */
+  start(intervalMs: number): void {
+    this.stopped = false;
+    const tick = async () => {
+      let claimed = 0;
+      try {
+        this.running = this.runOnce();
+        claimed = (await this.running) as number;
+      } catch (err) {
+        this.options.log.warn('subscription delivery round failed', { err });
+      }
+      if (!this.stopped) this.timer = setTimeout(tick, claimed > 0 ? 0 : intervalMs);
+    };
+    this.timer = setTimeout(tick, intervalMs);
+  }
+
+  /** Stops the loop after the round under way. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  private async deliver(c: ClaimedSubscription): Promise<void> {
+    const { fhir, clock, log } = this.options;
+    const repo = fhir.store.subscriptions;
+    try {
+      const current = await fhir.store.resources.read(c.tenant, 'Subscription', c.id);
+      const sub = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
+      const channel = (sub?.channel ?? {}) as Json;
+      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook') {
+        this.counts.dropped += await repo.drop(c.tenant, c.id);
+        return;
+      }
+      if (typeof sub.end === 'string' && Date.parse(sub.end) <= clock.now()) {
+        if (await this.setStatus(c.tenant, current!, sub, 'off')) this.counts.dropped += await repo.drop(c.tenant, c.id);
+        return;
+      }
+      let failures = c.failures;
+      for (const n of await repo.pending(c.tenant, c.id, BATCH)) {
+        const error = await this.send(c.tenant, channel, n);
+        if (error === undefined) {
+          await repo.delivered(c.tenant, c.id, this.worker, n.pk);
+          this.counts.delivered++;
+          failures = 0;
+          continue;
+        }
+        failures++;
+        this.counts.failed++;
+        log.info('subscription delivery failed', { tenant: c.tenant, subscription: c.id, failures, error });
+        if (failures < MAX_FAILURES) {
+          await repo.failed(c.tenant, c.id, this.worker, failures, clock.now() + FIRST_RETRY_MS * 2 ** (failures - 1), error);
+        } else if (await this.setStatus(c.tenant, current!, sub, 'error', `${failures} deliveries failed in a row; the last: ${error}`)) {
+          this.counts.error++;
+          this.counts.dropped += await repo.drop(c.tenant, c.id);
+        }
+        break;
+      }
+    } catch (err) {
+      log.warn('subscription delivery failed unexpectedly', { tenant: c.tenant, subscription: c.id, err });
+    } finally {
+      await repo.release(c.tenant, c.id, this.worker).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Writes the Subscription's next version with `status` (and `error`), as the server, over the version
+   * read (`current`): false when a client wrote it since (their version stands, and is read next round).
+   */
+  private async setStatus(tenant: string, current: ResourceVersion, sub: Json, status: 'off' | 'error', error?: string): Promise<boolean> {
+    const { fhir, clock } = this.options;
+    const resource = { ...sub, status, ...(error !== undefined && { error }) } as unknown as Resource;
+    const opts = { ...putOptions(fhir, { tenant, access: operatorAccess }, clock.now()), ifMatch: [current.versionId] };
+    try {
+      await writeTx(fhir, tenant, (w) => putVersion(w, resource, current.id, opts, 'PUT'));
+      return true;
+    } catch (err) {
+      if (err instanceof FhirError && (err.status === 412 || err.status === 409)) return false;
+      throw err;
+    }
+  }
+
+  /** Sends one notification; undefined on a 2xx, else what went wrong. */
+  private async send(tenant: string, channel: Json, n: PendingNotification): Promise<string | undefined> {
+    const endpoint = endpointUrl(channel.endpoint);
+    if (typeof endpoint === 'string') return `Subscription.channel.endpoint ${endpoint}`;
+    if (!this.options.allowPrivate) {
+      const why = await privateEndpoint(endpoint, this.resolve, `its host ${endpoint.hostname} does not resolve`);
+      if (why !== undefined) return `delivery to ${endpoint.href} refused: ${why}`;
+    }
+    const headers = new Headers();
+    for (const line of Array.isArray(channel.header) ? (channel.header as string[]) : []) {
+      const at = line.indexOf(':');
+      headers.append(line.slice(0, at).trim(), line.slice(at + 1).trim());
+    }
+    const target = new URL(endpoint);
+    let method = 'POST';
+    let body: string | undefined;
+    if (payloadType(channel.payload) !== undefined) {
+      const v = await this.options.fhir.store.resources.vread(tenant, n.type, n.id, n.versionId);
+      if (!v || v.deleted) return undefined; // the version is gone (nothing left to send)
+      method = 'PUT';
+      body = v.content;
+      target.pathname = `${target.pathname.replace(/\/+$/, '')}/${n.type}/${n.id}`;
+      headers.set('Content-Type', String(channel.payload));
+    }
+    try {
+      const res = await (this.options.fetch ?? fetch)(target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+      await res.body?.cancel().catch(() => undefined);
+      return res.status >= 200 && res.status < 300 ? undefined : `${method} ${target.href} answered ${res.status}`;
+    } catch (err) {
+      const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
+      return `${method} ${target.href} ${timedOut ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s` : `failed: ${err instanceof Error ? err.message : String(err)}`}`;
+    }
+  }
+}

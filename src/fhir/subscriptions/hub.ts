@@ -1,0 +1,196 @@
+/**
+ * The subscriptions side of every REST write (crud.ts writeTx, putVersion): activation of Subscriptions as
+ * they are written, and after each write the notifications of the tenant's active rest-hook subscriptions
+ * whose criteria its new versions match, recorded in the write's own transaction (ResourceWriter.notify).
+ * A tenant's active subscriptions are compiled once and kept until the store's change token of
+ * Subscription moves (any process's write), read at most every CHECK_INTERVAL_MS and at once after a
+ * Subscription write of this process: a tenant without subscriptions pays one cached lookup per write.
+ */
+import type { Clock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import type { NotificationToWrite, ResourceWriter, VersionToWrite } from '../../store/types.ts';
+import type { SyncOrAsync } from '../../sync-or-async.ts';
+import { ChangeWatch } from '../../terminology/store-watch.ts';
+import type { Access } from '../access.ts';
+import { lookups } from '../core-search.ts';
+import { rowsInReach, type FhirDeps, type FhirRequest } from '../crud.ts';
+import type { Resource } from '../resource.ts';
+import { compileFilter } from '../search.ts';
+import { matchConditions } from '../search-match.ts';
+import type { Condition } from '../../store/types.ts';
+import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
+import { compileCriteria } from './criteria.ts';
+import { systemResolve, type ResolveHost } from './endpoint.ts';
+import { ownerAccess, type RestoreAccess } from './owner.ts';
+
+/** How long a read of the Subscription change token is trusted before it is read again (ms). */
+export const CHECK_INTERVAL_MS = 250;
+/** The most active subscriptions of one tenant that are matched (the oldest beyond are logged and left out). */
+export const MAX_ACTIVE = 1_000;
+
+export interface HubOptions {
+  /** What criteria compile and match with (store, terminology, core resources, FHIR base). */
+  fhir: FhirDeps;
+  clock: Clock;
+  log: Logger;
+  restoreAccess: RestoreAccess;
+  /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
+  allowPrivate: boolean;
+  resolve?: ResolveHost;
+}
+
+/** An active rest-hook subscription ready to match. */
+interface Compiled {
+  id: string;
+  type: string;
+  where: Condition[];
+  access: Access;
+}
+
+interface ActiveSet {
+  token: string;
+  byType: Map<string, Compiled[]>;
+}
+
+interface TenantState {
+  watch: ChangeWatch;
+  set?: ActiveSet;
+  loading?: { token: string; set: Promise<ActiveSet> };
+}
+
+/** Binds a write's Subscriptions to activation (PutOptions.activateSubscription). */
+export type ActivateSubscription = (resource: Resource) => Promise<Activated | undefined>;
+
+/** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
+export interface WriteHook {
+  wrap<T>(fn: (w: ResourceWriter) => Promise<T>): (w: ResourceWriter) => Promise<T>;
+  committed(): void;
+}
+
+const ACTIVE_QUERY = new URLSearchParams('status=active');
+
+export class SubscriptionHub {
+  private readonly tenants = new Map<string, TenantState>();
+  private readonly resolve: ResolveHost;
+
+  constructor(private readonly options: HubOptions) {
+    this.resolve = options.resolve ?? systemResolve;
+  }
+
+  /** Activation for the writes of `req` (crud.ts putOptions). */
+  activation(req: FhirRequest, now: number): ActivateSubscription {
+    const { fhir, allowPrivate } = this.options;
+    return (resource) => activateSubscription(resource, { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve });
+  }
+
+  /**
+   * The hook of one write in `tenant`: undefined at once when the tenant has no active subscription
+   * and its cache is fresh (nothing to wrap, beyond noting a Subscription written), else after loading them.
+   */
+  async hook(tenant: string): Promise<WriteHook> {
+    const active = await this.active(tenant);
+    let subscriptionWritten = false;
+    return {
+      wrap: (fn) => async (w) => {
+        const written: VersionToWrite[] = [];
+        const note = (v: VersionToWrite) => {
+          if (v.type === 'Subscription') subscriptionWritten = true;
+          if (!v.deleted && active.byType.has(v.type)) written.push(v);
+        };
+        const watched: ResourceWriter = {
+          ...w,
+          put: async (v) => {
+            await w.put(v);
+            note(v);
+          },
+          insertNew: async (vs) => {
+            const inserted = await w.insertNew(vs);
+            vs.forEach((v, i) => inserted[i] && note(v));
+            return inserted;
+          },
+        };
+        const result = await fn(watched);
+        if (written.length) {
+          const notifications = await this.match(tenant, active, written);
+          if (notifications.length) await w.notify(notifications, this.options.clock.now());
+        }
+        return result;
+      },
+      committed: () => {
+        if (subscriptionWritten) this.state(tenant).watch.markStale();
+      },
+    };
+  }
+
+  /** The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria, as its owner's search, matches. */
+  private async match(tenant: string, active: ActiveSet, versions: VersionToWrite[]): Promise<NotificationToWrite[]> {
+    const ctx = lookups(this.options.fhir, tenant);
+    const out: NotificationToWrite[] = [];
+    for (const v of versions) {
+      const subs = active.byType.get(v.type) ?? [];
+      const resource = JSON.parse(v.content) as Record<string, unknown>;
+      for (const s of subs) {
+        if (!(await matchConditions(resource, v.lastUpdated, s.where, ctx, v.index))) continue;
+        // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
+        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v])).length) continue;
+        out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId });
+      }
+    }
+    return out;
+  }
+
+  private state(tenant: string): TenantState {
+    let t = this.tenants.get(tenant);
+    if (!t) {
+      t = { watch: new ChangeWatch(tenant, ['Subscription'], { store: this.options.fhir.store, clock: this.options.clock, checkIntervalMs: CHECK_INTERVAL_MS }) };
+      this.tenants.set(tenant, t);
+    }
+    return t;
+  }
+
+  /** The tenant's active rest-hook subscriptions, compiled: at once while the cache is current. */
+  private active(tenant: string): SyncOrAsync<ActiveSet> {
+    const t = this.state(tenant);
+    const token = t.watch.changeToken();
+    if (typeof token === 'string' && t.set?.token === token) return t.set;
+    return Promise.resolve(token).then((tok) => {
+      if (t.set?.token === tok) return t.set;
+      if (t.loading?.token !== tok) {
+        const set = this.load(tenant, tok);
+        t.loading = { token: tok, set };
+        set.then((s) => {
+          t.set = s;
+          if (t.loading?.set === set) t.loading = undefined;
+        }, () => {
+          if (t.loading?.set === set) t.loading = undefined;
+        });
+      }
+      return t.loading.set;
+    });
+  }
+
+  private async load(tenant: string, token: string): Promise<ActiveSet> {
+    const { fhir, clock, log, restoreAccess } = this.options;
+    const where = compileFilter('Subscription', ACTIVE_QUERY) as Condition[];
+    const rows = await fhir.store.resources.search(tenant, { type: 'Subscription', where, sort: [], count: MAX_ACTIVE + 1 });
+    if (rows.length > MAX_ACTIVE) log.warn('a tenant has more active subscriptions than are matched', { tenant, matched: MAX_ACTIVE });
+    const owners = await fhir.store.subscriptions.owners(tenant);
+    const byType = new Map<string, Compiled[]>();
+    for (const row of rows.slice(0, MAX_ACTIVE)) {
+      const r = JSON.parse(row.content) as { criteria?: unknown; channel?: { type?: string } };
+      const owner = owners.get(row.id);
+      // Without an owner (stored by `cinder import`, never activated through the API) a subscription notifies nothing.
+      if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '')) continue;
+      try {
+        const access = await ownerAccess(tenant, owner, restoreAccess);
+        const c = await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
+        const list = byType.get(c.type) ?? [];
+        list.push({ id: row.id, type: c.type, where: c.where, access });
+        byType.set(c.type, list);
+      } catch (err) {
+        log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
+      }
+    }
+    return { token, byType };
+  }
+}

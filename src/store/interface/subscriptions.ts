@@ -1,0 +1,53 @@
+/**
+ * Subscriptions (FHIR R4 subscription.html, src/fhir/subscriptions/): who activated each one (its owner's
+ * access, which decides what it may notify about), and the outbox of notifications that writes record in
+ * their own transaction (ResourceWriter.notify) and the delivery loops of every process drain, one
+ * subscription at a time under a lease.
+ */
+
+/** A notification a write records: subscription `subscriptionId` is told of version `versionId` of `type/id`. */
+export interface NotificationToWrite {
+  subscriptionId: string;
+  type: string;
+  id: string;
+  versionId: number;
+}
+
+/** A recorded notification waiting for delivery, in the order its subscription's notifications were recorded. */
+export interface PendingNotification extends NotificationToWrite {
+  pk: number;
+  createdAt: number;
+}
+
+/** A subscription a delivery loop holds under its lease (SubscriptionRepo.claim). */
+export interface ClaimedSubscription {
+  tenant: string;
+  id: string;
+  /** The owner's access as recorded at activation (JSON, src/fhir/subscriptions/owner.ts). */
+  owner: string;
+  /** Consecutive failed deliveries so far. */
+  failures: number;
+}
+
+export interface SubscriptionRepo {
+  /** The owner recorded for each of the tenant's subscriptions that has one, by id. */
+  owners(tenant: string): Promise<Map<string, string>>;
+  /**
+   * Leases up to `limit` subscriptions (of any tenant) that have recorded notifications, whose lease
+   * (if any) has run out and whose next attempt is due at `now`, to `worker` until `now + leaseMs`:
+   * one holder at a time, whichever processes ask (PostgreSQL: FOR UPDATE SKIP LOCKED).
+   */
+  claim(worker: string, now: number, leaseMs: number, limit: number): Promise<ClaimedSubscription[]>;
+  /** Up to `limit` of a subscription's recorded notifications, oldest first. */
+  pending(tenant: string, id: string, limit: number): Promise<PendingNotification[]>;
+  /** Notification `pk` was delivered: it goes, and the subscription's failure count is reset (while `worker` holds it). */
+  delivered(tenant: string, id: string, worker: string, pk: number): Promise<void>;
+  /** A delivery failed: the failure count and the next attempt's time are stored (while `worker` holds it). */
+  failed(tenant: string, id: string, worker: string, failures: number, nextAttemptAt: number, error: string): Promise<void>;
+  /** Drops every recorded notification of the subscription and resets its failures (it is off, in error, gone or ended). */
+  drop(tenant: string, id: string): Promise<number>;
+  /** Ends `worker`'s lease. */
+  release(tenant: string, id: string, worker: string): Promise<void>;
+  /** Recorded notifications waiting, over every tenant (/metrics). */
+  waiting(): Promise<number>;
+}

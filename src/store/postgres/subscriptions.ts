@@ -1,0 +1,70 @@
+import type { ClaimedSubscription, PendingNotification, SubscriptionRepo } from '../types.ts';
+import type { Pg } from './db.ts';
+
+interface NotificationRow {
+  pk: string;
+  subscription_id: string;
+  type: string;
+  resource_id: string;
+  version_id: number;
+  created_at: string;
+}
+
+/**
+ * Subscription owners and the notification outbox on PostgreSQL. A claim leases subscriptions with
+ * `FOR UPDATE SKIP LOCKED`, so processes sharing the database never hold one subscription together
+ * (each notification is delivered by one of them) and never wait on each other.
+ */
+export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
+  const heldBy = (tenant: string, id: string, worker: string) => sql`tenant = ${tenant} AND id = ${id} AND leased_by = ${worker}`;
+  return {
+    async owners(tenant) {
+      const rows = await sql<{ id: string; owner: string }[]>`SELECT id, owner FROM subscription_state WHERE tenant = ${tenant}`;
+      return new Map(rows.map((r) => [r.id, r.owner]));
+    },
+    async claim(worker, now, leaseMs, limit) {
+      const rows = await sql<(Omit<ClaimedSubscription, 'failures'> & { failures: number })[]>`
+        UPDATE subscription_state SET lease_until = ${now + leaseMs}, leased_by = ${worker}
+        WHERE (tenant, id) IN (
+          SELECT s.tenant, s.id FROM subscription_state s
+          WHERE s.lease_until < ${now} AND s.next_attempt_at <= ${now}
+            AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
+          ORDER BY s.next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING tenant, id, owner, failures`;
+      return rows.map((r) => ({ tenant: r.tenant, id: r.id, owner: r.owner, failures: Number(r.failures) }));
+    },
+    async pending(tenant, id, limit) {
+      const rows = await sql<NotificationRow[]>`
+        SELECT pk, subscription_id, type, resource_id, version_id, created_at FROM subscription_notifications
+        WHERE tenant = ${tenant} AND subscription_id = ${id} ORDER BY pk LIMIT ${limit}`;
+      return rows.map(toPending);
+    },
+    async delivered(tenant, id, worker, pk) {
+      await sql.begin(async (tx) => {
+        const r = await tx`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${heldBy(tenant, id, worker)}`;
+        if (r.count > 0) await tx`DELETE FROM subscription_notifications WHERE pk = ${pk}`;
+      });
+    },
+    async failed(tenant, id, worker, failures, nextAttemptAt, error) {
+      await sql`UPDATE subscription_state SET failures = ${failures}, next_attempt_at = ${nextAttemptAt}, last_error = ${error} WHERE ${heldBy(tenant, id, worker)}`;
+    },
+    async drop(tenant, id) {
+      return sql.begin(async (tx) => {
+        await tx`UPDATE subscription_state SET failures = 0, next_attempt_at = 0 WHERE tenant = ${tenant} AND id = ${id}`;
+        const r = await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+        return r.count;
+      });
+    },
+    async release(tenant, id, worker) {
+      await sql`UPDATE subscription_state SET lease_until = 0, leased_by = NULL WHERE ${heldBy(tenant, id, worker)}`;
+    },
+    async waiting() {
+      const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM subscription_notifications`;
+      return r!.n;
+    },
+  };
+}
+
+function toPending(r: NotificationRow): PendingNotification {
+  return { pk: Number(r.pk), subscriptionId: r.subscription_id, type: r.type, id: r.resource_id, versionId: r.version_id, createdAt: Number(r.created_at) };
+}

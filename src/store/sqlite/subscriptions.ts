@@ -1,0 +1,69 @@
+import type { Database } from 'bun:sqlite';
+import type { ClaimedSubscription, PendingNotification, SubscriptionRepo } from '../types.ts';
+
+interface NotificationRow {
+  pk: number;
+  subscription_id: string;
+  type: string;
+  resource_id: string;
+  version_id: number;
+  created_at: number;
+}
+
+const HELD_BY = 'tenant = ? AND id = ? AND leased_by = ?';
+
+/**
+ * Subscription owners and the notification outbox on SQLite. Every write runs in the writer's queue
+ * inside a write transaction (src/store/sqlite/index.ts `repo`), which holds the database's write lock,
+ * so a claim is atomic whichever processes share the file.
+ */
+export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
+  return {
+    async owners(tenant) {
+      const rows = db.query<{ id: string; owner: string }, [string]>('SELECT id, owner FROM subscription_state WHERE tenant = ?').all(tenant);
+      return new Map(rows.map((r) => [r.id, r.owner]));
+    },
+    async claim(worker, now, leaseMs, limit) {
+      return db
+        .query<ClaimedSubscription, [number, string, number, number, number]>(
+          `UPDATE subscription_state SET lease_until = ?, leased_by = ?
+           WHERE (tenant, id) IN (
+             SELECT s.tenant, s.id FROM subscription_state s
+             WHERE s.lease_until < ? AND s.next_attempt_at <= ?
+               AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
+             ORDER BY s.next_attempt_at LIMIT ?)
+           RETURNING tenant, id, owner, failures`,
+        )
+        .all(now + leaseMs, worker, now, now, limit);
+    },
+    async pending(tenant, id, limit) {
+      const rows = db
+        .query<NotificationRow, [string, string, number]>(
+          'SELECT pk, subscription_id, type, resource_id, version_id, created_at FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? ORDER BY pk LIMIT ?',
+        )
+        .all(tenant, id, limit);
+      return rows.map(toPending);
+    },
+    async delivered(tenant, id, worker, pk) {
+      if (db.query(`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${HELD_BY}`).run(tenant, id, worker).changes === 0) return;
+      db.query('DELETE FROM subscription_notifications WHERE pk = ?').run(pk);
+    },
+    async failed(tenant, id, worker, failures, nextAttemptAt, error) {
+      db.query(`UPDATE subscription_state SET failures = ?, next_attempt_at = ?, last_error = ? WHERE ${HELD_BY}`).run(failures, nextAttemptAt, error, tenant, id, worker);
+    },
+    async drop(tenant, id) {
+      db.query('UPDATE subscription_state SET failures = 0, next_attempt_at = 0 WHERE tenant = ? AND id = ?').run(tenant, id);
+      return db.query('DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id = ?').run(tenant, id).changes;
+    },
+    async release(tenant, id, worker) {
+      db.query(`UPDATE subscription_state SET lease_until = 0, leased_by = NULL WHERE ${HELD_BY}`).run(tenant, id, worker);
+    },
+    async waiting() {
+      return db.query<{ n: number }, []>('SELECT COUNT(*) AS n FROM subscription_notifications').get()!.n;
+    },
+  };
+}
+
+function toPending(r: NotificationRow): PendingNotification {
+  return { pk: r.pk, subscriptionId: r.subscription_id, type: r.type, id: r.resource_id, versionId: r.version_id, createdAt: r.created_at };
+}

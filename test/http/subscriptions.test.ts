@@ -1,0 +1,385 @@
+/**
+ * FHIR R4 Subscriptions with the rest-hook channel (subscription.html): activation and its refusals,
+ * notifications recorded with the writes that cause them (REST, conditional, patch, transaction, batch,
+ * $meta-add) and delivered to a real receiver by the app's delivery rounds (driven here with runOnce,
+ * the clock moved by hand), the owner's reach, retries then `error`, resuming, `end`, the address check
+ * at activation and at delivery, and two servers on one database delivering each notification once.
+ * On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createApp } from '../../src/app.ts';
+import { createKeyRing } from '../../src/auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { craftToken, type Json } from '../helpers/fhir.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { testCoreBundle } from '../helpers/terminology-service.ts';
+
+interface Received {
+  method: string;
+  path: string;
+  headers: Headers;
+  body: string;
+}
+
+/** A rest-hook receiver on a free port of 127.0.0.1 that records what it is sent and answers `status`. */
+function receiver() {
+  const got: Received[] = [];
+  const state = { status: 200 };
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(req) {
+      got.push({ method: req.method, path: new URL(req.url).pathname, headers: req.headers, body: await req.text() });
+      return new Response(null, { status: state.status });
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, got, state, stop: () => server.stop(true) };
+}
+
+const ALLOW = { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' };
+
+const observation = (code: string, patient = 'pa', extra: Json = {}) => ({
+  resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: `Patient/${patient}` }, ...extra,
+});
+
+const subscription = (endpoint: string, extra: Json = {}, channel: Json = {}) => ({
+  resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: 'Observation?code=http://loinc.org|1234-5',
+  channel: { type: 'rest-hook', endpoint, ...channel }, ...extra,
+});
+
+/** Delivery rounds until one claims nothing. */
+async function drain(t: TestApp): Promise<void> {
+  for (let i = 0; i < 50 && (await t.app.subscriptions.runOnce()) > 0; i++);
+}
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`subscriptions (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let hook: ReturnType<typeof receiver>;
+    const post = (path: string, body: unknown, tok = token, headers: Record<string, string> = {}) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, 'POST', body, headers));
+    const put = (path: string, body: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, 'PUT', body));
+    const read = async (path: string) => (await (await t.request(`${t.fhir()}/${path}`, fhirInit(token))).json()) as Json;
+    const subscribe = async (body: Json, tok = token) => {
+      const res = await post('Subscription', body, tok);
+      const json = (await res.json()) as Json;
+      if (res.status !== 201) throw new Error(`subscription refused: ${res.status} ${JSON.stringify(json)}`);
+      return json;
+    };
+    /** Stops a subscription (so later tests start clean) and forgets what the receiver got. */
+    const off = async (sub: Json) => {
+      const current = await read(`Subscription/${sub.id}`);
+      expect((await put(`Subscription/${sub.id}`, { ...current, status: 'off' })).status).toBe(200);
+      await drain(t);
+      hook.got.length = 0;
+      hook.state.status = 200;
+    };
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      t = await createTestApp({ store, env: ALLOW });
+      token = await t.token();
+      hook = receiver();
+    });
+    afterAll(async () => {
+      hook.stop();
+      await t.close();
+    });
+
+    test('a requested rest-hook Subscription is stored active; off and error ones as written', async () => {
+      const sub = await subscribe(subscription(hook.url));
+      expect(sub.status).toBe('active');
+      expect((await read(`Subscription/${sub.id}`)).status).toBe('active');
+      const stopped = await subscribe(subscription(hook.url, { status: 'off' }, { type: 'email', endpoint: 'mailto:a@example.org' }));
+      expect(stopped.status).toBe('off');
+      const errored = await subscribe(subscription(hook.url, { status: 'error', error: 'was failing' }));
+      expect([errored.status, errored.error]).toEqual(['error', 'was failing']);
+      await off(sub);
+    });
+
+    test('each thing a rest-hook cannot honour is a 422 naming its element, and nothing is stored', async () => {
+      const refused = async (body: Json, expression: string) => {
+        const res = await post('Subscription', body);
+        const outcome = (await res.json()) as Json;
+        expect(res.status).toBe(422);
+        expect(outcome.issue[0].expression).toEqual([expression]);
+      };
+      const before = (await read('Subscription?_summary=count')).total;
+      await refused(subscription(hook.url, { criteria: 'Observation?no-such-param=1' }), 'Subscription.criteria');
+      await refused(subscription(hook.url, { criteria: 'Observation?date=notadate' }), 'Subscription.criteria');
+      await refused(subscription(hook.url, { criteria: 'Nonsense?code=1' }), 'Subscription.criteria');
+      await refused(subscription(hook.url, { criteria: 'Observation?_count=5' }), 'Subscription.criteria');
+      await refused(subscription('/relative/hook'), 'Subscription.channel.endpoint');
+      await refused(subscription('ftp://example.org/hook'), 'Subscription.channel.endpoint');
+      await refused(subscription(hook.url, {}, { type: 'email', endpoint: 'mailto:a@example.org' }), 'Subscription.channel.type');
+      await refused(subscription(hook.url, {}, { type: 'websocket' }), 'Subscription.channel.type');
+      await refused(subscription(hook.url, { status: 'active' }, { type: 'message' }), 'Subscription.channel.type');
+      await refused(subscription(hook.url, {}, { payload: 'application/fhir+xml' }), 'Subscription.channel.payload');
+      await refused(subscription(hook.url, {}, { header: ['Authorization: Bearer x', 'no colon'] }), 'Subscription.channel.header[1]');
+      // An update asking for activation is held to the same checks.
+      const sub = await subscribe(subscription(hook.url));
+      const res = await put(`Subscription/${sub.id}`, { ...sub, criteria: 'Observation?no-such-param=1' });
+      expect(res.status).toBe(422);
+      expect((await read(`Subscription/${sub.id}`)).criteria).toBe(sub.criteria);
+      expect((await read('Subscription?_summary=count')).total).toBe(before + 1);
+      await off(sub);
+    });
+
+    test('without a payload: a POST to the endpoint with no body, with each channel.header', async () => {
+      const sub = await subscribe(subscription(`${hook.url}/hook`, {}, { header: ['Authorization: Bearer secret-1', 'X-Tenant: t1'] }));
+      const created = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      expect(hook.got).toEqual([]);
+      await drain(t);
+      expect(hook.got.map((r) => [r.method, r.path, r.body])).toEqual([['POST', '/hook', '']]);
+      expect(hook.got[0]!.headers.get('authorization')).toBe('Bearer secret-1');
+      expect(hook.got[0]!.headers.get('x-tenant')).toBe('t1');
+      expect(created.id).toBeString();
+      await off(sub);
+    });
+
+    test('with payload application/fhir+json: a PUT of the version to {endpoint}/{type}/{id} with that Content-Type', async () => {
+      const sub = await subscribe(subscription(`${hook.url}/base/`, {}, { payload: 'application/fhir+json' }));
+      const created = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      await drain(t);
+      expect(hook.got.map((r) => [r.method, r.path])).toEqual([['PUT', `/base/Observation/${created.id}`]]);
+      expect(hook.got[0]!.headers.get('content-type')).toBe('application/fhir+json');
+      const sent = JSON.parse(hook.got[0]!.body) as Json;
+      expect([sent.id, sent.meta.versionId]).toEqual([created.id, '1']);
+      await off(sub);
+    });
+
+    test('only versions matching the criteria notify; a deletion does not', async () => {
+      const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/json' }));
+      await post('Observation', observation('9999-9'));
+      await post('Patient', { resourceType: 'Patient', id: 'x' });
+      const matching = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      // An update that no longer matches, and the deletion, notify nothing.
+      await put(`Observation/${matching.id}`, { ...observation('9999-9'), id: matching.id });
+      await t.request(`${t.fhir()}/Observation/${matching.id}`, fhirInit(token, 'DELETE'));
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).meta.versionId)).toEqual(['1']);
+      await off(sub);
+    });
+
+    test('every write path notifies once: update, conditional create and update, patch, transaction, batch, $meta-add', async () => {
+      const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json' }));
+      const o = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      await put(`Observation/${o.id}`, { ...observation('1234-5', 'pa', { status: 'amended' }), id: o.id });
+      await post('Observation', observation('1234-5', 'pa', { identifier: [{ system: 'urn:x', value: 'c1' }] }), token, { 'If-None-Exist': 'identifier=urn:x|c1' });
+      await put('Observation?identifier=urn:x|c1', observation('1234-5', 'pa', { identifier: [{ system: 'urn:x', value: 'c1' }], status: 'amended' }));
+      const patched = await t.request(`${t.fhir()}/Observation/${o.id}`, fhirInit(token, 'PATCH', [{ op: 'replace', path: '/status', value: 'corrected' }], { 'Content-Type': 'application/json-patch+json' }));
+      expect(patched.status).toBe(200);
+      const bundle = (type: string) => ({
+        resourceType: 'Bundle', type,
+        entry: [{ resource: observation('1234-5', 'pa', { id: `b-${type}` }), request: { method: 'PUT', url: `Observation/b-${type}` } }],
+      });
+      expect((await post('', bundle('transaction'))).status).toBe(200);
+      expect((await post('', bundle('batch'))).status).toBe(200);
+      const meta = await post(`Observation/${o.id}/$meta-add`, { resourceType: 'Parameters', parameter: [{ name: 'meta', valueMeta: { tag: [{ system: 'urn:t', code: 'x' }] } }] });
+      expect(meta.status).toBe(200);
+      await drain(t);
+      const sent = hook.got.map((r) => {
+        const body = JSON.parse(r.body) as Json;
+        return `${body.id === o.id ? 'o' : body.id.startsWith('b-') ? body.id : 'c1'}/${body.meta.versionId}`;
+      });
+      expect(sent).toEqual(['o/1', 'o/2', 'c1/1', 'c1/2', 'o/3', 'b-transaction/1', 'b-batch/1', 'o/4']);
+      await off(sub);
+    });
+
+    test('a transaction that fails notifies nothing', async () => {
+      const sub = await subscribe(subscription(hook.url));
+      const res = await post('', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          { resource: observation('1234-5'), request: { method: 'POST', url: 'Observation' } },
+          { resource: observation('1234-5', 'pa', { id: 'gone' }), request: { method: 'PUT', url: 'Observation/gone', ifMatch: 'W/"7"' } },
+        ],
+      });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      await drain(t);
+      expect(hook.got).toEqual([]);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+      await off(sub);
+    });
+
+    test("a patient-context owner's subscription notifies only about its patient's resources", async () => {
+      const patientToken = await craftToken(t, 'patient/Observation.rs user/Subscription.cruds', { patient: 'pa' });
+      const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json' }), patientToken);
+      const mine = (await (await post('Observation', observation('1234-5', 'pa'))).json()) as Json;
+      await post('Observation', observation('1234-5', 'pb'));
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id)).toEqual([mine.id]);
+      // The owner is whoever activated it last: the admin's update widens it to every patient.
+      await off(sub);
+      const current = await read(`Subscription/${sub.id}`);
+      expect((await put(`Subscription/${sub.id}`, { ...current, status: 'requested' })).status).toBe(200);
+      const other = (await (await post('Observation', observation('1234-5', 'pb'))).json()) as Json;
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id)).toEqual([other.id]);
+      await off(sub);
+    });
+
+    test("a scope filter of the owner's token bounds its subscription as it bounds its searches", async () => {
+      const filtered = await craftToken(t, 'system/Observation.rs?status=final system/Subscription.cruds');
+      const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json' }), filtered);
+      const final = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      await post('Observation', observation('1234-5', 'pa', { status: 'preliminary' }));
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id)).toEqual([final.id]);
+      await off(sub);
+    });
+
+    test('failures are retried with backoff; the fifth in a row sets the Subscription to error and drops what waits', async () => {
+      const sub = await subscribe(subscription(hook.url));
+      hook.state.status = 500;
+      await post('Observation', observation('1234-5'));
+      await post('Observation', observation('1234-5'));
+      await drain(t);
+      expect(hook.got.length).toBe(1);
+      // Not due again until the backoff has passed on the clock.
+      await drain(t);
+      expect(hook.got.length).toBe(1);
+      for (const wait of [5_000, 10_000, 20_000, 40_000]) {
+        t.clock.advance(wait);
+        await drain(t);
+      }
+      expect(hook.got.length).toBe(5);
+      const errored = await read(`Subscription/${sub.id}`);
+      expect(errored.status).toBe('error');
+      expect(errored.error).toContain('answered 500');
+      expect(errored.meta.versionId).toBe('2');
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+      const metrics = await (await t.request('/metrics')).text();
+      expect(metrics).toMatch(/cinder_subscription_deliveries\{result="error"\} [1-9]/);
+      expect(metrics).toMatch(/cinder_subscription_deliveries\{result="failed"\} [1-9]/);
+
+      // An errored subscription notifies nothing; set back to requested it resumes.
+      hook.state.status = 200;
+      await post('Observation', observation('1234-5'));
+      await drain(t);
+      expect(hook.got.length).toBe(5);
+      const resumed = await put(`Subscription/${sub.id}`, { ...errored, status: 'requested' });
+      const body = (await resumed.json()) as Json;
+      expect([resumed.status, body.status, body.error]).toEqual([200, 'active', undefined]);
+      await post('Observation', observation('1234-5'));
+      await drain(t);
+      expect(hook.got.length).toBe(6);
+      expect(hook.got[5]!.method).toBe('POST');
+      await off(sub);
+    });
+
+    test('a Subscription whose end has passed is stored off, or set off at its next delivery, and delivers nothing', async () => {
+      const past = new Date(t.clock.now() - 1000).toISOString();
+      expect((await subscribe(subscription(hook.url, { end: past }))).status).toBe('off');
+      const soon = new Date(t.clock.now() + 60_000).toISOString();
+      const sub = await subscribe(subscription(hook.url, { end: soon }));
+      expect(sub.status).toBe('active');
+      await post('Observation', observation('1234-5'));
+      t.clock.advance(120_000);
+      await drain(t);
+      expect(hook.got).toEqual([]);
+      expect((await read(`Subscription/${sub.id}`)).status).toBe('off');
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+    });
+
+    test('two servers on one database deliver each notification exactly once', async () => {
+      const db = await target.fresh();
+      const first = db.open();
+      await first.migrate();
+      const a = await createTestApp({ store: first, env: ALLOW });
+      const second = db.open();
+      const keys = createKeyRing(second, a.clock, MAX_TOKEN_TTL);
+      await keys.init();
+      const b = createApp({ config: a.config, store: second, keys, clock: a.clock, log: silentLogger, core: testCoreBundle() });
+      try {
+        const admin = await a.token();
+        const subs: Json[] = [];
+        for (let i = 0; i < 4; i++) {
+          const res = await a.request(`${a.fhir()}/Subscription`, fhirInit(admin, 'POST', subscription(hook.url, {}, { header: [`X-Sub: ${i}`] })));
+          subs.push((await res.json()) as Json);
+        }
+        for (let i = 0; i < 10; i++) expect((await a.request(`${a.fhir()}/Observation`, fhirInit(admin, 'POST', observation('1234-5')))).status).toBe(201);
+        let rounds = 0;
+        while (rounds++ < 100) {
+          const claimed = await Promise.all([a.app.subscriptions.runOnce(), b.subscriptions.runOnce(), a.app.subscriptions.runOnce(), b.subscriptions.runOnce()]);
+          if (claimed.every((n) => n === 0)) break;
+        }
+        const bySub = new Map<string, number>();
+        for (const r of hook.got) bySub.set(r.headers.get('x-sub')!, (bySub.get(r.headers.get('x-sub')!) ?? 0) + 1);
+        expect(Object.fromEntries(bySub)).toEqual({ 0: 10, 1: 10, 2: 10, 3: 10 });
+        expect(a.app.subscriptions.counts.delivered + b.subscriptions.counts.delivered).toBe(40);
+      } finally {
+        hook.got.length = 0;
+        await second.close();
+        await a.close();
+      }
+    });
+  });
+
+  describe(`subscription endpoints on private addresses (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let hook: ReturnType<typeof receiver>;
+    const names = new Map<string, string>([['hook.example', '203.0.113.10']]);
+    /** What the app's deliveries would have fetched. */
+    const sent: string[] = [];
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      const fetch = async (input: string | URL | Request) => {
+        sent.push(String(input));
+        return new Response(null, { status: 200 });
+      };
+      t = await createTestApp({ store, resolveHost: async (host) => [names.get(host) ?? '198.51.100.1'], fetch: fetch as typeof globalThis.fetch });
+      token = await t.token();
+      hook = receiver();
+    });
+    afterAll(async () => {
+      hook.stop();
+      await t.close();
+    });
+
+    test('loopback, link-local and private endpoints are refused at activation (422)', async () => {
+      names.set('inside.example', '10.1.2.3');
+      for (const endpoint of [hook.url, 'http://localhost/x', 'http://[::1]/x', 'http://169.254.169.254/latest', 'http://10.0.0.8/', 'http://172.20.1.1/',
+        'http://192.168.1.1/', 'http://0.0.0.0/', 'http://[fe80::1]/', 'http://[fd00::1]/', 'http://[::ffff:127.0.0.1]/', 'http://inside.example/hook']) {
+        const res = await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription(endpoint)));
+        const outcome = (await res.json()) as Json;
+        expect([endpoint, res.status, outcome.issue?.[0]?.expression]).toEqual([endpoint, 422, ['Subscription.channel.endpoint']]);
+      }
+      expect((await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription('https://hook.example/x')))).status).toBe(201);
+    });
+
+    test('an endpoint whose name resolves to a private address by delivery time is refused then, and never called', async () => {
+      const sub = (await (await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription('http://hook.example/x'))))
+        .json()) as Json;
+      expect(sub.status).toBe('active');
+      names.set('hook.example', '127.0.0.1');
+      await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('1234-5')));
+      for (const wait of [0, 5_000, 10_000, 20_000, 40_000]) {
+        t.clock.advance(wait);
+        await t.app.subscriptions.runOnce();
+      }
+      const errored = (await (await t.request(`${t.fhir()}/Subscription/${sub.id}`, fhirInit(token))).json()) as Json;
+      expect(errored.status).toBe('error');
+      expect(errored.error).toContain('loopback, link-local or private');
+      expect(sent).toEqual([]);
+      expect(hook.got).toEqual([]);
+      // Resolving publicly again and resumed, it is delivered (through the app's fetch).
+      names.set('hook.example', '203.0.113.10');
+      expect((await t.request(`${t.fhir()}/Subscription/${sub.id}`, fhirInit(token, 'PUT', { ...errored, status: 'requested' }))).status).toBe(200);
+      await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('1234-5')));
+      await t.app.subscriptions.runOnce();
+      expect(sent).toEqual(['http://hook.example/x']);
+    });
+  });
+}

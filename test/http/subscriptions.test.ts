@@ -32,7 +32,8 @@ function receiver() {
     hostname: '127.0.0.1',
     async fetch(req) {
       got.push({ method: req.method, path: new URL(req.url).pathname, headers: req.headers, body: await req.text() });
-      return new Response(null, { status: state.status });
+      // A redirect names another path of this receiver: a client following it would be seen here.
+      return new Response(null, { status: state.status, headers: state.status >= 300 && state.status < 400 ? { Location: '/followed' } : {} });
     },
   });
   return { url: `http://127.0.0.1:${server.port}`, got, state, stop: () => server.stop(true) };
@@ -75,7 +76,11 @@ for (const target of targets) {
     const off = async (sub: Json) => {
       const current = await read(`Subscription/${sub.id}`);
       expect((await put(`Subscription/${sub.id}`, { ...current, status: 'off' })).status).toBe(200);
+      // Its waiting notifications are dropped when they next come up (after any backoff), unsent.
+      t.clock.advance(60_000);
       await drain(t);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+      token = await t.token();
       hook.got.length = 0;
       hook.state.status = 200;
     };
@@ -273,6 +278,33 @@ for (const target of targets) {
       expect(hook.got.length).toBe(6);
       expect(hook.got[5]!.method).toBe('POST');
       await off(sub);
+    });
+
+    test('a redirect is a failure and is not followed; so is a refused connection', async () => {
+      const sub = await subscribe(subscription(`${hook.url}/moved`));
+      hook.state.status = 307;
+      await post('Observation', observation('1234-5'));
+      await drain(t);
+      expect(hook.got.map((r) => r.path)).toEqual(['/moved']);
+      expect(await t.store.subscriptions.waiting()).toBe(1);
+      await off(sub);
+      const closed = receiver();
+      closed.stop();
+      const failed = t.app.subscriptions.counts.failed;
+      const unreachable = await subscribe(subscription(closed.url));
+      await post('Observation', observation('1234-5'));
+      await drain(t);
+      expect(t.app.subscriptions.counts.failed).toBe(failed + 1);
+      expect(await t.store.subscriptions.waiting()).toBe(1);
+      await off(unreachable);
+    });
+
+    test('the CapabilityStatement lists Subscription and says which channels are delivered', async () => {
+      const statement = (await (await t.request(`${t.fhir()}/metadata`)).json()) as Json;
+      const entry = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Subscription')!;
+      expect(entry.interaction.map((i: Json) => i.code)).toContain('create');
+      expect(entry.documentation).toContain('channel.type rest-hook is delivered');
+      expect(entry.documentation).toContain('websocket, email, sms and message are not');
     });
 
     test('a Subscription whose end has passed is stored off, or set off at its next delivery, and delivers nothing', async () => {

@@ -195,7 +195,9 @@ export function createApp(deps: AppDeps): App {
   };
   const allowPrivate = config.subscriptionAllowPrivate === 'true';
   const resolve = deps.resolveHost ? { resolve: deps.resolveHost } : {};
-  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps }, clock, log, restoreAccess, allowPrivate, ...resolve });
+  // Every write reads the tenant's active subscriptions: from the store as it is, not behind a reindex's
+  // gate (gatedStore), which would refuse every write while the index is rebuilt.
+  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, allowPrivate, ...resolve });
   const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
   metrics.gauge('cinder_subscription_deliveries', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),

@@ -355,6 +355,25 @@ for (const target of targets) {
     });
   });
 
+  test(`writes go on while a reindex gates searches: the active subscriptions are read past the gate (${target.kind})`, async () => {
+    const db = await target.fresh();
+    const store = db.open();
+    await store.migrate();
+    const t = await createTestApp({ store, env: ALLOW, rebuilding: () => ({ from: 0, examined: 0 }) });
+    const hook = receiver();
+    try {
+      const token = await t.token();
+      const sub = await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription(hook.url)));
+      expect(sub.status).toBe(201);
+      expect((await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('1234-5')))).status).toBe(201);
+      await drain(t);
+      expect(hook.got.length).toBe(1);
+    } finally {
+      hook.stop();
+      await t.close();
+    }
+  });
+
   describe(`subscription endpoints on private addresses (${target.kind})`, () => {
     let t: TestApp;
     let token: string;

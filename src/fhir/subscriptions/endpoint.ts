@@ -52,7 +52,7 @@ function v6Groups(ip: string): number[] {
   return [...h, ...fill, ...r].map((g) => parseInt(g, 16));
 }
 
-/** Unspecified, loopback, IPv4-mapped or NAT64 private IPv4, link-local (fe80::/10), unique local (fc00::/7), multicast. */
+/** Unspecified, loopback, IPv4-mapped or NAT64 private IPv4, link-local (fe80::/10), site-local (fec0::/10, deprecated), unique local (fc00::/7), multicast. */
 function privateV6(ip: string): boolean {
   const g = v6Groups(ip);
   if (g.length !== 8 || g.some((x) => Number.isNaN(x))) return true;
@@ -60,7 +60,7 @@ function privateV6(ip: string): boolean {
   if (g.slice(0, 7).every((x) => x === 0)) return true; // :: and ::1 (and the deprecated IPv4-compatible ::a.b.c.d)
   if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return privateV4(embedded);
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return privateV4(embedded);
-  return (g[0]! & 0xffc0) === 0xfe80 || (g[0]! & 0xfe00) === 0xfc00 || (g[0]! & 0xff00) === 0xff00;
+  return (g[0]! & 0xffc0) === 0xfe80 || (g[0]! & 0xffc0) === 0xfec0 || (g[0]! & 0xfe00) === 0xfc00 || (g[0]! & 0xff00) === 0xff00;
 }
 
 /** Whether `ip` is on this machine or a private network (the ranges in the README's Subscriptions section); anything unparsable is. */

@@ -60,6 +60,8 @@ import { bodyLimits, fhirBaseOf } from './config.ts';
 import { accessFromScopes } from './auth/scopes.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
 import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
+import { SubscriptionSockets, type SocketData } from './fhir/subscriptions/sockets.ts';
+import type { WebSocketHandler } from 'bun';
 import type { RestoreAccess } from './fhir/subscriptions/owner.ts';
 import type { ResolveHost } from './fhir/subscriptions/endpoint.ts';
 
@@ -97,13 +99,23 @@ export interface AppDeps {
 export interface App {
   /** Bun.serve's handler; `server` is what Bun passes beside the request (the client's address). */
   fetch(req: Request, server?: unknown): Response | Promise<Response>;
+  /**
+   * Upgrades a websocket handshake for `{fhir_base}/websocket` (the Subscription websocket channel) on
+   * `server`, Bun's: true when it did, and Bun.serve's `fetch` then answers nothing (src/cli/serve.ts).
+   */
+  upgrade(req: Request, server: unknown): boolean;
   /** Hono's `app.request()` for tests: a URL (or a path, on http://localhost) and an init, through `fetch`. */
   request(input: string | URL | Request, init?: RequestInit): Response | Promise<Response>;
   /** The hot-route dispatcher (its `answered` counts), or undefined with `hotRoutes: false`. */
   readonly hotRoutes: HotRoutes | undefined;
   /** Delivery of Subscription notifications: `serve` runs its loop (`start`), tests drive rounds (`runOnce`). */
   readonly subscriptions: SubscriptionDelivery;
+  /** Bun.serve's `websocket` handlers: the Subscription websocket channel. */
+  readonly websocket: WebSocketHandler<SocketData>;
 }
+
+/** The Subscription websocket of a tenant (src/fhir/subscriptions/sockets.ts). */
+const WEBSOCKET_PATH = /^\/tenants\/([^/]+)\/fhir\/R4\/websocket$/;
 
 /** A Request from what `request()` takes, as Hono's `app.request()` builds it. */
 function toRequest(input: string | URL | Request, init?: RequestInit): Request {
@@ -171,7 +183,7 @@ export function createApp(deps: AppDeps): App {
     const subset = shape && { shape, key: JSON.stringify([params.getAll('_summary'), params.getAll('_elements')]) };
     return fhirJson(capabilityStatementJson({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
-      oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none',
+      oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none', websocket: `${fhirBase.replace(/^http/, 'ws')}/websocket`,
     }, subset));
   });
   fhir.route('/', exportRoutes({
@@ -198,7 +210,8 @@ export function createApp(deps: AppDeps): App {
   // Every write reads the tenant's active subscriptions: from the store as it is, not behind a reindex's
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, allowPrivate, ...resolve });
-  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
+  const sockets = new SubscriptionSockets({ store: deps.store, clock, log });
+  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
   metrics.gauge('cinder_subscription_deliveries', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
@@ -215,6 +228,12 @@ export function createApp(deps: AppDeps): App {
     : hotRoutes({ admit, recorder, log, fhir: fhirDeps, validateCode: valueSetValidateCode(terminologyDeps), token: tokenRoute(authDeps), cors });
   // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
   // preflight) add the same headers themselves.
+  // The Subscription websocket (`{fhir_base}/websocket`), before any route: its handshake carries no token.
+  const upgrade = (req: Request, server: unknown): boolean => {
+    if (req.headers.get('upgrade')?.toLowerCase() !== 'websocket') return false;
+    const tenant = WEBSOCKET_PATH.exec(new URL(req.url).pathname)?.[1];
+    return tenant !== undefined && !req.url.includes('%00') && sockets.upgrade(req, server, decodeURIComponent(tenant));
+  };
   const fetch = (req: Request, server?: unknown) => {
     if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
     return hot?.(req, server) ?? cors.handle(req, () => viaHono(req, server));
@@ -238,5 +257,5 @@ export function createApp(deps: AppDeps): App {
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
-  return { fetch, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions };
+  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, websocket: sockets.handler };
 }

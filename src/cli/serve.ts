@@ -64,7 +64,9 @@ export const serveCommand: Command = {
     app.subscriptions.start(config.subscriptionPollMs);
     const shared = sibling || config.processes > 1;
     const server = listen(() => Bun.serve({
-      port: config.port, hostname: config.host, fetch: app.fetch, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
+      port: config.port, hostname: config.host, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
+      // A Subscription websocket's handshake is upgraded (and answered by Bun); any other request is the app's.
+      fetch: (req, srv) => (app.upgrade(req, srv) ? undefined : app.fetch(req, srv)), websocket: app.websocket,
     }), config);
     // Expired codes, refresh tokens, assertion jtis, revocations and login counters go every ten minutes.
     const purge = sibling ? undefined : setInterval(() => {

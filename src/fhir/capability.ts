@@ -28,6 +28,8 @@ export interface CapabilityOptions {
   version: string;
   /** Whether browser apps on other origins may call the API (CINDER_CORS_ORIGINS is not `none`). */
   cors: boolean;
+  /** The Subscription websocket's URL (extension capabilitystatement-websocket), when it is served. */
+  websocket?: string;
 }
 
 const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
@@ -92,7 +94,7 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
 }
 
 /** What Subscription's entry tells of delivery (src/fhir/subscriptions/). */
-const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header); websocket, email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it.';
+const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header), and websocket (bind {id} on the websocket that the capabilitystatement-websocket extension of rest names, then ping {id} per notification); email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it.';
 
 /** The per-type entries as JSON text, by the contributions they were made of: the same for every request of a process. */
 const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], string>();
@@ -185,6 +187,8 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
             },
           ],
         },
+        // Where Subscriptions of channel type websocket are bound (R4 subscription.html).
+        ...(o.websocket !== undefined && { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket', valueUri: o.websocket }] }),
         resource: entries ?? resourceEntries(ops),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
         // Compartment search (`Patient/{id}/Observation`, `Patient/{id}/*`) in the Patient compartment alone.

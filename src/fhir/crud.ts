@@ -273,7 +273,7 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   // A Subscription asking to be active is stored active (or off, past its end), its writer as its owner.
   const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource) : undefined;
   const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method);
-  if (activated && !written.unchanged) await w.ownSubscription(id, activated.owner);
+  if (activated && !written.unchanged) await w.ownSubscription(id, activated.owner, activated.channel);
   return written;
 }
 

@@ -51,7 +51,10 @@ describe('GET /metadata', () => {
     expect(Date.parse(other.date) - Date.parse(statement.date)).toBe(61_000);
     expect(other.rest[0].resource).toEqual(statement.rest[0].resource);
     expect(other.rest[0].resource.map((r: Json) => r.type)).toEqual(REST_RESOURCE_TYPES);
-    expect({ ...other, date: statement.date, implementation: statement.implementation } as Json).toEqual(statement);
+    // The Subscription websocket is the tenant's too.
+    expect(other.rest[0].extension).toEqual([{ url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket', valueUri: 'ws://cinder.test/tenants/t2/fhir/R4/websocket' }]);
+    const rest = [{ ...other.rest[0], extension: statement.rest[0].extension }];
+    expect({ ...other, date: statement.date, implementation: statement.implementation, rest } as Json).toEqual(statement);
   });
 
   test('is public and is a FHIR R4 server CapabilityStatement', async () => {

@@ -124,7 +124,6 @@ for (const target of targets) {
       await refused(subscription('/relative/hook'), 'Subscription.channel.endpoint');
       await refused(subscription('ftp://example.org/hook'), 'Subscription.channel.endpoint');
       await refused(subscription(hook.url, {}, { type: 'email', endpoint: 'mailto:a@example.org' }), 'Subscription.channel.type');
-      await refused(subscription(hook.url, {}, { type: 'websocket' }), 'Subscription.channel.type');
       await refused(subscription(hook.url, { status: 'active' }, { type: 'message' }), 'Subscription.channel.type');
       await refused(subscription(hook.url, {}, { payload: 'application/fhir+xml' }), 'Subscription.channel.payload');
       await refused(subscription(hook.url, {}, { header: ['Authorization: Bearer x', 'no colon'] }), 'Subscription.channel.header[1]');
@@ -304,7 +303,7 @@ for (const target of targets) {
       const entry = (statement.rest[0].resource as Json[]).find((r) => r.type === 'Subscription')!;
       expect(entry.interaction.map((i: Json) => i.code)).toContain('create');
       expect(entry.documentation).toContain('channel.type rest-hook is delivered');
-      expect(entry.documentation).toContain('websocket, email, sms and message are not');
+      expect(entry.documentation).toContain('email, sms and message are not');
     });
 
     test('a Subscription whose end has passed is stored off, or set off at its next delivery, and delivers nothing', async () => {

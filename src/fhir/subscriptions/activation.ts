@@ -12,8 +12,8 @@ import { compileCriteria } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
 
-/** The channel types Cinder delivers. */
-export const DELIVERED_CHANNELS = ['rest-hook'];
+/** The channel types Cinder delivers: rest-hook (delivery.ts) and websocket (sockets.ts). */
+export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];
 /** The payload media types a rest-hook may ask for (none: a notification without a body). */
 export const PAYLOADS = ['application/fhir+json', 'application/json'];
 
@@ -27,10 +27,11 @@ export interface ActivationContext {
   resolve: ResolveHost;
 }
 
-/** An activated Subscription and its owner's record. */
+/** An activated Subscription, its owner's record and its channel type. */
 export interface Activated {
   resource: Resource;
   owner: string;
+  channel: string;
 }
 
 type Json = Record<string, unknown>;
@@ -59,6 +60,15 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
     throw refuse(`Subscription.channel.type '${String(channel.type)}' is not delivered by Cinder: it delivers ${DELIVERED_CHANNELS.join(', ')}`, 'Subscription.channel.type');
   }
   await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now);
+  // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.
+  if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
+  const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
+  const { error: _error, ...rest } = r;
+  return { resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string };
+}
+
+/** A rest-hook's endpoint (an absolute http(s) URL, outside private networks), payload and headers, or a 422 naming the element. */
+async function checkRestHook(channel: Json, ctx: ActivationContext): Promise<void> {
   const url = endpointUrl(channel.endpoint);
   if (typeof url === 'string') throw refuse(`Subscription.channel.endpoint ${url}: a rest-hook needs an absolute http(s) URL`, 'Subscription.channel.endpoint');
   if (!ctx.allowPrivate) {
@@ -72,7 +82,4 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   headers.forEach((h, i) => {
     if (typeof h !== 'string' || !HEADER.test(h)) throw refuse(`Subscription.channel.header[${i}] is not a header line 'Name: value'`, `Subscription.channel.header[${i}]`);
   });
-  const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
-  const { error: _error, ...rest } = r;
-  return { resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access) };
 }

@@ -19,6 +19,7 @@ import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import { payloadType } from './activation.ts';
 import { endpointUrl, privateEndpoint, systemResolve, type ResolveHost } from './endpoint.ts';
+import type { SubscriptionSockets } from './sockets.ts';
 
 /** Consecutive failures after which a Subscription is set to `error`. */
 export const MAX_FAILURES = 5;
@@ -42,6 +43,8 @@ export interface DeliveryOptions {
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
+  /** The websocket channel's sockets of this process, pinged each round. */
+  sockets?: SubscriptionSockets;
 }
 
 /** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries`). */
@@ -68,12 +71,15 @@ export class SubscriptionDelivery {
     this.resolve = options.resolve ?? systemResolve;
   }
 
-  /** One round: claims the subscriptions whose notifications are due and delivers them; the number claimed. */
+  /**
+   * One round: claims the rest-hook subscriptions whose notifications are due and delivers them, and pings
+   * this process's websockets (sockets.ts); the number of subscriptions claimed and pings sent.
+   */
   async runOnce(): Promise<number> {
-    const { fhir, clock } = this.options;
+    const { fhir, clock, sockets } = this.options;
     const claimed = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, CLAIMS);
     await Promise.all(claimed.map((c) => this.deliver(c)));
-    return claimed.length;
+    return claimed.length + (sockets ? await sockets.round() : 0);
   }
 
   /** Runs rounds every `intervalMs` (at once again after a round that claimed something) until stop(). */

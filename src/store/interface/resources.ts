@@ -113,10 +113,10 @@ export interface ResourceWriter {
    */
   notify(notifications: NotificationToWrite[], now: number): Promise<void>;
   /**
-   * Records who activated subscription `id` (`owner`: their access as JSON), replacing an earlier
-   * owner and clearing its delivery failures.
+   * Records who activated subscription `id` (`owner`: their access as JSON) and its channel type
+   * (`rest-hook`, `websocket`), replacing an earlier owner and clearing its delivery failures.
    */
-  ownSubscription(id: string, owner: string): Promise<void>;
+  ownSubscription(id: string, owner: string, channel: string): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */

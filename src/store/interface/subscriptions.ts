@@ -29,11 +29,19 @@ export interface ClaimedSubscription {
   failures: number;
 }
 
+/** A recorded notification of a websocket subscription (SubscriptionRepo.recent). */
+export interface RecentNotification {
+  pk: number;
+  tenant: string;
+  subscriptionId: string;
+  createdAt: number;
+}
+
 export interface SubscriptionRepo {
   /** The owner recorded for each of the tenant's subscriptions that has one, by id. */
   owners(tenant: string): Promise<Map<string, string>>;
   /**
-   * Leases up to `limit` subscriptions (of any tenant) that have recorded notifications, whose lease
+   * Leases up to `limit` rest-hook subscriptions (of any tenant) that have recorded notifications, whose lease
    * (if any) has run out and whose next attempt is due at `now`, to `worker` until `now + leaseMs`:
    * one holder at a time, whichever processes ask (PostgreSQL: FOR UPDATE SKIP LOCKED).
    */
@@ -50,4 +58,11 @@ export interface SubscriptionRepo {
   release(tenant: string, id: string, worker: string): Promise<void>;
   /** Recorded notifications waiting, over every tenant (/metrics). */
   waiting(): Promise<number>;
+  /**
+   * The notifications of these websocket subscriptions recorded at or after `since`, in the order they
+   * were recorded: every process holding a socket bound to one reads them (they are not leased).
+   */
+  recent(subscriptions: { tenant: string; id: string }[], since: number): Promise<RecentNotification[]>;
+  /** Deletes the notifications of websocket subscriptions recorded before `before`; how many. */
+  purgeWebsocket(before: number): Promise<number>;
 }

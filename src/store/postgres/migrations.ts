@@ -538,4 +538,14 @@ CREATE TABLE subscription_notifications (
 CREATE INDEX subscription_notifications_by_subscription ON subscription_notifications (tenant, subscription_id, pk);
 `,
   },
+  {
+    version: 32,
+    name: 'subscription_channels',
+    sql: `
+-- The channel of each activated subscription: rest-hook notifications are leased and sent by one process,
+-- websocket ones are read by every process holding a socket bound to the subscription, and kept a while
+-- for them (src/fhir/subscriptions/sockets.ts).
+ALTER TABLE subscription_state ADD COLUMN channel TEXT NOT NULL DEFAULT 'rest-hook';
+`,
+  },
 ];

@@ -27,7 +27,7 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
         UPDATE subscription_state SET lease_until = ${now + leaseMs}, leased_by = ${worker}
         WHERE (tenant, id) IN (
           SELECT s.tenant, s.id FROM subscription_state s
-          WHERE s.lease_until < ${now} AND s.next_attempt_at <= ${now}
+          WHERE s.channel = 'rest-hook' AND s.lease_until < ${now} AND s.next_attempt_at <= ${now}
             AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
           ORDER BY s.next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING tenant, id, owner, failures`;
@@ -61,6 +61,23 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
     async waiting() {
       const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM subscription_notifications`;
       return r!.n;
+    },
+    async recent(subscriptions, since) {
+      if (!subscriptions.length) return [];
+      const tenants = subscriptions.map((s) => s.tenant);
+      const ids = subscriptions.map((s) => s.id);
+      const rows = await sql<{ pk: string; tenant: string; subscription_id: string; created_at: string }[]>`
+        SELECT pk, tenant, subscription_id, created_at FROM subscription_notifications
+        WHERE created_at >= ${since}
+          AND (tenant, subscription_id) IN (SELECT * FROM unnest(${tenants}::text[], ${ids}::text[]))
+        ORDER BY pk`;
+      return rows.map((r) => ({ pk: Number(r.pk), tenant: r.tenant, subscriptionId: r.subscription_id, createdAt: Number(r.created_at) }));
+    },
+    async purgeWebsocket(before) {
+      const r = await sql`
+        DELETE FROM subscription_notifications WHERE created_at < ${before}
+          AND (tenant, subscription_id) IN (SELECT tenant, id FROM subscription_state WHERE channel = 'websocket')`;
+      return r.count;
     },
   };
 }

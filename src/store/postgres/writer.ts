@@ -200,10 +200,10 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       const rows = notifications.map((n) => ({ tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: now }));
       await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at')}`;
     }),
-    ownSubscription: mapped('subscription', async (id, owner) => {
+    ownSubscription: mapped('subscription', async (id, owner, channel) => {
       await tx`
-        INSERT INTO subscription_state (tenant, id, owner) VALUES (${tenant}, ${id}, ${owner})
-        ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, failures = 0, next_attempt_at = 0, last_error = NULL`;
+        INSERT INTO subscription_state (tenant, id, owner, channel) VALUES (${tenant}, ${id}, ${owner}, ${channel})
+        ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL`;
     }),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {

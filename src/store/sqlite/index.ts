@@ -69,7 +69,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     users: repo(createSqliteUsers, ['get', 'byUsername']),
     oauth: repo(createSqliteOAuth, ['getRefreshToken', 'isRevoked', 'revokedSince']),
     counters: repo(createSqliteCounters, ['peek']),
-    subscriptions: repo(createSqliteSubscriptions, ['owners', 'pending', 'waiting']),
+    subscriptions: repo(createSqliteSubscriptions, ['owners', 'pending', 'waiting', 'recent']),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
       return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text)));

@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { ClaimedSubscription, PendingNotification, SubscriptionRepo } from '../types.ts';
+import type { ClaimedSubscription, PendingNotification, RecentNotification, SubscriptionRepo } from '../types.ts';
 
 interface NotificationRow {
   pk: number;
@@ -29,7 +29,7 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
           `UPDATE subscription_state SET lease_until = ?, leased_by = ?
            WHERE (tenant, id) IN (
              SELECT s.tenant, s.id FROM subscription_state s
-             WHERE s.lease_until < ? AND s.next_attempt_at <= ?
+             WHERE s.channel = 'rest-hook' AND s.lease_until < ? AND s.next_attempt_at <= ?
                AND EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
              ORDER BY s.next_attempt_at LIMIT ?)
            RETURNING tenant, id, owner, failures`,
@@ -60,6 +60,22 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     },
     async waiting() {
       return db.query<{ n: number }, []>('SELECT COUNT(*) AS n FROM subscription_notifications').get()!.n;
+    },
+    async recent(subscriptions, since) {
+      if (!subscriptions.length) return [];
+      const pairs = subscriptions.map(() => '(?, ?)').join(', ');
+      return db
+        .query<RecentNotification, (string | number)[]>(
+          `SELECT pk, tenant, subscription_id AS subscriptionId, created_at AS createdAt FROM subscription_notifications
+           WHERE created_at >= ? AND (tenant, subscription_id) IN (VALUES ${pairs}) ORDER BY pk`,
+        )
+        .all(since, ...subscriptions.flatMap((s) => [s.tenant, s.id]));
+    },
+    async purgeWebsocket(before) {
+      return db.query(
+        `DELETE FROM subscription_notifications WHERE created_at < ?
+         AND (tenant, subscription_id) IN (SELECT tenant, id FROM subscription_state WHERE channel = 'websocket')`,
+      ).run(before).changes;
     },
   };
 }

@@ -243,11 +243,11 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       const add = db.query('INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at) VALUES (?, ?, ?, ?, ?, ?)');
       for (const n of notifications) add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, now);
     },
-    async ownSubscription(id, owner) {
+    async ownSubscription(id, owner, channel) {
       db.query(
-        `INSERT INTO subscription_state (tenant, id, owner) VALUES (?, ?, ?)
-         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, failures = 0, next_attempt_at = 0, last_error = NULL`,
-      ).run(tenant, id, owner);
+        `INSERT INTO subscription_state (tenant, id, owner, channel) VALUES (?, ?, ?, ?)
+         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL`,
+      ).run(tenant, id, owner, channel);
     },
     async claim(claims, now) {
       for (const { key, seen } of inKeyOrder(claims)) {

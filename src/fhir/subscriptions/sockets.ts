@@ -1,0 +1,106 @@
+/**
+ * The R4 `websocket` channel (subscription.html): a client opens the websocket the CapabilityStatement
+ * advertises (extension capabilitystatement-websocket on `rest`: `{fhir_base}/websocket`), sends
+ * `bind {id}` for an active websocket Subscription of the tenant, is answered `bound {id}`, and then gets
+ * `ping {id}` for each notification recorded for it after it bound. Notifications are recorded as for
+ * rest-hook (hub.ts), and not leased: each process reads those of the subscriptions its own sockets are
+ * bound to, every delivery round, from a window of the last KEEP_MS (so one committed late on PostgreSQL,
+ * after a later-numbered one, is still seen), remembering which it has pinged; they are deleted after
+ * twice that by whichever process comes first. So a client bound through any process is pinged once for
+ * each, whichever process recorded it.
+ */
+import type { Server, ServerWebSocket, WebSocketHandler } from 'bun';
+import type { Clock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import type { Store } from '../../store/types.ts';
+
+/** How long a websocket notification is read for after it is recorded (ms); it is deleted after twice that. */
+export const KEEP_MS = 60_000;
+
+/** What each socket carries: its tenant, and the subscriptions it bound with when it bound each. */
+export interface SocketData {
+  tenant: string;
+  bound: Map<string, number>;
+}
+
+type Socket = ServerWebSocket<SocketData>;
+
+const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
+
+export class SubscriptionSockets {
+  private readonly sockets = new Map<string, Set<Socket>>();
+  /** The notifications pinged (by key), with when they were recorded, for the window. */
+  private readonly pinged = new Map<number, number>();
+
+  constructor(private readonly options: { store: Store; clock: Clock; log: Logger }) {}
+
+  /** Bun.serve's `websocket` handlers. */
+  readonly handler: WebSocketHandler<SocketData> = {
+    message: (ws, message) => void this.message(ws, String(message)),
+    close: (ws) => this.unbind(ws),
+  };
+
+  /** Upgrades a request for `{fhir_base}/websocket` of `tenant` on Bun's `server`: whether it did. */
+  upgrade(req: Request, server: unknown, tenant: string): boolean {
+    const bun = server as Server<SocketData> | undefined;
+    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data: { tenant, bound: new Map() } });
+  }
+
+  private async message(ws: Socket, text: string): Promise<void> {
+    const bind = /^bind ([A-Za-z0-9\-.]{1,64})$/.exec(text.trim());
+    if (!bind) {
+      ws.send('error expected "bind {id}"');
+      return;
+    }
+    const id = bind[1]!;
+    const { store, clock } = this.options;
+    try {
+      const current = await store.resources.read(ws.data.tenant, 'Subscription', id);
+      const sub = current && !current.deleted ? (JSON.parse(current.content) as { status?: string; channel?: { type?: string } }) : undefined;
+      if (sub?.status !== 'active' || sub.channel?.type !== 'websocket') {
+        ws.send(`error ${id} is not an active websocket Subscription`);
+        return;
+      }
+      ws.data.bound.set(id, clock.now());
+      const k = key(ws.data.tenant, id);
+      this.sockets.set(k, (this.sockets.get(k) ?? new Set()).add(ws));
+      ws.send(`bound ${id}`);
+    } catch (err) {
+      this.options.log.warn('binding a subscription websocket failed', { err });
+      ws.send(`error ${id} could not be bound now; try again`);
+    }
+  }
+
+  private unbind(ws: Socket): void {
+    for (const id of ws.data.bound.keys()) {
+      const k = key(ws.data.tenant, id);
+      const set = this.sockets.get(k);
+      set?.delete(ws);
+      if (set?.size === 0) this.sockets.delete(k);
+    }
+  }
+
+  /** One round: pings this process's bound sockets for what was recorded since; the number of pings. */
+  async round(): Promise<number> {
+    const { store, clock } = this.options;
+    const now = clock.now();
+    await store.subscriptions.purgeWebsocket(now - 2 * KEEP_MS);
+    for (const [pk, at] of this.pinged) if (at < now - KEEP_MS) this.pinged.delete(pk);
+    if (!this.sockets.size) return 0;
+    const subscriptions = [...this.sockets.keys()].map((k) => {
+      const [tenant, id] = k.split('\u0000') as [string, string];
+      return { tenant, id };
+    });
+    let sent = 0;
+    for (const n of await store.subscriptions.recent(subscriptions, now - KEEP_MS)) {
+      if (this.pinged.has(n.pk)) continue;
+      this.pinged.set(n.pk, n.createdAt);
+      for (const ws of this.sockets.get(key(n.tenant, n.subscriptionId)) ?? []) {
+        if ((ws.data.bound.get(n.subscriptionId) ?? Infinity) > n.createdAt) continue;
+        ws.send(`ping ${n.subscriptionId}`);
+        sent++;
+      }
+    }
+    return sent;
+  }
+}

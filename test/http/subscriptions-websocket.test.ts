@@ -1,0 +1,162 @@
+/**
+ * The R4 Subscription `websocket` channel (subscription.html): the CapabilityStatement names the
+ * websocket; a client binds an active websocket Subscription (`bind {id}` -> `bound {id}`) and is sent
+ * `ping {id}` for each notification recorded after, whichever of two servers sharing the database it is
+ * connected to and whichever recorded it. Real servers (Bun.serve on port 0), the delivery rounds driven
+ * by hand. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createApp, type App } from '../../src/app.ts';
+import { createKeyRing } from '../../src/auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
+import { silentLogger } from '../../src/log.ts';
+import type { Store } from '../../src/store/types.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import type { Json } from '../helpers/fhir.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { testCoreBundle } from '../helpers/terminology-service.ts';
+
+/** A real server of `app`, as `cinder serve` runs it (the websocket upgraded, everything else the app's). */
+function serve(app: App) {
+  const server = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: (req, srv) => (app.upgrade(req, srv) ? undefined : app.fetch(req, srv)), websocket: app.websocket,
+  });
+  return { url: `ws://127.0.0.1:${server.port}/tenants/t1/fhir/R4/websocket`, stop: () => server.stop(true) };
+}
+
+/** A websocket client whose messages are taken in order with `next()`. */
+async function client(url: string) {
+  const ws = new WebSocket(url);
+  const queue: string[] = [];
+  const waiting: ((m: string) => void)[] = [];
+  ws.onmessage = (e) => {
+    const m = String(e.data);
+    const w = waiting.shift();
+    if (w) w(m);
+    else queue.push(m);
+  };
+  await new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = () => reject(new Error('websocket failed'));
+  });
+  const next = () => (queue.length ? Promise.resolve(queue.shift()!) : new Promise<string>((resolve) => waiting.push(resolve)));
+  return {
+    next,
+    send: (m: string) => ws.send(m),
+    /** Every message until now: a bind the server refuses is answered after whatever it sent before. */
+    async drained(): Promise<string[]> {
+      ws.send('bind marker-that-is-no-subscription');
+      const got: string[] = [];
+      for (let m = await next(); !m.startsWith('error marker-that-is-no-subscription'); m = await next()) got.push(m);
+      return got;
+    },
+    close: () => ws.close(),
+  };
+}
+
+const observation = (code: string) => ({ resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code }] }, subject: { reference: 'Patient/pa' } });
+const websocketSubscription = { resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: 'Observation?code=http://loinc.org|1234-5', channel: { type: 'websocket' } };
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`subscription websockets (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let second: { app: App; store: Store };
+    let servers: ReturnType<typeof serve>[];
+    let sub: Json;
+    const post = async (app: (p: string, i: RequestInit) => Response | Promise<Response>, path: string, body: unknown) =>
+      (await app(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body))) as Response;
+    const rounds = async () => {
+      for (let i = 0; i < 10; i++) {
+        // One after the other: each server pings its own clients, whatever the other did before.
+        const done = [await t.app.subscriptions.runOnce(), await second.app.subscriptions.runOnce()];
+        if (done.every((n) => n === 0)) return;
+      }
+    };
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      t = await createTestApp({ store });
+      const other = db.open();
+      const keys = createKeyRing(other, t.clock, MAX_TOKEN_TTL);
+      await keys.init();
+      second = { app: createApp({ config: t.config, store: other, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() }), store: other };
+      servers = [serve(t.app), serve(second.app)];
+      token = await t.token();
+      const res = await post(t.request, 'Subscription', websocketSubscription);
+      sub = (await res.json()) as Json;
+      expect([res.status, sub.status]).toEqual([201, 'active']);
+    });
+    afterAll(async () => {
+      for (const s of servers) s.stop();
+      await second.store.close();
+      await t.close();
+    });
+
+    test('the CapabilityStatement names the websocket', async () => {
+      const statement = (await (await t.request(`${t.fhir()}/metadata`)).json()) as Json;
+      expect(statement.rest[0].extension).toEqual([{ url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket', valueUri: 'ws://cinder.test/tenants/t1/fhir/R4/websocket' }]);
+    });
+
+    test('bind answers bound for an active websocket Subscription, an error otherwise', async () => {
+      const restHook = (await (await post(t.request, 'Subscription', { ...websocketSubscription, status: 'off', channel: { type: 'rest-hook', endpoint: 'https://hook.example/x' } })).json()) as Json;
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${sub.id}`);
+        expect(await c.next()).toBe(`bound ${sub.id}`);
+        c.send('bind no-such-subscription');
+        expect(await c.next()).toBe('error no-such-subscription is not an active websocket Subscription');
+        c.send(`bind ${restHook.id}`);
+        expect(await c.next()).toBe(`error ${restHook.id} is not an active websocket Subscription`);
+        c.send('hello');
+        expect(await c.next()).toBe('error expected "bind {id}"');
+      } finally {
+        c.close();
+      }
+    });
+
+    test('a client bound through either server is pinged once per matching write, whichever server wrote it', async () => {
+      const a = await client(servers[0]!.url);
+      const b = await client(servers[1]!.url);
+      try {
+        a.send(`bind ${sub.id}`);
+        b.send(`bind ${sub.id}`);
+        expect([await a.next(), await b.next()]).toEqual([`bound ${sub.id}`, `bound ${sub.id}`]);
+        expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+        expect((await post(second.app.request, 'Observation', observation('9999-9'))).status).toBe(201);
+        expect((await post(second.app.request, 'Observation', observation('1234-5'))).status).toBe(201);
+        await rounds();
+        await rounds();
+        expect(await a.drained()).toEqual([`ping ${sub.id}`, `ping ${sub.id}`]);
+        expect(await b.drained()).toEqual([`ping ${sub.id}`, `ping ${sub.id}`]);
+      } finally {
+        a.close();
+        b.close();
+      }
+    });
+
+    test('what was recorded before a client bound is not sent to it; old notifications are purged', async () => {
+      expect((await post(t.request, 'Observation', observation('1234-5'))).status).toBe(201);
+      t.clock.advance(1);
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${sub.id}`);
+        expect(await c.next()).toBe(`bound ${sub.id}`);
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+        t.clock.advance(3 * 60_000);
+        token = await t.token();
+        await rounds();
+        expect(await t.store.subscriptions.waiting()).toBe(0);
+      } finally {
+        c.close();
+      }
+    });
+  });
+}

@@ -121,6 +121,26 @@ for (const target of targets) {
       }
     });
 
+    test('a socket binds at most 100 Subscriptions', async () => {
+      const bundle = {
+        resourceType: 'Bundle', type: 'batch',
+        entry: Array.from({ length: 101 }, () => ({ resource: websocketSubscription, request: { method: 'POST', url: 'Subscription' } })),
+      };
+      const res = (await (await post(t.request, '', bundle)).json()) as Json;
+      const ids = (res.entry as Json[]).map((e) => e.resource.id as string);
+      const c = await client(servers[0]!.url);
+      try {
+        for (const id of ids.slice(0, 100)) c.send(`bind ${id}`);
+        for (const id of ids.slice(0, 100)) expect(await c.next()).toBe(`bound ${id}`);
+        c.send(`bind ${ids[100]}`);
+        expect(await c.next()).toBe(`error ${ids[100]} not bound: a socket binds at most 100 Subscriptions`);
+        c.send(`bind ${ids[0]}`);
+        expect(await c.next()).toBe(`bound ${ids[0]}`);
+      } finally {
+        c.close();
+      }
+    });
+
     test('a client bound through either server is pinged once per matching write, whichever server wrote it', async () => {
       const a = await client(servers[0]!.url);
       const b = await client(servers[1]!.url);

@@ -1,7 +1,7 @@
 /**
  * The subscriptions side of every REST write (crud.ts writeTx, putVersion): activation of Subscriptions as
- * they are written, and after each write the notifications of the tenant's active rest-hook subscriptions
- * whose criteria its new versions match, recorded in the write's own transaction (ResourceWriter.notify).
+ * they are written, and after each write the notifications of the tenant's active rest-hook and websocket
+ * subscriptions whose criteria its new versions match, recorded in the write's own transaction (ResourceWriter.notify).
  * A tenant's active subscriptions are compiled once and kept until the store's change token of
  * Subscription moves (any process's write), read at most every CHECK_INTERVAL_MS and at once after a
  * Subscription write of this process: a tenant without subscriptions pays one cached lookup per write.
@@ -39,7 +39,7 @@ export interface HubOptions {
   resolve?: ResolveHost;
 }
 
-/** An active rest-hook subscription ready to match. */
+/** An active subscription of a delivered channel, ready to match. */
 interface Compiled {
   id: string;
   type: string;
@@ -148,7 +148,7 @@ export class SubscriptionHub {
     return t;
   }
 
-  /** The tenant's active rest-hook subscriptions, compiled: at once while the cache is current. */
+  /** The tenant's active subscriptions of the delivered channels, compiled: at once while the cache is current. */
   private active(tenant: string): SyncOrAsync<ActiveSet> {
     const t = this.state(tenant);
     const token = t.watch.changeToken();

@@ -16,11 +16,15 @@ import type { Store } from '../../store/types.ts';
 
 /** How long a websocket notification is read for after it is recorded (ms); it is deleted after twice that. */
 export const KEEP_MS = 60_000;
+/** The most Subscriptions one socket may bind. */
+export const MAX_BINDINGS = 100;
 
-/** What each socket carries: its tenant, and the subscriptions it bound with when it bound each. */
+/** What each socket carries: its tenant, the subscriptions it bound with when it bound each, and its messages in hand. */
 export interface SocketData {
   tenant: string;
   bound: Map<string, number>;
+  /** The message being handled: the next waits for it, so answers come in the order of the messages. */
+  queue: Promise<void>;
 }
 
 type Socket = ServerWebSocket<SocketData>;
@@ -36,14 +40,16 @@ export class SubscriptionSockets {
 
   /** Bun.serve's `websocket` handlers. */
   readonly handler: WebSocketHandler<SocketData> = {
-    message: (ws, message) => void this.message(ws, String(message)),
+    message: (ws, message) => {
+      ws.data.queue = ws.data.queue.then(() => this.message(ws, String(message)));
+    },
     close: (ws) => this.unbind(ws),
   };
 
   /** Upgrades a request for `{fhir_base}/websocket` of `tenant` on Bun's `server`: whether it did. */
   upgrade(req: Request, server: unknown, tenant: string): boolean {
     const bun = server as Server<SocketData> | undefined;
-    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data: { tenant, bound: new Map() } });
+    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data: { tenant, bound: new Map(), queue: Promise.resolve() } });
   }
 
   private async message(ws: Socket, text: string): Promise<void> {
@@ -53,6 +59,10 @@ export class SubscriptionSockets {
       return;
     }
     const id = bind[1]!;
+    if (ws.data.bound.size >= MAX_BINDINGS && !ws.data.bound.has(id)) {
+      ws.send(`error ${id} not bound: a socket binds at most ${MAX_BINDINGS} Subscriptions`);
+      return;
+    }
     const { store, clock } = this.options;
     try {
       const current = await store.resources.read(ws.data.tenant, 'Subscription', id);

@@ -373,6 +373,40 @@ for (const target of targets) {
     }
   });
 
+  test(`stop() ends a round after the delivery under way; what is left waits for the next process (${target.kind})`, async () => {
+    const db = await target.fresh();
+    const store = db.open();
+    await store.migrate();
+    const t = await createTestApp({ store, env: ALLOW });
+    const first = Promise.withResolvers<void>();
+    const release = Promise.withResolvers<void>();
+    let got = 0;
+    const slow = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch() {
+        got++;
+        first.resolve();
+        await release.promise;
+        return new Response(null, { status: 200 });
+      },
+    });
+    try {
+      const token = await t.token();
+      expect((await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription(`http://127.0.0.1:${slow.port}/`)))).status).toBe(201);
+      for (let i = 0; i < 3; i++) await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('1234-5')));
+      const round = t.app.subscriptions.runOnce();
+      await first.promise;
+      const stopped = t.app.subscriptions.stop();
+      release.resolve();
+      await Promise.all([round, stopped]);
+      expect(got).toBe(1);
+      expect(await t.store.subscriptions.waiting()).toBe(2);
+    } finally {
+      slow.stop(true);
+      await t.close();
+    }
+  });
+
   describe(`subscription endpoints on private addresses (${target.kind})`, () => {
     let t: TestApp;
     let token: string;

@@ -66,6 +66,8 @@ export class SubscriptionDelivery {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private running: Promise<unknown> | undefined;
   private stopped = true;
+  /** Set by stop(): a round under way sends nothing more, so that a draining process stops at once. */
+  private stopping = false;
 
   constructor(private readonly options: DeliveryOptions) {
     this.resolve = options.resolve ?? systemResolve;
@@ -98,9 +100,10 @@ export class SubscriptionDelivery {
     this.timer = setTimeout(tick, intervalMs);
   }
 
-  /** Stops the loop after the round under way. */
+  /** Stops the loop: the round under way finishes the delivery it is sending and sends no more. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping = true;
     clearTimeout(this.timer);
     await this.running?.catch(() => undefined);
   }
@@ -122,6 +125,8 @@ export class SubscriptionDelivery {
       }
       let failures = c.failures;
       for (const n of await repo.pending(c.tenant, c.id, BATCH)) {
+        // Left for the next process (or start) to send, in order.
+        if (this.stopping) break;
         const error = await this.send(c.tenant, channel, n);
         if (error === undefined) {
           await repo.delivered(c.tenant, c.id, this.worker, n.pk);

@@ -35,6 +35,8 @@ export class SubscriptionSockets {
   private readonly sockets = new Map<string, Set<Socket>>();
   /** The notifications pinged (by key), with when they were recorded, for the window. */
   private readonly pinged = new Map<number, number>();
+  /** When this process last purged old websocket notifications (it does every half KEEP_MS at most). */
+  private purgedAt = -Infinity;
 
   constructor(private readonly options: { store: Store; clock: Clock; log: Logger }) {}
 
@@ -94,7 +96,10 @@ export class SubscriptionSockets {
   async round(): Promise<number> {
     const { store, clock } = this.options;
     const now = clock.now();
-    await store.subscriptions.purgeWebsocket(now - 2 * KEEP_MS);
+    if (now - this.purgedAt >= KEEP_MS / 2 || now < this.purgedAt) {
+      await store.subscriptions.purgeWebsocket(now - 2 * KEEP_MS);
+      this.purgedAt = now;
+    }
     for (const [pk, at] of this.pinged) if (at < now - KEEP_MS) this.pinged.delete(pk);
     if (!this.sockets.size) return 0;
     const subscriptions = [...this.sockets.keys()].map((k) => {

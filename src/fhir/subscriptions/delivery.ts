@@ -55,12 +55,14 @@ export interface DeliveryCounts {
   error: number;
   /** Notifications dropped (their subscription off, in error, gone or ended). */
   dropped: number;
+  /** Websocket pings sent (sockets.ts). */
+  pinged: number;
 }
 
 type Json = Record<string, unknown>;
 
 export class SubscriptionDelivery {
-  readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0 };
+  readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0, pinged: 0 };
   private readonly worker = randomUUID();
   private readonly resolve: ResolveHost;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -81,7 +83,9 @@ export class SubscriptionDelivery {
     const { fhir, clock, sockets } = this.options;
     const claimed = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, CLAIMS);
     await Promise.all(claimed.map((c) => this.deliver(c)));
-    return claimed.length + (sockets ? await sockets.round() : 0);
+    const pinged = sockets ? await sockets.round() : 0;
+    this.counts.pinged += pinged;
+    return claimed.length + pinged;
   }
 
   /** Runs rounds every `intervalMs` (at once again after a round that claimed something) until stop(). */

@@ -197,6 +197,22 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test("a criteria's :in follows the ValueSet as it changes", async () => {
+      const vs = (codes: string[]) => ({
+        resourceType: 'ValueSet', id: 'sub-codes', url: 'http://example.org/ValueSet/sub-codes', status: 'active',
+        compose: { include: [{ system: 'http://loinc.org', concept: codes.map((code) => ({ code })) }] },
+      });
+      expect((await put('ValueSet/sub-codes', vs(['1234-5']))).status).toBe(201);
+      const sub = await subscribe(subscription(hook.url, { criteria: 'Observation?code:in=http://example.org/ValueSet/sub-codes' }, { payload: 'application/fhir+json' }));
+      const first = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      await post('Observation', observation('5678-9'));
+      expect((await put('ValueSet/sub-codes', vs(['1234-5', '5678-9']))).status).toBe(200);
+      const second = (await (await post('Observation', observation('5678-9'))).json()) as Json;
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id)).toEqual([first.id, second.id]);
+      await off(sub);
+    });
+
     test('a transaction that fails notifies nothing', async () => {
       const sub = await subscribe(subscription(hook.url));
       const res = await post('', {

@@ -3,8 +3,8 @@
  * they are written, and after each write the notifications of the tenant's active rest-hook and websocket
  * subscriptions whose criteria its new versions match, recorded in the write's own transaction (ResourceWriter.notify).
  * A tenant's active subscriptions are compiled once and kept until the store's change token of
- * Subscription moves (any process's write), read at most every CHECK_INTERVAL_MS and at once after a
- * Subscription write of this process: a tenant without subscriptions pays one cached lookup per write.
+ * Subscription, ValueSet and CodeSystem moves (any process's write), read at most every
+ * CHECK_INTERVAL_MS and at once after such a write of this process: a tenant without subscriptions pays one cached lookup per write.
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
@@ -68,6 +68,11 @@ export interface WriteHook {
 }
 
 const ACTIVE_QUERY = new URLSearchParams('status=active');
+/**
+ * The types whose change compiles a tenant's subscriptions again: theirs, and the terminology that a
+ * criteria's `:in`, `:below` or `:above` (and an owner's scope filter) was expanded from.
+ */
+const WATCHED_TYPES = ['Subscription', 'ValueSet', 'CodeSystem'];
 
 export class SubscriptionHub {
   private readonly tenants = new Map<string, TenantState>();
@@ -89,12 +94,12 @@ export class SubscriptionHub {
    */
   async hook(tenant: string): Promise<WriteHook> {
     const active = await this.active(tenant);
-    let subscriptionWritten = false;
+    let watchedWritten = false;
     return {
       wrap: (fn) => async (w) => {
         const written: VersionToWrite[] = [];
         const note = (v: VersionToWrite) => {
-          if (v.type === 'Subscription') subscriptionWritten = true;
+          if (WATCHED_TYPES.includes(v.type)) watchedWritten = true;
           if (!v.deleted && active.byType.has(v.type)) written.push(v);
         };
         const watched: ResourceWriter = {
@@ -117,7 +122,7 @@ export class SubscriptionHub {
         return result;
       },
       committed: () => {
-        if (subscriptionWritten) this.state(tenant).watch.markStale();
+        if (watchedWritten) this.state(tenant).watch.markStale();
       },
     };
   }
@@ -142,7 +147,7 @@ export class SubscriptionHub {
   private state(tenant: string): TenantState {
     let t = this.tenants.get(tenant);
     if (!t) {
-      t = { watch: new ChangeWatch(tenant, ['Subscription'], { store: this.options.fhir.store, clock: this.options.clock, checkIntervalMs: CHECK_INTERVAL_MS }) };
+      t = { watch: new ChangeWatch(tenant, WATCHED_TYPES, { store: this.options.fhir.store, clock: this.options.clock, checkIntervalMs: CHECK_INTERVAL_MS }) };
       this.tenants.set(tenant, t);
     }
     return t;

@@ -13,8 +13,12 @@ import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
-import { storeTargets } from '../helpers/stores.ts';
+import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
+import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 
 interface Received {
   method: string;
@@ -63,6 +67,7 @@ for (const target of targets) {
     let t: TestApp;
     let token: string;
     let hook: ReturnType<typeof receiver>;
+    let database: StoreDatabase;
     const post = (path: string, body: unknown, tok = token, headers: Record<string, string> = {}) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, 'POST', body, headers));
     const put = (path: string, body: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, 'PUT', body));
     const read = async (path: string) => (await (await t.request(`${t.fhir()}/${path}`, fhirInit(token))).json()) as Json;
@@ -86,8 +91,8 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      const db = await target.fresh();
-      const store = db.open();
+      database = await target.fresh();
+      const store = database.open();
       await store.migrate();
       t = await createTestApp({ store, env: ALLOW });
       token = await t.token();
@@ -210,6 +215,30 @@ for (const target of targets) {
       const second = (await (await post('Observation', observation('5678-9'))).json()) as Json;
       await drain(t);
       expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id)).toEqual([first.id, second.id]);
+      await off(sub);
+    });
+
+    test('cinder import notifies nothing, and a Subscription it loads is stored as written and delivers nothing', async () => {
+      const sub = await subscribe(subscription(hook.url));
+      const cli = createCliEnv({ CINDER_DATABASE_URL: database.url });
+      try {
+        const file = join(cli.dir, 'load.ndjson');
+        const imported = { ...subscription(hook.url, { id: 'imported', status: 'active' }), channel: { type: 'rest-hook', endpoint: `${hook.url}/imported` } };
+        writeFileSync(file, [observation('1234-5', 'pa', { id: 'imported-obs' }), imported].map((r) => JSON.stringify(r)).join('\n') + '\n');
+        const r = await cli.run(['import', '--tenant', 't1', file]);
+        expect([r.code, r.stderr]).toEqual([0, '']);
+      } finally {
+        cli.close();
+      }
+      expect((await read('Observation/imported-obs')).id).toBe('imported-obs');
+      expect((await read('Subscription/imported')).status).toBe('active');
+      t.clock.advance(CHECK_INTERVAL_MS);
+      await drain(t);
+      expect(hook.got).toEqual([]);
+      // A write through the API notifies the Subscription activated through the API alone.
+      await post('Observation', observation('1234-5'));
+      await drain(t);
+      expect(hook.got.map((r) => r.path)).toEqual(['/']);
       await off(sub);
     });
 

@@ -89,8 +89,10 @@ export class SubscriptionHub {
   }
 
   /**
-   * The hook of one write in `tenant`: undefined at once when the tenant has no active subscription
-   * and its cache is fresh (nothing to wrap, beyond noting a Subscription written), else after loading them.
+   * The hook of one write in `tenant`, with the tenant's active subscriptions read before the write's
+   * transaction begins (from the cache while it is current): `wrap` watches what the transaction writes and
+   * records the notifications its new versions give before it commits; `committed` drops the cache after
+   * a write of a Subscription, ValueSet or CodeSystem. With no subscription of a written type, it records nothing.
    */
   async hook(tenant: string): Promise<WriteHook> {
     const active = await this.active(tenant);

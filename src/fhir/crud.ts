@@ -362,6 +362,7 @@ export async function createResource(
   if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
+  await deps.subscriptions?.prepare([resource]);
   const now = deps.clock.now();
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
@@ -392,6 +393,7 @@ export async function updateResource(
   await requireStoredInReach(deps, req, type, id, 'u');
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
+  await deps.subscriptions?.prepare([resource]);
   const now = deps.clock.now();
   const opts = putOptions(deps, req, now);
   if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;

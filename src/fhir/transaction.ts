@@ -64,6 +64,7 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     if (metadata) await operationEntry(metadata.entry, undefined);
   }
   const out: Json[] = new Array(entries.length);
+  await deps.subscriptions?.prepare(planned.map(writtenBy));
   const opts = putOptions(deps, req, deps.clock.now());
   await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));

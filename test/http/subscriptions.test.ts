@@ -457,6 +457,8 @@ for (const target of targets) {
     let token: string;
     let hook: ReturnType<typeof receiver>;
     const names = new Map<string, string>([['hook.example', '203.0.113.10']]);
+    /** A name whose resolution waits for `dns.release` (dns.asked: it was asked). */
+    let dns = { asked: Promise.withResolvers<void>(), release: Promise.withResolvers<void>() };
     /** What the app's deliveries would have fetched. */
     const sent: string[] = [];
 
@@ -468,7 +470,14 @@ for (const target of targets) {
         sent.push(String(input));
         return new Response(null, { status: 200 });
       };
-      t = await createTestApp({ store, resolveHost: async (host) => [names.get(host) ?? '198.51.100.1'], fetch: fetch as typeof globalThis.fetch });
+      const resolveHost = async (host: string) => {
+        if (host === 'slow.example') {
+          dns.asked.resolve();
+          await dns.release.promise;
+        }
+        return [names.get(host) ?? '198.51.100.1'];
+      };
+      t = await createTestApp({ store, resolveHost, fetch: fetch as typeof globalThis.fetch });
       token = await t.token();
       hook = receiver();
     });
@@ -486,6 +495,26 @@ for (const target of targets) {
         expect([endpoint, res.status, outcome.issue?.[0]?.expression]).toEqual([endpoint, 422, ['Subscription.channel.endpoint']]);
       }
       expect((await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription('https://hook.example/x')))).status).toBe(201);
+    });
+
+    test("an endpoint's name is resolved before the write's transaction: other writes go on meanwhile", async () => {
+      for (const bundle of [false, true]) {
+        dns = { asked: Promise.withResolvers<void>(), release: Promise.withResolvers<void>() };
+        const body = subscription(`https://slow.example/${bundle}`, { criteria: 'Observation?code=http://loinc.org|never' });
+        const creating = t.request(bundle ? t.fhir() : `${t.fhir()}/Subscription`, fhirInit(token, 'POST', bundle
+          ? { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: body, request: { method: 'POST', url: 'Subscription' } }] }
+          : body));
+        let settled = false;
+        void Promise.resolve(creating).then(() => (settled = true));
+        await dns.asked.promise;
+        expect((await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('0000-0')))).status).toBe(201);
+        // Written while the Subscription's write still waits for its name (SQLite has one writer at a time).
+        expect(settled).toBe(false);
+        dns.release.resolve();
+        expect((await creating).status).toBe(bundle ? 200 : 201);
+        t.clock.advance(60_000);
+        token = await t.token();
+      }
     });
 
     test('an endpoint whose name resolves to a private address by delivery time is refused then, and never called', async () => {

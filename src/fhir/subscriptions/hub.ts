@@ -20,7 +20,7 @@ import { matchConditions } from '../search-match.ts';
 import type { Condition } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
-import { systemResolve, type ResolveHost } from './endpoint.ts';
+import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { ownerAccess, type RestoreAccess } from './owner.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
@@ -74,12 +74,46 @@ const ACTIVE_QUERY = new URLSearchParams('status=active');
  */
 const WATCHED_TYPES = ['Subscription', 'ValueSet', 'CodeSystem'];
 
+/** How long an activation trusts a host name's resolution (ms): prepare() resolves it before the write's transaction. */
+export const RESOLVED_FOR_MS = 30_000;
+/** The most host names remembered (then the memory starts afresh). */
+const RESOLVED_MAX = 1_000;
+
 export class SubscriptionHub {
   private readonly tenants = new Map<string, TenantState>();
   private readonly resolve: ResolveHost;
+  /** Host names as resolved for activations, with when (see prepare). */
+  private readonly resolved = new Map<string, { at: number; addresses: Promise<string[]> }>();
 
   constructor(private readonly options: HubOptions) {
-    this.resolve = options.resolve ?? systemResolve;
+    const resolve = options.resolve ?? systemResolve;
+    this.resolve = (host) => this.resolvedHost(host, resolve);
+  }
+
+  /**
+   * Resolves the endpoint host names of the rest-hook Subscriptions among `resources` that ask to be
+   * active, before the write's transaction begins, so that their activation inside it finds them resolved
+   * (RESOLVED_FOR_MS) instead of holding the transaction (on SQLite, every write) during a DNS lookup.
+   */
+  async prepare(resources: readonly (Resource | undefined)[]): Promise<void> {
+    const hosts = resources.flatMap((r) => {
+      const sub = r as { resourceType?: string; status?: string; channel?: { type?: string; endpoint?: unknown } } | undefined;
+      if (sub?.resourceType !== 'Subscription' || (sub.status !== 'requested' && sub.status !== 'active') || sub.channel?.type !== 'rest-hook') return [];
+      const url = endpointUrl(sub.channel.endpoint);
+      return typeof url === 'string' ? [] : [url.hostname];
+    });
+    await Promise.all(hosts.map((h) => this.resolve(h).catch(() => undefined)));
+  }
+
+  private resolvedHost(host: string, resolve: ResolveHost): Promise<string[]> {
+    const now = this.options.clock.now();
+    const known = this.resolved.get(host);
+    if (known && now - known.at < RESOLVED_FOR_MS && now >= known.at) return known.addresses;
+    if (this.resolved.size >= RESOLVED_MAX) this.resolved.clear();
+    const addresses = resolve(host);
+    this.resolved.set(host, { at: now, addresses });
+    addresses.catch(() => this.resolved.get(host)?.addresses === addresses && this.resolved.delete(host));
+    return addresses;
   }
 
   /** Activation for the writes of `req` (crud.ts putOptions). */

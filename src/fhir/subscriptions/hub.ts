@@ -25,7 +25,7 @@ import { ownerAccess, type RestoreAccess } from './owner.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
 export const CHECK_INTERVAL_MS = 250;
-/** The most active subscriptions of one tenant that are matched (the oldest beyond are logged and left out). */
+/** The most active subscriptions of one tenant that are matched: beyond it some are left out, and a warning logged. */
 export const MAX_ACTIVE = 1_000;
 
 export interface HubOptions {

@@ -58,6 +58,7 @@ import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
 import { accessFromScopes } from './auth/scopes.ts';
+import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
 import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
 import { SubscriptionSockets, type SocketData } from './fhir/subscriptions/sockets.ts';
@@ -226,14 +227,15 @@ export function createApp(deps: AppDeps): App {
   const hot = deps.hotRoutes === false
     ? undefined
     : hotRoutes({ admit, recorder, log, fhir: fhirDeps, validateCode: valueSetValidateCode(terminologyDeps), token: tokenRoute(authDeps), cors });
-  // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
-  // preflight) add the same headers themselves.
   // The Subscription websocket (`{fhir_base}/websocket`), before any route: its handshake carries no token.
   const upgrade = (req: Request, server: unknown): boolean => {
     if (req.headers.get('upgrade')?.toLowerCase() !== 'websocket') return false;
     const tenant = WEBSOCKET_PATH.exec(new URL(req.url).pathname)?.[1];
-    return tenant !== undefined && !req.url.includes('%00') && sockets.upgrade(req, server, decodeURIComponent(tenant));
+    // A tenant in the path that is no tenant id (`%`-escapes included) is left to the routes, which refuse it.
+    return tenant !== undefined && TENANT_ID.test(tenant) && sockets.upgrade(req, server, tenant);
   };
+  // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
+  // preflight) add the same headers themselves.
   const fetch = (req: Request, server?: unknown) => {
     if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
     return hot?.(req, server) ?? cors.handle(req, () => viaHono(req, server));

@@ -121,6 +121,14 @@ for (const target of targets) {
       }
     });
 
+    test('a handshake naming no tenant id is not upgraded, and is answered as any request (no 500)', async () => {
+      const http = servers[0]!.url.replace(/^ws/, 'http').replace('/tenants/t1/', '/tenants/%ZZ/');
+      const handshake = { Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' };
+      const res = await fetch(http, { headers: handshake });
+      expect(res.status).not.toBe(101);
+      expect(res.status).toBeLessThan(500);
+    });
+
     test('a socket binds at most 100 Subscriptions', async () => {
       const bundle = {
         resourceType: 'Bundle', type: 'batch',

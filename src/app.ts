@@ -213,7 +213,7 @@ export function createApp(deps: AppDeps): App {
   fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, allowPrivate, ...resolve });
   const sockets = new SubscriptionSockets({ store: deps.store, clock, log });
   const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
-  metrics.gauge('cinder_subscription_deliveries', 'Subscription notification deliveries of this process since it started, by result.', () =>
+  metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
   metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));

@@ -17,13 +17,15 @@ export interface Metrics {
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** Registers a gauge read at scrape time (e.g. pool sizes, job counts). */
   gauge(name: string, help: string, read: () => Promise<Record<string, number>> | Record<string, number>): void;
+  /** Registers a counter read at scrape time: a value that only grows while the process runs (its name ends in `_total`). */
+  counter(name: string, help: string, read: () => Record<string, number>): void;
   render(): Promise<string>;
 }
 
 export function createMetrics(): Metrics {
   /** By route, status and method: route labels are the same strings on every request, so no key is built. */
   const requests = new Map<string, Map<number, Map<string, Histogram>>>();
-  const gauges: { name: string; help: string; read: () => Promise<Record<string, number>> | Record<string, number> }[] = [];
+  const gauges: { name: string; help: string; type: 'gauge' | 'counter'; read: () => Promise<Record<string, number>> | Record<string, number> }[] = [];
   function* histograms(): Generator<Histogram> {
     for (const byStatus of requests.values()) for (const byMethod of byStatus.values()) yield* byMethod.values();
   }
@@ -46,7 +48,10 @@ export function createMetrics(): Metrics {
       h.count++;
     },
     gauge(name, help, read) {
-      gauges.push({ name, help, read });
+      gauges.push({ name, help, type: 'gauge', read });
+    },
+    counter(name, help, read) {
+      gauges.push({ name, help, type: 'counter', read });
     },
     async render() {
       const lines = [
@@ -66,7 +71,7 @@ export function createMetrics(): Metrics {
         lines.push(`cinder_http_request_duration_seconds_count${labelText(h.labels)} ${h.count}`);
       }
       for (const g of gauges) {
-        lines.push(`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`);
+        lines.push(`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} ${g.type}`);
         for (const [label, value] of Object.entries(await g.read())) {
           lines.push(`${g.name}${label ? labelText(Object.fromEntries(label.split(',').map((kv) => kv.split('=') as [string, string]))) : ''} ${value}`);
         }

@@ -164,7 +164,7 @@ for (const target of targets) {
         expect(await a.drained()).toEqual([`ping ${sub.id}`, `ping ${sub.id}`]);
         expect(await b.drained()).toEqual([`ping ${sub.id}`, `ping ${sub.id}`]);
         expect([t.app.subscriptions.counts.pinged, second.app.subscriptions.counts.pinged]).toEqual([2, 2]);
-        expect(await (await t.request('/metrics')).text()).toContain('cinder_subscription_deliveries{result="pinged"} 2');
+        expect(await (await t.request('/metrics')).text()).toContain('cinder_subscription_deliveries_total{result="pinged"} 2');
       } finally {
         a.close();
         b.close();

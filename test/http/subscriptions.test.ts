@@ -306,8 +306,9 @@ for (const target of targets) {
       expect(errored.meta.versionId).toBe('2');
       expect(await t.store.subscriptions.waiting()).toBe(0);
       const metrics = await (await t.request('/metrics')).text();
-      expect(metrics).toMatch(/cinder_subscription_deliveries\{result="error"\} [1-9]/);
-      expect(metrics).toMatch(/cinder_subscription_deliveries\{result="failed"\} [1-9]/);
+      expect(metrics).toContain('# TYPE cinder_subscription_deliveries_total counter');
+      expect(metrics).toMatch(/cinder_subscription_deliveries_total\{result="error"\} [1-9]/);
+      expect(metrics).toMatch(/cinder_subscription_deliveries_total\{result="failed"\} [1-9]/);
 
       // An errored subscription notifies nothing; set back to requested it resumes.
       hook.state.status = 200;

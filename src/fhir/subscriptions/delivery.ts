@@ -47,7 +47,7 @@ export interface DeliveryOptions {
   sockets?: SubscriptionSockets;
 }
 
-/** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries`). */
+/** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries_total`, a counter). */
 export interface DeliveryCounts {
   delivered: number;
   failed: number;

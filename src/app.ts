@@ -8,6 +8,8 @@ import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
 import { storeProfiles } from './fhir/validation/profile/definitions.ts';
 import { ProfileValidator } from './fhir/validation/profile/profile-check.ts';
 import { valueSetMembership } from './validation-terminology.ts';
+import { QuestionnaireValidator } from './fhir/validation/questionnaire/validator.ts';
+import { storeQuestionnaires } from './fhir/validation/questionnaire/source.ts';
 import { CoreBundle } from './terminology/core/core-bundle.ts';
 import { CoreTerminology } from './terminology/core/core-source.ts';
 import { CoreLayer } from './fhir/core-layer.ts';
@@ -198,6 +200,7 @@ export function createApp(deps: AppDeps): App {
   const fhirDeps: FhirDeps = {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
     profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store)), valueSetMembership(terminology.service)),
+    questionnaires: new QuestionnaireValidator(storeQuestionnaires(store), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
   // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is.

@@ -8,6 +8,8 @@ import { openContext } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
 import { fhirBaseOf } from '../config.ts';
 import { storeProfileValidator } from '../validation-terminology.ts';
+import { QuestionnaireValidator } from '../fhir/validation/questionnaire/validator.ts';
+import { storeQuestionnaires } from '../fhir/validation/questionnaire/source.ts';
 
 /** Error details kept for the --json summary (all of them are printed on stderr as they occur). */
 const MAX_REPORTED = 1000;
@@ -71,7 +73,9 @@ export const importCommand: Command = {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
       const coreBundle = new CoreBundle();
-      const deps: FhirDeps = { store, clock, validation: config.validation, fhirBase: () => fhirBase, core: new CoreLayer(coreBundle), profiles: storeProfileValidator(store, clock, coreBundle) };
+      const profiles = storeProfileValidator(store, clock, coreBundle);
+      const questionnaires = new QuestionnaireValidator(storeQuestionnaires(store), profiles.membership);
+      const deps: FhirDeps = { store, clock, validation: config.validation, fhirBase: () => fhirBase, core: new CoreLayer(coreBundle), profiles, questionnaires };
       return await runImport(io, deps, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();

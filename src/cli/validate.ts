@@ -5,6 +5,8 @@ import { UsageError, type Command } from './command.ts';
 import { openContext, printData } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
 import { storeProfileValidator } from '../validation-terminology.ts';
+import { QuestionnaireValidator } from '../fhir/validation/questionnaire/validator.ts';
+import { readQuestionnaires, snapshotQuestionnaires } from '../fhir/validation/questionnaire/source.ts';
 import { ProfileValidator } from '../fhir/validation/profile/profile-check.ts';
 import { ProfileRegistry } from '../fhir/validation/profile/registry.ts';
 import { readDefinitions, snapshotProfiles } from '../fhir/validation/profile/definitions.ts';
@@ -51,10 +53,13 @@ export const validateCommand: Command = {
       try {
         const at = clock.now();
         // The StructureDefinitions of the same snapshot, read once: no change token read per profiled resource.
-        const profiles = new ProfileValidator(new ProfileRegistry(snapshotProfiles(await readDefinitions(store, tenant, at))), storeProfileValidator(store, clock).membership);
+        const membership = storeProfileValidator(store, clock).membership;
+        const profiles = new ProfileValidator(new ProfileRegistry(snapshotProfiles(await readDefinitions(store, tenant, at))), membership);
+        const questionnaires = new QuestionnaireValidator(snapshotQuestionnaires(await readQuestionnaires(store, tenant, at)), membership);
         result = await validateStored(store, tenant, {
           at,
           profiles,
+          questionnaires,
           ...(only ? { types: only } : {}),
           onInvalid(r) {
             const reference = `${r.type}/${r.id}`;

@@ -19,6 +19,7 @@ import { requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
+import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
 
 export interface FhirDeps {
   store: Store;
@@ -33,6 +34,8 @@ export interface FhirDeps {
   validation?: ValidationLevel;
   /** Validation against the profiles a resource claims in `meta.profile` (at `strict`); absent: none. */
   profiles?: ProfileValidator;
+  /** Validation of a QuestionnaireResponse against its Questionnaire (at `strict`); absent: none. */
+  questionnaires?: QuestionnaireValidator;
   /** `CINDER_REFERENTIAL_INTEGRITY=on`: REST writes must refer to existing resources (absent: off). */
   referentialIntegrity?: ReferentialIntegrity;
   /**
@@ -61,13 +64,18 @@ export function validationLevel(deps: FhirDeps): ValidationLevel {
 /**
  * A write's check of the profiles `resource` and the resources inside it (contained ones, a document's or
  * collection's entries) claim (`meta.profile`) that Cinder knows, and then of its extensions against their
- * definitions, at `strict`: a 422 for an error, as base validation's (`at`: the resource's FHIRPath,
- * `what`: what the message names). Undefined at once for a resource where none is claimed, so that such a
- * write costs nothing more (not even an await).
+ * definitions, and of a QuestionnaireResponse against its Questionnaire, at `strict`: a 422 for an error,
+ * as base validation's (`at`: the resource's FHIRPath, `what`: what the message names). Undefined at once
+ * for a resource where none is claimed and that answers no Questionnaire, so that such a write costs
+ * nothing more (not even an await).
  */
 export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string, what?: string): Promise<void> | undefined {
-  if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return undefined;
-  return deps.profiles.requireValid(tenant, resource as Record<string, unknown>, at, what);
+  if (validationLevel(deps) !== 'strict') return undefined;
+  const profiled = deps.profiles?.requireValid(tenant, resource as Record<string, unknown>, at, what);
+  const answered = deps.questionnaires?.requireValid(tenant, resource as Record<string, unknown>, at, what);
+  if (answered === undefined) return profiled;
+  // Both awaited, so that the second's refusal is never left unhandled.
+  return profiled === undefined ? answered : Promise.all([profiled, answered]).then(() => undefined);
 }
 
 /**

@@ -107,11 +107,11 @@ function requireValidEntries(deps: FhirDeps, entries: Entry[]): void {
 
 /**
  * Every entry's resource (and patched result) must satisfy the profiles it claims that Cinder knows, and
- * its extensions their definitions; the
+ * its extensions their definitions, and a QuestionnaireResponse its Questionnaire; the
  * 422 lists the problems of all entries, as base validation's does.
  */
 async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries: Entry[], planned: Planned[]): Promise<void> {
-  if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return;
+  if ((deps.profiles === undefined && deps.questionnaires === undefined) || validationLevel(deps) !== 'strict') return;
   const errors = [];
   // One budget for the invariants of every entry's profiles (run.ts).
   const cost = profileCost();
@@ -122,8 +122,17 @@ async function requireProfiledEntries(deps: FhirDeps, req: FhirRequest, entries:
     if (r !== undefined && p.id !== undefined) written.set(`${r.resourceType}/${p.id}`, r as Json);
   }
   const held = writtenScope(written);
-  for (const e of entries) if (e.resource) errors.push(...((await deps.profiles.writeIssues(req.tenant, e.resource, `Bundle.entry[${e.index}].resource`, true, cost, held)) ?? []));
-  for (const p of planned) if (p.patched) errors.push(...((await deps.profiles.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held)) ?? []));
+  for (const e of entries) {
+    if (!e.resource) continue;
+    const at = `Bundle.entry[${e.index}].resource`;
+    errors.push(...((await deps.profiles?.writeIssues(req.tenant, e.resource, at, true, cost, held)) ?? []));
+    errors.push(...((await deps.questionnaires?.issues(req.tenant, e.resource, { warnings: false, at })) ?? []));
+  }
+  for (const p of planned) {
+    if (!p.patched) continue;
+    errors.push(...((await deps.profiles?.writeIssues(req.tenant, p.patched.resource, undefined, true, cost, held)) ?? []));
+    errors.push(...((await deps.questionnaires?.issues(req.tenant, p.patched.resource, { warnings: false })) ?? []));
+  }
   if (errors.length > 0) throw invalidResource(errors, 'The transaction (nothing was written)');
 }
 

@@ -9,6 +9,7 @@ import { parseExact } from './exact-json.ts';
 import { R4_RESOURCE_TYPES } from './resource-types.ts';
 import { validateResource, type ValidationIssue } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
+import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
 
 const PAGE = 1000;
 
@@ -27,6 +28,8 @@ export interface ValidateStoredOptions {
   at: number;
   /** The check of the profiles each resource claims (the tenant's as stored now, R4 core's); absent: none. */
   profiles?: ProfileValidator;
+  /** The check of each QuestionnaireResponse against its Questionnaire; absent: none. */
+  questionnaires?: QuestionnaireValidator;
   onInvalid(r: InvalidStored): void;
   /** After each page: resources checked and found invalid so far. */
   onProgress?(checked: number, invalid: number): void;
@@ -56,8 +59,10 @@ export async function validateStored(store: Store, tenant: string, o: ValidateSt
     const issues = validateResource(r, 'strict');
     // As a write: profiles only for a resource valid against the base definitions. Text naming no
     // `extension` key (none spelt with a \u escape) holds none: their walk is skipped, as on import.
-    const profiled = issues.some((i) => i.severity === 'error') ? undefined : o.profiles?.writeIssues(tenant, r, undefined, text.includes('xtension"') || text.includes('\\u'));
-    if (profiled) return profiled.then((more) => report(type, r, [...issues, ...more]));
+    const baseValid = !issues.some((i) => i.severity === 'error');
+    const profiled = baseValid ? o.profiles?.writeIssues(tenant, r, undefined, text.includes('xtension"') || text.includes('\\u')) : undefined;
+    const answered = baseValid ? o.questionnaires?.issues(tenant, r, { warnings: false }) : undefined;
+    if (profiled || answered) return Promise.all([profiled, answered]).then(([more, answers]) => report(type, r, [...issues, ...(more ?? []), ...(answers ?? [])]));
     report(type, r, issues);
     return undefined;
   };

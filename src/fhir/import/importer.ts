@@ -117,7 +117,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     if (preparer) return preparer;
     await noteValidationLevel(deps, opts.tenant);
     const profiles = await importProfiles(deps, opts.tenant);
-    if (profiles) fhir = { ...deps, profiles: profiles.validator };
+    if (profiles) fhir = { ...deps, profiles: profiles.validator, ...(profiles.questionnaires ? { questionnaires: profiles.questionnaires } : {}) };
     return (preparer = createPreparer(ahead, validationLevel(deps), deps.fhirBase?.(opts.tenant), profiles));
   }
 

@@ -5,12 +5,15 @@
  * imported by the run applies to the next import, not to this one. The preparation thread, which has no
  * store, gets them raw and compiles what is claimed; a binding the base table cannot decide is asked of
  * the importing thread's terminology (the tenant's as it stands when the value set and coding are first
- * met), each answer kept for the run.
+ * met), each answer kept for the run. QuestionnaireResponses are checked against the tenant's
+ * Questionnaires as stored when the import starts, read and handed over the same way.
  */
 import { validationLevel, type FhirDeps } from '../crud.ts';
 import { ProfileValidator, type CheckMembership, type Membership } from '../validation/profile/profile-check.ts';
 import { ProfileRegistry } from '../validation/profile/registry.ts';
 import { readDefinitions, snapshotProfiles } from '../validation/profile/definitions.ts';
+import { QuestionnaireValidator } from '../validation/questionnaire/validator.ts';
+import { readQuestionnaires, snapshotQuestionnaires } from '../validation/questionnaire/source.ts';
 
 type Json = Record<string, unknown>;
 
@@ -21,11 +24,15 @@ export interface WorkerProfiles {
   definitions: Json[];
   /** Whether bindings may be asked of the importing thread (a terminology is wired). */
   terminology: boolean;
+  /** The tenant's Questionnaires at the start of the import; absent: responses are not checked against them. */
+  questionnaires?: Json[];
 }
 
 export interface ImportProfiles {
   /** For the importing thread: JSON documents and lines it prepares itself. */
   validator: ProfileValidator;
+  /** For the importing thread: responses against the Questionnaires read at the start. */
+  questionnaires?: QuestionnaireValidator;
   worker: WorkerProfiles;
   membership?: CheckMembership;
 }
@@ -35,9 +42,11 @@ export async function importProfiles(deps: FhirDeps, tenant: string): Promise<Im
   if (deps.profiles === undefined || validationLevel(deps) !== 'strict') return undefined;
   const definitions = await readDefinitions(deps.store, tenant, deps.clock.now());
   const membership = deps.profiles.membership;
+  const questionnaires = deps.questionnaires === undefined ? undefined : await readQuestionnaires(deps.store, tenant, deps.clock.now());
   return {
     validator: new ProfileValidator(new ProfileRegistry(snapshotProfiles(definitions)), membership),
-    worker: { tenant, definitions, terminology: membership !== undefined },
+    ...(questionnaires ? { questionnaires: new QuestionnaireValidator(snapshotQuestionnaires(questionnaires), membership) } : {}),
+    worker: { tenant, definitions, terminology: membership !== undefined, ...(questionnaires ? { questionnaires } : {}) },
     ...(membership ? { membership } : {}),
   };
 }
@@ -62,6 +71,7 @@ export function workerCheck(p: WorkerProfiles, ask: (url: string, coding: { syst
   };
   const registry = new ProfileRegistry(snapshotProfiles(p.definitions));
   const validator = new ProfileValidator(registry, p.terminology ? membership : undefined);
+  const responses = p.questionnaires === undefined ? undefined : new QuestionnaireValidator(snapshotQuestionnaires(p.questionnaires), p.terminology ? membership : undefined);
   const unknown = new Set<string>();
   const learnt = new Set<string>();
   const learn = async (claimed: string[]) => {
@@ -73,11 +83,18 @@ export function workerCheck(p: WorkerProfiles, ask: (url: string, coding: { syst
     }
   };
   return (resource, extensions) => {
+    const answered = responses?.requireValid(p.tenant, resource);
+    const profiled = profileCheck(resource, extensions);
+    if (answered === undefined) return profiled;
+    return Promise.all([profiled, answered]).then(() => undefined);
+  };
+
+  function profileCheck(resource: Json, extensions: boolean): Promise<void> | undefined {
     const claimed = (resource.meta as Json | undefined)?.profile;
     const canonicals = Array.isArray(claimed) ? claimed.filter((c): c is string => typeof c === 'string') : [];
     if (!extensions && canonicals.length > 0 && resource.contained === undefined && resource.resourceType !== 'Bundle' && canonicals.every((c) => unknown.has(c))) return undefined;
     const checked = validator.requireValid(p.tenant, resource, undefined, undefined, extensions);
     if (canonicals.every((c) => learnt.has(c))) return checked;
     return Promise.all([checked, learn(canonicals)]).then(() => undefined);
-  };
+  }
 }

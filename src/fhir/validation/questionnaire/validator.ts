@@ -1,0 +1,112 @@
+/**
+ * Validation of a QuestionnaireResponse against the Questionnaire its `questionnaire` canonical names
+ * (check.ts): a contained one (`#id`), else the tenant's (QuestionnaireSource), each prepared once and
+ * kept until a Questionnaire of the tenant changes (the source's change token, as profiles are kept,
+ * registry.ts). An unknown Questionnaire is a warning in `$validate` and nothing on a write, as in HL7's
+ * validator and HAPI; a coded answer's membership in the item's answerValueSet is decided by the
+ * terminology (the profile validator's CheckMembership), undecidable membership being a warning.
+ */
+import { BoundedCache } from '../../../terminology/compile/bounded-cache.ts';
+import { invalidResource } from '../check.ts';
+import type { CheckMembership, Membership } from '../profile/profile-check.ts';
+import type { ValidationIssue } from '../validate.ts';
+import type { PendingMembership } from './answers.ts';
+import { checkResponse } from './check.ts';
+import { prepareQuestionnaire, type PreparedQuestionnaire } from './prepared.ts';
+import type { QuestionnaireSource } from './source.ts';
+
+type Json = Record<string, unknown>;
+
+/** Canonicals remembered per tenant, found or not. */
+export const QUESTIONNAIRES_PER_TENANT = 500;
+
+interface TenantCache {
+  token: string;
+  found: BoundedCache<string, Promise<PreparedQuestionnaire | undefined>>;
+}
+
+export interface ResponseCheckOptions {
+  /** `$validate`: warnings too; a write wants errors alone. */
+  warnings: boolean;
+  /** The FHIRPath of the response (`Bundle.entry[2].resource`); its type by default. */
+  at?: string;
+}
+
+export class QuestionnaireValidator {
+  private readonly tenants = new Map<string, TenantCache>();
+  constructor(readonly source: QuestionnaireSource, readonly membership?: CheckMembership, private readonly capacity = QUESTIONNAIRES_PER_TENANT) {}
+
+  /**
+   * The problems of `resource` against its Questionnaire; undefined at once when it is not a
+   * QuestionnaireResponse naming one (nothing to check, nothing to await).
+   */
+  issues(tenant: string, resource: Json, opts: ResponseCheckOptions): Promise<ValidationIssue[]> | undefined {
+    if (resource.resourceType !== 'QuestionnaireResponse' || typeof resource.questionnaire !== 'string' || resource.questionnaire === '') return undefined;
+    return this.check(tenant, resource, resource.questionnaire, opts);
+  }
+
+  /** Throws a 422 (`what` is not valid) when the response has an error against its Questionnaire; undefined at once when there is nothing to check. */
+  requireValid(tenant: string, resource: Json, at?: string, what = at ?? String(resource.resourceType)): Promise<void> | undefined {
+    return this.issues(tenant, resource, at === undefined ? { warnings: false } : { warnings: false, at })?.then((errors) => {
+      if (errors.length > 0) throw invalidResource(errors, what);
+    });
+  }
+
+  private async check(tenant: string, qr: Json, canonical: string, opts: ResponseCheckOptions): Promise<ValidationIssue[]> {
+    const at = opts.at ?? 'QuestionnaireResponse';
+    const q = canonical.startsWith('#') ? contained(qr, canonical.slice(1)) : await this.resolve(tenant, canonical);
+    if (q === undefined) {
+      return opts.warnings ? [{ severity: 'warning', code: 'not-supported', expression: `${at}.questionnaire`, text: `The Questionnaire ${canonical} is not known here: the response was not checked against it` }] : [];
+    }
+    const result = checkResponse(qr, q, at);
+    const out = result.issues.filter((i) => opts.warnings || i.severity === 'error');
+    // Each value set and coding asked once per response (a repeating item may give the same answer often).
+    const verdicts = new Map<string, Promise<Membership>>();
+    for (const p of result.pending) {
+      const key = `${p.valueSet}\0${p.coding.system ?? ''}\0${p.coding.code}`;
+      let verdict = verdicts.get(key);
+      if (verdict === undefined) verdicts.set(key, (verdict = this.membershipOf(tenant, p)));
+      const issue = this.issueOf(p, await verdict, opts.warnings);
+      if (issue) out.push(issue);
+    }
+    return out;
+  }
+
+  /** The tenant's Questionnaire `canonical` names, prepared, from the cache while the tenant's Questionnaires are unchanged. */
+  private async resolve(tenant: string, canonical: string): Promise<PreparedQuestionnaire | undefined> {
+    const token = await this.source.changeToken(tenant);
+    let cache = this.tenants.get(tenant);
+    if (cache === undefined || cache.token !== token) {
+      cache = { token, found: new BoundedCache(this.capacity) };
+      this.tenants.set(tenant, cache);
+    }
+    let p = cache.found.get(canonical);
+    if (p === undefined) {
+      p = this.source.find(tenant, canonical).then((q) => (q === undefined ? undefined : prepareQuestionnaire(q)));
+      cache.found.set(canonical, p);
+      const loading = p;
+      p.catch(() => cache.found.deleteIf(canonical, loading));
+    }
+    return p;
+  }
+
+  private async membershipOf(tenant: string, p: PendingMembership): Promise<Membership> {
+    return this.membership === undefined ? { kind: 'unknown', why: 'no terminology service is wired' } : this.membership(tenant, p.valueSet, p.coding);
+  }
+
+  private issueOf(p: PendingMembership, verdict: Membership, warnings: boolean): ValidationIssue | undefined {
+    const given = p.coding.system === undefined ? p.coding.code : `${p.coding.system}|${p.coding.code}`;
+    if (verdict.kind === 'member') return undefined;
+    if (verdict.kind === 'unknown') {
+      return warnings ? { severity: 'warning', code: 'not-supported', expression: p.expression, text: `The answer '${given}' to the item '${p.linkId}' was not checked against its answerValueSet ${p.valueSet}: ${verdict.why}` } : undefined;
+    }
+    const issue: ValidationIssue = { severity: p.open ? 'warning' : 'error', code: 'code-invalid', expression: p.expression, text: `The answer '${given}' to the item '${p.linkId}' is not in its answerValueSet ${p.valueSet}` };
+    return issue.severity === 'error' || warnings ? issue : undefined;
+  }
+}
+
+/** The contained Questionnaire of id `id`, prepared (not cached: it lives in the response). */
+function contained(qr: Json, id: string): PreparedQuestionnaire | undefined {
+  const found = Array.isArray(qr.contained) ? qr.contained.find((c: unknown) => typeof c === 'object' && c !== null && (c as Json).resourceType === 'Questionnaire' && (c as Json).id === id) : undefined;
+  return found === undefined ? undefined : prepareQuestionnaire(found as Json);
+}

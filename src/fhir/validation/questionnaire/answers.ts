@@ -5,6 +5,7 @@
  * `answerValueSet`, which the terminology decides afterwards (the check is synchronous).
  */
 import type { ValidationIssue } from '../validate.ts';
+import { containedMembership } from './contained-value-set.ts';
 import type { QItem } from './prepared.ts';
 
 type Json = Record<string, unknown>;
@@ -66,7 +67,7 @@ function describeValue(type: string, v: unknown): string {
 }
 
 /** The problems of `answer` (at `path`) to `q`; answerValueSet codings go to `pending`. */
-export function checkAnswer(q: QItem, answer: Json, path: string, issues: ValidationIssue[], pending: PendingMembership[]): void {
+export function checkAnswer(q: QItem, answer: Json, path: string, issues: ValidationIssue[], pending: PendingMembership[], valueSets: ReadonlyMap<string, Json>): void {
   const allowed = q.type === undefined ? undefined : ANSWER_TYPES[q.type];
   const v = valueOf(answer);
   if (allowed === undefined || v === undefined) return;
@@ -93,7 +94,20 @@ export function checkAnswer(q: QItem, answer: Json, path: string, issues: Valida
   if (typeof valueSet !== 'string') return;
   if (v.type === 'Coding' && isObject(v.value) && typeof v.value.code === 'string') {
     const coding = typeof v.value.system === 'string' ? { system: v.value.system, code: v.value.code } : { code: v.value.code };
-    pending.push({ expression: path, valueSet, coding, linkId: q.linkId, open });
+    if (!valueSet.startsWith('#')) {
+      pending.push({ expression: path, valueSet, coding, linkId: q.linkId, open });
+      return;
+    }
+    const given = `'${coding.system === undefined ? coding.code : `${coding.system}|${coding.code}`}'`;
+    const vs = valueSets.get(valueSet.slice(1));
+    const verdict = vs === undefined ? 'unknown' : containedMembership(vs, coding);
+    if (verdict === 'member') return;
+    if (verdict === 'unknown') {
+      const why = vs === undefined ? 'the Questionnaire contains no such ValueSet' : 'it includes codes by filter, by other value sets or by whole code systems';
+      issues.push({ severity: 'warning', code: 'not-supported', expression: path, text: `The answer ${given} to the item '${q.linkId}' was not checked against its answerValueSet ${valueSet}: ${why}` });
+      return;
+    }
+    issues.push({ severity: open ? 'warning' : 'error', code: 'code-invalid', expression: path, text: `The answer ${given} to the item '${q.linkId}' is not in its answerValueSet ${valueSet}` });
     return;
   }
   if (open && v.type === 'String') return;

@@ -139,7 +139,7 @@ function checkItem(check: Check, q: QItem, item: Json, path: string, scope: Scop
   for (const [i, answer] of answers.entries()) {
     if (!isObject(answer)) continue;
     const at = `${path}.answer[${i}]`;
-    checkAnswer(q, answer, at, check.issues, check.pending);
+    checkAnswer(q, answer, at, check.issues, check.pending, check.q.valueSets);
     if (list(answer.item).length > 0 || q.children.length > 0) checkItems(check, q.children, q.childIndex, answer, at, [...scope, item, answer]);
   }
 }

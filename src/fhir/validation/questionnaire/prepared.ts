@@ -31,6 +31,8 @@ export interface PreparedQuestionnaire {
   byLinkId: Map<string, QItem>;
   /** Set when the Questionnaire has more than MAX_QUESTIONNAIRE_NODES items: it is not used. */
   tooLarge: boolean;
+  /** The ValueSets it contains, by id (an item's `answerValueSet: "#id"`). */
+  valueSets: Map<string, Json>;
 }
 
 function isObject(v: unknown): v is Json {
@@ -72,7 +74,9 @@ export function prepareQuestionnaire(q: Json): PreparedQuestionnaire {
     }
     return { items, index };
   };
+  const valueSets = new Map<string, Json>();
+  for (const c of objects(q.contained)) if (c.resourceType === 'ValueSet' && typeof c.id === 'string') valueSets.set(c.id, c);
   const top = build(objects(q.item));
-  if (top === undefined) return { label, items: [], index: new Map(), byLinkId: new Map(), tooLarge: true };
-  return { label, items: top.items, index: top.index, byLinkId, tooLarge: false };
+  if (top === undefined) return { label, items: [], index: new Map(), byLinkId: new Map(), tooLarge: true, valueSets };
+  return { label, items: top.items, index: top.index, byLinkId, tooLarge: false, valueSets };
 }

@@ -1,7 +1,10 @@
 /**
  * Where a tenant's Questionnaires come from: the store as it stands at each check (by `url` or
  * `url|version`, through the canonical search), or a set read once (an import checks every response
- * against the Questionnaires stored when it started). A `url` alone names the latest version.
+ * against the Questionnaires stored when it started). A `url` alone names the latest version. A relative
+ * reference `Questionnaire/{id}`, which names no canonical url but is what R4's own examples (and many
+ * clients) put in `QuestionnaireResponse.questionnaire`, names the tenant's Questionnaire of that id when
+ * none has it as its url, as HAPI FHIR reads it.
  */
 import type { Store } from '../../../store/types.ts';
 import { canonicalCondition } from '../../search-canonical.ts';
@@ -16,6 +19,11 @@ export interface QuestionnaireSource {
   changeToken(tenant: string): Promise<string>;
   /** The live Questionnaire `canonical` (`url` or `url|version`) names; the latest version when several do. */
   find(tenant: string, canonical: string): Promise<Json | undefined>;
+}
+
+/** A relative reference to a Questionnaire by id (`Questionnaire/gcs`): its id, else undefined. */
+export function localId(canonical: string): string | undefined {
+  return /^Questionnaire\/([A-Za-z0-9\-.]{1,64})$/.exec(canonical)?.[1];
 }
 
 /** The most versions of one url a lookup reads. */
@@ -51,7 +59,11 @@ export function storeQuestionnaires(store: Store): QuestionnaireSource {
     changeToken: (tenant) => store.resources.changeToken(tenant, QUESTIONNAIRE_TYPES),
     async find(tenant, canonical) {
       const rows = await store.resources.search(tenant, { type: 'Questionnaire', where: [canonicalCondition([canonical])], sort: [], count: VERSIONS });
-      return latest(rows.filter((r) => !r.deleted).map((r) => ({ json: JSON.parse(r.content) as Json, updated: r.lastUpdated })));
+      const found = latest(rows.filter((r) => !r.deleted).map((r) => ({ json: JSON.parse(r.content) as Json, updated: r.lastUpdated })));
+      const id = found === undefined ? localId(canonical) : undefined;
+      if (id === undefined) return found;
+      const row = await store.resources.read(tenant, 'Questionnaire', id);
+      return row === null || row.deleted ? undefined : (JSON.parse(row.content) as Json);
     },
   };
 }
@@ -59,7 +71,9 @@ export function storeQuestionnaires(store: Store): QuestionnaireSource {
 /** Questionnaires read once, whatever tenant asks (they never change, so the token does not either). */
 export function snapshotQuestionnaires(questionnaires: readonly Json[]): QuestionnaireSource {
   const byUrl = new Map<string, Json[]>();
+  const byId = new Map<string, Json>();
   for (const q of questionnaires) {
+    if (typeof q.id === 'string') byId.set(q.id, q);
     if (typeof q.url !== 'string') continue;
     byUrl.set(q.url, [...(byUrl.get(q.url) ?? []), q]);
   }
@@ -70,7 +84,8 @@ export function snapshotQuestionnaires(questionnaires: readonly Json[]): Questio
       const bar = canonical.indexOf('|');
       const found = byUrl.get(bar < 0 ? canonical : canonical.slice(0, bar)) ?? [];
       const candidates = bar < 0 ? found : found.filter((q) => q.version === canonical.slice(bar + 1));
-      return latest(candidates.map((json) => ({ json, updated: updated(json) })));
+      const id = candidates.length === 0 ? localId(canonical) : undefined;
+      return id === undefined ? latest(candidates.map((json) => ({ json, updated: updated(json) }))) : byId.get(id);
     },
   };
 }

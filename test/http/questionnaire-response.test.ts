@@ -92,18 +92,29 @@ function operators(): Json {
     item: [
       { linkId: 'age', type: 'integer' },
       { linkId: 'born', type: 'date' },
+      { linkId: 'colour', type: 'choice', answerOption: [{ valueCoding: { system: COLOURS, code: 'red' } }, { valueCoding: { system: COLOURS, code: 'blue' } }] },
+      { linkId: 'height', type: 'quantity' },
       on('gt', [age('>', 17)]), on('lt', [age('<', 18)]), on('ge', [age('>=', 18)]), on('le', [age('<=', 17)]),
       on('eq', [age('=', 18)]), on('ne', [age('!=', 18)]), on('exists', [{ question: 'age', operator: 'exists', answerBoolean: true }]),
       on('missing', [{ question: 'none', operator: 'exists', answerBoolean: true }]),
       on('all', [age('>', 10), age('<', 18)], 'all'), on('any', [age('>', 10), age('<', 18)], 'any'),
       on('date', [{ question: 'born', operator: '<', answerDate: '2000-01-01' }]),
+      on('red', [{ question: 'colour', operator: '=', answerCoding: { system: COLOURS, code: 'red' } }]),
+      on('blue', [{ question: 'colour', operator: '=', answerCoding: { system: COLOURS, code: 'blue' } }]),
+      on('tall', [{ question: 'height', operator: '>=', answerQuantity: { value: 1.8, system: 'http://unitsofmeasure.org', code: 'm' } }]),
+      on('short', [{ question: 'height', operator: '<', answerQuantity: { value: 1.5, system: 'http://unitsofmeasure.org', code: 'm' } }]),
     ],
   };
 }
 
 function operatorResponse(): Json {
-  const answered = ['gt', 'lt', 'ge', 'le', 'eq', 'ne', 'exists', 'missing', 'all', 'any', 'date'].map((linkId) => ({ linkId, ...a({ valueString: 'x' }) }));
-  return { resourceType: 'QuestionnaireResponse', questionnaire: OPS, status: 'completed', item: [{ linkId: 'age', ...a({ valueInteger: 18 }) }, { linkId: 'born', ...a({ valueDate: '1999-05-01' }) }, ...answered] };
+  const answered = ['gt', 'lt', 'ge', 'le', 'eq', 'ne', 'exists', 'missing', 'all', 'any', 'date', 'red', 'blue', 'tall', 'short'].map((linkId) => ({ linkId, ...a({ valueString: 'x' }) }));
+  const given = [
+    { linkId: 'age', ...a({ valueInteger: 18 }) }, { linkId: 'born', ...a({ valueDate: '1999-05-01' }) },
+    { linkId: 'colour', ...a({ valueCoding: { system: COLOURS, code: 'red' } }) },
+    { linkId: 'height', ...a({ valueQuantity: { value: 1.8, system: 'http://unitsofmeasure.org', code: 'm' } }) },
+  ];
+  return { resourceType: 'QuestionnaireResponse', questionnaire: OPS, status: 'completed', item: [...given, ...answered] };
 }
 
 const issues = (outcome: Json) => outcome.issue as Json[];
@@ -185,7 +196,7 @@ await eachStore((kind, fresh) => {
     test('enableWhen: each operator, and enableBehavior all and any, decide which items may be answered', async () => {
       const outcome = await validate(operatorResponse());
       const disabled = errorsOf(outcome).map((i) => i.details.text.match(/'([^']+)'/)![1]).sort();
-      expect(disabled).toEqual(['all', 'le', 'lt', 'missing', 'ne']);
+      expect(disabled).toEqual(['all', 'blue', 'le', 'lt', 'missing', 'ne', 'short']);
       expect((await api.post('QuestionnaireResponse', operatorResponse())).status).toBe(422);
     });
 
@@ -217,6 +228,18 @@ await eachStore((kind, fresh) => {
       expect((((await (await api.get('Patient')).json()) as Json).entry ?? []).length).toBe(0);
     });
 
+    test('a batch refuses the entry that breaks its Questionnaire alone; a PATCH that breaks it is a 422', async () => {
+      const bad = { ...withItem('weight', { linkId: 'weight', ...a({ valueString: 'heavy' }) }), questionnaire: `${URL}|1` };
+      const bundle = { resourceType: 'Bundle', type: 'batch', entry: [{ resource: goodResponse(`${URL}|1`), request: { method: 'POST', url: 'QuestionnaireResponse' } }, { resource: bad, request: { method: 'POST', url: 'QuestionnaireResponse' } }] };
+      const res = (await (await api.post('', bundle)).json()) as Json;
+      expect(res.entry.map((e: Json) => e.response.status.slice(0, 3))).toEqual(['201', '422']);
+      expect(errorAt(res.entry[1].response.outcome)).toEqual(['Bundle.entry[1].resource.item[4].answer[0]']);
+      const created = await api.create(goodResponse(`${URL}|1`));
+      const patch = [{ op: 'replace', path: '/item/4/answer/0', value: { valueString: 'heavy' } }];
+      const patched = await api.call('PATCH', `QuestionnaireResponse/${created.id}`, patch, { 'Content-Type': 'application/json-patch+json' });
+      expect(errorAt(await expectOutcome(patched, 422))).toEqual(['QuestionnaireResponse.item[4].answer[0]']);
+    });
+
     test('a contained Questionnaire (#id) is used', async () => {
       const r = { ...goodResponse('#q'), contained: [{ ...intake(), id: 'q', url: undefined }] };
       expect(errorAt(await validate(r))).toEqual([]);
@@ -224,8 +247,8 @@ await eachStore((kind, fresh) => {
       expect(errorAt(await validate(bad))).toEqual(['QuestionnaireResponse.item[4].answer[0]']);
     });
 
-    test('a response of more than 10,000 items is refused with one clear error, not checked item by item', async () => {
-      const item = Array.from({ length: 12_000 }, () => ({ linkId: 'bogus', answer: [{ valueString: 'x' }] }));
+    test('a response of 100,000 items is refused with one clear error (more than 10,000), not checked item by item', async () => {
+      const item = Array.from({ length: 100_000 }, () => ({ linkId: 'bogus', answer: [{ valueString: 'x' }] }));
       const outcome = await expectOutcome(await api.post('QuestionnaireResponse', { resourceType: 'QuestionnaireResponse', questionnaire: URL, status: 'in-progress', item }), 422);
       expect(issues(outcome)).toEqual([expect.objectContaining({ severity: 'error', code: 'too-costly', expression: ['QuestionnaireResponse.item'] })]);
     });

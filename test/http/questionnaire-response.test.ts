@@ -240,6 +240,14 @@ await eachStore((kind, fresh) => {
       expect(errorAt(await expectOutcome(patched, 422))).toEqual(['QuestionnaireResponse.item[4].answer[0]']);
     });
 
+    test('the responses inside a stored collection Bundle are checked, each at its entry', async () => {
+      const bad = { ...withItem('weight', { linkId: 'weight', ...a({ valueString: 'heavy' }) }), questionnaire: `${URL}|1` };
+      const collection = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: goodResponse(`${URL}|1`) }, { resource: bad }] };
+      expect(errorAt(await expectOutcome(await api.post('Bundle', collection), 422))).toEqual(['Bundle.entry[1].resource.item[4].answer[0]']);
+      expect(errorAt((await (await api.post('Bundle/$validate', collection)).json()) as Json)).toEqual(['Bundle.entry[1].resource.item[4].answer[0]']);
+      expect((await api.post('Bundle', { ...collection, entry: [collection.entry[0]] })).status).toBe(201);
+    });
+
     test('a contained Questionnaire (#id) is used', async () => {
       const r = { ...goodResponse('#q'), contained: [{ ...intake(), id: 'q', url: undefined }] };
       expect(errorAt(await validate(r))).toEqual([]);

@@ -37,12 +37,21 @@ export class QuestionnaireValidator {
   constructor(readonly source: QuestionnaireSource, readonly membership?: CheckMembership, private readonly capacity = QUESTIONNAIRES_PER_TENANT) {}
 
   /**
-   * The problems of `resource` against its Questionnaire; undefined at once when it is not a
-   * QuestionnaireResponse naming one (nothing to check, nothing to await).
+   * The problems of `resource` against its Questionnaire, and of the responses inside it (its contained
+   * resources, the entries of a stored document or collection Bundle) against theirs; undefined at once
+   * when it holds no QuestionnaireResponse naming one (nothing to check, nothing to await).
    */
   issues(tenant: string, resource: Json, opts: ResponseCheckOptions): Promise<ValidationIssue[]> | undefined {
-    if (resource.resourceType !== 'QuestionnaireResponse' || typeof resource.questionnaire !== 'string' || resource.questionnaire === '') return undefined;
-    return this.check(tenant, resource, resource.questionnaire, opts);
+    const responses = responsesIn(resource, opts.at ?? String(resource.resourceType), resource);
+    if (responses.length === 0) return undefined;
+    return this.checkAll(tenant, responses, opts.warnings);
+  }
+
+  private async checkAll(tenant: string, responses: Response[], warnings: boolean): Promise<ValidationIssue[]> {
+    const cache = await this.cache(tenant);
+    const out: ValidationIssue[] = [];
+    for (const r of responses) out.push(...(await this.check(tenant, cache, r, warnings)));
+    return out;
   }
 
   /** Throws a 422 (`what` is not valid) when the response has an error against its Questionnaire; undefined at once when there is nothing to check. */
@@ -52,34 +61,41 @@ export class QuestionnaireValidator {
     });
   }
 
-  private async check(tenant: string, qr: Json, canonical: string, opts: ResponseCheckOptions): Promise<ValidationIssue[]> {
-    const at = opts.at ?? 'QuestionnaireResponse';
-    const q = canonical.startsWith('#') ? contained(qr, canonical.slice(1)) : await this.resolve(tenant, canonical);
+  private async check(tenant: string, cache: TenantCache, response: Response, warnings: boolean): Promise<ValidationIssue[]> {
+    const { resource: qr, at, root } = response;
+    const canonical = qr.questionnaire as string;
+    // `#id`: contained in the response, or (a contained response) beside it in the resource holding it.
+    const q = canonical.startsWith('#') ? (contained(qr, canonical.slice(1)) ?? contained(root, canonical.slice(1))) : await this.resolve(tenant, cache, canonical);
     if (q === undefined) {
-      return opts.warnings ? [{ severity: 'warning', code: 'not-supported', expression: `${at}.questionnaire`, text: `The Questionnaire ${canonical} is not known here: the response was not checked against it` }] : [];
+      return warnings ? [{ severity: 'warning', code: 'not-supported', expression: `${at}.questionnaire`, text: `The Questionnaire ${canonical} is not known here: the response was not checked against it` }] : [];
     }
     const result = checkResponse(qr, q, at);
-    const out = result.issues.filter((i) => opts.warnings || i.severity === 'error');
+    const out = result.issues.filter((i) => warnings || i.severity === 'error');
     // Each value set and coding asked once per response (a repeating item may give the same answer often).
     const verdicts = new Map<string, Promise<Membership>>();
     for (const p of result.pending) {
       const key = `${p.valueSet}\0${p.coding.system ?? ''}\0${p.coding.code}`;
       let verdict = verdicts.get(key);
       if (verdict === undefined) verdicts.set(key, (verdict = this.membershipOf(tenant, p)));
-      const issue = this.issueOf(p, await verdict, opts.warnings);
+      const issue = this.issueOf(p, await verdict, warnings);
       if (issue) out.push(issue);
     }
     return out;
   }
 
-  /** The tenant's Questionnaire `canonical` names, prepared, from the cache while the tenant's Questionnaires are unchanged. */
-  private async resolve(tenant: string, canonical: string): Promise<PreparedQuestionnaire | undefined> {
+  /** The tenant's cache, dropped when its Questionnaires changed (one read of the change token). */
+  private async cache(tenant: string): Promise<TenantCache> {
     const token = await this.source.changeToken(tenant);
     let cache = this.tenants.get(tenant);
     if (cache === undefined || cache.token !== token) {
       cache = { token, found: new BoundedCache(this.capacity) };
       this.tenants.set(tenant, cache);
     }
+    return cache;
+  }
+
+  /** The tenant's Questionnaire `canonical` names, prepared, from the cache while the tenant's Questionnaires are unchanged. */
+  private resolve(tenant: string, cache: TenantCache, canonical: string): Promise<PreparedQuestionnaire | undefined> {
     let p = cache.found.get(canonical);
     if (p === undefined) {
       p = this.source.find(tenant, canonical).then((q) => (q === undefined ? undefined : prepareQuestionnaire(q)));
@@ -103,6 +119,40 @@ export class QuestionnaireValidator {
     const issue: ValidationIssue = { severity: p.open ? 'warning' : 'error', code: 'code-invalid', expression: p.expression, text: `The answer '${given}' to the item '${p.linkId}' is not in its answerValueSet ${p.valueSet}` };
     return issue.severity === 'error' || warnings ? issue : undefined;
   }
+}
+
+/** A response to check: where it is, and the resource it is in (itself, unless contained). */
+interface Response {
+  resource: Json;
+  at: string;
+  root: Json;
+}
+
+function isResponse(r: Json): boolean {
+  return r.resourceType === 'QuestionnaireResponse' && typeof r.questionnaire === 'string' && r.questionnaire !== '';
+}
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The QuestionnaireResponses naming a Questionnaire in `resource` (at `at`): itself, its contained ones,
+ * and the entries of a document or collection Bundle (a stored Bundle, whose entries are not written one
+ * by one) with theirs. A transaction's or batch's entries are written, and checked, each on its own.
+ */
+function responsesIn(resource: Json, at: string, root: Json): Response[] {
+  const out: Response[] = isResponse(resource) ? [{ resource, at, root }] : [];
+  if (Array.isArray(resource.contained)) {
+    for (const [i, c] of resource.contained.entries()) if (isObject(c) && isResponse(c)) out.push({ resource: c, at: `${at}.contained[${i}]`, root });
+  }
+  if (resource.resourceType === 'Bundle' && (resource.type === 'document' || resource.type === 'collection') && Array.isArray(resource.entry)) {
+    for (const [i, e] of resource.entry.entries()) {
+      const r = isObject(e) ? e.resource : undefined;
+      if (isObject(r)) out.push(...responsesIn(r, `${at}.entry[${i}].resource`, r));
+    }
+  }
+  return out;
 }
 
 /** The contained Questionnaire of id `id`, prepared (not cached: it lives in the response). */

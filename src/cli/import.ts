@@ -55,7 +55,8 @@ export const importCommand: Command = {
     'Bad lines are reported with file and line number and skipped; an invalid resource (CINDER_VALIDATION)\n' +
     'with each of its problems. At strict, a resource is also checked against each profile it claims (meta.profile)\n' +
     "that Cinder knows, as a REST write is: the tenant's StructureDefinitions as stored when the import starts\n" +
-    '(one imported by the run applies from the next run on), and the R4 core profiles.\n' +
+    '(one imported by the run applies from the next run on), and the R4 core profiles; a QuestionnaireResponse is\n' +
+    "checked against its Questionnaire (the tenant's as stored when the import starts).\n" +
     'Exit code 1 when any resource failed.\n' +
     'urn:uuid: references resolve across the files of one run: a Bundle (or NDJSON line) referring to an entry\n' +
     'of a Bundle not written yet waits for the end of the run, so the order of the files does not matter;\n' +

@@ -30,7 +30,8 @@ export const validateCommand: Command = {
     'strictly (structure, formats, required bindings, invariants), whatever CINDER_VALIDATION says: for data\n' +
     'imported before validation existed or with CINDER_VALIDATION=structural|off. A resource claiming profiles\n' +
     "(meta.profile) is checked against each that Cinder knows (the tenant's StructureDefinitions as of the check, the\n" +
-    'R4 core profiles), and its extensions against their definitions, as a write at strict is. Prints one OperationOutcome per\n' +
+    'R4 core profiles), and its extensions against their definitions, as a write at strict is; a QuestionnaireResponse against\n' +
+    'its Questionnaire. Prints one OperationOutcome per\n' +
     'invalid resource on stdout (NDJSON; each issue\'s diagnostics starts with Type/id) and a summary on stderr\n' +
     '(on stdout as JSON with --json, instead of the NDJSON). Exit code 1 when any resource is invalid.\n' +
     'A tenant that may hold unvalidated resources has each exported resource validated (an invalid one is listed in\n' +

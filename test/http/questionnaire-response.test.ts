@@ -200,6 +200,17 @@ await eachStore((kind, fresh) => {
       expect((await api.post('QuestionnaireResponse', operatorResponse())).status).toBe(422);
     });
 
+    test('enableWhen inside a repeating group reads the answers of the same repetition', async () => {
+      const q = {
+        resourceType: 'Questionnaire', url: 'http://example.org/Questionnaire/members', status: 'active',
+        item: [{ linkId: 'member', type: 'group', repeats: true, item: [{ linkId: 'role', type: 'string' }, { linkId: 'maiden', type: 'string', enableWhen: [{ question: 'role', operator: '=', answerString: 'mother' }] }] }],
+      };
+      await api.create(q);
+      const member = (role: string) => ({ linkId: 'member', item: [{ linkId: 'role', ...a({ valueString: role }) }, { linkId: 'maiden', ...a({ valueString: 'Smith' }) }] });
+      const r = { resourceType: 'QuestionnaireResponse', questionnaire: q.url, status: 'completed', item: [member('mother'), member('father')] };
+      expect(errorAt(await validate(r))).toEqual(['QuestionnaireResponse.item[1].item[1]']);
+    });
+
     test('an unknown Questionnaire: a warning in $validate, no error on write', async () => {
       const r = goodResponse('http://example.org/Questionnaire/unknown', { item: [{ linkId: 'anything', ...a({ valueString: 'x' }) }] });
       const outcome = await validate(r);

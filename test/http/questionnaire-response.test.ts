@@ -211,6 +211,16 @@ await eachStore((kind, fresh) => {
       expect(errorAt(await validate(r))).toEqual(['QuestionnaireResponse.item[1].item[1]']);
     });
 
+    test('enableWhen evaluation is held to its budget: 3,000 conditions over 5,000 answers each is one too-costly error', async () => {
+      const items = Array.from({ length: 3_000 }, (_, i) => ({ linkId: `x${i}`, type: 'string', enableWhen: [{ question: 'n', operator: '=', answerInteger: -1 }] }));
+      const q = { resourceType: 'Questionnaire', url: 'http://example.org/Questionnaire/costly', status: 'active', item: [{ linkId: 'n', type: 'integer', repeats: true }, ...items] };
+      await api.create(q);
+      const r = { resourceType: 'QuestionnaireResponse', questionnaire: q.url, status: 'completed', item: [{ linkId: 'n', answer: Array.from({ length: 5_000 }, (_, i) => ({ valueInteger: i })) }] };
+      const outcome = await validate(r);
+      expect(errorsOf(outcome)).toEqual([expect.objectContaining({ code: 'too-costly', expression: ['QuestionnaireResponse.item'] })]);
+      expect(errorsOf(outcome)[0].details.text).toContain('enableWhen');
+    });
+
     test('an unknown Questionnaire: a warning in $validate, no error on write', async () => {
       const r = goodResponse('http://example.org/Questionnaire/unknown', { item: [{ linkId: 'anything', ...a({ valueString: 'x' }) }] });
       const outcome = await validate(r);

@@ -15,7 +15,7 @@ import { R4_RESOURCE_TYPES, versionNumber } from './resource-types.ts';
 import { securityContextTarget, splitStoredBinary } from './binary.ts';
 import { requireIfMatch, requireIfNoneMatch, type IfMatch, type UpdatePreconditions } from './if-match.ts';
 export type { UpdatePreconditions } from './if-match.ts';
-import { requireValid } from './validation/check.ts';
+import { invalidResource, requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
@@ -71,11 +71,14 @@ export function validationLevel(deps: FhirDeps): ValidationLevel {
  */
 export function requireProfiles(deps: FhirDeps, tenant: string, resource: Resource, at?: string, what?: string): Promise<void> | undefined {
   if (validationLevel(deps) !== 'strict') return undefined;
-  const profiled = deps.profiles?.requireValid(tenant, resource as Record<string, unknown>, at, what);
-  const answered = deps.questionnaires?.requireValid(tenant, resource as Record<string, unknown>, at, what);
-  if (answered === undefined) return profiled;
-  // Both awaited, so that the second's refusal is never left unhandled.
-  return profiled === undefined ? answered : Promise.all([profiled, answered]).then(() => undefined);
+  const json = resource as Record<string, unknown>;
+  const answered = deps.questionnaires?.issues(tenant, json, at === undefined ? { warnings: false } : { warnings: false, at });
+  if (answered === undefined) return deps.profiles?.requireValid(tenant, json, at, what);
+  // One 422 listing the profiles' problems and the Questionnaire's together.
+  return Promise.all([deps.profiles?.writeIssues(tenant, json, at), answered]).then(([profiled, answers]) => {
+    const errors = [...(profiled ?? []), ...answers];
+    if (errors.length > 0) throw invalidResource(errors, what ?? at ?? resource.resourceType);
+  });
 }
 
 /**

@@ -261,6 +261,18 @@ await eachStore((kind, fresh) => {
       expect(errorAt(await expectOutcome(patched, 422))).toEqual(['QuestionnaireResponse.item[4].answer[0]']);
     });
 
+    test("a response breaking both a profile it claims and its Questionnaire: one 422 listing both", async () => {
+      const PROFILE = 'http://example.org/fhir/StructureDefinition/authored-response';
+      const el = (path: string, min: number) => ({ id: path, path, short: path, definition: path, min, max: '*', base: { path, min: 0, max: '*' } });
+      await api.create({
+        resourceType: 'StructureDefinition', url: PROFILE, name: 'AuthoredResponse', status: 'active', kind: 'resource', abstract: false,
+        type: 'QuestionnaireResponse', baseDefinition: 'http://hl7.org/fhir/StructureDefinition/QuestionnaireResponse', derivation: 'constraint',
+        snapshot: { element: [el('QuestionnaireResponse', 0), el('QuestionnaireResponse.author', 1)] },
+      });
+      const bad = { ...withItem('weight', { linkId: 'weight', ...a({ valueString: 'heavy' }) }), questionnaire: `${URL}|1`, meta: { profile: [PROFILE] } };
+      expect(errorAt(await expectOutcome(await api.post('QuestionnaireResponse', bad), 422))).toEqual(['QuestionnaireResponse.author', 'QuestionnaireResponse.item[4].answer[0]']);
+    });
+
     test('the responses inside a stored collection Bundle are checked, each at its entry', async () => {
       const bad = { ...withItem('weight', { linkId: 'weight', ...a({ valueString: 'heavy' }) }), questionnaire: `${URL}|1` };
       const collection = { resourceType: 'Bundle', type: 'collection', entry: [{ resource: goodResponse(`${URL}|1`) }, { resource: bad }] };

@@ -43,6 +43,7 @@ import type { AppEnv } from './http/env.ts';
 import { nulInUrl, renderError } from './http/errors.ts';
 import { exportRoutes } from './http/export.ts';
 import { fhirRoutes } from './http/fhir.ts';
+import { graphqlCapability, graphqlRoutes } from './http/graphql.ts';
 import { fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
@@ -160,7 +161,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
@@ -220,6 +221,8 @@ export function createApp(deps: AppDeps): App {
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
   metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));
+  // `$graphql` before the resource routes, which would take `/$graphql` for a type.
+  fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).
   fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits, dispatch: (req) => Promise.resolve(fetch(req)) }));
   app.route(FHIR_BASE_ROUTE, fhir);

@@ -326,6 +326,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['GET', `StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`, 200],
       ['POST', 'StructureDefinition/$snapshot', 400, { resourceType: 'Parameters' }], ['GET', 'StructureDefinition/probe-missing/$snapshot', 404],
     ],
+    // $graphql at the system level, and on an instance of each type (a missing one: 404).
+    'http://hl7.org/fhir/OperationDefinition/Resource-graphql': (type) => (type === ''
+      ? [['GET', `$graphql?query=${encodeURIComponent('{ __typename }')}`, 200], ['GET', '$graphql', 400]]
+      : [['GET', `${type}/probe-missing/$graphql?query=${encodeURIComponent('{ id }')}`, 404]]),
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

@@ -159,7 +159,7 @@ describe('CapabilityStatement', () => {
       { name: 'subsumes', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-subsumes' },
       { name: 'find-matches', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-find-matches' },
       { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
-      ...['meta', 'meta-add', 'meta-delete'].map((name) => ({ name, definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}` })),
+      ...['meta', 'meta-add', 'meta-delete', 'graphql'].map((name) => ({ name, definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}` })),
     ]);
   });
 });

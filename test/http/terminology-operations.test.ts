@@ -204,8 +204,8 @@ describe('ValueSet/$expand', () => {
 });
 
 describe('CapabilityStatement', () => {
-  /** The operations every type lists after its own ($meta and friends, R4 Resource operations). */
-  const META = ['meta', 'meta-add', 'meta-delete'].map((name) => `http://hl7.org/fhir/OperationDefinition/Resource-${name}`);
+  /** The operations every type lists after its own ($meta and friends, $graphql: R4 Resource operations). */
+  const META = ['meta', 'meta-add', 'meta-delete', 'graphql'].map((name) => `http://hl7.org/fhir/OperationDefinition/Resource-${name}`);
 
   test('lists the terminology operations on ValueSet and CodeSystem', async () => {
     const res = await t.request(`${t.fhir()}/metadata`);

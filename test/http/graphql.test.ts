@@ -1,0 +1,280 @@
+/**
+ * FHIR R4 `$graphql` (graphql.html), read-only, on both databases: transport (GET, POST JSON, POST
+ * application/graphql), reads, lists with search arguments (the same ids as the REST search),
+ * Connections, reference resolution (batched), reverse references, variables, fragments,
+ * introspection, instance level, errors and limits, and a token's reach (patient compartment, scope filters).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { getIntrospectionQuery } from 'graphql';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, searchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
+
+const CAT = 'http://terminology.hl7.org/CodeSystem/observation-category';
+
+await eachStore((kind, fresh) => {
+  describe(`$graphql (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    /** POSTs `{query, variables, operationName}` and returns status and body. */
+    const gql = async (query: string, variables?: Json, client = api, path = '$graphql', operationName?: string) => {
+      const res = await client.post(path, JSON.stringify({ query, ...(variables ? { variables } : {}), ...(operationName ? { operationName } : {}) }), { 'Content-Type': 'application/json' });
+      return { status: res.status, type: res.headers.get('content-type'), body: (await res.json()) as Json };
+    };
+    /** The data of a query that must succeed without errors. */
+    const data = async (query: string, variables?: Json, client = api) => {
+      const r = await gql(query, variables, client);
+      expect({ status: r.status, errors: r.body.errors }).toEqual({ status: 200, errors: undefined });
+      return r.body.data as Json;
+    };
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Practitioner', id: 'dr', name: [{ family: 'House' }] });
+      await api.put200({
+        resourceType: 'Patient', id: 'p1', gender: 'female', birthDate: '1980-02-03', active: true,
+        _birthDate: { extension: [{ url: 'http://example.org/precision', valueString: 'day' }] },
+        name: [{ family: 'Smith', given: ['Ann'] }], address: [{ city: 'Springfield' }], generalPractitioner: [{ reference: 'Practitioner/dr' }],
+      });
+      await api.put200({ resourceType: 'Patient', id: 'p2', gender: 'male', birthDate: '1990-05-06', name: [{ family: 'Smithers' }], address: [{ city: 'Shelbyville' }] });
+      await api.put200({ resourceType: 'Patient', id: 'p3', gender: 'male', birthDate: '1970-01-01', name: [{ family: 'Jones' }], address: [{ city: 'Springfield' }] });
+      for (let i = 0; i < 12; i++) {
+        const subject = ['p1', 'p2', 'p3'][i % 3]!;
+        await api.put200({
+          resourceType: 'Observation', id: `o${i}`, status: 'final', subject: { reference: `Patient/${subject}` },
+          category: [{ coding: [{ system: CAT, code: i % 2 ? 'vital-signs' : 'laboratory' }] }],
+          code: { coding: [{ system: 'http://loinc.org', code: '8867-4' }] }, valueQuantity: { value: 60 + i, unit: '/min' },
+          performer: [{ reference: 'Practitioner/dr' }],
+        });
+      }
+      await api.put200({ resourceType: 'Observation', id: 'ghost', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/ghost' } });
+      await api.put200({
+        resourceType: 'Observation', id: 'contained', status: 'final', code: { text: 'x' },
+        contained: [{ resourceType: 'Patient', id: 'c1', name: [{ family: 'Inside' }] }], subject: { reference: '#c1' },
+      });
+    });
+    afterAll(() => t.close());
+
+    test('a read: fields by their JSON names, choice types by type, primitive extensions as _name', async () => {
+      const r = await gql('{ Patient(id: "p1") { resourceType id gender birthDate _birthDate { extension { url valueString } } name { family given } } Observation(id: "o1") { valueQuantity { value unit } valueString } }');
+      expect(r.status).toBe(200);
+      expect(r.type).toStartWith('application/json');
+      expect(r.body).toEqual({
+        data: {
+          Patient: {
+            resourceType: 'Patient', id: 'p1', gender: 'female', birthDate: '1980-02-03',
+            _birthDate: { extension: [{ url: 'http://example.org/precision', valueString: 'day' }] }, name: [{ family: 'Smith', given: ['Ann'] }],
+          },
+          Observation: { valueQuantity: { value: 61, unit: '/min' }, valueString: null },
+        },
+      });
+    });
+
+    test('GET with ?query= and POST application/graphql answer as POST application/json does', async () => {
+      const q = '{ Patient(id: "p2") { id gender } }';
+      const expected = { data: { Patient: { id: 'p2', gender: 'male' } } };
+      const get = await api.get(`$graphql?query=${encodeURIComponent(q)}`);
+      expect(get.status).toBe(200);
+      expect(await get.json()).toEqual(expected);
+      const raw = await api.post('$graphql', q, { 'Content-Type': 'application/graphql' });
+      expect(raw.status).toBe(200);
+      expect(await raw.json()).toEqual(expected);
+      const vars = await api.get(`$graphql?query=${encodeURIComponent('query Q($id: ID!) { Patient(id: $id) { id gender } }')}&variables=${encodeURIComponent('{"id":"p2"}')}`);
+      expect(await vars.json()).toEqual(expected);
+    });
+
+    test('{Type}List takes the search parameters as arguments and finds what the REST search finds', async () => {
+      const cases: [Json, string][] = [
+        [{ name: 'smith' }, 'name=smith'],
+        [{ gender: 'male' }, 'gender=male'],
+        [{ address_city: 'Springfield' }, 'address-city=Springfield'],
+        [{ birthdate: 'ge1975-01-01' }, 'birthdate=ge1975-01-01'],
+        [{ _id: 'p1,p3' }, '_id=p1,p3'],
+        [{ _filter: 'gender eq male and name co "ones"' }, `_filter=${encodeURIComponent('gender eq male and name co "ones"')}`],
+      ];
+      for (const [args, query] of cases) {
+        const d = await data('query L($name: String, $gender: String, $address_city: String, $birthdate: String, $_id: String, $_filter: String) { PatientList(name: $name, gender: $gender, address_city: $address_city, birthdate: $birthdate, _id: $_id, _filter: $_filter) { id } }', args);
+        const ids = (d.PatientList as Json[]).map((p) => p.id).sort();
+        expect({ args, ids }).toEqual({ args, ids: await searchIds(api, `Patient?${query}`) });
+        expect(ids.length).toBeGreaterThan(0);
+      }
+      const obs = await data('{ ObservationList(subject: "Patient/p1", category: "laboratory", _sort: "_id") { id } }');
+      expect((obs.ObservationList as Json[]).map((o) => o.id)).toEqual(['o0', 'o6']);
+      const paged = await data('{ ObservationList(code: "8867-4", _count: 5, _offset: 5, _sort: "_id") { id } }');
+      expect((paged.ObservationList as Json[]).map((o) => o.id)).toEqual(await searchIds(api, 'Observation?code=8867-4&_count=5&_offset=5&_sort=_id'));
+      expect(paged.ObservationList).toHaveLength(5);
+    });
+
+    test('{Type}Connection pages with its cursors and counts', async () => {
+      const first = await data('{ ObservationConnection(code: "8867-4", _count: 5) { count pagesize next edges { mode resource { id } } } }');
+      const c = first.ObservationConnection as Json;
+      expect(c.count).toBe(12);
+      expect(c.pagesize).toBe(5);
+      expect(c.edges[0].mode).toBe('match');
+      expect(typeof c.next).toBe('string');
+      const ids = c.edges.map((e: Json) => e.resource.id);
+      const second = await data('query N($c: String) { ObservationConnection(code: "8867-4", _count: 5, _cursor: $c) { edges { resource { id } } } }', { c: c.next });
+      const more = (second.ObservationConnection as Json).edges.map((e: Json) => e.resource.id);
+      expect(more).toHaveLength(5);
+      expect(more.filter((id: string) => ids.includes(id))).toEqual([]);
+    });
+
+    test('a Reference resolves its resource, of a type asked for, contained ones too', async () => {
+      const d = await data('{ Observation(id: "o0") { subject { reference resource { ... on Patient { id name { family } } } } performer { p: resource(type: "Patient") { ... on Patient { id } } d: resource(type: "Practitioner") { ... on Practitioner { name { family } } } } } c: Observation(id: "contained") { subject { resource { ... on Patient { name { family } } } } } }');
+      expect(d).toEqual({
+        Observation: { subject: { reference: 'Patient/p1', resource: { id: 'p1', name: [{ family: 'Smith' }] } }, performer: [{ p: null, d: { name: [{ family: 'House' }] } }] },
+        c: { subject: { resource: { name: [{ family: 'Inside' }] } } },
+      });
+    });
+
+    test("a list's references are read together, one query per type and level, not one read each", async () => {
+      const repo = t.store.resources;
+      const counts = { read: 0, search: 0 };
+      const { read, search } = repo;
+      repo.read = (...a) => (counts.read++, read.apply(repo, a));
+      repo.search = (...a) => (counts.search++, search.apply(repo, a));
+      try {
+        const d = await data('{ ObservationList(code: "8867-4") { id subject { resource { ... on Patient { id generalPractitioner { resource { ... on Practitioner { id } } } } } } performer { resource { ... on Practitioner { id } } } } }');
+        const list = d.ObservationList as Json[];
+        expect(list).toHaveLength(12);
+        for (const o of list) expect(o.performer[0].resource.id).toBe('dr');
+        expect(list.find((o) => o.id === 'o0')!.subject.resource.generalPractitioner[0].resource.id).toBe('dr');
+      } finally {
+        repo.read = read;
+        repo.search = search;
+      }
+      // The list; its subjects and performers (two types, one query each); the patients' practitioner was read already.
+      expect(counts).toEqual({ read: 0, search: 3 });
+    });
+
+    test('reverse references: {Type}List(_reference: param) inside a resource', async () => {
+      const d = await data('{ Patient(id: "p2") { id ObservationList(_reference: subject, _sort: "_id") { id } } Practitioner(id: "dr") { PatientList(_reference: general_practitioner) { id } } }');
+      expect(d).toEqual({ Patient: { id: 'p2', ObservationList: [{ id: 'o1' }, { id: 'o10' }, { id: 'o4' }, { id: 'o7' }] }, Practitioner: { PatientList: [{ id: 'p1' }] } });
+      const filtered = await data('{ PatientList(_id: "p1,p2", _sort: "_id") { id ObservationList(_reference: patient, _filter: "category eq vital-signs", _sort: "_id") { id } } }');
+      expect(filtered.PatientList).toEqual([{ id: 'p1', ObservationList: [{ id: 'o3' }, { id: 'o9' }] }, { id: 'p2', ObservationList: [{ id: 'o1' }, { id: 'o7' }] }]);
+    });
+
+    test('variables, fragments, aliases and operationName', async () => {
+      const q = 'fragment P on Patient { id gender } query A($id: ID!) { a: Patient(id: $id) { ...P } b: Patient(id: "p3") { ...P } } query B { Patient(id: "p1") { id } }';
+      const r = await gql(q, { id: 'p2' }, api, '$graphql', 'A');
+      expect(r.body).toEqual({ data: { a: { id: 'p2', gender: 'male' }, b: { id: 'p3', gender: 'male' } } });
+      const missing = await gql('query A($id: ID!) { Patient(id: $id) { id } }', {});
+      expect(missing.status).toBe(200);
+      expect(missing.body.errors[0].message).toContain('$id');
+    });
+
+    test('introspection describes the schema', async () => {
+      const d = await data('{ __schema { queryType { name } } obs: __type(name: "Observation") { fields { name } } ref: __type(name: "Reference") { fields { name args { name } } } q: __type(name: "Query") { fields { name } } }');
+      expect((d.__schema as Json).queryType.name).toBe('Query');
+      const obs = (d.obs as Json).fields.map((f: Json) => f.name);
+      expect(obs).toEqual(expect.arrayContaining(['valueQuantity', 'valueCodeableConcept', 'status', '_status', 'subject', 'resourceType']));
+      const resource = (d.ref as Json).fields.find((f: Json) => f.name === 'resource');
+      expect(resource.args.map((a: Json) => a.name).sort()).toEqual(['optional', 'type']);
+      expect((d.q as Json).fields.map((f: Json) => f.name)).toEqual(expect.arrayContaining(['Patient', 'PatientList', 'PatientConnection']));
+      // GraphiQL's own query (its `ofType` nested past the depth limit, which introspection is not held to).
+      const full = await gql(getIntrospectionQuery());
+      expect(full.body.errors).toBeUndefined();
+      const types = new Map<string, Json>((full.body.data.__schema.types as Json[]).map((ty) => [ty.name, ty]));
+      expect(types.get('PatientContact')!.fields.map((f: Json) => f.name)).toEqual(expect.arrayContaining(['relationship', 'name', 'telecom']));
+      expect(types.get('ResourceList')!.possibleTypes).toHaveLength(146);
+      expect(types.get('ObservationReferenceParam')!.enumValues.map((v: Json) => v.name)).toEqual(expect.arrayContaining(['subject', 'based_on']));
+    });
+
+    test('instance level: the resource is the root', async () => {
+      const res = await api.get(`Patient/p1/$graphql?query=${encodeURIComponent('{ id name { family } ObservationList(_reference: subject, _sort: "_id") { id } }')}`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ data: { id: 'p1', name: [{ family: 'Smith' }], ObservationList: [{ id: 'o0' }, { id: 'o3' }, { id: 'o6' }, { id: 'o9' }] } });
+      await expectOutcome(await api.get(`Patient/nope/$graphql?query=${encodeURIComponent('{ id }')}`), 404);
+      await expectOutcome(await api.get(`Nope/p1/$graphql?query=${encodeURIComponent('{ id }')}`), 404);
+    });
+
+    test('errors: syntax, unknown fields, a read of nothing (with its path), mutations, malformed requests', async () => {
+      const syntax = await gql('{ Patient(id: "p1") { id ');
+      expect(syntax.status).toBe(200);
+      expect(syntax.body.errors[0].message).toContain('Syntax Error');
+      expect(syntax.body.data).toBeUndefined();
+      const unknown = await gql('{ Patient(id: "p1") { nope } }');
+      expect(unknown.body.errors[0].message).toContain('Cannot query field "nope"');
+      const none = await gql('{ Patient(id: "nope") { id } ok: Patient(id: "p1") { id } }');
+      expect(none.status).toBe(200);
+      expect(none.body.data).toEqual({ Patient: null, ok: { id: 'p1' } });
+      expect(none.body.errors).toEqual([expect.objectContaining({ path: ['Patient'], extensions: { status: 404, code: 'not-found' } })]);
+      const unresolvable = await gql('{ Observation(id: "ghost") { subject { resource { ... on Patient { id } } } } other: Observation(id: "ghost") { subject { resource(optional: true) { ... on Patient { id } } } } }');
+      expect(unresolvable.body.data).toEqual({ Observation: { subject: { resource: null } }, other: { subject: { resource: null } } });
+      expect(unresolvable.body.errors).toEqual([expect.objectContaining({ path: ['Observation', 'subject', 'resource'], extensions: { status: 404, code: 'not-found' } })]);
+      // A search argument it cannot use is an error, as under `Prefer: handling=strict`, never silently dropped.
+      const badValue = await gql('{ PatientList(birthdate: "not-a-date") { id } ok: PatientList(_id: "p1") { id } }');
+      expect(badValue.body.data).toEqual({ PatientList: null, ok: [{ id: 'p1' }] });
+      expect(badValue.body.errors).toEqual([expect.objectContaining({ path: ['PatientList'], extensions: { status: 400, code: 'invalid' } })]);
+      const mutation = await gql('mutation { PatientCreate { id } }');
+      expect(mutation.status).toBe(200);
+      expect(mutation.body.errors[0].message).toContain('read-only');
+      await expectOutcome(await api.post('$graphql', JSON.stringify({ variables: {} }), { 'Content-Type': 'application/json' }), 400);
+      await expectOutcome(await api.post('$graphql', '{not json', { 'Content-Type': 'application/json' }), 400);
+      await expectOutcome(await api.post('$graphql', JSON.stringify({ query: '{ x }', variables: [1] }), { 'Content-Type': 'application/json' }), 400);
+      await expectOutcome(await api.post('$graphql', '{ x }', { 'Content-Type': 'text/plain' }), 415);
+      await expectOutcome(await api.get('$graphql'), 400);
+      await expectOutcome(await api.call('DELETE', '$graphql'), 405);
+    });
+
+    test('limits: depth, fields (aliases and fragments counted), query size, resources read', async () => {
+      let nested = 'id';
+      for (let i = 0; i < 13; i++) nested = `contained { ... on Patient { ${nested} } }`;
+      const tooDeep = await gql(`{ Patient(id: "p1") { ${nested} } }`);
+      expect(tooDeep.status).toBe(200);
+      expect(tooDeep.body.errors[0].message).toContain('deeper than 12');
+      const aliases = Array.from({ length: 2001 }, (_, i) => `a${i}: id`).join(' ');
+      expect((await gql(`{ Patient(id: "p1") { ${aliases} } }`)).body.errors[0].message).toContain('more than 2000 fields');
+      // A fragment spread over and over: counted as used, refused without expanding it all.
+      let frags = 'fragment F0 on Patient { id gender }';
+      for (let i = 1; i < 30; i++) frags += ` fragment F${i} on Patient { ...F${i - 1} ...F${i - 1} }`;
+      expect((await gql(`{ Patient(id: "p1") { ...F29 } } ${frags}`)).body.errors[0].message).toContain('more than 2000 fields');
+      expect((await gql(`{ Patient(id: "p1") { id } } #${'x'.repeat(70_000)}`)).body.errors[0].message).toContain('longer than');
+      // More than 200 searches in one request: the searches past it are errors.
+      const lists = Array.from({ length: 201 }, (_, i) => `l${i}: PatientList(_id: "p1") { id }`).join(' ');
+      const many = await gql(`{ ${lists} }`);
+      expect(many.status).toBe(200);
+      expect(many.body.errors[0]).toMatchObject({ extensions: { status: 400, code: 'too-costly' } });
+    });
+
+    test("a patient's token reaches only its compartment, through reads, lists and references", async () => {
+      const patient = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
+      const d = await gql('{ ObservationList(_sort: "_id") { id subject { reference } } Patient(id: "p2") { id } PatientList { id } }', undefined, patient);
+      expect(d.status).toBe(200);
+      expect((d.body.data.ObservationList as Json[]).map((o) => o.id)).toEqual(['o0', 'o3', 'o6', 'o9']);
+      expect(d.body.data.PatientList).toEqual([{ id: 'p1' }]);
+      expect(d.body.data.Patient).toBeNull();
+      expect(d.body.errors).toEqual([expect.objectContaining({ path: ['Patient'], extensions: { status: 403, code: 'forbidden' } })]);
+      // Another patient's Observation, and another patient through a reference the token cannot read.
+      const other = await gql('{ Observation(id: "o1") { id } }', undefined, patient);
+      expect(other.body.errors[0].extensions.status).toBe(403);
+      const rev = await gql('{ Patient(id: "p1") { ObservationList(_reference: subject) { id } } PatientList(_id: "p2") { id } }', undefined, patient);
+      expect(rev.body.data).toEqual({ Patient: { ObservationList: [{ id: 'o0' }, { id: 'o3' }, { id: 'o6' }, { id: 'o9' }] }, PatientList: [] });
+      const instance = await patient.get(`Patient/p2/$graphql?query=${encodeURIComponent('{ id }')}`);
+      await expectOutcome(instance, 403);
+    });
+
+    test('a scope filter narrows lists and reads as on REST; no token is a 401', async () => {
+      const lab = fhirClient(t, await craftToken(t, 'system/Observation.rs?category=laboratory system/Patient.rs'));
+      const d = await gql('{ ObservationList(_sort: "_id") { id } Observation(id: "o1") { id } o0: Observation(id: "o0") { subject { resource { ... on Patient { id } } } } }', undefined, lab);
+      expect((d.body.data.ObservationList as Json[]).map((o) => o.id)).toEqual(await searchIds(lab, 'Observation?_sort=_id'));
+      expect(d.body.data.ObservationList).toHaveLength(6);
+      expect(d.body.data.Observation).toBeNull();
+      expect(d.body.data.o0).toEqual({ subject: { resource: { id: 'p1' } } });
+      expect(d.body.errors[0]).toMatchObject({ path: ['Observation'], extensions: { status: 403 } });
+      const noPractitioner = await gql('{ Observation(id: "o0") { performer { resource { ... on Practitioner { id } } } } }', undefined, lab);
+      expect(noPractitioner.body.errors[0]).toMatchObject({ path: ['Observation', 'performer', 0, 'resource'], extensions: { status: 403 } });
+      const res = await t.request(`${api.base}/$graphql?query=${encodeURIComponent('{ Patient(id: "p1") { id } }')}`);
+      await expectOutcome(res, 401);
+    });
+
+    test('the CapabilityStatement lists $graphql at system and instance level', async () => {
+      const cs = (await (await api.get('metadata')).json()) as Json;
+      const rest = cs.rest[0];
+      expect(rest.operation).toEqual(expect.arrayContaining([{ name: 'graphql', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-graphql' }]));
+      const patient = rest.resource.find((r: Json) => r.type === 'Patient');
+      expect(patient.operation).toEqual(expect.arrayContaining([{ name: 'graphql', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-graphql' }]));
+    });
+  });
+});

@@ -330,5 +330,28 @@ await eachStore((kind, fresh) => {
       const lines = (await (await m.download(manifest.output[0].url)).text()).split('\n').filter(Boolean).map((l) => JSON.parse(l) as Json);
       expect(lines.map((r) => r.id)).toContain(p.id);
     });
+
+    test('graphql: a read, a search with its arguments, a reference resolved and reverse references, as Medplum apps query', async () => {
+      const sent = medplum(t);
+      sent.client.setAccessToken(await t.token());
+      const g = sent.client;
+      const p = await g.createResource({ resourceType: 'Patient', name: [{ family: 'Graphson', given: ['Gia'] }] });
+      const o = await g.createResource({ resourceType: 'Observation', status: 'final', code: { text: 'pulse' }, subject: createReference(p as never), valueQuantity: { value: 72, unit: '/min' } });
+      const query = `query Chart($id: ID!) {
+        Patient(id: $id) { id name { family given } ObservationList(_reference: subject) { id valueQuantity { value unit } } }
+        ObservationList(subject: "Patient/${p.id}") { id subject { resource { ... on Patient { name { family } } } } }
+      }`;
+      const answer = (await g.graphql(query, 'Chart', { id: p.id })) as Json;
+      expect(answer).toEqual({
+        data: {
+          Patient: { id: p.id, name: [{ family: 'Graphson', given: ['Gia'] }], ObservationList: [{ id: o.id, valueQuantity: { value: 72, unit: '/min' } }] },
+          ObservationList: [{ id: o.id, subject: { resource: { name: [{ family: 'Graphson' }] } } }],
+        },
+      });
+      expect(sent.sent.at(-1)).toBe(`POST ${BASE}/tenants/t1/fhir/R4/$graphql`);
+      // A field error comes back in `errors` (Medplum's client resolves with the body), with its path.
+      const missing = (await g.graphql('{ Patient(id: "missing") { id } }')) as Json;
+      expect(missing).toMatchObject({ data: { Patient: null }, errors: [{ path: ['Patient'], extensions: { status: 404 } }] });
+    });
   });
 });

@@ -164,6 +164,18 @@ await eachStore((kind, fresh) => {
       expect(missing.body.errors[0].message).toContain('$id');
     });
 
+    test("graphql.html's directives: @first, @singleton, @flatten; @slice is unknown", async () => {
+      expect(await data('{ Patient(id: "p1") { name @first { family } id } }')).toEqual({ Patient: { name: { family: 'Smith' }, id: 'p1' } });
+      expect(await data('{ Patient(id: "p1") { name @flatten { family given } } o: Observation(id: "o0") { subject @flatten { reference } } }')).toEqual({
+        Patient: { family: ['Smith'], given: ['Ann'] }, o: { reference: 'Patient/p1' },
+      });
+      expect(await data('{ PatientList(_id: "p2") @singleton { id } none: PatientList(_id: "nobody") @first { id } }')).toEqual({ PatientList: { id: 'p2' }, none: null });
+      const two = await gql('{ ObservationList(subject: "Patient/p1", _sort: "_id") @singleton { id } }');
+      expect(two.body).toEqual({ data: { ObservationList: { id: 'o0' } }, errors: [{ message: '@singleton: ObservationList holds 4 items', path: ['ObservationList'] }] });
+      const slice = await gql('{ Patient(id: "p1") { name @slice(path: "use") { family } } }');
+      expect(slice.body.errors[0].message).toContain('Unknown directive "@slice"');
+    });
+
     test('introspection describes the schema', async () => {
       const d = await data('{ __schema { queryType { name } } obs: __type(name: "Observation") { fields { name } } ref: __type(name: "Reference") { fields { name args { name } } } q: __type(name: "Query") { fields { name } } }');
       expect((d.__schema as Json).queryType.name).toBe('Query');

@@ -8,6 +8,7 @@ import { execute, GraphQLError, Kind, parse, specifiedRules, validate, type Docu
 import { FhirError, storeFailureAsFhir } from '../../errors.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
 import { graphqlContext } from './context.ts';
+import { applyFhirDirectives, usesFhirDirectives } from './directives.ts';
 import { GraphqlBudget, MAX_QUERY_CHARS, MAX_QUERY_TOKENS, shapeProblem } from './limits.ts';
 import type { FhirGraphqlSchema, Json } from './schema.ts';
 
@@ -99,6 +100,12 @@ async function run(deps: FhirDeps, req: FhirRequest, schema: GraphQLSchema, doc:
     variableValues: request.variables ?? null, operationName: request.operationName ?? null,
   });
   const answer: GraphqlAnswer = { data: (result.data as Record<string, unknown> | null | undefined) ?? null };
-  if (result.errors?.length) answer.errors = result.errors.map(rendered);
+  const errors = (result.errors ?? []).map(rendered);
+  if (answer.data && usesFhirDirectives(doc)) {
+    const ops = doc.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+    const op = request.operationName ? ops.find((o) => o.name?.value === request.operationName) : ops[0];
+    if (op) errors.push(...applyFhirDirectives(doc, op, answer.data).map((e) => ({ message: e.message, path: e.path })));
+  }
+  if (errors.length) answer.errors = errors;
   return answer;
 }

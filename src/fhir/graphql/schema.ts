@@ -11,12 +11,13 @@
  */
 import {
   GraphQLBoolean, GraphQLEnumType, GraphQLFloat, GraphQLID, GraphQLInt, GraphQLList, GraphQLNonNull, GraphQLObjectType, GraphQLSchema,
-  GraphQLString, GraphQLUnionType, type GraphQLFieldConfig, type GraphQLFieldConfigArgumentMap, type GraphQLFieldConfigMap, type GraphQLOutputType,
+  GraphQLString, GraphQLUnionType, specifiedDirectives, type GraphQLFieldConfig, type GraphQLFieldConfigArgumentMap, type GraphQLFieldConfigMap, type GraphQLOutputType,
 } from 'graphql';
 import rawTable from '../validation/r4-table.json' with { type: 'json' };
 import type { ValidationTable } from '../validation/table.ts';
 import { isDomainResource, paramsOf, referrersOf } from '../definitions.ts';
 import { REST_RESOURCE_TYPES } from '../resource-types.ts';
+import { FHIR_DIRECTIVES } from './directives.ts';
 
 const table = rawTable as unknown as ValidationTable;
 
@@ -101,6 +102,9 @@ export function searchParams(type: string, args: Record<string, unknown>): URLSe
   return out;
 }
 
+/** GraphQL's own directives (`@include`, `@skip`...) and graphql.html's (directives.ts). */
+const DIRECTIVES = [...specifiedDirectives, ...FHIR_DIRECTIVES];
+
 /** Builds the schema once per app (a few hundred milliseconds, then shared by every request). */
 export class FhirGraphqlSchema {
   private readonly objects = new Map<string, GraphQLObjectType>();
@@ -127,13 +131,13 @@ export class FhirGraphqlSchema {
       types: () => resources.map((t) => this.object(t)),
       resolveType: (value: Json) => (typeof value.resourceType === 'string' ? value.resourceType : undefined),
     });
-    this.system = new GraphQLSchema({ query: this.queryType(), types: [this.resourceUnion] });
+    this.system = new GraphQLSchema({ query: this.queryType(), types: [this.resourceUnion], directives: DIRECTIVES });
   }
 
   /** The schema of `[base]/[type]/[id]/$graphql`: the resource is the root (graphql.html "Instance level"). */
   instance(type: string): GraphQLSchema {
     let s = this.instanceSchemas.get(type);
-    if (!s) this.instanceSchemas.set(type, (s = new GraphQLSchema({ query: this.object(type), types: [this.resourceUnion] })));
+    if (!s) this.instanceSchemas.set(type, (s = new GraphQLSchema({ query: this.object(type), types: [this.resourceUnion], directives: DIRECTIVES })));
     return s;
   }
 

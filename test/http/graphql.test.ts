@@ -243,6 +243,7 @@ await eachStore((kind, fresh) => {
       for (let i = 1; i < 30; i++) frags += ` fragment F${i} on Patient { ...F${i - 1} ...F${i - 1} }`;
       expect((await gql(`{ Patient(id: "p1") { ...F29 } } ${frags}`)).body.errors[0].message).toContain('more than 2000 fields');
       expect((await gql(`{ Patient(id: "p1") { id } } #${'x'.repeat(70_000)}`)).body.errors[0].message).toContain('longer than');
+      expect((await gql(`{ Patient(id: "p1") { ${'id '.repeat(10_001)}} }`)).body.errors[0].message).toContain('10000 tokens. Parsing aborted');
       // More than 200 searches in one request: the searches past it are errors.
       const lists = Array.from({ length: 201 }, (_, i) => `l${i}: PatientList(_id: "p1") { id }`).join(' ');
       const many = await gql(`{ ${lists} }`);
@@ -279,6 +280,15 @@ await eachStore((kind, fresh) => {
       expect(noPractitioner.body.errors[0]).toMatchObject({ path: ['Observation', 'performer', 0, 'resource'], extensions: { status: 403 } });
       const res = await t.request(`${api.base}/$graphql?query=${encodeURIComponent('{ Patient(id: "p1") { id } }')}`);
       await expectOutcome(res, 401);
+    });
+
+    test('CORS as on every FHIR route: a preflight without a token, the headers on the answer', async () => {
+      const pre = await t.request(`${api.base}/$graphql`, { method: 'OPTIONS', headers: { Origin: 'https://app.example.org', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization, content-type' } });
+      expect(pre.status).toBe(204);
+      expect(pre.headers.get('access-control-allow-origin')).toBe('*');
+      const res = await api.post('$graphql', JSON.stringify({ query: '{ Patient(id: "p1") { id } }' }), { 'Content-Type': 'application/json', Origin: 'https://app.example.org' });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
     });
 
     test('the CapabilityStatement lists $graphql at system and instance level', async () => {

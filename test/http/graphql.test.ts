@@ -107,14 +107,17 @@ await eachStore((kind, fresh) => {
     });
 
     test('{Type}Connection pages with its cursors and counts', async () => {
-      const first = await data('{ ObservationConnection(code: "8867-4", _count: 5) { count pagesize next edges { mode resource { id } } } }');
+      const first = await data('{ ObservationConnection(code: "8867-4", _count: 5) { count offset pagesize next edges { mode resource { id } } } }');
       const c = first.ObservationConnection as Json;
       expect(c.count).toBe(12);
+      expect(c.offset).toBe(0);
       expect(c.pagesize).toBe(5);
       expect(c.edges[0].mode).toBe('match');
       expect(typeof c.next).toBe('string');
       const ids = c.edges.map((e: Json) => e.resource.id);
-      const second = await data('query N($c: String) { ObservationConnection(code: "8867-4", _count: 5, _cursor: $c) { edges { resource { id } } } }', { c: c.next });
+      const second = await data('query N($c: String) { ObservationConnection(code: "8867-4", _count: 5, _cursor: $c) { offset count edges { resource { id } } } }', { c: c.next });
+      expect((second.ObservationConnection as Json).offset).toBeNull();
+      expect((second.ObservationConnection as Json).count).toBe(12);
       const more = (second.ObservationConnection as Json).edges.map((e: Json) => e.resource.id);
       expect(more).toHaveLength(5);
       expect(more.filter((id: string) => ids.includes(id))).toEqual([]);

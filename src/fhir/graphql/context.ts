@@ -118,9 +118,10 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
     },
     async connection(type, params): Promise<ConnectionPage> {
       const r = await page(type, params);
-      const offset = Number(params.get('_offset') ?? 0);
+      // A page asked by `_cursor` is at a position, not at a known offset.
+      const offset = params.has('_cursor') ? undefined : Number(params.get('_offset') ?? 0);
       return {
-        type, rows: r.rows.map((v) => resourceOf(v, budget)), pageSize: r.rows.length, offset: Number.isFinite(offset) ? offset : 0,
+        type, rows: r.rows.map((v) => resourceOf(v, budget)), pageSize: r.rows.length, ...(offset === undefined ? {} : { offset }),
         ...(r.next ? { next: r.next } : {}), ...(typeof r.page?.previous === 'string' ? { previous: r.page.previous } : {}),
         count: async () => {
           if (r.total !== undefined) return r.total;

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { getIntrospectionQuery } from 'graphql';
+import { StoreUnavailableError } from '../../src/store/types.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, expectOutcome, fhirClient, searchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
@@ -283,6 +284,21 @@ await eachStore((kind, fresh) => {
       expect(noPractitioner.body.errors[0]).toMatchObject({ path: ['Observation', 'performer', 0, 'resource'], extensions: { status: 403 } });
       const res = await t.request(`${api.base}/$graphql?query=${encodeURIComponent('{ Patient(id: "p1") { id } }')}`);
       await expectOutcome(res, 401);
+    });
+
+    test('the database unavailable answers the request 503 (a bug 500), as on REST, not a field error', async () => {
+      const repo = t.store.resources;
+      const { search } = repo;
+      for (const [failure, status] of [[() => new StoreUnavailableError('connection refused'), 503], [() => new Error('disk on fire'), 500]] as const) {
+        repo.search = () => Promise.reject(failure());
+        try {
+          const res = await api.post('$graphql', JSON.stringify({ query: '{ PatientList { id } }' }), { 'Content-Type': 'application/json' });
+          const outcome = await expectOutcome(res, status);
+          expect(JSON.stringify(outcome)).not.toContain('disk on fire');
+        } finally {
+          repo.search = search;
+        }
+      }
     });
 
     test('CORS as on every FHIR route: a preflight without a token, the headers on the answer', async () => {

@@ -52,11 +52,15 @@ function checked(schema: GraphQLSchema, request: GraphqlRequest): DocumentNode |
   return doc;
 }
 
-/** A resolver's error as GraphQL renders it: a FhirError with its status and code; anything else rethrown (a 500). */
+/**
+ * A resolver's error as GraphQL renders it: a client's (a FhirError below 500: a read refused, a search's
+ * bad value, a limit) with its status and issue code; anything else (the database unavailable, a bug) is
+ * rethrown and answers the whole request as the REST API would (503 with Retry-After, 500).
+ */
 function rendered(e: GraphQLError): Record<string, unknown> {
   const original = e.originalError;
   const fhir = original instanceof FhirError ? original : original ? storeFailureAsFhir(original) : undefined;
-  if (original && !fhir && !(original instanceof GraphQLError)) throw original;
+  if (original && !(original instanceof GraphQLError) && (!fhir || fhir.status >= 500)) throw original;
   const json = e.toJSON() as unknown as Record<string, unknown>;
   if (fhir) {
     json.message = fhir.message;

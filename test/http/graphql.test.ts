@@ -49,6 +49,7 @@ await eachStore((kind, fresh) => {
           performer: [{ reference: 'Practitioner/dr' }],
         });
       }
+      await api.put200({ resourceType: 'Observation', id: 'link', status: 'final', code: { text: 'x' }, performer: [{ reference: 'Patient/p1' }], focus: [{ reference: 'Patient/p2' }, { reference: 'Patient/p1' }] });
       await api.put200({ resourceType: 'Observation', id: 'ghost', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/ghost' } });
       await api.put200({
         resourceType: 'Observation', id: 'contained', status: 'final', code: { text: 'x' },
@@ -259,7 +260,7 @@ await eachStore((kind, fresh) => {
       const patient = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'p1' }));
       const d = await gql('{ ObservationList(_sort: "_id") { id subject { reference } } Patient(id: "p2") { id } PatientList { id } }', undefined, patient);
       expect(d.status).toBe(200);
-      expect((d.body.data.ObservationList as Json[]).map((o) => o.id)).toEqual(['o0', 'o3', 'o6', 'o9']);
+      expect((d.body.data.ObservationList as Json[]).map((o) => o.id)).toEqual(['link', 'o0', 'o3', 'o6', 'o9']);
       expect(d.body.data.PatientList).toEqual([{ id: 'p1' }]);
       expect(d.body.data.Patient).toBeNull();
       expect(d.body.errors).toEqual([expect.objectContaining({ path: ['Patient'], extensions: { status: 403, code: 'forbidden' } })]);
@@ -268,6 +269,10 @@ await eachStore((kind, fresh) => {
       expect(other.body.errors[0].extensions.status).toBe(403);
       const rev = await gql('{ Patient(id: "p1") { ObservationList(_reference: subject) { id } } PatientList(_id: "p2") { id } }', undefined, patient);
       expect(rev.body.data).toEqual({ Patient: { ObservationList: [{ id: 'o0' }, { id: 'o3' }, { id: 'o6' }, { id: 'o9' }] }, PatientList: [] });
+      // Its own Observation naming another patient: that patient is out of reach, its own record is not.
+      const link = await gql('{ Observation(id: "link") { focus { resource { ... on Patient { id name { family } } } } } }', undefined, patient);
+      expect(link.body.data).toEqual({ Observation: { focus: [{ resource: null }, { resource: { id: 'p1', name: [{ family: 'Smith' }] } }] } });
+      expect(link.body.errors).toEqual([expect.objectContaining({ path: ['Observation', 'focus', 0, 'resource'], extensions: { status: 403, code: 'forbidden' } })]);
       const instance = await patient.get(`Patient/p2/$graphql?query=${encodeURIComponent('{ id }')}`);
       await expectOutcome(instance, 403);
     });

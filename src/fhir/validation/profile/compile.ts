@@ -102,9 +102,9 @@ function tree(elements: Json[], type: string): RawNode {
     if (dot < 0) continue;
     const last = id.slice(dot + 1);
     const colon = last.indexOf(':');
-    // A re-slice (`a:s/r`) is left out with everything under it.
-    if (colon >= 0 && last.slice(colon + 1).includes('/')) continue;
-    const owner = colon >= 0 ? byId.get(id.slice(0, dot + 1 + colon)) : byId.get(id.slice(0, dot));
+    // A re-slice (`a:s/r`) is a slice of its slice `a:s`, whose values it divides further.
+    const slash = colon >= 0 ? last.lastIndexOf('/') : -1;
+    const owner = byId.get(colon < 0 ? id.slice(0, dot) : slash < 0 ? id.slice(0, dot + 1 + colon) : id.slice(0, dot + 1 + slash));
     if (owner === undefined) continue;
     (colon >= 0 ? owner.slices : owner.children).push(node);
     byId.set(id, node);
@@ -259,14 +259,17 @@ function compileConstraints(ed: Json, id: string, ctx: Ctx, known: ReadonlySet<s
   return out;
 }
 
-function compileSlicing(slicing: Json, raw: RawNode, owner: TypeModel | null, base: ReturnType<typeof baseElement>, vtype: string | undefined, ctx: Ctx): Slicing {
+function compileSlicing(slicing: Json, sliced: RawNode, owner: TypeModel | null, base: ReturnType<typeof baseElement>, vtype: string | undefined, ctx: Ctx): Slicing {
   const discriminators: Discriminator[] = (Array.isArray(slicing.discriminator) ? (slicing.discriminator as Json[]) : []).map((d) => ({
     type: (['value', 'pattern', 'type', 'exists', 'profile'].includes(String(d.type)) ? d.type : 'value') as Discriminator['type'],
     path: d.path === '$this' || d.path === undefined ? [] : splitPath(String(d.path)),
   }));
-  const id = String(raw.ed.id ?? raw.ed.path);
+  const id = String(sliced.ed.id ?? sliced.ed.path);
+  const rawSlices = sliced.slices;
   const slices: Slice[] = [];
-  for (const s of raw.slices) {
+  for (const raw of rawSlices) {
+    // A slice re-sliced without a slicing of its own divides its values by the discriminators of the slicing it belongs to.
+    const s = raw.slices.length > 0 && raw.ed.slicing === undefined ? { ...raw, ed: { ...raw.ed, slicing: { discriminator: slicing.discriminator, rules: 'open' } } } : raw;
     const element = compileElement(s, owner, base, vtype, ctx, 'slice');
     if (element === null) continue;
     const sliceName = String(s.ed.sliceName ?? s.ed.id);
@@ -307,7 +310,8 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
   if (step.startsWith('ofType(')) return keyAt(slice, node, d, i + 1);
   // `resolve()` at the end of the path: the Reference's target must conform to a `targetProfile` (profile), or be of its type (type).
   if (step === 'resolve()') return i !== d.path.length - 1 ? null : d.type === 'profile' ? targetProfileKey(ed) : d.type === 'type' ? targetTypeKey(ed) : null;
-  for (const at of [node, ...node.slices]) {
+  // A slice's own re-slices do not say what the slice's values are.
+  for (const at of node === slice ? [node] : [node, ...node.slices]) {
     const child = at.children.find((c) => nameOf(c.ed) === step);
     if (child === undefined) continue;
     const key = keyAt(slice, child, d, i + 1);

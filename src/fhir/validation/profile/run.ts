@@ -358,13 +358,15 @@ function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, it
     if (slice.element.card && undecided === 0) {
       let n = 0;
       for (let j = 0; j < items.length; j++) if (assigned[j] === i) n++;
-      checkCount(run, profile, slice.element, n, parent, el.name, `${el.id}:${slice.name}`);
+      checkCount(run, profile, slice.element, n, parent, el.name, sliceId(el, slice));
     }
     for (let j = 0; j < items.length; j++) {
       if (assigned[j] !== i) continue;
       checkItem(run, profile, slice.element, items[j]!);
       checkExtension(run, slice, items[j]!);
     }
+    // A re-sliced slice (`a:s` with re-slices `a:s/r`): its values are divided among its re-slices, whose counts and closed rules hold within it.
+    if (slice.element.slicing) checkSlicing(run, profile, slice.element, items.filter((_, j) => assigned[j] === i), parent);
   }
   if (undecided > 0) return;
   let last = -1;
@@ -383,6 +385,11 @@ function checkSlicing(run: Run, profile: CompiledProfile, el: ProfileElement, it
     if (slicing.ordered && s < last) run.add('error', 'structure', pathOf(item), `${el.id} (profile ${profile.label}): slice ${slices[s]!.name} is out of order (the slicing is ordered)`);
     if (s > last) last = s;
   }
+}
+
+/** A slice's element id (`Patient.identifier:mrn`; a re-slice's, `Patient.identifier:mrn/old`). */
+function sliceId(el: ProfileElement, slice: Slice): string {
+  return slice.name.includes('/') ? `${el.id.slice(0, el.id.lastIndexOf(':'))}:${slice.name}` : `${el.id}:${slice.name}`;
 }
 
 /** The slice of a value that depends on a target the check cannot resolve. */

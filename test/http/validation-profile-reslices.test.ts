@@ -1,6 +1,7 @@
 /**
- * Re-slices (`a:s/r`, R4 profiling.html "Re-slicing") enforced within the values of their slice, as HL7's
- * validator does. Profiles given by their differential (the snapshot generated), on both databases.
+ * Re-slices (`a:s/r`, R4 profiling.html "Re-slicing") enforced within the values of their slice, and slices
+ * of an element nothing slices applied to the element, as HL7's validator does. Profiles given by their
+ * differential (the snapshot generated), on both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -33,18 +34,36 @@ const inherited = () => diff('inherited', 'Patient', [
   e('Patient.identifier:mrn/official', { sliceName: 'mrn/official', min: 1 }),
   e('Patient.identifier:mrn/official.use', { fixedCode: 'official' }),
 ]);
+/** Slices of elements nothing slices (as R4's catalog has `Composition.date:IssueDate`): their rules hold for the element. */
+const unsliced = () => diff('unsliced', 'Patient', [
+  e('Patient.birthDate:born', { sliceName: 'born', min: 1 }),
+  e('Patient.name:usual', { sliceName: 'usual', max: '1' }),
+  e('Patient.name:usual.use', { fixedCode: 'usual' }),
+]);
+/** The same in the form of HL7's snapshots (catalog's): the slice stands in place of the element, which the snapshot does not list
+ * (an extension slice so is still a slice, by url). */
+const BIRTH_PLACE = 'http://hl7.org/fhir/StructureDefinition/patient-birthPlace';
+const inPlace = (): Json => {
+  const el = (id: string, min: number, max: string, extra: Json = {}) => ({ id, path: id.replace(/:[^.]*/g, ''), short: id, definition: id, min, max, base: { path: id.replace(/:[^.]*/g, ''), min: 0, max }, ...extra });
+  return {
+    ...diff('in-place', 'Patient', []), differential: undefined, fhirVersion: '4.0.1',
+    snapshot: { element: [el('Patient', 0, '*'), el('Patient.birthDate:born', 1, '1', { sliceName: 'born', type: [{ code: 'date' }] }),
+      el('Patient.extension:birthPlace', 1, '1', { sliceName: 'birthPlace', type: [{ code: 'Extension', profile: [BIRTH_PLACE] }] })] },
+  };
+};
+
 const id = (use: string, system = MRN) => ({ system, use, value: use });
 const patient = (profile: string, extra: Json): Json => ({ resourceType: 'Patient', meta: { profile: [BASE + profile] }, ...extra });
 const errors = (outcome: Json) => (outcome.issue as Json[]).filter((i) => i.severity === 'error').map((i) => `${i.expression?.[0]} ${i.details.text}`);
 
 await eachStore((kind, fresh) => {
-  describe(`re-slices (${kind})`, () => {
+  describe(`re-slices and unsliced slices (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
-      for (const sd of [resliced(), inherited()]) await api.create(sd);
+      for (const sd of [resliced(), inherited(), unsliced(), inPlace()]) await api.create(sd);
     });
     afterAll(() => t.close());
 
@@ -74,6 +93,24 @@ await eachStore((kind, fresh) => {
       expect(texts).toHaveLength(2);
       expect(texts.some((x) => x.includes('Patient.identifier:mrn/official: at least 1 required'))).toBe(true);
       expect(texts.some((x) => x.startsWith('Patient.identifier[0]') && x.includes('closed'))).toBe(true);
+    });
+
+    test('the rules of a slice of an element nothing slices hold for every value of the element', async () => {
+      expect((await api.post('Patient', patient('unsliced', { birthDate: '1970-01-01', name: [{ use: 'usual', family: 'A' }] }))).status).toBe(201);
+      const refused = await expectOutcome(await api.post('Patient', patient('unsliced', { name: [{ use: 'official', family: 'A' }, { use: 'usual', family: 'B' }] })), 422);
+      expect(errors(refused).sort()).toEqual([
+        expect.stringMatching(/^Patient\.birthDate Patient\.birthDate:born: at least 1 required/),
+        expect.stringMatching(/^Patient\.name Patient\.name:usual: at most 1 allowed .* found 2$/),
+        expect.stringMatching(/^Patient\.name\[0\]\.use Patient\.name:usual\.use .*must be exactly "usual"/),
+      ]);
+      const born = { url: BIRTH_PLACE, valueAddress: { city: 'Oslo' } };
+      const other = { url: 'http://example.org/other', valueString: 'x' };
+      expect((await api.post('Patient', patient('in-place', { birthDate: '1970-01-01', extension: [other, born] }))).status).toBe(201);
+      const inPlace = await expectOutcome(await api.post('Patient', patient('in-place', { gender: 'other', extension: [other] })), 422);
+      expect(errors(inPlace).sort()).toEqual([
+        expect.stringMatching(/^Patient\.birthDate Patient\.birthDate:born: at least 1 required/),
+        expect.stringMatching(/^Patient\.extension Patient\.extension:birthPlace: at least 1 required/),
+      ]);
     });
   });
 });

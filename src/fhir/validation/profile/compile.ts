@@ -105,7 +105,19 @@ function tree(elements: Json[], type: string): RawNode {
     // A re-slice (`a:s/r`) is a slice of its slice `a:s`, whose values it divides further.
     const slash = colon >= 0 ? last.lastIndexOf('/') : -1;
     const owner = byId.get(colon < 0 ? id.slice(0, dot) : slash < 0 ? id.slice(0, dot + 1 + colon) : id.slice(0, dot + 1 + slash));
-    if (owner === undefined) continue;
+    if (owner === undefined) {
+      // A slice standing in place of an element nothing slices (HL7's snapshot of catalog: `Composition.date:IssueDate`, no `Composition.date`) is that element;
+      // an extension slice without its `extension` element is a slice of it all the same (sliced by url: implicitSlicing).
+      const parent = colon >= 0 && slash < 0 ? byId.get(id.slice(0, dot)) : undefined;
+      if (parent === undefined) continue;
+      if (isExtension(ed)) {
+        const sliced: RawNode = { ed: { id: id.slice(0, dot + 1 + colon), path: ed.path }, children: [], slices: [node] };
+        parent.children.push(sliced);
+        byId.set(id.slice(0, dot + 1 + colon), sliced);
+      } else parent.children.push(node);
+      byId.set(id, node);
+      continue;
+    }
     (colon >= 0 ? owner.slices : owner.children).push(node);
     byId.set(id, node);
   }
@@ -184,8 +196,16 @@ function compileElement(raw: RawNode, owner: TypeModel | null, base: ReturnType<
   if (constraints.length > 0) (el.constraints = constraints, (checks = true));
   const childModel = vtype === undefined ? null : typeModel(vtype);
   for (const child of raw.children) {
-    const c = compileElement(child, childModel, baseElement(childModel, nameOf(child.ed)), undefined, ctx, 'child');
+    const childBase = baseElement(childModel, nameOf(child.ed));
+    const c = compileElement(implicitSlicing(child), childModel, childBase, undefined, ctx, 'child');
     if (c !== null) el.children.push(c);
+    if (child.ed.slicing !== undefined || isExtension(child.ed)) continue;
+    // Slices of an element nothing slices: HL7's validator, with no slicing to divide the values, matches
+    // each such element by name, so its rules hold for every value of the element (catalog's `Composition.date:IssueDate` min 1).
+    for (const s of child.slices) {
+      const u = compileElement(s, childModel, childBase, undefined, ctx, 'child');
+      if (u !== null) el.children.push(u);
+    }
   }
   const slicing = ed.slicing as Json | undefined;
   if (slicing !== undefined && (raw.slices.length > 0 || slicing.rules === 'closed')) {
@@ -193,6 +213,17 @@ function compileElement(raw: RawNode, owner: TypeModel | null, base: ReturnType<
     checks = true;
   }
   return checks || el.children.length > 0 ? el : null;
+}
+
+function isExtension(ed: Json): boolean {
+  const path = String(ed.path);
+  return path.endsWith('.extension') || path.endsWith('.modifierExtension');
+}
+
+/** An extension or modifierExtension with slices and no slicing: sliced by `url`, as R4 slices them (profiling.html, "Extensions"). */
+function implicitSlicing(raw: RawNode): RawNode {
+  if (raw.ed.slicing !== undefined || raw.slices.length === 0 || !isExtension(raw.ed)) return raw;
+  return { ...raw, ed: { ...raw.ed, slicing: { discriminator: [{ type: 'value', path: 'url' }], ordered: false, rules: 'open' } } };
 }
 
 /** The element's types when the profile narrows the base's (a choice's types, a Reference's targets), and the extension definitions named. */

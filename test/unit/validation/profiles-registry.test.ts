@@ -44,3 +44,17 @@ test('a canonical outside CORE_PREFIXES is unknown without reading the core file
   expect(await registry.resolve(cache, 't', 'http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient')).toEqual({ kind: 'unknown' });
   await expect(registry.resolve(cache, 't', 'http://hl7.org/fhir/StructureDefinition/bp')).rejects.toThrow();
 });
+
+test('one copy of the core profiles per process: the map registries compile from is the one snapshot generation stands on', async () => {
+  const { coreDefinitions, coreProfiles } = await import('../../../src/fhir/validation/profile/core-definitions.ts');
+  const profiles = await coreProfiles();
+  const all = await coreDefinitions();
+  expect(await coreProfiles()).toBe(profiles);
+  for (const url of ['http://hl7.org/fhir/StructureDefinition/bp', 'http://hl7.org/fhir/StructureDefinition/patient-birthPlace']) {
+    expect(all.get(url)).toBe(profiles.get(url)!);
+    // Kept for `$snapshot` of a core profile, which generates from it.
+    expect(((profiles.get(url)!.differential as { element: unknown[] }).element).length).toBeGreaterThan(0);
+  }
+  expect(profiles.get('http://hl7.org/fhir/StructureDefinition/Observation')).toBeUndefined();
+  expect(all.get('http://hl7.org/fhir/StructureDefinition/Observation')?.kind).toBe('resource');
+});

@@ -10,7 +10,7 @@ import { compileProfile, ProfileUnusable } from './compile.ts';
 import type { CompiledProfile } from './compiled.ts';
 import { coreProfileFiles } from './core-files.js';
 import type { ProfileSource } from './definitions.ts';
-import { coreDefinitions } from './core-definitions.ts';
+import { coreDefinitions, coreProfiles } from './core-definitions.ts';
 import { generateSnapshot, SnapshotError, type DefinitionLookup } from './snapshot.ts';
 
 type Json = Record<string, unknown>;
@@ -143,7 +143,7 @@ export class ProfileRegistry {
   private async fromCore(url: string, version: string | undefined): Promise<Resolved> {
     const core = await this.coreDefinitions();
     const sd = core.get(url);
-    if (sd === undefined || (version !== undefined && version !== sd.version)) return { kind: 'unknown' };
+    if (sd === undefined || sd.derivation !== 'constraint' || (version !== undefined && version !== sd.version)) return { kind: 'unknown' };
     let r = this.coreCompiled.get(url);
     if (r === undefined) {
       r = compiled(sd);
@@ -154,7 +154,7 @@ export class ProfileRegistry {
 
   private coreDefinitions(): Map<string, Json> | Promise<Map<string, Json>> {
     if (this.core !== undefined) return this.core;
-    this.coreLoading ??= readCore(this.files).then((m) => (this.core = m));
+    this.coreLoading ??= coreProfiles(this.files).then((m) => (this.core = m));
     return this.coreLoading;
   }
 
@@ -186,19 +186,4 @@ function compiled(sd: Json): Resolved {
     if (err instanceof ProfileUnusable) return { kind: 'unusable', reason: err.message };
     throw err;
   }
-}
-
-async function readCore(files: readonly string[]): Promise<Map<string, Json>> {
-  const out = new Map<string, Json>();
-  for (const file of files) {
-    const bundle = (await Bun.file(file).json()) as { entry?: { resource?: Json }[] };
-    for (const e of bundle.entry ?? []) {
-      const r = e.resource;
-      if (r?.resourceType !== 'StructureDefinition' || typeof r.url !== 'string' || r.derivation !== 'constraint') continue;
-      // Only the snapshot is compiled: the narrative and the differential need not stay in memory.
-      const { text: _text, differential: _differential, ...kept } = r;
-      out.set(r.url, kept);
-    }
-  }
-  return out;
 }

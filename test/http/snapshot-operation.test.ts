@@ -173,6 +173,51 @@ await eachStore((kind, fresh) => {
       expect(o.issue[0].details.text).toContain("min 0 is below the base's min 1");
     });
 
+    test("a constraint may not change isModifier, give a type another type's profile, or make its slices need more than the element's max", async () => {
+      const modifier = await expectOutcome(await generate('Observation', [{ id: 'Observation.status', path: 'Observation.status', isModifier: false }]), 422);
+      expect(modifier.issue[0].expression).toEqual(['Observation.status']);
+      expect(modifier.issue[0].details.text).toContain("isModifier false changes the base's true");
+      // Saying what the base says is no change.
+      expect((await generate('Observation', [{ id: 'Observation.status', path: 'Observation.status', isModifier: true }])).status).toBe(200);
+      const profiled = await expectOutcome(await generate('Observation', [{ id: 'Observation.valueQuantity', path: 'Observation.valueQuantity', type: [{ code: 'Quantity', profile: ['http://hl7.org/fhir/StructureDefinition/vitalsigns'] }] }]), 422);
+      expect(profiled.issue[0].expression).toEqual(['Observation.valueQuantity']);
+      expect(profiled.issue[0].details.text).toContain('the profile http://hl7.org/fhir/StructureDefinition/vitalsigns constrains Observation, not the type Quantity');
+      expect((await generate('Observation', [{ id: 'Observation.valueQuantity', path: 'Observation.valueQuantity', type: [{ code: 'Quantity', profile: ['http://hl7.org/fhir/StructureDefinition/SimpleQuantity'] }] }])).status).toBe(200);
+      const slices = (max: string) => generate('Patient', [
+        { id: 'Patient.identifier', path: 'Patient.identifier', max, slicing: { discriminator: [{ type: 'value', path: 'system' }], rules: 'open' } },
+        { id: 'Patient.identifier:a', path: 'Patient.identifier', sliceName: 'a', min: 1 },
+        { id: 'Patient.identifier:b', path: 'Patient.identifier', sliceName: 'b', min: 1 },
+      ]);
+      expect((await slices('2')).status).toBe(200);
+      const over = await expectOutcome(await slices('1'), 422);
+      expect(over.issue[0].expression).toEqual(['Patient.identifier:b']);
+      expect(over.issue[0].details.text).toContain('the slices of Patient.identifier need at least 2 values (their min summed), above its max 1');
+    });
+
+    test("fixed[x] and pattern[x] agree with the base's: a pattern includes the base's pattern, a fixed value matches it, a fixed value stays fixed", async () => {
+      const loinc = (code: string, extra: Json = {}) => ({ coding: [{ system: 'http://loinc.org', code, ...extra }] });
+      await api.create(pulse({ url: 'http://example.org/coded', differential: { element: [{ id: 'Observation.code', path: 'Observation.code', patternCodeableConcept: loinc('1234-5') }] } }));
+      const over = (element: Json) => generate('Observation', [{ id: 'Observation.code', path: 'Observation.code', ...element }], { baseDefinition: 'http://example.org/coded' });
+      const narrower = await over({ patternCodeableConcept: { ...loinc('1234-5', { display: 'x' }), text: 't' } });
+      expect(narrower.status).toBe(200);
+      expect(byId((await narrower.json()) as Json).get('Observation.code')?.patternCodeableConcept).toEqual({ ...loinc('1234-5', { display: 'x' }), text: 't' });
+      for (const element of [{ patternCodeableConcept: loinc('9999-9') }, { fixedCodeableConcept: loinc('9999-9') }, { patternCoding: { system: 'http://loinc.org', code: '1234-5' } }]) {
+        const o = await expectOutcome(await over(element), 422);
+        expect(o.issue[0].expression).toEqual(['Observation.code']);
+        expect(o.issue[0].details.text).toContain("does not agree with the base's patternCodeableConcept");
+      }
+      expect((await over({ fixedCodeableConcept: loinc('1234-5') })).status).toBe(200);
+      // vitalsigns fixes VSCat's coding.code: the same value as a pattern keeps it fixed; another is a 422.
+      const vs = (patternCode: string) => generate('Observation', [{ id: 'Observation.category:VSCat.coding.code', path: 'Observation.category.coding.code', patternCode }], { baseDefinition: 'http://hl7.org/fhir/StructureDefinition/vitalsigns' });
+      const same = await vs('vital-signs');
+      expect(same.status).toBe(200);
+      const code = byId((await same.json()) as Json).get('Observation.category:VSCat.coding.code');
+      expect(code?.fixedCode).toBe('vital-signs');
+      expect(code?.patternCode).toBeUndefined();
+      const other = await expectOutcome(await vs('laboratory'), 422);
+      expect(other.issue[0].details.text).toContain('the base fixes fixedCode to "vital-signs"');
+    });
+
     test('below a choice of several types is a 422 asking for one type', async () => {
       const o = await expectOutcome(await generate('Observation', [{ id: 'Observation.value[x].unit', path: 'Observation.value[x].unit', min: 1 }]), 422);
       expect(o.issue[0].expression).toEqual(['Observation.value[x].unit']);

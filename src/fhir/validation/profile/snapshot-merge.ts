@@ -5,6 +5,7 @@
  * appended, everything else replaced. A differential that breaks one of these is a SnapshotError naming
  * its element.
  */
+import { matchesPattern } from './paths.ts';
 import type { Node } from './snapshot-tree.ts';
 
 type Json = Record<string, unknown>;
@@ -60,9 +61,15 @@ export function merge(node: Node, diff: Json, id: string, newSlice: boolean, sou
       const own = Array.isArray(base.mapping) ? (base.mapping as Json[]) : [];
       out.mapping = [...own, ...(value as Json[]).filter((m) => !own.some((o) => o.identity === m.identity && o.map === m.map))];
       continue;
+    } else if (key === 'isModifier') {
+      // Whether an element is a modifier is the base's to say; only an extension definition says it of its root (a modifier extension).
+      if (typeof value === 'boolean' && value !== (base.isModifier === true) && node.path !== 'Extension') {
+        throw new SnapshotError(`${id}: isModifier ${value} changes the base's ${base.isModifier === true}: a constraint may not change whether an element is a modifier`, id);
+      }
     } else if (key.startsWith('fixed') && base[key] !== undefined && JSON.stringify(base[key]) !== JSON.stringify(value)) {
       throw new SnapshotError(`${id}: the base fixes ${key} to ${JSON.stringify(base[key])}, the differential to ${JSON.stringify(value)}`, id);
     } else if (key.startsWith('fixed') || key.startsWith('pattern')) {
+      if (!agreesWithBase(base, key, value, id)) continue;
       for (const k of Object.keys(out)) if ((k.startsWith('fixed') || k.startsWith('pattern')) && k !== key) delete out[k];
     }
     out[key] = value;
@@ -70,6 +77,26 @@ export function merge(node: Node, diff: Json, id: string, newSlice: boolean, sou
   const min = out.min;
   if (typeof min === 'number' && typeof out.max === 'string' && out.max !== '*' && min > Number(out.max)) throw new SnapshotError(`${id}: min ${min} is above max ${out.max}`, id);
   node.ed = out;
+}
+
+/**
+ * Whether the differential's `fixed[x]`/`pattern[x]` is to replace the base's (false: it says what the
+ * base says, and the base's stays); throws when it contradicts or loosens the base's (R4 profiling.html: a
+ * constraint only narrows). A pattern must include the base's pattern; a fixed value must match the base's
+ * pattern; a pattern over a fixed value would loosen it, unless it is that same value (then the fixed one stays).
+ */
+function agreesWithBase(base: Json, key: string, value: unknown, id: string): boolean {
+  const fixedKey = Object.keys(base).find((k) => k.startsWith('fixed'));
+  const patternKey = Object.keys(base).find((k) => k.startsWith('pattern'));
+  const type = (k: string) => k.slice(k.startsWith('fixed') ? 5 : 7);
+  if (key.startsWith('pattern') && fixedKey !== undefined) {
+    if (type(fixedKey) === type(key) && JSON.stringify(base[fixedKey]) === JSON.stringify(value)) return false;
+    throw new SnapshotError(`${id}: the base fixes ${fixedKey} to ${JSON.stringify(base[fixedKey])}; ${key} ${JSON.stringify(value)} would loosen or contradict it`, id);
+  }
+  if (patternKey !== undefined && (type(patternKey) !== type(key) || !matchesPattern(value, base[patternKey]))) {
+    throw new SnapshotError(`${id}: ${key} ${JSON.stringify(value)} does not agree with the base's ${patternKey} ${JSON.stringify(base[patternKey])} (it must include it)`, id);
+  }
+  return true;
 }
 
 /** The differential's types, each one the base allows (its code, or a resource type where the base has Resource), keeping the base's profiles where it names none. */

@@ -70,6 +70,7 @@ async function snapshotElements(sd: Json, run: Run): Promise<Json[]> {
   if (typeof sd.type === 'string' && base.type !== sd.type) throw new SnapshotError(`${label} constrains ${sd.type} but its base ${sd.baseDefinition} defines ${String(base.type)}`);
   const root = buildTree(await elementsOf(base, inner));
   for (const ed of normalizeIds(diff as Json[], root.name)) await apply(root, ed, inner, label);
+  checkSliceMins(root, root.name);
   const out = writeTree(root);
   if (out.length > MAX_SNAPSHOT_ELEMENTS) throw new SnapshotError(`The snapshot of ${label} would hold ${out.length} elements, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
   return out;
@@ -141,7 +142,10 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
       inSlice = true;
     }
   }
-  if (Array.isArray(ed.type)) await checkTargets(typesOf(node.ed), ed.type as Json[], run, id);
+  if (Array.isArray(ed.type)) {
+    await checkTargets(typesOf(node.ed), ed.type as Json[], run, id);
+    await checkProfiles(ed.type as Json[], run, id);
+  }
   merge(node, ed, id, run.created.has(node), label.startsWith('StructureDefinition/') ? undefined : label.split('|')[0]);
   if (Array.isArray(ed.type)) await profileConstraints(node, run);
 }
@@ -170,6 +174,42 @@ async function checkTargets(base: Json[], diff: Json[], run: Run, id: string): P
       if (type !== undefined && !allowed.includes(type)) throw new SnapshotError(`${id}: the target ${String(target)} (${type}) is not one the base allows (${[...new Set(allowed)].join(', ')})`, id);
     }
   }
+}
+
+/**
+ * Each profile a type names (`type.profile`) must constrain that type: a Quantity profiled as SimpleQuantity,
+ * an Extension by an extension definition, a resource type (or Resource) by a profile of a resource. A profile
+ * Cinder cannot find is left unchecked.
+ */
+async function checkProfiles(diff: Json[], run: Run, id: string): Promise<void> {
+  for (const t of diff) {
+    if (t === null || typeof t !== 'object' || typeof t.code !== 'string' || !Array.isArray(t.profile)) continue;
+    for (const url of t.profile) {
+      if (typeof url !== 'string') continue;
+      const sd = await run.lookup(url);
+      const type = sd?.type;
+      if (typeof type !== 'string' || type === t.code) continue;
+      if ((t.code === 'Resource' || t.code === 'DomainResource') && RESOURCE_TYPES.has(type)) continue;
+      throw new SnapshotError(`${id}: the profile ${url} constrains ${type}, not the type ${t.code} it is given for`, id);
+    }
+  }
+}
+
+/**
+ * The slices of an element (and the re-slices of a slice) must fit within its `max`: their `min`s summed
+ * may not exceed it (R4 profiling.html, Slicing), or no instance could have them all.
+ */
+function checkSliceMins(node: Node, id: string): void {
+  for (const c of node.children) checkSliceMins(c, `${id}.${c.name}`);
+  const base = node.sliceName === undefined ? id : id.slice(0, id.lastIndexOf(':'));
+  for (const s of node.slices) checkSliceMins(s, `${base}:${s.sliceName}`);
+  const max = node.ed.max;
+  if (node.slices.length === 0 || typeof max !== 'string' || max === '*') return;
+  const sum = node.slices.reduce((n, s) => n + (typeof s.ed.min === 'number' ? s.ed.min : 0), 0);
+  if (sum <= Number(max)) return;
+  const last = node.slices[node.slices.length - 1]!;
+  const at = `${base}:${last.sliceName}`;
+  throw new SnapshotError(`${at}: the slices of ${id} need at least ${sum} values (their min summed), above its max ${max}`, at);
 }
 
 /** An element whose one type names a datatype profile (`Quantity` as SimpleQuantity) carries that profile's invariants too, as HL7's snapshots do. */

@@ -6,9 +6,9 @@
  */
 import { compileExtensionContext, compileInvariant, UnsupportedFhirPath } from '../fhirpath-engine.ts';
 import { FhirPathSyntaxError } from '../fhirpath-parse.ts';
-import { elementType, typeModel, type ElementModel, type TypeModel } from '../model.ts';
+import { elementType, pathTypes, typeModel, type ElementModel, type TypeModel } from '../model.ts';
 import { R4_RESOURCE_TYPES } from '../../resource-types.ts';
-import type { CompiledProfile, Constraint, ContextExpression, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
+import type { CompiledProfile, Constraint, ContextExpression, ElementTypes, ExtensionUse, Discriminator, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { splitPath, valuesAt } from './paths.ts';
 
 type Json = Record<string, unknown>;
@@ -33,6 +33,7 @@ interface Ctx {
   label: string;
   extensions: Set<string>;
   unsupported: string[];
+  through: { targets: readonly string[]; path: string }[];
 }
 
 /**
@@ -55,10 +56,25 @@ export function compileProfile(sd: Json): CompiledProfile {
     throw new ProfileUnusable(`The profile ${label} has ${elements.length} elements in its snapshot, more than the ${MAX_SNAPSHOT_ELEMENTS} Cinder compiles`);
   }
   const root = tree(elements as Json[], type);
-  const ctx: Ctx = { label, extensions: new Set(), unsupported: [] };
+  const ctx: Ctx = { label, extensions: new Set(), unsupported: [], through: [] };
   const compiled = compileElement(root, typeModel(type), undefined, type, ctx, 'root') ?? { id: type, name: type, choice: false, children: [] };
-  const out: CompiledProfile = { url, label, type, root: compiled, extensions: ctx.extensions, unsupported: ctx.unsupported };
+  const out: CompiledProfile = { url, label, type, root: compiled, extensions: ctx.extensions, unsupported: ctx.unsupported, typesAt: typesAt(elements as Json[], type), through: ctx.through };
   if (type === 'Extension') out.extension = extensionUse(sd, elements[0] as Json);
+  return out;
+}
+
+/** The types of the elements outside slices that differ from R4's or name profiles, by JSON path (CompiledProfile.typesAt). */
+function typesAt(elements: Json[], type: string): Map<string, ElementTypes> {
+  const out = new Map<string, ElementTypes>();
+  for (const ed of elements) {
+    const id = typeof ed.id === 'string' ? ed.id : String(ed.path);
+    if (id.includes(':') || !id.startsWith(`${type}.`)) continue;
+    const types = typesOf(ed).map((t) => String(t.code));
+    const profiles = typesOf(ed).flatMap((t) => (Array.isArray(t.profile) ? (t.profile as unknown[]) : [])).filter((p): p is string => typeof p === 'string').map((p) => p.split('|')[0]!);
+    const path = id.slice(type.length + 1).replace(/\[x\]/g, '');
+    const base = pathTypes(type, path);
+    if (profiles.length > 0 || (types.length > 0 && (types.length !== base.length || types.some((t) => !base.includes(t))))) out.set(path, { types, profiles });
+  }
   return out;
 }
 
@@ -305,7 +321,8 @@ function compileSlicing(slicing: Json, sliced: RawNode, owner: TypeModel | null,
     if (element === null) continue;
     const sliceName = String(s.ed.sliceName ?? s.ed.id);
     const keys = discriminators.map((d) => sliceKey(s, d));
-    for (const k of keys) for (const p of k?.kind === 'profile' || k?.kind === 'types' ? (k.profiles ?? []) : []) ctx.extensions.add(p);
+    for (const k of keys) if (k?.kind === 'through' && k.discriminator === 'profile') ctx.through.push({ targets: k.targets, path: k.path });
+    for (const k of keys) for (const p of k?.kind === 'profile' || k?.kind === 'types' ? (k.profiles ?? []) : k?.kind === 'through' ? k.targets.filter((u) => coreType(u) === undefined) : []) ctx.extensions.add(p);
     slices.push({ name: sliceName, element, keys });
   }
   // A profile discriminator whose path Cinder cannot follow (`resolve()`) or whose slices name no profile.
@@ -340,7 +357,7 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
   const step = d.path[i]!;
   if (step.startsWith('ofType(')) return keyAt(slice, node, d, i + 1);
   // `resolve()` at the end of the path: the Reference's target must conform to a `targetProfile` (profile), or be of its type (type).
-  if (step === 'resolve()') return i !== d.path.length - 1 ? null : d.type === 'profile' ? targetProfileKey(ed) : d.type === 'type' ? targetTypeKey(ed) : null;
+  if (step === 'resolve()') return i !== d.path.length - 1 ? throughKey(ed, d, i) : d.type === 'profile' ? targetProfileKey(ed) : d.type === 'type' ? targetTypeKey(ed) : null;
   // A slice's own re-slices do not say what the slice's values are.
   for (const at of node === slice ? [node] : [node, ...node.slices]) {
     const child = at.children.find((c) => nameOf(c.ed) === step);
@@ -354,6 +371,21 @@ function keyAt(slice: RawNode, node: RawNode, d: Discriminator, i: number): Slic
     return profile?.[0] === undefined ? null : { kind: 'fixed', values: [profile[0].split('|')[0]] };
   }
   return null;
+}
+
+/** The resource type a core type's canonical names (`http://hl7.org/fhir/StructureDefinition/Observation`), else undefined. */
+export function coreType(url: string): string | undefined {
+  const name = url.startsWith(CORE_SD) ? url.slice(CORE_SD.length) : undefined;
+  return name !== undefined && RESOURCE_TYPES.has(name) ? name : undefined;
+}
+
+/** A `type` or `profile` discriminator going on after `resolve()` (`resolve().value`): judged by the element there in the slice's target profiles. */
+function throughKey(ed: Json, d: Discriminator, i: number): SliceKey | null {
+  if (d.type !== 'type' && d.type !== 'profile') return null;
+  const rest = d.path.slice(i + 1).filter((s) => !s.startsWith('ofType('));
+  const targets = targetProfileKey(ed);
+  if (targets?.kind !== 'profile' || rest.length === 0 || rest.some((s) => !/^[a-z][A-Za-z]*$/.test(s))) return null;
+  return { kind: 'through', discriminator: d.type, targets: targets.profiles, path: rest.join('.') };
 }
 
 function targetProfileKey(ed: Json): SliceKey | null {

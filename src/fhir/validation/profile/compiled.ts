@@ -21,8 +21,24 @@ export interface CompiledProfile {
   extensions: ReadonlySet<string>;
   /** Problems of the profile itself that make it unusable in part (a discriminator Cinder cannot evaluate), reported once per check. */
   unsupported: readonly string[];
+  /**
+   * The types (and the profiles they name) of its elements outside slices, by JSON path from the root
+   * (`value`, `component.code`), where they differ from R4's or name profiles: what a `type` or `profile`
+   * discriminator through `resolve()` (`item.resolve().value`) expects of a target conforming to it.
+   */
+  typesAt: ReadonlyMap<string, ElementTypes>;
+  /**
+   * Its `profile` discriminators through `resolve()` and on: the profiles that the element at `path` of
+   * each target profile names are loaded with it too (they choose the slice).
+   */
+  through: readonly { targets: readonly string[]; path: string }[];
   /** For an extension definition: whether it is a modifier, and where it may be used (R4 StructureDefinition.context). */
   extension?: ExtensionUse;
+}
+
+export interface ElementTypes {
+  types: readonly string[];
+  profiles: readonly string[];
 }
 
 export interface ExtensionUse {
@@ -105,7 +121,13 @@ export type SliceKey =
   | { kind: 'types'; types: ReadonlySet<string>; profiles?: readonly string[] }
   | { kind: 'exists'; exists: boolean }
   /** A `profile` discriminator: the value at the path conforms to one of these profiles (canonical URLs). */
-  | { kind: 'profile'; profiles: readonly string[] };
+  | { kind: 'profile'; profiles: readonly string[] }
+  /**
+   * A `type` or `profile` discriminator whose path goes on after `resolve()` (`item.resolve().value`): the
+   * types or profiles are those of the element at `path` (JSON names) in the slice's target profiles
+   * (`targets`: profiles loaded with this one, or core resource types' urls), found when the check runs.
+   */
+  | { kind: 'through'; discriminator: 'type' | 'profile'; targets: readonly string[]; path: string };
 
 export interface ProfileElement {
   /** The ElementDefinition's id (`Observation.component:SystolicBP.code`), for messages. */

@@ -181,6 +181,18 @@ export class ProfileValidator {
       into.set(url, found.profile);
       await this.loadExtensions(cache, tenant, found.profile, into);
     }
+    // A `profile` discriminator through `resolve()` and on: the profiles its target profiles name at that path.
+    for (const { targets, path } of profile.through) {
+      for (const target of targets) {
+        for (const url of into.get(target)?.typesAt.get(path)?.profiles ?? []) {
+          if (into.has(url)) continue;
+          const found = await this.registry.resolve(cache, tenant, url);
+          if (found.kind !== 'profile') continue;
+          into.set(url, found.profile);
+          await this.loadExtensions(cache, tenant, found.profile, into);
+        }
+      }
+    }
   }
 
   /** A binding's membership when the base table does not decide it: the terminology's membership of each coding; one member suffices. */

@@ -7,6 +7,8 @@
  */
 import { FhirPathTooCostly, type InvariantContext } from '../fhirpath-engine.ts';
 import type { ValidationIssue } from '../validate.ts';
+import { pathTypes } from '../model.ts';
+import { coreType } from './compile.ts';
 import type { CompiledProfile, ProfileElement, Slice, SliceKey, Slicing, TypeRule } from './compiled.ts';
 import { choiceKey, compileSteps, equalsFixed, matchesPattern, typeOfSuffix, walkSteps, type Located, type Step } from './paths.ts';
 import type { TargetScope } from './targets.ts';
@@ -441,7 +443,35 @@ function keyHolds(run: Run, item: Item, values: Located[], key: SliceKey): boole
       return values.length > 0 === key.exists;
     case 'types':
       return values.some((v) => v.type !== undefined && (key.types.has(v.type) || (key.profiles?.some((url) => run.lookup(url)?.type === v.type) ?? false)));
+    case 'through':
+      return throughHolds(run, item, values, key);
   }
+}
+
+/**
+ * A `type` or `profile` discriminator through `resolve()` and on (`item.resolve().value`), as HL7's validator
+ * reads it: the value reached in the held target must have a type (or conform to a profile) that the
+ * element at that path has in one of the slice's target profiles (R4's types where the profile leaves
+ * them). A value whose JSON name does not tell its type is of its element's one type (only a choice has
+ * several). A target profile Cinder does not know admits nothing, with a warning.
+ */
+function throughHolds(run: Run, item: Item, values: Located[], key: Extract<SliceKey, { kind: 'through' }>): boolean {
+  if (values.length === 0) return false;
+  for (const url of key.targets) {
+    const core = coreType(url);
+    const profile = core === undefined ? run.lookup(url) : undefined;
+    if (core === undefined && profile === undefined) {
+      run.add('warning', 'not-supported', pathOf(item), `The profile ${url}, which chooses a slice here through resolve().${key.path}, is not known to Cinder: no value is taken to conform to it`);
+      continue;
+    }
+    const type = core ?? profile!.type;
+    const at = profile?.typesAt.get(key.path);
+    if (key.discriminator === 'type') {
+      const types = at?.types ?? pathTypes(type, key.path);
+      if (values.some((v) => (v.type === undefined ? types.length === 1 : types.includes(v.type)))) return true;
+    } else if ((at?.profiles ?? []).some((p) => values.some((v) => conforms(run, item, v.value, p)))) return true;
+  }
+  return false;
 }
 
 /**

@@ -7,7 +7,7 @@ import { createTerminology } from './terminology/create.ts';
 import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
 import { storeProfiles } from './fhir/validation/profile/definitions.ts';
 import { ProfileValidator } from './fhir/validation/profile/profile-check.ts';
-import { valueSetMembership } from './validation-terminology.ts';
+import { valueSetMembership, valueSetSubset } from './validation-terminology.ts';
 import { QuestionnaireValidator } from './fhir/validation/questionnaire/validator.ts';
 import { storeQuestionnaires } from './fhir/validation/questionnaire/source.ts';
 import { CoreBundle } from './terminology/core/core-bundle.ts';
@@ -200,7 +200,7 @@ export function createApp(deps: AppDeps): App {
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
   const fhirDeps: FhirDeps = {
     store, clock, expandCodes, validation: config.validation, core, fhirBase: (tenant) => fhirBaseOf(config.baseUrl, tenant),
-    profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store)), valueSetMembership(terminology.service)),
+    profiles: new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service)),
     questionnaires: new QuestionnaireValidator(storeQuestionnaires(store), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };

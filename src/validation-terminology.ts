@@ -1,6 +1,8 @@
 import { FhirError } from './errors.ts';
 import type { CompiledValueSet } from './terminology/compile/compiled-value-set.ts';
 import { validateValueSetCode } from './terminology/ops/validate-value-set-code.ts';
+import { valueSetByCanonical, valueSetCodes } from './terminology/ops/value-set-codes.ts';
+import type { ValueSetSubset } from './fhir/validation/profile/snapshot.ts';
 import type { TerminologyService } from './terminology/service.ts';
 import { ProfileValidator, type CheckMembership, type Membership } from './fhir/validation/profile/profile-check.ts';
 import { ProfileRegistry } from './fhir/validation/profile/registry.ts';
@@ -42,11 +44,39 @@ export function valueSetMembership(service: TerminologyService): CheckMembership
   };
 }
 
+/** The most codes a value set replacing a required binding's may have for snapshot generation to check it code by code. */
+export const SUBSET_CODES = 10_000;
+
+/**
+ * Snapshot generation's test of a required binding's value set replaced by another (snapshot.ts): the
+ * codes of the new value set (enumerated as search's `:in` enumerates them, at most SUBSET_CODES), each
+ * of which must be in the base's value set, as `ValueSet/$validate-code` decides membership (`membership`).
+ */
+export function valueSetSubset(service: TerminologyService, tenant: string, membership: CheckMembership = valueSetMembership(service)): ValueSetSubset {
+  return async (narrower, wider) => {
+    const terminology = await service.context(tenant);
+    let codes: { system: string; code: string }[];
+    try {
+      codes = await valueSetCodes(terminology, valueSetByCanonical(narrower), SUBSET_CODES);
+    } catch (err) {
+      if (err instanceof FhirError) return { kind: 'unknown', why: err.message };
+      throw err;
+    }
+    if (codes.length > SUBSET_CODES) return { kind: 'unknown', why: `${narrower} has more than ${SUBSET_CODES} codes` };
+    for (const c of codes) {
+      const m = await membership(tenant, wider, c);
+      if (m.kind === 'not-member') return { kind: 'not-subset', code: `${c.system}|${c.code}` };
+      if (m.kind === 'unknown') return { kind: 'unknown', why: m.why };
+    }
+    return { kind: 'subset' };
+  };
+}
+
 /**
  * Profile validation of a tenant's writes outside the server (`cinder import`, `cinder validate`): the
  * StructureDefinitions as stored, bindings decided by a terminology of its own over the same store.
  */
 export function storeProfileValidator(store: Store, clock: Clock, coreBundle: CoreBundle = new CoreBundle()): ProfileValidator {
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  return new ProfileValidator(new ProfileRegistry(storeProfiles(store)), valueSetMembership(terminology.service));
+  return new ProfileValidator(new ProfileRegistry(storeProfiles(store), { valueSets: (tenant) => valueSetSubset(terminology.service, tenant) }), valueSetMembership(terminology.service));
 }

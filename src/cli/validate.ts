@@ -54,8 +54,10 @@ export const validateCommand: Command = {
       try {
         const at = clock.now();
         // The StructureDefinitions of the same snapshot, read once: no change token read per profiled resource.
-        const membership = storeProfileValidator(store, clock).membership;
-        const profiles = new ProfileValidator(new ProfileRegistry(snapshotProfiles(await readDefinitions(store, tenant, at))), membership);
+        const stored = storeProfileValidator(store, clock);
+        const membership = stored.membership;
+        const valueSets = stored.registry.valueSets;
+        const profiles = new ProfileValidator(new ProfileRegistry(snapshotProfiles(await readDefinitions(store, tenant, at)), valueSets ? { valueSets } : {}), membership);
         const questionnaires = new QuestionnaireValidator(snapshotQuestionnaires(await readQuestionnaires(store, tenant, at)), membership);
         result = await validateStored(store, tenant, {
           at,

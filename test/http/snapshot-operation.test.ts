@@ -218,6 +218,27 @@ await eachStore((kind, fresh) => {
       expect(other.issue[0].details.text).toContain('the base fixes fixedCode to "vital-signs"');
     });
 
+    test("a required binding's value set replaced by a subset of it (the tenant's terminology decides), not by another; undecided, a warning", async () => {
+      const vs = (id: string, system: string, codes: string[]) => ({
+        resourceType: 'ValueSet', url: `http://example.org/vs/${id}`, status: 'active', compose: { include: [{ system, concept: codes.map((code) => ({ code })) }] },
+      });
+      await api.create(vs('done', 'http://hl7.org/fhir/observation-status', ['final', 'amended']));
+      await api.create(vs('genders', 'http://hl7.org/fhir/administrative-gender', ['male']));
+      const bound = (id: string) => [{ id: 'Observation.status', path: 'Observation.status', binding: { strength: 'required', valueSet: `http://example.org/vs/${id}` } }];
+      const subset = await generate('Observation', bound('done'));
+      expect(subset.status).toBe(200);
+      expect(byId((await subset.json()) as Json).get('Observation.status')?.binding).toMatchObject({ strength: 'required', valueSet: 'http://example.org/vs/done' });
+      const other = await expectOutcome(await generate('Observation', bound('genders')), 422);
+      expect(other.issue[0].expression).toEqual(['Observation.status']);
+      expect(other.issue[0].details.text).toContain("the base's required binding to http://hl7.org/fhir/ValueSet/observation-status may be replaced only by a subset of it; http://example.org/vs/genders has http://hl7.org/fhir/administrative-gender|male");
+      // A value set the terminology does not hold: generated, and $validate against the profile says what was not checked.
+      expect((await generate('Observation', bound('nowhere'))).status).toBe(200);
+      await api.create(pulse({ url: 'http://example.org/unsure', differential: { element: bound('nowhere') } }));
+      const res = await api.post('Observation/$validate', { resourceType: 'Observation', meta: { profile: ['http://example.org/unsure'] }, status: 'final', code: { text: 'x' } });
+      const warnings = ((await res.json()) as Json).issue.filter((i: Json) => i.severity === 'warning').map((i: Json) => i.details.text as string);
+      expect(warnings.some((w: string) => w.includes('is replaced by http://example.org/vs/nowhere, which must be a subset of it; not checked'))).toBe(true);
+    });
+
     test('below a choice of several types is a 422 asking for one type', async () => {
       const o = await expectOutcome(await generate('Observation', [{ id: 'Observation.value[x].unit', path: 'Observation.value[x].unit', min: 1 }]), 422);
       expect(o.issue[0].expression).toEqual(['Observation.value[x].unit']);

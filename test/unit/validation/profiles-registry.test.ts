@@ -11,7 +11,7 @@ import { storeProfiles } from '../../../src/fhir/validation/profile/definitions.
 test('the oldest canonicals are forgotten beyond the capacity, and looked up again when named', async () => {
   let searches = 0;
   const store = { resources: { changeToken: async () => '0', search: async () => (searches++, []) } } as unknown as Store;
-  const registry = new ProfileRegistry(storeProfiles(store), [], 3);
+  const registry = new ProfileRegistry(storeProfiles(store), { files: [], capacity: 3 });
   const cache = await registry.cache('t');
   for (const url of ['http://x/a', 'http://x/b', 'http://x/c', 'http://x/d']) expect(await registry.resolve(cache, 't', url)).toEqual({ kind: 'unknown' });
   expect(searches).toBe(4);
@@ -39,7 +39,7 @@ test('every core profile and extension definition has a url under CORE_PREFIXES,
 
 test('a canonical outside CORE_PREFIXES is unknown without reading the core files', async () => {
   const store = { resources: { changeToken: async () => '0', search: async () => [] } } as unknown as Store;
-  const registry = new ProfileRegistry(storeProfiles(store), ['/nonexistent/core-profiles.json']);
+  const registry = new ProfileRegistry(storeProfiles(store), { files: ["/nonexistent/core-profiles.json"] });
   const cache = await registry.cache('t');
   expect(await registry.resolve(cache, 't', 'http://hl7.org/fhir/us/core/StructureDefinition/us-core-patient')).toEqual({ kind: 'unknown' });
   await expect(registry.resolve(cache, 't', 'http://hl7.org/fhir/StructureDefinition/bp')).rejects.toThrow();

@@ -11,7 +11,7 @@ import type { CompiledProfile } from './compiled.ts';
 import { coreProfileFiles } from './core-files.js';
 import type { ProfileSource } from './definitions.ts';
 import { coreDefinitions, coreProfiles } from './core-definitions.ts';
-import { generateSnapshot, SnapshotError, type DefinitionLookup } from './snapshot.ts';
+import { generateSnapshot, SnapshotError, type DefinitionLookup, type SnapshotOptions, type ValueSetSubset } from './snapshot.ts';
 
 type Json = Record<string, unknown>;
 
@@ -42,13 +42,31 @@ export const CORE_PREFIXES = [BASE, 'http://fhir-registry.smarthealthit.org/Stru
 /** How many urls resolveMany asks the source about at once. */
 const LOOKUP_BATCH = 100;
 
+export interface RegistryOptions {
+  /** The core profile files (tests give others). */
+  files?: readonly string[];
+  /** Canonicals remembered per tenant. */
+  capacity?: number;
+  /** The tenant's terminology, for snapshot generation's test of a required binding's value set replaced by another. */
+  valueSets?: (tenant: string) => ValueSetSubset;
+}
+
 export class ProfileRegistry {
   private core: Map<string, Json> | undefined;
   private coreLoading: Promise<Map<string, Json>> | undefined;
   private readonly coreCompiled = new Map<string, Resolved>();
   private readonly tenants = new Map<string, TenantCache>();
 
-  constructor(private readonly source: ProfileSource, private readonly files: readonly string[] = coreProfileFiles, private readonly capacity = PROFILES_PER_TENANT) {}
+  private readonly files: readonly string[];
+  private readonly capacity: number;
+  /** RegistryOptions.valueSets, for a registry over the same tenant's terminology (`cinder validate`'s). */
+  readonly valueSets: ((tenant: string) => ValueSetSubset) | undefined;
+
+  constructor(private readonly source: ProfileSource, options: RegistryOptions = {}) {
+    this.files = options.files ?? coreProfileFiles;
+    this.capacity = options.capacity ?? PROFILES_PER_TENANT;
+    this.valueSets = options.valueSets;
+  }
 
   /** The tenant's cache, dropped when its profiles or terminology changed (one read of the change token). */
   async cache(tenant: string): Promise<TenantCache> {
@@ -120,9 +138,16 @@ export class ProfileRegistry {
     };
   }
 
-  /** `sd` with its snapshot generated from its differential (snapshot.ts), its bases found as definitionLookup finds them. */
-  snapshot(tenant: string, sd: Json): Promise<Json> {
-    return generateSnapshot(sd, this.definitionLookup(tenant));
+  /**
+   * `sd` with its snapshot generated from its differential (snapshot.ts), its bases found as
+   * definitionLookup finds them, value sets judged by the tenant's terminology; what could not be
+   * checked goes to `warnings`.
+   */
+  snapshot(tenant: string, sd: Json, warnings?: SnapshotOptions['warnings']): Promise<Json> {
+    const options: SnapshotOptions = {};
+    if (this.valueSets !== undefined) options.valueSets = this.valueSets(tenant);
+    if (warnings !== undefined) options.warnings = warnings;
+    return generateSnapshot(sd, this.definitionLookup(tenant), options);
   }
 
   private async load(tenant: string, canonical: string): Promise<Resolved> {
@@ -164,7 +189,11 @@ export class ProfileRegistry {
     const differential = (sd.differential as Json | undefined)?.element;
     if ((Array.isArray(elements) && elements.length > 0) || !Array.isArray(differential) || differential.length === 0) return compiled(sd);
     try {
-      return compiled(await this.snapshot(tenant, sd));
+      const warnings: NonNullable<SnapshotOptions['warnings']> = [];
+      const r = compiled(await this.snapshot(tenant, sd, warnings));
+      // What generation could not check is said, as a problem of the profile, in each `$validate` against it.
+      if (r.kind === 'profile' && warnings.length > 0) r.profile = { ...r.profile, unsupported: [...r.profile.unsupported, ...warnings.map((w) => w.text)] };
+      return r;
     } catch (err) {
       if (!(err instanceof SnapshotError)) throw err;
       const label = typeof sd.version === 'string' ? `${String(sd.url)}|${sd.version}` : String(sd.url);

@@ -20,6 +20,20 @@ type Json = Record<string, unknown>;
 /** A StructureDefinition by canonical (`url` or `url|version`): the tenant's, else R4 core's; undefined when unknown. */
 export type DefinitionLookup = (canonical: string) => Json | undefined | Promise<Json | undefined>;
 
+/**
+ * Whether every code of the value set `narrower` is in `wider` (canonical URLs), as the tenant's
+ * terminology tells: R4 lets a profile replace a required binding's value set only by a subset of it.
+ */
+export type ValueSetSubset = (narrower: string, wider: string) => Promise<{ kind: 'subset' } | { kind: 'not-subset'; code: string } | { kind: 'unknown'; why: string }>;
+
+/** What generation may use besides the definitions, and where it says what it could not decide. */
+export interface SnapshotOptions {
+  /** Decides a required binding's value set replaced by another; without it, the replacement is a warning. */
+  valueSets?: ValueSetSubset;
+  /** Warnings: what the generator accepted without being able to check it (`element`: the differential element). */
+  warnings?: { element: string; text: string }[];
+}
+
 /** How many base definitions a profile may stand on (a profile of a profile of ...), including the datatype profiles it expands. */
 export const MAX_DERIVATION_DEPTH = 16;
 
@@ -28,6 +42,7 @@ const RESOURCE_TYPES = new Set(R4_RESOURCE_TYPES);
 
 interface Run {
   lookup: DefinitionLookup;
+  options: SnapshotOptions;
   /** The urls whose snapshot is being generated, outermost first (a cycle is an error). */
   chain: string[];
   count: number;
@@ -36,14 +51,14 @@ interface Run {
 }
 
 /** `sd` with `snapshot` generated from its differential and its base's snapshot (sd itself is not changed). */
-export async function generateSnapshot(sd: Json, lookup: DefinitionLookup): Promise<Json> {
+export async function generateSnapshot(sd: Json, lookup: DefinitionLookup, options: SnapshotOptions = {}): Promise<Json> {
   // Each canonical is looked up once per generation (a differential of thousands of elements typed with one profile asks for it thousands of times).
   const found = new Map<string, Json | undefined | Promise<Json | undefined>>();
   const once: DefinitionLookup = (canonical) => {
     if (!found.has(canonical)) found.set(canonical, lookup(canonical));
     return found.get(canonical);
   };
-  const elements = await snapshotElements(sd, { lookup: once, chain: [], count: 0, created: new WeakSet() });
+  const elements = await snapshotElements(sd, { lookup: once, options, chain: [], count: 0, created: new WeakSet() });
   return { ...sd, snapshot: { element: elements } };
 }
 
@@ -142,6 +157,7 @@ async function apply(root: Node, ed: Json, run: Run, label: string): Promise<voi
       inSlice = true;
     }
   }
+  if (ed.binding !== null && typeof ed.binding === 'object') await checkValueSet(node.ed.binding as Json | undefined, ed.binding as Json, run, id);
   if (Array.isArray(ed.type)) {
     await checkTargets(typesOf(node.ed), ed.type as Json[], run, id);
     await checkProfiles(ed.type as Json[], run, id);
@@ -174,6 +190,23 @@ async function checkTargets(base: Json[], diff: Json[], run: Run, id: string): P
       if (type !== undefined && !allowed.includes(type)) throw new SnapshotError(`${id}: the target ${String(target)} (${type}) is not one the base allows (${[...new Set(allowed)].join(', ')})`, id);
     }
   }
+}
+
+/**
+ * A required binding's value set replaced by another (R4 profiling.html: a constraint may only narrow a
+ * required binding's codes): every code of the new value set must be in the base's, decided by the
+ * tenant's terminology (an error naming a code that is not); where it cannot be decided (no terminology
+ * here, a value set or code system it does not hold, too many codes), a warning.
+ */
+async function checkValueSet(base: Json | undefined, diff: Json, run: Run, id: string): Promise<void> {
+  if (base?.strength !== 'required' || typeof base.valueSet !== 'string' || typeof diff.valueSet !== 'string') return;
+  const wider = base.valueSet.split('|')[0]!;
+  const narrower = diff.valueSet.split('|')[0]!;
+  if (narrower === wider) return;
+  const verdict = run.options.valueSets === undefined ? { kind: 'unknown' as const, why: 'no terminology is at hand here' } : await run.options.valueSets(narrower, wider);
+  if (verdict.kind === 'subset') return;
+  if (verdict.kind === 'not-subset') throw new SnapshotError(`${id}: the base's required binding to ${wider} may be replaced only by a subset of it; ${narrower} has ${verdict.code}, which ${wider} does not`, id);
+  run.options.warnings?.push({ element: id, text: `${id}: the base's required binding to ${wider} is replaced by ${narrower}, which must be a subset of it; not checked: ${verdict.why}` });
 }
 
 /**

@@ -199,7 +199,8 @@ async function checkTargets(base: Json[], diff: Json[], run: Run, id: string): P
  * here, a value set or code system it does not hold, too many codes), a warning.
  */
 async function checkValueSet(base: Json | undefined, diff: Json, run: Run, id: string): Promise<void> {
-  if (base?.strength !== 'required' || typeof base.valueSet !== 'string' || typeof diff.valueSet !== 'string') return;
+  // A binding weakened is merge's error, asked of no terminology.
+  if (base?.strength !== 'required' || typeof base.valueSet !== 'string' || typeof diff.valueSet !== 'string' || (diff.strength !== undefined && diff.strength !== 'required')) return;
   const wider = base.valueSet.split('|')[0]!;
   const narrower = diff.valueSet.split('|')[0]!;
   if (narrower === wider) return;

@@ -239,6 +239,26 @@ await eachStore((kind, fresh) => {
       expect(warnings.some((w: string) => w.includes('is replaced by http://example.org/vs/nowhere, which must be a subset of it; not checked'))).toBe(true);
     });
 
+    test("a slice of an element nothing slices stands in the element's place, as HL7 writes it; a profile over such a base keeps it", async () => {
+      const res = await generate('Patient', [
+        { id: 'Patient.birthDate:born', path: 'Patient.birthDate', sliceName: 'born', min: 1 },
+        { id: 'Patient.name:a', path: 'Patient.name', sliceName: 'a', short: 'a' },
+        { id: 'Patient.name:a.family', path: 'Patient.name.family', min: 1 },
+        { id: 'Patient.name:b', path: 'Patient.name', sliceName: 'b', short: 'b' },
+      ]);
+      expect(res.status).toBe(200);
+      const ids = ((await res.json()) as Json).snapshot.element.map((e: Json) => e.id as string);
+      expect(ids).toContain('Patient.birthDate:born');
+      expect(ids).not.toContain('Patient.birthDate');
+      // The first name stands in place; a second is a slice after it (both hold for every name when validating).
+      expect(ids.filter((id: string) => id.startsWith('Patient.name') && !id.slice('Patient.name'.length).includes('.'))).toEqual(['Patient.name:a', 'Patient.name:b']);
+      expect(ids).toContain('Patient.name:a.family');
+      // HL7's catalog has Composition.date:IssueDate without Composition.date: a profile on it kept neither before.
+      const over = await generate('Composition', [{ id: 'Composition.title', path: 'Composition.title', short: 'x' }], { baseDefinition: 'http://hl7.org/fhir/StructureDefinition/catalog' });
+      expect(over.status).toBe(200);
+      expect(byId((await over.json()) as Json).get('Composition.date:IssueDate')).toMatchObject({ path: 'Composition.date', sliceName: 'IssueDate', min: 1 });
+    });
+
     test('below a choice of several types is a 422 asking for one type', async () => {
       const o = await expectOutcome(await generate('Observation', [{ id: 'Observation.value[x].unit', path: 'Observation.value[x].unit', min: 1 }]), 422);
       expect(o.issue[0].expression).toEqual(['Observation.value[x].unit']);

@@ -24,9 +24,17 @@ export interface Node {
   renamed?: string[];
   /** Whether a differential element gave its types (then naming it by a type narrows it no further). */
   typedByDiff?: boolean;
+  /**
+   * A slice standing in place of its element, which nothing slices (`Composition.date:IssueDate` of
+   * HL7's catalog): a child, written with its slice name in its id.
+   */
+  inPlace?: true;
 }
 
-/** A snapshot's elements (in order) as a tree; elements whose owner is not before them are left out. */
+/**
+ * A snapshot's elements (in order) as a tree; elements whose owner is not before them are left out, but
+ * for a slice standing in place of an element nothing slices (HL7's snapshots write them so), which is that element.
+ */
 export function buildTree(elements: readonly Json[]): Node {
   const byId = new Map<string, Node>();
   let root: Node | undefined;
@@ -55,7 +63,16 @@ export function buildTree(elements: readonly Json[]): Node {
     const slash = sliceName.lastIndexOf('/');
     const ownerId = slash < 0 ? `${parentId}.${last.slice(0, colon)}` : `${parentId}.${last.slice(0, colon)}:${sliceName.slice(0, slash)}`;
     const owner = byId.get(ownerId);
-    if (owner === undefined) continue;
+    if (owner === undefined) {
+      const parent = slash < 0 ? byId.get(parentId) : undefined;
+      if (parent === undefined) continue;
+      const name = last.slice(0, colon);
+      const inPlace = node(name, `${parent.path}.${name}`, sliceName, ed);
+      inPlace.inPlace = true;
+      parent.children.push(inPlace);
+      byId.set(id, inPlace);
+      continue;
+    }
     const slice = node(owner.name, owner.path, sliceName, ed);
     owner.slices.push(slice);
     byId.set(id, slice);
@@ -78,6 +95,7 @@ export function cloneBase(n: Node, path = n.path): Node {
     slices: n.slices.filter((s) => s.fromBase).map((s) => cloneBase(s, path)),
   };
   if (n.sliceName !== undefined) out.sliceName = n.sliceName;
+  if (n.inPlace) out.inPlace = true;
   return out;
 }
 
@@ -109,6 +127,9 @@ export function writeTree(root: Node): Json[] {
 function write(n: Node, id: string, elementId: string, out: Json[]): void {
   const { id: _id, path: _path, ...rest } = n.ed;
   out.push({ id, path: n.path, ...rest });
-  for (const c of n.children) write(c, `${id}.${c.name}`, `${id}.${c.name}`, out);
+  for (const c of n.children) {
+    const at = c.inPlace ? `${id}.${c.name}:${c.sliceName}` : `${id}.${c.name}`;
+    write(c, at, `${id}.${c.name}`, out);
+  }
   for (const s of n.slices) write(s, `${elementId}:${s.sliceName}`, elementId, out);
 }

@@ -293,6 +293,7 @@ function narrowChoice(node: Node, type: string): void {
 
 /** The slice `name` of `node` (`s/r`: the re-slice `r` of its slice `s`), made from the sliced element as the base has it when new. */
 function sliceOf(node: Node, name: string, id: string, run: Run): Node {
+  if (node.inPlace && node.sliceName === name) return node;
   const slash = name.lastIndexOf('/');
   const owner = slash < 0 ? node : sliceOf(node, name.slice(0, slash), id, run);
   const existing = owner.slices.find((s) => s.sliceName === name);
@@ -300,11 +301,19 @@ function sliceOf(node: Node, name: string, id: string, run: Run): Node {
   if (owner.ed.slicing === undefined) {
     const isExtension = node.name === 'extension' || node.name === 'modifierExtension';
     if (isExtension) owner.ed.slicing = { discriminator: [{ type: 'value', path: 'url' }], ordered: false, rules: 'open' };
-    // Elsewhere R4's own profiles name slices of elements nothing slices (catalog's `Composition.date:IssueDate`): kept, unsliced, as HL7's snapshots keep them.
+    else if (owner === node && owner.slices.length === 0 && !owner.inPlace) {
+      // Elsewhere R4's own profiles name slices of elements nothing slices (catalog's `Composition.date:IssueDate`): HL7's
+      // snapshots write such a slice in the element's place, its slice name kept, and so does Cinder (a second name becomes a slice after it).
+      owner.inPlace = true;
+      owner.sliceName = name;
+      owner.ed.sliceName = name;
+      return owner;
+    }
   }
   // A slice starts from the sliced element as the base has it; a re-slice from its slice as constrained.
   const slice = owner === node ? cloneBase(owner) : cloneCurrent(owner);
   slice.slices = [];
+  delete slice.inPlace;
   delete slice.ed.slicing;
   slice.ed.sliceName = name;
   slice.sliceName = name;

@@ -21,6 +21,13 @@ const item = (target: string) => ({ type: [{ code: 'Reference', targetProfile: [
 const exact = (): Json => ({ ...diff('exact-quantity', 'Quantity', [e('Quantity.comparator', { max: '0' })]), kind: 'complex-type' });
 /** An Observation whose value is a Quantity, profiled as exact-quantity; one whose value is a CodeableConcept. */
 const numeric = () => diff('numeric-obs', 'Observation', [e('Observation.value[x]', { type: [{ code: 'Quantity', profile: [`${BASE}exact-quantity`] }] })]);
+/** The same with R4's own SimpleQuantity (a constraint on Quantity among R4's data type definitions). */
+const simple = () => diff('simple-obs', 'Observation', [e('Observation.value[x]', { type: [{ code: 'Quantity', profile: ['http://hl7.org/fhir/StructureDefinition/SimpleQuantity'] }] })]);
+const bySimple = () => diff('list-by-simple-quantity', 'List', [
+  e('List.entry', { slicing: { discriminator: [{ type: 'profile', path: 'item.resolve().value' }], rules: 'open' } }),
+  e('List.entry:simple', { sliceName: 'simple', min: 1 }),
+  e('List.entry:simple.item', item('simple-obs')),
+]);
 const coded = () => diff('coded-obs', 'Observation', [e('Observation.value[x]', { type: [{ code: 'CodeableConcept' }] })]);
 /** A List of exactly one numeric Observation and at most one coded one, sliced by the type of `item.resolve().value`, closed. */
 const byType = () => diff('list-by-value-type', 'List', [
@@ -52,7 +59,7 @@ await eachStore((kind, fresh) => {
     beforeAll(async () => {
       t = await createTestApp({ store: await fresh() });
       api = fhirClient(t, await t.token());
-      for (const sd of [exact(), numeric(), coded(), byType(), byProfile()]) await api.create(sd);
+      for (const sd of [exact(), numeric(), coded(), byType(), byProfile(), simple(), bySimple()]) await api.create(sd);
     });
     afterAll(() => t.close());
 
@@ -77,6 +84,12 @@ await eachStore((kind, fresh) => {
       expect((await api.post('List', list('list-by-value-profile', [obs('q', QTY)]))).status).toBe(201);
       // A comparator is not allowed in an exact-quantity: that value fills no slice.
       const refused = await expectOutcome(await api.post('List', list('list-by-value-profile', [obs('q', { valueQuantity: { value: 1, comparator: '<' } })])), 422);
+      expect(errors(refused)).toEqual([expect.stringMatching(/^List\.entry List\.entry:simple: at least 1 required/)]);
+    });
+
+    test("R4's SimpleQuantity as the target profile's value profile: known, so a comparator fills no slice and an exact value does", async () => {
+      expect((await api.post('List', list('list-by-simple-quantity', [obs('q', QTY)]))).status).toBe(201);
+      const refused = await expectOutcome(await api.post('List', list('list-by-simple-quantity', [obs('q', { valueQuantity: { value: 1, comparator: '<' } })])), 422);
       expect(errors(refused)).toEqual([expect.stringMatching(/^List\.entry List\.entry:simple: at least 1 required/)]);
     });
   });

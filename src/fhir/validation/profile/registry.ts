@@ -13,6 +13,12 @@ import type { ProfileSource } from './definitions.ts';
 import { coreDefinitions, coreProfiles } from './core-definitions.ts';
 import { generateSnapshot, SnapshotError, type DefinitionLookup, type SnapshotOptions, type ValueSetSubset } from './snapshot.ts';
 
+/**
+ * R4's constraints on a data type (profiles-types.json: SimpleQuantity, MoneyQuantity), which a type's
+ * `profile` or a `profile` discriminator may name; HL7's base definitions hold them, not the core profiles.
+ */
+const DATA_TYPE_PROFILES = new Set(['http://hl7.org/fhir/StructureDefinition/SimpleQuantity', 'http://hl7.org/fhir/StructureDefinition/MoneyQuantity']);
+
 type Json = Record<string, unknown>;
 
 /** A profile as found: compiled, found but unusable (why), or not known. */
@@ -167,7 +173,8 @@ export class ProfileRegistry {
   /** The R4 core definition `url` (of `version`, when given), or unknown. */
   private async fromCore(url: string, version: string | undefined): Promise<Resolved> {
     const core = await this.coreDefinitions();
-    const sd = core.get(url);
+    // R4's two data type profiles are among the base definitions, read only when one is asked for.
+    const sd = core.get(url) ?? (DATA_TYPE_PROFILES.has(url) ? (await coreDefinitions()).get(url) : undefined);
     if (sd === undefined || sd.derivation !== 'constraint' || (version !== undefined && version !== sd.version)) return { kind: 'unknown' };
     let r = this.coreCompiled.get(url);
     if (r === undefined) {

@@ -54,6 +54,35 @@ export function checkAccept(accept: string | undefined, format: string | null): 
   if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json (FHIR R4)`);
 }
 
+/** GraphQL over HTTP's own media type for a GraphQL response. */
+export const GRAPHQL_RESPONSE = 'application/graphql-response+json';
+
+/**
+ * The media type of a `$graphql` answer (GraphQL over HTTP, "Accept"): `application/graphql-response+json`
+ * when the client ranks it at least as high as any JSON type it accepts (by `q`), else `application/json`,
+ * as with no `Accept`; `_format` overrides `Accept` as checkAccept reads it. Nothing acceptable: 406.
+ */
+export function graphqlResponseType(accept: string | undefined, format: string | null): typeof GRAPHQL_RESPONSE | 'application/json' {
+  if (format !== null) {
+    if (mediaRange(format.trim().replace(/ /g, '+')).type === GRAPHQL_RESPONSE) return GRAPHQL_RESPONSE;
+    checkAccept(undefined, format);
+    return 'application/json';
+  }
+  if (!accept) return 'application/json';
+  let graphql = 0;
+  let json = 0;
+  for (const part of accept.split(',')) {
+    const { type, params } = mediaRange(part);
+    const q = Number(params.get('q') ?? '1');
+    if (!(q > 0)) continue;
+    if (type === GRAPHQL_RESPONSE) graphql = Math.max(graphql, q);
+    else if (isR4Version(params) && (type === '*/*' || type === 'application/*' || JSON_TYPES.includes(type))) json = Math.max(json, q);
+  }
+  if (graphql > 0 && graphql >= json) return GRAPHQL_RESPONSE;
+  if (json > 0) return 'application/json';
+  throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: $graphql answers ${GRAPHQL_RESPONSE} or application/json`);
+}
+
 /** The generic JSON types a client may ask for (R4 http.html names `application/json` and `text/json`). */
 const PLAIN_JSON_TYPES = ['application/json', 'text/json'];
 

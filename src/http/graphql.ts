@@ -7,6 +7,7 @@ import { FhirGraphqlSchema } from '../fhir/graphql/schema.ts';
 import { checkRestType, checkTypeAndId } from '../fhir/resource.ts';
 import { REST_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import { readLimited } from './body.ts';
+import { GRAPHQL_RESPONSE, graphqlResponseType } from './fhir-response.ts';
 import type { AppEnv } from './env.ts';
 
 export interface GraphqlRouteDeps {
@@ -85,7 +86,8 @@ async function graphqlRequest(c: Context<AppEnv>, maxBodyBytes: number): Promise
 
 /**
  * `[base]/$graphql` and `[base]/[Type]/[id]/$graphql` (FHIR R4 graphql.html), by GET or POST. Answers
- * `application/json` `{data, errors}`; a request that cannot run (its token, a malformed body, an
+ * `{data, errors}` as `application/json`, or as `application/graphql-response+json` when Accept prefers it
+ * (GraphQL over HTTP); a request that cannot run (its token, a malformed body, an
  * instance it may not read) is an OperationOutcome with the usual status.
  */
 export function graphqlRoutes(deps: GraphqlRouteDeps): Hono<AppEnv> {
@@ -93,10 +95,14 @@ export function graphqlRoutes(deps: GraphqlRouteDeps): Hono<AppEnv> {
   // Built on first use: some 700 object types, shared by every request of this app.
   let schemas: FhirGraphqlSchema | undefined;
   const answer = async (c: Context<AppEnv>, focus?: GraphqlFocus) => {
+    const type = graphqlResponseType(c.req.header('accept'), c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null);
     const request = await graphqlRequest(c, deps.maxBodyBytes);
     schemas ??= new FhirGraphqlSchema();
-    const result = await runGraphql(deps.fhir, { tenant: c.get('tenant'), access: c.get('access') }, schemas, request, focus);
-    return new Response(JSON.stringify(result), { status: 200, headers: { 'Content-Type': 'application/json; charset=utf-8' } });
+    const reply = await runGraphql(deps.fhir, { tenant: c.get('tenant'), access: c.get('access') }, schemas, request, focus);
+    // GraphQL over HTTP: in its own media type a request error (no `data`: the query did not parse, validate
+    // or pass the limits) is a 400; in application/json every GraphQL response is a 200.
+    const status = type === GRAPHQL_RESPONSE && reply.requestError ? 400 : 200;
+    return new Response(reply.text, { status, headers: { 'Content-Type': `${type}; charset=utf-8` } });
   };
   const refuse = (c: Context<AppEnv>) => {
     throw new FhirError('method-not-allowed', `${c.req.method} is not supported on $graphql`, { headers: { Allow: 'GET, POST' } });

@@ -4,11 +4,15 @@
  * FhirError (a read's 403 or 404, a search's 400) is an error with its field's path and its FHIR
  * status and issue code in `extensions`. Mutations and subscriptions are refused.
  */
-import { execute, GraphQLError, Kind, parse, specifiedRules, validate, type DocumentNode, type ExecutionResult, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
+import {
+  execute, GraphQLError, Kind, parse, specifiedRules, validate, type DocumentNode, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema,
+  type OperationDefinitionNode, type SelectionSetNode,
+} from 'graphql';
 import { FhirError, storeFailureAsFhir } from '../../errors.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
 import { graphqlContext } from './context.ts';
 import { applyFhirDirectives, usesFhirDirectives } from './directives.ts';
+import { introspections, type IntrospectionRunner } from './introspection.ts';
 import { GraphqlBudget, MAX_QUERY_CHARS, MAX_QUERY_TOKENS, shapeProblem } from './limits.ts';
 import type { FhirGraphqlSchema, Json } from './schema.ts';
 
@@ -42,8 +46,7 @@ function checked(schema: GraphQLSchema, request: GraphqlRequest): DocumentNode |
     if (err instanceof GraphQLError) return { errors: [err.toJSON() as unknown as Record<string, unknown>] };
     throw err;
   }
-  const ops = doc.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
-  const op = request.operationName ? ops.find((o) => o.name?.value === request.operationName) : ops.length === 1 ? ops[0] : undefined;
+  const op = chosenOperation(doc, request.operationName);
   if (op && op.operation !== 'query') return refused(`Cinder's $graphql is read-only: ${op.operation}s are not supported (use the REST API to write)`);
   const problem = shapeProblem(doc);
   if (problem) return refused(problem);
@@ -69,30 +72,63 @@ function rendered(e: GraphQLError): Record<string, unknown> {
   return json;
 }
 
-/** Whether every operation of `doc` selects introspection fields alone (`__schema`, `__type`, `__typename`): it reads no resource. */
-function introspectionOnly(doc: DocumentNode): boolean {
-  return doc.definitions.every((d) => d.kind !== Kind.OPERATION_DEFINITION || d.selectionSet.selections.every((s) => s.kind === Kind.FIELD && s.name.value.startsWith('__')));
+/** The operation a request runs: the one named, or the only one; undefined when neither (execute names the problem). */
+function chosenOperation(doc: DocumentNode, operationName: string | undefined): OperationDefinitionNode | undefined {
+  const ops = doc.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  return operationName ? ops.find((o) => o.name?.value === operationName) : ops.length === 1 ? ops[0] : undefined;
 }
 
-/** The most introspection answers kept (per app): GraphiQL asks the same one at every start, some 11 MB and a second or two to compute. */
-const KEPT_INTROSPECTIONS = 8;
+/** The names of the fields `op` selects at its root, through fragments (spread or inline). */
+function rootFieldNames(doc: DocumentNode, op: OperationDefinitionNode): Set<string> {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+  const names = new Set<string>();
+  const seen = new Set<string>();
+  const walk = (set: SelectionSetNode): void => {
+    for (const s of set.selections) {
+      if (s.kind === Kind.FIELD) names.add(s.name.value);
+      else if (s.kind === Kind.INLINE_FRAGMENT) walk(s.selectionSet);
+      else if (!seen.has(s.name.value)) {
+        seen.add(s.name.value);
+        const f = fragments.get(s.name.value);
+        if (f) walk(f.selectionSet);
+      }
+    }
+  };
+  walk(op.selectionSet);
+  return names;
+}
 
-/** Runs a `$graphql` request: system level, or on the resource `focus` (instance level). */
-export async function runGraphql(deps: FhirDeps, req: FhirRequest, schemas: FhirGraphqlSchema, request: GraphqlRequest, focus?: GraphqlFocus): Promise<GraphqlAnswer> {
+/** A `$graphql` answer as JSON text; `requestError` when it has no `data` (the query was refused before it ran: GraphQL over HTTP's request error). */
+export interface GraphqlReply {
+  text: string;
+  requestError: boolean;
+}
+
+const reply = (answer: GraphqlAnswer): GraphqlReply => ({ text: JSON.stringify(answer), requestError: !('data' in answer) });
+
+/**
+ * Runs a `$graphql` request: system level, or on the resource `focus` (instance level). A query that
+ * introspects the schema (`__schema`, `__type`) is answered by the introspection thread (introspection.ts)
+ * and selects nothing else: resources are read here, introspection there.
+ */
+export async function runGraphql(deps: FhirDeps, req: FhirRequest, schemas: FhirGraphqlSchema, request: GraphqlRequest, focus?: GraphqlFocus, runner: IntrospectionRunner = introspections): Promise<GraphqlReply> {
   const schema = focus ? schemas.instance(focus.type) : schemas.system;
   const doc = checked(schema, request);
-  if (!('kind' in doc)) return doc;
-  if (!focus && introspectionOnly(doc)) {
-    // The same for every tenant and token: the schema's description alone.
-    const key = JSON.stringify([request.query, request.variables ?? null, request.operationName ?? null]);
-    const kept = schemas.introspections.get(key);
-    if (kept) return kept;
-    const answer = await run(deps, req, schema, doc, request);
-    if (schemas.introspections.size >= KEPT_INTROSPECTIONS) schemas.introspections.delete(schemas.introspections.keys().next().value!);
-    schemas.introspections.set(key, answer);
-    return answer;
+  if (!('kind' in doc)) return reply(doc);
+  const op = chosenOperation(doc, request.operationName);
+  const names = op ? rootFieldNames(doc, op) : new Set<string>();
+  if (names.has('__schema') || names.has('__type')) {
+    const other = [...names].filter((n) => !n.startsWith('__'));
+    if (other.length) {
+      return reply(refused(`A query that introspects the schema (__schema, __type) selects nothing else: ask for ${other.join(', ')} in another request`));
+    }
+    // The focus is read as a REST read reads it (its 403, 404 or 410), though the answer does not show it.
+    if (focus) await graphqlContext(deps, req, new GraphqlBudget()).read(focus.type, focus.id);
+    const text = await runner.answer({ document: doc, variables: request.variables, operationName: request.operationName, focusType: focus?.type });
+    return { text, requestError: false };
   }
-  return run(deps, req, schema, doc, request, focus);
+  return reply(await run(deps, req, schema, doc, request, focus));
 }
 
 async function run(deps: FhirDeps, req: FhirRequest, schema: GraphQLSchema, doc: DocumentNode, request: GraphqlRequest, focus?: GraphqlFocus): Promise<GraphqlAnswer> {

@@ -112,8 +112,6 @@ export class FhirGraphqlSchema {
   private readonly referenceEnums = new Map<string, GraphQLEnumType>();
   private readonly argsCache = new Map<string, GraphQLFieldConfigArgumentMap>();
   private readonly instanceSchemas = new Map<string, GraphQLSchema>();
-  /** Answers to introspection queries, by query (execute.ts keeps a few). */
-  readonly introspections = new Map<string, { data?: Record<string, unknown> | null; errors?: Record<string, unknown>[] }>();
   readonly resourceUnion: GraphQLUnionType;
   readonly elementType: GraphQLObjectType;
   readonly system: GraphQLSchema;

@@ -55,15 +55,15 @@ export type FhirAdmission = (r: GateRequest) => SyncOrAsync<Admitted>;
 
 /**
  * The checks in front of a tenant's FHIR routes, as a pipeline of steps: tenant exists (404) ->
- * `Accept`/`_format` is JSON (406; not for the discovery document, nor Binary instances, which
- * negotiate native content themselves) -> bearer token of this tenant
+ * `Accept`/`_format` is JSON (406; not for the discovery document, nor Binary instances and `$graphql`,
+ * which negotiate their content themselves) -> bearer token of this tenant
  * (401/403; not for public paths). Shared by the Hono middleware and the hot-route dispatcher.
  */
 export function fhirAdmission(o: Pick<FhirGateOptions, 'store' | 'verify' | 'completeConditions'>): FhirAdmission {
   const checkTenant = tenantChecker(o.store);
   const authenticate = bearerAuthenticator(o.verify, o.completeConditions);
   const admitTenant = (r: GateRequest, tenant: string): SyncOrAsync<Admitted> => {
-    if (r.rest !== '/.well-known/smart-configuration' && !negotiatesAccept(r.rest)) checkAccept(r.accept ?? undefined, r.format);
+    if (r.rest !== '/.well-known/smart-configuration' && !negotiatesAccept(r.rest) && !r.rest.endsWith('/$graphql')) checkAccept(r.accept ?? undefined, r.format);
     if (PUBLIC.has(r.rest)) return { tenant, bearer: null };
     const bearer = authenticate(r.authorization ?? null, tenant);
     return bearer instanceof Promise ? bearer.then((b) => ({ tenant, bearer: b })) : { tenant, bearer };

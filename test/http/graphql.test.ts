@@ -108,6 +108,36 @@ await eachStore((kind, fresh) => {
       expect(paged.ObservationList).toHaveLength(5);
     });
 
+    test('a search argument takes several values, ANDed as a repeated REST parameter; a single value and a String variable as before', async () => {
+      const ids = (d: Json, field = 'PatientList') => (d[field] as Json[]).map((p) => p.id).sort();
+      const two = await data('{ PatientList(birthdate: ["ge1975", "lt1985"]) { id } }');
+      expect(ids(two)).toEqual(await searchIds(api, 'Patient?birthdate=ge1975&birthdate=lt1985'));
+      expect(ids(two)).toEqual(['p1']);
+      // One literal value is a one-item list (GraphQL input coercion).
+      expect(ids(await data('{ PatientList(birthdate: "ge1975") { id } }'))).toEqual(['p1', 'p2']);
+      // A variable: String (as clients of a String argument declare it), [String] with a list or one value, items as variables.
+      expect(ids(await data('query Q($b: String) { PatientList(birthdate: $b) { id } }', { b: 'lt1975' }))).toEqual(['p3']);
+      expect(ids(await data('query Q($b: String!) { PatientList(birthdate: $b) { id } }', { b: 'lt1975' }))).toEqual(['p3']);
+      expect(ids(await data('query Q($b: [String]) { PatientList(birthdate: $b) { id } }', { b: ['ge1975', 'lt1985'] }))).toEqual(['p1']);
+      expect(ids(await data('query Q($b: [String]) { PatientList(birthdate: $b) { id } }', { b: 'lt1975' }))).toEqual(['p3']);
+      expect(ids(await data('query Q($a: String, $b: String) { PatientList(birthdate: [$a, $b]) { id } }', { a: 'ge1975', b: 'lt1985' }))).toEqual(['p1']);
+      // The Connection and a reverse reference's _lastUpdated the same way.
+      const conn = await data('{ PatientConnection(address_city: ["Springfield"], gender: ["male", "male"]) { count edges { resource { id } } } }');
+      expect((conn.PatientConnection as Json).edges.map((e: Json) => e.resource.id)).toEqual(['p3']);
+      const reverse = await data('{ Patient(id: "p1") { ObservationList(_reference: subject, _lastUpdated: ["ge2000-01-01", "lt2999-01-01"], _sort: "_id") { id } } }');
+      expect(((reverse.Patient as Json).ObservationList as Json[]).map((o) => o.id)).toEqual(await searchIds(api, 'Observation?subject=Patient/p1'));
+      // A variable of another type is still refused, and so is a list where one value is taken.
+      for (const [q, v] of [['query Q($b: Int) { PatientList(birthdate: $b) { id } }', { b: 1 }], ['query Q($s: [String]) { PatientList(_sort: $s) { id } }', { s: ['_id'] }]] as const) {
+        const r = await gql(q, v as Json);
+        expect(r.body.data).toBeUndefined();
+        expect(r.body.errors[0].message).toContain('used in position expecting type');
+      }
+      const arg = await data('{ __type(name: "Query") { fields { name args { name type { kind ofType { name } } } } } }');
+      const patientList = ((arg.__type as Json).fields as Json[]).find((f) => f.name === 'PatientList')!;
+      expect(patientList.args.find((a: Json) => a.name === 'birthdate').type).toEqual({ kind: 'LIST', ofType: { name: 'String' } });
+      expect(patientList.args.find((a: Json) => a.name === '_filter').type).toEqual({ kind: 'SCALAR', ofType: null });
+    });
+
     test('{Type}Connection pages with its cursors and counts', async () => {
       const first = await data('{ ObservationConnection(code: "8867-4", _count: 5) { count offset pagesize next edges { mode resource { id } } } }');
       const c = first.ObservationConnection as Json;

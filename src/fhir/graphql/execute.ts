@@ -5,8 +5,9 @@
  * status and issue code in `extensions`. Mutations and subscriptions are refused.
  */
 import {
-  execute, GraphQLError, Kind, parse, specifiedRules, validate, type DocumentNode, type ExecutionResult, type FragmentDefinitionNode, type GraphQLSchema,
-  type OperationDefinitionNode, type SelectionSetNode,
+  execute, getNullableType, GraphQLError, isListType, isTypeSubTypeOf, Kind, parse, specifiedRules, typeFromAST, validate, VariablesInAllowedPositionRule,
+  type ASTVisitor, type DocumentNode, type ExecutionResult, type FragmentDefinitionNode, type GraphQLInputType, type GraphQLSchema,
+  type OperationDefinitionNode, type SelectionSetNode, type ValidationContext, type VariableNode,
 } from 'graphql';
 import { FhirError, storeFailureAsFhir } from '../../errors.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
@@ -36,6 +37,39 @@ export interface GraphqlAnswer {
 
 const refused = (message: string): GraphqlAnswer => ({ errors: [{ message }] });
 
+/**
+ * GraphQL's VariablesInAllowedPosition, but a variable of a type may also stand for a list of that type
+ * (a `String` variable in a search argument `[String]`): the value a client sends for it is then a
+ * single condition, which searchParams reads as a one-item list. GraphQL coerces a literal single value
+ * into a one-item list already; this takes a variable the same way, so queries written for a server
+ * whose search arguments are `String` (`query($name: String) { PatientList(name: $name) }`) still validate.
+ */
+function singleValueForList(context: ValidationContext): ASTVisitor {
+  const schema = context.getSchema();
+  let usages: Map<VariableNode, GraphQLInputType | undefined> | undefined;
+  const locationOf = (node: VariableNode) => {
+    if (!usages) {
+      usages = new Map();
+      for (const d of context.getDocument().definitions) {
+        if (d.kind === Kind.OPERATION_DEFINITION) for (const u of context.getRecursiveVariableUsages(d)) usages.set(u.node, u.type ?? undefined);
+      }
+    }
+    return usages.get(node);
+  };
+  const allowed = (error: GraphQLError): boolean => {
+    const [definition, use] = error.nodes ?? [];
+    if (definition?.kind !== Kind.VARIABLE_DEFINITION || use?.kind !== Kind.VARIABLE) return false;
+    const location = locationOf(use);
+    const variable = typeFromAST(schema, definition.type);
+    if (!location || !variable || !isListType(location) || isListType(getNullableType(variable))) return false;
+    return isTypeSubTypeOf(schema, variable, location.ofType);
+  };
+  const filtered = Object.create(context, { reportError: { value: (error: GraphQLError) => allowed(error) || context.reportError(error) } }) as ValidationContext;
+  return VariablesInAllowedPositionRule(filtered);
+}
+
+const RULES = specifiedRules.map((rule) => (rule === VariablesInAllowedPositionRule ? singleValueForList : rule));
+
 /** Parses and checks a query against `schema` and the limits: the document, or the errors that refuse it. */
 function checked(schema: GraphQLSchema, request: GraphqlRequest): DocumentNode | GraphqlAnswer {
   if (request.query.length > MAX_QUERY_CHARS) return refused(`The query is longer than ${MAX_QUERY_CHARS} characters`);
@@ -50,7 +84,7 @@ function checked(schema: GraphQLSchema, request: GraphqlRequest): DocumentNode |
   if (op && op.operation !== 'query') return refused(`Cinder's $graphql is read-only: ${op.operation}s are not supported (use the REST API to write)`);
   const problem = shapeProblem(doc);
   if (problem) return refused(problem);
-  const errors = validate(schema, doc, specifiedRules, { maxErrors: 20 });
+  const errors = validate(schema, doc, RULES, { maxErrors: 20 });
   if (errors.length) return { errors: errors.map((e) => e.toJSON() as unknown as Record<string, unknown>) };
   return doc;
 }

@@ -66,17 +66,29 @@ function typeName(name: string): string {
 
 const capital = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
-/** Common search arguments (search.html), then the type's own parameters, all as strings (`_count`, `_offset`: Int). */
+/**
+ * A search parameter's argument: `[String]`, as the FHIR GraphQL schema HL7 generates declares search
+ * parameters, so that one parameter takes several conditions, ANDed as a repeated REST parameter
+ * (`PatientList(birthdate: ["ge1970", "lt1990"])`). A single value is a one-item list (GraphQL input
+ * coercion), so `name: "smith"` is as before, and a `String` variable is taken there too
+ * (singleValueForList in execute.ts), as clients written for a `String` argument send it.
+ */
+const REPEATABLE = { type: new GraphQLList(GraphQLString) };
+
+/**
+ * Common search arguments (search.html), then the type's own parameters: repeatable strings, but
+ * `_filter` and `_sort` (one value each; `_count`, `_offset`: Int).
+ */
 function searchArgs(type: string, connection: boolean): GraphQLFieldConfigArgumentMap {
   const args: GraphQLFieldConfigArgumentMap = {
-    _id: { type: GraphQLString }, _lastUpdated: { type: GraphQLString }, _filter: { type: GraphQLString }, _content: { type: GraphQLString },
+    _id: REPEATABLE, _lastUpdated: REPEATABLE, _filter: { type: GraphQLString }, _content: REPEATABLE,
     _sort: { type: GraphQLString }, _count: { type: GraphQLInt }, _offset: { type: GraphQLInt },
   };
-  if (isDomainResource(type)) args._text = { type: GraphQLString };
+  if (isDomainResource(type)) args._text = REPEATABLE;
   if (connection) args._cursor = { type: GraphQLString };
   for (const p of paramsOf(type)) {
     if (p.type === 'special' && p.code !== 'near') continue;
-    args[argName(p.code)] = { type: GraphQLString };
+    args[argName(p.code)] = REPEATABLE;
   }
   return args;
 }
@@ -87,17 +99,20 @@ function searchArgs(type: string, connection: boolean): GraphQLFieldConfigArgume
  * introspection answer some 35 MB; with these it stays a few MB.
  */
 const REVERSE_ARGS: GraphQLFieldConfigArgumentMap = {
-  _id: { type: GraphQLString }, _lastUpdated: { type: GraphQLString }, _filter: { type: GraphQLString }, _sort: { type: GraphQLString },
+  _id: REPEATABLE, _lastUpdated: REPEATABLE, _filter: { type: GraphQLString }, _sort: { type: GraphQLString },
   _count: { type: GraphQLInt }, _offset: { type: GraphQLInt },
 };
 
-/** Search arguments as the REST query a search runs (`address_city` back to `address-city`). */
+/**
+ * Search arguments as the REST query a search runs (`address_city` back to `address-city`), a list's
+ * values as the parameter repeated (null items dropped).
+ */
 export function searchParams(type: string, args: Record<string, unknown>): URLSearchParams {
   const names = new Map(paramsOf(type).map((p) => [argName(p.code), p.code]));
   const out = new URLSearchParams();
   for (const [k, v] of Object.entries(args)) {
     if (v === undefined || v === null || k === '_reference') continue;
-    out.append(names.get(k) ?? k, String(v));
+    for (const item of Array.isArray(v) ? v : [v]) if (item !== null && item !== undefined) out.append(names.get(k) ?? k, String(item));
   }
   return out;
 }

@@ -199,7 +199,7 @@ await eachStore((kind, fresh) => {
       expect(missing.body.errors[0].message).toContain('$id');
     });
 
-    test("graphql.html's directives: @first, @singleton, @flatten; @slice is unknown", async () => {
+    test("graphql.html's directives: @first, @singleton, @flatten, @slice", async () => {
       expect(await data('{ Patient(id: "p1") { name @first { family } id } }')).toEqual({ Patient: { name: { family: 'Smith' }, id: 'p1' } });
       expect(await data('{ Patient(id: "p1") { name @flatten { family given } } o: Observation(id: "o0") { subject @flatten { reference } } }')).toEqual({
         Patient: { family: ['Smith'], given: ['Ann'] }, o: { reference: 'Patient/p1' },
@@ -207,8 +207,33 @@ await eachStore((kind, fresh) => {
       expect(await data('{ PatientList(_id: "p2") @singleton { id } none: PatientList(_id: "nobody") @first { id } }')).toEqual({ PatientList: { id: 'p2' }, none: null });
       const two = await gql('{ ObservationList(subject: "Patient/p1", _sort: "_id") @singleton { id } }');
       expect(two.body).toEqual({ data: { ObservationList: { id: 'o0' } }, errors: [{ message: '@singleton: ObservationList holds 4 items', path: ['ObservationList'] }] });
-      const slice = await gql('{ Patient(id: "p1") { name @slice(path: "use") { family } } }');
-      expect(slice.body.errors[0].message).toContain('Unknown directive "@slice"');
+      // @slice: each item's fields (and theirs) named with '.' and what the FHIRPath path selects from the item, or its index.
+      await api.put200({
+        resourceType: 'Practitioner', id: 'sliced',
+        name: [{ use: 'official', family: 'Chalmers', given: ['Peter', 'James'] }, { use: 'usual', given: ['Jim'] }, { use: 'maiden', family: 'Windsor', period: { end: '2002' } }],
+      });
+      expect(await data('{ Practitioner(id: "sliced") { id name @slice(path: "use") @flatten { given family } } }')).toEqual({
+        Practitioner: { id: 'sliced', 'given.official': ['Peter', 'James'], 'family.official': ['Chalmers'], 'given.usual': ['Jim'], 'family.maiden': ['Windsor'] },
+      });
+      expect(await data('{ Practitioner(id: "sliced") { name @slice(path: "use") { family period { end } } } }')).toEqual({
+        Practitioner: { name: [{ 'family.official': 'Chalmers', 'period.official': null }, { 'family.usual': null, 'period.usual': null }, { 'family.maiden': 'Windsor', 'period.maiden': { 'end.maiden': '2002' } }] },
+      });
+      expect(await data('query S($p: String!) { Practitioner(id: "sliced") { name @slice(path: $p) @flatten { given } } }', { p: '$index' })).toEqual({
+        Practitioner: { 'given.0': ['Peter', 'James'], 'given.1': ['Jim'] },
+      });
+      expect(await data('{ Practitioner(id: "sliced") { name @slice(path: "given.first() & \'-\' & use") @flatten { family } } }')).toEqual({
+        Practitioner: { 'family.Peter-official': ['Chalmers'], 'family.-maiden': ['Windsor'] },
+      });
+      for (const [q, message] of [
+        ['{ Practitioner(id: "sliced") { name @slice(path: "use") @first { family } } }', '@slice cannot be used with @first'],
+        ['{ Practitioner(id: "sliced") { name @slice(path: "use.(") { family } } }', "@slice: the path 'use.(' cannot be evaluated"],
+        ['{ PractitionerList(_id: "sliced") @slice(path: "id") { id } }', '@slice applies to the elements of a resource: PractitionerList is not one'],
+      ]) {
+        const r = await gql(q!);
+        expect(r.status).toBe(200);
+        expect(r.body.errors[0].message).toContain(message!);
+      }
+      expect((await gql('{ Practitioner(id: "sliced") { name @slice { family } } }')).body.errors[0].message).toContain('argument "path" of type "String!" is required');
     });
 
     test('introspection describes the schema', async () => {

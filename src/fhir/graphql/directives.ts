@@ -2,16 +2,52 @@
  * The directives FHIR R4 graphql.html defines on fields, applied to the answer graphql-js computed
  * (they change its shape, which GraphQL execution cannot): `@first` (a list's first item, or null),
  * `@singleton` (a list of at most one item as that item; more is an error) and `@flatten` (the field's
- * own fields put in its parent, as lists when the field is a list or a name is filled twice). `@slice`
- * is not supported (an unknown directive is a validation error).
+ * own fields put in its parent, as lists when the field is a list or a name is filled twice) and
+ * `@slice(path:)` (each item of an element's list names its fields, and theirs, with `.` and the value
+ * FHIRPath `path` selects from it, or its index for `$index`: `name @slice(path: "use") @flatten { given }`
+ * is `"given.official": [...], "given.usual": [...]`, as HL7's reference engine answers it).
  */
-import { DirectiveLocation, GraphQLDirective, Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type OperationDefinitionNode, type SelectionSetNode } from 'graphql';
+import {
+  defaultFieldResolver, DirectiveLocation, GraphQLDirective, GraphQLNonNull, GraphQLString, Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
+  type GraphQLFieldResolver, type OperationDefinitionNode, type SelectionSetNode, type StringValueNode,
+} from 'graphql';
+import { compileValues, FhirPathEvaluationError, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledValues } from '../validation/fhirpath-engine.ts';
+import { elementType } from '../validation/model.ts';
 
 export const FHIR_DIRECTIVES: readonly GraphQLDirective[] = [
   new GraphQLDirective({ name: 'first', description: 'A list field answers its first item (null for none): graphql.html', locations: [DirectiveLocation.FIELD] }),
   new GraphQLDirective({ name: 'singleton', description: 'A list field of at most one item answers it (null for none); more is an error: graphql.html', locations: [DirectiveLocation.FIELD] }),
   new GraphQLDirective({ name: 'flatten', description: "The field's own fields are put in its parent, as lists where the field is a list: graphql.html", locations: [DirectiveLocation.FIELD] }),
+  new GraphQLDirective({
+    name: 'slice',
+    description: "Each item of an element's list names its fields with '.' and the value the FHIRPath `path` selects from it ($index: its index): graphql.html",
+    locations: [DirectiveLocation.FIELD],
+    args: { path: { type: new GraphQLNonNull(GraphQLString) } },
+  }),
 ];
+
+/** The most values the `@slice` paths of one request may visit together (FHIRPath's budget). */
+const MAX_SLICE_VISITS = 1_000_000;
+
+/** A response path as a key (graphql-js's `info.path`, or the walk's). */
+const pathKey = (keys: readonly (string | number)[]) => keys.join('\u0000');
+
+/**
+ * The raw values of the fields a query slices, by response path, kept as graphql-js resolves them (the
+ * default resolver: the elements of a resource); `@slice`'s path is evaluated on them, not on the answer,
+ * which holds only what was selected.
+ */
+export function sliceSourceResolver(sources: Map<string, unknown>): GraphQLFieldResolver<unknown, unknown> {
+  return (source, args, context, info) => {
+    const value: unknown = defaultFieldResolver(source, args, context, info);
+    if (info.fieldNodes.some((n) => has(n, 'slice'))) {
+      const keys: (string | number)[] = [];
+      for (let p: typeof info.path | undefined = info.path; p; p = p.prev) keys.push(p.key);
+      sources.set(pathKey(keys.reverse()), value);
+    }
+    return value;
+  };
+}
 
 type Obj = Record<string, unknown>;
 
@@ -29,7 +65,7 @@ export function usesFhirDirectives(doc: DocumentNode): boolean {
   const visit = (set: SelectionSetNode | undefined): void => {
     for (const s of set?.selections ?? []) {
       if (found) return;
-      if (s.kind === Kind.FIELD && (has(s, 'first') || has(s, 'singleton') || has(s, 'flatten'))) found = true;
+      if (s.kind === Kind.FIELD && (has(s, 'first') || has(s, 'singleton') || has(s, 'flatten') || has(s, 'slice'))) found = true;
       else if (s.kind !== Kind.FRAGMENT_SPREAD) visit(s.selectionSet);
     }
   };
@@ -48,8 +84,60 @@ function put(into: Obj, key: string, value: unknown, many: boolean): void {
   into[key] = [...(Array.isArray(before) ? before : [before]), ...values];
 }
 
-/** Applies the directives of `op` to `data` in place; the errors of `@singleton`s with more than one item. */
-export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNode, data: Obj): ShapeError[] {
+/** `@slice`'s path on a field (validation made it a string, literal or variable), or undefined. */
+function slicePath(f: FieldNode, variables: Record<string, unknown> | undefined): string | undefined {
+  const arg = f.directives?.find((d) => d.name.value === 'slice')?.arguments?.find((a) => a.name.value === 'path');
+  if (!arg) return undefined;
+  if (arg.value.kind === Kind.VARIABLE) {
+    const v = variables?.[arg.value.name.value];
+    return typeof v === 'string' ? v : undefined;
+  }
+  return (arg.value as StringValueNode).value;
+}
+
+const FHIRPATH_TYPES = { elementType };
+
+/** A value `@slice`'s path selected, as text in a field's name. */
+const asName = (v: unknown) => (v !== null && typeof v === 'object' ? '' : String(v));
+
+/**
+ * Applies the directives of `op` to `data` in place; the errors of `@singleton`s with more than one item
+ * and of `@slice`s that cannot be applied. `sources`: the raw values of sliced fields (sliceSourceResolver).
+ */
+export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNode, data: Obj, sources = new Map<string, unknown>(), variables?: Record<string, unknown>): ShapeError[] {
+  const compiled = new Map<string, CompiledValues | string>();
+  const budget = { left: MAX_SLICE_VISITS, limit: MAX_SLICE_VISITS, what: "a request's @slice paths" };
+  /** The name suffix of each item of a sliced field (`.official`), or an error message. */
+  const sliceNames = (f: FieldNode, at: (string | number)[]): string[] | string => {
+    const path = slicePath(f, variables);
+    if (path === undefined) return '@slice needs a path';
+    if (has(f, 'first')) return '@slice cannot be used with @first';
+    if (!sources.has(pathKey(at))) return `@slice applies to the elements of a resource: ${f.name.value} is not one`;
+    const raw = sources.get(pathKey(at));
+    const items = Array.isArray(raw) ? raw : [raw];
+    if (path === '$index') return items.map((_, i) => `.${i}`);
+    let c = compiled.get(path);
+    if (c === undefined) {
+      try {
+        c = compileValues(path, FHIRPATH_TYPES);
+      } catch (err) {
+        if (!(err instanceof FhirPathSyntaxError || err instanceof UnsupportedFhirPath)) throw err;
+        c = `@slice: the path '${path}' cannot be evaluated: ${err.message}`;
+      }
+      compiled.set(path, c);
+    }
+    if (typeof c === 'string') return c;
+    const names: string[] = [];
+    for (const item of items) {
+      try {
+        names.push(`.${c(item, undefined, { resource: undefined, rootResource: undefined, budget }).map(asName).join('')}`);
+      } catch (err) {
+        if (err instanceof FhirPathEvaluationError) return `@slice: the path '${path}' could not be evaluated: ${err.message}`;
+        throw err;
+      }
+    }
+    return names;
+  };
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of doc.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const errors: ShapeError[] = [];
@@ -65,8 +153,11 @@ export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNo
     }
     return out;
   };
-  /** Shapes the object `value` as `set` asks, its fields first (at `path`, for errors). */
-  const shape = (set: SelectionSetNode, value: Obj, path: (string | number)[]): void => {
+  /**
+   * Shapes the object `value` as `set` asks, its fields first (at `path`, the response path graphql-js
+   * answered, for errors and sliced fields), each field's name followed by `suffix` (the slices it is in).
+   */
+  const shape = (set: SelectionSetNode, value: Obj, path: (string | number)[], suffix: string): void => {
     const done = new Set<string>();
     for (const f of fieldsOf(set)) {
       const key = f.alias?.value ?? f.name.value;
@@ -74,15 +165,20 @@ export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNo
       done.add(key);
       let child = value[key];
       const at = [...path, key];
+      let names: string[] | undefined;
+      if (has(f, 'slice') && child !== null && child !== undefined) {
+        const sliced = sliceNames(f, at);
+        if (typeof sliced === 'string') errors.push({ message: sliced, path: at });
+        else names = sliced;
+      }
       if (f.selectionSet && child !== null && typeof child === 'object') {
-        if (Array.isArray(child)) child.forEach((c, i) => c !== null && typeof c === 'object' && shape(f.selectionSet!, c as Obj, [...at, i]));
-        else shape(f.selectionSet, child as Obj, at);
+        if (Array.isArray(child)) child.forEach((c, i) => c !== null && typeof c === 'object' && shape(f.selectionSet!, c as Obj, [...at, i], suffix + (names?.[i] ?? '')));
+        else shape(f.selectionSet, child as Obj, at, suffix + (names?.[0] ?? ''));
       }
       if (Array.isArray(child) && (has(f, 'first') || has(f, 'singleton'))) {
         if (has(f, 'singleton') && child.length > 1) errors.push({ message: `@singleton: ${key} holds ${child.length} items`, path: at });
         child = child[0] ?? null;
       }
-      value[key] = child;
       if (has(f, 'flatten')) {
         delete value[key];
         const many = Array.isArray(child);
@@ -90,9 +186,12 @@ export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNo
           if (item === null || typeof item !== 'object') continue;
           for (const [k, v] of Object.entries(item as Obj)) if (v !== null && v !== undefined) put(value, k, v, many);
         }
-      }
+      } else if (suffix) {
+        delete value[key];
+        value[key + suffix] = child;
+      } else value[key] = child;
     }
   };
-  shape(op.selectionSet, data, []);
+  shape(op.selectionSet, data, [], '');
   return errors;
 }

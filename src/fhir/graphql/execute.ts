@@ -12,7 +12,7 @@ import {
 import { FhirError, storeFailureAsFhir } from '../../errors.ts';
 import type { FhirDeps, FhirRequest } from '../crud.ts';
 import { graphqlContext } from './context.ts';
-import { applyFhirDirectives, usesFhirDirectives } from './directives.ts';
+import { applyFhirDirectives, sliceSourceResolver, usesFhirDirectives } from './directives.ts';
 import { introspections, type IntrospectionRunner } from './introspection.ts';
 import { GraphqlBudget, MAX_QUERY_CHARS, MAX_QUERY_TOKENS, shapeProblem } from './limits.ts';
 import type { FhirGraphqlSchema, Json } from './schema.ts';
@@ -169,16 +169,19 @@ async function run(deps: FhirDeps, req: FhirRequest, schema: GraphQLSchema, doc:
   const context = graphqlContext(deps, req, new GraphqlBudget());
   // The focus is read as a REST read reads it: its 403, 404 or 410 refuses the request (FhirError, an OperationOutcome).
   const root: Json | undefined = focus ? await context.read(focus.type, focus.id) : undefined;
+  // graphql.html's directives reshape the answer afterwards; `@slice` reads the raw elements it slices, kept as they resolve.
+  const directives = usesFhirDirectives(doc);
+  const sliceSources = new Map<string, unknown>();
   const result: ExecutionResult = await execute({
     schema, document: doc, rootValue: root, contextValue: context,
     variableValues: request.variables ?? null, operationName: request.operationName ?? null,
+    ...(directives ? { fieldResolver: sliceSourceResolver(sliceSources) } : {}),
   });
   const answer: GraphqlAnswer = { data: (result.data as Record<string, unknown> | null | undefined) ?? null };
   const errors = (result.errors ?? []).map(rendered);
-  if (answer.data && usesFhirDirectives(doc)) {
-    const ops = doc.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
-    const op = request.operationName ? ops.find((o) => o.name?.value === request.operationName) : ops[0];
-    if (op) errors.push(...applyFhirDirectives(doc, op, answer.data).map((e) => ({ message: e.message, path: e.path })));
+  if (answer.data && directives) {
+    const op = chosenOperation(doc, request.operationName);
+    if (op) errors.push(...applyFhirDirectives(doc, op, answer.data, sliceSources, request.variables).map((e) => ({ message: e.message, path: e.path })));
   }
   if (errors.length) answer.errors = errors;
   return answer;

@@ -1881,3 +1881,39 @@ export function compileCriterion(ast: Ast, expression: string, types: FhirPathTy
     return expr.bool(env);
   };
 }
+
+/** The values a client's expression selects from one focus value (CompiledValues). */
+export type CompiledValues = (focus: unknown, focusType: string | undefined, ctx: InvariantContext) => unknown[];
+
+/**
+ * Compiles a client's expression evaluated on one value for what it selects (GraphQL's `@slice(path:)`,
+ * whose values name a slice): the items' values, a primitive's as its JSON value. Throws
+ * UnsupportedFhirPath or FhirPathSyntaxError at once as compileInvariant does; an evaluation throws
+ * FhirPathEvaluationError, or FhirPathTooCostly past the context's `budget` or the regex guard.
+ */
+export function compileValues(expression: string, types: FhirPathTypes): CompiledValues {
+  const ast = parseFhirPath(expression);
+  const scopeOf = (focusType: string | undefined): Scope => {
+    const type = staticType(normaliseType(focusType));
+    return { expression, types, thisType: type, contextType: type, iterating: false, clientWritten: true };
+  };
+  const generic = build(ast, scopeOf(undefined));
+  const byType = new Map<string, Expr>();
+  return (focus, focusType, ctx) => {
+    let expr = generic;
+    if (focusType !== undefined) {
+      let known = byType.get(focusType);
+      if (known === undefined) {
+        try {
+          known = build(ast, scopeOf(focusType));
+        } catch {
+          known = generic;
+        }
+        byType.set(focusType, known);
+      }
+      expr = known;
+    }
+    const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget };
+    return expr.coll(env).map(valueOf);
+  };
+}

@@ -78,15 +78,6 @@ export class IntrospectionRunner {
     return promise;
   }
 
-  /** Ends the thread (what is queued fails); a later question starts another. */
-  close(): void {
-    this.worker?.terminate();
-    this.worker = undefined;
-    const failed = [...(this.running ? [this.running] : []), ...this.queue.splice(0)];
-    this.running = undefined;
-    for (const w of failed) w.reject(new Error('the introspection thread was closed'));
-  }
-
   private keep(key: string, text: string): void {
     if (text.length > KEPT_CHARS) return;
     this.kept.set(key, text);

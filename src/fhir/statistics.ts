@@ -35,12 +35,22 @@ export function quantile(sorted: number[], p: number): number {
   return sorted[lo]! + (h - lo) * (sorted[hi]! - sorted[lo]!);
 }
 
-/** The k-th central moment of `values` about `mean`, over N. */
-function moment(values: number[], mean: number, k: number): number {
+/** The power of two nearest below the largest magnitude among `values` (1 when all are 0). */
+function scaleOf(values: number[]): number {
+  let max = 0;
+  for (const v of values) max = Math.max(max, Math.abs(v));
+  return max === 0 ? 1 : 2 ** Math.floor(Math.log2(max));
+}
+
+/** The mean of the k-th powers of `values`. */
+function meanPower(values: number[], k: number): number {
   let s = 0;
-  for (const v of values) s += (v - mean) ** k;
+  for (const v of values) s += v ** k;
   return s / values.length;
 }
+
+/** A result that is a double, or undefined (left out) where it is none: beyond the range, or underflowed to 0 from a nonzero `exact`. */
+const representable = (value: number, nonzero = false) => (Number.isFinite(value) && !(nonzero && value === 0) ? value : undefined);
 
 const QUANTILES: Record<string, number> = {
   '20-percent': 0.2, '80-percent': 0.8, '4-lower': 0.25, '4-upper': 0.75, '5-1': 0.2, '5-2': 0.4, '5-3': 0.6, '5-4': 0.8,
@@ -48,28 +58,41 @@ const QUANTILES: Record<string, number> = {
 
 /**
  * Statistic `code` of `values` (NUMERIC_STATISTICS); undefined where it is not defined: any but `count`
- * of no numbers, skew and kurtosis of numbers that do not vary.
+ * of no numbers, skew and kurtosis of numbers that do not vary, and any whose value is no double
+ * (beyond +-1.8e308, as the variance of numbers near 1e200, or below 5e-324 though not 0, as the
+ * variance of numbers near 1e-200).
+ *
+ * The numbers are computed over as multiples of a power of two near their largest magnitude (an exact
+ * scaling), and the moments over the deviations from the mean as multiples of one near the largest
+ * deviation: a sum or difference of numbers near 1e308 does not overflow on the way (the median of -1e308
+ * and 1e308 is 0), nor do powers of tiny deviations underflow (the standard deviation of numbers near
+ * 1e-200 is not 0).
  */
 export function statistic(code: string, values: number[]): number | undefined {
   if (code === 'count') return values.length;
   if (values.length === 0) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  const sum = values.reduce((a, b) => a + b, 0);
+  const scale = scaleOf(values);
+  const scaled = values.map((v) => v / scale);
+  const sorted = [...scaled].sort((a, b) => a - b);
+  const sum = scaled.reduce((a, b) => a + b, 0);
   const mean = sum / values.length;
-  if (code in QUANTILES) return quantile(sorted, QUANTILES[code]!);
+  if (code in QUANTILES) return quantile(sorted, QUANTILES[code]!) * scale;
   switch (code) {
-    case 'average': return mean;
-    case 'sum': return sum;
-    case 'maximum': return sorted[sorted.length - 1];
-    case 'minimum': return sorted[0];
-    case 'median': return quantile(sorted, 0.5);
-    case 'variance': return moment(values, mean, 2);
-    case 'std-dev': return Math.sqrt(moment(values, mean, 2));
-    case '4-dev': return (quantile(sorted, 0.75) - quantile(sorted, 0.25)) / 2;
+    case 'average': return mean * scale;
+    case 'sum': return representable(sum * scale);
+    case 'maximum': return sorted[sorted.length - 1]! * scale;
+    case 'minimum': return sorted[0]! * scale;
+    case 'median': return quantile(sorted, 0.5) * scale;
+    case '4-dev': return ((quantile(sorted, 0.75) - quantile(sorted, 0.25)) / 2) * scale;
   }
-  const m2 = moment(values, mean, 2);
+  const deviations = scaled.map((v) => v - mean);
+  const spread = scaleOf(deviations);
+  const e = deviations.map((d) => d / spread);
+  const m2 = meanPower(e, 2);
+  if (code === 'variance') return m2 === 0 ? 0 : representable(m2 * spread * scale * spread * scale, true);
+  if (code === 'std-dev') return m2 === 0 ? 0 : representable(Math.sqrt(m2) * spread * scale, true);
   if (m2 === 0) return undefined;
-  if (code === 'skew') return moment(values, mean, 3) / m2 ** 1.5;
-  if (code === 'kurtosis') return moment(values, mean, 4) / m2 ** 2;
+  if (code === 'skew') return meanPower(e, 3) / m2 ** 1.5;
+  if (code === 'kurtosis') return meanPower(e, 4) / m2 ** 2;
   throw new Error(`unknown statistic ${code}`);
 }

@@ -19,7 +19,7 @@
  *   text): values of several units are not converted, and make the request a 422 naming the units.
  *   Value statistics carry that unit; `variance` its square as text; `count` and `total-count` are
  *   integers; `skew` and `kurtosis` have no unit. A statistic that is not defined for the values (any of
- *   no values, skew and kurtosis of values that do not vary) is left out.
+ *   no values, skew and kurtosis of values that do not vary, one whose value is no double) is left out.
  * - `regression` is refused (400): a gradient over time needs a unit of time R4 does not fix.
  */
 import { FhirError } from '../errors.ts';

@@ -199,6 +199,38 @@ await eachStore((kind, fresh) => {
       expect(statistics(await labs.search('Observation/$stats?subject=Patient/p1&code=2339-0&statistic=sum,count,total-count'))[0]!.values).toEqual({ sum: 6, count: 3, 'total-count': 3 });
     });
 
+    test('values near the ends of the double range: every statistic exact or left out, never null, Infinity or NaN', async () => {
+      // Far apart: the median of -1e308 and 1e308 is 0, their standard deviation 1e308; their variance (1e616) is no double.
+      await obs('huge1', 'huge', mg(-1e308), '2026-01-02');
+      await obs('huge2', 'huge', mg(1e308), '2026-01-03');
+      // Tiny: their deviations' squares underflow, but their standard deviation, skew and kurtosis do not.
+      for (const [i, v] of [1e-200, 2e-200, 4e-200].entries()) await obs(`tiny${i}`, 'tiny', mg(v), `2026-01-0${i + 2}`);
+      const ask = (code: string) => api.get(`Observation/$stats?subject=Patient/p1&code=${code}&statistic=${ALL}`);
+      for (const code of ['huge', 'tiny']) {
+        const res = await ask(code);
+        expect(res.status).toBe(200);
+        const p = (await res.json()) as Json;
+        for (const c of statistics(p)[0]!.obs.component as Json[]) {
+          const value = c.valueInteger ?? c.valueQuantity.value;
+          expect({ code: c.code.coding[0].code, finite: Number.isFinite(value) }).toEqual({ code: c.code.coding[0].code, finite: true });
+        }
+      }
+      const huge = statistics((await (await ask('huge')).json()) as Json)[0]!.values;
+      const { '20-percent': p20, '80-percent': p80, '5-1': q1, '5-2': q2, '5-3': q3, '5-4': q4, ...exact } = huge;
+      expect(exact).toEqual({
+        average: 0, sum: 0, maximum: 1e308, minimum: -1e308, count: 2, 'total-count': 2, median: 0, 'std-dev': 1e308,
+        '4-lower': -5e307, '4-upper': 5e307, '4-dev': 5e307, skew: 0, kurtosis: 1,
+      });
+      for (const [got, want] of [[p20, -6], [p80, 6], [q1, -6], [q2, -2], [q3, 2], [q4, 6]] as const) expect(got! / 1e307).toBeCloseTo(want, 12);
+      const tiny = statistics((await (await ask('tiny')).json()) as Json)[0]!.values;
+      // As for 1, 2 and 4, scaled: the skew and kurtosis do not depend on the scale.
+      expect(tiny['std-dev']! / 1e-200).toBeCloseTo(Math.sqrt(14 / 9), 12);
+      expect(tiny.skew).toBeCloseTo(((-64 - 1 + 125) / 81) / (42 / 27) ** 1.5, 12);
+      expect(tiny.kurtosis).toBeCloseTo(((256 + 1 + 625) / 243) / (42 / 27) ** 2, 12);
+      expect(tiny.variance).toBeUndefined();
+      expect(tiny.average! / 1e-200).toBeCloseTo(7 / 3, 12);
+    });
+
     test('the CapabilityStatement lists $stats on Observation', async () => {
       const cs = (await (await api.get('metadata')).json()) as Json;
       const o = cs.rest[0].resource.find((r: Json) => r.type === 'Observation');

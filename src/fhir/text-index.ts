@@ -121,9 +121,37 @@ export function textPartTerms(part: string): TextTerm[] {
   return words.map((word, i) => ({ word, prefix: prefix && i === words.length - 1 }));
 }
 
-/** Whether the space-separated `words` hold every term of one value. */
+/** The words of the last text matched, as a set and sorted (textMatches): one resource is often matched against many values. */
+let lastWords: { text: string; set: Set<string>; sorted: string[] } | undefined;
+
+/** The words of `text` as a set and sorted, kept for the next call with the same text. */
+function wordsOfText(text: string): { set: Set<string>; sorted: string[] } {
+  if (lastWords?.text !== text) {
+    const set = new Set(text.split(' '));
+    lastWords = { text, set, sorted: [...set].sort() };
+  }
+  return lastWords;
+}
+
+/** Whether a word of `sorted` (ascending, by code unit) starts with `prefix`: the first word not below it does, if any. */
+function hasPrefix(sorted: string[], prefix: string): boolean {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid]! < prefix) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < sorted.length && sorted[lo]!.startsWith(prefix);
+}
+
+/**
+ * Whether the space-separated `words` hold every term of one value. The words of the last text are
+ * kept as a set and sorted, so that matching one resource's text against many values (a write checked
+ * against a tenant's Subscriptions) splits it once, and each term costs a lookup.
+ */
 export function textMatches(words: string, terms: TextTerm[]): boolean {
   if (!words) return false;
-  const list = words.split(' ');
-  return terms.every((t) => (t.prefix ? list.some((w) => w.startsWith(t.word)) : list.includes(t.word)));
+  const { set, sorted } = wordsOfText(words);
+  return terms.every((t) => (t.prefix ? hasPrefix(sorted, t.word) : set.has(t.word)));
 }

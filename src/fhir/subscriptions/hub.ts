@@ -12,14 +12,15 @@ import type { NotificationToWrite, ResourceWriter, VersionToWrite } from '../../
 import type { SyncOrAsync } from '../../sync-or-async.ts';
 import { ChangeWatch } from '../../terminology/store-watch.ts';
 import type { Access } from '../access.ts';
-import { lookups } from '../core-search.ts';
 import { rowsInReach, type FhirDeps, type FhirRequest } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
-import type { Condition } from '../../store/types.ts';
+import { textIndexOf } from '../text-index.ts';
+import type { Condition, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
+import { cachedLookups } from './lookups.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { ownerAccess, type RestoreAccess } from './owner.ts';
 
@@ -165,13 +166,16 @@ export class SubscriptionHub {
 
   /** The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria, as its owner's search, matches. */
   private async match(tenant: string, active: ActiveSet, versions: VersionToWrite[]): Promise<NotificationToWrite[]> {
-    const ctx = lookups(this.options.fhir, tenant);
+    const ctx = cachedLookups(this.options.fhir, tenant);
     const out: NotificationToWrite[] = [];
     for (const v of versions) {
       const subs = active.byType.get(v.type) ?? [];
       const resource = JSON.parse(v.content) as Record<string, unknown>;
+      // The version's words for `_text` and `_content`, computed once for all the subscriptions (the stored ones when known).
+      let words: TextEntry | undefined | null = v.index ? (v.index.text ?? undefined) : null;
+      const wordsOf = () => (words === null ? (words = textIndexOf(resource)) : words);
       for (const s of subs) {
-        if (!(await matchConditions(resource, v.lastUpdated, s.where, ctx, v.index))) continue;
+        if (!(await matchConditions(resource, v.lastUpdated, s.where, ctx, v.index, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
         if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v])).length) continue;
         out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId });

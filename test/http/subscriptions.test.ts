@@ -453,6 +453,54 @@ for (const target of targets) {
     }
   });
 
+  test(`the delivery loop: a slow endpoint holds its own delivery, not the others' (${target.kind})`, async () => {
+    const db = await target.fresh();
+    const store = db.open();
+    await store.migrate();
+    const t = await createTestApp({ store, env: ALLOW });
+    const asked = Promise.withResolvers<void>();
+    const release = Promise.withResolvers<void>();
+    // An endpoint that answers 2xx, but only when released: a slow one, within its timeout each time.
+    let slowRequest: Request | undefined;
+    const slow = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(req) {
+        slowRequest = req;
+        asked.resolve();
+        await release.promise;
+        return new Response(null, { status: 200 });
+      },
+    });
+    const fast = Promise.withResolvers<string>();
+    const hook = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      fetch: () => (fast.resolve(slowRequest?.signal.aborted ? 'delivered once the slow delivery gave up' : 'delivered'), new Response(null, { status: 200 })),
+    });
+    try {
+      const token = await t.token();
+      const send = (path: string, body: unknown) => t.request(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body));
+      expect((await send('Subscription', subscription(`http://127.0.0.1:${slow.port}/`, { criteria: 'Observation?code=http://loinc.org|slow' }))).status).toBe(201);
+      expect((await send('Subscription', subscription(`http://127.0.0.1:${hook.port}/`, { criteria: 'Observation?code=http://loinc.org|fast' }))).status).toBe(201);
+      expect((await send('Observation', observation('slow'))).status).toBe(201);
+      t.app.subscriptions.start(10);
+      await asked.promise;
+      // Recorded while the slow endpoint's delivery is under way: delivered meanwhile, not after it.
+      expect((await send('Observation', observation('fast'))).status).toBe(201);
+      const waited = setTimeout(() => fast.resolve('not delivered while the slow endpoint was answering'), 20_000);
+      expect(await fast.promise).toBe('delivered');
+      clearTimeout(waited);
+      release.resolve();
+      await t.app.subscriptions.stop();
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+    } finally {
+      release.resolve();
+      await t.app.subscriptions.stop();
+      slow.stop(true);
+      hook.stop(true);
+      await t.close();
+    }
+  }, 40_000);
+
   describe(`subscription endpoints on private addresses (${target.kind})`, () => {
     let t: TestApp;
     let token: string;

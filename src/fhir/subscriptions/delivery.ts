@@ -65,8 +65,17 @@ export class SubscriptionDelivery {
   readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0, pinged: 0 };
   private readonly worker = randomUUID();
   private readonly resolve: ResolveHost;
-  private timer: ReturnType<typeof setTimeout> | undefined;
-  private running: Promise<unknown> | undefined;
+  /** The loop's next claim, and its next websocket round. */
+  private claimTimer: ReturnType<typeof setTimeout> | undefined;
+  private pingTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The loop's claim and websocket round under way. */
+  private claiming: Promise<unknown> | undefined;
+  private pinging: Promise<unknown> | undefined;
+  /** Whether a delivery ended while a claim was under way (the loop claims again at once after it). */
+  private again = false;
+  /** The loop's deliveries under way, each sending one claimed subscription's notifications. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private intervalMs = 0;
   private stopped = true;
   /** Set by stop(): a round under way sends nothing more, so that a draining process stops at once. */
   private stopping = false;
@@ -88,28 +97,84 @@ export class SubscriptionDelivery {
     return claimed.length + pinged;
   }
 
-  /** Runs rounds every `intervalMs` (at once again after a round that claimed something) until stop(). */
+  /**
+   * Runs the loop until stop(): up to CLAIMS subscriptions delivered at once, each claimed as soon as a
+   * place is free (at once again after a claim that found some, else every `intervalMs`), so that a slow
+   * endpoint holds its own place and no other's; and the websockets pinged every `intervalMs`, apart
+   * from the rest-hook deliveries.
+   */
   start(intervalMs: number): void {
     this.stopped = false;
-    const tick = async () => {
-      let claimed = 0;
-      try {
-        this.running = this.runOnce();
-        claimed = (await this.running) as number;
-      } catch (err) {
-        this.options.log.warn('subscription delivery round failed', { err });
-      }
-      if (!this.stopped) this.timer = setTimeout(tick, claimed > 0 ? 0 : intervalMs);
-    };
-    this.timer = setTimeout(tick, intervalMs);
+    this.intervalMs = intervalMs;
+    this.wake(intervalMs);
+    if (this.options.sockets) this.pingTimer = setTimeout(() => this.ping(), intervalMs);
   }
 
-  /** Stops the loop: the round under way finishes the delivery it is sending and sends no more. */
+  /** Claims again after `ms` (replacing the claim waiting), or right after the claim under way. */
+  private wake(ms: number): void {
+    if (this.stopped) return;
+    if (this.claiming) {
+      if (ms === 0) this.again = true;
+      return;
+    }
+    clearTimeout(this.claimTimer);
+    this.claimTimer = setTimeout(() => {
+      this.claiming = this.claim().finally(() => {
+        this.claiming = undefined;
+      });
+    }, ms);
+  }
+
+  /** Claims as many subscriptions as there are free places and starts their deliveries; then waits for the next claim. */
+  private async claim(): Promise<void> {
+    const { fhir, clock, log } = this.options;
+    let claimed = 0;
+    this.again = false;
+    try {
+      const free = CLAIMS - this.inFlight.size;
+      if (free > 0) {
+        const list = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, free);
+        claimed = list.length;
+        for (const c of list) {
+          const delivery: Promise<void> = this.deliver(c).finally(() => {
+            this.inFlight.delete(delivery);
+            this.wake(0);
+          });
+          this.inFlight.add(delivery);
+        }
+      }
+    } catch (err) {
+      log.warn('subscription delivery round failed', { err });
+    }
+    // Claimed more while places are free; else the next claim is when a delivery ends, or after the interval.
+    const full = this.inFlight.size >= CLAIMS;
+    this.claiming = undefined;
+    if (!this.stopped && !full) this.wake(claimed > 0 || this.again ? 0 : this.intervalMs);
+  }
+
+  private ping(): void {
+    const { sockets, log } = this.options;
+    this.pinging = (async () => {
+      try {
+        this.counts.pinged += await sockets!.round();
+      } catch (err) {
+        log.warn('subscription websocket round failed', { err });
+      }
+    })().finally(() => {
+      this.pinging = undefined;
+      if (!this.stopped) this.pingTimer = setTimeout(() => this.ping(), this.intervalMs);
+    });
+  }
+
+  /** Stops the loop: each delivery under way finishes the notification it is sending and sends no more. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopping = true;
-    clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
+    clearTimeout(this.claimTimer);
+    clearTimeout(this.pingTimer);
+    await Promise.all([this.claiming, this.pinging].map((p) => p?.catch(() => undefined)));
+    // Those the last claim started too (they release their claims without sending).
+    await Promise.all([...this.inFlight].map((p) => p.catch(() => undefined)));
   }
 
   private async deliver(c: ClaimedSubscription): Promise<void> {

@@ -494,6 +494,11 @@ async function coreVread(deps: FhirDeps, req: FhirRequest, type: string, id: str
   return (await deps.store.resources.read(req.tenant, type, id)) === null ? core : null;
 }
 
+/** Whether a read of the live version `v` by `req` would answer it (false: a 403 it would answer). */
+export async function readable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<boolean> {
+  return checkReadable(deps, req, v).then(() => true, (err: unknown) => (err instanceof FhirError && err.category === 'forbidden' ? false : Promise.reject(err)));
+}
+
 async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersion): Promise<void> {
   if (v.type === 'Binary') {
     // Not in the patient compartment; its scope filters cannot concern `data` (no search parameter reads it).

@@ -6,14 +6,14 @@
  */
 import { FhirError } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';
-import { readResource, type FhirDeps, type FhirRequest } from './crud.ts';
+import { readable, readResource, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { parseExact } from './exact-json.ts';
 import type { Resource } from './resource.ts';
 import { requireValid } from './validation/check.ts';
 import { storeProfiles } from './validation/profile/definitions.ts';
 import { ProfileRegistry } from './validation/profile/registry.ts';
-import { SnapshotError } from './validation/profile/snapshot.ts';
+import { generateSnapshot, SnapshotError, type DefinitionLookup, type SnapshotOptions } from './validation/profile/snapshot.ts';
 import { unknownParameters } from './operation-params.ts';
 
 type Json = Record<string, unknown>;
@@ -48,10 +48,30 @@ function input(body: unknown, query: URLSearchParams, strict: boolean): Snapshot
   return out;
 }
 
+/**
+ * The tenant's StructureDefinitions (else R4 core's) by canonical, as `lookup` finds them, but only
+ * those the request may read: one a read of it would refuse (a SMART v2 scope filter such as
+ * `StructureDefinition.rs?status=active` leaving it out) is not found, as a search by its url would
+ * find nothing, whether it is the one asked for or a base the snapshot stands on.
+ */
+function inReach(deps: FhirDeps, req: FhirRequest, lookup: DefinitionLookup): DefinitionLookup {
+  const { access } = req;
+  if (access.filters?.('StructureDefinition', 'r') === undefined && access.patientLimit('StructureDefinition', 'r') === undefined) return lookup;
+  return async (canonical) => {
+    const found = await lookup(canonical);
+    if (found === undefined || typeof found.id !== 'string') return found;
+    const stored = await deps.store.resources.read(req.tenant, 'StructureDefinition', found.id);
+    // R4's own (not stored in the tenant) are everyone's.
+    if (!stored || stored.deleted || (JSON.parse(stored.content) as Json).url !== found.url) return found;
+    return (await readable(deps, req, stored)) ? found : undefined;
+  };
+}
+
 /** `StructureDefinition/$snapshot` (id absent) and `StructureDefinition/{id}/$snapshot`: the StructureDefinition with its generated snapshot. */
 export async function snapshotOperation(deps: FhirDeps, req: FhirRequest, id: string | undefined, body: unknown, query: URLSearchParams, strict: boolean): Promise<Json> {
   const args = input(body, query, strict);
   const registry = deps.profiles?.registry ?? new ProfileRegistry(storeProfiles(deps.store));
+  const lookup = inReach(deps, req, registry.definitionLookup(req.tenant));
   let sd: Json;
   if (id !== undefined) {
     if (args.definition !== undefined || args.url !== undefined) throw new FhirError('invalid', 'StructureDefinition/[id]/$snapshot takes no definition or url: it generates the stored one\'s snapshot', { expression: [args.url !== undefined ? 'url' : 'definition'] });
@@ -71,13 +91,15 @@ export async function snapshotOperation(deps: FhirDeps, req: FhirRequest, id: st
       requireValid(d as Resource, 'structural');
       sd = d;
     } else {
-      const found = await registry.definitionLookup(req.tenant)(args.url!);
+      const found = await lookup(args.url!);
       if (found === undefined) throw new FhirError('not-found', `No StructureDefinition has the url ${args.url}`, { expression: ['url'] });
       sd = found;
     }
   }
+  // The tenant's terminology judges a required binding's value set replaced by another (registry.snapshot's, with the lookup in the token's reach).
+  const options: SnapshotOptions = registry.valueSets === undefined ? {} : { valueSets: registry.valueSets(req.tenant) };
   try {
-    return await registry.snapshot(req.tenant, sd);
+    return await generateSnapshot(sd, lookup, options);
   } catch (err) {
     if (!(err instanceof SnapshotError)) throw err;
     throw new FhirError('unprocessable', err.message, { expression: [err.element ?? 'StructureDefinition.differential'], cause: err });

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const URL_ = 'http://example.org/fhir/StructureDefinition/pulse';
 
@@ -290,6 +290,24 @@ await eachStore((kind, fresh) => {
       const slices = Array.from({ length: 1000 }, (_, i) => ({ id: `Patient.contact:c${i}`, path: 'Patient.contact', sliceName: `c${i}` }));
       const many = await generate('Patient', [{ id: 'Patient.contact', path: 'Patient.contact', slicing: { discriminator: [{ type: 'value', path: 'gender' }], rules: 'open' } }, ...slices]);
       expect((await expectOutcome(many, 422)).issue[0].details.text).toContain('more than the 10000 elements');
+    });
+
+    test("a token whose scope filter leaves a stored profile out gets no snapshot of it by url (as its search finds none)", async () => {
+      await api.create(pulse({ url: 'http://example.org/hidden', name: 'Hidden', status: 'draft' }));
+      await api.create(pulse({ url: 'http://example.org/shown', name: 'Shown' }));
+      const filtered = fhirClient(t, await craftToken(t, 'system/StructureDefinition.rs?status=active'));
+      expect((await filtered.search(`StructureDefinition?url=${encodeURIComponent('http://example.org/hidden')}`)).total ?? 0).toBe(0);
+      const hidden = await expectOutcome(await filtered.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://example.org/hidden')}`), 404);
+      expect(hidden.issue[0].details.text).toBe('No StructureDefinition has the url http://example.org/hidden');
+      expect(JSON.stringify(hidden)).not.toContain('Hidden');
+      // Nor by standing on it: a definition given inline, derived from it, finds no such base.
+      const derived = { ...pulse({ url: 'http://example.org/derived', baseDefinition: 'http://example.org/hidden' }), differential: { element: [{ id: 'Observation', path: 'Observation' }] } };
+      const onHidden = await expectOutcome(await filtered.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: derived }] }), 422);
+      expect(JSON.stringify(onHidden)).not.toContain('8867-4');
+      expect((await api.post('StructureDefinition/$snapshot', { resourceType: 'Parameters', parameter: [{ name: 'definition', resource: derived }] })).status).toBe(200);
+      // One in reach, and R4's own, are generated.
+      expect((await filtered.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://example.org/shown')}`)).status).toBe(200);
+      expect((await filtered.get(`StructureDefinition/$snapshot?url=${encodeURIComponent('http://hl7.org/fhir/StructureDefinition/bp')}`)).status).toBe(200);
     });
 
     test('needs read access to StructureDefinition', async () => {

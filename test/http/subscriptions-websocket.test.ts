@@ -10,10 +10,11 @@ import { createApp, type App } from '../../src/app.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { silentLogger } from '../../src/log.ts';
-import type { Store } from '../../src/store/types.ts';
+import type { ResourceRepo, Store } from '../../src/store/types.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import { MAX_MESSAGE_BYTES, MAX_WAITING } from '../../src/fhir/subscriptions/sockets.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 
 /** A real server of `app`, as `cinder serve` runs it (the websocket upgraded, everything else the app's). */
@@ -68,6 +69,7 @@ for (const target of targets) {
     let second: { app: App; store: Store };
     let servers: ReturnType<typeof serve>[];
     let sub: Json;
+    let gate: Promise<void> = Promise.resolve();
     const post = async (app: (p: string, i: RequestInit) => Response | Promise<Response>, path: string, body: unknown) =>
       (await app(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body))) as Response;
     const rounds = async () => {
@@ -82,7 +84,13 @@ for (const target of targets) {
       const db = await target.fresh();
       const store = db.open();
       await store.migrate();
-      t = await createTestApp({ store });
+      // Reads wait for `gate` (open but in one test), so that a socket's messages can be made to wait.
+      const resources: ResourceRepo = Object.create(store.resources);
+      resources.read = async (...args) => {
+        await gate;
+        return store.resources.read(...args);
+      };
+      t = await createTestApp({ store: new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) }) });
       const other = db.open();
       const keys = createKeyRing(other, t.clock, MAX_TOKEN_TTL);
       await keys.init();
@@ -138,12 +146,53 @@ for (const target of targets) {
       const ids = (res.entry as Json[]).map((e) => e.resource.id as string);
       const c = await client(servers[0]!.url);
       try {
-        for (const id of ids.slice(0, 100)) c.send(`bind ${id}`);
-        for (const id of ids.slice(0, 100)) expect(await c.next()).toBe(`bound ${id}`);
+        // In batches within what a socket may have waiting (MAX_WAITING).
+        for (let i = 0; i < 100; i += 25) {
+          for (const id of ids.slice(i, i + 25)) c.send(`bind ${id}`);
+          for (const id of ids.slice(i, i + 25)) expect(await c.next()).toBe(`bound ${id}`);
+        }
         c.send(`bind ${ids[100]}`);
         expect(await c.next()).toBe(`error ${ids[100]} not bound: a socket binds at most 100 Subscriptions`);
         c.send(`bind ${ids[0]}`);
         expect(await c.next()).toBe(`bound ${ids[0]}`);
+      } finally {
+        c.close();
+      }
+    });
+
+    test(`a client sending faster than it is answered (more than ${MAX_WAITING} messages waiting) is closed, as is one sending a message over ${MAX_MESSAGE_BYTES} bytes`, async () => {
+      const closed = (ws: WebSocket) => new Promise<number>((resolve) => {
+        ws.onclose = (e) => resolve(e.code);
+      });
+      const opened = (ws: WebSocket) => new Promise<void>((resolve) => {
+        ws.onopen = () => resolve();
+      });
+      const flood = new WebSocket(servers[0]!.url);
+      const floodClosed = closed(flood);
+      let answers = 0;
+      flood.onmessage = () => answers++;
+      await opened(flood);
+      // The store answers none of them meanwhile: they wait.
+      const held = Promise.withResolvers<void>();
+      gate = held.promise;
+      try {
+        for (let i = 0; i < 2000; i++) flood.send(`bind no-such-subscription-${i}`);
+        expect(await floodClosed).toBe(1008);
+      } finally {
+        gate = Promise.resolve();
+        held.resolve();
+      }
+      expect(answers).toBe(0);
+      const big = new WebSocket(servers[0]!.url);
+      const bigClosed = closed(big);
+      await opened(big);
+      big.send(`bind ${'x'.repeat(MAX_MESSAGE_BYTES)}`);
+      expect(await bigClosed).toBe(1009);
+      // Another client is answered as before.
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${sub.id}`);
+        expect(await c.next()).toBe(`bound ${sub.id}`);
       } finally {
         c.close();
       }

@@ -18,6 +18,10 @@ import type { Store } from '../../store/types.ts';
 export const KEEP_MS = 60_000;
 /** The most Subscriptions one socket may bind. */
 export const MAX_BINDINGS = 100;
+/** The most messages of one socket waiting for their answer: a client sending faster than it is answered is closed (1008). */
+export const MAX_WAITING = 32;
+/** The largest message a socket may send (bytes): `bind {id}` needs 70; a larger one closes it (1009, as Bun closes it). */
+export const MAX_MESSAGE_BYTES = 1024;
 
 /** What each socket carries: its tenant, the subscriptions it bound with when it bound each, and its messages in hand. */
 export interface SocketData {
@@ -25,6 +29,8 @@ export interface SocketData {
   bound: Map<string, number>;
   /** The message being handled: the next waits for it, so answers come in the order of the messages. */
   queue: Promise<void>;
+  /** Messages received and not yet answered (MAX_WAITING). */
+  waiting: number;
 }
 
 type Socket = ServerWebSocket<SocketData>;
@@ -43,15 +49,23 @@ export class SubscriptionSockets {
   /** Bun.serve's `websocket` handlers. */
   readonly handler: WebSocketHandler<SocketData> = {
     message: (ws, message) => {
-      ws.data.queue = ws.data.queue.then(() => this.message(ws, String(message)));
+      if (ws.data.waiting >= MAX_WAITING) {
+        ws.close(1008, `more than ${MAX_WAITING} messages waiting for an answer`);
+        return;
+      }
+      ws.data.waiting++;
+      ws.data.queue = ws.data.queue.then(() => this.message(ws, String(message))).finally(() => {
+        ws.data.waiting--;
+      });
     },
+    maxPayloadLength: MAX_MESSAGE_BYTES,
     close: (ws) => this.unbind(ws),
   };
 
   /** Upgrades a request for `{fhir_base}/websocket` of `tenant` on Bun's `server`: whether it did. */
   upgrade(req: Request, server: unknown, tenant: string): boolean {
     const bun = server as Server<SocketData> | undefined;
-    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data: { tenant, bound: new Map(), queue: Promise.resolve() } });
+    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data: { tenant, bound: new Map(), queue: Promise.resolve(), waiting: 0 } });
   }
 
   private async message(ws: Socket, text: string): Promise<void> {

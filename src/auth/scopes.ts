@@ -131,6 +131,14 @@ export interface ScopedAccess extends Access {
 }
 
 /**
+ * Types that patient-context scopes never grant, `patient/*.rs` included: not a patient's record nor a
+ * record shared with every patient (as a Practitioner or a Medication is), but another app's set-up: a
+ * Subscription holds its app's endpoint, the credentials in its `channel.header`, and its id is all a
+ * websocket client needs to bind to its notifications. A user/ or system/ scope grants them.
+ */
+const NOT_A_PATIENTS = new Set(['Subscription']);
+
+/**
  * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment
  * of `patient`, for each permission, unless a system/user scope grants that permission on the type
  * without a filter; without a patient they grant nothing.
@@ -150,7 +158,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
   const wide = parsed.filter((s) => s.context !== 'patient');
   const narrow = patient ? parsed.filter((s) => s.context === 'patient') : [];
   const covering = (list: ResourceScope[], type: string, perm?: Permission) =>
-    list.filter((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
+    list === narrow && NOT_A_PATIENTS.has(type) ? [] : list.filter((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
   const covers = (list: ResourceScope[], type: string, perm?: Permission) => covering(list, type, perm).length > 0;
   const filters = new Map<string, Condition[][] | undefined>();
   return {

@@ -275,6 +275,24 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test("a patient-context token reads no Subscription: another app's endpoint, header credentials and websocket id", async () => {
+      const sub = await subscribe(subscription(hook.url, {}, { header: ['Authorization: Bearer app-secret'] }));
+      const patientApp = await craftToken(t, 'patient/*.rs', { patient: 'pa' });
+      const get = async (path: string, tok: string) => {
+        const res = await t.request(`${t.fhir()}/${path}`, fhirInit(tok));
+        return { status: res.status, leaked: (await res.text()).includes('app-secret') };
+      };
+      for (const path of [`Subscription/${sub.id}`, 'Subscription', `Subscription/${sub.id}/_history`, '_history', `?_type=Subscription`]) {
+        const got = await get(path, patientApp);
+        expect({ path, leaked: got.leaked }).toEqual({ path, leaked: false });
+      }
+      expect((await get(`Subscription/${sub.id}`, patientApp)).status).toBe(403);
+      expect((await get('Subscription', patientApp)).status).toBe(403);
+      // A user/ scope beside them grants it, as any user/ scope does.
+      expect(await get(`Subscription/${sub.id}`, await craftToken(t, 'patient/*.rs user/Subscription.rs', { patient: 'pa' }))).toEqual({ status: 200, leaked: true });
+      await off(sub);
+    });
+
     test("a scope filter of the owner's token bounds its subscription as it bounds its searches", async () => {
       const filtered = await craftToken(t, 'system/Observation.rs?status=final system/Subscription.cruds');
       const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json' }), filtered);

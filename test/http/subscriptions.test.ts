@@ -19,6 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
+import { CLAIM_SENDS_FOR_MS, CLAIMS } from '../../src/fhir/subscriptions/delivery.ts';
 
 interface Received {
   method: string;
@@ -518,6 +519,51 @@ for (const target of targets) {
       await t.close();
     }
   }, 40_000);
+
+  test(`slow endpoints filling every place take turns: past its time a claim gives way to those that waited (${target.kind})`, async () => {
+    const db = await target.fresh();
+    const store = db.open();
+    await store.migrate();
+    const t = await createTestApp({ store, env: ALLOW });
+    const token = await t.token();
+    const send = (path: string, body: unknown) => t.request(`${t.fhir()}/${path}`, fhirInit(token, 'POST', body));
+    const arrived: string[] = [];
+    let fastWritten: Promise<Response> | undefined;
+    // Each slow endpoint's answer takes the whole of a claim's time (the clock moved by it).
+    const server = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      fetch(req) {
+        const path = new URL(req.url).pathname;
+        arrived.push(path);
+        if (path.startsWith('/slow')) {
+          t.clock.advance(CLAIM_SENDS_FOR_MS);
+          fastWritten ??= Promise.resolve(send('Observation', observation('fast')));
+        }
+        return new Response(null, { status: 200 });
+      },
+    });
+    try {
+      for (let i = 0; i < CLAIMS; i++) {
+        expect((await send('Subscription', subscription(`http://127.0.0.1:${server.port}/slow${i}`, { criteria: 'Observation?code=http://loinc.org|slow' }))).status).toBe(201);
+      }
+      expect((await send('Subscription', subscription(`http://127.0.0.1:${server.port}/fast`, { criteria: 'Observation?code=http://loinc.org|fast' }))).status).toBe(201);
+      for (let i = 0; i < 2; i++) expect((await send('Observation', observation('slow'))).status).toBe(201);
+      // Every place taken by a slow endpoint: one notification each, then each gives way.
+      await t.app.subscriptions.runOnce();
+      expect((await fastWritten!).status).toBe(201);
+      expect(arrived.filter((p) => p.startsWith('/slow')).length).toBe(CLAIMS);
+      // The fast one, waiting since, is claimed first in the next round.
+      arrived.length = 0;
+      await t.app.subscriptions.runOnce();
+      expect(arrived).toContain('/fast');
+      expect(arrived.length).toBe(CLAIMS);
+      await drain(t);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+    } finally {
+      server.stop(true);
+      await t.close();
+    }
+  });
 
   describe(`subscription endpoints on private addresses (${target.kind})`, () => {
     let t: TestApp;

@@ -31,8 +31,13 @@ export const DELIVERY_TIMEOUT_MS = 5_000;
 const LEASE_MS = 120_000;
 /** Notifications of one subscription sent under one claim. */
 const BATCH = 20;
+/**
+ * How long one claim goes on sending (ms): past it the subscription gives way (SubscriptionRepo.yielded)
+ * to those that waited meanwhile, so that slow endpoints filling every place take turns with the others.
+ */
+export const CLAIM_SENDS_FOR_MS = 10_000;
 /** Subscriptions one round claims. */
-const CLAIMS = 16;
+export const CLAIMS = 16;
 
 export interface DeliveryOptions {
   /** The FHIR layer: reads of the notified versions, and the server's writes of `error` and `off`. */
@@ -193,6 +198,7 @@ export class SubscriptionDelivery {
         return;
       }
       let failures = c.failures;
+      const started = clock.now();
       for (const n of await repo.pending(c.tenant, c.id, BATCH)) {
         // Left for the next process (or start) to send, in order.
         if (this.stopping) break;
@@ -201,6 +207,11 @@ export class SubscriptionDelivery {
           await repo.delivered(c.tenant, c.id, this.worker, n.pk);
           this.counts.delivered++;
           failures = 0;
+          const now = clock.now();
+          if (now - started >= CLAIM_SENDS_FOR_MS || now < started) {
+            await repo.yielded(c.tenant, c.id, this.worker, now);
+            break;
+          }
           continue;
         }
         failures++;

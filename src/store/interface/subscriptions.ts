@@ -56,6 +56,11 @@ export interface SubscriptionRepo {
   drop(tenant: string, id: string): Promise<number>;
   /** Ends `worker`'s lease. */
   release(tenant: string, id: string, worker: string): Promise<void>;
+  /**
+   * The holder sent for its time and gives way (while `worker` holds it): its next attempt is due at
+   * `at`, so that claims, oldest due first, take the subscriptions that waited meanwhile before it.
+   */
+  yielded(tenant: string, id: string, worker: string, at: number): Promise<void>;
   /** Recorded notifications waiting, over every tenant (/metrics). */
   waiting(): Promise<number>;
   /**

@@ -58,6 +58,9 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
     async release(tenant, id, worker) {
       await sql`UPDATE subscription_state SET lease_until = 0, leased_by = NULL WHERE ${heldBy(tenant, id, worker)}`;
     },
+    async yielded(tenant, id, worker, at) {
+      await sql`UPDATE subscription_state SET next_attempt_at = ${at} WHERE ${heldBy(tenant, id, worker)}`;
+    },
     async waiting() {
       const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM subscription_notifications`;
       return r!.n;

@@ -58,6 +58,9 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     async release(tenant, id, worker) {
       db.query(`UPDATE subscription_state SET lease_until = 0, leased_by = NULL WHERE ${HELD_BY}`).run(tenant, id, worker);
     },
+    async yielded(tenant, id, worker, at) {
+      db.query(`UPDATE subscription_state SET next_attempt_at = ? WHERE ${HELD_BY}`).run(at, tenant, id, worker);
+    },
     async waiting() {
       return db.query<{ n: number }, []>('SELECT COUNT(*) AS n FROM subscription_notifications').get()!.n;
     },

@@ -87,21 +87,25 @@ function node(name: string, path: string, sliceName: string | undefined, ed: Jso
   return n;
 }
 
-/** A copy of `n` as the base had it (its children and the base's slices below them too), standing at `path`. */
-export function cloneBase(n: Node, path = n.path): Node {
+/**
+ * A copy of `n` as the base had it (its children and the base's slices below them too), standing at
+ * `path`; without `n`'s own slices when `ownSlices` is false (a new slice of `n` has none: copying the
+ * hundreds a deep profile chain gave it, to drop them, made each new slice cost as much as all of them).
+ */
+export function cloneBase(n: Node, path = n.path, ownSlices = true): Node {
   const out: Node = {
     name: n.name, path, ed: structuredClone(n.orig), orig: n.orig, fromBase: true,
     children: n.children.map((c) => cloneBase(c, `${path}.${c.name}`)),
-    slices: n.slices.filter((s) => s.fromBase).map((s) => cloneBase(s, path)),
+    slices: ownSlices ? n.slices.filter((s) => s.fromBase).map((s) => cloneBase(s, path)) : [],
   };
   if (n.sliceName !== undefined) out.sliceName = n.sliceName;
   if (n.inPlace) out.inPlace = true;
   return out;
 }
 
-/** A copy of `n` as constrained so far (a re-slice starts from its slice as the profile made it). */
-export function cloneCurrent(n: Node): Node {
-  const out: Node = { ...n, ed: structuredClone(n.ed), children: n.children.map(cloneCurrent), slices: n.slices.map(cloneCurrent) };
+/** A copy of `n` as constrained so far (a re-slice starts from its slice as the profile made it); without its own slices when `ownSlices` is false. */
+export function cloneCurrent(n: Node, ownSlices = true): Node {
+  const out: Node = { ...n, ed: structuredClone(n.ed), children: n.children.map((c) => cloneCurrent(c)), slices: ownSlices ? n.slices.map((s) => cloneCurrent(s)) : [] };
   return out;
 }
 

@@ -311,7 +311,7 @@ function sliceOf(node: Node, name: string, id: string, run: Run): Node {
     }
   }
   // A slice starts from the sliced element as the base has it; a re-slice from its slice as constrained.
-  const slice = owner === node ? cloneBase(owner) : cloneCurrent(owner);
+  const slice = owner === node ? cloneBase(owner, owner.path, false) : cloneCurrent(owner, false);
   slice.slices = [];
   delete slice.inPlace;
   delete slice.ed.slicing;

@@ -23,8 +23,16 @@ export function guarded<T extends object>(repo: T, guard: OutageGuard): T {
       out[key] = isPlainObject(value) ? guarded(value, guard) : value;
       continue;
     }
+    // An async method's outage is a rejection, as its other failures are: a caller chaining `.catch()` on
+    // it (delivery.ts releasing a lease) must not see a synchronous throw instead.
+    const isAsync = value.constructor?.name === 'AsyncFunction';
     out[key] = (...args: unknown[]) => {
-      guard.before();
+      try {
+        guard.before();
+      } catch (err) {
+        if (isAsync) return Promise.reject(err);
+        throw err;
+      }
       try {
         const result = value.apply(repo, args);
         return result instanceof Promise ? result.catch(rethrow) : result;

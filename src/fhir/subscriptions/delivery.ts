@@ -70,12 +70,10 @@ export class SubscriptionDelivery {
   readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0, pinged: 0 };
   private readonly worker = randomUUID();
   private readonly resolve: ResolveHost;
-  /** The loop's next claim, and its next websocket round. */
+  /** The loop's next claim (with its websocket round). */
   private claimTimer: ReturnType<typeof setTimeout> | undefined;
-  private pingTimer: ReturnType<typeof setTimeout> | undefined;
-  /** The loop's claim and websocket round under way. */
+  /** The loop's claim under way. */
   private claiming: Promise<unknown> | undefined;
-  private pinging: Promise<unknown> | undefined;
   /** Whether a delivery ended while a claim was under way (the loop claims again at once after it). */
   private again = false;
   /** The loop's deliveries under way, each sending one claimed subscription's notifications. */
@@ -105,14 +103,13 @@ export class SubscriptionDelivery {
   /**
    * Runs the loop until stop(): up to CLAIMS subscriptions delivered at once, each claimed as soon as a
    * place is free (at once again after a claim that found some, else every `intervalMs`), so that a slow
-   * endpoint holds its own place and no other's; and the websockets pinged every `intervalMs`, apart
-   * from the rest-hook deliveries.
+   * endpoint holds its own place and no other's; the websockets are pinged with each claim, which
+   * does not wait for the deliveries it starts.
    */
   start(intervalMs: number): void {
     this.stopped = false;
     this.intervalMs = intervalMs;
     this.wake(intervalMs);
-    if (this.options.sockets) this.pingTimer = setTimeout(() => this.ping(), intervalMs);
   }
 
   /** Claims again after `ms` (replacing the claim waiting), or right after the claim under way. */
@@ -132,7 +129,7 @@ export class SubscriptionDelivery {
 
   /** Claims as many subscriptions as there are free places and starts their deliveries; then waits for the next claim. */
   private async claim(): Promise<void> {
-    const { fhir, clock, log } = this.options;
+    const { fhir, clock, log, sockets } = this.options;
     let claimed = 0;
     this.again = false;
     try {
@@ -141,34 +138,23 @@ export class SubscriptionDelivery {
         const list = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, free);
         claimed = list.length;
         for (const c of list) {
-          const delivery: Promise<void> = this.deliver(c).finally(() => {
+          const delivery: Promise<void> = this.deliver(c).catch((err: unknown) => log.warn('subscription delivery failed unexpectedly', { err })).finally(() => {
             this.inFlight.delete(delivery);
             this.wake(0);
           });
           this.inFlight.add(delivery);
         }
       }
+      // The websockets, with each claim (after it reached the database): never behind a rest-hook delivery, which is not awaited.
+      if (sockets) this.counts.pinged += await sockets.round();
     } catch (err) {
       log.warn('subscription delivery round failed', { err });
     }
-    // Claimed more while places are free; else the next claim is when a delivery ends, or after the interval.
+    // At once again while places are free and there was something to claim; else when a delivery ends, or
+    // after the interval (which also keeps the websockets pinged while every place is taken).
     const full = this.inFlight.size >= CLAIMS;
     this.claiming = undefined;
-    if (!this.stopped && !full) this.wake(claimed > 0 || this.again ? 0 : this.intervalMs);
-  }
-
-  private ping(): void {
-    const { sockets, log } = this.options;
-    this.pinging = (async () => {
-      try {
-        this.counts.pinged += await sockets!.round();
-      } catch (err) {
-        log.warn('subscription websocket round failed', { err });
-      }
-    })().finally(() => {
-      this.pinging = undefined;
-      if (!this.stopped) this.pingTimer = setTimeout(() => this.ping(), this.intervalMs);
-    });
+    if (!this.stopped) this.wake(!full && (claimed > 0 || this.again) ? 0 : this.intervalMs);
   }
 
   /** Stops the loop: each delivery under way finishes the notification it is sending and sends no more. */
@@ -176,8 +162,7 @@ export class SubscriptionDelivery {
     this.stopped = true;
     this.stopping = true;
     clearTimeout(this.claimTimer);
-    clearTimeout(this.pingTimer);
-    await Promise.all([this.claiming, this.pinging].map((p) => p?.catch(() => undefined)));
+    await this.claiming?.catch(() => undefined);
     // Those the last claim started too (they release their claims without sending).
     await Promise.all([...this.inFlight].map((p) => p.catch(() => undefined)));
   }

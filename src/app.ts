@@ -1,4 +1,5 @@
 import { Hono, type Context } from 'hono';
+import { createAuditTrail, type AuditTrail } from './audit/trail.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
@@ -116,6 +117,8 @@ export interface App {
   readonly subscriptions: SubscriptionDelivery;
   /** Bun.serve's `websocket` handlers: the Subscription websocket channel. */
   readonly websocket: WebSocketHandler<SocketData>;
+  /** The audit trail with CINDER_AUDIT=on (its queue: `flush`, and `close` at shutdown), else undefined. */
+  readonly audit: AuditTrail | undefined;
 }
 
 /** The Subscription websocket of a tenant (src/fhir/subscriptions/sockets.ts). */
@@ -137,6 +140,11 @@ export function createApp(deps: AppDeps): App {
   if (config.exportSignedUrls === 'on' && !exportSink.presign) throw new Error('CINDER_EXPORT_SIGNED_URLS=on needs s3:// export storage');
   const metrics = deps.metrics ?? createMetrics();
   const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
+  // AuditEvents are written to the store as it is (deps.store), not behind a reindex's gate.
+  const audit = config.audit === 'on'
+    ? createAuditTrail({ store: deps.store, clock, log, metrics, verifyAccess: authDeps.verifyAccess, fhirBase: (t) => fhirBaseOf(config.baseUrl, t), trustProxy: config.trustProxy === 'on' })
+    : undefined;
+  if (audit) authDeps.audit = audit;
   // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).
   const app = new Hono<AppEnv>({ strict: false });
   const failed = (c: Context<AppEnv>) => ({ method: c.req.method, path: c.req.path, requestId: c.get('requestId') });
@@ -242,10 +250,12 @@ export function createApp(deps: AppDeps): App {
   };
   // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
   // preflight) add the same headers themselves.
-  const fetch = (req: Request, server?: unknown) => {
+  const answer = (req: Request, server?: unknown) => {
     if (req.url.includes('%00')) return cors.handle(req, () => refusedNul(req));
     return hot?.(req, server) ?? cors.handle(req, () => viaHono(req, server));
   };
+  // Every FHIR interaction, a batch's entries included (they are dispatched through `fetch`), is audited.
+  const fetch = audit ? audit.wrap(answer) : answer;
   /**
    * Hono's answer, labelled with the JSON media type the client asked for (labelledAsAsked) and compressed
    * as it accepts (src/http/content-coding.ts; HEAD answers describe it in headAnswers).
@@ -265,5 +275,5 @@ export function createApp(deps: AppDeps): App {
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
-  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, websocket: sockets.handler };
+  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, websocket: sockets.handler, audit };
 }

@@ -53,6 +53,12 @@ const schema = z.object({
    */
   referentialIntegrity: z.enum(['on', 'off']).default('off'),
   /**
+   * `on`: every FHIR REST interaction of a tenant and the OAuth sign-in and token events are recorded as
+   * AuditEvents in that tenant, shaped as IHE BALP says, written in batches off the request path
+   * (src/audit/). `off` by default, as HAPI FHIR's BALP interceptor is opt-in.
+   */
+  audit: z.enum(['on', 'off']).default('off'),
+  /**
    * Origins whose browser apps may call the FHIR and OAuth endpoints (CORS): `*` (any origin: the API
    * takes bearer tokens, never cookies), `none`, or a comma-separated list of origins (src/http/cors.ts).
    */

@@ -10,6 +10,8 @@ export { parseBasic } from './client-basic.ts';
 export interface TokenRequest {
   form: URLSearchParams;
   authorization: string | undefined;
+  /** The client's address, for the audit trail. */
+  ip?: string;
 }
 
 /** RFC 7591 `token_endpoint_auth_method` names. */

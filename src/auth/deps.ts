@@ -1,3 +1,4 @@
+import type { AuthAudit } from '../audit/trail.ts';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
@@ -28,6 +29,8 @@ export interface AuthDeps {
   clients: ClientLookup;
   /** Verifies access tokens locally and checks the in-memory revocation list (the FHIR API's check). */
   verifyAccess: TokenVerifier;
+  /** The audit trail (CINDER_AUDIT=on): sign-ins and token requests are recorded (src/audit/trail.ts). */
+  audit?: AuthAudit;
 }
 
 export interface AuthDepsInput {

@@ -23,8 +23,12 @@ export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username
   const user = await verifyUser(deps.store, tenant, username, password);
   if (!user) {
     deps.log.info('sign-in failed', { tenant, clientId: req.client.clientId, ip });
+    deps.audit?.record(tenant, { kind: 'login', ok: false, detail: username, requestor: { clientId: req.client.clientId, address: ip } });
     return { ok: false, reason: 'invalid' };
   }
+  deps.audit?.record(tenant, {
+    kind: 'login', ok: true, detail: username, requestor: { clientId: req.client.clientId, address: ip, user: user.id, ...(user.fhirUser ? { fhirUser: user.fhirUser } : {}) },
+  });
   await throttle.succeeded(tenant, username, ip);
   return { ok: true, step: await completeSignIn(deps, req, user, deps.clock.now()) };
 }

@@ -1,3 +1,4 @@
+import { decodeJwt } from 'jose';
 import { OAuthError } from '../errors.ts';
 import { authenticateClient, mayHoldRefreshTokens, type AuthenticatedClient, type TokenRequest } from './client-auth.ts';
 import { tokenEndpoint, type AuthDeps } from './deps.ts';
@@ -59,6 +60,26 @@ export function assertionAudiences(baseUrl: string, endpointUrl: string): string
 export async function handleTokenRequest(deps: AuthDeps, req: TokenRequest): Promise<TokenResponse> {
   const url = tokenEndpoint(deps.config.baseUrl);
   const client = await authenticateClient(deps, req, assertionAudiences(deps.config.baseUrl, url));
+  if (!deps.audit) return grantFor(deps, client, req);
+  const audit = deps.audit;
+  const grantType = req.form.get('grant_type') ?? '';
+  const requestor = { clientId: client.client.clientId, ...(req.ip ? { address: req.ip } : {}) };
+  try {
+    const issued = await grantFor(deps, client, req);
+    const claims = decodeJwt(issued.access_token);
+    audit.record(client.client.tenant, {
+      kind: 'token', ok: true, detail: grantType,
+      requestor: { ...requestor, ...(claims.sub !== requestor.clientId && typeof claims.sub === 'string' ? { user: claims.sub } : {}), ...(typeof claims.fhirUser === 'string' ? { fhirUser: claims.fhirUser } : {}) },
+    });
+    return issued;
+  } catch (err) {
+    audit.record(client.client.tenant, { kind: 'token', ok: false, detail: `${grantType} (${err instanceof OAuthError ? err.error : 'server_error'})`, requestor });
+    throw err;
+  }
+}
+
+/** The pipeline's steps after client authentication. */
+function grantFor(deps: AuthDeps, client: AuthenticatedClient, req: TokenRequest): Promise<TokenResponse> {
   enforce(deps.limits.tokenClient, client.client.clientId);
   rejectDuplicates(req.form);
   const grant = supportedGrant(req.form);

@@ -110,6 +110,8 @@ export const serveCommand: Command = {
         // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
         // A reindex stops after its batch; the next start resumes it.
         await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing, app.subscriptions.stop()]);
+        // The AuditEvents of the requests just drained are written before the database is closed.
+        await app.audit?.close();
         await store.close();
         log.info('stopped');
         resolve();

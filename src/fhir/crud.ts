@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.ts';
 import { FhirError } from '../errors.ts';
 import { NO_INDEX_ROWS, StoreConflictError, type CurrentVersion, type ResourceVersion, type ResourceWriter, type Store } from '../store/types.ts';
-import { requireAccess, type Access, type Permission } from './access.ts';
+import { operatorAccess, requireAccess, type Access, type Permission } from './access.ts';
 import { hasCoreResources, type CoreLayer } from './core-layer.ts';
 import { lookups } from './core-search.ts';
 import { patientCompartment } from './definitions.ts';
@@ -298,6 +298,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
   requireAccess(opts.access, type, exists ? 'u' : 'c');
+  if (exists) refuseAuditChange(opts.access, type, 'updated');
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
   requireIfNoneMatch(opts.ifNoneMatch, `${type}/${id}`, current);
   if (opts.createOnly && exists) {
@@ -318,6 +319,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
 /** Marks `type/id` deleted with a new version; returns null when there was nothing to delete. */
 export async function deleteVersion(w: ResourceWriter, type: string, id: string, opts: PutOptions): Promise<ResourceVersion | null> {
   requireAccess(opts.access, type, 'd');
+  refuseAuditChange(opts.access, type, 'deleted');
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
   requireIfMatch(opts.ifMatch, `${type}/${id}`, current);
@@ -328,6 +330,17 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
   await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [], method: 'DELETE' });
   return version;
+}
+
+/**
+ * An AuditEvent is a record of what happened: once stored it is never updated, patched or deleted through
+ * the API, whatever the scopes (405, as the interaction is not allowed on the type; HAPI FHIR's audit
+ * repositories do the same). Creating one (a client's own audit record) is allowed. Retention is the
+ * operator's (docs/operations.md, "Audit trail").
+ */
+function refuseAuditChange(access: Access, type: string, verb: string): void {
+  if (type !== 'AuditEvent' || access === operatorAccess) return;
+  throw new FhirError('method-not-allowed', `AuditEvents cannot be ${verb}: the audit trail is append-only`);
 }
 
 /**

@@ -37,7 +37,7 @@ export async function readForm(req: Request, limit: number): Promise<URLSearchPa
 async function tokenRequest(deps: AuthDeps, req: Request, ip: string): Promise<TokenRequest> {
   enforce(deps.limits.tokenIp, ip);
   if (new URL(req.url).search.length > 1) throw new OAuthError('invalid_request', 'send the parameters in the form body, not in the query string');
-  return { form: await readForm(req, bodyLimits(deps.config).form), authorization: req.headers.get('authorization') ?? undefined };
+  return { form: await readForm(req, bodyLimits(deps.config).form), authorization: req.headers.get('authorization') ?? undefined, ip };
 }
 
 const requestOf = (deps: AuthDeps, c: Context) => tokenRequest(deps, c.req.raw, clientIp(c, deps.config.trustProxy === 'on'));

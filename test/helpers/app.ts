@@ -84,6 +84,7 @@ export async function createTestApp(opts: TestAppOptions = {}) {
     app, store, clock, config, keys, admin, request, token, tokenFor, dir,
     fhir: (tenant = 't1') => `${BASE}/tenants/${tenant}/fhir/R4`,
     async close() {
+      await app.audit?.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },

@@ -29,6 +29,13 @@ test('configEnv gives another process the same configuration', () => {
   expect(loadConfig(configEnv(config))).toEqual(config);
 });
 
+test('CINDER_AUDIT: off by default, on or off, also as --audit', () => {
+  expect(loadConfig({}).audit).toBe('off');
+  expect(loadConfig({ CINDER_AUDIT: 'on' }).audit).toBe('on');
+  expect(loadConfig({ CINDER_AUDIT: 'on' }, { audit: 'off' }).audit).toBe('off');
+  expect(() => loadConfig({ CINDER_AUDIT: 'yes' })).toThrow(/^invalid CINDER_AUDIT \(--audit\)/);
+});
+
 test('CINDER_REFERENTIAL_INTEGRITY: off by default, on or off, also as --referential-integrity', () => {
   expect(loadConfig({}).referentialIntegrity).toBe('off');
   expect(loadConfig({ CINDER_REFERENTIAL_INTEGRITY: 'on' }).referentialIntegrity).toBe('on');

@@ -1,0 +1,373 @@
+/**
+ * The audit trail (CINDER_AUDIT=on): every FHIR REST interaction of a tenant, and the OAuth sign-in and
+ * token events, become AuditEvents in that tenant (src/audit/event.ts, IHE BALP).
+ *
+ * Cost: the request path only notes what it needs (method, path, status, a few response headers, the
+ * token as already verified) in a bounded in-memory queue; everything else (the requestor, the version
+ * and patient compartment of what was touched, the AuditEvent itself) is worked out when the queue is
+ * flushed, every FLUSH_MS or every BATCH events, and written per tenant in one transaction through the
+ * store's bulk insert (ResourceWriter.insertNew), as the importer writes. A full queue drops the new
+ * event (counted in /metrics, logged at most every ten seconds) rather than slow or fail the request;
+ * a failed write is logged and counted, never the client's error. `close()` flushes what is queued
+ * (`serve`'s drain on SIGTERM). AuditEvents are written by the store, not through the API, so writing
+ * them is not audited; reading them through the API is.
+ */
+import type { Clock } from '../clock.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../http/metrics.ts';
+import type { Store } from '../store/types.ts';
+import type { TokenVerifier, VerifiedToken } from '../auth/tokens.ts';
+import type { Json } from '../fhir/fhirpath.ts';
+import type { Resource } from '../fhir/resource.ts';
+import { newId } from '../fhir/resource.ts';
+import { prepareVersion, versionToWrite } from '../fhir/prepared.ts';
+import { compartmentsOf } from '../fhir/indexer.ts';
+import { pathStart } from '../http/url-path.ts';
+import { requestIp } from '../http/client-ip.ts';
+import { classify, type Classified } from './classify.ts';
+import { authAuditEvent, restAuditEvent, type AuthEvent, type Requestor, type Touched } from './event.ts';
+
+/** Flush at least this often (ms), or as soon as BATCH events wait. */
+export const FLUSH_MS = 1000;
+export const BATCH = 500;
+/** The queue's bound: beyond it new events are dropped (and counted). */
+export const MAX_QUEUED = 20_000;
+/** Instances per event whose patient compartment is looked up (a large transaction's first ones). */
+const MAX_LOOKUPS = 100;
+/**
+ * A transaction or batch Bundle up to this size (Content-Length) is kept until the flush, so that each of
+ * its entries is audited as its own interaction; a larger one is audited as one event naming what it wrote.
+ */
+export const ENTRY_BUNDLE_CHARS = 4 << 20;
+
+export interface AuditTrailDeps {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  verifyAccess: TokenVerifier;
+  fhirBase(tenant: string): string;
+  trustProxy: boolean;
+  /** Overrides of the queue's figures (tests of the bound). */
+  flushMs?: number;
+  maxQueued?: number;
+}
+
+type Handler = (req: Request, server?: unknown) => Response | Promise<Response>;
+
+interface PendingRest {
+  kind: 'rest';
+  c: Classified;
+  method: string;
+  path: string;
+  recorded: number;
+  status: number;
+  token: VerifiedToken | string | undefined;
+  address: string;
+  requestId: string | undefined;
+  location: string | null;
+  etag: string | null;
+  /** A POST `_search`'s form, or a transaction/batch response's text. */
+  body: Promise<string> | undefined;
+  /** A transaction/batch request's Bundle text (when small enough to audit its entries). */
+  requestBundle?: Promise<string>;
+}
+
+interface PendingAuth {
+  kind: 'auth';
+  tenant: string;
+  event: AuthEvent;
+}
+
+type Pending = PendingRest | PendingAuth;
+
+/** The auth server's side of the trail (AuthDeps.audit). */
+export interface AuthAudit {
+  record(tenant: string, event: Omit<AuthEvent, 'recorded' | 'server'>): void;
+}
+
+export interface AuditTrail extends AuthAudit {
+  /** `handler` with every FHIR interaction it answers audited. */
+  wrap(handler: Handler): Handler;
+  /** Writes every queued event (and waits for a flush under way). */
+  flush(): Promise<void>;
+  /** Stops the timer and flushes. */
+  close(): Promise<void>;
+  readonly counts: Readonly<Record<'written' | 'dropped' | 'failed', number>>;
+}
+
+const BEARER = /^Bearer +(\S+)$/i;
+const VERSIONED = /\/([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})\/_history\/(\d+)/;
+const ETAG = /^W\/"(\d+)"$/;
+
+export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
+  const flushMs = d.flushMs ?? FLUSH_MS;
+  const maxQueued = d.maxQueued ?? MAX_QUEUED;
+  let queue: Pending[] = [];
+  let flushing: Promise<void> | undefined;
+  let lastDropLog = -Infinity;
+  const counts = { written: 0, dropped: 0, failed: 0 };
+  const knownTenants = new Set<string>();
+  d.metrics.counter('cinder_audit_events_total', 'AuditEvents of this process since it started, by result (written, dropped: the queue was full, failed: the write failed).', () =>
+    Object.fromEntries(Object.entries(counts).map(([result, n]) => [`result=${result}`, n])),
+  );
+  d.metrics.gauge('cinder_audit_queue', 'AuditEvents waiting to be written.', () => ({ '': queue.length }));
+  const timer = setInterval(() => void flush(), flushMs);
+  timer.unref?.();
+
+  function push(p: Pending): void {
+    if (queue.length >= maxQueued) {
+      counts.dropped++;
+      const now = performance.now();
+      if (now - lastDropLog > 10_000) {
+        lastDropLog = now;
+        d.log.warn('audit queue full: AuditEvents dropped', { queued: queue.length, dropped: counts.dropped });
+      }
+      return;
+    }
+    queue.push(p);
+    if (queue.length >= BATCH && !flushing) void flush();
+  }
+
+  /** The token as the FHIR gate verified it (a cached token at once), or its text to verify when flushing. */
+  function tokenNow(authorization: string | null): VerifiedToken | string | undefined {
+    const raw = authorization ? BEARER.exec(authorization)?.[1] : undefined;
+    if (raw === undefined) return undefined;
+    try {
+      const v = d.verifyAccess(raw);
+      if (!(v instanceof Promise)) return v;
+      v.catch(() => undefined);
+    } catch {
+      return undefined;
+    }
+    return raw;
+  }
+
+  function wrap(handler: Handler): Handler {
+    return (req, server) => {
+      const url = req.url;
+      const start = pathStart(url);
+      if (start < 0) return handler(req, server);
+      const q = url.indexOf('?', start);
+      const path = q < 0 ? url.slice(start) : url.slice(start, q);
+      const c = classify(req.method, path, q < 0 ? '' : url.slice(q + 1));
+      if (!c) return handler(req, server);
+      const recorded = d.clock.now();
+      // A POST `_search`'s form, or a transaction/batch Bundle up to ENTRY_BUNDLE_CHARS (its entries are audited each).
+      // (No Content-Length, a chunked body: kept, as the bundle body limit bounds it.)
+      const length = Number(req.headers.get('content-length') ?? 0);
+      const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS;
+      const form = (c.isQuery && req.method === 'POST') || bundle ? req.clone().text() : undefined;
+      form?.catch(() => undefined);
+      const token = tokenNow(req.headers.get('authorization'));
+      const address = requestIp(req, server, d.trustProxy);
+      const note = (res: Response): Response => {
+        const body = c.interaction === 'transaction' && res.status < 400 ? responseText(res) : form;
+        push({
+          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(c.interaction === 'transaction' && form ? { requestBundle: form } : {}),
+          requestId: res.headers.get('x-request-id') ?? undefined,
+          location: res.headers.get('location') ?? res.headers.get('content-location'), etag: res.headers.get('etag'), body,
+        });
+        return res;
+      };
+      const res = handler(req, server);
+      return res instanceof Promise ? res.then(note) : note(res);
+    };
+  }
+
+  async function flush(): Promise<void> {
+    while (flushing) await flushing;
+    if (!queue.length) return;
+    flushing = (async () => {
+      while (queue.length) await writeBatch(queue.splice(0, BATCH));
+    })();
+    try {
+      await flushing;
+    } finally {
+      flushing = undefined;
+    }
+  }
+
+  async function writeBatch(batch: Pending[]): Promise<void> {
+    const byTenant = new Map<string, Resource[]>();
+    for (const p of batch) {
+      let made: Resource[];
+      try {
+        made = p.kind === 'auth' ? [authResource(p)] : await restEvents(p);
+      } catch (err) {
+        counts.failed++;
+        d.log.error('audit: building an AuditEvent failed', { err });
+        continue;
+      }
+      const tenant = p.kind === 'auth' ? p.tenant : p.c.tenant;
+      const list = byTenant.get(tenant) ?? [];
+      list.push(...made);
+      byTenant.set(tenant, list);
+    }
+    for (const [tenant, resources] of byTenant) {
+      try {
+        if (!knownTenants.has(tenant)) {
+          if (!(await d.store.tenants.get(tenant))) continue; // a request to no tenant: nowhere to record it
+          knownTenants.add(tenant);
+        }
+        const now = d.clock.now();
+        const versions = resources.map((r) => versionToWrite(prepareVersion(r, newId(), d.fhirBase(tenant)), 1, now, 'POST'));
+        await d.store.resources.write(tenant, (w) => w.insertNew(versions));
+        counts.written += versions.length;
+      } catch (err) {
+        counts.failed += resources.length;
+        d.log.error('audit: writing AuditEvents failed', { tenant, events: resources.length, err });
+      }
+    }
+  }
+
+  function authResource(p: PendingAuth): Resource {
+    return authAuditEvent(p.event) as Resource;
+  }
+
+  async function requestorOf(token: VerifiedToken | string | undefined, address: string): Promise<{ requestor: Requestor; patient?: string }> {
+    let v: VerifiedToken | undefined;
+    if (typeof token === 'string') {
+      try {
+        v = await d.verifyAccess(token);
+      } catch {
+        v = undefined;
+      }
+    } else v = token;
+    if (!v) return { requestor: { address } };
+    const requestor: Requestor = { clientId: v.client_id, address };
+    if (v.fhirUser) requestor.fhirUser = v.fhirUser;
+    if (v.sub !== v.client_id) requestor.user = v.sub;
+    return { requestor, ...(v.patient ? { patient: v.patient } : {}) };
+  }
+
+  /** The AuditEvent of a request; for a transaction or batch, also one per entry (an operation entry was a request of its own). */
+  async function restEvents(p: PendingRest): Promise<Resource[]> {
+    const out = [await restResource(p)];
+    if (p.c.interaction !== 'transaction' || p.status >= 400 || !p.requestBundle || !p.body) return out;
+    const [request, response] = await Promise.all([p.requestBundle, p.body].map((t) => t.then((x) => JSON.parse(x) as Json, () => undefined)));
+    const requests = (request?.entry as Json[] | undefined) ?? [];
+    const responses = (response?.entry as Json[] | undefined) ?? [];
+    for (const [i, entry] of requests.entries()) {
+      const r = entry.request as Json | undefined;
+      const answer = responses[i]?.response as Json | undefined;
+      if (typeof r?.method !== 'string' || typeof r.url !== 'string' || !answer) continue;
+      const [path = '', search = ''] = r.url.replace(/^\//, '').split('?', 2) as [string?, string?];
+      const c = classify(r.method, `/tenants/${p.c.tenant}/fhir/R4/${path}`, search);
+      if (!c || c.interaction === 'operation' || c.interaction === 'transaction') continue;
+      const status = Number.parseInt(String(answer.status ?? ''), 10) || 200;
+      out.push(await restResource({
+        ...p, c, method: r.method, path: `/tenants/${p.c.tenant}/fhir/R4/${path}`, status,
+        location: typeof answer.location === 'string' ? `/${answer.location}` : null, etag: typeof answer.etag === 'string' ? answer.etag : null, body: undefined, requestBundle: undefined,
+      }));
+    }
+    return out;
+  }
+
+  async function restResource(p: PendingRest): Promise<Resource> {
+    const { c } = p;
+    const tenant = c.tenant;
+    const base = d.fhirBase(tenant);
+    const { requestor, patient } = await requestorOf(p.token, p.address);
+    const patients = new Set<string>();
+    if (c.pathPatient) patients.add(c.pathPatient);
+    if (patient) patients.add(patient);
+    let interaction = c.interaction;
+    let touched: Touched[] = [];
+    const ok = p.status < 400;
+    if (c.interaction === 'transaction') {
+      const bundle = ok && p.body ? await p.body.then((t) => JSON.parse(t) as Json, () => undefined) : undefined;
+      if (bundle?.type === 'batch-response') interaction = 'batch'; // its entries are audited each as its own request
+      else if (bundle) touched = bundleTouched(bundle);
+    } else {
+      const fromHeaders = ok ? headerVersion(p) : undefined;
+      if (c.target) touched = [{ ...c.target, ...(fromHeaders && fromHeaders.type === c.target.type && fromHeaders.id === c.target.id ? { versionId: fromHeaders.versionId } : {}) }];
+      else if (fromHeaders && (c.interaction === 'create' || c.interaction === 'update' || c.interaction === 'patch' || c.interaction === 'delete')) touched = [fromHeaders];
+    }
+    if (ok) for (const id of await touchedPatients(tenant, base, touched, c.interaction)) patients.add(id);
+    if (c.isQuery) for (const id of queryPatients(c, base)) patients.add(id);
+    const form = c.isQuery && p.method === 'POST' && p.body ? await p.body.catch(() => '') : '';
+    const query = c.isQuery ? `${p.method} ${p.path}${c.search ? `?${c.search}` : ''}${form ? `\n\n${form}` : ''}` : undefined;
+    const resource = restAuditEvent({
+      interaction, ...(c.operation ? { operation: c.operation } : {}), status: p.status, recorded: new Date(p.recorded).toISOString(),
+      requestor, server: base, touched, patients: [...patients], ...(query !== undefined ? { query } : {}), ...(p.requestId ? { requestId: p.requestId } : {}),
+    });
+    return resource as Resource;
+  }
+
+  /** The patients whose compartment holds what was touched: the version read or written, or a deleted resource's last one. */
+  async function touchedPatients(tenant: string, base: string, touched: Touched[], interaction: string): Promise<string[]> {
+    const out: string[] = [];
+    for (const t of touched.slice(0, MAX_LOOKUPS)) {
+      if (t.type === 'Patient') {
+        out.push(t.id);
+        continue;
+      }
+      let v = t.versionId ? await d.store.resources.vread(tenant, t.type, t.id, t.versionId) : await d.store.resources.read(tenant, t.type, t.id);
+      if (v?.deleted && interaction !== 'read' && v.versionId > 1) v = await d.store.resources.vread(tenant, t.type, t.id, v.versionId - 1);
+      if (v && !v.deleted && v.content) out.push(...compartmentsOf(JSON.parse(v.content) as Json, base));
+    }
+    return out;
+  }
+
+  return {
+    wrap, flush, counts,
+    record(tenant, event) {
+      push({ kind: 'auth', tenant, event: { ...event, recorded: new Date(d.clock.now()).toISOString(), server: d.fhirBase(tenant) } });
+    },
+    async close() {
+      clearInterval(timer);
+      await flush();
+    },
+  };
+}
+
+/** `Type/id` and version from a write's Location (or Content-Location), else the instance's ETag. */
+function headerVersion(p: PendingRest): Touched | undefined {
+  const m = p.location ? VERSIONED.exec(p.location) : null;
+  if (m) return { type: m[1]!, id: m[2]!, versionId: Number(m[3]) };
+  const e = p.etag ? ETAG.exec(p.etag) : null;
+  if (e && p.c.target) return { ...p.c.target, versionId: Number(e[1]) };
+  return undefined;
+}
+
+/** What a transaction's entries wrote or read: their `response.location` (with version). */
+function bundleTouched(bundle: Json): Touched[] {
+  const out: Touched[] = [];
+  for (const entry of (bundle.entry as Json[] | undefined) ?? []) {
+    const location = (entry.response as Json | undefined)?.location;
+    const m = typeof location === 'string' ? VERSIONED.exec(`/${location}`) : null;
+    if (m) out.push({ type: m[1]!, id: m[2]!, versionId: Number(m[3]) });
+  }
+  return out;
+}
+
+/** Patients a search names: `patient`, `subject` (to a Patient), and `_id` of a Patient search. */
+function queryPatients(c: Classified, base: string): string[] {
+  const out: string[] = [];
+  const params = new URLSearchParams(c.search);
+  for (const [name, value] of params) {
+    const [param, modifier] = name.split(':');
+    const bare = param === 'patient' || (param === 'subject' && modifier === 'Patient') || (param === '_id' && c.type === 'Patient');
+    if (!bare && param !== 'subject') continue;
+    for (const raw of value.split(',')) {
+      const v = raw.startsWith(`${base}/`) ? raw.slice(base.length + 1) : raw;
+      const m = /^Patient\/([A-Za-z0-9\-.]{1,64})$/.exec(v);
+      if (m) out.push(m[1]!);
+      else if (bare && /^[A-Za-z0-9\-.]{1,64}$/.test(v)) out.push(v);
+    }
+  }
+  return out;
+}
+
+/** The text of a (possibly gzip- or deflate-coded) response, read from a clone off the request path. */
+function responseText(res: Response): Promise<string> | undefined {
+  const coding = res.headers.get('content-encoding');
+  if (!res.body) return undefined;
+  const clone = res.clone();
+  const text = coding === 'gzip' || coding === 'deflate'
+    ? new Response(clone.body!.pipeThrough(new DecompressionStream(coding))).text()
+    : coding ? undefined : clone.text();
+  text?.catch(() => undefined);
+  return text;
+}

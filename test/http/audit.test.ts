@@ -1,0 +1,209 @@
+/**
+ * The audit trail (CINDER_AUDIT=on) through `app.request()`, on both databases: each REST interaction and
+ * OAuth event leaves one BALP-shaped AuditEvent in its tenant, written when the queue is flushed; AuditEvents
+ * are searchable, append-only, not audited when written, and none are made with CINDER_AUDIT=off.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+const RESTFUL = 'http://hl7.org/fhir/restful-interaction';
+const subtypeOf = (e: Json) => e.subtype?.[0]?.code as string;
+const whats = (e: Json) => (e.entity ?? []).filter((x: Json) => x.role?.code === '4').map((x: Json) => x.what.reference);
+const patientsOf = (e: Json) => (e.entity ?? []).filter((x: Json) => x.role?.code === '1').map((x: Json) => x.what.reference);
+const queryOf = (e: Json) => {
+  const q = (e.entity ?? []).find((x: Json) => x.role?.code === '24');
+  return q ? Buffer.from(q.query, 'base64').toString() : undefined;
+};
+
+async function open(target: (typeof targets)[number], audit: 'on' | 'off') {
+  const db = await target.fresh();
+  const store = db.open();
+  await store.migrate();
+  const t = await createTestApp({ store, env: { CINDER_AUDIT: audit } });
+  return { t, api: fhirClient(t, await t.token()) };
+}
+
+/** Every AuditEvent of t1 (flushed first), oldest first; the search itself is audited after it answered. */
+async function events(t: TestApp, api: FhirClient, query = ''): Promise<Json[]> {
+  await t.app.audit?.flush();
+  const bundle = await api.search(`AuditEvent?_count=1000&_sort=date${query ? `&${query}` : ''}`);
+  return (bundle.entry ?? []).map((e: Json) => e.resource);
+}
+
+for (const target of targets) {
+  describe(`audit trail, on ${target.kind}`, () => {
+    test('each interaction kind leaves its AuditEvent: codes, outcome, agent, entity with version, patient', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        expect((await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' })).status).toBe(201);
+        const obs = await api.create({ resourceType: 'Observation', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p1' } });
+        expect((await api.get(`Observation/${obs.id}`)).status).toBe(200);
+        expect((await api.get(`Observation/${obs.id}/_history/1`)).status).toBe(200);
+        expect((await api.put(`Observation/${obs.id}`, { ...obs, status: 'amended' })).status).toBe(200);
+        const patched = await api.call('PATCH', `Observation/${obs.id}`, [{ op: 'replace', path: '/status', value: 'final' }], { 'Content-Type': 'application/json-patch+json' });
+        expect(patched.status).toBe(200);
+        expect((await api.get('Observation?patient=p1')).status).toBe(200);
+        expect((await api.get(`Observation/${obs.id}/_history`)).status).toBe(200);
+        expect((await api.get('Patient/p1/$everything')).status).toBe(200);
+        expect((await api.del(`Observation/${obs.id}`)).status).toBeLessThan(300);
+        expect((await api.get('Observation/nope')).status).toBe(404);
+
+        const all = await events(t, api);
+        const rest = all.filter((e) => e.type.code === 'rest');
+        const byKind = (kind: string) => rest.filter((e) => subtypeOf(e) === kind);
+        for (const e of rest) {
+          expect(e.subtype[0].system).toBe(RESTFUL);
+          expect(e.agent.find((a: Json) => a.requestor).who.identifier.value).toBe(t.admin.client.clientId);
+          expect(e.source.observer.display).toContain('/tenants/t1/fhir/R4');
+          expect(JSON.stringify(e)).not.toContain('amended'); // no resource content
+        }
+        const [update] = byKind('update').filter((e) => whats(e)[0]?.startsWith('Patient'));
+        expect(update).toMatchObject({ action: 'U', outcome: '0' });
+        expect(whats(update!)).toEqual(['Patient/p1/_history/1']);
+        expect(patientsOf(update!)).toEqual(['Patient/p1']);
+        const [create] = byKind('create');
+        expect(create).toMatchObject({ action: 'C', outcome: '0' });
+        expect(create!.meta.profile).toEqual(['https://profiles.ihe.net/ITI/BALP/StructureDefinition/IHE.BasicAudit.PatientCreate']);
+        expect(whats(create!)).toEqual([`Observation/${obs.id}/_history/1`]);
+        expect(patientsOf(create!)).toEqual(['Patient/p1']);
+        const reads = byKind('read');
+        expect(reads.map((e) => [e.action, e.outcome, whats(e)[0], patientsOf(e)[0]])).toEqual([
+          ['R', '0', `Observation/${obs.id}/_history/1`, 'Patient/p1'],
+          ['R', '4', 'Observation/nope', undefined],
+        ]);
+        expect(reads[1]!.outcomeDesc).toBe('HTTP 404');
+        expect(whats(byKind('vread')[0]!)).toEqual([`Observation/${obs.id}/_history/1`]);
+        expect(byKind('update').map((e) => whats(e)[0])).toContain(`Observation/${obs.id}/_history/2`);
+        expect(byKind('patch').map((e) => [e.action, whats(e)[0], patientsOf(e)[0]])).toEqual([['U', `Observation/${obs.id}/_history/3`, 'Patient/p1']]);
+        const [del] = byKind('delete');
+        expect(del).toMatchObject({ action: 'D', outcome: '0' });
+        expect(patientsOf(del!)).toEqual(['Patient/p1']);
+        const searches = byKind('search').filter((e) => queryOf(e)?.includes('/Observation'));
+        expect(searches.map((e) => [e.action, queryOf(e), patientsOf(e)[0]])).toEqual([['E', 'GET /tenants/t1/fhir/R4/Observation?patient=p1', 'Patient/p1']]);
+        expect(byKind('history').map((e) => e.action)).toEqual(['E']);
+        const [everything] = byKind('operation');
+        expect(everything).toMatchObject({ action: 'E', outcome: '0', outcomeDesc: '$everything' });
+        expect(patientsOf(everything!)).toEqual(['Patient/p1']);
+        // The token request of the test's client is recorded too.
+        expect(all.some((e) => e.subtype[0].code === 'token' && e.outcome === '0')).toBe(true);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a refused request is audited with a failure outcome', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        const readOnly = fhirClient(t, await t.tokenFor('t1', ['system/Observation.rs']));
+        expect((await readOnly.post('Patient', { resourceType: 'Patient' })).status).toBe(403);
+        const creates = (await events(t, api)).filter((e) => subtypeOf(e) === 'create');
+        expect(creates.map((e) => [e.action, e.outcome, e.outcomeDesc])).toEqual([['C', '4', 'HTTP 403']]);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a transaction is one AuditEvent naming what it wrote; a batch audits each entry', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        const tx = await api.post('', {
+          resourceType: 'Bundle', type: 'transaction', entry: [
+            { fullUrl: 'urn:uuid:1', resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } },
+            { resource: { resourceType: 'Patient', id: 'p2' }, request: { method: 'PUT', url: 'Patient/p2' } },
+          ],
+        });
+        expect(tx.status).toBe(200);
+        const batch = await api.post('', { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Patient/p2' } }] });
+        expect(batch.status).toBe(200);
+        const all = await events(t, api);
+        const [transaction] = all.filter((e) => subtypeOf(e) === 'transaction');
+        expect(transaction!.action).toBe('E');
+        expect(whats(transaction!)).toHaveLength(2);
+        expect(whats(transaction!)).toContain('Patient/p2/_history/1');
+        expect(patientsOf(transaction!)).toContain('Patient/p2');
+        // Each entry as its own interaction, beside the Bundle's event.
+        expect(all.filter((e) => subtypeOf(e) === 'create').map((e) => whats(e)[0])).toEqual([whats(transaction!).find((w: string) => w !== 'Patient/p2/_history/1')]);
+        expect(all.filter((e) => subtypeOf(e) === 'update').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual([['Patient/p2/_history/1', 'Patient/p2']]);
+        expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(1);
+        expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => whats(e)[0])).toEqual(['Patient/p2/_history/1']);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a failed and a successful sign-in at the login page are audited', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        const c = await userClient(t);
+        await testUser(t);
+        expect((await signIn(t, { clientId: c.id }, 'alice', 'wrong password')).status).toBe(200);
+        expect((await signIn(t, { clientId: c.id })).status).toBe(303);
+        const logins = (await events(t, api)).filter((e) => e.subtype[0].code === '110122');
+        expect(logins.map((e) => [e.outcome, e.outcomeDesc])).toEqual([['4', 'sign-in failed: alice'], ['0', 'signed in: alice']]);
+        expect(logins[1]!.agent.find((a: Json) => a.requestor).who.reference).toBe('Patient/p1');
+        expect((await events(t, api, 'agent=Patient/p1')).map((e) => e.id)).toEqual([logins[1]!.id]);
+        expect(JSON.stringify(logins)).not.toContain('wrong password');
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('AuditEvents are searchable, one per search of them, and cannot be updated or deleted', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' });
+        await api.put('Patient/p3', { resourceType: 'Patient', id: 'p3' });
+        const first = await events(t, api, 'patient=p1&subtype=update&action=U&outcome=0&type=rest');
+        expect(first).toHaveLength(1);
+        expect((await events(t, api, 'entity=Patient/p1&subtype=update')).map((e) => e.id)).toEqual([first[0]!.id]);
+        expect(await events(t, api, 'date=lt2020-01-01')).toEqual([]);
+        const before = (await events(t, api)).length;
+        const after = (await events(t, api)).length;
+        expect(after).toBe(before + 1); // the previous search of AuditEvents, once; writing them audits nothing
+        const id = first[0]!.id;
+        expect((await api.put(`AuditEvent/${id}`, { ...first[0], outcome: '8' })).status).toBe(405);
+        expect((await api.del(`AuditEvent/${id}`)).status).toBe(405);
+        expect((await api.get(`AuditEvent/${id}`)).status).toBe(200);
+        // A patient's token reads the AuditEvents of its compartment only if its scopes include AuditEvent.
+        const own = fhirClient(t, await craftToken(t, 'patient/AuditEvent.rs', { patient: 'p1' }));
+        const seen = (await own.search('AuditEvent?_count=1000')).entry.map((e: Json) => e.resource);
+        expect(seen.length).toBeGreaterThan(0);
+        for (const e of seen) expect(patientsOf(e)).toContain('Patient/p1');
+        const other = fhirClient(t, await craftToken(t, 'patient/Patient.rs', { patient: 'p1' }));
+        expect((await other.get('AuditEvent')).status).toBe(403);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('closing the trail writes what is queued', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' });
+        await t.app.audit!.close();
+        const bundle = await api.search('AuditEvent?subtype=update');
+        expect(bundle.entry).toHaveLength(1);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('CINDER_AUDIT=off records nothing', async () => {
+      const { t, api } = await open(target, 'off');
+      try {
+        expect(t.app.audit).toBeUndefined();
+        await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' });
+        await api.get('Patient/p1');
+        expect(await events(t, api)).toEqual([]);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}

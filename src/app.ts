@@ -142,7 +142,7 @@ export function createApp(deps: AppDeps): App {
   const authDeps = createAuthDeps({ store, keys: deps.keys, clock, config, log, fetch: deps.fetch });
   // AuditEvents are written to the store as it is (deps.store), not behind a reindex's gate.
   const audit = config.audit === 'on'
-    ? createAuditTrail({ store: deps.store, clock, log, metrics, verifyAccess: authDeps.verifyAccess, fhirBase: (t) => fhirBaseOf(config.baseUrl, t), trustProxy: config.trustProxy === 'on' })
+    ? createAuditTrail({ store: deps.store, clock, log, metrics, verifyAccess: authDeps.verifyAccess, fhirBase: (t) => fhirBaseOf(config.baseUrl, t), trustProxy: config.trustProxy === 'on', flushMs: config.auditFlushMs, maxQueued: config.auditQueueMax })
     : undefined;
   if (audit) authDeps.audit = audit;
   // strict: false, so `[base]/Patient/` is `[base]/Patient` (clients differ on trailing slashes).

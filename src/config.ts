@@ -58,6 +58,10 @@ const schema = z.object({
    * (src/audit/). `off` by default, as HAPI FHIR's BALP interceptor is opt-in.
    */
   audit: z.enum(['on', 'off']).default('off'),
+  /** Milliseconds between writes of the queued AuditEvents (also written as soon as 500 wait). */
+  auditFlushMs: whole(10, 60_000).default(1000),
+  /** AuditEvents a process may hold unwritten; beyond, new ones are dropped and counted (src/audit/trail.ts). */
+  auditQueueMax: whole(1, 1_000_000).default(20_000),
   /**
    * Origins whose browser apps may call the FHIR and OAuth endpoints (CORS): `*` (any origin: the API
    * takes bearer tokens, never cookies), `none`, or a comma-separated list of origins (src/http/cors.ts).

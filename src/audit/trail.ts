@@ -27,10 +27,10 @@ import { requestIp } from '../http/client-ip.ts';
 import { classify, type Classified } from './classify.ts';
 import { authAuditEvent, restAuditEvent, type AuthEvent, type Requestor, type Touched } from './event.ts';
 
-/** Flush at least this often (ms), or as soon as BATCH events wait. */
+/** Flush at least this often (ms; CINDER_AUDIT_FLUSH_MS), or as soon as BATCH events wait. */
 export const FLUSH_MS = 1000;
 export const BATCH = 500;
-/** The queue's bound: beyond it new events are dropped (and counted). */
+/** The queue's bound (CINDER_AUDIT_QUEUE_MAX): beyond it new events are dropped (and counted). */
 export const MAX_QUEUED = 20_000;
 /** Instances per event whose patient compartment is looked up (a large transaction's first ones). */
 const MAX_LOOKUPS = 100;
@@ -39,6 +39,11 @@ const MAX_LOOKUPS = 100;
  * its entries is audited as its own interaction; a larger one is audited as one event naming what it wrote.
  */
 export const ENTRY_BUNDLE_CHARS = 4 << 20;
+/**
+ * Bundle text (requests and responses, by Content-Length; a chunked one counted as ENTRY_BUNDLE_CHARS)
+ * the queue may hold at once; beyond, a Bundle is audited as one event without its entries.
+ */
+export const MAX_BUNDLE_CHARS_QUEUED = 32 << 20;
 
 export interface AuditTrailDeps {
   store: Store;
@@ -48,7 +53,7 @@ export interface AuditTrailDeps {
   verifyAccess: TokenVerifier;
   fhirBase(tenant: string): string;
   trustProxy: boolean;
-  /** Overrides of the queue's figures (tests of the bound). */
+  /** The queue's figures (CINDER_AUDIT_FLUSH_MS, CINDER_AUDIT_QUEUE_MAX); FLUSH_MS and MAX_QUEUED by default. */
   flushMs?: number;
   maxQueued?: number;
 }
@@ -71,6 +76,8 @@ interface PendingRest {
   body: Promise<string> | undefined;
   /** A transaction/batch request's Bundle text (when small enough to audit its entries). */
   requestBundle?: Promise<string>;
+  /** What it counts against MAX_BUNDLE_CHARS_QUEUED until written. */
+  bundleChars?: number;
 }
 
 interface PendingAuth {
@@ -106,6 +113,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
   let queue: Pending[] = [];
   let flushing: Promise<void> | undefined;
   let lastDropLog = -Infinity;
+  let bundleChars = 0;
   const counts = { written: 0, dropped: 0, failed: 0 };
   const knownTenants = new Set<string>();
   d.metrics.counter('cinder_audit_events_total', 'AuditEvents of this process since it started, by result (written, dropped: the queue was full, failed: the write failed).', () =>
@@ -117,6 +125,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
 
   function push(p: Pending): void {
     if (queue.length >= maxQueued) {
+      if (p.kind === 'rest' && p.bundleChars) bundleChars -= p.bundleChars;
       counts.dropped++;
       const now = performance.now();
       if (now - lastDropLog > 10_000) {
@@ -154,9 +163,10 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       if (!c) return handler(req, server);
       const recorded = d.clock.now();
       // A POST `_search`'s form, or a transaction/batch Bundle up to ENTRY_BUNDLE_CHARS (its entries are audited each).
-      // (No Content-Length, a chunked body: kept, as the bundle body limit bounds it.)
-      const length = Number(req.headers.get('content-length') ?? 0);
-      const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS;
+      const declared = req.headers.get('content-length');
+      const length = declared === null ? ENTRY_BUNDLE_CHARS : Number(declared);
+      const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + 2 * length <= MAX_BUNDLE_CHARS_QUEUED;
+      if (bundle) bundleChars += 2 * length;
       const form = (c.isQuery && req.method === 'POST') || bundle ? req.clone().text() : undefined;
       form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
@@ -164,14 +174,23 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const note = (res: Response): Response => {
         const body = c.interaction === 'transaction' && res.status < 400 ? responseText(res) : form;
         push({
-          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(c.interaction === 'transaction' && form ? { requestBundle: form } : {}),
+          kind: 'rest', c, method: req.method, path, recorded, status: res.status, token, address, ...(bundle && form ? { requestBundle: form, bundleChars: 2 * length } : {}),
           requestId: res.headers.get('x-request-id') ?? undefined,
           location: res.headers.get('location') ?? res.headers.get('content-location'), etag: res.headers.get('etag'), body,
         });
         return res;
       };
-      const res = handler(req, server);
-      return res instanceof Promise ? res.then(note) : note(res);
+      const failed = (err: unknown): never => {
+        if (bundle) bundleChars -= 2 * length;
+        throw err;
+      };
+      let res: Response | Promise<Response>;
+      try {
+        res = handler(req, server);
+      } catch (err) {
+        return failed(err);
+      }
+      return res instanceof Promise ? res.then(note, failed) : note(res);
     };
   }
 
@@ -191,6 +210,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
   async function writeBatch(batch: Pending[]): Promise<void> {
     const byTenant = new Map<string, Resource[]>();
     for (const p of batch) {
+      if (p.kind === 'rest' && p.bundleChars) bundleChars -= p.bundleChars;
       let made: Resource[];
       try {
         made = p.kind === 'auth' ? [authResource(p)] : await restEvents(p);

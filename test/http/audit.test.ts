@@ -21,11 +21,11 @@ const queryOf = (e: Json) => {
   return q ? Buffer.from(q.query, 'base64').toString() : undefined;
 };
 
-async function open(target: (typeof targets)[number], audit: 'on' | 'off') {
+async function open(target: (typeof targets)[number], audit: 'on' | 'off', env: Record<string, string> = {}) {
   const db = await target.fresh();
   const store = db.open();
   await store.migrate();
-  const t = await createTestApp({ store, env: { CINDER_AUDIT: audit } });
+  const t = await createTestApp({ store, env: { CINDER_AUDIT: audit, ...env } });
   return { t, api: fhirClient(t, await t.token()) };
 }
 
@@ -90,6 +90,13 @@ for (const target of targets) {
         const [everything] = byKind('operation');
         expect(everything).toMatchObject({ action: 'E', outcome: '0', outcomeDesc: '$everything' });
         expect(patientsOf(everything!)).toEqual(['Patient/p1']);
+        // Each conforms to the R4 AuditEvent definition.
+        for (const e of [update, create, reads[1], del, searches[0], everything]) {
+          const { id: _id, meta: _meta, ...resource } = e!;
+          const res = await api.post('AuditEvent/$validate', resource);
+          const errors = ((await res.json()) as Json).issue.filter((i: Json) => i.severity === 'error' || i.severity === 'fatal');
+          expect(errors).toEqual([]);
+        }
         // The token request of the test's client is recorded too.
         expect(all.some((e) => e.subtype[0].code === 'token' && e.outcome === '0')).toBe(true);
       } finally {
@@ -189,6 +196,23 @@ for (const target of targets) {
         await t.app.audit!.close();
         const bundle = await api.search('AuditEvent?subtype=update');
         expect(bundle.entry).toHaveLength(1);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a full queue drops new events, counted in /metrics, and the requests succeed', async () => {
+      // No timed flush during the test (a minute), room for three events.
+      const { t, api } = await open(target, 'on', { CINDER_AUDIT_FLUSH_MS: '60000', CINDER_AUDIT_QUEUE_MAX: '3' });
+      try {
+        await t.app.audit!.flush(); // the token request
+        await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' });
+        for (let i = 0; i < 5; i++) expect((await api.get('Patient/p1')).status).toBe(200);
+        const metrics = await (await t.request('/metrics')).text();
+        expect(metrics).toContain('cinder_audit_events_total{result="dropped"} 3');
+        expect(metrics).toContain('cinder_audit_queue 3');
+        await t.app.audit!.flush();
+        expect(await (await t.request('/metrics')).text()).toContain('cinder_audit_events_total{result="written"} 4');
       } finally {
         await t.close();
       }

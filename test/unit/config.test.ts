@@ -34,6 +34,10 @@ test('CINDER_AUDIT: off by default, on or off, also as --audit', () => {
   expect(loadConfig({ CINDER_AUDIT: 'on' }).audit).toBe('on');
   expect(loadConfig({ CINDER_AUDIT: 'on' }, { audit: 'off' }).audit).toBe('off');
   expect(() => loadConfig({ CINDER_AUDIT: 'yes' })).toThrow(/^invalid CINDER_AUDIT \(--audit\)/);
+  expect(loadConfig({}).auditFlushMs).toBe(1000);
+  expect(loadConfig({}).auditQueueMax).toBe(20000);
+  expect(loadConfig({ CINDER_AUDIT_QUEUE_MAX: '50' }).auditQueueMax).toBe(50);
+  expect(() => loadConfig({ CINDER_AUDIT_FLUSH_MS: '5' })).toThrow(/^invalid CINDER_AUDIT_FLUSH_MS/);
 });
 
 test('CINDER_REFERENTIAL_INTEGRITY: off by default, on or off, also as --referential-integrity', () => {

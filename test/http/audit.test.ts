@@ -104,6 +104,19 @@ for (const target of targets) {
       }
     });
 
+    test('operations are audited: $export kick-off and $graphql', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        await api.put('Patient/p1', { resourceType: 'Patient', id: 'p1' });
+        expect((await api.get('Patient/$export', { Accept: 'application/fhir+json', Prefer: 'respond-async' })).status).toBe(202);
+        expect((await api.post('$graphql', { query: '{ PatientList { id } }' }, { 'Content-Type': 'application/json' })).status).toBe(200);
+        const ops = (await events(t, api)).filter((e) => subtypeOf(e) === 'operation');
+        expect(ops.map((e) => [e.action, e.outcome, e.outcomeDesc])).toEqual([['E', '0', '$export'], ['E', '0', '$graphql']]);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('a refused request is audited with a failure outcome', async () => {
       const { t, api } = await open(target, 'on');
       try {

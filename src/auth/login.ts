@@ -19,7 +19,10 @@ export async function signIn(deps: AuthDeps, req: AuthorizationRequest, username
   const tenant = req.client.tenant;
   const throttle = deps.limits.loginFailures;
   const wait = await throttle.attempt(tenant, username, ip);
-  if (wait !== null) return { ok: false, reason: 'throttled', retryAfter: wait };
+  if (wait !== null) {
+    deps.audit?.record(tenant, { kind: 'login', ok: false, detail: `${username} (throttled)`, requestor: { clientId: req.client.clientId, address: ip } });
+    return { ok: false, reason: 'throttled', retryAfter: wait };
+  }
   const user = await verifyUser(deps.store, tenant, username, password);
   if (!user) {
     deps.log.info('sign-in failed', { tenant, clientId: req.client.clientId, ip });

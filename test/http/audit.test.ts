@@ -174,6 +174,20 @@ for (const target of targets) {
       }
     });
 
+    test('a throttled sign-in is audited as a failure', async () => {
+      const { t, api } = await open(target, 'on', { CINDER_LOGIN_FAILURES_USER: '1' });
+      try {
+        const c = await userClient(t);
+        await testUser(t);
+        expect((await signIn(t, { clientId: c.id }, 'alice', 'wrong')).status).toBe(200);
+        expect((await signIn(t, { clientId: c.id })).status).toBe(429);
+        const logins = (await events(t, api)).filter((e) => e.subtype[0].code === '110122');
+        expect(logins.map((e) => [e.outcome, e.outcomeDesc])).toEqual([['4', 'sign-in failed: alice'], ['4', 'sign-in failed: alice (throttled)']]);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('AuditEvents are searchable, one per search of them, and cannot be updated or deleted', async () => {
       const { t, api } = await open(target, 'on');
       try {

@@ -72,9 +72,14 @@ function decode(raw: string | null): Position {
 
 export const encodePosition = (p: Position) => Buffer.from(JSON.stringify(p)).toString('base64url');
 
-/** The types an `$everything` returns: `all` (its focus's type first) restricted by `_type`, those the token reads. */
+/**
+ * The types an `$everything` returns: `all` (its focus's type first) restricted by `_type`, those the token
+ * reads. Without `_type`, not AuditEvent: the record of who read and wrote the patient's data (CINDER_AUDIT
+ * writes one for each request, this one too) is no part of the patient's record, and would grow it with every
+ * read; `_type=AuditEvent` asks for it.
+ */
 function typesOf(req: FhirRequest, all: string[], raw: string | null): string[] {
-  let types = all;
+  let types = all.filter((t) => t !== 'AuditEvent');
   if (raw !== null) {
     const wanted = typeList(raw);
     types = all.filter((t) => wanted.includes(t));

@@ -1845,6 +1845,32 @@ export function compileExtensionContext(expression: string, types: FhirPathTypes
   };
 }
 
+/**
+ * `ast` (a client's expression, `expression` its text) built for each FHIR type of its focus, once each, the
+ * generic build where a type's fails: what compileCriterion and compileValues evaluate.
+ */
+function typedBuilds(ast: Ast, expression: string, types: FhirPathTypes, iterating: boolean): (focusType: string | undefined) => Expr {
+  const scopeOf = (focusType: string | undefined): Scope => {
+    const type = staticType(normaliseType(focusType));
+    return { expression, types, thisType: type, contextType: type, iterating, clientWritten: true };
+  };
+  const generic = build(ast, scopeOf(undefined));
+  const byType = new Map<string, Expr>();
+  return (focusType) => {
+    if (focusType === undefined) return generic;
+    let known = byType.get(focusType);
+    if (known === undefined) {
+      try {
+        known = build(ast, scopeOf(focusType));
+      } catch {
+        known = generic;
+      }
+      byType.set(focusType, known);
+    }
+    return known;
+  };
+}
+
 /** A run-time error of a criterion compiled by compileCriterion (FHIRPath's "error": `single()` on many, ...). */
 export { EvaluationError as FhirPathEvaluationError };
 
@@ -1857,26 +1883,9 @@ export type CompiledCriterion = (focus: unknown, focusType: string | undefined, 
  * its position. Throws UnsupportedFhirPath at once for a construct the engine does not evaluate.
  */
 export function compileCriterion(ast: Ast, expression: string, types: FhirPathTypes): CompiledCriterion {
-  const scopeOf = (focusType: string | undefined): Scope => {
-    const type = staticType(normaliseType(focusType));
-    return { expression, types, thisType: type, contextType: type, iterating: true, clientWritten: true };
-  };
-  const generic = build(ast, scopeOf(undefined));
-  const byType = new Map<string, Expr>();
+  const exprFor = typedBuilds(ast, expression, types, true);
   return (focus, focusType, index, ctx) => {
-    let expr = generic;
-    if (focusType !== undefined) {
-      let known = byType.get(focusType);
-      if (known === undefined) {
-        try {
-          known = build(ast, scopeOf(focusType));
-        } catch {
-          known = generic;
-        }
-        byType.set(focusType, known);
-      }
-      expr = known;
-    }
+    const expr = exprFor(focusType);
     const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo, budget: ctx.budget };
     return expr.bool(env);
   };
@@ -1893,26 +1902,9 @@ export type CompiledValues = (focus: unknown, focusType: string | undefined, ctx
  */
 export function compileValues(expression: string, types: FhirPathTypes): CompiledValues {
   const ast = parseFhirPath(expression);
-  const scopeOf = (focusType: string | undefined): Scope => {
-    const type = staticType(normaliseType(focusType));
-    return { expression, types, thisType: type, contextType: type, iterating: false, clientWritten: true };
-  };
-  const generic = build(ast, scopeOf(undefined));
-  const byType = new Map<string, Expr>();
+  const exprFor = typedBuilds(ast, expression, types, false);
   return (focus, focusType, ctx) => {
-    let expr = generic;
-    if (focusType !== undefined) {
-      let known = byType.get(focusType);
-      if (known === undefined) {
-        try {
-          known = build(ast, scopeOf(focusType));
-        } catch {
-          known = generic;
-        }
-        byType.set(focusType, known);
-      }
-      expr = known;
-    }
+    const expr = exprFor(focusType);
     const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget };
     return expr.coll(env).map(valueOf);
   };

@@ -67,16 +67,18 @@ const HAS_PARAM = {
 const INCLUDE_DOC = '_include and _revinclude also take Type:param:Target for each Type:param value listed (search.html: only references to a Target are followed), and :iterate.';
 
 function resourceEntry(type: string, ops: OperationDecl[]) {
+  // AuditEvents are append-only (crud.ts refuseAuditChange): created, also by PUT, never updated, patched or deleted.
+  const appendOnly = type === 'AuditEvent';
   const entry: Record<string, unknown> = {
     type,
-    interaction: INTERACTIONS.map((code) => ({ code })),
+    interaction: INTERACTIONS.filter((code) => !appendOnly || !APPEND_ONLY_REFUSED.includes(code)).map((code) => ({ code })),
     versioning: 'versioned-update',
     readHistory: true,
     updateCreate: true,
     conditionalCreate: true,
     conditionalUpdate: true,
     conditionalRead: 'full-support',
-    conditionalDelete: 'single',
+    conditionalDelete: appendOnly ? 'not-supported' : 'single',
     searchParam: [...COMMON_PARAMS, ...(referrersTo(type).length ? [HAS_PARAM] : []), ...textParams(type), ...paramsOf(type).filter((p) => p.type !== 'special' || p.code === 'near').map((p) => ({
       name: p.code, definition: p.url, type: p.type, documentation: paramDocumentation(p),
     }))],
@@ -87,11 +89,17 @@ function resourceEntry(type: string, ops: OperationDecl[]) {
   const revinclude = revIncludes(type);
   if (revinclude.length) entry.searchRevInclude = revinclude;
   const special = paramsOf(type).filter((p) => p.type === 'special' && p.code !== 'near').map((p) => p.code);
-  entry.documentation = [...(special.length ? [`Not searchable (special parameters): ${special.join(', ')}.`] : []), INCLUDE_DOC, ...(type === 'Subscription' ? [SUBSCRIPTION_DOC] : [])].join(' ');
+  entry.documentation = [...(special.length ? [`Not searchable (special parameters): ${special.join(', ')}.`] : []), INCLUDE_DOC, ...(type === 'Subscription' ? [SUBSCRIPTION_DOC] : []), ...(appendOnly ? [AUDIT_DOC] : [])].join(' ');
   const typeOps = ops.filter((o) => o.types?.includes(type));
   if (typeOps.length) entry.operation = typeOps.map((o) => ({ name: o.name, definition: o.definition }));
   return entry;
 }
+
+/** The interactions an append-only type refuses (405). */
+const APPEND_ONLY_REFUSED = ['update', 'patch', 'delete'];
+
+/** What AuditEvent's entry tells of its writes. */
+const AUDIT_DOC = 'AuditEvents are append-only: created (POST, or PUT of a new id), never updated, patched or deleted through the API (405).';
 
 /** What Subscription's entry tells of delivery (src/fhir/subscriptions/). */
 const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header), and websocket (bind {id} on the websocket that the capabilitystatement-websocket extension of rest names, then ping {id} per notification); email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it.';

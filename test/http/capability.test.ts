@@ -88,10 +88,12 @@ describe('GET /metadata', () => {
     expect(resources.map((r) => r.type)).toEqual(R4_RESOURCE_TYPES.filter((t) => t !== 'Parameters'));
     expect(REST_RESOURCE_TYPES).toHaveLength(R4_RESOURCE_TYPES.length - 1);
     for (const r of resources) {
-      expect(r.interaction.map((i: Json) => i.code).sort()).toEqual(
-        ['create', 'delete', 'history-instance', 'history-type', 'patch', 'read', 'search-type', 'update', 'vread'],
-      );
-      expect(r).toMatchObject({ versioning: 'versioned-update', readHistory: true, updateCreate: true, conditionalCreate: true, conditionalUpdate: true, conditionalDelete: 'single' });
+      // AuditEvents are append-only: created, never updated, patched or deleted (405).
+      const appendOnly = r.type === 'AuditEvent';
+      expect(r.interaction.map((i: Json) => i.code).sort()).toEqual(appendOnly
+        ? ['create', 'history-instance', 'history-type', 'read', 'search-type', 'vread']
+        : ['create', 'delete', 'history-instance', 'history-type', 'patch', 'read', 'search-type', 'update', 'vread']);
+      expect(r).toMatchObject({ versioning: 'versioned-update', readHistory: true, updateCreate: true, conditionalCreate: true, conditionalUpdate: true, conditionalDelete: appendOnly ? 'not-supported' : 'single' });
       const names = r.searchParam.map((p: Json) => p.name);
       expect(names).toContain('_id');
       expect(names).toContain('_lastUpdated');

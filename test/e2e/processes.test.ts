@@ -3,22 +3,13 @@
  * from source and (when built) from dist/cinder, which re-runs itself differently.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { alive, eventually, listeningPids } from '../helpers/processes.ts';
+import { join } from 'node:path';
+import { freePort } from '../helpers/export-e2e.ts';
+import { alive, cinderCommands, eventually, listeningPids } from '../helpers/processes.ts';
 
-const ROOT = resolve(import.meta.dir, '../..');
-const BIN = join(ROOT, 'dist/cinder');
-const commands: [string, string[]][] = [['from source', [process.execPath, join(ROOT, 'src/main.ts')]]];
-if (existsSync(BIN)) commands.push(['dist/cinder', [BIN]]);
-
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
+const commands = cinderCommands();
 
 const dirs: string[] = [];
 afterAll(() => {

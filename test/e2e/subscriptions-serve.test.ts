@@ -4,21 +4,13 @@
  * websocket, from source and (when built) from dist/cinder. Waits for what arrives, not for a time.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { freePort } from '../helpers/export-e2e.ts';
+import { cinderCommands } from '../helpers/processes.ts';
 
-const ROOT = resolve(import.meta.dir, '../..');
-const BIN = join(ROOT, 'dist/cinder');
-const commands: [string, string[]][] = [['from source', [process.execPath, join(ROOT, 'src/main.ts')]]];
-if (existsSync(BIN)) commands.push(['dist/cinder', [BIN]]);
-
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
+const commands = cinderCommands();
 
 const dirs: string[] = [];
 afterAll(() => {

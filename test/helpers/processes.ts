@@ -1,4 +1,15 @@
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+const ROOT = resolve(import.meta.dir, '../..');
+const BIN = join(ROOT, 'dist/cinder');
+
+/** How `cinder` is run in the e2e tests: from source, and as the built executable when it exists. */
+export function cinderCommands(): [string, string[]][] {
+  const commands: [string, string[]][] = [['from source', [process.execPath, join(ROOT, 'src/main.ts')]]];
+  if (existsSync(BIN)) commands.push(['dist/cinder', [BIN]]);
+  return commands;
+}
 
 /** Inodes of the TCP sockets listening on `port` (IPv4 and IPv6), from /proc/net. */
 function listeningInodes(port: number): Set<string> {

@@ -221,6 +221,10 @@ await eachStore((kind, fresh) => {
       expect(await data('query S($p: String!) { Practitioner(id: "sliced") { name @slice(path: $p) @flatten { given } } }', { p: '$index' })).toEqual({
         Practitioner: { 'given.0': ['Peter', 'James'], 'given.1': ['Jim'] },
       });
+      // A variable left out takes its default value, as everywhere in GraphQL.
+      expect(await data('query S($p: String = "use") { Practitioner(id: "sliced") { name @slice(path: $p) @flatten { family } } }')).toEqual({
+        Practitioner: { 'family.official': ['Chalmers'], 'family.maiden': ['Windsor'] },
+      });
       expect(await data('{ Practitioner(id: "sliced") { name @slice(path: "given.first() & \'-\' & use") @flatten { family } } }')).toEqual({
         Practitioner: { 'family.Peter-official': ['Chalmers'], 'family.-maiden': ['Windsor'] },
       });

@@ -9,7 +9,7 @@
  */
 import {
   defaultFieldResolver, DirectiveLocation, GraphQLDirective, GraphQLNonNull, GraphQLString, Kind, type DocumentNode, type FieldNode, type FragmentDefinitionNode,
-  type GraphQLFieldResolver, type OperationDefinitionNode, type SelectionSetNode, type StringValueNode,
+  type GraphQLFieldResolver, type OperationDefinitionNode, type SelectionSetNode, type StringValueNode, valueFromASTUntyped,
 } from 'graphql';
 import { compileValues, FhirPathEvaluationError, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledValues } from '../validation/fhirpath-engine.ts';
 import { elementType } from '../validation/model.ts';
@@ -105,6 +105,10 @@ const asName = (v: unknown) => (v !== null && typeof v === 'object' ? '' : Strin
  * and of `@slice`s that cannot be applied. `sources`: the raw values of sliced fields (sliceSourceResolver).
  */
 export function applyFhirDirectives(doc: DocumentNode, op: OperationDefinitionNode, data: Obj, sources = new Map<string, unknown>(), variables?: Record<string, unknown>): ShapeError[] {
+  // The request's variables over the operation's defaults (a variable left out takes its default).
+  const defaults: Record<string, unknown> = {};
+  for (const d of op.variableDefinitions ?? []) if (d.defaultValue) defaults[d.variable.name.value] = valueFromASTUntyped(d.defaultValue);
+  variables = { ...defaults, ...variables };
   const compiled = new Map<string, CompiledValues | string>();
   const budget = { left: MAX_SLICE_VISITS, limit: MAX_SLICE_VISITS, what: "a request's @slice paths" };
   /** The name suffix of each item of a sliced field (`.official`), or an error message. */

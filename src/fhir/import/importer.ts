@@ -50,6 +50,8 @@ export interface ImportOptions {
   onIssue(issue: ImportIssue): void;
   /** Called after each committed batch and each finished file. */
   onProgress(progress: Readonly<ImportProgress>): void;
+  /** Stops reading at the next chunk when aborted (`add` then throws the signal's reason; call `finish` to commit what is queued). */
+  signal?: AbortSignal;
 }
 
 type ImportFormat = 'ndjson' | 'json';
@@ -58,6 +60,10 @@ type ImportFormat = 'ndjson' | 'json';
 export interface ImportSource {
   name: string;
   blob: Blob;
+  /** Its format when known (an `$import` input is NDJSON); otherwise told by its name or first line. */
+  format?: ImportFormat;
+  /** The type of every resource of an NDJSON source (an `$import` input's `type`): one of another type is a failed line. */
+  type?: string;
 }
 
 /**
@@ -65,6 +71,7 @@ export interface ImportSource {
  * holds a complete JSON value by itself (a pretty-printed document's first line does not).
  */
 async function detectFormat(source: ImportSource): Promise<ImportFormat> {
+  if (source.format) return source.format;
   if (/\.(ndjson|jsonl)$/i.test(source.name)) return 'ndjson';
   if (/\.json$/i.test(source.name)) return 'json';
   const head = await source.blob.slice(0, 1 << 16).text();
@@ -137,6 +144,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     for await (const chunk of preparer.chunks(input)) {
       for (const issue of chunk.issues) fail({ file: source.name, ...issue });
       progress.bytesRead += chunk.bytes;
+      opts.signal?.throwIfAborted();
       await (chunk.urns.length ? addChunk(loose, chunk) : writer.addPrepared(chunk.versions));
     }
   }
@@ -166,7 +174,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     async add(sources: ImportSource[]): Promise<void> {
       const preparer = await start();
       const formats = await Promise.all(sources.map(detectFormat));
-      const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob) : -1));
+      const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob, s.type) : -1));
       for (const [i, source] of sources.entries()) {
         if (inputs[i]! >= 0) await importNdjson(preparer, source, inputs[i]!);
         else await importJson(source);

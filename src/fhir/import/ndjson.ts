@@ -42,10 +42,11 @@ export const CHUNK_CHARS = 1 << 20;
 /**
  * Reads NDJSON (one resource per line) and prepares each resource for storage (validation at `validation`, and
  * against the profiles it claims with `profiles`; server id where there is none, stamp tail, index entries,
- * compartments), in line order. Blank lines are skipped; bad lines become issues. A line with `urn:`
+ * compartments), in line order. Blank lines are skipped; bad lines become issues, and so does a resource
+ * whose type is not `type` when one is given (an `$import` input names its type). A line with `urn:`
  * references is checked against its profiles where they are resolved (loose.ts).
  */
-export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: LineCheck): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: LineCheck, type?: string): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -53,6 +54,7 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
       if (text.trim() === '') continue;
       try {
         const resource = parseResource(text);
+        if (type !== undefined && resource.resourceType !== type) throw wrongType(resource.resourceType, type);
         requireValid(resource, validation);
         // The substring test keeps the walk off lines without any `urn:` (most of them).
         if (text.includes('urn:') && resource.resourceType !== 'Bundle' && hasUrnReference(resource)) {
@@ -78,6 +80,11 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
     }
   }
   if (chunk.versions.length || chunk.urns.length || chunk.issues.length || chunk.bytes) yield chunk;
+}
+
+/** A resource in an input of another type (the input's `type`, named at `$import`). */
+function wrongType(found: string, type: string): FhirError {
+  return new FhirError('invalid', `resourceType '${found}' is not the type of this input (${type})`, { expression: ['resourceType'] });
 }
 
 function lineIssue(line: number, err: Error): LineIssue {

@@ -13,7 +13,8 @@ import { workerCheck, type LineCheck, type WorkerProfiles } from './profiles.ts'
 
 export type ToPrepareWorker =
   | { type: 'init'; credits: number; validation: ValidationLevel; base?: string; profiles?: WorkerProfiles }
-  | { type: 'input'; input: number; blob: Blob }
+  /** `resourceType`: the type every resource of the input must have (an `$import` input's), when given. */
+  | { type: 'input'; input: number; blob: Blob; resourceType?: string }
   | { type: 'ack' }
   /** The answer to a `membership` question: a verdict, or why there is none. */
   | { type: 'membership'; id: number; verdict?: Membership; error?: string };
@@ -35,7 +36,7 @@ let wake: (() => void) | undefined;
 let profiles: LineCheck | undefined;
 const questions = new Map<number, { resolve(m: Membership): void; reject(err: Error): void }>();
 let asked = 0;
-const inputs: { input: number; blob: Blob }[] = [];
+const inputs: { input: number; blob: Blob; resourceType?: string }[] = [];
 let busy = false;
 
 function ask(url: string, coding: { system?: string; code: string }): Promise<Membership> {
@@ -50,9 +51,9 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
   self.postMessage(msg, transfer);
 }
 
-async function prepare(input: number, blob: Blob): Promise<void> {
+async function prepare(input: number, blob: Blob, type: string | undefined): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob, validation, base, profiles)) {
+    for await (const chunk of prepareNdjson(blob, validation, base, profiles, type)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -67,7 +68,7 @@ async function prepare(input: number, blob: Blob): Promise<void> {
 /** Works through the queued inputs in order. */
 async function drain(): Promise<void> {
   busy = true;
-  for (let next = inputs.shift(); next; next = inputs.shift()) await prepare(next.input, next.blob);
+  for (let next = inputs.shift(); next; next = inputs.shift()) await prepare(next.input, next.blob, next.resourceType);
   busy = false;
 }
 

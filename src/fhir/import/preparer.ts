@@ -11,8 +11,8 @@ import type { ImportProfiles } from './profiles.ts';
  * of the caller, each chunk being acknowledged when the caller asks for the next.
  */
 export interface Preparer {
-  /** Queues an input; returns its number for `chunks`. */
-  queue(blob: Blob): number;
+  /** Queues an input (every resource of it of type `type`, when given); returns its number for `chunks`. */
+  queue(blob: Blob, type?: string): number;
   /** The chunks of a queued input, in line order. Inputs must be read in the order they were queued. */
   chunks(input: number): AsyncGenerator<PreparedChunk>;
   /** Ends the thread. */
@@ -89,11 +89,11 @@ export function createPreparer(ahead: number, validation: ValidationLevel, base:
   }
 
   return {
-    queue(blob) {
+    queue(blob, type) {
       const w = (worker ??= start());
       if (pending++ === 0) w.ref();
       const input = queued++;
-      w.postMessage({ type: 'input', input, blob } satisfies ToPrepareWorker);
+      w.postMessage({ type: 'input', input, blob, ...(type !== undefined && { resourceType: type }) } satisfies ToPrepareWorker);
       return input;
     },
     chunks,

@@ -11,6 +11,7 @@ export * from './interface/compartments.ts';
 export * from './interface/snapshot.ts';
 export * from './interface/export-jobs.ts';
 export * from './interface/export-files.ts';
+export * from './interface/import-jobs.ts';
 export * from './interface/subscriptions.ts';
 export * from './interface/store.ts';
 export * from './interface/errors.ts';

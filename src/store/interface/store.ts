@@ -2,6 +2,7 @@
 import type { ClientRepo, KeyRepo, TenantRepo, UserRepo } from './accounts.ts';
 import type { ExportFileRepo } from './export-files.ts';
 import type { ExportRepos } from './export-jobs.ts';
+import type { ImportJobRepo } from './import-jobs.ts';
 import type { CounterRepo, OAuthRepo } from './oauth.ts';
 import type { ResourceRepo } from './resources.ts';
 import type { SubscriptionRepo } from './subscriptions.ts';
@@ -23,6 +24,8 @@ export interface Store {
   readonly counters: CounterRepo;
   readonly resources: ResourceRepo;
   readonly exports: ExportRepos;
+  /** Bulk import jobs (`$import`, src/import/). */
+  readonly imports: ImportJobRepo;
   /** Subscription owners and the notification outbox (src/fhir/subscriptions/). */
   readonly subscriptions: SubscriptionRepo;
   /** Export file storage in the database, where the adapter offers it (PostgreSQL). */

@@ -4,6 +4,7 @@ import { connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTi
 import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
+import { createPostgresImportJobs } from './import-jobs.ts';
 import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
 import { createPostgresUsers } from './users.ts';
 import type { PostgresStoreOptions } from './db.ts';
@@ -62,6 +63,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
       downloads: g(createPostgresExportDownloads(sql)),
       cleanup: g(createPostgresExportCleanup(sql)),
     },
+    imports: g(createPostgresImportJobs(sql)),
     exportFiles: g({ ...files, create: (key: string) => g(files.create(key)) }),
   };
 }

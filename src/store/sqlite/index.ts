@@ -4,6 +4,7 @@ import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './ac
 import { createCheckpointer } from './checkpointer.ts';
 import { createMutex, isSqliteOutage, openDatabase, runMigrations, serialized } from './db.ts';
 import { guarded, translatingGuard } from '../unavailable.ts';
+import { createSqliteImportJobs } from './import-jobs.ts';
 import { createSqliteExportCleanup, createSqliteExportDownloads, createSqliteExportJobs, createSqliteExportScratch } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
 import { createSqliteSubscriptions } from './subscriptions.ts';
@@ -44,6 +45,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     g(serialized(make(writer), serial, writer, reader === writer ? undefined : { repo: make(reader), methods: reads }));
   let resources: Store['resources'] | undefined;
   let exports: Store['exports'] | undefined;
+  let imports: Store['imports'] | undefined;
   const store: Store = {
     kind: 'sqlite',
     async migrate() {
@@ -82,6 +84,9 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
         downloads: g(createSqliteExportDownloads(db)),
         cleanup: g(createSqliteExportCleanup(db)),
       });
+    },
+    get imports() {
+      return (imports ??= g(createSqliteImportJobs({ writer, reader, serial })));
     },
   };
   return store;

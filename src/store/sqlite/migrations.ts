@@ -508,4 +508,31 @@ CREATE INDEX subscription_notifications_by_subscription ON subscription_notifica
 ALTER TABLE subscription_state ADD COLUMN channel TEXT NOT NULL DEFAULT 'rest-hook';
 `,
   },
+  {
+    version: 30,
+    name: 'import_jobs',
+    sql: `
+-- Bulk import jobs (\`$import\`, src/import/): claimed with a lease as export jobs are, so a job survives a
+-- restart and runs in one process of several. \`spec\` holds the validated inputs, \`progress\` the results
+-- per input (counts and the first failures), both JSON owned by src/import.
+CREATE TABLE import_jobs (
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  client_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  request TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  lease_owner TEXT,
+  lease_until INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  progress TEXT NOT NULL,
+  error TEXT,
+  completed_at INTEGER
+);
+CREATE INDEX import_jobs_claimable ON import_jobs (state, created_at);
+CREATE INDEX import_jobs_by_client ON import_jobs (tenant, client_id, state);
+`,
+  },
 ];

@@ -1,0 +1,55 @@
+/** Bulk import jobs (`$import`, src/import/). */
+
+export type ImportJobState = 'accepted' | 'in-progress' | 'completed' | 'failed' | 'cancelled';
+
+export interface ImportJob {
+  id: string;
+  tenant: string;
+  /** Client that started the import; only it may poll and cancel. */
+  clientId: string;
+  state: ImportJobState;
+  /** The kick-off request URL (the status body's `request`). */
+  request: string;
+  /** Validated kick-off parameters as JSON text (owned by src/import). */
+  spec: string;
+  createdAt: number;
+  updatedAt: number;
+  /** Runner holding an in-progress job, and until when its lease runs. */
+  leaseOwner: string | null;
+  leaseUntil: number | null;
+  /** How many times the job was claimed. */
+  attempts: number;
+  /** Results so far as JSON text (owned by src/import). */
+  progress: string;
+  /** Why a failed job failed. */
+  error: string | null;
+  completedAt: number | null;
+}
+
+export type NewImportJob = Pick<ImportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'progress' | 'createdAt'>;
+
+/**
+ * An import job's lifecycle, claimed with a lease as export jobs are (ExportJobRepo): several processes
+ * sharing a database never run one job twice, and a job whose runner died is claimed again.
+ */
+export interface ImportJobRepo {
+  /** Persists an accepted job unless the client already has `maxActive` accepted or in-progress ones (atomically); false then. */
+  create(job: NewImportJob, maxActive: number): Promise<boolean>;
+  get(tenant: string, id: string): Promise<ImportJob | null>;
+  /** Claims the oldest accepted job, or an in-progress one whose lease ran out: in-progress, leased to `owner` until `now + leaseMs`, attempts + 1. */
+  claim(owner: string, now: number, leaseMs: number): Promise<ImportJob | null>;
+  /** Renews the lease and stores `progress` when given; false when the job is no longer in progress under `owner`. */
+  checkpoint(id: string, owner: string, now: number, leaseMs: number, progress?: string): Promise<boolean>;
+  /** in-progress -> completed (under `owner`); false when the lease was lost or the job cancelled. */
+  complete(id: string, owner: string, now: number, progress: string): Promise<boolean>;
+  /** in-progress -> failed (under `owner`). */
+  fail(id: string, owner: string, now: number, error: string, progress: string): Promise<boolean>;
+  /** Gives an in-progress job back (accepted, no lease) so that any process resumes it at once. */
+  release(id: string, owner: string, now: number): Promise<void>;
+  /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
+  cancel(tenant: string, id: string, now: number): Promise<ImportJobState | null>;
+  /** Deletes jobs that ended (completed, failed, cancelled and not leased) before `before`; returns how many. */
+  removeEnded(before: number): Promise<number>;
+  /** Counts by state (for metrics). */
+  countByState(): Promise<Record<string, number>>;
+}

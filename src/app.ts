@@ -43,6 +43,10 @@ import { openSink, type ExportSink } from './export/sink.ts';
 import type { AppEnv } from './http/env.ts';
 import { nulInUrl, renderError } from './http/errors.ts';
 import { exportRoutes } from './http/export.ts';
+import { importRoutes } from './http/import.ts';
+import { importCapability } from './import/capability.ts';
+import { createImportRunner, type ImportRunner } from './import/runner.ts';
+import { systemResolve } from './fhir/subscriptions/endpoint.ts';
 import { fhirRoutes } from './http/fhir.ts';
 import { graphqlCapability, graphqlRoutes } from './http/graphql.ts';
 import { fhirJson } from './http/fhir-response.ts';
@@ -96,7 +100,7 @@ export interface AppDeps {
   rebuilding?: () => Rebuilding | undefined;
   /** Direct dispatch of the hot routes (src/http/hot-routes.ts); default on. Off only to compare both paths in tests. */
   hotRoutes?: boolean;
-  /** How Subscription endpoints' host names resolve (their address check); the system resolver by default. */
+  /** How Subscription endpoints' and `$import` inputs' host names resolve (their address check); the system resolver by default. */
   resolveHost?: ResolveHost;
 }
 
@@ -115,6 +119,8 @@ export interface App {
   readonly hotRoutes: HotRoutes | undefined;
   /** Delivery of Subscription notifications: `serve` runs its loop (`start`), tests drive rounds (`runOnce`). */
   readonly subscriptions: SubscriptionDelivery;
+  /** `$import` jobs: `serve` runs their loop (`start`, `stop`), tests run them (`runOnce`). */
+  readonly imports: ImportRunner;
   /** Bun.serve's `websocket` handlers: the Subscription websocket channel. */
   readonly websocket: WebSocketHandler<SocketData>;
   /** The audit trail with CINDER_AUDIT=on (its queue: `flush`, and `close` at shutdown), else undefined. */
@@ -166,10 +172,13 @@ export function createApp(deps: AppDeps): App {
   metrics.gauge('cinder_export_jobs', 'Bulk export jobs by state.', async () =>
     Object.fromEntries(Object.entries(await store.exports.jobs.countByState()).map(([state, n]) => [`state=${state}`, n])),
   );
+  metrics.gauge('cinder_import_jobs', 'Bulk import ($import) jobs by state.', async () =>
+    Object.fromEntries(Object.entries(await store.imports.countByState()).map(([state, n]) => [`state=${state}`, n])),
+  );
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
@@ -203,6 +212,10 @@ export function createApp(deps: AppDeps): App {
     maxJobsPerClient: config.exportMaxJobsPerClient, signedUrls: config.exportSignedUrls === 'on', expandCodes,
     limits: { kickoff: perMinute(config, clock, config.exportKickoffRateLimit), status: perMinute(config, clock, config.exportStatusRateLimit) },
   }));
+  fhir.route('/', importRoutes({
+    store, clock, baseUrl: config.baseUrl, maxBodyBytes: limits.resource, maxJobsPerClient: config.importMaxJobsPerClient,
+    allowPrivate: config.importAllowPrivate === 'true', resolve: deps.resolveHost ?? systemResolve, statusLimit: perMinute(config, clock, config.exportStatusRateLimit),
+  }));
   const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
   fhir.route('/', terminologyRoutes(terminologyDeps));
   const referentialIntegrity = config.referentialIntegrity === 'on' ? { fhirBase: (tenant: string) => fhirBaseOf(config.baseUrl, tenant) } : undefined;
@@ -228,6 +241,8 @@ export function createApp(deps: AppDeps): App {
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
+  // `$import` writes as `cinder import` does (no Subscription notifications, no referential integrity check).
+  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
   metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));
   // `$graphql` before the resource routes, which would take `/$graphql` for a type.
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));
@@ -275,5 +290,5 @@ export function createApp(deps: AppDeps): App {
     recorder.record(req.method, url.pathname, 'unmatched', res.status, requestId, started);
     return res;
   };
-  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, websocket: sockets.handler, audit };
+  return { fetch, upgrade, request: (input, init) => fetch(toRequest(input, init)), hotRoutes: hot, subscriptions, imports, websocket: sockets.handler, audit };
 }

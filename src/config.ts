@@ -117,6 +117,19 @@ const schema = z.object({
    * beside Cinder); refused by default, at activation and before each delivery (src/fhir/subscriptions/endpoint.ts).
    */
   subscriptionAllowPrivate: z.enum(['true', 'false']).default('false'),
+  /** `$import` jobs one process runs at a time (0: this process runs none; another sharing the database does). */
+  importJobs: whole(0, 16).default(1),
+  /** Accepted or in-progress `$import` jobs one client may have at a time. */
+  importMaxJobsPerClient: whole(1, 1000).default(3),
+  /**
+   * `true`: `$import` inputs may be fetched from loopback, link-local and private addresses (files served
+   * beside Cinder); refused by default, at kick-off and before each fetch (src/import/fetch-input.ts).
+   */
+  importAllowPrivate: z.enum(['true', 'false']).default('false'),
+  /** The most bytes one `$import` input may hold (after gzip decompression). */
+  importMaxInputBytes: whole(1024).default(4 * 1024 * 1024 * 1024),
+  /** Seconds the download of one `$import` input may take. */
+  importFetchTimeout: whole(1, 7 * 24 * 3600).default(3600),
   /** Milliseconds between a process's rounds of Subscription delivery when nothing was due. */
   subscriptionPollMs: whole(10, 600_000).default(1_000),
 });

@@ -38,6 +38,8 @@ export interface FhirIssue {
   diagnostics?: string;
   details?: { text: string };
   expression?: string[];
+  /** Where in a text input (R4 `issue.location`, as HAPI FHIR writes it: `Line[12]`), for problems no FHIRPath can name. */
+  location?: string[];
 }
 
 export interface FhirErrorOptions {

@@ -62,6 +62,8 @@ export const serveCommand: Command = {
     });
     // Every process delivers Subscription notifications; leases keep two from sending one (src/fhir/subscriptions/delivery.ts).
     app.subscriptions.start(config.subscriptionPollMs);
+    // `$import` jobs, claimed with a lease as export jobs are; a sibling server process runs none (as it runs no export workers).
+    if (!sibling) app.imports.start();
     const shared = sibling || config.processes > 1;
     const server = listen(() => Bun.serve({
       port: config.port, hostname: config.host, maxRequestBodySize: config.maxBodyBytes + 1024, reusePort: shared,
@@ -109,7 +111,7 @@ export const serveCommand: Command = {
         log.info('draining', { signal });
         // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
         // A reindex stops after its batch; the next start resumes it.
-        await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing, app.subscriptions.stop()]);
+        await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing, app.subscriptions.stop(), app.imports.stop()]);
         // The AuditEvents of the requests just drained are written before the database is closed.
         await app.audit?.close();
         await store.close();

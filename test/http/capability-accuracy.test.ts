@@ -265,6 +265,7 @@ describe('every interaction and operation the statement lists is served', () => 
     'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export': () => [['GET', '$export?_outputFormat=bogus', 400]],
     'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/patient-export': () => [['GET', 'Patient/$export?_outputFormat=bogus', 400]],
     'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/group-export': () => [['GET', 'Group/probe-missing/$export', 404]],
+    'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/import': () => [['POST', '$import', 400, { resourceType: 'Parameters', parameter: [] }]],
     'http://hl7.org/fhir/OperationDefinition/Resource-validate': (type) => [
       ['POST', `${type}/$validate`, 200, { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: minimalResource({ resourceType: type }) }] }],
       ['POST', `${type}/probe-missing/$validate`, 404, { resourceType: 'Parameters', parameter: [{ name: 'mode', valueCode: 'delete' }] }],

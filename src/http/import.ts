@@ -1,0 +1,52 @@
+import { Hono, type Context } from 'hono';
+import type { Limiter } from '../auth/rate-limit.ts';
+import { fhirBaseOf } from '../config.ts';
+import { FhirError } from '../errors.ts';
+import { issue, operationOutcome } from '../fhir/outcome.ts';
+import { kickOffImport, type ImportKickoffDeps } from '../import/kickoff.ts';
+import { cancelImport, importStatus, type ImportStatusDeps } from '../import/status.ts';
+import { readFhirBody } from './body.ts';
+import { textResponse } from './content-coding.ts';
+import type { AppEnv } from './env.ts';
+import { fhirJson } from './fhir-response.ts';
+
+export type ImportRouteDeps = ImportKickoffDeps & ImportStatusDeps & {
+  baseUrl: string;
+  maxBodyBytes: number;
+  /** Status requests per job per minute (CINDER_EXPORT_STATUS_RATE_LIMIT, as for exports). */
+  statusLimit: Limiter;
+};
+
+const POLL_SECONDS = '2';
+
+/**
+ * `$import` for one tenant: kick-off (POST, a Parameters body), the status URL (GET polls, DELETE cancels).
+ * Mounted behind bearer authentication, before the generic FHIR routes.
+ */
+export function importRoutes(deps: ImportRouteDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const who = (c: Context<AppEnv>) => ({ tenant: c.get('tenant'), access: c.get('access') });
+  const statusUrl = (tenant: string, id: string) => `${fhirBaseOf(deps.baseUrl, tenant)}/$import-status/${id}`;
+
+  app.post('/$import', async (c) => {
+    const { tenant, access } = who(c);
+    const body = await readFhirBody(c.req.raw, deps.maxBodyBytes);
+    const id = await kickOffImport(deps, { tenant, access, requestUrl: `${deps.baseUrl}${c.req.path}`, body });
+    return fhirJson(operationOutcome([issue('information', 'informational', `Import job ${id} accepted`)]), 202, { 'Content-Location': statusUrl(tenant, id) });
+  });
+  app.get('/$import-status/:job', async (c) => {
+    const req = who(c);
+    const hit = deps.statusLimit.hit(`${req.tenant}\u0000${req.access.clientId}\u0000${c.req.param('job')}`);
+    if (!hit.ok) throw new FhirError('too-many', `Too many status requests for this import in the last minute; retry after ${hit.retryAfter} s`, { headers: { 'Retry-After': String(hit.retryAfter) } });
+    const r = await importStatus(deps, req, c.req.param('job'));
+    if (r.kind === 'running') return new Response(null, { status: 202, headers: { 'X-Progress': r.progress, 'Retry-After': POLL_SECONDS } });
+    if (r.kind === 'failed') throw new FhirError('exception', r.reason, { issueCode: 'processing' });
+    return textResponse(JSON.stringify(r.body), { status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' } });
+  });
+  app.delete('/$import-status/:job', async (c) => {
+    const id = c.req.param('job');
+    await cancelImport(deps, who(c), id);
+    return fhirJson(operationOutcome([issue('information', 'informational', `Import job ${id} cancelled; what it imported so far stays`)]), 202);
+  });
+  return app;
+}

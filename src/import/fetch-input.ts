@@ -1,0 +1,124 @@
+/**
+ * Fetching an `$import` input: an http(s) GET without the caller's token, streamed to a temporary file
+ * (never held in memory) with its size and time bounded. Redirects are followed by hand, each hop checked
+ * as the first (a public host must not redirect the server to a private one). A gzip file (by its magic
+ * bytes; a `Content-Encoding: gzip` answer is decoded by fetch itself) is decompressed as it arrives, and
+ * the limit holds for the decompressed bytes.
+ */
+import { open, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { endpointUrl, privateEndpoint, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
+
+export interface FetchInputDeps {
+  fetch: typeof fetch;
+  /** CINDER_IMPORT_ALLOW_PRIVATE. */
+  allowPrivate: boolean;
+  resolve: ResolveHost;
+  /** CINDER_IMPORT_MAX_INPUT_BYTES: the most (decompressed) bytes of one input. */
+  maxBytes: number;
+  /** CINDER_IMPORT_FETCH_TIMEOUT: the longest one input's download may take. */
+  timeoutMs: number;
+  /** Where the downloaded input is kept while it is imported. */
+  tmpDir: string;
+}
+
+/** An input that could not be fetched: reported in its result, the job goes on with the next input. */
+export class InputError extends Error {
+  override name = 'InputError';
+}
+
+const MAX_REDIRECTS = 5;
+
+async function checkUrl(deps: FetchInputDeps, raw: string): Promise<URL> {
+  const url = endpointUrl(raw);
+  if (typeof url === 'string') throw new InputError(`${raw} ${url}`);
+  if (!deps.allowPrivate) {
+    const why = await privateEndpoint(url, deps.resolve, `its host ${url.hostname} does not resolve`);
+    if (why !== undefined) throw new InputError(`${url.href} is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`);
+  }
+  return url;
+}
+
+/** GETs `raw`, following up to MAX_REDIRECTS redirects; the answer is a 2xx. */
+async function get(deps: FetchInputDeps, raw: string, signal: AbortSignal): Promise<Response> {
+  let url = await checkUrl(deps, raw);
+  for (let hop = 0; ; hop++) {
+    const res = await deps.fetch(url, { headers: { Accept: 'application/fhir+ndjson, application/ndjson, */*' }, redirect: 'manual', signal });
+    const location = res.headers.get('location');
+    if (res.status >= 300 && res.status < 400 && location !== null) {
+      await res.body?.cancel().catch(() => undefined);
+      if (hop >= MAX_REDIRECTS) throw new InputError(`GET ${raw} was redirected more than ${MAX_REDIRECTS} times`);
+      url = await checkUrl(deps, new URL(location, url).href);
+      continue;
+    }
+    if (res.status < 200 || res.status > 299) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new InputError(`GET ${url.href} answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''}`);
+    }
+    return res;
+  }
+}
+
+/** The body, decompressed when it is a gzip file (RFC 1952 magic bytes 1f 8b). */
+async function* bytesOf(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = body.getReader();
+  const first = await reader.read();
+  if (first.done) return;
+  const head = first.value;
+  const rest = new ReadableStream<Uint8Array>({
+    start: (c) => c.enqueue(head),
+    pull: async (c) => {
+      const next = await reader.read();
+      if (next.done) c.close();
+      else c.enqueue(next.value);
+    },
+    cancel: (why) => reader.cancel(why),
+  });
+  const gzip = head.byteLength >= 2 && head[0] === 0x1f && head[1] === 0x8b;
+  yield* gzip ? rest.pipeThrough(new DecompressionStream('gzip') as unknown as ReadableWritablePair<Uint8Array, Uint8Array>) : rest;
+}
+
+/** A downloaded input: its file (remove it with `remove`) and size. */
+export interface Downloaded {
+  path: string;
+  bytes: number;
+  remove(): Promise<void>;
+}
+
+/**
+ * Downloads `raw` to a file under `deps.tmpDir` named after `name`. Throws InputError when it cannot be
+ * fetched, is larger than `maxBytes` or takes longer than `timeoutMs`; rethrows `signal`'s abort.
+ */
+export async function downloadInput(deps: FetchInputDeps, raw: string, name: string, signal: AbortSignal): Promise<Downloaded> {
+  const path = join(deps.tmpDir, `${name}.ndjson`);
+  const remove = () => rm(path, { force: true });
+  const timeout = AbortSignal.timeout(deps.timeoutMs);
+  const file = await open(path, 'w');
+  let bytes = 0;
+  try {
+    const res = await get(deps, raw, AbortSignal.any([signal, timeout]));
+    const declared = Number(res.headers.get('content-length') ?? NaN);
+    if (declared > deps.maxBytes && !res.headers.get('content-encoding')) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new InputError(`${raw} is ${declared} bytes, more than the ${deps.maxBytes} an input may hold (CINDER_IMPORT_MAX_INPUT_BYTES)`);
+    }
+    if (res.body) {
+      for await (const chunk of bytesOf(res.body)) {
+        bytes += chunk.byteLength;
+        if (bytes > deps.maxBytes) throw new InputError(`${raw} holds more than the ${deps.maxBytes} bytes an input may hold (CINDER_IMPORT_MAX_INPUT_BYTES)`);
+        await file.write(chunk);
+      }
+    }
+    return { path, bytes, remove };
+  } catch (err) {
+    await file.close().catch(() => undefined);
+    await remove();
+    if (signal.aborted) throw signal.reason;
+    if (err instanceof InputError) throw err;
+    if (timeout.aborted) throw new InputError(`GET ${raw} did not finish within ${deps.timeoutMs / 1000} s (CINDER_IMPORT_FETCH_TIMEOUT)`);
+    const cause = (err as Error).message ?? String(err);
+    throw new InputError(`GET ${raw} failed: ${cause}`);
+  } finally {
+    await file.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,172 @@
+import type { Clock } from '../clock.ts';
+import type { FhirIssue } from '../errors.ts';
+import type { FhirDeps } from '../fhir/crud.ts';
+import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
+import type { Logger } from '../log.ts';
+import type { ImportJob, Store } from '../store/types.ts';
+import { fhirBaseOf } from '../config.ts';
+import { downloadInput, InputError, type FetchInputDeps } from './fetch-input.ts';
+import { encodeProgress, ImportDataError, MAX_ISSUES, MAX_JOB_ISSUES, readProgress, readSpec, type ImportInput, type ImportProgress, type ImportSpec, type InputResult } from './spec.ts';
+
+export interface ImportRunDeps {
+  /** What `cinder import` writes with: validation level, profiles, the core layer. */
+  fhir: FhirDeps;
+  store: Pick<Store, 'imports'>;
+  clock: Clock;
+  log: Logger;
+  baseUrl: string;
+  input: FetchInputDeps;
+  leaseMs: number;
+  /** Claims of a job that ended in an unexpected error before it is marked failed. */
+  maxAttempts: number;
+  owner: string;
+  /** Aborted when the process stops: the job is handed back (released) for any process to resume. */
+  signal?: AbortSignal;
+}
+
+export type ImportOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'released';
+
+/** Why a job stops before its end. */
+class Interrupted extends Error {
+  constructor(readonly outcome: 'cancelled' | 'lost' | 'released') {
+    super(`import job ${outcome}`);
+  }
+}
+
+/** One failed line as OperationOutcome issues: its problems (an invalid resource), each located at its line. */
+function lineIssues(i: ImportIssue): FhirIssue[] {
+  const where = i.line === undefined ? [] : [`Line[${i.line}]`];
+  const at = i.line === undefined ? '' : `line ${i.line}: `;
+  const problems: FhirIssue[] = i.issues?.length ? i.issues : [{ severity: 'error', code: 'invalid', details: { text: i.message } }];
+  return problems.map((p) => {
+    const text = p.details?.text ?? p.diagnostics ?? i.message;
+    const out: FhirIssue = { severity: 'error', code: p.code, details: { text: `${at}${text}` }, diagnostics: `${at}${text}` };
+    if (where.length) out.location = where;
+    if (p.expression) out.expression = p.expression;
+    return out;
+  });
+}
+
+function newResult(input: ImportInput): InputResult {
+  return { type: input.type, url: input.url, imported: 0, unchanged: 0, failed: 0, issues: [], omitted: 0 };
+}
+
+/** Lists `issues` in `result` while there is room (MAX_ISSUES for the input, MAX_JOB_ISSUES with the `listed` of the inputs before), counts the rest. */
+function note(result: InputResult, issues: FhirIssue[], listed: number): void {
+  const room = Math.max(0, Math.min(MAX_ISSUES, MAX_JOB_ISSUES - listed) - result.issues.length);
+  result.issues.push(...issues.slice(0, room));
+  result.omitted += Math.max(0, issues.length - room);
+}
+
+/** A lease held on a timer: renews it (storing the running counts), and aborts the work when the job is no longer ours. */
+function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportProgress) {
+  const controller = new AbortController();
+  let reason: Interrupted | undefined;
+  const stop = (why: Interrupted) => {
+    reason ??= why;
+    controller.abort(reason);
+  };
+  const onStop = () => stop(new Interrupted('released'));
+  deps.signal?.addEventListener('abort', onStop);
+  if (deps.signal?.aborted) onStop();
+  const renew = async (store?: boolean) => {
+    const ok = await deps.store.imports.checkpoint(job.id, deps.owner, deps.clock.now(), deps.leaseMs, store === false ? undefined : encodeProgress(progress()));
+    if (ok) return;
+    const now = await deps.store.imports.get(job.tenant, job.id);
+    stop(new Interrupted(!now || now.state === 'cancelled' ? 'cancelled' : 'lost'));
+  };
+  const timer = setInterval(() => void renew().catch(() => undefined), Math.max(250, Math.floor(deps.leaseMs / 3)));
+  return {
+    signal: controller.signal,
+    renew,
+    interrupted: () => reason,
+    end() {
+      clearInterval(timer);
+      deps.signal?.removeEventListener('abort', onStop);
+    },
+  };
+}
+
+/** Fetches one input and imports it as `cinder import` imports an NDJSON file; an input that cannot be fetched is its result's issue. */
+async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, done: InputResult[], result: InputResult, signal: AbortSignal): Promise<void> {
+  const index = done.length;
+  const input = spec.inputs[index]!;
+  const listed = done.reduce((n, r) => n + r.issues.length, 0);
+  let file;
+  try {
+    // A random part: a job taken over after a lost lease never shares its file with the process that lost it.
+    file = await downloadInput(deps.input, input.url, `cinder-import-${job.id}-${index}-${crypto.randomUUID().slice(0, 8)}`, signal);
+  } catch (err) {
+    if (!(err instanceof InputError)) throw err;
+    note(result, [{ severity: 'error', code: 'processing', details: { text: err.message }, diagnostics: err.message }], listed);
+    return;
+  }
+  const fhirBase = fhirBaseOf(deps.baseUrl, job.tenant);
+  try {
+    const importer = createImporter(deps.fhir, {
+      tenant: job.tenant, fhirBase, signal,
+      ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
+      onIssue: (issue) => note(result, lineIssues(issue), listed),
+      onProgress: (p) => Object.assign(result, { imported: p.imported, unchanged: p.unchanged, failed: p.failed }),
+    });
+    try {
+      await importer.add([{ name: input.url, blob: Bun.file(file.path), format: 'ndjson', type: input.type }]);
+    } finally {
+      // Commits what is queued, also when interrupted: nothing is left in flight once the job is given back.
+      await importer.finish();
+    }
+  } finally {
+    await file.remove();
+  }
+}
+
+/**
+ * Runs an import job under its lease: each input in turn (fetched, then imported as `cinder import` does),
+ * its result stored once it is done. A job claimed again (its process stopped or died) starts at the
+ * first input not done. An unexpected error hands the job back for another attempt, up to `maxAttempts`.
+ */
+export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise<ImportOutcome> {
+  let spec: ImportSpec;
+  let progress: ImportProgress;
+  try {
+    spec = readSpec(job);
+    progress = readProgress(job);
+  } catch (err) {
+    if (!(err instanceof ImportDataError)) throw err;
+    await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), err.message, job.progress);
+    return 'failed';
+  }
+  let current: InputResult | undefined;
+  const snapshot = (): ImportProgress => (current ? { done: progress.done, current: { imported: current.imported, failed: current.failed } } : { done: progress.done });
+  const lease = holdLease(deps, job, snapshot);
+  try {
+    for (let i = progress.done.length; i < spec.inputs.length; i++) {
+      current = newResult(spec.inputs[i]!);
+      await runInput(deps, job, spec, progress.done, current, lease.signal);
+      if (lease.interrupted()) throw lease.interrupted();
+      progress = { done: [...progress.done, current] };
+      current = undefined;
+      await lease.renew();
+      if (lease.interrupted()) throw lease.interrupted();
+    }
+    const ok = await deps.store.imports.complete(job.id, deps.owner, deps.clock.now(), encodeProgress(progress));
+    if (!ok) await lease.renew(false).catch(() => undefined);
+    return ok ? 'completed' : (lease.interrupted()?.outcome ?? 'lost');
+  } catch (err) {
+    const why = lease.interrupted() ?? (err instanceof Interrupted ? err : undefined);
+    if (why) {
+      if (why.outcome === 'released') await deps.store.imports.release(job.id, deps.owner, deps.clock.now());
+      deps.log.info('import job interrupted', { job: job.id, outcome: why.outcome, input: progress.done.length });
+      return why.outcome;
+    }
+    deps.log.error('import job attempt failed', { job: job.id, attempt: job.attempts, err });
+    if (job.attempts < deps.maxAttempts) {
+      await deps.store.imports.release(job.id, deps.owner, deps.clock.now());
+      return 'released';
+    }
+    await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), `The import failed after ${job.attempts} attempts: ${(err as Error).message}`, encodeProgress(progress));
+    return 'failed';
+  } finally {
+    lease.end();
+  }
+}

@@ -1,0 +1,112 @@
+import { hostname, tmpdir } from 'node:os';
+import type { Clock } from '../clock.ts';
+import type { Config } from '../config.ts';
+import type { FhirDeps } from '../fhir/crud.ts';
+import { systemResolve, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
+import type { Logger } from '../log.ts';
+import { StoreUnavailableError, type Store } from '../store/types.ts';
+import { runImportJob, type ImportOutcome, type ImportRunDeps } from './run-job.ts';
+
+/** Claims of a job that ended in an unexpected error before it is marked failed (as export's). */
+export const MAX_ATTEMPTS = 3;
+/** How long the status of an ended import stays readable. */
+export const RESULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+const POLL_MS = 500;
+const CLEANUP_EVERY_MS = 10 * 60 * 1000;
+
+export interface ImportRunnerOptions {
+  config: Config;
+  fhir: FhirDeps;
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  fetch?: typeof fetch;
+  resolve?: ResolveHost;
+}
+
+/**
+ * Runs `$import` jobs in this process: up to CINDER_IMPORT_JOBS at a time, claimed with a lease from the
+ * database (so several processes share the work and a job survives a restart), on the main thread as
+ * `cinder import` runs (each import prepares its lines on a Worker thread of its own). `serve` starts its
+ * loop; tests run jobs with `runOnce`.
+ */
+export function createImportRunner(o: ImportRunnerOptions) {
+  const processId = `${hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+  const log = o.log.child({ component: 'import' });
+  let stopping = new AbortController();
+  const running = new Map<string, Promise<ImportOutcome>>();
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let claiming = false;
+  let cleaned = 0;
+  let slot = 0;
+
+  const deps = (owner: string): ImportRunDeps => ({
+    fhir: o.fhir, store: o.store, clock: o.clock, log, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
+    leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS,
+    input: {
+      fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.config.importAllowPrivate === 'true',
+      maxBytes: o.config.importMaxInputBytes, timeoutMs: o.config.importFetchTimeout * 1000, tmpDir: tmpdir(),
+    },
+  });
+
+  /** Claims one job for `owner` and runs it; false when none was claimable, or the job was handed back as the runner stops. */
+  async function runOne(owner: string): Promise<boolean> {
+    const job = await o.store.imports.claim(owner, o.clock.now(), o.config.exportLeaseSeconds * 1000);
+    if (!job) return false;
+    log.info('import job claimed', { job: job.id, owner, attempt: job.attempts });
+    const outcome = await runImportJob(deps(owner), job);
+    log.info('import job ended', { job: job.id, outcome });
+    return !(outcome === 'released' && stopping.signal.aborted);
+  }
+
+  async function fill(): Promise<void> {
+    if (claiming || stopping.signal.aborted) return;
+    claiming = true;
+    try {
+      if (o.clock.now() - cleaned > CLEANUP_EVERY_MS) {
+        cleaned = o.clock.now();
+        await o.store.imports.removeEnded(cleaned - RESULT_RETENTION_MS);
+      }
+      while (running.size < o.config.importJobs && !stopping.signal.aborted) {
+        const owner = `${processId}/i${slot++}`;
+        const job = await o.store.imports.claim(owner, o.clock.now(), o.config.exportLeaseSeconds * 1000);
+        if (!job) break;
+        log.info('import job claimed', { job: job.id, owner, attempt: job.attempts });
+        const run = runImportJob(deps(owner), job)
+          .then((outcome) => (log.info('import job ended', { job: job.id, outcome }), outcome))
+          .catch((err: unknown) => (log.error('import job crashed', { job: job.id, err }), 'released' as const))
+          .finally(() => running.delete(owner));
+        running.set(owner, run);
+      }
+    } catch (err) {
+      if (err instanceof StoreUnavailableError) log.debug('import claim skipped: database unavailable');
+      else log.error('import claim failed', { err });
+    } finally {
+      claiming = false;
+    }
+  }
+
+  return {
+    /** Starts claiming jobs (CINDER_IMPORT_JOBS of them at a time; none when 0). */
+    start(): void {
+      if (stopping.signal.aborted) stopping = new AbortController();
+      if (o.config.importJobs > 0) timer = setInterval(() => void fill(), POLL_MS);
+    },
+    /** Stops claiming and hands the running jobs back at their next chunk (another process, or this one after a restart, resumes them). */
+    async stop(): Promise<void> {
+      clearInterval(timer);
+      stopping.abort();
+      await Promise.allSettled(running.values());
+    },
+    /** Claims and runs jobs one after another until none is claimable; returns how many ran. */
+    async runOnce(): Promise<number> {
+      if (stopping.signal.aborted) stopping = new AbortController();
+      let n = 0;
+      while (await runOne(`${processId}/once`)) n++;
+      return n;
+    },
+    busy: () => running.size,
+  };
+}
+
+export type ImportRunner = ReturnType<typeof createImportRunner>;

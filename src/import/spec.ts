@@ -1,0 +1,71 @@
+import type { FhirIssue } from '../errors.ts';
+import type { ImportJob } from '../store/types.ts';
+
+/** One input of an `$import`: the type of every resource in it, and where it is fetched from. */
+export interface ImportInput {
+  type: string;
+  url: string;
+}
+
+/** A validated `$import` request, as the job keeps it. */
+export interface ImportSpec {
+  inputs: ImportInput[];
+  /** The `inputSource` the client named (informational: the server the data came from). */
+  inputSource?: string;
+  /** `storageDetail.maxBatchResourceCount`: resources per write transaction. */
+  batchSize?: number;
+}
+
+/** What became of one input. */
+export interface InputResult {
+  type: string;
+  url: string;
+  /** Resources stored or found already stored (as `cinder import` counts them). */
+  imported: number;
+  /** Of `imported`, those equal to their current version (no version written). */
+  unchanged: number;
+  /** Lines that could not be imported. */
+  failed: number;
+  /** The failures, each with its line (the first MAX_ISSUES), and the input's own failure (not fetched, too large...). */
+  issues: FhirIssue[];
+  /** Failures beyond MAX_ISSUES, counted only. */
+  omitted: number;
+}
+
+/** A job's results so far: the finished inputs in order (the next one to run is `done.length`), and counts of the running one. */
+export interface ImportProgress {
+  done: InputResult[];
+  current?: { imported: number; failed: number };
+}
+
+/** Failures listed per input in the status; the rest are counted. */
+export const MAX_ISSUES = 1000;
+/** Failures listed in a whole job (its progress is stored as the job runs, so it stays small). */
+export const MAX_JOB_ISSUES = 10_000;
+
+export class ImportDataError extends Error {
+  override name = 'ImportDataError';
+}
+
+function parse<T>(text: string, what: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch (err) {
+    throw new ImportDataError(`the import job's ${what} is not readable`, { cause: err });
+  }
+}
+
+export const encodeSpec = (spec: ImportSpec): string => JSON.stringify(spec);
+export const encodeProgress = (p: ImportProgress): string => JSON.stringify(p);
+
+export function readSpec(job: ImportJob): ImportSpec {
+  const spec = parse<ImportSpec>(job.spec, 'parameters');
+  if (!Array.isArray(spec?.inputs)) throw new ImportDataError("the import job's parameters are not readable");
+  return spec;
+}
+
+export function readProgress(job: ImportJob): ImportProgress {
+  const p = parse<ImportProgress>(job.progress, 'progress');
+  if (!Array.isArray(p?.done)) throw new ImportDataError("the import job's progress is not readable");
+  return p;
+}

@@ -1,0 +1,263 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { gzipSync } from 'node:zlib';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome } from '../helpers/fhir.ts';
+
+type Json = Record<string, any>;
+
+const line = (r: Json) => JSON.stringify(r) + '\n';
+const pat = (id: string, extra: Json = {}) => ({ resourceType: 'Patient', id, ...extra });
+const obs = (id: string) => ({ resourceType: 'Observation', id, status: 'final', code: { text: 'x' } });
+
+/** A file server for the inputs, on a real port. `/slow` sends one line, then waits for `release()`. */
+function inputServer() {
+  let release!: () => void;
+  let released = new Promise<void>((r) => (release = r));
+  const files: Record<string, () => Response> = {
+    '/patients.ndjson': () => new Response(line(pat('a1')) + line(pat('a2')) + line(pat('a3'))),
+    '/mixed.ndjson': () => new Response(line(pat('m1')) + '{not json\n' + line(pat('m2', { gender: 'sometimes' })) + '\n' + line(pat('m3'))),
+    '/observations.ndjson': () => new Response(line(obs('o1')) + line(pat('stray')) + line(obs('o2'))),
+    '/patients.ndjson.gz': () => new Response(gzipSync(line(pat('g1')) + line(pat('g2'))), { headers: { 'Content-Type': 'application/gzip' } }),
+    '/moved': () => new Response(null, { status: 302, headers: { Location: '/patients.ndjson' } }),
+    '/big.ndjson': () => new Response(Array.from({ length: 200 }, (_, i) => line(pat(`big${i}`, { name: [{ family: 'x'.repeat(40) }] }))).join('')),
+    // No Content-Length (chunked), and a gzip file small on the wire: the limit holds for the bytes as read and decompressed.
+    '/big-stream.ndjson': () => new Response(new ReadableStream({ pull: (c) => { c.enqueue(new TextEncoder().encode(line(pat('x', { name: [{ family: 'y'.repeat(500) }] })))); } })),
+    '/big.ndjson.gz': () => new Response(gzipSync(line(pat('z', { name: [{ family: 'z'.repeat(8000) }] })))),
+    '/slow.ndjson': () => new Response(new ReadableStream({
+      async start(c) {
+        c.enqueue(new TextEncoder().encode(line(pat('s1'))));
+        await released;
+        c.enqueue(new TextEncoder().encode(line(pat('s2'))));
+        c.close();
+      },
+    })),
+  };
+  const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: (req) => files[new URL(req.url).pathname]?.() ?? new Response('no such file', { status: 404 }) });
+  return {
+    url: (path: string) => `http://127.0.0.1:${server.port}${path}`,
+    release: () => release(),
+    rearm: () => void (released = new Promise<void>((r) => (release = r))),
+    stop: () => server.stop(true),
+  };
+}
+
+const params = (inputs: [string, string][], extra: Json[] = []) => ({
+  resourceType: 'Parameters',
+  parameter: [
+    { name: 'inputFormat', valueCode: 'application/fhir+ndjson' },
+    { name: 'inputSource', valueUri: 'https://source.example.org/fhir' },
+    ...extra,
+    ...inputs.map(([type, url]) => ({ name: 'input', part: [{ name: 'type', valueCode: type }, { name: 'url', valueUri: url }] })),
+  ],
+});
+
+await eachStore((kind, fresh) => {
+  describe(`$import (${kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    const files = inputServer();
+    const kick = (body: unknown, tok = token) => t.request(`${t.fhir()}/$import`, fhirInit(tok, 'POST', body));
+    const accepted = async (body: unknown, tok = token) => {
+      const res = await kick(body, tok);
+      if (res.status !== 202) throw new Error(`kick-off: ${res.status} ${await res.text()}`);
+      return res.headers.get('content-location')!;
+    };
+    const status = (url: string, tok = token) => t.request(url, fhirInit(tok));
+    const done = async (url: string) => {
+      await t.app.imports.runOnce();
+      const res = await status(url);
+      expect(res.status).toBe(200);
+      return (await res.json()) as Json;
+    };
+    const read = (path: string) => t.request(`${t.fhir()}/${path}`, fhirInit(token));
+    const jobId = (url: string) => url.slice(url.lastIndexOf('/') + 1);
+
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh(), env: { CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_IMPORT_MAX_INPUT_BYTES: '4096', CINDER_EXPORT_LEASE_SECONDS: '2' } });
+      token = await t.token();
+    });
+    afterAll(async () => {
+      await t.app.imports.stop();
+      files.stop();
+      await t.close();
+    });
+
+    test('a kick-off answers 202 with the status URL; the status is 202 until the job ran, then lists what each input imported', async () => {
+      const url = await accepted(params([['Patient', files.url('/patients.ndjson')], ['Patient', files.url('/patients.ndjson.gz')], ['Patient', files.url('/moved')]]));
+      expect(url).toStartWith(`${t.fhir()}/$import-status/`);
+      const waiting = await status(url);
+      expect(waiting.status).toBe(202);
+      expect(waiting.headers.get('x-progress')).toBe('queued');
+      const body = await done(url);
+      expect(body.request).toBe(`${t.fhir()}/$import`);
+      expect(body.inputSource).toBe('https://source.example.org/fhir');
+      expect(body.output).toEqual([
+        { type: 'Patient', inputUrl: files.url('/patients.ndjson'), count: 3, unchanged: 0 },
+        { type: 'Patient', inputUrl: files.url('/patients.ndjson.gz'), count: 2, unchanged: 0 },
+        // The same file again through a redirect: stored already, no new versions.
+        { type: 'Patient', inputUrl: files.url('/moved'), count: 3, unchanged: 3 },
+      ]);
+      expect(body.error).toEqual([]);
+      for (const id of ['a1', 'a2', 'a3', 'g1', 'g2']) expect((await read(`Patient/${id}`)).status).toBe(200);
+      expect(((await (await read('Patient/a1/_history')).json()) as Json).entry).toHaveLength(1);
+    });
+
+    test('bad lines are reported with their line numbers and the others are imported', async () => {
+      const body = await done(await accepted(params([['Patient', files.url('/mixed.ndjson')]])));
+      expect(body.output).toEqual([{ type: 'Patient', inputUrl: files.url('/mixed.ndjson'), count: 2, unchanged: 0 }]);
+      expect(body.error).toHaveLength(1);
+      const [entry] = body.error;
+      expect(entry).toMatchObject({ type: 'OperationOutcome', inputUrl: files.url('/mixed.ndjson'), count: 2 });
+      const issues = entry.outcome.issue as Json[];
+      expect(issues.map((i) => i.location[0])).toEqual(['Line[2]', 'Line[3]']);
+      expect(issues[1]).toMatchObject({ severity: 'error', expression: ['Patient.gender'] });
+      expect((await read('Patient/m3')).status).toBe(200);
+      expect((await read('Patient/m2')).status).toBe(404);
+    });
+
+    test('a resource of another type than its input is a failed line; the rest of the input is imported', async () => {
+      const body = await done(await accepted(params([['Observation', files.url('/observations.ndjson')]])));
+      expect(body.output[0]).toMatchObject({ type: 'Observation', count: 2 });
+      const issues = body.error[0].outcome.issue as Json[];
+      expect(issues).toHaveLength(1);
+      expect(issues[0].location).toEqual(['Line[2]']);
+      expect(issues[0].diagnostics).toContain("resourceType 'Patient' is not the type of this input (Observation)");
+      expect((await read('Patient/stray')).status).toBe(404);
+      expect((await read('Observation/o2')).status).toBe(200);
+    });
+
+    test('an unreachable, missing or oversized input is its error entry; the other inputs are imported', async () => {
+      const body = await done(await accepted(params([
+        ['Patient', 'http://127.0.0.1:1/nothing.ndjson'],
+        ['Patient', files.url('/missing.ndjson')],
+        ['Patient', files.url('/big.ndjson')],
+        ['Patient', files.url('/big-stream.ndjson')],
+        ['Patient', files.url('/big.ndjson.gz')],
+        ['Patient', files.url('/patients.ndjson')],
+      ])));
+      expect(body.output.map((o: Json) => o.count)).toEqual([0, 0, 0, 0, 0, 3]);
+      const text = (i: number) => body.error[i].outcome.issue[0].diagnostics as string;
+      expect(body.error).toHaveLength(5);
+      expect(text(0)).toContain('GET http://127.0.0.1:1/nothing.ndjson failed');
+      expect(text(1)).toContain('answered 404');
+      expect(text(2)).toContain('more than the 4096 an input may hold (CINDER_IMPORT_MAX_INPUT_BYTES)');
+      expect(text(3)).toContain('big-stream.ndjson holds more than the 4096 bytes an input may hold');
+      expect(text(4)).toContain('big.ndjson.gz holds more than the 4096 bytes an input may hold');
+      expect(body.error.map((e: Json) => e.count)).toEqual([0, 0, 0, 0, 0]);
+      expect((await read('Patient/big0')).status).toBe(404);
+    });
+
+    test('DELETE cancels a queued job: nothing is imported and its status is gone', async () => {
+      const url = await accepted(params([['Patient', files.url('/slow.ndjson')]]));
+      const res = await t.request(url, fhirInit(token, 'DELETE'));
+      expect(res.status).toBe(202);
+      await expectOutcome(await status(url), 404);
+      expect(await t.app.imports.runOnce()).toBe(0);
+      expect((await read('Patient/s1')).status).toBe(404);
+      await expectOutcome(await t.request(url, fhirInit(token, 'DELETE')), 404);
+    });
+
+    test('DELETE stops a running job (the serving loop), which stays cancelled', async () => {
+      files.rearm();
+      const url = await accepted(params([['Patient', files.url('/slow.ndjson')], ['Patient', files.url('/patients.ndjson')]]));
+      t.app.imports.start();
+      try {
+        const id = jobId(url);
+        for (let i = 0; i < 100 && (await t.store.imports.get('t1', id))?.state !== 'in-progress'; i++) await Bun.sleep(50);
+        expect((await status(url)).headers.get('x-progress')).toStartWith('input 1 of 2 (Patient)');
+        expect((await t.request(url, fhirInit(token, 'DELETE'))).status).toBe(202);
+        files.release();
+        for (let i = 0; i < 200 && t.app.imports.busy() > 0; i++) await Bun.sleep(50);
+        expect(t.app.imports.busy()).toBe(0);
+        expect((await t.store.imports.get('t1', id))!.state).toBe('cancelled');
+        await expectOutcome(await status(url), 404);
+      } finally {
+        await t.app.imports.stop();
+      }
+    });
+
+    test('a job handed back as its process stops is resumed by the next runner and imports everything', async () => {
+      files.rearm();
+      const url = await accepted(params([['Patient', files.url('/slow.ndjson')]]));
+      t.app.imports.start();
+      const id = jobId(url);
+      for (let i = 0; i < 100 && (await t.store.imports.get('t1', id))?.state !== 'in-progress'; i++) await Bun.sleep(50);
+      const stopped = t.app.imports.stop();
+      files.release();
+      await stopped;
+      expect((await t.store.imports.get('t1', id))!.state).toBe('accepted');
+      const body = await done(url);
+      // The input is read again from its first line (the job before had written s1 and s2 already).
+      expect(body.output).toEqual([{ type: 'Patient', inputUrl: files.url('/slow.ndjson'), count: 2, unchanged: 2 }]);
+      expect(((await (await read('Patient/s1/_history')).json()) as Json).entry).toHaveLength(1);
+    });
+
+    test("a job whose process died is resumed once its lease runs out, from the first input it had not finished", async () => {
+      const url = await accepted(params([['Patient', files.url('/patients.ndjson')], ['Patient', files.url('/patients.ndjson.gz')]]));
+      const claimed = await t.store.imports.claim('dead-process', t.clock.now(), 2000);
+      expect(claimed!.id).toBe(jobId(url));
+      // The dead process had finished the first input.
+      const first = { type: 'Patient', url: files.url('/patients.ndjson'), imported: 3, unchanged: 3, failed: 0, issues: [], omitted: 0 };
+      expect(await t.store.imports.checkpoint(claimed!.id, 'dead-process', t.clock.now(), 2000, JSON.stringify({ done: [first] }))).toBe(true);
+      expect(await t.app.imports.runOnce()).toBe(0);
+      expect((await status(url)).status).toBe(202);
+      t.clock.advance(5000);
+      const body = await done(url);
+      expect(body.output.map((o: Json) => [o.inputUrl, o.count])).toEqual([[files.url('/patients.ndjson'), 3], [files.url('/patients.ndjson.gz'), 2]]);
+      expect((await t.store.imports.get('t1', claimed!.id))!.attempts).toBe(2);
+    });
+
+    test('the token must create and update every type it imports, without a patient in context', async () => {
+      const body = params([['Patient', files.url('/patients.ndjson')], ['Observation', files.url('/observations.ndjson')]]);
+      for (const scopes of [['system/Patient.cu', 'system/Observation.r'], ['system/*.c'], ['system/*.read']]) {
+        await expectOutcome(await kick(body, await t.tokenFor('t1', scopes)), 403, 'forbidden');
+      }
+      await expectOutcome(await kick(body, await craftToken(t, 'system/*.*', { patient: 'a1' })), 403, 'forbidden');
+      const url = await accepted(body, await t.tokenFor('t1', ['system/Patient.cu', 'system/Observation.cu']));
+      // Another client sees no such job.
+      await expectOutcome(await status(url, await t.tokenFor('t1', ['system/*.*'])), 404);
+      await t.app.imports.runOnce();
+    });
+
+    test('a malformed request is a 400 naming the parameter', async () => {
+      const expression = async (body: unknown) => ((await expectOutcome(await kick(body), 400)).issue[0].expression as string[])[0];
+      expect(await expression({ resourceType: 'Parameters', parameter: [] })).toBe('input');
+      expect(await expression(params([['Patient', files.url('/p.ndjson')]], [{ name: 'inputFormat', valueCode: 'text/csv' }]))).toBe('inputFormat');
+      expect(await expression(params([['Nonsense', files.url('/p.ndjson')]]))).toBe('input[0].type');
+      expect(await expression(params([['Patient', 'ftp://example.org/p.ndjson']]))).toBe('input[0].url');
+      expect(await expression(params([['Patient', 'https://u:p@example.org/p.ndjson']]))).toBe('input[0].url');
+      const credentials = { name: 'storageDetail', part: [{ name: 'type', valueCode: 'https' }, { name: 'credentialHttpBasic', valueString: 'a:b' }] };
+      expect(await expression(params([['Patient', files.url('/p.ndjson')]], [credentials]))).toBe('storageDetail.credentialHttpBasic');
+      expect(await expression({ resourceType: 'Patient' })).toBe('Parameters');
+    });
+  });
+});
+
+test('the CapabilityStatement lists $import at the system level', async () => {
+  const t = await createTestApp();
+  try {
+    const cs = (await (await t.request(`${t.fhir()}/metadata`)).json()) as Json;
+    expect(cs.rest[0].operation).toContainEqual({ name: 'import', definition: 'http://hl7.org/fhir/uv/bulkdata/OperationDefinition/import' });
+  } finally {
+    await t.close();
+  }
+});
+
+describe('$import input addresses', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ resolveHost: async (host) => (host === 'inside.example' ? ['10.1.2.3'] : ['93.184.215.14']) });
+  });
+  afterAll(() => t.close());
+
+  test('an input on a loopback or private address is refused unless CINDER_IMPORT_ALLOW_PRIVATE=true', async () => {
+    const token = await t.token();
+    for (const url of ['http://127.0.0.1:8080/p.ndjson', 'http://localhost/p.ndjson', 'https://inside.example/p.ndjson']) {
+      const body = await expectOutcome(await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', url]]))), 400);
+      expect(body.issue[0].expression).toEqual(['input[0].url']);
+      expect(body.issue[0].diagnostics).toContain('CINDER_IMPORT_ALLOW_PRIVATE=true');
+    }
+    expect(await t.store.imports.countByState()).toEqual({});
+  });
+});

@@ -1,0 +1,99 @@
+/**
+ * `$import` with real `cinder serve` processes: the process running an import is killed with SIGKILL while
+ * it fetches an input; the next process (a restart on SQLite, another process on PostgreSQL) claims the job
+ * once its lease runs out and completes it, the interrupted input read again from its first line.
+ */
+import { afterAll, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, createTenant } from '../../src/auth/admin.ts';
+import { systemClock } from '../../src/clock.ts';
+import { clientToken, freePort, startServer, type Server } from '../helpers/export-e2e.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+const servers: Server[] = [];
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const s of servers) s.proc.kill('SIGKILL');
+  await Promise.all(targets.map((t) => t.cleanup()));
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+}, 60_000);
+
+const line = (id: string) => JSON.stringify({ resourceType: 'Patient', id, active: true }) + '\n';
+
+for (const target of targets) {
+  test(`${target.kind}: an import whose process was killed is completed by the next process`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cinder-import-e2e-'));
+    dirs.push(dir);
+    const db = await target.fresh();
+    const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
+    const store = db.open();
+    await store.migrate();
+    await createTenant(store, systemClock, 't1');
+    const { client, clientSecret } = await createClient(store, systemClock, { tenant: 't1', scopes: ['system/*.*'] });
+
+    // The first input sends a line, then holds the rest until released; the second is whole.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const files = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      fetch(req) {
+        if (new URL(req.url).pathname === '/whole.ndjson') return new Response(line('w1') + line('w2'));
+        return new Response(new ReadableStream({
+          async start(c) {
+            c.enqueue(new TextEncoder().encode(line('h1')));
+            await released;
+            c.enqueue(new TextEncoder().encode(line('h2') + line('h3')));
+            c.close();
+          },
+        }));
+      },
+    });
+    const env = { CINDER_DATA_DIR: dir, CINDER_DATABASE_URL: url, CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_LOG_LEVEL: 'warn' };
+    try {
+      // Both processes share one public base URL (the tokens' audience), as behind a load balancer.
+      const port = freePort();
+      const publicBase = `http://127.0.0.1:${port}`;
+      const first = await startServer(env, port);
+      servers.push(first);
+      const token = await clientToken(first.base, client.clientId, clientSecret!);
+      const fhir = `${first.base}/tenants/t1/fhir/R4`;
+      const input = (path: string) => ({ name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${files.port}${path}` }] });
+      const kick = await fetch(`${fhir}/$import`, {
+        method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' },
+        body: JSON.stringify({ resourceType: 'Parameters', parameter: [input('/held.ndjson'), input('/whole.ndjson')] }),
+      });
+      expect(kick.status).toBe(202);
+      const statusPath = new URL(kick.headers.get('content-location')!).pathname;
+      const id = statusPath.slice(statusPath.lastIndexOf('/') + 1);
+      for (let i = 0; i < 400 && (await store.imports.get('t1', id))?.state !== 'in-progress'; i++) await Bun.sleep(25);
+      expect((await store.imports.get('t1', id))!.state).toBe('in-progress');
+      first.proc.kill('SIGKILL');
+      await first.proc.exited;
+      release();
+
+      const second = await startServer(env, freePort(), publicBase);
+      servers.push(second);
+      let body: { output: { inputUrl: string; count: number }[]; error: unknown[] } | undefined;
+      for (let i = 0; i < 600 && !body; i++) {
+        const res = await fetch(second.base + statusPath, { headers: { Authorization: `Bearer ${token}` } });
+        if (res.status === 200) body = (await res.json()) as typeof body;
+        else if (res.status !== 202) throw new Error(`status ${res.status}: ${await res.text()}`);
+        else await Bun.sleep(50);
+      }
+      expect(body!.output.map((o) => o.count)).toEqual([3, 2]);
+      expect(body!.error).toEqual([]);
+      expect((await store.imports.get('t1', id))!.attempts).toBe(2);
+      for (const p of ['h1', 'h2', 'h3', 'w1', 'w2']) {
+        expect((await fetch(`${second.base}/tenants/t1/fhir/R4/Patient/${p}`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
+      }
+      second.proc.kill('SIGTERM');
+      await second.proc.exited;
+    } finally {
+      files.stop(true);
+      await store.close();
+    }
+  }, 60_000);
+}

@@ -11,6 +11,7 @@ import { exportCleanupContract } from './contract/export-cleanup.ts';
 import { exportDownloadsContract } from './contract/export-downloads.ts';
 import { exportJobsContract } from './contract/export-jobs.ts';
 import { exportScratchContract } from './contract/export-scratch.ts';
+import { importJobsContract } from './contract/import-jobs.ts';
 import { twoInstanceContract } from './contract/concurrency.ts';
 import { compartmentsContract } from './contract/compartments.ts';
 import { historyContract } from './contract/history.ts';
@@ -51,6 +52,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   exportScratchContract(target);
   exportDownloadsContract(target);
   exportCleanupContract(target);
+  importJobsContract(() => store);
   twoInstanceContract(() => target, kind === 'postgres');
   searchKeysContract(() => target, kind === 'postgres');
 });

@@ -1,0 +1,84 @@
+import { describe, expect, test } from 'bun:test';
+import type { NewImportJob, Store } from '../../../src/store/types.ts';
+import { uniqueTenant } from './fixtures.ts';
+
+function job(tenant: string, id: string, over: Partial<NewImportJob> = {}): NewImportJob {
+  return { id, tenant, clientId: 'c1', request: 'https://x/$import', spec: '{"inputs":[]}', progress: '{"done":[]}', createdAt: 1_000, ...over };
+}
+
+/** ImportJobRepo: kick-off limits, claims under a lease, cancel and removal of ended jobs. Each test leaves nothing claimable. */
+export function importJobsContract(store: () => Store) {
+  describe('import jobs', () => {
+    test('create keeps a client to maxActive accepted or running jobs; get returns the job of its tenant only', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      expect(await s.imports.create(job(t, `${t}-a`), 2)).toBe(true);
+      expect(await s.imports.create(job(t, `${t}-b`), 2)).toBe(true);
+      expect(await s.imports.create(job(t, `${t}-c`), 2)).toBe(false);
+      expect(await s.imports.create(job(t, `${t}-d`, { clientId: 'c2' }), 2)).toBe(true);
+      expect(await s.imports.get(t, `${t}-a`)).toMatchObject({ id: `${t}-a`, tenant: t, clientId: 'c1', state: 'accepted', attempts: 0, leaseOwner: null, progress: '{"done":[]}', createdAt: 1_000 });
+      expect(await s.imports.get(uniqueTenant(), `${t}-a`)).toBeNull();
+      for (const id of ['a', 'b', 'd']) expect(await s.imports.cancel(t, `${t}-${id}`, 2_000)).toBe('accepted');
+      expect(await s.imports.create(job(t, `${t}-e`), 2)).toBe(true);
+      expect(await s.imports.cancel(t, `${t}-e`, 2_000)).toBe('accepted');
+    });
+
+    test('a claim leases the oldest job; another claim waits for the lease to run out; the old owner then can no longer write', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.imports.create(job(t, `${t}-1`), 5);
+      const [a, b] = await Promise.all([s.imports.claim('owner-a', 10_000, 1_000), s.imports.claim('owner-b', 10_000, 1_000)]);
+      const claimed = [a, b].filter((j) => j !== null);
+      expect(claimed).toHaveLength(1);
+      const owner = claimed[0]!.leaseOwner!;
+      expect(claimed[0]).toMatchObject({ id: `${t}-1`, state: 'in-progress', attempts: 1, leaseUntil: 11_000 });
+      expect(await s.imports.claim('owner-c', 10_500, 1_000)).toBeNull();
+      expect(await s.imports.checkpoint(`${t}-1`, owner, 10_600, 1_000, '{"done":[1]}')).toBe(true);
+      expect((await s.imports.get(t, `${t}-1`))!.progress).toBe('{"done":[1]}');
+      const again = await s.imports.claim('owner-c', 12_000, 1_000);
+      expect(again).toMatchObject({ id: `${t}-1`, attempts: 2, leaseOwner: 'owner-c', progress: '{"done":[1]}' });
+      expect(await s.imports.checkpoint(`${t}-1`, owner, 12_100, 1_000)).toBe(false);
+      expect(await s.imports.complete(`${t}-1`, owner, 12_100, '{}')).toBe(false);
+      expect(await s.imports.complete(`${t}-1`, 'owner-c', 12_200, '{"done":[2]}')).toBe(true);
+      expect(await s.imports.get(t, `${t}-1`)).toMatchObject({ state: 'completed', completedAt: 12_200, leaseOwner: null, progress: '{"done":[2]}' });
+      expect(await s.imports.claim('owner-d', 99_000, 1_000)).toBeNull();
+    });
+
+    test('release hands a job back at once; fail ends it with its reason; cancel stops its owner', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.imports.create(job(t, `${t}-r`), 5);
+      await s.imports.claim('o1', 20_000, 60_000);
+      await s.imports.release(`${t}-r`, 'o1', 20_001);
+      expect(await s.imports.get(t, `${t}-r`)).toMatchObject({ state: 'accepted', leaseOwner: null });
+      expect((await s.imports.claim('o2', 20_002, 60_000))!.attempts).toBe(2);
+      expect(await s.imports.fail(`${t}-r`, 'o2', 20_003, 'broken', '{"done":[]}')).toBe(true);
+      expect(await s.imports.get(t, `${t}-r`)).toMatchObject({ state: 'failed', error: 'broken', completedAt: 20_003 });
+
+      await s.imports.create(job(t, `${t}-c`), 5);
+      await s.imports.claim('o3', 20_010, 60_000);
+      expect(await s.imports.cancel(t, `${t}-c`, 20_011)).toBe('in-progress');
+      expect(await s.imports.cancel(t, `${t}-c`, 20_012)).toBeNull();
+      expect(await s.imports.checkpoint(`${t}-c`, 'o3', 20_013, 60_000)).toBe(false);
+      expect(await s.imports.claim('o4', 200_000, 60_000)).toBeNull();
+    });
+
+    test('removeEnded deletes jobs that ended before a time, never a running or waiting one', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.imports.create(job(t, `${t}-old`, { createdAt: 100 }), 5);
+      await s.imports.cancel(t, `${t}-old`, 200);
+      await s.imports.create(job(t, `${t}-new`, { createdAt: 100 }), 5);
+      await s.imports.cancel(t, `${t}-new`, 5_000);
+      await s.imports.create(job(t, `${t}-waiting`, { createdAt: 100 }), 5);
+      const counts = await s.imports.countByState();
+      expect(counts.cancelled).toBeGreaterThanOrEqual(2);
+      expect(counts.accepted).toBeGreaterThanOrEqual(1);
+      expect(await s.imports.removeEnded(1_000)).toBeGreaterThanOrEqual(1);
+      expect(await s.imports.get(t, `${t}-old`)).toBeNull();
+      expect(await s.imports.get(t, `${t}-new`)).not.toBeNull();
+      expect(await s.imports.get(t, `${t}-waiting`)).not.toBeNull();
+      await s.imports.cancel(t, `${t}-waiting`, 5_000);
+    });
+  });
+}

@@ -71,7 +71,6 @@ export async function importStatus(deps: ImportStatusDeps, req: ImportStatusRequ
   const body: Record<string, unknown> = {
     transactionTime: new Date(job.createdAt).toISOString(),
     request: job.request,
-    requiresAccessToken: false,
     ...(spec.inputSource === undefined ? {} : { inputSource: spec.inputSource }),
     output: p.done.map((r) => ({ type: r.type, inputUrl: r.url, count: r.imported, unchanged: r.unchanged })),
     error: p.done.filter((r) => r.issues.length > 0 || r.failed > 0).map((r) => ({ type: 'OperationOutcome', inputUrl: r.url, count: r.failed, outcome: outcomeOf(r) })),

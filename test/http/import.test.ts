@@ -220,6 +220,22 @@ await eachStore((kind, fresh) => {
       await t.app.imports.runOnce();
     });
 
+    test('a client has at most CINDER_IMPORT_MAX_JOBS_PER_CLIENT waiting or running imports (429 beyond); storageDetail may set the batch size', async () => {
+      const storage = { name: 'storageDetail', part: [{ name: 'type', valueCode: 'https' }, { name: 'maxBatchResourceCount', valueString: '1' }] };
+      const body = params([['Patient', files.url('/patients.ndjson')]], [storage]);
+      const urls = [await accepted(body), await accepted(body), await accepted(body)];
+      const refused = await kick(body);
+      await expectOutcome(refused, 429, 'throttled');
+      expect(refused.headers.get('retry-after')).toBe('30');
+      expect((await t.request(urls[0]!, fhirInit(token, 'DELETE'))).status).toBe(202);
+      const fourth = await accepted(body);
+      await t.app.imports.runOnce();
+      for (const url of [urls[1]!, urls[2]!, fourth]) expect((await status(url)).status).toBe(200);
+      // A token of the job's client that no longer may write what the job imports is refused its status.
+      await expectOutcome(await status(fourth, await t.token('system/*.read')), 403, 'forbidden');
+      await expectOutcome(await t.request(fourth, fhirInit(await t.token('system/*.read'), 'DELETE')), 403, 'forbidden');
+    });
+
     test('a malformed request is a 400 naming the parameter', async () => {
       const expression = async (body: unknown) => ((await expectOutcome(await kick(body), 400)).issue[0].expression as string[])[0];
       expect(await expression({ resourceType: 'Parameters', parameter: [] })).toBe('input');

@@ -98,7 +98,8 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
     file = await downloadInput(deps.input, input.url, `cinder-import-${job.id}-${index}-${crypto.randomUUID().slice(0, 8)}`, signal);
   } catch (err) {
     if (!(err instanceof InputError)) throw err;
-    note(result, [{ severity: 'error', code: 'processing', details: { text: err.message }, diagnostics: err.message }], listed);
+    // Listed whatever the caps: one per input at most, and the only word on why the input imported nothing.
+    result.issues.push({ severity: 'error', code: 'processing', details: { text: err.message }, diagnostics: err.message });
     return;
   }
   const fhirBase = fhirBaseOf(deps.baseUrl, job.tenant);

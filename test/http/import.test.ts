@@ -24,6 +24,7 @@ function inputServer() {
     // No Content-Length (chunked), and a gzip file small on the wire: the limit holds for the bytes as read and decompressed.
     '/big-stream.ndjson': () => new Response(new ReadableStream({ pull: (c) => { c.enqueue(new TextEncoder().encode(line(pat('x', { name: [{ family: 'y'.repeat(500) }] })))); } })),
     '/big.ndjson.gz': () => new Response(gzipSync(line(pat('z', { name: [{ family: 'z'.repeat(8000) }] })))),
+    '/bad.ndjson': () => new Response('{\n'.repeat(1005)),
     '/slow.ndjson': () => new Response(new ReadableStream({
       async start(c) {
         c.enqueue(new TextEncoder().encode(line(pat('s1'))));
@@ -114,6 +115,16 @@ await eachStore((kind, fresh) => {
       expect(issues[1]).toMatchObject({ severity: 'error', expression: ['Patient.gender'] });
       expect((await read('Patient/m3')).status).toBe(200);
       expect((await read('Patient/m2')).status).toBe(404);
+    });
+
+    test('an input lists its first 1,000 failures and counts the rest', async () => {
+      const body = await done(await accepted(params([['Patient', files.url('/bad.ndjson')]])));
+      expect(body.output[0].count).toBe(0);
+      expect(body.error[0].count).toBe(1005);
+      const issues = body.error[0].outcome.issue as Json[];
+      expect(issues).toHaveLength(1001);
+      expect(issues[999].location).toEqual(['Line[1000]']);
+      expect(issues[1000]).toMatchObject({ severity: 'information', details: { text: '5 more failures are not listed' } });
     });
 
     test('a resource of another type than its input is a failed line; the rest of the input is imported', async () => {

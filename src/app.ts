@@ -235,9 +235,11 @@ export function createApp(deps: AppDeps): App {
   const resolve = deps.resolveHost ? { resolve: deps.resolveHost } : {};
   // Every write reads the tenant's active subscriptions: from the store as it is, not behind a reindex's
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
-  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, allowPrivate, ...resolve });
+  // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
+  const clientEnabled = async (clientId: string) => !(await authDeps.clients.get(clientId))?.disabled;
+  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, clientEnabled, allowPrivate, ...resolve });
   const sockets = new SubscriptionSockets({ store: deps.store, clock, log });
-  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
+  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, clientEnabled, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );

@@ -4,6 +4,7 @@ import { StoreConflictError } from '../store/types.ts';
 import { USER_ATTRIBUTES } from './claims.ts';
 import { redirectUriProblem } from './redirect-uris.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
+import { MAX_TOKEN_TTL } from './tokens.ts';
 
 export const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
@@ -46,45 +47,50 @@ function checkJwks(jwks: Client['jwks']): void {
   }
 }
 
-function checkOptions(o: NewClientOptions): void {
-  for (const uri of o.redirectUris ?? []) {
+/** The rules every registration keeps, at creation and at each change (`cinder client update`). */
+export function checkClient(c: Client): void {
+  if (c.grants.length === 0) throw new AdminError('a client needs at least one grant type');
+  for (const g of c.grants) if (!(GRANT_TYPES as readonly string[]).includes(g)) throw new AdminError(`unknown grant type '${g}'`);
+  for (const uri of c.redirectUris) {
     const problem = redirectUriProblem(uri);
     if (problem !== null) throw new AdminError(`invalid redirect URI '${uri}': ${problem}`);
   }
-  for (const a of o.readAttributes ?? []) {
+  for (const a of c.readAttributes ?? []) {
     if (!USER_ATTRIBUTES.includes(a)) throw new AdminError(`unknown user attribute '${a}': one of ${USER_ATTRIBUTES.join(', ')}`);
   }
-  if (o.jwksUrl && !/^https?:\/\/[^\s]+$/.test(o.jwksUrl)) throw new AdminError(`invalid JWK Set URL '${o.jwksUrl}'`);
-  if (o.jwks && o.jwksUrl) throw new AdminError('register either a JWK Set or a JWK Set URL, not both');
-  checkJwks(o.jwks ?? null);
-}
-
-/** Registers a client; the secret (when one is issued) is returned once and stored only as a SHA-256 digest. */
-export async function createClient(store: Store, clock: Clock, o: NewClientOptions) {
-  if (!(await store.tenants.get(o.tenant))) throw new AdminError(`tenant '${o.tenant}' does not exist`);
-  const grants = o.grants?.length ? o.grants : ['client_credentials'];
-  for (const g of grants) if (!(GRANT_TYPES as readonly string[]).includes(g)) throw new AdminError(`unknown grant type '${g}'`);
-  checkOptions(o);
-  if (grants.includes('authorization_code') && !o.redirectUris?.length) throw new AdminError('authorization_code clients need --redirect-uri');
-  const hasKeys = !!o.jwks || !!o.jwksUrl;
-  const secret = (o.secret ?? !hasKeys) ? randomToken(32) : null;
-  const clientId = randomToken(16);
-  const client: Client = {
-    tenant: o.tenant, clientId, name: o.name ?? clientId, secretHash: secret ? sha256Hex(secret) : null, grants,
-    scopes: o.scopes ?? [], redirectUris: o.redirectUris ?? [], jwks: o.jwks ?? null, jwksUrl: o.jwksUrl ?? null,
-    readAttributes: o.readAttributes ?? null, accessTokenTtl: o.accessTokenTtl ?? null, createdAt: clock.now(), disabled: false,
-  };
-  if (grants.includes('client_credentials') && !secret && !hasKeys) {
+  if (c.jwksUrl && !/^https?:\/\/[^\s]+$/.test(c.jwksUrl)) throw new AdminError(`invalid JWK Set URL '${c.jwksUrl}'`);
+  if (c.jwks && c.jwksUrl) throw new AdminError('register either a JWK Set or a JWK Set URL, not both');
+  checkJwks(c.jwks);
+  if (c.accessTokenTtl !== null && !(Number.isInteger(c.accessTokenTtl) && c.accessTokenTtl >= 30 && c.accessTokenTtl <= MAX_TOKEN_TTL)) {
+    throw new AdminError(`the access token lifetime takes 30-${MAX_TOKEN_TTL} seconds`);
+  }
+  if (c.grants.includes('authorization_code') && !c.redirectUris.length) throw new AdminError('authorization_code clients need --redirect-uri');
+  const hasKeys = !!c.jwks || !!c.jwksUrl;
+  if (c.grants.includes('client_credentials') && !c.secretHash && !hasKeys) {
     throw new AdminError('client_credentials clients need a secret or a JWK Set');
   }
-  if (grants.includes('refresh_token') && !secret && !hasKeys) {
+  if (c.grants.includes('refresh_token') && !c.secretHash && !hasKeys) {
     throw new AdminError(
       'a public client (--no-secret without --jwks-url or --jwks-file) may not have the refresh_token grant: RFC 9700 2.2.2 requires ' +
         "a public client's refresh tokens to be rotated or sender-constrained, and Cinder's are neither; leave out --grant refresh_token " +
         '(the app signs the user in again when its access token expires), or give the client a secret or keys',
     );
   }
+}
+
+/** Registers a client; the secret (when one is issued) is returned once and stored only as a SHA-256 digest. */
+export async function createClient(store: Store, clock: Clock, o: NewClientOptions) {
+  if (!(await store.tenants.get(o.tenant))) throw new AdminError(`tenant '${o.tenant}' does not exist`);
+  const hasKeys = !!o.jwks || !!o.jwksUrl;
+  const secret = (o.secret ?? !hasKeys) ? randomToken(32) : null;
+  const clientId = randomToken(16);
+  const client: Client = {
+    tenant: o.tenant, clientId, name: o.name ?? clientId, secretHash: secret ? sha256Hex(secret) : null,
+    grants: o.grants?.length ? o.grants : ['client_credentials'], scopes: o.scopes ?? [], redirectUris: o.redirectUris ?? [],
+    jwks: o.jwks ?? null, jwksUrl: o.jwksUrl ?? null, readAttributes: o.readAttributes ?? null, accessTokenTtl: o.accessTokenTtl ?? null,
+    createdAt: clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null,
+  };
+  checkClient(client);
   await store.clients.create(client);
   return { client, clientSecret: secret };
 }
-

@@ -66,7 +66,7 @@ export async function authenticateClient(deps: AuthDeps, req: TokenRequest, audi
   if (methods.length > 1) throw new OAuthError('invalid_request', 'use exactly one client authentication method');
   switch (methods[0]) {
     case 'basic':
-      return { client: await authenticateBasic(deps.clients, req.authorization!, req.form.get('client_id')), method: 'client_secret_basic' };
+      return { client: await authenticateBasic(deps.clients, req.authorization!, req.form.get('client_id'), deps.clock.now()), method: 'client_secret_basic' };
     case 'assertion':
       return { client: await authenticateAssertion(deps, req.form, audiences), method: 'private_key_jwt' };
     case 'secret-post':

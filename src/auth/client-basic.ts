@@ -33,16 +33,26 @@ export function parseBasic(header: string): { id: string; secret: string } {
 }
 
 /**
- * `client_secret_basic` (RFC 6749 2.3.1): the secret is compared in constant time with its stored
- * SHA-256 digest. A body `client_id` must name the same client.
+ * Whether `secret` is the client's: its current one, or the one a rotation replaced while its grace period
+ * (`cinder client rotate-secret --grace`) lasts at `now`. Both digests are compared in constant time.
  */
-export async function authenticateBasic(clients: ClientLookup, header: string, bodyClientId: string | null): Promise<Client> {
+function secretMatches(client: Client, secret: string, now: number): boolean {
+  const current = client.secretHash !== null && matchesDigest(secret, client.secretHash);
+  const previous = client.previousSecretHash !== null && (client.previousSecretUntil ?? 0) > now && matchesDigest(secret, client.previousSecretHash);
+  return current || previous;
+}
+
+/**
+ * `client_secret_basic` (RFC 6749 2.3.1): the secret is compared in constant time with its stored
+ * SHA-256 digest (secretMatches). A body `client_id` must name the same client.
+ */
+export async function authenticateBasic(clients: ClientLookup, header: string, bodyClientId: string | null, now: number): Promise<Client> {
   const { id, secret } = parseBasic(header);
   if (bodyClientId !== null && bodyClientId !== id) {
     throw new OAuthError('invalid_request', 'client_id in the body differs from the authenticated client');
   }
   const client = id ? await clients.get(id) : null;
-  if (!client || client.disabled || client.secretHash === null || !matchesDigest(secret, client.secretHash)) {
+  if (!client || client.disabled || !secretMatches(client, secret, now)) {
     throw basicFailure('client authentication failed');
   }
   return client;

@@ -1,12 +1,13 @@
 import { OAuthError } from '../errors.ts';
 import { mayHoldRefreshTokens, type TokenRequest } from './client-auth.ts';
 import type { AuthDeps } from './deps.ts';
+import { revocationQuery } from './revocation.ts';
 import { tokenEndpointCall } from './revoke.ts';
 import { scopesForUser } from './claims.ts';
-import { patientInContext, releasedContext } from './issue.ts';
+import { patientInContext, releasedContext, stillRegistered } from './issue.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
-import type { RefreshToken } from '../store/types.ts';
+import type { Client, RefreshToken } from '../store/types.ts';
 
 const INACTIVE = { active: false } as const;
 
@@ -19,7 +20,10 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
   }
   if (t.tenant !== tenant) return INACTIVE;
   // The database is authoritative here (the in-memory list may lag another process by a few seconds).
-  if (await deps.store.oauth.isRevoked(t.jti, t.gid ?? null)) return INACTIVE;
+  if (await deps.store.oauth.isRevoked(revocationQuery(t))) return INACTIVE;
+  // A disabled or deleted client's tokens are inactive at once, whatever was issued by a process that had not yet seen it.
+  const client = await deps.clients.get(t.client_id);
+  if (!client || client.disabled) return INACTIVE;
   const info: Record<string, unknown> = {
     active: true, token_type: 'Bearer', scope: t.scope, client_id: t.client_id, sub: t.sub, aud: t.aud, iss: t.iss,
     exp: t.exp, iat: t.iat, jti: t.jti, tenant: t.tenant,
@@ -36,8 +40,8 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
  * The scopes of a refresh token's grant as its user holds them (scopesForUser) and the patient in context,
  * as its access tokens name it (patientInContext).
  */
-async function refreshTokenContext(deps: AuthDeps, t: RefreshToken): Promise<{ scopes: string[]; patient: string | undefined }> {
-  const stored = splitScopes(t.scope);
+async function refreshTokenContext(deps: AuthDeps, t: RefreshToken, client: Client): Promise<{ scopes: string[]; patient: string | undefined }> {
+  const stored = stillRegistered(client, splitScopes(t.scope));
   // A Patient user's own record is not stored on the grant, and a `user/` scope stored before it was held as
   // a `patient/` one depends on the user: one more read, for such grants only.
   const needsUser = stored.some((s) => s.startsWith('user/')) || (t.patient === null && stored.some(needsPatientContext));
@@ -50,12 +54,12 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
   const t = await deps.store.oauth.getRefreshToken(sha256Hex(token));
   if (!t) return null;
   const now = deps.clock.now();
-  if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked(null, t.grantId))) return INACTIVE;
+  if (t.tenant !== tenant || t.revokedAt !== null || t.expiresAt <= now || (await deps.store.oauth.isRevoked({ grantId: t.grantId }))) return INACTIVE;
   // Active means the token endpoint would take it: its client still exists, enabled, and may hold refresh
   // tokens (a public one registered with the grant by an older release may not: mayHoldRefreshTokens).
   const client = await deps.clients.get(t.clientId);
   if (!client || client.disabled || !mayHoldRefreshTokens(client)) return INACTIVE;
-  const { scopes, patient } = await refreshTokenContext(deps, t);
+  const { scopes, patient } = await refreshTokenContext(deps, t, client);
   const info: Record<string, unknown> = {
     active: true, token_type: 'refresh_token', scope: scopes.join(' '), client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,
     exp: Math.floor(t.expiresAt / 1000), iat: Math.floor(t.createdAt / 1000), tenant: t.tenant,

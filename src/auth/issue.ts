@@ -5,7 +5,7 @@ import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
 import type { TokenResponse } from './grants/types.ts';
-import { needsPatientContext, releasesEncounter } from './scopes.ts';
+import { isImpliedBy, isResourceScope, needsPatientContext, releasesEncounter } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
 /** What a user-facing grant (authorization_code, refresh_token) issues tokens for, its stored context included. */
@@ -18,6 +18,8 @@ export interface UserGrant extends GrantContext {
   /** Epoch ms of the sign-in. */
   authTime: number;
   nonce: string | null;
+  /** When the user was read to issue these tokens (grantUser), epoch ms: the access token says so (`urt`). */
+  userReadAt: number;
 }
 
 /**
@@ -31,11 +33,21 @@ export function checkReadableScopes(client: Client, scopes: string[]): void {
   }
 }
 
-/** The grant's user, who must still exist and be enabled. */
-export async function grantUser(deps: AuthDeps, tenant: string, userId: string): Promise<User> {
+/**
+ * The scopes of a grant its client still holds: a resource scope only while the client's registered scopes imply
+ * it (they may have been narrowed since the sign-in, `cinder client update --scope`), so a refresh never yields
+ * more than the client may now be granted. OpenID and launch scopes stay as granted.
+ */
+export function stillRegistered(client: Client, scopes: string[]): string[] {
+  return scopes.filter((s) => !isResourceScope(s) || isImpliedBy(s, client.scopes));
+}
+
+/** The grant's user, who must still exist and be enabled, and when they were read (taken before the read). */
+export async function grantUser(deps: AuthDeps, tenant: string, userId: string): Promise<{ user: User; userReadAt: number }> {
+  const userReadAt = deps.clock.now();
   const user = await deps.store.users.get(tenant, userId);
   if (!user || user.disabled) throw new OAuthError('invalid_grant', 'the user of this grant no longer exists or is disabled');
-  return user;
+  return { user, userReadAt };
 }
 
 /** Revokes every token issued from a grant (RFC 9700 4.4: code replay; RFC 7009 2.1: refresh token revocation). */
@@ -128,7 +140,10 @@ export async function issueUserTokens(deps: AuthDeps, g: UserGrant, user: User):
   // A code or refresh token stored before its user's `user/` scopes were held as `patient/` ones narrows too.
   const { patient, scopes } = patientContext(scopesForUser(g.scopes, user), g.patient, user, config.baseUrl, g.encounter);
   const context = releasedContext(scopes, patient, g);
-  const claims: AccessClaims = { sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId };
+  const claims: AccessClaims = {
+    sub: user.id, aud: fhirBase, client_id: g.client.clientId, scope: scopes.join(' '), tenant: g.tenant, gid: g.grantId,
+    crt: deps.clients.readAt(g.client), urt: g.userReadAt,
+  };
   const fhirUser = readable('fhirUser') ? absoluteFhirUser(fhirBase, user.fhirUser) : undefined;
   if (fhirUser) claims.fhirUser = fhirUser;
   if (patient) Object.assign(claims, { patient }, context);

@@ -1,12 +1,34 @@
 import type { Clock } from '../clock.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
-import type { Revocation, Store } from '../store/types.ts';
+import type { Revocation, RevocationQuery, Store } from '../store/types.ts';
+import { CLIENT_CACHE_TTL_MS } from './client-cache.ts';
 import type { RevocationCheck, VerifiedToken } from './tokens.ts';
 
 /** How often a process reads revocations recorded by other processes. */
 export const REVOCATION_POLL_MS = 5_000;
 /** Overlap of each poll with the previous one, covering clock skew between processes. */
 const POLL_OVERLAP_MS = 60_000;
+
+/**
+ * How long a process may hold a client's record (its client cache, src/auth/client-cache.ts) before it issues a
+ * token on it. A token states when the client and user records it was issued on were read (`crt`, `urt`); one
+ * issued by an older release states neither, and is taken to rest on records read this long before its `iat`.
+ */
+export const PRINCIPAL_REVOCATION_MARGIN_MS = CLIENT_CACHE_TTL_MS;
+
+/**
+ * The revocation query of a verified access token (the store's `isRevoked`, and this list): a client or user
+ * revocation recorded at or after the time their record was read to issue the token refuses it. A token issued
+ * after a client was enabled again, on a record read after it, passes; one a process issued on a record it still
+ * held from before a disable is refused.
+ */
+export function revocationQuery(token: VerifiedToken): RevocationQuery {
+  const legacy = token.iat * 1000 - PRINCIPAL_REVOCATION_MARGIN_MS;
+  return {
+    jti: token.jti, grantId: token.gid ?? null, client: { id: token.client_id, readAt: token.crt ?? legacy },
+    ...(token.gid !== undefined && { user: { id: token.sub, readAt: token.urt ?? legacy } }),
+  };
+}
 
 export interface RevocationList extends RevocationCheck {
   /** Records a revocation in the database and, at once, in this process. */
@@ -16,16 +38,26 @@ export interface RevocationList extends RevocationCheck {
 /**
  * Revoked access tokens and grants, mirrored in memory so the FHIR API's bearer check stays free of a
  * database read per request. A revocation made in this process applies at once; one made by another
- * process applies here within REVOCATION_POLL_MS (one read per interval, shared by concurrent requests).
+ * process (or by the `cinder` command line) applies here within REVOCATION_POLL_MS (one read per interval,
+ * shared by concurrent requests). A client or user revocation refuses every access token issued to them on a
+ * record read before it (revocationQuery).
  */
 export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCATION_POLL_MS): RevocationList {
-  const revoked = new Map<string, number>();
+  const revoked = new Map<string, Revocation>();
   let lastPoll = Number.NEGATIVE_INFINITY;
   let polling: Promise<void> | null = null;
 
   const key = (kind: Revocation['kind'], value: string) => `${kind}:${value}`;
   function remember(r: Revocation) {
-    revoked.set(key(r.kind, r.value), r.expiresAt);
+    const k = key(r.kind, r.value);
+    const known = revoked.get(k);
+    // A client or user revoked again moves its time forward (the store keeps the latest too).
+    if (!known || known.revokedAt < r.revokedAt) revoked.set(k, r);
+  }
+
+  function principalRevoked(kind: Revocation['kind'], value: string, readAt: number): boolean {
+    const r = revoked.get(key(kind, value));
+    return r !== undefined && r.revokedAt >= readAt;
   }
 
   function pollDue(): boolean {
@@ -35,14 +67,17 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
 
   function listed(token: VerifiedToken): boolean {
     if (revoked.has(key('jti', token.jti))) return true;
-    return token.gid !== undefined && revoked.has(key('grant', token.gid));
+    const q = revocationQuery(token);
+    if (token.gid !== undefined && revoked.has(key('grant', token.gid))) return true;
+    if (q.user && principalRevoked('user', q.user.id, q.user.readAt)) return true;
+    return principalRevoked('client', q.client!.id, q.client!.readAt) || principalRevoked('client-access', q.client!.id, q.client!.readAt);
   }
 
   async function poll(): Promise<void> {
     const now = clock.now();
     const since = Number.isFinite(lastPoll) ? lastPoll - POLL_OVERLAP_MS : 0;
     for (const r of await store.oauth.revokedSince(since, now)) remember(r);
-    for (const [k, exp] of revoked) if (exp <= now) revoked.delete(k);
+    for (const [k, r] of revoked) if (r.expiresAt <= now) revoked.delete(k);
     lastPoll = now;
   }
 

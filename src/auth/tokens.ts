@@ -26,6 +26,13 @@ export interface AccessClaims {
   fhirUser?: string;
   /** The grant (login) the token was issued from; revoking the grant revokes the token. */
   gid?: string;
+  /**
+   * When the client's registration the token was issued on was read (epoch ms; the client cache may have held it
+   * a few seconds): a client revocation recorded at or after it refuses the token (src/auth/revocation.ts).
+   */
+  crt?: number;
+  /** When the user the token was issued to was read (epoch ms), for a user revocation likewise. */
+  urt?: number;
 }
 
 export type VerifiedToken = AccessClaims & { exp: number; iat: number; jti: string; iss: string };

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { createClient } from '../auth/admin.ts';
 import { AdminError } from '../auth/admin.ts';
-import { UsageError, type Command } from './command.ts';
-import { openContext, printData } from './context.ts';
+import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
+import type { Client } from '../store/types.ts';
+import { UsageError, type Command, type Options, type ParsedArgs } from './command.ts';
+import { isoTime, openContext, printData, printRows, withStore } from './context.ts';
 
 function list(v: unknown): string[] | undefined {
   return Array.isArray(v) ? (v as string[]) : undefined;
@@ -20,6 +22,52 @@ function readJwks(file: string) {
   return jwks as { keys: Record<string, unknown>[] };
 }
 
+/** The registration flags `client create` and `client update` share. */
+const REGISTRATION_OPTIONS: Options = {
+  name: { type: 'string' },
+  grant: { type: 'string', multiple: true },
+  scope: { type: 'string', multiple: true },
+  'redirect-uri': { type: 'string', multiple: true },
+  'jwks-url': { type: 'string' },
+  'jwks-file': { type: 'string' },
+  'read-attribute': { type: 'string', multiple: true },
+  'access-token-ttl': { type: 'string' },
+  json: { type: 'boolean' },
+};
+
+/** The registration flags given, as changes (what is not given is left out), checked as `client create` checks them. */
+function registrationFlags(v: ParsedArgs['values']): ClientChanges {
+  if (v['jwks-url'] && v['jwks-file']) throw new UsageError('--jwks-url and --jwks-file exclude each other');
+  const jwksUrl = typeof v['jwks-url'] === 'string' ? v['jwks-url'] : undefined;
+  if (jwksUrl !== undefined && !/^https?:\/\//.test(jwksUrl)) throw new UsageError('--jwks-url must be an http(s) URL');
+  const ttl = typeof v['access-token-ttl'] === 'string' ? Number(v['access-token-ttl']) : undefined;
+  if (ttl !== undefined && !(Number.isInteger(ttl) && ttl >= 30 && ttl <= 86400)) throw new UsageError('--access-token-ttl takes 30-86400 seconds');
+  const changes: ClientChanges = {
+    name: typeof v.name === 'string' ? v.name : undefined, grants: list(v.grant), scopes: list(v.scope)?.flatMap((s) => s.split(' ').filter(Boolean)),
+    redirectUris: list(v['redirect-uri']), jwksUrl, jwks: typeof v['jwks-file'] === 'string' ? readJwks(v['jwks-file']) : undefined,
+    readAttributes: list(v['read-attribute']), accessTokenTtl: ttl,
+  };
+  return Object.fromEntries(Object.entries(changes).filter(([, x]) => x !== undefined)) as ClientChanges;
+}
+
+/** A client as `client show` and `client list` print it (never a secret or its digest). */
+function clientView(c: Client): Record<string, unknown> {
+  const auth = c.secretHash !== null ? 'client_secret_basic' : c.jwks !== null || c.jwksUrl !== null ? 'private_key_jwt' : 'none';
+  return {
+    client_id: c.clientId, tenant: c.tenant, name: c.name, status: clientStatus(c), grants: c.grants, scopes: c.scopes,
+    redirect_uris: c.redirectUris.length ? c.redirectUris : undefined, token_endpoint_auth_method: auth, jwks_url: c.jwksUrl ?? undefined, jwks_keys: c.jwks?.keys.length,
+    read_attributes: c.readAttributes ?? undefined, access_token_ttl: c.accessTokenTtl ?? undefined, created_at: isoTime(c.createdAt),
+    previous_secret_until: isoTime(c.previousSecretUntil), deleted_at: isoTime(c.deletedAt),
+  };
+}
+
+/** The one positional `<client_id>` of a lifecycle command. */
+function clientIdOf(args: ParsedArgs): string {
+  const [id, extra] = args.positionals;
+  if (!id || extra) throw new UsageError('expected exactly one client_id');
+  return id;
+}
+
 /** `cinder client create`: registers a client; prints client_id and (once) client_secret. */
 export const clientCreateCommand: Command = {
   name: 'client create',
@@ -30,35 +78,16 @@ export const clientCreateCommand: Command = {
     '                     [--access-token-ttl <seconds>] [--json]\n\n' +
     'Grant types: client_credentials (default), authorization_code, refresh_token.\n' +
     'A --no-secret client without keys (public) may not have refresh_token (RFC 9700 2.2.2).',
-  options: {
-    tenant: { type: 'string' },
-    name: { type: 'string' },
-    grant: { type: 'string', multiple: true },
-    scope: { type: 'string', multiple: true },
-    'redirect-uri': { type: 'string', multiple: true },
-    'no-secret': { type: 'boolean' },
-    'jwks-url': { type: 'string' },
-    'jwks-file': { type: 'string' },
-    'read-attribute': { type: 'string', multiple: true },
-    'access-token-ttl': { type: 'string' },
-    json: { type: 'boolean' },
-  },
+  options: { tenant: { type: 'string' }, 'no-secret': { type: 'boolean' }, ...REGISTRATION_OPTIONS },
   async run(args, io) {
     const v = args.values;
     if (typeof v.tenant !== 'string') throw new UsageError('--tenant is required');
-    if (v['jwks-url'] && v['jwks-file']) throw new UsageError('--jwks-url and --jwks-file exclude each other');
-    const jwksUrl = typeof v['jwks-url'] === 'string' ? v['jwks-url'] : null;
-    if (jwksUrl && !/^https?:\/\//.test(jwksUrl)) throw new UsageError('--jwks-url must be an http(s) URL');
-    const ttl = typeof v['access-token-ttl'] === 'string' ? Number(v['access-token-ttl']) : null;
-    if (ttl !== null && !(Number.isInteger(ttl) && ttl >= 30 && ttl <= 86400)) throw new UsageError('--access-token-ttl takes 30-86400 seconds');
-    const scopes = list(v.scope)?.flatMap((s) => s.split(' ').filter(Boolean));
+    const r = registrationFlags(v);
     const { store, clock } = await openContext(io);
     try {
       const { client, clientSecret } = await createClient(store, clock, {
-        tenant: v.tenant, name: typeof v.name === 'string' ? v.name : undefined, grants: list(v.grant), scopes,
-        redirectUris: list(v['redirect-uri']), secret: v['no-secret'] ? false : undefined, jwksUrl,
-        jwks: typeof v['jwks-file'] === 'string' ? readJwks(v['jwks-file']) : null,
-        readAttributes: list(v['read-attribute']) ?? null, accessTokenTtl: ttl,
+        ...r, tenant: v.tenant, secret: v['no-secret'] ? false : undefined, jwksUrl: r.jwksUrl ?? null, jwks: r.jwks ?? null,
+        readAttributes: r.readAttributes ?? null, accessTokenTtl: r.accessTokenTtl ?? null,
       });
       printData(io, !!v.json, {
         client_id: client.clientId, client_secret: clientSecret ?? undefined, tenant: client.tenant, grants: client.grants, scopes: client.scopes,
@@ -70,5 +99,138 @@ export const clientCreateCommand: Command = {
     } finally {
       await store.close();
     }
+  },
+};
+
+/** `cinder client list --tenant <id>`: the tenant's clients, deleted ones included (with their status). */
+export const clientListCommand: Command = {
+  name: 'client list',
+  summary: "List a tenant's OAuth clients",
+  usage: 'cinder client list --tenant <id> [--json]',
+  options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
+  async run(args, io) {
+    const tenant = args.values.tenant;
+    if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
+    return withStore(io, async ({ store }) => {
+      if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
+      const rows = (await store.clients.list(tenant)).map(clientView);
+      printRows(io, !!args.values.json, ['client_id', 'status', 'grants', 'name'], rows);
+      return 0;
+    });
+  },
+};
+
+/** `cinder client show <client_id>`: one client's registration (a deleted one too). */
+export const clientShowCommand: Command = {
+  name: 'client show',
+  summary: "Show an OAuth client's registration",
+  usage: 'cinder client show <client_id> [--json]',
+  options: { json: { type: 'boolean' } },
+  allowPositionals: true,
+  dashedPositionals: true,
+  async run(args, io) {
+    const id = clientIdOf(args);
+    return withStore(io, async ({ store }) => {
+      printData(io, !!args.values.json, clientView(await findClient(store, id, true)));
+      return 0;
+    });
+  },
+};
+
+/** `cinder client update <client_id>`: changes a registration; each list flag replaces the registered list. */
+export const clientUpdateCommand: Command = {
+  name: 'client update',
+  summary: "Change an OAuth client's registration",
+  usage:
+    'cinder client update <client_id> [--name <n>] [--grant <type>]... [--scope <s>]... [--redirect-uri <uri>]...\n' +
+    '                     [--jwks-url <url> | --jwks-file <file>] [--read-attribute <a>]... [--access-token-ttl <seconds>] [--json]\n\n' +
+    'Each flag given replaces what is registered (every --scope together is the new list); the others stay.\n' +
+    'The result is checked as `client create` checks a new client. Narrowing the scopes revokes every access\n' +
+    'token the client holds (it obtains new ones); its refresh tokens stay, and refresh never yields more\n' +
+    'than the scopes it now has.',
+  options: REGISTRATION_OPTIONS,
+  allowPositionals: true,
+  dashedPositionals: true,
+  async run(args, io) {
+    const id = clientIdOf(args);
+    const changes = registrationFlags(args.values);
+    if (Object.keys(changes).length === 0) throw new UsageError('nothing to change: give at least one flag');
+    return withStore(io, async ({ store, clock }) => {
+      const { client, tokensRevoked } = await updateClient(store, clock, id, changes);
+      printData(io, !!args.values.json, { ...clientView(client), access_tokens_revoked: tokensRevoked });
+      return 0;
+    });
+  },
+};
+
+/** A lifecycle command on one client: `change` changes it, and its status is printed. */
+function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Awaited<ReturnType<typeof openContext>>, id: string) => Promise<Client>): Command {
+  return {
+    name: `client ${name}`,
+    summary,
+    usage: `cinder client ${name} <client_id> [--json]\n\n${notes}`,
+    options: { json: { type: 'boolean' } },
+    allowPositionals: true,
+    dashedPositionals: true,
+    async run(args, io) {
+      const id = clientIdOf(args);
+      return withStore(io, async (ctx) => {
+        const c = await change(ctx, id);
+        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c) });
+        return 0;
+      });
+    },
+  };
+}
+
+/** `cinder client disable <client_id>`. */
+export const clientDisableCommand = lifecycleCommand(
+  'disable', 'Disable an OAuth client and revoke its tokens',
+  'The token endpoint refuses the client (invalid_client) and every access and refresh token it holds is revoked:\n' +
+    'every server on the database refuses them within 5 seconds. Its Subscriptions notify nothing while it is\n' +
+    'disabled. `cinder client enable` lets it obtain new tokens; the revoked ones stay revoked.',
+  ({ store, clock }, id) => disableClient(store, clock, id),
+);
+
+/** `cinder client enable <client_id>`. */
+export const clientEnableCommand = lifecycleCommand(
+  'enable', 'Enable a disabled OAuth client',
+  'The client may obtain tokens again (within 5 seconds on every server); tokens revoked when it was disabled stay revoked.',
+  ({ store }, id) => enableClient(store, id),
+);
+
+/** `cinder client delete <client_id>`. */
+export const clientDeleteCommand = lifecycleCommand(
+  'delete', 'Delete an OAuth client for good (its tokens revoked)',
+  'As `client disable`, for good: its secret and keys are forgotten and it cannot be enabled again. The record stays\n' +
+    '(`client show`, `client list`) for the audit trail, and its client_id is never reused.',
+  ({ store, clock }, id) => deleteClient(store, clock, id),
+);
+
+/** `cinder client rotate-secret <client_id> [--grace <seconds>]`: prints the new secret once. */
+export const clientRotateSecretCommand: Command = {
+  name: 'client rotate-secret',
+  summary: "Issue an OAuth client a new secret",
+  usage:
+    'cinder client rotate-secret <client_id> [--grace <seconds>] [--json]\n\n' +
+    'Prints the new client_secret once. Without --grace (a leaked secret) the old secret stops at once and every\n' +
+    'access token the client holds is revoked. With --grace (a planned rotation, at most ' + MAX_SECRET_GRACE + ' seconds) the old\n' +
+    'secret keeps working until the grace period ends, and issued tokens stay. Refresh tokens stay either way:\n' +
+    'refreshing needs the client secret, so they work with the new one only (and the old one during a grace period).',
+  options: { grace: { type: 'string' }, json: { type: 'boolean' } },
+  allowPositionals: true,
+  dashedPositionals: true,
+  async run(args, io) {
+    const id = clientIdOf(args);
+    const graceText = args.values.grace;
+    const grace = typeof graceText === 'string' ? Number(graceText) : 0;
+    if (!(Number.isInteger(grace) && grace >= 0 && grace <= MAX_SECRET_GRACE)) throw new UsageError(`--grace takes 0-${MAX_SECRET_GRACE} seconds`);
+    return withStore(io, async ({ store, clock }) => {
+      const { client, clientSecret } = await rotateClientSecret(store, clock, id, grace);
+      printData(io, !!args.values.json, {
+        client_id: client.clientId, client_secret: clientSecret, previous_secret_until: isoTime(client.previousSecretUntil),
+      });
+      return 0;
+    });
   },
 };

@@ -25,6 +25,11 @@ export interface Command {
   usage: string;
   options: Options;
   allowPositionals?: boolean;
+  /**
+   * Positionals are ids that may begin with `-` (client and user ids are base64url): an argument that is not one of
+   * `options` is taken as a positional even so, with no `--` needed before it.
+   */
+  dashedPositionals?: boolean;
   /** Returns the process exit code. */
   run(args: ParsedArgs, io: CliIO): Promise<number>;
 }

@@ -5,7 +5,8 @@ import { loadConfig, type Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
-import type { CliIO } from './command.ts';
+import { AdminError } from '../auth/admin.ts';
+import { UsageError, type CliIO } from './command.ts';
 
 /** Config from the environment (and flags), and a migrated store: what most commands start with. */
 export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true) {
@@ -29,4 +30,34 @@ export function printData(io: CliIO, json: boolean, data: Record<string, unknown
     if (v === undefined || v === null) continue;
     io.stdout(`${k}: ${Array.isArray(v) ? v.join(' ') : String(v)}\n`);
   }
+}
+
+/** Runs `fn` on the migrated store and closes it; an AdminError (a refused change) is a usage error. */
+export async function withStore<T>(io: CliIO, fn: (ctx: Awaited<ReturnType<typeof openContext>>) => Promise<T>): Promise<T> {
+  const ctx = await openContext(io);
+  try {
+    return await fn(ctx);
+  } catch (err) {
+    if (err instanceof AdminError) throw new UsageError(err.message, { cause: err });
+    throw err;
+  } finally {
+    await ctx.store.close();
+  }
+}
+
+/** Prints `rows` as a JSON array with --json, otherwise as aligned columns under a header (`columns`, in order). */
+export function printRows(io: CliIO, json: boolean, columns: string[], rows: Record<string, unknown>[]): void {
+  if (json) {
+    io.stdout(JSON.stringify(rows, null, 2) + '\n');
+    return;
+  }
+  const cell = (v: unknown) => (v === undefined || v === null ? '-' : Array.isArray(v) ? v.join(' ') || '-' : String(v));
+  const table = [columns.map((c) => c.toUpperCase()), ...rows.map((r) => columns.map((c) => cell(r[c])))];
+  const widths = columns.map((_, i) => Math.max(...table.map((line) => line[i]!.length)));
+  for (const line of table) io.stdout(line.map((v, i) => (i === line.length - 1 ? v : v.padEnd(widths[i]!))).join('  ') + '\n');
+}
+
+/** An epoch-ms time as ISO 8601, or undefined. */
+export function isoTime(ms: number | null): string | undefined {
+  return ms === null ? undefined : new Date(ms).toISOString();
 }

@@ -1,7 +1,10 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../config.ts';
-import { clientCreateCommand } from './client.ts';
-import { UsageError, type CliIO, type Command } from './command.ts';
+import {
+  clientCreateCommand, clientDeleteCommand, clientDisableCommand, clientEnableCommand, clientListCommand, clientRotateSecretCommand, clientShowCommand,
+  clientUpdateCommand,
+} from './client.ts';
+import { UsageError, type CliIO, type Command, type Options } from './command.ts';
 import { exportCommand } from './export.ts';
 import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
@@ -10,12 +13,16 @@ import { migrateCommand } from './migrate.ts';
 import { reindexCommand } from './reindex.ts';
 import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
-import { userCreateCommand } from './user.ts';
+import { userCreateCommand, userDeleteCommand, userDisableCommand, userEnableCommand, userListCommand, userShowCommand, userUpdateCommand } from './user.ts';
 import { validateCommand } from './validate.ts';
 
 /** Every `cinder` subcommand. */
 export const commands: Command[] = [
-  serveCommand, tenantCreateCommand, clientCreateCommand, userCreateCommand, keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
+  serveCommand, tenantCreateCommand,
+  clientCreateCommand, clientListCommand, clientShowCommand, clientUpdateCommand, clientDisableCommand, clientEnableCommand, clientDeleteCommand,
+  clientRotateSecretCommand,
+  userCreateCommand, userListCommand, userShowCommand, userUpdateCommand, userDisableCommand, userEnableCommand, userDeleteCommand,
+  keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
   validateCommand,
 ];
 
@@ -38,6 +45,31 @@ function match(argv: string[]): { command: Command; rest: string[] } | null {
   return null;
 }
 
+/**
+ * `rest` with every argument that is not one of `options` (nor an option's value) moved after a `--`, so that
+ * parseArgs takes an id such as `-Py2X...` as a positional (Command.dashedPositionals).
+ */
+function dashedAsPositionals(rest: string[], options: Options): string[] {
+  const args: string[] = [];
+  const positionals: string[] = [];
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i]!;
+    if (arg === '--') {
+      positionals.push(...rest.slice(i + 1));
+      break;
+    }
+    const name = arg.startsWith('--') ? arg.slice(2).split('=')[0]! : null;
+    const option = name !== null ? options[name] : undefined;
+    if (!option) {
+      positionals.push(arg);
+      continue;
+    }
+    args.push(arg);
+    if (option.type === 'string' && !arg.includes('=') && i + 1 < rest.length) args.push(rest[++i]!);
+  }
+  return positionals.length ? [...args, '--', ...positionals] : args;
+}
+
 /** Runs the CLI; returns the exit code. */
 export async function runCli(argv: string[], io: CliIO): Promise<number> {
   if (argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
@@ -55,7 +87,8 @@ export async function runCli(argv: string[], io: CliIO): Promise<number> {
     return 0;
   }
   try {
-    const parsed = parseArgs({ args: rest, options: command.options, allowPositionals: command.allowPositionals ?? false, strict: true });
+    const args = command.dashedPositionals ? dashedAsPositionals(rest, command.options) : rest;
+    const parsed = parseArgs({ args, options: command.options, allowPositionals: command.allowPositionals ?? false, strict: true });
     return await command.run(parsed as never, io);
   } catch (err) {
     if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {

@@ -1,7 +1,9 @@
 import { AdminError } from '../auth/admin.ts';
+import { deleteUser, disableUser, enableUser, findUser, updateUser, userStatus, type UserChanges } from '../auth/user-lifecycle.ts';
 import { createUser } from '../auth/users.ts';
-import { UsageError, type Command } from './command.ts';
-import { openContext, printData } from './context.ts';
+import type { User } from '../store/types.ts';
+import { UsageError, type Command, type ParsedArgs } from './command.ts';
+import { isoTime, openContext, printData, printRows, withStore } from './context.ts';
 
 function text(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
@@ -61,3 +63,147 @@ export const userCreateCommand: Command = {
     }
   },
 };
+
+/** A user as `user show` and `user list` print them (never the password hash). */
+function userView(u: User): Record<string, unknown> {
+  return {
+    user_id: u.id, tenant: u.tenant, username: u.username, status: userStatus(u), name: u.name ?? undefined, email: u.email ?? undefined,
+    email_verified: u.email ? u.emailVerified : undefined, phone: u.phone ?? undefined, phone_verified: u.phone ? u.phoneVerified : undefined,
+    address: u.address ?? undefined, fhir_user: u.fhirUser ?? undefined, created_at: isoTime(u.createdAt), deleted_at: isoTime(u.deletedAt),
+  };
+}
+
+/** `--tenant` and the one positional `<username|user_id>` of a user lifecycle command. */
+function userOf(args: ParsedArgs): { tenant: string; who: string } {
+  const tenant = args.values.tenant;
+  if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
+  const [who, extra] = args.positionals;
+  if (!who || extra) throw new UsageError('expected exactly one username (or user_id)');
+  return { tenant, who };
+}
+
+/** `cinder user list --tenant <id>`: the tenant's users, deleted ones included (with their status). */
+export const userListCommand: Command = {
+  name: 'user list',
+  summary: "List a tenant's users",
+  usage: 'cinder user list --tenant <id> [--json]',
+  options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
+  async run(args, io) {
+    const tenant = args.values.tenant;
+    if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
+    return withStore(io, async ({ store }) => {
+      if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
+      printRows(io, !!args.values.json, ['username', 'user_id', 'status', 'fhir_user'], (await store.users.list(tenant)).map(userView));
+      return 0;
+    });
+  },
+};
+
+/** `cinder user show --tenant <id> <username|user_id>`. */
+export const userShowCommand: Command = {
+  name: 'user show',
+  summary: "Show a user's attributes",
+  usage: 'cinder user show --tenant <id> <username|user_id> [--json]',
+  options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
+  allowPositionals: true,
+  dashedPositionals: true,
+  async run(args, io) {
+    const { tenant, who } = userOf(args);
+    return withStore(io, async ({ store }) => {
+      printData(io, !!args.values.json, userView(await findUser(store, tenant, who, true)));
+      return 0;
+    });
+  },
+};
+
+/** An attribute flag: undefined when not given, null when given empty (the attribute is cleared). */
+function attribute(v: unknown): string | null | undefined {
+  return typeof v === 'string' ? v || null : undefined;
+}
+
+/** The verification flag of an attribute: set by --X-verified / --X-unverified, else unverified when the attribute changes. */
+function verified(v: ParsedArgs['values'], name: 'email' | 'phone'): boolean | undefined {
+  if (v[`${name}-verified`] && v[`${name}-unverified`]) throw new UsageError(`--${name}-verified and --${name}-unverified exclude each other`);
+  if (v[`${name}-verified`]) return true;
+  if (v[`${name}-unverified`] || typeof v[name] === 'string') return false;
+  return undefined;
+}
+
+/** `cinder user update --tenant <id> <username|user_id>`: changes attributes or the password. */
+export const userUpdateCommand: Command = {
+  name: 'user update',
+  summary: "Change a user's attributes or password",
+  usage:
+    'cinder user update --tenant <id> <username|user_id> [--email <e>] [--email-verified | --email-unverified] [--name <n>]\n' +
+    '                   [--phone <p>] [--phone-verified | --phone-unverified] [--address <a>] [--fhir-user <ref>]\n' +
+    '                   [--password-stdin] [--json]\n\n' +
+    'An empty value clears an attribute (--email \'\'); a new email or phone is unverified unless --email-verified\n' +
+    '(--phone-verified) is given. --password-stdin reads the new password from the first line of standard input.\n' +
+    'A new password or fhirUser revokes every token of the user (they sign in again).',
+  options: {
+    tenant: { type: 'string' }, email: { type: 'string' }, 'email-verified': { type: 'boolean' }, 'email-unverified': { type: 'boolean' },
+    name: { type: 'string' }, phone: { type: 'string' }, 'phone-verified': { type: 'boolean' }, 'phone-unverified': { type: 'boolean' },
+    address: { type: 'string' }, 'fhir-user': { type: 'string' }, 'password-stdin': { type: 'boolean' }, json: { type: 'boolean' },
+  },
+  allowPositionals: true,
+  dashedPositionals: true,
+  async run(args, io) {
+    const { tenant, who } = userOf(args);
+    const v = args.values;
+    const changes: UserChanges = {
+      email: attribute(v.email), emailVerified: verified(v, 'email'), name: attribute(v.name), phone: attribute(v.phone),
+      phoneVerified: verified(v, 'phone'), address: attribute(v.address), fhirUser: attribute(v['fhir-user']),
+      password: v['password-stdin'] ? await readPassword(io.stdin) : undefined,
+    };
+    if (Object.values(changes).every((x) => x === undefined)) throw new UsageError('nothing to change: give at least one flag');
+    return withStore(io, async ({ store, clock }) => {
+      const { user, tokensRevoked } = await updateUser(store, clock, tenant, who, changes);
+      printData(io, !!v.json, { ...userView(user), tokens_revoked: tokensRevoked });
+      return 0;
+    });
+  },
+};
+
+/** A lifecycle command on one user: `change` changes them, and their status is printed. */
+function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Awaited<ReturnType<typeof openContext>>, tenant: string, who: string) => Promise<User>): Command {
+  return {
+    name: `user ${name}`,
+    summary,
+    usage: `cinder user ${name} --tenant <id> <username|user_id> [--json]\n\n${notes}`,
+    options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
+    allowPositionals: true,
+    dashedPositionals: true,
+    async run(args, io) {
+      const { tenant, who } = userOf(args);
+      return withStore(io, async (ctx) => {
+        const u = await change(ctx, tenant, who);
+        printData(io, !!args.values.json, { user_id: u.id, tenant: u.tenant, username: u.username, status: userStatus(u) });
+        return 0;
+      });
+    },
+  };
+}
+
+/** `cinder user disable`. */
+export const userDisableCommand = lifecycleCommand(
+  'disable', 'Disable a user and revoke their tokens',
+  'The user cannot sign in (the login page answers as for a wrong password), and every access and refresh token\n' +
+    'of theirs is revoked: every server on the database refuses them within 5 seconds. `cinder user enable` lets\n' +
+    'them sign in again; the revoked tokens stay revoked.',
+  ({ store, clock }, tenant, who) => disableUser(store, clock, tenant, who),
+);
+
+/** `cinder user enable`. */
+export const userEnableCommand = lifecycleCommand(
+  'enable', 'Enable a disabled user',
+  'The user may sign in again; tokens revoked when they were disabled stay revoked.',
+  ({ store }, tenant, who) => enableUser(store, tenant, who),
+);
+
+/** `cinder user delete`. */
+export const userDeleteCommand = lifecycleCommand(
+  'delete', 'Delete a user for good (their tokens revoked)',
+  'As `user disable`, for good: the password is forgotten and the user cannot be enabled again. The record stays\n' +
+    '(`user show`, `user list`) for the audit trail; the user_id and the username are never reused.',
+  ({ store, clock }, tenant, who) => deleteUser(store, clock, tenant, who),
+);

@@ -111,7 +111,7 @@ test('account and OAuth writes wait without blocking the thread', async () => {
   await created.done;
   await code.done;
   expect(await t.store.tenants.get('t2')).toEqual({ id: 't2', createdAt: 5 });
-  expect(await t.store.oauth.isRevoked('j1', null)).toBe(true);
+  expect(await t.store.oauth.isRevoked({ jti: 'j1' })).toBe(true);
 });
 
 test('a read through the writer queue takes no lock: another process holding it does not hold the read up', async () => {

@@ -4,7 +4,7 @@ import { OFFLINE_SCOPES } from '../claims.ts';
 import { mayHoldRefreshTokens } from '../client-auth.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
-import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant } from '../issue.ts';
+import { checkReadableScopes, grantUser, issueUserTokens, revokeGrant, stillRegistered } from '../issue.ts';
 import { CODE_VERIFIER, verifierMatches } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
 import { randomToken, sha256Hex } from '../secrets.ts';
@@ -54,12 +54,14 @@ export const authorizationCode: Grant = {
     const code = await redeem(deps, value, client.clientId);
     if (code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
     checkPkce(code, verifier);
-    // A code issued before its client could no longer hold refresh tokens (a public one) gives none, and says so.
-    const scopes = splitScopes(code.scope).filter((s) => !OFFLINE_SCOPES.includes(s) || mayHoldRefreshTokens(client));
+    // A code issued before its client could no longer hold refresh tokens (a public one) gives none, and says so; nor
+    // resource scopes the client's registration no longer implies.
+    const scopes = stillRegistered(client, splitScopes(code.scope)).filter((s) => !OFFLINE_SCOPES.includes(s) || mayHoldRefreshTokens(client));
     checkReadableScopes(client, scopes);
-    const user = await grantUser(deps, code.tenant, code.userId);
+    const { user, userReadAt } = await grantUser(deps, code.tenant, code.userId);
     const grant = {
-      client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, ...grantContext(code),
+      client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, userReadAt,
+      ...grantContext(code),
     };
     const body = await issueUserTokens(deps, grant, user);
     // The refresh token keeps the scopes granted (without patient/ ones when no patient is in context).

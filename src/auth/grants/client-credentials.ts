@@ -30,6 +30,7 @@ export const clientCredentials: Grant = {
       client_id: client.clientId,
       scope,
       tenant: client.tenant,
+      crt: deps.clients.readAt(client),
     }, ttl);
     return { access_token: token, token_type: 'Bearer', expires_in: expiresIn, scope };
   },

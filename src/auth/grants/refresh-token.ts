@@ -3,7 +3,7 @@ import type { RefreshToken, User } from '../../store/types.ts';
 import { scopesForUser } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
-import { checkReadableScopes, grantUser, issueUserTokens } from '../issue.ts';
+import { checkReadableScopes, grantUser, issueUserTokens, stillRegistered } from '../issue.ts';
 import { splitScopes } from '../scopes.ts';
 import { sha256Hex } from '../secrets.ts';
 import type { Grant } from './types.ts';
@@ -13,7 +13,7 @@ async function usableToken(deps: AuthDeps, value: string, clientId: string): Pro
   const t = await deps.store.oauth.getRefreshToken(sha256Hex(value));
   const now = deps.clock.now();
   if (!t || t.clientId !== clientId) throw new OAuthError('invalid_grant', 'the refresh token is unknown or was issued to another client');
-  if (t.revokedAt !== null || (await deps.store.oauth.isRevoked(null, t.grantId))) throw new OAuthError('invalid_grant', 'the refresh token was revoked');
+  if (t.revokedAt !== null || (await deps.store.oauth.isRevoked({ grantId: t.grantId }))) throw new OAuthError('invalid_grant', 'the refresh token was revoked');
   if (t.expiresAt <= now) throw new OAuthError('invalid_grant', 'the refresh token has expired');
   return t;
 }
@@ -46,10 +46,10 @@ export const refreshToken: Grant = {
     const value = form.get('refresh_token');
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');
     const t = await usableToken(deps, value, client.clientId);
-    const user = await grantUser(deps, t.tenant, t.userId);
-    const scopes = narrowedScopes(form, splitScopes(t.scope), user);
+    const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId);
+    const scopes = narrowedScopes(form, stillRegistered(client, splitScopes(t.scope)), user);
     checkReadableScopes(client, scopes);
-    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, ...grantContext(t) };
+    const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, userReadAt, ...grantContext(t) };
     return issueUserTokens(deps, grant, user);
   },
 };

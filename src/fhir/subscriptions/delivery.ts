@@ -6,8 +6,8 @@
  * it is a PUT of the version to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
  * not followed; a 2xx is a success. A failure is retried after 5 s, 10 s, 20 s and 40 s; the fifth
  * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
- * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook) has its waiting
- * notifications dropped; one whose `end` has passed is set `off` first.
+ * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook), or whose owner's client
+ * is disabled or deleted, has its waiting notifications dropped; one whose `end` has passed is set `off` first.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
@@ -19,6 +19,7 @@ import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import { payloadType } from './activation.ts';
 import { endpointUrl, privateEndpoint, systemResolve, type ResolveHost } from './endpoint.ts';
+import { ownerClient } from './owner.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 
 /** Consecutive failures after which a Subscription is set to `error`. */
@@ -50,6 +51,8 @@ export interface DeliveryOptions {
   resolve?: ResolveHost;
   /** The websocket channel's sockets of this process, pinged each round. */
   sockets?: SubscriptionSockets;
+  /** Whether the owner's client is still enabled (HubOptions.clientEnabled): a disabled one's waiting notifications are dropped. */
+  clientEnabled: (clientId: string) => Promise<boolean>;
 }
 
 /** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries_total`, a counter). */
@@ -174,7 +177,9 @@ export class SubscriptionDelivery {
       const current = await fhir.store.resources.read(c.tenant, 'Subscription', c.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
       const channel = (sub?.channel ?? {}) as Json;
-      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook') {
+      const client = ownerClient(c.owner);
+      const disabled = client !== null && !(await this.options.clientEnabled(client));
+      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || disabled) {
         this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;
       }

@@ -22,7 +22,7 @@ import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './acti
 import { compileCriteria } from './criteria.ts';
 import { cachedLookups } from './lookups.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
-import { ownerAccess, type RestoreAccess } from './owner.ts';
+import { ownerAccess, ownerClient, type RestoreAccess } from './owner.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
 export const CHECK_INTERVAL_MS = 250;
@@ -35,6 +35,12 @@ export interface HubOptions {
   clock: Clock;
   log: Logger;
   restoreAccess: RestoreAccess;
+  /**
+   * Whether the client that activated a subscription is still enabled: one disabled or deleted (`cinder client
+   * disable|delete`) has its subscriptions notify nothing until it is enabled again (src/app.ts reads it through
+   * the client cache, so every process sees a change within CLIENT_CACHE_TTL_MS).
+   */
+  clientEnabled: (clientId: string) => Promise<boolean>;
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
@@ -46,6 +52,8 @@ interface Compiled {
   type: string;
   where: Condition[];
   access: Access;
+  /** The client that activated it; null for one the operator's access activated. */
+  clientId: string | null;
 }
 
 interface ActiveSet {
@@ -175,6 +183,7 @@ export class SubscriptionHub {
       let words: TextEntry | undefined | null = v.index ? (v.index.text ?? undefined) : null;
       const wordsOf = () => (words === null ? (words = textIndexOf(resource)) : words);
       for (const s of subs) {
+        if (s.clientId !== null && !(await this.options.clientEnabled(s.clientId))) continue;
         if (!(await matchConditions(resource, v.lastUpdated, s.where, ctx, v.index, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
         if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v])).length) continue;
@@ -230,7 +239,7 @@ export class SubscriptionHub {
         const access = await ownerAccess(tenant, owner, restoreAccess);
         const c = await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
         const list = byType.get(c.type) ?? [];
-        list.push({ id: row.id, type: c.type, where: c.where, access });
+        list.push({ id: row.id, type: c.type, where: c.where, access, clientId: ownerClient(owner) });
         byType.set(c.type, list);
       } catch (err) {
         log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });

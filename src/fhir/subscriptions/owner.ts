@@ -18,6 +18,12 @@ export function ownerOf(access: Access): string {
 /** Rebuilds an access from its record (src/app.ts gives it: scopes are parsed by src/auth/scopes.ts). */
 export type RestoreAccess = (tenant: string, record: Exclude<OwnerRecord, { operator: true }>) => Promise<Access>;
 
+/** The client whose access `json` records; null for the operator's. */
+export function ownerClient(json: string): string | null {
+  const record = JSON.parse(json) as OwnerRecord;
+  return 'operator' in record ? null : record.clientId;
+}
+
 /** The access `json` records. */
 export function ownerAccess(tenant: string, json: string, restore: RestoreAccess): Promise<Access> {
   const record = JSON.parse(json) as OwnerRecord;

@@ -34,7 +34,16 @@ export interface Client {
   /** Access token lifetime override in seconds. */
   accessTokenTtl: number | null;
   createdAt: number;
+  /** Disabled clients authenticate nowhere; a deleted one is disabled for good. */
   disabled: boolean;
+  /**
+   * The secret a rotation replaced, still accepted until `previousSecretUntil` (`cinder client rotate-secret
+   * --grace`); both null when none is.
+   */
+  previousSecretHash: string | null;
+  previousSecretUntil: number | null;
+  /** When the client was deleted (soft: the row stays for the audit trail and its id is never reused); null while it exists. */
+  deletedAt: number | null;
 }
 
 export interface SigningKey {
@@ -64,8 +73,12 @@ export interface TenantRepo {
 
 export interface ClientRepo {
   create(client: Client): Promise<void>;
+  /** The client, deleted ones included (their `deletedAt` is set). */
   get(clientId: string): Promise<Client | null>;
+  /** The tenant's clients, deleted ones included, oldest first. */
   list(tenant: string): Promise<Client[]>;
+  /** Writes every field of an existing client but its id, tenant and creation time. */
+  update(client: Client): Promise<void>;
 }
 
 export interface KeyRepo {
@@ -93,7 +106,10 @@ export interface User {
   /** FHIR reference to the user's resource, e.g. `Patient/123` or `Practitioner/7`. */
   fhirUser: string | null;
   createdAt: number;
+  /** A disabled user cannot sign in; a deleted one is disabled for good. */
   disabled: boolean;
+  /** When the user was deleted (soft: the row stays for the audit trail; id and username are never reused); null while they exist. */
+  deletedAt: number | null;
 }
 
 export interface UserRepo {
@@ -101,4 +117,8 @@ export interface UserRepo {
   create(user: User): Promise<void>;
   get(tenant: string, id: string): Promise<User | null>;
   byUsername(tenant: string, username: string): Promise<User | null>;
+  /** The tenant's users, deleted ones included, by username. */
+  list(tenant: string): Promise<User[]>;
+  /** Writes every field of an existing user but its id, tenant, username and creation time. */
+  update(user: User): Promise<void>;
 }

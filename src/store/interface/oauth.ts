@@ -75,13 +75,33 @@ export interface RefreshToken {
   needPatientBanner: boolean;
 }
 
-/** A revoked access token (`jti`) or a whole revoked grant (`grant`, every token issued from one login). */
+/**
+ * A revoked access token (`jti`), a whole revoked grant (`grant`, every token issued from one login), or every
+ * token a client or user was issued up to `revokedAt`: `client` and `user` (access and refresh tokens: a disable,
+ * a delete, a new password) and `client-access` (access tokens only: a client's scopes narrowed). Recording a
+ * client or user revocation again moves its `revokedAt` forward.
+ */
 export interface Revocation {
-  kind: 'jti' | 'grant';
+  kind: 'jti' | 'grant' | 'client' | 'client-access' | 'user';
   value: string;
   revokedAt: number;
   /** When the revoked tokens would have expired anyway; the row may go after that. */
   expiresAt: number;
+}
+
+/** Kinds that revoke everything a client or user was issued up to a time. */
+export const PRINCIPAL_REVOCATIONS: readonly Revocation['kind'][] = ['client', 'client-access', 'user'];
+
+/**
+ * What `isRevoked` asks about a token: its `jti`, its grant, and the client and user it was issued to, each with the
+ * time (epoch ms) their record was read to issue it: a client or user revocation recorded at or after that time applies.
+ */
+export interface RevocationQuery {
+  jti?: string | null;
+  grantId?: string | null;
+  client?: { id: string; readAt: number };
+  /** Asked only of tokens issued to a signed-in user. */
+  user?: { id: string; readAt: number };
 }
 
 /** Result of redeeming a code: redeemed now, already redeemed (a replay), or unusable. */
@@ -99,10 +119,13 @@ export interface OAuthRepo {
   redeemCode(codeHash: string, clientId: string, now: number): Promise<CodeRedemption>;
   createRefreshToken(token: RefreshToken): Promise<void>;
   getRefreshToken(tokenHash: string): Promise<RefreshToken | null>;
-  /** Records a revocation; for a grant also marks its refresh tokens revoked. Idempotent. */
+  /**
+   * Records a revocation; for a grant also marks its refresh tokens revoked, and for a `client` or `user` every
+   * refresh token of theirs not yet revoked, in one transaction. Idempotent.
+   */
   revoke(revocation: Revocation): Promise<void>;
-  /** Whether the access token `jti` or the grant `grantId` is revoked (null: not asked). */
-  isRevoked(jti: string | null, grantId: string | null): Promise<boolean>;
+  /** Whether any revocation recorded applies to the token `query` describes (what it leaves out is not asked). */
+  isRevoked(query: RevocationQuery): Promise<boolean>;
   /** Revocations recorded at or after `since` that have not expired at `now`. */
   revokedSince(since: number, now: number): Promise<Revocation[]>;
   /**

@@ -56,6 +56,10 @@ export function createPostgresClients(sql: Pg): ClientRepo {
       const rows = await sql<ClientRow[]>`SELECT * FROM clients WHERE tenant = ${tenant} ORDER BY created_at, client_id`;
       return rows.map(toClient);
     },
+    async update(c) {
+      const { client_id, tenant: _tenant, created_at: _created, ...fields } = clientRow(c);
+      await sql`UPDATE clients SET ${sql(fields)} WHERE client_id = ${client_id}`;
+    },
   };
 }
 

@@ -575,4 +575,19 @@ CREATE INDEX import_jobs_claimable ON import_jobs (state, created_at);
 CREATE INDEX import_jobs_by_client ON import_jobs (tenant, client_id, state);
 `,
   },
+  {
+    version: 34,
+    name: 'account_lifecycle',
+    sql: `
+-- Client and user lifecycle (src/auth/client-lifecycle.ts, src/auth/user-lifecycle.ts): a rotated secret's
+-- predecessor kept for a grace period, soft deletion (the row stays for the audit trail, its id is never reused),
+-- and the lookups that revoke every refresh token of a client or of a user.
+ALTER TABLE clients ADD COLUMN previous_secret_hash TEXT;
+ALTER TABLE clients ADD COLUMN previous_secret_until BIGINT;
+ALTER TABLE clients ADD COLUMN deleted_at BIGINT;
+ALTER TABLE users ADD COLUMN deleted_at BIGINT;
+CREATE INDEX refresh_tokens_client ON refresh_tokens (client_id);
+CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id);
+`,
+  },
 ];

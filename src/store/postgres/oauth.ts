@@ -1,4 +1,5 @@
-import type { CounterRepo, OAuthRepo, Revocation } from '../types.ts';
+import { PRINCIPAL_REVOCATIONS, type CounterRepo, type OAuthRepo, type Revocation } from '../types.ts';
+import { REFRESH_COLUMN } from '../rows/oauth.ts';
 import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
@@ -32,16 +33,27 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
     },
     async revoke(r: Revocation) {
       await sql.begin(async (tx) => {
-        await tx`
-          INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
-          ON CONFLICT (kind, value) DO NOTHING`;
-        if (r.kind === 'grant') await tx`UPDATE refresh_tokens SET revoked_at = ${r.revokedAt} WHERE grant_id = ${r.value} AND revoked_at IS NULL`;
+        if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
+          await tx`
+            INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
+            ON CONFLICT (kind, value) DO UPDATE SET
+              revoked_at = GREATEST(revocations.revoked_at, EXCLUDED.revoked_at), expires_at = GREATEST(revocations.expires_at, EXCLUDED.expires_at)`;
+        } else {
+          await tx`
+            INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
+            ON CONFLICT (kind, value) DO NOTHING`;
+        }
+        const column = REFRESH_COLUMN[r.kind];
+        if (column) await tx`UPDATE refresh_tokens SET revoked_at = ${r.revokedAt} WHERE ${tx(column)} = ${r.value} AND revoked_at IS NULL`;
       });
     },
-    async isRevoked(jti, grantId) {
+    async isRevoked(q) {
       const rows = await sql`
         SELECT 1 FROM revocations
-        WHERE (kind = 'jti' AND value = ${jti ?? ''}) OR (kind = 'grant' AND value = ${grantId ?? ''}) LIMIT 1`;
+        WHERE (kind = 'jti' AND value = ${q.jti ?? ''}) OR (kind = 'grant' AND value = ${q.grantId ?? ''})
+           OR (kind IN ('client', 'client-access') AND value = ${q.client?.id ?? ''} AND revoked_at >= ${q.client?.readAt ?? 0})
+           OR (kind = 'user' AND value = ${q.user?.id ?? ''} AND revoked_at >= ${q.user?.readAt ?? 0})
+        LIMIT 1`;
       return rows.length > 0;
     },
     async revokedSince(since, now) {

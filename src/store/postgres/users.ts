@@ -21,5 +21,13 @@ export function createPostgresUsers(sql: Pg): UserRepo {
       const [r] = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} AND username = ${username}`;
       return r ? toUser(r) : null;
     },
+    async list(tenant) {
+      const rows = await sql<UserRow[]>`SELECT * FROM users WHERE tenant = ${tenant} ORDER BY username`;
+      return rows.map(toUser);
+    },
+    async update(u) {
+      const { id, tenant, username: _username, created_at: _created, ...fields } = userRow(u);
+      await sql`UPDATE users SET ${sql(fields)} WHERE tenant = ${tenant} AND id = ${id}`;
+    },
   };
 }

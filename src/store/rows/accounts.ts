@@ -19,6 +19,9 @@ export type ClientRow = {
   access_token_ttl: number | null;
   created_at: number;
   disabled: boolean | number;
+  previous_secret_hash: string | null;
+  previous_secret_until: number | null;
+  deleted_at: number | null;
 };
 
 /** Maps a `clients` row to the domain Client. */
@@ -37,6 +40,9 @@ export function toClient(r: ClientRow): Client {
     accessTokenTtl: r.access_token_ttl,
     createdAt: r.created_at,
     disabled: Boolean(r.disabled),
+    previousSecretHash: r.previous_secret_hash,
+    previousSecretUntil: r.previous_secret_until,
+    deletedAt: r.deleted_at,
   };
 }
 
@@ -56,6 +62,9 @@ export function clientRow(c: Client): ClientRow {
     access_token_ttl: c.accessTokenTtl,
     created_at: c.createdAt,
     disabled: c.disabled,
+    previous_secret_hash: c.previousSecretHash,
+    previous_secret_until: c.previousSecretUntil,
+    deleted_at: c.deletedAt,
   };
 }
 

@@ -98,6 +98,11 @@ export function refreshRow(t: RefreshToken): RefreshRow {
 }
 
 /** Maps a `revocations` row to the domain Revocation. */
+/** The `refresh_tokens` column a revocation of this kind revokes refresh tokens by (none: access tokens only). */
+export const REFRESH_COLUMN: Partial<Record<Revocation['kind'], 'grant_id' | 'client_id' | 'user_id'>> = {
+  grant: 'grant_id', client: 'client_id', user: 'user_id',
+};
+
 export function toRevocation(r: RevocationRow): Revocation {
   return { kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at };
 }

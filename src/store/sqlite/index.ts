@@ -68,7 +68,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     tenants: repo(createSqliteTenants, ['get', 'list', 'validationDebt']),
     clients: repo(createSqliteClients, ['get', 'list']),
     keys: repo(createSqliteKeys, ['list']),
-    users: repo(createSqliteUsers, ['get', 'byUsername']),
+    users: repo(createSqliteUsers, ['get', 'byUsername', 'list']),
     oauth: repo(createSqliteOAuth, ['getRefreshToken', 'isRevoked', 'revokedSince']),
     counters: repo(createSqliteCounters, ['peek']),
     subscriptions: repo(createSqliteSubscriptions, ['owners', 'pending', 'waiting', 'recent']),

@@ -1,13 +1,22 @@
 import type { Database } from 'bun:sqlite';
-import type { CounterRepo, OAuthRepo, Revocation } from '../types.ts';
+import { PRINCIPAL_REVOCATIONS, type CounterRepo, type OAuthRepo, type Revocation } from '../types.ts';
+import { REFRESH_COLUMN } from '../rows/oauth.ts';
 import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 
 /** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20 and 24). */
 export function createSqliteOAuth(db: Database): OAuthRepo {
   const revokeTx = db.transaction((r: Revocation) => {
-    db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt);
-    if (r.kind === 'grant') db.query('UPDATE refresh_tokens SET revoked_at = ? WHERE grant_id = ? AND revoked_at IS NULL').run(r.revokedAt, r.value);
+    if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
+      db.query(
+        `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (kind, value) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at), expires_at = MAX(expires_at, excluded.expires_at)`,
+      ).run(r.kind, r.value, r.revokedAt, r.expiresAt);
+    } else {
+      db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt);
+    }
+    const column = REFRESH_COLUMN[r.kind];
+    if (column) db.query(`UPDATE refresh_tokens SET revoked_at = ? WHERE ${column} = ? AND revoked_at IS NULL`).run(r.revokedAt, r.value);
   });
   return {
     async createCode(c) {
@@ -44,12 +53,15 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     async revoke(r) {
       revokeTx(r);
     },
-    async isRevoked(jti, grantId) {
+    async isRevoked(q) {
       const r = db
-        .query<{ one: number }, [string, string]>(
-          "SELECT 1 AS one FROM revocations WHERE (kind = 'jti' AND value = ?) OR (kind = 'grant' AND value = ?) LIMIT 1",
+        .query<{ one: number }, [string, string, string, number, string, number]>(
+          `SELECT 1 AS one FROM revocations
+           WHERE (kind = 'jti' AND value = ?) OR (kind = 'grant' AND value = ?)
+              OR (kind IN ('client', 'client-access') AND value = ? AND revoked_at >= ?) OR (kind = 'user' AND value = ? AND revoked_at >= ?)
+           LIMIT 1`,
         )
-        .get(jti ?? '', grantId ?? '');
+        .get(q.jti ?? '', q.grantId ?? '', q.client?.id ?? '', q.client?.readAt ?? 0, q.user?.id ?? '', q.user?.readAt ?? 0);
       return r !== null;
     },
     async revokedSince(since, now) {

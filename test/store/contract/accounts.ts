@@ -18,6 +18,9 @@ function client(tenant: string, clientId: string, over: Partial<Client> = {}): C
     accessTokenTtl: null,
     createdAt: 1_000,
     disabled: false,
+    previousSecretHash: null,
+    previousSecretUntil: null,
+    deletedAt: null,
     ...over,
   };
 }
@@ -91,6 +94,26 @@ export function accountsContract(store: () => Store) {
       expect(await s.clients.get(full.clientId)).toEqual(full);
       expect(await s.clients.get(plain.clientId)).toEqual(plain);
       expect(await s.clients.get(`${t}-missing`)).toBeNull();
+    });
+
+    test('update writes every field but id, tenant and creation time; deleted clients are still read and listed', async () => {
+      const s = store();
+      const [t, other] = [uniqueTenant(), uniqueTenant()];
+      const before = client(t, `${t}-u`);
+      const bystander = client(t, `${t}-v`);
+      await s.clients.create(before);
+      await s.clients.create(bystander);
+      const after = client(t, before.clientId, {
+        name: "O'Brien's app", secretHash: 'cd'.repeat(32), grants: ['authorization_code'], scopes: ['user/*.rs'], redirectUris: ['https://a.example/cb'],
+        jwks: { keys: [{ kty: 'OKP', crv: 'Ed25519', x: 'x' }] }, readAttributes: ['email'], accessTokenTtl: 60, disabled: true,
+        previousSecretHash: 'ab'.repeat(32), previousSecretUntil: 9_000, deletedAt: 8_000,
+      });
+      await s.clients.update({ ...after, tenant: other, createdAt: 5 });
+      expect(await s.clients.get(before.clientId)).toEqual(after);
+      expect(await s.clients.get(bystander.clientId)).toEqual(bystander);
+      expect((await s.clients.list(t)).map((c) => [c.clientId, c.deletedAt])).toEqual([[before.clientId, 8_000], [bystander.clientId, null]]);
+      await s.clients.update({ ...after, jwks: null, jwksUrl: 'https://a.example/jwks', readAttributes: null, accessTokenTtl: null, previousSecretHash: null, previousSecretUntil: null });
+      expect(await s.clients.get(before.clientId)).toMatchObject({ jwks: null, jwksUrl: 'https://a.example/jwks', readAttributes: null, accessTokenTtl: null, previousSecretHash: null });
     });
 
     test('list is per tenant, oldest first (ties by client id); a duplicate id is a conflict', async () => {

@@ -7,7 +7,7 @@ const uid = () => crypto.randomUUID().replaceAll('-', '');
 function user(tenant: string, over: Partial<User> = {}): User {
   return {
     id: uid(), tenant, username: 'user-' + uid().slice(0, 8), passwordHash: '$argon2id$fake', name: 'N', email: 'e@example.org',
-    emailVerified: true, phone: null, phoneVerified: false, address: null, fhirUser: 'Patient/1', createdAt: 1000, disabled: false, ...over,
+    emailVerified: true, phone: null, phoneVerified: false, address: null, fhirUser: 'Patient/1', createdAt: 1000, disabled: false, deletedAt: null, ...over,
   };
 }
 
@@ -40,6 +40,23 @@ export function oauthContract(store: () => Store) {
       expect(await s.users.get('tb', u.id)).toBeNull();
       await expect(s.users.create(user('ta', { username: u.username }))).rejects.toBeInstanceOf(StoreConflictError);
       await s.users.create(user('tb', { username: u.username }));
+    });
+
+    test('update writes every attribute but id, tenant, username and creation time; list is per tenant by username, deleted ones too', async () => {
+      const s = store();
+      const tenant = 'tl-' + uid().slice(0, 8);
+      const [b, a] = [user(tenant, { username: 'bob' }), user(tenant, { username: 'ann' })];
+      await s.users.create(b);
+      await s.users.create(a);
+      const changed: User = {
+        ...b, passwordHash: '', name: null, email: "o'brien@example.org", emailVerified: false, phone: '+1 555', phoneVerified: true,
+        address: 'Main St', fhirUser: null, disabled: true, deletedAt: 7_000,
+      };
+      await s.users.update({ ...changed, username: 'renamed', createdAt: 5 });
+      expect(await s.users.get(tenant, b.id)).toEqual(changed);
+      expect(await s.users.get(tenant, a.id)).toEqual(a);
+      expect((await s.users.list(tenant)).map((u) => [u.username, u.deletedAt])).toEqual([['ann', null], ['bob', 7_000]]);
+      expect(await s.users.list('tl-none')).toEqual([]);
     });
   });
 
@@ -137,20 +154,52 @@ export function oauthContract(store: () => Store) {
       await s.oauth.revoke(rev);
       await s.oauth.revoke({ ...rev, revokedAt: 6000 });
       expect((await s.oauth.getRefreshToken(r.tokenHash))!.revokedAt).toBe(5000);
-      expect(await s.oauth.isRevoked(null, r.grantId)).toBe(true);
-      expect(await s.oauth.isRevoked(r.grantId, null)).toBe(false);
+      expect(await s.oauth.isRevoked({ grantId: r.grantId })).toBe(true);
+      expect(await s.oauth.isRevoked({ jti: r.grantId })).toBe(false);
       expect(await s.oauth.revokedSince(5000, 10_000)).toContainEqual(rev);
       expect(await s.oauth.revokedSince(5001, 10_000)).not.toContainEqual(rev);
       expect(await s.oauth.revokedSince(0, 200_000)).not.toContainEqual(rev);
     });
 
+    test('a client or user revocation: their refresh tokens, and tokens issued up to its time; recorded again, it moves forward', async () => {
+      const s = store();
+      const [client, userId, other] = [uid(), uid(), uid()];
+      const ofClient = refresh({ clientId: client });
+      const ofUser = refresh({ userId });
+      const bystander = refresh({ clientId: other, userId: other });
+      for (const r of [ofClient, ofUser, bystander]) await s.oauth.createRefreshToken(r);
+      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 5000, expiresAt: 90_000 });
+      await s.oauth.revoke({ kind: 'user', value: userId, revokedAt: 5000, expiresAt: 90_000 });
+      expect((await s.oauth.getRefreshToken(ofClient.tokenHash))!.revokedAt).toBe(5000);
+      expect((await s.oauth.getRefreshToken(ofUser.tokenHash))!.revokedAt).toBe(5000);
+      expect((await s.oauth.getRefreshToken(bystander.tokenHash))!.revokedAt).toBeNull();
+      // Asked with the time the client's or user's record was read to issue the token.
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: 5000 } })).toBe(true);
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: 5001 } })).toBe(false);
+      expect(await s.oauth.isRevoked({ jti: client, grantId: client })).toBe(false);
+      expect(await s.oauth.isRevoked({ user: { id: userId, readAt: 0 } })).toBe(true);
+      expect(await s.oauth.isRevoked({ client: { id: userId, readAt: 0 } })).toBe(false);
+      expect(await s.oauth.isRevoked({ client: { id: other, readAt: 0 }, user: { id: other, readAt: 0 }, jti: uid(), grantId: uid() })).toBe(false);
+      // Access tokens only: refresh tokens stay.
+      const kept = refresh({ clientId: other });
+      await s.oauth.createRefreshToken(kept);
+      await s.oauth.revoke({ kind: 'client-access', value: other, revokedAt: 6000, expiresAt: 90_000 });
+      expect(await s.oauth.isRevoked({ client: { id: other, readAt: 6000 } })).toBe(true);
+      expect((await s.oauth.getRefreshToken(kept.tokenHash))!.revokedAt).toBeNull();
+      // Disabled again later: the later time, listed for the other processes' poll; an earlier one changes nothing.
+      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 8000, expiresAt: 95_000 });
+      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 7000, expiresAt: 91_000 });
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: 8000 } })).toBe(true);
+      expect(await s.oauth.revokedSince(8000, 10_000)).toContainEqual({ kind: 'client', value: client, revokedAt: 8000, expiresAt: 95_000 });
+    });
+
     test('an access token jti', async () => {
       const s = store();
       const jti = uid();
-      expect(await s.oauth.isRevoked(jti, 'g')).toBe(false);
+      expect(await s.oauth.isRevoked({ jti, grantId: 'g' })).toBe(false);
       await s.oauth.revoke({ kind: 'jti', value: jti, revokedAt: 1, expiresAt: 2 });
-      expect(await s.oauth.isRevoked(jti, null)).toBe(true);
-      expect(await s.oauth.isRevoked(jti, 'other')).toBe(true);
+      expect(await s.oauth.isRevoked({ jti })).toBe(true);
+      expect(await s.oauth.isRevoked({ jti, grantId: 'other' })).toBe(true);
     });
   });
 

@@ -1,0 +1,138 @@
+/**
+ * A registered client's lifecycle after `createClient`: change, disable, enable, delete, rotate its secret
+ * (Keycloak's and Medplum's admin functions). Every change that cuts access records a revocation (src/auth/revocation.ts)
+ * that every `serve` process on the database applies within REVOCATION_POLL_MS, and the token endpoint refuses a
+ * disabled client within CLIENT_CACHE_TTL_MS (src/auth/client-cache.ts).
+ */
+import type { Clock } from '../clock.ts';
+import type { Client, Revocation, Store } from '../store/types.ts';
+import { AdminError, checkClient } from './admin.ts';
+import { PRINCIPAL_REVOCATION_MARGIN_MS } from './revocation.ts';
+import { isImpliedBy } from './scopes.ts';
+import { randomToken, sha256Hex } from './secrets.ts';
+import { MAX_TOKEN_TTL } from './tokens.ts';
+
+/** The longest grace period a rotated secret may keep working (seconds): a week. */
+export const MAX_SECRET_GRACE = 7 * 86400;
+
+/** What `cinder client update` may change; what is left out stays as it is. */
+export interface ClientChanges {
+  name?: string;
+  grants?: string[];
+  scopes?: string[];
+  redirectUris?: string[];
+  /** A JWK Set to register (replaces a JWK Set URL). */
+  jwks?: Client['jwks'];
+  /** A JWK Set URL to register (replaces an inline JWK Set). */
+  jwksUrl?: string;
+  /** null: every attribute again. */
+  readAttributes?: string[] | null;
+  /** null: the server's default lifetime again. */
+  accessTokenTtl?: number | null;
+}
+
+/** Whether a client is active, disabled or deleted (`cinder client list|show`). */
+export function clientStatus(c: Client): 'active' | 'disabled' | 'deleted' {
+  return c.deletedAt !== null ? 'deleted' : c.disabled ? 'disabled' : 'active';
+}
+
+/** The client `clientId` names; a deleted one only when `deleted` allows it (show). */
+export async function findClient(store: Store, clientId: string, deleted = false): Promise<Client> {
+  const client = await store.clients.get(clientId);
+  if (!client || (client.deletedAt !== null && !deleted)) throw new AdminError(`no client '${clientId}'${client ? ' (it was deleted)' : ''}`);
+  return client;
+}
+
+/**
+ * A revocation of every token of the client (`client`: access and refresh tokens) or of its access tokens only
+ * (`client-access`), recorded now; it lasts as long as the longest access token it may cover.
+ */
+export function clientRevocation(kind: 'client' | 'client-access', clientId: string, now: number): Revocation {
+  return { kind, value: clientId, revokedAt: now, expiresAt: now + MAX_TOKEN_TTL * 1000 + PRINCIPAL_REVOCATION_MARGIN_MS };
+}
+
+/** Whether `after` takes away any scope `before` granted (a resource scope no longer implied, or another one removed). */
+export function scopesNarrowed(before: string[], after: string[]): boolean {
+  return before.some((s) => !isImpliedBy(s, after));
+}
+
+/**
+ * Changes a client's registration, checked as `createClient` checks a new one. Narrowing its scopes also revokes
+ * every access token issued to it so far (they may carry a scope it no longer has); its refresh tokens stay, and
+ * a refresh never yields more than the scopes it now holds (stillRegistered).
+ */
+export async function updateClient(store: Store, clock: Clock, clientId: string, changes: ClientChanges): Promise<{ client: Client; tokensRevoked: boolean }> {
+  const before = await findClient(store, clientId);
+  const after: Client = { ...before };
+  if (changes.name !== undefined) after.name = changes.name;
+  if (changes.grants !== undefined) after.grants = changes.grants;
+  if (changes.scopes !== undefined) after.scopes = changes.scopes;
+  if (changes.redirectUris !== undefined) after.redirectUris = changes.redirectUris;
+  if (changes.jwks !== undefined && changes.jwksUrl !== undefined) throw new AdminError('register either a JWK Set or a JWK Set URL, not both');
+  if (changes.jwks !== undefined) Object.assign(after, { jwks: changes.jwks, jwksUrl: null });
+  if (changes.jwksUrl !== undefined) Object.assign(after, { jwks: null, jwksUrl: changes.jwksUrl });
+  if (changes.readAttributes !== undefined) after.readAttributes = changes.readAttributes;
+  if (changes.accessTokenTtl !== undefined) after.accessTokenTtl = changes.accessTokenTtl;
+  checkClient(after);
+  const narrowed = scopesNarrowed(before.scopes, after.scopes);
+  await store.clients.update(after);
+  if (narrowed) await store.oauth.revoke(clientRevocation('client-access', clientId, clock.now()));
+  return { client: after, tokensRevoked: narrowed };
+}
+
+/**
+ * Disables a client: the token endpoint, revocation and introspection refuse it, every token it was issued
+ * (access and refresh) is revoked, and its Subscriptions notify nothing. Enabling it again lets it obtain new
+ * tokens; those revoked stay revoked. Idempotent (disabling again revokes what was issued meanwhile).
+ */
+export async function disableClient(store: Store, clock: Clock, clientId: string): Promise<Client> {
+  const client = { ...(await findClient(store, clientId)), disabled: true };
+  await store.clients.update(client);
+  await store.oauth.revoke(clientRevocation('client', clientId, clock.now()));
+  return client;
+}
+
+/** Enables a disabled client (not a deleted one). */
+export async function enableClient(store: Store, clientId: string): Promise<Client> {
+  const client = { ...(await findClient(store, clientId)), disabled: false };
+  await store.clients.update(client);
+  return client;
+}
+
+/**
+ * Deletes a client, softly: it is disabled for good (as disableClient, its tokens revoked), its secrets and keys
+ * are forgotten, and the row stays so that the audit trail and export jobs still name it; its id is never reused.
+ */
+export async function deleteClient(store: Store, clock: Clock, clientId: string): Promise<Client> {
+  const now = clock.now();
+  const client: Client = {
+    ...(await findClient(store, clientId)), disabled: true, deletedAt: now, secretHash: null, previousSecretHash: null, previousSecretUntil: null,
+    jwks: null, jwksUrl: null,
+  };
+  await store.clients.update(client);
+  await store.oauth.revoke(clientRevocation('client', clientId, now));
+  return client;
+}
+
+/**
+ * Issues a client a new secret, returned once. With `graceSeconds` 0 (the default: a leaked secret) the old one
+ * stops at once and every access token issued so far is revoked; with a grace period (a planned rotation) the
+ * old secret keeps working until it ends and issued tokens stay. Refresh tokens stay either way: refreshing
+ * needs the client's secret, so they are only of use with the new one.
+ */
+export async function rotateClientSecret(store: Store, clock: Clock, clientId: string, graceSeconds = 0): Promise<{ client: Client; clientSecret: string }> {
+  if (!(Number.isInteger(graceSeconds) && graceSeconds >= 0 && graceSeconds <= MAX_SECRET_GRACE)) {
+    throw new AdminError(`the grace period takes 0-${MAX_SECRET_GRACE} seconds`);
+  }
+  const before = await findClient(store, clientId);
+  if (before.secretHash === null) throw new AdminError(`client '${clientId}' has no secret (it is public, or authenticates with its keys)`);
+  const now = clock.now();
+  const secret = randomToken(32);
+  const client: Client = {
+    ...before, secretHash: sha256Hex(secret),
+    previousSecretHash: graceSeconds > 0 ? before.secretHash : null, previousSecretUntil: graceSeconds > 0 ? now + graceSeconds * 1000 : null,
+  };
+  await store.clients.update(client);
+  if (graceSeconds === 0) await store.oauth.revoke(clientRevocation('client-access', clientId, now));
+  return { client, clientSecret: secret };
+}

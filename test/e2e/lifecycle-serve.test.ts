@@ -1,0 +1,103 @@
+/**
+ * Cutting access across processes: a running `cinder serve` and the `cinder` command line as separate
+ * processes on one database, an app driven by a real OAuth client library (oauth4webapi). A disabled
+ * client is refused by the token endpoint and its access token by the FHIR API within the documented
+ * 5 seconds (client cache, revocation poll); a rotated secret likewise. From source and (when built) dist/cinder.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as oauth from 'oauth4webapi';
+import { freePort } from '../helpers/export-e2e.ts';
+import { cinderCommands } from '../helpers/processes.ts';
+
+const insecure = { [oauth.allowInsecureRequests]: true } as const;
+/** The documented bound (docs/operations.md), and a margin for a loaded machine. */
+const BOUND_MS = 5_000;
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe.each(cinderCommands())('cutting access beside a running cinder serve (%s)', (_, command) => {
+  test('client disable, enable and rotate-secret take effect in the server within 5 seconds', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cinder-lifecycle-'));
+    dirs.push(dir);
+    const port = freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base, CINDER_DATA_DIR: join(dir, 'data'), CINDER_LOG_LEVEL: 'error' };
+    const cinder = async (...args: string[]) => {
+      const p = Bun.spawn([...command, ...args, '--json'], { env, cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+      const [out, err, code] = [await new Response(p.stdout).text(), await new Response(p.stderr).text(), await p.exited];
+      if (code !== 0) throw new Error(`cinder ${args.join(' ')}: ${code} ${err}`);
+      return JSON.parse(out) as Record<string, string>;
+    };
+    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'inherit' });
+    try {
+      const reader = server.stdout.getReader();
+      let banner = '';
+      while (!banner.includes('token URL:')) {
+        const chunk = await reader.read();
+        if (chunk.done) break;
+        banner += new TextDecoder().decode(chunk.value);
+      }
+      const app = await cinder('client', 'create', '--tenant', 'default', '--name', 'Leaky app', '--scope', 'system/*.read');
+      const issuer = new URL(base);
+      const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oidc', ...insecure }));
+      const client: oauth.Client = { client_id: app.client_id! };
+      /** A client_credentials grant through oauth4webapi: the token, or the OAuth error code. */
+      const grant = async (secret: string) => {
+        const res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(secret), { scope: 'system/*.read' }, insecure);
+        try {
+          return { token: (await oauth.processClientCredentialsResponse(as, client, res)).access_token };
+        } catch (err) {
+          if (err instanceof oauth.ResponseBodyError) return { error: err.error, status: err.status };
+          // invalid_client comes with the Basic challenge, which oauth4webapi reports as such; the body names the error.
+          if (err instanceof oauth.WWWAuthenticateChallengeError) return { error: ((await err.response.json()) as { error: string }).error, status: err.status };
+          throw err;
+        }
+      };
+      /** The FHIR API's status for a read with `token` (a 401's Bearer challenge is what oauth4webapi throws). */
+      const read = async (token: string) => {
+        try {
+          return (await oauth.protectedResourceRequest(token, 'GET', new URL(`${base}/tenants/default/fhir/R4/Patient`), undefined, undefined, insecure)).status;
+        } catch (err) {
+          if (err instanceof oauth.WWWAuthenticateChallengeError) return err.status;
+          throw err;
+        }
+      };
+      /** Polls until `check` holds; returns how long that took (ms), or fails past the bound. */
+      const within = async (check: () => Promise<boolean>) => {
+        const started = Date.now();
+        while (!(await check())) {
+          expect(Date.now() - started).toBeLessThan(BOUND_MS + 2_000);
+          await Bun.sleep(100);
+        }
+        return Date.now() - started;
+      };
+
+      const first = (await grant(app.client_secret!)).token!;
+      expect(await read(first)).toBe(200);
+      await cinder('client', 'disable', app.client_id!);
+      const refused = await within(async () => (await grant(app.client_secret!)).error === 'invalid_client');
+      const cut = await within(async () => (await read(first)) === 401);
+      expect(await grant(app.client_secret!)).toEqual({ error: 'invalid_client', status: 400 });
+
+      await cinder('client', 'enable', app.client_id!);
+      let second = '';
+      const back = await within(async () => !!(second = (await grant(app.client_secret!)).token ?? ''));
+      expect(await read(second)).toBe(200);
+      expect(await read(first)).toBe(401);
+
+      const rotated = await cinder('client', 'rotate-secret', app.client_id!);
+      const rotatedIn = await within(async () => (await grant(app.client_secret!)).error === 'invalid_client' && (await read(second)) === 401);
+      expect(await read((await grant(rotated.client_secret!)).token!)).toBe(200);
+      console.log(`disable: grants refused after ${refused} ms, its token after ${cut} ms more; enable: ${back} ms; rotate-secret: ${rotatedIn} ms`);
+    } finally {
+      server.kill();
+      await server.exited;
+    }
+  }, 60_000);
+});

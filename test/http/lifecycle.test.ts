@@ -1,0 +1,304 @@
+/**
+ * Cutting access (docs/operations.md, "Incident response"): clients and users disabled, enabled, deleted and
+ * changed through the `cinder` command line, as an operator does beside running servers on one database, and
+ * what the token endpoint, the FHIR API, introspection and Subscriptions make of it, on both databases. The
+ * command line is another process: the app sees its changes through its client cache and revocation poll,
+ * which the tests pass by moving the clock past them (the system clock, which the command line reads too).
+ */
+import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
+import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+import { fhirClient, type Json } from '../helpers/fhir.ts';
+import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+type Tokens = { access_token: string; refresh_token?: string; scope: string; error?: string };
+
+/** Past the app's client cache and revocation poll (5 s each). */
+const PAST_CACHES_MS = 6_000;
+
+/** The system clock, moved by the tests: the app and the command line (systemClock) both read it. */
+const systemTime: TestClock = {
+  now: () => Date.now(),
+  advance: (ms) => void setSystemTime(new Date(Date.now() + ms)),
+  set: (ms) => void setSystemTime(new Date(ms)),
+};
+afterAll(() => void setSystemTime());
+
+for (const target of targets) {
+  describe(`client and user lifecycle through the command line, on ${target.kind}`, () => {
+    let t: TestApp;
+    let cli: ReturnType<typeof createCliEnv>;
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      t = await createTestApp({ store, clock: systemTime, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+      cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
+      await testUser(t);
+    }, 60_000);
+    afterAll(async () => {
+      await t.close();
+      cli.close();
+    });
+
+    /** Runs a `cinder` command that must succeed; returns its --json output. */
+    async function cinder(argv: string[], stdin?: string): Promise<Json> {
+      const r = await cli.run([...argv, '--json'], stdin === undefined ? {} : { stdin });
+      if (r.code !== 0) throw new Error(`cinder ${argv.join(' ')}: ${r.code} ${r.stderr}`);
+      return JSON.parse(r.stdout) as Json;
+    }
+    /** Moves the clock past the app's caches. */
+    const later = () => t.clock.advance(PAST_CACHES_MS);
+    const backend = async (scopes = ['system/*.read']) => {
+      const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes });
+      return { id: client.clientId, secret: clientSecret! };
+    };
+    const clientCredentials = (c: { id: string; secret: string }, scope?: string) =>
+      post(t, { grant_type: 'client_credentials', ...(scope ? { scope } : {}) }, { Authorization: basic(c.id, c.secret) });
+    const tokenOf = async (res: Response) => {
+      expect(res.status).toBe(200);
+      return (await res.json()) as Tokens;
+    };
+    const read = (token: string) => t.request(`${t.fhir()}/Patient`, fhirInit(token));
+    const introspect = async (token: string) => {
+      const res = await post(t, { token }, { Authorization: basic(t.admin.client.clientId, t.admin.clientSecret!) }, '/oauth2/introspect');
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { active: boolean }).active;
+    };
+    const expectTokenError = async (res: Response, error: string) => {
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as Tokens).error).toBe(error);
+    };
+    /** Signs alice in to `app` and redeems the code: access and refresh token. */
+    const userTokens = async (app: { id: string; secret: string | null }, scope = 'openid offline_access user/*.read') =>
+      tokenOf(await redeem(t, await getCode(t, { clientId: app.id, scope }), app));
+    const refresh = (app: { id: string; secret: string | null }, refreshToken: string) =>
+      post(t, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: app.id }, { Authorization: basic(app.id, app.secret!) });
+
+    test('client disable: every grant refused, its tokens refused and inactive; enable: new tokens only', async () => {
+      const c = await backend();
+      const before = (await tokenOf(await clientCredentials(c))).access_token;
+      expect((await read(before)).status).toBe(200);
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ client_id: c.id, status: 'disabled' });
+      // Introspection reads the database: inactive at once.
+      expect(await introspect(before)).toBe(false);
+      later();
+      await expectTokenError(await clientCredentials(c), 'invalid_client');
+      expect((await read(before)).status).toBe(401);
+
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ status: 'active' });
+      later();
+      const after = (await tokenOf(await clientCredentials(c))).access_token;
+      expect((await read(after)).status).toBe(200);
+      expect(await introspect(after)).toBe(true);
+      // What the disable revoked stays revoked.
+      expect((await read(before)).status).toBe(401);
+      expect(await introspect(before)).toBe(false);
+    });
+
+    test('a token a server issued on the client record it still held from before the disable is refused too', async () => {
+      const c = await backend();
+      await tokenOf(await clientCredentials(c));
+      await cinder(['client', 'disable', c.id]);
+      t.clock.advance(1_000);
+      // Within the client cache's 5 seconds this server has not seen the disable yet, and issues a token...
+      const stale = (await tokenOf(await clientCredentials(c))).access_token;
+      later();
+      // ...which the revocation covers: it was issued on a record read before it.
+      expect((await read(stale)).status).toBe(401);
+      expect(await introspect(stale)).toBe(false);
+    });
+
+    test("client disable: a user app's refresh tokens stop for good, and its access tokens", async () => {
+      const app = await userClient(t);
+      const tokens = await userTokens(app);
+      await cinder(['client', 'disable', app.id]);
+      later();
+      await expectTokenError(await refresh(app, tokens.refresh_token!), 'invalid_client');
+      expect((await read(tokens.access_token)).status).toBe(401);
+      expect(await introspect(tokens.refresh_token!)).toBe(false);
+      await cinder(['client', 'enable', app.id]);
+      later();
+      await expectTokenError(await refresh(app, tokens.refresh_token!), 'invalid_grant');
+      const again = await userTokens(app);
+      expect((await read(again.access_token)).status).toBe(200);
+    });
+
+    test('client delete: soft, for good; listed and shown as deleted', async () => {
+      const c = await backend();
+      const token = (await tokenOf(await clientCredentials(c))).access_token;
+      expect(await cinder(['client', 'delete', c.id])).toMatchObject({ status: 'deleted' });
+      later();
+      await expectTokenError(await clientCredentials(c), 'invalid_client');
+      expect((await read(token)).status).toBe(401);
+      const enable = await cli.run(['client', 'enable', c.id]);
+      expect(enable.code).toBe(2);
+      expect(enable.stderr).toContain('deleted');
+      expect(await cinder(['client', 'show', c.id])).toMatchObject({ client_id: c.id, status: 'deleted', deleted_at: expect.any(String) });
+      const listed = (await cinder(['client', 'list', '--tenant', 't1'])) as unknown as Json[];
+      expect(listed.find((x) => x.client_id === c.id)).toMatchObject({ status: 'deleted' });
+      expect(listed.find((x) => x.client_id === t.admin.client.clientId)).toMatchObject({ status: 'active', name: 'admin' });
+    });
+
+    test('rotate-secret: the old secret stops at once and its access tokens with it; the new one works', async () => {
+      const c = await backend();
+      const token = (await tokenOf(await clientCredentials(c))).access_token;
+      const rotated = await cinder(['client', 'rotate-secret', c.id]);
+      expect(rotated.client_secret).toEqual(expect.any(String));
+      expect(rotated.previous_secret_until).toBeUndefined();
+      later();
+      await expectTokenError(await clientCredentials(c), 'invalid_client');
+      expect((await read(token)).status).toBe(401);
+      const fresh = (await tokenOf(await clientCredentials({ id: c.id, secret: rotated.client_secret as string }))).access_token;
+      expect((await read(fresh)).status).toBe(200);
+    });
+
+    test('rotate-secret --grace: both secrets work until the grace period ends, and issued tokens stay', async () => {
+      const c = await backend();
+      const token = (await tokenOf(await clientCredentials(c))).access_token;
+      const rotated = await cinder(['client', 'rotate-secret', c.id, '--grace', '60']);
+      expect(Date.parse(rotated.previous_secret_until as string)).toBeGreaterThan(Date.now() + 50_000);
+      later();
+      expect((await read(token)).status).toBe(200);
+      await tokenOf(await clientCredentials(c));
+      await tokenOf(await clientCredentials({ id: c.id, secret: rotated.client_secret as string }));
+      t.clock.set(Date.parse(rotated.previous_secret_until as string) + PAST_CACHES_MS);
+      await expectTokenError(await clientCredentials(c), 'invalid_client');
+      await tokenOf(await clientCredentials({ id: c.id, secret: rotated.client_secret as string }));
+      expect((await cli.run(['client', 'rotate-secret', c.id, '--grace', '-1'])).code).toBe(2);
+    });
+
+    test('update --scope narrowing: issued access tokens are cut, refresh yields only the scopes still registered', async () => {
+      const c = await backend(['system/*.read']);
+      const wide = (await tokenOf(await clientCredentials(c))).access_token;
+      const app = await userClient(t, { scopes: ['user/Patient.read', 'user/Observation.read'] });
+      await testUser(t, { username: 'frank', fhirUser: 'Practitioner/7' });
+      const signedIn = await signIn(t, { clientId: app.id, scope: 'openid offline_access user/Patient.read user/Observation.read' }, 'frank');
+      const tokens = await tokenOf(await redeem(t, new URL(signedIn.headers.get('location')!).searchParams.get('code')!, app));
+      expect(tokens.scope.split(' ')).toContain('user/Observation.read');
+
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/Patient.read'])).toMatchObject({ scopes: ['system/Patient.read'], access_tokens_revoked: true });
+      await cinder(['client', 'update', app.id, '--scope', 'user/Patient.read']);
+      later();
+      expect((await read(wide)).status).toBe(401);
+      expect((await read(tokens.access_token)).status).toBe(401);
+      const narrow = await tokenOf(await clientCredentials(c, 'system/*.read system/Patient.read'));
+      expect(narrow.scope).toBe('system/Patient.read');
+      const refreshed = await tokenOf(await refresh(app, tokens.refresh_token!));
+      expect(refreshed.scope.split(' ').sort()).toEqual(['offline_access', 'openid', 'user/Patient.read']);
+      expect((await t.request(`${t.fhir()}/Observation`, fhirInit(refreshed.access_token))).status).toBe(403);
+
+      // Widening again cuts nothing.
+      const kept = (await tokenOf(await clientCredentials(c))).access_token;
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/*.read', '--name', 'Widened'])).toMatchObject({ name: 'Widened', access_tokens_revoked: false });
+      later();
+      expect((await read(kept)).status).toBe(200);
+    });
+
+    test('update is checked as create is, and a refused change writes nothing', async () => {
+      const c = await backend();
+      const before = await cinder(['client', 'show', c.id]);
+      for (const argv of [
+        ['--grant', 'authorization_code'], ['--grant', 'password'], ['--redirect-uri', 'https://app.example/cb#fragment'], ['--read-attribute', 'shoe_size'],
+        ['--access-token-ttl', '5'], ['--jwks-url', 'ftp://x'], ['--jwks-url', 'https://a.example/jwks', '--jwks-file', '/dev/null'], [],
+      ]) {
+        const r = await cli.run(['client', 'update', c.id, ...argv]);
+        expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
+      }
+      expect(await cinder(['client', 'show', c.id])).toEqual(before);
+      expect((await cli.run(['client', 'update', 'no-such-client', '--name', 'x'])).code).toBe(2);
+      expect((await cli.run(['client', 'show', 'no-such-client'])).code).toBe(2);
+    });
+
+    test('client ids beginning with - or -- are taken as ids, not options; --help names the commands', async () => {
+      for (const id of ['-Py2XVNzRKqLUO9cB9UAgA', '--Xy2XVNzRKqLUO9cB9UAg']) {
+        const row = { ...t.admin.client, clientId: id, name: 'dashed' };
+        await t.store.clients.create(row);
+        expect(await cinder(['client', 'show', id])).toMatchObject({ client_id: id, name: 'dashed' });
+        expect(await cinder(['client', 'update', '--name', 'still dashed', id])).toMatchObject({ client_id: id, name: 'still dashed' });
+        expect(await cinder(['client', 'disable', id])).toMatchObject({ client_id: id, status: 'disabled' });
+      }
+      expect((await cli.run(['client', 'show', '-a', '-b'])).code).toBe(2);
+      for (const argv of [['client', 'rotate-secret'], ['client', 'update'], ['user', 'update'], ['user', 'disable']]) {
+        const help = await cli.run([...argv, '--help']);
+        expect(help.code).toBe(0);
+        expect(help.stdout).toContain(`cinder ${argv.join(' ')}`);
+      }
+    });
+
+    test("user disable: sign-in fails as a wrong password does; their tokens stop; enable revives none of them", async () => {
+      const app = await userClient(t);
+      await testUser(t, { username: 'dave' });
+      const sign = (username: string, password = PASSWORD) => signIn(t, { clientId: app.id, scope: 'openid offline_access user/*.read' }, username, password);
+      const tokens = await tokenOf(await redeem(t, new URL((await sign('dave')).headers.get('location')!).searchParams.get('code')!, app));
+      expect(await cinder(['user', 'disable', '--tenant', 't1', 'dave'])).toMatchObject({ username: 'dave', status: 'disabled' });
+      const wrong = await sign('alice', 'not the password');
+      const disabled = await sign('dave');
+      expect(disabled.status).toBe(wrong.status);
+      expect((await disabled.text()).replace(/value="[^"]*"/g, '')).toBe((await wrong.text()).replace(/value="[^"]*"/g, ''));
+      await expectTokenError(await refresh(app, tokens.refresh_token!), 'invalid_grant');
+      expect(await introspect(tokens.access_token)).toBe(false);
+      later();
+      expect((await read(tokens.access_token)).status).toBe(401);
+
+      await cinder(['user', 'enable', '--tenant', 't1', 'dave']);
+      later();
+      expect((await sign('dave')).status).toBe(303);
+      await expectTokenError(await refresh(app, tokens.refresh_token!), 'invalid_grant');
+      expect((await read(tokens.access_token)).status).toBe(401);
+    });
+
+    test('user delete: soft, for good, and the username stays taken; update --password-stdin signs them out', async () => {
+      const app = await userClient(t);
+      await testUser(t, { username: 'erin' });
+      const sign = (username: string, password = PASSWORD) => signIn(t, { clientId: app.id, scope: 'openid user/*.read' }, username, password);
+      const code = new URL((await sign('erin')).headers.get('location')!).searchParams.get('code')!;
+      const tokens = await tokenOf(await redeem(t, code, app));
+
+      const updated = await cinder(['user', 'update', '--tenant', 't1', 'erin', '--password-stdin', '--email', 'erin@example.org'], 'a new long password\n');
+      expect(updated).toMatchObject({ email: 'erin@example.org', email_verified: false, tokens_revoked: true });
+      later();
+      expect((await read(tokens.access_token)).status).toBe(401);
+      expect((await sign('erin')).status).toBe(200);
+      expect((await sign('erin', 'a new long password')).status).toBe(303);
+
+      expect(await cinder(['user', 'delete', '--tenant', 't1', 'erin'])).toMatchObject({ status: 'deleted' });
+      expect((await sign('erin', 'a new long password')).status).toBe(200);
+      expect((await cli.run(['user', 'enable', '--tenant', 't1', 'erin'])).code).toBe(2);
+      const again = await cli.run(['user', 'create', '--tenant', 't1', '--username', 'erin', '--password-stdin'], { stdin: 'another password' });
+      expect(again.code).toBe(2);
+      expect(await cinder(['user', 'show', '--tenant', 't1', 'erin'])).toMatchObject({ status: 'deleted', deleted_at: expect.any(String) });
+      const users = (await cinder(['user', 'list', '--tenant', 't1'])) as unknown as Json[];
+      expect(users.map((u) => `${u.username}:${u.status}`)).toContain('erin:deleted');
+      expect((await cli.run(['user', 'update', '--tenant', 't1', 'alice', '--fhir-user', 'Observation/1'])).code).toBe(2);
+    });
+
+    test("a disabled client's Subscriptions notify nothing, and resume when it is enabled", async () => {
+      const c = await backend(['system/*.*']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      const res = await owner.post('Subscription', {
+        resourceType: 'Subscription', status: 'requested', reason: 'lifecycle', criteria: 'Patient?family=lifecycle', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' },
+      });
+      expect(res.status).toBe(201);
+      const id = ((await res.json()) as Json).id as string;
+      const admin = fhirClient(t, await t.token());
+      const notified = async () => (await t.store.subscriptions.pending('t1', id, 100)).length;
+      await admin.put200({ resourceType: 'Patient', id: 'lc1', name: [{ family: 'lifecycle' }] });
+      expect(await notified()).toBe(1);
+      await cinder(['client', 'disable', c.id]);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'lc2', name: [{ family: 'lifecycle' }] });
+      expect(await notified()).toBe(1);
+      await cinder(['client', 'enable', c.id]);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'lc3', name: [{ family: 'lifecycle' }] });
+      expect(await notified()).toBe(2);
+    });
+  });
+}

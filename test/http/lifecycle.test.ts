@@ -299,6 +299,13 @@ for (const target of targets) {
       later();
       await admin.put200({ resourceType: 'Patient', id: 'lc3', name: [{ family: 'lifecycle' }] });
       expect(await notified()).toBe(2);
+      // Disabled again before they are delivered: the delivery loop drops what waits, and sends nothing.
+      await cinder(['client', 'disable', c.id]);
+      later();
+      const sent = t.app.subscriptions.counts.delivered + t.app.subscriptions.counts.failed;
+      await t.app.subscriptions.runOnce();
+      expect(await notified()).toBe(0);
+      expect(t.app.subscriptions.counts.delivered + t.app.subscriptions.counts.failed).toBe(sent);
     });
   });
 }

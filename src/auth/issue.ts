@@ -5,7 +5,7 @@ import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
 import type { TokenResponse } from './grants/types.ts';
-import { isImpliedBy, isResourceScope, needsPatientContext, releasesEncounter } from './scopes.ts';
+import { isImpliedBy, isResourceScope, needsPatientContext, releasesEncounter, scopesAsPatient } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
 /** What a user-facing grant (authorization_code, refresh_token) issues tokens for, its stored context included. */
@@ -39,7 +39,9 @@ export function checkReadableScopes(client: Client, scopes: string[]): void {
  * more than the client may now be granted. OpenID and launch scopes stay as granted.
  */
 export function stillRegistered(client: Client, scopes: string[]): string[] {
-  return scopes.filter((s) => !isResourceScope(s) || isImpliedBy(s, client.scopes));
+  // A user who acts for patients holds a registered `user/` scope as its `patient/` form (scopesForUser), stored so.
+  const asPatient = scopesAsPatient(client.scopes);
+  return scopes.filter((s) => !isResourceScope(s) || isImpliedBy(s, client.scopes) || isImpliedBy(s, asPatient));
 }
 
 /** The grant's user, who must still exist and be enabled, and when they were read (taken before the read). */

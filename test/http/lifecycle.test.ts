@@ -201,6 +201,15 @@ for (const target of targets) {
       expect((await read(kept)).status).toBe(200);
     });
 
+    test("a patient user's refresh keeps the patient/ form of a scope the app still has registered as user/", async () => {
+      const app = await userClient(t, { scopes: ['user/*.read'] });
+      const tokens = await userTokens(app, 'openid offline_access user/*.read');
+      expect(tokens.scope.split(' ')).toContain('patient/*.read');
+      await cinder(['client', 'update', app.id, '--name', 'Renamed']);
+      later();
+      expect((await tokenOf(await refresh(app, tokens.refresh_token!))).scope.split(' ')).toContain('patient/*.read');
+    });
+
     test('update is checked as create is, and a refused change writes nothing', async () => {
       const c = await backend();
       const before = await cinder(['client', 'show', c.id]);

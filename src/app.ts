@@ -65,6 +65,7 @@ import { oauthRoutes, smartConfigurationResponse, tokenRoute } from './http/oaut
 import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
+import { stillRegistered } from './auth/issue.ts';
 import { accessFromScopes } from './auth/scopes.ts';
 import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
@@ -225,9 +226,11 @@ export function createApp(deps: AppDeps): App {
     questionnaires: new QuestionnaireValidator(storeQuestionnaires(store), valueSetMembership(terminology.service)),
     ...(referentialIntegrity ? { referentialIntegrity } : {}),
   };
-  // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is.
+  // A subscription's owner's access, rebuilt from the scopes recorded at its activation, as a token's is, held to
+  // what its client still has registered (a refresh is too: stillRegistered).
   const restoreAccess: RestoreAccess = async (tenant, owner) => {
-    const access = accessFromScopes(owner.scopes, owner.clientId, owner.patient);
+    const client = await authDeps.clients.get(owner.clientId);
+    const access = accessFromScopes(client ? stillRegistered(client, owner.scopes) : owner.scopes, owner.clientId, owner.patient);
     if (access.incomplete) await access.complete(tenant, completeConditions);
     return access;
   };
@@ -236,10 +239,10 @@ export function createApp(deps: AppDeps): App {
   // Every write reads the tenant's active subscriptions: from the store as it is, not behind a reindex's
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
-  const clientEnabled = async (clientId: string) => !(await authDeps.clients.get(clientId))?.disabled;
-  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, clientEnabled, allowPrivate, ...resolve });
+  const client = (clientId: string) => authDeps.clients.get(clientId);
+  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, allowPrivate, ...resolve });
   const sockets = new SubscriptionSockets({ store: deps.store, clock, log });
-  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, clientEnabled, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
+  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, client, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
 import { FhirError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
-import type { ClaimedSubscription, PendingNotification, ResourceVersion } from '../../store/types.ts';
+import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion } from '../../store/types.ts';
 import { operatorAccess } from '../access.ts';
 import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
@@ -51,8 +51,8 @@ export interface DeliveryOptions {
   resolve?: ResolveHost;
   /** The websocket channel's sockets of this process, pinged each round. */
   sockets?: SubscriptionSockets;
-  /** Whether the owner's client is still enabled (HubOptions.clientEnabled): a disabled one's waiting notifications are dropped. */
-  clientEnabled: (clientId: string) => Promise<boolean>;
+  /** The owner's client (HubOptions.client): a disabled one's waiting notifications are dropped. */
+  client: (clientId: string) => Promise<Client | null>;
 }
 
 /** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries_total`, a counter). */
@@ -177,8 +177,8 @@ export class SubscriptionDelivery {
       const current = await fhir.store.resources.read(c.tenant, 'Subscription', c.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
       const channel = (sub?.channel ?? {}) as Json;
-      const client = ownerClient(c.owner);
-      const disabled = client !== null && !(await this.options.clientEnabled(client));
+      const clientId = ownerClient(c.owner);
+      const disabled = clientId !== null && !!(await this.options.client(clientId))?.disabled;
       if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || disabled) {
         this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;

@@ -17,7 +17,7 @@ import type { Resource } from '../resource.ts';
 import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
-import type { Condition, TextEntry } from '../../store/types.ts';
+import type { Client, Condition, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { cachedLookups } from './lookups.ts';
@@ -36,11 +36,12 @@ export interface HubOptions {
   log: Logger;
   restoreAccess: RestoreAccess;
   /**
-   * Whether the client that activated a subscription is still enabled: one disabled or deleted (`cinder client
-   * disable|delete`) has its subscriptions notify nothing until it is enabled again (src/app.ts reads it through
-   * the client cache, so every process sees a change within CLIENT_CACHE_TTL_MS).
+   * The registration of the client that activated a subscription, as the token endpoint reads it (src/app.ts: the
+   * client cache, so every process sees a change within CLIENT_CACHE_TTL_MS): one disabled or deleted (`cinder
+   * client disable|delete`) has its subscriptions notify nothing until it is enabled again, and a change of its
+   * scopes compiles them again (restoreAccess holds the recorded scopes to what the client still has registered).
    */
-  clientEnabled: (clientId: string) => Promise<boolean>;
+  client: (clientId: string) => Promise<Client | null>;
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
@@ -52,8 +53,13 @@ interface Compiled {
   type: string;
   where: Condition[];
   access: Access;
+  /** The owner's record (owner.ts) and the criteria, to compile it again when its client's registration changes. */
+  owner: string;
+  criteria: unknown;
   /** The client that activated it; null for one the operator's access activated. */
   clientId: string | null;
+  /** That client's registered scopes when it was compiled (null: no such client). */
+  registered: string | null;
 }
 
 interface ActiveSet {
@@ -183,7 +189,7 @@ export class SubscriptionHub {
       let words: TextEntry | undefined | null = v.index ? (v.index.text ?? undefined) : null;
       const wordsOf = () => (words === null ? (words = textIndexOf(resource)) : words);
       for (const s of subs) {
-        if (s.clientId !== null && !(await this.options.clientEnabled(s.clientId))) continue;
+        if (s.clientId !== null && !(await this.current(tenant, s))) continue;
         if (!(await matchConditions(resource, v.lastUpdated, s.where, ctx, v.index, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
         if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v])).length) continue;
@@ -191,6 +197,32 @@ export class SubscriptionHub {
       }
     }
     return out;
+  }
+
+  /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */
+  private async registeredScopes(clientId: string): Promise<string | null> {
+    return (await this.options.client(clientId))?.scopes.join(' ') ?? null;
+  }
+
+  /**
+   * Whether subscription `s` of a client may notify now: not while its client is disabled; and, its client's
+   * scopes changed since it was compiled, compiled again first (in place: the set is this process's latest).
+   */
+  private async current(tenant: string, s: Compiled): Promise<boolean> {
+    const client = await this.options.client(s.clientId!);
+    if (client?.disabled) return false;
+    const registered = client?.scopes.join(' ') ?? null;
+    if (registered === s.registered) return true;
+    const { fhir, clock, log, restoreAccess } = this.options;
+    try {
+      const access = await ownerAccess(tenant, s.owner, restoreAccess);
+      const c = await compileCriteria(fhir, tenant, access, s.criteria, clock.now());
+      Object.assign(s, { access, where: c.where, registered });
+      return true;
+    } catch (err) {
+      log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: s.id, err });
+      return false;
+    }
   }
 
   private state(tenant: string): TenantState {
@@ -236,10 +268,12 @@ export class SubscriptionHub {
       // Without an owner (stored by `cinder import`, never activated through the API) a subscription notifies nothing.
       if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '')) continue;
       try {
+        const clientId = ownerClient(owner);
+        const registered = clientId === null ? null : await this.registeredScopes(clientId);
         const access = await ownerAccess(tenant, owner, restoreAccess);
         const c = await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
         const list = byType.get(c.type) ?? [];
-        list.push({ id: row.id, type: c.type, where: c.where, access, clientId: ownerClient(owner) });
+        list.push({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered });
         byType.set(c.type, list);
       } catch (err) {
         log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import { createRevocationList } from '../../src/auth/revocation.ts';
-import { createTokenVerifier } from '../../src/auth/tokens.ts';
+import { createTokenVerifier, signAccessToken } from '../../src/auth/tokens.ts';
 import { createTestApp } from '../helpers/app.ts';
 import { craftToken } from '../helpers/fhir.ts';
 
@@ -77,5 +77,47 @@ describe('token verifier: one function, answering at once in the steady state', 
     } finally {
       t.clock.advance(-5_000);
     }
+  });
+});
+
+describe('client and user revocations: tokens issued on records read before them', () => {
+  const sign = (claims: Partial<Parameters<typeof signAccessToken>[3]>) =>
+    signAccessToken(t.keys, t.clock, t.config.baseUrl, { sub: 'u-1', aud: t.fhir(), client_id: 'c-1', scope: 'user/*.read', tenant: 't1', ...claims }, 300).then((r) => r.token);
+  const refused = async (verify: (token: string) => unknown, token: string) => {
+    try {
+      await verify(token);
+      return false;
+    } catch (err) {
+      expect(String(err)).toContain('revoked');
+      return true;
+    }
+  };
+
+  test('a client revocation refuses what was issued on a record read at or before it, and nothing read after', async () => {
+    const { verify, revocations } = verifier();
+    const at = t.clock.now();
+    const clientId = `c-${crypto.randomUUID()}`;
+    const before = await sign({ client_id: clientId, crt: at - 3_000 }); // issued after the revocation on a cached record
+    const after = await sign({ client_id: clientId, crt: at + 1 });
+    const other = await sign({ client_id: 'someone-else', crt: at - 3_000 });
+    const legacy = await sign({ client_id: clientId }); // an older release's token: read 5 s before its iat
+    await revocations.add({ kind: 'client-access', value: clientId, revokedAt: at, expiresAt: at + 600_000 });
+    expect(await refused(verify, before)).toBe(true);
+    expect(await refused(verify, legacy)).toBe(true);
+    expect(await refused(verify, after)).toBe(false);
+    expect(await refused(verify, other)).toBe(false);
+  });
+
+  test("a user revocation refuses their grants' tokens read before it; a client-credentials token whose sub is the same id is not a user's", async () => {
+    const { verify, revocations } = verifier();
+    const at = t.clock.now();
+    const userId = `u-${crypto.randomUUID()}`;
+    const before = await sign({ sub: userId, gid: 'g-1', urt: at - 1, crt: at + 1 });
+    const after = await sign({ sub: userId, gid: 'g-2', urt: at + 1, crt: at + 1 });
+    const noGrant = await sign({ sub: userId, client_id: userId, crt: at + 1 });
+    await revocations.add({ kind: 'user', value: userId, revokedAt: at, expiresAt: at + 600_000 });
+    expect(await refused(verify, before)).toBe(true);
+    expect(await refused(verify, after)).toBe(false);
+    expect(await refused(verify, noGrant)).toBe(false);
   });
 });

@@ -168,3 +168,38 @@ export function authAuditEvent(e: AuthEvent): Json {
     source: source(e.server),
   };
 }
+
+/** A change an operator made to a client or user with the command line (`cinder client disable`, ...). */
+export interface AdminEvent {
+  /** The command, e.g. `client disable`. */
+  command: string;
+  target: { kind: 'client' | 'user'; id: string };
+  recorded: string;
+  /** Who ran the command, as the operating system names them. */
+  operator: string;
+  server: string;
+}
+
+/**
+ * The AuditEvent of an operator's change to a client or user: DICOM's Security Alert (110113) with User Security
+ * Attributes Changed (110137), the command as a subtype of its own, the client or user as the entity.
+ */
+export function adminAuditEvent(e: AdminEvent): Json {
+  return {
+    resourceType: 'AuditEvent',
+    type: coding(DCM, '110113', 'Security Alert'),
+    subtype: [coding(DCM, '110137', 'User Security Attributes Changed'), coding('urn:cinder:admin', e.command.replace(' ', '-'), `cinder ${e.command}`)],
+    action: e.command.endsWith('delete') ? 'D' : 'U',
+    recorded: e.recorded,
+    outcome: '0',
+    outcomeDesc: `cinder ${e.command} ${e.target.id}`,
+    agent: [
+      { type: { coding: [coding(DCM, '110153', 'Source Role ID')] }, who: { display: `cinder command line, run by ${e.operator}` }, requestor: true },
+      { type: { coding: [coding(DCM, '110152', 'Destination Role ID')] }, who: { display: 'Cinder' }, requestor: false, network: { address: e.server, type: '5' } },
+    ],
+    source: source(e.server),
+    entity: [entityOf(coding(ENTITY_TYPE, '2', 'System Object'), coding(OBJECT_ROLE, e.target.kind === 'user' ? '11' : '13', e.target.kind === 'user' ? 'Security User Entity' : 'Security Resource'), {
+      what: { identifier: { system: `urn:cinder:${e.target.kind}`, value: e.target.id } },
+    })],
+  };
+}

@@ -4,7 +4,7 @@ import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
 import type { Client } from '../store/types.ts';
 import { UsageError, type Command, type Options, type ParsedArgs } from './command.ts';
-import { isoTime, openContext, printData, printRows, withStore } from './context.ts';
+import { auditChange, isoTime, openContext, printData, printRows, withStore } from './context.ts';
 
 function list(v: unknown): string[] | undefined {
   return Array.isArray(v) ? (v as string[]) : undefined;
@@ -155,8 +155,9 @@ export const clientUpdateCommand: Command = {
     const id = clientIdOf(args);
     const changes = registrationFlags(args.values);
     if (Object.keys(changes).length === 0) throw new UsageError('nothing to change: give at least one flag');
-    return withStore(io, async ({ store, clock }) => {
-      const { client, tokensRevoked } = await updateClient(store, clock, id, changes);
+    return withStore(io, async (ctx) => {
+      const { client, tokensRevoked } = await updateClient(ctx.store, ctx.clock, id, changes);
+      await auditChange(ctx, io, 'client update', client.tenant, { kind: 'client', id });
       printData(io, !!args.values.json, { ...clientView(client), access_tokens_revoked: tokensRevoked });
       return 0;
     });
@@ -176,6 +177,7 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
       const id = clientIdOf(args);
       return withStore(io, async (ctx) => {
         const c = await change(ctx, id);
+        await auditChange(ctx, io, `client ${name}`, c.tenant, { kind: 'client', id });
         printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c) });
         return 0;
       });
@@ -225,8 +227,9 @@ export const clientRotateSecretCommand: Command = {
     const graceText = args.values.grace;
     const grace = typeof graceText === 'string' ? Number(graceText) : 0;
     if (!(Number.isInteger(grace) && grace >= 0 && grace <= MAX_SECRET_GRACE)) throw new UsageError(`--grace takes 0-${MAX_SECRET_GRACE} seconds`);
-    return withStore(io, async ({ store, clock }) => {
-      const { client, clientSecret } = await rotateClientSecret(store, clock, id, grace);
+    return withStore(io, async (ctx) => {
+      const { client, clientSecret } = await rotateClientSecret(ctx.store, ctx.clock, id, grace);
+      await auditChange(ctx, io, 'client rotate-secret', client.tenant, { kind: 'client', id });
       printData(io, !!args.values.json, {
         client_id: client.clientId, client_secret: clientSecret, previous_secret_until: isoTime(client.previousSecretUntil),
       });

@@ -6,6 +6,8 @@ import { createLogger } from '../log.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { AdminError } from '../auth/admin.ts';
+import { recordAdminChange } from '../audit/admin.ts';
+import { fhirBaseOf } from '../config.ts';
 import { UsageError, type CliIO } from './command.ts';
 
 /** Config from the environment (and flags), and a migrated store: what most commands start with. */
@@ -60,4 +62,13 @@ export function printRows(io: CliIO, json: boolean, columns: string[], rows: Rec
 /** An epoch-ms time as ISO 8601, or undefined. */
 export function isoTime(ms: number | null): string | undefined {
   return ms === null ? undefined : new Date(ms).toISOString();
+}
+
+/** Records an operator's change to a client or user as an AuditEvent in its tenant, when CINDER_AUDIT is on (src/audit/admin.ts). */
+export async function auditChange(
+  ctx: Awaited<ReturnType<typeof openContext>>, io: CliIO, command: string, tenant: string, target: { kind: 'client' | 'user'; id: string },
+): Promise<void> {
+  if (ctx.config.audit !== 'on') return;
+  const operator = io.env.USER ?? io.env.LOGNAME ?? 'unknown';
+  await recordAdminChange(ctx.store, ctx.clock, tenant, { command, target, operator, server: fhirBaseOf(ctx.config.baseUrl, tenant) });
 }

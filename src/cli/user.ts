@@ -3,7 +3,7 @@ import { deleteUser, disableUser, enableUser, findUser, updateUser, userStatus, 
 import { createUser } from '../auth/users.ts';
 import type { User } from '../store/types.ts';
 import { UsageError, type Command, type ParsedArgs } from './command.ts';
-import { isoTime, openContext, printData, printRows, withStore } from './context.ts';
+import { auditChange, isoTime, openContext, printData, printRows, withStore } from './context.ts';
 
 function text(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
@@ -156,8 +156,9 @@ export const userUpdateCommand: Command = {
       password: v['password-stdin'] ? await readPassword(io.stdin) : undefined,
     };
     if (Object.values(changes).every((x) => x === undefined)) throw new UsageError('nothing to change: give at least one flag');
-    return withStore(io, async ({ store, clock }) => {
-      const { user, tokensRevoked } = await updateUser(store, clock, tenant, who, changes);
+    return withStore(io, async (ctx) => {
+      const { user, tokensRevoked } = await updateUser(ctx.store, ctx.clock, tenant, who, changes);
+      await auditChange(ctx, io, 'user update', tenant, { kind: 'user', id: user.id });
       printData(io, !!v.json, { ...userView(user), tokens_revoked: tokensRevoked });
       return 0;
     });
@@ -177,6 +178,7 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
       const { tenant, who } = userOf(args);
       return withStore(io, async (ctx) => {
         const u = await change(ctx, tenant, who);
+        await auditChange(ctx, io, `user ${name}`, tenant, { kind: 'user', id: u.id });
         printData(io, !!args.values.json, { user_id: u.id, tenant: u.tenant, username: u.username, status: userStatus(u) });
         return 0;
       });

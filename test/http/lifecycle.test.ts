@@ -33,6 +33,7 @@ for (const target of targets) {
   describe(`client and user lifecycle through the command line, on ${target.kind}`, () => {
     let t: TestApp;
     let cli: ReturnType<typeof createCliEnv>;
+    let url: string;
 
     beforeAll(async () => {
       const db = await target.fresh();
@@ -40,6 +41,7 @@ for (const target of targets) {
       await store.migrate();
       t = await createTestApp({ store, clock: systemTime, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
       cli = createCliEnv({ CINDER_DATABASE_URL: db.url });
+      url = db.url;
       await testUser(t);
     }, 60_000);
     afterAll(async () => {
@@ -308,6 +310,38 @@ for (const target of targets) {
       later();
       await admin.put200({ resourceType: 'Patient', id: 'nw3', name: [{ family: 'narrowed' }] });
       expect(await notified()).toBe(2);
+    });
+
+    test('with CINDER_AUDIT=on each change is an AuditEvent in the tenant: what, to whom, by whom', async () => {
+      const audited = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_AUDIT: 'on', CINDER_BASE_URL: 'http://cinder.test', USER: 'ops-alice' });
+      try {
+        const c = await backend();
+        const user = (await testUser(t, { username: 'gina' })).id;
+        for (const argv of [['client', 'disable', c.id], ['client', 'rotate-secret', c.id], ['user', 'disable', '--tenant', 't1', 'gina']]) {
+          expect((await audited.run(argv)).code).toBe(0);
+        }
+        const api = fhirClient(t, await t.token());
+        const found = async (query: string) => ((await (await t.request(`${t.fhir()}/AuditEvent?${query}`, fhirInit(await t.token()))).json()) as Json).entry as { resource: Json }[] | undefined;
+        const disabled = await found(`subtype=urn:cinder:admin|client-disable&entity-type=2`);
+        expect(disabled).toHaveLength(1);
+        const event = disabled![0]!.resource;
+        expect(event).toMatchObject({
+          type: { code: '110113' }, action: 'U', outcome: '0',
+          agent: [{ who: { display: 'cinder command line, run by ops-alice' }, requestor: true }, { network: { address: t.fhir() } }],
+          entity: [{ what: { identifier: { system: 'urn:cinder:client', value: c.id } } }],
+        });
+        expect(await found('subtype=urn:cinder:admin|client-rotate-secret')).toHaveLength(1);
+        expect(await found('subtype=http://dicom.nema.org/resources/ontology/DCM|110137&_sort=-date')).toHaveLength(3);
+        expect((await found('subtype=urn:cinder:admin|user-disable'))![0]!.resource.entity).toEqual([expect.objectContaining({ what: { identifier: { system: 'urn:cinder:user', value: user } } })]);
+        // A valid R4 AuditEvent: the server takes it as a client's own.
+        const { id: _id, meta: _meta, ...copy } = event;
+        expect((await api.post('AuditEvent', copy)).status).toBe(201);
+        // Without CINDER_AUDIT nothing is recorded.
+        await cinder(['client', 'enable', c.id]);
+        expect(await found('subtype=urn:cinder:admin|client-enable')).toBeUndefined();
+      } finally {
+        audited.close();
+      }
     });
 
     test("a disabled client's Subscriptions notify nothing, and resume when it is enabled", async () => {

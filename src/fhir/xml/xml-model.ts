@@ -1,0 +1,46 @@
+import { typeModel, type ElementModel, type TypeModel } from '../validation/model.ts';
+
+/** The FHIR namespace every FHIR XML element is in (R4 xml.html). */
+export const FHIR_NS = 'http://hl7.org/fhir';
+/** The XHTML namespace of the narrative's `div`. */
+export const XHTML_NS = 'http://www.w3.org/1999/xhtml';
+
+/** A type's elements in the order R4 defines them (the order FHIR XML writes them in), from the validator's model. */
+export interface XmlTypeModel {
+  model: TypeModel;
+  /** Its elements in definition order. */
+  elements: readonly ElementModel[];
+  /** Each element's place in `elements`. */
+  order: ReadonlyMap<ElementModel, number>;
+  /** Whether the type is a resource (whose `id` is an element; a data type's is an attribute). */
+  resource: boolean;
+}
+
+const cache = new Map<string, XmlTypeModel | null>();
+
+/** The XML view of a type's model (src/fhir/validation/model.ts), or null when R4 has no such type. */
+export function xmlTypeModel(type: string): XmlTypeModel | null {
+  let m = cache.get(type);
+  if (m !== undefined) return m;
+  const model = typeModel(type);
+  if (model === null) m = null;
+  else {
+    const elements: ElementModel[] = [];
+    for (const slot of model.slots.values()) if (!elements.includes(slot.element)) elements.push(slot.element);
+    m = { model, elements, order: new Map(elements.map((e, i) => [e, i])), resource: model.kind === 'resource' };
+  }
+  cache.set(type, m);
+  return m;
+}
+
+/**
+ * Whether an element of `type` is written as an XML attribute rather than as a child element (R4
+ * xml.html): `id` of a data type or backbone element (not of a resource) and `url` of an Extension.
+ */
+export function isAttributeElement(m: XmlTypeModel, e: ElementModel, type: string): boolean {
+  if (e.name === 'id') return !m.resource;
+  return e.name === 'url' && type === 'Extension';
+}
+
+/** The FHIR types whose JSON value is a number (the rest but boolean are strings). */
+export const NUMBER_TYPES: ReadonlySet<string> = new Set(['decimal', 'integer', 'positiveInt', 'unsignedInt', 'integer64']);

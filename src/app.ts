@@ -53,6 +53,7 @@ import { fhirJson } from './http/fhir-response.ts';
 import { createMetrics, type Metrics } from './http/metrics.ts';
 import { FHIR_BASE_ROUTE, fhirAdmission, fhirGate, GATE_ROUTE } from './http/middleware/fhir-gate.ts';
 import { hotRoutes, type HotRoutes } from './http/hot-routes.ts';
+import { xmlAnswers } from './http/xml-format.ts';
 import { createCors } from './http/cors.ts';
 import { encode } from './http/content-coding.ts';
 import { labelledAsAsked } from './http/fhir-response.ts';
@@ -185,6 +186,8 @@ export function createApp(deps: AppDeps): App {
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
   const completeConditions = (tenant: string, pending: PendingCondition[]) => resolveConditions({ expandCodes, store, fhirBase: (t) => fhirBaseOf(config.baseUrl, t) }, tenant, pending);
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
+  // The format layer outside the gate, so that its refusals are answered in the format asked for too.
+  fhir.use(GATE_ROUTE, xmlAnswers());
   fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite: (tenant) => terminology.markChanged(tenant) }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
   // A token on the public `metadata`, for `mode=terminology` (its tenant's CodeSystems are listed too).

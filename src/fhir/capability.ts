@@ -178,9 +178,9 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
     software: { name: 'Cinder', version: o.version },
     implementation: { description: 'Cinder FHIR R4 server', url: o.fhirBase },
     fhirVersion: '4.0.1',
-    // What Accept, `_format` and Content-Type take (src/http/fhir-response.ts, body.ts): R4's type, plain
-    // JSON, DSTU2's name and the `json` shorthand; answers are application/fhir+json, or application/json when asked for (labelledAsAsked).
-    format: ['application/fhir+json', 'application/json', 'application/json+fhir', 'json'],
+    // What Accept, `_format` and Content-Type take (src/http/fhir-response.ts, body.ts): R4's types, the generic
+    // ones, DSTU2's names and the `json` and `xml` shorthands; answers are FHIR JSON or XML, in the generic type when asked for.
+    format: ['application/fhir+json', 'application/json', 'application/json+fhir', 'json', 'application/fhir+xml', 'application/xml', 'application/xml+fhir', 'xml'],
     patchFormat: [...PATCH_FORMATS],
     rest: [
       {

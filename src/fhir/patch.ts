@@ -15,15 +15,16 @@ import type { Store } from '../store/types.ts';
 import { requireIfMatch, type IfMatch } from './if-match.ts';
 import { asResource, checkTypeAndId, parseJson, type Resource } from './resource.ts';
 import { parseExact, refreshLiterals } from './exact-json.ts';
+import { parseFhirXml } from './xml/from-xml.ts';
 
 export type PatchDocument =
   | { kind: 'json-patch'; operations: JsonPatchOperation[] }
   | { kind: 'fhirpath-patch'; operations: FhirPathPatchOperation[] };
 
 export const JSON_PATCH_TYPE = 'application/json-patch+json';
-const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir', 'application/fhir+xml'];
 
-/** The Content-Types a PATCH takes (the CapabilityStatement's `patchFormat`): JSON Patch, and a FHIRPath Patch Parameters as FHIR JSON. */
+/** The Content-Types a PATCH takes (the CapabilityStatement's `patchFormat`): JSON Patch, and a FHIRPath Patch Parameters as FHIR JSON or XML. */
 export const PATCH_FORMATS: readonly string[] = [JSON_PATCH_TYPE, ...FHIR_TYPES];
 
 /** A FHIRPath Patch from a Parameters resource (400 when it is something else). */
@@ -36,7 +37,7 @@ function fhirPathPatch(body: unknown): PatchDocument {
 }
 
 /** The patch media types Cinder takes, as RFC 5789 2.2's `Accept-Patch` names them on a 415. */
-const ACCEPT_PATCH = { 'Accept-Patch': `${JSON_PATCH_TYPE}, application/fhir+json` };
+const ACCEPT_PATCH = { 'Accept-Patch': `${JSON_PATCH_TYPE}, application/fhir+json, application/fhir+xml` };
 
 /**
  * The patch in a request body of media type `mediaType` (parameters dropped); 415 with `Accept-Patch`
@@ -48,10 +49,10 @@ export function parsePatch(mediaType: string, text: string): PatchDocument {
   const type = mediaType.split(';')[0]!.trim().toLowerCase();
   const isJsonPatch = type === JSON_PATCH_TYPE;
   if (!isJsonPatch && !FHIR_TYPES.includes(type)) {
-    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not a patch: send ${JSON_PATCH_TYPE} (JSON Patch) or application/fhir+json (a FHIRPath Patch Parameters)`, { headers: ACCEPT_PATCH });
+    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not a patch: send ${JSON_PATCH_TYPE} (JSON Patch) or application/fhir+json or application/fhir+xml (a FHIRPath Patch Parameters)`, { headers: ACCEPT_PATCH });
   }
   if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
-  const body = parseJson(text);
+  const body = type === 'application/fhir+xml' ? parseFhirXml(text) : parseJson(text);
   if (!isJsonPatch && Array.isArray(body)) {
     throw new FhirError('unsupported-media', `The body is a JSON Patch (an array of operations), which is sent as Content-Type ${JSON_PATCH_TYPE} (RFC 6902), not '${type}': that type carries FHIR JSON, a FHIRPath Patch Parameters`, { headers: ACCEPT_PATCH });
   }

@@ -23,7 +23,7 @@ export interface BinaryRouteDeps {
 
 const ID = /^[A-Za-z0-9.-]{1,64}$/;
 const INSTANCE = /^\/Binary\/[A-Za-z0-9.-]{1,64}(?:\/_history\/[^/]+)?$/;
-const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+const FHIR_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir', 'application/fhir+xml', 'application/xml+fhir'];
 
 /**
  * Whether the path below the FHIR base (`/Binary/1`, `/Binary/1/_history/2`) is one whose `Accept` the
@@ -46,10 +46,10 @@ function quality(params: string[]): number {
 }
 
 /**
- * How a Binary read answers (FHIR R4 http.html "Binary"): the Binary resource as FHIR JSON when
- * `_format` or `Accept` asks for a FHIR JSON type at least as much as for the content, otherwise the
+ * How a Binary read answers (FHIR R4 http.html "Binary"): the Binary resource (FHIR JSON, or XML as the
+ * format layer writes it) when `_format` or `Accept` asks for a FHIR JSON or XML type at least as much as for the content, otherwise the
  * native content when `Accept` is absent or admits `contentType` (`*`/`*`, `type/*`, the type itself).
- * 406 when `Accept` admits neither, or `_format` names a format other than JSON.
+ * 406 when `Accept` admits neither, or `_format` names a format other than JSON or XML.
  */
 export function binaryRepresentation(accept: string | undefined, format: string | null, contentType: string): 'resource' | 'native' {
   if (format !== null) {
@@ -69,7 +69,7 @@ export function binaryRepresentation(accept: string | undefined, format: string 
   }
   if (fhir > 0 && fhir >= content) return 'resource';
   if (content > 0) return 'native';
-  throw new FhirError('not-acceptable', `Accept '${accept}' admits neither this Binary's content type '${contentType}' nor application/fhir+json`);
+  throw new FhirError('not-acceptable', `Accept '${accept}' admits neither this Binary's content type '${contentType}' nor a FHIR format (application/fhir+json, application/fhir+xml)`);
 }
 
 /**
@@ -129,7 +129,7 @@ async function nativeBody(c: Context<AppEnv>, limit: number, id?: string) {
   const type = mediaTypeOf(contentType);
   if (type === '') throw new FhirError('unsupported-media', 'Content-Type is missing: send the content\'s own media type, or application/fhir+json for a Binary resource');
   if (type.includes('fhir')) {
-    throw new FhirError('unsupported-media', `Content-Type '${type}' is not supported: send application/fhir+json, or the content's own media type`);
+    throw new FhirError('unsupported-media', `Content-Type '${type}' is not supported: send application/fhir+json or application/fhir+xml, or the content's own media type`);
   }
   const { base64 } = await readBase64Limited(c.req.raw, limit);
   const securityContext = c.req.header('x-security-context');

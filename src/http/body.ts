@@ -1,15 +1,22 @@
 import { FhirError } from '../errors.ts';
 import { parseJson } from '../fhir/resource.ts';
-import { R4_VERSION } from './fhir-response.ts';
+import { parseFhirXml } from '../fhir/xml/from-xml.ts';
+import { R4_VERSION, XML_TYPES } from './fhir-response.ts';
 
-const FHIR_BODY_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir'];
+const FHIR_BODY_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir', 'application/fhir+xml', 'application/xml+fhir'];
+
+/** Every media type a FHIR resource body is read in: FHIR_BODY_TYPES and the generic XML types (`application/xml`, `text/xml`). */
+const READ_TYPES = [...FHIR_BODY_TYPES, ...XML_TYPES];
 
 /** The media type of a Content-Type or Accept entry, without parameters, lower case (`text/plain`). */
 export function mediaTypeOf(header: string | undefined): string {
   return (header ?? '').split(';')[0]!.trim().toLowerCase();
 }
 
-/** Whether a Content-Type is one of the FHIR JSON media types a resource body is sent as. */
+/**
+ * Whether a Content-Type is one of the FHIR media types a resource body is sent as (JSON, and XML by
+ * its FHIR types: a Binary's native content may be a generic XML document, a CDA one say).
+ */
 export function isFhirBodyType(header: string | undefined): boolean {
   return FHIR_BODY_TYPES.includes(mediaTypeOf(header));
 }
@@ -140,12 +147,25 @@ export async function readBase64Limited(req: Request, limit: number): Promise<{ 
   return { base64: parts.join(''), size };
 }
 
-/** Checks the media type (415 otherwise) and parses the FHIR JSON body (400 when malformed). */
+/** Whether a Content-Type names FHIR XML (or generic XML, read as FHIR XML where a resource is expected). */
+export function isXmlBodyType(header: string | undefined): boolean {
+  return XML_TYPES.includes(mediaTypeOf(header));
+}
+
+/**
+ * A resource body's text as its JSON value: FHIR XML (src/fhir/xml/from-xml.ts) by its Content-Type, else
+ * FHIR JSON; a 400 naming what is malformed either way.
+ */
+export function parseFhirText(text: string, contentType: string | undefined): unknown {
+  return isXmlBodyType(contentType) ? parseFhirXml(text) : parseJson(text);
+}
+
+/** Checks the media type (415 otherwise) and parses the FHIR JSON or XML body (400 when malformed). */
 export async function readFhirBody(req: Request, limit: number): Promise<unknown> {
   requireFhirMediaType(req);
   const text = await readLimited(req, limit);
   if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
-  return parseJson(text);
+  return parseFhirText(text, req.headers.get('content-type') ?? undefined);
 }
 
 /** readFhirBody for a body that may be absent (an operation without parameters): undefined when empty. */
@@ -153,14 +173,14 @@ export async function readOptionalFhirBody(req: Request, limit: number): Promise
   const text = await readLimited(req, limit);
   if (text.trim() === '') return undefined;
   requireFhirMediaType(req);
-  return parseJson(text);
+  return parseFhirText(text, req.headers.get('content-type') ?? undefined);
 }
 
 function requireFhirMediaType(req: Request): void {
   const header = req.headers.get('content-type') ?? undefined;
   const type = mediaTypeOf(header);
-  if (!FHIR_BODY_TYPES.includes(type)) {
-    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json`);
+  if (!READ_TYPES.includes(type)) {
+    throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json or application/fhir+xml`);
   }
   // A body of another FHIR version (`fhirVersion=3.0`, FHIR R4 versioning.html) is not R4 content.
   const version = /;\s*fhirversion\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];

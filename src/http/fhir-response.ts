@@ -10,6 +10,11 @@ export const FHIR_JSON = 'application/fhir+json; charset=utf-8';
 
 const JSON_TYPES = ['application/fhir+json', 'application/json', 'application/json+fhir', 'text/json'];
 
+export const FHIR_XML = 'application/fhir+xml; charset=utf-8';
+
+/** The XML media types a client may name (R4 http.html: the FHIR type, DSTU2's, and the generic ones), answered in FHIR XML. */
+export const XML_TYPES = ['application/fhir+xml', 'application/xml+fhir', 'application/xml', 'text/xml'];
+
 /** A media range's type and parameters (names lower case, quotes dropped). */
 function mediaRange(range: string): { type: string; params: Map<string, string> } {
   const [type, ...rest] = range.split(';');
@@ -31,7 +36,7 @@ function isR4Version(params: Map<string, string>): boolean {
 }
 
 /**
- * Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON only, of FHIR R4, otherwise 406. A `_format`
+ * Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON or XML, of FHIR R4, otherwise 406. A `_format`
  * whose `+` arrived unencoded (and so as a space, `application/fhir json`) is read with it, and overrides
  * `Accept` ("to allow a client to override the accept header"); an Accept range with `q=0` is one the
  * client refuses; a `fhirVersion` other than 4.0 is not served.
@@ -39,8 +44,8 @@ function isR4Version(params: Map<string, string>): boolean {
 export function checkAccept(accept: string | undefined, format: string | null): void {
   if (format !== null) {
     const f = mediaRange(format.trim().replace(/ /g, '+'));
-    if (!['json', ...JSON_TYPES].includes(f.type) || !isR4Version(f.params)) {
-      throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON`, { expression: ['_format'] });
+    if (!['json', 'xml', ...JSON_TYPES, ...XML_TYPES].includes(f.type) || !isR4Version(f.params)) {
+      throw new FhirError('not-acceptable', `_format '${format}' is not supported: Cinder speaks FHIR R4 JSON and XML`, { expression: ['_format'] });
     }
     return;
   }
@@ -49,9 +54,44 @@ export function checkAccept(accept: string | undefined, format: string | null): 
     const { type, params } = mediaRange(part);
     const q = Number(params.get('q') ?? '1');
     if (q === 0 || !isR4Version(params)) return false;
-    return type === '*/*' || type === 'application/*' || JSON_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
+    return type === '*/*' || type === 'application/*' || type === 'text/*' || JSON_TYPES.includes(type) || XML_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
   });
-  if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json (FHIR R4)`);
+  if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json or application/fhir+xml (FHIR R4)`);
+}
+
+/**
+ * The XML media type a request asks its answer in, or undefined for JSON (FHIR R4 http 3.1.0.1.10):
+ * `_format` first (`xml`, `application/fhir+xml`: `application/fhir+xml`; `application/xml`, `text/xml`:
+ * that generic type, as the specification says a server SHOULD answer the generic type asked for);
+ * else the XML type `Accept` ranks highest when that is above every JSON type it names (at an equal
+ * `q`, the one named first; a wildcard names neither); else, with no `Accept` (or only wildcards), the
+ * request's own body format, so that a client sending FHIR XML gets XML back as HAPI FHIR answers it.
+ */
+export function answerXmlType(accept: string | null | undefined, format: string | null, contentType: string | null | undefined): string | undefined {
+  if (format !== null) {
+    const { type, params } = mediaRange(format.trim().replace(/ /g, '+'));
+    if (!isR4Version(params)) return undefined;
+    if (type === 'xml' || type === 'application/fhir+xml' || type === 'application/xml+fhir') return 'application/fhir+xml';
+    return XML_TYPES.includes(type) ? type : undefined;
+  }
+  let xml = 0;
+  let xmlType: string | undefined;
+  let json = 0;
+  let named = false;
+  let xmlFirst = false;
+  for (const part of (accept ?? '').split(',')) {
+    const { type, params } = mediaRange(part);
+    const isXml = XML_TYPES.includes(type);
+    if (!isXml && !JSON_TYPES.includes(type)) continue;
+    named = true;
+    const q = Number(params.get('q') ?? '1');
+    if (!(q > 0) || !isR4Version(params)) continue;
+    if (xml === 0 && json === 0) xmlFirst = isXml;
+    if (isXml && q > xml) [xml, xmlType] = [q, type === 'application/xml+fhir' ? 'application/fhir+xml' : type];
+    else if (!isXml) json = Math.max(json, q);
+  }
+  if (named) return xml > json || (xml === json && xml > 0 && xmlFirst) ? xmlType : undefined;
+  return XML_TYPES.includes((contentType ?? '').split(';')[0]!.trim().toLowerCase()) ? 'application/fhir+xml' : undefined;
 }
 
 /** GraphQL over HTTP's own media type for a GraphQL response. */

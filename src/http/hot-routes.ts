@@ -64,6 +64,9 @@ interface Trace {
 /** A path segment the read route's `:type` takes here; anything else goes through Hono. */
 const TYPE_SEGMENT = /^[A-Z][A-Za-z]*$/;
 
+/** An Accept or Content-Type that may name an XML type. */
+const MENTIONS_XML = /xml/i;
+
 /**
  * Direct dispatch of the three requests that carry a deployment's load: a FHIR read, a type-level
  * `POST ValueSet/$validate-code`, and `POST /oauth2/token`. Each runs the very functions its Hono
@@ -117,6 +120,8 @@ export function hotRoutes(d: HotRouteDeps): HotRoutes {
     const url = req.url;
     const start = pathStart(url);
     if (start < 0 || url.includes('?', start) || url.includes('%', start)) return null;
+    // XML in or out goes through the format layer (src/http/xml-format.ts), in Hono.
+    if (MENTIONS_XML.test(req.headers.get('accept') ?? '') || MENTIONS_XML.test(req.headers.get('content-type') ?? '')) return null;
     const path = url.slice(start);
     const method = req.method;
     if (path === TOKEN_ROUTE) {

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { download, eachStore, finish, kickOff, observation, patient, put } from '../helpers/export.ts';
 import { craftToken, expectOutcome, type Json } from '../helpers/fhir.ts';
+import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 
 /** Bytes 0..255 four times, then random bytes: every byte value, and no pattern a codec could get right by luck. */
 const BYTES = Buffer.concat([Buffer.from(Array.from({ length: 1024 }, (_, i) => i % 256)), randomBytes(5000)]);
@@ -123,8 +124,14 @@ await eachStore((kind, fresh) => {
       }
       await expectOutcome(await get(`Binary/${id}`, { Accept: 'application/pdf' }), 406, 'not-supported');
       await expectOutcome(await get(`Binary/${id}`, { Accept: 'text/*, application/fhir+json;q=0' }), 406, 'not-supported');
-      await expectOutcome(await get(`Binary/${id}?_format=xml`), 406, 'not-supported');
-      // Other paths still speak FHIR JSON only.
+      await expectOutcome(await get(`Binary/${id}?_format=turtle`), 406, 'not-supported');
+      // A FHIR XML format asked for: the Binary resource in XML, data in base64.
+      for (const [path, accept] of [[`Binary/${id}?_format=xml`, undefined], [`Binary/${id}`, 'application/fhir+xml']] as const) {
+        const xml = await get(path, accept === undefined ? {} : { Accept: accept });
+        expect([path, xml.status, xml.headers.get('content-type')]).toEqual([path, 200, 'application/fhir+xml; charset=utf-8']);
+        expect(parseFhirXml(await xml.text())).toMatchObject({ resourceType: 'Binary', contentType: 'image/png', data: PNG.toString('base64') });
+      }
+      // Other paths speak FHIR JSON and XML only.
       await expectOutcome(await get('Patient/p1', { Accept: 'image/png' }), 406, 'not-supported');
     });
 
@@ -164,7 +171,14 @@ await eachStore((kind, fresh) => {
         expect(other.status).toBe(201);
         expect(await (await get(`Binary/${idOf(other)}`)).text()).toBe('hello');
       }
-      await expectOutcome(await send('POST', 'Binary', '<Binary/>', { 'Content-Type': 'application/fhir+xml' }), 415);
+      // A FHIR XML body is a Binary resource too (not in the FHIR namespace here: a 400); a generic XML type is native content.
+      await expectOutcome(await send('POST', 'Binary', '<Binary/>', { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' }), 400);
+      const fromXml = await send('POST', 'Binary', '<Binary xmlns="http://hl7.org/fhir"><contentType value="text/plain"/><data value="aGVsbG8="/></Binary>', { 'Content-Type': 'application/fhir+xml' });
+      expect(fromXml.status).toBe(201);
+      expect(await (await get(`Binary/${idOf(fromXml)}`)).text()).toBe('hello');
+      const cda = await send('POST', 'Binary', '<ClinicalDocument xmlns="urn:hl7-org:v3"/>', { 'Content-Type': 'application/xml' });
+      expect(cda.status).toBe(201);
+      expect(await (await get(`Binary/${idOf(cda)}`)).text()).toBe('<ClinicalDocument xmlns="urn:hl7-org:v3"/>');
       await expectOutcome(await t.request(url('Binary'), { method: 'POST', body: new Uint8Array([1, 2, 3]), headers: { ...auth(), 'Content-Type': '' } }), 415);
       // A JSON write answers JSON: a non-JSON Accept on a Binary instance write is still 406.
       await expectOutcome(await send('PUT', 'Binary/client-chosen', PNG, { 'Content-Type': 'image/png', Accept: 'image/png' }), 406);

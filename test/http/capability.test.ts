@@ -6,6 +6,8 @@ import { R4_RESOURCE_TYPES, REST_RESOURCE_TYPES } from '../../src/fhir/resource-
 import { BASE, createTestApp, type TestApp } from '../helpers/app.ts';
 import { identifierOf, minimalResource } from '../helpers/minimal-resource.ts';
 import { expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { toFhirXml } from '../../src/fhir/xml/to-xml.ts';
+import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 
 let t: TestApp;
 let api: FhirClient;
@@ -134,27 +136,33 @@ describe('GET /metadata', () => {
   });
 
   test('declares each format it serves, each taken by Accept, _format and Content-Type', async () => {
-    expect(statement.format).toEqual(['application/fhir+json', 'application/json', 'application/json+fhir', 'json']);
+    expect(statement.format).toEqual(['application/fhir+json', 'application/json', 'application/json+fhir', 'json', 'application/fhir+xml', 'application/xml', 'application/xml+fhir', 'xml']);
     for (const format of statement.format as string[]) {
-      const media = format === 'json' ? undefined : format;
+      const xml = format.includes('xml');
+      const media = format === 'json' || format === 'xml' ? undefined : format;
       const byFormat = await t.request(`${base}/metadata?_format=${encodeURIComponent(format)}`);
       expect(byFormat.status).toBe(200);
-      // The generic type asked for is answered as such (http.html 3.1.0.1.10); the others are FHIR JSON.
-      expect(byFormat.headers.get('content-type')).toStartWith(format === 'application/json' ? 'application/json' : 'application/fhir+json');
+      // The generic type asked for is answered as such (http.html 3.1.0.1.10); the others are FHIR JSON or XML.
+      const answered = format === 'application/json' || format === 'application/xml' ? format : xml ? 'application/fhir+xml' : 'application/fhir+json';
+      expect([format, byFormat.headers.get('content-type')]).toEqual([format, `${answered}; charset=utf-8`]);
+      const text = await byFormat.text();
+      expect((xml ? parseFhirXml(text) : JSON.parse(text)) as Json).toMatchObject({ resourceType: 'CapabilityStatement', format: statement.format });
       if (media === undefined) continue;
-      expect((await t.request(`${base}/metadata`, { headers: { Accept: media } })).status).toBe(200);
-      expect((await api.call('POST', 'Basic', { resourceType: 'Basic', code: { text: format } }, { 'Content-Type': media })).status).toBe(201);
+      const byAccept = await t.request(`${base}/metadata`, { headers: { Accept: media } });
+      expect([media, byAccept.status, byAccept.headers.get('content-type')]).toEqual([media, 200, `${answered}; charset=utf-8`]);
+      const basic = { resourceType: 'Basic', code: { text: format } };
+      expect((await api.call('POST', 'Basic', xml ? toFhirXml(basic) : basic, { 'Content-Type': media })).status).toBe(201);
     }
   });
 
-  test('declares each patch format a PATCH takes: JSON Patch, and a FHIRPath Patch in each FHIR JSON type', async () => {
-    expect(statement.patchFormat).toEqual(['application/json-patch+json', 'application/fhir+json', 'application/json', 'application/json+fhir']);
+  test('declares each patch format a PATCH takes: JSON Patch, and a FHIRPath Patch in each FHIR JSON type and FHIR XML', async () => {
+    expect(statement.patchFormat).toEqual(['application/json-patch+json', 'application/fhir+json', 'application/json', 'application/json+fhir', 'application/fhir+xml']);
     await api.put200({ resourceType: 'Basic', id: 'patched', code: { text: 'before' } });
     for (const format of statement.patchFormat as string[]) {
       const body = format === 'application/json-patch+json'
         ? [{ op: 'replace', path: '/code/text', value: format }]
         : { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Basic.code.text' }, { name: 'value', valueString: format }] }] };
-      const res = await api.call('PATCH', 'Basic/patched', body, { 'Content-Type': format });
+      const res = await api.call('PATCH', 'Basic/patched', format.includes('xml') ? toFhirXml(body as Json) : body, { 'Content-Type': format, Accept: 'application/fhir+json' });
       expect({ format, status: res.status }).toEqual({ format, status: 200 });
       expect(((await res.json()) as Json).code.text).toBe(format);
     }
@@ -204,9 +212,9 @@ describe('GET /metadata', () => {
     expect((await get('?_elements=name.family')).json.rest[0].resource).toEqual(statement.rest[0].resource);
   });
 
-  test('refuses XML with 406 and answers 404 for an unknown tenant', async () => {
-    await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'application/fhir+xml' } }), 406);
-    await expectOutcome(await t.request(`${base}/metadata?_format=xml`), 406);
+  test('refuses a format it does not serve with 406 and answers 404 for an unknown tenant', async () => {
+    await expectOutcome(await t.request(`${base}/metadata`, { headers: { Accept: 'text/turtle' } }), 406);
+    await expectOutcome(await t.request(`${base}/metadata?_format=ttl`), 406);
     await expectOutcome(await t.request(`${BASE}/tenants/nope/fhir/R4/metadata`), 404);
   });
 });

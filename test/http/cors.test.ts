@@ -105,7 +105,7 @@ await eachStore((kind, fresh) => {
         [`${fhir}/Patient/p1`, { headers: { Origin: APP } }, 401], // no token: the app must still read the 401
         [`${fhir}/Patient/p1`, { headers: { Origin: APP, Authorization: 'Bearer not-a-token' } }, 401],
         [`${fhir}/Patient/nobody`, { headers: auth }, 404],
-        [`${fhir}/Patient/p1`, { headers: { ...auth, Accept: 'application/xml' } }, 406],
+        [`${fhir}/Patient/p1`, { headers: { ...auth, Accept: 'text/turtle' } }, 406],
         [`${fhir}/Patient`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/fhir+json' }, body: '{"resourceType":"Patient","bogus":1}' }, 422],
         ['/tenants/no-such-tenant/fhir/R4/Patient', { headers: auth }, 404],
         [`${fhir}/metadata`, { headers: { Origin: APP } }, 200],

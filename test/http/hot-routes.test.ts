@@ -90,7 +90,7 @@ describe('FHIR read', () => {
     ['no token', () => fhirPath(`/Patient/${patientId}`), () => ({}), 401],
     ['malformed token', () => fhirPath(`/Patient/${patientId}`), () => fhirInit('not.a.jwt'), 401],
     ['unknown tenant', () => fhirPath(`/Patient/${patientId}`, 'nobody'), () => fhirInit(token), 404],
-    ['XML asked for', () => fhirPath(`/Patient/${patientId}`), () => fhirInit(token, 'GET', undefined, { Accept: 'application/fhir+xml' }), 406],
+    ['HTML asked for', () => fhirPath(`/Patient/${patientId}`), () => fhirInit(token, 'GET', undefined, { Accept: 'text/html' }), 406],
   ] as const)('%s', async (_, path, init, status) => {
     const a = await same(path(), init, 'read');
     expect(a.status).toBe(status);

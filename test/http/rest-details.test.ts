@@ -23,10 +23,11 @@ describe('content negotiation', () => {
     expect((await api.get('Patient/p1?_format=application/fhir+json')).status).toBe(200);
     expect((await api.get('Patient/p1?_format=application/fhir%2Bjson')).status).toBe(200);
     await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bjson;fhirVersion=3.0'), 406);
-    await expectOutcome(await api.get('Patient/p1?_format=xml'), 406);
+    await expectOutcome(await api.get('Patient/p1?_format=application/fhir%2Bxml;fhirVersion=3.0'), 406);
+    await expectOutcome(await api.get('Patient/p1?_format=turtle'), 406);
   });
 
-  test('a JSON _format overrides Accept (http.html 3.1.0.1.10); a _format Cinder does not serve is 406 whatever Accept says', async () => {
+  test('a JSON _format overrides Accept (http.html 3.1.0.1.10), and an XML one does; a _format Cinder does not serve is 406 whatever Accept says', async () => {
     const xml = { Accept: 'application/fhir+xml' };
     for (const path of ['Patient/p1?_format=json', 'Patient/p1?_format=application/fhir%2Bjson', 'Patient?_format=json', 'Patient/p1/_history?_format=json', 'metadata?_format=json']) {
       const res = await api.get(path, xml);
@@ -36,16 +37,18 @@ describe('content negotiation', () => {
     const binary = await api.call('PUT', 'Binary/b-format?_format=json', 'hello', { 'Content-Type': 'text/plain', ...xml });
     expect(binary.status).toBe(201);
     for (const accept of ['application/fhir+xml', 'application/fhir+json', '*/*']) {
-      await expectOutcome(await api.get('Patient/p1?_format=xml', { Accept: accept }), 406);
+      const res = await api.get('Patient/p1?_format=xml', { Accept: accept });
+      expect([accept, res.status, res.headers.get('content-type')]).toEqual([accept, 200, 'application/fhir+xml; charset=utf-8']);
+      await expectOutcome(await api.get('Patient/p1?_format=turtle', { Accept: accept }), 406);
     }
     // Without _format, Accept alone decides.
-    await expectOutcome(await api.get('Patient/p1', xml), 406);
+    expect((await api.get('Patient/p1', xml)).headers.get('content-type')).toBe('application/fhir+xml; charset=utf-8');
   });
 
   test('Accept: a range with q=0 is refused, a fhirVersion other than 4.0 is not served', async () => {
-    await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json;q=0, application/xml' }), 406);
+    await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json;q=0, text/html' }), 406);
     await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json; fhirVersion=3.0' }), 406);
-    for (const accept of ['application/fhir+json; fhirVersion=4.0', 'application/fhir+json;fhirVersion=4.0.1', 'application/xml;q=0.9, application/json;q=0.5']) {
+    for (const accept of ['application/fhir+json; fhirVersion=4.0', 'application/fhir+json;fhirVersion=4.0.1', 'text/html;q=0.9, application/json;q=0.5']) {
       expect([accept, (await api.get('Patient/p1', { Accept: accept })).status]).toEqual([accept, 200]);
     }
   });

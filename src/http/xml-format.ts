@@ -1,0 +1,42 @@
+import type { MiddlewareHandler } from 'hono';
+import { parseExact } from '../fhir/exact-json.ts';
+import { toFhirXml } from '../fhir/xml/to-xml.ts';
+import { textResponse } from './content-coding.ts';
+import type { AppEnv } from './env.ts';
+import { answerXmlType } from './fhir-response.ts';
+
+/**
+ * The format layer of the FHIR API (FHIR R4 http 3.1.0.1.10, xml.html): every FHIR JSON answer of the
+ * routes inside it (resources, Bundles, history, operations, the CapabilityStatement, and errors'
+ * OperationOutcomes) is sent in FHIR XML when the request asks for XML (answerXmlType), written from
+ * the JSON by the R4 definitions (src/fhir/xml/to-xml.ts), indented under `_pretty=true`. Answers that
+ * are not FHIR JSON (native Binary content, export manifests and files, `$graphql`) pass unchanged;
+ * the answer carries `Vary: Accept` as the JSON one does. XML request bodies are read where bodies are
+ * read (src/http/body.ts).
+ */
+export function xmlAnswers(): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    await next();
+    const res = c.res;
+    if (!(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return;
+    const url = c.req.url;
+    const format = url.includes('_format=') ? (new URL(url).searchParams.get('_format') ?? null) : null;
+    const type = answerXmlType(c.req.header('accept'), format, c.req.header('content-type'));
+    if (type === undefined || url.includes('/$graphql')) return;
+    const headers = new Headers(res.headers);
+    headers.set('Content-Type', `${type}; charset=utf-8`);
+    headers.delete('Content-Length');
+    const vary = headers.get('vary');
+    if (!vary?.split(',').some((v) => v.trim().toLowerCase() === 'accept')) headers.set('Vary', vary ? `Accept, ${vary}` : 'Accept');
+    let answer: Response;
+    if (!res.body || res.status === 204 || res.status === 304) answer = new Response(null, { status: res.status, statusText: res.statusText, headers });
+    else {
+      const pretty = url.includes('_pretty=') && new URL(url).searchParams.get('_pretty') === 'true';
+      const xml = toFhirXml(parseExact(await res.text()) as Record<string, unknown>, pretty);
+      answer = textResponse(xml, { status: res.status, statusText: res.statusText, headers });
+    }
+    // Cleared first: Hono's setter would copy the JSON answer's fields (its Content-Length among them) onto the new one.
+    c.res = undefined as unknown as Response;
+    c.res = answer;
+  };
+}

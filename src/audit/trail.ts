@@ -13,6 +13,7 @@
  * them is not audited; reading them through the API is.
  */
 import type { Clock } from '../clock.ts';
+import { parseFhirXml } from '../fhir/xml/from-xml.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../http/metrics.ts';
 import type { Store } from '../store/types.ts';
@@ -265,7 +266,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
   async function restEvents(p: PendingRest): Promise<Resource[]> {
     const out = [await restResource(p)];
     if (p.c.interaction !== 'transaction' || p.status >= 400 || !p.requestBundle || !p.body) return out;
-    const [request, response] = await Promise.all([p.requestBundle, p.body].map((t) => t.then((x) => JSON.parse(x) as Json, () => undefined)));
+    const [request, response] = await Promise.all([p.requestBundle, p.body].map((t) => t.then(bundleOf, () => undefined)));
     const requests = (request?.entry as Json[] | undefined) ?? [];
     const responses = (response?.entry as Json[] | undefined) ?? [];
     for (const [i, entry] of requests.entries()) {
@@ -296,7 +297,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     let touched: Touched[] = [];
     const ok = p.status < 400;
     if (c.interaction === 'transaction') {
-      const bundle = ok && p.body ? await p.body.then((t) => JSON.parse(t) as Json, () => undefined) : undefined;
+      const bundle = ok && p.body ? await p.body.then(bundleOf, () => undefined) : undefined;
       if (bundle?.type === 'batch-response') interaction = 'batch'; // its entries are audited each as its own request
       else if (bundle) touched = bundleTouched(bundle);
     } else {
@@ -378,6 +379,15 @@ function queryPatients(c: Classified, base: string): string[] {
     }
   }
   return out;
+}
+
+/** A transaction's request or response Bundle from its text, FHIR JSON or FHIR XML (src/http/xml-format.ts); undefined when it is neither. */
+function bundleOf(text: string): Json | undefined {
+  try {
+    return (text.trimStart().startsWith('<') ? parseFhirXml(text) : JSON.parse(text)) as Json;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The text of a (possibly gzip- or deflate-coded) response, read from a clone off the request path. */

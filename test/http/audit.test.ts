@@ -4,6 +4,7 @@
  * are searchable, append-only, not audited when written, and none are made with CINDER_AUDIT=off.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
+import { toFhirXml } from '../../src/fhir/xml/to-xml.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { signIn, testUser, userClient } from '../helpers/oauth.ts';
@@ -152,6 +153,22 @@ for (const target of targets) {
         expect(all.filter((e) => subtypeOf(e) === 'update').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual([['Patient/p2/_history/1', 'Patient/p2']]);
         expect(all.filter((e) => subtypeOf(e) === 'batch')).toHaveLength(1);
         expect(all.filter((e) => subtypeOf(e) === 'read').map((e) => whats(e)[0])).toEqual(['Patient/p2/_history/1']);
+      } finally {
+        await t.close();
+      }
+    });
+
+    test('a transaction in FHIR XML, answered in XML, is audited as a JSON one: the Bundle\'s event names what it wrote, each entry its own', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        const tx = await api.post('', toFhirXml({
+          resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient', id: 'px' }, request: { method: 'PUT', url: 'Patient/px' } }],
+        }), { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+xml' });
+        expect([tx.status, tx.headers.get('content-type')]).toEqual([200, 'application/fhir+xml; charset=utf-8']);
+        const all = await events(t, api);
+        const [transaction] = all.filter((e) => subtypeOf(e) === 'transaction');
+        expect(whats(transaction!)).toEqual(['Patient/px/_history/1']);
+        expect(all.filter((e) => subtypeOf(e) === 'update').map((e) => [whats(e)[0], patientsOf(e)[0]])).toEqual([['Patient/px/_history/1', 'Patient/px']]);
       } finally {
         await t.close();
       }

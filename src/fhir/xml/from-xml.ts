@@ -24,7 +24,9 @@ function refuse(message: string, path: string): never {
  * narrative `div` kept as written, numbers as written. Anything that is not FHIR XML is a 400 naming
  * the element: malformed XML, a DTD, an element out of the FHIR namespace, an unknown or misplaced element.
  */
-export function parseFhirXml(text: string): unknown {
+export function parseFhirXml(source: string): unknown {
+  // End-of-line handling first (XML 1.0 2.11), so that the narrative's text is sliced from what was parsed.
+  const text = source.includes('\r') ? source.replace(/\r\n?/g, '\n') : source;
   let root: XmlElement;
   try {
     root = parseXml(text, MAX_JSON_DEPTH);

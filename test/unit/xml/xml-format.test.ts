@@ -77,6 +77,13 @@ describe('the XML form', () => {
     expect(canonical(stringifyExact(parseFhirXml(xml)))).toBe(canonical(JSON.stringify(patient)));
   });
 
+  test('a document with CR LF line ends keeps its narrative whole (as XML reads it: LF), and a CR in a JSON narrative survives as &#13;', () => {
+    const xml = `<Basic ${NS}>\r\n  <text><status value="generated"/><div xmlns="http://www.w3.org/1999/xhtml"><p>a</p>\r\n<p>b</p></div></text>\r\n  <code><text value="c"/></code>\r\n</Basic>`;
+    expect((parseFhirXml(xml) as { text: { div: string } }).text.div).toBe('<div xmlns="http://www.w3.org/1999/xhtml"><p>a</p>\n<p>b</p></div>');
+    const json = { resourceType: 'Basic', text: { status: 'generated', div: '<div xmlns="http://www.w3.org/1999/xhtml"><p>a</p>\r\n<p>b</p></div>' }, code: { text: 'c' } };
+    expect(parseFhirXml(toFhirXml(json))).toEqual(json);
+  });
+
   test('decimals keep the precision they were written with, both ways', () => {
     const obs = parseExact('{"resourceType":"Observation","status":"final","code":{"text":"t"},"valueQuantity":{"value":98.60,"unit":"F"},"component":[{"code":{"text":"c"},"valueInteger":7}]}') as Record<string, unknown>;
     const xml = toFhirXml(obs);

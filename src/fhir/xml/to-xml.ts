@@ -1,4 +1,5 @@
 import { literalOf } from '../exact-json.ts';
+import type { Slot } from '../validation/model.ts';
 import { FHIR_NS, isAttributeElement, XHTML_NS, xmlTypeModel, type XmlTypeModel } from './xml-model.ts';
 import { parseXml } from './xml-parse.ts';
 
@@ -75,31 +76,31 @@ function writeResource(w: Writer, r: Obj, depth: number, root: boolean): void {
 /** An element of a complex type (or a resource): its attributes, then its children in definition order. */
 function writeComplex(w: Writer, tag: string, open: string, type: string, m: XmlTypeModel, value: Obj, depth: number): void {
   let start = open;
-  const known = new Set<string>(['resourceType', 'fhir_comments']);
-  for (const e of m.elements) {
-    if (!isAttributeElement(m, e, type)) continue;
-    known.add(e.name);
-    const v = value[e.name];
-    if (v !== undefined && v !== null) start += ` ${e.name}="${attr(String(v))}"`;
+  // The object's own members, each placed by its element's place in the definition (objects hold few; types define many).
+  const known: [place: number, name: string, slot: Slot][] = [];
+  const unknown: string[] = [];
+  for (const key of Object.keys(value)) {
+    if ((key === 'resourceType' && m.resource) || key === 'fhir_comments') continue;
+    const name = key.charCodeAt(0) === 95 ? key.slice(1) : key;
+    const slot = m.model.slots.get(name);
+    if (slot === undefined) {
+      if (value[key] !== null) unknown.push(key);
+      continue;
+    }
+    if (isAttributeElement(m, slot.element, type)) {
+      if (name === key && value[key] !== undefined && value[key] !== null) start += ` ${key}="${attr(String(value[key]))}"`;
+      continue;
+    }
+    // `_name` beside `name` is written with it.
+    if (name !== key && value[name] !== undefined) continue;
+    known.push([m.order.get(slot.element)!, name, slot]);
   }
+  if (known.length > 1) known.sort((a, b) => a[0] - b[0]);
   const mark = w.parts.length;
   w.line(depth, `${start}>`);
   const before = w.parts.length;
-  for (const e of m.elements) {
-    if (isAttributeElement(m, e, type)) continue;
-    for (const name of e.names) {
-      known.add(name);
-      known.add(`_${name}`);
-      if (value[name] === undefined && value[`_${name}`] === undefined) continue;
-      const slot = m.model.slots.get(name)!;
-      writeElement(w, value, name, slot.type, slot.primitive, depth + 1);
-    }
-  }
-  for (const key of Object.keys(value)) {
-    if (known.has(key) || value[key] === null) continue;
-    if (key.startsWith('_') && known.has(key.slice(1))) continue;
-    writeUnknownMember(w, value, key, depth + 1);
-  }
+  for (const [, name, slot] of known) writeElement(w, value, name, slot.type, slot.primitive, depth + 1);
+  for (const key of unknown) writeUnknownMember(w, value, key, depth + 1);
   if (w.parts.length === before) {
     // No children: `<tag .../>`.
     w.parts.length = mark;

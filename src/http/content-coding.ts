@@ -114,7 +114,7 @@ export function encode(req: Request, res: Response): Response | Promise<Response
 
 function isJson(res: Response): boolean {
   const type = res.headers.get('content-type') ?? '';
-  return type.startsWith('application/fhir+json') || type.startsWith('application/json') || type.startsWith('application/fhir+xml');
+  return /^(application\/(fhir\+json|json|fhir\+xml|xml)|text\/xml)\b/.test(type);
 }
 
 /** `res` with `text` in gzip: the same status and fields, Content-Encoding and Vary added. */

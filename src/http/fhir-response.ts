@@ -54,7 +54,7 @@ export function checkAccept(accept: string | undefined, format: string | null): 
     const { type, params } = mediaRange(part);
     const q = Number(params.get('q') ?? '1');
     if (q === 0 || !isR4Version(params)) return false;
-    return type === '*/*' || type === 'application/*' || type === 'text/*' || JSON_TYPES.includes(type) || XML_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
+    return type === '*/*' || type === 'application/*' || JSON_TYPES.includes(type) || XML_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
   });
   if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json or application/fhir+xml (FHIR R4)`);
 }

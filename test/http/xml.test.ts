@@ -62,6 +62,26 @@ await eachStore((kind, fresh) => {
       expect(await (await call('GET', `Patient/${id}?_format=xml&_pretty=true`)).text()).toContain('\n  <id value=');
     });
 
+    test('Accept: XML when it ranks an XML type above every JSON one (the first named at an equal q); a wildcard names neither', async () => {
+      const id = ((await (await call('POST', 'Basic', `<Basic ${NS}><code><text value="n"/></code></Basic>`, { Accept: 'application/fhir+json' })).json()) as Json).id;
+      const cases: [string, string][] = [
+        ['application/fhir+json;q=0.5, application/fhir+xml', 'application/fhir+xml'],
+        ['application/fhir+json, application/fhir+xml', 'application/fhir+json'],
+        ['application/fhir+xml, application/fhir+json', 'application/fhir+xml'],
+        ['application/xml, */*', 'application/xml'],
+        ['application/fhir+xml;q=0, application/json', 'application/json'],
+        ['*/*', 'application/fhir+json'],
+        ['application/xml+fhir', 'application/fhir+xml'],
+      ];
+      for (const [accept, type] of cases) {
+        const res = await call('GET', `Basic/${id}`, undefined, { Accept: accept });
+        expect([accept, res.status, res.headers.get('content-type')]).toEqual([accept, 200, `${type}; charset=utf-8`]);
+      }
+      // With a wildcard only, an XML body is answered in XML; a JSON Accept overrides the body's format.
+      expect((await call('POST', 'Basic', `<Basic ${NS}><code><text value="w"/></code></Basic>`, { Accept: '*/*' })).headers.get('content-type')).toBe(XML);
+      expect((await call('POST', 'Basic', `<Basic ${NS}><code><text value="w"/></code></Basic>`, { Accept: 'application/json' })).headers.get('content-type')).toBe('application/json; charset=utf-8');
+    });
+
     test('search and history Bundles in XML, decimals as written', async () => {
       const obs = `<Observation ${NS}><status value="final"/><code><text value="temp"/></code><valueQuantity><value value="98.60"/><unit value="F"/></valueQuantity></Observation>`;
       expect((await call('POST', 'Observation', obs)).status).toBe(201);

@@ -118,6 +118,10 @@ await eachStore((kind, fresh) => {
       const outcome = await xmlOf(await call('POST', 'Patient/$validate', validate));
       expect([outcome.status, outcome.type, outcome.body.resourceType]).toEqual([200, XML, 'OperationOutcome']);
       expect(outcome.body.issue.some((i: Json) => i.severity === 'error' && i.expression?.[0] === 'Patient.gender')).toBe(true);
+      // The terminology operations (ValueSet/$validate-code has a hot route, which leaves XML to Hono's).
+      const code = toFhirXml({ resourceType: 'Parameters', parameter: [{ name: 'url', valueUri: 'http://hl7.org/fhir/ValueSet/administrative-gender' }, { name: 'code', valueCode: 'female' }, { name: 'system', valueUri: 'http://hl7.org/fhir/administrative-gender' }] });
+      const result = await xmlOf(await call('POST', 'ValueSet/$validate-code', code));
+      expect([result.status, result.type, result.body.parameter.find((p: Json) => p.name === 'result')]).toEqual([200, XML, { name: 'result', valueBoolean: true }]);
       const metadata = await xmlOf(await t.request(`${t.fhir()}/metadata`, { headers: { Accept: 'application/fhir+xml' } }));
       expect([metadata.status, metadata.type]).toEqual([200, XML]);
       expect(metadata.body.format).toContain('xml');

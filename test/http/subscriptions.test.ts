@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 import { CLAIM_SENDS_FOR_MS, CLAIMS } from '../../src/fhir/subscriptions/delivery.ts';
+import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 
 interface Received {
   method: string;
@@ -131,7 +132,7 @@ for (const target of targets) {
       await refused(subscription('ftp://example.org/hook'), 'Subscription.channel.endpoint');
       await refused(subscription(hook.url, {}, { type: 'email', endpoint: 'mailto:a@example.org' }), 'Subscription.channel.type');
       await refused(subscription(hook.url, { status: 'active' }, { type: 'message' }), 'Subscription.channel.type');
-      await refused(subscription(hook.url, {}, { payload: 'application/fhir+xml' }), 'Subscription.channel.payload');
+      await refused(subscription(hook.url, {}, { payload: 'text/turtle' }), 'Subscription.channel.payload');
       await refused(subscription(hook.url, {}, { header: ['Authorization: Bearer x', 'no colon'] }), 'Subscription.channel.header[1]');
       // An update asking for activation is held to the same checks.
       const sub = await subscribe(subscription(hook.url));
@@ -162,6 +163,16 @@ for (const target of targets) {
       expect(hook.got[0]!.headers.get('content-type')).toBe('application/fhir+json');
       const sent = JSON.parse(hook.got[0]!.body) as Json;
       expect([sent.id, sent.meta.versionId]).toEqual([created.id, '1']);
+      await off(sub);
+    });
+
+    test('with payload application/fhir+xml: the version in FHIR XML, with that Content-Type', async () => {
+      const sub = await subscribe(subscription(`${hook.url}/xml`, {}, { payload: 'application/fhir+xml' }));
+      const created = (await (await post('Observation', observation('1234-5'))).json()) as Json;
+      await drain(t);
+      expect(hook.got.map((r) => [r.method, r.path])).toEqual([['PUT', `/xml/Observation/${created.id}`]]);
+      expect(hook.got[0]!.headers.get('content-type')).toBe('application/fhir+xml');
+      expect(parseFhirXml(hook.got[0]!.body)).toEqual(created);
       await off(sub);
     });
 

@@ -15,7 +15,7 @@ import { ownerOf } from './owner.ts';
 /** The channel types Cinder delivers: rest-hook (delivery.ts) and websocket (sockets.ts). */
 export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];
 /** The payload media types a rest-hook may ask for (none: a notification without a body). */
-export const PAYLOADS = ['application/fhir+json', 'application/json'];
+export const PAYLOADS = ['application/fhir+json', 'application/json', 'application/fhir+xml', 'application/xml'];
 
 /** What activation reads besides the Subscription. */
 export interface ActivationContext {

@@ -2,8 +2,8 @@
  * Delivery of recorded notifications (R4 subscription.html, rest-hook): a loop in each `serve` process
  * leases subscriptions with waiting notifications (SubscriptionRepo.claim: one holder at a time across
  * processes) and sends each subscription's notifications in the order they were recorded. With no
- * `channel.payload` a notification is a POST to `channel.endpoint` without a body; with a JSON payload
- * it is a PUT of the version to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
+ * `channel.payload` a notification is a POST to `channel.endpoint` without a body; with a JSON or XML
+ * payload it is a PUT of the version, in that format, to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
  * not followed; a 2xx is a success. A failure is retried after 5 s, 10 s, 20 s and 40 s; the fifth
  * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
  * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook), or whose owner's client
@@ -18,6 +18,8 @@ import { operatorAccess } from '../access.ts';
 import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
 import { payloadType } from './activation.ts';
+import { parseExact } from '../exact-json.ts';
+import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, privateEndpoint, systemResolve, type ResolveHost } from './endpoint.ts';
 import { ownerClient } from './owner.ts';
 import type { SubscriptionSockets } from './sockets.ts';
@@ -259,7 +261,8 @@ export class SubscriptionDelivery {
       const v = await this.options.fhir.store.resources.vread(tenant, n.type, n.id, n.versionId);
       if (!v || v.deleted) return undefined; // the version is gone (nothing left to send)
       method = 'PUT';
-      body = v.content;
+      // The stored JSON, or the same resource in FHIR XML for an XML payload (src/fhir/xml/to-xml.ts).
+      body = payloadType(channel.payload)!.endsWith('xml') ? toFhirXml(parseExact(v.content) as Record<string, unknown>) : v.content;
       target.pathname = `${target.pathname.replace(/\/+$/, '')}/${n.type}/${n.id}`;
       headers.set('Content-Type', String(channel.payload));
     }

@@ -31,12 +31,29 @@ export function xmlAnswers(): MiddlewareHandler<AppEnv> {
     let answer: Response;
     if (!res.body || res.status === 204 || res.status === 304) answer = new Response(null, { status: res.status, statusText: res.statusText, headers });
     else {
+      const text = await res.text();
+      const resource = resourceOf(text);
+      if (resource === undefined) {
+        // Not a resource after all (no route answers so): the answer as it was.
+        c.res = undefined as unknown as Response;
+        c.res = new Response(text, res);
+        return;
+      }
       const pretty = url.includes('_pretty=') && new URL(url).searchParams.get('_pretty') === 'true';
-      const xml = toFhirXml(parseExact(await res.text()) as Record<string, unknown>, pretty);
-      answer = textResponse(xml, { status: res.status, statusText: res.statusText, headers });
+      answer = textResponse(toFhirXml(resource, pretty), { status: res.status, statusText: res.statusText, headers });
     }
     // Cleared first: Hono's setter would copy the JSON answer's fields (its Content-Length among them) onto the new one.
     c.res = undefined as unknown as Response;
     c.res = answer;
   };
+}
+
+/** The resource a FHIR JSON answer holds, numbers as written; undefined when it holds none. */
+function resourceOf(text: string): Record<string, unknown> | undefined {
+  try {
+    const value = parseExact(text) as Record<string, unknown> | null;
+    return value !== null && typeof value === 'object' && !Array.isArray(value) && typeof value.resourceType === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -13,5 +13,6 @@ export * from './interface/export-jobs.ts';
 export * from './interface/export-files.ts';
 export * from './interface/import-jobs.ts';
 export * from './interface/subscriptions.ts';
+export * from './interface/expunge.ts';
 export * from './interface/store.ts';
 export * from './interface/errors.ts';

@@ -1,6 +1,7 @@
 /** The store a composition root receives: one repository per area, and the database's own lifecycle. */
 import type { ClientRepo, KeyRepo, TenantRepo, UserRepo } from './accounts.ts';
 import type { ExportFileRepo } from './export-files.ts';
+import type { ExpungeRepo } from './expunge.ts';
 import type { ExportRepos } from './export-jobs.ts';
 import type { ImportJobRepo } from './import-jobs.ts';
 import type { CounterRepo, OAuthRepo } from './oauth.ts';
@@ -28,6 +29,8 @@ export interface Store {
   readonly imports: ImportJobRepo;
   /** Subscription owners and the notification outbox (src/fhir/subscriptions/). */
   readonly subscriptions: SubscriptionRepo;
+  /** Physical removal of versions (`$expunge`, `cinder expunge`, `cinder audit prune`). */
+  readonly expunge: ExpungeRepo;
   /** Export file storage in the database, where the adapter offers it (PostgreSQL). */
   readonly exportFiles?: ExportFileRepo;
 }

@@ -11,6 +11,7 @@ import type { PostgresStoreOptions } from './db.ts';
 import { postgresMigrations } from './migrations.ts';
 import { createPostgresResources } from './resources.ts';
 import { createPostgresSubscriptions } from './subscriptions.ts';
+import { createPostgresExpunge } from './expunge.ts';
 
 export type { PostgresStoreOptions } from './db.ts';
 
@@ -57,6 +58,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     counters: g(createPostgresCounters(sql)),
     resources: g(createPostgresResources(sql, keysSql, genericSql)),
     subscriptions: g(createPostgresSubscriptions(sql)),
+    expunge: g(createPostgresExpunge(sql)),
     exports: {
       jobs: g(createPostgresExportJobs(sql)),
       scratch: g(createPostgresExportScratch(sql)),

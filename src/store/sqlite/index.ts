@@ -8,6 +8,7 @@ import { createSqliteImportJobs } from './import-jobs.ts';
 import { createSqliteExportCleanup, createSqliteExportDownloads, createSqliteExportJobs, createSqliteExportScratch } from './export-jobs.ts';
 import { createSqliteCounters, createSqliteOAuth } from './oauth.ts';
 import { createSqliteSubscriptions } from './subscriptions.ts';
+import { createSqliteExpunge } from './expunge.ts';
 import { createSqliteUsers } from './users.ts';
 import { sqliteMigrations } from './migrations.ts';
 import { createSqliteResources } from './resources.ts';
@@ -72,6 +73,8 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     oauth: repo(createSqliteOAuth, ['getRefreshToken', 'isRevoked', 'revokedSince']),
     counters: repo(createSqliteCounters, ['peek']),
     subscriptions: repo(createSqliteSubscriptions, ['owners', 'pending', 'waiting', 'recent']),
+    // Each batch in one write transaction of the writer's queue.
+    expunge: repo(createSqliteExpunge, []),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).
     get resources() {
       return (resources ??= g(createSqliteResources(writer, reader, serial, scanner, checkpointer, options.text)));

@@ -1,0 +1,75 @@
+import type { ExpungeBatch, ExpungeRepo } from '../types.ts';
+import { expungeBatch, type ExpungeStatements } from '../expunge-batch.ts';
+import type { Pg, PgTx } from './db.ts';
+import { deleteIndexRows } from './write-sql.ts';
+
+/**
+ * Expunge batches on PostgreSQL, each in one transaction. The resource rows a batch examines are
+ * locked first (FOR UPDATE, in row order), so a write to one of them waits for the batch, then finds
+ * the row gone and creates the resource anew; a batch waits for a write in progress the same way.
+ */
+export function createPostgresExpunge(sql: Pg): ExpungeRepo {
+  const statements = (tx: PgTx): ExpungeStatements => {
+    const version = (b: ExpungeBatch, column = 'version_id') => (b.versionId === undefined ? tx`` : tx`AND ${tx(column)} = ${b.versionId}`);
+    return {
+      async candidates(b, limit) {
+        const ids = b.ids ? tx`AND id = ANY(${b.ids}::text[])` : tx``;
+        const rows = await tx<{ pk: string; id: string; deleted: boolean }[]>`
+          SELECT pk, id, deleted FROM resources WHERE tenant = ${b.tenant} AND type = ${b.type} AND pk > ${b.after} ${ids}
+          ORDER BY pk LIMIT ${limit} FOR UPDATE`;
+        return rows.map((r) => ({ pk: Number(r.pk), id: r.id, deleted: r.deleted }));
+      },
+      async historyCounts(b, ids) {
+        const rows = await tx<{ id: string; n: number }[]>`
+          SELECT id, count(*)::int AS n FROM resource_history
+          WHERE tenant = ${b.tenant} AND type = ${b.type} AND id = ANY(${ids}::text[]) ${version(b)} GROUP BY id`;
+        return new Map(rows.map((r) => [r.id, r.n]));
+      },
+      async removeHistory(b, ids) {
+        const [row] = await tx<{ n: number }[]>`
+          WITH gone AS (
+            DELETE FROM resource_history WHERE tenant = ${b.tenant} AND type = ${b.type} AND id = ANY(${ids}::text[]) ${version(b)}
+            RETURNING id, version_id
+          ), notified AS (
+            DELETE FROM subscription_notifications n USING gone g
+            WHERE n.tenant = ${b.tenant} AND n.type = ${b.type} AND n.resource_id = g.id AND n.version_id = g.version_id
+          )
+          SELECT count(*)::int AS n FROM gone`;
+        return row!.n;
+      },
+      async removeOldestHistory(b, id, n) {
+        const [row] = await tx<{ n: number }[]>`
+          WITH oldest AS (
+            SELECT version_id FROM resource_history WHERE tenant = ${b.tenant} AND type = ${b.type} AND id = ${id} ${version(b)}
+            ORDER BY version_id LIMIT ${n}
+          ), gone AS (
+            DELETE FROM resource_history WHERE tenant = ${b.tenant} AND type = ${b.type} AND id = ${id}
+            AND version_id IN (SELECT version_id FROM oldest) RETURNING version_id
+          ), notified AS (
+            DELETE FROM subscription_notifications WHERE tenant = ${b.tenant} AND type = ${b.type} AND resource_id = ${id}
+            AND version_id IN (SELECT version_id FROM gone)
+          )
+          SELECT count(*)::int AS n FROM gone`;
+        return row!.n;
+      },
+      async removeResources(b, rows) {
+        const pks = rows.map((r) => r.pk);
+        const ids = rows.map((r) => r.id);
+        await deleteIndexRows(tx, pks);
+        await tx`
+          WITH notified AS (
+            DELETE FROM subscription_notifications WHERE tenant = ${b.tenant}
+            AND ((type = ${b.type} AND resource_id = ANY(${ids}::text[])) OR (${b.type === 'Subscription'} AND subscription_id = ANY(${ids}::text[])))
+          ), state AS (
+            DELETE FROM subscription_state WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND id = ANY(${ids}::text[])
+          )
+          DELETE FROM resources WHERE pk = ANY(${pks}::bigint[])`;
+      },
+    };
+  };
+  return {
+    async batch(b) {
+      return sql.begin((tx) => expungeBatch(statements(tx), b)) as Promise<Awaited<ReturnType<typeof expungeBatch>>>;
+    },
+  };
+}

@@ -1,5 +1,6 @@
 import { Hono, type Context } from 'hono';
 import { createAuditTrail, type AuditTrail } from './audit/trail.ts';
+import { expungeCapability } from './fhir/expunge.ts';
 import type { Clock } from './clock.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './log.ts';
@@ -180,7 +181,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
@@ -255,7 +256,7 @@ export function createApp(deps: AppDeps): App {
   // `$graphql` before the resource routes, which would take `/$graphql` for a type.
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).
-  fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits, dispatch: (req) => Promise.resolve(fetch(req)) }));
+  fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits, expunge: config.expunge === 'on', dispatch: (req) => Promise.resolve(fetch(req)) }));
   app.route(FHIR_BASE_ROUTE, fhir);
   // The EHR launch reads the Patient and Encounter as the FHIR API does, so it is mounted beside it.
   app.route('/', launchRoutes(authDeps, fhirDeps, completeConditions));

@@ -53,6 +53,11 @@ const schema = z.object({
    */
   referentialIntegrity: z.enum(['on', 'off']).default('off'),
   /**
+   * `on`: `$expunge` removes versions physically (src/fhir/expunge.ts), for tokens with unfiltered
+   * system/ or user/ delete scopes. `off` by default, as in HAPI FHIR: the operation answers 403.
+   */
+  expunge: z.enum(['on', 'off']).default('off'),
+  /**
    * `on`: every FHIR REST interaction of a tenant and the OAuth sign-in and token events are recorded as
    * AuditEvents in that tenant, shaped as IHE BALP says, written in batches off the request path
    * (src/audit/). `off` by default, as HAPI FHIR's BALP interceptor is opt-in.

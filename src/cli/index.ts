@@ -6,6 +6,7 @@ import {
 } from './client.ts';
 import { UsageError, type CliIO, type Command, type Options } from './command.ts';
 import { exportCommand } from './export.ts';
+import { auditPruneCommand, expungeCommand } from './expunge.ts';
 import { healthcheckCommand } from './healthcheck.ts';
 import { importCommand } from './import.ts';
 import { keysRotateCommand } from './keys.ts';
@@ -23,7 +24,7 @@ export const commands: Command[] = [
   clientRotateSecretCommand,
   userCreateCommand, userListCommand, userShowCommand, userUpdateCommand, userDisableCommand, userEnableCommand, userDeleteCommand,
   keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
-  validateCommand,
+  validateCommand, expungeCommand, auditPruneCommand,
 ];
 
 function overview(): string {

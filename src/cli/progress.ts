@@ -70,3 +70,31 @@ export function createProgress(io: CliIO, totalBytes: number, now: () => number 
     elapsedSeconds: () => (now() - started) / 1000,
   };
 }
+
+/**
+ * Progress of a task whose total is not known beforehand (`cinder expunge`, `cinder audit prune`) on
+ * stderr: `expunge: 12,345 versions removed, 4,100/s (Observation)`, redrawn in place on a terminal (at
+ * most every 100 ms), a plain line every few seconds otherwise, as createProgress does.
+ */
+export function createTally(io: CliIO, task: string, unit: string, now: () => number = () => performance.now()) {
+  const started = now();
+  const interval = io.isTTY ? 100 : 5000;
+  let last = started;
+  let drawn = false;
+  return {
+    update(n: number, note?: string): void {
+      const t = now();
+      if (t - last < interval) return;
+      last = t;
+      const seconds = (t - started) / 1000;
+      const text = `${task}: ${formatCount(n)} ${unit}, ${formatCount(seconds > 0 ? n / seconds : 0)}/s${note ? ` (${note})` : ''}`;
+      io.stderr(io.isTTY ? `\r\x1b[2K${text}` : `${text}\n`);
+      drawn = io.isTTY;
+    },
+    done(): void {
+      if (drawn) io.stderr('\r\x1b[2K');
+      drawn = false;
+    },
+    elapsedSeconds: () => (now() - started) / 1000,
+  };
+}

@@ -24,6 +24,7 @@ import { parseExact, stringifyExact } from '../fhir/exact-json.ts';
 import { conditionalPatch, parsePatch, patchResource } from '../fhir/patch.ts';
 import { validateOperation } from '../fhir/validate-operation.ts';
 import { snapshotOperation } from '../fhir/snapshot-operation.ts';
+import { DEFAULT_HTTP_LIMIT, expunge, expungeOptions, expungeParameters, requireExpungeAccess } from '../fhir/expunge.ts';
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
@@ -42,6 +43,8 @@ export interface FhirRouteDeps extends FhirDeps {
   limits: Pick<BodyLimits, 'resource' | 'bundle' | 'binary'>;
   /** Answers a request as the server would (its every route and check): a batch entry's operation. */
   dispatch?: (req: Request) => Promise<Response>;
+  /** `CINDER_EXPUNGE=on`: `$expunge` removes versions; otherwise it answers 403. */
+  expunge?: boolean;
 }
 
 /**
@@ -223,6 +226,22 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     return fhirJson(historyJson(base, r.rows, searchLinks(base, path, r.self, r.next, r.page), deps.clock.now(), shape));
   };
 
+  // `$expunge` (system, type, instance, version: src/fhir/expunge.ts), before the routes that would take it for a type or an id.
+  const expungeOf = async (c: Context<AppEnv>) => {
+    const { type, id, vid } = c.req.param() as { type?: string; id?: string; vid?: string };
+    if (!deps.expunge) throw new FhirError('forbidden', '$expunge is disabled on this server (the operator enables it with CINDER_EXPUNGE=on)');
+    const options = expungeOptions(await operationParams(c));
+    const types = type === undefined ? undefined : [type];
+    requireExpungeAccess(c.get('access'), types);
+    const count = await expunge(deps.store, c.get('tenant'), { ...(types && { types }), ...(id !== undefined && { id }), ...(vid !== undefined && { versionId: vid }) }, {
+      ...options, limit: options.limit ?? DEFAULT_HTTP_LIMIT,
+    });
+    return fhirJson(expungeParameters(count));
+  };
+  for (const at of ['', '/:type', '/:type/:id', '/:type/:id/_history/:vid']) {
+    app.post(`${at}/$expunge`, expungeOf);
+    app.on(['GET', 'PUT', 'DELETE', 'PATCH'], `${at}/$expunge`, refuse('POST'));
+  }
   // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
   app.route('/', binaryRoutes({ fhir: deps, baseUrl: deps.baseUrl, maxBinaryBytes: deps.limits.binary, writeResponse }));
   notAllowedFirst(app);

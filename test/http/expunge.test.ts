@@ -41,8 +41,10 @@ for (const target of targets) {
       db = await target.fresh();
       const store = db.open();
       await store.migrate();
-      t = await createTestApp({ store, env: ON });
+      t = await createTestApp({ store, env: { ...ON, CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
       api = fhirClient(t, await t.token());
+      // Its notifications wait in the outbox (nothing delivers them here).
+      await api.put200({ resourceType: 'Subscription', id: 's1', status: 'requested', reason: 'test', criteria: 'Observation?status=final', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
       // p1: live, three versions; p2: two versions, then deleted (three); o1 refers to p2 and stays live;
       // o2 (two versions) refers to p1; o3 deleted; b1 a deleted Binary.
       await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Alpha' }] });
@@ -64,6 +66,9 @@ for (const target of targets) {
       });
     });
     afterAll(() => t.close());
+
+    /** `Type/id/version` of the notifications waiting for s1. */
+    const outbox = async () => (await t.store.subscriptions.pending('t1', 's1', 100)).map((n) => `${n.type}/${n.id}/${n.versionId}`).sort();
 
     const expungeAt = async (path: string, p: Record<string, boolean | number>, token?: string) => {
       const client = token ? fhirClient(t, token) : api;
@@ -114,6 +119,7 @@ for (const target of targets) {
     });
 
     test('deleted resources, whole, within the limit, with a token of that type', async () => {
+      expect(await outbox()).toEqual(['Observation/o1/1', 'Observation/o2/1', 'Observation/o3/1']);
       const observations = await craftToken(t, 'user/Observation.d');
       // o3: two versions (the write and the deletion).
       expect(await count(await expungeAt('Observation/', { expungeDeletedResources: true, limit: 1 }, observations))).toBe(1);
@@ -121,6 +127,7 @@ for (const target of targets) {
       expect(await count(await expungeAt('Observation/', { expungeDeletedResources: true }, observations))).toBe(1);
       await expectOutcome(await api.get('Observation/o3'), 404);
       await expectOutcome(await api.get('Observation/o3/_history/1'), 404);
+      expect(await outbox()).toEqual(['Observation/o1/1', 'Observation/o2/1']);
       // p2: three versions; Binary b1 two.
       expect(await count(await expungeAt('Patient/p2/', { expungeDeletedResources: true }))).toBe(3);
       expect(await count(await expungeAt('', { expungeDeletedResources: true }))).toBe(2);
@@ -146,6 +153,7 @@ for (const target of targets) {
       expect((await api.search('Observation/o2/_history')).total ?? (await api.search('Observation/o2/_history')).entry.length).toBe(1);
       expect(ids(await api.search('Patient?gender=male'))).toEqual(['p1']);
       expect(ids(await api.search('Observation?status=amended'))).toEqual(['o2']);
+      expect(await outbox()).toEqual(['Observation/o1/1']);
       const inc = await api.search('Observation?_id=o2&_include=Observation:subject');
       expect(inc.entry.map((e: Json) => `${e.search.mode}:${e.resource.id}`).sort()).toEqual(['include:p1', 'match:o2']);
       // A write after expunge: the next version number.
@@ -161,8 +169,14 @@ for (const target of targets) {
       };
       expect((await exported()).length).toBeGreaterThan(0);
       expect(ids(await api.search('Patient/p1/$everything')).sort()).toEqual(['o2', 'p1']);
-      // p1 and p2 (version 1 each), o1 and o2.
-      expect(await count(await expungeAt('', { expungeEverything: true }))).toBe(4);
+      // Types in order: o1 and o2 first (the limit stops there: o1's notification goes, s1 stays)...
+      expect(await count(await expungeAt('', { expungeEverything: true, limit: 2 }))).toBe(2);
+      expect(await outbox()).toEqual([]);
+      expect((await t.store.subscriptions.owners('t1')).size).toBe(1);
+      // ...then p1 and p2 (version 1 each) and the Subscription s1, its state and outbox with it.
+      expect(await count(await expungeAt('', { expungeEverything: true }))).toBe(3);
+      expect(await outbox()).toEqual([]);
+      expect((await t.store.subscriptions.owners('t1')).size).toBe(0);
       expect(ids(await api.search('?_type=Patient,Observation,Binary'))).toEqual([]);
       expect(ids(await api.search('Patient/p1/Observation'))).toEqual([]);
       expect(ids(await api.search('Observation?_revinclude=Observation:subject'))).toEqual([]);

@@ -81,6 +81,9 @@ export function classify(method: string, path: string, search: string): Classifi
   if (c.startsWith('$')) return op(c, { type, target, ...patientOf(b) });
   if (c === '_history') {
     const v = d === undefined ? NaN : Number(d);
+    // An operation on a version (`_history/{vid}/$meta`, `$expunge`): the operation, on that version.
+    const e = s[4];
+    if (e?.startsWith('$')) return op(e, { type, target: Number.isInteger(v) && v > 0 ? { ...target, versionId: v } : target, ...patientOf(b) });
     if (d !== undefined && Number.isInteger(v) && v > 0) return plain('vread', { type, target: { ...target, versionId: v }, ...patientOf(b) });
     return query('history', { type, target, ...patientOf(b) });
   }

@@ -220,6 +220,26 @@ describe('SQLite: a resource row\'s number given again', () => {
   });
 });
 
+describe('$expunge in the audit trail', () => {
+  test('each call is one operation event ($expunge, action E), the version level included', async () => {
+    const t = await createTestApp({ env: { ...ON, CINDER_AUDIT: 'on' } });
+    try {
+      const api = fhirClient(t, await t.token());
+      await api.put200({ resourceType: 'Patient', id: 'a', gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 'a', gender: 'female' });
+      expect(await count(await api.post('Patient/a/_history/1/$expunge', params({ expungePreviousVersions: true })))).toBe(1);
+      expect((await api.del('Patient/a')).status).toBe(200);
+      expect(await count(await api.post('Patient/a/$expunge', params({ expungeDeletedResources: true })))).toBe(2);
+      await t.app.audit!.flush();
+      const events = ((await api.search('AuditEvent?subtype=operation&_sort=date')).entry ?? []).map((e: Json) => e.resource);
+      expect(events.map((e: Json) => [e.action, e.outcome, e.outcomeDesc])).toEqual([['E', '0', '$expunge'], ['E', '0', '$expunge']]);
+      expect(t.app.audit!.counts.failed).toBe(0);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('$expunge off (the default)', () => {
   let t: TestApp;
   beforeAll(async () => {

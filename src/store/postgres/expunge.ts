@@ -4,8 +4,8 @@ import type { Pg, PgTx } from './db.ts';
 import { deleteIndexRows } from './write-sql.ts';
 
 /**
- * Expunge batches on PostgreSQL, each in one transaction. The resource rows a batch examines are
- * locked first (FOR UPDATE, in row order), so a write to one of them waits for the batch, then finds
+ * Expunge batches on PostgreSQL, each in one transaction. The resource rows a batch examines (for
+ * mode `deleted`, the deleted ones alone) are locked first (FOR UPDATE, in row order), so a write to one of them waits for the batch, then finds
  * the row gone and creates the resource anew; a batch waits for a write in progress the same way.
  */
 export function createPostgresExpunge(sql: Pg): ExpungeRepo {
@@ -14,15 +14,19 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
     return {
       async candidates(b, limit) {
         const ids = b.ids ? tx`AND id = ANY(${b.ids}::text[])` : tx``;
+        // Only the rows the batch may remove are locked: writes to live resources never wait for a batch of deleted ones.
+        const deleted = b.mode === 'deleted' ? tx`AND deleted` : tx``;
         const rows = await tx<{ pk: string; id: string; deleted: boolean }[]>`
-          SELECT pk, id, deleted FROM resources WHERE tenant = ${b.tenant} AND type = ${b.type} AND pk > ${b.after} ${ids}
+          SELECT pk, id, deleted FROM resources WHERE tenant = ${b.tenant} AND type = ${b.type} AND pk > ${b.after} ${ids} ${deleted}
           ORDER BY pk LIMIT ${limit} FOR UPDATE`;
         return rows.map((r) => ({ pk: Number(r.pk), id: r.id, deleted: r.deleted }));
       },
       async historyCounts(b, ids) {
+        // One index probe per resource (a lateral count): no plan that reads the history of the whole type.
         const rows = await tx<{ id: string; n: number }[]>`
-          SELECT id, count(*)::int AS n FROM resource_history
-          WHERE tenant = ${b.tenant} AND type = ${b.type} AND id = ANY(${ids}::text[]) ${version(b)} GROUP BY id`;
+          SELECT i.id, (SELECT count(*)::int FROM resource_history h
+            WHERE h.tenant = ${b.tenant} AND h.type = ${b.type} AND h.id = i.id ${version(b, 'h.version_id')}) AS n
+          FROM unnest(${ids}::text[]) AS i(id)`;
         return new Map(rows.map((r) => [r.id, r.n]));
       },
       async removeHistory(b, ids) {

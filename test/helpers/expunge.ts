@@ -41,3 +41,22 @@ export async function orphans(kind: string, url: string): Promise<Record<string,
   return out;
 }
 
+
+/** Runs statements on the database directly (set-up a test cannot make through Cinder). */
+export async function rawSql(kind: string, url: string, statements: string[]): Promise<void> {
+  if (kind === 'sqlite') {
+    const db = new Database(url);
+    try {
+      for (const st of statements) db.exec(st);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const sql = postgres(url, { max: 1, onnotice: () => undefined });
+  try {
+    for (const st of statements) await sql.unsafe(st);
+  } finally {
+    await sql.end();
+  }
+}

@@ -13,7 +13,7 @@ import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff } from '../helpers/export.ts';
 import { craftToken, expectOutcome, fhirClient, ids, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
-import { orphans } from '../helpers/expunge.ts';
+import { orphans, rawSql } from '../helpers/expunge.ts';
 
 const targets = await storeTargets();
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -219,6 +219,40 @@ describe('SQLite: a resource row\'s number given again', () => {
     }
   });
 });
+
+for (const target of targets) {
+  describe(`a batch that fails (${target.kind})`, () => {
+    test('removes nothing of its resources: the transaction rolls back whole', async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      const t = await createTestApp({ store, env: ON });
+      try {
+        const api = fhirClient(t, await t.token());
+        for (const id of ['x', 'y']) {
+          await api.put200({ resourceType: 'Patient', id, gender: 'male' });
+          await api.put200({ resourceType: 'Patient', id, gender: 'female' });
+          expect((await api.del(`Patient/${id}`)).status).toBe(200);
+        }
+        // The database refuses to remove y's row, after the batch has removed x's and both histories.
+        await rawSql(target.kind, db.url, target.kind === 'sqlite'
+          ? ["CREATE TRIGGER refuse BEFORE DELETE ON resources WHEN old.id = 'y' BEGIN SELECT RAISE(ABORT, 'refused'); END"]
+          : ["CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF old.id = 'y' THEN RAISE EXCEPTION 'refused'; END IF; RETURN old; END $$",
+             'CREATE TRIGGER refuse BEFORE DELETE ON resources FOR EACH ROW EXECUTE FUNCTION refuse()']);
+        expect((await api.post('Patient/$expunge', params({ expungeDeletedResources: true }))).status).toBe(500);
+        for (const id of ['x', 'y']) {
+          expect((await api.get(`Patient/${id}`)).status).toBe(410);
+          expect(((await api.search(`Patient/${id}/_history`)).entry ?? []).length).toBe(3);
+          expect((await api.get(`Patient/${id}/_history/2`)).status).toBe(200);
+        }
+        await rawSql(target.kind, db.url, target.kind === 'sqlite' ? ['DROP TRIGGER refuse'] : ['DROP TRIGGER refuse ON resources']);
+        expect(await count(await api.post('Patient/$expunge', params({ expungeDeletedResources: true })))).toBe(6);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}
 
 describe('$expunge in the audit trail', () => {
   test('each call is one operation event ($expunge, action E), the version level included', async () => {

@@ -1,6 +1,6 @@
 import { expect, test } from 'bun:test';
 import type { CliIO } from '../../src/cli/command.ts';
-import { createProgress } from '../../src/cli/progress.ts';
+import { createProgress, createTally } from '../../src/cli/progress.ts';
 
 function io(isTTY: boolean) {
   const out = { stderr: '' };
@@ -40,4 +40,28 @@ test('elsewhere: a plain line every 5 s', () => {
   p.done();
   expect(out.stderr).toBe('import: 100%  5,000 imported, 1 failed, 1,000/s\n');
   expect(p.elapsedSeconds()).toBe(5);
+});
+
+test('a count without a total (expunge, audit prune): redrawn on a terminal, a line every 5 s elsewhere', () => {
+  let now = 0;
+  const { io: tty, out } = io(true);
+  const t = createTally(tty, 'expunge', 'versions removed', () => now);
+  t.update(10, 'Patient');
+  expect(out.stderr).toBe('');
+  now = 2000;
+  t.update(40_000, 'Observation');
+  expect(out.stderr).toBe('\r\x1b[2Kexpunge: 40,000 versions removed, 20,000/s (Observation)');
+  t.done();
+  expect(out.stderr.endsWith('\r\x1b[2K')).toBe(true);
+  const { io: plain, out: log } = io(false);
+  now = 0;
+  const l = createTally(plain, 'audit prune', 'AuditEvents removed', () => now);
+  now = 4000;
+  l.update(1);
+  expect(log.stderr).toBe('');
+  now = 5000;
+  l.update(5000);
+  expect(log.stderr).toBe('audit prune: 5,000 AuditEvents removed, 1,000/s\n');
+  l.done();
+  expect(log.stderr).toBe('audit prune: 5,000 AuditEvents removed, 1,000/s\n');
 });

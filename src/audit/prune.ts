@@ -18,13 +18,14 @@ export const INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\
 /**
  * Removes the tenant's AuditEvents whose `recorded` (the `date` search parameter) is before `before`
  * (an INSTANT), in batches of PRUNE_BATCH, each one transaction; returns how many versions went.
- * Each batch is the first page of the same search, found through the search index, so memory stays flat.
+ * Each batch is the first page of the same search, oldest first (`_sort=date`, read in the date index's
+ * order), so memory stays flat and an interrupted prune has removed the oldest events.
  */
 export async function pruneAudit(
   deps: { store: Store; clock: Clock }, tenant: string, before: string, onProgress?: (removed: number) => void,
 ): Promise<number> {
   if (!INSTANT.test(before) || Number.isNaN(Date.parse(before))) throw new RangeError(`'${before}' is not an instant with a time zone (e.g. 2026-01-01T00:00:00Z)`);
-  const params = new URLSearchParams({ date: `lt${before}`, _count: String(PRUNE_BATCH), _sort: '_id', _elements: 'id' });
+  const params = new URLSearchParams({ date: `lt${before}`, _count: String(PRUNE_BATCH), _sort: 'date', _elements: 'id' });
   let removed = 0;
   for (;;) {
     const page = await searchResources(deps, { tenant, access: operatorAccess }, AUDIT_TYPE, params, true);

@@ -8,6 +8,7 @@ import { storeTargets } from '../helpers/stores.ts';
 import { accountsContract } from './contract/accounts.ts';
 import { batchingContract } from './contract/batching.ts';
 import { exportCleanupContract } from './contract/export-cleanup.ts';
+import { expungeContract } from './contract/expunge.ts';
 import { exportDownloadsContract } from './contract/export-downloads.ts';
 import { exportJobsContract } from './contract/export-jobs.ts';
 import { exportScratchContract } from './contract/export-scratch.ts';
@@ -47,6 +48,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   insertNewContract(() => store);
   metacharContract(() => store);
   oauthContract(() => store);
+  expungeContract(() => store);
   snapshotContract(target);
   exportJobsContract(target);
   exportScratchContract(target);

@@ -65,7 +65,7 @@ export const auditPruneCommand: Command = {
     'Removes, for good, the tenant\'s AuditEvents whose `recorded` is before the instant (with a time zone,\n' +
     'e.g. 2020-01-01T00:00:00Z), with their search index rows, in batches of 500, each one transaction.\n' +
     'The REST API keeps AuditEvents append-only; this command is the one way they go. Archive them first\n' +
-    'if your policy asks (`cinder export --tenant <id> --type AuditEvent`).',
+    'if your policy asks (`cinder export --tenant <id> --type AuditEvent --out <dir>`).',
   options: { tenant: { type: 'string' }, before: { type: 'string' }, json: { type: 'boolean' } },
   async run(args, io) {
     const v = args.values;

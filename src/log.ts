@@ -38,3 +38,11 @@ export function createLogger(
 }
 
 export const silentLogger: Logger = createLogger('silent');
+
+/**
+ * Lets `task` (a promise nobody awaits: a timer's tick, a loop's round, a fire-and-forget write) run with
+ * its failure logged as `what` instead of becoming an unhandled rejection (src/cli/crash-policy.ts).
+ */
+export function background(log: Logger, what: string, task: Promise<unknown>, fields?: LogFields): void {
+  task.catch((err: unknown) => log.error(what, { ...fields, err }));
+}

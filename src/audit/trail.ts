@@ -14,7 +14,7 @@
  */
 import type { Clock } from '../clock.ts';
 import { parseFhirXml } from '../fhir/xml/from-xml.ts';
-import type { Logger } from '../log.ts';
+import { background, type Logger } from '../log.ts';
 import type { Metrics } from '../http/metrics.ts';
 import type { Store } from '../store/types.ts';
 import type { TokenVerifier, VerifiedToken } from '../auth/tokens.ts';
@@ -121,7 +121,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     Object.fromEntries(Object.entries(counts).map(([result, n]) => [`result=${result}`, n])),
   );
   d.metrics.gauge('cinder_audit_queue', 'AuditEvents waiting to be written.', () => ({ '': queue.length }));
-  const timer = setInterval(() => void flush(), flushMs);
+  const timer = setInterval(() => background(d.log, 'audit: flushing AuditEvents failed', flush()), flushMs);
   timer.unref?.();
 
   function push(p: Pending): void {
@@ -136,7 +136,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       return;
     }
     queue.push(p);
-    if (queue.length >= BATCH && !flushing) void flush();
+    if (queue.length >= BATCH && !flushing) background(d.log, 'audit: flushing AuditEvents failed', flush());
   }
 
   /** The token as the FHIR gate verified it (a cached token at once), or its text to verify when flushing. */

@@ -3,9 +3,10 @@ import { createApp } from '../app.ts';
 import { startExportServices } from '../export/services.ts';
 import { baseUrlIsDefault, CONFIG_KEYS, configEnv, defaultBaseUrlAdvice, flagName, fhirBaseOf, type Config } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
-import type { Logger } from '../log.ts';
+import { background, type Logger } from '../log.ts';
 import type { Store } from '../store/types.ts';
 import { bootstrap } from './bootstrap.ts';
+import { installCrashPolicy } from './crash-policy.ts';
 import type { Command, Options } from './command.ts';
 import { openContext } from './context.ts';
 import { SIBLING_ENV, startSiblings, type Siblings } from './siblings.ts';
@@ -55,6 +56,8 @@ export const serveCommand: Command = {
     const stopReindex = new AbortController();
     const reindexed = Promise.withResolvers<void>();
     const metrics = createMetrics();
+    // An error no caller received is logged (and an uncaught exception ends the process): src/cli/crash-policy.ts.
+    const crashPolicy = installCrashPolicy({ proc: process, log, metrics, exit: (code) => process.exit(code) });
     // Export workers search outside the server's gate: they begin once the index is rebuilt.
     const exports = startExportServices({ config, store, clock, log, env: io.env, background: !sibling, after: reindexed.promise });
     const app = createApp({
@@ -78,10 +81,10 @@ export const serveCommand: Command = {
     // The siblings bind the port this process got (it may have asked for port 0), once the index is
     // rebuilt (they do not gate their searches).
     let siblings: Siblings | null = null;
-    void reindexed.promise.then(() => {
+    background(log, 'starting the other server processes failed', reindexed.promise.then(() => {
       if (draining || sibling || config.processes <= 1) return;
       siblings = startSiblings({ count: config.processes - 1, env: { ...io.env, ...configEnv(config), CINDER_PORT: String(server.port) }, log });
-    });
+    }));
     const fhirBase = fhirBaseOf(config.baseUrl, 'default');
     if (first) {
       io.stdout(
@@ -111,10 +114,17 @@ export const serveCommand: Command = {
         log.info('draining', { signal });
         // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
         // A reindex stops after its batch; the next start resumes it.
-        await Promise.all([server.stop(false), exports.stop(), siblings?.stop(), reindexing, app.subscriptions.stop(), app.imports.stop()]);
+        // Each step's failure is logged and the next still runs: a drain during an outage still ends.
+        const step = (what: string, p: Promise<unknown> | undefined) => p?.catch((err: unknown) => log.error(`draining: ${what} failed`, { err }));
+        await Promise.all([
+          step('stopping the HTTP server', server.stop(false)), step('stopping the export workers', exports.stop()), step('stopping the other processes', siblings?.stop()),
+          step('stopping the reindex', reindexing), step('stopping Subscription delivery', app.subscriptions.stop()),
+          step('handing $import jobs back', app.imports.stop()),
+        ]);
         // The AuditEvents of the requests just drained are written before the database is closed.
-        await app.audit?.close();
-        await store.close();
+        await step('writing the last AuditEvents', app.audit?.close());
+        await step('closing the database', store.close());
+        crashPolicy.uninstall();
         log.info('stopped');
         resolve();
       };

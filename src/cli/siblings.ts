@@ -44,11 +44,22 @@ export function startSiblings(o: { count: number; env: Record<string, string | u
       if (running.get(slot) === child) running.delete(slot);
       if (stopping) return;
       o.log.warn('server process exited; starting it again', { slot, pid: child.pid, code });
-      setTimeout(() => {
-        if (!stopping) spawn(slot);
-      }, RESTART_DELAY_MS).unref();
+      restart(slot);
     });
     return child;
+  }
+
+  /** Starts `slot` again after RESTART_DELAY_MS; a start that fails (no process could be made) is tried again. */
+  function restart(slot: number) {
+    setTimeout(() => {
+      if (stopping) return;
+      try {
+        spawn(slot);
+      } catch (err) {
+        o.log.error('starting a server process failed; trying again', { slot, err });
+        restart(slot);
+      }
+    }, RESTART_DELAY_MS).unref();
   }
 
   for (let slot = 1; slot <= o.count; slot++) spawn(slot);

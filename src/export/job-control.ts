@@ -31,6 +31,7 @@ export class JobControl {
   ) {}
 
   start(): void {
+    // renew() handles its own errors: a failed heartbeat is retried on the next tick.
     this.timer = setInterval(() => void this.renew(), Math.max(250, Math.floor(this.leaseMs / 3)));
   }
 

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { Clock } from '../clock.ts';
-import type { Logger } from '../log.ts';
+import { background, type Logger } from '../log.ts';
 import { StoreUnavailableError, type WithExports } from '../store/types.ts';
 import { workerUrl } from '../worker-url.ts';
 import type { FromWorker, ToWorker, WorkerInit } from './worker.ts';
@@ -74,7 +74,7 @@ export function createExportPool(o: PoolOptions) {
       }
       if (msg.type === 'done') slot.job = null;
       if (msg.type === 'stopped') return markStopped();
-      void fill();
+      background(o.log, 'export claim failed', fill());
     });
     worker.addEventListener('error', (event) => {
       o.log.error('export worker crashed', { owner: slot.owner, error: (event as ErrorEvent).message });
@@ -95,7 +95,7 @@ export function createExportPool(o: PoolOptions) {
   return {
     start(): void {
       for (let i = 0; i < o.size; i++) slots.push(spawn(i));
-      timer = setInterval(() => void fill(), o.pollMs ?? 500);
+      timer = setInterval(() => background(o.log, 'export claim failed', fill()), o.pollMs ?? 500);
     },
     /** Stops claiming, lets running jobs hand themselves back, and ends the threads (forcibly after `timeoutMs`). */
     async stop(timeoutMs = 10_000): Promise<void> {

@@ -165,7 +165,7 @@ describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
     expect(manifest.error).toEqual([]);
   }, 60_000);
 
-  test('a subscription delivery under way when the database goes away: nothing unhandled, and it is sent again once its lease runs out', async () => {
+  test('a subscription delivery under way when the database goes away: nothing unhandled, and it is sent again once the database is back, not after its lease', async () => {
     const unhandled: unknown[] = [];
     const onUnhandled = (err: unknown) => unhandled.push(err);
     process.on('unhandledRejection', onUnhandled);
@@ -197,16 +197,11 @@ describe.skipIf(!bin)('PostgreSQL stopped under load', () => {
       await Bun.sleep(1000);
       expect(unhandled).toEqual([]);
       await cluster.start();
-      // The lease is held until it runs out; then the notification is sent again (at least once).
-      let waiting = -1;
-      for (let i = 0; i < 100 && waiting !== 1; i++) {
-        waiting = await t.store.subscriptions.waiting().catch(() => -1);
-        if (waiting !== 1) await Bun.sleep(100);
-      }
-      expect(waiting).toBe(1);
-      t.clock.advance(121_000);
-      for (let i = 0; i < 100 && hits < 2; i++) await Bun.sleep(50);
+      // The lease whose release failed is released at the next claim (the test clock stands still: its
+      // 2 minutes never run out), and the notification is sent again (at least once).
+      for (let i = 0; i < 200 && hits < 2; i++) await Bun.sleep(50);
       expect(hits).toBe(2);
+      let waiting = -1;
       for (let i = 0; i < 100 && waiting !== 0; i++) {
         waiting = await t.store.subscriptions.waiting();
         if (waiting !== 0) await Bun.sleep(50);

@@ -87,6 +87,11 @@ export class SubscriptionDelivery {
   private stopped = true;
   /** Set by stop(): a round under way sends nothing more, so that a draining process stops at once. */
   private stopping = false;
+  /**
+   * Claims whose release failed (the database was unreachable), by tenant and id: released again before
+   * each claim, so that a subscription waits for the database to come back and not for its lease to run out.
+   */
+  private readonly unreleased = new Map<string, { tenant: string; id: string }>();
 
   constructor(private readonly options: DeliveryOptions) {
     this.resolve = options.resolve ?? systemResolve;
@@ -138,10 +143,12 @@ export class SubscriptionDelivery {
     let claimed = 0;
     this.again = false;
     try {
+      await this.releaseLeftovers();
       const free = CLAIMS - this.inFlight.size;
       if (free > 0) {
         const list = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, free);
         claimed = list.length;
+        for (const c of list) this.unreleased.delete(`${c.tenant}\u0000${c.id}`);
         for (const c of list) {
           const delivery: Promise<void> = this.deliver(c).catch((err: unknown) => log.warn('subscription delivery failed unexpectedly', { err })).finally(() => {
             this.inFlight.delete(delivery);
@@ -166,6 +173,8 @@ export class SubscriptionDelivery {
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopping = true;
+    // Open websockets would hold the HTTP server's drain: their clients connect again elsewhere.
+    this.options.sockets?.closeAll();
     clearTimeout(this.claimTimer);
     await this.claiming?.catch(() => undefined);
     // Those the last claim started too (they release their claims without sending).
@@ -220,7 +229,15 @@ export class SubscriptionDelivery {
     } catch (err) {
       log.warn('subscription delivery failed unexpectedly', { tenant: c.tenant, subscription: c.id, err });
     } finally {
-      await repo.release(c.tenant, c.id, this.worker).catch(() => undefined);
+      await repo.release(c.tenant, c.id, this.worker).catch(() => this.unreleased.set(`${c.tenant}\u0000${c.id}`, { tenant: c.tenant, id: c.id }));
+    }
+  }
+
+  /** Releases the claims whose release failed earlier; those that fail again stay for the next claim. */
+  private async releaseLeftovers(): Promise<void> {
+    for (const [k, { tenant, id }] of this.unreleased) {
+      await this.options.fhir.store.subscriptions.release(tenant, id, this.worker);
+      this.unreleased.delete(k);
     }
   }
 

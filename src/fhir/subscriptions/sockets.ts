@@ -7,7 +7,8 @@
  * bound to, every delivery round, from a window of the last KEEP_MS (so one committed late on PostgreSQL,
  * after a later-numbered one, is still seen), remembering which it has pinged; they are deleted after
  * twice that by whichever process comes first. So a client bound through any process is pinged once for
- * each, whichever process recorded it.
+ * each, whichever process recorded it. A draining process closes its sockets with 1001 (Going Away), for
+ * their clients to connect again elsewhere.
  */
 import type { Server, ServerWebSocket, WebSocketHandler } from 'bun';
 import type { Clock } from '../../clock.ts';
@@ -37,8 +38,14 @@ type Socket = ServerWebSocket<SocketData>;
 
 const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
+/** Close codes (RFC 6455 section 7.4.1, IANA registry). */
+export const CLOSE_GOING_AWAY = 1001;
+
 export class SubscriptionSockets {
   private readonly sockets = new Map<string, Set<Socket>>();
+  /** Every open socket of this process. */
+  private readonly open = new Set<Socket>();
+  private closing = false;
   /** The notifications pinged (by key), with when they were recorded, for the window. */
   private readonly pinged = new Map<number, number>();
   /** When this process last purged old websocket notifications (it does every half KEEP_MS at most). */
@@ -48,19 +55,35 @@ export class SubscriptionSockets {
 
   /** Bun.serve's `websocket` handlers. */
   readonly handler: WebSocketHandler<SocketData> = {
+    open: (ws) => {
+      if (this.closing) ws.close(CLOSE_GOING_AWAY, 'the server is shutting down');
+      else this.open.add(ws);
+    },
     message: (ws, message) => {
       if (ws.data.waiting >= MAX_WAITING) {
         ws.close(1008, `more than ${MAX_WAITING} messages waiting for an answer`);
         return;
       }
       ws.data.waiting++;
-      ws.data.queue = ws.data.queue.then(() => this.message(ws, String(message))).finally(() => {
-        ws.data.waiting--;
-      });
+      ws.data.queue = ws.data.queue
+        .then(() => this.message(ws, String(message)))
+        .catch((err: unknown) => this.options.log.error('answering a subscription websocket message failed', { err }))
+        .finally(() => {
+          ws.data.waiting--;
+        });
     },
     maxPayloadLength: MAX_MESSAGE_BYTES,
-    close: (ws) => this.unbind(ws),
+    close: (ws) => {
+      this.open.delete(ws);
+      this.unbind(ws);
+    },
   };
+
+  /** Closes every socket with 1001 (Going Away) and admits no more: the process is draining. */
+  closeAll(): void {
+    this.closing = true;
+    for (const ws of [...this.open]) ws.close(CLOSE_GOING_AWAY, 'the server is shutting down');
+  }
 
   /** Upgrades a request for `{fhir_base}/websocket` of `tenant` on Bun's `server`: whether it did. */
   upgrade(req: Request, server: unknown, tenant: string): boolean {

@@ -136,7 +136,8 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
     fail(group, err);
     written = [];
   } finally {
-    if (bulk) await checkpointAfterBulk(writer, checkpointer!);
+    // The checkpoint only keeps the WAL small: its failure (a closed connection) leaves the commit as it is.
+    if (bulk) await checkpointAfterBulk(writer, checkpointer!).catch(() => undefined);
   }
   for (const { write, result } of written) write.resolve(result);
 }
@@ -271,7 +272,12 @@ export function createSqliteResources(
       scheduled = false;
       const group = pending.splice(0, GROUP_LIMIT);
       if (pending.length) schedule();
-      await commitGroup(writer, keys, group, checkpointer, text);
+      try {
+        await commitGroup(writer, keys, group, checkpointer, text);
+      } catch (err) {
+        // commitGroup settles every write itself; should it throw, none is left waiting (a promise settles once).
+        for (const w of group) w.reject(err);
+      }
     });
   }
 

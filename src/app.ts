@@ -72,6 +72,7 @@ import { accessFromScopes } from './auth/scopes.ts';
 import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
 import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
+import { requestIp } from './http/client-ip.ts';
 import { SubscriptionSockets, type SocketData } from './fhir/subscriptions/sockets.ts';
 import type { WebSocketHandler } from 'bun';
 import type { RestoreAccess } from './fhir/subscriptions/owner.ts';
@@ -245,7 +246,14 @@ export function createApp(deps: AppDeps): App {
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
   const client = (clientId: string) => authDeps.clients.get(clientId);
   fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, allowPrivate, ...resolve });
-  const sockets = new SubscriptionSockets({ store: deps.store, clock, log });
+  const sockets = new SubscriptionSockets({
+    store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
+  });
+  metrics.gauge('cinder_subscription_websockets', 'Subscription websockets open on this process.', () => ({ '': sockets.size }));
+  metrics.counter('cinder_subscription_websockets_refused_total', 'Subscription websockets closed at once since the process started, by the limit that refused them (process, client).', () => ({
+    'limit=process': sockets.refused.process,
+    'limit=client': sockets.refused.client,
+  }));
   const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, client, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
@@ -270,7 +278,7 @@ export function createApp(deps: AppDeps): App {
     if (req.headers.get('upgrade')?.toLowerCase() !== 'websocket') return false;
     const tenant = WEBSOCKET_PATH.exec(new URL(req.url).pathname)?.[1];
     // A tenant in the path that is no tenant id (`%`-escapes included) is left to the routes, which refuse it.
-    return tenant !== undefined && TENANT_ID.test(tenant) && sockets.upgrade(req, server, tenant);
+    return tenant !== undefined && TENANT_ID.test(tenant) && sockets.upgrade(req, server, tenant, requestIp(req, server, config.trustProxy === 'on'));
   };
   // CORS wraps Hono, so its routes and every error answer the same way; the hot routes (never a
   // preflight) add the same headers themselves.

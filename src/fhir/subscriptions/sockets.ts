@@ -7,8 +7,13 @@
  * bound to, every delivery round, from a window of the last KEEP_MS (so one committed late on PostgreSQL,
  * after a later-numbered one, is still seen), remembering which it has pinged; they are deleted after
  * twice that by whichever process comes first. So a client bound through any process is pinged once for
- * each, whichever process recorded it. A draining process closes its sockets with 1001 (Going Away), for
- * their clients to connect again elsewhere.
+ * each, whichever process recorded it.
+ *
+ * A process holds at most `maxConnections` sockets (CINDER_WEBSOCKET_MAX_CONNECTIONS), and at most
+ * `maxPerClient` of one tenant from one IP address (CINDER_WEBSOCKET_MAX_PER_CLIENT): a socket beyond
+ * either is opened and closed at once with code 1013 (Try Again Later: another process, or later, may
+ * have room) or 1008 (Policy Violation) and a reason naming the limit. A draining process closes its
+ * sockets with 1001 (Going Away), for their clients to connect again elsewhere.
  */
 import type { Server, ServerWebSocket, WebSocketHandler } from 'bun';
 import type { Clock } from '../../clock.ts';
@@ -24,9 +29,18 @@ export const MAX_WAITING = 32;
 /** The largest message a socket may send (bytes): `bind {id}` needs 70; a larger one closes it (1009, as Bun closes it). */
 export const MAX_MESSAGE_BYTES = 1024;
 
+/** Close codes (RFC 6455 section 7.4.1, IANA registry). */
+export const CLOSE_GOING_AWAY = 1001;
+export const CLOSE_POLICY = 1008;
+export const CLOSE_TRY_AGAIN_LATER = 1013;
+
 /** What each socket carries: its tenant, the subscriptions it bound with when it bound each, and its messages in hand. */
 export interface SocketData {
   tenant: string;
+  /** The client's IP address (for the per-client limit). */
+  ip: string;
+  /** Whether the socket was admitted (counted in the limits) when it opened. */
+  admitted: boolean;
   bound: Map<string, number>;
   /** The message being handled: the next waits for it, so answers come in the order of the messages. */
   queue: Promise<void>;
@@ -38,28 +52,44 @@ type Socket = ServerWebSocket<SocketData>;
 
 const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
-/** Close codes (RFC 6455 section 7.4.1, IANA registry). */
-export const CLOSE_GOING_AWAY = 1001;
+export interface SocketLimits {
+  /** The most sockets of this process. */
+  maxConnections: number;
+  /** The most sockets of this process of one tenant from one IP address. */
+  maxPerClient: number;
+}
+
+/** Sockets refused since the process started, by the limit that refused them. */
+export interface RefusedCounts {
+  process: number;
+  client: number;
+}
 
 export class SubscriptionSockets {
   private readonly sockets = new Map<string, Set<Socket>>();
-  /** Every open socket of this process. */
+  /** Every admitted socket of this process. */
   private readonly open = new Set<Socket>();
+  /** Admitted sockets by tenant and IP address. */
+  private readonly perClient = new Map<string, number>();
+  readonly refused: RefusedCounts = { process: 0, client: 0 };
   private closing = false;
   /** The notifications pinged (by key), with when they were recorded, for the window. */
   private readonly pinged = new Map<number, number>();
   /** When this process last purged old websocket notifications (it does every half KEEP_MS at most). */
   private purgedAt = -Infinity;
 
-  constructor(private readonly options: { store: Store; clock: Clock; log: Logger }) {}
+  constructor(private readonly options: { store: Store; clock: Clock; log: Logger; limits: SocketLimits }) {}
+
+  /** Open sockets of this process (/metrics `cinder_subscription_websockets`). */
+  get size(): number {
+    return this.open.size;
+  }
 
   /** Bun.serve's `websocket` handlers. */
   readonly handler: WebSocketHandler<SocketData> = {
-    open: (ws) => {
-      if (this.closing) ws.close(CLOSE_GOING_AWAY, 'the server is shutting down');
-      else this.open.add(ws);
-    },
+    open: (ws) => this.admit(ws),
     message: (ws, message) => {
+      if (!ws.data.admitted) return;
       if (ws.data.waiting >= MAX_WAITING) {
         ws.close(1008, `more than ${MAX_WAITING} messages waiting for an answer`);
         return;
@@ -73,22 +103,50 @@ export class SubscriptionSockets {
         });
     },
     maxPayloadLength: MAX_MESSAGE_BYTES,
-    close: (ws) => {
-      this.open.delete(ws);
-      this.unbind(ws);
-    },
+    close: (ws) => this.release(ws),
   };
+
+  /** Upgrades a request for `{fhir_base}/websocket` of `tenant` from `ip` on Bun's `server`: whether it did. */
+  upgrade(req: Request, server: unknown, tenant: string, ip: string): boolean {
+    const bun = server as Server<SocketData> | undefined;
+    const data: SocketData = { tenant, ip, admitted: false, bound: new Map(), queue: Promise.resolve(), waiting: 0 };
+    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data });
+  }
+
+  /** Counts an opened socket in, or closes it at once when a limit (or a drain) leaves no room for it. */
+  private admit(ws: Socket): void {
+    const { maxConnections, maxPerClient } = this.options.limits;
+    const client = key(ws.data.tenant, ws.data.ip);
+    const ofClient = this.perClient.get(client) ?? 0;
+    if (this.closing) return ws.close(CLOSE_GOING_AWAY, 'the server is shutting down');
+    if (this.open.size >= maxConnections) {
+      this.refused.process++;
+      return ws.close(CLOSE_TRY_AGAIN_LATER, `this server process holds its most websockets (${maxConnections}); try again later`);
+    }
+    if (ofClient >= maxPerClient) {
+      this.refused.client++;
+      return ws.close(CLOSE_POLICY, `at most ${maxPerClient} websockets of one tenant from one address`);
+    }
+    ws.data.admitted = true;
+    this.open.add(ws);
+    this.perClient.set(client, ofClient + 1);
+  }
+
+  private release(ws: Socket): void {
+    if (!ws.data.admitted) return;
+    ws.data.admitted = false;
+    this.open.delete(ws);
+    const client = key(ws.data.tenant, ws.data.ip);
+    const left = (this.perClient.get(client) ?? 1) - 1;
+    if (left > 0) this.perClient.set(client, left);
+    else this.perClient.delete(client);
+    this.unbind(ws);
+  }
 
   /** Closes every socket with 1001 (Going Away) and admits no more: the process is draining. */
   closeAll(): void {
     this.closing = true;
     for (const ws of [...this.open]) ws.close(CLOSE_GOING_AWAY, 'the server is shutting down');
-  }
-
-  /** Upgrades a request for `{fhir_base}/websocket` of `tenant` on Bun's `server`: whether it did. */
-  upgrade(req: Request, server: unknown, tenant: string): boolean {
-    const bun = server as Server<SocketData> | undefined;
-    return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data: { tenant, bound: new Map(), queue: Promise.resolve(), waiting: 0 } });
   }
 
   private async message(ws: Socket, text: string): Promise<void> {

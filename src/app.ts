@@ -254,7 +254,9 @@ export function createApp(deps: AppDeps): App {
     'limit=process': sockets.refused.process,
     'limit=client': sockets.refused.client,
   }));
-  const subscriptions = new SubscriptionDelivery({ fhir: fhirDeps, clock, log, allowPrivate, sockets, client, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}) });
+  const subscriptions = new SubscriptionDelivery({
+    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
+  });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );

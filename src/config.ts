@@ -137,6 +137,11 @@ const schema = z.object({
   importFetchTimeout: whole(1, 7 * 24 * 3600).default(3600),
   /** Milliseconds between a process's rounds of Subscription delivery when nothing was due. */
   subscriptionPollMs: whole(10, 600_000).default(1_000),
+  /**
+   * The most notifications a rest-hook Subscription may have waiting: beyond, it is set to `error` and
+   * what waits is dropped (src/fhir/subscriptions/delivery.ts).
+   */
+  subscriptionMaxPending: whole(1).default(10_000),
   /** Subscription websockets (`{fhir_base}/websocket`) one process holds; beyond, a socket is closed with 1013. */
   websocketMaxConnections: whole(1).default(10_000),
   /** Subscription websockets one process holds of one tenant from one IP address; beyond, a socket is closed with 1008. */

@@ -8,6 +8,9 @@
  * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
  * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook), or whose owner's client
  * is disabled or deleted, has its waiting notifications dropped; one whose `end` has passed is set `off` first.
+ * The outbox is bounded: a Subscription found with more than `maxPending` notifications waiting (an endpoint
+ * that answers 2xx, but slower than the writes its criteria match) is set to `error` as after the fifth
+ * failure, saying so, and what waits for it is dropped.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
@@ -55,7 +58,12 @@ export interface DeliveryOptions {
   sockets?: SubscriptionSockets;
   /** The owner's client (HubOptions.client): a disabled one's waiting notifications are dropped. */
   client: (clientId: string) => Promise<Client | null>;
+  /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */
+  maxPending?: number;
 }
+
+/** The default of CINDER_SUBSCRIPTION_MAX_PENDING. */
+export const MAX_PENDING = 10_000;
 
 /** Deliveries by result since the process started (/metrics `cinder_subscription_deliveries_total`, a counter). */
 export interface DeliveryCounts {
@@ -67,12 +75,14 @@ export interface DeliveryCounts {
   dropped: number;
   /** Websocket pings sent (sockets.ts). */
   pinged: number;
+  /** Subscriptions set to `error` for more than `maxPending` notifications waiting (counted in `error` too). */
+  backlog: number;
 }
 
 type Json = Record<string, unknown>;
 
 export class SubscriptionDelivery {
-  readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0, pinged: 0 };
+  readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0, pinged: 0, backlog: 0 };
   private readonly worker = randomUUID();
   private readonly resolve: ResolveHost;
   /** The loop's next claim (with its websocket round). */
@@ -200,7 +210,10 @@ export class SubscriptionDelivery {
       }
       let failures = c.failures;
       const started = clock.now();
-      for (const n of await repo.pending(c.tenant, c.id, BATCH)) {
+      const batch = await repo.pending(c.tenant, c.id, BATCH);
+      // Only a subscription with a full batch waiting may be over the bound: the others pay no count.
+      if (batch.length >= Math.min(BATCH, (this.options.maxPending ?? MAX_PENDING) + 1) && (await this.overflowed(c, current!, sub))) return;
+      for (const n of batch) {
         // Left for the next process (or start) to send, in order.
         if (this.stopping) break;
         const error = await this.send(c.tenant, channel, n);
@@ -239,6 +252,24 @@ export class SubscriptionDelivery {
       await this.options.fhir.store.subscriptions.release(tenant, id, this.worker);
       this.unreleased.delete(k);
     }
+  }
+
+  /**
+   * Whether the subscription has more than `maxPending` notifications waiting: then it is set to `error`
+   * (unless a client wrote it since) and what waits is dropped, as after the fifth failure in a row.
+   */
+  private async overflowed(c: ClaimedSubscription, current: ResourceVersion, sub: Json): Promise<boolean> {
+    const max = this.options.maxPending ?? MAX_PENDING;
+    const repo = this.options.fhir.store.subscriptions;
+    if ((await repo.waitingFor(c.tenant, c.id, max + 1)) <= max) return false;
+    this.options.log.warn('subscription set to error: too many notifications waiting', { tenant: c.tenant, subscription: c.id, maxPending: max });
+    const error = `more than ${max} notifications were waiting: the endpoint does not keep up with the writes the criteria match (CINDER_SUBSCRIPTION_MAX_PENDING)`;
+    if (await this.setStatus(c.tenant, current, sub, 'error', error)) {
+      this.counts.error++;
+      this.counts.backlog++;
+      this.counts.dropped += await repo.drop(c.tenant, c.id);
+    }
+    return true;
   }
 
   /**

@@ -63,6 +63,8 @@ export interface SubscriptionRepo {
   yielded(tenant: string, id: string, worker: string, at: number): Promise<void>;
   /** Recorded notifications waiting, over every tenant (/metrics). */
   waiting(): Promise<number>;
+  /** The subscription's notifications waiting, counted up to `cap` at most (a bounded count). */
+  waitingFor(tenant: string, id: string, cap: number): Promise<number>;
   /**
    * The notifications of these websocket subscriptions recorded at or after `since`, in the order they
    * were recorded: every process holding a socket bound to one reads them (they are not leased).

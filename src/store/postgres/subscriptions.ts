@@ -65,6 +65,12 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM subscription_notifications`;
       return r!.n;
     },
+    async waitingFor(tenant, id, cap) {
+      const [r] = await sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM (
+          SELECT 1 FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id} LIMIT ${cap}) AS w`;
+      return r!.n;
+    },
     async recent(subscriptions, since) {
       if (!subscriptions.length) return [];
       const tenants = subscriptions.map((s) => s.tenant);

@@ -64,6 +64,11 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     async waiting() {
       return db.query<{ n: number }, []>('SELECT COUNT(*) AS n FROM subscription_notifications').get()!.n;
     },
+    async waitingFor(tenant, id, cap) {
+      return db.query<{ n: number }, [string, string, number]>(
+        'SELECT COUNT(*) AS n FROM (SELECT 1 FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? LIMIT ?)',
+      ).get(tenant, id, cap)!.n;
+    },
     async recent(subscriptions, since) {
       if (!subscriptions.length) return [];
       const pairs = subscriptions.map(() => '(?, ?)').join(', ');

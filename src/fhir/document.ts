@@ -15,7 +15,11 @@
  * A document must be complete: each resource is read as a read of it would be, and one the token may not
  * read is a 403, one that is unknown or deleted a 422, as is a reference Cinder cannot resolve (another
  * server's URL, a `urn:` or conditional reference); each names the reference's path. At most
- * MAX_INCLUDES resources (the budget of a search's includes), or a 422.
+ * MAX_INCLUDES resources (the budget of a search's includes), or a 422. The resources of one level (the
+ * Composition's references, then the Lists' items) are read together, one store query per type
+ * (read-many.ts); only a reference that query did not find is read alone, for its error (or a core
+ * resource), and a version-specific one by its vread. The first problem in the Composition's order is
+ * the one answered, as if each were read in turn.
  *
  * `persist=true` stores the document as a Bundle (the token needs create on Bundle; R4: "at the bundle
  * end-point") and answers 201 with its Location; `graph` (GraphDefinition) is refused with a 400.
@@ -28,6 +32,7 @@ import { createResource, readResource, vreadResource, type FhirDeps, type FhirRe
 import { parseExact } from './exact-json.ts';
 import { isAbsoluteReference, parseReference, pathTo, walkReferences, type ParsedReference } from './references.ts';
 import { ID_PATTERN } from './resource-types.ts';
+import { readableVersions } from './read-many.ts';
 import { MAX_INCLUDES } from './search.ts';
 import { unknownParameters } from './operation-params.ts';
 
@@ -133,6 +138,33 @@ async function gather(deps: FhirDeps, req: FhirRequest, w: Wanted): Promise<Reso
   }
 }
 
+/**
+ * The current versions `wanted` name (those without a version), read with one store query per type; a
+ * reference left out (unknown, deleted, out of reach, a core resource, a type the token may not read) is
+ * for gather() to read alone, which answers it as a read would.
+ */
+async function readTogether(deps: FhirDeps, req: FhirRequest, wanted: Wanted[]): Promise<Map<Wanted, ResourceVersion>> {
+  const byType = new Map<string, Wanted[]>();
+  for (const w of wanted) if (w.ref.version === undefined) byType.set(w.ref.type, [...(byType.get(w.ref.type) ?? []), w]);
+  const found = new Map<Wanted, ResourceVersion>();
+  await Promise.all([...byType].map(async ([type, list]) => {
+    let versions: Map<string, ResourceVersion>;
+    try {
+      versions = await readableVersions(deps, req, type, list.map((w) => w.ref.id));
+    } catch (err) {
+      // A type the token may not read (or no type of this server): gather() answers its first reference
+      // as the document does (its 403 or 422, naming the reference's path).
+      if (err instanceof FhirError) return;
+      throw err;
+    }
+    for (const w of list) {
+      const v = versions.get(w.ref.id);
+      if (v) found.set(w, v);
+    }
+  }));
+  return found;
+}
+
 /** The Composition and the resources of its document, in order, each once. */
 async function documentResources(deps: FhirDeps, req: FhirRequest, id: string, base: string): Promise<ResourceVersion[]> {
   const composition = await readResource(deps, req, 'Composition', id); // 404 / 410 / 403 as a read would
@@ -140,17 +172,28 @@ async function documentResources(deps: FhirDeps, req: FhirRequest, id: string, b
   const out: ResourceVersion[] = [composition];
   const seen = new Set([`Composition/${id}`]);
   const add = async (wanted: Wanted[]) => {
-    const added: ResourceVersion[] = [];
+    // The level's new references, in order, each once; the first beyond the budget ends them.
+    const fresh: Wanted[] = [];
+    let over: Wanted | undefined;
     for (const w of wanted) {
       const key = `${w.ref.type}/${w.ref.id}`;
       if (seen.has(key)) continue;
-      if (out.length > MAX_INCLUDES) {
-        throw new FhirError('unprocessable', `The document would hold more than ${MAX_INCLUDES} resources beside its Composition`, { expression: [w.at], issueCode: 'too-costly' });
+      if (out.length + fresh.length > MAX_INCLUDES) {
+        over = w;
+        break;
       }
       seen.add(key);
-      const v = await gather(deps, req, w);
+      fresh.push(w);
+    }
+    const found = await readTogether(deps, req, fresh);
+    const added: ResourceVersion[] = [];
+    for (const w of fresh) {
+      const v = found.get(w) ?? (await gather(deps, req, w));
       out.push(v);
       added.push(v);
+    }
+    if (over) {
+      throw new FhirError('unprocessable', `The document would hold more than ${MAX_INCLUDES} resources beside its Composition`, { expression: [over.at], issueCode: 'too-costly' });
     }
     return added;
   };

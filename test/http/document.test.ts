@@ -191,4 +191,53 @@ await eachStore((kind, fresh) => {
       expect(comp.operation).toContainEqual({ name: 'document', definition: 'http://hl7.org/fhir/OperationDefinition/Composition-document' });
     });
   });
+
+  describe(`Composition/$document reads a level's resources together (${kind})`, () => {
+    test('one store query per type and level, the Composition read alone; the same document in the same order', async () => {
+      const store = await fresh();
+      // Every resource read and search the store is asked for, by method and type.
+      const calls: string[] = [];
+      const counted = new Set(['read', 'vread', 'search']);
+      const resources = new Proxy(store.resources, {
+        get(target, prop, receiver) {
+          const value = Reflect.get(target, prop, receiver) as unknown;
+          if (typeof value !== 'function' || !counted.has(String(prop))) return value;
+          return (...args: unknown[]) => {
+            const what = args[1] as string | { type: string };
+            calls.push(`${String(prop)} ${typeof what === 'string' ? what : what.type}`);
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        },
+      });
+      const t = await createTestApp({ store: { ...store, resources } });
+      try {
+        const api = fhirClient(t, await t.token());
+        await api.put200({ resourceType: 'Patient', id: 'p1' });
+        const practitioners = Array.from({ length: 5 }, (_, i) => `dr${i}`);
+        for (const id of practitioners) await api.put200({ resourceType: 'Practitioner', id });
+        const observations = Array.from({ length: 40 }, (_, i) => `o${String(i).padStart(2, '0')}`);
+        for (const id of observations) await api.put200({ resourceType: 'Observation', id, status: 'final', code: { text: id }, subject: { reference: 'Patient/p1' } });
+        // The List holds ten Observations the sections do not, and two they do (gathered once).
+        const listed = observations.slice(30);
+        await api.put200({ resourceType: 'List', id: 'l1', status: 'current', mode: 'snapshot', entry: [...listed, 'o00', 'o05'].map((id) => ({ item: { reference: `Observation/${id}` } })) });
+        // Referenced in a shuffled order: the document follows the Composition's order, not the store's.
+        const inSections = observations.slice(0, 30).reverse();
+        await api.put200({
+          resourceType: 'Composition', id: 'big', status: 'final', type: { text: 'Summary' }, date: '2026-01-10', title: 'Summary',
+          subject: { reference: 'Patient/p1' }, author: practitioners.map((id) => ({ reference: `Practitioner/${id}` })),
+          section: [{ title: 'Results', entry: inSections.map((id) => ({ reference: `Observation/${id}` })) }, { title: 'Lists', entry: [{ reference: 'List/l1' }] }],
+        });
+        calls.length = 0;
+        const res = await api.get('Composition/big/$document');
+        expect(res.status).toBe(200);
+        expect(entries((await res.json()) as Json)).toEqual([
+          'Composition/big', 'Patient/p1', ...practitioners.map((id) => `Practitioner/${id}`), ...inSections.map((id) => `Observation/${id}`),
+          'List/l1', ...listed.map((id) => `Observation/${id}`),
+        ]);
+        expect(calls.sort()).toEqual(['read Composition', 'search List', 'search Observation', 'search Observation', 'search Patient', 'search Practitioner']);
+      } finally {
+        await t.close();
+      }
+    });
+  });
 });

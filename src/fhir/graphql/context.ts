@@ -6,13 +6,13 @@
  * (DataLoader-like); each read is charged to the request's budget (limits.ts).
  */
 import { FhirError } from '../../errors.ts';
-import type { Condition, ResourceVersion, SearchQuery } from '../../store/types.ts';
+import type { ResourceVersion } from '../../store/types.ts';
 import { requireAccess } from '../access.ts';
-import { readResource, rowsInReach, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
-import { patientCompartment } from '../definitions.ts';
+import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { parseReference } from '../references.ts';
 import { checkTypeAndId } from '../resource.ts';
-import { compileSearch, countInReach, queryRows, scopeFilter, searchResources, storeQuery } from '../search.ts';
+import { readableVersions } from '../read-many.ts';
+import { compileSearch, countInReach, searchResources, storeQuery } from '../search.ts';
 import type { ConnectionPage, GraphqlContext, Json } from './schema.ts';
 import { type GraphqlBudget } from './limits.ts';
 
@@ -75,15 +75,7 @@ export function graphqlContext(deps: FhirDeps, req: FhirRequest, budget: Graphql
   const readMany = async (type: string, ids: string[]): Promise<Map<string, ResourceVersion>> => {
     requireAccess(req.access, type, 'r');
     budget.read(ids.length);
-    const where: Condition[] = [{ kind: 'id', ids }];
-    const filter = scopeFilter(req, type, 'r');
-    if (filter) where.push(filter);
-    const q: SearchQuery = { type, where, sort: [], count: ids.length };
-    const patient = req.access.patientLimit(type, 'r');
-    if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
-    let rows = await queryRows(deps, req.tenant, q);
-    if (type === 'Binary') rows = await rowsInReach(deps, req, rows);
-    return new Map(rows.map((v) => [v.id, v]));
+    return readableVersions(deps, req, type, ids);
   };
 
   const read = (type: string, id: string): Promise<Json> => {

@@ -31,10 +31,38 @@ function listeningInodes(port: number): Set<string> {
   return inodes;
 }
 
-/** Process ids with a socket listening on `port` (Linux /proc; the processes must be this user's). */
+/** The parent process id of `pid` (/proc/<pid>/stat), or undefined when it is gone. */
+function parentOf(pid: number): number | undefined {
+  try {
+    // The fields after the command name (in parentheses, which may hold spaces): state, then ppid.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Process ids of the servers listening on `port`, one per listening socket (Linux /proc; the processes
+ * must be this user's). A socket held by several processes is counted once, for the one that is not the
+ * child of another holder: a process starting a child (a server spawning its sibling) has a moment
+ * between fork and exec when the child holds a copy of every descriptor of its parent, the listening
+ * socket included, without listening itself. Counted as a server, it made the processes test see two
+ * servers, then one (the child had exec'd, closing the copy, and not bound its own socket yet).
+ */
 export function listeningPids(port: number): number[] {
-  const inodes = listeningInodes(port);
-  const pids: number[] = [];
+  const holders = new Map<string, Set<number>>();
+  for (const [inode, pid] of socketHolders(listeningInodes(port))) holders.set(inode, (holders.get(inode) ?? new Set()).add(pid));
+  const pids = new Set<number>();
+  for (const set of holders.values()) {
+    for (const pid of set) if (!set.has(parentOf(pid) ?? -1)) pids.add(pid);
+  }
+  return [...pids].sort((a, b) => a - b);
+}
+
+/** Each (socket inode, process id) where the process holds one of `inodes`. */
+function socketHolders(inodes: Set<string>): [string, number][] {
+  const found: [string, number][] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let fds: string[];
@@ -51,13 +79,10 @@ export function listeningPids(port: number): number[] {
         continue;
       }
       const m = /^socket:\[(\d+)\]$/.exec(target);
-      if (m && inodes.has(m[1]!)) {
-        pids.push(Number(entry));
-        break;
-      }
+      if (m && inodes.has(m[1]!)) found.push([m[1]!, Number(entry)]);
     }
   }
-  return pids.sort((a, b) => a - b);
+  return found;
 }
 
 /** True while a process with this id exists (and is not a zombie). */

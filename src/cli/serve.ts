@@ -57,7 +57,8 @@ export const serveCommand: Command = {
     const reindexed = Promise.withResolvers<void>();
     const metrics = createMetrics();
     // An error no caller received is logged (and an uncaught exception ends the process): src/cli/crash-policy.ts.
-    const crashPolicy = installCrashPolicy({ proc: process, log, metrics, exit: (code) => process.exit(code) });
+    // It stays until the process exits, the drain included.
+    installCrashPolicy({ proc: process, log, metrics, exit: (code) => process.exit(code) });
     // Export workers search outside the server's gate: they begin once the index is rebuilt.
     const exports = startExportServices({ config, store, clock, log, env: io.env, background: !sibling, after: reindexed.promise });
     const app = createApp({
@@ -124,7 +125,6 @@ export const serveCommand: Command = {
         // The AuditEvents of the requests just drained are written before the database is closed.
         await step('writing the last AuditEvents', app.audit?.close());
         await step('closing the database', store.close());
-        crashPolicy.uninstall();
         log.info('stopped');
         resolve();
       };

@@ -91,7 +91,7 @@ export class SubscriptionSockets {
     message: (ws, message) => {
       if (!ws.data.admitted) return;
       if (ws.data.waiting >= MAX_WAITING) {
-        ws.close(1008, `more than ${MAX_WAITING} messages waiting for an answer`);
+        ws.close(CLOSE_POLICY, `more than ${MAX_WAITING} messages waiting for an answer`);
         return;
       }
       ws.data.waiting++;

@@ -29,7 +29,8 @@ export function parseFhirXml(source: string): unknown {
   const text = source.includes('\r') ? source.replace(/\r\n?/g, '\n') : source;
   let root: XmlElement;
   try {
-    root = parseXml(text, MAX_JSON_DEPTH);
+    // Whitespace between elements is nothing to FHIR XML (the narrative is sliced from the text).
+    root = parseXml(text, MAX_JSON_DEPTH, true);
   } catch (err) {
     if (err instanceof XmlSyntaxError) throw new FhirError('structure', `Request body is not well-formed FHIR XML: ${err.message}`, { cause: err });
     throw err;

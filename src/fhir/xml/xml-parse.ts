@@ -56,6 +56,9 @@ const PREDEFINED: Readonly<Record<string, string>> = { lt: '<', gt: '>', amp: '&
 /** Characters XML 1.0 does not allow in a document (section 2.2), even as a character reference. */
 const NOT_XML_CHAR = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/;
 
+/** The children of every empty element (`<a/>`); frozen, as nothing is ever added to them. */
+const NO_CHILDREN = Object.freeze([]) as unknown as XmlNode[];
+
 interface Open {
   element: XmlElement;
   /** Prefix to namespace, as declared on this element and its ancestors. */
@@ -73,8 +76,12 @@ function position(text: string, index: number): string {
   return `${line}, column ${index - last}`;
 }
 
-/** Parses `text` (one XML document) to its root element; at most `maxDepth` elements nest. */
-export function parseXml(source: string, maxDepth: number): XmlElement {
+/**
+ * Parses `text` (one XML document) to its root element; at most `maxDepth` elements nest. `dropSpace`:
+ * text of whitespace alone (outside CDATA) is checked and left out of the tree, for a reader that
+ * ignores it (FHIR XML's indentation: about a third of a pretty-printed document's nodes).
+ */
+export function parseXml(source: string, maxDepth: number, dropSpace = false): XmlElement {
   // End-of-line handling (XML 1.0 section 2.11): CR LF and a lone CR read as LF.
   const text = source.includes('\r') ? source.replace(/\r\n?/g, '\n') : source;
   const fail = (message: string, at: number): never => {
@@ -105,12 +112,18 @@ export function parseXml(source: string, maxDepth: number): XmlElement {
   const stack: Open[] = [];
   let root: XmlElement | undefined;
 
+  // One string per distinct name: a large document repeats a few hundred names a million times.
+  const names = new Map<string, string>();
   const name = (): string => {
     NAME.lastIndex = i;
     const m = NAME.exec(text);
     if (!m) fail('A name was expected', i);
     i = NAME.lastIndex;
-    return m![0];
+    const found = m![0];
+    const known = names.get(found);
+    if (known !== undefined) return known;
+    names.set(found, found);
+    return found;
   };
   const space = (): boolean => {
     SPACE.lastIndex = i;
@@ -129,6 +142,7 @@ export function parseXml(source: string, maxDepth: number): XmlElement {
       if (cdata || t.trim() !== '') fail('Text outside the root element', i);
       return;
     }
+    if (dropSpace && !cdata && t.trim() === '') return;
     top.element.children.push({ kind: 'text', text: t, cdata });
   };
 
@@ -248,7 +262,8 @@ export function parseXml(source: string, maxDepth: number): XmlElement {
         const [aLocal, aNs] = resolve(attr, true, at);
         attributes.push({ qname: attr, local: aLocal, ns: aNs, value });
       }
-      const element: XmlElement = { kind: 'element', qname, local, ns, attributes, declaresDefault, children: [], start, end: i };
+      // An empty element (most of FHIR XML: `<status value="final"/>`) gets no children: one shared empty list.
+      const element: XmlElement = { kind: 'element', qname, local, ns, attributes, declaresDefault, children: selfClosing ? NO_CHILDREN : [], start, end: i };
       const parent = stack[stack.length - 1];
       if (parent) parent.element.children.push(element);
       else root = element;

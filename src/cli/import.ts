@@ -42,17 +42,20 @@ function where(i: ImportIssue): string {
   return i.line === undefined ? i.file : `${i.file}:${i.line}`;
 }
 
-/** `cinder import`: bulk-loads NDJSON files and Bundles into a tenant. */
+/** `cinder import`: bulk-loads NDJSON files and Bundles or resources in FHIR JSON or XML into a tenant. */
 export const importCommand: Command = {
   name: 'import',
-  summary: 'Import resources from NDJSON files or Bundle JSON into a tenant',
+  summary: 'Import resources from NDJSON files, or Bundles and resources in FHIR JSON or XML, into a tenant',
   usage:
     'cinder import --tenant <id> [--batch-size <n>] [--json] <file>...\n\n' +
-    'NDJSON (.ndjson, .jsonl: one resource per line) is streamed; a .json file holds one resource or a Bundle\n' +
-    '(transaction and batch Bundles are processed as if POSTed to the FHIR base, collection Bundles are unpacked).\n' +
+    'NDJSON (.ndjson, .jsonl: one resource per line) is streamed; a .json file holds one resource or a Bundle in FHIR\n' +
+    'JSON, a .xml file one in FHIR XML (transaction and batch Bundles are processed as if POSTed to the FHIR base,\n' +
+    'collection Bundles are unpacked; a .json or .xml file is read whole). A file of another name is XML when its\n' +
+    "first character (after whitespace) is '<', NDJSON when its first line is a JSON value by itself, else JSON.\n" +
     'Resources with an id are created or updated by that id; others get a server id. One equal to its current\n' +
     'version gets no new version and is counted as unchanged (running an import again adds no history).\n' +
-    'Bad lines are reported with file and line number and skipped; an invalid resource (CINDER_VALIDATION)\n' +
+    'Bad lines are reported with file and line number and skipped; an XML file that is not well-formed with line\n' +
+    'and column, one that is not FHIR XML with the element (Patient.nickname); an invalid resource (CINDER_VALIDATION)\n' +
     'with each of its problems. At strict, a resource is also checked against each profile it claims (meta.profile)\n' +
     "that Cinder knows, as a REST write is: the tenant's StructureDefinitions as stored when the import starts\n" +
     '(one imported by the run applies from the next run on), and the R4 core profiles; a QuestionnaireResponse is\n' +

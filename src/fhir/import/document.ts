@@ -7,6 +7,7 @@ import { carryLiterals } from '../exact-json.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
 import { asResource, newId, parseBounded, requireStorable, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
+import { parseFhirXml } from '../xml/from-xml.ts';
 import { addLoose, type LooseContext } from './loose.ts';
 
 type Json = Record<string, unknown>;
@@ -28,6 +29,28 @@ export interface DocumentContext extends LooseContext {
 export function parseResource(text: string): Resource {
   const value = parseBounded(text, 'The resource', (err) => new FhirError('structure', `malformed JSON: ${err.message}`));
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FhirError('structure', 'not a JSON object');
+  return requireStorable(asResource(value));
+}
+
+/** The formats of an import document: FHIR JSON or FHIR XML (R4 xml.html). */
+export type DocumentFormat = 'json' | 'xml';
+
+/**
+ * Parses an import document in FHIR XML to the JSON value the same resource in JSON gives (the REST
+ * API's reader, src/fhir/xml/from-xml.ts), then holds it to parseResource's rules. Text that is not
+ * well-formed XML is `malformed XML: ...` with its line and column, as malformed JSON is named; what is
+ * not FHIR XML is the parser's 400, its message led by the element's path (`Patient.nickname: ...`).
+ */
+export function parseXmlResource(text: string): Resource {
+  let value: unknown;
+  try {
+    value = parseFhirXml(text, { what: 'The resource', malformed: (err) => new FhirError('structure', `malformed XML: ${err.message}`, { cause: err }) });
+  } catch (err) {
+    const at = err instanceof FhirError ? err.issues[0]?.expression?.[0] : undefined;
+    const message = (err as Error).message;
+    if (at === undefined || message.startsWith(at)) throw err;
+    throw new FhirError('structure', `${at}: ${message}`, { expression: [at], cause: err });
+  }
   return requireStorable(asResource(value));
 }
 
@@ -124,16 +147,18 @@ async function importCollection(ctx: DocumentContext, bundle: Resource): Promise
 }
 
 /**
- * Imports one JSON document: a transaction or batch Bundle is processed as such, a collection Bundle
+ * Imports one document, FHIR JSON or XML (`format`): a transaction or batch Bundle is processed as such, a collection Bundle
  * is unpacked, any other resource (including other Bundle types) is stored as it is. `deferrable`
  * false: this is the retry of a deferred Bundle at the end of the run.
  */
-export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text: string, deferrable = true): Promise<void> {
+export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text: string, format: DocumentFormat, deferrable = true): Promise<void> {
   let resource: Resource;
   try {
-    resource = parseResource(text);
+    resource = format === 'xml' ? parseXmlResource(text) : parseResource(text);
   } catch (err) {
-    ctx.fail((err as Error).message);
+    // The XML parser's issue names the element in `expression`: kept for `--json`.
+    const place = format === 'xml' && err instanceof FhirError && err.issues[0]?.expression ? { issues: err.issues } : undefined;
+    ctx.fail((err as Error).message, 1, place);
     return;
   }
   if (resource.resourceType === 'Bundle' && (resource.type === 'transaction' || resource.type === 'batch')) {

@@ -3,7 +3,7 @@ import { carryLiterals } from '../exact-json.ts';
 import { newId } from '../resource.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
 import { createDeferredQueue } from './deferred.ts';
-import { importDocument, parseResource, type DocumentContext } from './document.ts';
+import { importDocument, parseResource, type DocumentContext, type DocumentFormat } from './document.ts';
 import { addLoose, type IssuePlace, type LooseContext } from './loose.ts';
 import { CHUNK_CHARS, CHUNK_RESOURCES, type PreparedChunk } from './ndjson.ts';
 import { createPreparer, type Preparer } from './preparer.ts';
@@ -54,27 +54,31 @@ export interface ImportOptions {
   signal?: AbortSignal;
 }
 
-type ImportFormat = 'ndjson' | 'json';
+type ImportFormat = 'ndjson' | DocumentFormat;
 
 /** A named input, e.g. `Bun.file(path)`. */
 export interface ImportSource {
   name: string;
   blob: Blob;
-  /** Its format when known (an `$import` input is NDJSON); otherwise told by its name or first line. */
+  /** Its format when known (an `$import` input is NDJSON); otherwise told by its name or first characters. */
   format?: ImportFormat;
   /** The type of every resource of an NDJSON source (an `$import` input's `type`): one of another type is a failed line. */
   type?: string;
 }
 
 /**
- * `.ndjson`/`.jsonl` are NDJSON, `.json` one JSON document; otherwise NDJSON when the first line
- * holds a complete JSON value by itself (a pretty-printed document's first line does not).
+ * `.ndjson`/`.jsonl` are NDJSON, `.json` one JSON document, `.xml` one FHIR XML document; otherwise
+ * XML when the first character after any BOM and whitespace is `<` (no JSON text starts so), NDJSON
+ * when the first line holds a complete JSON value by itself (a pretty-printed document's first line
+ * does not), else one JSON document.
  */
 async function detectFormat(source: ImportSource): Promise<ImportFormat> {
   if (source.format) return source.format;
   if (/\.(ndjson|jsonl)$/i.test(source.name)) return 'ndjson';
   if (/\.json$/i.test(source.name)) return 'json';
+  if (/\.xml$/i.test(source.name)) return 'xml';
   const head = await source.blob.slice(0, 1 << 16).text();
+  if (/^\uFEFF?\s*</.test(head)) return 'xml';
   const nl = head.indexOf('\n');
   if (nl < 0) return 'json';
   try {
@@ -87,7 +91,7 @@ async function detectFormat(source: ImportSource): Promise<ImportFormat> {
 
 /**
  * Bulk import into one tenant (the `cinder import` domain logic): NDJSON streamed line by line, JSON
- * documents (a resource, or a transaction, batch or collection Bundle) read whole. Each resource is
+ * and XML documents (a resource, or a transaction, batch or collection Bundle) read whole. Each resource is
  * validated before it joins a batch, so a bad line is reported and never rolls back good ones.
  */
 export function createImporter(deps: FhirDeps, opts: ImportOptions) {
@@ -149,19 +153,19 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     }
   }
 
-  /** A JSON document; `deferrable` false when it is read again at the end of the run (see deferred.ts). */
-  async function importJson(source: ImportSource, deferrable = true): Promise<void> {
+  /** A JSON or XML document; `deferrable` false when it is read again at the end of the run (see deferred.ts). */
+  async function importFile(source: ImportSource, format: DocumentFormat, deferrable = true): Promise<void> {
     const text = await source.blob.text();
     if (deferrable) progress.bytesRead += source.blob.size;
     const ctx: DocumentContext = {
       ...looseContext(source), tenant: opts.tenant, fhirBase: opts.fhirBase,
-      again: () => importJson(source, false),
+      again: () => importFile(source, format, false),
       imported: (n, unchanged) => {
         progress.imported += n;
         progress.unchanged += unchanged;
       },
     };
-    await importDocument(fhir, ctx, text, deferrable);
+    await importDocument(fhir, ctx, text, format, deferrable);
   }
 
   return {
@@ -177,7 +181,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob, s.type) : -1));
       for (const [i, source] of sources.entries()) {
         if (inputs[i]! >= 0) await importNdjson(preparer, source, inputs[i]!);
-        else await importJson(source);
+        else await importFile(source, formats[i] as DocumentFormat);
         report();
       }
     },

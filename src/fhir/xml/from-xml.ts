@@ -1,6 +1,6 @@
 import { FhirError } from '../../errors.ts';
 import { MAX_JSON_DEPTH } from '../../terminology/model/depth.ts';
-import { parseJson } from '../resource.ts';
+import { parseBounded } from '../resource.ts';
 import { isResourceType } from '../resource-types.ts';
 import { FHIR_NS, isAttributeElement, NUMBER_TYPES, XHTML_NS, xmlTypeModel } from './xml-model.ts';
 import { parseXml, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
@@ -17,6 +17,14 @@ function refuse(message: string, path: string): never {
   throw new FhirError('structure', message, { expression: [path] });
 }
 
+/** Where an XML text comes from, for the words of its errors (a request body by default; `cinder import` names a file's resource). */
+export interface XmlSource {
+  /** What nests too deeply (`The request body`). */
+  what?: string;
+  /** The error for text that is not well-formed XML. */
+  malformed?: (err: XmlSyntaxError) => FhirError;
+}
+
 /**
  * A FHIR R4 resource in the XML format (R4 xml.html) as the JSON form Cinder stores, parsed from `text`
  * by the R4 definitions the validator uses (src/fhir/validation/model.ts): element order, cardinality,
@@ -24,7 +32,9 @@ function refuse(message: string, path: string): never {
  * narrative `div` kept as written, numbers as written. Anything that is not FHIR XML is a 400 naming
  * the element: malformed XML, a DTD, an element out of the FHIR namespace, an unknown or misplaced element.
  */
-export function parseFhirXml(source: string): unknown {
+export function parseFhirXml(source: string, opts: XmlSource = {}): unknown {
+  const what = opts.what ?? 'The request body';
+  const malformed = opts.malformed ?? ((err) => new FhirError('structure', `Request body is not well-formed FHIR XML: ${err.message}`, { cause: err }));
   // End-of-line handling first (XML 1.0 2.11), so that the narrative's text is sliced from what was parsed.
   const text = source.includes('\r') ? source.replace(/\r\n?/g, '\n') : source;
   let root: XmlElement;
@@ -32,12 +42,12 @@ export function parseFhirXml(source: string): unknown {
     // Whitespace between elements is nothing to FHIR XML (the narrative is sliced from the text).
     root = parseXml(text, MAX_JSON_DEPTH, true);
   } catch (err) {
-    if (err instanceof XmlSyntaxError) throw new FhirError('structure', `Request body is not well-formed FHIR XML: ${err.message}`, { cause: err });
+    if (err instanceof XmlSyntaxError) throw malformed(err);
     throw err;
   }
   const resource = readResource(root, text, '');
   // Through the JSON path, so that the value is what the same resource sent as JSON would be (numbers' literals, depth).
-  return parseJson(JSON.stringify(resource));
+  return parseBounded(JSON.stringify(resource), what, (err) => new FhirError('structure', `${what} is not valid JSON: ${err.message}`, { cause: err }));
 }
 
 /** A resource element (`<Patient>`): its type from its name, its content by that type's definition. */

@@ -1,13 +1,15 @@
 /**
  * Fetching an `$import` input: an http(s) GET without the caller's token, streamed to a temporary file
  * (never held in memory) with its size and time bounded. Redirects are followed by hand, each hop checked
- * as the first (a public host must not redirect the server to a private one). A gzip file (by its magic
+ * as the first (a public host must not redirect the server to a private one), and each is sent to the
+ * address its host resolved to when checked (src/http/outbound.ts: no DNS rebinding). A gzip file (by its magic
  * bytes; a `Content-Encoding: gzip` answer is decoded by fetch itself) is decompressed as it arrives, and
  * the limit holds for the decompressed bytes.
  */
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { endpointUrl, privateEndpoint, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
+import { outboundFetch, RefusedAddress } from '../http/outbound.ts';
 
 export interface FetchInputDeps {
   fetch: typeof fetch;
@@ -34,16 +36,29 @@ async function checkUrl(deps: FetchInputDeps, raw: string): Promise<URL> {
   if (typeof url === 'string') throw new InputError(`${raw} ${url}`);
   if (!deps.allowPrivate) {
     const why = await privateEndpoint(url, deps.resolve, `its host ${url.hostname} does not resolve`);
-    if (why !== undefined) throw new InputError(`${url.href} is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`);
+    if (why !== undefined) throw refused(url, why);
   }
   return url;
+}
+
+function refused(url: URL, why: string): InputError {
+  return new InputError(`${url.href} is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`);
+}
+
+/** One GET of `url`, at the address its host resolves to now, checked again there (DNS rebinding). */
+async function fetchChecked(deps: FetchInputDeps, url: URL, signal: AbortSignal): Promise<Response> {
+  try {
+    return await outboundFetch(deps, url, { headers: { Accept: 'application/fhir+ndjson, application/ndjson, */*' }, redirect: 'manual', signal });
+  } catch (err) {
+    throw err instanceof RefusedAddress ? refused(url, err.message) : err;
+  }
 }
 
 /** GETs `raw`, following up to MAX_REDIRECTS redirects; the answer is a 2xx. */
 async function get(deps: FetchInputDeps, raw: string, signal: AbortSignal): Promise<Response> {
   let url = await checkUrl(deps, raw);
   for (let hop = 0; ; hop++) {
-    const res = await deps.fetch(url, { headers: { Accept: 'application/fhir+ndjson, application/ndjson, */*' }, redirect: 'manual', signal });
+    const res = await fetchChecked(deps, url, signal);
     const location = res.headers.get('location');
     if (res.status >= 300 && res.status < 400 && location !== null) {
       await res.body?.cancel().catch(() => undefined);

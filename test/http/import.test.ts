@@ -273,8 +273,22 @@ test('the CapabilityStatement lists $import at the system level', async () => {
 
 describe('$import input addresses', () => {
   let t: TestApp;
+  /** Names rebound by a hostile DNS server: the answers in turn, the last one ever after. */
+  const rebinding = new Map<string, string[]>();
+  /** What the app fetched (with the Host header when the URL holds an address). */
+  const sent: string[] = [];
   beforeAll(async () => {
-    t = await createTestApp({ resolveHost: async (host) => (host === 'inside.example' ? ['10.1.2.3'] : ['93.184.215.14']) });
+    const resolveHost = async (host: string) => {
+      const answers = rebinding.get(host);
+      if (answers) return [answers.length > 1 ? answers.shift()! : answers[0]!];
+      return host === 'inside.example' ? ['10.1.2.3'] : ['93.184.215.14'];
+    };
+    const fetch = async (input: string | URL | Request, init?: RequestInit) => {
+      const host = new Headers(init?.headers).get('host');
+      sent.push(host === null ? String(input) : `${String(input)} (Host: ${host})`);
+      return new Response(line(pat('fetched')), { status: 200 });
+    };
+    t = await createTestApp({ resolveHost, fetch: fetch as typeof globalThis.fetch });
   });
   afterAll(() => t.close());
 
@@ -286,5 +300,30 @@ describe('$import input addresses', () => {
       expect(body.issue[0].diagnostics).toContain('CINDER_IMPORT_ALLOW_PRIVATE=true');
     }
     expect(await t.store.imports.countByState()).toEqual({});
+  });
+
+  test('an input is fetched from the address checked, naming its host', async () => {
+    const token = await t.token();
+    const res = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', 'https://files.example:8443/p.ndjson']])));
+    expect(res.status).toBe(202);
+    await t.app.imports.runOnce();
+    const body = (await (await t.request(res.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+    expect([body.output.map((o: Json) => o.count), body.error]).toEqual([[1], []]);
+    expect(sent).toEqual(['https://93.184.215.14:8443/p.ndjson (Host: files.example:8443)']);
+    sent.length = 0;
+  });
+
+  test('an input whose name is rebound to loopback for the connection (DNS rebinding) is refused as a private one, and never fetched', async () => {
+    const token = await t.token();
+    // Public to the kick-off's check and to the job's, 127.0.0.1 to every lookup after (a connection's own).
+    rebinding.set('rebind.example', ['93.184.215.14', '93.184.215.14', '127.0.0.1']);
+    const res = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', 'http://rebind.example/p.ndjson']])));
+    expect(res.status).toBe(202);
+    await t.app.imports.runOnce();
+    const body = (await (await t.request(res.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+    expect(body.error.map((e: Json) => e.outcome.issue[0].diagnostics)).toEqual([
+      'http://rebind.example/p.ndjson is refused: its host rebind.example resolves to 127.0.0.1, which is a loopback, link-local or private address (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)',
+    ]);
+    expect(sent).toEqual([]);
   });
 });

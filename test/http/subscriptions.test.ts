@@ -583,15 +583,18 @@ for (const target of targets) {
     const names = new Map<string, string>([['hook.example', '203.0.113.10']]);
     /** A name whose resolution waits for `dns.release` (dns.asked: it was asked). */
     let dns = { asked: Promise.withResolvers<void>(), release: Promise.withResolvers<void>() };
-    /** What the app's deliveries would have fetched. */
+    /** What the app's deliveries would have fetched (with the Host header when the URL holds an address). */
     const sent: string[] = [];
+    /** Names rebound by a hostile DNS server: the answers in turn, the last one ever after. */
+    const rebinding = new Map<string, string[]>();
 
     beforeAll(async () => {
       const db = await target.fresh();
       const store = db.open();
       await store.migrate();
-      const fetch = async (input: string | URL | Request) => {
-        sent.push(String(input));
+      const fetch = async (input: string | URL | Request, init?: RequestInit) => {
+        const host = new Headers(init?.headers).get('host');
+        sent.push(host === null ? String(input) : `${String(input)} (Host: ${host})`);
         return new Response(null, { status: 200 });
       };
       const resolveHost = async (host: string) => {
@@ -599,6 +602,8 @@ for (const target of targets) {
           dns.asked.resolve();
           await dns.release.promise;
         }
+        const answers = rebinding.get(host);
+        if (answers) return [answers.length > 1 ? answers.shift()! : answers[0]!];
         return [names.get(host) ?? '198.51.100.1'];
       };
       t = await createTestApp({ store, resolveHost, fetch: fetch as typeof globalThis.fetch });
@@ -661,7 +666,26 @@ for (const target of targets) {
       expect((await t.request(`${t.fhir()}/Subscription/${sub.id}`, fhirInit(token, 'PUT', { ...errored, status: 'requested' }))).status).toBe(200);
       await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('1234-5')));
       await t.app.subscriptions.runOnce();
-      expect(sent).toEqual(['http://hook.example/x']);
+      // To the address checked, naming the host.
+      expect(sent).toEqual(['http://203.0.113.10/x (Host: hook.example)']);
+      sent.length = 0;
+    });
+
+    test('a name rebound to loopback for the connection (DNS rebinding) is refused as a private endpoint, and never called', async () => {
+      // Public to the activation's check and to the delivery's, 127.0.0.1 to every lookup after (a connection's own).
+      rebinding.set('rebind.example', ['203.0.113.30', '203.0.113.30', '127.0.0.1']);
+      const sub = (await (await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription('http://rebind.example/x', { criteria: 'Observation?code=http://loinc.org|2345-6' }))))
+        .json()) as Json;
+      expect(sub.status).toBe('active');
+      await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('2345-6')));
+      for (const wait of [0, 5_000, 10_000, 20_000, 40_000]) {
+        t.clock.advance(wait);
+        await t.app.subscriptions.runOnce();
+      }
+      const errored = (await (await t.request(`${t.fhir()}/Subscription/${sub.id}`, fhirInit(token))).json()) as Json;
+      expect(errored.status).toBe('error');
+      expect(errored.error).toBe('5 deliveries failed in a row; the last: delivery to http://rebind.example/x refused: its host rebind.example resolves to 127.0.0.1, which is a loopback, link-local or private address');
+      expect(sent).toEqual([]);
     });
   });
 }

@@ -24,6 +24,7 @@ import { payloadType } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, privateEndpoint, systemResolve, type ResolveHost } from './endpoint.ts';
+import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
 import { ownerClient } from './owner.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 
@@ -315,10 +316,13 @@ export class SubscriptionDelivery {
       headers.set('Content-Type', String(channel.payload));
     }
     try {
-      const res = await (this.options.fetch ?? fetch)(target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+      // Sent to the address the host resolves to now, checked again there (src/http/outbound.ts: DNS rebinding).
+      const outbound = { fetch: this.options.fetch ?? fetch, resolve: this.resolve, allowPrivate: this.options.allowPrivate };
+      const res = await outboundFetch(outbound, target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
       await res.body?.cancel().catch(() => undefined);
       return res.status >= 200 && res.status < 300 ? undefined : `${method} ${target.href} answered ${res.status}`;
     } catch (err) {
+      if (err instanceof RefusedAddress) return `delivery to ${endpoint.href} refused: ${err.message}`;
       const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
       return `${method} ${target.href} ${timedOut ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s` : `failed: ${err instanceof Error ? err.message : String(err)}`}`;
     }

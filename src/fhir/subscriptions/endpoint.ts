@@ -1,8 +1,10 @@
 /**
  * Where a rest-hook Subscription may deliver: an absolute http(s) URL whose host is not on this machine
  * or its private networks (server-side request forgery), checked when the Subscription is activated and
- * again before each delivery, as DNS may have changed; `CINDER_SUBSCRIPTION_ALLOW_PRIVATE=true` lifts the
- * address check (a receiver beside Cinder, tests).
+ * again with each delivery, as DNS may have changed, on the addresses the delivery then connects to
+ * (src/http/outbound.ts: no second resolution for a DNS rebinding to answer otherwise);
+ * `CINDER_SUBSCRIPTION_ALLOW_PRIVATE=true` lifts the address check (a receiver beside Cinder, tests).
+ * `$import` inputs are checked the same way (CINDER_IMPORT_ALLOW_PRIVATE).
  */
 import { lookup } from 'node:dns/promises';
 import { isIPv4, isIPv6 } from 'node:net';
@@ -70,14 +72,18 @@ export function isPrivateAddress(ip: string): boolean {
   return true;
 }
 
+/** What a URL's host came to: the addresses to connect to, a reason to refuse them, or no answer. */
+export type HostAddresses = { addresses: string[] } | { refused: string } | { unresolved: true };
+
 /**
- * Why `url` may not be delivered to (its host is or resolves to a private address), or undefined.
- * `unresolved`: what to answer when the host does not resolve (at activation, nothing: delivery checks again).
+ * The addresses of `url`'s host (an IP literal is its own), each checked unless `allowPrivate`: refused
+ * when any is loopback, link-local or private, or the host is a `localhost` name (RFC 6761: loopback,
+ * whatever a resolver says). One resolution, so that the caller connects to the very addresses checked
+ * (src/http/outbound.ts).
  */
-export async function privateEndpoint(url: URL, resolve: ResolveHost, unresolved: string | undefined): Promise<string | undefined> {
+export async function hostAddresses(url: URL, resolve: ResolveHost, allowPrivate = false): Promise<HostAddresses> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  // RFC 6761: `localhost` and its subdomains are loopback, whatever a resolver says.
-  if (/(^|\.)localhost\.?$/i.test(host)) return `its host ${host} is a loopback name`;
+  if (!allowPrivate && /(^|\.)localhost\.?$/i.test(host)) return { refused: `its host ${host} is a loopback name` };
   let addresses: string[];
   if (isIPv4(host) || isIPv6(host)) addresses = [host];
   else {
@@ -87,9 +93,20 @@ export async function privateEndpoint(url: URL, resolve: ResolveHost, unresolved
         new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), RESOLVE_TIMEOUT_MS).unref()),
       ]);
     } catch {
-      return unresolved;
+      return { unresolved: true };
     }
+    if (addresses.length === 0) return { unresolved: true };
   }
-  const inside = addresses.find(isPrivateAddress);
-  return inside === undefined ? undefined : `its host ${host} ${inside === host ? 'is' : `resolves to ${inside}, which is`} a loopback, link-local or private address`;
+  const inside = allowPrivate ? undefined : addresses.find(isPrivateAddress);
+  if (inside === undefined) return { addresses };
+  return { refused: `its host ${host} ${inside === host ? 'is' : `resolves to ${inside}, which is`} a loopback, link-local or private address` };
+}
+
+/**
+ * Why `url` may not be delivered to (its host is or resolves to a private address), or undefined.
+ * `unresolved`: what to answer when the host does not resolve (at activation, nothing: delivery checks again).
+ */
+export async function privateEndpoint(url: URL, resolve: ResolveHost, unresolved: string | undefined): Promise<string | undefined> {
+  const found = await hostAddresses(url, resolve);
+  return 'refused' in found ? found.refused : 'unresolved' in found ? unresolved : undefined;
 }

@@ -83,6 +83,7 @@ export type HostAddresses = { addresses: string[] } | { refused: string } | { un
  */
 export async function hostAddresses(url: URL, resolve: ResolveHost, allowPrivate = false): Promise<HostAddresses> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  // RFC 6761: `localhost` and its subdomains are loopback, whatever a resolver says.
   if (!allowPrivate && /(^|\.)localhost\.?$/i.test(host)) return { refused: `its host ${host} is a loopback name` };
   let addresses: string[];
   if (isIPv4(host) || isIPv6(host)) addresses = [host];

@@ -261,7 +261,7 @@ export function createApp(deps: AppDeps): App {
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
   // `$import` writes as `cinder import` does (no Subscription notifications, no referential integrity check).
-  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
+  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, client, ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
   metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));
   // `$graphql` before the resource routes, which would take `/$graphql` for a type.
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));

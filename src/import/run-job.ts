@@ -3,7 +3,7 @@ import type { FhirIssue } from '../errors.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import type { Logger } from '../log.ts';
-import type { ImportJob, Store } from '../store/types.ts';
+import type { Client, ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
 import { downloadInput, InputError, type FetchInputDeps } from './fetch-input.ts';
 import { encodeProgress, ImportDataError, MAX_ISSUES, MAX_JOB_ISSUES, readProgress, readSpec, type ImportInput, type ImportProgress, type ImportSpec, type InputResult } from './spec.ts';
@@ -22,6 +22,11 @@ export interface ImportRunDeps {
   owner: string;
   /** Aborted when the process stops: the job is handed back (released) for any process to resume. */
   signal?: AbortSignal;
+  /**
+   * The client that started a job, as the token endpoint reads it (its cache: a change is seen within
+   * CLIENT_CACHE_TTL_MS): a job of a client disabled or deleted (`cinder client disable|delete`) is cancelled.
+   */
+  client?: (clientId: string) => Promise<Client | null>;
 }
 
 export type ImportOutcome = 'completed' | 'failed' | 'cancelled' | 'lost' | 'released';
@@ -58,6 +63,12 @@ function note(result: InputResult, issues: FhirIssue[], listed: number): void {
   result.omitted += Math.max(0, issues.length - room);
 }
 
+/** Whether the client that started `job` is disabled or deleted (a client no longer registered, which only a test's crafted token names, is not). */
+async function clientCutOff(deps: ImportRunDeps, job: ImportJob): Promise<boolean> {
+  const client = deps.client ? await deps.client(job.clientId) : null;
+  return !!client && (client.disabled || client.deletedAt !== null);
+}
+
 /** A lease held on a timer: renews it (storing the running counts), and aborts the work when the job is no longer ours. */
 function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportProgress) {
   const controller = new AbortController();
@@ -71,6 +82,12 @@ function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportPr
   if (deps.signal?.aborted) onStop();
   const renew = async (store?: boolean) => {
     const ok = await deps.store.imports.checkpoint(job.id, deps.owner, deps.clock.now(), deps.leaseMs, store === false ? undefined : encodeProgress(progress()));
+    if (ok && (await clientCutOff(deps, job))) {
+      // Cut off while the job runs (a leaked secret's import must not go on writing): cancelled as a DELETE would.
+      await deps.store.imports.cancel(job.tenant, job.id, deps.clock.now());
+      stop(new Interrupted('cancelled'));
+      return;
+    }
     if (ok) return;
     const now = await deps.store.imports.get(job.tenant, job.id);
     stop(new Interrupted(!now || now.state === 'cancelled' ? 'cancelled' : 'lost'));
@@ -141,6 +158,9 @@ export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise
   const snapshot = (): ImportProgress => (current ? { done: progress.done, current: { imported: current.imported, failed: current.failed } } : { done: progress.done });
   const lease = holdLease(deps, job, snapshot);
   try {
+    // A job queued before its client was cut off never starts.
+    await lease.renew(false);
+    if (lease.interrupted()) throw lease.interrupted();
     for (let i = progress.done.length; i < spec.inputs.length; i++) {
       current = newResult(spec.inputs[i]!);
       await runInput(deps, job, spec, progress.done, current, lease.signal);

@@ -22,6 +22,8 @@ export interface ImportRunnerOptions {
   log: Logger;
   fetch?: typeof fetch;
   resolve?: ResolveHost;
+  /** The client that started a job (ImportRunDeps.client). */
+  client?: ImportRunDeps['client'];
 }
 
 /**
@@ -42,7 +44,7 @@ export function createImportRunner(o: ImportRunnerOptions) {
 
   const deps = (owner: string): ImportRunDeps => ({
     fhir: o.fhir, store: o.store, clock: o.clock, log, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
-    leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS,
+    leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS, ...(o.client ? { client: o.client } : {}),
     input: {
       fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.config.importAllowPrivate === 'true',
       maxBytes: o.config.importMaxInputBytes, timeoutMs: o.config.importFetchTimeout * 1000, tmpDir: tmpdir(),

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { gzipSync } from 'node:zlib';
+import { createClient } from '../../src/auth/admin.ts';
+import { disableClient } from '../../src/auth/client-lifecycle.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, expectOutcome } from '../helpers/fhir.ts';
@@ -184,6 +186,30 @@ await eachStore((kind, fresh) => {
         expect((await t.store.imports.get('t1', id))!.state).toBe('cancelled');
         await expectOutcome(await status(url), 404);
       } finally {
+        await t.app.imports.stop();
+      }
+    });
+
+    test('the jobs of a client disabled (cinder client disable) are cancelled: a queued one never runs, a running one stops', async () => {
+      const registered = await createClient(t.store, t.clock, { tenant: 't1', name: 'importer', scopes: ['system/*.*'] });
+      const own = await t.token(undefined, registered.client.clientId, registered.clientSecret!);
+      files.rearm();
+      const running = jobId(await accepted(params([['Patient', files.url('/slow.ndjson')]]), own));
+      t.app.imports.start();
+      try {
+        for (let i = 0; i < 100 && (await t.store.imports.get('t1', running))?.state !== 'in-progress'; i++) await Bun.sleep(50);
+        expect((await t.store.imports.get('t1', running))!.state).toBe('in-progress');
+        const queued = jobId(await accepted(params([['Patient', files.url('/patients.ndjson')]]), own));
+        await disableClient(t.store, t.clock, registered.client.clientId);
+        t.clock.advance(6_000); // past the client cache (5 s), as the token endpoint sees it
+        for (let i = 0; i < 200 && t.app.imports.busy() > 0; i++) await Bun.sleep(50);
+        expect((await t.store.imports.get('t1', running))!.state).toBe('cancelled');
+        files.release();
+        for (let i = 0; i < 200 && (await t.store.imports.get('t1', queued))?.state !== 'cancelled'; i++) await Bun.sleep(50);
+        expect((await t.store.imports.get('t1', queued))!.attempts).toBeLessThanOrEqual(1);
+        expect((await t.store.imports.get('t1', queued))!.state).toBe('cancelled');
+      } finally {
+        files.release();
         await t.app.imports.stop();
       }
     });

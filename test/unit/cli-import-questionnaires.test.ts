@@ -62,5 +62,25 @@ for (const target of targets) {
       const outcomes = v.stdout.trim().split('\n').map((l) => JSON.parse(l) as { issue: { diagnostics: string; expression: string[] }[] });
       expect(outcomes.flatMap((o) => o.issue.map((i) => `${i.diagnostics.split(':')[0]} ${i.expression[0]}`))).toEqual(['QuestionnaireResponse/early QuestionnaireResponse.item[0].answer[0]']);
     });
+
+    test('the item constraints of extensions (maxValue) hold in import and validate', async () => {
+      const url = 'http://example.org/Questionnaire/bounded';
+      const bounded = (extension: Json[]): Json => ({ resourceType: 'Questionnaire', id: 'bounded', url, status: 'active', item: [{ linkId: 'kg', type: 'decimal', ...(extension.length > 0 ? { extension } : {}) }] });
+      const answer = (id: string, kg: number): Json => ({ ...response(id, { valueDecimal: kg }), questionnaire: url });
+      const maxValue = { url: 'http://hl7.org/fhir/StructureDefinition/maxValue', valueDecimal: 300 };
+      const first = await cli.run(['import', '--tenant', 't1', '--json', file('bounded-1.ndjson', [bounded([]), answer('heavy-before', 500)])]);
+      expect(first.code, first.stdout + first.stderr).toBe(0);
+      expect((await cli.run(['import', '--tenant', 't1', '--json', file('bounded-2.ndjson', [bounded([maxValue])])])).code).toBe(0);
+      const r = await cli.run(['import', '--tenant', 't1', '--json', file('bounded-3.ndjson', [answer('light', 70), answer('heavy', 500)])]);
+      expect(r.code).toBe(1);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 1, failed: 1, errors: [{ line: 2, issues: [{ expression: ['QuestionnaireResponse.item[0].answer[0]'] }] }] });
+      expect(summary.errors[0].issues[0].details.text).toContain('more than its maxValue of 300');
+      const v = await cli.run(['validate', '--tenant', 't1', '--type', 'QuestionnaireResponse']);
+      const outcomes = v.stdout.trim().split('\n').map((l) => JSON.parse(l) as { issue: { diagnostics: string; expression: string[] }[] });
+      const found = outcomes.flatMap((o) => o.issue).filter((i) => i.diagnostics.startsWith('QuestionnaireResponse/heavy-before'));
+      expect(found.map((i) => i.expression[0])).toEqual(['QuestionnaireResponse.item[0].answer[0]']);
+      expect(found[0]!.diagnostics).toContain('maxValue');
+    });
   });
 }

@@ -1,10 +1,12 @@
 /**
  * One answer of a QuestionnaireResponse item against its Questionnaire item (R4 questionnaire.html, the
- * item types): the `value[x]` type the item's `type` allows, `maxLength`, and for choice and open-choice
+ * item types): the `value[x]` type the item's `type` allows, `maxLength` and the constraints of the item's
+ * extensions (constraints.ts), and for choice and open-choice
  * items the `answerOption`s (an open-choice item also takes free text) or, for a Coding, membership in
  * `answerValueSet`, which the terminology decides afterwards (the check is synchronous).
  */
 import type { ValidationIssue } from '../validate.ts';
+import { checkConstraints } from './constraints.ts';
 import { containedMembership } from './contained-value-set.ts';
 import type { QItem } from './prepared.ts';
 
@@ -78,6 +80,7 @@ export function checkAnswer(q: QItem, answer: Json, path: string, issues: Valida
   if (q.maxLength !== undefined && v.type === 'String' && typeof v.value === 'string' && [...v.value].length > q.maxLength) {
     issues.push({ severity: 'error', code: 'value', expression: path, text: `The answer to the item '${q.linkId}' is longer than its maxLength of ${q.maxLength} characters` });
   }
+  checkConstraints(q.constraints, q.linkId, v, path, issues);
   if (q.type !== 'choice' && q.type !== 'open-choice') return;
   const open = q.type === 'open-choice';
   const options = Array.isArray(q.json.answerOption) ? q.json.answerOption.filter(isObject) : [];

@@ -5,7 +5,8 @@
  * appears, and a non-repeating question is answered, once; group items have items but no answers, display
  * items neither, a question's nested items stand under its answers; required items are present and
  * answered when the response is `completed` or `amended` (a warning before); an item that `enableWhen`
- * disables has no answers; answers have the type the item's `type` asks for (answers.ts). Every issue is
+ * disables has no answers; answers have the type the item's `type` asks for (answers.ts) and keep to the
+ * constraints of the item's extensions (constraints.ts; minOccurs and maxOccurs counted here). Every issue is
  * at the response's element (`QuestionnaireResponse.item[0].answer[1]`) and names the linkId.
  */
 import type { ValidationIssue } from '../validate.ts';
@@ -69,6 +70,8 @@ export function checkResponse(qr: Json, q: PreparedQuestionnaire, at: string): R
     return { issues: [{ severity: 'error', code: 'too-costly', expression: `${at}.item`, text: `The QuestionnaireResponse has more than ${MAX_QUESTIONNAIRE_NODES} items and answers, more than Cinder checks against the Questionnaire ${q.label}` }], pending: [] };
   }
   const check = new Check(q, qr.status === 'completed' || qr.status === 'amended');
+  // The Questionnaire's unusable extension values, once per response, where the Questionnaire is named.
+  for (const problem of q.problems) check.add('warning', 'not-supported', `${at}.questionnaire`, `The Questionnaire ${q.label}: ${problem}`);
   checkItems(check, q.items, q.index, qr, at, [qr]);
   if (check.answers.budget.exhausted) {
     check.add('error', 'too-costly', `${at}.item`, `Evaluating the enableWhen conditions of the Questionnaire ${q.label} over this response took more than ${ENABLE_WHEN_VISITS} steps: the rest were taken as enabled`);
@@ -109,6 +112,7 @@ function checkItems(check: Check, qItems: QItem[], index: Map<string, number>, p
       continue;
     }
     if (found.length > 1 && !q.repeats) check.add('error', 'structure', found[1]!.path, `The item '${q.linkId}' does not repeat, but appears ${found.length} times`);
+    if (q.type === 'group') checkOccurs(check, q, found.length, `appears ${found.length} times`, path, found.map((f) => f.path), enabled);
     for (const f of found) {
       const answered = list(f.item.answer).length > 0 || list(f.item.item).length > 0;
       if (!enabled && answered) check.addWhenCompleted('invariant', f.path, `The item '${q.linkId}' is not enabled (its enableWhen conditions are not met), but has answers`);
@@ -136,10 +140,24 @@ function checkItem(check: Check, q: QItem, item: Json, path: string, scope: Scop
   if (children.length > 0) check.add('error', 'structure', `${path}.item[0]`, `The items nested in the question '${q.linkId}' belong under its answers (answer.item), not under the item`);
   if (answers.length === 0 && q.required && enabled) check.addWhenCompleted('required', path, `The required item '${q.linkId}' has no answer`);
   if (answers.length > 1 && !q.repeats) check.add('error', 'structure', `${path}.answer[1]`, `The item '${q.linkId}' does not repeat, but has ${answers.length} answers`);
+  checkOccurs(check, q, answers.length, `has ${answers.length} answers`, path, answers.map((_, i) => `${path}.answer[${i}]`), enabled);
   for (const [i, answer] of answers.entries()) {
     if (!isObject(answer)) continue;
     const at = `${path}.answer[${i}]`;
     checkAnswer(q, answer, at, check.issues, check.pending, check.q.valueSets);
     if (list(answer.item).length > 0 || q.children.length > 0) checkItems(check, q.children, q.childIndex, answer, at, [...scope, item, answer]);
   }
+}
+
+/**
+ * `questionnaire-minOccurs` and `-maxOccurs` of a repeating item (constraints.ts): how many times a group
+ * appears in its parent (at `path`), or how many answers a question has (the item at `path`). Too many is
+ * an error at the first one too many; too few (when there is one at all: none is the `required` check's
+ * business) is an error once the response is completed, as a missing required item is.
+ */
+function checkOccurs(check: Check, q: QItem, n: number, said: string, path: string, each: string[], enabled: boolean): void {
+  const { minOccurs, maxOccurs } = q.constraints;
+  if (!q.repeats) return;
+  if (maxOccurs !== undefined && n > maxOccurs) check.add('error', 'structure', each[maxOccurs]!, `The item '${q.linkId}' ${said}, more than its maxOccurs of ${maxOccurs}`);
+  if (minOccurs !== undefined && enabled && n > 0 && n < minOccurs) check.addWhenCompleted('required', path, `The item '${q.linkId}' ${said}, fewer than its minOccurs of ${minOccurs}`);
 }

@@ -137,6 +137,17 @@ await eachStore((kind, fresh) => {
       expect(performance.now() - started).toBeLessThan(2_000);
     });
 
+    test('a Quantity bound holds quantities in its unit; one in another unit is not converted: a warning', async () => {
+      const q = { resourceType: 'Questionnaire', id: 'q', status: 'active', item: [{ linkId: 'h', type: 'quantity', extension: [ext('minValue', { valueQuantity: { value: 1.5, system: UCUM, code: 'm' } })] }] };
+      const response = (quantity: Json) => ({ resourceType: 'QuestionnaireResponse', questionnaire: '#q', status: 'completed', contained: [q], item: [{ linkId: 'h', ...a({ valueQuantity: quantity }) }] });
+      const at = 'QuestionnaireResponse.item[0].answer[0]';
+      const low = await validate(response({ value: 1.4, system: UCUM, code: 'm' }));
+      expect(errorsOf(low).filter((i) => i.expression[0] === at).map((i) => i.details.text)).toEqual([expect.stringContaining('less than its minValue of 1.5 m')]);
+      const other = issues(await validate(response({ value: 140, system: UCUM, code: 'cm' }))).filter((i) => i.expression[0] === at);
+      expect(other).toEqual([expect.objectContaining({ severity: 'warning', code: 'not-supported' })]);
+      expect(other[0].details.text).toContain('its unit differs');
+    });
+
     test('a transaction entry breaking a constraint is refused naming the entry, nothing written', async () => {
       const bad = withItem('age', { linkId: 'age', ...a({ valueInteger: 200 }) });
       const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }, { resource: bad, request: { method: 'POST', url: 'QuestionnaireResponse' } }] };

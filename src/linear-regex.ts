@@ -23,12 +23,14 @@ export interface LinearRegex {
    * should answer from the first run on.
    */
   readonly nested: boolean;
+  /** The automaton's states: a test visits at most this many per character of its input. */
+  readonly states: number;
 }
 
 /** At most this many NFA states a pattern (counted repetitions are copies): beyond, no linear form. */
 const MAX_STATES = 5_000;
 /** At most this many state visits a test (about 0.1 s): a long input against a large pattern gives up. */
-const MAX_STEPS = 20_000_000;
+export const MAX_STEPS = 20_000_000;
 
 const compiled = new WeakMap<RegExp, LinearRegex | null>();
 
@@ -389,9 +391,11 @@ class Runner implements LinearRegex {
   /** The generation in which each state was last added to a list, so a state is listed once a step. */
   private readonly mark: Int32Array;
   private generation = 0;
+  readonly states: number;
 
   constructor(nfa: Automaton, private readonly start: number, private readonly unicode: boolean, readonly nested: boolean) {
     this.kind = Int8Array.from(nfa.kind);
+    this.states = this.kind.length;
     this.out1 = Int32Array.from(nfa.out1);
     this.out2 = Int32Array.from(nfa.out2);
     this.sets = nfa.sets;

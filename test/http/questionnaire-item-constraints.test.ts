@@ -148,6 +148,19 @@ await eachStore((kind, fresh) => {
       expect(other[0].details.text).toContain('its unit differs');
     });
 
+    test('regex tests are held to a budget per response: 200 long answers against a large pattern are one too-costly error', async () => {
+      const q = { resourceType: 'Questionnaire', id: 'q', status: 'active', item: [{ linkId: 'long', type: 'string', repeats: true, extension: [ext('regex', { valueString: '[a-z]{1,600}x' })] }] };
+      const response = (n: number) => ({ resourceType: 'QuestionnaireResponse', questionnaire: '#q', status: 'completed', contained: [q], item: [{ linkId: 'long', answer: Array.from({ length: n }, () => ({ valueString: 'a'.repeat(500) })) }] });
+      const few = await validate(response(3));
+      expect(errorsOf(few).map((i) => i.expression[0])).toEqual(['QuestionnaireResponse.item[0].answer[0]', 'QuestionnaireResponse.item[0].answer[1]', 'QuestionnaireResponse.item[0].answer[2]']);
+      const started = performance.now();
+      const many = await validate(response(200));
+      expect(performance.now() - started).toBeLessThan(5_000);
+      const costly = errorsOf(many).filter((i) => i.code === 'too-costly');
+      expect(costly).toEqual([expect.objectContaining({ expression: ['QuestionnaireResponse.item'] })]);
+      expect(costly[0].details.text).toContain('regex');
+    });
+
     test('a transaction entry breaking a constraint is refused naming the entry, nothing written', async () => {
       const bad = withItem('age', { linkId: 'age', ...a({ valueInteger: 200 }) });
       const bundle = { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient' }, request: { method: 'POST', url: 'Patient' } }, { resource: bad, request: { method: 'POST', url: 'QuestionnaireResponse' } }] };

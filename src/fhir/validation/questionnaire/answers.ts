@@ -6,7 +6,7 @@
  * `answerValueSet`, which the terminology decides afterwards (the check is synchronous).
  */
 import type { ValidationIssue } from '../validate.ts';
-import { checkConstraints } from './constraints.ts';
+import { checkConstraints, type RegexBudget } from './constraints.ts';
 import { containedMembership } from './contained-value-set.ts';
 import type { QItem } from './prepared.ts';
 
@@ -69,7 +69,7 @@ function describeValue(type: string, v: unknown): string {
 }
 
 /** The problems of `answer` (at `path`) to `q`; answerValueSet codings go to `pending`. */
-export function checkAnswer(q: QItem, answer: Json, path: string, issues: ValidationIssue[], pending: PendingMembership[], valueSets: ReadonlyMap<string, Json>): void {
+export function checkAnswer(q: QItem, answer: Json, path: string, issues: ValidationIssue[], pending: PendingMembership[], valueSets: ReadonlyMap<string, Json>, regexBudget: RegexBudget): void {
   const allowed = q.type === undefined ? undefined : ANSWER_TYPES[q.type];
   const v = valueOf(answer);
   if (allowed === undefined || v === undefined) return;
@@ -80,7 +80,7 @@ export function checkAnswer(q: QItem, answer: Json, path: string, issues: Valida
   if (q.maxLength !== undefined && v.type === 'String' && typeof v.value === 'string' && [...v.value].length > q.maxLength) {
     issues.push({ severity: 'error', code: 'value', expression: path, text: `The answer to the item '${q.linkId}' is longer than its maxLength of ${q.maxLength} characters` });
   }
-  checkConstraints(q.constraints, q.linkId, v, path, issues);
+  checkConstraints(q.constraints, q.linkId, v, path, issues, regexBudget);
   if (q.type !== 'choice' && q.type !== 'open-choice') return;
   const open = q.type === 'open-choice';
   const options = Array.isArray(q.json.answerOption) ? q.json.answerOption.filter(isObject) : [];

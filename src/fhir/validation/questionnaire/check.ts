@@ -11,6 +11,7 @@
  */
 import type { ValidationIssue } from '../validate.ts';
 import { checkAnswer, type PendingMembership } from './answers.ts';
+import { REGEX_VISITS } from './constraints.ts';
 import { AnswerIndex, ENABLE_WHEN_VISITS, isEnabled, type Scope } from './enable-when.ts';
 import { MAX_QUESTIONNAIRE_NODES, type PreparedQuestionnaire, type QItem } from './prepared.ts';
 
@@ -34,6 +35,7 @@ class Check {
   readonly issues: ValidationIssue[] = [];
   readonly pending: PendingMembership[] = [];
   readonly answers = new AnswerIndex({ left: ENABLE_WHEN_VISITS, exhausted: false });
+  readonly regexBudget = { left: REGEX_VISITS, exhausted: false };
   constructor(readonly q: PreparedQuestionnaire, readonly completed: boolean) {}
   add(severity: 'error' | 'warning', code: ValidationIssue['code'], expression: string, text: string): void {
     this.issues.push({ severity, code, expression, text });
@@ -75,6 +77,9 @@ export function checkResponse(qr: Json, q: PreparedQuestionnaire, at: string): R
   checkItems(check, q.items, q.index, qr, at, [qr]);
   if (check.answers.budget.exhausted) {
     check.add('error', 'too-costly', `${at}.item`, `Evaluating the enableWhen conditions of the Questionnaire ${q.label} over this response took more than ${ENABLE_WHEN_VISITS} steps: the rest were taken as enabled`);
+  }
+  if (check.regexBudget.exhausted) {
+    check.add('error', 'too-costly', `${at}.item`, `Testing the answers of this response against the regex extensions of the Questionnaire ${q.label} would take more than ${REGEX_VISITS} steps: the rest were not tested`);
   }
   return { issues: check.issues, pending: check.pending };
 }
@@ -144,7 +149,7 @@ function checkItem(check: Check, q: QItem, item: Json, path: string, scope: Scop
   for (const [i, answer] of answers.entries()) {
     if (!isObject(answer)) continue;
     const at = `${path}.answer[${i}]`;
-    checkAnswer(q, answer, at, check.issues, check.pending, check.q.valueSets);
+    checkAnswer(q, answer, at, check.issues, check.pending, check.q.valueSets, check.regexBudget);
     if (list(answer.item).length > 0 || q.children.length > 0) checkItems(check, q.children, q.childIndex, answer, at, [...scope, item, answer]);
   }
 }

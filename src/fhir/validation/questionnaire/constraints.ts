@@ -12,9 +12,9 @@
  * cannot compare, a regex that is no pattern) is a problem of the Questionnaire, reported once per
  * response as a warning, and the constraint is left out.
  */
-import { linearRegex, type LinearRegex } from '../../../linear-regex.ts';
+import { linearRegex, MAX_STEPS, type LinearRegex } from '../../../linear-regex.ts';
 import type { ValidationIssue } from '../validate.ts';
-import { compare } from './enable-when.ts';
+import { compare, type EnableBudget } from './enable-when.ts';
 
 type Json = Record<string, unknown>;
 
@@ -43,6 +43,28 @@ export interface ItemConstraints {
   units?: UnitCoding[];
   minOccurs?: number;
   maxOccurs?: number;
+}
+
+/**
+ * The state visits the regex tests of one response may cost at most (about half a second): each test is
+ * charged, before it runs, the most it can cost (its input's length times its pattern's states, at most
+ * linear-regex.ts's own cap), so 10,000 long answers against a large pattern cannot hold a request for
+ * minutes. Past it the rest are not tested and the check has one too-costly error (check.ts).
+ */
+export const REGEX_VISITS = 100_000_000;
+
+/** What is left of REGEX_VISITS for one response (the shape of enableWhen's budget). */
+export type RegexBudget = EnableBudget;
+
+/** `linear.test(input)` charged to `budget`: null once the budget cannot pay for it (then exhausted), undefined past the test's own cap. */
+function testRegex(linear: LinearRegex, input: string, budget: RegexBudget): boolean | undefined | null {
+  if (budget.exhausted) return null;
+  budget.left -= Math.min((input.length + 1) * linear.states, MAX_STEPS);
+  if (budget.left < 0) {
+    budget.exhausted = true;
+    return null;
+  }
+  return linear.test(input);
 }
 
 /** The bound types each item type can compare its answers with. */
@@ -231,7 +253,7 @@ function base64Bytes(data: string): number {
  * The problems of the answer value `v` (already of a type the item takes; at `path`) against the item's
  * extension constraints `c`, added to `issues` as the module's other answer checks add theirs.
  */
-export function checkConstraints(c: ItemConstraints, linkId: string, v: { type: string; value: unknown }, path: string, issues: ValidationIssue[]): void {
+export function checkConstraints(c: ItemConstraints, linkId: string, v: { type: string; value: unknown }, path: string, issues: ValidationIssue[], budget: RegexBudget): void {
   const error = (text: string) => issues.push({ severity: 'error', code: 'value', expression: path, text: `The answer to the item '${linkId}' ${text}` });
   for (const [b, sign, word] of [[c.minValue, -1, 'less than its minValue'], [c.maxValue, 1, 'more than its maxValue']] as const) {
     if (b === undefined) continue;
@@ -245,9 +267,9 @@ export function checkConstraints(c: ItemConstraints, linkId: string, v: { type: 
   if (v.type === 'String' && typeof v.value === 'string') {
     if (c.minLength !== undefined && [...v.value].length < c.minLength) error(`is shorter than its minLength of ${c.minLength} characters`);
     if (c.regex !== undefined) {
-      const matched = c.regex.linear.test(v.value);
+      const matched = testRegex(c.regex.linear, v.value, budget);
       if (matched === undefined) issues.push({ severity: 'warning', code: 'too-costly', expression: path, text: `The answer to the item '${linkId}' was not checked against its regex '${c.regex.pattern}': matching took too long` });
-      else if (!matched) error(`does not match its regex '${c.regex.pattern}'`);
+      else if (matched === false) error(`does not match its regex '${c.regex.pattern}'`);
     }
   }
   const number = v.type === 'Decimal' ? v.value : v.type === 'Quantity' ? (v.value as Json).value : undefined;

@@ -110,7 +110,7 @@ await eachStore((kind, fresh) => {
       ['a string shorter than minLength', withItem('nick', { linkId: 'nick', ...a({ valueString: 'Al' }) }), 'QuestionnaireResponse.item[8].answer[0]', 'shorter than its minLength of 3'],
       ['an attachment of a mime type not allowed', withItem('photo', { linkId: 'photo', ...a({ valueAttachment: { contentType: 'application/pdf', url: 'http://example.org/x.pdf' } }) }), 'QuestionnaireResponse.item[9].answer[0]', "contentType 'application/pdf', which is not one of its mimeTypes (image/png, image/jpeg)"],
       ['an attachment larger than maxSize', withItem('photo', { linkId: 'photo', ...a({ valueAttachment: { contentType: 'image/jpeg; q=1', data: btoa('x'.repeat(1100)) } }) }), 'QuestionnaireResponse.item[9].answer[0]', 'more than its maxSize of 0.001 MB'],
-      ['fewer answers than minOccurs', withItem('symptoms', { linkId: 'symptoms', answer: [symptom('cough')] }), 'QuestionnaireResponse.item[10]', "'symptoms' has 1 answers, fewer than its minOccurs of 2"],
+      ['fewer answers than minOccurs', withItem('symptoms', { linkId: 'symptoms', answer: [symptom('cough')] }), 'QuestionnaireResponse.item[10]', "'symptoms' has 1 answer, fewer than its minOccurs of 2"],
       ['more answers than maxOccurs', withItem('symptoms', { linkId: 'symptoms', answer: ['cough', 'fever', 'rash', 'ache'].map(symptom) }), 'QuestionnaireResponse.item[10].answer[3]', "'symptoms' has 4 answers, more than its maxOccurs of 3"],
       ['a group repeated more often than maxOccurs', withItem('contact', contact('a'), contact('b'), contact('c')), 'QuestionnaireResponse.item[13]', "'contact' appears 3 times, more than its maxOccurs of 2"],
     ];

@@ -117,7 +117,7 @@ function checkItems(check: Check, qItems: QItem[], index: Map<string, number>, p
       continue;
     }
     if (found.length > 1 && !q.repeats) check.add('error', 'structure', found[1]!.path, `The item '${q.linkId}' does not repeat, but appears ${found.length} times`);
-    if (q.type === 'group') checkOccurs(check, q, found.length, `appears ${found.length} times`, path, found.map((f) => f.path), enabled);
+    if (q.type === 'group') checkOccurs(check, q, found.length, `appears ${found.length} time${found.length === 1 ? '' : 's'}`, path, found.map((f) => f.path), enabled);
     for (const f of found) {
       const answered = list(f.item.answer).length > 0 || list(f.item.item).length > 0;
       if (!enabled && answered) check.addWhenCompleted('invariant', f.path, `The item '${q.linkId}' is not enabled (its enableWhen conditions are not met), but has answers`);
@@ -145,7 +145,7 @@ function checkItem(check: Check, q: QItem, item: Json, path: string, scope: Scop
   if (children.length > 0) check.add('error', 'structure', `${path}.item[0]`, `The items nested in the question '${q.linkId}' belong under its answers (answer.item), not under the item`);
   if (answers.length === 0 && q.required && enabled) check.addWhenCompleted('required', path, `The required item '${q.linkId}' has no answer`);
   if (answers.length > 1 && !q.repeats) check.add('error', 'structure', `${path}.answer[1]`, `The item '${q.linkId}' does not repeat, but has ${answers.length} answers`);
-  checkOccurs(check, q, answers.length, `has ${answers.length} answers`, path, answers.map((_, i) => `${path}.answer[${i}]`), enabled);
+  checkOccurs(check, q, answers.length, `has ${answers.length} answer${answers.length === 1 ? '' : 's'}`, path, answers.map((_, i) => `${path}.answer[${i}]`), enabled);
   for (const [i, answer] of answers.entries()) {
     if (!isObject(answer)) continue;
     const at = `${path}.answer[${i}]`;

@@ -1,6 +1,7 @@
 import postgres from 'postgres';
 import { StoreConflictError } from '../types.ts';
 import type { PgMigration } from './migrations.ts';
+import { transaction } from './transaction.ts';
 
 export interface PostgresStoreOptions {
   /** Connection pool size; default 10 (or `?max=N` in the URL). */
@@ -117,7 +118,7 @@ export function isPostgresUnholdable(err: unknown): boolean {
 /** TypeScript types of the custom parsers above. */
 type PgTypes = { int8: number };
 export type Pg = postgres.Sql<PgTypes>;
-/** The transaction-scoped handle `sql.begin` passes to its callback. */
+/** The transaction-scoped handle `sql.begin` (through `transaction`) passes to its callback. */
 export type PgTx = postgres.TransactionSql<PgTypes>;
 
 function poolSizeFromUrl(url: string): number | undefined {
@@ -133,7 +134,7 @@ const MIGRATION_LOCK = 0x63696e646572;
  * together serialise: the first applies, the others then find nothing to do.
  */
 export async function runMigrations(sql: Pg, migrations: PgMigration[], now: number): Promise<string[]> {
-  return sql.begin(async (tx) => {
+  return transaction(sql, async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK}::bigint)`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`;
     const rows = await tx<{ version: number }[]>`SELECT version FROM schema_migrations`;

@@ -2,6 +2,7 @@ import type { ExportCleanupRepo, ExportDownloadRepo, ExportJobRepo, ExportJobSta
 import { toJob } from '../rows/export-jobs.ts';
 import type { JobRow } from '../rows/export-jobs.ts';
 import type { Pg, PgTx } from './db.ts';
+import { transaction } from './transaction.ts';
 
 /** A download holds the job's files at `now`. */
 async function held(tx: PgTx, id: string, now: number): Promise<boolean> {
@@ -18,7 +19,7 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
   const inProgressBy = (id: string, owner: string) => sql`id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
   return {
     async create(job, patients, maxActive) {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx) => {
         // One creator per client at a time, so the count and the insert are atomic.
         await tx`SELECT pg_advisory_xact_lock(hashtextextended(${job.tenant + '/' + job.clientId}, 0))`;
         const [active] = await tx<{ n: number }[]>`
@@ -87,7 +88,7 @@ export function createPostgresExportJobs(sql: Pg): ExportJobRepo {
         WHERE ${inProgressBy(id, owner)}`;
     },
     async cancel(tenant, id, now) {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx) => {
         const [r] = await tx<{ state: ExportJobState }[]>`
           SELECT state FROM export_jobs WHERE tenant = ${tenant} AND id = ${id} AND state <> 'cancelled' FOR UPDATE`;
         if (!r) return null;
@@ -139,7 +140,7 @@ export function createPostgresExportScratch(sql: Pg): ExportScratchRepo {
 export function createPostgresExportDownloads(sql: Pg): ExportDownloadRepo {
   return {
     async holdFiles(tenant, id, download, now, until, starting) {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx) => {
         const unexpired = starting ? tx`AND expires_at > ${now}` : tx``;
         const [job] = await tx`
           SELECT id FROM export_jobs WHERE tenant = ${tenant} AND id = ${id} AND state = 'completed' AND NOT purged ${unexpired} FOR SHARE`;
@@ -168,7 +169,7 @@ export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
       return rows.map(toJob);
     },
     async markPurged(id, now) {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx) => {
         const [job] = await tx<{ state: ExportJobState; lease_until: number | null }[]>`
           SELECT state, lease_until FROM export_jobs WHERE id = ${id} AND NOT purged FOR UPDATE`;
         if (!job || (job.state === 'cancelled' && (job.lease_until ?? 0) >= now)) return false;
@@ -182,7 +183,7 @@ export function createPostgresExportCleanup(sql: Pg): ExportCleanupRepo {
       });
     },
     async remove(id) {
-      await sql.begin(async (tx) => {
+      await transaction(sql, async (tx) => {
         await tx`DELETE FROM export_patients WHERE job_id = ${id}`;
         await tx`DELETE FROM export_provenance WHERE job_id = ${id}`;
         await tx`DELETE FROM export_downloads WHERE job_id = ${id}`;

@@ -2,6 +2,7 @@ import type { ExpungeBatch, ExpungeRepo } from '../types.ts';
 import { expungeBatch, type ExpungeStatements } from '../expunge-batch.ts';
 import type { Pg, PgTx } from './db.ts';
 import { deleteIndexRows } from './write-sql.ts';
+import { transaction } from './transaction.ts';
 
 /**
  * Expunge batches on PostgreSQL, each in one transaction. The resource rows a batch examines (for
@@ -73,7 +74,7 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
   };
   return {
     async batch(b) {
-      return sql.begin((tx) => expungeBatch(statements(tx), b)) as Promise<Awaited<ReturnType<typeof expungeBatch>>>;
+      return transaction(sql, (tx) => expungeBatch(statements(tx), b));
     },
   };
 }

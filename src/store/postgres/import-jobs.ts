@@ -1,6 +1,7 @@
 import type { ImportJobRepo, ImportJobState } from '../types.ts';
 import { toImportJob, type ImportJobRow } from '../rows/import-jobs.ts';
 import type { Pg } from './db.ts';
+import { transaction } from './transaction.ts';
 
 /**
  * Import job lifecycle on Postgres. Claims take the oldest claimable row with `FOR UPDATE SKIP LOCKED`
@@ -10,7 +11,7 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
   const inProgressBy = (id: string, owner: string) => sql`id = ${id} AND state = 'in-progress' AND lease_owner = ${owner}`;
   return {
     async create(job, maxActive) {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx) => {
         // One creator per client at a time, so the count and the insert are atomic.
         await tx`SELECT pg_advisory_xact_lock(hashtextextended(${'import/' + job.tenant + '/' + job.clientId}, 0))`;
         const [active] = await tx<{ n: number }[]>`

@@ -3,6 +3,7 @@ import { REFRESH_COLUMN } from '../rows/oauth.ts';
 import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
+import { transaction } from './transaction.ts';
 
 /**
  * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2, 22, 23 and 27). Code
@@ -32,7 +33,7 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
       return r ? toRefresh(r) : null;
     },
     async revoke(r: Revocation) {
-      await sql.begin(async (tx) => {
+      await transaction(sql, async (tx) => {
         if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
           await tx`
             INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})

@@ -10,6 +10,7 @@ import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresKeys } from './search-keys.ts';
 import { createPostgresWriter } from './writer.ts';
+import { transaction } from './transaction.ts';
 
 /** A resource row as the statements select it. */
 export interface Row {
@@ -71,7 +72,7 @@ const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search
 /**
  * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search
  * values in `search_index` and `compartments`. Reads run at READ COMMITTED on the pool; writes run in
- * `sql.begin` transactions that lock the rows they replace. `keysSql`: the connection that creates
+ * transactions (`transaction`, sql.begin guarded against a lost connection) that lock the rows they replace. `keysSql`: the connection that creates
  * search keys (see createPostgresKeys), not one of the pool's; `genericSql`: the pool that runs the
  * searches of a plain form (and their planner's counts) with generic plans (connectGeneric).
  */
@@ -272,7 +273,7 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
     async write(tenant, fn) {
       let fromFn = false;
       try {
-        const result = await sql.begin(async (tx) => {
+        const result = await transaction(sql, async (tx) => {
           const w = createPostgresWriter(tx, tenant, searchKeys);
           fromFn = true;
           const value = await fn(w);

@@ -1,5 +1,6 @@
 import type { ClaimedSubscription, PendingNotification, SubscriptionRepo } from '../types.ts';
 import type { Pg } from './db.ts';
+import { transaction } from './transaction.ts';
 
 interface NotificationRow {
   pk: string;
@@ -40,7 +41,7 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       return rows.map(toPending);
     },
     async delivered(tenant, id, worker, pk) {
-      await sql.begin(async (tx) => {
+      await transaction(sql, async (tx) => {
         const r = await tx`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${heldBy(tenant, id, worker)}`;
         if (r.count > 0) await tx`DELETE FROM subscription_notifications WHERE pk = ${pk}`;
       });
@@ -49,7 +50,7 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       await sql`UPDATE subscription_state SET failures = ${failures}, next_attempt_at = ${nextAttemptAt}, last_error = ${error} WHERE ${heldBy(tenant, id, worker)}`;
     },
     async drop(tenant, id) {
-      return sql.begin(async (tx) => {
+      return transaction(sql, async (tx) => {
         await tx`UPDATE subscription_state SET failures = 0, next_attempt_at = 0 WHERE tenant = ${tenant} AND id = ${id}`;
         const r = await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
         return r.count;

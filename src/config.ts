@@ -100,6 +100,11 @@ const schema = z.object({
   trustProxy: z.enum(['on', 'off']).default('off'),
   /** HTTP server processes sharing the port (SO_REUSEPORT): a number, or `auto` for one per CPU. */
   processes: z.union([z.literal('auto'), whole(1, 64)]).default(1),
+  /**
+   * Seconds `serve` waits after SIGTERM for requests in flight (and the other drain steps); then it
+   * closes what is left and exits with status 1.
+   */
+  drainTimeout: whole(1, 3600).default(30),
   exportWorkers: whole(0, 64).default(2),
   exportFileTtl: whole(60).default(24 * 3600),
   exportFileMaxBytes: whole(1024).default(128 * 1024 * 1024),

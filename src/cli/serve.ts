@@ -106,7 +106,7 @@ export const serveCommand: Command = {
         reindexed.resolve();
       });
     }
-    await new Promise<void>((resolve) => {
+    return await new Promise<number>((resolve) => {
       const stop = async (signal: string) => {
         if (draining) return;
         draining = true;
@@ -116,26 +116,51 @@ export const serveCommand: Command = {
         // Export workers hand their jobs back at once while HTTP requests drain, here and in the siblings.
         // A reindex stops after its batch; the next start resumes it.
         // Each step's failure is logged and the next still runs: a drain during an outage still ends.
-        const step = (what: string, p: Promise<unknown> | undefined) => p?.catch((err: unknown) => log.error(`draining: ${what} failed`, { err }));
-        await Promise.all([
-          step('stopping the HTTP server', server.stop(false)), step('stopping the export workers', exports.stop()), step('stopping the other processes', siblings?.stop()),
-          step('stopping the reindex', reindexing), step('stopping Subscription delivery', app.subscriptions.stop()),
-          step('handing $import jobs back', app.imports.stop()),
-        ]);
-        // The AuditEvents of the requests just drained are written before the database is closed.
-        await step('writing the last AuditEvents', app.audit?.close());
-        await step('closing the database', store.close());
+        const waiting = new Set<string>();
+        const step = (what: string, p: Promise<unknown> | undefined) => {
+          if (!p) return undefined;
+          waiting.add(what);
+          return p.then(() => void waiting.delete(what), (err: unknown) => {
+            waiting.delete(what);
+            log.error(`draining: ${what} failed`, { err });
+          });
+        };
+        const drained = (async () => {
+          await Promise.all([
+            step('stopping the HTTP server', server.stop(false)), step('stopping the export workers', exports.stop()), step('stopping the other processes', siblings?.stop()),
+            step('stopping the reindex', reindexing), step('stopping Subscription delivery', app.subscriptions.stop()),
+            step('handing $import jobs back', app.imports.stop()),
+          ]);
+          // The AuditEvents of the requests just drained are written before the database is closed.
+          await step('writing the last AuditEvents', app.audit?.close());
+          await step('closing the database', store.close());
+        })();
+        // Work that never ends (a request or a delivery round waiting for a database that stopped
+        // answering) must not hold the process: past the deadline the connections left are closed and
+        // the process exits with status 1 once the remaining steps end, or DRAIN_GRACE_MS later.
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const late = new Promise<true>((r) => (timer = setTimeout(() => r(true), config.drainTimeout * 1000)));
+        if (await Promise.race([drained.then(() => false), late])) {
+          log.error('draining: not finished in time; closing the connections left and exiting with status 1', { drainTimeoutSeconds: config.drainTimeout, waitingFor: [...waiting] });
+          void server.stop(true).catch(() => undefined);
+          await Promise.race([drained, Bun.sleep(DRAIN_GRACE_MS)]);
+          resolve(1);
+          return;
+        }
+        clearTimeout(timer);
         log.info('stopped');
-        resolve();
+        resolve(0);
       };
       process.once('SIGTERM', () => void stop('SIGTERM'));
       process.once('SIGINT', () => void stop('SIGINT'));
       // A sibling's stdin is a pipe from the first process: its end means that process is gone.
       if (sibling) void io.stdin().then(() => stop('first process exited'), () => stop('first process exited'));
     });
-    return 0;
   },
 };
+
+/** After the drain deadline (CINDER_DRAIN_TIMEOUT), how long the steps left may still take before the process exits. */
+const DRAIN_GRACE_MS = 5_000;
 
 /** Resources per reindex batch beside a server: its transaction's writes hold the event loop (2,000 about 4 × as long). */
 const SERVING_BATCH = 500;

@@ -39,7 +39,37 @@ export interface PgCluster {
   start(): Promise<void>;
   /** `pg_ctl -m immediate stop`: the server dies as in a crash; clients see their connections reset. */
   stopImmediate(): Promise<void>;
+  /** SIGSTOP to the server and its backends: connections stay open and nothing answers (a frozen host). */
+  freeze(): void;
+  /** SIGCONT to the server and its backends. */
+  thaw(): void;
   remove(): Promise<void>;
+}
+
+/** The postmaster's PID (from its PID file) and its children's (from /proc), or [] when it is not running. */
+function serverPids(data: string): number[] {
+  const pidFile = join(data, 'postmaster.pid');
+  if (!existsSync(pidFile)) return [];
+  const postmaster = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  const children = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+    } catch {
+      return false;
+    }
+  });
+  return [postmaster, ...children.map(Number)];
+}
+
+function signal(pids: number[], sig: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone meanwhile
+    }
+  }
 }
 
 /** initdb's a new cluster (not started). */
@@ -63,7 +93,11 @@ export async function createPgCluster(bin: string): Promise<PgCluster> {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     start: () => run([pgCtl, '-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '30', 'start']),
     stopImmediate: () => run([pgCtl, '-D', data, '-m', 'immediate', '-w', 'stop']),
+    freeze: () => signal(serverPids(data), 'SIGSTOP'),
+    thaw: () => signal(serverPids(data), 'SIGCONT'),
     async remove() {
+      // Stopped backends would not notice their postmaster's death.
+      signal(serverPids(data), 'SIGCONT');
       const pidFile = join(data, 'postmaster.pid');
       if (existsSync(pidFile)) {
         const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);

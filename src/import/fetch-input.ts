@@ -8,7 +8,7 @@
  */
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { endpointUrl, privateEndpoint, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
+import { endpointUrl, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../http/outbound.ts';
 
 export interface FetchInputDeps {
@@ -31,39 +31,36 @@ export class InputError extends Error {
 
 const MAX_REDIRECTS = 5;
 
-async function checkUrl(deps: FetchInputDeps, raw: string): Promise<URL> {
+/** `raw` as an http(s) URL a request may go to (its address is checked by the request itself). */
+function checkUrl(raw: string): URL {
   const url = endpointUrl(raw);
   if (typeof url === 'string') throw new InputError(`${raw} ${url}`);
-  if (!deps.allowPrivate) {
-    const why = await privateEndpoint(url, deps.resolve, `its host ${url.hostname} does not resolve`);
-    if (why !== undefined) throw refused(url, why);
-  }
   return url;
 }
 
-function refused(url: URL, why: string): InputError {
-  return new InputError(`${url.href} is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`);
-}
-
-/** One GET of `url`, at the address its host resolves to now, checked again there (DNS rebinding). */
+/**
+ * One GET of `url`: its host resolved once, its addresses checked, and the request sent to the address
+ * checked (src/http/outbound.ts: DNS rebinding).
+ */
 async function fetchChecked(deps: FetchInputDeps, url: URL, signal: AbortSignal): Promise<Response> {
   try {
     return await outboundFetch(deps, url, { headers: { Accept: 'application/fhir+ndjson, application/ndjson, */*' }, redirect: 'manual', signal });
   } catch (err) {
-    throw err instanceof RefusedAddress ? refused(url, err.message) : err;
+    if (!(err instanceof RefusedAddress)) throw err;
+    throw new InputError(`${url.href} is refused: ${err.message}${deps.allowPrivate ? '' : ' (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)'}`);
   }
 }
 
 /** GETs `raw`, following up to MAX_REDIRECTS redirects; the answer is a 2xx. */
 async function get(deps: FetchInputDeps, raw: string, signal: AbortSignal): Promise<Response> {
-  let url = await checkUrl(deps, raw);
+  let url = checkUrl(raw);
   for (let hop = 0; ; hop++) {
     const res = await fetchChecked(deps, url, signal);
     const location = res.headers.get('location');
     if (res.status >= 300 && res.status < 400 && location !== null) {
       await res.body?.cancel().catch(() => undefined);
       if (hop >= MAX_REDIRECTS) throw new InputError(`GET ${raw} was redirected more than ${MAX_REDIRECTS} times`);
-      url = await checkUrl(deps, new URL(location, url).href);
+      url = checkUrl(new URL(location, url).href);
       continue;
     }
     if (res.status < 200 || res.status > 299) {

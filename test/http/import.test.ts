@@ -147,17 +147,20 @@ await eachStore((kind, fresh) => {
         ['Patient', files.url('/big.ndjson')],
         ['Patient', files.url('/big-stream.ndjson')],
         ['Patient', files.url('/big.ndjson.gz')],
+        ['Patient', 'http://nowhere.invalid/p.ndjson'],
         ['Patient', files.url('/patients.ndjson')],
       ])));
-      expect(body.output.map((o: Json) => o.count)).toEqual([0, 0, 0, 0, 0, 3]);
+      expect(body.output.map((o: Json) => o.count)).toEqual([0, 0, 0, 0, 0, 0, 3]);
       const text = (i: number) => body.error[i].outcome.issue[0].diagnostics as string;
-      expect(body.error).toHaveLength(5);
+      expect(body.error).toHaveLength(6);
       expect(text(0)).toContain('GET http://127.0.0.1:1/nothing.ndjson failed');
       expect(text(1)).toContain('answered 404');
       expect(text(2)).toContain('more than the 4096 an input may hold (CINDER_IMPORT_MAX_INPUT_BYTES)');
       expect(text(3)).toContain('big-stream.ndjson holds more than the 4096 bytes an input may hold');
       expect(text(4)).toContain('big.ndjson.gz holds more than the 4096 bytes an input may hold');
-      expect(body.error.map((e: Json) => e.count)).toEqual([0, 0, 0, 0, 0]);
+      // A name that does not resolve: no hint at CINDER_IMPORT_ALLOW_PRIVATE, which is on here and would not help.
+      expect(text(5)).toBe('http://nowhere.invalid/p.ndjson is refused: its host nowhere.invalid does not resolve');
+      expect(body.error.map((e: Json) => e.count)).toEqual([0, 0, 0, 0, 0, 0]);
       expect((await read('Patient/big0')).status).toBe(404);
     });
 
@@ -297,14 +300,17 @@ test('the CapabilityStatement lists $import at the system level', async () => {
   }
 });
 
-describe('$import input addresses', () => {
+await eachStore((kind, fresh) => describe(`$import input addresses (${kind})`, () => {
   let t: TestApp;
   /** Names rebound by a hostile DNS server: the answers in turn, the last one ever after. */
   const rebinding = new Map<string, string[]>();
+  /** How many times each name was resolved. */
+  const lookups = new Map<string, number>();
   /** What the app fetched (with the Host header when the URL holds an address). */
   const sent: string[] = [];
   beforeAll(async () => {
     const resolveHost = async (host: string) => {
+      lookups.set(host, (lookups.get(host) ?? 0) + 1);
       const answers = rebinding.get(host);
       if (answers) return [answers.length > 1 ? answers.shift()! : answers[0]!];
       return host === 'inside.example' ? ['10.1.2.3'] : ['93.184.215.14'];
@@ -312,9 +318,10 @@ describe('$import input addresses', () => {
     const fetch = async (input: string | URL | Request, init?: RequestInit) => {
       const host = new Headers(init?.headers).get('host');
       sent.push(host === null ? String(input) : `${String(input)} (Host: ${host})`);
+      if (new URL(String(input)).pathname === '/moved') return new Response(null, { status: 302, headers: { Location: 'http://next.example/p.ndjson' } });
       return new Response(line(pat('fetched')), { status: 200 });
     };
-    t = await createTestApp({ resolveHost, fetch: fetch as typeof globalThis.fetch });
+    t = await createTestApp({ store: await fresh(), resolveHost, fetch: fetch as typeof globalThis.fetch });
   });
   afterAll(() => t.close());
 
@@ -339,17 +346,44 @@ describe('$import input addresses', () => {
     sent.length = 0;
   });
 
-  test('an input whose name is rebound to loopback for the connection (DNS rebinding) is refused as a private one, and never fetched', async () => {
+  test('an input whose name is rebound to loopback after the job resolved it (DNS rebinding) is fetched from the address checked, never the rebound one', async () => {
     const token = await t.token();
-    // Public to the kick-off's check and to the job's, 127.0.0.1 to every lookup after (a connection's own).
+    // Public to the kick-off's lookup and to the job's, 127.0.0.1 to every lookup after (a connection's own, were there one).
     rebinding.set('rebind.example', ['93.184.215.14', '93.184.215.14', '127.0.0.1']);
     const res = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', 'http://rebind.example/p.ndjson']])));
     expect(res.status).toBe(202);
     await t.app.imports.runOnce();
     const body = (await (await t.request(res.headers.get('content-location')!, fhirInit(token))).json()) as Json;
-    expect(body.error.map((e: Json) => e.outcome.issue[0].diagnostics)).toEqual([
+    expect([body.output.map((o: Json) => o.count), body.error]).toEqual([[1], []]);
+    expect(sent).toEqual(['http://93.184.215.14/p.ndjson (Host: rebind.example)']);
+    sent.length = 0;
+    // The next job resolves the name again, gets the loopback answer, and is refused: never fetched inside.
+    const again = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', 'http://rebind.example/p.ndjson']])));
+    expect(again.status).toBe(400);
+    rebinding.set('rebind.example', ['93.184.215.14', '127.0.0.1']);
+    const third = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', 'http://rebind.example/p.ndjson']])));
+    expect(third.status).toBe(202);
+    await t.app.imports.runOnce();
+    const refused = (await (await t.request(third.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+    expect(refused.error.map((e: Json) => e.outcome.issue[0].diagnostics)).toEqual([
       'http://rebind.example/p.ndjson is refused: its host rebind.example resolves to 127.0.0.1, which is a loopback, link-local or private address (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)',
     ]);
     expect(sent).toEqual([]);
   });
-});
+
+  test('each fetch and each redirect hop resolves its host once', async () => {
+    const token = await t.token();
+    lookups.clear();
+    const res = await t.request(`${t.fhir()}/$import`, fhirInit(token, 'POST', params([['Patient', 'http://hop.example/moved']])));
+    expect(res.status).toBe(202);
+    // The kick-off's check.
+    expect(Object.fromEntries(lookups)).toEqual({ 'hop.example': 1 });
+    lookups.clear();
+    await t.app.imports.runOnce();
+    const body = (await (await t.request(res.headers.get('content-location')!, fhirInit(token))).json()) as Json;
+    expect([body.output.map((o: Json) => o.count), body.error]).toEqual([[1], []]);
+    expect(sent).toEqual(['http://93.184.215.14/moved (Host: hop.example)', 'http://93.184.215.14/p.ndjson (Host: next.example)']);
+    expect(Object.fromEntries(lookups)).toEqual({ 'hop.example': 1, 'next.example': 1 });
+    sent.length = 0;
+  });
+}));

@@ -587,6 +587,8 @@ for (const target of targets) {
     const sent: string[] = [];
     /** Names rebound by a hostile DNS server: the answers in turn, the last one ever after. */
     const rebinding = new Map<string, string[]>();
+    /** How many times each name was resolved. */
+    const lookups = new Map<string, number>();
 
     beforeAll(async () => {
       const db = await target.fresh();
@@ -598,6 +600,7 @@ for (const target of targets) {
         return new Response(null, { status: 200 });
       };
       const resolveHost = async (host: string) => {
+        lookups.set(host, (lookups.get(host) ?? 0) + 1);
         if (host === 'slow.example') {
           dns.asked.resolve();
           await dns.release.promise;
@@ -671,12 +674,17 @@ for (const target of targets) {
       sent.length = 0;
     });
 
-    test('a name rebound to loopback for the connection (DNS rebinding) is refused as a private endpoint, and never called', async () => {
-      // Public to the activation's check and to the delivery's, 127.0.0.1 to every lookup after (a connection's own).
+    test('a name rebound to loopback after the delivery resolved it (DNS rebinding) is delivered to the address checked, never to the rebound one', async () => {
+      // Public to the activation's lookup and to the delivery's, 127.0.0.1 to every lookup after (a connection's own, were there one).
       rebinding.set('rebind.example', ['203.0.113.30', '203.0.113.30', '127.0.0.1']);
       const sub = (await (await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription('http://rebind.example/x', { criteria: 'Observation?code=http://loinc.org|2345-6' }))))
         .json()) as Json;
       expect(sub.status).toBe('active');
+      await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('2345-6')));
+      await t.app.subscriptions.runOnce();
+      expect(sent).toEqual(['http://203.0.113.30/x (Host: rebind.example)']);
+      sent.length = 0;
+      // The next delivery resolves the name again, gets the loopback answer, and is refused: never sent inside.
       await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('2345-6')));
       for (const wait of [0, 5_000, 10_000, 20_000, 40_000]) {
         t.clock.advance(wait);
@@ -686,6 +694,21 @@ for (const target of targets) {
       expect(errored.status).toBe('error');
       expect(errored.error).toBe('5 deliveries failed in a row; the last: delivery to http://rebind.example/x refused: its host rebind.example resolves to 127.0.0.1, which is a loopback, link-local or private address');
       expect(sent).toEqual([]);
+    });
+
+    test("each delivery resolves the endpoint's name once", async () => {
+      names.set('count.example', '203.0.113.40');
+      const sub = (await (await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription('http://count.example/x', { criteria: 'Observation?code=http://loinc.org|3456-7' }))))
+        .json()) as Json;
+      expect(sub.status).toBe('active');
+      expect(lookups.get('count.example')).toBe(1);
+      lookups.clear();
+      for (const round of [1, 2]) {
+        await t.request(`${t.fhir()}/Observation`, fhirInit(token, 'POST', observation('3456-7')));
+        await t.app.subscriptions.runOnce();
+        expect([sent.length, lookups.get('count.example')]).toEqual([round, round]);
+      }
+      sent.length = 0;
     });
   });
 }

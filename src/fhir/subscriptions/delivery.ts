@@ -23,7 +23,7 @@ import type { Resource } from '../resource.ts';
 import { payloadType } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
-import { endpointUrl, privateEndpoint, systemResolve, type ResolveHost } from './endpoint.ts';
+import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
 import { ownerClient } from './owner.ts';
 import type { SubscriptionSockets } from './sockets.ts';
@@ -294,10 +294,6 @@ export class SubscriptionDelivery {
   private async send(tenant: string, channel: Json, n: PendingNotification): Promise<string | undefined> {
     const endpoint = endpointUrl(channel.endpoint);
     if (typeof endpoint === 'string') return `Subscription.channel.endpoint ${endpoint}`;
-    if (!this.options.allowPrivate) {
-      const why = await privateEndpoint(endpoint, this.resolve, `its host ${endpoint.hostname} does not resolve`);
-      if (why !== undefined) return `delivery to ${endpoint.href} refused: ${why}`;
-    }
     const headers = new Headers();
     for (const line of Array.isArray(channel.header) ? (channel.header as string[]) : []) {
       const at = line.indexOf(':');
@@ -316,7 +312,8 @@ export class SubscriptionDelivery {
       headers.set('Content-Type', String(channel.payload));
     }
     try {
-      // Sent to the address the host resolves to now, checked again there (src/http/outbound.ts: DNS rebinding).
+      // The host resolved once, its addresses checked, and the request sent to the address checked
+      // (src/http/outbound.ts: DNS rebinding); a refusal is a failed delivery.
       const outbound = { fetch: this.options.fetch ?? fetch, resolve: this.resolve, allowPrivate: this.options.allowPrivate };
       const res = await outboundFetch(outbound, target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
       await res.body?.cancel().catch(() => undefined);

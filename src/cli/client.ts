@@ -35,17 +35,35 @@ const REGISTRATION_OPTIONS: Options = {
   json: { type: 'boolean' },
 };
 
+/**
+ * `--read-attribute`: undefined when not given; null when given empty (`--read-attribute ''`: every attribute
+ * again, the default), as `user update` reads an empty value as clearing an attribute.
+ */
+function readAttributes(v: unknown): string[] | null | undefined {
+  const given = list(v);
+  if (given === undefined || !given.includes('')) return given;
+  if (given.length > 1) throw new UsageError("--read-attribute '' (every attribute) cannot be given with attributes");
+  return null;
+}
+
+/** `--access-token-ttl`: undefined when not given; null when given empty (the server's lifetime again, the default). */
+function accessTokenTtl(v: unknown): number | null | undefined {
+  if (typeof v !== 'string') return undefined;
+  if (v === '') return null;
+  const ttl = Number(v);
+  if (!(Number.isInteger(ttl) && ttl >= 30 && ttl <= 86400)) throw new UsageError("--access-token-ttl takes 30-86400 seconds ('' for the server's default)");
+  return ttl;
+}
+
 /** The registration flags given, as changes (what is not given is left out), checked as `client create` checks them. */
 function registrationFlags(v: ParsedArgs['values']): ClientChanges {
   if (v['jwks-url'] && v['jwks-file']) throw new UsageError('--jwks-url and --jwks-file exclude each other');
   const jwksUrl = typeof v['jwks-url'] === 'string' ? v['jwks-url'] : undefined;
   if (jwksUrl !== undefined && !/^https?:\/\//.test(jwksUrl)) throw new UsageError('--jwks-url must be an http(s) URL');
-  const ttl = typeof v['access-token-ttl'] === 'string' ? Number(v['access-token-ttl']) : undefined;
-  if (ttl !== undefined && !(Number.isInteger(ttl) && ttl >= 30 && ttl <= 86400)) throw new UsageError('--access-token-ttl takes 30-86400 seconds');
   const changes: ClientChanges = {
     name: typeof v.name === 'string' ? v.name : undefined, grants: list(v.grant), scopes: list(v.scope)?.flatMap((s) => s.split(' ').filter(Boolean)),
     redirectUris: list(v['redirect-uri']), jwksUrl, jwks: typeof v['jwks-file'] === 'string' ? readJwks(v['jwks-file']) : undefined,
-    readAttributes: list(v['read-attribute']), accessTokenTtl: ttl,
+    readAttributes: readAttributes(v['read-attribute']), accessTokenTtl: accessTokenTtl(v['access-token-ttl']),
   };
   return Object.fromEntries(Object.entries(changes).filter(([, x]) => x !== undefined)) as ClientChanges;
 }
@@ -145,6 +163,8 @@ export const clientUpdateCommand: Command = {
     'cinder client update <client_id> [--name <n>] [--grant <type>]... [--scope <s>]... [--redirect-uri <uri>]...\n' +
     '                     [--jwks-url <url> | --jwks-file <file>] [--read-attribute <a>]... [--access-token-ttl <seconds>] [--json]\n\n' +
     'Each flag given replaces what is registered (every --scope together is the new list); the others stay.\n' +
+    "An empty value resets a setting to its default: --read-attribute '' (every attribute), --access-token-ttl ''\n" +
+    "(the server's lifetime for the grant).\n" +
     'The result is checked as `client create` checks a new client. Narrowing the scopes revokes every access\n' +
     'token the client holds (it obtains new ones); its refresh tokens stay, and refresh never yields more\n' +
     'than the scopes it now has.',

@@ -212,6 +212,24 @@ for (const target of targets) {
       expect((await tokenOf(await refresh(app, tokens.refresh_token!))).scope.split(' ')).toContain('patient/*.read');
     });
 
+    test('an empty --read-attribute or --access-token-ttl resets it: every attribute, the server\'s lifetime', async () => {
+      const app = await userClient(t, { readAttributes: ['email', 'email_verified'], accessTokenTtl: 600 });
+      const scope = 'openid profile email user/*.read';
+      const limited = await redeem(t, await getCode(t, { clientId: app.id, scope }), app);
+      expect(limited.status).toBe(400);
+      expect(((await limited.json()) as Json).error_description).toContain("'profile'");
+      expect((await userTokens(app, 'openid email user/*.read') as Json).expires_in).toBe(600);
+      // Given with other values, the empty one is refused rather than read one way or the other.
+      expect((await cli.run(['client', 'update', app.id, '--read-attribute', '', '--read-attribute', 'email'])).code).toBe(2);
+      const reset = await cinder(['client', 'update', app.id, '--read-attribute', '', '--access-token-ttl', '']);
+      expect([reset.read_attributes, reset.access_token_ttl]).toEqual([undefined, undefined]);
+      expect(await cinder(['client', 'show', app.id])).not.toContainAnyKeys(['read_attributes', 'access_token_ttl']);
+      later();
+      const tokens = (await userTokens(app, scope)) as Json;
+      expect(tokens.expires_in).toBe(3600);
+      expect(tokens.scope.split(' ')).toContain('profile');
+    });
+
     test('update is checked as create is, and a refused change writes nothing', async () => {
       const c = await backend();
       const before = await cinder(['client', 'show', c.id]);

@@ -1,6 +1,7 @@
 /**
- * AuditEvents of the operator's changes to clients and users (`cinder client|user disable|enable|delete|update|rotate-secret`),
- * written at once into the tenant when CINDER_AUDIT is on, through the store's bulk insert as the audit trail writes:
+ * AuditEvents of what the operator does with the command line (`cinder client|user create|update|disable|enable|delete`,
+ * `client rotate-secret`, `tenant create`, `keys rotate`, `expunge`, `audit prune`), written at once into the tenant
+ * when CINDER_AUDIT is on, through the store's bulk insert as the audit trail writes:
  * who cut whose access, and when, is on record beside what they did with it.
  */
 import type { Clock } from '../clock.ts';

@@ -169,37 +169,72 @@ export function authAuditEvent(e: AuthEvent): Json {
   };
 }
 
-/** A change an operator made to a client or user with the command line (`cinder client disable`, ...). */
+/** What an operator's command acted on, with what it said about it (`entity.detail`: a prune's cut-off, a count). */
+export interface AdminTarget {
+  kind: 'client' | 'user' | 'tenant' | 'key';
+  id: string;
+  detail?: [string, string][];
+}
+
+/** What an operator did with the command line (`cinder client disable`, `cinder audit prune`, ...). */
 export interface AdminEvent {
   /** The command, e.g. `client disable`. */
   command: string;
-  target: { kind: 'client' | 'user'; id: string };
+  targets: AdminTarget[];
   recorded: string;
   /** Who ran the command, as the operating system names them. */
   operator: string;
   server: string;
+  /** What the command did, for `outcomeDesc` (default: `cinder <command> <ids>`). */
+  description?: string;
 }
 
+const ISO_21089 = 'http://terminology.hl7.org/CodeSystem/iso-21089-lifecycle';
+
 /**
- * The AuditEvent of an operator's change to a client or user: DICOM's Security Alert (110113) with User Security
- * Attributes Changed (110137), the command as a subtype of its own, the client or user as the entity.
+ * The event type of a command: DICOM's Security Alert (110113) with the kind of security change as its subtype
+ * (User Security Attributes Changed for clients and users, Software Configuration for a new tenant, Security
+ * Configuration for new signing keys); ISO 21089's Destroy for an expunge, DICOM's Audit Log Used for a prune.
+ */
+function commandType(command: string): { type: Json; subtype: Json[] } {
+  const alert = (code: string, display: string) => ({ type: coding(DCM, '110113', 'Security Alert'), subtype: [coding(DCM, code, display)] });
+  if (command === 'tenant create') return alert('110131', 'Software Configuration');
+  if (command === 'keys rotate') return alert('110129', 'Security Configuration');
+  if (command === 'expunge') return { type: coding(ISO_21089, 'destroy', 'Destroy/Delete'), subtype: [] };
+  if (command === 'audit prune') return { type: coding(DCM, '110101', 'Audit Log Used'), subtype: [] };
+  return alert('110137', 'User Security Attributes Changed');
+}
+
+const ROLE: Record<AdminTarget['kind'], Json> = {
+  client: coding(OBJECT_ROLE, '13', 'Security Resource'),
+  user: coding(OBJECT_ROLE, '11', 'Security User Entity'),
+  tenant: coding(OBJECT_ROLE, '17', 'Data Repository'),
+  key: coding(OBJECT_ROLE, '13', 'Security Resource'),
+};
+
+/**
+ * The AuditEvent of an operator's command: its type (commandType), the command as a subtype of its own
+ * (`urn:cinder:admin|client-disable`), the client, user, tenant or keys as the entities, the operator as the requestor.
  */
 export function adminAuditEvent(e: AdminEvent): Json {
+  const { type, subtype } = commandType(e.command);
+  const action = /(create)$/.test(e.command) ? 'C' : /(delete|expunge|prune)$/.test(e.command) ? 'D' : 'U';
   return {
     resourceType: 'AuditEvent',
-    type: coding(DCM, '110113', 'Security Alert'),
-    subtype: [coding(DCM, '110137', 'User Security Attributes Changed'), coding('urn:cinder:admin', e.command.replace(' ', '-'), `cinder ${e.command}`)],
-    action: e.command.endsWith('delete') ? 'D' : 'U',
+    type,
+    subtype: [...subtype, coding('urn:cinder:admin', e.command.replace(' ', '-'), `cinder ${e.command}`)],
+    action,
     recorded: e.recorded,
     outcome: '0',
-    outcomeDesc: `cinder ${e.command} ${e.target.id}`,
+    outcomeDesc: e.description ?? `cinder ${e.command} ${e.targets.map((t) => t.id).join(' ')}`,
     agent: [
       { type: { coding: [coding(DCM, '110153', 'Source Role ID')] }, who: { display: `cinder command line, run by ${e.operator}` }, requestor: true },
       { type: { coding: [coding(DCM, '110152', 'Destination Role ID')] }, who: { display: 'Cinder' }, requestor: false, network: { address: e.server, type: '5' } },
     ],
     source: source(e.server),
-    entity: [entityOf(coding(ENTITY_TYPE, '2', 'System Object'), coding(OBJECT_ROLE, e.target.kind === 'user' ? '11' : '13', e.target.kind === 'user' ? 'Security User Entity' : 'Security Resource'), {
-      what: { identifier: { system: `urn:cinder:${e.target.kind}`, value: e.target.id } },
-    })],
+    entity: e.targets.map((t) => entityOf(coding(ENTITY_TYPE, '2', 'System Object'), ROLE[t.kind], {
+      what: { identifier: { system: `urn:cinder:${t.kind}`, value: t.id } },
+      ...(t.detail?.length ? { detail: t.detail.map(([name, value]) => ({ type: name, valueString: value })) } : {}),
+    })),
   };
 }

@@ -101,12 +101,14 @@ export const clientCreateCommand: Command = {
     const v = args.values;
     if (typeof v.tenant !== 'string') throw new UsageError('--tenant is required');
     const r = registrationFlags(v);
-    const { store, clock } = await openContext(io);
+    const ctx = await openContext(io);
+    const { store, clock } = ctx;
     try {
       const { client, clientSecret } = await createClient(store, clock, {
         ...r, tenant: v.tenant, secret: v['no-secret'] ? false : undefined, jwksUrl: r.jwksUrl ?? null, jwks: r.jwks ?? null,
         readAttributes: r.readAttributes ?? null, accessTokenTtl: r.accessTokenTtl ?? null,
       });
+      await auditChange(ctx, io, 'client create', client.tenant, { kind: 'client', id: client.clientId });
       printData(io, !!v.json, {
         client_id: client.clientId, client_secret: clientSecret ?? undefined, tenant: client.tenant, grants: client.grants, scopes: client.scopes,
       });

@@ -7,6 +7,7 @@ import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { AdminError } from '../auth/admin.ts';
 import { recordAdminChange } from '../audit/admin.ts';
+import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
 import { UsageError, type CliIO } from './command.ts';
 
@@ -64,11 +65,16 @@ export function isoTime(ms: number | null): string | undefined {
   return ms === null ? undefined : new Date(ms).toISOString();
 }
 
-/** Records an operator's change to a client or user as an AuditEvent in its tenant, when CINDER_AUDIT is on (src/audit/admin.ts). */
+/**
+ * Records what an operator did with the command line (a client's or user's change, a new tenant, new keys, an
+ * expunge, a prune) as an AuditEvent in `tenant`, when CINDER_AUDIT is on (src/audit/admin.ts).
+ */
 export async function auditChange(
-  ctx: Awaited<ReturnType<typeof openContext>>, io: CliIO, command: string, tenant: string, target: { kind: 'client' | 'user'; id: string },
+  ctx: Pick<Awaited<ReturnType<typeof openContext>>, 'config' | 'store' | 'clock'>, io: CliIO, command: string, tenant: string,
+  target: AdminTarget | AdminTarget[], description?: string,
 ): Promise<void> {
   if (ctx.config.audit !== 'on') return;
   const operator = io.env.USER ?? io.env.LOGNAME ?? 'unknown';
-  await recordAdminChange(ctx.store, ctx.clock, tenant, { command, target, operator, server: fhirBaseOf(ctx.config.baseUrl, tenant) });
+  const targets = Array.isArray(target) ? target : [target];
+  await recordAdminChange(ctx.store, ctx.clock, tenant, { command, targets, operator, server: fhirBaseOf(ctx.config.baseUrl, tenant), ...(description !== undefined && { description }) });
 }

@@ -2,7 +2,7 @@ import { pruneAudit, INSTANT } from '../audit/prune.ts';
 import { FhirError } from '../errors.ts';
 import { AUDIT_TYPE, expunge, type ExpungeTarget } from '../fhir/expunge.ts';
 import { UsageError, type Command } from './command.ts';
-import { openContext, printData } from './context.ts';
+import { auditChange, openContext, printData } from './context.ts';
 import { createTally } from './progress.ts';
 
 const seconds = (s: number) => Math.round(s * 10) / 10;
@@ -45,6 +45,13 @@ export const expungeCommand: Command = {
       const options = { deletedResources: !!v.deleted, previousVersions: !!v['previous-versions'], everything: !!v.everything };
       const count = await expunge(ctx.store, v.tenant, target, options, (p) => tally.update(p.removed, p.type));
       tally.done();
+      const flags: [string, string][] = [
+        ...types.map((type): [string, string] => ['type', type]), ...(typeof v.id === 'string' ? [['id', v.id] as [string, string]] : []),
+        ...(['deleted', 'previous-versions', 'everything'] as const).filter((f) => v[f]).map((f): [string, string] => [f, 'true']),
+      ];
+      const line = flags.map(([name, value]) => (value === 'true' ? `--${name}` : `--${name} ${value}`)).join(' ');
+      await auditChange(ctx, io, 'expunge', v.tenant, { kind: 'tenant', id: v.tenant, detail: [...flags, ['removed', String(count)]] },
+        `cinder expunge --tenant ${v.tenant} ${line}: ${count} versions removed`);
       printData(io, !!v.json, { tenant: v.tenant, count, seconds: seconds(tally.elapsedSeconds()) });
       return 0;
     } catch (err) {
@@ -78,6 +85,9 @@ export const auditPruneCommand: Command = {
       const tally = createTally(io, 'audit prune', 'AuditEvents removed');
       const count = await pruneAudit(ctx, v.tenant, v.before, (n) => tally.update(n));
       tally.done();
+      // Written after the prune, so never pruned by it whatever the cut-off.
+      await auditChange(ctx, io, 'audit prune', v.tenant, { kind: 'tenant', id: v.tenant, detail: [['before', v.before], ['removed', String(count)]] },
+        `cinder audit prune --tenant ${v.tenant} --before ${v.before}: ${count} AuditEvents removed`);
       printData(io, !!v.json, { tenant: v.tenant, before: v.before, count, seconds: seconds(tally.elapsedSeconds()) });
       return 0;
     } catch (err) {

@@ -1,6 +1,6 @@
 import { createTenant } from '../auth/admin.ts';
 import { UsageError, type Command } from './command.ts';
-import { openContext, printData } from './context.ts';
+import { auditChange, openContext, printData } from './context.ts';
 import { baseUrlIsDefault, fhirBaseOf } from '../config.ts';
 
 /** `cinder tenant create <id>`: prints the tenant's FHIR base, from CINDER_BASE_URL (a note on stderr when it is the default). */
@@ -13,9 +13,11 @@ export const tenantCreateCommand: Command = {
   async run(args, io) {
     const [id, extra] = args.positionals;
     if (!id || extra) throw new UsageError('expected exactly one tenant id');
-    const { config, store, clock } = await openContext(io);
+    const ctx = await openContext(io);
+    const { config, store, clock } = ctx;
     try {
       const tenant = await createTenant(store, clock, id);
+      await auditChange(ctx, io, 'tenant create', tenant.id, { kind: 'tenant', id: tenant.id });
       printData(io, !!args.values.json, { tenant: tenant.id, fhir_base: fhirBaseOf(config.baseUrl, tenant.id) });
       // This command cannot know the address or port a server listens on: fhir_base is CINDER_BASE_URL's.
       if (baseUrlIsDefault(io.env)) {

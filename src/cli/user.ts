@@ -47,12 +47,14 @@ export const userCreateCommand: Command = {
     if (typeof v.username !== 'string') throw new UsageError('--username is required');
     if (!v['password-stdin']) throw new UsageError('--password-stdin is required (passwords are never taken as arguments)');
     const password = await readPassword(io.stdin);
-    const { store, clock } = await openContext(io);
+    const ctx = await openContext(io);
+    const { store, clock } = ctx;
     try {
       const user = await createUser(store, clock, {
         tenant: v.tenant, username: v.username, password, email: text(v.email), emailVerified: !!v['email-verified'], name: text(v.name),
         phone: text(v.phone), phoneVerified: !!v['phone-verified'], address: text(v.address), fhirUser: text(v['fhir-user']),
       });
+      await auditChange(ctx, io, 'user create', user.tenant, { kind: 'user', id: user.id });
       printData(io, !!v.json, { user_id: user.id, tenant: user.tenant, username: user.username, fhir_user: user.fhirUser ?? undefined });
       return 0;
     } catch (err) {

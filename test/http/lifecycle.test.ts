@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:
 import { createClient } from '../../src/auth/admin.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
-import { fhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, fhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -357,6 +357,71 @@ for (const target of targets) {
         // Without CINDER_AUDIT nothing is recorded.
         await cinder(['client', 'enable', c.id]);
         expect(await found('subtype=urn:cinder:admin|client-enable')).toBeUndefined();
+      } finally {
+        audited.close();
+      }
+    });
+
+    test('with CINDER_AUDIT=on creating a client, user or tenant, rotating keys, expunge and audit prune are AuditEvents too; a prune\'s outlives it', async () => {
+      const audited = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_AUDIT: 'on', CINDER_BASE_URL: 'http://cinder.test', USER: 'ops-bob' });
+      try {
+        const run = async (argv: string[], stdin?: string) => {
+          const r = await audited.run([...argv, '--json'], stdin === undefined ? {} : { stdin });
+          if (r.code !== 0) throw new Error(`cinder ${argv.join(' ')}: ${r.code} ${r.stderr}`);
+          return JSON.parse(r.stdout) as Json;
+        };
+        const found = async (query: string, tenant = 't1') => {
+          const res = await t.request(`${t.fhir(tenant)}/AuditEvent?${query}`, fhirInit(await craftToken(t, 'system/*.read', { tenant })));
+          expect(res.status).toBe(200);
+          return (((await res.json()) as Json).entry ?? []).map((e: Json) => e.resource) as Json[];
+        };
+        const api = fhirClient(t, await t.token());
+        /** The one event of `command`, a valid R4 AuditEvent (the server takes it as a client's own), by ops-bob. */
+        const one = async (command: string, tenant = 't1') => {
+          const events = await found(`subtype=urn:cinder:admin|${command}`, tenant);
+          expect({ command, tenant, n: events.length }).toEqual({ command, tenant, n: 1 });
+          const { id: _id, meta: _meta, ...copy } = events[0]!;
+          expect({ command, status: (await api.post('AuditEvent', copy)).status }).toEqual({ command, status: 201 });
+          expect(events[0]!.agent[0]).toMatchObject({ who: { display: 'cinder command line, run by ops-bob' }, requestor: true });
+          return events[0]!;
+        };
+        const what = (e: Json) => e.entity.map((x: Json) => `${x.what.identifier.system}|${x.what.identifier.value}`);
+
+        const client = await run(['client', 'create', '--tenant', 't1', '--name', 'Audited']);
+        const created = await one('client-create');
+        expect(created).toMatchObject({ type: { code: '110113' }, action: 'C', outcome: '0' });
+        expect(what(created)).toEqual([`urn:cinder:client|${client.client_id}`]);
+        const user = await run(['user', 'create', '--tenant', 't1', '--username', 'hal', '--password-stdin'], PASSWORD);
+        expect(what(await one('user-create'))).toEqual([`urn:cinder:user|${user.user_id}`]);
+        await run(['tenant', 'create', 't-audited']);
+        // In the new tenant, not in another.
+        expect(await found('subtype=urn:cinder:admin|tenant-create')).toEqual([]);
+        expect(what(await one('tenant-create', 't-audited'))).toEqual(['urn:cinder:tenant|t-audited']);
+        // Keys sign every tenant's tokens: each tenant's trail has the rotation.
+        const rotated = await run(['keys', 'rotate']);
+        for (const tenant of ['t1', 't-audited']) expect(what(await one('keys-rotate', tenant))).toEqual(rotated.new_kids.map((k: string) => `urn:cinder:key|${k}`));
+
+        await api.put200({ resourceType: 'Patient', id: 'expunged-1' });
+        expect((await api.del('Patient/expunged-1')).status).toBeLessThan(300);
+        expect((await run(['expunge', '--tenant', 't1', '--type', 'Patient', '--id', 'expunged-1', '--deleted'])).count).toBe(2);
+        const expunged = await one('expunge');
+        expect(expunged).toMatchObject({ action: 'D', outcomeDesc: 'cinder expunge --tenant t1 --type Patient --id expunged-1 --deleted: 2 versions removed' });
+        expect(expunged.entity[0].detail).toEqual([
+          { type: 'type', valueString: 'Patient' }, { type: 'id', valueString: 'expunged-1' }, { type: 'deleted', valueString: 'true' }, { type: 'removed', valueString: '2' },
+        ]);
+
+        // Every AuditEvent so far goes; the prune's own is written after, and stays.
+        const before = new Date(Date.now() + 3_600_000).toISOString();
+        const all = (await api.search('AuditEvent?_summary=count')).total as number;
+        expect(all).toBeGreaterThan(5);
+        expect((await run(['audit', 'prune', '--tenant', 't1', '--before', before])).count).toBe(all);
+        const left = await found('');
+        expect(left.map((e) => e.subtype.at(-1).code)).toEqual(['audit-prune']);
+        expect(left[0]).toMatchObject({ type: { code: '110101' }, action: 'D', outcomeDesc: `cinder audit prune --tenant t1 --before ${before}: ${all} AuditEvents removed` });
+        expect(what(left[0]!)).toEqual(['urn:cinder:tenant|t1']);
+        expect(left[0]!.entity[0].detail).toEqual([{ type: 'before', valueString: before }, { type: 'removed', valueString: String(all) }]);
+        const { id: _id, meta: _meta, ...copy } = left[0]!;
+        expect((await api.post('AuditEvent', copy)).status).toBe(201);
       } finally {
         audited.close();
       }

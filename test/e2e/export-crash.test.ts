@@ -4,23 +4,15 @@
  * restarted process, on PostgreSQL a second process already running, completes it with exactly the
  * right lines (each resource once, none missing), resuming from the last checkpoint.
  */
-import { afterAll, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { expect, test } from 'bun:test';
 import type { JobProgress } from '../../src/export/spec.ts';
 import type { Store } from '../../src/store/types.ts';
 import { awaitManifest, clientToken, downloadLines, freePort, seed, startServer, type Server } from '../helpers/export-e2e.ts';
+import { cleanupAfterFile } from '../helpers/processes.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets();
-const servers: Server[] = [];
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const s of servers) s.proc.kill('SIGKILL');
-  await Promise.all(targets.map((t) => t.cleanup()));
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-}, 60_000);
+const { tempDir, killAfter } = cleanupAfterFile(targets);
 
 const env = (dir: string, databaseUrl: string) => ({
   CINDER_DATA_DIR: dir, CINDER_DATABASE_URL: databaseUrl, CINDER_EXPORT_WORKERS: '1', CINDER_EXPORT_FILE_MAX_BYTES: '65536',
@@ -47,8 +39,7 @@ async function killMidway(store: Store, jobId: string, running: Server[]): Promi
 for (const target of targets) {
   const count = 60_000;
   test(`${target.kind}: a process killed with SIGKILL mid-export; ${target.kind === 'sqlite' ? 'the restarted process' : 'a second process'} completes it exactly`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-export-crash-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-export-crash-');
     const db = await target.fresh();
     const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
     const store = db.open();
@@ -56,10 +47,10 @@ for (const target of targets) {
     const creds = await seed(store, count);
     const ports = [freePort(), freePort()];
     const first = await startServer(env(dir, url), ports[0]!);
-    servers.push(first);
+    killAfter(first.proc);
     const running = [first];
     if (target.kind === 'postgres') running.push(await startServer(env(dir, url), ports[1]!, first.base));
-    servers.push(...running.slice(1));
+    killAfter(...running.slice(1).map((s) => s.proc));
 
     const token = await clientToken(first.base, creds.clientId, creds.secret);
     const kick = await fetch(`${first.base}/tenants/t1/fhir/R4/$export?_type=Observation`, { headers: { Authorization: `Bearer ${token}` } });
@@ -72,7 +63,7 @@ for (const target of targets) {
     let survivor = running.find((s) => s !== victim);
     if (!survivor) {
       survivor = await startServer(env(dir, url), ports[0]!);
-      servers.push(survivor);
+      killAfter(survivor.proc);
     }
     const manifest = await awaitManifest(statusUrl.replace(/^http:\/\/[^/]+/, survivor.base), token);
     const lines = await downloadLines({ output: manifest.output.map((o) => ({ url: o.url.replace(/^http:\/\/[^/]+/, survivor.base) })) }, token);
@@ -93,15 +84,14 @@ for (const target of targets) {
 
 test('SIGTERM mid-export hands the job back at once; the next process resumes it', async () => {
   const target = targets.find((t) => t.kind === 'sqlite')!;
-  const dir = mkdtempSync(join(tmpdir(), 'cinder-export-term-'));
-  dirs.push(dir);
+  const dir = tempDir('cinder-export-term-');
   const db = await target.fresh();
   const store = db.open();
   await store.migrate();
   const creds = await seed(store, 60_000);
   const port = freePort();
   const first = await startServer({ ...env(dir, 'sqlite:' + db.url), CINDER_EXPORT_LEASE_SECONDS: '600' }, port);
-  servers.push(first);
+  killAfter(first.proc);
   const token = await clientToken(first.base, creds.clientId, creds.secret);
   const kick = await fetch(`${first.base}/tenants/t1/fhir/R4/$export?_type=Observation`, { headers: { Authorization: `Bearer ${token}` } });
   const statusUrl = kick.headers.get('content-location')!;
@@ -117,7 +107,7 @@ test('SIGTERM mid-export hands the job back at once; the next process resumes it
   // With a 10-minute lease only a hand-back lets the next process take the job at once.
   expect([handedBack.state, handedBack.leaseOwner]).toEqual(['accepted', null]);
   const second = await startServer({ ...env(dir, 'sqlite:' + db.url), CINDER_EXPORT_LEASE_SECONDS: '600' }, port);
-  servers.push(second);
+  killAfter(second.proc);
   const manifest = await awaitManifest(statusUrl, token);
   const ids = (await downloadLines(manifest, token)).map((l) => (JSON.parse(l) as { id: string }).id);
   expect(new Set(ids).size).toBe(60_000);

@@ -3,30 +3,21 @@
  * it fetches an input; the next process (a restart on SQLite, another process on PostgreSQL) claims the job
  * once its lease runs out and completes it, the interrupted input read again from its first line.
  */
-import { afterAll, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { expect, test } from 'bun:test';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { systemClock } from '../../src/clock.ts';
-import { clientToken, freePort, startServer, type Server } from '../helpers/export-e2e.ts';
+import { clientToken, freePort, startServer } from '../helpers/export-e2e.ts';
+import { cleanupAfterFile } from '../helpers/processes.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets();
-const servers: Server[] = [];
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const s of servers) s.proc.kill('SIGKILL');
-  await Promise.all(targets.map((t) => t.cleanup()));
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-}, 60_000);
+const { tempDir, killAfter } = cleanupAfterFile(targets);
 
 const line = (id: string) => JSON.stringify({ resourceType: 'Patient', id, active: true }) + '\n';
 
 for (const target of targets) {
   test(`${target.kind}: an import whose process was killed is completed by the next process`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-import-e2e-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-import-e2e-');
     const db = await target.fresh();
     const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
     const store = db.open();
@@ -57,7 +48,7 @@ for (const target of targets) {
       const port = freePort();
       const publicBase = `http://127.0.0.1:${port}`;
       const first = await startServer(env, port);
-      servers.push(first);
+      killAfter(first.proc);
       const token = await clientToken(first.base, client.clientId, clientSecret!);
       const fhir = `${first.base}/tenants/t1/fhir/R4`;
       const input = (path: string) => ({ name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${files.port}${path}` }] });
@@ -75,7 +66,7 @@ for (const target of targets) {
       release();
 
       const second = await startServer(env, freePort(), publicBase);
-      servers.push(second);
+      killAfter(second.proc);
       let body: { output: { inputUrl: string; count: number }[]; error: unknown[] } | undefined;
       for (let i = 0; i < 600 && !body; i++) {
         const res = await fetch(second.base + statusPath, { headers: { Authorization: `Bearer ${token}` } });

@@ -4,45 +4,32 @@
  * client is refused by the token endpoint and its access token by the FHIR API within the documented
  * 5 seconds (client cache, revocation poll); a rotated secret likewise. From source and (when built) dist/cinder.
  */
-import { afterAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { describe, expect, test } from 'bun:test';
 import * as oauth from 'oauth4webapi';
 import { freePort } from '../helpers/export-e2e.ts';
-import { cinderCommands } from '../helpers/processes.ts';
+import { cinderCommands, cleanupAfterFile, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
 
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 /** The documented bound (docs/operations.md), and a margin for a loaded machine. */
 const BOUND_MS = 5_000;
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const { tempDir } = cleanupAfterFile();
 
 describe.each(cinderCommands())('cutting access beside a running cinder serve (%s)', (_, command) => {
   test('client disable, enable and rotate-secret take effect in the server within 5 seconds', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-lifecycle-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-lifecycle-');
     const port = freePort();
     const base = `http://127.0.0.1:${port}`;
-    const env = { PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base, CINDER_DATA_DIR: join(dir, 'data'), CINDER_LOG_LEVEL: 'error' };
+    const env = serveEnv(dir, port);
     const cinder = async (...args: string[]) => {
       const p = Bun.spawn([...command, ...args, '--json'], { env, cwd: dir, stdout: 'pipe', stderr: 'pipe' });
       const [out, err, code] = [await new Response(p.stdout).text(), await new Response(p.stderr).text(), await p.exited];
       if (code !== 0) throw new Error(`cinder ${args.join(' ')}: ${code} ${err}`);
       return JSON.parse(out) as Record<string, string>;
     };
-    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'inherit' });
+    const server = spawnServe(command, dir, env);
     try {
-      const reader = server.stdout.getReader();
-      let banner = '';
-      while (!banner.includes('token URL:')) {
-        const chunk = await reader.read();
-        if (chunk.done) break;
-        banner += new TextDecoder().decode(chunk.value);
-      }
+      await readBanner(server.stdout);
       const app = await cinder('client', 'create', '--tenant', 'default', '--name', 'Leaky app', '--scope', 'system/*.read');
       const issuer = new URL(base);
       const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oidc', ...insecure }));

@@ -6,38 +6,20 @@
  * database is gone, and answer them 200 again once it is back, without a restart.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import postgres from 'postgres';
-import { freePort } from '../helpers/export-e2e.ts';
+import { clientToken, freePort } from '../helpers/export-e2e.ts';
 import { createPgCluster, postgresBinDir, type PgCluster } from '../helpers/pg-cluster.ts';
-import { cinderCommands } from '../helpers/processes.ts';
+import { cinderCommands, cleanupAfterFile, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
 
 const bin = postgresBinDir();
 if (!bin && process.env.CI === 'true') throw new Error('PostgreSQL binaries (/usr/lib/postgresql/*/bin) are missing under CI=true');
 
 let cluster: PgCluster | undefined;
-const dirs: string[] = [];
-afterAll(async () => {
-  await cluster?.remove();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-}, 30_000);
+afterAll(() => cluster?.remove(), 30_000);
+const { tempDir } = cleanupAfterFile();
 
 /** fetch that gives up after 10 s: a request the server never answers fails the test instead of hanging it. */
 const fetchT = (url: string, init: RequestInit = {}) => fetch(url, { ...init, signal: AbortSignal.timeout(10_000) });
-
-async function banner(stdout: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stdout.getReader();
-  let text = '';
-  while (!text.includes('token URL:')) {
-    const chunk = await reader.read();
-    if (chunk.done) break;
-    text += new TextDecoder().decode(chunk.value);
-  }
-  reader.releaseLock();
-  return text;
-}
 
 describe.skipIf(!bin)('cinder serve on PostgreSQL killed mid-work', () => {
   test('the process lives through it: reads answer 503, then 200 again without a restart', async () => {
@@ -48,30 +30,21 @@ describe.skipIf(!bin)('cinder serve on PostgreSQL killed mid-work', () => {
     await admin.end();
     let hooks = 0;
     const receiver = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => (hooks++, new Response(null, { status: 204 })) });
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-outage-serve-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-outage-serve-');
     const port = freePort();
     const base = `http://127.0.0.1:${port}`;
-    const env = {
-      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base,
-      CINDER_DATA_DIR: join(dir, 'data'), CINDER_DATABASE_URL: cluster.url.replace(/\/postgres$/, '/cinder'), CINDER_LOG_LEVEL: 'warn',
+    const env = serveEnv(dir, port, {
+      CINDER_DATABASE_URL: cluster.url.replace(/\/postgres$/, '/cinder'), CINDER_LOG_LEVEL: 'warn',
       CINDER_RATE_LIMITS: 'off', CINDER_AUDIT: 'on', CINDER_AUDIT_FLUSH_MS: '20', CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true', CINDER_SUBSCRIPTION_POLL_MS: '20',
-    };
-    const server = Bun.spawn([...cinderCommands()[0]![1], 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' });
+    });
+    const server = spawnServe(cinderCommands()[0]![1], dir, env, 'pipe');
     // Read as it comes: an unread pipe would fill and block the server's writes to it.
     const log = new Response(server.stderr).text();
     let socket: WebSocket | undefined;
     let stop = false;
     try {
-      const text = await banner(server.stdout);
-      const clientId = /client_id:\s+(\S+)/.exec(text)![1]!;
-      const secret = /client_secret:\s+(\S+)/.exec(text)![1]!;
-      const tokenRes = await fetchT(`${base}/oauth2/token`, {
-        method: 'POST',
-        headers: { Authorization: 'Basic ' + btoa(`${clientId}:${secret}`), 'Content-Type': 'application/x-www-form-urlencoded' },
-        body: 'grant_type=client_credentials',
-      });
-      const { access_token: token } = (await tokenRes.json()) as { access_token: string };
+      const { clientId, secret } = await readBanner(server.stdout);
+      const token = await clientToken(base, clientId!, secret!);
       const fhir = `${base}/tenants/default/fhir/R4`;
       const auth = { Authorization: `Bearer ${token}` };
       const post = (type: string, body: unknown) =>

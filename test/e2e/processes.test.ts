@@ -2,42 +2,22 @@
  * `cinder serve` with CINDER_PROCESSES=2: a second server process on the same port and database,
  * from source and (when built) from dist/cinder, which re-runs itself differently.
  */
-import { afterAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freePort } from '../helpers/export-e2e.ts';
-import { alive, cinderCommands, eventually, listeningPids } from '../helpers/processes.ts';
+import { describe, expect, test } from 'bun:test';
+import { clientToken, freePort } from '../helpers/export-e2e.ts';
+import { alive, cinderCommands, cleanupAfterFile, eventually, listeningPids, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
 
 const commands = cinderCommands();
-
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const { tempDir } = cleanupAfterFile();
 
 describe.each(commands)('CINDER_PROCESSES=2 (%s)', (_, command) => {
   test('two processes serve one port and database; a killed one comes back; SIGTERM stops both', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-processes-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-processes-');
     const port = freePort();
     const base = `http://127.0.0.1:${port}`;
-    const env = {
-      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base,
-      CINDER_DATA_DIR: join(dir, 'data'), CINDER_PROCESSES: '2', CINDER_LOG_LEVEL: 'error',
-    };
-    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'inherit' });
+    const server = spawnServe(command, dir, serveEnv(dir, port, { CINDER_PROCESSES: '2' }));
     try {
       // The banner is printed once, by the first process.
-      const reader = server.stdout.getReader();
-      let banner = '';
-      while (!banner.includes('token URL:')) {
-        const chunk = await reader.read();
-        if (chunk.done) break;
-        banner += new TextDecoder().decode(chunk.value);
-      }
-      const clientId = /client_id:\s+(\S+)/.exec(banner)?.[1];
-      const secret = /client_secret:\s+(\S+)/.exec(banner)?.[1];
+      const { clientId, secret } = await readBanner(server.stdout);
       expect(clientId && secret).toBeTruthy();
       // The servers of one scan (listeningPids counts a child holding its parent's socket as none).
       let servers: number[] = [];
@@ -47,13 +27,7 @@ describe.each(commands)('CINDER_PROCESSES=2 (%s)', (_, command) => {
 
       // Tokens and resources are shared: many fresh connections land on both processes.
       const fresh = { Connection: 'close' };
-      const tokenRes = await fetch(`${base}/oauth2/token`, {
-        method: 'POST',
-        headers: { ...fresh, Authorization: 'Basic ' + btoa(`${clientId}:${secret}`), 'Content-Type': 'application/x-www-form-urlencoded' },
-        body: 'grant_type=client_credentials',
-      });
-      expect(tokenRes.status).toBe(200);
-      const { access_token: token } = (await tokenRes.json()) as { access_token: string };
+      const token = await clientToken(base, clientId!, secret!);
       const fhir = `${base}/tenants/default/fhir/R4`;
       const auth = { ...fresh, Authorization: `Bearer ${token}` };
       const ids: string[] = [];
@@ -91,14 +65,9 @@ describe.each(commands)('CINDER_PROCESSES=2 (%s)', (_, command) => {
   }, 60_000);
 
   test('a sibling does not outlive a first process killed with SIGKILL', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-processes-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-processes-');
     const port = freePort();
-    const env = {
-      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1',
-      CINDER_DATA_DIR: join(dir, 'data'), CINDER_PROCESSES: '2', CINDER_LOG_LEVEL: 'error',
-    };
-    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'ignore', stderr: 'inherit' });
+    const server = spawnServe(command, dir, serveEnv(dir, port, { CINDER_PROCESSES: '2' }));
     try {
       let servers: number[] = [];
       expect(await eventually(() => (servers = listeningPids(port)).length === 2, 20_000)).toBe(true);

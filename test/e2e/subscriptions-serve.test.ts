@@ -3,19 +3,13 @@
  * receiver on this machine (CINDER_SUBSCRIPTION_ALLOW_PRIVATE=true) and pings a client bound on its
  * websocket, from source and (when built) from dist/cinder. Waits for what arrives, not for a time.
  */
-import { afterAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freePort } from '../helpers/export-e2e.ts';
-import { cinderCommands } from '../helpers/processes.ts';
+import { describe, expect, test } from 'bun:test';
+import { clientToken, freePort } from '../helpers/export-e2e.ts';
+import { cinderCommands, cleanupAfterFile, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
 
 const commands = cinderCommands();
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const { tempDir } = cleanupAfterFile();
 
 describe.each(commands)('cinder serve delivers Subscriptions (%s)', (_, command) => {
   test('a rest-hook POST and a websocket ping for a matching Observation', async () => {
@@ -27,32 +21,14 @@ describe.each(commands)('cinder serve delivers Subscriptions (%s)', (_, command)
         return new Response(null, { status: 204 });
       },
     });
-    const dir = mkdtempSync(join(tmpdir(), 'cinder-subscriptions-'));
-    dirs.push(dir);
+    const dir = tempDir('cinder-subscriptions-');
     const port = freePort();
     const base = `http://127.0.0.1:${port}`;
-    const env = {
-      PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: base,
-      CINDER_DATA_DIR: join(dir, 'data'), CINDER_LOG_LEVEL: 'error', CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true', CINDER_SUBSCRIPTION_POLL_MS: '50',
-    };
-    const server = Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr: 'inherit' });
+    const server = spawnServe(command, dir, serveEnv(dir, port, { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true', CINDER_SUBSCRIPTION_POLL_MS: '50' }));
     let socket: WebSocket | undefined;
     try {
-      const reader = server.stdout.getReader();
-      let banner = '';
-      while (!banner.includes('token URL:')) {
-        const chunk = await reader.read();
-        if (chunk.done) break;
-        banner += new TextDecoder().decode(chunk.value);
-      }
-      const clientId = /client_id:\s+(\S+)/.exec(banner)![1]!;
-      const secret = /client_secret:\s+(\S+)/.exec(banner)![1]!;
-      const tokenRes = await fetch(`${base}/oauth2/token`, {
-        method: 'POST',
-        headers: { Authorization: 'Basic ' + btoa(`${clientId}:${secret}`), 'Content-Type': 'application/x-www-form-urlencoded' },
-        body: 'grant_type=client_credentials',
-      });
-      const { access_token: token } = (await tokenRes.json()) as { access_token: string };
+      const { clientId, secret } = await readBanner(server.stdout);
+      const token = await clientToken(base, clientId!, secret!);
       const fhir = `${base}/tenants/default/fhir/R4`;
       const post = async (type: string, body: unknown) => {
         const res = await fetch(`${fhir}/${type}`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' }, body: JSON.stringify(body) });

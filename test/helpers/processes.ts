@@ -1,4 +1,7 @@
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { afterAll } from 'bun:test';
+import type { Subprocess } from 'bun';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const ROOT = resolve(import.meta.dir, '../..');
@@ -9,6 +12,64 @@ export function cinderCommands(): [string, string[]][] {
   const commands: [string, string[]][] = [['from source', [process.execPath, join(ROOT, 'src/main.ts')]]];
   if (existsSync(BIN)) commands.push(['dist/cinder', [BIN]]);
   return commands;
+}
+
+/**
+ * What an e2e test file leaves behind, cleaned up after it (call at the top of the file): the processes
+ * given to `killAfter` are killed, `targets`' databases dropped, the directories of `tempDir` removed.
+ */
+export function cleanupAfterFile(targets: { cleanup(): Promise<unknown> }[] = []) {
+  const procs: Subprocess[] = [];
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const p of procs) p.kill('SIGKILL');
+    await Promise.all(targets.map((t) => t.cleanup()));
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+  return {
+    /** A new directory under the system's temporary one, its name starting with `prefix`. */
+    tempDir(prefix: string): string {
+      const dir = mkdtempSync(join(tmpdir(), prefix));
+      dirs.push(dir);
+      return dir;
+    },
+    /** Kills `proc` with SIGKILL after the file, should a test leave it running. */
+    killAfter(...more: Subprocess[]): void {
+      procs.push(...more);
+    },
+  };
+}
+
+/**
+ * The environment of a `cinder serve` at http://127.0.0.1:`port` working in `dir` (HOME, and the data
+ * directory `dir`/data), logging errors only; `extra` adds or overrides variables.
+ */
+export function serveEnv(dir: string, port: number, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '', HOME: dir, CINDER_PORT: String(port), CINDER_HOST: '127.0.0.1', CINDER_BASE_URL: `http://127.0.0.1:${port}`,
+    CINDER_DATA_DIR: join(dir, 'data'), CINDER_LOG_LEVEL: 'error', ...extra,
+  };
+}
+
+/** Starts `command serve` in `dir` with `env`; its stdout is piped (the banner: readBanner). */
+export function spawnServe(command: string[], dir: string, env: Record<string, string>, stderr: 'inherit' | 'pipe' = 'inherit') {
+  return Bun.spawn([...command, 'serve'], { env, cwd: dir, stdin: 'ignore', stdout: 'pipe', stderr });
+}
+
+/**
+ * What `cinder serve` prints on its first start, read from its stdout through the `token URL:` line (the
+ * rest of the stream is left unread), and the bootstrap client it names (undefined when it names none).
+ */
+export async function readBanner(stdout: ReadableStream<Uint8Array>): Promise<{ text: string; clientId?: string; secret?: string }> {
+  const reader = stdout.getReader();
+  let text = '';
+  while (!text.includes('token URL:')) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    text += new TextDecoder().decode(chunk.value);
+  }
+  reader.releaseLock();
+  return { text, clientId: /client_id:\s+(\S+)/.exec(text)?.[1], secret: /client_secret:\s+(\S+)/.exec(text)?.[1] };
 }
 
 /** Inodes of the TCP sockets listening on `port` (IPv4 and IPv6), from /proc/net. */

@@ -4,7 +4,7 @@ import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
 import type { Client } from '../store/types.ts';
 import { UsageError, type Command, type Options, type ParsedArgs } from './command.ts';
-import { auditChange, isoTime, openContext, printData, printRows, withStore } from './context.ts';
+import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
 
 function list(v: unknown): string[] | undefined {
   return Array.isArray(v) ? (v as string[]) : undefined;
@@ -123,22 +123,12 @@ export const clientCreateCommand: Command = {
 };
 
 /** `cinder client list --tenant <id>`: the tenant's clients, deleted ones included (with their status). */
-export const clientListCommand: Command = {
+export const clientListCommand = tenantListCommand({
   name: 'client list',
   summary: "List a tenant's OAuth clients",
-  usage: 'cinder client list --tenant <id> [--json]',
-  options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
-  async run(args, io) {
-    const tenant = args.values.tenant;
-    if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
-    return withStore(io, async ({ store }) => {
-      if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
-      const rows = (await store.clients.list(tenant)).map(clientView);
-      printRows(io, !!args.values.json, ['client_id', 'status', 'grants', 'name'], rows);
-      return 0;
-    });
-  },
-};
+  columns: ['client_id', 'status', 'grants', 'name'],
+  list: async (store, tenant) => (await store.clients.list(tenant)).map(clientView),
+});
 
 /** `cinder client show <client_id>`: one client's registration (a deleted one too). */
 export const clientShowCommand: Command = {

@@ -9,7 +9,7 @@ import { AdminError } from '../auth/admin.ts';
 import { recordAdminChange } from '../audit/admin.ts';
 import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
-import { UsageError, type CliIO } from './command.ts';
+import { UsageError, type CliIO, type Command } from './command.ts';
 
 /** Config from the environment (and flags), and a migrated store: what most commands start with. */
 export async function openContext(io: CliIO, flags: Record<string, string> = {}, migrate = true) {
@@ -46,6 +46,30 @@ export async function withStore<T>(io: CliIO, fn: (ctx: Awaited<ReturnType<typeo
   } finally {
     await ctx.store.close();
   }
+}
+
+/**
+ * A `<what> list --tenant <id> [--json]` command (`client list`, `user list`): the tenant's rows, as `list`
+ * reads and shows them, under `columns` (all of each row with --json); an unknown tenant is a usage error.
+ */
+export function tenantListCommand(o: {
+  name: string; summary: string; columns: string[]; list: (store: Store, tenant: string) => Promise<Record<string, unknown>[]>;
+}): Command {
+  return {
+    name: o.name,
+    summary: o.summary,
+    usage: `cinder ${o.name} --tenant <id> [--json]`,
+    options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
+    async run(args, io) {
+      const tenant = args.values.tenant;
+      if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
+      return withStore(io, async ({ store }) => {
+        if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
+        printRows(io, !!args.values.json, o.columns, await o.list(store, tenant));
+        return 0;
+      });
+    },
+  };
 }
 
 /** Prints `rows` as a JSON array with --json, otherwise as aligned columns under a header (`columns`, in order). */

@@ -3,7 +3,7 @@ import { deleteUser, disableUser, enableUser, findUser, updateUser, userStatus, 
 import { createUser } from '../auth/users.ts';
 import type { User } from '../store/types.ts';
 import { UsageError, type Command, type ParsedArgs } from './command.ts';
-import { auditChange, isoTime, openContext, printData, printRows, withStore } from './context.ts';
+import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
 
 function text(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
@@ -85,21 +85,12 @@ function userOf(args: ParsedArgs): { tenant: string; who: string } {
 }
 
 /** `cinder user list --tenant <id>`: the tenant's users, deleted ones included (with their status). */
-export const userListCommand: Command = {
+export const userListCommand = tenantListCommand({
   name: 'user list',
   summary: "List a tenant's users",
-  usage: 'cinder user list --tenant <id> [--json]',
-  options: { tenant: { type: 'string' }, json: { type: 'boolean' } },
-  async run(args, io) {
-    const tenant = args.values.tenant;
-    if (typeof tenant !== 'string') throw new UsageError('--tenant is required');
-    return withStore(io, async ({ store }) => {
-      if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
-      printRows(io, !!args.values.json, ['username', 'user_id', 'status', 'fhir_user'], (await store.users.list(tenant)).map(userView));
-      return 0;
-    });
-  },
-};
+  columns: ['username', 'user_id', 'status', 'fhir_user'],
+  list: async (store, tenant) => (await store.users.list(tenant)).map(userView),
+});
 
 /** `cinder user show --tenant <id> <username|user_id>`. */
 export const userShowCommand: Command = {

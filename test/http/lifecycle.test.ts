@@ -83,6 +83,22 @@ for (const target of targets) {
     const refresh = (app: { id: string; secret: string | null }, refreshToken: string) =>
       post(t, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: app.id }, { Authorization: basic(app.id, app.secret!) });
 
+    /**
+     * A backend client with a rest-hook Subscription to Patients of `family`, an admin API client, and how many
+     * notifications of the Subscription wait (never delivered: the endpoint does not answer).
+     */
+    const subscribed = async (family: string) => {
+      const c = await backend(['system/*.*']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      const res = await owner.post('Subscription', {
+        resourceType: 'Subscription', status: 'requested', reason: family, criteria: `Patient?family=${family}`, channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' },
+      });
+      expect(res.status).toBe(201);
+      const id = ((await res.json()) as Json).id as string;
+      const admin = fhirClient(t, await t.token());
+      return { c, admin, notified: async () => (await t.store.subscriptions.pending('t1', id, 100)).length };
+    };
+
     test('client disable: every grant refused, its tokens refused and inactive; enable: new tokens only', async () => {
       const c = await backend();
       const before = (await tokenOf(await clientCredentials(c))).access_token;
@@ -309,15 +325,7 @@ for (const target of targets) {
     });
 
     test("a client's Subscriptions reach only what it still has registered: narrowed, they stop; widened again, they resume", async () => {
-      const c = await backend(['system/*.*']);
-      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
-      const res = await owner.post('Subscription', {
-        resourceType: 'Subscription', status: 'requested', reason: 'narrowed', criteria: 'Patient?family=narrowed', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' },
-      });
-      expect(res.status).toBe(201);
-      const id = ((await res.json()) as Json).id as string;
-      const admin = fhirClient(t, await t.token());
-      const notified = async () => (await t.store.subscriptions.pending('t1', id, 100)).length;
+      const { c, admin, notified } = await subscribed('narrowed');
       await admin.put200({ resourceType: 'Patient', id: 'nw1', name: [{ family: 'narrowed' }] });
       expect(await notified()).toBe(1);
       await cinder(['client', 'update', c.id, '--scope', 'system/Observation.rs', '--scope', 'system/Subscription.cruds']);
@@ -428,15 +436,7 @@ for (const target of targets) {
     });
 
     test("a disabled client's Subscriptions notify nothing, and resume when it is enabled", async () => {
-      const c = await backend(['system/*.*']);
-      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
-      const res = await owner.post('Subscription', {
-        resourceType: 'Subscription', status: 'requested', reason: 'lifecycle', criteria: 'Patient?family=lifecycle', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' },
-      });
-      expect(res.status).toBe(201);
-      const id = ((await res.json()) as Json).id as string;
-      const admin = fhirClient(t, await t.token());
-      const notified = async () => (await t.store.subscriptions.pending('t1', id, 100)).length;
+      const { c, admin, notified } = await subscribed('lifecycle');
       await admin.put200({ resourceType: 'Patient', id: 'lc1', name: [{ family: 'lifecycle' }] });
       expect(await notified()).toBe(1);
       await cinder(['client', 'disable', c.id]);

@@ -47,7 +47,7 @@ async function requirePublic(deps: ImportKickoffDeps, spec: ImportSpec): Promise
   if (deps.allowPrivate) return;
   for (const [i, input] of spec.inputs.entries()) {
     // A host that does not resolve now is told when the job fetches it.
-    const why = await privateEndpoint(new URL(input.url), deps.resolve, undefined);
+    const why = await privateEndpoint(new URL(input.url), deps.resolve);
     if (why !== undefined) {
       throw new FhirError('invalid', `input[${i}].url is refused: ${why} (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)`, { expression: [`input[${i}].url`] });
     }

@@ -72,7 +72,7 @@ async function checkRestHook(channel: Json, ctx: ActivationContext): Promise<voi
   const url = endpointUrl(channel.endpoint);
   if (typeof url === 'string') throw refuse(`Subscription.channel.endpoint ${url}: a rest-hook needs an absolute http(s) URL`, 'Subscription.channel.endpoint');
   if (!ctx.allowPrivate) {
-    const why = await privateEndpoint(url, ctx.resolve, undefined);
+    const why = await privateEndpoint(url, ctx.resolve);
     if (why !== undefined) throw refuse(`Subscription.channel.endpoint is refused: ${why} (CINDER_SUBSCRIPTION_ALLOW_PRIVATE=true allows it)`, 'Subscription.channel.endpoint');
   }
   if (channel.payload !== undefined && !PAYLOADS.includes(payloadType(channel.payload)!)) {

@@ -104,10 +104,11 @@ export async function hostAddresses(url: URL, resolve: ResolveHost, allowPrivate
 }
 
 /**
- * Why `url` may not be delivered to (its host is or resolves to a private address), or undefined.
- * `unresolved`: what to answer when the host does not resolve (at activation, nothing: delivery checks again).
+ * Why `url` is refused at once (its host is or resolves to a private address), or undefined: the checks at
+ * a Subscription's activation and an `$import` kick-off. A host that does not resolve is no reason yet: each
+ * delivery and fetch resolves it again and is refused then (src/http/outbound.ts).
  */
-export async function privateEndpoint(url: URL, resolve: ResolveHost, unresolved: string | undefined): Promise<string | undefined> {
+export async function privateEndpoint(url: URL, resolve: ResolveHost): Promise<string | undefined> {
   const found = await hostAddresses(url, resolve);
-  return 'refused' in found ? found.refused : 'unresolved' in found ? unresolved : undefined;
+  return 'refused' in found ? found.refused : undefined;
 }

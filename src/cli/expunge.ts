@@ -45,13 +45,14 @@ export const expungeCommand: Command = {
       const options = { deletedResources: !!v.deleted, previousVersions: !!v['previous-versions'], everything: !!v.everything };
       const count = await expunge(ctx.store, v.tenant, target, options, (p) => tally.update(p.removed, p.type));
       tally.done();
-      const flags: [string, string][] = [
+      // The flags given (true: one without a value), as the event's details and its command line.
+      const given: [string, string | true][] = [
         ...types.map((type): [string, string] => ['type', type]), ...(typeof v.id === 'string' ? [['id', v.id] as [string, string]] : []),
-        ...(['deleted', 'previous-versions', 'everything'] as const).filter((f) => v[f]).map((f): [string, string] => [f, 'true']),
+        ...(['deleted', 'previous-versions', 'everything'] as const).filter((f) => v[f]).map((f): [string, true] => [f, true]),
       ];
-      const line = flags.map(([name, value]) => (value === 'true' ? `--${name}` : `--${name} ${value}`)).join(' ');
-      await auditChange(ctx, io, 'expunge', v.tenant, { kind: 'tenant', id: v.tenant, detail: [...flags, ['removed', String(count)]] },
-        `cinder expunge --tenant ${v.tenant} ${line}: ${count} versions removed`);
+      const line = given.map(([name, value]) => (value === true ? `--${name}` : `--${name} ${value}`)).join(' ');
+      const detail = [...given.map(([name, value]): [string, string] => [name, String(value)]), ['removed', String(count)] as [string, string]];
+      await auditChange(ctx, io, 'expunge', v.tenant, { kind: 'tenant', id: v.tenant, detail }, `cinder expunge --tenant ${v.tenant} ${line}: ${count} versions removed`);
       printData(io, !!v.json, { tenant: v.tenant, count, seconds: seconds(tally.elapsedSeconds()) });
       return 0;
     } catch (err) {

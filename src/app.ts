@@ -33,6 +33,7 @@ import { validateCapability } from './fhir/validate-operation.ts';
 import { snapshotCapability } from './fhir/snapshot-operation.ts';
 import { metaCapability } from './fhir/meta-operations.ts';
 import { lastnCapability } from './fhir/lastn.ts';
+import { matchCapability } from './fhir/match.ts';
 import { documentCapability } from './fhir/document.ts';
 import { statsCapability } from './fhir/stats.ts';
 import { namingSystemCapability } from './fhir/naming-system.ts';
@@ -182,7 +183,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, matchCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.

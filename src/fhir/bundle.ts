@@ -49,14 +49,18 @@ export function etagMatches(ifNoneMatch: string, versionId: number): boolean {
  */
 export function searchsetJson(
   fhirBase: string, rows: ResourceVersion[], links: BundleLink[], total: number | undefined, warnings: FhirIssue[], now: number,
-  extra: { included?: ResourceVersion[]; shape?: (content: string) => string; includedShape?: (content: string) => string } = {},
+  extra: {
+    included?: ResourceVersion[]; shape?: (content: string) => string; includedShape?: (content: string) => string;
+    /** A match's `search` element in full (`Patient/$match`: its score and match-grade); `{mode: 'match'}` when absent. */
+    matchSearch?: (r: ResourceVersion, i: number) => Record<string, unknown>;
+  } = {},
 ): string {
   const whole = (content: string) => content;
   // A contained resource (`_containedType=contained`) carries its own: its container's, with `#id`.
-  const entry = (r: ResourceVersion & { fullUrl?: string }, mode: string, shape: (content: string) => string) =>
-    `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.fullUrl ?? `${r.type}/${r.id}`}`)},"resource":${shape(r.content)},"search":{"mode":"${mode}"}}`;
+  const entry = (r: ResourceVersion & { fullUrl?: string }, mode: string, shape: (content: string) => string, search?: Record<string, unknown>) =>
+    `{"fullUrl":${JSON.stringify(`${fhirBase}/${r.fullUrl ?? `${r.type}/${r.id}`}`)},"resource":${shape(r.content)},"search":${search ? JSON.stringify(search) : `{"mode":"${mode}"}`}}`;
   const entries = [
-    ...rows.map((r) => entry(r, 'match', extra.shape ?? whole)),
+    ...rows.map((r, i) => entry(r, 'match', extra.shape ?? whole, extra.matchSearch?.(r, i))),
     ...(extra.included ?? []).map((r) => entry(r, 'include', extra.includedShape ?? whole)),
   ];
   if (warnings.length > 0) {

@@ -9,6 +9,7 @@ import { searchResources, type SearchResult } from '../fhir/search.ts';
 import { everything } from '../fhir/everything.ts';
 import { encounterEverything } from '../fhir/encounter-everything.ts';
 import { lastn } from '../fhir/lastn.ts';
+import { matchOperation, matchSearch } from '../fhir/match.ts';
 import { findFunctionalList } from '../fhir/list-find.ts';
 import { generateDocument } from '../fhir/document.ts';
 import { observationStats } from '../fhir/stats.ts';
@@ -242,6 +243,16 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     app.post(`${at}/$expunge`, expungeOf);
     app.on(['GET', 'PUT', 'DELETE', 'PATCH'], `${at}/$expunge`, refuse('POST'));
   }
+  // `Patient/$match` (src/fhir/match.ts): POST only, its input a Parameters resource holding a Patient.
+  app.post('/Patient/$match', async (c) => {
+    const base = fhirBase(c, deps.baseUrl);
+    const r = await matchOperation(deps, request(c), await readFhirBody(c.req.raw, deps.limits.resource));
+    const rows = r.rows.map((m) => m.version);
+    return fhirJson(searchsetJson(base, rows, searchLinks(base, '/Patient/$match', new URLSearchParams()), rows.length, r.warnings, deps.clock.now(), {
+      matchSearch: (_, i) => matchSearch(r.rows[i]!.match),
+    }));
+  });
+  app.on(['GET', 'PUT', 'DELETE', 'PATCH'], '/Patient/$match', refuse('POST'));
   // Native content in and out of Binary; FHIR JSON bodies fall through to the routes below.
   app.route('/', binaryRoutes({ fhir: deps, baseUrl: deps.baseUrl, maxBinaryBytes: deps.limits.binary, writeResponse }));
   notAllowedFirst(app);

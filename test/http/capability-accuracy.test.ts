@@ -331,6 +331,10 @@ describe('every interaction and operation the statement lists is served', () => 
     'http://hl7.org/fhir/OperationDefinition/Resource-graphql': (type) => (type === ''
       ? [['GET', `$graphql?query=${encodeURIComponent('{ __typename }')}`, 200], ['GET', '$graphql', 400]]
       : [['GET', `${type}/probe-missing/$graphql?query=${encodeURIComponent('{ id }')}`, 404]]),
+    'http://hl7.org/fhir/OperationDefinition/Patient-match': () => [
+      ['POST', 'Patient/$match', 200, { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: { resourceType: 'Patient', name: [{ family: 'Probe' }] } }] }],
+      ['POST', 'Patient/$match', 400, { resourceType: 'Parameters' }],
+    ],
     'http://hl7.org/fhir/OperationDefinition/Patient-everything': () => [
       ['GET', 'Patient/$everything', 200], ['POST', 'Patient/$everything', 200, { resourceType: 'Parameters' }],
       ['GET', 'Patient/probe-missing/$everything', 404], ['POST', 'Patient/probe-missing/$everything', 404, { resourceType: 'Parameters' }],

@@ -104,7 +104,8 @@ const some = <T>(xs: T[], ys: T[], eq: (x: T, y: T) => boolean) => xs.some((x) =
  * POSSIBLE_MIN. `certain`: a business identifier of the same system and value, no field disagreeing, and
  * the family name, a given name or the birth date agreeing (or neither names nor birth date given);
  * `probable`: that identifier with one field disagreeing, or family name, given name and full birth date
- * agreeing with no identifier or gender disagreeing; `possible`: any other with evidence ≥ POSSIBLE_MIN.
+ * agreeing with no identifier or gender disagreeing; `possible`: that identifier with more fields
+ * disagreeing (a client about to use it should see whose it is), or any other with evidence ≥ POSSIBLE_MIN.
  */
 export function scoreMatch(q: MatchFacts, c: MatchFacts): MatchScore | undefined {
   let evidence = 0;
@@ -147,7 +148,7 @@ export function scoreMatch(q: MatchFacts, c: MatchFacts): MatchScore | undefined
   let grade: MatchGrade | undefined;
   if (idExact && conflicts.length === 0 && (family || given || birthDate || !demographics)) grade = 'certain';
   else if ((idExact && conflicts.length <= 1) || (family && given && birthDate && !conflicts.includes('identifier') && !conflicts.includes('gender'))) grade = 'probable';
-  else if (evidence >= POSSIBLE_MIN) grade = 'possible';
+  else if (idExact || evidence >= POSSIBLE_MIN) grade = 'possible';
   if (grade === undefined) return undefined;
   const [low, high] = BANDS[grade];
   const clamped = Math.min(1, Math.max(0, evidence));

@@ -25,6 +25,7 @@ import { matchable, matchFacts, scoreMatch, type MatchFacts, type MatchScore } f
 import { issue } from './outcome.ts';
 import { asResource } from './resource.ts';
 import { compileSearch, storeQuery } from './search.ts';
+import { eachAtOnce } from './search-system.ts';
 import { requireValid } from './validation/check.ts';
 
 type Json = Record<string, unknown>;
@@ -39,6 +40,8 @@ export const DEFAULT_MATCH_COUNT = 10;
 export const MAX_MATCH_COUNT = 100;
 /** Most Patients one blocking search reads. */
 export const CANDIDATES_PER_BLOCK = 100;
+/** Blocking searches in flight at once. */
+const BLOCKS_AT_ONCE = 4;
 /** Most values of one field (identifiers, names, telecoms, addresses) that blocking searches by. */
 const VALUES_PER_FIELD = 3;
 
@@ -143,17 +146,13 @@ export async function matchPatients(deps: FhirDeps, req: FhirRequest, input: Mat
   }
   const candidates = new Map<string, ResourceVersion>();
   const warnings: FhirIssue[] = [];
-  for (const params of blocks(input.patient)) {
-    const what = params.toString();
-    params.set('_count', String(CANDIDATES_PER_BLOCK + 1));
-    const compiled = compileSearch('Patient', params, false, deps.clock.now());
-    const q = await storeQuery(deps, req, 'Patient', compiled);
-    if (q === undefined) continue;
-    const found = await deps.store.resources.search(req.tenant, q);
-    if (found.length > CANDIDATES_PER_BLOCK) {
-      warnings.push(issue('warning', 'too-costly', `More than ${CANDIDATES_PER_BLOCK} Patients have ${decodeURIComponent(what.replace(/\+/g, ' '))}: only ${CANDIDATES_PER_BLOCK} of them were scored`));
+  // BLOCKS_AT_ONCE blocks in flight (PostgreSQL answers them on several connections), so that one call holds few of the pool's.
+  const found = await eachAtOnce(blocks(input.patient), BLOCKS_AT_ONCE, (params) => blockRows(deps, req, params));
+  for (const { what, rows } of found) {
+    if (rows.length > CANDIDATES_PER_BLOCK) {
+      warnings.push(issue('warning', 'too-costly', `More than ${CANDIDATES_PER_BLOCK} Patients have ${what}: only ${CANDIDATES_PER_BLOCK} of them were scored`));
     }
-    for (const v of found.slice(0, CANDIDATES_PER_BLOCK)) candidates.set(v.id, v);
+    for (const v of rows.slice(0, CANDIDATES_PER_BLOCK)) candidates.set(v.id, v);
   }
   const scored = score(query, [...candidates.values()]);
   let rows = scored;
@@ -167,6 +166,14 @@ export async function matchPatients(deps: FhirDeps, req: FhirRequest, input: Mat
     rows = rows.slice(0, input.count);
   }
   return { rows, warnings };
+}
+
+/** One blocking search's Patients, at most CANDIDATES_PER_BLOCK + 1 (one more tells that there were more), as the token's `Patient?...` finds them. */
+async function blockRows(deps: FhirDeps, req: FhirRequest, params: URLSearchParams): Promise<{ what: string; rows: ResourceVersion[] }> {
+  const what = decodeURIComponent(params.toString().replace(/\+/g, ' '));
+  params.set('_count', String(CANDIDATES_PER_BLOCK + 1));
+  const q = await storeQuery(deps, req, 'Patient', compileSearch('Patient', params, false, deps.clock.now()));
+  return { what, rows: q === undefined ? [] : await deps.store.resources.search(req.tenant, q) };
 }
 
 const RANK = { certain: 0, probable: 1, possible: 2 } as const;

@@ -118,7 +118,7 @@ function afterIn(t: number, p: Position): SearchCursor {
 const AT_ONCE = 8;
 
 /** `fn` of each item, at most `n` at a time, the results in the items' order. */
-async function eachAtOnce<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+export async function eachAtOnce<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
   let next = 0;
   await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {

@@ -23,6 +23,7 @@ import { validationLevel, type FhirDeps, type FhirRequest } from './crud.ts';
 import { parseExact } from './exact-json.ts';
 import { matchable, matchFacts, scoreMatch, type MatchFacts, type MatchScore } from './match-score.ts';
 import { issue } from './outcome.ts';
+import { soundex } from './indexer.ts';
 import { asResource } from './resource.ts';
 import { compileSearch, storeQuery } from './search.ts';
 import { eachAtOnce } from './search-system.ts';
@@ -107,6 +108,8 @@ const escaped = (s: string) => s.replace(/[\\,|$]/g, (c) => `\\${c}`);
 export function blocks(p: Json): URLSearchParams[] {
   const arr = (v: unknown): Json[] => (Array.isArray(v) ? v.filter((x): x is Json => x !== null && typeof x === 'object') : []);
   const str = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
+  // A name searched by must hold a letter or digit: `family=-` would be no criterion at all (every Patient).
+  const name = (v: unknown) => { const s = str(v); return s !== undefined && /[\p{L}\p{N}]/u.test(s) ? s : undefined; };
   const out: URLSearchParams[] = [];
   const add = (...pairs: [string, string | undefined][]) => {
     if (pairs.every(([, v]) => v !== undefined)) out.push(new URLSearchParams(pairs.map(([k, v]) => [k, escaped(v!)])));
@@ -120,10 +123,10 @@ export function blocks(p: Json): URLSearchParams[] {
   const birth = str(p.birthDate);
   const birthDate = birth !== undefined && /^\d{4}(-\d{2}(-\d{2})?)?$/.test(birth) ? birth : undefined;
   for (const n of arr(p.name).slice(0, VALUES_PER_FIELD)) {
-    const family = str(n.family);
-    const given = str(Array.isArray(n.given) ? n.given[0] : undefined);
+    const family = name(n.family);
+    const given = name(Array.isArray(n.given) ? n.given[0] : undefined);
     add(['family', family], ['birthdate', birthDate]);
-    add(['phonetic', family], ['birthdate', birthDate]);
+    if (family !== undefined && soundex(family) !== '') add(['phonetic', family], ['birthdate', birthDate]);
     add(['given', given], ['birthdate', birthDate]);
     add(['family', family], ['given', given]);
     // A family name with neither a given name nor a birth date: that name alone.

@@ -4,6 +4,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { BANDS, matchFacts, scoreMatch } from '../../src/fhir/match-score.ts';
+import { blocks } from '../../src/fhir/match.ts';
 
 const MRN = 'http://hospital.example/mrn';
 const p = (extra: Record<string, unknown>) => matchFacts({ resourceType: 'Patient', ...extra });
@@ -57,5 +58,19 @@ describe('Patient/$match scoring', () => {
     expectScore(score({ name, address: [{ postalCode: '12345-6789', line: ['1 Main St.'] }] }, { name, address: [{ postalCode: '12345', line: ['1 MAIN ST'] }] }), 'possible', 0.35);
     const all = { identifier: [{ system: MRN, value: '1' }], name, birthDate: '1980-04-12', gender: 'female', telecom: [{ value: 'a@b.org' }], address: [{ postalCode: '1', line: ['x'] }] };
     expect(score(all, all)).toEqual({ grade: 'certain', score: BANDS.certain[1] });
+  });
+
+  test('the blocking searches of a Patient; a name without a letter or digit is searched by nothing', () => {
+    const all = blocks({
+      resourceType: 'Patient', identifier: [{ system: 'urn:a|b', value: '1,2' }, { value: '9' }], name: [{ family: 'Lee', given: ['Kim', 'Jo'] }],
+      birthDate: '1980-04-12', telecom: [{ system: 'email', value: 'k@x.org' }], address: [{ postalCode: '12345' }],
+    }).map(String);
+    expect(all).toEqual([
+      'identifier=urn%3Aa%5C%7Cb%7C1%5C%2C2', 'identifier=1%5C%2C2', 'identifier=9',
+      'family=Lee&birthdate=1980-04-12', 'phonetic=Lee&birthdate=1980-04-12', 'given=Kim&birthdate=1980-04-12', 'family=Lee&given=Kim',
+      'family=Lee&address-postalcode=12345', 'telecom=k%40x.org',
+    ]);
+    expect(blocks({ resourceType: 'Patient', name: [{ family: 'Lee' }] }).map(String)).toEqual(['family=Lee']);
+    expect(blocks({ resourceType: 'Patient', name: [{ family: '--', given: ['?'] }], birthDate: '1980' }).map(String)).toEqual([]);
   });
 });

@@ -4,6 +4,7 @@ import { startExportServices } from '../export/services.ts';
 import { baseUrlIsDefault, CONFIG_KEYS, configEnv, defaultBaseUrlAdvice, flagName, fhirBaseOf, type Config } from '../config.ts';
 import { createMetrics } from '../http/metrics.ts';
 import { background, type Logger } from '../log.ts';
+import { watchStatistics, type StatisticsWatch } from '../store/statistics-watch.ts';
 import type { Store } from '../store/types.ts';
 import { bootstrap } from './bootstrap.ts';
 import { installCrashPolicy } from './crash-policy.ts';
@@ -43,13 +44,6 @@ export const serveCommand: Command = {
     if (!sibling) {
       const { model } = await store.resources.indexing.state();
       if (model < INDEX_MODEL) rebuilding = { from: model, examined: 0 };
-      else {
-        // A database that never had statistics (loaded with autovacuum off) gets them, in the background.
-        store.resources.indexing.analyze({ onlyMissing: true }).then(
-          (tables) => { if (tables.length) log.info('planner statistics gathered', { tables }); },
-          (err: unknown) => log.warn('gathering planner statistics failed', { err }),
-        );
-      }
     }
     const first = sibling ? null : await bootstrap(store, clock);
     let draining = false;
@@ -82,6 +76,12 @@ export const serveCommand: Command = {
     // The siblings bind the port this process got (it may have asked for port 0), once the index is
     // rebuilt (they do not gate their searches).
     let siblings: Siblings | null = null;
+    // Planner statistics missing or outgrown (a database loaded with autovacuum off, or filled by writes
+    // since) are gathered in the background, once the start-up reindex (which gathers them) is done.
+    let statistics: StatisticsWatch | undefined;
+    background(log, 'watching planner statistics failed', reindexed.promise.then(() => {
+      if (!draining && !sibling) statistics = watchStatistics(store, log);
+    }));
     background(log, 'starting the other server processes failed', reindexed.promise.then(() => {
       if (draining || sibling || config.processes <= 1) return;
       siblings = startSiblings({ count: config.processes - 1, env: { ...io.env, ...configEnv(config), CINDER_PORT: String(server.port) }, log });
@@ -129,7 +129,7 @@ export const serveCommand: Command = {
           await Promise.all([
             step('stopping the HTTP server', server.stop(false)), step('stopping the export workers', exports.stop()), step('stopping the other processes', siblings?.stop()),
             step('stopping the reindex', reindexing), step('stopping Subscription delivery', app.subscriptions.stop()),
-            step('handing $import jobs back', app.imports.stop()),
+            step('handing $import jobs back', app.imports.stop()), step('stopping the statistics checks', statistics?.stop()),
           ]);
           // The AuditEvents of the requests just drained are written before the database is closed.
           await step('writing the last AuditEvents', app.audit?.close());

@@ -1,7 +1,10 @@
 /** Postgres-only behaviour behind the contract: schema shape, migration records, lock conflicts. */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
+import type { Logger } from '../../src/log.ts';
+import { silentLogger } from '../../src/log.ts';
 import { postgresMigrations } from '../../src/store/postgres/migrations.ts';
+import { watchStatistics } from '../../src/store/statistics-watch.ts';
 import type { Store } from '../../src/store/types.ts';
 import { StoreConflictError } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -186,7 +189,7 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       }
     }));
 
-  test('analyze gathers the statistics searches are planned by; onlyMissing finds the tables that have none', () =>
+  test('analyze gathers the statistics searches are planned by; onlyStale finds the tables that have none', () =>
     onFreshDatabase(async (s, conn) => {
       await s.resources.write(uniqueTenant(), async (w) => {
         for (let i = 0; i < 50; i++) await w.put(version('Patient', `p${i}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i}`] }));
@@ -202,10 +205,67 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       expect(visible!.pages).toBeGreaterThan(0);
       expect(visible!.all_visible).toBe(visible!.pages);
       // Tables with statistics, and empty ones, are left alone.
-      expect(await s.resources.indexing.analyze({ onlyMissing: true })).toEqual([]);
+      expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
       await conn`DELETE FROM pg_statistic WHERE starelid = 'search_index'::regclass`;
       expect(await analysed()).not.toContain('search_index');
-      expect(await s.resources.indexing.analyze({ onlyMissing: true })).toEqual(['search_index']);
+      expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual(['search_index']);
       expect(await analysed()).toContain('search_index');
     }));
+
+  /** Writes Patients `from` to `to - 1` (each with an identifier row and a compartment) in one transaction. */
+  async function writePatients(s: Store, tenant: string, from: number, to: number): Promise<void> {
+    await s.resources.write(tenant, async (w) => {
+      for (let i = from; i < to; i++) await w.put(version('Patient', `p${i}`, { index: [{ param: 'identifier', system: 's', value: `v${i}` }], compartments: [`p${i}`] }));
+    });
+  }
+
+  /** analyze({ onlyStale }) until it names `table` (PostgreSQL counts a backend's changes within a second or so of its commit). */
+  async function staleUntil(s: Store, table: string): Promise<string[]> {
+    for (let i = 0; ; i++) {
+      const tables = await s.resources.indexing.analyze({ onlyStale: true });
+      if (tables.includes(table) || i === 50) return tables;
+      await Bun.sleep(100);
+    }
+  }
+
+  /** The planner's estimate of the rows of `type` in `tenant`, which the search planner's type sizes read. */
+  async function estimatedRows(conn: postgres.Sql, tenant: string, type: string): Promise<number> {
+    const [row] = await conn.unsafe<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }[]>(
+      'EXPLAIN (FORMAT JSON) SELECT 1 FROM resources WHERE tenant = $1 AND type = $2', [tenant, type]);
+    return row!['QUERY PLAN'][0].Plan['Plan Rows'];
+  }
+
+  test('onlyStale analyses a database filled by writes, and a table again once it has changed by more rows than it held', () =>
+    onFreshDatabase(async (s, conn) => {
+      const tenant = uniqueTenant();
+      // Never analysed: the planner takes 2,000 Patients for a handful.
+      await writePatients(s, tenant, 0, 2000);
+      expect(await estimatedRows(conn, tenant, 'Patient')).toBeLessThan(200);
+      expect(await staleUntil(s, 'resources')).toEqual(expect.arrayContaining(['compartments', 'resources', 'search_index', 'search_keys']));
+      expect(await estimatedRows(conn, tenant, 'Patient')).toBeGreaterThan(1500);
+      // Nothing changed since: nothing to do.
+      expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
+      // Fewer new rows than the table held leave it alone; as many again and 50 more make it stale.
+      await writePatients(s, tenant, 2000, 3000);
+      await Bun.sleep(1500);
+      expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
+      await writePatients(s, tenant, 3000, 4100);
+      expect(await staleUntil(s, 'resources')).toEqual(expect.arrayContaining(['resources', 'search_index', 'compartments']));
+    }), 60_000);
+
+  test('a server\'s statistics watch gathers them at once and on each interval, and stops', () =>
+    onFreshDatabase(async (s) => {
+      const tenant = uniqueTenant();
+      await writePatients(s, tenant, 0, 100);
+      const gathered: unknown[] = [];
+      const log = { ...silentLogger, info: (msg: string, fields?: Record<string, unknown>) => void gathered.push({ msg, ...fields }) };
+      const watch = watchStatistics(s, log as Logger, 50);
+      for (let i = 0; i < 100 && gathered.length === 0; i++) await Bun.sleep(50);
+      expect(gathered[0]).toEqual({ msg: 'planner statistics gathered', tables: expect.arrayContaining(['resources', 'search_index']) });
+      // Written after the first check: a later one of the interval finds them.
+      await writePatients(s, tenant, 100, 300);
+      for (let i = 0; i < 100 && gathered.length === 1; i++) await Bun.sleep(50);
+      expect(gathered[1]).toEqual({ msg: 'planner statistics gathered', tables: expect.arrayContaining(['resources']) });
+      await watch.stop();
+    }), 60_000);
 });

@@ -77,7 +77,7 @@ for (const target of targets) {
       const { meta: _given, ...given } = patient as Record<string, unknown>;
       expect(content).toEqual(given);
       // The import gathered the planner statistics of what it wrote (PostgreSQL; SQLite keeps none).
-      expect(await store.resources.indexing.analyze({ onlyMissing: true })).toEqual([]);
+      expect(await store.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
     });
 
     test('the same resource in one batch and in consecutive batches: one version per line, in line order', async () => {

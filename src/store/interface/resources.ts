@@ -137,8 +137,10 @@ export interface IndexMaintenance {
   page(after: number, limit: number): Promise<IndexedRow[]>;
   /**
    * Brings the database's planner statistics of the resource, index and compartment tables up to date
-   * after a bulk change (an import, a reindex), or with `onlyMissing` only those of tables that hold rows
-   * and have none (a database that never ran ANALYZE, such as one loaded with autovacuum off). Returns
+   * after a bulk change (an import, a reindex), or with `onlyStale` only those of tables whose statistics
+   * are missing or outgrown: tables that hold rows and have none (a database that never ran ANALYZE, such
+   * as one loaded with autovacuum off or filled by writes since), and tables changed since their last
+   * ANALYZE by more rows than they then held, and 50 more (autovacuum's 10% may never come). Returns
    * the tables analysed. PostgreSQL plans the searches' subqueries from these statistics (without them a
    * chained search took 33 s instead of 77 ms on a million resources); SQLite's searches are planned by
    * Cinder (SearchPlan), so it has nothing to refresh and returns [], but merges its full-text index
@@ -146,7 +148,7 @@ export interface IndexMaintenance {
    * also vacuums the tables: a bulk load leaves their visibility map empty until autovacuum comes by
    * (never, where it is off), and until then every index-only scan reads the table's rows as well.
    */
-  analyze(opts?: { onlyMissing?: boolean }): Promise<string[]>;
+  analyze(opts?: { onlyStale?: boolean }): Promise<string[]>;
 }
 
 export interface HistoryQuery {

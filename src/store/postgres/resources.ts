@@ -66,6 +66,9 @@ function estimatedSizes(sql: Pg): TypeSizes {
   });
 }
 
+/** Rows changed beyond a table's size at its last ANALYZE that make its statistics stale (analyze's `onlyStale`). */
+const STALE_ROWS = 50;
+
 /** The tables whose statistics the searches' plans depend on. */
 const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search_index', 'search_string', 'search_range', 'search_composite', 'search_text', 'compartments'];
 
@@ -248,21 +251,32 @@ export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): R
       },
       async analyze(opts = {}) {
         let tables = [...SEARCHED_TABLES];
-        if (opts.onlyMissing) {
-          const analysed = new Set((await sql<{ tablename: string }[]>`
-            SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = current_schema() AND tablename IN ${sql(tables)}`).map((r) => r.tablename));
-          const missing: string[] = [];
+        if (opts.onlyStale) {
+          // Rows changed since the last ANALYZE (inserted, updated or deleted; PostgreSQL counts them
+          // whether or not autovacuum runs) against the rows the table then held: a table is analysed
+          // again once it has changed by as much as it held, so a growing table a few times in all.
+          const stats = await sql<{ table: string; analysed: boolean; changed: number; held: number }[]>`
+            SELECT c.relname AS table, EXISTS (SELECT 1 FROM pg_stats p WHERE p.schemaname = current_schema() AND p.tablename = c.relname) AS analysed,
+              pg_stat_get_mod_since_analyze(c.oid)::float8 AS changed, GREATEST(c.reltuples, 0)::float8 AS held
+            FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND c.relname IN ${sql(tables)}`;
+          const stale: string[] = [];
           for (const t of tables) {
-            if (analysed.has(t)) continue;
+            const s = stats.find((r) => r.table === t);
+            if (!s) continue;
+            if (s.analysed) {
+              if (s.changed > s.held + STALE_ROWS) stale.push(t);
+              continue;
+            }
+            // No statistics: an empty table (or one analysed while empty) has none either.
             const [row] = await sql<{ some: boolean }[]>`SELECT EXISTS (SELECT 1 FROM ${sql(t)}) AS some`;
-            if (row!.some) missing.push(t);
+            if (row!.some) stale.push(t);
           }
-          tables = missing;
+          tables = stale;
         }
         // A bulk change is vacuumed as well, so that index-only scans need not visit the rows to learn
         // that they are visible: `_total=accurate` over 6,634 active Conditions of a million resources
         // took 11.3 ms before and 5.7 ms after (docs/PERFORMANCE.md, fourteenth session).
-        if (tables.length) await sql.unsafe(`${opts.onlyMissing ? 'ANALYZE' : 'VACUUM (ANALYZE)'} ${tables.join(', ')}`);
+        if (tables.length) await sql.unsafe(`${opts.onlyStale ? 'ANALYZE' : 'VACUUM (ANALYZE)'} ${tables.join(', ')}`);
         return tables;
       },
     },

@@ -1355,6 +1355,13 @@ export interface PlanContext {
    * sample.
    */
   lone?: number;
+  /**
+   * The two conditions that the sample tests, when it tests two (no compartment) and each one's index rows
+   * can be read as a set: when one drives wide, the other may be intersected (SearchPlan.intersect) where
+   * its rows, counted, cost less so than probing each driver row (a date range's `ge` and `lt`, each of
+   * tens of thousands of rows).
+   */
+  pair?: readonly [number, number];
 }
 
 /**
@@ -1385,11 +1392,17 @@ async function wideDriver(
   // Rows counted, by candidate: in full, or at least so many (past the count's limit).
   const exact = new Map<number | 'compartment', number>();
   const atLeast = new Map<number | 'compartment', number>();
-  /** Driving by `driver`'s `n` rows, with `context.lone`'s rows intersected where `m`, their count or estimate, makes that cheaper. */
+  /** The condition that may be intersected with `driver`'s rows: `context.lone`, or the other of `context.pair`. */
+  const other = (driver: number | 'compartment'): number | undefined => {
+    if (context.lone !== undefined) return driver === context.lone ? undefined : context.lone;
+    const pair = context.pair;
+    return pair === undefined || !pair.includes(driver as number) ? undefined : pair[0] === driver ? pair[1] : pair[0];
+  };
+  /** Driving by `driver`'s `n` rows, with other(driver)'s rows intersected where `m`, their count or estimate, makes that cheaper. */
   const plan = (driver: number | 'compartment', n: number, m: number | undefined): SearchPlan => {
-    const lone = context.lone;
-    if (costs.intersectRow === undefined || lone === undefined || driver === lone || m === undefined) return { driver };
-    return m * costs.intersectRow < n * costs.driverRow ? { driver, intersect: lone } : { driver };
+    const set = other(driver);
+    if (costs.intersectRow === undefined || set === undefined || m === undefined) return { driver };
+    return m * costs.intersectRow < n * costs.driverRow ? { driver, intersect: set } : { driver };
   };
   // A lone condition of more than DRIVER_MAX_ROWS rows: reading in order finds its page after about
   // need × size / rows resources, which a driver beats only by a little and for a few more rows
@@ -1408,7 +1421,8 @@ async function wideDriver(
     for (const c of candidates) consider(c, await counted(c, widest), widest);
     if (best === undefined) return {};
     const counting: { driver: number | 'compartment'; n: number } = best;
-    return plan(counting.driver, counting.n, context.lone === undefined ? undefined : exact.get(context.lone));
+    const set = other(counting.driver);
+    return plan(counting.driver, counting.n, set === undefined ? undefined : exact.get(set));
   }
   // No match among the first rows: a tenth of one (conditions that no resource meets together are
   // common, and reading in order then reads every resource).
@@ -1449,9 +1463,10 @@ async function wideDriver(
   const chosen: { driver: number | 'compartment'; n: number } = best;
   if (driven(chosen.n) >= undriven) return {};
   // The lone condition's rows: counted, or else the sample's estimate (which tested it alone), no fewer
-  // than a count that stopped at its limit.
-  const lone = context.lone;
-  const m = lone === undefined ? undefined : exact.get(lone) ?? (tried ? undefined : Math.max(floor, atLeast.get(lone) ?? 0));
+  // than a count that stopped at its limit; the other of a pair's: counted.
+  const set = other(chosen.driver);
+  const estimate = (c: number) => (tried || c !== context.lone ? undefined : Math.max(floor, atLeast.get(c) ?? 0));
+  const m = set === undefined ? undefined : exact.get(set) ?? estimate(set);
   return plan(chosen.driver, chosen.n, m);
 }
 
@@ -2070,8 +2085,10 @@ export function planContext(dialect: Dialect, tenant: string, q: SearchQuery, co
   const keyset = !counting && keysetSort(q.sort) !== undefined;
   const tested = (q.where ?? []).map((c, i) => ({ c, i })).filter(({ c }) => sampled(c) && !isImplied(c));
   const lone = q.compartment === undefined && tested.length === 1 && canDrive(tested[0]!.c) ? tested[0]!.i : undefined;
+  const pair = q.compartment === undefined && tested.length === 2 && tested.every(({ c }) => canDrive(c)) ? [tested[0]!.i, tested[1]!.i] as const : undefined;
   return {
     ...(lone !== undefined && { lone }),
+    ...(pair !== undefined && { pair }),
     need: keyset ? (q.offset ?? 0) + q.count : Infinity,
     narrowed: (q.where ?? []).filter((c) => !isImplied(c)).length + (q.compartment === undefined ? 0 : 1) > 1,
     costs: dialect.costs,

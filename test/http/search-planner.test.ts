@@ -115,6 +115,34 @@ for (const target of targets) {
       }
     });
 
+    test('a date range whose two conditions each match thousands: on PostgreSQL one drives and the other\'s rows are intersected as a set', async () => {
+      // 5,000 Procedures an hour apart, in id order; `ge` and `lt` each match 2,600, both together 200,
+      // none of them among the first 500 in id order (which plannedSearch reads first).
+      const P = 5000;
+      const at = (i: number) => new Date(BASE + i * 3_600_000).toISOString().replace('.000Z', 'Z');
+      const procedure = (i: number) => ({ resourceType: 'Procedure', id: `pr${String(i).padStart(4, '0')}`, status: 'completed', subject: { reference: `Patient/pl${i % 30}` }, performedDateTime: at(i) });
+      await t.store.resources.write('t1', (w) => w.insertNew(firstVersions(Array.from({ length: P }, (_, i) => procedure(i)))));
+      await t.store.resources.indexing.analyze();
+      const matches = Array.from({ length: 200 }, (_, k) => procedure(2400 + k).id);
+      const query = `date=ge${at(2400)}&date=lt${at(2600)}`;
+      const statements: string[] = [];
+      const { runner, close } = await statementRunner(target.kind, url, statements);
+      const dialect = target.kind === 'sqlite' ? SQLITE : POSTGRES;
+      try {
+        const compiled = compileSearch('Procedure', new URLSearchParams(`${query}&_count=50`), true);
+        const rows = await plannedSearch(dialect, 't1', { ...compiled.query, where: compiled.pending as Condition[] }, runner, () => P);
+        expect((rows as { id: string }[]).map((r) => r.id)).toEqual(matches.slice(0, 50));
+        const searches = statements.filter((s) => s.includes('SELECT r.type, r.id'));
+        expect(searches[0]).toStartWith('WITH bound AS MATERIALIZED');
+        // SQLite has no cost of intersected rows (PlanCosts.intersectRow): its driver probes each row.
+        expect(searches.at(-1)!.includes(' INTERSECT ')).toBe(target.kind === 'postgres');
+      } finally {
+        await close();
+      }
+      expect(await paged(`Procedure?${query}&_count=50`)).toEqual(matches);
+      expect((await api.search(`Procedure?${query}&_summary=count`)).total).toBe(200);
+    });
+
     test('_has probed in order: where the first rows predict the rest of the page, the next rows are read the same way, not the set', async () => {
       // A final DiagnosticReport for every fourteenth Observation: about 36 of the first 500 in id order.
       const reported = all.filter((i) => i % 14 === 5);

@@ -18,7 +18,8 @@ export interface StatisticsWatch {
  * without them its searches were planned for tables of a few rows (`Observation?patient=` took 240 ms
  * instead of 1 ms over 144,141 resources; docs/PERFORMANCE.md, fortieth session). A check costs one
  * catalogue query; the tables it analyses take the time of PostgreSQL's sample of each (30,000 rows at
- * most). SQLite keeps no statistics (it analyses nothing).
+ * most). SQLite keeps no statistics: it is checked once, at once (its `analyze` merges a full-text index
+ * that a reindex or an import left to merge, which holds the write lock for as long as that takes).
  */
 export function watchStatistics(store: Store, log: Logger, everyMs = STATISTICS_CHECK_MS): StatisticsWatch {
   let running: Promise<string[]> | undefined;
@@ -34,8 +35,8 @@ export function watchStatistics(store: Store, log: Logger, everyMs = STATISTICS_
     if (stopped || running) return;
     check().catch((err: unknown) => log.warn('gathering planner statistics failed', { err }));
   };
-  const timer = setInterval(run, everyMs);
-  timer.unref();
+  const timer = store.kind === 'postgres' ? setInterval(run, everyMs) : undefined;
+  timer?.unref();
   run();
   return {
     check,

@@ -44,11 +44,18 @@ export function stillRegistered(client: Client, scopes: string[]): string[] {
   return scopes.filter((s) => !isResourceScope(s) || isImpliedBy(s, client.scopes) || isImpliedBy(s, asPatient));
 }
 
-/** The grant's user, who must still exist and be enabled, and when they were read (taken before the read). */
-export async function grantUser(deps: AuthDeps, tenant: string, userId: string): Promise<{ user: User; userReadAt: number }> {
+/**
+ * The grant's user, who must still exist and be enabled, and when they were read (taken before the read). A
+ * sign-in at `authTime` that a user revocation (`cinder user update --password-stdin`, disable, delete) came at or
+ * after is refused too: its code, or a login ticket's, gives no tokens though the user may be enabled again.
+ */
+export async function grantUser(deps: AuthDeps, tenant: string, userId: string, authTime: number): Promise<{ user: User; userReadAt: number }> {
   const userReadAt = deps.clock.now();
   const user = await deps.store.users.get(tenant, userId);
   if (!user || user.disabled) throw new OAuthError('invalid_grant', 'the user of this grant no longer exists or is disabled');
+  if (await deps.store.oauth.isRevoked({ user: { id: userId, readAt: authTime } })) {
+    throw new OAuthError('invalid_grant', "the user's tokens were revoked after this sign-in (a new password, or a disable): sign in again");
+  }
   return { user, userReadAt };
 }
 

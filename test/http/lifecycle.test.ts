@@ -299,6 +299,24 @@ for (const target of targets) {
       expect((await read(tokens.access_token)).status).toBe(401);
     });
 
+    test('a code from a sign-in before a password change or a disable and enable is refused at the token endpoint', async () => {
+      const app = await userClient(t);
+      await testUser(t, { username: 'fay' });
+      const code = async () => new URL((await signIn(t, { clientId: app.id, scope: 'openid offline_access user/*.read' }, 'fay', PASSWORD)).headers.get('location')!).searchParams.get('code')!;
+      const beforeChange = await code();
+      await cinder(['user', 'update', '--tenant', 't1', 'fay', '--password-stdin'], 'a new long password\n');
+      await expectTokenError(await redeem(t, beforeChange, app), 'invalid_grant');
+
+      const beforeDisable = await signIn(t, { clientId: app.id, scope: 'openid offline_access user/*.read' }, 'fay', 'a new long password');
+      await cinder(['user', 'disable', '--tenant', 't1', 'fay']);
+      await cinder(['user', 'enable', '--tenant', 't1', 'fay']);
+      await expectTokenError(await redeem(t, new URL(beforeDisable.headers.get('location')!).searchParams.get('code')!, app), 'invalid_grant');
+      // A sign-in after them is good (the clock of these tests stands still: moved on by a millisecond).
+      t.clock.advance(1);
+      const after = await signIn(t, { clientId: app.id, scope: 'openid offline_access user/*.read' }, 'fay', 'a new long password');
+      await tokenOf(await redeem(t, new URL(after.headers.get('location')!).searchParams.get('code')!, app));
+    });
+
     test('user delete: soft, for good, and the username stays taken; update --password-stdin signs them out', async () => {
       const app = await userClient(t);
       await testUser(t, { username: 'erin' });

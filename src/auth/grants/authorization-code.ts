@@ -58,7 +58,7 @@ export const authorizationCode: Grant = {
     // resource scopes the client's registration no longer implies.
     const scopes = stillRegistered(client, splitScopes(code.scope)).filter((s) => !OFFLINE_SCOPES.includes(s) || mayHoldRefreshTokens(client));
     checkReadableScopes(client, scopes);
-    const { user, userReadAt } = await grantUser(deps, code.tenant, code.userId);
+    const { user, userReadAt } = await grantUser(deps, code.tenant, code.userId, code.authTime);
     const grant = {
       client, tenant: code.tenant, userId: code.userId, scopes, grantId: code.grantId, authTime: code.authTime, nonce: code.nonce, userReadAt,
       ...grantContext(code),

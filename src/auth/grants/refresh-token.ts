@@ -46,7 +46,7 @@ export const refreshToken: Grant = {
     const value = form.get('refresh_token');
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');
     const t = await usableToken(deps, value, client.clientId);
-    const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId);
+    const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId, t.authTime);
     const scopes = narrowedScopes(form, stillRegistered(client, splitScopes(t.scope)), user);
     checkReadableScopes(client, scopes);
     const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, userReadAt, ...grantContext(t) };

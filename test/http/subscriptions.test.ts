@@ -621,7 +621,9 @@ for (const target of targets) {
     test('loopback, link-local and private endpoints are refused at activation (422)', async () => {
       names.set('inside.example', '10.1.2.3');
       for (const endpoint of [hook.url, 'http://localhost/x', 'http://[::1]/x', 'http://169.254.169.254/latest', 'http://10.0.0.8/', 'http://172.20.1.1/',
-        'http://192.168.1.1/', 'http://0.0.0.0/', 'http://[fe80::1]/', 'http://[fd00::1]/', 'http://[::ffff:127.0.0.1]/', 'http://inside.example/hook']) {
+        'http://192.168.1.1/', 'http://0.0.0.0/', 'http://[fe80::1]/', 'http://[fd00::1]/', 'http://[::ffff:127.0.0.1]/', 'http://inside.example/hook',
+        // The local-use NAT64 prefix (RFC 8215), 6to4 (RFC 3056) and IPv4-translated (RFC 2765) forms of private IPv4 addresses.
+        'http://[64:ff9b:1::a9fe:a9fe]/', 'http://[64:ff9b:1:ffff::a00:8]/', 'http://[2002:a9fe:a9fe::1]/', 'http://[2002:7f00:1::]/', 'http://[::ffff:0:7f00:1]/']) {
         const res = await t.request(`${t.fhir()}/Subscription`, fhirInit(token, 'POST', subscription(endpoint)));
         const outcome = (await res.json()) as Json;
         expect([endpoint, res.status, outcome.issue?.[0]?.expression]).toEqual([endpoint, 422, ['Subscription.channel.endpoint']]);

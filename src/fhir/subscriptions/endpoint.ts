@@ -54,14 +54,25 @@ function v6Groups(ip: string): number[] {
   return [...h, ...fill, ...r].map((g) => parseInt(g, 16));
 }
 
-/** Unspecified, loopback, IPv4-mapped or NAT64 private IPv4, link-local (fe80::/10), site-local (fec0::/10, deprecated), unique local (fc00::/7), multicast. */
+/** The IPv4 address held by two groups of an IPv6 address. */
+const v4Of = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/**
+ * Unspecified, loopback, link-local (fe80::/10), site-local (fec0::/10, deprecated), unique local (fc00::/7), multicast,
+ * and the forms that carry a private IPv4 address to an IPv4 network: IPv4-mapped (::ffff:0:0/96), IPv4-translated
+ * (::ffff:0:0:0/96, RFC 2765), NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48 of RFC 8215, its last 32 bits)
+ * and 6to4 (2002::/16, RFC 3056).
+ */
 function privateV6(ip: string): boolean {
   const g = v6Groups(ip);
   if (g.length !== 8 || g.some((x) => Number.isNaN(x))) return true;
-  const embedded = `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  const embedded = v4Of(g[6]!, g[7]!);
   if (g.slice(0, 7).every((x) => x === 0)) return true; // :: and ::1 (and the deprecated IPv4-compatible ::a.b.c.d)
   if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return privateV4(embedded);
+  if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return privateV4(embedded);
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return privateV4(embedded);
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return privateV4(embedded);
+  if (g[0] === 0x2002) return privateV4(v4Of(g[1]!, g[2]!));
   return (g[0]! & 0xffc0) === 0xfe80 || (g[0]! & 0xffc0) === 0xfec0 || (g[0]! & 0xfe00) === 0xfc00 || (g[0]! & 0xff00) === 0xff00;
 }
 

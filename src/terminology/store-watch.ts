@@ -10,9 +10,12 @@ export interface WatchOptions {
   readonly checkIntervalMs: number;
 }
 
-/** Stored versions parsed once: the same version always yields the same object. */
+/**
+ * Stored versions parsed once: the same version always yields the same object. A version is known by its number
+ * and time: once `$expunge` has removed a resource, a new one of the same id starts again at version 1.
+ */
 export class ParsedVersions<T> {
-  private readonly cache: BoundedCache<string, { readonly versionId: number; readonly resource: T }>;
+  private readonly cache: BoundedCache<string, { readonly versionId: number; readonly lastUpdated: number; readonly resource: T }>;
 
   constructor(
     private readonly parse: (json: unknown, what: string) => T,
@@ -24,9 +27,9 @@ export class ParsedVersions<T> {
   of(v: ResourceVersion): T {
     const key = `${v.type}/${v.id}`;
     const cached = this.cache.get(key);
-    if (cached !== undefined && cached.versionId === v.versionId) return cached.resource;
+    if (cached !== undefined && cached.versionId === v.versionId && cached.lastUpdated === v.lastUpdated) return cached.resource;
     const resource = this.parse(JSON.parse(v.content), key);
-    this.cache.set(key, { versionId: v.versionId, resource });
+    this.cache.set(key, { versionId: v.versionId, lastUpdated: v.lastUpdated, resource });
     return resource;
   }
 }

@@ -304,3 +304,31 @@ describe('$expunge off (the default)', () => {
     }
   });
 });
+
+for (const target of targets) {
+  describe(`an id given again after its resource was expunged (${target.kind})`, () => {
+    test('a CodeSystem re-created from version 1 is what terminology operations read, not the expunged one', async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      const t = await createTestApp({ store, env: ON });
+      try {
+        const api = fhirClient(t, await t.token());
+        const codeSystem = (code: string) => ({ resourceType: 'CodeSystem', id: 'cs1', url: 'http://example.org/cs', status: 'active', content: 'complete', concept: [{ code }] });
+        const valid = async (code: string) => {
+          const body = (await (await api.get(`CodeSystem/$validate-code?url=http://example.org/cs&code=${code}`)).json()) as Json;
+          return body.parameter.find((p: Json) => p.name === 'result').valueBoolean as boolean;
+        };
+        await api.put200(codeSystem('a'));
+        expect(await valid('a')).toBe(true);
+        expect((await api.del('CodeSystem/cs1')).status).toBe(200);
+        expect(await count(await api.post('CodeSystem/cs1/$expunge', params({ expungeDeletedResources: true })))).toBe(2);
+        t.clock.advance(1000);
+        expect((await api.put200(codeSystem('b'))).meta.versionId).toBe('1');
+        expect([await valid('a'), await valid('b')]).toEqual([false, true]);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+}

@@ -187,6 +187,8 @@ export interface AdminEvent {
   server: string;
   /** What the command did, for `outcomeDesc` (default: `cinder <command> <ids>`). */
   description?: string;
+  /** `8` (Serious failure): the command ended in an error, after what `description` says it did; default `0`. */
+  outcome?: '0' | '8';
 }
 
 const ISO_21089 = 'http://terminology.hl7.org/CodeSystem/iso-21089-lifecycle';
@@ -225,7 +227,7 @@ export function adminAuditEvent(e: AdminEvent): Json {
     subtype: [...subtype, coding('urn:cinder:admin', e.command.replace(' ', '-'), `cinder ${e.command}`)],
     action,
     recorded: e.recorded,
-    outcome: '0',
+    outcome: e.outcome ?? '0',
     outcomeDesc: e.description ?? `cinder ${e.command} ${e.targets.map((t) => t.id).join(' ')}`,
     agent: [
       { type: { coding: [coding(DCM, '110153', 'Source Role ID')] }, who: { display: `cinder command line, run by ${e.operator}` }, requestor: true },

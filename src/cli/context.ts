@@ -95,10 +95,10 @@ export function isoTime(ms: number | null): string | undefined {
  */
 export async function auditChange(
   ctx: Pick<Awaited<ReturnType<typeof openContext>>, 'config' | 'store' | 'clock'>, io: CliIO, command: string, tenant: string,
-  target: AdminTarget | AdminTarget[], description?: string,
+  target: AdminTarget | AdminTarget[], description?: string, outcome?: '0' | '8',
 ): Promise<void> {
   if (ctx.config.audit !== 'on') return;
   const operator = io.env.USER ?? io.env.LOGNAME ?? 'unknown';
   const targets = Array.isArray(target) ? target : [target];
-  await recordAdminChange(ctx.store, ctx.clock, tenant, { command, targets, operator, server: fhirBaseOf(ctx.config.baseUrl, tenant), ...(description !== undefined && { description }) });
+  await recordAdminChange(ctx.store, ctx.clock, tenant, { command, targets, operator, server: fhirBaseOf(ctx.config.baseUrl, tenant), ...(description !== undefined && { description }), ...(outcome !== undefined && { outcome }) });
 }

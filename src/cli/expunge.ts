@@ -43,16 +43,28 @@ export const expungeCommand: Command = {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
       const tally = createTally(io, 'expunge', 'versions removed');
       const options = { deletedResources: !!v.deleted, previousVersions: !!v['previous-versions'], everything: !!v.everything };
-      const count = await expunge(ctx.store, v.tenant, target, options, (p) => tally.update(p.removed, p.type));
-      tally.done();
       // The flags given (true: one without a value), as the event's details and its command line.
       const given: [string, string | true][] = [
         ...types.map((type): [string, string] => ['type', type]), ...(typeof v.id === 'string' ? [['id', v.id] as [string, string]] : []),
         ...(['deleted', 'previous-versions', 'everything'] as const).filter((f) => v[f]).map((f): [string, true] => [f, true]),
       ];
       const line = given.map(([name, value]) => (value === true ? `--${name}` : `--${name} ${value}`)).join(' ');
-      const detail = [...given.map(([name, value]): [string, string] => [name, String(value)]), ['removed', String(count)] as [string, string]];
-      await auditChange(ctx, io, 'expunge', v.tenant, { kind: 'tenant', id: v.tenant, detail }, `cinder expunge --tenant ${v.tenant} ${line}: ${count} versions removed`);
+      const record = (removed: number, failure?: unknown) => {
+        const detail = [...given.map(([name, value]): [string, string] => [name, String(value)]), ['removed', String(removed)] as [string, string]];
+        const what = failure === undefined ? `${removed} versions removed` : `failed after ${removed} versions removed: ${(failure as Error)?.message ?? String(failure)}`;
+        return auditChange(ctx, io, 'expunge', v.tenant as string, { kind: 'tenant', id: v.tenant as string, detail }, `cinder expunge --tenant ${v.tenant} ${line}: ${what}`, failure === undefined ? '0' : '8');
+      };
+      let removed = 0;
+      let count: number;
+      try {
+        count = await expunge(ctx.store, v.tenant, target, options, (p) => tally.update((removed = p.removed), p.type));
+      } catch (err) {
+        // The batches committed before the error stay removed: the trail says so (an error refused before any batch removed nothing).
+        if (removed > 0) await record(removed, err).catch(() => undefined);
+        throw err;
+      }
+      tally.done();
+      await record(count);
       printData(io, !!v.json, { tenant: v.tenant, count, seconds: seconds(tally.elapsedSeconds()) });
       return 0;
     } catch (err) {
@@ -84,7 +96,18 @@ export const auditPruneCommand: Command = {
     try {
       if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
       const tally = createTally(io, 'audit prune', 'AuditEvents removed');
-      const count = await pruneAudit(ctx, v.tenant, v.before, (n) => tally.update(n));
+      let removed = 0;
+      let count: number;
+      try {
+        count = await pruneAudit(ctx, v.tenant, v.before, (n) => tally.update((removed = n)));
+      } catch (err) {
+        // The batches committed before the error stay removed: the trail says so.
+        if (removed > 0) {
+          await auditChange(ctx, io, 'audit prune', v.tenant, { kind: 'tenant', id: v.tenant, detail: [['before', v.before], ['removed', String(removed)]] },
+            `cinder audit prune --tenant ${v.tenant} --before ${v.before}: failed after ${removed} AuditEvents removed: ${(err as Error)?.message ?? String(err)}`, '8').catch(() => undefined);
+        }
+        throw err;
+      }
       tally.done();
       // Written after the prune, so never pruned by it whatever the cut-off.
       await auditChange(ctx, io, 'audit prune', v.tenant, { kind: 'tenant', id: v.tenant, detail: [['before', v.before], ['removed', String(count)]] },

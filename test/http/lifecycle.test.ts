@@ -9,9 +9,10 @@ import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:
 import { createClient } from '../../src/auth/admin.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
-import { craftToken, fhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import { rawSql } from '../helpers/expunge.ts';
 
 const targets = await storeTargets();
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -448,6 +449,38 @@ for (const target of targets) {
         expect(left[0]!.entity[0].detail).toEqual([{ type: 'before', valueString: before }, { type: 'removed', valueString: String(all) }]);
         const { id: _id, meta: _meta, ...copy } = left[0]!;
         expect((await api.post('AuditEvent', copy)).status).toBe(201);
+      } finally {
+        audited.close();
+      }
+    });
+
+    test('with CINDER_AUDIT=on an expunge that fails part-way is an AuditEvent too: a serious failure, with what it removed', async () => {
+      const audited = createCliEnv({ CINDER_DATABASE_URL: url, CINDER_AUDIT: 'on', CINDER_BASE_URL: 'http://cinder.test', USER: 'ops-bob' });
+      const tenant = 't-expunge-fails';
+      try {
+        expect((await audited.run(['tenant', 'create', tenant])).code).toBe(0);
+        const api = fhirClient(t, await craftToken(t, 'system/*.*', { tenant }), tenant);
+        // Basic/a goes in the first batch (types in order); Patient/y's row the database refuses to remove.
+        for (const path of ['Basic/a', 'Patient/y']) {
+          const [type, id] = path.split('/') as [string, string];
+          await api.put200({ resourceType: type, id, ...(type === 'Basic' ? { code: { text: 'x' } } : {}) });
+          expect((await api.del(path)).status).toBeLessThan(300);
+        }
+        await rawSql(target.kind, url, target.kind === 'sqlite'
+          ? ["CREATE TRIGGER refuse BEFORE DELETE ON resources WHEN old.id = 'y' BEGIN SELECT RAISE(ABORT, 'refused'); END"]
+          : ["CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF old.id = 'y' THEN RAISE EXCEPTION 'refused'; END IF; RETURN old; END $$",
+             'CREATE TRIGGER refuse BEFORE DELETE ON resources FOR EACH ROW EXECUTE FUNCTION refuse()']);
+        try {
+          // The database's error ends the command (cinder's main prints it and exits 1).
+          expect(await audited.run(['expunge', '--tenant', tenant, '--deleted']).then(() => 'ended', (err: Error) => err.message)).toBe('refused');
+        } finally {
+          await rawSql(target.kind, url, target.kind === 'sqlite' ? ['DROP TRIGGER refuse'] : ['DROP TRIGGER refuse ON resources', 'DROP FUNCTION refuse()']);
+        }
+        await expectOutcome(await api.get('Basic/a'), 404);
+        const events = ((await api.search('AuditEvent?subtype=urn:cinder:admin|expunge')).entry ?? []).map((e: Json) => e.resource) as Json[];
+        expect(events).toHaveLength(1);
+        expect(events[0]).toMatchObject({ action: 'D', outcome: '8', outcomeDesc: expect.stringMatching(/^cinder expunge --tenant t-expunge-fails --deleted: failed after 2 versions removed: /) });
+        expect(events[0]!.entity[0].detail).toEqual([{ type: 'deleted', valueString: 'true' }, { type: 'removed', valueString: '2' }]);
       } finally {
         audited.close();
       }

@@ -56,10 +56,24 @@ export function scopesNarrowed(before: string[], after: string[]): boolean {
   return before.some((s) => !isImpliedBy(s, after));
 }
 
+/** A public key as registered: the members that make it that key. */
+const keyOf = (k: Record<string, unknown>) => JSON.stringify(['kty', 'crv', 'x', 'y', 'n', 'e', 'kid'].map((m) => k[m] ?? null));
+
 /**
- * Changes a client's registration, checked as `createClient` checks a new one. Narrowing its scopes also revokes
- * every access token issued to it so far (they may carry a scope it no longer has); its refresh tokens stay, and
- * a refresh never yields more than the scopes it now holds (stillRegistered).
+ * Whether `after` no longer registers a key `before` did: a key left out of the JWK Set (a leaked private key),
+ * or a JWK Set URL replaced or dropped (its keys are unknown here). Adding a key removes none.
+ */
+export function keysRemoved(before: Client, after: Client): boolean {
+  if (before.jwksUrl !== null && before.jwksUrl !== after.jwksUrl) return true;
+  const kept = new Set((after.jwks?.keys ?? []).map((k) => keyOf(k as unknown as Record<string, unknown>)));
+  return (before.jwks?.keys ?? []).some((k) => !kept.has(keyOf(k as unknown as Record<string, unknown>)));
+}
+
+/**
+ * Changes a client's registration, checked as `createClient` checks a new one. Narrowing its scopes, or taking a
+ * key out of its JWK Set (keysRemoved: the private key leaked, as rotate-secret for a secret), also revokes every
+ * access token issued to it so far (they may carry a scope it no longer has, or were had with the leaked key);
+ * its refresh tokens stay, and a refresh never yields more than the scopes it now holds (stillRegistered).
  */
 export async function updateClient(store: Store, clock: Clock, clientId: string, changes: ClientChanges): Promise<{ client: Client; tokensRevoked: boolean }> {
   const before = await findClient(store, clientId);
@@ -74,10 +88,10 @@ export async function updateClient(store: Store, clock: Clock, clientId: string,
   if (changes.readAttributes !== undefined) after.readAttributes = changes.readAttributes;
   if (changes.accessTokenTtl !== undefined) after.accessTokenTtl = changes.accessTokenTtl;
   checkClient(after);
-  const narrowed = scopesNarrowed(before.scopes, after.scopes);
+  const revoke = scopesNarrowed(before.scopes, after.scopes) || keysRemoved(before, after);
   await store.clients.update(after);
-  if (narrowed) await store.oauth.revoke(clientRevocation('client-access', clientId, clock.now()));
-  return { client: after, tokensRevoked: narrowed };
+  if (revoke) await store.oauth.revoke(clientRevocation('client-access', clientId, clock.now()));
+  return { client: after, tokensRevoked: revoke };
 }
 
 /**

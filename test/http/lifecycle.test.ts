@@ -6,6 +6,10 @@
  * which the tests pass by moving the clock past them (the system clock, which the command line reads too).
  */
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from 'bun:test';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { createClient } from '../../src/auth/admin.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -176,6 +180,36 @@ for (const target of targets) {
       expect((await read(token)).status).toBe(401);
       const fresh = (await tokenOf(await clientCredentials({ id: c.id, secret: rotated.client_secret as string }))).access_token;
       expect((await read(fresh)).status).toBe(200);
+    });
+
+    test('update --jwks-file without a key the client had (a leaked private key): its access tokens are cut; a key added cuts none', async () => {
+      const pair = async (kid: string) => {
+        const { privateKey, publicKey } = await generateKeyPair('ES384', { extractable: true });
+        return { kid, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg: 'ES384' } };
+      };
+      const [a, b, c] = await Promise.all([pair('a'), pair('b'), pair('c')]);
+      const id = (await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], jwks: { keys: [a.jwk, b.jwk] } })).client.clientId;
+      const tokenBy = async (key: typeof a) => {
+        const now = Math.floor(Date.now() / 1000);
+        const jwt = await new SignJWT({ iss: id, sub: id, aud: `${t.config.baseUrl}/oauth2/token`, exp: now + 240, iat: now, jti: crypto.randomUUID() })
+          .setProtectedHeader({ alg: 'ES384', kid: key.kid, typ: 'JWT' }).sign(key.privateKey);
+        return (await tokenOf(await post(t, { grant_type: 'client_credentials', client_assertion_type: ASSERTION_TYPE, client_assertion: jwt }))).access_token;
+      };
+      const jwksFile = (keys: (typeof a)[]) => {
+        const file = join(cli.dir, `jwks-${keys.map((k) => k.kid).join('')}.json`);
+        writeFileSync(file, JSON.stringify({ keys: keys.map((k) => k.jwk) }));
+        return file;
+      };
+      const byA = await tokenBy(a);
+      // A key added: nothing revoked.
+      expect(await cinder(['client', 'update', id, '--jwks-file', jwksFile([a, b, c])])).toMatchObject({ access_tokens_revoked: false });
+      later();
+      expect((await read(byA)).status).toBe(200);
+      // Key a leaked: the set without it cuts what was issued, whichever key signed for it.
+      expect(await cinder(['client', 'update', id, '--jwks-file', jwksFile([b, c])])).toMatchObject({ access_tokens_revoked: true });
+      later();
+      expect((await read(byA)).status).toBe(401);
+      expect((await read(await tokenBy(b))).status).toBe(200);
     });
 
     test('rotate-secret --grace: both secrets work until the grace period ends, and issued tokens stay', async () => {

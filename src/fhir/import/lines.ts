@@ -10,22 +10,26 @@ export interface Line {
  */
 export async function* readLines(stream: ReadableStream<Uint8Array>, onBytes?: (n: number) => void): AsyncGenerator<Line[]> {
   const decoder = new TextDecoder('utf-8', { ignoreBOM: false });
-  let carry = '';
+  // The start of a line longer than one chunk, in pieces: each chunk is searched for its line break once, so a
+  // long line costs time in proportion to its length (joining it to each new chunk made it quadratic).
+  let carry: string[] = [];
   let number = 0;
   for await (const chunk of stream) {
     onBytes?.(chunk.byteLength);
-    const text = carry + decoder.decode(chunk, { stream: true });
+    const text = decoder.decode(chunk, { stream: true });
     const lines: Line[] = [];
     let start = 0;
     for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', start)) {
-      lines.push({ number: ++number, text: stripCr(text.slice(start, nl)) });
+      const piece = text.slice(start, nl);
+      lines.push({ number: ++number, text: stripCr(carry.length ? carry.join('') + piece : piece) });
+      carry = [];
       start = nl + 1;
     }
-    carry = text.slice(start);
+    if (start < text.length) carry.push(text.slice(start));
     if (lines.length) yield lines;
   }
-  carry += decoder.decode();
-  if (carry.length) yield [{ number: ++number, text: stripCr(carry) }];
+  const rest = carry.join('') + decoder.decode();
+  if (rest.length) yield [{ number: ++number, text: stripCr(rest) }];
 }
 
 function stripCr(s: string): string {

@@ -1,0 +1,35 @@
+import { describe, expect, test } from 'bun:test';
+import { readLines } from '../../../src/fhir/import/lines.ts';
+
+/** `bytes` as a stream of chunks of `size` bytes. */
+function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Array> {
+  let at = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (at >= bytes.length) return c.close();
+      c.enqueue(bytes.slice(at, (at += size)));
+    },
+  });
+}
+
+async function lines(text: string, size: number): Promise<[number, string][]> {
+  const out: [number, string][] = [];
+  for await (const batch of readLines(chunked(new TextEncoder().encode(text), size))) for (const l of batch) out.push([l.number, l.text]);
+  return out;
+}
+
+describe('readLines', () => {
+  const text = 'first\r\n\r\n{"a":"é€😀"}\r\nlast without break';
+  const expected: [number, string][] = [[1, 'first'], [2, ''], [3, '{"a":"é€😀"}'], [4, 'last without break']];
+  test.each([1, 2, 3, 5, 7, 64])('lines split across chunks of %d bytes (CR LF and UTF-8 sequences split too)', async (size) => {
+    expect(await lines(text, size)).toEqual(expected);
+  });
+
+  test('a line of many chunks takes time in proportion to its length', async () => {
+    const long = 'x'.repeat(64 * 1024 * 1024);
+    const started = performance.now();
+    expect((await lines(`${long}\nnext`, 64 * 1024)).map(([n, t]) => [n, t.length])).toEqual([[1, long.length], [2, 4]]);
+    // Quadratic, it took 1.2 s on 32 MB and over 4 s on 64 MB (2 shared cores); linear, some tens of milliseconds.
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+});

@@ -5,7 +5,7 @@ import { requireValid } from '../validation/check.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { LineCheck } from './profiles.ts';
 import { parseResource } from './document.ts';
-import { readLines } from './lines.ts';
+import { MAX_LINE_CHARS, readLines } from './lines.ts';
 import { hasUrnReference } from './run-references.ts';
 
 /** A line that could not be imported: 1-based line number and why (an invalid resource: each problem in `issues`). */
@@ -50,9 +50,10 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
-    for (const { number, text } of lines) {
-      if (text.trim() === '') continue;
+    for (const { number, text, tooLong } of lines) {
+      if (tooLong === undefined && text.trim() === '') continue;
       try {
+        if (tooLong !== undefined) throw new FhirError('too-large', `the line holds ${tooLong} characters, more than the ${MAX_LINE_CHARS} a line may hold: not read`);
         const resource = parseResource(text);
         if (type !== undefined && resource.resourceType !== type) throw wrongType(resource.resourceType, type);
         requireValid(resource, validation);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { readLines } from '../../../src/fhir/import/lines.ts';
+import { MAX_LINE_CHARS, readLines } from '../../../src/fhir/import/lines.ts';
 
 /** `bytes` as a stream of chunks of `size` bytes. */
 function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Array> {
@@ -12,9 +12,11 @@ function chunked(bytes: Uint8Array, size: number): ReadableStream<Uint8Array> {
   });
 }
 
-async function lines(text: string, size: number): Promise<[number, string][]> {
-  const out: [number, string][] = [];
-  for await (const batch of readLines(chunked(new TextEncoder().encode(text), size))) for (const l of batch) out.push([l.number, l.text]);
+async function lines(text: string, size: number, max?: number): Promise<[number, string, number?][]> {
+  const out: [number, string, number?][] = [];
+  for await (const batch of readLines(chunked(new TextEncoder().encode(text), size), undefined, max)) {
+    for (const l of batch) out.push(l.tooLong === undefined ? [l.number, l.text] : [l.number, l.text, l.tooLong]);
+  }
   return out;
 }
 
@@ -31,5 +33,13 @@ describe('readLines', () => {
     expect((await lines(`${long}\nnext`, 64 * 1024)).map(([n, t]) => [n, t.length])).toEqual([[1, long.length], [2, 4]]);
     // Quadratic, it took 1.2 s on 32 MB and over 4 s on 64 MB (2 shared cores); linear, some tens of milliseconds.
     expect(performance.now() - started).toBeLessThan(1000);
+  });
+
+  test('a line longer than the limit is counted, not held; the lines after it are read', async () => {
+    expect(MAX_LINE_CHARS).toBe(256 * 1024 * 1024);
+    for (const size of [1, 4, 64]) {
+      expect(await lines('short\n0123456789abcdef\nok\n0123456789abcdef', size, 10)).toEqual([[1, 'short'], [2, '', 16], [3, 'ok'], [4, '', 16]]);
+      expect(await lines('0123456789\n01234567890\n', size, 10)).toEqual([[1, '0123456789'], [2, '', 11]]);
+    }
   });
 });

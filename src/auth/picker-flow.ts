@@ -146,6 +146,8 @@ export async function pickerStep(deps: AuthDeps, granted: AuthorizationRequest, 
   const t = await verifyLoginTicket(deps, granted, input.ticket);
   const user = await deps.store.users.get(t.tenant, t.userId);
   if (!user || user.disabled) throw new LoginTicketError('the user who signed in no longer exists or is disabled');
+  // A sign-in that a revocation of the user's tokens came at or after (a new password, a disable) goes no further, as its code would not (grantUser).
+  if (await deps.store.oauth.isRevoked({ user: { id: user.id, readAt: t.authTime } })) throw new LoginTicketError("the user's tokens were revoked after this sign-in");
   const req = heldBy(granted, user);
   if (req.launch !== null || !needsPatientPicker(req.scopes, user, deps.config.baseUrl)) throw new LoginTicketError('this sign-in has no patient to choose');
   const s: SignedInUser = { user, ticket: input.ticket!, authTime: t.authTime };

@@ -10,6 +10,7 @@ import { createClient, createTenant } from '../../src/auth/admin.ts';
 import { PICKER_PAGE_SIZE } from '../../src/auth/patient-picker.ts';
 import { randomToken, sha256Hex } from '../../src/auth/secrets.ts';
 import { createUser } from '../../src/auth/users.ts';
+import { disableUser, enableUser, updateUser } from '../../src/auth/user-lifecycle.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids as matchIds, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT, redirectParams, signIn } from '../helpers/oauth.ts';
@@ -377,6 +378,28 @@ for (const target of targets) {
       const late = await pick(a, 'p-ann');
       expect(late.res.status).toBe(403);
       expect(late.html).toContain('Sign-in expired');
+    });
+
+    test("a sign-in before the user's tokens were revoked (a new password; a disable undone) lists and picks nothing more", async () => {
+      await user('picker-pw', null);
+      await user('picker-off', null);
+      const changed = await open('picker-pw');
+      expect((await search(changed, 'Smith')).res.status).toBe(200);
+      t.clock.advance(1);
+      await updateUser(t.store, t.clock, 't1', 'picker-pw', { password: 'a new long password' });
+      const off = await open('picker-off');
+      t.clock.advance(1);
+      await disableUser(t.store, t.clock, 't1', 'picker-off');
+      await enableUser(t.store, 't1', 'picker-off');
+      for (const p of [changed, off]) {
+        for (const r of [await search(p, 'Smith'), await pick(p, 'p-ann')]) {
+          expect(r.res.status).toBe(403);
+          expect(r.html).toContain('Sign-in expired');
+          expect(ids(r.html)).toEqual([]);
+        }
+      }
+      t.clock.advance(1);
+      expect((await pick(await open('picker-off'), 'p-ann')).res.status).toBe(303);
     });
 
     test('cancel on the picker sends access_denied to the redirect URI, with state and iss', async () => {

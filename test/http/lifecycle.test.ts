@@ -153,6 +153,21 @@ for (const target of targets) {
       expect((await read(again.access_token)).status).toBe(200);
     });
 
+    test("a code from a sign-in before the client's tokens were revoked (a disable undone, a new secret) gives no tokens", async () => {
+      const app = await userClient(t);
+      const code = () => getCode(t, { clientId: app.id, scope: 'openid user/*.read' });
+      const beforeDisable = await code();
+      await cinder(['client', 'disable', app.id]);
+      await cinder(['client', 'enable', app.id]);
+      later();
+      await expectTokenError(await redeem(t, beforeDisable, app), 'invalid_grant');
+      const beforeRotation = await code();
+      const rotated = await cinder(['client', 'rotate-secret', app.id]);
+      later();
+      await expectTokenError(await redeem(t, beforeRotation, { id: app.id, secret: rotated.client_secret as string }), 'invalid_grant');
+      await tokenOf(await redeem(t, await code(), { id: app.id, secret: rotated.client_secret as string }));
+    });
+
     test('client delete: soft, for good; listed and shown as deleted', async () => {
       const c = await backend();
       const token = (await tokenOf(await clientCredentials(c))).access_token;

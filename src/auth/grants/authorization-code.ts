@@ -54,6 +54,11 @@ export const authorizationCode: Grant = {
     const code = await redeem(deps, value, client.clientId);
     if (code.redirectUri !== redirectUri) throw new OAuthError('invalid_grant', 'redirect_uri differs from the one of the authorization request');
     checkPkce(code, verifier);
+    // A sign-in that a revocation of the client's tokens came at or after (a disable, even one undone; a secret
+    // rotated for a leak; keys or scopes taken away) gives none: the code is the promise of an access token.
+    if (await deps.store.oauth.isRevoked({ client: { id: client.clientId, readAt: code.authTime } })) {
+      throw new OAuthError('invalid_grant', "the client's tokens were revoked after this sign-in: authorize again");
+    }
     // A code issued before its client could no longer hold refresh tokens (a public one) gives none, and says so; nor
     // resource scopes the client's registration no longer implies.
     const scopes = stillRegistered(client, splitScopes(code.scope)).filter((s) => !OFFLINE_SCOPES.includes(s) || mayHoldRefreshTokens(client));

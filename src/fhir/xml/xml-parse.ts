@@ -65,6 +65,9 @@ interface Open {
   scope: Map<string, string>;
 }
 
+/** Attributes of one element compared pairwise up to this many; beyond, through a set (a start tag may hold thousands). */
+const FEW_ATTRIBUTES = 16;
+
 /** The line and column of `index` in `text`. */
 function position(text: string, index: number): string {
   let line = 1;
@@ -205,6 +208,7 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
       if (stack.length >= maxDepth) fail(`Elements nest deeper than ${maxDepth} levels`, start);
       const qname = name();
       const raw: [string, string, number][] = [];
+      let seen: Set<string> | undefined;
       let selfClosing = false;
       for (;;) {
         const spaced = space();
@@ -229,8 +233,10 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
         if (close < 0) fail(`Unterminated value of attribute '${attr}'`, i);
         const value = text.slice(i + 1, close);
         if (value.includes('<')) fail(`'<' may not appear in the value of attribute '${attr}'`, i);
-        if (raw.some(([n]) => n === attr)) fail(`Attribute '${attr}' is given twice`, at);
+        if (seen !== undefined ? seen.has(attr) : raw.some(([n]) => n === attr)) fail(`Attribute '${attr}' is given twice`, at);
         raw.push([attr, unescape(value, i, true), at]);
+        if (seen !== undefined) seen.add(attr);
+        else if (raw.length > FEW_ATTRIBUTES) seen = new Set(raw.map(([n]) => n));
         i = close + 1;
       }
       const parentScope = stack[stack.length - 1]?.scope;

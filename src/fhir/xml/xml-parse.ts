@@ -61,8 +61,8 @@ const NO_CHILDREN = Object.freeze([]) as unknown as XmlNode[];
 
 interface Open {
   element: XmlElement;
-  /** Prefix to namespace, as declared on this element and its ancestors. */
-  scope: Map<string, string>;
+  /** The prefixes this element declares ('' for the default namespace), undone when it closes. */
+  declared: string[] | undefined;
 }
 
 /** Attributes of one element compared pairwise up to this many; beyond, through a set (a start tag may hold thousands). */
@@ -113,6 +113,12 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
 
   let i = 0;
   const stack: Open[] = [];
+  // The namespaces in scope: each prefix's declarations, innermost last, pushed by the element declaring
+  // one and popped when it closes (so that a declaring element costs its own declarations, not a copy of all).
+  const bindings = new Map<string, string[]>([['xml', [XML_NS]]]);
+  const undeclare = (declared: string[] | undefined): void => {
+    if (declared !== undefined) for (const prefix of declared) bindings.get(prefix)!.pop();
+  };
   let root: XmlElement | undefined;
 
   // One string per distinct name: a large document repeats a few hundred names a million times.
@@ -201,6 +207,7 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
       if (open === undefined) fail(`End tag '</${qname}>' without a start tag`, start);
       if (open!.element.qname !== qname) fail(`End tag '</${qname}>' does not match '<${open!.element.qname}>'`, start);
       open!.element.end = i;
+      undeclare(open!.declared);
     } else {
       const start = i;
       i += 1;
@@ -239,25 +246,32 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
         else if (raw.length > FEW_ATTRIBUTES) seen = new Set(raw.map(([n]) => n));
         i = close + 1;
       }
-      const parentScope = stack[stack.length - 1]?.scope;
-      let scope = parentScope ?? new Map([['xml', XML_NS]]);
+      let declared: string[] | undefined;
       let declaresDefault: string | undefined;
+      const declare = (prefix: string, value: string): void => {
+        let values = bindings.get(prefix);
+        if (values === undefined) bindings.set(prefix, (values = []));
+        values.push(value);
+        (declared ??= []).push(prefix);
+      };
       for (const [attr, value] of raw) {
         if (attr === 'xmlns') {
           declaresDefault = value;
-          scope = scope === parentScope ? new Map(scope) : scope;
-          scope.set('', value);
+          declare('', value);
         } else if (attr.startsWith('xmlns:')) {
           if (value === '') fail(`Prefix '${attr.slice(6)}' may not be undeclared`, start);
-          scope = scope === parentScope ? new Map(scope) : scope;
-          scope.set(attr.slice(6), value);
+          declare(attr.slice(6), value);
         }
       }
+      const inScope = (prefix: string): string | undefined => {
+        const values = bindings.get(prefix);
+        return values === undefined ? undefined : values[values.length - 1];
+      };
       const resolve = (q: string, attribute: boolean, at: number): [string, string] => {
         const colon = q.indexOf(':');
-        if (colon < 0) return [q, attribute ? '' : (scope.get('') ?? '')];
+        if (colon < 0) return [q, attribute ? '' : (inScope('') ?? '')];
         const prefix = q.slice(0, colon);
-        const ns = scope.get(prefix);
+        const ns = inScope(prefix);
         if (ns === undefined) fail(`Prefix '${prefix}' is not declared`, at);
         return [q.slice(colon + 1), ns!];
       };
@@ -273,7 +287,8 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
       const parent = stack[stack.length - 1];
       if (parent) parent.element.children.push(element);
       else root = element;
-      if (!selfClosing) stack.push({ element, scope });
+      if (!selfClosing) stack.push({ element, declared });
+      else undeclare(declared);
     }
   }
   if (stack.length > 0) fail(`Element '<${stack[stack.length - 1]!.element.qname}>' is not closed`, text.length);

@@ -88,9 +88,10 @@ class Scan {
   private readonly declared: number[] = [];
   /** Namespace bindings in scope as prefix, uri pairs (`''` the default namespace), innermost last. */
   private readonly bindings: string[] = ['xml', XML];
-  /** The next `&` and `]]>` at or after the last place looked (the length when there is none). */
+  /** The next `&`, `]]>` and `<` (in attribute values) at or after the last place looked (the length when there is none). */
   private amp = -1;
   private cdataEnd = -1;
+  private lt = -1;
   /** Reported element and attribute names, so each is reported once. */
   private reported: Set<string> | undefined;
 
@@ -184,6 +185,7 @@ class Scan {
     if (name === '') this.fail(tagStart, 'a tag name must follow < (write &lt; for a literal <)');
     let names: string[] | undefined;
     let values: string[] | undefined;
+    let seen: Set<string> | undefined;
     let selfClosing = false;
     for (;;) {
       const spaced = this.skipSpace();
@@ -206,8 +208,11 @@ class Scan {
       const value = this.attributeValue(attribute);
       names ??= [];
       values ??= [];
-      if (names.includes(attribute)) this.fail(tagStart, `<${name}> has two ${attribute} attributes`);
+      if (seen !== undefined ? seen.has(attribute) : names.includes(attribute)) this.fail(tagStart, `<${name}> has two ${attribute} attributes`);
       names.push(attribute);
+      // Past a few attributes, a set: a start tag of thousands compared pairwise is quadratic.
+      if (seen !== undefined) seen.add(attribute);
+      else if (names.length > 16) seen = new Set(names);
       values.push(value);
     }
     this.pos++;
@@ -224,8 +229,10 @@ class Scan {
     const start = ++this.pos;
     const end = s.indexOf(quote === 34 ? '"' : "'", start);
     if (end < 0) this.fail(start - 1, `the value of ${attribute} is not closed`);
-    const lt = s.indexOf('<', start);
-    if (lt >= 0 && lt < end) this.fail(lt, `< is not allowed in an attribute value (in ${attribute}; write &lt;)`);
+    // The next `<` as looked for before: a tag's every attribute searching to its end would be quadratic.
+    if (this.lt < start) this.lt = indexOrEnd(s, '<', start);
+    const lt = this.lt;
+    if (lt < end) this.fail(lt, `< is not allowed in an attribute value (in ${attribute}; write &lt;)`);
     for (;;) {
       if (this.amp < this.pos) this.amp = indexOrEnd(s, '&', this.pos);
       if (this.amp >= end) break;

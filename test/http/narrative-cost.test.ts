@@ -1,0 +1,45 @@
+/**
+ * The narrative check (src/fhir/validation/xhtml.ts) costs what the narrative's size does: a start tag of
+ * many attributes is no quadratic work. The narrative here is a few MB, well within the resource limit,
+ * that took 37 s when every attribute was compared with the ones before it and each value looked for a
+ * `<` up to the tag's end.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+
+const XHTML = 'http://www.w3.org/1999/xhtml';
+
+describe('narrative check cost', () => {
+  let t: TestApp;
+  let token: string;
+  /** Creates a Patient with this narrative; the status, and the time the request took. */
+  const create = async (div: string) => {
+    const started = performance.now();
+    const res = await t.request(`${t.fhir()}/Patient`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' },
+      body: JSON.stringify({ resourceType: 'Patient', text: { status: 'generated', div } }),
+    });
+    // Blocking work: a test's timeout cannot interrupt it, so the time is checked instead.
+    return { status: res.status, ms: performance.now() - started, body: (await res.json()) as { issue?: { diagnostics: string }[] } };
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp();
+    token = await t.token();
+  });
+  afterAll(() => t.close());
+
+  test('a start tag of 100,000 namespace declarations: checked in time', async () => {
+    const decls = Array.from({ length: 100_000 }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ');
+    const r = await create(`<div xmlns="${XHTML}"><p ${decls}>x</p></div>`);
+    expect(r.status).toBe(201);
+    expect(r.ms).toBeLessThan(3000);
+  });
+
+  test('an attribute given twice among many is still refused', async () => {
+    const decls = Array.from({ length: 100 }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ');
+    const r = await create(`<div xmlns="${XHTML}"><p ${decls} xmlns:p50="urn:y">x</p></div>`);
+    expect([r.status, r.body.issue?.[0]?.diagnostics]).toEqual([422, expect.stringContaining('has two xmlns:p50 attributes')]);
+  });
+});

@@ -1,8 +1,9 @@
 /**
  * The narrative check (src/fhir/validation/xhtml.ts) costs what the narrative's size does: a start tag of
- * many attributes is no quadratic work. The narrative here is a few MB, well within the resource limit,
- * that took 37 s when every attribute was compared with the ones before it and each value looked for a
- * `<` up to the tag's end.
+ * many attributes, or many namespace bindings in scope, is no quadratic work. Each narrative here is a
+ * few MB, well within the resource limit, that took half a minute when every attribute was compared with
+ * the ones before it (and each value looked for a `<` up to the tag's end), or every element's prefix was
+ * looked for through every binding in scope.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -41,5 +42,22 @@ describe('narrative check cost', () => {
     const decls = Array.from({ length: 100 }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ');
     const r = await create(`<div xmlns="${XHTML}"><p ${decls} xmlns:p50="urn:y">x</p></div>`);
     expect([r.status, r.body.issue?.[0]?.diagnostics]).toEqual([422, expect.stringContaining('has two xmlns:p50 attributes')]);
+  });
+
+  test('100,000 elements under 100,000 namespace bindings in scope: checked in time', async () => {
+    const levels = 2500;
+    const open = Array.from({ length: levels }, (_, l) => `<span ${Array.from({ length: 40 }, (_, i) => `xmlns:p${l}_${i}="urn:x"`).join(' ')}>`).join('');
+    const r = await create(`<div xmlns="${XHTML}">${open}${'<b>x</b>'.repeat(100_000)}${'</span>'.repeat(levels)}</div>`);
+    expect(r.status).toBe(201);
+    expect(r.ms).toBeLessThan(3000);
+  });
+
+  test('a binding is out of scope once its element closes; an inner one hides an outer one', async () => {
+    const gone = await create(`<div xmlns="${XHTML}"><span xmlns:h="${XHTML}">x</span><h:b>y</h:b></div>`);
+    expect([gone.status, gone.body.issue?.[0]?.diagnostics]).toEqual([422, expect.stringContaining('the prefix h: is not declared')]);
+    const hidden = await create(`<div xmlns="${XHTML}" xmlns:h="${XHTML}"><span xmlns:h="urn:other"><h:b>x</h:b></span></div>`);
+    expect([hidden.status, hidden.body.issue?.[0]?.diagnostics]).toEqual([422, expect.stringContaining('is not in the XHTML namespace')]);
+    const restored = await create(`<div xmlns="${XHTML}" xmlns:h="${XHTML}"><span xmlns:h="urn:other">x</span><h:b>y</h:b></div>`);
+    expect(restored.status).toBe(201);
   });
 });

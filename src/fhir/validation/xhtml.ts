@@ -88,6 +88,8 @@ class Scan {
   private readonly declared: number[] = [];
   /** Namespace bindings in scope as prefix, uri pairs (`''` the default namespace), innermost last. */
   private readonly bindings: string[] = ['xml', XML];
+  /** The same bindings by prefix, each prefix's URIs innermost last: a lookup costs one probe however many are in scope. */
+  private readonly byPrefix = new Map<string, string[]>([['xml', [XML]]]);
   /** The next `&`, `]]>` and `<` (in attribute values) at or after the last place looked (the length when there is none). */
   private amp = -1;
   private cdataEnd = -1;
@@ -267,6 +269,9 @@ class Scan {
           const reserved = prefix === 'xmlns' || (prefix === 'xml') !== (uri === XML);
           if (reserved || prefix.includes(':') || (prefix !== '' && uri === '')) this.fail(at, `${n}="${uri}" is not a namespace declaration XML allows`);
           this.bindings.push(prefix, uri);
+          const uris = this.byPrefix.get(prefix);
+          if (uris === undefined) this.byPrefix.set(prefix, [uri]);
+          else uris.push(uri);
           declared++;
         }
       }
@@ -307,8 +312,8 @@ class Scan {
 
   /** The namespace bound to `prefix` (`''`: the default namespace, or '' when there is none). */
   private namespace(prefix: string, at: number): string {
-    const b = this.bindings;
-    for (let i = b.length - 2; i >= 0; i -= 2) if (b[i] === prefix) return b[i + 1]!;
+    const uris = this.byPrefix.get(prefix);
+    if (uris !== undefined && uris.length > 0) return uris[uris.length - 1]!;
     if (prefix !== '') this.fail(at, `the prefix ${prefix}: is not declared`);
     return '';
   }
@@ -332,7 +337,10 @@ class Scan {
 
   private close(): void {
     this.open.pop();
-    this.bindings.length -= 2 * this.declared.pop()!;
+    const declared = this.declared.pop()!;
+    const b = this.bindings;
+    for (let i = b.length - 2 * declared; i < b.length; i += 2) this.byPrefix.get(b[i]!)!.pop();
+    b.length -= 2 * declared;
   }
 
   /** `<!--...-->` or `<![CDATA[...]]>` inside the root; anything else that starts with `<!` is refused. */

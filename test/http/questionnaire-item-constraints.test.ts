@@ -123,6 +123,23 @@ await eachStore((kind, fresh) => {
       });
     }
 
+    test('maxDecimalPlaces counts the places as written: trailing zeros are precision (R4 decimal), in JSON and XML', async () => {
+      const text = (response: Json, from: string, to: string) => JSON.stringify(response).replace(from, to);
+      const decimal = text(withItem('weight', { linkId: 'weight', ...a({ valueDecimal: 70.2 }) }), '70.2', '70.20');
+      const quantity = text(withItem('height', { linkId: 'height', ...a({ valueQuantity: { value: 170, system: UCUM, code: 'cm' } }) }), '170', '170.0');
+      for (const [body, at, max] of [[decimal, 'QuestionnaireResponse.item[1].answer[0]', 1], [quantity, 'QuestionnaireResponse.item[5].answer[0]', 0]] as const) {
+        const outcome = (await (await api.post('QuestionnaireResponse/$validate', body)).json()) as Json;
+        expect(errorsOf(outcome).map((i) => [i.expression[0], i.details.text])).toEqual([[at, expect.stringContaining(`more than its maxDecimalPlaces of ${max}`)]]);
+        await expectOutcome(await api.post('QuestionnaireResponse', body), 422);
+      }
+      // As written in XML too; a value within the places is accepted.
+      const xml = (value: string) => `<QuestionnaireResponse xmlns="http://hl7.org/fhir"><questionnaire value="${URL}"/><status value="completed"/><item><linkId value="weight"/><answer><valueDecimal value="${value}"/></answer></item></QuestionnaireResponse>`;
+      const xmlOutcome = (await (await api.post('QuestionnaireResponse/$validate', xml('70.20'), { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' })).json()) as Json;
+      expect(errorsOf(xmlOutcome).map((i) => i.details.text)).toContainEqual(expect.stringContaining('more than its maxDecimalPlaces of 1'));
+      const within = (await (await api.post('QuestionnaireResponse/$validate', xml('70.2'), { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' })).json()) as Json;
+      expect(errorsOf(within).map((i) => i.details.text)).not.toContainEqual(expect.stringContaining('maxDecimalPlaces'));
+    });
+
     test('too few answers in an in-progress response is a warning, and the write is accepted', async () => {
       const r = { ...withItem('symptoms', { linkId: 'symptoms', answer: [symptom('cough')] }), status: 'in-progress' };
       expect(issues(await validate(r))).toEqual([expect.objectContaining({ severity: 'warning', code: 'required', expression: ['QuestionnaireResponse.item[10]'] })]);

@@ -80,7 +80,7 @@ export function checkAnswer(q: QItem, answer: Json, path: string, issues: Valida
   if (q.maxLength !== undefined && v.type === 'String' && typeof v.value === 'string' && [...v.value].length > q.maxLength) {
     issues.push({ severity: 'error', code: 'value', expression: path, text: `The answer to the item '${q.linkId}' is longer than its maxLength of ${q.maxLength} characters` });
   }
-  checkConstraints(q.constraints, q.linkId, v, path, issues, regexBudget);
+  checkConstraints(q.constraints, q.linkId, v, path, issues, regexBudget, answer);
   if (q.type !== 'choice' && q.type !== 'open-choice') return;
   const open = q.type === 'open-choice';
   const options = Array.isArray(q.json.answerOption) ? q.json.answerOption.filter(isObject) : [];

@@ -13,6 +13,7 @@
  * response as a warning, and the constraint is left out.
  */
 import { linearRegex, MAX_STEPS, type LinearRegex } from '../../../linear-regex.ts';
+import { literalOf } from '../../exact-json.ts';
 import type { ValidationIssue } from '../validate.ts';
 import { compare, type EnableBudget } from './enable-when.ts';
 
@@ -222,9 +223,12 @@ function unitCoding(c: Json): UnitCoding {
   return out;
 }
 
-/** How many digits follow the decimal point of `n` as JSON writes it (`1.25`: 2, `1e-7`: 7). */
-function decimalPlaces(n: number): number {
-  const [mantissa, exponent] = String(Math.abs(n)).split('e');
+/**
+ * How many digits follow the decimal point of `n` as it was written (`literal`, exact-json.ts: `1.50` has 2,
+ * as R4 holds a decimal's precision significant), else as JSON writes it (`1.25`: 2, `1e-7`: 7).
+ */
+function decimalPlaces(n: number, literal: string | undefined): number {
+  const [mantissa, exponent] = (literal ?? String(Math.abs(n))).toLowerCase().split('e');
   const fraction = mantissa!.split('.')[1]?.length ?? 0;
   return Math.max(0, fraction - Number(exponent ?? 0));
 }
@@ -253,7 +257,7 @@ function base64Bytes(data: string): number {
  * The problems of the answer value `v` (already of a type the item takes; at `path`) against the item's
  * extension constraints `c`, added to `issues` as the module's other answer checks add theirs.
  */
-export function checkConstraints(c: ItemConstraints, linkId: string, v: { type: string; value: unknown }, path: string, issues: ValidationIssue[], budget: RegexBudget): void {
+export function checkConstraints(c: ItemConstraints, linkId: string, v: { type: string; value: unknown }, path: string, issues: ValidationIssue[], budget: RegexBudget, answer?: Json): void {
   const error = (text: string) => issues.push({ severity: 'error', code: 'value', expression: path, text: `The answer to the item '${linkId}' ${text}` });
   for (const [b, sign, word] of [[c.minValue, -1, 'less than its minValue'], [c.maxValue, 1, 'more than its maxValue']] as const) {
     if (b === undefined) continue;
@@ -273,7 +277,8 @@ export function checkConstraints(c: ItemConstraints, linkId: string, v: { type: 
     }
   }
   const number = v.type === 'Decimal' ? v.value : v.type === 'Quantity' ? (v.value as Json).value : undefined;
-  if (c.maxDecimalPlaces !== undefined && typeof number === 'number' && decimalPlaces(number) > c.maxDecimalPlaces) error(`has more than its maxDecimalPlaces of ${c.maxDecimalPlaces} decimal places`);
+  const literal = v.type === 'Decimal' ? literalOf(answer, 'valueDecimal') : v.type === 'Quantity' ? literalOf(v.value, 'value') : undefined;
+  if (c.maxDecimalPlaces !== undefined && typeof number === 'number' && decimalPlaces(number, literal) > c.maxDecimalPlaces) error(`has more than its maxDecimalPlaces of ${c.maxDecimalPlaces} decimal places`);
   if (v.type === 'Quantity' && c.units !== undefined && isObject(v.value) && !unitAllowed(v.value, c.units)) {
     const given = v.value.code ?? v.value.unit;
     const allowed = c.units.map((u) => u.code ?? u.display).join(', ');

@@ -86,6 +86,29 @@ export function matchFacts(p: Json): MatchFacts {
   };
 }
 
+/**
+ * Most values of each field of the Patient asked about that the scoring compares (identifiers, family and
+ * given names, telecoms, postal codes, lines): each candidate is compared with each of them, so a Patient of
+ * 40,000 names and identifiers, scored against a thousand candidates, held a request for over a minute.
+ */
+export const FACTS_PER_FIELD = 50;
+
+/** `f` with at most FACTS_PER_FIELD values of each field, and the fields that had more. */
+export function boundedFacts(f: MatchFacts): { facts: MatchFacts; cut: string[] } {
+  const cut: string[] = [];
+  const bound = <T>(name: string, xs: T[]): T[] => {
+    if (xs.length <= FACTS_PER_FIELD) return xs;
+    cut.push(name);
+    return xs.slice(0, FACTS_PER_FIELD);
+  };
+  const facts: MatchFacts = {
+    ...f,
+    identifiers: bound('identifier', f.identifiers), families: bound('family', f.families), givens: bound('given', f.givens),
+    telecoms: bound('telecom', f.telecoms), postalCodes: bound('postalCode', f.postalCodes), lines: bound('line', f.lines),
+  };
+  return { facts, cut };
+}
+
 /** Whether the facts carry anything a match can be found by (an identifier, a name, a telecom). */
 export function matchable(f: MatchFacts): boolean {
   return f.identifiers.length > 0 || f.families.length > 0 || f.givens.length > 0 || f.telecoms.length > 0;
@@ -116,8 +139,11 @@ export function scoreMatch(q: MatchFacts, c: MatchFacts): MatchScore | undefined
   if (idExact) evidence += WEIGHTS.identifier;
   else if (some(q.identifiers, c.identifiers, (a, b) => a.value === b.value && (a.system === undefined || b.system === undefined))) evidence += WEIGHTS.identifierNoSystem;
   else if (some(q.identifiers, c.identifiers, (a, b) => a.value === b.value)) evidence += WEIGHTS.identifierOtherSystem;
+  // A system both have in which no value is the same: the candidate's systems with a value in common
+  // found first (one pass over its identifiers, so that its own count is not squared).
   const systems = new Set(q.identifiers.map((i) => i.system).filter((s) => s !== undefined));
-  const conflictingSystem = [...systems].some((s) => c.identifiers.some((i) => i.system === s) && !some(q.identifiers, c.identifiers, (a, b) => a.system === s && b.system === s && a.value === b.value));
+  const agreeing = new Set(c.identifiers.filter((b) => b.system !== undefined && q.identifiers.some((a) => a.system === b.system && a.value === b.value)).map((b) => b.system));
+  const conflictingSystem = c.identifiers.some((b) => b.system !== undefined && systems.has(b.system) && !agreeing.has(b.system));
   if (conflictingSystem) { evidence += WEIGHTS.identifierConflict; conflicts.push('identifier'); }
   // Names.
   const family = some(q.families, c.families, (a, b) => a === b);

@@ -21,7 +21,7 @@ import { requireAccess } from './access.ts';
 import type { CapabilityContribution } from './capability.ts';
 import { validationLevel, type FhirDeps, type FhirRequest } from './crud.ts';
 import { parseExact } from './exact-json.ts';
-import { matchable, matchFacts, scoreMatch, type MatchFacts, type MatchScore } from './match-score.ts';
+import { boundedFacts, FACTS_PER_FIELD, matchable, matchFacts, scoreMatch, type MatchFacts, type MatchScore } from './match-score.ts';
 import { issue } from './outcome.ts';
 import { soundex } from './indexer.ts';
 import { asResource } from './resource.ts';
@@ -143,12 +143,15 @@ export function blocks(p: Json): URLSearchParams[] {
  */
 export async function matchPatients(deps: FhirDeps, req: FhirRequest, input: MatchInput): Promise<MatchResult> {
   requireAccess(req.access, 'Patient', 's');
-  const query = matchFacts(input.patient);
+  const { facts: query, cut } = boundedFacts(matchFacts(input.patient));
   if (!matchable(query)) {
     throw new FhirError('invalid', 'The Patient to match has nothing to match by: give an identifier, a name or a telecom', { expression: ['resource'] });
   }
   const candidates = new Map<string, ResourceVersion>();
   const warnings: FhirIssue[] = [];
+  if (cut.length > 0) {
+    warnings.push(issue('warning', 'too-costly', `The Patient to match has more than ${FACTS_PER_FIELD} values of ${cut.join(', ')}: only the first ${FACTS_PER_FIELD} of each were compared`));
+  }
   // BLOCKS_AT_ONCE blocks in flight (PostgreSQL answers them on several connections), so that one call holds few of the pool's.
   const found = await eachAtOnce(blocks(input.patient), BLOCKS_AT_ONCE, (params) => blockRows(deps, req, params));
   for (const { what, rows } of found) {

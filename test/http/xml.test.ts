@@ -96,6 +96,15 @@ await eachStore((kind, fresh) => {
       expect([history.status, history.body.type]).toEqual([200, 'history']);
     });
 
+    test('a valid narrative nested deeply (300 levels) is written as XHTML in an XML answer, not as escaped text', async () => {
+      const div = `<div xmlns="http://www.w3.org/1999/xhtml">${'<b>'.repeat(300)}deep${'</b>'.repeat(300)}</div>`;
+      const created = await call('POST', 'Patient', JSON.stringify({ resourceType: 'Patient', text: { status: 'generated', div } }), { 'Content-Type': 'application/fhir+json', Accept: 'application/fhir+xml' });
+      const text = await created.text();
+      expect(created.status).toBe(201);
+      expect(text).toContain(`<b><b>deep</b></b>`);
+      expect(((parseFhirXml(text) as Json).text as Json).div).toBe(div);
+    });
+
     test('conditional update and a transaction from XML', async () => {
       const update = await call('PUT', 'Patient?identifier=urn:mrn|cond-1', `<Patient ${NS}><identifier><system value="urn:mrn"/><value value="cond-1"/></identifier><active value="true"/></Patient>`, { Accept: 'application/fhir+json' });
       expect(update.status).toBe(201);

@@ -105,6 +105,14 @@ await eachStore((kind, fresh) => {
       expect(((parseFhirXml(text) as Json).text as Json).div).toBe(div);
     });
 
+    test('a string holding U+FFFE or U+FFFF, which XML cannot carry, is refused (422), so every resource stored can be answered in XML', async () => {
+      for (const family of ['a\uFFFEb', 'a\uFFFFb']) {
+        const res = await call('POST', 'Patient', JSON.stringify({ resourceType: 'Patient', name: [{ family }] }), { 'Content-Type': 'application/fhir+json', Accept: 'application/fhir+json' });
+        const body = (await res.json()) as Json;
+        expect([res.status, body.issue[0].expression, body.issue[0].diagnostics]).toEqual([422, ['Patient.name[0].family'], expect.stringContaining('XML')]);
+      }
+    });
+
     test('conditional update and a transaction from XML', async () => {
       const update = await call('PUT', 'Patient?identifier=urn:mrn|cond-1', `<Patient ${NS}><identifier><system value="urn:mrn"/><value value="cond-1"/></identifier><active value="true"/></Patient>`, { Accept: 'application/fhir+json' });
       expect(update.status).toBe(201);

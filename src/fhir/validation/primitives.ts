@@ -101,6 +101,8 @@ const INTEGER_FORMS: Record<string, RegExp> = {
   positiveInt: /^[1-9][0-9]*$/,
 };
 
+const NOT_IN_XML = /[\uFFFE\uFFFF]/;
+
 /**
  * undefined when `v` is a valid JSON value of primitive `type`, or what is wrong with it. `literal`: a
  * number's text as written, when it is not String(v) (src/fhir/exact-json.ts literalOf).
@@ -124,6 +126,8 @@ export function checkPrimitive(type: string, v: unknown, literal?: string): stri
   if (typeof v !== 'string') return `must be a JSON string, not ${describe(v)}`;
   // JSON's `\ud800` escape alone, in a value of any type: no Unicode character, and no UTF-8 text holds it.
   if (!v.isWellFormed()) return 'holds an unpaired surrogate (U+D800 to U+DFFF alone), which is no Unicode character';
+  // Noncharacters XML 1.0 does not allow (section 2.2), not even as references: such a value could not be answered in FHIR XML.
+  if (NOT_IN_XML.test(v)) return 'holds U+FFFE or U+FFFF, which are no Unicode characters and which XML cannot carry (FHIR XML)';
   const rule = STRING_RULES[type];
   if (rule === undefined) return undefined;
   if (type !== 'string' && type !== 'markdown' && type !== 'xhtml') {

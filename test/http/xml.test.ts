@@ -105,6 +105,16 @@ await eachStore((kind, fresh) => {
       expect(((parseFhirXml(text) as Json).text as Json).div).toBe(div);
     });
 
+    test('a narrative whose div declares XHTML by a prefix (<h:div xmlns:h=...>), valid in JSON, is written and read as XML as it is', async () => {
+      const div = '<h:div xmlns:h="http://www.w3.org/1999/xhtml"><h:p>Ann</h:p></h:div>';
+      const created = await call('POST', 'Patient', JSON.stringify({ resourceType: 'Patient', text: { status: 'generated', div } }), { 'Content-Type': 'application/fhir+json', Accept: 'application/fhir+xml' });
+      const text = await created.text();
+      expect([created.status, text]).toEqual([201, expect.stringContaining(`<status value="generated"/>${div}</text>`)]);
+      const back = await call('POST', 'Patient', `<Patient ${NS}><text><status value="generated"/>${div}</text></Patient>`, { Accept: 'application/fhir+json' });
+      expect(back.status).toBe(201);
+      expect(((await back.json()) as Json).text.div).toBe(div);
+    });
+
     test('a string holding U+FFFE or U+FFFF, which XML cannot carry, is refused (422), so every resource stored can be answered in XML', async () => {
       for (const family of ['a\uFFFEb', 'a\uFFFFb']) {
         const res = await call('POST', 'Patient', JSON.stringify({ resourceType: 'Patient', name: [{ family }] }), { 'Content-Type': 'application/fhir+json', Accept: 'application/fhir+json' });

@@ -180,9 +180,13 @@ function primitiveValue(a: XmlAttribute, type: string, path: string): unknown {
   return a.value;
 }
 
-/** The narrative's `div` exactly as written (R4 narrative.html), which must declare the XHTML namespace itself. */
+/**
+ * The narrative's `div` exactly as written (R4 narrative.html), which must declare the XHTML namespace
+ * itself: `<div xmlns=...>`, or by a prefix (`<h:div xmlns:h=...>`, whose declaration the narrative's
+ * validation checks, as it does for the same div in JSON).
+ */
 function narrative(el: XmlElement, text: string, path: string): string {
-  if (el.qname !== 'div' || el.declaresDefault !== XHTML_NS) {
+  if (el.local !== 'div' || (el.qname === 'div' && el.declaresDefault !== XHTML_NS)) {
     refuse(`The narrative at ${path} must be written <div xmlns="${XHTML_NS}">`, path);
   }
   const div = text.slice(el.start, el.end);

@@ -28,7 +28,8 @@ function wellFormedDiv(div: string): boolean {
   try {
     // Any depth the validator lets a narrative have (the reader is iterative): a bound here would write a valid narrative as text.
     const root = parseXml(div, Number.MAX_SAFE_INTEGER);
-    ok = root.local === 'div' && root.ns === XHTML_NS && root.declaresDefault === XHTML_NS;
+    // Read alone, the div's namespace is one it declares itself: by default (`<div xmlns=...>`) or by a prefix (`<h:div xmlns:h=...>`).
+    ok = root.local === 'div' && root.ns === XHTML_NS;
   } catch {
     ok = false;
   }

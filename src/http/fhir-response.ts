@@ -64,7 +64,8 @@ export function checkAccept(accept: string | undefined, format: string | null): 
  * `_format` first (`xml`, `application/fhir+xml`: `application/fhir+xml`; `application/xml`, `text/xml`:
  * that generic type, as the specification says a server SHOULD answer the generic type asked for);
  * else the XML type `Accept` ranks highest when that is above every JSON type it names (at an equal
- * `q`, the one named first; a wildcard names neither); else, with no `Accept` (or only wildcards), the
+ * `q`, the one named first) and not below a wildcard's `q` (which is JSON's then; a wildcard names
+ * neither); else, with no `Accept` (or only wildcards), the
  * request's own body format, so that a client sending FHIR XML gets XML back as HAPI FHIR answers it.
  */
 export function answerXmlType(accept: string | null | undefined, format: string | null, contentType: string | null | undefined): string | undefined {
@@ -79,9 +80,15 @@ export function answerXmlType(accept: string | null | undefined, format: string 
   let json = 0;
   let named = false;
   let xmlFirst = false;
+  let wildcard = 0;
   for (const part of (accept ?? '').split(',')) {
     const { type, params } = mediaRange(part);
     const isXml = XML_TYPES.includes(type);
+    if (type === '*/*' || type === 'application/*') {
+      const q = Number(params.get('q') ?? '1');
+      if (q > 0 && isR4Version(params)) wildcard = Math.max(wildcard, q);
+      continue;
+    }
     if (!isXml && !JSON_TYPES.includes(type)) continue;
     named = true;
     const q = Number(params.get('q') ?? '1');
@@ -90,7 +97,8 @@ export function answerXmlType(accept: string | null | undefined, format: string 
     if (isXml && q > xml) [xml, xmlType] = [q, type === 'application/xml+fhir' ? 'application/fhir+xml' : type];
     else if (!isXml) json = Math.max(json, q);
   }
-  if (named) return xml > json || (xml === json && xml > 0 && xmlFirst) ? xmlType : undefined;
+  // A wildcard ranked above every XML type named (`application/fhir+xml;q=0.1, */*`) takes JSON, Cinder's default (RFC 9110 12.5.1).
+  if (named) return (xml > json || (xml === json && xml > 0 && xmlFirst)) && xml >= wildcard ? xmlType : undefined;
   return XML_TYPES.includes((contentType ?? '').split(';')[0]!.trim().toLowerCase()) ? 'application/fhir+xml' : undefined;
 }
 

@@ -72,6 +72,11 @@ await eachStore((kind, fresh) => {
         ['application/fhir+xml;q=0, application/json', 'application/json'],
         ['*/*', 'application/fhir+json'],
         ['application/xml+fhir', 'application/fhir+xml'],
+        // A wildcard above every XML type named is JSON's (RFC 9110 12.5.1); a browser's Accept still ranks XML first.
+        ['application/fhir+xml;q=0.1, */*', 'application/fhir+json'],
+        ['application/xml;q=0.5, application/*;q=0.8', 'application/fhir+json'],
+        ['*/*;q=0.5, application/fhir+xml', 'application/fhir+xml'],
+        ['text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8', 'application/xml'],
       ];
       for (const [accept, type] of cases) {
         const res = await call('GET', `Basic/${id}`, undefined, { Accept: accept });

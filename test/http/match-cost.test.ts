@@ -2,7 +2,7 @@
  * `Patient/$match` of a Patient of many values (src/fhir/match-score.ts FACTS_PER_FIELD): each candidate
  * is compared with the first 50 values of each field, a warning saying what was left out, so that 40,000
  * names and identifiers against 100 candidates are no 3 s of scoring (no minute against thousands); on
- * both databases.
+ * both databases. What the request costs is measured by bench/hostile-input.ts (docs/PERFORMANCE.md).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -26,20 +26,16 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
-    test('40,000 names and identifiers: the first 50 of each compared, a warning, in time', async () => {
+    test('40,000 names and identifiers: the first 50 of each compared, a warning', async () => {
       const n = 40_000;
       const patient = {
         resourceType: 'Patient', birthDate: '1970-01-01',
         name: Array.from({ length: n }, (_, i) => ({ family: i === 0 ? 'Lee' : `Fam${i}`, given: [i === 0 ? 'Ann' : `G${i}`] })),
         identifier: Array.from({ length: n }, (_, i) => ({ system: `urn:s${i}`, value: `v${i}` })),
       };
-      const started = performance.now();
       const res = await api.post('Patient/$match', { resourceType: 'Parameters', parameter: [{ name: 'resource', resource: patient }, { name: 'count', valueInteger: 100 }] });
-      // Blocking work: a test's timeout cannot interrupt it, so the time is checked instead.
-      const ms = performance.now() - started;
       const bundle = (await res.json()) as Json;
       expect(res.status).toBe(200);
-      expect(ms).toBeLessThan(1500);
       const warnings = bundle.entry.filter((e: Json) => e.search.mode === 'outcome').flatMap((e: Json) => e.resource.issue);
       expect(warnings).toContainEqual(expect.objectContaining({ severity: 'warning', code: 'too-costly', diagnostics: expect.stringContaining('more than 50 values of identifier, family, given') }));
       // Family name and birth date agree with every candidate; their identifiers' systems conflict.

@@ -3,7 +3,8 @@
  * many attributes, or many namespace bindings in scope, is no quadratic work. Each narrative here is a
  * few MB, well within the resource limit, that took half a minute when every attribute was compared with
  * the ones before it (and each value looked for a `<` up to the tag's end), or every element's prefix was
- * looked for through every binding in scope.
+ * looked for through every binding in scope. These check the answers; what the requests cost is measured
+ * by bench/hostile-input.ts (docs/PERFORMANCE.md).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -13,16 +14,14 @@ const XHTML = 'http://www.w3.org/1999/xhtml';
 describe('narrative check cost', () => {
   let t: TestApp;
   let token: string;
-  /** Creates a Patient with this narrative; the status, and the time the request took. */
+  /** Creates a Patient with this narrative; the status and the answer. */
   const create = async (div: string) => {
-    const started = performance.now();
     const res = await t.request(`${t.fhir()}/Patient`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' },
       body: JSON.stringify({ resourceType: 'Patient', text: { status: 'generated', div } }),
     });
-    // Blocking work: a test's timeout cannot interrupt it, so the time is checked instead.
-    return { status: res.status, ms: performance.now() - started, body: (await res.json()) as { issue?: { diagnostics: string }[] } };
+    return { status: res.status, body: (await res.json()) as { issue?: { diagnostics: string }[] } };
   };
 
   beforeAll(async () => {
@@ -31,11 +30,10 @@ describe('narrative check cost', () => {
   });
   afterAll(() => t.close());
 
-  test('a start tag of 100,000 namespace declarations: checked in time', async () => {
+  test('a start tag of 100,000 namespace declarations: accepted', async () => {
     const decls = Array.from({ length: 100_000 }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ');
     const r = await create(`<div xmlns="${XHTML}"><p ${decls}>x</p></div>`);
     expect(r.status).toBe(201);
-    expect(r.ms).toBeLessThan(3000);
   });
 
   test('an attribute given twice among many is still refused', async () => {
@@ -44,12 +42,11 @@ describe('narrative check cost', () => {
     expect([r.status, r.body.issue?.[0]?.diagnostics]).toEqual([422, expect.stringContaining('has two xmlns:p50 attributes')]);
   });
 
-  test('100,000 elements under 100,000 namespace bindings in scope: checked in time', async () => {
+  test('100,000 elements under 100,000 namespace bindings in scope: accepted', async () => {
     const levels = 2500;
     const open = Array.from({ length: levels }, (_, l) => `<span ${Array.from({ length: 40 }, (_, i) => `xmlns:p${l}_${i}="urn:x"`).join(' ')}>`).join('');
     const r = await create(`<div xmlns="${XHTML}">${open}${'<b>x</b>'.repeat(100_000)}${'</span>'.repeat(levels)}</div>`);
     expect(r.status).toBe(201);
-    expect(r.ms).toBeLessThan(3000);
   });
 
   test('a binding is out of scope once its element closes; an inner one hides an outer one', async () => {

@@ -3,6 +3,7 @@
  * on one element, or many namespace declarations in scope, are no quadratic work. Each body here is a few
  * MB, well within the resource limit, that took seconds (minutes at the limit) when every attribute was
  * compared with the ones before it, or every element declaring a namespace copied all those in scope.
+ * These check the answers; what the requests cost is measured by bench/hostile-input.ts (docs/PERFORMANCE.md).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
@@ -21,12 +22,9 @@ describe('XML body cost', () => {
   });
   afterAll(() => t.close());
 
-  test('100,000 attributes on one element: a 400 naming the first one not allowed, in time', async () => {
+  test('100,000 attributes on one element: a 400 naming the first one not allowed', async () => {
     const attrs = Array.from({ length: 100_000 }, (_, i) => `a${i}=""`).join(' ');
-    const started = performance.now();
     const res = await post(`<Patient ${NS}><gender ${attrs} value="male"/></Patient>`);
-    // Blocking work: the test's own timeout cannot interrupt it, so the time is checked here (about 17 s before).
-    expect(performance.now() - started).toBeLessThan(3000);
     const body = (await res.json()) as { issue: { diagnostics: string; expression: string[] }[] };
     expect([res.status, body.issue[0]!.diagnostics, body.issue[0]!.expression]).toEqual([400, "Attribute 'a0' is not allowed on Patient.gender", ['Patient.gender']]);
   });
@@ -38,13 +36,11 @@ describe('XML body cost', () => {
     expect([res.status, body.issue[0]!.diagnostics]).toEqual([400, expect.stringContaining("Attribute 'a500' is given twice")]);
   });
 
-  test('30,000 namespace declarations in scope and 30,000 elements declaring one more: read in time', async () => {
+  test('30,000 namespace declarations in scope and 30,000 elements declaring one more: read', async () => {
     const n = 30_000;
     const decls = Array.from({ length: n }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ');
     const given = `<given xmlns:q="urn:y" value="A"/>`.repeat(n);
-    const started = performance.now();
     const res = await post(`<Patient ${NS} ${decls}><name><family value="Lee"/>${given}</name></Patient>`);
-    expect(performance.now() - started).toBeLessThan(3000);
     expect(res.status).toBe(201);
     const created = (await res.json()) as { name: { given: string[] }[] };
     expect(created.name[0]!.given.length).toBe(n);

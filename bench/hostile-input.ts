@@ -1,0 +1,81 @@
+/**
+ * What crafted request bodies cost: inputs whose size is ordinary but whose shape made earlier code do
+ * quadratic work (the cases of test/http/xml-cost.test.ts, narrative-cost.test.ts and match-cost.test.ts,
+ * which check the answers; the time is measured here, since timing belongs in benchmarks).
+ *
+ *   bun bench/hostile-input.ts [--rounds N]
+ *
+ * One in-process app (test/helpers/app.ts) on a fresh SQLite file; each request sent N times (default 3)
+ * through `app.request()`, the whole answer read; prints each case's status and median ms. The work is
+ * synchronous, so a case that regresses to quadratic shows as seconds or minutes here.
+ */
+import { parseArgs } from 'node:util';
+import { createTestApp, fhirInit } from '../test/helpers/app.ts';
+
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' } } });
+const ROUNDS = Number(values.rounds);
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+const t = await createTestApp();
+const token = await t.token();
+const base = t.fhir();
+const NS = 'xmlns="http://hl7.org/fhir"';
+const XHTML = 'http://www.w3.org/1999/xhtml';
+
+const xml = (body: string) => () =>
+  t.request(`${base}/Patient`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' }, body });
+const narrative = (div: string) => () => t.request(`${base}/Patient`, fhirInit(token, 'POST', { resourceType: 'Patient', text: { status: 'generated', div } }));
+
+// 100 candidates for $match, each with 20 identifiers.
+const candidates = Array.from({ length: 100 }, (_, n) => ({
+  resource: { resourceType: 'Patient', name: [{ family: 'Lee', given: ['Ann'] }], birthDate: '1970-01-01', identifier: Array.from({ length: 20 }, (_, i) => ({ system: `urn:s${i}`, value: `w${n}-${i}` })) },
+  request: { method: 'POST', url: 'Patient' },
+}));
+if ((await t.request(base, fhirInit(token, 'POST', { resourceType: 'Bundle', type: 'batch', entry: candidates }))).status !== 200) throw new Error('load failed');
+const many = 40_000;
+const matchInput = {
+  resourceType: 'Parameters',
+  parameter: [
+    {
+      name: 'resource',
+      resource: {
+        resourceType: 'Patient', birthDate: '1970-01-01',
+        name: Array.from({ length: many }, (_, i) => ({ family: i === 0 ? 'Lee' : `Fam${i}`, given: [i === 0 ? 'Ann' : `G${i}`] })),
+        identifier: Array.from({ length: many }, (_, i) => ({ system: `urn:s${i}`, value: `v${i}` })),
+      },
+    },
+    { name: 'count', valueInteger: 100 },
+  ],
+};
+
+const levels = 2500;
+const cases: [string, () => Response | Promise<Response>][] = [
+  ['XML: 100,000 attributes on one element', xml(`<Patient ${NS}><gender ${Array.from({ length: 100_000 }, (_, i) => `a${i}=""`).join(' ')} value="male"/></Patient>`)],
+  [
+    'XML: 30,000 namespaces in scope, 30,000 elements declaring one more',
+    xml(`<Patient ${NS} ${Array.from({ length: 30_000 }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ')}><name><family value="Lee"/>${'<given xmlns:q="urn:y" value="A"/>'.repeat(30_000)}</name></Patient>`),
+  ],
+  ['narrative: a start tag of 100,000 namespace declarations', narrative(`<div xmlns="${XHTML}"><p ${Array.from({ length: 100_000 }, (_, i) => `xmlns:p${i}="urn:x"`).join(' ')}>x</p></div>`)],
+  [
+    'narrative: 100,000 elements under 100,000 bindings',
+    narrative(`<div xmlns="${XHTML}">${Array.from({ length: levels }, (_, l) => `<span ${Array.from({ length: 40 }, (_, i) => `xmlns:p${l}_${i}="urn:x"`).join(' ')}>`).join('')}${'<b>x</b>'.repeat(100_000)}${'</span>'.repeat(levels)}</div>`),
+  ],
+  ['Patient/$match: 40,000 names and identifiers against 100 candidates', () => t.request(`${base}/Patient/$match`, fhirInit(token, 'POST', matchInput))],
+];
+
+for (const [name, send] of cases) {
+  const times: number[] = [];
+  let status = 0;
+  for (let r = 0; r < ROUNDS; r++) {
+    const started = performance.now();
+    const res = await send();
+    await res.arrayBuffer();
+    times.push(performance.now() - started);
+    status = res.status;
+  }
+  console.log(`${name}: ${status}, median ${median(times).toFixed(0)} ms (${ROUNDS} rounds)`);
+}
+await t.close();

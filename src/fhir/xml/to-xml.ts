@@ -18,8 +18,13 @@ function attr(value: string): string {
 
 const TEXT_ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;' };
 
-/** A narrative `div` checked once as well-formed XHTML by `text`; none is written that is not. */
+/**
+ * Narrative `div`s checked as well-formed XHTML, by text, so that the generated narratives a Bundle repeats
+ * are checked once; none is written that is not. Only short ones are kept (the map holds its keys: 1,000
+ * narratives of megabytes would hold gigabytes); a long one is checked each time, in linear time.
+ */
 const checkedDivs = new Map<string, boolean>();
+const MAX_CACHED_DIV = 4096;
 
 /** Whether `div` is one well-formed XHTML `div` (the validator's rule; a resource stored with validation off may break it). */
 function wellFormedDiv(div: string): boolean {
@@ -33,6 +38,7 @@ function wellFormedDiv(div: string): boolean {
   } catch {
     ok = false;
   }
+  if (div.length > MAX_CACHED_DIV) return ok;
   if (checkedDivs.size > 1000) checkedDivs.clear();
   checkedDivs.set(div, ok);
   return ok;

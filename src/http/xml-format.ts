@@ -22,7 +22,7 @@ export function xmlAnswers(): MiddlewareHandler<AppEnv> {
     const url = c.req.url;
     const format = url.includes('_format=') ? (new URL(url).searchParams.get('_format') ?? null) : null;
     const type = answerXmlType(c.req.header('accept'), format, c.req.header('content-type'));
-    if (type === undefined || url.includes('/$graphql')) return;
+    if (type === undefined || new URL(url).pathname.endsWith('/$graphql')) return;
     const headers = new Headers(res.headers);
     headers.set('Content-Type', `${type}; charset=utf-8`);
     headers.delete('Content-Length');

@@ -29,6 +29,12 @@ await eachStore((kind, fresh) => {
     });
     afterAll(() => t.close());
 
+    test('a search whose parameters hold the text /$graphql is answered in XML as any other', async () => {
+      const res = await call('GET', 'Patient?name=/$graphql&_format=xml');
+      expect([res.status, res.headers.get('content-type')]).toEqual([200, XML]);
+      expect((parseFhirXml(await res.text()) as Json).resourceType).toBe('Bundle');
+    });
+
     test('create from XML answers XML (the body\'s format, no Accept); read by Accept and _format; the stored JSON is the same content', async () => {
       const body = `<?xml version="1.0" encoding="UTF-8"?>
 <Patient ${NS}>

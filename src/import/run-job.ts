@@ -154,6 +154,15 @@ export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise
     await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), err.message, job.progress);
     return 'failed';
   }
+  // Each claim counts an attempt; a stop hands it back and an error this code catches is retried or fails
+  // below. A claim past `maxAttempts` therefore follows attempts that ended their process (a crash, a kill,
+  // a lease lost): a job that keeps doing that is not tried again.
+  if (job.attempts > deps.maxAttempts) {
+    const reason = `The import's process ended ${job.attempts - 1} times while running it (a crash, a kill, or a lost lease); it is not tried again`;
+    deps.log.error('import job given up', { job: job.id, attempts: job.attempts });
+    await deps.store.imports.fail(job.id, deps.owner, deps.clock.now(), reason, job.progress);
+    return 'failed';
+  }
   let current: InputResult | undefined;
   const snapshot = (): ImportProgress => (current ? { done: progress.done, current: { imported: current.imported, failed: current.failed } } : { done: progress.done });
   const lease = holdLease(deps, job, snapshot);
@@ -176,7 +185,7 @@ export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise
   } catch (err) {
     const why = lease.interrupted() ?? (err instanceof Interrupted ? err : undefined);
     if (why) {
-      if (why.outcome === 'released') await deps.store.imports.release(job.id, deps.owner, deps.clock.now());
+      if (why.outcome === 'released') await deps.store.imports.release(job.id, deps.owner, deps.clock.now(), true);
       deps.log.info('import job interrupted', { job: job.id, outcome: why.outcome, input: progress.done.length });
       return why.outcome;
     }

@@ -248,6 +248,29 @@ await eachStore((kind, fresh) => {
       expect((await t.store.imports.get('t1', claimed!.id))!.attempts).toBe(2);
     });
 
+    test('a job whose process ended while running it three times fails with the reason, not tried a fourth time; a stop hands the attempt back', async () => {
+      const url = await accepted(params([['Patient', files.url('/patients.ndjson')]]));
+      const id = jobId(url);
+      for (let i = 0; i < 3; i++) {
+        expect((await t.store.imports.claim(`dead-${i}`, t.clock.now(), 2000))!.id).toBe(id);
+        t.clock.advance(5000);
+      }
+      expect(await t.app.imports.runOnce()).toBe(1);
+      const job = (await t.store.imports.get('t1', id))!;
+      expect([job.state, job.attempts]).toEqual(['failed', 4]);
+      expect(job.error).toContain('ended 3 times');
+      // Handed back as its process stops (a restart, not the job's fault): the attempt is not counted.
+      files.rearm();
+      const again = jobId(await accepted(params([['Patient', files.url('/slow.ndjson')]])));
+      t.app.imports.start();
+      for (let i = 0; i < 100 && (await t.store.imports.get('t1', again))?.state !== 'in-progress'; i++) await Bun.sleep(50);
+      const stopped = t.app.imports.stop();
+      files.release();
+      await stopped;
+      expect((await t.store.imports.get('t1', again))!).toMatchObject({ state: 'accepted', attempts: 0 });
+      await t.app.imports.runOnce();
+    });
+
     test('the token must create and update every type it imports, without a patient in context', async () => {
       const body = params([['Patient', files.url('/patients.ndjson')], ['Observation', files.url('/observations.ndjson')]]);
       for (const scopes of [['system/Patient.cu', 'system/Observation.r'], ['system/*.c'], ['system/*.read']]) {

@@ -44,8 +44,11 @@ export interface ImportJobRepo {
   complete(id: string, owner: string, now: number, progress: string): Promise<boolean>;
   /** in-progress -> failed (under `owner`). */
   fail(id: string, owner: string, now: number, error: string, progress: string): Promise<boolean>;
-  /** Gives an in-progress job back (accepted, no lease) so that any process resumes it at once. */
-  release(id: string, owner: string, now: number): Promise<void>;
+  /**
+   * Gives an in-progress job back (accepted, no lease) so that any process resumes it at once; `refund`
+   * takes back the claim's attempt (the process stopped: nothing went wrong with the job).
+   */
+  release(id: string, owner: string, now: number, refund?: boolean): Promise<void>;
   /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ImportJobState | null>;
   /** Deletes jobs that ended (completed, failed, cancelled and not leased) before `before`; returns how many. */

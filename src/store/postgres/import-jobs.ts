@@ -54,8 +54,9 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
-    async release(id, owner, now) {
-      await sql`UPDATE import_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ${now} WHERE ${inProgressBy(id, owner)}`;
+    async release(id, owner, now, refund = false) {
+      await sql`UPDATE import_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, attempts = GREATEST(0, attempts - ${refund ? 1 : 0}), updated_at = ${now}
+        WHERE ${inProgressBy(id, owner)}`;
     },
     async cancel(tenant, id, now) {
       const [r] = await sql<{ state: ImportJobState }[]>`

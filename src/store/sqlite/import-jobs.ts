@@ -64,8 +64,8 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
         ),
       );
     },
-    async release(id, owner, now) {
-      await w(() => changed(`UPDATE import_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE ${IN_PROGRESS_BY}`, now, id, owner));
+    async release(id, owner, now, refund = false) {
+      await w(() => changed(`UPDATE import_jobs SET state = 'accepted', lease_owner = NULL, lease_until = NULL, attempts = MAX(0, attempts - ?), updated_at = ? WHERE ${IN_PROGRESS_BY}`, refund ? 1 : 0, now, id, owner));
     },
     cancel(tenant, id, now) {
       return w(() => {

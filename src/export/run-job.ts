@@ -75,7 +75,8 @@ async function runSteps(deps: RunDeps, job: ExportJob, control: JobControl): Pro
 
 async function interrupted(deps: RunDeps, job: ExportJob, err: JobInterrupted): Promise<RunOutcome> {
   if (err.reason === 'cancelled') await deps.sink.removePrefix(jobPrefix(job));
-  if (err.reason === 'stopped') await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now());
+  // A stop (a restart, a deployment) is not the job's fault: its attempt is handed back too.
+  if (err.reason === 'stopped') await deps.store.exports.jobs.release(job.id, deps.owner, deps.clock.now(), { refundAttempt: true });
   return err.reason;
 }
 
@@ -107,6 +108,16 @@ async function pauseForOutage(deps: RunDeps, job: ExportJob, log: RunDeps['log']
  * `maxAttempts`, then the job fails with the reason.
  */
 export async function runJob(deps: RunDeps, job: ExportJob): Promise<RunOutcome> {
+  // Each claim counts an attempt; a stop or an outage hands it back and an error caught below is retried or
+  // fails the job. A claim past `maxAttempts` therefore follows attempts that ended their process (a crash,
+  // a kill, a lost lease): a job that keeps doing that is not tried again.
+  if (job.attempts > deps.maxAttempts) {
+    const now = deps.clock.now();
+    const reason = `The export's process ended ${job.attempts - 1} times while running it (a crash, a kill, or a lost lease); it is not tried again`;
+    deps.log.error('export job given up', { job: job.id, attempts: job.attempts });
+    await deps.store.exports.jobs.fail(job.id, deps.owner, now, reason, now + deps.fileTtlMs);
+    return 'failed';
+  }
   const control = new JobControl(deps.store, deps.clock, job, deps.owner, deps.leaseMs, deps.signal);
   control.start();
   const log = deps.log.child({ job: job.id, tenant: job.tenant, attempt: job.attempts });

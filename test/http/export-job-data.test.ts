@@ -72,6 +72,27 @@ await eachStore((kind, fresh) => {
       }
     });
 
+    test('a job whose process ended while running it three times fails with the reason instead of being claimed again for ever', async () => {
+      const t = await createTestApp({ store: await fresh() });
+      try {
+        await seed(t);
+        const token = await t.token();
+        const status = await kickOff(t, token, '/$export?_type=Patient');
+        const leaseMs = t.config.exportLeaseSeconds * 1000;
+        for (let i = 0; i < 3; i++) {
+          expect(await t.store.exports.jobs.claim(`dead-${i}`, t.clock.now(), leaseMs)).not.toBeNull();
+          t.clock.advance(leaseMs + 1000);
+        }
+        expect(await runExports(t)).toEqual(['failed']);
+        const res = await t.request(status, fhirInit(token));
+        expect(res.status).toBe(500);
+        const outcome = (await res.json()) as { issue: { details: { text: string } }[] };
+        expect(outcome.issue[0]!.details.text).toContain('ended 3 times');
+      } finally {
+        await t.close();
+      }
+    });
+
     test('a running job whose data cannot be read: its status says so instead of failing obscurely', async () => {
       const t = await createTestApp({ store: await fresh() });
       try {

@@ -6,8 +6,6 @@ import type { RevocationCheck, VerifiedToken } from './tokens.ts';
 
 /** How often a process reads revocations recorded by other processes. */
 export const REVOCATION_POLL_MS = 5_000;
-/** Overlap of each poll with the previous one, covering clock skew between processes. */
-const POLL_OVERLAP_MS = 60_000;
 
 /**
  * How long a process may hold a client's record (its client cache, src/auth/client-cache.ts) before it issues a
@@ -40,11 +38,16 @@ export interface RevocationList extends RevocationCheck {
  * database read per request. A revocation made in this process applies at once; one made by another
  * process (or by the `cinder` command line) applies here within REVOCATION_POLL_MS (one read per interval,
  * shared by concurrent requests). A client or user revocation refuses every access token issued to them on a
- * record read before it (revocationQuery).
+ * record read before it (revocationQuery). The poll asks for what the database recorded after what it last read,
+ * by the database's numbering (OAuthRepo.revokedSince), so the clock of the process that recorded a revocation
+ * cannot hide it; what `add` remembers is the revocation as the store recorded it (its time by the database's
+ * clock on PostgreSQL).
  */
 export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCATION_POLL_MS): RevocationList {
   const revoked = new Map<string, Revocation>();
   let lastPoll = Number.NEGATIVE_INFINITY;
+  /** The number of the last revocation read (OAuthRepo.revokedSince): the database's order, not any clock's. */
+  let lastSeq = -1;
   let polling: Promise<void> | null = null;
 
   const key = (kind: Revocation['kind'], value: string) => `${kind}:${value}`;
@@ -76,8 +79,9 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
 
   async function poll(): Promise<void> {
     const now = clock.now();
-    const since = Number.isFinite(lastPoll) ? lastPoll - POLL_OVERLAP_MS : 0;
-    for (const r of await store.oauth.revokedSince(since, now)) remember(r);
+    const { revocations, last } = await store.oauth.revokedSince(lastSeq, now);
+    for (const r of revocations) remember(r);
+    lastSeq = last;
     for (const [k, r] of revoked) if (r.expiresAt <= now) revoked.delete(k);
     lastPoll = now;
   }
@@ -89,8 +93,7 @@ export function createRevocationList(store: Store, clock: Clock, pollMs = REVOCA
       return polling.then(() => listed(token));
     },
     async add(r) {
-      await store.oauth.revoke(r);
-      remember(r);
+      remember(await store.oauth.revoke(r));
     },
   };
 }

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { ASSERTION_TYPE } from '../../src/auth/client-assertion.ts';
 import { createClient } from '../../src/auth/admin.ts';
+import { disableClient } from '../../src/auth/client-lifecycle.ts';
 import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { craftToken, expectOutcome, fhirClient, type Json } from '../helpers/fhir.ts';
@@ -554,6 +555,27 @@ for (const target of targets) {
       for (let i = 0; i < 20 && (await notified()) > 0; i++) await t.app.subscriptions.runOnce();
       expect(await notified()).toBe(0);
       expect(t.app.subscriptions.counts.dropped - dropped).toBe(2);
+    });
+
+    test('a client disabled from a machine whose clock is 5 minutes behind: the servers still see it, and refuse its tokens', async () => {
+      const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes: ['system/*.read'], accessTokenTtl: 3600 });
+      const c = { id: client.clientId, secret: clientSecret! };
+      setSystemTime(new Date(Date.now() - 10 * 60_000)); // the servers' clock ten minutes back, to issue a token then
+      const early = (await tokenOf(await clientCredentials(c))).access_token;
+      setSystemTime(); // the servers' clock on time, as the database's is (the client cache's record is 10 minutes old)
+      const recent = (await tokenOf(await clientCredentials(c))).access_token;
+      for (const token of [early, recent]) expect((await read(token)).status).toBe(200); // the app has polled
+      const behind = { now: () => Date.now() - 5 * 60_000 };
+      await disableClient(t.store, behind, c.id); // another machine's `cinder client disable`
+      later();
+      expect((await read(early)).status).toBe(401);
+      expect(await introspect(early)).toBe(false);
+      // PostgreSQL records the disable by its own clock. SQLite has none: every process on the file runs on one
+      // machine, with one clock, so a command line behind the server cannot happen there.
+      if (target.kind === 'postgres') {
+        expect((await read(recent)).status).toBe(401);
+        expect(await introspect(recent)).toBe(false);
+      }
     });
   });
 }

@@ -1,7 +1,11 @@
 import { afterAll, describe, expect, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
+import { disableClient } from '../../src/auth/client-lifecycle.ts';
 import { createRevocationList } from '../../src/auth/revocation.ts';
 import { createTokenVerifier, signAccessToken } from '../../src/auth/tokens.ts';
-import { createTestApp } from '../helpers/app.ts';
+import type { Clock } from '../../src/clock.ts';
+import { createTestApp, testClock } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
 import { craftToken } from '../helpers/fhir.ts';
 
 const t = await createTestApp();
@@ -119,5 +123,40 @@ describe('client and user revocations: tokens issued on records read before them
     expect(await refused(verify, before)).toBe(true);
     expect(await refused(verify, after)).toBe(false);
     expect(await refused(verify, noGrant)).toBe(false);
+  });
+});
+
+await eachStore((kind, fresh) => {
+  describe(`revocations recorded by a command line whose clock is behind, on ${kind}`, () => {
+    const SKEW_MS = 5 * 60_000;
+
+    test("a client disabled from a machine 5 minutes behind is still seen by a server's poll, and refuses the token", async () => {
+      const store = await fresh();
+      const app = await createTestApp({ store, clock: testClock(Date.now()) });
+      try {
+        const revocations = createRevocationList(app.store, app.clock, 5_000);
+        const verify = createTokenVerifier(app.keys, app.clock, app.config.baseUrl, revocations);
+        const refused = (token: string) => Promise.resolve().then(() => verify(token)).then(() => false, (err) => String(err).includes('revoked'));
+        const { client } = await createClient(app.store, app.clock, { tenant: 't1', scopes: ['system/*.read'] });
+        const sign = (crt: number) =>
+          signAccessToken(app.keys, app.clock, app.config.baseUrl, { sub: client.clientId, aud: app.fhir(), client_id: client.clientId, scope: 'system/*.read', tenant: 't1', crt }, 600).then((r) => r.token);
+        const early = await sign(app.clock.now() - 2 * SKEW_MS); // on a record read well before the disable
+        const recent = await sign(app.clock.now() - 1_000); // on a record read a second before it
+        expect(await refused(early)).toBe(false); // the server has polled
+        app.clock.advance(5_000);
+        expect(await refused(recent)).toBe(false);
+
+        const behind: Clock = { now: () => app.clock.now() - SKEW_MS };
+        await disableClient(app.store, behind, client.clientId);
+        app.clock.advance(5_000); // the next poll
+        expect(await refused(early)).toBe(true);
+        // PostgreSQL records the time by its own clock. SQLite has none of its own: every process on the file runs
+        // on one machine and reads one clock, so a command line 5 minutes behind the server cannot happen there.
+        if (kind === 'postgres') expect(await refused(recent)).toBe(true);
+        expect(await app.store.oauth.isRevoked({ client: { id: client.clientId, readAt: app.clock.now() - 2 * SKEW_MS } })).toBe(true);
+      } finally {
+        await app.close();
+      }
+    });
   });
 });

@@ -121,13 +121,21 @@ export interface OAuthRepo {
   getRefreshToken(tokenHash: string): Promise<RefreshToken | null>;
   /**
    * Records a revocation; for a grant also marks its refresh tokens revoked, and for a `client` or `user` every
-   * refresh token of theirs not yet revoked, in one transaction. Idempotent.
+   * refresh token of theirs not yet revoked, in one transaction. Idempotent. Returns the revocation as recorded:
+   * on PostgreSQL `revokedAt` is never earlier than the database's clock (clock_timestamp()), whatever the clock of
+   * the process recording it, and `expiresAt` moves with it; SQLite has no clock of its own (every process on the
+   * file runs on one machine), so there it is as given.
    */
-  revoke(revocation: Revocation): Promise<void>;
+  revoke(revocation: Revocation): Promise<Revocation>;
   /** Whether any revocation recorded applies to the token `query` describes (what it leaves out is not asked). */
   isRevoked(query: RevocationQuery): Promise<boolean>;
-  /** Revocations recorded at or after `since` that have not expired at `now`. */
-  revokedSince(since: number, now: number): Promise<Revocation[]>;
+  /**
+   * Revocations recorded (or recorded again) after the one numbered `after` in the order the database recorded
+   * them, unexpired at `now`, and the number to ask after next time (`after` when there are none). The numbers
+   * come from the database (a sequence), never from a process's clock, so a poll misses nothing whatever the
+   * clock of the process that recorded them; -1 asks for every unexpired revocation.
+   */
+  revokedSince(after: number, now: number): Promise<{ revocations: Revocation[]; last: number }>;
   /**
    * Records a client assertion's `jti` until `expiresAt`; false when the same client already used it
    * and it has not expired (RFC 7523 3, SMART Backend Services replay protection).

@@ -590,4 +590,16 @@ CREATE INDEX refresh_tokens_client ON refresh_tokens (client_id);
 CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id);
 `,
   },
+  {
+    version: 35,
+    name: 'revocation_sequence',
+    sql: `
+-- Revocations numbered in the order they are recorded (src/auth/revocation.ts polls by the number, not by
+-- revoked_at, which comes from a process's clock); src/store/postgres/oauth.ts takes them one at a time so that
+-- the order is the order they commit in. Existing rows are numbered as the column is added.
+CREATE SEQUENCE revocations_seq;
+ALTER TABLE revocations ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('revocations_seq');
+CREATE INDEX revocations_by_seq ON revocations (seq);
+`,
+  },
 ];

@@ -1,12 +1,12 @@
 import { PRINCIPAL_REVOCATIONS, type CounterRepo, type OAuthRepo, type Revocation } from '../types.ts';
 import { REFRESH_COLUMN } from '../rows/oauth.ts';
-import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 import type { Pg } from './db.ts';
 import { transaction } from './transaction.ts';
 
 /**
- * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2, 22, 23 and 27). Code
+ * Codes, refresh tokens, revocations and client-assertion jtis on Postgres (migrations 2, 22, 23, 27 and revocation_sequence). Code
  * redemption is one conditional UPDATE: under READ COMMITTED a concurrent redeemer waits for the
  * winner's commit, re-checks `consumed_at IS NULL` and updates nothing.
  */
@@ -32,13 +32,22 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
       const [r] = await sql<RefreshRow[]>`SELECT * FROM refresh_tokens WHERE token_hash = ${tokenHash}`;
       return r ? toRefresh(r) : null;
     },
-    async revoke(r: Revocation) {
-      await transaction(sql, async (tx) => {
+    async revoke(given: Revocation) {
+      return transaction(sql, async (tx) => {
+        // One revocation at a time (the lock conflicts with itself, not with readers), so the sequence's order is
+        // the order they commit in and a poll that has read number n will never later find a smaller one.
+        await tx`LOCK TABLE revocations IN SHARE ROW EXCLUSIVE MODE`;
+        // Never earlier than the database's clock: the recording process (`cinder` on another machine) may run behind
+        // the servers that compare it with `crt`/`urt`. A client or user revocation's expiry moves with it.
+        const [{ now }] = await tx<{ now: number }[]>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now`;
+        const shift = Math.max(0, Number(now) - given.revokedAt);
+        const r: Revocation = { ...given, revokedAt: given.revokedAt + shift, expiresAt: given.expiresAt + (PRINCIPAL_REVOCATIONS.includes(given.kind) ? shift : 0) };
         if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
           await tx`
             INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
             ON CONFLICT (kind, value) DO UPDATE SET
-              revoked_at = GREATEST(revocations.revoked_at, EXCLUDED.revoked_at), expires_at = GREATEST(revocations.expires_at, EXCLUDED.expires_at)`;
+              revoked_at = GREATEST(revocations.revoked_at, EXCLUDED.revoked_at), expires_at = GREATEST(revocations.expires_at, EXCLUDED.expires_at),
+              seq = EXCLUDED.seq`;
         } else {
           await tx`
             INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (${r.kind}, ${r.value}, ${r.revokedAt}, ${r.expiresAt})
@@ -46,6 +55,7 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
         }
         const column = REFRESH_COLUMN[r.kind];
         if (column) await tx`UPDATE refresh_tokens SET revoked_at = ${r.revokedAt} WHERE ${tx(column)} = ${r.value} AND revoked_at IS NULL`;
+        return r;
       });
     },
     async isRevoked(q) {
@@ -57,10 +67,10 @@ export function createPostgresOAuth(sql: Pg): OAuthRepo {
         LIMIT 1`;
       return rows.length > 0;
     },
-    async revokedSince(since, now) {
+    async revokedSince(after, now) {
       const rows = await sql<RevocationRow[]>`
-        SELECT kind, value, revoked_at, expires_at FROM revocations WHERE revoked_at >= ${since} AND expires_at > ${now}`;
-      return rows.map(toRevocation);
+        SELECT kind, value, revoked_at, expires_at, seq FROM revocations WHERE seq > ${after} AND expires_at > ${now}`;
+      return { revocations: rows.map(toRevocation), last: lastSeq(rows, after) };
     },
     async useJti(clientId, jti, expiresAt, now) {
       const rows = await sql`

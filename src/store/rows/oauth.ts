@@ -55,6 +55,8 @@ export interface RevocationRow {
   value: string;
   revoked_at: number;
   expires_at: number;
+  /** The order the database recorded it in (migration revocation_sequence). */
+  seq: number;
 }
 
 const fromJson = (text: string | null): FhirContextItem[] | null => (text === null ? null : (JSON.parse(text) as FhirContextItem[]));
@@ -105,4 +107,9 @@ export const REFRESH_COLUMN: Partial<Record<Revocation['kind'], 'grant_id' | 'cl
 
 export function toRevocation(r: RevocationRow): Revocation {
   return { kind: r.kind, value: r.value, revokedAt: r.revoked_at, expiresAt: r.expires_at };
+}
+
+/** The highest `seq` of the rows a poll read, or `after` when it read none (revokedSince). */
+export function lastSeq(rows: RevocationRow[], after: number): number {
+  return rows.reduce((max, r) => Math.max(max, Number(r.seq)), after);
 }

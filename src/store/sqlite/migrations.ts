@@ -550,4 +550,17 @@ CREATE INDEX refresh_tokens_client ON refresh_tokens (client_id);
 CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id);
 `,
   },
+  {
+    version: 32,
+    name: 'revocation_sequence',
+    sql: `
+-- Revocations numbered in the order they are recorded (src/auth/revocation.ts polls by the number, not by
+-- revoked_at, which comes from the clock of whatever process recorded it). A counter, not MAX(seq) + 1: purging
+-- expired rows must never hand out a number again. Rows from before are 0, read by a process's first poll.
+ALTER TABLE revocations ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE revocation_sequence (n INTEGER NOT NULL);
+INSERT INTO revocation_sequence (n) VALUES (0);
+CREATE INDEX revocations_by_seq ON revocations (seq);
+`,
+  },
 ];

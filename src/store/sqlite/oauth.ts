@@ -1,19 +1,22 @@
 import type { Database } from 'bun:sqlite';
 import { PRINCIPAL_REVOCATIONS, type CounterRepo, type OAuthRepo, type Revocation } from '../types.ts';
 import { REFRESH_COLUMN } from '../rows/oauth.ts';
-import { CODE_RETENTION_MS, codeRow, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
+import { CODE_RETENTION_MS, codeRow, lastSeq, refreshRow, toCode, toRefresh, toRevocation } from '../rows/oauth.ts';
 import type { CodeRow, RefreshRow, RevocationRow } from '../rows/oauth.ts';
 
-/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20 and 24). */
+/** Codes, refresh tokens, revocations and client-assertion jtis on SQLite (migrations 2, 19, 20, 24 and revocation_sequence). */
 export function createSqliteOAuth(db: Database): OAuthRepo {
+  // Writes on SQLite are serialised: the counter's order is the order they commit in.
+  const nextSeq = () => db.query<{ n: number }, []>('UPDATE revocation_sequence SET n = n + 1 RETURNING n').get()!.n;
   const revokeTx = db.transaction((r: Revocation) => {
     if (PRINCIPAL_REVOCATIONS.includes(r.kind)) {
       db.query(
-        `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)
-           ON CONFLICT (kind, value) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at), expires_at = MAX(expires_at, excluded.expires_at)`,
-      ).run(r.kind, r.value, r.revokedAt, r.expiresAt);
+        `INSERT INTO revocations (kind, value, revoked_at, expires_at, seq) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (kind, value) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at), expires_at = MAX(expires_at, excluded.expires_at),
+             seq = excluded.seq`,
+      ).run(r.kind, r.value, r.revokedAt, r.expiresAt, nextSeq());
     } else {
-      db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at) VALUES (?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt);
+      db.query('INSERT OR IGNORE INTO revocations (kind, value, revoked_at, expires_at, seq) VALUES (?, ?, ?, ?, ?)').run(r.kind, r.value, r.revokedAt, r.expiresAt, nextSeq());
     }
     const column = REFRESH_COLUMN[r.kind];
     if (column) db.query(`UPDATE refresh_tokens SET revoked_at = ? WHERE ${column} = ? AND revoked_at IS NULL`).run(r.revokedAt, r.value);
@@ -52,6 +55,7 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
     },
     async revoke(r) {
       revokeTx(r);
+      return r;
     },
     async isRevoked(q) {
       const r = db
@@ -64,13 +68,11 @@ export function createSqliteOAuth(db: Database): OAuthRepo {
         .get(q.jti ?? '', q.grantId ?? '', q.client?.id ?? '', q.client?.readAt ?? 0, q.user?.id ?? '', q.user?.readAt ?? 0);
       return r !== null;
     },
-    async revokedSince(since, now) {
-      return db
-        .query<RevocationRow, [number, number]>(
-          'SELECT kind, value, revoked_at, expires_at FROM revocations WHERE revoked_at >= ? AND expires_at > ?',
-        )
-        .all(since, now)
-        .map(toRevocation);
+    async revokedSince(after, now) {
+      const rows = db
+        .query<RevocationRow, [number, number]>('SELECT kind, value, revoked_at, expires_at, seq FROM revocations WHERE seq > ? AND expires_at > ?')
+        .all(after, now);
+      return { revocations: rows.map(toRevocation), last: lastSeq(rows, after) };
     },
     async useJti(clientId, jti, expiresAt, now) {
       const r = db

@@ -3,6 +3,8 @@ import type { AuthCode, RefreshToken, Store, User } from '../../../src/store/typ
 import { StoreConflictError } from '../../../src/store/types.ts';
 
 const uid = () => crypto.randomUUID().replaceAll('-', '');
+/** A time ahead of every clock here (the database's too: PostgreSQL records a revocation no earlier than its own clock). */
+const B = Date.now() + 3_600_000;
 
 function user(tenant: string, over: Partial<User> = {}): User {
   return {
@@ -150,15 +152,16 @@ export function oauthContract(store: () => Store) {
       const s = store();
       const r = refresh();
       await s.oauth.createRefreshToken(r);
-      const rev = { kind: 'grant' as const, value: r.grantId, revokedAt: 5000, expiresAt: 200_000 };
+      const rev = { kind: 'grant' as const, value: r.grantId, revokedAt: B + 5000, expiresAt: B + 200_000 };
       await s.oauth.revoke(rev);
-      await s.oauth.revoke({ ...rev, revokedAt: 6000 });
-      expect((await s.oauth.getRefreshToken(r.tokenHash))!.revokedAt).toBe(5000);
+      await s.oauth.revoke({ ...rev, revokedAt: B + 6000 });
+      expect((await s.oauth.getRefreshToken(r.tokenHash))!.revokedAt).toBe(B + 5000);
       expect(await s.oauth.isRevoked({ grantId: r.grantId })).toBe(true);
       expect(await s.oauth.isRevoked({ jti: r.grantId })).toBe(false);
-      expect(await s.oauth.revokedSince(5000, 10_000)).toContainEqual(rev);
-      expect(await s.oauth.revokedSince(5001, 10_000)).not.toContainEqual(rev);
-      expect(await s.oauth.revokedSince(0, 200_000)).not.toContainEqual(rev);
+      const listed = await s.oauth.revokedSince(-1, B + 10_000);
+      expect(listed.revocations).toContainEqual(rev);
+      expect((await s.oauth.revokedSince(listed.last, B + 10_000)).revocations).not.toContainEqual(rev); // read already
+      expect((await s.oauth.revokedSince(-1, B + 200_000)).revocations).not.toContainEqual(rev); // expired
     });
 
     test('a client or user revocation: their refresh tokens, and tokens issued up to its time; recorded again, it moves forward', async () => {
@@ -168,14 +171,14 @@ export function oauthContract(store: () => Store) {
       const ofUser = refresh({ userId });
       const bystander = refresh({ clientId: other, userId: other });
       for (const r of [ofClient, ofUser, bystander]) await s.oauth.createRefreshToken(r);
-      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 5000, expiresAt: 90_000 });
-      await s.oauth.revoke({ kind: 'user', value: userId, revokedAt: 5000, expiresAt: 90_000 });
-      expect((await s.oauth.getRefreshToken(ofClient.tokenHash))!.revokedAt).toBe(5000);
-      expect((await s.oauth.getRefreshToken(ofUser.tokenHash))!.revokedAt).toBe(5000);
+      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: B + 5000, expiresAt: B + 90_000 });
+      await s.oauth.revoke({ kind: 'user', value: userId, revokedAt: B + 5000, expiresAt: B + 90_000 });
+      expect((await s.oauth.getRefreshToken(ofClient.tokenHash))!.revokedAt).toBe(B + 5000);
+      expect((await s.oauth.getRefreshToken(ofUser.tokenHash))!.revokedAt).toBe(B + 5000);
       expect((await s.oauth.getRefreshToken(bystander.tokenHash))!.revokedAt).toBeNull();
       // Asked with the time the client's or user's record was read to issue the token.
-      expect(await s.oauth.isRevoked({ client: { id: client, readAt: 5000 } })).toBe(true);
-      expect(await s.oauth.isRevoked({ client: { id: client, readAt: 5001 } })).toBe(false);
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 5000 } })).toBe(true);
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 5001 } })).toBe(false);
       expect(await s.oauth.isRevoked({ jti: client, grantId: client })).toBe(false);
       expect(await s.oauth.isRevoked({ user: { id: userId, readAt: 0 } })).toBe(true);
       expect(await s.oauth.isRevoked({ client: { id: userId, readAt: 0 } })).toBe(false);
@@ -183,14 +186,17 @@ export function oauthContract(store: () => Store) {
       // Access tokens only: refresh tokens stay.
       const kept = refresh({ clientId: other });
       await s.oauth.createRefreshToken(kept);
-      await s.oauth.revoke({ kind: 'client-access', value: other, revokedAt: 6000, expiresAt: 90_000 });
-      expect(await s.oauth.isRevoked({ client: { id: other, readAt: 6000 } })).toBe(true);
+      await s.oauth.revoke({ kind: 'client-access', value: other, revokedAt: B + 6000, expiresAt: B + 90_000 });
+      expect(await s.oauth.isRevoked({ client: { id: other, readAt: B + 6000 } })).toBe(true);
       expect((await s.oauth.getRefreshToken(kept.tokenHash))!.revokedAt).toBeNull();
       // Disabled again later: the later time, listed for the other processes' poll; an earlier one changes nothing.
-      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 8000, expiresAt: 95_000 });
-      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: 7000, expiresAt: 91_000 });
-      expect(await s.oauth.isRevoked({ client: { id: client, readAt: 8000 } })).toBe(true);
-      expect(await s.oauth.revokedSince(8000, 10_000)).toContainEqual({ kind: 'client', value: client, revokedAt: 8000, expiresAt: 95_000 });
+      const before = (await s.oauth.revokedSince(-1, B + 10_000)).last;
+      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: B + 8000, expiresAt: B + 95_000 });
+      await s.oauth.revoke({ kind: 'client', value: client, revokedAt: B + 7000, expiresAt: B + 91_000 });
+      expect(await s.oauth.isRevoked({ client: { id: client, readAt: B + 8000 } })).toBe(true);
+      const again = await s.oauth.revokedSince(before, B + 10_000);
+      expect(again.revocations).toEqual([{ kind: 'client', value: client, revokedAt: B + 8000, expiresAt: B + 95_000 }]);
+      expect(again.last).toBeGreaterThan(before);
     });
 
     test('an access token jti', async () => {

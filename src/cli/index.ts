@@ -27,14 +27,29 @@ export const commands: Command[] = [
   validateCommand, expungeCommand, auditPruneCommand,
 ];
 
+/** The commands `list` as aligned lines of name and summary. */
+function commandLines(list: Command[]): string {
+  const width = Math.max(...list.map((c) => c.name.length));
+  return list.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n');
+}
+
 function overview(): string {
-  const width = Math.max(...commands.map((c) => c.name.length));
   return (
     'Cinder: a FHIR R4 server with OAuth 2.0 / SMART authorization, terminology and bulk export.\n\n' +
     'Usage: cinder <command> [options]   (no command = serve)\n\nCommands:\n' +
-    commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n') +
+    commandLines(commands) +
     '\n\nRun `cinder <command> --help` for a command\'s options.\n'
   );
+}
+
+/** The commands whose first word is `group` (`client` for `client create`, `client list`, ...), if it names a group. */
+function groupOf(group: string | undefined): Command[] {
+  return group === undefined ? [] : commands.filter((c) => c.name.includes(' ') && c.name.split(' ')[0] === group);
+}
+
+/** A group's commands (`cinder client --help`). */
+function groupHelp(group: string, members: Command[]): string {
+  return `Usage: cinder ${group} <command> [options]\n\nCommands:\n${commandLines(members)}\n\nRun \`cinder ${group} <command> --help\` for a command's options.\n`;
 }
 
 /** Finds the longest command name that prefixes argv. */
@@ -79,7 +94,16 @@ export async function runCli(argv: string[], io: CliIO): Promise<number> {
   }
   const found = argv.length === 0 || argv[0]!.startsWith('--') ? { command: serveCommand, rest: argv } : match(argv);
   if (!found) {
-    io.stderr(`cinder: unknown command '${argv.join(' ')}'\n\n${overview()}`);
+    const members = groupOf(argv[0]);
+    if (members.length && argv.length === 2 && (argv[1] === '--help' || argv[1] === '-h')) {
+      io.stdout(groupHelp(argv[0]!, members));
+      return 0;
+    }
+    if (members.length && argv.length === 1) {
+      io.stderr(`cinder ${argv[0]}: a subcommand is needed\n\n${groupHelp(argv[0]!, members)}`);
+      return 2;
+    }
+    io.stderr(`cinder: unknown command '${argv.join(' ')}'\n\n${members.length ? groupHelp(argv[0]!, members) : overview()}`);
     return 2;
   }
   const { command, rest } = found;

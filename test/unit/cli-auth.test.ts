@@ -65,6 +65,24 @@ describe('cinder user create', () => {
   });
 });
 
+describe('command groups', () => {
+  test('`cinder client --help` lists the client commands; a group alone or with an unknown word lists them as an error', async () => {
+    const help = await run(['client', '--help']);
+    expect(help.code).toBe(0);
+    for (const c of ['client create', 'client list', 'client disable', 'client rotate-secret']) expect(help.out).toContain(c);
+    expect(help.out).not.toContain('user create');
+    const bare = await run(['user']);
+    expect(bare.code).toBe(2);
+    expect(bare.err).toContain("cinder user: a subcommand is needed");
+    expect(bare.err).toContain('user disable');
+    const unknown = await run(['audit', 'purge']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toContain("unknown command 'audit purge'");
+    expect(unknown.err).toContain('audit prune');
+    expect(unknown.err).not.toContain('client create');
+  });
+});
+
 describe('cinder keys rotate', () => {
   test('adds new ES256 and RS256 keys; the old ones stay published', async () => {
     const first = await run(['keys', 'rotate', '--json']);

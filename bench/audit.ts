@@ -17,6 +17,7 @@
 import { parseArgs } from 'node:util';
 import { createTestApp, fhirInit, type TestApp } from '../test/helpers/app.ts';
 import { createPostgresStore } from '../src/store/postgres/index.ts';
+import { median } from './lib/stats.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '30' }, 'per-round': { type: 'string', default: '200' }, postgres: { type: 'string' } } });
 const ROUNDS = Number(values.rounds);
@@ -34,10 +35,6 @@ interface Side {
   total: Record<Kind, number[]>;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 async function side(name: 'on' | 'off'): Promise<Side> {
   const store = values.postgres ? createPostgresStore(values.postgres.replace('{side}', name)) : undefined;

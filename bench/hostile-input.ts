@@ -11,13 +11,10 @@
  */
 import { parseArgs } from 'node:util';
 import { createTestApp, fhirInit } from '../test/helpers/app.ts';
+import { median } from './lib/stats.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' } } });
 const ROUNDS = Number(values.rounds);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 const t = await createTestApp();
 const token = await t.token();

@@ -15,13 +15,10 @@ import { parseArgs } from 'node:util';
 import { parseExact, stringifyExact } from '../src/fhir/exact-json.ts';
 import { toFhirXml } from '../src/fhir/xml/to-xml.ts';
 import { createTestApp, fhirInit } from '../test/helpers/app.ts';
+import { median } from './lib/stats.ts';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '22' } } });
 const ROUNDS = Number(values.rounds);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 const t = await createTestApp();
 const token = await t.token();

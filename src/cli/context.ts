@@ -6,6 +6,7 @@ import { createLogger } from '../log.ts';
 import { openStore } from '../store/open.ts';
 import type { Store } from '../store/types.ts';
 import { AdminError } from '../auth/admin.ts';
+import { FhirError } from '../errors.ts';
 import { recordAdminChange } from '../audit/admin.ts';
 import type { AdminTarget } from '../audit/event.ts';
 import { fhirBaseOf } from '../config.ts';
@@ -35,13 +36,14 @@ export function printData(io: CliIO, json: boolean, data: Record<string, unknown
   }
 }
 
-/** Runs `fn` on the migrated store and closes it; an AdminError (a refused change) is a usage error. */
+/** Runs `fn` on the migrated store and closes it; an AdminError (a refused change) or a FhirError is a usage error. */
 export async function withStore<T>(io: CliIO, fn: (ctx: Awaited<ReturnType<typeof openContext>>) => Promise<T>): Promise<T> {
   const ctx = await openContext(io);
   try {
     return await fn(ctx);
   } catch (err) {
-    if (err instanceof AdminError) throw new UsageError(err.message, { cause: err });
+    // An administrator's mistake (an unknown client, a bad flag value) or a refusal of the FHIR layer (`cinder expunge`).
+    if (err instanceof AdminError || err instanceof FhirError) throw new UsageError(err.message, { cause: err });
     throw err;
   } finally {
     await ctx.store.close();

@@ -1,8 +1,7 @@
 import { pruneAudit, INSTANT } from '../audit/prune.ts';
-import { FhirError } from '../errors.ts';
 import { AUDIT_TYPE, expunge, type ExpungeTarget } from '../fhir/expunge.ts';
 import { UsageError, type Command } from './command.ts';
-import { auditChange, openContext, printData } from './context.ts';
+import { auditChange, printData, withStore } from './context.ts';
 import { createTally } from './progress.ts';
 
 const seconds = (s: number) => Math.round(s * 10) / 10;
@@ -38,9 +37,9 @@ export const expungeCommand: Command = {
     if (!v.deleted && !v['previous-versions'] && !v.everything) throw new UsageError('say what to remove: --deleted, --previous-versions or --everything');
     if (types.includes(AUDIT_TYPE)) throw new UsageError('AuditEvents are removed by `cinder audit prune` only');
     const target: ExpungeTarget = { ...(types.length && { types }), ...(typeof v.id === 'string' && { id: v.id }) };
-    const ctx = await openContext(io);
-    try {
-      if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
+    const tenant = v.tenant;
+    return withStore(io, async (ctx) => {
+      if (!(await ctx.store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
       const tally = createTally(io, 'expunge', 'versions removed');
       const options = { deletedResources: !!v.deleted, previousVersions: !!v['previous-versions'], everything: !!v.everything };
       // The flags given (true: one without a value), as the event's details and its command line.
@@ -52,12 +51,12 @@ export const expungeCommand: Command = {
       const record = (removed: number, failure?: unknown) => {
         const detail = [...given.map(([name, value]): [string, string] => [name, String(value)]), ['removed', String(removed)] as [string, string]];
         const what = failure === undefined ? `${removed} versions removed` : `failed after ${removed} versions removed: ${(failure as Error)?.message ?? String(failure)}`;
-        return auditChange(ctx, io, 'expunge', v.tenant as string, { kind: 'tenant', id: v.tenant as string, detail }, `cinder expunge --tenant ${v.tenant} ${line}: ${what}`, failure === undefined ? '0' : '8');
+        return auditChange(ctx, io, 'expunge', tenant, { kind: 'tenant', id: tenant, detail }, `cinder expunge --tenant ${tenant} ${line}: ${what}`, failure === undefined ? '0' : '8');
       };
       let removed = 0;
       let count: number;
       try {
-        count = await expunge(ctx.store, v.tenant, target, options, (p) => tally.update((removed = p.removed), p.type));
+        count = await expunge(ctx.store, tenant, target, options, (p) => tally.update((removed = p.removed), p.type));
       } catch (err) {
         // The batches committed before the error stay removed: the trail says so (an error refused before any batch removed nothing).
         if (removed > 0) await record(removed, err).catch(() => undefined);
@@ -65,14 +64,9 @@ export const expungeCommand: Command = {
       }
       tally.done();
       await record(count);
-      printData(io, !!v.json, { tenant: v.tenant, count, seconds: seconds(tally.elapsedSeconds()) });
+      printData(io, !!v.json, { tenant, count, seconds: seconds(tally.elapsedSeconds()) });
       return 0;
-    } catch (err) {
-      if (err instanceof FhirError) throw new UsageError(err.message);
-      throw err;
-    } finally {
-      await ctx.store.close();
-    }
+    });
   },
 };
 
@@ -92,33 +86,29 @@ export const auditPruneCommand: Command = {
     if (typeof v.tenant !== 'string') throw new UsageError('--tenant is required');
     if (typeof v.before !== 'string') throw new UsageError('--before is required');
     if (!INSTANT.test(v.before) || Number.isNaN(Date.parse(v.before))) throw new UsageError(`--before: '${v.before}' is not an instant with a time zone (e.g. 2026-01-01T00:00:00Z)`);
-    const ctx = await openContext(io);
-    try {
-      if (!(await ctx.store.tenants.get(v.tenant))) throw new UsageError(`tenant '${v.tenant}' does not exist`);
+    const tenant = v.tenant;
+    const before = v.before;
+    return withStore(io, async (ctx) => {
+      if (!(await ctx.store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist`);
       const tally = createTally(io, 'audit prune', 'AuditEvents removed');
       let removed = 0;
       let count: number;
       try {
-        count = await pruneAudit(ctx, v.tenant, v.before, (n) => tally.update((removed = n)));
+        count = await pruneAudit(ctx, tenant, before, (n) => tally.update((removed = n)));
       } catch (err) {
         // The batches committed before the error stay removed: the trail says so.
         if (removed > 0) {
-          await auditChange(ctx, io, 'audit prune', v.tenant, { kind: 'tenant', id: v.tenant, detail: [['before', v.before], ['removed', String(removed)]] },
-            `cinder audit prune --tenant ${v.tenant} --before ${v.before}: failed after ${removed} AuditEvents removed: ${(err as Error)?.message ?? String(err)}`, '8').catch(() => undefined);
+          await auditChange(ctx, io, 'audit prune', tenant, { kind: 'tenant', id: tenant, detail: [['before', before], ['removed', String(removed)]] },
+            `cinder audit prune --tenant ${tenant} --before ${before}: failed after ${removed} AuditEvents removed: ${(err as Error)?.message ?? String(err)}`, '8').catch(() => undefined);
         }
         throw err;
       }
       tally.done();
       // Written after the prune, so never pruned by it whatever the cut-off.
-      await auditChange(ctx, io, 'audit prune', v.tenant, { kind: 'tenant', id: v.tenant, detail: [['before', v.before], ['removed', String(count)]] },
-        `cinder audit prune --tenant ${v.tenant} --before ${v.before}: ${count} AuditEvents removed`);
-      printData(io, !!v.json, { tenant: v.tenant, before: v.before, count, seconds: seconds(tally.elapsedSeconds()) });
+      await auditChange(ctx, io, 'audit prune', tenant, { kind: 'tenant', id: tenant, detail: [['before', before], ['removed', String(count)]] },
+        `cinder audit prune --tenant ${tenant} --before ${before}: ${count} AuditEvents removed`);
+      printData(io, !!v.json, { tenant, before, count, seconds: seconds(tally.elapsedSeconds()) });
       return 0;
-    } catch (err) {
-      if (err instanceof FhirError) throw new UsageError(err.message);
-      throw err;
-    } finally {
-      await ctx.store.close();
-    }
+    });
   },
 };

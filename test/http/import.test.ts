@@ -228,8 +228,12 @@ await eachStore((kind, fresh) => {
       await stopped;
       expect((await t.store.imports.get('t1', id))!.state).toBe('accepted');
       const body = await done(url);
-      // The input is read again from its first line (the job before had written s1 and s2 already).
-      expect(body.output).toEqual([{ type: 'Patient', inputUrl: files.url('/slow.ndjson'), count: 2, unchanged: 2 }]);
+      // The input is read again from its first line. Whether the stopped run had written s1 and s2 before
+      // it saw the stop depends on timing (then they come back unchanged); either way each is written once.
+      expect(body.output).toHaveLength(1);
+      const [out] = body.output as Json[];
+      expect(out).toMatchObject({ type: 'Patient', inputUrl: files.url('/slow.ndjson'), count: 2 });
+      expect([0, 2]).toContain(out.unchanged ?? 0);
       expect(((await (await read('Patient/s1/_history')).json()) as Json).entry).toHaveLength(1);
     });
 

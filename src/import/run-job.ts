@@ -2,6 +2,7 @@ import type { Clock } from '../clock.ts';
 import type { FhirIssue } from '../errors.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
+import { lineIds } from '../fhir/import/line-ids.ts';
 import type { Logger } from '../log.ts';
 import type { Client, ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
@@ -128,7 +129,9 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
       onProgress: (p) => Object.assign(result, { imported: p.imported, unchanged: p.unchanged, failed: p.failed }),
     });
     try {
-      await importer.add([{ name: input.url, blob: Bun.file(file.path), format: 'ndjson', type: input.type }]);
+      // Id-less lines get their line's id: an input read again after an interruption stores none twice.
+      const ids = lineIds(job.id, index, job.createdAt);
+      await importer.add([{ name: input.url, blob: Bun.file(file.path), format: 'ndjson', type: input.type, ids }]);
     } finally {
       // Commits what is queued, also when interrupted: nothing is left in flight once the job is given back.
       await importer.finish();

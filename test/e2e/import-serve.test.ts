@@ -88,3 +88,65 @@ for (const target of targets) {
     }
   }, 60_000);
 }
+
+for (const target of targets) {
+  test(`${target.kind}: an input of id-less lines read again after a kill mid-input stores each line once`, async () => {
+    const dir = tempDir('cinder-import-e2e-');
+    const db = await target.fresh();
+    const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
+    const store = db.open();
+    await store.migrate();
+    await createTenant(store, systemClock, 't1');
+    const { client, clientSecret } = await createClient(store, systemClock, { tenant: 't1', scopes: ['system/*.*'] });
+    // Many small transactions, so that the process is killed with part of the input committed.
+    const lines = 20_000;
+    let text = '';
+    for (let i = 1; i <= lines; i++) text += JSON.stringify({ resourceType: 'Patient', identifier: [{ system: 'urn:test', value: `p${i}` }] }) + '\n';
+    const files = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(text) });
+    const env = { CINDER_DATA_DIR: dir, CINDER_DATABASE_URL: url, CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_LOG_LEVEL: 'warn' };
+    const patients = () => store.resources.count('t1', { type: 'Patient', sort: [], count: 0 });
+    try {
+      const port = freePort();
+      const publicBase = `http://127.0.0.1:${port}`;
+      const first = await startServer(env, port);
+      killAfter(first.proc);
+      const token = await clientToken(first.base, client.clientId, clientSecret!);
+      const kick = await fetch(`${first.base}/tenants/t1/fhir/R4/$import`, {
+        method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' },
+        body: JSON.stringify({ resourceType: 'Parameters', parameter: [
+          { name: 'storageDetail', part: [{ name: 'type', valueCode: 'http' }, { name: 'maxBatchResourceCount', valueString: '20' }] },
+          { name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${files.port}/patients.ndjson` }] },
+        ] }),
+      });
+      expect(kick.status).toBe(202);
+      const statusPath = new URL(kick.headers.get('content-location')!).pathname;
+      for (let i = 0; i < 2000 && (await patients()) === 0; i++) await Bun.sleep(5);
+      first.proc.kill('SIGKILL');
+      await first.proc.exited;
+      // Killed mid-input: some lines were committed, not all.
+      const before = await patients();
+      expect(before).toBeGreaterThan(0);
+      expect(before).toBeLessThan(lines);
+
+      const second = await startServer(env, freePort(), publicBase);
+      killAfter(second.proc);
+      let body: { output: { count: number; unchanged: number }[]; error: unknown[] } | undefined;
+      for (let i = 0; i < 1200 && !body; i++) {
+        const res = await fetch(second.base + statusPath, { headers: { Authorization: `Bearer ${token}` } });
+        if (res.status === 200) body = (await res.json()) as typeof body;
+        else if (res.status !== 202) throw new Error(`status ${res.status}: ${await res.text()}`);
+        else await Bun.sleep(50);
+      }
+      expect(body!.error).toEqual([]);
+      expect(body!.output[0]!.count).toBe(lines);
+      // The lines committed before the kill were found unchanged when read again.
+      expect(body!.output[0]!.unchanged).toBe(before);
+      expect(await patients()).toBe(lines);
+      second.proc.kill('SIGTERM');
+      await second.proc.exited;
+    } finally {
+      files.stop(true);
+      await store.close();
+    }
+  }, 90_000);
+}

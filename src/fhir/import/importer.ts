@@ -1,11 +1,11 @@
 import { noteValidationLevel, requireProfiles, validationLevel, type FhirDeps } from '../crud.ts';
 import { carryLiterals } from '../exact-json.ts';
-import { newId } from '../resource.ts';
 import { createBatchWriter, DEFAULT_BATCH_LIMITS } from './batches.ts';
 import { createDeferredQueue } from './deferred.ts';
 import { importDocument, parseResource, type DocumentContext, type DocumentFormat } from './document.ts';
 import { addLoose, type IssuePlace, type LooseContext } from './loose.ts';
-import { CHUNK_CHARS, CHUNK_RESOURCES, type PreparedChunk } from './ndjson.ts';
+import { CHUNK_CHARS, CHUNK_RESOURCES, idOfLine, type PreparedChunk } from './ndjson.ts';
+import type { LineIds } from './line-ids.ts';
 import { createPreparer, type Preparer } from './preparer.ts';
 import { importProfiles } from './profiles.ts';
 import { createRunReferences } from './run-references.ts';
@@ -64,6 +64,11 @@ export interface ImportSource {
   format?: ImportFormat;
   /** The type of every resource of an NDJSON source (an `$import` input's `type`): one of another type is a failed line. */
   type?: string;
+  /**
+   * The ids of an NDJSON source's id-less lines, each a function of its line (line-ids.ts), for a source
+   * that may be read again (an `$import` input resumed): otherwise each gets a random id.
+   */
+  ids?: LineIds;
 }
 
 /**
@@ -133,12 +138,12 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
   }
 
   /** A chunk's versions in line order, with its lines holding `urn:` references resolved here (rare). */
-  async function addChunk(loose: LooseContext, chunk: PreparedChunk): Promise<void> {
+  async function addChunk(loose: LooseContext, chunk: PreparedChunk, ids: LineIds | undefined): Promise<void> {
     let from = 0;
     for (const u of chunk.urns) {
       await writer.addPrepared(chunk.versions.slice(from, (from = u.at)));
       const resource = parseResource(u.text);
-      await addLoose(loose, { resource: carryLiterals(resource, { ...resource, id: resource.id ?? newId() }), line: u.line });
+      await addLoose(loose, { resource: carryLiterals(resource, { ...resource, id: resource.id ?? idOfLine(u.line, ids) }), line: u.line });
     }
     await writer.addPrepared(from ? chunk.versions.slice(from) : chunk.versions);
   }
@@ -149,7 +154,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
       for (const issue of chunk.issues) fail({ file: source.name, ...issue });
       progress.bytesRead += chunk.bytes;
       opts.signal?.throwIfAborted();
-      await (chunk.urns.length ? addChunk(loose, chunk) : writer.addPrepared(chunk.versions));
+      await (chunk.urns.length ? addChunk(loose, chunk, source.ids) : writer.addPrepared(chunk.versions));
     }
   }
 
@@ -178,7 +183,7 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     async add(sources: ImportSource[]): Promise<void> {
       const preparer = await start();
       const formats = await Promise.all(sources.map(detectFormat));
-      const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob, s.type) : -1));
+      const inputs = sources.map((s, i) => (formats[i] === 'ndjson' ? preparer.queue(s.blob, s.type, s.ids) : -1));
       for (const [i, source] of sources.entries()) {
         if (inputs[i]! >= 0) await importNdjson(preparer, source, inputs[i]!);
         else await importFile(source, formats[i] as DocumentFormat);

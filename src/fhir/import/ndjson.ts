@@ -7,6 +7,7 @@ import type { LineCheck } from './profiles.ts';
 import { parseResource } from './document.ts';
 import { MAX_LINE_CHARS, readLines } from './lines.ts';
 import { hasUrnReference } from './run-references.ts';
+import { lineId, type LineIds } from './line-ids.ts';
 
 /** A line that could not be imported: 1-based line number and why (an invalid resource: each problem in `issues`). */
 export interface LineIssue {
@@ -44,9 +45,10 @@ export const CHUNK_CHARS = 1 << 20;
  * against the profiles it claims with `profiles`; server id where there is none, stamp tail, index entries,
  * compartments), in line order. Blank lines are skipped; bad lines become issues, and so does a resource
  * whose type is not `type` when one is given (an `$import` input names its type). A line with `urn:`
- * references is checked against its profiles where they are resolved (loose.ts).
+ * references is checked against its profiles where they are resolved (loose.ts). A resource without an id
+ * gets a random one, or with `ids` the one of its line (line-ids.ts: an input read again gets the same ids).
  */
-export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: LineCheck, type?: string): AsyncGenerator<PreparedChunk> {
+export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, base: string | undefined, profiles?: LineCheck, type?: string, ids?: LineIds): AsyncGenerator<PreparedChunk> {
   let chunk: PreparedChunk = { versions: [], urns: [], issues: [], bytes: 0 };
   let chars = 0;
   for await (const lines of readLines(blob.stream(), (n) => (chunk.bytes += n))) {
@@ -66,7 +68,7 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
           // none: their walk is skipped.
           const profiled = profiles?.(resource, text.includes('xtension"') || text.includes('\\u'));
           if (profiled) await profiled;
-          const v = prepareVersion(resource, resource.id ?? newId(), base);
+          const v = prepareVersion(resource, resource.id ?? idOfLine(number, ids), base);
           chunk.versions.push(v);
           chars += v.tail.length;
         }
@@ -81,6 +83,11 @@ export async function* prepareNdjson(blob: Blob, validation: ValidationLevel, ba
     }
   }
   if (chunk.versions.length || chunk.urns.length || chunk.issues.length || chunk.bytes) yield chunk;
+}
+
+/** The id of an id-less resource at line `line`: its line's with `ids`, else a new random one. */
+export function idOfLine(line: number, ids: LineIds | undefined): string {
+  return (ids && lineId(ids, line)) ?? newId();
 }
 
 /** A resource in an input of another type (the input's `type`, named at `$import`). */

@@ -9,12 +9,16 @@ import { prepareNdjson, type LineIssue, type UrnLine } from './ndjson.ts';
 import { packVersions, type PackedVersions } from './packing.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { Membership } from '../validation/profile/profile-check.ts';
+import type { LineIds } from './line-ids.ts';
 import { workerCheck, type LineCheck, type WorkerProfiles } from './profiles.ts';
 
 export type ToPrepareWorker =
   | { type: 'init'; credits: number; validation: ValidationLevel; base?: string; profiles?: WorkerProfiles }
-  /** `resourceType`: the type every resource of the input must have (an `$import` input's), when given. */
-  | { type: 'input'; input: number; blob: Blob; resourceType?: string }
+  /**
+   * `resourceType`: the type every resource of the input must have (an `$import` input's), when given;
+   * `ids`: the ids of its id-less lines (line-ids.ts), when it may be read again.
+   */
+  | { type: 'input'; input: number; blob: Blob; resourceType?: string; ids?: LineIds }
   | { type: 'ack' }
   /** The answer to a `membership` question: a verdict, or why there is none. */
   | { type: 'membership'; id: number; verdict?: Membership; error?: string };
@@ -36,7 +40,7 @@ let wake: (() => void) | undefined;
 let profiles: LineCheck | undefined;
 const questions = new Map<number, { resolve(m: Membership): void; reject(err: Error): void }>();
 let asked = 0;
-const inputs: { input: number; blob: Blob; resourceType?: string }[] = [];
+const inputs: { input: number; blob: Blob; resourceType?: string; ids?: LineIds }[] = [];
 let busy = false;
 
 function ask(url: string, coding: { system?: string; code: string }): Promise<Membership> {
@@ -51,9 +55,9 @@ function post(msg: FromPrepareWorker, transfer: Transferable[] = []): void {
   self.postMessage(msg, transfer);
 }
 
-async function prepare(input: number, blob: Blob, type: string | undefined): Promise<void> {
+async function prepare(input: number, blob: Blob, type: string | undefined, ids: LineIds | undefined): Promise<void> {
   try {
-    for await (const chunk of prepareNdjson(blob, validation, base, profiles, type)) {
+    for await (const chunk of prepareNdjson(blob, validation, base, profiles, type, ids)) {
       while (credits === 0) await new Promise<void>((resolve) => (wake = resolve));
       credits--;
       const packed = packVersions(chunk.versions);
@@ -68,7 +72,7 @@ async function prepare(input: number, blob: Blob, type: string | undefined): Pro
 /** Works through the queued inputs in order. */
 async function drain(): Promise<void> {
   busy = true;
-  for (let next = inputs.shift(); next; next = inputs.shift()) await prepare(next.input, next.blob, next.resourceType);
+  for (let next = inputs.shift(); next; next = inputs.shift()) await prepare(next.input, next.blob, next.resourceType, next.ids);
   busy = false;
 }
 

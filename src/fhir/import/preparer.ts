@@ -4,6 +4,7 @@ import { unpackVersions } from './packing.ts';
 import type { FromPrepareWorker, ToPrepareWorker } from './prepare-worker.ts';
 import type { ValidationLevel } from '../validation/validate.ts';
 import type { ImportProfiles } from './profiles.ts';
+import type { LineIds } from './line-ids.ts';
 
 /**
  * Prepares NDJSON inputs on a Worker thread (see prepare-worker.ts). Inputs are queued up front, so the
@@ -11,8 +12,8 @@ import type { ImportProfiles } from './profiles.ts';
  * of the caller, each chunk being acknowledged when the caller asks for the next.
  */
 export interface Preparer {
-  /** Queues an input (every resource of it of type `type`, when given); returns its number for `chunks`. */
-  queue(blob: Blob, type?: string): number;
+  /** Queues an input (every resource of it of type `type`, and id-less lines given the ids of `ids`, when given); returns its number for `chunks`. */
+  queue(blob: Blob, type?: string, ids?: LineIds): number;
   /** The chunks of a queued input, in line order. Inputs must be read in the order they were queued. */
   chunks(input: number): AsyncGenerator<PreparedChunk>;
   /** Ends the thread. */
@@ -89,11 +90,11 @@ export function createPreparer(ahead: number, validation: ValidationLevel, base:
   }
 
   return {
-    queue(blob, type) {
+    queue(blob, type, ids) {
       const w = (worker ??= start());
       if (pending++ === 0) w.ref();
       const input = queued++;
-      w.postMessage({ type: 'input', input, blob, ...(type !== undefined && { resourceType: type }) } satisfies ToPrepareWorker);
+      w.postMessage({ type: 'input', input, blob, ...(type !== undefined && { resourceType: type }), ...(ids !== undefined && { ids }) } satisfies ToPrepareWorker);
       return input;
     },
     chunks,

@@ -4,7 +4,8 @@
  * as the first (a public host must not redirect the server to a private one), and each is sent to the
  * address its host resolved to when checked (src/http/outbound.ts: no DNS rebinding). A gzip file (by its magic
  * bytes; a `Content-Encoding: gzip` answer is decoded by fetch itself) is decompressed as it arrives, and
- * the limit holds for the decompressed bytes.
+ * the limit holds for the decompressed bytes. A credential (`storageDetail.credentialHttpBasic`) goes as Basic
+ * authorization to the input's origin only: a redirect to another origin is followed without it.
  */
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -42,20 +43,32 @@ function checkUrl(raw: string): URL {
  * One GET of `url`: its host resolved once, its addresses checked, and the request sent to the address
  * checked (src/http/outbound.ts: DNS rebinding).
  */
-async function fetchChecked(deps: FetchInputDeps, url: URL, signal: AbortSignal): Promise<Response> {
+async function fetchChecked(deps: FetchInputDeps, url: URL, signal: AbortSignal, authorization: string | undefined): Promise<Response> {
+  const headers: Record<string, string> = { Accept: 'application/fhir+ndjson, application/ndjson, */*' };
+  if (authorization !== undefined) headers.Authorization = authorization;
   try {
-    return await outboundFetch(deps, url, { headers: { Accept: 'application/fhir+ndjson, application/ndjson, */*' }, redirect: 'manual', signal });
+    return await outboundFetch(deps, url, { headers, redirect: 'manual', signal });
   } catch (err) {
     if (!(err instanceof RefusedAddress)) throw err;
     throw new InputError(`${url.href} is refused: ${err.message}${deps.allowPrivate ? '' : ' (CINDER_IMPORT_ALLOW_PRIVATE=true allows it)'}`);
   }
 }
 
-/** GETs `raw`, following up to MAX_REDIRECTS redirects; the answer is a 2xx. */
-async function get(deps: FetchInputDeps, raw: string, signal: AbortSignal): Promise<Response> {
+/** The Authorization header of `credential` (`user:password`, RFC 7617, UTF-8). */
+function basic(credential: string): string {
+  return `Basic ${Buffer.from(credential, 'utf8').toString('base64')}`;
+}
+
+/**
+ * GETs `raw`, following up to MAX_REDIRECTS redirects; the answer is a 2xx. `credential` is sent to `raw`'s
+ * origin (scheme, host and port) only: a hop to another origin, an http one from https included, goes without it.
+ */
+async function get(deps: FetchInputDeps, raw: string, signal: AbortSignal, credential: string | undefined): Promise<Response> {
   let url = checkUrl(raw);
+  const origin = url.origin;
+  const authorization = credential === undefined ? undefined : basic(credential);
   for (let hop = 0; ; hop++) {
-    const res = await fetchChecked(deps, url, signal);
+    const res = await fetchChecked(deps, url, signal, url.origin === origin ? authorization : undefined);
     const location = res.headers.get('location');
     if (res.status >= 300 && res.status < 400 && location !== null) {
       await res.body?.cancel().catch(() => undefined);
@@ -99,16 +112,17 @@ export interface Downloaded {
 
 /**
  * Downloads `raw` to a file under `deps.tmpDir` named after `name`. Throws InputError when it cannot be
- * fetched, is larger than `maxBytes` or takes longer than `timeoutMs`; rethrows `signal`'s abort.
+ * fetched, is larger than `maxBytes` or takes longer than `timeoutMs`; rethrows `signal`'s abort. `credential`
+ * (`user:password`) is sent as Basic authorization to `raw`'s origin (see get).
  */
-export async function downloadInput(deps: FetchInputDeps, raw: string, name: string, signal: AbortSignal): Promise<Downloaded> {
+export async function downloadInput(deps: FetchInputDeps, raw: string, name: string, signal: AbortSignal, credential?: string): Promise<Downloaded> {
   const path = join(deps.tmpDir, `${name}.ndjson`);
   const remove = () => rm(path, { force: true });
   const timeout = AbortSignal.timeout(deps.timeoutMs);
   const file = await open(path, 'w');
   let bytes = 0;
   try {
-    const res = await get(deps, raw, AbortSignal.any([signal, timeout]));
+    const res = await get(deps, raw, AbortSignal.any([signal, timeout]), credential);
     const declared = Number(res.headers.get('content-length') ?? NaN);
     if (declared > deps.maxBytes && !res.headers.get('content-encoding')) {
       await res.body?.cancel().catch(() => undefined);

@@ -3,6 +3,16 @@ import { REST_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import { endpointUrl } from '../fhir/subscriptions/endpoint.ts';
 import type { ImportInput, ImportSpec } from './spec.ts';
 
+/** A validated `$import` request: what the job keeps as its spec, and the inputs' credential, kept apart (never in the status). */
+export interface ImportRequest {
+  spec: ImportSpec;
+  /** `storageDetail.credentialHttpBasic`: `user:password`, sent as Basic authorization to each input's origin. */
+  credential?: string;
+}
+
+/** The longest credentialHttpBasic taken. */
+const MAX_CREDENTIAL = 4096;
+
 type Json = Record<string, unknown>;
 
 /** Inputs one `$import` may name. */
@@ -56,11 +66,22 @@ function readInput(p: Json, at: string): ImportInput {
 }
 
 /**
- * `storageDetail` (HAPI FHIR's): `type` http or https (where the files are), `maxBatchResourceCount`.
- * Credentials (`credentialHttpBasic`) are refused: the job is kept in the database until it ends and beyond,
- * so a secret there would outlive the request; pre-signed URLs carry their own short-lived authorization.
+ * `credentialHttpBasic` (HAPI FHIR's): `user:password` as RFC 7617 has it (the user without a colon, no control
+ * characters). Its value is never repeated in an error.
  */
-function readStorageDetail(p: Json, spec: ImportSpec): void {
+function readCredential(part: Json, at: string): string {
+  const value = primitive(part);
+  if (value === undefined || value === '') throw invalid(`${at} needs a value 'user:password' (valueString)`, at);
+  if (value.length > MAX_CREDENTIAL) throw invalid(`${at} holds more than ${MAX_CREDENTIAL} characters`, at);
+  if (!/^[^:\x00-\x1f\x7f]+:[^\x00-\x1f\x7f]*$/.test(value)) throw invalid(`${at} must be 'user:password': a user name without a colon, a colon, then the password (no control characters)`, at);
+  return value;
+}
+
+/**
+ * `storageDetail` (HAPI FHIR's): `type` http or https (where the files are), `maxBatchResourceCount`, and
+ * `credentialHttpBasic` (returned, to be kept apart from the spec: see ImportRequest).
+ */
+function readStorageDetail(p: Json, spec: ImportSpec, request: { credential?: string }): void {
   for (const part of partsOf(p, 'storageDetail')) {
     const name = String(part.name);
     const at = `storageDetail.${name}`;
@@ -72,9 +93,9 @@ function readStorageDetail(p: Json, spec: ImportSpec): void {
       if (!/^\d+$/.test(n) || Number(n) < 1 || Number(n) > MAX_BATCH) throw invalid(`${at} must be a whole number from 1 to ${MAX_BATCH}`, at);
       spec.batchSize = Number(n);
     } else if (name === 'credentialHttpBasic') {
-      throw invalid(`${at} is not supported: Cinder keeps no credentials for inputs (the job outlives the request); give pre-signed URLs`, at, 'not-supported');
+      request.credential = readCredential(part, at);
     } else {
-      throw invalid(`${at} is not a storageDetail Cinder knows (type, maxBatchResourceCount)`, at);
+      throw invalid(`${at} is not a storageDetail Cinder knows (type, maxBatchResourceCount, credentialHttpBasic)`, at);
     }
   }
 }
@@ -83,12 +104,13 @@ function readStorageDetail(p: Json, spec: ImportSpec): void {
  * Reads the Parameters body of `$import` (HAPI FHIR's shape): `inputFormat` (NDJSON), `inputSource`,
  * `storageDetail`, and one `input` {type, url} per file. Every problem is a 400 naming the parameter.
  */
-export function importSpecFrom(body: unknown): ImportSpec {
+export function importRequestFrom(body: unknown): ImportRequest {
   const b = body as Json | undefined;
   if (!b || typeof b !== 'object' || b.resourceType !== 'Parameters') throw invalid('$import takes a Parameters resource naming its inputs', 'Parameters');
   const params = b.parameter;
   if (!Array.isArray(params) || params.some((p) => typeof p !== 'object' || p === null)) throw invalid('$import takes a Parameters resource with at least one input', 'Parameters.parameter');
   const spec: ImportSpec = { inputs: [] };
+  const request: ImportRequest = { spec };
   for (const p of params as Json[]) {
     const name = String(p.name);
     if (name === 'inputFormat') {
@@ -99,7 +121,7 @@ export function importSpecFrom(body: unknown): ImportSpec {
     } else if (name === 'inputSource') {
       spec.inputSource = stringOf(p, 'inputSource');
     } else if (name === 'storageDetail') {
-      readStorageDetail(p, spec);
+      readStorageDetail(p, spec, request);
     } else if (name === 'input') {
       spec.inputs.push(readInput(p, `input[${spec.inputs.length}]`));
     } else {
@@ -108,5 +130,5 @@ export function importSpecFrom(body: unknown): ImportSpec {
   }
   if (spec.inputs.length === 0) throw invalid('$import needs at least one input {type, url}', 'input');
   if (spec.inputs.length > MAX_INPUTS) throw invalid(`$import takes at most ${MAX_INPUTS} inputs (got ${spec.inputs.length})`, 'input');
-  return spec;
+  return request;
 }

@@ -3,7 +3,7 @@ import { FhirError } from '../errors.ts';
 import { requireAccess, type Access } from '../fhir/access.ts';
 import { privateEndpoint, type ResolveHost } from '../fhir/subscriptions/endpoint.ts';
 import type { Store } from '../store/types.ts';
-import { importSpecFrom } from './kickoff-input.ts';
+import { importRequestFrom } from './kickoff-input.ts';
 import { encodeProgress, encodeSpec, type ImportSpec } from './spec.ts';
 
 export interface ImportKickoffDeps {
@@ -56,13 +56,16 @@ async function requirePublic(deps: ImportKickoffDeps, spec: ImportSpec): Promise
 
 /** `$import` kick-off: validates the Parameters and the token, persists an accepted job and returns its id. */
 export async function kickOffImport(deps: ImportKickoffDeps, req: ImportKickoffRequest): Promise<string> {
-  const spec = importSpecFrom(req.body);
+  const { spec, credential } = importRequestFrom(req.body);
   requireImportAccess(req.access, spec.inputs.map((i) => i.type));
   await requirePublic(deps, spec);
   const id = crypto.randomUUID();
   const now = deps.clock.now();
   const created = await deps.store.imports.create(
-    { id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec), progress: encodeProgress({ done: [] }), createdAt: now },
+    {
+      id, tenant: req.tenant, clientId: req.access.clientId, request: req.requestUrl, spec: encodeSpec(spec), progress: encodeProgress({ done: [] }), createdAt: now,
+      ...(credential === undefined ? {} : { credential }),
+    },
     deps.maxJobsPerClient,
   );
   if (!created) {

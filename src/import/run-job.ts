@@ -113,7 +113,7 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
   let file;
   try {
     // A random part: a job taken over after a lost lease never shares its file with the process that lost it.
-    file = await downloadInput(deps.input, input.url, `cinder-import-${job.id}-${index}-${crypto.randomUUID().slice(0, 8)}`, signal);
+    file = await downloadInput(deps.input, input.url, `cinder-import-${job.id}-${index}-${crypto.randomUUID().slice(0, 8)}`, signal, job.credential ?? undefined);
   } catch (err) {
     if (!(err instanceof InputError)) throw err;
     // Listed whatever the caps: one per input at most, and the only word on why the input imported nothing.

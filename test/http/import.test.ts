@@ -273,6 +273,67 @@ await eachStore((kind, fresh) => {
       await t.app.imports.runOnce();
     });
 
+    test('storageDetail.credentialHttpBasic goes as Basic authorization to the input origin only, is never in the status, and is wiped when the job ends', async () => {
+      const credential = 'reader:pa:ss wörd';
+      const expected = `Basic ${Buffer.from(credential, 'utf8').toString('base64')}`;
+      const seen: Record<string, (string | null)[]> = {};
+      const note = (req: Request) => (seen[new URL(req.url).pathname] ??= []).push(req.headers.get('authorization'));
+      // Another origin (another port): what a redirect there must reach without the credential.
+      const other = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: (req) => (note(req), new Response(line(pat('cred-other')))) });
+      const locked = Bun.serve({
+        port: 0, hostname: '127.0.0.1',
+        fetch(req) {
+          note(req);
+          const path = new URL(req.url).pathname;
+          if (path === '/to-other') return new Response(null, { status: 302, headers: { Location: `http://127.0.0.1:${other.port}/open.ndjson` } });
+          if (req.headers.get('authorization') !== expected) return new Response('who are you', { status: 401, headers: { 'WWW-Authenticate': 'Basic realm="files"' } });
+          if (path === '/moved') return new Response(null, { status: 302, headers: { Location: '/patients.ndjson' } });
+          return new Response(line(pat('cred-1')) + line(pat('cred-2')));
+        },
+      });
+      const at = (server: { port?: number }, path: string) => `http://127.0.0.1:${server.port}${path}`;
+      const storage = (value: string) => ({ name: 'storageDetail', part: [{ name: 'type', valueCode: 'http' }, { name: 'credentialHttpBasic', valueString: value }] });
+      try {
+        const url = await accepted(params([['Patient', at(locked, '/patients.ndjson')], ['Patient', at(locked, '/moved')], ['Patient', at(locked, '/to-other')]], [storage(credential)]));
+        // Kept for the process that runs the job (another one, after a restart), not in its spec or progress.
+        const queued = (await t.store.imports.get('t1', jobId(url)))!;
+        expect(queued.credential).toBe(credential);
+        expect(queued.spec + queued.progress).not.toContain('pa:ss');
+        const body = await done(url);
+        expect(body.output.map((o: Json) => o.count)).toEqual([2, 2, 1]);
+        expect(body.error).toEqual([]);
+        expect(seen['/patients.ndjson']).toEqual([expected, expected]);
+        expect(seen['/moved']).toEqual([expected]);
+        expect(seen['/to-other']).toEqual([expected]);
+        expect(seen['/open.ndjson']).toEqual([null]);
+        const text = JSON.stringify(body);
+        for (const secret of ['pa:ss', expected.slice('Basic '.length)]) expect(text).not.toContain(secret);
+        expect((await t.store.imports.get('t1', jobId(url)))!.credential).toBeNull();
+
+        // Without it (or with a wrong one) the input is refused: its error entry says so, and names no credential.
+        const without = await done(await accepted(params([['Patient', at(locked, '/patients.ndjson')]])));
+        expect(without.error[0].outcome.issue[0].details.text).toBe(`GET ${at(locked, '/patients.ndjson')} answered 401 Unauthorized`);
+        const wrong = await done(await accepted(params([['Patient', at(locked, '/patients.ndjson')]], [storage('reader:nope')])));
+        expect(wrong.output[0].count).toBe(0);
+        expect(JSON.stringify(wrong)).not.toContain('nope');
+
+        // A cancelled job's credential is wiped at once.
+        const cancelled = await accepted(params([['Patient', at(locked, '/patients.ndjson')]], [storage(credential)]));
+        expect((await t.request(cancelled, fhirInit(token, 'DELETE'))).status).toBe(202);
+        expect((await t.store.imports.get('t1', jobId(cancelled)))!.credential).toBeNull();
+
+        // A malformed one is a 400 naming the parameter and never repeating the value.
+        for (const bad of ['no-colon', ':no-user', 'line\nbreak:x']) {
+          const outcome = await expectOutcome(await kick(params([['Patient', at(locked, '/p.ndjson')]], [storage(bad)])), 400, 'invalid');
+          expect(outcome.issue[0].expression).toEqual(['storageDetail.credentialHttpBasic']);
+          expect(JSON.stringify(outcome)).not.toContain(bad.slice(0, 5));
+        }
+      } finally {
+        locked.stop(true);
+        other.stop(true);
+      }
+    });
+
     test('the token must create and update every type it imports, without a patient in context', async () => {
       const body = params([['Patient', files.url('/patients.ndjson')], ['Observation', files.url('/observations.ndjson')]]);
       for (const scopes of [['system/Patient.cu', 'system/Observation.r'], ['system/*.c'], ['system/*.read']]) {
@@ -308,8 +369,9 @@ await eachStore((kind, fresh) => {
       expect(await expression(params([['Nonsense', files.url('/p.ndjson')]]))).toBe('input[0].type');
       expect(await expression(params([['Patient', 'ftp://example.org/p.ndjson']]))).toBe('input[0].url');
       expect(await expression(params([['Patient', 'https://u:p@example.org/p.ndjson']]))).toBe('input[0].url');
-      const credentials = { name: 'storageDetail', part: [{ name: 'type', valueCode: 'https' }, { name: 'credentialHttpBasic', valueString: 'a:b' }] };
+      const credentials = { name: 'storageDetail', part: [{ name: 'type', valueCode: 'https' }, { name: 'credentialHttpBasic', valueString: 'ab' }] };
       expect(await expression(params([['Patient', files.url('/p.ndjson')]], [credentials]))).toBe('storageDetail.credentialHttpBasic');
+      expect(await expression(params([['Patient', files.url('/p.ndjson')]], [{ name: 'storageDetail', part: [{ name: 'bearerToken', valueString: 'x' }] }]))).toBe('storageDetail.bearerToken');
       expect(await expression({ resourceType: 'Patient' })).toBe('Parameters');
     });
   });

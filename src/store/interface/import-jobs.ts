@@ -19,6 +19,11 @@ export interface ImportJob {
   leaseUntil: number | null;
   /** How many times the job was claimed. */
   attempts: number;
+  /**
+   * The inputs' credential (`storageDetail.credentialHttpBasic`, `user:password`), for the process running the
+   * job; null without one, and once the job ended (completed, failed, cancelled: the same statement wipes it).
+   */
+  credential: string | null;
   /** Results so far as JSON text (owned by src/import). */
   progress: string;
   /** Why a failed job failed. */
@@ -26,7 +31,7 @@ export interface ImportJob {
   completedAt: number | null;
 }
 
-export type NewImportJob = Pick<ImportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'progress' | 'createdAt'>;
+export type NewImportJob = Pick<ImportJob, 'id' | 'tenant' | 'clientId' | 'request' | 'spec' | 'progress' | 'createdAt'> & { credential?: string };
 
 /**
  * An import job's lifecycle, claimed with a lease as export jobs are (ExportJobRepo): several processes
@@ -40,16 +45,16 @@ export interface ImportJobRepo {
   claim(owner: string, now: number, leaseMs: number): Promise<ImportJob | null>;
   /** Renews the lease and stores `progress` when given; false when the job is no longer in progress under `owner`. */
   checkpoint(id: string, owner: string, now: number, leaseMs: number, progress?: string): Promise<boolean>;
-  /** in-progress -> completed (under `owner`); false when the lease was lost or the job cancelled. */
+  /** in-progress -> completed (under `owner`), the credential wiped; false when the lease was lost or the job cancelled. */
   complete(id: string, owner: string, now: number, progress: string): Promise<boolean>;
-  /** in-progress -> failed (under `owner`). */
+  /** in-progress -> failed (under `owner`), the credential wiped. */
   fail(id: string, owner: string, now: number, error: string, progress: string): Promise<boolean>;
   /**
    * Gives an in-progress job back (accepted, no lease) so that any process resumes it at once; `refund`
    * takes back the claim's attempt (the process stopped: nothing went wrong with the job).
    */
   release(id: string, owner: string, now: number, refund?: boolean): Promise<void>;
-  /** Cancels a job that is not cancelled yet; returns its previous state, or null when unknown or already cancelled. */
+  /** Cancels a job that is not cancelled yet, its credential wiped; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ImportJobState | null>;
   /** Deletes jobs that ended (completed, failed, cancelled and not leased) before `before`; returns how many. */
   removeEnded(before: number): Promise<number>;

@@ -18,8 +18,8 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
           SELECT count(*)::int AS n FROM import_jobs WHERE tenant = ${job.tenant} AND client_id = ${job.clientId} AND state IN ('accepted', 'in-progress')`;
         if (active!.n >= maxActive) return false;
         await tx`
-          INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, attempts)
-          VALUES (${job.id}, ${job.tenant}, ${job.clientId}, 'accepted', ${job.request}, ${job.spec}, ${job.createdAt}, ${job.createdAt}, ${job.progress}, 0)`;
+          INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, credential, attempts)
+          VALUES (${job.id}, ${job.tenant}, ${job.clientId}, 'accepted', ${job.request}, ${job.spec}, ${job.createdAt}, ${job.createdAt}, ${job.progress}, ${job.credential ?? null}, 0)`;
         return true;
       });
     },
@@ -43,13 +43,13 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
     },
     async complete(id, owner, now, progress) {
       const r = await sql`
-        UPDATE import_jobs SET state = 'completed', progress = ${progress}, completed_at = ${now}, updated_at = ${now}, lease_owner = NULL, lease_until = NULL
+        UPDATE import_jobs SET state = 'completed', credential = NULL, progress = ${progress}, completed_at = ${now}, updated_at = ${now}, lease_owner = NULL, lease_until = NULL
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
     },
     async fail(id, owner, now, error, progress) {
       const r = await sql`
-        UPDATE import_jobs SET state = 'failed', error = ${error}, progress = ${progress}, completed_at = ${now}, updated_at = ${now},
+        UPDATE import_jobs SET state = 'failed', credential = NULL, error = ${error}, progress = ${progress}, completed_at = ${now}, updated_at = ${now},
           lease_owner = NULL, lease_until = NULL
         WHERE ${inProgressBy(id, owner)}`;
       return r.count > 0;
@@ -60,7 +60,7 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
     },
     async cancel(tenant, id, now) {
       const [r] = await sql<{ state: ImportJobState }[]>`
-        UPDATE import_jobs SET state = 'cancelled', updated_at = ${now}
+        UPDATE import_jobs SET state = 'cancelled', credential = NULL, updated_at = ${now}
         FROM (SELECT id, state FROM import_jobs WHERE tenant = ${tenant} AND id = ${id} AND state <> 'cancelled' FOR UPDATE) AS old
         WHERE import_jobs.id = old.id
         RETURNING old.state`;

@@ -602,4 +602,13 @@ ALTER TABLE revocations ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('revocati
 CREATE INDEX revocations_by_seq ON revocations (seq);
 `,
   },
+  {
+    version: 36,
+    name: 'import_credentials',
+    sql: `
+-- The credential of an $import's inputs (storageDetail.credentialHttpBasic), kept apart from the spec the status
+-- is built from, read only by the process running the job, and wiped by the statement that ends the job.
+ALTER TABLE import_jobs ADD COLUMN credential TEXT;
+`,
+  },
 ];

@@ -15,9 +15,9 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
       return w(() => {
         if (writer.query<{ n: number }, [string, string]>(ACTIVE_JOBS).get(job.tenant, job.clientId)!.n >= maxActive) return false;
         writer
-          .query(`INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, attempts)
-                  VALUES (?, ?, ?, 'accepted', ?, ?, ?, ?, ?, 0)`)
-          .run(job.id, job.tenant, job.clientId, job.request, job.spec, job.createdAt, job.createdAt, job.progress);
+          .query(`INSERT INTO import_jobs (id, tenant, client_id, state, request, spec, created_at, updated_at, progress, credential, attempts)
+                  VALUES (?, ?, ?, 'accepted', ?, ?, ?, ?, ?, ?, 0)`)
+          .run(job.id, job.tenant, job.clientId, job.request, job.spec, job.createdAt, job.createdAt, job.progress, job.credential ?? null);
         return true;
       });
     },
@@ -51,7 +51,7 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
     complete(id, owner, now, progress) {
       return w(() =>
         changed(
-          `UPDATE import_jobs SET state = 'completed', progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
+          `UPDATE import_jobs SET state = 'completed', credential = NULL, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
           progress, now, now, id, owner,
         ),
       );
@@ -59,7 +59,7 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
     fail(id, owner, now, error, progress) {
       return w(() =>
         changed(
-          `UPDATE import_jobs SET state = 'failed', error = ?, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
+          `UPDATE import_jobs SET state = 'failed', credential = NULL, error = ?, progress = ?, completed_at = ?, updated_at = ?, lease_owner = NULL, lease_until = NULL WHERE ${IN_PROGRESS_BY}`,
           error, progress, now, now, id, owner,
         ),
       );
@@ -73,7 +73,7 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
           .query<{ state: ImportJobState }, [string, string]>("SELECT state FROM import_jobs WHERE tenant = ? AND id = ? AND state <> 'cancelled'")
           .get(tenant, id);
         if (!r) return null;
-        writer.query("UPDATE import_jobs SET state = 'cancelled', updated_at = ? WHERE id = ?").run(now, id);
+        writer.query("UPDATE import_jobs SET state = 'cancelled', credential = NULL, updated_at = ? WHERE id = ?").run(now, id);
         return r.state;
       });
     },

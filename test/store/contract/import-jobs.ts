@@ -63,6 +63,30 @@ export function importJobsContract(store: () => Store) {
       expect(await s.imports.claim('o4', 200_000, 60_000)).toBeNull();
     });
 
+    test("a job's credential is claimed with it, kept while it is handed back, and wiped when it completes, fails or is cancelled", async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await s.imports.create(job(t, `${t}-k`, { credential: 'u:p' }), 5);
+      expect((await s.imports.claim('o1', 30_000, 60_000))!.credential).toBe('u:p');
+      await s.imports.release(`${t}-k`, 'o1', 30_001, true);
+      expect((await s.imports.get(t, `${t}-k`))!.credential).toBe('u:p');
+      expect((await s.imports.claim('o2', 30_002, 60_000))!.credential).toBe('u:p');
+      expect(await s.imports.complete(`${t}-k`, 'o2', 30_003, '{"done":[]}')).toBe(true);
+      expect((await s.imports.get(t, `${t}-k`))!.credential).toBeNull();
+
+      await s.imports.create(job(t, `${t}-f`, { credential: 'u:p' }), 5);
+      await s.imports.claim('o3', 30_010, 60_000);
+      expect(await s.imports.fail(`${t}-f`, 'o3', 30_011, 'broken', '{"done":[]}')).toBe(true);
+      expect((await s.imports.get(t, `${t}-f`))!.credential).toBeNull();
+
+      await s.imports.create(job(t, `${t}-x`, { credential: 'u:p' }), 5);
+      expect(await s.imports.cancel(t, `${t}-x`, 30_020)).toBe('accepted');
+      expect((await s.imports.get(t, `${t}-x`))!.credential).toBeNull();
+      await s.imports.create(job(t, `${t}-n`), 5);
+      expect((await s.imports.get(t, `${t}-n`))!.credential).toBeNull();
+      await s.imports.cancel(t, `${t}-n`, 30_021);
+    });
+
     test('removeEnded deletes jobs that ended before a time, never a running or waiting one', async () => {
       const s = store();
       const t = uniqueTenant();

@@ -220,7 +220,7 @@ export function createApp(deps: AppDeps): App {
     limits: { kickoff: perMinute(config, clock, config.exportKickoffRateLimit), status: perMinute(config, clock, config.exportStatusRateLimit) },
   }));
   fhir.route('/', importRoutes({
-    store, clock, baseUrl: config.baseUrl, maxBodyBytes: limits.resource, maxJobsPerClient: config.importMaxJobsPerClient,
+    store, clock, sink: exportSink, baseUrl: config.baseUrl, maxBodyBytes: limits.resource, maxJobsPerClient: config.importMaxJobsPerClient,
     allowPrivate: config.importAllowPrivate === 'true', resolve: deps.resolveHost ?? systemResolve, statusLimit: perMinute(config, clock, config.exportStatusRateLimit),
   }));
   const terminologyDeps = { terminology, clock, maxBodyBytes: limits.resource, maxExpansionSize: config.maxExpansionSize };
@@ -262,7 +262,7 @@ export function createApp(deps: AppDeps): App {
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),
   );
   // `$import` writes as `cinder import` does (no Subscription notifications, no referential integrity check).
-  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, client, ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
+  const imports = createImportRunner({ config, fhir: fhirDeps, store, clock, log, sink: exportSink, client, ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.resolveHost ? { resolve: deps.resolveHost } : {}) });
   metrics.gauge('cinder_subscription_notifications_waiting', 'Subscription notifications recorded and not yet delivered.', async () => ({ '': await store.subscriptions.waiting() }));
   // `$graphql` before the resource routes, which would take `/$graphql` for a type.
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));

@@ -26,7 +26,7 @@ export function parseRange(header: string | null, size: number): ByteRange | 'un
 }
 
 /** Passes bytes through, renews the download's hold on its files while it streams and ends it after. */
-function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): ReadableStream<Uint8Array> {
+function keepingAlive(stream: ReadableStream<Uint8Array>, download: Omit<Download, 'file'>): ReadableStream<Uint8Array> {
   let last = Date.now();
   return stream.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
@@ -52,7 +52,7 @@ function keepingAlive(stream: ReadableStream<Uint8Array>, download: Download): R
  * without reading the file: its Content-Length, or with gzip none (GET streams it chunked); a Range is
  * ignored there, GET being the only method it is defined for (RFC 9110 14.2).
  */
-export async function fileResponse(req: Request, download: Download): Promise<Response> {
+export async function fileResponse(req: Request, download: Omit<Download, 'file'>): Promise<Response> {
   const base: Record<string, string> = {
     'Content-Type': NDJSON,
     ETag: download.etag,

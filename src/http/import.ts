@@ -4,14 +4,14 @@ import { fhirBaseOf } from '../config.ts';
 import { FhirError } from '../errors.ts';
 import { issue, operationOutcome } from '../fhir/outcome.ts';
 import { kickOffImport, type ImportKickoffDeps } from '../import/kickoff.ts';
-import { cancelImport, importStatus, type ImportStatusDeps } from '../import/status.ts';
+import { cancelImport, importStatus, openImportErrors, type ImportStatusDeps } from '../import/status.ts';
+import { fileResponse } from './export-file.ts';
 import { readFhirBody } from './body.ts';
 import { textResponse } from './content-coding.ts';
 import type { AppEnv } from './env.ts';
 import { fhirJson } from './fhir-response.ts';
 
 export type ImportRouteDeps = ImportKickoffDeps & ImportStatusDeps & {
-  baseUrl: string;
   maxBodyBytes: number;
   /** Status requests per job per minute (CINDER_EXPORT_STATUS_RATE_LIMIT, as for exports). */
   statusLimit: Limiter;
@@ -42,6 +42,11 @@ export function importRoutes(deps: ImportRouteDeps): Hono<AppEnv> {
     if (r.kind === 'running') return new Response(null, { status: 202, headers: { 'X-Progress': r.progress, 'Retry-After': POLL_SECONDS } });
     if (r.kind === 'failed') throw new FhirError('exception', r.reason, { issueCode: 'processing' });
     return textResponse(JSON.stringify(r.body), { status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' } });
+  });
+  // An input's error file (the `url` of its `error` entry), served as an export file is: ranges, ETag, gzip.
+  app.get('/$import-status/:job/:file{error-[0-9]+\\.ndjson}', async (c) => {
+    const index = Number(/^error-(\d+)/.exec(c.req.param('file'))![1]);
+    return fileResponse(c.req.raw, await openImportErrors(deps, who(c), c.req.param('job'), index));
   });
   app.delete('/$import-status/:job', async (c) => {
     const id = c.req.param('job');

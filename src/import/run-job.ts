@@ -7,6 +7,9 @@ import type { Logger } from '../log.ts';
 import type { Client, ImportJob, Store } from '../store/types.ts';
 import { fhirBaseOf } from '../config.ts';
 import { downloadInput, InputError, type FetchInputDeps } from './fetch-input.ts';
+import { importPrefix, openErrorFile } from './error-file.ts';
+import type { ExportSink } from '../export/sink.ts';
+import { operationOutcome } from '../fhir/outcome.ts';
 import { encodeProgress, ImportDataError, MAX_ISSUES, MAX_JOB_ISSUES, readProgress, readSpec, type ImportInput, type ImportProgress, type ImportSpec, type InputResult } from './spec.ts';
 
 export interface ImportRunDeps {
@@ -17,6 +20,8 @@ export interface ImportRunDeps {
   log: Logger;
   baseUrl: string;
   input: FetchInputDeps;
+  /** The export storage, where each input's error file is written (error-file.ts). */
+  sink: Pick<ExportSink, 'open'>;
   leaseMs: number;
   /** Claims of a job that ended in an unexpected error before it is marked failed. */
   maxAttempts: number;
@@ -121,11 +126,18 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
     return;
   }
   const fhirBase = fhirBaseOf(deps.baseUrl, job.tenant);
+  // Every failure, where the status lists the first ones; a file of its own per attempt (an attempt that lost its lease may still be writing its own).
+  const errors = openErrorFile(deps.sink, `${importPrefix(job)}/${index}-${crypto.randomUUID().slice(0, 8)}/errors.ndjson`);
+  let written = false;
   try {
     const importer = createImporter(deps.fhir, {
       tenant: job.tenant, fhirBase, signal,
       ...(spec.batchSize === undefined ? {} : { batchSize: spec.batchSize }),
-      onIssue: (issue) => note(result, lineIssues(issue), listed),
+      onIssue: (issue) => {
+        const issues = lineIssues(issue);
+        note(result, issues, listed);
+        errors.add(operationOutcome(issues));
+      },
       onProgress: (p) => Object.assign(result, { imported: p.imported, unchanged: p.unchanged, failed: p.failed }),
     });
     try {
@@ -136,7 +148,11 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
       // Commits what is queued, also when interrupted: nothing is left in flight once the job is given back.
       await importer.finish();
     }
+    const record = await errors.finish();
+    written = true;
+    if (record) result.errors = record;
   } finally {
+    if (!written) await errors.abort();
     await file.remove();
   }
 }

@@ -6,6 +6,8 @@ import { systemResolve, type ResolveHost } from '../fhir/subscriptions/endpoint.
 import type { Logger } from '../log.ts';
 import { StoreUnavailableError, type Store } from '../store/types.ts';
 import { runImportJob, type ImportOutcome, type ImportRunDeps } from './run-job.ts';
+import { importPrefix } from './error-file.ts';
+import type { ExportSink } from '../export/sink.ts';
 
 /** Claims of a job that ended in an unexpected error before it is marked failed (as export's). */
 export const MAX_ATTEMPTS = 3;
@@ -20,6 +22,8 @@ export interface ImportRunnerOptions {
   store: Store;
   clock: Clock;
   log: Logger;
+  /** The export storage, which holds the inputs' error files (removed with their job). */
+  sink: Pick<ExportSink, 'open' | 'removePrefix'>;
   fetch?: typeof fetch;
   resolve?: ResolveHost;
   /** The client that started a job (ImportRunDeps.client). */
@@ -43,13 +47,20 @@ export function createImportRunner(o: ImportRunnerOptions) {
   let slot = 0;
 
   const deps = (owner: string): ImportRunDeps => ({
-    fhir: o.fhir, store: o.store, clock: o.clock, log, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
+    fhir: o.fhir, store: o.store, clock: o.clock, log, sink: o.sink, baseUrl: o.config.baseUrl, owner, signal: stopping.signal,
     leaseMs: o.config.exportLeaseSeconds * 1000, maxAttempts: MAX_ATTEMPTS, ...(o.client ? { client: o.client } : {}),
     input: {
       fetch: o.fetch ?? fetch, resolve: o.resolve ?? systemResolve, allowPrivate: o.config.importAllowPrivate === 'true',
       maxBytes: o.config.importMaxInputBytes, timeoutMs: o.config.importFetchTimeout * 1000, tmpDir: tmpdir(),
     },
   });
+
+  /** Deletes the jobs that ended before `before`, then their error files (a file left by a crash in between is only disk). */
+  async function removeEnded(before: number): Promise<void> {
+    for (const job of await o.store.imports.removeEnded(before)) {
+      await o.sink.removePrefix(importPrefix(job)).catch((err: unknown) => log.warn('import error files not removed', { job: job.id, err }));
+    }
+  }
 
   /** Claims one job for `owner` and runs it; false when none was claimable, or the job was handed back as the runner stops. */
   async function runOne(owner: string): Promise<boolean> {
@@ -67,7 +78,7 @@ export function createImportRunner(o: ImportRunnerOptions) {
     try {
       if (o.clock.now() - cleaned > CLEANUP_EVERY_MS) {
         cleaned = o.clock.now();
-        await o.store.imports.removeEnded(cleaned - RESULT_RETENTION_MS);
+        await removeEnded(cleaned - RESULT_RETENTION_MS);
       }
       while (running.size < o.config.importJobs && !stopping.signal.aborted) {
         const owner = `${processId}/i${slot++}`;

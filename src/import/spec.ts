@@ -30,6 +30,8 @@ export interface InputResult {
   issues: FhirIssue[];
   /** Failures beyond MAX_ISSUES, counted only. */
   omitted: number;
+  /** The file of every failed line (error-file.ts), when there was one. */
+  errors?: { key: string; bytes: number };
 }
 
 /** A job's results so far: the finished inputs in order (the next one to run is `done.length`), and counts of the running one. */

@@ -3,12 +3,19 @@ import { FhirError } from '../errors.ts';
 import type { Access } from '../fhir/access.ts';
 import { operationOutcome } from '../fhir/outcome.ts';
 import type { ImportJob, Store } from '../store/types.ts';
+import { fhirBaseOf } from '../config.ts';
+import type { Download } from '../export/download.ts';
+import type { ExportSink } from '../export/sink.ts';
 import { requireImportAccess } from './kickoff.ts';
 import { ImportDataError, readProgress, readSpec, type ImportProgress, type ImportSpec, type InputResult } from './spec.ts';
 
 export interface ImportStatusDeps {
   store: Pick<Store, 'imports'>;
   clock: Clock;
+  /** The public base URL (the error files' links). */
+  baseUrl: string;
+  /** The export storage, where the error files are (error-file.ts). */
+  sink: Pick<ExportSink, 'size' | 'read'>;
 }
 
 export interface ImportStatusRequest {
@@ -54,8 +61,24 @@ function progressText(job: ImportJob, spec: ImportSpec, p: ImportProgress): stri
 /** An input's failures as an OperationOutcome, the ones past MAX_ISSUES counted in a last issue. */
 function outcomeOf(r: InputResult): Record<string, unknown> {
   const issues = [...r.issues];
-  if (r.omitted > 0) issues.push({ severity: 'information', code: 'informational', details: { text: `${r.omitted} more failures are not listed` } });
+  if (r.omitted > 0) {
+    const where = r.errors ? ': the error file (url) lists every failure' : '';
+    issues.push({ severity: 'information', code: 'informational', details: { text: `${r.omitted} more failures are not listed${where}` } });
+  }
   return operationOutcome(issues);
+}
+
+/** The URL of input `index`'s error file, below the job's status URL. */
+const errorFileUrl = (deps: ImportStatusDeps, job: ImportJob, index: number) => `${fhirBaseOf(deps.baseUrl, job.tenant)}/$import-status/${job.id}/error-${index}.ndjson`;
+
+/** One `error` entry per input with failures: counted, listed inline (bounded), and every one in its file (`url`) when it has one. */
+function errorEntries(deps: ImportStatusDeps, job: ImportJob, done: InputResult[]): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const [i, r] of done.entries()) {
+    if (r.issues.length === 0 && r.failed === 0) continue;
+    out.push({ type: 'OperationOutcome', inputUrl: r.url, count: r.failed, ...(r.errors ? { url: errorFileUrl(deps, job, i) } : {}), outcome: outcomeOf(r) });
+  }
+  return out;
 }
 
 /**
@@ -73,9 +96,31 @@ export async function importStatus(deps: ImportStatusDeps, req: ImportStatusRequ
     request: job.request,
     ...(spec.inputSource === undefined ? {} : { inputSource: spec.inputSource }),
     output: p.done.map((r) => ({ type: r.type, inputUrl: r.url, count: r.imported, unchanged: r.unchanged })),
-    error: p.done.filter((r) => r.issues.length > 0 || r.failed > 0).map((r) => ({ type: 'OperationOutcome', inputUrl: r.url, count: r.failed, outcome: outcomeOf(r) })),
+    error: errorEntries(deps, job, p.done),
   };
   return { kind: 'completed', body };
+}
+
+/**
+ * The error file of input `index` of a completed import (the `url` of its `error` entry): NDJSON, one
+ * OperationOutcome per failed line, for whoever may read the job's status. Served as export files are
+ * (src/http/export-file.ts); it is removed with the job (RESULT_RETENTION_MS after it ended), so it needs no hold.
+ */
+export async function openImportErrors(deps: ImportStatusDeps, req: ImportStatusRequest, id: string, index: number): Promise<Omit<Download, 'file'>> {
+  const { job } = await visibleJob(deps, req, id);
+  if (job.state !== 'completed') throw new FhirError('not-found', `Import job '${id}' has no error files until it completes`);
+  const file = readable(() => readProgress(job)).done[index]?.errors;
+  if (!file) throw new FhirError('not-found', `Input ${index} of import job '${id}' has no error file`);
+  if ((await deps.sink.size(file.key)) === null) {
+    throw new FhirError('gone', `The error file of input ${index} of import job '${id}' is no longer in the export storage (removed, or kept on another server's disk)`);
+  }
+  return {
+    etag: `"${job.id}.error-${index}.${file.bytes}"`,
+    size: file.bytes,
+    read: (range) => deps.sink.read(file.key, range),
+    keepAlive: async () => undefined,
+    release: async () => undefined,
+  };
 }
 
 /**

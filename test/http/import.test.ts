@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { gzipSync } from 'node:zlib';
 import { createClient } from '../../src/auth/admin.ts';
 import { disableClient } from '../../src/auth/client-lifecycle.ts';
+import { openSink } from '../../src/export/sink.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, expectOutcome } from '../helpers/fhir.ts';
@@ -119,14 +120,52 @@ await eachStore((kind, fresh) => {
       expect((await read('Patient/m2')).status).toBe(404);
     });
 
-    test('an input lists its first 1,000 failures and counts the rest', async () => {
-      const body = await done(await accepted(params([['Patient', files.url('/bad.ndjson')]])));
+    test('an input lists its first 1,000 failures inline, counts the rest, and links the NDJSON file of every one', async () => {
+      const url = await accepted(params([['Patient', files.url('/bad.ndjson')]]));
+      const body = await done(url);
       expect(body.output[0].count).toBe(0);
       expect(body.error[0].count).toBe(1005);
       const issues = body.error[0].outcome.issue as Json[];
       expect(issues).toHaveLength(1001);
       expect(issues[999].location).toEqual(['Line[1000]']);
-      expect(issues[1000]).toMatchObject({ severity: 'information', details: { text: '5 more failures are not listed' } });
+      expect(issues[1000]).toMatchObject({ severity: 'information', details: { text: '5 more failures are not listed: the error file (url) lists every failure' } });
+      expect(body.error[0].url).toBe(`${url}/error-0.ndjson`);
+
+      const file = await t.request(body.error[0].url, fhirInit(token));
+      expect(file.status).toBe(200);
+      expect(file.headers.get('content-type')).toBe('application/fhir+ndjson');
+      const lines = (await file.text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Json);
+      expect(lines).toHaveLength(1005);
+      expect(lines.every((o) => o.resourceType === 'OperationOutcome')).toBe(true);
+      expect(lines[1004].issue[0]).toMatchObject({ severity: 'error', location: ['Line[1005]'] });
+      expect(lines[0].issue[0]).toEqual(issues[0]);
+      // As an export file: byte ranges.
+      const head = await t.request(body.error[0].url, { ...fhirInit(token), headers: { ...fhirInit(token).headers, Range: 'bytes=0-9' } });
+      expect(head.status).toBe(206);
+      expect(await head.text()).toBe('{"resource');
+      // Only the job's client sees it, and only inputs with failures have one.
+      await expectOutcome(await t.request(body.error[0].url, fhirInit(await craftToken(t, 'system/*.*'))), 404, 'not-found');
+      await expectOutcome(await t.request(`${url}/error-1.ndjson`, fhirInit(token)), 404, 'not-found');
+    });
+
+    test('lines failing validation mid-file, across transactions, are counted and listed; the lines around them are imported once each', async () => {
+      const good = (n: number) => line({ resourceType: 'Patient', identifier: [{ system: 'urn:mid', value: `v${n}` }] });
+      const text = [good(1), good(2), line({ resourceType: 'Patient', gender: 'sometimes' }), good(4), '{"resourceType":"Patient",\n', good(6), good(7),
+        line({ resourceType: 'Patient', birthDate: 'yesterday' }), good(9), good(10)].join('');
+      const mid = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(text) });
+      try {
+        const storage = { name: 'storageDetail', part: [{ name: 'type', valueCode: 'http' }, { name: 'maxBatchResourceCount', valueString: '2' }] };
+        const body = await done(await accepted(params([['Patient', `http://127.0.0.1:${mid.port}/mid.ndjson`]], [storage])));
+        expect(body.output[0]).toMatchObject({ count: 7, unchanged: 0 });
+        expect(body.error[0].count).toBe(3);
+        expect((body.error[0].outcome.issue as Json[]).map((i) => i.location[0])).toEqual(['Line[3]', 'Line[5]', 'Line[8]']);
+        const file = (await (await t.request(body.error[0].url, fhirInit(token))).text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Json);
+        expect(file.map((o) => o.issue[0].location[0])).toEqual(['Line[3]', 'Line[5]', 'Line[8]']);
+        const found = (await (await read('Patient?identifier=urn:mid|&_summary=count')).json()) as Json;
+        expect(found.total).toBe(7);
+      } finally {
+        mid.stop(true);
+      }
     });
 
     test('a resource of another type than its input is a failed line; the rest of the input is imported', async () => {
@@ -373,6 +412,24 @@ await eachStore((kind, fresh) => {
       expect(await expression(params([['Patient', files.url('/p.ndjson')]], [credentials]))).toBe('storageDetail.credentialHttpBasic');
       expect(await expression(params([['Patient', files.url('/p.ndjson')]], [{ name: 'storageDetail', part: [{ name: 'bearerToken', valueString: 'x' }] }]))).toBe('storageDetail.bearerToken');
       expect(await expression({ resourceType: 'Patient' })).toBe('Parameters');
+    });
+
+    // Last: it moves the clock past the results' retention.
+    test('a job removed after its retention takes its error files with it', async () => {
+      const id = jobId(await accepted(params([['Patient', files.url('/mixed.ndjson')]])));
+      await t.app.imports.runOnce();
+      const key = (JSON.parse((await t.store.imports.get('t1', id))!.progress) as Json).done[0].errors.key as string;
+      const sink = openSink(t.config.exportStorage, {}, t.store);
+      expect(await sink.size(key)).toBeGreaterThan(0);
+      t.clock.advance(8 * 24 * 3600 * 1000);
+      t.app.imports.start();
+      try {
+        for (let i = 0; i < 100 && (await t.store.imports.get('t1', id)) !== null; i++) await Bun.sleep(50);
+      } finally {
+        await t.app.imports.stop();
+      }
+      expect(await t.store.imports.get('t1', id)).toBeNull();
+      expect(await sink.size(key)).toBeNull();
     });
   });
 });

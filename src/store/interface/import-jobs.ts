@@ -56,8 +56,8 @@ export interface ImportJobRepo {
   release(id: string, owner: string, now: number, refund?: boolean): Promise<void>;
   /** Cancels a job that is not cancelled yet, its credential wiped; returns its previous state, or null when unknown or already cancelled. */
   cancel(tenant: string, id: string, now: number): Promise<ImportJobState | null>;
-  /** Deletes jobs that ended (completed, failed, cancelled and not leased) before `before`; returns how many. */
-  removeEnded(before: number): Promise<number>;
+  /** Deletes jobs that ended (completed, failed, cancelled and not leased) before `before`; returns them (to remove their files). */
+  removeEnded(before: number): Promise<{ tenant: string; id: string }[]>;
   /** Counts by state (for metrics). */
   countByState(): Promise<Record<string, number>>;
 }

@@ -67,9 +67,9 @@ export function createPostgresImportJobs(sql: Pg): ImportJobRepo {
       return r ? r.state : null;
     },
     async removeEnded(before) {
-      const r = await sql`
-        DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ${before} AND COALESCE(lease_until, 0) < ${before}`;
-      return r.count;
+      return [...(await sql<{ tenant: string; id: string }[]>`
+        DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ${before} AND COALESCE(lease_until, 0) < ${before}
+        RETURNING tenant, id`)];
     },
     async countByState() {
       const out: Record<string, number> = {};

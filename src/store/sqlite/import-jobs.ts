@@ -80,8 +80,10 @@ export function createSqliteImportJobs({ writer, reader, serial }: SqliteExportD
     removeEnded(before) {
       return w(() =>
         writer
-          .query("DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ? AND COALESCE(lease_until, 0) < ?")
-          .run(before, before).changes,
+          .query<{ tenant: string; id: string }, [number, number]>(
+            "DELETE FROM import_jobs WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ? AND COALESCE(lease_until, 0) < ? RETURNING tenant, id",
+          )
+          .all(before, before),
       );
     },
     async countByState() {

@@ -95,6 +95,8 @@ export async function importStatus(deps: ImportStatusDeps, req: ImportStatusRequ
     transactionTime: new Date(job.createdAt).toISOString(),
     request: job.request,
     ...(spec.inputSource === undefined ? {} : { inputSource: spec.inputSource }),
+    // As an export manifest says it: the error files (`error[].url`) are fetched with the job's bearer token.
+    requiresAccessToken: true,
     output: p.done.map((r) => ({ type: r.type, inputUrl: r.url, count: r.imported, unchanged: r.unchanged })),
     error: errorEntries(deps, job, p.done),
   };

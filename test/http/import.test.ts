@@ -130,6 +130,7 @@ await eachStore((kind, fresh) => {
       expect(issues[999].location).toEqual(['Line[1000]']);
       expect(issues[1000]).toMatchObject({ severity: 'information', details: { text: '5 more failures are not listed: the error file (url) lists every failure' } });
       expect(body.error[0].url).toBe(`${url}/error-0.ndjson`);
+      expect(body.requiresAccessToken).toBe(true);
 
       const file = await t.request(body.error[0].url, fhirInit(token));
       expect(file.status).toBe(200);

@@ -1,7 +1,8 @@
 /**
  * `$import` with real `cinder serve` processes: the process running an import is killed with SIGKILL while
  * it fetches an input; the next process (a restart on SQLite, another process on PostgreSQL) claims the job
- * once its lease runs out and completes it, the interrupted input read again from its first line.
+ * once its lease runs out and completes it, the interrupted input read again from its first line (fetched with the
+ * credential the job's row keeps); an input of id-less lines interrupted mid-input stores each line once.
  */
 import { expect, test } from 'bun:test';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
@@ -31,6 +32,8 @@ for (const target of targets) {
     const files = Bun.serve({
       port: 0, hostname: '127.0.0.1',
       fetch(req) {
+        // The inputs need the job's credential, which the second process reads from the job's row.
+        if (req.headers.get('authorization') !== `Basic ${btoa('importer:secret')}`) return new Response(null, { status: 401 });
         if (new URL(req.url).pathname === '/whole.ndjson') return new Response(line('w1') + line('w2'));
         return new Response(new ReadableStream({
           async start(c) {
@@ -54,7 +57,10 @@ for (const target of targets) {
       const input = (path: string) => ({ name: 'input', part: [{ name: 'type', valueCode: 'Patient' }, { name: 'url', valueUri: `http://127.0.0.1:${files.port}${path}` }] });
       const kick = await fetch(`${fhir}/$import`, {
         method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/fhir+json' },
-        body: JSON.stringify({ resourceType: 'Parameters', parameter: [input('/held.ndjson'), input('/whole.ndjson')] }),
+        body: JSON.stringify({ resourceType: 'Parameters', parameter: [
+          { name: 'storageDetail', part: [{ name: 'type', valueCode: 'http' }, { name: 'credentialHttpBasic', valueString: 'importer:secret' }] },
+          input('/held.ndjson'), input('/whole.ndjson'),
+        ] }),
       });
       expect(kick.status).toBe(202);
       const statusPath = new URL(kick.headers.get('content-location')!).pathname;
@@ -77,6 +83,7 @@ for (const target of targets) {
       expect(body!.output.map((o) => o.count)).toEqual([3, 2]);
       expect(body!.error).toEqual([]);
       expect((await store.imports.get('t1', id))!.attempts).toBe(2);
+      expect((await store.imports.get('t1', id))!.credential).toBeNull();
       for (const p of ['h1', 'h2', 'h3', 'w1', 'w2']) {
         expect((await fetch(`${second.base}/tenants/t1/fhir/R4/Patient/${p}`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(200);
       }

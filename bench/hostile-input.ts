@@ -1,7 +1,8 @@
 /**
  * What crafted request bodies cost: inputs whose size is ordinary but whose shape made earlier code do
  * quadratic work (the cases of test/http/xml-cost.test.ts, narrative-cost.test.ts and match-cost.test.ts,
- * which check the answers; the time is measured here, since timing belongs in benchmarks).
+ * which check the answers, and an NDJSON line of 64 MB arriving in 64 KiB chunks, as `$import` and
+ * `cinder import` read it; the time is measured here, since timing belongs in benchmarks).
  *
  *   bun bench/hostile-input.ts [--rounds N]
  *
@@ -10,6 +11,7 @@
  * synchronous, so a case that regresses to quadratic shows as seconds or minutes here.
  */
 import { parseArgs } from 'node:util';
+import { readLines } from '../src/fhir/import/lines.ts';
 import { createTestApp, fhirInit } from '../test/helpers/app.ts';
 import { median } from './lib/stats.ts';
 
@@ -61,7 +63,23 @@ const cases: [string, () => Response | Promise<Response>][] = [
     narrative(`<div xmlns="${XHTML}">${Array.from({ length: levels }, (_, l) => `<span ${Array.from({ length: 40 }, (_, i) => `xmlns:p${l}_${i}="urn:x"`).join(' ')}>`).join('')}${'<b>x</b>'.repeat(100_000)}${'</span>'.repeat(levels)}</div>`),
   ],
   ['Patient/$match: 40,000 names and identifiers against 100 candidates', () => t.request(`${base}/Patient/$match`, fhirInit(token, 'POST', matchInput))],
+  ['NDJSON: a 64 MB line in 64 KiB chunks', longLine],
 ];
+
+/** Reads a 64 MB line and a short one through readLines; answers a Response so it runs as the other cases. */
+async function longLine(): Promise<Response> {
+  const bytes = new TextEncoder().encode(`${'x'.repeat(64 * 1024 * 1024)}\nnext`);
+  let at = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(c) {
+      if (at >= bytes.length) return c.close();
+      c.enqueue(bytes.subarray(at, (at += 64 * 1024)));
+    },
+  });
+  let lines = 0;
+  for await (const batch of readLines(stream)) lines += batch.length;
+  return new Response(null, { status: lines === 2 ? 200 : 500 });
+}
 
 for (const [name, send] of cases) {
   const times: number[] = [];

@@ -27,12 +27,9 @@ describe('readLines', () => {
     expect(await lines(text, size)).toEqual(expected);
   });
 
-  test('a line of many chunks takes time in proportion to its length', async () => {
+  test('a line of many chunks is read whole (its cost is measured by bench/hostile-input.ts)', async () => {
     const long = 'x'.repeat(64 * 1024 * 1024);
-    const started = performance.now();
     expect((await lines(`${long}\nnext`, 64 * 1024)).map(([n, t]) => [n, t.length])).toEqual([[1, long.length], [2, 4]]);
-    // Quadratic, it took 1.2 s on 32 MB and over 4 s on 64 MB (2 shared cores); linear, some tens of milliseconds.
-    expect(performance.now() - started).toBeLessThan(1000);
   });
 
   test('a line longer than the limit is counted, not held; the lines after it are read', async () => {

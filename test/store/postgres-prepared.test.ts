@@ -12,6 +12,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../src/fhir/search.ts';
 import { connect, connectForKeys, connectGeneric, type Pg } from '../../src/store/postgres/db.ts';
+import { createKeysConnection, type KeysConnection } from '../../src/store/postgres/keys-connection.ts';
 import { createPostgresResources } from '../../src/store/postgres/resources.ts';
 import type { Condition, ResourceRepo, SearchQuery } from '../../src/store/types.ts';
 import { storeTargets } from '../helpers/stores.ts';
@@ -38,7 +39,7 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 for (const target of targets) {
   describe('PostgreSQL prepares the search statements whose form sets their plan', () => {
     let sql: Pg;
-    let keysSql: Pg;
+    let keys: KeysConnection;
     let genericSql: Pg;
     let repo: ResourceRepo;
     /** The search statements prepared on a pool's one connection, with the plans PostgreSQL made of each. */
@@ -52,13 +53,13 @@ for (const target of targets) {
       await store.resources.write('t1', (w) => w.insertNew(firstVersions([...range(PATIENTS).map((p) => ({ resourceType: 'Patient', id: `pp${p}` })), ...observations])));
       await store.resources.indexing.analyze();
       sql = connect(db.url, { max: 1 });
-      keysSql = connectForKeys(db.url);
+      keys = createKeysConnection(() => connectForKeys(db.url));
       genericSql = connectGeneric(db.url, { max: 1 });
-      repo = createPostgresResources(sql, keysSql, genericSql);
+      repo = createPostgresResources(sql, keys, genericSql);
     }, 60_000);
     afterAll(async () => {
       await sql.end();
-      await keysSql.end();
+      await keys.close();
       await genericSql.end();
     });
 

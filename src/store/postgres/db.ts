@@ -8,6 +8,8 @@ export interface PostgresStoreOptions {
   max?: number;
   /** How often an unreachable database is probed again (default 500 ms). */
   probeIntervalMs?: number;
+  /** Milliseconds a statement on the search key connection may go unanswered before it is replaced (default 10 s; keys-connection.ts). */
+  keyDeadlineMs?: number;
   /** Told when the database becomes unreachable (with the error) and when it answers again. */
   onAvailabilityChange?: (down: boolean, cause?: unknown) => void;
 }

@@ -12,6 +12,7 @@ import { postgresMigrations } from './migrations.ts';
 import { createPostgresResources } from './resources.ts';
 import { createPostgresSubscriptions } from './subscriptions.ts';
 import { createPostgresExpunge } from './expunge.ts';
+import { createKeysConnection } from './keys-connection.ts';
 
 export type { PostgresStoreOptions } from './db.ts';
 
@@ -21,7 +22,7 @@ export type { PostgresStoreOptions } from './db.ts';
  */
 export function createPostgresStore(url: string, options: PostgresStoreOptions = {}): Store {
   const sql = connect(url, options);
-  const keysSql = connectForKeys(url);
+  const keysConnection = createKeysConnection(() => connectForKeys(url), options.keyDeadlineMs);
   const genericSql = connectGeneric(url, options);
   // While the database is unreachable every call fails at once (503) and a probe looks for it again.
   const guard = circuitGuard({
@@ -47,7 +48,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     }),
     async close() {
       guard.close();
-      await Promise.all([sql.end({ timeout: 5 }), keysSql.end({ timeout: 5 }), genericSql.end({ timeout: 5 })]);
+      await Promise.all([sql.end({ timeout: 5 }), keysConnection.close(), genericSql.end({ timeout: 5 })]);
     },
     stats: () => ({ pool_max: Number(sql.options.max) + Number(genericSql.options.max), unavailable: guard.down ? 1 : 0 }),
     tenants: g(createPostgresTenants(sql)),
@@ -56,7 +57,7 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     users: g(createPostgresUsers(sql)),
     oauth: g(createPostgresOAuth(sql)),
     counters: g(createPostgresCounters(sql)),
-    resources: g(createPostgresResources(sql, keysSql, genericSql)),
+    resources: g(createPostgresResources(sql, keysConnection, genericSql)),
     subscriptions: g(createPostgresSubscriptions(sql)),
     expunge: g(createPostgresExpunge(sql)),
     exports: {

@@ -9,6 +9,7 @@ import { createPostgresCompartments } from './compartments.ts';
 import { historyQuery } from './search-sql.ts';
 import { createPostgresSnapshot } from './snapshot.ts';
 import { createPostgresKeys } from './search-keys.ts';
+import type { KeysConnection } from './keys-connection.ts';
 import { createPostgresWriter } from './writer.ts';
 import { transaction } from './transaction.ts';
 
@@ -75,7 +76,7 @@ const SEARCHED_TABLES = ['resources', 'resource_history', 'search_keys', 'search
 /**
  * Resources on Postgres: current versions in `resources`, older ones in `resource_history`, search
  * values in `search_index` and `compartments`. Reads run at READ COMMITTED on the pool; writes run in
- * transactions (`transaction`, sql.begin guarded against a lost connection) that lock the rows they replace. `keysSql`: the connection that creates
+ * transactions (`transaction`, sql.begin guarded against a lost connection) that lock the rows they replace. `keys`: the connection that creates
  * search keys (see createPostgresKeys), not one of the pool's; `genericSql`: the pool that runs the
  * searches of a plain form (and their planner's counts) with generic plans (connectGeneric).
  */
@@ -100,9 +101,9 @@ function viaSql(b: SqlBuilder, q: CodingPairsQuery): { from: string; where: stri
   return { from: `${from} JOIN resources r ON r.pk = s.res`, where: [...where, matchingSql(b, q.type, q.matching)].join(' AND ') };
 }
 
-export function createPostgresResources(sql: Pg, keysSql: Pg, genericSql: Pg): ResourceRepo {
+export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSql: Pg): ResourceRepo {
   const snapshot = createPostgresSnapshot(sql);
-  const searchKeys = createPostgresKeys(keysSql);
+  const searchKeys = createPostgresKeys(keys);
   const sizes = estimatedSizes(sql);
   const count = countRows(sql, genericSql);
   // Keys of reference and token rows found (a key is never removed), for withoutAbsentKeys.

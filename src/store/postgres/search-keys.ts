@@ -1,7 +1,7 @@
 import { batchKeys, createKeyCache, entryKey, keyName, memoizedKeyOf, type KeyOf, type SearchKey } from '../search-keys.ts';
 import { boundIndexRows } from '../index-limits.ts';
 import { StoreValueError, type IndexRows } from '../types.ts';
-import type { Pg } from './db.ts';
+import type { KeysConnection } from './keys-connection.ts';
 
 type KeyRow = SearchKey & { k: number };
 
@@ -12,30 +12,31 @@ type KeyRow = SearchKey & { k: number };
  * a read again, since another process may have created some meanwhile). A key is thus committed
  * before any transaction uses it, so it is cached at once; a transaction that rolls back leaves an
  * unused key, which is harmless. The connection is not one of the pool's: a transaction that waits
- * for it must never wait for a pool that other such transactions hold.
+ * for it must never wait for a pool that other such transactions hold; and a statement it leaves
+ * unanswered is bounded by a deadline (keys-connection.ts).
  */
-export function createPostgresKeys(keysSql: Pg) {
+export function createPostgresKeys(connection: KeysConnection) {
   const cache = createKeyCache();
   const columns = (keys: SearchKey[]) =>
     [keys.map((k) => k.tenant), keys.map((k) => k.type), keys.map((k) => k.param), keys.map((k) => k.system), keys.map((k) => k.code)] as const;
 
   function read(keys: SearchKey[]): Promise<KeyRow[]> {
     const [tenant, type, param, system, code] = columns(keys);
-    return keysSql<KeyRow[]>`
+    return connection.run((sql) => sql<KeyRow[]>`
       SELECT s.k, s.tenant, s.type, s.param, s.system, s.code
       FROM unnest(${tenant}::text[], ${type}::text[], ${param}::text[], ${system}::text[], ${code}::text[]) AS x(tenant, type, param, system, code)
-      JOIN search_keys s ON s.tenant = x.tenant AND s.type = x.type AND s.param = x.param AND s.system = x.system AND s.code = x.code`;
+      JOIN search_keys s ON s.tenant = x.tenant AND s.type = x.type AND s.param = x.param AND s.system = x.system AND s.code = x.code`);
   }
 
   /** Inserts keys in one order, whoever inserts them, so that two processes inserting the same ones never deadlock. */
   function create(keys: SearchKey[]): Promise<KeyRow[]> {
     const [tenant, type, param, system, code] = columns(keys);
-    return keysSql<KeyRow[]>`
+    return connection.run((sql) => sql<KeyRow[]>`
       INSERT INTO search_keys (tenant, type, param, system, code)
       SELECT * FROM unnest(${tenant}::text[], ${type}::text[], ${param}::text[], ${system}::text[], ${code}::text[]) AS x(tenant, type, param, system, code)
       ORDER BY 1, 2, 3, 4, 5
       ON CONFLICT DO NOTHING
-      RETURNING k, tenant, type, param, system, code`;
+      RETURNING k, tenant, type, param, system, code`);
   }
 
   /** Reads, and creates where missing, `missing`'s keys into `known`. */

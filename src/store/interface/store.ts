@@ -7,11 +7,14 @@ import type { ImportJobRepo } from './import-jobs.ts';
 import type { CounterRepo, OAuthRepo } from './oauth.ts';
 import type { ResourceRepo } from './resources.ts';
 import type { SubscriptionRepo } from './subscriptions.ts';
+import type { SchemaState } from '../schema-state.ts';
 
 export interface Store {
   readonly kind: 'sqlite' | 'postgres';
   /** Applies pending migrations (idempotent; safe when several processes start together). */
   migrate(): Promise<{ applied: string[] }>;
+  /** Which migrations the database has applied, against this release's (changes nothing; `cinder check`). */
+  schema(): Promise<SchemaState>;
   /** Throws when the database cannot be reached. */
   ping(): Promise<void>;
   /** Connection figures for /metrics (`cinder_db_pool{stat=...}`): pool size, queued writes... */

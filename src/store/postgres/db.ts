@@ -152,6 +152,13 @@ export async function runMigrations(sql: Pg, migrations: PgMigration[], now: num
   });
 }
 
+/** The rows of `schema_migrations`, none when the table does not exist (a database Cinder never migrated). */
+export async function appliedMigrations(sql: Pg): Promise<{ version: number; name: string }[]> {
+  const [table] = await sql<{ name: string | null }[]>`SELECT to_regclass('schema_migrations')::text AS name`;
+  if (!table?.name) return [];
+  return sql<{ version: number; name: string }[]>`SELECT version, name FROM schema_migrations ORDER BY version`;
+}
+
 /** SQLSTATEs a caller can resolve by retrying or reporting a conflict: unique_violation, deadlock, serialization failure. */
 const CONFLICT_CODES = new Set(['23505', '40P01', '40001']);
 

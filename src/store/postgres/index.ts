@@ -1,6 +1,6 @@
 import type { Store } from '../types.ts';
 import { createPostgresClients, createPostgresKeys, createPostgresTenants } from './accounts.ts';
-import { connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
+import { appliedMigrations, connect, connectForKeys, connectGeneric, isPostgresOutage, isPostgresTimeout, isPostgresUnholdable, runMigrations } from './db.ts';
 import { circuitGuard, guarded } from '../unavailable.ts';
 import { createPostgresExportCleanup, createPostgresExportDownloads, createPostgresExportJobs, createPostgresExportScratch } from './export-jobs.ts';
 import { createPostgresExportFiles } from './export-files.ts';
@@ -9,6 +9,7 @@ import { createPostgresCounters, createPostgresOAuth } from './oauth.ts';
 import { createPostgresUsers } from './users.ts';
 import type { PostgresStoreOptions } from './db.ts';
 import { postgresMigrations } from './migrations.ts';
+import { schemaState } from '../schema-state.ts';
 import { createPostgresResources } from './resources.ts';
 import { createPostgresSubscriptions } from './subscriptions.ts';
 import { createPostgresExpunge } from './expunge.ts';
@@ -44,6 +45,9 @@ export function createPostgresStore(url: string, options: PostgresStoreOptions =
     ...g({
       async ping() {
         await sql`SELECT 1`;
+      },
+      async schema() {
+        return schemaState(await appliedMigrations(sql), postgresMigrations);
       },
     }),
     async close() {

@@ -10,7 +10,7 @@ import type { Migration } from './migrations.ts';
  * because group commit writes each dirtied page once per group; a lone client writing one resource
  * at a time pays about 0.1 ms more per write (see docs/PERFORMANCE.md, fifth session).
  */
-const PAGE_SIZE = 16384;
+export const PAGE_SIZE = 16384;
 
 /** How long a statement waits for another connection's write lock before SQLITE_BUSY (then 503). */
 export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
@@ -177,6 +177,13 @@ export function runMigrations(db: Database, migrations: Migration[], now: number
     }
   }).immediate();
   return applied;
+}
+
+/** The rows of `schema_migrations`, none when the table does not exist (a database Cinder never migrated). */
+export function appliedMigrations(db: Database): { version: number; name: string }[] {
+  const table = db.query<{ n: number }, []>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  if (!table?.n) return [];
+  return db.query<{ version: number; name: string }, []>('SELECT version, name FROM schema_migrations ORDER BY version').all();
 }
 
 /** Serialises async work on one connection: bun:sqlite transactions must not interleave. */

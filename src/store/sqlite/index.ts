@@ -2,7 +2,8 @@ import type { Database } from 'bun:sqlite';
 import type { Store } from '../types.ts';
 import { createSqliteClients, createSqliteKeys, createSqliteTenants } from './accounts.ts';
 import { createCheckpointer } from './checkpointer.ts';
-import { createMutex, isSqliteOutage, openDatabase, runMigrations, serialized } from './db.ts';
+import { appliedMigrations, createMutex, isSqliteOutage, openDatabase, runMigrations, serialized } from './db.ts';
+import { schemaState } from '../schema-state.ts';
 import { guarded, translatingGuard } from '../unavailable.ts';
 import { createSqliteImportJobs } from './import-jobs.ts';
 import { createSqliteExportCleanup, createSqliteExportDownloads, createSqliteExportJobs, createSqliteExportScratch } from './export-jobs.ts';
@@ -56,6 +57,9 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     ...g({
       async ping() {
         reader.query('SELECT 1').get();
+      },
+      async schema() {
+        return schemaState(appliedMigrations(reader), sqliteMigrations);
       },
     }),
     // A writer, a reader and a scan connection; writes wait in one queue.

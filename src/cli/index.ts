@@ -4,7 +4,10 @@ import {
   clientCreateCommand, clientDeleteCommand, clientDisableCommand, clientEnableCommand, clientListCommand, clientRotateSecretCommand, clientShowCommand,
   clientUpdateCommand,
 } from './client.ts';
+import { backupCommand } from './backup.ts';
+import { checkCommand } from './check.ts';
 import { UsageError, type CliIO, type Command, type Options } from './command.ts';
+import { compactCommand } from './compact.ts';
 import { exportCommand } from './export.ts';
 import { auditPruneCommand, expungeCommand } from './expunge.ts';
 import { healthcheckCommand } from './healthcheck.ts';
@@ -12,6 +15,7 @@ import { importCommand } from './import.ts';
 import { keysRotateCommand } from './keys.ts';
 import { migrateCommand } from './migrate.ts';
 import { reindexCommand } from './reindex.ts';
+import { restoreCommand } from './restore.ts';
 import { serveCommand } from './serve.ts';
 import { tenantCreateCommand } from './tenant.ts';
 import { userCreateCommand, userDeleteCommand, userDisableCommand, userEnableCommand, userListCommand, userShowCommand, userUpdateCommand } from './user.ts';
@@ -24,7 +28,7 @@ export const commands: Command[] = [
   clientRotateSecretCommand,
   userCreateCommand, userListCommand, userShowCommand, userUpdateCommand, userDisableCommand, userEnableCommand, userDeleteCommand,
   keysRotateCommand, importCommand, migrateCommand, reindexCommand, healthcheckCommand, exportCommand,
-  validateCommand, expungeCommand, auditPruneCommand,
+  validateCommand, expungeCommand, auditPruneCommand, backupCommand, restoreCommand, checkCommand, compactCommand,
 ];
 
 /** The commands `list` as aligned lines of name and summary. */

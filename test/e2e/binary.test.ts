@@ -103,7 +103,7 @@ describe.if(present)('dist/cinder', () => {
   test('--help lists the commands', async () => {
     const r = await cinder('--help');
     expect(r.code).toBe(0);
-    for (const c of ['serve', 'tenant create', 'client create', 'import', 'migrate', 'healthcheck']) expect(r.stdout).toContain(c);
+    for (const c of ['serve', 'tenant create', 'client create', 'import', 'migrate', 'healthcheck', 'backup', 'restore', 'check', 'compact']) expect(r.stdout).toContain(c);
   });
 
   test('first start prints the admin credentials once; token -> create -> search -> read, and core terminology, over HTTP', async () => {
@@ -216,12 +216,35 @@ describe.if(present)('dist/cinder', () => {
     expect((await cinder('healthcheck')).code).toBe(0);
   });
 
+  test('backup and check beside the running server; compact is refused while it runs', async () => {
+    const out = join(dir, 'backup.db');
+    const backup = await cinder('backup', '--out', out, '--json');
+    expect(backup.stderr).toBe('');
+    expect(backup.code).toBe(0);
+    expect(JSON.parse(backup.stdout)).toMatchObject({ path: out, integrity: 'ok' });
+    expect((await cinder('check')).code).toBe(0);
+    const copy = Bun.spawn([BIN, 'check', '--json'], { env: { ...env, CINDER_DATABASE_URL: out }, cwd: dir, stdout: 'pipe', stderr: 'pipe' });
+    expect(JSON.parse(await new Response(copy.stdout).text())).toMatchObject({ healthy: true, problems: [] });
+    expect(await copy.exited).toBe(0);
+    const compact = await cinder('compact');
+    expect(compact.code).toBe(1);
+    expect(compact.stderr).toContain('is in use by another process');
+  });
+
   test('SIGTERM drains and exits with code 0', async () => {
     server.kill('SIGTERM');
     const code = await Promise.race([server.exited, Bun.sleep(10_000).then(() => 'timeout')]);
     expect(code).toBe(0);
     expect(await logs).toContain('"msg":"stopped"');
     expect((await cinder('healthcheck', '--timeout', '500')).code).toBe(1);
+  });
+
+  test('compact once the server stopped', async () => {
+    const compact = await cinder('compact', '--json');
+    expect(compact.stderr).toBe('');
+    expect(compact.code).toBe(0);
+    expect(JSON.parse(compact.stdout)).toMatchObject({ database: join(dir, 'data', 'cinder.db'), page_size: 16384 });
+    expect((await cinder('check')).code).toBe(0);
   });
 
   test('a second start on the same data directory prints no credentials', async () => {

@@ -1,0 +1,187 @@
+/**
+ * What the maintenance commands (`cinder backup`, `check`, `compact`, `restore`) do to a SQLite file
+ * beside the store: open it without changing it, take it for this process alone, check it, and put a
+ * new file in its place atomically.
+ */
+import { Database } from 'bun:sqlite';
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { schemaState, type SchemaState } from '../schema-state.ts';
+import { appliedMigrations, DEFAULT_BUSY_TIMEOUT_MS } from './db.ts';
+import { sqliteMigrations } from './migrations.ts';
+
+/**
+ * Why a maintenance step did not happen: `refused` (the operator's input: a missing database, an existing
+ * target, a backup that is not fit to restore), `in-use` (another process has the database open),
+ * `failed` (the disk, the file system, a copy that does not check). Nothing is left half-written.
+ */
+export class MaintenanceError extends Error {
+  override name = 'MaintenanceError';
+  constructor(message: string, readonly reason: 'refused' | 'in-use' | 'failed', options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
+/** The message of a SQLite or file system error, with its code. */
+export function describe(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  const message = err instanceof Error ? err.message : String(err);
+  return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
+}
+
+/** Opens the existing SQLite file `path` (never creating one), readonly or not, with Cinder's busy timeout. */
+export function openExisting(path: string, readonly = false): Database {
+  if (!existsSync(path)) throw new MaintenanceError(`no SQLite database at ${path}`, 'refused');
+  if (statSync(path).isDirectory()) throw new MaintenanceError(`${path} is a directory, not a SQLite database`, 'refused');
+  let db: Database;
+  try {
+    db = readonly ? new Database(path, { readonly: true, strict: true }) : new Database(path, { readwrite: true, create: false, strict: true });
+    db.exec(`PRAGMA busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`);
+  } catch (err) {
+    throw new MaintenanceError(`cannot open ${path}: ${describe(err)}`, 'failed', { cause: err });
+  }
+  return db;
+}
+
+/** True for SQLITE_BUSY and SQLITE_LOCKED (and their extended codes). */
+function isLocked(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)(_|$)/.test(code);
+}
+
+/**
+ * Opens `path` and takes it for this connection alone until it closes (`locking_mode = EXCLUSIVE`, then
+ * an exclusive transaction without waiting): refused at once while any other process has the database
+ * open, since every connection of a process in WAL mode (`cinder serve`, even idle) holds a shared
+ * lock on the file. Whoever opens it afterwards waits for this connection to close.
+ */
+export function lockExclusively(path: string): Database {
+  const db = openExisting(path);
+  try {
+    db.exec('PRAGMA busy_timeout = 0');
+    db.exec('PRAGMA locking_mode = EXCLUSIVE');
+    db.exec('BEGIN EXCLUSIVE');
+    db.exec('COMMIT');
+    db.exec(`PRAGMA busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`);
+    return db;
+  } catch (err) {
+    db.close();
+    if (isLocked(err)) {
+      throw new MaintenanceError(`the database ${path} is in use by another process (a running cinder serve?): stop every Cinder process using it, then try again`, 'in-use', { cause: err });
+    }
+    throw new MaintenanceError(
+      `cannot take ${path} for this process alone: ${describe(err)}; if the file is damaged, stop every Cinder process, move it (and its -wal and -shm) aside and try again`,
+      'failed', { cause: err },
+    );
+  }
+}
+
+/** What `PRAGMA integrity_check` finds wrong in `db` (up to 100 messages); none for a sound file. */
+export function integrityProblems(db: Database): string[] {
+  const rows = db.query<{ integrity_check: string }, []>('PRAGMA integrity_check').all();
+  return rows.map((r) => r.integrity_check).filter((m) => m !== 'ok');
+}
+
+/** Rows whose declared foreign key (REFERENCES) names a missing row, as `PRAGMA foreign_key_check` finds them. */
+export function foreignKeyProblems(db: Database): string[] {
+  const rows = db.query<{ table: string; rowid: number | null; parent: string; fkid: number }, []>('PRAGMA foreign_key_check').all();
+  return rows.map((r) => `${r.table} row ${r.rowid ?? '(without rowid)'} refers to a missing row of ${r.parent} (foreign key ${r.fkid})`);
+}
+
+/** The migrations `db` has applied against this release's. */
+export function sqliteSchema(db: Database): SchemaState {
+  return schemaState(appliedMigrations(db), sqliteMigrations);
+}
+
+/** Bytes of the database file and of its WAL. */
+export function fileBytes(path: string): number {
+  const size = (p: string) => (existsSync(p) ? statSync(p).size : 0);
+  return size(path) + size(`${path}-wal`);
+}
+
+/** Bytes a VACUUM'd copy of `db` takes: its pages in use. */
+export function usedBytes(db: Database): number {
+  const one = <T>(pragma: string) => db.query<Record<string, T>, []>(`PRAGMA ${pragma}`).get()!;
+  const pages = Number(one<number>('page_count').page_count) - Number(one<number>('freelist_count').freelist_count);
+  return pages * Number(one<number>('page_size').page_size);
+}
+
+/** Refuses to start a copy of `bytes` into `dir` when the file system has less free space than that. */
+export function ensureFreeSpace(dir: string, bytes: number): void {
+  let free: number;
+  try {
+    const fs = statfsSync(dir);
+    free = Number(fs.bavail) * Number(fs.bsize);
+  } catch {
+    return; // No figure: the copy itself fails cleanly if the space runs out.
+  }
+  if (free < bytes) {
+    throw new MaintenanceError(`not enough free disk space in ${dir}: the copy needs about ${formatBytes(bytes)}, ${formatBytes(free)} are free`, 'failed');
+  }
+}
+
+/** `bytes` in KiB, MiB or GiB with one decimal. */
+export function formatBytes(bytes: number): string {
+  const units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let n = bytes;
+  let unit = 0;
+  while (n >= 1024 && unit < units.length - 1) (n /= 1024), unit++;
+  return unit === 0 ? `${bytes} bytes` : `${n.toFixed(1)} ${units[unit]}`;
+}
+
+/** fsync of a file or a directory (so that a rename in it is durable). */
+export function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Removes `path` and the files SQLite keeps beside it (-wal, -shm, -journal), where they exist. */
+export function removeWithCompanions(path: string, companionsOnly = false): void {
+  for (const p of [...(companionsOnly ? [] : [path]), `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(p, { force: true });
+}
+
+/**
+ * Writes a database to `target` through a temporary file beside it: `produce` writes the temporary file
+ * (`VACUUM INTO`), `verify` checks it (throwing when it is unfit), then it is synced to disk and renamed
+ * over `target` in one step, and the directory synced. Whatever fails, the temporary file is removed and
+ * `target` is as it was: never a half-written file under its name.
+ */
+export function replaceAtomically<T>(target: string, produce: (tmp: string) => void, verify: (tmp: string) => T): T {
+  const tmp = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${crypto.randomUUID().slice(0, 8)}`);
+  try {
+    try {
+      produce(tmp);
+    } catch (err) {
+      throw new MaintenanceError(`cannot write ${tmp}: ${describe(err)}`, 'failed', { cause: err });
+    }
+    const result = verify(tmp);
+    fsyncPath(tmp);
+    renameSync(tmp, target);
+    fsyncPath(dirname(target));
+    return result;
+  } catch (err) {
+    removeWithCompanions(tmp);
+    if (err instanceof MaintenanceError) throw err;
+    throw new MaintenanceError(`cannot write ${target}: ${describe(err)}`, 'failed', { cause: err });
+  }
+}
+
+/**
+ * Checks a copy made by VACUUM INTO: `PRAGMA integrity_check` on it and the migrations it holds; throws
+ * when it does not check. `wal`: switch it to WAL mode first, as Cinder keeps its database.
+ */
+export function verifyCopy(tmp: string, wal = false): SchemaState {
+  const copy = new Database(tmp, { readwrite: true, create: false, strict: true });
+  try {
+    if (wal) copy.exec('PRAGMA journal_mode = WAL');
+    const problems = integrityProblems(copy);
+    if (problems.length) throw new MaintenanceError(`the copy fails the integrity check: ${problems.slice(0, 5).join('; ')}`, 'failed');
+    return sqliteSchema(copy);
+  } finally {
+    copy.close();
+  }
+}

@@ -1,0 +1,219 @@
+/**
+ * `cinder backup` and `cinder restore` in-process on SQLite: a checked single-file copy that opens with every
+ * resource; refusals (an existing target without --force, a missing directory, the database itself, a
+ * backup that is damaged, not Cinder's or from a newer Cinder) exit 2 and write nothing; PostgreSQL is a
+ * usage error naming pg_dump / pg_restore.
+ */
+import { Database } from 'bun:sqlite';
+import { describe, expect, test } from 'bun:test';
+import { closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { createTestApp } from '../helpers/app.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+import { fhirClient } from '../helpers/fhir.ts';
+import { createSqliteStore } from '../../src/store/sqlite/index.ts';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
+
+const latest = Math.max(...sqliteMigrations.map((m) => m.version));
+
+/** A test app's database with three Patients, and a CLI on it; the app stays open (a server beside the commands). */
+async function withDatabase() {
+  const t = await createTestApp();
+  const api = fhirClient(t, await t.token());
+  for (const id of ['a', 'b', 'c']) await api.put200({ resourceType: 'Patient', id, name: [{ family: id }] });
+  const cli = createCliEnv({ CINDER_DATABASE_URL: join(t.dir, 'cinder.db') });
+  return {
+    t, api, cli,
+    close: async () => (await t.close().catch(() => undefined), cli.close()),
+  };
+}
+
+/** The Patient ids a store on `path` holds in tenant t1. */
+async function patientIds(path: string): Promise<string[]> {
+  const store = createSqliteStore(path);
+  try {
+    const db = new Database(path, { readonly: true });
+    const rows = db.query<{ id: string }, []>("SELECT id FROM resources WHERE tenant = 't1' AND type = 'Patient' AND deleted = 0 ORDER BY id").all();
+    db.close();
+    return rows.map((r) => r.id);
+  } finally {
+    await store.close();
+  }
+}
+
+describe('cinder backup (sqlite)', () => {
+  test('writes a checked, self-contained copy holding every committed write, while the app keeps the database open', async () => {
+    const { t, cli, close } = await withDatabase();
+    try {
+      const out = join(cli.dir, 'backup.db');
+      const r = await cli.run(['backup', '--out', out, '--json']);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      const printed = JSON.parse(r.stdout);
+      expect(printed).toMatchObject({ database: join(t.dir, 'cinder.db'), path: out, schema_version: latest, integrity: 'ok' });
+      expect(printed.bytes).toBe(Bun.file(out).size);
+      expect(typeof printed.seconds).toBe('number');
+      // One file: rollback journal mode, nothing beside it, nothing left from the temporary copy.
+      expect(readFileSync(out)[18]).toBe(1);
+      expect(readdirSync(cli.dir).sort()).toEqual(['backup.db']);
+      expect(await patientIds(out)).toEqual(['a', 'b', 'c']);
+      const text = await cli.run(['backup', '--out', join(cli.dir, 'second.db')]);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toContain(`path: ${join(cli.dir, 'second.db')}\n`);
+      expect(text.stdout).toContain(`schema_version: ${latest}\n`);
+    } finally {
+      await close();
+    }
+  });
+
+  test('refuses an existing target unless --force, and never a directory, a missing directory or the database itself', async () => {
+    const { t, cli, close } = await withDatabase();
+    try {
+      const out = join(cli.dir, 'backup.db');
+      await Bun.write(out, 'an older backup');
+      const refused = await cli.run(['backup', '--out', out]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`cinder backup: ${out} exists: choose another name, or replace it with --force`);
+      expect(readFileSync(out, 'utf8')).toBe('an older backup');
+      const forced = await cli.run(['backup', '--out', out, '--force']);
+      expect(forced.code).toBe(0);
+      expect(await patientIds(out)).toEqual(['a', 'b', 'c']);
+
+      const cases: [string[], string][] = [
+        [['backup'], '--out <file> is required'],
+        [['backup', '--out', cli.dir], `${cli.dir} is a directory: name the backup file`],
+        [['backup', '--out', join(cli.dir, 'no', 'such', 'dir', 'b.db')], `cannot write in ${join(cli.dir, 'no', 'such', 'dir')}: ENOENT`],
+        [['backup', '--out', join(out, 'b.db')], `cannot write in ${out}: `],
+        [['backup', '--out', join(t.dir, 'cinder.db'), '--force'], `${join(t.dir, 'cinder.db')} is the database itself`],
+      ];
+      for (const [argv, message] of cases) {
+        const r = await cli.run(argv);
+        expect(r.code).toBe(2);
+        expect(r.stderr).toContain(message);
+        expect(r.stderr).toContain('Usage: cinder backup --out <file>');
+      }
+      expect(readdirSync(cli.dir).sort()).toEqual(['backup.db']);
+      expect(await patientIds(join(t.dir, 'cinder.db'))).toEqual(['a', 'b', 'c']);
+    } finally {
+      await close();
+    }
+  });
+
+  test('a database that does not exist is a usage error, and is not created', async () => {
+    const cli = createCliEnv();
+    try {
+      const r = await cli.run(['backup', '--out', join(cli.dir, 'b.db')]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`no SQLite database at ${join(cli.dir, 'data', 'cinder.db')}`);
+      expect(existsSync(join(cli.dir, 'data', 'cinder.db'))).toBe(false);
+      expect(existsSync(join(cli.dir, 'b.db'))).toBe(false);
+    } finally {
+      cli.close();
+    }
+  });
+});
+
+describe('cinder restore (sqlite)', () => {
+  test('puts a backup in the place of the database: later writes are gone, the -wal and -shm too; refused while the database is open', async () => {
+    const { t, api, cli, close } = await withDatabase();
+    try {
+      const out = join(cli.dir, 'backup.db');
+      expect((await cli.run(['backup', '--out', out])).code).toBe(0);
+      await api.put200({ resourceType: 'Patient', id: 'later', name: [{ family: 'later' }] });
+      // The app (a server) has the database open: refused, nothing changed.
+      const busy = await cli.run(['restore', '--from', out]);
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toContain(`cinder restore: the database ${join(t.dir, 'cinder.db')} is in use by another process (a running cinder serve?)`);
+      expect(await patientIds(join(t.dir, 'cinder.db'))).toEqual(['a', 'b', 'c', 'later']);
+
+      // A database no process has open: the latest state, as a copy, opened once with WAL left beside it.
+      const live = join(cli.dir, 'live', 'cinder.db');
+      const other = createCliEnv({ CINDER_DATABASE_URL: live });
+      try {
+        expect((await cli.run(['backup', '--out', join(cli.dir, 'latest.db')])).code).toBe(0);
+        expect((await other.run(['restore', '--from', join(cli.dir, 'latest.db')])).code).toBe(0);
+        expect(await patientIds(live)).toEqual(['a', 'b', 'c', 'later']);
+        const r = await other.run(['restore', '--from', out, '--json']);
+        expect(r.stderr).toBe('');
+        expect(r.code).toBe(0);
+        expect(JSON.parse(r.stdout)).toMatchObject({ database: live, from: out, schema_version: latest, pending_migrations: 0 });
+        expect(readdirSync(join(cli.dir, 'live'))).toEqual(['cinder.db']);
+        expect(await patientIds(live)).toEqual(['a', 'b', 'c']);
+        // The backup is unchanged, and the restored database checks.
+        expect(await patientIds(out)).toEqual(['a', 'b', 'c']);
+        expect((await other.run(['check'])).code).toBe(0);
+      } finally {
+        other.close();
+      }
+    } finally {
+      await close();
+    }
+  });
+
+  test('refuses a damaged backup, a file that is not Cinder\'s and one from a newer Cinder, leaving the database as it was', async () => {
+    const { t, cli, close } = await withDatabase();
+    try {
+      const good = join(cli.dir, 'good.db');
+      expect((await cli.run(['backup', '--out', good])).code).toBe(0);
+      const newer = join(cli.dir, 'newer.db');
+      copyFileSync(good, newer);
+      const n = new Database(newer);
+      n.exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latest + 1}, 'from_the_future', 0)`);
+      n.close();
+      const damaged = join(cli.dir, 'damaged.db');
+      copyFileSync(good, damaged);
+      const d = new Database(damaged, { readonly: true });
+      const root = d.query<{ rootpage: number }, []>("SELECT rootpage FROM sqlite_master WHERE name = 'resources'").get()!.rootpage;
+      const pageSize = d.query<{ page_size: number }, []>('PRAGMA page_size').get()!.page_size;
+      d.close();
+      const fd = openSync(damaged, 'r+');
+      // The page's header and cell pointers.
+      writeSync(fd, Buffer.alloc(300, 0x5a), 0, 300, (root - 1) * pageSize);
+      closeSync(fd);
+      const foreign = join(cli.dir, 'foreign.db');
+      const f = new Database(foreign);
+      f.exec('CREATE TABLE notes (text TEXT)');
+      f.close();
+
+      const cases: [string, string][] = [
+        [newer, `${newer} was written by a newer Cinder (migrations ${latest + 1}_from_the_future are unknown to this one)`],
+        [damaged, `${damaged} is not a readable SQLite database: database disk image is malformed`],
+        [foreign, `${foreign} is not a Cinder database (no migration applied)`],
+        [join(cli.dir, 'missing.db'), `no SQLite database at ${join(cli.dir, 'missing.db')}`],
+        [join(t.dir, 'cinder.db'), `${join(t.dir, 'cinder.db')} is the database itself`],
+      ];
+      const before = readFileSync(join(t.dir, 'cinder.db'));
+      for (const [from, message] of cases) {
+        const r = await cli.run(["restore", "--from", from]);
+        expect(r.code).toBe(2);
+        expect(r.stderr).toContain(message);
+      }
+      expect(readFileSync(join(t.dir, 'cinder.db')).equals(before)).toBe(true);
+      expect((await cli.run(['restore'])).stderr).toContain('--from <file> is required');
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('on PostgreSQL', () => {
+  test('backup, restore and compact are usage errors naming what to use instead', async () => {
+    const cli = createCliEnv({ CINDER_DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused' });
+    try {
+      const cases: [string[], string][] = [
+        [['backup', '--out', join(cli.dir, 'b.db')], 'the database is PostgreSQL: back it up with pg_dump'],
+        [['restore', '--from', join(cli.dir, 'b.db')], 'the database is PostgreSQL: restore a pg_dump archive with pg_restore'],
+        [['compact'], 'the database is PostgreSQL: autovacuum reuses freed space; VACUUM (FULL)'],
+      ];
+      for (const [argv, message] of cases) {
+        const r = await cli.run(argv);
+        expect(r.code).toBe(2);
+        expect(r.stderr).toContain(`cinder ${argv[0]}: ${message}`);
+        expect(r.stdout).toBe('');
+      }
+      expect(readdirSync(cli.dir)).toEqual([]);
+    } finally {
+      cli.close();
+    }
+  });
+});

@@ -1,0 +1,75 @@
+/**
+ * `cinder compact` in-process on SQLite: the page size conversion that docs/operations.md describes for
+ * files of older versions (4 KiB pages to 16 KiB and back), with every resource kept and the database left
+ * in WAL mode with nothing beside it; bad --page-size values and a missing database are usage errors.
+ */
+import { Database } from 'bun:sqlite';
+import { describe, expect, test } from 'bun:test';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createTestApp } from '../helpers/app.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+import { fhirClient } from '../helpers/fhir.ts';
+
+/** The page size of `path` and the ids of its t1 Patients. */
+function inspect(path: string): { pageSize: number; ids: string[] } {
+  // Read-write, so that closing it removes the -wal and -shm that opening a WAL database makes (it writes nothing).
+  const db = new Database(path, { readwrite: true, create: false });
+  try {
+    const pageSize = db.query<{ page_size: number }, []>('PRAGMA page_size').get()!.page_size;
+    const ids = db.query<{ id: string }, []>("SELECT id FROM resources WHERE tenant = 't1' AND type = 'Patient' ORDER BY id").all().map((r) => r.id);
+    return { pageSize, ids };
+  } finally {
+    db.close();
+  }
+}
+
+describe('cinder compact (sqlite)', () => {
+  test('converts the page size both ways, keeping every resource, in WAL mode, nothing left beside the file', async () => {
+    const t = await createTestApp();
+    const api = fhirClient(t, await t.token());
+    for (const id of ['a', 'b', 'c']) await api.put200({ resourceType: 'Patient', id, name: [{ family: id }] });
+    const source = createCliEnv({ CINDER_DATABASE_URL: join(t.dir, 'cinder.db') });
+    const cli = createCliEnv();
+    const path = join(cli.dir, 'cinder.db');
+    (cli.env as Record<string, string>).CINDER_DATABASE_URL = path;
+    try {
+      // A copy of the app's database that no process holds open.
+      expect((await source.run(['backup', '--out', path])).code).toBe(0);
+      const small = await cli.run(['compact', '--page-size', '4096', '--json']);
+      expect(small.stderr).toBe('');
+      expect(small.code).toBe(0);
+      expect(JSON.parse(small.stdout)).toMatchObject({ database: path, page_size_before: 16384, page_size: 4096 });
+      expect(inspect(path)).toEqual({ pageSize: 4096, ids: ['a', 'b', 'c'] });
+      // WAL mode (file format versions 2), as Cinder keeps its database.
+      expect([...readFileSync(path).subarray(18, 20)]).toEqual([2, 2]);
+      const back = await cli.run(['compact']);
+      expect(back.code).toBe(0);
+      expect(back.stdout).toContain('page_size_before: 4096\npage_size: 16384\n');
+      expect(inspect(path)).toEqual({ pageSize: 16384, ids: ['a', 'b', 'c'] });
+      expect(readdirSync(cli.dir)).toEqual(['cinder.db']);
+      expect((await cli.run(['check'])).code).toBe(0);
+    } finally {
+      cli.close();
+      source.close();
+      await t.close();
+    }
+  });
+
+  test('bad --page-size values and a missing database are usage errors; nothing is created', async () => {
+    const cli = createCliEnv();
+    try {
+      for (const size of ['1000', 'abc', '256', '131072', '0']) {
+        const r = await cli.run(['compact', '--page-size', size]);
+        expect(r.code).toBe(2);
+        expect(r.stderr).toContain(`cinder compact: --page-size: '${size}' is not a power of two from 512 to 65536`);
+      }
+      const missing = await cli.run(['compact']);
+      expect(missing.code).toBe(2);
+      expect(missing.stderr).toContain(`no SQLite database at ${join(cli.dir, 'data', 'cinder.db')}`);
+      expect(existsSync(join(cli.dir, 'data'))).toBe(false);
+    } finally {
+      cli.close();
+    }
+  });
+});

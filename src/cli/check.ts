@@ -2,8 +2,9 @@ import { existsSync } from 'node:fs';
 import { loadConfig } from '../config.ts';
 import { INDEX_MODEL } from '../fhir/reindex.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
-import { describe, foreignKeyProblems, integrityProblems, openExisting } from '../store/sqlite/maintenance.ts';
-import type { Store } from '../store/types.ts';
+import { indexState } from '../store/sqlite/db.ts';
+import { describe, foreignKeyProblems, integrityProblems, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
+import type { SchemaState } from '../store/schema-state.ts';
 import type { CliIO, Command } from './command.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
 
@@ -16,18 +17,27 @@ interface Report {
   problems: string[];
 }
 
-/** SQLite's own checks of the file: integrity_check and foreign_key_check. False when the file cannot be read as a database. */
-function checkFile(path: string, report: Report): boolean {
+/** What the schema checks read: the migrations applied, the search index's model. */
+interface Schema {
+  schema(): SchemaState | Promise<SchemaState>;
+  indexState(): { model: number; after: number } | Promise<{ model: number; after: number }>;
+}
+
+/**
+ * SQLite: integrity_check and foreign_key_check on the file, then the schema checks, on one connection of
+ * its own (not a store, which would switch a file in rollback journal mode, a backup, to WAL).
+ */
+async function checkFile(path: string, report: Report): Promise<void> {
   if (!existsSync(path)) {
     report.problems.push(`no SQLite database at ${path} (CINDER_DATA_DIR or CINDER_DATABASE_URL)`);
-    return false;
+    return;
   }
   let db;
   try {
     db = openExisting(path);
   } catch (err) {
     report.problems.push((err as Error).message);
-    return false;
+    return;
   }
   try {
     let integrity: string[];
@@ -37,32 +47,44 @@ function checkFile(path: string, report: Report): boolean {
       // Damage that stops the check itself (a page SQLite cannot parse): a problem of the same kind.
       report.checks.integrity = 'failed';
       report.problems.push(`integrity: ${describe(err)}`);
-      return false;
+      return;
     }
     report.checks.integrity = integrity.length ? `${integrity.length} problems` : 'ok';
     report.problems.push(...integrity.map((p) => `integrity: ${p}`));
     const keys = foreignKeyProblems(db);
     report.checks.foreign_keys = keys.length ? `${keys.length} problems` : 'ok';
     report.problems.push(...keys.map((p) => `foreign key: ${p}`));
-    return true;
+    const raw = db;
+    await checkSchema({ schema: () => sqliteSchema(raw), indexState: () => indexState(raw) }, report);
   } catch (err) {
     report.problems.push(`${path} cannot be read as a SQLite database: ${describe(err)}`);
-    return false;
   } finally {
     db.close();
   }
 }
 
-/** What every database gets checked for: reachable, every migration applied and none unknown, no reindex pending. */
-async function checkSchema(store: Store, report: Report): Promise<void> {
+/** PostgreSQL: the database answers, then the schema checks through the store. */
+async function checkServer(url: string, report: Report): Promise<void> {
+  const store = openStore(url);
   try {
-    await store.ping();
-    report.checks.connection = 'ok';
+    try {
+      await store.ping();
+      report.checks.connection = 'ok';
+    } catch (err) {
+      report.problems.push(`the database cannot be reached: ${describe(err)}`);
+      return;
+    }
+    await checkSchema({ schema: () => store.schema(), indexState: () => store.resources.indexing.state() }, report);
   } catch (err) {
-    report.problems.push(`the database cannot be reached: ${describe(err)}`);
-    return;
+    report.problems.push(`the database cannot be read: ${describe(err)}`);
+  } finally {
+    await store.close().catch(() => undefined);
   }
-  const schema = await store.schema();
+}
+
+/** What every database gets checked for: every migration applied and none unknown, no reindex pending. */
+async function checkSchema(db: Schema, report: Report): Promise<void> {
+  const schema = await db.schema();
   report.checks.migrations = `${schema.version} (this release: ${schema.latest})`;
   if (schema.version === 0) {
     report.problems.push('no Cinder migration is applied: not a Cinder database, or one never started (cinder migrate)');
@@ -71,7 +93,7 @@ async function checkSchema(store: Store, report: Report): Promise<void> {
   for (const m of schema.pending) report.problems.push(`migration ${m} is not applied (cinder migrate, or the next cinder serve, applies it)`);
   for (const m of schema.unknown) report.problems.push(`migration ${m} is unknown to this release: a newer Cinder wrote the database; run that version`);
   if (schema.pending.length || schema.unknown.length) return;
-  const state = await store.resources.indexing.state();
+  const state = await db.indexState();
   report.checks.search_index = `model ${state.model} (this release: ${INDEX_MODEL})`;
   if (state.model < INDEX_MODEL) {
     const resumed = state.after > 0 ? `, an interrupted run stopped after resource row ${state.after}` : '';
@@ -88,8 +110,8 @@ export const checkCommand: Command = {
   usage:
     'cinder check [--json]\n\n' +
     'Checks the database of CINDER_DATABASE_URL (or cinder.db in CINDER_DATA_DIR) and changes nothing; a server may run:\n' +
-    '  SQLite: PRAGMA integrity_check and foreign_key_check on the file;\n' +
-    '  both: the database answers, every migration of this release is applied and none unknown (a newer\n' +
+    '  SQLite: PRAGMA integrity_check and foreign_key_check on the file; PostgreSQL: the database answers;\n' +
+    '  both: every migration of this release is applied and none unknown (a newer\n' +
     '  Cinder\'s database), and no reindex is pending (what `cinder reindex --if-needed` would rebuild).\n' +
     `Prints each check and each problem. Exit 0 healthy, ${PROBLEM_EXIT} a problem found, 1 the check failed, 2 usage error.`,
   options: { json: { type: 'boolean' } },
@@ -97,16 +119,8 @@ export const checkCommand: Command = {
     const { databaseUrl } = loadConfig(io.env);
     const postgres = isPostgresUrl(databaseUrl);
     const report: Report = { database: postgres ? 'postgres' : sqlitePath(databaseUrl), checks: {}, problems: [] };
-    if (postgres || checkFile(report.database, report)) {
-      const store = openStore(databaseUrl);
-      try {
-        await checkSchema(store, report);
-      } catch (err) {
-        report.problems.push(`the database cannot be read: ${describe(err)}`);
-      } finally {
-        await store.close().catch(() => undefined);
-      }
-    }
+    if (postgres) await checkServer(databaseUrl, report);
+    else await checkFile(report.database, report);
     print(io, !!args.values.json, report);
     return report.problems.length ? PROBLEM_EXIT : 0;
   },

@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { fhirClient } from '../helpers/fhir.ts';
-import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 
 const latest = Math.max(...sqliteMigrations.map((m) => m.version));
@@ -28,16 +27,13 @@ async function withDatabase() {
   };
 }
 
-/** The Patient ids a store on `path` holds in tenant t1. */
+/** The Patient ids the database at `path` holds in tenant t1 (read on a connection that changes nothing and leaves nothing beside it). */
 async function patientIds(path: string): Promise<string[]> {
-  const store = createSqliteStore(path);
+  const db = new Database(path, { readwrite: true, create: false });
   try {
-    const db = new Database(path, { readonly: true });
-    const rows = db.query<{ id: string }, []>("SELECT id FROM resources WHERE tenant = 't1' AND type = 'Patient' AND deleted = 0 ORDER BY id").all();
-    db.close();
-    return rows.map((r) => r.id);
+    return db.query<{ id: string }, []>("SELECT id FROM resources WHERE tenant = 't1' AND type = 'Patient' AND deleted = 0 ORDER BY id").all().map((r) => r.id);
   } finally {
-    await store.close();
+    db.close();
   }
 }
 
@@ -57,6 +53,15 @@ describe('cinder backup (sqlite)', () => {
       expect(readFileSync(out)[18]).toBe(1);
       expect(readdirSync(cli.dir).sort()).toEqual(['backup.db']);
       expect(await patientIds(out)).toEqual(['a', 'b', 'c']);
+      // `cinder check` of the backup finds it healthy and leaves it as it is (rollback journal mode).
+      const onBackup = createCliEnv({ CINDER_DATABASE_URL: out });
+      try {
+        expect((await onBackup.run(['check'])).code).toBe(0);
+      } finally {
+        onBackup.close();
+      }
+      expect(readFileSync(out)[18]).toBe(1);
+      expect(readdirSync(cli.dir).sort()).toEqual(['backup.db']);
       const text = await cli.run(['backup', '--out', join(cli.dir, 'second.db')]);
       expect(text.code).toBe(0);
       expect(text.stdout).toContain(`path: ${join(cli.dir, 'second.db')}\n`);

@@ -186,6 +186,13 @@ export function appliedMigrations(db: Database): { version: number; name: string
   return db.query<{ version: number; name: string }, []>('SELECT version, name FROM schema_migrations ORDER BY version').all();
 }
 
+/** The index model the search index rows follow and where an interrupted reindex stopped (`index_state`). */
+export function indexState(db: Database): { model: number; after: number } {
+  const rows = db.query<{ name: string; value: number }, []>('SELECT name, value FROM index_state').all();
+  const get = (name: string) => rows.find((r) => r.name === name)?.value ?? 0;
+  return { model: get('model'), after: get('reindex_after') };
+}
+
 /** Serialises async work on one connection: bun:sqlite transactions must not interleave. */
 export function createMutex() {
   let tail: Promise<unknown> = Promise.resolve();

@@ -13,7 +13,7 @@ import type {
   WriteMethod,
 } from '../types.ts';
 import type { Checkpointer } from './checkpointer.ts';
-import { autocheckpointPages, beginImmediate, createMutex, writeTransaction } from './db.ts';
+import { autocheckpointPages, beginImmediate, createMutex, indexState, writeTransaction } from './db.ts';
 import { countSql, countsOnIndex, driverCandidates, lastResort, matchingSql, onlyContainedKeys, planContext, plannedSearch, planSearch, SQLITE, selectsNothing, SqlBuilder, withoutAbsentKeys, type Dialect, type SqlValue } from '../search-sql.ts';
 import { createTypeSizes } from '../type-sizes.ts';
 import { createSqliteCompartments } from './compartments.ts';
@@ -363,9 +363,7 @@ export function createSqliteResources(
     },
     indexing: {
       async state() {
-        const rows = reader.query<{ name: string; value: number }, []>('SELECT name, value FROM index_state').all();
-        const get = (name: string) => rows.find((r) => r.name === name)?.value ?? 0;
-        return { model: get('model'), after: get('reindex_after') };
+        return indexState(reader);
       },
       async setState({ model, after }) {
         await serial(() => writeTransaction(writer, () => {

@@ -6,7 +6,7 @@
  */
 import { Database } from 'bun:sqlite';
 import { describe, expect, test } from 'bun:test';
-import { closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -76,13 +76,22 @@ describe('cinder backup (sqlite)', () => {
     try {
       const out = join(cli.dir, 'backup.db');
       await Bun.write(out, 'an older backup');
+      // What a backup killed mid-copy leaves (its process gone), and one of a copy still running (this process).
+      const stale = join(cli.dir, '.backup.db.partial-999999999-0a1b2c3d');
+      const running = join(cli.dir, `.backup.db.partial-${process.pid}-4e5f6a7b`);
+      await Bun.write(stale, 'half a copy');
+      await Bun.write(running, 'a copy being written');
       const refused = await cli.run(['backup', '--out', out]);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain(`cinder backup: ${out} exists: choose another name, or replace it with --force`);
       expect(readFileSync(out, 'utf8')).toBe('an older backup');
+      expect(existsSync(stale)).toBe(true);
       const forced = await cli.run(['backup', '--out', out, '--force']);
       expect(forced.code).toBe(0);
       expect(await patientIds(out)).toEqual(['a', 'b', 'c']);
+      expect(existsSync(stale)).toBe(false);
+      expect(existsSync(running)).toBe(true);
+      rmSync(running);
 
       const cases: [string[], string][] = [
         [['backup'], '--out <file> is required'],

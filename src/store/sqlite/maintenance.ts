@@ -4,7 +4,7 @@
  * new file in its place atomically.
  */
 import { Database } from 'bun:sqlite';
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { schemaState, type SchemaState } from '../schema-state.ts';
 import { appliedMigrations, DEFAULT_BUSY_TIMEOUT_MS } from './db.ts';
@@ -144,6 +144,34 @@ export function removeWithCompanions(path: string, companionsOnly = false): void
   for (const p of [...(companionsOnly ? [] : [path]), `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(p, { force: true });
 }
 
+/** True while a process with this id exists (one of another user's counts). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the temporary files of earlier copies to `target` whose process is gone (a backup killed
+ * mid-copy, which runs no clean-up of its own): `.<name>.partial-<pid>-<random>` and what SQLite kept beside them.
+ */
+function removeStalePartials(target: string): void {
+  const prefix = `.${basename(target)}.partial-`;
+  let names: string[];
+  try {
+    names = readdirSync(dirname(target));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^(\d+)-[0-9a-f]{8}$/.exec(name.startsWith(prefix) ? name.slice(prefix.length) : '');
+    if (m && !processAlive(Number(m[1]))) removeWithCompanions(join(dirname(target), name));
+  }
+}
+
 /**
  * Writes a database to `target` through a temporary file beside it: `produce` writes the temporary file
  * (`VACUUM INTO`), `verify` checks it (throwing when it is unfit), then it is synced to disk and renamed
@@ -151,6 +179,7 @@ export function removeWithCompanions(path: string, companionsOnly = false): void
  * `target` is as it was: never a half-written file under its name.
  */
 export function replaceAtomically<T>(target: string, produce: (tmp: string) => void, verify: (tmp: string) => T): T {
+  removeStalePartials(target);
   const tmp = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${crypto.randomUUID().slice(0, 8)}`);
   try {
     try {

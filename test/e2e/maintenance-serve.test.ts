@@ -1,9 +1,10 @@
 /**
  * The database maintenance commands beside a real `cinder serve` (separate processes on one SQLite file):
  * `cinder backup` while the server writes gives a consistent copy holding every write acknowledged before
- * it began, which a second server opens and serves; `cinder compact` is refused while the server has the
- * database open, gives the space of expunged resources back once it is stopped, and fails cleanly (the
- * database whole and usable) when the disk cannot take the copy. From source and (when built) dist/cinder.
+ * it began, which a second server opens and serves; `cinder compact` and `cinder restore` are refused
+ * while the server has the database open; compact gives the space of expunged resources back once it is
+ * stopped, and fails cleanly (the database whole and usable) when the disk cannot take the copy. From
+ * source and (when built) dist/cinder.
  */
 import { describe, expect, test } from 'bun:test';
 import { readdirSync, statSync } from 'node:fs';
@@ -112,6 +113,12 @@ describe.each(cinderCommands())('database maintenance beside cinder serve (%s)',
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('is in use by another process (a running cinder serve?): stop every Cinder process using it');
     expect(refused.stdout).toBe('');
+    // Neither may a restore, even of a sound backup.
+    const backup = join(dir, 'backup.db');
+    expect((await run(command, dir, server.env, 'backup', '--out', backup)).code).toBe(0);
+    const restore = await run(command, dir, server.env, 'restore', '--from', backup);
+    expect(restore.code).toBe(1);
+    expect(restore.stderr).toContain('is in use by another process (a running cinder serve?)');
     // Still serving, every live resource there.
     expect((await fetch(`${server.fhir}/Basic/b199`, { headers: server.headers })).status).toBe(200);
     await server.stop();

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { fhirClient } from '../helpers/fhir.ts';
+import { migrateUpTo } from '../helpers/stores.ts';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations.ts';
 
 const latest = Math.max(...sqliteMigrations.map((m) => m.version));
@@ -206,6 +207,27 @@ describe('cinder restore (sqlite)', () => {
       expect((await cli.run(['restore'])).stderr).toContain('--from <file> is required');
     } finally {
       await close();
+    }
+  });
+});
+
+describe('cinder restore of an older backup (sqlite)', () => {
+  test('a backup from an older release is restored; the migrations it lacks are left to migrate, which check reports', async () => {
+    const cli = createCliEnv();
+    try {
+      const old = join(cli.dir, 'old.db');
+      await migrateUpTo('sqlite', old, latest - 1);
+      const r = await cli.run(['restore', '--from', old, '--json']);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ database: join(cli.dir, 'data', 'cinder.db'), schema_version: latest - 1, pending_migrations: 1 });
+      const check = await cli.run(['check']);
+      expect(check.code).toBe(3);
+      expect(check.stdout).toContain(`problem: migration ${latest}_`);
+      expect((await cli.run(['migrate'])).code).toBe(0);
+      expect((await cli.run(['check'])).code).toBe(0);
+    } finally {
+      cli.close();
     }
   });
 });

@@ -3,7 +3,7 @@ import { loadConfig } from '../config.ts';
 import { INDEX_MODEL } from '../fhir/reindex.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
 import { indexState } from '../store/sqlite/db.ts';
-import { describe, foreignKeyProblems, integrityProblems, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
+import { errorText, foreignKeyProblems, integrityProblems, openExisting, sqliteSchema } from '../store/sqlite/maintenance.ts';
 import type { SchemaState } from '../store/schema-state.ts';
 import type { CliIO, Command } from './command.ts';
 import { isPostgresUrl } from './sqlite-file.ts';
@@ -46,7 +46,7 @@ async function checkFile(path: string, report: Report): Promise<void> {
     } catch (err) {
       // Damage that stops the check itself (a page SQLite cannot parse): a problem of the same kind.
       report.checks.integrity = 'failed';
-      report.problems.push(`integrity: ${describe(err)}`);
+      report.problems.push(`integrity: ${errorText(err)}`);
       return;
     }
     report.checks.integrity = integrity.length ? `${integrity.length} problems` : 'ok';
@@ -57,7 +57,7 @@ async function checkFile(path: string, report: Report): Promise<void> {
     const raw = db;
     await checkSchema({ schema: () => sqliteSchema(raw), indexState: () => indexState(raw) }, report);
   } catch (err) {
-    report.problems.push(`${path} cannot be read as a SQLite database: ${describe(err)}`);
+    report.problems.push(`${path} cannot be read as a SQLite database: ${errorText(err)}`);
   } finally {
     db.close();
   }
@@ -71,12 +71,12 @@ async function checkServer(url: string, report: Report): Promise<void> {
       await store.ping();
       report.checks.connection = 'ok';
     } catch (err) {
-      report.problems.push(`the database cannot be reached: ${describe(err)}`);
+      report.problems.push(`the database cannot be reached: ${errorText(err)}`);
       return;
     }
     await checkSchema({ schema: () => store.schema(), indexState: () => store.resources.indexing.state() }, report);
   } catch (err) {
-    report.problems.push(`the database cannot be read: ${describe(err)}`);
+    report.problems.push(`the database cannot be read: ${errorText(err)}`);
   } finally {
     await store.close().catch(() => undefined);
   }

@@ -4,7 +4,7 @@ import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs'
 import { dirname, resolve } from 'node:path';
 import type { SchemaState } from '../schema-state.ts';
 import {
-  describe, ensureFreeSpace, fileBytes, integrityProblems, lockExclusively, MaintenanceError, openExisting, removeWithCompanions, replaceAtomically, sqliteSchema,
+  errorText, ensureFreeSpace, fileBytes, integrityProblems, lockExclusively, MaintenanceError, openExisting, removeWithCompanions, replaceAtomically, sqliteSchema,
   usedBytes, verifyCopy,
 } from './maintenance.ts';
 
@@ -36,7 +36,7 @@ function checkTarget(target: string, force: boolean, database: string): void {
     if (!statSync(dir).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
     accessSync(dir, constants.W_OK);
   } catch (err) {
-    throw new MaintenanceError(`cannot write in ${dir}: ${describe(err)}`, 'refused', { cause: err });
+    throw new MaintenanceError(`cannot write in ${dir}: ${errorText(err)}`, 'refused', { cause: err });
   }
 }
 
@@ -81,7 +81,7 @@ function replaceLocked(path: string, lock: Database | undefined, produce: (tmp: 
     schema = replaceAtomically(path, produce, (tmp) => verifyCopy(tmp, true));
   } catch (err) {
     lock?.close();
-    throw err instanceof MaintenanceError ? err : new MaintenanceError(`cannot replace ${path}: ${describe(err)}`, 'failed', { cause: err });
+    throw err instanceof MaintenanceError ? err : new MaintenanceError(`cannot replace ${path}: ${errorText(err)}`, 'failed', { cause: err });
   }
   lock?.close();
   removeWithCompanions(path, true);
@@ -104,7 +104,7 @@ export function compactSqlite(path: string, pageSize: number): CompactResult {
     lock.exec(`PRAGMA page_size = ${pageSize}`);
   } catch (err) {
     lock.close();
-    throw err instanceof MaintenanceError ? err : new MaintenanceError(`cannot compact ${path}: ${describe(err)}`, 'failed', { cause: err });
+    throw err instanceof MaintenanceError ? err : new MaintenanceError(`cannot compact ${path}: ${errorText(err)}`, 'failed', { cause: err });
   }
   const schema = replaceLocked(path, lock, (tmp) => lock.query('VACUUM INTO ?').run(tmp));
   return { bytesBefore, bytesAfter: fileBytes(path), pageSizeBefore, pageSize, schema, seconds: elapsed(started) };
@@ -132,7 +132,7 @@ export function restoreSqlite(path: string, from: string): { path: string; from:
       problems = integrityProblems(backup);
       schema = sqliteSchema(backup);
     } catch (err) {
-      throw new MaintenanceError(`${from} is not a readable SQLite database: ${describe(err)}`, 'refused', { cause: err });
+      throw new MaintenanceError(`${from} is not a readable SQLite database: ${errorText(err)}`, 'refused', { cause: err });
     }
     if (problems.length) throw new MaintenanceError(`${from} fails the integrity check: ${problems.slice(0, 5).join('; ')}`, 'refused');
     if (schema.version === 0) throw new MaintenanceError(`${from} is not a Cinder database (no migration applied)`, 'refused');

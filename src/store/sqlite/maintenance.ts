@@ -23,7 +23,7 @@ export class MaintenanceError extends Error {
 }
 
 /** The message of a SQLite or file system error, with its code. */
-export function describe(err: unknown): string {
+export function errorText(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code;
   const message = err instanceof Error ? err.message : String(err);
   return typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message;
@@ -38,7 +38,7 @@ export function openExisting(path: string, readonly = false): Database {
     db = readonly ? new Database(path, { readonly: true, strict: true }) : new Database(path, { readwrite: true, create: false, strict: true });
     db.exec(`PRAGMA busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`);
   } catch (err) {
-    throw new MaintenanceError(`cannot open ${path}: ${describe(err)}`, 'failed', { cause: err });
+    throw new MaintenanceError(`cannot open ${path}: ${errorText(err)}`, 'failed', { cause: err });
   }
   return db;
 }
@@ -70,7 +70,7 @@ export function lockExclusively(path: string): Database {
       throw new MaintenanceError(`the database ${path} is in use by another process (a running cinder serve?): stop every Cinder process using it, then try again`, 'in-use', { cause: err });
     }
     throw new MaintenanceError(
-      `cannot take ${path} for this process alone: ${describe(err)}; if the file is damaged, stop every Cinder process, move it (and its -wal and -shm) aside and try again`,
+      `cannot take ${path} for this process alone: ${errorText(err)}; if the file is damaged, stop every Cinder process, move it (and its -wal and -shm) aside and try again`,
       'failed', { cause: err },
     );
   }
@@ -185,7 +185,7 @@ export function replaceAtomically<T>(target: string, produce: (tmp: string) => v
     try {
       produce(tmp);
     } catch (err) {
-      throw new MaintenanceError(`cannot write ${tmp}: ${describe(err)}`, 'failed', { cause: err });
+      throw new MaintenanceError(`cannot write ${tmp}: ${errorText(err)}`, 'failed', { cause: err });
     }
     const result = verify(tmp);
     fsyncPath(tmp);
@@ -195,7 +195,7 @@ export function replaceAtomically<T>(target: string, produce: (tmp: string) => v
   } catch (err) {
     removeWithCompanions(tmp);
     if (err instanceof MaintenanceError) throw err;
-    throw new MaintenanceError(`cannot write ${target}: ${describe(err)}`, 'failed', { cause: err });
+    throw new MaintenanceError(`cannot write ${target}: ${errorText(err)}`, 'failed', { cause: err });
   }
 }
 

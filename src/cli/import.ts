@@ -50,7 +50,8 @@ export const importCommand: Command = {
     'cinder import --tenant <id> [--batch-size <n>] [--json] <file>...\n\n' +
     'NDJSON (.ndjson, .jsonl: one resource per line) is streamed; a .json file holds one resource or a Bundle in FHIR\n' +
     'JSON, a .xml file one in FHIR XML (transaction and batch Bundles are processed as if POSTed to the FHIR base,\n' +
-    'collection Bundles are unpacked; a .json or .xml file is read whole). A file of another name is XML when its\n' +
+    'collection Bundles are unpacked; a .json file is read whole, a .xml one as a stream: a collection\'s entries are\n' +
+    'imported as they are read, each on its own as an NDJSON line). A file of another name is XML when its\n' +
     "first character (after whitespace) is '<', NDJSON when its first line is a JSON value by itself, else JSON.\n" +
     'Resources with an id are created or updated by that id; others get a server id. One equal to its current\n' +
     'version gets no new version and is counted as unchanged (running an import again adds no history).\n' +

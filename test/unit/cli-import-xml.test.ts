@@ -108,6 +108,50 @@ for (const target of targets) {
       expect(await read('Patient', 'batch-bad')).toBeUndefined();
     });
 
+    test('an XML collection Bundle is imported as it is read: an entry that is not FHIR XML is skipped with its index, a later fullUrl resolves, a file cut short keeps what came before', async () => {
+      const uuid = (prefix: string, k: number) => `urn:uuid:00000000-0000-4000-8000-${prefix === 'sc' ? '1' : '2'}${String(k).padStart(11, '0')}`;
+      // About 1.3 MB: many chunks of the file, narratives and CR LF line ends cut across them.
+      const narrated = (id: string) => patient(id, `<text><status value="generated"/><div xmlns="http://www.w3.org/1999/xhtml">\n<p>${`Patient ${id} &amp; <b>kin</b>; `.repeat(120)}</p>\n</div></text>`);
+      const entries = (prefix: string) => Array.from({ length: 300 }, (_, k) => {
+        const resource =
+          k === 1 ? observation(`${prefix}-obs`, uuid(prefix, 299)) :
+          k === 5 ? patient(`${prefix}-${k}`, '<nickname value="Jim"/>') :
+          k === 7 ? patient(`${prefix}-${k}`, '<gender value="woman"/>') :
+          narrated(`${prefix}-${k}`);
+        return `<entry><fullUrl value="${uuid(prefix, k)}"/><resource>${resource}</resource></entry>`;
+      });
+      const whole = file('stream-collection.xml', bundle('collection', entries('sc')).replaceAll('\n', '\r\n'));
+      const r = await cli.run(['import', '--tenant', 't1', '--json', whole]);
+      expect(r.code).toBe(1);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 298, failed: 2 });
+      expect(summary.errors).toEqual([
+        expect.objectContaining({ file: whole, entry: 5, message: "Bundle.entry[5].resource.nickname: Unknown element 'nickname' in Bundle.entry[5].resource (an element of Patient)" }),
+        expect.objectContaining({ file: whole, entry: 7, message: expect.stringContaining('Bundle.entry[7].resource.gender') }),
+      ]);
+      expect(summary.errors[0].issues[0].expression).toEqual(['Bundle.entry[5].resource.nickname']);
+      // The narrative as written (CR LF read as LF), and the Observation's reference to the last entry rewritten.
+      expect(withoutMeta((await read('Patient', 'sc-250'))!)).toEqual(contentOf(narrated('sc-250')));
+      expect((await read('Observation', 'sc-obs'))!.subject).toEqual({ reference: 'Patient/sc-299' });
+      expect(await read('Patient', 'sc-5')).toBeUndefined();
+
+      // Cut inside entry 150: the 150 entries before it are imported (but the two bad ones, and the Observation, whose target is cut off).
+      const text = bundle('collection', entries('cut'));
+      const cut = file('cut-collection.xml', text.slice(0, text.indexOf(uuid('cut', 150)) + 20));
+      const c = await cli.run(['import', '--tenant', 't1', '--json', cut]);
+      expect(c.code).toBe(1);
+      const cutSummary = JSON.parse(c.stdout);
+      expect(cutSummary).toMatchObject({ imported: 147, failed: 4 });
+      expect(cutSummary.errors.map((e: { message: string }) => e.message)).toEqual([
+        expect.stringMatching(/^Bundle\.entry\[5\]\.resource\.nickname: /),
+        expect.stringContaining('Bundle.entry[7].resource.gender'),
+        expect.stringMatching(/^malformed XML: .+ \(line \d+, column \d+\)$/),
+        expect.stringMatching(/^Bundle\.entry\[1\]: reference 'urn:uuid:[0-9a-f-]+' /),
+      ]);
+      expect(await read('Patient', 'cut-149')).toBeDefined();
+      expect(await read('Patient', 'cut-150')).toBeUndefined();
+    });
+
     test('malformed XML, XML that is not FHIR, and an invalid transaction entry: named with file and element, nothing of them written', async () => {
       const unclosed = file('unclosed.xml', bundle('transaction', [entry(patient('mx-1'), 'PUT', 'Patient/mx-1'), entry(patient('mx-2'), 'PUT', 'Patient/mx-2')]).replace('</Bundle>', ''));
       const unknown = file('unknown.xml', bundle('transaction', [

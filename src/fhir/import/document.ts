@@ -7,8 +7,7 @@ import { carryLiterals } from '../exact-json.ts';
 import { isUrnReference, walkReferences } from '../references.ts';
 import { asResource, newId, parseBounded, requireStorable, type Resource } from '../resource.ts';
 import { processBundle } from '../transaction.ts';
-import { parseFhirXml } from '../xml/from-xml.ts';
-import { addLoose, type LooseContext } from './loose.ts';
+import { addLoose, type LooseContext, type LooseResource } from './loose.ts';
 
 type Json = Record<string, unknown>;
 
@@ -36,22 +35,13 @@ export function parseResource(text: string): Resource {
 export type DocumentFormat = 'json' | 'xml';
 
 /**
- * Parses an import document in FHIR XML to the JSON value the same resource in JSON gives (the REST
- * API's reader, src/fhir/xml/from-xml.ts), then holds it to parseResource's rules. Text that is not
- * well-formed XML is `malformed XML: ...` with its line and column, as malformed JSON is named; what is
- * not FHIR XML is the parser's 400, its message led by the element's path (`Patient.nickname: ...`).
+ * The 400 of FHIR XML that is not FHIR XML, its message led by the element's path (`Patient.nickname: ...`)
+ * as an import reports it (the REST API's reader, src/fhir/xml/from-xml.ts, names it in `expression` only).
  */
-export function parseXmlResource(text: string): Resource {
-  let value: unknown;
-  try {
-    value = parseFhirXml(text, { what: 'The resource', malformed: (err) => new FhirError('structure', `malformed XML: ${err.message}`, { cause: err }) });
-  } catch (err) {
-    const at = err instanceof FhirError ? err.issues[0]?.expression?.[0] : undefined;
-    const message = (err as Error).message;
-    if (at === undefined || message.startsWith(at)) throw err;
-    throw new FhirError('structure', `${at}: ${message}`, { expression: [at], cause: err });
-  }
-  return requireStorable(asResource(value));
+export function locatedXmlError(err: FhirError): FhirError {
+  const at = err.issues[0]?.expression?.[0];
+  if (at === undefined || err.message.startsWith(at)) return err;
+  return new FhirError('structure', `${at}: ${err.message}`, { expression: [at], cause: err });
 }
 
 const methodOf = (entry: unknown) => ((entry as Json | null)?.request as Json | undefined)?.method;
@@ -121,6 +111,20 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
   ctx.imported(ok, unchanged);
 }
 
+/** A collection Bundle's entry `i` as the resource to import (an id assigned when it has none), or undefined when it holds none that can be stored (reported). */
+export function collectionItem(ctx: DocumentContext, entry: unknown, i: number): LooseResource | undefined {
+  let resource: Resource;
+  try {
+    resource = requireStorable(asResource((entry as Json | null)?.resource));
+  } catch (err) {
+    ctx.fail(`Bundle.entry[${i}].resource: ${(err as Error).message}`, 1, { entry: i });
+    return undefined;
+  }
+  const withId = resource.id === undefined ? carryLiterals(resource, { ...resource, id: newId() }) : (resource as Resource & { id: string });
+  const fullUrl = (entry as Json).fullUrl;
+  return { resource: withId, entry: i, ...(typeof fullUrl === 'string' ? { fullUrl } : {}) };
+}
+
 /**
  * collection Bundles: each entry's resource is created or updated by its id (one is assigned first,
  * so that entries may refer to each other's fullUrls), its `urn:` references resolved as an NDJSON
@@ -128,39 +132,18 @@ async function processTransaction(deps: FhirDeps, ctx: DocumentContext, bundle: 
  */
 async function importCollection(ctx: DocumentContext, bundle: Resource): Promise<void> {
   const entries = Array.isArray(bundle.entry) ? (bundle.entry as unknown[]) : [];
-  const items: { resource: Resource & { id: string }; entry: number; fullUrl?: string }[] = [];
+  const items = entries.map((entry, i) => collectionItem(ctx, entry, i)).filter((item) => item !== undefined);
   const local = new Map<string, string>();
-  for (const [i, entry] of entries.entries()) {
-    let resource: Resource;
-    try {
-      resource = requireStorable(asResource((entry as Json | null)?.resource));
-    } catch (err) {
-      ctx.fail(`Bundle.entry[${i}].resource: ${(err as Error).message}`, 1, { entry: i });
-      continue;
-    }
-    const withId = resource.id === undefined ? carryLiterals(resource, { ...resource, id: newId() }) : (resource as Resource & { id: string });
-    const fullUrl = (entry as Json).fullUrl;
-    if (typeof fullUrl === 'string') local.set(fullUrl, `${withId.resourceType}/${withId.id}`);
-    items.push({ resource: withId, entry: i, ...(typeof fullUrl === 'string' ? { fullUrl } : {}) });
-  }
+  for (const { resource, fullUrl } of items) if (fullUrl !== undefined) local.set(fullUrl, `${resource.resourceType}/${resource.id}`);
   for (const item of items) await addLoose(ctx, { ...item, local });
 }
 
 /**
- * Imports one document, FHIR JSON or XML (`format`): a transaction or batch Bundle is processed as such, a collection Bundle
- * is unpacked, any other resource (including other Bundle types) is stored as it is. `deferrable`
- * false: this is the retry of a deferred Bundle at the end of the run.
+ * Imports one resource read from a document: a transaction or batch Bundle is processed as such, a
+ * collection Bundle is unpacked, any other resource (including other Bundle types) is stored as it is.
+ * `deferrable` false: this is the retry of a deferred Bundle at the end of the run.
  */
-export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text: string, format: DocumentFormat, deferrable = true): Promise<void> {
-  let resource: Resource;
-  try {
-    resource = format === 'xml' ? parseXmlResource(text) : parseResource(text);
-  } catch (err) {
-    // The XML parser's issue names the element in `expression`: kept for `--json`.
-    const place = format === 'xml' && err instanceof FhirError && err.issues[0]?.expression ? { issues: err.issues } : undefined;
-    ctx.fail((err as Error).message, 1, place);
-    return;
-  }
+export async function importResource(deps: FhirDeps, ctx: DocumentContext, resource: Resource, deferrable: boolean): Promise<void> {
   if (resource.resourceType === 'Bundle' && (resource.type === 'transaction' || resource.type === 'batch')) {
     await processTransaction(deps, ctx, resource, deferrable);
   } else if (resource.resourceType === 'Bundle' && resource.type === 'collection') {
@@ -168,6 +151,18 @@ export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text:
   } else {
     await addLoose(ctx, { resource: resource.id === undefined ? carryLiterals(resource, { ...resource, id: newId() }) : (resource as Resource & { id: string }) });
   }
+}
+
+/** Imports one FHIR JSON document (importResource); a file that is not one is reported. */
+export async function importDocument(deps: FhirDeps, ctx: DocumentContext, text: string, deferrable = true): Promise<void> {
+  let resource: Resource;
+  try {
+    resource = parseResource(text);
+  } catch (err) {
+    ctx.fail((err as Error).message, 1);
+    return;
+  }
+  await importResource(deps, ctx, resource, deferrable);
 }
 
 /** An entry's diagnostics without the `Bundle.entry[i]: ` they start with (located), which the report puts first. */

@@ -9,6 +9,7 @@ import type { LineIds } from './line-ids.ts';
 import { createPreparer, type Preparer } from './preparer.ts';
 import { importProfiles } from './profiles.ts';
 import { createRunReferences } from './run-references.ts';
+import { decodeUtf8, importXmlDocument } from './xml-document.ts';
 
 /** `place` without its undefined members, so that an issue lists only what applies. */
 function definedOf(place: IssuePlace | undefined): IssuePlace {
@@ -95,8 +96,9 @@ async function detectFormat(source: ImportSource): Promise<ImportFormat> {
 }
 
 /**
- * Bulk import into one tenant (the `cinder import` domain logic): NDJSON streamed line by line, JSON
- * and XML documents (a resource, or a transaction, batch or collection Bundle) read whole. Each resource is
+ * Bulk import into one tenant (the `cinder import` domain logic): NDJSON streamed line by line, XML
+ * documents read as a stream (a collection Bundle's entries imported as each is read), JSON documents (a
+ * resource, or a transaction, batch or collection Bundle) read whole. Each resource is
  * validated before it joins a batch, so a bad line is reported and never rolls back good ones.
  */
 export function createImporter(deps: FhirDeps, opts: ImportOptions) {
@@ -158,10 +160,8 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
     }
   }
 
-  /** A JSON or XML document; `deferrable` false when it is read again at the end of the run (see deferred.ts). */
+  /** A JSON or XML document (XML read as a stream); `deferrable` false when it is read again at the end of the run (see deferred.ts). */
   async function importFile(source: ImportSource, format: DocumentFormat, deferrable = true): Promise<void> {
-    const text = await source.blob.text();
-    if (deferrable) progress.bytesRead += source.blob.size;
     const ctx: DocumentContext = {
       ...looseContext(source), tenant: opts.tenant, fhirBase: opts.fhirBase,
       again: () => importFile(source, format, false),
@@ -170,7 +170,13 @@ export function createImporter(deps: FhirDeps, opts: ImportOptions) {
         progress.unchanged += unchanged;
       },
     };
-    await importDocument(fhir, ctx, text, format, deferrable);
+    if (format === 'xml') {
+      const text = decodeUtf8(source.blob.stream(), deferrable ? (n) => (progress.bytesRead += n) : undefined);
+      return importXmlDocument(fhir, ctx, text, deferrable);
+    }
+    const text = await source.blob.text();
+    if (deferrable) progress.bytesRead += source.blob.size;
+    await importDocument(fhir, ctx, text, deferrable);
   }
 
   return {

@@ -3,7 +3,7 @@ import { MAX_JSON_DEPTH } from '../../terminology/model/depth.ts';
 import { parseBounded } from '../resource.ts';
 import { isResourceType } from '../resource-types.ts';
 import { FHIR_NS, isAttributeElement, NUMBER_TYPES, XHTML_NS, xmlTypeModel } from './xml-model.ts';
-import { parseXml, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
+import { createXmlReader, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
 
 /** XML Schema instance attributes (`xsi:schemaLocation`) carry nothing of the content: ignored. */
 const XSI_NS = 'http://www.w3.org/2001/XMLSchema-instance';
@@ -12,6 +12,8 @@ const INTEGER = /^-?(0|[1-9][0-9]*)$/;
 const DECIMAL = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
 
 type Obj = Record<string, unknown>;
+/** The document's text between two offsets (an XmlReader's `slice`): where a narrative is copied from. */
+export type Slice = (start: number, end: number) => string;
 
 function refuse(message: string, path: string): never {
   throw new FhirError('structure', message, { expression: [path] });
@@ -34,24 +36,30 @@ export interface XmlSource {
  */
 export function parseFhirXml(source: string, opts: XmlSource = {}): unknown {
   const what = opts.what ?? 'The request body';
-  const malformed = opts.malformed ?? ((err) => new FhirError('structure', `Request body is not well-formed FHIR XML: ${err.message}`, { cause: err }));
-  // End-of-line handling first (XML 1.0 2.11), so that the narrative's text is sliced from what was parsed.
-  const text = source.includes('\r') ? source.replace(/\r\n?/g, '\n') : source;
-  let root: XmlElement;
+  // Whitespace between elements is nothing to FHIR XML (the narrative is sliced from the text).
+  const reader = createXmlReader({ maxDepth: MAX_JSON_DEPTH, dropSpace: true });
+  const root = readXml(() => reader.end(source), opts);
+  const resource = readResource(root, reader.slice, '');
+  return jsonValue(JSON.stringify(resource), what);
+}
+
+/** Runs `read` (a step of an XmlReader), its XmlSyntaxError thrown as `opts.malformed`'s FhirError (a 400 by default). */
+export function readXml<T>(read: () => T, opts: XmlSource): T {
   try {
-    // Whitespace between elements is nothing to FHIR XML (the narrative is sliced from the text).
-    root = parseXml(text, MAX_JSON_DEPTH, true);
+    return read();
   } catch (err) {
-    if (err instanceof XmlSyntaxError) throw malformed(err);
-    throw err;
+    if (!(err instanceof XmlSyntaxError)) throw err;
+    throw opts.malformed ? opts.malformed(err) : new FhirError('structure', `Request body is not well-formed FHIR XML: ${err.message}`, { cause: err });
   }
-  const resource = readResource(root, text, '');
-  // Through the JSON path, so that the value is what the same resource sent as JSON would be (numbers' literals, depth).
-  return parseBounded(JSON.stringify(resource), what, (err) => new FhirError('structure', `${what} is not valid JSON: ${err.message}`, { cause: err }));
+}
+
+/** JSON text read from XML as the same resource sent as JSON would be (numbers' literals, depth). */
+export function jsonValue(text: string, what: string): unknown {
+  return parseBounded(text, what, (err) => new FhirError('structure', `${what} is not valid JSON: ${err.message}`, { cause: err }));
 }
 
 /** A resource element (`<Patient>`): its type from its name, its content by that type's definition. */
-function readResource(el: XmlElement, text: string, at: string): Obj {
+export function readResource(el: XmlElement, text: Slice, at: string): Obj {
   const where = at === '' ? el.local : at;
   if (el.ns !== FHIR_NS) refuse(`Element '${el.qname}' is not in the FHIR namespace (${FHIR_NS}${el.ns ? `; it is in '${el.ns}'` : ''})`, where);
   if (!isResourceType(el.local)) refuse(`'${el.local}' is not an R4 resource type`, where);
@@ -61,7 +69,7 @@ function readResource(el: XmlElement, text: string, at: string): Obj {
 }
 
 /** Reads an element's attributes and children into `out` by the definition of `type`. */
-function readContent(out: Obj, el: XmlElement, type: string, text: string, path: string): void {
+function readContent(out: Obj, el: XmlElement, type: string, text: Slice, path: string): void {
   const m = xmlTypeModel(type);
   if (m === null) refuse(`No R4 definition of type '${type}'`, path);
   for (const a of el.attributes) {
@@ -120,14 +128,15 @@ function readContent(out: Obj, el: XmlElement, type: string, text: string, path:
   }
 }
 
-function complex(el: XmlElement, type: string, text: string, path: string): Obj {
+/** An element of a complex `type` (`Bundle.entry` too): its content by that type's definition. */
+export function complex(el: XmlElement, type: string, text: Slice, path: string): Obj {
   const out: Obj = {};
   readContent(out, el, type, text, path);
   return out;
 }
 
 /** An element holding a resource (`contained`, `Bundle.entry.resource`, `Parameters.parameter.resource`): one child named by its type. */
-function resourceIn(el: XmlElement, text: string, path: string): Obj {
+function resourceIn(el: XmlElement, text: Slice, path: string): Obj {
   let found: XmlElement | undefined;
   for (const a of el.attributes) if (a.ns !== XSI_NS) refuse(`Attribute '${a.qname}' is not allowed on ${path}`, path);
   for (const child of el.children) {
@@ -141,7 +150,7 @@ function resourceIn(el: XmlElement, text: string, path: string): Obj {
 }
 
 /** A primitive: its `value` attribute as the JSON value of `type`, and its `id` and extensions (the `_name` object), or null. */
-function readPrimitive(el: XmlElement, type: string, text: string, path: string): [unknown, Obj | null] {
+function readPrimitive(el: XmlElement, type: string, text: Slice, path: string): [unknown, Obj | null] {
   let value: unknown = null;
   const ext: Obj = {};
   for (const a of el.attributes) {
@@ -185,11 +194,11 @@ function primitiveValue(a: XmlAttribute, type: string, path: string): unknown {
  * itself: `<div xmlns=...>`, or by a prefix (`<h:div xmlns:h=...>`, whose declaration the narrative's
  * validation checks, as it does for the same div in JSON).
  */
-function narrative(el: XmlElement, text: string, path: string): string {
+function narrative(el: XmlElement, text: Slice, path: string): string {
   if (el.local !== 'div' || (el.qname === 'div' && el.declaresDefault !== XHTML_NS)) {
     refuse(`The narrative at ${path} must be written <div xmlns="${XHTML_NS}">`, path);
   }
-  const div = text.slice(el.start, el.end);
+  const div = text(el.start, el.end);
   // A carriage return survives XML only as a reference (XML 1.0 2.11): the JSON form holds the character itself.
   return div.includes('&#') ? div.replace(/&#(13|x[dD]);/g, '\r') : div;
 }

@@ -68,30 +68,97 @@ interface Open {
 /** Attributes of one element compared pairwise up to this many; beyond, through a set (a start tag may hold thousands). */
 const FEW_ATTRIBUTES = 16;
 
-/** The line and column of `index` in `text`. */
-function position(text: string, index: number): string {
-  let line = 1;
-  let last = -1;
-  for (let i = text.indexOf('\n'); i >= 0 && i < index; i = text.indexOf('\n', i + 1)) {
-    line++;
-    last = i;
-  }
-  return `${line}, column ${index - last}`;
+/** Where an element completes: what a stream reader does with the root's children (see XmlReaderOptions.stream). */
+export type DetachChild = (child: XmlElement) => boolean;
+
+export interface XmlReaderOptions {
+  /** At most this many elements nest. */
+  maxDepth: number;
+  /**
+   * Text of whitespace alone (outside CDATA) is checked and left out of the tree, for a reader that
+   * ignores it (FHIR XML's indentation: about a third of a pretty-printed document's nodes).
+   */
+  dropSpace?: boolean;
+  /**
+   * Called with the root element once its start tag is read. A function returned streams the document:
+   * it is called with each child of the root as that child completes, and when it answers true the child
+   * leaves the tree (an empty element of its name keeps its place among the root's children). The text
+   * before the child being read is then let go: a consumer slices (`slice`) a child's text in the call only.
+   * Undefined: the whole text is kept, as the tree is.
+   */
+  stream?: (root: XmlElement) => DetachChild | undefined;
+}
+
+/** An XML document read as its text arrives (`push`), then ended (`end`), which answers its root element. */
+export interface XmlReader {
+  push(chunk: string): void;
+  end(last?: string): XmlElement;
+  /** The text between two offsets (an element's `start` and `end`) while it is kept (see XmlReaderOptions.stream). */
+  slice(start: number, end: number): string;
 }
 
 /**
- * Parses `text` (one XML document) to its root element; at most `maxDepth` elements nest. `dropSpace`:
+ * Parses `source` (one XML document) to its root element; at most `maxDepth` elements nest. `dropSpace`:
  * text of whitespace alone (outside CDATA) is checked and left out of the tree, for a reader that
- * ignores it (FHIR XML's indentation: about a third of a pretty-printed document's nodes).
+ * ignores it.
  */
 export function parseXml(source: string, maxDepth: number, dropSpace = false): XmlElement {
-  // End-of-line handling (XML 1.0 section 2.11): CR LF and a lone CR read as LF.
-  const text = source.includes('\r') ? source.replace(/\r\n?/g, '\n') : source;
-  const fail = (message: string, at: number): never => {
-    throw new XmlSyntaxError(message, position(text, at));
+  return createXmlReader({ maxDepth, dropSpace }).end(source);
+}
+
+/** A start tag's closing `>` at or after `from`, quoted attribute values skipped, or -1 when the text ends first. */
+function tagEnd(text: string, from: number): number {
+  for (let j = from; j < text.length; j++) {
+    const c = text.charCodeAt(j);
+    if (c === 62) return j;
+    if (c === 34 || c === 39) {
+      const close = text.indexOf(c === 34 ? '"' : "'", j + 1);
+      if (close < 0) return -1;
+      j = close;
+    }
+  }
+  return -1;
+}
+
+/** The longest markup opening that tells what follows (`<![CDATA[`, `<!DOCTYPE`). */
+const LONGEST_OPENING = 9;
+
+/**
+ * An incremental XML reader: text is pushed in chunks (cut anywhere, even inside a tag), parsed as far as
+ * it is complete; what it reports (XmlSyntaxError) has the line and column in the whole document. Memory
+ * is the tree plus the kept text; a streamed document (`stream`) keeps neither the children it lets go nor
+ * their text, so reading one costs its largest child, whatever its length.
+ */
+export function createXmlReader(opts: XmlReaderOptions): XmlReader {
+  const { maxDepth, dropSpace = false } = opts;
+  // The text kept: from offset `base` of the document; `i` is the reading position within it.
+  let text = '';
+  let base = 0;
+  let i = 0;
+  // Lines of the text let go (before `base`), and the offset of its last line break, for positions.
+  let linesBefore = 0;
+  let lastBreakBefore = -1;
+  // Chunks pushed and not yet joined to `text` (joined once they are as long as the text kept: linear in all).
+  let pending: string[] = [];
+  let pendingLength = 0;
+  // A chunk's last character when it is a CR, which a LF opening the next may follow.
+  let heldCr = false;
+  let final = false;
+  let started = false;
+
+  /** The line and column of `index` (in the kept text). */
+  const position = (index: number): string => {
+    let line = linesBefore + 1;
+    let last = lastBreakBefore - base;
+    for (let at = text.indexOf('\n'); at >= 0 && at < index; at = text.indexOf('\n', at + 1)) {
+      line++;
+      last = at;
+    }
+    return `${line}, column ${index - last}`;
   };
-  const bad = NOT_XML_CHAR.exec(text);
-  if (bad) fail(`U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')} is not a character XML allows`, bad.index);
+  const fail = (message: string, at: number): never => {
+    throw new XmlSyntaxError(message, position(at));
+  };
 
   /** Replaces the references in character data or an attribute value; `attribute`: XML's attribute-value normalisation too. */
   const unescape = (raw: string, at: number, attribute: boolean): string => {
@@ -111,7 +178,6 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
     return s;
   };
 
-  let i = 0;
   const stack: Open[] = [];
   // The namespaces in scope: each prefix's declarations, innermost last, pushed by the element declaring
   // one and popped when it closes (so that a declaring element costs its own declarations, not a copy of all).
@@ -120,6 +186,7 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
     if (declared !== undefined) for (const prefix of declared) bindings.get(prefix)!.pop();
   };
   let root: XmlElement | undefined;
+  let detach: DetachChild | undefined;
 
   // One string per distinct name: a large document repeats a few hundred names a million times.
   const names = new Map<string, string>();
@@ -154,144 +221,234 @@ export function parseXml(source: string, maxDepth: number, dropSpace = false): X
     if (dropSpace && !cdata && t.trim() === '') return;
     top.element.children.push({ kind: 'text', text: t, cdata });
   };
+  /** A child of the root has completed: a streamed document may let it go. */
+  const completed = (element: XmlElement): void => {
+    if (detach === undefined || stack.length !== 1 || !detach(element)) return;
+    const siblings = root!.children;
+    siblings[siblings.length - 1] = { ...element, attributes: [], children: NO_CHILDREN };
+  };
 
-  // The XML declaration: version, encoding (UTF-8 only: the body was read as UTF-8) and standalone.
-  if (text.startsWith('\uFEFF')) i = 1;
-  if (text.startsWith('<?xml', i) && /[\s?]/.test(text[i + 5] ?? '')) {
-    const end = text.indexOf('?>', i);
-    if (end < 0) fail('Unterminated XML declaration', i);
-    const decl = text.slice(i + 5, end);
-    const encoding = /encoding\s*=\s*["']([^"']*)["']/.exec(decl)?.[1];
-    if (encoding !== undefined && !/^utf-?8$/i.test(encoding)) fail(`Encoding '${encoding}' is not supported: send FHIR XML in UTF-8`, i);
-    i = end + 2;
-  }
-
-  while (i < text.length) {
-    const lt = text.indexOf('<', i);
-    if (lt !== i) {
-      const raw = text.slice(i, lt < 0 ? text.length : lt);
-      if (raw.includes(']]>')) fail("']]>' may not appear in text", i);
-      addText(unescape(raw, i, false), false);
-      if (lt < 0) break;
-      i = lt;
-    }
-    if (text.startsWith('<!--', i)) {
-      const end = text.indexOf('-->', i + 4);
-      if (end < 0) fail('Unterminated comment', i);
-      if (text.slice(i + 4, end).includes('--')) fail("'--' may not appear in a comment", i);
-      i = end + 3;
-    } else if (text.startsWith('<![CDATA[', i)) {
-      if (stack.length === 0) fail('CDATA outside the root element', i);
-      const end = text.indexOf(']]>', i + 9);
-      if (end < 0) fail('Unterminated CDATA section', i);
-      addText(text.slice(i + 9, end), true);
-      i = end + 3;
-    } else if (text.startsWith('<!DOCTYPE', i) || text.startsWith('<!ENTITY', i)) {
-      fail('A document type declaration (DOCTYPE) is not allowed: FHIR XML has no DTD, and Cinder expands no entities', i);
-    } else if (text.startsWith('<!', i)) {
-      fail("Markup declarations ('<!') are not allowed", i);
-    } else if (text.startsWith('<?', i)) {
-      // A processing instruction (a stylesheet, say): nothing of FHIR content; skipped.
-      const target = text.slice(i + 2, i + 5);
-      if (target.toLowerCase() === 'xml' && /[\s?]/.test(text[i + 5] ?? '')) fail('The XML declaration must come first', i);
-      const end = text.indexOf('?>', i + 2);
-      if (end < 0) fail('Unterminated processing instruction', i);
+  /** The XML declaration: version, encoding (UTF-8 only: the text was read as UTF-8) and standalone. False: not all of it read yet. */
+  const declaration = (): boolean => {
+    // A BOM, `<?xml` and the character that tells a declaration from a PI named `xml...`.
+    if (text.length < 7 && !final) return false;
+    if (text.startsWith('\uFEFF')) i = 1;
+    if (text.startsWith('<?xml', i) && /[\s?]/.test(text[i + 5] ?? '')) {
+      const end = text.indexOf('?>', i);
+      if (end < 0 && !final) return (i = 0), false;
+      if (end < 0) fail('Unterminated XML declaration', i);
+      const decl = text.slice(i + 5, end);
+      const encoding = /encoding\s*=\s*["']([^"']*)["']/.exec(decl)?.[1];
+      if (encoding !== undefined && !/^utf-?8$/i.test(encoding)) fail(`Encoding '${encoding}' is not supported: send FHIR XML in UTF-8`, i);
       i = end + 2;
-    } else if (text.startsWith('</', i)) {
-      const start = i;
-      i += 2;
-      const qname = name();
-      space();
-      expect('>');
-      const open = stack.pop();
-      if (open === undefined) fail(`End tag '</${qname}>' without a start tag`, start);
-      if (open!.element.qname !== qname) fail(`End tag '</${qname}>' does not match '<${open!.element.qname}>'`, start);
-      open!.element.end = i;
-      undeclare(open!.declared);
-    } else {
-      const start = i;
-      i += 1;
-      if (stack.length === 0 && root !== undefined) fail('A second root element', start);
-      if (stack.length >= maxDepth) fail(`Elements nest deeper than ${maxDepth} levels`, start);
-      const qname = name();
-      const raw: [string, string, number][] = [];
-      let seen: Set<string> | undefined;
-      let selfClosing = false;
-      for (;;) {
-        const spaced = space();
-        if (text.startsWith('/>', i)) {
-          i += 2;
-          selfClosing = true;
-          break;
-        }
-        if (text[i] === '>') {
-          i += 1;
-          break;
-        }
-        if (!spaced) fail(`Malformed start tag '<${qname}'`, i);
-        const at = i;
-        const attr = name();
-        space();
-        expect('=');
-        space();
-        const quote = text[i];
-        if (quote !== '"' && quote !== "'") fail(`The value of attribute '${attr}' must be quoted`, i);
-        const close = text.indexOf(quote!, i + 1);
-        if (close < 0) fail(`Unterminated value of attribute '${attr}'`, i);
-        const value = text.slice(i + 1, close);
-        if (value.includes('<')) fail(`'<' may not appear in the value of attribute '${attr}'`, i);
-        if (seen !== undefined ? seen.has(attr) : raw.some(([n]) => n === attr)) fail(`Attribute '${attr}' is given twice`, at);
-        raw.push([attr, unescape(value, i, true), at]);
-        if (seen !== undefined) seen.add(attr);
-        else if (raw.length > FEW_ATTRIBUTES) seen = new Set(raw.map(([n]) => n));
-        i = close + 1;
-      }
-      let declared: string[] | undefined;
-      let declaresDefault: string | undefined;
-      const declare = (prefix: string, value: string): void => {
-        let values = bindings.get(prefix);
-        if (values === undefined) bindings.set(prefix, (values = []));
-        values.push(value);
-        (declared ??= []).push(prefix);
-      };
-      for (const [attr, value] of raw) {
-        if (attr === 'xmlns') {
-          declaresDefault = value;
-          declare('', value);
-        } else if (attr.startsWith('xmlns:')) {
-          if (value === '') fail(`Prefix '${attr.slice(6)}' may not be undeclared`, start);
-          declare(attr.slice(6), value);
-        }
-      }
-      const inScope = (prefix: string): string | undefined => {
-        const values = bindings.get(prefix);
-        return values === undefined ? undefined : values[values.length - 1];
-      };
-      const resolve = (q: string, attribute: boolean, at: number): [string, string] => {
-        const colon = q.indexOf(':');
-        if (colon < 0) return [q, attribute ? '' : (inScope('') ?? '')];
-        const prefix = q.slice(0, colon);
-        const ns = inScope(prefix);
-        if (ns === undefined) fail(`Prefix '${prefix}' is not declared`, at);
-        return [q.slice(colon + 1), ns!];
-      };
-      const [local, ns] = resolve(qname, false, start);
-      const attributes: XmlAttribute[] = [];
-      for (const [attr, value, at] of raw) {
-        if (attr === 'xmlns' || attr.startsWith('xmlns:')) continue;
-        const [aLocal, aNs] = resolve(attr, true, at);
-        attributes.push({ qname: attr, local: aLocal, ns: aNs, value });
-      }
-      // An empty element (most of FHIR XML: `<status value="final"/>`) gets no children: one shared empty list.
-      const element: XmlElement = { kind: 'element', qname, local, ns, attributes, declaresDefault, children: selfClosing ? NO_CHILDREN : [], start, end: i };
-      const parent = stack[stack.length - 1];
-      if (parent) parent.element.children.push(element);
-      else root = element;
-      if (!selfClosing) stack.push({ element, declared });
-      else undeclare(declared);
     }
-  }
-  if (stack.length > 0) fail(`Element '<${stack[stack.length - 1]!.element.qname}>' is not closed`, text.length);
-  if (root === undefined) fail('No root element', 0);
-  return root!;
+    return (started = true);
+  };
+
+  /** An end tag at `i`. */
+  const endTag = (): void => {
+    const start = i;
+    i += 2;
+    const qname = name();
+    space();
+    expect('>');
+    const open = stack.pop();
+    if (open === undefined) fail(`End tag '</${qname}>' without a start tag`, start);
+    if (open!.element.qname !== qname) fail(`End tag '</${qname}>' does not match '<${open!.element.qname}>'`, start);
+    open!.element.end = base + i;
+    undeclare(open!.declared);
+    completed(open!.element);
+  };
+
+  /** A start tag at `i`. */
+  const startTag = (): void => {
+    const start = i;
+    i += 1;
+    if (stack.length === 0 && root !== undefined) fail('A second root element', start);
+    if (stack.length >= maxDepth) fail(`Elements nest deeper than ${maxDepth} levels`, start);
+    const qname = name();
+    const raw: [string, string, number][] = [];
+    let seen: Set<string> | undefined;
+    let selfClosing = false;
+    for (;;) {
+      const spaced = space();
+      if (text.startsWith('/>', i)) {
+        i += 2;
+        selfClosing = true;
+        break;
+      }
+      if (text[i] === '>') {
+        i += 1;
+        break;
+      }
+      if (!spaced) fail(`Malformed start tag '<${qname}'`, i);
+      const at = i;
+      const attr = name();
+      space();
+      expect('=');
+      space();
+      const quote = text[i];
+      if (quote !== '"' && quote !== "'") fail(`The value of attribute '${attr}' must be quoted`, i);
+      const close = text.indexOf(quote!, i + 1);
+      if (close < 0) fail(`Unterminated value of attribute '${attr}'`, i);
+      const value = text.slice(i + 1, close);
+      if (value.includes('<')) fail(`'<' may not appear in the value of attribute '${attr}'`, i);
+      if (seen !== undefined ? seen.has(attr) : raw.some(([n]) => n === attr)) fail(`Attribute '${attr}' is given twice`, at);
+      raw.push([attr, unescape(value, i, true), at]);
+      if (seen !== undefined) seen.add(attr);
+      else if (raw.length > FEW_ATTRIBUTES) seen = new Set(raw.map(([n]) => n));
+      i = close + 1;
+    }
+    let declared: string[] | undefined;
+    let declaresDefault: string | undefined;
+    const declare = (prefix: string, value: string): void => {
+      let values = bindings.get(prefix);
+      if (values === undefined) bindings.set(prefix, (values = []));
+      values.push(value);
+      (declared ??= []).push(prefix);
+    };
+    for (const [attr, value] of raw) {
+      if (attr === 'xmlns') {
+        declaresDefault = value;
+        declare('', value);
+      } else if (attr.startsWith('xmlns:')) {
+        if (value === '') fail(`Prefix '${attr.slice(6)}' may not be undeclared`, start);
+        declare(attr.slice(6), value);
+      }
+    }
+    const inScope = (prefix: string): string | undefined => {
+      const values = bindings.get(prefix);
+      return values === undefined ? undefined : values[values.length - 1];
+    };
+    const resolve = (q: string, attribute: boolean, at: number): [string, string] => {
+      const colon = q.indexOf(':');
+      if (colon < 0) return [q, attribute ? '' : (inScope('') ?? '')];
+      const prefix = q.slice(0, colon);
+      const ns = inScope(prefix);
+      if (ns === undefined) fail(`Prefix '${prefix}' is not declared`, at);
+      return [q.slice(colon + 1), ns!];
+    };
+    const [local, ns] = resolve(qname, false, start);
+    const attributes: XmlAttribute[] = [];
+    for (const [attr, value, at] of raw) {
+      if (attr === 'xmlns' || attr.startsWith('xmlns:')) continue;
+      const [aLocal, aNs] = resolve(attr, true, at);
+      attributes.push({ qname: attr, local: aLocal, ns: aNs, value });
+    }
+    // An empty element (most of FHIR XML: `<status value="final"/>`) gets no children: one shared empty list.
+    const element: XmlElement = { kind: 'element', qname, local, ns, attributes, declaresDefault, children: selfClosing ? NO_CHILDREN : [], start: base + start, end: base + i };
+    const parent = stack[stack.length - 1];
+    if (parent) parent.element.children.push(element);
+    else {
+      root = element;
+      detach = opts.stream?.(element);
+    }
+    if (!selfClosing) stack.push({ element, declared });
+    else {
+      undeclare(declared);
+      completed(element);
+    }
+  };
+
+  /** Reads the complete markup and text from `i` on; stops where more text is needed (unless final). */
+  const run = (): void => {
+    if (!started && !declaration()) return;
+    while (i < text.length) {
+      const lt = text.indexOf('<', i);
+      if (lt !== i) {
+        if (lt < 0 && !final) return;
+        const raw = text.slice(i, lt < 0 ? text.length : lt);
+        if (raw.includes(']]>')) fail("']]>' may not appear in text", i);
+        addText(unescape(raw, i, false), false);
+        if (lt < 0) break;
+        i = lt;
+      }
+      if (!final && text.length - i < LONGEST_OPENING) return;
+      if (text.startsWith('<!--', i)) {
+        const end = text.indexOf('-->', i + 4);
+        if (end < 0 && !final) return;
+        if (end < 0) fail('Unterminated comment', i);
+        if (text.slice(i + 4, end).includes('--')) fail("'--' may not appear in a comment", i);
+        i = end + 3;
+      } else if (text.startsWith('<![CDATA[', i)) {
+        if (stack.length === 0) fail('CDATA outside the root element', i);
+        const end = text.indexOf(']]>', i + 9);
+        if (end < 0 && !final) return;
+        if (end < 0) fail('Unterminated CDATA section', i);
+        addText(text.slice(i + 9, end), true);
+        i = end + 3;
+      } else if (text.startsWith('<!DOCTYPE', i) || text.startsWith('<!ENTITY', i)) {
+        fail('A document type declaration (DOCTYPE) is not allowed: FHIR XML has no DTD, and Cinder expands no entities', i);
+      } else if (text.startsWith('<!', i)) {
+        fail("Markup declarations ('<!') are not allowed", i);
+      } else if (text.startsWith('<?', i)) {
+        // A processing instruction (a stylesheet, say): nothing of FHIR content; skipped.
+        const target = text.slice(i + 2, i + 5);
+        if (target.toLowerCase() === 'xml' && /[\s?]/.test(text[i + 5] ?? '')) fail('The XML declaration must come first', i);
+        const end = text.indexOf('?>', i + 2);
+        if (end < 0 && !final) return;
+        if (end < 0) fail('Unterminated processing instruction', i);
+        i = end + 2;
+      } else if (text.startsWith('</', i)) {
+        if (!final && text.indexOf('>', i) < 0) return;
+        endTag();
+      } else {
+        if (!final && tagEnd(text, i + 1) < 0) return;
+        startTag();
+      }
+    }
+  };
+
+  /** Where the text still needed starts: all of it, unless streamed; then the child of the root being read, or what is not read yet. */
+  const kept = (): number => (detach === undefined ? 0 : stack.length >= 2 ? stack[1]!.element.start - base : i);
+
+  /** Joins the pending chunks to the text kept (letting go of what a streamed document no longer needs), then reads on. */
+  const join = (): void => {
+    let added = pending.length === 1 ? pending[0]! : pending.join('');
+    pending = [];
+    pendingLength = 0;
+    // End-of-line handling (XML 1.0 section 2.11): CR LF and a lone CR read as LF, across chunks too.
+    if (heldCr) added = '\r' + added;
+    heldCr = !final && added.endsWith('\r');
+    if (heldCr) added = added.slice(0, -1);
+    if (added.includes('\r')) added = added.replace(/\r\n?/g, '\n');
+    const keep = kept();
+    if (keep > 0) {
+      const gone = text.slice(0, keep);
+      for (let at = gone.indexOf('\n'); at >= 0; at = gone.indexOf('\n', at + 1)) {
+        linesBefore++;
+        lastBreakBefore = base + at;
+      }
+      text = text.slice(keep);
+      base += keep;
+      i -= keep;
+    }
+    const from = text.length;
+    text = from === 0 ? added : text + added;
+    const bad = NOT_XML_CHAR.exec(added);
+    if (bad) fail(`U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')} is not a character XML allows`, from + bad.index);
+    run();
+  };
+
+  return {
+    push(chunk) {
+      if (chunk === '') return;
+      pending.push(chunk);
+      pendingLength += chunk.length;
+      // Joined once as long as the text kept, so that a long element (or a document kept whole) costs a linear time.
+      if (pendingLength >= text.length - kept()) join();
+    },
+    end(last) {
+      if (last !== undefined && last !== '') pending.push(last);
+      final = true;
+      join();
+      if (stack.length > 0) fail(`Element '<${stack[stack.length - 1]!.element.qname}>' is not closed`, text.length);
+      if (root === undefined) fail('No root element', 0);
+      return root!;
+    },
+    slice(start, end) {
+      if (start < base) throw new RangeError(`The text at offset ${start} is no longer kept (the reader let go of what precedes ${base})`);
+      return text.slice(start - base, end - base);
+    },
+  };
 }

@@ -1,0 +1,90 @@
+import { FhirError } from '../../errors.ts';
+import type { FhirDeps } from '../crud.ts';
+import { asResource, requireStorable, type Resource } from '../resource.ts';
+import { jsonValue } from '../xml/from-xml.ts';
+import { streamFhirXml, type StreamedEntry } from '../xml/from-xml-stream.ts';
+import { collectionItem, importResource, locatedXmlError, type DocumentContext } from './document.ts';
+import { addLoose } from './loose.ts';
+
+/** Text that is not well-formed XML, as an import names it (with its line and column), as malformed JSON is named. */
+const malformed = (err: Error) => new FhirError('structure', `malformed XML: ${err.message}`, { cause: err });
+
+/** The text of a byte stream, decoded as UTF-8 (as `Blob.text()` does) a chunk at a time. */
+export async function* decodeUtf8(stream: ReadableStream<Uint8Array>, onBytes?: (n: number) => void): AsyncGenerator<string> {
+  const decoder = new TextDecoder('utf-8');
+  for await (const bytes of stream) {
+    onBytes?.(bytes.byteLength);
+    yield decoder.decode(bytes, { stream: true });
+  }
+  yield decoder.decode();
+}
+
+/** What a document's failure is reported with: the element's path in the message and, for `--json`, in the issue. */
+function reportDocument(ctx: DocumentContext, err: FhirError): void {
+  const located = locatedXmlError(err);
+  ctx.fail(located.message, 1, located.issues[0]?.expression ? { issues: located.issues } : undefined);
+}
+
+/**
+ * Imports one FHIR XML document read as a stream (R4 xml.html). A collection Bundle's entries are imported
+ * as each is read (its memory: the largest entry), each on its own as an NDJSON line is: an entry that
+ * is not FHIR XML, or whose resource cannot be stored, is reported with its index and skipped, and one
+ * referring to a later entry's fullUrl waits for the end of the run (deferred.ts); text that stops being
+ * XML part-way is reported, and the entries read before it stay imported. Any other document (a
+ * transaction or batch Bundle, which is processed whole, a resource) is read first, its entries kept as
+ * JSON text, not as an XML tree, then imported as the same document in JSON is (importResource).
+ */
+export async function importXmlDocument(deps: FhirDeps, ctx: DocumentContext, text: AsyncIterable<string>, deferrable: boolean): Promise<void> {
+  const stream = streamFhirXml({ what: 'The resource', malformed });
+  const kept: string[] = [];
+  let collection: boolean | undefined;
+  const take = async (entries: StreamedEntry[]): Promise<void> => {
+    for (const e of entries) {
+      if (collection === undefined) collection = startCollection(stream.bundle);
+      if (!collection) {
+        if (e.error) throw e.error;
+        kept.push(e.json!);
+      } else await collectionEntry(ctx, e);
+    }
+  };
+  let value: unknown;
+  try {
+    for await (const chunk of text) await take(stream.push(chunk));
+    await take(stream.end());
+    value = stream.document(kept);
+  } catch (err) {
+    if (!(err instanceof FhirError)) throw err;
+    return reportDocument(ctx, err);
+  }
+  if (collection) return;
+  let resource: Resource;
+  try {
+    resource = requireStorable(asResource(value));
+  } catch (err) {
+    if (!(err instanceof FhirError)) throw err;
+    return reportDocument(ctx, err);
+  }
+  await importResource(deps, ctx, resource, deferrable);
+}
+
+/** A collection Bundle's entry, imported as it is read (or reported with its index). */
+async function collectionEntry(ctx: DocumentContext, e: StreamedEntry): Promise<void> {
+  let entry: unknown;
+  try {
+    if (e.error) throw e.error;
+    entry = jsonValue(e.json!, 'The resource');
+  } catch (err) {
+    if (!(err instanceof FhirError)) throw err;
+    const located = locatedXmlError(err);
+    return ctx.fail(located.message, 1, { entry: e.index, issues: located.issues });
+  }
+  const item = collectionItem(ctx, entry, e.index);
+  if (item) await addLoose(ctx, item);
+}
+
+/** Whether a Bundle (its elements before the first entry) is a collection whose entries are imported as read; one that cannot be stored is refused first. */
+function startCollection(bundle: Record<string, unknown> | undefined): boolean {
+  if (bundle?.type !== 'collection') return false;
+  requireStorable(asResource(bundle));
+  return true;
+}

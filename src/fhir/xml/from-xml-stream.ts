@@ -1,0 +1,95 @@
+import { FhirError } from '../../errors.ts';
+import { MAX_JSON_DEPTH } from '../../terminology/model/depth.ts';
+import { complex, jsonValue, readResource, readXml, type XmlSource } from './from-xml.ts';
+import { FHIR_NS } from './xml-model.ts';
+import { createXmlReader, type XmlElement } from './xml-parse.ts';
+
+type Obj = Record<string, unknown>;
+
+/** One `Bundle.entry` of a FHIR XML Bundle read as a stream: its index, and its JSON text or why it is not FHIR XML. */
+export interface StreamedEntry {
+  index: number;
+  /** The entry as the JSON form Cinder stores (JSON text; numbers as written). */
+  json?: string;
+  /** Its 400 (`expression` names the element: `Bundle.entry[3].resource.nickname`). */
+  error?: FhirError;
+}
+
+/** A FHIR XML document read as its text arrives: a Bundle's entries are handed over one by one, as each completes. */
+export interface FhirXmlStream {
+  /** Reads on; answers the entries this chunk completed. Throws the 400 of malformed XML, or of the Bundle's own elements before its first entry. */
+  push(chunk: string): StreamedEntry[];
+  /** Ends the document; answers the entries completed last. */
+  end(): StreamedEntry[];
+  /**
+   * The Bundle without its entries (its JSON value), once the first entry is read: its `type` tells what to
+   * do with the entries. Undefined before, and for a document that is not a Bundle.
+   */
+  readonly bundle: Obj | undefined;
+  /**
+   * After `end`: the document's JSON value (as parseFhirXml answers it), its `entry` those given (the JSON
+   * texts of StreamedEntry, in order; none: no `entry`). Throws the 400 of what is not FHIR XML in it.
+   */
+  document(entries: readonly string[]): unknown;
+}
+
+/**
+ * Reads FHIR XML as parseFhirXml does, from chunks of text: the entries of a Bundle leave the XML tree as
+ * each completes (as JSON text, or as its error), so that reading costs the largest entry, not the
+ * document (R4 xml.html; `cinder import` of a large Bundle). A document of another type is kept whole.
+ */
+export function streamFhirXml(opts: XmlSource = {}): FhirXmlStream {
+  const what = opts.what ?? 'The request body';
+  let found: StreamedEntry[] = [];
+  let count = 0;
+  let root: XmlElement | undefined;
+  let bundle: Obj | undefined;
+  const take = (child: XmlElement): boolean => {
+    if (child.ns !== FHIR_NS || child.local !== 'entry') return false;
+    const index = count++;
+    // The Bundle's elements before its first entry (its id, meta, type): checked, so that nothing is read from a Bundle that is not one.
+    if (index === 0) bundle = jsonValue(JSON.stringify(readResource({ ...root!, children: root!.children.slice(0, -1) }, reader.slice, '')), what) as Obj;
+    try {
+      found.push({ index, json: JSON.stringify(complex(child, 'Bundle.entry', reader.slice, `Bundle.entry[${index}]`)) });
+    } catch (err) {
+      if (!(err instanceof FhirError)) throw err;
+      found.push({ index, error: err });
+    }
+    return true;
+  };
+  const reader = createXmlReader({
+    maxDepth: MAX_JSON_DEPTH,
+    dropSpace: true,
+    stream: (el) => ((root = el).ns === FHIR_NS && el.local === 'Bundle' ? take : undefined),
+  });
+  const handOver = (): StreamedEntry[] => {
+    const out = found;
+    found = [];
+    return out;
+  };
+  let ended: XmlElement | undefined;
+  return {
+    push(chunk) {
+      readXml(() => reader.push(chunk), opts);
+      return handOver();
+    },
+    end() {
+      ended = readXml(() => reader.end(), opts);
+      return handOver();
+    },
+    get bundle() {
+      return bundle;
+    },
+    document(entries) {
+      if (ended === undefined) throw new Error('document() before end()');
+      const value = readResource(ended, reader.slice, '');
+      // The entries' places hold empty elements: their JSON texts go there instead, keys in the order read.
+      const members: string[] = [];
+      for (const [key, v] of Object.entries(value)) {
+        if (key !== 'entry') members.push(`${JSON.stringify(key)}:${JSON.stringify(v)}`);
+        else if (entries.length > 0) members.push(`"entry":[${entries.join(',')}]`);
+      }
+      return jsonValue(`{${members.join(',')}}`, what);
+    },
+  };
+}

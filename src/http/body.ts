@@ -176,12 +176,33 @@ export async function readOptionalFhirBody(req: Request, limit: number): Promise
   return parseFhirText(text, req.headers.get('content-type') ?? undefined);
 }
 
+/** Whether a charset label names UTF-8 (the WHATWG Encoding labels a decoder takes: `utf-8`, `UTF8`, `unicode-1-1-utf-8`...). */
+function isUtf8Label(label: string): boolean {
+  try {
+    return new TextDecoder(label).encoding === 'utf-8';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * FHIR bodies are UTF-8 (R4 http.html, "UTF-8 SHALL be used"; RFC 8259 8.1 for JSON): a Content-Type
+ * declaring another `charset` (ISO-8859-1, UTF-16) is a 415, since its text would be misread; `utf-8` in
+ * any case, or no charset, is read. FHIR XML's own declaration is held to the same (src/fhir/xml/xml-parse.ts).
+ */
+export function requireUtf8(header: string | undefined): void {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
+  if (charset === undefined || isUtf8Label(charset)) return;
+  throw new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset || '(empty)'}: FHIR bodies are read in UTF-8 only (R4 http.html); send them in UTF-8, with charset=utf-8 or no charset`);
+}
+
 function requireFhirMediaType(req: Request): void {
   const header = req.headers.get('content-type') ?? undefined;
   const type = mediaTypeOf(header);
   if (!READ_TYPES.includes(type)) {
     throw new FhirError('unsupported-media', `Content-Type '${type || '(none)'}' is not supported: send application/fhir+json or application/fhir+xml`);
   }
+  requireUtf8(header);
   // A body of another FHIR version (`fhirVersion=3.0`, FHIR R4 versioning.html) is not R4 content.
   const version = /;\s*fhirversion\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
   if (version !== undefined && !R4_VERSION.test(version)) {

@@ -29,7 +29,7 @@ import { DEFAULT_HTTP_LIMIT, expunge, expungeOptions, expungeParameters, require
 import { checkTypeAndId } from '../fhir/resource.ts';
 import { FhirError } from '../errors.ts';
 import type { ResourceVersion } from '../store/types.ts';
-import { readFhirBody, readLimited, readOptionalFhirBody } from './body.ts';
+import { readFhirBody, readLimited, readOptionalFhirBody, requireUtf8 } from './body.ts';
 import type { AppEnv } from './env.ts';
 import { parsePrefer } from './prefer.ts';
 import { fhirJson, notModified, readConditions, versionHeaders, versionResponse, type ReadConditions } from './fhir-response.ts';
@@ -339,7 +339,11 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const written = await conditionalUpdate(deps, request(c), c.req.param('type'), query, body, pre);
     return writeResponse(c, written, written.created ? 201 : 200, fhirBase(c, deps.baseUrl));
   });
-  const patchBody = async (c: Context<AppEnv>) => parsePatch(c.req.header('content-type') ?? '', await readLimited(c.req.raw, deps.limits.resource));
+  const patchBody = async (c: Context<AppEnv>) => {
+    const type = c.req.header('content-type') ?? '';
+    requireUtf8(type);
+    return parsePatch(type, await readLimited(c.req.raw, deps.limits.resource));
+  };
   app.patch(INSTANCE_ROUTE, async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));
     const { type, id } = c.req.param();

@@ -78,6 +78,28 @@ describe('media types', () => {
     }
   });
 
+  test('a charset other than UTF-8 is 415 (FHIR bodies are UTF-8), in JSON, XML, a transaction, a patch and an XML declaration; utf-8 in any case or none is read', async () => {
+    const latin1 = Buffer.from('{"resourceType":"Patient","name":[{"family":"Müller"}]}', 'latin1');
+    for (const type of ['application/fhir+json; charset=ISO-8859-1', 'application/json;charset="utf-16"', 'application/fhir+json; charset=windows-1252', 'application/fhir+json; charset=bogus']) {
+      const outcome = await rejects(() => raw('POST', 'Patient', latin1, { 'Content-Type': type }), 415, 'not-supported');
+      expect(outcome.issue[0].diagnostics).toContain('FHIR bodies are read in UTF-8 only');
+    }
+    const xml = '<Patient xmlns="http://hl7.org/fhir"><active value="true"/></Patient>';
+    const outcome = await rejects(() => raw('PUT', 'Patient/existing', xml.replace('<active', '<id value="existing"/><active'), { 'Content-Type': 'application/fhir+xml; charset=ISO-8859-1', Accept: 'application/fhir+json' }), 415);
+    expect(outcome.issue[0].diagnostics).toBe("Content-Type 'application/fhir+xml; charset=ISO-8859-1' declares charset ISO-8859-1: FHIR bodies are read in UTF-8 only (R4 http.html); send them in UTF-8, with charset=utf-8 or no charset");
+    await rejects(() => raw('POST', '', '{"resourceType":"Bundle","type":"transaction"}', { 'Content-Type': 'application/fhir+json; charset=latin1' }), 415);
+    await rejects(() => raw('PATCH', 'Patient/existing', '[{"op":"replace","path":"/active","value":false}]', { 'Content-Type': 'application/json-patch+json; charset=iso-8859-1' }), 415);
+    // The XML declaration's own encoding: the same 415, whatever the Content-Type says.
+    const declared = await rejects(() => raw('POST', 'Patient', `<?xml version="1.0" encoding="ISO-8859-1"?>${xml}`, { 'Content-Type': 'application/fhir+xml; charset=utf-8', Accept: 'application/fhir+json' }), 415, 'not-supported');
+    expect(declared.issue[0].diagnostics).toBe("The request body declares encoding 'ISO-8859-1' (line 1, column 1): FHIR XML is read in UTF-8 only (R4 http.html: UTF-8 SHALL be used)");
+    // UTF-8 by any of its names, or no charset: read (the umlaut intact).
+    for (const type of ['application/fhir+json; charset=UTF-8', 'application/fhir+json;charset="utf-8"', 'application/fhir+json; charset=utf8', 'application/fhir+json']) {
+      const res = await raw('POST', 'Patient', '{"resourceType":"Patient","name":[{"family":"Müller"}]}', { 'Content-Type': type });
+      expect([type, res.status, ((await res.json()) as { name: { family: string }[] }).name[0]!.family]).toEqual([type, 201, 'Müller']);
+    }
+    expect((await raw('POST', 'Patient', `<?xml version="1.0" encoding="utf-8"?>${xml}`, { 'Content-Type': 'application/fhir+xml;charset=UTF-8' })).status).toBe(201);
+  });
+
   test('no Content-Type is 415', async () => {
     await rejects(() => raw('POST', 'Patient', new Blob(['{"resourceType":"Patient"}'])), 415);
   });

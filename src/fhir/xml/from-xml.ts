@@ -3,7 +3,7 @@ import { MAX_JSON_DEPTH } from '../../terminology/model/depth.ts';
 import { parseBounded } from '../resource.ts';
 import { isResourceType } from '../resource-types.ts';
 import { FHIR_NS, isAttributeElement, NUMBER_TYPES, XHTML_NS, xmlTypeModel } from './xml-model.ts';
-import { createXmlReader, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
+import { createXmlReader, XmlEncodingError, XmlSyntaxError, type XmlAttribute, type XmlElement } from './xml-parse.ts';
 
 /** XML Schema instance attributes (`xsi:schemaLocation`) carry nothing of the content: ignored. */
 const XSI_NS = 'http://www.w3.org/2001/XMLSchema-instance';
@@ -43,11 +43,17 @@ export function parseFhirXml(source: string, opts: XmlSource = {}): unknown {
   return jsonValue(JSON.stringify(resource), what);
 }
 
-/** Runs `read` (a step of an XmlReader), its XmlSyntaxError thrown as `opts.malformed`'s FhirError (a 400 by default). */
+/**
+ * Runs `read` (a step of an XmlReader), its XmlSyntaxError thrown as `opts.malformed`'s FhirError (a 400 by
+ * default); an encoding other than UTF-8 declared is a 415, as another charset in the Content-Type is.
+ */
 export function readXml<T>(read: () => T, opts: XmlSource): T {
   try {
     return read();
   } catch (err) {
+    if (err instanceof XmlEncodingError) {
+      throw new FhirError('unsupported-media', `${opts.what ?? 'The request body'} declares encoding '${err.encoding}' (line ${err.at}): FHIR XML is read in UTF-8 only (R4 http.html: UTF-8 SHALL be used)`, { cause: err });
+    }
     if (!(err instanceof XmlSyntaxError)) throw err;
     throw opts.malformed ? opts.malformed(err) : new FhirError('structure', `Request body is not well-formed FHIR XML: ${err.message}`, { cause: err });
   }

@@ -50,6 +50,14 @@ export class XmlSyntaxError extends Error {
   }
 }
 
+/** An XML declaration naming an encoding other than UTF-8, the only one FHIR uses (R4 http.html, "UTF-8 SHALL be used"). */
+export class XmlEncodingError extends XmlSyntaxError {
+  override name = 'XmlEncodingError';
+  constructor(readonly encoding: string, at: string) {
+    super(`The XML declaration names encoding '${encoding}': FHIR XML is UTF-8`, at);
+  }
+}
+
 const NAME = /[A-Za-z_\u00C0-\uFFFF][A-Za-z0-9_.\-\u00B7\u00C0-\uFFFF]*(?::[A-Za-z_\u00C0-\uFFFF][A-Za-z0-9_.\-\u00B7\u00C0-\uFFFF]*)?/y;
 const SPACE = /[ \t\r\n]*/y;
 const PREDEFINED: Readonly<Record<string, string>> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" };
@@ -239,7 +247,7 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
       if (end < 0) fail('Unterminated XML declaration', i);
       const decl = text.slice(i + 5, end);
       const encoding = /encoding\s*=\s*["']([^"']*)["']/.exec(decl)?.[1];
-      if (encoding !== undefined && !/^utf-?8$/i.test(encoding)) fail(`Encoding '${encoding}' is not supported: send FHIR XML in UTF-8`, i);
+      if (encoding !== undefined && !/^utf-?8$/i.test(encoding)) throw new XmlEncodingError(encoding, position(i));
       i = end + 2;
     }
     return (started = true);

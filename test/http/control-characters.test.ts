@@ -3,8 +3,9 @@
  * value) and the other control characters below U+0020 but tab, CR and LF. A URL holding `%00` is a
  * 400 before any route reads it; a search value holding a control character is a 400 naming the
  * parameter, wherever the search comes from (a query, a form, a header, a Bundle entry, `_typeFilter`,
- * a scope); a client id holding U+0000 is no client. Whatever gets past these to PostgreSQL (with
- * validation off, which otherwise refuses them and unpaired surrogates) is a 400, not a 500, and the
+ * a scope); a client id holding U+0000 is no client; a resource holding one (or U+FFFE, U+FFFF) is a
+ * 422 on every write even with validation off, since no format carries it (FHIR XML cannot). Whatever
+ * gets past these to PostgreSQL (an unpaired surrogate with validation off) is a 400, not a 500, and the
  * writes beside it are kept. On both databases, which answer alike but where noted.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
@@ -119,8 +120,30 @@ await eachStore((kind, fresh) => {
       expect(((await res.json()) as Json).error).toBe('invalid_client');
     });
 
-    test('U+0000 or an unpaired surrogate that reaches the database: PostgreSQL refuses it with a 400 and keeps the writes beside it', async () => {
-      // With validation off nothing refuses it before the store: SQLite keeps it, PostgreSQL cannot.
+    test('a resource holding a control character or U+FFFE is refused even with validation off (422 naming the element), on every write path; the writes beside it are kept', async () => {
+      const refused = async (res: Response, expression: string, code = 'U+0000, a control character (below U+0020 other than tab, CR, LF)') => {
+        const issue = (await expectOutcome(res, 422, 'value')).issue[0] as Json;
+        expect(issue.expression).toEqual([expression]);
+        expect(issue.diagnostics).toBe(`holds ${code}: no FHIR value holds it, and FHIR XML cannot carry it`);
+      };
+      const before = await countVersions(t);
+      await refused(await t.request(`${fhir}/Patient`, fhirInit(token, 'POST', { resourceType: 'Patient', name: [{ family: 'a\u0000b' }] })), 'Patient.name[0].family');
+      await refused(await t.request(`${fhir}/Patient/p1`, fhirInit(token, 'PUT', { resourceType: 'Patient', id: 'p1', name: [{ given: ['x', 'y\u001f'] }] })), 'Patient.name[0].given[1]', 'U+001F, a control character (below U+0020 other than tab, CR, LF)');
+      await refused(await t.request(`${fhir}/Patient/p1`, fhirInit(token, 'PUT', { resourceType: 'Patient', id: 'p1', extension: [{ url: 'http://e', valueString: '\uFFFE' }] })), 'Patient.extension[0].valueString', 'U+FFFE, which is no Unicode character');
+      // A member's name too (unknown elements are stored at off), named visibly.
+      await refused(await t.request(`${fhir}/Patient/p1`, fhirInit(token, 'PUT', { resourceType: 'Patient', id: 'p1', 'x\u0001': 1 })), 'Patient.x\\u0001', 'U+0001, a control character (below U+0020 other than tab, CR, LF)');
+      const patch = await t.request(`${fhir}/Patient/p1`, fhirInit(token, 'PATCH', [{ op: 'add', path: '/name', value: [{ family: 'z\u0007' }] }], { 'Content-Type': 'application/json-patch+json' }));
+      await refused(patch, 'Patient.name[0].family', 'U+0007, a control character (below U+0020 other than tab, CR, LF)');
+      const tx = await t.request(fhir, fhirInit(token, 'POST', {
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          { request: { method: 'PUT', url: 'Patient/p3' }, resource: { resourceType: 'Patient', id: 'p3' } },
+          { request: { method: 'POST', url: 'Patient' }, resource: { resourceType: 'Patient', name: [{ family: 'a\u0000b' }] } },
+        ],
+      }));
+      await refused(tx, 'Bundle.entry[1].resource.name[0].family');
+      expect(await countVersions(t)).toBe(before);
+      // In a batch the entry alone fails; on both databases alike (PostgreSQL could not store U+0000, SQLite could).
       const bundle = await t.request(fhir, fhirInit(token, 'POST', {
         resourceType: 'Bundle', type: 'batch',
         entry: [
@@ -129,8 +152,13 @@ await eachStore((kind, fresh) => {
         ],
       }));
       const entries = ((await bundle.json()) as Json).entry as Json[];
-      expect(entries.map((e) => e.response.status)).toEqual([kind === 'postgres' ? '400 Bad Request' : '201 Created', '201 Created']);
-      if (kind === 'postgres') expect(entries[0].response.outcome.issue[0].diagnostics).toBe('The request holds the character U+0000, which no stored value can hold');
+      expect(entries.map((e) => e.response.status)).toEqual(['422 Unprocessable Entity', '201 Created']);
+      expect(entries[0].response.outcome.issue[0].expression).toEqual(['Bundle.entry[0].resource.name[0].family']);
+      // Tab, CR and LF are a string's own.
+      expect((await t.request(`${fhir}/Patient/p1`, fhirInit(token, 'PUT', { resourceType: 'Patient', id: 'p1', name: [{ family: 'a\tb\r\nc' }] }))).status).toBe(200);
+    });
+
+    test('an unpaired surrogate that reaches the database: PostgreSQL refuses it with a 400', async () => {
       // An unpaired surrogate (which validation refuses) in a coding's system would be stored by
       // PostgreSQL as U+FFFD, the system's search key then never found again.
       const surrogate = await t.request(`${fhir}/Observation`, fhirInit(token, 'POST', '{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://s/\\ud800","code":"x"}]}}'));

@@ -5,6 +5,7 @@
  */
 import { FhirError, type FhirIssue } from '../../errors.ts';
 import type { Resource } from '../resource.ts';
+import { characterIssues } from './characters.ts';
 import { validateResource, type ValidationIssue, type ValidationLevel } from './validate.ts';
 
 /** Resources already found valid (a conditional create checks before its search, then writes the same object). */
@@ -23,9 +24,13 @@ export function invalidResource(issues: readonly ValidationIssue[], what: string
   return new FhirError('invalid-resource', message, { outcome: outcomeIssues(sorted) });
 }
 
-/** The error issues of `resource` at `level` (none when `off`), located under `at`. */
+/**
+ * The error issues of `resource` at `level`, located under `at`; at `off`, only of characters no FHIR
+ * value holds and FHIR XML cannot carry (characters.ts), which no level stores.
+ */
 export function validationErrors(resource: Resource, level: ValidationLevel, at?: string): ValidationIssue[] {
-  if (level === 'off' || valid.has(resource)) return [];
+  if (valid.has(resource)) return [];
+  if (level === 'off') return characterIssues(resource, at);
   const errors = validateResource(resource, level, at).filter((i) => i.severity === 'error');
   if (errors.length === 0) valid.add(resource);
   return errors;

@@ -9,14 +9,22 @@ type Obj = Record<string, unknown>;
 const XML_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
 const ATTRIBUTE_ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\n': '&#10;', '\r': '&#13;', '\t': '&#9;' };
-const NEEDS_ESCAPE = /[&<>"\n\r\t]/;
+/**
+ * What an attribute value escapes, and the characters XML cannot carry at all (characters.ts), which
+ * only a resource stored before every write refused them can hold: written as U+FFFD, so that the
+ * document stays well-formed.
+ */
+const NEEDS_ESCAPE = /[&<>"\n\r\t\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/;
+const ESCAPED = new RegExp(NEEDS_ESCAPE.source, 'g');
 
 /** An attribute value, escaped so that it reads back as it is (XML's attribute-value normalisation turns raw tabs and line ends into spaces). */
 function attr(value: string): string {
-  return NEEDS_ESCAPE.test(value) ? value.replace(/[&<>"\n\r\t]/g, (c) => ATTRIBUTE_ESCAPES[c]!) : value;
+  return NEEDS_ESCAPE.test(value) ? value.replace(ESCAPED, (c) => ATTRIBUTE_ESCAPES[c] ?? '\uFFFD') : value;
 }
 
 const TEXT_ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;' };
+/** What a narrative that is not well-formed escapes, written as text: markup, and what XML cannot carry (as in attr). */
+const TEXT_ESCAPED = /[&<>\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g;
 
 /**
  * Narrative `div`s checked as well-formed XHTML, by text, so that the generated narratives a Bundle repeats
@@ -122,7 +130,7 @@ function writeElement(w: Writer, holder: Obj, name: string, type: string, primit
   const ext = holder[`_${name}`];
   if (type === 'xhtml') {
     if (typeof v !== 'string') return;
-    const div = wellFormedDiv(v) ? v : `<div xmlns="${XHTML_NS}">${v.replace(/[&<>]/g, (c) => TEXT_ESCAPES[c]!)}</div>`;
+    const div = wellFormedDiv(v) ? v : `<div xmlns="${XHTML_NS}">${v.replace(TEXT_ESCAPED, (c) => TEXT_ESCAPES[c] ?? '\uFFFD')}</div>`;
     // A carriage return would be read back as a line end (XML 1.0 2.11): written as a reference, which keeps it.
     w.line(depth, div.includes('\r') ? div.replace(/\r/g, '&#13;') : div);
     return;

@@ -108,6 +108,16 @@ describe('the XML form', () => {
       <!-- inside --><code><text value="x&#x41;&#66;"/></code></Basic>`;
     expect(parseFhirXml(commented)).toEqual({ resourceType: 'Basic', code: { text: 'xAB' } });
   });
+
+  test('a character XML cannot carry (in a resource stored before every write refused one) is written as U+FFFD: the document stays well-formed', () => {
+    const r = { resourceType: 'Patient', name: [{ family: 'a\u0001b\uFFFE&\tc' }], text: { status: 'generated', div: '<div>x\u0002\ty</div>' } };
+    const xml = toFhirXml(r);
+    expect(parseFhirXml(xml)).toEqual({
+      resourceType: 'Patient',
+      text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">&lt;div&gt;x\uFFFD\ty&lt;/div&gt;</div>` },
+      name: [{ family: 'a\uFFFDb\uFFFD&\tc' }],
+    });
+  });
 });
 
 describe('what is not FHIR XML is a 400 naming the element', () => {

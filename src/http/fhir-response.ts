@@ -36,6 +36,13 @@ function isR4Version(params: Map<string, string>): boolean {
 }
 
 /**
+ * `text/*`: any text type. Cinder answers it in JSON, its default format, as `text/json` (the text type
+ * R4 http.html names for JSON; `text/xml` is XML's), so that the answer is of the range asked for
+ * (RFC 9110 12.5.1); it ranks as a wildcard against the types a client names.
+ */
+const TEXT_RANGE = 'text/*';
+
+/**
  * Checks `Accept` and `_format` (FHIR R4 http 3.1.0.1.10): JSON or XML, of FHIR R4, otherwise 406. A `_format`
  * whose `+` arrived unencoded (and so as a space, `application/fhir json`) is read with it, and overrides
  * `Accept` ("to allow a client to override the accept header"); an Accept range with `q=0` is one the
@@ -54,7 +61,7 @@ export function checkAccept(accept: string | undefined, format: string | null): 
     const { type, params } = mediaRange(part);
     const q = Number(params.get('q') ?? '1');
     if (q === 0 || !isR4Version(params)) return false;
-    return type === '*/*' || type === 'application/*' || JSON_TYPES.includes(type) || XML_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
+    return type === '*/*' || type === 'application/*' || type === TEXT_RANGE || JSON_TYPES.includes(type) || XML_TYPES.includes(type) || type === 'application/fhir+ndjson' || type === 'application/ndjson';
   });
   if (!ok) throw new FhirError('not-acceptable', `Accept '${accept}' is not supported: Cinder answers application/fhir+json or application/fhir+xml (FHIR R4)`);
 }
@@ -84,7 +91,7 @@ export function answerXmlType(accept: string | null | undefined, format: string 
   for (const part of (accept ?? '').split(',')) {
     const { type, params } = mediaRange(part);
     const isXml = XML_TYPES.includes(type);
-    if (type === '*/*' || type === 'application/*') {
+    if (type === '*/*' || type === 'application/*' || type === TEXT_RANGE) {
       const q = Number(params.get('q') ?? '1');
       if (q > 0 && isR4Version(params)) wildcard = Math.max(wildcard, q);
       continue;
@@ -145,7 +152,8 @@ const FHIR_JSON_TYPES = ['application/fhir+json', 'application/json+fhir'];
  * `_format=text/json` (which override Accept, as checkAccept reads it; `_format=json` names the JSON
  * format, whose type is application/fhir+json), or, without `_format`, the generic type an Accept ranks
  * highest when that is above any FHIR JSON type it names. Wildcards name nothing: `application/json, *\/*`
- * asks for application/json, `*\/*` alone for the default. Ranges of another `fhirVersion` count for nothing.
+ * asks for application/json, `*\/*` alone for the default; `text/*` ranked above every JSON type named
+ * asks for text/json (TEXT_RANGE). Ranges of another `fhirVersion` count for nothing.
  */
 function asksForPlainJson(accept: string | null | undefined, format: string | null): string | undefined {
   if (format !== null) {
@@ -156,17 +164,21 @@ function asksForPlainJson(accept: string | null | undefined, format: string | nu
   let plain = 0;
   let plainType: string | undefined;
   let fhir = 0;
+  let text = 0;
   for (const part of accept.split(',')) {
     const { type, params } = mediaRange(part);
     const generic = PLAIN_JSON_TYPES.includes(type);
-    if (!generic && !FHIR_JSON_TYPES.includes(type)) continue;
+    if (!generic && !FHIR_JSON_TYPES.includes(type) && type !== TEXT_RANGE) continue;
     if (!isR4Version(params)) continue;
     const q = Number(params.get('q') ?? '1');
     if (!(q > 0)) continue;
-    if (!generic) fhir = Math.max(fhir, q);
+    if (type === TEXT_RANGE) text = Math.max(text, q);
+    else if (!generic) fhir = Math.max(fhir, q);
     else if (q > plain) [plain, plainType] = [q, type];
   }
-  return plain > fhir ? plainType : undefined;
+  if (plain > fhir) return plainType;
+  // `text/*` above every JSON type named: answered as text/json (TEXT_RANGE).
+  return text > fhir && text > plain ? 'text/json' : undefined;
 }
 
 /**
@@ -197,7 +209,7 @@ export function labelledAsAsked(req: Request, res: Response): Response {
 }
 
 /** An Accept that may ask for application/json (media types are case-insensitive). */
-const PLAIN_JSON_NAMED = /application\/json|text\/json/i;
+const PLAIN_JSON_NAMED = /application\/json|text\/(json|\*)/i;
 
 /** Headers of a response carrying one resource version. */
 export function versionHeaders(v: ResourceVersion): Record<string, string> {

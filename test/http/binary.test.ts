@@ -123,7 +123,10 @@ await eachStore((kind, fresh) => {
         expect(Buffer.from(await res.arrayBuffer()).equals(PNG)).toBe(true);
       }
       await expectOutcome(await get(`Binary/${id}`, { Accept: 'application/pdf' }), 406, 'not-supported');
-      await expectOutcome(await get(`Binary/${id}`, { Accept: 'text/*, application/fhir+json;q=0' }), 406, 'not-supported');
+      // text/* and not FHIR JSON: the content is no text, so 406; its OperationOutcome is the JSON text/* admits, labelled text/json.
+      const textOnly = await get(`Binary/${id}`, { Accept: 'text/*, application/fhir+json;q=0' });
+      expect([textOnly.status, textOnly.headers.get('content-type')]).toEqual([406, 'text/json; charset=utf-8']);
+      expect(((await textOnly.json()) as Json).issue).toEqual([expect.objectContaining({ code: 'not-supported' })]);
       await expectOutcome(await get(`Binary/${id}?_format=turtle`), 406, 'not-supported');
       // A FHIR XML format asked for: the Binary resource in XML, data in base64.
       for (const [path, accept] of [[`Binary/${id}?_format=xml`, undefined], [`Binary/${id}`, 'application/fhir+xml']] as const) {

@@ -45,6 +45,29 @@ describe('content negotiation', () => {
     expect((await api.get('Patient/p1', xml)).headers.get('content-type')).toBe('application/fhir+xml; charset=utf-8');
   });
 
+  test('Accept: text/* is answered in JSON labelled text/json, ranking as a wildcard; text/xml is XML; text/html or text/plain alone is 406', async () => {
+    const answer = async (path: string, accept: string) => {
+      const res = await api.get(path, { Accept: accept });
+      const body = await res.text();
+      return [path, accept, res.status, res.headers.get('content-type'), body.startsWith('{') ? 'json' : body.startsWith('<') ? 'xml' : body];
+    };
+    const TEXT_JSON = 'text/json; charset=utf-8';
+    // The hot read, Hono's search and history, the CapabilityStatement, and an error.
+    for (const [path, status] of [['Patient/p1', 200], ['Patient?_id=p1', 200], ['Patient/p1/_history', 200], ['metadata', 200], ['Patient/nobody', 404]] as const) {
+      expect(await answer(path, 'text/*')).toEqual([path, 'text/*', status, TEXT_JSON, 'json']);
+    }
+    const cases: [string, string, string][] = [
+      ['text/*;q=0.5, application/fhir+json', 'application/fhir+json; charset=utf-8', 'json'],
+      ['application/fhir+json, text/*', 'application/fhir+json; charset=utf-8', 'json'],
+      ['text/*, application/fhir+xml;q=0.5', TEXT_JSON, 'json'],
+      ['application/fhir+xml, text/*;q=0.5', 'application/fhir+xml; charset=utf-8', 'xml'],
+      ['text/xml', 'text/xml; charset=utf-8', 'xml'],
+      ['text/html, text/*;q=0.1', TEXT_JSON, 'json'],
+    ];
+    for (const [accept, type, format] of cases) expect(await answer('Patient/p1', accept)).toEqual(['Patient/p1', accept, 200, type, format]);
+    for (const accept of ['text/html', 'text/plain', 'text/*;q=0']) await expectOutcome(await api.get('Patient/p1', { Accept: accept }), 406);
+  });
+
   test('Accept: a range with q=0 is refused, a fhirVersion other than 4.0 is not served', async () => {
     await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json;q=0, text/html' }), 406);
     await expectOutcome(await api.get('Patient/p1', { Accept: 'application/fhir+json; fhirVersion=3.0' }), 406);

@@ -92,6 +92,24 @@ describe('cinder import: NDJSON', () => {
     expect(await store!.resources.count('t1', { type: 'Patient', sort: [], count: 0 })).toBe(2);
   });
 
+  test('with CINDER_VALIDATION=off a resource holding a control character is still refused, naming the element; the others are imported', async () => {
+    const off = createCliEnv({ CINDER_VALIDATION: 'off' });
+    try {
+      expect((await off.run(['tenant', 'create', 't1'])).code).toBe(0);
+      const lines = join(off.dir, 'lines.ndjson');
+      writeFileSync(lines, ndjson({ resourceType: 'Patient', id: 'ok', name: [{ family: 'Ng' }] }, { resourceType: 'Patient', id: 'bad', name: [{ family: 'N\u0001g' }] }));
+      const bundle = join(off.dir, 'collection.json');
+      writeFileSync(bundle, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Patient', id: 'bad2', gender: '\uFFFF' } }, { resource: { resourceType: 'Patient', id: 'ok2', bogus: 1 } }] }));
+      const r = await off.run(['import', '--tenant', 't1', '--json', lines, bundle]);
+      expect(r.code).toBe(1);
+      const summary = JSON.parse(r.stdout);
+      expect(summary).toMatchObject({ imported: 2, failed: 2 });
+      expect(summary.errors.map((e: { line?: number; entry?: number; issues: { expression: string[] }[] }) => [e.line ?? e.entry, e.issues[0]!.expression[0]])).toEqual([[2, 'Patient.name[0].family'], [0, 'Bundle.entry[0].resource.gender']]);
+    } finally {
+      off.close();
+    }
+  });
+
   test('--json prints the summary with the errors', async () => {
     const path = file('one.ndjson', ndjson({ resourceType: 'Patient', id: 'a' }, 'nope'));
     const r = await cli.run(['import', '--tenant', 't1', '--json', path]);

@@ -4,6 +4,8 @@
  * never needs and attackers use: a document type declaration (so no DTD, no external entities (XXE), no
  * entity expansion ("billion laughs")), entity references other than XML's five and character
  * references, and nesting deeper than a bound. Iterative: a deep document cannot exhaust the stack.
+ * Incremental: text may arrive in chunks (createXmlReader), and a streamed document lets go of its
+ * root's children as they complete.
  */
 
 /** The namespace of the `xml:` prefix (Namespaces in XML 1.0, section 3). */
@@ -76,7 +78,7 @@ interface Open {
 /** Attributes of one element compared pairwise up to this many; beyond, through a set (a start tag may hold thousands). */
 const FEW_ATTRIBUTES = 16;
 
-/** Where an element completes: what a stream reader does with the root's children (see XmlReaderOptions.stream). */
+/** Told of each child of a streamed root as it completes: true lets it go (see XmlReaderOptions.stream). */
 export type DetachChild = (child: XmlElement) => boolean;
 
 export interface XmlReaderOptions {

@@ -114,9 +114,10 @@ export interface ResourceWriter {
   notify(notifications: NotificationToWrite[], now: number): Promise<void>;
   /**
    * Records who activated subscription `id` (`owner`: their access as JSON) and its channel type
-   * (`rest-hook`, `websocket`), replacing an earlier owner and clearing its delivery failures.
+   * (`rest-hook`, `websocket`), replacing an earlier owner and clearing its delivery failures; with `heartbeat`,
+   * its heartbeat period, counted from `now` (without: none).
    */
-  ownSubscription(id: string, owner: string, channel: string): Promise<void>;
+  ownSubscription(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */

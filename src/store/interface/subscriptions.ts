@@ -5,18 +5,31 @@
  * subscription at a time under a lease.
  */
 
+/**
+ * What a topic-based Subscription's notification is (src/fhir/subscriptions/topics.ts): an event, by the
+ * interaction that caused it, the handshake recorded when it is activated, or a heartbeat (SubscriptionRepo.heartbeats).
+ */
+export type TopicEvent = 'create' | 'update' | 'delete' | 'handshake' | 'heartbeat';
+
 /** A notification a write records: subscription `subscriptionId` is told of version `versionId` of `type/id`. */
 export interface NotificationToWrite {
   subscriptionId: string;
   type: string;
   id: string;
   versionId: number;
+  /**
+   * A topic-based Subscription's (absent for a criteria Subscription's): an event (create, update, delete)
+   * moves the subscription's count of events and is numbered with it, in the write's transaction.
+   */
+  event?: TopicEvent;
 }
 
 /** A recorded notification waiting for delivery, in the order its subscription's notifications were recorded. */
 export interface PendingNotification extends NotificationToWrite {
   pk: number;
   createdAt: number;
+  /** An event's number: the subscription's count of events once it was recorded (1 for its first). */
+  eventNumber?: number;
 }
 
 /** A subscription a delivery loop holds under its lease (SubscriptionRepo.claim). */
@@ -72,4 +85,12 @@ export interface SubscriptionRepo {
   recent(subscriptions: { tenant: string; id: string }[], since: number): Promise<RecentNotification[]>;
   /** Deletes the notifications of websocket subscriptions recorded before `before`; how many. */
   purgeWebsocket(before: number): Promise<number>;
+  /** The subscription's count of topic events recorded since it started; null for one never activated. */
+  events(tenant: string, id: string): Promise<number | null>;
+  /**
+   * Records a heartbeat notification for each rest-hook subscription with a heartbeat period that was given
+   * no notification for that long and has none waiting (every process may ask: each is recorded once);
+   * how many. drop() ends a subscription's heartbeats until it is activated again.
+   */
+  heartbeats(now: number): Promise<number>;
 }

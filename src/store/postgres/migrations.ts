@@ -611,4 +611,20 @@ CREATE INDEX revocations_by_seq ON revocations (seq);
 ALTER TABLE import_jobs ADD COLUMN credential TEXT;
 `,
   },
+  {
+    version: 37,
+    name: 'subscription_topics',
+    sql: `
+-- Topic-based Subscriptions (R5 Backport IG, src/fhir/subscriptions/topics.ts): each subscription's count of
+-- events since it started (events-since-subscription-start), moved by the write that records an event, so
+-- event numbers are per subscription, monotonic and durable; each notification's kind (an event's
+-- interaction create/update/delete, handshake or heartbeat; NULL for a criteria Subscription's) and event
+-- number; and the heartbeat: its period (0: none) and when the subscription was last given a notification.
+ALTER TABLE subscription_state ADD COLUMN events BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE subscription_state ADD COLUMN heartbeat_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE subscription_state ADD COLUMN last_notified_at BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE subscription_notifications ADD COLUMN event TEXT;
+ALTER TABLE subscription_notifications ADD COLUMN event_number BIGINT;
+`,
+  },
 ];

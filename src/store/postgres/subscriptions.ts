@@ -1,4 +1,4 @@
-import type { ClaimedSubscription, PendingNotification, SubscriptionRepo } from '../types.ts';
+import type { ClaimedSubscription, PendingNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 import type { Pg } from './db.ts';
 import { transaction } from './transaction.ts';
 
@@ -9,6 +9,8 @@ interface NotificationRow {
   resource_id: string;
   version_id: number;
   created_at: string;
+  event: string | null;
+  event_number: string | null;
 }
 
 /**
@@ -36,7 +38,7 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
     },
     async pending(tenant, id, limit) {
       const rows = await sql<NotificationRow[]>`
-        SELECT pk, subscription_id, type, resource_id, version_id, created_at FROM subscription_notifications
+        SELECT pk, subscription_id, type, resource_id, version_id, created_at, event, event_number FROM subscription_notifications
         WHERE tenant = ${tenant} AND subscription_id = ${id} ORDER BY pk LIMIT ${limit}`;
       return rows.map(toPending);
     },
@@ -51,7 +53,7 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
     },
     async drop(tenant, id) {
       return transaction(sql, async (tx) => {
-        await tx`UPDATE subscription_state SET failures = 0, next_attempt_at = 0 WHERE tenant = ${tenant} AND id = ${id}`;
+        await tx`UPDATE subscription_state SET failures = 0, next_attempt_at = 0, heartbeat_ms = 0 WHERE tenant = ${tenant} AND id = ${id}`;
         const r = await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
         return r.count;
       });
@@ -89,9 +91,34 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
           AND (tenant, subscription_id) IN (SELECT tenant, id FROM subscription_state WHERE channel = 'websocket')`;
       return r.count;
     },
+    async heartbeats(now) {
+      return transaction(sql, async (tx) => {
+        // The UPDATE's row locks make one process record each heartbeat; SKIP LOCKED leaves those another holds.
+        const due = await tx<{ tenant: string; id: string }[]>`
+          UPDATE subscription_state SET last_notified_at = ${now}
+          WHERE (tenant, id) IN (
+            SELECT s.tenant, s.id FROM subscription_state s
+            WHERE s.heartbeat_ms > 0 AND s.channel = 'rest-hook' AND s.last_notified_at + s.heartbeat_ms <= ${now}
+              AND NOT EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = s.tenant AND n.subscription_id = s.id)
+            FOR UPDATE SKIP LOCKED)
+          RETURNING tenant, id`;
+        if (!due.length) return 0;
+        const rows = due.map((d) => ({ tenant: d.tenant, subscription_id: d.id, type: 'Subscription', resource_id: d.id, version_id: 0, created_at: now, event: 'heartbeat' }));
+        await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event')}`;
+        return due.length;
+      });
+    },
+    async events(tenant, id) {
+      const [r] = await sql<{ events: string }[]>`SELECT events FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
+      return r ? Number(r.events) : null;
+    },
   };
 }
 
 function toPending(r: NotificationRow): PendingNotification {
-  return { pk: Number(r.pk), subscriptionId: r.subscription_id, type: r.type, id: r.resource_id, versionId: r.version_id, createdAt: Number(r.created_at) };
+  return {
+    pk: Number(r.pk), subscriptionId: r.subscription_id, type: r.type, id: r.resource_id, versionId: r.version_id, createdAt: Number(r.created_at),
+    ...(r.event !== null && { event: r.event as TopicEvent }),
+    ...(r.event_number !== null && { eventNumber: Number(r.event_number) }),
+  };
 }

@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import type { CurrentVersion, NotificationToWrite, ResourceWriter, VersionToWrite } from '../types.ts';
 import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
 import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
@@ -197,13 +197,27 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     }),
     notify: mapped('notify', async (notifications, now) => {
       if (!notifications.length) return;
-      const rows = notifications.map((n) => ({ tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: now }));
-      await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at')}`;
+      const numbers = new Map<NotificationToWrite, number | null>();
+      // A topic event is numbered by its subscription's count, moved here (the row stays locked until the
+      // write commits, so concurrent writes number one subscription's events one after the other).
+      for (const n of notifications) {
+        if (n.event === undefined || n.event === 'handshake') continue;
+        const [r] = await tx<{ events: string }[]>`
+          UPDATE subscription_state SET events = events + 1, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${n.subscriptionId} RETURNING events`;
+        numbers.set(n, r ? Number(r.events) : null);
+      }
+      const rows = notifications.map((n) => ({
+        tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: now,
+        event: n.event ?? null, event_number: numbers.get(n) ?? null,
+      }));
+      await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;
     }),
-    ownSubscription: mapped('subscription', async (id, owner, channel) => {
+    ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat) => {
       await tx`
-        INSERT INTO subscription_state (tenant, id, owner, channel) VALUES (${tenant}, ${id}, ${owner}, ${channel})
-        ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL`;
+        INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at)
+        VALUES (${tenant}, ${id}, ${owner}, ${channel}, ${heartbeat?.periodMs ?? 0}, ${heartbeat?.now ?? 0})
+        ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
+          heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
     }),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {

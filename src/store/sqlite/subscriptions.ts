@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { ClaimedSubscription, PendingNotification, RecentNotification, SubscriptionRepo } from '../types.ts';
+import type { ClaimedSubscription, PendingNotification, RecentNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 
 interface NotificationRow {
   pk: number;
@@ -8,6 +8,8 @@ interface NotificationRow {
   resource_id: string;
   version_id: number;
   created_at: number;
+  event: string | null;
+  event_number: number | null;
 }
 
 const HELD_BY = 'tenant = ? AND id = ? AND leased_by = ?';
@@ -39,7 +41,7 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     async pending(tenant, id, limit) {
       const rows = db
         .query<NotificationRow, [string, string, number]>(
-          'SELECT pk, subscription_id, type, resource_id, version_id, created_at FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? ORDER BY pk LIMIT ?',
+          'SELECT pk, subscription_id, type, resource_id, version_id, created_at, event, event_number FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? ORDER BY pk LIMIT ?',
         )
         .all(tenant, id, limit);
       return rows.map(toPending);
@@ -52,7 +54,7 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
       db.query(`UPDATE subscription_state SET failures = ?, next_attempt_at = ?, last_error = ? WHERE ${HELD_BY}`).run(failures, nextAttemptAt, error, tenant, id, worker);
     },
     async drop(tenant, id) {
-      db.query('UPDATE subscription_state SET failures = 0, next_attempt_at = 0 WHERE tenant = ? AND id = ?').run(tenant, id);
+      db.query('UPDATE subscription_state SET failures = 0, next_attempt_at = 0, heartbeat_ms = 0 WHERE tenant = ? AND id = ?').run(tenant, id);
       return db.query('DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id = ?').run(tenant, id).changes;
     },
     async release(tenant, id, worker) {
@@ -85,9 +87,27 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
          AND (tenant, subscription_id) IN (SELECT tenant, id FROM subscription_state WHERE channel = 'websocket')`,
       ).run(before).changes;
     },
+    async heartbeats(now) {
+      const due = db.query<{ tenant: string; id: string }, [number, number]>(
+        `UPDATE subscription_state SET last_notified_at = ?1
+         WHERE heartbeat_ms > 0 AND channel = 'rest-hook' AND last_notified_at + heartbeat_ms <= ?2
+           AND NOT EXISTS (SELECT 1 FROM subscription_notifications n WHERE n.tenant = subscription_state.tenant AND n.subscription_id = subscription_state.id)
+         RETURNING tenant, id`,
+      ).all(now, now);
+      const add = db.query(`INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at, event) VALUES (?, ?, 'Subscription', ?, 0, ?, 'heartbeat')`);
+      for (const d of due) add.run(d.tenant, d.id, d.id, now);
+      return due.length;
+    },
+    async events(tenant, id) {
+      return db.query<{ events: number }, [string, string]>('SELECT events FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id)?.events ?? null;
+    },
   };
 }
 
 function toPending(r: NotificationRow): PendingNotification {
-  return { pk: r.pk, subscriptionId: r.subscription_id, type: r.type, id: r.resource_id, versionId: r.version_id, createdAt: r.created_at };
+  return {
+    pk: r.pk, subscriptionId: r.subscription_id, type: r.type, id: r.resource_id, versionId: r.version_id, createdAt: r.created_at,
+    ...(r.event !== null && { event: r.event as TopicEvent }),
+    ...(r.event_number !== null && { eventNumber: Number(r.event_number) }),
+  };
 }

@@ -240,14 +240,20 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       return inserted;
     },
     async notify(notifications, now) {
-      const add = db.query('INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at) VALUES (?, ?, ?, ?, ?, ?)');
-      for (const n of notifications) add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, now);
+      const add = db.query('INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at, event, event_number) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+      const count = db.query<{ events: number }, [number, string, string]>('UPDATE subscription_state SET events = events + 1, last_notified_at = ? WHERE tenant = ? AND id = ? RETURNING events');
+      for (const n of notifications) {
+        // A topic event is numbered by its subscription's count, moved here (under the write lock).
+        const number = n.event !== undefined && n.event !== 'handshake' ? (count.get(now, tenant, n.subscriptionId)?.events ?? null) : null;
+        add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, now, n.event ?? null, number);
+      }
     },
-    async ownSubscription(id, owner, channel) {
+    async ownSubscription(id, owner, channel, heartbeat) {
       db.query(
-        `INSERT INTO subscription_state (tenant, id, owner, channel) VALUES (?, ?, ?, ?)
-         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL`,
-      ).run(tenant, id, owner, channel);
+        `INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
+           heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`,
+      ).run(tenant, id, owner, channel, heartbeat?.periodMs ?? 0, heartbeat?.now ?? 0);
     },
     async claim(claims, now) {
       for (const { key, seen } of inKeyOrder(claims)) {

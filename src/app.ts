@@ -33,6 +33,7 @@ import { validateCapability } from './fhir/validate-operation.ts';
 import { snapshotCapability } from './fhir/snapshot-operation.ts';
 import { metaCapability } from './fhir/meta-operations.ts';
 import { lastnCapability } from './fhir/lastn.ts';
+import { subscriptionStatusCapability } from './fhir/subscriptions/notification.ts';
 import { matchCapability } from './fhir/match.ts';
 import { documentCapability } from './fhir/document.ts';
 import { statsCapability } from './fhir/stats.ts';
@@ -183,7 +184,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, matchCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, matchCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, subscriptionStatusCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.
@@ -256,7 +257,7 @@ export function createApp(deps: AppDeps): App {
     'limit=client': sockets.refused.client,
   }));
   const subscriptions = new SubscriptionDelivery({
-    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
   });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),

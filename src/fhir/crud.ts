@@ -19,6 +19,7 @@ import { invalidResource, requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
+import { isTopicResource, parseTopic } from './subscriptions/topics.ts';
 import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
 
 export interface FhirDeps {
@@ -283,8 +284,14 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
 export async function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
   // A Subscription asking to be active is stored active (or off, past its end), its writer as its owner.
   const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource) : undefined;
+  // A SubscriptionTopic (a Basic coded so, subscriptions/topics.ts) is checked as it is written: a 422 naming what Cinder cannot honour.
+  if (opts.activateSubscription && isTopicResource(resource)) parseTopic(resource as unknown as Record<string, unknown>);
   const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method);
-  if (activated && !written.unchanged) await w.ownSubscription(id, activated.owner, activated.channel);
+  if (activated && !written.unchanged) {
+    await w.ownSubscription(id, activated.owner, activated.channel, activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now });
+    // A topic-based Subscription asking to be activated is sent a handshake (subscriptions/topics.ts), in order with its events.
+    if (activated.handshake) await w.notify([{ subscriptionId: id, type: 'Subscription', id, versionId: written.version.versionId, event: 'handshake' }], opts.now);
+  }
   return written;
 }
 

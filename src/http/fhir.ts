@@ -2,6 +2,7 @@ import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
+import { subscriptionStatus } from '../fhir/subscriptions/notification.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
@@ -278,6 +279,11 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const body = c.req.method === 'POST' ? await readFhirBody(c.req.raw, deps.limits.resource) : undefined;
     return fhirJson(await snapshotOperation(deps, request(c), id, body, new URL(c.req.url).searchParams, strict(c)));
   };
+  /** `Subscription/$status` and `Subscription/{id}/$status` (R5 Backport IG), by GET or by POST with a Parameters body. */
+  const statusOf = async (c: Context<AppEnv>, id?: string) => {
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    return fhirJson(await subscriptionStatus(deps, request(c), fhirBase(c, deps.baseUrl), id, params));
+  };
   app.on(['GET', 'POST'], '/StructureDefinition/$snapshot', (c) => snapshotOf(c));
   app.on(['GET', 'POST'], '/StructureDefinition/:id/$snapshot', (c) => snapshotOf(c, c.req.param('id')));
   app.on(['GET', 'POST'], '/$meta', metaOf);
@@ -316,6 +322,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { type, id } = c.req.param();
     if (type === 'Patient' && id === '$everything') return everythingOf(c);
     if (type === 'Observation' && id === '$lastn') return lastnOf(c);
+    if (type === 'Subscription' && id === '$status') return statusOf(c);
     if (type === 'Composition' && id === '$document') return documentOf(c);
     if (type === 'Observation' && id === '$stats') return statsOf(c);
     if (type === 'NamingSystem' && id === '$preferred-id') return fhirJson(await preferredId(deps, request(c), new URL(c.req.url).searchParams, strict(c)));
@@ -392,6 +399,8 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Observation/$stats', statsOf);
   app.post('/NamingSystem/$preferred-id', async (c) => fhirJson(await preferredId(deps, request(c), await operationParams(c), strict(c))));
   app.post('/Composition/:id/$document', (c) => documentOf(c, c.req.param('id')));
+  app.post('/Subscription/$status', (c) => statusOf(c));
+  app.post('/Subscription/:id/$status', (c) => statusOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
@@ -399,6 +408,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const { type, id, what } = c.req.param();
     if ((type === 'Patient' || type === 'Encounter') && what === '$everything') return everythingOf(c, id, type);
     if (type === 'Composition' && what === '$document') return documentOf(c, id);
+    if (type === 'Subscription' && what === '$status') return statusOf(c, id);
     return compartmentSearch(c, new URL(c.req.url).searchParams);
   });
   return app;

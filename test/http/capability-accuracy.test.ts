@@ -290,6 +290,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['POST', 'ConceptMap/probe-missing/$translate', 404, { resourceType: 'Parameters', parameter: [{ name: 'code', valueCode: 'male' }, { name: 'system', valueUri: 'http://hl7.org/fhir/administrative-gender' }] }],
     ],
     // The patient has no current allergy list: a 404 naming it (List-find), not a missing route.
+    // The Subscriptions R5 Backport IG's $status: every Subscription the caller may search, or one (a missing one 404).
+    'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-status': () => [
+      ['GET', 'Subscription/$status', 200], ['GET', 'Subscription/probe-missing/$status', 404], ['POST', 'Subscription/probe-missing/$status', 404, { resourceType: 'Parameters' }],
+    ],
     'http://hl7.org/fhir/OperationDefinition/List-find': () => [['GET', 'List/$find?patient=probe&name=$current-allergies', 404]],
     // $meta at the system level, on a type (the union in use) and on an instance or version; the changes on an instance or version.
     'http://hl7.org/fhir/OperationDefinition/Resource-meta': (type) => (type === ''

@@ -11,6 +11,7 @@ import type { Resource } from '../resource.ts';
 import { compileCriteria } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
+import { compileTopic, findTopic, isTopicCriteria, tenantTopics, topicRequest } from './topics.ts';
 
 /** The channel types Cinder delivers: rest-hook (delivery.ts) and websocket (sockets.ts). */
 export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];
@@ -32,6 +33,10 @@ export interface Activated {
   resource: Resource;
   owner: string;
   channel: string;
+  /** A topic-based Subscription asking to be activated (written `requested`): a handshake notification is recorded for it. */
+  handshake?: boolean;
+  /** A topic-based Subscription's heartbeat period (backport-heartbeat-period, ms). */
+  heartbeatMs?: number;
 }
 
 type Json = Record<string, unknown>;
@@ -59,12 +64,29 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   if (!DELIVERED_CHANNELS.includes(channel.type as string)) {
     throw refuse(`Subscription.channel.type '${String(channel.type)}' is not delivered by Cinder: it delivers ${DELIVERED_CHANNELS.join(', ')}`, 'Subscription.channel.type');
   }
-  await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now);
+  const topicBased = isTopicCriteria(r.criteria);
+  let heartbeatMs: number | undefined;
+  if (topicBased) {
+    // A topic (R5 Backport IG): its filters held to the topic's canFilterBy, compiled for the writer.
+    if (channel.type !== 'rest-hook') throw refuse(`Subscription.channel.type '${String(channel.type)}': topic-based Subscriptions are delivered by rest-hook`, 'Subscription.channel.type');
+    const request = topicRequest(r);
+    if (request.heartbeatSeconds !== undefined) heartbeatMs = request.heartbeatSeconds * 1000;
+    if (channel.payload === undefined) throw refuse('a topic-based Subscription needs channel.payload: application/fhir+json or application/fhir+xml (with backport-payload-content)', 'Subscription.channel.payload');
+    const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now), request);
+    await compileTopic(ctx.deps, ctx.tenant, ctx.access, topic, request, ctx.now,
+      async (criteria) => (await compileCriteria(ctx.deps, ctx.tenant, ctx.access, criteria, ctx.now)).where);
+  } else {
+    await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now);
+  }
   // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.
   if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
   const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
   const { error: _error, ...rest } = r;
-  return { resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string };
+  return {
+    resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
+    ...(topicBased && !ended && r.status === 'requested' && { handshake: true }),
+    ...(heartbeatMs !== undefined && !ended && { heartbeatMs }),
+  };
 }
 
 /** A rest-hook's endpoint (an absolute http(s) URL, outside private networks), payload and headers, or a 422 naming the element. */

@@ -25,7 +25,10 @@ import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { ownerClient } from './owner.ts';
+import { ownerAccess, ownerClient, type RestoreAccess } from './owner.ts';
+import { notificationBundle, type NotifiedEvent } from './notification.ts';
+import { isTopicCriteria, tenantTopics, topicRequest, type TopicRequest } from './topics.ts';
+import { searchResources } from '../search.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 
 /** Consecutive failures after which a Subscription is set to `error`. */
@@ -61,6 +64,8 @@ export interface DeliveryOptions {
   client: (clientId: string) => Promise<Client | null>;
   /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */
   maxPending?: number;
+  /** Rebuilds an owner's access (HubOptions.restoreAccess): a topic's notificationShape includes what its owner may read. */
+  restoreAccess?: RestoreAccess;
 }
 
 /** The default of CINDER_SUBSCRIPTION_MAX_PENDING. */
@@ -114,6 +119,7 @@ export class SubscriptionDelivery {
    */
   async runOnce(): Promise<number> {
     const { fhir, clock, sockets } = this.options;
+    await fhir.store.subscriptions.heartbeats(clock.now());
     const claimed = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, CLAIMS);
     await Promise.all(claimed.map((c) => this.deliver(c)));
     const pinged = sockets ? await sockets.round() : 0;
@@ -156,6 +162,8 @@ export class SubscriptionDelivery {
     try {
       await this.releaseLeftovers();
       const free = CLAIMS - this.inFlight.size;
+      // Topic-based Subscriptions' heartbeats that are due, recorded to be claimed as any notification.
+      await fhir.store.subscriptions.heartbeats(clock.now());
       if (free > 0) {
         const list = await fhir.store.subscriptions.claim(this.worker, clock.now(), LEASE_MS, free);
         claimed = list.length;
@@ -217,7 +225,7 @@ export class SubscriptionDelivery {
       for (const n of batch) {
         // Left for the next process (or start) to send, in order.
         if (this.stopping) break;
-        const error = await this.send(c.tenant, channel, n);
+        const error = await this.send(c, sub, channel, n);
         if (error === undefined) {
           await repo.delivered(c.tenant, c.id, this.worker, n.pk);
           this.counts.delivered++;
@@ -291,7 +299,8 @@ export class SubscriptionDelivery {
   }
 
   /** Sends one notification; undefined on a 2xx, else what went wrong. */
-  private async send(tenant: string, channel: Json, n: PendingNotification): Promise<string | undefined> {
+  private async send(c: ClaimedSubscription, sub: Json, channel: Json, n: PendingNotification): Promise<string | undefined> {
+    const tenant = c.tenant;
     const endpoint = endpointUrl(channel.endpoint);
     if (typeof endpoint === 'string') return `Subscription.channel.endpoint ${endpoint}`;
     const headers = new Headers();
@@ -302,7 +311,15 @@ export class SubscriptionDelivery {
     const target = new URL(endpoint);
     let method = 'POST';
     let body: string | undefined;
-    if (payloadType(channel.payload) !== undefined) {
+    let timeoutMs = DELIVERY_TIMEOUT_MS;
+    if (isTopicCriteria(sub.criteria)) {
+      // A topic-based Subscription (topics.ts): a notification Bundle POSTed to the endpoint.
+      const request = topicRequest(sub);
+      if (request.timeoutSeconds !== undefined) timeoutMs = request.timeoutSeconds * 1000;
+      const bundle = await this.topicBundle(c, sub, request, n);
+      body = payloadType(channel.payload)!.endsWith('xml') ? toFhirXml(bundle) : JSON.stringify(bundle);
+      headers.set('Content-Type', String(channel.payload));
+    } else if (payloadType(channel.payload) !== undefined) {
       const v = await this.options.fhir.store.resources.vread(tenant, n.type, n.id, n.versionId);
       if (!v || v.deleted) return undefined; // the version is gone (nothing left to send)
       method = 'PUT';
@@ -315,13 +332,41 @@ export class SubscriptionDelivery {
       // The host resolved once, its addresses checked, and the request sent to the address checked
       // (src/http/outbound.ts: DNS rebinding); a refusal is a failed delivery.
       const outbound = { fetch: this.options.fetch ?? fetch, resolve: this.resolve, allowPrivate: this.options.allowPrivate };
-      const res = await outboundFetch(outbound, target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS) });
+      const res = await outboundFetch(outbound, target, { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
       await res.body?.cancel().catch(() => undefined);
       return res.status >= 200 && res.status < 300 ? undefined : `${method} ${target.href} answered ${res.status}`;
     } catch (err) {
       if (err instanceof RefusedAddress) return `delivery to ${endpoint.href} refused: ${err.message}`;
       const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
-      return `${method} ${target.href} ${timedOut ? `did not answer within ${DELIVERY_TIMEOUT_MS / 1000} s` : `failed: ${err instanceof Error ? err.message : String(err)}`}`;
+      return `${method} ${target.href} ${timedOut ? `did not answer within ${timeoutMs / 1000} s` : `failed: ${err instanceof Error ? err.message : String(err)}`}`;
     }
+  }
+
+  /**
+   * The notification Bundle of a topic-based Subscription's notification `n` (notification.ts): a handshake,
+   * or an event with its focus as the payload content asks (full-resource: the version notified, and what the
+   * topic's notificationShape includes for it, as its owner may read it now).
+   */
+  private async topicBundle(c: ClaimedSubscription, sub: Json, request: TopicRequest, n: PendingNotification): Promise<Json> {
+    const { fhir, clock } = this.options;
+    const base = fhir.fhirBase?.(c.tenant) ?? '';
+    const status = { base, subscriptionId: c.id, topic: sub.criteria as string, status: String(sub.status), content: request.content };
+    if (n.event === 'handshake' || n.event === 'heartbeat' || n.event === undefined) {
+      return notificationBundle({ ...status, type: n.event ?? 'handshake', eventsSinceStart: (await fhir.store.subscriptions.events(c.tenant, c.id)) ?? 0 }, clock.now());
+    }
+    const event: NotifiedEvent = { number: n.eventNumber ?? 0, at: n.createdAt, type: n.type, id: n.id, interaction: n.event };
+    if (request.content === 'full-resource' && n.event !== 'delete') {
+      const v = await fhir.store.resources.vread(c.tenant, n.type, n.id, n.versionId);
+      if (v && !v.deleted) event.resource = JSON.parse(v.content) as Json;
+      const topic = event.resource && (await tenantTopics(fhir, c.tenant, clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
+      const shape = topic?.shapes.find((sh) => sh.type === n.type);
+      if (shape?.include.length && this.options.restoreAccess) {
+        const access = await ownerAccess(c.tenant, c.owner, this.options.restoreAccess);
+        const params = new URLSearchParams([['_id', n.id], ...shape.include]);
+        const found = await searchResources(fhir, { tenant: c.tenant, access }, n.type, params, false);
+        event.included = found.included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
+      }
+    }
+    return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
   }
 }

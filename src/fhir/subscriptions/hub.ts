@@ -1,14 +1,15 @@
 /**
  * The subscriptions side of every REST write (crud.ts writeTx, putVersion): activation of Subscriptions as
  * they are written, and after each write the notifications of the tenant's active rest-hook and websocket
- * subscriptions whose criteria its new versions match, recorded in the write's own transaction (ResourceWriter.notify).
+ * subscriptions whose criteria its new versions match, recorded in the write's own transaction (ResourceWriter.notify);
+ * topic-based ones (topics.ts) are told of the creates, updates and deletes their topic's triggers pass.
  * A tenant's active subscriptions are compiled once and kept until the store's change token of
  * Subscription, ValueSet and CodeSystem moves (any process's write), read at most every
  * CHECK_INTERVAL_MS and at once after such a write of this process: a tenant without subscriptions pays one cached lookup per write.
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { NotificationToWrite, ResourceWriter, VersionToWrite } from '../../store/types.ts';
+import type { CurrentVersion, IndexRows, NotificationToWrite, ResourceWriter, VersionToWrite } from '../../store/types.ts';
 import type { SyncOrAsync } from '../../sync-or-async.ts';
 import { ChangeWatch } from '../../terminology/store-watch.ts';
 import type { Access } from '../access.ts';
@@ -21,6 +22,8 @@ import type { Client, Condition, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { cachedLookups } from './lookups.ts';
+import { compileTopic, findTopic, isTopicCriteria, tenantTopics, topicRequest, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
+import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { ownerAccess, ownerClient, type RestoreAccess } from './owner.ts';
 
@@ -60,11 +63,24 @@ interface Compiled {
   clientId: string | null;
   /** That client's registered scopes when it was compiled (null: no such client). */
   registered: string | null;
+  /**
+   * A topic-based Subscription's trigger on this type (topics.ts): `where` holds its filters and owner's
+   * reach, `criteria` their search; `previous`/`current` the trigger's queryCriteria tests.
+   */
+  topic?: { url: string; trigger: TopicTrigger; previous?: Condition[]; current?: Condition[] };
 }
 
 interface ActiveSet {
   token: string;
   byType: Map<string, Compiled[]>;
+  /** The types some topic-based Subscription triggers on: their writes are read with their previous version, deletions too. */
+  topicTypes: Set<string>;
+}
+
+/** A version written, with the version it replaced (read for topic triggers alone). */
+interface Written {
+  v: VersionToWrite;
+  previous?: CurrentVersion | null;
 }
 
 interface TenantState {
@@ -84,10 +100,11 @@ export interface WriteHook {
 
 const ACTIVE_QUERY = new URLSearchParams('status=active');
 /**
- * The types whose change compiles a tenant's subscriptions again: theirs, and the terminology that a
- * criteria's `:in`, `:below` or `:above` (and an owner's scope filter) was expanded from.
+ * The types whose change compiles a tenant's subscriptions again: theirs, the terminology that a
+ * criteria's `:in`, `:below` or `:above` (and an owner's scope filter) was expanded from, and Basic, which
+ * holds the SubscriptionTopics.
  */
-const WATCHED_TYPES = ['Subscription', 'ValueSet', 'CodeSystem'];
+const WATCHED_TYPES = ['Subscription', 'ValueSet', 'CodeSystem', 'Basic'];
 
 /** How long an activation trusts a host name's resolution (ms): prepare() resolves it before the write's transaction. */
 export const RESOLVED_FOR_MS = 30_000;
@@ -148,20 +165,23 @@ export class SubscriptionHub {
     let watchedWritten = false;
     return {
       wrap: (fn) => async (w) => {
-        const written: VersionToWrite[] = [];
-        const note = (v: VersionToWrite) => {
+        const written: Written[] = [];
+        const note = (v: VersionToWrite, previous?: CurrentVersion | null) => {
           if (WATCHED_TYPES.includes(v.type)) watchedWritten = true;
-          if (!v.deleted && active.byType.has(v.type)) written.push(v);
+          // A deletion notifies topic-based Subscriptions alone (R4 criteria have no deletion notification).
+          if ((!v.deleted || active.topicTypes.has(v.type)) && active.byType.has(v.type)) written.push({ v, ...(previous !== undefined && { previous }) });
         };
         const watched: ResourceWriter = {
           ...w,
           put: async (v) => {
+            // A topic trigger's interaction and `previous` test need the version replaced (this transaction's own included).
+            const previous = active.topicTypes.has(v.type) ? await w.current(v.type, v.id) : undefined;
             await w.put(v);
-            note(v);
+            note(v, previous);
           },
           insertNew: async (vs) => {
             const inserted = await w.insertNew(vs);
-            vs.forEach((v, i) => inserted[i] && note(v));
+            vs.forEach((v, i) => inserted[i] && note(v, null));
             return inserted;
           },
         };
@@ -178,21 +198,51 @@ export class SubscriptionHub {
     };
   }
 
-  /** The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria, as its owner's search, matches. */
-  private async match(tenant: string, active: ActiveSet, versions: VersionToWrite[]): Promise<NotificationToWrite[]> {
+  /**
+   * The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria,
+   * as its owner's search, matches; one per topic-based subscription with a trigger the write passes.
+   */
+  private async match(tenant: string, active: ActiveSet, versions: Written[]): Promise<NotificationToWrite[]> {
     const ctx = cachedLookups(this.options.fhir, tenant);
+    const base = this.options.fhir.fhirBase?.(tenant);
     const out: NotificationToWrite[] = [];
-    for (const v of versions) {
+    for (const { v, previous } of versions) {
       const subs = active.byType.get(v.type) ?? [];
-      const resource = JSON.parse(v.content) as Record<string, unknown>;
+      const before = previous && !previous.deleted ? (JSON.parse(previous.content) as Record<string, unknown>) : undefined;
+      // A topic event's interaction: an update replaces a live version; a deletion of nothing live is no event.
+      const interaction: Interaction | undefined = v.deleted ? (before ? 'delete' : undefined) : before ? 'update' : 'create';
+      const resource = v.deleted ? before : (JSON.parse(v.content) as Record<string, unknown>);
+      if (resource === undefined) continue;
       // The version's words for `_text` and `_content`, computed once for all the subscriptions (the stored ones when known).
-      let words: TextEntry | undefined | null = v.index ? (v.index.text ?? undefined) : null;
+      let words: TextEntry | undefined | null = v.index && !v.deleted ? (v.index.text ?? undefined) : null;
       const wordsOf = () => (words === null ? (words = textIndexOf(resource)) : words);
+      const rows = v.deleted ? indexEntries(resource, base) : v.index;
+      let beforeRows: IndexRows | undefined;
+      const notified = new Set<string>();
       for (const s of subs) {
+        if (v.deleted && !s.topic) continue;
+        if (s.topic && (interaction === undefined || !s.topic.trigger.interactions.includes(interaction) || notified.has(s.id))) continue;
         if (s.clientId !== null && !(await this.current(tenant, s))) continue;
-        if (!(await matchConditions(resource, v.lastUpdated, s.where, ctx, v.index, wordsOf))) continue;
+        // The owner's reach and the filters, on the version written (a deletion: on the one it deleted).
+        if (!(await matchConditions(resource, v.deleted ? previous!.lastUpdated : v.lastUpdated, s.where, ctx, rows, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
-        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v])).length) continue;
+        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: previous!.content, deleted: false } : v])).length) continue;
+        if (s.topic) {
+          const { trigger } = s.topic;
+          const tests: boolean[] = [];
+          if (s.topic.previous) {
+            tests.push(interaction === 'create'
+              ? trigger.passesOnCreate
+              : await matchConditions(before!, previous!.lastUpdated, s.topic.previous, ctx, (beforeRows ??= indexEntries(before!, base))));
+          }
+          if (s.topic.current) {
+            tests.push(interaction === 'delete' ? trigger.passesOnDelete : await matchConditions(resource, v.lastUpdated, s.topic.current, ctx, rows, wordsOf));
+          }
+          if (tests.length && !(trigger.requireBoth ? tests.every(Boolean) : tests.some(Boolean))) continue;
+          notified.add(s.id);
+          out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction! });
+          continue;
+        }
         out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId });
       }
     }
@@ -262,8 +312,15 @@ export class SubscriptionHub {
     if (rows.length > MAX_ACTIVE) log.warn('a tenant has more active subscriptions than are matched', { tenant, matched: MAX_ACTIVE });
     const owners = await fhir.store.subscriptions.owners(tenant);
     const byType = new Map<string, Compiled[]>();
+    const topicTypes = new Set<string>();
+    const add = (c: Compiled) => {
+      const list = byType.get(c.type) ?? [];
+      list.push(c);
+      byType.set(c.type, list);
+    };
+    let topics: Promise<Topic[]> | undefined;
     for (const row of rows.slice(0, MAX_ACTIVE)) {
-      const r = JSON.parse(row.content) as { criteria?: unknown; channel?: { type?: string } };
+      const r = JSON.parse(row.content) as Record<string, unknown> & { criteria?: unknown; channel?: { type?: string } };
       const owner = owners.get(row.id);
       // Without an owner (stored by `cinder import`, never activated through the API) a subscription notifies nothing.
       if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '')) continue;
@@ -271,14 +328,25 @@ export class SubscriptionHub {
         const clientId = ownerClient(owner);
         const registered = clientId === null ? null : await this.registeredScopes(clientId);
         const access = await ownerAccess(tenant, owner, restoreAccess);
+        if (isTopicCriteria(r.criteria)) {
+          const request = topicRequest(r);
+          const topic = findTopic(await (topics ??= tenantTopics(fhir, tenant, clock.now())), request);
+          const compile = async (criteria: string) => (await compileCriteria(fhir, tenant, access, criteria, clock.now())).where;
+          for (const t of await compileTopic(fhir, tenant, access, topic, request, clock.now(), compile)) {
+            topicTypes.add(t.trigger.type);
+            add({
+              id: row.id, type: t.trigger.type, where: t.where, access, owner, criteria: t.criteria, clientId, registered,
+              topic: { url: topic.url, trigger: t.trigger, ...(t.previous && { previous: t.previous }), ...(t.current && { current: t.current }) },
+            });
+          }
+          continue;
+        }
         const c = await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
-        const list = byType.get(c.type) ?? [];
-        list.push({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered });
-        byType.set(c.type, list);
+        add({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered });
       } catch (err) {
         log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
       }
     }
-    return { token, byType };
+    return { token, byType, topicTypes };
   }
 }

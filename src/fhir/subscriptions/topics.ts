@@ -1,0 +1,478 @@
+/**
+ * Topic-based Subscriptions on R4 (HL7 Subscriptions R5 Backport IG 1.1.0): SubscriptionTopics stored as
+ * `Basic` resources coded `http://hl7.org/fhir/fhir-types|SubscriptionTopic`, their elements carried by the
+ * cross-version extensions `http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.{element}`
+ * (the IG's R4 examples also use the `4.3` ones: both are read), and Subscriptions whose `criteria` is a
+ * topic's canonical URL (profile `backport-subscription`), narrowed by `backport-filter-criteria`
+ * (`Type?param=value`) and delivered with `backport-payload-content` (empty, id-only, full-resource).
+ *
+ * This module reads and checks both: a topic written through the API is parsed (a 422 naming the element
+ * that cannot be honoured), and a topic Subscription asking to be active is checked against its topic.
+ * Matching is hub.ts's, delivery delivery.ts's, the notification Bundle notification.ts's.
+ */
+import { FhirError } from '../../errors.ts';
+import type { Condition } from '../../store/types.ts';
+import { requireAccess, type Access } from '../access.ts';
+import type { FhirDeps } from '../crud.ts';
+import { paramOf } from '../definitions.ts';
+import { isResourceType } from '../resource-types.ts';
+import { compileFilter, parseInclude, resolveConditions } from '../search.ts';
+
+type Json = Record<string, unknown>;
+
+/** The prefixes of the SubscriptionTopic cross-version extensions (R5's, and R4B's that the IG's R4 examples mix in). */
+export const TOPIC_EXTENSIONS = [
+  'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.',
+  'http://hl7.org/fhir/4.3/StructureDefinition/extension-SubscriptionTopic.',
+];
+/** The system of Basic.code naming a SubscriptionTopic. */
+export const FHIR_TYPES = 'http://hl7.org/fhir/fhir-types';
+const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+export const FILTER_CRITERIA = `${BACKPORT}backport-filter-criteria`;
+export const PAYLOAD_CONTENT = `${BACKPORT}backport-payload-content`;
+export const HEARTBEAT_PERIOD = `${BACKPORT}backport-heartbeat-period`;
+export const TIMEOUT = `${BACKPORT}backport-timeout`;
+export const MAX_COUNT = `${BACKPORT}backport-max-count`;
+export const CHANNEL_TYPE = `${BACKPORT}backport-channel-type`;
+/** The profile of the SubscriptionStatus Parameters (notification.ts). */
+export const STATUS_PROFILE = `${BACKPORT}backport-subscription-status-r4`;
+/** The R4 channel types' code system, which backport-channel-type's Coding may name. */
+const CHANNEL_TYPES = 'http://terminology.hl7.org/CodeSystem/subscription-channel-type';
+
+export type Interaction = 'create' | 'update' | 'delete';
+const INTERACTIONS: Interaction[] = ['create', 'update', 'delete'];
+
+/** One resourceTrigger: the type it watches, the interactions, and its queryCriteria. */
+export interface TopicTrigger {
+  type: string;
+  interactions: Interaction[];
+  /** queryCriteria.previous / current: a query string of `type` (`status:not=finished`). */
+  previous?: string;
+  current?: string;
+  /** queryCriteria.resultForCreate / resultForDelete: whether the previous (current) test passes for a create (delete). */
+  passesOnCreate: boolean;
+  passesOnDelete: boolean;
+  requireBoth: boolean;
+}
+
+/** One canFilterBy: a search parameter (with the modifiers and comparators listed) of a type (or of every trigger type). */
+export interface TopicFilter {
+  type?: string;
+  param: string;
+  modifiers: string[];
+}
+
+/** One notificationShape: what a full-resource notification about `type` includes (as `_include`/`_revinclude` values). */
+export interface TopicShape {
+  type: string;
+  include: [string, string][];
+}
+
+export interface Topic {
+  /** The Basic's id. */
+  id: string;
+  url: string;
+  version?: string;
+  status?: string;
+  triggers: TopicTrigger[];
+  filters: TopicFilter[];
+  shapes: TopicShape[];
+}
+
+const refuse = (text: string, at: string) => new FhirError('unprocessable', text, { expression: [at] });
+
+/** Whether `resource` is a Basic coded as a SubscriptionTopic. */
+export function isTopicResource(resource: unknown): boolean {
+  const r = resource as { resourceType?: unknown; code?: { coding?: unknown } } | undefined;
+  if (r?.resourceType !== 'Basic' || !Array.isArray(r.code?.coding)) return false;
+  return (r.code.coding as { system?: unknown; code?: unknown }[]).some((c) => c?.code === 'SubscriptionTopic' && (c.system === undefined || c.system === FHIR_TYPES));
+}
+
+/** The element a SubscriptionTopic extension carries (`url`, `resourceTrigger`...), or undefined for another extension. */
+function topicElement(url: unknown): string | undefined {
+  if (typeof url !== 'string') return undefined;
+  const prefix = TOPIC_EXTENSIONS.find((p) => url.startsWith(p));
+  return prefix === undefined ? undefined : url.slice(prefix.length);
+}
+
+/** A sub-extension list as [name, value element, path]. */
+function parts(ext: Json, at: string): { name: string; ext: Json; at: string }[] {
+  const list = Array.isArray(ext.extension) ? (ext.extension as Json[]) : [];
+  return list.map((e, i) => ({ name: String(e?.url), ext: e ?? {}, at: `${at}.extension[${i}]` }));
+}
+
+function stringValue(e: Json, key: string, at: string, what: string): string {
+  const v = e[key];
+  if (typeof v !== 'string' || v.trim() === '') throw refuse(`${what} needs a non-empty ${key}`, at);
+  return v;
+}
+
+/** A type named by a `valueUri` (`Encounter`, or `http://hl7.org/fhir/StructureDefinition/Encounter`). */
+function typeOf(e: Json, at: string, what: string): string {
+  const raw = stringValue(e, 'valueUri', at, what);
+  const type = raw.replace(/^http:\/\/hl7\.org\/fhir\/StructureDefinition\//, '');
+  if (!isResourceType(type)) throw refuse(`${what} '${raw}' is not a resource type Cinder knows`, at);
+  return type;
+}
+
+/** A queryCriteria test compiled as a search of `type`, or a 422 naming it. */
+function checkQuery(type: string, query: string, at: string, what: string): void {
+  try {
+    compileFilter(type, new URLSearchParams(query));
+  } catch (err) {
+    if (err instanceof FhirError && err.status < 500) throw refuse(`${what} '${query}' is not a search of ${type} Cinder can run: ${err.message}`, at);
+    throw err;
+  }
+}
+
+/** The parameters Cinder searches on every type that a canFilterBy may name. */
+const COMMON_FILTERS = new Set(['_id', '_lastUpdated', '_tag', '_profile', '_security', '_source', '_text', '_content', '_has']);
+
+/**
+ * The SubscriptionTopic `resource` (a Basic coded SubscriptionTopic) says, checked: a 422 naming the
+ * element (`Basic.extension[2].extension[1]`) Cinder cannot honour.
+ */
+export function parseTopic(resource: Json): Topic {
+  const exts = Array.isArray(resource.extension) ? (resource.extension as Json[]) : [];
+  const modifiers = Array.isArray(resource.modifierExtension) ? (resource.modifierExtension as Json[]) : [];
+  const topic: Topic = { id: String(resource.id ?? ''), url: '', triggers: [], filters: [], shapes: [] };
+  modifiers.forEach((e, i) => {
+    if (topicElement(e?.url) === 'status') topic.status = stringValue(e, 'valueCode', `Basic.modifierExtension[${i}]`, 'SubscriptionTopic.status');
+  });
+  exts.forEach((e, i) => {
+    const at = `Basic.extension[${i}]`;
+    switch (topicElement(e?.url)) {
+      case 'url': {
+        const url = stringValue(e, 'valueUri', at, 'SubscriptionTopic.url');
+        if (!/^(https?:\/\/[^\s|]+|urn:[^\s|]+)$/.test(url)) throw refuse(`SubscriptionTopic.url '${url}' is not an absolute URL (http, https or urn) without '|'`, at);
+        topic.url = url;
+        break;
+      }
+      case 'version':
+        topic.version = stringValue(e, 'valueString', at, 'SubscriptionTopic.version');
+        break;
+      case 'status':
+        topic.status = stringValue(e, 'valueCode', at, 'SubscriptionTopic.status');
+        break;
+      case 'resourceTrigger':
+        topic.triggers.push(parseTrigger(e, at));
+        break;
+      case 'eventTrigger':
+        throw refuse('SubscriptionTopic.eventTrigger is not supported by Cinder: it notifies resourceTrigger events (create, update, delete)', at);
+      case 'canFilterBy':
+        topic.filters.push(parseFilter(e, at));
+        break;
+      case 'notificationShape':
+        topic.shapes.push(parseShape(e, at));
+        break;
+      default:
+    }
+  });
+  if (topic.url === '') throw refuse(`a SubscriptionTopic needs its url (extension ${TOPIC_EXTENSIONS[0]}url, valueUri)`, 'Basic.extension');
+  if (topic.status !== undefined && !['draft', 'active', 'retired', 'unknown'].includes(topic.status)) {
+    throw refuse(`SubscriptionTopic.status '${topic.status}' is not draft, active, retired or unknown`, 'Basic.extension');
+  }
+  if (!topic.triggers.length) throw refuse(`a SubscriptionTopic needs at least one resourceTrigger (extension ${TOPIC_EXTENSIONS[0]}resourceTrigger)`, 'Basic.extension');
+  const triggerTypes = topic.triggers.map((t) => t.type);
+  topic.filters.forEach((f, i) => {
+    for (const type of f.type === undefined ? triggerTypes : [f.type]) {
+      if (!COMMON_FILTERS.has(f.param) && !paramOf(type, f.param)) {
+        throw refuse(`SubscriptionTopic.canFilterBy.filterParameter '${f.param}' is not a search parameter of ${type}`, filterAt(exts, i));
+      }
+    }
+  });
+  return topic;
+}
+
+/** Where the `i`th canFilterBy extension stands (for a message about it found after the loop). */
+function filterAt(exts: Json[], i: number): string {
+  let n = -1;
+  for (let k = 0; k < exts.length; k++) if (topicElement(exts[k]?.url) === 'canFilterBy' && ++n === i) return `Basic.extension[${k}]`;
+  return 'Basic.extension';
+}
+
+function parseTrigger(ext: Json, at: string): TopicTrigger {
+  let type: string | undefined;
+  const interactions: Interaction[] = [];
+  const trigger: Omit<TopicTrigger, 'type' | 'interactions'> = { passesOnCreate: false, passesOnDelete: false, requireBoth: false };
+  let fhirPath: string | undefined;
+  let query: { at: string; previous?: [string, string]; current?: [string, string] } | undefined;
+  for (const p of parts(ext, at)) {
+    switch (p.name) {
+      case 'resource':
+        type = typeOf(p.ext, p.at, 'SubscriptionTopic.resourceTrigger.resource');
+        break;
+      case 'supportedInteraction': {
+        const code = stringValue(p.ext, 'valueCode', p.at, 'SubscriptionTopic.resourceTrigger.supportedInteraction');
+        if (!INTERACTIONS.includes(code as Interaction)) throw refuse(`SubscriptionTopic.resourceTrigger.supportedInteraction '${code}' is not create, update or delete`, p.at);
+        interactions.push(code as Interaction);
+        break;
+      }
+      case 'queryCriteria':
+        query = { at: p.at };
+        for (const q of parts(p.ext, p.at)) {
+          switch (q.name) {
+            case 'previous':
+            case 'current':
+              query[q.name] = [stringValue(q.ext, 'valueString', q.at, `SubscriptionTopic.resourceTrigger.queryCriteria.${q.name}`), q.at];
+              break;
+            case 'resultForCreate':
+            case 'resultForDelete': {
+              const code = stringValue(q.ext, 'valueCode', q.at, `SubscriptionTopic.resourceTrigger.queryCriteria.${q.name}`);
+              if (code !== 'test-passes' && code !== 'test-fails') throw refuse(`SubscriptionTopic.resourceTrigger.queryCriteria.${q.name} '${code}' is not test-passes or test-fails`, q.at);
+              if (q.name === 'resultForCreate') trigger.passesOnCreate = code === 'test-passes';
+              else trigger.passesOnDelete = code === 'test-passes';
+              break;
+            }
+            case 'requireBoth':
+              if (typeof q.ext.valueBoolean !== 'boolean') throw refuse('SubscriptionTopic.resourceTrigger.queryCriteria.requireBoth needs a valueBoolean', q.at);
+              trigger.requireBoth = q.ext.valueBoolean;
+              break;
+            default:
+          }
+        }
+        break;
+      case 'fhirPathCriteria':
+        fhirPath = stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.resourceTrigger.fhirPathCriteria');
+        if (query === undefined && !parts(ext, at).some((o) => o.name === 'queryCriteria')) {
+          throw refuse('SubscriptionTopic.resourceTrigger.fhirPathCriteria alone is not evaluated by Cinder: give the trigger a queryCriteria (previous/current), which Cinder evaluates', p.at);
+        }
+        break;
+      default:
+    }
+  }
+  void fhirPath;
+  if (type === undefined) throw refuse('SubscriptionTopic.resourceTrigger needs its resource (a resource type)', at);
+  if (query?.previous) checkQuery(type, query.previous[0], query.previous[1], 'SubscriptionTopic.resourceTrigger.queryCriteria.previous');
+  if (query?.current) checkQuery(type, query.current[0], query.current[1], 'SubscriptionTopic.resourceTrigger.queryCriteria.current');
+  return {
+    type, interactions: interactions.length ? [...new Set(interactions)] : [...INTERACTIONS], ...trigger,
+    ...(query?.previous && { previous: query.previous[0] }), ...(query?.current && { current: query.current[0] }),
+  };
+}
+
+function parseFilter(ext: Json, at: string): TopicFilter {
+  let type: string | undefined;
+  let param: string | undefined;
+  const modifiers: string[] = [];
+  for (const p of parts(ext, at)) {
+    if (p.name === 'resource') type = typeOf(p.ext, p.at, 'SubscriptionTopic.canFilterBy.resource');
+    else if (p.name === 'filterParameter') param = stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.canFilterBy.filterParameter');
+    else if (p.name === 'modifier' || p.name === 'comparator') modifiers.push(stringValue(p.ext, 'valueCode', p.at, `SubscriptionTopic.canFilterBy.${p.name}`));
+  }
+  if (param === undefined) throw refuse('SubscriptionTopic.canFilterBy needs its filterParameter', at);
+  return { ...(type !== undefined && { type }), param, modifiers };
+}
+
+function parseShape(ext: Json, at: string): TopicShape {
+  let type: string | undefined;
+  const include: [string, string, string][] = [];
+  for (const p of parts(ext, at)) {
+    if (p.name === 'resource') type = typeOf(p.ext, p.at, 'SubscriptionTopic.notificationShape.resource');
+    else if (p.name === 'include' || p.name === 'revInclude') include.push([p.name, stringValue(p.ext, 'valueString', p.at, `SubscriptionTopic.notificationShape.${p.name}`), p.at]);
+  }
+  if (type === undefined) throw refuse('SubscriptionTopic.notificationShape needs its resource (a resource type)', at);
+  const shape: TopicShape = { type, include: [] };
+  for (const [name, value, where] of include) {
+    // R5's form: `Encounter:patient&iterate=Patient.link`, an include and the iterated ones after it.
+    const [first, ...rest] = value.split('&');
+    const key = name === 'include' ? '_include' : '_revinclude';
+    const items: [string, string][] = [[key, first!]];
+    for (const r of rest) {
+      const m = /^iterate=(.+)$/.exec(r);
+      if (!m) throw refuse(`SubscriptionTopic.notificationShape.${name} '${value}': '${r}' is not iterate=Type:parameter`, where);
+      items.push([`${key}:iterate`, m[1]!]);
+    }
+    for (const [k, v] of items) {
+      try {
+        parseInclude(type, k, v, name === 'revInclude');
+      } catch (err) {
+        if (err instanceof FhirError && err.status < 500) throw refuse(`SubscriptionTopic.notificationShape.${name} '${value}' is not one Cinder can follow: ${err.message}`, where);
+        throw err;
+      }
+      shape.include.push([k, v]);
+    }
+  }
+  return shape;
+}
+
+/** Whether a Subscription's `criteria` names a topic (a canonical URL) rather than a search. */
+export function isTopicCriteria(criteria: unknown): criteria is string {
+  return typeof criteria === 'string' && /^(https?:\/\/|urn:)/.test(criteria);
+}
+
+export type PayloadContent = 'empty' | 'id-only' | 'full-resource';
+
+/** What a topic-based Subscription asks for (profile backport-subscription), read from its elements. */
+export interface TopicRequest {
+  /** The topic's canonical URL and the version it names (`url|version`), if any. */
+  url: string;
+  version?: string;
+  /** Its filters as a query string per type (backport-filter-criteria `Type?param=value`, several ANDed). */
+  filters: Map<string, string>;
+  /** Where each type's (first) filter stands: `Subscription.criteria.extension[i]`. */
+  filterAt: Map<string, string>;
+  content: PayloadContent;
+  heartbeatSeconds?: number;
+  timeoutSeconds?: number;
+  maxCount?: number;
+}
+
+function extensionsOf(holder: unknown): Json[] {
+  const list = (holder as { extension?: unknown } | undefined)?.extension;
+  return Array.isArray(list) ? (list as Json[]) : [];
+}
+
+/** An unsignedInt/positiveInt channel extension's value, or a 422 naming it. */
+function channelNumber(channel: Json, url: string, key: 'valueUnsignedInt' | 'valuePositiveInt', min: number, max: number): number | undefined {
+  const exts = extensionsOf(channel);
+  const i = exts.findIndex((e) => e?.url === url);
+  if (i < 0) return undefined;
+  const v = exts[i]![key];
+  const name = url.slice(BACKPORT.length);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw refuse(`Subscription.channel extension ${name} needs ${key} from ${min} to ${max}`, `Subscription.channel.extension[${i}]`);
+  }
+  return v;
+}
+
+/** The longest backport-timeout honoured (s): a delivery waits at most this long. */
+export const MAX_TIMEOUT_SECONDS = 60;
+
+/**
+ * Reads a topic-based Subscription's request (criteria, filters, channel extensions), or a 422 naming the
+ * element: a filter that is not `Type?query`, a payload without its content code, a number out of range.
+ */
+export function topicRequest(sub: Json): TopicRequest {
+  const criteria = sub.criteria as string;
+  const bar = criteria.indexOf('|');
+  const url = bar < 0 ? criteria : criteria.slice(0, bar);
+  const request: TopicRequest = { url, filters: new Map(), filterAt: new Map(), content: 'id-only', ...(bar >= 0 && { version: criteria.slice(bar + 1) }) };
+  extensionsOf(sub._criteria).forEach((e, i) => {
+    if (e?.url !== FILTER_CRITERIA) return;
+    const at = `Subscription.criteria.extension[${i}]`;
+    const raw = e.valueString;
+    const q = typeof raw === 'string' ? raw.indexOf('?') : -1;
+    if (typeof raw !== 'string' || q <= 0) throw refuse(`a backport-filter-criteria needs valueString 'Type?parameter=value' (got ${JSON.stringify(raw)})`, at);
+    const type = raw.slice(0, q);
+    if (!isResourceType(type)) throw refuse(`backport-filter-criteria '${raw}' does not start with a resource type Cinder knows ('${type}')`, at);
+    const before = request.filters.get(type);
+    request.filters.set(type, before ? `${before}&${raw.slice(q + 1)}` : raw.slice(q + 1));
+    if (!request.filterAt.has(type)) request.filterAt.set(type, at);
+  });
+  const channel = (sub.channel ?? {}) as Json;
+  const content = extensionsOf(channel._payload).find((e) => e?.url === PAYLOAD_CONTENT)?.valueCode;
+  if (content === undefined) {
+    throw refuse(`a topic-based Subscription needs channel.payload with the extension ${PAYLOAD_CONTENT} (empty, id-only or full-resource)`, 'Subscription.channel.payload');
+  }
+  if (content !== 'empty' && content !== 'id-only' && content !== 'full-resource') {
+    throw refuse(`backport-payload-content '${String(content)}' is not empty, id-only or full-resource`, 'Subscription.channel.payload');
+  }
+  request.content = content;
+  const heartbeat = channelNumber(channel, HEARTBEAT_PERIOD, 'valueUnsignedInt', 1, 86_400);
+  const timeout = channelNumber(channel, TIMEOUT, 'valueUnsignedInt', 1, MAX_TIMEOUT_SECONDS);
+  const maxCount = channelNumber(channel, MAX_COUNT, 'valuePositiveInt', 1, 2 ** 31 - 1);
+  if (heartbeat !== undefined) request.heartbeatSeconds = heartbeat;
+  if (timeout !== undefined) request.timeoutSeconds = timeout;
+  if (maxCount !== undefined) request.maxCount = maxCount;
+  // backport-channel-type carries channel types R4 lacks; Cinder delivers topic notifications by rest-hook alone.
+  extensionsOf(channel._type).forEach((e, i) => {
+    if (e?.url !== CHANNEL_TYPE) return;
+    const coding = e.valueCoding as { system?: unknown; code?: unknown } | undefined;
+    if (coding?.code !== 'rest-hook' || (coding.system !== undefined && coding.system !== CHANNEL_TYPES)) {
+      throw refuse(`backport-channel-type ${JSON.stringify(coding ?? null)} is not delivered by Cinder: topic-based Subscriptions are delivered by rest-hook`, `Subscription.channel.type.extension[${i}]`);
+    }
+  });
+  return request;
+}
+
+/** The tenant's SubscriptionTopics (Basic coded SubscriptionTopic): the most read, and those read. */
+export const MAX_TOPICS = 1_000;
+
+/** Every topic of the tenant that parses (one stored by `cinder import` may not: it is left out). */
+export async function tenantTopics(deps: FhirDeps, tenant: string, now: number): Promise<Topic[]> {
+  const where = compileFilter('Basic', new URLSearchParams(`code=${FHIR_TYPES}|SubscriptionTopic`), now) as Condition[];
+  const rows = await deps.store.resources.search(tenant, { type: 'Basic', where, sort: [], count: MAX_TOPICS });
+  return rows.flatMap((row) => {
+    try {
+      return [parseTopic(JSON.parse(row.content) as Json)];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** The topic a request names, among `topics`: its URL (and version when given), not retired; else a 422 naming Subscription.criteria. */
+export function findTopic(topics: Topic[], request: TopicRequest): Topic {
+  const named = topics.filter((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
+  const usable = named.filter((t) => t.status !== 'retired');
+  const what = request.version === undefined ? request.url : `${request.url}|${request.version}`;
+  if (!usable.length) {
+    throw refuse(named.length
+      ? `the SubscriptionTopic '${what}' is retired`
+      : `no SubscriptionTopic '${what}' is known to this server (a Basic coded ${FHIR_TYPES}|SubscriptionTopic with that url)`, 'Subscription.criteria');
+  }
+  if (usable.length > 1) throw refuse(`${usable.length} SubscriptionTopics have the url '${what}' (Basic/${usable.map((t) => t.id).join(', Basic/')}): name its version (url|version)`, 'Subscription.criteria');
+  return usable[0]!;
+}
+
+/** A trigger ready to match: its type, its filters and owner's reach compiled, and its queryCriteria tests. */
+export interface CompiledTrigger {
+  trigger: TopicTrigger;
+  /** The subscription's filters for the type, the owner's scope filters and patient compartment. */
+  where: Condition[];
+  /** The filter criteria as a search, to compile again (hub.ts) when the owner's client changes. */
+  criteria: string;
+  previous?: Condition[];
+  current?: Condition[];
+}
+
+/**
+ * Checks a request's filters against its topic's canFilterBy (each parameter listed for its type, with
+ * its modifier listed) and compiles each trigger for `access`: a 422 naming the filter, a 403 for a
+ * type the owner may not search.
+ */
+export async function compileTopic(deps: FhirDeps, tenant: string, access: Access, topic: Topic, request: TopicRequest, now: number,
+  compileCriteria: (criteria: string) => Promise<Condition[]>): Promise<CompiledTrigger[]> {
+  const triggerTypes = new Set(topic.triggers.map((t) => t.type));
+  for (const [type, query] of request.filters) {
+    const at = filterAtOf(request, type);
+    if (!triggerTypes.has(type)) throw refuse(`backport-filter-criteria names ${type}, which the topic '${topic.url}' does not trigger on (${[...triggerTypes].join(', ')})`, at);
+    for (const key of new URLSearchParams(query).keys()) {
+      const [param, modifier] = key.split(':', 2) as [string, string | undefined];
+      const allowed = topic.filters.find((f) => f.param === param && (f.type === undefined || f.type === type));
+      if (!allowed) {
+        const offered = topic.filters.filter((f) => f.type === undefined || f.type === type).map((f) => f.param);
+        throw refuse(`backport-filter-criteria parameter '${key}' of ${type} is not offered by the topic's canFilterBy (${offered.length ? offered.join(', ') : 'none'})`, at);
+      }
+      if (modifier !== undefined && !allowed.modifiers.includes(modifier)) {
+        throw refuse(`backport-filter-criteria parameter '${key}': the topic's canFilterBy allows ${allowed.modifiers.length ? `the modifiers ${allowed.modifiers.join(', ')}` : 'no modifier'} on '${param}'`, at);
+      }
+    }
+  }
+  const out: CompiledTrigger[] = [];
+  for (const trigger of topic.triggers) {
+    requireAccess(access, trigger.type, 's');
+    const query = request.filters.get(trigger.type);
+    const criteria = query === undefined ? trigger.type : `${trigger.type}?${query}`;
+    let where: Condition[];
+    try {
+      where = await compileCriteria(criteria);
+    } catch (err) {
+      if (err instanceof FhirError && err.status === 422) throw refuse(`backport-filter-criteria '${criteria}' is not a search Cinder can run: ${err.message}`, filterAtOf(request, trigger.type));
+      throw err;
+    }
+    const test = (q: string | undefined) => q === undefined
+      ? undefined
+      : resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access }, tenant, compileFilter(trigger.type, new URLSearchParams(q), now));
+    const previous = await test(trigger.previous);
+    const current = await test(trigger.current);
+    out.push({ trigger, where, criteria, ...(previous && { previous }), ...(current && { current }) });
+  }
+  return out;
+}
+
+/** Where the filter of `type` stands among the criteria's extensions (its first). */
+function filterAtOf(request: TopicRequest, type: string): string {
+  return request.filterAt.get(type) ?? 'Subscription.criteria';
+}

@@ -1,0 +1,368 @@
+/**
+ * Topic-based Subscriptions on R4 (HL7 Subscriptions R5 Backport IG 1.1.0): SubscriptionTopics stored as
+ * Basic and checked as they are written, topic Subscriptions activated against their topic's canFilterBy,
+ * create/update/delete events under the triggers' queryCriteria delivered as notification Bundles to a
+ * real receiver (payload content empty, id-only, full-resource with the notificationShape's includes),
+ * the handshake, event numbers kept by the database (another app on it goes on counting), the owner's
+ * reach, and $status. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createApp } from '../../src/app.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { craftToken, type Json } from '../helpers/fhir.ts';
+import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
+import { testCoreBundle } from '../helpers/terminology-service.ts';
+import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
+
+interface Received {
+  path: string;
+  contentType: string | null;
+  body: string;
+}
+
+/** A rest-hook receiver on a free port of 127.0.0.1 that records what it is sent. */
+function receiver() {
+  const got: Received[] = [];
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(req) {
+      got.push({ path: new URL(req.url).pathname, contentType: req.headers.get('content-type'), body: await req.text() });
+      return new Response(null, { status: 200 });
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}/hook`, got, stop: () => server.stop(true) };
+}
+
+const ALLOW = { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' };
+const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+const COMPLETE = 'http://example.org/topics/encounter-complete';
+const CHANGES = 'http://example.org/topics/encounter-changes';
+
+const sub = (name: string, value: Json) => ({ url: name, ...value });
+
+/** The IG's R4 encounter-complete topic (queryCriteria previous/current, requireBoth), with filters and a notificationShape. */
+function completeTopic(extra: Json[] = []): Json {
+  return {
+    resourceType: 'Basic',
+    code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+    modifierExtension: [{ url: `${X5}status`, valueCode: 'active' }],
+    extension: [
+      { url: `${X5}url`, valueUri: COMPLETE },
+      { url: `${X5}version`, valueString: '1.0' },
+      {
+        url: `${X5}resourceTrigger`,
+        extension: [
+          sub('description', { valueMarkdown: 'An encounter is completed' }),
+          sub('resource', { valueUri: 'http://hl7.org/fhir/StructureDefinition/Encounter' }),
+          sub('supportedInteraction', { valueCode: 'create' }),
+          sub('supportedInteraction', { valueCode: 'update' }),
+          {
+            url: 'queryCriteria',
+            extension: [
+              sub('previous', { valueString: 'status:not=finished' }), sub('resultForCreate', { valueCode: 'test-passes' }),
+              sub('current', { valueString: 'status=finished' }), sub('resultForDelete', { valueCode: 'test-fails' }),
+              sub('requireBoth', { valueBoolean: true }),
+            ],
+          },
+          sub('fhirPathCriteria', { valueString: "(%previous.id.empty() or (%previous.status != 'finished')) and (%current.status = 'finished')" }),
+        ],
+      },
+      { url: `${X5}canFilterBy`, extension: [sub('resource', { valueUri: 'Encounter' }), sub('filterParameter', { valueString: 'subject' })] },
+      { url: `${X5}notificationShape`, extension: [sub('resource', { valueUri: 'Encounter' }), sub('include', { valueString: 'Encounter:subject' })] },
+      ...extra,
+    ],
+  };
+}
+
+/** A topic of every change to an Encounter, deletions included, with no queryCriteria. */
+const changesTopic: Json = {
+  resourceType: 'Basic',
+  code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+  extension: [
+    { url: `${X5}url`, valueUri: CHANGES },
+    { url: `${X5}resourceTrigger`, extension: [sub('resource', { valueUri: 'Encounter' })] },
+    { url: `${X5}canFilterBy`, extension: [sub('filterParameter', { valueString: 'status' })] },
+  ],
+};
+
+function topicSubscription(endpoint: string, topic: string, content: string, filters: string[] = [], channel: Json = {}, payload = 'application/fhir+json'): Json {
+  return {
+    resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: topic,
+    ...(filters.length && { _criteria: { extension: filters.map((f) => ({ url: `${BP}backport-filter-criteria`, valueString: f })) } }),
+    channel: { type: 'rest-hook', endpoint, payload, _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: content }] }, ...channel },
+  };
+}
+
+const encounter = (status: string, patient = 'pa', extra: Json = {}) => ({
+  resourceType: 'Encounter', status, class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: `Patient/${patient}` }, ...extra,
+});
+
+/** A parameter of a SubscriptionStatus, or a part of its notification-event. */
+const param = (p: Json, name: string) => (p.parameter as Json[]).find((x) => x.name === name);
+const part = (p: Json, name: string) => ((param(p, 'notification-event')?.part ?? []) as Json[]).find((x) => x.name === name);
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`topic-based subscriptions (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let hook: ReturnType<typeof receiver>;
+    let database: StoreDatabase;
+    const call = (method: string, path: string, body?: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, method, body));
+    const json = async (res: Response | Promise<Response>) => (await (await res).json()) as Json;
+    const drain = async (app = t.app) => {
+      for (let i = 0; i < 50 && (await app.subscriptions.runOnce()) > 0; i++);
+    };
+    /** The Bundles the receiver got since the last call, parsed. */
+    const received = () => hook.got.splice(0).map((r) => JSON.parse(r.body) as Json);
+    const subscribe = async (body: Json, tok = token) => {
+      const res = await call('POST', 'Subscription', body, tok);
+      const out = await json(res);
+      if (res.status !== 201) throw new Error(`subscription refused: ${res.status} ${JSON.stringify(out)}`);
+      return out;
+    };
+    const off = async (s: Json) => {
+      const current = await json(call('GET', `Subscription/${s.id}`));
+      expect((await call('PUT', `Subscription/${s.id}`, { ...current, status: 'off' })).status).toBe(200);
+      await drain();
+      hook.got.length = 0;
+    };
+    const refused = async (path: string, body: Json, expression: string, status = 422) => {
+      const res = await call('POST', path, body);
+      const outcome = await json(res);
+      expect({ status: res.status, expression: (outcome.issue as Json[])?.[0]?.expression }).toEqual({ status, expression: [expression] });
+      return outcome;
+    };
+
+    beforeAll(async () => {
+      database = await target.fresh();
+      const store = database.open();
+      await store.migrate();
+      t = await createTestApp({ store, env: ALLOW });
+      token = await t.token();
+      hook = receiver();
+      expect((await call('POST', 'Basic', completeTopic())).status).toBe(201);
+      expect((await call('POST', 'Basic', changesTopic)).status).toBe(201);
+    });
+    afterAll(async () => {
+      hook.stop();
+      await t.close();
+    });
+
+    test('topics are stored as Basic, found by Basic?code=SubscriptionTopic, and each one Cinder cannot honour is a 422 naming its element', async () => {
+      const found = await json(call('GET', 'Basic?code=SubscriptionTopic'));
+      expect(found.total).toBe(2);
+      const bad = (change: (b: Json) => void) => {
+        const b = structuredClone(completeTopic());
+        change(b);
+        return b;
+      };
+      const ext = (b: Json) => b.extension as Json[];
+      const trigger = (b: Json) => ext(b)[2]!.extension as Json[];
+      await refused('Basic', bad((b) => ext(b).splice(0, 1)), 'Basic.extension');
+      await refused('Basic', bad((b) => (ext(b)[0]!.valueUri = 'topics/relative')), 'Basic.extension[0]');
+      await refused('Basic', bad((b) => (trigger(b)[1]!.valueUri = 'NoSuchType')), 'Basic.extension[2].extension[1]');
+      await refused('Basic', bad((b) => (trigger(b)[2]!.valueCode = 'read')), 'Basic.extension[2].extension[2]');
+      await refused('Basic', bad((b) => (((trigger(b)[4]!.extension as Json[])[2]!).valueString = 'no-such-param=1')), 'Basic.extension[2].extension[4].extension[2]');
+      await refused('Basic', bad((b) => (((trigger(b)[4]!.extension as Json[])[1]!).valueCode = 'maybe')), 'Basic.extension[2].extension[4].extension[1]');
+      // fhirPathCriteria alone: Cinder evaluates queryCriteria, not FHIRPath with %previous and %current.
+      await refused('Basic', bad((b) => trigger(b).splice(4, 1)), 'Basic.extension[2].extension[4]');
+      await refused('Basic', bad((b) => ((ext(b)[3]!.extension as Json[])[1]!.valueString = 'no-such-param')), 'Basic.extension[3]');
+      await refused('Basic', bad((b) => ((ext(b)[4]!.extension as Json[])[1]!.valueString = 'Encounter:no-such-param')), 'Basic.extension[4].extension[1]');
+      // An update is held to the same checks, and a Basic of another code is none of this.
+      const topic = (found.entry as Json[])[0]!.resource as Json;
+      const res = await call('PUT', `Basic/${topic.id}`, { ...topic, extension: (topic.extension as Json[]).slice(1) });
+      expect(res.status).toBe(422);
+      expect((await call('POST', 'Basic', { resourceType: 'Basic', code: { text: 'other' }, extension: [{ url: `${X5}url`, valueUri: 'x' }] })).status).toBe(201);
+      expect((await json(call('GET', 'Basic?code=SubscriptionTopic'))).total).toBe(2);
+    });
+
+    test('a topic Subscription is activated when its topic is known and its filters are offered; otherwise a 422 naming the element', async () => {
+      const before = (await json(call('GET', 'Subscription?_summary=count'))).total;
+      await refused('Subscription', topicSubscription(hook.url, 'http://example.org/topics/none', 'id-only'), 'Subscription.criteria');
+      await refused('Subscription', topicSubscription(hook.url, `${COMPLETE}|2.0`, 'id-only'), 'Subscription.criteria');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?status=finished']), 'Subscription.criteria.extension[0]');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?subject=Patient/pa', 'Observation?subject=Patient/pa']), 'Subscription.criteria.extension[1]');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['Encounter?subject:missing=true']), 'Subscription.criteria.extension[0]');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', ['subject=Patient/pa']), 'Subscription.criteria.extension[0]');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'some'), 'Subscription.channel.payload');
+      const noContent = topicSubscription(hook.url, COMPLETE, 'id-only');
+      delete (noContent.channel as Json)._payload;
+      await refused('Subscription', noContent, 'Subscription.channel.payload');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 0 }] }), 'Subscription.channel.extension[0]');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { extension: [{ url: `${BP}backport-timeout`, valueUnsignedInt: 600 }] }), 'Subscription.channel.extension[0]');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { type: 'websocket' }), 'Subscription.channel.type');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { code: 'email' } }] } }), 'Subscription.channel.type.extension[0]');
+      expect((await json(call('GET', 'Subscription?_summary=count'))).total).toBe(before);
+
+      const s = await subscribe(topicSubscription(hook.url, `${COMPLETE}|1.0`, 'id-only', ['Encounter?subject=Patient/pa'], {
+        extension: [{ url: `${BP}backport-timeout`, valueUnsignedInt: 10 }, { url: `${BP}backport-max-count`, valuePositiveInt: 5 }],
+      }));
+      expect(s.status).toBe('active');
+      // The handshake, sent on activation: a history Bundle holding the SubscriptionStatus alone.
+      await drain();
+      const [handshake] = received();
+      expect(handshake!.type).toBe('history');
+      const status = ((handshake!.entry as Json[])[0]!.resource) as Json;
+      expect(status.resourceType).toBe('Parameters');
+      expect(param(status, 'type')!.valueCode).toBe('handshake');
+      expect(param(status, 'subscription')!.valueReference).toEqual({ reference: `${t.fhir()}/Subscription/${s.id}` });
+      expect(param(status, 'events-since-subscription-start')!.valueString).toBe('0');
+      expect((handshake!.entry as Json[]).length).toBe(1);
+      await off(s);
+    });
+
+    test('events follow the trigger: interactions and queryCriteria previous/current with resultForCreate, resultForDelete and requireBoth', async () => {
+      const s = await subscribe(topicSubscription(hook.url, COMPLETE, 'id-only'));
+      const all = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      await drain();
+      received();
+      const finished = await json(call('POST', 'Encounter', encounter('finished')));
+      const planned = await json(call('POST', 'Encounter', encounter('planned')));
+      await drain();
+      // COMPLETE: a finished creation (resultForCreate passes, current passes); CHANGES: both creations.
+      const first = received();
+      const byTopic = (bundles: Json[], topic: string) => bundles.filter((b) => param((b.entry as Json[])[0]!.resource as Json, 'topic')?.valueCanonical === topic);
+      const foci = (bundles: Json[]) => bundles.map((b) => (part((b.entry as Json[])[0]!.resource as Json, 'focus')?.valueReference as Json)?.reference);
+      expect(foci(byTopic(first, COMPLETE))).toEqual([`${t.fhir()}/Encounter/${finished.id}`]);
+      expect(foci(byTopic(first, CHANGES))).toEqual([`${t.fhir()}/Encounter/${finished.id}`, `${t.fhir()}/Encounter/${planned.id}`]);
+      // planned -> finished passes both tests; finished -> finished (another change) fails previous; a deletion fails current.
+      await call('PUT', `Encounter/${planned.id}`, { ...planned, status: 'finished' });
+      await call('PUT', `Encounter/${finished.id}`, { ...finished, period: { start: '2026-01-01' } });
+      expect((await call('DELETE', `Encounter/${planned.id}`)).status).toBe(200);
+      await drain();
+      const second = received();
+      expect(foci(byTopic(second, COMPLETE))).toEqual([`${t.fhir()}/Encounter/${planned.id}`]);
+      // CHANGES is told of every one, the deletion included, each entry naming its interaction.
+      const changes = byTopic(second, CHANGES);
+      expect(changes.map((b) => ((b.entry as Json[])[1]!.request as Json).method)).toEqual(['PUT', 'PUT', 'DELETE']);
+      expect(changes.map((b) => part((b.entry as Json[])[0]!.resource as Json, 'event-number')!.valueString)).toEqual(['3', '4', '5']);
+      const last = (changes[2]!.entry as Json[])[0]!.resource as Json;
+      expect(param(last, 'events-since-subscription-start')!.valueString).toBe('5');
+      expect(param(last, 'type')!.valueCode).toBe('event-notification');
+      await off(s);
+      await off(all);
+    });
+
+    test('payload content: empty sends the status alone, id-only the focus fullUrl, full-resource the version and its notificationShape includes; XML when asked', async () => {
+      const empty = await subscribe(topicSubscription(hook.url, COMPLETE, 'empty'));
+      await drain();
+      received();
+      await call('PUT', 'Patient/pa', { resourceType: 'Patient', id: 'pa', name: [{ family: 'A' }] });
+      const e = await json(call('POST', 'Encounter', encounter('finished')));
+      await drain();
+      const [bEmpty] = received();
+      expect((bEmpty!.entry as Json[]).length).toBe(1);
+      const sEmpty = (bEmpty!.entry as Json[])[0]!.resource as Json;
+      expect([param(sEmpty, 'topic'), part(sEmpty, 'focus'), part(sEmpty, 'event-number')!.valueString]).toEqual([undefined, undefined, '1']);
+      await off(empty);
+
+      const idOnly = await subscribe(topicSubscription(hook.url, COMPLETE, 'id-only'));
+      const full = await subscribe(topicSubscription(hook.url, COMPLETE, 'full-resource'));
+      const xml = await subscribe(topicSubscription(hook.url, COMPLETE, 'full-resource', [], {}, 'application/fhir+xml'));
+      await drain();
+      hook.got.length = 0;
+      await call('PUT', `Encounter/${e.id}`, { ...e, status: 'in-progress' });
+      await call('PUT', `Encounter/${e.id}`, { ...e, status: 'finished' });
+      await drain();
+      const bodies = hook.got.splice(0);
+      expect(bodies.map((b) => b.contentType).sort()).toEqual(['application/fhir+json', 'application/fhir+json', 'application/fhir+xml']);
+      const [bXml] = bodies.filter((b) => b.contentType === 'application/fhir+xml').map((b) => parseFhirXml(b.body) as Json);
+      const bundles = bodies.filter((b) => b.contentType === 'application/fhir+json').map((b) => JSON.parse(b.body) as Json);
+      const of = (s: Json) => bundles.find((b) => (param((b.entry as Json[])[0]!.resource as Json, 'subscription')!.valueReference as Json).reference === `${t.fhir()}/Subscription/${s.id}`)!;
+      const idEntry = (of(idOnly).entry as Json[])[1]!;
+      expect([idEntry.fullUrl, idEntry.resource]).toEqual([`${t.fhir()}/Encounter/${e.id}`, undefined]);
+      const fullEntries = of(full).entry as Json[];
+      expect((fullEntries[1]!.resource as Json).status).toBe('finished');
+      expect((fullEntries[1]!.resource as Json).meta).toMatchObject({ versionId: '3' });
+      // notificationShape include Encounter:subject: the patient, named as additional context.
+      expect(fullEntries.slice(2).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Patient/pa`]);
+      expect(part(fullEntries[0]!.resource as Json, 'additional-context')!.valueReference).toEqual({ reference: `${t.fhir()}/Patient/pa` });
+      expect(((bXml!.entry as Json[])[1]!.resource as Json).resourceType).toBe('Encounter');
+      for (const s of [idOnly, full, xml]) await off(s);
+    });
+
+    test("filters and the owner's reach: a patient-context owner is told only of its patient's events", async () => {
+      const filtered = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource', ['Encounter?status=arrived']));
+      const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
+      const mine = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource'), patientToken);
+      await drain();
+      received();
+      const a = await json(call('POST', 'Encounter', encounter('arrived', 'pa')));
+      const b = await json(call('POST', 'Encounter', encounter('arrived', 'pb')));
+      await call('POST', 'Encounter', encounter('planned', 'pb'));
+      // A deletion of another patient's Encounter is no more the patient app's than its creation.
+      expect((await call('DELETE', `Encounter/${b.id}`)).status).toBe(200);
+      await drain();
+      const got = received();
+      const to = (s: Json) => got.filter((x) => (param((x.entry as Json[])[0]!.resource as Json, 'subscription')!.valueReference as Json).reference === `${t.fhir()}/Subscription/${s.id}`)
+        .map((x) => `${((x.entry as Json[])[1]!.request as Json).method} ${(x.entry as Json[])[1]!.fullUrl}`);
+      expect(to(filtered)).toEqual([`POST ${t.fhir()}/Encounter/${a.id}`, `POST ${t.fhir()}/Encounter/${b.id}`, `DELETE ${t.fhir()}/Encounter/${b.id}`]);
+      expect(to(mine)).toEqual([`POST ${t.fhir()}/Encounter/${a.id}`]);
+      await off(filtered);
+      await off(mine);
+    });
+
+    test('heartbeats: one after each heartbeat period without a notification, until the Subscription is off', async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only', [], { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 60 }] }));
+      await drain();
+      expect(received().map((b) => param((b.entry as Json[])[0]!.resource as Json, 'type')!.valueCode)).toEqual(['handshake']);
+      t.clock.advance(59_000);
+      await drain();
+      expect(received()).toEqual([]);
+      t.clock.advance(2_000);
+      await drain();
+      const [beat] = received();
+      const p = (beat!.entry as Json[])[0]!.resource as Json;
+      expect([param(p, 'type')!.valueCode, param(p, 'events-since-subscription-start')!.valueString, (beat!.entry as Json[]).length]).toEqual(['heartbeat', '0', 1]);
+      // An event restarts the period; so does a heartbeat.
+      t.clock.advance(30_000);
+      await call('POST', 'Encounter', encounter('planned'));
+      t.clock.advance(40_000);
+      await drain();
+      expect(received().map((b) => param((b.entry as Json[])[0]!.resource as Json, 'type')!.valueCode)).toEqual(['event-notification']);
+      t.clock.advance(21_000);
+      await drain();
+      expect(received().map((b) => param((b.entry as Json[])[0]!.resource as Json, 'events-since-subscription-start')!.valueString)).toEqual(['1']);
+      await off(s);
+      t.clock.advance(600_000);
+      await drain();
+      expect(received()).toEqual([]);
+      token = await t.token();
+    });
+
+    test('$status answers a searchset of SubscriptionStatus; event numbers are kept by the database for another app on it', async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      await call('POST', 'Encounter', encounter('planned'));
+      await call('POST', 'Encounter', encounter('planned'));
+      await drain();
+      received();
+      const status = await json(call('GET', `Subscription/${s.id}/$status`));
+      expect([status.resourceType, status.type, status.total]).toEqual(['Bundle', 'searchset', 1]);
+      const p = (status.entry as Json[])[0]!.resource as Json;
+      expect([param(p, 'type')!.valueCode, param(p, 'status')!.valueCode, param(p, 'topic')!.valueCanonical, param(p, 'events-since-subscription-start')!.valueString])
+        .toEqual(['query-status', 'active', CHANGES, '2']);
+      const posted = await json(call('POST', `Subscription/${s.id}/$status`, { resourceType: 'Parameters' }));
+      expect(posted.total).toBe(1);
+      const typeLevel = await json(call('GET', `Subscription/$status?id=${s.id}`));
+      expect((typeLevel.entry as Json[]).map((x) => (param(x.resource as Json, 'subscription')!.valueReference as Json).reference)).toEqual([`${t.fhir()}/Subscription/${s.id}`]);
+      expect((await call('GET', 'Subscription/nope/$status')).status).toBe(404);
+      expect((await call('GET', 'Subscription/$status?bogus=1')).status).toBe(400);
+      expect((await call('GET', `Subscription/${s.id}/$status`, undefined, await craftToken(t, 'patient/*.rs', { patient: 'pa' }))).status).toBe(403);
+
+      // Another app on the same database (a restart): the next event is number 3.
+      const other = createApp({ config: t.config, store: database.open(), keys: t.keys, clock: t.clock, log: silentLogger, core: testCoreBundle() });
+      const res = await other.request(`${t.fhir()}/Encounter`, fhirInit(token, 'POST', encounter('planned')));
+      expect(res.status).toBe(201);
+      await drain(other);
+      const [next] = received();
+      expect(part((next!.entry as Json[])[0]!.resource as Json, 'event-number')!.valueString).toBe('3');
+      await off(s);
+    });
+  });
+}

@@ -308,6 +308,32 @@ for (const target of targets) {
       await off(mine);
     });
 
+    test("a topic's change reaches its active Subscriptions: delete added to its trigger makes deletions notify", async () => {
+      const topic = { ...changesTopic, extension: [...(changesTopic.extension as Json[])] };
+      (topic.extension as Json[])[1] = { url: `${X5}resourceTrigger`, extension: [sub('resource', { valueUri: 'Encounter' }), sub('supportedInteraction', { valueCode: 'create' })] };
+      const stored = await json(call('POST', 'Basic', { ...topic, extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/changing' }, ...(topic.extension as Json[]).slice(1)] }));
+      const s = await subscribe(topicSubscription(hook.url, 'http://example.org/topics/changing', 'id-only'));
+      const e = await json(call('POST', 'Encounter', encounter('planned')));
+      await call('DELETE', `Encounter/${e.id}`);
+      await drain();
+      const kinds = () => received().map((b) => param((b.entry as Json[])[0]!.resource as Json, 'type')!.valueCode === 'handshake' ? 'handshake' : ((b.entry as Json[])[1]!.request as Json).method);
+      expect(kinds()).toEqual(['handshake', 'POST']);
+      const withDelete = (stored.extension as Json[]).map((x, i) => (i === 1 ? { ...x, extension: [...(x.extension as Json[]), sub('supportedInteraction', { valueCode: 'delete' })] } : x));
+      expect((await call('PUT', `Basic/${stored.id}`, { ...stored, extension: withDelete })).status).toBe(200);
+      const f = await json(call('POST', 'Encounter', encounter('planned')));
+      await call('DELETE', `Encounter/${f.id}`);
+      await drain();
+      expect(kinds()).toEqual(['POST', 'DELETE']);
+      await off(s);
+    });
+
+    test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
+      const cs = await json(call('GET', 'metadata'));
+      const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;
+      expect(subscription.operation).toContainEqual({ name: 'status', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-status' });
+      expect(cs.instantiates).toContain('http://hl7.org/fhir/uv/subscriptions-backport/CapabilityStatement/backport-subscription-server-r4');
+    });
+
     test('heartbeats: one after each heartbeat period without a notification, until the Subscription is off', async () => {
       const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only', [], { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 60 }] }));
       await drain();

@@ -166,6 +166,7 @@ for (const target of targets) {
       const trigger = (b: Json) => ext(b)[2]!.extension as Json[];
       await refused('Basic', bad((b) => ext(b).splice(0, 1)), 'Basic.extension');
       await refused('Basic', bad((b) => (ext(b)[0]!.valueUri = 'topics/relative')), 'Basic.extension[0]');
+      await refused('Basic', bad((b) => ((b.modifierExtension as Json[])[0]!.valueCode = 'final')), 'Basic.modifierExtension[0]');
       await refused('Basic', bad((b) => (trigger(b)[1]!.valueUri = 'NoSuchType')), 'Basic.extension[2].extension[1]');
       await refused('Basic', bad((b) => (trigger(b)[2]!.valueCode = 'read')), 'Basic.extension[2].extension[2]');
       await refused('Basic', bad((b) => (((trigger(b)[4]!.extension as Json[])[2]!).valueString = 'no-such-param=1')), 'Basic.extension[2].extension[4].extension[2]');

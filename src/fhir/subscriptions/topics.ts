@@ -136,8 +136,11 @@ export function parseTopic(resource: Json): Topic {
   const exts = Array.isArray(resource.extension) ? (resource.extension as Json[]) : [];
   const modifiers = Array.isArray(resource.modifierExtension) ? (resource.modifierExtension as Json[]) : [];
   const topic: Topic = { id: String(resource.id ?? ''), url: '', triggers: [], filters: [], shapes: [] };
+  let statusAt = 'Basic.extension';
   modifiers.forEach((e, i) => {
-    if (topicElement(e?.url) === 'status') topic.status = stringValue(e, 'valueCode', `Basic.modifierExtension[${i}]`, 'SubscriptionTopic.status');
+    if (topicElement(e?.url) !== 'status') return;
+    statusAt = `Basic.modifierExtension[${i}]`;
+    topic.status = stringValue(e, 'valueCode', statusAt, 'SubscriptionTopic.status');
   });
   exts.forEach((e, i) => {
     const at = `Basic.extension[${i}]`;
@@ -152,6 +155,7 @@ export function parseTopic(resource: Json): Topic {
         topic.version = stringValue(e, 'valueString', at, 'SubscriptionTopic.version');
         break;
       case 'status':
+        statusAt = at;
         topic.status = stringValue(e, 'valueCode', at, 'SubscriptionTopic.status');
         break;
       case 'resourceTrigger':
@@ -170,7 +174,7 @@ export function parseTopic(resource: Json): Topic {
   });
   if (topic.url === '') throw refuse(`a SubscriptionTopic needs its url (extension ${TOPIC_EXTENSIONS[0]}url, valueUri)`, 'Basic.extension');
   if (topic.status !== undefined && !['draft', 'active', 'retired', 'unknown'].includes(topic.status)) {
-    throw refuse(`SubscriptionTopic.status '${topic.status}' is not draft, active, retired or unknown`, 'Basic.extension');
+    throw refuse(`SubscriptionTopic.status '${topic.status}' is not draft, active, retired or unknown`, statusAt);
   }
   if (!topic.triggers.length) throw refuse(`a SubscriptionTopic needs at least one resourceTrigger (extension ${TOPIC_EXTENSIONS[0]}resourceTrigger)`, 'Basic.extension');
   const triggerTypes = topic.triggers.map((t) => t.type);
@@ -195,7 +199,7 @@ function parseTrigger(ext: Json, at: string): TopicTrigger {
   let type: string | undefined;
   const interactions: Interaction[] = [];
   const trigger: Omit<TopicTrigger, 'type' | 'interactions'> = { passesOnCreate: false, passesOnDelete: false, requireBoth: false };
-  let fhirPath: string | undefined;
+  const hasQuery = parts(ext, at).some((o) => o.name === 'queryCriteria');
   let query: { at: string; previous?: [string, string]; current?: [string, string] } | undefined;
   for (const p of parts(ext, at)) {
     switch (p.name) {
@@ -233,15 +237,15 @@ function parseTrigger(ext: Json, at: string): TopicTrigger {
         }
         break;
       case 'fhirPathCriteria':
-        fhirPath = stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.resourceTrigger.fhirPathCriteria');
-        if (query === undefined && !parts(ext, at).some((o) => o.name === 'queryCriteria')) {
+        // Not evaluated: Cinder's FHIRPath is the search parameters' subset, without %previous and %current.
+        stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.resourceTrigger.fhirPathCriteria');
+        if (!hasQuery) {
           throw refuse('SubscriptionTopic.resourceTrigger.fhirPathCriteria alone is not evaluated by Cinder: give the trigger a queryCriteria (previous/current), which Cinder evaluates', p.at);
         }
         break;
       default:
     }
   }
-  void fhirPath;
   if (type === undefined) throw refuse('SubscriptionTopic.resourceTrigger needs its resource (a resource type)', at);
   if (query?.previous) checkQuery(type, query.previous[0], query.previous[1], 'SubscriptionTopic.resourceTrigger.queryCriteria.previous');
   if (query?.current) checkQuery(type, query.current[0], query.current[1], 'SubscriptionTopic.resourceTrigger.queryCriteria.current');
@@ -391,11 +395,13 @@ export const MAX_TOPICS = 1_000;
 
 /** Every topic of the tenant that parses (one stored by `cinder import` may not: it is left out). */
 export async function tenantTopics(deps: FhirDeps, tenant: string, now: number): Promise<Topic[]> {
-  const where = compileFilter('Basic', new URLSearchParams(`code=${FHIR_TYPES}|SubscriptionTopic`), now) as Condition[];
+  // The code in any system, then held to isTopicResource's (fhir-types, or none), as topics are checked when written.
+  const where = compileFilter('Basic', new URLSearchParams('code=SubscriptionTopic'), now) as Condition[];
   const rows = await deps.store.resources.search(tenant, { type: 'Basic', where, sort: [], count: MAX_TOPICS });
   return rows.flatMap((row) => {
     try {
-      return [parseTopic(JSON.parse(row.content) as Json)];
+      const resource = JSON.parse(row.content) as Json;
+      return isTopicResource(resource) ? [parseTopic(resource)] : [];
     } catch {
       return [];
     }

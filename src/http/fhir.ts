@@ -2,7 +2,7 @@ import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
-import { subscriptionStatus } from '../fhir/subscriptions/notification.ts';
+import { subscriptionEvents, subscriptionStatus } from '../fhir/subscriptions/notification.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
@@ -284,6 +284,11 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
     return fhirJson(await subscriptionStatus(deps, request(c), fhirBase(c, deps.baseUrl), id, params));
   };
+  /** `Subscription/{id}/$events` (R5 Backport IG), by GET or by POST with a Parameters body. */
+  const eventsOf = async (c: Context<AppEnv>, id: string) => {
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    return fhirJson(await subscriptionEvents(deps, request(c), fhirBase(c, deps.baseUrl), id, params));
+  };
   app.on(['GET', 'POST'], '/StructureDefinition/$snapshot', (c) => snapshotOf(c));
   app.on(['GET', 'POST'], '/StructureDefinition/:id/$snapshot', (c) => snapshotOf(c, c.req.param('id')));
   app.on(['GET', 'POST'], '/$meta', metaOf);
@@ -401,6 +406,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Composition/:id/$document', (c) => documentOf(c, c.req.param('id')));
   app.post('/Subscription/$status', (c) => statusOf(c));
   app.post('/Subscription/:id/$status', (c) => statusOf(c, c.req.param('id')));
+  app.post('/Subscription/:id/$events', (c) => eventsOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
@@ -409,6 +415,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if ((type === 'Patient' || type === 'Encounter') && what === '$everything') return everythingOf(c, id, type);
     if (type === 'Composition' && what === '$document') return documentOf(c, id);
     if (type === 'Subscription' && what === '$status') return statusOf(c, id);
+    if (type === 'Subscription' && what === '$events') return eventsOf(c, id);
     return compartmentSearch(c, new URL(c.req.url).searchParams);
   });
   return app;

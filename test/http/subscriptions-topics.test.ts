@@ -3,8 +3,8 @@
  * Basic and checked as they are written, topic Subscriptions activated against their topic's canFilterBy,
  * create/update/delete events under the triggers' queryCriteria delivered as notification Bundles to a
  * real receiver (payload content empty, id-only, full-resource with the notificationShape's includes),
- * the handshake, event numbers kept by the database (another app on it goes on counting), the owner's
- * reach, and $status. On both databases.
+ * the handshake, heartbeats, event numbers kept by the database (another app on it goes on counting), the
+ * owner's reach, $status and $events. On both databases.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createApp } from '../../src/app.ts';
@@ -328,10 +328,34 @@ for (const target of targets) {
       await off(s);
     });
 
+    test('$events answers the kept events in a range, with the content asked for', async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      const a = await json(call('POST', 'Encounter', encounter('planned')));
+      await call('PUT', `Encounter/${a.id}`, { ...a, status: 'arrived' });
+      await call('DELETE', `Encounter/${a.id}`);
+      const numbers = (b: Json) => ((b.entry as Json[])[0]!.resource as Json).parameter as Json[];
+      const eventNumbers = (b: Json) => numbers(b).filter((x) => x.name === 'notification-event').map((x) => ((x.part as Json[])[0]!).valueString);
+      const all = await json(call('GET', `Subscription/${s.id}/$events`));
+      expect([all.type, param((all.entry as Json[])[0]!.resource as Json, 'type')!.valueCode, eventNumbers(all)]).toEqual(['history', 'query-event', ['1', '2', '3']]);
+      expect((all.entry as Json[]).slice(1).map((x) => [(x.request as Json).method, x.resource])).toEqual([['POST', undefined], ['PUT', undefined], ['DELETE', undefined]]);
+      const some = await json(call('GET', `Subscription/${s.id}/$events?eventsSinceNumber=2&eventsUntilNumber=3&content=full-resource`));
+      expect(eventNumbers(some)).toEqual(['2', '3']);
+      expect((all.entry as Json[]).length).toBe(4);
+      expect(((some.entry as Json[])[1]!.resource as Json).status).toBe('arrived');
+      const posted = await json(call('POST', `Subscription/${s.id}/$events`, { resourceType: 'Parameters', parameter: [{ name: 'eventsSinceNumber', valueString: '3' }] }));
+      expect(eventNumbers(posted)).toEqual(['3']);
+      for (const bad of ['eventsSinceNumber=0', 'content=all', 'bogus=1']) expect((await call('GET', `Subscription/${s.id}/$events?${bad}`)).status).toBe(400);
+      const criteria = await subscribe({ resourceType: 'Subscription', status: 'requested', reason: 'r', criteria: 'Encounter', channel: { type: 'rest-hook', endpoint: hook.url } });
+      expect((await call('GET', `Subscription/${criteria.id}/$events`)).status).toBe(400);
+      await off(criteria);
+      await off(s);
+    });
+
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
       const cs = await json(call('GET', 'metadata'));
       const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;
       expect(subscription.operation).toContainEqual({ name: 'status', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-status' });
+      expect(subscription.operation).toContainEqual({ name: 'events', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-events' });
       expect(cs.instantiates).toContain('http://hl7.org/fhir/uv/subscriptions-backport/CapabilityStatement/backport-subscription-server-r4');
     });
 

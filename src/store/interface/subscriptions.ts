@@ -24,6 +24,19 @@ export interface NotificationToWrite {
   event?: TopicEvent;
 }
 
+/** How many of a topic-based subscription's latest events are kept for `$events` (SubscriptionRepo.eventLog). */
+export const EVENTS_KEPT = 1_000;
+
+/** A topic event as kept for `$events`. */
+export interface KeptEvent {
+  number: number;
+  type: string;
+  id: string;
+  versionId: number;
+  event: 'create' | 'update' | 'delete';
+  createdAt: number;
+}
+
 /** A recorded notification waiting for delivery, in the order its subscription's notifications were recorded. */
 export interface PendingNotification extends NotificationToWrite {
   pk: number;
@@ -93,4 +106,6 @@ export interface SubscriptionRepo {
    * how many. drop() ends a subscription's heartbeats until it is activated again.
    */
   heartbeats(now: number): Promise<number>;
+  /** The subscription's kept events numbered `from` to `to` (inclusive), oldest first, at most `limit`. */
+  eventLog(tenant: string, id: string, from: number, to: number, limit: number): Promise<KeptEvent[]>;
 }

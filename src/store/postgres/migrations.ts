@@ -627,4 +627,24 @@ ALTER TABLE subscription_notifications ADD COLUMN event TEXT;
 ALTER TABLE subscription_notifications ADD COLUMN event_number BIGINT;
 `,
   },
+  {
+    version: 38,
+    name: 'subscription_events',
+    sql: `
+-- The recent events of each topic-based Subscription (\`Subscription/{id}/$events\`, src/fhir/subscriptions/notification.ts),
+-- recorded by the write that numbers them, in its transaction, and kept for the last EVENTS_KEPT of each
+-- subscription (the write deletes the older ones), whether delivered or not.
+CREATE TABLE subscription_events (
+  tenant TEXT NOT NULL,
+  subscription_id TEXT NOT NULL,
+  event_number BIGINT NOT NULL,
+  type TEXT NOT NULL,
+  resource_id TEXT NOT NULL,
+  version_id INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant, subscription_id, event_number)
+);
+`,
+  },
 ];

@@ -1,4 +1,4 @@
-import type { ClaimedSubscription, PendingNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
+import type { ClaimedSubscription, KeptEvent, PendingNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 import type { Pg } from './db.ts';
 import { transaction } from './transaction.ts';
 
@@ -107,6 +107,12 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
         await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event')}`;
         return due.length;
       });
+    },
+    async eventLog(tenant, id, from, to, limit) {
+      const rows = await sql<{ number: string; type: string; id: string; version_id: number; event: KeptEvent['event']; created_at: string }[]>`
+        SELECT event_number AS number, type, resource_id AS id, version_id, event, created_at FROM subscription_events
+        WHERE tenant = ${tenant} AND subscription_id = ${id} AND event_number >= ${from} AND event_number <= ${to} ORDER BY event_number LIMIT ${limit}`;
+      return rows.map((r) => ({ number: Number(r.number), type: r.type, id: r.id, versionId: r.version_id, event: r.event, createdAt: Number(r.created_at) }));
     },
     async events(tenant, id) {
       const [r] = await sql<{ events: string }[]>`SELECT events FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;

@@ -1,6 +1,6 @@
 import postgres from 'postgres';
 import type { CurrentVersion, NotificationToWrite, ResourceWriter, VersionToWrite } from '../types.ts';
-import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
+import { CLAIM_KEPT_MS, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
 import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
 import { asConflict } from './db.ts';
@@ -201,7 +201,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       // A topic event is numbered by its subscription's count, moved here (the row stays locked until the
       // write commits, so concurrent writes number one subscription's events one after the other).
       for (const n of notifications) {
-        if (n.event === undefined || n.event === 'handshake') continue;
+        if (n.event === undefined || n.event === 'handshake' || n.event === 'heartbeat') continue;
         const [r] = await tx<{ events: string }[]>`
           UPDATE subscription_state SET events = events + 1, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${n.subscriptionId} RETURNING events`;
         numbers.set(n, r ? Number(r.events) : null);
@@ -211,6 +211,13 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         event: n.event ?? null, event_number: numbers.get(n) ?? null,
       }));
       await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;
+      // Topic events are kept for $events, the last EVENTS_KEPT of each subscription.
+      const kept = rows.filter((r) => r.event_number !== null);
+      if (!kept.length) return;
+      await tx`INSERT INTO subscription_events ${tx(kept, 'tenant', 'subscription_id', 'event_number', 'type', 'resource_id', 'version_id', 'event', 'created_at')}`;
+      for (const r of kept) {
+        if (r.event_number! > EVENTS_KEPT) await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${r.subscription_id} AND event_number <= ${r.event_number! - EVENTS_KEPT}`;
+      }
     }),
     ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat) => {
       await tx`

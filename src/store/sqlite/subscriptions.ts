@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { ClaimedSubscription, PendingNotification, RecentNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
+import type { ClaimedSubscription, KeptEvent, PendingNotification, RecentNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 
 interface NotificationRow {
   pk: number;
@@ -97,6 +97,12 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
       const add = db.query(`INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at, event) VALUES (?, ?, 'Subscription', ?, 0, ?, 'heartbeat')`);
       for (const d of due) add.run(d.tenant, d.id, d.id, now);
       return due.length;
+    },
+    async eventLog(tenant, id, from, to, limit) {
+      return db.query<KeptEvent, [string, string, number, number, number]>(
+        `SELECT event_number AS number, type, resource_id AS id, version_id AS versionId, event, created_at AS createdAt FROM subscription_events
+         WHERE tenant = ? AND subscription_id = ? AND event_number >= ? AND event_number <= ? ORDER BY event_number LIMIT ?`,
+      ).all(tenant, id, from, to, limit);
     },
     async events(tenant, id) {
       return db.query<{ events: number }, [string, string]>('SELECT events FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id)?.events ?? null;

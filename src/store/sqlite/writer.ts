@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'bun:sqlite';
 import type { CurrentVersion, IndexTable, ResourceWriter, VersionToWrite } from '../types.ts';
-import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
+import { CLAIM_KEPT_MS, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
 import { columnsOf, INDEX_TABLES, onlyTables, rowsOf } from '../index-tables.ts';
 import type { KeyOf } from '../search-keys.ts';
 import { textScope } from '../text-scope.ts';
@@ -242,10 +242,16 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
     async notify(notifications, now) {
       const add = db.query('INSERT INTO subscription_notifications (tenant, subscription_id, type, resource_id, version_id, created_at, event, event_number) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
       const count = db.query<{ events: number }, [number, string, string]>('UPDATE subscription_state SET events = events + 1, last_notified_at = ? WHERE tenant = ? AND id = ? RETURNING events');
+      const keep = db.query('INSERT INTO subscription_events (tenant, subscription_id, event_number, type, resource_id, version_id, event, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+      const forget = db.query('DELETE FROM subscription_events WHERE tenant = ? AND subscription_id = ? AND event_number <= ?');
       for (const n of notifications) {
-        // A topic event is numbered by its subscription's count, moved here (under the write lock).
-        const number = n.event !== undefined && n.event !== 'handshake' ? (count.get(now, tenant, n.subscriptionId)?.events ?? null) : null;
+        // A topic event is numbered by its subscription's count, moved here (under the write lock), and kept for $events.
+        const numbered = n.event !== undefined && n.event !== 'handshake' && n.event !== 'heartbeat';
+        const number = numbered ? (count.get(now, tenant, n.subscriptionId)?.events ?? null) : null;
         add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, now, n.event ?? null, number);
+        if (number === null) continue;
+        keep.run(tenant, n.subscriptionId, number, n.type, n.id, n.versionId, n.event!, now);
+        if (number > EVENTS_KEPT) forget.run(tenant, n.subscriptionId, number - EVENTS_KEPT);
       }
     },
     async ownSubscription(id, owner, channel, heartbeat) {

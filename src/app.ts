@@ -33,7 +33,7 @@ import { validateCapability } from './fhir/validate-operation.ts';
 import { snapshotCapability } from './fhir/snapshot-operation.ts';
 import { metaCapability } from './fhir/meta-operations.ts';
 import { lastnCapability } from './fhir/lastn.ts';
-import { subscriptionStatusCapability } from './fhir/subscriptions/notification.ts';
+import { subscriptionStatusCapability } from './fhir/subscriptions/operations.ts';
 import { matchCapability } from './fhir/match.ts';
 import { documentCapability } from './fhir/document.ts';
 import { statsCapability } from './fhir/stats.ts';

@@ -2,7 +2,7 @@ import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
-import { subscriptionEvents, subscriptionStatus } from '../fhir/subscriptions/notification.ts';
+import { subscriptionEvents, subscriptionStatus } from '../fhir/subscriptions/operations.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';

@@ -11,7 +11,8 @@ import type { Resource } from '../resource.ts';
 import { compileCriteria } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
-import { compileTopic, findTopic, isTopicCriteria, tenantTopics, topicRequest } from './topics.ts';
+import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
+import { tenantTopics } from './topics.ts';
 
 /** The channel types Cinder delivers: rest-hook (delivery.ts) and websocket (sockets.ts). */
 export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];

@@ -27,7 +27,8 @@ import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
 import { ownerAccess, ownerClient, type RestoreAccess } from './owner.ts';
 import { notificationBundle, type NotifiedEvent } from './notification.ts';
-import { isTopicCriteria, tenantTopics, topicRequest, type TopicRequest } from './topics.ts';
+import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
+import { tenantTopics } from './topics.ts';
 import { searchResources } from '../search.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 

@@ -1,0 +1,120 @@
+/**
+ * The R5 Backport IG's operations on Subscription: `$status` (SubscriptionStatus Parameters in a `searchset`)
+ * and `$events` (a topic-based Subscription's kept events as a notification Bundle), plain functions of
+ * the FHIR layer that src/http/fhir.ts routes; and their CapabilityStatement contribution.
+ */
+import { randomUUID } from 'node:crypto';
+import { FhirError } from '../../errors.ts';
+import type { CapabilityContribution } from '../capability.ts';
+import type { ResourceVersion } from '../../store/types.ts';
+import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
+import { MAX_COUNT, searchResources } from '../search.ts';
+import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
+import { isTopicCriteria } from './topic-subscription.ts';
+import { PAYLOAD_CONTENT } from './topics.ts';
+
+type Json = Record<string, unknown>;
+
+/**
+ * `Subscription/{id}/$status` and `Subscription/$status` (the IG's OperationDefinition backport-subscription-status):
+ * a `searchset` Bundle of SubscriptionStatus Parameters (type query-status), one per Subscription: the one
+ * named (read as a read would be: 404, 410, 403), or those the caller may search, narrowed by `id` and
+ * `status` (each repeatable, values ORed).
+ */
+export async function subscriptionStatus(deps: FhirDeps, req: FhirRequest, base: string, id: string | undefined, params: URLSearchParams): Promise<Json> {
+  let rows: ResourceVersion[];
+  if (id !== undefined) {
+    rows = [await readResource(deps, req, 'Subscription', id)];
+  } else {
+    for (const key of params.keys()) {
+      if (key !== 'id' && key !== 'status') throw new FhirError('invalid', `Subscription/$status takes the parameters id and status, not '${key}'`, { expression: [key] });
+    }
+    const search = new URLSearchParams([['_count', String(MAX_COUNT)]]);
+    const ids = params.getAll('id').flatMap((v) => v.split(',')).filter(Boolean);
+    const statuses = params.getAll('status').flatMap((v) => v.split(',')).filter(Boolean);
+    if (ids.length) search.set('_id', ids.join(','));
+    if (statuses.length) search.set('status', statuses.join(','));
+    rows = (await searchResources(deps, req, 'Subscription', search, true)).rows;
+  }
+  const entry: Json[] = [];
+  for (const row of rows) {
+    const sub = JSON.parse(row.content) as Json;
+    const statusId = randomUUID();
+    const resource = statusParameters({
+      base, subscriptionId: row.id, ...(isTopicCriteria(sub.criteria) && { topic: sub.criteria }), status: String(sub.status), type: 'query-status',
+      eventsSinceStart: (await deps.store.subscriptions.events(req.tenant, row.id)) ?? 0, ...(typeof sub.error === 'string' && { error: sub.error }),
+    }, statusId);
+    entry.push({ fullUrl: `urn:uuid:${statusId}`, resource, search: { mode: 'match' } });
+  }
+  return { resourceType: 'Bundle', id: randomUUID(), type: 'searchset', total: entry.length, ...(entry.length && { entry }) };
+}
+
+/** The most events one `$events` answers (the IG lets the server cap it). */
+export const MAX_EVENTS = 100;
+
+/** A positive event number given to `$events`, or a 400 naming it. */
+function eventNumber(params: URLSearchParams, name: string): number | undefined {
+  const raw = params.get(name);
+  if (raw === null) return undefined;
+  if (!/^[1-9][0-9]{0,15}$/.test(raw)) throw new FhirError('invalid', `${name} '${raw}' is not a positive event number`, { expression: [name] });
+  return Number(raw);
+}
+
+/**
+ * `Subscription/{id}/$events` (the IG's OperationDefinition backport-subscription-events): the kept events
+ * (the last EVENTS_KEPT of a topic-based Subscription) numbered `eventsSinceNumber` to `eventsUntilNumber`
+ * (default: the last MAX_EVENTS up to the latest; at most MAX_EVENTS, the earliest first), as a `history`
+ * Bundle led by a SubscriptionStatus of type `query-event`, with `content` (default: the Subscription's
+ * payload content). A full-resource focus is the version the event was about, as the caller may read it
+ * (one it may not read, or gone, is sent as id-only).
+ */
+export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base: string, id: string, params: URLSearchParams): Promise<Json> {
+  const row = await readResource(deps, req, 'Subscription', id);
+  for (const key of params.keys()) {
+    if (!['eventsSinceNumber', 'eventsUntilNumber', 'content'].includes(key)) {
+      throw new FhirError('invalid', `Subscription/$events takes eventsSinceNumber, eventsUntilNumber and content, not '${key}'`, { expression: [key] });
+    }
+  }
+  const sub = JSON.parse(row.content) as Json;
+  if (!isTopicCriteria(sub.criteria)) throw new FhirError('invalid', `Subscription/${id} is not topic-based: $events answers for topic-based Subscriptions`, { expression: ['Subscription.criteria'] });
+  const content = params.get('content') ?? topicRequestContent(sub);
+  if (content !== 'empty' && content !== 'id-only' && content !== 'full-resource') {
+    throw new FhirError('invalid', `content '${content}' is not empty, id-only or full-resource`, { expression: ['content'] });
+  }
+  const count = (await deps.store.subscriptions.events(req.tenant, id)) ?? 0;
+  const since = eventNumber(params, 'eventsSinceNumber');
+  const until = eventNumber(params, 'eventsUntilNumber') ?? count;
+  const from = since ?? Math.max(1, until - MAX_EVENTS + 1);
+  const kept = from > until ? [] : await deps.store.subscriptions.eventLog(req.tenant, id, from, until, MAX_EVENTS);
+  const events: NotifiedEvent[] = [];
+  for (const e of kept) {
+    const event: NotifiedEvent = { number: e.number, at: e.createdAt, type: e.type, id: e.id, interaction: e.event };
+    if (content === 'full-resource' && e.event !== 'delete') {
+      try {
+        event.resource = JSON.parse((await vreadResource(deps, req, e.type, e.id, String(e.versionId))).content) as Json;
+      } catch (err) {
+        if (!(err instanceof FhirError && err.status < 500)) throw err;
+      }
+    }
+    events.push(event);
+  }
+  return notificationBundle({
+    base, subscriptionId: id, topic: sub.criteria as string, status: String(sub.status), type: 'query-event', eventsSinceStart: count, events, content,
+  }, deps.clock.now());
+}
+
+/** A Subscription's backport-payload-content, or id-only when it has none. */
+function topicRequestContent(sub: Json): string {
+  const channel = (sub.channel ?? {}) as { _payload?: { extension?: Json[] } };
+  const code = channel._payload?.extension?.find((e) => e.url === PAYLOAD_CONTENT)?.valueCode;
+  return typeof code === 'string' ? code : 'id-only';
+}
+
+/** `$status` and `$events` on Subscription in the CapabilityStatement, and the IG's server CapabilityStatement instantiated. */
+export const subscriptionStatusCapability: CapabilityContribution = {
+  operations: [
+    { name: 'status', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-status', types: ['Subscription'] },
+    { name: 'events', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-events', types: ['Subscription'] },
+  ],
+  instantiates: ['http://hl7.org/fhir/uv/subscriptions-backport/CapabilityStatement/backport-subscription-server-r4'],
+};

@@ -18,6 +18,7 @@ import { craftToken, expectOutcome, fhirClient, type Json } from '../helpers/fhi
 import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 import { rawSql } from '../helpers/expunge.ts';
+import postgres from 'postgres';
 
 const targets = await storeTargets();
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
@@ -555,6 +556,74 @@ for (const target of targets) {
       for (let i = 0; i < 20 && (await notified()) > 0; i++) await t.app.subscriptions.runOnce();
       expect(await notified()).toBe(0);
       expect(t.app.subscriptions.counts.dropped - dropped).toBe(2);
+    });
+
+    /** The statement an older release (before revocation_sequence) recorded a client revocation with: no seq. */
+    const olderRevocation = (kind: string, clientId: string, at: number) => target.kind === 'sqlite'
+      ? `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('${kind}', '${clientId}', ${at}, ${at + 90_000_000})
+           ON CONFLICT (kind, value) DO UPDATE SET revoked_at = MAX(revoked_at, excluded.revoked_at), expires_at = MAX(expires_at, excluded.expires_at)`
+      : `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('${kind}', '${clientId}', ${at}, ${at + 90_000_000})
+           ON CONFLICT (kind, value) DO UPDATE SET
+             revoked_at = GREATEST(revocations.revoked_at, EXCLUDED.revoked_at), expires_at = GREATEST(revocations.expires_at, EXCLUDED.expires_at)`;
+
+    test('rolling upgrade: a revocation an older release writes (no number, or a row revoked again) is still applied by running servers', async () => {
+      // The servers have polled past revocations recorded by this release.
+      const first = await backend();
+      await cinder(['client', 'disable', first.id]);
+      const c = await backend();
+      const token = (await tokenOf(await clientCredentials(c))).access_token;
+      later();
+      expect((await read(token)).status).toBe(200);
+      // An older `cinder client disable` (or server) beside them: a new row.
+      await rawSql(target.kind, url, [olderRevocation('client', c.id, Date.now())]);
+      later();
+      expect((await read(token)).status).toBe(401);
+
+      // Disabled by this release, enabled, then disabled again by an older one: the row updated in place.
+      await cinder(['client', 'disable', first.id]);
+      await cinder(['client', 'enable', first.id]);
+      later();
+      const again = (await tokenOf(await clientCredentials(first))).access_token;
+      expect((await read(again)).status).toBe(200);
+      t.clock.advance(1);
+      await rawSql(target.kind, url, [olderRevocation('client', first.id, Date.now())]);
+      later();
+      expect((await read(again)).status).toBe(401);
+    });
+
+    test.skipIf(target.kind !== 'postgres')('rolling upgrade on PostgreSQL: an older release\'s revocation committed after a later one is still read', async () => {
+      const [a, b] = [await backend(), await backend()];
+      const seen = async (after: number) => t.store.oauth.revokedSince(after, Date.now());
+      const start = (await seen(-1)).last;
+      const one = postgres(url, { max: 1, onnotice: () => undefined });
+      const two = postgres(url, { max: 1, onnotice: () => undefined });
+      try {
+        let commit!: () => void;
+        const held = new Promise<void>((resolve) => (commit = resolve));
+        let inserted!: () => void;
+        const inA = new Promise<void>((resolve) => (inserted = resolve));
+        // An older server's revocation of `a`, its transaction still open; another's of `b` meanwhile.
+        const txA = one.begin(async (tx) => {
+          await tx.unsafe(olderRevocation('client', a.id, Date.now()));
+          inserted();
+          await held;
+        });
+        await inA;
+        // (A postgres.js query runs once it is awaited: then() starts it here.)
+        const txB = two.unsafe(olderRevocation('client', b.id, Date.now())).then(() => undefined);
+        await Bun.sleep(200);
+        const middle = await seen(start);
+        commit();
+        await txA;
+        await txB;
+        const after = await seen(middle.last);
+        const values = [...middle.revocations, ...after.revocations].map((r) => r.value);
+        expect(values).toContain(a.id);
+        expect(values).toContain(b.id);
+      } finally {
+        await one.end();
+        await two.end();
+      }
     });
 
     test('a client disabled from a machine whose clock is 5 minutes behind: the servers still see it, and refuse its tokens', async () => {

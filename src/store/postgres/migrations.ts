@@ -647,4 +647,28 @@ CREATE TABLE subscription_events (
 );
 `,
   },
+  {
+    version: 39,
+    name: 'revocation_sequence_for_older_writers',
+    sql: `
+-- A release from before revocation_sequence (an older server or \`cinder\` during a rolling upgrade) writes its
+-- revocations without taking the table lock, so its number (the column's default) may be drawn before, and
+-- committed after, one a poller has already read; and, revoking a client or user again, it updates their row
+-- without numbering it again. The database numbers every written row itself, in a trigger, after an advisory lock
+-- held to the commit: numbers are then drawn in commit order, whichever release writes. A row this release
+-- numbers (an upsert setting seq) keeps its number; it already holds the table lock, which orders it.
+CREATE FUNCTION revocations_number() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'UPDATE' AND NEW.seq IS DISTINCT FROM OLD.seq THEN
+    RETURN NEW;
+  END IF;
+  PERFORM pg_advisory_xact_lock(7236501123487126001);
+  NEW.seq := nextval('revocations_seq');
+  RETURN NEW;
+END;
+$$;
+CREATE TRIGGER revocations_numbered BEFORE INSERT OR UPDATE ON revocations
+  FOR EACH ROW EXECUTE FUNCTION revocations_number();
+`,
+  },
 ];

@@ -608,4 +608,26 @@ CREATE TABLE subscription_events (
 );
 `,
   },
+  {
+    version: 36,
+    name: 'revocation_sequence_for_older_writers',
+    sql: `
+-- A release from before revocation_sequence (an older server or \`cinder\` during a rolling upgrade) writes its
+-- revocations without a number (seq 0) and, revoking a client or user again, updates their row without
+-- numbering it again: a running poller, past those numbers already, would never read them. The database numbers
+-- them itself as they are written, from the same counter (writes are serialised: the order is the commit order).
+-- This release's own writes set seq and are left alone. Rows already written that way are numbered now.
+CREATE TRIGGER revocations_numbered_on_insert AFTER INSERT ON revocations WHEN NEW.seq = 0
+BEGIN
+  UPDATE revocation_sequence SET n = n + 1;
+  UPDATE revocations SET seq = (SELECT n FROM revocation_sequence) WHERE kind = NEW.kind AND value = NEW.value;
+END;
+CREATE TRIGGER revocations_numbered_on_update AFTER UPDATE OF revoked_at, expires_at ON revocations WHEN NEW.seq = OLD.seq
+BEGIN
+  UPDATE revocation_sequence SET n = n + 1;
+  UPDATE revocations SET seq = (SELECT n FROM revocation_sequence) WHERE kind = NEW.kind AND value = NEW.value;
+END;
+UPDATE revocations SET revoked_at = revoked_at WHERE seq = 0;
+`,
+  },
 ];

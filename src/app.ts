@@ -71,6 +71,7 @@ import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
 import { stillRegistered } from './auth/issue.ts';
 import { accessFromScopes } from './auth/scopes.ts';
+import { createUserCache } from './auth/user-cache.ts';
 import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
 import { SubscriptionDelivery } from './fhir/subscriptions/delivery.ts';
@@ -237,7 +238,7 @@ export function createApp(deps: AppDeps): App {
   // what its client still has registered (a refresh is too: stillRegistered).
   const restoreAccess: RestoreAccess = async (tenant, owner) => {
     const client = await authDeps.clients.get(owner.clientId);
-    const access = accessFromScopes(client ? stillRegistered(client, owner.scopes) : owner.scopes, owner.clientId, owner.patient);
+    const access = accessFromScopes(client ? stillRegistered(client, owner.scopes) : owner.scopes, owner.clientId, owner.patient, owner.user);
     if (access.incomplete) await access.complete(tenant, completeConditions);
     return access;
   };
@@ -247,7 +248,9 @@ export function createApp(deps: AppDeps): App {
   // gate (gatedStore), which would refuse every write while the index is rebuilt.
   // Deletion is soft, so a deleted client is found, disabled; only tokens crafted in tests name no client at all.
   const client = (clientId: string) => authDeps.clients.get(clientId);
-  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, allowPrivate, ...resolve });
+  // The users on whose authority subscriptions were activated, read as the clients are (a change seen within 5 s).
+  const user = createUserCache(deps.store, clock);
+  fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, allowPrivate, ...resolve });
   const sockets = new SubscriptionSockets({
     store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
   });
@@ -257,7 +260,7 @@ export function createApp(deps: AppDeps): App {
     'limit=client': sockets.refused.client,
   }));
   const subscriptions = new SubscriptionDelivery({
-    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    fhir: fhirDeps, clock, log, allowPrivate, sockets, client, user, restoreAccess, maxPending: config.subscriptionMaxPending, ...resolve, ...(deps.fetch ? { fetch: deps.fetch } : {}),
   });
   metrics.counter('cinder_subscription_deliveries_total', 'Subscription notification deliveries of this process since it started, by result.', () =>
     Object.fromEntries(Object.entries(subscriptions.counts).map(([result, n]) => [`result=${result}`, n])),

@@ -143,7 +143,7 @@ const NOT_A_PATIENTS = new Set(['Subscription']);
  * of `patient`, for each permission, unless a system/user scope grants that permission on the type
  * without a filter; without a patient they grant nothing.
  */
-export function accessFromScopes(scopes: string[], clientId: string, patient?: string): ScopedAccess {
+export function accessFromScopes(scopes: string[], clientId: string, patient?: string, user?: Access['user']): ScopedAccess {
   const parsed = scopes.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
   // Each filter's conditions, compiled once; those holding pending ones wait for `complete`.
   const conditions = new Map<ResourceScope, Condition[]>();
@@ -182,6 +182,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
     clientId,
     scopes,
     ...(patient !== undefined && { patient }),
+    ...(user !== undefined && { user }),
     can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
     // A system/user scope lifts the bound only for what it grants itself: the same permission on the
     // type, unfiltered (`user/Observation.c` does not widen reads; a filtered one is no wider than

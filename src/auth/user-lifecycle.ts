@@ -1,7 +1,8 @@
 /**
  * A user's lifecycle after `createUser`: change, disable, enable, delete. Cutting a user's access revokes every
  * token of theirs (a `user` revocation: refresh tokens at once, access tokens in every `serve` process within
- * REVOCATION_POLL_MS, src/auth/revocation.ts); enabling them again revives none of those.
+ * REVOCATION_POLL_MS, src/auth/revocation.ts) and silences the Subscriptions activated on their authority (within
+ * the hub's user lookup, USER_LOOKUP_TTL_MS); enabling them again revives none of those.
  */
 import type { Clock } from '../clock.ts';
 import type { Revocation, Store, User } from '../store/types.ts';
@@ -41,6 +42,18 @@ function userRevocation(userId: string, now: number): Revocation {
 }
 
 /**
+ * Revokes every token of `user` (as written already: a disabled user is issued nothing from here on) and keeps the
+ * revocation's time, as the store recorded it, with them (User.tokensRevokedAt): the revocation row expires with the
+ * tokens it covers, while the Subscriptions activated on the user's authority before it stay silent for good.
+ */
+async function revokeUserTokens(store: Store, user: User, now: number): Promise<User> {
+  const recorded = await store.oauth.revoke(userRevocation(user.id, now));
+  const after = { ...user, tokensRevokedAt: recorded.revokedAt };
+  await store.users.update(after);
+  return after;
+}
+
+/**
  * Changes a user's attributes, checked as at creation. A new password or a new fhirUser (whose record their
  * scopes reach) also revokes every token issued to them: they sign in again.
  */
@@ -55,19 +68,23 @@ export async function updateUser(store: Store, clock: Clock, tenant: string, who
   }
   const revoke = password !== undefined || after.fhirUser !== before.fhirUser;
   await store.users.update(after);
-  if (revoke) await store.oauth.revoke(userRevocation(after.id, clock.now()));
-  return { user: after, tokensRevoked: revoke };
+  return { user: revoke ? await revokeUserTokens(store, after, clock.now()) : after, tokensRevoked: revoke };
 }
 
-/** Disables a user: they cannot sign in (the login page's usual failure) and every token of theirs is revoked. Idempotent. */
+/**
+ * Disables a user: they cannot sign in (the login page's usual failure), every token of theirs is revoked, and the
+ * Subscriptions activated on their authority notify nothing more. Idempotent.
+ */
 export async function disableUser(store: Store, clock: Clock, tenant: string, who: string): Promise<User> {
   const user = { ...(await findUser(store, tenant, who)), disabled: true };
   await store.users.update(user);
-  await store.oauth.revoke(userRevocation(user.id, clock.now()));
-  return user;
+  return revokeUserTokens(store, user, clock.now());
 }
 
-/** Enables a disabled user (not a deleted one): they may sign in again; the tokens revoked stay revoked. */
+/**
+ * Enables a disabled user (not a deleted one): they may sign in again; the tokens revoked stay revoked, and the
+ * Subscriptions activated on their authority stay silent until an app of theirs activates them again.
+ */
 export async function enableUser(store: Store, tenant: string, who: string): Promise<User> {
   const user = { ...(await findUser(store, tenant, who)), disabled: false };
   await store.users.update(user);
@@ -83,6 +100,5 @@ export async function deleteUser(store: Store, clock: Clock, tenant: string, who
   // The password hash goes: nothing is left to verify against (verifyUser treats the user as unknown).
   const user: User = { ...(await findUser(store, tenant, who)), disabled: true, deletedAt: now, passwordHash: '' };
   await store.users.update(user);
-  await store.oauth.revoke(userRevocation(user.id, now));
-  return user;
+  return revokeUserTokens(store, user, now);
 }

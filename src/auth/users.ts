@@ -56,7 +56,7 @@ export async function createUser(store: Store, clock: Clock, o: NewUserOptions):
   const user: User = {
     id: randomToken(12), tenant: o.tenant, username: o.username, passwordHash: await hashPassword(o.password),
     name: o.name ?? null, email: o.email ?? null, emailVerified: !!o.emailVerified, phone: o.phone ?? null,
-    phoneVerified: !!o.phoneVerified, address: o.address ?? null, fhirUser: o.fhirUser ?? null, createdAt: clock.now(), disabled: false, deletedAt: null,
+    phoneVerified: !!o.phoneVerified, address: o.address ?? null, fhirUser: o.fhirUser ?? null, createdAt: clock.now(), disabled: false, deletedAt: null, tokensRevokedAt: null,
   };
   try {
     await store.users.create(user);

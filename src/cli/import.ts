@@ -1,15 +1,11 @@
 import { statSync } from 'node:fs';
-import { CoreLayer } from '../fhir/core-layer.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
-import { CoreBundle } from '../terminology/core/core-bundle.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { UsageError, type CliIO, type Command } from './command.ts';
 import { openContext } from './context.ts';
 import { createProgress, formatCount } from './progress.ts';
 import { fhirBaseOf } from '../config.ts';
-import { storeProfileValidator } from '../validation-terminology.ts';
-import { QuestionnaireValidator } from '../fhir/validation/questionnaire/validator.ts';
-import { storeQuestionnaires } from '../fhir/validation/questionnaire/source.ts';
+import { cliFhirDeps } from './fhir-deps.ts';
 
 /** Error details kept for the --json summary (all of them are printed on stderr as they occur). */
 const MAX_REPORTED = 1000;
@@ -77,10 +73,7 @@ export const importCommand: Command = {
     try {
       if (!(await store.tenants.get(tenant))) throw new UsageError(`tenant '${tenant}' does not exist (create it with: cinder tenant create ${tenant})`);
       const fhirBase = fhirBaseOf(config.baseUrl, tenant);
-      const coreBundle = new CoreBundle();
-      const profiles = storeProfileValidator(store, clock, coreBundle);
-      const questionnaires = new QuestionnaireValidator(storeQuestionnaires(store), profiles.membership);
-      const deps: FhirDeps = { store, clock, validation: config.validation, fhirBase: () => fhirBase, core: new CoreLayer(coreBundle), profiles, questionnaires };
+      const deps = cliFhirDeps(config, store, clock, tenant);
       return await runImport(io, deps, { tenant, files: args.positionals, size, totalBytes, fhirBase, json: !!args.values.json });
     } finally {
       await store.close();

@@ -1,7 +1,9 @@
 import { AdminError } from '../auth/admin.ts';
 import { deleteUser, disableUser, enableUser, findUser, updateUser, userStatus, type UserChanges } from '../auth/user-lifecycle.ts';
 import { createUser } from '../auth/users.ts';
+import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.ts';
 import type { User } from '../store/types.ts';
+import { cliFhirDeps } from './fhir-deps.ts';
 import { UsageError, type Command, type ParsedArgs } from './command.ts';
 import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
 
@@ -132,7 +134,8 @@ export const userUpdateCommand: Command = {
     '                   [--password-stdin] [--json]\n\n' +
     'An empty value clears an attribute (--email \'\'); a new email or phone is unverified unless --email-verified\n' +
     '(--phone-verified) is given. --password-stdin reads the new password from the first line of standard input.\n' +
-    'A new password or fhirUser revokes every token of the user (they sign in again).',
+    'A new password or fhirUser revokes every token of the user (they sign in again) and turns off the Subscriptions\n' +
+    'their apps activated on their authority (listed as subscriptions_off), as `cinder user disable` does.',
   options: {
     tenant: { type: 'string' }, email: { type: 'string' }, 'email-verified': { type: 'boolean' }, 'email-unverified': { type: 'boolean' },
     name: { type: 'string' }, phone: { type: 'string' }, 'phone-verified': { type: 'boolean' }, 'phone-unverified': { type: 'boolean' },
@@ -151,15 +154,30 @@ export const userUpdateCommand: Command = {
     if (Object.values(changes).every((x) => x === undefined)) throw new UsageError('nothing to change: give at least one flag');
     return withStore(io, async (ctx) => {
       const { user, tokensRevoked } = await updateUser(ctx.store, ctx.clock, tenant, who, changes);
+      const off = tokensRevoked ? await subscriptionsOff(ctx, user, changes.password !== undefined ? 'was given a new password' : 'was given another fhirUser') : [];
       await auditChange(ctx, io, 'user update', tenant, { kind: 'user', id: user.id });
-      printData(io, !!v.json, { ...userView(user), tokens_revoked: tokensRevoked });
+      printData(io, !!v.json, { ...userView(user), tokens_revoked: tokensRevoked, subscriptions_off: off });
       return 0;
     });
   },
 };
 
-/** A lifecycle command on one user: `change` changes them, and their status is printed. */
-function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Awaited<ReturnType<typeof openContext>>, tenant: string, who: string) => Promise<User>): Command {
+type Context = Awaited<ReturnType<typeof openContext>>;
+
+/**
+ * Turns off the Subscriptions activated on `user`'s authority, now gone because they `what` (user-authority.ts);
+ * their ids.
+ */
+function subscriptionsOff(ctx: Context, user: User, what: string): Promise<string[]> {
+  const why = `turned off: the user on whose authority it was activated ${what}; an app activates it again (status requested) with a token of a new sign-in`;
+  return turnOffUserSubscriptions(ctx.store, ctx.clock, () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, user.tenant), user.tenant, user.id, why);
+}
+
+/**
+ * A lifecycle command on one user: `change` changes them, and their status is printed, with the Subscriptions turned
+ * off when `cut` names how they lost their authority.
+ */
+function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Context, tenant: string, who: string) => Promise<User>, cut?: string): Command {
   return {
     name: `user ${name}`,
     summary,
@@ -171,8 +189,9 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
       const { tenant, who } = userOf(args);
       return withStore(io, async (ctx) => {
         const u = await change(ctx, tenant, who);
+        const off = cut === undefined ? undefined : await subscriptionsOff(ctx, u, cut);
         await auditChange(ctx, io, `user ${name}`, tenant, { kind: 'user', id: u.id });
-        printData(io, !!args.values.json, { user_id: u.id, tenant: u.tenant, username: u.username, status: userStatus(u) });
+        printData(io, !!args.values.json, { user_id: u.id, tenant: u.tenant, username: u.username, status: userStatus(u), ...(off && { subscriptions_off: off }) });
         return 0;
       });
     },
@@ -183,15 +202,19 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
 export const userDisableCommand = lifecycleCommand(
   'disable', 'Disable a user and revoke their tokens',
   'The user cannot sign in (the login page answers as for a wrong password), and every access and refresh token\n' +
-    'of theirs is revoked: every server on the database refuses them within 5 seconds. `cinder user enable` lets\n' +
-    'them sign in again; the revoked tokens stay revoked.',
+    'of theirs is revoked: every server on the database refuses them within 5 seconds. The Subscriptions their apps\n' +
+    'activated on their authority are turned off (status off, `error` saying why; listed as subscriptions_off) and\n' +
+    'notify nothing more. `cinder user enable` lets them sign in again; the revoked tokens stay revoked and the\n' +
+    'Subscriptions stay off until an app activates them again with a token of a new sign-in.',
   ({ store, clock }, tenant, who) => disableUser(store, clock, tenant, who),
+  'was disabled',
 );
 
 /** `cinder user enable`. */
 export const userEnableCommand = lifecycleCommand(
   'enable', 'Enable a disabled user',
-  'The user may sign in again; tokens revoked when they were disabled stay revoked.',
+  'The user may sign in again; tokens revoked when they were disabled stay revoked, and the Subscriptions turned off\n' +
+    'then stay off until an app activates them again.',
   ({ store }, tenant, who) => enableUser(store, tenant, who),
 );
 
@@ -201,4 +224,5 @@ export const userDeleteCommand = lifecycleCommand(
   'As `user disable`, for good: the password is forgotten and the user cannot be enabled again. The record stays\n' +
     '(`user show`, `user list`) for the audit trail; the user_id and the username are never reused.',
   ({ store, clock }, tenant, who) => deleteUser(store, clock, tenant, who),
+  'was deleted',
 );

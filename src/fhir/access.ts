@@ -30,6 +30,12 @@ export interface Access {
    * to its client and this patient.
    */
   patient?: string;
+  /**
+   * The signed-in user whose authority the access carries (a token issued from a sign-in: its `sub`), with when their
+   * record was read to issue it (`urt`, src/auth/revocation.ts): a Subscription activated on it notifies nothing once
+   * the user's tokens are revoked after that (src/fhir/subscriptions/owner.ts). Absent: a client's own authority.
+   */
+  user?: { id: string; readAt: number };
 }
 
 /** Operator access (CLI, workers acting for a verified job): everything in the tenant. */

@@ -558,6 +558,79 @@ for (const target of targets) {
       expect(t.app.subscriptions.counts.dropped - dropped).toBe(2);
     });
 
+    test("a user's disable, delete or new password silences the Subscriptions their app activated; enable restarts none, a new activation does", async () => {
+      const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
+      const signedIn = async (username: string) => {
+        const code = new URL((await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, username, PASSWORD)).headers.get('location')!).searchParams.get('code')!;
+        return fhirClient(t, (await tokenOf(await redeem(t, code, app))).access_token);
+      };
+      const subscribe = async (api: ReturnType<typeof fhirClient>, family: string, type: 'rest-hook' | 'websocket') => {
+        const channel = type === 'rest-hook' ? { type, endpoint: 'http://127.0.0.1:9/hook' } : { type };
+        return (await api.create({ resourceType: 'Subscription', status: 'requested', reason: family, criteria: `Patient?family=${family}`, channel })).id as string;
+      };
+      const admin = fhirClient(t, await t.token());
+      const waiting = async (id: string) => (await t.store.subscriptions.pending('t1', id, 100)).length;
+      const pinged = async (id: string) => (await t.store.subscriptions.recent([{ tenant: 't1', id }], 0)).length;
+      let n = 0;
+      const write = (family: string) => admin.put200({ resourceType: 'Patient', id: `us${n++}`, name: [{ family }] });
+
+      for (const who of ['hana', 'ivo', 'jan', 'kit']) await testUser(t, { username: who, fhirUser: 'Practitioner/pr1' });
+      const hana = await signedIn('hana');
+      const hook = await subscribe(hana, 'usersub', 'rest-hook');
+      const socket = await subscribe(hana, 'usersub', 'websocket');
+      const ivosHook = await subscribe(await signedIn('ivo'), 'usersub', 'rest-hook');
+      await write('usersub');
+      expect([await waiting(hook), await pinged(socket), await waiting(ivosHook)]).toEqual([1, 1, 1]);
+
+      const disabled = await cinder(['user', 'disable', '--tenant', 't1', 'hana']);
+      expect((disabled.subscriptions_off as string[]).toSorted()).toEqual([hook, socket].toSorted());
+      later();
+      await write('usersub');
+      // Nothing more on hana's authority, rest-hook or websocket; ivo's, of the same app, go on.
+      expect([await waiting(hook), await pinged(socket), await waiting(ivosHook)]).toEqual([1, 1, 2]);
+      // What waited from before the disable is dropped, not delivered.
+      for (let i = 0; i < 20 && (await waiting(hook)) > 0; i++) await t.app.subscriptions.runOnce();
+      expect(await waiting(hook)).toBe(0);
+
+      await cinder(['user', 'enable', '--tenant', 't1', 'hana']);
+      later();
+      await write('usersub');
+      expect([await waiting(hook), await pinged(socket)]).toEqual([0, 1]);
+      // Turned off, saying why; her app activates it again with a token of a new sign-in: it notifies again.
+      const again = await signedIn('hana');
+      const current = (await (await again.get(`Subscription/${hook}`)).json()) as Json;
+      expect(current).toMatchObject({ status: 'off', error: expect.stringContaining('the user on whose authority it was activated was disabled') });
+      const { error: _error, ...rest } = current;
+      expect((await again.put(`Subscription/${hook}`, { ...rest, status: 'requested' })).status).toBe(200);
+      await write('usersub');
+      expect(await waiting(hook)).toBe(1);
+
+      // A new password and a delete silence theirs too.
+      const jans = await subscribe(await signedIn('jan'), 'usersub', 'rest-hook');
+      const kits = await subscribe(await signedIn('kit'), 'usersub', 'rest-hook');
+      expect((await cinder(['user', 'update', '--tenant', 't1', 'jan', '--password-stdin'], 'a new long password\n')).subscriptions_off).toEqual([jans]);
+      expect((await cinder(['user', 'delete', '--tenant', 't1', 'kit'])).subscriptions_off).toEqual([kits]);
+      later();
+      await write('usersub');
+      expect([await waiting(jans), await waiting(kits), await waiting(hook)]).toEqual([0, 0, 2]);
+    });
+
+    test("a Subscription activated with a user's token the servers had not yet refused after a disable notifies nothing", async () => {
+      const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
+      await testUser(t, { username: 'lou', fhirUser: 'Practitioner/pr1' });
+      const code = new URL((await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, 'lou', PASSWORD)).headers.get('location')!).searchParams.get('code')!;
+      const lou = fhirClient(t, (await tokenOf(await redeem(t, code, app))).access_token);
+      expect((await lou.get('Patient?_count=1')).status).toBe(200); // the server has polled its revocations
+      expect((await cinder(['user', 'disable', '--tenant', 't1', 'lou'])).subscriptions_off).toEqual([]);
+      // Within the servers' 5 seconds, her token still passes: the Subscription it activates rests on her old authority.
+      const late = await lou.create({ resourceType: 'Subscription', status: 'requested', reason: 'late', criteria: 'Patient?family=latesub', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+      expect(late.status).toBe('active');
+      await cinder(['user', 'enable', '--tenant', 't1', 'lou']);
+      later();
+      await fhirClient(t, await t.token()).put200({ resourceType: 'Patient', id: 'late1', name: [{ family: 'latesub' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
+    });
+
     /** The statement an older release (before revocation_sequence) recorded a client revocation with: no seq. */
     const olderRevocation = (kind: string, clientId: string, at: number) => target.kind === 'sqlite'
       ? `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('${kind}', '${clientId}', ${at}, ${at + 90_000_000})

@@ -214,7 +214,7 @@ for (const target of targets) {
       // Stored as no `cinder user create` would (an id longer than 64 characters): not their own record, not staff.
       await t.store.users.create({
         id: randomToken(12), tenant: 't1', username: 'odd', passwordHash: await Bun.password.hash(PASSWORD), name: null, email: null, emailVerified: false,
-        phone: null, phoneVerified: false, address: null, fhirUser: `Patient/${'x'.repeat(65)}`, createdAt: t.clock.now(), disabled: false, deletedAt: null,
+        phone: null, phoneVerified: false, address: null, fhirUser: `Patient/${'x'.repeat(65)}`, createdAt: t.clock.now(), disabled: false, deletedAt: null, tokensRevokedAt: null,
       });
       for (const scope of ['openid patient/*.rs', 'openid user/*.rs']) {
         const res = await signIn(t, { clientId: c.id, scope }, 'odd');

@@ -6,26 +6,26 @@
  * payload it is a PUT of the version, in that format, to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
  * not followed; a 2xx is a success. A failure is retried after 5 s, 10 s, 20 s and 40 s; the fifth
  * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
- * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook), or whose owner's client
- * is disabled or deleted, has its waiting notifications dropped; one whose `end` has passed is set `off` first.
+ * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook), whose owner's client
+ * is disabled or deleted, or whose owner's user lost the authority it was activated on (owner.ts), has its waiting
+ * notifications dropped; one whose `end` has passed is set `off` first.
  * The outbox is bounded: a Subscription found with more than `maxPending` notifications waiting (an endpoint
  * that answers 2xx, but slower than the writes its criteria match) is set to `error` as after the fifth
  * failure, saying so, and what waits for it is dropped.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../../clock.ts';
-import { FhirError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion } from '../../store/types.ts';
-import { operatorAccess } from '../access.ts';
-import { putOptions, putVersion, writeTx, type FhirDeps } from '../crud.ts';
-import type { Resource } from '../resource.ts';
+import type { FhirDeps } from '../crud.ts';
 import { payloadType } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { ownerAccess, ownerClient, type RestoreAccess } from './owner.ts';
+import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
+import { writeServerStatus } from './server-status.ts';
+import type { UserLookup } from '../../auth/user-cache.ts';
 import { notificationBundle, type NotifiedEvent } from './notification.ts';
 import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
 import { tenantTopics } from './topics.ts';
@@ -63,6 +63,8 @@ export interface DeliveryOptions {
   sockets?: SubscriptionSockets;
   /** The owner's client (HubOptions.client): a disabled one's waiting notifications are dropped. */
   client: (clientId: string) => Promise<Client | null>;
+  /** The user on whose authority a subscription was activated (HubOptions.user): once they lost it, what waits is dropped. */
+  user: UserLookup;
   /** CINDER_SUBSCRIPTION_MAX_PENDING: the most notifications a rest-hook Subscription may have waiting. */
   maxPending?: number;
   /** Rebuilds an owner's access (HubOptions.restoreAccess): a topic's notificationShape includes what its owner may read. */
@@ -209,8 +211,10 @@ export class SubscriptionDelivery {
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
       const channel = (sub?.channel ?? {}) as Json;
       const clientId = ownerClient(c.owner);
-      const disabled = clientId !== null && !!(await this.options.client(clientId))?.disabled;
-      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || disabled) {
+      const user = ownerUser(c.owner);
+      const cutOff = (clientId !== null && !!(await this.options.client(clientId))?.disabled)
+        || (user !== null && authorityRevoked(await this.options.user(c.tenant, user.id), user));
+      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || cutOff) {
         this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;
       }
@@ -286,17 +290,8 @@ export class SubscriptionDelivery {
    * Writes the Subscription's next version with `status` (and `error`), as the server, over the version
    * read (`current`): false when a client wrote it since (their version stands, and is read next round).
    */
-  private async setStatus(tenant: string, current: ResourceVersion, sub: Json, status: 'off' | 'error', error?: string): Promise<boolean> {
-    const { fhir, clock } = this.options;
-    const resource = { ...sub, status, ...(error !== undefined && { error }) } as unknown as Resource;
-    const opts = { ...putOptions(fhir, { tenant, access: operatorAccess }, clock.now()), ifMatch: [current.versionId] };
-    try {
-      await writeTx(fhir, tenant, (w) => putVersion(w, resource, current.id, opts, 'PUT'));
-      return true;
-    } catch (err) {
-      if (err instanceof FhirError && (err.status === 412 || err.status === 409)) return false;
-      throw err;
-    }
+  private setStatus(tenant: string, current: ResourceVersion, sub: Json, status: 'off' | 'error', error?: string): Promise<boolean> {
+    return writeServerStatus(this.options.fhir, this.options.clock, tenant, current, sub, status, error);
   }
 
   /** Sends one notification; undefined on a 2xx, else what went wrong. */

@@ -26,7 +26,8 @@ import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-
 import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
-import { ownerAccess, ownerClient, type RestoreAccess } from './owner.ts';
+import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
+import type { UserLookup } from '../../auth/user-cache.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
 export const CHECK_INTERVAL_MS = 250;
@@ -46,6 +47,11 @@ export interface HubOptions {
    * scopes compiles them again (restoreAccess holds the recorded scopes to what the client still has registered).
    */
   client: (clientId: string) => Promise<Client | null>;
+  /**
+   * The user on whose authority a subscription was activated (src/app.ts: a cache of CLIENT_CACHE_TTL_MS, as the
+   * client's): once their tokens are revoked after the activation (owner.ts authorityRevoked) it notifies nothing.
+   */
+  user: UserLookup;
   /** CINDER_SUBSCRIPTION_ALLOW_PRIVATE. */
   allowPrivate: boolean;
   resolve?: ResolveHost;
@@ -69,6 +75,8 @@ interface Compiled {
    * reach, `criteria` their search; `previous`/`current` the trigger's queryCriteria tests.
    */
   topic?: { url: string; trigger: TopicTrigger; previous?: Condition[]; current?: Condition[] };
+  /** The signed-in user whose authority activated it, if a user's (owner.ts). */
+  user: OwnerUser | null;
 }
 
 interface ActiveSet {
@@ -256,12 +264,14 @@ export class SubscriptionHub {
   }
 
   /**
-   * Whether subscription `s` of a client may notify now: not while its client is disabled; and, its client's
-   * scopes changed since it was compiled, compiled again first (in place: the set is this process's latest).
+   * Whether subscription `s` of a client may notify now: not while its client is disabled, nor once the user on whose
+   * authority it was activated lost it (owner.ts authorityRevoked); and, its client's scopes changed since it was
+   * compiled, compiled again first (in place: the set is this process's latest).
    */
   private async current(tenant: string, s: Compiled): Promise<boolean> {
     const client = await this.options.client(s.clientId!);
     if (client?.disabled) return false;
+    if (s.user !== null && authorityRevoked(await this.options.user(tenant, s.user.id), s.user)) return false;
     const registered = client?.scopes.join(' ') ?? null;
     if (registered === s.registered) return true;
     const { fhir, clock, log, restoreAccess } = this.options;
@@ -336,14 +346,14 @@ export class SubscriptionHub {
           for (const t of await compileTopic(fhir, tenant, access, topic, request, clock.now(), compile)) {
             topicTypes.add(t.trigger.type);
             add({
-              id: row.id, type: t.trigger.type, where: t.where, access, owner, criteria: t.criteria, clientId, registered,
+              id: row.id, type: t.trigger.type, where: t.where, access, owner, criteria: t.criteria, clientId, registered, user: ownerUser(owner),
               topic: { url: topic.url, trigger: t.trigger, ...(t.previous && { previous: t.previous }), ...(t.current && { current: t.current }) },
             });
           }
           continue;
         }
         const c = await compileCriteria(fhir, tenant, access, r.criteria, clock.now());
-        add({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered });
+        add({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered, user: ownerUser(owner) });
       } catch (err) {
         log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
       }

@@ -1,17 +1,27 @@
 /**
  * A subscription's owner: the access of whoever activated it, recorded with it (SubscriptionRepo) so that
- * it notifies only about what they could read, whoever writes the resources it matches.
+ * it notifies only about what they could read, whoever writes the resources it matches. An access on a signed-in
+ * user's authority (a token from a sign-in) records that user and when their record was read to issue the token:
+ * once the user's tokens are revoked after that (disable, delete, a new password or fhirUser), the subscription
+ * notifies nothing more, enabled again or not, until an app activates it again with a token of a new sign-in.
  */
+import type { User } from '../../store/types.ts';
 import { operatorAccess, type Access } from '../access.ts';
 
-/** What is recorded: a token's scopes, client and patient in context, or the operator's access. */
-export type OwnerRecord = { scopes: string[]; clientId: string; patient?: string } | { operator: true };
+/** The user whose authority an access carries (Access.user). */
+export type OwnerUser = NonNullable<Access['user']>;
+
+/** What is recorded: a token's scopes, client, patient in context and signed-in user, or the operator's access. */
+export type OwnerRecord = { scopes: string[]; clientId: string; patient?: string; user?: OwnerUser } | { operator: true };
 
 /** The record of `access` as JSON. */
 export function ownerOf(access: Access): string {
   const record: OwnerRecord = access.scopes === undefined
     ? { operator: true }
-    : { scopes: [...access.scopes], clientId: access.clientId, ...(access.patient !== undefined && { patient: access.patient }) };
+    : {
+      scopes: [...access.scopes], clientId: access.clientId, ...(access.patient !== undefined && { patient: access.patient }),
+      ...(access.user !== undefined && { user: { id: access.user.id, readAt: access.user.readAt } }),
+    };
   return JSON.stringify(record);
 }
 
@@ -22,6 +32,21 @@ export type RestoreAccess = (tenant: string, record: Exclude<OwnerRecord, { oper
 export function ownerClient(json: string): string | null {
   const record = JSON.parse(json) as OwnerRecord;
   return 'operator' in record ? null : record.clientId;
+}
+
+/** The signed-in user whose authority `json` records; null for a client's own (or the operator's, or one recorded before users were). */
+export function ownerUser(json: string): OwnerUser | null {
+  const record = JSON.parse(json) as OwnerRecord;
+  return 'operator' in record || record.user === undefined ? null : record.user;
+}
+
+/**
+ * Whether `user`, on whose authority a subscription was activated (`owner`), has lost it since: disabled or deleted,
+ * or their tokens revoked at or after their record was read for the activating token. A user no longer stored (only
+ * a test's crafted token names one; deletion is soft) has not.
+ */
+export function authorityRevoked(user: User | null, owner: OwnerUser): boolean {
+  return user !== null && (user.disabled || (user.tokensRevokedAt !== null && user.tokensRevokedAt >= owner.readAt));
 }
 
 /** The access `json` records. */

@@ -1,4 +1,5 @@
 import { bearerChallenge, verifyBearer, type BearerRefusal } from '../../auth/bearer.ts';
+import { revocationQuery } from '../../auth/revocation.ts';
 import { accessFromScopes, splitScopes, type CompleteConditions, type ScopedAccess } from '../../auth/scopes.ts';
 import type { TokenVerifier, VerifiedToken } from '../../auth/tokens.ts';
 import type { Access } from '../../fhir/access.ts';
@@ -25,7 +26,7 @@ export function bearerAuthenticator(verify: TokenVerifier, completeConditions?: 
   function bearer(token: VerifiedToken): SyncOrAsync<Bearer> {
     let access = accessOf.get(token);
     if (!access) {
-      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient);
+      access = accessFromScopes(splitScopes(token.scope), token.client_id, token.patient, revocationQuery(token).user);
       accessOf.set(token, access);
     }
     if (!access.incomplete || !completeConditions) return { token, access };

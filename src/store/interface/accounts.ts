@@ -110,6 +110,12 @@ export interface User {
   disabled: boolean;
   /** When the user was deleted (soft: the row stays for the audit trail; id and username are never reused); null while they exist. */
   deletedAt: number | null;
+  /**
+   * When every token of the user was last revoked (disable, delete, a new password or fhirUser: the revocation's time
+   * as the store recorded it), epoch ms; null if never. It outlives the revocation row: a Subscription activated on
+   * the user's authority before it notifies nothing more (src/fhir/subscriptions/owner.ts).
+   */
+  tokensRevokedAt: number | null;
 }
 
 export interface UserRepo {

@@ -671,4 +671,14 @@ CREATE TRIGGER revocations_numbered BEFORE INSERT OR UPDATE ON revocations
   FOR EACH ROW EXECUTE FUNCTION revocations_number();
 `,
   },
+  {
+    version: 40,
+    name: 'user_tokens_revoked_at',
+    sql: `
+-- When a user's tokens were last revoked (a disable, a delete, a new password or fhirUser), kept with the user:
+-- the revocation row expires with the tokens it covers, but a Subscription activated on the user's authority
+-- before it stays silent for good (src/fhir/subscriptions/owner.ts).
+ALTER TABLE users ADD COLUMN tokens_revoked_at BIGINT;
+`,
+  },
 ];

@@ -19,6 +19,7 @@ export type UserRow = {
   created_at: number;
   disabled: boolean | number;
   deleted_at: number | null;
+  tokens_revoked_at: number | null;
 };
 
 /** Maps a User to its `users` row (booleans as they are: Postgres stores them, bun:sqlite binds them as 1/0). */
@@ -26,7 +27,7 @@ export function userRow(u: User): UserRow {
   return {
     id: u.id, tenant: u.tenant, username: u.username, password_hash: u.passwordHash, name: u.name, email: u.email,
     email_verified: u.emailVerified, phone: u.phone, phone_verified: u.phoneVerified, address: u.address, fhir_user: u.fhirUser,
-    created_at: u.createdAt, disabled: u.disabled, deleted_at: u.deletedAt,
+    created_at: u.createdAt, disabled: u.disabled, deleted_at: u.deletedAt, tokens_revoked_at: u.tokensRevokedAt,
   };
 }
 
@@ -35,6 +36,6 @@ export function toUser(r: UserRow): User {
   return {
     id: r.id, tenant: r.tenant, username: r.username, passwordHash: r.password_hash, name: r.name, email: r.email,
     emailVerified: Boolean(r.email_verified), phone: r.phone, phoneVerified: Boolean(r.phone_verified), address: r.address,
-    fhirUser: r.fhir_user, createdAt: r.created_at, disabled: Boolean(r.disabled), deletedAt: r.deleted_at,
+    fhirUser: r.fhir_user, createdAt: r.created_at, disabled: Boolean(r.disabled), deletedAt: r.deleted_at, tokensRevokedAt: r.tokens_revoked_at ?? null,
   };
 }

@@ -630,4 +630,14 @@ END;
 UPDATE revocations SET revoked_at = revoked_at WHERE seq = 0;
 `,
   },
+  {
+    version: 37,
+    name: 'user_tokens_revoked_at',
+    sql: `
+-- When a user's tokens were last revoked (a disable, a delete, a new password or fhirUser), kept with the user:
+-- the revocation row expires with the tokens it covers, but a Subscription activated on the user's authority
+-- before it stays silent for good (src/fhir/subscriptions/owner.ts).
+ALTER TABLE users ADD COLUMN tokens_revoked_at INTEGER;
+`,
+  },
 ];

@@ -9,7 +9,7 @@ const B = Date.now() + 3_600_000;
 function user(tenant: string, over: Partial<User> = {}): User {
   return {
     id: uid(), tenant, username: 'user-' + uid().slice(0, 8), passwordHash: '$argon2id$fake', name: 'N', email: 'e@example.org',
-    emailVerified: true, phone: null, phoneVerified: false, address: null, fhirUser: 'Patient/1', createdAt: 1000, disabled: false, deletedAt: null, ...over,
+    emailVerified: true, phone: null, phoneVerified: false, address: null, fhirUser: 'Patient/1', createdAt: 1000, disabled: false, deletedAt: null, tokensRevokedAt: null, ...over,
   };
 }
 
@@ -52,7 +52,7 @@ export function oauthContract(store: () => Store) {
       await s.users.create(a);
       const changed: User = {
         ...b, passwordHash: '', name: null, email: "o'brien@example.org", emailVerified: false, phone: '+1 555', phoneVerified: true,
-        address: 'Main St', fhirUser: null, disabled: true, deletedAt: 7_000,
+        address: 'Main St', fhirUser: null, disabled: true, deletedAt: 7_000, tokensRevokedAt: 6_000,
       };
       await s.users.update({ ...changed, username: 'renamed', createdAt: 5 });
       expect(await s.users.get(tenant, b.id)).toEqual(changed);

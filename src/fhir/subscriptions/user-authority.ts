@@ -1,0 +1,31 @@
+/**
+ * The Subscriptions activated on a signed-in user's authority (owner.ts), turned `off` when that authority goes
+ * (`cinder user disable|delete`, a new password or fhirUser): visibly, in the resource, so that every process's
+ * cache of active subscriptions drops them within a quarter second (hub.ts CHECK_INTERVAL_MS), the app reading its
+ * Subscription sees why, and enabling the user again restarts nothing; the app activates it again (status
+ * `requested`) with a token of a new sign-in. The hub and the delivery loop refuse those that escape this (one
+ * activated meanwhile with a token not yet refused, one written concurrently) all the same (owner.ts authorityRevoked).
+ */
+import type { Clock } from '../../clock.ts';
+import type { Store } from '../../store/types.ts';
+import type { FhirDeps } from '../crud.ts';
+import { ownerUser } from './owner.ts';
+import { writeServerStatus } from './server-status.ts';
+
+/**
+ * Sets `off`, with `why` as its `error`, every active Subscription of `tenant` activated on `userId`'s authority;
+ * their ids. `fhir` builds the FHIR layer the writes go through, only when there is one to write.
+ */
+export async function turnOffUserSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, userId: string, why: string): Promise<string[]> {
+  const owned = [...(await store.subscriptions.owners(tenant))].filter(([, owner]) => ownerUser(owner)?.id === userId).map(([id]) => id);
+  const off: string[] = [];
+  let deps: FhirDeps | undefined;
+  for (const id of owned) {
+    const current = await store.resources.read(tenant, 'Subscription', id);
+    const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
+    if (sub?.status !== 'active' && sub?.status !== 'requested') continue;
+    // Written by a client meanwhile: theirs stands (refused all the same if it rests on this user's old authority).
+    if (await writeServerStatus((deps ??= fhir()), clock, tenant, current!, sub, 'off', why)) off.push(id);
+  }
+  return off;
+}

@@ -159,7 +159,8 @@ export const clientUpdateCommand: Command = {
     "(the server's lifetime for the grant).\n" +
     'The result is checked as `client create` checks a new client. Narrowing the scopes revokes every access\n' +
     'token the client holds (it obtains new ones); its refresh tokens stay, and refresh never yields more\n' +
-    'than the scopes it now has.',
+    'than the scopes it now has. Its Subscriptions reach only what it still has, and its running $import jobs\n' +
+    'stop writing any type it may no longer import (each such input ends with a forbidden error in the status).',
   options: REGISTRATION_OPTIONS,
   allowPositionals: true,
   dashedPositionals: true,

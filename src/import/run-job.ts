@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.ts';
-import type { FhirIssue } from '../errors.ts';
+import { accessFromScopes } from '../auth/scopes.ts';
+import { FhirError, type FhirIssue } from '../errors.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
 import { createImporter, type ImportIssue } from '../fhir/import/importer.ts';
 import { lineIds } from '../fhir/import/line-ids.ts';
@@ -10,6 +11,7 @@ import { downloadInput, InputError, type FetchInputDeps } from './fetch-input.ts
 import { importPrefix, openErrorFile } from './error-file.ts';
 import type { ExportSink } from '../export/sink.ts';
 import { operationOutcome } from '../fhir/outcome.ts';
+import { requireImportAccess } from './kickoff.ts';
 import { encodeProgress, ImportDataError, MAX_ISSUES, MAX_JOB_ISSUES, readProgress, readSpec, type ImportInput, type ImportProgress, type ImportSpec, type InputResult } from './spec.ts';
 
 export interface ImportRunDeps {
@@ -30,7 +32,9 @@ export interface ImportRunDeps {
   signal?: AbortSignal;
   /**
    * The client that started a job, as the token endpoint reads it (its cache: a change is seen within
-   * CLIENT_CACHE_TTL_MS): a job of a client disabled or deleted (`cinder client disable|delete`) is cancelled.
+   * CLIENT_CACHE_TTL_MS): a job of a client disabled or deleted (`cinder client disable|delete`) is cancelled,
+   * and one whose registered scopes no longer let it import a type (`cinder client update --scope`) stops
+   * writing that type (refusedTypes).
    */
   client?: (clientId: string) => Promise<Client | null>;
 }
@@ -69,14 +73,42 @@ function note(result: InputResult, issues: FhirIssue[], listed: number): void {
   result.omitted += Math.max(0, issues.length - room);
 }
 
-/** Whether the client that started `job` is disabled or deleted (a client no longer registered, which only a test's crafted token names, is not). */
-async function clientCutOff(deps: ImportRunDeps, job: ImportJob): Promise<boolean> {
-  const client = deps.client ? await deps.client(job.clientId) : null;
+/** Whether `client`, which started a job, is disabled or deleted (a client no longer registered, which only a test's crafted token names, is not). */
+function cutOff(client: Client | null): boolean {
   return !!client && (client.disabled || client.deletedAt !== null);
 }
 
-/** A lease held on a timer: renews it (storing the running counts), and aborts the work when the job is no longer ours. */
-function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportProgress) {
+/**
+ * Of `types`, those `client`'s registered scopes no longer let it import as the kick-off requires of a token
+ * (requireImportAccess: create and update, unfiltered, no patient): its registration bounds every token it holds,
+ * so a narrowed one bounds a job it started too.
+ */
+export function refusedTypes(client: Client, types: Iterable<string>): string[] {
+  const access = accessFromScopes(client.scopes, client.clientId);
+  return [...new Set(types)].filter((type) => {
+    try {
+      requireImportAccess(access, [type]);
+      return false;
+    } catch (err) {
+      if (err instanceof FhirError && err.status === 403) return true;
+      throw err;
+    }
+  });
+}
+
+/** Why an input of `type` was stopped (after `imported` resources) or never started (undefined): its error entry's issue. */
+function refusalIssue(type: string, index: number, imported: number | undefined): FhirIssue {
+  const text = `The client's registered scopes no longer allow it to create and update ${type} (narrowed ${imported === undefined
+    ? 'after the import was requested): the input was not imported'
+    : `while the import ran): the input was stopped after ${imported} resources, and the rest of it was not imported`}`;
+  return { severity: 'error', code: 'forbidden', details: { text }, diagnostics: text, expression: [`input[${index}].type`] };
+}
+
+/**
+ * A lease held on a timer: renews it (storing the running counts), and aborts the work when the job is no longer
+ * ours; `onClient` is given the job's client as read at each renewal while it may go on.
+ */
+function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportProgress, onClient: (client: Client) => void) {
   const controller = new AbortController();
   let reason: Interrupted | undefined;
   const stop = (why: Interrupted) => {
@@ -87,8 +119,10 @@ function holdLease(deps: ImportRunDeps, job: ImportJob, progress: () => ImportPr
   deps.signal?.addEventListener('abort', onStop);
   if (deps.signal?.aborted) onStop();
   const renew = async (store?: boolean) => {
+    const client = deps.client ? await deps.client(job.clientId) : null;
+    if (client && !cutOff(client)) onClient(client);
     const ok = await deps.store.imports.checkpoint(job.id, deps.owner, deps.clock.now(), deps.leaseMs, store === false ? undefined : encodeProgress(progress()));
-    if (ok && (await clientCutOff(deps, job))) {
+    if (ok && cutOff(client)) {
       // Cut off while the job runs (a leaked secret's import must not go on writing): cancelled as a DELETE would.
       await deps.store.imports.cancel(job.tenant, job.id, deps.clock.now());
       stop(new Interrupted('cancelled'));
@@ -183,17 +217,36 @@ export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise
     return 'failed';
   }
   let current: InputResult | undefined;
-  const snapshot = (): ImportProgress => (current ? { done: progress.done, current: { imported: current.imported, failed: current.failed } } : { done: progress.done });
-  const lease = holdLease(deps, job, snapshot);
+  // The types the client may no longer import (sticky: a job never takes one up again), and the running input's stop.
+  const refused = new Set(progress.refused);
+  let stopInput: AbortController | undefined;
+  const snapshot = (): ImportProgress => ({
+    done: progress.done, ...(current && { current: { imported: current.imported, failed: current.failed } }), ...(refused.size > 0 && { refused: [...refused] }),
+  });
+  const lease = holdLease(deps, job, snapshot, (client) => {
+    for (const type of refusedTypes(client, spec.inputs.map((i) => i.type))) refused.add(type);
+    if (current && refused.has(current.type)) stopInput?.abort();
+  });
   try {
-    // A job queued before its client was cut off never starts.
+    // A job queued before its client was cut off never starts (nor an input of a type its client was narrowed out of).
     await lease.renew(false);
     if (lease.interrupted()) throw lease.interrupted();
     for (let i = progress.done.length; i < spec.inputs.length; i++) {
       current = newResult(spec.inputs[i]!);
-      await runInput(deps, job, spec, progress.done, current, lease.signal);
+      if (refused.has(current.type)) {
+        current.issues.push(refusalIssue(current.type, i, undefined));
+      } else {
+        stopInput = new AbortController();
+        try {
+          await runInput(deps, job, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]));
+        } catch (err) {
+          if (!stopInput.signal.aborted || lease.interrupted()) throw err;
+        }
+        // Stopped (or finished as it was stopped): what it committed stays, and its entry says where it stopped.
+        if (stopInput.signal.aborted && !lease.interrupted()) current.issues.push(refusalIssue(current.type, i, current.imported));
+      }
       if (lease.interrupted()) throw lease.interrupted();
-      progress = { done: [...progress.done, current] };
+      progress = { done: [...progress.done, current], ...(refused.size > 0 && { refused: [...refused] }) };
       current = undefined;
       await lease.renew();
       if (lease.interrupted()) throw lease.interrupted();

@@ -38,6 +38,11 @@ export interface InputResult {
 export interface ImportProgress {
   done: InputResult[];
   current?: { imported: number; failed: number };
+  /**
+   * The job's types its client's registered scopes no longer let it import (narrowed by `cinder client update` while
+   * the job waited or ran): their inputs are stopped, or never started, each with its error entry.
+   */
+  refused?: string[];
 }
 
 /** Failures listed per input in the status; the rest are counted. */

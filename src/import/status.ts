@@ -39,15 +39,19 @@ function readable<T>(read: () => T): T {
 
 /**
  * The job behind a status URL, if the caller may see it: same tenant and client, not cancelled, and a token
- * that may still import what it imports (requireImportAccess). Anyone else gets the 404 of an unknown job.
+ * that may still import what it imports (requireImportAccess), but for the types the job stopped importing as its
+ * client's registered scopes were narrowed (ImportProgress.refused): a token of the narrowed client sees why.
+ * Anyone else gets the 404 of an unknown job.
  */
-async function visibleJob(deps: ImportStatusDeps, req: ImportStatusRequest, id: string): Promise<{ job: ImportJob; spec: ImportSpec }> {
+async function visibleJob(deps: ImportStatusDeps, req: ImportStatusRequest, id: string): Promise<{ job: ImportJob; spec: ImportSpec; progress: ImportProgress }> {
   const job = await deps.store.imports.get(req.tenant, id);
   if (!job || job.clientId !== req.access.clientId) throw new FhirError('not-found', `No import job '${id}'`);
   if (job.state === 'cancelled') throw new FhirError('not-found', `Import job '${id}' was cancelled`);
   const spec = readable(() => readSpec(job));
-  requireImportAccess(req.access, spec.inputs.map((i) => i.type));
-  return { job, spec };
+  const progress = readable(() => readProgress(job));
+  const refused = new Set(progress.refused);
+  requireImportAccess(req.access, spec.inputs.map((i) => i.type).filter((type) => !refused.has(type)));
+  return { job, spec, progress };
 }
 
 function progressText(job: ImportJob, spec: ImportSpec, p: ImportProgress): string {
@@ -87,8 +91,7 @@ function errorEntries(deps: ImportStatusDeps, job: ImportJob, done: InputResult[
  * them with their lines (`error`), as the Bulk Data import proposal's status body pairs outputs and errors.
  */
 export async function importStatus(deps: ImportStatusDeps, req: ImportStatusRequest, id: string): Promise<ImportStatus> {
-  const { job, spec } = await visibleJob(deps, req, id);
-  const p = readable(() => readProgress(job));
+  const { job, spec, progress: p } = await visibleJob(deps, req, id);
   if (job.state === 'accepted' || job.state === 'in-progress') return { kind: 'running', progress: progressText(job, spec, p) };
   if (job.state === 'failed') return { kind: 'failed', reason: job.error ?? 'The import failed' };
   const body: Record<string, unknown> = {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { gzipSync } from 'node:zlib';
 import { createClient } from '../../src/auth/admin.ts';
-import { disableClient } from '../../src/auth/client-lifecycle.ts';
+import { disableClient, updateClient } from '../../src/auth/client-lifecycle.ts';
 import { openSink } from '../../src/export/sink.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
@@ -400,6 +400,50 @@ await eachStore((kind, fresh) => {
       // A token of the job's client that no longer may write what the job imports is refused its status.
       await expectOutcome(await status(fourth, await t.token('system/*.read')), 403, 'forbidden');
       await expectOutcome(await t.request(fourth, fhirInit(await t.token('system/*.read'), 'DELETE')), 403, 'forbidden');
+    });
+
+    test("a client's scopes narrowed while its job runs (cinder client update --scope): the job stops writing the types it lost, saying so per input, and imports the rest", async () => {
+      const registered = await createClient(t.store, t.clock, { tenant: 't1', name: 'narrowed importer', scopes: ['system/*.*'] });
+      const own = await t.token(undefined, registered.client.clientId, registered.clientSecret!);
+      const inputs: [string, string][] = [['Patient', files.url('/slow.ndjson')], ['Observation', files.url('/observations.ndjson')], ['Patient', files.url('/big.ndjson')]];
+      files.rearm();
+      const url = await accepted(params(inputs), own);
+      const id = jobId(url);
+      t.app.imports.start();
+      try {
+        for (let i = 0; i < 100 && (await t.store.imports.get('t1', id))?.state !== 'in-progress'; i++) await Bun.sleep(50);
+        expect((await t.store.imports.get('t1', id))!.state).toBe('in-progress');
+        await updateClient(t.store, t.clock, registered.client.clientId, { scopes: ['system/Observation.cruds'] });
+        t.clock.advance(6_000); // past the client cache (5 s), as the token endpoint sees it
+        for (let i = 0; i < 200 && (await t.store.imports.get('t1', id))?.state === 'in-progress'; i++) await Bun.sleep(50);
+      } finally {
+        files.release();
+        await t.app.imports.stop();
+      }
+      expect((await t.store.imports.get('t1', id))!.state).toBe('completed');
+      // A token of the narrowed client sees the status: the Patient inputs are stopped, the Observations imported.
+      // (Issued after the narrowing, which PostgreSQL times by its own clock: this test's clock moved past it, and back.)
+      const was = t.clock.now();
+      t.clock.set(Math.max(was, Date.now()) + 6_000);
+      const res = await status(url, await t.token(undefined, registered.client.clientId, registered.clientSecret!));
+      t.clock.set(was + 6_000);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as Json;
+      expect(body.output).toEqual([
+        { type: 'Patient', inputUrl: files.url('/slow.ndjson'), count: 0, unchanged: 0 },
+        { type: 'Observation', inputUrl: files.url('/observations.ndjson'), count: 2, unchanged: expect.any(Number) },
+        { type: 'Patient', inputUrl: files.url('/big.ndjson'), count: 0, unchanged: 0 },
+      ]);
+      const refusal = (index: number, text: string) => ({
+        type: 'OperationOutcome', inputUrl: inputs[index]![1], count: 0,
+        outcome: { resourceType: 'OperationOutcome', issue: [expect.objectContaining({ severity: 'error', code: 'forbidden', expression: [`input[${index}].type`], details: { text: expect.stringContaining(text) } })] },
+      });
+      expect(body.error).toEqual([
+        refusal(0, 'no longer allow it to create and update Patient (narrowed while the import ran): the input was stopped after 0 resources'),
+        expect.objectContaining({ inputUrl: files.url('/observations.ndjson'), count: 1 }),
+        refusal(2, 'no longer allow it to create and update Patient (narrowed after the import was requested): the input was not imported'),
+      ]);
+      expect((await read('Patient/big0')).status).toBe(404);
     });
 
     test('a malformed request is a 400 naming the parameter', async () => {

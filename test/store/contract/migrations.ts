@@ -78,6 +78,20 @@ export function migrationContract(target: StoreTarget) {
       expect(await s.tenants.validationDebt('empty')).toBeNull();
     });
 
+    test('the older-writers revocation migration: a revocation an older Cinder wrote after revocation_sequence is read by a poll past it', async () => {
+      const db = await target.fresh();
+      const version = migrationVersion(target.kind, 'revocation_sequence_for_older_writers');
+      await migrateUpTo(target.kind, db.url, version - 1);
+      const s = db.open();
+      await s.oauth.revoke({ kind: 'client', value: 'new', revokedAt: 1000, expiresAt: Date.now() + 100_000 });
+      const past = (await s.oauth.revokedSince(-1, 0)).last;
+      // As a release from before revocation_sequence writes it: no seq (the column's default).
+      await rawStatements(target.kind, db.url, [[`INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('client', 'old', 2000, ${Date.now() + 100_000})`, []]]);
+      expect((await s.migrate()).applied[0]).toBe(`${version}_revocation_sequence_for_older_writers`);
+      const read = await s.oauth.revokedSince(past, 0);
+      expect(read.revocations.map((r) => r.value)).toContain('old');
+    });
+
     test('the context patient migration: codes and refresh tokens an older Cinder stored read as having no chosen patient', async () => {
       const db = await target.fresh();
       const version = migrationVersion(target.kind, 'context_patient');

@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '../auth/admin.ts';
 import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
+import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.ts';
 import type { Client } from '../store/types.ts';
+import { cliFhirDeps } from './fhir-deps.ts';
 import { UsageError, type Command, type Options, type ParsedArgs } from './command.ts';
 import { auditChange, isoTime, openContext, printData, tenantListCommand, withStore } from './context.ts';
 
@@ -177,8 +179,23 @@ export const clientUpdateCommand: Command = {
   },
 };
 
-/** A lifecycle command on one client: `change` changes it, and its status is printed. */
-function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Awaited<ReturnType<typeof openContext>>, id: string) => Promise<Client>): Command {
+type Context = Awaited<ReturnType<typeof openContext>>;
+
+/**
+ * Turns off the Subscriptions `client` activated on its users' authority (user-authority.ts): its disable or delete
+ * revoked every sign-in with it, and they rested on those. Those it activated on its own authority (client
+ * credentials) stay, silent while it is disabled. Their ids.
+ */
+function usersSubscriptionsOff(ctx: Context, client: Client, what: string): Promise<string[]> {
+  const why = `turned off: the app it was activated with ${what}, which revoked the sign-in on whose authority it was activated; the app activates it again (status requested) with a token of a new sign-in`;
+  return turnOffUserSubscriptions(ctx.store, ctx.clock, () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, client.tenant), client.tenant, { clientId: client.clientId }, why);
+}
+
+/**
+ * A lifecycle command on one client: `change` changes it, and its status is printed, with the Subscriptions of its
+ * users turned off when `cut` says how their sign-ins were revoked.
+ */
+function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Context, id: string) => Promise<Client>, cut?: string): Command {
   return {
     name: `client ${name}`,
     summary,
@@ -190,8 +207,9 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
       const id = clientIdOf(args);
       return withStore(io, async (ctx) => {
         const c = await change(ctx, id);
+        const off = cut === undefined ? undefined : await usersSubscriptionsOff(ctx, c, cut);
         await auditChange(ctx, io, `client ${name}`, c.tenant, { kind: 'client', id });
-        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c) });
+        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...(off && { subscriptions_off: off }) });
         return 0;
       });
     },
@@ -202,15 +220,20 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
 export const clientDisableCommand = lifecycleCommand(
   'disable', 'Disable an OAuth client and revoke its tokens',
   'The token endpoint refuses the client (invalid_client) and every access and refresh token it holds is revoked:\n' +
-    'every server on the database refuses them within 5 seconds. Its Subscriptions notify nothing while it is\n' +
-    'disabled. `cinder client enable` lets it obtain new tokens; the revoked ones stay revoked.',
+    'every server on the database refuses them within 5 seconds. The Subscriptions it activated with its own\n' +
+    'tokens (client credentials) notify nothing while it is disabled; those it activated with a token of a user\n' +
+    'sign-in are turned off (status off, listed as subscriptions_off), as the sign-ins are revoked. `cinder client\n' +
+    'enable` lets it obtain new tokens and resumes its own Subscriptions; the revoked tokens stay revoked, and its\n' +
+    "users' Subscriptions stay off until it activates them again with a token of a new sign-in.",
   ({ store, clock }, id) => disableClient(store, clock, id),
+  'was disabled',
 );
 
 /** `cinder client enable <client_id>`. */
 export const clientEnableCommand = lifecycleCommand(
   'enable', 'Enable a disabled OAuth client',
-  'The client may obtain tokens again (within 5 seconds on every server); tokens revoked when it was disabled stay revoked.',
+  'The client may obtain tokens again (within 5 seconds on every server), and its own Subscriptions notify again;\n' +
+    "tokens revoked when it was disabled stay revoked, and its users' Subscriptions turned off then stay off.",
   ({ store }, id) => enableClient(store, id),
 );
 
@@ -220,6 +243,7 @@ export const clientDeleteCommand = lifecycleCommand(
   'As `client disable`, for good: its secret and keys are forgotten and it cannot be enabled again. The record stays\n' +
     '(`client show`, `client list`) for the audit trail, and its client_id is never reused.',
   ({ store, clock }, id) => deleteClient(store, clock, id),
+  'was deleted',
 );
 
 /** `cinder client rotate-secret <client_id> [--grace <seconds>]`: prints the new secret once. */

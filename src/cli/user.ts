@@ -170,7 +170,7 @@ type Context = Awaited<ReturnType<typeof openContext>>;
  */
 function subscriptionsOff(ctx: Context, user: User, what: string): Promise<string[]> {
   const why = `turned off: the user on whose authority it was activated ${what}; an app activates it again (status requested) with a token of a new sign-in`;
-  return turnOffUserSubscriptions(ctx.store, ctx.clock, () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, user.tenant), user.tenant, user.id, why);
+  return turnOffUserSubscriptions(ctx.store, ctx.clock, () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, user.tenant), user.tenant, { userId: user.id }, why);
 }
 
 /**

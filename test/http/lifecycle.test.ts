@@ -615,6 +615,23 @@ for (const target of targets) {
       expect([await waiting(jans), await waiting(kits), await waiting(hook)]).toEqual([0, 0, 2]);
     });
 
+    test("an app's disable turns off the Subscriptions it activated on its users' sign-ins, for good; enable resumes only its own", async () => {
+      const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
+      await testUser(t, { username: 'max', fhirUser: 'Practitioner/pr1' });
+      const code = new URL((await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, 'max', PASSWORD)).headers.get('location')!).searchParams.get('code')!;
+      const max = fhirClient(t, (await tokenOf(await redeem(t, code, app))).access_token);
+      const sub = await max.create({ resourceType: 'Subscription', status: 'requested', reason: 'app', criteria: 'Patient?family=appsub', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+      const admin = fhirClient(t, await t.token());
+      expect((await cinder(['client', 'disable', app.id])).subscriptions_off).toEqual([sub.id]);
+      await cinder(['client', 'enable', app.id]);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'app1', name: [{ family: 'appsub' }] });
+      expect((await t.store.subscriptions.pending('t1', sub.id as string, 100)).length).toBe(0);
+      expect(((await (await admin.get(`Subscription/${sub.id}`)).json()) as Json)).toMatchObject({
+        status: 'off', error: expect.stringContaining('the app it was activated with was disabled'),
+      });
+    });
+
     test("a Subscription activated with a user's token the servers had not yet refused after a disable notifies nothing", async () => {
       const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
       await testUser(t, { username: 'lou', fhirUser: 'Practitioner/pr1' });

@@ -1,6 +1,7 @@
 /**
  * The Subscriptions activated on a signed-in user's authority (owner.ts), turned `off` when that authority goes
- * (`cinder user disable|delete`, a new password or fhirUser): visibly, in the resource, so that every process's
+ * (`cinder user disable|delete`, a new password or fhirUser; `cinder client disable|delete`, which revokes every
+ * sign-in with the app): visibly, in the resource, so that every process's
  * cache of active subscriptions drops them within a quarter second (hub.ts CHECK_INTERVAL_MS), the app reading its
  * Subscription sees why, and enabling the user again restarts nothing; the app activates it again (status
  * `requested`) with a token of a new sign-in. The hub and the delivery loop refuse those that escape this (one
@@ -9,15 +10,23 @@
 import type { Clock } from '../../clock.ts';
 import type { Store } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
-import { ownerUser } from './owner.ts';
+import { ownerClient, ownerUser } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
 
+/** Whose Subscriptions: one user's, or those a client activated on any user's authority (not on its own). */
+export type AuthorityOf = { userId: string } | { clientId: string };
+
+const activatedOn = (of: AuthorityOf) => (owner: string): boolean => {
+  const user = ownerUser(owner);
+  return user !== null && ('userId' in of ? user.id === of.userId : ownerClient(owner) === of.clientId);
+};
+
 /**
- * Sets `off`, with `why` as its `error`, every active Subscription of `tenant` activated on `userId`'s authority;
- * their ids. `fhir` builds the FHIR layer the writes go through, only when there is one to write.
+ * Sets `off`, with `why` as its `error`, every active Subscription of `tenant` activated on the users' authority
+ * `of` names; their ids. `fhir` builds the FHIR layer the writes go through, only when there is one to write.
  */
-export async function turnOffUserSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, userId: string, why: string): Promise<string[]> {
-  const owned = [...(await store.subscriptions.owners(tenant))].filter(([, owner]) => ownerUser(owner)?.id === userId).map(([id]) => id);
+export async function turnOffUserSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, of: AuthorityOf, why: string): Promise<string[]> {
+  const owned = [...(await store.subscriptions.owners(tenant))].filter(([, owner]) => activatedOn(of)(owner)).map(([id]) => id);
   const off: string[] = [];
   let deps: FhirDeps | undefined;
   for (const id of owned) {

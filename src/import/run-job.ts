@@ -241,9 +241,9 @@ export async function runImportJob(deps: ImportRunDeps, job: ImportJob): Promise
           await runInput(deps, job, spec, progress.done, current, AbortSignal.any([lease.signal, stopInput.signal]));
         } catch (err) {
           if (!stopInput.signal.aborted || lease.interrupted()) throw err;
+          // Stopped: what it committed stays, and its entry says where it stopped (one that ended first stands whole).
+          current.issues.push(refusalIssue(current.type, i, current.imported));
         }
-        // Stopped (or finished as it was stopped): what it committed stays, and its entry says where it stopped.
-        if (stopInput.signal.aborted && !lease.interrupted()) current.issues.push(refusalIssue(current.type, i, current.imported));
       }
       if (lease.interrupted()) throw lease.interrupted();
       progress = { done: [...progress.done, current], ...(refused.size > 0 && { refused: [...refused] }) };

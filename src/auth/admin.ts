@@ -88,7 +88,7 @@ export async function createClient(store: Store, clock: Clock, o: NewClientOptio
     tenant: o.tenant, clientId, name: o.name ?? clientId, secretHash: secret ? sha256Hex(secret) : null,
     grants: o.grants?.length ? o.grants : ['client_credentials'], scopes: o.scopes ?? [], redirectUris: o.redirectUris ?? [],
     jwks: o.jwks ?? null, jwksUrl: o.jwksUrl ?? null, readAttributes: o.readAttributes ?? null, accessTokenTtl: o.accessTokenTtl ?? null,
-    createdAt: clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null,
+    createdAt: clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
   };
   checkClient(client);
   await store.clients.create(client);

@@ -95,15 +95,27 @@ export async function updateClient(store: Store, clock: Clock, clientId: string,
 }
 
 /**
+ * Revokes every token of `client` (as written already: a disabled client is issued nothing from here on), refresh
+ * tokens and so every sign-in with it included, and keeps the revocation's time, as the store recorded it, with it
+ * (Client.tokensRevokedAt), for the Subscriptions it activated on those sign-ins (src/fhir/subscriptions/owner.ts).
+ */
+async function revokeClientTokens(store: Store, client: Client, now: number): Promise<Client> {
+  const recorded = await store.oauth.revoke(clientRevocation('client', client.clientId, now));
+  const after = { ...client, tokensRevokedAt: recorded.revokedAt };
+  await store.clients.update(after);
+  return after;
+}
+
+/**
  * Disables a client: the token endpoint, revocation and introspection refuse it, every token it was issued
  * (access and refresh) is revoked, and its Subscriptions notify nothing. Enabling it again lets it obtain new
- * tokens; those revoked stay revoked. Idempotent (disabling again revokes what was issued meanwhile).
+ * tokens (those revoked stay revoked) and its own Subscriptions notify again; those it activated on its users'
+ * sign-ins, revoked with its tokens, do not. Idempotent (disabling again revokes what was issued meanwhile).
  */
 export async function disableClient(store: Store, clock: Clock, clientId: string): Promise<Client> {
   const client = { ...(await findClient(store, clientId)), disabled: true };
   await store.clients.update(client);
-  await store.oauth.revoke(clientRevocation('client', clientId, clock.now()));
-  return client;
+  return revokeClientTokens(store, client, clock.now());
 }
 
 /** Enables a disabled client (not a deleted one). */
@@ -124,8 +136,7 @@ export async function deleteClient(store: Store, clock: Clock, clientId: string)
     jwks: null, jwksUrl: null,
   };
   await store.clients.update(client);
-  await store.oauth.revoke(clientRevocation('client', clientId, now));
-  return client;
+  return revokeClientTokens(store, client, now);
 }
 
 /**

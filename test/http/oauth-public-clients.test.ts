@@ -28,7 +28,7 @@ for (const target of targets) {
       const row: Client = {
         tenant: 't1', clientId: pub.id, name: 'Legacy app', secretHash: null, grants: ['authorization_code', 'refresh_token'],
         scopes: ['user/*.read'], redirectUris: [REDIRECT], jwks: null, jwksUrl: null, readAttributes: null, accessTokenTtl: null,
-        createdAt: t.clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null,
+        createdAt: t.clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
       };
       await t.store.clients.create(row);
       userId = (await testUser(t, { fhirUser: 'Practitioner/d1' })).id;

@@ -23,7 +23,7 @@ const BROWSER_SCHEMES = [
 function legacyClient(t: TestApp, clientId: string, redirectUris: string[]): Client {
   return {
     tenant: 't1', clientId, name: 'Legacy app', secretHash: null, grants: ['authorization_code'], scopes: ['user/*.read'], redirectUris,
-    jwks: null, jwksUrl: null, readAttributes: null, accessTokenTtl: null, createdAt: t.clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null,
+    jwks: null, jwksUrl: null, readAttributes: null, accessTokenTtl: null, createdAt: t.clock.now(), disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
   };
 }
 

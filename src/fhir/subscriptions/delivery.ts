@@ -212,8 +212,8 @@ export class SubscriptionDelivery {
       const channel = (sub?.channel ?? {}) as Json;
       const clientId = ownerClient(c.owner);
       const user = ownerUser(c.owner);
-      const cutOff = (clientId !== null && !!(await this.options.client(clientId))?.disabled)
-        || (user !== null && authorityRevoked(await this.options.user(c.tenant, user.id), user));
+      const client = clientId === null ? null : await this.options.client(clientId);
+      const cutOff = !!client?.disabled || (user !== null && authorityRevoked(client, await this.options.user(c.tenant, user.id), user));
       if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || cutOff) {
         this.counts.dropped += await repo.drop(c.tenant, c.id);
         return;

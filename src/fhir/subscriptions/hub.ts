@@ -271,7 +271,7 @@ export class SubscriptionHub {
   private async current(tenant: string, s: Compiled): Promise<boolean> {
     const client = await this.options.client(s.clientId!);
     if (client?.disabled) return false;
-    if (s.user !== null && authorityRevoked(await this.options.user(tenant, s.user.id), s.user)) return false;
+    if (s.user !== null && authorityRevoked(client, await this.options.user(tenant, s.user.id), s.user)) return false;
     const registered = client?.scopes.join(' ') ?? null;
     if (registered === s.registered) return true;
     const { fhir, clock, log, restoreAccess } = this.options;

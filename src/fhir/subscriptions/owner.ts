@@ -5,7 +5,7 @@
  * once the user's tokens are revoked after that (disable, delete, a new password or fhirUser), the subscription
  * notifies nothing more, enabled again or not, until an app activates it again with a token of a new sign-in.
  */
-import type { User } from '../../store/types.ts';
+import type { Client, User } from '../../store/types.ts';
 import { operatorAccess, type Access } from '../access.ts';
 
 /** The user whose authority an access carries (Access.user). */
@@ -41,12 +41,14 @@ export function ownerUser(json: string): OwnerUser | null {
 }
 
 /**
- * Whether `user`, on whose authority a subscription was activated (`owner`), has lost it since: disabled or deleted,
- * or their tokens revoked at or after their record was read for the activating token. A user no longer stored (only
- * a test's crafted token names one; deletion is soft) has not.
+ * Whether the sign-in on whose authority a subscription was activated (`owner`: the user, and when their record was
+ * read for the activating token) has ended since: the user disabled or deleted, or their tokens revoked at or after
+ * that; or every token of the app (`client`) revoked at or after it (its disable or delete). A user or client no
+ * longer stored (only a test's crafted token names one; deletion is soft) has not ended it.
  */
-export function authorityRevoked(user: User | null, owner: OwnerUser): boolean {
-  return user !== null && (user.disabled || (user.tokensRevokedAt !== null && user.tokensRevokedAt >= owner.readAt));
+export function authorityRevoked(client: Client | null, user: User | null, owner: OwnerUser): boolean {
+  const after = (t: number | null) => t !== null && t >= owner.readAt;
+  return (client !== null && after(client.tokensRevokedAt)) || (user !== null && (user.disabled || after(user.tokensRevokedAt)));
 }
 
 /** The access `json` records. */

@@ -44,6 +44,12 @@ export interface Client {
   previousSecretUntil: number | null;
   /** When the client was deleted (soft: the row stays for the audit trail and its id is never reused); null while it exists. */
   deletedAt: number | null;
+  /**
+   * When every token of the client, refresh tokens included, was last revoked (disable, delete: the revocation's time
+   * as the store recorded it), epoch ms; null if never. The sign-ins with it ended then: a Subscription it activated on
+   * one before stays silent (src/fhir/subscriptions/owner.ts).
+   */
+  tokensRevokedAt: number | null;
 }
 
 export interface SigningKey {

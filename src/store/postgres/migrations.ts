@@ -673,12 +673,14 @@ CREATE TRIGGER revocations_numbered BEFORE INSERT OR UPDATE ON revocations
   },
   {
     version: 40,
-    name: 'user_tokens_revoked_at',
+    name: 'tokens_revoked_at',
     sql: `
--- When a user's tokens were last revoked (a disable, a delete, a new password or fhirUser), kept with the user:
--- the revocation row expires with the tokens it covers, but a Subscription activated on the user's authority
--- before it stays silent for good (src/fhir/subscriptions/owner.ts).
+-- When a user's tokens were last revoked (a disable, a delete, a new password or fhirUser), and when every token
+-- of a client was (its disable or delete, which revokes every sign-in with it), kept with them: the revocation row
+-- expires with the tokens it covers, but a Subscription activated on a user's sign-in before it stays silent for
+-- good (src/fhir/subscriptions/owner.ts).
 ALTER TABLE users ADD COLUMN tokens_revoked_at BIGINT;
+ALTER TABLE clients ADD COLUMN tokens_revoked_at BIGINT;
 `,
   },
 ];

@@ -22,6 +22,7 @@ export type ClientRow = {
   previous_secret_hash: string | null;
   previous_secret_until: number | null;
   deleted_at: number | null;
+  tokens_revoked_at: number | null;
 };
 
 /** Maps a `clients` row to the domain Client. */
@@ -43,6 +44,7 @@ export function toClient(r: ClientRow): Client {
     previousSecretHash: r.previous_secret_hash,
     previousSecretUntil: r.previous_secret_until,
     deletedAt: r.deleted_at,
+    tokensRevokedAt: r.tokens_revoked_at ?? null,
   };
 }
 
@@ -65,6 +67,7 @@ export function clientRow(c: Client): ClientRow {
     previous_secret_hash: c.previousSecretHash,
     previous_secret_until: c.previousSecretUntil,
     deleted_at: c.deletedAt,
+    tokens_revoked_at: c.tokensRevokedAt,
   };
 }
 

@@ -42,9 +42,9 @@ export function createSqliteClients(db: Database): ClientRepo {
       try {
         db.query(
           `INSERT INTO clients (client_id, tenant, name, secret_hash, grants, scopes, redirect_uris, jwks, jwks_url,
-             read_attributes, access_token_ttl, created_at, disabled, previous_secret_hash, previous_secret_until, deleted_at)
+             read_attributes, access_token_ttl, created_at, disabled, previous_secret_hash, previous_secret_until, deleted_at, tokens_revoked_at)
            VALUES ($client_id, $tenant, $name, $secret_hash, $grants, $scopes, $redirect_uris, $jwks, $jwks_url,
-             $read_attributes, $access_token_ttl, $created_at, $disabled, $previous_secret_hash, $previous_secret_until, $deleted_at)`,
+             $read_attributes, $access_token_ttl, $created_at, $disabled, $previous_secret_hash, $previous_secret_until, $deleted_at, $tokens_revoked_at)`,
         ).run(clientRow(c));
       } catch (err) {
         throw asConflict(err, `client ${c.clientId} already exists`);
@@ -61,7 +61,8 @@ export function createSqliteClients(db: Database): ClientRepo {
       db.query(
         `UPDATE clients SET name = $name, secret_hash = $secret_hash, grants = $grants, scopes = $scopes, redirect_uris = $redirect_uris,
            jwks = $jwks, jwks_url = $jwks_url, read_attributes = $read_attributes, access_token_ttl = $access_token_ttl, disabled = $disabled,
-           previous_secret_hash = $previous_secret_hash, previous_secret_until = $previous_secret_until, deleted_at = $deleted_at
+           previous_secret_hash = $previous_secret_hash, previous_secret_until = $previous_secret_until, deleted_at = $deleted_at,
+           tokens_revoked_at = $tokens_revoked_at
          WHERE client_id = $client_id`,
       ).run(clientRow(c));
     },

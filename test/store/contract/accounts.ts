@@ -21,6 +21,7 @@ function client(tenant: string, clientId: string, over: Partial<Client> = {}): C
     previousSecretHash: null,
     previousSecretUntil: null,
     deletedAt: null,
+    tokensRevokedAt: null,
     ...over,
   };
 }
@@ -106,7 +107,7 @@ export function accountsContract(store: () => Store) {
       const after = client(t, before.clientId, {
         name: "O'Brien's app", secretHash: 'cd'.repeat(32), grants: ['authorization_code'], scopes: ['user/*.rs'], redirectUris: ['https://a.example/cb'],
         jwks: { keys: [{ kty: 'OKP', crv: 'Ed25519', x: 'x' }] }, readAttributes: ['email'], accessTokenTtl: 60, disabled: true,
-        previousSecretHash: 'ab'.repeat(32), previousSecretUntil: 9_000, deletedAt: 8_000,
+        previousSecretHash: 'ab'.repeat(32), previousSecretUntil: 9_000, deletedAt: 8_000, tokensRevokedAt: 7_500,
       });
       await s.clients.update({ ...after, tenant: other, createdAt: 5 });
       expect(await s.clients.get(before.clientId)).toEqual(after);

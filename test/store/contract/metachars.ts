@@ -61,7 +61,7 @@ export function metacharContract(store: () => Store) {
         expect(await s.tenants.get(id)).toEqual({ id, createdAt: 1 });
         const c = {
           tenant: id, clientId: `c-${id}`, name: text, secretHash: null, grants: [text], scopes: [text], redirectUris: [text],
-          jwks: null, jwksUrl: text, readAttributes: [text], accessTokenTtl: null, createdAt: 1, disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null,
+          jwks: null, jwksUrl: text, readAttributes: [text], accessTokenTtl: null, createdAt: 1, disabled: false, previousSecretHash: null, previousSecretUntil: null, deletedAt: null, tokensRevokedAt: null,
         };
         await s.clients.create(c);
         expect(await s.clients.get(c.clientId)).toEqual(c);

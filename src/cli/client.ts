@@ -207,8 +207,9 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
       const id = clientIdOf(args);
       return withStore(io, async (ctx) => {
         const c = await change(ctx, id);
-        const off = cut === undefined ? undefined : await usersSubscriptionsOff(ctx, c, cut);
+        // Recorded before the Subscriptions are turned off: a failure there leaves the change audited (run it again to retry).
         await auditChange(ctx, io, `client ${name}`, c.tenant, { kind: 'client', id });
+        const off = cut === undefined ? undefined : await usersSubscriptionsOff(ctx, c, cut);
         printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...(off && { subscriptions_off: off }) });
         return 0;
       });

@@ -154,8 +154,9 @@ export const userUpdateCommand: Command = {
     if (Object.values(changes).every((x) => x === undefined)) throw new UsageError('nothing to change: give at least one flag');
     return withStore(io, async (ctx) => {
       const { user, tokensRevoked } = await updateUser(ctx.store, ctx.clock, tenant, who, changes);
-      const off = tokensRevoked ? await subscriptionsOff(ctx, user, changes.password !== undefined ? 'was given a new password' : 'was given another fhirUser') : [];
+      // Recorded before the Subscriptions are turned off: a failure there leaves the change audited (run it again to retry).
       await auditChange(ctx, io, 'user update', tenant, { kind: 'user', id: user.id });
+      const off = tokensRevoked ? await subscriptionsOff(ctx, user, changes.password !== undefined ? 'was given a new password' : 'was given another fhirUser') : [];
       printData(io, !!v.json, { ...userView(user), tokens_revoked: tokensRevoked, subscriptions_off: off });
       return 0;
     });
@@ -189,8 +190,8 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
       const { tenant, who } = userOf(args);
       return withStore(io, async (ctx) => {
         const u = await change(ctx, tenant, who);
-        const off = cut === undefined ? undefined : await subscriptionsOff(ctx, u, cut);
         await auditChange(ctx, io, `user ${name}`, tenant, { kind: 'user', id: u.id });
+        const off = cut === undefined ? undefined : await subscriptionsOff(ctx, u, cut);
         printData(io, !!args.values.json, { user_id: u.id, tenant: u.tenant, username: u.username, status: userStatus(u), ...(off && { subscriptions_off: off }) });
         return 0;
       });

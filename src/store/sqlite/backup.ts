@@ -70,9 +70,9 @@ export interface CompactResult {
 
 /**
  * Replaces the database at `path` (held by `lock`, lockExclusively, when it exists) with `produce`'s copy:
- * written beside it, checked, renamed over it while the lock is held; then the lock goes, and the old
+ * written beside it, checked, renamed over it while the lock is held; then the old
  * file's -wal (emptied by a checkpoint first: a WAL with frames beside the new file would be replayed
- * into it), -shm and -journal with it. On failure the old file stays as it was.
+ * into it), -shm and -journal are removed, and then the lock goes. On failure the old file stays as it was.
  */
 function replaceLocked(path: string, lock: Database | undefined, produce: (tmp: string) => void): SchemaState {
   let schema: SchemaState;
@@ -83,8 +83,10 @@ function replaceLocked(path: string, lock: Database | undefined, produce: (tmp: 
     lock?.close();
     throw err instanceof MaintenanceError ? err : new MaintenanceError(`cannot replace ${path}: ${errorText(err)}`, 'failed', { cause: err });
   }
-  lock?.close();
+  // The old file's companions go before the lock: a connection waiting for it then finds none of the old file's
+  // beside the new one, and none it made for the new file is removed (src/store/sqlite/db.ts openCurrentFile).
   removeWithCompanions(path, true);
+  lock?.close();
   return schema;
 }
 

@@ -1,5 +1,5 @@
 import { Database } from 'bun:sqlite';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { StoreConflictError } from '../types.ts';
 import type { Migration } from './migrations.ts';
@@ -25,14 +25,7 @@ export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_
       throw new Error(`cannot create the directory of the SQLite database ${path} (CINDER_DATA_DIR or CINDER_DATABASE_URL): ${why}`, { cause: err });
     }
   }
-  const db = new Database(path, { create: true, strict: true });
-  // First: switching to WAL (and the first read of a file another process has just closed) takes a
-  // lock that another connection opening at the same moment may hold; without a busy timeout yet,
-  // that failed at once with "database is locked" (a server's threads open several connections).
-  db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
-  // Takes effect only while the file is still empty; an existing database keeps its page size.
-  db.exec(`PRAGMA page_size = ${PAGE_SIZE}`);
-  db.exec('PRAGMA journal_mode = WAL');
+  const db = openCurrentFile(path, busyTimeoutMs);
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA temp_store = MEMORY');
   db.exec('PRAGMA cache_size = -65536');
@@ -40,6 +33,50 @@ export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_
   db.exec(`PRAGMA wal_autocheckpoint = ${autocheckpointPages(db)}`);
   defineFunctions(db);
   return db;
+}
+
+/** The file at `path` (device and inode), or undefined when there is none. */
+function fileIdentity(path: string): string | undefined {
+  try {
+    const s = statSync(path);
+    return `${s.dev}:${s.ino}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Files replaced under an opening connection before it gives up (each replacement is a compact or restore). */
+const MAX_REPLACED = 3;
+
+/**
+ * Opens `path`, its busy timeout set, in WAL mode, on the file at `path` once its first lock is held. A
+ * connection binds to the file (inode) it opened; `cinder compact` and `cinder restore` rename a new file
+ * over the database while they hold it (lockExclusively), so a connection that opened it meanwhile waited
+ * for that lock on the replaced file, where its writes would be lost (and its WAL replayed into the new
+ * file). Such a connection is closed and the file opened again.
+ */
+function openCurrentFile(path: string, busyTimeoutMs: number): Database {
+  for (let replaced = 0; ; replaced++) {
+    const before = path === ':memory:' ? undefined : fileIdentity(path);
+    const db = new Database(path, { create: true, strict: true });
+    try {
+      // First: switching to WAL (and the first read of a file another process has just closed) takes a
+      // lock that another connection opening at the same moment may hold; without a busy timeout yet,
+      // that failed at once with "database is locked" (a server's threads open several connections).
+      db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+      // Takes effect only while the file is still empty; an existing database keeps its page size.
+      db.exec(`PRAGMA page_size = ${PAGE_SIZE}`);
+      db.exec('PRAGMA journal_mode = WAL');
+      // A read: the lock a compact or restore holds is waited for here at the latest.
+      db.query('SELECT count(*) FROM sqlite_master').get();
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+    if (before === undefined || fileIdentity(path) === before) return db;
+    db.close();
+    if (replaced + 1 >= MAX_REPLACED) throw new Error(`the SQLite database ${path} was replaced ${MAX_REPLACED} times while it was being opened`);
+  }
 }
 
 /**

@@ -1,11 +1,12 @@
 /**
  * `cinder compact` in-process on SQLite: the page size conversion that docs/operations.md describes for
  * files of older versions (4 KiB pages to 16 KiB and back), with every resource kept and the database left
- * in WAL mode with nothing beside it; bad --page-size values and a missing database are usage errors.
+ * in WAL mode with nothing beside it; a database named through a symbolic link replaced where the link
+ * points (compact and restore); bad --page-size values and a missing database are usage errors.
  */
 import { Database } from 'bun:sqlite';
 import { describe, expect, test } from 'bun:test';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -49,6 +50,38 @@ describe('cinder compact (sqlite)', () => {
       expect(inspect(path)).toEqual({ pageSize: 16384, ids: ['a', 'b', 'c'] });
       expect(readdirSync(cli.dir)).toEqual(['cinder.db']);
       expect((await cli.run(['check'])).code).toBe(0);
+    } finally {
+      cli.close();
+      source.close();
+      await t.close();
+    }
+  });
+
+  test('a database reached through a symbolic link is compacted and restored where the link points; the link stays', async () => {
+    const t = await createTestApp();
+    const api = fhirClient(t, await t.token());
+    for (const id of ['a', 'b']) await api.put200({ resourceType: 'Patient', id, name: [{ family: id }] });
+    const source = createCliEnv({ CINDER_DATABASE_URL: join(t.dir, 'cinder.db') });
+    const cli = createCliEnv();
+    // The database on another disk (a directory of its own here), CINDER_DATABASE_URL naming a link to it.
+    const disk = join(cli.dir, 'disk');
+    mkdirSync(disk);
+    const real = join(disk, 'cinder.db');
+    const link = join(cli.dir, 'cinder.db');
+    symlinkSync(real, link);
+    (cli.env as Record<string, string>).CINDER_DATABASE_URL = link;
+    try {
+      expect((await source.run(['backup', '--out', real])).code).toBe(0);
+      expect((await source.run(['backup', '--out', join(cli.dir, 'backup.db')])).code).toBe(0);
+      const compacted = await cli.run(['compact', '--page-size', '4096']);
+      expect([compacted.code, compacted.stderr]).toEqual([0, '']);
+      expect(lstatSync(link).isSymbolicLink()).toBe(true);
+      expect(inspect(real)).toEqual({ pageSize: 4096, ids: ['a', 'b'] });
+      const restored = await cli.run(['restore', '--from', join(cli.dir, 'backup.db')]);
+      expect([restored.code, restored.stderr]).toEqual([0, '']);
+      expect(lstatSync(link).isSymbolicLink()).toBe(true);
+      expect(inspect(real)).toEqual({ pageSize: 16384, ids: ['a', 'b'] });
+      expect(readdirSync(disk)).toEqual(['cinder.db']);
     } finally {
       cli.close();
       source.close();

@@ -1,6 +1,6 @@
 /** Online backup, compaction and restore of Cinder's SQLite database (`cinder backup`, `compact`, `restore`). */
 import type { Database } from 'bun:sqlite';
-import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { SchemaState } from '../schema-state.ts';
 import {
@@ -13,6 +13,15 @@ export interface BackupResult {
   bytes: number;
   schema: SchemaState;
   seconds: number;
+}
+
+/**
+ * The file a database path names, through any symbolic link: what compact and restore replace (renaming
+ * over a link would replace the link, leaving the database where it points as it was), and where SQLite
+ * keeps its -wal and -shm (it resolves links too). A path that does not exist is taken as it is.
+ */
+function databaseFile(path: string): string {
+  return existsSync(path) ? realpathSync(path) : path;
 }
 
 const elapsed = (started: number) => Math.round((performance.now() - started) / 100) / 10;
@@ -95,8 +104,9 @@ function replaceLocked(path: string, lock: Database | undefined, produce: (tmp: 
  * pages of `pageSize` bytes, replaces it atomically. The old file stays whole until the rename, so a
  * failure (a full disk) leaves it as it was.
  */
-export function compactSqlite(path: string, pageSize: number): CompactResult {
+export function compactSqlite(database: string, pageSize: number): CompactResult {
   const started = performance.now();
+  const path = databaseFile(database);
   const bytesBefore = fileBytes(path);
   const lock = lockExclusively(path);
   let pageSizeBefore: number;
@@ -117,8 +127,9 @@ export function compactSqlite(path: string, pageSize: number): CompactResult {
  * file (integrity_check) holding a Cinder schema no newer than this release's. Refused while another
  * process has the database open. The database is replaced in one rename; its old -wal and -shm go.
  */
-export function restoreSqlite(path: string, from: string): { path: string; from: string; bytes: number; schema: SchemaState; seconds: number } {
+export function restoreSqlite(database: string, from: string): { path: string; from: string; bytes: number; schema: SchemaState; seconds: number } {
   const started = performance.now();
+  const path = databaseFile(database);
   const source = resolve(from);
   if (sameFile(source, path)) throw new MaintenanceError(`${from} is the database itself`, 'refused');
   let backup: Database;

@@ -152,6 +152,23 @@ for (const target of targets) {
       expect(await read('Patient', 'cut-150')).toBeUndefined();
     });
 
+    test('entries of an XML collection Bundle that refer to each other by fullUrl are imported, as the same Bundle in JSON is', async () => {
+      // An Encounter and its diagnosis refer to each other (Encounter.diagnosis.condition, Condition.encounter); neither has an id.
+      const encounter = `<Encounter ${FHIR}><status value="finished"/><class><code value="AMB"/></class><diagnosis><condition><reference value="urn:uuid:0c0d0000-0000-4000-8000-000000000002"/></condition></diagnosis></Encounter>`;
+      const condition = `<Condition ${FHIR}><code><text value="cycle"/></code><subject><reference value="Patient/cy-p"/></subject><encounter><reference value="urn:uuid:0c0d0000-0000-4000-8000-000000000001"/></encounter></Condition>`;
+      const text = bundle('collection', [
+        `<entry><fullUrl value="urn:uuid:0c0d0000-0000-4000-8000-000000000000"/><resource>${patient('cy-p')}</resource></entry>`,
+        `<entry><fullUrl value="urn:uuid:0c0d0000-0000-4000-8000-000000000001"/><resource>${encounter}</resource></entry>`,
+        `<entry><fullUrl value="urn:uuid:0c0d0000-0000-4000-8000-000000000002"/><resource>${condition}</resource></entry>`,
+      ]);
+      const json = file('cycle.json', JSON.stringify(parseFhirXml(text)));
+      const xml = file('cycle.xml', text);
+      for (const path of [json, xml]) {
+        const r = await cli.run(['import', '--tenant', 't1', '--json', path]);
+        expect({ path, code: r.code, summary: JSON.parse(r.stdout) }).toMatchObject({ path, code: 0, summary: { imported: 3, failed: 0 } });
+      }
+    });
+
     test('malformed XML, XML that is not FHIR, and an invalid transaction entry: named with file and element, nothing of them written', async () => {
       const unclosed = file('unclosed.xml', bundle('transaction', [entry(patient('mx-1'), 'PUT', 'Patient/mx-1'), entry(patient('mx-2'), 'PUT', 'Patient/mx-2')]).replace('</Bundle>', ''));
       const unknown = file('unknown.xml', bundle('transaction', [

@@ -37,6 +37,9 @@ function reportDocument(ctx: DocumentContext, err: FhirError): void {
 export async function importXmlDocument(deps: FhirDeps, ctx: DocumentContext, text: AsyncIterable<string>, deferrable: boolean): Promise<void> {
   const stream = streamFhirXml({ what: 'The resource', malformed });
   const kept: string[] = [];
+  // A collection's fullUrls as its entries are read (each has its id then), as importCollection maps them all:
+  // entries that refer to each other (an Encounter and its diagnosis) resolve once the later one is read.
+  const local = new Map<string, string>();
   let collection: boolean | undefined;
   const take = async (entries: StreamedEntry[]): Promise<void> => {
     for (const e of entries) {
@@ -44,7 +47,7 @@ export async function importXmlDocument(deps: FhirDeps, ctx: DocumentContext, te
       if (!collection) {
         if (e.error) throw e.error;
         kept.push(e.json!);
-      } else await collectionEntry(ctx, e);
+      } else await collectionEntry(ctx, e, local);
     }
   };
   let value: unknown;
@@ -67,8 +70,11 @@ export async function importXmlDocument(deps: FhirDeps, ctx: DocumentContext, te
   await importResource(deps, ctx, resource, deferrable);
 }
 
-/** A collection Bundle's entry, imported as it is read (or reported with its index). */
-async function collectionEntry(ctx: DocumentContext, e: StreamedEntry): Promise<void> {
+/**
+ * A collection Bundle's entry, imported as it is read (or reported with its index); `local`: the fullUrls of
+ * the entries read so far, this one's added (one referring to a later entry waits for the end of the run).
+ */
+async function collectionEntry(ctx: DocumentContext, e: StreamedEntry, local: Map<string, string>): Promise<void> {
   let entry: unknown;
   try {
     if (e.error) throw e.error;
@@ -79,7 +85,9 @@ async function collectionEntry(ctx: DocumentContext, e: StreamedEntry): Promise<
     return ctx.fail(located.message, 1, { entry: e.index, issues: located.issues });
   }
   const item = collectionItem(ctx, entry, e.index);
-  if (item) await addLoose(ctx, item);
+  if (!item) return;
+  if (item.fullUrl !== undefined) local.set(item.fullUrl, `${item.resource.resourceType}/${item.resource.id}`);
+  await addLoose(ctx, { ...item, local });
 }
 
 /** Whether a Bundle (its elements before the first entry) is a collection whose entries are imported as read; one that cannot be stored is refused first. */

@@ -1,12 +1,13 @@
 /**
  * `cinder backup` and `cinder restore` in-process on SQLite: a checked single-file copy that opens with every
  * resource; refusals (an existing target without --force, a missing directory, the database itself, a
- * backup that is damaged, not Cinder's or from a newer Cinder) exit 2 and write nothing; PostgreSQL is a
+ * backup that is damaged, not Cinder's or from a newer Cinder) exit 2 and write nothing; a backup, and what
+ * compact and restore put in place, keep the database file's permissions; PostgreSQL is a
  * usage error naming pg_dump / pg_restore.
  */
 import { Database } from 'bun:sqlite';
 import { describe, expect, test } from 'bun:test';
-import { closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -67,6 +68,35 @@ describe('cinder backup (sqlite)', () => {
       expect(text.code).toBe(0);
       expect(text.stdout).toContain(`path: ${join(cli.dir, 'second.db')}\n`);
       expect(text.stdout).toContain(`schema_version: ${latest}\n`);
+    } finally {
+      await close();
+    }
+  });
+
+  test('a backup, and the database compact and restore put in place, keep the database file\'s permissions (0600 stays 0600)', async () => {
+    const { t, cli, close } = await withDatabase();
+    const mode = (path: string) => (statSync(path).mode & 0o777).toString(8);
+    try {
+      const database = join(t.dir, 'cinder.db');
+      chmodSync(database, 0o600);
+      const out = join(cli.dir, 'backup.db');
+      expect((await cli.run(['backup', '--out', out])).code).toBe(0);
+      expect(mode(out)).toBe('600');
+      // A database no server holds, at 0600 (a second backup), compacted, then restored from a backup at 0640.
+      const work = join(cli.dir, 'work.db');
+      expect((await cli.run(['backup', '--out', work])).code).toBe(0);
+      chmodSync(work, 0o600);
+      chmodSync(out, 0o640);
+      const offline = createCliEnv({ CINDER_DATABASE_URL: work });
+      try {
+        const compacted = await offline.run(['compact']);
+        expect([compacted.code, compacted.stderr]).toEqual([0, '']);
+        expect(mode(work)).toBe('600');
+        expect((await offline.run(['restore', '--from', out])).code).toBe(0);
+        expect(mode(work)).toBe('600');
+      } finally {
+        offline.close();
+      }
     } finally {
       await close();
     }

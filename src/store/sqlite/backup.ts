@@ -61,7 +61,7 @@ export function backupSqlite(path: string, out: string, options: { force?: boole
   const source = openExisting(path);
   try {
     ensureFreeSpace(dirname(target), usedBytes(source));
-    const schema = replaceAtomically(target, (tmp) => source.query('VACUUM INTO ?').run(tmp), (tmp) => verifyCopy(tmp));
+    const schema = replaceAtomically(target, (tmp) => source.query('VACUUM INTO ?').run(tmp), (tmp) => verifyCopy(tmp), path);
     return { path: target, bytes: statSync(target).size, schema, seconds: elapsed(started) };
   } finally {
     source.close();
@@ -79,7 +79,7 @@ export interface CompactResult {
 
 /**
  * Replaces the database at `path` (held by `lock`, lockExclusively, when it exists) with `produce`'s copy:
- * written beside it, checked, renamed over it while the lock is held; then the old
+ * written beside it with the database's permissions, checked, renamed over it while the lock is held; then the old
  * file's -wal (emptied by a checkpoint first: a WAL with frames beside the new file would be replayed
  * into it), -shm and -journal are removed, and then the lock goes. On failure the old file stays as it was.
  */
@@ -87,7 +87,7 @@ function replaceLocked(path: string, lock: Database | undefined, produce: (tmp: 
   let schema: SchemaState;
   try {
     lock?.query('PRAGMA wal_checkpoint(TRUNCATE)').get();
-    schema = replaceAtomically(path, produce, (tmp) => verifyCopy(tmp, true));
+    schema = replaceAtomically(path, produce, (tmp) => verifyCopy(tmp, true), lock ? path : undefined);
   } catch (err) {
     lock?.close();
     throw err instanceof MaintenanceError ? err : new MaintenanceError(`cannot replace ${path}: ${errorText(err)}`, 'failed', { cause: err });

@@ -4,7 +4,7 @@
  * new file in its place atomically.
  */
 import { Database } from 'bun:sqlite';
-import { closeSync, existsSync, fsyncSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { schemaState, type SchemaState } from '../schema-state.ts';
 import { appliedMigrations, DEFAULT_BUSY_TIMEOUT_MS } from './db.ts';
@@ -173,12 +173,24 @@ function removeStalePartials(target: string): void {
 }
 
 /**
- * Writes a database to `target` through a temporary file beside it: `produce` writes the temporary file
- * (`VACUUM INTO`), `verify` checks it (throwing when it is unfit), then it is synced to disk and renamed
- * over `target` in one step, and the directory synced. Whatever fails, the temporary file is removed and
- * `target` is as it was: never a half-written file under its name.
+ * Gives `file` the permissions of `like` (and, run as root, its owner): a copy of a database made by
+ * VACUUM INTO has the mode the umask leaves (0644), which would open a database kept at 0600 (password
+ * hashes, client secrets, records) to every user, and a compact run as root would leave the database
+ * to root, which a server running as its owner could no longer write.
  */
-export function replaceAtomically<T>(target: string, produce: (tmp: string) => void, verify: (tmp: string) => T): T {
+function permissionsLike(file: string, like: string): void {
+  const s = statSync(like);
+  chmodSync(file, s.mode & 0o7777);
+  if (process.getuid?.() === 0 && (s.uid !== 0 || s.gid !== 0)) chownSync(file, s.uid, s.gid);
+}
+
+/**
+ * Writes a database to `target` through a temporary file beside it: `produce` writes the temporary file
+ * (`VACUUM INTO`), given the permissions of `like` (the database), `verify` checks it (throwing when it is
+ * unfit), then it is synced to disk and renamed over `target` in one step, and the directory synced.
+ * Whatever fails, the temporary file is removed and `target` is as it was: never a half-written file under its name.
+ */
+export function replaceAtomically<T>(target: string, produce: (tmp: string) => void, verify: (tmp: string) => T, like?: string): T {
   removeStalePartials(target);
   const tmp = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${crypto.randomUUID().slice(0, 8)}`);
   try {
@@ -187,6 +199,7 @@ export function replaceAtomically<T>(target: string, produce: (tmp: string) => v
     } catch (err) {
       throw new MaintenanceError(`cannot write ${tmp}: ${errorText(err)}`, 'failed', { cause: err });
     }
+    if (like !== undefined) permissionsLike(tmp, like);
     const result = verify(tmp);
     fsyncPath(tmp);
     renameSync(tmp, target);

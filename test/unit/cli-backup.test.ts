@@ -102,7 +102,7 @@ describe('cinder backup (sqlite)', () => {
     }
   });
 
-  test('refuses an existing target unless --force, and never a directory, a missing directory or the database itself', async () => {
+  test('refuses an existing target unless --force, and never a directory, a missing directory, the database itself or its -wal, -shm, -journal', async () => {
     const { t, cli, close } = await withDatabase();
     try {
       const out = join(cli.dir, 'backup.db');
@@ -130,6 +130,10 @@ describe('cinder backup (sqlite)', () => {
         [['backup', '--out', join(cli.dir, 'no', 'such', 'dir', 'b.db')], `cannot write in ${join(cli.dir, 'no', 'such', 'dir')}: ENOENT`],
         [['backup', '--out', join(out, 'b.db')], `cannot write in ${out}: `],
         [['backup', '--out', join(t.dir, 'cinder.db'), '--force'], `${join(t.dir, 'cinder.db')} is the database itself`],
+        // The files SQLite keeps beside the database, which a running server has open.
+        ...['-wal', '-shm', '-journal'].map((suffix): [string[], string] => [
+          ['backup', '--out', join(t.dir, `cinder.db${suffix}`), '--force'], `${join(t.dir, `cinder.db${suffix}`)} is the database's ${suffix} file, not a backup's place`,
+        ]),
       ];
       for (const [argv, message] of cases) {
         const r = await cli.run(argv);

@@ -33,8 +33,15 @@ function sameFile(a: string, b: string): boolean {
   return x.dev === y.dev && x.ino === y.ino;
 }
 
-/** Refuses a target that cannot take a new file: a directory, an existing file without `force`, a missing or unwritable directory. */
+/** Refuses a target that cannot take a new file: the database's -wal, -shm or -journal, a directory, an existing file without `force`, a missing or unwritable directory. */
 function checkTarget(target: string, force: boolean, database: string): void {
+  // The files SQLite keeps beside the database (named after the file it resolves the path to), which servers have open.
+  const file = databaseFile(resolve(database));
+  for (const suffix of ['-wal', '-shm', '-journal']) {
+    if (target === `${file}${suffix}` || target === `${resolve(database)}${suffix}` || sameFile(target, `${file}${suffix}`)) {
+      throw new MaintenanceError(`${target} is the database's ${suffix} file, not a backup's place`, 'refused');
+    }
+  }
   if (existsSync(target)) {
     if (statSync(target).isDirectory()) throw new MaintenanceError(`${target} is a directory: name the backup file`, 'refused');
     if (sameFile(target, database)) throw new MaintenanceError(`${target} is the database itself`, 'refused');

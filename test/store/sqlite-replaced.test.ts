@@ -1,7 +1,8 @@
 /**
  * A SQLite file replaced (renamed over) while a process opening it waits for the lock of the one replacing
  * it, as `cinder compact` and `cinder restore` do under lockExclusively: the opener's connection must read
- * and write the file now at the path, not the replaced one (whose writes would be lost with its inode).
+ * and write the file now at the path, not the replaced one (whose writes would be lost with its inode); a
+ * backup that opened it meanwhile copies the new file, not the one the restore replaced.
  */
 import { Database } from 'bun:sqlite';
 import { afterAll, expect, test } from 'bun:test';
@@ -59,6 +60,41 @@ test.skipIf(process.platform !== 'linux')('a process that opened the database be
   try {
     expect(db.query<{ integrity_check: string }, []>('PRAGMA integrity_check').all().map((r) => r.integrity_check)).toEqual(['ok']);
     expect(db.query<{ v: string }, []>('SELECT v FROM t ORDER BY id').all().map((r) => r.v)).toEqual(['before', 'written while replaced']);
+  } finally {
+    db.close();
+  }
+}, 30_000);
+
+test.skipIf(process.platform !== 'linux')('a backup that opened the database before it was replaced copies the new file', async () => {
+  const path = join(dir, 'backed-up.db');
+  const seed = openDatabase(path);
+  seed.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+  seed.exec("INSERT INTO t (v) VALUES ('before')");
+  seed.close();
+  const out = join(dir, 'backup-of-replaced.db');
+
+  const lock = lockExclusively(path);
+  const child = Bun.spawn([process.execPath, new URL('../fixtures/sqlite-backup-once.ts', import.meta.url).pathname, path, out], { stdout: 'pipe', stderr: 'pipe' });
+  try {
+    while (!holdsOpen(child.pid, path) && child.exitCode === null) await Bun.sleep(10);
+    // A restore: the new file holds what the old did not.
+    lock.query('PRAGMA wal_checkpoint(TRUNCATE)').get();
+    replaceAtomically(path, (tmp) => {
+      lock.query('VACUUM INTO ?').run(tmp);
+      const copy = new Database(tmp);
+      copy.exec("INSERT INTO t (v) VALUES ('restored')");
+      copy.close();
+    }, (tmp) => verifyCopy(tmp, true));
+    removeWithCompanions(path, true);
+  } finally {
+    lock.close();
+  }
+  expect(await new Response(child.stdout).text()).toBe('ok\n');
+  expect(await child.exited).toBe(0);
+
+  const db = new Database(out, { readwrite: true, create: false });
+  try {
+    expect(db.query<{ v: string }, []>('SELECT v FROM t ORDER BY id').all().map((r) => r.v)).toEqual(['before', 'restored']);
   } finally {
     db.close();
   }

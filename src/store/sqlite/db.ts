@@ -36,7 +36,7 @@ export function openDatabase(path: string, busyTimeoutMs = DEFAULT_BUSY_TIMEOUT_
 }
 
 /** The file at `path` (device and inode), or undefined when there is none. */
-function fileIdentity(path: string): string | undefined {
+export function fileIdentity(path: string): string | undefined {
   try {
     const s = statSync(path);
     return `${s.dev}:${s.ino}`;
@@ -46,7 +46,7 @@ function fileIdentity(path: string): string | undefined {
 }
 
 /** Files replaced under an opening connection before it gives up (each replacement is a compact or restore). */
-const MAX_REPLACED = 3;
+export const MAX_REPLACED = 3;
 
 /**
  * Opens `path`, its busy timeout set, in WAL mode, on the file at `path` once its first lock is held. A

@@ -7,7 +7,7 @@ import { Database } from 'bun:sqlite';
 import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { schemaState, type SchemaState } from '../schema-state.ts';
-import { appliedMigrations, DEFAULT_BUSY_TIMEOUT_MS } from './db.ts';
+import { appliedMigrations, DEFAULT_BUSY_TIMEOUT_MS, fileIdentity, MAX_REPLACED } from './db.ts';
 import { sqliteMigrations } from './migrations.ts';
 
 /**
@@ -33,14 +33,26 @@ export function errorText(err: unknown): string {
 export function openExisting(path: string, readonly = false): Database {
   if (!existsSync(path)) throw new MaintenanceError(`no SQLite database at ${path}`, 'refused');
   if (statSync(path).isDirectory()) throw new MaintenanceError(`${path} is a directory, not a SQLite database`, 'refused');
-  let db: Database;
-  try {
-    db = readonly ? new Database(path, { readonly: true, strict: true }) : new Database(path, { readwrite: true, create: false, strict: true });
-    db.exec(`PRAGMA busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`);
-  } catch (err) {
-    throw new MaintenanceError(`cannot open ${path}: ${errorText(err)}`, 'failed', { cause: err });
+  for (let replaced = 0; ; replaced++) {
+    const before = fileIdentity(path);
+    let db: Database;
+    try {
+      db = readonly ? new Database(path, { readonly: true, strict: true }) : new Database(path, { readwrite: true, create: false, strict: true });
+      db.exec(`PRAGMA busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`);
+    } catch (err) {
+      throw new MaintenanceError(`cannot open ${path}: ${errorText(err)}`, 'failed', { cause: err });
+    }
+    // A first read, after the lock of a compact or restore replacing the file: a connection stays on the file it
+    // opened, so one opened before the replacement opens again (as openDatabase does). A file that cannot be
+    // read is left to the caller's checks.
+    try {
+      db.query('SELECT count(*) FROM sqlite_master').get();
+    } catch {
+      return db;
+    }
+    if (fileIdentity(path) === before || replaced + 1 >= MAX_REPLACED) return db;
+    db.close();
   }
-  return db;
 }
 
 /** True for SQLITE_BUSY and SQLITE_LOCKED (and their extended codes). */

@@ -23,7 +23,7 @@ export interface ExpungeStatements {
   removeHistory(b: ExpungeBatch, ids: string[]): Promise<number>;
   /** Removes the `n` oldest history versions of one resource (only `versionId`, when given); returns how many. */
   removeOldestHistory(b: ExpungeBatch, id: string, n: number): Promise<number>;
-  /** Removes these resource rows with every row they own (index, words, compartments, a Subscription's state and outbox). */
+  /** Removes these resource rows with every row they own (index, words, compartments, a Subscription's state, outbox and kept events). */
   removeResources(b: ExpungeBatch, rows: ExpungeCandidate[]): Promise<void>;
 }
 

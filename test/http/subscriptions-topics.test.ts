@@ -143,7 +143,7 @@ for (const target of targets) {
       database = await target.fresh();
       const store = database.open();
       await store.migrate();
-      t = await createTestApp({ store, env: ALLOW });
+      t = await createTestApp({ store, env: { ...ALLOW, CINDER_EXPUNGE: 'on' } });
       token = await t.token();
       hook = receiver();
       expect((await call('POST', 'Basic', completeTopic())).status).toBe(201);
@@ -349,6 +349,29 @@ for (const target of targets) {
       expect((await call('GET', `Subscription/${criteria.id}/$events`)).status).toBe(400);
       await off(criteria);
       await off(s);
+    });
+
+    test('an expunged Subscription takes its kept events with it: one created again with its id counts from 1, and writes go on', async () => {
+      const body = { ...topicSubscription(hook.url, CHANGES, 'id-only'), id: 'reused' };
+      expect((await call('PUT', 'Subscription/reused', body)).status).toBe(201);
+      const a = await json(call('POST', 'Encounter', encounter('planned')));
+      expect((await call('DELETE', 'Subscription/reused')).status).toBe(200);
+      const expunged = { resourceType: 'Parameters', parameter: [{ name: 'expungeDeletedResources', valueBoolean: true }] };
+      expect((await call('POST', 'Subscription/reused/$expunge', expunged)).status).toBe(200);
+      expect((await call('PUT', 'Subscription/reused', body)).status).toBe(201);
+      // Nothing of the first one: no event kept, none counted.
+      const fresh = await json(call('GET', 'Subscription/reused/$events'));
+      expect((fresh.entry as Json[]).length).toBe(1);
+      expect(param((fresh.entry as Json[])[0]!.resource as Json, 'events-since-subscription-start')!.valueString).toBe('0');
+      const res = await call('POST', 'Encounter', encounter('planned'));
+      expect(res.status).toBe(201);
+      const b = await json(res);
+      const events = await json(call('GET', 'Subscription/reused/$events'));
+      expect((events.entry as Json[]).slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${b.id}`]);
+      expect(a.id).not.toBe(b.id);
+      await drain();
+      received();
+      await off({ id: 'reused' });
     });
 
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {

@@ -41,7 +41,7 @@ export interface ExpungeRepo {
    * type, oldest version first within each resource, resources in row order: a history version with
    * its pending Subscription notifications; a resource's current version only once its history is
    * gone, with its resource row and every row it owns (search index rows of every table, words,
-   * compartment rows, notifications, and a Subscription's delivery state and outbox). A resource
+   * compartment rows, notifications, and a Subscription's delivery state, outbox and kept topic events). A resource
    * whose versions the limit cuts is left part-way (its oldest versions gone, the rest intact) and
    * resumed from by the next batch. Examines a bounded number of resource rows per call.
    */

@@ -67,6 +67,8 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
             AND ((type = ${b.type} AND resource_id = ANY(${ids}::text[])) OR (${b.type === 'Subscription'} AND subscription_id = ANY(${ids}::text[])))
           ), state AS (
             DELETE FROM subscription_state WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND id = ANY(${ids}::text[])
+          ), events AS (
+            DELETE FROM subscription_events WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND subscription_id = ANY(${ids}::text[])
           )
           DELETE FROM resources WHERE pk = ANY(${pks}::bigint[])`;
       },

@@ -85,6 +85,7 @@ function removeRows(db: Database, b: ExpungeBatch, rows: ExpungeCandidate[]): vo
   if (b.type === 'Subscription') {
     db.prepare(`DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id IN ${inIds}`).run(b.tenant, ...ids);
     db.prepare(`DELETE FROM subscription_state WHERE tenant = ? AND id IN ${inIds}`).run(b.tenant, ...ids);
+    db.prepare(`DELETE FROM subscription_events WHERE tenant = ? AND subscription_id IN ${inIds}`).run(b.tenant, ...ids);
   }
   db.prepare(`DELETE FROM resources WHERE pk IN ${inPks}`).run(...pks);
 }

@@ -268,4 +268,44 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       expect(gathered[1]).toEqual({ msg: 'planner statistics gathered', tables: expect.arrayContaining(['resources']) });
       await watch.stop();
     }), 60_000);
+
+  test('two transactions numbering the events of the same topic Subscriptions in opposite orders both commit, each number given once', async () => {
+    const db = await pg!.fresh();
+    const s = db.open();
+    await s.migrate();
+    const holder = postgres(db.url, { max: 1 });
+    const watcher = postgres(db.url, { max: 1 });
+    try {
+      const tenant = 't1';
+      await s.resources.write(tenant, async (w) => {
+        for (const id of ['sa', 'sb']) await w.ownSubscription(id, '{"operator":true}', 'rest-hook');
+      });
+      const event = (subscriptionId: string, id: string) => ({ subscriptionId, type: 'Encounter', id, versionId: 1, event: 'create' as const });
+      let write: Promise<void> | undefined;
+      // Another writer numbers an event of sa first (its row locked until it commits), then one of sb; the
+      // store's write, meanwhile, has an event of sb before one of sa to number.
+      await holder.begin(async (tx) => {
+        await tx`UPDATE subscription_state SET events = events + 1 WHERE tenant = ${tenant} AND id = 'sa'`;
+        write = s.resources.write(tenant, (w) => w.notify([event('sb', 'e1'), event('sa', 'e2')], 1_000));
+        write.catch(() => undefined);
+        // Once the store's write waits for a lock (for sa's row, whichever it took before).
+        for (let i = 0; i < 200; i++) {
+          const [w] = await watcher<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+          if (w!.n > 0) break;
+          await Bun.sleep(25);
+        }
+        await tx`UPDATE subscription_state SET events = events + 1 WHERE tenant = ${tenant} AND id = 'sb'`;
+      });
+      await write;
+      const numbers = await holder<{ subscription_id: string; event_number: string; resource_id: string }[]>`
+        SELECT subscription_id, event_number, resource_id FROM subscription_notifications WHERE tenant = ${tenant} ORDER BY subscription_id`;
+      expect(numbers.map((n) => `${n.subscription_id} ${n.event_number} ${n.resource_id}`)).toEqual(['sa 2 e2', 'sb 2 e1']);
+      expect(await s.subscriptions.events(tenant, 'sa')).toBe(2);
+      expect(await s.subscriptions.events(tenant, 'sb')).toBe(2);
+    } finally {
+      await holder.end();
+      await watcher.end();
+      await s.close();
+    }
+  }, 60_000);
 });

@@ -199,12 +199,22 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       if (!notifications.length) return;
       const numbers = new Map<NotificationToWrite, number | null>();
       // A topic event is numbered by its subscription's count, moved here (the row stays locked until the
-      // write commits, so concurrent writes number one subscription's events one after the other).
+      // write commits, so concurrent writes number one subscription's events one after the other): each
+      // subscription's count moved once by its number of events, the subscriptions in id order, so that two
+      // writes numbering events of the same subscriptions never wait for each other in a cycle (a deadlock).
+      const bySubscription = new Map<string, NotificationToWrite[]>();
       for (const n of notifications) {
         if (n.event === undefined || n.event === 'handshake' || n.event === 'heartbeat') continue;
+        const list = bySubscription.get(n.subscriptionId) ?? [];
+        list.push(n);
+        bySubscription.set(n.subscriptionId, list);
+      }
+      for (const id of [...bySubscription.keys()].sort()) {
+        const events = bySubscription.get(id)!;
         const [r] = await tx<{ events: string }[]>`
-          UPDATE subscription_state SET events = events + 1, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${n.subscriptionId} RETURNING events`;
-        numbers.set(n, r ? Number(r.events) : null);
+          UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events`;
+        const first = r ? Number(r.events) - events.length + 1 : null;
+        events.forEach((n, i) => numbers.set(n, first === null ? null : first + i));
       }
       const rows = notifications.map((n) => ({
         tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: now,

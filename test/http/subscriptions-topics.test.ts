@@ -212,6 +212,9 @@ for (const target of targets) {
       const status = ((handshake!.entry as Json[])[0]!.resource) as Json;
       expect(status.resourceType).toBe('Parameters');
       expect(param(status, 'type')!.valueCode).toBe('handshake');
+      // The status the handshake is part of (the IG's R4 handshake example, its workflow): the request's, requested.
+      expect(param(status, 'status')!.valueCode).toBe('requested');
+      expect(((handshake!.entry as Json[])[0]!.request as Json).url).toBe(`Subscription/${s.id}/$status`);
       expect(param(status, 'subscription')!.valueReference).toEqual({ reference: `${t.fhir()}/Subscription/${s.id}` });
       expect(param(status, 'events-since-subscription-start')!.valueString).toBe('0');
       expect((handshake!.entry as Json[]).length).toBe(1);

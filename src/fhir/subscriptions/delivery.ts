@@ -348,7 +348,12 @@ export class SubscriptionDelivery {
     const base = fhir.fhirBase?.(c.tenant) ?? '';
     const status = { base, subscriptionId: c.id, topic: sub.criteria as string, status: String(sub.status), content: request.content };
     if (n.event === 'handshake' || n.event === 'heartbeat' || n.event === undefined) {
-      return notificationBundle({ ...status, type: n.event ?? 'handshake', eventsSinceStart: (await fhir.store.subscriptions.events(c.tenant, c.id)) ?? 0 }, clock.now());
+      const type = n.event ?? 'handshake';
+      // A handshake is part of the request's activation (recorded for a Subscription written `requested`): its status
+      // is the request's, as in the IG's workflow and R4 handshake example, though Cinder stored it `active` at once.
+      return notificationBundle({
+        ...status, ...(type === 'handshake' && { status: 'requested' }), type, eventsSinceStart: (await fhir.store.subscriptions.events(c.tenant, c.id)) ?? 0,
+      }, clock.now());
     }
     const event: NotifiedEvent = { number: n.eventNumber ?? 0, at: n.createdAt, type: n.type, id: n.id, interaction: n.event };
     if (request.content === 'full-resource' && n.event !== 'delete') {

@@ -558,6 +558,37 @@ for (const target of targets) {
       expect(t.app.subscriptions.counts.dropped - dropped).toBe(2);
     });
 
+    test("a disabled client's topic Subscription with a heartbeat period has its heartbeats again once it is enabled", async () => {
+      const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+      const c = await backend(['system/*.*']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      await owner.create({
+        resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-patients' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
+      });
+      const sub = await owner.create({
+        resourceType: 'Subscription', status: 'requested', reason: 'beats', criteria: 'http://example.org/topics/lifecycle-patients',
+        channel: {
+          type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook', payload: 'application/fhir+json',
+          _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+          extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }],
+        },
+      });
+      const waiting = async () => (await t.store.subscriptions.pending('t1', sub.id as string, 100)).map((n) => n.event);
+      expect(await waiting()).toEqual(['handshake']);
+      await cinder(['client', 'disable', c.id]);
+      later();
+      // Disabled: what waits is dropped, and so is each heartbeat due meanwhile.
+      await t.app.subscriptions.runOnce();
+      expect(await waiting()).toEqual([]);
+      await cinder(['client', 'enable', c.id]);
+      later();
+      await t.app.subscriptions.runOnce();
+      // Enabled again: its heartbeats go on (the endpoint does not answer: the heartbeat waits for a retry).
+      expect(await waiting()).toEqual(['heartbeat']);
+    });
+
     test("a user's disable, delete or new password silences the Subscriptions their app activated; enable restarts none, a new activation does", async () => {
       const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
       const signedIn = async (username: string) => {

@@ -213,9 +213,11 @@ export class SubscriptionDelivery {
       const clientId = ownerClient(c.owner);
       const user = ownerUser(c.owner);
       const client = clientId === null ? null : await this.options.client(clientId);
-      const cutOff = !!client?.disabled || (user !== null && authorityRevoked(client, await this.options.user(c.tenant, user.id), user));
-      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || cutOff) {
-        this.counts.dropped += await repo.drop(c.tenant, c.id);
+      const revoked = user !== null && authorityRevoked(client, await this.options.user(c.tenant, user.id), user);
+      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || revoked || client?.disabled) {
+        // A client's disable is undone by its enable, when its own Subscriptions resume: their heartbeats too.
+        const paused = !!sub && sub.status === 'active' && channel.type === 'rest-hook' && !revoked;
+        this.counts.dropped += await repo.drop(c.tenant, c.id, paused);
         return;
       }
       if (typeof sub.end === 'string' && Date.parse(sub.end) <= clock.now()) {

@@ -78,8 +78,11 @@ export interface SubscriptionRepo {
   delivered(tenant: string, id: string, worker: string, pk: number): Promise<void>;
   /** A delivery failed: the failure count and the next attempt's time are stored (while `worker` holds it). */
   failed(tenant: string, id: string, worker: string, failures: number, nextAttemptAt: number, error: string): Promise<void>;
-  /** Drops every recorded notification of the subscription and resets its failures (it is off, in error, gone or ended). */
-  drop(tenant: string, id: string): Promise<number>;
+  /**
+   * Drops every recorded notification of the subscription and resets its failures (it is off, in error, gone or
+   * ended), and ends its heartbeats; with `keepHeartbeats` (its client disabled, which may be enabled again) they go on.
+   */
+  drop(tenant: string, id: string, keepHeartbeats?: boolean): Promise<number>;
   /** Ends `worker`'s lease. */
   release(tenant: string, id: string, worker: string): Promise<void>;
   /**

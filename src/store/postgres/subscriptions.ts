@@ -51,9 +51,10 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
     async failed(tenant, id, worker, failures, nextAttemptAt, error) {
       await sql`UPDATE subscription_state SET failures = ${failures}, next_attempt_at = ${nextAttemptAt}, last_error = ${error} WHERE ${heldBy(tenant, id, worker)}`;
     },
-    async drop(tenant, id) {
+    async drop(tenant, id, keepHeartbeats = false) {
       return transaction(sql, async (tx) => {
-        await tx`UPDATE subscription_state SET failures = 0, next_attempt_at = 0, heartbeat_ms = 0 WHERE tenant = ${tenant} AND id = ${id}`;
+        const heartbeat = keepHeartbeats ? tx`` : tx`, heartbeat_ms = 0`;
+        await tx`UPDATE subscription_state SET failures = 0, next_attempt_at = 0 ${heartbeat} WHERE tenant = ${tenant} AND id = ${id}`;
         const r = await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
         return r.count;
       });

@@ -53,8 +53,9 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
     async failed(tenant, id, worker, failures, nextAttemptAt, error) {
       db.query(`UPDATE subscription_state SET failures = ?, next_attempt_at = ?, last_error = ? WHERE ${HELD_BY}`).run(failures, nextAttemptAt, error, tenant, id, worker);
     },
-    async drop(tenant, id) {
-      db.query('UPDATE subscription_state SET failures = 0, next_attempt_at = 0, heartbeat_ms = 0 WHERE tenant = ? AND id = ?').run(tenant, id);
+    async drop(tenant, id, keepHeartbeats = false) {
+      const heartbeat = keepHeartbeats ? '' : ', heartbeat_ms = 0';
+      db.query(`UPDATE subscription_state SET failures = 0, next_attempt_at = 0${heartbeat} WHERE tenant = ? AND id = ?`).run(tenant, id);
       return db.query('DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id = ?').run(tenant, id).changes;
     },
     async release(tenant, id, worker) {

@@ -377,6 +377,27 @@ for (const target of targets) {
       await off({ id: 'reused' });
     });
 
+    test("$expunge takes the kept events of the versions it removes: $events no longer names them", async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      const gone = await json(call('POST', 'Encounter', encounter('planned')));
+      await call('DELETE', `Encounter/${gone.id}`);
+      const kept = await json(call('POST', 'Encounter', encounter('planned')));
+      await call('PUT', `Encounter/${kept.id}`, { ...kept, status: 'arrived' });
+      const named = async () => ((await json(call('GET', `Subscription/${s.id}/$events`))).entry as Json[]).slice(1)
+        .map((x) => `${(x.request as Json).method} ${(x.fullUrl as string).slice(t.fhir().length + 1)}`);
+      expect(await named()).toEqual([`POST Encounter/${gone.id}`, `DELETE Encounter/${gone.id}`, `POST Encounter/${kept.id}`, `PUT Encounter/${kept.id}`]);
+      const expunge = (path: string, name: string) => call('POST', `${path}/$expunge`, { resourceType: 'Parameters', parameter: [{ name, valueBoolean: true }] });
+      expect((await expunge(`Encounter/${gone.id}`, 'expungeDeletedResources')).status).toBe(200);
+      expect((await expunge(`Encounter/${kept.id}`, 'expungePreviousVersions')).status).toBe(200);
+      // The numbers of those left stand (the events removed leave gaps).
+      expect(await named()).toEqual([`PUT Encounter/${kept.id}`]);
+      const numbers = ((await json(call('GET', `Subscription/${s.id}/$events`))).entry as Json[])[0]!.resource as Json;
+      expect(part(numbers, 'event-number')!.valueString).toBe('4');
+      await drain();
+      received();
+      await off(s);
+    });
+
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
       const cs = await json(call('GET', 'metadata'));
       const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;

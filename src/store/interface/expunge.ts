@@ -39,7 +39,7 @@ export interface ExpungeRepo {
   /**
    * Removes, in one transaction, at most `limit` versions that `mode` selects among resources of one
    * type, oldest version first within each resource, resources in row order: a history version with
-   * its pending Subscription notifications; a resource's current version only once its history is
+   * its pending Subscription notifications and kept topic events; a resource's current version only once its history is
    * gone, with its resource row and every row it owns (search index rows of every table, words,
    * compartment rows, notifications, and a Subscription's delivery state, outbox and kept topic events). A resource
    * whose versions the limit cuts is left part-way (its oldest versions gone, the rest intact) and

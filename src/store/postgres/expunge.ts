@@ -38,6 +38,9 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
           ), notified AS (
             DELETE FROM subscription_notifications n USING gone g
             WHERE n.tenant = ${b.tenant} AND n.type = ${b.type} AND n.resource_id = g.id AND n.version_id = g.version_id
+          ), events AS (
+            DELETE FROM subscription_events e USING gone g
+            WHERE e.tenant = ${b.tenant} AND e.type = ${b.type} AND e.resource_id = g.id AND e.version_id = g.version_id
           )
           SELECT count(*)::int AS n FROM gone`;
         return row!.n;
@@ -52,6 +55,9 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
             AND version_id IN (SELECT version_id FROM oldest) RETURNING version_id
           ), notified AS (
             DELETE FROM subscription_notifications WHERE tenant = ${b.tenant} AND type = ${b.type} AND resource_id = ${id}
+            AND version_id IN (SELECT version_id FROM gone)
+          ), events AS (
+            DELETE FROM subscription_events WHERE tenant = ${b.tenant} AND type = ${b.type} AND resource_id = ${id}
             AND version_id IN (SELECT version_id FROM gone)
           )
           SELECT count(*)::int AS n FROM gone`;
@@ -68,7 +74,8 @@ export function createPostgresExpunge(sql: Pg): ExpungeRepo {
           ), state AS (
             DELETE FROM subscription_state WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND id = ANY(${ids}::text[])
           ), events AS (
-            DELETE FROM subscription_events WHERE ${b.type === 'Subscription'} AND tenant = ${b.tenant} AND subscription_id = ANY(${ids}::text[])
+            DELETE FROM subscription_events WHERE tenant = ${b.tenant}
+            AND ((type = ${b.type} AND resource_id = ANY(${ids}::text[])) OR (${b.type === 'Subscription'} AND subscription_id = ANY(${ids}::text[])))
           )
           DELETE FROM resources WHERE pk = ANY(${pks}::bigint[])`;
       },

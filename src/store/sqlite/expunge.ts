@@ -41,10 +41,13 @@ export function createSqliteExpunge(db: Database): ExpungeRepo {
     async removeHistory(b, ids) {
       const v = versionFilter(b);
       const vn = versionFilter(b, 'n.version_id');
-      db.prepare(
-        `DELETE FROM subscription_notifications AS n WHERE tenant = ? AND type = ? AND resource_id IN (${marks(ids.length)})${vn.sql}
-         AND EXISTS (SELECT 1 FROM resource_history h WHERE h.tenant = n.tenant AND h.type = n.type AND h.id = n.resource_id AND h.version_id = n.version_id)`,
-      ).run(b.tenant, b.type, ...ids, ...vn.values);
+      // The outbox and the kept topic events of the versions that go (a history row's, not the current version's).
+      for (const table of ['subscription_notifications', 'subscription_events']) {
+        db.prepare(
+          `DELETE FROM ${table} AS n WHERE tenant = ? AND type = ? AND resource_id IN (${marks(ids.length)})${vn.sql}
+           AND EXISTS (SELECT 1 FROM resource_history h WHERE h.tenant = n.tenant AND h.type = n.type AND h.id = n.resource_id AND h.version_id = n.version_id)`,
+        ).run(b.tenant, b.type, ...ids, ...vn.values);
+      }
       return db
         .prepare(`DELETE FROM resource_history WHERE tenant = ? AND type = ? AND id IN (${marks(ids.length)})${v.sql}`)
         .run(b.tenant, b.type, ...ids, ...v.values).changes;
@@ -57,8 +60,9 @@ export function createSqliteExpunge(db: Database): ExpungeRepo {
         )
         .get(b.tenant, b.type, id, ...v.values, n - 1);
       if (!last) return 0;
-      db.prepare('DELETE FROM subscription_notifications WHERE tenant = ? AND type = ? AND resource_id = ? AND version_id <= ?')
-        .run(b.tenant, b.type, id, last.version_id);
+      for (const table of ['subscription_notifications', 'subscription_events']) {
+        db.prepare(`DELETE FROM ${table} WHERE tenant = ? AND type = ? AND resource_id = ? AND version_id <= ?`).run(b.tenant, b.type, id, last.version_id);
+      }
       return db
         .prepare(`DELETE FROM resource_history WHERE tenant = ? AND type = ? AND id = ? AND version_id <= ?${v.sql}`)
         .run(b.tenant, b.type, id, last.version_id, ...v.values).changes;
@@ -82,6 +86,7 @@ function removeRows(db: Database, b: ExpungeBatch, rows: ExpungeCandidate[]): vo
   db.prepare(`DELETE FROM search_text_stale WHERE res IN ${inPks}`).run(...pks);
   const inIds = `(${marks(ids.length)})`;
   db.prepare(`DELETE FROM subscription_notifications WHERE tenant = ? AND type = ? AND resource_id IN ${inIds}`).run(b.tenant, b.type, ...ids);
+  db.prepare(`DELETE FROM subscription_events WHERE tenant = ? AND type = ? AND resource_id IN ${inIds}`).run(b.tenant, b.type, ...ids);
   if (b.type === 'Subscription') {
     db.prepare(`DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id IN ${inIds}`).run(b.tenant, ...ids);
     db.prepare(`DELETE FROM subscription_state WHERE tenant = ? AND id IN ${inIds}`).run(b.tenant, ...ids);

@@ -312,6 +312,27 @@ for (const target of targets) {
       await off(mine);
     });
 
+    test("$events names to its caller only the resources it may read: another patient's events are counted, their focus left out", async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      const mine = await json(call('POST', 'Encounter', encounter('planned', 'pa')));
+      const theirs = await json(call('POST', 'Encounter', encounter('planned', 'pb')));
+      expect((await call('DELETE', `Encounter/${theirs.id}`)).status).toBe(200);
+      const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.rs', { patient: 'pa' });
+      for (const content of ['id-only', 'full-resource']) {
+        const events = await json(call('GET', `Subscription/${s.id}/$events?content=${content}`, undefined, patientToken));
+        const status = (events.entry as Json[])[0]!.resource as Json;
+        const parts = (status.parameter as Json[]).filter((x) => x.name === 'notification-event').map((x) => (x.part as Json[]).map((p) => p.name === 'focus' ? (p.valueReference as Json).reference : p.name));
+        expect(parts).toEqual([['event-number', 'timestamp', `${t.fhir()}/Encounter/${mine.id}`], ['event-number', 'timestamp'], ['event-number', 'timestamp']]);
+        expect((events.entry as Json[]).slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${mine.id}`]);
+      }
+      // Its owner is told of all three.
+      const all = await json(call('GET', `Subscription/${s.id}/$events`));
+      expect((all.entry as Json[]).length).toBe(4);
+      await drain();
+      received();
+      await off(s);
+    });
+
     test("a topic's change reaches its active Subscriptions: delete added to its trigger makes deletions notify", async () => {
       const topic = { ...changesTopic, extension: [...(changesTopic.extension as Json[])] };
       (topic.extension as Json[])[1] = { url: `${X5}resourceTrigger`, extension: [sub('resource', { valueUri: 'Encounter' }), sub('supportedInteraction', { valueCode: 'create' })] };

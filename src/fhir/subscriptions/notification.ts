@@ -27,6 +27,8 @@ export interface NotifiedEvent {
   resource?: Json;
   /** Resources the topic's notificationShape includes (full-resource). */
   included?: { type: string; id: string; resource: Json }[];
+  /** Sent as with `empty` (its number and time alone): its focus is not the reader's to know (`$events`). */
+  withheld?: boolean;
 }
 
 export interface StatusInput {
@@ -58,7 +60,7 @@ export function statusParameters(s: StatusInput, id: string): Json {
       { name: 'event-number', valueString: String(e.number) },
       { name: 'timestamp', valueInstant: new Date(e.at).toISOString() },
     ];
-    if (s.content !== 'empty') {
+    if (s.content !== 'empty' && !e.withheld) {
       part.push({ name: 'focus', valueReference: { reference: `${s.base}/${e.type}/${e.id}` } });
       for (const inc of e.included ?? []) part.push({ name: 'additional-context', valueReference: { reference: `${s.base}/${inc.type}/${inc.id}` } });
     }
@@ -78,7 +80,7 @@ export function notificationBundle(s: StatusInput, now: number): Json {
     response: { status: '200' },
   }];
   if (s.content !== 'empty') {
-    for (const e of s.events ?? []) {
+    for (const e of (s.events ?? []).filter((ev) => !ev.withheld)) {
       const method = e.interaction === 'create' ? 'POST' : e.interaction === 'update' ? 'PUT' : 'DELETE';
       entry.push({
         fullUrl: `${s.base}/${e.type}/${e.id}`,

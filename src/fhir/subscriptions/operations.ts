@@ -65,8 +65,10 @@ function eventNumber(params: URLSearchParams, name: string): number | undefined 
  * (the last EVENTS_KEPT of a topic-based Subscription) numbered `eventsSinceNumber` to `eventsUntilNumber`
  * (default: the last MAX_EVENTS up to the latest; at most MAX_EVENTS, the earliest first), as a `history`
  * Bundle led by a SubscriptionStatus of type `query-event`, with `content` (default: the Subscription's
- * payload content). A full-resource focus is the version the event was about, as the caller may read it
- * (one it may not read, or gone, is sent as id-only).
+ * payload content). An event's focus is named only when the caller may read the version it was about (for a
+ * deletion, the one deleted): the events were matched with the owner's reach, and any reader of the Subscription
+ * may ask; one it may not read (or gone) is sent with its number and time alone, as with `empty`. A full-resource
+ * focus is that version.
  */
 export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base: string, id: string, params: URLSearchParams): Promise<Json> {
   const row = await readResource(deps, req, 'Subscription', id);
@@ -89,11 +91,16 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
   const events: NotifiedEvent[] = [];
   for (const e of kept) {
     const event: NotifiedEvent = { number: e.number, at: e.createdAt, type: e.type, id: e.id, interaction: e.event };
-    if (content === 'full-resource' && e.event !== 'delete') {
+    if (content !== 'empty') {
+      // The version the event was about, read as the caller: a deletion's, the one it deleted.
+      const version = e.event === 'delete' ? e.versionId - 1 : e.versionId;
       try {
-        event.resource = JSON.parse((await vreadResource(deps, req, e.type, e.id, String(e.versionId))).content) as Json;
+        if (version < 1) throw new FhirError('not-found', `${e.type}/${e.id} has no version before its deletion`);
+        const read = await vreadResource(deps, req, e.type, e.id, String(version));
+        if (content === 'full-resource' && e.event !== 'delete') event.resource = JSON.parse(read.content) as Json;
       } catch (err) {
         if (!(err instanceof FhirError && err.status < 500)) throw err;
+        event.withheld = true;
       }
     }
     events.push(event);

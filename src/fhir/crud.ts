@@ -286,9 +286,13 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource) : undefined;
   // A SubscriptionTopic (a Basic coded so, subscriptions/topics.ts) is checked as it is written: a 422 naming what Cinder cannot honour.
   if (opts.activateSubscription && isTopicResource(resource)) parseTopic(resource as unknown as Record<string, unknown>);
+  // Whether it was active before: if not (new, deleted, off, error), this is an activation anew.
+  const before = activated ? await w.current('Subscription', id) : undefined;
+  const wasActive = !!before && !before.deleted && (JSON.parse(before.content) as { status?: unknown }).status === 'active';
   const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method);
   if (activated && !written.unchanged) {
-    await w.ownSubscription(id, activated.owner, activated.channel, activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now });
+    const heartbeat = activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now };
+    await w.ownSubscription(id, activated.owner, activated.channel, heartbeat, !wasActive);
     // A topic-based Subscription asking to be activated is sent a handshake (subscriptions/topics.ts), in order with its events.
     if (activated.handshake) await w.notify([{ subscriptionId: id, type: 'Subscription', id, versionId: written.version.versionId, event: 'handshake' }], opts.now);
   }

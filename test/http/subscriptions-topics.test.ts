@@ -419,6 +419,25 @@ for (const target of targets) {
       await off(s);
     });
 
+    test('a Subscription activated again after it was off is sent nothing that waited from its earlier activation', async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      await call('POST', 'Encounter', encounter('planned'));
+      // Off, and activated again (another endpoint, as another owner might) before the delivery loop saw it off.
+      const current = await json(call('GET', `Subscription/${s.id}`));
+      expect((await call('PUT', `Subscription/${s.id}`, { ...current, status: 'off' })).status).toBe(200);
+      const other = receiver();
+      try {
+        expect((await call('PUT', `Subscription/${s.id}`, { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint: other.url } })).status).toBe(200);
+        await drain();
+        const got = other.got.splice(0).map((r) => param(((JSON.parse(r.body) as Json).entry as Json[])[0]!.resource as Json, 'type')!.valueCode);
+        expect(got).toEqual(['handshake']);
+        expect(received()).toEqual([]);
+      } finally {
+        other.stop();
+      }
+      await off(s);
+    });
+
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
       const cs = await json(call('GET', 'metadata'));
       const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;

@@ -115,9 +115,11 @@ export interface ResourceWriter {
   /**
    * Records who activated subscription `id` (`owner`: their access as JSON) and its channel type
    * (`rest-hook`, `websocket`), replacing an earlier owner and clearing its delivery failures; with `heartbeat`,
-   * its heartbeat period, counted from `now` (without: none).
+   * its heartbeat period, counted from `now` (without: none). With `restart` (it was not active: an activation
+   * anew), the notifications still waiting from an earlier activation are deleted: they were recorded for what
+   * that owner could read, and the delivery loop drops them only once it sees the subscription not active.
    */
-  ownSubscription(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }): Promise<void>;
+  ownSubscription(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }, restart?: boolean): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */

@@ -229,7 +229,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         if (r.event_number! > EVENTS_KEPT) await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${r.subscription_id} AND event_number <= ${r.event_number! - EVENTS_KEPT}`;
       }
     }),
-    ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat) => {
+    ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat, restart) => {
+      if (restart) await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
       await tx`
         INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at)
         VALUES (${tenant}, ${id}, ${owner}, ${channel}, ${heartbeat?.periodMs ?? 0}, ${heartbeat?.now ?? 0})

@@ -254,7 +254,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
         if (number > EVENTS_KEPT) forget.run(tenant, n.subscriptionId, number - EVENTS_KEPT);
       }
     },
-    async ownSubscription(id, owner, channel, heartbeat) {
+    async ownSubscription(id, owner, channel, heartbeat, restart) {
+      if (restart) db.query('DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id = ?').run(tenant, id);
       db.query(
         `INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,

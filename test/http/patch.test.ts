@@ -59,6 +59,40 @@ await eachStore((kind, fresh) => {
       return outcome.issue[0];
     }
 
+    describe('FHIRPath Patch: primitive extensions and previousValue', () => {
+      const EXT = 'http://hl7.org/fhir/StructureDefinition/patient-birthTime';
+      const birthTime = (at: string) => ({ extension: [{ url: EXT, valueDateTime: at }] });
+      test("a part's _value[x] gives the primitive's extensions; replace replaces them with the value; previousValue is informational", async () => {
+        const id = await patient({ birthDate: '1974-12-25', _birthDate: birthTime('1974-12-25T14:35:45-05:00') });
+        // replace without _value[x]: the element is replaced whole, its old extensions gone.
+        let res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: 'Patient.birthDate', value: { valueDate: '1974-12-26' }, previousValue: '1974-12-25' }));
+        expect(res.status).toBe(200);
+        let now = await read(id);
+        expect([now.birthDate, now._birthDate]).toEqual(['1974-12-26', undefined]);
+        // replace with _value[x]: value and extensions.
+        res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'replace', path: 'Patient.birthDate', value: { valueDate: '1974-12-27', _valueDate: birthTime('1974-12-27T01:00:00Z') } }));
+        expect(res.status).toBe(200);
+        now = await read(id);
+        expect([now.birthDate, now._birthDate]).toEqual(['1974-12-27', birthTime('1974-12-27T01:00:00Z')]);
+        // insert and add carry them too, a list's companion kept aligned (null where a value has none).
+        res = await pathPatch(`Patient/${id}`, fhirPatch(
+          { type: 'insert', path: 'Patient.name[0].given', index: 1, value: { valueString: 'Jo', _valueString: { id: 'g1' } } },
+          { type: 'delete', path: 'Patient.active' },
+          { type: 'add', path: 'Patient', name: 'active', value: { valueBoolean: false, _valueBoolean: { id: 'a1' } } },
+        ));
+        expect(res.status).toBe(200);
+        now = await read(id);
+        expect([now.name[0].given, now.name[0]._given, now.active, now._active]).toEqual([['Peter', 'Jo', 'James'], [null, { id: 'g1' }, null], false, { id: 'a1' }]);
+        // previousValue on a delete is informational too; on an insert it is not a part.
+        res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'delete', path: 'Patient.name[0].given[1]', previousValue: 'Jo' }));
+        expect(res.status).toBe(200);
+        now = await read(id);
+        expect([now.name[0].given, now.name[0]._given]).toEqual([['Peter', 'James'], undefined]);
+        const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'insert', path: 'Patient.name', index: 0, value: { valueHumanName: { family: 'X' } }, previousValue: 'x' })), 400);
+        expect(issue.expression).toEqual(['Parameters.parameter[0]']);
+      });
+    });
+
     describe('JSON Patch', () => {
       test('add, remove, replace, move, copy and test in one document; the result is the next version', async () => {
         const id = await patient();

@@ -8,7 +8,7 @@ import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
 import { elementType } from '../validation/model.ts';
 import { children, compilePath, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
-import { jsonNameFor, partValue, PatchValueError, repeats, valueMember } from './patch-value.ts';
+import { jsonNameFor, partValue, PatchValueError, putExt, repeats, valueMember } from './patch-value.ts';
 
 export type FhirPathPatchOperation =
   | { type: 'add'; path: CompiledPath; name: string; value: Json }
@@ -25,6 +25,11 @@ const PARTS: Record<string, string[]> = {
   replace: ['type', 'path', 'value'],
   move: ['type', 'path', 'source', 'destination'],
 };
+/**
+ * Parts an operation may carry that do not change what it does: `previousValue`, the value a
+ * replace or delete changes, as `$diff` (src/fhir/diff/) and HAPI FHIR's diff write it.
+ */
+const INFORMATIONAL: Record<string, string[]> = { replace: ['previousValue'], delete: ['previousValue'] };
 
 function isObject(v: unknown): v is Json {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -57,7 +62,8 @@ function parseOperation(raw: unknown, i: number): FhirPathPatchOperation {
   const type = primitive(parts, 'type', i);
   if (typeof type !== 'string' || !TYPES.includes(type)) malformed(i, `type must be one of ${TYPES.join(', ')}; got ${JSON.stringify(type)}`);
   const allowed = PARTS[type]!;
-  for (const name of parts.keys()) if (!allowed.includes(name)) malformed(i, `'${name}' is not a part of a ${type} operation (${allowed.join(', ')})`);
+  const optional = INFORMATIONAL[type] ?? [];
+  for (const name of parts.keys()) if (!allowed.includes(name) && !optional.includes(name)) malformed(i, `'${name}' is not a part of a ${type} operation (${[...allowed, ...optional].join(', ')})`);
   for (const name of allowed) if (!parts.has(name)) malformed(i, `a ${type} operation needs '${name}'`);
   const pathText = primitive(parts, 'path', i);
   if (typeof pathText !== 'string' || pathText.trim() === '') malformed(i, 'path must be a non-empty string');
@@ -114,7 +120,9 @@ function one(items: Located[], op: FhirPathPatchOperation, what: string): Locate
 
 function valueFor(op: { value: Json }, type: string | undefined) {
   try {
-    return partValue(op.value, type);
+    const value = partValue(op.value, type);
+    if (value.json === null) throw new PatchValueError('has only _value[x]: a value without a value goes inside an element given by nested parts');
+    return value;
   } catch (err) {
     if (err instanceof PatchValueError) throw new Failure(`the value ${err.message}`);
     throw err;
@@ -151,7 +159,11 @@ function list(op: FhirPathPatchOperation, resource: Json): { holder: Json; type:
 function spliceBoth(holder: Json, key: string, start: number, remove: number, insert: unknown[] = [], literal?: string): void {
   spliceExact(holder[key] as unknown[], start, remove, insert, [literal]);
   const ext = holder['_' + key];
-  if (Array.isArray(ext)) ext.splice(start, remove, ...insert.map(() => null));
+  if (Array.isArray(ext)) {
+    ext.splice(start, remove, ...insert.map(() => null));
+    // A companion left holding no id or extension says nothing: FHIR JSON has none.
+    if (ext.every((e) => e === null)) delete holder['_' + key];
+  }
 }
 
 function removeAt(target: Located): void {
@@ -174,15 +186,17 @@ function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Jso
   const probe = valueMemberSuffix(op.value);
   const key = nameFor(target.type, op.name, probe);
   const childType = elementTypeOf(target.type, key);
-  const { json, literal } = valueFor(op, childType);
+  const { json, literal, ext } = valueFor(op, childType);
   if (repeats(target.type, key, holder[key])) {
     const items = (holder[key] ??= []) as unknown[];
     spliceExact(items, items.length, 0, [json], [literal]);
+    if (ext !== undefined || Array.isArray(holder['_' + key])) putExt(holder, key, items.length - 1, ext);
   } else if (holder[key] !== undefined) {
     throw new Failure(`${op.path.expression}.${op.name} already has a value and does not repeat; use replace`);
   } else {
     holder[key] = json;
     setLiteral(holder, key, literal);
+    if (ext !== undefined) putExt(holder, key, undefined, ext);
   }
 }
 
@@ -203,31 +217,37 @@ function elementTypeOf(owner: string | undefined, key: string): string | undefin
 function insert(op: Extract<FhirPathPatchOperation, { type: 'insert' }>, resource: Json): void {
   const { holder, type, key, items } = list(op, resource);
   if (op.index > items.length) throw new Failure(`index ${op.index} is past the end of ${op.path.expression} (${items.length} elements)`);
-  const { json, literal } = valueFor(op, elementTypeOf(type, key));
+  const { json, literal, ext } = valueFor(op, elementTypeOf(type, key));
   holder[key] = items;
   spliceBoth(holder, key, op.index, 0, [json], literal);
+  if (ext !== undefined) putExt(holder, key, op.index, ext);
 }
 
 function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resource: Json): void {
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
-  const { json, suffix, literal } = valueFor(op, target.type);
+  const { json, suffix, literal, ext } = valueFor(op, target.type);
   // A choice element takes the name of the new value's type (valueString -> valueQuantity).
   const base = choiceBase(key, target.type);
   const newKey = base !== undefined && suffix !== undefined ? base + suffix : key;
+  // The element is replaced whole: a primitive keeps no id or extension of the value it replaces,
+  // and takes those the part's `_value[x]` gives.
   if (index !== undefined) {
     (parent[key] as unknown[])[index] = json;
     setLiteral(parent[key] as unknown[], index, literal);
+    putExt(parent, key, index, ext);
   } else if (newKey !== key) {
     delete parent[key];
     delete parent['_' + key];
     setLiteral(parent, key, undefined);
     parent[newKey] = json;
     setLiteral(parent, newKey, literal);
+    putExt(parent, newKey, undefined, ext);
   } else {
     parent[key] = json;
     setLiteral(parent, key, literal);
+    putExt(parent, key, undefined, ext);
   }
 }
 

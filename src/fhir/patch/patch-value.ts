@@ -15,6 +15,8 @@ export interface PatchValue {
   suffix?: string;
   /** A number's text as written in the patch, when it is not String(json) (src/fhir/exact-json.ts). */
   literal?: string;
+  /** A primitive's id and extensions, from the part's `_value[x]` (FHIR JSON's companion of a primitive). */
+  ext?: unknown;
 }
 
 /** A value that cannot be built (the message says why; the caller names the operation). */
@@ -60,11 +62,20 @@ export function partValue(part: Json, type: string | undefined): PatchValue {
   const nested = part.part;
   const resource = part.resource;
   const kinds = [member !== undefined, resource !== undefined, nested !== undefined].filter(Boolean).length;
-  if (kinds === 0) throw new PatchValueError('has no value (value[x], resource or nested parts)');
+  if (kinds === 0) {
+    // A primitive with an id or extensions and no value: its `_value[x]` alone.
+    const only = Object.keys(part).filter((k) => /^_value[A-Z]/.test(k));
+    if (only.length === 1 && isObject(part[only[0]!])) return { json: null, suffix: only[0]!.slice('_value'.length), ext: cloneExact(part[only[0]!]) };
+    throw new PatchValueError('has no value (value[x], resource or nested parts)');
+  }
   if (kinds > 1) throw new PatchValueError('has more than one of value[x], resource and nested parts');
   if (member !== undefined) {
     const literal = literalOf(part, member.name);
-    return { json: cloneExact(member.value), suffix: member.name.slice('value'.length), ...(literal !== undefined && { literal }) };
+    const ext = part['_' + member.name];
+    return {
+      json: cloneExact(member.value), suffix: member.name.slice('value'.length),
+      ...(literal !== undefined && { literal }), ...(isObject(ext) && { ext: cloneExact(ext) }),
+    };
   }
   if (resource !== undefined) {
     if (!isObject(resource) || typeof resource.resourceType !== 'string') throw new PatchValueError("'resource' is not a resource");
@@ -81,7 +92,8 @@ function fromParts(parts: unknown[], type: string | undefined): Json {
     if (!isObject(raw) || typeof raw.name !== 'string' || raw.name === '') throw new PatchValueError('a nested part has no name');
     const name = raw.name;
     const member = valueMember(raw);
-    const suffix = member?.name.slice('value'.length);
+    const bare = Object.keys(raw).find((k) => /^_value[A-Z]/.test(k));
+    const suffix = member?.name.slice('value'.length) ?? bare?.slice('_value'.length);
     const json = jsonNameFor(type, name, suffix);
     const childType = type === undefined ? undefined : typeModel(type)?.slots.get(json)?.type;
     let value: PatchValue;
@@ -94,11 +106,38 @@ function fromParts(parts: unknown[], type: string | undefined): Json {
     if (repeats(type, json, out[json])) {
       const list = (out[json] ??= []) as unknown[];
       spliceExact(list, list.length, 0, [value.json], [value.literal]);
+      putExt(out, json, list.length - 1, value.ext);
     } else if (Object.hasOwn(out, json)) throw new PatchValueError(`nested part '${name}' is given twice, but ${type ?? 'the element'}.${name} does not repeat`);
     else {
-      out[json] = value.json;
+      if (value.json !== null) out[json] = value.json;
       setLiteral(out, json, value.literal);
+      putExt(out, json, undefined, value.ext);
     }
   }
   return out;
+}
+
+/**
+ * Sets (or, `ext` undefined, removes) the id and extensions of the primitive at `holder[key]` (at
+ * `index` of its list): FHIR JSON's `_key` companion, a list kept aligned with its values (null where
+ * a value has none) and dropped when it holds none.
+ */
+export function putExt(holder: Json, key: string, index: number | undefined, ext: unknown): void {
+  const name = '_' + key;
+  if (index === undefined) {
+    if (ext === undefined) delete holder[name];
+    else holder[name] = ext;
+    return;
+  }
+  const values = holder[key];
+  const length = Array.isArray(values) ? values.length : index + 1;
+  let list = holder[name];
+  if (!Array.isArray(list)) {
+    if (ext === undefined) return;
+    list = holder[name] = [];
+  }
+  const exts = list as unknown[];
+  while (exts.length < length) exts.push(null);
+  exts[index] = ext ?? null;
+  if (exts.every((e) => e === null)) delete holder[name];
 }

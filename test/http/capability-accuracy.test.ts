@@ -306,6 +306,10 @@ describe('every interaction and operation the statement lists is served', () => 
       ['POST', `${type}/probe-missing/$meta-add`, 404, META_INPUT], ['POST', `${type}/probe-missing/_history/1/$meta-add`, 404, META_INPUT],
       ['POST', `${type}/probe-missing/$meta-add`, 400, { resourceType: 'Parameters' }],
     ],
+    // $diff at the system level and on each type's instances.
+    'https://hapifhir.io/hapi-fhir/docs/server_jpa/diff.html': (type) => (type === ''
+      ? [['GET', '$diff?from=Patient/probe-missing&to=Patient/probe-missing', 404], ['GET', '$diff?to=Patient/probe-missing', 400]]
+      : [['GET', `${type}/probe-missing/$diff`, 404], ['POST', `${type}/probe-missing/$diff`, 404, { resourceType: 'Parameters' }]]),
     'http://hl7.org/fhir/OperationDefinition/Resource-meta-delete': (type) => [
       ['POST', `${type}/probe-missing/$meta-delete`, 404, META_INPUT], ['POST', `${type}/probe-missing/_history/1/$meta-delete`, 404, META_INPUT],
     ],

@@ -1,0 +1,257 @@
+/**
+ * The differences between two resources as a FHIRPath Patch (R4 fhirpatch.html), as HAPI FHIR's
+ * `$diff` writes them: applied to `from` by a PATCH (src/fhir/patch/), the patch gives `to`.
+ *
+ * Elements are compared by name (a choice element's JSON names are one element). A primitive that
+ * changed is a `replace` (with `previousValue`); a list is compared item by item, then the items `to`
+ * has beyond `from`'s are `insert`ed at their indexes and those it lacks are `delete`d, last first; a
+ * single element only `to` has is an `add`, one only `from` has a `delete`. Within an element, changes
+ * come first, then additions, then deletions, so that no element is left empty (and pruned) between
+ * two operations. A primitive's id and extensions (JSON's `_name`) travel in the part's `_value[x]`.
+ * What a path cannot reach (a primitive with extensions but no value, in FHIRPath a list position
+ * that JSON's nulls shift) is replaced whole with the nearest element holding it.
+ */
+import { FhirError } from '../../errors.ts';
+import { cloneExact, literalOf, setLiteral, stringifyExact } from '../exact-json.ts';
+import { typeModel, type Slot } from '../validation/model.ts';
+
+type Json = Record<string, unknown>;
+export type Part = Record<string, unknown>;
+
+export interface DiffOptions {
+  /** Whether the resources' `meta` is compared (HAPI FHIR's `includeMeta`; default false). */
+  includeMeta?: boolean;
+}
+
+/** A change no path can reach: the nearest element that can be replaced whole is. */
+class Unreachable extends Error {}
+
+/** The types Parameters.parameter.value[x] can carry (R4's open types): other values go as nested parts. */
+const VALUE_TYPES: ReadonlySet<string> = new Set(
+  [...(typeModel('Parameters.parameter')?.slots.keys() ?? [])].filter((k) => k.startsWith('value')).map((k) => k.slice('value'.length)),
+);
+
+function isObject(v: unknown): v is Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return a === b || stringifyExact(a) === stringifyExact(b);
+}
+
+function slotOf(type: string | undefined, key: string): Slot | undefined {
+  return type === undefined ? undefined : typeModel(type)?.slots.get(key);
+}
+
+function capital(s: string): string {
+  return s[0]!.toUpperCase() + s.slice(1);
+}
+
+function operation(parts: Part[]): Part {
+  return { name: 'operation', part: parts };
+}
+
+function code(name: string, value: string): Part {
+  return { name, valueCode: value };
+}
+
+function str(name: string, value: string): Part {
+  return { name, valueString: value };
+}
+
+/** The JSON names of `o`'s elements by element name, in order of first appearance (`_x` belongs to `x`). */
+function elements(type: string | undefined, o: Json): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const key of Object.keys(o)) {
+    if (key === 'resourceType' || key === 'fhir_comments') continue;
+    const base = key.startsWith('_') ? key.slice(1) : key;
+    const name = slotOf(type, base)?.element.name ?? base;
+    if (!out.has(name) || !key.startsWith('_')) out.set(name, base);
+  }
+  return out;
+}
+
+/** The part fields (value[x], `resource`, or nested parts) carrying `value` of element `key` of a `type`. */
+export function valueFields(type: string | undefined, key: string, value: unknown, ext: unknown, literal?: string): Part {
+  if (value === null || value === undefined) throw new Unreachable();
+  if (isObject(value) && typeof value.resourceType === 'string') return { resource: cloneExact(value) };
+  const slot = slotOf(type, key);
+  const valueType = slot?.type ?? guessType(value);
+  if (!isObject(value)) {
+    const suffix = slot?.element.choice ? key.slice(slot.element.name.length) : valueType === 'xhtml' ? 'String' : capital(valueType);
+    const out: Part = { ['value' + suffix]: value };
+    if (literal !== undefined) setLiteral(out, 'value' + suffix, literal);
+    if (isObject(ext)) out['_value' + suffix] = cloneExact(ext);
+    return out;
+  }
+  const suffix = slot?.element.choice ? key.slice(slot.element.name.length) : capital(valueType);
+  if (VALUE_TYPES.has(suffix)) return { ['value' + suffix]: cloneExact(value) };
+  return { part: nestedParts(slot?.type ?? valueType, value) };
+}
+
+/** A value of a type no value[x] carries (a backbone element, Narrative, Extension) as parts, one per element value. */
+function nestedParts(type: string, value: Json): Part[] {
+  const parts: Part[] = [];
+  for (const [name, key] of elements(type, value)) {
+    const v = value[key];
+    const ext = value['_' + key];
+    if (Array.isArray(v)) {
+      v.forEach((item, i) => parts.push({ name, ...nestedValue(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }));
+    } else parts.push({ name, ...nestedValue(type, key, v, ext, literalOf(value, key)) });
+  }
+  return parts;
+}
+
+/** A nested part's value: as valueFields, or a primitive with extensions and no value as its `_value[x]` alone. */
+function nestedValue(type: string, key: string, value: unknown, ext: unknown, literal: string | undefined): Part {
+  if ((value !== null && value !== undefined) || !isObject(ext)) return valueFields(type, key, value, ext, literal);
+  const slot = slotOf(type, key);
+  if (slot === undefined) throw new Unreachable();
+  return { ['_value' + (slot.element.choice ? key.slice(slot.element.name.length) : capital(slot.type))]: cloneExact(ext) };
+}
+
+function guessType(value: unknown): string {
+  if (typeof value === 'boolean') return 'boolean';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'decimal';
+  return typeof value === 'string' ? 'string' : 'Element';
+}
+
+/** Collects the operations of one comparison, changes first, then additions, then deletions. */
+class Ops {
+  changes: Part[] = [];
+  additions: Part[] = [];
+  deletions: Part[] = [];
+  all(): Part[] {
+    return [...this.changes, ...this.additions, ...this.deletions];
+  }
+}
+
+function replace(path: string, type: string | undefined, key: string, holder: Json | unknown[], at: string | number, before: unknown, value: unknown, ext: unknown, previousKey: string): Part {
+  const parts = [code('type', 'replace'), str('path', path), { name: 'value', ...valueFields(type, key, value, ext, literalOf(holder, at)) }];
+  try {
+    parts.splice(2, 0, { name: 'previousValue', ...valueFields(type, previousKey, before, undefined) });
+  } catch (err) {
+    if (!(err instanceof Unreachable)) throw err;
+  }
+  return operation(parts);
+}
+
+function remove(path: string, type: string | undefined, key: string, before: unknown): Part {
+  const parts: Part[] = [code('type', 'delete'), str('path', path)];
+  try {
+    parts.push({ name: 'previousValue', ...valueFields(type, key, before, undefined) });
+  } catch (err) {
+    if (!(err instanceof Unreachable)) throw err;
+  }
+  return operation(parts);
+}
+
+/** Compares objects `a` and `b` of type `type` at `path`, adding its operations to `ops`. */
+function compareObject(ops: Ops, path: string, type: string | undefined, a: Json, b: Json, skip: ReadonlySet<string>): void {
+  const as = elements(type, a);
+  const bs = elements(type, b);
+  for (const name of new Set([...as.keys(), ...bs.keys()])) {
+    if (skip.has(name)) continue;
+    const ak = as.get(name);
+    const bk = bs.get(name);
+    const at = `${path}.${name}`;
+    if (ak === undefined) add(ops, path, at, type, name, b, bk!);
+    else if (bk === undefined) removeAll(ops, at, type, a, ak);
+    else compareElement(ops, at, type, a, ak, b, bk);
+  }
+}
+
+function add(ops: Ops, path: string, at: string, type: string | undefined, name: string, b: Json, key: string): void {
+  const v = b[key];
+  const ext = b['_' + key];
+  if (Array.isArray(v)) {
+    v.forEach((item, i) => {
+      ops.additions.push(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }]));
+    });
+  } else {
+    ops.additions.push(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, key, v, ext, literalOf(b, key)) }]));
+  }
+}
+
+function removeAll(ops: Ops, at: string, type: string | undefined, a: Json, key: string): void {
+  const v = a[key];
+  if (v === undefined) throw new Unreachable();
+  if (Array.isArray(v)) {
+    if (v.includes(null)) throw new Unreachable();
+    for (let i = v.length - 1; i >= 0; i--) ops.deletions.push(remove(`${at}[${i}]`, type, key, v[i]));
+  } else ops.deletions.push(remove(at, type, key, v));
+}
+
+function compareElement(ops: Ops, at: string, type: string | undefined, a: Json, ak: string, b: Json, bk: string): void {
+  const av = a[ak];
+  const bv = b[bk];
+  const ae = a['_' + ak];
+  const be = b['_' + bk];
+  if (av === undefined || bv === undefined || av === null || bv === null) {
+    if (same(av, bv) && same(ae, be)) return;
+    throw new Unreachable();
+  }
+  if (Array.isArray(av) || Array.isArray(bv)) {
+    if (!Array.isArray(av) || !Array.isArray(bv)) throw new Unreachable();
+    return compareList(ops, at, type, ak, av, Array.isArray(ae) ? ae : [], bv, Array.isArray(be) ? be : []);
+  }
+  if (ak !== bk) {
+    ops.changes.push(replace(at, type, bk, b, bk, av, bv, be, ak));
+    return;
+  }
+  compareValue(ops, at, type, ak, a, ak, av, ae, b, bv, be);
+}
+
+function compareList(ops: Ops, at: string, type: string | undefined, key: string, av: unknown[], ae: unknown[], bv: unknown[], be: unknown[]): void {
+  if (av.includes(null) || bv.includes(null)) {
+    if (same(av, bv) && same(ae, be)) return;
+    throw new Unreachable();
+  }
+  const common = Math.min(av.length, bv.length);
+  for (let i = 0; i < common; i++) compareValue(ops, `${at}[${i}]`, type, key, av, i, av[i], ae[i] ?? undefined, bv, bv[i], be[i] ?? undefined);
+  for (let i = common; i < bv.length; i++) {
+    ops.additions.push(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, bv[i], be[i] ?? undefined, literalOf(bv, i)) }]));
+  }
+  for (let i = av.length - 1; i >= common; i--) ops.deletions.push(remove(`${at}[${i}]`, type, key, av[i]));
+}
+
+/** One value of element `key` (a list's item, or a single value) in both resources. */
+function compareValue(
+  ops: Ops, at: string, type: string | undefined, key: string,
+  aHolder: Json | unknown[], aAt: string | number, av: unknown, ae: unknown, bHolder: Json | unknown[], bv: unknown, be: unknown,
+): void {
+  if (isObject(av) && isObject(bv)) {
+    if (same(av, bv)) return;
+    const childType = typeof bv.resourceType === 'string' ? (av.resourceType === bv.resourceType ? bv.resourceType : undefined) : slotOf(type, key)?.type;
+    if (childType !== undefined) {
+      const inner = new Ops();
+      try {
+        compareObject(inner, at, childType, av, bv, new Set());
+        ops.changes.push(...inner.all());
+        return;
+      } catch (err) {
+        if (!(err instanceof Unreachable)) throw err;
+      }
+    }
+  } else if (same(av, bv) && same(literalOf(aHolder, aAt), literalOf(bHolder, typeof aAt === 'number' ? aAt : key)) && same(ae ?? null, be ?? null)) return;
+  const bAt = typeof aAt === 'number' ? aAt : key;
+  ops.changes.push(replace(at, type, key, bHolder, bAt, av, bv, be, key));
+}
+
+/**
+ * The FHIRPath Patch Parameters that turns `from` into `to` (two resources of one type); `meta` is
+ * compared only with `includeMeta`. A change that no operation can make is a 422 (a resource-level
+ * primitive that holds extensions and no value, as a FHIRPath Patch cannot address it).
+ */
+export function diffResources(from: Json, to: Json, options: DiffOptions = {}): Json {
+  const type = typeof to.resourceType === 'string' ? to.resourceType : undefined;
+  const ops = new Ops();
+  try {
+    compareObject(ops, type ?? 'Resource', type, from, to, new Set(options.includeMeta ? [] : ['meta']));
+  } catch (err) {
+    if (!(err instanceof Unreachable)) throw err;
+    throw new FhirError('unprocessable', `The difference between these versions holds a change to an element of ${type} that a FHIRPath Patch cannot address (a primitive with extensions and no value, directly on the resource)`);
+  }
+  const parameter = ops.all();
+  return parameter.length === 0 ? { resourceType: 'Parameters' } : { resourceType: 'Parameters', parameter };
+}

@@ -1,0 +1,165 @@
+/**
+ * Seeded mutations of FHIR resources (the R4 examples) for differential tests of `$diff`: changed
+ * primitives, list items added, removed and duplicated, elements removed, extensions added to
+ * elements and to primitives, and choice elements changed to another type.
+ */
+import { typeModel } from '../../src/fhir/validation/model.ts';
+
+type Json = Record<string, unknown>;
+
+/** A small seeded PRNG (mulberry32), so that a failing pair can be replayed. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Spot {
+  holder: Json;
+  key: string;
+  /** In a list. */
+  index?: number;
+}
+
+function isObject(v: unknown): v is Json {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Every element value of `r` (not resourceType, id or the narrative's div), where it sits. */
+function spots(r: Json, out: Spot[] = [], root = true): Spot[] {
+  for (const [key, v] of Object.entries(r)) {
+    if (key === 'resourceType' || key.startsWith('_') || (root && (key === 'id' || key === 'meta')) || key === 'div') continue;
+    if (Array.isArray(v)) {
+      v.forEach((item, index) => {
+        out.push({ holder: r, key, index });
+        if (isObject(item)) spots(item, out, typeof item.resourceType === 'string');
+      });
+    } else {
+      out.push({ holder: r, key });
+      if (isObject(v)) spots(v, out, typeof v.resourceType === 'string');
+    }
+  }
+  return out;
+}
+
+function valueAt(s: Spot): unknown {
+  const v = s.holder[s.key];
+  return s.index === undefined ? v : (v as unknown[])[s.index];
+}
+
+function setAt(s: Spot, value: unknown): void {
+  if (s.index === undefined) s.holder[s.key] = value;
+  else (s.holder[s.key] as unknown[])[s.index] = value;
+}
+
+const EXT = 'http://example.org/fhir/StructureDefinition/diff-test';
+
+export type MutationKind = 'primitive' | 'remove-item' | 'duplicate-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'choice';
+export const MUTATIONS: readonly MutationKind[] = ['primitive', 'remove-item', 'duplicate-item', 'remove-element', 'add-extension', 'primitive-extension', 'choice'];
+
+/** Removes the empty objects and lists a removal leaves (FHIR JSON has none); true when `node` is left empty. */
+function prune(node: unknown): boolean {
+  if (Array.isArray(node)) {
+    for (let i = node.length - 1; i >= 0; i--) if (isObject(node[i]) && prune(node[i])) node.splice(i, 1);
+    return node.length === 0;
+  }
+  if (!isObject(node)) return false;
+  for (const key of Object.keys(node)) {
+    const v = node[key];
+    if ((Array.isArray(v) || isObject(v)) && prune(v)) delete node[key];
+  }
+  return Object.keys(node).length === 0;
+}
+
+/**
+ * Applies mutation `kind` at a random spot of `r` (changed in place, left without empty elements);
+ * false when `r` has no spot for it.
+ */
+export function mutate(r: Json, kind: MutationKind, random: () => number): boolean {
+  const done = mutateAt(r, kind, random);
+  prune(r);
+  return done;
+}
+
+function mutateAt(r: Json, kind: MutationKind, random: () => number): boolean {
+  const all = spots(r);
+  const pick = <T>(xs: T[]): T | undefined => xs[Math.floor(random() * xs.length)];
+  switch (kind) {
+    case 'primitive': {
+      const s = pick(all.filter((x) => typeof valueAt(x) === 'string' || typeof valueAt(x) === 'boolean'));
+      if (!s) return false;
+      const v = valueAt(s);
+      setAt(s, typeof v === 'boolean' ? !v : `${v as string} changed`);
+      return true;
+    }
+    case 'remove-item': {
+      const s = pick(all.filter((x) => x.index !== undefined));
+      if (!s) return false;
+      const list = s.holder[s.key] as unknown[];
+      list.splice(s.index!, 1);
+      const ext = s.holder['_' + s.key];
+      if (Array.isArray(ext)) ext.splice(s.index!, 1);
+      if (list.length === 0) {
+        delete s.holder[s.key];
+        delete s.holder['_' + s.key];
+      }
+      return true;
+    }
+    case 'duplicate-item': {
+      const s = pick(all.filter((x) => x.index !== undefined && valueAt(x) !== null));
+      if (!s) return false;
+      const list = s.holder[s.key] as unknown[];
+      const at = Math.floor(random() * (list.length + 1));
+      list.splice(at, 0, structuredClone(valueAt(s)));
+      const ext = s.holder['_' + s.key];
+      if (Array.isArray(ext)) ext.splice(at, 0, null);
+      return true;
+    }
+    case 'remove-element': {
+      const s = pick(all.filter((x) => x.index === undefined));
+      if (!s) return false;
+      delete s.holder[s.key];
+      delete s.holder['_' + s.key];
+      return true;
+    }
+    case 'add-extension': {
+      const s = pick([{ holder: r, key: '' }, ...all.filter((x) => isObject(valueAt(x)) && typeof (valueAt(x) as Json).resourceType !== 'string')]);
+      const o = s!.key === '' ? r : (valueAt(s!) as Json);
+      const list = (o.extension ??= []) as unknown[];
+      list.splice(Math.floor(random() * (list.length + 1)), 0, { url: EXT, valueString: `added ${Math.floor(random() * 1000)}` });
+      return true;
+    }
+    case 'primitive-extension': {
+      const s = pick(all.filter((x) => typeof valueAt(x) === 'string' && x.key !== 'url'));
+      if (!s) return false;
+      const ext = { extension: [{ url: EXT, valueCode: 'x' }] };
+      if (s.index === undefined) s.holder['_' + s.key] = ext;
+      else {
+        const list = (s.holder['_' + s.key] ??= (s.holder[s.key] as unknown[]).map(() => null)) as unknown[];
+        list[s.index] = ext;
+      }
+      return true;
+    }
+    case 'choice': {
+      // A choice element of the resource itself takes another of its types: a string, boolean or dateTime.
+      const model = typeModel(String(r.resourceType));
+      const options = (key: string) => {
+        const element = model?.slots.get(key)?.element;
+        if (!element?.choice) return [];
+        return element.names.filter((n) => n !== key && /(String|Boolean|DateTime)$/.test(n));
+      };
+      const s = pick(all.filter((x) => x.holder === r && options(x.key).length > 0));
+      if (!s) return false;
+      const next = pick(options(s.key))!;
+      delete r[s.key];
+      delete r['_' + s.key];
+      r[next] = next.endsWith('String') ? 'now a string' : next.endsWith('Boolean') ? true : '2020-01-02';
+      return true;
+    }
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * `$diff` (HAPI FHIR's operation) on both databases: instance level (the previous version, fromVersion,
+ * includeMeta, a first version), server level (from/to, versioned references), its errors (unknown,
+ * deleted, bad references), access as a vread's, and the property that makes it useful: the diff
+ * applied by Cinder's own PATCH to the from-version gives the to-version, over mutations of R4 examples.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { eachStore } from '../helpers/export.ts';
+import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { MUTATIONS, mutate, prng } from '../helpers/mutations.ts';
+
+const EXAMPLES = join(import.meta.dir, '../../node_modules/hl7.fhir.r4.examples');
+
+const ops = (body: Json) => (body.parameter ?? []).map((p: Json) => Object.fromEntries(p.part.map((x: Json) => [x.name, Object.entries(x).find(([k]) => k !== 'name')![1]])));
+
+await eachStore((kind, fresh) => {
+  describe(`$diff (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    const diff = async (path: string, headers?: Record<string, string>) => {
+      const res = await api.get(path, headers);
+      const body = (await res.json()) as Json;
+      expect({ status: res.status, body }).toMatchObject({ status: 200, body: { resourceType: 'Parameters' } });
+      return body;
+    };
+
+    test('instance level: the current version against the previous one, as replace / insert / add / delete with previousValue', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'd1', active: true, gender: 'male', name: [{ family: 'Smith', given: ['Ann'] }], birthDate: '1970-01-01' });
+      await api.put200({ resourceType: 'Patient', id: 'd1', active: true, gender: 'female', name: [{ family: 'Smith', given: ['Ann', 'Bea'] }, { family: 'Jones' }], deceasedBoolean: false });
+      expect(ops(await diff('Patient/d1/$diff'))).toEqual([
+        { type: 'replace', path: 'Patient.gender', previousValue: 'male', value: 'female' },
+        { type: 'insert', path: 'Patient.name[0].given', index: 1, value: 'Bea' },
+        { type: 'insert', path: 'Patient.name', index: 1, value: { family: 'Jones' } },
+        { type: 'add', path: 'Patient', name: 'deceased', value: false },
+        { type: 'delete', path: 'Patient.birthDate', previousValue: '1970-01-01' },
+      ]);
+      // The value parts are typed by the elements: valueCode, valueString, valueHumanName, valueBoolean, valueDate.
+      const body = await diff('Patient/d1/$diff');
+      expect(body.parameter[0].part.find((p: Json) => p.name === 'value')).toEqual({ name: 'value', valueCode: 'female' });
+      expect(body.parameter[2].part.find((p: Json) => p.name === 'value')).toEqual({ name: 'value', valueHumanName: { family: 'Jones' } });
+      expect(body.parameter[3].part.find((p: Json) => p.name === 'value')).toEqual({ name: 'value', valueBoolean: false });
+      // By POST with a Parameters too.
+      const posted = await api.post('Patient/d1/$diff', { resourceType: 'Parameters', parameter: [{ name: 'fromVersion', valueInteger: 1 }] });
+      expect(await posted.json()).toEqual(body);
+    });
+
+    test('fromVersion picks the base; includeMeta compares meta; a first version is compared with an empty resource', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'd2', gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 'd2', gender: 'female' });
+      await api.put200({ resourceType: 'Patient', id: 'd2', gender: 'female', active: false });
+      expect(ops(await diff('Patient/d2/$diff'))).toEqual([{ type: 'add', path: 'Patient', name: 'active', value: false }]);
+      expect(ops(await diff('Patient/d2/$diff?fromVersion=1'))).toEqual([
+        { type: 'replace', path: 'Patient.gender', previousValue: 'male', value: 'female' },
+        { type: 'add', path: 'Patient', name: 'active', value: false },
+      ]);
+      expect(ops(await diff('Patient/d2/$diff?fromVersion=3'))).toEqual([]);
+      const withMeta = ops(await diff('Patient/d2/$diff?includeMeta=true'));
+      expect(withMeta).toContainEqual({ type: 'replace', path: 'Patient.meta.versionId', previousValue: '2', value: '3' });
+      await api.put200({ resourceType: 'Patient', id: 'd3', gender: 'male' });
+      expect(ops(await diff('Patient/d3/$diff'))).toEqual([{ type: 'add', path: 'Patient', name: 'gender', value: 'male' }]);
+    });
+
+    test('server level: from and to, current or versioned, of one type', async () => {
+      await api.put200({ resourceType: 'Patient', id: 's1', gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 's2', gender: 'female' });
+      await api.put200({ resourceType: 'Patient', id: 's2', gender: 'other' });
+      expect(ops(await diff('$diff?from=Patient/s1&to=Patient/s2'))).toEqual([
+        { type: 'replace', path: 'Patient.id', previousValue: 's1', value: 's2' },
+        { type: 'replace', path: 'Patient.gender', previousValue: 'male', value: 'other' },
+      ]);
+      expect(ops(await diff('$diff?from=Patient/s2/_history/1&to=Patient/s2/_history/2'))).toEqual([
+        { type: 'replace', path: 'Patient.gender', previousValue: 'female', value: 'other' },
+      ]);
+      const posted = await api.post('$diff', { resourceType: 'Parameters', parameter: [{ name: 'from', valueString: 'Patient/s2/_history/1' }, { name: 'to', valueString: 'Patient/s2' }] });
+      expect(ops((await posted.json()) as Json)).toEqual([{ type: 'replace', path: 'Patient.gender', previousValue: 'female', value: 'other' }]);
+    });
+
+    test('errors: unknown 404, deleted 410, bad references and parameters 400 naming them', async () => {
+      await expectOutcome(await api.get('Patient/nobody/$diff'), 404);
+      await api.put200({ resourceType: 'Patient', id: 'e1', gender: 'male' });
+      await api.del('Patient/e1');
+      await expectOutcome(await api.get('Patient/e1/$diff'), 410);
+      await api.put200({ resourceType: 'Patient', id: 'e1', gender: 'female' });
+      // The version before is the deletion: compared with an empty resource; asked for by fromVersion, a 410.
+      expect(ops(await diff('Patient/e1/$diff'))).toEqual([{ type: 'add', path: 'Patient', name: 'gender', value: 'female' }]);
+      await expectOutcome(await api.get('Patient/e1/$diff?fromVersion=2'), 410);
+      await expectOutcome(await api.get('Patient/e1/$diff?fromVersion=9'), 404);
+      await expectOutcome(await api.get('$diff?from=Patient/e1&to=Patient/nobody'), 404);
+      await expectOutcome(await api.get('$diff?from=Patient/e1/_history/2&to=Patient/e1'), 410);
+      const named = async (path: string, expression: string) => expect((await expectOutcome(await api.get(path), 400)).issue[0].expression).toEqual([expression]);
+      await named('Patient/e1/$diff?fromVersion=abc', 'fromVersion');
+      await named('Patient/e1/$diff?includeMeta=yes', 'includeMeta');
+      await named('$diff?to=Patient/e1', 'from');
+      await named('$diff?from=Patient/e1', 'to');
+      await named('$diff?from=Patient&to=Patient/e1', 'from');
+      await named('$diff?from=Patient/e1&to=Observation/o1', 'to');
+      expect((await expectOutcome(await api.get('Patient/e1/$diff?bogus=1', { Prefer: 'handling=strict' }), 400)).issue[0].expression).toEqual(['bogus']);
+      await expectOutcome(await api.get('Bogus/e1/$diff'), 404);
+    });
+
+    test('access as a vread: the type read scope, the patient compartment, both resources', async () => {
+      await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'female' });
+      await api.put200({ resourceType: 'Patient', id: 'pb', gender: 'male' });
+      await expectOutcome(await fhirClient(t, await craftToken(t, 'system/Observation.rs')).get('Patient/pa/$diff'), 403);
+      const own = fhirClient(t, await craftToken(t, 'patient/*.rs', { patient: 'pa' }));
+      expect((await own.get('Patient/pa/$diff')).status).toBe(200);
+      const other = await own.get('Patient/pb/$diff');
+      expect([403, 404]).toContain(other.status);
+      const cross = await own.get('$diff?from=Patient/pa&to=Patient/pb');
+      expect([403, 404]).toContain(cross.status);
+      expect((await own.get('$diff?from=Patient/pa/_history/1&to=Patient/pa')).status).toBe(200);
+    });
+
+    test('the diff applied by PATCH to the from-version gives the to-version, over mutations of R4 examples', async () => {
+      const files = readdirSync(EXAMPLES).filter((f) => /^(Patient|Observation|Condition|Practitioner|Organization|Encounter|AllergyIntolerance|MedicationRequest|Questionnaire|CarePlan|Immunization|Procedure|DiagnosticReport)-.*\.json$/.test(f)).sort();
+      const random = prng(kind.length);
+      const failures: string[] = [];
+      let checked = 0;
+      for (const [n, file] of files.entries()) {
+        const original = JSON.parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Json;
+        delete original.meta;
+        const id = `x${n}`;
+        const from: Json = { ...original, id };
+        const to = structuredClone(from);
+        const plan = [MUTATIONS[n % MUTATIONS.length]!, MUTATIONS[Math.floor(random() * MUTATIONS.length)]!];
+        if (!plan.map((k) => mutate(to, k, random)).some(Boolean) || Bun.deepEquals(to, from)) continue;
+        const path = `${from.resourceType}/${id}`;
+        if ((await api.put(path, from)).status >= 300 || (await api.put(path, to)).status >= 300) continue;
+        const d = await diff(`${path}/$diff`);
+        await api.put200(from);
+        const patched = await api.call('PATCH', path, d);
+        const body = (await patched.json()) as Json;
+        delete body.meta;
+        checked++;
+        if (patched.status !== 200 || !Bun.deepEquals(body, to)) failures.push(`${file} ${plan.join('+')}: ${patched.status} ${JSON.stringify(d).slice(0, 300)}`);
+      }
+      expect(failures).toEqual([]);
+      expect(checked).toBeGreaterThan(100);
+    });
+  });
+});

@@ -30,6 +30,7 @@ import { parsePrefer } from './http/prefer.ts';
 import { metadataMode, terminologyCapabilitiesJson } from './fhir/terminology-capabilities.ts';
 import { bearerAuthenticator } from './http/middleware/bearer.ts';
 import { validateCapability } from './fhir/validate-operation.ts';
+import { convertCapability } from './fhir/convert-operation.ts';
 import { diffCapability } from './fhir/diff/diff-operation.ts';
 import { snapshotCapability } from './fhir/snapshot-operation.ts';
 import { metaCapability } from './fhir/meta-operations.ts';
@@ -186,7 +187,7 @@ export function createApp(deps: AppDeps): App {
   const coreBundle = deps.core ?? new CoreBundle();
   const core = new CoreLayer(coreBundle);
   const terminology = createTerminology({ store, clock, core: new CoreTerminology(coreBundle) });
-  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, matchCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, subscriptionStatusCapability, diffCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
+  const contributions: CapabilityContribution[] = [terminologyCapabilities, exportCapability, validateCapability, patientOperationsCapability, metaCapability, lastnCapability, matchCapability, encounterEverythingCapability, documentCapability, statsCapability, namingSystemCapability, snapshotCapability, graphqlCapability, importCapability, subscriptionStatusCapability, convertCapability, diffCapability, ...(config.expunge === 'on' ? [expungeCapability] : [])];
   const fhir = new Hono<AppEnv>();
   const expandCodes = codesExpander(terminology.service);
   // A SMART scope filter with `:in` (or a hierarchy) is completed once per token, as a search's conditions are.

@@ -25,6 +25,7 @@ import type { Json } from '../fhir/bundle-ops.ts';
 import { parseExact, stringifyExact } from '../fhir/exact-json.ts';
 import { conditionalPatch, parsePatch, patchResource } from '../fhir/patch.ts';
 import { validateOperation } from '../fhir/validate-operation.ts';
+import { convertOperation } from '../fhir/convert-operation.ts';
 import { instanceDiff, serverDiff } from '../fhir/diff/diff-operation.ts';
 import { snapshotOperation } from '../fhir/snapshot-operation.ts';
 import { DEFAULT_HTTP_LIMIT, expunge, expungeOptions, expungeParameters, requireExpungeAccess } from '../fhir/expunge.ts';
@@ -307,7 +308,9 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const response = await processBundle(deps, request(c), body, fhirBase(c, deps.baseUrl), undefined, operation);
     return fhirJson(withReturnPreference(body, response, parsePrefer(c.req.header('prefer')).get('return')));
   });
-  // `$diff` (src/fhir/diff/), before the type routes that would take it for a type.
+  // `$convert` (src/fhir/convert-operation.ts) and `$diff` (src/fhir/diff/), before the type routes that would take them for a type.
+  app.post('/$convert', async (c) => fhirJson(convertOperation(await readFhirBody(c.req.raw, deps.limits.resource))));
+  app.on(['GET', 'PUT', 'DELETE', 'PATCH'], '/$convert', refuse('POST'));
   const diffParams = async (c: Context<AppEnv>) => (c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams);
   app.on(['GET', 'POST'], '/$diff', async (c) => fhirJson(await serverDiff(deps, request(c), await diffParams(c), strict(c))));
   app.on(['GET', 'POST'], '/:type/:id/$diff', async (c) => {

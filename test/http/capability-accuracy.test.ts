@@ -308,7 +308,7 @@ describe('every interaction and operation the statement lists is served', () => 
     ],
     // $convert at the system level: a resource back in the format asked for; $diff at the system level and on each type's instances.
     'http://hl7.org/fhir/OperationDefinition/Resource-convert': () => [['POST', '$convert', 200, { resourceType: 'Patient', gender: 'male' }], ['POST', '$convert', 422, { resourceType: 'Patient', gender: 'bogus' }]],
-    'https://hapifhir.io/hapi-fhir/docs/server_jpa/diff.html': (type) => (type === ''
+    'urn:cinder:OperationDefinition:diff': (type) => (type === ''
       ? [['GET', '$diff?from=Patient/probe-missing&to=Patient/probe-missing', 404], ['GET', '$diff?to=Patient/probe-missing', 400]]
       : [['GET', `${type}/probe-missing/$diff`, 404], ['POST', `${type}/probe-missing/$diff`, 404, { resourceType: 'Parameters' }]]),
     'http://hl7.org/fhir/OperationDefinition/Resource-meta-delete': (type) => [

@@ -107,6 +107,26 @@ await eachStore((kind, fresh) => {
       await expectOutcome(await api.get('Bogus/e1/$diff'), 404);
     });
 
+    test('in XML: a diff carrying a primitive\'s extensions, sent back as an XML FHIRPath Patch, applies as the JSON one does', async () => {
+      const EXT = 'http://hl7.org/fhir/StructureDefinition/patient-birthTime';
+      const v1 = { resourceType: 'Patient', id: 'x1', birthDate: '1974-12-25', name: [{ given: ['Ann'] }] };
+      const v2 = { ...v1, _birthDate: { extension: [{ url: EXT, valueDateTime: '1974-12-25T14:35:45-05:00' }] }, name: [{ given: ['Ann', 'Bea'], _given: [null, { id: 'g2' }] }] };
+      await api.put200(v1);
+      await api.put200(v2);
+      const json = await diff('Patient/x1/$diff');
+      expect(json.parameter[0].part.find((p: Json) => p.name === 'value')).toEqual({ name: 'value', valueDate: '1974-12-25', _valueDate: v2._birthDate });
+      const res = await api.get('Patient/x1/$diff', { Accept: 'application/fhir+xml' });
+      expect(res.headers.get('content-type')).toStartWith('application/fhir+xml');
+      const xml = await res.text();
+      expect(xml).toContain(`<valueDate value="1974-12-25"><extension url="${EXT}">`);
+      await api.put200(v1);
+      const patched = await api.call('PATCH', 'Patient/x1', xml, { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' });
+      const body = (await patched.json()) as Json;
+      expect(patched.status).toBe(200);
+      delete body.meta;
+      expect(body).toEqual(v2);
+    });
+
     test('access as a vread: the type read scope, the patient compartment, both resources', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'male' });
       await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'female' });

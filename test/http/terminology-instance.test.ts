@@ -160,6 +160,7 @@ describe('CapabilityStatement', () => {
       { name: 'find-matches', definition: 'http://hl7.org/fhir/OperationDefinition/CodeSystem-find-matches' },
       { name: 'validate', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-validate' },
       ...['meta', 'meta-add', 'meta-delete', 'graphql'].map((name) => ({ name, definition: `http://hl7.org/fhir/OperationDefinition/Resource-${name}` })),
+      { name: 'diff', definition: 'urn:cinder:OperationDefinition:diff' },
     ]);
   });
 });

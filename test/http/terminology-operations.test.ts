@@ -205,7 +205,7 @@ describe('ValueSet/$expand', () => {
 
 describe('CapabilityStatement', () => {
   /** The operations every type lists after its own ($meta and friends, $graphql: R4 Resource operations). */
-  const META = ['meta', 'meta-add', 'meta-delete', 'graphql'].map((name) => `http://hl7.org/fhir/OperationDefinition/Resource-${name}`);
+  const META = [...['meta', 'meta-add', 'meta-delete', 'graphql'].map((name) => `http://hl7.org/fhir/OperationDefinition/Resource-${name}`), 'urn:cinder:OperationDefinition:diff'];
 
   test('lists the terminology operations on ValueSet and CodeSystem', async () => {
     const res = await t.request(`${t.fhir()}/metadata`);

@@ -21,9 +21,15 @@ import { diffResources } from './diff.ts';
 
 type Json = Record<string, unknown>;
 
-const DEFINITION = 'https://hapifhir.io/hapi-fhir/docs/server_jpa/diff.html';
+/**
+ * `$diff` at the system level and on every type's instances, in the CapabilityStatement. R4 defines no
+ * such operation; the definition names Cinder's (HAPI FHIR's parameters, documented in the README), as
+ * `$expunge`'s does.
+ */
+export const DIFF_DEFINITION = 'urn:cinder:OperationDefinition:diff';
+const DEFINITION = DIFF_DEFINITION;
 
-/** `$diff` at the system level and on every type's instances, in the CapabilityStatement. */
+/** The operation's CapabilityStatement entries. */
 export const diffCapability: CapabilityContribution = {
   operations: [
     { name: 'diff', definition: DEFINITION },

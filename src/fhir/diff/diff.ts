@@ -12,7 +12,7 @@
  * that JSON's nulls shift) is replaced whole with the nearest element holding it.
  */
 import { FhirError } from '../../errors.ts';
-import { cloneExact, literalOf, setLiteral, stringifyExact } from '../exact-json.ts';
+import { cloneExact, literalOf, setLiteral } from '../exact-json.ts';
 import { typeModel, type Slot } from '../validation/model.ts';
 
 type Json = Record<string, unknown>;
@@ -35,8 +35,23 @@ function isObject(v: unknown): v is Json {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+/** Whether two JSON values are equal, numbers by their text as written (1.0 is not 1.00), members in any order. */
 function same(a: unknown, b: unknown): boolean {
-  return a === b || stringifyExact(a) === stringifyExact(b);
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((x, i) => sameAt(a, b, i, x, b[i]));
+  }
+  if (Array.isArray(b)) return false;
+  const ak = Object.keys(a);
+  if (ak.length !== Object.keys(b).length) return false;
+  return ak.every((k) => Object.hasOwn(b, k) && sameAt(a, b, k, (a as Json)[k], (b as Json)[k]));
+}
+
+function sameAt(ah: object, bh: object, k: string | number, x: unknown, y: unknown): boolean {
+  if (typeof x === 'number') return x === y && literalOf(ah, k) === literalOf(bh, k);
+  return same(x, y);
 }
 
 function slotOf(type: string | undefined, key: string): Slot | undefined {
@@ -233,7 +248,7 @@ function compareValue(
         if (!(err instanceof Unreachable)) throw err;
       }
     }
-  } else if (same(av, bv) && same(literalOf(aHolder, aAt), literalOf(bHolder, typeof aAt === 'number' ? aAt : key)) && same(ae ?? null, be ?? null)) return;
+  } else if (av === bv && literalOf(aHolder, aAt) === literalOf(bHolder, typeof aAt === 'number' ? aAt : key) && same(ae ?? null, be ?? null)) return;
   const bAt = typeof aAt === 'number' ? aAt : key;
   ops.changes.push(replace(at, type, key, bHolder, bAt, av, bv, be, key));
 }

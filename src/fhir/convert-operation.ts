@@ -3,9 +3,10 @@
  * another. The body is the resource itself (as HAPI FHIR takes it), or a Parameters whose only
  * parameter is `input` holding it; it is read as FHIR JSON or XML by its Content-Type and answered in
  * the format the request asks for (Accept or `_format`: the FHIR API's format layer,
- * src/http/xml-format.ts). It is validated as a create would validate it (structure, cardinality,
- * types, required bindings; a 422 naming every problem), at the strict level whatever
- * CINDER_VALIDATION says, and never stored: it touches no data, so any token of the tenant may call it.
+ * src/http/xml-format.ts). It is validated against the R4 base definitions as a create would validate
+ * it (structure, cardinality, types, required bindings, invariants; a 422 naming every problem), at the
+ * strict level whatever CINDER_VALIDATION says, but not against the profiles it claims (`$validate`
+ * does that); it is never stored: it touches no data, so any token of the tenant may call it.
  */
 import { FhirError } from '../errors.ts';
 import type { CapabilityContribution } from './capability.ts';

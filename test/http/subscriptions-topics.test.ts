@@ -171,8 +171,10 @@ for (const target of targets) {
       await refused('Basic', bad((b) => (trigger(b)[2]!.valueCode = 'read')), 'Basic.extension[2].extension[2]');
       await refused('Basic', bad((b) => (((trigger(b)[4]!.extension as Json[])[2]!).valueString = 'no-such-param=1')), 'Basic.extension[2].extension[4].extension[2]');
       await refused('Basic', bad((b) => (((trigger(b)[4]!.extension as Json[])[1]!).valueCode = 'maybe')), 'Basic.extension[2].extension[4].extension[1]');
-      // fhirPathCriteria alone: Cinder evaluates queryCriteria, not FHIRPath with %previous and %current.
-      await refused('Basic', bad((b) => trigger(b).splice(4, 1)), 'Basic.extension[2].extension[4]');
+      // fhirPathCriteria that is not FHIRPath, or that needs what a write's matching cannot give (resolve(), another variable).
+      await refused('Basic', bad((b) => (trigger(b)[5]!.valueString = "%current.status = 'finished' and")), 'Basic.extension[2].extension[5]');
+      await refused('Basic', bad((b) => (trigger(b)[5]!.valueString = '%current.subject.resolve().active')), 'Basic.extension[2].extension[5]');
+      await refused('Basic', bad((b) => (trigger(b)[5]!.valueString = '%before.exists()')), 'Basic.extension[2].extension[5]');
       await refused('Basic', bad((b) => ((ext(b)[3]!.extension as Json[])[1]!.valueString = 'no-such-param')), 'Basic.extension[3]');
       await refused('Basic', bad((b) => ((ext(b)[4]!.extension as Json[])[1]!.valueString = 'Encounter:no-such-param')), 'Basic.extension[4].extension[1]');
       // An update is held to the same checks, and a Basic of another code is none of this.
@@ -501,6 +503,50 @@ for (const target of targets) {
       const [next] = received();
       expect(part((next!.entry as Json[])[0]!.resource as Json, 'event-number')!.valueString).toBe('3');
       await off(s);
+    });
+
+    test('fhirPathCriteria is evaluated with %previous and %current, alone or with queryCriteria (both must pass); one failing at run time fails no write', async () => {
+      const FP = 'http://example.org/topics/encounter-fhirpath';
+      const BOTH = 'http://example.org/topics/encounter-both';
+      const topic = (url: string, trigger: Json[]) => ({
+        resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: url }, { url: `${X5}resourceTrigger`, extension: [sub('resource', { valueUri: 'Encounter' }), ...trigger] }],
+      });
+      // Finished now and not before (a creation has no %previous), a cancelled one deleted, or one identified 'boom'
+      // (single() on two identifiers is a run-time error).
+      const expression = "(%current.status = 'finished' and %previous.where(status = 'finished').empty()) or (%current.empty() and %previous.status = 'cancelled')"
+        + " or (%current.identifier.single().value = 'boom')";
+      expect((await call('POST', 'Basic', topic(FP, [sub('fhirPathCriteria', { valueString: expression })]))).status).toBe(201);
+      expect((await call('POST', 'Basic', topic(BOTH, [
+        { url: 'queryCriteria', extension: [sub('current', { valueString: 'status=finished' }), sub('resultForDelete', { valueCode: 'test-fails' })] },
+        sub('fhirPathCriteria', { valueString: '%current.identifier.exists()' }),
+      ]))).status).toBe(201);
+      const fp = await subscribe(topicSubscription(hook.url, FP, 'id-only'));
+      const both = await subscribe(topicSubscription(hook.url, BOTH, 'id-only'));
+      await drain();
+      received();
+      const id = (value: string) => ({ system: 'urn:x', value });
+      const finished = await json(call('POST', 'Encounter', encounter('finished')));
+      const planned = await json(call('POST', 'Encounter', encounter('planned')));
+      const cancelled = await json(call('POST', 'Encounter', encounter('cancelled')));
+      const boom = await json(call('POST', 'Encounter', encounter('planned', 'pa', { identifier: [id('boom')] })));
+      const twice = await call('POST', 'Encounter', encounter('planned', 'pa', { identifier: [id('a'), id('b')] }));
+      expect(twice.status).toBe(201);
+      const identified = await json(call('POST', 'Encounter', encounter('finished', 'pa', { identifier: [id('c')] })));
+      await call('PUT', `Encounter/${planned.id}`, { ...planned, status: 'finished' });
+      await call('PUT', `Encounter/${finished.id}`, { ...finished, period: { start: '2026-01-01' } });
+      expect((await call('DELETE', `Encounter/${cancelled.id}`)).status).toBe(200);
+      expect((await call('DELETE', `Encounter/${planned.id}`)).status).toBe(200);
+      await drain();
+      const got = received();
+      const foci = (url: string) => got.filter((b) => param((b.entry as Json[])[0]!.resource as Json, 'topic')?.valueCanonical === url)
+        .map((b) => `${((b.entry as Json[])[1]!.request as Json).method} ${(b.entry as Json[])[1]!.fullUrl}`);
+      const at = (e: Json) => `${t.fhir()}/Encounter/${e.id}`;
+      expect(foci(FP)).toEqual([`POST ${at(finished)}`, `POST ${at(boom)}`, `POST ${at(identified)}`, `PUT ${at(planned)}`, `DELETE ${at(cancelled)}`]);
+      // queryCriteria (finished) and fhirPathCriteria (identified) both: the finished ones without an identifier are not told.
+      expect(foci(BOTH)).toEqual([`POST ${at(identified)}`]);
+      await off(fp);
+      await off(both);
     });
   });
 }

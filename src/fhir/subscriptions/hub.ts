@@ -21,6 +21,7 @@ import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
+import { fhirPathHolds } from './fhirpath-criteria.ts';
 import { cachedLookups } from './lookups.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
@@ -248,6 +249,9 @@ export class SubscriptionHub {
             tests.push(interaction === 'delete' ? trigger.passesOnDelete : await matchConditions(resource, v.lastUpdated, s.topic.current, ctx, rows, wordsOf));
           }
           if (tests.length && !(trigger.requireBoth ? tests.every(Boolean) : tests.some(Boolean))) continue;
+          // fhirPathCriteria (fhirpath-criteria.ts) must hold as well as queryCriteria, on the versions as written.
+          if (trigger.fhirPath && !fhirPathHolds(trigger.fhirPath.test, v.type, { previous: before, current: v.deleted ? undefined : resource }, this.options.log,
+            { tenant, subscription: s.id, topic: s.topic.url, resource: `${v.type}/${v.id}` })) continue;
           notified.add(s.id);
           out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction! });
           continue;

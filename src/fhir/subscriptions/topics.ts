@@ -17,6 +17,8 @@ import type { FhirDeps } from '../crud.ts';
 import { paramOf } from '../definitions.ts';
 import { isResourceType } from '../resource-types.ts';
 import { compileFilter, parseInclude, resolveConditions } from '../search.ts';
+import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
+import { compileFhirPathCriteria } from './fhirpath-criteria.ts';
 
 type Json = Record<string, unknown>;
 
@@ -51,6 +53,8 @@ export interface TopicTrigger {
   passesOnCreate: boolean;
   passesOnDelete: boolean;
   requireBoth: boolean;
+  /** fhirPathCriteria, compiled once (fhirpath-criteria.ts): it must hold too when queryCriteria is given. */
+  fhirPath?: { expression: string; test: CompiledTopicCriteria };
 }
 
 /** One canFilterBy: a search parameter (with the modifiers and comparators listed) of a type (or of every trigger type). */
@@ -197,7 +201,7 @@ function parseTrigger(ext: Json, at: string): TopicTrigger {
   let type: string | undefined;
   const interactions: Interaction[] = [];
   const trigger: Omit<TopicTrigger, 'type' | 'interactions'> = { passesOnCreate: false, passesOnDelete: false, requireBoth: false };
-  const hasQuery = parts(ext, at).some((o) => o.name === 'queryCriteria');
+  let fhirPath: { expression: string; at: string } | undefined;
   let query: { at: string; previous?: [string, string]; current?: [string, string] } | undefined;
   for (const p of parts(ext, at)) {
     switch (p.name) {
@@ -235,11 +239,7 @@ function parseTrigger(ext: Json, at: string): TopicTrigger {
         }
         break;
       case 'fhirPathCriteria':
-        // Not evaluated: Cinder's FHIRPath is the search parameters' subset, without %previous and %current.
-        stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.resourceTrigger.fhirPathCriteria');
-        if (!hasQuery) {
-          throw refuse('SubscriptionTopic.resourceTrigger.fhirPathCriteria alone is not evaluated by Cinder: give the trigger a queryCriteria (previous/current), which Cinder evaluates', p.at);
-        }
+        fhirPath = { expression: stringValue(p.ext, 'valueString', p.at, 'SubscriptionTopic.resourceTrigger.fhirPathCriteria'), at: p.at };
         break;
       default:
     }
@@ -249,6 +249,7 @@ function parseTrigger(ext: Json, at: string): TopicTrigger {
   if (query?.current) checkQuery(type, query.current[0], query.current[1], 'SubscriptionTopic.resourceTrigger.queryCriteria.current');
   return {
     type, interactions: interactions.length ? [...new Set(interactions)] : [...INTERACTIONS], ...trigger,
+    ...(fhirPath && { fhirPath: { expression: fhirPath.expression, test: compileFhirPathCriteria(fhirPath.expression, fhirPath.at) } }),
     ...(query?.previous && { previous: query.previous[0] }), ...(query?.current && { current: query.current[0] }),
   };
 }

@@ -815,6 +815,9 @@ interface Env {
   budget?: { left: number; readonly limit: number; readonly what?: string };
   /** `%extension`: the extension whose context invariant is evaluated (compileExtensionContext). */
   extension?: unknown;
+  /** `%previous` and `%current`: a SubscriptionTopic trigger's versions (compileTopicCriteria). */
+  previous?: unknown;
+  current?: unknown;
 }
 
 /** The variables a path may start from whose value is the same for every item an evaluation iterates. */
@@ -849,6 +852,8 @@ interface Scope {
   clientWritten?: true;
   /** An extension's context invariant: `%extension` names the extension (compileExtensionContext). */
   extensionVariable?: true;
+  /** A SubscriptionTopic's fhirPathCriteria: `%previous` and `%current` name the versions (compileTopicCriteria). */
+  topicVariables?: true;
 }
 
 function singletonBool(c: Coll): boolean | undefined {
@@ -1016,6 +1021,13 @@ function variable(name: string, at: number, scope: Scope): Expr {
     case 'extension':
       if (!scope.extensionVariable) throw new UnsupportedFhirPath(scope.expression, at, '%extension outside an extension\'s context invariant');
       return collExpr('Extension', (env) => (env.extension === undefined ? EMPTY : [env.extension]));
+    case 'previous':
+    case 'current':
+      if (!scope.topicVariables) throw new UnsupportedFhirPath(scope.expression, at, `%${name} outside a SubscriptionTopic's fhirPathCriteria`);
+      return collExpr(undefined, (env) => {
+        const v = name === 'previous' ? env.previous : env.current;
+        return v === undefined ? EMPTY : [v];
+      });
     default: {
       const url = VARIABLES.get(name)
         ?? (name.startsWith('vs-') ? `http://hl7.org/fhir/ValueSet/${name.slice(3)}` : undefined)
@@ -1849,10 +1861,10 @@ export function compileExtensionContext(expression: string, types: FhirPathTypes
  * `ast` (a client's expression, `expression` its text) built for each FHIR type of its focus, once each, the
  * generic build where a type's fails: what compileCriterion and compileValues evaluate.
  */
-function typedBuilds(ast: Ast, expression: string, types: FhirPathTypes, iterating: boolean): (focusType: string | undefined) => Expr {
+function typedBuilds(ast: Ast, expression: string, types: FhirPathTypes, iterating: boolean, topicVariables = false): (focusType: string | undefined) => Expr {
   const scopeOf = (focusType: string | undefined): Scope => {
     const type = staticType(normaliseType(focusType));
-    return { expression, types, thisType: type, contextType: type, iterating, clientWritten: true };
+    return { expression, types, thisType: type, contextType: type, iterating, clientWritten: true, ...(topicVariables && { topicVariables: true as const }) };
   };
   const generic = build(ast, scopeOf(undefined));
   const byType = new Map<string, Expr>();
@@ -1907,5 +1919,34 @@ export function compileValues(expression: string, types: FhirPathTypes): Compile
     const expr = exprFor(focusType);
     const env: Env = { this: focus ?? undefined, index: 0, resource: ctx.resource, rootResource: ctx.rootResource, context: focus ?? undefined, memo: ctx.memo, budget: ctx.budget };
     return expr.coll(env).map(valueOf);
+  };
+}
+
+/** The versions a SubscriptionTopic trigger's criteria reads: `%previous` (none for a create) and `%current` (none for a delete). */
+export interface TopicVersions {
+  previous: unknown;
+  current: unknown;
+}
+
+/** A compiled fhirPathCriteria (compileTopicCriteria): its singleton Boolean, undefined when empty. */
+export type CompiledTopicCriteria = (type: string, versions: TopicVersions, budget: NonNullable<InvariantContext['budget']>) => boolean | undefined;
+
+/**
+ * Compiles a SubscriptionTopic resourceTrigger's `fhirPathCriteria` (R5 subscriptiontopic.html), a client's
+ * expression with `%previous` and `%current` (the version replaced, none for a create; the version written,
+ * none for a delete), evaluated on the resource (`$this` and `%resource`: the current version, else the
+ * previous) as a singleton Boolean (§ 4.5). Throws UnsupportedFhirPath (`resolve()`, `memberOf()`, `now()`...)
+ * or FhirPathSyntaxError at once; an evaluation throws FhirPathEvaluationError (`single()` on many, more
+ * than one result), or FhirPathTooCostly past `budget` or the regex guard.
+ */
+export function compileTopicCriteria(expression: string, types: FhirPathTypes): CompiledTopicCriteria {
+  const ast = parseFhirPath(expression);
+  const exprFor = typedBuilds(ast, expression, types, false, true);
+  return (type, versions, budget) => {
+    const focus = versions.current ?? versions.previous;
+    const env: Env = {
+      this: focus, index: 0, resource: focus, rootResource: focus, context: focus, budget, previous: versions.previous ?? undefined, current: versions.current ?? undefined,
+    };
+    return exprFor(type).bool(env);
   };
 }

@@ -22,6 +22,8 @@ import { patientOperationsCapability } from './fhir/list-find.ts';
 import type { PendingCondition } from './fhir/search-compile.ts';
 import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
+import { signWsBinding, verifyWsBinding } from './auth/ws-binding-token.ts';
+import type { WsBindingTokens } from './fhir/subscriptions/operations.ts';
 import { perMinute } from './auth/rate-limit.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
@@ -253,8 +255,15 @@ export function createApp(deps: AppDeps): App {
   // The users on whose authority subscriptions were activated, read as the clients are (a change seen within 5 s).
   const user = createUserCache(deps.store, clock);
   fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, allowPrivate, ...resolve });
+  // Binding tokens of topic-based websocket Subscriptions: signed with the server's keys, so any process verifies them.
+  const wsTokens: WsBindingTokens = {
+    sign: (tenant, subscription) => signWsBinding(authDeps, { tenant, subscription }),
+    verify: (token) => verifyWsBinding(authDeps, token),
+  };
+  const websocketUrl = (tenant: string) => `${fhirBaseOf(config.baseUrl, tenant).replace(/^http/, 'ws')}/websocket`;
   const sockets = new SubscriptionSockets({
     store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
+    topics: { tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess } },
   });
   metrics.gauge('cinder_subscription_websockets', 'Subscription websockets open on this process.', () => ({ '': sockets.size }));
   metrics.counter('cinder_subscription_websockets_refused_total', 'Subscription websockets closed at once since the process started, by the limit that refused them (process, client).', () => ({
@@ -273,7 +282,9 @@ export function createApp(deps: AppDeps): App {
   // `$graphql` before the resource routes, which would take `/$graphql` for a type.
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).
-  fhir.route('/', fhirRoutes({ ...fhirDeps, baseUrl: config.baseUrl, limits, expunge: config.expunge === 'on', dispatch: (req) => Promise.resolve(fetch(req)) }));
+  fhir.route('/', fhirRoutes({
+    ...fhirDeps, baseUrl: config.baseUrl, limits, expunge: config.expunge === 'on', dispatch: (req) => Promise.resolve(fetch(req)), wsBinding: { tokens: wsTokens, url: websocketUrl },
+  }));
   app.route(FHIR_BASE_ROUTE, fhir);
   // The EHR launch reads the Patient and Encounter as the FHIR API does, so it is mounted beside it.
   app.route('/', launchRoutes(authDeps, fhirDeps, completeConditions));

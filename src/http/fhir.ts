@@ -2,7 +2,7 @@ import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
-import { subscriptionEvents, subscriptionStatus } from '../fhir/subscriptions/operations.ts';
+import { subscriptionEvents, subscriptionStatus, subscriptionWsBindingToken, type WsBindingTokens } from '../fhir/subscriptions/operations.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
@@ -49,6 +49,8 @@ export interface FhirRouteDeps extends FhirDeps {
   dispatch?: (req: Request) => Promise<Response>;
   /** `CINDER_EXPUNGE=on`: `$expunge` removes versions; otherwise it answers 403. */
   expunge?: boolean;
+  /** `$get-ws-binding-token`'s tokens, and the tenant's websocket URL they are used on. */
+  wsBinding?: { tokens: WsBindingTokens; url: (tenant: string) => string };
 }
 
 /**
@@ -291,6 +293,12 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
     return fhirJson(await subscriptionEvents(deps, request(c), fhirBase(c, deps.baseUrl), id, params));
   };
+  /** `Subscription/{id}/$get-ws-binding-token` (R5 Backport IG), by GET or by POST with a Parameters body. */
+  const bindingTokenOf = async (c: Context<AppEnv>, id: string) => {
+    if (!deps.wsBinding) throw new FhirError('not-found', 'Operation $get-ws-binding-token is not supported on Subscription');
+    const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
+    return fhirJson(await subscriptionWsBindingToken(deps, request(c), id, params, deps.wsBinding.tokens, deps.wsBinding.url(c.get('tenant'))));
+  };
   app.on(['GET', 'POST'], '/StructureDefinition/$snapshot', (c) => snapshotOf(c));
   app.on(['GET', 'POST'], '/StructureDefinition/:id/$snapshot', (c) => snapshotOf(c, c.req.param('id')));
   app.on(['GET', 'POST'], '/$meta', metaOf);
@@ -418,6 +426,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   app.post('/Subscription/$status', (c) => statusOf(c));
   app.post('/Subscription/:id/$status', (c) => statusOf(c, c.req.param('id')));
   app.post('/Subscription/:id/$events', (c) => eventsOf(c, c.req.param('id')));
+  app.post('/Subscription/:id/$get-ws-binding-token', (c) => bindingTokenOf(c, c.req.param('id')));
   notAllowed(app);
   app.post('/:type/:id/:what/_search', async (c) => compartmentSearch(c, await formParams(c)));
   // Compartment search (`Patient/{id}/{type}?...`, `Patient/{id}/*?...`), `Patient/{id}/$everything` and `Encounter/{id}/$everything`; after `_history`, which this also matches.
@@ -427,6 +436,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
     if (type === 'Composition' && what === '$document') return documentOf(c, id);
     if (type === 'Subscription' && what === '$status') return statusOf(c, id);
     if (type === 'Subscription' && what === '$events') return eventsOf(c, id);
+    if (type === 'Subscription' && what === '$get-ws-binding-token') return bindingTokenOf(c, id);
     return compartmentSearch(c, new URL(c.req.url).searchParams);
   });
   return app;

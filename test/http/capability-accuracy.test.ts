@@ -297,6 +297,9 @@ describe('every interaction and operation the statement lists is served', () => 
     'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-events': () => [
       ['GET', 'Subscription/probe-missing/$events', 404], ['POST', 'Subscription/probe-missing/$events', 404, { resourceType: 'Parameters' }],
     ],
+    'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-get-ws-binding-token': () => [
+      ['GET', 'Subscription/probe-missing/$get-ws-binding-token', 404], ['POST', 'Subscription/probe-missing/$get-ws-binding-token', 404, { resourceType: 'Parameters' }],
+    ],
     'http://hl7.org/fhir/OperationDefinition/List-find': () => [['GET', 'List/$find?patient=probe&name=$current-allergies', 404]],
     // $meta at the system level, on a type (the union in use) and on an instance or version; the changes on an instance or version.
     'http://hl7.org/fhir/OperationDefinition/Resource-meta': (type) => (type === ''

@@ -199,7 +199,9 @@ for (const target of targets) {
       await refused('Subscription', noContent, 'Subscription.channel.payload');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 0 }] }), 'Subscription.channel.extension[0]');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { extension: [{ url: `${BP}backport-timeout`, valueUnsignedInt: 600 }] }), 'Subscription.channel.extension[0]');
-      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { type: 'websocket' }), 'Subscription.channel.type');
+      // A websocket sends its Bundles as JSON; backport-channel-type may only repeat channel.type.
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { type: 'websocket' }, 'application/fhir+xml'), 'Subscription.channel.payload');
+      await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { code: 'websocket' } }] } }), 'Subscription.channel.type.extension[0]');
       await refused('Subscription', topicSubscription(hook.url, COMPLETE, 'id-only', [], { _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { code: 'email' } }] } }), 'Subscription.channel.type.extension[0]');
       expect((await json(call('GET', 'Subscription?_summary=count'))).total).toBe(before);
 

@@ -18,6 +18,8 @@ import { tenantTopics } from './topics.ts';
 export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];
 /** The payload media types a rest-hook may ask for (none: a notification without a body). */
 export const PAYLOADS = ['application/fhir+json', 'application/json', 'application/fhir+xml', 'application/xml'];
+/** The payload media types a topic-based websocket Subscription may name (its Bundles are sent as JSON). */
+const JSON_PAYLOADS = ['application/fhir+json', 'application/json'];
 
 /** What activation reads besides the Subscription. */
 export interface ActivationContext {
@@ -69,10 +71,15 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   let heartbeatMs: number | undefined;
   if (topicBased) {
     // A topic (R5 Backport IG): its filters held to the topic's canFilterBy, compiled for the writer.
-    if (channel.type !== 'rest-hook') throw refuse(`Subscription.channel.type '${String(channel.type)}': topic-based Subscriptions are delivered by rest-hook`, 'Subscription.channel.type');
+    // rest-hook (delivery.ts), or websocket (sockets.ts: bound with a token of $get-ws-binding-token, JSON sent over it).
     const request = topicRequest(r);
-    if (request.heartbeatSeconds !== undefined) heartbeatMs = request.heartbeatSeconds * 1000;
-    if (channel.payload === undefined) throw refuse('a topic-based Subscription needs channel.payload: application/fhir+json or application/fhir+xml (with backport-payload-content)', 'Subscription.channel.payload');
+    if (channel.type === 'rest-hook') {
+      // A websocket's heartbeats are sent by the process holding the socket (sockets.ts), not recorded.
+      if (request.heartbeatSeconds !== undefined) heartbeatMs = request.heartbeatSeconds * 1000;
+      if (channel.payload === undefined) throw refuse('a topic-based Subscription needs channel.payload: application/fhir+json or application/fhir+xml (with backport-payload-content)', 'Subscription.channel.payload');
+    } else if (channel.payload !== undefined && !JSON_PAYLOADS.includes(payloadType(channel.payload)!)) {
+      throw refuse(`Subscription.channel.payload '${String(channel.payload)}': a websocket sends its notification Bundles as JSON (${JSON_PAYLOADS.join(' or ')}, or none)`, 'Subscription.channel.payload');
+    }
     const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now), request);
     await compileTopic(ctx.deps, ctx.tenant, ctx.access, topic, request, ctx.now,
       async (criteria) => (await compileCriteria(ctx.deps, ctx.tenant, ctx.access, criteria, ctx.now)).where);
@@ -85,7 +92,8 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   const { error: _error, ...rest } = r;
   return {
     resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
-    ...(topicBased && !ended && r.status === 'requested' && { handshake: true }),
+    // A websocket's handshake is sent on each bind (sockets.ts).
+    ...(topicBased && !ended && r.status === 'requested' && channel.type === 'rest-hook' && { handshake: true }),
     ...(heartbeatMs !== undefined && !ended && { heartbeatMs }),
   };
 }

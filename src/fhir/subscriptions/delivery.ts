@@ -23,13 +23,11 @@ import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
-import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
+import { authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
-import { notificationBundle, type NotifiedEvent } from './notification.ts';
-import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
-import { tenantTopics } from './topics.ts';
-import { searchResources } from '../search.ts';
+import { topicBundle } from './topic-bundle.ts';
+import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 
 /** Consecutive failures after which a Subscription is set to `error`. */
@@ -314,7 +312,7 @@ export class SubscriptionDelivery {
       // A topic-based Subscription (topics.ts): a notification Bundle POSTed to the endpoint.
       const request = topicRequest(sub);
       if (request.timeoutSeconds !== undefined) timeoutMs = request.timeoutSeconds * 1000;
-      const bundle = await this.topicBundle(c, sub, request, n);
+      const bundle = await topicBundle({ fhir: this.options.fhir, clock: this.options.clock, restoreAccess: this.options.restoreAccess }, c, sub, request, n);
       body = payloadType(channel.payload)!.endsWith('xml') ? toFhirXml(bundle) : JSON.stringify(bundle);
       headers.set('Content-Type', String(channel.payload));
     } else if (payloadType(channel.payload) !== undefined) {
@@ -338,38 +336,5 @@ export class SubscriptionDelivery {
       const timedOut = err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError');
       return `${method} ${target.href} ${timedOut ? `did not answer within ${timeoutMs / 1000} s` : `failed: ${err instanceof Error ? err.message : String(err)}`}`;
     }
-  }
-
-  /**
-   * The notification Bundle of a topic-based Subscription's notification `n` (notification.ts): a handshake,
-   * or an event with its focus as the payload content asks (full-resource: the version notified, and what the
-   * topic's notificationShape includes for it, as its owner may read it now).
-   */
-  private async topicBundle(c: ClaimedSubscription, sub: Json, request: TopicRequest, n: PendingNotification): Promise<Json> {
-    const { fhir, clock } = this.options;
-    const base = fhir.fhirBase?.(c.tenant) ?? '';
-    const status = { base, subscriptionId: c.id, topic: sub.criteria as string, status: String(sub.status), content: request.content };
-    if (n.event === 'handshake' || n.event === 'heartbeat' || n.event === undefined) {
-      const type = n.event ?? 'handshake';
-      // A handshake is part of the request's activation (recorded for a Subscription written `requested`): its status
-      // is the request's, as in the IG's workflow and R4 handshake example, though Cinder stored it `active` at once.
-      return notificationBundle({
-        ...status, ...(type === 'handshake' && { status: 'requested' }), type, eventsSinceStart: (await fhir.store.subscriptions.events(c.tenant, c.id)) ?? 0,
-      }, clock.now());
-    }
-    const event: NotifiedEvent = { number: n.eventNumber ?? 0, at: n.createdAt, type: n.type, id: n.id, interaction: n.event };
-    if (request.content === 'full-resource' && n.event !== 'delete') {
-      const v = await fhir.store.resources.vread(c.tenant, n.type, n.id, n.versionId);
-      if (v && !v.deleted) event.resource = JSON.parse(v.content) as Json;
-      const topic = event.resource && (await tenantTopics(fhir, c.tenant, clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
-      const shape = topic?.shapes.find((sh) => sh.type === n.type);
-      if (shape?.include.length && this.options.restoreAccess) {
-        const access = await ownerAccess(c.tenant, c.owner, this.options.restoreAccess);
-        const params = new URLSearchParams([['_id', n.id], ...shape.include]);
-        const found = await searchResources(fhir, { tenant: c.tenant, access }, n.type, params, false);
-        event.included = found.included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
-      }
-    }
-    return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
   }
 }

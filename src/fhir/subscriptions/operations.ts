@@ -1,6 +1,6 @@
 /**
- * The R5 Backport IG's operations on Subscription: `$status` (SubscriptionStatus Parameters in a `searchset`)
- * and `$events` (a topic-based Subscription's kept events as a notification Bundle), plain functions of
+ * The R5 Backport IG's operations on Subscription: `$status` (SubscriptionStatus Parameters in a `searchset`),
+ * `$events` (a topic-based Subscription's kept events as a notification Bundle) and `$get-ws-binding-token`, plain functions of
  * the FHIR layer that src/http/fhir.ts routes; and their CapabilityStatement contribution.
  */
 import { randomUUID } from 'node:crypto';
@@ -117,11 +117,49 @@ function topicRequestContent(sub: Json): string {
   return typeof code === 'string' ? code : 'id-only';
 }
 
-/** `$status` and `$events` on Subscription in the CapabilityStatement, and the IG's server CapabilityStatement instantiated. */
+/** Signs and reads websocket binding tokens (src/auth/ws-binding-token.ts): one tenant's one Subscription, short-lived. */
+export interface WsBindingTokens {
+  sign(tenant: string, subscription: string): Promise<{ token: string; expiresAt: number }>;
+  /** What a token names, or undefined for one refused (not signed here, expired, of another kind). */
+  verify(token: string): Promise<{ tenant: string; subscription: string } | undefined>;
+}
+
+/**
+ * `Subscription/{id}/$get-ws-binding-token` (the IG's OperationDefinition backport-subscription-get-ws-binding-token):
+ * a Parameters with a `token` that binds this Subscription alone on `websocket-url` (`bind-with-token {token}`,
+ * sockets.ts) until `expiration`. Issued to a caller that may read the Subscription (a read's 404, 410, 403), for an
+ * active topic-based Subscription of channel websocket (else a 400 naming the element); no parameter is taken.
+ */
+export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirRequest, id: string, params: URLSearchParams, tokens: WsBindingTokens, websocketUrl: string): Promise<Json> {
+  const row = await readResource(deps, req, 'Subscription', id);
+  for (const key of params.keys()) {
+    throw new FhirError('invalid', `Subscription/{id}/$get-ws-binding-token takes no parameter, not '${key}'`, { expression: [key] });
+  }
+  const sub = JSON.parse(row.content) as Json;
+  if (!isTopicCriteria(sub.criteria)) {
+    throw new FhirError('invalid', `Subscription/${id} is not topic-based: an R4 websocket Subscription is bound with 'bind {id}', without a token`, { expression: ['Subscription.criteria'] });
+  }
+  const type = (sub.channel as { type?: unknown } | undefined)?.type;
+  if (type !== 'websocket') throw new FhirError('invalid', `Subscription/${id} has channel.type '${String(type)}': a binding token is for a websocket Subscription`, { expression: ['Subscription.channel.type'] });
+  if (sub.status !== 'active') throw new FhirError('invalid', `Subscription/${id} is ${String(sub.status)}: a binding token is for an active Subscription`, { expression: ['Subscription.status'] });
+  const { token, expiresAt } = await tokens.sign(req.tenant, id);
+  return {
+    resourceType: 'Parameters',
+    parameter: [
+      { name: 'token', valueString: token },
+      { name: 'expiration', valueDateTime: new Date(expiresAt).toISOString() },
+      { name: 'subscription', valueString: `Subscription/${id}` },
+      { name: 'websocket-url', valueUrl: websocketUrl },
+    ],
+  };
+}
+
+/** `$status`, `$events` and `$get-ws-binding-token` on Subscription in the CapabilityStatement, and the IG's server CapabilityStatement instantiated. */
 export const subscriptionStatusCapability: CapabilityContribution = {
   operations: [
     { name: 'status', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-status', types: ['Subscription'] },
     { name: 'events', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-events', types: ['Subscription'] },
+    { name: 'get-ws-binding-token', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-get-ws-binding-token', types: ['Subscription'] },
   ],
   instantiates: ['http://hl7.org/fhir/uv/subscriptions-backport/CapabilityStatement/backport-subscription-server-r4'],
 };

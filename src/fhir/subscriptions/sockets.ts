@@ -18,7 +18,10 @@
 import type { Server, ServerWebSocket, WebSocketHandler } from 'bun';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { Store } from '../../store/types.ts';
+import type { RecentNotification, Store } from '../../store/types.ts';
+import type { WsBindingTokens } from './operations.ts';
+import { topicBundle, type TopicBundleDeps } from './topic-bundle.ts';
+import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
 
 /** How long a websocket notification is read for after it is recorded (ms); it is deleted after twice that. */
 export const KEEP_MS = 60_000;
@@ -26,7 +29,7 @@ export const KEEP_MS = 60_000;
 export const MAX_BINDINGS = 100;
 /** The most messages of one socket waiting for their answer: a client sending faster than it is answered is closed (1008). */
 export const MAX_WAITING = 32;
-/** The largest message a socket may send (bytes): `bind {id}` needs 70; a larger one closes it (1009, as Bun closes it). */
+/** The largest message a socket may send (bytes): `bind {id}` needs 70, `bind-with-token {token}` about 400; a larger one closes it (1009, as Bun closes it). */
 export const MAX_MESSAGE_BYTES = 1024;
 
 /** Close codes (RFC 6455 section 7.4.1, IANA registry). */
@@ -42,13 +45,29 @@ export interface SocketData {
   /** Whether the socket was admitted (counted in the limits) when it opened. */
   admitted: boolean;
   bound: Map<string, number>;
+  /** The topic-based Subscriptions among them (bound with `bind-with-token`): sent Bundles, not pings. */
+  topics: Map<string, TopicBinding>;
   /** The message being handled: the next waits for it, so answers come in the order of the messages. */
   queue: Promise<void>;
   /** Messages received and not yet answered (MAX_WAITING). */
   waiting: number;
 }
 
+/** A topic-based Subscription bound on a socket: its heartbeat period, and when it was last sent something. */
+export interface TopicBinding {
+  heartbeatMs?: number;
+  lastSentAt: number;
+}
+
 type Socket = ServerWebSocket<SocketData>;
+type Json = Record<string, unknown>;
+
+/** A topic-based websocket Subscription as a round reads it: its resource, its request and its owner. */
+interface TopicSubscription {
+  resource: Json;
+  request: TopicRequest;
+  owner: string;
+}
 
 const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
@@ -78,7 +97,11 @@ export class SubscriptionSockets {
   /** When this process last purged old websocket notifications (it does every half KEEP_MS at most). */
   private purgedAt = -Infinity;
 
-  constructor(private readonly options: { store: Store; clock: Clock; log: Logger; limits: SocketLimits }) {}
+  /**
+   * `topics`: the topic-based websocket channel (R5 Backport IG), its binding tokens ($get-ws-binding-token) and
+   * what its Bundles are built with; without it `bind-with-token` is refused.
+   */
+  constructor(private readonly options: { store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: { tokens: WsBindingTokens; bundles: TopicBundleDeps } }) {}
 
   /** Open sockets of this process (/metrics `cinder_subscription_websockets`). */
   get size(): number {
@@ -109,7 +132,7 @@ export class SubscriptionSockets {
   /** Upgrades a request for `{fhir_base}/websocket` of `tenant` from `ip` on Bun's `server`: whether it did. */
   upgrade(req: Request, server: unknown, tenant: string, ip: string): boolean {
     const bun = server as Server<SocketData> | undefined;
-    const data: SocketData = { tenant, ip, admitted: false, bound: new Map(), queue: Promise.resolve(), waiting: 0 };
+    const data: SocketData = { tenant, ip, admitted: false, bound: new Map(), topics: new Map(), queue: Promise.resolve(), waiting: 0 };
     return typeof bun?.upgrade === 'function' && bun.upgrade(req, { data });
   }
 
@@ -150,6 +173,8 @@ export class SubscriptionSockets {
   }
 
   private async message(ws: Socket, text: string): Promise<void> {
+    const withToken = /^bind-with-token (\S{1,1000})$/.exec(text.trim());
+    if (withToken) return this.bindWithToken(ws, withToken[1]!);
     const bind = /^bind ([A-Za-z0-9\-.]{1,64})$/.exec(text.trim());
     if (!bind) {
       ws.send('error expected "bind {id}"');
@@ -163,19 +188,102 @@ export class SubscriptionSockets {
     const { store, clock } = this.options;
     try {
       const current = await store.resources.read(ws.data.tenant, 'Subscription', id);
-      const sub = current && !current.deleted ? (JSON.parse(current.content) as { status?: string; channel?: { type?: string } }) : undefined;
+      const sub = current && !current.deleted ? (JSON.parse(current.content) as { status?: string; criteria?: unknown; channel?: { type?: string } }) : undefined;
       if (sub?.status !== 'active' || sub.channel?.type !== 'websocket') {
         ws.send(`error ${id} is not an active websocket Subscription`);
         return;
       }
+      // A topic-based one sends what its owner may read: only a token of $get-ws-binding-token binds it.
+      if (isTopicCriteria(sub.criteria)) {
+        ws.send(`error ${id} is topic-based: bind it with "bind-with-token {token}" (Subscription/${id}/$get-ws-binding-token)`);
+        return;
+      }
       ws.data.bound.set(id, clock.now());
-      const k = key(ws.data.tenant, id);
-      this.sockets.set(k, (this.sockets.get(k) ?? new Set()).add(ws));
+      ws.data.topics.delete(id);
+      this.attach(ws, id);
       ws.send(`bound ${id}`);
     } catch (err) {
       this.options.log.warn('binding a subscription websocket failed', { err });
       ws.send(`error ${id} could not be bound now; try again`);
     }
+  }
+
+  private attach(ws: Socket, id: string): void {
+    const k = key(ws.data.tenant, id);
+    this.sockets.set(k, (this.sockets.get(k) ?? new Set()).add(ws));
+  }
+
+  /**
+   * `bind-with-token {token}` (R5 Backport IG, websocket channel): a token of `$get-ws-binding-token` for this
+   * tenant binds its topic-based Subscription, if still active and of channel websocket, and is answered with a
+   * handshake Bundle; then each event is sent as its notification Bundle (JSON), and a heartbeat Bundle after
+   * each heartbeat period without one. A refusal is an `error {reason}` text message; the socket stays open.
+   */
+  private async bindWithToken(ws: Socket, token: string): Promise<void> {
+    const { clock, log, topics } = this.options;
+    if (!topics) {
+      ws.send('error bind-with-token is not served here');
+      return;
+    }
+    try {
+      const binding = await topics.tokens.verify(token);
+      if (!binding || binding.tenant !== ws.data.tenant) {
+        ws.send('error the binding token is not valid here (expired, not issued by this server, or of another tenant): ask Subscription/{id}/$get-ws-binding-token for another');
+        return;
+      }
+      const id = binding.subscription;
+      if (ws.data.bound.size >= MAX_BINDINGS && !ws.data.bound.has(id)) {
+        ws.send(`error ${id} not bound: a socket binds at most ${MAX_BINDINGS} Subscriptions`);
+        return;
+      }
+      const sub = await this.topicSubscription(ws.data.tenant, id, new Map());
+      if (!sub) {
+        ws.send(`error ${id} is not an active topic-based websocket Subscription`);
+        return;
+      }
+      const now = clock.now();
+      ws.data.bound.set(id, now);
+      ws.data.topics.set(id, { lastSentAt: now, ...(sub.request.heartbeatSeconds !== undefined && { heartbeatMs: sub.request.heartbeatSeconds * 1000 }) });
+      this.attach(ws, id);
+      ws.send(JSON.stringify(await topicBundle(topics.bundles, { tenant: ws.data.tenant, id, owner: sub.owner }, sub.resource, sub.request, { event: 'handshake' })));
+    } catch (err) {
+      log.warn('binding a subscription websocket with a token failed', { err });
+      ws.send('error the Subscription could not be bound now; try again');
+    }
+  }
+
+  /**
+   * Subscription `id` of `tenant` when it is an active topic-based websocket one with an owner, read once per round
+   * (`cache`); undefined otherwise (its events are then not sent).
+   */
+  private async topicSubscription(tenant: string, id: string, cache: Map<string, Promise<TopicSubscription | undefined>>): Promise<TopicSubscription | undefined> {
+    const k = key(tenant, id);
+    let found = cache.get(k);
+    if (!found) {
+      found = (async () => {
+        const { store } = this.options;
+        const current = await store.resources.read(tenant, 'Subscription', id);
+        const resource = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
+        const channel = resource?.channel as { type?: unknown } | undefined;
+        if (resource?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(resource.criteria)) return undefined;
+        const owner = (await store.subscriptions.owners(tenant)).get(id);
+        if (owner === undefined) return undefined;
+        try {
+          return { resource, request: topicRequest(resource), owner };
+        } catch {
+          return undefined;
+        }
+      })();
+      cache.set(k, found);
+    }
+    return found;
+  }
+
+  /** What a topic-bound socket is sent for notification `n` (its Bundle as JSON), once per round for all its sockets. */
+  private async topicMessage(n: RecentNotification, cache: Map<string, Promise<TopicSubscription | undefined>>): Promise<string | undefined> {
+    const sub = await this.topicSubscription(n.tenant, n.subscriptionId, cache);
+    if (!sub || !this.options.topics) return undefined;
+    return JSON.stringify(await topicBundle(this.options.topics.bundles, { tenant: n.tenant, id: n.subscriptionId, owner: sub.owner }, sub.resource, sub.request, n));
   }
 
   private unbind(ws: Socket): void {
@@ -202,12 +310,58 @@ export class SubscriptionSockets {
       return { tenant, id };
     });
     let sent = 0;
+    const read = new Map<string, Promise<TopicSubscription | undefined>>();
     for (const n of await store.subscriptions.recent(subscriptions, now - KEEP_MS)) {
       if (this.pinged.has(n.pk)) continue;
       this.pinged.set(n.pk, n.createdAt);
+      let message: Promise<string | undefined> | undefined;
       for (const ws of this.sockets.get(key(n.tenant, n.subscriptionId)) ?? []) {
         if ((ws.data.bound.get(n.subscriptionId) ?? Infinity) > n.createdAt) continue;
-        ws.send(`ping ${n.subscriptionId}`);
+        const topic = ws.data.topics.get(n.subscriptionId);
+        if (!topic) {
+          ws.send(`ping ${n.subscriptionId}`);
+          sent++;
+          continue;
+        }
+        // A topic event's Bundle (a handshake or heartbeat is the socket's own, never recorded for a websocket).
+        if (n.event !== 'create' && n.event !== 'update' && n.event !== 'delete') continue;
+        const text = await (message ??= this.topicMessage(n, read).catch((err: unknown) => {
+          this.options.log.warn('a topic notification could not be sent over its websockets', { tenant: n.tenant, subscription: n.subscriptionId, err });
+          return undefined;
+        }));
+        if (text === undefined) continue;
+        ws.send(text);
+        topic.lastSentAt = now;
+        sent++;
+      }
+    }
+    return sent + (await this.heartbeats(now, read));
+  }
+
+  /** Sends a heartbeat Bundle on each topic binding whose heartbeat period passed without a message; how many. */
+  private async heartbeats(now: number, read: Map<string, Promise<TopicSubscription | undefined>>): Promise<number> {
+    const { topics, log } = this.options;
+    if (!topics) return 0;
+    let sent = 0;
+    const bundles = new Map<string, Promise<string | undefined>>();
+    for (const ws of this.open) {
+      for (const [id, binding] of ws.data.topics) {
+        if (binding.heartbeatMs === undefined || now - binding.lastSentAt < binding.heartbeatMs) continue;
+        const k = key(ws.data.tenant, id);
+        let bundle = bundles.get(k);
+        if (!bundle) {
+          bundle = this.topicSubscription(ws.data.tenant, id, read)
+            .then(async (sub) => sub && JSON.stringify(await topicBundle(topics.bundles, { tenant: ws.data.tenant, id, owner: sub.owner }, sub.resource, sub.request, { event: 'heartbeat' })))
+            .catch((err: unknown) => {
+              log.warn('a topic heartbeat could not be sent over its websockets', { tenant: ws.data.tenant, subscription: id, err });
+              return undefined;
+            });
+          bundles.set(k, bundle);
+        }
+        const text = await bundle;
+        if (text === undefined) continue;
+        ws.send(text);
+        binding.lastSentAt = now;
         sent++;
       }
     }

@@ -97,12 +97,16 @@ export function topicRequest(sub: Json): TopicRequest {
   if (heartbeat !== undefined) request.heartbeatSeconds = heartbeat;
   if (timeout !== undefined) request.timeoutSeconds = timeout;
   if (maxCount !== undefined) request.maxCount = maxCount;
-  // backport-channel-type carries channel types R4 lacks; Cinder delivers topic notifications by rest-hook alone.
+  // backport-channel-type carries channel types R4 lacks; Cinder delivers topic notifications by rest-hook and
+  // websocket, which R4's channel.type has: the extension may only repeat it.
   extensionsOf(channel._type).forEach((e, i) => {
     if (e?.url !== CHANNEL_TYPE) return;
     const coding = e.valueCoding as { system?: unknown; code?: unknown } | undefined;
-    if (coding?.code !== 'rest-hook' || (coding.system !== undefined && coding.system !== CHANNEL_TYPES)) {
-      throw refuse(`backport-channel-type ${JSON.stringify(coding ?? null)} is not delivered by Cinder: topic-based Subscriptions are delivered by rest-hook`, `Subscription.channel.type.extension[${i}]`);
+    if ((coding?.code !== 'rest-hook' && coding?.code !== 'websocket') || (coding.system !== undefined && coding.system !== CHANNEL_TYPES)) {
+      throw refuse(`backport-channel-type ${JSON.stringify(coding ?? null)} is not delivered by Cinder: topic-based Subscriptions are delivered by rest-hook or websocket`, `Subscription.channel.type.extension[${i}]`);
+    }
+    if (coding.code !== channel.type) {
+      throw refuse(`backport-channel-type '${coding.code}' is not Subscription.channel.type '${String(channel.type)}'`, `Subscription.channel.type.extension[${i}]`);
     }
   });
   return request;

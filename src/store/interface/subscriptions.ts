@@ -55,12 +55,9 @@ export interface ClaimedSubscription {
   failures: number;
 }
 
-/** A recorded notification of a websocket subscription (SubscriptionRepo.recent). */
-export interface RecentNotification {
-  pk: number;
+/** A recorded notification of a websocket subscription (SubscriptionRepo.recent): a topic-based one's is sent as its Bundle. */
+export interface RecentNotification extends PendingNotification {
   tenant: string;
-  subscriptionId: string;
-  createdAt: number;
 }
 
 export interface SubscriptionRepo {

@@ -79,12 +79,12 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       if (!subscriptions.length) return [];
       const tenants = subscriptions.map((s) => s.tenant);
       const ids = subscriptions.map((s) => s.id);
-      const rows = await sql<{ pk: string; tenant: string; subscription_id: string; created_at: string }[]>`
-        SELECT pk, tenant, subscription_id, created_at FROM subscription_notifications
+      const rows = await sql<(NotificationRow & { tenant: string })[]>`
+        SELECT pk, tenant, subscription_id, type, resource_id, version_id, created_at, event, event_number FROM subscription_notifications
         WHERE created_at >= ${since}
           AND (tenant, subscription_id) IN (SELECT * FROM unnest(${tenants}::text[], ${ids}::text[]))
         ORDER BY pk`;
-      return rows.map((r) => ({ pk: Number(r.pk), tenant: r.tenant, subscriptionId: r.subscription_id, createdAt: Number(r.created_at) }));
+      return rows.map((r) => ({ ...toPending(r), tenant: r.tenant }));
     },
     async purgeWebsocket(before) {
       const r = await sql`

@@ -76,11 +76,12 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
       if (!subscriptions.length) return [];
       const pairs = subscriptions.map(() => '(?, ?)').join(', ');
       return db
-        .query<RecentNotification, (string | number)[]>(
-          `SELECT pk, tenant, subscription_id AS subscriptionId, created_at AS createdAt FROM subscription_notifications
+        .query<NotificationRow & { tenant: string }, (string | number)[]>(
+          `SELECT pk, tenant, subscription_id, type, resource_id, version_id, created_at, event, event_number FROM subscription_notifications
            WHERE created_at >= ? AND (tenant, subscription_id) IN (VALUES ${pairs}) ORDER BY pk`,
         )
-        .all(since, ...subscriptions.flatMap((s) => [s.tenant, s.id]));
+        .all(since, ...subscriptions.flatMap((s) => [s.tenant, s.id]))
+        .map((r): RecentNotification => ({ ...toPending(r), tenant: r.tenant }));
     },
     async purgeWebsocket(before) {
       return db.query(

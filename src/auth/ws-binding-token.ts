@@ -1,0 +1,40 @@
+import type { AuthDeps } from './deps.ts';
+import { signServerJws, verifyServerJws } from './server-jws.ts';
+
+/**
+ * The binding tokens of topic-based websocket Subscriptions (R5 Backport IG `$get-ws-binding-token`): a
+ * statement the server signs for itself (server-jws.ts, ES256 with the keys kept in the database), naming one
+ * tenant and one Subscription, valid WS_BINDING_TTL_S. Nothing is stored: any process sharing the database
+ * verifies one another signed, and one outlives no key rotation's retired keys.
+ */
+export const WS_BINDING_TTL_S = 300;
+
+const KIND = { typ: 'cinder-ws-binding+jwt', ttl: WS_BINDING_TTL_S };
+
+/** What a binding token names. */
+export interface WsBinding {
+  tenant: string;
+  subscription: string;
+}
+
+/** Signs a binding token for `binding`: the token and when it expires (ms). */
+export async function signWsBinding(deps: AuthDeps, binding: WsBinding): Promise<{ token: string; expiresAt: number }> {
+  const token = await signServerJws(deps, KIND, { tenant: binding.tenant }, binding.subscription);
+  return { token, expiresAt: (Math.floor(deps.clock.now() / 1000) + WS_BINDING_TTL_S) * 1000 };
+}
+
+class Refused extends Error {}
+
+/**
+ * What a binding token names, or undefined for one this server did not sign, expired, or of another kind;
+ * a failure to read the keys (the database) is thrown.
+ */
+export async function verifyWsBinding(deps: AuthDeps, token: string): Promise<WsBinding | undefined> {
+  try {
+    const payload = await verifyServerJws(deps, KIND, token, ['sub', 'tenant'], (why) => new Refused(why));
+    return typeof payload.tenant === 'string' && typeof payload.sub === 'string' ? { tenant: payload.tenant, subscription: payload.sub } : undefined;
+  } catch (err) {
+    if (err instanceof Refused) return undefined;
+    throw err;
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * The notification Bundle of one of a topic-based Subscription's recorded notifications (notification.ts), as
+ * both channels send it: rest-hook (delivery.ts, POSTed) and websocket (sockets.ts, sent over the socket).
+ */
+import type { Clock } from '../../clock.ts';
+import type { PendingNotification } from '../../store/types.ts';
+import type { FhirDeps } from '../crud.ts';
+import { searchResources } from '../search.ts';
+import { notificationBundle, type NotifiedEvent } from './notification.ts';
+import { ownerAccess, type RestoreAccess } from './owner.ts';
+import type { TopicRequest } from './topic-subscription.ts';
+import { tenantTopics } from './topics.ts';
+
+type Json = Record<string, unknown>;
+
+export interface TopicBundleDeps {
+  fhir: FhirDeps;
+  clock: Clock;
+  /** Rebuilds the owner's access: a notificationShape's includes are what the owner may read (without it, none). */
+  restoreAccess?: RestoreAccess | undefined;
+}
+
+/** The Subscription a notification is for: its tenant, id and owner's record (owner.ts). */
+export interface NotifiedSubscription {
+  tenant: string;
+  id: string;
+  owner: string;
+}
+
+/** A notification that is no event: the handshake or a heartbeat (sent by the channel, not recorded, for a websocket). */
+export interface StatusNotification {
+  event: 'handshake' | 'heartbeat';
+}
+
+/**
+ * The Bundle of notification `n` of Subscription `sub` (its resource `resource`, its request `request`): a
+ * handshake or heartbeat, or an event with its focus as the payload content asks (full-resource: the version
+ * notified, and what the topic's notificationShape includes for it, as its owner may read it now).
+ */
+export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscription, resource: Json, request: TopicRequest, n: PendingNotification | StatusNotification): Promise<Json> {
+  const { fhir, clock } = deps;
+  const base = fhir.fhirBase?.(sub.tenant) ?? '';
+  const status = { base, subscriptionId: sub.id, topic: resource.criteria as string, status: String(resource.status), content: request.content };
+  if (!('pk' in n) || n.event === 'handshake' || n.event === 'heartbeat' || n.event === undefined) {
+    const type = n.event === 'heartbeat' ? 'heartbeat' : 'handshake';
+    // A recorded handshake is part of the request's activation (a rest-hook Subscription written `requested`):
+    // its status is the request's, as in the IG's workflow and R4 handshake example, though Cinder stored it
+    // `active` at once. A websocket's handshake answers a bind, to a Subscription already active.
+    const requested = type === 'handshake' && 'pk' in n;
+    return notificationBundle({ ...status, ...(requested && { status: 'requested' }), type, eventsSinceStart: (await fhir.store.subscriptions.events(sub.tenant, sub.id)) ?? 0 }, clock.now());
+  }
+  const event: NotifiedEvent = { number: n.eventNumber ?? 0, at: n.createdAt, type: n.type, id: n.id, interaction: n.event };
+  if (request.content === 'full-resource' && n.event !== 'delete') {
+    const v = await fhir.store.resources.vread(sub.tenant, n.type, n.id, n.versionId);
+    if (v && !v.deleted) event.resource = JSON.parse(v.content) as Json;
+    const topic = event.resource && (await tenantTopics(fhir, sub.tenant, clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
+    const shape = topic?.shapes.find((sh) => sh.type === n.type);
+    if (shape?.include.length && deps.restoreAccess) {
+      const access = await ownerAccess(sub.tenant, sub.owner, deps.restoreAccess);
+      const params = new URLSearchParams([['_id', n.id], ...shape.include]);
+      const found = await searchResources(fhir, { tenant: sub.tenant, access }, n.type, params, false);
+      event.included = found.included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
+    }
+  }
+  return notificationBundle({ ...status, type: 'event-notification', eventsSinceStart: event.number, events: [event] }, clock.now());
+}

@@ -1,0 +1,265 @@
+/**
+ * The websocket channel of topic-based Subscriptions (R5 Backport IG): `Subscription/{id}/$get-ws-binding-token`
+ * issues a short-lived token to a caller that may read the Subscription; a client sends `bind-with-token {token}`
+ * on the websocket and is sent a handshake Bundle, then each event's notification Bundle (its payload content)
+ * and heartbeats, whichever of two servers sharing the database signed the token or recorded the event. The
+ * R4 `bind {id}` does not bind a topic-based Subscription. Real servers (Bun.serve on port 0), the delivery
+ * rounds driven by hand. On both databases.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createApp, type App } from '../../src/app.ts';
+import { createKeyRing } from '../../src/auth/keys.ts';
+import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
+import { WS_BINDING_TTL_S } from '../../src/auth/ws-binding-token.ts';
+import { silentLogger } from '../../src/log.ts';
+import type { Store } from '../../src/store/types.ts';
+import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { craftToken, type Json } from '../helpers/fhir.ts';
+import { storeTargets } from '../helpers/stores.ts';
+import { testCoreBundle } from '../helpers/terminology-service.ts';
+
+/** A real server of `app`, as `cinder serve` runs it (the websocket upgraded, everything else the app's). */
+function serve(app: App) {
+  const server = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: (req, srv) => (app.upgrade(req, srv) ? undefined : app.fetch(req, srv)), websocket: app.websocket,
+  });
+  return { url: `ws://127.0.0.1:${server.port}/tenants/t1/fhir/R4/websocket`, stop: () => server.stop(true) };
+}
+
+/** A websocket client whose messages are taken in order with `next()`. */
+async function client(url: string) {
+  const ws = new WebSocket(url);
+  const queue: string[] = [];
+  const waiting: ((m: string) => void)[] = [];
+  ws.onmessage = (e) => {
+    const m = String(e.data);
+    const w = waiting.shift();
+    if (w) w(m);
+    else queue.push(m);
+  };
+  await new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = () => reject(new Error('websocket failed'));
+  });
+  const next = () => (queue.length ? Promise.resolve(queue.shift()!) : new Promise<string>((resolve) => waiting.push(resolve)));
+  return {
+    next,
+    send: (m: string) => ws.send(m),
+    /** Every message until now (a bind the server refuses is answered after whatever it sent before). */
+    async drained(): Promise<string[]> {
+      ws.send('bind marker-that-is-no-subscription');
+      const got: string[] = [];
+      for (let m = await next(); !m.startsWith('error marker-that-is-no-subscription'); m = await next()) got.push(m);
+      return got;
+    },
+    close: () => ws.close(),
+  };
+}
+
+const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+const CHANGES = 'http://example.org/topics/encounter-changes';
+const sub = (name: string, value: Json) => ({ url: name, ...value });
+const changesTopic: Json = {
+  resourceType: 'Basic',
+  code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+  extension: [
+    { url: `${X5}url`, valueUri: CHANGES },
+    { url: `${X5}resourceTrigger`, extension: [sub('resource', { valueUri: 'Encounter' })] },
+    { url: `${X5}canFilterBy`, extension: [sub('filterParameter', { valueString: 'status' })] },
+  ],
+};
+
+function websocketTopicSubscription(content: string, channel: Json = {}): Json {
+  return {
+    resourceType: 'Subscription', status: 'requested', reason: 'test', criteria: CHANGES,
+    channel: {
+      type: 'websocket', payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: content }] },
+      _type: { extension: [{ url: `${BP}backport-channel-type`, valueCoding: { system: 'http://terminology.hl7.org/CodeSystem/subscription-channel-type', code: 'websocket' } }] },
+      ...channel,
+    },
+  };
+}
+
+const encounter = (status: string) => ({
+  resourceType: 'Encounter', status, class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'AMB' }, subject: { reference: 'Patient/pa' },
+});
+
+const param = (p: Json, name: string) => (p.parameter as Json[]).find((x) => x.name === name);
+const part = (p: Json, name: string) => ((param(p, 'notification-event')?.part ?? []) as Json[]).find((x) => x.name === name);
+/** A notification Bundle's SubscriptionStatus. */
+const statusOf = (bundle: Json) => (bundle.entry as Json[])[0]!.resource as Json;
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
+
+for (const target of targets) {
+  describe(`topic-based websocket subscriptions (${target.kind})`, () => {
+    let t: TestApp;
+    let token: string;
+    let second: { app: App; store: Store };
+    let servers: ReturnType<typeof serve>[];
+    const call = (method: string, path: string, body?: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, method, body));
+    const json = async (res: Response | Promise<Response>) => (await (await res).json()) as Json;
+    const rounds = async () => {
+      for (let i = 0; i < 10; i++) {
+        const done = [await t.app.subscriptions.runOnce(), await second.app.subscriptions.runOnce()];
+        if (done.every((n) => n === 0)) return;
+      }
+    };
+    const subscribe = async (body: Json) => {
+      const res = await call('POST', 'Subscription', body);
+      const out = await json(res);
+      if (res.status !== 201) throw new Error(`subscription refused: ${res.status} ${JSON.stringify(out)}`);
+      return out;
+    };
+    const bindingToken = async (id: string, app: (p: string, i: RequestInit) => Response | Promise<Response> = t.request) => {
+      const res = await app(`${t.fhir()}/Subscription/${id}/$get-ws-binding-token`, fhirInit(token));
+      expect(res.status).toBe(200);
+      return (param(await res.json() as Json, 'token')!.valueString) as string;
+    };
+
+    beforeAll(async () => {
+      const db = await target.fresh();
+      const store = db.open();
+      await store.migrate();
+      t = await createTestApp({ store });
+      const other = db.open();
+      const keys = createKeyRing(other, t.clock, MAX_TOKEN_TTL);
+      await keys.init();
+      second = { app: createApp({ config: t.config, store: other, keys, clock: t.clock, log: silentLogger, core: testCoreBundle() }), store: other };
+      servers = [serve(t.app), serve(second.app)];
+      token = await t.token();
+      expect((await call('POST', 'Basic', changesTopic)).status).toBe(201);
+    });
+    afterAll(async () => {
+      for (const s of servers) s.stop();
+      await second.store.close();
+      await t.close();
+    });
+
+    test('$get-ws-binding-token answers a token, its expiration, the Subscription and the websocket URL; the CapabilityStatement lists it', async () => {
+      const s = await subscribe(websocketTopicSubscription('id-only'));
+      expect(s.status).toBe('active');
+      const res = await call('GET', `Subscription/${s.id}/$get-ws-binding-token`);
+      expect(res.status).toBe(200);
+      const out = (await res.json()) as Json;
+      expect(out.resourceType).toBe('Parameters');
+      expect(typeof param(out, 'token')!.valueString).toBe('string');
+      expect(param(out, 'expiration')!.valueDateTime).toBe(new Date((Math.floor(t.clock.now() / 1000) + WS_BINDING_TTL_S) * 1000).toISOString());
+      expect(param(out, 'subscription')!.valueString).toBe(`Subscription/${s.id}`);
+      expect(param(out, 'websocket-url')!.valueUrl).toBe('ws://cinder.test/tenants/t1/fhir/R4/websocket');
+      expect((await call('POST', `Subscription/${s.id}/$get-ws-binding-token`, { resourceType: 'Parameters' })).status).toBe(200);
+      const statement = await json(t.request(`${t.fhir()}/metadata`));
+      const subscription = ((statement.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;
+      expect(subscription.operation).toContainEqual({ name: 'get-ws-binding-token', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-get-ws-binding-token' });
+    });
+
+    test('$get-ws-binding-token is refused for a Subscription the caller may not read, one that is not topic-based websocket and active, or with a parameter', async () => {
+      const s = await subscribe(websocketTopicSubscription('id-only'));
+      const r4 = await subscribe({ resourceType: 'Subscription', status: 'requested', reason: 'r4', criteria: 'Encounter?status=finished', channel: { type: 'websocket' } });
+      const restHook = await subscribe({ ...websocketTopicSubscription('id-only'), status: 'off', channel: { ...(websocketTopicSubscription('id-only').channel as Json), type: 'rest-hook', endpoint: 'https://hook.example/x', _type: undefined } });
+      const off = await subscribe({ ...websocketTopicSubscription('id-only'), status: 'off' });
+      const refused = async (path: string, status: number, expression?: string, tok = token) => {
+        const res = await call('GET', path, undefined, tok);
+        const outcome = await json(res);
+        expect({ status: res.status, ...(expression && { expression: (outcome.issue as Json[])[0]!.expression }) }).toEqual({ status, ...(expression && { expression: [expression] }) });
+      };
+      await refused('Subscription/nope/$get-ws-binding-token', 404);
+      await refused(`Subscription/${s.id}/$get-ws-binding-token`, 403, undefined, await craftToken(t, 'patient/*.rs', { patient: 'pa' }));
+      await refused(`Subscription/${r4.id}/$get-ws-binding-token`, 400, 'Subscription.criteria');
+      await refused(`Subscription/${restHook.id}/$get-ws-binding-token`, 400, 'Subscription.channel.type');
+      await refused(`Subscription/${off.id}/$get-ws-binding-token`, 400, 'Subscription.status');
+      await refused(`Subscription/${s.id}/$get-ws-binding-token?id=${s.id}`, 400, 'id');
+    });
+
+    test('bind-with-token is answered with a handshake, then each event is sent as its Bundle, on either server', async () => {
+      const idOnly = await subscribe(websocketTopicSubscription('id-only'));
+      const full = await subscribe(websocketTopicSubscription('full-resource'));
+      const a = await client(servers[0]!.url);
+      // A token the other server signed binds here: the keys are in the shared database.
+      const b = await client(servers[1]!.url);
+      try {
+        a.send(`bind-with-token ${await bindingToken(idOnly.id as string, second.app.request)}`);
+        const handshake = JSON.parse(await a.next()) as Json;
+        expect([handshake.resourceType, handshake.type]).toEqual(['Bundle', 'history']);
+        expect([param(statusOf(handshake), 'type')!.valueCode, param(statusOf(handshake), 'topic')!.valueCanonical]).toEqual(['handshake', CHANGES]);
+        expect(param(statusOf(handshake), 'subscription')!.valueReference).toEqual({ reference: `${t.fhir()}/Subscription/${idOnly.id}` });
+        b.send(`bind-with-token ${await bindingToken(full.id as string)}`);
+        expect(param(statusOf(JSON.parse(await b.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        t.clock.advance(1);
+
+        const e = await json(call('POST', 'Encounter', encounter('planned')));
+        await call('PUT', `Encounter/${e.id}`, { ...e, status: 'finished' });
+        await call('DELETE', `Encounter/${e.id}`);
+        await rounds();
+        const gotA = (await a.drained()).map((m) => JSON.parse(m) as Json);
+        const gotB = (await b.drained()).map((m) => JSON.parse(m) as Json);
+        const summary = (bundles: Json[]) => bundles.map((x) => [
+          param(statusOf(x), 'type')!.valueCode, part(statusOf(x), 'event-number')!.valueString,
+          ((x.entry as Json[])[1]!.request as Json).method, (x.entry as Json[])[1]!.fullUrl, ((x.entry as Json[])[1]!.resource as Json | undefined)?.status,
+        ]);
+        const focus = `${t.fhir()}/Encounter/${e.id}`;
+        expect(summary(gotA)).toEqual([['event-notification', '1', 'POST', focus, undefined], ['event-notification', '2', 'PUT', focus, undefined], ['event-notification', '3', 'DELETE', focus, undefined]]);
+        expect(summary(gotB)).toEqual([['event-notification', '1', 'POST', focus, 'planned'], ['event-notification', '2', 'PUT', focus, 'finished'], ['event-notification', '3', 'DELETE', focus, undefined]]);
+        // Recorded once, sent once: another round sends nothing again.
+        await rounds();
+        expect(await a.drained()).toEqual([]);
+      } finally {
+        a.close();
+        b.close();
+      }
+    });
+
+    test('a heartbeat Bundle is sent after each heartbeat period without a message', async () => {
+      const s = await subscribe(websocketTopicSubscription('empty', { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 30 }] }));
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind-with-token ${await bindingToken(s.id as string)}`);
+        expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        t.clock.advance(29_000);
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+        t.clock.advance(1_000);
+        await rounds();
+        const got = (await c.drained()).map((m) => JSON.parse(m) as Json);
+        expect(got.map((x) => [param(statusOf(x), 'type')!.valueCode, (x.entry as Json[]).length])).toEqual([['heartbeat', 1]]);
+        // The `empty` content names no topic.
+        expect(param(statusOf(got[0]!), 'topic')).toBeUndefined();
+      } finally {
+        c.close();
+      }
+    });
+
+    test('bind-with-token refuses a token that is not valid, expired, or of a Subscription no longer active; the R4 bind does not bind a topic Subscription', async () => {
+      const s = await subscribe(websocketTopicSubscription('id-only'));
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind ${s.id}`);
+        expect(await c.next()).toBe(`error ${s.id} is topic-based: bind it with "bind-with-token {token}" (Subscription/${s.id}/$get-ws-binding-token)`);
+        c.send('bind-with-token not-a-token');
+        expect(await c.next()).toStartWith('error the binding token is not valid here');
+        // An access token is no binding token.
+        c.send(`bind-with-token ${token}`);
+        expect(await c.next()).toStartWith('error the binding token is not valid here');
+        const expiring = await bindingToken(s.id as string);
+        t.clock.advance(WS_BINDING_TTL_S * 1000 + 1_000);
+        c.send(`bind-with-token ${expiring}`);
+        expect(await c.next()).toStartWith('error the binding token is not valid here');
+        token = await t.token();
+        const fresh = await bindingToken(s.id as string);
+        const current = await json(call('GET', `Subscription/${s.id}`));
+        expect((await call('PUT', `Subscription/${s.id}`, { ...current, status: 'off' })).status).toBe(200);
+        c.send(`bind-with-token ${fresh}`);
+        expect(await c.next()).toBe(`error ${s.id} is not an active topic-based websocket Subscription`);
+        // Nothing was bound: an event is not sent.
+        await call('POST', 'Encounter', encounter('planned'));
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+      } finally {
+        c.close();
+      }
+    });
+  });
+}

@@ -21,10 +21,23 @@ export const MAX_VISITS = 100_000;
 
 const TYPES = { elementType };
 
+/**
+ * Compiled expressions by their text: topics are parsed again wherever they are read (the hub's set, activation,
+ * a full-resource Bundle), and an expression is compiled once for all of them. At most MAX_COMPILED are kept
+ * (then the memory starts afresh); a compiled expression holds no state of an evaluation.
+ */
+const compiled = new Map<string, CompiledTopicCriteria>();
+const MAX_COMPILED = 1_000;
+
 /** `expression` compiled, or a 422 naming `at` (the fhirPathCriteria extension) with the engine's reason. */
 export function compileFhirPathCriteria(expression: string, at: string): CompiledTopicCriteria {
+  const known = compiled.get(expression);
+  if (known) return known;
   try {
-    return compileTopicCriteria(expression, TYPES);
+    const test = compileTopicCriteria(expression, TYPES);
+    if (compiled.size >= MAX_COMPILED) compiled.clear();
+    compiled.set(expression, test);
+    return test;
   } catch (err) {
     if (err instanceof FhirPathSyntaxError || err instanceof UnsupportedFhirPath) {
       throw new FhirError('unprocessable', `SubscriptionTopic.resourceTrigger.fhirPathCriteria '${expression}' cannot be evaluated by Cinder: ${err.message}`, { expression: [at] });

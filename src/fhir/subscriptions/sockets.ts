@@ -9,6 +9,12 @@
  * twice that by whichever process comes first. So a client bound through any process is pinged once for
  * each, whichever process recorded it.
  *
+ * A topic-based websocket Subscription (R5 Backport IG) is bound instead with `bind-with-token {token}`, a
+ * token of `$get-ws-binding-token` (operations.ts; `bind {id}` refuses it): the bind is answered with a
+ * handshake Bundle, each event read from the same window is sent as its notification Bundle (topic-bundle.ts,
+ * built once per notification for every socket bound to it), and a heartbeat Bundle after each heartbeat
+ * period without a message on that binding.
+ *
  * A process holds at most `maxConnections` sockets (CINDER_WEBSOCKET_MAX_CONNECTIONS), and at most
  * `maxPerClient` of one tenant from one IP address (CINDER_WEBSOCKET_MAX_PER_CLIENT): a socket beyond
  * either is opened and closed at once with code 1013 (Try Again Later: another process, or later, may

@@ -132,9 +132,8 @@ export interface WsBindingTokens {
  */
 export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirRequest, id: string, params: URLSearchParams, tokens: WsBindingTokens, websocketUrl: string): Promise<Json> {
   const row = await readResource(deps, req, 'Subscription', id);
-  for (const key of params.keys()) {
-    throw new FhirError('invalid', `Subscription/{id}/$get-ws-binding-token takes no parameter, not '${key}'`, { expression: [key] });
-  }
+  const [extra] = params.keys();
+  if (extra !== undefined) throw new FhirError('invalid', `Subscription/{id}/$get-ws-binding-token takes no parameter, not '${extra}'`, { expression: [extra] });
   const sub = JSON.parse(row.content) as Json;
   if (!isTopicCriteria(sub.criteria)) {
     throw new FhirError('invalid', `Subscription/${id} is not topic-based: an R4 websocket Subscription is bound with 'bind {id}', without a token`, { expression: ['Subscription.criteria'] });

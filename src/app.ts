@@ -24,6 +24,7 @@ import type { KeyRing } from './auth/keys.ts';
 import { createAuthDeps } from './auth/deps.ts';
 import { signWsBinding, verifyWsBinding } from './auth/ws-binding-token.ts';
 import type { WsBindingTokens } from './fhir/subscriptions/operations.ts';
+import { TopicSockets } from './fhir/subscriptions/topic-sockets.ts';
 import { perMinute } from './auth/rate-limit.ts';
 import { smartOAuthUris } from './auth/discovery.ts';
 import { capabilityStatementJson, type CapabilityContribution } from './fhir/capability.ts';
@@ -263,7 +264,7 @@ export function createApp(deps: AppDeps): App {
   const websocketUrl = (tenant: string) => `${fhirBaseOf(config.baseUrl, tenant).replace(/^http/, 'ws')}/websocket`;
   const sockets = new SubscriptionSockets({
     store: deps.store, clock, log, limits: { maxConnections: config.websocketMaxConnections, maxPerClient: config.websocketMaxPerClient },
-    topics: { tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess } },
+    topics: new TopicSockets({ store: deps.store, clock, log, tokens: wsTokens, bundles: { fhir: fhirDeps, clock, restoreAccess } }),
   });
   metrics.gauge('cinder_subscription_websockets', 'Subscription websockets open on this process.', () => ({ '': sockets.size }));
   metrics.counter('cinder_subscription_websockets_refused_total', 'Subscription websockets closed at once since the process started, by the limit that refused them (process, client).', () => ({

@@ -24,10 +24,9 @@
 import type { Server, ServerWebSocket, WebSocketHandler } from 'bun';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
-import type { RecentNotification, Store } from '../../store/types.ts';
-import type { WsBindingTokens } from './operations.ts';
-import { topicBundle, type TopicBundleDeps } from './topic-bundle.ts';
-import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
+import type { Store } from '../../store/types.ts';
+import type { TopicBinding, TopicRound, TopicSockets } from './topic-sockets.ts';
+import { isTopicCriteria } from './topic-subscription.ts';
 
 /** How long a websocket notification is read for after it is recorded (ms); it is deleted after twice that. */
 export const KEEP_MS = 60_000;
@@ -59,21 +58,7 @@ export interface SocketData {
   waiting: number;
 }
 
-/** A topic-based Subscription bound on a socket: its heartbeat period, and when it was last sent something. */
-export interface TopicBinding {
-  heartbeatMs?: number;
-  lastSentAt: number;
-}
-
 type Socket = ServerWebSocket<SocketData>;
-type Json = Record<string, unknown>;
-
-/** A topic-based websocket Subscription as a round reads it: its resource, its request and its owner. */
-interface TopicSubscription {
-  resource: Json;
-  request: TopicRequest;
-  owner: string;
-}
 
 const key = (tenant: string, id: string) => `${tenant}\u0000${id}`;
 
@@ -104,10 +89,10 @@ export class SubscriptionSockets {
   private purgedAt = -Infinity;
 
   /**
-   * `topics`: the topic-based websocket channel (R5 Backport IG), its binding tokens ($get-ws-binding-token) and
-   * what its Bundles are built with; without it `bind-with-token` is refused.
+   * `topics`: the topic-based websocket channel (R5 Backport IG, topic-sockets.ts); without it `bind-with-token`
+   * is refused.
    */
-  constructor(private readonly options: { store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: { tokens: WsBindingTokens; bundles: TopicBundleDeps } }) {}
+  constructor(private readonly options: { store: Store; clock: Clock; log: Logger; limits: SocketLimits; topics?: TopicSockets }) {}
 
   /** Open sockets of this process (/metrics `cinder_subscription_websockets`). */
   get size(): number {
@@ -221,75 +206,30 @@ export class SubscriptionSockets {
 
   /**
    * `bind-with-token {token}` (R5 Backport IG, websocket channel): a token of `$get-ws-binding-token` for this
-   * tenant binds its topic-based Subscription, if still active and of channel websocket, and is answered with a
-   * handshake Bundle; then each event is sent as its notification Bundle (JSON), and a heartbeat Bundle after
-   * each heartbeat period without one. A refusal is an `error {reason}` text message; the socket stays open.
+   * tenant binds its topic-based Subscription, answered with a handshake Bundle (topic-sockets.ts); a refusal
+   * is an `error {reason}` text message, and the socket stays open.
    */
   private async bindWithToken(ws: Socket, token: string): Promise<void> {
-    const { clock, log, topics } = this.options;
+    const { topics, log } = this.options;
     if (!topics) {
       ws.send('error bind-with-token is not served here');
       return;
     }
+    const room = (id: string) => (ws.data.bound.size >= MAX_BINDINGS && !ws.data.bound.has(id) ? `error ${id} not bound: a socket binds at most ${MAX_BINDINGS} Subscriptions` : undefined);
     try {
-      const binding = await topics.tokens.verify(token);
-      if (!binding || binding.tenant !== ws.data.tenant) {
-        ws.send('error the binding token is not valid here (expired, not issued by this server, or of another tenant): ask Subscription/{id}/$get-ws-binding-token for another');
+      const bound = await topics.bind(ws.data.tenant, token, room);
+      if ('error' in bound) {
+        ws.send(bound.error);
         return;
       }
-      const id = binding.subscription;
-      if (ws.data.bound.size >= MAX_BINDINGS && !ws.data.bound.has(id)) {
-        ws.send(`error ${id} not bound: a socket binds at most ${MAX_BINDINGS} Subscriptions`);
-        return;
-      }
-      const sub = await this.topicSubscription(ws.data.tenant, id, new Map());
-      if (!sub) {
-        ws.send(`error ${id} is not an active topic-based websocket Subscription`);
-        return;
-      }
-      const now = clock.now();
-      ws.data.bound.set(id, now);
-      ws.data.topics.set(id, { lastSentAt: now, ...(sub.request.heartbeatSeconds !== undefined && { heartbeatMs: sub.request.heartbeatSeconds * 1000 }) });
-      this.attach(ws, id);
-      ws.send(JSON.stringify(await topicBundle(topics.bundles, { tenant: ws.data.tenant, id, owner: sub.owner }, sub.resource, sub.request, { event: 'handshake' })));
+      ws.data.bound.set(bound.id, bound.binding.lastSentAt);
+      ws.data.topics.set(bound.id, bound.binding);
+      this.attach(ws, bound.id);
+      ws.send(bound.handshake);
     } catch (err) {
       log.warn('binding a subscription websocket with a token failed', { err });
       ws.send('error the Subscription could not be bound now; try again');
     }
-  }
-
-  /**
-   * Subscription `id` of `tenant` when it is an active topic-based websocket one with an owner, read once per round
-   * (`cache`); undefined otherwise (its events are then not sent).
-   */
-  private async topicSubscription(tenant: string, id: string, cache: Map<string, Promise<TopicSubscription | undefined>>): Promise<TopicSubscription | undefined> {
-    const k = key(tenant, id);
-    let found = cache.get(k);
-    if (!found) {
-      found = (async () => {
-        const { store } = this.options;
-        const current = await store.resources.read(tenant, 'Subscription', id);
-        const resource = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
-        const channel = resource?.channel as { type?: unknown } | undefined;
-        if (resource?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(resource.criteria)) return undefined;
-        const owner = (await store.subscriptions.owners(tenant)).get(id);
-        if (owner === undefined) return undefined;
-        try {
-          return { resource, request: topicRequest(resource), owner };
-        } catch {
-          return undefined;
-        }
-      })();
-      cache.set(k, found);
-    }
-    return found;
-  }
-
-  /** What a topic-bound socket is sent for notification `n` (its Bundle as JSON), once per round for all its sockets. */
-  private async topicMessage(n: RecentNotification, cache: Map<string, Promise<TopicSubscription | undefined>>): Promise<string | undefined> {
-    const sub = await this.topicSubscription(n.tenant, n.subscriptionId, cache);
-    if (!sub || !this.options.topics) return undefined;
-    return JSON.stringify(await topicBundle(this.options.topics.bundles, { tenant: n.tenant, id: n.subscriptionId, owner: sub.owner }, sub.resource, sub.request, n));
   }
 
   private unbind(ws: Socket): void {
@@ -316,11 +256,10 @@ export class SubscriptionSockets {
       return { tenant, id };
     });
     let sent = 0;
-    const read = new Map<string, Promise<TopicSubscription | undefined>>();
+    const topics = this.options.topics?.round();
     for (const n of await store.subscriptions.recent(subscriptions, now - KEEP_MS)) {
       if (this.pinged.has(n.pk)) continue;
       this.pinged.set(n.pk, n.createdAt);
-      let message: Promise<string | undefined> | undefined;
       for (const ws of this.sockets.get(key(n.tenant, n.subscriptionId)) ?? []) {
         if ((ws.data.bound.get(n.subscriptionId) ?? Infinity) > n.createdAt) continue;
         const topic = ws.data.topics.get(n.subscriptionId);
@@ -329,42 +268,23 @@ export class SubscriptionSockets {
           sent++;
           continue;
         }
-        // A topic event's Bundle (a handshake or heartbeat is the socket's own, never recorded for a websocket).
-        if (n.event !== 'create' && n.event !== 'update' && n.event !== 'delete') continue;
-        const text = await (message ??= this.topicMessage(n, read).catch((err: unknown) => {
-          this.options.log.warn('a topic notification could not be sent over its websockets', { tenant: n.tenant, subscription: n.subscriptionId, err });
-          return undefined;
-        }));
+        const text = await topics?.event(n);
         if (text === undefined) continue;
         ws.send(text);
         topic.lastSentAt = now;
         sent++;
       }
     }
-    return sent + (await this.heartbeats(now, read));
+    return sent + (topics ? await this.heartbeats(now, topics) : 0);
   }
 
   /** Sends a heartbeat Bundle on each topic binding whose heartbeat period passed without a message; how many. */
-  private async heartbeats(now: number, read: Map<string, Promise<TopicSubscription | undefined>>): Promise<number> {
-    const { topics, log } = this.options;
-    if (!topics) return 0;
+  private async heartbeats(now: number, topics: TopicRound): Promise<number> {
     let sent = 0;
-    const bundles = new Map<string, Promise<string | undefined>>();
     for (const ws of this.open) {
       for (const [id, binding] of ws.data.topics) {
         if (binding.heartbeatMs === undefined || now - binding.lastSentAt < binding.heartbeatMs) continue;
-        const k = key(ws.data.tenant, id);
-        let bundle = bundles.get(k);
-        if (!bundle) {
-          bundle = this.topicSubscription(ws.data.tenant, id, read)
-            .then(async (sub) => sub && JSON.stringify(await topicBundle(topics.bundles, { tenant: ws.data.tenant, id, owner: sub.owner }, sub.resource, sub.request, { event: 'heartbeat' })))
-            .catch((err: unknown) => {
-              log.warn('a topic heartbeat could not be sent over its websockets', { tenant: ws.data.tenant, subscription: id, err });
-              return undefined;
-            });
-          bundles.set(k, bundle);
-        }
-        const text = await bundle;
+        const text = await topics.heartbeat(ws.data.tenant, id);
         if (text === undefined) continue;
         ws.send(text);
         binding.lastSentAt = now;

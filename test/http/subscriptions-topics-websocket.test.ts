@@ -151,6 +151,10 @@ for (const target of targets) {
       expect(param(out, 'subscription')!.valueString).toBe(`Subscription/${s.id}`);
       expect(param(out, 'websocket-url')!.valueUrl).toBe('ws://cinder.test/tenants/t1/fhir/R4/websocket');
       expect((await call('POST', `Subscription/${s.id}/$get-ws-binding-token`, { resourceType: 'Parameters' })).status).toBe(200);
+      // A websocket needs no channel.payload (its Bundles are JSON): backport-payload-content alone.
+      const noPayload = websocketTopicSubscription('empty');
+      delete (noPayload.channel as Json).payload;
+      expect((await subscribe(noPayload)).status).toBe('active');
       const statement = await json(t.request(`${t.fhir()}/metadata`));
       const subscription = ((statement.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;
       expect(subscription.operation).toContainEqual({ name: 'get-ws-binding-token', definition: 'http://hl7.org/fhir/uv/subscriptions-backport/OperationDefinition/backport-subscription-get-ws-binding-token' });

@@ -172,6 +172,10 @@ for (const target of targets) {
       };
       await refused('Subscription/nope/$get-ws-binding-token', 404);
       await refused(`Subscription/${s.id}/$get-ws-binding-token`, 403, undefined, await craftToken(t, 'patient/*.rs', { patient: 'pa' }));
+      // Another app that may read the Subscription (and every resource) is not its owner: what the socket is sent
+      // was matched with the owner's reach.
+      await refused(`Subscription/${s.id}/$get-ws-binding-token`, 403, undefined, await craftToken(t, 'user/*.rs'));
+      expect((await call('GET', `Subscription/${s.id}`, undefined, await craftToken(t, 'user/*.rs'))).status).toBe(200);
       await refused(`Subscription/${r4.id}/$get-ws-binding-token`, 400, 'Subscription.criteria');
       await refused(`Subscription/${restHook.id}/$get-ws-binding-token`, 400, 'Subscription.channel.type');
       await refused(`Subscription/${off.id}/$get-ws-binding-token`, 400, 'Subscription.status');

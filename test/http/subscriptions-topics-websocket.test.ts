@@ -271,3 +271,33 @@ for (const target of targets) {
     });
   });
 }
+
+describe('topic-based websocket subscriptions under a long CINDER_BASE_URL', () => {
+  test('a binding token carrying a 250-character base URL (issuer and audience) binds', async () => {
+    const host = `${Array.from({ length: 4 }, (_, i) => `${String(i)}${'a'.repeat(59)}`).join('.')}.example`;
+    const t = await createTestApp({ env: { CINDER_BASE_URL: `https://${host}` } });
+    const server = serve(t.app);
+    try {
+      const token = await t.token();
+      const call = (method: string, path: string, body?: unknown) => t.request(`${t.fhir()}/${path}`, fhirInit(token, method, body));
+      expect((await call('POST', 'Basic', changesTopic)).status).toBe(201);
+      const s = (await (await call('POST', 'Subscription', websocketTopicSubscription('id-only'))).json()) as Json;
+      const res = await call('GET', `Subscription/${s.id}/$get-ws-binding-token`);
+      expect(res.status).toBe(200);
+      const bind = `bind-with-token ${param((await res.json()) as Json, 'token')!.valueString}`;
+      expect(bind.length).toBeGreaterThan(1024);
+      const c = await client(server.url);
+      try {
+        c.send(bind);
+        const answer = await c.next();
+        expect(answer).toStartWith('{');
+        expect(param(statusOf(JSON.parse(answer) as Json), 'type')!.valueCode).toBe('handshake');
+      } finally {
+        c.close();
+      }
+    } finally {
+      server.stop();
+      await t.close();
+    }
+  });
+});

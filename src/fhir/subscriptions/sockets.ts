@@ -34,8 +34,8 @@ export const KEEP_MS = 60_000;
 export const MAX_BINDINGS = 100;
 /** The most messages of one socket waiting for their answer: a client sending faster than it is answered is closed (1008). */
 export const MAX_WAITING = 32;
-/** The largest message a socket may send (bytes): `bind {id}` needs 70, `bind-with-token {token}` about 400; a larger one closes it (1009, as Bun closes it). */
-export const MAX_MESSAGE_BYTES = 1024;
+/** The largest message a socket may send (bytes): `bind {id}` needs 70, `bind-with-token {token}` about 400 and more with a long CINDER_BASE_URL (its issuer); a larger one closes it (1009, as Bun closes it). */
+export const MAX_MESSAGE_BYTES = 4096;
 
 /** Close codes (RFC 6455 section 7.4.1, IANA registry). */
 export const CLOSE_GOING_AWAY = 1001;
@@ -164,7 +164,7 @@ export class SubscriptionSockets {
   }
 
   private async message(ws: Socket, text: string): Promise<void> {
-    const withToken = /^bind-with-token (\S{1,1000})$/.exec(text.trim());
+    const withToken = /^bind-with-token (\S{1,4000})$/.exec(text.trim());
     if (withToken) return this.bindWithToken(ws, withToken[1]!);
     const bind = /^bind ([A-Za-z0-9\-.]{1,64})$/.exec(text.trim());
     if (!bind) {

@@ -182,9 +182,17 @@ async function runInput(deps: ImportRunDeps, job: ImportJob, spec: ImportSpec, d
       // Commits what is queued, also when interrupted: nothing is left in flight once the job is given back.
       await importer.finish();
     }
-    const record = await errors.finish();
     written = true;
-    if (record) result.errors = record;
+    try {
+      const record = await errors.finish();
+      if (record) result.errors = record;
+    } catch (err) {
+      // The lines are imported and the first failures listed: a storage that cannot take the file (full, gone)
+      // costs the file, not the input (another attempt would import it again for the same end).
+      deps.log.warn('import error file not written', { job: job.id, input: index, err });
+      const text = `The error file of this input could not be written to the export storage (${err instanceof Error ? err.message : String(err)}): only the failures listed here are reported`;
+      result.issues.push({ severity: 'warning', code: 'exception', details: { text }, diagnostics: text });
+    }
   } finally {
     if (!written) await errors.abort();
     await file.remove();

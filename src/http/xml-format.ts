@@ -21,8 +21,11 @@ export function xmlAnswers(): MiddlewareHandler<AppEnv> {
     if (!(res.headers.get('content-type') ?? '').startsWith('application/fhir+json')) return;
     const url = c.req.url;
     const format = url.includes('_format=') ? (new URL(url).searchParams.get('_format') ?? null) : null;
-    const type = answerXmlType(c.req.header('accept'), format, c.req.header('content-type'));
-    if (type === undefined || new URL(url).pathname.endsWith('/$graphql')) return;
+    const path = new URL(url).pathname;
+    // `$convert` answers the format asked for, JSON by default: an XML body is what it converts, not a request for XML.
+    const bodyType = path.endsWith('/$convert') ? undefined : c.req.header('content-type');
+    const type = answerXmlType(c.req.header('accept'), format, bodyType);
+    if (type === undefined || path.endsWith('/$graphql')) return;
     const headers = new Headers(res.headers);
     headers.set('Content-Type', `${type}; charset=utf-8`);
     headers.delete('Content-Length');

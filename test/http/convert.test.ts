@@ -44,6 +44,18 @@ await eachStore((kind, fresh) => describe(`$convert (${kind})`, () => {
     await expectOutcome(await api.get('Patient/c1'), 404);
   });
 
+  test('JSON by default: an XML body with no format asked for (Accept */* or none) is answered in JSON', async () => {
+    const token = await t.token();
+    for (const accept of ['*/*', '']) {
+      const res = await convert(PATIENT_XML, 'application/fhir+xml', accept, token);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toStartWith('application/fhir+json');
+      expect(await res.json()).toEqual(PATIENT);
+    }
+    const asked = await convert(PATIENT_XML, 'application/fhir+xml', 'application/fhir+xml', token);
+    expect(asked.headers.get('content-type')).toStartWith('application/fhir+xml');
+  });
+
   test('an invalid resource is a 422 naming the element; not FHIR is a 400; only POST; any token of the tenant', async () => {
     const bad = await expectOutcome(await api.post('$convert', { resourceType: 'Patient', gender: 'bogus' }), 422);
     expect(bad.issue[0].expression).toEqual(['Patient.gender']);

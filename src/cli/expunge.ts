@@ -18,7 +18,7 @@ export const expungeCommand: Command = {
     '  --everything          every resource of the tenant, live ones too (not with --type or --id)\n' +
     'Without --type every type is taken; --id names one resource of one --type. AuditEvents are never\n' +
     'taken (see `cinder audit prune`). Runs in batches of 500 versions, each one transaction, and prints the\n' +
-    'number of versions removed. On SQLite the file keeps its size until VACUUM (see docs/operations.md).',
+    'number of versions removed. On SQLite the file keeps its size (the space is reused) until `cinder compact`.',
   options: {
     tenant: { type: 'string' },
     type: { type: 'string', multiple: true },

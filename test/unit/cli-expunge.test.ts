@@ -131,3 +131,16 @@ describe('SQLite: the space of expunged rows', () => {
     }
   });
 });
+
+describe('cinder expunge --help', () => {
+  test('points to `cinder compact` for giving the space back on SQLite', async () => {
+    const cli = createCliEnv();
+    try {
+      const help = await cli.run(['expunge', '--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain('until `cinder compact`');
+    } finally {
+      cli.close();
+    }
+  });
+});

@@ -18,7 +18,7 @@ export const backupCommand: Command = {
     'start (the WAL\'s too), compacted, in a single file. The copy is written beside <file>, checked\n' +
     '(PRAGMA integrity_check, its migrations), synced and then renamed to <file>: never a half-written file under\n' +
     'that name. An existing <file> is refused unless --force. Export files are not part of it.\n' +
-    'Prints the path, bytes, schema (migration) version and seconds. Exit 0 done, 1 failed (nothing written),\n' +
+    'Prints the database, the path, bytes, schema (migration) version, integrity and seconds. Exit 0 done, 1 failed (nothing written),\n' +
     '2 usage error. On PostgreSQL use pg_dump (docs/operations.md).',
   options: { out: { type: 'string' }, force: { type: 'boolean' }, json: { type: 'boolean' } },
   async run(args, io) {

@@ -287,3 +287,16 @@ describe('on PostgreSQL', () => {
     }
   });
 });
+
+describe('cinder backup --help', () => {
+  test('names every field backup prints', async () => {
+    const cli = createCliEnv();
+    try {
+      const help = await cli.run(['backup', '--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain('Prints the database, the path, bytes, schema (migration) version, integrity and seconds');
+    } finally {
+      cli.close();
+    }
+  });
+});

@@ -1,4 +1,4 @@
-import { createTenant } from '../auth/admin.ts';
+import { AdminError, createTenant } from '../auth/admin.ts';
 import { UsageError, type Command } from './command.ts';
 import { auditChange, openContext, printData } from './context.ts';
 import { baseUrlIsDefault, fhirBaseOf } from '../config.ts';
@@ -16,7 +16,10 @@ export const tenantCreateCommand: Command = {
     const ctx = await openContext(io);
     const { config, store, clock } = ctx;
     try {
-      const tenant = await createTenant(store, clock, id);
+      // An id refused or taken is the administrator's mistake, a usage error as with `client create` and `user create`.
+      const tenant = await createTenant(store, clock, id).catch((err: unknown) => {
+        throw err instanceof AdminError ? new UsageError(err.message, { cause: err }) : err;
+      });
       await auditChange(ctx, io, 'tenant create', tenant.id, { kind: 'tenant', id: tenant.id });
       printData(io, !!args.values.json, { tenant: tenant.id, fhir_base: fhirBaseOf(config.baseUrl, tenant.id) });
       // This command cannot know the address or port a server listens on: fhir_base is CINDER_BASE_URL's.

@@ -24,6 +24,18 @@ async function run(argv: string[], stdin = '') {
   return { code, out, err };
 }
 
+describe('cinder tenant create', () => {
+  test('a tenant id taken or refused is a usage error (2), as a duplicate user or an unknown tenant is', async () => {
+    expect((await run(['tenant', 'create', 'taken'])).code).toBe(0);
+    const taken = await run(['tenant', 'create', 'taken']);
+    expect(taken.code).toBe(2);
+    expect(taken.err).toContain("tenant 'taken' already exists");
+    const bad = await run(['tenant', 'create', 'Bad Id']);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain("invalid tenant id 'Bad Id'");
+  });
+});
+
 describe('cinder user create', () => {
   test('creates a user with an argon2id password read from stdin', async () => {
     expect((await run(['tenant', 'create', 'acme'])).code).toBe(0);

@@ -379,6 +379,21 @@ for (const target of targets) {
       await off(s);
     });
 
+    test("$events with full-resource carries the notificationShape's includes, as the caller may read them", async () => {
+      const s = await subscribe(topicSubscription(hook.url, COMPLETE, 'full-resource'));
+      await call('PUT', 'Patient/pa', { resourceType: 'Patient', id: 'pa', name: [{ family: 'A' }] });
+      const e = await json(call('POST', 'Encounter', encounter('finished')));
+      const events = await json(call('GET', `Subscription/${s.id}/$events?content=full-resource`));
+      const entries = events.entry as Json[];
+      expect(entries.slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${e.id}`, `${t.fhir()}/Patient/pa`]);
+      expect(part(entries[0]!.resource as Json, 'additional-context')!.valueReference).toEqual({ reference: `${t.fhir()}/Patient/pa` });
+      // A caller that may read Encounters and the Subscription but no Patient gets the event without the include.
+      const narrow = await craftToken(t, 'user/Subscription.rs user/Encounter.rs');
+      const seen = await json(t.request(`${t.fhir()}/Subscription/${s.id}/$events?content=full-resource`, fhirInit(narrow)));
+      expect((seen.entry as Json[]).slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${e.id}`]);
+      await off(s);
+    });
+
     test('an expunged Subscription takes its kept events with it: one created again with its id counts from 1, and writes go on', async () => {
       const body = { ...topicSubscription(hook.url, CHANGES, 'id-only'), id: 'reused' };
       expect((await call('PUT', 'Subscription/reused', body)).status).toBe(201);

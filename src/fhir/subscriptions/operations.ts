@@ -11,8 +11,8 @@ import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '..
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
 import { ownerClient, ownerUser } from './owner.ts';
-import { isTopicCriteria } from './topic-subscription.ts';
-import { PAYLOAD_CONTENT } from './topics.ts';
+import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
+import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
 
 type Json = Record<string, unknown>;
 
@@ -90,6 +90,10 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
   const from = since ?? Math.max(1, until - MAX_EVENTS + 1);
   const kept = from > until ? [] : await deps.store.subscriptions.eventLog(req.tenant, id, from, until, MAX_EVENTS);
   const events: NotifiedEvent[] = [];
+  // A full-resource event carries what its topic's notificationShape includes for it, as a delivery does, but
+  // read as the caller (a search: what it may not read is left out), not as the owner.
+  let shapes: Promise<Map<string, [string, string][]>> | undefined;
+  const includesOf = (type: string) => (shapes ??= shapeIncludes(deps, req.tenant, sub)).then((m) => m.get(type) ?? []);
   for (const e of kept) {
     const event: NotifiedEvent = { number: e.number, at: e.createdAt, type: e.type, id: e.id, interaction: e.event };
     if (content !== 'empty') {
@@ -98,7 +102,14 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
       try {
         if (version < 1) throw new FhirError('not-found', `${e.type}/${e.id} has no version before its deletion`);
         const read = await vreadResource(deps, req, e.type, e.id, String(version));
-        if (content === 'full-resource' && e.event !== 'delete') event.resource = JSON.parse(read.content) as Json;
+        if (content === 'full-resource' && e.event !== 'delete') {
+          event.resource = JSON.parse(read.content) as Json;
+          const include = await includesOf(e.type);
+          if (include.length > 0) {
+            const found = await searchResources(deps, req, e.type, new URLSearchParams([['_id', e.id], ...include]), false);
+            event.included = found.included.map((r) => ({ type: r.type, id: r.id, resource: JSON.parse(r.content) as Json }));
+          }
+        }
       } catch (err) {
         if (!(err instanceof FhirError && err.status < 500)) throw err;
         event.withheld = true;
@@ -109,6 +120,13 @@ export async function subscriptionEvents(deps: FhirDeps, req: FhirRequest, base:
   return notificationBundle({
     base, subscriptionId: id, topic: sub.criteria as string, status: String(sub.status), type: 'query-event', eventsSinceStart: count, events, content,
   }, deps.clock.now());
+}
+
+/** The `_include`/`_revinclude` parameters of the notificationShape of each type, of the topic `sub` names. */
+async function shapeIncludes(deps: FhirDeps, tenant: string, sub: Json): Promise<Map<string, [string, string][]>> {
+  const request = topicRequest(sub);
+  const topic = (await tenantTopics(deps, tenant, deps.clock.now())).find((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
+  return new Map((topic?.shapes ?? []).map((sh) => [sh.type, sh.include]));
 }
 
 /** A Subscription's backport-payload-content, or id-only when it has none. */

@@ -565,5 +565,31 @@ for (const target of targets) {
       await off(fp);
       await off(both);
     });
+
+    test('a fhirPathCriteria is held to its budget by the length of the strings it works on: one going over a large narrative again and again fails no write and passes no trigger', async () => {
+      const COSTLY = 'http://example.org/topics/encounter-costly';
+      const topic = {
+        resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: COSTLY }, {
+          url: `${X5}resourceTrigger`,
+          // 400 identifiers, each lowering a narrative of 500,000 characters: 200,000,000 characters for 1,000 values visited.
+          extension: [sub('resource', { valueUri: 'Encounter' }), sub('fhirPathCriteria', { valueString: "%current.identifier.select(%current.text.div.lower()).count() > 0 or %current.status = 'cancelled'" })],
+        }],
+      };
+      expect((await call('POST', 'Basic', topic)).status).toBe(201);
+      const costly = await subscribe(topicSubscription(hook.url, COSTLY, 'id-only'));
+      await drain();
+      received();
+      const identifier = Array.from({ length: 400 }, (_, i) => ({ system: 'urn:x', value: `v${i}` }));
+      const text = { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">${'A'.repeat(500_000)}</div>` };
+      const big = await call('POST', 'Encounter', encounter('planned', 'pa', { identifier, text }));
+      expect(big.status).toBe(201);
+      const small = await json(call('POST', 'Encounter', encounter('cancelled')));
+      await drain();
+      const foci = received().filter((b) => param((b.entry as Json[])[0]!.resource as Json, 'topic')?.valueCanonical === COSTLY)
+        .map((b) => (b.entry as Json[])[1]!.fullUrl);
+      expect(foci).toEqual([`${t.fhir()}/Encounter/${small.id}`]);
+      await off(costly);
+    });
   });
 }

@@ -1071,12 +1071,29 @@ function budgeted(e: Expr): Expr {
   if (e.constant !== undefined) return e;
   return collExpr(e.type, (env) => {
     const items = e.coll(env);
-    const budget = env.budget;
-    if (budget !== undefined && (budget.left -= items.length + 1) < 0) {
-      throw new FhirPathTooCostly(`the expression is too costly to evaluate: it visits more than ${budget.limit} values, the most ${budget.what ?? 'a patch path'} may`);
-    }
+    charge(env, items.length + 1);
     return items;
   });
+}
+
+/** Takes `values` from the evaluation's budget (InvariantContext.budget), if it has one; FhirPathTooCostly past it. */
+function charge(env: Env, values: number): void {
+  const budget = env.budget;
+  if (budget !== undefined && (budget.left -= values) < 0) {
+    throw new FhirPathTooCostly(`the expression is too costly to evaluate: it visits more than ${budget.limit} values, the most ${budget.what ?? 'a patch path'} may`);
+  }
+}
+
+/**
+ * The characters of text that count as one value against a budget: a string function's work grows with its
+ * string's length, and a budget of values alone would let one expression go over a large string again and
+ * again (`name.select(%resource.text.div.lower())`), or grow one (`replace()`), for as long as it likes.
+ */
+const CHARACTERS_PER_VALUE = 100;
+
+/** Charges the work of a string function on `length` characters (a budget's values, CHARACTERS_PER_VALUE each). */
+function chargeText(env: Env, length: number): void {
+  if (env.budget !== undefined && length > CHARACTERS_PER_VALUE) charge(env, Math.ceil(length / CHARACTERS_PER_VALUE));
 }
 
 /** `target.name` (or `name` on `$this`); a capitalised name first on `$this` is a type name (`Patient.name`). */
@@ -1354,14 +1371,16 @@ function argumentValue(arg: Expr | undefined, env: Env): unknown {
 }
 
 /** A function on a single string with up to two arguments; empty when the string or an argument is. */
-function stringFunction(input: Expr, args: Ast[], scope: Scope, type: string, fn: (s: string, a: unknown, b: unknown) => unknown): Expr {
+function stringFunction(input: Expr, args: Ast[], scope: Scope, type: string, fn: (s: string, a: unknown, b: unknown, env: Env) => unknown): Expr {
   const [first, second] = args.map((a) => build(a, scope));
   const apply = (env: Env): unknown => {
     const s = singleString(input.coll(env));
     if (s === undefined) return undefined;
     const a = argumentValue(first, env);
     const b = argumentValue(second, env);
-    return a === undefined || b === undefined ? undefined : fn(s, a, b);
+    if (a === undefined || b === undefined) return undefined;
+    chargeText(env, s.length + (typeof a === 'string' ? a.length : 0) + (typeof b === 'string' ? b.length : 0));
+    return fn(s, a, b, env);
   };
   if (type === 'System.Boolean') return boolExpr(apply as (env: Env) => boolean | undefined);
   return collExpr(type, (env) => {
@@ -1497,6 +1516,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       while (level.length > 0) {
         const next: unknown[] = [];
         projectItems(env, level, projection, next, true);
+        charge(env, next.length);
         for (const x of next) out.push(x);
         level = next;
         if (out.length > MAX_ITEMS) throw new EvaluationError('repeat() does not end');
@@ -1624,6 +1644,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       let level: unknown[] = [];
       childrenOf(scope.types, memo, input.coll(env), input.type, level);
       while (level.length > 0) {
+        charge(env, level.length);
         for (const x of level) out.push(x);
         if (out.length > MAX_ITEMS) throw new EvaluationError('descendants() too many');
         const next: unknown[] = [];
@@ -1696,7 +1717,12 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       return length === NO_ARGUMENT ? s.slice(from) : s.slice(from, from + Math.max(0, length as number));
     }))],
   ['replace', (input, args, scope, c) => (arity(c, scope, 2, 2),
-    stringFunction(input, args, scope, 'System.String', (s, p, r) => s.split(p as string).join(r as string)))],
+    stringFunction(input, args, scope, 'System.String', (s, p, r, env) => {
+      const parts = s.split(p as string);
+      // What the answer will hold is charged before it is made: one replace() may multiply a string's length.
+      chargeText(env, s.length + (parts.length - 1) * Math.max(0, (r as string).length - (p as string).length));
+      return parts.join(r as string);
+    }))],
   ['matches', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
     const regex = regexArgument(args[0]!, scope, 's');
@@ -1705,6 +1731,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       if (s === undefined) return undefined;
       const r = toRegex(regex, env, 's');
       if (r === undefined) return undefined;
+      chargeText(env, s.length);
       return scope.clientWritten ? guardedTest(r, s, tooCostlyRegex) : r.test(s);
     });
   }],
@@ -1717,6 +1744,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
       const r = toRegex(regex, env, 'g');
       const with_ = singleString(replacement.coll(env));
       if (s === undefined || r === undefined || with_ === undefined) return EMPTY;
+      chargeText(env, s.length + with_.length);
       return [scope.clientWritten ? guarded(r, () => s.replace(r, with_), tooCostlyRegex) : s.replace(r, with_)];
     });
   }],

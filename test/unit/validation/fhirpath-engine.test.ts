@@ -3,8 +3,9 @@ import { readdirSync, statSync } from 'node:fs';
 import fhirpath from 'fhirpath';
 import r4 from 'fhirpath/fhir-context/r4';
 import {
-  compileInvariant, FhirPathSyntaxError, UnsupportedFhirPath, type CompiledInvariant, type FhirPathTypes,
+  compileInvariant, compileTopicCriteria, FhirPathSyntaxError, FhirPathTooCostly, UnsupportedFhirPath, type CompiledInvariant, type FhirPathTypes,
 } from '../../../src/fhir/validation/fhirpath-engine.ts';
+import { elementType } from '../../../src/fhir/validation/model.ts';
 import { loadR4Model, type Application, type R4Model } from '../../helpers/fhirpath-types.ts';
 
 // FHIRPath.js reads a dateTime without offset in the process's time zone; Cinder in UTC.
@@ -552,5 +553,20 @@ describe('the counts', () => {
         mutations: { ...mutations, failingKeys: [...mutations.failingKeys].sort() },
       }));
     }
+  });
+});
+
+describe('a SubscriptionTopic fhirPathCriteria under its budget', () => {
+  const current = { resourceType: 'Patient', id: 'p', name: [{ family: 'a'.repeat(1_000) }] };
+  const run = (expression: string) => compileTopicCriteria(expression, { elementType })('Patient', { previous: undefined, current }, { left: 10_000, limit: 10_000 });
+
+  test('repeat() counts each level it finds, so a projection that never ends stops at the budget', () => {
+    expect(() => run('%current.repeat($this).count() > 0')).toThrow(FhirPathTooCostly);
+    expect(run("%current.name.repeat(family).count() = 1")).toBe(true);
+  });
+
+  test('replace() is charged the string it would make before it makes it', () => {
+    expect(() => run("%current.name.family.replace('a', '" + 'b'.repeat(1_000) + "').length() > 0")).toThrow(FhirPathTooCostly);
+    expect(run("%current.name.family.replace('a', 'bb').length() = 2000")).toBe(true);
   });
 });

@@ -182,6 +182,21 @@ for (const target of targets) {
       await refused(`Subscription/${s.id}/$get-ws-binding-token?id=${s.id}`, 400, 'id');
     });
 
+    test('$get-ws-binding-token of a Subscription activated in one patient\'s context is refused to the same app in another patient\'s', async () => {
+      const scopes = 'user/Subscription.cruds patient/*.rs';
+      const inPa = await craftToken(t, scopes, { patient: 'pa' });
+      const res = await call('POST', 'Subscription', websocketTopicSubscription('full-resource'), inPa);
+      const s = await json(res);
+      expect([res.status, s.status]).toEqual([201, 'active']);
+      expect((await call('GET', `Subscription/${s.id}/$get-ws-binding-token`, undefined, inPa)).status).toBe(200);
+      // The same app in patient pb's context may read the Subscription, but what the socket would be sent is pa's.
+      const inPb = await craftToken(t, scopes, { patient: 'pb' });
+      expect((await call('GET', `Subscription/${s.id}`, undefined, inPb)).status).toBe(200);
+      const refused = await call('GET', `Subscription/${s.id}/$get-ws-binding-token`, undefined, inPb);
+      expect(refused.status).toBe(403);
+      expect(((await json(refused)).issue as Json[])[0]!.code).toBe('forbidden');
+    });
+
     test('bind-with-token is answered with a handshake, then each event is sent as its Bundle, on either server', async () => {
       const idOnly = await subscribe(websocketTopicSubscription('id-only'));
       const full = await subscribe(websocketTopicSubscription('full-resource'));

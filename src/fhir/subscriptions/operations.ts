@@ -10,7 +10,7 @@ import type { ResourceVersion } from '../../store/types.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
-import { ownerClient, ownerUser } from './owner.ts';
+import { ownerClient, ownerPatient, ownerUser } from './owner.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
 
@@ -162,12 +162,14 @@ export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirReques
   if (sub.status !== 'active') throw new FhirError('invalid', `Subscription/${id} is ${String(sub.status)}: a binding token is for an active Subscription`, { expression: ['Subscription.status'] });
   // What the socket is sent was matched with the owner's reach (full resources too), so only the owner may bind it:
   // its client, and the same user when a sign-in activated it. Another reader of the Subscription would hear of
-  // what the owner may read and it may not (as $events keeps such events' focus from it).
+  // what the owner may read and it may not (as $events keeps such events' focus from it). The owner's patient in
+  // context too: the same app launched for another patient would be sent the first one's events.
   const owner = (await deps.store.subscriptions.owners(req.tenant)).get(id);
   const clientId = owner === undefined ? null : ownerClient(owner);
   const user = owner === undefined ? null : ownerUser(owner);
-  if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id)) {
-    throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user) that activated it: activate it again (status requested) with this token to bind it`);
+  const patient = owner === undefined ? null : ownerPatient(owner);
+  if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id) || patient !== (req.access.patient ?? null)) {
+    throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: activate it again (status requested) with this token to bind it`);
   }
   const { token, expiresAt } = await tokens.sign(req.tenant, id);
   return {

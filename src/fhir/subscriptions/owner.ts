@@ -34,6 +34,12 @@ export function ownerClient(json: string): string | null {
   return 'operator' in record ? null : record.clientId;
 }
 
+/** The patient in context of the access `json` records (SMART `patient`); null for none, or the operator's. */
+export function ownerPatient(json: string): string | null {
+  const record = JSON.parse(json) as OwnerRecord;
+  return 'operator' in record || record.patient === undefined ? null : record.patient;
+}
+
 /** The signed-in user whose authority `json` records; null for a client's own (or the operator's, or one recorded before users were). */
 export function ownerUser(json: string): OwnerUser | null {
   const record = JSON.parse(json) as OwnerRecord;

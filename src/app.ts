@@ -258,7 +258,7 @@ export function createApp(deps: AppDeps): App {
   fhirDeps.subscriptions = new SubscriptionHub({ fhir: { ...fhirDeps, store: deps.store }, clock, log, restoreAccess, client, user, allowPrivate, ...resolve });
   // Binding tokens of topic-based websocket Subscriptions: signed with the server's keys, so any process verifies them.
   const wsTokens: WsBindingTokens = {
-    sign: (tenant, subscription) => signWsBinding(authDeps, { tenant, subscription }),
+    sign: (tenant, subscription, owner) => signWsBinding(authDeps, { tenant, subscription, owner }),
     verify: (token) => verifyWsBinding(authDeps, token),
   };
   const websocketUrl = (tenant: string) => `${fhirBaseOf(config.baseUrl, tenant).replace(/^http/, 'ws')}/websocket`;

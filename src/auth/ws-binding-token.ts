@@ -4,7 +4,8 @@ import { signServerJws, verifyServerJws } from './server-jws.ts';
 /**
  * The binding tokens of topic-based websocket Subscriptions (R5 Backport IG `$get-ws-binding-token`): a
  * statement the server signs for itself (server-jws.ts, ES256 with the keys kept in the database), naming one
- * tenant and one Subscription, valid WS_BINDING_TTL_S. Nothing is stored: any process sharing the database
+ * tenant, one Subscription and its owner when it was issued (a digest of the recorded owner: a Subscription
+ * another app activates again is no longer bound by it), valid WS_BINDING_TTL_S. Nothing is stored: any process sharing the database
  * verifies one another signed, and one outlives no key rotation's retired keys.
  */
 export const WS_BINDING_TTL_S = 300;
@@ -15,11 +16,13 @@ const KIND = { typ: 'cinder-ws-binding+jwt', ttl: WS_BINDING_TTL_S };
 export interface WsBinding {
   tenant: string;
   subscription: string;
+  /** The digest of the Subscription's owner record when the token was issued (src/fhir/subscriptions/owner.ts ownerDigest). */
+  owner: string;
 }
 
 /** Signs a binding token for `binding`: the token and when it expires (ms). */
 export async function signWsBinding(deps: AuthDeps, binding: WsBinding): Promise<{ token: string; expiresAt: number }> {
-  const token = await signServerJws(deps, KIND, { tenant: binding.tenant }, binding.subscription);
+  const token = await signServerJws(deps, KIND, { tenant: binding.tenant, owner: binding.owner }, binding.subscription);
   return { token, expiresAt: (Math.floor(deps.clock.now() / 1000) + WS_BINDING_TTL_S) * 1000 };
 }
 
@@ -31,8 +34,9 @@ class Refused extends Error {}
  */
 export async function verifyWsBinding(deps: AuthDeps, token: string): Promise<WsBinding | undefined> {
   try {
-    const payload = await verifyServerJws(deps, KIND, token, ['sub', 'tenant'], (why) => new Refused(why));
-    return typeof payload.tenant === 'string' && typeof payload.sub === 'string' ? { tenant: payload.tenant, subscription: payload.sub } : undefined;
+    const payload = await verifyServerJws(deps, KIND, token, ['sub', 'tenant', 'owner'], (why) => new Refused(why));
+    const { tenant, sub, owner } = payload;
+    return typeof tenant === 'string' && typeof sub === 'string' && typeof owner === 'string' ? { tenant, subscription: sub, owner } : undefined;
   } catch (err) {
     if (err instanceof Refused) return undefined;
     throw err;

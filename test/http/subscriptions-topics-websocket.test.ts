@@ -235,6 +235,29 @@ for (const target of targets) {
       }
     });
 
+    test('a Subscription another app activates again is sent to no socket its earlier owner bound, and that owner\'s binding token binds it no more', async () => {
+      const s = await subscribe(websocketTopicSubscription('full-resource'));
+      const c = await client(servers[0]!.url);
+      try {
+        const stale = await bindingToken(s.id as string);
+        c.send(`bind-with-token ${await bindingToken(s.id as string)}`);
+        expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        // Turned off by its owner, then activated again by another app, which owns it now.
+        expect((await call('PUT', `Subscription/${s.id}`, { ...s, status: 'off' })).status).toBe(200);
+        const other = await craftToken(t, 'user/*.cruds');
+        const again = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'requested' }, other);
+        expect([again.status, (await json(again)).status]).toEqual([200, 'active']);
+        t.clock.advance(1);
+        await call('POST', 'Encounter', encounter('planned'), other);
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+        c.send(`bind-with-token ${stale}`);
+        expect(await c.next()).toStartWith('error');
+      } finally {
+        c.close();
+      }
+    });
+
     test('a heartbeat Bundle is sent after each heartbeat period without a message', async () => {
       const s = await subscribe(websocketTopicSubscription('empty', { extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 30 }] }));
       const c = await client(servers[0]!.url);

@@ -10,7 +10,7 @@ import type { ResourceVersion } from '../../store/types.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
-import { ownerClient, ownerPatient, ownerUser } from './owner.ts';
+import { ownerClient, ownerDigest, ownerPatient, ownerUser } from './owner.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
 
@@ -138,9 +138,10 @@ function topicRequestContent(sub: Json): string {
 
 /** Signs and reads websocket binding tokens (src/auth/ws-binding-token.ts): one tenant's one Subscription, short-lived. */
 export interface WsBindingTokens {
-  sign(tenant: string, subscription: string): Promise<{ token: string; expiresAt: number }>;
+  /** A token for `subscription` of `tenant` while its owner is the one `owner` digests (ownerDigest). */
+  sign(tenant: string, subscription: string, owner: string): Promise<{ token: string; expiresAt: number }>;
   /** What a token names, or undefined for one refused (not signed here, expired, of another kind). */
-  verify(token: string): Promise<{ tenant: string; subscription: string } | undefined>;
+  verify(token: string): Promise<{ tenant: string; subscription: string; owner: string } | undefined>;
 }
 
 /**
@@ -171,7 +172,7 @@ export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirReques
   if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id) || patient !== (req.access.patient ?? null)) {
     throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: activate it again (status requested) with this token to bind it`);
   }
-  const { token, expiresAt } = await tokens.sign(req.tenant, id);
+  const { token, expiresAt } = await tokens.sign(req.tenant, id, ownerDigest(owner!));
   return {
     resourceType: 'Parameters',
     parameter: [

@@ -5,6 +5,7 @@
  * once the user's tokens are revoked after that (disable, delete, a new password or fhirUser), the subscription
  * notifies nothing more, enabled again or not, until an app activates it again with a token of a new sign-in.
  */
+import { createHash } from 'node:crypto';
 import type { Client, User } from '../../store/types.ts';
 import { operatorAccess, type Access } from '../access.ts';
 
@@ -32,6 +33,15 @@ export type RestoreAccess = (tenant: string, record: Exclude<OwnerRecord, { oper
 export function ownerClient(json: string): string | null {
   const record = JSON.parse(json) as OwnerRecord;
   return 'operator' in record ? null : record.clientId;
+}
+
+/**
+ * A digest of an owner record (its JSON as stored): what a websocket binding token and a bound socket remember
+ * of the owner they were given for, so that a Subscription another app (or sign-in) activates again is not sent
+ * to them. A digest rather than the record: the token stays short, and names no scopes.
+ */
+export function ownerDigest(json: string): string {
+  return createHash('sha256').update(json).digest('base64url');
 }
 
 /** The patient in context of the access `json` records (SMART `patient`); null for none, or the operator's. */

@@ -268,9 +268,9 @@ export class SubscriptionSockets {
           sent++;
           continue;
         }
-        const text = await topics?.event(n);
-        if (text === undefined) continue;
-        ws.send(text);
+        const message = await topics?.event(n);
+        if (message === undefined || message.owner !== topic.owner) continue;
+        ws.send(message.text);
         topic.lastSentAt = now;
         sent++;
       }
@@ -284,9 +284,9 @@ export class SubscriptionSockets {
     for (const ws of this.open) {
       for (const [id, binding] of ws.data.topics) {
         if (binding.heartbeatMs === undefined || now - binding.lastSentAt < binding.heartbeatMs) continue;
-        const text = await topics.heartbeat(ws.data.tenant, id);
-        if (text === undefined) continue;
-        ws.send(text);
+        const message = await topics.heartbeat(ws.data.tenant, id);
+        if (message === undefined || message.owner !== binding.owner) continue;
+        ws.send(message.text);
         binding.lastSentAt = now;
         sent++;
       }

@@ -1,15 +1,17 @@
 /**
  * What the websocket channel of topic-based Subscriptions (R5 Backport IG) sends, for sockets.ts, which holds
  * the sockets: `bind-with-token {token}` checked (a token of `$get-ws-binding-token` for the socket's tenant,
- * naming an active topic-based websocket Subscription) and answered with a handshake Bundle; each event's
+ * naming an active topic-based websocket Subscription whose owner is still the one the token was issued for) and
+ * answered with a handshake Bundle; each event's
  * notification Bundle and each heartbeat Bundle as JSON text (topic-bundle.ts), built once per delivery round
  * for every socket bound to the Subscription, which is read once per round (a Subscription no longer active
- * is sent nothing).
+ * is sent nothing, nor one whose owner is no longer the one it was bound for: another app activated it again).
  */
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { RecentNotification, Store } from '../../store/types.ts';
 import type { WsBindingTokens } from './operations.ts';
+import { ownerDigest } from './owner.ts';
 import { topicBundle, type TopicBundleDeps } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest, type TopicRequest } from './topic-subscription.ts';
 
@@ -19,6 +21,14 @@ type Json = Record<string, unknown>;
 export interface TopicBinding {
   heartbeatMs?: number;
   lastSentAt: number;
+  /** The digest of the owner it was bound for (ownerDigest): what the Subscription sends for another owner is not sent on it. */
+  owner: string;
+}
+
+/** A message built once in a round for the sockets bound to a Subscription, and the owner (digest) it was built for. */
+export interface TopicMessage {
+  owner: string;
+  text: string;
 }
 
 /** A topic-based websocket Subscription as read: its resource, its request and its owner. */
@@ -39,9 +49,9 @@ export interface TopicSocketsOptions {
 /** The messages of one delivery round (TopicSockets.round): each Subscription read once, each Bundle built once. */
 export interface TopicRound {
   /** An event's Bundle as JSON (built once for every socket), or undefined when it is none or its Subscription is no longer active. */
-  event(n: RecentNotification): Promise<string | undefined>;
+  event(n: RecentNotification): Promise<TopicMessage | undefined>;
   /** A heartbeat Bundle of Subscription `id` as JSON, or undefined when it is no longer active. */
-  heartbeat(tenant: string, id: string): Promise<string | undefined>;
+  heartbeat(tenant: string, id: string): Promise<TopicMessage | undefined>;
 }
 
 export class TopicSockets {
@@ -61,26 +71,29 @@ export class TopicSockets {
     if (full !== undefined) return { error: full };
     const sub = await this.read(tenant, id);
     if (!sub) return { error: `error ${id} is not an active topic-based websocket Subscription` };
+    const owner = ownerDigest(sub.owner);
+    if (owner !== binding.owner) return { error: `error ${id} was activated again since the binding token was issued: ask Subscription/${id}/$get-ws-binding-token for another` };
     const now = this.options.clock.now();
     const handshake = JSON.stringify(await topicBundle(this.options.bundles, { tenant, id, owner: sub.owner }, sub.resource, sub.request, { event: 'handshake' }));
-    return { id, handshake, binding: { lastSentAt: now, ...(sub.request.heartbeatSeconds !== undefined && { heartbeatMs: sub.request.heartbeatSeconds * 1000 }) } };
+    return { id, handshake, binding: { lastSentAt: now, owner, ...(sub.request.heartbeatSeconds !== undefined && { heartbeatMs: sub.request.heartbeatSeconds * 1000 }) } };
   }
 
   /** A round's reader: Subscriptions and Bundles kept for the round, a failure logged and sent as nothing. */
   round(): TopicRound {
     const subs = new Map<string, Promise<TopicSubscription | undefined>>();
-    const heartbeats = new Map<string, Promise<string | undefined>>();
-    const events = new Map<number, Promise<string | undefined>>();
+    const heartbeats = new Map<string, Promise<TopicMessage | undefined>>();
+    const events = new Map<number, Promise<TopicMessage | undefined>>();
     const read = (tenant: string, id: string) => {
       const k = `${tenant}\u0000${id}`;
       let found = subs.get(k);
       if (!found) subs.set(k, (found = this.read(tenant, id)));
       return found;
     };
-    const text = async (tenant: string, id: string, n: RecentNotification | { event: 'heartbeat' }, what: string): Promise<string | undefined> => {
+    const text = async (tenant: string, id: string, n: RecentNotification | { event: 'heartbeat' }, what: string): Promise<TopicMessage | undefined> => {
       try {
         const sub = await read(tenant, id);
-        return sub && JSON.stringify(await topicBundle(this.options.bundles, { tenant, id, owner: sub.owner }, sub.resource, sub.request, n));
+        if (!sub) return undefined;
+        return { owner: ownerDigest(sub.owner), text: JSON.stringify(await topicBundle(this.options.bundles, { tenant, id, owner: sub.owner }, sub.resource, sub.request, n)) };
       } catch (err) {
         this.options.log.warn(`a topic ${what} could not be sent over its websockets`, { tenant, subscription: id, err });
         return undefined;

@@ -566,6 +566,30 @@ for (const target of targets) {
       await off(both);
     });
 
+    test('a fhirPathCriteria is evaluated once per write for all the Subscriptions of its topic', async () => {
+      const ONCE = 'http://example.org/topics/encounter-once';
+      const topic = {
+        resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: ONCE }, {
+          url: `${X5}resourceTrigger`,
+          // single() on two identifiers fails as it runs: each evaluation is logged.
+          extension: [sub('resource', { valueUri: 'Encounter' }), sub('fhirPathCriteria', { valueString: "%current.identifier.single().value = 'once'" })],
+        }],
+      };
+      expect((await call('POST', 'Basic', topic)).status).toBe(201);
+      const subs = [await subscribe(topicSubscription(hook.url, ONCE, 'id-only')), await subscribe(topicSubscription(hook.url, ONCE, 'id-only')), await subscribe(topicSubscription(hook.url, ONCE, 'id-only'))];
+      await drain();
+      received();
+      // Another app on the database, whose log is read: its write is matched by its own hub.
+      const failures: unknown[] = [];
+      const log = { ...silentLogger, warn: (msg: string, fields?: unknown) => { if (msg.includes('fhirPathCriteria could not be evaluated')) failures.push(fields); } };
+      const other = createApp({ config: t.config, store: database.open(), keys: t.keys, clock: t.clock, log: { ...log, child: () => log }, core: testCoreBundle() });
+      const identifier = [{ system: 'urn:x', value: 'a' }, { system: 'urn:x', value: 'b' }];
+      expect((await other.request(`${t.fhir()}/Encounter`, fhirInit(token, 'POST', encounter('planned', 'pa', { identifier })))).status).toBe(201);
+      expect(failures.length).toBe(1);
+      for (const s of subs) await off(s);
+    });
+
     test('a fhirPathCriteria is held to its budget by the length of the strings it works on: one going over a large narrative again and again fails no write and passes no trigger', async () => {
       const COSTLY = 'http://example.org/topics/encounter-costly';
       const topic = {

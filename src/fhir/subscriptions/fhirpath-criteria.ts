@@ -48,7 +48,7 @@ export function compileFhirPathCriteria(expression: string, at: string): Compile
 
 /**
  * Whether a trigger's fhirPathCriteria holds (a single `true`) for a write of `type`; an expression that cannot
- * be evaluated on these versions is logged (with the topic and subscription) and does not hold.
+ * be evaluated on these versions is logged (with the topic and the resource) and does not hold.
  */
 export function fhirPathHolds(test: CompiledTopicCriteria, type: string, versions: TopicVersions, log: Logger, about: Record<string, unknown>): boolean {
   try {

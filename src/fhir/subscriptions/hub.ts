@@ -22,6 +22,7 @@ import type { Client, Condition, TextEntry } from '../../store/types.ts';
 import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
+import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
 import { cachedLookups } from './lookups.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from './topics.ts';
@@ -229,6 +230,17 @@ export class SubscriptionHub {
       const rows = v.deleted ? indexEntries(resource, base) : v.index;
       let beforeRows: IndexRows | undefined;
       const notified = new Set<string>();
+      // A fhirPathCriteria reads the two versions alone: evaluated once per version for all the Subscriptions of its
+      // topics (each evaluation may take its whole budget, and a topic may have many Subscriptions).
+      const fhirPathResults = new Map<CompiledTopicCriteria, boolean>();
+      const fhirPathPasses = (test: CompiledTopicCriteria, topic: string): boolean => {
+        let passes = fhirPathResults.get(test);
+        if (passes === undefined) {
+          passes = fhirPathHolds(test, v.type, { previous: before, current: v.deleted ? undefined : resource }, this.options.log, { tenant, topic, resource: `${v.type}/${v.id}` });
+          fhirPathResults.set(test, passes);
+        }
+        return passes;
+      };
       for (const s of subs) {
         if (v.deleted && !s.topic) continue;
         if (s.topic && (interaction === undefined || !s.topic.trigger.interactions.includes(interaction) || notified.has(s.id))) continue;
@@ -250,8 +262,7 @@ export class SubscriptionHub {
           }
           if (tests.length && !(trigger.requireBoth ? tests.every(Boolean) : tests.some(Boolean))) continue;
           // fhirPathCriteria (fhirpath-criteria.ts) must hold as well as queryCriteria, on the versions as written.
-          if (trigger.fhirPath && !fhirPathHolds(trigger.fhirPath.test, v.type, { previous: before, current: v.deleted ? undefined : resource }, this.options.log,
-            { tenant, subscription: s.id, topic: s.topic.url, resource: `${v.type}/${v.id}` })) continue;
+          if (trigger.fhirPath && !fhirPathPasses(trigger.fhirPath.test, s.topic.url)) continue;
           notified.add(s.id);
           out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction! });
           continue;

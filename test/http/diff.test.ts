@@ -11,6 +11,7 @@ import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { MUTATIONS, mutate, prng } from '../helpers/mutations.ts';
+import { MAX_DIFF_OPERATIONS } from '../../src/fhir/diff/diff.ts';
 
 const EXAMPLES = join(import.meta.dir, '../../node_modules/hl7.fhir.r4.examples');
 
@@ -82,6 +83,18 @@ await eachStore((kind, fresh) => {
       ]);
       const posted = await api.post('$diff', { resourceType: 'Parameters', parameter: [{ name: 'from', valueString: 'Patient/s2/_history/1' }, { name: 'to', valueString: 'Patient/s2' }] });
       expect(ops((await posted.json()) as Json)).toEqual([{ type: 'replace', path: 'Patient.gender', previousValue: 'female', value: 'other' }]);
+    });
+
+    test('a difference of more than MAX_DIFF_OPERATIONS operations is a 422 too-costly, not an answer many times the resources\' size', async () => {
+      const given = (prefix: string) => Array.from({ length: MAX_DIFF_OPERATIONS + 1 }, (_, i) => `${prefix}${i}`);
+      // In a contact's name, which no search parameter indexes.
+      await api.put200({ resourceType: 'Patient', id: 'big', contact: [{ name: { given: given('a') } }] });
+      await api.put200({ resourceType: 'Patient', id: 'big', contact: [{ name: { given: given('b') } }] });
+      const outcome = await expectOutcome(await api.get('Patient/big/$diff'), 422);
+      expect((outcome.issue as Json[])[0]!.code).toBe('too-costly');
+      // One fewer change is answered.
+      await api.put200({ resourceType: 'Patient', id: 'big', contact: [{ name: { given: [...given('b').slice(0, -1), `a${MAX_DIFF_OPERATIONS}`] } }] });
+      expect((await diff('Patient/big/$diff?fromVersion=1')).parameter).toHaveLength(MAX_DIFF_OPERATIONS);
     });
 
     test('errors: unknown 404, deleted 410, bad references and parameters 400 naming them', async () => {

@@ -131,13 +131,46 @@ function guessType(value: unknown): string {
   return typeof value === 'string' ? 'string' : 'Element';
 }
 
+/**
+ * The most operations one diff may hold. A diff costs time and memory in proportion to what it writes, and
+ * each operation (a path, a value, its previous value) is many times the bytes of the value it changes: two
+ * versions of a resource at the body limit differing in every item of a long list would be answered with
+ * hundreds of megabytes. Past it the diff is a 422 (too-costly).
+ */
+export const MAX_DIFF_OPERATIONS = 100_000;
+
+/** What one diff may still write (MAX_DIFF_OPERATIONS), shared by the Ops of its nested comparisons. */
+interface Budget {
+  left: number;
+}
+
 /** Collects the operations of one comparison, changes first, then additions, then deletions. */
 class Ops {
-  changes: Part[] = [];
-  additions: Part[] = [];
-  deletions: Part[] = [];
+  readonly changes: Part[] = [];
+  readonly additions: Part[] = [];
+  readonly deletions: Part[] = [];
+  constructor(readonly budget: Budget) {}
+  change(p: Part): void {
+    this.changes.push(this.counted(p));
+  }
+  addition(p: Part): void {
+    this.additions.push(this.counted(p));
+  }
+  deletion(p: Part): void {
+    this.deletions.push(this.counted(p));
+  }
+  /** The operations of a nested comparison, counted when it made them, as changes here (one by one: a spread of many overflows the stack). */
+  take(inner: Ops): void {
+    for (const p of inner.all()) this.changes.push(p);
+  }
   all(): Part[] {
     return [...this.changes, ...this.additions, ...this.deletions];
+  }
+  private counted(p: Part): Part {
+    if (--this.budget.left < 0) {
+      throw new FhirError('unprocessable', `The difference holds more than ${MAX_DIFF_OPERATIONS} operations: compare the versions otherwise (read both)`, { issueCode: 'too-costly' });
+    }
+    return p;
   }
 }
 
@@ -181,10 +214,10 @@ function add(ops: Ops, path: string, at: string, type: string | undefined, name:
   const ext = b['_' + key];
   if (Array.isArray(v)) {
     v.forEach((item, i) => {
-      ops.additions.push(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }]));
+      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }]));
     });
   } else {
-    ops.additions.push(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, key, v, ext, literalOf(b, key)) }]));
+    ops.addition(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, key, v, ext, literalOf(b, key)) }]));
   }
 }
 
@@ -193,8 +226,8 @@ function removeAll(ops: Ops, at: string, type: string | undefined, a: Json, key:
   if (v === undefined) throw new Unreachable();
   if (Array.isArray(v)) {
     if (v.includes(null)) throw new Unreachable();
-    for (let i = v.length - 1; i >= 0; i--) ops.deletions.push(remove(`${at}[${i}]`, type, key, v[i]));
-  } else ops.deletions.push(remove(at, type, key, v));
+    for (let i = v.length - 1; i >= 0; i--) ops.deletion(remove(`${at}[${i}]`, type, key, v[i]));
+  } else ops.deletion(remove(at, type, key, v));
 }
 
 function compareElement(ops: Ops, at: string, type: string | undefined, a: Json, ak: string, b: Json, bk: string): void {
@@ -211,7 +244,7 @@ function compareElement(ops: Ops, at: string, type: string | undefined, a: Json,
     return compareList(ops, at, type, ak, av, Array.isArray(ae) ? ae : [], bv, Array.isArray(be) ? be : []);
   }
   if (ak !== bk) {
-    ops.changes.push(replace(at, type, bk, b, bk, av, bv, be, ak));
+    ops.change(replace(at, type, bk, b, bk, av, bv, be, ak));
     return;
   }
   compareValue(ops, at, type, ak, a, ak, av, ae, b, bv, be);
@@ -225,9 +258,9 @@ function compareList(ops: Ops, at: string, type: string | undefined, key: string
   const common = Math.min(av.length, bv.length);
   for (let i = 0; i < common; i++) compareValue(ops, `${at}[${i}]`, type, key, av, i, av[i], ae[i] ?? undefined, bv, bv[i], be[i] ?? undefined);
   for (let i = common; i < bv.length; i++) {
-    ops.additions.push(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, bv[i], be[i] ?? undefined, literalOf(bv, i)) }]));
+    ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, bv[i], be[i] ?? undefined, literalOf(bv, i)) }]));
   }
-  for (let i = av.length - 1; i >= common; i--) ops.deletions.push(remove(`${at}[${i}]`, type, key, av[i]));
+  for (let i = av.length - 1; i >= common; i--) ops.deletion(remove(`${at}[${i}]`, type, key, av[i]));
 }
 
 /** One value of element `key` (a list's item, or a single value) in both resources. */
@@ -239,10 +272,10 @@ function compareValue(
     if (same(av, bv)) return;
     const childType = typeof bv.resourceType === 'string' ? (av.resourceType === bv.resourceType ? bv.resourceType : undefined) : slotOf(type, key)?.type;
     if (childType !== undefined) {
-      const inner = new Ops();
+      const inner = new Ops(ops.budget);
       try {
         compareObject(inner, at, childType, av, bv, new Set());
-        ops.changes.push(...inner.all());
+        ops.take(inner);
         return;
       } catch (err) {
         if (!(err instanceof Unreachable)) throw err;
@@ -250,7 +283,7 @@ function compareValue(
     }
   } else if (av === bv && literalOf(aHolder, aAt) === literalOf(bHolder, typeof aAt === 'number' ? aAt : key) && same(ae ?? null, be ?? null)) return;
   const bAt = typeof aAt === 'number' ? aAt : key;
-  ops.changes.push(replace(at, type, key, bHolder, bAt, av, bv, be, key));
+  ops.change(replace(at, type, key, bHolder, bAt, av, bv, be, key));
 }
 
 /**
@@ -260,7 +293,7 @@ function compareValue(
  */
 export function diffResources(from: Json, to: Json, options: DiffOptions = {}): Json {
   const type = typeof to.resourceType === 'string' ? to.resourceType : undefined;
-  const ops = new Ops();
+  const ops = new Ops({ left: MAX_DIFF_OPERATIONS });
   try {
     compareObject(ops, type ?? 'Resource', type, from, to, new Set(options.includeMeta ? [] : ['meta']));
   } catch (err) {

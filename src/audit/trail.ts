@@ -163,12 +163,13 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
       const c = classify(req.method, path, q < 0 ? '' : url.slice(q + 1));
       if (!c) return handler(req, server);
       const recorded = d.clock.now();
-      // A POST `_search`'s form, or a transaction/batch Bundle up to ENTRY_BUNDLE_CHARS (its entries are audited each).
+      // A POST `_search`'s form, or a transaction/batch Bundle up to ENTRY_BUNDLE_CHARS (its entries are audited each);
+      // never a POSTed operation's body, the resources it was sent (`$convert`, `$validate`), whatever its query string.
       const declared = req.headers.get('content-length');
       const length = declared === null ? ENTRY_BUNDLE_CHARS : Number(declared);
       const bundle = c.interaction === 'transaction' && length <= ENTRY_BUNDLE_CHARS && bundleChars + 2 * length <= MAX_BUNDLE_CHARS_QUEUED;
       if (bundle) bundleChars += 2 * length;
-      const form = (c.isQuery && req.method === 'POST') || bundle ? req.clone().text() : undefined;
+      const form = (c.isQuery && req.method === 'POST' && c.interaction !== 'operation') || bundle ? req.clone().text() : undefined;
       form?.catch(() => undefined);
       const token = tokenNow(req.headers.get('authorization'));
       const address = requestIp(req, server, d.trustProxy);

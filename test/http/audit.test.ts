@@ -118,6 +118,22 @@ for (const target of targets) {
       }
     });
 
+    test('a POSTed operation with a query string is audited with its query, not its body (the resources it was sent)', async () => {
+      const { t, api } = await open(target, 'on');
+      try {
+        const patient = { resourceType: 'Patient', name: [{ family: 'Convertedname' }] };
+        expect((await api.post('$convert?_format=json', patient)).status).toBe(200);
+        expect((await api.post('Patient/$validate?_pretty=true', patient)).status).toBe(200);
+        const ops = (await events(t, api)).filter((e) => subtypeOf(e) === 'operation');
+        expect(ops.map((e) => [e.outcomeDesc, queryOf(e)])).toEqual([
+          ['$convert', 'POST /tenants/t1/fhir/R4/$convert?_format=json'],
+          ['$validate', 'POST /tenants/t1/fhir/R4/Patient/$validate?_pretty=true'],
+        ]);
+      } finally {
+        await t.close();
+      }
+    });
+
     test('a refused request is audited with a failure outcome', async () => {
       const { t, api } = await open(target, 'on');
       try {

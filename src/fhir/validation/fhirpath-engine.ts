@@ -1096,6 +1096,38 @@ function chargeText(env: Env, length: number): void {
   if (env.budget !== undefined && length > CHARACTERS_PER_VALUE) charge(env, Math.ceil(length / CHARACTERS_PER_VALUE));
 }
 
+/**
+ * Charges comparing `colls`' items (`=`, `~`, `<`, `in`) by their size: two large strings of one length are compared
+ * character by character (`~` normalises both first), and two elements (or resources) member by member.
+ */
+function chargeCompared(env: Env, ...colls: Coll[]): void {
+  if (env.budget === undefined) return;
+  let size = 0;
+  for (const items of colls) for (const item of items) size += sizeOf(valueOf(item));
+  chargeText(env, size);
+}
+
+/** `items`, charged (chargeCompared) as the items a function keys or compares one with another (`|`, union(), distinct()). */
+function compared(env: Env, items: Coll): Coll {
+  if (items.length > 1) chargeCompared(env, items);
+  return items;
+}
+
+/** The sizes of the elements an evaluation compared, kept for the next comparison of the same ones. */
+const SIZES = new WeakMap<object, number>();
+
+/** About the characters of `v` as JSON: its strings' lengths and one per other value (an object's measured once). */
+function sizeOf(v: unknown): number {
+  if (typeof v === 'string') return v.length;
+  if (v === null || typeof v !== 'object') return 1;
+  const known = SIZES.get(v);
+  if (known !== undefined) return known;
+  let size = 1;
+  for (const x of Array.isArray(v) ? v : Object.values(v)) size += sizeOf(x);
+  SIZES.set(v, size);
+  return size;
+}
+
 /** `target.name` (or `name` on `$this`); a capitalised name first on `$this` is a type name (`Patient.name`). */
 function navigation(target: Expr | undefined, name: string, scope: Scope): Expr {
   if (target === undefined && /^[A-Z]/.test(name)) {
@@ -1218,14 +1250,22 @@ function binary(op: string, left: Expr, right: Expr, at: number, scope: Scope): 
       const fast = stringEquality(left, right, negate) ?? stringEquality(right, left, negate);
       if (fast !== undefined) return fast;
       return boolExpr((env) => {
-        const r = equalColls(left.coll(env), left.type, right.coll(env), right.type);
+        const a = left.coll(env);
+        const b = right.coll(env);
+        chargeCompared(env, a, b);
+        const r = equalColls(a, left.type, b, right.type);
         return r === undefined ? undefined : r !== negate;
       });
     }
     case '~':
     case '!~': {
       const negate = op === '!~';
-      return boolExpr((env) => equivalentColls(left.coll(env), left.type, right.coll(env), right.type) !== negate);
+      return boolExpr((env) => {
+        const a = left.coll(env);
+        const b = right.coll(env);
+        chargeCompared(env, a, b);
+        return equivalentColls(a, left.type, b, right.type) !== negate;
+      });
     }
     case '<': case '<=': case '>': case '>=': {
       const test = op === '<' ? (c: number) => c < 0 : op === '<=' ? (c: number) => c <= 0 : op === '>' ? (c: number) => c > 0 : (c: number) => c >= 0;
@@ -1233,13 +1273,14 @@ function binary(op: string, left: Expr, right: Expr, at: number, scope: Scope): 
         const a = left.coll(env);
         const b = right.coll(env);
         if (a.length === 0 || b.length === 0) return undefined;
+        chargeCompared(env, a, b);
         const c = compareItems(single(a), left.type, single(b), right.type);
         return c === undefined ? undefined : test(c);
       });
     }
     case '|': {
       const type = joinTypes(left, right);
-      return folded([left, right], () => collExpr(type, (env) => distinctItems(combineColls(left, right, env), type)));
+      return folded([left, right], () => collExpr(type, (env) => distinctItems(compared(env, combineColls(left, right, env)), type)));
     }
     case 'in':
     case 'contains': {
@@ -1249,7 +1290,9 @@ function binary(op: string, left: Expr, right: Expr, at: number, scope: Scope): 
         const x = item.coll(env);
         if (x.length === 0) return undefined;
         const v = single(x);
+        chargeCompared(env, x);
         if (set !== undefined && categoryOf(v, item.type) === 'string') return set.has(valueOf(v) as string);
+        // The collection is looked up by its members' keys, made once for it (containsItem), not compared item by item.
         return containsItem(items.coll(env), items.type, v, item.type);
       });
     }
@@ -1565,16 +1608,16 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     const n = build(args[0]!, scope);
     return collExpr(input.type, (env) => input.coll(env).slice(0, Math.max(0, singleInteger(n.coll(env)) ?? 0)));
   }],
-  ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(input.coll(env), input.type)))],
+  ['distinct', (input, args, scope, c) => (arity(c, scope, 0, 0), collExpr(input.type, (env) => distinctItems(compared(env, input.coll(env)), input.type)))],
   ['isDistinct', (input, args, scope, c) => (arity(c, scope, 0, 0), boolExpr((env) => {
-    const items = input.coll(env);
+    const items = compared(env, input.coll(env));
     return distinctItems(items, input.type).length === items.length;
   }))],
   ['union', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
     const other = build(args[0]!, scope);
     const type = joinTypes(input, other);
-    return folded([input, other], () => collExpr(type, (env) => distinctItems(combineColls(input, other, env), type)));
+    return folded([input, other], () => collExpr(type, (env) => distinctItems(compared(env, combineColls(input, other, env)), type)));
   }],
   ['combine', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
@@ -1585,16 +1628,16 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     arity(c, scope, 1, 1);
     const other = build(args[0]!, scope);
     return collExpr(input.type, (env) => {
-      const items = input.coll(env);
+      const items = compared(env, input.coll(env));
       if (items.length === 0) return EMPTY;
-      return distinctItems(filterMembers(items, input.type, other.coll(env), other.type, true), input.type);
+      return distinctItems(filterMembers(items, input.type, compared(env, other.coll(env)), other.type, true), input.type);
     });
   }],
   ['exclude', (input, args, scope, c) => {
     arity(c, scope, 1, 1);
     const other = build(args[0]!, scope);
     return collExpr(input.type, (env) => {
-      return filterMembers(input.coll(env), input.type, other.coll(env), other.type, false);
+      return filterMembers(compared(env, input.coll(env)), input.type, compared(env, other.coll(env)), other.type, false);
     });
   }],
   ...(['subsetOf', 'supersetOf'] as const).map((name): [string, FunctionCompiler] => [name, (input, args, scope, c) => {
@@ -1602,8 +1645,8 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     const other = build(args[0]!, scope);
     const [small, big] = name === 'subsetOf' ? [input, other] : [other, input];
     return boolExpr((env) => {
-      const items = small.coll(env);
-      return filterMembers(items, small.type, big.coll(env), big.type, true).length === items.length;
+      const items = compared(env, small.coll(env));
+      return filterMembers(items, small.type, compared(env, big.coll(env)), big.type, true).length === items.length;
     });
   }]),
   ['iif', (input, args, scope, c) => {

@@ -565,6 +565,21 @@ describe('a SubscriptionTopic fhirPathCriteria under its budget', () => {
     expect(run("%current.name.repeat(family).count() = 1")).toBe(true);
   });
 
+  test('=, ~, <, | and union() are charged the size of what they compare: comparing two large values again and again stops at the budget', () => {
+    const version = () => ({ resourceType: 'Patient', id: 'p', text: { status: 'generated', div: `<div xmlns="http://www.w3.org/1999/xhtml">${'a'.repeat(100_000)}</div>` }, name: Array.from({ length: 50 }, (_, i) => ({ family: `f${i}` })) });
+    const versions = { previous: version(), current: version() };
+    const evaluate = (expression: string) => compileTopicCriteria(expression, { elementType })('Patient', versions, { left: 10_000, limit: 10_000 });
+    for (const op of ['=', '~', '>=']) {
+      expect(() => evaluate(`%current.name.where(%current.text.div ${op} %previous.text.div).count() > 0`)).toThrow(FhirPathTooCostly);
+    }
+    // Elements and resources are compared member by member, and keyed whole by `|`, union() and distinct().
+    expect(() => evaluate('%current.name.where(%current = %previous).count() > 0')).toThrow(FhirPathTooCostly);
+    expect(() => evaluate('%current.name.where((%current.text | %previous.text).count() = 1).count() > 0')).toThrow(FhirPathTooCostly);
+    expect(() => evaluate('%current.name.where(%current.text.union(%previous.text).count() = 1).count() > 0')).toThrow(FhirPathTooCostly);
+    expect(evaluate('%current.text.div = %previous.text.div')).toBe(true);
+    expect(evaluate('(%current.text | %previous.text).count() = 1')).toBe(true);
+  });
+
   test('replace() is charged the string it would make before it makes it', () => {
     expect(() => run("%current.name.family.replace('a', '" + 'b'.repeat(1_000) + "').length() > 0")).toThrow(FhirPathTooCostly);
     expect(run("%current.name.family.replace('a', 'bb').length() = 2000")).toBe(true);

@@ -1732,6 +1732,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     const v = valueOf(single(input.coll(env)));
     if (typeof v === 'number') return Number.isInteger(v) ? [v] : EMPTY;
     if (typeof v === 'boolean') return [v ? 1 : 0];
+    if (typeof v === 'string') chargeText(env, v.length);
     if (typeof v === 'string' && /^[+-]?\d+$/.test(v)) return [Number(v)];
     return EMPTY;
   }))],
@@ -1739,6 +1740,7 @@ const FUNCTIONS = new Map<string, FunctionCompiler>([
     const v = valueOf(single(input.coll(env)));
     if (typeof v === 'number') return [v];
     if (typeof v === 'boolean') return [v ? 1 : 0];
+    if (typeof v === 'string') chargeText(env, v.length);
     if (typeof v === 'string' && /^[+-]?\d+(\.\d+)?$/.test(v)) return [Number(v)];
     return EMPTY;
   }))],

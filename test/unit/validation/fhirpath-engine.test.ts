@@ -580,6 +580,15 @@ describe('a SubscriptionTopic fhirPathCriteria under its budget', () => {
     expect(evaluate('(%current.text | %previous.text).count() = 1')).toBe(true);
   });
 
+  test('toInteger() and toDecimal() are charged the string they read', () => {
+    const digits = { resourceType: 'Patient', id: 'p', extension: [{ url: 'http://example.org/x', valueString: `${'1'.repeat(100_000)}x` }], name: Array.from({ length: 50 }, (_, i) => ({ family: `f${i}` })) };
+    const evaluate = (expression: string) => compileTopicCriteria(expression, { elementType })('Patient', { previous: undefined, current: digits }, { left: 10_000, limit: 10_000 });
+    for (const f of ['toInteger', 'toDecimal']) {
+      expect(() => evaluate(`%current.name.select(%current.extension.value.${f}()).empty()`)).toThrow(FhirPathTooCostly);
+      expect(evaluate(`%current.extension.value.${f}().empty()`)).toBe(true);
+    }
+  });
+
   test('replace() is charged the string it would make before it makes it', () => {
     expect(() => run("%current.name.family.replace('a', '" + 'b'.repeat(1_000) + "').length() > 0")).toThrow(FhirPathTooCostly);
     expect(run("%current.name.family.replace('a', 'bb').length() = 2000")).toBe(true);

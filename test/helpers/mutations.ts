@@ -4,6 +4,7 @@
  * elements and to primitives, and choice elements changed to another type.
  */
 import { typeModel } from '../../src/fhir/validation/model.ts';
+import { prune } from '../../src/fhir/patch/fhirpath-patch.ts';
 
 type Json = Record<string, unknown>;
 
@@ -61,20 +62,6 @@ const EXT = 'http://example.org/fhir/StructureDefinition/diff-test';
 
 export type MutationKind = 'primitive' | 'remove-item' | 'duplicate-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'choice';
 export const MUTATIONS: readonly MutationKind[] = ['primitive', 'remove-item', 'duplicate-item', 'remove-element', 'add-extension', 'primitive-extension', 'choice'];
-
-/** Removes the empty objects and lists a removal leaves (FHIR JSON has none); true when `node` is left empty. */
-function prune(node: unknown): boolean {
-  if (Array.isArray(node)) {
-    for (let i = node.length - 1; i >= 0; i--) if (isObject(node[i]) && prune(node[i])) node.splice(i, 1);
-    return node.length === 0;
-  }
-  if (!isObject(node)) return false;
-  for (const key of Object.keys(node)) {
-    const v = node[key];
-    if ((Array.isArray(v) || isObject(v)) && prune(v)) delete node[key];
-  }
-  return Object.keys(node).length === 0;
-}
 
 /**
  * Applies mutation `kind` at a random spot of `r` (changed in place, left without empty elements);

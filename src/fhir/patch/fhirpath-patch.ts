@@ -270,8 +270,11 @@ function move(op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: J
   if (Array.isArray(ext)) ext.splice(op.destination, 0, ...ext.splice(op.source, 1));
 }
 
-/** Removes the empty objects and lists a deletion leaves (FHIR JSON has none): `contact[0].name` once its only `text` is gone. */
-function prune(node: unknown): boolean {
+/**
+ * Removes the empty objects and lists a deletion leaves (FHIR JSON has none): `contact[0].name` once its only
+ * `text` is gone; true when `node` is left empty.
+ */
+export function prune(node: unknown): boolean {
   if (Array.isArray(node)) {
     for (let i = node.length - 1; i >= 0; i--) if (isObject(node[i]) && prune(node[i])) node.splice(i, 1);
     return node.length === 0;

@@ -5,20 +5,9 @@
  */
 import { typeModel } from '../../src/fhir/validation/model.ts';
 import { prune } from '../../src/fhir/patch/fhirpath-patch.ts';
+export { prng } from './prng.ts';
 
 type Json = Record<string, unknown>;
-
-/** A small seeded PRNG (mulberry32), so that a failing pair can be replayed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Spot {
   holder: Json;

@@ -12,6 +12,7 @@ import type { TestApp } from '../helpers/app.ts';
 import { expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
+import { prng } from '../helpers/prng.ts';
 
 const DATA = [...generatePatients({ patients: 8, seed: 'filter' })] as Json[];
 const CLIN = 'http://terminology.hl7.org/CodeSystem/condition-clinical';
@@ -34,16 +35,6 @@ const LONG: Json[] = [
   // With no encounter, and no subject: a chain through either reaches nothing.
   { resourceType: 'Observation', id: 'f-alone', status: 'final', code: { text: 'note' } },
 ];
-
-/** A small seeded generator (mulberry32), so a failing expression is the same on every run. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A filter test and the plain search query meaning the same. */
 type Atom = [filter: string, plain: string];
@@ -120,7 +111,7 @@ for (const target of targets) {
     });
 
     test('random and / or / not expressions equal the set algebra of the plain searches', async () => {
-      const next = random(20261126);
+      const next = prng(20261126);
       for (const [type, atoms] of Object.entries(ATOMS)) {
         const all = new Set(await found(type));
         const answers = new Map<string, Set<string>>();

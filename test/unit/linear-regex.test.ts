@@ -6,18 +6,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { linearRegex } from '../../src/linear-regex.ts';
-
-/** A small deterministic generator (mulberry32), so a failure names a reproducible seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '../helpers/prng.ts';
 
 const ATOMS = ['a', 'b', 'x', '.', '[ab]', '[^a]', '[a-c]', '\\d', '\\w', '\\s', '\\W', '\\.', '[\\d\\s]', '[^\\w]', '\\u0061', '\\x62', '[-a]', '[a-]', '😀', '[😀a]', '\\u{1F600}'];
 const QUANTIFIERS = ['', '', '', '*', '+', '?', '{2}', '{1,3}', '{0,2}', '{2,}', '*?', '+?', '??', '{1,2}?'];
@@ -53,7 +42,7 @@ function input(next: () => number): string {
 describe('linear regular expressions', () => {
   for (const flags of ['', 's', 'u', 'us']) {
     test(`answer as RegExp.prototype.test does, on generated patterns and inputs (flags '${flags}')`, () => {
-      const next = random(0x5eed + flags.length * 7 + (flags.includes('u') ? 1 : 0));
+      const next = prng(0x5eed + flags.length * 7 + (flags.includes('u') ? 1 : 0));
       let compared = 0;
       for (let p = 0; p < 1500; p++) {
         const source = pattern(next, 2, flags.includes('u'));

@@ -91,6 +91,27 @@ await eachStore((kind, fresh) => {
         const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'insert', path: 'Patient.name', index: 0, value: { valueHumanName: { family: 'X' } }, previousValue: 'x' })), 400);
         expect(issue.expression).toEqual(['Parameters.parameter[0]']);
       });
+
+      test('add of a value to a primitive that had only extensions keeps them, and appends those of the part\'s _value[x]', async () => {
+        const absent = { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: 'unknown' }] };
+        const id = await patient({ _birthDate: { id: 'b0', ...absent } });
+        let res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '1974-12-25', _valueDate: birthTime('1974-12-25T14:35:45-05:00') } }));
+        expect(res.status).toBe(200);
+        let now = await read(id);
+        expect([now.birthDate, now._birthDate]).toEqual(['1974-12-25', { id: 'b0', extension: [...absent.extension, ...birthTime('1974-12-25T14:35:45-05:00').extension] }]);
+        // Without _value[x], the extensions stay as they were.
+        await api.put200({ ...now, birthDate: undefined, _birthDate: absent });
+        res = await pathPatch(`Patient/${id}`, fhirPatch({ type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '1974-12-26' } }));
+        expect(res.status).toBe(200);
+        now = await read(id);
+        expect([now.birthDate, now._birthDate]).toEqual(['1974-12-26', absent]);
+        // Another id cannot be added beside the one it has: that is a replace.
+        await api.put200({ ...now, birthDate: undefined, _birthDate: { id: 'b0', ...absent } });
+        const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '1974-12-26', _valueDate: { id: 'b1' } } })), 400);
+        expect(issue.expression).toEqual(['Parameters.parameter[0]']);
+        // Onto a primitive that has a value, add is still refused.
+        await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'add', path: 'Patient', name: 'active', value: { valueBoolean: false, _valueBoolean: { id: 'a1' } } })), 400);
+      });
     });
 
     describe('JSON Patch', () => {

@@ -196,8 +196,23 @@ function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Jso
   } else {
     holder[key] = json;
     setLiteral(holder, key, literal);
-    if (ext !== undefined) putExt(holder, key, undefined, ext);
+    if (ext !== undefined) putExt(holder, key, undefined, joined(holder['_' + key], ext, `${op.path.expression}.${op.name}`));
   }
+}
+
+/**
+ * The id and extensions of a primitive that had extensions and no value (`_birthDate` alone) once an
+ * `add` gives it its value with `ext` (the part's `_value[x]`): the element is there already in FHIRPath's
+ * model, and `add` puts content into it ("appended", fhirpatch.html), so its extensions stay and the
+ * part's follow them. Two different ids cannot both be kept: changing one is a `replace`.
+ */
+function joined(existing: unknown, ext: unknown, where: string): unknown {
+  if (!isObject(existing) || !isObject(ext)) return ext;
+  if (existing.id !== undefined && ext.id !== undefined && existing.id !== ext.id) {
+    throw new Failure(`${where} already has id ${JSON.stringify(existing.id)}, which an add cannot change to ${JSON.stringify(ext.id)}; use replace`);
+  }
+  const extension = [...(Array.isArray(existing.extension) ? existing.extension : []), ...(Array.isArray(ext.extension) ? ext.extension : [])];
+  return { ...existing, ...ext, ...(extension.length > 0 && { extension }) };
 }
 
 function valueMemberSuffix(part: Json): string | undefined {

@@ -1,7 +1,8 @@
 /**
  * Seeded mutations of FHIR resources (the R4 examples) for differential tests of `$diff`: changed
  * primitives, list items added, removed and duplicated, elements removed, extensions added to
- * elements and to primitives, and choice elements changed to another type.
+ * elements and to primitives, primitives left with extensions and no value, and choice elements changed
+ * to another type.
  */
 import { typeModel } from '../../src/fhir/validation/model.ts';
 import { prune } from '../../src/fhir/patch/fhirpath-patch.ts';
@@ -49,8 +50,8 @@ function setAt(s: Spot, value: unknown): void {
 
 const EXT = 'http://example.org/fhir/StructureDefinition/diff-test';
 
-export type MutationKind = 'primitive' | 'remove-item' | 'duplicate-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'choice';
-export const MUTATIONS: readonly MutationKind[] = ['primitive', 'remove-item', 'duplicate-item', 'remove-element', 'add-extension', 'primitive-extension', 'choice'];
+export type MutationKind = 'primitive' | 'remove-item' | 'duplicate-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'bare-primitive' | 'choice';
+export const MUTATIONS: readonly MutationKind[] = ['primitive', 'remove-item', 'duplicate-item', 'remove-element', 'add-extension', 'primitive-extension', 'bare-primitive', 'choice'];
 
 /**
  * Applies mutation `kind` at a random spot of `r` (changed in place, left without empty elements);
@@ -119,6 +120,14 @@ function mutateAt(r: Json, kind: MutationKind, random: () => number): boolean {
         const list = (s.holder['_' + s.key] ??= (s.holder[s.key] as unknown[]).map(() => null)) as unknown[];
         list[s.index] = ext;
       }
+      return true;
+    }
+    case 'bare-primitive': {
+      // A single primitive loses its value and keeps (or is given) extensions alone: `_birthDate` without `birthDate`.
+      const s = pick(all.filter((x) => x.index === undefined && (typeof valueAt(x) === 'string' || typeof valueAt(x) === 'boolean') && x.key !== 'url' && x.key !== 'id'));
+      if (!s) return false;
+      delete s.holder[s.key];
+      s.holder['_' + s.key] ??= { extension: [{ url: EXT, valueCode: 'bare' }] };
       return true;
     }
     case 'choice': {

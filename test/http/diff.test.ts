@@ -140,6 +140,44 @@ await eachStore((kind, fresh) => {
       expect(body).toEqual(v2);
     });
 
+    test('a primitive with extensions and no value on the resource (_birthDate, _active alone): added, removed and changed, both ways, applied by PATCH', async () => {
+      const absent = (code: string) => ({ extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/data-absent-reason', valueCode: code }] });
+      const versions: Json[] = [
+        { gender: 'male' },
+        { gender: 'male', _birthDate: absent('unknown'), _active: absent('unknown') },
+        { gender: 'male', _birthDate: absent('asked-declined'), active: true, _active: absent('unknown') },
+        { gender: 'male', birthDate: '1970-01-01', _active: absent('masked') },
+        { gender: 'male', _birthDate: absent('unknown'), active: false },
+      ];
+      let n = 0;
+      for (const [i, from] of versions.entries()) {
+        for (const to of versions.slice(i + 1)) {
+          for (const [a, b] of [[from, to], [to, from]]) {
+            const id = `bare${++n}`;
+            const [va, vb] = [{ resourceType: 'Patient', id, ...a }, { resourceType: 'Patient', id, ...b }];
+            await api.put200(va);
+            await api.put200(vb);
+            const d = await diff(`Patient/${id}/$diff`);
+            await api.put200(va);
+            const patched = await api.call('PATCH', `Patient/${id}`, d);
+            const body = (await patched.json()) as Json;
+            delete body.meta;
+            expect({ status: patched.status, body, d }).toEqual({ status: 200, body: vb, d });
+          }
+        }
+      }
+      // The operations: an add of the _value[x] alone, a replace by it, an add of the value that keeps the extensions.
+      await api.put200({ resourceType: 'Patient', id: 'bare', gender: 'male' });
+      await api.put200({ resourceType: 'Patient', id: 'bare', gender: 'male', _birthDate: absent('unknown') });
+      await api.put200({ resourceType: 'Patient', id: 'bare', gender: 'male', birthDate: '1970-01-01', _birthDate: absent('unknown') });
+      await api.put200({ resourceType: 'Patient', id: 'bare', gender: 'male', _birthDate: absent('masked') });
+      expect((await diff('Patient/bare/$diff?fromVersion=1')).parameter).toEqual([{ name: 'operation', part: [
+        { name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'birthDate' }, { name: 'value', _valueDate: absent('masked') },
+      ] }]);
+      expect(ops(await diff('Patient/bare/$diff?fromVersion=2'))).toEqual([{ type: 'replace', path: 'Patient.birthDate', value: absent('masked') }]);
+      expect(ops(await diff('$diff?from=Patient/bare/_history/2&to=Patient/bare/_history/3'))).toEqual([{ type: 'add', path: 'Patient', name: 'birthDate', value: '1970-01-01' }]);
+    });
+
     test('access as a vread: the type read scope, the patient compartment, both resources', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'male' });
       await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'female' });

@@ -8,8 +8,10 @@
  * single element only `to` has is an `add`, one only `from` has a `delete`. Within an element, changes
  * come first, then additions, then deletions, so that no element is left empty (and pruned) between
  * two operations. A primitive's id and extensions (JSON's `_name`) travel in the part's `_value[x]`.
- * What a path cannot reach (a primitive with extensions but no value, in FHIRPath a list position
- * that JSON's nulls shift) is replaced whole with the nearest element holding it.
+ * A single primitive with extensions and no value (`_birthDate` alone) is an element a path reaches, as in
+ * FHIRPath's model: added, replaced and deleted by its `_value[x]` alone. What a path cannot reach (such a
+ * primitive in a list, JSON's `null`, which paths do not index, so later positions would shift) is
+ * replaced whole with the nearest element holding it.
  */
 import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral } from '../exact-json.ts';
@@ -118,7 +120,7 @@ function nestedParts(type: string, value: Json): Part[] {
 }
 
 /** A nested part's value: as valueFields, or a primitive with extensions and no value as its `_value[x]` alone. */
-function nestedValue(type: string, key: string, value: unknown, ext: unknown, literal: string | undefined): Part {
+function nestedValue(type: string | undefined, key: string, value: unknown, ext: unknown, literal: string | undefined): Part {
   if ((value !== null && value !== undefined) || !isObject(ext)) return valueFields(type, key, value, ext, literal);
   const slot = slotOf(type, key);
   if (slot === undefined) throw new Unreachable();
@@ -205,7 +207,7 @@ function compareObject(ops: Ops, path: string, type: string | undefined, a: Json
     const at = `${path}.${name}`;
     if (ak === undefined) add(ops, path, at, type, name, b, bk!);
     else if (bk === undefined) removeAll(ops, at, type, a, ak);
-    else compareElement(ops, at, type, a, ak, b, bk);
+    else compareElement(ops, path, name, type, a, ak, b, bk);
   }
 }
 
@@ -217,27 +219,30 @@ function add(ops: Ops, path: string, at: string, type: string | undefined, name:
       ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }]));
     });
   } else {
-    ops.addition(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, key, v, ext, literalOf(b, key)) }]));
+    // A primitive with extensions and no value is added as its `_value[x]` alone.
+    ops.addition(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...nestedValue(type, key, v, ext, literalOf(b, key)) }]));
   }
 }
 
 function removeAll(ops: Ops, at: string, type: string | undefined, a: Json, key: string): void {
   const v = a[key];
-  if (v === undefined) throw new Unreachable();
+  if (v === null) throw new Unreachable();
   if (Array.isArray(v)) {
     if (v.includes(null)) throw new Unreachable();
     for (let i = v.length - 1; i >= 0; i--) ops.deletion(remove(`${at}[${i}]`, type, key, v[i]));
   } else ops.deletion(remove(at, type, key, v));
 }
 
-function compareElement(ops: Ops, at: string, type: string | undefined, a: Json, ak: string, b: Json, bk: string): void {
+function compareElement(ops: Ops, path: string, name: string, type: string | undefined, a: Json, ak: string, b: Json, bk: string): void {
+  const at = `${path}.${name}`;
   const av = a[ak];
   const bv = b[bk];
   const ae = a['_' + ak];
   const be = b['_' + bk];
   if (av === undefined || bv === undefined || av === null || bv === null) {
-    if (same(av, bv) && same(ae, be)) return;
-    throw new Unreachable();
+    if (ak === bk && same(av, bv) && same(ae, be)) return;
+    if (av === null || bv === null) throw new Unreachable();
+    return compareBare(ops, path, name, type, ak, ae, b, bk, bv, be);
   }
   if (Array.isArray(av) || Array.isArray(bv)) {
     if (!Array.isArray(av) || !Array.isArray(bv)) throw new Unreachable();
@@ -248,6 +253,22 @@ function compareElement(ops: Ops, at: string, type: string | undefined, a: Json,
     return;
   }
   compareValue(ops, at, type, ak, a, ak, av, ae, b, bv, be);
+}
+
+/**
+ * A single primitive that has extensions and no value on one side at least (`_birthDate` alone), which a
+ * path reaches as FHIRPath's model has it: given a value and keeping its extensions, an `add` of the value
+ * (which keeps them); otherwise a `replace` of the element whole, by its `_value[x]` alone when the
+ * to-version has no value.
+ */
+function compareBare(ops: Ops, path: string, name: string, type: string | undefined, ak: string, ae: unknown, b: Json, bk: string, bv: unknown, be: unknown): void {
+  if (bv !== undefined && ak === bk && same(ae, be) && !Array.isArray(bv)) {
+    ops.change(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, bk, bv, undefined, literalOf(b, bk)) }]));
+    return;
+  }
+  if (Array.isArray(bv)) throw new Unreachable();
+  const value = nestedValue(type, bk, bv, be, literalOf(b, bk));
+  ops.change(operation([code('type', 'replace'), str('path', `${path}.${name}`), { name: 'value', ...value }]));
 }
 
 function compareList(ops: Ops, at: string, type: string | undefined, key: string, av: unknown[], ae: unknown[], bv: unknown[], be: unknown[]): void {
@@ -288,8 +309,8 @@ function compareValue(
 
 /**
  * The FHIRPath Patch Parameters that turns `from` into `to` (two resources of one type); `meta` is
- * compared only with `includeMeta`. A change that no operation can make is a 422 (a resource-level
- * primitive that holds extensions and no value, as a FHIRPath Patch cannot address it).
+ * compared only with `includeMeta`. A change that no operation can make is a 422 (in a list of primitives
+ * directly on the resource, an item that holds extensions and no value, which no path indexes).
  */
 export function diffResources(from: Json, to: Json, options: DiffOptions = {}): Json {
   const type = typeof to.resourceType === 'string' ? to.resourceType : undefined;
@@ -298,7 +319,7 @@ export function diffResources(from: Json, to: Json, options: DiffOptions = {}): 
     compareObject(ops, type ?? 'Resource', type, from, to, new Set(options.includeMeta ? [] : ['meta']));
   } catch (err) {
     if (!(err instanceof Unreachable)) throw err;
-    throw new FhirError('unprocessable', `The difference between these versions holds a change to an element of ${type} that a FHIRPath Patch cannot address (a primitive with extensions and no value, directly on the resource)`);
+    throw new FhirError('unprocessable', `The difference between these versions holds a change to an element of ${type} that a FHIRPath Patch cannot address (in a list of primitives directly on the resource, an item with extensions and no value)`);
   }
   const parameter = ops.all();
   return parameter.length === 0 ? { resourceType: 'Parameters' } : { resourceType: 'Parameters', parameter };

@@ -118,10 +118,15 @@ function one(items: Located[], op: FhirPathPatchOperation, what: string): Locate
   return items[0]!;
 }
 
-function valueFor(op: { value: Json }, type: string | undefined) {
+/**
+ * The value of an operation's `value` part. One with only `_value[x]` (a primitive's id or extensions and no
+ * value) is taken where it `bare`ly may be: a single element (`add`, `replace`), not a list item, since FHIR
+ * JSON writes that item as `null`, which paths do not index, so later positions would shift.
+ */
+function valueFor(op: { value: Json }, type: string | undefined, bare = false) {
   try {
     const value = partValue(op.value, type);
-    if (value.json === null) throw new PatchValueError('has only _value[x]: a value without a value goes inside an element given by nested parts');
+    if (value.json === null && !bare) throw new PatchValueError('has only _value[x]: a list item without a value goes inside an element given by nested parts');
     return value;
   } catch (err) {
     if (err instanceof PatchValueError) throw new Failure(`the value ${err.message}`);
@@ -186,15 +191,16 @@ function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Jso
   const probe = valueMemberSuffix(op.value);
   const key = nameFor(target.type, op.name, probe);
   const childType = elementTypeOf(target.type, key);
-  const { json, literal, ext } = valueFor(op, childType);
-  if (repeats(target.type, key, holder[key])) {
+  const several = repeats(target.type, key, holder[key]);
+  const { json, literal, ext } = valueFor(op, childType, !several);
+  if (several) {
     const items = (holder[key] ??= []) as unknown[];
     spliceExact(items, items.length, 0, [json], [literal]);
     if (ext !== undefined || Array.isArray(holder['_' + key])) putExt(holder, key, items.length - 1, ext);
   } else if (holder[key] !== undefined) {
     throw new Failure(`${op.path.expression}.${op.name} already has a value and does not repeat; use replace`);
   } else {
-    holder[key] = json;
+    if (json !== null) holder[key] = json;
     setLiteral(holder, key, literal);
     if (ext !== undefined) putExt(holder, key, undefined, joined(holder['_' + key], ext, `${op.path.expression}.${op.name}`));
   }
@@ -242,28 +248,26 @@ function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resou
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
-  const { json, suffix, literal, ext } = valueFor(op, target.type);
+  const { json, suffix, literal, ext } = valueFor(op, target.type, index === undefined);
   // A choice element takes the name of the new value's type (valueString -> valueQuantity).
   const base = choiceBase(key, target.type);
   const newKey = base !== undefined && suffix !== undefined ? base + suffix : key;
   // The element is replaced whole: a primitive keeps no id or extension of the value it replaces,
-  // and takes those the part's `_value[x]` gives.
+  // and takes those the part's `_value[x]` gives (all it has, when the part has no value).
   if (index !== undefined) {
     (parent[key] as unknown[])[index] = json;
     setLiteral(parent[key] as unknown[], index, literal);
     putExt(parent, key, index, ext);
-  } else if (newKey !== key) {
-    delete parent[key];
-    delete parent['_' + key];
-    setLiteral(parent, key, undefined);
-    parent[newKey] = json;
-    setLiteral(parent, newKey, literal);
-    putExt(parent, newKey, undefined, ext);
-  } else {
-    parent[key] = json;
-    setLiteral(parent, key, literal);
-    putExt(parent, key, undefined, ext);
+    return;
   }
+  if (newKey !== key || json === null) {
+    delete parent[key];
+    setLiteral(parent, key, undefined);
+  }
+  if (newKey !== key) delete parent['_' + key];
+  if (json !== null) parent[newKey] = json;
+  setLiteral(parent, newKey, literal);
+  putExt(parent, newKey, undefined, ext);
 }
 
 /** For a JSON name that is a choice element's (`valueQuantity` of type Quantity), the element's name (`value`). */

@@ -14,6 +14,7 @@ export type Json = Record<string, unknown>;
 
 /** One selected element and where it sits. */
 export interface Located {
+  /** null for a primitive that has an id or extensions and no value (FHIR JSON's `_name` alone). */
   value: unknown;
   /** Its FHIR type (`HumanName`, `Patient.contact`, `date`); undefined when unknown. */
   type: string | undefined;
@@ -75,7 +76,11 @@ export function children(items: readonly Located[], name: string): Located[] {
     if (!isObject(parent)) continue;
     for (const key of jsonNames(item.type, name, parent)) {
       const v = parent[key];
-      if (v === undefined || v === null) continue;
+      if (v === undefined || v === null) {
+        // A primitive with an id or extensions and no value (`_birthDate` alone) is an element in FHIRPath's model.
+        if (isObject(parent['_' + key])) out.push({ value: null, type: childType(item.type, key, undefined), parent, key });
+        continue;
+      }
       if (Array.isArray(v)) {
         v.forEach((x, index) => {
           if (x !== null) out.push({ value: x, type: childType(item.type, key, x), parent, key, index });
@@ -152,6 +157,8 @@ function compileCall(ast: Extract<Ast, { kind: 'call' }>, expression: string): S
         // One memo and one budget for the criterion's evaluations on every item.
         const ctx = { resource: root.value, rootResource: root.value, memo: new Map<object, unknown>(), budget: { left: MAX_WHERE_VISITS, limit: MAX_WHERE_VISITS } };
         return items.filter((item, i) => {
+          // A primitive without a value (its extensions alone) has no value for a criterion to test.
+          if (item.value === null) return false;
           try {
             return criterion(item.value, item.type, i, ctx) === true;
           } catch (err) {

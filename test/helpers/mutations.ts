@@ -1,6 +1,6 @@
 /**
  * Seeded mutations of FHIR resources (the R4 examples) for differential tests of `$diff`: changed
- * primitives, list items added, removed and duplicated, elements removed, extensions added to
+ * primitives, list items added, removed, duplicated, inserted and moved, elements removed, extensions added to
  * elements and to primitives, primitives left with extensions and no value, and choice elements changed
  * to another type.
  */
@@ -50,8 +50,13 @@ function setAt(s: Spot, value: unknown): void {
 
 const EXT = 'http://example.org/fhir/StructureDefinition/diff-test';
 
-export type MutationKind = 'primitive' | 'remove-item' | 'duplicate-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'bare-primitive' | 'choice';
-export const MUTATIONS: readonly MutationKind[] = ['primitive', 'remove-item', 'duplicate-item', 'remove-element', 'add-extension', 'primitive-extension', 'bare-primitive', 'choice'];
+export type MutationKind =
+  | 'primitive' | 'remove-item' | 'duplicate-item' | 'insert-item' | 'move-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'bare-primitive' | 'choice';
+export const MUTATIONS: readonly MutationKind[] = [
+  'primitive', 'remove-item', 'duplicate-item', 'insert-item', 'move-item', 'remove-element', 'add-extension', 'primitive-extension', 'bare-primitive', 'choice',
+];
+/** The mutations that insert, delete or move one list item, each of which a diff writes as one operation. */
+export const LIST_MUTATIONS: readonly MutationKind[] = ['remove-item', 'duplicate-item', 'insert-item', 'move-item'];
 
 /**
  * Applies mutation `kind` at a random spot of `r` (changed in place, left without empty elements);
@@ -95,6 +100,30 @@ function mutateAt(r: Json, kind: MutationKind, random: () => number): boolean {
       list.splice(at, 0, structuredClone(valueAt(s)));
       const ext = s.holder['_' + s.key];
       if (Array.isArray(ext)) ext.splice(at, 0, null);
+      return true;
+    }
+    case 'insert-item': {
+      // A new item, a changed copy of one of the list, at a random place of it.
+      const s = pick(all.filter((x) => x.index !== undefined && (typeof valueAt(x) === 'string' || isObject(valueAt(x)))));
+      if (!s) return false;
+      const v = structuredClone(valueAt(s));
+      const item = isObject(v) ? { ...v, extension: [...(Array.isArray(v.extension) ? v.extension : []), { url: EXT, valueString: 'inserted' }] } : `${v as string} inserted`;
+      const list = s.holder[s.key] as unknown[];
+      const at = Math.floor(random() * (list.length + 1));
+      list.splice(at, 0, item);
+      const ext = s.holder['_' + s.key];
+      if (Array.isArray(ext)) ext.splice(at, 0, null);
+      return true;
+    }
+    case 'move-item': {
+      // An item of a list of two or more taken to another place in it.
+      const s = pick(all.filter((x) => x.index !== undefined && (x.holder[x.key] as unknown[]).length > 1));
+      if (!s) return false;
+      const list = s.holder[s.key] as unknown[];
+      const to = (s.index! + 1 + Math.floor(random() * (list.length - 1))) % list.length;
+      list.splice(to, 0, ...list.splice(s.index!, 1));
+      const ext = s.holder['_' + s.key];
+      if (Array.isArray(ext)) ext.splice(to, 0, ...ext.splice(s.index!, 1));
       return true;
     }
     case 'remove-element': {

@@ -12,6 +12,7 @@ import { eachStore } from '../helpers/export.ts';
 import { craftToken, expectOutcome, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 import { MUTATIONS, mutate, prng } from '../helpers/mutations.ts';
 import { MAX_DIFF_OPERATIONS } from '../../src/fhir/diff/diff.ts';
+import { MAX_ALIGN_CELLS } from '../../src/fhir/diff/list-align.ts';
 
 const EXAMPLES = join(import.meta.dir, '../../node_modules/hl7.fhir.r4.examples');
 
@@ -95,6 +96,65 @@ await eachStore((kind, fresh) => {
       // One fewer change is answered.
       await api.put200({ resourceType: 'Patient', id: 'big', contact: [{ name: { given: [...given('b').slice(0, -1), `a${MAX_DIFF_OPERATIONS}`] } }] });
       expect((await diff('Patient/big/$diff?fromVersion=1')).parameter).toHaveLength(MAX_DIFF_OPERATIONS);
+    });
+
+    /** PUTs `from` then `to` as versions of one resource, diffs them, PATCHes `from` back with the diff, and expects `to`; returns the diff. */
+    async function roundTrip(from: Json, to: Json): Promise<Json> {
+      await api.put200(from);
+      await api.put200(to);
+      const d = await diff(`${to.resourceType}/${to.id}/$diff`);
+      await api.put200(from);
+      const patched = await api.call('PATCH', `${to.resourceType}/${to.id}`, d);
+      const body = (await patched.json()) as Json;
+      delete body.meta;
+      expect({ status: patched.status, body }).toEqual({ status: 200, body: to });
+      return d;
+    }
+
+    test('lists are aligned: one item inserted at the head of 20 is one insert; moves, inserts and deletes apply in sequence', async () => {
+      const ids = (values: string[]) => values.map((value) => ({ system: 'urn:cinder:diff', value }));
+      const twenty = Array.from({ length: 20 }, (_, i) => `v${i}`);
+      const head = await roundTrip({ resourceType: 'Patient', id: 'l1', identifier: ids(twenty) }, { resourceType: 'Patient', id: 'l1', identifier: ids(['new', ...twenty]) });
+      expect(ops(head)).toEqual([{ type: 'insert', path: 'Patient.identifier', index: 0, value: { system: 'urn:cinder:diff', value: 'new' } }]);
+      // Deleted from the middle: one delete; an item taken to the end: one move.
+      expect(ops(await roundTrip({ resourceType: 'Patient', id: 'l2', identifier: ids(twenty) }, { resourceType: 'Patient', id: 'l2', identifier: ids(twenty.filter((v) => v !== 'v7')) })))
+        .toEqual([{ type: 'delete', path: 'Patient.identifier[7]', previousValue: { system: 'urn:cinder:diff', value: 'v7' } }]);
+      expect(ops(await roundTrip({ resourceType: 'Patient', id: 'l3', identifier: ids(twenty) }, { resourceType: 'Patient', id: 'l3', identifier: ids([...twenty.slice(1), 'v0']) })))
+        .toEqual([{ type: 'move', path: 'Patient.identifier', source: 0, destination: 19 }]);
+      // A mixture in a primitive list with its extensions: each index counted as the list stands when the operation applies.
+      const ext = (code: string) => ({ extension: [{ url: 'http://example.org/diff', valueCode: code }] });
+      const from = { resourceType: 'Patient', id: 'l4', name: [{ family: 'F', given: ['a', 'b', 'c', 'd', 'e', 'f'], _given: [null, ext('b'), null, null, ext('e'), null] }] };
+      const to = { resourceType: 'Patient', id: 'l4', name: [{ family: 'F', given: ['e', 'a', 'x', 'c', 'f', 'b', 'y'], _given: [ext('e'), null, null, null, null, ext('b'), ext('y')] }] };
+      const mixed = ops(await roundTrip(from, to));
+      expect(mixed.map((o: Json) => o.type).sort()).toEqual(['delete', 'insert', 'insert', 'move', 'move']);
+      // The changed item of a pair is compared in place, at its index.
+      const pairs = await roundTrip(
+        { resourceType: 'Patient', id: 'l5', name: [{ family: 'A' }, { family: 'B', given: ['b'] }, { family: 'C' }, { family: 'D' }] },
+        { resourceType: 'Patient', id: 'l5', name: [{ family: 'D' }, { family: 'A' }, { family: 'B', given: ['b', 'bb'] }, { family: 'C' }] },
+      );
+      expect(ops(pairs)).toEqual([
+        { type: 'insert', path: 'Patient.name[1].given', index: 1, value: 'bb' },
+        { type: 'move', path: 'Patient.name', source: 3, destination: 0 },
+      ]);
+    });
+
+    test(`long lists that differ throughout are compared by position past ${MAX_ALIGN_CELLS} cells, and aligned below`, async () => {
+      const given = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+      // 2,100 x 2,100 cells: by position, a replace of each item, in linear time.
+      const n = Math.ceil(Math.sqrt(MAX_ALIGN_CELLS)) + 100;
+      const positional = await roundTrip(
+        { resourceType: 'Patient', id: 'h1', contact: [{ name: { given: given('a', n) } }] },
+        { resourceType: 'Patient', id: 'h1', contact: [{ name: { given: [...given('b', n - 1), 'a0'] } }] },
+      );
+      expect(new Set(ops(positional).map((o: Json) => o.type))).toEqual(new Set(['replace']));
+      expect(positional.parameter).toHaveLength(n);
+      // Reversed, 1,000 items: aligned, 999 moves and nothing else.
+      const reversed = await roundTrip(
+        { resourceType: 'Patient', id: 'h2', contact: [{ name: { given: given('a', 1000) } }] },
+        { resourceType: 'Patient', id: 'h2', contact: [{ name: { given: given('a', 1000).reverse() } }] },
+      );
+      expect(ops(reversed).every((o: Json) => o.type === 'move')).toBe(true);
+      expect(reversed.parameter).toHaveLength(999);
     });
 
     test('errors: unknown 404, deleted 410, bad references and parameters 400 naming them', async () => {

@@ -3,9 +3,9 @@
  * `$diff` writes them: applied to `from` by a PATCH (src/fhir/patch/), the patch gives `to`.
  *
  * Elements are compared by name (a choice element's JSON names are one element). A primitive that
- * changed is a `replace` (with `previousValue`); a list is compared item by item, then the items `to`
- * has beyond `from`'s are `insert`ed at their indexes and those it lacks are `delete`d, last first; a
- * single element only `to` has is an `add`, one only `from` has a `delete`. Within an element, changes
+ * changed is a `replace` (with `previousValue`); a list is aligned (list-align.ts): items changed in
+ * place are compared, then items are `insert`ed and `move`d, then `delete`d, last first, each at the
+ * index it finds when it applies; a single element only `to` has is an `add`, one only `from` has a `delete`. Within an element, changes
  * come first, then additions, then deletions, so that no element is left empty (and pruned) between
  * two operations. A primitive's id and extensions (JSON's `_name`) travel in the part's `_value[x]`.
  * A single primitive with extensions and no value (`_birthDate` alone) is an element a path reaches, as in
@@ -16,6 +16,7 @@
 import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral } from '../exact-json.ts';
 import { typeModel, type Slot } from '../validation/model.ts';
+import { align, itemKey, MAX_ALIGN_CELLS, type AlignBudget } from './list-align.ts';
 
 type Json = Record<string, unknown>;
 export type Part = Record<string, unknown>;
@@ -141,8 +142,8 @@ function guessType(value: unknown): string {
  */
 export const MAX_DIFF_OPERATIONS = 100_000;
 
-/** What one diff may still write (MAX_DIFF_OPERATIONS), shared by the Ops of its nested comparisons. */
-interface Budget {
+/** What one diff may still write (MAX_DIFF_OPERATIONS) and align (list-align.ts), shared by the Ops of its nested comparisons. */
+interface Budget extends AlignBudget {
   left: number;
 }
 
@@ -271,24 +272,36 @@ function compareBare(ops: Ops, path: string, name: string, type: string | undefi
   ops.change(operation([code('type', 'replace'), str('path', `${path}.${name}`), { name: 'value', ...value }]));
 }
 
+/**
+ * Two lists of element `key`, aligned (list-align.ts): the items changed in place compared at their
+ * from-indexes, then the inserts and moves as they apply in order (additions), then the deletes, last
+ * first (deletions), so that the list is never emptied (and pruned) between two operations.
+ */
 function compareList(ops: Ops, at: string, type: string | undefined, key: string, av: unknown[], ae: unknown[], bv: unknown[], be: unknown[]): void {
   if (av.includes(null) || bv.includes(null)) {
     if (same(av, bv) && same(ae, be)) return;
     throw new Unreachable();
   }
-  const common = Math.min(av.length, bv.length);
-  for (let i = 0; i < common; i++) compareValue(ops, `${at}[${i}]`, type, key, av, i, av[i], ae[i] ?? undefined, bv, bv[i], be[i] ?? undefined);
-  for (let i = common; i < bv.length; i++) {
-    ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, bv[i], be[i] ?? undefined, literalOf(bv, i)) }]));
+  const { changed, steps } = align(av.map((_, i) => itemKey(av, ae, i)), bv.map((_, j) => itemKey(bv, be, j)), ops.budget);
+  for (const [i, j] of changed) compareValue(ops, `${at}[${i}]`, type, key, av, i, av[i], ae[i] ?? undefined, bv, bv[j], be[j] ?? undefined, j);
+  for (const step of steps) {
+    if (step.kind === 'insert') {
+      const { j, index } = step;
+      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: index }, { name: 'value', ...valueFields(type, key, bv[j], be[j] ?? undefined, literalOf(bv, j)) }]));
+    } else if (step.kind === 'move') {
+      ops.addition(operation([code('type', 'move'), str('path', at), { name: 'source', valueInteger: step.source }, { name: 'destination', valueInteger: step.destination }]));
+    } else ops.deletion(remove(`${at}[${step.index}]`, type, key, av[step.i]));
   }
-  for (let i = av.length - 1; i >= common; i--) ops.deletion(remove(`${at}[${i}]`, type, key, av[i]));
 }
 
 /** One value of element `key` (a list's item, or a single value) in both resources. */
 function compareValue(
   ops: Ops, at: string, type: string | undefined, key: string,
   aHolder: Json | unknown[], aAt: string | number, av: unknown, ae: unknown, bHolder: Json | unknown[], bv: unknown, be: unknown,
+  bIndex?: number,
 ): void {
+  // Where the to-value sits in its holder: a list's item may stand at another index than the from-value.
+  const bAt = bIndex ?? (typeof aAt === 'number' ? aAt : key);
   if (isObject(av) && isObject(bv)) {
     if (same(av, bv)) return;
     const childType = typeof bv.resourceType === 'string' ? (av.resourceType === bv.resourceType ? bv.resourceType : undefined) : slotOf(type, key)?.type;
@@ -302,8 +315,7 @@ function compareValue(
         if (!(err instanceof Unreachable)) throw err;
       }
     }
-  } else if (av === bv && literalOf(aHolder, aAt) === literalOf(bHolder, typeof aAt === 'number' ? aAt : key) && same(ae ?? null, be ?? null)) return;
-  const bAt = typeof aAt === 'number' ? aAt : key;
+  } else if (av === bv && literalOf(aHolder, aAt) === literalOf(bHolder, bAt) && same(ae ?? null, be ?? null)) return;
   ops.change(replace(at, type, key, bHolder, bAt, av, bv, be, key));
 }
 
@@ -314,7 +326,7 @@ function compareValue(
  */
 export function diffResources(from: Json, to: Json, options: DiffOptions = {}): Json {
   const type = typeof to.resourceType === 'string' ? to.resourceType : undefined;
-  const ops = new Ops({ left: MAX_DIFF_OPERATIONS });
+  const ops = new Ops({ left: MAX_DIFF_OPERATIONS, cells: MAX_ALIGN_CELLS });
   try {
     compareObject(ops, type ?? 'Resource', type, from, to, new Set(options.includeMeta ? [] : ['meta']));
   } catch (err) {

@@ -3,8 +3,8 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { diffResources } from '../../../src/fhir/diff/diff.ts';
 import { applyFhirPathPatch, parseFhirPathPatch } from '../../../src/fhir/patch/fhirpath-patch.ts';
-import { parseExact } from '../../../src/fhir/exact-json.ts';
-import { MUTATIONS, mutate, prng } from '../../helpers/mutations.ts';
+import { cloneExact, parseExact } from '../../../src/fhir/exact-json.ts';
+import { LIST_MUTATIONS, MUTATIONS, mutate, prng } from '../../helpers/mutations.ts';
 
 type Json = Record<string, unknown>;
 const DIR = join(import.meta.dir, '../../../node_modules/hl7.fhir.r4.examples');
@@ -27,7 +27,7 @@ describe('diffResources: the diff applied to from gives to', () => {
       const random = prng(n + 1);
       const plans = [...MUTATIONS.map((k) => [k]), [0, 1, 2, 3].map(() => MUTATIONS[Math.floor(random() * MUTATIONS.length)]!)];
       for (const plan of plans) {
-        const to = structuredClone(from);
+        const to = cloneExact(from);
         if (!plan.map((k) => mutate(to, k, random)).some(Boolean)) continue;
         pairs++;
         for (const [a, b] of [[from, to], [to, from]] as const) {
@@ -35,6 +35,9 @@ describe('diffResources: the diff applied to from gives to', () => {
             const diff = diffResources(a, b, { includeMeta: true });
             const got = apply(a, diff);
             if (!Bun.deepEquals(got, b)) failures.push(`${file} ${plan.join('+')}: result differs`);
+            // One item inserted, deleted or moved is one operation, wherever it is in its list.
+            const count = (diff.parameter as unknown[] | undefined)?.length ?? 0;
+            if (plan.length === 1 && LIST_MUTATIONS.includes(plan[0]!) && count !== 1 && !Bun.deepEquals(a, b)) failures.push(`${file} ${plan[0]}: ${count} operations`);
           } catch (err) {
             failures.push(`${file} ${plan.join('+')}: ${(err as Error).message}`);
           }
@@ -43,5 +46,39 @@ describe('diffResources: the diff applied to from gives to', () => {
     });
     expect(failures.slice(0, 10)).toEqual([]);
     expect(pairs).toBeGreaterThan(150);
+  });
+});
+
+describe('diffResources: lists aligned', () => {
+  const patient = (given: string[][]) => ({ resourceType: 'Patient', id: 'p', contact: given.map((g) => ({ name: { given: g } })) });
+  const types = (diff: Json) => ((diff.parameter ?? []) as Json[]).map((p) => ((p.part as Json[])[0]!.valueCode as string));
+
+  test('random edits of random lists: the diff applies, with no more operations than a comparison by position', () => {
+    const random = prng(42);
+    const pick = (n: number) => Math.floor(random() * n);
+    for (let t = 0; t < 500; t++) {
+      const alphabet = 1 + pick(6);
+      const a = Array.from({ length: pick(9) }, () => `v${pick(alphabet)}`);
+      const b = [...a];
+      for (let k = pick(4); k >= 0; k--) {
+        const at = pick(b.length + 1);
+        if (k % 3 === 0) b.splice(at, 0, `v${pick(alphabet + 2)}`);
+        else if (k % 3 === 1) b.splice(at, 1);
+        else b.splice(pick(b.length + 1), 0, ...b.splice(at, 1));
+      }
+      const [from, to] = [patient([a, ['x']].filter((g) => g.length > 0)), patient([b, ['x']].filter((g) => g.length > 0))];
+      const diff = diffResources(from, to);
+      expect({ a, b, got: apply(from, diff) }).toEqual({ a, b, got: to });
+      expect(types(diff).length).toBeLessThanOrEqual(Math.max(a.length, b.length) + 1);
+    }
+  });
+
+  test('the cells the alignments fill are counted over the whole diff: past them, lists are compared by position', () => {
+    const given = Array.from({ length: 1000 }, (_, i) => `g${i}`);
+    // The five contacts take 25 cells, each reversed list of 1,000 a million: three are aligned (999 moves each), two compared by position.
+    const diff = diffResources(patient([0, 1, 2, 3, 4].map(() => given)), patient([0, 1, 2, 3, 4].map(() => [...given].reverse())));
+    expect(types(diff).filter((t) => t === 'move')).toHaveLength(3 * 999);
+    expect(types(diff).filter((t) => t === 'replace')).toHaveLength(2 * 1000);
+    expect(apply(patient([0, 1, 2, 3, 4].map(() => given)), diff)).toEqual(patient([0, 1, 2, 3, 4].map(() => [...given].reverse())));
   });
 });

@@ -59,12 +59,12 @@ export const entryPath = (entry: { index: number }) => `Bundle.entry[${entry.ind
 /**
  * `err` located in the Bundle: each issue naming no element gets `expression`. Expressions outside the
  * Bundle are placed: with `resource` (the path of the entry's resource), an element of the resource
- * (`id`) under it; else they are a search parameter's name or a header's, and become `element` (the
+ * (`id`, or `Subscription.criteria`, which names its type) under it; else they are a search parameter's name or a header's, and become `element` (the
  * request element that holds them: `Bundle.entry[1].request.url`). Texts are prefixed with the entry
  * (`Bundle.entry[1]: `) where they do not name it already.
  */
 export function located(err: FhirError, expression: string, resource?: string, element = expression): FhirError {
-  const place = (e: string) => (e.startsWith('Bundle.') ? e : resource === undefined ? element : `${resource}.${e}`);
+  const place = (e: string) => (e.startsWith('Bundle.') ? e : resource === undefined ? element : under(resource, e));
   const entry = /^Bundle\.entry\[\d+\]/.exec(expression)?.[0];
   const prefix = (text: string | undefined) => (text === undefined || entry === undefined || text.startsWith(`${entry}`) ? text : `${entry}: ${text}`);
   const settled = (i: FhirIssue) => i.expression?.length && i.expression.every((e) => place(e) === e) && prefix(i.diagnostics) === i.diagnostics;
@@ -80,6 +80,12 @@ export function located(err: FhirError, expression: string, resource?: string, e
     };
   });
   return new FhirError(err.category, prefix(err.message)!, { outcome, headers: err.headers, cause: err });
+}
+
+/** `e`, an element of a resource (`criteria`) or a path from its type (`Subscription.criteria`), under `resource`'s path. */
+function under(resource: string, e: string): string {
+  const rest = e.replace(/^[A-Z][A-Za-z]*(\.|$)/, '');
+  return rest === '' ? resource : `${resource}.${rest}`;
 }
 
 function fail(index: number, message: string, element?: string): never {

@@ -52,5 +52,14 @@ await eachStore((kind, fresh) => {
         expect([issue.expression, issue.diagnostics.slice(0, `Bundle.entry[1]: ${text}`.length)]).toEqual([[`Bundle.entry[1].${element}`], `Bundle.entry[1]: ${text}`]);
       }
     });
+
+    test("an element an entry's write names from its type (Subscription.channel.type) is placed under the entry's resource, the type left out", async () => {
+      const subscription = { resourceType: 'Subscription', status: 'requested', reason: 'x', criteria: 'Patient?name=x', channel: { type: 'email', endpoint: 'mailto:a@example.org' } };
+      const entry = { resource: subscription, request: { method: 'POST', url: 'Subscription' } };
+      const outcome = await nothingWritten(bundle('transaction', [read, entry]), 422);
+      expect(outcome.issue.map((i: Json) => i.expression)).toEqual([['Bundle.entry[1].resource.channel.type']]);
+      const res = await ok(bundle('batch', [read, entry]));
+      expect(res.entry[1].response.outcome.issue.map((i: Json) => i.expression)).toEqual([['Bundle.entry[1].resource.channel.type']]);
+    });
   });
 });

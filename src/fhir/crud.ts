@@ -19,7 +19,7 @@ import { invalidResource, requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
-import { isTopicResource, parseTopic } from './subscriptions/topics.ts';
+import { isTopicResource, noteTopicWritten, parseTopic } from './subscriptions/topics.ts';
 import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
 
 export interface FhirDeps {
@@ -283,13 +283,17 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
  */
 export async function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
   // A Subscription asking to be active is stored active (or off, past its end), its writer as its owner.
-  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource) : undefined;
+  // Its topic may have been written earlier in the same transaction: activation sees this writer's topics.
+  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource, w) : undefined;
   // A SubscriptionTopic (a Basic coded so, subscriptions/topics.ts) is checked as it is written: a 422 naming what Cinder cannot honour.
-  if (opts.activateSubscription && isTopicResource(resource)) parseTopic(resource as unknown as Record<string, unknown>);
+  const topic = opts.activateSubscription && resource.resourceType === 'Basic'
+    ? (isTopicResource(resource) ? parseTopic(resource as unknown as Record<string, unknown>) : null)
+    : undefined;
   // Whether it was active before: if not (new, deleted, off, error), this is an activation anew.
   const before = activated ? await w.current('Subscription', id) : undefined;
   const wasActive = !!before && !before.deleted && (JSON.parse(before.content) as { status?: unknown }).status === 'active';
   const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method);
+  if (topic !== undefined) noteTopicWritten(w, id, topic);
   if (activated && !written.unchanged) {
     const heartbeat = activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now };
     await w.ownSubscription(id, activated.owner, activated.channel, heartbeat, !wasActive);
@@ -340,6 +344,8 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   const lastUpdated = Math.max(opts.now, current.lastUpdated + 1);
   const version = { type, id, versionId, lastUpdated, deleted: true, content: '' };
   await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [], method: 'DELETE' });
+  // A topic deleted here is no longer found by a Subscription written later in the transaction.
+  if (type === 'Basic' && opts.activateSubscription) noteTopicWritten(w, id, null);
   return version;
 }
 

@@ -54,7 +54,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   requireValidPatched(planned, validationLevel(deps));
   await requireProfiledEntries(deps, req, entries, planned);
   await requireEntriesInReach(deps, req, planned);
-  const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || a.entry.index - b.entry.index);
+  // Within a method, FHIR sets no order: Subscriptions come last, so that each finds a topic the Bundle writes by the same method.
+  const sorted = [...planned].sort((a, b) => ORDER[a.entry.method]! - ORDER[b.entry.method]! || subscriptionLast(a) - subscriptionLast(b) || a.entry.index - b.entry.index);
   const reads = sorted.filter((p) => p.entry.method === 'GET');
   for (const p of reads) if (p.entry.capabilities === undefined) checkRead(req, p.entry);
   for (const p of reads) if (p.entry.capabilities === undefined) await checkReadDeletion(deps, req, p.entry);
@@ -91,6 +92,11 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     }
   }
   return out;
+}
+
+/** 1 for an entry writing a Subscription (activated against the topics written before it), else 0. */
+function subscriptionLast(p: Planned): number {
+  return p.entry.type === 'Subscription' ? 1 : 0;
 }
 
 /** Whether an entry acts on a resource that may exist: an update, a patch or a delete (a create's id is new). */

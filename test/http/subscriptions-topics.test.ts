@@ -615,5 +615,59 @@ for (const target of targets) {
       expect(foci).toEqual([`${t.fhir()}/Encounter/${small.id}`]);
       await off(costly);
     });
+
+    test('a transaction that creates a topic and a Subscription to it succeeds (the Subscription, in any entry order of one method, finds it); a batch acts as separate requests', async () => {
+      const topicAt = (url: string): Json => ({ ...changesTopic, extension: [{ url: `${X5}url`, valueUri: url }, ...(changesTopic.extension as Json[]).slice(1)] });
+      const entry = (resource: Json, method: string, url: string, fullUrl?: string) => ({ ...(fullUrl && { fullUrl }), resource, request: { method, url } });
+      const bundle = (type: string, entries: Json[]) => call('POST', '', { resourceType: 'Bundle', type, entry: entries });
+      // The Subscription listed first: a transaction writes its POSTs with the Subscriptions after the topic.
+      const TX = 'http://example.org/topics/in-a-transaction';
+      const res = await bundle('transaction', [
+        entry(topicSubscription(hook.url, TX, 'id-only'), 'POST', 'Subscription'),
+        entry(topicAt(TX), 'POST', 'Basic', 'urn:uuid:5e0c1f6e-0e0a-4c1e-9a57-6a1b1f0b7c01'),
+      ]);
+      expect(res.status).toBe(200);
+      const out = (await json(res)).entry as Json[];
+      expect(out.map((e) => (e.response as Json).status)).toEqual(['201 Created', '201 Created']);
+      expect((out[0]!.resource as Json).status).toBe('active');
+      const s = out[0]!.resource as Json;
+      await drain();
+      received();
+      const e = await json(call('POST', 'Encounter', encounter('planned')));
+      await drain();
+      const focus = received().filter((b) => param((b.entry as Json[])[0]!.resource as Json, 'topic')?.valueCanonical === TX).map((b) => (b.entry as Json[])[1]!.fullUrl);
+      expect(focus).toEqual([`${t.fhir()}/Encounter/${e.id}`]);
+      await off(s);
+      // FHIR's order holds across methods: POSTs before PUTs, so a POSTed Subscription does not see a topic PUT in the same transaction.
+      const LATE = 'http://example.org/topics/put-after';
+      await refused('', { resourceType: 'Bundle', type: 'transaction', entry: [
+        entry({ ...topicAt(LATE), id: 'late-topic' }, 'PUT', 'Basic/late-topic'),
+        entry(topicSubscription(hook.url, LATE, 'id-only'), 'POST', 'Subscription'),
+      ] }, 'Bundle.entry[1].resource.criteria');
+      expect((await call('GET', 'Basic/late-topic')).status).toBe(404);
+      // A topic the transaction deletes is gone for a Subscription written after the deletion.
+      const GONE = 'http://example.org/topics/deleted-in-transaction';
+      const gone = await json(call('POST', 'Basic', topicAt(GONE)));
+      await refused('', { resourceType: 'Bundle', type: 'transaction', entry: [
+        entry(topicSubscription(hook.url, GONE, 'id-only'), 'POST', 'Subscription'),
+        { request: { method: 'DELETE', url: `Basic/${gone.id}` } },
+      ] }, 'Bundle.entry[0].resource.criteria');
+      expect((await call('GET', `Basic/${gone.id}`)).status).toBe(200);
+      expect((await call('DELETE', `Basic/${gone.id}`)).status).toBe(200);
+      // A batch: each entry its own request, in entry order: a Subscription before its topic is refused, after it accepted.
+      const B1 = 'http://example.org/topics/batch-first';
+      const B2 = 'http://example.org/topics/batch-second';
+      const batched = await bundle('batch', [
+        entry(topicSubscription(hook.url, B1, 'id-only'), 'POST', 'Subscription'),
+        entry(topicAt(B1), 'POST', 'Basic'),
+        entry(topicAt(B2), 'POST', 'Basic'),
+        entry(topicSubscription(hook.url, B2, 'id-only'), 'POST', 'Subscription'),
+      ]);
+      expect(batched.status).toBe(200);
+      const batchOut = (await json(batched)).entry as Json[];
+      expect(batchOut.map((x) => (x.response as Json).status)).toEqual(['422 Unprocessable Entity', '201 Created', '201 Created', '201 Created']);
+      expect(((batchOut[0]!.response as Json).outcome as Json).issue).toMatchObject([{ expression: ['Bundle.entry[0].resource.criteria'] }]);
+      await off(batchOut[3]!.resource as Json);
+    });
   });
 }

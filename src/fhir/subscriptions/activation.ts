@@ -5,6 +5,7 @@
  * the writer recorded as its owner. `off` and `error` ones are stored as written.
  */
 import { FhirError } from '../../errors.ts';
+import type { ResourceWriter } from '../../store/types.ts';
 import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
@@ -29,6 +30,8 @@ export interface ActivationContext {
   now: number;
   allowPrivate: boolean;
   resolve: ResolveHost;
+  /** The write's transaction: a topic it wrote before the Subscription is found (topics.ts tenantTopics). */
+  writer?: ResourceWriter;
 }
 
 /** An activated Subscription, its owner's record and its channel type. */
@@ -80,7 +83,7 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
     } else if (channel.payload !== undefined && !JSON_PAYLOADS.includes(payloadType(channel.payload)!)) {
       throw refuse(`Subscription.channel.payload '${String(channel.payload)}': a websocket sends its notification Bundles as JSON (${JSON_PAYLOADS.join(' or ')}, or none)`, 'Subscription.channel.payload');
     }
-    const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now), request);
+    const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now, ctx.writer), request);
     await compileTopic(ctx.deps, ctx.tenant, ctx.access, topic, request, ctx.now,
       async (criteria) => (await compileCriteria(ctx.deps, ctx.tenant, ctx.access, criteria, ctx.now)).where);
   } else {

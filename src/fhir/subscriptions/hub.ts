@@ -101,7 +101,7 @@ interface TenantState {
 }
 
 /** Binds a write's Subscriptions to activation (PutOptions.activateSubscription). */
-export type ActivateSubscription = (resource: Resource) => Promise<Activated | undefined>;
+export type ActivateSubscription = (resource: Resource, w: ResourceWriter) => Promise<Activated | undefined>;
 
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
 export interface WriteHook {
@@ -162,7 +162,7 @@ export class SubscriptionHub {
   /** Activation for the writes of `req` (crud.ts putOptions). */
   activation(req: FhirRequest, now: number): ActivateSubscription {
     const { fhir, allowPrivate } = this.options;
-    return (resource) => activateSubscription(resource, { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve });
+    return (resource, writer) => activateSubscription(resource, { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, writer });
   }
 
   /**

@@ -11,7 +11,7 @@
  * matching is hub.ts's, delivery delivery.ts's, the notification Bundle notification.ts's.
  */
 import { FhirError } from '../../errors.ts';
-import type { Condition } from '../../store/types.ts';
+import type { Condition, ResourceWriter } from '../../store/types.ts';
 import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { paramOf } from '../definitions.ts';
@@ -302,12 +302,29 @@ function parseShape(ext: Json, at: string): TopicShape {
 /** The tenant's SubscriptionTopics (Basic coded SubscriptionTopic): the most read, and those read. */
 export const MAX_TOPICS = 1_000;
 
-/** Every topic of the tenant that parses (one stored by `cinder import` may not: it is left out). */
-export async function tenantTopics(deps: FhirDeps, tenant: string, now: number): Promise<Topic[]> {
+/**
+ * The Basics an open transaction wrote, by id, as topics (null: deleted, or no longer a topic), so that a
+ * Subscription written later in the same transaction finds its topic (FHIR R4 http 3.1.0.11.2: a
+ * transaction's entries see the earlier ones' writes). Keyed by the transaction's writer, it goes with it.
+ */
+const writtenTopics = new WeakMap<ResourceWriter, Map<string, Topic | null>>();
+
+/** Notes that the transaction of `w` wrote Basic/`id`: the topic it now holds, or null (deleted, or not a topic). */
+export function noteTopicWritten(w: ResourceWriter, id: string, topic: Topic | null): void {
+  let written = writtenTopics.get(w);
+  if (!written) writtenTopics.set(w, (written = new Map()));
+  written.set(id, topic && { ...topic, id });
+}
+
+/**
+ * Every topic of the tenant that parses (one stored by `cinder import` may not: it is left out): the
+ * committed ones, and with `w`, as its transaction has written them so far (noteTopicWritten).
+ */
+export async function tenantTopics(deps: FhirDeps, tenant: string, now: number, w?: ResourceWriter): Promise<Topic[]> {
   // The code in any system, then held to isTopicResource's (fhir-types, or none), as topics are checked when written.
   const where = compileFilter('Basic', new URLSearchParams('code=SubscriptionTopic'), now) as Condition[];
   const rows = await deps.store.resources.search(tenant, { type: 'Basic', where, sort: [], count: MAX_TOPICS });
-  return rows.flatMap((row) => {
+  const committed = rows.flatMap((row) => {
     try {
       const resource = JSON.parse(row.content) as Json;
       return isTopicResource(resource) ? [parseTopic(resource)] : [];
@@ -315,5 +332,8 @@ export async function tenantTopics(deps: FhirDeps, tenant: string, now: number):
       return [];
     }
   });
+  const written = w && writtenTopics.get(w);
+  if (!written) return committed;
+  return [...committed.filter((t) => !written.has(t.id)), ...[...written.values()].filter((t): t is Topic => t !== null)];
 }
 

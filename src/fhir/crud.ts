@@ -346,6 +346,8 @@ export async function deleteVersion(w: ResourceWriter, type: string, id: string,
   await w.put({ ...version, index: NO_INDEX_ROWS, compartments: [], method: 'DELETE' });
   // A topic deleted here is no longer found by a Subscription written later in the transaction.
   if (type === 'Basic' && opts.activateSubscription) noteTopicWritten(w, id, null);
+  // A deleted Subscription's events and delivery state end with it: one created again with its id starts afresh.
+  if (type === 'Subscription') await w.endSubscription(id);
   return version;
 }
 

@@ -417,6 +417,34 @@ for (const target of targets) {
       await off({ id: 'reused' });
     });
 
+    test('a Subscription deleted and created again with its id is a new one: its events are numbered from 1 and $events and $status show none of the deleted one\'s', async () => {
+      const body = { ...topicSubscription(hook.url, CHANGES, 'id-only'), id: 'recreated' };
+      expect((await call('PUT', 'Subscription/recreated', body)).status).toBe(201);
+      await call('POST', 'Encounter', encounter('planned'));
+      await call('POST', 'Encounter', encounter('planned'));
+      const since = async () => param(((await json(call('GET', 'Subscription/recreated/$status'))).entry as Json[])[0]!.resource as Json, 'events-since-subscription-start')!.valueString;
+      expect(await since()).toBe('2');
+      expect((await call('DELETE', 'Subscription/recreated')).status).toBe(200);
+      expect((await call('GET', 'Subscription/recreated/$events')).status).toBe(410);
+      // Created again off: nothing counted; then activated, and an event is number 1.
+      expect((await call('PUT', 'Subscription/recreated', { ...body, status: 'off' })).status).toBe(201);
+      expect(await since()).toBe('0');
+      expect((await call('PUT', 'Subscription/recreated', body)).status).toBe(200);
+      const fresh = await json(call('GET', 'Subscription/recreated/$events'));
+      expect((fresh.entry as Json[]).length).toBe(1);
+      const e = await json(call('POST', 'Encounter', encounter('planned')));
+      const events = await json(call('GET', 'Subscription/recreated/$events'));
+      expect((events.entry as Json[]).slice(1).map((x) => x.fullUrl)).toEqual([`${t.fhir()}/Encounter/${e.id}`]);
+      const status = (events.entry as Json[])[0]!.resource as Json;
+      expect([param(status, 'events-since-subscription-start')!.valueString, part(status, 'event-number')!.valueString]).toEqual(['1', '1']);
+      // The notification delivered carries the new number, and none of the deleted one's was left to send.
+      await drain();
+      const sent = received().filter((b) => param((b.entry as Json[])[0]!.resource as Json, 'subscription')?.valueReference?.reference?.endsWith('Subscription/recreated'))
+        .map((b) => { const st = (b.entry as Json[])[0]!.resource as Json; return `${param(st, 'type')!.valueCode} ${part(st, 'event-number')?.valueString ?? '-'}`; });
+      expect(sent).toEqual(['handshake -', 'event-notification 1']);
+      await off({ id: 'recreated' });
+    });
+
     test("$expunge takes the kept events of the versions it removes: $events no longer names them", async () => {
       const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
       const gone = await json(call('POST', 'Encounter', encounter('planned')));

@@ -120,6 +120,12 @@ export interface ResourceWriter {
    * that owner could read, and the delivery loop drops them only once it sees the subscription not active.
    */
   ownSubscription(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }, restart?: boolean): Promise<void>;
+  /**
+   * Ends subscription `id`'s delivery state as it is deleted (not expunged): its owner, event count, delivery
+   * failures, waiting notifications and kept events are deleted, so that one created again with its id is a new
+   * Subscription (its events numbered from 1, none of the deleted one's in $events). Its versions stay.
+   */
+  endSubscription(id: string): Promise<void>;
 }
 
 /** A current row as the reindexer reads it. */

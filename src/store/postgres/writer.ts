@@ -237,6 +237,11 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
           heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
     }),
+    endSubscription: mapped('subscription', async (id) => {
+      await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+      await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+      await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
+    }),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
         // Under READ COMMITTED both statements wait for a transaction holding the row and then see its

@@ -24,6 +24,7 @@ import { migrationContract } from './contract/migrations.ts';
 import { searchContract } from './contract/search.ts';
 import { searchKeysContract } from './contract/search-keys.ts';
 import { snapshotContract } from './contract/snapshot.ts';
+import { subscriptionOwnersContract } from './contract/subscription-owners.ts';
 import { writesContract } from './contract/writes.ts';
 
 const targets = await storeTargets();
@@ -49,6 +50,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   metacharContract(() => store);
   oauthContract(() => store);
   expungeContract(() => store);
+  subscriptionOwnersContract(() => store);
   snapshotContract(target);
   exportJobsContract(target);
   exportScratchContract(target);

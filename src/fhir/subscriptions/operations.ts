@@ -165,10 +165,10 @@ export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirReques
   // its client, and the same user when a sign-in activated it. Another reader of the Subscription would hear of
   // what the owner may read and it may not (as $events keeps such events' focus from it). The owner's patient in
   // context too: the same app launched for another patient would be sent the first one's events.
-  const owner = (await deps.store.subscriptions.owners(req.tenant)).get(id);
-  const clientId = owner === undefined ? null : ownerClient(owner);
-  const user = owner === undefined ? null : ownerUser(owner);
-  const patient = owner === undefined ? null : ownerPatient(owner);
+  const owner = await deps.store.subscriptions.owner(req.tenant, id);
+  const clientId = owner === null ? null : ownerClient(owner);
+  const user = owner === null ? null : ownerUser(owner);
+  const patient = owner === null ? null : ownerPatient(owner);
   if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id) || patient !== (req.access.patient ?? null)) {
     throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: activate it again (status requested) with this token to bind it`);
   }

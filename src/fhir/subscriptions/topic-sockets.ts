@@ -123,8 +123,8 @@ export class TopicSockets {
     const resource = current && !current.deleted ? (JSON.parse(current.content) as Json) : undefined;
     const channel = resource?.channel as { type?: unknown } | undefined;
     if (resource?.status !== 'active' || channel?.type !== 'websocket' || !isTopicCriteria(resource.criteria)) return undefined;
-    const owner = (await store.subscriptions.owners(tenant)).get(id);
-    if (owner === undefined) return undefined;
+    const owner = await store.subscriptions.owner(tenant, id);
+    if (owner === null) return undefined;
     try {
       return { resource, request: topicRequest(resource), owner };
     } catch {

@@ -63,6 +63,8 @@ export interface RecentNotification extends PendingNotification {
 export interface SubscriptionRepo {
   /** The owner recorded for each of the tenant's subscriptions that has one, by id. */
   owners(tenant: string): Promise<Map<string, string>>;
+  /** The owner recorded for subscription `id` of `tenant`, or null when it has none (one lookup by the key). */
+  owner(tenant: string, id: string): Promise<string | null>;
   /**
    * Leases up to `limit` rest-hook subscriptions (of any tenant) that have recorded notifications, whose lease
    * (if any) has run out and whose next attempt is due at `now`, to `worker` until `now + leaseMs`:

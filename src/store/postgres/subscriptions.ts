@@ -25,6 +25,10 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       const rows = await sql<{ id: string; owner: string }[]>`SELECT id, owner FROM subscription_state WHERE tenant = ${tenant}`;
       return new Map(rows.map((r) => [r.id, r.owner]));
     },
+    async owner(tenant, id) {
+      const [row] = await sql<{ owner: string }[]>`SELECT owner FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
+      return row?.owner ?? null;
+    },
     async claim(worker, now, leaseMs, limit) {
       const rows = await sql<(Omit<ClaimedSubscription, 'failures'> & { failures: number })[]>`
         UPDATE subscription_state SET lease_until = ${now + leaseMs}, leased_by = ${worker}

@@ -25,6 +25,9 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
       const rows = db.query<{ id: string; owner: string }, [string]>('SELECT id, owner FROM subscription_state WHERE tenant = ?').all(tenant);
       return new Map(rows.map((r) => [r.id, r.owner]));
     },
+    async owner(tenant, id) {
+      return db.query<{ owner: string }, [string, string]>('SELECT owner FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id)?.owner ?? null;
+    },
     async claim(worker, now, leaseMs, limit) {
       return db
         .query<ClaimedSubscription, [number, string, number, number, number]>(

@@ -75,7 +75,7 @@ import { opsRoutes } from './http/ops.ts';
 import pkg from '../package.json' with { type: 'json' };
 import { bodyLimits, fhirBaseOf } from './config.ts';
 import { stillRegistered } from './auth/issue.ts';
-import { accessFromScopes } from './auth/scopes.ts';
+import { accessFromScopes, readsNotImplied } from './auth/scopes.ts';
 import { createUserCache } from './auth/user-cache.ts';
 import { TENANT_ID } from './auth/admin.ts';
 import { SubscriptionHub } from './fhir/subscriptions/hub.ts';
@@ -284,7 +284,7 @@ export function createApp(deps: AppDeps): App {
   fhir.route('/', graphqlRoutes({ fhir: fhirDeps, maxBodyBytes: limits.resource }));
   // A batch entry's operation is answered as a request of its own (`fetch`, below: every route and check).
   fhir.route('/', fhirRoutes({
-    ...fhirDeps, baseUrl: config.baseUrl, limits, expunge: config.expunge === 'on', dispatch: (req) => Promise.resolve(fetch(req)), wsBinding: { tokens: wsTokens, url: websocketUrl },
+    ...fhirDeps, baseUrl: config.baseUrl, limits, expunge: config.expunge === 'on', dispatch: (req) => Promise.resolve(fetch(req)), wsBinding: { tokens: wsTokens, readsNotImplied, url: websocketUrl },
   }));
   app.route(FHIR_BASE_ROUTE, fhir);
   // The EHR launch reads the Patient and Encounter as the FHIR API does, so it is mounted beside it.

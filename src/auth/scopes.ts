@@ -78,6 +78,20 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
 }
 
 /**
+ * The resource scopes of `recorded` whose read and search grants (the scope held to its `r` and `s`,
+ * filter kept) `granted` does not imply (isImpliedBy): none when a token of `granted` reads and searches
+ * whatever one of `recorded` did. Scopes that grant neither (`.cud`, `openid`) do not count.
+ */
+export function readsNotImplied(recorded: readonly string[], granted: readonly string[]): string[] {
+  return recorded.filter((scope) => {
+    const parsed = parseResourceScope(scope);
+    const reads = parsed ? (['r', 's'] as const).filter((p) => parsed.perms.has(p)) : [];
+    if (!parsed || !reads.length) return false;
+    return !isImpliedBy(`${parsed.context}/${parsed.type}.${reads.join('')}${parsed.query === undefined ? '' : `?${parsed.query}`}`, granted);
+  });
+}
+
+/**
  * The scopes with each `user/` and `system/` resource scope in its `patient/` form: the same type,
  * permissions and v2 filter (`user/Observation.rs?category=laboratory` ->
  * `patient/Observation.rs?category=laboratory`), duplicates dropped. What a user who acts for patients

@@ -2,7 +2,7 @@ import { Hono, type Context } from 'hono';
 import { createResource, deleteResource, readResource, updateResource, vreadResource, type FhirDeps, type FhirRequest, type WriteResult } from '../fhir/crud.ts';
 import { parseIfMatch, updatePreconditions } from '../fhir/if-match.ts';
 import { historyJson, searchLinks, searchsetJson } from '../fhir/bundle.ts';
-import { subscriptionEvents, subscriptionStatus, subscriptionWsBindingToken, type WsBindingTokens } from '../fhir/subscriptions/operations.ts';
+import { subscriptionEvents, subscriptionStatus, subscriptionWsBindingToken, type WsBindingIssuer } from '../fhir/subscriptions/operations.ts';
 import { conditionalCreate, conditionalDelete, conditionalUpdate } from '../fhir/conditional.ts';
 import { history } from '../fhir/history.ts';
 import { issue, operationOutcome, unchangedOutcome } from '../fhir/outcome.ts';
@@ -49,8 +49,8 @@ export interface FhirRouteDeps extends FhirDeps {
   dispatch?: (req: Request) => Promise<Response>;
   /** `CINDER_EXPUNGE=on`: `$expunge` removes versions; otherwise it answers 403. */
   expunge?: boolean;
-  /** `$get-ws-binding-token`'s tokens, and the tenant's websocket URL they are used on. */
-  wsBinding?: { tokens: WsBindingTokens; url: (tenant: string) => string };
+  /** `$get-ws-binding-token`'s tokens and owner check, and the tenant's websocket URL they are used on. */
+  wsBinding?: WsBindingIssuer & { url: (tenant: string) => string };
 }
 
 /**
@@ -297,7 +297,7 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const bindingTokenOf = async (c: Context<AppEnv>, id: string) => {
     if (!deps.wsBinding) throw new FhirError('not-found', 'Operation $get-ws-binding-token is not supported on Subscription');
     const params = c.req.method === 'POST' ? await operationParams(c) : new URL(c.req.url).searchParams;
-    return fhirJson(await subscriptionWsBindingToken(deps, request(c), id, params, deps.wsBinding.tokens, deps.wsBinding.url(c.get('tenant'))));
+    return fhirJson(await subscriptionWsBindingToken(deps, request(c), id, params, deps.wsBinding, deps.wsBinding.url(c.get('tenant'))));
   };
   app.on(['GET', 'POST'], '/StructureDefinition/$snapshot', (c) => snapshotOf(c));
   app.on(['GET', 'POST'], '/StructureDefinition/:id/$snapshot', (c) => snapshotOf(c, c.req.param('id')));

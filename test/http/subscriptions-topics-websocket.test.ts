@@ -162,6 +162,31 @@ for (const target of targets) {
       expect(((await json(refused)).issue as Json[])[0]!.code).toBe('forbidden');
     });
 
+    test('$get-ws-binding-token is refused to the owner\'s app with a token that reads less than the one that activated it (v1 and v2 spellings of the same grant are alike)', async () => {
+      const bindAs = (id: string, scopes: string) => craftToken(t, scopes).then((tok) => call('GET', `Subscription/${id}/$get-ws-binding-token`, undefined, tok));
+      const owner = 'user/Subscription.cruds user/*.rs';
+      const res = await call('POST', 'Subscription', websocketTopicSubscription('full-resource'), await craftToken(t, owner));
+      const s = await json(res);
+      expect([res.status, s.status]).toEqual([201, 'active']);
+      expect((await bindAs(s.id as string, owner)).status).toBe(200);
+      expect((await bindAs(s.id as string, 'user/Subscription.read user/*.read')).status).toBe(200);
+      expect((await bindAs(s.id as string, 'user/*.cruds')).status).toBe(200);
+      // May read the Subscription, but not the Encounters (full resources) the socket would be sent; nor all of them.
+      const narrower = await bindAs(s.id as string, 'user/Subscription.rs user/Basic.rs');
+      expect(narrower.status).toBe(403);
+      expect(((await json(narrower)).issue as Json[])[0]!.diagnostics).toContain('user/*.rs');
+      expect((await bindAs(s.id as string, 'user/Subscription.rs user/Encounter.rs?status=planned')).status).toBe(403);
+      expect((await bindAs(s.id as string, 'user/Subscription.rs user/*.s')).status).toBe(403);
+      // Turned off and activated again with the narrower token, it is that token's to bind (matched with its reach from then on).
+      const narrow = await craftToken(t, 'user/Subscription.cruds user/Encounter.rs?status=planned');
+      expect((await call('PUT', `Subscription/${s.id}`, { ...s, status: 'off' }, narrow)).status).toBe(200);
+      const again = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'requested' }, narrow);
+      expect([again.status, (await json(again)).status]).toEqual([200, 'active']);
+      expect((await call('GET', `Subscription/${s.id}/$get-ws-binding-token`, undefined, narrow)).status).toBe(200);
+      expect((await bindAs(s.id as string, 'user/Subscription.rs user/Encounter.rs?status=planned')).status).toBe(200);
+      expect((await bindAs(s.id as string, 'user/Subscription.rs user/Encounter.rs?status=finished')).status).toBe(403);
+    });
+
     test('bind-with-token is answered with a handshake, then each event is sent as its Bundle, on either server', async () => {
       const idOnly = await subscribe(websocketTopicSubscription('id-only'));
       const full = await subscribe(websocketTopicSubscription('full-resource'));

@@ -10,7 +10,7 @@ import type { ResourceVersion } from '../../store/types.ts';
 import { readResource, vreadResource, type FhirDeps, type FhirRequest } from '../crud.ts';
 import { MAX_COUNT, searchResources } from '../search.ts';
 import { notificationBundle, statusParameters, type NotifiedEvent } from './notification.ts';
-import { ownerClient, ownerDigest, ownerPatient, ownerUser } from './owner.ts';
+import { ownerClient, ownerDigest, ownerPatient, ownerScopes, ownerUser } from './owner.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import { PAYLOAD_CONTENT, tenantTopics } from './topics.ts';
 
@@ -144,13 +144,21 @@ export interface WsBindingTokens {
   verify(token: string): Promise<{ tenant: string; subscription: string; owner: string } | undefined>;
 }
 
+/** What `$get-ws-binding-token` signs with and checks the caller's scopes by (src/app.ts injects the authorization server's). */
+export interface WsBindingIssuer {
+  tokens: WsBindingTokens;
+  /** The read and search grants of the `recorded` scopes that `granted` does not imply (src/auth/scopes.ts readsNotImplied). */
+  readsNotImplied(recorded: readonly string[], granted: readonly string[]): string[];
+}
+
 /**
  * `Subscription/{id}/$get-ws-binding-token` (the IG's OperationDefinition backport-subscription-get-ws-binding-token):
  * a Parameters with a `token` that binds this Subscription alone on `websocket-url` (`bind-with-token {token}`,
  * sockets.ts) until `expiration`. Issued to a caller that may read the Subscription (a read's 404, 410, 403), for an
- * active topic-based Subscription of channel websocket (else a 400 naming the element); no parameter is taken.
+ * active topic-based Subscription of channel websocket (else a 400 naming the element), and is its owner that reads
+ * at least what it read when it activated it (else a 403); no parameter is taken.
  */
-export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirRequest, id: string, params: URLSearchParams, tokens: WsBindingTokens, websocketUrl: string): Promise<Json> {
+export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirRequest, id: string, params: URLSearchParams, issuer: WsBindingIssuer, websocketUrl: string): Promise<Json> {
   const row = await readResource(deps, req, 'Subscription', id);
   const [extra] = params.keys();
   if (extra !== undefined) throw new FhirError('invalid', `Subscription/{id}/$get-ws-binding-token takes no parameter, not '${extra}'`, { expression: [extra] });
@@ -172,7 +180,13 @@ export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirReques
   if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id) || patient !== (req.access.patient ?? null)) {
     throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: activate it again (status requested) with this token to bind it`);
   }
-  const { token, expiresAt } = await tokens.sign(req.tenant, id, ownerDigest(owner!));
+  // The same app and user with narrower scopes (a token asked for fewer) would be sent what only the owner's token read:
+  // each read or search grant the owner's token had must be one the caller's implies.
+  const missing = issuer.readsNotImplied(ownerScopes(owner!), req.access.scopes ?? []);
+  if (missing.length) {
+    throw new FhirError('forbidden', `Subscription/${id} was activated by a token that also read ${missing.join(' ')}, which this token's scopes do not grant: what the websocket is sent was matched with that token's reach. Set it off and then requested again with this token to bind it with this token's reach`);
+  }
+  const { token, expiresAt } = await issuer.tokens.sign(req.tenant, id, ownerDigest(owner!));
   return {
     resourceType: 'Parameters',
     parameter: [

@@ -50,6 +50,12 @@ export function ownerPatient(json: string): string | null {
   return 'operator' in record || record.patient === undefined ? null : record.patient;
 }
 
+/** The scopes `json` records (a token's granted scopes); none for the operator's. */
+export function ownerScopes(json: string): string[] {
+  const record = JSON.parse(json) as OwnerRecord;
+  return 'operator' in record ? [] : record.scopes;
+}
+
 /** The signed-in user whose authority `json` records; null for a client's own (or the operator's, or one recorded before users were). */
 export function ownerUser(json: string): OwnerUser | null {
   const record = JSON.parse(json) as OwnerRecord;

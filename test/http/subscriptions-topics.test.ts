@@ -14,6 +14,7 @@ import { craftToken, type Json } from '../helpers/fhir.ts';
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
+import postgres from 'postgres';
 
 interface Received {
   path: string;
@@ -642,6 +643,55 @@ for (const target of targets) {
         .map((b) => (b.entry as Json[])[1]!.fullUrl);
       expect(foci).toEqual([`${t.fhir()}/Encounter/${small.id}`]);
       await off(costly);
+    });
+
+    test.if(target.kind === 'postgres')('an event numbered after another carries no earlier timestamp, though its write took its time first and waited for the count', async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      const x = await json(call('POST', 'Encounter', encounter('planned')));
+      // Another process's write, whose time is a minute later (its clock, or it took it later), numbers an event
+      // of the Subscription and holds its count's row until it commits.
+      const later = t.clock.now() + 60_000;
+      const holder = database.open();
+      const raw = postgres(database.url, { max: 1 });
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((r) => (locked = r));
+      const holding = holder.resources.write('t1', async (w) => {
+        await w.notify([{ subscriptionId: s.id as string, type: 'Encounter', id: x.id as string, versionId: 1, event: 'update' }], later);
+        locked();
+        await held;
+      });
+      try {
+        await lockTaken;
+        // This write takes its time now, then waits for the count.
+        const waiting = call('POST', 'Encounter', encounter('planned'));
+        for (let i = 0; i < 300; i++) {
+          const [row] = await raw<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+          if (row!.n > 0) break;
+          await Bun.sleep(10);
+        }
+        release();
+        await holding;
+        const e = await json(waiting);
+        const events = await json(call('GET', `Subscription/${s.id}/$events`));
+        const foci = (events.entry as Json[]).slice(1).map((entry) => (entry.fullUrl as string).split('/').pop());
+        expect(foci.slice(-2)).toEqual([x.id, e.id]);
+        // Each event's number and timestamp, as the SubscriptionStatus lists them: the last one no earlier than the one before.
+        const status = (events.entry as Json[])[0]!.resource as Json;
+        const listed = ((status.parameter as Json[]).filter((p) => p.name === 'notification-event'))
+          .map((p) => (p.part as Json[]).reduce<Json>((o, q) => ({ ...o, [q.name as string]: q.valueString ?? q.valueInstant }), {}));
+        expect(listed.slice(-2).map((ev) => ev.timestamp)).toEqual([new Date(later).toISOString(), new Date(later).toISOString()]);
+        expect(Number(listed.at(-1)!['event-number'])).toBe(Number(listed.at(-2)!['event-number']) + 1);
+      } finally {
+        release();
+        await holding.catch(() => undefined);
+        await raw.end();
+        await holder.close();
+      }
+      await drain();
+      received();
+      await off(s);
     });
 
     test('a transaction that creates a topic and a Subscription to it succeeds (the Subscription, in any entry order of one method, finds it); a batch acts as separate requests', async () => {

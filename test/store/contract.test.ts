@@ -24,6 +24,7 @@ import { migrationContract } from './contract/migrations.ts';
 import { searchContract } from './contract/search.ts';
 import { searchKeysContract } from './contract/search-keys.ts';
 import { snapshotContract } from './contract/snapshot.ts';
+import { subscriptionEventsContract } from './contract/subscription-events.ts';
 import { subscriptionOwnersContract } from './contract/subscription-owners.ts';
 import { writesContract } from './contract/writes.ts';
 
@@ -51,6 +52,7 @@ describe.each(targets.map((t) => [t.kind, t] as const))('%s store', (kind, targe
   oauthContract(() => store);
   expungeContract(() => store);
   subscriptionOwnersContract(() => store);
+  subscriptionEventsContract(() => store);
   snapshotContract(target);
   exportJobsContract(target);
   exportScratchContract(target);

@@ -109,7 +109,9 @@ export interface ResourceWriter {
   claim(claims: ConditionClaim[], now: number): Promise<boolean>;
   /**
    * Records notifications in the subscriptions' outbox (stamped `now`), committed or rolled back with the
-   * rest of the transaction: a write that is rolled back notifies nothing, one that commits loses none.
+   * rest of the transaction: a write that is rolled back notifies nothing, one that commits loses none. A
+   * topic event is stamped the later of `now` and its subscription's previous event's time, so that event
+   * times never go back as numbers go up (a write that took `now` earlier may number its event later).
    */
   notify(notifications: NotificationToWrite[], now: number): Promise<void>;
   /**

@@ -209,15 +209,25 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         list.push(n);
         bySubscription.set(n.subscriptionId, list);
       }
+      const stamps = new Map<NotificationToWrite, number>();
       for (const id of [...bySubscription.keys()].sort()) {
         const events = bySubscription.get(id)!;
         const [r] = await tx<{ events: string }[]>`
           UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events`;
         const first = r ? Number(r.events) - events.length + 1 : null;
-        events.forEach((n, i) => numbers.set(n, first === null ? null : first + i));
+        // `now` was taken before the transaction, so a write that waited for the row may carry an earlier time than
+        // the event numbered before it: read once the row is locked (that event committed), the later of the two.
+        const [previous] = first !== null && first > 1
+          ? await tx<{ created_at: string }[]>`SELECT created_at FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id} AND event_number = ${first - 1}`
+          : [];
+        const at = Math.max(now, previous ? Number(previous.created_at) : 0);
+        events.forEach((n, i) => {
+          numbers.set(n, first === null ? null : first + i);
+          stamps.set(n, at);
+        });
       }
       const rows = notifications.map((n) => ({
-        tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: now,
+        tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: stamps.get(n) ?? now,
         event: n.event ?? null, event_number: numbers.get(n) ?? null,
       }));
       await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;

@@ -244,13 +244,16 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       const count = db.query<{ events: number }, [number, string, string]>('UPDATE subscription_state SET events = events + 1, last_notified_at = ? WHERE tenant = ? AND id = ? RETURNING events');
       const keep = db.query('INSERT INTO subscription_events (tenant, subscription_id, event_number, type, resource_id, version_id, event, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
       const forget = db.query('DELETE FROM subscription_events WHERE tenant = ? AND subscription_id = ? AND event_number <= ?');
+      const previous = db.query<{ created_at: number }, [string, string, number]>('SELECT created_at FROM subscription_events WHERE tenant = ? AND subscription_id = ? AND event_number = ?');
       for (const n of notifications) {
-        // A topic event is numbered by its subscription's count, moved here (under the write lock), and kept for $events.
+        // A topic event is numbered by its subscription's count, moved here (under the write lock), and kept for $events;
+        // stamped no earlier than the event before it (`now` was taken before the write waited for the lock).
         const numbered = n.event !== undefined && n.event !== 'handshake' && n.event !== 'heartbeat';
         const number = numbered ? (count.get(now, tenant, n.subscriptionId)?.events ?? null) : null;
-        add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, now, n.event ?? null, number);
+        const at = number === null || number === 1 ? now : Math.max(now, previous.get(tenant, n.subscriptionId, number - 1)?.created_at ?? 0);
+        add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, at, n.event ?? null, number);
         if (number === null) continue;
-        keep.run(tenant, n.subscriptionId, number, n.type, n.id, n.versionId, n.event!, now);
+        keep.run(tenant, n.subscriptionId, number, n.type, n.id, n.versionId, n.event!, at);
         if (number > EVENTS_KEPT) forget.run(tenant, n.subscriptionId, number - EVENTS_KEPT);
       }
     },

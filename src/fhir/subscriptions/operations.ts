@@ -178,7 +178,7 @@ export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirReques
   const user = owner === null ? null : ownerUser(owner);
   const patient = owner === null ? null : ownerPatient(owner);
   if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id) || patient !== (req.access.patient ?? null)) {
-    throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: activate it again (status requested) with this token to bind it`);
+    throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: set it off and then requested again with this token to bind it`);
   }
   // The same app and user with narrower scopes (a token asked for fewer) would be sent what only the owner's token read:
   // each read or search grant the owner's token had must be one the caller's implies.

@@ -16,7 +16,8 @@
 import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral } from '../exact-json.ts';
 import { typeModel, type Slot } from '../validation/model.ts';
-import { align, itemKey, MAX_ALIGN_CELLS, type AlignBudget } from './list-align.ts';
+import { Hashes, itemIds, type Item } from './item-ids.ts';
+import { align, MAX_ALIGN_CELLS, type AlignBudget } from './list-align.ts';
 
 type Json = Record<string, unknown>;
 export type Part = Record<string, unknown>;
@@ -55,6 +56,14 @@ function same(a: unknown, b: unknown): boolean {
 function sameAt(ah: object, bh: object, k: string | number, x: unknown, y: unknown): boolean {
   if (typeof x === 'number') return x === y && literalOf(ah, k) === literalOf(bh, k);
   return same(x, y);
+}
+
+/** Whether two list items are equal with their companions (`_name`'s items), numbers by their text. */
+function sameItem(x: Item, y: Item): boolean {
+  const a = x.items[x.i];
+  const b = y.items[y.i];
+  const values = typeof a === 'number' ? a === b && literalOf(x.items, x.i) === literalOf(y.items, y.i) : same(a, b);
+  return values && same(x.exts[x.i] ?? null, y.exts[y.i] ?? null);
 }
 
 function slotOf(type: string | undefined, key: string): Slot | undefined {
@@ -142,9 +151,13 @@ function guessType(value: unknown): string {
  */
 export const MAX_DIFF_OPERATIONS = 100_000;
 
-/** What one diff may still write (MAX_DIFF_OPERATIONS) and align (list-align.ts), shared by the Ops of its nested comparisons. */
+/**
+ * What one diff may still write (MAX_DIFF_OPERATIONS) and align (list-align.ts), and the hashes of its values
+ * (item-ids.ts, each object's computed once), shared by the Ops of its nested comparisons.
+ */
 interface Budget extends AlignBudget {
   left: number;
+  readonly hashes: Hashes;
 }
 
 /** Collects the operations of one comparison, changes first, then additions, then deletions. */
@@ -282,7 +295,8 @@ function compareList(ops: Ops, at: string, type: string | undefined, key: string
     if (same(av, bv) && same(ae, be)) return;
     throw new Unreachable();
   }
-  const { changed, steps } = align(av.map((_, i) => itemKey(av, ae, i)), bv.map((_, j) => itemKey(bv, be, j)), ops.budget);
+  const ids = itemIds(ops.budget.hashes, { items: av, exts: ae }, { items: bv, exts: be }, sameItem);
+  const { changed, steps } = align(ids.a, ids.b, ops.budget);
   for (const [i, j] of changed) compareValue(ops, `${at}[${i}]`, type, key, av, i, av[i], ae[i] ?? undefined, bv, bv[j], be[j] ?? undefined, j);
   for (const step of steps) {
     if (step.kind === 'insert') {
@@ -303,7 +317,8 @@ function compareValue(
   // Where the to-value sits in its holder: a list's item may stand at another index than the from-value.
   const bAt = bIndex ?? (typeof aAt === 'number' ? aAt : key);
   if (isObject(av) && isObject(bv)) {
-    if (same(av, bv)) return;
+    // Unequal hashes: not the same, without walking both (at each level of nested elements, all below it).
+    if (ops.budget.hashes.of(av) === ops.budget.hashes.of(bv) && same(av, bv)) return;
     const childType = typeof bv.resourceType === 'string' ? (av.resourceType === bv.resourceType ? bv.resourceType : undefined) : slotOf(type, key)?.type;
     if (childType !== undefined) {
       const inner = new Ops(ops.budget);
@@ -326,7 +341,7 @@ function compareValue(
  */
 export function diffResources(from: Json, to: Json, options: DiffOptions = {}): Json {
   const type = typeof to.resourceType === 'string' ? to.resourceType : undefined;
-  const ops = new Ops({ left: MAX_DIFF_OPERATIONS, cells: MAX_ALIGN_CELLS });
+  const ops = new Ops({ left: MAX_DIFF_OPERATIONS, cells: MAX_ALIGN_CELLS, hashes: new Hashes() });
   try {
     compareObject(ops, type ?? 'Resource', type, from, to, new Set(options.includeMeta ? [] : ['meta']));
   } catch (err) {

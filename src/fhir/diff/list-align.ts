@@ -1,8 +1,8 @@
 /**
  * The alignment of two lists for `$diff` (diff.ts): which items of the from-list stay (equal, or changed
  * in place), and the `insert`, `move` and `delete` steps, with their indexes as they apply one after
- * another (fhirpatch.html), that turn it into the to-list. Items are compared by a key that two items
- * share exactly when they are equal (`itemKey`).
+ * another (fhirpatch.html), that turn it into the to-list. Items are compared by an id that two items
+ * share exactly when they are equal (item-ids.ts).
  *
  * The equal items that stay are a longest common subsequence of the two lists: after the common head
  * and tail are set aside, one over what is left by dynamic programming, while the diff has filled fewer
@@ -12,7 +12,6 @@
  * paired by position (changed in place: compared element by element), and what remains is inserted or
  * deleted.
  */
-import { literalOf } from '../exact-json.ts';
 
 /**
  * The most cells (the lengths of two lists multiplied, their common head and tail set aside) the LCS
@@ -38,20 +37,6 @@ export interface Alignment {
   changed: Array<[number, number]>;
   /** The inserts and moves in the order they apply, then the deletes, last first. */
   steps: Step[];
-}
-
-/** Text that two JSON values share exactly when diff.ts's `same` holds: members in any order, numbers by their text. */
-function canonical(v: unknown, holder: object, k: string | number): string {
-  if (typeof v === 'number') return `n${v}|${literalOf(holder, k) ?? ''}`;
-  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'u';
-  if (Array.isArray(v)) return `[${v.map((x, i) => canonical(x, v, i)).join(',')}]`;
-  const o = v as Record<string, unknown>;
-  return `{${Object.keys(o).sort().map((key) => `${JSON.stringify(key)}:${canonical(o[key], o, key)}`).join(',')}}`;
-}
-
-/** The key of item `i` of `items` with its id and extensions (`exts[i]`, FHIR JSON's `_name` companion). */
-export function itemKey(items: unknown[], exts: unknown[], i: number): string {
-  return `${canonical(items[i], items, i)}#${canonical(exts[i] ?? null, exts, i)}`;
 }
 
 /** The pairs [i, j] of a longest common subsequence of `a` and `b` (numbers standing for keys). */
@@ -93,12 +78,8 @@ class Occupancy {
   }
 }
 
-/** Aligns a list of keys `a` (the from-list) with `b` (the to-list), by LCS when `budget` has the cells left. */
-export function align(a: readonly string[], b: readonly string[], budget: AlignBudget): Alignment {
-  const ids = new Map<string, number>();
-  const id = (k: string) => ids.get(k) ?? (ids.set(k, ids.size), ids.size - 1);
-  const ai = Int32Array.from(a, id);
-  const bi = Int32Array.from(b, id);
+/** Aligns a list of item ids `ai` (the from-list) with `bi` (the to-list), by LCS when `budget` has the cells left. */
+export function align(ai: Int32Array, bi: Int32Array, budget: AlignBudget): Alignment {
   const n = ai.length;
   const m = bi.length;
   let head = 0;

@@ -248,9 +248,11 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
           heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
     }),
     endSubscription: mapped('subscription', async (id) => {
+      // The state row first, as delivery (`delivered`, `drop`) and notify lock it before the subscription's notifications
+      // and events: taken after them, a delivery holding the row and deleting a notification this had deleted deadlocked.
+      await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
       await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
       await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
-      await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
     }),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {

@@ -1,0 +1,45 @@
+/**
+ * The row locks of a Subscription's delivery state on a real PostgreSQL (src/store/postgres/writer.ts): a
+ * deletion's endSubscription takes the subscription's state row before its notifications and events, in the
+ * order delivery (`delivered`, `drop`) takes them, so that the two never wait for each other in a cycle.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import postgres from 'postgres';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = (await storeTargets()).filter((t) => t.kind === 'postgres');
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+const event = (subscriptionId: string, id: string) => ({ subscriptionId, type: 'Encounter', id, versionId: 1, event: 'create' as const });
+
+for (const target of targets) {
+  describe('Subscription state locks on PostgreSQL', () => {
+    test('a deletion ending a subscription while a delivery holds its state row and deletes a notification: both commit, no deadlock', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+        await w.notify([event('a', 'e1')], 1_000);
+      });
+      const raw = postgres(target.url, { max: 1, onnotice: () => undefined });
+      try {
+        let ended: Promise<unknown> = Promise.resolve();
+        // As `delivered` does: the state row, then the notification delivered.
+        const delivery = raw.begin(async (tx) => {
+          await tx`UPDATE subscription_state SET failures = 0 WHERE tenant = ${tenant} AND id = 'a'`;
+          ended = s.resources.write(tenant, (w) => w.endSubscription('a')).then(() => 'ended', (e: Error) => e);
+          await Bun.sleep(300);
+          await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = 'a'`;
+          return 'delivered';
+        }).catch((e: Error) => e);
+        expect(await delivery).toBe('delivered');
+        expect(await ended).toBe('ended');
+        expect(await s.subscriptions.owner(tenant, 'a')).toBeNull();
+        expect(await s.subscriptions.pending(tenant, 'a', 10)).toEqual([]);
+      } finally {
+        await raw.end({ timeout: 1 });
+      }
+    }, 30_000);
+  });
+}

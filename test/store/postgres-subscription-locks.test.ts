@@ -1,7 +1,8 @@
 /**
  * The row locks of a Subscription's delivery state on a real PostgreSQL (src/store/postgres/writer.ts): a
  * deletion's endSubscription takes the subscription's state row before its notifications and events, in the
- * order delivery (`delivered`, `drop`) takes them, so that the two never wait for each other in a cycle.
+ * order delivery (`delivered`, `drop`) takes them, and takes it with the rows notify numbers events by, in id
+ * order, so that no two of them wait for each other in a cycle.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
@@ -40,6 +41,34 @@ for (const target of targets) {
       } finally {
         await raw.end({ timeout: 1 });
       }
+    }, 30_000);
+
+    test('a transaction ending subscription b and numbering an event of a, beside one numbering events of a and b: both commit, no deadlock', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+        await w.ownSubscription('b', '{"operator":true}', 'rest-hook');
+      });
+      const { promise: reached, resolve: reach } = Promise.withResolvers<void>();
+      const { promise: gate, resolve: open } = Promise.withResolvers<void>();
+      // A transaction deleting Subscription b and writing what a's topic notifies of (its DELETE comes first).
+      const deleting = s.resources.write(tenant, async (w) => {
+        await w.endSubscription('b');
+        reach();
+        await gate;
+        await w.notify([event('a', 'e1')], 1_000);
+        return 'committed';
+      }).catch((e: Error) => e);
+      await reached;
+      // A write notifying both, numbering their events in id order (a, then b).
+      const both = s.resources.write(tenant, (w) => w.notify([event('a', 'e2'), event('b', 'e3')], 1_000).then(() => 'committed')).catch((e: Error) => e);
+      await Bun.sleep(300);
+      open();
+      expect(await Promise.all([deleting, both])).toEqual(['committed', 'committed']);
+      expect(await s.subscriptions.owner(tenant, 'b')).toBeNull();
+      expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
     }, 30_000);
   });
 }

@@ -55,6 +55,19 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     for (const r of rows) remember(r.v, r.pk);
   }
 
+  /** The subscriptions ended (endSubscription) and not yet deleted. */
+  const ending = new Set<string>();
+
+  /**
+   * Deletes subscription `id`'s delivery state: its state row first, as delivery (`delivered`, `drop`) and notify lock
+   * it before the subscription's outbox rows and events (taken after them, a delivery of it deadlocked with this).
+   */
+  async function end(id: string): Promise<void> {
+    await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
+    await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+    await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+  }
+
   /** Flushes run one after another, so each sees the rows the previous one wrote. */
   let flushing: Promise<void> = Promise.resolve();
   function flush(): Promise<void> {
@@ -210,8 +223,14 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         bySubscription.set(n.subscriptionId, list);
       }
       const stamps = new Map<NotificationToWrite, number>();
-      for (const id of [...bySubscription.keys()].sort()) {
-        const events = bySubscription.get(id)!;
+      // The subscriptions this transaction ended (endSubscription) are deleted in the same pass, in id order with the
+      // counts: ended at once, a deletion of one and events of another locked two rows in the order of the writes, and a
+      // write numbering events of both, in id order, waited for it in a cycle.
+      const ended = bySubscription.size ? [...ending] : [];
+      for (const id of [...new Set([...bySubscription.keys(), ...ended])].sort()) {
+        if (ending.delete(id)) await end(id);
+        const events = bySubscription.get(id);
+        if (events === undefined) continue;
         const [r] = await tx<{ events: string }[]>`
           UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events`;
         const first = r ? Number(r.events) - events.length + 1 : null;
@@ -247,12 +266,9 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
         ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
           heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
     }),
+    // Noted, and done with the numbered events' counts (notify) in one pass in id order, or at the commit.
     endSubscription: mapped('subscription', async (id) => {
-      // The state row first, as delivery (`delivered`, `drop`) and notify lock it before the subscription's notifications
-      // and events: taken after them, a delivery holding the row and deleting a notification this had deleted deadlocked.
-      await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
-      await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
-      await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+      ending.add(id);
     }),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
@@ -270,6 +286,10 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       }
       return true;
     }),
-    flush: mapped('commit', flush),
+    flush: mapped('commit', async () => {
+      await flush();
+      for (const id of [...ending].sort()) await end(id);
+      ending.clear();
+    }),
   };
 }

@@ -3,7 +3,10 @@
  * of a given `application_name` sends a message containing a given text, such as the driver's array-type
  * query at connection start-up), either ends the session as `pg_terminate_backend` does (a FATAL 57P01
  * ErrorResponse, then the connection closed), which a real termination only hits by chance, or stops
- * passing the session's messages on, so that its client waits for an answer that never comes.
+ * passing the session's messages on, so that its client waits for an answer that never comes. It can also
+ * shed sessions as a connection pooler or proxy does when it cannot serve (PgBouncer, RDS Proxy, Supavisor
+ * restarting or over their limits): each one closed cleanly (a FIN, no ErrorResponse) as soon as its client
+ * sends the start-up message, before the server ever answers.
  */
 import type { Socket, TCPSocketListener } from 'bun';
 
@@ -29,6 +32,8 @@ interface Session {
   ended: boolean;
   /** Nothing more from the client is passed on. */
   swallowing: boolean;
+  /** Closed, without a word, when its start-up message arrives (opened while shedding). */
+  shed: boolean;
 }
 
 export interface PgFaultProxy {
@@ -41,6 +46,15 @@ export interface PgFaultProxy {
   readonly terminated: number;
   /** Sessions whose messages were dropped so far. */
   readonly swallowed: number;
+  /**
+   * While on, the sessions open are closed (FIN) and every new one is closed, FIN and no ErrorResponse, when
+   * its client sends the start-up message; off, new sessions are passed through again.
+   */
+  shed(on: boolean): void;
+  /** Client connections accepted so far: each is one connection attempt of a driver. */
+  readonly opened: number;
+  /** Sessions closed at start-up while shedding, so far. */
+  readonly shedCount: number;
   stop(): void;
 }
 
@@ -48,11 +62,16 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
   let armed: { application: string; text: string; swallow: boolean } | undefined;
   let terminated = 0;
   let swallowed = 0;
+  let shedding = false;
+  let opened = 0;
+  let shedCount = 0;
+  const sessions = new Set<Socket<Session>>();
   const decoder = new TextDecoder('latin1');
   const end = (client: Socket<Session>) => {
     const s = client.data;
     if (s.ended) return;
     s.ended = true;
+    sessions.delete(client);
     s.upstream?.end();
     client.end();
   };
@@ -61,7 +80,10 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
     port: 0,
     socket: {
       open(client) {
-        client.data = { pending: [], ended: false, swallowing: false };
+        opened++;
+        client.data = { pending: [], ended: false, swallowing: false, shed: shedding };
+        if (shedding) return;
+        sessions.add(client);
         void Bun.connect<undefined>({
           hostname: '127.0.0.1',
           port: upstreamPort,
@@ -85,6 +107,11 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
       data(client, chunk) {
         const s = client.data;
         if (s.ended || s.swallowing) return;
+        if (s.shed) {
+          shedCount++;
+          end(client);
+          return;
+        }
         const text = decoder.decode(chunk);
         s.startup ??= text;
         if (armed && s.startup.includes(`application_name\0${armed.application}\0`) && text.includes(armed.text)) {
@@ -124,6 +151,16 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
     },
     get swallowed() {
       return swallowed;
+    },
+    shed(on) {
+      shedding = on;
+      if (on) for (const client of [...sessions]) end(client);
+    },
+    get opened() {
+      return opened;
+    },
+    get shedCount() {
+      return shedCount;
     },
     stop: () => listener.stop(true),
   };

@@ -17,15 +17,25 @@ export interface PostgresStoreOptions {
 /** int8 (BIGINT, COUNT) values are epoch milliseconds or counts: well inside Number's exact range. */
 const int8AsNumber = { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) };
 
-/** Seconds a new connection may take before the query waiting for it fails (`?connect_timeout=N` overrides). */
+/**
+ * Seconds a new connection may take before the query waiting for it fails (`?connect_timeout=N`
+ * overrides); also how long the pool's start-ups may go on failing, each closed before the server was
+ * ready (a proxy shedding sessions), before the query waiting for one fails (patches/, ARCHITECTURE.md).
+ */
 export const DEFAULT_CONNECT_TIMEOUT = 5;
 
 /**
- * Delay in seconds before a closed connection is opened again. postgres.js grows it to 20 s by
- * default, and every query queued behind that connection waits for it: during an outage requests
- * hung for 10 s and more. Capped at half a second, a queued query fails within about that much.
+ * Delay in seconds before a connection is opened again after a failed attempt (`attempt` counts the
+ * pool's failures since its last successful start-up). postgres.js grows it to 20 s by default, and
+ * every query queued behind that connection waits for it: during an outage requests hung for 10 s and
+ * more. Capped at half a second, a queued query fails within about that much. The delay is drawn
+ * between half the step and the step, so that connections that failed together (the whole pool, when
+ * a proxy sheds its sessions) do not try again together.
  */
-const reconnectBackoff = (attempt: number) => Math.min(0.05 * 2 ** attempt, 0.5);
+export const reconnectBackoff = (attempt: number, random: () => number = Math.random): number => {
+  const step = Math.min(0.05 * 2 ** attempt, 0.5);
+  return step / 2 + (random() * step) / 2;
+};
 
 /** Seconds the search key connection stays open unused: it is needed when a write meets new keys. */
 const KEYS_IDLE_TIMEOUT = 30;
@@ -78,7 +88,7 @@ function open(url: string, o: { max: number; application_name: string; idle_time
     // JIT compilation pays off for long analytical queries only: a search whose cost the planner
     // overestimates (no statistics yet after a bulk import) spent 120 ms compiling a 4 ms query.
     connection: { application_name: o.application_name, jit: 'off', ...(o.generic && { plan_cache_mode: 'force_generic_plan' }) },
-    backoff: reconnectBackoff,
+    backoff: (attempt: number) => reconnectBackoff(attempt),
     // An explicit option would hide the URL's `connect_timeout`, which postgres.js reads otherwise.
     ...(/[?&]connect_timeout=/.test(url) ? {} : { connect_timeout: DEFAULT_CONNECT_TIMEOUT }),
   });

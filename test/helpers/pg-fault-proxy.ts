@@ -32,8 +32,8 @@ interface Session {
   ended: boolean;
   /** Nothing more from the client is passed on. */
   swallowing: boolean;
-  /** Closed, without a word, when its start-up message arrives (opened while shedding). */
-  shed: boolean;
+  /** Closed, without a word, when its start-up message arrives (true), or its first message holding this text (opened while shedding). */
+  shed: boolean | string;
 }
 
 export interface PgFaultProxy {
@@ -48,9 +48,10 @@ export interface PgFaultProxy {
   readonly swallowed: number;
   /**
    * While on, the sessions open are closed (FIN) and every new one is closed, FIN and no ErrorResponse, when
-   * its client sends the start-up message; off, new sessions are passed through again.
+   * its client sends the start-up message, or (`at`) the first message that contains `at`, such as the
+   * driver's array-type query sent once the server said it was ready; off, new sessions are passed through.
    */
-  shed(on: boolean): void;
+  shed(on: boolean, at?: string): void;
   /** Client connections accepted so far: each is one connection attempt of a driver. */
   readonly opened: number;
   /** Sessions closed at start-up while shedding, so far. */
@@ -62,7 +63,7 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
   let armed: { application: string; text: string; swallow: boolean } | undefined;
   let terminated = 0;
   let swallowed = 0;
-  let shedding = false;
+  let shedding: boolean | string = false;
   let opened = 0;
   let shedCount = 0;
   const sessions = new Set<Socket<Session>>();
@@ -82,7 +83,7 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
       open(client) {
         opened++;
         client.data = { pending: [], ended: false, swallowing: false, shed: shedding };
-        if (shedding) return;
+        if (shedding === true) return;
         sessions.add(client);
         void Bun.connect<undefined>({
           hostname: '127.0.0.1',
@@ -107,12 +108,12 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
       data(client, chunk) {
         const s = client.data;
         if (s.ended || s.swallowing) return;
-        if (s.shed) {
+        const text = decoder.decode(chunk);
+        if (s.shed === true || (s.shed && text.includes(s.shed))) {
           shedCount++;
           end(client);
           return;
         }
-        const text = decoder.decode(chunk);
         s.startup ??= text;
         if (armed && s.startup.includes(`application_name\0${armed.application}\0`) && text.includes(armed.text)) {
           const { swallow } = armed;
@@ -152,8 +153,8 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
     get swallowed() {
       return swallowed;
     },
-    shed(on) {
-      shedding = on;
+    shed(on, at) {
+      shedding = on && (at ?? true);
       if (on) for (const client of [...sessions]) end(client);
     },
     get opened() {

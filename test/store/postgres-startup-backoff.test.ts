@@ -65,6 +65,23 @@ describe.skipIf(!reachable)('a postgres.js pool whose sessions are closed during
     }
   }, 30_000);
 
+  test('sessions closed as they fetch the array types, after the server said it was ready: rejected within about connect_timeout too', async () => {
+    const proxy = await startPgFaultProxy(Number(target.port || 5432));
+    const sql = connect(viaProxy(proxy.port), { max: 2 });
+    try {
+      proxy.shed(true, 'typcategory');
+      const err = await Promise.race([sql`SELECT 1`.then(() => null, (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
+      expect((err as { code?: string } | null)?.code).toBe('CONNECTION_CLOSED');
+      expect(proxy.shedCount).toBeGreaterThan(1);
+      expect(proxy.opened).toBeLessThan(40);
+      proxy.shed(false);
+      expect([...(await sql`SELECT 2 AS two`)]).toEqual([{ two: 2 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+      proxy.stop();
+    }
+  }, 30_000);
+
   test('a pool ended while a connection waits out its backoff makes no attempt after its end', async () => {
     const proxy = await startPgFaultProxy(Number(target.port || 5432));
     const sql = connect(viaProxy(proxy.port), { max: 2 });

@@ -2,7 +2,8 @@
  * The row locks of a Subscription's delivery state on a real PostgreSQL (src/store/postgres/writer.ts): a
  * deletion's endSubscription takes the subscription's state row before its notifications and events, in the
  * order delivery (`delivered`, `drop`) takes them, and takes it with the rows notify numbers events by, in id
- * order, so that no two of them wait for each other in a cycle.
+ * order, so that no two of them wait for each other in a cycle; an activation's ownSubscription writes its state row
+ * in the same pass.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
@@ -68,6 +69,52 @@ for (const target of targets) {
       open();
       expect(await Promise.all([deleting, both])).toEqual(['committed', 'committed']);
       expect(await s.subscriptions.owner(tenant, 'b')).toBeNull();
+      expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
+    }, 30_000);
+
+    test('a transaction activating subscription b again and numbering an event of a, beside one numbering events of a and b: both commit, no deadlock', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+        await w.ownSubscription('b', '{"operator":true}', 'rest-hook');
+      });
+      const { promise: reached, resolve: reach } = Promise.withResolvers<void>();
+      const { promise: gate, resolve: open } = Promise.withResolvers<void>();
+      // A PUT of the active Subscription b (a new owner) in a transaction writing what a's topic notifies of.
+      const activating = s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('b', '{"operator":true,"again":1}', 'websocket');
+        reach();
+        await gate;
+        await w.notify([event('a', 'e1')], 1_000);
+        return 'committed';
+      }).catch((e: Error) => e);
+      await reached;
+      const both = s.resources.write(tenant, (w) => w.notify([event('a', 'e2'), event('b', 'e3')], 1_000).then(() => 'committed')).catch((e: Error) => e);
+      await Bun.sleep(300);
+      open();
+      expect(await Promise.all([activating, both])).toEqual(['committed', 'committed']);
+      expect(await s.subscriptions.owner(tenant, 'b')).toBe('{"operator":true,"again":1}');
+      expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
+      expect(await s.subscriptions.events(tenant, 'b')).toBe(1);
+    }, 30_000);
+
+    test('an activation anew, written at the commit, deletes the notifications waiting from before it and keeps those recorded after it', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+        await w.notify([event('a', 'e1')], 1_000);
+      });
+      await s.resources.write(tenant, async (w) => {
+        await w.notify([{ subscriptionId: 'a', type: 'Encounter', id: 'e2', versionId: 1 }], 2_000);
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook', undefined, true);
+        await w.notify([{ subscriptionId: 'a', type: 'Subscription', id: 'a', versionId: 2, event: 'handshake' }], 2_000);
+        await w.notify([event('a', 'e3')], 2_000);
+      });
+      expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => [n.id, n.event])).toEqual([['a', 'handshake'], ['e3', 'create']]);
       expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
     }, 30_000);
   });

@@ -1,8 +1,9 @@
 import postgres from 'postgres';
-import type { CurrentVersion, NotificationToWrite, ResourceWriter, VersionToWrite } from '../types.ts';
-import { CLAIM_KEPT_MS, EVENTS_KEPT, inKeyOrder, StoreConflictError } from '../types.ts';
+import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
 import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
+import { createSubscriptionWrites } from './subscription-writes.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
 import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
@@ -55,18 +56,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     for (const r of rows) remember(r.v, r.pk);
   }
 
-  /** The subscriptions ended (endSubscription) and not yet deleted. */
-  const ending = new Set<string>();
-
-  /**
-   * Deletes subscription `id`'s delivery state: its state row first, as delivery (`delivered`, `drop`) and notify lock
-   * it before the subscription's outbox rows and events (taken after them, a delivery of it deadlocked with this).
-   */
-  async function end(id: string): Promise<void> {
-    await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
-    await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
-    await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
-  }
+  /** Delivery state: its state-row locks taken in id order, at notify's pass or at the commit (subscription-writes.ts). */
+  const subscriptions = createSubscriptionWrites(tx, tenant);
 
   /** Flushes run one after another, so each sees the rows the previous one wrote. */
   let flushing: Promise<void> = Promise.resolve();
@@ -208,68 +199,10 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
       await insertTokenAndCompartmentRows(tx, tenant, versions, indexKeys);
       await insertIndexRows(tx, tenant, versions, indexKeys);
     }),
-    notify: mapped('notify', async (notifications, now) => {
-      if (!notifications.length) return;
-      const numbers = new Map<NotificationToWrite, number | null>();
-      // A topic event is numbered by its subscription's count, moved here (the row stays locked until the
-      // write commits, so concurrent writes number one subscription's events one after the other): each
-      // subscription's count moved once by its number of events, the subscriptions in id order, so that two
-      // writes numbering events of the same subscriptions never wait for each other in a cycle (a deadlock).
-      const bySubscription = new Map<string, NotificationToWrite[]>();
-      for (const n of notifications) {
-        if (n.event === undefined || n.event === 'handshake' || n.event === 'heartbeat') continue;
-        const list = bySubscription.get(n.subscriptionId) ?? [];
-        list.push(n);
-        bySubscription.set(n.subscriptionId, list);
-      }
-      const stamps = new Map<NotificationToWrite, number>();
-      // The subscriptions this transaction ended (endSubscription) are deleted in the same pass, in id order with the
-      // counts: ended at once, a deletion of one and events of another locked two rows in the order of the writes, and a
-      // write numbering events of both, in id order, waited for it in a cycle.
-      const ended = bySubscription.size ? [...ending] : [];
-      for (const id of [...new Set([...bySubscription.keys(), ...ended])].sort()) {
-        if (ending.delete(id)) await end(id);
-        const events = bySubscription.get(id);
-        if (events === undefined) continue;
-        const [r] = await tx<{ events: string }[]>`
-          UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events`;
-        const first = r ? Number(r.events) - events.length + 1 : null;
-        // `now` was taken before the transaction, so a write that waited for the row may carry an earlier time than
-        // the event numbered before it: read once the row is locked (that event committed), the later of the two.
-        const [previous] = first !== null && first > 1
-          ? await tx<{ created_at: string }[]>`SELECT created_at FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id} AND event_number = ${first - 1}`
-          : [];
-        const at = Math.max(now, previous ? Number(previous.created_at) : 0);
-        events.forEach((n, i) => {
-          numbers.set(n, first === null ? null : first + i);
-          stamps.set(n, at);
-        });
-      }
-      const rows = notifications.map((n) => ({
-        tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: stamps.get(n) ?? now,
-        event: n.event ?? null, event_number: numbers.get(n) ?? null,
-      }));
-      await tx`INSERT INTO subscription_notifications ${tx(rows, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;
-      // Topic events are kept for $events, the last EVENTS_KEPT of each subscription.
-      const kept = rows.filter((r) => r.event_number !== null);
-      if (!kept.length) return;
-      await tx`INSERT INTO subscription_events ${tx(kept, 'tenant', 'subscription_id', 'event_number', 'type', 'resource_id', 'version_id', 'event', 'created_at')}`;
-      for (const r of kept) {
-        if (r.event_number! > EVENTS_KEPT) await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${r.subscription_id} AND event_number <= ${r.event_number! - EVENTS_KEPT}`;
-      }
-    }),
-    ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat, restart) => {
-      if (restart) await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
-      await tx`
-        INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at)
-        VALUES (${tenant}, ${id}, ${owner}, ${channel}, ${heartbeat?.periodMs ?? 0}, ${heartbeat?.now ?? 0})
-        ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
-          heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
-    }),
-    // Noted, and done with the numbered events' counts (notify) in one pass in id order, or at the commit.
-    endSubscription: mapped('subscription', async (id) => {
-      ending.add(id);
-    }),
+    notify: mapped('notify', subscriptions.notify),
+    // Noted, and written with the numbered events' counts (notify) in one pass in id order, or at the commit.
+    ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat, restart) => subscriptions.own(id, owner, channel, heartbeat, restart)),
+    endSubscription: mapped('subscription', async (id) => subscriptions.end(id)),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
         // Under READ COMMITTED both statements wait for a transaction holding the row and then see its
@@ -288,8 +221,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     }),
     flush: mapped('commit', async () => {
       await flush();
-      for (const id of [...ending].sort()) await end(id);
-      ending.clear();
+      await subscriptions.commit();
     }),
   };
 }

@@ -1,0 +1,147 @@
+import type { NotificationToWrite } from '../types.ts';
+import { EVENTS_KEPT } from '../types.ts';
+import type { PgTx } from './db.ts';
+
+/** An activation (ownSubscription) noted and not yet written. */
+interface Activation {
+  owner: string;
+  channel: string;
+  heartbeat?: { periodMs: number; now: number };
+  restart: boolean;
+}
+
+/** A subscription_notifications row, as inserted. */
+interface NotificationRow {
+  tenant: string;
+  subscription_id: string;
+  type: string;
+  resource_id: string;
+  version_id: number;
+  created_at: number;
+  event: string | null;
+  event_number: number | null;
+}
+
+/** One transaction's writes of subscriptions' delivery state (the writer's `notify`, `ownSubscription`, `endSubscription`, and the commit's). */
+export interface SubscriptionWrites {
+  notify(notifications: NotificationToWrite[], now: number): Promise<void>;
+  own(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }, restart?: boolean): void;
+  end(id: string): void;
+  /** Writes what is still noted, before COMMIT. */
+  commit(): Promise<void>;
+}
+
+/**
+ * The delivery state a transaction writes on PostgreSQL. Every lock it takes on subscription_state rows is taken
+ * in id order, in one pass: a deletion (`end`) and an activation (`own`) are only noted, and written in the pass
+ * `notify` makes over the rows it numbers events by, or at the commit. Written at once, a transaction activating
+ * (or deleting) Subscription b and numbering an event of a locked b then a, and a write numbering events of both
+ * (a then b) waited for it in a cycle: a deadlock. For each subscription, the state row is locked before its
+ * outbox rows and events, as delivery (`delivered`, `drop`) locks them.
+ */
+export function createSubscriptionWrites(tx: PgTx, tenant: string): SubscriptionWrites {
+  /** Subscriptions ended and not yet deleted. */
+  const ending = new Set<string>();
+  /** Subscriptions activated and not yet written (after their end, when both are noted: deleted, then created again). */
+  const owning = new Map<string, Activation>();
+  /** Notifications of subscriptions in `owning`, inserted once their activation is written (its restart deletes those recorded before it). */
+  let held: NotificationRow[] = [];
+
+  /** Deletes subscription `id`'s delivery state: its state row first, then its outbox rows and events. */
+  async function deleteState(id: string): Promise<void> {
+    await tx`DELETE FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
+    await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+    await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+  }
+
+  /** Writes subscription `id`'s owner; an activation anew (`restart`) then deletes the notifications still waiting. */
+  async function writeOwner(id: string, a: Activation): Promise<void> {
+    await tx`
+      INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at)
+      VALUES (${tenant}, ${id}, ${a.owner}, ${a.channel}, ${a.heartbeat?.periodMs ?? 0}, ${a.heartbeat?.now ?? 0})
+      ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
+        heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
+    if (a.restart) await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+  }
+
+  /** Writes what is noted of subscription `id`: its end, then its activation. */
+  async function settle(id: string): Promise<void> {
+    if (ending.delete(id)) await deleteState(id);
+    const activation = owning.get(id);
+    if (activation === undefined) return;
+    owning.delete(id);
+    await writeOwner(id, activation);
+  }
+
+  /** Inserts notification rows (the held ones first, once their activations are written), and keeps topic events for $events. */
+  async function insert(rows: NotificationRow[]): Promise<void> {
+    const ready = owning.size ? rows.filter((r) => !owning.has(r.subscription_id)) : rows;
+    const all = [...(owning.size ? held.filter((r) => !owning.has(r.subscription_id)) : held), ...ready];
+    held = [...held.filter((r) => owning.has(r.subscription_id)), ...rows.filter((r) => owning.has(r.subscription_id))];
+    if (!all.length) return;
+    await tx`INSERT INTO subscription_notifications ${tx(all, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;
+    // Topic events are kept for $events, the last EVENTS_KEPT of each subscription.
+    const kept = all.filter((r) => r.event_number !== null);
+    if (!kept.length) return;
+    await tx`INSERT INTO subscription_events ${tx(kept, 'tenant', 'subscription_id', 'event_number', 'type', 'resource_id', 'version_id', 'event', 'created_at')}`;
+    for (const r of kept) {
+      if (r.event_number! > EVENTS_KEPT) await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${r.subscription_id} AND event_number <= ${r.event_number! - EVENTS_KEPT}`;
+    }
+  }
+
+  return {
+    async notify(notifications, now) {
+      if (!notifications.length) return;
+      const numbers = new Map<NotificationToWrite, number | null>();
+      // A topic event is numbered by its subscription's count, moved here (the row stays locked until the
+      // write commits, so concurrent writes number one subscription's events one after the other): each
+      // subscription's count moved once by its number of events, the subscriptions in id order, so that two
+      // writes numbering events of the same subscriptions never wait for each other in a cycle (a deadlock).
+      const bySubscription = new Map<string, NotificationToWrite[]>();
+      for (const n of notifications) {
+        if (n.event === undefined || n.event === 'handshake' || n.event === 'heartbeat') continue;
+        const list = bySubscription.get(n.subscriptionId) ?? [];
+        list.push(n);
+        bySubscription.set(n.subscriptionId, list);
+      }
+      const stamps = new Map<NotificationToWrite, number>();
+      // The subscriptions this transaction ended or activated are written in the same pass, in id order with the counts.
+      const noted = bySubscription.size ? [...ending, ...owning.keys()] : [];
+      for (const id of [...new Set([...bySubscription.keys(), ...noted])].sort()) {
+        await settle(id);
+        const events = bySubscription.get(id);
+        if (events === undefined) continue;
+        const [r] = await tx<{ events: string }[]>`
+          UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events`;
+        const first = r ? Number(r.events) - events.length + 1 : null;
+        // `now` was taken before the transaction, so a write that waited for the row may carry an earlier time than
+        // the event numbered before it: read once the row is locked (that event committed), the later of the two.
+        const [previous] = first !== null && first > 1
+          ? await tx<{ created_at: string }[]>`SELECT created_at FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id} AND event_number = ${first - 1}`
+          : [];
+        const at = Math.max(now, previous ? Number(previous.created_at) : 0);
+        events.forEach((n, i) => {
+          numbers.set(n, first === null ? null : first + i);
+          stamps.set(n, at);
+        });
+      }
+      await insert(notifications.map((n) => ({
+        tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: stamps.get(n) ?? now,
+        event: n.event ?? null, event_number: numbers.get(n) ?? null,
+      })));
+    },
+    own(id, owner, channel, heartbeat, restart) {
+      owning.set(id, { owner, channel, ...(heartbeat && { heartbeat }), restart: restart === true || owning.get(id)?.restart === true });
+    },
+    end(id) {
+      // An activation noted in this transaction ends too, with what it held back.
+      owning.delete(id);
+      held = held.filter((r) => r.subscription_id !== id);
+      ending.add(id);
+    },
+    async commit() {
+      for (const id of [...new Set([...ending, ...owning.keys()])].sort()) await settle(id);
+      await insert([]);
+    },
+  };
+}

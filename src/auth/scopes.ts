@@ -78,17 +78,43 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
 }
 
 /**
- * The resource scopes of `recorded` whose read and search grants (the scope held to its `r` and `s`,
- * filter kept) `granted` does not imply (isImpliedBy): none when a token of `granted` reads and searches
- * whatever one of `recorded` did. Scopes that grant neither (`.cud`, `openid`) do not count.
+ * The resource scopes of `recorded` whose reads and searches a token of `granted` may not make as a token of
+ * `recorded` did (the two tokens having the same patient in context, or none): none when a token of `granted`
+ * reads and searches whatever one of `recorded` did. Each of a recorded scope's `r` and `s` must be implied by
+ * one granted scope (readImpliedBy), and a type and permission that `recorded` reads beyond the patient in
+ * context must not be bound to it by `granted` (a `patient/` scope beside filtered `user/` ones binds them:
+ * accessFromScopes). Scopes that grant neither (`.cud`, `openid`) do not count.
  */
 export function readsNotImplied(recorded: readonly string[], granted: readonly string[]): string[] {
+  const grants = granted.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
+  // The same patient for both (the caller checks it): without one, neither holds a `patient/` scope, which binds nothing.
+  const bound = (scopes: readonly string[]) => accessFromScopes([...scopes], '', 'in-context').patientLimit;
+  const [recordedBound, grantedBound] = [bound(recorded), bound(granted)];
   return recorded.filter((scope) => {
-    const parsed = parseResourceScope(scope);
-    const reads = parsed ? (['r', 's'] as const).filter((p) => parsed.perms.has(p)) : [];
-    if (!parsed || !reads.length) return false;
-    return !isImpliedBy(`${parsed.context}/${parsed.type}.${reads.join('')}${parsed.query === undefined ? '' : `?${parsed.query}`}`, granted);
+    const want = parseResourceScope(scope);
+    const reads = want ? (['r', 's'] as const).filter((p) => want.perms.has(p)) : [];
+    return reads.some((p) => !readImpliedBy(want!, p, grants) ||
+      (want!.type !== '*' && recordedBound(want!.type, p) === undefined && grantedBound(want!.type, p) !== undefined));
   });
+}
+
+/**
+ * Whether one of `granted` gives read or search (`perm`) of what `want` gives it of: its context, or `user/`
+ * for `patient/` (a user's `user/` scopes read what the user can access, their patients' records included, and
+ * a user who acts for patients holds them in their `patient/` form: scopesForUser); `*` or its type; and no
+ * filter, or one whose parameter/value pairs are all in `want`'s (the pairs are ANDed, in any order).
+ */
+function readImpliedBy(want: ResourceScope, perm: Permission, granted: readonly ResourceScope[]): boolean {
+  return granted.some((have) => (have.context === want.context || (have.context === 'user' && want.context === 'patient')) &&
+    (have.type === '*' || have.type === want.type) && have.perms.has(perm) &&
+    (have.query === undefined || (want.query !== undefined && filterWithin(have.query, want.query))));
+}
+
+/** Whether every parameter/value pair of scope filter `query` is one of `within`'s (decoded, in any order, repeats alike). */
+function filterWithin(query: string, within: string): boolean {
+  const pairs = (q: string) => [...new URLSearchParams(q)].map((pair) => JSON.stringify(pair));
+  const outer = new Set(pairs(within));
+  return pairs(query).every((pair) => outer.has(pair));
 }
 
 /**

@@ -187,6 +187,45 @@ for (const target of targets) {
       expect((await bindAs(s.id as string, 'user/Subscription.rs user/Encounter.rs?status=finished')).status).toBe(403);
     });
 
+    test('$get-ws-binding-token compares read and search one by one, filters as sets of their pairs, and holds a user/ scope to cover a patient/ one in the same patient\'s context', async () => {
+      const bindAs = (id: string, scopes: string) => craftToken(t, scopes, { patient: 'pa' }).then((tok) => call('GET', `Subscription/${id}/$get-ws-binding-token`, undefined, tok));
+      const owner = 'user/Subscription.cruds patient/Observation.rs patient/Encounter.rs?status=planned&class=AMB';
+      const res = await call('POST', 'Subscription', websocketTopicSubscription('full-resource'), await craftToken(t, owner, { patient: 'pa' }));
+      const s = await json(res);
+      expect([res.status, s.status]).toEqual([201, 'active']);
+      const id = s.id as string;
+      // Read and search granted as two scopes; the filter's parameters in another order, or fewer of them (wider).
+      expect((await bindAs(id, 'user/Subscription.rs patient/Observation.r patient/Observation.s patient/Encounter.rs?class=AMB&status=planned')).status).toBe(200);
+      expect((await bindAs(id, 'user/Subscription.rs patient/Observation.rs patient/Encounter.r?class=AMB patient/Encounter.s?status=planned&class=AMB')).status).toBe(200);
+      // A user/ scope reads what the patient/ one did of the patient in context, and more.
+      expect((await bindAs(id, 'user/Subscription.rs user/Observation.read user/Encounter.rs?class=AMB&status=planned')).status).toBe(200);
+      expect((await bindAs(id, 'user/Subscription.rs user/*.rs')).status).toBe(200);
+      // Narrower: no search, a filter with a pair more or another value, a filter where there was none, a context never implied.
+      const narrower = [
+        'user/Subscription.rs patient/Observation.r patient/Encounter.rs?status=planned&class=AMB',
+        'user/Subscription.rs patient/Observation.rs patient/Encounter.rs?status=planned&class=AMB&subject=Patient/pa',
+        'user/Subscription.rs patient/Observation.rs patient/Encounter.rs?status=finished&class=AMB',
+        'user/Subscription.rs patient/Observation.rs?category=laboratory patient/Encounter.rs?status=planned&class=AMB',
+        'user/Subscription.rs system/Observation.rs system/Encounter.rs?status=planned&class=AMB',
+      ];
+      for (const scopes of narrower) expect([scopes, (await bindAs(id, scopes)).status]).toEqual([scopes, 403]);
+    });
+
+    test('$get-ws-binding-token is refused to a token whose patient/ scope binds to the patient in context what the activating token read of every patient', async () => {
+      const bindAs = (id: string, scopes: string) => craftToken(t, scopes, { patient: 'pa' }).then((tok) => call('GET', `Subscription/${id}/$get-ws-binding-token`, undefined, tok));
+      const owner = 'user/Subscription.cruds user/Encounter.rs?status=planned';
+      const res = await call('POST', 'Subscription', websocketTopicSubscription('full-resource'), await craftToken(t, owner, { patient: 'pa' }));
+      const s = await json(res);
+      expect([res.status, s.status]).toEqual([201, 'active']);
+      expect((await bindAs(s.id as string, owner)).status).toBe(200);
+      // Beside a patient/ scope of the type, the filtered user/ one reads the patient's planned Encounters alone.
+      const bound = await bindAs(s.id as string, `${owner} patient/Encounter.rs`);
+      expect(bound.status).toBe(403);
+      expect(((await json(bound)).issue as Json[])[0]!.diagnostics).toContain('user/Encounter.rs?status=planned');
+      // Unless an unfiltered user/ scope lifts the bound.
+      expect((await bindAs(s.id as string, `${owner} patient/Encounter.rs user/Encounter.s user/Encounter.r`)).status).toBe(200);
+    });
+
     test('bind-with-token is answered with a handshake, then each event is sent as its Bundle, on either server', async () => {
       const idOnly = await subscribe(websocketTopicSubscription('id-only'));
       const full = await subscribe(websocketTopicSubscription('full-resource'));

@@ -7,7 +7,8 @@
  */
 import { Database } from 'bun:sqlite';
 import { describe, expect, test } from 'bun:test';
-import { chmodSync, closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createTestApp } from '../helpers/app.ts';
 import { createCliEnv } from '../helpers/cli.ts';
@@ -107,11 +108,19 @@ describe('cinder backup (sqlite)', () => {
     try {
       const out = join(cli.dir, 'backup.db');
       await Bun.write(out, 'an older backup');
-      // What a backup killed mid-copy leaves (its process gone), and one of a copy still running (this process).
-      const stale = join(cli.dir, '.backup.db.partial-999999999-0a1b2c3d');
-      const running = join(cli.dir, `.backup.db.partial-${process.pid}-4e5f6a7b`);
-      await Bun.write(stale, 'half a copy');
-      await Bun.write(running, 'a copy being written');
+      // What a backup killed mid-copy on this host leaves (its process gone), and one of a copy still running (this process).
+      const host = hostname().replace(/[^A-Za-z0-9.-]/g, '_');
+      const stale = join(cli.dir, `.backup.db.partial-${host}-999999999-0a1b2c3d`);
+      const running = join(cli.dir, `.backup.db.partial-${host}-${process.pid}-4e5f6a7b`);
+      // Another host's (a container beside this one on a shared volume: its pids are not this host's), and
+      // those of a release that named no host: kept while recent, removed once unchanged for a day.
+      const foreign = join(cli.dir, '.backup.db.partial-other-container-1-5a5a5a5a');
+      const foreignOld = join(cli.dir, '.backup.db.partial-other-container-2-6b6b6b6b');
+      const unnamed = join(cli.dir, '.backup.db.partial-999999999-7c7c7c7c');
+      const unnamedOld = join(cli.dir, '.backup.db.partial-999999998-8d8d8d8d');
+      for (const file of [stale, running, foreign, foreignOld, unnamed, unnamedOld]) await Bun.write(file, 'part of a copy');
+      const dayAndMinuteAgo = (Date.now() - 24 * 60 * 60 * 1000 - 60_000) / 1000;
+      for (const file of [foreignOld, unnamedOld]) utimesSync(file, dayAndMinuteAgo, dayAndMinuteAgo);
       const refused = await cli.run(['backup', '--out', out]);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain(`cinder backup: ${out} exists: choose another name, or replace it with --force`);
@@ -122,7 +131,8 @@ describe('cinder backup (sqlite)', () => {
       expect(await patientIds(out)).toEqual(['a', 'b', 'c']);
       expect(existsSync(stale)).toBe(false);
       expect(existsSync(running)).toBe(true);
-      rmSync(running);
+      expect([foreign, foreignOld, unnamed, unnamedOld].map((file) => existsSync(file))).toEqual([true, false, true, false]);
+      for (const file of [running, foreign, unnamed]) rmSync(file);
 
       const cases: [string[], string][] = [
         [['backup'], '--out <file> is required'],

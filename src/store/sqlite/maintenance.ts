@@ -5,6 +5,7 @@
  */
 import { Database } from 'bun:sqlite';
 import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, openSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { schemaState, type SchemaState } from '../schema-state.ts';
 import { appliedMigrations, DEFAULT_BUSY_TIMEOUT_MS, fileIdentity, MAX_REPLACED } from './db.ts';
@@ -166,21 +167,53 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/** A copy of another host's left this long unchanged is taken for abandoned (its process cannot be asked). */
+export const FOREIGN_PARTIAL_AGE_MS = 24 * 60 * 60 * 1000;
+
 /**
- * Removes the temporary files of earlier copies to `target` whose process is gone (a backup killed
- * mid-copy, which runs no clean-up of its own): `.<name>.partial-<pid>-<random>` and what SQLite kept beside them.
+ * This host's name as temporary file names carry it: a process id is only this host's (a container's
+ * pid namespace is its own), so a copy's file names the host whose process writes it.
+ */
+function hostTag(): string {
+  return hostname().replace(/[^A-Za-z0-9.-]/g, '_').slice(0, 64) || 'host';
+}
+
+/** The temporary file a copy to `target` writes: `.<name>.partial-<host>-<pid>-<random>`. */
+function partialName(target: string): string {
+  return join(dirname(target), `.${basename(target)}.partial-${hostTag()}-${process.pid}-${crypto.randomUUID().slice(0, 8)}`);
+}
+
+/**
+ * Removes the temporary files of earlier copies to `target` that were abandoned (a backup killed
+ * mid-copy runs no clean-up of its own), and what SQLite kept beside them: this host's whose process is
+ * gone; another host's (a container beside this one on a shared volume, whose process ids mean nothing
+ * here), and those of releases that named no host, once unchanged for FOREIGN_PARTIAL_AGE_MS.
  */
 function removeStalePartials(target: string): void {
   const prefix = `.${basename(target)}.partial-`;
+  const dir = dirname(target);
   let names: string[];
   try {
-    names = readdirSync(dirname(target));
+    names = readdirSync(dir);
   } catch {
     return;
   }
+  const host = hostTag();
   for (const name of names) {
-    const m = /^(\d+)-[0-9a-f]{8}$/.exec(name.startsWith(prefix) ? name.slice(prefix.length) : '');
-    if (m && !processAlive(Number(m[1]))) removeWithCompanions(join(dirname(target), name));
+    const m = /^(?:(.+)-)?(\d+)-[0-9a-f]{8}$/.exec(name.startsWith(prefix) ? name.slice(prefix.length) : '');
+    if (!m) continue;
+    const path = join(dir, name);
+    const abandoned = m[1] === host ? !processAlive(Number(m[2])) : unchangedFor(path, FOREIGN_PARTIAL_AGE_MS);
+    if (abandoned) removeWithCompanions(path);
+  }
+}
+
+/** Whether `path` was last modified at least `ms` ago (false when it cannot be read). */
+function unchangedFor(path: string, ms: number): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs >= ms;
+  } catch {
+    return false;
   }
 }
 
@@ -204,7 +237,7 @@ function permissionsLike(file: string, like: string): void {
  */
 export function replaceAtomically<T>(target: string, produce: (tmp: string) => void, verify: (tmp: string) => T, like?: string): T {
   removeStalePartials(target);
-  const tmp = join(dirname(target), `.${basename(target)}.partial-${process.pid}-${crypto.randomUUID().slice(0, 8)}`);
+  const tmp = partialName(target);
   try {
     try {
       produce(tmp);

@@ -114,6 +114,83 @@ await eachStore((kind, fresh) => {
       });
     });
 
+    describe('FHIRPath Patch: primitives with extensions and no value in lists, and a primitive\'s own extensions', () => {
+      const ext = (v: string) => ({ extension: [{ url: 'http://example.org/x', valueString: v }] });
+      const op = (type: string, path: string, more: Json = {}) => ({ type, path, ...more });
+      const names = (now: Json) => [now.name[0].given, now.name[0]._given];
+
+      test('an item of a list of primitives with extensions alone is indexed: delete, replace, insert, move, and add onto it', async () => {
+        const id = await patient({ name: [{ family: 'F', given: ['Ann', null, 'Cy'], _given: [null, ext('b'), null] }] });
+        const apply = async (...ops: Json[]) => {
+          const res = await pathPatch(`Patient/${id}`, fhirPatch(...ops));
+          expect({ status: res.status, body: res.status === 200 ? 'ok' : await res.json() }).toEqual({ status: 200, body: 'ok' });
+          return read(id);
+        };
+        // given[2] is 'Cy', after the item without a value: positions are FHIRPath's, that item counted.
+        let now = await apply(op('replace', 'Patient.name[0].given[2]', { value: { valueString: 'Cyd' } }));
+        expect(names(now)).toEqual([['Ann', null, 'Cyd'], [null, ext('b'), null]]);
+        now = await apply(op('replace', 'Patient.name[0].given[1]', { value: { valueString: 'Bea', _valueString: ext('b2') } }));
+        expect(names(now)).toEqual([['Ann', 'Bea', 'Cyd'], [null, ext('b2'), null]]);
+        now = await apply(op('replace', 'Patient.name[0].given[1]', { value: { _valueString: ext('b3') } }));
+        expect(names(now)).toEqual([['Ann', null, 'Cyd'], [null, ext('b3'), null]]);
+        now = await apply(op('insert', 'Patient.name[0].given', { index: 0, value: { _valueString: ext('z') } }));
+        expect(names(now)).toEqual([[null, 'Ann', null, 'Cyd'], [ext('z'), null, ext('b3'), null]]);
+        now = await apply(op('move', 'Patient.name[0].given', { source: 2, destination: 3 }));
+        expect(names(now)).toEqual([[null, 'Ann', 'Cyd', null], [ext('z'), null, null, ext('b3')]]);
+        // add onto an item: its extension, into its `_given` entry.
+        now = await apply({ type: 'add', path: 'Patient.name[0].given[3]', name: 'extension', value: { part: [{ name: 'url', valueUri: 'http://example.org/y' }, { name: 'value', valueCode: 'c' }] } });
+        expect(now.name[0]._given[3]).toEqual({ extension: [...ext('b3').extension, { url: 'http://example.org/y', valueCode: 'c' }] });
+        now = await apply(op('delete', 'Patient.name[0].given[2]'), op('delete', 'Patient.name[0].given[0]'));
+        expect(names(now)).toEqual([['Ann', null], [null, { extension: [...ext('b3').extension, { url: 'http://example.org/y', valueCode: 'c' }] }]]);
+        // An add of a value-less item to the list, and of its value-less value onto the resource's own list.
+        now = await apply({ type: 'add', path: 'Patient.name[0]', name: 'given', value: { _valueString: ext('e') } });
+        expect(names(now)).toEqual([['Ann', null, null], [null, { extension: [...ext('b3').extension, { url: 'http://example.org/y', valueCode: 'c' }] }, ext('e')]]);
+        // Deleting an item's last extension leaves nothing of it: the item is gone from both lists.
+        now = await apply(op('delete', 'Patient.name[0].given[2].extension'));
+        expect(names(now)).toEqual([['Ann', null], [null, { extension: [...ext('b3').extension, { url: 'http://example.org/y', valueCode: 'c' }] }]]);
+        // Only a primitive is an id and extensions without a value: a HumanName is its elements.
+        const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch(op('insert', 'Patient.name', { index: 0, value: { _valueHumanName: ext('n') } }))), 400);
+        expect(issue.expression).toEqual(['Parameters.parameter[0]']);
+      });
+
+      test('on the resource\'s own list of primitives (CapabilityStatement.format)', async () => {
+        const cs = { resourceType: 'CapabilityStatement', id: 'cs-bare', status: 'draft', date: '2024-01-01', kind: 'instance', fhirVersion: '4.0.1', implementation: { description: 'x' }, rest: [{ mode: 'server' }], format: ['json', null, 'xml'], _format: [null, ext('f'), null] };
+        await api.put200(cs);
+        const res = await pathPatch('CapabilityStatement/cs-bare', fhirPatch(op('delete', 'CapabilityStatement.format[1]'), op('insert', 'CapabilityStatement.format', { index: 2, value: { _valueCode: ext('g') } })));
+        const body = (await res.json()) as Json;
+        expect({ status: res.status, format: body.format, _format: body._format }).toEqual({ status: 200, format: ['json', 'xml', null], _format: [null, null, ext('g')] });
+      });
+
+      test("a primitive's extensions are its children: Patient.birthDate.extension and .extension.where(url = ...), with a value or without", async () => {
+        const two = { extension: [...ext('a').extension, { url: 'http://example.org/other', valueCode: 'o' }] };
+        const id = await patient({ _birthDate: two });
+        const apply = async (...ops: Json[]) => {
+          const res = await pathPatch(`Patient/${id}`, fhirPatch(...ops));
+          expect({ status: res.status, body: res.status === 200 ? 'ok' : await res.json() }).toEqual({ status: 200, body: 'ok' });
+          return read(id);
+        };
+        let now = await apply(op('replace', "Patient.birthDate.extension.where(url = 'http://example.org/x').value", { value: { valueString: 'a2' } }));
+        expect([now.birthDate, now._birthDate]).toEqual([undefined, { extension: [...ext('a2').extension, two.extension[1]] }]);
+        now = await apply(op('move', 'Patient.birthDate.extension', { source: 1, destination: 0 }));
+        expect(now._birthDate.extension.map((e: Json) => e.url)).toEqual(['http://example.org/other', 'http://example.org/x']);
+        now = await apply(op('delete', "Patient.birthDate.extension('http://example.org/other')"));
+        expect([now.birthDate, now._birthDate]).toEqual([undefined, ext('a2')]);
+        // Its last extension deleted, the primitive has nothing left: it is gone.
+        now = await apply(op('delete', 'Patient.birthDate.extension'));
+        expect([now.birthDate, now._birthDate]).toEqual([undefined, undefined]);
+        // Onto a primitive with a value: its first extension by insert, an id by add.
+        now = await apply(
+          { type: 'add', path: 'Patient', name: 'birthDate', value: { valueDate: '1970-01-01' } },
+          op('insert', 'Patient.birthDate.extension', { index: 0, value: { part: [{ name: 'url', valueUri: 'http://example.org/x' }, { name: 'value', valueString: 'v' }] } }),
+          { type: 'add', path: 'Patient.birthDate', name: 'id', value: { valueString: 'bd' } },
+        );
+        expect([now.birthDate, now._birthDate]).toEqual(['1970-01-01', { extension: ext('v').extension, id: 'bd' }]);
+        // A primitive's only children are its id and extensions.
+        const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch({ type: 'add', path: 'Patient.birthDate', name: 'url', value: { valueUri: 'http://x' } })), 400);
+        expect(issue.expression).toEqual(['Parameters.parameter[0]']);
+      });
+    });
+
     describe('JSON Patch', () => {
       test('add, remove, replace, move, copy and test in one document; the result is the next version', async () => {
         const id = await patient();

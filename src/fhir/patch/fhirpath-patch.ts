@@ -6,8 +6,8 @@
  */
 import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
-import { elementType } from '../validation/model.ts';
-import { children, compilePath, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
+import { elementType, typeModel } from '../validation/model.ts';
+import { children, companionOf, compilePath, ELEMENT_MODEL, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
 import { jsonNameFor, partValue, PatchValueError, putExt, repeats, valueMember } from './patch-value.ts';
 
 export type FhirPathPatchOperation =
@@ -120,13 +120,14 @@ function one(items: Located[], op: FhirPathPatchOperation, what: string): Locate
 
 /**
  * The value of an operation's `value` part. One with only `_value[x]` (a primitive's id or extensions and no
- * value) is taken where it `bare`ly may be: a single element (`add`, `replace`), not a list item, since FHIR
- * JSON writes that item as `null`, which paths do not index, so later positions would shift.
+ * value) makes such a primitive, a single element or a list item (JSON's `null` beside its `_name` entry),
+ * which paths select as FHIRPath's model has it.
  */
-function valueFor(op: { value: Json }, type: string | undefined, bare = false) {
+function valueFor(op: { value: Json }, type: string | undefined) {
   try {
     const value = partValue(op.value, type);
-    if (value.json === null && !bare) throw new PatchValueError('has only _value[x]: a list item without a value goes inside an element given by nested parts');
+    // Only a primitive has a value besides its id and extensions: a complex type's are its elements.
+    if (value.json === null && type !== undefined && typeModel(type) !== null) throw new PatchValueError(`has only _value[x], but a ${type} is not a primitive`);
     return value;
   } catch (err) {
     if (err instanceof PatchValueError) throw new Failure(`the value ${err.message}`);
@@ -143,18 +144,62 @@ function nameFor(owner: string | undefined, name: string, suffix: string | undef
   }
 }
 
+/**
+ * The object that holds the children of `target` (an element, or a primitive's companion for its `id` and
+ * `extension`, made when `name` is one of those and it has none yet) and that object's model type.
+ */
+function holderOf(target: Located, name: string, op: FhirPathPatchOperation): { holder: Json; type: string | undefined } {
+  if (isObject(target.value)) return { holder: target.value, type: target.type };
+  if ((name !== 'extension' && name !== 'id') || target.parent === undefined || target.key === undefined) {
+    throw new Failure(`${op.path.expression} is a primitive value, whose only children are its id and extension`);
+  }
+  let holder = companionOf(target);
+  if (holder === undefined) {
+    holder = {};
+    if (target.index === undefined) target.parent['_' + target.key] = holder;
+    else {
+      valuesOf(target.parent, target.key);
+      putExt(target.parent, target.key, target.index, holder);
+    }
+  }
+  return { holder, type: ELEMENT_MODEL };
+}
+
+/**
+ * The lists of `null`s `valuesOf` made beside a companion written alone, which `prune` drops again while they
+ * hold no value, so that JSON written so stays so. A new list is written with its values (`"given": [null]`
+ * beside `"_given"`), as FHIR JSON writes a list of primitives and HL7's examples do.
+ */
+const MADE = new WeakSet<unknown[]>();
+
+/**
+ * The values of primitive list `key` of `holder`, made a list of `null`s beside its companion when JSON gives
+ * only the companion (`_given` without `given`), so that both are changed together.
+ */
+function valuesOf(holder: Json, key: string): unknown[] | undefined {
+  const ext = holder['_' + key];
+  if (holder[key] === undefined && Array.isArray(ext)) {
+    const list: unknown[] = [];
+    for (let i = 0; i < ext.length; i++) list.push(null);
+    MADE.add(list);
+    holder[key] = list;
+  }
+  const values = holder[key];
+  return Array.isArray(values) ? values : undefined;
+}
+
 /** The list a path names (insert, move): its last step must be an element name, whose holder must be one element. */
 function list(op: FhirPathPatchOperation, resource: Json): { holder: Json; type: string | undefined; key: string; items: unknown[] } {
   const { last } = op.path;
   if (last === undefined) throw new Failure(`${op.path.expression} must end with the name of a list element (e.g. Patient.identifier)`);
-  const holder = one(last.holders(resource), op, `${op.type === 'insert' ? 'inserting into' : 'moving in'} a list`);
-  if (!isObject(holder.value)) throw new Failure(`${op.path.expression} is not an element that can hold a list`);
-  const found = children([holder], last.name);
-  const key = found[0]?.key ?? nameFor(holder.type, last.name, undefined);
-  const current = holder.value[key];
+  const target = one(last.holders(resource), op, `${op.type === 'insert' ? 'inserting into' : 'moving in'} a list`);
+  const { holder, type } = holderOf(target, last.name, op);
+  const found = children([{ value: holder, type }], last.name);
+  const key = found[0]?.key ?? nameFor(type, last.name, undefined);
+  const current = holder[key] === undefined ? valuesOf(holder, key) : holder[key];
   if (current !== undefined && !Array.isArray(current)) throw new Failure(`${op.path.expression} is not a list`);
-  if (!repeats(holder.type, key, current)) throw new Failure(`${op.path.expression} does not repeat, so it is not a list`);
-  return { holder: holder.value, type: holder.type, key, items: (current as unknown[] | undefined) ?? [] };
+  if (!repeats(type, key, current)) throw new Failure(`${op.path.expression} does not repeat, so it is not a list`);
+  return { holder, type, key, items: (current as unknown[] | undefined) ?? [] };
 }
 
 /**
@@ -175,6 +220,7 @@ function removeAt(target: Located): void {
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be deleted by a patch');
   if (index !== undefined) {
+    valuesOf(parent, key);
     spliceBoth(parent, key, index, 1);
     if ((parent[key] as unknown[]).length === 0) delete parent[key];
   } else {
@@ -186,15 +232,15 @@ function removeAt(target: Located): void {
 
 function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Json): void {
   const target = one(op.path.select(resource), op, 'adding');
-  if (!isObject(target.value)) throw new Failure(`${op.path.expression} is a primitive value; add puts an element inside an element`);
-  const holder = target.value;
+  // Onto a primitive, `id` and `extension` go into its companion (`_birthDate`, or its item of `_given`).
+  const { holder, type } = holderOf(target, op.name, op);
   const probe = valueMemberSuffix(op.value);
-  const key = nameFor(target.type, op.name, probe);
-  const childType = elementTypeOf(target.type, key);
-  const several = repeats(target.type, key, holder[key]);
-  const { json, literal, ext } = valueFor(op, childType, !several);
+  const key = nameFor(type, op.name, probe);
+  const childType = elementTypeOf(type, key);
+  const several = repeats(type, key, holder[key] ?? valuesOf(holder, key));
+  const { json, literal, ext } = valueFor(op, childType);
   if (several) {
-    const items = (holder[key] ??= []) as unknown[];
+    const items = (valuesOf(holder, key) ?? (holder[key] = [])) as unknown[];
     spliceExact(items, items.length, 0, [json], [literal]);
     if (ext !== undefined || Array.isArray(holder['_' + key])) putExt(holder, key, items.length - 1, ext);
   } else if (holder[key] !== undefined) {
@@ -248,14 +294,14 @@ function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resou
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
-  const { json, suffix, literal, ext } = valueFor(op, target.type, index === undefined);
+  const { json, suffix, literal, ext } = valueFor(op, target.type);
   // A choice element takes the name of the new value's type (valueString -> valueQuantity).
   const base = choiceBase(key, target.type);
   const newKey = base !== undefined && suffix !== undefined ? base + suffix : key;
   // The element is replaced whole: a primitive keeps no id or extension of the value it replaces,
   // and takes those the part's `_value[x]` gives (all it has, when the part has no value).
   if (index !== undefined) {
-    (parent[key] as unknown[])[index] = json;
+    valuesOf(parent, key)![index] = json;
     setLiteral(parent[key] as unknown[], index, literal);
     putExt(parent, key, index, ext);
     return;
@@ -291,7 +337,9 @@ function move(op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: J
 
 /**
  * Removes the empty objects and lists a deletion leaves (FHIR JSON has none): `contact[0].name` once its only
- * `text` is gone; true when `node` is left empty.
+ * `text` is gone; true when `node` is left empty. A primitive's companion (`_name`) is pruned beside its
+ * values: an item of a list's companion left empty is `null`, an item left with neither value nor companion is
+ * gone from both lists (a primitive whose last extension was deleted), and a companion of `null`s alone is dropped.
  */
 export function prune(node: unknown): boolean {
   if (Array.isArray(node)) {
@@ -301,9 +349,34 @@ export function prune(node: unknown): boolean {
   if (!isObject(node)) return false;
   for (const key of Object.keys(node)) {
     const v = node[key];
-    if ((Array.isArray(v) || isObject(v)) && prune(v)) delete node[key];
+    if (key.startsWith('_') || !(Array.isArray(v) || isObject(v))) continue;
+    if (prune(v)) delete node[key];
   }
+  for (const key of Object.keys(node)) if (key.startsWith('_')) pruneCompanion(node, key.slice(1));
   return Object.keys(node).length === 0;
+}
+
+function pruneCompanion(node: Json, key: string): void {
+  const ext = node['_' + key];
+  if (!Array.isArray(ext)) {
+    if (isObject(ext) && prune(ext)) delete node['_' + key];
+    return;
+  }
+  ext.forEach((e, i) => {
+    if (isObject(e) && prune(e)) ext[i] = null;
+  });
+  const values = node[key];
+  if (Array.isArray(values)) {
+    for (let i = Math.max(values.length, ext.length) - 1; i >= 0; i--) {
+      if ((values[i] ?? null) === null && (ext[i] ?? null) === null) spliceBoth(node, key, i, 1);
+    }
+    if (values.length === 0 || (MADE.has(values) && values.every((v) => v === null))) delete node[key];
+  }
+  if (node[key] === undefined) {
+    // Only the companion is written (`_given` without `given`): its empty items stand for nothing.
+    for (let i = ext.length - 1; i >= 0; i--) if (ext[i] === null) ext.splice(i, 1);
+  }
+  if (node['_' + key] === ext && ext.every((e) => e === null)) delete node['_' + key];
 }
 
 function applyOne(op: FhirPathPatchOperation, resource: Json): void {

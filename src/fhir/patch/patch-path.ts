@@ -14,7 +14,7 @@ export type Json = Record<string, unknown>;
 
 /** One selected element and where it sits. */
 export interface Located {
-  /** null for a primitive that has an id or extensions and no value (FHIR JSON's `_name` alone). */
+  /** null for a primitive that has an id or extensions and no value (FHIR JSON's `_name` alone, or a list's `null` beside one). */
   value: unknown;
   /** Its FHIR type (`HumanName`, `Patient.contact`, `date`); undefined when unknown. */
   type: string | undefined;
@@ -68,23 +68,67 @@ export function jsonNames(owner: string | undefined, name: string, value: Json):
   return Object.hasOwn(value, name) ? [name] : [];
 }
 
-/** The children named `name` of each item, in order. */
+/**
+ * The object holding the id and extensions of primitive `item` (FHIR JSON's `_name` beside its value, or the
+ * item at its index of a list's `_name`), when it has one.
+ */
+export function companionOf(item: Located): Json | undefined {
+  const { parent, key, index } = item;
+  if (parent === undefined || key === undefined) return undefined;
+  const ext = parent['_' + key];
+  const found = index === undefined ? ext : Array.isArray(ext) ? ext[index] : undefined;
+  return isObject(found) ? found : undefined;
+}
+
+/**
+ * The type whose model gives an Element's own children, `id` and `extension`, which a primitive holds in
+ * its companion (R4's model has no entry for Element itself; every complex type repeats its two).
+ */
+export const ELEMENT_MODEL = 'Extension';
+
+/**
+ * The children named `name` of a primitive (`id`, `extension`: FHIRPath's model makes a primitive's
+ * extensions its children, `Patient.birthDate.extension`), found in its companion.
+ */
+function primitiveChildren(item: Located, name: string, out: Located[]): void {
+  if (name !== 'extension' && name !== 'id') return;
+  const companion = companionOf(item);
+  const v = companion?.[name];
+  if (companion === undefined || v === undefined || v === null) return;
+  const type = elementType(ELEMENT_MODEL, name);
+  if (Array.isArray(v)) {
+    v.forEach((x, index) => {
+      if (x !== null) out.push({ value: x, type, parent: companion, key: name, index });
+    });
+  } else out.push({ value: v, type, parent: companion, key: name });
+}
+
+/**
+ * The children named `name` of each item, in order. A primitive with an id or extensions and no value
+ * (`_birthDate` alone; in a list, JSON's `null` beside an object of `_given`) is an element in FHIRPath's
+ * model, as the validator's engine has it: selected with value null, indexed in its list.
+ */
 export function children(items: readonly Located[], name: string): Located[] {
   const out: Located[] = [];
   for (const item of items) {
     const parent = item.value;
-    if (!isObject(parent)) continue;
+    if (!isObject(parent)) {
+      primitiveChildren(item, name, out);
+      continue;
+    }
     for (const key of jsonNames(item.type, name, parent)) {
       const v = parent[key];
-      if (v === undefined || v === null) {
-        // A primitive with an id or extensions and no value (`_birthDate` alone) is an element in FHIRPath's model.
-        if (isObject(parent['_' + key])) out.push({ value: null, type: childType(item.type, key, undefined), parent, key });
-        continue;
-      }
-      if (Array.isArray(v)) {
-        v.forEach((x, index) => {
+      const ext = parent['_' + key];
+      if (Array.isArray(v) || ((v === undefined || v === null) && Array.isArray(ext))) {
+        const values = Array.isArray(v) ? v : [];
+        const exts = Array.isArray(ext) ? ext : [];
+        for (let index = 0; index < Math.max(values.length, exts.length); index++) {
+          const x = values[index] ?? null;
           if (x !== null) out.push({ value: x, type: childType(item.type, key, x), parent, key, index });
-        });
+          else if (isObject(exts[index])) out.push({ value: null, type: childType(item.type, key, undefined), parent, key, index });
+        }
+      } else if (v === undefined || v === null) {
+        if (isObject(ext)) out.push({ value: null, type: childType(item.type, key, undefined), parent, key });
       } else out.push({ value: v, type: childType(item.type, key, v), parent, key });
     }
   }

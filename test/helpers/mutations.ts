@@ -1,7 +1,8 @@
 /**
  * Seeded mutations of FHIR resources (the R4 examples) for differential tests of `$diff`: changed
  * primitives, list items added, removed, duplicated, inserted and moved, elements removed, extensions added to
- * elements and to primitives, primitives left with extensions and no value, and choice elements changed
+ * elements and to primitives, primitives left with extensions and no value (single ones, and items of lists
+ * of primitives: JSON's `null` beside an object of `_given`), such items inserted, and choice elements changed
  * to another type.
  */
 import { typeModel } from '../../src/fhir/validation/model.ts';
@@ -51,12 +52,14 @@ function setAt(s: Spot, value: unknown): void {
 const EXT = 'http://example.org/fhir/StructureDefinition/diff-test';
 
 export type MutationKind =
-  | 'primitive' | 'remove-item' | 'duplicate-item' | 'insert-item' | 'move-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'bare-primitive' | 'choice';
+  | 'primitive' | 'remove-item' | 'duplicate-item' | 'insert-item' | 'move-item' | 'remove-element' | 'add-extension' | 'primitive-extension' | 'bare-primitive'
+  | 'bare-item' | 'insert-bare-item' | 'choice';
 export const MUTATIONS: readonly MutationKind[] = [
-  'primitive', 'remove-item', 'duplicate-item', 'insert-item', 'move-item', 'remove-element', 'add-extension', 'primitive-extension', 'bare-primitive', 'choice',
+  'primitive', 'remove-item', 'duplicate-item', 'insert-item', 'move-item', 'remove-element', 'add-extension', 'primitive-extension', 'bare-primitive',
+  'bare-item', 'insert-bare-item', 'choice',
 ];
 /** The mutations that insert, delete or move one list item, each of which a diff writes as one operation. */
-export const LIST_MUTATIONS: readonly MutationKind[] = ['remove-item', 'duplicate-item', 'insert-item', 'move-item'];
+export const LIST_MUTATIONS: readonly MutationKind[] = ['remove-item', 'duplicate-item', 'insert-item', 'move-item', 'insert-bare-item'];
 
 /**
  * Applies mutation `kind` at a random spot of `r` (changed in place, left without empty elements);
@@ -157,6 +160,27 @@ function mutateAt(r: Json, kind: MutationKind, random: () => number): boolean {
       if (!s) return false;
       delete s.holder[s.key];
       s.holder['_' + s.key] ??= { extension: [{ url: EXT, valueCode: 'bare' }] };
+      return true;
+    }
+    case 'bare-item': {
+      // An item of a list of primitives loses its value and keeps (or is given) extensions alone: `null` in `given`, an object in `_given`.
+      const s = pick(all.filter((x) => x.index !== undefined && (typeof valueAt(x) === 'string' || typeof valueAt(x) === 'boolean')));
+      if (!s) return false;
+      const list = s.holder[s.key] as unknown[];
+      const ext = (s.holder['_' + s.key] ??= list.map(() => null)) as unknown[];
+      list[s.index!] = null;
+      ext[s.index!] ??= { extension: [{ url: EXT, valueCode: 'bare item' }] };
+      return true;
+    }
+    case 'insert-bare-item': {
+      // An item with extensions and no value inserted at a random place of a list of primitives.
+      const s = pick(all.filter((x) => x.index !== undefined && (typeof valueAt(x) === 'string' || typeof valueAt(x) === 'boolean')));
+      if (!s) return false;
+      const list = s.holder[s.key] as unknown[];
+      const ext = (s.holder['_' + s.key] ??= list.map(() => null)) as unknown[];
+      const at = Math.floor(random() * (list.length + 1));
+      list.splice(at, 0, null);
+      ext.splice(at, 0, { extension: [{ url: EXT, valueCode: `inserted ${Math.floor(random() * 1000)}` }] });
       return true;
     }
     case 'choice': {

@@ -260,6 +260,45 @@ await eachStore((kind, fresh) => {
       expect(ops(await diff('$diff?from=Patient/bare/_history/2&to=Patient/bare/_history/3'))).toEqual([{ type: 'add', path: 'Patient', name: 'birthDate', value: '1970-01-01' }]);
     });
 
+    test('items of lists of primitives with extensions alone: item-level operations, in an element and on the resource, applied by PATCH', async () => {
+      const ext = (v: string) => ({ extension: [{ url: 'http://example.org/x', valueString: v }] });
+      const cs = (format: Json) => ({ resourceType: 'CapabilityStatement', status: 'draft', date: '2024-01-01', kind: 'instance', fhirVersion: '4.0.1', implementation: { description: 'x' }, rest: [{ mode: 'server' }], ...format });
+      const pairs: Array<[Json, Json, Json[]]> = [
+        // An item loses its value and gets extensions: a replace of that item, not of Patient.name[0].
+        [{ resourceType: 'Patient', name: [{ family: 'F', given: ['Ann', 'Bea'] }] }, { resourceType: 'Patient', name: [{ family: 'F', given: ['Ann', null], _given: [null, ext('b')] }] },
+          [{ type: 'replace', path: 'Patient.name[0].given[1]', previousValue: 'Bea', value: ext('b') }]],
+        // One moved, one inserted, one deleted: as any items.
+        [{ resourceType: 'Patient', name: [{ given: ['Ann', null, 'Cy'], _given: [null, ext('b'), null] }] }, { resourceType: 'Patient', name: [{ given: [null, 'Ann', 'Cy'], _given: [ext('b'), null, null] }] },
+          [{ type: 'move', path: 'Patient.name[0].given', source: 0, destination: 1 }]],
+        [{ resourceType: 'Patient', name: [{ given: ['Ann', 'Cy'] }] }, { resourceType: 'Patient', name: [{ given: ['Ann', null, 'Cy'], _given: [null, ext('b'), null] }] },
+          [{ type: 'insert', path: 'Patient.name[0].given', index: 1, value: ext('b') }]],
+        // On the resource itself, where it was a 422.
+        [cs({ format: ['json', 'xml'] }), cs({ format: ['json', null, 'xml'], _format: [null, ext('f'), null] }),
+          [{ type: 'insert', path: 'CapabilityStatement.format', index: 1, value: ext('f') }]],
+        [cs({ format: ['json', null], _format: [null, ext('f')] }), cs({ format: ['json', null], _format: [null, ext('g')] }),
+          [{ type: 'replace', path: 'CapabilityStatement.format[1]', value: ext('g') }]],
+        [cs({ format: ['json', null], _format: [null, ext('f')] }), cs({ format: ['json'] }),
+          [{ type: 'delete', path: 'CapabilityStatement.format[1]' }]],
+      ];
+      let n = 0;
+      for (const [a, b, expected] of pairs) {
+        for (const [from, to, want] of [[a, b, expected], [b, a, undefined]] as const) {
+          const id = `li${++n}`;
+          const [va, vb] = [{ ...from, id }, { ...to, id }];
+          const path = `${from.resourceType}/${id}`;
+          await api.put200(va);
+          await api.put200(vb);
+          const d = await diff(`${path}/$diff`);
+          if (want !== undefined) expect(ops(d)).toEqual(want);
+          await api.put200(va);
+          const patched = await api.call('PATCH', path, d);
+          const body = (await patched.json()) as Json;
+          delete body.meta;
+          expect({ status: patched.status, body, d }).toEqual({ status: 200, body: vb, d });
+        }
+      }
+    });
+
     test('access as a vread: the type read scope, the patient compartment, both resources', async () => {
       await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'male' });
       await api.put200({ resourceType: 'Patient', id: 'pa', gender: 'female' });

@@ -8,10 +8,11 @@
  * index it finds when it applies; a single element only `to` has is an `add`, one only `from` has a `delete`. Within an element, changes
  * come first, then additions, then deletions, so that no element is left empty (and pruned) between
  * two operations. A primitive's id and extensions (JSON's `_name`) travel in the part's `_value[x]`.
- * A single primitive with extensions and no value (`_birthDate` alone) is an element a path reaches, as in
- * FHIRPath's model: added, replaced and deleted by its `_value[x]` alone. What a path cannot reach (such a
- * primitive in a list, JSON's `null`, which paths do not index, so later positions would shift) is
- * replaced whole with the nearest element holding it.
+ * A primitive with extensions and no value (`_birthDate` alone, or a list's `null` beside its `_given` item)
+ * is an element a path reaches, as in FHIRPath's model: added, inserted, replaced and deleted by its
+ * `_value[x]` alone, a list's such items aligned, moved and indexed as any. What no path can reach (only in
+ * JSON that is not FHIR's: a list's `null` with nothing beside it) is replaced whole with the nearest element
+ * holding it.
  */
 import { FhirError } from '../../errors.ts';
 import { cloneExact, literalOf, setLiteral } from '../exact-json.ts';
@@ -98,6 +99,23 @@ function elements(type: string | undefined, o: Json): Map<string, string> {
   return out;
 }
 
+/**
+ * The values of element `key` of `o` when it is a list, each with its companion (`_key`'s item): the values
+ * of a list of primitives may be written as its companion alone (`_given` without `given`), all `null`.
+ */
+function listOf(o: Json, key: string): { values: unknown[]; exts: unknown[] } | undefined {
+  const v = o[key];
+  const ext = o['_' + key];
+  const exts = Array.isArray(ext) ? ext : [];
+  if (Array.isArray(v)) return { values: v, exts };
+  return (v === undefined || v === null) && Array.isArray(ext) ? { values: ext.map(() => null), exts } : undefined;
+}
+
+/** Whether an item of a list of primitives is neither a value nor a companion: JSON no path reaches. */
+function hasHole(values: unknown[], exts: unknown[]): boolean {
+  return values.some((v, i) => v === null && !isObject(exts[i]));
+}
+
 /** The part fields (value[x], `resource`, or nested parts) carrying `value` of element `key` of a `type`. */
 export function valueFields(type: string | undefined, key: string, value: unknown, ext: unknown, literal?: string): Part {
   if (value === null || value === undefined) throw new Unreachable();
@@ -120,11 +138,11 @@ export function valueFields(type: string | undefined, key: string, value: unknow
 function nestedParts(type: string, value: Json): Part[] {
   const parts: Part[] = [];
   for (const [name, key] of elements(type, value)) {
-    const v = value[key];
-    const ext = value['_' + key];
-    if (Array.isArray(v)) {
-      v.forEach((item, i) => parts.push({ name, ...nestedValue(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }));
-    } else parts.push({ name, ...nestedValue(type, key, v, ext, literalOf(value, key)) });
+    const list = listOf(value, key);
+    if (list !== undefined) {
+      const { values, exts } = list;
+      values.forEach((item, i) => parts.push({ name, ...nestedValue(type, key, item, exts[i], literalOf(values, i)) }));
+    } else parts.push({ name, ...nestedValue(type, key, value[key], value['_' + key], literalOf(value, key)) });
   }
   return parts;
 }
@@ -191,7 +209,7 @@ class Ops {
 }
 
 function replace(path: string, type: string | undefined, key: string, holder: Json | unknown[], at: string | number, before: unknown, value: unknown, ext: unknown, previousKey: string): Part {
-  const parts = [code('type', 'replace'), str('path', path), { name: 'value', ...valueFields(type, key, value, ext, literalOf(holder, at)) }];
+  const parts = [code('type', 'replace'), str('path', path), { name: 'value', ...nestedValue(type, key, value, ext, literalOf(holder, at)) }];
   try {
     parts.splice(2, 0, { name: 'previousValue', ...valueFields(type, previousKey, before, undefined) });
   } catch (err) {
@@ -228,9 +246,12 @@ function compareObject(ops: Ops, path: string, type: string | undefined, a: Json
 function add(ops: Ops, path: string, at: string, type: string | undefined, name: string, b: Json, key: string): void {
   const v = b[key];
   const ext = b['_' + key];
-  if (Array.isArray(v)) {
-    v.forEach((item, i) => {
-      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...valueFields(type, key, item, Array.isArray(ext) ? ext[i] : undefined, literalOf(v, i)) }]));
+  const list = listOf(b, key);
+  if (list !== undefined) {
+    const { values, exts } = list;
+    if (hasHole(values, exts)) throw new Unreachable();
+    values.forEach((item, i) => {
+      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: i }, { name: 'value', ...nestedValue(type, key, item, exts[i], literalOf(values, i)) }]));
     });
   } else {
     // A primitive with extensions and no value is added as its `_value[x]` alone.
@@ -240,11 +261,13 @@ function add(ops: Ops, path: string, at: string, type: string | undefined, name:
 
 function removeAll(ops: Ops, at: string, type: string | undefined, a: Json, key: string): void {
   const v = a[key];
-  if (v === null) throw new Unreachable();
-  if (Array.isArray(v)) {
-    if (v.includes(null)) throw new Unreachable();
-    for (let i = v.length - 1; i >= 0; i--) ops.deletion(remove(`${at}[${i}]`, type, key, v[i]));
-  } else ops.deletion(remove(at, type, key, v));
+  const list = listOf(a, key);
+  if (list !== undefined) {
+    const { values, exts } = list;
+    if (hasHole(values, exts)) throw new Unreachable();
+    for (let i = values.length - 1; i >= 0; i--) ops.deletion(remove(`${at}[${i}]`, type, key, values[i]));
+  } else if (v === null) throw new Unreachable();
+  else ops.deletion(remove(at, type, key, v));
 }
 
 function compareElement(ops: Ops, path: string, name: string, type: string | undefined, a: Json, ak: string, b: Json, bk: string): void {
@@ -253,14 +276,16 @@ function compareElement(ops: Ops, path: string, name: string, type: string | und
   const bv = b[bk];
   const ae = a['_' + ak];
   const be = b['_' + bk];
+  const al = listOf(a, ak);
+  const bl = listOf(b, bk);
+  if (al !== undefined || bl !== undefined) {
+    if (al === undefined || bl === undefined) throw new Unreachable();
+    return compareList(ops, at, type, ak, al.values, al.exts, bl.values, bl.exts);
+  }
   if (av === undefined || bv === undefined || av === null || bv === null) {
     if (ak === bk && same(av, bv) && same(ae, be)) return;
     if (av === null || bv === null) throw new Unreachable();
     return compareBare(ops, path, name, type, ak, ae, b, bk, bv, be);
-  }
-  if (Array.isArray(av) || Array.isArray(bv)) {
-    if (!Array.isArray(av) || !Array.isArray(bv)) throw new Unreachable();
-    return compareList(ops, at, type, ak, av, Array.isArray(ae) ? ae : [], bv, Array.isArray(be) ? be : []);
   }
   if (ak !== bk) {
     ops.change(replace(at, type, bk, b, bk, av, bv, be, ak));
@@ -280,7 +305,6 @@ function compareBare(ops: Ops, path: string, name: string, type: string | undefi
     ops.change(operation([code('type', 'add'), str('path', path), str('name', name), { name: 'value', ...valueFields(type, bk, bv, undefined, literalOf(b, bk)) }]));
     return;
   }
-  if (Array.isArray(bv)) throw new Unreachable();
   const value = nestedValue(type, bk, bv, be, literalOf(b, bk));
   ops.change(operation([code('type', 'replace'), str('path', `${path}.${name}`), { name: 'value', ...value }]));
 }
@@ -291,7 +315,7 @@ function compareBare(ops: Ops, path: string, name: string, type: string | undefi
  * first (deletions), so that the list is never emptied (and pruned) between two operations.
  */
 function compareList(ops: Ops, at: string, type: string | undefined, key: string, av: unknown[], ae: unknown[], bv: unknown[], be: unknown[]): void {
-  if (av.includes(null) || bv.includes(null)) {
+  if (hasHole(av, ae) || hasHole(bv, be)) {
     if (same(av, bv) && same(ae, be)) return;
     throw new Unreachable();
   }
@@ -301,7 +325,7 @@ function compareList(ops: Ops, at: string, type: string | undefined, key: string
   for (const step of steps) {
     if (step.kind === 'insert') {
       const { j, index } = step;
-      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: index }, { name: 'value', ...valueFields(type, key, bv[j], be[j] ?? undefined, literalOf(bv, j)) }]));
+      ops.addition(operation([code('type', 'insert'), str('path', at), { name: 'index', valueInteger: index }, { name: 'value', ...nestedValue(type, key, bv[j], be[j] ?? undefined, literalOf(bv, j)) }]));
     } else if (step.kind === 'move') {
       ops.addition(operation([code('type', 'move'), str('path', at), { name: 'source', valueInteger: step.source }, { name: 'destination', valueInteger: step.destination }]));
     } else ops.deletion(remove(`${at}[${step.index}]`, type, key, av[step.i]));
@@ -336,8 +360,8 @@ function compareValue(
 
 /**
  * The FHIRPath Patch Parameters that turns `from` into `to` (two resources of one type); `meta` is
- * compared only with `includeMeta`. A change that no operation can make is a 422 (in a list of primitives
- * directly on the resource, an item that holds extensions and no value, which no path indexes).
+ * compared only with `includeMeta`. A change that no operation can make is a 422: only JSON that is not
+ * FHIR's reaches it (a `null` with nothing beside it in a list directly on the resource).
  */
 export function diffResources(from: Json, to: Json, options: DiffOptions = {}): Json {
   const type = typeof to.resourceType === 'string' ? to.resourceType : undefined;
@@ -346,7 +370,7 @@ export function diffResources(from: Json, to: Json, options: DiffOptions = {}): 
     compareObject(ops, type ?? 'Resource', type, from, to, new Set(options.includeMeta ? [] : ['meta']));
   } catch (err) {
     if (!(err instanceof Unreachable)) throw err;
-    throw new FhirError('unprocessable', `The difference between these versions holds a change to an element of ${type} that a FHIRPath Patch cannot address (in a list of primitives directly on the resource, an item with extensions and no value)`);
+    throw new FhirError('unprocessable', `The difference between these versions holds a change to an element of ${type} that a FHIRPath Patch cannot address (an item of a list of primitives directly on the resource that is null and has no id or extension)`);
   }
   const parameter = ops.all();
   return parameter.length === 0 ? { resourceType: 'Parameters' } : { resourceType: 'Parameters', parameter };

@@ -35,9 +35,11 @@ describe('diffResources: the diff applied to from gives to', () => {
             const diff = diffResources(a, b, { includeMeta: true });
             const got = apply(a, diff);
             if (!Bun.deepEquals(got, b)) failures.push(`${file} ${plan.join('+')}: result differs`);
-            // One item inserted, deleted or moved is one operation, wherever it is in its list.
+            // One item inserted, deleted or moved is one operation, wherever it is in its list; so is one item of a
+            // list of primitives left with extensions alone (a replace of that item, not of an element holding it).
             const count = (diff.parameter as unknown[] | undefined)?.length ?? 0;
-            if (plan.length === 1 && LIST_MUTATIONS.includes(plan[0]!) && count !== 1 && !Bun.deepEquals(a, b)) failures.push(`${file} ${plan[0]}: ${count} operations`);
+            const one = [...LIST_MUTATIONS, 'bare-item'].includes(plan[0]!);
+            if (plan.length === 1 && one && count !== 1 && !Bun.deepEquals(a, b)) failures.push(`${file} ${plan[0]}: ${count} operations`);
           } catch (err) {
             failures.push(`${file} ${plan.join('+')}: ${(err as Error).message}`);
           }

@@ -52,6 +52,8 @@ export interface PgFaultProxy {
    * driver's array-type query sent once the server said it was ready; off, new sessions are passed through.
    */
   shed(on: boolean, at?: string): void;
+  /** The next `count` new sessions are closed as `shed(true)` closes them (a transient hiccup); those after them are passed through. */
+  shedNext(count: number): void;
   /** Client connections accepted so far: each is one connection attempt of a driver. */
   readonly opened: number;
   /** Sessions closed at start-up while shedding, so far. */
@@ -64,6 +66,7 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
   let terminated = 0;
   let swallowed = 0;
   let shedding: boolean | string = false;
+  let shedNext = 0;
   let opened = 0;
   let shedCount = 0;
   const sessions = new Set<Socket<Session>>();
@@ -82,8 +85,9 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
     socket: {
       open(client) {
         opened++;
-        client.data = { pending: [], ended: false, swallowing: false, shed: shedding };
-        if (shedding === true) return;
+        const shed = shedding || (shedNext > 0 && (shedNext--, true));
+        client.data = { pending: [], ended: false, swallowing: false, shed };
+        if (shed === true) return;
         sessions.add(client);
         void Bun.connect<undefined>({
           hostname: '127.0.0.1',
@@ -156,6 +160,9 @@ export async function startPgFaultProxy(upstreamPort: number): Promise<PgFaultPr
     shed(on, at) {
       shedding = on && (at ?? true);
       if (on) for (const client of [...sessions]) end(client);
+    },
+    shedNext(count) {
+      shedNext = count;
     },
     get opened() {
       return opened;

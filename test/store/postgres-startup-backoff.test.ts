@@ -82,6 +82,27 @@ describe.skipIf(!reachable)('a postgres.js pool whose sessions are closed during
     }
   }, 30_000);
 
+  test('a start-up closed once, longer than connect_timeout after the pool last failed, is tried again: a past failing period is over', async () => {
+    const proxy = await startPgFaultProxy(Number(target.port || 5432));
+    const sql = connect(viaProxy(proxy.port), { max: 2 });
+    try {
+      proxy.shed(true);
+      const err = await sql`SELECT 1`.then(() => null, (e: unknown) => e);
+      expect((err as { code?: string } | null)?.code).toBe('CONNECTION_CLOSED');
+      proxy.shed(false);
+      // No start-up of the pool fails (none is made) for longer than connect_timeout; then one session is shed.
+      await Bun.sleep(1500);
+      proxy.shedNext(1);
+      const shedBefore = proxy.shedCount;
+      const rows = await Promise.race([sql`SELECT 2 AS two`.then((r) => [...r], (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
+      expect(rows).toEqual([{ two: 2 }]);
+      expect(proxy.shedCount).toBe(shedBefore + 1);
+    } finally {
+      await sql.end({ timeout: 1 });
+      proxy.stop();
+    }
+  }, 30_000);
+
   test('a pool ended while a connection waits out its backoff makes no attempt after its end', async () => {
     const proxy = await startPgFaultProxy(Number(target.port || 5432));
     const sql = connect(viaProxy(proxy.port), { max: 2 });

@@ -103,6 +103,52 @@ describe.skipIf(!reachable)('a postgres.js pool whose sessions are closed during
     }
   }, 30_000);
 
+  test('a list of hosts that all refuse: the query is rejected within about connect_timeout, not tried again for ever; a host that answers is still reached', async () => {
+    const refusing = () => {
+      const l = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+      const port = l.port;
+      l.stop(true);
+      return port;
+    };
+    const [a, b] = [refusing(), refusing()];
+    const hosts = (x: number, y: number) => `postgres://${target.username}@127.0.0.1:${x},127.0.0.1:${y}${target.pathname}?connect_timeout=1`;
+    const sql = connect(hosts(a, b), { max: 2 });
+    const failover = connect(hosts(a, Number(target.port || 5432)), { max: 2 });
+    try {
+      const started = performance.now();
+      const err = await Promise.race([sql`SELECT 1`.then(() => null, (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
+      expect((err as { code?: string } | null)?.code).toBe('ECONNREFUSED');
+      expect(isPostgresOutage(err)).toBe(true);
+      expect(performance.now() - started).toBeLessThan(5000);
+      // The first host refuses, the second answers: the query runs there, at once.
+      const rows = await Promise.race([failover`SELECT 2 AS two`.then((r) => [...r], (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
+      expect(rows).toEqual([{ two: 2 }]);
+    } finally {
+      await Promise.all([sql.end({ timeout: 0 }), failover.end({ timeout: 1 })]);
+    }
+  }, 30_000);
+
+  test('a list of hosts whose start-ups have failed for connect_timeout: a query still tries the hosts after the one that refuses', async () => {
+    const l = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    const refusing = l.port;
+    l.stop(true);
+    const proxy = await startPgFaultProxy(Number(target.port || 5432));
+    const sql = connect(`postgres://${target.username}@127.0.0.1:${refusing},127.0.0.1:${proxy.port}${target.pathname}?connect_timeout=1`, { max: 1 });
+    try {
+      proxy.shed(true);
+      const err = await sql`SELECT 1`.then(() => null, (e: unknown) => e);
+      expect(isPostgresOutage(err)).toBe(true);
+      // The failing period goes on (the last failure just now): the next query meets the refusing host
+      // first, then the one that lets sessions through again.
+      proxy.shed(false);
+      const rows = await Promise.race([sql`SELECT 2 AS two`.then((r) => [...r], (e: unknown) => e), Bun.sleep(10_000).then(() => 'still waiting')]);
+      expect(rows).toEqual([{ two: 2 }]);
+    } finally {
+      await sql.end({ timeout: 1 });
+      proxy.stop();
+    }
+  }, 30_000);
+
   test('a pool ended while a connection waits out its backoff makes no attempt after its end', async () => {
     const proxy = await startPgFaultProxy(Number(target.port || 5432));
     const sql = connect(viaProxy(proxy.port), { max: 2 });

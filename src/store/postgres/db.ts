@@ -89,9 +89,20 @@ function open(url: string, o: { max: number; application_name: string; idle_time
     // overestimates (no statistics yet after a bulk import) spent 120 ms compiling a 4 ms query.
     connection: { application_name: o.application_name, jit: 'off', ...(o.generic && { plan_cache_mode: 'force_generic_plan' }) },
     backoff: (attempt: number) => reconnectBackoff(attempt),
-    // An explicit option would hide the URL's `connect_timeout`, which postgres.js reads otherwise.
-    ...(/[?&]connect_timeout=/.test(url) ? {} : { connect_timeout: DEFAULT_CONNECT_TIMEOUT }),
+    connect_timeout: connectTimeoutFromUrl(url) ?? DEFAULT_CONNECT_TIMEOUT,
   });
+}
+
+/**
+ * The URL's `connect_timeout` in seconds (0: none). postgres.js would take a negative one as a timeout
+ * at once (no connection ever made) and any other non-number as none (a start-up failing for ever left
+ * its query waiting): both are refused at construction, as a bad pool size is.
+ */
+function connectTimeoutFromUrl(url: string): number | undefined {
+  const m = /[?&]connect_timeout=([^&#]*)/.exec(url);
+  if (!m) return undefined;
+  if (!/^\d+(\.\d+)?$/.test(m[1]!)) throw new RangeError(`invalid connect_timeout '${m[1]}' in the database URL: expected seconds, 0 for none`);
+  return Number(m[1]);
 }
 
 /** Driver and socket error codes of a connection that could not be made or was lost. */

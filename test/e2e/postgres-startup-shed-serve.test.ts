@@ -11,7 +11,7 @@ import postgres from 'postgres';
 import { clientToken, freePort } from '../helpers/export-e2e.ts';
 import { startPgFaultProxy, type PgFaultProxy } from '../helpers/pg-fault-proxy.ts';
 import { cinderCommands, cleanupAfterFile, readBanner, serveEnv, spawnServe } from '../helpers/processes.ts';
-import { PG_ADMIN_URL } from '../helpers/stores.ts';
+import { adminConnection, PG_ADMIN_URL } from '../helpers/stores.ts';
 
 /** Attempts the process may make in the shedding seconds here (about 40 are seen; thousands before). */
 const MAX_ATTEMPTS = 200;
@@ -20,18 +20,8 @@ let admin: postgres.Sql | undefined;
 let proxy: PgFaultProxy | undefined;
 const database = `cinder_shed_${crypto.randomUUID().replaceAll('-', '').slice(0, 12)}`;
 
-const reachable = await (async () => {
-  const probe = postgres(PG_ADMIN_URL, { max: 1, connect_timeout: 5, onnotice: () => undefined });
-  try {
-    await probe`SELECT 1`;
-    admin = probe;
-    return true;
-  } catch {
-    await probe.end({ timeout: 1 });
-    return false;
-  }
-})();
-if (!reachable && process.env.CI === 'true') throw new Error(`PostgreSQL unreachable at ${PG_ADMIN_URL} under CI=true`);
+admin = (await adminConnection()) ?? undefined;
+const reachable = admin !== undefined;
 
 const { tempDir, killAfter } = cleanupAfterFile();
 afterAll(async () => {

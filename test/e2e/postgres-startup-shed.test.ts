@@ -13,7 +13,7 @@ import postgres from 'postgres';
 import { createPostgresStore } from '../../src/store/postgres/index.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { startPgFaultProxy, type PgFaultProxy } from '../helpers/pg-fault-proxy.ts';
-import { PG_ADMIN_URL } from '../helpers/stores.ts';
+import { adminConnection, PG_ADMIN_URL } from '../helpers/stores.ts';
 
 /** The start-up budget (seconds) the store's URL gives: short, so that the test is. */
 const CONNECT_TIMEOUT = 1;
@@ -34,18 +34,8 @@ const database = `cinder_shed_${crypto.randomUUID().replaceAll('-', '').slice(0,
 const unhandled: unknown[] = [];
 const onUnhandled = (err: unknown) => void unhandled.push(err);
 
-const reachable = await (async () => {
-  const probe = postgres(PG_ADMIN_URL, { max: 1, connect_timeout: 5, onnotice: () => undefined });
-  try {
-    await probe`SELECT 1`;
-    admin = probe;
-    return true;
-  } catch {
-    await probe.end({ timeout: 1 });
-    return false;
-  }
-})();
-if (!reachable && process.env.CI === 'true') throw new Error(`PostgreSQL unreachable at ${PG_ADMIN_URL} under CI=true`);
+admin = (await adminConnection()) ?? undefined;
+const reachable = admin !== undefined;
 
 beforeAll(async () => {
   if (!admin) return;

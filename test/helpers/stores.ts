@@ -97,8 +97,11 @@ async function postgresTarget(admin: postgres.Sql): Promise<StoreTarget> {
   };
 }
 
-/** Connects to the admin database, or explains why not (fatal under CI=true). */
-async function adminConnection(): Promise<postgres.Sql | null> {
+/**
+ * Connects to the admin database (for CREATE and DROP DATABASE), or explains why not: null, the caller
+ * skipping its PostgreSQL tests, except under CI=true, where it throws.
+ */
+export async function adminConnection(): Promise<postgres.Sql | null> {
   const admin = postgres(PG_ADMIN_URL, { max: 1, connect_timeout: 5, onnotice: () => undefined });
   try {
     await admin`SELECT 1`;
@@ -107,7 +110,7 @@ async function adminConnection(): Promise<postgres.Sql | null> {
     await admin.end({ timeout: 1 });
     const reason = err instanceof Error ? err.message : String(err);
     if (process.env.CI === 'true') throw new Error(`PostgreSQL unreachable at ${PG_ADMIN_URL} under CI=true: ${reason}`);
-    console.warn(`NOTICE: PostgreSQL unreachable at ${PG_ADMIN_URL} (${reason}); skipping the Postgres store tests.`);
+    console.warn(`NOTICE: PostgreSQL unreachable at ${PG_ADMIN_URL} (${reason}); skipping the PostgreSQL tests.`);
     return null;
   }
 }

@@ -9,21 +9,11 @@ import { afterAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { connect, isPostgresOutage, reconnectBackoff } from '../../src/store/postgres/db.ts';
 import { startPgFaultProxy } from '../helpers/pg-fault-proxy.ts';
-import { PG_ADMIN_URL } from '../helpers/stores.ts';
+import { adminConnection, PG_ADMIN_URL } from '../helpers/stores.ts';
 
 let admin: postgres.Sql | undefined;
-const reachable = await (async () => {
-  const probe = postgres(PG_ADMIN_URL, { max: 1, connect_timeout: 5, onnotice: () => undefined });
-  try {
-    await probe`SELECT 1`;
-    admin = probe;
-    return true;
-  } catch {
-    await probe.end({ timeout: 1 });
-    return false;
-  }
-})();
-if (!reachable && process.env.CI === 'true') throw new Error(`PostgreSQL unreachable at ${PG_ADMIN_URL} under CI=true`);
+admin = (await adminConnection()) ?? undefined;
+const reachable = admin !== undefined;
 afterAll(() => admin?.end());
 
 describe('reconnectBackoff', () => {

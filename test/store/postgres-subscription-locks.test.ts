@@ -14,6 +14,36 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const event = (subscriptionId: string, id: string) => ({ subscriptionId, type: 'Encounter', id, versionId: 1, event: 'create' as const });
 
+type Opened = ReturnType<(typeof targets)[number]['open']>;
+type Writer = Parameters<Parameters<Opened['resources']['write']>[1]>[0];
+
+/**
+ * Subscriptions a and b owned in a new tenant; then a transaction doing `first` (to b) and, once a second
+ * one numbering events of a and b (in id order) waits for it, numbering an event of a. The outcomes of both.
+ */
+async function againstEventsOfBoth(s: Opened, first: (w: Writer) => Promise<void>): Promise<{ tenant: string; outcomes: unknown[] }> {
+  await s.migrate();
+  const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+  await s.resources.write(tenant, async (w) => {
+    await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+    await w.ownSubscription('b', '{"operator":true}', 'rest-hook');
+  });
+  const { promise: reached, resolve: reach } = Promise.withResolvers<void>();
+  const { promise: gate, resolve: open } = Promise.withResolvers<void>();
+  const firstWrite = s.resources.write(tenant, async (w) => {
+    await first(w);
+    reach();
+    await gate;
+    await w.notify([event('a', 'e1')], 1_000);
+    return 'committed';
+  }).catch((e: Error) => e);
+  await reached;
+  const both = s.resources.write(tenant, (w) => w.notify([event('a', 'e2'), event('b', 'e3')], 1_000).then(() => 'committed')).catch((e: Error) => e);
+  await Bun.sleep(300);
+  open();
+  return { tenant, outcomes: await Promise.all([firstWrite, both]) };
+}
+
 for (const target of targets) {
   describe('Subscription state locks on PostgreSQL', () => {
     test('a deletion ending a subscription while a delivery holds its state row and deletes a notification: both commit, no deadlock', async () => {
@@ -46,55 +76,18 @@ for (const target of targets) {
 
     test('a transaction ending subscription b and numbering an event of a, beside one numbering events of a and b: both commit, no deadlock', async () => {
       const s = target.open();
-      await s.migrate();
-      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
-      await s.resources.write(tenant, async (w) => {
-        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
-        await w.ownSubscription('b', '{"operator":true}', 'rest-hook');
-      });
-      const { promise: reached, resolve: reach } = Promise.withResolvers<void>();
-      const { promise: gate, resolve: open } = Promise.withResolvers<void>();
       // A transaction deleting Subscription b and writing what a's topic notifies of (its DELETE comes first).
-      const deleting = s.resources.write(tenant, async (w) => {
-        await w.endSubscription('b');
-        reach();
-        await gate;
-        await w.notify([event('a', 'e1')], 1_000);
-        return 'committed';
-      }).catch((e: Error) => e);
-      await reached;
-      // A write notifying both, numbering their events in id order (a, then b).
-      const both = s.resources.write(tenant, (w) => w.notify([event('a', 'e2'), event('b', 'e3')], 1_000).then(() => 'committed')).catch((e: Error) => e);
-      await Bun.sleep(300);
-      open();
-      expect(await Promise.all([deleting, both])).toEqual(['committed', 'committed']);
+      const { tenant, outcomes } = await againstEventsOfBoth(s, (w) => w.endSubscription('b'));
+      expect(outcomes).toEqual(['committed', 'committed']);
       expect(await s.subscriptions.owner(tenant, 'b')).toBeNull();
       expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
     }, 30_000);
 
     test('a transaction activating subscription b again and numbering an event of a, beside one numbering events of a and b: both commit, no deadlock', async () => {
       const s = target.open();
-      await s.migrate();
-      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
-      await s.resources.write(tenant, async (w) => {
-        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
-        await w.ownSubscription('b', '{"operator":true}', 'rest-hook');
-      });
-      const { promise: reached, resolve: reach } = Promise.withResolvers<void>();
-      const { promise: gate, resolve: open } = Promise.withResolvers<void>();
       // A PUT of the active Subscription b (a new owner) in a transaction writing what a's topic notifies of.
-      const activating = s.resources.write(tenant, async (w) => {
-        await w.ownSubscription('b', '{"operator":true,"again":1}', 'websocket');
-        reach();
-        await gate;
-        await w.notify([event('a', 'e1')], 1_000);
-        return 'committed';
-      }).catch((e: Error) => e);
-      await reached;
-      const both = s.resources.write(tenant, (w) => w.notify([event('a', 'e2'), event('b', 'e3')], 1_000).then(() => 'committed')).catch((e: Error) => e);
-      await Bun.sleep(300);
-      open();
-      expect(await Promise.all([activating, both])).toEqual(['committed', 'committed']);
+      const { tenant, outcomes } = await againstEventsOfBoth(s, (w) => w.ownSubscription('b', '{"operator":true,"again":1}', 'websocket'));
+      expect(outcomes).toEqual(['committed', 'committed']);
       expect(await s.subscriptions.owner(tenant, 'b')).toBe('{"operator":true,"again":1}');
       expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
       expect(await s.subscriptions.events(tenant, 'b')).toBe(1);

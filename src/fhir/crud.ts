@@ -292,7 +292,10 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   // Whether it was active before: if not (new, deleted, off, error), this is an activation anew.
   const before = activated ? await w.current('Subscription', id) : undefined;
   const wasActive = !!before && !before.deleted && (JSON.parse(before.content) as { status?: unknown }).status === 'active';
-  const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method);
+  // `requested` asks the server to activate it (R4 subscription.html; the Backport IG's handshake): an active one is activated
+  // again, never left unchanged although it is stored `active` as it was: a new version, its writer the owner, a handshake.
+  const reactivated = wasActive && (resource as { status?: unknown }).status === 'requested';
+  const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method, reactivated);
   if (topic !== undefined) noteTopicWritten(w, id, topic);
   if (activated && !written.unchanged) {
     const heartbeat = activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now };
@@ -306,9 +309,10 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
 /**
  * putVersion for a resource already prepared for storage (bulk import prepares on another thread). An
  * update that would store the current version again writes nothing and answers that version
- * (`unchanged`), after the same checks as a write (access, If-Match, compartment, scope filters).
+ * (`unchanged`), after the same checks as a write (access, If-Match, compartment, scope filters), unless
+ * `always` (a Subscription asked to be activated again) writes it as a new version.
  */
-export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
+export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: PutOptions, method: PutMethod, always = false): Promise<WriteResult> {
   const { type, id } = p;
   const current = await w.current(type, id);
   const exists = current !== null && !current.deleted;
@@ -324,7 +328,7 @@ export async function putPrepared(w: ResourceWriter, p: PreparedVersion, opts: P
   requireInCompartment(opts.access, type, () => p.compartments, exists ? 'u' : 'c');
   const v = versionToWrite(p, versionId, lastUpdated, method);
   if (opts.access.filters?.(type, exists ? 'u' : 'c')) await requireFilter(opts.access, exists ? 'u' : 'c', JSON.parse(v.content) as Resource, lastUpdated, txLookups(opts.base));
-  if (exists && storesSame(current, p)) {
+  if (exists && !always && storesSame(current, p)) {
     return { version: { type, id, versionId: current.versionId, lastUpdated: current.lastUpdated, deleted: false, content: current.content }, created: false, unchanged: true };
   }
   await w.put(v);

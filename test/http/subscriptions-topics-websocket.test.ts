@@ -174,7 +174,8 @@ for (const target of targets) {
       // May read the Subscription, but not the Encounters (full resources) the socket would be sent; nor all of them.
       const narrower = await bindAs(s.id as string, 'user/Subscription.rs user/Basic.rs');
       expect(narrower.status).toBe(403);
-      expect(((await json(narrower)).issue as Json[])[0]!.diagnostics).toContain('user/*.rs');
+      const said = ((await json(narrower)).issue as Json[])[0]!.diagnostics as string;
+      expect([said.includes('user/*.rs'), said.includes('A PUT of it with status requested and this token takes ownership')]).toEqual([true, true]);
       expect((await bindAs(s.id as string, 'user/Subscription.rs user/Encounter.rs?status=planned')).status).toBe(403);
       expect((await bindAs(s.id as string, 'user/Subscription.rs user/*.s')).status).toBe(403);
       // Turned off and activated again with the narrower token, it is that token's to bind (matched with its reach from then on).
@@ -276,6 +277,42 @@ for (const target of targets) {
         const other = await craftToken(t, 'user/*.cruds');
         const again = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'requested' }, other);
         expect([again.status, (await json(again)).status]).toEqual([200, 'active']);
+        t.clock.advance(1);
+        await call('POST', 'Encounter', encounter('planned'), other);
+        await rounds();
+        expect(await c.drained()).toEqual([]);
+        c.send(`bind-with-token ${stale}`);
+        expect(await c.next()).toStartWith('error');
+      } finally {
+        c.close();
+      }
+    });
+
+    test('another app takes an active Subscription with a requested PUT: the binding token is then issued to it and refused to the earlier owner, whose socket and token bind it no more', async () => {
+      const first = token;
+      const s = await subscribe(websocketTopicSubscription('full-resource'));
+      const bindAs = (tok: string) => call('GET', `Subscription/${s.id}/$get-ws-binding-token`, undefined, tok);
+      const other = await craftToken(t, 'user/*.cruds');
+      const refused = await bindAs(other);
+      expect(refused.status).toBe(403);
+      expect(((await json(refused)).issue as Json[])[0]!.diagnostics).toContain('a PUT of it with status requested and this token takes ownership');
+      // Written active by the other app, unchanged: still the first app's.
+      const same = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'active' }, other);
+      expect([same.status, ((await json(same)).meta as Json).versionId]).toEqual([200, '1']);
+      expect((await bindAs(other)).status).toBe(403);
+      const stale = await bindingToken(s.id as string);
+      const c = await client(servers[0]!.url);
+      try {
+        c.send(`bind-with-token ${stale}`);
+        expect(param(statusOf(JSON.parse(await c.next()) as Json), 'type')!.valueCode).toBe('handshake');
+        // Requested by the other app, active as it was: a new version, and the other app's from then on.
+        const again = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'requested' }, other);
+        const stored = await json(again);
+        expect([again.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'active', '2']);
+        expect((await bindAs(other)).status).toBe(200);
+        const gone = await bindAs(first);
+        expect(gone.status).toBe(403);
+        expect(((await json(gone)).issue as Json[])[0]!.diagnostics).toContain('is bound only by the app');
         t.clock.advance(1);
         await call('POST', 'Encounter', encounter('planned'), other);
         await rounds();

@@ -486,6 +486,38 @@ for (const target of targets) {
       await off(s);
     });
 
+    test('an active Subscription written requested again is activated again: a new version, a handshake, its new owner, its count going on; written active unchanged, nothing', async () => {
+      const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'), patientToken);
+      const kinds = () => received().map((b) => {
+        const p = (b.entry as Json[])[0]!.resource as Json;
+        return `${param(p, 'type')!.valueCode} ${param(p, 'events-since-subscription-start')!.valueString}${part(p, 'focus') ? ` ${((b.entry as Json[])[1]!.fullUrl as string).split('/').pop()}` : ''}`;
+      });
+      const events = async () => {
+        const a = await json(call('POST', 'Encounter', encounter('planned', 'pa')));
+        const b = await json(call('POST', 'Encounter', encounter('planned', 'pb')));
+        await drain();
+        return kinds().map((k) => k.replace(a.id as string, 'pa').replace(b.id as string, 'pb'));
+      };
+      await drain();
+      expect(kinds()).toEqual(['handshake 0']);
+      expect(await events()).toEqual(['event-notification 1 pa']);
+      // The same content with status active: no version, no handshake, the same owner.
+      const same = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'active' }, patientToken);
+      expect([same.status, ((await json(same)).meta as Json).versionId]).toEqual([200, '1']);
+      expect(await events()).toEqual(['event-notification 2 pa']);
+      // Requested by the admin: version 2, a handshake, the admin's reach, and the count goes on.
+      const again = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'requested' });
+      const stored = await json(again);
+      expect([again.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'active', '2']);
+      await drain();
+      expect(kinds()).toEqual(['handshake 2']);
+      expect(await events()).toEqual(['event-notification 3 pa', 'event-notification 4 pb']);
+      const status = await json(call('GET', `Subscription/${s.id}/$status`));
+      expect(param((status.entry as Json[])[0]!.resource as Json, 'events-since-subscription-start')!.valueString).toBe('4');
+      await off(s);
+    });
+
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
       const cs = await json(call('GET', 'metadata'));
       const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;

@@ -287,6 +287,37 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test('a requested write of an active Subscription activates it again: a new version, its writer the owner (PUT, PATCH, transaction); an active one unchanged stays so', async () => {
+      const patientToken = await craftToken(t, 'patient/Observation.rs user/Subscription.cruds', { patient: 'pa' });
+      const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json' }), patientToken);
+      const sent = async () => {
+        const ids = [await post('Observation', observation('1234-5', 'pa')), await post('Observation', observation('1234-5', 'pb'))];
+        const [pa, pb] = await Promise.all(ids.map(async (r) => ((await r.json()) as Json).id));
+        await drain(t);
+        return hook.got.splice(0).map((r) => { const id = (JSON.parse(r.body) as Json).id; return id === pa ? 'pa' : id === pb ? 'pb' : id; });
+      };
+      expect(await sent()).toEqual(['pa']);
+      // The same content with status active changes nothing: no version, the patient app still the owner.
+      const same = await put(`Subscription/${sub.id}`, { ...sub, status: 'active' });
+      expect([same.status, ((await same.json()) as Json).meta]).toEqual([200, expect.objectContaining({ versionId: '1' })]);
+      expect(await sent()).toEqual(['pa']);
+      // Requested by the admin, without turning it off first: version 2, the admin's reach (every patient) from then on.
+      const again = await put(`Subscription/${sub.id}`, { ...sub, status: 'requested' });
+      expect([again.status, ((await again.json()) as Json)]).toEqual([200, expect.objectContaining({ status: 'active', meta: expect.objectContaining({ versionId: '2' }) })]);
+      expect(await sent()).toEqual(['pa', 'pb']);
+      // Requested back by the patient app through a PATCH: version 3, its patient's alone again.
+      const patch = [{ op: 'replace', path: '/status', value: 'requested' }];
+      const patched = await t.request(`${t.fhir()}/Subscription/${sub.id}`, fhirInit(patientToken, 'PATCH', patch, { 'Content-Type': 'application/json-patch+json' }));
+      expect([patched.status, ((await patched.json()) as Json).meta]).toEqual([200, expect.objectContaining({ versionId: '3' })]);
+      expect(await sent()).toEqual(['pa']);
+      // And by the admin in a transaction entry: version 4.
+      const entry = { resource: { ...sub, status: 'requested' }, request: { method: 'PUT', url: `Subscription/${sub.id}` } };
+      const bundle = (await (await post('', { resourceType: 'Bundle', type: 'transaction', entry: [entry] })).json()) as Json;
+      expect(((bundle.entry as Json[])[0]!.response as Json).etag).toBe('W/"4"');
+      expect(await sent()).toEqual(['pa', 'pb']);
+      await off(sub);
+    });
+
     test("a patient-context token reads no Subscription: another app's endpoint, header credentials and websocket id", async () => {
       const sub = await subscribe(subscription(hook.url, {}, { header: ['Authorization: Bearer app-secret'] }));
       const patientApp = await craftToken(t, 'patient/*.rs', { patient: 'pa' });

@@ -178,13 +178,13 @@ export async function subscriptionWsBindingToken(deps: FhirDeps, req: FhirReques
   const user = owner === null ? null : ownerUser(owner);
   const patient = owner === null ? null : ownerPatient(owner);
   if (clientId === null || clientId !== req.access.clientId || (user !== null && user.id !== req.access.user?.id) || patient !== (req.access.patient ?? null)) {
-    throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: set it off and then requested again with this token to bind it`);
+    throw new FhirError('forbidden', `Subscription/${id} is bound only by the app (and user, and patient in context) that activated it: a PUT of it with status requested and this token takes ownership (activates it again for this token), and then binds it`);
   }
   // The same app and user with narrower scopes (a token asked for fewer) would be sent what only the owner's token read:
   // each read or search grant the owner's token had must be one the caller's implies.
   const missing = issuer.readsNotImplied(ownerScopes(owner!), req.access.scopes ?? []);
   if (missing.length) {
-    throw new FhirError('forbidden', `Subscription/${id} was activated by a token that also read ${missing.join(' ')}, which this token's scopes do not grant: what the websocket is sent was matched with that token's reach. Set it off and then requested again with this token to bind it with this token's reach`);
+    throw new FhirError('forbidden', `Subscription/${id} was activated by a token that also read ${missing.join(' ')}, which this token's scopes do not grant: what the websocket is sent was matched with that token's reach. A PUT of it with status requested and this token takes ownership (matched with this token's reach from then on), and then binds it`);
   }
   const { token, expiresAt } = await issuer.tokens.sign(req.tenant, id, ownerDigest(owner!));
   return {

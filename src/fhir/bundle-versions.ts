@@ -47,7 +47,7 @@ export function versionBeforeWrite(p: Planned): string | undefined {
  * Returns the versions, which the writes must then produce (requireVersionsWritten).
  */
 export async function settleVersions(
-  w: ResourceWriter, pending: PendingVersion[], { base, core }: Pick<PutOptions, 'base' | 'core'>, written: (p: Planned) => Resource,
+  w: ResourceWriter, pending: PendingVersion[], { base, core, activateSubscription }: Pick<PutOptions, 'base' | 'core' | 'activateSubscription'>, written: (p: Planned) => Resource,
 ): Promise<Map<Planned, number>> {
   const versions = new Map<Planned, number>();
   let left = pending;
@@ -58,7 +58,9 @@ export async function settleVersions(
     const cycle = ready.length === 0;
     for (const t of cycle ? targets : ready) {
       const current = await w.current(t.entry.type, t.id!);
-      const same = !cycle && current !== null && storesSame(current, prepareVersion(written(t), t.id!, base));
+      // A Subscription is stored as activation rewrites it (its status, its error): it is given the next version,
+      // which its write then stores whatever activation makes of it (writtenAnew, PutOptions.newVersion).
+      const same = !cycle && !writtenAnew(t, activateSubscription !== undefined) && current !== null && storesSame(current, prepareVersion(written(t), t.id!, base));
       versions.set(t, current === null ? (await shadowedVersionId(core, t.entry.type, t.id!)) + 1 : same ? current.versionId : current.versionId + 1);
     }
     left = left.filter((r) => {
@@ -68,6 +70,11 @@ export async function settleVersions(
     });
   }
   return versions;
+}
+
+/** Whether `p`, an entry other entries refer to by version, stores a new version whatever it holds: a Subscription that activation rewrites. */
+export function writtenAnew(p: Planned, activating: boolean): boolean {
+  return activating && p.entry.type === 'Subscription';
 }
 
 /** After the writes: each entry settleVersions answered for wrote that version (`out`: the response entries by Bundle index). */

@@ -265,6 +265,12 @@ export interface PutOptions {
   createOnly?: boolean;
   /** Checks a Subscription asking to be active and gives it as stored, with its owner (FhirDeps.subscriptions); absent: stored as written. */
   activateSubscription?: ActivateSubscription;
+  /**
+   * The write stores a new version even where it would store the current one again: a transaction's
+   * Subscription entry that other entries refer to by version, whose version is settled before activation
+   * rewrites it (bundle-versions.ts settleVersions).
+   */
+  newVersion?: boolean;
 }
 
 /** The options of a request's writes at `now`: its access, the core resources, the tenant's FHIR base and Subscription activation. */
@@ -295,7 +301,7 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   // `requested` asks the server to activate it (R4 subscription.html; the Backport IG's handshake): an active one is activated
   // again, never left unchanged although it is stored `active` as it was: a new version, its writer the owner, a handshake.
   const reactivated = wasActive && (resource as { status?: unknown }).status === 'requested';
-  const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method, reactivated);
+  const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method, reactivated || opts.newVersion === true);
   if (topic !== undefined) noteTopicWritten(w, id, topic);
   if (activated && !written.unchanged) {
     const heartbeat = activated.heartbeatMs === undefined ? undefined : { periodMs: activated.heartbeatMs, now: opts.now };

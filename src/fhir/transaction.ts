@@ -3,7 +3,7 @@ import { batch, operationEntry, type OperationCall } from './batch.ts';
 import { writeConditions, exclusively, type Settle } from './conditional.ts';
 import { parseBundle, type Entry } from './bundle-entries.ts';
 import { entriesPerAttempt, entryResources, errorEntry, followerEntry, plan, requireEntriesInReach, requireValidPatched, rewriteReferences, settledConditions, writeEntry, writtenBy, type FullUrlScope, type Json, type Planned } from './bundle-ops.ts';
-import { requireVersionsWritten, settleVersions } from './bundle-versions.ts';
+import { requireVersionsWritten, settleVersions, writtenAnew } from './bundle-versions.ts';
 import { withStaticIds } from './bundle-match-urls.ts';
 import { checkRead, checkReadDeletion, checkReadTarget, readBudget, readEntry } from './bundle-reads.ts';
 import { noteValidationLevel, putOptions, referenceReach, validationLevel, writeTx, type FhirDeps, type FhirRequest } from './crud.ts';
@@ -74,7 +74,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     // other instead of deadlocking (which PostgreSQL ends after a second, one of them a 409).
     await Promise.all(sorted.filter(changesExisting).map((p) => w.current(p.entry.type, p.id!)));
     const versions = await settleVersions(w, pending, opts, (p) => writtenBy(p)!);
-    for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, opts, base);
+    const anew = (p: Planned) => versions.has(p) && writtenAnew(p, opts.activateSubscription !== undefined);
+    for (const p of sorted) if (p.entry.method !== 'GET' && !p.follows) out[p.entry.index] = await writeEntry(w, p, anew(p) ? { ...opts, newVersion: true } : opts, base);
     requireVersionsWritten(versions, out);
     for (const p of planned) if (p.follows) out[p.entry.index] = followerEntry(out[p.follows.entry.index]!);
     await requireReferences(deps, w, req.tenant, entryResources(planned), referenceReach(deps, req));

@@ -84,4 +84,35 @@ await eachStore((kind, fresh) => {
       expect(outcome.issue[0].expression).toEqual(['Bundle.entry[1].resource.subject']);
     });
   });
+
+  describe(`version-specific references to a Subscription entry, which activation rewrites (${kind})`, () => {
+    let t: TestApp;
+    let api: FhirClient;
+    const { ok } = bundlePoster(() => t, () => api);
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh(), env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+      api = fhirClient(t, await t.token());
+    });
+    afterAll(() => t.close());
+
+    test('a Subscription entry referred to by version writes a new version whatever activation makes of it, and is referred to at it', async () => {
+      const subscription = {
+        resourceType: 'Subscription', id: 'vs-1', status: 'requested', reason: 'versioned', criteria: 'Observation?code=urn:x|1',
+        channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook', payload: 'application/fhir+json' },
+      };
+      await api.put200({ resourceType: 'Patient', id: 'vs-p' });
+      expect((await api.put200(subscription)).status).toBe('active');
+      // Stored active: the same with an error text (activation drops it, leaving what is stored), `requested`
+      // (activated anew) and the same as stored: each a new version (the version was settled before activation: a 500).
+      for (const [sent, expected] of [[{ ...subscription, status: 'active', error: 'stale' }, '2'], [subscription, '3'], [{ ...subscription, status: 'active' }, '4']] as const) {
+        const res = await ok(tx([
+          { fullUrl: `${OTHER}/Subscription/vs-1`, resource: sent, request: { method: 'PUT', url: 'Subscription/vs-1' } },
+          createObs(observation('Patient/vs-p', [`${OTHER}/Subscription/vs-1/_history/9`])),
+        ]));
+        expect(res.entry[0].response.etag).toBe(`W/"${expected}"`);
+        const obs = (await (await api.get(res.entry[1].response.location.replace(/\/_history\/\d+$/, ''))).json()) as Json;
+        expect(obs.focus[0].reference).toBe(`Subscription/vs-1/_history/${expected}`);
+      }
+    });
+  });
 });

@@ -153,6 +153,22 @@ await eachStore((kind, fresh) => {
         expect(issue.expression).toEqual(['Parameters.parameter[0]']);
       });
 
+      test("where() sees a primitive's id and extensions, and selects an item that has them alone", async () => {
+        const id = await patient({ birthDate: '1970-01-01', _birthDate: ext('bd'), name: [{ family: 'F', given: ['Ann', null, 'Cy'], _given: [null, ext('b'), { id: 'g2', ...ext('c') }] }] });
+        const apply = async (...ops: Json[]) => {
+          const res = await pathPatch(`Patient/${id}`, fhirPatch(...ops));
+          expect({ status: res.status, body: res.status === 200 ? 'ok' : await res.json() }).toEqual({ status: 200, body: 'ok' });
+          return read(id);
+        };
+        // The item without a value, found by its extension; the one with a value, by its id.
+        let now = await apply(op('replace', "Patient.name[0].given.where(extension('http://example.org/x').value = 'b')", { value: { valueString: 'Bea' } }));
+        expect(names(now)).toEqual([['Ann', 'Bea', 'Cy'], [null, null, { id: 'g2', ...ext('c') }]]);
+        now = await apply(op('delete', "Patient.name[0].given.where(id = 'g2')"));
+        expect(names(now)).toEqual([['Ann', 'Bea'], undefined]);
+        now = await apply(op('replace', 'Patient.birthDate.where(extension.exists())', { value: { valueDate: '1970-01-02' } }));
+        expect([now.birthDate, now._birthDate]).toEqual(['1970-01-02', undefined]);
+      });
+
       test('on the resource\'s own list of primitives (CapabilityStatement.format)', async () => {
         const cs = { resourceType: 'CapabilityStatement', id: 'cs-bare', status: 'draft', date: '2024-01-01', kind: 'instance', fhirVersion: '4.0.1', implementation: { description: 'x' }, rest: [{ mode: 'server' }], format: ['json', null, 'xml'], _format: [null, ext('f'), null] };
         await api.put200(cs);

@@ -201,10 +201,12 @@ function compileCall(ast: Extract<Ast, { kind: 'call' }>, expression: string): S
         // One memo and one budget for the criterion's evaluations on every item.
         const ctx = { resource: root.value, rootResource: root.value, memo: new Map<object, unknown>(), budget: { left: MAX_WHERE_VISITS, limit: MAX_WHERE_VISITS } };
         return items.filter((item, i) => {
-          // A primitive without a value (its extensions alone) has no value for a criterion to test.
-          if (item.value === null) return false;
           try {
-            return criterion(item.value, item.type, i, ctx) === true;
+            // A primitive's id and extensions are its children (`given.where(extension(url).exists())`), and one
+            // with those alone is an item like the others.
+            const ext = isObject(item.value) ? undefined : companionOf(item);
+            if (item.value === null && ext === undefined) return false;
+            return criterion(item.value, item.type, i, ctx, ext) === true;
           } catch (err) {
             if (err instanceof FhirPathEvaluationError) throw new PatchPathError(`where() could not be evaluated: ${err.message}`);
             throw err;

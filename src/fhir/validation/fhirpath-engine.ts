@@ -1959,8 +1959,12 @@ function typedBuilds(ast: Ast, expression: string, types: FhirPathTypes, iterati
 /** A run-time error of a criterion compiled by compileCriterion (FHIRPath's "error": `single()` on many, ...). */
 export { EvaluationError as FhirPathEvaluationError };
 
-/** A where() criterion on one item: true, false or undefined (empty); throws FhirPathEvaluationError. */
-export type CompiledCriterion = (focus: unknown, focusType: string | undefined, index: number, ctx: InvariantContext) => boolean | undefined;
+/**
+ * A where() criterion on one item: true, false or undefined (empty); throws FhirPathEvaluationError. `ext`: a
+ * primitive item's id and extensions (FHIR JSON's `_name` companion), its children; with it, `focus` may be
+ * null (a primitive with extensions alone is an item all the same).
+ */
+export type CompiledCriterion = (focus: unknown, focusType: string | undefined, index: number, ctx: InvariantContext, ext?: Json) => boolean | undefined;
 
 /**
  * Compiles `ast`, the criteria of a `where()` inside `expression` (a FHIRPath Patch path), into a
@@ -1969,9 +1973,10 @@ export type CompiledCriterion = (focus: unknown, focusType: string | undefined, 
  */
 export function compileCriterion(ast: Ast, expression: string, types: FhirPathTypes): CompiledCriterion {
   const exprFor = typedBuilds(ast, expression, types, true);
-  return (focus, focusType, index, ctx) => {
+  return (focus, focusType, index, ctx, ext) => {
     const expr = exprFor(focusType);
-    const env: Env = { this: focus, index, resource: ctx.resource, rootResource: ctx.rootResource, context: focus, memo: ctx.memo, budget: ctx.budget };
+    const self = ext === undefined ? focus : new Typed(normaliseType(focusType) ?? 'string', focus ?? undefined, ext);
+    const env: Env = { this: self, index, resource: ctx.resource, rootResource: ctx.rootResource, context: self, memo: ctx.memo, budget: ctx.budget };
     return expr.bool(env);
   };
 }

@@ -169,6 +169,20 @@ await eachStore((kind, fresh) => {
         expect([now.birthDate, now._birthDate]).toEqual(['1970-01-02', undefined]);
       });
 
+      test('replace of a choice element by a primitive with extensions alone: of another type, checked against that type', async () => {
+        const obs = { resourceType: 'Observation', id: 'o-choice', status: 'final', code: { text: 'c' }, valueQuantity: { value: 1, unit: 'mg' } };
+        await api.put200(obs);
+        let res = await pathPatch('Observation/o-choice', fhirPatch(op('replace', 'Observation.value', { value: { _valueString: ext('s') } })));
+        let body = (await res.json()) as Json;
+        expect({ status: res.status, valueQuantity: body.valueQuantity, _valueString: body._valueString }).toEqual({ status: 200, valueQuantity: undefined, _valueString: ext('s') });
+        // A Quantity is not a primitive: it cannot be extensions alone, whatever the type it replaces.
+        const issue = await refused(() => pathPatch('Observation/o-choice', fhirPatch(op('replace', 'Observation.value', { value: { _valueQuantity: ext('q') } }))), 400);
+        expect(issue.expression).toEqual(['Parameters.parameter[0]']);
+        res = await pathPatch('Observation/o-choice', fhirPatch(op('replace', 'Observation.value', { value: { valueBoolean: true } })));
+        body = (await res.json()) as Json;
+        expect({ status: res.status, valueBoolean: body.valueBoolean, _valueString: body._valueString }).toEqual({ status: 200, valueBoolean: true, _valueString: undefined });
+      });
+
       test('on the resource\'s own list of primitives (CapabilityStatement.format)', async () => {
         const cs = { resourceType: 'CapabilityStatement', id: 'cs-bare', status: 'draft', date: '2024-01-01', kind: 'instance', fhirVersion: '4.0.1', implementation: { description: 'x' }, rest: [{ mode: 'server' }], format: ['json', null, 'xml'], _format: [null, ext('f'), null] };
         await api.put200(cs);

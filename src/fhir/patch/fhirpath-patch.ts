@@ -267,6 +267,11 @@ function joined(existing: unknown, ext: unknown, where: string): unknown {
   return { ...existing, ...ext, ...(extension.length > 0 && { extension }) };
 }
 
+/** The type suffix a value part names, by its `value[x]` or, a primitive's id and extensions alone, its `_value[x]`. */
+function partSuffix(part: Json): string | undefined {
+  return valueMemberSuffix(part) ?? Object.keys(part).find((k) => /^_value[A-Z]/.test(k))?.slice('_value'.length);
+}
+
 function valueMemberSuffix(part: Json): string | undefined {
   try {
     return valueMember(part)?.name.slice('value'.length);
@@ -294,10 +299,11 @@ function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resou
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
-  const { json, suffix, literal, ext } = valueFor(op, target.type);
-  // A choice element takes the name of the new value's type (valueString -> valueQuantity).
-  const base = choiceBase(key, target.type);
-  const newKey = base !== undefined && suffix !== undefined ? base + suffix : key;
+  // A choice element takes the name of the new value's type (valueString -> valueQuantity), and that type.
+  const element = target.owner === undefined ? undefined : typeModel(target.owner)?.slots.get(key)?.element;
+  const suffix = partSuffix(op.value);
+  const newKey = element?.choice && suffix !== undefined ? nameFor(target.owner, element.name, suffix) : key;
+  const { json, literal, ext } = valueFor(op, newKey === key ? target.type : elementTypeOf(target.owner, newKey));
   // The element is replaced whole: a primitive keeps no id or extension of the value it replaces,
   // and takes those the part's `_value[x]` gives (all it has, when the part has no value).
   if (index !== undefined) {
@@ -316,12 +322,6 @@ function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resou
   putExt(parent, newKey, undefined, ext);
 }
 
-/** For a JSON name that is a choice element's (`valueQuantity` of type Quantity), the element's name (`value`). */
-function choiceBase(key: string, type: string | undefined): string | undefined {
-  if (type === undefined) return undefined;
-  const suffix = type[0]!.toUpperCase() + type.slice(1);
-  return key.endsWith(suffix) && key.length > suffix.length ? key.slice(0, -suffix.length) : undefined;
-}
 
 function move(op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: Json): void {
   const { holder, key, items } = list(op, resource);

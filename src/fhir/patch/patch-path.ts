@@ -24,6 +24,8 @@ export interface Located {
   key?: string;
   /** Its position when `parent[key]` is a list. */
   index?: number;
+  /** The FHIR type of `parent` (whose model tells what `key` is), when known. */
+  owner?: string;
 }
 
 /** A path that cannot be evaluated: not FHIRPath, a construct a patch path does not support, or an evaluation error. */
@@ -98,9 +100,9 @@ function primitiveChildren(item: Located, name: string, out: Located[]): void {
   const type = elementType(ELEMENT_MODEL, name);
   if (Array.isArray(v)) {
     v.forEach((x, index) => {
-      if (x !== null) out.push({ value: x, type, parent: companion, key: name, index });
+      if (x !== null) out.push({ value: x, type, parent: companion, key: name, index, owner: ELEMENT_MODEL });
     });
-  } else out.push({ value: v, type, parent: companion, key: name });
+  } else out.push({ value: v, type, parent: companion, key: name, owner: ELEMENT_MODEL });
 }
 
 /**
@@ -116,7 +118,8 @@ export function children(items: readonly Located[], name: string): Located[] {
       primitiveChildren(item, name, out);
       continue;
     }
-    for (const key of jsonNames(item.type, name, parent)) {
+    const owner = item.type;
+    for (const key of jsonNames(owner, name, parent)) {
       const v = parent[key];
       const ext = parent['_' + key];
       if (Array.isArray(v) || ((v === undefined || v === null) && Array.isArray(ext))) {
@@ -124,12 +127,12 @@ export function children(items: readonly Located[], name: string): Located[] {
         const exts = Array.isArray(ext) ? ext : [];
         for (let index = 0; index < Math.max(values.length, exts.length); index++) {
           const x = values[index] ?? null;
-          if (x !== null) out.push({ value: x, type: childType(item.type, key, x), parent, key, index });
-          else if (isObject(exts[index])) out.push({ value: null, type: childType(item.type, key, undefined), parent, key, index });
+          if (x !== null) out.push({ value: x, type: childType(owner, key, x), parent, key, index, owner });
+          else if (isObject(exts[index])) out.push({ value: null, type: childType(owner, key, undefined), parent, key, index, owner });
         }
       } else if (v === undefined || v === null) {
-        if (isObject(ext)) out.push({ value: null, type: childType(item.type, key, undefined), parent, key });
-      } else out.push({ value: v, type: childType(item.type, key, v), parent, key });
+        if (isObject(ext)) out.push({ value: null, type: childType(owner, key, undefined), parent, key, owner });
+      } else out.push({ value: v, type: childType(owner, key, v), parent, key, owner });
     }
   }
   return out;

@@ -6,7 +6,7 @@
  * to another type.
  */
 import { typeModel } from '../../src/fhir/validation/model.ts';
-import { prune } from '../../src/fhir/patch/fhirpath-patch.ts';
+import { prune } from '../../src/fhir/patch/primitive-lists.ts';
 export { prng } from './prng.ts';
 
 type Json = Record<string, unknown>;

@@ -5,10 +5,11 @@
  * parameter (`Parameters.parameter[1]`).
  */
 import { FhirError } from '../../errors.ts';
-import { cloneExact, literalOf, setLiteral, spliceExact } from '../exact-json.ts';
+import { cloneExact, setLiteral, spliceExact } from '../exact-json.ts';
 import { elementType, typeModel } from '../validation/model.ts';
 import { children, companionOf, compilePath, ELEMENT_MODEL, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
 import { jsonNameFor, partValue, PatchValueError, putExt, repeats, valueMember } from './patch-value.ts';
+import { createListState, moveBoth, prune, spliceBoth, valuesOf, type ListState } from './primitive-lists.ts';
 
 export type FhirPathPatchOperation =
   | { type: 'add'; path: CompiledPath; name: string; value: Json }
@@ -148,7 +149,7 @@ function nameFor(owner: string | undefined, name: string, suffix: string | undef
  * The object that holds the children of `target` (an element, or a primitive's companion for its `id` and
  * `extension`, made when `name` is one of those and it has none yet) and that object's model type.
  */
-function holderOf(target: Located, name: string, op: FhirPathPatchOperation): { holder: Json; type: string | undefined } {
+function holderOf(state: ListState, target: Located, name: string, op: FhirPathPatchOperation): { holder: Json; type: string | undefined } {
   if (isObject(target.value)) return { holder: target.value, type: target.type };
   if ((name !== 'extension' && name !== 'id') || target.parent === undefined || target.key === undefined) {
     throw new Failure(`${op.path.expression} is a primitive value, whose only children are its id and extension`);
@@ -158,69 +159,32 @@ function holderOf(target: Located, name: string, op: FhirPathPatchOperation): { 
     holder = {};
     if (target.index === undefined) target.parent['_' + target.key] = holder;
     else {
-      valuesOf(target.parent, target.key);
+      valuesOf(state, target.parent, target.key);
       putExt(target.parent, target.key, target.index, holder);
     }
   }
   return { holder, type: ELEMENT_MODEL };
 }
 
-/**
- * The lists of `null`s `valuesOf` made beside a companion written alone, which `prune` drops again while they
- * hold no value, so that JSON written so stays so. A new list is written with its values (`"given": [null]`
- * beside `"_given"`), as FHIR JSON writes a list of primitives and HL7's examples do.
- */
-const MADE = new WeakSet<unknown[]>();
-
-/**
- * The values of primitive list `key` of `holder`, made a list of `null`s beside its companion when JSON gives
- * only the companion (`_given` without `given`), so that both are changed together.
- */
-function valuesOf(holder: Json, key: string): unknown[] | undefined {
-  const ext = holder['_' + key];
-  if (holder[key] === undefined && Array.isArray(ext)) {
-    const list: unknown[] = [];
-    for (let i = 0; i < ext.length; i++) list.push(null);
-    MADE.add(list);
-    holder[key] = list;
-  }
-  const values = holder[key];
-  return Array.isArray(values) ? values : undefined;
-}
-
 /** The list a path names (insert, move): its last step must be an element name, whose holder must be one element. */
-function list(op: FhirPathPatchOperation, resource: Json): { holder: Json; type: string | undefined; key: string; items: unknown[] } {
+function list(state: ListState, op: FhirPathPatchOperation, resource: Json): { holder: Json; type: string | undefined; key: string; items: unknown[] } {
   const { last } = op.path;
   if (last === undefined) throw new Failure(`${op.path.expression} must end with the name of a list element (e.g. Patient.identifier)`);
   const target = one(last.holders(resource), op, `${op.type === 'insert' ? 'inserting into' : 'moving in'} a list`);
-  const { holder, type } = holderOf(target, last.name, op);
+  const { holder, type } = holderOf(state, target, last.name, op);
   const found = children([{ value: holder, type }], last.name);
   const key = found[0]?.key ?? nameFor(type, last.name, undefined);
-  const current = holder[key] === undefined ? valuesOf(holder, key) : holder[key];
+  const current = holder[key] === undefined ? valuesOf(state, holder, key) : holder[key];
   if (current !== undefined && !Array.isArray(current)) throw new Failure(`${op.path.expression} is not a list`);
   if (!repeats(type, key, current)) throw new Failure(`${op.path.expression} does not repeat, so it is not a list`);
   return { holder, type, key, items: (current as unknown[] | undefined) ?? [] };
 }
 
-/**
- * Keeps a primitive list's `_name` companion (its extensions) aligned with a change of the list;
- * `literal`: the text of an inserted number, when it is not String(value) (exact-json.ts).
- */
-function spliceBoth(holder: Json, key: string, start: number, remove: number, insert: unknown[] = [], literal?: string): void {
-  spliceExact(holder[key] as unknown[], start, remove, insert, [literal]);
-  const ext = holder['_' + key];
-  if (Array.isArray(ext)) {
-    ext.splice(start, remove, ...insert.map(() => null));
-    // A companion left holding no id or extension says nothing: FHIR JSON has none.
-    if (ext.every((e) => e === null)) delete holder['_' + key];
-  }
-}
-
-function removeAt(target: Located): void {
+function removeAt(state: ListState, target: Located): void {
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be deleted by a patch');
   if (index !== undefined) {
-    valuesOf(parent, key);
+    valuesOf(state, parent, key);
     spliceBoth(parent, key, index, 1);
     if ((parent[key] as unknown[]).length === 0) delete parent[key];
   } else {
@@ -230,17 +194,17 @@ function removeAt(target: Located): void {
   if (index === undefined || parent[key] === undefined) delete parent['_' + key];
 }
 
-function add(op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Json): void {
+function add(state: ListState, op: Extract<FhirPathPatchOperation, { type: 'add' }>, resource: Json): void {
   const target = one(op.path.select(resource), op, 'adding');
   // Onto a primitive, `id` and `extension` go into its companion (`_birthDate`, or its item of `_given`).
-  const { holder, type } = holderOf(target, op.name, op);
+  const { holder, type } = holderOf(state, target, op.name, op);
   const probe = valueMemberSuffix(op.value);
   const key = nameFor(type, op.name, probe);
   const childType = elementTypeOf(type, key);
-  const several = repeats(type, key, holder[key] ?? valuesOf(holder, key));
+  const several = repeats(type, key, holder[key] ?? valuesOf(state, holder, key));
   const { json, literal, ext } = valueFor(op, childType);
   if (several) {
-    const items = (valuesOf(holder, key) ?? (holder[key] = [])) as unknown[];
+    const items = (valuesOf(state, holder, key) ?? (holder[key] = [])) as unknown[];
     spliceExact(items, items.length, 0, [json], [literal]);
     if (ext !== undefined || Array.isArray(holder['_' + key])) putExt(holder, key, items.length - 1, ext);
   } else if (holder[key] !== undefined) {
@@ -286,8 +250,8 @@ function elementTypeOf(owner: string | undefined, key: string): string | undefin
   return owner === undefined ? undefined : elementType(owner, key);
 }
 
-function insert(op: Extract<FhirPathPatchOperation, { type: 'insert' }>, resource: Json): void {
-  const { holder, type, key, items } = list(op, resource);
+function insert(state: ListState, op: Extract<FhirPathPatchOperation, { type: 'insert' }>, resource: Json): void {
+  const { holder, type, key, items } = list(state, op, resource);
   if (op.index > items.length) throw new Failure(`index ${op.index} is past the end of ${op.path.expression} (${items.length} elements)`);
   const { json, literal, ext } = valueFor(op, elementTypeOf(type, key));
   holder[key] = items;
@@ -295,7 +259,7 @@ function insert(op: Extract<FhirPathPatchOperation, { type: 'insert' }>, resourc
   if (ext !== undefined) putExt(holder, key, op.index, ext);
 }
 
-function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resource: Json): void {
+function replace(state: ListState, op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resource: Json): void {
   const target = one(op.path.select(resource), op, 'replacing');
   const { parent, key, index } = target;
   if (parent === undefined || key === undefined) throw new Failure('the resource itself cannot be replaced by a patch; use update');
@@ -307,7 +271,7 @@ function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resou
   // The element is replaced whole: a primitive keeps no id or extension of the value it replaces,
   // and takes those the part's `_value[x]` gives (all it has, when the part has no value).
   if (index !== undefined) {
-    valuesOf(parent, key)![index] = json;
+    valuesOf(state, parent, key)![index] = json;
     setLiteral(parent[key] as unknown[], index, literal);
     putExt(parent, key, index, ext);
     return;
@@ -323,77 +287,29 @@ function replace(op: Extract<FhirPathPatchOperation, { type: 'replace' }>, resou
 }
 
 
-function move(op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: Json): void {
-  const { holder, key, items } = list(op, resource);
+function move(state: ListState, op: Extract<FhirPathPatchOperation, { type: 'move' }>, resource: Json): void {
+  const { holder, key, items } = list(state, op, resource);
   for (const [name, n] of [['source', op.source], ['destination', op.destination]] as const) {
     if (n >= items.length) throw new Failure(`${name} ${n} is not an index of ${op.path.expression} (${items.length} elements)`);
   }
-  const ext = holder['_' + key];
-  const literal = literalOf(items, op.source);
-  const [moved] = spliceExact(items, op.source, 1);
-  spliceExact(items, op.destination, 0, [moved], [literal]);
-  if (Array.isArray(ext)) ext.splice(op.destination, 0, ...ext.splice(op.source, 1));
+  moveBoth(holder, key, op.source, op.destination);
 }
 
-/**
- * Removes the empty objects and lists a deletion leaves (FHIR JSON has none): `contact[0].name` once its only
- * `text` is gone; true when `node` is left empty. A primitive's companion (`_name`) is pruned beside its
- * values: an item of a list's companion left empty is `null`, an item left with neither value nor companion is
- * gone from both lists (a primitive whose last extension was deleted), and a companion of `null`s alone is dropped.
- */
-export function prune(node: unknown): boolean {
-  if (Array.isArray(node)) {
-    for (let i = node.length - 1; i >= 0; i--) if (isObject(node[i]) && prune(node[i])) node.splice(i, 1);
-    return node.length === 0;
-  }
-  if (!isObject(node)) return false;
-  for (const key of Object.keys(node)) {
-    const v = node[key];
-    if (key.startsWith('_') || !(Array.isArray(v) || isObject(v))) continue;
-    if (prune(v)) delete node[key];
-  }
-  for (const key of Object.keys(node)) if (key.startsWith('_')) pruneCompanion(node, key.slice(1));
-  return Object.keys(node).length === 0;
-}
-
-function pruneCompanion(node: Json, key: string): void {
-  const ext = node['_' + key];
-  if (!Array.isArray(ext)) {
-    if (isObject(ext) && prune(ext)) delete node['_' + key];
-    return;
-  }
-  ext.forEach((e, i) => {
-    if (isObject(e) && prune(e)) ext[i] = null;
-  });
-  const values = node[key];
-  if (Array.isArray(values)) {
-    for (let i = Math.max(values.length, ext.length) - 1; i >= 0; i--) {
-      if ((values[i] ?? null) === null && (ext[i] ?? null) === null) spliceBoth(node, key, i, 1);
-    }
-    if (values.length === 0 || (MADE.has(values) && values.every((v) => v === null))) delete node[key];
-  }
-  if (node[key] === undefined) {
-    // Only the companion is written (`_given` without `given`): its empty items stand for nothing.
-    for (let i = ext.length - 1; i >= 0; i--) if (ext[i] === null) ext.splice(i, 1);
-  }
-  if (node['_' + key] === ext && ext.every((e) => e === null)) delete node['_' + key];
-}
-
-function applyOne(op: FhirPathPatchOperation, resource: Json): void {
+function applyOne(state: ListState, op: FhirPathPatchOperation, resource: Json): void {
   switch (op.type) {
     case 'add':
-      return add(op, resource);
+      return add(state, op, resource);
     case 'insert':
-      return insert(op, resource);
+      return insert(state, op, resource);
     case 'delete': {
       const targets = op.path.select(resource);
       if (targets.length === 0) return;
-      return removeAt(one(targets, op, 'deleting'));
+      return removeAt(state, one(targets, op, 'deleting'));
     }
     case 'replace':
-      return replace(op, resource);
+      return replace(state, op, resource);
     case 'move':
-      return move(op, resource);
+      return move(state, op, resource);
   }
 }
 
@@ -404,10 +320,11 @@ function applyOne(op: FhirPathPatchOperation, resource: Json): void {
  */
 export function applyFhirPathPatch(resource: Json, operations: readonly FhirPathPatchOperation[]): Json {
   const out = cloneExact(resource);
+  const state = createListState();
   operations.forEach((op, i) => {
     try {
-      applyOne(op, out);
-      prune(out);
+      applyOne(state, op, out);
+      prune(out, state);
     } catch (err) {
       if (!(err instanceof Failure || err instanceof PatchPathError)) throw err;
       throw new FhirError('invalid', `${at(i)} (${op.type} at ${op.path.expression}) cannot be applied: ${err.message}`, {

@@ -30,7 +30,18 @@ export interface CapabilityOptions {
   cors: boolean;
   /** The Subscription websocket's URL (extension capabilitystatement-websocket), when it is served. */
   websocket?: string;
+  /**
+   * The canonical URLs of the tenant's SubscriptionTopics a Subscription may name, each advertised on
+   * Subscription's entry (R5 Backport IG capabilitystatement-subscriptiontopic-canonical).
+   */
+  subscriptionTopics?: string[];
 }
+
+/** The IG's Subscription profile, which topic-based Subscriptions follow (R5 Backport IG 1.1.0). */
+export const BACKPORT_SUBSCRIPTION_PROFILE = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/backport-subscription';
+
+/** The IG's extension naming one SubscriptionTopic canonical a server offers, on `rest.resource` (context of its definition). */
+export const TOPIC_CANONICAL_EXTENSION = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/capabilitystatement-subscriptiontopic-canonical';
 
 const INTERACTIONS = ['read', 'vread', 'update', 'patch', 'delete', 'history-instance', 'history-type', 'create', 'search-type'];
 const COMMON_PARAMS = [
@@ -66,11 +77,17 @@ const HAS_PARAM = {
  */
 const INCLUDE_DOC = '_include and _revinclude also take Type:param:Target for each Type:param value listed (search.html: only references to a Target are followed), and :iterate.';
 
-function resourceEntry(type: string, ops: OperationDecl[]) {
+/**
+ * A type's entry. Subscription's has the IG's profile, and its topics (`topics`: the extensions, or the
+ * placeholder capabilityStatementJson replaces per request) first, as R4 JSON puts extensions.
+ */
+function resourceEntry(type: string, ops: OperationDecl[], topics?: unknown) {
   // AuditEvents are append-only (crud.ts refuseAuditChange): created, also by PUT, never updated, patched or deleted.
   const appendOnly = type === 'AuditEvent';
   const entry: Record<string, unknown> = {
+    ...(type === 'Subscription' && topics !== undefined && { extension: topics }),
     type,
+    ...(type === 'Subscription' && { supportedProfile: [BACKPORT_SUBSCRIPTION_PROFILE] }),
     interaction: INTERACTIONS.filter((code) => !appendOnly || !APPEND_ONLY_REFUSED.includes(code)).map((code) => ({ code })),
     versioning: 'versioned-update',
     readHistory: true,
@@ -102,23 +119,46 @@ const APPEND_ONLY_REFUSED = ['update', 'patch', 'delete'];
 const AUDIT_DOC = 'AuditEvents are append-only: created (POST, or PUT of a new id), never updated, patched or deleted through the API (405).';
 
 /** What Subscription's entry tells of delivery (src/fhir/subscriptions/). */
-const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header), and websocket (bind {id} on the websocket that the capabilitystatement-websocket extension of rest names, then ping {id} per notification); email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it. Topic-based Subscriptions (R5 Backport IG): criteria is the canonical URL of a SubscriptionTopic stored as a Basic (Basic?code=SubscriptionTopic), with backport-filter-criteria filters, payload content empty, id-only or full-resource; create, update and delete events (resourceTrigger queryCriteria and fhirPathCriteria) are POSTed (rest-hook) as history Bundles led by the SubscriptionStatus, or sent over the websocket (websocket: bind-with-token with a token of $get-ws-binding-token, a handshake Bundle, then each event and heartbeat as its Bundle in JSON); $status, $events (the last 1,000 events of each) and $get-ws-binding-token are supported.';
+const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header), and websocket (bind {id} on the websocket that the capabilitystatement-websocket extension of rest names, then ping {id} per notification); email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it. Topic-based Subscriptions (R5 Backport IG): criteria is the canonical URL of a SubscriptionTopic stored as a Basic (Basic?code=SubscriptionTopic), with backport-filter-criteria filters, payload content empty, id-only or full-resource; create, update and delete events (resourceTrigger queryCriteria and fhirPathCriteria) are POSTed (rest-hook) as history Bundles led by the SubscriptionStatus, or sent over the websocket (websocket: bind-with-token with a token of $get-ws-binding-token, a handshake Bundle, then each event and heartbeat as its Bundle in JSON); $status, $events (the last 1,000 events of each) and $get-ws-binding-token are supported. The capabilitystatement-subscriptiontopic-canonical extensions list the canonical of each active topic (url, or url|version where another topic that is not retired has the url).';
 
-/** The per-type entries as JSON text, by the contributions they were made of: the same for every request of a process. */
-const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], string>();
+/** The per-type entries as JSON text, and where in it Subscription's topics go (-1: left out by a subset). */
+interface EntriesText {
+  text: string;
+  topicsAt: number;
+}
+
+/** The per-type entries, by the contributions they were made of: the same for every request of a process. */
+const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], EntriesText>();
 
 /** Where capabilityStatementJson splices the per-type entries into the statement's text. */
 const ENTRIES_HERE = '\u0000';
 
+/** What Subscription's `extension` holds in the entries' text: replaced per request by the tenant's topics (or removed). */
+const TOPICS_HERE = '\u0001';
+const TOPICS_MEMBER = `"extension":${JSON.stringify(TOPICS_HERE)},`;
+
+const entriesText = (text: string): EntriesText => ({ text, topicsAt: text.indexOf(TOPICS_MEMBER) });
+
+/** Subscription's extensions: one per topic canonical, or none (R4 JSON has no empty arrays). */
+const topicExtensions = (topics: string[] = []) => (topics.length ? topics.map((valueCanonical) => ({ url: TOPIC_CANONICAL_EXTENSION, valueCanonical })) : undefined);
+
+/** The entries' text with the tenant's topic canonicals on Subscription's entry. */
+function withTopics(entries: EntriesText, topics: string[] | undefined): string {
+  if (entries.topicsAt < 0) return entries.text;
+  const extensions = topicExtensions(topics);
+  const member = extensions ? `"extension":${JSON.stringify(extensions)},` : '';
+  return `${entries.text.slice(0, entries.topicsAt)}${member}${entries.text.slice(entries.topicsAt + TOPICS_MEMBER.length)}`;
+}
+
 /**
  * capabilityStatement as JSON text, its per-type entries (1.4 MB of the statement's text, every search
- * parameter of 145 types) serialised once per process: the request's date and base are all that vary
- * (6.5 against 0.9 ms a request in process).
+ * parameter of 145 types) serialised once per process: the request's date, base and the tenant's
+ * SubscriptionTopics are all that vary (6.5 against 0.9 ms a request in process).
  */
 export function capabilityStatementJson(o: CapabilityOptions, subset?: StatementSubset): string {
   let entries = RESOURCE_ENTRIES.get(o.contributions);
   if (entries === undefined) {
-    entries = JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? [])));
+    entries = entriesText(JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? []), TOPICS_HERE)));
     RESOURCE_ENTRIES.set(o.contributions, entries);
   }
   let text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
@@ -126,13 +166,13 @@ export function capabilityStatementJson(o: CapabilityOptions, subset?: Statement
     // The statement without its entries is small: it is shaped whole, and the entries (the same for
     // every request) are shaped once per subset, as they stand in the statement (rest[0].resource).
     text = subset.shape(text);
-    entries = shapedEntries(o.contributions, entries, subset);
+    entries = shapedEntries(o.contributions, entries.text, subset);
   }
   const placeholder = `"resource":${JSON.stringify(ENTRIES_HERE)}`;
   const at = text.indexOf(placeholder);
   // A subset without `rest.resource` (`_elements=format`) has no placeholder left.
   if (at < 0) return text;
-  return `${text.slice(0, at)}"resource":${entries}${text.slice(at + placeholder.length)}`;
+  return `${text.slice(0, at)}"resource":${withTopics(entries, o.subscriptionTopics)}${text.slice(at + placeholder.length)}`;
 }
 
 /** `_summary` / `_elements` of a `metadata` request: the rewrite, and a key naming it for the cache of shaped entries. */
@@ -142,27 +182,31 @@ export interface StatementSubset {
 }
 
 /** Shaped per-type entries, by contributions, then by subset key (a few dozen at most: then it starts afresh). */
-const SHAPED_ENTRIES = new WeakMap<CapabilityContribution[], Map<string, string>>();
+const SHAPED_ENTRIES = new WeakMap<CapabilityContribution[], Map<string, EntriesText>>();
 
-function shapedEntries(contributions: CapabilityContribution[], entries: string, subset: StatementSubset): string {
+function shapedEntries(contributions: CapabilityContribution[], entries: string, subset: StatementSubset): EntriesText {
   let byKey = SHAPED_ENTRIES.get(contributions);
   if (byKey === undefined) SHAPED_ENTRIES.set(contributions, (byKey = new Map()));
   let shaped = byKey.get(subset.key);
   if (shaped === undefined) {
     // The shape decides each member by its path from the resource, so the entries are shaped inside a
     // statement of the same path; the SUBSETTED tag it adds to that statement is the real one's too.
+    // Subscription's topics placeholder goes as its extensions would (`_summary=true` drops them).
     const holder = JSON.parse(subset.shape(`{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":${entries}}]}`)) as {
       rest?: { resource?: unknown[] }[];
     };
-    shaped = JSON.stringify(holder.rest?.[0]?.resource ?? []);
+    shaped = entriesText(JSON.stringify(holder.rest?.[0]?.resource ?? []));
     if (byKey.size >= 32) byKey.clear();
     byKey.set(subset.key, shaped);
   }
   return shaped;
 }
 
-/** Every R4 type but Parameters, which has no RESTful endpoint (parameters.html). */
-const resourceEntries = (ops: OperationDecl[]) => REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops));
+/**
+ * Every R4 type but Parameters, which has no RESTful endpoint (parameters.html); `topics` is what
+ * Subscription's `extension` holds (left out when undefined).
+ */
+const resourceEntries = (ops: OperationDecl[], topics?: unknown) => REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops, topics));
 
 /** The server's truthful CapabilityStatement (FHIR R4 CapabilityStatement, SMART security extension). */
 export function capabilityStatement(o: CapabilityOptions, entries?: string): Record<string, unknown> {
@@ -197,7 +241,7 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
         },
         // Where Subscriptions of channel type websocket are bound (R4 subscription.html).
         ...(o.websocket !== undefined && { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket', valueUri: o.websocket }] }),
-        resource: entries ?? resourceEntries(ops),
+        resource: entries ?? resourceEntries(ops, topicExtensions(o.subscriptionTopics)),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
         // Compartment search (`Patient/{id}/Observation`, `Patient/{id}/*`) in the Patient compartment alone.
         compartment: ['http://hl7.org/fhir/CompartmentDefinition/patient'],

@@ -320,7 +320,7 @@ export function noteTopicWritten(w: ResourceWriter, id: string, topic: Topic | n
  * Every topic of the tenant that parses (one stored by `cinder import` may not: it is left out): the
  * committed ones, and with `w`, as its transaction has written them so far (noteTopicWritten).
  */
-export async function tenantTopics(deps: FhirDeps, tenant: string, now: number, w?: ResourceWriter): Promise<Topic[]> {
+export async function tenantTopics(deps: Pick<FhirDeps, 'store'>, tenant: string, now: number, w?: ResourceWriter): Promise<Topic[]> {
   // The code in any system, then held to isTopicResource's (fhir-types, or none), as topics are checked when written.
   const where = compileFilter('Basic', new URLSearchParams('code=SubscriptionTopic'), now) as Condition[];
   const rows = await deps.store.resources.search(tenant, { type: 'Basic', where, sort: [], count: MAX_TOPICS });

@@ -518,6 +518,54 @@ for (const target of targets) {
       await off(s);
     });
 
+    test("another owner's activation is sent nothing that waited under the earlier owner's reach; the count goes on and $events holds to the caller's reach", async () => {
+      const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource'));
+      await drain();
+      received();
+      const kinds = (bundles: Json[]) => bundles.map((b) => {
+        const p = (b.entry as Json[])[0]!.resource as Json;
+        const focus = part(p, 'focus') ? ` ${(((b.entry as Json[])[1]!.resource as Json).subject as Json).reference}` : '';
+        return `${param(p, 'type')!.valueCode} ${param(p, 'events-since-subscription-start')!.valueString}${focus}`;
+      });
+      const queue = async () => {
+        for (const p of ['pa', 'pb']) expect((await call('POST', 'Encounter', encounter('planned', p))).status).toBe(201);
+      };
+      const requested = async (endpoint: string, tok: string) => {
+        const current = await json(call('GET', `Subscription/${s.id}`));
+        const res = await call('PUT', `Subscription/${s.id}`, { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint } }, tok);
+        expect(res.status).toBe(200);
+      };
+      // Two events wait (the delivery rounds not run), one per patient; the admin activates it again: the same owner, kept.
+      await queue();
+      await requested(hook.url, token);
+      await drain();
+      expect(kinds(received())).toEqual(['event-notification 1 Patient/pa', 'event-notification 2 Patient/pb', 'handshake 2']);
+      // Two more wait; the patient app activates it again with its own endpoint: none of them is sent, there or here.
+      await queue();
+      const other = receiver();
+      try {
+        await requested(other.url, patientToken);
+        await drain();
+        const got = () => kinds(other.got.splice(0).map((r) => JSON.parse(r.body) as Json));
+        expect(got()).toEqual(['handshake 4']);
+        expect(received()).toEqual([]);
+        // Its count goes on, with its patient's events alone.
+        await queue();
+        await drain();
+        expect(got()).toEqual(['event-notification 5 Patient/pa']);
+      } finally {
+        other.stop();
+      }
+      // The events stay in $events, each caller told of what it may read: the patient app of its patient's.
+      const events = await json(call('GET', `Subscription/${s.id}/$events?content=id-only`, undefined, patientToken));
+      const status = (events.entry as Json[])[0]!.resource as Json;
+      const focused = (status.parameter as Json[]).filter((x) => x.name === 'notification-event')
+        .map((x) => (x.part as Json[]).some((p) => p.name === 'focus'));
+      expect(focused).toEqual([true, false, true, false, true]);
+      await off(s);
+    });
+
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
       const cs = await json(call('GET', 'metadata'));
       const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;

@@ -318,6 +318,36 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test("another owner's activation drops what waited under the earlier owner's reach, whatever endpoint it sets; the same owner's keeps it", async () => {
+      const patientToken = await craftToken(t, 'patient/Observation.rs user/Subscription.cruds', { patient: 'pa' });
+      const sub = await subscribe(subscription(`${hook.url}/admin`, {}, { payload: 'application/fhir+json' }));
+      // One notification per patient waits, matched with the admin's reach (the delivery rounds not run).
+      const queue = () => Promise.all(['pa', 'pb'].map(async (p) => expect((await post('Observation', observation('1234-5', p))).status).toBe(201)));
+      const sent = async () => {
+        await drain(t);
+        return hook.got.splice(0).map((r) => `${r.path.split('/')[1]} ${((JSON.parse(r.body) as Json).subject as Json).reference}`).sort();
+      };
+      const requested = async (endpoint: string, tok: string) => {
+        const current = await read(`Subscription/${sub.id}`);
+        const res = await put(`Subscription/${sub.id}`, { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint } }, tok);
+        expect(res.status).toBe(200);
+      };
+      await queue();
+      // The admin again, with another endpoint: the same owner, what waited is kept and sent there.
+      await requested(`${hook.url}/moved`, token);
+      expect(await sent()).toEqual(['moved Patient/pa', 'moved Patient/pb']);
+      await queue();
+      expect(await t.store.subscriptions.waiting()).toBe(2);
+      // The patient app, with its own endpoint: another owner, narrower. What waited (another patient's too) is dropped, unsent.
+      await requested(`${hook.url}/patient`, patientToken);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+      expect(await sent()).toEqual([]);
+      // From then on, its patient's alone.
+      await queue();
+      expect(await sent()).toEqual(['patient Patient/pa']);
+      await off(sub);
+    });
+
     test("a patient-context token reads no Subscription: another app's endpoint, header credentials and websocket id", async () => {
       const sub = await subscribe(subscription(hook.url, {}, { header: ['Authorization: Bearer app-secret'] }));
       const patientApp = await craftToken(t, 'patient/*.rs', { patient: 'pa' });

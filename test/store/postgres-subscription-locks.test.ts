@@ -3,7 +3,7 @@
  * deletion's endSubscription takes the subscription's state row before its notifications and events, in the
  * order delivery (`delivered`, `drop`) takes them, and takes it with the rows notify numbers events by, in id
  * order, so that no two of them wait for each other in a cycle; an activation's ownSubscription writes its state row
- * in the same pass.
+ * in the same pass (and compares the owner stored as it locks it).
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
@@ -109,6 +109,27 @@ for (const target of targets) {
       });
       expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => [n.id, n.event])).toEqual([['a', 'handshake'], ['e3', 'create']]);
       expect(await s.subscriptions.events(tenant, 'a')).toBe(2);
+    }, 30_000);
+
+    test('an activation by another owner, written in the pass of a later event, deletes the notifications waiting from before it; by the same owner, keeps them', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+        await w.notify([event('a', 'e1')], 1_000);
+      });
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+        await w.notify([event('a', 'e2')], 2_000);
+      });
+      expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => n.id)).toEqual(['e1', 'e2']);
+      await s.resources.write(tenant, async (w) => {
+        await w.ownSubscription('a', '{"scopes":["patient/*.rs"],"clientId":"c","patient":"p"}', 'rest-hook');
+        await w.notify([event('a', 'e3')], 3_000);
+      });
+      expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => n.id)).toEqual(['e3']);
+      expect(await s.subscriptions.events(tenant, 'a')).toBe(3);
     }, 30_000);
   });
 }

@@ -118,8 +118,10 @@ export interface ResourceWriter {
    * Records who activated subscription `id` (`owner`: their access as JSON) and its channel type
    * (`rest-hook`, `websocket`), replacing an earlier owner and clearing its delivery failures; with `heartbeat`,
    * its heartbeat period, counted from `now` (without: none). With `restart` (it was not active: an activation
-   * anew), the notifications still waiting from an earlier activation are deleted: they were recorded for what
-   * that owner could read, and the delivery loop drops them only once it sees the subscription not active.
+   * anew), or when `owner` is not the owner stored (compared in the transaction, as the state row is written), the
+   * notifications still waiting from the earlier activation are deleted: they were matched with what that owner
+   * could read, and would be delivered to the endpoint the new owner set (the delivery loop drops them only once it
+   * sees the subscription not active). The event count goes on: $events holds the events to each caller's reach.
    */
   ownSubscription(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }, restart?: boolean): Promise<void>;
   /**

@@ -44,7 +44,7 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
   const ending = new Set<string>();
   /** Subscriptions activated and not yet written (after their end, when both are noted: deleted, then created again). */
   const owning = new Map<string, Activation>();
-  /** Notifications of subscriptions in `owning`, inserted once their activation is written (its restart deletes those recorded before it). */
+  /** Notifications of subscriptions in `owning`, inserted once their activation is written (its restart, or its new owner, deletes those recorded before it). */
   let held: NotificationRow[] = [];
 
   /** Deletes subscription `id`'s delivery state: its state row first, then its outbox rows and events. */
@@ -54,14 +54,20 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
     await tx`DELETE FROM subscription_events WHERE tenant = ${tenant} AND subscription_id = ${id}`;
   }
 
-  /** Writes subscription `id`'s owner; an activation anew (`restart`) then deletes the notifications still waiting. */
+  /**
+   * Writes subscription `id`'s owner; an activation anew (`restart`), or one by another owner than the one stored,
+   * then deletes the notifications still waiting: they were matched with what the earlier owner could read.
+   */
   async function writeOwner(id: string, a: Activation): Promise<void> {
+    // The state row is locked first (in the pass's id order), and its owner compared as it is locked: as committed last.
+    const [stored] = await tx<{ changed: boolean }[]>`
+      SELECT owner <> ${a.owner} AS changed FROM subscription_state WHERE tenant = ${tenant} AND id = ${id} FOR UPDATE`;
     await tx`
       INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at)
       VALUES (${tenant}, ${id}, ${a.owner}, ${a.channel}, ${a.heartbeat?.periodMs ?? 0}, ${a.heartbeat?.now ?? 0})
       ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,
         heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`;
-    if (a.restart) await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
+    if (a.restart || stored?.changed === true) await tx`DELETE FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id}`;
   }
 
   /** Writes what is noted of subscription `id`: its end, then its activation. */

@@ -258,7 +258,11 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
       }
     },
     async ownSubscription(id, owner, channel, heartbeat, restart) {
-      if (restart) db.query('DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id = ?').run(tenant, id);
+      // An activation anew, or by another owner than the one stored: what waits was matched with the earlier owner's reach.
+      db.query(
+        `DELETE FROM subscription_notifications WHERE tenant = ? AND subscription_id = ?
+         AND (? OR EXISTS (SELECT 1 FROM subscription_state WHERE tenant = ? AND id = ? AND owner <> ?))`,
+      ).run(tenant, id, restart ? 1 : 0, tenant, id, owner);
       db.query(
         `INSERT INTO subscription_state (tenant, id, owner, channel, heartbeat_ms, last_notified_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (tenant, id) DO UPDATE SET owner = excluded.owner, channel = excluded.channel, failures = 0, next_attempt_at = 0, last_error = NULL,

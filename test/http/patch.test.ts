@@ -153,6 +153,29 @@ await eachStore((kind, fresh) => {
         expect(issue.expression).toEqual(['Parameters.parameter[0]']);
       });
 
+      test('a companion of nulls alone (`"_given": [null]` beside values), or an empty one, is 422 naming it, by PUT and by JSON Patch', async () => {
+        const id = await patient();
+        const put = (name: Json) => api.put(`Patient/${id}`, { resourceType: 'Patient', id, name: [name] });
+        let issue = await refused(() => put({ family: 'F', given: ['Ann'], _given: [null] }), 422, 'structure');
+        expect(issue.expression).toEqual(['Patient.name[0]._given']);
+        issue = await refused(() => put({ family: 'F', given: ['Ann', 'Cy'], _given: [null, null] }), 422, 'structure');
+        expect(issue.expression).toEqual(['Patient.name[0]._given']);
+        issue = await refused(() => put({ family: 'F', _given: [] }), 422, 'structure');
+        expect(issue.expression).toEqual(['Patient.name[0]._given']);
+        // A null value beside a null companion item is one problem, named at the value.
+        const outcome = await expectOutcome(await put({ family: 'F', given: ['Ann', null], _given: [null, null] }), 422);
+        expect(outcome.issue.map((i: Json) => i.expression[0])).toEqual(['Patient.name[0].given[1]']);
+        issue = await refused(() => put({ family: 'F', given: [null], _given: [null] }), 422, 'structure');
+        expect(issue.expression).toEqual(['Patient.name[0].given[0]']);
+        issue = await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'add', path: '/name/0/_given', value: [null, null] }]), 422, 'structure');
+        expect(issue.expression).toEqual(['Patient.name[0]._given']);
+        issue = await refused(() => jsonPatch(`Patient/${id}`, [{ op: 'add', path: '/name/0/_given', value: [{ id: 'g0' }, null] }, { op: 'replace', path: '/name/0/_given/0', value: null }]), 422, 'structure');
+        expect(issue.expression).toEqual(['Patient.name[0]._given']);
+        // With an id or extension to carry, the companion is taken.
+        expect((await put({ family: 'F', given: ['Ann', 'Cy'], _given: [null, { id: 'g1' }] })).status).toBe(200);
+        expect((await jsonPatch(`Patient/${id}`, [{ op: 'replace', path: '/name/0/_given/1', value: ext('c') }])).status).toBe(200);
+      });
+
       test("where() sees a primitive's id and extensions, and selects an item that has them alone", async () => {
         const id = await patient({ birthDate: '1970-01-01', _birthDate: ext('bd'), name: [{ family: 'F', given: ['Ann', null, 'Cy'], _given: [null, ext('b'), { id: 'g2', ...ext('c') }] }] });
         const apply = async (...ops: Json[]) => {

@@ -160,6 +160,9 @@ describe('CINDER_VALIDATION', () => {
       // ele-1 is structure: checked at this level too.
       expect((await s.put('Patient/x', { resourceType: 'Patient', id: 'x', gender: 'female', _gender: { id: 'g1' } })).status).toBe(201);
       expect(where(await refused(await s.put('Patient/y', { resourceType: 'Patient', id: 'y', _gender: { id: 'g1' } })))).toEqual(['Patient.gender']);
+      // So is JSON's shape: a companion of nulls alone, or an empty one, carries nothing (json.html).
+      expect(where(await refused(await s.put('Patient/z', { resourceType: 'Patient', id: 'z', name: [{ given: ['a'], _given: [null] }] })))).toEqual(['Patient.name[0]._given']);
+      expect(where(await refused(await s.put('Patient/z', { resourceType: 'Patient', id: 'z', name: [{ family: 'F', _given: [] }] })))).toEqual(['Patient.name[0]._given']);
       // $validate is always strict.
       expect(where((await (await s.post('Patient/$validate', { resourceType: 'Patient', gender: 'banana' })).json()) as Json)).toEqual(['Patient.gender']);
       const o = fhirClient(off, await off.token());

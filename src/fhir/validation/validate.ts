@@ -230,7 +230,7 @@ function visitObject(walk: Walk, obj: Json, model: TypeModel, path: string, valu
       if (key.charCodeAt(0) === 95 && (slot = model.slots.get(key.slice(1))) !== undefined && slot.primitive && !slot.element.bare) {
         children++;
         if (slot.element.choice) choices = chooseType(walk, obj, model, slot.element, key.slice(1), choices, path);
-        visitPrimitiveElements(walk, obj, key.slice(1), slot, value, `${path}.${slot.step}`);
+        visitPrimitiveElements(walk, obj, key.slice(1), slot, value, path);
         continue;
       }
       const bare = slot?.element.bare ? `: ${model.name}.${key.slice(1)} takes no id or extensions` : '';
@@ -360,10 +360,21 @@ function jsonKind(primitive: string): 'boolean' | 'number' | 'string' {
 
 /**
  * `_name`: the id and extensions of a primitive element (json.html#primitive): an object, or for a
- * repeating element an array aligned with the values, `null` where a value has none.
+ * repeating element an array aligned with the values, `null` where a value has none. R4 writes `_name`
+ * only when there is an id or extension to carry ("if present, contains the value's id and/or
+ * extensions"; arrays are never empty): one holding nothing but `null`s, or nothing, is refused at
+ * `owner._name`, as HL7's serializers never write it. `owner`: the path of `obj`.
  */
-function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot, ext: unknown, path: string): void {
+function visitPrimitiveElements(walk: Walk, obj: Json, name: string, slot: Slot, ext: unknown, owner: string): void {
   const values = obj[name];
+  const path = `${owner}.${slot.step}`;
+  if (Array.isArray(ext) && slot.element.max > 1 && !Array.isArray(values)) {
+    if (ext.length === 0) walk.add('structure', `${owner}._${name}`, 'Arrays may not be empty (leave the element out)');
+  } else if (Array.isArray(ext) && Array.isArray(values) && ext.length > 0 && values.length === ext.length && ext.every((e) => e === null) && values.every((v) => v !== null)) {
+    // A null value beside a null here is reported once, with the values.
+    walk.add('structure', `${owner}._${name}`, `_${name} holds no id or extensions for any value of ${name}: leave it out`);
+    return;
+  }
   if (Array.isArray(ext)) {
     if (slot.element.max <= 1) {
       walk.add('structure', path, `_${name} must be an object, as ${name} takes a single value`);

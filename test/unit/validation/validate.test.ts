@@ -163,6 +163,10 @@ describe('primitive extensions', () => {
     expect(found(patient({ name: [{ given: ['a', null] }] }))).toEqual(['Patient.name[0].given[1] structure']);
     expect(found(patient({ name: [{ given: ['a', null], _given: [null, { extension: [{ url: 'x', valueCode: 'y' }] }] }] }))).toEqual([]);
     expect(found(patient({ name: [{ given: ['a', null], _given: [null, null] }] }))).toEqual(['Patient.name[0].given[1] structure']);
+    // `_given` is written only to carry ids or extensions (json.html): nulls alone, or nothing, are refused.
+    expect(found(patient({ name: [{ given: ['a', 'b'], _given: [null, null] }] }))).toEqual(['Patient.name[0]._given structure']);
+    expect(found(patient({ name: [{ family: 'F', _given: [] }] }))).toEqual(['Patient.name[0]._given structure']);
+    expect(found(patient({ name: [{ given: [], _given: [] }] }))).toEqual(['Patient.name[0].given structure']);
   });
 
   test('a _name with only an id: ele-1 holds when the primitive has a value (json.html, primitive elements)', () => {

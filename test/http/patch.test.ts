@@ -153,6 +153,35 @@ await eachStore((kind, fresh) => {
         expect(issue.expression).toEqual(['Parameters.parameter[0]']);
       });
 
+      test('a value part with an empty _value[x], an empty or null value[x], or nested parts of nothing is 400 naming the parameter, and changes nothing', async () => {
+        const id = await patient({ name: [{ family: 'F', given: ['Ann', 'Cy'], _given: [null, ext('c')] }] });
+        for (const bad of [
+          op('insert', 'Patient.name[0].given', { index: 0, value: { _valueString: {} } }),
+          op('insert', 'Patient.name[0].given', { index: 0, value: { _valueString: { extension: [] } } }),
+          op('insert', 'Patient.name[0].given', { index: 0, value: { valueString: 'x', _valueString: 'not an object' } }),
+          { type: 'add', path: 'Patient.name[0]', name: 'given', value: { _valueString: {} } },
+          { type: 'add', path: 'Patient.name[0]', name: 'given', value: { _valueString: { extension: [] } } },
+          { type: 'add', path: 'Patient.name[0]', name: 'given', value: { valueString: {} } },
+          { type: 'add', path: 'Patient', name: 'name', value: { valueHumanName: { family: 'X', given: [] } } },
+          { type: 'add', path: 'Patient', name: 'name', value: { valueHumanName: { family: 'X', given: ['a'], _given: [null] } } },
+          { type: 'add', path: 'Patient', name: 'contact', value: { part: [] } },
+          { type: 'add', path: 'Patient', name: 'contact', value: { part: [{ name: 'name', valueHumanName: {} }] } },
+          op('replace', 'Patient.gender', { value: { valueCode: null } }),
+          op('replace', 'Patient.name[0].family', { value: { valueString: null, _valueString: ext('f') } }),
+          op('replace', 'Patient.name[0].given[0]', { value: { valueString: null } }),
+        ]) {
+          const issue = await refused(() => pathPatch(`Patient/${id}`, fhirPatch(bad)), 400, 'structure');
+          expect({ bad, expression: issue.expression }).toEqual({ bad, expression: ['Parameters.parameter[0]'] });
+          expect(issue.details.text).toMatch(/part 'value(\.[a-z]+)?': /);
+        }
+        const now = await read(id);
+        expect([now.gender, now.name[0].family, ...names(now)]).toEqual(['female', 'F', ['Ann', 'Cy'], [null, ext('c')]]);
+        // A value part with extensions alone, or with a value and an id, still applies.
+        const ok = await pathPatch(`Patient/${id}`, fhirPatch(op('insert', 'Patient.name[0].given', { index: 0, value: { _valueString: ext('z') } }), { type: 'add', path: 'Patient.name[0]', name: 'given', value: { valueString: 'Di', _valueString: { id: 'g4' } } }));
+        expect(ok.status).toBe(200);
+        expect(names(await read(id))).toEqual([[null, 'Ann', 'Cy', 'Di'], [ext('z'), null, ext('c'), { id: 'g4' }]]);
+      });
+
       test('a companion of nulls alone (`"_given": [null]` beside values), or an empty one, is 422 naming it, by PUT and by JSON Patch', async () => {
         const id = await patient();
         const put = (name: Json) => api.put(`Patient/${id}`, { resourceType: 'Patient', id, name: [name] });

@@ -8,7 +8,7 @@ import { FhirError } from '../../errors.ts';
 import { cloneExact, setLiteral, spliceExact } from '../exact-json.ts';
 import { elementType, typeModel } from '../validation/model.ts';
 import { children, companionOf, compilePath, ELEMENT_MODEL, PatchPathError, type CompiledPath, type Json, type Located } from './patch-path.ts';
-import { jsonNameFor, partValue, PatchValueError, putExt, repeats, valueMember } from './patch-value.ts';
+import { jsonNameFor, partValue, PatchValueError, putExt, repeats, valueMember, valuePartProblem } from './patch-value.ts';
 import { createListState, moveBoth, prune, spliceBoth, valuesOf, type ListState } from './primitive-lists.ts';
 
 export type FhirPathPatchOperation =
@@ -75,6 +75,7 @@ function parseOperation(raw: unknown, i: number): FhirPathPatchOperation {
     if (!(err instanceof PatchPathError)) throw err;
     throw new FhirError('not-supported', `${at(i)}: path '${pathText}' cannot be used: ${err.message}`, { expression: [at(i)] });
   }
+  if (parts.has('value')) checkValuePart(parts.get('value')!, i);
   switch (type) {
     case 'add': {
       const name = primitive(parts, 'name', i);
@@ -90,6 +91,17 @@ function parseOperation(raw: unknown, i: number): FhirPathPatchOperation {
     default:
       return { type: 'move', path, source: integer(parts, 'source', i), destination: integer(parts, 'destination', i) };
   }
+}
+
+/**
+ * A `value` part must be FHIR JSON (json.html): no `null` for a property, no empty object or array, no array
+ * of `null`s alone, and a `_value[x]` an object holding an id or extensions. What a patch would otherwise do
+ * with such a value (an item that is pruned away, `valueString: null` deleting the element it replaces) is
+ * no meaning fhirpatch.html gives it, so it is refused as a malformed part, naming the parameter.
+ */
+function checkValuePart(part: Json, i: number): void {
+  const problem = valuePartProblem(part, 'value');
+  if (problem !== undefined) malformed(i, `part ${problem}; FHIR JSON has no null properties, empty objects or empty lists (leave it out, or use delete)`);
 }
 
 /** The primitive value[x] of part `name`. */

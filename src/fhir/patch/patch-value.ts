@@ -117,6 +117,52 @@ function fromParts(parts: unknown[], type: string | undefined): Json {
   return out;
 }
 
+/** Where a part (or nested part) `at` holds JSON that FHIR JSON does not allow, and what; undefined when none. */
+export function valuePartProblem(part: Json, at: string): string | undefined {
+  for (const key of Object.keys(part)) {
+    const v = part[key];
+    if (key === 'part') {
+      if (!Array.isArray(v) || v.length === 0) return `'${at}': part is ${Array.isArray(v) ? 'an empty list' : 'not a list'}`;
+      for (const nested of v) {
+        if (!isObject(nested)) continue;
+        const problem = valuePartProblem(nested, `${at}.${typeof nested.name === 'string' ? nested.name : 'part'}`);
+        if (problem !== undefined) return problem;
+      }
+    } else if (/^_value[A-Z]/.test(key) && !isObject(v)) {
+      return `'${at}': ${key} is ${describeJson(v)}, not an object holding an id or extensions`;
+    } else if (/^value[A-Z]/.test(key) || /^_value[A-Z]/.test(key) || key === 'resource') {
+      const where = jsonProblem(v, key);
+      if (where !== undefined) return `'${at}': ${where}`;
+    }
+  }
+  return undefined;
+}
+
+/** The first `null` property, empty object or array, or array of `null`s alone in `v` (at `path`), described. */
+function jsonProblem(v: unknown, path: string): string | undefined {
+  if (v === null) return `${path} is null`;
+  if (Array.isArray(v)) {
+    if (v.every((item) => item === null)) return `${path} ${v.length === 0 ? 'is an empty list' : 'holds only nulls'}`;
+    for (let n = 0; n < v.length; n++) {
+      const problem = v[n] === null ? undefined : jsonProblem(v[n], `${path}[${n}]`);
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  }
+  if (!isObject(v)) return undefined;
+  const keys = Object.keys(v);
+  if (keys.length === 0) return `${path} is an empty object`;
+  for (const key of keys) {
+    const problem = jsonProblem(v[key], `${path}.${key}`);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+function describeJson(v: unknown): string {
+  return v === null ? 'null' : Array.isArray(v) ? 'a list' : JSON.stringify(v);
+}
+
 /**
  * Sets (or, `ext` undefined, removes) the id and extensions of the primitive at `holder[key]` (at
  * `index` of its list): FHIR JSON's `_key` companion, a list kept aligned with its values (null where

@@ -566,6 +566,58 @@ for (const target of targets) {
       await off(s);
     });
 
+    test("a transaction's events reach no Subscription it deletes or gives another owner: FHIR writes them in between (DELETE, then POST, then PUT)", async () => {
+      const tx = (entries: Json[], tok = token) => call('POST', '', { resourceType: 'Bundle', type: 'transaction', entry: entries }, tok);
+      const post = (resource: Json) => ({ resource, request: { method: 'POST', url: resource.resourceType as string } });
+      const status = async (id: string) => {
+        const p = (((await json(call('GET', `Subscription/${id}/$status`))).entry as Json[])[0]!.resource as Json);
+        return param(p, 'events-since-subscription-start')!.valueString;
+      };
+      const kinds = (bundles: Json[]) => bundles.map((b) => {
+        const p = (b.entry as Json[])[0]!.resource as Json;
+        return `${param(p, 'type')!.valueCode} ${param(p, 'events-since-subscription-start')!.valueString}`;
+      });
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      await drain();
+      received();
+      expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+      expect(await status(s.id as string)).toBe('1');
+      // The same owner's activation in such a transaction: what waits is kept, its event sent with the handshake.
+      const again = await json(call('GET', `Subscription/${s.id}`));
+      expect((await tx([{ resource: { ...again, status: 'requested' }, request: { method: 'PUT', url: `Subscription/${s.id}` } }, post(encounter('planned'))])).status).toBe(200);
+      await drain();
+      expect(kinds(received()).sort()).toEqual(['event-notification 1', 'event-notification 2', 'handshake 2']);
+      // Deleted with an Encounter: nothing is left waiting for it.
+      expect((await tx([{ request: { method: 'DELETE', url: `Subscription/${s.id}` } }, post(encounter('planned'))])).status).toBe(200);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+      await drain();
+      expect(received()).toEqual([]);
+      // Another owner's activation in the transaction that writes an event: the event is written first and waits, matched with
+      // the earlier owner's reach, so it is dropped as one written by an earlier request is.
+      const r = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      await drain();
+      received();
+      const patientToken = await craftToken(t, 'patient/Encounter.crs user/Subscription.cruds', { patient: 'pa' });
+      const current = await json(call('GET', `Subscription/${r.id}`));
+      const other = receiver();
+      try {
+        const moved = await tx([
+          { resource: { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint: other.url } }, request: { method: 'PUT', url: `Subscription/${r.id}` } },
+          post(encounter('planned')),
+        ], patientToken);
+        expect(moved.status).toBe(200);
+        await drain();
+        expect(kinds(other.got.splice(0).map((x) => JSON.parse(x.body) as Json))).toEqual(['handshake 1']);
+        expect(received()).toEqual([]);
+        // Numbered and kept for $events, as an event written by an earlier request would be.
+        const events = await json(call('GET', `Subscription/${r.id}/$events`));
+        expect((((events.entry as Json[])[0]!.resource as Json).parameter as Json[]).filter((x) => x.name === 'notification-event')).toHaveLength(1);
+      } finally {
+        other.stop();
+      }
+      await off(r);
+    });
+
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {
       const cs = await json(call('GET', 'metadata'));
       const subscription = ((cs.rest as Json[])[0]!.resource as Json[]).find((r) => r.type === 'Subscription')!;

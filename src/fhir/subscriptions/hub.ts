@@ -88,6 +88,15 @@ interface ActiveSet {
   topicTypes: Set<string>;
 }
 
+/** The owner whose reach subscription `id`'s notifications are matched with, if it is active. */
+function ownerMatched(active: ActiveSet, id: string): string | undefined {
+  for (const list of active.byType.values()) {
+    const found = list.find((c) => c.id === id);
+    if (found) return found.owner;
+  }
+  return undefined;
+}
+
 /** A version written, with the version it replaced (read for topic triggers alone). */
 interface Written {
   v: VersionToWrite;
@@ -177,6 +186,11 @@ export class SubscriptionHub {
     return {
       wrap: (fn) => async (w) => {
         const written: Written[] = [];
+        // FHIR writes a transaction's DELETEs, then its POSTs, then its PUTs: its events were written after a deletion of a
+        // Subscription, so recorded for none, and before an activation of one by another owner, which drops what waits
+        // from the earlier owner's reach, so numbered and kept for $events but not sent (as if written by an earlier request).
+        const ended = new Set<string>();
+        const reowned = new Set<string>();
         const note = (v: VersionToWrite, previous?: CurrentVersion | null) => {
           if (WATCHED_TYPES.includes(v.type)) watchedWritten = true;
           // A deletion notifies topic-based Subscriptions alone (R4 criteria have no deletion notification).
@@ -190,6 +204,14 @@ export class SubscriptionHub {
             await w.put(v);
             note(v, previous);
           },
+          endSubscription: async (id) => {
+            ended.add(id);
+            await w.endSubscription(id);
+          },
+          ownSubscription: async (id, owner, channel, heartbeat, restart) => {
+            if (restart === true || owner !== ownerMatched(active, id)) reowned.add(id);
+            await w.ownSubscription(id, owner, channel, heartbeat, restart);
+          },
           insertNew: async (vs) => {
             const inserted = await w.insertNew(vs);
             vs.forEach((v, i) => inserted[i] && note(v, null));
@@ -198,7 +220,8 @@ export class SubscriptionHub {
         };
         const result = await fn(watched);
         if (written.length) {
-          const notifications = await this.match(tenant, active, written);
+          const notifications = (await this.match(tenant, active, written)).flatMap((n) =>
+            ended.has(n.subscriptionId) ? [] : reowned.has(n.subscriptionId) ? [{ ...n, unsent: true }] : [n]);
           if (notifications.length) await w.notify(notifications, this.options.clock.now());
         }
         return result;

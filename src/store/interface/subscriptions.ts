@@ -22,6 +22,12 @@ export interface NotificationToWrite {
    * moves the subscription's count of events and is numbered with it, in the write's transaction.
    */
   event?: TopicEvent;
+  /**
+   * Matched with the reach of an owner the write replaced (an activation by another owner in the same transaction,
+   * after the event was written): an event is numbered and kept for `$events`, and nothing is queued for delivery,
+   * as what waited from that owner's reach is dropped.
+   */
+  unsent?: boolean;
 }
 
 /** How many of a topic-based subscription's latest events are kept for `$events` (SubscriptionRepo.eventLog). */

@@ -20,6 +20,8 @@ interface NotificationRow {
   created_at: number;
   event: string | null;
   event_number: number | null;
+  /** Kept for $events alone (NotificationToWrite.unsent). */
+  unsent: boolean;
 }
 
 /** One transaction's writes of subscriptions' delivery state (the writer's `notify`, `ownSubscription`, `endSubscription`, and the commit's). */
@@ -85,7 +87,8 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
     const all = [...(owning.size ? held.filter((r) => !owning.has(r.subscription_id)) : held), ...ready];
     held = [...held.filter((r) => owning.has(r.subscription_id)), ...rows.filter((r) => owning.has(r.subscription_id))];
     if (!all.length) return;
-    await tx`INSERT INTO subscription_notifications ${tx(all, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;
+    const queued = all.filter((r) => !r.unsent);
+    if (queued.length) await tx`INSERT INTO subscription_notifications ${tx(queued, 'tenant', 'subscription_id', 'type', 'resource_id', 'version_id', 'created_at', 'event', 'event_number')}`;
     // Topic events are kept for $events, the last EVENTS_KEPT of each subscription.
     const kept = all.filter((r) => r.event_number !== null);
     if (!kept.length) return;
@@ -133,7 +136,7 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
       }
       await insert(notifications.map((n) => ({
         tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: stamps.get(n) ?? now,
-        event: n.event ?? null, event_number: numbers.get(n) ?? null,
+        event: n.event ?? null, event_number: numbers.get(n) ?? null, unsent: n.unsent === true,
       })));
     },
     own(id, owner, channel, heartbeat, restart) {

@@ -251,7 +251,7 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
         const numbered = n.event !== undefined && n.event !== 'handshake' && n.event !== 'heartbeat';
         const number = numbered ? (count.get(now, tenant, n.subscriptionId)?.events ?? null) : null;
         const at = number === null || number === 1 ? now : Math.max(now, previous.get(tenant, n.subscriptionId, number - 1)?.created_at ?? 0);
-        add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, at, n.event ?? null, number);
+        if (n.unsent !== true) add.run(tenant, n.subscriptionId, n.type, n.id, n.versionId, at, n.event ?? null, number);
         if (number === null) continue;
         keep.run(tenant, n.subscriptionId, number, n.type, n.id, n.versionId, n.event!, at);
         if (number > EVENTS_KEPT) forget.run(tenant, n.subscriptionId, number - EVENTS_KEPT);

@@ -14,6 +14,7 @@ import { silentLogger } from '../../src/log.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
+import type { Store } from '../../src/store/types.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -540,6 +541,58 @@ for (const target of targets) {
       expect(await t.store.subscriptions.waiting()).toBe(2);
     } finally {
       slow.stop(true);
+      await t.close();
+    }
+  });
+
+  test(`a delivery that read the Subscription before another owner's activation sends that owner's notifications to its endpoint, not the earlier one's (${target.kind})`, async () => {
+    const db = await target.fresh();
+    const store = db.open();
+    await store.migrate();
+    // Once armed, the next read of a Subscription (the delivery's) is held until the test lets it go on.
+    let hold: { reached: PromiseWithResolvers<void>; go: PromiseWithResolvers<void> } | undefined;
+    const resources: Store['resources'] = {
+      ...store.resources,
+      async read(tenant, type, id) {
+        const version = await store.resources.read(tenant, type, id);
+        const held = type === 'Subscription' ? hold : undefined;
+        if (held) {
+          hold = undefined;
+          held.reached.resolve();
+          await held.go.promise;
+        }
+        return version;
+      },
+    };
+    const t = await createTestApp({ store: { ...store, resources }, env: ALLOW });
+    const hook = receiver();
+    try {
+      const token = await t.token();
+      const patientToken = await craftToken(t, 'patient/Observation.rs user/Subscription.cruds', { patient: 'pa' });
+      const call = (method: string, path: string, body: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, method, body));
+      const created = await call('POST', 'Subscription', subscription(`${hook.url}/admin`, {}, { payload: 'application/fhir+json' }));
+      const sub = (await created.json()) as Json;
+      expect(created.status).toBe(201);
+      // One notification waits, matched with the admin's reach: the delivery claims the subscription for it.
+      expect((await call('POST', 'Observation', observation('1234-5', 'pb'))).status).toBe(201);
+      hold = { reached: Promise.withResolvers(), go: Promise.withResolvers() };
+      const held = hold;
+      const round = t.app.subscriptions.runOnce();
+      await held.reached.promise;
+      // Between the delivery's read of the Subscription (the admin's endpoint) and its read of what waits: the patient
+      // app activates it with its own endpoint (what waited is dropped), and a write matched with its reach is recorded.
+      const current = (await (await t.request(`${t.fhir()}/Subscription/${sub.id}`, fhirInit(token))).json()) as Json;
+      const moved = { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint: `${hook.url}/patient` } };
+      expect((await call('PUT', `Subscription/${sub.id}`, moved, patientToken)).status).toBe(200);
+      expect((await call('POST', 'Observation', observation('1234-5', 'pa'))).status).toBe(201);
+      held.go.resolve();
+      await round;
+      await drain(t);
+      const sent = hook.got.map((r) => `${r.path.split('/')[1]} ${((JSON.parse(r.body) as Json).subject as Json).reference}`);
+      expect(sent).toEqual(['patient Patient/pa']);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+    } finally {
+      hook.stop();
       await t.close();
     }
   });

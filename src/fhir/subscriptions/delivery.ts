@@ -224,7 +224,11 @@ export class SubscriptionDelivery {
       }
       let failures = c.failures;
       const started = clock.now();
-      const batch = await repo.pending(c.tenant, c.id, BATCH);
+      // The notifications, read with the version and owner they were recorded under (one statement). A Subscription
+      // written since it was read above (another version: perhaps another endpoint; another owner, whose reach matched
+      // what waits now) is sent nothing under this claim: released, it is claimed again at once, as it now stands.
+      const { versionId, owner, notifications: batch } = await repo.pendingBatch(c.tenant, c.id, BATCH);
+      if (versionId !== current!.versionId || owner !== c.owner) return;
       // Only a subscription with a full batch waiting may be over the bound: the others pay no count.
       if (batch.length >= Math.min(BATCH, (this.options.maxPending ?? MAX_PENDING) + 1) && (await this.overflowed(c, current!, sub))) return;
       for (const n of batch) {

@@ -51,6 +51,19 @@ export interface PendingNotification extends NotificationToWrite {
   eventNumber?: number;
 }
 
+/**
+ * A subscription's notifications waiting (SubscriptionRepo.pendingBatch) with what they were recorded under, read
+ * together (one statement, one snapshot): the Subscription resource's current version, which sets the endpoint,
+ * and the owner stored, whose reach matched them (an activation by another owner deletes what waited, in its write).
+ */
+export interface PendingBatch {
+  /** The Subscription's current version id (a deleted one's too), null when it has none. */
+  versionId: number | null;
+  /** The owner stored (SubscriptionRepo.owner), null when none is. */
+  owner: string | null;
+  notifications: PendingNotification[];
+}
+
 /** A subscription a delivery loop holds under its lease (SubscriptionRepo.claim). */
 export interface ClaimedSubscription {
   tenant: string;
@@ -79,6 +92,12 @@ export interface SubscriptionRepo {
   claim(worker: string, now: number, leaseMs: number, limit: number): Promise<ClaimedSubscription[]>;
   /** Up to `limit` of a subscription's recorded notifications, oldest first. */
   pending(tenant: string, id: string, limit: number): Promise<PendingNotification[]>;
+  /**
+   * Up to `limit` of a subscription's recorded notifications, oldest first, read in one statement with the
+   * Subscription's current version and its owner stored (PendingBatch): a delivery compares them with what it
+   * read before, so that it never sends what a later activation recorded to the endpoint of an earlier version.
+   */
+  pendingBatch(tenant: string, id: string, limit: number): Promise<PendingBatch>;
   /** Notification `pk` was delivered: it goes, and the subscription's failure count is reset (while `worker` holds it). */
   delivered(tenant: string, id: string, worker: string, pk: number): Promise<void>;
   /** A delivery failed: the failure count and the next attempt's time are stored (while `worker` holds it). */

@@ -1,4 +1,4 @@
-import type { ClaimedSubscription, KeptEvent, PendingNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
+import type { ClaimedSubscription, KeptEvent, PendingBatch, PendingNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 import type { Pg } from './db.ts';
 import { transaction } from './transaction.ts';
 
@@ -12,6 +12,9 @@ interface NotificationRow {
   event: string | null;
   event_number: string | null;
 }
+
+/** A row of pendingBatch: the notification's columns are null in the one row left when none waits. */
+type BatchRow = { [K in keyof NotificationRow]: NotificationRow[K] | null } & { sub_version: number | null; sub_owner: string | null };
 
 /**
  * Subscription owners and the notification outbox on PostgreSQL. A claim leases subscriptions with
@@ -45,6 +48,19 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
         SELECT pk, subscription_id, type, resource_id, version_id, created_at, event, event_number FROM subscription_notifications
         WHERE tenant = ${tenant} AND subscription_id = ${id} ORDER BY pk LIMIT ${limit}`;
       return rows.map(toPending);
+    },
+    async pendingBatch(tenant, id, limit) {
+      // One statement: its snapshot holds the version, the owner and the notifications as one write left them.
+      const rows = await sql<BatchRow[]>`
+        SELECT r.version_id AS sub_version, s.owner AS sub_owner,
+          n.pk, n.subscription_id, n.type, n.resource_id, n.version_id, n.created_at, n.event, n.event_number
+        FROM (SELECT 1) AS one
+        LEFT JOIN resources r ON r.tenant = ${tenant} AND r.type = 'Subscription' AND r.id = ${id}
+        LEFT JOIN subscription_state s ON s.tenant = ${tenant} AND s.id = ${id}
+        LEFT JOIN LATERAL (
+          SELECT * FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id} ORDER BY pk LIMIT ${limit}) AS n ON true
+        ORDER BY n.pk`;
+      return toBatch(rows);
     },
     async delivered(tenant, id, worker, pk) {
       await transaction(sql, async (tx) => {
@@ -123,6 +139,16 @@ export function createPostgresSubscriptions(sql: Pg): SubscriptionRepo {
       const [r] = await sql<{ events: string }[]>`SELECT events FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`;
       return r ? Number(r.events) : null;
     },
+  };
+}
+
+/** The rows of pendingBatch (one without a notification when none waits) as a PendingBatch. */
+function toBatch(rows: BatchRow[]): PendingBatch {
+  const first = rows[0];
+  return {
+    versionId: first?.sub_version ?? null,
+    owner: first?.sub_owner ?? null,
+    notifications: rows.filter((r): r is BatchRow & NotificationRow => r.pk !== null).map(toPending),
   };
 }
 

@@ -76,7 +76,7 @@ export function createSqliteStore(path: string, options: SqliteStoreOptions = {}
     users: repo(createSqliteUsers, ['get', 'byUsername', 'list']),
     oauth: repo(createSqliteOAuth, ['getRefreshToken', 'isRevoked', 'revokedSince']),
     counters: repo(createSqliteCounters, ['peek']),
-    subscriptions: repo(createSqliteSubscriptions, ['owners', 'owner', 'pending', 'waiting', 'recent']),
+    subscriptions: repo(createSqliteSubscriptions, ['owners', 'owner', 'pending', 'pendingBatch', 'waiting', 'recent']),
     // Each batch in one write transaction of the writer's queue.
     expunge: repo(createSqliteExpunge, []),
     // Prepared statements need the schema, so the repo is built on first use (after migrate()).

@@ -1,5 +1,5 @@
 import type { Database } from 'bun:sqlite';
-import type { ClaimedSubscription, KeptEvent, PendingNotification, RecentNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
+import type { ClaimedSubscription, KeptEvent, PendingBatch, PendingNotification, RecentNotification, SubscriptionRepo, TopicEvent } from '../types.ts';
 
 interface NotificationRow {
   pk: number;
@@ -11,6 +11,9 @@ interface NotificationRow {
   event: string | null;
   event_number: number | null;
 }
+
+/** A row of pendingBatch: the notification's columns are null in the one row left when none waits. */
+type BatchRow = { [K in keyof NotificationRow]: NotificationRow[K] | null } & { sub_version: number | null; sub_owner: string | null };
 
 const HELD_BY = 'tenant = ? AND id = ? AND leased_by = ?';
 
@@ -48,6 +51,24 @@ export function createSqliteSubscriptions(db: Database): SubscriptionRepo {
         )
         .all(tenant, id, limit);
       return rows.map(toPending);
+    },
+    async pendingBatch(tenant, id, limit) {
+      // One statement: its snapshot holds the version, the owner and the notifications as one write left them.
+      const rows = db
+        .query<BatchRow, [string, string, number]>(
+          `SELECT (SELECT version_id FROM resources WHERE tenant = ?1 AND type = 'Subscription' AND id = ?2) AS sub_version,
+             (SELECT owner FROM subscription_state WHERE tenant = ?1 AND id = ?2) AS sub_owner,
+             n.pk, n.subscription_id, n.type, n.resource_id, n.version_id, n.created_at, n.event, n.event_number
+           FROM (SELECT 1) AS one
+           LEFT JOIN (SELECT * FROM subscription_notifications WHERE tenant = ?1 AND subscription_id = ?2 ORDER BY pk LIMIT ?3) AS n ON 1
+           ORDER BY n.pk`,
+        )
+        .all(tenant, id, limit);
+      return {
+        versionId: rows[0]?.sub_version ?? null,
+        owner: rows[0]?.sub_owner ?? null,
+        notifications: rows.filter((r): r is BatchRow & NotificationRow => r.pk !== null).map(toPending),
+      } satisfies PendingBatch;
     },
     async delivered(tenant, id, worker, pk) {
       if (db.query(`UPDATE subscription_state SET failures = 0, last_error = NULL WHERE ${HELD_BY}`).run(tenant, id, worker).changes === 0) return;

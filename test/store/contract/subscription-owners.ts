@@ -1,8 +1,11 @@
 import { describe, expect, test } from 'bun:test';
 import type { Store } from '../../../src/store/types.ts';
-import { uniqueTenant } from './fixtures.ts';
+import { uniqueTenant, version } from './fixtures.ts';
 
-/** SubscriptionRepo.owner: one Subscription's recorded owner, as owners() lists it, by one lookup. */
+/**
+ * SubscriptionRepo.owner: one Subscription's recorded owner, as owners() lists it, by one lookup; pendingBatch: what waits
+ * with the Subscription's version and owner as they stand.
+ */
 export function subscriptionOwnersContract(store: () => Store) {
   describe('subscriptions.owner()', () => {
     test("answers the owner owners() lists for that id, null for one with none or of another tenant, and the latest after another activation", async () => {
@@ -24,6 +27,32 @@ export function subscriptionOwnersContract(store: () => Store) {
       expect(await s.subscriptions.owner(other, 's3')).toBe(b);
       await s.resources.write(t, (w) => w.ownSubscription('s1', b, 'websocket', undefined, true));
       expect(await s.subscriptions.owner(t, 's1')).toBe(b);
+    });
+
+    test('pendingBatch reads what waits, oldest first, with the Subscription\'s current version and owner; nulls where there is none', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      const a = JSON.stringify({ scopes: ['user/*.rs'], clientId: 'app-a' });
+      const b = JSON.stringify({ scopes: ['user/Encounter.rs'], clientId: 'app-b', patient: 'p1' });
+      const told = (id: string) => ({ subscriptionId: 's1', type: 'Encounter', id, versionId: 1 });
+      expect(await s.subscriptions.pendingBatch(t, 's1', 10)).toEqual({ versionId: null, owner: null, notifications: [] });
+      await s.resources.write(t, async (w) => {
+        await w.put(version('Subscription', 's1'));
+        await w.ownSubscription('s1', a, 'rest-hook');
+      });
+      expect(await s.subscriptions.pendingBatch(t, 's1', 10)).toEqual({ versionId: 1, owner: a, notifications: [] });
+      await s.resources.write(t, (w) => w.notify([told('e1'), told('e2'), told('e3')], 1_000));
+      const first = await s.subscriptions.pendingBatch(t, 's1', 2);
+      expect([first.versionId, first.owner, first.notifications.map((n) => n.id)]).toEqual([1, a, ['e1', 'e2']]);
+      // Another owner's activation, with the Subscription's next version: what waited went with it.
+      await s.resources.write(t, async (w) => {
+        await w.put(version('Subscription', 's1', { versionId: 2 }));
+        await w.ownSubscription('s1', b, 'rest-hook');
+        await w.notify([told('e4')], 2_000);
+      });
+      const next = await s.subscriptions.pendingBatch(t, 's1', 10);
+      expect([next.versionId, next.owner, next.notifications.map((n) => n.id)]).toEqual([2, b, ['e4']]);
+      expect(await s.subscriptions.pending(t, 's1', 10)).toEqual(next.notifications);
     });
   });
 }

@@ -9,11 +9,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createApp } from '../../src/app.ts';
 import { silentLogger } from '../../src/log.ts';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
+import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 import postgres from 'postgres';
 
 interface Received {
@@ -616,6 +617,52 @@ for (const target of targets) {
         other.stop();
       }
       await off(r);
+    });
+
+    test("an event another server matched with the earlier owner's reach, after another owner's activation, is numbered and kept for $events, and not sent", async () => {
+      const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
+      const secondStore = database.open();
+      const other = receiver();
+      try {
+        // Server B (CINDER_PROCESSES=2) keeps its compiled Subscriptions CHECK_INTERVAL_MS: the clock stands still meanwhile.
+        const second = await secondServer(t, () => secondStore);
+        const viaSecond = async (patient: string) => expect((await second(`${t.fhir()}/Encounter`, fhirInit(token, 'POST', encounter('planned', patient)))).status).toBe(201);
+        const s = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource'));
+        await drain();
+        received();
+        const kinds = (bundles: Json[]) => bundles.map((b) => {
+          const p = (b.entry as Json[])[0]!.resource as Json;
+          const focus = part(p, 'focus') ? ` ${(((b.entry as Json[])[1]!.resource as Json).subject as Json).reference}` : '';
+          return `${param(p, 'type')!.valueCode} ${param(p, 'events-since-subscription-start')!.valueString}${focus}`;
+        });
+        const got = () => kinds(other.got.splice(0).map((r) => JSON.parse(r.body) as Json));
+        // B reads the Subscription, the admin its owner.
+        await viaSecond('pb');
+        await drain();
+        expect(kinds(received())).toEqual(['event-notification 1 Patient/pb']);
+        // The patient app activates it with its own endpoint through A; B matches the next write with the admin's reach.
+        const current = await json(call('GET', `Subscription/${s.id}`));
+        const moved = { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint: other.url } };
+        expect((await call('PUT', `Subscription/${s.id}`, moved, patientToken)).status).toBe(200);
+        await viaSecond('pb');
+        await drain();
+        expect(got()).toEqual(['handshake 2']);
+        expect(received()).toEqual([]);
+        // Once B has read it again, its writes are matched with the patient app's reach; the count went on.
+        t.clock.advance(CHECK_INTERVAL_MS);
+        await viaSecond('pb');
+        await viaSecond('pa');
+        await drain();
+        expect(got()).toEqual(['event-notification 3 Patient/pa']);
+        expect(received()).toEqual([]);
+        const events = await json(call('GET', `Subscription/${s.id}/$events?content=id-only`));
+        const status = (events.entry as Json[])[0]!.resource as Json;
+        expect((status.parameter as Json[]).filter((x) => x.name === 'notification-event').map((x) => (x.part as Json[]).find((p) => p.name === 'event-number')!.valueString)).toEqual(['1', '2', '3']);
+        await off(s);
+      } finally {
+        other.stop();
+        await secondStore.close();
+      }
     });
 
     test('the CapabilityStatement lists $status on Subscription and instantiates the IG server statement', async () => {

@@ -11,7 +11,7 @@ import { createApp } from '../../src/app.ts';
 import { createKeyRing } from '../../src/auth/keys.ts';
 import { MAX_TOKEN_TTL } from '../../src/auth/tokens.ts';
 import { silentLogger } from '../../src/log.ts';
-import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
+import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import type { Store } from '../../src/store/types.ts';
@@ -593,6 +593,47 @@ for (const target of targets) {
       expect(await t.store.subscriptions.waiting()).toBe(0);
     } finally {
       hook.stop();
+      await t.close();
+    }
+  });
+
+  test(`a write through another server whose Subscriptions were read before another owner's activation is not sent to the new owner's endpoint (${target.kind})`, async () => {
+    const db = await target.fresh();
+    const store = db.open();
+    await store.migrate();
+    const t = await createTestApp({ store, env: ALLOW });
+    const hook = receiver();
+    const secondStore = db.open();
+    try {
+      // Server B (CINDER_PROCESSES=2, or another server on the database) keeps its compiled Subscriptions CHECK_INTERVAL_MS.
+      const second = await secondServer(t, () => secondStore);
+      const token = await t.token();
+      const patientToken = await craftToken(t, 'patient/Observation.rs user/Subscription.cruds', { patient: 'pa' });
+      const call = (method: string, path: string, body: unknown, tok = token) => t.request(`${t.fhir()}/${path}`, fhirInit(tok, method, body));
+      const viaSecond = (body: unknown) => second(`${t.fhir()}/Observation`, fhirInit(token, 'POST', body));
+      const created = await call('POST', 'Subscription', subscription(`${hook.url}/admin`, {}, { payload: 'application/fhir+json' }));
+      const sub = (await created.json()) as Json;
+      expect(created.status).toBe(201);
+      // B reads the Subscription, the admin its owner, and records a match with the admin's reach.
+      expect((await viaSecond(observation('1234-5', 'pb'))).status).toBe(201);
+      await drain(t);
+      // The patient app activates it with its own endpoint through A; B has not read it again (the clock stands still).
+      const moved = { ...sub, status: 'requested', channel: { ...(sub.channel as Json), endpoint: `${hook.url}/patient` } };
+      expect((await call('PUT', `Subscription/${sub.id}`, moved, patientToken)).status).toBe(200);
+      // Patient pb is out of the patient app's reach: matched by B with the admin's, it must not reach the patient's endpoint.
+      expect((await viaSecond(observation('1234-5', 'pb'))).status).toBe(201);
+      await drain(t);
+      // Once B has read the Subscription again, its writes are matched with the patient app's reach.
+      t.clock.advance(CHECK_INTERVAL_MS);
+      expect((await viaSecond(observation('1234-5', 'pb'))).status).toBe(201);
+      expect((await viaSecond(observation('1234-5', 'pa'))).status).toBe(201);
+      await drain(t);
+      const sent = hook.got.map((r) => `${r.path.split('/')[1]} ${((JSON.parse(r.body) as Json).subject as Json).reference}`);
+      expect(sent).toEqual(['admin Patient/pb', 'patient Patient/pa']);
+      expect(await t.store.subscriptions.waiting()).toBe(0);
+    } finally {
+      hook.stop();
+      await secondStore.close();
       await t.close();
     }
   });

@@ -131,5 +131,33 @@ for (const target of targets) {
       expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => n.id)).toEqual(['e3']);
       expect(await s.subscriptions.events(tenant, 'a')).toBe(3);
     }, 30_000);
+
+    test('notifications matched for an owner key-share its state row with each other; an activation by another owner waits for them and deletes them, and later ones matched for the earlier owner are not queued', async () => {
+      const s = target.open();
+      await s.migrate();
+      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+      const admin = '{"operator":true}';
+      const patient = '{"scopes":["patient/*.rs"],"clientId":"c","patient":"p"}';
+      const matched = (id: string, matchedFor: string) => ({ subscriptionId: 'a', type: 'Observation', id, versionId: 1, matchedFor });
+      await s.resources.write(tenant, (w) => w.ownSubscription('a', admin, 'rest-hook'));
+      const { promise: reached, resolve: reach } = Promise.withResolvers<void>();
+      const { promise: gate, resolve: open } = Promise.withResolvers<void>();
+      const held = s.resources.write(tenant, async (w) => {
+        await w.notify([matched('o1', admin)], 1_000);
+        reach();
+        await gate;
+      });
+      await reached;
+      // Another write matched for the same owner does not wait for the first.
+      await s.resources.write(tenant, (w) => w.notify([matched('o2', admin)], 1_000));
+      const activation = s.resources.write(tenant, (w) => w.ownSubscription('a', patient, 'rest-hook'));
+      await Bun.sleep(300);
+      open();
+      await Promise.all([held, activation]);
+      expect(await s.subscriptions.pending(tenant, 'a', 10)).toEqual([]);
+      await s.resources.write(tenant, (w) => w.notify([matched('o3', admin), matched('o4', patient)], 2_000));
+      expect((await s.subscriptions.pending(tenant, 'a', 10)).map((n) => n.id)).toEqual(['o4']);
+      await s.close();
+    }, 30_000);
   });
 }

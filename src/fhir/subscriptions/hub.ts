@@ -287,10 +287,10 @@ export class SubscriptionHub {
           // fhirPathCriteria (fhirpath-criteria.ts) must hold as well as queryCriteria, on the versions as written.
           if (trigger.fhirPath && !fhirPathPasses(trigger.fhirPath.test, s.topic.url)) continue;
           notified.add(s.id);
-          out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction! });
+          out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, event: interaction!, matchedFor: s.owner });
           continue;
         }
-        out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId });
+        out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, matchedFor: s.owner });
       }
     }
     return out;

@@ -111,7 +111,8 @@ export interface ResourceWriter {
    * Records notifications in the subscriptions' outbox (stamped `now`), committed or rolled back with the
    * rest of the transaction: a write that is rolled back notifies nothing, one that commits loses none. A
    * topic event is stamped the later of `now` and its subscription's previous event's time, so that event
-   * times never go back as numbers go up (a write that took `now` earlier may number its event later).
+   * times never go back as numbers go up (a write that took `now` earlier may number its event later). One
+   * matched for another owner than the one stored as it is recorded (`matchedFor`) is recorded as `unsent`.
    */
   notify(notifications: NotificationToWrite[], now: number): Promise<void>;
   /**

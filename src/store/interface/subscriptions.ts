@@ -28,6 +28,13 @@ export interface NotificationToWrite {
    * as what waited from that owner's reach is dropped.
    */
   unsent?: boolean;
+  /**
+   * The owner (as stored in `subscription_state`) whose reach the notification was matched with, when a match made
+   * it: compared in the write's transaction with the owner stored as the row is locked, and when they differ (another
+   * process, its compiled set not yet re-read, matched it after an activation by another owner committed) it is
+   * recorded as `unsent`. A handshake or heartbeat has none.
+   */
+  matchedFor?: string;
 }
 
 /** How many of a topic-based subscription's latest events are kept for `$events` (SubscriptionRepo.eventLog). */

@@ -107,21 +107,37 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
       // subscription's count moved once by its number of events, the subscriptions in id order, so that two
       // writes numbering events of the same subscriptions never wait for each other in a cycle (a deadlock).
       const bySubscription = new Map<string, NotificationToWrite[]>();
+      // The subscriptions with notifications a match made: their owner is read as their row is locked, in the same pass.
+      const matched = new Set<string>();
       for (const n of notifications) {
+        if (n.matchedFor !== undefined) matched.add(n.subscriptionId);
         if (n.event === undefined || n.event === 'handshake' || n.event === 'heartbeat') continue;
         const list = bySubscription.get(n.subscriptionId) ?? [];
         list.push(n);
         bySubscription.set(n.subscriptionId, list);
       }
       const stamps = new Map<NotificationToWrite, number>();
+      /** The owner stored (null: no state row), as committed last by an activation, once the row is locked. */
+      const owners = new Map<string, string | null>();
       // The subscriptions this transaction ended or activated are written in the same pass, in id order with the counts.
-      const noted = bySubscription.size ? [...ending, ...owning.keys()] : [];
-      for (const id of [...new Set([...bySubscription.keys(), ...noted])].sort()) {
+      const ids = new Set([...bySubscription.keys(), ...matched]);
+      const noted = ids.size ? [...ending, ...owning.keys()] : [];
+      for (const id of [...new Set([...ids, ...noted])].sort()) {
         await settle(id);
         const events = bySubscription.get(id);
-        if (events === undefined) continue;
-        const [r] = await tx<{ events: string }[]>`
-          UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events`;
+        if (events === undefined) {
+          // FOR KEY SHARE: writes notifying the same subscription, and delivery's updates of its state, do not wait for it;
+          // an activation or deletion (FOR UPDATE, DELETE) waits for it, and deletes what it recorded, or it waits for them,
+          // and reads the owner they committed.
+          if (matched.has(id)) {
+            const [row] = await tx<{ owner: string }[]>`SELECT owner FROM subscription_state WHERE tenant = ${tenant} AND id = ${id} FOR KEY SHARE`;
+            owners.set(id, row?.owner ?? null);
+          }
+          continue;
+        }
+        const [r] = await tx<{ events: string; owner: string }[]>`
+          UPDATE subscription_state SET events = events + ${events.length}, last_notified_at = ${now} WHERE tenant = ${tenant} AND id = ${id} RETURNING events, owner`;
+        owners.set(id, r?.owner ?? null);
         const first = r ? Number(r.events) - events.length + 1 : null;
         // `now` was taken before the transaction, so a write that waited for the row may carry an earlier time than
         // the event numbered before it: read once the row is locked (that event committed), the later of the two.
@@ -136,7 +152,9 @@ export function createSubscriptionWrites(tx: PgTx, tenant: string): Subscription
       }
       await insert(notifications.map((n) => ({
         tenant, subscription_id: n.subscriptionId, type: n.type, resource_id: n.id, version_id: n.versionId, created_at: stamps.get(n) ?? now,
-        event: n.event ?? null, event_number: numbers.get(n) ?? null, unsent: n.unsent === true,
+        event: n.event ?? null, event_number: numbers.get(n) ?? null,
+        // Matched with another owner's reach than the one stored (another process's set, read before an activation committed).
+        unsent: n.unsent === true || (n.matchedFor !== undefined && owners.get(n.subscriptionId) !== n.matchedFor),
       })));
     },
     own(id, owner, channel, heartbeat, restart) {

@@ -1,16 +1,26 @@
 /**
  * Measures what R4 Subscriptions add to a write (docs/PERFORMANCE.md): POSTs of the same Observation through
- * app.request() on a SQLite store, with no Subscription, then with 1, 10, 100 and 1,000 active rest-hook
+ * app.request() on a SQLite store (or PostgreSQL), with no Subscription, then with 1, 10, 100 and 1,000 active rest-hook
  * Subscriptions on Observation whose criteria do not match it (`code=`, each another code), then with one
  * matching it (a notification recorded in each write's transaction), and with 100 whose criteria chain
- * (`subject:Patient.name=`). Nothing is delivered (the delivery loop is not started).
- *   bun bench/subscription-writes.ts [writes per case, default 2000]
+ * (`subject:Patient.name=`). Nothing is delivered (the delivery loop is not started). With `postgres`, on a
+ * new PostgreSQL database of CINDER_BENCH_POSTGRES_URL's server (default postgres://postgres@127.0.0.1:5432/test),
+ * dropped at the end.
+ *   bun bench/subscription-writes.ts [writes per case, default 2000] [sqlite|postgres]
  */
+import postgres from 'postgres';
+import { createPostgresStore } from '../src/store/postgres/index.ts';
 import { createTestApp } from '../test/helpers/app.ts';
 import { fhirClient, type Json } from '../test/helpers/fhir.ts';
 
 const N = Number(process.argv[2] ?? 2000);
-const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'] });
+const onPostgres = process.argv[3] === 'postgres';
+const adminUrl = process.env.CINDER_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const admin = onPostgres ? postgres(adminUrl, { max: 1, onnotice: () => undefined }) : undefined;
+const database = 'cinder_bench_' + crypto.randomUUID().replaceAll('-', '').slice(0, 12);
+if (admin) await admin`CREATE DATABASE ${admin(database)}`;
+const databaseUrl = Object.assign(new URL(adminUrl), { pathname: `/${database}` }).toString();
+const t = await createTestApp({ resolveHost: async () => ['93.184.215.14'], ...(admin && { store: createPostgresStore(databaseUrl) }) });
 const api = fhirClient(t, await t.token());
 await api.put200({ resourceType: 'Patient', id: 'p1', name: [{ family: 'Chalmers' }] });
 const obs: Json = {
@@ -54,3 +64,7 @@ await clear();
 for (let i = 0; i < 100; i++) await add(`Observation?subject:Patient.name=nobody-${i}`);
 await measure('100 active, chained criteria (subject:Patient.name=)');
 await t.close();
+if (admin) {
+  await admin`DROP DATABASE IF EXISTS ${admin(database)} WITH (FORCE)`;
+  await admin.end();
+}

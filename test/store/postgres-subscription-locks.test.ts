@@ -17,6 +17,17 @@ const event = (subscriptionId: string, id: string) => ({ subscriptionId, type: '
 type Opened = ReturnType<(typeof targets)[number]['open']>;
 type Writer = Parameters<Parameters<Opened['resources']['write']>[1]>[0];
 
+/** A new tenant of a migrated store where the operator owns Subscription a, one event of it waiting (e1). */
+async function ownedWithOneEvent(s: Opened): Promise<string> {
+  await s.migrate();
+  const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
+  await s.resources.write(tenant, async (w) => {
+    await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
+    await w.notify([event('a', 'e1')], 1_000);
+  });
+  return tenant;
+}
+
 /**
  * Subscriptions a and b owned in a new tenant; then a transaction doing `first` (to b) and, once a second
  * one numbering events of a and b (in id order) waits for it, numbering an event of a. The outcomes of both.
@@ -48,12 +59,7 @@ for (const target of targets) {
   describe('Subscription state locks on PostgreSQL', () => {
     test('a deletion ending a subscription while a delivery holds its state row and deletes a notification: both commit, no deadlock', async () => {
       const s = target.open();
-      await s.migrate();
-      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
-      await s.resources.write(tenant, async (w) => {
-        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
-        await w.notify([event('a', 'e1')], 1_000);
-      });
+      const tenant = await ownedWithOneEvent(s);
       const raw = postgres(target.url, { max: 1, onnotice: () => undefined });
       try {
         let ended: Promise<unknown> = Promise.resolve();
@@ -95,12 +101,7 @@ for (const target of targets) {
 
     test('an activation anew, written at the commit, deletes the notifications waiting from before it and keeps those recorded after it', async () => {
       const s = target.open();
-      await s.migrate();
-      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
-      await s.resources.write(tenant, async (w) => {
-        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
-        await w.notify([event('a', 'e1')], 1_000);
-      });
+      const tenant = await ownedWithOneEvent(s);
       await s.resources.write(tenant, async (w) => {
         await w.notify([{ subscriptionId: 'a', type: 'Encounter', id: 'e2', versionId: 1 }], 2_000);
         await w.ownSubscription('a', '{"operator":true}', 'rest-hook', undefined, true);
@@ -113,12 +114,7 @@ for (const target of targets) {
 
     test('an activation by another owner, written in the pass of a later event, deletes the notifications waiting from before it; by the same owner, keeps them', async () => {
       const s = target.open();
-      await s.migrate();
-      const tenant = `locks-${crypto.randomUUID().slice(0, 8)}`;
-      await s.resources.write(tenant, async (w) => {
-        await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
-        await w.notify([event('a', 'e1')], 1_000);
-      });
+      const tenant = await ownedWithOneEvent(s);
       await s.resources.write(tenant, async (w) => {
         await w.ownSubscription('a', '{"operator":true}', 'rest-hook');
         await w.notify([event('a', 'e2')], 2_000);

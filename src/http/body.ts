@@ -1,4 +1,5 @@
 import { FhirError } from '../errors.ts';
+import { firstNonAscii, isAsciiLabel } from '../fhir/charset.ts';
 import { parseJson } from '../fhir/resource.ts';
 import { parseFhirXml } from '../fhir/xml/from-xml.ts';
 import { R4_VERSION, XML_TYPES } from './fhir-response.ts';
@@ -165,6 +166,7 @@ export async function readFhirBody(req: Request, limit: number): Promise<unknown
   requireFhirMediaType(req);
   const text = await readLimited(req, limit);
   if (text.trim() === '') throw new FhirError('structure', 'Request body is empty');
+  requireUtf8(req.headers.get('content-type') ?? undefined, text);
   return parseFhirText(text, req.headers.get('content-type') ?? undefined);
 }
 
@@ -173,6 +175,7 @@ export async function readOptionalFhirBody(req: Request, limit: number): Promise
   const text = await readLimited(req, limit);
   if (text.trim() === '') return undefined;
   requireFhirMediaType(req);
+  requireUtf8(req.headers.get('content-type') ?? undefined, text);
   return parseFhirText(text, req.headers.get('content-type') ?? undefined);
 }
 
@@ -188,11 +191,19 @@ function isUtf8Label(label: string): boolean {
 /**
  * FHIR bodies are UTF-8 (R4 http.html, "UTF-8 SHALL be used"; RFC 8259 8.1 for JSON): a Content-Type
  * declaring another `charset` (ISO-8859-1, UTF-16) is a 415, since its text would be misread; `utf-8` in
- * any case, or no charset, is read. FHIR XML's own declaration is held to the same (src/fhir/xml/xml-parse.ts).
+ * any case, or no charset, is read. `us-ascii` (by any of its names) is read when `text`, the body, holds
+ * nothing outside it (ASCII text is the same in UTF-8); without `text` (the body not read yet) it passes
+ * here, to be checked again with the body. FHIR XML's own declaration is held to the same
+ * (src/fhir/xml/xml-parse.ts).
  */
-export function requireUtf8(header: string | undefined): void {
+export function requireUtf8(header: string | undefined, text?: string): void {
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header ?? '')?.[1];
   if (charset === undefined || isUtf8Label(charset)) return;
+  if (isAsciiLabel(charset)) {
+    const outside = text === undefined ? undefined : firstNonAscii(text);
+    if (outside === undefined) return;
+    throw new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset}, but the body holds ${outside.code} (character ${outside.at + 1}), which is not US-ASCII: send FHIR bodies in UTF-8, with charset=utf-8 or no charset`);
+  }
   throw new FhirError('unsupported-media', `Content-Type '${header}' declares charset ${charset || '(empty)'}: FHIR bodies are read in UTF-8 only (R4 http.html); send them in UTF-8, with charset=utf-8 or no charset`);
 }
 

@@ -373,7 +373,9 @@ export function fhirRoutes(deps: FhirRouteDeps): Hono<AppEnv> {
   const patchBody = async (c: Context<AppEnv>) => {
     const type = c.req.header('content-type') ?? '';
     requireUtf8(type);
-    return parsePatch(type, await readLimited(c.req.raw, deps.limits.resource));
+    const text = await readLimited(c.req.raw, deps.limits.resource);
+    requireUtf8(type, text);
+    return parsePatch(type, text);
   };
   app.patch(INSTANCE_ROUTE, async (c) => {
     const ifMatch = parseIfMatch(c.req.header('if-match'));

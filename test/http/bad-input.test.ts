@@ -100,6 +100,31 @@ describe('media types', () => {
     expect((await raw('POST', 'Patient', `<?xml version="1.0" encoding="utf-8"?>${xml}`, { 'Content-Type': 'application/fhir+xml;charset=UTF-8' })).status).toBe(201);
   });
 
+  test('US-ASCII (by its IANA names) is read when the body holds nothing beyond it, in JSON, XML, a patch and an XML declaration; a character beyond it is a 415', async () => {
+    const json = '{"resourceType":"Patient","name":[{"family":"Miller"}]}';
+    let id = '';
+    for (const type of ['application/fhir+json; charset=us-ascii', 'application/fhir+json;charset="US-ASCII"', 'application/json; charset=ASCII', 'application/fhir+json; charset=ANSI_X3.4-1968']) {
+      const res = await raw('POST', 'Patient', json, { 'Content-Type': type });
+      const created = (await res.json()) as { id: string; name: { family: string }[] };
+      expect([type, res.status, created.name[0]!.family]).toEqual([type, 201, 'Miller']);
+      id = created.id;
+    }
+    // The same body with an umlaut, in UTF-8 or in Latin-1: its charset is not what it declares.
+    for (const body of ['{"resourceType":"Patient","name":[{"family":"Müller"}]}', Buffer.from('{"resourceType":"Patient","name":[{"family":"Müller"}]}', 'latin1')]) {
+      const outcome = await rejects(() => raw('POST', 'Patient', body, { 'Content-Type': 'application/fhir+json; charset=us-ascii' }), 415, 'not-supported');
+      expect(outcome.issue[0].diagnostics).toMatch(/^Content-Type 'application\/fhir\+json; charset=us-ascii' declares charset us-ascii, but the body holds U\+(00FC|FFFD) \(character 47\), which is not US-ASCII/);
+    }
+    expect((await raw('POST', '', '{"resourceType":"Bundle","type":"batch"}', { 'Content-Type': 'application/fhir+json; charset=us-ascii' })).status).toBe(200);
+    expect((await raw('PATCH', `Patient/${id}`, '[{"op":"add","path":"/active","value":false}]', { 'Content-Type': 'application/json-patch+json; charset=us-ascii' })).status).toBe(200);
+    await rejects(() => raw('PATCH', `Patient/${id}`, '[{"op":"add","path":"/gender","value":"männlich"}]', { 'Content-Type': 'application/json-patch+json; charset=us-ascii' }), 415, 'not-supported');
+    const xml = '<Patient xmlns="http://hl7.org/fhir"><name><family value="Miller"/></name></Patient>';
+    for (const declaration of ['<?xml version="1.0" encoding="US-ASCII"?>', "<?xml version='1.0' encoding='ascii'?>\n"]) {
+      expect((await raw('POST', 'Patient', `${declaration}${xml}`, { 'Content-Type': 'application/fhir+xml; charset=us-ascii', Accept: 'application/fhir+json' })).status).toBe(201);
+    }
+    const beyond = await rejects(() => raw('POST', 'Patient', `<?xml version="1.0" encoding="US-ASCII"?>\n${xml.replace('Miller', 'Müller')}`, { 'Content-Type': 'application/fhir+xml', Accept: 'application/fhir+json' }), 415, 'not-supported');
+    expect(beyond.issue[0].diagnostics).toBe("The request body declares encoding 'US-ASCII' but holds U+00FC (line 2, column 60), which is not US-ASCII: send FHIR XML in UTF-8");
+  });
+
   test('no Content-Type is 415', async () => {
     await rejects(() => raw('POST', 'Patient', new Blob(['{"resourceType":"Patient"}'])), 415);
   });

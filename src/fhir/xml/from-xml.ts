@@ -51,6 +51,9 @@ export function readXml<T>(read: () => T, opts: XmlSource): T {
   try {
     return read();
   } catch (err) {
+    if (err instanceof XmlEncodingError && err.outside !== undefined) {
+      throw new FhirError('unsupported-media', `${opts.what ?? 'The request body'} declares encoding '${err.encoding}' but holds ${err.outside} (line ${err.at}), which is not US-ASCII: send FHIR XML in UTF-8`, { cause: err });
+    }
     if (err instanceof XmlEncodingError) {
       throw new FhirError('unsupported-media', `${opts.what ?? 'The request body'} declares encoding '${err.encoding}' (line ${err.at}): FHIR XML is read in UTF-8 only (R4 http.html: UTF-8 SHALL be used)`, { cause: err });
     }

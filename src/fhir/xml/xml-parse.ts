@@ -8,6 +8,8 @@
  * root's children as they complete.
  */
 
+import { firstNonAscii, isAsciiLabel } from '../charset.ts';
+
 /** The namespace of the `xml:` prefix (Namespaces in XML 1.0, section 3). */
 const XML_NS = 'http://www.w3.org/XML/1998/namespace';
 
@@ -52,11 +54,15 @@ export class XmlSyntaxError extends Error {
   }
 }
 
-/** An XML declaration naming an encoding other than UTF-8, the only one FHIR uses (R4 http.html, "UTF-8 SHALL be used"). */
+/**
+ * An XML declaration naming an encoding other than UTF-8, the only one FHIR uses (R4 http.html, "UTF-8
+ * SHALL be used"); or naming US-ASCII (read as UTF-8, which it is a part of) for a document holding
+ * `outside`, a character beyond it.
+ */
 export class XmlEncodingError extends XmlSyntaxError {
   override name = 'XmlEncodingError';
-  constructor(readonly encoding: string, at: string) {
-    super(`The XML declaration names encoding '${encoding}': FHIR XML is UTF-8`, at);
+  constructor(readonly encoding: string, at: string, readonly outside?: string) {
+    super(outside === undefined ? `The XML declaration names encoding '${encoding}': FHIR XML is UTF-8` : `The XML declaration names encoding '${encoding}', but the document holds ${outside}, which is not US-ASCII`, at);
   }
 }
 
@@ -155,6 +161,8 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
   let heldCr = false;
   let final = false;
   let started = false;
+  // The declaration named US-ASCII: every character read must be within it.
+  let ascii: string | undefined;
 
   /** The line and column of `index` (in the kept text). */
   const position = (index: number): string => {
@@ -249,10 +257,18 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
       if (end < 0) fail('Unterminated XML declaration', i);
       const decl = text.slice(i + 5, end);
       const encoding = /encoding\s*=\s*["']([^"']*)["']/.exec(decl)?.[1];
-      if (encoding !== undefined && !/^utf-?8$/i.test(encoding)) throw new XmlEncodingError(encoding, position(i));
+      if (encoding !== undefined && isAsciiLabel(encoding)) ascii = encoding;
+      else if (encoding !== undefined && !/^utf-?8$/i.test(encoding)) throw new XmlEncodingError(encoding, position(i));
       i = end + 2;
+      if (ascii !== undefined) asciiOnly(i);
     }
     return (started = true);
+  };
+
+  /** Refuses a character beyond US-ASCII in the text from `from` on, when the declaration named US-ASCII. */
+  const asciiOnly = (from: number): void => {
+    const outside = ascii === undefined ? undefined : firstNonAscii(text, from);
+    if (outside !== undefined) throw new XmlEncodingError(ascii!, position(outside.at), outside.code);
   };
 
   /** An end tag at `i`. */
@@ -435,6 +451,7 @@ export function createXmlReader(opts: XmlReaderOptions): XmlReader {
     }
     const from = text.length;
     text = from === 0 ? added : text + added;
+    if (ascii !== undefined) asciiOnly(from);
     const bad = NOT_XML_CHAR.exec(added);
     if (bad) fail(`U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')} is not a character XML allows`, from + bad.index);
     run();

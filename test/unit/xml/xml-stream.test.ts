@@ -52,6 +52,15 @@ describe('the XML reader fed in chunks', () => {
     for (const size of SIZES) expect(chunked(text, size)).toBe(expected);
   });
 
+  test('a US-ASCII declaration over ASCII text reads as UTF-8 does, wherever the chunks end', () => {
+    const text = `<?xml version='1.0' encoding='ANSI_X3.4-1968'?>\n<a x="&#xe9;">\n${'<b/>'.repeat(20)}</a>`;
+    const expected = whole(text);
+    // The same text declared UTF-8 (spaces keep the offsets).
+    expect(expected).toBe(whole(text.replace("encoding='ANSI_X3.4-1968'", `encoding='UTF-8'${' '.repeat(9)}`)));
+    expect(expected).toContain('\u00e9');
+    for (const size of SIZES) expect(chunked(text, size)).toBe(expected);
+  });
+
   test('malformed text is refused with the message, line and column of a whole parse, wherever the chunks end', () => {
     const bad = [
       '<a>\n<b>\n</a>',
@@ -62,6 +71,9 @@ describe('the XML reader fed in chunks', () => {
       '<a><!-- unterminated',
       '<a>\u0001</a>',
       '<?xml version="1.0" encoding="ISO-8859-1"?><a/>',
+      // US-ASCII declared: read as UTF-8 up to the first character beyond it, early or late.
+      '<?xml version="1.0" encoding="US-ASCII"?><a>\u00e9</a>',
+      '<?xml version="1.0" encoding="us-ascii"?>\n<a>\n<b/>\n<c v="\u65e5"/></a>',
       '<a/><b/>',
       '<a x="1></a>',
       '  \n ',

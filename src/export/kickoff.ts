@@ -164,6 +164,7 @@ async function buildSpec(deps: KickoffDeps, req: KickoffRequest, at: number) {
   checkOutputFormat(input.outputFormat);
   const sinceRaw = single(input.since, '_since');
   const since = sinceRaw === undefined ? undefined : parseSince(sinceRaw);
+  if (since !== undefined && since > at) throw futureSince(sinceRaw!, at);
   const issues: FhirIssue[] = [];
   for (const name of new Set(input.unknown)) tolerate(lenient, issues, `Parameter '${name}' is not supported by $export`, name);
   // Read as absent, an empty `_type` or `_typeFilter` would export more than a client that meant to name some asked for.
@@ -227,6 +228,18 @@ export async function kickOff(deps: KickoffDeps, req: KickoffRequest): Promise<s
   );
   if (!created) throw tooMany(deps.maxJobsPerClient);
   return id;
+}
+
+/**
+ * A `_since` after the kick-off's transactionTime (the SMART Bulk Data Tester's "Rejects _since={future
+ * date}"): nothing in the snapshot can have changed after it, so the export would be empty, and a
+ * client whose clock runs ahead would not learn why. A `_since` taken from an earlier manifest's
+ * transactionTime (this server's clock) is never later, so that use is untouched.
+ */
+function futureSince(raw: string, at: number): FhirError {
+  return new FhirError('invalid', `_since '${raw}' is later than this server's time (${new Date(at).toISOString()}): nothing can have changed since then; use an instant in the past, such as an earlier export's transactionTime`, {
+    expression: ['_since'],
+  });
 }
 
 /** Bulk Data 2.0: a server that holds a client to its running exports "SHOULD respond with a 429 ... and a Retry-After header". */

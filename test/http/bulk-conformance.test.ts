@@ -8,7 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, testClock, type TestApp } from '../helpers/app.ts';
-import { eachStore, observation, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
+import { observation, patient, put, remove, runExports, type Manifest } from '../helpers/export.ts';
+import { storeTargets } from '../helpers/stores.ts';
 
 type Level = 'system' | 'patient' | 'group';
 const LEVELS: Level[] = ['system', 'patient', 'group'];
@@ -108,9 +109,9 @@ async function expectRefused(res: Response, mentions?: string): Promise<Json> {
 }
 
 /** Runs the export and polls as Inferno does (Accept: application/json): the complete-status response. */
-async function complete(statusUrl: string, bearer = token): Promise<Response> {
+async function complete(statusUrl: string): Promise<Response> {
   await runExports(t);
-  return t.request(statusUrl, { headers: { authorization: `Bearer ${bearer}`, accept: 'application/json' } });
+  return t.request(statusUrl, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } });
 }
 
 async function manifestOf(statusUrl: string): Promise<Manifest> {
@@ -129,23 +130,28 @@ async function fileLines(url: string, bearer: string | null = token): Promise<{ 
   return { res, lines };
 }
 
-async function exported(level: Level, o: KickOptions = {}): Promise<{ status: string; manifest: Manifest }> {
-  const status = await expectStarted(await kick(level, o));
-  return { status, manifest: await manifestOf(status) };
-}
-
 const NOW = Date.parse('2026-01-15T10:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, '+00:00');
 
-await eachStore((kind, fresh) => {
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((target) => target.cleanup())), 60_000);
+
+for (const target of targets) {
+  const kind = target.kind;
   describe(`Bulk Data test suites (${kind})`, () => {
     beforeAll(async () => {
+      const db = await target.fresh();
       t = await createTestApp({
         clock: testClock(NOW - 3 * 86_400_000),
-        store: await fresh(),
-        // Each suite starts and cancels hundreds of exports in a few seconds, from one client.
-        env: { CINDER_RATE_LIMITS: 'off', CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '50' },
+        store: db.open(),
+        env: {
+          // Each suite starts and cancels hundreds of exports in a few seconds, from one client.
+          CINDER_RATE_LIMITS: 'off', CINDER_EXPORT_MAX_JOBS_PER_CLIENT: '50',
+          // On PostgreSQL, the files in the database, as a server on it keeps them by default.
+          ...(kind === 'postgres' && { CINDER_DATABASE_URL: db.url }),
+        },
       });
+      expect(t.config.exportStorage).toStartWith(kind === 'postgres' ? 'postgres' : 'file:');
       for (const id of ['p1', 'p2', 'p3']) await put(t, patient(id, { active: true, gender: id === 'p2' ? 'male' : 'female' }));
       for (const id of ['p1', 'p2', 'p3']) await put(t, observation(`o-${id}`, id));
       await put(t, { resourceType: 'Medication', id: 'm1', code: { text: 'aspirin' } });
@@ -574,4 +580,4 @@ await eachStore((kind, fresh) => {
       });
     });
   });
-});
+}

@@ -196,10 +196,14 @@ for (const target of targets) {
             await expectStarted(res.clone());
             await cancelIfStarted(res);
           }
-          // The contract's own request: Authorization alone, with _outputFormat=ndjson.
-          const bare = await kick(level, { params: { _outputFormat: 'ndjson' }, headers: { accept: null, prefer: null } });
-          await expectStarted(bare.clone());
-          await cancelIfStarted(bare);
+          // The contract's own requests: Authorization alone, with _outputFormat=ndjson (Group), and
+          // a system kick-off that also sends Content-Type: application/fhir+json without a body.
+          const contract: Record<string, string | null>[] = [{ accept: null, prefer: null }, { accept: null, prefer: null, 'content-type': 'application/fhir+json' }];
+          for (const headers of contract) {
+            const bare = await kick(level, { params: { _outputFormat: 'ndjson' }, headers });
+            await expectStarted(bare.clone());
+            await cancelIfStarted(bare);
+          }
         });
 
         test('bdt "Allows the Prefer header to contain handling=lenient"', async () => {

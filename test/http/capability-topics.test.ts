@@ -118,6 +118,9 @@ for (const target of targets) {
       // Once the other is retired, the url alone names the one left.
       expect((await call('PUT', `Basic/${two.id}`, { ...topic('http://example.org/topics/v', 'retired', '2'), id: two.id })).status).toBe(200);
       expect(listed(await metadata())).toEqual(['http://example.org/topics/v']);
+      // As does a draft of that url: a Subscription may name active topics alone.
+      await created(topic('http://example.org/topics/v', 'draft', '3'));
+      expect(listed(await metadata())).toEqual(['http://example.org/topics/v']);
     });
 
     test('the statement with topics is valid R4; _summary=true leaves them out with the other extensions, _summary=data and XML keep them', async () => {

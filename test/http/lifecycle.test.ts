@@ -565,7 +565,7 @@ for (const target of targets) {
       const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
       await owner.create({
         resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
-        extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-patients' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
+        extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-patients' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
       });
       const sub = await owner.create({
         resourceType: 'Subscription', status: 'requested', reason: 'beats', criteria: 'http://example.org/topics/lifecycle-patients',

@@ -33,6 +33,7 @@ const changesTopic: Json = {
     { url: `${X5}url`, valueUri: CHANGES },
     { url: `${X5}resourceTrigger`, extension: [sub('resource', { valueUri: 'Encounter' })] },
     { url: `${X5}canFilterBy`, extension: [sub('filterParameter', { valueString: 'status' })] },
+    { url: `${X5}status`, valueCode: 'active' },
   ],
 };
 

@@ -14,15 +14,14 @@ import { tenantTopics, type Topic } from './topics.ts';
 
 /**
  * The canonicals by which a Subscription's criteria names each active topic (findTopic's rule): its `url`
- * when no other topic that is not retired has it, else `url|version`; sorted. A topic that neither names
- * alone (two of one url, one of them without a version) cannot be subscribed to, and is left out.
+ * when no other active topic has it, else `url|version`; sorted. A topic that neither names alone (two
+ * active ones of one url, one of them without a version) cannot be subscribed to, and is left out.
  */
 export function advertisedCanonicals(topics: Topic[]): string[] {
-  const usable = topics.filter((t) => t.status !== 'retired');
+  const active = topics.filter((t) => t.status === 'active');
   const out = new Set<string>();
-  for (const t of topics) {
-    if (t.status !== 'active') continue;
-    const named = usable.filter((u) => u.url === t.url);
+  for (const t of active) {
+    const named = active.filter((u) => u.url === t.url);
     if (named.length === 1) out.add(t.url);
     else if (t.version !== undefined && named.filter((u) => u.version === t.version).length === 1) out.add(`${t.url}|${t.version}`);
   }

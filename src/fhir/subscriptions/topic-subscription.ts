@@ -71,8 +71,10 @@ export function topicRequest(sub: Json): TopicRequest {
   const url = bar < 0 ? criteria : criteria.slice(0, bar);
   const request: TopicRequest = { url, filters: new Map(), filterAt: new Map(), content: 'id-only', ...(bar >= 0 && { version: criteria.slice(bar + 1) }) };
   extensionsOf(sub._criteria).forEach((e, i) => {
-    if (e?.url !== FILTER_CRITERIA) return;
     const at = `Subscription.criteria.extension[${i}]`;
+    // An extension on criteria would narrow what is notified (R5's cross-version filter, another IG's): left unread,
+    // the Subscription would be told of more than it asked for (the IG: reject what the server does not implement).
+    if (e?.url !== FILTER_CRITERIA) throw refuse(`the extension '${String(e?.url)}' on Subscription.criteria is not one Cinder reads: a topic's filters are ${FILTER_CRITERIA}`, at);
     const raw = e.valueString;
     const q = typeof raw === 'string' ? raw.indexOf('?') : -1;
     if (typeof raw !== 'string' || q <= 0) throw refuse(`a backport-filter-criteria needs valueString 'Type?parameter=value' (got ${JSON.stringify(raw)})`, at);
@@ -112,17 +114,22 @@ export function topicRequest(sub: Json): TopicRequest {
   return request;
 }
 
-/** The topic a request names, among `topics`: its URL (and version when given), not retired; else a 422 naming Subscription.criteria. */
+/**
+ * The topic a request names, among `topics`: its URL (and version when given), `active`; else a 422 naming
+ * Subscription.criteria. A draft, retired, `unknown` or status-less topic is not one a Subscription may name (HAPI
+ * FHIR serves only active SubscriptionTopics), and so is not advertised in `metadata` either (topic-canonicals.ts).
+ */
 export function findTopic(topics: Topic[], request: TopicRequest): Topic {
   const named = topics.filter((t) => t.url === request.url && (request.version === undefined || t.version === request.version));
-  const usable = named.filter((t) => t.status !== 'retired');
+  const usable = named.filter((t) => t.status === 'active');
   const what = request.version === undefined ? request.url : `${request.url}|${request.version}`;
   if (!usable.length) {
+    const statuses = [...new Set(named.map((t) => t.status ?? 'without a status'))].join(', ');
     throw refuse(named.length
-      ? `the SubscriptionTopic '${what}' is retired`
+      ? `the SubscriptionTopic '${what}' is not active (${statuses}): a Subscription may name an active topic, as metadata lists them`
       : `no SubscriptionTopic '${what}' is known to this server (a Basic coded ${FHIR_TYPES}|SubscriptionTopic with that url)`, 'Subscription.criteria');
   }
-  if (usable.length > 1) throw refuse(`${usable.length} SubscriptionTopics have the url '${what}' (Basic/${usable.map((t) => t.id).join(', Basic/')}): name its version (url|version)`, 'Subscription.criteria');
+  if (usable.length > 1) throw refuse(`${usable.length} active SubscriptionTopics have the url '${what}' (Basic/${usable.map((t) => t.id).join(', Basic/')}): name its version (url|version)`, 'Subscription.criteria');
   return usable[0]!;
 }
 

@@ -18,6 +18,7 @@ export type { UpdatePreconditions } from './if-match.ts';
 import { invalidResource, requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
+import { isActivated } from './subscriptions/activation.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
 import { isTopicResource, noteTopicWritten, parseTopic } from './subscriptions/topics.ts';
 import type { QuestionnaireValidator } from './validation/questionnaire/validator.ts';
@@ -295,9 +296,9 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   const topic = opts.activateSubscription && resource.resourceType === 'Basic'
     ? (isTopicResource(resource) ? parseTopic(resource as unknown as Record<string, unknown>) : null)
     : undefined;
-  // Whether it was active before: if not (new, deleted, off, error), this is an activation anew.
+  // Whether it was active before (or a topic rest-hook's awaiting its handshake): if not (new, deleted, off, error), this is an activation anew.
   const before = activated ? await w.current('Subscription', id) : undefined;
-  const wasActive = !!before && !before.deleted && (JSON.parse(before.content) as { status?: unknown }).status === 'active';
+  const wasActive = !!before && !before.deleted && isActivated(JSON.parse(before.content) as Record<string, unknown>);
   // `requested` asks the server to activate it (R4 subscription.html; the Backport IG's handshake): an active one is activated
   // again, never left unchanged although it is stored `active` as it was: a new version, its writer the owner, a handshake.
   const reactivated = wasActive && (resource as { status?: unknown }).status === 'requested';

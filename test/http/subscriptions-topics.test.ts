@@ -217,9 +217,11 @@ for (const target of targets) {
       const s = await subscribe(topicSubscription(hook.url, `${COMPLETE}|1.0`, 'id-only', ['Encounter?subject=Patient/pa'], {
         extension: [{ url: `${BP}backport-timeout`, valueUnsignedInt: 10 }, { url: `${BP}backport-max-count`, valuePositiveInt: 5 }],
       }));
-      expect(s.status).toBe('active');
+      // A rest-hook is requested until its handshake is accepted (the IG's REST Hook channel), then active.
+      expect(s.status).toBe('requested');
       // The handshake, sent on activation: a history Bundle holding the SubscriptionStatus alone.
       await drain();
+      expect((await json(call('GET', `Subscription/${s.id}`))).status).toBe('active');
       const [handshake] = received();
       expect(handshake!.type).toBe('history');
       const status = ((handshake!.entry as Json[])[0]!.resource) as Json;
@@ -510,16 +512,17 @@ for (const target of targets) {
       await drain();
       expect(kinds()).toEqual(['handshake 0']);
       expect(await events()).toEqual(['event-notification 1 pa']);
-      // The same content with status active: no version, no handshake, the same owner.
+      // The same content with status active (as its accepted handshake left it, version 2): no version, no handshake, the same owner.
       const same = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'active' }, patientToken);
-      expect([same.status, ((await json(same)).meta as Json).versionId]).toEqual([200, '1']);
+      expect([same.status, ((await json(same)).meta as Json).versionId]).toEqual([200, '2']);
       expect(await events()).toEqual(['event-notification 2 pa']);
-      // Requested by the admin: version 2, a handshake, the admin's reach, and the count goes on.
+      // Requested by the admin: version 3, requested until its handshake is accepted (version 4), the admin's reach, and the count goes on.
       const again = await call('PUT', `Subscription/${s.id}`, { ...s, status: 'requested' });
       const stored = await json(again);
-      expect([again.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'active', '2']);
+      expect([again.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'requested', '3']);
       await drain();
       expect(kinds()).toEqual(['handshake 2']);
+      expect(((await json(call('GET', `Subscription/${s.id}`))).meta as Json).versionId).toBe('4');
       expect(await events()).toEqual(['event-notification 3 pa', 'event-notification 4 pb']);
       const status = await json(call('GET', `Subscription/${s.id}/$status`));
       expect(param((status.entry as Json[])[0]!.resource as Json, 'events-since-subscription-start')!.valueString).toBe('4');
@@ -893,7 +896,7 @@ for (const target of targets) {
       expect(res.status).toBe(200);
       const out = (await json(res)).entry as Json[];
       expect(out.map((e) => (e.response as Json).status)).toEqual(['201 Created', '201 Created']);
-      expect((out[0]!.resource as Json).status).toBe('active');
+      expect((out[0]!.resource as Json).status).toBe('requested');
       const s = out[0]!.resource as Json;
       await drain();
       received();

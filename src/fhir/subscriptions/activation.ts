@@ -2,7 +2,10 @@
  * Activation of a Subscription as it is written (create, update, patch, a Bundle's entries): one written
  * `requested` or `active` with a channel Cinder delivers is checked and stored `active` (HAPI FHIR's
  * behaviour; R4 subscription.html: the server sets status to active once it accepts the request), with
- * the writer recorded as its owner. `off` and `error` ones are stored as written.
+ * the writer recorded as its owner. A topic-based rest-hook one written `requested` is stored `requested`
+ * until its handshake is accepted (R5 Backport IG, REST Hook channel: "the server SHALL set initial status to
+ * requested, pending verification of the nominated endpoint URL"; delivery.ts then writes it `active`).
+ * `off` and `error` ones are stored as written.
  */
 import { FhirError } from '../../errors.ts';
 import type { ResourceWriter } from '../../store/types.ts';
@@ -59,9 +62,9 @@ export function payloadType(payload: unknown): string | undefined {
 
 /**
  * `resource` as stored when it asks to be active: checked (criteria compiled as a search by `access`,
- * a deliverable channel, an endpoint outside private networks, headers, payload) and set `active`, or
- * `off` when its `end` has passed; undefined for one that does not ask (off, error). A 422 naming the
- * element that cannot be honoured.
+ * a deliverable channel, an endpoint outside private networks, headers, payload) and set `active` (a
+ * topic-based rest-hook one written `requested`: left `requested`, its handshake recorded), or `off` when its
+ * `end` has passed; undefined for one that does not ask (off, error). A 422 naming the element that cannot be honoured.
  */
 export async function activateSubscription(resource: Resource, ctx: ActivationContext): Promise<Activated | undefined> {
   const r = resource as Json;
@@ -92,13 +95,23 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.
   if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
   const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
+  // A websocket's handshake is sent on each bind (sockets.ts); a rest-hook's endpoint is verified by its handshake first.
+  const handshake = topicBased && !ended && r.status === 'requested' && channel.type === 'rest-hook';
   const { error: _error, ...rest } = r;
   return {
-    resource: { ...rest, status: ended ? 'off' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
-    // A websocket's handshake is sent on each bind (sockets.ts).
-    ...(topicBased && !ended && r.status === 'requested' && channel.type === 'rest-hook' && { handshake: true }),
+    resource: { ...rest, status: ended ? 'off' : handshake ? 'requested' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
+    ...(handshake && { handshake: true }),
     ...(heartbeatMs !== undefined && !ended && { heartbeatMs }),
   };
+}
+
+/**
+ * Whether a Subscription as stored is activated, so matched and delivered: `active`, or a topic-based rest-hook one
+ * stored `requested`, which its handshake's acceptance sets `active`.
+ */
+export function isActivated(sub: { status?: unknown; criteria?: unknown; channel?: unknown }): boolean {
+  if (sub.status === 'active') return true;
+  return sub.status === 'requested' && isTopicCriteria(sub.criteria) && (sub.channel as { type?: unknown } | undefined)?.type === 'rest-hook';
 }
 
 /** A rest-hook's endpoint (an absolute http(s) URL, outside private networks), payload and headers, or a 422 naming the element. */

@@ -6,7 +6,8 @@
  * payload it is a PUT of the version, in that format, to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
  * not followed; a 2xx is a success. A failure is retried after 5 s, 10 s, 20 s and 40 s; the fifth
  * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
- * waits for it. A Subscription no longer active (off, error, deleted, not rest-hook), whose owner's client
+ * waits for it. A topic-based one stored `requested` is set `active` once its handshake is accepted (Backport IG:
+ * until then it awaits the verification of its endpoint). A Subscription no longer active (off, error, deleted, not rest-hook), whose owner's client
  * is disabled or deleted, or whose owner's user lost the authority it was activated on (owner.ts), has its waiting
  * notifications dropped; one whose `end` has passed is set `off` first.
  * The outbox is bounded: a Subscription found with more than `maxPending` notifications waiting (an endpoint
@@ -18,7 +19,7 @@ import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { ClaimedSubscription, Client, PendingNotification, ResourceVersion } from '../../store/types.ts';
 import type { FhirDeps } from '../crud.ts';
-import { payloadType } from './activation.ts';
+import { isActivated, payloadType } from './activation.ts';
 import { parseExact } from '../exact-json.ts';
 import { toFhirXml } from '../xml/to-xml.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
@@ -212,9 +213,9 @@ export class SubscriptionDelivery {
       const user = ownerUser(c.owner);
       const client = clientId === null ? null : await this.options.client(clientId);
       const revoked = user !== null && authorityRevoked(client, await this.options.user(c.tenant, user.id), user);
-      if (!sub || sub.status !== 'active' || channel.type !== 'rest-hook' || revoked || client?.disabled) {
+      if (!sub || !isActivated(sub) || channel.type !== 'rest-hook' || revoked || client?.disabled) {
         // A client's disable is undone by its enable, when its own Subscriptions resume: their heartbeats too.
-        const paused = !!sub && sub.status === 'active' && channel.type === 'rest-hook' && !revoked;
+        const paused = !!sub && isActivated(sub) && channel.type === 'rest-hook' && !revoked;
         this.counts.dropped += await repo.drop(c.tenant, c.id, paused);
         return;
       }
@@ -239,6 +240,12 @@ export class SubscriptionDelivery {
           await repo.delivered(c.tenant, c.id, this.worker, n.pk);
           this.counts.delivered++;
           failures = 0;
+          // Its handshake accepted, a topic rest-hook Subscription awaiting it is active (a new version, unless a client
+          // wrote it since): what follows is sent under the next claim, as the Subscription then stands.
+          if (n.event === 'handshake' && sub.status === 'requested') {
+            await this.setStatus(c.tenant, current!, sub, 'active');
+            break;
+          }
           const now = clock.now();
           if (now - started >= CLAIM_SENDS_FOR_MS || now < started) {
             await repo.yielded(c.tenant, c.id, this.worker, now);
@@ -294,7 +301,7 @@ export class SubscriptionDelivery {
    * Writes the Subscription's next version with `status` (and `error`), as the server, over the version
    * read (`current`): false when a client wrote it since (their version stands, and is read next round).
    */
-  private setStatus(tenant: string, current: ResourceVersion, sub: Json, status: 'off' | 'error', error?: string): Promise<boolean> {
+  private setStatus(tenant: string, current: ResourceVersion, sub: Json, status: 'off' | 'error' | 'active', error?: string): Promise<boolean> {
     return writeServerStatus(this.options.fhir, this.options.clock, tenant, current, sub, status, error);
   }
 

@@ -19,7 +19,7 @@ import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, TextEntry } from '../../store/types.ts';
-import { activateSubscription, DELIVERED_CHANNELS, type Activated } from './activation.ts';
+import { activateSubscription, DELIVERED_CHANNELS, isActivated, type Activated } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
@@ -118,7 +118,8 @@ export interface WriteHook {
   committed(): void;
 }
 
-const ACTIVE_QUERY = new URLSearchParams('status=active');
+/** Active Subscriptions, and the topic rest-hook ones awaiting their handshake (stored `requested`: activation.ts isActivated). */
+const ACTIVE_QUERY = new URLSearchParams('status=active,requested');
 /**
  * The types whose change compiles a tenant's subscriptions again: theirs, the terminology that a
  * criteria's `:in`, `:below` or `:above` (and an owner's scope filter) was expanded from, and Basic, which
@@ -372,7 +373,7 @@ export class SubscriptionHub {
       const r = JSON.parse(row.content) as Record<string, unknown> & { criteria?: unknown; channel?: { type?: string } };
       const owner = owners.get(row.id);
       // Without an owner (stored by `cinder import`, never activated through the API) a subscription notifies nothing.
-      if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '')) continue;
+      if (owner === undefined || !DELIVERED_CHANNELS.includes(r.channel?.type ?? '') || !isActivated(r)) continue;
       try {
         const clientId = ownerClient(owner);
         const registered = clientId === null ? null : await this.registeredScopes(clientId);

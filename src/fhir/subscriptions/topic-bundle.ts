@@ -43,9 +43,9 @@ export async function topicBundle(deps: TopicBundleDeps, sub: NotifiedSubscripti
   const status = { base, subscriptionId: sub.id, topic: resource.criteria as string, status: String(resource.status), content: request.content };
   if (!('pk' in n) || n.event === 'handshake' || n.event === 'heartbeat' || n.event === undefined) {
     const type = n.event === 'heartbeat' ? 'heartbeat' : 'handshake';
-    // A recorded handshake is part of the request's activation (a rest-hook Subscription written `requested`):
-    // its status is the request's, as in the IG's workflow and R4 handshake example, though Cinder stored it
-    // `active` at once. A websocket's handshake answers a bind, to a Subscription already active.
+    // A recorded handshake is part of the request's activation (a rest-hook Subscription written `requested`, stored
+    // so until the handshake is accepted): its status is `requested`, as in the IG's workflow and R4 handshake example,
+    // even when a client wrote it `active` meanwhile. A websocket's handshake answers a bind, to a Subscription already active.
     const requested = type === 'handshake' && 'pk' in n;
     return notificationBundle({ ...status, ...(requested && { status: 'requested' }), type, eventsSinceStart: (await fhir.store.subscriptions.events(sub.tenant, sub.id)) ?? 0 }, clock.now());
   }

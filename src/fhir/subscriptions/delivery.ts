@@ -6,8 +6,8 @@
  * payload it is a PUT of the version, in that format, to `{endpoint}/{type}/{id}`. Every `channel.header` is sent; redirects are
  * not followed; a 2xx is a success. A failure is retried after 5 s, 10 s, 20 s and 40 s; the fifth
  * failure in a row puts the Subscription in `error` (a new version the server writes) and drops what
- * waits for it. A topic-based one stored `requested` is set `active` once its handshake is accepted (Backport IG:
- * until then it awaits the verification of its endpoint). A Subscription no longer active (off, error, deleted, not rest-hook), whose owner's client
+ * waits for it. A topic-based one stored `requested` is set `active` once its handshake is accepted, and `error` when
+ * its handshake fails, at once (Backport IG: until then it awaits the verification of its endpoint). A Subscription no longer active (off, error, deleted, not rest-hook), whose owner's client
  * is disabled or deleted, or whose owner's user lost the authority it was activated on (owner.ts), has its waiting
  * notifications dropped; one whose `end` has passed is set `off` first.
  * The outbox is bounded: a Subscription found with more than `maxPending` notifications waiting (an endpoint
@@ -256,7 +256,14 @@ export class SubscriptionDelivery {
         failures++;
         this.counts.failed++;
         log.info('subscription delivery failed', { tenant: c.tenant, subscription: c.id, failures, error });
-        if (failures < MAX_FAILURES) {
+        // The Backport IG's REST Hook channel: "any errors in the initial handshake SHALL result in the status being changed
+        // to error" (the endpoint is not verified, and is not retried; written `requested` again, it is sent a new handshake).
+        if (n.event === 'handshake' && sub.status === 'requested') {
+          if (await this.setStatus(c.tenant, current!, sub, 'error', `the handshake failed: ${error}`)) {
+            this.counts.error++;
+            this.counts.dropped += await repo.drop(c.tenant, c.id);
+          }
+        } else if (failures < MAX_FAILURES) {
           await repo.failed(c.tenant, c.id, this.worker, failures, clock.now() + FIRST_RETRY_MS * 2 ** (failures - 1), error);
         } else if (await this.setStatus(c.tenant, current!, sub, 'error', `${failures} deliveries failed in a row; the last: ${error}`)) {
           this.counts.error++;

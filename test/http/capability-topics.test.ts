@@ -111,16 +111,16 @@ for (const target of targets) {
       expect(listed(await metadata())).toBeUndefined();
     });
 
-    test('a url two active topics share is listed as url|version for each, the canonical a Subscription names either by', async () => {
+    test('a versioned topic is listed as url|version too; a url two active topics share as url|version alone, the canonical a Subscription names either by', async () => {
       const one = await created(topic('http://example.org/topics/v', 'active', '1'));
       const two = await created(topic('http://example.org/topics/v', 'active', '2'));
       expect(listed(await metadata())).toEqual(['http://example.org/topics/v|1', 'http://example.org/topics/v|2']);
-      // Once the other is retired, the url alone names the one left.
+      // Once the other is retired, the url alone names the one left, as does url|version still.
       expect((await call('PUT', `Basic/${two.id}`, { ...topic('http://example.org/topics/v', 'retired', '2'), id: two.id })).status).toBe(200);
-      expect(listed(await metadata())).toEqual(['http://example.org/topics/v']);
-      // As does a draft of that url: a Subscription may name active topics alone.
+      expect(listed(await metadata())).toEqual(['http://example.org/topics/v', 'http://example.org/topics/v|1']);
+      // A draft of that url changes nothing: a Subscription may name active topics alone.
       await created(topic('http://example.org/topics/v', 'draft', '3'));
-      expect(listed(await metadata())).toEqual(['http://example.org/topics/v']);
+      expect(listed(await metadata())).toEqual(['http://example.org/topics/v', 'http://example.org/topics/v|1']);
     });
 
     test('the statement with topics is valid R4; _summary=true leaves them out with the other extensions, _summary=data and XML keep them', async () => {

@@ -369,7 +369,15 @@ await eachStore((kind, fresh) => {
       });
     });
 
-    test("the CapabilityStatement: Subscription names the backport profile (@52, @58), and topic discovery lists every topic a Subscription was created with (@2, @48)", async () => {
+    test("the CapabilityStatement: Subscription names the backport profile (@52, @58), and topic discovery lists every topic a Subscription was created with (@2, @48), by its url or url|version", async () => {
+      // A topic with a version, subscribed to by url|version: the kit looks for the criteria as written.
+      const VERSIONED = 'http://example.org/topics/versioned';
+      const versioned = topic(VERSIONED, 'active');
+      (versioned.extension as Json[]).splice(1, 0, { url: `${X5}version`, valueString: '2.1' });
+      expect((await call('POST', 'Basic', versioned)).status).toBe(201);
+      const pinned = await create({ ...workflowSubscription(hook.url, 'id-only'), criteria: `${VERSIONED}|2.1` });
+      expect(pinned.status).toBe(201);
+      await off(pinned.body);
       const cs = await json(call('GET', 'metadata'));
       expect(cs.instantiates).toContain('http://hl7.org/fhir/uv/subscriptions-backport/CapabilityStatement/backport-subscription-server-r4');
       const server = (cs.rest as Json[]).find((r) => r.mode === 'server')!;

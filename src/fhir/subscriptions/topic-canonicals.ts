@@ -13,9 +13,11 @@ import { CHECK_INTERVAL_MS } from './hub.ts';
 import { tenantTopics, type Topic } from './topics.ts';
 
 /**
- * The canonicals by which a Subscription's criteria names each active topic (findTopic's rule): its `url`
- * when no other active topic has it, else `url|version`; sorted. A topic that neither names alone (two
- * active ones of one url, one of them without a version) cannot be subscribed to, and is left out.
+ * The canonicals by which a Subscription's criteria names each active topic (findTopic's rule), sorted: its `url`
+ * when no other active topic has it, and `url|version` for a versioned one that no other active topic shares,
+ * as a client pinning the version subscribes (Inferno's topic discovery looks for each Subscription's criteria as
+ * written). A topic that neither names alone (two active ones of one url, one of them without a version) cannot
+ * be subscribed to, and is left out.
  */
 export function advertisedCanonicals(topics: Topic[]): string[] {
   const active = topics.filter((t) => t.status === 'active');
@@ -23,7 +25,7 @@ export function advertisedCanonicals(topics: Topic[]): string[] {
   for (const t of active) {
     const named = active.filter((u) => u.url === t.url);
     if (named.length === 1) out.add(t.url);
-    else if (t.version !== undefined && named.filter((u) => u.version === t.version).length === 1) out.add(`${t.url}|${t.version}`);
+    if (t.version !== undefined && named.filter((u) => u.version === t.version).length === 1) out.add(`${t.url}|${t.version}`);
   }
   return [...out].sort();
 }

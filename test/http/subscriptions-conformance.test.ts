@@ -226,6 +226,19 @@ await eachStore((kind, fresh) => {
       await off(s);
     });
 
+    test('an event matched while the Subscription awaits its handshake is numbered and sent after it, the Subscription then active', async () => {
+      const { body: s } = await create(workflowSubscription(hook.url, 'id-only'));
+      expect((await call('POST', 'Encounter', encounter('in-progress'))).status).toBe(201);
+      const status = (((await json(call('GET', `Subscription/${s.id}/$status`))).entry as Json[])[0]!.resource) as Json;
+      expect([param(status, 'status')!.valueCode, param(status, 'events-since-subscription-start')!.valueString]).toEqual(['requested', '1']);
+      await drain();
+      // Each counts the events generated when it is sent (the handshake too: the event came first).
+      const got = sentTo(s).map((r) => (r.body.entry as Json[])[0]!.resource as Json);
+      expect(got.map((p) => [param(p, 'type')!.valueCode, param(p, 'status')!.valueCode, param(p, 'events-since-subscription-start')!.valueString]))
+        .toEqual([['handshake', 'requested', '1'], ['event-notification', 'active', '1']]);
+      await off(s);
+    });
+
     test('a handshake that fails puts the Subscription in error at once, never active (@31), saying why; no event is sent to it', async () => {
       const failing = receiver(500);
       try {

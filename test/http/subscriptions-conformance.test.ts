@@ -239,6 +239,27 @@ await eachStore((kind, fresh) => {
       await off(s);
     });
 
+    test('written requested again by its owner (moving its endpoint), it is verified first: the new handshake, then what waited, then active', async () => {
+      const { body: s } = await create(workflowSubscription(hook.url, 'id-only'));
+      await drain();
+      sentTo(s);
+      // An event waits (not yet delivered) when the owner moves the endpoint: the same owner keeps what waits.
+      expect((await call('POST', 'Encounter', encounter('in-progress'))).status).toBe(201);
+      const moved = receiver();
+      try {
+        const current = await json(call('GET', `Subscription/${s.id}`));
+        const res = await call('PUT', `Subscription/${s.id}`, { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint: moved.url } });
+        expect([res.status, (await json(res)).status]).toEqual([200, 'requested']);
+        await drain();
+        const got = sentTo(s, moved).map((r) => (r.body.entry as Json[])[0]!.resource as Json);
+        expect(got.map((p) => [param(p, 'type')!.valueCode, param(p, 'status')!.valueCode])).toEqual([['handshake', 'requested'], ['event-notification', 'active']]);
+        expect(sentTo(s)).toEqual([]);
+        await off(s);
+      } finally {
+        moved.stop();
+      }
+    });
+
     test('a handshake that fails puts the Subscription in error at once, never active (@31), saying why; no event is sent to it', async () => {
       const failing = receiver(500);
       try {

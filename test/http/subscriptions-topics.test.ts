@@ -547,11 +547,12 @@ for (const target of targets) {
         const res = await call('PUT', `Subscription/${s.id}`, { ...current, status: 'requested', channel: { ...(current.channel as Json), endpoint } }, tok);
         expect(res.status).toBe(200);
       };
-      // Two events wait (the delivery rounds not run), one per patient; the admin activates it again: the same owner, kept.
+      // Two events wait (the delivery rounds not run), one per patient; the admin activates it again: the same owner, kept,
+      // and sent once the endpoint is verified by the new handshake.
       await queue();
       await requested(hook.url, token);
       await drain();
-      expect(kinds(received())).toEqual(['event-notification 1 Patient/pa', 'event-notification 2 Patient/pb', 'handshake 2']);
+      expect(kinds(received())).toEqual(['handshake 2', 'event-notification 1 Patient/pa', 'event-notification 2 Patient/pb']);
       // Two more wait; the patient app activates it again with its own endpoint: none of them is sent, there or here.
       await queue();
       const other = receiver();

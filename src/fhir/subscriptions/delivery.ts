@@ -89,6 +89,16 @@ export interface DeliveryCounts {
 
 type Json = Record<string, unknown>;
 
+/**
+ * The batch in sending order: as recorded, except that a Subscription awaiting its handshake (stored `requested`) is
+ * sent that handshake first, so that what waited from before it was written `requested` again (its owner keeps it)
+ * reaches the endpoint only once verified. A handshake beyond the batch leaves it in order.
+ */
+export function verifiedFirst(sub: Json, batch: PendingNotification[]): PendingNotification[] {
+  const at = sub.status === 'requested' ? batch.findIndex((n) => n.event === 'handshake') : -1;
+  return at <= 0 ? batch : [batch[at]!, ...batch.slice(0, at), ...batch.slice(at + 1)];
+}
+
 export class SubscriptionDelivery {
   readonly counts: DeliveryCounts = { delivered: 0, failed: 0, error: 0, dropped: 0, pinged: 0, backlog: 0 };
   private readonly worker = randomUUID();
@@ -232,7 +242,7 @@ export class SubscriptionDelivery {
       if (versionId !== current!.versionId || owner !== c.owner) return;
       // Only a subscription with a full batch waiting may be over the bound: the others pay no count.
       if (batch.length >= Math.min(BATCH, (this.options.maxPending ?? MAX_PENDING) + 1) && (await this.overflowed(c, current!, sub))) return;
-      for (const n of batch) {
+      for (const n of verifiedFirst(sub, batch)) {
         // Left for the next process (or start) to send, in order.
         if (this.stopping) break;
         const error = await this.send(c, sub, channel, n);

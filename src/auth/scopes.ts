@@ -93,21 +93,41 @@ export function readsNotImplied(recorded: readonly string[], granted: readonly s
   return recorded.filter((scope) => {
     const want = parseResourceScope(scope);
     const reads = want ? (['r', 's'] as const).filter((p) => want.perms.has(p)) : [];
-    return reads.some((p) => !readImpliedBy(want!, p, grants) ||
+    return reads.some((p) => !permissionImpliedBy(want!, p, grants, true) ||
       (want!.type !== '*' && recordedBound(want!.type, p) === undefined && grantedBound(want!.type, p) !== undefined));
   });
 }
 
 /**
- * Whether one of `granted` gives read or search (`perm`) of what `want` gives it of: its context, or `user/`
- * for `patient/` (a user's `user/` scopes read what the user can access, their patients' records included, and
+ * Whether one of `granted` gives `perm` of what `want` gives it of: its context, or (`userForPatient`) `user/`
+ * for `patient/` (a user's `user/` scopes reach what the user can access, their patients' records included, and
  * a user who acts for patients holds them in their `patient/` form: scopesForUser); `*` or its type; and no
  * filter, or one whose parameter/value pairs are all in `want`'s (the pairs are ANDed, in any order).
  */
-function readImpliedBy(want: ResourceScope, perm: Permission, granted: readonly ResourceScope[]): boolean {
-  return granted.some((have) => (have.context === want.context || (have.context === 'user' && want.context === 'patient')) &&
+function permissionImpliedBy(want: ResourceScope, perm: Permission, granted: readonly ResourceScope[], userForPatient: boolean): boolean {
+  return granted.some((have) => (have.context === want.context || (userForPatient && have.context === 'user' && want.context === 'patient')) &&
     (have.type === '*' || have.type === want.type) && have.perms.has(perm) &&
     (have.query === undefined || (want.query !== undefined && filterWithin(have.query, want.query))));
+}
+
+/**
+ * The scopes of `requested` that a grant of `granted` does not imply by meaning, for a refresh that narrows its
+ * grant (RFC 6749 6; SMART App Launch 2.2, "equal to or a subset of the scopes granted"): none when each is
+ * granted as it is, or is a resource scope each of whose permissions one granted scope gives of what it gives
+ * it of (permissionImpliedBy: `patient/*.read` implies `patient/Patient.read`, `patient/*.rs` and
+ * `patient/Observation.rs?category=laboratory`; `patient/*.read` with `patient/Observation.write`,
+ * `patient/Observation.cruds`; `user/Observation.rs?category=laboratory` implies the same filter with more
+ * conditions, never another filter or none). A `user/` scope implies its `patient/` form only beside a patient
+ * in context (`withPatient`): without one a `patient/` scope reads nothing, so the token could not carry it.
+ * OpenID, launch and custom scopes are implied by themselves alone.
+ */
+export function scopesNotImplied(requested: readonly string[], granted: readonly string[], withPatient: boolean): string[] {
+  const grants = granted.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
+  return requested.filter((scope) => {
+    if (granted.includes(scope)) return false;
+    const want = parseResourceScope(scope);
+    return want === null || ![...want.perms].every((p) => permissionImpliedBy(want, p, grants, withPatient));
+  });
 }
 
 /** Whether every parameter/value pair of scope filter `query` is one of `within`'s (decoded, in any order, repeats alike). */

@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
-import { isImpliedBy } from '../../src/auth/scopes.ts';
+import { isImpliedBy, scopesNotImplied } from '../../src/auth/scopes.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { basic, getCode, post, redeem, testUser, userClient } from '../helpers/oauth.ts';
 
@@ -39,6 +39,32 @@ describe('which registered scopes imply a requested one', () => {
     ['custom', ['system/*.*'], false],
   ] as const)('%s from %j: %p', (requested, registered, expected) => {
     expect(isImpliedBy(requested, registered)).toBe(expected);
+  });
+});
+
+describe('which scopes a grant implies, for a refresh that narrows it (by meaning)', () => {
+  test.each([
+    ['patient/Patient.read', ['patient/*.read'], false, true],
+    ['patient/*.rs', ['patient/*.read'], false, true],
+    ['patient/Observation.rs?category=laboratory', ['patient/*.read'], false, true],
+    ['patient/Observation.cruds', ['patient/*.read', 'patient/Observation.write'], false, true],
+    ['patient/Observation.cruds', ['patient/*.read', 'patient/Patient.write'], false, false],
+    ['patient/Observation.rs', ['patient/Observation.r', 'patient/Observation.s'], false, true],
+    ['user/Observation.rs?subject=Patient/p1&category=laboratory', ['user/Observation.rs?category=laboratory'], false, true],
+    ['user/Observation.rs?category=vital-signs', ['user/Observation.rs?category=laboratory'], false, false],
+    ['user/Observation.rs', ['user/Observation.rs?category=laboratory'], false, false],
+    ['user/Observation.rs?category=laboratory', ['user/Observation.r?category=laboratory', 'user/Observation.s'], false, true],
+    ['patient/Patient.rs', ['user/*.read'], true, true],
+    ['patient/Patient.rs', ['user/*.read'], false, false],
+    ['user/Patient.rs', ['patient/*.read'], true, false],
+    ['user/Patient.rs', ['system/*.read'], false, false],
+    ['patient/*.cruds', ['patient/*.read'], true, false],
+    ['openid', ['openid'], false, true],
+    ['profile', ['openid'], false, false],
+    ['launch/patient', ['patient/*.read'], true, false],
+    ['custom', ['custom'], false, true],
+  ] as const)('%s from %j (a patient in context: %p): %p', (requested, granted, withPatient, expected) => {
+    expect(scopesNotImplied([requested], granted, withPatient)).toEqual(expected ? [] : [requested]);
   });
 });
 

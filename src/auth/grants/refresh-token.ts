@@ -3,8 +3,8 @@ import type { RefreshToken, User } from '../../store/types.ts';
 import { scopesForUser } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
-import { checkReadableScopes, grantUser, issueUserTokens, stillRegistered } from '../issue.ts';
-import { splitScopes } from '../scopes.ts';
+import { checkReadableScopes, grantUser, issueUserTokens, patientInContext, stillRegistered } from '../issue.ts';
+import { scopesNotImplied, splitScopes } from '../scopes.ts';
 import { sha256Hex } from '../secrets.ts';
 import type { Grant } from './types.ts';
 
@@ -19,18 +19,23 @@ async function usableToken(deps: AuthDeps, value: string, clientId: string): Pro
 }
 
 /**
- * RFC 6749 6: a requested scope may only narrow the original grant; one that widens it is an unsupported
- * parameter value, the contract's `invalid_request` (its token errors name no `invalid_scope`). A user who acts for patients holds a
- * `user/` scope as its `patient/` form (scopesForUser), so asking again for the `user/` scope the sign-in
- * asked for (or one stored before) narrows to that form.
+ * RFC 6749 6: a requested scope may only narrow the original grant, by meaning (scopesNotImplied: `patient/*.read`
+ * narrows to `patient/Patient.read`, `patient/*.rs` or `patient/Observation.rs?category=laboratory`, a `user/`
+ * scope to its `patient/` form while the grant has a patient in context `patient`); one that widens it is an
+ * unsupported parameter value, the contract's `invalid_request` (its token errors name no `invalid_scope`). A user
+ * who acts for patients holds a `user/` scope as its `patient/` form (scopesForUser), so asking again for the
+ * `user/` scope the sign-in asked for (or one stored before) narrows to that form. The scopes asked are the
+ * token's; the refresh token keeps its grant, which a later refresh may ask for whole again.
  */
-function narrowedScopes(form: URLSearchParams, granted: string[], user: User): string[] {
+function narrowedScopes(form: URLSearchParams, granted: string[], user: User, patient: string | undefined): string[] {
   if (!form.has('scope')) return granted;
   const requested = splitScopes(form.get('scope'));
+  if (requested.length === 0) throw new OAuthError('invalid_request', 'scope is empty');
   const held = scopesForUser(granted, user);
-  const extra = requested.filter((s) => !held.includes(scopesForUser([s], user)[0]!));
-  if (requested.length === 0 || extra.length > 0) {
-    throw new OAuthError('invalid_request', extra.length ? `scope exceeds the original grant: ${extra.join(' ')}` : 'scope is empty');
+  const extra = requested.filter((s) => scopesNotImplied(scopesForUser([s], user), held, patient !== undefined).length > 0);
+  if (extra.length > 0) {
+    const unbound = patient === undefined && extra.some((s) => s.startsWith('patient/')) ? ' (the grant has no patient in context for a patient/ scope)' : '';
+    throw new OAuthError('invalid_request', `scope exceeds the original grant: ${extra.join(' ')}${unbound}`);
   }
   return requested;
 }
@@ -47,7 +52,9 @@ export const refreshToken: Grant = {
     if (!value) throw new OAuthError('invalid_request', 'refresh_token is required');
     const t = await usableToken(deps, value, client.clientId);
     const { user, userReadAt } = await grantUser(deps, t.tenant, t.userId, t.authTime);
-    const scopes = narrowedScopes(form, stillRegistered(client, splitScopes(t.scope)), user);
+    const granted = stillRegistered(client, splitScopes(t.scope));
+    const patient = patientInContext(scopesForUser(granted, user), t.patient, user, deps.config.baseUrl);
+    const scopes = narrowedScopes(form, granted, user, patient);
     checkReadableScopes(client, scopes);
     const grant = { client, tenant: t.tenant, userId: t.userId, scopes, grantId: t.grantId, authTime: t.authTime, nonce: null, userReadAt, ...grantContext(t) };
     return issueUserTokens(deps, grant, user);

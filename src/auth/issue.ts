@@ -5,7 +5,7 @@ import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
 import type { TokenResponse } from './grants/types.ts';
-import { isImpliedBy, isResourceScope, needsPatientContext, releasesEncounter, scopesAsPatient } from './scopes.ts';
+import { isResourceScope, needsPatientContext, releasesEncounter, scopesAsPatient, scopesNotImplied } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
 /** What a user-facing grant (authorization_code, refresh_token) issues tokens for, its stored context included. */
@@ -34,14 +34,17 @@ export function checkReadableScopes(client: Client, scopes: string[]): void {
 }
 
 /**
- * The scopes of a grant its client still holds: a resource scope only while the client's registered scopes imply
- * it (they may have been narrowed since the sign-in, `cinder client update --scope`), so a refresh never yields
- * more than the client may now be granted. OpenID and launch scopes stay as granted.
+ * The scopes of a grant or token its client still holds: a resource scope only while the client's registered scopes
+ * imply it by meaning (they may have been narrowed since the sign-in, `cinder client update --scope`), so a refresh
+ * never yields more than the client may now be granted. By meaning (scopesNotImplied), not by isImpliedBy, which
+ * decides what a sign-in is granted: a scope a refresh narrowed to (a filter with more pairs than the registered
+ * one's, permissions from two registered scopes) is within the registration too, and a Subscription its token
+ * activated keeps it (restoreAccess in src/app.ts). OpenID and launch scopes stay as granted.
  */
 export function stillRegistered(client: Client, scopes: string[]): string[] {
   // A user who acts for patients holds a registered `user/` scope as its `patient/` form (scopesForUser), stored so.
-  const asPatient = scopesAsPatient(client.scopes);
-  return scopes.filter((s) => !isResourceScope(s) || isImpliedBy(s, client.scopes) || isImpliedBy(s, asPatient));
+  const registered = [...client.scopes, ...scopesAsPatient(client.scopes)];
+  return scopes.filter((s) => !isResourceScope(s) || scopesNotImplied([s], registered, false).length === 0);
 }
 
 /**

@@ -11,16 +11,22 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
-import type { TestApp } from '../helpers/app.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { fhirClient, ids, type Json } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, redirectParams, REDIRECT, signIn } from '../helpers/oauth.ts';
-import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets();
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 type Tokens = { access_token: string; refresh_token?: string; patient?: string; encounter?: string; scope: string; error?: string; error_description?: string };
+
+/** A rest-hook receiver on a free port of 127.0.0.1 that counts what it is sent. */
+function receiver() {
+  const got: string[] = [];
+  const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push(await req.text()), new Response(null, { status: 200 })) });
+  return { url: `http://127.0.0.1:${server.port}/hook`, got, stop: () => server.stop(true) };
+}
 
 const category = (code: string) => [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code }] }];
 
@@ -31,8 +37,10 @@ for (const target of targets) {
     const auth = () => ({ Authorization: basic(c.id, c.secret) });
 
     beforeAll(async () => {
-      let admin;
-      ({ t, api: admin } = await appOnFresh(target));
+      const store = (await target.fresh()).open();
+      await store.migrate();
+      t = await createTestApp({ store, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+      const admin = fhirClient(t, await t.token());
       const client = await createClient(t.store, t.clock, {
         tenant: 't1', name: 'Refreshing app', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT],
         scopes: ['launch/patient', 'patient/*.cruds', 'user/*.cruds'],
@@ -168,6 +176,35 @@ for (const target of targets) {
       await refused(rt, 'user/Observation.rsu?category=laboratory');
     });
 
+    test('a grant within a registration narrowed since, by meaning, is kept whole, and narrows as any grant', async () => {
+      const other = await createClient(t.store, t.clock, {
+        tenant: 't1', name: 'Narrowed app', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT], scopes: ['user/Observation.rs'],
+      });
+      const o = { id: other.client.clientId, secret: other.clientSecret! };
+      const scope = 'openid offline_access user/Observation.rs?subject=Patient/p1&category=laboratory';
+      const signedIn = await signIn(t, { clientId: o.id, scope }, 'doc');
+      const rt = ((await (await redeem(t, redirectParams(signedIn).get('code')!, o)).json()) as Tokens).refresh_token!;
+      // The grant's filter has every pair of the new registration's: still within it. (The record is written as
+      // `cinder client update --scope` writes it, without its revocation row, which PostgreSQL dates by its own
+      // clock, months after this test's: it would refuse the new access tokens too.)
+      const narrowTo = async (scopes: string[]) => {
+        await t.store.clients.update({ ...(await t.store.clients.get(o.id))!, scopes });
+        t.clock.advance(5_001); // client records are cached for five seconds
+      };
+      await narrowTo(['user/Observation.rs?category=laboratory']);
+      const ask = async (extra: Record<string, string> = {}) =>
+        (await (await post(t, { grant_type: 'refresh_token', refresh_token: rt, ...extra }, { Authorization: basic(o.id, o.secret) })).json()) as Tokens;
+      const whole = await ask();
+      expect(whole.scope).toBe(scope);
+      expect(await search(whole.access_token, 'Observation')).toEqual(['o1-lab']);
+      const info = (await (await post(t, { token: rt }, { Authorization: basic(o.id, o.secret) }, '/oauth2/introspect')).json()) as Json;
+      expect(info).toMatchObject({ active: true, scope });
+      expect((await ask({ scope: 'user/Observation.rs?subject=Patient/p1&category=laboratory&status=final' })).scope)
+        .toBe('user/Observation.rs?subject=Patient/p1&category=laboratory&status=final');
+      await narrowTo(['user/Observation.rs?category=vital-signs']);
+      expect((await ask()).scope).toBe('openid offline_access');
+    });
+
     test('an EHR launch: the narrowed token keeps the patient and the encounter in context', async () => {
       const minted = await t.request('/oauth2/launch', {
         method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${await t.token()}` },
@@ -181,6 +218,38 @@ for (const target of targets) {
       expect(narrowed.body).toMatchObject({ scope: 'launch patient/Observation.rs?category=laboratory', patient: 'p2', encounter: 'e2' });
       expect(decodeJwt(narrowed.body.access_token)).toMatchObject({ patient: 'p2', encounter: 'e2' });
       expect(await search(narrowed.body.access_token, 'Observation')).toEqual(['o2-lab']);
+    });
+
+    test("a Subscription activated with a narrowed token reads what the token reads, within the client's filtered registration", async () => {
+      const hook = receiver();
+      try {
+        const other = await createClient(t.store, t.clock, {
+          tenant: 't1', name: 'Subscribing app', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT],
+          scopes: ['user/Subscription.cruds', 'user/Observation.rs?category=laboratory'],
+        });
+        const o = { id: other.client.clientId, secret: other.clientSecret! };
+        const signedIn = await signIn(t, { clientId: o.id, scope: 'offline_access user/Subscription.cruds user/Observation.rs?category=laboratory' }, 'doc');
+        const rt = ((await (await redeem(t, redirectParams(signedIn).get('code')!, o)).json()) as Tokens).refresh_token!;
+        const scope = 'user/Subscription.cruds user/Observation.rs?category=laboratory&subject=Patient/p2';
+        const narrowed = (await (await post(t, { grant_type: 'refresh_token', refresh_token: rt, scope }, { Authorization: basic(o.id, o.secret) })).json()) as Tokens;
+        expect(narrowed.scope).toBe(scope);
+        const api = fhirClient(t, narrowed.access_token);
+        expect(await search(narrowed.access_token, 'Observation')).toEqual(['o2-lab']);
+        const sub = await api.post('Subscription', {
+          resourceType: 'Subscription', status: 'requested', reason: 'labs', criteria: 'Observation?category=laboratory',
+          channel: { type: 'rest-hook', endpoint: hook.url },
+        });
+        expect(sub.status).toBe(201);
+        const admin = fhirClient(t, await t.token());
+        for (const [id, patient] of [['o2-lab-new', 'p2'], ['o1-lab-new', 'p1']]) {
+          await admin.put200({ resourceType: 'Observation', id, status: 'final', category: category('laboratory'), code: { text: 'x' }, subject: { reference: `Patient/${patient}` } });
+        }
+        for (let i = 0; i < 50 && (await t.app.subscriptions.runOnce()) > 0; i++);
+        // p2's new lab result notifies (a ping); p1's, which the token may not read, does not.
+        expect(hook.got.length).toBe(1);
+      } finally {
+        hook.stop();
+      }
     });
   });
 }

@@ -81,7 +81,7 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
  * The resource scopes of `recorded` whose reads and searches a token of `granted` may not make as a token of
  * `recorded` did (the two tokens having the same patient in context, or none): none when a token of `granted`
  * reads and searches whatever one of `recorded` did. Each of a recorded scope's `r` and `s` must be implied by
- * one granted scope (readImpliedBy), and a type and permission that `recorded` reads beyond the patient in
+ * one granted scope (permissionImpliedBy), and a type and permission that `recorded` reads beyond the patient in
  * context must not be bound to it by `granted` (a `patient/` scope beside filtered `user/` ones binds them:
  * accessFromScopes). Scopes that grant neither (`.cud`, `openid`) do not count.
  */

@@ -130,6 +130,27 @@ export function scopesNotImplied(requested: readonly string[], granted: readonly
   });
 }
 
+/**
+ * The resource scopes of `requested` that would reach beyond the patient in context where `granted` keeps it
+ * there: a token of `granted` has a type and permission bound to the patient (a `patient/` scope beside only
+ * filtered `user/` ones: accessFromScopes' patientLimit) that a token of `requested` alone would not bind, so a
+ * refresh asking it (`user/Observation.rs?category=vital-signs` without the `patient/Observation.rs` beside it)
+ * would read other patients' records the grant's tokens never could. Each type a scope names is checked, and
+ * one named by neither for the wildcards (every type unnamed is bound alike).
+ */
+export function patientBoundsLifted(requested: readonly string[], granted: readonly string[]): string[] {
+  const bound = (scopes: readonly string[]) => accessFromScopes([...scopes], '', 'in-context').patientLimit;
+  const [requestedBound, grantedBound] = [bound(requested), bound(granted)];
+  const named = [...requested, ...granted].map(parseResourceScope).filter((s): s is ResourceScope => s !== null && s.type !== '*').map((s) => s.type);
+  const types = [...new Set(named), '\u0000unnamed'];
+  return requested.filter((scope) => {
+    const want = parseResourceScope(scope);
+    if (want === null || want.context === 'patient') return false;
+    const reached = want.type === '*' ? types : [want.type];
+    return [...want.perms].some((p) => reached.some((type) => requestedBound(type, p) === undefined && grantedBound(type, p) !== undefined));
+  });
+}
+
 /** Whether every parameter/value pair of scope filter `query` is one of `within`'s (decoded, in any order, repeats alike). */
 function filterWithin(query: string, within: string): boolean {
   const pairs = (q: string) => [...new URLSearchParams(q)].map((pair) => JSON.stringify(pair));

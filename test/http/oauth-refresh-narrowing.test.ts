@@ -150,6 +150,27 @@ for (const target of targets) {
       expect((await refresh(rt)).body).toMatchObject({ scope: 'openid fhirUser offline_access launch/patient user/*.read', patient: 'p2' });
     });
 
+    test('a grant that keeps filtered user/ scopes to the patient in context: a refresh keeps them there, never asks them alone', async () => {
+      const rt = await grant('doc', 'offline_access launch/patient patient/Observation.rs user/Observation.rs?category=vital-signs', 'p1');
+      // The grant's own token reads p1's Observations only: the patient/ scope beside the filtered user/ one binds it.
+      // (Its categories: the first test adds an uncategorised one to p1.)
+      const whole = await refresh(rt);
+      expect(await search(whole.body.access_token, 'Observation?category=laboratory,vital-signs')).toEqual(['o1-lab', 'o1-vital']);
+      // The filtered user/ scope alone would read every patient's vital signs: not a narrowing.
+      await refused(rt, 'user/Observation.rs?category=vital-signs');
+      expect((await refresh(rt, 'user/Observation.rs?category=vital-signs')).body.error_description).toBe(
+        'scope exceeds the original grant: user/Observation.rs?category=vital-signs (asked without the patient/ scopes the grant holds beside it, it would reach beyond the patient in context, to which the grant keeps it)',
+      );
+      await refused(rt, 'user/Observation.r?category=vital-signs');
+      // With the patient/ scope beside it, or in its patient/ form, it narrows as any scope does.
+      const kept = await refresh(rt, 'patient/Observation.rs user/Observation.rs?category=vital-signs');
+      expect(kept.status).toBe(200);
+      expect(await search(kept.body.access_token, 'Observation?category=laboratory,vital-signs')).toEqual(['o1-lab', 'o1-vital']);
+      const vitals = await refresh(rt, 'patient/Observation.rs?category=vital-signs');
+      expect(vitals.status).toBe(200);
+      expect(await search(vitals.body.access_token, 'Observation?category=laboratory,vital-signs')).toEqual(['o1-vital']);
+    });
+
     test('staff without a patient in context: a patient/ scope is not implied by user/ ones (it would read nothing)', async () => {
       const rt = await grant('doc', 'openid offline_access user/*.read');
       await refused(rt, 'openid patient/Patient.rs');

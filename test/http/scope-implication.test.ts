@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { decodeJwt } from 'jose';
 import { createClient } from '../../src/auth/admin.ts';
-import { isImpliedBy, scopesNotImplied } from '../../src/auth/scopes.ts';
+import { isImpliedBy, patientBoundsLifted, scopesNotImplied } from '../../src/auth/scopes.ts';
 import { createTestApp, fhirInit, type TestApp } from '../helpers/app.ts';
 import { basic, getCode, post, redeem, testUser, userClient } from '../helpers/oauth.ts';
 
@@ -65,6 +65,27 @@ describe('which scopes a grant implies, for a refresh that narrows it (by meanin
     ['custom', ['custom'], false, true],
   ] as const)('%s from %j (a patient in context: %p): %p', (requested, granted, withPatient, expected) => {
     expect(scopesNotImplied([requested], granted, withPatient)).toEqual(expected ? [] : [requested]);
+  });
+});
+
+describe('which scopes asked on refresh would lift the patient bound the grant keeps', () => {
+  const grant = ['patient/Observation.rs', 'user/Observation.rs?category=vital-signs'];
+  test.each([
+    [['user/Observation.rs?category=vital-signs'], grant, ['user/Observation.rs?category=vital-signs']],
+    [['user/Observation.s?category=vital-signs'], grant, ['user/Observation.s?category=vital-signs']],
+    [['patient/Observation.rs', 'user/Observation.rs?category=vital-signs'], grant, []],
+    [['patient/Observation.rs?category=vital-signs'], grant, []],
+    [['patient/Observation.r', 'user/Observation.rs?category=vital-signs'], grant, ['user/Observation.rs?category=vital-signs']],
+    // A wildcard reaches the types the patient/ scope names, and those no scope names.
+    [['user/*.rs'], ['patient/Observation.rs', 'user/Observation.rs?category=x'], ['user/*.rs']],
+    [['user/*.rs'], ['patient/*.rs', 'user/Condition.rs'], ['user/*.rs']],
+    [['user/*.rs'], ['patient/*.rs', 'user/*.rs'], []],
+    [['user/Observation.rs?category=x'], ['patient/*.rs', 'user/*.rs?category=x'], ['user/Observation.rs?category=x']],
+    // An unfiltered user/ scope in the grant binds nothing (it lifts the bound itself): nothing to keep.
+    [['user/Observation.rs?category=vital-signs'], ['patient/Observation.rs', 'user/Observation.rs'], []],
+    [['user/Condition.rs?category=x'], ['patient/Observation.rs', 'user/Condition.rs?category=x'], []],
+  ] as const)('%j from %j: %j', (requested, granted, expected) => {
+    expect(patientBoundsLifted(requested, granted)).toEqual([...expected]);
   });
 });
 

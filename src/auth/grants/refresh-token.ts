@@ -4,7 +4,7 @@ import { scopesForUser } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens, patientInContext, stillRegistered } from '../issue.ts';
-import { scopesNotImplied, splitScopes } from '../scopes.ts';
+import { patientBoundsLifted, scopesNotImplied, splitScopes } from '../scopes.ts';
 import { sha256Hex } from '../secrets.ts';
 import type { Grant } from './types.ts';
 
@@ -24,18 +24,25 @@ async function usableToken(deps: AuthDeps, value: string, clientId: string): Pro
  * scope to its `patient/` form while the grant has a patient in context `patient`); one that widens it is an
  * unsupported parameter value, the contract's `invalid_request` (its token errors name no `invalid_scope`). A user
  * who acts for patients holds a `user/` scope as its `patient/` form (scopesForUser), so asking again for the
- * `user/` scope the sign-in asked for (or one stored before) narrows to that form. The scopes asked are the
- * token's; the refresh token keeps its grant, which a later refresh may ask for whole again.
+ * `user/` scope the sign-in asked for (or one stored before) narrows to that form. Where the grant keeps a type
+ * to the patient in context (a `patient/` scope beside filtered `user/` ones), the scopes asked must keep it there
+ * too (patientBoundsLifted): a filtered `user/` scope asked alone would read every patient's records. The scopes
+ * asked are the token's; the refresh token keeps its grant, which a later refresh may ask for whole again.
  */
 function narrowedScopes(form: URLSearchParams, granted: string[], user: User, patient: string | undefined): string[] {
   if (!form.has('scope')) return granted;
   const requested = splitScopes(form.get('scope'));
   if (requested.length === 0) throw new OAuthError('invalid_request', 'scope is empty');
   const held = scopesForUser(granted, user);
-  const extra = requested.filter((s) => scopesNotImplied(scopesForUser([s], user), held, patient !== undefined).length > 0);
+  const asked = requested.map((s) => scopesForUser([s], user)[0]!);
+  // Implied one by one, and together keeping the patient bound wherever the grant bound it.
+  const lifted = new Set(patient === undefined ? [] : patientBoundsLifted(asked, held));
+  const extra = requested.filter((_, i) => scopesNotImplied([asked[i]!], held, patient !== undefined).length > 0 || lifted.has(asked[i]!));
   if (extra.length > 0) {
     const unbound = patient === undefined && extra.some((s) => s.startsWith('patient/')) ? ' (the grant has no patient in context for a patient/ scope)' : '';
-    throw new OAuthError('invalid_request', `scope exceeds the original grant: ${extra.join(' ')}${unbound}`);
+    const beyond = extra.some((_, i) => lifted.has(asked[requested.indexOf(extra[i]!)]!))
+      ? ' (asked without the patient/ scopes the grant holds beside it, it would reach beyond the patient in context, to which the grant keeps it)' : '';
+    throw new OAuthError('invalid_request', `scope exceeds the original grant: ${extra.join(' ')}${unbound}${beyond}`);
   }
   return requested;
 }

@@ -32,7 +32,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createTestApp, testClock, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const FIXTURES = join(import.meta.dir, '../fixtures/uscore');
 const PATIENTS = ['85', '355', 'edge'];
@@ -428,6 +428,13 @@ const QUESTIONNAIRE_RESPONSE: Json = {
   item: [{ linkId: '44249-1', text: 'PHQ-2 quick depression screening', item: [{ linkId: '44250-9', text: 'Little interest or pleasure in doing things', answer: [{ valueCoding: { system: 'http://loinc.org', code: 'LA6568-5', display: 'Not at all' } }] }] }],
 };
 
+/** The types a US Core patient launch asks `patient/` scopes for. */
+const US_CORE_TYPES = [
+  'AllergyIntolerance', 'CarePlan', 'CareTeam', 'Condition', 'Coverage', 'Device', 'DiagnosticReport', 'DocumentReference', 'Encounter', 'Endpoint',
+  'Goal', 'Immunization', 'Location', 'Media', 'Medication', 'MedicationDispense', 'MedicationRequest', 'Observation', 'Organization', 'Patient',
+  'Practitioner', 'PractitionerRole', 'Procedure', 'Provenance', 'QuestionnaireResponse', 'RelatedPerson', 'ServiceRequest', 'Specimen',
+];
+
 /** The kit's two sets of granular scopes (US Core 7.0.0 "SMART Granular Scopes 1" and "2"). */
 const GRANULAR = [
   [
@@ -449,7 +456,7 @@ const GRANULAR = [
  * from which the kit derives its searches: a name with text alone, dates of a year or a month, an
  * Encounter still open (a Period with no end) and an Observation Period with no start, an instant with
  * milliseconds and a `+` offset, names and addresses with commas (the kit sends them escaped: `\,`),
- * a Condition's asserted date.
+ * a Condition's asserted date, a Provenance naming one Observation alone.
  */
 const EDGE: Json[] = [
   { resourceType: 'Patient', id: 'edge', identifier: [{ system: 'http://hospital.example.org/mrn', value: 'E-1001' }], name: [{ text: 'Maria Lopez' }], gender: 'female', birthDate: '1970' },
@@ -472,6 +479,10 @@ const EDGE: Json[] = [
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
     code: { coding: [{ system: 'http://loinc.org', code: '8302-2' }] }, effectivePeriod: { end: '2023-04-11T09:41:00+05:30' },
     valueQuantity: { value: 162, unit: 'cm', system: 'http://unitsofmeasure.org', code: 'cm' },
+  },
+  {
+    resourceType: 'Provenance', id: 'edge-height-provenance', target: [{ reference: 'Observation/edge-height' }], recorded: '2023-04-11T09:45:00+05:30',
+    agent: [{ type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/provenance-participant-type', code: 'author' }] }, who: { reference: 'Organization/edge-org' } }],
   },
   {
     resourceType: 'DocumentReference', id: 'edge-doc', status: 'current', subject: { reference: 'Patient/edge' }, date: '2023-04-11T09:41:00.123+05:30',
@@ -799,6 +810,48 @@ await eachStore((kind, fresh) => {
         expect(failures).toEqual([]);
       });
     }
+
+    // ONC's single patient API tests run the kit with the token of a patient's launch (`patient/` scopes,
+    // one per US Core type): every search of patient 85 finds what it found with the admin token,
+    // included Medications and Provenance, and Practitioners, Organizations and Locations (outside the
+    // Patient compartment) are shared records it reads and searches whole.
+    test('a patient launch token for patient 85 finds what the admin token found', async () => {
+      const scopes = ['launch/patient', 'openid', 'fhirUser', ...US_CORE_TYPES.map((type) => `patient/${type}.rs`)];
+      const bearer = await craftToken(t, scopes.join(' '), { patient: '85' });
+      const failures: string[] = [];
+      const ids = (rs: Json[]) => rs.map((r) => `${r.resourceType}/${r.id}`).sort().join(',');
+      let compared = 0;
+      for (const [path, before] of answered) {
+        const type = path.split('?')[0]!;
+        const params = new URLSearchParams(path.split('?')[1]);
+        const patient = params.get('patient') ?? (type === 'Patient' ? params.get('_id') : null);
+        if (before.failure || (patient !== null ? !['85', 'Patient/85'].includes(patient) : !['Practitioner', 'PractitionerRole', 'Organization', 'Location'].includes(type))) continue;
+        compared++;
+        const got = await fetchAll(path, undefined, bearer);
+        if (got.failure || ids(got.resources) !== ids(before.resources)) failures.push(`${path} (patient token): ${got.failure ?? `${ids(got.resources)}, expected ${ids(before.resources)}`}`);
+      }
+      // Reads: the patient's resources the first searches found, and every resource they refer to.
+      const found = [...scratch.values()].flatMap((byPatient) => byPatient.get('85') ?? []);
+      for (const ref of new Set([...found.map((r) => `${r.resourceType}/${r.id}`), ...found.flatMap(referencesIn)])) {
+        const res = await t.request(`${api.base}/${ref}`, { headers: { ...CLIENT_HEADERS, Authorization: `Bearer ${bearer}` } });
+        if (res.status !== 200) failures.push(`read ${ref} (patient token): ${res.status}`);
+        compared++;
+      }
+      expect(compared).toBeGreaterThan(100);
+      expect(failures).toEqual([]);
+    });
+
+    // Known defect, not fixed here: a Provenance that names only the patient's Observation (as EHRs
+    // write one Provenance per record) is outside R4's Patient compartment (its `patient` parameter is
+    // the targets that are Patients), so a patient launch token neither gets it from
+    // `_revinclude=Provenance:target` nor reads it (403): the kit's Provenance tests find none.
+    test.failing('a patient launch token gets the Provenance of its Observation (known defect)', async () => {
+      const bearer = await craftToken(t, ['launch/patient', ...US_CORE_TYPES.map((type) => `patient/${type}.rs`)].join(' '), { patient: 'edge' });
+      const got = await fetchAll(query('Observation', { patient: 'edge', code: '8302-2', _revinclude: 'Provenance:target' }), undefined, bearer);
+      expect(got.resources.map((r) => `${r.resourceType}/${r.id}`).sort()).toEqual(['Observation/edge-height', 'Provenance/edge-height-provenance']);
+      const read = await t.request(`${api.base}/Provenance/edge-height-provenance`, { headers: { ...CLIENT_HEADERS, Authorization: `Bearer ${bearer}` } });
+      expect(read.status).toBe(200);
+    });
 
     test('the CapabilityStatement lists every parameter, _include and _revinclude these searches use', async () => {
       const cs = (await (await t.request(`${api.base}/metadata`)).json()) as Json;

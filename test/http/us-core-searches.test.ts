@@ -11,21 +11,24 @@
  *  - returns only resources that meet every parameter, as the kit reads the parameter's element itself
  *    (dates by their ranges, tokens by code with or without `system|`, strings by prefix);
  *  - finds something (the data holds a value for it; the kit skips instead);
- *  - date parameters with the SHALL comparators `gt ge lt le`, the value a day either side of the
- *    first resource's own date in its own time zone offset (`date=gt2019-03-16T10:15:30-04:00`), and
- *    (US Core 6.1.0 and later) a day-precision date sent as `gt` the day before, 3.1.1 sending it as is;
+ *  - date parameters with the SHALL comparators `gt ge lt le`, the value a day either side of a
+ *    match's own date in its own time zone offset (`date=gt2019-03-16T10:15:30-04:00`), and (US Core
+ *    6.1.0 and later) a day-precision date with comparators sent as `gt` the day before, 3.1.1 as is;
  *  - first searches: the same count with `patient=Patient/85` as with `patient=85`, and by
  *    `POST [type]/_search` (form body) as by GET;
  *  - token parameters again as `system|code`, which must find something;
  *  - multiple-or parameters (`status=registered,preliminary,final,...`, every value the profile lists)
  *    return every value the patient's resources have;
- *  - MedicationRequest `_include=MedicationRequest:medication` returns the Medications referred to,
- *    and none other;
+ *  - `_include=MedicationRequest:medication` (and MedicationDispense's) returns the Medications
+ *    referred to, and none other;
  *  - `_revinclude=Provenance:target` on the first search returns the Provenance that targets a match;
  *  - each resource found is read back (200, same id), and each literal reference in it resolves.
  * Practitioner, PractitionerRole, Organization and Location are searched with the values of the
- * resources the patients' resources refer to, as the kit does. The CapabilityStatement must list every
- * parameter, `_include` and `_revinclude` used.
+ * resources the patients' resources refer to, as the kit does. Requests are written as the kit's Ruby
+ * client writes them (its encoding, `Accept`, `Accept-Charset`). Then the kit's granular-scope
+ * repeats (US Core 6.1.0+), the same searches and reads with a patient launch's token (ONC's single
+ * patient API tests), and the CapabilityStatement, which must list every parameter, `_include` and
+ * `_revinclude` used.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { readFileSync } from 'node:fs';

@@ -749,6 +749,14 @@ await eachStore((kind, fresh) => {
       const included = resources.filter((r) => r.resourceType === 'Provenance');
       for (const prov of included) {
         if (!prov.target.some((x: Json) => matched.has(x.reference))) failures.push(`${g.type} _revinclude: Provenance/${prov.id} targets no match`);
+        // The kit's Provenance group: each one read back, and its references resolved.
+        for (const ref of [`Provenance/${prov.id}`, ...referencesIn(prov)]) {
+          if (resolved.has(ref)) continue;
+          resolved.add(ref);
+          const res = await api.get(ref);
+          const body = (await res.json()) as Json;
+          if (res.status !== 200 || `${body.resourceType}/${body.id}` !== ref) failures.push(`read ${ref} (from a Provenance): ${res.status}`);
+        }
       }
       const expected = (await all(`Provenance?target=${[...matched].join(',')}`)).resources.filter((r) => r.resourceType === 'Provenance');
       const ids = (rs: Json[]) => [...new Set(rs.map((r) => r.id))].sort().join(',');
@@ -857,7 +865,11 @@ await eachStore((kind, fresh) => {
     });
 
     test('the CapabilityStatement lists every parameter, _include and _revinclude these searches use', async () => {
-      const cs = (await (await t.request(`${api.base}/metadata`)).json()) as Json;
+      // The kit's Capability Statement group: no token, 200, FHIR 4.0.1, JSON among the formats.
+      const res = await t.request(`${api.base}/metadata`, { headers: CLIENT_HEADERS });
+      const cs = (await res.json()) as Json;
+      expect({ status: res.status, resourceType: cs.resourceType, fhirVersion: cs.fhirVersion }).toEqual({ status: 200, resourceType: 'CapabilityStatement', fhirVersion: '4.0.1' });
+      expect(cs.format.some((f: string) => ['json', 'application/json', 'application/json+fhir', 'application/fhir+json'].includes(f))).toBe(true);
       const missing: string[] = [];
       const rest = cs.rest[0].resource as Json[];
       for (const [type, names] of used.params) {

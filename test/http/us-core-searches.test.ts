@@ -33,7 +33,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createTestApp, testClock, type TestApp } from '../helpers/app.ts';
+import { BASE, createTestApp, testClock, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
 import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/fhir.ts';
 
@@ -459,7 +459,8 @@ const GRANULAR = [
  * from which the kit derives its searches: a name with text alone, dates of a year or a month, an
  * Encounter still open (a Period with no end) and an Observation Period with no start, an instant with
  * milliseconds and a `+` offset, names and addresses with commas (the kit sends them escaped: `\,`),
- * a Condition's asserted date, a Provenance naming one Observation alone.
+ * a Condition's asserted date, a Provenance naming one Observation alone, a patient named by the
+ * absolute URL of this server's Patient.
  */
 const EDGE: Json[] = [
   { resourceType: 'Patient', id: 'edge', identifier: [{ system: 'http://hospital.example.org/mrn', value: 'E-1001' }], name: [{ text: 'Maria Lopez' }], gender: 'female', birthDate: '1970' },
@@ -482,6 +483,13 @@ const EDGE: Json[] = [
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'vital-signs' }] }],
     code: { coding: [{ system: 'http://loinc.org', code: '8302-2' }] }, effectivePeriod: { end: '2023-04-11T09:41:00+05:30' },
     valueQuantity: { value: 162, unit: 'cm', system: 'http://unitsofmeasure.org', code: 'cm' },
+  },
+  {
+    // Referring to its patient by the absolute URL of this server's Patient, as some EHRs write them.
+    resourceType: 'AllergyIntolerance', id: 'edge-allergy', patient: { reference: `${BASE}/tenants/t1/fhir/R4/Patient/edge` },
+    clinicalStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical', code: 'active' }] },
+    verificationStatus: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/allergyintolerance-verification', code: 'confirmed' }] },
+    code: { coding: [{ system: 'http://snomed.info/sct', code: '91935009' }] },
   },
   {
     resourceType: 'Provenance', id: 'edge-height-provenance', target: [{ reference: 'Observation/edge-height' }], recorded: '2023-04-11T09:45:00+05:30',
@@ -769,6 +777,9 @@ await eachStore((kind, fresh) => {
 
     test('the data holds values for every combination, and Medications to include', () => {
       expect([...skipped]).toEqual([]);
+      // Every record of patient `edge` was found by its profile's first search.
+      const found = new Set([...scratch.values()].flatMap((byPatient) => [...byPatient.values()].flat()).map((r) => `${r.resourceType}/${r.id}`));
+      expect(EDGE.map((r) => `${r.resourceType}/${r.id}`).filter((ref) => !found.has(ref))).toEqual(['Provenance/edge-height-provenance']);
       expect([...used.includes].sort()).toEqual(['MedicationDispense:medication', 'MedicationRequest:medication']);
     });
 

@@ -549,13 +549,14 @@ await eachStore((kind, fresh) => {
       answered.set(path, got);
       return got;
     }
-    async function fetchAll(path: string, init?: RequestInit, bearer = token): Promise<{ resources: Json[]; failure?: string; status?: number }> {
+    /** `all` without memory, with `bearer` (the admin token by default). */
+    async function fetchAll(path: string, init?: RequestInit, bearer = token): Promise<{ resources: Json[]; failure?: string }> {
       const resources: Json[] = [];
       const get = (url: string) => t.request(url.startsWith('http') ? url : `${api.base}/${url}`, { headers: { ...CLIENT_HEADERS, Authorization: `Bearer ${bearer}` } });
       let res = init ? await t.request(`${api.base}/${path}`, init) : await get(path);
       for (let page = 0; page < 20; page++) {
         const text = await res.text();
-        if (res.status !== 200) return { resources, failure: `${path}: ${res.status} ${text.slice(0, 300)}`, status: res.status };
+        if (res.status !== 200) return { resources, failure: `${path}: ${res.status} ${text.slice(0, 300)}` };
         const bundle = JSON.parse(text) as Json;
         if (bundle.resourceType !== 'Bundle') return { resources, failure: `${path}: not a Bundle` };
         resources.push(...(bundle.entry ?? []).map((e: Json) => e.resource));
@@ -571,7 +572,10 @@ await eachStore((kind, fresh) => {
       for (const name of Object.keys(params)) (used.params.get(g.type) ?? used.params.set(g.type, new Set()).get(g.type)!).add(name);
       const q = query(g.type, params);
       const { resources, failure } = await all(q);
-      if (failure) return void failures.push(failure), [];
+      if (failure) {
+        failures.push(failure);
+        return [];
+      }
       const matches = resources.filter((r) => r.resourceType === g.type);
       for (const r of matches) {
         for (const [name, value] of Object.entries(params)) {
@@ -739,7 +743,10 @@ await eachStore((kind, fresh) => {
       if (external.length === 0) return;
       used.includes.add(`${g.type}:medication`);
       const { resources, failure } = await all(query(g.type, { ...params, _include: `${g.type}:medication` }));
-      if (failure) return void failures.push(failure);
+      if (failure) {
+        failures.push(failure);
+        return;
+      }
       const meds = resources.filter((r) => r.resourceType === 'Medication').map((m) => `Medication/${m.id}`);
       if (meds.length === 0) failures.push(`${g.type} _include=${g.type}:medication: no Medication included`);
       for (const m of meds) if (!external.includes(m)) failures.push(`${g.type} _include: ${m} is named by no match`);
@@ -752,7 +759,10 @@ await eachStore((kind, fresh) => {
     async function checkProvenance(g: Group, params: Record<string, string>, found: Json[], failures: string[]) {
       used.revincludes.add(`${g.type}:Provenance:target`);
       const { resources, failure } = await all(query(g.type, { ...params, _revinclude: 'Provenance:target' }));
-      if (failure) return void failures.push(failure);
+      if (failure) {
+        failures.push(failure);
+        return;
+      }
       const matched = new Set(found.map((r) => `${g.type}/${r.id}`));
       const included = resources.filter((r) => r.resourceType === 'Provenance');
       for (const prov of included) {

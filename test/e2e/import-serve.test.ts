@@ -110,7 +110,11 @@ for (const target of targets) {
     let text = '';
     for (let i = 1; i <= lines; i++) text += JSON.stringify({ resourceType: 'Patient', identifier: [{ system: 'urn:test', value: `p${i}` }] }) + '\n';
     const files = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(text) });
-    const env = { CINDER_DATA_DIR: dir, CINDER_DATABASE_URL: url, CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_LOG_LEVEL: 'warn' };
+    // Polled every 50 ms until done: a loaded machine's import outlasts the 300 status requests a minute allowed by default.
+    const env = {
+      CINDER_DATA_DIR: dir, CINDER_DATABASE_URL: url, CINDER_IMPORT_ALLOW_PRIVATE: 'true', CINDER_EXPORT_LEASE_SECONDS: '2', CINDER_LOG_LEVEL: 'warn',
+      CINDER_EXPORT_STATUS_RATE_LIMIT: '100000',
+    };
     const patients = () => store.resources.count('t1', { type: 'Patient', sort: [], count: 0 });
     try {
       const port = freePort();

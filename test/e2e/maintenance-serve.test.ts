@@ -44,6 +44,9 @@ async function startServer(command: string[], dir: string, credentials?: { clien
   };
 }
 
+/** Each test starts two servers and runs several commands, each a process of its own: seconds apiece on a loaded machine. */
+const SPAWNS_TIMEOUT = 120_000;
+
 describe.each(cinderCommands())('database maintenance beside cinder serve (%s)', (_, command) => {
   test('backup while the server writes: consistent, every acknowledged write in it, served by a second server', async () => {
     const dir = tempDir('cinder-backup-');
@@ -95,7 +98,7 @@ describe.each(cinderCommands())('database maintenance beside cinder serve (%s)',
     } finally {
       await copy.stop();
     }
-  });
+  }, SPAWNS_TIMEOUT);
 
   test('compact: refused while serve has the database open; after deletes and an expunge it shrinks the file', async () => {
     const dir = tempDir('cinder-compact-');
@@ -140,7 +143,7 @@ describe.each(cinderCommands())('database maintenance beside cinder serve (%s)',
     } finally {
       await again.stop();
     }
-  });
+  }, SPAWNS_TIMEOUT);
 });
 
 test('compact on a disk that cannot take the copy fails cleanly: exit 1, the database whole and usable', async () => {

@@ -39,7 +39,8 @@ import { snapshotCapability } from './fhir/snapshot-operation.ts';
 import { metaCapability } from './fhir/meta-operations.ts';
 import { lastnCapability } from './fhir/lastn.ts';
 import { subscriptionStatusCapability } from './fhir/subscriptions/operations.ts';
-import { TopicCanonicals } from './fhir/subscriptions/topic-canonicals.ts';
+import { topicCanonicals as topicCanonicalReads } from './fhir/subscriptions/topic-canonicals.ts';
+import { supportedProfiles as supportedProfileReads } from './fhir/validation/profile/supported.ts';
 import { matchCapability } from './fhir/match.ts';
 import { documentCapability } from './fhir/document.ts';
 import { statsCapability } from './fhir/stats.ts';
@@ -199,11 +200,13 @@ export function createApp(deps: AppDeps): App {
   const admit = fhirAdmission({ store, verify: authDeps.verifyAccess, completeConditions });
   // The format layer outside the gate, so that its refusals are answered in the format asked for too.
   fhir.use(GATE_ROUTE, xmlAnswers());
-  // The SubscriptionTopics `metadata` lists, read from the store as it is (a reindex's gate would refuse the read).
-  const topicCanonicals = new TopicCanonicals({ store: deps.store, clock, log });
+  // The SubscriptionTopics and profiles `metadata` lists, read from the store as it is (a reindex's gate would refuse the read).
+  const topicCanonicals = topicCanonicalReads({ store: deps.store, clock, log });
+  const supportedProfiles = supportedProfileReads({ store: deps.store, clock, log });
   const onWrite = (tenant: string) => {
     terminology.markChanged(tenant);
     topicCanonicals.markChanged(tenant);
+    supportedProfiles.markChanged(tenant);
   };
   fhir.use(GATE_ROUTE, fhirGate({ store, verify: authDeps.verifyAccess, onWrite }, admit));
   fhir.get('/.well-known/smart-configuration', () => smartConfigurationResponse(config.baseUrl));
@@ -223,10 +226,11 @@ export function createApp(deps: AppDeps): App {
       return fhirJson(shape ? shape(JSON.stringify(statement)) : statement);
     }
     const subset = shape && { shape, key: JSON.stringify([params.getAll('_summary'), params.getAll('_elements')]) };
-    const subscriptionTopics = await topicCanonicals.of(c.get('tenant'));
+    const [subscriptionTopics, profiles] = await Promise.all([topicCanonicals.of(c.get('tenant')), supportedProfiles.of(c.get('tenant'))]);
     return fhirJson(capabilityStatementJson({
       fhirBase, contributions, now: clock.now(), version: pkg.version,
       oauthUris: smartOAuthUris(config.baseUrl), cors: config.corsOrigins !== 'none', websocket: `${fhirBase.replace(/^http/, 'ws')}/websocket`, subscriptionTopics,
+      supportedProfiles: profiles,
     }, subset));
   });
   fhir.route('/', exportRoutes({

@@ -4,6 +4,7 @@ import { PATCH_FORMATS } from './patch.ts';
 import { REST_RESOURCE_TYPES } from './resource-types.ts';
 import { namedTargets } from './search-compile.ts';
 import type { Shape } from './subset.ts';
+import type { SupportedProfiles } from './validation/profile/supported.ts';
 
 /** An operation a feature adds to the CapabilityStatement. */
 export interface OperationDecl {
@@ -35,6 +36,11 @@ export interface CapabilityOptions {
    * Subscription's entry (R5 Backport IG capabilitystatement-subscriptiontopic-canonical).
    */
   subscriptionTopics?: string[];
+  /**
+   * The canonical URLs of the tenant's profiles by the resource type each constrains, each list sorted:
+   * that type's `supportedProfile` (validation/profile/supported.ts).
+   */
+  supportedProfiles?: SupportedProfiles;
 }
 
 /** The IG's Subscription profile, which topic-based Subscriptions follow (R5 Backport IG 1.1.0). */
@@ -77,17 +83,39 @@ const HAS_PARAM = {
  */
 const INCLUDE_DOC = '_include and _revinclude also take Type:param:Target for each Type:param value listed (search.html: only references to a Target are followed), and :iterate.';
 
+/** What a type's entry holds of the tenant: Subscription's topic extensions, and each type's `supportedProfile`. */
+interface TenantParts {
+  topics: () => unknown;
+  profiles: (type: string) => unknown;
+}
+
+/** A type's `supportedProfile`: the tenant's profiles of it, with the IG's on Subscription, sorted; undefined for none. */
+function supportedProfile(type: string, profiles: SupportedProfiles | undefined): string[] | undefined {
+  const own = profiles?.get(type) ?? [];
+  const listed = type === 'Subscription' ? [...new Set([BACKPORT_SUBSCRIPTION_PROFILE, ...own])].sort() : own;
+  return listed.length ? [...listed] : undefined;
+}
+
+/** The tenant's parts as values (capabilityStatement's objects). */
+const tenantValues = (topics: string[] | undefined, profiles: SupportedProfiles | undefined): TenantParts => ({
+  topics: () => topicExtensions(topics),
+  profiles: (type) => supportedProfile(type, profiles),
+});
+
 /**
- * A type's entry. Subscription's has the IG's profile, and its topics (`topics`: the extensions, or the
- * placeholder capabilityStatementJson replaces per request) first, as R4 JSON puts extensions.
+ * A type's entry. Subscription's topics (the extensions, or the placeholder capabilityStatementJson
+ * replaces per request) come first, as R4 JSON puts extensions; each type's `supportedProfile` (its
+ * profiles, or a placeholder) after its type. Without `tenant`, an entry holds neither.
  */
-function resourceEntry(type: string, ops: OperationDecl[], topics?: unknown) {
+function resourceEntry(type: string, ops: OperationDecl[], tenant?: TenantParts) {
   // AuditEvents are append-only (crud.ts refuseAuditChange): created, also by PUT, never updated, patched or deleted.
   const appendOnly = type === 'AuditEvent';
+  const topics = type === 'Subscription' ? tenant?.topics() : undefined;
+  const profiles = tenant?.profiles(type);
   const entry: Record<string, unknown> = {
-    ...(type === 'Subscription' && topics !== undefined && { extension: topics }),
+    ...(topics !== undefined && { extension: topics }),
     type,
-    ...(type === 'Subscription' && { supportedProfile: [BACKPORT_SUBSCRIPTION_PROFILE] }),
+    ...(profiles !== undefined && { supportedProfile: profiles }),
     interaction: INTERACTIONS.filter((code) => !appendOnly || !APPEND_ONLY_REFUSED.includes(code)).map((code) => ({ code })),
     versioning: 'versioned-update',
     readHistory: true,
@@ -121,11 +149,21 @@ const AUDIT_DOC = 'AuditEvents are append-only: created (POST, or PUT of a new i
 /** What Subscription's entry tells of delivery (src/fhir/subscriptions/). */
 const SUBSCRIPTION_DOC = 'Subscriptions (R4 subscription.html): channel.type rest-hook is delivered (a POST without a body, or with payload application/fhir+json or application/json a PUT of the resource to {endpoint}/{type}/{id}, with channel.header), and websocket (bind {id} on the websocket that the capabilitystatement-websocket extension of rest names, then ping {id} per notification); email, sms and message are not (422). A Subscription written requested or active is checked and stored active; its criteria is a search of one type, matched against each created or updated version (deletions do not notify) within the reach of the token that activated it. Topic-based Subscriptions (R5 Backport IG): criteria is the canonical URL of a SubscriptionTopic stored as a Basic (Basic?code=SubscriptionTopic), with backport-filter-criteria filters, payload content empty, id-only or full-resource; create, update and delete events (resourceTrigger queryCriteria and fhirPathCriteria) are POSTed (rest-hook) as history Bundles led by the SubscriptionStatus, or sent over the websocket (websocket: bind-with-token with a token of $get-ws-binding-token, a handshake Bundle, then each event and heartbeat as its Bundle in JSON); $status, $events (the last 1,000 events of each) and $get-ws-binding-token are supported. The capabilitystatement-subscriptiontopic-canonical extensions list the canonical of each active topic (url, or url|version where another topic that is not retired has the url).';
 
-/** The per-type entries as JSON text, and where in it Subscription's topics go (-1: left out by a subset). */
+/**
+ * The per-type entries as JSON text cut where the tenant's parts go: `parts` has one more member than
+ * `slots`, each slot going between two parts (none where a subset left the members out).
+ */
 interface EntriesText {
+  /** The whole text, placeholders in. */
   text: string;
-  topicsAt: number;
+  parts: string[];
+  slots: Slot[];
+  /** The text for a tenant with no topic and no profile of its own (most), once made. */
+  bare?: string;
 }
+
+/** Subscription's topics, or a type's `supportedProfile`. */
+type Slot = { kind: 'topics' } | { kind: 'profiles'; type: string };
 
 /** The per-type entries, by the contributions they were made of: the same for every request of a process. */
 const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], EntriesText>();
@@ -135,19 +173,57 @@ const ENTRIES_HERE = '\u0000';
 
 /** What Subscription's `extension` holds in the entries' text: replaced per request by the tenant's topics (or removed). */
 const TOPICS_HERE = '\u0001';
-const TOPICS_MEMBER = `"extension":${JSON.stringify(TOPICS_HERE)},`;
+/** What a type's `supportedProfile` holds in the entries' text, after the type's name: replaced per request by its profiles (or removed). */
+const PROFILES_HERE = '\u0002';
 
-const entriesText = (text: string): EntriesText => ({ text, topicsAt: text.indexOf(TOPICS_MEMBER) });
+/** The placeholders as parts (capabilityStatementJson's `tenant`). */
+const PLACEHOLDERS: TenantParts = { topics: () => TOPICS_HERE, profiles: (type) => `${PROFILES_HERE}${type}` };
+
+/**
+ * The placeholder members in the text: Subscription's `extension`, its first member, with the comma after it;
+ * `supportedProfile`, after `type` (which every subset keeping it keeps), with the comma before it.
+ */
+const SLOT_MEMBER = new RegExp(`"extension":${literal(JSON.stringify(TOPICS_HERE))},|,"supportedProfile":"${literal(JSON.stringify(PROFILES_HERE).slice(1, -1))}([A-Za-z]+)"`, 'g');
+
+/** `text` as a regular expression matching it. */
+function literal(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
+}
+
+/** The entries' text cut at its placeholder members. */
+function entriesText(text: string): EntriesText {
+  const parts: string[] = [];
+  const slots: Slot[] = [];
+  let from = 0;
+  for (const m of text.matchAll(SLOT_MEMBER)) {
+    parts.push(text.slice(from, m.index));
+    slots.push(m[1] === undefined ? { kind: 'topics' } : { kind: 'profiles', type: m[1] });
+    from = m.index + m[0].length;
+  }
+  parts.push(text.slice(from));
+  return { text, parts, slots };
+}
 
 /** Subscription's extensions: one per topic canonical, or none (R4 JSON has no empty arrays). */
 const topicExtensions = (topics: string[] = []) => (topics.length ? topics.map((valueCanonical) => ({ url: TOPIC_CANONICAL_EXTENSION, valueCanonical })) : undefined);
 
-/** The entries' text with the tenant's topic canonicals on Subscription's entry. */
-function withTopics(entries: EntriesText, topics: string[] | undefined): string {
-  if (entries.topicsAt < 0) return entries.text;
-  const extensions = topicExtensions(topics);
-  const member = extensions ? `"extension":${JSON.stringify(extensions)},` : '';
-  return `${entries.text.slice(0, entries.topicsAt)}${member}${entries.text.slice(entries.topicsAt + TOPICS_MEMBER.length)}`;
+/** The entries' text with the tenant's topic canonicals on Subscription's entry and its profiles on each type's. */
+function withTenant(entries: EntriesText, topics: string[] | undefined, profiles: SupportedProfiles | undefined): string {
+  const bare = !topics?.length && !profiles?.size;
+  if (bare && entries.bare !== undefined) return entries.bare;
+  let text = entries.parts[0]!;
+  entries.slots.forEach((slot, i) => {
+    if (slot.kind === 'topics') {
+      const extensions = topicExtensions(topics);
+      if (extensions) text += `"extension":${JSON.stringify(extensions)},`;
+    } else {
+      const listed = supportedProfile(slot.type, profiles);
+      if (listed) text += `,"supportedProfile":${JSON.stringify(listed)}`;
+    }
+    text += entries.parts[i + 1]!;
+  });
+  if (bare) entries.bare = text;
+  return text;
 }
 
 /**
@@ -158,7 +234,7 @@ function withTopics(entries: EntriesText, topics: string[] | undefined): string 
 export function capabilityStatementJson(o: CapabilityOptions, subset?: StatementSubset): string {
   let entries = RESOURCE_ENTRIES.get(o.contributions);
   if (entries === undefined) {
-    entries = entriesText(JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? []), TOPICS_HERE)));
+    entries = entriesText(JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? []), PLACEHOLDERS)));
     RESOURCE_ENTRIES.set(o.contributions, entries);
   }
   let text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
@@ -172,7 +248,7 @@ export function capabilityStatementJson(o: CapabilityOptions, subset?: Statement
   const at = text.indexOf(placeholder);
   // A subset without `rest.resource` (`_elements=format`) has no placeholder left.
   if (at < 0) return text;
-  return `${text.slice(0, at)}"resource":${withTopics(entries, o.subscriptionTopics)}${text.slice(at + placeholder.length)}`;
+  return `${text.slice(0, at)}"resource":${withTenant(entries, o.subscriptionTopics, o.supportedProfiles)}${text.slice(at + placeholder.length)}`;
 }
 
 /** `_summary` / `_elements` of a `metadata` request: the rewrite, and a key naming it for the cache of shaped entries. */
@@ -191,7 +267,8 @@ function shapedEntries(contributions: CapabilityContribution[], entries: string,
   if (shaped === undefined) {
     // The shape decides each member by its path from the resource, so the entries are shaped inside a
     // statement of the same path; the SUBSETTED tag it adds to that statement is the real one's too.
-    // Subscription's topics placeholder goes as its extensions would (`_summary=true` drops them).
+    // Subscription's topics placeholder goes as its extensions would (`_summary=true` drops them), and
+    // the profiles placeholders as `supportedProfile` would.
     const holder = JSON.parse(subset.shape(`{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":${entries}}]}`)) as {
       rest?: { resource?: unknown[] }[];
     };
@@ -203,10 +280,10 @@ function shapedEntries(contributions: CapabilityContribution[], entries: string,
 }
 
 /**
- * Every R4 type but Parameters, which has no RESTful endpoint (parameters.html); `topics` is what
- * Subscription's `extension` holds (left out when undefined).
+ * Every R4 type but Parameters, which has no RESTful endpoint (parameters.html); `tenant` gives what
+ * Subscription's `extension` and each type's `supportedProfile` hold (each left out when undefined).
  */
-const resourceEntries = (ops: OperationDecl[], topics?: unknown) => REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops, topics));
+const resourceEntries = (ops: OperationDecl[], tenant: TenantParts) => REST_RESOURCE_TYPES.map((t) => resourceEntry(t, ops, tenant));
 
 /** The server's truthful CapabilityStatement (FHIR R4 CapabilityStatement, SMART security extension). */
 export function capabilityStatement(o: CapabilityOptions, entries?: string): Record<string, unknown> {
@@ -241,7 +318,7 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
         },
         // Where Subscriptions of channel type websocket are bound (R4 subscription.html).
         ...(o.websocket !== undefined && { extension: [{ url: 'http://hl7.org/fhir/StructureDefinition/capabilitystatement-websocket', valueUri: o.websocket }] }),
-        resource: entries ?? resourceEntries(ops, topicExtensions(o.subscriptionTopics)),
+        resource: entries ?? resourceEntries(ops, tenantValues(o.subscriptionTopics, o.supportedProfiles)),
         interaction: [{ code: 'transaction' }, { code: 'batch' }, { code: 'search-system' }, { code: 'history-system' }],
         // Compartment search (`Patient/{id}/Observation`, `Patient/{id}/*`) in the Patient compartment alone.
         compartment: ['http://hl7.org/fhir/CompartmentDefinition/patient'],

@@ -8,6 +8,7 @@ import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
+import { provenanceOfReadableRecord, PROVENANCE_REFUSAL } from './provenance-reach.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
@@ -156,6 +157,22 @@ function requireInCompartment(access: Access, type: string, compartments: () => 
 }
 
 const WRITE_VERBS: Record<string, string> = { c: 'create', u: 'update', d: 'delete' };
+
+/**
+ * requireCompartment for a read of `resource` by `req`, except that a Provenance outside the patient's
+ * compartment is within reach when it names a record of that patient the token may read
+ * (src/fhir/provenance-reach.ts).
+ */
+export async function requireReadReach(deps: FhirDeps, req: FhirRequest, resource: Resource): Promise<void> {
+  const base = deps.fhirBase?.(req.tenant);
+  const patient = req.access.patientLimit(resource.resourceType, 'r');
+  if (resource.resourceType !== 'Provenance' || patient === undefined || compartmentsOf(resource, base).includes(patient)) {
+    requireCompartment(req.access, resource, base, 'r');
+    return;
+  }
+  if (await provenanceOfReadableRecord(deps, req, resource, patient)) return;
+  throw new FhirError('forbidden', `Provenance/${resource.id} ${PROVENANCE_REFUSAL}`);
+}
 
 /**
  * Throws 403 unless the stored `type/id` (if any) is within the token's reach for `perm` (an update or a
@@ -550,7 +567,7 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
     if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', binary, v.lastUpdated, lookups(deps, req.tenant));
     return;
   }
-  if (req.access.patientLimit(v.type, 'r') !== undefined) requireCompartment(req.access, JSON.parse(v.content) as Resource, deps.fhirBase?.(req.tenant), 'r');
+  if (req.access.patientLimit(v.type, 'r') !== undefined) await requireReadReach(deps, req, JSON.parse(v.content) as Resource);
   if (req.access.filters?.(v.type, 'r')) await requireFilter(req.access, 'r', JSON.parse(v.content) as Resource, v.lastUpdated, lookups(deps, req.tenant));
 }
 

@@ -1,7 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
-import { lastContent, readResource, requireCompartment, requireContextReadable, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
+import { lastContent, readResource, requireContextReadable, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
 import { queryDateRange } from './dates.ts';
@@ -88,12 +88,11 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   const compartment = req.access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type);
   const filtered = req.access.filters?.(type, 'r') !== undefined;
   if (type !== 'Binary' && !compartment && !filtered) return async (rows: ResourceVersion[]) => rows;
-  const base = deps.fhirBase?.(req.tenant);
   const find = lookups(deps, req.tenant);
   const check = async (v: ResourceVersion) => {
     const resource = type === 'Binary' ? splitStoredBinary(v.content).resource : (JSON.parse(v.content) as Resource);
     if (type === 'Binary') await requireContextReadable(deps, req, resource);
-    if (compartment) requireCompartment(req.access, resource, base, 'r');
+    if (compartment) await requireReadReach(deps, req, resource);
     if (filtered) await requireFilter(req.access, 'r', resource, v.lastUpdated, find);
   };
   const latest = await lastContent(deps, req.tenant, current);

@@ -8,6 +8,7 @@ import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
+import { patientRecords, searchedRecords } from './provenance-reach.ts';
 import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
@@ -710,11 +711,19 @@ export async function addIncludes(
       // Past MAX_INCLUDES (the warning given) nothing more is added: no more reading.
       if (warnings.length) break;
       const any = [...byColumn].map(([param, vs]): Condition => ({ kind: 'token', param, values: [...vs.values()] }));
-      const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES + 1 };
+      const refer: Condition = any.length === 1 ? any[0]! : { kind: 'or', any };
+      const q: SearchQuery = { type: source, where: [refer], sort: [], count: MAX_INCLUDES + 1 };
+      const patient = req.access.patientLimit(source, 'r');
+      if (patient !== undefined && patientCompartment().has(source)) {
+        // A Provenance naming a record of the patient among those followed is within reach (provenance-reach.ts).
+        const own = source === 'Provenance' ? patientRecords(frontier, patient, deps.fhirBase?.(req.tenant)) : undefined;
+        const named = [...(byColumn.get('target')?.entries() ?? [])].filter(([key]) => own?.has(key)).map(([, v]) => v);
+        // The Provenance referring to the resources followed, and in the compartment or naming one of the patient's.
+        if (named.length) q.where!.push({ kind: 'or', any: [{ kind: 'compartment', patient }, { kind: 'token', param: 'target', values: named }] });
+        else q.compartment = patient;
+      }
       const filter = scopeFilter(req, source, 'r');
       if (filter) q.where!.push(filter);
-      const patient = req.access.patientLimit(source, 'r');
-      if (patient !== undefined && patientCompartment().has(source)) q.compartment = patient;
       next.push(...add(await find(q)));
     }
     frontier = next;
@@ -771,26 +780,32 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
 export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
   const query = compiled.query;
   query.where = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access }, req.tenant, compiled.pending));
-  return scopedQuery(req, type, query, compartment);
+  // A search of Provenance naming records of the patient by `target` finds their Provenance (provenance-reach.ts).
+  const patient = type === 'Provenance' && compartment === undefined ? req.access.patientLimit(type, 's') : undefined;
+  const records = patient === undefined ? undefined : await searchedRecords(deps, req, query.where, patient);
+  return scopedQuery(req, type, query, compartment, records);
 }
 
 /**
  * `query` of `type` (its conditions complete) as the token may run it: its scope filter added, and
- * its patient compartment applied (or `compartment`, a compartment search's). Undefined when the token
+ * its patient compartment applied (or `compartment`, a compartment search's; or `inCompartment`, a
+ * condition admitting more than the patient's compartment, in its place). Undefined when the token
  * can see none of it (another patient's compartment).
  */
-export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, compartment?: string): SearchQuery | undefined {
+export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, compartment?: string, inCompartment?: Condition): SearchQuery | undefined {
   const filter = scopeFilter(req, type, 's');
   if (filter) query.where = [...(query.where ?? []), filter];
-  query.where = withImpliedDrivers(query.where ?? []);
   const patient = req.access.patientLimit(type, 's');
   if (compartment !== undefined) {
     if (patient !== undefined && patient !== compartment) return undefined;
     query.compartment = compartment;
   } else if (patient !== undefined && patientCompartment().has(type)) {
-    // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound.
-    query.compartment = patient;
+    // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound;
+    // `inCompartment`, when given, takes the compartment's place (searchedRecords).
+    if (inCompartment) query.where = [...(query.where ?? []), inCompartment];
+    else query.compartment = patient;
   }
+  query.where = withImpliedDrivers(query.where ?? []);
   return query;
 }
 

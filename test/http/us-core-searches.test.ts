@@ -651,11 +651,11 @@ await eachStore((kind, fresh) => {
       expect(failures).toEqual([]);
     });
 
-    // Known defect, not fixed here: a Provenance that names only the patient's Observation (as EHRs
-    // write one Provenance per record) is outside R4's Patient compartment (its `patient` parameter is
-    // the targets that are Patients), so a patient launch token neither gets it from
-    // `_revinclude=Provenance:target` nor reads it (403): the kit's Provenance tests find none.
-    test.failing('a patient launch token gets the Provenance of its Observation (known defect)', async () => {
+    // A Provenance that names only the patient's Observation (as EHRs write one Provenance per record)
+    // is outside R4's Patient compartment (its `patient` parameter is the targets that are Patients), yet
+    // a patient launch token gets it from `_revinclude=Provenance:target` and reads it: it names a record
+    // of the patient the token reads (src/fhir/provenance-reach.ts), as the kit's Provenance tests need.
+    test('a patient launch token gets the Provenance of its Observation', async () => {
       const bearer = await craftToken(t, ['launch/patient', ...US_CORE_TYPES.map((type) => `patient/${type}.rs`)].join(' '), { patient: 'edge' });
       const got = await fetchAll(query('Observation', { patient: 'edge', code: '8302-2', _revinclude: 'Provenance:target' }), undefined, bearer);
       expect(got.resources.map((r) => `${r.resourceType}/${r.id}`).sort()).toEqual(['Observation/edge-height', 'Provenance/edge-height-provenance']);

@@ -119,16 +119,45 @@ function permissionImpliedBy(want: ResourceScope, perm: Permission, granted: rea
  * `patient/Observation.cruds`; `user/Observation.rs?category=laboratory` implies the same filter with more
  * conditions, never another filter or none). A `user/` scope implies its `patient/` form only beside a patient
  * in context (`withPatient`): without one a `patient/` scope reads nothing, so the token could not carry it.
- * OpenID, launch and custom scopes are implied by themselves alone.
+ * A pair a filter adds must read nothing but the resource filtered (linkingPairs), unless the implying scope's
+ * filter holds it. OpenID, launch and custom scopes are implied by themselves alone.
  */
 export function scopesNotImplied(requested: readonly string[], granted: readonly string[], withPatient: boolean): string[] {
   const grants = granted.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
   return requested.filter((scope) => {
     if (granted.includes(scope)) return false;
     const want = parseResourceScope(scope);
-    return want === null || ![...want.perms].every((p) => permissionImpliedBy(want, p, grants, withPatient));
+    if (want === null) return true;
+    // A filter's pairs that read other resources (a chain, `_has`, `_list`, a reference `:below`/`:above`) are
+    // applied unguarded (the token's own scopes never bound them, as they bound a search's: guardLinked), so
+    // one added to a granted filter would answer what those resources hold, which the grant may not read.
+    const linked = linkingPairs(want);
+    const keeps = linked.length === 0 ? grants : grants.filter((have) => have.query !== undefined && filterWithin(pairsQuery(linked), have.query));
+    return ![...want.perms].every((p) => permissionImpliedBy(want, p, keeps, withPatient));
   });
 }
+
+/** The parameter/value pairs of `scope`'s filter whose conditions read resources other than the one filtered (linksResources). */
+function linkingPairs(scope: ResourceScope): [string, string][] {
+  if (scope.query === undefined) return [];
+  return [...new URLSearchParams(scope.query)].filter((pair) => {
+    const compiled = compileScopeFilter(scope.type, pairsQuery([pair]));
+    return compiled === null || compiled.some(linksResources);
+  });
+}
+
+/** Whether a condition reads other resources: a chain, `_has` (`_list` is one), a reference hierarchy walk. */
+function linksResources(c: PendingCondition): boolean {
+  switch (c.kind) {
+    case 'chain': case 'has': case 'hierarchy': return true;
+    case 'and': return c.all.some(linksResources);
+    case 'or': return c.any.some(linksResources);
+    case 'not': return linksResources(c.condition);
+    default: return false;
+  }
+}
+
+const pairsQuery = (pairs: readonly [string, string][]) => new URLSearchParams(pairs as [string, string][]).toString();
 
 /**
  * The resource scopes of `requested` that would reach beyond the patient in context where `granted` keeps it

@@ -1,0 +1,122 @@
+/**
+ * Attacks on a refresh that narrows its grant by meaning, and on the scopes a client still holds when its
+ * registration narrowed since (stillRegistered), through `app.request()`, on both databases. A refresh may
+ * yield a token that reads, searches or writes no more than the grant's own tokens did (RFC 6749 6: no
+ * scope "not originally granted by the resource owner"; SMART App Launch 2.2: "equal to or a subset of the
+ * scopes granted"); a registration narrowed since may take scopes away, never lift a bound the grant kept.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createClient } from '../../src/auth/admin.ts';
+import { createUser } from '../../src/auth/users.ts';
+import { createTestApp, type TestApp } from '../helpers/app.ts';
+import { fhirClient, ids } from '../helpers/fhir.ts';
+import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, redirectParams, REDIRECT, signIn } from '../helpers/oauth.ts';
+import { storeTargets } from '../helpers/stores.ts';
+
+const targets = await storeTargets();
+afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
+
+type Tokens = { access_token: string; refresh_token?: string; patient?: string; scope: string; error?: string; error_description?: string };
+type App = { id: string; secret: string };
+
+const category = (code: string) => [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code }] }];
+
+for (const target of targets) {
+  describe(`attacks on refresh narrowing and narrowed registrations, on ${target.kind}`, () => {
+    let t: TestApp;
+    let c: App;
+
+    beforeAll(async () => {
+      const store = (await target.fresh()).open();
+      await store.migrate();
+      t = await createTestApp({ store, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
+      const admin = fhirClient(t, await t.token());
+      c = await app(['launch/patient', 'patient/*.cruds', 'user/*.cruds']);
+      for (const id of ['p1', 'p2']) await admin.put200({ resourceType: 'Patient', id });
+      for (const [id, patient, kind] of [['o1-lab', 'p1', 'laboratory'], ['o1-vital', 'p1', 'vital-signs'], ['o2-vital', 'p2', 'vital-signs']]) {
+        await admin.put200({ resourceType: 'Observation', id, status: 'final', category: category(kind!), code: { text: 'x' }, subject: { reference: `Patient/${patient}` } });
+      }
+      // What a grant of Patients and Observations alone may not read: p1's diagnosis, a List naming p1, p2's encounter.
+      await admin.put200({ resourceType: 'Condition', id: 'dx1', code: { coding: [{ system: 'http://example.org/dx', code: 'secret' }] }, subject: { reference: 'Patient/p1' } });
+      await admin.put200({ resourceType: 'List', id: 'l1', status: 'current', mode: 'working', entry: [{ item: { reference: 'Patient/p1' } }] });
+      await admin.put200({ resourceType: 'Encounter', id: 'e2', status: 'in-progress', class: { code: 'AMB' }, subject: { reference: 'Patient/p2' } });
+      await admin.put200({ resourceType: 'Observation', id: 'o2-enc', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p2' }, encounter: { reference: 'Encounter/e2' } });
+      await createUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
+    }, 120_000);
+    afterAll(() => t.close());
+
+    async function app(scopes: string[]): Promise<App> {
+      const made = await createClient(t.store, t.clock, {
+        tenant: 't1', name: 'Refreshing app', grants: ['authorization_code', 'refresh_token'], redirectUris: [REDIRECT], scopes,
+      });
+      return { id: made.client.clientId, secret: made.clientSecret! };
+    }
+
+    /** `doc` signs in to `o` for `scope`, picks `patient` when the picker asks, redeems the code. */
+    async function grant(o: App, scope: string, patient?: string): Promise<Tokens> {
+      let res = await signIn(t, { clientId: o.id, scope }, 'doc');
+      if (patient !== undefined) {
+        const html = await res.text();
+        res = await t.request('/oauth2/authorize', {
+          method: 'POST', headers: { ...FORM, Cookie: csrfCookie(res) }, body: new URLSearchParams({ ...hiddenFields(html), action: 'pick', patient }),
+        });
+      }
+      const body = (await (await redeem(t, redirectParams(res).get('code')!, o)).json()) as Tokens;
+      expect(body.refresh_token).toBeDefined();
+      return body;
+    }
+
+    const refresh = async (o: App, token: string, scope?: string) => {
+      const res = await post(t, { grant_type: 'refresh_token', refresh_token: token, ...(scope === undefined ? {} : { scope }) }, { Authorization: basic(o.id, o.secret) });
+      return { status: res.status, body: (await res.json()) as Tokens };
+    };
+    const status = async (token: string, path: string) => (await fhirClient(t, token).get(path)).status;
+    const search = async (token: string, query: string) => ids(await fhirClient(t, token).search(query)).sort();
+
+    test("a filter a refresh adds may not read other resources (_has, _list, a chain): the grant's tokens may not search them", async () => {
+      const { refresh_token: rt, access_token: own } = await grant(c, 'offline_access user/Patient.rs user/Observation.rs');
+      // The grant's own token may not ask which patients have a diagnosis, are on a List, or which Observations an encounter in progress holds.
+      expect(await status(own, 'Patient?_has:Condition:subject:code=http://example.org/dx|secret')).toBe(403);
+      expect(await status(own, 'Patient?_list=l1')).toBe(403);
+      expect(await status(own, 'Observation?encounter:Encounter.status=in-progress')).toBe(403);
+      expect(await status(own, 'Patient?organization:below=Organization/o1')).toBe(403);
+      // Nor may a token a refresh narrowed to a filter that does (it listed p1, p2's Observation: what they hold).
+      for (const scope of [
+        'user/Patient.rs?_has:Condition:subject:code=http://example.org/dx|secret',
+        'user/Patient.rs?_list=l1',
+        'user/Patient.rs?organization:below=Organization/o1',
+        'user/Observation.rs?encounter:Encounter.status=in-progress',
+        'user/Observation.rs?encounter.status=in-progress',
+        'user/Observation.rs?_filter=encounter.status eq in-progress',
+        'user/Observation.rs?category=vital-signs&subject._has:Condition:subject:code=secret',
+      ]) {
+        const res = await refresh(c, rt!, scope);
+        expect({ scope, ...res }).toEqual({ scope, status: 400, body: expect.objectContaining({ error: 'invalid_request' }) });
+      }
+      // A filter on the resource's own elements still narrows.
+      const own2 = await refresh(c, rt!, 'user/Patient.rs?_id=p2');
+      expect(own2.status).toBe(200);
+      expect(await search(own2.body.access_token, 'Patient')).toEqual(['p2']);
+      // A chain to a type the grant reads is refused all the same: the filter is applied as the grant's own, unguarded.
+      expect((await refresh(c, rt!, 'user/Observation.rs?subject:Patient._id=p1')).status).toBe(400);
+    });
+
+    test('a filter the grant holds keeps its chain when narrowed; repeats are ANDed; percent-encoding changes nothing', async () => {
+      const o = await app(['user/Observation.rs?encounter:Encounter.status=in-progress', 'user/Observation.rs?category=laboratory']);
+      const { refresh_token: rt } = await grant(o, 'offline_access user/Observation.rs?encounter:Encounter.status=in-progress user/Observation.rs?category=laboratory');
+      const kept = await refresh(o, rt!, 'user/Observation.rs?encounter:Encounter.status=in-progress&status=final');
+      expect(kept.status).toBe(200);
+      expect(await search(kept.body.access_token, 'Observation')).toEqual(['o2-enc']);
+      // A repeated parameter is ANDed (search.html): laboratory and vital-signs both, which no Observation is.
+      const both = await refresh(o, rt!, 'user/Observation.rs?category=laboratory&category=vital-signs');
+      expect(both.status).toBe(200);
+      expect(await search(both.body.access_token, 'Observation')).toEqual([]);
+      // An encoded comma is a comma (ORed values): wider than the grant's filter.
+      expect((await refresh(o, rt!, 'user/Observation.rs?category=laboratory%2Cvital-signs')).status).toBe(400);
+      // The same filter written encoded is the same filter.
+      const encoded = await refresh(o, rt!, 'user/Observation.rs?%63ategory=laboratory');
+      expect(encoded.status).toBe(200);
+      expect(await search(encoded.body.access_token, 'Observation')).toEqual(['o1-lab']);
+    });
+  });
+}

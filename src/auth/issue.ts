@@ -5,7 +5,7 @@ import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
 import type { TokenResponse } from './grants/types.ts';
-import { isResourceScope, needsPatientContext, releasesEncounter, scopesAsPatient, scopesNotImplied } from './scopes.ts';
+import { isResourceScope, needsPatientContext, patientBoundsLifted, releasesEncounter, scopesAsPatient, scopesNotImplied } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
 /** What a user-facing grant (authorization_code, refresh_token) issues tokens for, its stored context included. */
@@ -39,12 +39,18 @@ export function checkReadableScopes(client: Client, scopes: string[]): void {
  * never yields more than the client may now be granted. By meaning (scopesNotImplied), not by isImpliedBy, which
  * decides what a sign-in is granted: a scope a refresh narrowed to (a filter with more pairs than the registered
  * one's, permissions from two registered scopes) is within the registration too, and a Subscription its token
- * activated keeps it (restoreAccess in src/app.ts). OpenID and launch scopes stay as granted.
+ * activated keeps it (restoreAccess in src/app.ts). A filtered `user/` scope whose patient bound a dropped `patient/`
+ * scope gave is kept in its `patient/` form. OpenID and launch scopes stay as granted.
  */
 export function stillRegistered(client: Client, scopes: string[]): string[] {
   // A user who acts for patients holds a registered `user/` scope as its `patient/` form (scopesForUser), stored so.
   const registered = [...client.scopes, ...scopesAsPatient(client.scopes)];
-  return scopes.filter((s) => !isResourceScope(s) || scopesNotImplied([s], registered, false).length === 0);
+  const kept = scopes.filter((s) => !isResourceScope(s) || scopesNotImplied([s], registered, false).length === 0);
+  // A filtered `user/` scope the grant kept to the patient in context by a `patient/` scope the registration
+  // dropped would read every patient's records: it keeps its `patient/` form, the registration's and the grant's
+  // reach together (patientBoundsLifted).
+  const lifted = new Set(patientBoundsLifted(kept, scopes));
+  return lifted.size === 0 ? kept : [...new Set(kept.map((s) => (lifted.has(s) ? scopesAsPatient([s])[0]! : s)))];
 }
 
 /**

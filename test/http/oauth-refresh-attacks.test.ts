@@ -19,6 +19,13 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 type Tokens = { access_token: string; refresh_token?: string; patient?: string; scope: string; error?: string; error_description?: string };
 type App = { id: string; secret: string };
 
+/** A rest-hook receiver on a free port of 127.0.0.1 that counts what it is sent. */
+function receiver() {
+  const got: string[] = [];
+  const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push(await req.text()), new Response(null, { status: 200 })) });
+  return { url: `http://127.0.0.1:${server.port}/hook`, got, stop: () => server.stop(true) };
+}
+
 const category = (code: string) => [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code }] }];
 
 for (const target of targets) {
@@ -117,6 +124,56 @@ for (const target of targets) {
       const encoded = await refresh(o, rt!, 'user/Observation.rs?%63ategory=laboratory');
       expect(encoded.status).toBe(200);
       expect(await search(encoded.body.access_token, 'Observation')).toEqual(['o1-lab']);
+    });
+
+    /**
+     * A client registered for p1's Observations beside every patient's vital signs, whose doc signs in choosing p1
+     * (so the grant's tokens read p1's Observations alone), and whose registration then drops the patient/ scope
+     * (as `cinder client update --scope` writes it, without its revocation row); `before` runs first with the grant.
+     */
+    async function narrowedRegistration(before: (signed: Tokens) => Promise<void> = async () => {}) {
+      const scopes = ['launch/patient', 'user/Subscription.cruds', 'patient/Observation.rs', 'user/Observation.rs?category=vital-signs'];
+      const o = await app(scopes);
+      const signed = await grant(o, `offline_access ${scopes.join(' ')}`, 'p1');
+      expect(await search(signed.access_token, 'Observation?category=laboratory,vital-signs')).toEqual(['o1-lab', 'o1-vital']);
+      await before(signed);
+      await t.store.clients.update({ ...(await t.store.clients.get(o.id))!, scopes: ['launch/patient', 'user/Subscription.cruds', 'user/Observation.rs?category=vital-signs'] });
+      t.clock.advance(5_001); // client records are cached for five seconds
+      return { o, signed };
+    }
+
+    test("a registration narrowed since never lifts the patient bound of the grant's filtered user/ scopes on a refresh", async () => {
+      const { o, signed } = await narrowedRegistration();
+      // Both together: p1's vital signs, in the patient/ form of the registered filtered scope.
+      const whole = await refresh(o, signed.refresh_token!);
+      expect(whole.status).toBe(200);
+      expect(whole.body).toMatchObject({ scope: 'offline_access launch/patient user/Subscription.cruds patient/Observation.rs?category=vital-signs', patient: 'p1' });
+      expect(await search(whole.body.access_token, 'Observation')).toEqual(['o1-vital']);
+      expect(await status(whole.body.access_token, 'Observation/o2-vital')).toBe(403);
+      expect((await refresh(o, signed.refresh_token!, 'user/Observation.rs?category=vital-signs')).status).toBe(400);
+      expect((await refresh(o, signed.refresh_token!, 'patient/Observation.rs?category=vital-signs')).status).toBe(200);
+    });
+
+    test("a registration narrowed since never lifts the patient bound of a Subscription its grant's token activated", async () => {
+      const hook = receiver();
+      try {
+        await narrowedRegistration(async (signed) => {
+          const sub = await fhirClient(t, signed.access_token).post('Subscription', {
+            resourceType: 'Subscription', status: 'requested', reason: 'vitals', criteria: 'Observation?category=vital-signs',
+            channel: { type: 'rest-hook', endpoint: hook.url },
+          });
+          expect(sub.status).toBe(201);
+        });
+        const admin = fhirClient(t, await t.token());
+        for (const [id, patient] of [['o2-vital-new', 'p2'], ['o1-vital-new', 'p1']]) {
+          await admin.put200({ resourceType: 'Observation', id, status: 'final', category: category('vital-signs'), code: { text: 'x' }, subject: { reference: `Patient/${patient}` } });
+        }
+        for (let i = 0; i < 50 && (await t.app.subscriptions.runOnce()) > 0; i++);
+        // p1's new vital sign notifies; p2's, which the grant's tokens never read, does not.
+        expect(hook.got.length).toBe(1);
+      } finally {
+        hook.stop();
+      }
     });
   });
 }

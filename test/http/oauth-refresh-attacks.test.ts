@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
-import { fhirClient, ids } from '../helpers/fhir.ts';
+import { download, finish, kickOff, refs } from '../helpers/export.ts';
+import { fhirClient, ids, type Json } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, redirectParams, REDIRECT, signIn } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
@@ -49,6 +50,7 @@ for (const target of targets) {
       await admin.put200({ resourceType: 'Encounter', id: 'e2', status: 'in-progress', class: { code: 'AMB' }, subject: { reference: 'Patient/p2' } });
       await admin.put200({ resourceType: 'Observation', id: 'o2-enc', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p2' }, encounter: { reference: 'Encounter/e2' } });
       await createUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
+      await createUser(t.store, t.clock, { tenant: 't1', username: 'pat', password: PASSWORD, fhirUser: 'Patient/p1' });
     }, 120_000);
     afterAll(() => t.close());
 
@@ -60,8 +62,8 @@ for (const target of targets) {
     }
 
     /** `doc` signs in to `o` for `scope`, picks `patient` when the picker asks, redeems the code. */
-    async function grant(o: App, scope: string, patient?: string): Promise<Tokens> {
-      let res = await signIn(t, { clientId: o.id, scope }, 'doc');
+    async function grant(o: App, scope: string, patient?: string, username = 'doc'): Promise<Tokens> {
+      let res = await signIn(t, { clientId: o.id, scope }, username);
       if (patient !== undefined) {
         const html = await res.text();
         res = await t.request('/oauth2/authorize', {
@@ -174,6 +176,21 @@ for (const target of targets) {
       } finally {
         hook.stop();
       }
+    });
+
+    test("a narrowed token's $everything, GraphQL and bulk export reach what its scopes do, not the grant's", async () => {
+      const { refresh_token: rt } = await grant(c, 'offline_access user/*.read', undefined, 'pat');
+      const narrowed = await refresh(c, rt!, 'patient/Patient.rs patient/Observation.rs?category=laboratory');
+      expect(narrowed.body).toMatchObject({ scope: 'patient/Patient.rs patient/Observation.rs?category=laboratory', patient: 'p1' });
+      const token = narrowed.body.access_token;
+      const api = fhirClient(t, token);
+      expect(await search(token, 'Patient/p1/$everything')).toEqual(['o1-lab', 'p1']);
+      const graphql = async (path: string, query: string) => (await (await api.post(path, JSON.stringify({ query }), { 'Content-Type': 'application/json' })).json()) as Json;
+      expect(await graphql('$graphql', '{ ObservationList { id } }')).toEqual({ data: { ObservationList: [{ id: 'o1-lab' }] } });
+      expect(await graphql('$graphql', '{ ConditionList { id } }')).toMatchObject({ errors: expect.any(Array) });
+      expect(((await graphql('$graphql', '{ Observation(id: "o1-vital") { id } }')) as { errors?: unknown[] }).errors).toBeDefined();
+      const manifest = await finish(t, token, await kickOff(t, token, '/Patient/$export', { Prefer: 'respond-async' }));
+      expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o1-lab', 'Patient/p1']);
     });
   });
 }

@@ -138,8 +138,8 @@ export function scopesNotImplied(requested: readonly string[], granted: readonly
 }
 
 /** The parameter/value pairs of `scope`'s filter whose conditions read resources other than the one filtered (linksResources). */
-function linkingPairs(scope: ResourceScope): [string, string][] {
-  if (scope.query === undefined) return [];
+export function linkingPairs(scope: ResourceScope | null): [string, string][] {
+  if (scope?.query === undefined) return [];
   return [...new URLSearchParams(scope.query)].filter((pair) => {
     const compiled = compileScopeFilter(scope.type, pairsQuery([pair]));
     return compiled === null || compiled.some(linksResources);

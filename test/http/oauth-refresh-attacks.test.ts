@@ -102,6 +102,9 @@ for (const target of targets) {
         const res = await refresh(c, rt!, scope);
         expect({ scope, ...res }).toEqual({ scope, status: 400, body: expect.objectContaining({ error: 'invalid_request' }) });
       }
+      expect((await refresh(c, rt!, 'user/Patient.rs?_list=l1&gender=female')).body.error_description).toBe(
+        'scope exceeds the original grant: user/Patient.rs?_list=l1&gender=female (unless the granted filter holds it, a filter may not add _list=l1: it reads other resources)',
+      );
       // A filter on the resource's own elements still narrows.
       const own2 = await refresh(c, rt!, 'user/Patient.rs?_id=p2');
       expect(own2.status).toBe(200);

@@ -4,7 +4,7 @@ import { scopesForUser } from '../claims.ts';
 import type { AuthDeps } from '../deps.ts';
 import { grantContext } from '../grant-context.ts';
 import { checkReadableScopes, grantUser, issueUserTokens, patientInContext, stillRegistered } from '../issue.ts';
-import { patientBoundsLifted, scopesNotImplied, splitScopes } from '../scopes.ts';
+import { linkingPairs, parseResourceScope, patientBoundsLifted, scopesNotImplied, splitScopes } from '../scopes.ts';
 import { sha256Hex } from '../secrets.ts';
 import type { Grant } from './types.ts';
 
@@ -42,7 +42,9 @@ function narrowedScopes(form: URLSearchParams, granted: string[], user: User, pa
     const unbound = patient === undefined && extra.some((s) => s.startsWith('patient/')) ? ' (the grant has no patient in context for a patient/ scope)' : '';
     const beyond = extra.some((_, i) => lifted.has(asked[requested.indexOf(extra[i]!)]!))
       ? ' (asked without the patient/ scopes the grant holds beside it, it would reach beyond the patient in context, to which the grant keeps it)' : '';
-    throw new OAuthError('invalid_request', `scope exceeds the original grant: ${extra.join(' ')}${unbound}${beyond}`);
+    const linked = extra.flatMap((s) => linkingPairs(parseResourceScope(s)).map(([k, v]) => `${k}=${v}`));
+    const reads = linked.length ? ` (unless the granted filter holds it, a filter may not add ${linked.join(', ')}: it reads other resources)` : '';
+    throw new OAuthError('invalid_request', `scope exceeds the original grant: ${extra.join(' ')}${unbound}${beyond}${reads}`);
   }
   return requested;
 }

@@ -7,6 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createClient } from '../../src/auth/admin.ts';
+import { disableClient } from '../../src/auth/client-lifecycle.ts';
+import { disableUser } from '../../src/auth/user-lifecycle.ts';
 import { createUser } from '../../src/auth/users.ts';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, refs } from '../helpers/export.ts';
@@ -51,6 +53,7 @@ for (const target of targets) {
       await admin.put200({ resourceType: 'Observation', id: 'o2-enc', status: 'final', code: { text: 'x' }, subject: { reference: 'Patient/p2' }, encounter: { reference: 'Encounter/e2' } });
       await createUser(t.store, t.clock, { tenant: 't1', username: 'doc', password: PASSWORD, fhirUser: 'Practitioner/d-1' });
       await createUser(t.store, t.clock, { tenant: 't1', username: 'pat', password: PASSWORD, fhirUser: 'Patient/p1' });
+      await createUser(t.store, t.clock, { tenant: 't1', username: 'nurse', password: PASSWORD, fhirUser: 'Practitioner/n-1' });
     }, 120_000);
     afterAll(() => t.close());
 
@@ -194,6 +197,18 @@ for (const target of targets) {
       expect(((await graphql('$graphql', '{ Observation(id: "o1-vital") { id } }')) as { errors?: unknown[] }).errors).toBeDefined();
       const manifest = await finish(t, token, await kickOff(t, token, '/Patient/$export', { Prefer: 'respond-async' }));
       expect(refs(await download(t, token, manifest.output))).toEqual(['Observation/o1-lab', 'Patient/p1']);
+    });
+
+    test('a disabled user or client gets no narrowed token either', async () => {
+      const o = await app(['user/*.cruds']);
+      const byNurse = await grant(o, 'offline_access user/*.read', undefined, 'nurse');
+      const byDoc = await grant(o, 'offline_access user/*.read');
+      expect((await refresh(o, byNurse.refresh_token!, 'user/Patient.rs')).status).toBe(200);
+      await disableUser(t.store, t.clock, 't1', 'nurse');
+      expect(await refresh(o, byNurse.refresh_token!, 'user/Patient.rs')).toEqual({ status: 400, body: expect.objectContaining({ error: 'invalid_grant' }) });
+      await disableClient(t.store, t.clock, o.id);
+      t.clock.advance(5_001); // client records are cached for five seconds
+      expect(await refresh(o, byDoc.refresh_token!, 'user/Patient.rs')).toEqual({ status: 400, body: expect.objectContaining({ error: 'invalid_client' }) }); // the contract: every token error is a 400
     });
   });
 }

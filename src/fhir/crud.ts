@@ -306,19 +306,22 @@ export function putOptions(deps: FhirDeps, req: FhirRequest, now: number): PutOp
  * interaction, which the version's history entry names (FHIR R4 http 3.1.0.11).
  */
 export async function putVersion(w: ResourceWriter, resource: Resource, id: string, opts: PutOptions, method: PutMethod): Promise<WriteResult> {
+  // The version it replaces, if live: whether it was active, and whether a topic rest-hook's endpoint was verified.
+  const before = resource.resourceType === 'Subscription' && opts.activateSubscription ? await w.current('Subscription', id) : undefined;
+  const stored = before && !before.deleted ? (JSON.parse(before.content) as Record<string, unknown>) : undefined;
   // A Subscription asking to be active is stored active (or off, past its end), its writer as its owner.
   // Its topic may have been written earlier in the same transaction: activation sees this writer's topics.
-  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource, w) : undefined;
+  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource, w, stored) : undefined;
   // A SubscriptionTopic (a Basic coded so, subscriptions/topics.ts) is checked as it is written: a 422 naming what Cinder cannot honour.
   const topic = opts.activateSubscription && resource.resourceType === 'Basic'
     ? (isTopicResource(resource) ? parseTopic(resource as unknown as Record<string, unknown>) : null)
     : undefined;
   // Whether it was active before (or a topic rest-hook's awaiting its handshake): if not (new, deleted, off, error), this is an activation anew.
-  const before = activated ? await w.current('Subscription', id) : undefined;
-  const wasActive = !!before && !before.deleted && isActivated(JSON.parse(before.content) as Record<string, unknown>);
+  const wasActive = !!activated && !!stored && isActivated(stored);
   // `requested` asks the server to activate it (R4 subscription.html; the Backport IG's handshake): an active one is activated
   // again, never left unchanged although it is stored `active` as it was: a new version, its writer the owner, a handshake.
-  const reactivated = wasActive && (resource as { status?: unknown }).status === 'requested';
+  // So is a topic rest-hook one written `active` whose endpoint is not verified (activation.ts): it is stored `requested`.
+  const reactivated = wasActive && ((resource as { status?: unknown }).status === 'requested' || activated.handshake === true);
   const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method, reactivated || opts.newVersion === true);
   if (topic !== undefined) noteTopicWritten(w, id, topic);
   if (activated && !written.unchanged) {

@@ -529,6 +529,49 @@ for (const target of targets) {
       await off(s);
     });
 
+    test('a topic rest-hook Subscription written active is stored requested and sent the handshake first unless its endpoint was verified: created active, moved while active, written active while awaiting its handshake', async () => {
+      /** What `r` got since the last call: each Bundle's type and status. */
+      const kinds = (r: ReturnType<typeof receiver>) => r.got.splice(0).map((x) => {
+        const p = ((JSON.parse(x.body) as Json).entry as Json[])[0]!.resource as Json;
+        return `${param(p, 'type')!.valueCode} ${param(p, 'status')!.valueCode}`;
+      });
+      const read = async (id: unknown) => json(call('GET', `Subscription/${String(id)}`));
+      // Created active: its endpoint is verified first, as one created requested.
+      const created = await call('POST', 'Subscription', { ...topicSubscription(hook.url, CHANGES, 'id-only'), status: 'active' });
+      const s = await json(created);
+      expect([created.status, s.status]).toEqual([201, 'requested']);
+      expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+      await drain();
+      expect(kinds(hook)).toEqual(['handshake requested', 'event-notification active']);
+      expect((await read(s.id)).status).toBe('active');
+      // Verified, written active to the same endpoint (another header): active as it is, no handshake.
+      const same = await call('PUT', `Subscription/${s.id}`, { ...(await read(s.id)), channel: { ...(s.channel as Json), header: ['X-Other: 1'] } });
+      expect([same.status, (await json(same)).status]).toEqual([200, 'active']);
+      await drain();
+      expect(kinds(hook)).toEqual([]);
+      const other = receiver();
+      try {
+        // Moved to another endpoint, written active: requested until the new endpoint accepts its handshake, which goes first.
+        const current = await read(s.id);
+        const moved = await call('PUT', `Subscription/${s.id}`, { ...current, status: 'active', channel: { ...(current.channel as Json), endpoint: other.url } });
+        const stored = await json(moved);
+        expect([moved.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'requested', String(Number((current.meta as Json).versionId) + 1)]);
+        expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+        await drain();
+        expect([kinds(other), kinds(hook)]).toEqual([['handshake requested', 'event-notification active'], []]);
+        // Written requested, then active (as read) while it awaits its handshake: it stays requested, and is active once verified.
+        const asked = await json(call('PUT', `Subscription/${s.id}`, { ...(await read(s.id)), status: 'requested' }));
+        const written = await call('PUT', `Subscription/${s.id}`, { ...asked, status: 'active' });
+        expect([written.status, (await json(written)).status]).toEqual([200, 'requested']);
+        await drain();
+        expect(kinds(other).every((k) => k === 'handshake requested')).toBe(true);
+        expect((await read(s.id)).status).toBe('active');
+      } finally {
+        other.stop();
+      }
+      await off(s);
+    });
+
     test("another owner's activation is sent nothing that waited under the earlier owner's reach; the count goes on and $events holds to the caller's reach", async () => {
       const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
       const s = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource'));

@@ -4,7 +4,8 @@
  * behaviour; R4 subscription.html: the server sets status to active once it accepts the request), with
  * the writer recorded as its owner. A topic-based rest-hook one written `requested` is stored `requested`
  * until its handshake is accepted (R5 Backport IG, REST Hook channel: "the server SHALL set initial status to
- * requested, pending verification of the nominated endpoint URL"; delivery.ts then writes it `active`).
+ * requested, pending verification of the nominated endpoint URL"; delivery.ts then writes it `active`), and so is
+ * one written `active` unless the version it replaces was `active` to the same endpoint (verified).
  * `off` and `error` ones are stored as written.
  */
 import { FhirError } from '../../errors.ts';
@@ -35,6 +36,8 @@ export interface ActivationContext {
   resolve: ResolveHost;
   /** The write's transaction: a topic it wrote before the Subscription is found (topics.ts tenantTopics). */
   writer?: ResourceWriter;
+  /** The Subscription's current version as stored, parsed (none: new, or deleted): whether its endpoint was verified (`verified`). */
+  stored?: Record<string, unknown>;
 }
 
 /** An activated Subscription, its owner's record and its channel type. */
@@ -42,7 +45,10 @@ export interface Activated {
   resource: Resource;
   owner: string;
   channel: string;
-  /** A topic-based Subscription asking to be activated (written `requested`): a handshake notification is recorded for it. */
+  /**
+   * A topic-based rest-hook Subscription asking to be activated (written `requested`, or `active` over no verified endpoint):
+   * stored `requested`, a handshake notification is recorded for it.
+   */
   handshake?: boolean;
   /** A topic-based Subscription's heartbeat period (backport-heartbeat-period, ms). */
   heartbeatMs?: number;
@@ -63,8 +69,9 @@ export function payloadType(payload: unknown): string | undefined {
 /**
  * `resource` as stored when it asks to be active: checked (criteria compiled as a search by `access`,
  * a deliverable channel, an endpoint outside private networks, headers, payload) and set `active` (a
- * topic-based rest-hook one written `requested`: left `requested`, its handshake recorded), or `off` when its
- * `end` has passed; undefined for one that does not ask (off, error). A 422 naming the element that cannot be honoured.
+ * topic-based rest-hook one written `requested`, or written `active` without its endpoint verified (`verified`):
+ * `requested`, its handshake recorded), or `off` when its `end` has passed; undefined for one that does not ask (off,
+ * error). A 422 naming the element that cannot be honoured.
  */
 export async function activateSubscription(resource: Resource, ctx: ActivationContext): Promise<Activated | undefined> {
   const r = resource as Json;
@@ -95,8 +102,9 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.
   if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
   const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
-  // A websocket's handshake is sent on each bind (sockets.ts); a rest-hook's endpoint is verified by its handshake first.
-  const handshake = topicBased && !ended && r.status === 'requested' && channel.type === 'rest-hook';
+  // A websocket's handshake is sent on each bind (sockets.ts); a rest-hook's endpoint is verified by its handshake first
+  // (the Backport IG's REST Hook channel), whether written `requested` or `active`: only one already verified stays active.
+  const handshake = topicBased && !ended && channel.type === 'rest-hook' && (r.status === 'requested' || !verified(ctx.stored, channel.endpoint));
   const { error: _error, ...rest } = r;
   return {
     resource: { ...rest, status: ended ? 'off' : handshake ? 'requested' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
@@ -112,6 +120,16 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
 export function isActivated(sub: { status?: unknown; criteria?: unknown; channel?: unknown }): boolean {
   if (sub.status === 'active') return true;
   return sub.status === 'requested' && isTopicCriteria(sub.criteria) && (sub.channel as { type?: unknown } | undefined)?.type === 'rest-hook';
+}
+
+/**
+ * Whether a topic rest-hook Subscription as `stored` had `endpoint` verified: stored `active` (its handshake accepted, or
+ * activated before handshakes were awaited), topic-based, rest-hook, to the same endpoint. One new, awaiting its handshake
+ * (`requested`), off, in error, of another channel or criteria, or moved to another endpoint has not.
+ */
+function verified(stored: Json | undefined, endpoint: unknown): boolean {
+  const channel = stored?.channel as Json | undefined;
+  return stored?.status === 'active' && isTopicCriteria(stored.criteria) && channel?.type === 'rest-hook' && channel.endpoint === endpoint;
 }
 
 /** A rest-hook's endpoint (an absolute http(s) URL, outside private networks), payload and headers, or a 422 naming the element. */

@@ -110,7 +110,7 @@ interface TenantState {
 }
 
 /** Binds a write's Subscriptions to activation (PutOptions.activateSubscription). */
-export type ActivateSubscription = (resource: Resource, w: ResourceWriter) => Promise<Activated | undefined>;
+export type ActivateSubscription = (resource: Resource, w: ResourceWriter, stored?: Record<string, unknown>) => Promise<Activated | undefined>;
 
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
 export interface WriteHook {
@@ -172,7 +172,7 @@ export class SubscriptionHub {
   /** Activation for the writes of `req` (crud.ts putOptions). */
   activation(req: FhirRequest, now: number): ActivateSubscription {
     const { fhir, allowPrivate } = this.options;
-    return (resource, writer) => activateSubscription(resource, { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, writer });
+    return (resource, writer, stored) => activateSubscription(resource, { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, writer, ...(stored && { stored }) });
   }
 
   /**

@@ -561,32 +561,92 @@ for (const target of targets) {
     test("a disabled client's topic Subscription with a heartbeat period has its heartbeats again once it is enabled", async () => {
       const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
       const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
-      const c = await backend(['system/*.*']);
-      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
-      await owner.create({
-        resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
-        extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-patients' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
-      });
-      const sub = await owner.create({
-        resourceType: 'Subscription', status: 'requested', reason: 'beats', criteria: 'http://example.org/topics/lifecycle-patients',
-        channel: {
-          type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook', payload: 'application/fhir+json',
-          _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
-          extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }],
+      const got: string[] = [];
+      const receiver = Bun.serve({
+        port: 0, hostname: '127.0.0.1',
+        fetch: async (req) => {
+          const p = (((await req.json()) as Json).entry as Json[])[0]!.resource as Json;
+          got.push(String(((p.parameter as Json[]).find((x) => x.name === 'type') as Json).valueCode));
+          return new Response(null, { status: 200 });
         },
       });
-      const waiting = async () => (await t.store.subscriptions.pending('t1', sub.id as string, 100)).map((n) => n.event);
-      expect(await waiting()).toEqual(['handshake']);
-      await cinder(['client', 'disable', c.id]);
-      later();
-      // Disabled: what waits is dropped, and so is each heartbeat due meanwhile.
-      await t.app.subscriptions.runOnce();
-      expect(await waiting()).toEqual([]);
-      await cinder(['client', 'enable', c.id]);
-      later();
-      await t.app.subscriptions.runOnce();
-      // Enabled again: its heartbeats go on (the endpoint does not answer: the heartbeat waits for a retry).
-      expect(await waiting()).toEqual(['heartbeat']);
+      try {
+        const c = await backend(['system/*.*']);
+        const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+        await owner.create({
+          resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+          extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-patients' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
+        });
+        const sub = await owner.create({
+          resourceType: 'Subscription', status: 'requested', reason: 'beats', criteria: 'http://example.org/topics/lifecycle-patients',
+          channel: {
+            type: 'rest-hook', endpoint: `http://127.0.0.1:${receiver.port}/hook`, payload: 'application/fhir+json',
+            _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+            extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }],
+          },
+        });
+        const waiting = async () => (await t.store.subscriptions.pending('t1', sub.id as string, 100)).map((n) => n.event);
+        // Its handshake accepted, it is active.
+        await t.app.subscriptions.runOnce();
+        expect(got.splice(0)).toEqual(['handshake']);
+        await cinder(['client', 'disable', c.id]);
+        later();
+        // Disabled: each heartbeat due meanwhile is dropped, and nothing is sent.
+        await t.app.subscriptions.runOnce();
+        expect([await waiting(), got]).toEqual([[], []]);
+        await cinder(['client', 'enable', c.id]);
+        later();
+        await t.app.subscriptions.runOnce();
+        // Enabled again: its heartbeats go on.
+        expect(got.splice(0)).toEqual(['heartbeat']);
+      } finally {
+        receiver.stop(true);
+      }
+    });
+
+    test("a disabled client's topic Subscription awaiting its handshake is sent a handshake first once enabled (the one waiting was dropped), before its heartbeats and events", async () => {
+      const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+      const got: Json[] = [];
+      const receiver = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push((await req.json()) as Json), new Response(null, { status: 200 })) });
+      try {
+        const c = await backend(['system/*.*']);
+        const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+        await owner.create({
+          resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+          extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-awaiting' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
+        });
+        const sub = await owner.create({
+          resourceType: 'Subscription', status: 'requested', reason: 'awaiting', criteria: 'http://example.org/topics/lifecycle-awaiting',
+          channel: {
+            type: 'rest-hook', endpoint: `http://127.0.0.1:${receiver.port}/hook`, payload: 'application/fhir+json',
+            _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+            extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }],
+          },
+        });
+        await cinder(['client', 'disable', c.id]);
+        later();
+        // Disabled before its handshake went: the handshake is dropped with what waits; the Subscription still awaits it.
+        await t.app.subscriptions.runOnce();
+        expect(got).toEqual([]);
+        await cinder(['client', 'enable', c.id]);
+        later();
+        const admin = fhirClient(t, await t.token());
+        await admin.put200({ resourceType: 'Patient', id: 'awaiting1', name: [{ family: 'awaiting' }] });
+        for (let i = 0; i < 20 && (await t.app.subscriptions.runOnce()) > 0; i++);
+        const sent = got.map((b) => {
+          const p = (b.entry as Json[])[0]!.resource as Json;
+          const value = (name: string) => ((p.parameter as Json[]).find((x) => x.name === name) as Json).valueCode;
+          return `${String(value('type'))} ${String(value('status'))}`;
+        });
+        // Nothing reaches the endpoint before it is verified: a handshake first, then what waited, the Subscription active.
+        expect(sent[0]).toBe('handshake requested');
+        expect(sent.slice(1).every((k) => k.endsWith(' active'))).toBe(true);
+        expect(sent).toContain('event-notification active');
+        expect(((await (await admin.get(`Subscription/${sub.id}`)).json()) as Json).status).toBe('active');
+      } finally {
+        receiver.stop(true);
+      }
     });
 
     test("a user's disable, delete or new password silences the Subscriptions their app activated; enable restarts none, a new activation does", async () => {

@@ -27,7 +27,7 @@ import { outboundFetch, RefusedAddress } from '../../http/outbound.ts';
 import { authorityRevoked, ownerClient, ownerUser, type RestoreAccess } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
-import { topicBundle } from './topic-bundle.ts';
+import { topicBundle, type StatusNotification } from './topic-bundle.ts';
 import { isTopicCriteria, topicRequest } from './topic-subscription.ts';
 import type { SubscriptionSockets } from './sockets.ts';
 
@@ -89,14 +89,23 @@ export interface DeliveryCounts {
 
 type Json = Record<string, unknown>;
 
+/** A handshake made at delivery, for a Subscription awaiting one with none waiting: sent first, deleted from no outbox. */
+interface MadeHandshake extends StatusNotification {
+  event: 'handshake';
+}
+
 /**
  * The batch in sending order: as recorded, except that a Subscription awaiting its handshake (stored `requested`) is
- * sent that handshake first, so that what waited from before it was written `requested` again (its owner keeps it)
- * reaches the endpoint only once verified. A handshake beyond the batch leaves it in order.
+ * sent a handshake first, so that nothing reaches its endpoint before it is verified: what waited from before it was
+ * written `requested` again (its owner keeps it), the heartbeats and events of one whose handshake was dropped (its
+ * client disabled meanwhile, then enabled). The one waiting goes first; with none in the batch (dropped, or beyond
+ * it), one is made.
  */
-export function verifiedFirst(sub: Json, batch: PendingNotification[]): PendingNotification[] {
-  const at = sub.status === 'requested' ? batch.findIndex((n) => n.event === 'handshake') : -1;
-  return at <= 0 ? batch : [batch[at]!, ...batch.slice(0, at), ...batch.slice(at + 1)];
+export function verifiedFirst(sub: Json, batch: PendingNotification[]): (PendingNotification | MadeHandshake)[] {
+  if (sub.status !== 'requested' || !batch.length) return batch;
+  const at = batch.findIndex((n) => n.event === 'handshake');
+  if (at < 0) return [{ event: 'handshake' }, ...batch];
+  return at === 0 ? batch : [batch[at]!, ...batch.slice(0, at), ...batch.slice(at + 1)];
 }
 
 export class SubscriptionDelivery {
@@ -247,7 +256,7 @@ export class SubscriptionDelivery {
         if (this.stopping) break;
         const error = await this.send(c, sub, channel, n);
         if (error === undefined) {
-          await repo.delivered(c.tenant, c.id, this.worker, n.pk);
+          if ('pk' in n) await repo.delivered(c.tenant, c.id, this.worker, n.pk);
           this.counts.delivered++;
           failures = 0;
           // Its handshake accepted, a topic rest-hook Subscription awaiting it is active (a new version, unless a client
@@ -323,7 +332,7 @@ export class SubscriptionDelivery {
   }
 
   /** Sends one notification; undefined on a 2xx, else what went wrong. */
-  private async send(c: ClaimedSubscription, sub: Json, channel: Json, n: PendingNotification): Promise<string | undefined> {
+  private async send(c: ClaimedSubscription, sub: Json, channel: Json, n: PendingNotification | MadeHandshake): Promise<string | undefined> {
     const tenant = c.tenant;
     const endpoint = endpointUrl(channel.endpoint);
     if (typeof endpoint === 'string') return `Subscription.channel.endpoint ${endpoint}`;
@@ -343,7 +352,7 @@ export class SubscriptionDelivery {
       const bundle = await topicBundle({ fhir: this.options.fhir, clock: this.options.clock, restoreAccess: this.options.restoreAccess }, c, sub, request, n);
       body = payloadType(channel.payload)!.endsWith('xml') ? toFhirXml(bundle) : JSON.stringify(bundle);
       headers.set('Content-Type', String(channel.payload));
-    } else if (payloadType(channel.payload) !== undefined) {
+    } else if (payloadType(channel.payload) !== undefined && 'pk' in n) {
       const v = await this.options.fhir.store.resources.vread(tenant, n.type, n.id, n.versionId);
       if (!v || v.deleted) return undefined; // the version is gone (nothing left to send)
       method = 'PUT';

@@ -572,6 +572,49 @@ for (const target of targets) {
       await off(s);
     });
 
+    test("a client's write while the handshake is in flight wins: the server's active write over the version it read fails, and the new endpoint is verified before it is sent anything", async () => {
+      let release = () => {};
+      const held: string[] = [];
+      const gate = Bun.serve({
+        port: 0, hostname: '127.0.0.1',
+        async fetch(req) {
+          held.push(await req.text());
+          await new Promise<void>((r) => (release = r));
+          return new Response(null, { status: 200 });
+        },
+      });
+      const other = receiver();
+      try {
+        const s = await subscribe(topicSubscription(`http://127.0.0.1:${gate.port}/hook`, CHANGES, 'id-only'));
+        const delivering = t.app.subscriptions.runOnce();
+        for (let i = 0; i < 200 && !held.length; i++) await Bun.sleep(5);
+        expect(held.length).toBe(1);
+        // Moved to another endpoint while the first endpoint's handshake is unanswered, and an event matched.
+        const current = await json(call('GET', `Subscription/${s.id}`));
+        const moved = await call('PUT', `Subscription/${s.id}`, { ...current, channel: { ...(current.channel as Json), endpoint: other.url } });
+        expect([moved.status, (await json(moved)).status]).toEqual([200, 'requested']);
+        expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+        release();
+        await delivering;
+        // The client's version stands (not made active over it), pointing at the new endpoint.
+        const after = await json(call('GET', `Subscription/${s.id}`));
+        expect([after.status, (after.channel as Json).endpoint, (after.meta as Json).versionId]).toEqual(['requested', other.url, '2']);
+        await drain();
+        const kinds = other.got.splice(0).map((r) => {
+          const p = ((JSON.parse(r.body) as Json).entry as Json[])[0]!.resource as Json;
+          return `${param(p, 'type')!.valueCode} ${param(p, 'status')!.valueCode}`;
+        });
+        expect(kinds).toEqual(['handshake requested', 'event-notification active']);
+        expect(held.length).toBe(1);
+        expect((await json(call('GET', `Subscription/${s.id}`))).status).toBe('active');
+        await off(s);
+      } finally {
+        release();
+        gate.stop(true);
+        other.stop();
+      }
+    });
+
     test("another owner's activation is sent nothing that waited under the earlier owner's reach; the count goes on and $events holds to the caller's reach", async () => {
       const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
       const s = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource'));

@@ -311,17 +311,19 @@ export async function putVersion(w: ResourceWriter, resource: Resource, id: stri
   const stored = before && !before.deleted ? (JSON.parse(before.content) as Record<string, unknown>) : undefined;
   // A Subscription asking to be active is stored active (or off, past its end), its writer as its owner.
   // Its topic may have been written earlier in the same transaction: activation sees this writer's topics.
-  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource, w, stored) : undefined;
+  const activated = resource.resourceType === 'Subscription' && opts.activateSubscription ? await opts.activateSubscription(resource, w, stored && { id, resource: stored }) : undefined;
   // A SubscriptionTopic (a Basic coded so, subscriptions/topics.ts) is checked as it is written: a 422 naming what Cinder cannot honour.
   const topic = opts.activateSubscription && resource.resourceType === 'Basic'
     ? (isTopicResource(resource) ? parseTopic(resource as unknown as Record<string, unknown>) : null)
     : undefined;
-  // Whether it was active before (or a topic rest-hook's awaiting its handshake): if not (new, deleted, off, error), this is an activation anew.
-  const wasActive = !!activated && !!stored && isActivated(stored);
+  // Whether it was active before (or a topic rest-hook's awaiting its handshake): if not (new, deleted, off, error, or
+  // stored by `cinder import`, never activated), this is an activation anew.
+  const wasActive = !!activated && !!stored && isActivated(stored) && activated.unowned !== true;
   // `requested` asks the server to activate it (R4 subscription.html; the Backport IG's handshake): an active one is activated
   // again, never left unchanged although it is stored `active` as it was: a new version, its writer the owner, a handshake.
   // So is a topic rest-hook one written `active` whose endpoint is not verified (activation.ts): it is stored `requested`.
-  const reactivated = wasActive && ((resource as { status?: unknown }).status === 'requested' || activated.handshake === true);
+  // One `cinder import` stored is activated by any such write, though it stores the same text.
+  const reactivated = (wasActive && ((resource as { status?: unknown }).status === 'requested' || activated.handshake === true)) || activated?.unowned === true;
   const written = await putPrepared(w, prepareVersion(activated?.resource ?? resource, id, opts.base), opts, method, reactivated || opts.newVersion === true);
   if (topic !== undefined) noteTopicWritten(w, id, topic);
   if (activated && !written.unchanged) {

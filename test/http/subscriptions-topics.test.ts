@@ -11,6 +11,9 @@ import { createApp } from '../../src/app.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createTestApp, fhirInit, secondServer, type TestApp } from '../helpers/app.ts';
 import { craftToken, type Json } from '../helpers/fhir.ts';
+import { createCliEnv } from '../helpers/cli.ts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
@@ -612,6 +615,38 @@ for (const target of targets) {
         release();
         gate.stop(true);
         other.stop();
+      }
+    });
+
+    test('a topic rest-hook Subscription stored by cinder import (no owner) is activated by a write of it as read, active or requested: its endpoint verified first', async () => {
+      const cli = createCliEnv({ CINDER_DATABASE_URL: database.url });
+      try {
+        const file = join(cli.dir, 'subscriptions.ndjson');
+        const imported = (id: string, status: string) => ({ ...topicSubscription(hook.url, CHANGES, 'id-only'), id, status });
+        writeFileSync(file, [imported('imported-active', 'active'), imported('imported-requested', 'requested')].map((r) => JSON.stringify(r)).join('\n') + '\n');
+        const run = await cli.run(['import', '--tenant', 't1', file]);
+        expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+      } finally {
+        cli.close();
+      }
+      t.clock.advance(CHECK_INTERVAL_MS);
+      // Written back as read, the status each had: each is activated, stored requested until its handshake is accepted.
+      for (const id of ['imported-active', 'imported-requested']) {
+        const current = await json(call('GET', `Subscription/${id}`));
+        const res = await call('PUT', `Subscription/${id}`, current);
+        const stored = await json(res);
+        expect([id, res.status, stored.status, (stored.meta as Json).versionId]).toEqual([id, 200, 'requested', '2']);
+      }
+      expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+      await drain();
+      const sent = received().map((b) => {
+        const p = (b.entry as Json[])[0]!.resource as Json;
+        return `${((param(p, 'subscription')!.valueReference as Json).reference as string).split('/').pop()} ${param(p, 'type')!.valueCode}`;
+      });
+      for (const id of ['imported-active', 'imported-requested']) {
+        expect(sent.filter((x) => x.startsWith(`${id} `))).toEqual([`${id} handshake`, `${id} event-notification`]);
+        expect((await json(call('GET', `Subscription/${id}`))).status).toBe('active');
+        await off({ id });
       }
     });
 

@@ -36,8 +36,11 @@ export interface ActivationContext {
   resolve: ResolveHost;
   /** The write's transaction: a topic it wrote before the Subscription is found (topics.ts tenantTopics). */
   writer?: ResourceWriter;
-  /** The Subscription's current version as stored, parsed (none: new, or deleted): whether its endpoint was verified (`verified`). */
-  stored?: Record<string, unknown>;
+  /**
+   * The Subscription's current version as stored, parsed, with its id (none: new, or deleted): whether it was ever
+   * activated (an owner recorded: not one `cinder import` stored) and whether its endpoint was verified (`verified`).
+   */
+  stored?: { id: string; resource: Record<string, unknown> };
 }
 
 /** An activated Subscription, its owner's record and its channel type. */
@@ -52,6 +55,8 @@ export interface Activated {
   handshake?: boolean;
   /** A topic-based Subscription's heartbeat period (backport-heartbeat-period, ms). */
   heartbeatMs?: number;
+  /** The version it replaces has no owner (stored by `cinder import`): never activated, whatever its status says. */
+  unowned?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -102,14 +107,18 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.
   if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
   const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
+  // One `cinder import` stored (no owner) was never activated, nor its endpoint verified, whatever its status says.
+  const unowned = ctx.stored !== undefined && (await ctx.deps.store.subscriptions.owner(ctx.tenant, ctx.stored.id)) === null;
   // A websocket's handshake is sent on each bind (sockets.ts); a rest-hook's endpoint is verified by its handshake first
   // (the Backport IG's REST Hook channel), whether written `requested` or `active`: only one already verified stays active.
-  const handshake = topicBased && !ended && channel.type === 'rest-hook' && (r.status === 'requested' || !verified(ctx.stored, channel.endpoint));
+  const handshake = topicBased && !ended && channel.type === 'rest-hook'
+    && (r.status === 'requested' || unowned || !verified(ctx.stored?.resource, channel.endpoint));
   const { error: _error, ...rest } = r;
   return {
     resource: { ...rest, status: ended ? 'off' : handshake ? 'requested' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
     ...(handshake && { handshake: true }),
     ...(heartbeatMs !== undefined && !ended && { heartbeatMs }),
+    ...(unowned && { unowned }),
   };
 }
 

@@ -110,7 +110,7 @@ interface TenantState {
 }
 
 /** Binds a write's Subscriptions to activation (PutOptions.activateSubscription). */
-export type ActivateSubscription = (resource: Resource, w: ResourceWriter, stored?: Record<string, unknown>) => Promise<Activated | undefined>;
+export type ActivateSubscription = (resource: Resource, w: ResourceWriter, stored?: { id: string; resource: Record<string, unknown> }) => Promise<Activated | undefined>;
 
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
 export interface WriteHook {

@@ -254,6 +254,12 @@ export class SubscriptionDelivery {
       for (const n of verifiedFirst(sub, batch)) {
         // Left for the next process (or start) to send, in order.
         if (this.stopping) break;
+        // A handshake recorded for an earlier version of one now active was answered by the one sent first: its endpoint,
+        // this version's, is verified (asked to be activated twice before the first went). Sent, it would say `requested`.
+        if ('pk' in n && n.event === 'handshake' && sub.status === 'active' && n.versionId < current!.versionId) {
+          await repo.delivered(c.tenant, c.id, this.worker, n.pk);
+          continue;
+        }
         const error = await this.send(c, sub, channel, n);
         if (error === undefined) {
           if ('pk' in n) await repo.delivered(c.tenant, c.id, this.worker, n.pk);

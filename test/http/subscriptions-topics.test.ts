@@ -666,6 +666,40 @@ for (const target of targets) {
       await off(s);
     });
 
+    test('a Subscription awaiting its handshake that is deleted while the handshake is in flight stays deleted; one whose end passes first is set off and sent nothing', async () => {
+      let release = () => {};
+      const held: string[] = [];
+      const gate = Bun.serve({
+        port: 0, hostname: '127.0.0.1',
+        async fetch(req) {
+          held.push(await req.text());
+          await new Promise<void>((r) => (release = r));
+          return new Response(null, { status: 200 });
+        },
+      });
+      try {
+        const s = await subscribe(topicSubscription(`http://127.0.0.1:${gate.port}/hook`, CHANGES, 'id-only'));
+        const delivering = t.app.subscriptions.runOnce();
+        for (let i = 0; i < 200 && !held.length; i++) await Bun.sleep(5);
+        expect((await call('DELETE', `Subscription/${s.id}`)).status).toBe(200);
+        release();
+        await delivering;
+        // Its accepted handshake writes no active version over the deletion.
+        expect((await call('GET', `Subscription/${s.id}`)).status).toBe(410);
+        await drain();
+        expect([held.length, (await call('GET', `Subscription/${s.id}`)).status]).toEqual([1, 410]);
+      } finally {
+        release();
+        gate.stop(true);
+      }
+      // Its end passed before the handshake went: off (a version the server writes), nothing sent.
+      const ending = await subscribe({ ...topicSubscription(hook.url, CHANGES, 'id-only'), end: new Date(t.clock.now() + 60_000).toISOString() });
+      t.clock.advance(61_000);
+      await drain();
+      const read = await json(call('GET', `Subscription/${ending.id}`));
+      expect([read.status, (read.meta as Json).versionId, received()]).toEqual(['off', '2', []]);
+    });
+
     test("another owner's activation is sent nothing that waited under the earlier owner's reach; the count goes on and $events holds to the caller's reach", async () => {
       const patientToken = await craftToken(t, 'patient/Encounter.rs user/Subscription.cruds', { patient: 'pa' });
       const s = await subscribe(topicSubscription(hook.url, CHANGES, 'full-resource'));

@@ -19,6 +19,7 @@ import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
 import postgres from 'postgres';
+import { createPostgresStore } from '../../src/store/postgres/index.ts';
 
 interface Received {
   path: string;
@@ -799,6 +800,27 @@ for (const target of targets) {
         other.stop();
       }
       await off(r);
+    });
+
+    test('concurrent updates of Subscriptions on a pool of two connections all answer: activation reads nothing outside the write', async () => {
+      const subs = [];
+      for (let i = 0; i < 4; i++) subs.push(await subscribe(topicSubscription(hook.url, CHANGES, 'id-only')));
+      await drain();
+      received();
+      // A server whose PostgreSQL pool holds two connections: each update's transaction holds one while it activates.
+      const small = target.kind === 'postgres' ? createPostgresStore(database.url, { max: 2 }) : database.open();
+      try {
+        const second = await secondServer(t, () => small);
+        const updates = Promise.all(subs.map(async (s) => {
+          const current = await json(call('GET', `Subscription/${s.id}`));
+          return (await second(`${t.fhir()}/Subscription/${s.id}`, fhirInit(token, 'PUT', { ...current, reason: 'moved on' }))).status;
+        }));
+        const stalled = new Promise<string>((r) => setTimeout(() => r('stalled'), 10_000));
+        expect(await Promise.race([updates, stalled])).toEqual([200, 200, 200, 200]);
+      } finally {
+        await small.close();
+      }
+      for (const s of subs) await off(s);
     });
 
     test("an event another server matched with the earlier owner's reach, after another owner's activation, is numbered and kept for $events, and not sent", async () => {

@@ -108,7 +108,9 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
   const ended = typeof r.end === 'string' && Date.parse(r.end) <= ctx.now;
   // One `cinder import` stored (no owner) was never activated, nor its endpoint verified, whatever its status says.
-  const unowned = ctx.stored !== undefined && (await ctx.deps.store.subscriptions.owner(ctx.tenant, ctx.stored.id)) === null;
+  // Read in the write's transaction (the writer): a read on another connection while it holds one could wait for ever
+  // on a pool that concurrent writes have filled.
+  const unowned = ctx.stored !== undefined && ctx.writer !== undefined && !(await ctx.writer.subscriptionOwned(ctx.stored.id));
   // A websocket's handshake is sent on each bind (sockets.ts); a rest-hook's endpoint is verified by its handshake first
   // (the Backport IG's REST Hook channel), whether written `requested` or `active`: only one already verified stays active.
   const handshake = topicBased && !ended && channel.type === 'rest-hook'

@@ -126,6 +126,11 @@ export interface ResourceWriter {
    */
   ownSubscription(id: string, owner: string, channel: string, heartbeat?: { periodMs: number; now: number }, restart?: boolean): Promise<void>;
   /**
+   * Whether subscription `id` has an owner recorded (it was activated through the API; one `cinder import` stored
+   * has none), read in this transaction without a lock: a write's activation asks it while it holds a connection.
+   */
+  subscriptionOwned(id: string): Promise<boolean>;
+  /**
    * Ends subscription `id`'s delivery state as it is deleted (not expunged): its owner, event count, delivery
    * failures, waiting notifications and kept events are deleted, so that one created again with its id is a new
    * Subscription (its events numbered from 1, none of the deleted one's in $events). Its versions stay.

@@ -203,6 +203,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     // Noted, and written with the numbered events' counts (notify) in one pass in id order, or at the commit.
     ownSubscription: mapped('subscription', async (id, owner, channel, heartbeat, restart) => subscriptions.own(id, owner, channel, heartbeat, restart)),
     endSubscription: mapped('subscription', async (id) => subscriptions.end(id)),
+    // A plain read (no row lock): lock order is notify's id-ordered pass's alone (subscription-writes.ts).
+    subscriptionOwned: mapped('subscription', async (id) => (await tx`SELECT 1 FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`).length > 0),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
         // Under READ COMMITTED both statements wait for a transaction holding the row and then see its

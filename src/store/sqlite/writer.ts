@@ -272,6 +272,9 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
            heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`,
       ).run(tenant, id, owner, channel, heartbeat?.periodMs ?? 0, heartbeat?.now ?? 0);
     },
+    async subscriptionOwned(id) {
+      return db.query('SELECT 1 FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id) !== null;
+    },
     async endSubscription(id) {
       for (const table of ['subscription_notifications', 'subscription_events']) db.query(`DELETE FROM ${table} WHERE tenant = ? AND subscription_id = ?`).run(tenant, id);
       db.query('DELETE FROM subscription_state WHERE tenant = ? AND id = ?').run(tenant, id);

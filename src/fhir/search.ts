@@ -8,7 +8,7 @@ import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { patientRecords, searchedRecords } from './provenance-reach.ts';
+import { patientRecords, provenanceRowsInReach, searchedRecords, type OwnRecords } from './provenance-reach.ts';
 import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
@@ -641,6 +641,7 @@ export async function addIncludes(
   };
   const visible = (type: string) => req.access.can(type, 'r');
   let frontier = rows;
+  const notCurrent = new Set<string>();
   for (let round = 0; round <= MAX_ITERATIONS && frontier.length; round++) {
     const incs = compiled.includes.filter((i) => round === 0 || i.iterate);
     const revs = compiled.revincludes.filter((i) => round === 0 || i.iterate);
@@ -669,6 +670,8 @@ export async function addIncludes(
         throw err;
       });
       if (v) next.push(...add([v]));
+      // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts).
+      if (v) notCurrent.add(`${type}/${id}`);
     }
     for (const [type, ids] of reached.ids) {
       const list = [...ids].filter((id) => !seen.has(`${type}/${id}`)).slice(0, MAX_INCLUDES);
@@ -714,9 +717,10 @@ export async function addIncludes(
       const refer: Condition = any.length === 1 ? any[0]! : { kind: 'or', any };
       const q: SearchQuery = { type: source, where: [refer], sort: [], count: MAX_INCLUDES + 1 };
       const patient = req.access.patientLimit(source, 'r');
+      let own: OwnRecords | undefined;
       if (patient !== undefined && patientCompartment().has(source)) {
         // A Provenance naming a record of the patient among those followed is within reach (provenance-reach.ts).
-        const own = source === 'Provenance' ? patientRecords(frontier, patient, deps.fhirBase?.(req.tenant)) : undefined;
+        own = source === 'Provenance' ? patientRecords(frontier, patient, deps.fhirBase?.(req.tenant), notCurrent) : undefined;
         const named = [...(byColumn.get('target')?.entries() ?? [])].filter(([key]) => own?.has(key)).map(([, v]) => v);
         // The Provenance referring to the resources followed, and in the compartment or naming one of the patient's.
         if (named.length) q.where!.push({ kind: 'or', any: [{ kind: 'compartment', patient }, { kind: 'token', param: 'target', values: named }] });
@@ -724,7 +728,9 @@ export async function addIncludes(
       }
       const filter = scopeFilter(req, source, 'r');
       if (filter) q.where!.push(filter);
-      next.push(...add(await find(q)));
+      const found = await find(q);
+      // The index holds a target without its version: one naming another patient's version of the record is left out.
+      next.push(...add(own?.size && patient !== undefined ? await provenanceRowsInReach(deps, req, found, own, patient) : found));
     }
     frontier = next;
   }

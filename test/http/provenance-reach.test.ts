@@ -157,4 +157,68 @@ await eachStore((kind, fresh) => {
       expect(refs(await p2.search('Provenance?target=Observation/o2'), 'match')).toEqual(['Provenance/prov-both', 'Provenance/prov-far', 'Provenance/prov-o2']);
     });
   });
+
+  describe(`a version-specific target names that version (${kind})`, () => {
+    let t: TestApp;
+    let admin: FhirClient;
+    const as = async (scopes: string, patient = 'p1') => fhirClient(t, await craftToken(t, scopes, { patient }));
+    const PATIENT_TOKEN = 'launch/patient patient/Patient.rs patient/Observation.rs patient/Provenance.rs';
+    const LAB_TOKEN = 'launch/patient patient/Observation.rs?category=http://terminology.hl7.org/CodeSystem/observation-category|laboratory patient/Provenance.rs';
+    const refs = (bundle: Json, mode: string) =>
+      (bundle.entry ?? []).filter((e: Json) => e.search?.mode === mode).map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`).sort();
+    beforeAll(async () => {
+      t = await createTestApp({ store: await fresh() });
+      admin = fhirClient(t, await t.token());
+      // `mv` was p2's and is p1's now (a misfiled result corrected), `rv` the reverse; `cat` is p1's
+      // throughout, a vital sign first and a laboratory result now.
+      for (const r of [
+        { resourceType: 'Patient', id: 'p1' }, { resourceType: 'Patient', id: 'p2' },
+        observation('mv', 'p2'), observation('rv', 'p1'), observation('cat', 'p1'),
+        provenance('prov-mv1', ['Observation/mv/_history/1']),
+        provenance('prov-rv1', ['Observation/rv/_history/1']),
+        provenance('prov-rvp', ['Patient/p1', 'Observation/rv/_history/1']),
+        provenance('prov-cat1', ['Observation/cat/_history/1']),
+      ]) await admin.put200(r);
+      for (const r of [
+        observation('mv', 'p1'), observation('rv', 'p2'), observation('cat', 'p1', 'laboratory'),
+        provenance('prov-mv2', ['Observation/mv/_history/2']),
+        provenance('prov-rvcur', ['Observation/rv']),
+        provenance('prov-cat2', ['Observation/cat/_history/2']),
+      ]) await admin.put200(r);
+    });
+    afterAll(() => t.close());
+
+    test('a record moved between patients opens neither one\'s Provenance to the other', async () => {
+      const p1 = await as(PATIENT_TOKEN);
+      const p2 = await as(PATIENT_TOKEN, 'p2');
+      const status = async (api: FhirClient, path: string) => ({ path, status: (await api.get(path)).status });
+      // The Provenance of p2's version of `mv` is not p1's, though `mv` is p1's now; that of its version 2 is.
+      for (const [path, code] of [['Provenance/prov-mv1', 403], ['Provenance/prov-mv1/_history/1', 403], ['Provenance/prov-mv1/_history', 403], ['Provenance/prov-mv2', 200]] as const) {
+        expect(await status(p1, path)).toEqual({ path, status: code });
+      }
+      // The Provenance of p1's version of `rv` (and p1's compartment's) is not p2's, though `rv` is p2's now.
+      for (const path of ['Provenance/prov-rv1', 'Provenance/prov-rvp']) expect(await status(p2, path)).toEqual({ path, status: 403 });
+      expect(refs(await p1.search('Observation?_id=mv&_revinclude=Provenance:target'), 'include')).toEqual(['Provenance/prov-mv2']);
+      expect(refs(await p2.search('Observation?_id=rv&_revinclude=Provenance:target'), 'include')).toEqual(['Provenance/prov-rvcur']);
+      // A version-specific _include reads p1's version of `rv`: it is not p1's record now, so its Provenance are not followed.
+      const included = await p1.search('Provenance?patient=p1&_include=Provenance:target&_revinclude:iterate=Provenance:target');
+      expect(refs(included, 'include')).toEqual(['Observation/rv', 'Patient/p1']);
+      // A `target` search cannot tell the version a Provenance names: a record once another patient's widens nothing.
+      expect(refs(await p1.search('Provenance?target=Observation/mv'), 'match')).toEqual([]);
+      expect((await p1.search('Provenance?target=Observation/mv&_summary=count')).total).toBe(0);
+      expect(refs(await p2.search('Provenance?target=Observation/rv'), 'match')).toEqual([]);
+    });
+
+    test('a version outside the token\'s scope filters gives no reach to its Provenance', async () => {
+      const lab = await as(LAB_TOKEN);
+      expect((await lab.get('Provenance/prov-cat1')).status).toBe(403);
+      expect((await lab.get('Provenance/prov-cat2')).status).toBe(200);
+      expect(refs(await lab.search('Observation?_id=cat&_revinclude=Provenance:target'), 'include')).toEqual(['Provenance/prov-cat2']);
+      expect(refs(await lab.search('Provenance?target=Observation/cat'), 'match')).toEqual([]);
+      // Without the filter, every version of `cat` is p1's: both are found and read.
+      const all = await as(PATIENT_TOKEN);
+      expect(refs(await all.search('Provenance?target=Observation/cat'), 'match')).toEqual(['Provenance/prov-cat1', 'Provenance/prov-cat2']);
+      expect((await all.get('Provenance/prov-cat1')).status).toBe(200);
+    });
+  });
 });

@@ -37,10 +37,12 @@ import { matchConditions } from './search-match.ts';
 export const MAX_PROVENANCE_TARGETS = 100;
 
 /**
- * A `target` search widens only to records with at most this many versions, each of which is the
- * patient's (cleanRecord): one with more is not looked through, and gives no reach beyond the compartment.
+ * A `target` search widens only by records whose versions are all the patient's (cleanRecord), which it
+ * reads through: at most this many versions in all, of at most MAX_HISTORIES records of more than one
+ * version. A record past either bound is not looked through, and gives no reach beyond the compartment.
  */
 export const MAX_VERSIONS_CHECKED = 1000;
+export const MAX_HISTORIES = 50;
 
 type Json = Record<string, unknown>;
 
@@ -185,12 +187,17 @@ export async function provenanceRowsInReach(deps: FhirDeps, req: FhirRequest, ro
 /**
  * Whether every version of the patient's readable record `current` is the patient's within the token's
  * filters (versionOfPatient), so that a Provenance naming any version of it is within reach: a record
- * of one version is; one of more than MAX_VERSIONS_CHECKED versions is not looked through, and is not.
+ * of one version is; one of more versions than `budget` has left (MAX_VERSIONS_CHECKED,
+ * MAX_HISTORIES) is not looked through, and is not.
  */
-async function cleanRecord(deps: FhirDeps, req: FhirRequest, current: ResourceVersion, patient: string): Promise<boolean> {
+async function cleanRecord(deps: FhirDeps, req: FhirRequest, current: ResourceVersion, patient: string, budget: { versions: number; histories: number }): Promise<boolean> {
   if (current.versionId === 1) return true;
-  const versions = await deps.store.resources.history(req.tenant, { type: current.type, id: current.id, count: MAX_VERSIONS_CHECKED + 1 });
-  if (versions.length > MAX_VERSIONS_CHECKED) return false;
+  // Version ids count from 1 up, a deletion's too: the current one is how many versions there are.
+  if (budget.histories <= 0 || current.versionId > budget.versions) return false;
+  budget.histories--;
+  budget.versions -= current.versionId;
+  const versions = await deps.store.resources.history(req.tenant, { type: current.type, id: current.id, count: current.versionId + 1 });
+  if (versions.length > current.versionId) return false;
   for (const v of versions) if (!v.deleted && v.versionId !== current.versionId && !(await versionOfPatient(deps, req, v, patient))) return false;
   return true;
 }
@@ -216,8 +223,9 @@ export async function searchedRecords(deps: FhirDeps, req: FhirRequest, where: C
     if (at && at.id) named.add(`${at.type}/${at.id}`);
   }
   const values: { system: string; value: string }[] = [];
+  const budget = { versions: MAX_VERSIONS_CHECKED, histories: MAX_HISTORIES };
   for (const current of (await readableRecords(deps, req, named, patient)).values()) {
-    if (await cleanRecord(deps, req, current, patient)) values.push({ system: current.type, value: current.id });
+    if (await cleanRecord(deps, req, current, patient, budget)) values.push({ system: current.type, value: current.id });
   }
   if (!values.length) return undefined;
   return { kind: 'or', any: [{ kind: 'compartment', patient }, { kind: 'token', param: 'target', values }] };

@@ -220,5 +220,18 @@ await eachStore((kind, fresh) => {
       expect(refs(await all.search('Provenance?target=Observation/cat'), 'match')).toEqual(['Provenance/prov-cat1', 'Provenance/prov-cat2']);
       expect((await all.get('Provenance/prov-cat1')).status).toBe(200);
     });
+
+    test('a target search looks through the histories of at most 50 records', async () => {
+      const entry = (resources: Json[]) => ({ resourceType: 'Bundle', type: 'transaction', entry: resources.map((r) => ({ resource: r, request: { method: 'PUT', url: `${r.resourceType}/${r.id}` } })) });
+      const ids = Array.from({ length: 51 }, (_, i) => `h${i}`);
+      for (const code of ['vital-signs', 'laboratory']) {
+        const res = await admin.post('', entry(ids.flatMap((id) => [observation(id, 'p1', code), provenance(`prov-${id}`, [`Observation/${id}`])])));
+        expect(res.status).toBe(200);
+      }
+      const api = await as(PATIENT_TOKEN);
+      const targets = ids.map((id) => `Observation/${id}`).join(',');
+      expect((await api.search(`Provenance?target=${targets}&_summary=count`)).total).toBe(50);
+      expect((await api.search(`Provenance?target=${ids.slice(0, 50).map((id) => `Observation/${id}`).join(',')}&_summary=count`)).total).toBe(50);
+    });
   });
 });

@@ -724,13 +724,16 @@ export async function addIncludes(
         const named = [...(byColumn.get('target')?.entries() ?? [])].filter(([key]) => own?.has(key)).map(([, v]) => v);
         // The Provenance referring to the resources followed, and in the compartment or naming one of the patient's.
         if (named.length) q.where!.push({ kind: 'or', any: [{ kind: 'compartment', patient }, { kind: 'token', param: 'target', values: named }] });
-        else q.compartment = patient;
+        else {
+          q.compartment = patient;
+          own = undefined;
+        }
       }
       const filter = scopeFilter(req, source, 'r');
       if (filter) q.where!.push(filter);
       const found = await find(q);
       // The index holds a target without its version: one naming another patient's version of the record is left out.
-      next.push(...add(own?.size && patient !== undefined ? await provenanceRowsInReach(deps, req, found, own, patient) : found));
+      next.push(...add(own && patient !== undefined ? await provenanceRowsInReach(deps, req, found, own, patient) : found));
     }
     frontier = next;
   }

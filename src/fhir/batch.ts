@@ -23,8 +23,8 @@ async function one(deps: FhirDeps, req: FhirRequest, entry: Entry, base: string,
   requireValidPatched(planned, validationLevel(deps));
   for (const p of planned) if (p.patched) await requireProfiles(deps, req.tenant, p.patched.resource, undefined, `Bundle.entry[${p.entry.index}]: the patched ${p.entry.type}`);
   await requireEntriesInReach(deps, req, planned);
-  await deps.subscriptions?.prepare(planned.map(writtenBy));
   const opts = putOptions(deps, req, deps.clock.now());
+  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
   const out = await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     // Its own fullUrl, with a version, in its resource (a batch's entries may not refer to each other).

@@ -30,7 +30,9 @@ export function searchesCore(deps: Pick<FhirDeps, 'core'>, query: SearchQuery): 
  * resource of the tenant with the same id (live or deleted), merged in the query's order, at most
  * `query.count`. `coreOffset`: where the previous page left the core matches, for offset paging.
  */
-export async function searchWithCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, coreOffset = 0): Promise<MergedPage> {
+export async function searchWithCore(
+  deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, coreOffset = 0, search: StoredSearch = (q) => deps.store.resources.search(tenant, q),
+): Promise<MergedPage> {
   const order = searchOrder(query.sort);
   const after = query.after;
   // The core side (matches, then the tenant's shadowing rows) runs beside the store's search.
@@ -42,7 +44,7 @@ export async function searchWithCore(deps: FhirDeps & { core: CoreLayer }, tenan
     }
     return unshadowed(deps, tenant, query.type, core, start, query.count);
   });
-  const [stored, picked] = await Promise.all([deps.store.resources.search(tenant, query), fromCore]);
+  const [stored, picked] = await Promise.all([search(query), fromCore]);
   const rows: ResourceVersion[] = [];
   /** Per merged row: the position after it in the core matches, or -1 for a stored row. */
   const corePos: number[] = [];
@@ -83,10 +85,13 @@ export async function countWithCore(deps: FhirDeps & { core: CoreLayer }, tenant
  * The first `query.count` resources of `query`, core ones included where searchesCore says so: for
  * lookups that do not page (`_include`, `_revinclude`, chains evaluated in memory, scope filters).
  */
-export async function findResources(deps: FhirDeps, tenant: string, query: SearchQuery): Promise<ResourceVersion[]> {
-  if (!searchesCore(deps, query)) return deps.store.resources.search(tenant, query);
-  return (await searchWithCore(deps, tenant, query)).rows;
+export async function findResources(deps: FhirDeps, tenant: string, query: SearchQuery, search?: StoredSearch): Promise<ResourceVersion[]> {
+  if (!searchesCore(deps, query)) return search ? search(query) : deps.store.resources.search(tenant, query);
+  return (await searchWithCore(deps, tenant, query, 0, search)).rows;
 }
+
+/** How the tenant's stored resources are searched: ResourceRepo.search, or a write's ResourceWriter.search in its transaction. */
+export type StoredSearch = (query: SearchQuery) => Promise<ResourceVersion[]>;
 
 /** Chains and `_has` in conditions matched in memory look their other side up here (core included). */
 export function lookups(deps: FhirDeps, tenant: string): MatchContext {

@@ -213,7 +213,7 @@ export async function lastContent(deps: FhirDeps, tenant: string, v: ResourceVer
  * that names no resource of this tenant admits only requests whose access to Binary is not limited
  * to a patient. Other resources, and Binaries without a context, pass (their type's scopes apply).
  */
-export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, resource: Resource): Promise<void> {
+export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, resource: Resource, via?: ContextReads): Promise<void> {
   if (resource.resourceType !== 'Binary') return;
   const target = securityContextTarget(resource, deps.fhirBase?.(req.tenant));
   if (target === undefined) return;
@@ -227,16 +227,27 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   if (!access.can(target.type, 'r')) throw refuse(`the access token's scopes do not allow read of ${target.type}, its securityContext`);
   const limited = (access.patientLimit(target.type, 'r') !== undefined && patientCompartment().has(target.type)) || access.filters?.(target.type, 'r') !== undefined;
   if (!limited) return;
-  const stored = await deps.store.resources.read(req.tenant, target.type, target.id);
+  const stored = await (via ? via.read(target.type, target.id) : deps.store.resources.read(req.tenant, target.type, target.id));
   if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
   const context = JSON.parse(stored.content) as Resource;
   try {
     requireCompartment(access, context, deps.fhirBase?.(req.tenant), 'r');
-    await requireFilter(access, 'r', context, stored.lastUpdated, lookups(deps, req.tenant));
+    await requireFilter(access, 'r', context, stored.lastUpdated, via?.lookups ?? lookups(deps, req.tenant));
   } catch (err) {
     if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
     throw err;
   }
+}
+
+/**
+ * How requireContextReadable reads a securityContext inside a write's transaction (a Subscription's match,
+ * subscriptions/hub.ts): through the transaction's writer, which sees its own writes, and never on another
+ * connection of the store, where the read could wait for ever on a pool that concurrent writes fill.
+ */
+export interface ContextReads {
+  read(type: string, id: string): Promise<CurrentVersion | null>;
+  /** The chains and `_has` of a scope filter. */
+  lookups: MatchContext;
 }
 
 /**
@@ -253,13 +264,13 @@ export function binaryReachLimited(access: Access): boolean {
 
 /**
  * The versions among `rows` within the request's reach: Binaries whose securityContext it may not
- * read are left out (requireContextReadable); deletions and other types stay.
+ * read are left out (requireContextReadable, read `via` a write's transaction when given); deletions and other types stay.
  */
-export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[]): Promise<ResourceVersion[]> {
+export async function rowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], via?: ContextReads): Promise<ResourceVersion[]> {
   const out: ResourceVersion[] = [];
   for (const v of rows) {
     if (v.type !== 'Binary' || v.deleted) out.push(v);
-    else if (await requireContextReadable(deps, req, splitStoredBinary(v.content).resource).then(() => true, (err: unknown) => (err instanceof FhirError ? false : Promise.reject(err)))) out.push(v);
+    else if (await requireContextReadable(deps, req, splitStoredBinary(v.content).resource, via).then(() => true, (err: unknown) => (err instanceof FhirError ? false : Promise.reject(err)))) out.push(v);
   }
   return out;
 }
@@ -438,11 +449,11 @@ export async function createResource(
   if (profiled) await profiled;
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
-  await deps.subscriptions?.prepare([resource]);
-  const now = deps.clock.now();
+  const opts = putOptions(deps, req, deps.clock.now());
+  await deps.subscriptions?.prepare([resource], opts.activateSubscription);
   return writeTx(deps, req.tenant, async (w) => {
     await settle?.(w);
-    const written = await putVersion(w, resource, newId(), putOptions(deps, req, now), method);
+    const written = await putVersion(w, resource, newId(), opts, method);
     await requireReferences(deps, w, req.tenant, [{ resource, path: type }], referenceReach(deps, req));
     return written;
   });
@@ -469,9 +480,8 @@ export async function updateResource(
   await requireStoredInReach(deps, req, type, id, 'u');
   await requireContextReadable(deps, req, resource);
   await noteValidationLevel(deps, req.tenant);
-  await deps.subscriptions?.prepare([resource]);
-  const now = deps.clock.now();
-  const opts = putOptions(deps, req, now);
+  const opts = putOptions(deps, req, deps.clock.now());
+  await deps.subscriptions?.prepare([resource], opts.activateSubscription);
   if (pre.ifMatch !== undefined) opts.ifMatch = pre.ifMatch;
   if (pre.ifNoneMatch !== undefined) opts.ifNoneMatch = pre.ifNoneMatch;
   if (createOnly) opts.createOnly = true;

@@ -65,8 +65,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
     if (metadata) await operationEntry(metadata.entry, undefined);
   }
   const out: Json[] = new Array(entries.length);
-  await deps.subscriptions?.prepare(planned.map(writtenBy));
   const opts = putOptions(deps, req, deps.clock.now());
+  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
   await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     // The resources the entries change are looked up together (PostgreSQL locks them in one statement,

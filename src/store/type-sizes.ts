@@ -6,6 +6,8 @@
  */
 export interface TypeSizes {
   get(tenant: string, type: string): Promise<number>;
+  /** The size measured, while it is current; undefined while none is, or while its measurement is under way. */
+  measured(tenant: string, type: string): number | undefined;
 }
 
 export const TYPE_SIZE_MAX_AGE_MS = 5 * 60_000;
@@ -15,7 +17,7 @@ export function createTypeSizes(
   maxAgeMs = TYPE_SIZE_MAX_AGE_MS,
   now: () => number = Date.now,
 ): TypeSizes {
-  const known = new Map<string, { size: Promise<number>; at: number }>();
+  const known = new Map<string, { size: Promise<number>; at: number; value?: number }>();
   return {
     get(tenant, type) {
       const key = `${tenant}\u0000${type}`;
@@ -23,11 +25,16 @@ export function createTypeSizes(
       if (hit && now() - hit.at < maxAgeMs) return hit.size;
       // Concurrent searches share one measurement; a failed one is not kept.
       const size = Promise.resolve().then(() => measure(tenant, type));
-      known.set(key, { size, at: now() });
-      size.catch(() => {
+      const entry: { size: Promise<number>; at: number; value?: number } = { size, at: now() };
+      known.set(key, entry);
+      size.then((n) => void (entry.value = n), () => {
         if (known.get(key)?.size === size) known.delete(key);
       });
       return size;
+    },
+    measured(tenant, type) {
+      const hit = known.get(`${tenant}\u0000${type}`);
+      return hit && now() - hit.at < maxAgeMs ? hit.value : undefined;
     },
   };
 }

@@ -18,7 +18,7 @@ await eachStore((kind, fresh) => {
   describe(`Subscriptions with chained and _has criteria (${kind})`, () => {
     let t: TestApp;
     let api: FhirClient;
-    /** The types of the store searches run while `counting`. */
+    /** The types of the store searches run while `counting`, in a write's transaction (ResourceWriter.search) or not. */
     const searched: string[] = [];
     let counting = false;
     const listing = (store: Store): Store => {
@@ -27,6 +27,13 @@ await eachStore((kind, fresh) => {
         if (counting) searched.push(q.type);
         return store.resources.search(tenant, q);
       };
+      resources.write = (tenant, fn) => store.resources.write(tenant, (w) => fn({
+        ...w,
+        search: (q) => {
+          if (counting) searched.push(q.type);
+          return w.search(q);
+        },
+      }));
       return new Proxy(store, { get: (target, key) => (key === 'resources' ? resources : Reflect.get(target, key)) });
     };
     const subscribe = async (criteria: string) => {

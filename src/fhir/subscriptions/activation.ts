@@ -13,11 +13,11 @@ import type { ResourceWriter } from '../../store/types.ts';
 import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
-import { compileCriteria } from './criteria.ts';
+import { compileCriteria, type ResolvedConditions } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
 import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
-import { tenantTopics } from './topics.ts';
+import { committedTopics, isTopicResource, parseTopic, tenantTopics, type Topic } from './topics.ts';
 
 /** The channel types Cinder delivers: rest-hook (delivery.ts) and websocket (sockets.ts). */
 export const DELIVERED_CHANNELS = ['rest-hook', 'websocket'];
@@ -41,6 +41,19 @@ export interface ActivationContext {
    * activated (an owner recorded: not one `cinder import` stored) and whether its endpoint was verified (`verified`).
    */
   stored?: { id: string; resource: Record<string, unknown> };
+  /** What the write's activations read of the committed state before its transaction began (prepareActivation). */
+  reads?: ActivationReads;
+}
+
+/**
+ * What a write's activations read of the committed state, read before its transaction begins
+ * (prepareActivation): the tenant's topics and the conditions their criteria resolve. Inside a write transaction
+ * nothing is read but through its writer (ARCHITECTURE.md): a read on another connection of the PostgreSQL pool
+ * while the transaction holds one waited for ever once concurrent writes filled the pool.
+ */
+export interface ActivationReads {
+  topics?: Promise<Topic[]>;
+  resolved: ResolvedConditions;
 }
 
 /** An activated Subscription, its owner's record and its channel type. */
@@ -98,11 +111,10 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
     } else if (channel.payload !== undefined && !JSON_PAYLOADS.includes(payloadType(channel.payload)!)) {
       throw refuse(`Subscription.channel.payload '${String(channel.payload)}': a websocket sends its notification Bundles as JSON (${JSON_PAYLOADS.join(' or ')}, or none)`, 'Subscription.channel.payload');
     }
-    const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now, ctx.writer), request);
-    await compileTopic(ctx.deps, ctx.tenant, ctx.access, topic, request, ctx.now,
-      async (criteria) => (await compileCriteria(ctx.deps, ctx.tenant, ctx.access, criteria, ctx.now)).where);
+    const topic = findTopic(await tenantTopics(ctx.deps, ctx.tenant, ctx.now, ctx.writer, ctx.reads?.topics), request);
+    await compileTopicFor(topic, request, ctx);
   } else {
-    await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now);
+    await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now, ctx.reads?.resolved);
   }
   // A websocket subscription is pinged over the sockets bound to it: no endpoint, payload or header is used.
   if (channel.type === 'rest-hook') await checkRestHook(channel, ctx);
@@ -122,6 +134,56 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
     ...(heartbeatMs !== undefined && !ended && { heartbeatMs }),
     ...(unowned && { unowned }),
   };
+}
+
+/** A topic-based Subscription's request compiled against `topic` for its writer, its conditions resolved once (ctx.reads). */
+function compileTopicFor(topic: Topic, request: ReturnType<typeof topicRequest>, ctx: Omit<ActivationContext, 'writer' | 'stored'>) {
+  const resolved = ctx.reads?.resolved;
+  return compileTopic(ctx.deps, ctx.tenant, ctx.access, topic, request, ctx.now,
+    async (criteria) => (await compileCriteria(ctx.deps, ctx.tenant, ctx.access, criteria, ctx.now, resolved)).where, resolved);
+}
+
+/**
+ * Reads, before a write's transaction begins, what activating the Subscriptions among `resources` that ask to be
+ * active reads of the committed state (into `ctx.reads`): the tenant's topics, and the conditions their criteria
+ * (and their topics', a topic among `resources` too) resolve from ValueSets, code systems and hierarchies. Activation
+ * in the transaction then reads them from there, and through its writer alone. What fails here is left for activation
+ * to refuse, as it would.
+ */
+export async function prepareActivation(resources: readonly (Resource | undefined)[], ctx: Omit<ActivationContext, 'writer' | 'stored'> & { reads: ActivationReads }): Promise<void> {
+  const asking = resources.filter((r): r is Resource => {
+    const sub = r as Json | undefined;
+    return sub?.resourceType === 'Subscription' && (sub.status === 'requested' || sub.status === 'active')
+      && DELIVERED_CHANNELS.includes((sub.channel as Json | undefined)?.type as string);
+  }) as unknown as Json[];
+  if (asking.length === 0) return;
+  const ignore = () => undefined;
+  // Topics this write stores (a transaction's Basic entries) may be the ones its Subscriptions name.
+  const written = resources.flatMap((r) => {
+    try {
+      return r?.resourceType === 'Basic' && isTopicResource(r) ? [parseTopic(r as unknown as Json)] : [];
+    } catch {
+      return [];
+    }
+  });
+  for (const r of asking) {
+    if (!isTopicCriteria(r.criteria)) {
+      await compileCriteria(ctx.deps, ctx.tenant, ctx.access, r.criteria, ctx.now, ctx.reads.resolved).catch(ignore);
+      continue;
+    }
+    let request;
+    try {
+      request = topicRequest(r);
+    } catch {
+      continue;
+    }
+    ctx.reads.topics ??= committedTopics(ctx.deps, ctx.tenant, ctx.now);
+    ctx.reads.topics.catch(ignore);
+    const stored = await ctx.reads.topics.catch(() => [] as Topic[]);
+    for (const topic of [...stored, ...written]) {
+      if (topic.url === request.url) await compileTopicFor(topic, request, ctx).catch(ignore);
+    }
+  }
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 import { FhirError } from '../../errors.ts';
 import type { Condition } from '../../store/types.ts';
+import type { PendingCondition } from '../search-compile.ts';
 import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isResourceType } from '../resource-types.ts';
@@ -35,17 +36,38 @@ export function splitCriteria(criteria: unknown): { type: string; query: string 
 }
 
 /**
+ * The conditions a write's activations resolved (`:in`, `:not-in`, `:below`, `:above`: ValueSets, code systems
+ * and hierarchies read from the store), by what they resolved: filled before the write's transaction begins
+ * (activation.ts prepareActivation) and read in it, where a read on another connection of the pool could wait
+ * for ever on a pool that concurrent writes fill. One it holds no entry for is resolved then.
+ */
+export type ResolvedConditions = Map<string, Promise<Condition[]>>;
+
+/** `pending` (of `type`) resolved, once per `resolved` (a rejection is kept as well, and handled). */
+export function resolvedOnce(resolved: ResolvedConditions | undefined, type: string, pending: PendingCondition[], resolve: () => Promise<Condition[]>): Promise<Condition[]> {
+  if (resolved === undefined) return resolve();
+  const key = `${type}\u0000${JSON.stringify(pending)}`;
+  let out = resolved.get(key);
+  if (out === undefined) {
+    out = resolve();
+    out.catch(() => undefined);
+    resolved.set(key, out);
+  }
+  return out;
+}
+
+/**
  * Compiles `criteria` for `access` in `tenant` (FhirDeps: the terminology service for `:in`, the store for
  * hierarchies). A criteria that does not compile is a 422 naming Subscription.criteria; one that names
  * a type or a linked type the owner may not search is a 403, as that search would be.
  */
-export async function compileCriteria(deps: FhirDeps, tenant: string, access: Access, criteria: unknown, now: number): Promise<CompiledCriteria> {
+export async function compileCriteria(deps: FhirDeps, tenant: string, access: Access, criteria: unknown, now: number, resolved?: ResolvedConditions): Promise<CompiledCriteria> {
   const { type, query } = splitCriteria(criteria);
   requireAccess(access, type, 's');
   let where: Condition[];
   try {
     const pending = compileFilter(type, new URLSearchParams(query), now);
-    where = await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access }, tenant, pending);
+    where = await resolvedOnce(resolved, type, pending, () => resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access }, tenant, pending));
   } catch (err) {
     if (err instanceof FhirError && err.status < 500) throw refuse(`Subscription.criteria '${String(criteria)}' is not a search Cinder can run: ${err.message}`, err);
     throw err;

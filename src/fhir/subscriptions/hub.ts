@@ -19,7 +19,7 @@ import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, TextEntry } from '../../store/types.ts';
-import { activateSubscription, DELIVERED_CHANNELS, isActivated, type Activated } from './activation.ts';
+import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
@@ -110,7 +110,14 @@ interface TenantState {
 }
 
 /** Binds a write's Subscriptions to activation (PutOptions.activateSubscription). */
-export type ActivateSubscription = (resource: Resource, w: ResourceWriter, stored?: { id: string; resource: Record<string, unknown> }) => Promise<Activated | undefined>;
+export interface ActivateSubscription {
+  (resource: Resource, w: ResourceWriter, stored?: { id: string; resource: Record<string, unknown> }): Promise<Activated | undefined>;
+  /**
+   * Reads what activating the Subscriptions among `resources` reads of the committed state (topics, the ValueSets,
+   * code systems and hierarchies their criteria resolve), before the write's transaction begins (SubscriptionHub.prepare).
+   */
+  prepare(resources: readonly (Resource | undefined)[]): Promise<void>;
+}
 
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
 export interface WriteHook {
@@ -146,9 +153,11 @@ export class SubscriptionHub {
   /**
    * Resolves the endpoint host names of the rest-hook Subscriptions among `resources` that ask to be
    * active, before the write's transaction begins, so that their activation inside it finds them resolved
-   * (RESOLVED_FOR_MS) instead of holding the transaction (on SQLite, every write) during a DNS lookup.
+   * (RESOLVED_FOR_MS) instead of holding the transaction (on SQLite, every write) during a DNS lookup; and
+   * with the write's `activation`, reads what their activation reads of the committed state (prepareActivation).
    */
-  async prepare(resources: readonly (Resource | undefined)[]): Promise<void> {
+  async prepare(resources: readonly (Resource | undefined)[], activation?: ActivateSubscription): Promise<void> {
+    await activation?.prepare(resources);
     const hosts = resources.flatMap((r) => {
       const sub = r as { resourceType?: string; status?: string; channel?: { type?: string; endpoint?: unknown } } | undefined;
       if (sub?.resourceType !== 'Subscription' || (sub.status !== 'requested' && sub.status !== 'active') || sub.channel?.type !== 'rest-hook') return [];
@@ -172,7 +181,13 @@ export class SubscriptionHub {
   /** Activation for the writes of `req` (crud.ts putOptions). */
   activation(req: FhirRequest, now: number): ActivateSubscription {
     const { fhir, allowPrivate } = this.options;
-    return (resource, writer, stored) => activateSubscription(resource, { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, writer, ...(stored && { stored }) });
+    // Filled before the write's transaction (prepare), read in it: nothing is read on another connection there.
+    const reads: ActivationReads = { resolved: new Map() };
+    const ctx = { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, reads };
+    return Object.assign(
+      (resource: Resource, writer: ResourceWriter, stored?: { id: string; resource: Record<string, unknown> }) => activateSubscription(resource, { ...ctx, writer, ...(stored && { stored }) }),
+      { prepare: (resources: readonly (Resource | undefined)[]) => prepareActivation(resources, ctx) },
+    );
   }
 
   /**
@@ -183,6 +198,9 @@ export class SubscriptionHub {
    */
   async hook(tenant: string): Promise<WriteHook> {
     const active = await this.active(tenant);
+    // Before the transaction, as the set: matching in it reads nothing on another connection (a client's or user's
+    // record read there, once its cache lapsed, waited for ever on a PostgreSQL pool that concurrent writes filled).
+    const notifying = await this.notifying(tenant, active);
     let watchedWritten = false;
     return {
       wrap: (fn) => async (w) => {
@@ -221,7 +239,7 @@ export class SubscriptionHub {
         };
         const result = await fn(watched);
         if (written.length) {
-          const notifications = (await this.match(tenant, active, written)).flatMap((n) =>
+          const notifications = (await this.match(tenant, active, notifying, written, w)).flatMap((n) =>
             ended.has(n.subscriptionId) ? [] : reowned.has(n.subscriptionId) ? [{ ...n, unsent: true }] : [n]);
           if (notifications.length) await w.notify(notifications, this.options.clock.now());
         }
@@ -237,8 +255,15 @@ export class SubscriptionHub {
    * The notifications `versions` give the tenant's active subscriptions: one per subscription whose criteria,
    * as its owner's search, matches; one per topic-based subscription with a trigger the write passes.
    */
-  private async match(tenant: string, active: ActiveSet, versions: Written[]): Promise<NotificationToWrite[]> {
-    const ctx = cachedLookups(this.options.fhir, tenant);
+  private async match(tenant: string, active: ActiveSet, notifying: ReadonlySet<Compiled>, versions: Written[], w: ResourceWriter): Promise<NotificationToWrite[]> {
+    // Chains and `_has` are searched in the write's transaction, as a Binary's securityContext is read there.
+    const ctx = cachedLookups(this.options.fhir, tenant, (query) => w.search(query));
+    // A Binary's securityContext is read in the write's transaction (it sees the transaction's own writes), by a search,
+    // which locks nothing (ResourceWriter.current would lock it for the rest of the transaction).
+    const contexts = {
+      read: async (type: string, id: string) => (await w.search({ type, where: [{ kind: 'id', ids: [id] }], sort: [], count: 1 }))[0] ?? null,
+      lookups: ctx,
+    };
     const base = this.options.fhir.fhirBase?.(tenant);
     const out: NotificationToWrite[] = [];
     for (const { v, previous } of versions) {
@@ -268,11 +293,11 @@ export class SubscriptionHub {
       for (const s of subs) {
         if (v.deleted && !s.topic) continue;
         if (s.topic && (interaction === undefined || !s.topic.trigger.interactions.includes(interaction) || notified.has(s.id))) continue;
-        if (s.clientId !== null && !(await this.current(tenant, s))) continue;
+        if (s.clientId !== null && !notifying.has(s)) continue;
         // The owner's reach and the filters, on the version written (a deletion: on the one it deleted).
         if (!(await matchConditions(resource, v.deleted ? previous!.lastUpdated : v.lastUpdated, s.where, ctx, rows, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
-        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: previous!.content, deleted: false } : v])).length) continue;
+        if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: previous!.content, deleted: false } : v], contexts)).length) continue;
         if (s.topic) {
           const { trigger } = s.topic;
           const tests: boolean[] = [];
@@ -293,6 +318,18 @@ export class SubscriptionHub {
         }
         out.push({ subscriptionId: s.id, type: v.type, id: v.id, versionId: v.versionId, matchedFor: s.owner });
       }
+    }
+    return out;
+  }
+
+  /**
+   * The subscriptions of a client in `active` that may notify now (current), judged before a write's transaction
+   * begins: their clients' and users' records, and a compilation again, are read on the store's connections.
+   */
+  private async notifying(tenant: string, active: ActiveSet): Promise<Set<Compiled>> {
+    const out = new Set<Compiled>();
+    for (const subs of active.byType.values()) {
+      for (const s of subs) if (s.clientId !== null && (await this.current(tenant, s))) out.add(s);
     }
     return out;
   }

@@ -9,6 +9,7 @@ import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isResourceType } from '../resource-types.ts';
 import { compileFilter, resolveConditions } from '../search.ts';
+import { resolvedOnce, type ResolvedConditions } from './criteria.ts';
 import { BACKPORT, CHANNEL_TYPE, FHIR_TYPES, FILTER_CRITERIA, HEARTBEAT_PERIOD, MAX_COUNT, PAYLOAD_CONTENT, TIMEOUT, type Topic, type TopicTrigger } from './topics.ts';
 
 type Json = Record<string, unknown>;
@@ -150,7 +151,7 @@ export interface CompiledTrigger {
  * type the owner may not search.
  */
 export async function compileTopic(deps: FhirDeps, tenant: string, access: Access, topic: Topic, request: TopicRequest, now: number,
-  compileCriteria: (criteria: string) => Promise<Condition[]>): Promise<CompiledTrigger[]> {
+  compileCriteria: (criteria: string) => Promise<Condition[]>, resolved?: ResolvedConditions): Promise<CompiledTrigger[]> {
   const triggerTypes = new Set(topic.triggers.map((t) => t.type));
   for (const [type, query] of request.filters) {
     const at = filterAtOf(request, type);
@@ -179,9 +180,11 @@ export async function compileTopic(deps: FhirDeps, tenant: string, access: Acces
       if (err instanceof FhirError && err.status === 422) throw refuse(`backport-filter-criteria '${criteria}' is not a search Cinder can run: ${err.message}`, filterAtOf(request, trigger.type));
       throw err;
     }
-    const test = (q: string | undefined) => q === undefined
-      ? undefined
-      : resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access }, tenant, compileFilter(trigger.type, new URLSearchParams(q), now));
+    const test = (q: string | undefined) => {
+      if (q === undefined) return undefined;
+      const pending = compileFilter(trigger.type, new URLSearchParams(q), now);
+      return resolvedOnce(resolved, trigger.type, pending, () => resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access }, tenant, pending));
+    };
     const previous = await test(trigger.previous);
     const current = await test(trigger.current);
     out.push({ trigger, where, criteria, ...(previous && { previous }), ...(current && { current }) });

@@ -317,14 +317,14 @@ export function noteTopicWritten(w: ResourceWriter, id: string, topic: Topic | n
 }
 
 /**
- * Every topic of the tenant that parses (one stored by `cinder import` may not: it is left out): the
- * committed ones, and with `w`, as its transaction has written them so far (noteTopicWritten).
+ * The tenant's committed topics that parse (one stored by `cinder import` may not: it is left out), read on
+ * the store's connections: before a write's transaction begins (activation.ts prepareActivation), never in it.
  */
-export async function tenantTopics(deps: Pick<FhirDeps, 'store'>, tenant: string, now: number, w?: ResourceWriter): Promise<Topic[]> {
+export async function committedTopics(deps: Pick<FhirDeps, 'store'>, tenant: string, now: number): Promise<Topic[]> {
   // The code in any system, then held to isTopicResource's (fhir-types, or none), as topics are checked when written.
   const where = compileFilter('Basic', new URLSearchParams('code=SubscriptionTopic'), now) as Condition[];
   const rows = await deps.store.resources.search(tenant, { type: 'Basic', where, sort: [], count: MAX_TOPICS });
-  const committed = rows.flatMap((row) => {
+  return rows.flatMap((row) => {
     try {
       const resource = JSON.parse(row.content) as Json;
       return isTopicResource(resource) ? [parseTopic(resource)] : [];
@@ -332,8 +332,16 @@ export async function tenantTopics(deps: Pick<FhirDeps, 'store'>, tenant: string
       return [];
     }
   });
+}
+
+/**
+ * Every topic of the tenant that parses: the committed ones (`committed`, read before the write's transaction;
+ * without it, read now), and with `w`, as its transaction has written them so far (noteTopicWritten).
+ */
+export async function tenantTopics(deps: Pick<FhirDeps, 'store'>, tenant: string, now: number, w?: ResourceWriter, committed?: Promise<Topic[]>): Promise<Topic[]> {
+  const stored = await (committed ?? committedTopics(deps, tenant, now));
   const written = w && writtenTopics.get(w);
-  if (!written) return committed;
-  return [...committed.filter((t) => !written.has(t.id)), ...[...written.values()].filter((t): t is Topic => t !== null)];
+  if (!written) return stored;
+  return [...stored.filter((t) => !written.has(t.id)), ...[...written.values()].filter((t): t is Topic => t !== null)];
 }
 

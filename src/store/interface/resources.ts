@@ -75,6 +75,15 @@ export interface ResourceWriter {
    * transaction where the database can). Sees this transaction's own writes.
    */
   current(type: string, id: string): Promise<CurrentVersion | null>;
+  /**
+   * The current resources of `query` (ResourceRepo.search), read in this transaction: it sees the transaction's
+   * own writes, and on PostgreSQL it runs on the transaction's connection. Whatever must be searched while a write's
+   * transaction is open (a Subscription's chains and `_has`, matched as the write commits: subscriptions/hub.ts) is
+   * searched here: a search on another connection of the pool while the transaction holds one could wait for ever
+   * on a pool that concurrent writes fill. SQLite, whose writes and reads do not wait for each other's connection,
+   * searches as ResourceRepo.search does.
+   */
+  search(query: SearchQuery): Promise<ResourceVersion[]>;
   /** Stores a new version: the previous one moves to history; index and compartment rows are replaced. */
   put(version: VersionToWrite): Promise<void>;
   /** Whether a non-deleted resource exists (for reference checks inside transactions). */

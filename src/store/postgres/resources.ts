@@ -1,6 +1,6 @@
-import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type WriteMethod } from '../types.ts';
+import { META_PARAMS, type CodingPair, type CodingPairsQuery, type IndexedRow, type MetaValue, type ResourceRepo, type ResourceVersion, type SearchQuery, type WriteMethod } from '../types.ts';
 import { asConflict } from './db.ts';
-import type { Pg } from './db.ts';
+import type { Pg, PgTx } from './db.ts';
 import { countForm, countSql, countsOnIndex, driverCandidates, matchingSql, onlyContainedKeys, plannedSearch, planSearch, POSTGRES, selectsNothing, SqlBuilder, withoutAbsentKeys, type SqlValue, type StatementForm } from '../search-sql.ts';
 import { boundedQuery } from '../index-limits.ts';
 import { keyName } from '../search-keys.ts';
@@ -59,8 +59,12 @@ function countRows(sql: Pg, genericSql: Pg) {
  * which analyze() refreshes after bulk writes and autovacuum after others. Counting would read every
  * row (0.39 s for 686,776 Observations); the estimate costs one plan (under 1 ms).
  */
-function estimatedSizes(sql: Pg): TypeSizes {
+function estimatedSizes(sql: Pg | PgTx, known?: TypeSizes): TypeSizes {
   return createTypeSizes(async (tenant, type) => {
+    // A transaction's sizes (searchIn) are the pool's where it has measured them (never one it is measuring: that
+    // measurement may be waiting for a connection of the pool).
+    const measured = known?.measured(tenant, type);
+    if (measured !== undefined) return measured;
     const [row] = await sql.unsafe<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }[]>(
       'EXPLAIN (FORMAT JSON) SELECT 1 FROM resources WHERE tenant = $1 AND type = $2', [tenant, type]);
     return row!['QUERY PLAN'][0].Plan['Plan Rows'];
@@ -108,12 +112,30 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
   const count = countRows(sql, genericSql);
   // Keys of reference and token rows found (a key is never removed), for withoutAbsentKeys.
   const foundKeys = new Set<string>();
-  const keyExists = (tenant: string) => async (type: string, param: string, system: string) => {
+  // `on`: the pool, or a write's transaction (searchIn).
+  const keyExists = (tenant: string, on: Pg | PgTx = sql) => async (type: string, param: string, system: string) => {
     const name = keyName({ tenant, type, param, system, code: '' });
     if (foundKeys.has(name)) return true;
-    const [row] = await sql`SELECT 1 AS hit FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND system = ${system} AND code = ''`;
+    const [row] = await on`SELECT 1 AS hit FROM search_keys WHERE tenant = ${tenant} AND type = ${type} AND param = ${param} AND system = ${system} AND code = ''`;
     if (row) foundKeys.add(name);
     return row !== undefined;
+  };
+  /**
+   * A search in a write's transaction `tx` (ResourceWriter.search): every statement on its connection, the
+   * planner's counts and the types' sizes included (measured there when not known), so that it sees the
+   * transaction's writes and never waits for another connection of the pool while it holds one.
+   */
+  const searchIn = (tx: PgTx, tenant: string) => {
+    const txSizes = estimatedSizes(tx, sizes);
+    return async (query: SearchQuery) => {
+      query = await withoutAbsentKeys(boundedQuery(query), keyExists(tenant, tx));
+      if (selectsNothing(query)) return [];
+      const rows = await plannedSearch<Row>(POSTGRES, tenant, query, {
+        count: async (text, values) => Number((await tx.unsafe<{ n: number }[]>(text, values, { prepare: true }))[0]!.n),
+        rows: (text, values, form) => tx.unsafe<Row[]>(text, values, { prepare: form !== undefined }),
+      }, (type) => txSizes.get(tenant, type));
+      return rows.map(toVersion);
+    };
   };
   /** A codingPairs or codeTexts statement (viaSql's `select`), run. */
   const viaRead = <R extends object>(tenant: string, query: CodingPairsQuery, select: (b: SqlBuilder, via: { from: string; where: string }, keys: (param: string) => string) => string) => {
@@ -289,7 +311,7 @@ export function createPostgresResources(sql: Pg, keys: KeysConnection, genericSq
       let fromFn = false;
       try {
         const result = await transaction(sql, async (tx) => {
-          const w = createPostgresWriter(tx, tenant, searchKeys);
+          const w = createPostgresWriter(tx, tenant, searchKeys, searchIn(tx, tenant));
           fromFn = true;
           const value = await fn(w);
           fromFn = false;

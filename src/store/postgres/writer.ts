@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import type { CurrentVersion, ResourceWriter, VersionToWrite } from '../types.ts';
+import type { CurrentVersion, ResourceVersion, ResourceWriter, SearchQuery, VersionToWrite } from '../types.ts';
 import { CLAIM_KEPT_MS, inKeyOrder, StoreConflictError } from '../types.ts';
 import { onlyTables } from '../index-tables.ts';
 import { copyVersions, reserveNumbers } from './copy.ts';
@@ -27,7 +27,7 @@ export interface PostgresWriter extends ResourceWriter {
  * `insertNew()` writes at once, with COPY (see createFirst). Each batch's search keys are resolved
  * (`searchKeys`, committed on a connection of their own) before the statements that write its index rows.
  */
-export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: PostgresKeys): PostgresWriter {
+export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: PostgresKeys, search: (query: SearchQuery) => Promise<ResourceVersion[]>): PostgresWriter {
   /** Rows this transaction holds locked (or wrote); null = looked up and absent, not locked. */
   const locked = new Map<string, LockedRow | null>();
   const pending = new Map<string, VersionToWrite>();
@@ -165,6 +165,11 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     current: mapped('current', current),
     exists: mapped('exists', exists),
     existing: mapped('exists', existing),
+    // On this transaction's connection (resources.ts searchIn), its buffered versions written first, so that it finds them.
+    search: mapped('search', async (query: SearchQuery) => {
+      await flush();
+      return search(query);
+    }),
     put: mapped('put', async (v: VersionToWrite) => {
       if (pending.has(keyOf(v.type, v.id))) await flush();
       pending.set(keyOf(v.type, v.id), v);

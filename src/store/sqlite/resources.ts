@@ -84,7 +84,9 @@ const GROUP_LIMIT = 128;
  * the group reads or creates are cached once the COMMIT has succeeded, those of a savepoint rolled back
  * never.
  */
-async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWrite[], checkpointer: Checkpointer | undefined, text: TextMover): Promise<void> {
+async function commitGroup(
+  writer: Database, keys: SqliteKeys, group: PendingWrite[], checkpointer: Checkpointer | undefined, text: TextMover, search: ResourceRepo['search'],
+): Promise<void> {
   // A promise settles once, so rejecting a whole group also leaves its already failed writes as they are.
   const fail = (writes: PendingWrite[], err: unknown) => writes.forEach((w) => w.reject(err));
   let written: { write: PendingWrite; result: unknown }[] = [];
@@ -100,7 +102,7 @@ async function commitGroup(writer: Database, keys: SqliteKeys, group: PendingWri
       writer.exec('SAVEPOINT write');
       const spKeys = txKeys.savepoint();
       try {
-        const w = createWriter(writer, write.tenant, spKeys.keyOf(write.tenant));
+        const w = createWriter(writer, write.tenant, spKeys.keyOf(write.tenant), (query) => search(write.tenant, query));
         const result = await write.fn(w);
         versions += w.finish();
         writer.exec('RELEASE write');
@@ -221,6 +223,20 @@ export function createSqliteResources(
   const sizes = createTypeSizes((tenant, type) => sizeOf.get(tenant, type)!.n);
   /** Whether a key of a reference or token row exists (withoutAbsentKeys). */
   const keyExists = (tenant: string) => (type: string, param: string, system: string) => dialect.knownKey!({ tenant, type, param, system, code: '' }) !== undefined;
+  /**
+   * A search in a write's open transaction (ResourceWriter.search): on the writer connection, with the keys it
+   * sees, so that it finds what the transaction (and the group before it) wrote, as PostgreSQL's does.
+   */
+  const inWrite: Dialect = { ...SQLITE, knownKey: keys.inTransaction(writer) };
+  const searchInWrite = async (tenant: string, query: SearchQuery): Promise<ResourceVersion[]> => {
+    query = await withoutAbsentKeys(query, (type, param, system) => inWrite.knownKey!({ tenant, type, param, system, code: '' }) !== undefined);
+    if (selectsNothing(query)) return [];
+    const rows = await plannedSearch<Row>(inWrite, tenant, query, {
+      count: (sql, values) => writer.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n,
+      rows: (sql, values) => writer.query<Row, SqlValue[]>(sql).all(...values),
+    }, (type) => sizes.get(tenant, type));
+    return rows.map(toVersion);
+  };
   /** A planner's count (planSearch, plannedSearch) on the reader. */
   const countRows = (sql: string, values: SqlValue[]) => reader.query<{ n: number }, SqlValue[]>(sql).get(...values)!.n;
   /** A count's plan (SearchPlan), from the candidates' bounded counts; `:missing=true` where none drives. */
@@ -273,7 +289,7 @@ export function createSqliteResources(
       const group = pending.splice(0, GROUP_LIMIT);
       if (pending.length) schedule();
       try {
-        await commitGroup(writer, keys, group, checkpointer, text);
+        await commitGroup(writer, keys, group, checkpointer, text, searchInWrite);
       } catch (err) {
         // commitGroup settles every write itself; should it throw, none is left waiting (a promise settles once).
         for (const w of group) w.reject(err);

@@ -45,7 +45,7 @@ function rowInserter(db: Database, table: string, cols: string[], verb = 'INSERT
  * finds an existing row) and writes index and compartment rows many per statement. `keyOf` gives
  * each index row its key (search_keys), creating it in this transaction when it is new.
  */
-export function createWriter(db: Database, tenant: string, keyOf: KeyOf): ResourceWriter & { finish(): number; textWaiting(): number } {
+export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search: ResourceWriter['search']): ResourceWriter & { finish(): number; textWaiting(): number } {
   const q = {
     locate: db.query<CurrentRow, [string, string, string]>(
       'SELECT pk, version_id, last_updated, deleted FROM resources WHERE tenant = ? AND type = ? AND id = ?',
@@ -272,6 +272,8 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf): Resour
            heartbeat_ms = excluded.heartbeat_ms, last_notified_at = excluded.last_notified_at`,
       ).run(tenant, id, owner, channel, heartbeat?.periodMs ?? 0, heartbeat?.now ?? 0);
     },
+    // On this connection, in the transaction (resources.ts searchInWrite).
+    search,
     async subscriptionOwned(id) {
       return db.query('SELECT 1 FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id) !== null;
     },

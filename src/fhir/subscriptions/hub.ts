@@ -30,6 +30,7 @@ import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
+import type { User } from '../../store/types.ts';
 
 /** How long a read of the Subscription change token is trusted before it is read again (ms). */
 export const CHECK_INTERVAL_MS = 250;
@@ -327,9 +328,22 @@ export class SubscriptionHub {
    * begins: their clients' and users' records, and a compilation again, are read on the store's connections.
    */
   private async notifying(tenant: string, active: ActiveSet): Promise<Set<Compiled>> {
+    // Each client's and user's record read once for the write, not once per subscription (a tenant may have thousands):
+    // then each subscription is judged without waiting, unless its client's registration changed (compiled again).
+    const subs = new Set<Compiled>();
+    for (const list of active.byType.values()) for (const s of list) if (s.clientId !== null) subs.add(s);
+    const clients = new Map<string, Client | null>();
+    const users = new Map<string, User | null>();
+    for (const s of subs) {
+      if (!clients.has(s.clientId!)) clients.set(s.clientId!, await this.options.client(s.clientId!));
+      if (s.user !== null && !users.has(s.user.id)) users.set(s.user.id, await this.options.user(tenant, s.user.id));
+    }
     const out = new Set<Compiled>();
-    for (const subs of active.byType.values()) {
-      for (const s of subs) if (s.clientId !== null && (await this.current(tenant, s))) out.add(s);
+    for (const s of subs) {
+      const client = clients.get(s.clientId!) ?? null;
+      if (client?.disabled) continue;
+      if (s.user !== null && authorityRevoked(client, users.get(s.user.id) ?? null, s.user)) continue;
+      if ((client?.scopes.join(' ') ?? null) === s.registered || (await this.current(tenant, s))) out.add(s);
     }
     return out;
   }

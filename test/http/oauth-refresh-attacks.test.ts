@@ -14,6 +14,7 @@ import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { download, finish, kickOff, refs } from '../helpers/export.ts';
 import { fhirClient, ids, type Json } from '../helpers/fhir.ts';
 import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, redirectParams, REDIRECT, signIn } from '../helpers/oauth.ts';
+import { receiver } from '../helpers/rest-hook.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const targets = await storeTargets();
@@ -21,13 +22,6 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 type Tokens = { access_token: string; refresh_token?: string; patient?: string; scope: string; error?: string; error_description?: string };
 type App = { id: string; secret: string };
-
-/** A rest-hook receiver on a free port of 127.0.0.1 that counts what it is sent. */
-function receiver() {
-  const got: string[] = [];
-  const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push(await req.text()), new Response(null, { status: 200 })) });
-  return { url: `http://127.0.0.1:${server.port}/hook`, got, stop: () => server.stop(true) };
-}
 
 const category = (code: string) => [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code }] }];
 

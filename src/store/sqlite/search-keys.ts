@@ -45,15 +45,6 @@ export function createSqliteKeys(db: Database) {
      * so it never sees a key of a transaction still open); undefined when the key does not exist.
      * A key found is cached: once committed, it never changes.
      */
-    /**
-     * A key's k as the writer connection `writer` sees it in its open transaction (ResourceWriter.search): a
-     * committed one from the cache, any other read there and not cached (a key created in the transaction is
-     * the group's until its COMMIT); undefined when the key does not exist.
-     */
-    inTransaction(writer: Database): (key: SearchKey) => number | undefined {
-      const read = () => keyQuery(writer);
-      return (key) => committed.get(keyName(key)) ?? read().get(key.tenant, key.type, key.param, key.system, key.code)?.k;
-    },
     known(reader: Database): (key: SearchKey) => number | undefined {
       const read = () => keyQuery(reader);
       return (key) => {
@@ -65,6 +56,15 @@ export function createSqliteKeys(db: Database) {
         }
         return k;
       };
+    },
+    /**
+     * A key's k as the writer connection `writer` sees it in its open transaction (ResourceWriter.search): a
+     * committed one from the cache, any other read there and not cached (a key created in the transaction is
+     * the group's until its COMMIT); undefined when the key does not exist.
+     */
+    inTransaction(writer: Database): (key: SearchKey) => number | undefined {
+      const read = () => keyQuery(writer);
+      return (key) => committed.get(keyName(key)) ?? read().get(key.tenant, key.type, key.param, key.system, key.code)?.k;
     },
     /** The keys of one group transaction: a scope per savepoint; commit() once COMMIT has succeeded. */
     transaction() {

@@ -6,12 +6,20 @@ import type { AppEnv } from './env.ts';
 import { answerXmlType } from './fhir-response.ts';
 
 /**
+ * The kick-off (system, Patient, Group) and status routes of bulk export: Bulk Data 2.0 defines their answers in
+ * JSON alone (kick-off `Accept`: "Currently, only application/fhir+json is supported"; a status error "in JSON
+ * format"), so they stay JSON whatever the request asks.
+ */
+const BULK_EXPORT = /\/\$export(?:-status\/[^/]+)?$/;
+
+/**
  * The format layer of the FHIR API (FHIR R4 http 3.1.0.1.10, xml.html): every FHIR JSON answer of the
  * routes inside it (resources, Bundles, history, operations, the CapabilityStatement, and errors'
  * OperationOutcomes) is sent in FHIR XML when the request asks for XML (answerXmlType), written from
  * the JSON by the R4 definitions (src/fhir/xml/to-xml.ts), indented under `_pretty=true`. Answers that
- * are not FHIR JSON (native Binary content, export manifests and files, `$graphql`) pass unchanged;
- * the answer carries `Vary: Accept` as the JSON one does. XML request bodies are read where bodies are
+ * are not FHIR JSON (native Binary content, export manifests and files, `$graphql`) pass unchanged, and so
+ * do bulk export's kick-off and status answers (BULK_EXPORT); the answer carries `Vary: Accept` as the JSON
+ * one does. XML request bodies are read where bodies are
  * read (src/http/body.ts).
  */
 export function xmlAnswers(): MiddlewareHandler<AppEnv> {
@@ -25,7 +33,7 @@ export function xmlAnswers(): MiddlewareHandler<AppEnv> {
     // `$convert` answers the format asked for, JSON by default: an XML body is what it converts, not a request for XML.
     const bodyType = path.endsWith('/$convert') ? undefined : c.req.header('content-type');
     const type = answerXmlType(c.req.header('accept'), format, bodyType);
-    if (type === undefined || path.endsWith('/$graphql')) return;
+    if (type === undefined || path.endsWith('/$graphql') || BULK_EXPORT.test(path)) return;
     const headers = new Headers(res.headers);
     headers.set('Content-Type', `${type}; charset=utf-8`);
     headers.delete('Content-Length');

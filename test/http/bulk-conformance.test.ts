@@ -171,6 +171,22 @@ for (const target of targets) {
 
     for (const level of LEVELS) {
       describe(`kick-off at the ${level} level`, () => {
+        test('a client asking for XML gets the kick-off and status answers in JSON, the only format Bulk Data defines for them, errors too', async () => {
+          const xml = { accept: 'application/fhir+xml' };
+          const json = async (res: Response, status: number) => {
+            expect([res.status, res.headers.get('content-type')?.split(';')[0]]).toEqual([status, 'application/fhir+json']);
+            return (await res.json()) as Json;
+          };
+          expect((await json(await kick(level, { params: { _type: 'NotAType' }, headers: xml }), 400)).resourceType).toBe('OperationOutcome');
+          const started = await kick(level, { headers: xml });
+          expect((await json(started.clone(), 202)).resourceType).toBe('OperationOutcome');
+          const location = started.headers.get('content-location')!;
+          const poll = () => t.request(location, { headers: { authorization: `Bearer ${token}`, ...xml } });
+          expect([202, 200]).toContain((await poll()).status);
+          expect(await json(await del(location, xml), 202)).toMatchObject({ resourceType: 'OperationOutcome' });
+          expect(await json(await poll(), 404)).toMatchObject({ resourceType: 'OperationOutcome' });
+        });
+
         test('bdt "Can start an export" (GET) and "from POST requests" (an empty Parameters); Inferno kick-off: 202 with Content-Location', async () => {
           const get = await kick(level);
           await expectStarted(get.clone());

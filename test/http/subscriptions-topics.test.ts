@@ -41,6 +41,21 @@ function receiver() {
   return { url: `http://127.0.0.1:${server.port}/hook`, got, stop: () => server.stop(true) };
 }
 
+/** A receiver that holds each request it is sent (its body kept in `held`) until `release()`: a delivery in flight. */
+function gatedReceiver() {
+  let open = () => {};
+  const held: string[] = [];
+  const server = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    async fetch(req) {
+      held.push(await req.text());
+      await new Promise<void>((r) => (open = r));
+      return new Response(null, { status: 200 });
+    },
+  });
+  return { port: server.port, held, release: () => open(), stop: (force: boolean) => server.stop(force) };
+}
+
 const ALLOW = { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' };
 const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
 const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
@@ -577,16 +592,9 @@ for (const target of targets) {
     });
 
     test("a client's write while the handshake is in flight wins: the server's active write over the version it read fails, and the new endpoint is verified before it is sent anything", async () => {
-      let release = () => {};
-      const held: string[] = [];
-      const gate = Bun.serve({
-        port: 0, hostname: '127.0.0.1',
-        async fetch(req) {
-          held.push(await req.text());
-          await new Promise<void>((r) => (release = r));
-          return new Response(null, { status: 200 });
-        },
-      });
+      const gate = gatedReceiver();
+      const { held } = gate;
+      const release = () => gate.release();
       const other = receiver();
       try {
         const s = await subscribe(topicSubscription(`http://127.0.0.1:${gate.port}/hook`, CHANGES, 'id-only'));
@@ -668,16 +676,9 @@ for (const target of targets) {
     });
 
     test('a Subscription awaiting its handshake that is deleted while the handshake is in flight stays deleted; one whose end passes first is set off and sent nothing', async () => {
-      let release = () => {};
-      const held: string[] = [];
-      const gate = Bun.serve({
-        port: 0, hostname: '127.0.0.1',
-        async fetch(req) {
-          held.push(await req.text());
-          await new Promise<void>((r) => (release = r));
-          return new Response(null, { status: 200 });
-        },
-      });
+      const gate = gatedReceiver();
+      const { held } = gate;
+      const release = () => gate.release();
       try {
         const s = await subscribe(topicSubscription(`http://127.0.0.1:${gate.port}/hook`, CHANGES, 'id-only'));
         const delivering = t.app.subscriptions.runOnce();

@@ -40,7 +40,7 @@ for (const target of targets) {
   const count = 60_000;
   test(`${target.kind}: a process killed with SIGKILL mid-export; ${target.kind === 'sqlite' ? 'the restarted process' : 'a second process'} completes it exactly`, async () => {
     const dir = tempDir('cinder-export-crash-');
-    const db = await target.fresh();
+    const db = await target.migrated();
     const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
     const store = db.open();
     await store.migrate();
@@ -85,7 +85,7 @@ for (const target of targets) {
 test('SIGTERM mid-export hands the job back at once; the next process resumes it', async () => {
   const target = targets.find((t) => t.kind === 'sqlite')!;
   const dir = tempDir('cinder-export-term-');
-  const db = await target.fresh();
+  const db = await target.migrated();
   const store = db.open();
   await store.migrate();
   const creds = await seed(store, 60_000);

@@ -19,7 +19,7 @@ const line = (id: string) => JSON.stringify({ resourceType: 'Patient', id, activ
 for (const target of targets) {
   test(`${target.kind}: an import whose process was killed is completed by the next process`, async () => {
     const dir = tempDir('cinder-import-e2e-');
-    const db = await target.fresh();
+    const db = await target.migrated();
     const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
     const store = db.open();
     await store.migrate();
@@ -99,7 +99,7 @@ for (const target of targets) {
 for (const target of targets) {
   test(`${target.kind}: an input of id-less lines read again after a kill mid-input stores each line once`, async () => {
     const dir = tempDir('cinder-import-e2e-');
-    const db = await target.fresh();
+    const db = await target.migrated();
     const url = target.kind === 'sqlite' ? 'sqlite:' + db.url : db.url;
     const store = db.open();
     await store.migrate();

@@ -48,7 +48,7 @@ afterAll(() => files.stop(true));
 
 for (const target of targets) {
   test(`${target.kind}: an https input is fetched at the resolved address, its certificate verified for the name`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     await createTenant(store, systemClock, 't1');

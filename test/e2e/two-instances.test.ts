@@ -18,7 +18,7 @@ import { BASE, fhirInit, testClock, type TestClock } from '../helpers/app.ts';
 import { basic, csrfCookie, FORM, hiddenFields, REDIRECT, authorizeQuery } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 
 async function instance(store: Store, clock: TestClock) {
   await store.migrate();

@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createApp } from '../../src/app.ts';
 import { createClient, createTenant } from '../../src/auth/admin.ts';
-import { createKeyRing } from '../../src/auth/keys.ts';
+import { createKeyRing, type SigningAlg } from '../../src/auth/keys.ts';
+import { randomToken } from '../../src/auth/secrets.ts';
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import type { ExportSink } from '../../src/export/sink.ts';
 import type { Rebuilding } from '../../src/fhir/reindex.ts';
 import type { ResolveHost } from '../../src/fhir/subscriptions/endpoint.ts';
@@ -15,8 +17,33 @@ import { createSqliteStore } from '../../src/store/sqlite/index.ts';
 import type { Store } from '../../src/store/types.ts';
 import type { CoreBundle } from '../../src/terminology/core/core-bundle.ts';
 import { testCoreBundle } from './terminology-service.ts';
+import { migratedSqliteFile } from './stores.ts';
 
 export const BASE = 'http://cinder.test';
+
+/** One key pair per algorithm for this test process, generated when first asked for. */
+const keyPairs = new Map<SigningAlg, Promise<{ privateJwk: JWK; publicJwk: JWK }>>();
+
+/**
+ * Gives a store without signing keys the active ES256 and RS256 keys KeyRing.init() would make, each under a
+ * kid of its own but on a key pair this process generated once: generating an RSA key took about 100 ms of
+ * every test app. A token of one app is still refused by another (its kid is unknown there). Tests of key
+ * generation and rotation go through KeyRing itself: rotation in test/http/oauth-endpoints.test.ts and
+ * test/unit/cli-auth.test.ts, generation wherever the CLI or the binary starts on a new database.
+ */
+async function seedKeys(store: Store, now: number): Promise<void> {
+  if ((await store.keys.list(0)).length > 0) return;
+  for (const alg of ['ES256', 'RS256'] as const) {
+    let pair = keyPairs.get(alg);
+    if (!pair) {
+      pair = generateKeyPair(alg, { extractable: true }).then(async (k) => ({ privateJwk: await exportJWK(k.privateKey), publicJwk: await exportJWK(k.publicKey) }));
+      keyPairs.set(alg, pair);
+    }
+    const { privateJwk, publicJwk } = await pair;
+    const kid = randomToken(12);
+    await store.keys.add({ kid, alg, privateJwk: { ...privateJwk, kid, alg }, publicJwk: { ...publicJwk, kid, alg, use: 'sig' }, createdAt: now, retiredAt: null });
+  }
+}
 
 export type TestClock = Clock & { advance(ms: number): void; set(ms: number): void };
 
@@ -48,10 +75,11 @@ export interface TestAppOptions {
  */
 export async function createTestApp(opts: TestAppOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'cinder-test-'));
-  const store = opts.store ?? createSqliteStore(join(dir, 'cinder.db'));
+  const store = opts.store ?? createSqliteStore(migratedSqliteFile(join(dir, 'cinder.db')));
   await store.migrate();
   const clock = opts.clock ?? testClock();
   const config: Config = loadConfig({ CINDER_BASE_URL: BASE, CINDER_DATA_DIR: dir, ...opts.env });
+  await seedKeys(store, clock.now());
   const keys = createKeyRing(store, clock, MAX_TOKEN_TTL);
   await keys.init();
   const app = createApp({ config, store, keys, clock, log: silentLogger, fetch: opts.fetch, core: opts.core ?? testCoreBundle(), rebuilding: opts.rebuilding, ...(opts.exportSink ? { exportSink: opts.exportSink } : {}), ...(opts.resolveHost ? { resolveHost: opts.resolveHost } : {}) });

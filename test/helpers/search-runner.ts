@@ -30,7 +30,7 @@ export async function statementRunner(kind: string, url: string, statements: str
 
 /** A test app on a fresh, migrated database of `target`, a FHIR client of tenant t1, and the database's URL. */
 export async function appOnFresh(target: StoreTarget): Promise<{ t: TestApp; api: FhirClient; url: string }> {
-  const db = await target.fresh();
+  const db = await target.migrated();
   const store = db.open();
   await store.migrate();
   const t = await createTestApp({ store });

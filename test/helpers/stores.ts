@@ -4,9 +4,9 @@
  * by cleanup(). Postgres unreachable: fails under CI=true, otherwise the Postgres half is skipped
  * with a printed notice.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import postgres from 'postgres';
 import { connect, runMigrations as runPgMigrations } from '../../src/store/postgres/db.ts';
 import { createPostgresStore } from '../../src/store/postgres/index.ts';
@@ -31,12 +31,45 @@ export interface StoreTarget extends StoreDatabase {
   kind: Store['kind'];
   /** A new, empty database of this kind, removed by cleanup(). */
   fresh(): Promise<StoreDatabase>;
+  /**
+   * A new database of this kind with every migration applied, removed by cleanup(): on PostgreSQL a copy of
+   * a template database migrated once for these migrations (migrating each of the suite's hundreds of
+   * databases took most of a second apiece), on SQLite a copy of a migrated template file (migratedSqliteFile).
+   */
+  migrated(): Promise<StoreDatabase>;
   /** Closes every Store opened here and drops every database made. */
   cleanup(): Promise<void>;
 }
 
 function randomName(): string {
   return 'cinder_t_' + crypto.randomUUID().replaceAll('-', '').slice(0, 16);
+}
+
+/** A digest of the migrations and of the code that opens and migrates the database: a template's identity. */
+function templateDigest(migrations: unknown, code: string): string {
+  const source = readFileSync(new URL(code, import.meta.url), 'utf8');
+  return new Bun.CryptoHasher('sha256').update(JSON.stringify(migrations)).update(source).digest('hex').slice(0, 16);
+}
+
+const SQLITE_TEMPLATE = join(tmpdir(), `cinder-test-template-${templateDigest(sqliteMigrations, '../../src/store/sqlite/db.ts')}.db`);
+
+/**
+ * Puts at `path` a SQLite database with every migration applied: a copy of a template file migrated once (in
+ * the temporary directory, named by a digest of the migrations and of the code that opens the file, built by
+ * whichever test process asks first and renamed into place whole). Migrating took 50-90 ms per database; the
+ * suite makes thousands (every test app's own).
+ */
+export function migratedSqliteFile(path: string): string {
+  if (!existsSync(SQLITE_TEMPLATE)) {
+    const building = `${SQLITE_TEMPLATE}.${process.pid}.${randomName()}`;
+    const raw = openDatabase(building);
+    runSqliteMigrations(raw, sqliteMigrations, Date.now());
+    raw.close(); // the last connection: SQLite checkpoints the WAL into the file and removes it
+    renameSync(building, SQLITE_TEMPLATE);
+  }
+  mkdirSync(dirname(path), { recursive: true });
+  copyFileSync(SQLITE_TEMPLATE, path);
+  return path;
 }
 
 function sqliteTarget(): StoreTarget {
@@ -54,6 +87,7 @@ function sqliteTarget(): StoreTarget {
     kind: 'sqlite',
     ...database(join(dir, 'main.db')),
     fresh: async () => database(join(dir, `${randomName()}.db`)),
+    migrated: async () => database(migratedSqliteFile(join(dir, `${randomName()}.db`))),
     async cleanup() {
       await Promise.all(opened.splice(0).map((s) => s.close()));
       rmSync(dir, { recursive: true, force: true });
@@ -67,12 +101,80 @@ function databaseUrl(name: string): string {
   return url.toString();
 }
 
-async function postgresTarget(admin: postgres.Sql): Promise<StoreTarget> {
+/** SQLSTATE object_in_use: a database copied or renamed while a session (one just closed) is still on it. */
+const OBJECT_IN_USE = '55006';
+
+/** Runs `statement`, again while the database it names is still in use by a session that is going away. */
+async function whenUnused(statement: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await statement();
+      return;
+    } catch (err) {
+      if (!(err instanceof postgres.PostgresError && err.code === OBJECT_IN_USE) || attempt >= 50) throw err;
+      await Bun.sleep(100);
+    }
+  }
+}
+
+/**
+ * The name of a database holding every one of these PostgreSQL migrations and nothing else, made once on the
+ * server (by whichever test process asks first, under an advisory lock) and kept for later runs: its name
+ * carries a digest of the migrations, so a changed or appended migration makes a new one. It is built under a
+ * temporary name and renamed when complete, so a process killed half-way leaves no half-migrated template.
+ */
+const TEMPLATE = `cinder_template_${templateDigest(postgresMigrations, '../../src/store/postgres/db.ts')}`;
+let template: Promise<string> | undefined;
+
+function migratedTemplate(admin: postgres.Sql): Promise<string> {
+  const exists = async () => (await admin`SELECT 1 FROM pg_database WHERE datname = ${TEMPLATE}`).length > 0;
+  template ??= (async () => {
+    if (await exists()) return TEMPLATE;
+    // The admin connection is one session (max: 1), so the session-level lock is held until unlocked below.
+    await admin`SELECT pg_advisory_lock(hashtext(${TEMPLATE}))`;
+    try {
+      if (await exists()) return TEMPLATE;
+      const building = randomName();
+      await admin`CREATE DATABASE ${admin(building)}`;
+      const sql = connect(databaseUrl(building), { max: 1 });
+      try {
+        await runPgMigrations(sql, postgresMigrations, Date.now());
+      } finally {
+        await sql.end();
+      }
+      await whenUnused(() => admin`ALTER DATABASE ${admin(building)} RENAME TO ${admin(TEMPLATE)}`);
+      return TEMPLATE;
+    } finally {
+      await admin`SELECT pg_advisory_unlock(hashtext(${TEMPLATE}))`;
+    }
+  })();
+  template.catch(() => (template = undefined));
+  return template;
+}
+
+/**
+ * Drops the databases, several at once. Each DROP DATABASE waits for a checkpoint that starts after it asks
+ * (pg_stat_bgwriter.checkpoints_req counts one per drop), which on a busy server took seconds apiece: drops
+ * issued together are served by the same checkpoint (six took 4.8 s together against 12.2 s one after
+ * another, beside a test run).
+ */
+async function dropDatabases(names: string[]): Promise<void> {
+  if (names.length === 0) return;
+  const sql = postgres(PG_ADMIN_URL, { max: Math.min(names.length, 4), connect_timeout: 5, onnotice: () => undefined });
+  try {
+    await Promise.all(names.map((name) => sql`DROP DATABASE IF EXISTS ${sql(name)} WITH (FORCE)`));
+  } finally {
+    await sql.end();
+  }
+}
+
+async function postgresTarget(admin: postgres.Sql, withMain: boolean): Promise<StoreTarget> {
   const opened: Store[] = [];
   const made: string[] = [];
-  const create = async (): Promise<StoreDatabase> => {
+  const create = async (from?: string): Promise<StoreDatabase> => {
     const name = randomName();
-    await admin`CREATE DATABASE ${admin(name)}`;
+    if (from === undefined) await admin`CREATE DATABASE ${admin(name)}`;
+    else await whenUnused(() => admin`CREATE DATABASE ${admin(name)} TEMPLATE ${admin(from)}`);
     made.push(name);
     return {
       url: databaseUrl(name),
@@ -83,16 +185,19 @@ async function postgresTarget(admin: postgres.Sql): Promise<StoreTarget> {
       },
     };
   };
-  const main = await create();
+  const main: StoreDatabase = withMain
+    ? await create()
+    : { url: '', open: () => { throw new Error('this target has no main database: storeTargets({ main: true })'); } };
   return {
     kind: 'postgres',
     url: main.url,
     open: main.open,
-    fresh: create,
+    fresh: () => create(),
+    migrated: async () => create(await migratedTemplate(admin)),
     async cleanup() {
       await Promise.all(opened.splice(0).map((s) => s.close()));
-      for (const name of made.splice(0)) await admin`DROP DATABASE IF EXISTS ${admin(name)} WITH (FORCE)`;
       await admin.end();
+      await dropDatabases(made.splice(0));
     },
   };
 }
@@ -115,11 +220,14 @@ export async function adminConnection(): Promise<postgres.Sql | null> {
   }
 }
 
-/** SQLite always; PostgreSQL when reachable. Call once per test file and run cleanup() in afterAll. */
-export async function storeTargets(): Promise<StoreTarget[]> {
+/**
+ * SQLite always; PostgreSQL when reachable. Call once per test file and run cleanup() in afterAll. `main: false`
+ * when the file uses only fresh() and migrated() databases: the PostgreSQL target then makes no main database.
+ */
+export async function storeTargets({ main = true }: { main?: boolean } = {}): Promise<StoreTarget[]> {
   const admin = await adminConnection();
   const targets = [sqliteTarget()];
-  if (admin) targets.push(await postgresTarget(admin));
+  if (admin) targets.push(await postgresTarget(admin, main));
   return targets;
 }
 

@@ -10,7 +10,7 @@ import { craftToken, fhirClient, type FhirClient, type Json } from '../helpers/f
 import { signIn, testUser, userClient } from '../helpers/oauth.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const RESTFUL = 'http://hl7.org/fhir/restful-interaction';
@@ -23,7 +23,7 @@ const queryOf = (e: Json) => {
 };
 
 async function open(target: (typeof targets)[number], audit: 'on' | 'off', env: Record<string, string> = {}) {
-  const db = await target.fresh();
+  const db = await target.migrated();
   const store = db.open();
   await store.migrate();
   const t = await createTestApp({ store, env: { CINDER_AUDIT: audit, ...env } });

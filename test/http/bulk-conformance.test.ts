@@ -140,7 +140,7 @@ for (const target of targets) {
   const kind = target.kind;
   describe(`Bulk Data test suites (${kind})`, () => {
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       t = await createTestApp({
         clock: testClock(NOW - 3 * 86_400_000),
         store: db.open(),

@@ -53,7 +53,7 @@ for (const target of targets) {
     const listed = (cs: Json) => Object.fromEntries((cs.rest[0].resource as Json[]).filter((r) => r.supportedProfile !== undefined).map((r) => [r.type, r.supportedProfile]));
 
     beforeAll(async () => {
-      database = await target.fresh();
+      database = await target.migrated();
       const store = database.open();
       await store.migrate();
       t = await createTestApp({ store });

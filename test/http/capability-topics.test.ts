@@ -67,7 +67,7 @@ for (const target of targets) {
     });
 
     beforeAll(async () => {
-      database = await target.fresh();
+      database = await target.migrated();
       const store = database.open();
       await store.migrate();
       t = await createTestApp({ store });
@@ -168,7 +168,7 @@ for (const target of targets) {
     });
 
     test('metadata answers 200 when the topics cannot be read, listing the last ones read', async () => {
-      const store = (await target.fresh()).open();
+      const store = (await target.migrated()).open();
       await store.migrate();
       let failing = false;
       const changeToken = store.resources.changeToken.bind(store.resources);

@@ -56,7 +56,7 @@ await eachStore((kind, fresh) => {
   });
 });
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {
@@ -66,7 +66,7 @@ for (const target of targets) {
     let token: string;
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       t = await createTestApp({ store: db.open() });
       token = await t.token();
       // Another server on the same database, as a second process of CINDER_PROCESSES runs it.

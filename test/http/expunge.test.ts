@@ -38,7 +38,7 @@ for (const target of targets) {
     let t: TestApp;
     let api: FhirClient;
     beforeAll(async () => {
-      db = await target.fresh();
+      db = await target.migrated();
       const store = db.open();
       await store.migrate();
       t = await createTestApp({ store, env: { ...ON, CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
@@ -223,7 +223,7 @@ describe('SQLite: a resource row\'s number given again', () => {
 for (const target of targets) {
   describe(`a batch that fails (${target.kind})`, () => {
     test('removes nothing of its resources: the transaction rolls back whole', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       const t = await createTestApp({ store, env: ON });
@@ -308,7 +308,7 @@ describe('$expunge off (the default)', () => {
 for (const target of targets) {
   describe(`an id given again after its resource was expunged (${target.kind})`, () => {
     test('a CodeSystem re-created from version 1 is what terminology operations read, not the expunged one', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       const t = await createTestApp({ store, env: ON });

@@ -29,7 +29,7 @@ for (const target of targets) {
     let t: TestApp;
     let api: FhirClient;
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       t = await createTestApp({ store: db.open() });
       api = fhirClient(t, await t.token());
     });

@@ -43,7 +43,7 @@ for (const target of targets) {
     let url: string;
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       t = await createTestApp({ store, clock: systemTime, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });

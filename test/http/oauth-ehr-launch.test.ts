@@ -16,7 +16,7 @@ import { authorizeQuery, basic, csrfCookie, FORM, hiddenFields, PASSWORD, pkce, 
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const SCOPE = 'launch launch/encounter openid fhirUser offline_access patient/*.rs';

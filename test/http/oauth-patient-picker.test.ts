@@ -17,7 +17,7 @@ import { basic, csrfCookie, FORM, hiddenFields, PASSWORD, post, redeem, REDIRECT
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const SCOPE = 'openid fhirUser offline_access launch/patient patient/*.rs';

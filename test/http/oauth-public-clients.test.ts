@@ -11,7 +11,7 @@ import { basic, getCode, pkce, post, redeem, REDIRECT, testUser, userClient } fr
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 type Tokens = { access_token: string; refresh_token?: string; scope: string; error?: string; error_description?: string };

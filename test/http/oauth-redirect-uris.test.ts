@@ -10,7 +10,7 @@ import { authorizeQuery, pkce, redeem, signIn, testUser, userClient } from '../h
 import { appOnFresh } from '../helpers/search-runner.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 const NATIVE = 'com.example.app:/callback';

@@ -31,7 +31,7 @@ for (const target of targets) {
     const auth = () => ({ Authorization: basic(c.id, c.secret) });
 
     beforeAll(async () => {
-      const store = (await target.fresh()).open();
+      const store = (await target.migrated()).open();
       await store.migrate();
       t = await createTestApp({ store, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });
       const admin = fhirClient(t, await t.token());

@@ -40,7 +40,7 @@ for (const target of targets) {
     const poster = bundlePoster(() => t, () => api);
 
     beforeAll(async () => {
-      const store = (await target.fresh()).open();
+      const store = (await target.migrated()).open();
       await store.migrate();
       t = await createTestApp({ store });
       token = await t.token();

@@ -10,7 +10,7 @@ import type { Json } from '../helpers/fhir.ts';
 import { storeTargets } from '../helpers/stores.ts';
 
 const JSON_PATCH = { 'Content-Type': 'application/json-patch+json' };
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {
@@ -21,7 +21,7 @@ for (const target of targets) {
     let n = 0;
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       t = await createTestApp({ store: db.open() });
       token = await t.token();
       // Another server on the same database, as a second process of CINDER_PROCESSES runs it.

@@ -37,7 +37,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      database = await target.fresh();
+      database = await target.migrated();
       const store = database.open();
       await store.migrate();
       t = await createTestApp({ store, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true' } });

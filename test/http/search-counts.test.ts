@@ -38,7 +38,7 @@ const query = (type: string, search: string): SearchQuery => {
   return { ...compiled.query, where: compiled.pending as Condition[] };
 };
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -106,7 +106,7 @@ const CASES: Record<string, [filter: string, ids: string[]][]> = {
   ],
 };
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -35,7 +35,7 @@ const conditions = range(0, PATIENTS).flatMap((p) => range(0, 3).map((j) => {
 }));
 const patients = range(0, PATIENTS).map((p) => ({ resourceType: 'Patient', id: pid(p), gender: p % 2 ? 'female' : 'male' }));
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -141,7 +141,7 @@ for (const target of targets) {
       // Only the full-text words (index model 2, a later migration) wait for the reindex at start.
       expect(await upgraded.resources.indexing.state()).toEqual({ model: 1, after: 0 });
       const a = await createTestApp({ store: upgraded });
-      const b = await createTestApp({ store: (await target.fresh()).open() });
+      const b = await createTestApp({ store: (await target.migrated()).open() });
       try {
         await b.store.resources.write('t1', (w) => w.insertNew(VERSIONS));
         const [apiA, apiB] = [fhirClient(a, await a.token()), fhirClient(b, await b.token())];

@@ -14,7 +14,7 @@ import { storeTargets } from '../helpers/stores.ts';
 const CAT = 'http://terminology.hl7.org/CodeSystem/condition-category';
 const DIABETES = '44054006';
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

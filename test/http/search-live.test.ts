@@ -41,7 +41,7 @@ const query = (type: string, search: string): SearchQuery => {
   return { ...compiled.query, where: compiled.pending as Condition[], count: 1000 };
 };
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

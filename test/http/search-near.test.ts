@@ -40,7 +40,7 @@ const location = (id: string, latitude: number, longitude: number): Json => ({
   resourceType: 'Location', id, name: id, position: { latitude, longitude },
 });
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

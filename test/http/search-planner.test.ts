@@ -36,7 +36,7 @@ const all = Array.from({ length: N }, (_, i) => i);
 const ids = (is: number[]) => is.map((i) => observation(i).id).sort();
 const byLastUpdated = (is: number[]) => [...is].sort((a, b) => lastUpdated(b) - lastUpdated(a)).map((i) => observation(i).id);
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -79,7 +79,7 @@ const targets = await storeTargets();
 
 /** A fresh, migrated database of `target` holding `resources` in `tenant` (written as first versions); its URL. */
 async function freshWith(target: (typeof targets)[number], tenant: string, resources: Json[]): Promise<string> {
-  const db = await target.fresh();
+  const db = await target.migrated();
   const store = db.open();
   await store.migrate();
   await store.resources.write(tenant, (w) => w.insertNew(firstVersions(resources)));

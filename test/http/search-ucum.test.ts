@@ -69,7 +69,7 @@ const MASSES = Array.from({ length: 40 }, (_, i) => {
   return { id: `mass-${i}`, value, unit };
 });
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 
 for (const target of targets) {

@@ -13,7 +13,7 @@ const MAX = 5;
 
 const observation = { resourceType: 'Observation', status: 'final', code: { coding: [{ system: 'http://loinc.org', code: '1234-5' }] }, subject: { reference: 'Patient/pa' } };
 
-const targets = await storeTargets();
+const targets = await storeTargets({ main: false });
 afterAll(() => Promise.all(targets.map((x) => x.cleanup())), 60_000);
 
 for (const target of targets) {
@@ -42,7 +42,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      database = await target.fresh();
+      database = await target.migrated();
       const store = database.open();
       await store.migrate();
       t = await createTestApp({ store, env: { CINDER_SUBSCRIPTION_ALLOW_PRIVATE: 'true', CINDER_SUBSCRIPTION_MAX_PENDING: String(MAX) } });

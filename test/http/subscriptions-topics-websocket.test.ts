@@ -87,7 +87,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       t = await createTestApp({ store });

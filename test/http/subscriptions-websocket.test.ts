@@ -46,7 +46,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       // Reads wait for `gate` (open but in one test), so that a socket's messages can be made to wait.

@@ -94,7 +94,7 @@ for (const target of targets) {
     };
 
     beforeAll(async () => {
-      database = await target.fresh();
+      database = await target.migrated();
       const store = database.open();
       await store.migrate();
       t = await createTestApp({ store, env: ALLOW });
@@ -459,7 +459,7 @@ for (const target of targets) {
     });
 
     test('two servers on one database deliver each notification exactly once', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const first = db.open();
       await first.migrate();
       const a = await createTestApp({ store: first, env: ALLOW });
@@ -493,7 +493,7 @@ for (const target of targets) {
   });
 
   test(`writes go on while a reindex gates searches: the active subscriptions are read past the gate (${target.kind})`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     const t = await createTestApp({ store, env: ALLOW, rebuilding: () => ({ from: 0, examined: 0 }) });
@@ -512,7 +512,7 @@ for (const target of targets) {
   });
 
   test(`stop() ends a round after the delivery under way; what is left waits for the next process (${target.kind})`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     const t = await createTestApp({ store, env: ALLOW });
@@ -546,7 +546,7 @@ for (const target of targets) {
   });
 
   test(`a delivery that read the Subscription before another owner's activation sends that owner's notifications to its endpoint, not the earlier one's (${target.kind})`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     // Once armed, the next read of a Subscription (the delivery's) is held until the test lets it go on.
@@ -598,7 +598,7 @@ for (const target of targets) {
   });
 
   test(`a write through another server whose Subscriptions were read before another owner's activation is not sent to the new owner's endpoint (${target.kind})`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     const t = await createTestApp({ store, env: ALLOW });
@@ -639,7 +639,7 @@ for (const target of targets) {
   });
 
   test(`the delivery loop: a slow endpoint holds its own delivery, not the others' (${target.kind})`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     const t = await createTestApp({ store, env: ALLOW });
@@ -687,7 +687,7 @@ for (const target of targets) {
   }, 40_000);
 
   test(`slow endpoints filling every place take turns: past its time a claim gives way to those that waited (${target.kind})`, async () => {
-    const db = await target.fresh();
+    const db = await target.migrated();
     const store = db.open();
     await store.migrate();
     const t = await createTestApp({ store, env: ALLOW });
@@ -746,7 +746,7 @@ for (const target of targets) {
     const lookups = new Map<string, number>();
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       const fetch = async (input: string | URL | Request, init?: RequestInit) => {

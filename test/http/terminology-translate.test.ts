@@ -93,7 +93,7 @@ for (const target of targets) {
     let token: string;
     let open: () => ReturnType<typeof target.open>;
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       open = () => db.open();
       t = await createTestApp({ store: db.open() });
       token = await t.token();

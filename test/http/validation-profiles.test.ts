@@ -261,7 +261,7 @@ afterAll(() => Promise.all(targets.map((t) => t.cleanup())), 60_000);
 for (const target of targets) {
   describe(`a tenant's profile seen by two servers on one ${target.kind} database`, () => {
     test('a profile stored, changed and deleted through one server is used at once by the other, which had compiled it', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const t = await createTestApp({ store: db.open() });
       try {
         const token = await t.token();

@@ -47,7 +47,7 @@ for (const target of targets) {
       SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'SELECT r.type, r.id%'`;
 
     beforeAll(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       const store = db.open();
       await store.migrate();
       await store.resources.write('t1', (w) => w.insertNew(firstVersions([...range(PATIENTS).map((p) => ({ resourceType: 'Patient', id: `pp${p}` })), ...observations])));

@@ -47,7 +47,7 @@ for (const target of targets) {
   const latest = Math.max(...(target.kind === 'sqlite' ? sqliteMigrations : postgresMigrations).map((m) => m.version));
   describe(`cinder check (${target.kind})`, () => {
     test('a migrated database is healthy: exit 0, every check named', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       await db.open().migrate();
       const { code, report } = await check(db.url);
       expect(report.problems).toEqual([]);
@@ -72,7 +72,7 @@ for (const target of targets) {
     });
 
     test('a migration this release does not know (a newer Cinder) is a problem', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       await db.open().migrate();
       await execute(target.kind, db.url, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (${latest + 1}, 'from_the_future', 0)`);
       const { code, report } = await check(db.url);
@@ -81,7 +81,7 @@ for (const target of targets) {
     });
 
     test('a pending reindex is a problem', async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       await db.open().migrate();
       await execute(target.kind, db.url, `UPDATE index_state SET value = ${INDEX_MODEL - 1} WHERE name = 'model'`);
       const { code, report } = await check(db.url);

@@ -25,7 +25,7 @@ for (const target of targets) {
     let api: FhirClient;
     let cli: ReturnType<typeof createCliEnv>;
     beforeAll(async () => {
-      db = await target.fresh();
+      db = await target.migrated();
       const store = db.open();
       await store.migrate();
       t = await createTestApp({ store });

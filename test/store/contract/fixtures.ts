@@ -79,7 +79,7 @@ export function times(tests: DateTest[]): Condition[] {
 
 /** A new, migrated database of `target`, for tests that need a store holding only what they write. */
 export async function freshStore(target: StoreTarget): Promise<Store> {
-  const store = (await target.fresh()).open();
+  const store = (await target.migrated()).open();
   await store.migrate();
   return store;
 }

@@ -52,7 +52,7 @@ export function snapshotContract(target: StoreTarget) {
     const summary = (rows: Row[]) => rows.map((r) => `${r.id}@${r.versionId}${r.deleted ? ':deleted' : ''}${r.verified ? '' : '?'}`).sort();
 
     beforeEach(async () => {
-      const db = await target.fresh();
+      const db = await target.migrated();
       url = db.url;
       store = db.open();
       await store.migrate();

@@ -4,7 +4,7 @@ import type { AuthDeps } from './deps.ts';
 import { revocationQuery } from './revocation.ts';
 import { tokenEndpointCall } from './revoke.ts';
 import { scopesForUser } from './claims.ts';
-import { patientInContext, releasedContext, stillRegistered } from './issue.ts';
+import { patientContext, releasedContext, stillRegistered, type PatientContext } from './issue.ts';
 import { needsPatientContext, splitScopes } from './scopes.ts';
 import { sha256Hex } from './secrets.ts';
 import type { Client, RefreshToken } from '../store/types.ts';
@@ -37,17 +37,23 @@ async function accessTokenInfo(deps: AuthDeps, token: string, tenant: string): P
 }
 
 /**
- * The scopes of a refresh token's grant as its user holds them (scopesForUser) and the patient in context,
- * as its access tokens name it (patientInContext).
+ * The scopes and the patient in context a refresh of the token would issue its access token with (patientContext:
+ * the grant's scopes as its user holds them, scopesForUser; without a patient, none that needs one, nor what those
+ * kept to the patient), or null when it would issue none (nothing left but `offline_access`: invalid_grant).
  */
-async function refreshTokenContext(deps: AuthDeps, t: RefreshToken, client: Client): Promise<{ scopes: string[]; patient: string | undefined }> {
+async function refreshTokenContext(deps: AuthDeps, t: RefreshToken, client: Client): Promise<PatientContext | null> {
   const stored = stillRegistered(client, splitScopes(t.scope));
   // A Patient user's own record is not stored on the grant, and a `user/` scope stored before it was held as
   // a `patient/` one depends on the user: one more read, for such grants only.
   const needsUser = stored.some((s) => s.startsWith('user/')) || (t.patient === null && stored.some(needsPatientContext));
   const user = needsUser ? await deps.store.users.get(t.tenant, t.userId) : null;
   const scopes = user ? scopesForUser(stored, user) : stored;
-  return { scopes, patient: patientInContext(scopes, t.patient, user, deps.config.baseUrl) };
+  try {
+    return patientContext(scopes, t.patient, user, deps.config.baseUrl, t.encounter);
+  } catch (err) {
+    if (err instanceof OAuthError) return null;
+    throw err;
+  }
 }
 
 async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): Promise<Record<string, unknown> | null> {
@@ -59,7 +65,9 @@ async function refreshTokenInfo(deps: AuthDeps, token: string, tenant: string): 
   // tokens (a public one registered with the grant by an older release may not: mayHoldRefreshTokens).
   const client = await deps.clients.get(t.clientId);
   if (!client || client.disabled || !mayHoldRefreshTokens(client)) return INACTIVE;
-  const { scopes, patient } = await refreshTokenContext(deps, t, client);
+  const context = await refreshTokenContext(deps, t, client);
+  if (context === null) return INACTIVE;
+  const { scopes, patient } = context;
   const info: Record<string, unknown> = {
     active: true, token_type: 'refresh_token', scope: scopes.join(' '), client_id: t.clientId, sub: t.userId, iss: deps.config.baseUrl,
     exp: Math.floor(t.expiresAt / 1000), iat: Math.floor(t.createdAt / 1000), tenant: t.tenant,

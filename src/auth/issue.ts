@@ -5,7 +5,7 @@ import { fhirBaseOf } from '../config.ts';
 import type { AuthDeps } from './deps.ts';
 import type { GrantContext } from './grant-context.ts';
 import type { TokenResponse } from './grants/types.ts';
-import { isResourceScope, needsPatientContext, patientBoundsLifted, releasesEncounter, scopesAsPatient, scopesNotImplied } from './scopes.ts';
+import { isResourceScope, needsPatientContext, patientBoundsLifted, releasesEncounter, scopesAsPatient, scopesNotImplied, scopesWithoutPatient } from './scopes.ts';
 import { MAX_TOKEN_TTL, signAccessToken, signIdToken, type AccessClaims } from './tokens.ts';
 
 /** What a user-facing grant (authorization_code, refresh_token) issues tokens for, its stored context included. */
@@ -135,15 +135,17 @@ export function patientInContext(scopes: string[], chosen: string | null, user: 
  * rest of the context is releasedContext's). A token never carries `patient/` scopes (or `launch/patient`,
  * `launch`) without a patient (SMART App Launch 2.2: granting such a scope, "the EHR SHALL establish a
  * patient in context"): a grant that has none (stored before the picker inferred `launch/patient`, or its
- * user is no longer a Patient) loses them, and one left with nothing but `offline_access` is
- * `invalid_grant`. Nor does it carry `launch/encounter` without an encounter.
+ * user is no longer a Patient) loses them, and with them what they kept to the patient of the filtered
+ * `user/` scopes beside them (scopesWithoutPatient: `user/Observation.rs?category=laboratory` beside
+ * `patient/Observation.rs` was the patient's laboratory results, never every patient's); one left with
+ * nothing but `offline_access` is `invalid_grant`. Nor does it carry `launch/encounter` without an encounter.
  */
-export function patientContext(scopes: string[], chosen: string | null, user: User, baseUrl: string, encounter: string | null = null): PatientContext {
+export function patientContext(scopes: string[], chosen: string | null, user: User | null, baseUrl: string, encounter: string | null = null): PatientContext {
   const patient = patientInContext(scopes, chosen, user, baseUrl);
   const inContext = encounterInContext(scopes, patient, encounter);
   const withEncounter = inContext === undefined ? scopes.filter((s) => s !== 'launch/encounter') : scopes;
   if (patient || !withEncounter.some(needsPatientContext)) return { patient, scopes: withEncounter };
-  const kept = withEncounter.filter((s) => !needsPatientContext(s));
+  const kept = scopesWithoutPatient(withEncounter);
   if (kept.every((s) => OFFLINE_SCOPES.includes(s))) {
     throw new OAuthError('invalid_grant', 'the grant has patient/ scopes but no patient in context: authorize again to choose one');
   }

@@ -201,6 +201,30 @@ export function scopesAsPatient(scopes: string[]): string[] {
 }
 
 /**
+ * The scopes a token carries with no patient in context (a grant stored before the login page inferred
+ * `launch/patient`, or whose user is no longer a Patient): none that needs one (needsPatientContext: SMART App
+ * Launch 2.2 grants a `patient/` scope only with a patient in context), and of every other resource scope only
+ * the permissions no such scope kept to the patient in context. A `patient/` scope beside a filtered `user/`
+ * (or `system/`) one keeps that one within the patient's compartment (accessFromScopes' patientLimit): without
+ * a patient it reads nothing, and carried alone it would read every patient's records. So
+ * `patient/Observation.rs user/Observation.rs?category=laboratory` leaves nothing of Observation, and
+ * `patient/Observation.r user/Observation.rs?category=laboratory` leaves `user/Observation.s?category=laboratory`
+ * (the grant never kept its searches to the patient). Unfiltered scopes are never bound, and stay.
+ */
+export function scopesWithoutPatient(scopes: readonly string[]): string[] {
+  const bound = accessFromScopes([...scopes], '', 'in-context').patientLimit;
+  return scopes.flatMap((s) => {
+    if (needsPatientContext(s)) return [];
+    const scope = parseResourceScope(s);
+    if (scope === null || scope.query === undefined) return [s];
+    // A filtered scope names one type, and is v2: its permissions are letters.
+    const kept = V1['*']!.filter((p) => scope.perms.has(p) && bound(scope.type, p) === undefined);
+    if (kept.length === scope.perms.size) return [s];
+    return kept.length === 0 ? [] : [`${scope.context}/${scope.type}.${kept.join('')}?${scope.query}`];
+  });
+}
+
+/**
  * Whether a scope needs a patient in context: a `patient/` resource scope, `launch/patient`, or `launch`
  * (granted only with an EHR launch, which always names a patient: src/auth/launch.ts). SMART App Launch
  * 2.2 (Scopes and Launch Context): "If an application requests a FHIR Resource scope which is
@@ -251,7 +275,8 @@ const NOT_A_PATIENTS = new Set(['Subscription']);
 /**
  * The FHIR access a set of granted scopes gives. Patient-context scopes limit a type to the compartment
  * of `patient`, for each permission, unless a system/user scope grants that permission on the type
- * without a filter; without a patient they grant nothing.
+ * without a filter; without a patient they grant nothing, and what they would have kept to the patient's
+ * compartment the filtered system/user scopes beside them grant nothing of either.
  */
 export function accessFromScopes(scopes: string[], clientId: string, patient?: string, user?: Access['user']): ScopedAccess {
   const parsed = scopes.map(parseResourceScope).filter((s): s is ResourceScope => s !== null);
@@ -266,10 +291,16 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
   }
   const nothing: Condition[] = [{ kind: 'id', ids: [] }];
   const wide = parsed.filter((s) => s.context !== 'patient');
-  const narrow = patient ? parsed.filter((s) => s.context === 'patient') : [];
+  const binding = parsed.filter((s) => s.context === 'patient');
+  const narrow = patient ? binding : [];
   const covering = (list: ResourceScope[], type: string, perm?: Permission) =>
-    list === narrow && NOT_A_PATIENTS.has(type) ? [] : list.filter((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
+    list !== wide && NOT_A_PATIENTS.has(type) ? [] : list.filter((s) => (s.type === '*' || s.type === type) && (perm === undefined || s.perms.has(perm)));
   const covers = (list: ResourceScope[], type: string, perm?: Permission) => covering(list, type, perm).length > 0;
+  // Without a patient a `patient/` scope binds to no one, and what it keeps to the patient's compartment (a type and
+  // permission no unfiltered system/user scope grants) is kept to nothing: the filtered system/user scopes beside it
+  // grant none of it, or they would read every patient's records (scopesWithoutPatient says so of a token's scopes).
+  const unbound = (type: string, perm: Permission) => !patient && covers(binding, type, perm) && !covering(wide, type, perm).some((s) => s.query === undefined);
+  const widening = (type: string, perm: Permission) => (unbound(type, perm) ? [] : covering(wide, type, perm));
   const filters = new Map<string, Condition[][] | undefined>();
   return {
     get incomplete() {
@@ -293,7 +324,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
     scopes,
     ...(patient !== undefined && { patient }),
     ...(user !== undefined && { user }),
-    can: (type, perm) => covers(wide, type, perm) || covers(narrow, type, perm),
+    can: (type, perm) => widening(type, perm).length > 0 || covers(narrow, type, perm),
     // A system/user scope lifts the bound only for what it grants itself: the same permission on the
     // type, unfiltered (`user/Observation.c` does not widen reads; a filtered one is no wider than
     // the patient's compartment can be kept to, so the bound stays).
@@ -301,7 +332,7 @@ export function accessFromScopes(scopes: string[], clientId: string, patient?: s
     filters(type, perm) {
       const key = `${type}.${perm}`;
       if (filters.has(key)) return filters.get(key);
-      const scopes = [...covering(wide, type, perm), ...covering(narrow, type, perm)];
+      const scopes = [...widening(type, perm), ...covering(narrow, type, perm)];
       // Any unfiltered scope for the type and permission: no filter.
       const result = scopes.length === 0 || scopes.some((s) => s.query === undefined)
         ? undefined

@@ -26,7 +26,8 @@ async function usableToken(deps: AuthDeps, value: string, clientId: string): Pro
  * who acts for patients holds a `user/` scope as its `patient/` form (scopesForUser), so asking again for the
  * `user/` scope the sign-in asked for (or one stored before) narrows to that form. Where the grant keeps a type
  * to the patient in context (a `patient/` scope beside filtered `user/` ones), the scopes asked must keep it there
- * too (patientBoundsLifted): a filtered `user/` scope asked alone would read every patient's records. The scopes
+ * too (patientBoundsLifted): a filtered `user/` scope asked alone would read every patient's records. So with no
+ * patient in context, where the grant's tokens read nothing of what it binds (scopesWithoutPatient). The scopes
  * asked are the token's; the refresh token keeps its grant, which a later refresh may ask for whole again.
  */
 function narrowedScopes(form: URLSearchParams, granted: string[], user: User, patient: string | undefined): string[] {
@@ -36,12 +37,15 @@ function narrowedScopes(form: URLSearchParams, granted: string[], user: User, pa
   const held = scopesForUser(granted, user);
   const asked = requested.map((s) => scopesForUser([s], user)[0]!);
   // Implied one by one, and together keeping the patient bound wherever the grant bound it.
-  const lifted = new Set(patient === undefined ? [] : patientBoundsLifted(asked, held));
+  // With no patient in context too: the grant's tokens then read nothing of what it binds (scopesWithoutPatient).
+  const lifted = new Set(patientBoundsLifted(asked, held));
   const extra = requested.filter((_, i) => scopesNotImplied([asked[i]!], held, patient !== undefined).length > 0 || lifted.has(asked[i]!));
   if (extra.length > 0) {
     const unbound = patient === undefined && extra.some((s) => s.startsWith('patient/')) ? ' (the grant has no patient in context for a patient/ scope)' : '';
-    const beyond = extra.some((_, i) => lifted.has(asked[requested.indexOf(extra[i]!)]!))
-      ? ' (asked without the patient/ scopes the grant holds beside it, it would reach beyond the patient in context, to which the grant keeps it)' : '';
+    const beyond = !extra.some((s) => lifted.has(asked[requested.indexOf(s)]!)) ? ''
+      : patient === undefined
+        ? ' (the grant keeps it to a patient in context by the patient/ scopes beside it, and has no patient: its tokens read none of it)'
+        : ' (asked without the patient/ scopes the grant holds beside it, it would reach beyond the patient in context, to which the grant keeps it)';
     const linked = extra.flatMap((s) => linkingPairs(parseResourceScope(s)).map(([k, v]) => `${k}=${v}`));
     const reads = linked.length ? ` (unless the granted filter holds it, a filter may not add ${linked.join(', ')}: it reads other resources)` : '';
     throw new OAuthError('invalid_request', `scope exceeds the original grant: ${extra.join(' ')}${unbound}${beyond}${reads}`);

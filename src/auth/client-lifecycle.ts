@@ -8,7 +8,7 @@ import type { Clock } from '../clock.ts';
 import type { Client, Revocation, Store } from '../store/types.ts';
 import { AdminError, checkClient } from './admin.ts';
 import { PRINCIPAL_REVOCATION_MARGIN_MS } from './revocation.ts';
-import { isImpliedBy } from './scopes.ts';
+import { scopesNotImplied } from './scopes.ts';
 import { randomToken, sha256Hex } from './secrets.ts';
 import { MAX_TOKEN_TTL } from './tokens.ts';
 
@@ -51,9 +51,16 @@ export function clientRevocation(kind: 'client' | 'client-access', clientId: str
   return { kind, value: clientId, revokedAt: now, expiresAt: now + MAX_TOKEN_TTL * 1000 + PRINCIPAL_REVOCATION_MARGIN_MS };
 }
 
-/** Whether `after` takes away any scope `before` granted (a resource scope no longer implied, or another one removed). */
+/**
+ * Whether `after` takes away any scope `before` granted: a resource scope `after` no longer implies by meaning, or
+ * another one removed. By meaning as a refresh is held to the registration (stillRegistered: scopesNotImplied), so
+ * a token issued under `before` carries nothing `after` does not imply exactly when this says false: a filter's
+ * pairs reordered, repeated or percent-encoded otherwise (`?category=a&status=final` -> `?status=final&category=a`),
+ * `.read` written `.rs`, or a filter dropped or with fewer pairs narrows nothing; fewer permissions, another
+ * filter or one with more pairs, or a context or type taken away does.
+ */
 export function scopesNarrowed(before: string[], after: string[]): boolean {
-  return before.some((s) => !isImpliedBy(s, after));
+  return scopesNotImplied(before, after, false).length > 0;
 }
 
 /** A public key as registered: the members that make it that key. */

@@ -63,7 +63,9 @@ export function isResourceScope(scope: string): boolean {
  * Whether a client registered with `registered` may be granted `requested` (SMART App Launch 2.x,
  * scopes v1 and v2 are equivalent: `.read` = `.rs`, `.write` = `.cud`, `.*` = `.cruds`): the same
  * string, or a resource scope of the same context whose type and permissions a registered one covers
- * (`system/*.read` covers `system/Observation.rs`). A context never implies another.
+ * (`system/*.read` covers `system/Observation.rs`). A filtered registered scope covers only its own filter,
+ * judged by meaning (sameFilter: its pairs in any order, repeated, or percent-encoded otherwise), never one
+ * with more pairs or another. A context never implies another.
  */
 export function isImpliedBy(requested: string, registered: readonly string[]): boolean {
   if (registered.includes(requested)) return true;
@@ -71,9 +73,9 @@ export function isImpliedBy(requested: string, registered: readonly string[]): b
   if (!want) return false;
   return registered.some((r) => {
     const have = parseResourceScope(r);
-    // A filtered registered scope implies only itself (above); an unfiltered one any filter of what it covers.
-    return have !== null && have.query === undefined && have.context === want.context && (have.type === '*' || have.type === want.type) &&
-      [...want.perms].every((p) => have.perms.has(p));
+    // An unfiltered registered scope implies any filter of what it covers; a filtered one its own filter alone.
+    return have !== null && have.context === want.context && (have.type === '*' || have.type === want.type) &&
+      [...want.perms].every((p) => have.perms.has(p)) && (have.query === undefined || (want.query !== undefined && sameFilter(have.query, want.query)));
   });
 }
 
@@ -185,6 +187,14 @@ function filterWithin(query: string, within: string): boolean {
   const pairs = (q: string) => [...new URLSearchParams(q)].map((pair) => JSON.stringify(pair));
   const outer = new Set(pairs(within));
   return pairs(query).every((pair) => outer.has(pair));
+}
+
+/**
+ * Whether two scope filters mean the same search: the same parameter/value pairs, decoded (`%3D`, `+`), in any
+ * order, a repeated pair alike (the pairs are ANDed, so `category=a&category=a` is `category=a`).
+ */
+function sameFilter(a: string, b: string): boolean {
+  return filterWithin(a, b) && filterWithin(b, a);
 }
 
 /**

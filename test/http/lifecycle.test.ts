@@ -271,6 +271,47 @@ for (const target of targets) {
       expect((await read(kept)).status).toBe(200);
     });
 
+    test('update --scope judges narrowing by meaning: filter pairs reordered, repeated or percent-encoded cut nothing; real narrowing does', async () => {
+      const lab = 'system/Observation.rs?category=laboratory&status=final';
+      const registered = async () => {
+        const c = await backend([lab, 'system/Patient.rs']);
+        return { c, token: (await tokenOf(await clientCredentials(c))).access_token };
+      };
+      const update = (c: { id: string }, ...scopes: string[]) => cinder(['client', 'update', c.id, ...scopes.flatMap((s) => ['--scope', s])]);
+      const observations = (token: string) => t.request(`${t.fhir()}/Observation`, fhirInit(token));
+
+      // The same registration by meaning: the operator's edit revokes nothing, and the token keeps working.
+      const same = await registered();
+      expect((await observations(same.token)).status).toBe(200);
+      for (const edited of [
+        'system/Observation.rs?status=final&category=laboratory',
+        'system/Observation.rs?status=final&category=laboratory&status=final',
+        'system/Observation.rs?category=labora%74ory&status=final',
+      ]) {
+        expect(await update(same.c, 'system/Patient.read', edited)).toMatchObject({ access_tokens_revoked: false });
+      }
+      // A client_credentials request for the scope as first registered is still granted, as asked.
+      expect((await tokenOf(await clientCredentials(same.c, lab))).scope).toBe(lab);
+      // A filter with fewer pairs (wider) cuts nothing either.
+      const wider = await registered();
+      expect(await update(wider.c, 'system/Patient.rs', 'system/Observation.rs?category=laboratory')).toMatchObject({ access_tokens_revoked: false });
+
+      // Real narrowing: another filter, a filter with more pairs, fewer permissions.
+      const narrowed = [];
+      for (const narrower of [
+        ['system/Patient.rs', 'system/Observation.rs?category=vital-signs'],
+        ['system/Patient.rs', 'system/Observation.rs?status=final&category=laboratory&code=1234-5'],
+        ['system/Patient.r', 'system/Observation.rs?category=laboratory&status=final'],
+      ]) {
+        const r = await registered();
+        expect(await update(r.c, ...narrower)).toMatchObject({ access_tokens_revoked: true });
+        narrowed.push(r.token);
+      }
+      later();
+      for (const token of [same.token, wider.token]) expect((await observations(token)).status).toBe(200);
+      for (const token of narrowed) expect((await read(token)).status).toBe(401);
+    });
+
     test("a patient user's refresh keeps the patient/ form of a scope the app still has registered as user/", async () => {
       const app = await userClient(t, { scopes: ['user/*.read'] });
       const tokens = await userTokens(app, 'openid offline_access user/*.read');

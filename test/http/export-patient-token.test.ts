@@ -153,5 +153,17 @@ await eachStore((kind, fresh) => {
       // Its patient/ scopes alone: the Provenance in its compartment, which targets the Patient.
       expect((await exported(await as('patient/*.rs'), '/Patient/$export?_type=Provenance')).files).toEqual(['Provenance/prov-a']);
     });
+
+    test('a filtered user/ scope beside a patient/ one is kept to the patient, and with no patient to nothing', async () => {
+      t.clock.advance(60_001); // past the minute in which the tests before started the (crafted) client's exports
+      const scope = 'patient/Observation.rs user/Observation.rs?category=laboratory user/Patient.rs user/Group.rs';
+      // With the patient: the patient's Observations (the patient/ scope), never another's laboratory results.
+      expect((await exported(await as(scope), '/Patient/$export?_type=Observation')).files).toEqual(['Observation/oa', 'Observation/oa-vs', 'Observation/oba']);
+      // With none (no token is issued so: scopesWithoutPatient; a crafted one): nothing of Observation, in any export.
+      const none = await craftToken(t, scope);
+      for (const path of ['/Patient/$export', '/$export', '/Group/h/$export']) {
+        expect((await exported(none, path)).files.filter((ref) => ref.startsWith('Observation/'))).toEqual([]);
+      }
+    });
   });
 });

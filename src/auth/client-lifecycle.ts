@@ -57,7 +57,8 @@ export function clientRevocation(kind: 'client' | 'client-access', clientId: str
  * a token issued under `before` carries nothing `after` does not imply exactly when this says false: a filter's
  * pairs reordered, repeated or percent-encoded otherwise (`?category=a&status=final` -> `?status=final&category=a`),
  * `.read` written `.rs`, or a filter dropped or with fewer pairs narrows nothing; fewer permissions, another
- * filter or one with more pairs, or a context or type taken away does.
+ * filter or one with more pairs, or a context or type taken away does (and, as for a refresh, a filter dropped
+ * whose pairs read other resources, linkingPairs: revoking then is only cautious).
  */
 export function scopesNarrowed(before: string[], after: string[]): boolean {
   return scopesNotImplied(before, after, false).length > 0;

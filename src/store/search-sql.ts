@@ -1111,8 +1111,13 @@ export async function withoutAbsentKeys(q: SearchQuery, exists: (type: string, p
           changed = true;
           return prune(c.any[0]!, type);
         }
+        // An alternative that selects nothing is dropped, so that the others can drive (canDrive).
         const any: Condition[] = [];
-        for (const x of c.any) any.push(await prune(x, type));
+        for (const x of c.any) {
+          const kept = await prune(x, type);
+          if (kept.kind === 'or' && kept.any.length === 0) changed = true;
+          else any.push(kept);
+        }
         return { ...c, any };
       }
       case 'and': {

@@ -1,7 +1,7 @@
 /** The search planner: which indexed condition drives a search, and how much counting it costs to choose. */
 import { describe, expect, test } from 'bun:test';
 import { compileSearch } from '../../../src/fhir/search.ts';
-import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, DRIVER_WIDE_MAX_ROWS, driverCandidates, PLAN_SAMPLE_ROWS, planContext, planSearch, POSTGRES, SQLITE, type DriverCandidate, type PlanContext } from '../../../src/store/search-sql.ts';
+import { DRIVER_MAX_ROWS, DRIVER_TAKE_AT, DRIVER_WIDE_MAX_ROWS, driverCandidates, PLAN_SAMPLE_ROWS, planContext, planSearch, POSTGRES, SQLITE, withoutAbsentKeys, type DriverCandidate, type PlanContext } from '../../../src/store/search-sql.ts';
 import { createTypeSizes } from '../../../src/store/type-sizes.ts';
 import type { Condition } from '../../../src/store/types.ts';
 
@@ -248,6 +248,20 @@ describe(':missing', () => {
     expect(has!.driver).toBe(0);
     expect(has!.count(10).sql).toContain('FROM search_range');
     expect(candidates('death-date:missing=true')).toEqual([]);
+  });
+});
+
+describe('an alternative whose key does not exist', () => {
+  test('is dropped from its OR, so that the other alternatives drive (a Provenance search by a patient\'s token)', async () => {
+    const patient: Condition = { kind: 'token', param: 'target', values: [{ system: 'Patient', value: 'p1' }], reference: true };
+    const chain = (targetType: string): Condition => ({ kind: 'chain', param: 'target', targetType, where: [{ kind: 'compartment', patient: 'p1' }] });
+    const q = { type: 'Provenance', where: [{ kind: 'or', any: [patient, chain('Observation'), chain('Condition')] } as Condition], sort: [], count: 10 };
+    const pruned = await withoutAbsentKeys(q, (_type, _param, system) => system === 'Observation');
+    expect(pruned.where).toEqual([{ kind: 'or', any: [patient, chain('Observation')] }]);
+    const [driver] = driverCandidates(SQLITE, 't1', pruned);
+    expect(driver!.driver).toBe(0);
+    // Every alternative absent: the OR selects nothing.
+    expect((await withoutAbsentKeys({ ...q, where: [{ kind: 'or', any: [chain('Condition')] }] }, () => false)).where).toEqual([{ kind: 'or', any: [] }]);
   });
 });
 

@@ -8,7 +8,7 @@ import { patientCompartment } from './definitions.ts';
 import { compartmentsOf } from './indexer.ts';
 import type { CodeSet } from './search-compile.ts';
 import { matchConditions, type MatchContext } from './search-match.ts';
-import { provenanceOfReadableRecord, PROVENANCE_REFUSAL } from './provenance-reach.ts';
+import { provenanceOfReadableRecord, PROVENANCE_REFUSAL, type TargetReads } from './provenance-reach.ts';
 import { prepareVersion, storesSame, versionToWrite, type PreparedVersion, type PutMethod } from './prepared.ts';
 import { requireReferences, type ReferenceReach, type ReferentialIntegrity } from './referential-integrity.ts';
 import { asResource, checkTypeAndId, newId, withoutId, type Resource } from './resource.ts';
@@ -231,7 +231,10 @@ export async function requireContextReadable(deps: FhirDeps, req: FhirRequest, r
   if (!stored || stored.deleted) throw refuse(`its securityContext ${target.type}/${target.id} does not exist, so the access token cannot be shown to reach it`);
   const context = JSON.parse(stored.content) as Resource;
   try {
-    requireCompartment(access, context, deps.fhirBase?.(req.tenant), 'r');
+    // A Provenance of the patient's record is read as its read reads it (provenance-reach.ts), but in a
+    // write's transaction (`via`), where the compartment alone counts.
+    if (via) requireCompartment(access, context, deps.fhirBase?.(req.tenant), 'r');
+    else await requireReadReach(deps, req, context);
     await requireFilter(access, 'r', context, stored.lastUpdated, via?.lookups ?? lookups(deps, req.tenant));
   } catch (err) {
     if (err instanceof FhirError) throw refuse(`the access token may not read ${target.type}/${target.id}, its securityContext`);
@@ -591,16 +594,23 @@ async function checkReadable(deps: FhirDeps, req: FhirRequest, v: ResourceVersio
  * it reads only within its patient's compartment or under a scope filter, and Binaries when it reads
  * them only through their securityContext (binaryReachLimited, as requireContextReadable judges them,
  * the context read in the transaction), judged inside the write transaction, where a filter with a
- * chain admits nothing.
+ * chain admits nothing. A Provenance of the patient's record is within reach as its read is
+ * (provenance-reach.ts), its targets searched in the transaction; an earlier version one names is not
+ * read there, and gives no reach.
  */
 export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach {
   const { access } = req;
   const base = deps.fhirBase?.(req.tenant);
   const partly = (type: string) => access.filters?.(type, 'r') !== undefined || (access.patientLimit(type, 'r') !== undefined && patientCompartment().has(type));
-  const judge = async (type: string, v: CurrentVersion): Promise<boolean> => {
+  const judge = async (type: string, v: CurrentVersion, search?: TargetReads['search']): Promise<boolean> => {
     const resource = JSON.parse(v.content) as Resource;
     try {
-      if (access.patientLimit(type, 'r') !== undefined) requireCompartment(access, resource, base, 'r');
+      const patient = access.patientLimit(type, 'r');
+      // A Provenance of the patient's record is within reach, as its read is (provenance-reach.ts); an
+      // earlier version it names is not read inside the transaction, and gives no reach there.
+      if (type === 'Provenance' && patient !== undefined && search && !compartmentsOf(resource, base).includes(patient)) {
+        if (!(await provenanceOfReadableRecord(deps, req, resource, patient, { search }))) return false;
+      } else if (patient !== undefined) requireCompartment(access, resource, base, 'r');
       await requireFilter(access, 'r', resource, v.lastUpdated, txLookups(base));
       return true;
     } catch (err) {
@@ -610,15 +620,15 @@ export function referenceReach(deps: FhirDeps, req: FhirRequest): ReferenceReach
   };
   return {
     limited: (type) => access.can(type, 'r') && (type === 'Binary' ? binaryReachLimited(access) : partly(type)),
-    async holds(type, v, current) {
-      if (type !== 'Binary') return judge(type, v);
+    async holds(type, v, current, search) {
+      if (type !== 'Binary') return judge(type, v, search);
       const target = securityContextTarget(splitStoredBinary(v.content).resource, base);
       if (target === undefined) return true;
       if (target === null) return access.patientLimit('Binary', 'r') === undefined;
       if (!access.can(target.type, 'r')) return false;
       if (!partly(target.type)) return true;
       const context = await current(target.type, target.id);
-      return context !== null && !context.deleted && judge(target.type, context);
+      return context !== null && !context.deleted && judge(target.type, context, search);
     },
   };
 }

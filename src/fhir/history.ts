@@ -1,6 +1,7 @@
 import { FhirError } from '../errors.ts';
 import type { HistoryQuery, ResourceVersion } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
+import { provenancesInReach } from './provenance-reach.ts';
 import { lastContent, readResource, requireContextReadable, requireReadReach, requireFilter, type FhirDeps, type FhirRequest } from './crud.ts';
 import { requireAccess } from './access.ts';
 import { splitStoredBinary } from './binary.ts';
@@ -97,6 +98,19 @@ async function instanceFilter(deps: FhirDeps, req: FhirRequest, type: string, id
   };
   const latest = await lastContent(deps, req.tenant, current);
   if (latest && !latest.deleted) await check(latest);
+  // A Provenance's versions are judged together: the records their targets name read once for the page (provenance-reach.ts).
+  const patient = compartment && type === 'Provenance' ? req.access.patientLimit(type, 'r') : undefined;
+  if (patient !== undefined) {
+    return async (rows: ResourceVersion[]) => {
+      const live = rows.filter((v) => !v.deleted);
+      const reached = await provenancesInReach(deps, req, live.map((v) => JSON.parse(v.content) as Resource), patient);
+      const shown = new Set<ResourceVersion>();
+      for (const [i, v] of live.entries()) {
+        if (reached[i] && (!filtered || (await readable((w) => requireFilter(req.access, 'r', JSON.parse(w.content) as Resource, w.lastUpdated, find), v)))) shown.add(v);
+      }
+      return rows.filter((v) => v.deleted || shown.has(v));
+    };
+  }
   return async (rows: ResourceVersion[]) => {
     const shown: ResourceVersion[] = [];
     for (const v of rows) if (v.deleted || (await readable(check, v))) shown.push(v);

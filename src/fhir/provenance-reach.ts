@@ -3,26 +3,28 @@
  * CompartmentDefinition puts a Provenance in a patient's compartment only when a `target` is the Patient
  * itself, but a Provenance is written for a record (`target` = `Observation/x`), and US Core requires
  * `_revinclude=Provenance:target` of every profile's search, which ONC's single-patient API tests run
- * with a patient launch's token. So, for a token whose reads of Provenance are limited to a patient:
- *  - a read (read, vread, instance history) of a Provenance outside the compartment is allowed when one
- *    of its first MAX_PROVENANCE_TARGETS targets is a record of that patient (a resource of this server in
- *    the patient's compartment, its current version) that the token may read: its type's scope, and its
- *    SMART v2 filters (provenanceOfReadableRecord);
- *  - `_revinclude=Provenance:target` (`Provenance:*` alike) adds a Provenance naming one of the records it follows that are the
- *    patient's (patientRecords), the search having found them within the token's reach (search.ts).
+ * with a patient launch's token. So, for a token whose access to Provenance is limited to a patient, a
+ * Provenance is within reach when it is in the compartment, or when one of its targets (any of them,
+ * however many) is a record of that patient (a resource of this server of a Patient compartment type,
+ * in the patient's compartment, its current version) that the token may read: its type's scope, and
+ * its SMART v2 filters on reads. Every way of asking answers the same: read, vread, instance history,
+ * searches of Provenance (`_id`, `target`, none at all, across types), `_include` and `_revinclude`
+ * landing on one, references to one a write makes under referential integrity.
  * A version-specific target (`Observation/x/_history/1`) names that version: it counts only when that
  * version, as well as the record's current one, is the patient's within the token's filters, as a vread
  * of it would be allowed (namesReadable). Else a record moved from another patient to this one (a
  * misfiled result corrected) would open the Provenance of the other patient's version to this one, and
- * the reverse. The index holds a target without its version, so a `target` search counts only the
- * records no version of which was ever outside the token's reach (searchedRecords), and a
- * `_revinclude` checks the versions its Provenance name after reading them (provenanceRowsInReach).
+ * the reverse.
+ * A search finds them by the store's index (reachCondition: the compartment, or a `target` row naming
+ * one of the patient's records of each type the token reads, a chain bounded by the compartment's rows),
+ * never by reading the tenant's Provenance. The index holds a target without its version, so the rows
+ * a search found that are outside the compartment and name a version are checked after they are read
+ * (provenanceRowsInReach), as a read checks them; those naming none are exactly what the index says.
  * Only records in the compartment count: the Provenance of a shared record (a Practitioner, a
  * Medication) is not the patient's. One naming the patient's record and another patient's too is
  * readable: it is a Provenance of the patient's record, as in IBM's FHIR server (LinuxForHealth/FHIR
- * #1881), and the token learns from it only the other record's reference. A search of Provenance finds,
- * beside the compartment, those targeting the patient's records its `target` parameter names
- * (searchedRecords); compartment searches, `$everything` and bulk exports keep the compartment alone.
+ * #1881), and the token learns from it only the other record's reference. Compartment searches,
+ * `$everything` and bulk exports keep the compartment alone.
  */
 import type { Condition, ResourceVersion, SearchQuery } from '../store/types.ts';
 import type { Access } from './access.ts';
@@ -33,53 +35,47 @@ import { compartmentsOf } from './indexer.ts';
 import { parseReference } from './references.ts';
 import { matchConditions } from './search-match.ts';
 
-/** A read of a Provenance checks at most this many of its targets (the first ones). */
-export const MAX_PROVENANCE_TARGETS = 100;
-
-/**
- * A `target` search widens only by records whose versions are all the patient's (cleanRecord), which it
- * reads through: at most this many versions in all, of at most MAX_HISTORIES records of more than one
- * version. A record past either bound is not looked through, and gives no reach beyond the compartment.
- */
-export const MAX_VERSIONS_CHECKED = 1000;
-export const MAX_HISTORIES = 50;
+/** The ids of one type a query reads at most when the targets of Provenance are looked up (readableRecords). */
+export const IDS_PER_QUERY = 500;
 
 type Json = Record<string, unknown>;
 
-/** The records of the patient followed, by `Type/id`: their current version. */
-export type OwnRecords = Map<string, ResourceVersion>;
+/** The records of the patient found, by `Type/id`: their current version. */
+type OwnRecords = Map<string, ResourceVersion>;
 
 /**
- * The resources among `rows` that are records of `patient`: of a type of the Patient compartment, and
- * in that patient's compartment, by `Type/id`. `notCurrent`: the `Type/id` of rows that may be an
- * earlier version (a version-specific `_include` read them), which are not.
+ * How the targets are read: the store's search and vread, or inside a write's transaction its writer's
+ * search alone (`vread` undefined: an earlier version named is not read, and gives no reach).
  */
-export function patientRecords(rows: ResourceVersion[], patient: string, base: string | undefined, notCurrent: ReadonlySet<string> = new Set()): OwnRecords {
-  const own: OwnRecords = new Map();
-  for (const row of rows) {
-    const key = `${row.type}/${row.id}`;
-    if (row.deleted || !patientCompartment().has(row.type) || notCurrent.has(key)) continue;
-    if (compartmentsOf(JSON.parse(row.content) as Json, base).includes(patient)) own.set(key, row);
-  }
-  return own;
+export interface TargetReads {
+  search(query: SearchQuery): Promise<ResourceVersion[]>;
+  vread?(type: string, id: string, versionId: number): Promise<ResourceVersion | null>;
 }
+
+const storeReads = (deps: FhirDeps, req: FhirRequest): TargetReads => ({
+  search: (q) => deps.store.resources.search(req.tenant, q),
+  vread: (type, id, versionId) => deps.store.resources.vread(req.tenant, type, id, versionId),
+});
 
 /** The versions a Provenance's targets name of each `Type/id` (undefined: the resource, no version). */
 type Named = Map<string, Set<string | undefined>>;
 
-/**
- * The resources of this server that `provenance` targets (relative or absolute references of this
- * server; a version-specific one with the version it names), among its first `limit` targets.
- */
-function targetsOf(provenance: Json, base: string | undefined, limit = Infinity): Named {
+/** The resources of this server that `provenance` targets (relative or absolute references of this server; a version-specific one with the version it names). */
+function targetsOf(provenance: Json, base: string | undefined): Named {
   const named: Named = new Map();
-  const targets = Array.isArray(provenance.target) ? provenance.target.slice(0, limit) : [];
+  const targets = Array.isArray(provenance.target) ? provenance.target : [];
   for (const target of targets) {
     const ref = (target as Json | null)?.reference;
     const at = typeof ref === 'string' ? parseReference(ref, base) : null;
     if (at) (named.get(`${at.type}/${at.id}`) ?? named.set(`${at.type}/${at.id}`, new Set()).get(`${at.type}/${at.id}`)!).add(at.version);
   }
   return named;
+}
+
+/** Whether a target of `provenance` names a version (`Observation/x/_history/1`), which the index does not hold. */
+function namesVersion(provenance: Json, base: string | undefined): boolean {
+  for (const versions of targetsOf(provenance, base).values()) for (const v of versions) if (v !== undefined) return true;
+  return false;
 }
 
 /** The token's SMART v2 scope filters on reads of `type`, as one condition (ORed alternatives of ANDed conditions). */
@@ -89,26 +85,64 @@ function readFilter(access: Access, type: string): Condition | undefined {
 }
 
 /**
+ * The condition a search of Provenance by a token limited to `patient` takes in place of the compartment:
+ * a `target` is the Patient (the compartment: R4's `patient` parameter), or names a resource of a
+ * Patient compartment type the token reads, in that patient's compartment and within the token's read
+ * filters on its type (a chain per type, bounded by the compartment's rows of that type; the store drops
+ * those of types no Provenance ever targeted). Every alternative is read by an index, so a search
+ * driven by it reads the patient's records' Provenance alone.
+ */
+export function reachCondition(access: Access, patient: string): Condition {
+  const any: Condition[] = [{ kind: 'token', param: 'target', values: [{ system: 'Patient', value: patient }], reference: true }];
+  for (const type of patientCompartment().keys()) {
+    if (!access.can(type, 'r')) continue;
+    const where: Condition[] = [{ kind: 'compartment', patient }];
+    const filter = readFilter(access, type);
+    if (filter) where.push(filter);
+    any.push({ kind: 'chain', param: 'target', targetType: type, where });
+  }
+  return { kind: 'or', any };
+}
+
+/**
+ * The `Type/id` of the resources among `rows` that are records of `patient`, where a search or an include
+ * within the token's reach found them: of a type of the Patient compartment, live, in that patient's
+ * compartment. `notCurrent`: the `Type/id` of rows that may be an earlier version (a version-specific
+ * `_include` read them), which are not. A Provenance naming one is found by its `target` alone, without
+ * reachCondition (a `_revinclude` of the patient's records, the common case, reads no more).
+ */
+export function patientRecords(rows: ResourceVersion[], patient: string, base: string | undefined, notCurrent: ReadonlySet<string>): Set<string> {
+  const own = new Set<string>();
+  for (const row of rows) {
+    const key = `${row.type}/${row.id}`;
+    if (row.deleted || !patientCompartment().has(row.type) || notCurrent.has(key)) continue;
+    if (compartmentsOf(JSON.parse(row.content) as Json, base).includes(patient)) own.add(key);
+  }
+  return own;
+}
+
+/**
  * The records among `keys` (`Type/id`) of `patient` the request may read: of a type of the Patient
  * compartment the token reads, current, in that patient's compartment, meeting the token's scope filters
- * on reads of that type (one store query per type), by `Type/id`.
+ * on reads of that type (one store query per type and IDS_PER_QUERY ids), by `Type/id`.
  */
-async function readableRecords(deps: FhirDeps, req: FhirRequest, keys: Iterable<string>, patient: string): Promise<OwnRecords> {
+async function readableRecords(req: FhirRequest, reads: TargetReads, keys: Iterable<string>, patient: string): Promise<OwnRecords> {
   const byType = new Map<string, string[]>();
   for (const key of keys) {
     const slash = key.indexOf('/');
     const type = key.slice(0, slash);
-    const id = key.slice(slash + 1);
-    (byType.get(type) ?? byType.set(type, []).get(type)!).push(id);
+    (byType.get(type) ?? byType.set(type, []).get(type)!).push(key.slice(slash + 1));
   }
   const found: OwnRecords = new Map();
-  for (const [type, ids] of byType) {
+  for (const [type, all] of byType) {
     if (!patientCompartment().has(type) || !req.access.can(type, 'r')) continue;
-    const where: Condition[] = [{ kind: 'id', ids }];
     const filter = readFilter(req.access, type);
-    if (filter) where.push(filter);
-    const q: SearchQuery = { type, where, compartment: patient, sort: [], count: ids.length };
-    for (const v of await deps.store.resources.search(req.tenant, q)) found.set(`${type}/${v.id}`, v);
+    for (let i = 0; i < all.length; i += IDS_PER_QUERY) {
+      const ids = all.slice(i, i + IDS_PER_QUERY);
+      const where: Condition[] = [{ kind: 'id', ids }];
+      if (filter) where.push(filter);
+      for (const v of await reads.search({ type, where, compartment: patient, sort: [], count: ids.length })) found.set(`${type}/${v.id}`, v);
+    }
   }
   return found;
 }
@@ -128,20 +162,21 @@ async function versionOfPatient(deps: FhirDeps, req: FhirRequest, v: ResourceVer
 /**
  * Whether the references `versions` to the patient's readable record `current` name it within reach:
  * the resource itself, its current version, or an earlier version that is the patient's within the
- * token's filters (read, as `checked` remembers, by `Type/id/version`).
+ * token's filters (read, as `checked` remembers, by `Type/id/version`; never without `reads.vread`).
  */
 async function namesReadable(
-  deps: FhirDeps, req: FhirRequest, versions: Set<string | undefined>, current: ResourceVersion, patient: string, checked: Map<string, boolean>,
+  deps: FhirDeps, req: FhirRequest, reads: TargetReads, versions: Set<string | undefined>, current: ResourceVersion, patient: string, checked: Map<string, boolean>,
 ): Promise<boolean> {
   for (const version of versions) {
     if (version === undefined || version === String(current.versionId)) return true;
   }
+  if (!reads.vread) return false;
   for (const version of versions) {
     const key = `${current.type}/${current.id}/${version}`;
     let ok = checked.get(key);
     if (ok === undefined) {
       const n = /^[1-9][0-9]{0,8}$/.test(version!) ? Number(version) : undefined;
-      const v = n === undefined || n > current.versionId ? null : await deps.store.resources.vread(req.tenant, current.type, current.id, n);
+      const v = n === undefined || n > current.versionId ? null : await reads.vread(current.type, current.id, n);
       ok = v !== null && (await versionOfPatient(deps, req, v, patient));
       checked.set(key, ok);
     }
@@ -151,85 +186,79 @@ async function namesReadable(
 }
 
 /**
- * Whether `provenance` names, among its first MAX_PROVENANCE_TARGETS targets, a record of `patient`
- * that the request may read (readableRecords), at a version within reach (namesReadable).
+ * Whether each of `provenances` (their contents: several versions of one, or several found by a search)
+ * is within the reach of `patient`'s token: in the compartment, or naming among all its targets a record
+ * of the patient the request may read (readableRecords, one lookup of the targets of them all) at a
+ * version within reach (namesReadable).
  */
-export async function provenanceOfReadableRecord(deps: FhirDeps, req: FhirRequest, provenance: Json, patient: string): Promise<boolean> {
-  const named = targetsOf(provenance, deps.fhirBase?.(req.tenant), MAX_PROVENANCE_TARGETS);
-  const checked = new Map<string, boolean>();
-  for (const [key, current] of await readableRecords(deps, req, named.keys(), patient)) {
-    if (await namesReadable(deps, req, named.get(key)!, current, patient, checked)) return true;
-  }
-  return false;
-}
-
-/**
- * The Provenance among `rows` (those a `_revinclude` found referring to `own`, the patient's records
- * it follows) within reach: in the patient's compartment, or naming one of `own` at a version within
- * reach (namesReadable): the index holds a target without its version. Other rows are kept.
- */
-export async function provenanceRowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], own: OwnRecords, patient: string): Promise<ResourceVersion[]> {
+export async function provenancesInReach(deps: FhirDeps, req: FhirRequest, provenances: Json[], patient: string, reads = storeReads(deps, req)): Promise<boolean[]> {
   const base = deps.fhirBase?.(req.tenant);
+  const named = provenances.map((p) => (compartmentsOf(p, base).includes(patient) ? undefined : targetsOf(p, base)));
+  const keys = new Set<string>();
+  for (const n of named) for (const key of n?.keys() ?? []) keys.add(key);
+  const own = keys.size ? await readableRecords(req, reads, keys, patient) : new Map<string, ResourceVersion>();
   const checked = new Map<string, boolean>();
-  const out: ResourceVersion[] = [];
-  for (const row of rows) {
-    if (row.type !== 'Provenance' || row.deleted) { out.push(row); continue; }
-    const provenance = JSON.parse(row.content) as Json;
-    if (compartmentsOf(provenance, base).includes(patient)) { out.push(row); continue; }
-    for (const [key, versions] of targetsOf(provenance, base)) {
+  const out: boolean[] = [];
+  for (const n of named) {
+    let ok = n === undefined;
+    for (const [key, versions] of n ?? []) {
       const current = own.get(key);
-      if (current && (await namesReadable(deps, req, versions, current, patient, checked))) { out.push(row); break; }
+      if (current && (await namesReadable(deps, req, reads, versions, current, patient, checked))) {
+        ok = true;
+        break;
+      }
     }
+    out.push(ok);
   }
   return out;
 }
 
-/**
- * Whether every version of the patient's readable record `current` is the patient's within the token's
- * filters (versionOfPatient), so that a Provenance naming any version of it is within reach: a record
- * of one version is; one of more versions than `budget` has left (MAX_VERSIONS_CHECKED,
- * MAX_HISTORIES) is not looked through, and is not.
- */
-async function cleanRecord(deps: FhirDeps, req: FhirRequest, current: ResourceVersion, patient: string, budget: { versions: number; histories: number }): Promise<boolean> {
-  if (current.versionId === 1) return true;
-  // Version ids count from 1 up, a deletion's too: the current one is how many versions there are.
-  if (budget.histories <= 0 || current.versionId > budget.versions) return false;
-  budget.histories--;
-  budget.versions -= current.versionId;
-  const versions = await deps.store.resources.history(req.tenant, { type: current.type, id: current.id, count: current.versionId + 1 });
-  if (versions.length > current.versionId) return false;
-  for (const v of versions) if (!v.deleted && v.versionId !== current.versionId && !(await versionOfPatient(deps, req, v, patient))) return false;
-  return true;
+/** provenancesInReach for one Provenance (a read, a vread, a reference a write makes). */
+export async function provenanceOfReadableRecord(deps: FhirDeps, req: FhirRequest, provenance: Json, patient: string, reads?: TargetReads): Promise<boolean> {
+  return (await provenancesInReach(deps, req, [provenance], patient, reads))[0]!;
 }
 
 /**
- * For a search of Provenance by a token whose searches of it are limited to `patient`, a condition to
- * put in place of the compartment: in the compartment, or targeting one of the records of the patient
- * the token may read that the search's own `target` parameter names (`Provenance?target=Observation/x`),
- * none of whose versions was ever outside that reach (cleanRecord: the index holds a target without
- * its version, so a Provenance naming an earlier version of the record another patient's would be
- * found). Undefined when the search names none: the compartment alone.
- * Each top-level `target` condition is ANDed with the search, so one naming records is enough; its
- * references of another type or server, or outside the patient's reach, admit nothing beyond the
- * compartment.
+ * The rows among `rows` within reach, where a search by reachCondition found them: a Provenance outside
+ * the compartment that names a version is judged as a read judges it (provenancesInReach, the rows of a
+ * page at once), the index having found it by a target without its version; the others are kept (those
+ * naming no version, found by a target that is a readable record of the patient, are within reach).
  */
-export async function searchedRecords(deps: FhirDeps, req: FhirRequest, where: Condition[], patient: string): Promise<Condition | undefined> {
+export async function provenanceRowsInReach(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], patient: string): Promise<ResourceVersion[]> {
   const base = deps.fhirBase?.(req.tenant);
-  const named = new Set<string>();
-  const condition = where.find((c) => c.kind === 'token' && c.param === 'target' && !c.not);
-  if (condition?.kind !== 'token') return undefined;
-  for (const v of condition.values) {
-    const at = v.system ? { type: v.system, id: v.value } : v.value ? parseReference(v.value, base) : null;
-    if (at && at.id) named.add(`${at.type}/${at.id}`);
+  const judged: { row: ResourceVersion; resource: Json }[] = [];
+  for (const row of rows) {
+    if (row.type !== 'Provenance' || row.deleted) continue;
+    const resource = JSON.parse(row.content) as Json;
+    if (!compartmentsOf(resource, base).includes(patient) && namesVersion(resource, base)) judged.push({ row, resource });
   }
-  const values: { system: string; value: string }[] = [];
-  const budget = { versions: MAX_VERSIONS_CHECKED, histories: MAX_HISTORIES };
-  for (const current of (await readableRecords(deps, req, named, patient)).values()) {
-    if (await cleanRecord(deps, req, current, patient, budget)) values.push({ system: current.type, value: current.id });
-  }
-  if (!values.length) return undefined;
-  return { kind: 'or', any: [{ kind: 'compartment', patient }, { kind: 'token', param: 'target', values }] };
+  if (!judged.length) return rows;
+  const ok = await provenancesInReach(deps, req, judged.map((j) => j.resource), patient);
+  const out = new Set(judged.filter((_, i) => !ok[i]).map((j) => j.row));
+  return rows.filter((row) => !out.has(row));
+}
+
+/**
+ * The patient whose reach a search of Provenance by `req` (`perm`: 's' for a search, 'r' for the reads of
+ * `_include`) takes in place of the compartment (reachCondition), or undefined: another type, a token not
+ * limited to a patient, or a compartment search (`Patient/x/Provenance`), which keeps the compartment.
+ */
+export function widenedPatient(req: FhirRequest, type: string, perm: 'r' | 's', compartment?: string): string | undefined {
+  return type === 'Provenance' && compartment === undefined ? req.access.patientLimit(type, perm) : undefined;
+}
+
+/**
+ * Whether `provenance`, which the criteria of a Subscription of `req`'s owner matched in memory (their
+ * reachCondition reads a target without its version, as the index does), is within the owner's reach:
+ * judged as provenanceRowsInReach judges a search's rows, its targets searched by `search` (the write's
+ * transaction), where an earlier version it names is not read and gives no reach.
+ */
+export async function provenanceMatchInReach(deps: FhirDeps, req: FhirRequest, provenance: Json, search: TargetReads['search']): Promise<boolean> {
+  const patient = widenedPatient(req, 'Provenance', 's');
+  const base = deps.fhirBase?.(req.tenant);
+  if (patient === undefined || compartmentsOf(provenance, base).includes(patient) || !namesVersion(provenance, base)) return true;
+  return provenanceOfReadableRecord(deps, req, provenance, patient, { search });
 }
 
 /** Why a Provenance outside the compartment is refused, for the 403. */
-export const PROVENANCE_REFUSAL = `is outside the patient compartment the token is limited to, and none of its first ${MAX_PROVENANCE_TARGETS} targets is a record of that patient the token may read`;
+export const PROVENANCE_REFUSAL = 'is outside the patient compartment the token is limited to, and none of its targets is a record of that patient the token may read';

@@ -6,7 +6,7 @@
  * Deletes are never checked, in either mode: deleting a resource that others refer to is allowed.
  */
 import { FhirError, type FhirIssue } from '../errors.ts';
-import type { CurrentVersion, ResourceWriter } from '../store/types.ts';
+import type { CurrentVersion, ResourceVersion, ResourceWriter, SearchQuery } from '../store/types.ts';
 import { hasCoreResources } from './core-layer.ts';
 import type { FhirDeps } from './crud.ts';
 import { issue } from './outcome.ts';
@@ -29,9 +29,10 @@ export interface ReferenceReach {
   limited(type: string): boolean;
   /**
    * Whether the token may read this current version (judged inside the write transaction, where
-   * `current` reads another resource: a Binary's securityContext).
+   * `current` reads another resource, a Binary's securityContext, and `search` searches, the records a
+   * Provenance targets).
    */
-  holds(type: string, v: CurrentVersion, current: (type: string, id: string) => Promise<CurrentVersion | null>): Promise<boolean>;
+  holds(type: string, v: CurrentVersion, current: (type: string, id: string) => Promise<CurrentVersion | null>, search: (query: SearchQuery) => Promise<ResourceVersion[]>): Promise<boolean>;
 }
 
 /** A resource about to be written, with the FHIRPath of where it sits (`Observation`, `Bundle.entry[2].resource`). */
@@ -117,7 +118,7 @@ export async function requireReferences(deps: FhirDeps, w: ResourceWriter, tenan
       if (!(await isCoreTarget(deps, w, k.type, k.id))) missing.add(key);
     } else if (reach?.limited(k.type)) {
       const v = await w.current(k.type, k.id);
-      if (!v || v.deleted || !(await reach.holds(k.type, v, (type, id) => w.current(type, id)))) missing.add(key);
+      if (!v || v.deleted || !(await reach.holds(k.type, v, (type, id) => w.current(type, id), (q) => w.search(q)))) missing.add(key);
     }
   }
   const what = (type: string) => (reach?.limited(type) ? 'which does not exist or is outside what the access token may read' : 'which does not exist');

@@ -19,7 +19,8 @@ export const MAX_OFFSET = 10_000;
 
 /**
  * The most matches the walk to an offset reads. A page may keep fewer matches than it read (Binaries out
- * of the token's reach through their securityContext, which no index holds: crud.ts rowsInReach), so the
+ * of the token's reach through their securityContext, which no index holds: crud.ts rowsInReach; a
+ * Provenance naming a version outside a patient's token's reach: provenance-reach.ts), so the
  * walk counts the matches the token sees, reading on past MAX_OFFSET; at most this many, then a 400.
  */
 export const MAX_OFFSET_READ = 2 * MAX_OFFSET;

@@ -12,6 +12,7 @@ import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.
 import { requireAccess } from './access.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
+import { provenanceRowsInReach, widenedPatient } from './provenance-reach.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
@@ -351,6 +352,10 @@ export async function pageAcross(
     const reachable = new Set((await rowsInReach(deps, req, rows.filter((r) => r.type === 'Binary'))).map((r) => r.id));
     rows = rows.filter((r) => r.type !== 'Binary' || reachable.has(r.id));
   }
+  // So is a Provenance the index found by a target naming a version outside the token's reach (provenance-reach.ts).
+  const provenance = searches.find((s) => s.type === 'Provenance');
+  const widened = provenance && widenedPatient(req, 'Provenance', 's', provenance.query.compartment);
+  if (widened !== undefined) rows = await provenanceRowsInReach(deps, req, rows, widened);
   result.rows = rows;
   const counted = total === 'accurate' || total === 'estimate' ? await countAll() : undefined;
   if (counted !== undefined) result.total = counted;

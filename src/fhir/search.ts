@@ -8,7 +8,7 @@ import { evaluatePath } from './fhirpath.ts';
 import { indexEntries, referenceValues } from './indexer.ts';
 import { isAbsoluteReference, parseReference } from './references.ts';
 import { issue } from './outcome.ts';
-import { patientRecords, provenanceRowsInReach, searchedRecords, type OwnRecords } from './provenance-reach.ts';
+import { patientRecords, provenanceRowsInReach, reachCondition, widenedPatient } from './provenance-reach.ts';
 import { foreignInclude, ignoredInclude, reachingRevinclude } from './revinclude-reach.ts';
 import { hasPending, hierarchyParam, parameterCondition, parseSort, referenceTargets, UnknownParameterError, type CodeSet, type HierarchyCondition, type PendingCondition } from './search-compile.ts';
 import { canonicalCondition, isCanonicalType } from './search-canonical.ts';
@@ -640,6 +640,18 @@ export async function addIncludes(
     return fresh;
   };
   const visible = (type: string) => req.access.can(type, 'r');
+  /**
+   * The rows of `q` (of a type the request reads, with its read filter) within the patient's compartment
+   * when the token's reads of the type are limited to one; a Provenance's, the patient's records' too, as
+   * its read finds them (provenance-reach.ts).
+   */
+  const inReach = async (q: SearchQuery): Promise<ResourceVersion[]> => {
+    const patient = req.access.patientLimit(q.type, 'r');
+    if (patient === undefined || !patientCompartment().has(q.type)) return find(q);
+    const widened = widenedPatient(req, q.type, 'r');
+    if (widened === undefined) return find({ ...q, compartment: patient });
+    return provenanceRowsInReach(deps, req, await find({ ...q, where: [...(q.where ?? []), reachCondition(req.access, widened)] }), widened);
+  };
   let frontier = rows;
   const notCurrent = new Set<string>();
   for (let round = 0; round <= MAX_ITERATIONS && frontier.length; round++) {
@@ -656,9 +668,7 @@ export async function addIncludes(
       const q: SearchQuery = { type, where: [where], sort: [], count: MAX_INCLUDES + 1 };
       const filter = scopeFilter(req, type, 'r');
       if (filter) q.where!.push(filter);
-      const patient = req.access.patientLimit(type, 'r');
-      if (patient !== undefined && patientCompartment().has(type)) q.compartment = patient;
-      next.push(...add(await find(q)));
+      next.push(...add(await inReach(q)));
     };
     // A version-specific reference includes the version it names, read as a vread reads it (the
     // token's access, compartment and scope filters): a deletion, or a version not held, is left out.
@@ -670,7 +680,7 @@ export async function addIncludes(
         throw err;
       });
       if (v) next.push(...add([v]));
-      // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts).
+      // The version it names may be an earlier one: not the record as it is now (provenance-reach.ts patientRecords).
       if (v) notCurrent.add(`${type}/${id}`);
     }
     for (const [type, ids] of reached.ids) {
@@ -713,27 +723,30 @@ export async function addIncludes(
     for (const [source, byColumn] of bySource) {
       // Past MAX_INCLUDES (the warning given) nothing more is added: no more reading.
       if (warnings.length) break;
-      const any = [...byColumn].map(([param, vs]): Condition => ({ kind: 'token', param, values: [...vs.values()] }));
-      const refer: Condition = any.length === 1 ? any[0]! : { kind: 'or', any };
-      const q: SearchQuery = { type: source, where: [refer], sort: [], count: MAX_INCLUDES + 1 };
-      const patient = req.access.patientLimit(source, 'r');
-      let own: OwnRecords | undefined;
-      if (patient !== undefined && patientCompartment().has(source)) {
-        // A Provenance naming a record of the patient among those followed is within reach (provenance-reach.ts).
-        own = source === 'Provenance' ? patientRecords(frontier, patient, deps.fhirBase?.(req.tenant), notCurrent) : undefined;
-        const named = [...(byColumn.get('target')?.entries() ?? [])].filter(([key]) => own?.has(key)).map(([, v]) => v);
-        // The Provenance referring to the resources followed, and in the compartment or naming one of the patient's.
-        if (named.length) q.where!.push({ kind: 'or', any: [{ kind: 'compartment', patient }, { kind: 'token', param: 'target', values: named }] });
-        else {
-          q.compartment = patient;
-          own = undefined;
-        }
-      }
       const filter = scopeFilter(req, source, 'r');
-      if (filter) q.where!.push(filter);
-      const found = await find(q);
-      // The index holds a target without its version: one naming another patient's version of the record is left out.
-      next.push(...add(own && patient !== undefined ? await provenanceRowsInReach(deps, req, found, own, patient) : found));
+      const referring = async (columns: [string, { system: string; value: string }[]][]) => {
+        const any = columns.filter(([, vs]) => vs.length).map(([param, vs]): Condition => ({ kind: 'token', param, values: vs }));
+        if (!any.length) return;
+        const q: SearchQuery = { type: source, where: [any.length === 1 ? any[0]! : { kind: 'or', any }], sort: [], count: MAX_INCLUDES + 1 };
+        if (filter) q.where!.push(filter);
+        next.push(...add(await inReach(q)));
+      };
+      const patient = widenedPatient(req, source, 'r');
+      if (patient === undefined) {
+        await referring([...byColumn].map(([param, vs]) => [param, [...vs.values()]]));
+        continue;
+      }
+      // The Provenance naming the patient's records followed are within reach by that alone (but for the
+      // version they name): found by `target` without reachCondition, and the other references with it.
+      const own = patientRecords(frontier, patient, deps.fhirBase?.(req.tenant), notCurrent);
+      const targets = [...(byColumn.get('target') ?? new Map<string, { system: string; value: string }>())];
+      const named = targets.filter(([key]) => own.has(key)).map(([, v]) => v);
+      if (named.length) {
+        const q: SearchQuery = { type: source, where: [{ kind: 'token', param: 'target', values: named }], sort: [], count: MAX_INCLUDES + 1 };
+        if (filter) q.where!.push(filter);
+        next.push(...add(await provenanceRowsInReach(deps, req, await find(q), patient)));
+      }
+      await referring([...byColumn].map(([param, vs]) => [param, param === 'target' ? targets.filter(([key]) => !own.has(key)).map(([, v]) => v) : [...vs.values()]]));
     }
     frontier = next;
   }
@@ -789,10 +802,9 @@ export function guardLinked(access: Access, conditions: Condition[]): Condition[
 export async function storeQuery(deps: FhirDeps, req: FhirRequest, type: string, compiled: CompiledSearch, compartment?: string): Promise<SearchQuery | undefined> {
   const query = compiled.query;
   query.where = guardLinked(req.access, await resolveConditions({ expandCodes: deps.expandCodes, fhirBase: deps.fhirBase, store: deps.store, access: req.access }, req.tenant, compiled.pending));
-  // A search of Provenance naming records of the patient by `target` finds their Provenance (provenance-reach.ts).
-  const patient = type === 'Provenance' && compartment === undefined ? req.access.patientLimit(type, 's') : undefined;
-  const records = patient === undefined ? undefined : await searchedRecords(deps, req, query.where, patient);
-  return scopedQuery(req, type, query, compartment, records);
+  // A search of Provenance by a patient's token finds the Provenance of the patient's records too (provenance-reach.ts).
+  const patient = widenedPatient(req, type, 's', compartment);
+  return scopedQuery(req, type, query, compartment, patient === undefined ? undefined : reachCondition(req.access, patient));
 }
 
 /**
@@ -810,7 +822,7 @@ export function scopedQuery(req: FhirRequest, type: string, query: SearchQuery, 
     query.compartment = compartment;
   } else if (patient !== undefined && patientCompartment().has(type)) {
     // Types outside the Patient compartment (Medication, Practitioner...) are not patient-bound;
-    // `inCompartment`, when given, takes the compartment's place (searchedRecords).
+    // `inCompartment`, when given, takes the compartment's place (reachCondition).
     if (inCompartment) query.where = [...(query.where ?? []), inCompartment];
     else query.compartment = patient;
   }
@@ -828,7 +840,7 @@ export function queryCount(deps: FhirDeps, tenant: string, query: SearchQuery): 
   return searchesCore(deps, query) ? countWithCore(deps, tenant, query) : deps.store.resources.count(tenant, query);
 }
 
-/** Binaries read per batch, and the most batches one count reads (countInReach). */
+/** Binaries (or Provenance) read per batch, and the most batches one count reads (countInReach). */
 const COUNT_BATCH = 1000;
 const COUNT_BATCHES = 20;
 
@@ -836,16 +848,20 @@ const COUNT_BATCHES = 20;
  * How many of a store query's resources the request may see (`_summary=count`, `_total`): queryCount,
  * but for Binaries when the token's reach through their securityContext is limited (binaryReachLimited),
  * which no index holds: those are read in batches and counted as a page keeps them (rowsInReach), so
- * that a count says nothing of Binaries the token may not read. Past COUNT_BATCHES batches the count
- * is too costly: undefined (a page leaves its total out, `_summary=count` is a 400).
+ * that a count says nothing of Binaries the token may not read; and so are the Provenance of a search
+ * by a patient's token widened past its compartment, whose targets' versions no index holds
+ * (provenanceRowsInReach). Past COUNT_BATCHES batches the count is too costly: undefined (a page leaves
+ * its total out, `_summary=count` is a 400).
  */
 export async function countInReach(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number | undefined> {
-  if (query.type !== 'Binary' || !binaryReachLimited(req.access)) return queryCount(deps, req.tenant, query);
+  const widened = widenedPatient(req, query.type, 's', query.compartment);
+  if ((query.type !== 'Binary' || !binaryReachLimited(req.access)) && widened === undefined) return queryCount(deps, req.tenant, query);
+  const inReach = (rows: ResourceVersion[]) => (widened === undefined ? rowsInReach(deps, req, rows) : provenanceRowsInReach(deps, req, rows, widened));
   let counted = 0;
   let after: SearchCursor | undefined;
   for (let batch = 0; batch < COUNT_BATCHES; batch++) {
     const rows = await deps.store.resources.search(req.tenant, { type: query.type, where: query.where ?? [], sort: [], count: COUNT_BATCH, ...(query.compartment === undefined ? {} : { compartment: query.compartment }), ...(after ? { after } : {}) });
-    counted += (await rowsInReach(deps, req, rows)).length;
+    counted += (await inReach(rows)).length;
     if (rows.length < COUNT_BATCH) return counted;
     after = { lastUpdated: 0, id: rows[rows.length - 1]!.id };
   }
@@ -856,7 +872,7 @@ export async function countInReach(deps: FhirDeps, req: FhirRequest, query: Sear
 export async function requiredCount(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number> {
   const n = await countInReach(deps, req, query);
   if (n === undefined) {
-    throw new FhirError('invalid', `Counting ${query.type} resources this token may read takes reading more than ${COUNT_BATCH * COUNT_BATCHES} of them (their securityContext is in no index): narrow the search`, { issueCode: 'too-costly' });
+    throw new FhirError('invalid', `Counting ${query.type} resources this token may read takes reading more than ${COUNT_BATCH * COUNT_BATCHES} of them (${query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are'} in no index): narrow the search`, { issueCode: 'too-costly' });
   }
   return n;
 }
@@ -922,8 +938,11 @@ async function searchPage(
       : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);
-  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
+  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's),
+  // and so is a Provenance the index found by a target that names a version outside the token's reach (provenance-reach.ts).
   if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
+  const widened = widenedPatient(req, type, 's', compartment);
+  if (widened !== undefined) result.rows = await provenanceRowsInReach(deps, req, result.rows, widened);
   const first = !query.after && !query.offset && !compiled.coreOffset;
   const counted = await counting;
   if (counted !== undefined) result.total = counted;

@@ -288,6 +288,19 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test("a patient-context owner's subscription of Provenance is told of those its read answers: of the patient's records too", async () => {
+      const patientToken = await craftToken(t, 'patient/Observation.rs patient/Provenance.rs user/Subscription.cruds', { patient: 'pa' });
+      const sub = await subscribe(subscription(hook.url, { criteria: 'Provenance' }, { payload: 'application/fhir+json' }), patientToken);
+      for (const [id, patient] of [['prv-oa', 'pa'], ['prv-ob', 'pb'], ['prv-mv', 'pb'], ['prv-mv', 'pa']] as const) expect((await put(`Observation/${id}`, { ...observation('9-9', patient), id })).status).toBeLessThan(300);
+      const provenance = (id: string, target: string) => ({ resourceType: 'Provenance', id, target: [{ reference: target }], recorded: '2024-01-02T03:04:05Z', agent: [{ who: { display: 'lab' } }] });
+      for (const [id, target] of [['pv-oa', 'Observation/prv-oa'], ['pv-ob', 'Observation/prv-ob'], ['pv-pa', 'Patient/pa'], ['pv-mv1', 'Observation/prv-mv/_history/1'], ['pv-mv2', 'Observation/prv-mv/_history/2']]) {
+        expect((await put(`Provenance/${id}`, provenance(id!, target!))).status).toBe(201);
+      }
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id).sort()).toEqual(['pv-mv2', 'pv-oa', 'pv-pa']);
+      await off(sub);
+    });
+
     test('a requested write of an active Subscription activates it again: a new version, its writer the owner (PUT, PATCH, transaction); an active one unchanged stays so', async () => {
       const patientToken = await craftToken(t, 'patient/Observation.rs user/Subscription.cruds', { patient: 'pa' });
       const sub = await subscribe(subscription(hook.url, {}, { payload: 'application/fhir+json' }), patientToken);

@@ -2,7 +2,8 @@
  * A Subscription's `criteria` (R4 subscription.html: "the rules that the server should use to determine
  * when to generate notifications", a search URL relative to the base) compiled by the search engine, as a
  * search of its type by the subscription's owner would be: its conditions, chains and `_has` held to the
- * owner's reach, the owner's SMART v2 scope filters and patient compartment added.
+ * owner's reach, the owner's SMART v2 scope filters and patient compartment added (for Provenance, the
+ * compartment or the patient's records: provenance-reach.ts).
  */
 import { FhirError } from '../../errors.ts';
 import type { Condition } from '../../store/types.ts';
@@ -10,6 +11,7 @@ import type { PendingCondition } from '../search-compile.ts';
 import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import { isResourceType } from '../resource-types.ts';
+import { reachCondition, widenedPatient } from '../provenance-reach.ts';
 import { compileFilter, guardLinked, resolveConditions, scopedQuery } from '../search.ts';
 
 /** A criteria ready to match resources in memory (src/fhir/search-match.ts). */
@@ -72,7 +74,9 @@ export async function compileCriteria(deps: FhirDeps, tenant: string, access: Ac
     if (err instanceof FhirError && err.status < 500) throw refuse(`Subscription.criteria '${String(criteria)}' is not a search Cinder can run: ${err.message}`, err);
     throw err;
   }
-  const scoped = scopedQuery({ tenant, access }, type, { type, where: guardLinked(access, where), sort: [], count: 1 })!;
+  // A patient's Subscription of Provenance is told of those its search finds: of the patient's records too (provenance-reach.ts).
+  const patient = widenedPatient({ tenant, access }, type, 's');
+  const scoped = scopedQuery({ tenant, access }, type, { type, where: guardLinked(access, where), sort: [], count: 1 }, undefined, patient === undefined ? undefined : reachCondition(access, patient))!;
   const all = [...(scoped.where ?? [])];
   if (scoped.compartment !== undefined) all.push({ kind: 'compartment', patient: scoped.compartment });
   return { type, where: all };

@@ -14,6 +14,7 @@ import type { SyncOrAsync } from '../../sync-or-async.ts';
 import { ChangeWatch } from '../../terminology/store-watch.ts';
 import type { Access } from '../access.ts';
 import { rowsInReach, type FhirDeps, type FhirRequest } from '../crud.ts';
+import { provenanceMatchInReach } from '../provenance-reach.ts';
 import type { Resource } from '../resource.ts';
 import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
@@ -299,6 +300,9 @@ export class SubscriptionHub {
         if (!(await matchConditions(resource, v.deleted ? previous!.lastUpdated : v.lastUpdated, s.where, ctx, rows, wordsOf))) continue;
         // A Binary is read through its securityContext where the owner's reach depends on it (search's rowsInReach).
         if (v.type === 'Binary' && !(await rowsInReach(this.options.fhir, { tenant, access: s.access }, [v.deleted ? { ...v, content: previous!.content, deleted: false } : v], contexts)).length) continue;
+        // A Provenance the criteria's index conditions found by a target naming a version is judged as its read is, its
+        // targets searched in the transaction, where an earlier version named is not read and gives no reach (provenance-reach.ts).
+        if (v.type === 'Provenance' && !(await provenanceMatchInReach(this.options.fhir, { tenant, access: s.access }, resource, (q) => w.search(q)))) continue;
         if (s.topic) {
           const { trigger } = s.topic;
           const tests: boolean[] = [];

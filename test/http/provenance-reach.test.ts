@@ -125,6 +125,11 @@ await eachStore((kind, fresh) => {
       }
       expect(refs(await api.search('Provenance?target=Observation/o1&_id=prov-far'), 'match')).toEqual(['Provenance/prov-far']);
       expect(refs(await api.search('Observation?_id=o1&_revinclude=Provenance:target'), 'include')).toContain('Provenance/prov-far');
+      // Past the first 500 distinct targets of a type too (their records are looked up 500 at a time).
+      await admin.put200(provenance('prov-many', [...Array.from({ length: 600 }, (_, i) => `Observation/x${i}`), 'Observation/o1']));
+      expect((await api.get('Provenance/prov-many')).status).toBe(200);
+      expect(refs(await api.search('Provenance?_id=prov-many'), 'match')).toEqual(['Provenance/prov-many']);
+      expect((await admin.del('Provenance/prov-many')).status).toBeLessThan(300);
     });
 
     test('the token must read Provenance, and the targets\' and Provenance\'s own scope filters apply', async () => {

@@ -186,6 +186,9 @@ await eachStore((kind, fresh) => {
       const b = await api.search('Observation?_id=of1&_include=Observation:focus');
       expect(refs(b, 'include')).toEqual(['Provenance/prov-far', 'Provenance/prov-o1']);
       expect(refs(await api.search('Observation?_id=of1&_include=Observation:*'), 'include')).toEqual(['Patient/p1', 'Provenance/prov-far', 'Provenance/prov-o1']);
+      // `Patient/$everything` holds the compartment's Provenance, and those its resources refer to that a read answers.
+      const everything = (await api.search('Patient/p1/$everything?_count=1000')).entry.map((e: Json) => `${e.resource.resourceType}/${e.resource.id}`);
+      expect(everything.filter((r: string) => r.startsWith('Provenance/')).sort()).toEqual(['Provenance/prov-far', 'Provenance/prov-o1', 'Provenance/prov-p1']);
     });
 
     test('a _revinclude of Provenance from a shared record includes those a read answers', async () => {

@@ -31,20 +31,20 @@ export function searchesCore(deps: Pick<FhirDeps, 'core'>, query: SearchQuery): 
  * `query.count`. `coreOffset`: where the previous page left the core matches, for offset paging.
  */
 export async function searchWithCore(
-  deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, coreOffset = 0, search: StoredSearch = (q) => deps.store.resources.search(tenant, q),
+  deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, coreOffset = 0, reads: StoredReads = poolReads(deps, tenant),
 ): Promise<MergedPage> {
   const order = searchOrder(query.sort);
   const after = query.after;
   // The core side (matches, then the tenant's shadowing rows) runs beside the store's search.
-  const fromCore = sortedCore(deps, tenant, query, order).then((core) => {
+  const fromCore = sortedCore(deps, tenant, query, order, reads).then((core) => {
     let start = coreOffset;
     if (after !== undefined && keysetSort(query.sort)) {
       const cursor = order.keys(sortable({ type: query.type, id: after.id, lastUpdated: after.lastUpdated, versionId: 0, deleted: false, content: '' }));
       start = firstAfter(core, (hit) => order.compare(hit.keys(), cursor) > 0);
     }
-    return unshadowed(deps, tenant, query.type, core, start, query.count);
+    return unshadowed(reads, query.type, core, start, query.count);
   });
-  const [stored, picked] = await Promise.all([search(query), fromCore]);
+  const [stored, picked] = await Promise.all([reads.search(query), fromCore]);
   const rows: ResourceVersion[] = [];
   /** Per merged row: the position after it in the core matches, or -1 for a stored row. */
   const corePos: number[] = [];
@@ -78,25 +78,38 @@ export async function searchWithCore(
 /** How many stored and unshadowed core resources `query` matches. */
 export async function countWithCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery): Promise<number> {
   const [stored, core] = await Promise.all([deps.store.resources.count(tenant, query), deps.core.search(query.type, query.where ?? [], lookups(deps, tenant))]);
-  return stored + (await unshadowed(deps, tenant, query.type, core, 0, core.length)).length;
+  return stored + (await unshadowed(poolReads(deps, tenant), query.type, core, 0, core.length)).length;
 }
 
 /**
  * The first `query.count` resources of `query`, core ones included where searchesCore says so: for
  * lookups that do not page (`_include`, `_revinclude`, chains evaluated in memory, scope filters).
  */
-export async function findResources(deps: FhirDeps, tenant: string, query: SearchQuery, search?: StoredSearch): Promise<ResourceVersion[]> {
-  if (!searchesCore(deps, query)) return search ? search(query) : deps.store.resources.search(tenant, query);
-  return (await searchWithCore(deps, tenant, query, 0, search)).rows;
+export async function findResources(deps: FhirDeps, tenant: string, query: SearchQuery, reads: StoredReads = poolReads(deps, tenant)): Promise<ResourceVersion[]> {
+  if (!searchesCore(deps, query)) return reads.search(query);
+  return (await searchWithCore(deps, tenant, query, 0, reads)).rows;
 }
 
-/** How the tenant's stored resources are searched: ResourceRepo.search, or a write's ResourceWriter.search in its transaction. */
-export type StoredSearch = (query: SearchQuery) => Promise<ResourceVersion[]>;
+/**
+ * How a search reads the tenant's stored resources: its own (ResourceRepo.search) and which core CodeSystems and
+ * ValueSets it shadows (ResourceRepo.present). On the pool (`poolReads`), or, inside a write's transaction, through
+ * its writer (ResourceWriter.search and present: what it wrote is seen, and no other connection of the pool is
+ * waited for; ARCHITECTURE.md, "inside a write transaction, read only through the writer").
+ */
+export interface StoredReads {
+  search(query: SearchQuery): Promise<ResourceVersion[]>;
+  present(type: string, ids: string[]): Promise<string[]>;
+}
 
-/** Chains and `_has` in conditions matched in memory look their other side up here (core included). */
-export function lookups(deps: FhirDeps, tenant: string): MatchContext {
+/** The tenant's stored resources read on the pool (outside a write's transaction). */
+export function poolReads(deps: Pick<FhirDeps, 'store'>, tenant: string): StoredReads {
+  return { search: (query) => deps.store.resources.search(tenant, query), present: (type, ids) => deps.store.resources.present(tenant, type, ids) };
+}
+
+/** Chains and `_has` in conditions matched in memory look their other side up here (core included), through `reads`. */
+export function lookups(deps: FhirDeps, tenant: string, reads: StoredReads = poolReads(deps, tenant)): MatchContext {
   const base = deps.fhirBase?.(tenant);
-  return { exists: async (query) => (await findResources(deps, tenant, { ...query, count: 1 })).length > 0, ...(base !== undefined && { base }) };
+  return { exists: async (query) => (await findResources(deps, tenant, { ...query, count: 1 }, reads)).length > 0, ...(base !== undefined && { base }) };
 }
 
 /** A core match with its sort keys (read when first needed). */
@@ -110,8 +123,8 @@ interface SortedHit {
  * same lastUpdated, so a keyset sort (by `_id` or `_lastUpdated`, ties by id) is that order or its
  * reverse and reads no keys; a sort on parameters reads each match's keys once.
  */
-async function sortedCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, order: SearchOrder): Promise<SortedHit[]> {
-  const hits = await deps.core.search(query.type, query.where ?? [], lookups(deps, tenant));
+async function sortedCore(deps: FhirDeps & { core: CoreLayer }, tenant: string, query: SearchQuery, order: SearchOrder, reads: StoredReads): Promise<SortedHit[]> {
+  const hits = await deps.core.search(query.type, query.where ?? [], lookups(deps, tenant, reads));
   const sorted = hits.map((hit): SortedHit => {
     let keys: Key[] | undefined;
     return { version: hit.version, keys: () => (keys ??= order.keys({ version: hit.version, rows: () => hit.rows })) };
@@ -143,13 +156,13 @@ function sortable(version: ResourceVersion): Sortable {
  * each with its position; the tenant's rows are looked up a batch at a time, only as far as needed.
  */
 async function unshadowed<T extends { version: ResourceVersion }>(
-  deps: FhirDeps, tenant: string, type: string, hits: readonly T[], start: number, limit: number,
+  reads: StoredReads, type: string, hits: readonly T[], start: number, limit: number,
 ): Promise<{ hit: T; at: number }[]> {
   const out: { hit: T; at: number }[] = [];
   let at = start;
   while (at < hits.length && out.length < limit) {
     const batch = hits.slice(at, at + Math.min(PRESENCE_BATCH, Math.max(PRESENCE_MIN, limit - out.length)));
-    const present = new Set(await deps.store.resources.present(tenant, type, batch.map((h) => h.version.id)));
+    const present = new Set(await reads.present(type, batch.map((h) => h.version.id)));
     for (const h of batch) {
       if (out.length < limit && !present.has(h.version.id)) out.push({ hit: h, at });
       at++;

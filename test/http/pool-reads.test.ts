@@ -133,6 +133,22 @@ for (const target of targets) {
       expect(hook.got.splice(0).length).toBe(3);
     });
 
+    test('writes matched against a Subscription chaining to a core ValueSet answer: whether the tenant shadows it is read in the transaction', async () => {
+      const sub = { ...websocket('Task?focus:ValueSet.name=AdministrativeGender'), channel: { type: 'rest-hook', endpoint: hook.url } };
+      expect((await call('POST', 'Subscription', sub)).status).toBe(201);
+      const task = (focus: string) => ({ resourceType: 'Task', status: 'requested', intent: 'order', focus: { reference: focus } });
+      expect(await together(four.map(() => ({ method: 'POST', path: 'Task', body: task('ValueSet/administrative-gender') })))).toEqual([201, 201, 201, 201]);
+      // A tenant ValueSet of that id shadows the core one, and the transaction writing it sees it: not matched.
+      const shadow = { resourceType: 'ValueSet', id: 'administrative-gender', url: 'http://example.org/vs/gender', name: 'Mine', status: 'active' };
+      const entry = [
+        { resource: shadow, request: { method: 'PUT', url: 'ValueSet/administrative-gender' } },
+        { resource: task('ValueSet/administrative-gender'), request: { method: 'POST', url: 'Task' } },
+      ];
+      expect((await call('POST', '', { resourceType: 'Bundle', type: 'transaction', entry })).status).toBe(200);
+      await drain();
+      expect(hook.got.splice(0).length).toBe(4);
+    });
+
     test('a transaction writing a Patient and its Observation notifies a Subscription chaining to that Patient: the chain is searched in the transaction, which sees its writes', async () => {
       const sub = { ...websocket('Observation?subject:Patient.name=jones'), channel: { type: 'rest-hook', endpoint: hook.url } };
       expect((await call('POST', 'Subscription', sub)).status).toBe(201);

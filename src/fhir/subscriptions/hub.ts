@@ -259,7 +259,7 @@ export class SubscriptionHub {
    */
   private async match(tenant: string, active: ActiveSet, notifying: ReadonlySet<Compiled>, versions: Written[], w: ResourceWriter): Promise<NotificationToWrite[]> {
     // Chains and `_has` are searched in the write's transaction, as a Binary's securityContext is read there.
-    const ctx = cachedLookups(this.options.fhir, tenant, (query) => w.search(query));
+    const ctx = cachedLookups(this.options.fhir, tenant, { search: (query) => w.search(query), present: (type, ids) => w.present(type, ids) });
     // A Binary's securityContext is read in the write's transaction (it sees the transaction's own writes), by a search,
     // which locks nothing (ResourceWriter.current would lock it for the rest of the transaction).
     const contexts = {

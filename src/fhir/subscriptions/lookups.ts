@@ -8,7 +8,7 @@
  * search it was (each distinct one once).
  */
 import type { IndexRows, ResourceVersion, SearchQuery, TextEntry } from '../../store/types.ts';
-import { findResources, type StoredSearch } from '../core-search.ts';
+import { findResources, type StoredReads } from '../core-search.ts';
 import type { FhirDeps } from '../crud.ts';
 import { indexEntries } from '../indexer.ts';
 import { matchConditions, type MatchContext } from '../search-match.ts';
@@ -26,11 +26,11 @@ interface Candidate {
 }
 
 /**
- * A MatchContext for the subscriptions matched against one write in `tenant`, its stored resources searched by
- * `search`: the write's own transaction (ResourceWriter.search), which sees what it wrote, and where a search on
- * another connection of the PostgreSQL pool could wait for ever on a pool that concurrent writes fill.
+ * A MatchContext for the subscriptions matched against one write in `tenant`, its stored resources read through
+ * `reads`: the write's own transaction (ResourceWriter.search and present), which sees what it wrote, and where a
+ * read on another connection of the PostgreSQL pool could wait for ever on a pool that concurrent writes fill.
  */
-export function cachedLookups(deps: FhirDeps, tenant: string, search: StoredSearch): MatchContext {
+export function cachedLookups(deps: FhirDeps, tenant: string, reads: StoredReads): MatchContext {
   const base = deps.fhirBase?.(tenant);
   const sets = new Map<string, Promise<Candidate[] | undefined>>();
   const searched = new Map<string, Promise<boolean>>();
@@ -38,7 +38,7 @@ export function cachedLookups(deps: FhirDeps, tenant: string, search: StoredSear
     const key = `${query.type}\u0000${JSON.stringify(query.where![0])}`;
     let set = sets.get(key);
     if (!set) {
-      set = findResources(deps, tenant, { type: query.type, where: [query.where![0]!], sort: [], count: CANDIDATES + 1 }, search).then((rows) =>
+      set = findResources(deps, tenant, { type: query.type, where: [query.where![0]!], sort: [], count: CANDIDATES + 1 }, reads).then((rows) =>
         rows.length > CANDIDATES ? undefined : rows.map((version) => ({ version, resource: JSON.parse(version.content) as Record<string, unknown> })));
       sets.set(key, set);
     }
@@ -52,7 +52,7 @@ export function cachedLookups(deps: FhirDeps, tenant: string, search: StoredSear
         const key = `${query.type}\u0000${JSON.stringify(query.where ?? [])}`;
         let hit = searched.get(key);
         if (!hit) {
-          hit = findResources(deps, tenant, { ...query, sort: [], count: 1 }, search).then((rows) => rows.length > 0);
+          hit = findResources(deps, tenant, { ...query, sort: [], count: 1 }, reads).then((rows) => rows.length > 0);
           searched.set(key, hit);
         }
         return hit;

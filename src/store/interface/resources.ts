@@ -95,6 +95,12 @@ export interface ResourceWriter {
    */
   existing(keys: { type: string; id: string }[]): Promise<boolean[]>;
   /**
+   * ResourceRepo.present in this transaction: the ids among `ids` with a current row of `type`, live or a deletion,
+   * this transaction's own writes included, in any order; locks nothing. A search of CodeSystem or ValueSet inside a
+   * write (a Subscription's chain or `_has` matched as it commits) asks it which core resources the tenant shadows.
+   */
+  present(type: string, ids: string[]): Promise<string[]>;
+  /**
    * Bulk creation: stores each version whose resource has no row yet (never written in this tenant),
    * with its index and compartment rows, and tells per version whether it did. Resources that exist,
    * deleted ones included, are left untouched for the caller to write with current() and put().

@@ -148,6 +148,14 @@ export function liveKeys(tx: PgTx, tenant: string, keys: { type: string; id: str
     WHERE NOT r.deleted`;
 }
 
+/** The ids among `ids` with a current row of `type`, live or deleted, one index probe each (as ResourceRepo.present). */
+export async function presentIds(tx: PgTx, tenant: string, type: string, ids: string[]): Promise<string[]> {
+  const rows = await tx<{ id: string }[]>`
+    SELECT u.id FROM unnest(${ids}::text[]) AS u(id)
+    CROSS JOIN LATERAL (SELECT 1 FROM resources r WHERE r.tenant = ${tenant} AND r.type = ${type} AND r.id = u.id LIMIT 1) hit`;
+  return rows.map((r) => r.id);
+}
+
 /**
  * `FOR UPDATE` lookups of current rows, with their stored text (ResourceWriter.current). Lookups
  * requested in the same tick (a caller awaiting `Promise.all` over many `current()` calls) share one

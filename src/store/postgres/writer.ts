@@ -6,7 +6,7 @@ import { copyVersions, reserveNumbers } from './copy.ts';
 import { createSubscriptionWrites } from './subscription-writes.ts';
 import { asConflict } from './db.ts';
 import type { PgTx } from './db.ts';
-import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
+import { createLookupBatcher, deleteIndexRows, deleteTableRows, liveKeys, insertIndexRows, presentIds, insertTokenAndCompartmentRows, insertVersions, lockVersions, replaceVersions } from './write-sql.ts';
 import type { IndexedVersion, LockedRow } from './write-sql.ts';
 import type { PostgresKeys } from './search-keys.ts';
 
@@ -151,6 +151,19 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     return keys.map((k) => answers.get(keyOf(k.type, k.id))!);
   }
 
+  /** After the buffered versions are written (a flush under way included): its own rows first, the database the rest in one statement. */
+  async function present(type: string, ids: string[]): Promise<string[]> {
+    await flush();
+    const out: string[] = [];
+    const ask: string[] = [];
+    for (const id of new Set(ids)) {
+      if (locked.get(keyOf(type, id))) out.push(id);
+      else ask.push(id);
+    }
+    if (ask.length) out.push(...(await presentIds(tx, tenant, type, ask)));
+    return out;
+  }
+
   const mapped =
     <A extends unknown[], R>(what: string, fn: (...a: A) => Promise<R>) =>
     async (...a: A): Promise<R> => {
@@ -165,6 +178,7 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     current: mapped('current', current),
     exists: mapped('exists', exists),
     existing: mapped('exists', existing),
+    present: mapped('present', present),
     // On this transaction's connection (resources.ts searchIn), its buffered versions written first, so that it finds them.
     search: mapped('search', async (query: SearchQuery) => {
       await flush();

@@ -180,6 +180,9 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search:
         return !!row && row.deleted === 0;
       });
     },
+    async present(type, ids) {
+      return [...new Set(ids)].filter((id) => lookup(type, id) !== null);
+    },
     /** Stores the seq counter; returns how many versions this transaction wrote. */
     finish() {
       if (seq !== undefined) q.storeSeq.run(seq);

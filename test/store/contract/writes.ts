@@ -41,6 +41,23 @@ export function writesContract(store: () => Store) {
       expect(await s.resources.changeToken(t, ['Patient', 'Observation'])).toBe(token);
     });
 
+    test('present() names the ids of a type with a current row, deleted ones and this transaction\'s writes included, as ResourceRepo.present', async () => {
+      const s = store();
+      const t = uniqueTenant();
+      await save(s, t, 'ValueSet', 'live');
+      await save(s, t, 'ValueSet', 'gone');
+      await save(s, t, 'ValueSet', 'gone', { versionId: 2, lastUpdated: 2_000, deleted: true });
+      await save(s, uniqueTenant(), 'ValueSet', 'elsewhere');
+      await s.resources.write(t, async (w) => {
+        await w.put(version('ValueSet', 'new'));
+        await w.put(version('CodeSystem', 'other'));
+        const found = await w.present('ValueSet', ['live', 'gone', 'elsewhere', 'none', 'new', 'other', 'new']);
+        expect(found.sort()).toEqual(['gone', 'live', 'new']);
+        expect(await w.present('ValueSet', [])).toEqual([]);
+      });
+      expect((await s.resources.present(t, 'ValueSet', ['live', 'gone', 'new', 'none'])).sort()).toEqual(['gone', 'live', 'new']);
+    });
+
     test('existing() answers many keys at once: live rows, this transaction\'s writes, not deleted or other tenants\' rows', async () => {
       const s = store();
       const t = uniqueTenant();

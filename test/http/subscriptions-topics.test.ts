@@ -14,7 +14,7 @@ import { craftToken, type Json } from '../helpers/fhir.ts';
 import { createCliEnv } from '../helpers/cli.ts';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { storeTargets, type StoreDatabase } from '../helpers/stores.ts';
+import { rawStatements, storeTargets, type StoreDatabase } from '../helpers/stores.ts';
 import { testCoreBundle } from '../helpers/terminology-service.ts';
 import { parseFhirXml } from '../../src/fhir/xml/from-xml.ts';
 import { CHECK_INTERVAL_MS } from '../../src/fhir/subscriptions/hub.ts';
@@ -672,6 +672,28 @@ for (const target of targets) {
       expect(sent).toEqual(['handshake requested', 'event-notification active']);
       const read = await json(call('GET', `Subscription/${s.id}`));
       expect([read.status, (read.meta as Json).versionId]).toEqual(['active', '3']);
+      await off(s);
+    });
+
+    test('one stored active by an older release with its handshake still waiting is not taken as verified: a write of it active is requested, and the handshake goes before anything else', async () => {
+      const s = await subscribe(topicSubscription(hook.url, CHANGES, 'id-only'));
+      // As a release that stored a topic rest-hook Subscription active at once, its handshake recorded, left it.
+      const read = async () => json(call('GET', `Subscription/${String(s.id)}`));
+      const legacy: Json = { ...(await read()), status: 'active' };
+      await rawStatements(target.kind, database.url, [[`UPDATE resources SET content = $1 WHERE tenant = $2 AND type = 'Subscription' AND id = $3`, [JSON.stringify(legacy), 't1', String(s.id)]]]);
+      expect((await read()).status).toBe('active');
+      // The app changes a header, writing it back active as read.
+      const written = await call('PUT', `Subscription/${String(s.id)}`, { ...legacy, channel: { ...(legacy.channel as Json), header: ['X-Changed: 1'] } });
+      const stored = await json(written);
+      expect([written.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'requested', '2']);
+      expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
+      await drain();
+      const sent = received().map((b) => {
+        const p = (b.entry as Json[])[0]!.resource as Json;
+        return `${param(p, 'type')!.valueCode} ${param(p, 'status')!.valueCode}`;
+      });
+      expect(sent).toEqual(['handshake requested', 'event-notification active']);
+      expect((await read()).status).toBe('active');
       await off(s);
     });
 

@@ -125,8 +125,10 @@ export async function activateSubscription(resource: Resource, ctx: ActivationCo
   const unowned = ctx.stored !== undefined && ctx.writer !== undefined && !(await ctx.writer.subscriptionOwned(ctx.stored.id));
   // A websocket's handshake is sent on each bind (sockets.ts); a rest-hook's endpoint is verified by its handshake first
   // (the Backport IG's REST Hook channel), whether written `requested` or `active`: only one already verified stays active.
+  // One stored `active` with its handshake still waiting (an older release stored it so at once) was not verified.
   const handshake = topicBased && !ended && channel.type === 'rest-hook'
-    && (r.status === 'requested' || unowned || !verified(ctx.stored?.resource, channel.endpoint));
+    && (r.status === 'requested' || unowned || !verified(ctx.stored?.resource, channel.endpoint)
+      || (ctx.writer !== undefined && (await ctx.writer.handshakeWaiting(ctx.stored!.id))));
   const { error: _error, ...rest } = r;
   return {
     resource: { ...rest, status: ended ? 'off' : handshake ? 'requested' : 'active' } as unknown as Resource, owner: ownerOf(ctx.access), channel: channel.type as string,
@@ -197,8 +199,9 @@ export function isActivated(sub: { status?: unknown; criteria?: unknown; channel
 
 /**
  * Whether a topic rest-hook Subscription as `stored` had `endpoint` verified: stored `active` (its handshake accepted, or
- * activated before handshakes were awaited), topic-based, rest-hook, to the same endpoint. One new, awaiting its handshake
- * (`requested`), off, in error, of another channel or criteria, or moved to another endpoint has not.
+ * activated before handshakes were awaited, and then sent: activateSubscription asks the outbox), topic-based, rest-hook,
+ * to the same endpoint. One new, awaiting its handshake (`requested`), off, in error, of another channel or criteria, or
+ * moved to another endpoint has not.
  */
 function verified(stored: Json | undefined, endpoint: unknown): boolean {
   const channel = stored?.channel as Json | undefined;

@@ -146,6 +146,12 @@ export interface ResourceWriter {
    */
   subscriptionOwned(id: string): Promise<boolean>;
   /**
+   * Whether a handshake waits unsent in subscription `id`'s outbox, read in this transaction without a lock: a
+   * Subscription stored `active` with one waiting (by a release that activated a topic rest-hook one at once) never
+   * had its endpoint verified, so a write of it `active` is an activation asking for a handshake (activation.ts).
+   */
+  handshakeWaiting(id: string): Promise<boolean>;
+  /**
    * Ends subscription `id`'s delivery state as it is deleted (not expunged): its owner, event count, delivery
    * failures, waiting notifications and kept events are deleted, so that one created again with its id is a new
    * Subscription (its events numbered from 1, none of the deleted one's in $events). Its versions stay.

@@ -224,6 +224,8 @@ export function createPostgresWriter(tx: PgTx, tenant: string, searchKeys: Postg
     endSubscription: mapped('subscription', async (id) => subscriptions.end(id)),
     // A plain read (no row lock): lock order is notify's id-ordered pass's alone (subscription-writes.ts).
     subscriptionOwned: mapped('subscription', async (id) => (await tx`SELECT 1 FROM subscription_state WHERE tenant = ${tenant} AND id = ${id}`).length > 0),
+    handshakeWaiting: mapped('subscription', async (id) =>
+      (await tx`SELECT 1 FROM subscription_notifications WHERE tenant = ${tenant} AND subscription_id = ${id} AND event = 'handshake' LIMIT 1`).length > 0),
     claim: mapped('claim', async (claims, now) => {
       for (const { key, seen } of inKeyOrder(claims)) {
         // Under READ COMMITTED both statements wait for a transaction holding the row and then see its

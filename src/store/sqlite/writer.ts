@@ -280,6 +280,9 @@ export function createWriter(db: Database, tenant: string, keyOf: KeyOf, search:
     async subscriptionOwned(id) {
       return db.query('SELECT 1 FROM subscription_state WHERE tenant = ? AND id = ?').get(tenant, id) !== null;
     },
+    async handshakeWaiting(id) {
+      return db.query("SELECT 1 FROM subscription_notifications WHERE tenant = ? AND subscription_id = ? AND event = 'handshake' LIMIT 1").get(tenant, id) !== null;
+    },
     async endSubscription(id) {
       for (const table of ['subscription_notifications', 'subscription_events']) db.query(`DELETE FROM ${table} WHERE tenant = ? AND subscription_id = ?`).run(tenant, id);
       db.query('DELETE FROM subscription_state WHERE tenant = ? AND id = ?').run(tenant, id);

@@ -4,14 +4,16 @@ import { subsumptionValueSet, valueSetByCanonical, valueSetCodes } from './termi
 import type { TerminologyContext } from './terminology/context.ts';
 import type { ValueSetTarget } from './terminology/input/value-set-target.ts';
 import type { TerminologyService } from './terminology/service.ts';
+import type { WrittenTerminology } from './terminology/written-source.ts';
 
 /**
  * Search's `expandCodes` (FhirDeps) over a terminology service: the codes of a CodeSet in the tenant's
- * terminology context (its stored code systems and value sets, and the core ones).
+ * terminology context (its stored code systems and value sets, and the core ones; with `written`, a transaction's own
+ * in front of them: TerminologyService.contextWith).
  */
 export function codesExpander(service: TerminologyService) {
-  return async (tenant: string, codes: CodeSet) => {
-    const context = await service.context(tenant);
+  return async (tenant: string, codes: CodeSet, written?: WrittenTerminology) => {
+    const context = written === undefined ? await service.context(tenant) : await service.contextWith(tenant, written);
     const target = codes.kind === 'value-set' ? await valueSetOf(context, codes) : subsumptionValueSet(codes.op, codes.codes);
     return valueSetCodes(context, target, MAX_SEARCH_VALUES);
   };

@@ -19,6 +19,7 @@ export type { UpdatePreconditions } from './if-match.ts';
 import { invalidResource, requireValid } from './validation/check.ts';
 import type { ValidationLevel } from './validation/validate.ts';
 import type { ProfileValidator } from './validation/profile/profile-check.ts';
+import type { WrittenTerminology } from '../terminology/written-source.ts';
 import { isActivated } from './subscriptions/activation.ts';
 import type { ActivateSubscription, SubscriptionHub } from './subscriptions/hub.ts';
 import { isTopicResource, noteTopicWritten, parseTopic } from './subscriptions/topics.ts';
@@ -30,9 +31,10 @@ export interface FhirDeps {
   /**
    * The codes of a CodeSet (a ValueSet by canonical URL or location, or a code system's subsumption) for the
    * `:in`, `:not-in`, `:below` and `:above` search modifiers, at most MAX_SEARCH_VALUES + 1 (the
-   * terminology service); absent where no terminology service is wired.
+   * terminology service); absent where no terminology service is wired. With `written`, as a transaction writing
+   * those CodeSystems and ValueSets leaves the tenant's terminology (a Subscription's `:in` naming one it writes).
    */
-  expandCodes?: (tenant: string, codes: CodeSet) => Promise<{ system: string; code: string }[]>;
+  expandCodes?: (tenant: string, codes: CodeSet, written?: WrittenTerminology) => Promise<{ system: string; code: string }[]>;
   /** How writes are validated (CINDER_VALIDATION); `strict` when absent. */
   validation?: ValidationLevel;
   /** Validation against the profiles a resource claims in `meta.profile` (at `strict`); absent: none. */

@@ -66,7 +66,8 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   }
   const out: Json[] = new Array(entries.length);
   const opts = putOptions(deps, req, deps.clock.now());
-  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription);
+  // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes.
+  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription, true);
   await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     // The resources the entries change are looked up together (PostgreSQL locks them in one statement,

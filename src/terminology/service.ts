@@ -4,6 +4,10 @@ import { CachedTerminology, type TerminologyContext } from './context.ts';
 import { layeredSource } from './layered-source.ts';
 import type { TerminologySource } from './source.ts';
 import type { SyncOrAsync } from '../sync-or-async.ts';
+import { writtenSource, type WrittenTerminology } from './written-source.ts';
+
+/** Entries per cache of a context over a transaction's own writes (contextWith): it lives for one request. */
+const WRITTEN_CONTEXT_ENTRIES = 100;
 
 export interface TerminologyServiceOptions {
   /** The shared, read-only FHIR R4 core terminology. */
@@ -39,6 +43,19 @@ export class TerminologyService {
     const cached = this.cached(tenant);
     const refreshed = cached.refresh();
     return refreshed instanceof Promise ? refreshed.then(() => cached.view()) : cached.view();
+  }
+
+  /**
+   * The tenant's terminology as a transaction writing `written` would leave it (its CodeSystems and ValueSets in front
+   * of the stored ones: written-source.ts), for what that transaction must resolve before it runs (a Subscription's
+   * `:in` naming a ValueSet it writes). Built for the one request and not cached: what it compiles of the written
+   * resources is theirs alone, while the stored ones' indexes are shared with every context (IndexCache).
+   */
+  async contextWith(tenant: string, written: WrittenTerminology): Promise<TerminologyContext> {
+    const source = layeredSource(writtenSource(written, this.options.sourceFor(tenant)), this.options.core);
+    const cached = new CachedTerminology(source, this.indexes, WRITTEN_CONTEXT_ENTRIES);
+    await cached.refresh();
+    return cached.view();
   }
 
   /** The tenant's ConceptMaps ($translate), rebuilt when its ConceptMap change token moves. */

@@ -231,6 +231,33 @@ for (const target of targets) {
       await off(sub);
     });
 
+    test("a transaction's Subscription whose :in names a ValueSet (and its CodeSystem) the same transaction writes is activated: the Bundle is one unit", async () => {
+      const cs = { resourceType: 'CodeSystem', id: 'tx-cs', url: 'http://example.org/CodeSystem/tx-cs', status: 'active', content: 'complete', concept: [{ code: 'a' }, { code: 'b' }] };
+      const vs = (include: Json) => ({ resourceType: 'ValueSet', id: 'tx-codes', url: 'http://example.org/ValueSet/tx-codes', status: 'active', compose: { include: [include] } });
+      const sub = subscription(hook.url, { criteria: 'Observation?code:in=http://example.org/ValueSet/tx-codes' }, { payload: 'application/fhir+json' });
+      const bundle = (entries: Json[]) => ({ resourceType: 'Bundle', type: 'transaction', entry: entries });
+      const entry = (method: string, url: string, resource: Json) => ({ resource, request: { method, url } });
+      // The Subscription listed first: FHIR sets no order among a method's entries.
+      const res = await post('', bundle([entry('POST', 'Subscription', sub), entry('PUT', 'ValueSet/tx-codes', vs({ system: cs.url, concept: [{ code: 'b' }] })), entry('PUT', 'CodeSystem/tx-cs', cs)]));
+      const body = (await res.json()) as Json;
+      expect(res.status).toBe(200);
+      const location = String(((body.entry as Json[])[0]!.response as Json).location);
+      const stored = await read(location.slice(location.indexOf('Subscription/'), location.indexOf('/_history')));
+      expect(stored.status).toBe('active');
+      const coded = (code: string) => ({ ...observation('x'), code: { coding: [{ system: cs.url, code }] } });
+      await post('Observation', coded('a'));
+      const matched = (await (await post('Observation', coded('b'))).json()) as Json;
+      await drain(t);
+      expect(hook.got.map((r) => (JSON.parse(r.body) as Json).id)).toEqual([matched.id]);
+      // A transaction's ValueSet that cannot be expanded (a code system known nowhere) is still refused, naming the criteria, and nothing is written.
+      const refused = await post('', bundle([entry('PUT', 'ValueSet/tx-bad', { ...vs({ system: 'http://example.org/CodeSystem/none' }), id: 'tx-bad', url: 'http://example.org/ValueSet/tx-bad' }),
+        entry('POST', 'Subscription', { ...sub, criteria: 'Observation?code:in=http://example.org/ValueSet/tx-bad' })]));
+      const outcome = (await refused.json()) as Json;
+      expect([refused.status, ((outcome.issue as Json[])[0]!.expression as string[])[0]]).toEqual([422, 'Bundle.entry[1].resource.criteria']);
+      expect((await t.request(`${t.fhir()}/ValueSet/tx-bad`, fhirInit(token))).status).toBe(404);
+      await off({ id: stored.id });
+    });
+
     test('cinder import notifies nothing, and a Subscription it loads is stored as written and delivers nothing', async () => {
       const sub = await subscribe(subscription(hook.url));
       const cli = createCliEnv({ CINDER_DATABASE_URL: database.url });

@@ -13,6 +13,8 @@ import type { ResourceWriter } from '../../store/types.ts';
 import type { Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
 import type { Resource } from '../resource.ts';
+import type { CodeSet } from '../search-compile.ts';
+import { writtenTerminology } from '../../terminology/written-source.ts';
 import { compileCriteria, type ResolvedConditions } from './criteria.ts';
 import { endpointUrl, privateEndpoint, type ResolveHost } from './endpoint.ts';
 import { ownerOf } from './owner.ts';
@@ -150,15 +152,24 @@ function compileTopicFor(topic: Topic, request: ReturnType<typeof topicRequest>,
  * active reads of the committed state (into `ctx.reads`): the tenant's topics, and the conditions their criteria
  * (and their topics', a topic among `resources` too) resolve from ValueSets, code systems and hierarchies. Activation
  * in the transaction then reads them from there, and through its writer alone. What fails here is left for activation
- * to refuse, as it would.
+ * to refuse, as it would. `together` (a transaction's entries, one unit): the CodeSystems and ValueSets among
+ * `resources` are resolved as written, in front of the stored ones (TerminologyService.contextWith), as a topic among
+ * them is found.
  */
-export async function prepareActivation(resources: readonly (Resource | undefined)[], ctx: Omit<ActivationContext, 'writer' | 'stored'> & { reads: ActivationReads }): Promise<void> {
+export async function prepareActivation(
+  resources: readonly (Resource | undefined)[], base: Omit<ActivationContext, 'writer' | 'stored'> & { reads: ActivationReads }, together = false,
+): Promise<void> {
   const asking = resources.filter((r): r is Resource => {
     const sub = r as Json | undefined;
     return sub?.resourceType === 'Subscription' && (sub.status === 'requested' || sub.status === 'active')
       && DELIVERED_CHANNELS.includes((sub.channel as Json | undefined)?.type as string);
   }) as unknown as Json[];
   if (asking.length === 0) return;
+  const terminology = together ? writtenTerminology(resources as readonly (Json | undefined)[]) : undefined;
+  const expandCodes = base.deps.expandCodes;
+  const ctx = terminology === undefined || expandCodes === undefined
+    ? base
+    : { ...base, deps: { ...base.deps, expandCodes: (tenant: string, codes: CodeSet) => expandCodes(tenant, codes, terminology) } };
   const ignore = () => undefined;
   // Topics this write stores (a transaction's Basic entries) may be the ones its Subscriptions name.
   const written = resources.flatMap((r) => {

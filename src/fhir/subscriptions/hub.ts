@@ -117,8 +117,9 @@ export interface ActivateSubscription {
   /**
    * Reads what activating the Subscriptions among `resources` reads of the committed state (topics, the ValueSets,
    * code systems and hierarchies their criteria resolve), before the write's transaction begins (SubscriptionHub.prepare).
+   * `together`: they are a transaction's, written as one unit, so its CodeSystems and ValueSets are resolved as written.
    */
-  prepare(resources: readonly (Resource | undefined)[]): Promise<void>;
+  prepare(resources: readonly (Resource | undefined)[], together?: boolean): Promise<void>;
 }
 
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
@@ -156,10 +157,11 @@ export class SubscriptionHub {
    * Resolves the endpoint host names of the rest-hook Subscriptions among `resources` that ask to be
    * active, before the write's transaction begins, so that their activation inside it finds them resolved
    * (RESOLVED_FOR_MS) instead of holding the transaction (on SQLite, every write) during a DNS lookup; and
-   * with the write's `activation`, reads what their activation reads of the committed state (prepareActivation).
+   * with the write's `activation`, reads what their activation reads of the committed state (prepareActivation; a
+   * transaction's, `together`, as its own CodeSystems and ValueSets leave it).
    */
-  async prepare(resources: readonly (Resource | undefined)[], activation?: ActivateSubscription): Promise<void> {
-    await activation?.prepare(resources);
+  async prepare(resources: readonly (Resource | undefined)[], activation?: ActivateSubscription, together = false): Promise<void> {
+    await activation?.prepare(resources, together);
     const hosts = resources.flatMap((r) => {
       const sub = r as { resourceType?: string; status?: string; channel?: { type?: string; endpoint?: unknown } } | undefined;
       if (sub?.resourceType !== 'Subscription' || (sub.status !== 'requested' && sub.status !== 'active') || sub.channel?.type !== 'rest-hook') return [];
@@ -188,7 +190,7 @@ export class SubscriptionHub {
     const ctx = { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, reads };
     return Object.assign(
       (resource: Resource, writer: ResourceWriter, stored?: { id: string; resource: Record<string, unknown> }) => activateSubscription(resource, { ...ctx, writer, ...(stored && { stored }) }),
-      { prepare: (resources: readonly (Resource | undefined)[]) => prepareActivation(resources, ctx) },
+      { prepare: (resources: readonly (Resource | undefined)[], together?: boolean) => prepareActivation(resources, ctx, together) },
     );
   }
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '../auth/admin.ts';
 import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
+import { pauseClientSubscriptions, resumeClientSubscriptions, turnOffClientSubscriptions } from '../fhir/subscriptions/client-authority.ts';
 import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.ts';
 import type { Client } from '../store/types.ts';
 import { cliFhirDeps } from './fhir-deps.ts';
@@ -181,21 +182,28 @@ export const clientUpdateCommand: Command = {
 
 type Context = Awaited<ReturnType<typeof openContext>>;
 
+/** The FHIR layer the server's status writes of `client`'s tenant go through. */
+const fhirOf = (ctx: Context, client: Client) => () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, client.tenant);
+
 /**
  * Turns off the Subscriptions `client` activated on its users' authority (user-authority.ts): its disable or delete
- * revoked every sign-in with it, and they rested on those. Those it activated on its own authority (client
- * credentials) stay, silent while it is disabled. Their ids.
+ * revoked every sign-in with it, and they rested on those. Their ids.
  */
 function usersSubscriptionsOff(ctx: Context, client: Client, what: string): Promise<string[]> {
   const why = `turned off: the app it was activated with ${what}, which revoked the sign-in on whose authority it was activated; the app activates it again (status requested) with a token of a new sign-in`;
-  return turnOffUserSubscriptions(ctx.store, ctx.clock, () => cliFhirDeps(ctx.config, ctx.store, ctx.clock, client.tenant), client.tenant, { clientId: client.clientId }, why);
+  return turnOffUserSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, client), client.tenant, { clientId: client.clientId }, why);
 }
 
+/** What a lifecycle command does to the client's Subscriptions (client-authority.ts, user-authority.ts): lists of ids by name. */
+type SubscriptionSteps = (ctx: Context, client: Client) => Promise<Record<string, string[]>>;
+
 /**
- * A lifecycle command on one client: `change` changes it, and its status is printed, with the Subscriptions of its
- * users turned off when `cut` says how their sign-ins were revoked.
+ * A lifecycle command on one client: `change` changes it, and its status is printed, with what `before` (run on the
+ * client as found, before the change) and `after` (on the client changed) did to its Subscriptions.
  */
-function lifecycleCommand(name: string, summary: string, notes: string, change: (ctx: Context, id: string) => Promise<Client>, cut?: string): Command {
+function lifecycleCommand(
+  name: string, summary: string, notes: string, change: (ctx: Context, id: string) => Promise<Client>, steps: { before?: SubscriptionSteps; after?: SubscriptionSteps } = {},
+): Command {
   return {
     name: `client ${name}`,
     summary,
@@ -206,11 +214,12 @@ function lifecycleCommand(name: string, summary: string, notes: string, change: 
     async run(args, io) {
       const id = clientIdOf(args);
       return withStore(io, async (ctx) => {
+        const before = steps.before ? await steps.before(ctx, await findClient(ctx.store, id)) : {};
         const c = await change(ctx, id);
-        // Recorded before the Subscriptions are turned off: a failure there leaves the change audited (run it again to retry).
+        // Recorded before the Subscriptions are written: a failure there leaves the change audited (run it again to retry).
         await auditChange(ctx, io, `client ${name}`, c.tenant, { kind: 'client', id });
-        const off = cut === undefined ? undefined : await usersSubscriptionsOff(ctx, c, cut);
-        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...(off && { subscriptions_off: off }) });
+        const after = steps.after ? await steps.after(ctx, c) : {};
+        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...before, ...after });
         return 0;
       });
     },
@@ -222,29 +231,49 @@ export const clientDisableCommand = lifecycleCommand(
   'disable', 'Disable an OAuth client and revoke its tokens',
   'The token endpoint refuses the client (invalid_client) and every access and refresh token it holds is revoked:\n' +
     'every server on the database refuses them within 5 seconds. The Subscriptions it activated with its own\n' +
-    'tokens (client credentials) notify nothing while it is disabled; those it activated with a token of a user\n' +
-    'sign-in are turned off (status off, listed as subscriptions_off), as the sign-ins are revoked. `cinder client\n' +
-    'enable` lets it obtain new tokens and resumes its own Subscriptions; the revoked tokens stay revoked, and its\n' +
-    "users' Subscriptions stay off until it activates them again with a token of a new sign-in.",
+    'tokens (client credentials) are paused: status error, `error` saying why (listed as subscriptions_paused), and\n' +
+    'they notify nothing; those it activated with a token of a user sign-in are turned off (status off, listed as\n' +
+    'subscriptions_off), as the sign-ins are revoked. `cinder client enable` lets it obtain new tokens and sets its\n' +
+    "paused Subscriptions back to the status they had; the revoked tokens stay revoked, and its users' Subscriptions\n" +
+    'stay off until it activates them again with a token of a new sign-in.',
   ({ store, clock }, id) => disableClient(store, clock, id),
-  'was disabled',
+  {
+    after: async (ctx, c) => ({
+      subscriptions_paused: await pauseClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId),
+      subscriptions_off: await usersSubscriptionsOff(ctx, c, 'was disabled'),
+    }),
+  },
 );
 
 /** `cinder client enable <client_id>`. */
 export const clientEnableCommand = lifecycleCommand(
   'enable', 'Enable a disabled OAuth client',
-  'The client may obtain tokens again (within 5 seconds on every server), and its own Subscriptions notify again;\n' +
-    "tokens revoked when it was disabled stay revoked, and its users' Subscriptions turned off then stay off.",
+  'The client may obtain tokens again (within 5 seconds on every server), and the Subscriptions its disable paused\n' +
+    'are set back to the status they had (listed as subscriptions_resumed) and notify again; one written meanwhile\n' +
+    "keeps what was written. Tokens revoked when it was disabled stay revoked, and its users' Subscriptions turned\n" +
+    'off then stay off.',
   ({ store }, id) => enableClient(store, id),
+  {
+    // Before the enable (while every server skips them), so that none is matched before it reads as resumed; a deleted
+    // client is refused as it is found.
+    before: async (ctx, c) => ({ subscriptions_resumed: await resumeClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId) }),
+  },
 );
 
 /** `cinder client delete <client_id>`. */
 export const clientDeleteCommand = lifecycleCommand(
   'delete', 'Delete an OAuth client for good (its tokens revoked)',
-  'As `client disable`, for good: its secret and keys are forgotten and it cannot be enabled again. The record stays\n' +
-    '(`client show`, `client list`) for the audit trail, and its client_id is never reused.',
+  'As `client disable`, for good: its secret and keys are forgotten and it cannot be enabled again, and the\n' +
+    'Subscriptions it activated are turned off (status off, `error` saying why; listed as subscriptions_off). The\n' +
+    'record stays (`client show`, `client list`) for the audit trail, and its client_id is never reused.',
   ({ store, clock }, id) => deleteClient(store, clock, id),
-  'was deleted',
+  {
+    after: async (ctx, c) => {
+      const why = `turned off: the app that activated it (client ${c.clientId}) was deleted; another app activates it again (status requested)`;
+      const own = await turnOffClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId, why);
+      return { subscriptions_off: [...own, ...(await usersSubscriptionsOff(ctx, c, 'was deleted'))] };
+    },
+  },
 );
 
 /** `cinder client rotate-secret <client_id> [--grace <seconds>]`: prints the new secret once. */

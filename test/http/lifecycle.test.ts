@@ -103,7 +103,12 @@ for (const target of targets) {
       expect(res.status).toBe(201);
       const id = ((await res.json()) as Json).id as string;
       const admin = fhirClient(t, await t.token());
-      return { c, admin, notified: async () => (await t.store.subscriptions.pending('t1', id, 100)).length };
+      /** The Subscription as read through the API: its status, its error (none: undefined) and version. */
+      const shown = async () => {
+        const sub = (await (await admin.get(`Subscription/${id}`)).json()) as Json;
+        return { status: sub.status, error: sub.error, version: (sub.meta as Json).versionId };
+      };
+      return { c, id, admin, owner, shown, notified: async () => (await t.store.subscriptions.pending('t1', id, 100)).length };
     };
 
     test('client disable: every grant refused, its tokens refused and inactive; enable: new tokens only', async () => {
@@ -578,15 +583,19 @@ for (const target of targets) {
       }
     });
 
-    test("a disabled client's Subscriptions notify nothing, and resume when it is enabled", async () => {
-      const { c, admin, notified } = await subscribed('lifecycle');
+    test("a disabled client's Subscriptions are paused (status error, saying why) and notify nothing; enabled, they are set back active and resume", async () => {
+      const { c, id, admin, shown, notified } = await subscribed('lifecycle');
       await admin.put200({ resourceType: 'Patient', id: 'lc1', name: [{ family: 'lifecycle' }] });
       expect(await notified()).toBe(1);
-      await cinder(['client', 'disable', c.id]);
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ status: 'disabled', subscriptions_paused: [id], subscriptions_off: [] });
+      // Read as it stands: in error, saying why, a version the server wrote.
+      expect(await shown()).toEqual({ status: 'error', error: expect.stringContaining(`the app that activated it (client ${c.id}) is disabled`), version: '2' });
+      expect(((await (await admin.get('Subscription?status=error')).json()) as Json).entry).toEqual([expect.objectContaining({ resource: expect.objectContaining({ id }) })]);
       later();
       await admin.put200({ resourceType: 'Patient', id: 'lc2', name: [{ family: 'lifecycle' }] });
       expect(await notified()).toBe(1);
-      await cinder(['client', 'enable', c.id]);
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ status: 'active', subscriptions_resumed: [id] });
+      expect(await shown()).toEqual({ status: 'active', error: undefined, version: '3' });
       later();
       await admin.put200({ resourceType: 'Patient', id: 'lc3', name: [{ family: 'lifecycle' }] });
       expect(await notified()).toBe(2);
@@ -597,6 +606,30 @@ for (const target of targets) {
       for (let i = 0; i < 20 && (await notified()) > 0; i++) await t.app.subscriptions.runOnce();
       expect(await notified()).toBe(0);
       expect(t.app.subscriptions.counts.dropped - dropped).toBe(2);
+      // Enabling again twice resumes it once; disabling twice pauses it once.
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [id] });
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [] });
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [id] });
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [] });
+      expect(await shown()).toMatchObject({ status: 'error', version: '6' });
+    });
+
+    test("a paused Subscription written meanwhile keeps what was written; a deleted client's Subscriptions are turned off for good", async () => {
+      const { c, id, admin, shown } = await subscribed('paused-written');
+      await cinder(['client', 'disable', c.id]);
+      // The operator sets it off while the client is disabled: enable leaves it off.
+      const paused = (await (await admin.get(`Subscription/${id}`)).json()) as Json;
+      await admin.put200({ ...paused, status: 'off' });
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [] });
+      expect(await shown()).toMatchObject({ status: 'off', version: '3' });
+
+      const other = await subscribed('deleted-client');
+      const pausedToo = await subscribed('deleted-paused');
+      await cinder(['client', 'disable', pausedToo.c.id]);
+      for (const s of [other, pausedToo]) {
+        expect(await cinder(['client', 'delete', s.c.id])).toMatchObject({ status: 'deleted', subscriptions_off: [s.id] });
+        expect(await s.shown()).toEqual({ status: 'off', error: expect.stringContaining(`the app that activated it (client ${s.c.id}) was deleted`), version: s === other ? '2' : '3' });
+      }
     });
 
     test("a disabled client's topic Subscription with a heartbeat period has its heartbeats again once it is enabled", async () => {

@@ -2,7 +2,10 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '../auth/admin.ts';
 import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
-import { pauseClientSubscriptions, resumeClientSubscriptions, turnOffClientSubscriptions } from '../fhir/subscriptions/client-authority.ts';
+import { reconcileClientSubscriptions, turnOffClientSubscriptions, type Registration } from '../fhir/subscriptions/client-authority.ts';
+import { ownerPatient, ownerScopes } from '../fhir/subscriptions/owner.ts';
+import { stillRegistered } from '../auth/issue.ts';
+import { accessFromScopes } from '../auth/scopes.ts';
 import { turnOffUserSubscriptions } from '../fhir/subscriptions/user-authority.ts';
 import type { Client } from '../store/types.ts';
 import { cliFhirDeps } from './fhir-deps.ts';
@@ -162,7 +165,9 @@ export const clientUpdateCommand: Command = {
     "(the server's lifetime for the grant).\n" +
     'The result is checked as `client create` checks a new client. Narrowing the scopes revokes every access\n' +
     'token the client holds (it obtains new ones); its refresh tokens stay, and refresh never yields more\n' +
-    'than the scopes it now has. Its Subscriptions reach only what it still has, and its running $import jobs\n' +
+    'than the scopes it now has. Its Subscriptions reach only what it still has: one that may no longer search what\n' +
+    'it selects is paused (status error, saying why; subscriptions_paused), and set back to the status it had once the\n' +
+    'scopes allow it again (subscriptions_resumed). Its running $import jobs\n' +
     'stop writing any type it may no longer import (each such input ends with a forbidden error in the status).',
   options: REGISTRATION_OPTIONS,
   allowPositionals: true,
@@ -174,7 +179,9 @@ export const clientUpdateCommand: Command = {
     return withStore(io, async (ctx) => {
       const { client, tokensRevoked } = await updateClient(ctx.store, ctx.clock, id, changes);
       await auditChange(ctx, io, 'client update', client.tenant, { kind: 'client', id });
-      printData(io, !!args.values.json, { ...clientView(client), access_tokens_revoked: tokensRevoked });
+      // Its own Subscriptions show what the scopes now allow: paused when they may no longer search what they select, set back when they may again.
+      const subscriptions = changes.scopes === undefined ? {} : await reconciled(ctx, client, registration(client));
+      printData(io, !!args.values.json, { ...clientView(client), access_tokens_revoked: tokensRevoked, ...subscriptions });
       return 0;
     });
   },
@@ -192,6 +199,23 @@ const fhirOf = (ctx: Context, client: Client) => () => cliFhirDeps(ctx.config, c
 function usersSubscriptionsOff(ctx: Context, client: Client, what: string): Promise<string[]> {
   const why = `turned off: the app it was activated with ${what}, which revoked the sign-in on whose authority it was activated; the app activates it again (status requested) with a token of a new sign-in`;
   return turnOffUserSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, client), client.tenant, { clientId: client.clientId }, why);
+}
+
+/**
+ * What `client`'s registration allows its own Subscriptions (client-authority.ts): disabled or not (`disabled`), and
+ * each owner's recorded scopes held to those it still has registered, as a refresh and the servers' matching hold them.
+ */
+function registration(client: Client, disabled = client.disabled): Registration {
+  return {
+    disabled,
+    access: async (owner) => accessFromScopes(stillRegistered(client, ownerScopes(owner)), client.clientId, ownerPatient(owner) ?? undefined),
+  };
+}
+
+/** Brings `client`'s own Subscriptions in line with `reg` (pauses, resumes); their ids as the commands print them. */
+async function reconciled(ctx: Context, client: Client, reg: Registration): Promise<{ subscriptions_paused: string[]; subscriptions_resumed: string[] }> {
+  const { paused, resumed } = await reconcileClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, client), client.tenant, client.clientId, reg);
+  return { subscriptions_paused: paused, subscriptions_resumed: resumed };
 }
 
 /** What a lifecycle command does to the client's Subscriptions (client-authority.ts, user-authority.ts): lists of ids by name. */
@@ -239,7 +263,7 @@ export const clientDisableCommand = lifecycleCommand(
   ({ store, clock }, id) => disableClient(store, clock, id),
   {
     after: async (ctx, c) => ({
-      subscriptions_paused: await pauseClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId),
+      subscriptions_paused: (await reconciled(ctx, c, registration(c))).subscriptions_paused,
       subscriptions_off: await usersSubscriptionsOff(ctx, c, 'was disabled'),
     }),
   },
@@ -256,7 +280,8 @@ export const clientEnableCommand = lifecycleCommand(
   {
     // Before the enable (while every server skips them), so that none is matched before it reads as resumed; a deleted
     // client is refused as it is found.
-    before: async (ctx, c) => ({ subscriptions_resumed: await resumeClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId) }),
+    // One its scopes no longer allow says so instead (subscriptions_paused).
+    before: async (ctx, c) => reconciled(ctx, c, registration(c, false)),
   },
 );
 

@@ -1,75 +1,137 @@
 /**
  * The Subscriptions a client activated on its own authority (client credentials: an owner naming no user, owner.ts),
- * as its registration comes and goes, made visible in the resource (R4 Subscription.status and `error`, which the
- * Backport IG's topic-based Subscriptions share). `cinder client disable` pauses them: each is set `error`, its `error`
- * saying why (R4: "the server has an error executing the notification"; the hub and the delivery loop skip it, as they
- * skipped it before while it still read `active`). `cinder client enable` resumes those it paused, and only those (the
- * `error` it wrote, unchanged since): each goes back to the status it had, `active`, or `requested` for a topic
- * rest-hook one still awaiting its handshake (R5's state machine: error to active once the server recovers). Its owner
- * and count stay: the client's authority is its registration, which enable restores. `cinder client delete` turns
- * them `off`, for good. Those it activated on its users' sign-ins are user-authority.ts's.
+ * made to show what its registration allows (R4 Subscription.status and `error`, which the Backport IG's topic-based
+ * Subscriptions share). Disabled (`cinder client disable`), or registered with scopes that no longer let it search
+ * what a Subscription selects (`cinder client update --scope`), the client's Subscriptions notify nothing (the hub and
+ * the delivery loop skip them), so each is paused: set `error`, its `error` saying why (R4: "the server has an error
+ * executing the notification"). Once the registration allows again (`client enable`, scopes widened), each the server
+ * paused, and only those (its current version the pause, unchanged since), goes back to the status it had: `active`, or
+ * `requested` for a topic rest-hook one still awaiting its handshake (R5's state machine: error to active once the
+ * server recovers). Its owner and count stay: the client's authority is its registration. `cinder client delete`
+ * turns them `off`, for good. Those it activated on its users' sign-ins are user-authority.ts's.
  */
 import type { Clock } from '../../clock.ts';
-import type { ResourceVersion, Store } from '../../store/types.ts';
+import { FhirError } from '../../errors.ts';
+import type { Condition, ResourceVersion, Store } from '../../store/types.ts';
+import { requireAccess, type Access } from '../access.ts';
 import type { FhirDeps } from '../crud.ts';
+import { compileFilter, guardLinked } from '../search.ts';
+import { splitCriteria } from './criteria.ts';
 import { ownerClient, ownerUser } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
+import { compileTopic, findTopic, isTopicCriteria, topicRequest } from './topic-subscription.ts';
+import { tenantTopics } from './topics.ts';
 
 type Json = Record<string, unknown>;
 
-/** The `error` a paused Subscription carries: how `resume` knows the pause is the server's, and whose. */
-export function pausedError(clientId: string): string {
-  return `paused: the app that activated it (client ${clientId}) is disabled; the server sets it back to the status it had when the app is enabled`;
+/** Why the server pauses a client's Subscription: its client is disabled, or its scopes no longer reach what it selects. */
+export type PauseReason = 'disabled' | 'scopes';
+
+/** The `error` a Subscription paused for `reason` carries: how the server knows the pause is its own, and whose. */
+export function pausedError(clientId: string, reason: PauseReason): string {
+  return reason === 'disabled'
+    ? `paused: the app that activated it (client ${clientId}) is disabled; the server sets it back to the status it had when the app is enabled`
+    : `paused: the scopes registered for the app that activated it (client ${clientId}) no longer let it search what its criteria select; the server sets it back to the status it had once they do`;
 }
 
-/** Whether `sub` (a Subscription as stored) is one the server paused for `clientId`'s disable (pauseClientSubscriptions). */
-export function pausedFor(sub: Json, clientId: string | null): boolean {
-  return clientId !== null && sub.status === 'error' && sub.error === pausedError(clientId);
+/** Why the server paused `sub` (a Subscription as stored) for `clientId`, if it did (its `error` is the pause's own). */
+export function pausedFor(sub: Json, clientId: string | null): PauseReason | undefined {
+  if (clientId === null || sub.status !== 'error') return undefined;
+  return (['disabled', 'scopes'] as const).find((reason) => sub.error === pausedError(clientId, reason));
 }
 
-/** The Subscriptions `clientId` activated on its own authority, each with its current version (a deletion left out), in id order. */
-async function ownSubscriptions(store: Store, tenant: string, clientId: string): Promise<{ current: ResourceVersion; sub: Json }[]> {
-  const ids = [...(await store.subscriptions.owners(tenant))]
-    .filter(([, owner]) => ownerClient(owner) === clientId && ownerUser(owner) === null).map(([id]) => id).sort();
-  const out: { current: ResourceVersion; sub: Json }[] = [];
-  for (const id of ids) {
+/** One of the client's Subscriptions: its current version (a deletion left out), parsed, and its owner record. */
+interface Owned {
+  current: ResourceVersion;
+  sub: Json;
+  owner: string;
+}
+
+/** The Subscriptions `clientId` activated on its own authority in `tenant`, in id order. */
+async function ownSubscriptions(store: Store, tenant: string, clientId: string): Promise<Owned[]> {
+  const owned = [...(await store.subscriptions.owners(tenant))]
+    .filter(([, owner]) => ownerClient(owner) === clientId && ownerUser(owner) === null).sort(([a], [b]) => (a < b ? -1 : 1));
+  const out: Owned[] = [];
+  for (const [id, owner] of owned) {
     const current = await store.resources.read(tenant, 'Subscription', id);
-    if (current && !current.deleted) out.push({ current, sub: JSON.parse(current.content) as Json });
+    if (current && !current.deleted) out.push({ current, sub: JSON.parse(current.content) as Json, owner });
+  }
+  return out;
+}
+
+/** What a client's registration allows now: whether it is disabled, and whether an owner's access still searches what a Subscription selects. */
+export interface Registration {
+  disabled: boolean;
+  /** The access `owner` (recorded at activation) has under the registration (held to its scopes: stillRegistered). */
+  access(owner: string): Promise<Access>;
+}
+
+/** The status a paused Subscription goes back to: that of the last version before the server's pauses (at most 20 back). */
+async function statusBefore(store: Store, tenant: string, current: ResourceVersion, clientId: string): Promise<'active' | 'requested' | undefined> {
+  for (let v = current.versionId - 1; v >= 1 && v >= current.versionId - 20; v--) {
+    const before = await store.resources.vread(tenant, 'Subscription', current.id, v);
+    if (!before || before.deleted) return undefined;
+    const sub = JSON.parse(before.content) as Json;
+    if (pausedFor(sub, clientId) !== undefined) continue;
+    return sub.status === 'active' || sub.status === 'requested' ? sub.status : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * Brings `clientId`'s own Subscriptions in `tenant` in line with its registration: an active or requested one it
+ * does not allow is paused (`error`, pausedError), a paused one whose reason changed says the new one, and a paused one
+ * it allows again is set back to the status it had (without `error`). One a client or the operator wrote since is left
+ * as written. `fhir` builds the FHIR layer the writes go through, only when there is one to write. The ids, by what
+ * was done.
+ */
+export async function reconcileClientSubscriptions(
+  store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, clientId: string, registration: Registration,
+): Promise<{ paused: string[]; resumed: string[] }> {
+  const out = { paused: [] as string[], resumed: [] as string[] };
+  let deps: FhirDeps | undefined;
+  const now = clock.now();
+  for (const { current, sub, owner } of await ownSubscriptions(store, tenant, clientId)) {
+    const paused = pausedFor(sub, clientId);
+    if (paused === undefined && sub.status !== 'active' && sub.status !== 'requested') continue;
+    deps ??= fhir();
+    const reason: PauseReason | undefined = registration.disabled ? 'disabled' : (await searchesWhatItSelects(deps, tenant, await registration.access(owner), sub, now)) ? undefined : 'scopes';
+    if (reason !== undefined) {
+      if (reason !== paused && (await writeServerStatus(deps, clock, tenant, current, sub, 'error', pausedError(clientId, reason)))) out.paused.push(current.id);
+      continue;
+    }
+    if (paused === undefined) continue;
+    const status = await statusBefore(store, tenant, current, clientId);
+    if (status !== undefined && (await writeServerStatus(deps, clock, tenant, current, sub, status))) out.resumed.push(current.id);
   }
   return out;
 }
 
 /**
- * Sets `error` (pausedError) on every active or requested Subscription `clientId` activated on its own authority in
- * `tenant`; their ids. One a client writes meanwhile keeps the client's version (it is silent all the same while the
- * client is disabled). `fhir` builds the FHIR layer the writes go through, only when there is one to write.
+ * Whether `access` may still search what Subscription `sub` selects: its criteria's type and the types its chains and
+ * `_has` read (a topic-based one: each of its topic's trigger types, with its filters), as activation and the hub's
+ * compilation require (a 403 there silences it). What cannot be judged here (a topic no longer found, a criteria that
+ * does not compile for another reason) counts as allowed: the hub decides, as before.
  */
-export async function pauseClientSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, clientId: string): Promise<string[]> {
-  const paused: string[] = [];
-  let deps: FhirDeps | undefined;
-  for (const { current, sub } of await ownSubscriptions(store, tenant, clientId)) {
-    if (sub.status !== 'active' && sub.status !== 'requested') continue;
-    if (await writeServerStatus((deps ??= fhir()), clock, tenant, current, sub, 'error', pausedError(clientId))) paused.push(current.id);
+async function searchesWhatItSelects(deps: FhirDeps, tenant: string, access: Access, sub: Json, now: number): Promise<boolean> {
+  const check = async (criteria: string): Promise<Condition[]> => {
+    const { type, query } = splitCriteria(criteria);
+    requireAccess(access, type, 's');
+    // Pending conditions (`:in`) are left unresolved: only the types read are judged.
+    guardLinked(access, compileFilter(type, new URLSearchParams(query), now) as Condition[]);
+    return [];
+  };
+  try {
+    if (!isTopicCriteria(sub.criteria)) await check(sub.criteria as string);
+    else {
+      const request = topicRequest(sub);
+      await compileTopic(deps, tenant, access, findTopic(await tenantTopics(deps, tenant, now), request), request, now, check);
+    }
+    return true;
+  } catch (err) {
+    if (err instanceof FhirError) return err.status !== 403;
+    throw err;
   }
-  return paused;
-}
-
-/**
- * Sets back the Subscriptions pauseClientSubscriptions paused for `clientId` in `tenant` (their current version its
- * `error`, unchanged) to the status of the version the pause replaced (`active`, or `requested` awaiting a handshake),
- * without `error`; their ids. Run before the client is enabled, so that none is matched before it reads as resumed.
- */
-export async function resumeClientSubscriptions(store: Store, clock: Clock, fhir: () => FhirDeps, tenant: string, clientId: string): Promise<string[]> {
-  const resumed: string[] = [];
-  let deps: FhirDeps | undefined;
-  for (const { current, sub } of await ownSubscriptions(store, tenant, clientId)) {
-    if (!pausedFor(sub, clientId)) continue;
-    const before = await store.resources.vread(tenant, 'Subscription', current.id, current.versionId - 1);
-    const status = before && !before.deleted ? (JSON.parse(before.content) as Json).status : undefined;
-    if (status !== 'active' && status !== 'requested') continue;
-    if (await writeServerStatus((deps ??= fhir()), clock, tenant, current, sub, status)) resumed.push(current.id);
-  }
-  return resumed;
 }
 
 /**
@@ -80,7 +142,7 @@ export async function turnOffClientSubscriptions(store: Store, clock: Clock, fhi
   const off: string[] = [];
   let deps: FhirDeps | undefined;
   for (const { current, sub } of await ownSubscriptions(store, tenant, clientId)) {
-    if (sub.status !== 'active' && sub.status !== 'requested' && !pausedFor(sub, clientId)) continue;
+    if (sub.status !== 'active' && sub.status !== 'requested' && pausedFor(sub, clientId) === undefined) continue;
     if (await writeServerStatus((deps ??= fhir()), clock, tenant, current, sub, 'off', why)) off.push(current.id);
   }
   return off;

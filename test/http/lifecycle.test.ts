@@ -16,7 +16,7 @@ import { createTestApp, fhirInit, type TestApp, type TestClock } from '../helper
 import { createCliEnv } from '../helpers/cli.ts';
 import { craftToken, expectOutcome, fhirClient, type Json } from '../helpers/fhir.ts';
 import { basic, getCode, PASSWORD, post, redeem, signIn, testUser, userClient } from '../helpers/oauth.ts';
-import { storeTargets } from '../helpers/stores.ts';
+import { rawStatements, storeTargets } from '../helpers/stores.ts';
 import { rawSql } from '../helpers/expunge.ts';
 import postgres from 'postgres';
 
@@ -736,6 +736,42 @@ for (const target of targets) {
         expect(sent.slice(1).every((k) => k.endsWith(' active'))).toBe(true);
         expect(sent).toContain('event-notification active');
         expect(((await (await admin.get(`Subscription/${sub.id}`)).json()) as Json).status).toBe('active');
+      } finally {
+        receiver.stop(true);
+      }
+    });
+
+    test('a topic Subscription an older release stored active with its handshake waiting, paused and resumed by its client, is sent that handshake first', async () => {
+      const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+      const got: Json[] = [];
+      const receiver = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push((await req.json()) as Json), new Response(null, { status: 200 })) });
+      try {
+        const c = await backend(['system/*.*']);
+        const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+        await owner.create({
+          resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+          extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-legacy' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
+        });
+        const sub = await owner.create({
+          resourceType: 'Subscription', status: 'requested', reason: 'legacy', criteria: 'http://example.org/topics/lifecycle-legacy',
+          channel: { type: 'rest-hook', endpoint: `http://127.0.0.1:${receiver.port}/hook`, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] } },
+        });
+        // As a release that stored a topic rest-hook Subscription active at once, its handshake recorded, left it.
+        await rawStatements(target.kind, url, [[`UPDATE resources SET content = $1 WHERE tenant = $2 AND type = 'Subscription' AND id = $3`, [JSON.stringify({ ...sub, status: 'active' }), 't1', String(sub.id)]]]);
+        // Paused and resumed by the server: the version now active is not the one the handshake was recorded for.
+        expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [sub.id] });
+        expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [sub.id] });
+        later();
+        const admin = fhirClient(t, await t.token());
+        await admin.put200({ resourceType: 'Patient', id: 'legacy1', name: [{ family: 'legacy' }] });
+        for (let i = 0; i < 20 && (await t.app.subscriptions.runOnce()) > 0; i++);
+        const sent = got.map((b) => {
+          const p = (b.entry as Json[])[0]!.resource as Json;
+          return String(((p.parameter as Json[]).find((x) => x.name === 'type') as Json).valueCode);
+        });
+        // Its endpoint was never verified: the handshake waiting goes first, not deleted unsent.
+        expect(sent).toEqual(['handshake', 'event-notification']);
       } finally {
         receiver.stop(true);
       }

@@ -258,7 +258,8 @@ export class SubscriptionDelivery {
         if (this.stopping) break;
         // A handshake recorded for an earlier version of one now active was answered by the one sent first: its endpoint,
         // this version's, is verified (asked to be activated twice before the first went). Sent, it would say `requested`.
-        if ('pk' in n && n.event === 'handshake' && sub.status === 'active' && n.versionId < current!.versionId) {
+        // Not one recorded for a version stored `active` (by a release that activated at once): nothing answered it.
+        if ('pk' in n && n.event === 'handshake' && sub.status === 'active' && n.versionId < current!.versionId && (await this.askedFor(c.tenant, c.id, n.versionId))) {
           await repo.delivered(c.tenant, c.id, this.worker, n.pk);
           continue;
         }
@@ -303,6 +304,16 @@ export class SubscriptionDelivery {
     } finally {
       await repo.release(c.tenant, c.id, this.worker).catch(() => this.unreleased.set(`${c.tenant}\u0000${c.id}`, { tenant: c.tenant, id: c.id }));
     }
+  }
+
+  /**
+   * Whether version `versionId` of Subscription `id` was stored `requested`, awaiting the handshake recorded for it
+   * (activation.ts). A version stored `active` with a handshake recorded was activated at once by an older release:
+   * no later handshake verified its endpoint.
+   */
+  private async askedFor(tenant: string, id: string, versionId: number): Promise<boolean> {
+    const v = await this.options.fhir.store.resources.vread(tenant, 'Subscription', id, versionId);
+    return !!v && !v.deleted && (JSON.parse(v.content) as Json).status === 'requested';
   }
 
   /** Releases the claims whose release failed earlier; those that fail again stay for the next claim. */

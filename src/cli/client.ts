@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '../auth/admin.ts';
 import { AdminError } from '../auth/admin.ts';
 import { clientStatus, deleteClient, disableClient, enableClient, findClient, MAX_SECRET_GRACE, rotateClientSecret, updateClient, type ClientChanges } from '../auth/client-lifecycle.ts';
-import { reconcileClientSubscriptions, turnOffClientSubscriptions, type Registration } from '../fhir/subscriptions/client-authority.ts';
+import { deletedError, reconcileClientSubscriptions, turnOffClientSubscriptions, type Registration } from '../fhir/subscriptions/client-authority.ts';
 import { ownerPatient, ownerScopes } from '../fhir/subscriptions/owner.ts';
 import { stillRegistered } from '../auth/issue.ts';
 import { accessFromScopes } from '../auth/scopes.ts';
@@ -294,8 +294,7 @@ export const clientDeleteCommand = lifecycleCommand(
   ({ store, clock }, id) => deleteClient(store, clock, id),
   {
     after: async (ctx, c) => {
-      const why = `turned off: the app that activated it (client ${c.clientId}) was deleted; another app activates it again (status requested)`;
-      const own = await turnOffClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId, why);
+      const own = await turnOffClientSubscriptions(ctx.store, ctx.clock, fhirOf(ctx, c), c.tenant, c.clientId, deletedError(c.clientId));
       return { subscriptions_off: [...own, ...(await usersSubscriptionsOff(ctx, c, 'was deleted'))] };
     },
   },

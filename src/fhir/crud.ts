@@ -117,7 +117,7 @@ export async function writeTx<T>(deps: FhirDeps, tenant: string, fn: (w: Resourc
     // The tenant's subscriptions are told of what the transaction writes, in it (hub.ts).
     const hook = deps.subscriptions && (await deps.subscriptions.hook(tenant));
     const out = await deps.store.resources.write(tenant, hook ? hook.wrap(fn) : fn);
-    hook?.committed();
+    await hook?.committed();
     return out;
   } catch (err) {
     if (err instanceof StoreConflictError) throw new FhirError('conflict', 'A concurrent write changed the same resource; retry the request', { cause: err });

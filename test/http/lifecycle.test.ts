@@ -854,7 +854,7 @@ for (const target of targets) {
       });
     });
 
-    test("a Subscription activated with a user's token the servers had not yet refused after a disable notifies nothing", async () => {
+    test("a Subscription activated with a user's token the servers had not yet refused after a disable notifies nothing, and reads off after the next write", async () => {
       const app = await userClient(t, { scopes: ['openid', 'user/*.*'] });
       await testUser(t, { username: 'lou', fhirUser: 'Practitioner/pr1' });
       const code = new URL((await signIn(t, { clientId: app.id, scope: 'openid user/*.*' }, 'lou', PASSWORD)).headers.get('location')!).searchParams.get('code')!;
@@ -866,8 +866,35 @@ for (const target of targets) {
       expect(late.status).toBe('active');
       await cinder(['user', 'enable', '--tenant', 't1', 'lou']);
       later();
-      await fhirClient(t, await t.token()).put200({ resourceType: 'Patient', id: 'late1', name: [{ family: 'latesub' }] });
+      const admin = fhirClient(t, await t.token());
+      await admin.put200({ resourceType: 'Patient', id: 'late1', name: [{ family: 'latesub' }] });
       expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
+      // The write found it silenced: the server wrote it off, saying why, as `cinder` writes the others.
+      const read = (await (await admin.get(`Subscription/${String(late.id)}`)).json()) as Json;
+      expect([read.status, read.error, (read.meta as Json).versionId]).toEqual(['off', expect.stringContaining('the sign-in on whose authority it was activated was revoked'), '2']);
+    });
+
+    test("a client's Subscription activated with a token the servers had not yet refused after its disable is paused at the next write, and resumed by enable", async () => {
+      const c = await backend(['system/*.*']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      expect((await owner.get('Patient?_count=1')).status).toBe(200);
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [] });
+      const late = await owner.create({ resourceType: 'Subscription', status: 'requested', reason: 'late', criteria: 'Patient?family=lateclient', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+      expect(late.status).toBe('active');
+      later();
+      const admin = fhirClient(t, await t.token());
+      await admin.put200({ resourceType: 'Patient', id: 'lateclient1', name: [{ family: 'lateclient' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
+      const shown = async () => {
+        const read = (await (await admin.get(`Subscription/${String(late.id)}`)).json()) as Json;
+        return [read.status, read.error, (read.meta as Json).versionId];
+      };
+      expect(await shown()).toEqual(['error', expect.stringContaining(`the app that activated it (client ${c.id}) is disabled`), '2']);
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [late.id] });
+      expect(await shown()).toEqual(['active', undefined, '3']);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'lateclient2', name: [{ family: 'lateclient' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(1);
     });
 
     /** The statement an older release (before revocation_sequence) recorded a client revocation with: no seq. */

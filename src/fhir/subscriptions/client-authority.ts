@@ -34,6 +34,11 @@ export function pausedError(clientId: string, reason: PauseReason): string {
     : `paused: the scopes registered for the app that activated it (client ${clientId}) no longer let it search what its criteria select; the server sets it back to the status it had once they do`;
 }
 
+/** The `error` of a Subscription turned off as the client that activated it is deleted. */
+export function deletedError(clientId: string): string {
+  return `turned off: the app that activated it (client ${clientId}) was deleted; another app activates it again (status requested)`;
+}
+
 /** Why the server paused `sub` (a Subscription as stored) for `clientId`, if it did (its `error` is the pause's own). */
 export function pausedFor(sub: Json, clientId: string | null): PauseReason | undefined {
   if (clientId === null || sub.status !== 'error') return undefined;

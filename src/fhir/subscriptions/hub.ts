@@ -30,6 +30,7 @@ import { tenantTopics, type Interaction, type Topic, type TopicTrigger } from '.
 import { indexEntries } from '../indexer.ts';
 import { endpointUrl, systemResolve, type ResolveHost } from './endpoint.ts';
 import { authorityRevoked, ownerAccess, ownerClient, ownerUser, type OwnerUser, type RestoreAccess } from './owner.ts';
+import { showSilenced, type Silenced } from './silenced.ts';
 import type { UserLookup } from '../../auth/user-cache.ts';
 import type { User } from '../../store/types.ts';
 
@@ -125,7 +126,8 @@ export interface ActivateSubscription {
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
 export interface WriteHook {
   wrap<T>(fn: (w: ResourceWriter) => Promise<T>): (w: ResourceWriter) => Promise<T>;
-  committed(): void;
+  /** After the commit: the cache dropped after a watched write, and the Subscriptions found silenced shown (silenced.ts). */
+  committed(): Promise<void>;
 }
 
 /** Active Subscriptions, and the topic rest-hook ones awaiting their handshake (stored `requested`: activation.ts isActivated). */
@@ -145,6 +147,8 @@ const RESOLVED_MAX = 1_000;
 export class SubscriptionHub {
   private readonly tenants = new Map<string, TenantState>();
   private readonly resolve: ResolveHost;
+  /** The silenced Subscriptions being shown by this process (silenced.ts), by tenant and id. */
+  private readonly showing = new Set<string>();
   /** Host names as resolved for activations, with when (see prepare). */
   private readonly resolved = new Map<string, { at: number; addresses: Promise<string[]> }>();
 
@@ -204,7 +208,7 @@ export class SubscriptionHub {
     const active = await this.active(tenant);
     // Before the transaction, as the set: matching in it reads nothing on another connection (a client's or user's
     // record read there, once its cache lapsed, waited for ever on a PostgreSQL pool that concurrent writes filled).
-    const notifying = await this.notifying(tenant, active);
+    const { notifying, silenced } = await this.notifying(tenant, active);
     let watchedWritten = false;
     return {
       wrap: (fn) => async (w) => {
@@ -249,8 +253,10 @@ export class SubscriptionHub {
         }
         return result;
       },
-      committed: () => {
+      committed: async () => {
         if (watchedWritten) this.state(tenant).watch.markStale();
+        // Awaited, not left running: the response waits for these writes, which are rare (one per such Subscription).
+        if (silenced.length) await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing }, tenant, silenced);
       },
     };
   }
@@ -333,7 +339,7 @@ export class SubscriptionHub {
    * The subscriptions of a client in `active` that may notify now (current), judged before a write's transaction
    * begins: their clients' and users' records, and a compilation again, are read on the store's connections.
    */
-  private async notifying(tenant: string, active: ActiveSet): Promise<Set<Compiled>> {
+  private async notifying(tenant: string, active: ActiveSet): Promise<{ notifying: Set<Compiled>; silenced: Silenced[] }> {
     // Each client's and user's record read once for the write, not once per subscription (a tenant may have thousands):
     // then each subscription is judged without waiting, unless its client's registration changed (compiled again).
     const subs = new Set<Compiled>();
@@ -345,13 +351,19 @@ export class SubscriptionHub {
       if (s.user !== null && !users.has(s.user.id)) users.set(s.user.id, await this.options.user(tenant, s.user.id));
     }
     const out = new Set<Compiled>();
+    // Those silenced for their owner's authority, once each (a Subscription has an entry per trigger type).
+    const silenced = new Map<string, Silenced>();
     for (const s of subs) {
       const client = clients.get(s.clientId!) ?? null;
+      const revoked = s.user !== null && authorityRevoked(client, users.get(s.user.id) ?? null, s.user);
+      if (revoked || (client?.disabled && s.user === null)) {
+        silenced.set(s.id, { id: s.id, owner: s.owner, clientId: s.clientId!, why: revoked ? 'sign-in' : 'client', client });
+        continue;
+      }
       if (client?.disabled) continue;
-      if (s.user !== null && authorityRevoked(client, users.get(s.user.id) ?? null, s.user)) continue;
       if ((client?.scopes.join(' ') ?? null) === s.registered || (await this.current(tenant, s))) out.add(s);
     }
-    return out;
+    return { notifying: out, silenced: [...silenced.values()] };
   }
 
   /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */

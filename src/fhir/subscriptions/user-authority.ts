@@ -13,6 +13,13 @@ import type { FhirDeps } from '../crud.ts';
 import { ownerClient, ownerUser } from './owner.ts';
 import { writeServerStatus } from './server-status.ts';
 
+/**
+ * The `error` the servers write on a Subscription they find resting on a revoked sign-in at a write (silenced.ts): one
+ * that escaped `cinder`'s write, which says how the authority went.
+ */
+export const signInRevokedError =
+  "turned off: the sign-in on whose authority it was activated was revoked (the user's or the app's tokens were revoked after the token that activated it was issued); an app activates it again (status requested) with a token of a new sign-in";
+
 /** Whose Subscriptions: one user's, or those a client activated on any user's authority (not on its own). */
 export type AuthorityOf = { userId: string } | { clientId: string };
 

@@ -1,0 +1,60 @@
+/**
+ * Subscriptions the hub finds silenced for their owner's authority as a write begins (hub.ts notifying), shown in the
+ * resource after that write commits: the next event is the one place some of them are known. The command line writes
+ * the status as it cuts the authority (user-authority.ts, client-authority.ts), but a Subscription activated with a
+ * token the servers had not yet refused (the seconds after `cinder user|client disable`), or written by its app at the
+ * moment `cinder` wrote it, escapes that write and kept reading `active` while it notified nothing. At the next write in
+ * its tenant, the server writes it as `cinder` would have: `off` once the sign-in it rests on is revoked, paused
+ * (`error`) while its client is disabled, `off` once the client is deleted.
+ */
+import type { Clock } from '../../clock.ts';
+import type { Logger } from '../../log.ts';
+import type { Client } from '../../store/types.ts';
+import type { FhirDeps } from '../crud.ts';
+import { isActivated } from './activation.ts';
+import { deletedError, pausedError } from './client-authority.ts';
+import { writeServerStatus } from './server-status.ts';
+import { signInRevokedError } from './user-authority.ts';
+
+/** A Subscription the hub skipped, and why: its sign-in revoked, or its client (its own authority) disabled. */
+export interface Silenced {
+  id: string;
+  /** The owner record it was skipped for (a Subscription activated again since by another owner is not touched). */
+  owner: string;
+  clientId: string;
+  why: 'sign-in' | 'client';
+  client: Client | null;
+}
+
+/** The status and `error` the server writes for `s`. */
+function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
+  if (s.why === 'sign-in') return { status: 'off', error: signInRevokedError };
+  return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId) } : { status: 'error', error: pausedError(s.clientId, 'disabled') };
+}
+
+/**
+ * Writes each of `silenced` (of `tenant`) still activated for the owner it was skipped for with the status statusOf
+ * gives, as the server (writeServerStatus: a client's write in between stands). `showing` holds the ones under way in
+ * this process (a write of one does not start another); a failure is logged, the write that found them having committed.
+ */
+export async function showSilenced(
+  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string> }, tenant: string, silenced: readonly Silenced[],
+): Promise<void> {
+  const { fhir, clock, log, showing } = deps;
+  for (const s of silenced) {
+    const key = `${tenant}\u0000${s.id}`;
+    if (showing.has(key)) continue;
+    showing.add(key);
+    try {
+      const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
+      const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
+      if (!sub || !isActivated(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
+      const { status, error } = statusOf(s);
+      await writeServerStatus(fhir, clock, tenant, current!, sub, status, error);
+    } catch (err) {
+      log.warn('a silenced subscription could not be shown as such', { tenant, subscription: s.id, err });
+    } finally {
+      showing.delete(key);
+    }
+  }
+}

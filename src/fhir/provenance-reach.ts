@@ -105,18 +105,21 @@ export function reachCondition(access: Access, patient: string): Condition {
 }
 
 /**
- * The `Type/id` of the resources among `rows` that are records of `patient`, where a search or an include
- * within the token's reach found them: of a type of the Patient compartment, live, in that patient's
- * compartment. `notCurrent`: the `Type/id` of rows that may be an earlier version (a version-specific
- * `_include` read them), which are not. A Provenance naming one is found by its `target` alone, without
- * reachCondition (a `_revinclude` of the patient's records, the common case, reads no more).
+ * The `Type/id` of the resources among `rows` that are records of `patient` the request may read, where a
+ * search or an include within the token's reach found them: of a type of the Patient compartment the
+ * token reads, live, in that patient's compartment, within the token's read filters on its type (as
+ * readableRecords finds them for a read: a search's matches meet its search filters, which may be wider,
+ * `patient/Observation.s` beside `patient/Observation.r?category=laboratory`). `notCurrent`: the `Type/id`
+ * of rows that may be an earlier version (a version-specific `_include` read them), which are not. A
+ * Provenance naming one is found by its `target` alone, without reachCondition (a `_revinclude` of the
+ * patient's records, the common case, reads no more).
  */
-export function patientRecords(rows: ResourceVersion[], patient: string, base: string | undefined, notCurrent: ReadonlySet<string>): Set<string> {
+export async function patientRecords(deps: FhirDeps, req: FhirRequest, rows: ResourceVersion[], patient: string, notCurrent: ReadonlySet<string>): Promise<Set<string>> {
   const own = new Set<string>();
   for (const row of rows) {
     const key = `${row.type}/${row.id}`;
-    if (row.deleted || !patientCompartment().has(row.type) || notCurrent.has(key)) continue;
-    if (compartmentsOf(JSON.parse(row.content) as Json, base).includes(patient)) own.add(key);
+    if (row.deleted || !patientCompartment().has(row.type) || notCurrent.has(key) || !req.access.can(row.type, 'r')) continue;
+    if (await versionOfPatient(deps, req, row, patient)) own.add(key);
   }
   return own;
 }

@@ -738,7 +738,7 @@ export async function addIncludes(
       }
       // The Provenance naming the patient's records followed are within reach by that alone (but for the
       // version they name): found by `target` without reachCondition, and the other references with it.
-      const own = patientRecords(frontier, patient, deps.fhirBase?.(req.tenant), notCurrent);
+      const own = await patientRecords(deps, req, frontier, patient, notCurrent);
       const targets = [...(byColumn.get('target') ?? new Map<string, { system: string; value: string }>())];
       const named = targets.filter(([key]) => own.has(key)).map(([, v]) => v);
       if (named.length) {

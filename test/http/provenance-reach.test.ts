@@ -149,6 +149,20 @@ await eachStore((kind, fresh) => {
       expect(refs(await dr2.search('Observation?patient=p1&_revinclude=Provenance:target'), 'include')).toEqual(['Provenance/prov-dr2']);
     });
 
+    test('a _revinclude holds only the Provenance of matches the token may read, where its searches reach further', async () => {
+      // Searches of every Observation of the patient, reads of laboratory ones alone: the vital signs are
+      // matched, but their Provenance, which a read refuses, is not included.
+      const split = await as('launch/patient patient/Observation.s patient/Observation.r?category=http://terminology.hl7.org/CodeSystem/observation-category|laboratory patient/Provenance.rs');
+      const b = await split.search('Observation?patient=p1&_revinclude=Provenance:target');
+      expect(refs(b, 'match')).toEqual(['Observation/lab1', 'Observation/o1', 'Observation/of1']);
+      expect(refs(b, 'include')).toEqual(['Provenance/prov-lab1']);
+      expect((await split.get('Provenance/prov-o1')).status).toBe(403);
+      // Searches alone, no reads of Observation: none of their Provenance.
+      const searchOnly = await as('launch/patient patient/Observation.s patient/Provenance.rs');
+      expect(refs(await searchOnly.search('Observation?patient=p1&_revinclude=Provenance:target'), 'include')).toEqual([]);
+      expect((await searchOnly.get('Provenance/prov-lab1')).status).toBe(403);
+    });
+
     const READABLE = ['prov-abs', 'prov-both', 'prov-dr2', 'prov-far', 'prov-lab1', 'prov-o1', 'prov-p1'];
 
     test('a search of Provenance finds every Provenance the token reads, paged and counted, and no other', async () => {

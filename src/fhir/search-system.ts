@@ -12,13 +12,13 @@ import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.
 import { requireAccess } from './access.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
 import { rowsInReach } from './crud.ts';
-import { provenanceRowsInReach, widenedPatient } from './provenance-reach.ts';
+import { widenedPatient } from './provenance-reach.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
   addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
-  withoutEmptyResultParams,
+  widenedRows, withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -315,6 +315,13 @@ export async function pageAcross(
   const at = cursor === null ? undefined : decodePosition(cursor, types.length);
   if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', `Invalid _cursor '${cursor}' for this sort`, { expression: ['_cursor'] });
   const index = new Map(types.map((t, i) => [t, i]));
+  // A Provenance the index found by a target naming a version outside the token's reach is read past
+  // (widenedRows), so that the page and its `next` link tell nothing of it (provenance-reach.ts).
+  const provenance = searches.find((s) => s.type === 'Provenance');
+  const widened = provenance && widenedPatient(req, 'Provenance', 's', provenance.query.compartment);
+  const rowsOf = async (query: SearchQuery) => (widened !== undefined && query.type === 'Provenance'
+    ? (await widenedRows(deps, req, query, widened)).map((k) => k.row)
+    : queryRows(deps, req.tenant, query));
   /** A row of the merged page: its type's index and its place among its type's rows (their store order). */
   const page: { row: ResourceVersion; t: number; n: number }[] = [];
   if (sort === undefined) {
@@ -327,7 +334,7 @@ export async function pageAcross(
       const found = await eachAtOnce(rest.slice(from, from + width), AT_ONCE, (s) => {
         const t = index.get(s.type)!;
         const after = at !== undefined && t === at.t ? { lastUpdated: 0, id: at.i } : undefined;
-        return queryRows(deps, req.tenant, { ...s.query, sort: [], count: need, ...(after ? { after } : {}) });
+        return rowsOf({ ...s.query, sort: [], count: need, ...(after ? { after } : {}) });
       });
       found.forEach((rows, k) => rows.forEach((row, n) => page.push({ row, t: index.get(rest[from + k]!.type)!, n })));
     }
@@ -335,7 +342,7 @@ export async function pageAcross(
     // Every type's first rows after the position, merged by (last updated, type, id).
     const key = { by: 'lastUpdated' as const, descending: sort.descending };
     const found = await eachAtOnce(searches, AT_ONCE, (s) =>
-      queryRows(deps, req.tenant, { ...s.query, sort: [key], count: limit + 1, ...(at ? { after: afterIn(index.get(s.type)!, at) } : {}) }));
+      rowsOf({ ...s.query, sort: [key], count: limit + 1, ...(at ? { after: afterIn(index.get(s.type)!, at) } : {}) }));
     found.forEach((rows, k) => rows.forEach((row, n) => page.push({ row, t: index.get(searches[k]!.type)!, n })));
     // A type's rows keep the store's order (its keyset continues from the last one kept).
     const sign = sort.descending ? -1 : 1;
@@ -352,10 +359,6 @@ export async function pageAcross(
     const reachable = new Set((await rowsInReach(deps, req, rows.filter((r) => r.type === 'Binary'))).map((r) => r.id));
     rows = rows.filter((r) => r.type !== 'Binary' || reachable.has(r.id));
   }
-  // So is a Provenance the index found by a target naming a version outside the token's reach (provenance-reach.ts).
-  const provenance = searches.find((s) => s.type === 'Provenance');
-  const widened = provenance && widenedPatient(req, 'Provenance', 's', provenance.query.compartment);
-  if (widened !== undefined) rows = await provenanceRowsInReach(deps, req, rows, widened);
   result.rows = rows;
   const counted = total === 'accurate' || total === 'estimate' ? await countAll() : undefined;
   if (counted !== undefined) result.total = counted;

@@ -897,13 +897,53 @@ export async function searchResources(
 ): Promise<SearchResult> {
   return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, compartment), (params, offset) => {
     // Paged by offset (a sort on a parameter), the page's cursor is the offset itself, unless the core
-    // resources are merged in (their cursor holds two offsets) or contained resources are searched.
-    if (containedMode(params) || (deps.core !== undefined && hasCoreResources(type))) return undefined;
+    // resources are merged in (their cursor holds two offsets) or contained resources are searched, or
+    // the matches are Provenance of a patient's records, some out of reach (widenedPage): walked, counting those within.
+    if (containedMode(params) || (deps.core !== undefined && hasCoreResources(type)) || widenedPatient(req, type, 's', compartment) !== undefined) return undefined;
     return keysetSort(parseSort(type, params.get('_sort'))) ? undefined : encodeCursor({ offset });
   });
 }
 
 /** A page of a type-level search, from its start or its `_cursor` (searchResources). */
+/** The most matches one page of a widened search of Provenance reads (widenedRows). */
+export const WIDENED_PAGE_READ = 20_000;
+
+/**
+ * The first `query.count` matches of a search of Provenance by a patient's token widened past its
+ * compartment (reachCondition) that are within reach (provenanceRowsInReach), each with its place among
+ * the store's matches (`at`, from the query's start): read on past the matches the index found by a
+ * target naming a version out of reach, so that neither a page's length nor its `next` link tells of one
+ * (a short page with a `next` link, or a `next` link to nothing, told that a Provenance out of reach
+ * matched, and `_filter` could ask that of any of its elements). Reading more than WIDENED_PAGE_READ
+ * matches is a 400.
+ */
+export async function widenedRows(deps: FhirDeps, req: FhirRequest, query: SearchQuery, patient: string): Promise<{ row: ResourceVersion; at: number }[]> {
+  const start = query.offset ?? 0;
+  const keyset = keysetSort(query.sort) !== undefined;
+  const kept: { row: ResourceVersion; at: number }[] = [];
+  let read = 0;
+  let after = query.after;
+  while (kept.length < query.count) {
+    if (read >= WIDENED_PAGE_READ) {
+      throw new FhirError('invalid', `A page of this search of Provenance takes reading more than ${WIDENED_PAGE_READ} matches (the versions their targets name are in no index): narrow the search`, { issueCode: 'too-costly' });
+    }
+    const batch = await deps.store.resources.search(req.tenant, { ...query, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
+    const within = new Set(await provenanceRowsInReach(deps, req, batch, patient));
+    for (const [i, row] of batch.entries()) if (within.has(row) && kept.length < query.count) kept.push({ row, at: read + i });
+    read += batch.length;
+    if (batch.length < query.count) break;
+    const last = batch[batch.length - 1]!;
+    after = { lastUpdated: last.lastUpdated, id: last.id };
+  }
+  return kept;
+}
+
+/** A page of a widened search of Provenance (widenedRows): the page and one more within reach; `offsets(n)`, the store offset past its n-th row. */
+async function widenedPage(deps: FhirDeps, req: FhirRequest, query: SearchQuery, patient: string): Promise<{ rows: ResourceVersion[]; offsets(n: number): { store: number } }> {
+  const kept = await widenedRows(deps, req, { ...query, count: query.count + 1 }, patient);
+  return { rows: kept.map((k) => k.row), offsets: (n) => ({ store: (query.offset ?? 0) + kept[n - 1]!.at + 1 }) };
+}
+
 async function searchPage(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
@@ -925,9 +965,12 @@ async function searchPage(
   // page leaves the count's outcome unread, so it is caught here.
   const counting = total === 'accurate' || total === 'estimate' ? count() : undefined;
   counting?.catch(() => undefined);
+  const widened = widenedPatient(req, type, 's', compartment);
   const page: { rows: ResourceVersion[]; offsets(n: number): { store: number; core?: number } } = core
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
-    : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
+    : widened !== undefined
+      ? await widenedPage(deps, req, query, widened)
+      : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
   const rows = page.rows;
   const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self };
   if (rows.length > query.count) {
@@ -938,11 +981,9 @@ async function searchPage(
       : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);
-  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's),
-  // and so is a Provenance the index found by a target that names a version outside the token's reach (provenance-reach.ts).
+  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
+  // (A widened search of Provenance read on past those out of reach: widenedPage.)
   if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
-  const widened = widenedPatient(req, type, 's', compartment);
-  if (widened !== undefined) result.rows = await provenanceRowsInReach(deps, req, result.rows, widened);
   const first = !query.after && !query.offset && !compiled.coreOffset;
   const counted = await counting;
   if (counted !== undefined) result.total = counted;

@@ -18,7 +18,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createTestApp, type TestApp } from '../helpers/app.ts';
 import { eachStore } from '../helpers/export.ts';
-import { craftToken, expectOutcome, fhirClient, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
+import { craftToken, expectOutcome, fhirClient, link, matchesOfAllPages, type FhirClient, type Json } from '../helpers/fhir.ts';
 
 const provenance = (id: string, targets: string[], extra: Json = {}): Json => ({
   resourceType: 'Provenance', id, target: targets.map((reference) => ({ reference })), recorded: '2024-01-02T03:04:05Z',
@@ -309,6 +309,41 @@ await eachStore((kind, fresh) => {
       expect(refs(await p1.search('Provenance?_id=prov-mv1'), 'match')).toEqual([]);
       expect(refs(await p2.search('Provenance'), 'match')).toEqual(['Provenance/prov-rvcur']);
       expect(refs(await p2.search('?_type=Provenance'), 'match')).toEqual(['Provenance/prov-rvcur']);
+    });
+
+    test('a page tells nothing of a Provenance out of reach: its length, its next link and _offset count those within', async () => {
+      const p1 = await as(PATIENT_TOKEN);
+      const page = async (query: string) => {
+        const b = await p1.search(query);
+        return { query, ids: refs(b, 'match'), next: link(b, 'next') !== undefined };
+      };
+      // `prov-mv1` (p2's version of `mv`) sorts before `prov-mv2`: a page of one read it, left it out and
+      // linked on, telling that one more matched, of any criteria `_filter` could put to it.
+      for (const query of [
+        'Provenance?target=Observation/mv&_count=1',
+        'Provenance?target=Observation/mv&_count=1&_sort=recorded',
+        'Provenance?target=Observation/mv&_count=1&_sort=_lastUpdated',
+        '?_type=Provenance&_id=prov-mv1,prov-mv2&_count=1',
+        '?_type=Provenance&_id=prov-mv1,prov-mv2&_count=1&_sort=_lastUpdated',
+        `Provenance?_count=1&_filter=${encodeURIComponent('_id eq prov-mv1 or _id eq prov-mv2')}`,
+      ]) expect(await page(query)).toEqual({ query, ids: ['Provenance/prov-mv2'], next: false });
+      // `_offset` counts the matches within reach: the first is `prov-mv2`, and there is no second.
+      for (const sort of ['', '&_sort=recorded']) {
+        expect((await page(`Provenance?target=Observation/mv&_offset=0${sort}`)).ids).toEqual(['Provenance/prov-mv2']);
+        expect((await page(`Provenance?target=Observation/mv&_offset=1${sort}`)).ids).toEqual([]);
+      }
+      // Paged one by one, every page is full.
+      for (const sort of ['', '&_sort=recorded', '&_sort=-_lastUpdated']) {
+        let next: string | undefined = `Provenance?_count=1${sort}`;
+        const seen: string[] = [];
+        while (next !== undefined) {
+          const b: Json = await p1.search(next);
+          expect({ sort, entries: (b.entry ?? []).length }).toEqual({ sort, entries: 1 });
+          seen.push(...refs(b, 'match'));
+          next = link(b, 'next');
+        }
+        expect(seen.sort()).toEqual(['Provenance/prov-cat1', 'Provenance/prov-cat2', 'Provenance/prov-mv2', 'Provenance/prov-rvp']);
+      }
     });
 
     test('a version outside the token\'s scope filters gives no reach to its Provenance', async () => {

@@ -11,14 +11,12 @@ import { FhirError, type FhirIssue } from '../errors.ts';
 import type { ResourceVersion, SearchCursor, SearchQuery } from '../store/types.ts';
 import { requireAccess } from './access.ts';
 import type { FhirDeps, FhirRequest } from './crud.ts';
-import { rowsInReach } from './crud.ts';
-import { widenedPatient } from './provenance-reach.ts';
 import { hasCoreResources } from './core-layer.ts';
 import { compartmentTypes } from './definitions.ts';
 import { ID_PATTERN, REST_RESOURCE_TYPES, hasEndpoint, isResourceType } from './resource-types.ts';
 import {
   addIncludes, checkControlModifier, compileSearch, CONTROL, parseCount, parseInclude, possibleInclude, countInReach, queryRows, requiredCount, requireFewIncludes, storeQuery,
-  widenedRows, withoutEmptyResultParams,
+  keptInReach, rowsFilled, withoutEmptyResultParams,
   type CompiledSearch, type Include, type SearchResult,
 } from './search.ts';
 import { isSearchParam } from './search-compile.ts';
@@ -315,13 +313,13 @@ export async function pageAcross(
   const at = cursor === null ? undefined : decodePosition(cursor, types.length);
   if (at !== undefined && (at.u === undefined) !== (sort === undefined)) throw new FhirError('invalid', `Invalid _cursor '${cursor}' for this sort`, { expression: ['_cursor'] });
   const index = new Map(types.map((t, i) => [t, i]));
-  // A Provenance the index found by a target naming a version outside the token's reach is read past
-  // (widenedRows), so that the page and its `next` link tell nothing of it (provenance-reach.ts).
-  const provenance = searches.find((s) => s.type === 'Provenance');
-  const widened = provenance && widenedPatient(req, 'Provenance', 's', provenance.query.compartment);
-  const rowsOf = async (query: SearchQuery) => (widened !== undefined && query.type === 'Provenance'
-    ? (await widenedRows(deps, req, query, widened)).map((k) => k.row)
-    : queryRows(deps, req.tenant, query));
+  // Binaries whose securityContext the request may not read, and Provenance the index found by a target
+  // naming a version outside a patient's token's reach, are read past (keptInReach, rowsFilled), so that
+  // the page and its `next` link tell nothing of them.
+  const rowsOf = async (query: SearchQuery) => {
+    const keep = keptInReach(deps, req, query.type, query.compartment);
+    return keep === undefined ? queryRows(deps, req.tenant, query) : (await rowsFilled(deps, req, query, keep)).map((k) => k.row);
+  };
   /** A row of the merged page: its type's index and its place among its type's rows (their store order). */
   const page: { row: ResourceVersion; t: number; n: number }[] = [];
   if (sort === undefined) {
@@ -353,12 +351,7 @@ export async function pageAcross(
     const last = kept[kept.length - 1]!;
     result.next = encodePosition({ t: last.t, i: last.row.id, ...(sort ? { u: last.row.lastUpdated } : {}) });
   }
-  let rows = kept.map((x) => x.row);
-  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
-  if (rows.some((r) => r.type === 'Binary')) {
-    const reachable = new Set((await rowsInReach(deps, req, rows.filter((r) => r.type === 'Binary'))).map((r) => r.id));
-    rows = rows.filter((r) => r.type !== 'Binary' || reachable.has(r.id));
-  }
+  const rows = kept.map((x) => x.row);
   result.rows = rows;
   const counted = total === 'accurate' || total === 'estimate' ? await countAll() : undefined;
   if (counted !== undefined) result.total = counted;

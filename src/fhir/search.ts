@@ -854,9 +854,8 @@ const COUNT_BATCHES = 20;
  * its total out, `_summary=count` is a 400).
  */
 export async function countInReach(deps: FhirDeps, req: FhirRequest, query: SearchQuery): Promise<number | undefined> {
-  const widened = widenedPatient(req, query.type, 's', query.compartment);
-  if ((query.type !== 'Binary' || !binaryReachLimited(req.access)) && widened === undefined) return queryCount(deps, req.tenant, query);
-  const inReach = (rows: ResourceVersion[]) => (widened === undefined ? rowsInReach(deps, req, rows) : provenanceRowsInReach(deps, req, rows, widened));
+  const inReach = keptInReach(deps, req, query.type, query.compartment);
+  if (inReach === undefined) return queryCount(deps, req.tenant, query);
   let counted = 0;
   let after: SearchCursor | undefined;
   for (let batch = 0; batch < COUNT_BATCHES; batch++) {
@@ -898,37 +897,49 @@ export async function searchResources(
   return searchAtOffset(withoutEmptyResultParams(given), strict, (params) => searchPage(deps, req, type, params, strict, compartment), (params, offset) => {
     // Paged by offset (a sort on a parameter), the page's cursor is the offset itself, unless the core
     // resources are merged in (their cursor holds two offsets) or contained resources are searched, or
-    // the matches are Provenance of a patient's records, some out of reach (widenedPage): walked, counting those within.
-    if (containedMode(params) || (deps.core !== undefined && hasCoreResources(type)) || widenedPatient(req, type, 's', compartment) !== undefined) return undefined;
+    // some matches may be out of reach (keptInReach): walked, counting those within.
+    if (containedMode(params) || (deps.core !== undefined && hasCoreResources(type)) || keptInReach(deps, req, type, compartment) !== undefined) return undefined;
     return keysetSort(parseSort(type, params.get('_sort'))) ? undefined : encodeCursor({ offset });
   });
 }
 
-/** A page of a type-level search, from its start or its `_cursor` (searchResources). */
-/** The most matches one page of a widened search of Provenance reads (widenedRows). */
-export const WIDENED_PAGE_READ = 20_000;
+/**
+ * How the matches of a search of `type` by `req` that no index can judge are kept, or undefined when
+ * the store's are all within reach: Binaries whose securityContext the token may not read, when its
+ * reach through them is limited (binaryReachLimited, rowsInReach), and the Provenance a search by a
+ * patient's token widened past its compartment found by a target naming a version out of reach
+ * (provenanceRowsInReach).
+ */
+export function keptInReach(deps: FhirDeps, req: FhirRequest, type: string, compartment?: string): ((rows: ResourceVersion[]) => Promise<ResourceVersion[]>) | undefined {
+  const widened = widenedPatient(req, type, 's', compartment);
+  if (widened !== undefined) return (rows) => provenanceRowsInReach(deps, req, rows, widened);
+  if (type === 'Binary' && binaryReachLimited(req.access)) return (rows) => rowsInReach(deps, req, rows);
+  return undefined;
+}
+
+/** The most matches one page of a search reads past those out of reach (rowsFilled). */
+export const PAGE_READ_IN_REACH = 20_000;
 
 /**
- * The first `query.count` matches of a search of Provenance by a patient's token widened past its
- * compartment (reachCondition) that are within reach (provenanceRowsInReach), each with its place among
- * the store's matches (`at`, from the query's start): read on past the matches the index found by a
- * target naming a version out of reach, so that neither a page's length nor its `next` link tells of one
- * (a short page with a `next` link, or a `next` link to nothing, told that a Provenance out of reach
- * matched, and `_filter` could ask that of any of its elements). Reading more than WIDENED_PAGE_READ
- * matches is a 400.
+ * The first `query.count` matches of `query` that `keep` keeps (keptInReach), each with its place among
+ * the store's matches (`at`, from the query's start): read on past those it leaves out, so that neither
+ * a page's length nor its `next` link tells of one (a short page with a `next` link, or a `next` link
+ * to nothing, told that a resource out of reach matched, and `_filter` could ask that of any of its
+ * elements). Reading more than PAGE_READ_IN_REACH matches is a 400.
  */
-export async function widenedRows(deps: FhirDeps, req: FhirRequest, query: SearchQuery, patient: string): Promise<{ row: ResourceVersion; at: number }[]> {
+export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, keep: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>): Promise<{ row: ResourceVersion; at: number }[]> {
   const start = query.offset ?? 0;
   const keyset = keysetSort(query.sort) !== undefined;
   const kept: { row: ResourceVersion; at: number }[] = [];
   let read = 0;
   let after = query.after;
   while (kept.length < query.count) {
-    if (read >= WIDENED_PAGE_READ) {
-      throw new FhirError('invalid', `A page of this search of Provenance takes reading more than ${WIDENED_PAGE_READ} matches (the versions their targets name are in no index): narrow the search`, { issueCode: 'too-costly' });
+    if (read >= PAGE_READ_IN_REACH) {
+      const why = query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
+      throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources, this token may read few of them (${why} in no index): narrow the search`, { issueCode: 'too-costly' });
     }
     const batch = await deps.store.resources.search(req.tenant, { ...query, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
-    const within = new Set(await provenanceRowsInReach(deps, req, batch, patient));
+    const within = new Set(await keep(batch));
     for (const [i, row] of batch.entries()) if (within.has(row) && kept.length < query.count) kept.push({ row, at: read + i });
     read += batch.length;
     if (batch.length < query.count) break;
@@ -938,12 +949,13 @@ export async function widenedRows(deps: FhirDeps, req: FhirRequest, query: Searc
   return kept;
 }
 
-/** A page of a widened search of Provenance (widenedRows): the page and one more within reach; `offsets(n)`, the store offset past its n-th row. */
-async function widenedPage(deps: FhirDeps, req: FhirRequest, query: SearchQuery, patient: string): Promise<{ rows: ResourceVersion[]; offsets(n: number): { store: number } }> {
-  const kept = await widenedRows(deps, req, { ...query, count: query.count + 1 }, patient);
+/** A page of rowsFilled: the page and one more within reach; `offsets(n)`, the store offset past its n-th row. */
+async function pageFilled(deps: FhirDeps, req: FhirRequest, query: SearchQuery, keep: (rows: ResourceVersion[]) => Promise<ResourceVersion[]>): Promise<{ rows: ResourceVersion[]; offsets(n: number): { store: number } }> {
+  const kept = await rowsFilled(deps, req, { ...query, count: query.count + 1 }, keep);
   return { rows: kept.map((k) => k.row), offsets: (n) => ({ store: (query.offset ?? 0) + kept[n - 1]!.at + 1 }) };
 }
 
+/** A page of a type-level search, from its start or its `_cursor` (searchResources). */
 async function searchPage(
   deps: FhirDeps, req: FhirRequest, type: string, params: URLSearchParams, strict: boolean, compartment?: string,
 ): Promise<SearchResult> {
@@ -965,11 +977,11 @@ async function searchPage(
   // page leaves the count's outcome unread, so it is caught here.
   const counting = total === 'accurate' || total === 'estimate' ? count() : undefined;
   counting?.catch(() => undefined);
-  const widened = widenedPatient(req, type, 's', compartment);
+  const keep = keptInReach(deps, req, type, compartment);
   const page: { rows: ResourceVersion[]; offsets(n: number): { store: number; core?: number } } = core
     ? await searchWithCore(deps, req.tenant, { ...query, count: query.count + 1 }, compiled.coreOffset)
-    : widened !== undefined
-      ? await widenedPage(deps, req, query, widened)
+    : keep !== undefined
+      ? await pageFilled(deps, req, query, keep)
       : { rows: await repo.search(req.tenant, { ...query, count: query.count + 1 }), offsets: (n) => ({ store: (query.offset ?? 0) + n }) };
   const rows = page.rows;
   const result: SearchResult = { rows: rows.slice(0, query.count), included: [], warnings, self };
@@ -981,9 +993,6 @@ async function searchPage(
       : encodeCursor(at.core === undefined ? { offset: at.store } : { offset: at.store, core: at.core });
   }
   if (compiled.cursor !== undefined) result.page = pageLinks(compiled);
-  // Binaries whose securityContext the request may not read are left out of the page (the cursor stays the page's).
-  // (A widened search of Provenance read on past those out of reach: widenedPage.)
-  if (type === 'Binary') result.rows = await rowsInReach(deps, req, result.rows);
   const first = !query.after && !query.offset && !compiled.coreOffset;
   const counted = await counting;
   if (counted !== undefined) result.total = counted;

@@ -301,6 +301,41 @@ await eachStore((kind, fresh) => {
       expect(await counts(await craftToken(t, 'patient/*.read', { tenant: 'counts', patient: 'qa' }))).toEqual([502, 502, 502, 502, 502]);
     }, 60_000);
 
+    test('pages tell nothing of the Binaries the token may not reach: full pages, no next link past its last, _offset counting those within', async () => {
+      // A tenant of its own. In id order, qb's Binaries come first, then qa's: a page of one read qb's,
+      // left it out and linked on, telling that another patient's Binary matched (of any `_filter`).
+      await t.tokenFor('pages', ['system/*.*']);
+      await put(t, patient('qa'), 'pages');
+      await put(t, patient('qb'), 'pages');
+      const binary = (id: string, context: string) => put(t, { resourceType: 'Binary', id, contentType: 'text/plain', data: 'aGk=', securityContext: { reference: context } }, 'pages');
+      await binary('a-qb', 'Patient/qb');
+      await binary('b-qb', 'Patient/qb');
+      await binary('c-qa', 'Patient/qa');
+      await binary('d-qb', 'Patient/qb');
+      await binary('e-qa', 'Patient/qa');
+      const tok = await craftToken(t, 'patient/*.read', { tenant: 'pages', patient: 'qa' });
+      const page = async (path: string) => {
+        const res = await t.request(path.startsWith('http') ? path : `${t.fhir('pages')}/${path}`, { headers: { ...auth(tok), Accept: 'application/fhir+json' } });
+        expect({ path, status: res.status }).toEqual({ path, status: 200 });
+        const b = (await res.json()) as Json;
+        return { ids: (b.entry ?? []).map((e: Json) => e.resource.id as string), next: (b.link ?? []).find((l: Json) => l.relation === 'next')?.url as string | undefined };
+      };
+      for (const query of ['Binary?_count=1', '?_type=Binary&_count=1', '?_type=Binary&_count=1&_sort=_lastUpdated', 'Binary?_count=1&_sort=-_lastUpdated']) {
+        const seen: string[] = [];
+        let next: string | undefined = query;
+        while (next !== undefined) {
+          const p = await page(next);
+          expect({ query, entries: p.ids.length }).toEqual({ query, entries: 1 });
+          seen.push(...p.ids);
+          next = p.next;
+        }
+        expect({ query, seen: seen.sort() }).toEqual({ query, seen: ['c-qa', 'e-qa'] });
+      }
+      expect(await page(`Binary?_count=1&_id=a-qb,c-qa`)).toEqual({ ids: ['c-qa'], next: undefined });
+      expect((await page('Binary?_offset=1')).ids).toEqual(['e-qa']);
+      expect((await page('Binary?_offset=2')).ids).toEqual([]);
+    });
+
     test('a securityContext written as the absolute URL of a resource of the tenant is that resource, for every rule', async () => {
       const json = (context: string) => JSON.stringify({ resourceType: 'Binary', contentType: 'text/plain', data: 'aGk=', securityContext: { reference: context } });
       const absolute = `${t.fhir()}/Patient/p2`;

@@ -917,8 +917,9 @@ export function keptInReach(deps: FhirDeps, req: FhirRequest, type: string, comp
   return undefined;
 }
 
-/** The most matches one page of a search reads past those out of reach (rowsFilled). */
+/** The most matches one page of a search reads past those out of reach (rowsFilled), and the most one statement of it reads. */
 export const PAGE_READ_IN_REACH = 20_000;
+const READ_BATCH = 1000;
 
 /**
  * The first `query.count` matches of `query` that `keep` keeps (keptInReach), each with its place among
@@ -933,16 +934,17 @@ export async function rowsFilled(deps: FhirDeps, req: FhirRequest, query: Search
   const kept: { row: ResourceVersion; at: number }[] = [];
   let read = 0;
   let after = query.after;
-  while (kept.length < query.count) {
+  // The page's own count first (nothing left out: one statement, as before), then twice as many each time, up to READ_BATCH.
+  for (let size = query.count; kept.length < query.count; size = Math.max(size, Math.min(2 * size, READ_BATCH))) {
     if (read >= PAGE_READ_IN_REACH) {
       const why = query.type === 'Binary' ? 'their securityContext is' : 'the versions their targets name are';
-      throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources, this token may read few of them (${why} in no index): narrow the search`, { issueCode: 'too-costly' });
+      throw new FhirError('invalid', `A page of this search takes reading more than ${PAGE_READ_IN_REACH} ${query.type} resources out of this token's reach (${why} in no index): narrow the search`, { issueCode: 'too-costly' });
     }
-    const batch = await deps.store.resources.search(req.tenant, { ...query, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
+    const batch = await deps.store.resources.search(req.tenant, { ...query, count: size, ...(keyset ? (after ? { after } : {}) : { offset: start + read }) });
     const within = new Set(await keep(batch));
     for (const [i, row] of batch.entries()) if (within.has(row) && kept.length < query.count) kept.push({ row, at: read + i });
     read += batch.length;
-    if (batch.length < query.count) break;
+    if (batch.length < size) break;
     const last = batch[batch.length - 1]!;
     after = { lastUpdated: last.lastUpdated, id: last.id };
   }

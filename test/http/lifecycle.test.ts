@@ -650,6 +650,35 @@ for (const target of targets) {
       }
     });
 
+    test("the server's pause is not forged: a paused Subscription another client rewrote with the pause's words (its endpoint moved) is not set back by enable or update", async () => {
+      const { c, id, admin, shown } = await subscribed('forged-pause');
+      // Another app that may write Subscriptions, but not read Patients: it would have the first app's notifications sent to it.
+      const other = await backend(['system/Subscription.cruds']);
+      const writer = fhirClient(t, (await tokenOf(await clientCredentials(other))).access_token);
+      await cinder(['client', 'disable', c.id]);
+      const paused = (await (await writer.get(`Subscription/${id}`)).json()) as Json;
+      expect(paused.status).toBe('error');
+      // Written `error` with the pause's own words, the Subscription is stored as written (its owner stays the first app).
+      await writer.put200({ ...paused, channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/elsewhere' } });
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [] });
+      expect(await shown()).toMatchObject({ status: 'error', version: '3' });
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_resumed: [] });
+      expect(await shown()).toMatchObject({ status: 'error', version: '3' });
+
+      // One never paused, rewritten so: update does not activate it either.
+      const active = await subscribed('forged-active');
+      const sub = (await (await writer.get(`Subscription/${active.id}`)).json()) as Json;
+      await writer.put200({ ...sub, status: 'error', error: paused.error!.toString().replace(c.id, active.c.id), channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/elsewhere' } });
+      expect(await cinder(['client', 'update', active.c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_resumed: [] });
+      expect(await active.shown()).toMatchObject({ status: 'error', version: '2' });
+      // Rewritten with nothing changed but the status and its words: set back to what it was, as its own pause would be.
+      const again = await subscribed('forged-same');
+      const same = (await (await writer.get(`Subscription/${again.id}`)).json()) as Json;
+      await writer.put200({ ...same, status: 'error', error: paused.error!.toString().replace(c.id, again.c.id) });
+      expect(await cinder(['client', 'enable', again.c.id])).toMatchObject({ subscriptions_resumed: [again.id] });
+      expect(await again.shown()).toEqual({ status: 'active', error: undefined, version: '3' });
+    });
+
     test("a disabled client's topic Subscription with a heartbeat period has its heartbeats again once it is enabled", async () => {
       const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
       const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';

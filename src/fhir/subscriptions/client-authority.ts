@@ -5,11 +5,13 @@
  * what a Subscription selects (`cinder client update --scope`), the client's Subscriptions notify nothing (the hub and
  * the delivery loop skip them), so each is paused: set `error`, its `error` saying why (R4: "the server has an error
  * executing the notification"). Once the registration allows again (`client enable`, scopes widened), each the server
- * paused, and only those (its current version the pause, unchanged since), goes back to the status it had: `active`, or
+ * paused, and only those (its current version the pause, unchanged since, and each pause changing nothing but the
+ * status and `error`: statusBefore), goes back to the status it had: `active`, or
  * `requested` for a topic rest-hook one still awaiting its handshake (R5's state machine: error to active once the
  * server recovers). Its owner and count stay: the client's authority is its registration. `cinder client delete`
  * turns them `off`, for good. Those it activated on its users' sign-ins are user-authority.ts's.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Clock } from '../../clock.ts';
 import { FhirError } from '../../errors.ts';
 import type { Condition, ResourceVersion, Store } from '../../store/types.ts';
@@ -71,16 +73,36 @@ export interface Registration {
   access(owner: string): Promise<Access>;
 }
 
-/** The status a paused Subscription goes back to: that of the last version before the server's pauses (at most 20 back). */
+/**
+ * The status a paused Subscription goes back to: that of the last version before the server's pauses (at most 20 back).
+ * Each pause is the server's only if it changed nothing but the status and `error` of the version before it: the
+ * pause's words are plain text, which anyone who may write the Subscription can write (stored as written: an `error`
+ * activates nothing, and its owner stays), with another endpoint or criteria that enable would otherwise set active
+ * unchecked under the owner's authority.
+ */
 async function statusBefore(store: Store, tenant: string, current: ResourceVersion, clientId: string): Promise<'active' | 'requested' | undefined> {
+  let after = JSON.parse(current.content) as Json;
   for (let v = current.versionId - 1; v >= 1 && v >= current.versionId - 20; v--) {
     const before = await store.resources.vread(tenant, 'Subscription', current.id, v);
     if (!before || before.deleted) return undefined;
     const sub = JSON.parse(before.content) as Json;
-    if (pausedFor(sub, clientId) !== undefined) continue;
+    if (!sameBesidesStatus(sub, after)) return undefined;
+    if (pausedFor(sub, clientId) !== undefined) {
+      after = sub;
+      continue;
+    }
     return sub.status === 'active' || sub.status === 'requested' ? sub.status : undefined;
   }
   return undefined;
+}
+
+/** Whether two versions of a Subscription differ at most in their status, `error` and version stamp. */
+function sameBesidesStatus(a: Json, b: Json): boolean {
+  const rest = ({ status: _s, error: _e, meta, ...r }: Json): Json => {
+    const { versionId: _v, lastUpdated: _l, ...m } = (meta ?? {}) as Json;
+    return { ...r, meta: m };
+  };
+  return isDeepStrictEqual(rest(a), rest(b));
 }
 
 /**

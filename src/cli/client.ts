@@ -202,12 +202,12 @@ function usersSubscriptionsOff(ctx: Context, client: Client, what: string): Prom
 }
 
 /**
- * What `client`'s registration allows its own Subscriptions (client-authority.ts): disabled or not (`disabled`), and
+ * What `client`'s registration allows its own Subscriptions (client-authority.ts): whether it is disabled, and
  * each owner's recorded scopes held to those it still has registered, as a refresh and the servers' matching hold them.
  */
-function registration(client: Client, disabled = client.disabled): Registration {
+function registration(client: Client): Registration {
   return {
-    disabled,
+    disabled: client.disabled,
     access: async (owner) => accessFromScopes(stillRegistered(client, ownerScopes(owner)), client.clientId, ownerPatient(owner) ?? undefined),
   };
 }
@@ -222,11 +222,11 @@ async function reconciled(ctx: Context, client: Client, reg: Registration): Prom
 type SubscriptionSteps = (ctx: Context, client: Client) => Promise<Record<string, string[]>>;
 
 /**
- * A lifecycle command on one client: `change` changes it, and its status is printed, with what `before` (run on the
- * client as found, before the change) and `after` (on the client changed) did to its Subscriptions.
+ * A lifecycle command on one client: `change` changes it, and its status is printed, with what `after` (run on the
+ * client changed) did to its Subscriptions.
  */
 function lifecycleCommand(
-  name: string, summary: string, notes: string, change: (ctx: Context, id: string) => Promise<Client>, steps: { before?: SubscriptionSteps; after?: SubscriptionSteps } = {},
+  name: string, summary: string, notes: string, change: (ctx: Context, id: string) => Promise<Client>, steps: { after?: SubscriptionSteps } = {},
 ): Command {
   return {
     name: `client ${name}`,
@@ -238,12 +238,11 @@ function lifecycleCommand(
     async run(args, io) {
       const id = clientIdOf(args);
       return withStore(io, async (ctx) => {
-        const before = steps.before ? await steps.before(ctx, await findClient(ctx.store, id)) : {};
         const c = await change(ctx, id);
         // Recorded before the Subscriptions are written: a failure there leaves the change audited (run it again to retry).
         await auditChange(ctx, io, `client ${name}`, c.tenant, { kind: 'client', id });
         const after = steps.after ? await steps.after(ctx, c) : {};
-        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...before, ...after });
+        printData(io, !!args.values.json, { client_id: c.clientId, tenant: c.tenant, status: clientStatus(c), ...after });
         return 0;
       });
     },
@@ -278,10 +277,10 @@ export const clientEnableCommand = lifecycleCommand(
     'off then stay off.',
   ({ store }, id) => enableClient(store, id),
   {
-    // Before the enable (while every server skips them), so that none is matched before it reads as resumed; a deleted
-    // client is refused as it is found.
-    // One its scopes no longer allow says so instead (subscriptions_paused).
-    before: async (ctx, c) => reconciled(ctx, c, registration(c, false)),
+    // After the enable: set back before it, one would be found active with its client still disabled by a write in
+    // between, and paused again by that server (silenced.ts). Paused until then, none is matched before it reads as
+    // resumed. One its scopes no longer allow says so instead (subscriptions_paused).
+    after: async (ctx, c) => reconciled(ctx, c, registration(c)),
   },
 );
 

@@ -679,6 +679,23 @@ for (const target of targets) {
       expect(await again.shown()).toEqual({ status: 'active', error: undefined, version: '3' });
     });
 
+    test('enabled, a client\'s Subscriptions stay resumed though a server still holds its record as disabled (its 5-second cache) when the next write comes', async () => {
+      const { c, id, admin, shown, notified } = await subscribed('enable-race');
+      expect(await cinder(['client', 'disable', c.id])).toMatchObject({ subscriptions_paused: [id] });
+      later();
+      // The app reads the client record as disabled (its token endpoint refuses it) and keeps it for 5 seconds.
+      await expectTokenError(await clientCredentials(c), 'invalid_client');
+      expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [id] });
+      expect(await shown()).toMatchObject({ status: 'active', version: '3' });
+      // Past the hub's look at the Subscriptions, within the client cache: the next write finds it active, its client disabled.
+      t.clock.advance(1_000);
+      await admin.put200({ resourceType: 'Patient', id: 'er1', name: [{ family: 'enable-race' }] });
+      expect(await shown()).toMatchObject({ status: 'active', version: '3' });
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'er2', name: [{ family: 'enable-race' }] });
+      expect(await notified()).toBe(1);
+    });
+
     test("a disabled client's topic Subscription with a heartbeat period has its heartbeats again once it is enabled", async () => {
       const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
       const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';

@@ -41,7 +41,7 @@ export async function showSilenced(
   deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string> }, tenant: string, silenced: readonly Silenced[],
 ): Promise<void> {
   const { fhir, clock, log, showing } = deps;
-  for (const s of silenced) {
+  for (let s of silenced) {
     const key = `${tenant}\u0000${s.id}`;
     if (showing.has(key)) continue;
     showing.add(key);
@@ -49,6 +49,13 @@ export async function showSilenced(
       const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
       if (!sub || !isActivated(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
+      // The client as it is now, not as the hub's cache held it (up to 5 seconds old): one enabled since, whose
+      // Subscriptions `cinder client enable` set back, is not paused again.
+      if (s.why === 'client') {
+        const client = await fhir.store.clients.get(s.clientId);
+        if (!client?.disabled) continue;
+        s = { ...s, client };
+      }
       const { status, error } = statusOf(s);
       await writeServerStatus(fhir, clock, tenant, current!, sub, status, error);
     } catch (err) {

@@ -943,6 +943,29 @@ for (const target of targets) {
       expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(1);
     });
 
+    test('a write that finds many silenced Subscriptions shows 16 of them (its response waits for each), the next writes the others', async () => {
+      const c = await backend(['system/*.*']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const sub = await owner.create({ resourceType: 'Subscription', status: 'requested', reason: 'many', criteria: `Patient?family=many${i}`, channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+        ids.push(sub.id as string);
+      }
+      // Disabled behind cinder's back (as a token the servers had not yet refused leaves them): silenced, reading active.
+      await disableClient(t.store, t.clock, c.id);
+      later();
+      const admin = fhirClient(t, await t.token());
+      const paused = async () => {
+        let n = 0;
+        for (const id of ids) if (((await (await admin.get(`Subscription/${id}`)).json()) as Json).status === 'error') n++;
+        return n;
+      };
+      await admin.put200({ resourceType: 'Patient', id: 'many1', name: [{ family: 'many' }] });
+      expect(await paused()).toBe(16);
+      await admin.put200({ resourceType: 'Patient', id: 'many2', name: [{ family: 'many' }] });
+      expect(await paused()).toBe(20);
+    });
+
     /** The statement an older release (before revocation_sequence) recorded a client revocation with: no seq. */
     const olderRevocation = (kind: string, clientId: string, at: number) => target.kind === 'sqlite'
       ? `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('${kind}', '${clientId}', ${at}, ${at + 90_000_000})

@@ -256,9 +256,9 @@ export class SubscriptionHub {
       committed: async () => {
         if (watchedWritten) this.state(tenant).watch.markStale();
         // Awaited, not left running: the response waits for these writes, which are rare (one per such Subscription).
-        if (silenced.length) {
-          await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing }, tenant, silenced);
-          // Written through a FHIR layer without the hub: the set is read again at once, without them.
+        // Written through a FHIR layer without the hub: the set is read again at once, without them (only then: one
+        // left as it was, its client enabled since, costs no reading of the whole set at each write).
+        if (silenced.length && (await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing }, tenant, silenced)) > 0) {
           this.state(tenant).watch.markStale();
         }
       },

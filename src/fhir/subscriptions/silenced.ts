@@ -16,6 +16,9 @@ import { deletedError, pausedError } from './client-authority.ts';
 import { writeServerStatus } from './server-status.ts';
 import { signInRevokedError } from './user-authority.ts';
 
+/** How many silenced Subscriptions one write shows at most (showSilenced). */
+export const SHOWN_PER_WRITE = 16;
+
 /** A Subscription the hub skipped, and why: its sign-in revoked, or its client (its own authority) disabled. */
 export interface Silenced {
   id: string;
@@ -36,32 +39,42 @@ function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
  * Writes each of `silenced` (of `tenant`) still activated for the owner it was skipped for with the status statusOf
  * gives, as the server (writeServerStatus: a client's write in between stands). `showing` holds the ones under way in
  * this process (a write of one does not start another); a failure is logged, the write that found them having committed.
+ * At most `limit` are written (each is a write transaction the response waits for: a client with hundreds of them
+ * held one write for seconds); the others wait for the next writes, which find them still silenced. How many it wrote.
  */
 export async function showSilenced(
-  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string> }, tenant: string, silenced: readonly Silenced[],
-): Promise<void> {
+  deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string> }, tenant: string, silenced: readonly Silenced[], limit = SHOWN_PER_WRITE,
+): Promise<number> {
   const { fhir, clock, log, showing } = deps;
+  // Each client as it is now, not as the hub's cache held it (up to 5 seconds old), read once: one enabled since,
+  // whose Subscriptions `cinder client enable` set back, is not paused again.
+  const clients = new Map<string, Promise<Client | null>>();
+  let written = 0;
+  let tried = 0;
   for (let s of silenced) {
+    if (tried >= limit) break;
     const key = `${tenant}\u0000${s.id}`;
     if (showing.has(key)) continue;
     showing.add(key);
     try {
-      const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
-      const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
-      if (!sub || !isActivated(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
-      // The client as it is now, not as the hub's cache held it (up to 5 seconds old): one enabled since, whose
-      // Subscriptions `cinder client enable` set back, is not paused again.
       if (s.why === 'client') {
-        const client = await fhir.store.clients.get(s.clientId);
+        let read = clients.get(s.clientId);
+        if (read === undefined) clients.set(s.clientId, (read = fhir.store.clients.get(s.clientId)));
+        const client = await read;
         if (!client?.disabled) continue;
         s = { ...s, client };
       }
+      const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
+      const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
+      if (!sub || !isActivated(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
       const { status, error } = statusOf(s);
-      await writeServerStatus(fhir, clock, tenant, current!, sub, status, error);
+      tried++;
+      if (await writeServerStatus(fhir, clock, tenant, current!, sub, status, error)) written++;
     } catch (err) {
       log.warn('a silenced subscription could not be shown as such', { tenant, subscription: s.id, err });
     } finally {
       showing.delete(key);
     }
   }
+  return written;
 }

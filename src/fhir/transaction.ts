@@ -66,8 +66,9 @@ async function transaction(deps: FhirDeps, req: FhirRequest, entries: Entry[], b
   }
   const out: Json[] = new Array(entries.length);
   const opts = putOptions(deps, req, deps.clock.now());
-  // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes.
-  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription, true);
+  // One unit (FHIR R4 http.html#transaction): a Subscription's `:in` may name a ValueSet the Bundle writes, or deletes.
+  const deleted = planned.flatMap((p) => (p.entry.method === 'DELETE' && p.id !== undefined ? [{ type: p.entry.type, id: p.id }] : []));
+  await deps.subscriptions?.prepare(planned.map(writtenBy), opts.activateSubscription, { deleted });
   await writeTx(deps, req.tenant, async (w) => {
     await settle(w, settledConditions(planned));
     // The resources the entries change are looked up together (PostgreSQL locks them in one statement,

@@ -258,6 +258,16 @@ for (const target of targets) {
       await off({ id: stored.id });
     });
 
+    test("a transaction that deletes the ValueSet its Subscription's :in names is refused, as that ValueSet is gone once it commits", async () => {
+      const vs = { resourceType: 'ValueSet', id: 'tx-gone', url: 'http://example.org/ValueSet/tx-gone', status: 'active', compose: { include: [{ system: 'http://loinc.org', concept: [{ code: '1234-5' }] }] } };
+      expect((await put('ValueSet/tx-gone', vs)).status).toBe(201);
+      const sub = subscription(hook.url, { criteria: 'Observation?code:in=http://example.org/ValueSet/tx-gone' }, { payload: 'application/fhir+json' });
+      const res = await post('', { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: 'ValueSet/tx-gone' } }, { resource: sub, request: { method: 'POST', url: 'Subscription' } }] });
+      const outcome = (await res.json()) as Json;
+      expect([res.status, ((outcome.issue as Json[] | undefined)?.[0]?.expression as string[] | undefined)?.[0]]).toEqual([422, 'Bundle.entry[1].resource.criteria']);
+      expect((await t.request(`${t.fhir()}/ValueSet/tx-gone`, fhirInit(token))).status).toBe(200);
+    });
+
     test('cinder import notifies nothing, and a Subscription it loads is stored as written and delivers nothing', async () => {
       const sub = await subscribe(subscription(hook.url));
       const cli = createCliEnv({ CINDER_DATABASE_URL: database.url });

@@ -58,6 +58,11 @@ export interface ActivationReads {
   resolved: ResolvedConditions;
 }
 
+/** A transaction's entries, written as one unit (prepareActivation): the resources its DELETE entries delete, besides those it writes. */
+export interface Together {
+  deleted: readonly { type: string; id: string }[];
+}
+
 /** An activated Subscription, its owner's record and its channel type. */
 export interface Activated {
   resource: Resource;
@@ -153,11 +158,11 @@ function compileTopicFor(topic: Topic, request: ReturnType<typeof topicRequest>,
  * (and their topics', a topic among `resources` too) resolve from ValueSets, code systems and hierarchies. Activation
  * in the transaction then reads them from there, and through its writer alone. What fails here is left for activation
  * to refuse, as it would. `together` (a transaction's entries, one unit): the CodeSystems and ValueSets among
- * `resources` are resolved as written, in front of the stored ones (TerminologyService.contextWith), as a topic among
- * them is found.
+ * `resources` are resolved as written, in front of the stored ones (TerminologyService.contextWith), and those its
+ * DELETE entries name (`together.deleted`) are not found, as a topic among them is found.
  */
 export async function prepareActivation(
-  resources: readonly (Resource | undefined)[], base: Omit<ActivationContext, 'writer' | 'stored'> & { reads: ActivationReads }, together = false,
+  resources: readonly (Resource | undefined)[], base: Omit<ActivationContext, 'writer' | 'stored'> & { reads: ActivationReads }, together?: Together,
 ): Promise<void> {
   const asking = resources.filter((r): r is Resource => {
     const sub = r as Json | undefined;
@@ -165,7 +170,7 @@ export async function prepareActivation(
       && DELIVERED_CHANNELS.includes((sub.channel as Json | undefined)?.type as string);
   }) as unknown as Json[];
   if (asking.length === 0) return;
-  const terminology = together ? writtenTerminology(resources as readonly (Json | undefined)[]) : undefined;
+  const terminology = together ? writtenTerminology(resources as readonly (Json | undefined)[], together.deleted) : undefined;
   const expandCodes = base.deps.expandCodes;
   const ctx = terminology === undefined || expandCodes === undefined
     ? base

@@ -20,7 +20,7 @@ import { compileFilter } from '../search.ts';
 import { matchConditions } from '../search-match.ts';
 import { textIndexOf } from '../text-index.ts';
 import type { Client, Condition, TextEntry } from '../../store/types.ts';
-import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads } from './activation.ts';
+import { activateSubscription, DELIVERED_CHANNELS, isActivated, prepareActivation, type Activated, type ActivationReads, type Together } from './activation.ts';
 import { compileCriteria } from './criteria.ts';
 import { fhirPathHolds } from './fhirpath-criteria.ts';
 import type { CompiledTopicCriteria } from '../validation/fhirpath-engine.ts';
@@ -118,9 +118,10 @@ export interface ActivateSubscription {
   /**
    * Reads what activating the Subscriptions among `resources` reads of the committed state (topics, the ValueSets,
    * code systems and hierarchies their criteria resolve), before the write's transaction begins (SubscriptionHub.prepare).
-   * `together`: they are a transaction's, written as one unit, so its CodeSystems and ValueSets are resolved as written.
+   * `together`: they are a transaction's, written as one unit, so its CodeSystems and ValueSets are resolved as written
+   * (and as it deletes them).
    */
-  prepare(resources: readonly (Resource | undefined)[], together?: boolean): Promise<void>;
+  prepare(resources: readonly (Resource | undefined)[], together?: Together): Promise<void>;
 }
 
 /** What one write does around its transaction: `wrap` the function it runs, `committed` once it committed. */
@@ -164,7 +165,7 @@ export class SubscriptionHub {
    * with the write's `activation`, reads what their activation reads of the committed state (prepareActivation; a
    * transaction's, `together`, as its own CodeSystems and ValueSets leave it).
    */
-  async prepare(resources: readonly (Resource | undefined)[], activation?: ActivateSubscription, together = false): Promise<void> {
+  async prepare(resources: readonly (Resource | undefined)[], activation?: ActivateSubscription, together?: Together): Promise<void> {
     await activation?.prepare(resources, together);
     const hosts = resources.flatMap((r) => {
       const sub = r as { resourceType?: string; status?: string; channel?: { type?: string; endpoint?: unknown } } | undefined;
@@ -194,7 +195,7 @@ export class SubscriptionHub {
     const ctx = { deps: fhir, tenant: req.tenant, access: req.access, now, allowPrivate, resolve: this.resolve, reads };
     return Object.assign(
       (resource: Resource, writer: ResourceWriter, stored?: { id: string; resource: Record<string, unknown> }) => activateSubscription(resource, { ...ctx, writer, ...(stored && { stored }) }),
-      { prepare: (resources: readonly (Resource | undefined)[], together?: boolean) => prepareActivation(resources, ctx, together) },
+      { prepare: (resources: readonly (Resource | undefined)[], together?: Together) => prepareActivation(resources, ctx, together) },
     );
   }
 

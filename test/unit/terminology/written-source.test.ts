@@ -43,6 +43,15 @@ describe('writtenSource', () => {
     expect((await replaced.valueSet('http://x/vs'))?.version).toBe('1.5');
   });
 
+  test('a ValueSet the transaction deletes is found neither by url nor by id; it still holds its id (a deleted row shadows a core one)', async () => {
+    const written = writtenTerminology([undefined], [{ type: 'ValueSet', id: 'old' }, { type: 'Patient', id: 'p' }])!;
+    const source = writtenSource(written, stored([vs('old', 'http://x/old'), vs('kept', 'http://x/kept')]));
+    expect(await source.valueSet('http://x/old')).toBeNull();
+    expect(await source.valueSetById('old')).toBeNull();
+    expect((await source.valueSet('http://x/kept'))?.id).toBe('kept');
+    expect(await source.holds!('ValueSet', 'old')).toBe(true);
+  });
+
   test('writtenTerminology keeps the CodeSystems and ValueSets that parse, none when there are none', () => {
     expect(writtenTerminology([{ resourceType: 'Patient' }, undefined])).toBeUndefined();
     const found = writtenTerminology([{ resourceType: 'ValueSet', url: 'http://x/v', status: 'active' }, { resourceType: 'CodeSystem', url: 'http://x/c', status: 'active', content: 'complete' }, { resourceType: 'ValueSet', compose: 'not an object' }]);

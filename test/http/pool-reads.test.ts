@@ -160,5 +160,18 @@ for (const target of targets) {
       await drain();
       expect(hook.got.splice(0).length).toBe(1);
     });
+
+    test("transactions each writing or deleting the ValueSet their Subscription's :in names answer: the Bundle's terminology is read before each transaction", async () => {
+      const vs = (i: number) => ({ resourceType: 'ValueSet', id: `txvs${i}`, url: `http://example.org/txvs${i}`, status: 'active', compose: { include: [{ system: 'http://loinc.org', concept: [{ code: '1234-5' }] }] } });
+      const bundle = (i: number, method: string) => ({
+        resourceType: 'Bundle', type: 'transaction',
+        entry: [
+          method === 'DELETE' ? { request: { method, url: `ValueSet/txvs${i}` } } : { resource: vs(i), request: { method, url: `ValueSet/txvs${i}` } },
+          { resource: websocket(`Observation?code:in=http://example.org/txvs${i}`), request: { method: 'POST', url: 'Subscription' } },
+        ],
+      });
+      expect(await together(four.map((i) => ({ method: 'POST', path: '', body: bundle(i, 'PUT') })))).toEqual([200, 200, 200, 200]);
+      expect(await together(four.map((i) => ({ method: 'POST', path: '', body: bundle(i, 'DELETE') })))).toEqual([422, 422, 422, 422]);
+    });
   });
 }

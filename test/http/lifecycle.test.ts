@@ -966,6 +966,30 @@ for (const target of targets) {
       expect(await paused()).toBe(20);
     });
 
+    test("a client's Subscription activated with a token the servers had not yet refused after its scopes were narrowed is paused at the next write, and resumed once they are widened", async () => {
+      const c = await backend(['system/*.*']);
+      const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
+      expect((await owner.get('Patient?_count=1')).status).toBe(200);
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/Observation.rs', '--scope', 'system/Subscription.cruds'])).toMatchObject({ subscriptions_paused: [] });
+      // Within the servers' 5 seconds its token still passes, with the scopes it had: the Subscription is activated.
+      const late = await owner.create({ resourceType: 'Subscription', status: 'requested', reason: 'late', criteria: 'Patient?family=latenarrow', channel: { type: 'rest-hook', endpoint: 'http://127.0.0.1:9/hook' } });
+      expect(late.status).toBe('active');
+      later();
+      const admin = fhirClient(t, await t.token());
+      await admin.put200({ resourceType: 'Patient', id: 'latenarrow1', name: [{ family: 'latenarrow' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
+      const shown = async () => {
+        const read = (await (await admin.get(`Subscription/${String(late.id)}`)).json()) as Json;
+        return [read.status, read.error, (read.meta as Json).versionId];
+      };
+      expect(await shown()).toEqual(['error', expect.stringContaining(`the scopes registered for the app that activated it (client ${c.id}) no longer let it search`), '2']);
+      expect(await cinder(['client', 'update', c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_resumed: [late.id] });
+      expect(await shown()).toEqual(['active', undefined, '3']);
+      later();
+      await admin.put200({ resourceType: 'Patient', id: 'latenarrow2', name: [{ family: 'latenarrow' }] });
+      expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(1);
+    });
+
     /** The statement an older release (before revocation_sequence) recorded a client revocation with: no seq. */
     const olderRevocation = (kind: string, clientId: string, at: number) => target.kind === 'sqlite'
       ? `INSERT INTO revocations (kind, value, revoked_at, expires_at) VALUES ('${kind}', '${clientId}', ${at}, ${at + 90_000_000})

@@ -7,6 +7,7 @@
  * Subscription, ValueSet and CodeSystem moves (any process's write), read at most every
  * CHECK_INTERVAL_MS and at once after such a write of this process: a tenant without subscriptions pays one cached lookup per write.
  */
+import { FhirError } from '../../errors.ts';
 import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../log.ts';
 import type { CurrentVersion, IndexRows, NotificationToWrite, ResourceWriter, VersionToWrite } from '../../store/types.ts';
@@ -86,6 +87,12 @@ interface Compiled {
 
 interface ActiveSet {
   token: string;
+  /**
+   * Those activated on a client's own authority that its registered scopes no longer let search what they select (their
+   * compilation a 403), with the scopes judged: they notify nothing, and are paused as `cinder client update --scope`
+   * pauses them (silenced.ts), one activated with a token the servers had not yet refused having escaped that.
+   */
+  refused: Silenced[];
   byType: Map<string, Compiled[]>;
   /** The types some topic-based Subscription triggers on: their writes are read with their previous version, deletions too. */
   topicTypes: Set<string>;
@@ -257,9 +264,10 @@ export class SubscriptionHub {
       committed: async () => {
         if (watchedWritten) this.state(tenant).watch.markStale();
         // Awaited, not left running: the response waits for these writes, which are rare (one per such Subscription).
-        // Written through a FHIR layer without the hub: the set is read again at once, without them (only then: one
-        // left as it was, its client enabled since, costs no reading of the whole set at each write).
-        if (silenced.length && (await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing }, tenant, silenced)) > 0) {
+        // Written through a FHIR layer without the hub: the set is read again at once, without them (only then, or for
+        // one refused for scopes changed since: one left as it was, its client enabled since, costs no reading of the
+        // whole set at each write).
+        if (silenced.length && (await showSilenced({ fhir: this.options.fhir, clock: this.options.clock, log: this.options.log, showing: this.showing }, tenant, silenced))) {
           this.state(tenant).watch.markStale();
         }
       },
@@ -368,7 +376,7 @@ export class SubscriptionHub {
       if (client?.disabled) continue;
       if ((client?.scopes.join(' ') ?? null) === s.registered || (await this.current(tenant, s))) out.add(s);
     }
-    return { notifying: out, silenced: [...silenced.values()] };
+    return { notifying: out, silenced: [...silenced.values(), ...active.refused] };
   }
 
   /** A client's registered scopes, as compared to see whether its subscriptions need compiling again. */
@@ -443,6 +451,7 @@ export class SubscriptionHub {
       byType.set(c.type, list);
     };
     let topics: Promise<Topic[]> | undefined;
+    const refused: Silenced[] = [];
     for (const row of rows.slice(0, MAX_ACTIVE)) {
       const r = JSON.parse(row.content) as Record<string, unknown> & { criteria?: unknown; channel?: { type?: string } };
       const owner = owners.get(row.id);
@@ -469,8 +478,12 @@ export class SubscriptionHub {
         add({ id: row.id, type: c.type, where: c.where, access, owner, criteria: r.criteria, clientId, registered, user: ownerUser(owner) });
       } catch (err) {
         log.warn('an active subscription no longer compiles and notifies nothing', { tenant, subscription: row.id, err });
+        const clientId = ownerClient(owner);
+        if (err instanceof FhirError && err.status === 403 && clientId !== null && ownerUser(owner) === null) {
+          refused.push({ id: row.id, owner, clientId, why: 'scopes', client: null, registered: await this.registeredScopes(clientId) });
+        }
       }
     }
-    return { token, byType, topicTypes };
+    return { token, byType, topicTypes, refused };
   }
 }

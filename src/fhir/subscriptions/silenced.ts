@@ -19,19 +19,25 @@ import { signInRevokedError } from './user-authority.ts';
 /** How many silenced Subscriptions one write shows at most (showSilenced). */
 export const SHOWN_PER_WRITE = 16;
 
-/** A Subscription the hub skipped, and why: its sign-in revoked, or its client (its own authority) disabled. */
+/**
+ * A Subscription the hub skipped, and why: its sign-in revoked, its client (its own authority) disabled, or that client's
+ * registered scopes no longer letting it search what it selects.
+ */
 export interface Silenced {
   id: string;
   /** The owner record it was skipped for (a Subscription activated again since by another owner is not touched). */
   owner: string;
   clientId: string;
-  why: 'sign-in' | 'client';
+  why: 'sign-in' | 'client' | 'scopes';
   client: Client | null;
+  /** For `scopes`: the client's registered scopes it was judged with (joined by spaces). */
+  registered?: string | null;
 }
 
 /** The status and `error` the server writes for `s`. */
 function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
   if (s.why === 'sign-in') return { status: 'off', error: signInRevokedError };
+  if (s.why === 'scopes') return { status: 'error', error: pausedError(s.clientId, 'scopes') };
   return s.client?.deletedAt != null ? { status: 'off', error: deletedError(s.clientId) } : { status: 'error', error: pausedError(s.clientId, 'disabled') };
 }
 
@@ -40,16 +46,17 @@ function statusOf(s: Silenced): { status: 'off' | 'error'; error: string } {
  * gives, as the server (writeServerStatus: a client's write in between stands). `showing` holds the ones under way in
  * this process (a write of one does not start another); a failure is logged, the write that found them having committed.
  * At most `limit` are written (each is a write transaction the response waits for: a client with hundreds of them
- * held one write for seconds); the others wait for the next writes, which find them still silenced. How many it wrote.
+ * held one write for seconds); the others wait for the next writes, which find them still silenced. Whether the hub's
+ * set is to be read again: one was written, or refused for scopes its client no longer has registered (judged again).
  */
 export async function showSilenced(
   deps: { fhir: FhirDeps; clock: Clock; log: Logger; showing: Set<string> }, tenant: string, silenced: readonly Silenced[], limit = SHOWN_PER_WRITE,
-): Promise<number> {
+): Promise<boolean> {
   const { fhir, clock, log, showing } = deps;
   // Each client as it is now, not as the hub's cache held it (up to 5 seconds old), read once: one enabled since,
   // whose Subscriptions `cinder client enable` set back, is not paused again.
   const clients = new Map<string, Promise<Client | null>>();
-  let written = 0;
+  let again = false;
   let tried = 0;
   for (let s of silenced) {
     if (tried >= limit) break;
@@ -57,24 +64,29 @@ export async function showSilenced(
     if (showing.has(key)) continue;
     showing.add(key);
     try {
-      if (s.why === 'client') {
+      if (s.why !== 'sign-in') {
         let read = clients.get(s.clientId);
         if (read === undefined) clients.set(s.clientId, (read = fhir.store.clients.get(s.clientId)));
         const client = await read;
-        if (!client?.disabled) continue;
-        s = { ...s, client };
+        if (client?.disabled) s = { ...s, why: 'client', client };
+        else if (s.why === 'client' || !client) continue;
+        else if (client.scopes.join(' ') !== s.registered) {
+          // Refused for scopes other than those registered now (changed since): the hub judges it again.
+          again = true;
+          continue;
+        }
       }
       const current = await fhir.store.resources.read(tenant, 'Subscription', s.id);
       const sub = current && !current.deleted ? (JSON.parse(current.content) as Record<string, unknown>) : undefined;
       if (!sub || !isActivated(sub) || (await fhir.store.subscriptions.owner(tenant, s.id)) !== s.owner) continue;
       const { status, error } = statusOf(s);
       tried++;
-      if (await writeServerStatus(fhir, clock, tenant, current!, sub, status, error)) written++;
+      if (await writeServerStatus(fhir, clock, tenant, current!, sub, status, error)) again = true;
     } catch (err) {
       log.warn('a silenced subscription could not be shown as such', { tenant, subscription: s.id, err });
     } finally {
       showing.delete(key);
     }
   }
-  return written;
+  return again;
 }

@@ -2,8 +2,8 @@ import { Hono, type Context } from 'hono';
 import { FhirError } from '../errors.ts';
 import type { CapabilityContribution } from '../fhir/capability.ts';
 import type { FhirDeps } from '../fhir/crud.ts';
-import { runGraphql, type GraphqlFocus, type GraphqlRequest } from '../fhir/graphql/execute.ts';
-import { FhirGraphqlSchema } from '../fhir/graphql/schema.ts';
+import type { GraphqlFocus, GraphqlRequest } from '../fhir/graphql/execute.ts';
+import type { FhirGraphqlSchema } from '../fhir/graphql/schema.ts';
 import { checkRestType, checkTypeAndId } from '../fhir/resource.ts';
 import { REST_RESOURCE_TYPES } from '../fhir/resource-types.ts';
 import { readLimited } from './body.ts';
@@ -23,6 +23,15 @@ export const graphqlCapability: CapabilityContribution = {
     { name: 'graphql', definition: 'http://hl7.org/fhir/OperationDefinition/Resource-graphql', types: [...REST_RESOURCE_TYPES] },
   ],
 };
+
+/**
+ * The executor and schema, with the `graphql` package under them, loaded on the first `$graphql` request
+ * (a dynamic import, which `bun build --compile` bundles like a static one): loading them took a tenth of
+ * a second or more of every process's start, and most processes never answer `$graphql`.
+ */
+let engine: Promise<{ runGraphql: typeof import('../fhir/graphql/execute.ts').runGraphql; FhirGraphqlSchema: typeof FhirGraphqlSchema }> | undefined;
+const graphqlEngine = () =>
+  (engine ??= Promise.all([import('../fhir/graphql/execute.ts'), import('../fhir/graphql/schema.ts')]).then(([e, s]) => ({ runGraphql: e.runGraphql, FhirGraphqlSchema: s.FhirGraphqlSchema })));
 
 const invalid = (message: string, expression: string) => new FhirError('invalid', message, { expression: [expression] });
 
@@ -97,6 +106,7 @@ export function graphqlRoutes(deps: GraphqlRouteDeps): Hono<AppEnv> {
   const answer = async (c: Context<AppEnv>, focus?: GraphqlFocus) => {
     const type = graphqlResponseType(c.req.header('accept'), c.req.url.includes('_format=') ? (c.req.query('_format') ?? null) : null);
     const request = await graphqlRequest(c, deps.maxBodyBytes);
+    const { runGraphql, FhirGraphqlSchema } = await graphqlEngine();
     schemas ??= new FhirGraphqlSchema();
     const reply = await runGraphql(deps.fhir, { tenant: c.get('tenant'), access: c.get('access') }, schemas, request, focus);
     // GraphQL over HTTP: in its own media type a request error (no `data`: the query did not parse, validate

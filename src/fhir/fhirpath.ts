@@ -127,19 +127,34 @@ function eat(p: Parser, token: string): boolean {
   return false;
 }
 
+/**
+ * Sticky (`y`) patterns, matched where the parser stands (lastIndex = p.at): no copy of the rest of the
+ * text, no pattern built per token (compiling R4's search parameters, thousands of expressions once per
+ * process, spent most of its time there).
+ */
+const IDENT_AT = new RegExp(IDENT, 'y');
+const STRING_AT = /'((?:[^'\\]|\\.)*)'/y;
+const INDEX_AT = /\[(\d+)\]/y;
+
+/** `re` (sticky) matched at the parser's position, the position moved past it; null where it does not match. */
+function matchAt(p: Parser, re: RegExp): RegExpExecArray | null {
+  re.lastIndex = p.at;
+  const m = re.exec(p.text);
+  if (m) p.at += m[0].length;
+  return m;
+}
+
 function ident(p: Parser): string {
   skip(p);
-  const m = new RegExp(`^${IDENT}`).exec(p.text.slice(p.at));
+  const m = matchAt(p, IDENT_AT);
   if (!m) fail(p, 'identifier expected');
-  p.at += m[0].length;
   return m[0];
 }
 
 function stringLiteral(p: Parser): string {
   skip(p);
-  const m = /^'((?:[^'\\]|\\.)*)'/.exec(p.text.slice(p.at));
+  const m = matchAt(p, STRING_AT);
   if (!m) fail(p, 'string expected');
-  p.at += m[0].length;
   return m[1]!.replace(/\\(.)/g, '$1');
 }
 
@@ -159,14 +174,17 @@ function whereStep(p: Parser): { step: Step; targetType?: string } {
   return { step: (nodes) => nodes.filter((n) => get([n], undefined).some((v) => v === text)) };
 }
 
-/** One path: `[%resource.|Type.]a.b.ofType(X).where(...)[0]...`, optionally parenthesised. */
-function path(p: Parser, resourceType: string | undefined): { path: CompiledPath; applies: boolean } {
+/**
+ * One path: `[%resource.|Type.]a.b.ofType(X).where(...)[0]...`, optionally parenthesised. With `typed`
+ * (an expression on a resource type) a leading capitalised name is the type the branch applies to (`on`).
+ */
+function path(p: Parser, typed: boolean): { path: CompiledPath; on?: string } {
   skip(p);
   const parens = eat(p, '(');
   const steps: Step[] = [];
   const keyParts: string[] = [];
   let targetType: string | undefined;
-  let applies = true;
+  let on: string | undefined;
   const fromRoot = eat(p, '%resource');
   const name = (n: string): void => {
     if (n === 'ofType' || n === 'as') {
@@ -194,17 +212,15 @@ function path(p: Parser, resourceType: string | undefined): { path: CompiledPath
   };
   if (!fromRoot) {
     const first = ident(p);
-    if (resourceType !== undefined && /^[A-Z]/.test(first)) {
-      applies = first === resourceType || first === 'Resource' || first === 'DomainResource';
-    } else name(first);
+    if (typed && /^[A-Z]/.test(first)) on = first;
+    else name(first);
   }
   const rest = (): void => {
     for (;;) {
       skip(p);
       if (p.text[p.at] === '[') {
-        const m = /^\[(\d+)\]/.exec(p.text.slice(p.at));
+        const m = matchAt(p, INDEX_AT);
         if (!m) fail(p, 'index expected');
-        p.at += m[0].length;
         const n = Number(m[1]);
         steps.push((nodes) => (n < nodes.length ? [nodes[n]] : []));
         keyParts.push(`[${n}]`);
@@ -228,11 +244,34 @@ function path(p: Parser, resourceType: string | undefined): { path: CompiledPath
     }
     return nodes;
   };
-  return { path: targetType ? { key, targetType, evaluate } : { key, evaluate }, applies };
+  return { path: targetType ? { key, targetType, evaluate } : { key, evaluate }, ...(on !== undefined && { on }) };
 }
 
 /** `X.exists() and X != false`: R4's `deceased`, true when present and not `false`. */
 const PRESENT_AND_NOT_FALSE = new RegExp(`^(${IDENT})\\.(${IDENT})\\.exists\\(\\) and \\1\\.\\2 != false$`);
+
+/** An expression's branches, each with the type it applies to (none: every type). */
+type Branches = { path: CompiledPath; on?: string }[];
+
+/**
+ * The branches of each expression compiled on a resource type, by its text. R4's search parameters share
+ * expressions among their bases (`clinical-patient` names some 30 types in one `Type.a | Other.b | ...`,
+ * compiled for each of them): each is parsed once, and each base takes the branches that apply to it.
+ * The compiled paths are never changed, so the bases share them. Filled from the definitions alone.
+ */
+const TYPED_BRANCHES = new Map<string, Branches>();
+
+function branches(expression: string, typed: boolean): Branches {
+  const p: Parser = { text: expression, at: 0 };
+  const out: Branches = [];
+  for (;;) {
+    out.push(path(p, typed));
+    skip(p);
+    if (p.at >= p.text.length) break;
+    if (!eat(p, '|')) fail(p, "'|' expected");
+  }
+  return out;
+}
 
 /**
  * Compiles the branches of `expression` that apply to `resourceType` (`Type.a | Other.b`); with
@@ -251,16 +290,10 @@ export function compileExpression(expression: string, resourceType?: string): Co
       },
     }];
   }
-  const p: Parser = { text: expression, at: 0 };
-  const paths: CompiledPath[] = [];
-  for (;;) {
-    const { path: compiled, applies } = path(p, resourceType);
-    if (applies) paths.push(compiled);
-    skip(p);
-    if (p.at >= p.text.length) break;
-    if (!eat(p, '|')) fail(p, "'|' expected");
-  }
-  return paths;
+  if (resourceType === undefined) return branches(expression, false).map((b) => b.path);
+  let typed = TYPED_BRANCHES.get(expression);
+  if (typed === undefined) TYPED_BRANCHES.set(expression, (typed = branches(expression, true)));
+  return typed.filter(({ on }) => on === undefined || on === resourceType || on === 'Resource' || on === 'DomainResource').map((b) => b.path);
 }
 
 /** Every value reached by `path` from `resource`. */

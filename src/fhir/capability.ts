@@ -168,6 +168,29 @@ type Slot = { kind: 'topics' } | { kind: 'profiles'; type: string };
 /** The per-type entries, by the contributions they were made of: the same for every request of a process. */
 const RESOURCE_ENTRIES = new WeakMap<CapabilityContribution[], EntriesText>();
 
+/**
+ * The per-type entries by their operations (as JSON), which alone they are made of: every app of a process
+ * with the same features (each test app, a second app on the same configuration) shares them, as making them
+ * (every search parameter's documentation, 145 types) was most of a process's first `metadata`. A few at most.
+ */
+const ENTRIES_BY_OPERATIONS = new Map<string, EntriesText>();
+
+/** The per-type entries of `contributions`, made once per process for each set of operations. */
+function resourceEntriesText(contributions: CapabilityContribution[]): EntriesText {
+  let entries = RESOURCE_ENTRIES.get(contributions);
+  if (entries !== undefined) return entries;
+  const ops = contributions.flatMap((c) => c.operations ?? []);
+  const key = JSON.stringify(ops);
+  entries = ENTRIES_BY_OPERATIONS.get(key);
+  if (entries === undefined) {
+    entries = entriesText(JSON.stringify(resourceEntries(ops, PLACEHOLDERS)));
+    if (ENTRIES_BY_OPERATIONS.size >= 8) ENTRIES_BY_OPERATIONS.clear();
+    ENTRIES_BY_OPERATIONS.set(key, entries);
+  }
+  RESOURCE_ENTRIES.set(contributions, entries);
+  return entries;
+}
+
 /** Where capabilityStatementJson splices the per-type entries into the statement's text. */
 const ENTRIES_HERE = '\u0000';
 
@@ -232,17 +255,13 @@ function withTenant(entries: EntriesText, topics: string[] | undefined, profiles
  * SubscriptionTopics are all that vary (6.5 against 0.9 ms a request in process).
  */
 export function capabilityStatementJson(o: CapabilityOptions, subset?: StatementSubset): string {
-  let entries = RESOURCE_ENTRIES.get(o.contributions);
-  if (entries === undefined) {
-    entries = entriesText(JSON.stringify(resourceEntries(o.contributions.flatMap((c) => c.operations ?? []), PLACEHOLDERS)));
-    RESOURCE_ENTRIES.set(o.contributions, entries);
-  }
+  let entries = resourceEntriesText(o.contributions);
   let text = JSON.stringify(capabilityStatement(o, ENTRIES_HERE));
   if (subset !== undefined) {
     // The statement without its entries is small: it is shaped whole, and the entries (the same for
     // every request) are shaped once per subset, as they stand in the statement (rest[0].resource).
     text = subset.shape(text);
-    entries = shapedEntries(o.contributions, entries.text, subset);
+    entries = shapedEntries(entries, subset);
   }
   const placeholder = `"resource":${JSON.stringify(ENTRIES_HERE)}`;
   const at = text.indexOf(placeholder);
@@ -257,12 +276,13 @@ export interface StatementSubset {
   shape: Shape;
 }
 
-/** Shaped per-type entries, by contributions, then by subset key (a few dozen at most: then it starts afresh). */
-const SHAPED_ENTRIES = new WeakMap<CapabilityContribution[], Map<string, EntriesText>>();
+/** Shaped per-type entries, by the entries shaped, then by subset key (a few dozen at most: then it starts afresh). */
+const SHAPED_ENTRIES = new WeakMap<EntriesText, Map<string, EntriesText>>();
 
-function shapedEntries(contributions: CapabilityContribution[], entries: string, subset: StatementSubset): EntriesText {
-  let byKey = SHAPED_ENTRIES.get(contributions);
-  if (byKey === undefined) SHAPED_ENTRIES.set(contributions, (byKey = new Map()));
+function shapedEntries(whole: EntriesText, subset: StatementSubset): EntriesText {
+  const entries = whole.text;
+  let byKey = SHAPED_ENTRIES.get(whole);
+  if (byKey === undefined) SHAPED_ENTRIES.set(whole, (byKey = new Map()));
   let shaped = byKey.get(subset.key);
   if (shaped === undefined) {
     // The shape decides each member by its path from the resource, so the entries are shaped inside a

@@ -108,7 +108,7 @@ function multiply(a: Reduced, b: Reduced, exponent = 1): Reduced {
   return { factor: a.factor * b.factor ** exponent, dims };
 }
 
-/** The atoms by symbol (filled at the end of the module, once the parser is defined). */
+/** The atoms by symbol (filled by fillAtoms before the first unit is reduced). */
 const ATOMS = new Map<string, Atom>();
 
 /** The atom `symbol` names, with its prefix if any (the whole symbol first: `cd`, `Pa`, `min` are atoms). */
@@ -206,6 +206,7 @@ export function canonicalUnit(code: string): CanonicalUnit | undefined {
 function canonicalOf(code: string): CanonicalUnit | undefined {
   const special = SPECIAL[code];
   if (special) return { code: special.base, convert: (v) => tidy(special.toBase(v)) };
+  fillAtoms();
   let r: Reduced;
   try {
     r = reduce(code);
@@ -220,8 +221,18 @@ function canonicalOf(code: string): CanonicalUnit | undefined {
   return { code: name, convert: (v) => tidy(v * factor) };
 }
 
-for (const b of BASES) ATOMS.set(b, { factor: 1, dims: { [b]: 1 }, metric: true });
-for (const [symbol, metric, value, unit] of DEFINED) {
-  const r = unit === '1' ? ONE : reduce(unit);
-  ATOMS.set(symbol, { factor: value * r.factor, dims: r.dims, metric });
+let filled = false;
+
+/**
+ * Fills ATOMS from BASES and DEFINED (each reduced by the parser, in dependency order), on the first unit
+ * read rather than when the module loads: every process loads it, few read a quantity's unit at once.
+ */
+function fillAtoms(): void {
+  if (filled) return;
+  filled = true;
+  for (const b of BASES) ATOMS.set(b, { factor: 1, dims: { [b]: 1 }, metric: true });
+  for (const [symbol, metric, value, unit] of DEFINED) {
+    const r = unit === '1' ? ONE : reduce(unit);
+    ATOMS.set(symbol, { factor: value * r.factor, dims: r.dims, metric });
+  }
 }

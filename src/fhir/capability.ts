@@ -362,8 +362,16 @@ export function capabilityStatement(o: CapabilityOptions, entries?: string): Rec
  * `ActivityDefinition:composed-of` names no Patient), as `_has` and `_revinclude` take them.
  */
 function referrersTo(type: string): { source: string; param: string }[] {
-  return referrersOf(type).filter(({ source, param }) => namedTargets(paramOf(source, param)!, [type]).length > 0);
+  let out = REFERRERS_TO.get(type);
+  if (out === undefined) {
+    out = referrersOf(type).filter(({ source, param }) => namedTargets(paramOf(source, param)!, [type]).length > 0);
+    REFERRERS_TO.set(type, out);
+  }
+  return out;
 }
+
+/** referrersTo by type (R4's types alone: the entries' and `_has`'s), as the definitions never change. */
+const REFERRERS_TO = new Map<string, { source: string; param: string }[]>();
 
 /** `_revinclude` values on `type`: `*`, each referring type's `Type:*` and each of its parameters. */
 function revIncludes(type: string): string[] {

@@ -71,13 +71,24 @@ export type PendingCondition = Condition | ValueSetCondition | HierarchyConditio
 /** The names R4 gives a reference to a resource's parent of its own type (`Location.partof`, `Encounter.part-of`, `Specimen.parent`). */
 const HIERARCHY_NAMES = new Set(['partof', 'part-of', 'parent']);
 
+/** hierarchyParam by type (null: none), as the definitions never change: the CapabilityStatement asks for each type many times. */
+const HIERARCHY_PARAMS = new Map<string, ParamDefinition | null>();
+
 /**
  * The parameter of `type` that names a resource's parent of the same type, if its resources form a
  * hierarchy (Location, Organization, Encounter, CarePlan, Task, Specimen, ResearchStudy,
  * DeviceDefinition): what `:below` and `:above` on a reference to `type` walk.
  */
 export function hierarchyParam(type: string): ParamDefinition | undefined {
-  return paramsOf(type).find((d) => d.type === 'reference' && HIERARCHY_NAMES.has(d.code) && !d.storedAs && d.targets.length === 1 && d.targets[0] === type);
+  const params = paramsOf(type);
+  // Only R4's types have parameters: the memo holds 146 at most, whatever a request names.
+  if (params.length === 0) return undefined;
+  let out = HIERARCHY_PARAMS.get(type);
+  if (out === undefined) {
+    out = params.find((d) => d.type === 'reference' && HIERARCHY_NAMES.has(d.code) && !d.storedAs && d.targets.length === 1 && d.targets[0] === type) ?? null;
+    HIERARCHY_PARAMS.set(type, out);
+  }
+  return out ?? undefined;
 }
 
 const PREFIXES: Comparator[] = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'];

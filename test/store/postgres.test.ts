@@ -228,6 +228,19 @@ describe.if(pg !== undefined)('postgres adapter', () => {
     }
   }
 
+  /**
+   * Waits until PostgreSQL counts at least `rows` changes of `table` since its last ANALYZE: a backend reports
+   * its counts after its commit, within a second or so, or up to 10 s later when it reported one just before.
+   */
+  async function countedChanges(conn: postgres.Sql, table: string, rows: number): Promise<void> {
+    for (let i = 0; i < 300; i++) {
+      const [row] = await conn<{ n: number }[]>`SELECT n_mod_since_analyze::float8 AS n FROM pg_stat_user_tables WHERE relname = ${table}`;
+      if ((row?.n ?? 0) >= rows) return;
+      await Bun.sleep(50);
+    }
+    throw new Error(`PostgreSQL did not count ${rows} changes of ${table} in 15 s`);
+  }
+
   /** The planner's estimate of the rows of `type` in `tenant`, which the search planner's type sizes read. */
   async function estimatedRows(conn: postgres.Sql, tenant: string, type: string): Promise<number> {
     const [row] = await conn.unsafe<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }[]>(
@@ -241,13 +254,16 @@ describe.if(pg !== undefined)('postgres adapter', () => {
       // Never analysed: the planner takes 2,000 Patients for a handful.
       await writePatients(s, tenant, 0, 2000);
       expect(await estimatedRows(conn, tenant, 'Patient')).toBeLessThan(200);
+      // The writer's counts reach the statistics first: counted after the ANALYZE, they would be taken for
+      // changes since (a loaded machine flushed them late, and the next 1,000 rows then made 3,000).
+      await countedChanges(conn, 'resources', 2000);
       expect(await staleUntil(s, 'resources')).toEqual(expect.arrayContaining(['compartments', 'resources', 'search_index', 'search_keys']));
       expect(await estimatedRows(conn, tenant, 'Patient')).toBeGreaterThan(1500);
       // Nothing changed since: nothing to do.
       expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
       // Fewer new rows than the table held leave it alone; as many again and 50 more make it stale.
       await writePatients(s, tenant, 2000, 3000);
-      await Bun.sleep(1500);
+      await countedChanges(conn, 'resources', 1000);
       expect(await s.resources.indexing.analyze({ onlyStale: true })).toEqual([]);
       await writePatients(s, tenant, 3000, 4100);
       expect(await staleUntil(s, 'resources')).toEqual(expect.arrayContaining(['resources', 'search_index', 'compartments']));

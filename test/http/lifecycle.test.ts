@@ -29,6 +29,12 @@ type Tokens = { access_token: string; refresh_token?: string; scope: string; err
 const PAST_CACHES_MS = 6_000;
 
 /** The system clock, moved by the tests: the app and the command line (systemClock) both read it. */
+const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
+const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
+/** A parameter's code in a notification Bundle's SubscriptionStatus (`type`, `status`). */
+const notificationParam = (b: Json, name: string) =>
+  String((((b.entry as Json[])[0]!.resource as Json).parameter as Json[]).find((x) => x.name === name)?.valueCode);
+
 const systemTime: TestClock = {
   now: () => Date.now(),
   advance: (ms) => void setSystemTime(new Date(Date.now() + ms)),
@@ -64,6 +70,25 @@ for (const target of targets) {
     }
     /** Moves the clock past the app's caches. */
     const later = () => t.clock.advance(PAST_CACHES_MS);
+    /**
+     * A topic on Patient (`http://example.org/topics/<name>`) and an id-only rest-hook Subscription of `owner` to it,
+     * sent to 127.0.0.1:`port`, written `requested` (its handshake waiting); `extension` on its channel.
+     */
+    const topicRestHook = async (owner: ReturnType<typeof fhirClient>, name: string, port: number, extension: Json[] = []) => {
+      const topic = `http://example.org/topics/${name}`;
+      await owner.create({
+        resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
+        extension: [{ url: `${X5}url`, valueUri: topic }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
+      });
+      return owner.create({
+        resourceType: 'Subscription', status: 'requested', reason: name, criteria: topic,
+        channel: {
+          type: 'rest-hook', endpoint: `http://127.0.0.1:${port}/hook`, payload: 'application/fhir+json',
+          _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
+          ...(extension.length > 0 && { extension }),
+        },
+      });
+    };
     const backend = async (scopes = ['system/*.read']) => {
       const { client, clientSecret } = await createClient(t.store, t.clock, { tenant: 't1', scopes });
       return { id: client.clientId, secret: clientSecret! };
@@ -697,32 +722,15 @@ for (const target of targets) {
     });
 
     test("a disabled client's topic Subscription with a heartbeat period has its heartbeats again once it is enabled", async () => {
-      const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
-      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
       const got: string[] = [];
       const receiver = Bun.serve({
         port: 0, hostname: '127.0.0.1',
-        fetch: async (req) => {
-          const p = (((await req.json()) as Json).entry as Json[])[0]!.resource as Json;
-          got.push(String(((p.parameter as Json[]).find((x) => x.name === 'type') as Json).valueCode));
-          return new Response(null, { status: 200 });
-        },
+        fetch: async (req) => (got.push(notificationParam((await req.json()) as Json, 'type')), new Response(null, { status: 200 })),
       });
       try {
         const c = await backend(['system/*.*']);
         const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
-        await owner.create({
-          resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
-          extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-patients' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
-        });
-        const sub = await owner.create({
-          resourceType: 'Subscription', status: 'requested', reason: 'beats', criteria: 'http://example.org/topics/lifecycle-patients',
-          channel: {
-            type: 'rest-hook', endpoint: `http://127.0.0.1:${receiver.port}/hook`, payload: 'application/fhir+json',
-            _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
-            extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }],
-          },
-        });
+        const sub = await topicRestHook(owner, 'lifecycle-patients', receiver.port!, [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }]);
         const waiting = async () => (await t.store.subscriptions.pending('t1', sub.id as string, 100)).map((n) => n.event);
         // Its handshake accepted, it is active.
         await t.app.subscriptions.runOnce();
@@ -743,25 +751,12 @@ for (const target of targets) {
     });
 
     test("a disabled client's topic Subscription awaiting its handshake is sent a handshake first once enabled (the one waiting was dropped), before its heartbeats and events", async () => {
-      const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
-      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
       const got: Json[] = [];
       const receiver = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push((await req.json()) as Json), new Response(null, { status: 200 })) });
       try {
         const c = await backend(['system/*.*']);
         const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
-        await owner.create({
-          resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
-          extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-awaiting' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
-        });
-        const sub = await owner.create({
-          resourceType: 'Subscription', status: 'requested', reason: 'awaiting', criteria: 'http://example.org/topics/lifecycle-awaiting',
-          channel: {
-            type: 'rest-hook', endpoint: `http://127.0.0.1:${receiver.port}/hook`, payload: 'application/fhir+json',
-            _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] },
-            extension: [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }],
-          },
-        });
+        const sub = await topicRestHook(owner, 'lifecycle-awaiting', receiver.port!, [{ url: `${BP}backport-heartbeat-period`, valueUnsignedInt: 5 }]);
         await cinder(['client', 'disable', c.id]);
         later();
         // Disabled before its handshake went: the handshake is dropped with what waits; the Subscription still awaits it.
@@ -772,11 +767,7 @@ for (const target of targets) {
         const admin = fhirClient(t, await t.token());
         await admin.put200({ resourceType: 'Patient', id: 'awaiting1', name: [{ family: 'awaiting' }] });
         for (let i = 0; i < 20 && (await t.app.subscriptions.runOnce()) > 0; i++);
-        const sent = got.map((b) => {
-          const p = (b.entry as Json[])[0]!.resource as Json;
-          const value = (name: string) => ((p.parameter as Json[]).find((x) => x.name === name) as Json).valueCode;
-          return `${String(value('type'))} ${String(value('status'))}`;
-        });
+        const sent = got.map((b) => `${notificationParam(b, 'type')} ${notificationParam(b, 'status')}`);
         // Nothing reaches the endpoint before it is verified: a handshake first, then what waited, the Subscription active.
         expect(sent[0]).toBe('handshake requested');
         expect(sent.slice(1).every((k) => k.endsWith(' active'))).toBe(true);
@@ -788,21 +779,12 @@ for (const target of targets) {
     });
 
     test('a topic Subscription an older release stored active with its handshake waiting, paused and resumed by its client, is sent that handshake first', async () => {
-      const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/';
-      const X5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic.';
       const got: Json[] = [];
       const receiver = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: async (req) => (got.push((await req.json()) as Json), new Response(null, { status: 200 })) });
       try {
         const c = await backend(['system/*.*']);
         const owner = fhirClient(t, (await tokenOf(await clientCredentials(c))).access_token);
-        await owner.create({
-          resourceType: 'Basic', code: { coding: [{ system: 'http://hl7.org/fhir/fhir-types', code: 'SubscriptionTopic' }] },
-          extension: [{ url: `${X5}url`, valueUri: 'http://example.org/topics/lifecycle-legacy' }, { url: `${X5}status`, valueCode: 'active' }, { url: `${X5}resourceTrigger`, extension: [{ url: 'resource', valueUri: 'Patient' }] }],
-        });
-        const sub = await owner.create({
-          resourceType: 'Subscription', status: 'requested', reason: 'legacy', criteria: 'http://example.org/topics/lifecycle-legacy',
-          channel: { type: 'rest-hook', endpoint: `http://127.0.0.1:${receiver.port}/hook`, payload: 'application/fhir+json', _payload: { extension: [{ url: `${BP}backport-payload-content`, valueCode: 'id-only' }] } },
-        });
+        const sub = await topicRestHook(owner, 'lifecycle-legacy', receiver.port!);
         // As a release that stored a topic rest-hook Subscription active at once, its handshake recorded, left it.
         await rawStatements(target.kind, url, [[`UPDATE resources SET content = $1 WHERE tenant = $2 AND type = 'Subscription' AND id = $3`, [JSON.stringify({ ...sub, status: 'active' }), 't1', String(sub.id)]]]);
         // Paused and resumed by the server: the version now active is not the one the handshake was recorded for.
@@ -812,10 +794,7 @@ for (const target of targets) {
         const admin = fhirClient(t, await t.token());
         await admin.put200({ resourceType: 'Patient', id: 'legacy1', name: [{ family: 'legacy' }] });
         for (let i = 0; i < 20 && (await t.app.subscriptions.runOnce()) > 0; i++);
-        const sent = got.map((b) => {
-          const p = (b.entry as Json[])[0]!.resource as Json;
-          return String(((p.parameter as Json[]).find((x) => x.name === 'type') as Json).valueCode);
-        });
+        const sent = got.map((b) => notificationParam(b, 'type'));
         // Its endpoint was never verified: the handshake waiting goes first, not deleted unsent.
         expect(sent).toEqual(['handshake', 'event-notification']);
       } finally {

@@ -124,6 +124,11 @@ const encounter = (status: string, patient = 'pa', extra: Json = {}) => ({
 
 /** A parameter of a SubscriptionStatus, or a part of its notification-event. */
 const param = (p: Json, name: string) => (p.parameter as Json[]).find((x) => x.name === name);
+/** A notification's type and the Subscription's status it reports (`handshake requested`). */
+const typeAndStatus = (b: Json) => {
+  const p = (b.entry as Json[])[0]!.resource as Json;
+  return `${param(p, 'type')!.valueCode} ${param(p, 'status')!.valueCode}`;
+};
 const part = (p: Json, name: string) => ((param(p, 'notification-event')?.part ?? []) as Json[]).find((x) => x.name === name);
 
 const targets = await storeTargets();
@@ -665,10 +670,7 @@ for (const target of targets) {
       expect([again.status, (again.meta as Json).versionId]).toEqual(['requested', '2']);
       expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
       await drain();
-      const sent = received().map((b) => {
-        const p = (b.entry as Json[])[0]!.resource as Json;
-        return `${param(p, 'type')!.valueCode} ${param(p, 'status')!.valueCode}`;
-      });
+      const sent = received().map(typeAndStatus);
       expect(sent).toEqual(['handshake requested', 'event-notification active']);
       const read = await json(call('GET', `Subscription/${s.id}`));
       expect([read.status, (read.meta as Json).versionId]).toEqual(['active', '3']);
@@ -688,10 +690,7 @@ for (const target of targets) {
       expect([written.status, stored.status, (stored.meta as Json).versionId]).toEqual([200, 'requested', '2']);
       expect((await call('POST', 'Encounter', encounter('planned'))).status).toBe(201);
       await drain();
-      const sent = received().map((b) => {
-        const p = (b.entry as Json[])[0]!.resource as Json;
-        return `${param(p, 'type')!.valueCode} ${param(p, 'status')!.valueCode}`;
-      });
+      const sent = received().map(typeAndStatus);
       expect(sent).toEqual(['handshake requested', 'event-notification active']);
       expect((await read()).status).toBe('active');
       await off(s);

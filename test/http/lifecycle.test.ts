@@ -70,6 +70,11 @@ for (const target of targets) {
     }
     /** Moves the clock past the app's caches. */
     const later = () => t.clock.advance(PAST_CACHES_MS);
+    /** A Subscription's status, error and version, as `api` reads it. */
+    const statusOf = async (api: ReturnType<typeof fhirClient>, id: string) => {
+      const read = (await (await api.get(`Subscription/${id}`)).json()) as Json;
+      return [read.status, read.error, (read.meta as Json).versionId];
+    };
     /**
      * A topic on Patient (`http://example.org/topics/<name>`) and an id-only rest-hook Subscription of `owner` to it,
      * sent to 127.0.0.1:`port`, written `requested` (its handshake waiting); `extension` on its channel.
@@ -910,10 +915,7 @@ for (const target of targets) {
       const admin = fhirClient(t, await t.token());
       await admin.put200({ resourceType: 'Patient', id: 'lateclient1', name: [{ family: 'lateclient' }] });
       expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
-      const shown = async () => {
-        const read = (await (await admin.get(`Subscription/${String(late.id)}`)).json()) as Json;
-        return [read.status, read.error, (read.meta as Json).versionId];
-      };
+      const shown = () => statusOf(admin, String(late.id));
       expect(await shown()).toEqual(['error', expect.stringContaining(`the app that activated it (client ${c.id}) is disabled`), '2']);
       expect(await cinder(['client', 'enable', c.id])).toMatchObject({ subscriptions_resumed: [late.id] });
       expect(await shown()).toEqual(['active', undefined, '3']);
@@ -957,10 +959,7 @@ for (const target of targets) {
       const admin = fhirClient(t, await t.token());
       await admin.put200({ resourceType: 'Patient', id: 'latenarrow1', name: [{ family: 'latenarrow' }] });
       expect((await t.store.subscriptions.pending('t1', late.id as string, 100)).length).toBe(0);
-      const shown = async () => {
-        const read = (await (await admin.get(`Subscription/${String(late.id)}`)).json()) as Json;
-        return [read.status, read.error, (read.meta as Json).versionId];
-      };
+      const shown = () => statusOf(admin, String(late.id));
       expect(await shown()).toEqual(['error', expect.stringContaining(`the scopes registered for the app that activated it (client ${c.id}) no longer let it search`), '2']);
       expect(await cinder(['client', 'update', c.id, '--scope', 'system/*.*'])).toMatchObject({ subscriptions_resumed: [late.id] });
       expect(await shown()).toEqual(['active', undefined, '3']);

@@ -247,7 +247,12 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     return authAuditEvent(p.event) as Resource;
   }
 
-  async function requestorOf(token: VerifiedToken | string | undefined, address: string): Promise<{ requestor: Requestor; patient?: string }> {
+  /**
+   * Who made a request of `tenant`: the token's client, user and patient in context; a token of another tenant
+   * (refused with 403) is treated as one that does not verify, so that nothing of that tenant's (its client, its
+   * user, its patient, whose id would name this tenant's Patient of that id) is written into this one's trail.
+   */
+  async function requestorOf(tenant: string, token: VerifiedToken | string | undefined, address: string): Promise<{ requestor: Requestor; patient?: string }> {
     let v: VerifiedToken | undefined;
     if (typeof token === 'string') {
       try {
@@ -256,7 +261,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
         v = undefined;
       }
     } else v = token;
-    if (!v) return { requestor: { address } };
+    if (!v || v.tenant !== tenant) return { requestor: { address } };
     const requestor: Requestor = { clientId: v.client_id, address };
     if (v.fhirUser) requestor.fhirUser = v.fhirUser;
     if (v.sub !== v.client_id) requestor.user = v.sub;
@@ -290,7 +295,7 @@ export function createAuditTrail(d: AuditTrailDeps): AuditTrail {
     const { c } = p;
     const tenant = c.tenant;
     const base = d.fhirBase(tenant);
-    const { requestor, patient } = await requestorOf(p.token, p.address);
+    const { requestor, patient } = await requestorOf(tenant, p.token, p.address);
     const patients = new Set<string>();
     if (c.pathPatient) patients.add(c.pathPatient);
     if (patient) patients.add(patient);
